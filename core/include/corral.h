@@ -1,0 +1,397 @@
+/*
+ * corral.h: the one public header of libcorral, a multi-threaded
+ * acceptor/worker server framework for Linux built on epoll.
+ *
+ * Conventions: every function that can fail returns 0 or a negative errno
+ * (-EAGAIN means "would block", never an error).  Objects are opaque and are
+ * created and freed by the library.  Unless a contract says otherwise, an
+ * object belongs to one loop and may only be used from that loop's thread.
+ */
+#ifndef CORRAL_H
+#define CORRAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(CORRAL_BUILDING)
+#define CORRAL_EXTERN __attribute__((visibility("default")))
+#else
+#define CORRAL_EXTERN
+#endif
+
+#define CORRAL_VERSION "0.1.0"
+
+typedef struct corral_loop corral_loop;
+typedef struct corral_io corral_io;
+typedef struct corral_timer corral_timer;
+typedef struct corral_server corral_server;
+typedef struct corral_worker corral_worker;
+typedef struct corral_listener corral_listener;
+typedef struct corral_conn corral_conn;
+
+/* ---------------------------------------------------------------- logging */
+
+enum corral_log_level {
+    CORRAL_LOG_ERROR,
+    CORRAL_LOG_WARN,
+    CORRAL_LOG_INFO,
+    CORRAL_LOG_DEBUG,
+};
+
+typedef void (*corral_log_fn)(enum corral_log_level level, const char *message, void *arg);
+
+/** Routes the library's log lines to `fn` (NULL restores the default, which
+ *  writes timestamped lines to stderr).  Call before starting any server. */
+CORRAL_EXTERN void corral_set_logger(corral_log_fn fn, void *arg);
+
+/** Drops log lines less severe than `level` (default CORRAL_LOG_INFO). */
+CORRAL_EXTERN void corral_set_log_level(enum corral_log_level level);
+
+/** Returns "error", "warn", "info" or "debug". */
+CORRAL_EXTERN const char *corral_log_level_name(enum corral_log_level level);
+
+/* ------------------------------------------------------------- event loop */
+
+/** Creates an event loop (an epoll instance with timers, deferred and
+ *  cross-thread callbacks).  Every worker owns one; a program may create
+ *  others.  On success *out must later be freed with corral_loop_free(). */
+CORRAL_EXTERN int corral_loop_new(corral_loop **out);
+
+/** Frees a loop that is not running.  Connections still open on it are
+ *  aborted first (their on_close runs); watchers and timers must already be
+ *  freed by their owners. */
+CORRAL_EXTERN void corral_loop_free(corral_loop *loop);
+
+/** Runs the loop on the calling thread until corral_loop_stop().  Returns 0,
+ *  or -errno if epoll_wait failed for a reason other than EINTR. */
+CORRAL_EXTERN int corral_loop_run(corral_loop *loop);
+
+/** Makes corral_loop_run() return after the current iteration.  Loop thread
+ *  only; from other threads post a callback that calls it. */
+CORRAL_EXTERN void corral_loop_stop(corral_loop *loop);
+
+/** The loop's clock: monotonic milliseconds, refreshed once per iteration. */
+CORRAL_EXTERN uint64_t corral_loop_now(const corral_loop *loop);
+
+typedef void (*corral_callback)(void *arg);
+
+/** Runs cb(arg) on the loop's thread at the end of the current iteration
+ *  (before output is flushed).  Loop thread only.  Returns 0 or -ENOMEM. */
+CORRAL_EXTERN int corral_loop_defer(corral_loop *loop, corral_callback cb, void *arg);
+
+/** Runs cb(arg) on the loop's thread soon.  Safe from any thread: a lock-free
+ *  queue plus one eventfd write per batch, so a burst of posts costs the
+ *  receiving loop one wakeup.  Each post runs exactly once, in the order
+ *  each posting thread made them.  Returns 0 or -ENOMEM. */
+CORRAL_EXTERN int corral_loop_post(corral_loop *loop, corral_callback cb, void *arg);
+
+/* ---------------------------------------------------------- fd watchers */
+
+enum {
+    CORRAL_READABLE = 1u << 0,
+    CORRAL_WRITABLE = 1u << 1,
+    CORRAL_HANGUP = 1u << 2, /* error or hang-up; delivered whatever the interest */
+};
+
+typedef void (*corral_io_cb)(corral_io *io, unsigned events, void *arg);
+
+/** Watches `fd` (owned by the caller, never closed by the library) on `loop`
+ *  with level-triggered interest `events` (CORRAL_READABLE/WRITABLE). */
+CORRAL_EXTERN int corral_io_new(corral_loop *loop, int fd, unsigned events, corral_io_cb cb,
+                                void *arg, corral_io **out);
+
+/** Changes the interest set of a watcher. */
+CORRAL_EXTERN int corral_io_set(corral_io *io, unsigned events);
+
+/** Stops watching and frees the watcher; safe inside its own callback. */
+CORRAL_EXTERN void corral_io_free(corral_io *io);
+
+/* ----------------------------------------------------------------- timers */
+
+typedef void (*corral_timer_cb)(corral_timer *timer, void *arg);
+
+/** Creates a stopped timer on `loop`.  Timers live in a binary heap: start
+ *  and stop are O(log n), so 100k live timers are cheap. */
+CORRAL_EXTERN int corral_timer_new(corral_loop *loop, corral_timer_cb cb, void *arg,
+                                   corral_timer **out);
+
+/** (Re)arms the timer to fire once, `after_ms` from the loop's clock.  Timers
+ *  due at the same millisecond fire in the order they were started. */
+CORRAL_EXTERN void corral_timer_start(corral_timer *timer, uint64_t after_ms);
+
+/** Disarms the timer; a no-op if it is not armed. */
+CORRAL_EXTERN void corral_timer_stop(corral_timer *timer);
+
+/** True while the timer is armed. */
+CORRAL_EXTERN bool corral_timer_active(const corral_timer *timer);
+
+/** Stops and frees the timer; safe inside its own callback. */
+CORRAL_EXTERN void corral_timer_free(corral_timer *timer);
+
+/* ------------------------------------------------------------ connections */
+
+/*
+ * A connection is a non-blocking stream socket with an input and an output
+ * buffer, owned by one loop for its whole life.  Buffers exist only while
+ * they hold data, so an idle connection costs a few hundred bytes.
+ *
+ * Backpressure: a connection stops reading while its unconsumed input or its
+ * unsent output exceeds the high watermark, and resumes below the low one.
+ */
+struct corral_conn_handler {
+    /** Connection established (accepted, or an outgoing connect completed).
+     *  Optional. */
+    void (*on_open)(corral_conn *conn);
+    /** New input: `data` holds all unconsumed input.  Return how many bytes
+     *  were consumed; the rest is presented again with the next input. */
+    size_t (*on_data)(corral_conn *conn, const char *data, size_t len);
+    /** The peer closed its sending side.  Optional: NULL closes the
+     *  connection once pending output is flushed. */
+    void (*on_eof)(corral_conn *conn);
+    /** Pending output fell to the low watermark after having exceeded the
+     *  high one.  Optional; use it to resume a producer. */
+    void (*on_drain)(corral_conn *conn);
+    /** A graceful server stop began.  Optional: NULL lets the connection
+     *  run until it closes itself or the stop's timeout ends it. */
+    void (*on_stop)(corral_conn *conn);
+    /** Called exactly once; `error` is 0 or a negative errno (-ETIMEDOUT,
+     *  -ECONNRESET, -ECONNREFUSED, ...).  The connection is freed after it
+     *  returns. */
+    void (*on_close)(corral_conn *conn, int error);
+};
+
+/*
+ * Transport: how bytes move through the socket.  The default is plain
+ * recv/sendmsg; TLS plugs in its own table without changing callers.  Each
+ * function returns a byte count, 0 for end of stream (read only), -EAGAIN, or
+ * another -errno.
+ */
+struct corral_transport {
+    const char *name;
+    ssize_t (*read)(corral_conn *conn, void *buf, size_t len);
+    ssize_t (*writev)(corral_conn *conn, const struct iovec *iov, int iovcnt);
+    /** Sends end-of-stream (close_notify, FIN); optional. */
+    int (*shutdown)(corral_conn *conn);
+    /** Releases the transport's state; optional. */
+    void (*destroy)(corral_conn *conn);
+};
+
+/** Replaces the connection's transport; `state` is read back with
+ *  corral_conn_transport_state().  Call from on_open, before any I/O. */
+CORRAL_EXTERN void corral_conn_set_transport(corral_conn *conn, const struct corral_transport *ops,
+                                             void *state);
+CORRAL_EXTERN void *corral_conn_transport_state(const corral_conn *conn);
+
+/** The plain-socket transport, for transports that wrap it. */
+CORRAL_EXTERN extern const struct corral_transport corral_plain_transport;
+
+/** Queues `len` bytes for sending (copied).  Output is flushed at the end of
+ *  the loop iteration, so responses to pipelined requests leave in one
+ *  syscall.  Returns 0, or -EPIPE once the connection is closing. */
+CORRAL_EXTERN int corral_conn_write(corral_conn *conn, const void *data, size_t len);
+
+/** corral_conn_write() for a gather list. */
+CORRAL_EXTERN int corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt);
+
+/** Bytes queued and not yet accepted by the kernel. */
+CORRAL_EXTERN size_t corral_conn_pending_output(const corral_conn *conn);
+
+/** Sends end-of-stream once queued output is flushed (half-close); the
+ *  connection keeps reading. */
+CORRAL_EXTERN void corral_conn_shutdown(corral_conn *conn);
+
+/** Closes gracefully: flushes queued output, half-closes, then discards
+ *  input until the peer closes or 2 s pass, so the peer reads everything sent
+ *  instead of a reset.  on_close(conn, 0) follows. */
+CORRAL_EXTERN void corral_conn_close(corral_conn *conn);
+
+/** Closes at once, dropping queued output; on_close(conn, error) follows
+ *  (error 0 or -errno). */
+CORRAL_EXTERN void corral_conn_abort(corral_conn *conn, int error);
+
+/** Stops or resumes delivering input (for backpressure between two
+ *  connections, e.g. a proxy pausing a client while its upstream drains). */
+CORRAL_EXTERN void corral_conn_pause_read(corral_conn *conn);
+CORRAL_EXTERN void corral_conn_resume_read(corral_conn *conn);
+
+/** Read timeout: close with -ETIMEDOUT when reading is active and nothing
+ *  arrived for `read_ms`.  Write timeout: close with -ETIMEDOUT when output is
+ *  pending and none of it was sent for `write_ms`.  0 disables either. */
+CORRAL_EXTERN void corral_conn_set_timeouts(corral_conn *conn, uint32_t read_ms, uint32_t write_ms);
+
+/** Sets the high and low watermarks (bytes) for backpressure. */
+CORRAL_EXTERN void corral_conn_set_watermarks(corral_conn *conn, size_t high, size_t low);
+
+CORRAL_EXTERN void corral_conn_set_data(corral_conn *conn, void *data);
+CORRAL_EXTERN void *corral_conn_data(const corral_conn *conn);
+/** The `data` given to the listener (NULL for outgoing connections). */
+CORRAL_EXTERN void *corral_conn_listener_data(const corral_conn *conn);
+CORRAL_EXTERN int corral_conn_fd(const corral_conn *conn);
+CORRAL_EXTERN corral_loop *corral_conn_loop(const corral_conn *conn);
+/** The worker that owns an accepted connection, or NULL. */
+CORRAL_EXTERN corral_worker *corral_conn_worker(const corral_conn *conn);
+
+/** Opens an outgoing non-blocking connection from `loop`.  handler->on_open
+ *  runs once connected; a failure reaches on_close with -ECONNREFUSED etc.
+ *  Writes made before the connection is established are queued. */
+CORRAL_EXTERN int corral_connect(corral_loop *loop, const struct sockaddr *addr, socklen_t addrlen,
+                                 const struct corral_conn_handler *handler, void *data,
+                                 corral_conn **out);
+
+/* -------------------------------------------------------------- addresses */
+
+/** Parses "127.0.0.1:8080", "[::1]:8080", "*:8080" (all IPv4 addresses),
+ *  "localhost:8080" or "unix:/path/to.sock".  Returns 0 or -EINVAL. */
+CORRAL_EXTERN int corral_parse_address(const char *text, struct sockaddr_storage *addr,
+                                       socklen_t *addrlen);
+
+/** Formats an address as corral_parse_address() reads it.  Returns 0 or
+ *  -ENOSPC. */
+CORRAL_EXTERN int corral_format_address(const struct sockaddr *addr, socklen_t addrlen, char *buf,
+                                        size_t len);
+
+/* ----------------------------------------------------------- wakeup modes */
+
+/*
+ * How the workers share the listening sockets.  See docs/wakeup-modes.md.
+ */
+enum corral_wakeup_mode {
+    CORRAL_WAKEUP_AUTO,       /* = roundrobin */
+    CORRAL_WAKEUP_ROUNDROBIN, /* one shared accept queue, idle workers served in turn */
+    CORRAL_WAKEUP_AFFINITY,   /* a connection is served on the CPU its packets arrived on */
+    CORRAL_WAKEUP_EXCLUSIVE,  /* EPOLLEXCLUSIVE: wake one worker, the first idle one */
+    CORRAL_WAKEUP_REUSEPORT,  /* one listener per worker, the kernel hashes connections */
+    CORRAL_WAKEUP_HERD,       /* every worker woken for every connection (baseline) */
+};
+
+/** "auto", "roundrobin", "affinity", "exclusive", "reuseport" or "herd". */
+CORRAL_EXTERN const char *corral_wakeup_mode_name(enum corral_wakeup_mode mode);
+
+/** Parses a mode name.  Returns 0 or -EINVAL. */
+CORRAL_EXTERN int corral_wakeup_mode_parse(const char *name, enum corral_wakeup_mode *out);
+
+/** What a server's requested wakeup mode resolved to on this kernel. */
+struct corral_wakeup_info {
+    enum corral_wakeup_mode requested;
+    enum corral_wakeup_mode mode; /* the mode really in use after fallbacks */
+    const char *impl;             /* the mechanism: "native", "rotate", "cbpf-cpu", ... */
+    const char *reason;           /* why a fallback happened, or "" */
+};
+
+/* ----------------------------------------------------------------- server */
+
+struct corral_server_config {
+    unsigned workers;                 /* worker threads; 0 = CPUs in the affinity mask */
+    enum corral_wakeup_mode wakeup;   /* default CORRAL_WAKEUP_AUTO */
+    unsigned max_connections;         /* per worker; 0 = unlimited */
+    unsigned busy_poll_usecs;         /* epoll busy poll per worker loop; 0 = off */
+};
+
+/** Fills `config` with the defaults. */
+CORRAL_EXTERN void corral_server_config_init(struct corral_server_config *config);
+
+/** Creates a server (a pool of worker threads, not yet started). */
+CORRAL_EXTERN int corral_server_new(const struct corral_server_config *config,
+                                    corral_server **out);
+
+/** Frees a server that is stopped (or was never started), closing its
+ *  listening sockets. */
+CORRAL_EXTERN void corral_server_free(corral_server *server);
+
+struct corral_listen_options {
+    int backlog;             /* default 511 */
+    bool tcp_nodelay;        /* default true */
+    unsigned defer_accept_s; /* TCP_DEFER_ACCEPT seconds; 0 = off */
+    size_t high_watermark;   /* backpressure, bytes; default 256 KiB */
+    size_t low_watermark;    /* default 64 KiB */
+};
+
+/** Fills `options` with the defaults. */
+CORRAL_EXTERN void corral_listen_options_init(struct corral_listen_options *options);
+
+/** Binds and listens on `address` (see corral_parse_address(); port 0 picks
+ *  an ephemeral port) before the server starts.  Accepted connections run
+ *  `handler` with corral_conn_listener_data() returning `data`.  `options`
+ *  may be NULL for the defaults.  Returns -EADDRINUSE, -EINVAL, ... with no
+ *  socket left open on failure. */
+CORRAL_EXTERN int corral_server_listen(corral_server *server, const char *address,
+                                       const struct corral_listen_options *options,
+                                       const struct corral_conn_handler *handler, void *data,
+                                       corral_listener **out);
+
+/** The bound address, e.g. "127.0.0.1:41234" (useful with port 0). */
+CORRAL_EXTERN int corral_listener_address(const corral_listener *listener, char *buf, size_t len);
+
+/** The bound TCP port, or 0 for unix sockets. */
+CORRAL_EXTERN int corral_listener_port(const corral_listener *listener);
+
+/** Starts the workers.  The wakeup mode is resolved here and logged. */
+CORRAL_EXTERN int corral_server_start(corral_server *server);
+
+/** Stops the server; callable from any thread, any number of times.  With
+ *  `graceful_ms` > 0 the workers stop accepting, call on_stop for each open
+ *  connection and wait up to `graceful_ms` for connections to close before
+ *  aborting the rest; with 0 they abort every connection at once. */
+CORRAL_EXTERN void corral_server_stop(corral_server *server, uint32_t graceful_ms);
+
+/** Waits until every worker has exited.  Returns 0. */
+CORRAL_EXTERN int corral_server_wait(corral_server *server);
+
+typedef void (*corral_signal_cb)(corral_server *server, int signo, void *arg);
+
+/** Handles `signo` in corral_server_run() instead of the default action
+ *  (SIGTERM/SIGINT: graceful stop within 10 s; SIGQUIT: immediate stop). */
+CORRAL_EXTERN int corral_server_on_signal(corral_server *server, int signo, corral_signal_cb cb,
+                                          void *arg);
+
+/** Starts the server and runs the calling (main) thread's loop, which takes
+ *  signals through a signalfd, until the workers have exited. */
+CORRAL_EXTERN int corral_server_run(corral_server *server);
+
+/** The main thread's loop while corral_server_run() runs, else NULL. */
+CORRAL_EXTERN corral_loop *corral_server_main_loop(const corral_server *server);
+
+/** What the wakeup mode resolved to (valid after corral_server_start()). */
+CORRAL_EXTERN void corral_server_wakeup(const corral_server *server,
+                                        struct corral_wakeup_info *info);
+
+CORRAL_EXTERN unsigned corral_server_worker_count(const corral_server *server);
+CORRAL_EXTERN corral_worker *corral_server_worker(const corral_server *server, unsigned index);
+
+/* ---------------------------------------------------------------- workers */
+
+CORRAL_EXTERN unsigned corral_worker_index(const corral_worker *worker);
+CORRAL_EXTERN corral_loop *corral_worker_loop(const corral_worker *worker);
+CORRAL_EXTERN corral_server *corral_worker_server(const corral_worker *worker);
+
+/** corral_loop_post() to the worker's loop; safe from any thread. */
+CORRAL_EXTERN int corral_worker_post(corral_worker *worker, corral_callback cb, void *arg);
+
+/** Per-worker counters; each is written only by its worker and may be read
+ *  from any thread at any time. */
+struct corral_worker_stats {
+    uint64_t accepts;            /* connections accepted */
+    uint64_t accept_wakeups;     /* times the worker woke with a listener ready */
+    uint64_t accept_wasted;      /* of those, wakeups whose first accept() got EAGAIN */
+    uint64_t accepts_local;      /* accepts whose SO_INCOMING_CPU is the worker's CPU */
+    uint64_t connections_active; /* open connections, accepted and outgoing */
+    uint64_t accept_pauses;      /* times accepting paused (connection limit, EMFILE) */
+    int cpu;                     /* the CPU the worker is pinned to, or -1 */
+};
+
+/** Reads worker `index`'s counters.  Safe from any thread. */
+CORRAL_EXTERN void corral_server_stats(const corral_server *server, unsigned index,
+                                       struct corral_worker_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CORRAL_H */

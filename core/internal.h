@@ -1,0 +1,317 @@
+/*
+ * internal.h: declarations shared by libcorral's own files.  Nothing here is
+ * visible to programs that embed the library.
+ */
+#ifndef CORRAL_INTERNAL_H
+#define CORRAL_INTERNAL_H
+
+#include "corral.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#define CORRAL__CACHELINE 64
+#define CORRAL__LINGER_MS 2000
+
+/* ---------------------------------------------------------------- logging */
+
+void corral__log(enum corral_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define corral__error(...) corral__log(CORRAL_LOG_ERROR, __VA_ARGS__)
+#define corral__warn(...) corral__log(CORRAL_LOG_WARN, __VA_ARGS__)
+#define corral__info(...) corral__log(CORRAL_LOG_INFO, __VA_ARGS__)
+#define corral__debug(...) corral__log(CORRAL_LOG_DEBUG, __VA_ARGS__)
+
+/* ------------------------------------------------------------------ loop */
+
+/*
+ * Everything registered in a loop's epoll set starts with a handle, and the
+ * epoll data pointer points at it, so one dispatch serves watchers,
+ * connections, listeners and the loop's own eventfd.
+ */
+struct corral__handle {
+    void (*on_event)(struct corral__handle *handle, uint32_t epoll_events);
+};
+
+struct corral_timer {
+    corral_loop *loop;
+    corral_timer_cb cb;
+    void *arg;
+    uint64_t deadline;
+    uint64_t seq;    /* start order, to break deadline ties */
+    size_t heap_pos; /* index in loop->timers, or CORRAL__TIMER_IDLE */
+};
+#define CORRAL__TIMER_IDLE SIZE_MAX
+
+/* A node of the multi-producer single-consumer post queue. */
+struct corral__post {
+    _Atomic(struct corral__post *) next;
+    corral_callback cb;
+    void *arg;
+};
+
+struct corral__deferred {
+    corral_callback cb;
+    void *arg;
+};
+
+struct corral_loop {
+    int epfd;
+    bool stopping;
+    uint64_t now;
+
+    struct corral_timer **timers; /* binary min-heap on (deadline, seq) */
+    size_t timer_count, timer_cap;
+    uint64_t timer_seq;
+
+    struct corral__deferred *deferred; /* run at the end of each iteration */
+    size_t deferred_count, deferred_cap;
+
+    /* Cross-thread posts: Vyukov's MPSC queue with a stub node.  Producers
+     * push at `post_head`; the loop pops at `post_tail`.  `post_wake_pending`
+     * coalesces eventfd writes into one per batch. */
+    struct corral__handle post_handle;
+    int post_eventfd;
+    _Atomic(struct corral__post *) post_head;
+    struct corral__post *post_tail;
+    struct corral__post post_stub;
+    atomic_bool post_wake_pending;
+
+    /* Connections with output to flush at the end of the iteration, and
+     * closed connections to free once no event can refer to them. */
+    corral_conn *flush_list;
+    corral_conn *kick_list; /* connections to read from next iteration */
+    corral_conn *closed_list;
+    corral_conn *all_conns; /* every open connection, for stop and free */
+
+    char *scratch; /* input lands here first, so idle connections hold no buffer */
+    size_t scratch_size;
+
+    corral_worker *worker; /* the worker running this loop, or NULL */
+};
+
+/* Registers, changes or removes a handle in the loop's epoll set. */
+int corral__loop_watch(corral_loop *loop, int fd, struct corral__handle *handle, uint32_t events);
+int corral__loop_rewatch(corral_loop *loop, int fd, struct corral__handle *handle,
+                         uint32_t events);
+void corral__loop_unwatch(corral_loop *loop, int fd);
+
+/* Runs one iteration: wait at most `timeout_ms` (-1 = until an event). */
+int corral__loop_run_once(corral_loop *loop, int timeout_ms);
+
+uint64_t corral__monotonic_ms(void);
+
+/* Timer heap, in timer.c. */
+void corral__timers_run(corral_loop *loop);
+int corral__timers_next_timeout(const corral_loop *loop); /* ms, or -1 */
+void corral__timer_init(struct corral_timer *timer, corral_loop *loop, corral_timer_cb cb,
+                        void *arg);
+
+/* --------------------------------------------------------------- counters */
+
+/*
+ * Per-worker counters are written by one thread and read by any; relaxed
+ * atomic loads and stores compile to plain moves, and the struct fills its
+ * own cache lines so workers never share one.
+ */
+struct corral__stats {
+    _Atomic uint64_t accepts;
+    _Atomic uint64_t accept_wakeups;
+    _Atomic uint64_t accept_wasted;
+    _Atomic uint64_t accepts_local;
+    _Atomic uint64_t connections_active;
+    _Atomic uint64_t accept_pauses;
+} __attribute__((aligned(CORRAL__CACHELINE)));
+
+static inline void corral__stat_add(_Atomic uint64_t *counter, int64_t delta)
+{
+    uint64_t value = atomic_load_explicit(counter, memory_order_relaxed);
+    atomic_store_explicit(counter, value + (uint64_t)delta, memory_order_relaxed);
+}
+
+static inline uint64_t corral__stat_read(const _Atomic uint64_t *counter)
+{
+    return atomic_load_explicit(counter, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------ connections */
+
+enum corral__conn_state {
+    CORRAL__CONN_CONNECTING,
+    CORRAL__CONN_OPEN,
+    CORRAL__CONN_CLOSING,   /* flushing output before the lingering close */
+    CORRAL__CONN_LINGERING, /* write side shut, discarding input until EOF */
+    CORRAL__CONN_CLOSED,    /* on_close pending or done; freed at iteration end */
+};
+
+struct corral_conn {
+    struct corral__handle handle;
+    int fd;
+    enum corral__conn_state state;
+    corral_loop *loop;
+    corral_worker *worker;
+    corral_listener *listener;
+    const struct corral_conn_handler *handler;
+    void *data;
+
+    const struct corral_transport *transport;
+    void *transport_state;
+
+    char *in; /* unconsumed input, allocated only while some is kept */
+    size_t in_len, in_cap;
+    char *out; /* unsent output: out[out_off, out_off + out_len) */
+    size_t out_off, out_len, out_cap;
+    size_t high_watermark, low_watermark;
+
+    bool readable;          /* the socket may have input (edge-triggered) */
+    bool writable;          /* the socket may take output */
+    bool read_paused;       /* by the application */
+    bool over_high;         /* output exceeded the high watermark */
+    bool shutdown_pending;  /* half-close once output is flushed */
+    bool shutdown_done;
+    bool eof;
+    bool peer_hup;          /* epoll reported the peer's FIN, an error or hang-up */
+    bool in_flush_list;
+    bool in_kick_list;
+    int close_error;
+
+    uint32_t read_timeout_ms, write_timeout_ms;
+    uint64_t last_read, last_write, linger_deadline;
+    struct corral_timer timer; /* read/write timeouts and the linger bound */
+
+    corral_conn *flush_next;
+    corral_conn *kick_next;
+    corral_conn *closed_next;
+    corral_conn *all_prev, *all_next;
+};
+
+/* Wraps an accepted or connecting socket in a connection.  Takes `fd`. */
+int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler *handler,
+                     void *data, corral_conn **out);
+/* Starts an accepted connection: registers it and calls on_open. */
+int corral__conn_open(corral_conn *conn);
+void corral__loop_flush(corral_loop *loop);
+void corral__loop_kick(corral_loop *loop);
+void corral__loop_free_closed(corral_loop *loop);
+/* Calls on_stop on every connection (graceful stop). */
+void corral__loop_stop_conns(corral_loop *loop);
+void corral__loop_abort_conns(corral_loop *loop);
+
+/* -------------------------------------------------------------- listeners */
+
+struct corral_listener {
+    corral_server *server;
+    corral_listener *next;
+    char *address_text;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    struct corral_listen_options options;
+    const struct corral_conn_handler *handler;
+    void *data;
+    int fd;       /* the bound socket (shared by all workers, or worker 0's) */
+    int *fds;     /* per-worker sockets in a reuseport group, else NULL */
+    size_t index; /* position in the server's list */
+};
+
+/* Creates, binds and listens on one socket for `listener`'s address,
+ * `reuseport` adding it to a SO_REUSEPORT group.  Returns the fd or -errno. */
+int corral__listen_socket(const corral_listener *listener, bool reuseport);
+
+/* ---------------------------------------------------------- wakeup modes */
+
+struct corral__accept_entry; /* a worker's registration of one listener */
+
+/*
+ * A wakeup mode: how listening sockets are registered in the workers' epoll
+ * sets.  `setup` runs once on the main thread before workers start; the
+ * others run on the worker that owns the entries.
+ */
+struct corral_wakeup_ops {
+    enum corral_wakeup_mode mode;
+    const char *impl;
+    bool per_worker_sockets; /* each worker gets its own socket per listener */
+    /* Returns 0 when this kernel can run the mode, else -errno with *why. */
+    int (*probe)(const corral_server *server, const char **why);
+    int (*setup)(corral_server *server);
+    int (*attach)(corral_worker *worker);
+    void (*on_drained)(corral_worker *worker, struct corral__accept_entry *entry);
+    void (*detach)(corral_worker *worker);
+};
+
+extern const struct corral_wakeup_ops corral__wakeup_herd;
+
+/* Picks the ops for the server's requested mode along its fallback chain. */
+void corral__wakeup_resolve(corral_server *server);
+/* Runs the resolved mode's setup and logs the resolution. */
+int corral__wakeup_setup(corral_server *server);
+
+/* ----------------------------------------------------------------- server */
+
+struct corral__accept_entry {
+    struct corral__handle handle;
+    corral_worker *worker;
+    corral_listener *listener;
+    int fd; /* the socket this worker accepts from */
+    bool registered;
+};
+
+struct corral_worker {
+    struct corral__stats stats;
+    corral_server *server;
+    unsigned index;
+    int cpu;
+    pthread_t thread;
+    bool thread_started;
+    corral_loop *loop;
+    struct corral__accept_entry *entries; /* one per listener */
+    size_t entry_count;
+    bool attached;        /* entries registered through the wakeup mode */
+    unsigned pause_reasons; /* CORRAL__PAUSE_* bits; accept only while 0 */
+    bool emfile_logged;   /* one log line per run of EMFILE/ENFILE */
+    bool stopping;
+    struct corral_timer emfile_timer;
+    struct corral_timer stop_timer;
+};
+
+struct corral_server {
+    struct corral_server_config config;
+    unsigned worker_count;
+    corral_worker *workers;
+    corral_listener *listeners;
+    size_t listener_count;
+    const struct corral_wakeup_ops *wakeup;
+    struct corral_wakeup_info wakeup_info;
+    bool started;
+    atomic_bool stop_requested;
+    _Atomic unsigned workers_running;
+    corral_loop *main_loop;
+    struct corral__signal_handler *signal_handlers;
+};
+
+enum {
+    CORRAL__PAUSE_FULL = 1u << 0,    /* at max_connections */
+    CORRAL__PAUSE_NO_FDS = 1u << 1,  /* accept4 failed with EMFILE/ENFILE */
+    CORRAL__PAUSE_STOPPED = 1u << 2, /* the worker is stopping */
+};
+
+/* Accept path, in wakeup.c. */
+void corral__entry_init(struct corral__accept_entry *entry, corral_worker *worker,
+                        corral_listener *listener);
+int corral__entry_register(struct corral__accept_entry *entry, uint32_t extra_events);
+void corral__entry_unregister(struct corral__accept_entry *entry);
+int corral__worker_start_accepting(corral_worker *worker);
+void corral__worker_stop_accepting(corral_worker *worker);
+void corral__worker_maybe_resume(corral_worker *worker, uint64_t active);
+void corral__worker_on_emfile_timer(corral_timer *timer, void *arg);
+void corral__worker_pin(corral_worker *worker);
+/* Called by the worker's loop after it freed a connection. */
+void corral__worker_conn_closed(corral_worker *worker);
+
+/* Kernel capabilities, in probe.c. */
+unsigned corral__cpu_count(void);
+void corral__loop_set_busy_poll(corral_loop *loop, unsigned usecs);
+int corral__io_fd(const corral_io *io);
+
+#endif /* CORRAL_INTERNAL_H */

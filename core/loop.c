@@ -1,0 +1,348 @@
+/*
+ * loop.c: the per-thread event loop.  One epoll set, a timer heap, deferred
+ * callbacks, and a lock-free queue other threads post callbacks into.
+ *
+ * One iteration: wait for events, dispatch them, run due timers, run deferred
+ * callbacks, flush the output every connection queued, then free the
+ * connections that closed (only now can no pending event refer to them).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EVENTS_PER_WAIT 256
+#define SCRATCH_SIZE (64 * 1024)
+
+uint64_t corral__monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void post_on_event(struct corral__handle *handle, uint32_t epoll_events);
+
+int corral_loop_new(corral_loop **out)
+{
+    int err;
+    corral_loop *loop = calloc(1, sizeof(*loop));
+    if (loop == NULL)
+        return -ENOMEM;
+    loop->epfd = -1;
+    loop->post_eventfd = -1;
+
+    loop->scratch_size = SCRATCH_SIZE;
+    loop->scratch = malloc(loop->scratch_size);
+    if (loop->scratch == NULL) {
+        err = -ENOMEM;
+        goto fail;
+    }
+    loop->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (loop->epfd == -1) {
+        err = -errno;
+        corral__error("epoll_create1: %s", strerror(errno));
+        goto fail;
+    }
+    loop->post_eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (loop->post_eventfd == -1) {
+        err = -errno;
+        corral__error("eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    atomic_init(&loop->post_stub.next, NULL);
+    atomic_init(&loop->post_head, &loop->post_stub);
+    loop->post_tail = &loop->post_stub;
+    atomic_init(&loop->post_wake_pending, false);
+    loop->post_handle.on_event = post_on_event;
+    err = corral__loop_watch(loop, loop->post_eventfd, &loop->post_handle, EPOLLIN);
+    if (err != 0)
+        goto fail;
+
+    loop->now = corral__monotonic_ms();
+    *out = loop;
+    return 0;
+
+fail:
+    if (loop->post_eventfd != -1)
+        close(loop->post_eventfd);
+    if (loop->epfd != -1)
+        close(loop->epfd);
+    free(loop->scratch);
+    free(loop);
+    return err;
+}
+
+static struct corral__post *post_pop(corral_loop *loop);
+static void run_deferred(corral_loop *loop);
+
+void corral_loop_free(corral_loop *loop)
+{
+    if (loop == NULL)
+        return;
+    corral__loop_abort_conns(loop);
+    corral__loop_free_closed(loop);
+    while (loop->deferred_count > 0)
+        run_deferred(loop);
+    /* Run what was posted but never delivered, so no poster's memory leaks. */
+    struct corral__post *post;
+    while ((post = post_pop(loop)) != NULL) {
+        post->cb(post->arg);
+        free(post);
+    }
+    close(loop->post_eventfd);
+    close(loop->epfd);
+    free(loop->timers);
+    free(loop->deferred);
+    free(loop->scratch);
+    free(loop);
+}
+
+uint64_t corral_loop_now(const corral_loop *loop)
+{
+    return loop->now;
+}
+
+int corral__loop_watch(corral_loop *loop, int fd, struct corral__handle *handle, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = handle};
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) == -1) {
+        int err = -errno;
+        corral__error("epoll_ctl(ADD, fd %d): %s", fd, strerror(errno));
+        return err;
+    }
+    return 0;
+}
+
+int corral__loop_rewatch(corral_loop *loop, int fd, struct corral__handle *handle, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = handle};
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_MOD, fd, &ev) == -1) {
+        int err = -errno;
+        corral__error("epoll_ctl(MOD, fd %d): %s", fd, strerror(errno));
+        return err;
+    }
+    return 0;
+}
+
+void corral__loop_unwatch(corral_loop *loop, int fd)
+{
+    /* ENOENT/EBADF here mean the fd was never or is no longer registered,
+     * which callers tolerate by design. */
+    epoll_ctl(loop->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+/* ------------------------------------------------------ deferred callbacks */
+
+int corral_loop_defer(corral_loop *loop, corral_callback cb, void *arg)
+{
+    if (loop->deferred_count == loop->deferred_cap) {
+        size_t cap = loop->deferred_cap ? loop->deferred_cap * 2 : 16;
+        struct corral__deferred *grown = realloc(loop->deferred, cap * sizeof(*grown));
+        if (grown == NULL)
+            return -ENOMEM;
+        loop->deferred = grown;
+        loop->deferred_cap = cap;
+    }
+    loop->deferred[loop->deferred_count++] = (struct corral__deferred){cb, arg};
+    return 0;
+}
+
+static void run_deferred(corral_loop *loop)
+{
+    /* Callbacks deferred while running wait for the next pass: take the
+     * batch as it stands and run it in order. */
+    size_t count = loop->deferred_count;
+    if (count == 0)
+        return;
+    for (size_t i = 0; i < count; i++)
+        loop->deferred[i].cb(loop->deferred[i].arg);
+    memmove(loop->deferred, loop->deferred + count,
+            (loop->deferred_count - count) * sizeof(*loop->deferred));
+    loop->deferred_count -= count;
+}
+
+/* --------------------------------------------------------- posts (MPSC) */
+
+int corral_loop_post(corral_loop *loop, corral_callback cb, void *arg)
+{
+    struct corral__post *post = malloc(sizeof(*post));
+    if (post == NULL)
+        return -ENOMEM;
+    post->cb = cb;
+    post->arg = arg;
+    atomic_init(&post->next, NULL);
+    struct corral__post *prev = atomic_exchange(&loop->post_head, post);
+    atomic_store(&prev->next, post);
+
+    /* Only the first post of a batch writes the eventfd.  The loop clears
+     * the flag before draining, so a post that finds it set is drained by
+     * the pass that follows. */
+    if (!atomic_exchange(&loop->post_wake_pending, true)) {
+        uint64_t one = 1;
+        while (write(loop->post_eventfd, &one, sizeof(one)) == -1 && errno == EINTR)
+            ;
+    }
+    return 0;
+}
+
+/* Pops one post, or NULL if none is (yet) fully linked. */
+static struct corral__post *post_pop(corral_loop *loop)
+{
+    struct corral__post *tail = loop->post_tail;
+    struct corral__post *next = atomic_load(&tail->next);
+    if (tail == &loop->post_stub) {
+        if (next == NULL)
+            return NULL;
+        loop->post_tail = next;
+        tail = next;
+        next = atomic_load(&tail->next);
+    }
+    if (next != NULL) {
+        loop->post_tail = next;
+        return tail;
+    }
+    if (tail != atomic_load(&loop->post_head))
+        return NULL; /* a producer is between its exchange and its link */
+    /* `tail` is the last node: put the stub behind it so it can be taken. */
+    atomic_store(&loop->post_stub.next, NULL);
+    struct corral__post *prev = atomic_exchange(&loop->post_head, &loop->post_stub);
+    atomic_store(&prev->next, &loop->post_stub);
+    next = atomic_load(&tail->next);
+    if (next != NULL) {
+        loop->post_tail = next;
+        return tail;
+    }
+    return NULL;
+}
+
+static void post_on_event(struct corral__handle *handle, uint32_t epoll_events)
+{
+    (void)epoll_events;
+    corral_loop *loop = (corral_loop *)((char *)handle - offsetof(corral_loop, post_handle));
+    uint64_t count;
+    while (read(loop->post_eventfd, &count, sizeof(count)) == -1 && errno == EINTR)
+        ;
+    atomic_store(&loop->post_wake_pending, false);
+    struct corral__post *post;
+    while ((post = post_pop(loop)) != NULL) {
+        post->cb(post->arg);
+        free(post);
+    }
+}
+
+/* ------------------------------------------------------------------ run */
+
+int corral__loop_run_once(corral_loop *loop, int timeout_ms)
+{
+    struct epoll_event events[EVENTS_PER_WAIT];
+    int n = epoll_wait(loop->epfd, events, EVENTS_PER_WAIT, timeout_ms);
+    if (n == -1 && errno != EINTR) {
+        int err = -errno;
+        corral__error("epoll_wait: %s", strerror(errno));
+        return err;
+    }
+    loop->now = corral__monotonic_ms();
+    for (int i = 0; i < n; i++) {
+        struct corral__handle *handle = events[i].data.ptr;
+        handle->on_event(handle, events[i].events);
+    }
+    corral__loop_kick(loop);
+    corral__timers_run(loop);
+    run_deferred(loop);
+    corral__loop_flush(loop);
+    corral__loop_free_closed(loop);
+    return 0;
+}
+
+int corral_loop_run(corral_loop *loop)
+{
+    loop->stopping = false;
+    while (!loop->stopping) {
+        int timeout = corral__timers_next_timeout(loop);
+        if (loop->deferred_count > 0 || loop->flush_list != NULL || loop->kick_list != NULL)
+            timeout = 0;
+        int err = corral__loop_run_once(loop, timeout);
+        if (err != 0)
+            return err;
+    }
+    return 0;
+}
+
+void corral_loop_stop(corral_loop *loop)
+{
+    loop->stopping = true;
+}
+
+/* ------------------------------------------------------------ fd watchers */
+
+struct corral_io {
+    struct corral__handle handle;
+    corral_loop *loop;
+    int fd;
+    corral_io_cb cb;
+    void *arg;
+    bool freed;
+};
+
+static uint32_t io_epoll_events(unsigned events)
+{
+    return ((events & CORRAL_READABLE) ? EPOLLIN : 0u) | ((events & CORRAL_WRITABLE) ? EPOLLOUT : 0u);
+}
+
+static void io_free_deferred(void *arg)
+{
+    free(arg);
+}
+
+static void io_on_event(struct corral__handle *handle, uint32_t epoll_events)
+{
+    corral_io *io = (corral_io *)handle;
+    if (io->freed)
+        return;
+    unsigned events = ((epoll_events & EPOLLIN) ? CORRAL_READABLE : 0u) |
+                      ((epoll_events & EPOLLOUT) ? CORRAL_WRITABLE : 0u) |
+                      ((epoll_events & (EPOLLERR | EPOLLHUP)) ? CORRAL_HANGUP : 0u);
+    io->cb(io, events, io->arg);
+}
+
+int corral_io_new(corral_loop *loop, int fd, unsigned events, corral_io_cb cb, void *arg,
+                  corral_io **out)
+{
+    corral_io *io = calloc(1, sizeof(*io));
+    if (io == NULL)
+        return -ENOMEM;
+    *io = (corral_io){.handle.on_event = io_on_event, .loop = loop, .fd = fd, .cb = cb, .arg = arg};
+    int err = corral__loop_watch(loop, fd, &io->handle, io_epoll_events(events));
+    if (err != 0) {
+        free(io);
+        return err;
+    }
+    *out = io;
+    return 0;
+}
+
+int corral_io_set(corral_io *io, unsigned events)
+{
+    return corral__loop_rewatch(io->loop, io->fd, &io->handle, io_epoll_events(events));
+}
+
+void corral_io_free(corral_io *io)
+{
+    if (io == NULL)
+        return;
+    corral__loop_unwatch(io->loop, io->fd);
+    /* Events for it may still sit in this iteration's batch: free later. */
+    io->freed = true;
+    if (corral_loop_defer(io->loop, io_free_deferred, io) != 0)
+        corral__error("corral_io_free: out of memory, leaking a watcher");
+}
+
+int corral__io_fd(const corral_io *io)
+{
+    return io->fd;
+}

@@ -1,0 +1,491 @@
+/*
+ * server.c: the worker pool.  A server owns its listeners and N worker
+ * threads, each running its own loop; the main thread only starts, stops and
+ * takes signals.  Nothing is shared between workers on the hot path: every
+ * crossing goes through a worker's post queue.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define DEFAULT_STOP_MS 10000
+
+struct corral__signal_handler {
+    struct corral__signal_handler *next;
+    int signo;
+    corral_signal_cb cb;
+    void *arg;
+};
+
+void corral_server_config_init(struct corral_server_config *config)
+{
+    *config = (struct corral_server_config){.wakeup = CORRAL_WAKEUP_AUTO};
+}
+
+int corral_server_new(const struct corral_server_config *config, corral_server **out)
+{
+    corral_server *server = calloc(1, sizeof(*server));
+    if (server == NULL)
+        return -ENOMEM;
+    server->config = *config;
+    server->worker_count = config->workers > 0 ? config->workers : corral__cpu_count();
+    server->workers = calloc(server->worker_count, sizeof(*server->workers));
+    if (server->workers == NULL) {
+        free(server);
+        return -ENOMEM;
+    }
+    for (unsigned i = 0; i < server->worker_count; i++) {
+        server->workers[i].server = server;
+        server->workers[i].index = i;
+        server->workers[i].cpu = -1;
+    }
+    /* Resolved now, not at start, because the mode decides how many
+     * sockets each listen call creates. */
+    corral__wakeup_resolve(server);
+    *out = server;
+    return 0;
+}
+
+static void listener_free(corral_listener *listener)
+{
+    if (listener->fds != NULL) {
+        for (unsigned i = 0; i < listener->server->worker_count; i++)
+            if (listener->fds[i] != -1)
+                close(listener->fds[i]);
+        free(listener->fds);
+    } else if (listener->fd != -1) {
+        close(listener->fd);
+    }
+    const struct sockaddr *addr = (const struct sockaddr *)&listener->addr;
+    if (addr->sa_family == AF_UNIX && listener->fd != -1)
+        unlink(((const struct sockaddr_un *)addr)->sun_path);
+    free(listener->address_text);
+    free(listener);
+}
+
+void corral_server_free(corral_server *server)
+{
+    if (server == NULL)
+        return;
+    for (unsigned i = 0; i < server->worker_count; i++) {
+        corral_worker *worker = &server->workers[i];
+        if (worker->loop != NULL) {
+            corral_timer_stop(&worker->emfile_timer);
+            corral_timer_stop(&worker->stop_timer);
+            corral_loop_free(worker->loop);
+        }
+        free(worker->entries);
+    }
+    free(server->workers);
+    while (server->listeners != NULL) {
+        corral_listener *next = server->listeners->next;
+        listener_free(server->listeners);
+        server->listeners = next;
+    }
+    while (server->signal_handlers != NULL) {
+        struct corral__signal_handler *next = server->signal_handlers->next;
+        free(server->signal_handlers);
+        server->signal_handlers = next;
+    }
+    free(server);
+}
+
+/* --------------------------------------------------------------- listen */
+
+/* Records the address the kernel really bound (port 0 becomes a port). */
+static void listener_read_bound_address(corral_listener *listener)
+{
+    struct sockaddr_storage bound;
+    socklen_t len = sizeof(bound);
+    if (listener->addr.ss_family != AF_UNIX &&
+        getsockname(listener->fd, (struct sockaddr *)&bound, &len) == 0) {
+        listener->addr = bound;
+        listener->addrlen = len;
+    }
+}
+
+int corral_server_listen(corral_server *server, const char *address,
+                         const struct corral_listen_options *options,
+                         const struct corral_conn_handler *handler, void *data,
+                         corral_listener **out)
+{
+    if (server->started)
+        return -EBUSY;
+    int err;
+    corral_listener *listener = calloc(1, sizeof(*listener));
+    if (listener == NULL)
+        return -ENOMEM;
+    listener->server = server;
+    listener->fd = -1;
+    listener->handler = handler;
+    listener->data = data;
+    if (options != NULL)
+        listener->options = *options;
+    else
+        corral_listen_options_init(&listener->options);
+    listener->address_text = strdup(address);
+    if (listener->address_text == NULL) {
+        err = -ENOMEM;
+        goto fail;
+    }
+    err = corral_parse_address(address, &listener->addr, &listener->addrlen);
+    if (err != 0) {
+        corral__error("listen: bad address \"%s\"", address);
+        goto fail;
+    }
+
+    if (server->wakeup->per_worker_sockets && listener->addr.ss_family != AF_UNIX) {
+        listener->fds = malloc(server->worker_count * sizeof(*listener->fds));
+        if (listener->fds == NULL) {
+            err = -ENOMEM;
+            goto fail;
+        }
+        for (unsigned i = 0; i < server->worker_count; i++)
+            listener->fds[i] = -1;
+        /* The first socket fixes the port (an ephemeral one if 0); the rest
+         * join its reuseport group on that port. */
+        for (unsigned i = 0; i < server->worker_count; i++) {
+            int fd = corral__listen_socket(listener, true);
+            if (fd < 0) {
+                err = fd;
+                goto fail;
+            }
+            listener->fds[i] = fd;
+            if (i == 0) {
+                listener->fd = fd;
+                listener_read_bound_address(listener);
+            }
+        }
+    } else {
+        int fd = corral__listen_socket(listener, false);
+        if (fd < 0) {
+            err = fd;
+            goto fail;
+        }
+        listener->fd = fd;
+        listener_read_bound_address(listener);
+    }
+
+    listener->index = server->listener_count++;
+    corral_listener **tail = &server->listeners;
+    while (*tail != NULL)
+        tail = &(*tail)->next;
+    *tail = listener;
+    if (out != NULL)
+        *out = listener;
+    return 0;
+
+fail:
+    listener_free(listener);
+    return err;
+}
+
+/* ---------------------------------------------------------------- workers */
+
+static void *worker_main(void *arg)
+{
+    corral_worker *worker = arg;
+    corral_server *server = worker->server;
+
+    corral__worker_pin(worker);
+    int err = corral__worker_start_accepting(worker);
+    if (err == 0)
+        err = corral_loop_run(worker->loop);
+    if (err != 0)
+        corral__error("worker %u: stopped on error: %s", worker->index, strerror(-err));
+    corral__worker_stop_accepting(worker);
+    corral__loop_abort_conns(worker->loop);
+    corral__loop_free_closed(worker->loop);
+
+    if (atomic_fetch_sub(&server->workers_running, 1) == 1 && server->main_loop != NULL)
+        corral_loop_post(server->main_loop, (corral_callback)corral_loop_stop, server->main_loop);
+    return NULL;
+}
+
+static void worker_on_stop_timeout(corral_timer *timer, void *arg)
+{
+    (void)timer;
+    corral_worker *worker = arg;
+    corral__loop_abort_conns(worker->loop);
+    corral_loop_stop(worker->loop);
+}
+
+void corral__worker_conn_closed(corral_worker *worker)
+{
+    uint64_t active = corral__stat_read(&worker->stats.connections_active);
+    if (worker->stopping) {
+        if (active == 0)
+            corral_loop_stop(worker->loop);
+        return;
+    }
+    corral__worker_maybe_resume(worker, active);
+}
+
+struct stop_request {
+    corral_worker *worker;
+    uint32_t graceful_ms;
+};
+
+static void worker_begin_stop(void *arg)
+{
+    struct stop_request *request = arg;
+    corral_worker *worker = request->worker;
+    uint32_t graceful_ms = request->graceful_ms;
+    free(request);
+
+    if (!worker->stopping) {
+        worker->stopping = true;
+        corral__worker_stop_accepting(worker);
+        if (graceful_ms > 0) {
+            corral__loop_stop_conns(worker->loop);
+            corral_timer_start(&worker->stop_timer, graceful_ms);
+        }
+    }
+    if (graceful_ms == 0) {
+        corral__loop_abort_conns(worker->loop);
+        corral_loop_stop(worker->loop);
+    } else if (corral__stat_read(&worker->stats.connections_active) == 0) {
+        corral_loop_stop(worker->loop);
+    }
+}
+
+int corral_server_start(corral_server *server)
+{
+    if (server->started)
+        return -EBUSY;
+    int err = 0;
+    for (unsigned i = 0; i < server->worker_count; i++) {
+        corral_worker *worker = &server->workers[i];
+        err = corral_loop_new(&worker->loop);
+        if (err != 0)
+            goto fail;
+        worker->loop->worker = worker;
+        corral__timer_init(&worker->emfile_timer, worker->loop, corral__worker_on_emfile_timer,
+                           worker);
+        corral__timer_init(&worker->stop_timer, worker->loop, worker_on_stop_timeout, worker);
+        worker->entries = calloc(server->listener_count ? server->listener_count : 1,
+                                 sizeof(*worker->entries));
+        if (worker->entries == NULL) {
+            err = -ENOMEM;
+            goto fail;
+        }
+        worker->entry_count = server->listener_count;
+        for (corral_listener *l = server->listeners; l != NULL; l = l->next)
+            corral__entry_init(&worker->entries[l->index], worker, l);
+        if (server->config.busy_poll_usecs > 0)
+            corral__loop_set_busy_poll(worker->loop, server->config.busy_poll_usecs);
+    }
+    err = corral__wakeup_setup(server);
+    if (err != 0)
+        goto fail;
+
+    /* Workers take no signals: the main thread handles them through a
+     * signalfd, and a signal landing on a worker would be lost to it. */
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &previous);
+    server->started = true;
+    atomic_store(&server->workers_running, server->worker_count);
+    for (unsigned i = 0; i < server->worker_count; i++) {
+        corral_worker *worker = &server->workers[i];
+        int rc = pthread_create(&worker->thread, NULL, worker_main, worker);
+        if (rc != 0) {
+            corral__error("pthread_create(worker %u): %s", i, strerror(rc));
+            atomic_fetch_sub(&server->workers_running, server->worker_count - i);
+            pthread_sigmask(SIG_SETMASK, &previous, NULL);
+            corral_server_stop(server, 0);
+            corral_server_wait(server);
+            return -rc;
+        }
+        worker->thread_started = true;
+    }
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    return 0;
+
+fail:
+    for (unsigned i = 0; i < server->worker_count; i++) {
+        corral_worker *worker = &server->workers[i];
+        corral_loop_free(worker->loop);
+        worker->loop = NULL;
+        free(worker->entries);
+        worker->entries = NULL;
+    }
+    return err;
+}
+
+void corral_server_stop(corral_server *server, uint32_t graceful_ms)
+{
+    atomic_store(&server->stop_requested, true);
+    if (!server->started)
+        return;
+    for (unsigned i = 0; i < server->worker_count; i++) {
+        corral_worker *worker = &server->workers[i];
+        if (!worker->thread_started)
+            continue;
+        struct stop_request *request = malloc(sizeof(*request));
+        if (request == NULL) {
+            corral__error("corral_server_stop: out of memory");
+            continue;
+        }
+        *request = (struct stop_request){worker, graceful_ms};
+        if (corral_worker_post(worker, worker_begin_stop, request) != 0)
+            free(request);
+    }
+}
+
+int corral_server_wait(corral_server *server)
+{
+    for (unsigned i = 0; i < server->worker_count; i++) {
+        corral_worker *worker = &server->workers[i];
+        if (worker->thread_started) {
+            pthread_join(worker->thread, NULL);
+            worker->thread_started = false;
+        }
+    }
+    server->started = false;
+    return 0;
+}
+
+/* ------------------------------------------------------ main thread, signals */
+
+int corral_server_on_signal(corral_server *server, int signo, corral_signal_cb cb, void *arg)
+{
+    if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP)
+        return -EINVAL;
+    struct corral__signal_handler *handler = malloc(sizeof(*handler));
+    if (handler == NULL)
+        return -ENOMEM;
+    *handler = (struct corral__signal_handler){server->signal_handlers, signo, cb, arg};
+    server->signal_handlers = handler;
+    return 0;
+}
+
+static void server_on_signalfd(corral_io *io, unsigned events, void *arg)
+{
+    (void)events;
+    corral_server *server = arg;
+    struct signalfd_siginfo info;
+    while (read(corral__io_fd(io), &info, sizeof(info)) == (ssize_t)sizeof(info)) {
+        int signo = (int)info.ssi_signo;
+        bool handled = false;
+        for (struct corral__signal_handler *h = server->signal_handlers; h != NULL; h = h->next) {
+            if (h->signo == signo) {
+                h->cb(server, signo, h->arg);
+                handled = true;
+            }
+        }
+        if (handled)
+            continue;
+        if (signo == SIGQUIT) {
+            corral__info("SIGQUIT: stopping now");
+            corral_server_stop(server, 0);
+        } else {
+            corral__info("%s: stopping gracefully (up to %d ms)", strsignal(signo), DEFAULT_STOP_MS);
+            corral_server_stop(server, DEFAULT_STOP_MS);
+        }
+    }
+}
+
+int corral_server_run(corral_server *server)
+{
+    sigset_t handled, previous;
+    sigemptyset(&handled);
+    sigaddset(&handled, SIGINT);
+    sigaddset(&handled, SIGTERM);
+    sigaddset(&handled, SIGQUIT);
+    for (struct corral__signal_handler *h = server->signal_handlers; h != NULL; h = h->next)
+        sigaddset(&handled, h->signo);
+    pthread_sigmask(SIG_BLOCK, &handled, &previous);
+
+    int err;
+    corral_io *signal_io = NULL;
+    int sfd = signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sfd == -1) {
+        err = -errno;
+        corral__error("signalfd: %s", strerror(errno));
+        goto out;
+    }
+    err = corral_loop_new(&server->main_loop);
+    if (err != 0)
+        goto out;
+    err = corral_io_new(server->main_loop, sfd, CORRAL_READABLE, server_on_signalfd, server,
+                        &signal_io);
+    if (err != 0)
+        goto out;
+    err = corral_server_start(server);
+    if (err != 0)
+        goto out;
+    if (atomic_load(&server->workers_running) > 0)
+        err = corral_loop_run(server->main_loop);
+    corral_server_wait(server);
+
+out:
+    corral_io_free(signal_io);
+    if (server->main_loop != NULL) {
+        corral_loop_free(server->main_loop);
+        server->main_loop = NULL;
+    }
+    if (sfd != -1)
+        close(sfd);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    return err;
+}
+
+corral_loop *corral_server_main_loop(const corral_server *server)
+{
+    return server->main_loop;
+}
+
+/* -------------------------------------------------------------- accessors */
+
+unsigned corral_server_worker_count(const corral_server *server)
+{
+    return server->worker_count;
+}
+
+corral_worker *corral_server_worker(const corral_server *server, unsigned index)
+{
+    return index < server->worker_count ? &server->workers[index] : NULL;
+}
+
+unsigned corral_worker_index(const corral_worker *worker)
+{
+    return worker->index;
+}
+
+corral_loop *corral_worker_loop(const corral_worker *worker)
+{
+    return worker->loop;
+}
+
+corral_server *corral_worker_server(const corral_worker *worker)
+{
+    return worker->server;
+}
+
+int corral_worker_post(corral_worker *worker, corral_callback cb, void *arg)
+{
+    return corral_loop_post(worker->loop, cb, arg);
+}
+
+void corral_server_stats(const corral_server *server, unsigned index,
+                         struct corral_worker_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (index >= server->worker_count)
+        return;
+    const corral_worker *worker = &server->workers[index];
+    const struct corral__stats *stats = &worker->stats;
+    out->accepts = corral__stat_read(&stats->accepts);
+    out->accept_wakeups = corral__stat_read(&stats->accept_wakeups);
+    out->accept_wasted = corral__stat_read(&stats->accept_wasted);
+    out->accepts_local = corral__stat_read(&stats->accepts_local);
+    out->connections_active = corral__stat_read(&stats->connections_active);
+    out->accept_pauses = corral__stat_read(&stats->accept_pauses);
+    out->cpu = worker->cpu;
+}

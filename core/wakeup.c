@@ -1,0 +1,247 @@
+/*
+ * wakeup.c: the accept path shared by every wakeup mode, and the choice of
+ * mode.  A mode (one ops table per file) decides only how listening sockets
+ * sit in the workers' epoll sets; accepting, counting, overload pauses and
+ * the EMFILE back-off are the same for all and live here.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+/* Accepts per wakeup before other events get a turn. */
+#define ACCEPT_BATCH 64
+#define EMFILE_PAUSE_MS 100
+
+static const char *const mode_names[] = {
+    [CORRAL_WAKEUP_AUTO] = "auto",
+    [CORRAL_WAKEUP_ROUNDROBIN] = "roundrobin",
+    [CORRAL_WAKEUP_AFFINITY] = "affinity",
+    [CORRAL_WAKEUP_EXCLUSIVE] = "exclusive",
+    [CORRAL_WAKEUP_REUSEPORT] = "reuseport",
+    [CORRAL_WAKEUP_HERD] = "herd",
+};
+
+const char *corral_wakeup_mode_name(enum corral_wakeup_mode mode)
+{
+    return (unsigned)mode < sizeof(mode_names) / sizeof(mode_names[0]) ? mode_names[mode] : "?";
+}
+
+int corral_wakeup_mode_parse(const char *name, enum corral_wakeup_mode *out)
+{
+    for (size_t i = 0; i < sizeof(mode_names) / sizeof(mode_names[0]); i++) {
+        if (strcmp(name, mode_names[i]) == 0) {
+            *out = (enum corral_wakeup_mode)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+void corral__wakeup_resolve(corral_server *server)
+{
+    server->wakeup = &corral__wakeup_herd;
+    server->wakeup_info = (struct corral_wakeup_info){
+        .requested = server->config.wakeup,
+        .mode = CORRAL_WAKEUP_HERD,
+        .impl = corral__wakeup_herd.impl,
+        .reason = server->config.wakeup == CORRAL_WAKEUP_HERD ? "" : "only herd is built in",
+    };
+}
+
+int corral__wakeup_setup(corral_server *server)
+{
+    const struct corral_wakeup_info *info = &server->wakeup_info;
+    if (info->reason[0] != '\0')
+        corral__warn("wakeup %s: using %s (%s): %s", corral_wakeup_mode_name(info->requested),
+                     corral_wakeup_mode_name(info->mode), info->impl, info->reason);
+    else
+        corral__info("wakeup %s: using %s (%s), %u workers",
+                     corral_wakeup_mode_name(info->requested), corral_wakeup_mode_name(info->mode),
+                     info->impl, server->worker_count);
+    return server->wakeup->setup != NULL ? server->wakeup->setup(server) : 0;
+}
+
+void corral_server_wakeup(const corral_server *server, struct corral_wakeup_info *info)
+{
+    *info = server->wakeup_info;
+}
+
+/* ----------------------------------------------------------- accept path */
+
+static void worker_sync_accepting(corral_worker *worker)
+{
+    bool want = worker->pause_reasons == 0;
+    if (want && !worker->attached) {
+        int err = worker->server->wakeup->attach(worker);
+        if (err != 0) {
+            corral__error("worker %u: cannot register listeners: %s", worker->index,
+                          strerror(-err));
+            return;
+        }
+        worker->attached = true;
+    } else if (!want && worker->attached) {
+        worker->server->wakeup->detach(worker);
+        worker->attached = false;
+    }
+}
+
+static void worker_pause(corral_worker *worker, unsigned reason)
+{
+    if (worker->pause_reasons == 0)
+        corral__stat_add(&worker->stats.accept_pauses, 1);
+    worker->pause_reasons |= reason;
+    worker_sync_accepting(worker);
+}
+
+static void worker_unpause(corral_worker *worker, unsigned reason)
+{
+    if (!(worker->pause_reasons & reason))
+        return;
+    worker->pause_reasons &= ~reason;
+    worker_sync_accepting(worker);
+}
+
+int corral__worker_start_accepting(corral_worker *worker)
+{
+    worker->pause_reasons &= ~CORRAL__PAUSE_STOPPED;
+    worker_sync_accepting(worker);
+    return worker->attached || worker->pause_reasons != 0 ? 0 : -EIO;
+}
+
+void corral__worker_stop_accepting(corral_worker *worker)
+{
+    worker->pause_reasons |= CORRAL__PAUSE_STOPPED;
+    worker_sync_accepting(worker);
+}
+
+/* Rejoins the accept rotation at the low-water mark (90% of the limit), so a
+ * worker hovering at its limit does not flap in and out. */
+void corral__worker_maybe_resume(corral_worker *worker, uint64_t active)
+{
+    unsigned max = worker->server->config.max_connections;
+    if ((worker->pause_reasons & CORRAL__PAUSE_FULL) && active <= (uint64_t)max - max / 10)
+        worker_unpause(worker, CORRAL__PAUSE_FULL);
+}
+
+void corral__worker_on_emfile_timer(corral_timer *timer, void *arg)
+{
+    (void)timer;
+    worker_unpause(arg, CORRAL__PAUSE_NO_FDS);
+}
+
+void corral__worker_pin(corral_worker *worker)
+{
+    if (worker->cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET((size_t)worker->cpu, &set);
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    if (rc != 0)
+        corral__warn("worker %u: pthread_setaffinity_np(CPU %d): %s", worker->index, worker->cpu,
+                     strerror(rc));
+}
+
+static void count_locality(corral_worker *worker, int fd)
+{
+    int incoming_cpu;
+    socklen_t len = sizeof(incoming_cpu);
+    if (getsockopt(fd, SOL_SOCKET, SO_INCOMING_CPU, &incoming_cpu, &len) == -1)
+        return;
+    int here = worker->cpu >= 0 ? worker->cpu : sched_getcpu();
+    if (incoming_cpu == here)
+        corral__stat_add(&worker->stats.accepts_local, 1);
+}
+
+static void accept_failed(corral_worker *worker, struct corral__accept_entry *entry, int error)
+{
+    if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM) {
+        /* The connection stays queued; retrying at once would spin. */
+        if (!worker->emfile_logged) {
+            corral__warn("worker %u: accept4(%s): %s; pausing accepts for %d ms", worker->index,
+                         entry->listener->address_text, strerror(error), EMFILE_PAUSE_MS);
+            worker->emfile_logged = true;
+        }
+        worker_pause(worker, CORRAL__PAUSE_NO_FDS);
+        corral_timer_start(&worker->emfile_timer, EMFILE_PAUSE_MS);
+        return;
+    }
+    corral__error("worker %u: accept4(%s): %s", worker->index, entry->listener->address_text,
+                  strerror(error));
+}
+
+static void entry_on_event(struct corral__handle *handle, uint32_t epoll_events)
+{
+    (void)epoll_events;
+    struct corral__accept_entry *entry = (struct corral__accept_entry *)handle;
+    corral_worker *worker = entry->worker;
+    corral_listener *listener = entry->listener;
+    unsigned max = worker->server->config.max_connections;
+    if (!entry->registered)
+        return; /* detached earlier in this batch of events */
+
+    corral__stat_add(&worker->stats.accept_wakeups, 1);
+    bool drained = false;
+    for (int i = 0; i < ACCEPT_BATCH && worker->pause_reasons == 0; i++) {
+        int fd = accept4(entry->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd == -1) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                if (i == 0)
+                    corral__stat_add(&worker->stats.accept_wasted, 1);
+                drained = true;
+            } else {
+                accept_failed(worker, entry, errno);
+            }
+            break;
+        }
+        worker->emfile_logged = false;
+        corral__stat_add(&worker->stats.accepts, 1);
+        if (listener->addr.ss_family != AF_UNIX)
+            count_locality(worker, fd);
+
+        corral_conn *conn;
+        if (corral__conn_new(worker->loop, fd, listener->handler, NULL, &conn) != 0)
+            continue;
+        conn->listener = listener;
+        corral_conn_set_watermarks(conn, listener->options.high_watermark,
+                                   listener->options.low_watermark);
+        corral__conn_open(conn);
+        if (max > 0 && corral__stat_read(&worker->stats.connections_active) >= max)
+            worker_pause(worker, CORRAL__PAUSE_FULL);
+    }
+    if (drained && entry->registered && worker->server->wakeup->on_drained != NULL)
+        worker->server->wakeup->on_drained(worker, entry);
+}
+
+void corral__entry_init(struct corral__accept_entry *entry, corral_worker *worker,
+                        corral_listener *listener)
+{
+    *entry = (struct corral__accept_entry){
+        .handle.on_event = entry_on_event,
+        .worker = worker,
+        .listener = listener,
+        .fd = listener->fds != NULL ? listener->fds[worker->index] : listener->fd,
+    };
+}
+
+int corral__entry_register(struct corral__accept_entry *entry, uint32_t extra_events)
+{
+    int err = corral__loop_watch(entry->worker->loop, entry->fd, &entry->handle,
+                                 EPOLLIN | extra_events);
+    entry->registered = err == 0;
+    return err;
+}
+
+void corral__entry_unregister(struct corral__accept_entry *entry)
+{
+    if (!entry->registered)
+        return;
+    corral__loop_unwatch(entry->worker->loop, entry->fd);
+    entry->registered = false;
+}

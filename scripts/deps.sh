@@ -1,0 +1,17 @@
+# deps.sh: sourced by scripts/run and scripts/test.  Installs the Debian
+# packages corral needs that are missing, then nothing else.
+corral_packages=(ninja-build pkg-config gcc clang libclang-rt-14-dev libssl-dev check node-llhttp
+                 curl wrk)
+
+corral_install_deps() {
+  local missing=()
+  for p in "${corral_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  local sudo=
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  echo "installing: ${missing[*]}" >&2
+  $sudo apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}

@@ -1,0 +1,380 @@
+/*
+ * test_conn.c: connections end to end over loopback: echo round trips,
+ * backpressure against a slow reader, half-close, lingering close, timeouts
+ * and outgoing connects.
+ */
+#include "../helpers.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ echo server */
+
+static _Atomic size_t max_pending_output;
+static _Atomic int last_close_error = 1;
+static _Atomic int closes;
+
+static size_t echo_on_data(corral_conn *conn, const char *data, size_t len)
+{
+    if (corral_conn_write(conn, data, len) != 0)
+        return 0;
+    size_t pending = corral_conn_pending_output(conn);
+    if (pending > atomic_load(&max_pending_output))
+        atomic_store(&max_pending_output, pending);
+    return len;
+}
+
+static void record_close(corral_conn *conn, int error)
+{
+    (void)conn;
+    atomic_store(&last_close_error, error);
+    atomic_fetch_add(&closes, 1);
+}
+
+static const struct corral_conn_handler echo_handler = {
+    .on_data = echo_on_data,
+    .on_close = record_close,
+};
+
+static corral_server *start_echo(int workers, const struct corral_conn_handler *handler, int *port)
+{
+    struct corral_server_config config;
+    corral_server_config_init(&config);
+    config.workers = (unsigned)workers;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&config, &server), 0);
+    *port = test_start_server(server, handler, NULL);
+    return server;
+}
+
+static void stop_server(corral_server *server)
+{
+    corral_server_stop(server, 0);
+    corral_server_wait(server);
+    corral_server_free(server);
+}
+
+START_TEST(echo_round_trips)
+{
+    int port;
+    corral_server *server = start_echo(2, &echo_handler, &port);
+    for (int c = 0; c < 20; c++) {
+        int fd = test_connect(port);
+        for (int i = 0; i < 10; i++) {
+            char message[64], reply[64];
+            int len = snprintf(message, sizeof(message), "connection %d message %d", c, i);
+            test_send_all(fd, message, (size_t)len);
+            ck_assert_uint_eq(test_recv_all(fd, reply, (size_t)len), (size_t)len);
+            ck_assert(memcmp(message, reply, (size_t)len) == 0);
+        }
+        close(fd);
+    }
+    stop_server(server);
+}
+END_TEST
+
+enum { BIG = 10 * 1024 * 1024 };
+
+static unsigned char pattern_byte(size_t i)
+{
+    return (unsigned char)((i * 131u) >> 3);
+}
+
+struct sender {
+    int fd;
+    size_t sent;
+};
+
+static void *send_big(void *arg)
+{
+    struct sender *s = arg;
+    unsigned char chunk[65536];
+    while (s->sent < BIG) {
+        size_t n = BIG - s->sent < sizeof(chunk) ? BIG - s->sent : sizeof(chunk);
+        for (size_t i = 0; i < n; i++)
+            chunk[i] = pattern_byte(s->sent + i);
+        test_send_all(s->fd, chunk, n);
+        s->sent += n;
+    }
+    shutdown(s->fd, SHUT_WR);
+    return NULL;
+}
+
+START_TEST(ten_megabytes_through_a_slow_reader_stay_bounded)
+{
+    int port;
+    corral_server *server = start_echo(1, &echo_handler, &port);
+    int fd = test_connect(port);
+    /* Small socket buffers make the server's side fill up early. */
+    int small = 64 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    struct sender sender = {.fd = fd};
+    pthread_t thread;
+    ck_assert_int_eq(pthread_create(&thread, NULL, send_big, &sender), 0);
+
+    unsigned char buf[16384];
+    size_t received = 0;
+    bool intact = true;
+    for (int reads = 0; received < BIG; reads++) {
+        if (reads < 100)
+            usleep(2000); /* slow at first, while the sender is far ahead */
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        ck_assert_msg(n > 0, "recv after %zu bytes: %s", received, n == 0 ? "EOF" : strerror(errno));
+        for (ssize_t i = 0; i < n; i++)
+            intact = intact && buf[i] == pattern_byte(received + (size_t)i);
+        received += (size_t)n;
+    }
+    pthread_join(thread, NULL);
+    ck_assert(intact);
+    ck_assert_uint_eq(received, BIG);
+    ck_assert_uint_eq(test_recv_all(fd, buf, 1), 0); /* EOF after the echo */
+    /* Output stayed within the high watermark plus one read's worth. */
+    size_t bound = 256 * 1024 + 64 * 1024;
+    ck_assert_msg(atomic_load(&max_pending_output) <= bound, "pending output reached %zu",
+                  atomic_load(&max_pending_output));
+    ck_assert_uint_gt(atomic_load(&max_pending_output), 64 * 1024); /* it did push back */
+    close(fd);
+    stop_server(server);
+}
+END_TEST
+
+START_TEST(half_close_flushes_then_closes)
+{
+    int port;
+    corral_server *server = start_echo(1, &echo_handler, &port);
+    int fd = test_connect(port);
+    test_send_all(fd, "last words", 10);
+    shutdown(fd, SHUT_WR);
+    char reply[32];
+    ck_assert_uint_eq(test_recv_all(fd, reply, sizeof(reply)), 10);
+    ck_assert(memcmp(reply, "last words", 10) == 0);
+    close(fd);
+    for (int i = 0; i < 100 && atomic_load(&closes) == 0; i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&last_close_error), 0);
+    stop_server(server);
+}
+END_TEST
+
+/* The server answers the first input with "bye" and closes at once, while
+ * the client keeps sending: a plain close() would reset the connection and
+ * could destroy "bye" before the client reads it. */
+static size_t bye_on_data(corral_conn *conn, const char *data, size_t len)
+{
+    (void)data;
+    corral_conn_write(conn, "bye", 3);
+    corral_conn_close(conn);
+    return len;
+}
+
+static const struct corral_conn_handler bye_handler = {
+    .on_data = bye_on_data,
+    .on_close = record_close,
+};
+
+START_TEST(close_lingers_so_the_peer_reads_everything)
+{
+    int port;
+    corral_server *server = start_echo(1, &bye_handler, &port);
+    int fd = test_connect(port);
+    test_send_all(fd, "hello", 5);
+    usleep(20000);
+    char junk[4096];
+    memset(junk, 'j', sizeof(junk));
+    test_send_all(fd, junk, sizeof(junk)); /* unread by the server */
+    char reply[8];
+    ck_assert_uint_eq(test_recv_all(fd, reply, 3), 3);
+    ck_assert(memcmp(reply, "bye", 3) == 0);
+    ck_assert_int_eq(recv(fd, reply, sizeof(reply), 0), 0); /* FIN, not a reset */
+    close(fd);
+    for (int i = 0; i < 100 && atomic_load(&closes) == 0; i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&closes), 1);
+    ck_assert_int_eq(atomic_load(&last_close_error), 0);
+    stop_server(server);
+}
+END_TEST
+
+static void set_short_read_timeout(corral_conn *conn)
+{
+    corral_conn_set_timeouts(conn, 100, 0);
+}
+
+static const struct corral_conn_handler idle_timeout_handler = {
+    .on_open = set_short_read_timeout,
+    .on_data = echo_on_data,
+    .on_close = record_close,
+};
+
+START_TEST(read_timeout_closes_an_idle_connection)
+{
+    int port;
+    corral_server *server = start_echo(1, &idle_timeout_handler, &port);
+    int fd = test_connect(port);
+    /* Activity keeps it open past the timeout... */
+    for (int i = 0; i < 5; i++) {
+        usleep(50000);
+        char reply[1];
+        test_send_all(fd, "x", 1);
+        ck_assert_uint_eq(test_recv_all(fd, reply, 1), 1);
+    }
+    /* ...and silence closes it. */
+    uint64_t start = test_now_ms();
+    char reply[1];
+    ck_assert_int_eq(recv(fd, reply, 1, 0), 0);
+    uint64_t waited = test_now_ms() - start;
+    ck_assert_uint_ge(waited, 80);
+    ck_assert_uint_le(waited, 1000);
+    for (int i = 0; i < 100 && atomic_load(&closes) == 0; i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&last_close_error), -ETIMEDOUT);
+    close(fd);
+    stop_server(server);
+}
+END_TEST
+
+static void set_short_write_timeout(corral_conn *conn)
+{
+    corral_conn_set_timeouts(conn, 0, 200);
+}
+
+static size_t flood_on_data(corral_conn *conn, const char *data, size_t len)
+{
+    (void)data;
+    static char block[65536];
+    for (int i = 0; i < 64; i++)
+        corral_conn_write(conn, block, sizeof(block));
+    return len;
+}
+
+static const struct corral_conn_handler write_timeout_handler = {
+    .on_open = set_short_write_timeout,
+    .on_data = flood_on_data,
+    .on_close = record_close,
+};
+
+START_TEST(write_timeout_closes_a_stalled_reader)
+{
+    int port;
+    corral_server *server = start_echo(1, &write_timeout_handler, &port);
+    int fd = test_connect(port);
+    test_send_all(fd, "go", 2); /* 4 MiB come back; this client never reads */
+    for (int i = 0; i < 200 && atomic_load(&closes) == 0; i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&closes), 1);
+    ck_assert_int_eq(atomic_load(&last_close_error), -ETIMEDOUT);
+    close(fd);
+    stop_server(server);
+}
+END_TEST
+
+/* ------------------------------------------------------ outgoing connects */
+
+struct client_case {
+    corral_loop *loop;
+    char received[16];
+    size_t received_len;
+    int close_error;
+    bool opened;
+};
+
+static void client_on_open(corral_conn *conn)
+{
+    struct client_case *c = corral_conn_data(conn);
+    c->opened = true;
+}
+
+static size_t client_on_data(corral_conn *conn, const char *data, size_t len)
+{
+    struct client_case *c = corral_conn_data(conn);
+    size_t room = sizeof(c->received) - c->received_len;
+    size_t take = len < room ? len : room;
+    memcpy(c->received + c->received_len, data, take);
+    c->received_len += take;
+    if (c->received_len >= 4)
+        corral_conn_close(conn);
+    return len;
+}
+
+static void client_on_close(corral_conn *conn, int error)
+{
+    struct client_case *c = corral_conn_data(conn);
+    c->close_error = error;
+    corral_loop_stop(c->loop);
+}
+
+static const struct corral_conn_handler client_handler = {
+    .on_open = client_on_open,
+    .on_data = client_on_data,
+    .on_close = client_on_close,
+};
+
+START_TEST(outgoing_connection_round_trip)
+{
+    int port;
+    corral_server *server = start_echo(1, &echo_handler, &port);
+    struct client_case c = {.close_error = 1};
+    ck_assert_int_eq(corral_loop_new(&c.loop), 0);
+    char address[32];
+    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    ck_assert_int_eq(corral_parse_address(address, &addr, &addrlen), 0);
+    corral_conn *conn;
+    ck_assert_int_eq(corral_connect(c.loop, (struct sockaddr *)&addr, addrlen, &client_handler, &c, &conn), 0);
+    /* Written before the connection is up: queued until it is. */
+    ck_assert_int_eq(corral_conn_write(conn, "ping", 4), 0);
+    ck_assert_int_eq(corral_loop_run(c.loop), 0);
+    ck_assert(c.opened);
+    ck_assert_uint_eq(c.received_len, 4);
+    ck_assert(memcmp(c.received, "ping", 4) == 0);
+    ck_assert_int_eq(c.close_error, 0);
+    corral_loop_free(c.loop);
+    stop_server(server);
+}
+END_TEST
+
+START_TEST(refused_connection_reports_econnrefused)
+{
+    /* A port that was just free: bind, read the port, close. */
+    int probe = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    ck_assert_int_eq(corral_parse_address("127.0.0.1:0", &addr, &addrlen), 0);
+    ck_assert_int_eq(bind(probe, (struct sockaddr *)&addr, addrlen), 0);
+    ck_assert_int_eq(getsockname(probe, (struct sockaddr *)&addr, &addrlen), 0);
+    close(probe);
+
+    struct client_case c = {.close_error = 1};
+    ck_assert_int_eq(corral_loop_new(&c.loop), 0);
+    corral_conn *conn;
+    ck_assert_int_eq(corral_connect(c.loop, (struct sockaddr *)&addr, addrlen, &client_handler, &c, &conn), 0);
+    ck_assert_int_eq(corral_loop_run(c.loop), 0);
+    ck_assert(!c.opened);
+    ck_assert_int_eq(c.close_error, -ECONNREFUSED);
+    corral_loop_free(c.loop);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    Suite *suite = suite_create("core/conn");
+    TCase *tc = tcase_create("conn");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, echo_round_trips);
+    tcase_add_test(tc, ten_megabytes_through_a_slow_reader_stay_bounded);
+    tcase_add_test(tc, half_close_flushes_then_closes);
+    tcase_add_test(tc, close_lingers_so_the_peer_reads_everything);
+    tcase_add_test(tc, read_timeout_closes_an_idle_connection);
+    tcase_add_test(tc, write_timeout_closes_a_stalled_reader);
+    tcase_add_test(tc, outgoing_connection_round_trip);
+    tcase_add_test(tc, refused_connection_reports_econnrefused);
+    suite_add_tcase(suite, tc);
+    return suite;
+}

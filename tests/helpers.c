@@ -1,0 +1,112 @@
+/*
+ * helpers.c: shared test support; see helpers.h.
+ */
+#include "helpers.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+int main(void)
+{
+    SRunner *runner = srunner_create(test_suite());
+    srunner_set_fork_status(runner, CK_FORK);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+uint64_t test_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int test_fd_count(void)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(dir);
+    int count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL)
+        if (entry->d_name[0] != '.')
+            count++;
+    closedir(dir);
+    return count - 1; /* the directory's own fd */
+}
+
+static void set_timeouts(int fd)
+{
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+int test_connect_address(const char *address)
+{
+    struct sockaddr_storage addr;
+    socklen_t len;
+    ck_assert_int_eq(corral_parse_address(address, &addr, &len), 0);
+    int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    set_timeouts(fd);
+    ck_assert_msg(connect(fd, (struct sockaddr *)&addr, len) == 0, "connect %s: %s", address,
+                  strerror(errno));
+    return fd;
+}
+
+int test_connect(int port)
+{
+    char address[32];
+    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
+    return test_connect_address(address);
+}
+
+void test_send_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n == -1 && errno == EINTR)
+            continue;
+        ck_assert_msg(n > 0, "send: %s", strerror(errno));
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+size_t test_recv_all(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = recv(fd, p + got, len - got, 0);
+        if (n == -1 && errno == EINTR)
+            continue;
+        ck_assert_msg(n >= 0, "recv after %zu bytes: %s", got, strerror(errno));
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    return got;
+}
+
+int test_start_server(corral_server *server, const struct corral_conn_handler *handler, void *data)
+{
+    corral_listener *listener;
+    ck_assert_int_eq(corral_server_listen(server, "127.0.0.1:0", NULL, handler, data, &listener), 0);
+    int port = corral_listener_port(listener);
+    ck_assert_int_gt(port, 0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+    return port;
+}

@@ -1,0 +1,40 @@
+/*
+ * helpers.h: what the Check suites share: the test main, blocking loopback
+ * clients, fd counting, and a server started on an ephemeral port.
+ */
+#ifndef CORRAL_TEST_HELPERS_H
+#define CORRAL_TEST_HELPERS_H
+
+#include <check.h>
+#include <corral.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Each test program defines its suite; helpers.c holds main(), which runs it
+ * with CK_FORK so every case runs in its own child process. */
+Suite *test_suite(void);
+
+/* Monotonic milliseconds. */
+uint64_t test_now_ms(void);
+
+/* Open file descriptors of this process. */
+int test_fd_count(void);
+
+/* A blocking TCP client connected to 127.0.0.1:port (or the given address),
+ * with 5 s send/receive timeouts.  Fails the test on error. */
+int test_connect(int port);
+int test_connect_address(const char *address);
+
+/* Sends all of buf; fails the test on error. */
+void test_send_all(int fd, const void *buf, size_t len);
+
+/* Reads len bytes, stopping early at EOF; returns the count.  A receive
+ * error or the 5 s timeout fails the test. */
+size_t test_recv_all(int fd, void *buf, size_t len);
+
+/* Starts `server` with one listener for `handler` on 127.0.0.1:0 and returns
+ * the port. */
+int test_start_server(corral_server *server, const struct corral_conn_handler *handler,
+                      void *data);
+
+#endif

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# An out-of-tree program builds against an installed corral with nothing but
+# pkg-config, and runs.  Also checks that DESTDIR stages the same tree.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tmp=$(mktemp -d)
+pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+PREFIX=$tmp/prefix ninja install >/dev/null
+cp docs/examples/echo.c "$tmp/app.c"
+export PKG_CONFIG_PATH=$tmp/prefix/lib/pkgconfig
+cc -o "$tmp/app" "$tmp/app.c" $(pkg-config --cflags --libs corral) || fail "build with pkg-config"
+
+LD_LIBRARY_PATH=$tmp/prefix/lib "$tmp/app" 127.0.0.1:0 1 >"$tmp/out" 2>&1 &
+pid=$!
+for _ in $(seq 50); do grep -q listening "$tmp/out" && break; sleep 0.1; done
+port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$tmp/out")
+[ -n "$port" ] || fail "app did not start: $(cat "$tmp/out")"
+exec 3<>"/dev/tcp/127.0.0.1/$port"
+printf 'through pkg-config' >&3
+reply=$(timeout 5 head -c 18 <&3) || true
+exec 3>&-
+[ "$reply" = "through pkg-config" ] || fail "echo reply was '$reply'"
+kill -TERM "$pid"
+wait "$pid" || fail "app exited with $?"
+pid=
+
+DESTDIR=$tmp/stage PREFIX=/usr ninja install >/dev/null
+for f in usr/lib/libcorral.a usr/lib/libcorral.so usr/include/corral.h usr/lib/pkgconfig/corral.pc; do
+  [ -e "$tmp/stage/$f" ] || fail "DESTDIR install lacks $f"
+done
+grep -q '^prefix=/usr$' "$tmp/stage/usr/lib/pkgconfig/corral.pc" || fail "corral.pc prefix"
+echo "PASS: pkg-config build and DESTDIR install"
