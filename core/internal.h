@@ -226,24 +226,35 @@ struct corral__accept_entry; /* a worker's registration of one listener */
 /*
  * A wakeup mode: how listening sockets are registered in the workers' epoll
  * sets.  `setup` runs once on the main thread before workers start; the
- * others run on the worker that owns the entries.
+ * others run on the worker that owns the entries.  NULL slots do nothing.
  */
 struct corral_wakeup_ops {
     enum corral_wakeup_mode mode;
     const char *impl;
+    const char *description;
     bool per_worker_sockets; /* each worker gets its own socket per listener */
-    /* Returns 0 when this kernel can run the mode, else -errno with *why. */
-    int (*probe)(const corral_server *server, const char **why);
+    bool pins_workers;       /* worker i runs on the i-th allowed CPU */
+    /* Returns true when `caps` can run this mechanism, else sets *why. */
+    bool (*probe)(const struct corral_kernel_caps *caps, const char **why);
     int (*setup)(corral_server *server);
+    void (*teardown)(corral_server *server);
     int (*attach)(corral_worker *worker);
     void (*on_drained)(corral_worker *worker, struct corral__accept_entry *entry);
     void (*detach)(corral_worker *worker);
 };
 
+extern const struct corral_wakeup_ops corral__wakeup_native_rotate;
+extern const struct corral_wakeup_ops corral__wakeup_native_affinity;
+extern const struct corral_wakeup_ops corral__wakeup_rotate;
+extern const struct corral_wakeup_ops corral__wakeup_cbpf_cpu;
+extern const struct corral_wakeup_ops corral__wakeup_exclusive;
+extern const struct corral_wakeup_ops corral__wakeup_reuseport;
 extern const struct corral_wakeup_ops corral__wakeup_herd;
 
 /* Picks the ops for the server's requested mode along its fallback chain. */
-void corral__wakeup_resolve(corral_server *server);
+const struct corral_wakeup_ops *corral__wakeup_choose(enum corral_wakeup_mode requested,
+                                                      const struct corral_kernel_caps *caps,
+                                                      struct corral_wakeup_info *info);
 /* Runs the resolved mode's setup and logs the resolution. */
 int corral__wakeup_setup(corral_server *server);
 
@@ -273,6 +284,7 @@ struct corral_worker {
     bool stopping;
     struct corral_timer emfile_timer;
     struct corral_timer stop_timer;
+    struct corral__handle nested_handle; /* native modes: the shared set is ready */
 };
 
 struct corral_server {
@@ -281,8 +293,10 @@ struct corral_server {
     corral_worker *workers;
     corral_listener *listeners;
     size_t listener_count;
+    struct corral_kernel_caps caps;
     const struct corral_wakeup_ops *wakeup;
     struct corral_wakeup_info wakeup_info;
+    int nested_epfd; /* native modes: the shared set holding the listeners */
     bool started;
     atomic_bool stop_requested;
     _Atomic unsigned workers_running;
@@ -301,6 +315,15 @@ void corral__entry_init(struct corral__accept_entry *entry, corral_worker *worke
                         corral_listener *listener);
 int corral__entry_register(struct corral__accept_entry *entry, uint32_t extra_events);
 void corral__entry_unregister(struct corral__accept_entry *entry);
+/* Registers every entry of the worker (unwinding on failure), or none. */
+int corral__attach_all(corral_worker *worker, uint32_t extra_events);
+void corral__detach_all(corral_worker *worker);
+/* attach() for modes whose entries are plain, or EPOLLEXCLUSIVE. */
+int corral__attach_level(corral_worker *worker);
+int corral__attach_exclusive(corral_worker *worker);
+bool corral__probe_epoll_exclusive(const struct corral_kernel_caps *caps, const char **why);
+/* Accepts what entry's socket has queued: the accept path of every mode. */
+void corral__accept_from(struct corral__accept_entry *entry);
 int corral__worker_start_accepting(corral_worker *worker);
 void corral__worker_stop_accepting(corral_worker *worker);
 void corral__worker_maybe_resume(corral_worker *worker, uint64_t active);
@@ -311,6 +334,9 @@ void corral__worker_conn_closed(corral_worker *worker);
 
 /* Kernel capabilities, in probe.c. */
 unsigned corral__cpu_count(void);
+/* How many workers share one CPU's slot in affinity mode (CPU `slot` of
+ * `cpus_used` hosts workers slot, slot + cpus_used, ...). */
+unsigned corral__cpus_used(const corral_server *server);
 void corral__loop_set_busy_poll(corral_loop *loop, unsigned usecs);
 int corral__io_fd(const corral_io *io);
 

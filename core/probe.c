@@ -1,12 +1,20 @@
 /*
- * probe.c: what this kernel and process can do, asked once at start.
+ * probe.c: what this kernel and process can do for the accept path, asked
+ * once at start with throw-away sockets and epoll sets.  The result is a
+ * plain struct that callers may mask, so fallbacks can be tested anywhere.
  */
 #include "internal.h"
 
 #include <errno.h>
+#include <linux/filter.h>
+#include <netinet/in.h>
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <unistd.h>
 
 /* The per-epoll busy-poll ioctl (Linux 6.9).  Older system headers lack it;
  * the layout is kernel ABI, and older kernels answer ENOTTY. */
@@ -20,13 +28,141 @@ struct epoll_params {
 #define EPIOCSPARAMS _IOW(0x8A, 0x01, struct epoll_params)
 #endif
 
-unsigned corral__cpu_count(void)
+static bool probe_epoll_exclusive(void)
+{
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    int efd = eventfd(0, EFD_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE};
+    bool ok = epfd != -1 && efd != -1 && epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ev) == 0;
+    if (efd != -1)
+        close(efd);
+    if (epfd != -1)
+        close(epfd);
+    return ok;
+}
+
+#if defined(EPOLL_ROTATE) || defined(EPOLL_AFFINITY)
+static bool probe_epoll_create_flag(int flag)
+{
+    int epfd = epoll_create1(EPOLL_CLOEXEC | flag);
+    if (epfd == -1)
+        return false;
+    close(epfd);
+    return true;
+}
+#endif
+
+static bool probe_busy_poll(void)
+{
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd == -1)
+        return false;
+    struct epoll_params params = {0}; /* all zero: busy poll stays off */
+    bool ok = ioctl(epfd, EPIOCSPARAMS, &params) == 0;
+    close(epfd);
+    return ok;
+}
+
+/* One socket answers the three socket-level questions. */
+static void probe_sockets(struct corral_kernel_caps *caps)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd == -1)
+        return;
+    int one = 1;
+    caps->reuseport = setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == 0;
+    int cpu;
+    socklen_t len = sizeof(cpu);
+    caps->incoming_cpu = getsockopt(fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu, &len) == 0;
+
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sock_filter first[] = {BPF_STMT(BPF_RET | BPF_K, 0)};
+    struct sock_fprog program = {.len = 1, .filter = first};
+    caps->reuseport_cbpf =
+        caps->reuseport && bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
+        setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &program, sizeof(program)) == 0;
+    close(fd);
+}
+
+static void probe_cpus(struct corral_kernel_caps *caps)
 {
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == -1)
-        return 1;
-    int count = CPU_COUNT(&set);
-    return count > 0 ? (unsigned)count : 1;
+    caps->cpu_count = 0;
+    if (sched_getaffinity(0, sizeof(set), &set) == -1) {
+        caps->cpus[caps->cpu_count++] = 0;
+        return;
+    }
+    for (unsigned cpu = 0; cpu < CPU_SETSIZE && caps->cpu_count < CORRAL_MAX_CPUS; cpu++)
+        if (CPU_ISSET(cpu, &set))
+            caps->cpus[caps->cpu_count++] = (unsigned short)cpu;
+}
+
+static struct corral_kernel_caps probed;
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+
+static void probe_kernel(void)
+{
+    probed.epoll_exclusive = probe_epoll_exclusive();
+    /* Round-robin and CPU-affinity epoll sets were proposed upstream but
+     * never merged; they are used only where the system headers name them
+     * and the kernel accepts them. */
+#ifdef EPOLL_ROTATE
+    probed.epoll_rotate = probed.epoll_exclusive && probe_epoll_create_flag(EPOLL_ROTATE);
+#endif
+#ifdef EPOLL_AFFINITY
+    probed.epoll_affinity = probed.epoll_exclusive && probe_epoll_create_flag(EPOLL_AFFINITY);
+#endif
+    probed.busy_poll = probe_busy_poll();
+    probe_sockets(&probed);
+    probe_cpus(&probed);
+}
+
+void corral_probe(struct corral_kernel_caps *caps)
+{
+    pthread_once(&probe_once, probe_kernel);
+    *caps = probed;
+    const char *disabled = getenv("CORRAL_CAPS_DISABLE");
+    if (disabled != NULL && corral_caps_disable(caps, disabled) != 0)
+        corral__warn("CORRAL_CAPS_DISABLE=\"%s\": unknown capability name; ignored", disabled);
+}
+
+#define CAP_FIELD(name) {#name, offsetof(struct corral_kernel_caps, name)}
+static const struct {
+    const char *name;
+    size_t offset;
+} cap_fields[] = {
+    CAP_FIELD(epoll_exclusive), CAP_FIELD(epoll_rotate),   CAP_FIELD(epoll_affinity),
+    CAP_FIELD(reuseport),       CAP_FIELD(reuseport_cbpf), CAP_FIELD(incoming_cpu),
+    CAP_FIELD(busy_poll),
+};
+
+int corral_caps_disable(struct corral_kernel_caps *caps, const char *names)
+{
+    struct corral_kernel_caps masked = *caps;
+    const char *p = names;
+    while (*p != '\0') {
+        size_t len = strcspn(p, ", ");
+        if (len > 0) {
+            size_t i = 0;
+            while (i < sizeof(cap_fields) / sizeof(cap_fields[0]) &&
+                   !(strlen(cap_fields[i].name) == len && strncmp(cap_fields[i].name, p, len) == 0))
+                i++;
+            if (i == sizeof(cap_fields) / sizeof(cap_fields[0]))
+                return -EINVAL;
+            *(bool *)((char *)&masked + cap_fields[i].offset) = false;
+        }
+        p += len;
+        p += strspn(p, ", ");
+    }
+    *caps = masked;
+    return 0;
+}
+
+unsigned corral__cpu_count(void)
+{
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    return caps.cpu_count;
 }
 
 void corral__loop_set_busy_poll(corral_loop *loop, unsigned usecs)

@@ -33,20 +33,30 @@ int corral_server_new(const struct corral_server_config *config, corral_server *
     if (server == NULL)
         return -ENOMEM;
     server->config = *config;
-    server->worker_count = config->workers > 0 ? config->workers : corral__cpu_count();
+    server->config.caps = NULL; /* copied below; the caller's may not outlive us */
+    server->nested_epfd = -1;
+    if (config->caps != NULL)
+        server->caps = *config->caps;
+    else
+        corral_probe(&server->caps);
+    server->worker_count = config->workers > 0 ? config->workers : server->caps.cpu_count;
+    if (server->worker_count == 0)
+        server->worker_count = 1;
     server->workers = calloc(server->worker_count, sizeof(*server->workers));
     if (server->workers == NULL) {
         free(server);
         return -ENOMEM;
     }
-    for (unsigned i = 0; i < server->worker_count; i++) {
-        server->workers[i].server = server;
-        server->workers[i].index = i;
-        server->workers[i].cpu = -1;
-    }
     /* Resolved now, not at start, because the mode decides how many
      * sockets each listen call creates. */
-    corral__wakeup_resolve(server);
+    server->wakeup = corral__wakeup_choose(config->wakeup, &server->caps, &server->wakeup_info);
+    unsigned cpus_used = corral__cpus_used(server);
+    for (unsigned i = 0; i < server->worker_count; i++) {
+        corral_worker *worker = &server->workers[i];
+        worker->server = server;
+        worker->index = i;
+        worker->cpu = server->wakeup->pins_workers ? server->caps.cpus[i % cpus_used] : -1;
+    }
     *out = server;
     return 0;
 }
@@ -82,6 +92,8 @@ void corral_server_free(corral_server *server)
         free(worker->entries);
     }
     free(server->workers);
+    if (server->wakeup->teardown != NULL)
+        server->wakeup->teardown(server);
     while (server->listeners != NULL) {
         corral_listener *next = server->listeners->next;
         listener_free(server->listeners);

@@ -41,27 +41,79 @@ int corral_wakeup_mode_parse(const char *name, enum corral_wakeup_mode *out)
     return -EINVAL;
 }
 
-void corral__wakeup_resolve(corral_server *server)
+/*
+ * Each mode's mechanisms, most preferred first.  The first one the
+ * capabilities allow is used; falling off the mode's own mechanisms onto
+ * another mode is a fallback and is logged as a warning.
+ */
+static const struct corral_wakeup_ops *const chains[][5] = {
+    [CORRAL_WAKEUP_AUTO] = {&corral__wakeup_native_rotate, &corral__wakeup_rotate,
+                            &corral__wakeup_reuseport, &corral__wakeup_herd},
+    [CORRAL_WAKEUP_ROUNDROBIN] = {&corral__wakeup_native_rotate, &corral__wakeup_rotate,
+                                  &corral__wakeup_reuseport, &corral__wakeup_herd},
+    [CORRAL_WAKEUP_AFFINITY] = {&corral__wakeup_native_affinity, &corral__wakeup_cbpf_cpu,
+                                &corral__wakeup_reuseport, &corral__wakeup_herd},
+    [CORRAL_WAKEUP_EXCLUSIVE] = {&corral__wakeup_exclusive, &corral__wakeup_reuseport,
+                                 &corral__wakeup_herd},
+    [CORRAL_WAKEUP_REUSEPORT] = {&corral__wakeup_reuseport, &corral__wakeup_herd},
+    [CORRAL_WAKEUP_HERD] = {&corral__wakeup_herd},
+};
+
+const struct corral_wakeup_ops *corral__wakeup_choose(enum corral_wakeup_mode requested,
+                                                      const struct corral_kernel_caps *caps,
+                                                      struct corral_wakeup_info *info)
 {
-    server->wakeup = &corral__wakeup_herd;
-    server->wakeup_info = (struct corral_wakeup_info){
-        .requested = server->config.wakeup,
-        .mode = CORRAL_WAKEUP_HERD,
-        .impl = corral__wakeup_herd.impl,
-        .reason = server->config.wakeup == CORRAL_WAKEUP_HERD ? "" : "only herd is built in",
+    if ((unsigned)requested >= sizeof(chains) / sizeof(chains[0]))
+        requested = CORRAL_WAKEUP_AUTO;
+    const char *reason = "";
+    const struct corral_wakeup_ops *chosen = &corral__wakeup_herd;
+    for (size_t i = 0; chains[requested][i] != NULL; i++) {
+        const struct corral_wakeup_ops *ops = chains[requested][i];
+        const char *why = "";
+        if (ops->probe == NULL || ops->probe(caps, &why)) {
+            chosen = ops;
+            break;
+        }
+        if (reason[0] == '\0')
+            reason = why; /* the first, most preferred, mechanism's reason */
+    }
+    *info = (struct corral_wakeup_info){
+        .requested = requested,
+        .mode = chosen->mode,
+        .impl = chosen->impl,
+        .reason = reason,
     };
+    return chosen;
+}
+
+void corral_wakeup_resolve(enum corral_wakeup_mode requested, const struct corral_kernel_caps *caps,
+                           struct corral_wakeup_info *info)
+{
+    struct corral_kernel_caps probed;
+    if (caps == NULL) {
+        corral_probe(&probed);
+        caps = &probed;
+    }
+    corral__wakeup_choose(requested, caps, info);
 }
 
 int corral__wakeup_setup(corral_server *server)
 {
     const struct corral_wakeup_info *info = &server->wakeup_info;
-    if (info->reason[0] != '\0')
-        corral__warn("wakeup %s: using %s (%s): %s", corral_wakeup_mode_name(info->requested),
-                     corral_wakeup_mode_name(info->mode), info->impl, info->reason);
+    enum corral_wakeup_mode wanted =
+        info->requested == CORRAL_WAKEUP_AUTO ? CORRAL_WAKEUP_ROUNDROBIN : info->requested;
+    const char *mode = corral_wakeup_mode_name(info->mode);
+    if (info->mode != wanted)
+        corral__warn("wakeup %s: falling back to %s (%s, %s) because %s; %u workers",
+                     corral_wakeup_mode_name(info->requested), mode, info->impl,
+                     server->wakeup->description, info->reason, server->worker_count);
+    else if (info->reason[0] != '\0')
+        corral__info("wakeup %s: %s (%s); preferred mechanism unavailable: %s; %u workers",
+                     corral_wakeup_mode_name(info->requested), info->impl,
+                     server->wakeup->description, info->reason, server->worker_count);
     else
-        corral__info("wakeup %s: using %s (%s), %u workers",
-                     corral_wakeup_mode_name(info->requested), corral_wakeup_mode_name(info->mode),
-                     info->impl, server->worker_count);
+        corral__info("wakeup %s: %s (%s); %u workers", corral_wakeup_mode_name(info->requested),
+                     info->impl, server->wakeup->description, server->worker_count);
     return server->wakeup->setup != NULL ? server->wakeup->setup(server) : 0;
 }
 
@@ -174,15 +226,11 @@ static void accept_failed(corral_worker *worker, struct corral__accept_entry *en
                   strerror(error));
 }
 
-static void entry_on_event(struct corral__handle *handle, uint32_t epoll_events)
+void corral__accept_from(struct corral__accept_entry *entry)
 {
-    (void)epoll_events;
-    struct corral__accept_entry *entry = (struct corral__accept_entry *)handle;
     corral_worker *worker = entry->worker;
     corral_listener *listener = entry->listener;
     unsigned max = worker->server->config.max_connections;
-    if (!entry->registered)
-        return; /* detached earlier in this batch of events */
 
     corral__stat_add(&worker->stats.accept_wakeups, 1);
     bool drained = false;
@@ -219,6 +267,14 @@ static void entry_on_event(struct corral__handle *handle, uint32_t epoll_events)
         worker->server->wakeup->on_drained(worker, entry);
 }
 
+static void entry_on_event(struct corral__handle *handle, uint32_t epoll_events)
+{
+    (void)epoll_events;
+    struct corral__accept_entry *entry = (struct corral__accept_entry *)handle;
+    if (entry->registered) /* else detached earlier in this batch of events */
+        corral__accept_from(entry);
+}
+
 void corral__entry_init(struct corral__accept_entry *entry, corral_worker *worker,
                         corral_listener *listener)
 {
@@ -244,4 +300,39 @@ void corral__entry_unregister(struct corral__accept_entry *entry)
         return;
     corral__loop_unwatch(entry->worker->loop, entry->fd);
     entry->registered = false;
+}
+
+int corral__attach_all(corral_worker *worker, uint32_t extra_events)
+{
+    for (size_t i = 0; i < worker->entry_count; i++) {
+        int err = corral__entry_register(&worker->entries[i], extra_events);
+        if (err != 0) {
+            while (i-- > 0)
+                corral__entry_unregister(&worker->entries[i]);
+            return err;
+        }
+    }
+    return 0;
+}
+
+void corral__detach_all(corral_worker *worker)
+{
+    for (size_t i = 0; i < worker->entry_count; i++)
+        corral__entry_unregister(&worker->entries[i]);
+}
+
+int corral__attach_level(corral_worker *worker)
+{
+    return corral__attach_all(worker, 0);
+}
+
+int corral__attach_exclusive(corral_worker *worker)
+{
+    return corral__attach_all(worker, EPOLLEXCLUSIVE);
+}
+
+bool corral__probe_epoll_exclusive(const struct corral_kernel_caps *caps, const char **why)
+{
+    *why = "EPOLLEXCLUSIVE is not supported";
+    return caps->epoll_exclusive;
 }

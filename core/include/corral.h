@@ -283,8 +283,45 @@ struct corral_wakeup_info {
     enum corral_wakeup_mode requested;
     enum corral_wakeup_mode mode; /* the mode really in use after fallbacks */
     const char *impl;             /* the mechanism: "native", "rotate", "cbpf-cpu", ... */
-    const char *reason;           /* why a fallback happened, or "" */
+    const char *reason;           /* why a preferred mechanism was passed over, or "" */
 };
+
+#define CORRAL_MAX_CPUS 1024
+
+/*
+ * What the kernel and this process can do for the accept path.  Probed once
+ * per process; a copy can be edited (or masked with corral_caps_disable()) and
+ * handed to a server, so every fallback path can be exercised on any kernel.
+ */
+struct corral_kernel_caps {
+    bool epoll_exclusive;  /* EPOLLEXCLUSIVE (Linux 4.5) */
+    bool epoll_rotate;     /* a native round-robin epoll set (headers and kernel) */
+    bool epoll_affinity;   /* a native CPU-affinity epoll set (headers and kernel) */
+    bool reuseport;        /* SO_REUSEPORT (Linux 3.9) */
+    bool reuseport_cbpf;   /* SO_ATTACH_REUSEPORT_CBPF (Linux 4.5) */
+    bool incoming_cpu;     /* SO_INCOMING_CPU (Linux 4.4) */
+    bool busy_poll;        /* per-epoll busy poll, EPIOCSPARAMS (Linux 6.9) */
+    unsigned cpu_count;    /* CPUs in the process's affinity mask */
+    unsigned short cpus[CORRAL_MAX_CPUS]; /* their numbers, ascending */
+};
+
+/** Fills `caps` with this process's capabilities.  The kernel is asked once;
+ *  later calls copy the result.  Capabilities named in the environment
+ *  variable CORRAL_CAPS_DISABLE (comma-separated, as for
+ *  corral_caps_disable()) are reported missing: a testing aid. */
+CORRAL_EXTERN void corral_probe(struct corral_kernel_caps *caps);
+
+/** Turns off the capabilities named in `names`, a comma-separated list of
+ *  epoll_exclusive, epoll_rotate, epoll_affinity, reuseport, reuseport_cbpf,
+ *  incoming_cpu, busy_poll.  Returns 0, or -EINVAL for an unknown name
+ *  (nothing is changed then). */
+CORRAL_EXTERN int corral_caps_disable(struct corral_kernel_caps *caps, const char *names);
+
+/** Resolves `requested` along its fallback chain against `caps` (NULL: the
+ *  probed capabilities), as a server would.  See docs/wakeup-modes.md. */
+CORRAL_EXTERN void corral_wakeup_resolve(enum corral_wakeup_mode requested,
+                                         const struct corral_kernel_caps *caps,
+                                         struct corral_wakeup_info *info);
 
 /* ----------------------------------------------------------------- server */
 
@@ -293,6 +330,7 @@ struct corral_server_config {
     enum corral_wakeup_mode wakeup;   /* default CORRAL_WAKEUP_AUTO */
     unsigned max_connections;         /* per worker; 0 = unlimited */
     unsigned busy_poll_usecs;         /* epoll busy poll per worker loop; 0 = off */
+    const struct corral_kernel_caps *caps; /* NULL: corral_probe(); copied at creation */
 };
 
 /** Fills `config` with the defaults. */

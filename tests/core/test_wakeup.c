@@ -1,0 +1,423 @@
+/*
+ * test_wakeup.c: wakeup modes: resolution along each fallback chain, every
+ * mechanism accepting every connection exactly once, round-robin fairness,
+ * CPU locality, the connection-limit pause, and the capability mask.
+ */
+#include "../helpers.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Every capability, as on a kernel with the native modes. */
+static struct corral_kernel_caps full_caps(void)
+{
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    caps.epoll_exclusive = caps.epoll_rotate = caps.epoll_affinity = true;
+    caps.reuseport = caps.reuseport_cbpf = caps.incoming_cpu = true;
+    return caps;
+}
+
+static const struct {
+    const char *disabled;
+    enum corral_wakeup_mode requested;
+    enum corral_wakeup_mode mode;
+    const char *impl;
+} chain_cases[] = {
+    {"", CORRAL_WAKEUP_AUTO, CORRAL_WAKEUP_ROUNDROBIN, "native"},
+    {"", CORRAL_WAKEUP_ROUNDROBIN, CORRAL_WAKEUP_ROUNDROBIN, "native"},
+    {"", CORRAL_WAKEUP_AFFINITY, CORRAL_WAKEUP_AFFINITY, "native"},
+    {"", CORRAL_WAKEUP_EXCLUSIVE, CORRAL_WAKEUP_EXCLUSIVE, "epollexclusive"},
+    {"", CORRAL_WAKEUP_REUSEPORT, CORRAL_WAKEUP_REUSEPORT, "hash"},
+    {"", CORRAL_WAKEUP_HERD, CORRAL_WAKEUP_HERD, "shared"},
+    /* mainline Linux: no native sets */
+    {"epoll_rotate,epoll_affinity", CORRAL_WAKEUP_AUTO, CORRAL_WAKEUP_ROUNDROBIN, "rotate"},
+    {"epoll_rotate,epoll_affinity", CORRAL_WAKEUP_ROUNDROBIN, CORRAL_WAKEUP_ROUNDROBIN, "rotate"},
+    {"epoll_rotate,epoll_affinity", CORRAL_WAKEUP_AFFINITY, CORRAL_WAKEUP_AFFINITY, "cbpf-cpu"},
+    /* no EPOLLEXCLUSIVE */
+    {"epoll_rotate,epoll_affinity,epoll_exclusive", CORRAL_WAKEUP_ROUNDROBIN,
+     CORRAL_WAKEUP_REUSEPORT, "hash"},
+    {"epoll_rotate,epoll_affinity,epoll_exclusive", CORRAL_WAKEUP_EXCLUSIVE,
+     CORRAL_WAKEUP_REUSEPORT, "hash"},
+    {"epoll_rotate,epoll_affinity,epoll_exclusive", CORRAL_WAKEUP_AFFINITY,
+     CORRAL_WAKEUP_AFFINITY, "cbpf-cpu"},
+    /* no BPF steering */
+    {"epoll_affinity,reuseport_cbpf", CORRAL_WAKEUP_AFFINITY, CORRAL_WAKEUP_REUSEPORT, "hash"},
+    /* no SO_REUSEPORT either */
+    {"epoll_affinity,reuseport,reuseport_cbpf", CORRAL_WAKEUP_AFFINITY, CORRAL_WAKEUP_HERD,
+     "shared"},
+    {"reuseport", CORRAL_WAKEUP_REUSEPORT, CORRAL_WAKEUP_HERD, "shared"},
+    {"epoll_rotate,epoll_exclusive,reuseport", CORRAL_WAKEUP_ROUNDROBIN, CORRAL_WAKEUP_HERD,
+     "shared"},
+    {"epoll_exclusive,reuseport", CORRAL_WAKEUP_EXCLUSIVE, CORRAL_WAKEUP_HERD, "shared"},
+    /* nothing at all: herd still works */
+    {"epoll_exclusive,epoll_rotate,epoll_affinity,reuseport,reuseport_cbpf,incoming_cpu,busy_poll",
+     CORRAL_WAKEUP_HERD, CORRAL_WAKEUP_HERD, "shared"},
+};
+
+START_TEST(modes_resolve_along_their_fallback_chains)
+{
+    for (size_t i = 0; i < sizeof(chain_cases) / sizeof(chain_cases[0]); i++) {
+        struct corral_kernel_caps caps = full_caps();
+        ck_assert_int_eq(corral_caps_disable(&caps, chain_cases[i].disabled), 0);
+        struct corral_wakeup_info info;
+        corral_wakeup_resolve(chain_cases[i].requested, &caps, &info);
+        ck_assert_msg(info.mode == chain_cases[i].mode && strcmp(info.impl, chain_cases[i].impl) == 0,
+                      "%s without {%s}: got %s/%s, want %s/%s",
+                      corral_wakeup_mode_name(chain_cases[i].requested), chain_cases[i].disabled,
+                      corral_wakeup_mode_name(info.mode), info.impl,
+                      corral_wakeup_mode_name(chain_cases[i].mode), chain_cases[i].impl);
+        ck_assert_int_eq(info.requested, chain_cases[i].requested);
+        /* Whatever was passed over is explained. */
+        bool passed_over = strcmp(info.impl, "native") != 0 &&
+                           chain_cases[i].requested != CORRAL_WAKEUP_HERD &&
+                           !(chain_cases[i].requested == CORRAL_WAKEUP_EXCLUSIVE &&
+                             info.mode == CORRAL_WAKEUP_EXCLUSIVE) &&
+                           !(chain_cases[i].requested == CORRAL_WAKEUP_REUSEPORT &&
+                             info.mode == CORRAL_WAKEUP_REUSEPORT);
+        ck_assert_msg(!passed_over || info.reason[0] != '\0', "case %zu: no reason given", i);
+    }
+}
+END_TEST
+
+START_TEST(mode_names_round_trip)
+{
+    for (int m = CORRAL_WAKEUP_AUTO; m <= CORRAL_WAKEUP_HERD; m++) {
+        enum corral_wakeup_mode parsed;
+        ck_assert_int_eq(corral_wakeup_mode_parse(corral_wakeup_mode_name(m), &parsed), 0);
+        ck_assert_int_eq(parsed, m);
+    }
+    enum corral_wakeup_mode parsed;
+    ck_assert_int_eq(corral_wakeup_mode_parse("rotate", &parsed), -EINVAL);
+}
+END_TEST
+
+START_TEST(capability_mask_by_name_and_environment)
+{
+    struct corral_kernel_caps caps = full_caps();
+    ck_assert_int_eq(corral_caps_disable(&caps, "epoll_exclusive, nonsense"), -EINVAL);
+    ck_assert(caps.epoll_exclusive); /* an invalid list changes nothing */
+    ck_assert_int_eq(corral_caps_disable(&caps, "epoll_exclusive,reuseport"), 0);
+    ck_assert(!caps.epoll_exclusive);
+    ck_assert(!caps.reuseport);
+    ck_assert(caps.reuseport_cbpf);
+
+    struct corral_kernel_caps probed;
+    corral_probe(&probed);
+    ck_assert_uint_ge(probed.cpu_count, 1);
+    setenv("CORRAL_CAPS_DISABLE", "epoll_exclusive", 1);
+    corral_probe(&caps);
+    ck_assert(!caps.epoll_exclusive);
+    struct corral_wakeup_info info;
+    corral_wakeup_resolve(CORRAL_WAKEUP_ROUNDROBIN, NULL, &info);
+    ck_assert_str_eq(info.impl, probed.reuseport ? "hash" : "shared");
+    unsetenv("CORRAL_CAPS_DISABLE");
+}
+END_TEST
+
+START_TEST(this_kernel_has_the_mainline_capabilities)
+{
+    /* What DESIGN.md and the docs promise for Linux >= 4.5. */
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    ck_assert(caps.epoll_exclusive);
+    ck_assert(caps.reuseport);
+    ck_assert(caps.reuseport_cbpf);
+    ck_assert(caps.incoming_cpu);
+    struct corral_wakeup_info info;
+    corral_wakeup_resolve(CORRAL_WAKEUP_AUTO, &caps, &info);
+    ck_assert_int_eq(info.mode, CORRAL_WAKEUP_ROUNDROBIN);
+}
+END_TEST
+
+/* ------------------------------------------------- servers in each mode */
+
+enum { MAX_IDS = 1024 };
+static _Atomic int id_seen[MAX_IDS];
+
+/* Each client sends a 4-byte id; the server counts it and answers "ok". */
+static size_t id_on_data(corral_conn *conn, const char *data, size_t len)
+{
+    if (len < 4)
+        return 0;
+    uint32_t id;
+    memcpy(&id, data, 4);
+    if (id < MAX_IDS)
+        atomic_fetch_add(&id_seen[id], 1);
+    corral_conn_write(conn, "ok", 2);
+    return 4;
+}
+
+static const struct corral_conn_handler id_handler = {.on_data = id_on_data};
+
+static corral_server *start_mode(enum corral_wakeup_mode mode, const struct corral_kernel_caps *caps,
+                                 unsigned workers, unsigned max_connections, int *port)
+{
+    struct corral_server_config config;
+    corral_server_config_init(&config);
+    config.workers = workers;
+    config.wakeup = mode;
+    config.caps = caps;
+    config.max_connections = max_connections;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&config, &server), 0);
+    *port = test_start_server(server, &id_handler, NULL);
+    return server;
+}
+
+static void stop_server(corral_server *server)
+{
+    corral_server_stop(server, 0);
+    corral_server_wait(server);
+    corral_server_free(server);
+}
+
+static void exchange_id(int fd, uint32_t id)
+{
+    test_send_all(fd, &id, 4);
+    char reply[2];
+    ck_assert_uint_eq(test_recv_all(fd, reply, 2), 2);
+}
+
+struct client_thread {
+    int port;
+    uint32_t first_id, count;
+    int cpu; /* pin to this CPU, or -1 */
+};
+
+static void *client_main(void *arg)
+{
+    struct client_thread *c = arg;
+    if (c->cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET((size_t)c->cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    }
+    for (uint32_t i = 0; i < c->count; i++) {
+        int fd = test_connect(c->port);
+        exchange_id(fd, c->first_id + i);
+        close(fd);
+    }
+    return NULL;
+}
+
+/* Runs `threads` clients making `per_thread` connections each; client i is
+ * pinned to cpus[i % cpu_count] when `pin` is set. */
+static void run_clients(int port, unsigned threads, unsigned per_thread, bool pin)
+{
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    pthread_t tids[16];
+    struct client_thread args[16];
+    for (unsigned i = 0; i < threads; i++) {
+        args[i] = (struct client_thread){port, i * per_thread, per_thread,
+                                         pin ? caps.cpus[i % caps.cpu_count] : -1};
+        ck_assert_int_eq(pthread_create(&tids[i], NULL, client_main, &args[i]), 0);
+    }
+    for (unsigned i = 0; i < threads; i++)
+        pthread_join(tids[i], NULL);
+}
+
+struct totals {
+    uint64_t accepts, local, wakeups, wasted, max_accepts, min_accepts;
+};
+
+static struct totals sum_stats(corral_server *server)
+{
+    struct totals t = {.min_accepts = UINT64_MAX};
+    for (unsigned i = 0; i < corral_server_worker_count(server); i++) {
+        struct corral_worker_stats stats;
+        corral_server_stats(server, i, &stats);
+        t.accepts += stats.accepts;
+        t.local += stats.accepts_local;
+        t.wakeups += stats.accept_wakeups;
+        t.wasted += stats.accept_wasted;
+        if (stats.accepts > t.max_accepts)
+            t.max_accepts = stats.accepts;
+        if (stats.accepts < t.min_accepts)
+            t.min_accepts = stats.accepts;
+    }
+    return t;
+}
+
+static const struct {
+    enum corral_wakeup_mode mode;
+    const char *disabled; /* from the full capability set */
+    const char *impl;
+} mechanisms[] = {
+    /* Native sets forced on: without the kernel flag the shared set behaves
+     * like a plain nested epoll, which still must accept everything. */
+    {CORRAL_WAKEUP_ROUNDROBIN, "", "native"},
+    {CORRAL_WAKEUP_AFFINITY, "", "native"},
+    {CORRAL_WAKEUP_ROUNDROBIN, "epoll_rotate", "rotate"},
+    {CORRAL_WAKEUP_AFFINITY, "epoll_affinity", "cbpf-cpu"},
+    {CORRAL_WAKEUP_EXCLUSIVE, "", "epollexclusive"},
+    {CORRAL_WAKEUP_REUSEPORT, "", "hash"},
+    {CORRAL_WAKEUP_HERD, "", "shared"},
+};
+
+START_TEST(every_mechanism_accepts_every_connection_once)
+{
+    enum { THREADS = 4, PER_THREAD = 50 };
+    struct corral_kernel_caps caps = full_caps();
+    ck_assert_int_eq(corral_caps_disable(&caps, mechanisms[_i].disabled), 0);
+    for (size_t id = 0; id < MAX_IDS; id++)
+        atomic_store(&id_seen[id], 0);
+    int port;
+    /* Three workers: on two CPUs, affinity puts two on one of them. */
+    corral_server *server = start_mode(mechanisms[_i].mode, &caps, 3, 0, &port);
+    struct corral_wakeup_info info;
+    corral_server_wakeup(server, &info);
+    ck_assert_str_eq(info.impl, mechanisms[_i].impl);
+
+    run_clients(port, THREADS, PER_THREAD, false);
+    for (size_t id = 0; id < THREADS * PER_THREAD; id++)
+        ck_assert_msg(atomic_load(&id_seen[id]) == 1, "%s: connection %zu seen %d times",
+                      info.impl, id, atomic_load(&id_seen[id]));
+    ck_assert_uint_eq(sum_stats(server).accepts, THREADS * PER_THREAD);
+    stop_server(server);
+}
+END_TEST
+
+START_TEST(roundrobin_gives_every_worker_a_fair_share)
+{
+    enum { WORKERS = 4, CONNECTIONS = 400 };
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    int port;
+    corral_server *server = start_mode(CORRAL_WAKEUP_ROUNDROBIN, &caps, WORKERS, 0, &port);
+    struct corral_wakeup_info info;
+    corral_server_wakeup(server, &info);
+    ck_assert_str_eq(info.impl, "rotate");
+    run_clients(port, 1, CONNECTIONS, false);
+    struct totals t = sum_stats(server);
+    ck_assert_uint_eq(t.accepts, CONNECTIONS);
+    /* Fair share is 100 each. */
+    ck_assert_msg(t.min_accepts >= 80 && t.max_accepts <= 120,
+                  "accepts per worker ranged %lu..%lu", (unsigned long)t.min_accepts,
+                  (unsigned long)t.max_accepts);
+    stop_server(server);
+}
+END_TEST
+
+START_TEST(affinity_serves_connections_on_their_cpu)
+{
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    if (caps.cpu_count < 2) {
+        fprintf(stderr, "affinity: one CPU only, locality is trivially complete; skipped\n");
+        return;
+    }
+    /* As many workers as CPUs, then twice as many. */
+    for (unsigned workers = 2; workers <= 4; workers += 2) {
+        int port;
+        corral_server *server = start_mode(CORRAL_WAKEUP_AFFINITY, &caps, workers, 0, &port);
+        run_clients(port, 4, 50, true);
+        struct totals t = sum_stats(server);
+        ck_assert_uint_eq(t.accepts, 200);
+        ck_assert_msg(t.local * 10 >= t.accepts * 9, "%u workers: %lu of %lu local", workers,
+                      (unsigned long)t.local, (unsigned long)t.accepts);
+        /* With two workers per CPU both get connections. */
+        ck_assert_msg(t.min_accepts >= 200 / workers / 3, "%u workers: a worker got only %lu",
+                      workers, (unsigned long)t.min_accepts);
+        for (unsigned i = 0; i < workers; i++) {
+            struct corral_worker_stats stats;
+            corral_server_stats(server, i, &stats);
+            ck_assert_int_eq(stats.cpu, caps.cpus[i % 2]);
+        }
+        stop_server(server);
+    }
+}
+END_TEST
+
+/* Whether the server answers on `fd` within `ms`. */
+static bool answers_within(int fd, int ms)
+{
+    struct timeval tv = {.tv_sec = 0, .tv_usec = ms * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char reply[2];
+    return recv(fd, reply, sizeof(reply), 0) > 0;
+}
+
+START_TEST(connection_limit_pauses_and_rejoins_in_every_mechanism)
+{
+    enum { LIMIT = 5 };
+    struct corral_kernel_caps caps = full_caps();
+    ck_assert_int_eq(corral_caps_disable(&caps, mechanisms[_i].disabled), 0);
+    int port;
+    corral_server *server = start_mode(mechanisms[_i].mode, &caps, 1, LIMIT, &port);
+    int fds[LIMIT];
+    for (int i = 0; i < LIMIT; i++) {
+        fds[i] = test_connect(port);
+        exchange_id(fds[i], (uint32_t)i);
+    }
+    int extra = test_connect(port);
+    test_send_all(extra, &(uint32_t){LIMIT}, 4);
+    ck_assert(!answers_within(extra, 200));
+    close(fds[0]);
+    ck_assert(answers_within(extra, 2000));
+    close(extra);
+    for (int i = 1; i < LIMIT; i++)
+        close(fds[i]);
+    stop_server(server);
+}
+END_TEST
+
+static _Atomic int busy_poll_warnings;
+
+static void count_busy_poll_warnings(enum corral_log_level level, const char *message, void *arg)
+{
+    (void)arg;
+    if (level == CORRAL_LOG_WARN && strstr(message, "busy_poll") != NULL)
+        atomic_fetch_add(&busy_poll_warnings, 1);
+}
+
+START_TEST(busy_poll_is_set_or_warned_about)
+{
+    corral_set_logger(count_busy_poll_warnings, NULL);
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    struct corral_server_config config;
+    corral_server_config_init(&config);
+    config.workers = 2;
+    config.busy_poll_usecs = 50;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&config, &server), 0);
+    int port = test_start_server(server, &id_handler, NULL);
+    int fd = test_connect(port);
+    exchange_id(fd, 1);
+    close(fd);
+    ck_assert_int_eq(atomic_load(&busy_poll_warnings), caps.busy_poll ? 0 : 2);
+    stop_server(server);
+    corral_set_logger(NULL, NULL);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    Suite *suite = suite_create("core/wakeup");
+    TCase *tc = tcase_create("resolution");
+    tcase_add_test(tc, modes_resolve_along_their_fallback_chains);
+    tcase_add_test(tc, mode_names_round_trip);
+    tcase_add_test(tc, capability_mask_by_name_and_environment);
+    tcase_add_test(tc, this_kernel_has_the_mainline_capabilities);
+    suite_add_tcase(suite, tc);
+
+    size_t count = sizeof(mechanisms) / sizeof(mechanisms[0]);
+    tc = tcase_create("accepting");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, every_mechanism_accepts_every_connection_once, 0, (int)count);
+    tcase_add_test(tc, roundrobin_gives_every_worker_a_fair_share);
+    tcase_add_test(tc, affinity_serves_connections_on_their_cpu);
+    tcase_add_loop_test(tc, connection_limit_pauses_and_rejoins_in_every_mechanism, 0, (int)count);
+    tcase_add_test(tc, busy_poll_is_set_or_warned_about);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
