@@ -1,0 +1,161 @@
+/*
+ * config.h: the daemon's configuration: what the config language produces
+ * and cmd/corral consumes.  A plain struct tree with no behaviour; the
+ * language itself (lexer, parser, directive registry) lives in conf/.
+ */
+#ifndef CORRAL_CONF_CONFIG_H
+#define CORRAL_CONF_CONFIG_H
+
+#include <corral.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where a directive or argument was written: for error messages. */
+struct conf_pos {
+    const char *file; /* owned by the config (or the parse), never NULL */
+    unsigned line, col; /* 1-based */
+};
+
+/* A parse or validation failure: "file:line:col: message". */
+struct conf_error {
+    char text[512];
+};
+
+struct conf_header {
+    char *name;
+    char *value;
+};
+
+enum conf_balance {
+    CONF_BALANCE_ROUND_ROBIN,
+    CONF_BALANCE_LEAST_CONN,
+    CONF_BALANCE_HASH,
+};
+
+struct conf_upstream_server {
+    char *address; /* "127.0.0.1:9001", as written */
+    unsigned weight;          /* default 1 */
+    unsigned max_fails;       /* default 1; 0 = never marked down */
+    uint32_t fail_timeout_ms; /* default 10 s */
+    struct conf_pos pos;
+};
+
+struct conf_upstream {
+    char *name;
+    struct conf_upstream_server *servers;
+    size_t server_count;
+    enum conf_balance balance; /* default round_robin */
+    unsigned keepalive;        /* idle connections kept per worker; default 32 */
+    struct conf_pos pos;
+};
+
+enum conf_handler {
+    CONF_HANDLER_NONE,
+    CONF_HANDLER_RETURN,
+    CONF_HANDLER_PROXY,
+};
+
+struct conf_location {
+    char *path;
+    bool exact; /* "location = /path": exact match; else prefix */
+    enum conf_handler handler;
+    unsigned return_code; /* return CODE ["TEXT"] */
+    char *return_text;    /* may be NULL (empty body) */
+    char *proxy_pass;     /* "http://name_or_address[:port]" as written */
+    struct conf_header *set_headers; /* proxy_set_header NAME VALUE */
+    size_t set_header_count;
+    char **hide_headers; /* proxy_hide_header NAME */
+    size_t hide_header_count;
+    struct conf_pos pos;
+};
+
+struct conf_listen {
+    char *address;
+    bool tls;
+    bool default_server;
+    struct conf_pos pos;
+};
+
+/* Client-side HTTP limits and timeouts; set in main and overridable per
+ * server (a server block starts with a copy of main's values). */
+struct conf_http {
+    uint32_t client_header_timeout_ms; /* default 60 s */
+    uint32_t client_body_timeout_ms;   /* default 60 s */
+    uint32_t send_timeout_ms;          /* default 60 s */
+    uint32_t keepalive_timeout_ms;     /* default 75 s; 0 disables keep-alive */
+    unsigned keepalive_requests;       /* default 1000 */
+    size_t client_max_header_size;     /* default 8k; larger header section: 431 */
+    unsigned client_max_headers;       /* default 100 */
+    size_t client_max_body_size;       /* default 1m; 0 = unlimited; larger: 413 */
+    uint32_t proxy_connect_timeout_ms; /* default 60 s */
+    uint32_t proxy_read_timeout_ms;    /* default 60 s */
+    uint32_t proxy_send_timeout_ms;    /* default 60 s */
+};
+
+struct conf_server {
+    struct conf_listen *listens;
+    size_t listen_count;
+    char **server_names; /* exact names and "*.example.com" wildcards */
+    size_t server_name_count;
+    struct conf_location *locations;
+    size_t location_count;
+    struct conf_http http;
+    char *tls_certificate;     /* resolved against the config file's directory */
+    char *tls_certificate_key;
+    struct conf_pos pos;
+};
+
+struct conf_config {
+    unsigned workers;                /* 0 = auto: CPUs in the affinity mask */
+    enum corral_wakeup_mode wakeup;  /* default auto */
+    unsigned max_connections;        /* per worker; default 10000 */
+    unsigned busy_poll_usecs;        /* default 0 (off) */
+    uint32_t drain_timeout_ms;       /* graceful stop and reload; default 10 s */
+    char *user, *group;              /* privilege drop after binding; NULL = keep */
+    char *pid_file;                  /* NULL = none */
+    char *error_log;                 /* NULL = stderr */
+    enum corral_log_level log_level; /* default info */
+    char *access_log;                /* NULL = off */
+    char *log_format;                /* NULL = combined */
+
+    char **admin_listens; /* admin { listen ADDR; } */
+    size_t admin_listen_count;
+
+    struct conf_http http;
+    struct conf_server *servers;
+    size_t server_count;
+    struct conf_upstream *upstreams;
+    size_t upstream_count;
+
+    char *path; /* the main file, for messages and reloads; "<built-in>" */
+};
+
+/*
+ * Reads a file for `include` (and for the main file): returns a malloc'd
+ * buffer and its length, or NULL with errno set.  Tests supply their own to
+ * parse from memory.
+ */
+typedef char *(*conf_read_file_fn)(const char *path, size_t *len, void *arg);
+
+/* Parses `text` (`len` bytes) as the main config file named `path`.  On
+ * success returns 0 and *out (free with conf_free()).  On failure returns -1
+ * with `error` holding "path:line:col: message".  Pure: all file access goes
+ * through `read_file` (NULL = read from the file system). */
+int conf_parse(const char *path, const char *text, size_t len, conf_read_file_fn read_file,
+               void *read_arg, struct conf_config **out, struct conf_error *error);
+
+/* Reads `path` from the file system and parses it. */
+int conf_load(const char *path, struct conf_config **out, struct conf_error *error);
+
+/* The built-in default config, used when the daemon is given no -c. */
+extern const char conf_default_text[];
+
+void conf_free(struct conf_config *config);
+
+/* Value syntax shared by directives (exported for tests): return 0 or -1. */
+int conf_parse_size(const char *text, size_t *out);         /* 512, 16k, 10m, 1g */
+int conf_parse_duration(const char *text, uint32_t *out_ms); /* 500ms, 30s, 5m, 1h, 2d; bare = s */
+
+#endif
