@@ -1,0 +1,527 @@
+/*
+ * wakebench.c: corral-wakebench, the accept-path benchmark.  Runs libcorral
+ * in-process with N workers in each wakeup mode and drives it from client
+ * threads over loopback, then prints per mode: wakeups per accept, wasted
+ * wakeups, balance across workers, CPU locality, connection rate and the
+ * p99 latency from connect() to the worker reading the first bytes.
+ */
+#include <corral.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_WORKERS 64
+#define MAX_CLIENTS 16
+
+enum scenario { SCENARIO_PACED, SCENARIO_BURST, SCENARIO_LONG, SCENARIO_COUNT };
+static const char *const scenario_names[] = {"paced", "burst", "long"};
+
+struct options {
+    unsigned worker_counts[8];
+    size_t worker_count_count;
+    bool modes[CORRAL_WAKEUP_HERD + 1];
+    bool scenarios[SCENARIO_COUNT];
+    unsigned connections;
+    unsigned clients;
+    unsigned rate; /* paced: connections per second, all clients together */
+    unsigned burst;
+    bool json;
+    const char *disable;
+};
+
+/* ------------------------------------------------------------ the server */
+
+/* Latencies recorded by each worker into its own array: no sharing. */
+struct worker_samples {
+    uint64_t *latency_ns;
+    size_t count, cap;
+} __attribute__((aligned(64)));
+
+struct bench_server {
+    corral_server *server;
+    struct worker_samples samples[MAX_WORKERS];
+};
+
+/* Voluntary context switches count every time a worker blocked and was woken
+ * again, including wakeups the kernel swallowed because another worker had
+ * already taken the connection: the part of a herd no user-space counter
+ * sees.  getrusage(RUSAGE_THREAD) must run on the worker itself. */
+struct sleep_count {
+    atomic_uint pending;
+    uint64_t total;
+    pthread_mutex_t lock;
+};
+
+static void read_worker_sleeps(void *arg)
+{
+    struct sleep_count *count = arg;
+    struct rusage usage;
+    getrusage(RUSAGE_THREAD, &usage);
+    pthread_mutex_lock(&count->lock);
+    count->total += (uint64_t)usage.ru_nvcsw;
+    pthread_mutex_unlock(&count->lock);
+    atomic_fetch_sub(&count->pending, 1);
+}
+
+static uint64_t worker_sleeps(corral_server *server)
+{
+    struct sleep_count count = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    unsigned workers = corral_server_worker_count(server);
+    atomic_store(&count.pending, workers);
+    for (unsigned i = 0; i < workers; i++)
+        corral_worker_post(corral_server_worker(server, i), read_worker_sleeps, &count);
+    while (atomic_load(&count.pending) > 0)
+        usleep(1000);
+    return count.total;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A client sends the CLOCK_MONOTONIC time it called connect(); the worker
+ * records how long ago that was and answers one byte. */
+static size_t bench_on_data(corral_conn *conn, const char *data, size_t len)
+{
+    if (len < sizeof(uint64_t))
+        return 0;
+    uint64_t started;
+    memcpy(&started, data, sizeof(started));
+    struct bench_server *bench = corral_conn_listener_data(conn);
+    struct worker_samples *samples =
+        &bench->samples[corral_worker_index(corral_conn_worker(conn))];
+    if (samples->count < samples->cap)
+        samples->latency_ns[samples->count++] = now_ns() - started;
+    corral_conn_write(conn, "k", 1);
+    return sizeof(uint64_t);
+}
+
+static const struct corral_conn_handler bench_handler = {.on_data = bench_on_data};
+
+/* ----------------------------------------------------------- the clients */
+
+struct client {
+    pthread_t thread;
+    int port;
+    int cpu;
+    enum scenario scenario;
+    unsigned connections;
+    uint64_t interval_ns; /* paced */
+    uint64_t phase_ns;    /* paced: offset of this client's slots, so clients interleave */
+    unsigned burst;
+    int *held; /* long: connections kept open until the run ends */
+    unsigned failures;
+};
+
+static int client_connect(int port)
+{
+    struct sockaddr_storage addr;
+    socklen_t len;
+    char text[32];
+    snprintf(text, sizeof(text), "127.0.0.1:%d", port);
+    corral_parse_address(text, &addr, &len);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd == -1)
+        return -1;
+    uint64_t started = now_ns();
+    if (connect(fd, (struct sockaddr *)&addr, len) == -1 ||
+        send(fd, &started, sizeof(started), MSG_NOSIGNAL) != (ssize_t)sizeof(started)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static bool client_await_reply(int fd)
+{
+    char reply;
+    return recv(fd, &reply, 1, 0) == 1;
+}
+
+static void sleep_until(uint64_t deadline_ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
+                          .tv_nsec = (long)(deadline_ns % 1000000000u)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static void *client_main(void *arg)
+{
+    struct client *c = arg;
+    if (c->cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET((size_t)c->cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    }
+    uint64_t next = now_ns() + c->phase_ns;
+    if (c->scenario == SCENARIO_PACED)
+        sleep_until(next);
+    int fds[256];
+    for (unsigned done = 0; done < c->connections;) {
+        unsigned batch = c->scenario == SCENARIO_BURST ? c->burst : 1;
+        if (batch > c->connections - done)
+            batch = c->connections - done;
+        if (batch > sizeof(fds) / sizeof(fds[0]))
+            batch = sizeof(fds) / sizeof(fds[0]);
+        for (unsigned i = 0; i < batch; i++)
+            fds[i] = client_connect(c->port);
+        for (unsigned i = 0; i < batch; i++) {
+            if (fds[i] == -1 || !client_await_reply(fds[i])) {
+                c->failures++;
+                if (fds[i] != -1)
+                    close(fds[i]);
+            } else if (c->scenario == SCENARIO_LONG) {
+                c->held[done + i] = fds[i];
+            } else {
+                close(fds[i]);
+            }
+        }
+        done += batch;
+        if (c->scenario == SCENARIO_PACED) {
+            next += c->interval_ns;
+            sleep_until(next);
+        } else if (c->scenario == SCENARIO_BURST) {
+            usleep(20000); /* let every worker go idle between bursts */
+        }
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- a run */
+
+struct result {
+    const char *mode;
+    const char *impl;
+    const char *scenario;
+    unsigned workers;
+    uint64_t accepts, wakeups, wasted, local, sleeps;
+    double max_over_mean;
+    double seconds;
+    double p99_ms;
+    unsigned failures;
+    unsigned min_accepts, max_accepts;
+};
+
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int run_one(const struct options *opt, enum corral_wakeup_mode mode, unsigned workers,
+                   enum scenario scenario, struct result *out)
+{
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    if (opt->disable != NULL && corral_caps_disable(&caps, opt->disable) != 0) {
+        fprintf(stderr, "corral-wakebench: --disable %s: unknown capability\n", opt->disable);
+        return -EINVAL;
+    }
+    struct corral_server_config config;
+    corral_server_config_init(&config);
+    config.workers = workers;
+    config.wakeup = mode;
+    config.caps = &caps;
+
+    struct bench_server *bench = calloc(1, sizeof(*bench));
+    int err = corral_server_new(&config, &bench->server);
+    if (err != 0)
+        goto out;
+    for (unsigned i = 0; i < workers; i++) {
+        bench->samples[i].cap = opt->connections;
+        bench->samples[i].latency_ns = calloc(opt->connections, sizeof(uint64_t));
+    }
+    struct corral_listen_options listen_options;
+    corral_listen_options_init(&listen_options);
+    listen_options.backlog = 4096;
+    corral_listener *listener;
+    err = corral_server_listen(bench->server, "127.0.0.1:0", &listen_options, &bench_handler,
+                               bench, &listener);
+    if (err == 0)
+        err = corral_server_start(bench->server);
+    if (err != 0)
+        goto out;
+
+    unsigned clients = opt->clients;
+    struct client client[MAX_CLIENTS];
+    int *held = scenario == SCENARIO_LONG ? calloc(opt->connections, sizeof(int)) : NULL;
+    unsigned assigned = 0;
+    uint64_t sleeps_before = worker_sleeps(bench->server);
+    uint64_t start = now_ns();
+    for (unsigned i = 0; i < clients; i++) {
+        unsigned share = opt->connections / clients + (i < opt->connections % clients);
+        client[i] = (struct client){
+            .port = corral_listener_port(listener),
+            .cpu = caps.cpus[i % caps.cpu_count],
+            .scenario = scenario,
+            .connections = share,
+            .interval_ns = (uint64_t)clients * 1000000000u / opt->rate,
+            .phase_ns = (uint64_t)i * 1000000000u / opt->rate,
+            .burst = opt->burst,
+            .held = held != NULL ? held + assigned : NULL,
+        };
+        assigned += share;
+        pthread_create(&client[i].thread, NULL, client_main, &client[i]);
+    }
+    unsigned failures = 0;
+    for (unsigned i = 0; i < clients; i++) {
+        pthread_join(client[i].thread, NULL);
+        failures += client[i].failures;
+    }
+    double seconds = (double)(now_ns() - start) / 1e9;
+    uint64_t sleeps = worker_sleeps(bench->server) - sleeps_before;
+
+    struct corral_wakeup_info info;
+    corral_server_wakeup(bench->server, &info);
+    *out = (struct result){.mode = corral_wakeup_mode_name(mode), .impl = info.impl,
+                           .scenario = scenario_names[scenario], .workers = workers,
+                           .seconds = seconds, .failures = failures, .min_accepts = UINT32_MAX,
+                           .sleeps = sleeps};
+    for (unsigned i = 0; i < workers; i++) {
+        struct corral_worker_stats stats;
+        corral_server_stats(bench->server, i, &stats);
+        out->accepts += stats.accepts;
+        out->wakeups += stats.accept_wakeups;
+        out->wasted += stats.accept_wasted;
+        out->local += stats.accepts_local;
+        if (stats.accepts > out->max_accepts)
+            out->max_accepts = (unsigned)stats.accepts;
+        if (stats.accepts < out->min_accepts)
+            out->min_accepts = (unsigned)stats.accepts;
+    }
+    double mean = (double)out->accepts / workers;
+    out->max_over_mean = mean > 0 ? out->max_accepts / mean : 0;
+
+    corral_server_stop(bench->server, 0);
+    corral_server_wait(bench->server);
+    if (held != NULL) {
+        for (unsigned i = 0; i < opt->connections; i++)
+            if (held[i] > 0)
+                close(held[i]);
+        free(held);
+    }
+
+    size_t total = 0;
+    for (unsigned i = 0; i < workers; i++)
+        total += bench->samples[i].count;
+    uint64_t *all = malloc((total ? total : 1) * sizeof(uint64_t));
+    size_t n = 0;
+    for (unsigned i = 0; i < workers; i++) {
+        memcpy(all + n, bench->samples[i].latency_ns, bench->samples[i].count * sizeof(uint64_t));
+        n += bench->samples[i].count;
+    }
+    qsort(all, n, sizeof(uint64_t), compare_u64);
+    out->p99_ms = n > 0 ? (double)all[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e6 : 0;
+    free(all);
+
+out:
+    if (err != 0)
+        fprintf(stderr, "corral-wakebench: %s: %s\n", corral_wakeup_mode_name(mode),
+                strerror(-err));
+    for (unsigned i = 0; i < workers && i < MAX_WORKERS; i++)
+        free(bench->samples[i].latency_ns);
+    corral_server_free(bench->server);
+    free(bench);
+    return err;
+}
+
+/* ------------------------------------------------------------- reporting */
+
+static void print_header(unsigned workers, enum scenario scenario, const struct options *opt)
+{
+    printf("\n%u workers, %s: %u connections from %u client threads", workers,
+           scenario_names[scenario], opt->connections, opt->clients);
+    if (scenario == SCENARIO_PACED)
+        printf(" at %u/s", opt->rate);
+    if (scenario == SCENARIO_BURST)
+        printf(" in bursts of %u", opt->burst);
+    printf("\n%-11s %-15s %8s %9s %8s %9s %9s %9s %10s %8s %6s\n", "mode", "mechanism",
+           "accepts", "wakeup/ac", "wasted%", "sleeps/ac", "max/mean", "locality", "conn/s",
+           "p99 ms", "fail");
+}
+
+static void print_row(const struct result *r)
+{
+    double per_accept = r->accepts ? (double)r->wakeups / (double)r->accepts : 0;
+    double wasted = r->wakeups ? 100.0 * (double)r->wasted / (double)r->wakeups : 0;
+    double locality = r->accepts ? (double)r->local / (double)r->accepts : 0;
+    double sleeps = r->accepts ? (double)r->sleeps / (double)r->accepts : 0;
+    printf("%-11s %-15s %8lu %9.2f %8.1f %9.2f %9.2f %9.2f %10.0f %8.3f %6u\n", r->mode, r->impl,
+           (unsigned long)r->accepts, per_accept, wasted, sleeps, r->max_over_mean, locality,
+           (double)r->accepts / r->seconds, r->p99_ms, r->failures);
+}
+
+static void print_json(const struct result *r, bool first)
+{
+    printf("%s\n  {\"workers\": %u, \"scenario\": \"%s\", \"mode\": \"%s\", \"mechanism\": \"%s\", "
+           "\"accepts\": %lu, \"wakeups\": %lu, \"wasted\": %lu, \"local\": %lu, \"sleeps\": %lu, "
+           "\"wakeups_per_accept\": %.4f, \"wasted_ratio\": %.4f, \"max_over_mean\": %.4f, "
+           "\"min_accepts\": %u, \"max_accepts\": %u, \"locality\": %.4f, "
+           "\"connections_per_second\": %.1f, \"p99_ms\": %.4f, \"failures\": %u}",
+           first ? "" : ",", r->workers, r->scenario, r->mode, r->impl, (unsigned long)r->accepts,
+           (unsigned long)r->wakeups, (unsigned long)r->wasted, (unsigned long)r->local,
+           (unsigned long)r->sleeps,
+           r->accepts ? (double)r->wakeups / (double)r->accepts : 0,
+           r->wakeups ? (double)r->wasted / (double)r->wakeups : 0, r->max_over_mean,
+           r->min_accepts, r->max_accepts, r->accepts ? (double)r->local / (double)r->accepts : 0,
+           (double)r->accepts / r->seconds, r->p99_ms, r->failures);
+}
+
+/* -------------------------------------------------------------- options */
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: corral-wakebench [options]\n"
+            "  -w, --workers N[,N...]  worker threads per run (default 8,16)\n"
+            "  -m, --mode MODE         roundrobin|affinity|exclusive|reuseport|herd|all (default all)\n"
+            "  -s, --scenario NAME     paced|burst|long|all (default all)\n"
+            "  -n, --connections N     connections per run (default 4000)\n"
+            "  -c, --clients N         client threads, pinned to CPUs in turn (default 2)\n"
+            "  -r, --rate N            paced: connections per second in all (default 2000)\n"
+            "  -b, --burst N           burst: connections per burst per client (default 32)\n"
+            "  -d, --disable CAPS      pretend capabilities are missing (see corral --probe)\n"
+            "  -j, --json              machine-readable output\n");
+}
+
+static int parse_options(int argc, char **argv, struct options *opt)
+{
+    *opt = (struct options){.worker_counts = {8, 16}, .worker_count_count = 2,
+                            .connections = 4000, .clients = 2, .rate = 2000, .burst = 32};
+    bool any_mode = false, any_scenario = false;
+    static const struct option longs[] = {
+        {"workers", required_argument, NULL, 'w'},  {"mode", required_argument, NULL, 'm'},
+        {"scenario", required_argument, NULL, 's'}, {"connections", required_argument, NULL, 'n'},
+        {"clients", required_argument, NULL, 'c'},  {"rate", required_argument, NULL, 'r'},
+        {"burst", required_argument, NULL, 'b'},    {"disable", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "w:m:s:n:c:r:b:d:jh", longs, NULL)) != -1) {
+        switch (c) {
+        case 'w': {
+            opt->worker_count_count = 0;
+            for (char *tok = strtok(optarg, ","); tok != NULL && opt->worker_count_count < 8;
+                 tok = strtok(NULL, ",")) {
+                unsigned n = (unsigned)atoi(tok);
+                if (n == 0 || n > MAX_WORKERS) {
+                    fprintf(stderr, "corral-wakebench: workers must be 1..%d\n", MAX_WORKERS);
+                    return -1;
+                }
+                opt->worker_counts[opt->worker_count_count++] = n;
+            }
+            break;
+        }
+        case 'm': {
+            enum corral_wakeup_mode mode;
+            if (strcmp(optarg, "all") == 0) {
+                break;
+            }
+            if (corral_wakeup_mode_parse(optarg, &mode) != 0 || mode == CORRAL_WAKEUP_AUTO) {
+                fprintf(stderr, "corral-wakebench: unknown mode \"%s\"\n", optarg);
+                return -1;
+            }
+            opt->modes[mode] = any_mode = true;
+            break;
+        }
+        case 's': {
+            if (strcmp(optarg, "all") == 0)
+                break;
+            int found = -1;
+            for (int i = 0; i < SCENARIO_COUNT; i++)
+                if (strcmp(optarg, scenario_names[i]) == 0)
+                    found = i;
+            if (found < 0) {
+                fprintf(stderr, "corral-wakebench: unknown scenario \"%s\"\n", optarg);
+                return -1;
+            }
+            opt->scenarios[found] = any_scenario = true;
+            break;
+        }
+        case 'n': opt->connections = (unsigned)atoi(optarg); break;
+        case 'c': opt->clients = (unsigned)atoi(optarg); break;
+        case 'r': opt->rate = (unsigned)atoi(optarg); break;
+        case 'b': opt->burst = (unsigned)atoi(optarg); break;
+        case 'd': opt->disable = optarg; break;
+        case 'j': opt->json = true; break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return -1;
+        }
+    }
+    if (opt->clients == 0 || opt->clients > MAX_CLIENTS || opt->connections == 0 ||
+        opt->burst == 0 || opt->rate == 0) {
+        fprintf(stderr, "corral-wakebench: clients must be 1..%d; connections, burst and rate > 0\n",
+                MAX_CLIENTS);
+        return -1;
+    }
+    for (int m = CORRAL_WAKEUP_ROUNDROBIN; m <= CORRAL_WAKEUP_HERD; m++)
+        opt->modes[m] = opt->modes[m] || !any_mode;
+    for (int s = 0; s < SCENARIO_COUNT; s++)
+        opt->scenarios[s] = opt->scenarios[s] || !any_scenario;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct options opt;
+    if (parse_options(argc, argv, &opt) != 0)
+        return 2;
+    corral_set_log_level(CORRAL_LOG_WARN);
+
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    if (!opt.json)
+        printf("corral-wakebench: %u CPUs; wakeup/ac = accept wakeups per accepted connection, "
+               "wasted%% = wakeups whose first accept() found nothing, sleeps/ac = times a worker "
+               "thread blocked and was woken (voluntary context switches, which also count the "
+               "wakeups the kernel hid from user space) per accept, max/mean = busiest "
+               "worker's accepts over the mean, locality = accepts on the CPU the connection "
+               "arrived on, p99 = connect() to the worker reading the first bytes\n",
+               caps.cpu_count);
+    else
+        printf("[");
+    bool first = true;
+    int status = 0;
+    for (size_t w = 0; w < opt.worker_count_count; w++) {
+        for (int s = 0; s < SCENARIO_COUNT; s++) {
+            if (!opt.scenarios[s])
+                continue;
+            if (!opt.json)
+                print_header(opt.worker_counts[w], (enum scenario)s, &opt);
+            for (int m = CORRAL_WAKEUP_ROUNDROBIN; m <= CORRAL_WAKEUP_HERD; m++) {
+                if (!opt.modes[m])
+                    continue;
+                struct result r = {0};
+                if (run_one(&opt, (enum corral_wakeup_mode)m, opt.worker_counts[w],
+                            (enum scenario)s, &r) != 0) {
+                    status = 1;
+                    continue;
+                }
+                if (opt.json)
+                    print_json(&r, first);
+                else
+                    print_row(&r);
+                fflush(stdout);
+                first = false;
+            }
+        }
+    }
+    if (opt.json)
+        printf("\n]\n");
+    return status;
+}
