@@ -213,6 +213,7 @@ struct corral_listener {
     int fd;       /* the bound socket (shared by all workers, or worker 0's) */
     int *fds;     /* per-worker sockets in a reuseport group, else NULL */
     size_t index; /* position in the server's list */
+    bool owns_path; /* a unix socket this listener created and still owns */
 };
 
 /* Creates, binds and listens on one socket for `listener`'s address,
@@ -302,12 +303,17 @@ struct corral_server {
     _Atomic unsigned workers_running;
     corral_loop *main_loop;
     struct corral__signal_handler *signal_handlers;
+    corral_loop *exit_loop; /* corral_server_on_exit() */
+    corral_callback exit_cb;
+    void *exit_arg;
+    atomic_uint listeners_held; /* workers yet to let go of the listeners */
 };
 
 enum {
     CORRAL__PAUSE_FULL = 1u << 0,    /* at max_connections */
     CORRAL__PAUSE_NO_FDS = 1u << 1,  /* accept4 failed with EMFILE/ENFILE */
     CORRAL__PAUSE_STOPPED = 1u << 2, /* the worker is stopping */
+    CORRAL__PAUSE_CLOSED = 1u << 3,  /* the listening sockets are being closed */
 };
 
 /* Accept path, in wakeup.c. */
@@ -325,7 +331,7 @@ bool corral__probe_epoll_exclusive(const struct corral_kernel_caps *caps, const 
 /* Accepts what entry's socket has queued: the accept path of every mode. */
 void corral__accept_from(struct corral__accept_entry *entry);
 int corral__worker_start_accepting(corral_worker *worker);
-void corral__worker_stop_accepting(corral_worker *worker);
+void corral__worker_stop_accepting(corral_worker *worker, unsigned reason);
 void corral__worker_maybe_resume(corral_worker *worker, uint64_t active);
 void corral__worker_on_emfile_timer(corral_timer *timer, void *arg);
 void corral__worker_pin(corral_worker *worker);
@@ -338,6 +344,5 @@ unsigned corral__cpu_count(void);
  * `cpus_used` hosts workers slot, slot + cpus_used, ...). */
 unsigned corral__cpus_used(const corral_server *server);
 void corral__loop_set_busy_poll(corral_loop *loop, unsigned usecs);
-int corral__io_fd(const corral_io *io);
 
 #endif /* CORRAL_INTERNAL_H */

@@ -341,8 +341,3 @@ void corral_io_free(corral_io *io)
     if (corral_loop_defer(io->loop, io_free_deferred, io) != 0)
         corral__error("corral_io_free: out of memory, leaking a watcher");
 }
-
-int corral__io_fd(const corral_io *io)
-{
-    return io->fd;
-}

@@ -7,9 +7,10 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -71,9 +72,8 @@ static void listener_free(corral_listener *listener)
     } else if (listener->fd != -1) {
         close(listener->fd);
     }
-    const struct sockaddr *addr = (const struct sockaddr *)&listener->addr;
-    if (addr->sa_family == AF_UNIX && listener->fd != -1)
-        unlink(((const struct sockaddr_un *)addr)->sun_path);
+    if (listener->owns_path)
+        unlink(((const struct sockaddr_un *)&listener->addr)->sun_path);
     free(listener->address_text);
     free(listener);
 }
@@ -121,17 +121,13 @@ static void listener_read_bound_address(corral_listener *listener)
     }
 }
 
-int corral_server_listen(corral_server *server, const char *address,
-                         const struct corral_listen_options *options,
-                         const struct corral_conn_handler *handler, void *data,
-                         corral_listener **out)
+static corral_listener *listener_new(corral_server *server,
+                                     const struct corral_listen_options *options,
+                                     const struct corral_conn_handler *handler, void *data)
 {
-    if (server->started)
-        return -EBUSY;
-    int err;
     corral_listener *listener = calloc(1, sizeof(*listener));
     if (listener == NULL)
-        return -ENOMEM;
+        return NULL;
     listener->server = server;
     listener->fd = -1;
     listener->handler = handler;
@@ -140,6 +136,36 @@ int corral_server_listen(corral_server *server, const char *address,
         listener->options = *options;
     else
         corral_listen_options_init(&listener->options);
+    return listener;
+}
+
+static void listener_add(corral_server *server, corral_listener *listener, corral_listener **out)
+{
+    listener->index = server->listener_count++;
+    corral_listener **tail = &server->listeners;
+    while (*tail != NULL)
+        tail = &(*tail)->next;
+    *tail = listener;
+    if (out != NULL)
+        *out = listener;
+}
+
+unsigned corral_server_sockets_per_listener(const corral_server *server)
+{
+    return server->wakeup->per_worker_sockets ? server->worker_count : 1;
+}
+
+int corral_server_listen(corral_server *server, const char *address,
+                         const struct corral_listen_options *options,
+                         const struct corral_conn_handler *handler, void *data,
+                         corral_listener **out)
+{
+    if (server->started)
+        return -EBUSY;
+    int err;
+    corral_listener *listener = listener_new(server, options, handler, data);
+    if (listener == NULL)
+        return -ENOMEM;
     listener->address_text = strdup(address);
     if (listener->address_text == NULL) {
         err = -ENOMEM;
@@ -151,7 +177,7 @@ int corral_server_listen(corral_server *server, const char *address,
         goto fail;
     }
 
-    if (server->wakeup->per_worker_sockets && listener->addr.ss_family != AF_UNIX) {
+    if (corral_server_sockets_per_listener(server) > 1 && listener->addr.ss_family != AF_UNIX) {
         listener->fds = malloc(server->worker_count * sizeof(*listener->fds));
         if (listener->fds == NULL) {
             err = -ENOMEM;
@@ -180,21 +206,98 @@ int corral_server_listen(corral_server *server, const char *address,
             goto fail;
         }
         listener->fd = fd;
+        listener->owns_path = listener->addr.ss_family == AF_UNIX;
         listener_read_bound_address(listener);
     }
-
-    listener->index = server->listener_count++;
-    corral_listener **tail = &server->listeners;
-    while (*tail != NULL)
-        tail = &(*tail)->next;
-    *tail = listener;
-    if (out != NULL)
-        *out = listener;
+    listener_add(server, listener, out);
     return 0;
 
 fail:
     listener_free(listener);
     return err;
+}
+
+static bool is_listening_stream(int fd)
+{
+    int listening = 0, type = 0;
+    socklen_t len = sizeof(int);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == -1 || !listening)
+        return false;
+    len = sizeof(int);
+    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
+}
+
+int corral_server_listen_fds(corral_server *server, const int *fds, unsigned count,
+                             const struct corral_listen_options *options,
+                             const struct corral_conn_handler *handler, void *data,
+                             corral_listener **out)
+{
+    if (server->started)
+        return -EBUSY;
+    if (count != 1 && count != corral_server_sockets_per_listener(server))
+        return -EINVAL;
+    for (unsigned i = 0; i < count; i++)
+        if (!is_listening_stream(fds[i]))
+            return -EINVAL;
+    int err;
+    corral_listener *listener = listener_new(server, options, handler, data);
+    if (listener == NULL)
+        return -ENOMEM;
+    if (count > 1) {
+        listener->fds = malloc(count * sizeof(*listener->fds));
+        if (listener->fds == NULL) {
+            err = -ENOMEM;
+            goto fail;
+        }
+        for (unsigned i = 0; i < count; i++)
+            listener->fds[i] = -1;
+    }
+    for (unsigned i = 0; i < count; i++) {
+        int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+        if (fd == -1) {
+            err = -errno;
+            corral__error("dup(listening socket %d): %s", fds[i], strerror(errno));
+            goto fail;
+        }
+        if (listener->fds != NULL)
+            listener->fds[i] = fd;
+        if (i == 0)
+            listener->fd = fd;
+    }
+    /* Accepted sockets must be non-blocking whatever the donor set. */
+    int flags = fcntl(listener->fd, F_GETFL);
+    for (unsigned i = 0; i < count; i++)
+        fcntl(listener->fds != NULL ? listener->fds[i] : listener->fd, F_SETFL, flags | O_NONBLOCK);
+    listener->addrlen = sizeof(listener->addr);
+    if (getsockname(listener->fd, (struct sockaddr *)&listener->addr, &listener->addrlen) == -1) {
+        err = -errno;
+        goto fail;
+    }
+    char text[128];
+    if (corral_listener_address(listener, text, sizeof(text)) != 0)
+        snprintf(text, sizeof(text), "fd %d", fds[0]);
+    listener->address_text = strdup(text);
+    if (listener->address_text == NULL) {
+        err = -ENOMEM;
+        goto fail;
+    }
+    listener_add(server, listener, out);
+    return 0;
+
+fail:
+    listener_free(listener);
+    return err;
+}
+
+unsigned corral_listener_fds(corral_listener *listener, const int **fds)
+{
+    listener->owns_path = false; /* a successor serves the file now */
+    if (listener->fds != NULL) {
+        *fds = listener->fds;
+        return listener->server->worker_count;
+    }
+    *fds = &listener->fd;
+    return 1;
 }
 
 /* ---------------------------------------------------------------- workers */
@@ -210,12 +313,12 @@ static void *worker_main(void *arg)
         err = corral_loop_run(worker->loop);
     if (err != 0)
         corral__error("worker %u: stopped on error: %s", worker->index, strerror(-err));
-    corral__worker_stop_accepting(worker);
+    corral__worker_stop_accepting(worker, CORRAL__PAUSE_STOPPED);
     corral__loop_abort_conns(worker->loop);
     corral__loop_free_closed(worker->loop);
 
-    if (atomic_fetch_sub(&server->workers_running, 1) == 1 && server->main_loop != NULL)
-        corral_loop_post(server->main_loop, (corral_callback)corral_loop_stop, server->main_loop);
+    if (atomic_fetch_sub(&server->workers_running, 1) == 1 && server->exit_loop != NULL)
+        corral_loop_post(server->exit_loop, server->exit_cb, server->exit_arg);
     return NULL;
 }
 
@@ -252,7 +355,7 @@ static void worker_begin_stop(void *arg)
 
     if (!worker->stopping) {
         worker->stopping = true;
-        corral__worker_stop_accepting(worker);
+        corral__worker_stop_accepting(worker, CORRAL__PAUSE_STOPPED);
         if (graceful_ms > 0) {
             corral__loop_stop_conns(worker->loop);
             corral_timer_start(&worker->stop_timer, graceful_ms);
@@ -350,6 +453,54 @@ void corral_server_stop(corral_server *server, uint32_t graceful_ms)
     }
 }
 
+void corral_server_on_exit(corral_server *server, corral_loop *loop, corral_callback cb,
+                           void *arg)
+{
+    server->exit_loop = loop;
+    server->exit_cb = cb;
+    server->exit_arg = arg;
+}
+
+static void worker_release_listeners(void *arg)
+{
+    corral_worker *worker = arg;
+    corral__worker_stop_accepting(worker, CORRAL__PAUSE_CLOSED);
+    atomic_fetch_sub(&worker->server->listeners_held, 1);
+}
+
+void corral_server_close_listeners(corral_server *server)
+{
+    if (server->started) {
+        unsigned posted = 0;
+        atomic_store(&server->listeners_held, server->worker_count);
+        for (unsigned i = 0; i < server->worker_count; i++)
+            if (corral_worker_post(&server->workers[i], worker_release_listeners,
+                                   &server->workers[i]) == 0)
+                posted++;
+        atomic_fetch_sub(&server->listeners_held, server->worker_count - posted);
+        /* A short wait on the main thread: each worker answers within one
+         * loop iteration, or has already exited. */
+        while (atomic_load(&server->listeners_held) > 0 &&
+               atomic_load(&server->workers_running) > 0)
+            usleep(1000);
+    }
+    for (corral_listener *l = server->listeners; l != NULL; l = l->next) {
+        if (l->fds != NULL) {
+            for (unsigned i = 0; i < server->worker_count; i++) {
+                if (l->fds[i] != -1)
+                    close(l->fds[i]);
+                l->fds[i] = -1;
+            }
+        } else if (l->fd != -1) {
+            close(l->fd);
+        }
+        l->fd = -1;
+        if (l->owns_path)
+            unlink(((const struct sockaddr_un *)&l->addr)->sun_path);
+        l->owns_path = false;
+    }
+}
+
 int corral_server_wait(corral_server *server)
 {
     for (unsigned i = 0; i < server->worker_count; i++) {
@@ -377,58 +528,51 @@ int corral_server_on_signal(corral_server *server, int signo, corral_signal_cb c
     return 0;
 }
 
-static void server_on_signalfd(corral_io *io, unsigned events, void *arg)
+static void server_on_signal(int signo, void *arg)
 {
-    (void)events;
     corral_server *server = arg;
-    struct signalfd_siginfo info;
-    while (read(corral__io_fd(io), &info, sizeof(info)) == (ssize_t)sizeof(info)) {
-        int signo = (int)info.ssi_signo;
-        bool handled = false;
-        for (struct corral__signal_handler *h = server->signal_handlers; h != NULL; h = h->next) {
-            if (h->signo == signo) {
-                h->cb(server, signo, h->arg);
-                handled = true;
-            }
-        }
-        if (handled)
-            continue;
-        if (signo == SIGQUIT) {
-            corral__info("SIGQUIT: stopping now");
-            corral_server_stop(server, 0);
-        } else {
-            corral__info("%s: stopping gracefully (up to %d ms)", strsignal(signo), DEFAULT_STOP_MS);
-            corral_server_stop(server, DEFAULT_STOP_MS);
+    bool handled = false;
+    for (struct corral__signal_handler *h = server->signal_handlers; h != NULL; h = h->next) {
+        if (h->signo == signo) {
+            h->cb(server, signo, h->arg);
+            handled = true;
         }
     }
+    if (handled)
+        return;
+    if (signo == SIGQUIT) {
+        corral__info("SIGQUIT: stopping now");
+        corral_server_stop(server, 0);
+    } else {
+        corral__info("%s: stopping gracefully (up to %d ms)", strsignal(signo), DEFAULT_STOP_MS);
+        corral_server_stop(server, DEFAULT_STOP_MS);
+    }
+}
+
+static void stop_main_loop(void *arg)
+{
+    corral_loop_stop(arg);
 }
 
 int corral_server_run(corral_server *server)
 {
-    sigset_t handled, previous;
-    sigemptyset(&handled);
-    sigaddset(&handled, SIGINT);
-    sigaddset(&handled, SIGTERM);
-    sigaddset(&handled, SIGQUIT);
+    int handled[NSIG + 1], count = 0;
+    handled[count++] = SIGINT;
+    handled[count++] = SIGTERM;
+    handled[count++] = SIGQUIT;
     for (struct corral__signal_handler *h = server->signal_handlers; h != NULL; h = h->next)
-        sigaddset(&handled, h->signo);
-    pthread_sigmask(SIG_BLOCK, &handled, &previous);
+        if (count < NSIG)
+            handled[count++] = h->signo;
+    handled[count] = 0;
 
-    int err;
-    corral_io *signal_io = NULL;
-    int sfd = signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (sfd == -1) {
-        err = -errno;
-        corral__error("signalfd: %s", strerror(errno));
-        goto out;
-    }
-    err = corral_loop_new(&server->main_loop);
+    corral_signals *signals = NULL;
+    int err = corral_loop_new(&server->main_loop);
+    if (err != 0)
+        return err;
+    err = corral_signals_new(server->main_loop, handled, server_on_signal, server, &signals);
     if (err != 0)
         goto out;
-    err = corral_io_new(server->main_loop, sfd, CORRAL_READABLE, server_on_signalfd, server,
-                        &signal_io);
-    if (err != 0)
-        goto out;
+    corral_server_on_exit(server, server->main_loop, stop_main_loop, server->main_loop);
     err = corral_server_start(server);
     if (err != 0)
         goto out;
@@ -437,14 +581,9 @@ int corral_server_run(corral_server *server)
     corral_server_wait(server);
 
 out:
-    corral_io_free(signal_io);
-    if (server->main_loop != NULL) {
-        corral_loop_free(server->main_loop);
-        server->main_loop = NULL;
-    }
-    if (sfd != -1)
-        close(sfd);
-    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    corral_signals_free(signals);
+    corral_loop_free(server->main_loop);
+    server->main_loop = NULL;
     return err;
 }
 

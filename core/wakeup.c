@@ -164,9 +164,9 @@ int corral__worker_start_accepting(corral_worker *worker)
     return worker->attached || worker->pause_reasons != 0 ? 0 : -EIO;
 }
 
-void corral__worker_stop_accepting(corral_worker *worker)
+void corral__worker_stop_accepting(corral_worker *worker, unsigned reason)
 {
-    worker->pause_reasons |= CORRAL__PAUSE_STOPPED;
+    worker->pause_reasons |= reason;
     worker_sync_accepting(worker);
 }
 

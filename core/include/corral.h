@@ -36,6 +36,7 @@ typedef struct corral_server corral_server;
 typedef struct corral_worker corral_worker;
 typedef struct corral_listener corral_listener;
 typedef struct corral_conn corral_conn;
+typedef struct corral_signals corral_signals;
 
 /* ---------------------------------------------------------------- logging */
 
@@ -113,6 +114,19 @@ CORRAL_EXTERN int corral_io_set(corral_io *io, unsigned events);
 
 /** Stops watching and frees the watcher; safe inside its own callback. */
 CORRAL_EXTERN void corral_io_free(corral_io *io);
+
+/* ---------------------------------------------------------------- signals */
+
+typedef void (*corral_signals_cb)(int signo, void *arg);
+
+/** Receives `signals` (a list ending with 0) on `loop` through a signalfd.
+ *  Blocks them in the calling thread, so call it on the main thread before
+ *  starting other threads (they inherit the block).  cb runs on the loop
+ *  once per delivered signal.  Free with corral_signals_free(), which
+ *  restores the previous signal mask. */
+CORRAL_EXTERN int corral_signals_new(corral_loop *loop, const int *signals, corral_signals_cb cb,
+                                     void *arg, corral_signals **out);
+CORRAL_EXTERN void corral_signals_free(corral_signals *signals);
 
 /* ----------------------------------------------------------------- timers */
 
@@ -365,6 +379,31 @@ CORRAL_EXTERN int corral_server_listen(corral_server *server, const char *addres
                                        const struct corral_conn_handler *handler, void *data,
                                        corral_listener **out);
 
+/** Serves on listening sockets the caller already has: inherited from a
+ *  previous server across a reload, or passed by systemd.  `count` is
+ *  corral_server_sockets_per_listener() (a SO_REUSEPORT group in worker
+ *  order), or 1 to share one socket among all workers in any mode.  The
+ *  server dup()s the sockets; the caller keeps its own.  Returns -EINVAL if
+ *  a descriptor is not a listening stream socket. */
+CORRAL_EXTERN int corral_server_listen_fds(corral_server *server, const int *fds, unsigned count,
+                                           const struct corral_listen_options *options,
+                                           const struct corral_conn_handler *handler, void *data,
+                                           corral_listener **out);
+
+/** How many sockets each listener of `server` has: 1 when the workers share
+ *  them, the worker count when each worker has its own (reuseport modes). */
+CORRAL_EXTERN unsigned corral_server_sockets_per_listener(const corral_server *server);
+
+/** The listener's sockets, to hand to a successor server: sets *fds and
+ *  returns their count.  From then on, freeing this server no longer
+ *  removes a unix socket's file, which the successor still serves. */
+CORRAL_EXTERN unsigned corral_listener_fds(corral_listener *listener, const int **fds);
+
+/** Stops every worker from accepting and closes the server's listening
+ *  sockets, returning once the workers have let go of them; connections go
+ *  on.  Main thread; used when a reload must re-create a socket. */
+CORRAL_EXTERN void corral_server_close_listeners(corral_server *server);
+
 /** The bound address, e.g. "127.0.0.1:41234" (useful with port 0). */
 CORRAL_EXTERN int corral_listener_address(const corral_listener *listener, char *buf, size_t len);
 
@@ -379,6 +418,11 @@ CORRAL_EXTERN int corral_server_start(corral_server *server);
  *  connection and wait up to `graceful_ms` for connections to close before
  *  aborting the rest; with 0 they abort every connection at once. */
 CORRAL_EXTERN void corral_server_stop(corral_server *server, uint32_t graceful_ms);
+
+/** Posts cb(arg) to `loop` once every worker has exited after a stop.  Set
+ *  before corral_server_start(). */
+CORRAL_EXTERN void corral_server_on_exit(corral_server *server, corral_loop *loop,
+                                         corral_callback cb, void *arg);
 
 /** Waits until every worker has exited.  Returns 0. */
 CORRAL_EXTERN int corral_server_wait(corral_server *server);

@@ -1,0 +1,197 @@
+/*
+ * admin.c: the admin listener's endpoints.  GET /metrics answers in the
+ * Prometheus text format, GET /status in JSON.  Counters are summed over the
+ * running generations plus the totals of the ones that have exited, under
+ * the daemon lock: admin requests are rare, the workers never take it.
+ */
+#include "cmd/daemon.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct text {
+    char *data;
+    size_t len, cap;
+};
+
+static void text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void text_printf(struct text *t, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->data + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if (t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = t->cap ? t->cap * 2 : 4096;
+        while (cap <= t->len + (size_t)n)
+            cap *= 2;
+        char *grown = realloc(t->data, cap);
+        if (grown == NULL)
+            return;
+        t->data = grown;
+        t->cap = cap;
+    }
+}
+
+struct worker_totals {
+    uint64_t accepts, wakeups, wasted, local, active;
+};
+
+/* Per-worker counters of every generation, by worker index. */
+static unsigned sum_workers(struct worker_totals *totals)
+{
+    const struct retired_totals *retired = &daemon_state.retired;
+    unsigned count = 0;
+    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next)
+        if (corral_server_worker_count(g->server) > count)
+            count = corral_server_worker_count(g->server);
+    for (unsigned i = 0; i < DAEMON_MAX_WORKERS; i++) {
+        totals[i] = (struct worker_totals){retired->accepts[i], retired->accept_wakeups[i],
+                                           retired->accept_wasted[i], retired->accepts_local[i], 0};
+        if (totals[i].accepts > 0 && i >= count)
+            count = i + 1;
+    }
+    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
+        for (unsigned i = 0; i < corral_server_worker_count(g->server); i++) {
+            struct corral_worker_stats stats;
+            corral_server_stats(g->server, i, &stats);
+            totals[i].accepts += stats.accepts;
+            totals[i].wakeups += stats.accept_wakeups;
+            totals[i].wasted += stats.accept_wasted;
+            totals[i].local += stats.accepts_local;
+            totals[i].active += stats.connections_active;
+        }
+    }
+    return count;
+}
+
+static void write_worker_metric(struct text *t, const char *name, const char *type,
+                                const char *help, const struct worker_totals *totals,
+                                unsigned count, size_t offset)
+{
+    text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    for (unsigned i = 0; i < count; i++)
+        text_printf(t, "%s{worker=\"%u\"} %llu\n", name, i,
+                    (unsigned long long)*(const uint64_t *)((const char *)&totals[i] + offset));
+}
+
+static void metrics_on_request(struct http_exchange *ex, const struct http_request *req, void *data)
+{
+    (void)req;
+    (void)data;
+    struct text t = {0};
+    struct worker_totals *totals = calloc(DAEMON_MAX_WORKERS, sizeof(*totals));
+    uint64_t responses[HTTP_MAX_STATUS];
+
+    pthread_mutex_lock(&daemon_state.lock);
+    unsigned count = totals != NULL ? sum_workers(totals) : 0;
+    memcpy(responses, daemon_state.retired.responses, sizeof(responses));
+    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next)
+        for (unsigned w = 0; w < corral_server_worker_count(g->server); w++)
+            for (unsigned s = 0; s < HTTP_MAX_STATUS; s++)
+                responses[s] += atomic_load_explicit(&g->stats[w].responses[s],
+                                                     memory_order_relaxed);
+    struct corral_wakeup_info wakeup;
+    corral_server_wakeup(daemon_state.generations->server, &wakeup);
+    unsigned generation = daemon_state.generations->number;
+    pthread_mutex_unlock(&daemon_state.lock);
+
+    if (totals != NULL) {
+        write_worker_metric(&t, "corral_accepts_total", "counter",
+                            "Connections accepted by each worker.", totals, count,
+                            offsetof(struct worker_totals, accepts));
+        write_worker_metric(&t, "corral_accept_wakeups_total", "counter",
+                            "Times each worker woke with a listening socket ready.", totals, count,
+                            offsetof(struct worker_totals, wakeups));
+        write_worker_metric(&t, "corral_accept_wasted_total", "counter",
+                            "Accept wakeups whose first accept() found no connection.", totals,
+                            count, offsetof(struct worker_totals, wasted));
+        write_worker_metric(&t, "corral_accepts_local_total", "counter",
+                            "Accepted connections that arrived on the worker's own CPU.", totals,
+                            count, offsetof(struct worker_totals, local));
+        write_worker_metric(&t, "corral_connections_active", "gauge",
+                            "Open connections on each worker.", totals, count,
+                            offsetof(struct worker_totals, active));
+    }
+    text_printf(&t,
+                "# HELP corral_wakeup_mode_info The wakeup mode requested and what this kernel "
+                "gave.\n# TYPE corral_wakeup_mode_info gauge\n"
+                "corral_wakeup_mode_info{requested=\"%s\",mode=\"%s\",impl=\"%s\"} 1\n",
+                corral_wakeup_mode_name(wakeup.requested), corral_wakeup_mode_name(wakeup.mode),
+                wakeup.impl);
+    text_printf(&t, "# HELP corral_requests_total HTTP responses sent, by status code.\n"
+                    "# TYPE corral_requests_total counter\n");
+    for (unsigned s = 0; s < HTTP_MAX_STATUS; s++)
+        if (responses[s] > 0)
+            text_printf(&t, "corral_requests_total{code=\"%u\"} %llu\n", s,
+                        (unsigned long long)responses[s]);
+    text_printf(&t, "# HELP corral_upstream_errors_total Failed upstream attempts, by kind.\n"
+                    "# TYPE corral_upstream_errors_total counter\n");
+    text_printf(&t, "# HELP corral_config_generation Configurations loaded since start.\n"
+                    "# TYPE corral_config_generation gauge\ncorral_config_generation %u\n",
+                generation);
+    text_printf(&t, "# HELP corral_start_time_seconds When the daemon started (Unix time).\n"
+                    "# TYPE corral_start_time_seconds gauge\ncorral_start_time_seconds %llu\n",
+                (unsigned long long)daemon_state.started_at);
+
+    http_respond(ex, 200, "Content-Type: text/plain; version=0.0.4\r\n", t.data, t.len);
+    free(t.data);
+    free(totals);
+}
+
+static void status_on_request(struct http_exchange *ex, const struct http_request *req, void *data)
+{
+    (void)req;
+    (void)data;
+    struct text t = {0};
+    pthread_mutex_lock(&daemon_state.lock);
+    struct generation *current = daemon_state.generations;
+    struct corral_wakeup_info wakeup;
+    corral_server_wakeup(current->server, &wakeup);
+    uint64_t active = 0;
+    unsigned running = 0;
+    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
+        running++;
+        for (unsigned i = 0; i < corral_server_worker_count(g->server); i++) {
+            struct corral_worker_stats stats;
+            corral_server_stats(g->server, i, &stats);
+            active += stats.connections_active;
+        }
+    }
+    text_printf(&t,
+                "{\"version\": \"%s\", \"pid\": %d, \"uptime_seconds\": %llu, "
+                "\"config_file\": \"%s\", \"config_generation\": %u, "
+                "\"generations_running\": %u, \"workers\": %u, "
+                "\"wakeup\": {\"requested\": \"%s\", \"mode\": \"%s\", \"impl\": \"%s\", "
+                "\"reason\": \"%s\"}, \"connections_active\": %llu}\n",
+                CORRAL_VERSION, (int)getpid(),
+                (unsigned long long)((uint64_t)time(NULL) - daemon_state.started_at),
+                current->config->path, current->number, running,
+                corral_server_worker_count(current->server),
+                corral_wakeup_mode_name(wakeup.requested), corral_wakeup_mode_name(wakeup.mode),
+                wakeup.impl, wakeup.reason, (unsigned long long)active);
+    pthread_mutex_unlock(&daemon_state.lock);
+    http_respond(ex, 200, "Content-Type: application/json\r\n", t.data, t.len);
+    free(t.data);
+}
+
+const struct http_handler admin_metrics_handler = {
+    .name = "metrics",
+    .on_request = metrics_on_request,
+};
+
+const struct http_handler admin_status_handler = {
+    .name = "status",
+    .on_request = status_on_request,
+};

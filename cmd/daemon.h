@@ -1,0 +1,77 @@
+/*
+ * daemon.h: what the parts of the corral daemon share: the running
+ * generations (one per loaded configuration), their counters, and the log.
+ */
+#ifndef CORRAL_CMD_DAEMON_H
+#define CORRAL_CMD_DAEMON_H
+
+#include "conf/config.h"
+#include "proto/http1.h"
+
+#include <corral.h>
+#include <pthread.h>
+
+#define DAEMON_MAX_WORKERS 256
+
+/* One served address: the http_site its connections use. */
+struct site {
+    char *address;          /* as configured */
+    struct http_site http;
+    struct http_vhost *vhosts;
+    struct http_location *locations; /* all vhosts' locations, one array */
+    struct http_return *returns;     /* one per return location */
+    corral_listener *listener;
+};
+
+/*
+ * A generation is everything built from one configuration: a server with
+ * its workers and listeners.  A reload starts a new generation on the same
+ * sockets and lets the old one drain; both run meanwhile.
+ */
+struct generation {
+    unsigned number;
+    struct conf_config *config;
+    corral_server *server;
+    struct site *sites;
+    size_t site_count;
+    struct http_stats *stats; /* per worker */
+    struct generation *next;
+};
+
+/* Counter totals of generations that have exited, so counters keep growing
+ * across reloads as Prometheus expects. */
+struct retired_totals {
+    uint64_t accepts[DAEMON_MAX_WORKERS];
+    uint64_t accept_wakeups[DAEMON_MAX_WORKERS];
+    uint64_t accept_wasted[DAEMON_MAX_WORKERS];
+    uint64_t accepts_local[DAEMON_MAX_WORKERS];
+    uint64_t responses[HTTP_MAX_STATUS];
+};
+
+struct daemon_state {
+    pthread_mutex_t lock; /* guards the generation list and the totals */
+    struct generation *generations; /* newest first */
+    struct retired_totals retired;
+    unsigned generation_count;
+    uint64_t started_at; /* wall-clock seconds */
+    const char *config_path;
+};
+
+extern struct daemon_state daemon_state;
+
+/* Admin endpoints (admin.c): GET /metrics and GET /status. */
+extern const struct http_handler admin_metrics_handler;
+extern const struct http_handler admin_status_handler;
+
+/* Log sink (log.c): stderr or a file, reopened on SIGUSR1.  The library's
+ * lines and the daemon's own go through it, filtered by one level. */
+int daemon_log_open(const char *path);
+int daemon_log_reopen(void);
+void daemon_log_level(enum corral_log_level level);
+void daemon_log(enum corral_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+#define log_error(...) daemon_log(CORRAL_LOG_ERROR, __VA_ARGS__)
+#define log_warn(...) daemon_log(CORRAL_LOG_WARN, __VA_ARGS__)
+#define log_info(...) daemon_log(CORRAL_LOG_INFO, __VA_ARGS__)
+
+#endif

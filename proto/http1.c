@@ -1,0 +1,674 @@
+/*
+ * http1.c: HTTP/1.1 server connections.  A request head is parsed only once
+ * it is complete in the input, so llhttp sees it in one piece and every
+ * header is a slice of one buffer; the body streams through.  One exchange
+ * runs at a time: pipelined requests wait, unconsumed, until the response
+ * before them is complete, which keeps responses in order for free.
+ */
+#include "proto/http1.h"
+
+#include <errno.h>
+#include <llhttp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* Header slots parsed per request at most, whatever the configured limit. */
+#define HEADERS_CAP 1024
+
+struct http_exchange {
+    struct h1_conn *h1;
+    const struct http_handler *handler;
+    void *handler_data;
+    void *data;
+    bool head;          /* HEAD request: responses carry no body */
+    bool keep_alive;    /* the client allows reusing the connection */
+    bool request_done;  /* message complete */
+    bool response_done;
+    uint64_t body_received;
+};
+
+struct h1_conn {
+    corral_conn *conn;
+    const struct http_site *site;
+    const struct http_vhost *vhost; /* whose limits apply */
+    llhttp_t parser;
+    struct http_exchange ex;
+    bool in_exchange;
+    bool stopping;      /* graceful stop: close after the current response */
+    bool partial_head;  /* part of a request head has arrived */
+    bool closed;        /* close requested: parse nothing more */
+    unsigned requests;  /* completed on this connection */
+    unsigned error_status; /* set by a callback that fails the request */
+    corral_timer *timer; /* header timeout, then keep-alive idle timeout */
+};
+
+/* Head parsing runs inside one on_data call on one worker, so its scratch
+ * space is per thread, not per connection: idle connections stay small. */
+struct head_scratch {
+    struct http_header headers[HEADERS_CAP];
+    size_t header_count;
+    bool in_value;
+    struct http_str url;
+};
+static _Thread_local struct head_scratch scratch;
+
+/* ------------------------------------------------------------ reason text */
+
+const char *http_reason(unsigned status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 101: return "Switching Protocols";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 410: return "Gone";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 417: return "Expectation Failed";
+    case 421: return "Misdirected Request";
+    case 426: return "Upgrade Required";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    }
+    return "Unknown";
+}
+
+void http_limits_init(struct http_limits *limits)
+{
+    *limits = (struct http_limits){
+        .header_timeout_ms = 60000,
+        .body_timeout_ms = 60000,
+        .send_timeout_ms = 60000,
+        .keepalive_timeout_ms = 75000,
+        .keepalive_requests = 1000,
+        .max_header_size = 8192,
+        .max_headers = 100,
+        .max_body_size = 1024 * 1024,
+    };
+}
+
+/* ---------------------------------------------------------------- routing */
+
+static bool host_matches(const char *name, const char *host, size_t len)
+{
+    size_t name_len = strlen(name);
+    if (name[0] == '*' && name[1] == '.') {
+        /* "*.example.com" matches "a.example.com", not "example.com". */
+        size_t suffix = name_len - 1;
+        return len > suffix && strncasecmp(host + len - suffix, name + 1, suffix) == 0;
+    }
+    return name_len == len && strncasecmp(name, host, len) == 0;
+}
+
+const struct http_vhost *http_find_vhost(const struct http_site *site, const char *host, size_t len)
+{
+    const struct http_vhost *wildcard = NULL;
+    size_t wildcard_len = 0;
+    for (size_t i = 0; i < site->vhost_count; i++) {
+        const struct http_vhost *vhost = &site->vhosts[i];
+        for (size_t n = 0; n < vhost->name_count; n++) {
+            const char *name = vhost->names[n];
+            if (!host_matches(name, host, len))
+                continue;
+            if (name[0] != '*')
+                return vhost;
+            if (strlen(name) > wildcard_len) {
+                wildcard = vhost;
+                wildcard_len = strlen(name);
+            }
+        }
+    }
+    return wildcard != NULL ? wildcard : &site->vhosts[0];
+}
+
+const struct http_location *http_find_location(const struct http_vhost *vhost, const char *path,
+                                               size_t len)
+{
+    const struct http_location *best = NULL;
+    for (size_t i = 0; i < vhost->location_count; i++) {
+        const struct http_location *loc = &vhost->locations[i];
+        if (loc->exact) {
+            if (loc->path_len == len && memcmp(loc->path, path, len) == 0)
+                return loc;
+        } else if (loc->path_len <= len && memcmp(loc->path, path, loc->path_len) == 0 &&
+                   (best == NULL || loc->path_len > best->path_len)) {
+            best = loc;
+        }
+    }
+    return best;
+}
+
+/* ------------------------------------------------------------- responses */
+
+static void count_response(struct h1_conn *h1, unsigned status)
+{
+    corral_worker *worker = corral_conn_worker(h1->conn);
+    if (worker == NULL || h1->site->stats == NULL || status >= HTTP_MAX_STATUS)
+        return;
+    _Atomic uint64_t *counter = &h1->site->stats[corral_worker_index(worker)].responses[status];
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* "Date: Thu, 03 Dec 2026 04:10:00 GMT", formatted once per second per thread. */
+static const char *date_header(void)
+{
+    static _Thread_local char text[48];
+    static _Thread_local time_t formatted_at = -1;
+    time_t now = time(NULL);
+    if (now != formatted_at) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(text, sizeof(text), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+        formatted_at = now;
+    }
+    return text;
+}
+
+static void h1_arm_timer(struct h1_conn *h1, uint32_t ms)
+{
+    if (ms == 0)
+        corral_timer_stop(h1->timer);
+    else
+        corral_timer_start(h1->timer, ms);
+}
+
+static void h1_close(struct h1_conn *h1)
+{
+    h1->closed = true;
+    corral_timer_stop(h1->timer);
+    corral_conn_close(h1->conn);
+}
+
+/* Both halves of the exchange are done: get ready for the next request. */
+static void h1_finish_exchange(struct h1_conn *h1)
+{
+    h1->in_exchange = false;
+    h1->requests++;
+    if (h1->closed)
+        return;
+    corral_conn_set_timeouts(h1->conn, 0, h1->vhost->limits.send_timeout_ms);
+    h1_arm_timer(h1, h1->vhost->limits.keepalive_timeout_ms);
+    /* Pipelined requests waited unread while the response was pending. */
+    corral_conn_resume_read(h1->conn);
+}
+
+static bool h1_keep_alive(const struct h1_conn *h1, const struct http_exchange *ex)
+{
+    const struct http_limits *limits = &h1->vhost->limits;
+    return ex->keep_alive && !h1->stopping && limits->keepalive_timeout_ms > 0 &&
+           h1->requests + 1 < limits->keepalive_requests;
+}
+
+void http_respond(struct http_exchange *ex, unsigned status, const char *headers,
+                  const char *body, size_t body_len)
+{
+    struct h1_conn *h1 = ex->h1;
+    if (ex->response_done)
+        return;
+    bool keep = h1_keep_alive(h1, ex);
+    char head[512];
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %u %s\r\nServer: corral\r\n%sContent-Length: %zu\r\n%s%s\r\n",
+                     status, http_reason(status), date_header(), body_len,
+                     keep ? "" : "Connection: close\r\n", headers);
+    struct iovec iov[2] = {{head, (size_t)n}, {(void *)body, body_len}};
+    corral_conn_writev(h1->conn, iov, ex->head || body_len == 0 ? 1 : 2);
+    ex->response_done = true;
+    count_response(h1, status);
+    if (!keep)
+        h1_close(h1);
+    else if (ex->request_done)
+        h1_finish_exchange(h1);
+}
+
+void http_respond_error(struct http_exchange *ex, unsigned status)
+{
+    char body[64];
+    int n = snprintf(body, sizeof(body), "%u %s\n", status, http_reason(status));
+    http_respond(ex, status, "Content-Type: text/plain\r\n", body, (size_t)n);
+}
+
+/* Answers a request that never became an exchange (a malformed head). */
+static void h1_reject(struct h1_conn *h1, unsigned status)
+{
+    h1->in_exchange = true;
+    h1->ex = (struct http_exchange){.h1 = h1, .request_done = true};
+    http_respond_error(&h1->ex, status);
+    h1_close(h1);
+}
+
+void http_exchange_set_data(struct http_exchange *ex, void *data)
+{
+    ex->data = data;
+}
+
+void *http_exchange_data(const struct http_exchange *ex)
+{
+    return ex->data;
+}
+
+corral_conn *http_exchange_conn(const struct http_exchange *ex)
+{
+    return ex->h1->conn;
+}
+
+/* ------------------------------------------------------- llhttp callbacks */
+
+static int on_message_begin(llhttp_t *parser)
+{
+    struct h1_conn *h1 = parser->data;
+    h1->error_status = 0;
+    h1->partial_head = false;
+    scratch.header_count = 0;
+    scratch.in_value = false;
+    scratch.url = (struct http_str){NULL, 0};
+    return 0;
+}
+
+/* llhttp may hand a span over in pieces; pieces of one head are adjacent. */
+static void extend(struct http_str *str, const char *at, size_t len)
+{
+    if (str->data == NULL)
+        str->data = at;
+    str->len = (size_t)(at + len - str->data);
+}
+
+static int on_url(llhttp_t *parser, const char *at, size_t len)
+{
+    (void)parser;
+    extend(&scratch.url, at, len);
+    return 0;
+}
+
+static int on_header_field(llhttp_t *parser, const char *at, size_t len)
+{
+    struct h1_conn *h1 = parser->data;
+    if (scratch.in_value || scratch.header_count == 0) {
+        if (scratch.header_count == HEADERS_CAP ||
+            scratch.header_count == h1->vhost->limits.max_headers) {
+            h1->error_status = 431;
+            return -1;
+        }
+        scratch.headers[scratch.header_count++] = (struct http_header){{NULL, 0}, {NULL, 0}};
+        scratch.in_value = false;
+    }
+    extend(&scratch.headers[scratch.header_count - 1].name, at, len);
+    return 0;
+}
+
+static int on_header_value(llhttp_t *parser, const char *at, size_t len)
+{
+    (void)parser;
+    scratch.in_value = true;
+    extend(&scratch.headers[scratch.header_count - 1].value, at, len);
+    return 0;
+}
+
+static bool str_equal_nocase(struct http_str s, const char *literal)
+{
+    size_t len = strlen(literal);
+    return s.len == len && strncasecmp(s.data, literal, len) == 0;
+}
+
+static struct http_str trim(struct http_str s)
+{
+    while (s.len > 0 && (s.data[0] == ' ' || s.data[0] == '\t')) {
+        s.data++;
+        s.len--;
+    }
+    while (s.len > 0 && (s.data[s.len - 1] == ' ' || s.data[s.len - 1] == '\t'))
+        s.len--;
+    return s;
+}
+
+/* Transfer-Encoding: only "chunked" is accepted.  A list whose last coding
+ * is not chunked leaves the body length unknowable: 400.  Other codings
+ * before chunked are valid HTTP but not something to pass on blindly: 501. */
+static unsigned check_transfer_encoding(struct http_str value)
+{
+    struct http_str last = trim(value);
+    const char *comma = memrchr(value.data, ',', value.len);
+    if (comma != NULL)
+        last = trim((struct http_str){comma + 1, (size_t)(value.data + value.len - comma - 1)});
+    if (!str_equal_nocase(last, "chunked"))
+        return 400;
+    return comma != NULL ? 501 : 0;
+}
+
+/* Fills `req` from the scratch headers and checks what llhttp leaves to us.
+ * Returns 0 or the status to refuse the request with. */
+static unsigned build_request(struct h1_conn *h1, struct http_request *req)
+{
+    const llhttp_t *parser = &h1->parser;
+    *req = (struct http_request){
+        .method = {llhttp_method_name((llhttp_method_t)parser->method), 0},
+        .target = scratch.url,
+        .version_minor = parser->http_minor,
+        .headers = scratch.headers,
+        .header_count = scratch.header_count,
+        .head = parser->method == HTTP_HEAD,
+        .keep_alive = llhttp_should_keep_alive(parser),
+    };
+    req->method.len = strlen(req->method.data);
+    if (parser->http_major != 1)
+        return 505;
+    const char *query = memchr(req->target.data, '?', req->target.len);
+    req->path = (struct http_str){req->target.data,
+                                  query != NULL ? (size_t)(query - req->target.data) : req->target.len};
+
+    int hosts = 0, transfer_encodings = 0;
+    for (size_t i = 0; i < scratch.header_count; i++) {
+        const struct http_header *h = &scratch.headers[i];
+        if (str_equal_nocase(h->name, "host")) {
+            hosts++;
+            req->host = trim(h->value);
+        } else if (str_equal_nocase(h->name, "transfer-encoding")) {
+            if (++transfer_encodings > 1)
+                return 400;
+            unsigned status = check_transfer_encoding(h->value);
+            if (status != 0)
+                return status;
+            req->chunked = true;
+        } else if (str_equal_nocase(h->name, "expect")) {
+            if (!str_equal_nocase(trim(h->value), "100-continue"))
+                return 417;
+            req->expect_continue = true;
+        }
+    }
+    /* HTTP/1.1 requires exactly one Host (RFC 9112 3.2). */
+    if (hosts > 1 || (hosts == 0 && req->version_minor >= 1))
+        return 400;
+    if (req->host.len > 0 && req->host.data[0] != '[') {
+        const char *colon = memchr(req->host.data, ':', req->host.len);
+        if (colon != NULL)
+            req->host.len = (size_t)(colon - req->host.data);
+    }
+    if (req->target.len == 0 || (req->target.data[0] != '/' && req->target.data[0] != '*'))
+        return 400; /* absolute-form belongs to forward proxies */
+    req->content_length = req->chunked ? 0 : parser->content_length;
+    req->has_body = req->chunked || req->content_length > 0;
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *parser)
+{
+    struct h1_conn *h1 = parser->data;
+    corral_timer_stop(h1->timer);
+    struct http_request req;
+    unsigned status = build_request(h1, &req);
+    if (status == 0) {
+        h1->vhost = http_find_vhost(h1->site, req.host.data, req.host.len);
+        const struct http_limits *limits = &h1->vhost->limits;
+        if (limits->max_body_size > 0 && req.content_length > limits->max_body_size)
+            status = 413;
+    }
+    if (status != 0) {
+        h1->error_status = status;
+        return -1;
+    }
+
+    struct http_exchange *ex = &h1->ex;
+    *ex = (struct http_exchange){.h1 = h1, .head = req.head, .keep_alive = req.keep_alive};
+    h1->in_exchange = true;
+    if (req.has_body)
+        corral_conn_set_timeouts(h1->conn, h1->vhost->limits.body_timeout_ms,
+                                 h1->vhost->limits.send_timeout_ms);
+
+    const struct http_location *loc = http_find_location(h1->vhost, req.path.data, req.path.len);
+    if (loc == NULL) {
+        http_respond_error(ex, 404);
+        return 0;
+    }
+    ex->handler = loc->handler;
+    ex->handler_data = loc->handler_data;
+    if (req.expect_continue && req.has_body && ex->handler->on_body != NULL)
+        corral_conn_write(h1->conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    ex->handler->on_request(ex, &req, loc->handler_data);
+    return 0;
+}
+
+static int on_body(llhttp_t *parser, const char *at, size_t len)
+{
+    struct h1_conn *h1 = parser->data;
+    struct http_exchange *ex = &h1->ex;
+    ex->body_received += len;
+    size_t max = h1->vhost->limits.max_body_size;
+    if (max > 0 && ex->body_received > max) {
+        h1->error_status = 413; /* a chunked body grew past the limit */
+        return -1;
+    }
+    if (ex->handler != NULL && ex->handler->on_body != NULL && !ex->response_done)
+        ex->handler->on_body(ex, at, len);
+    return 0;
+}
+
+static int on_message_complete(llhttp_t *parser)
+{
+    struct h1_conn *h1 = parser->data;
+    struct http_exchange *ex = &h1->ex;
+    ex->request_done = true;
+    corral_conn_set_timeouts(h1->conn, 0, h1->vhost->limits.send_timeout_ms);
+    if (ex->handler != NULL && ex->handler->on_body_end != NULL && !ex->response_done)
+        ex->handler->on_body_end(ex);
+    /* Stop here: a pipelined request waits until this one is answered. */
+    return HPE_PAUSED;
+}
+
+static const llhttp_settings_t parser_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* --------------------------------------------------------------- framing */
+
+/* Length of the request head at the start of `data` (through the empty
+ * line), or 0 if it is not complete yet. */
+static size_t find_head_end(const char *data, size_t len)
+{
+    const char *p = data, *end = data + len;
+    while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        p++;
+        if (p < end && *p == '\n')
+            return (size_t)(p + 1 - data);
+        if (p + 1 < end && p[0] == '\r' && p[1] == '\n')
+            return (size_t)(p + 2 - data);
+    }
+    return 0;
+}
+
+/* Every line must end in CRLF: a bare CR or LF is how request smuggling
+ * hides a second header from one of two parsers. */
+static bool line_endings_valid(const char *head, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (head[i] == '\r' && (i + 1 == len || head[i + 1] != '\n'))
+            return false;
+        if (head[i] == '\n' && (i == 0 || head[i - 1] != '\r'))
+            return false;
+    }
+    return true;
+}
+
+/* Feeds llhttp; returns bytes consumed, or SIZE_MAX after refusing. */
+static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
+{
+    llhttp_errno_t err = llhttp_execute(&h1->parser, data, len);
+    if (err == HPE_OK)
+        return len;
+    if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) {
+        size_t used = (size_t)(llhttp_get_error_pos(&h1->parser) - data);
+        if (err == HPE_PAUSED_UPGRADE) {
+            /* No handler here speaks the upgraded protocol: once answered,
+             * the connection cannot go back to HTTP. */
+            h1->ex.keep_alive = false;
+        }
+        llhttp_resume(&h1->parser);
+        return used;
+    }
+    /* A callback that refused the request said why; llhttp's own errors are
+     * all malformed input. */
+    unsigned status = h1->error_status != 0 ? h1->error_status : 400;
+    if (h1->in_exchange && !h1->ex.response_done) {
+        h1->ex.keep_alive = false;
+        http_respond_error(&h1->ex, status);
+        if (h1->ex.handler != NULL && h1->ex.handler->on_abort != NULL)
+            h1->ex.handler->on_abort(&h1->ex);
+    } else if (!h1->in_exchange) {
+        h1_reject(h1, status);
+    }
+    h1_close(h1);
+    return SIZE_MAX;
+}
+
+static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
+{
+    struct h1_conn *h1 = corral_conn_data(conn);
+    size_t used = 0;
+    while (used < len && !h1->closed) {
+        if (h1->in_exchange && h1->ex.request_done) {
+            /* Waiting for a response: leave the next request unread. */
+            corral_conn_pause_read(conn);
+            break;
+        }
+        size_t n;
+        if (h1->in_exchange) {
+            n = h1_execute(h1, data + used, len - used);
+        } else {
+            const struct http_limits *limits = &h1->vhost->limits;
+            size_t head_len = find_head_end(data + used, len - used);
+            if (head_len == 0) {
+                if (len - used > limits->max_header_size) {
+                    h1_reject(h1, 431);
+                    return len;
+                }
+                if (!h1->partial_head) {
+                    h1->partial_head = true;
+                    h1_arm_timer(h1, limits->header_timeout_ms);
+                }
+                break;
+            }
+            if (head_len > limits->max_header_size) {
+                h1_reject(h1, 431);
+                return len;
+            }
+            if (!line_endings_valid(data + used, head_len)) {
+                h1_reject(h1, 400);
+                return len;
+            }
+            n = h1_execute(h1, data + used, len - used);
+        }
+        if (n == SIZE_MAX)
+            return len;
+        used += n;
+        if (h1->in_exchange && h1->ex.request_done && h1->ex.response_done && !h1->closed)
+            h1_finish_exchange(h1);
+    }
+    return used;
+}
+
+/* ------------------------------------------------------- connection events */
+
+static void h1_on_timer(corral_timer *timer, void *arg)
+{
+    (void)timer;
+    struct h1_conn *h1 = arg;
+    if (h1->partial_head && !h1->in_exchange)
+        h1_reject(h1, 408); /* slow or stalled request head */
+    else
+        h1_close(h1); /* idle, or silent since it connected */
+}
+
+static void h1_on_open(corral_conn *conn)
+{
+    const struct http_site *site = corral_conn_listener_data(conn);
+    struct h1_conn *h1 = calloc(1, sizeof(*h1));
+    if (h1 == NULL || corral_timer_new(corral_conn_loop(conn), h1_on_timer, h1, &h1->timer) != 0) {
+        free(h1);
+        corral_conn_abort(conn, -ENOMEM);
+        return;
+    }
+    h1->conn = conn;
+    h1->site = site;
+    h1->vhost = &site->vhosts[0];
+    llhttp_init(&h1->parser, HTTP_REQUEST, &parser_settings);
+    h1->parser.data = h1;
+    corral_conn_set_data(conn, h1);
+    corral_conn_set_timeouts(conn, 0, h1->vhost->limits.send_timeout_ms);
+    h1_arm_timer(h1, h1->vhost->limits.header_timeout_ms);
+}
+
+static void h1_on_stop(corral_conn *conn)
+{
+    struct h1_conn *h1 = corral_conn_data(conn);
+    h1->stopping = true;
+    if (!h1->in_exchange && !h1->partial_head)
+        h1_close(h1); /* idle: nothing to finish */
+}
+
+static void h1_on_close(corral_conn *conn, int error)
+{
+    (void)error;
+    struct h1_conn *h1 = corral_conn_data(conn);
+    if (h1 == NULL)
+        return;
+    if (h1->in_exchange && !h1->ex.response_done && h1->ex.handler != NULL &&
+        h1->ex.handler->on_abort != NULL)
+        h1->ex.handler->on_abort(&h1->ex);
+    corral_timer_free(h1->timer);
+    free(h1);
+}
+
+const struct corral_conn_handler http1_server_handler = {
+    .on_open = h1_on_open,
+    .on_data = h1_on_data,
+    .on_stop = h1_on_stop,
+    .on_close = h1_on_close,
+};
+
+/* ------------------------------------------------------------- handlers */
+
+static void return_on_request(struct http_exchange *ex, const struct http_request *req, void *data)
+{
+    (void)req;
+    const struct http_return *ret = data;
+    http_respond(ex, ret->status, ret->text_len > 0 ? "Content-Type: text/plain\r\n" : "",
+                 ret->text, ret->text_len);
+}
+
+const struct http_handler http_return_handler = {
+    .name = "return",
+    .on_request = return_on_request,
+};

@@ -1,0 +1,146 @@
+/*
+ * http1.h: the server side of HTTP/1.1 on a libcorral connection: strict
+ * request parsing (llhttp, every lenient flag off, plus the checks llhttp
+ * leaves to its caller), routing to a virtual host and location, keep-alive,
+ * pipelining, timeouts, and response writing.  Handlers (return, admin,
+ * proxy) plug in through struct http_handler.
+ */
+#ifndef CORRAL_PROTO_HTTP1_H
+#define CORRAL_PROTO_HTTP1_H
+
+#include <corral.h>
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HTTP_MAX_STATUS 600
+
+struct http_exchange;
+
+struct http_str {
+    const char *data;
+    size_t len;
+};
+
+struct http_header {
+    struct http_str name, value;
+};
+
+/* A parsed request head.  Its strings point into the connection's input and
+ * are valid only during on_request. */
+struct http_request {
+    struct http_str method;
+    struct http_str target; /* as sent: "/path?query" */
+    struct http_str path;   /* target without the query */
+    struct http_str host;   /* Host header without the port; may be empty */
+    unsigned version_minor; /* HTTP/1.x */
+    const struct http_header *headers;
+    size_t header_count;
+    bool head;              /* HEAD: the response has no body */
+    bool chunked;           /* Transfer-Encoding: chunked */
+    bool has_body;          /* chunked or Content-Length > 0 */
+    uint64_t content_length;
+    bool keep_alive;        /* what the client asked for */
+    bool expect_continue;
+};
+
+/* What a location does with a request. */
+struct http_handler {
+    const char *name;
+    /* A request head arrived: answer now with http_respond(), or later. */
+    void (*on_request)(struct http_exchange *ex, const struct http_request *req, void *data);
+    /* Request body bytes; optional (NULL discards them). */
+    void (*on_body)(struct http_exchange *ex, const char *data, size_t len);
+    /* The whole request body has arrived; optional. */
+    void (*on_body_end)(struct http_exchange *ex);
+    /* The client connection closed before the response was complete;
+     * release whatever the exchange holds.  Optional. */
+    void (*on_abort)(struct http_exchange *ex);
+};
+
+struct http_limits {
+    uint32_t header_timeout_ms;    /* whole request head, from its first byte */
+    uint32_t body_timeout_ms;      /* between two reads of the body */
+    uint32_t send_timeout_ms;      /* between two writes of the response */
+    uint32_t keepalive_timeout_ms; /* idle between requests; 0 = no keep-alive */
+    unsigned keepalive_requests;
+    size_t max_header_size;        /* request line + headers; larger: 431 */
+    unsigned max_headers;          /* larger: 431 */
+    size_t max_body_size;          /* 0 = unlimited; larger: 413 */
+};
+
+/* Fills `limits` with the defaults (see conf/config.h for the values). */
+void http_limits_init(struct http_limits *limits);
+
+struct http_location {
+    const char *path;
+    size_t path_len;
+    bool exact;
+    const struct http_handler *handler;
+    void *handler_data;
+};
+
+struct http_vhost {
+    const char *const *names; /* exact names, "*.suffix" wildcards */
+    size_t name_count;
+    const struct http_location *locations;
+    size_t location_count;
+    struct http_limits limits;
+};
+
+/* Everything served on one listening address: its virtual hosts (the first
+ * is the default) and per-worker counters. */
+struct http_site {
+    const struct http_vhost *vhosts;
+    size_t vhost_count;
+    bool admin;          /* plain-text errors without the Server banner's version */
+    struct http_stats *stats; /* one per worker, indexed by corral_worker_index() */
+};
+
+/* Per-worker counters, written by the worker only. */
+struct http_stats {
+    _Atomic uint64_t responses[HTTP_MAX_STATUS];
+} __attribute__((aligned(64)));
+
+/* The connection handler to give corral_server_listen() with an http_site
+ * as its data. */
+extern const struct corral_conn_handler http1_server_handler;
+
+/* Answers the exchange with a complete response.  `headers` holds extra
+ * header lines, each ending in CRLF ("" for none); Content-Length, Date,
+ * Server and Connection are added.  The body is left out for HEAD. */
+void http_respond(struct http_exchange *ex, unsigned status, const char *headers,
+                  const char *body, size_t body_len);
+
+/* Answers with a short text/plain body: "404 Not Found\n" etc. */
+void http_respond_error(struct http_exchange *ex, unsigned status);
+
+/* Reason phrase of a status code ("Not Found"), or "Unknown". */
+const char *http_reason(unsigned status);
+
+/* The handler's per-exchange state. */
+void http_exchange_set_data(struct http_exchange *ex, void *data);
+void *http_exchange_data(const struct http_exchange *ex);
+corral_conn *http_exchange_conn(const struct http_exchange *ex);
+
+/* Finds the location for `path` in `vhost`: an exact match first, else the
+ * longest prefix.  NULL if none. */
+const struct http_location *http_find_location(const struct http_vhost *vhost, const char *path,
+                                               size_t len);
+
+/* Picks the virtual host for `host` (without port): an exact name, then the
+ * longest matching wildcard, else the site's first. */
+const struct http_vhost *http_find_vhost(const struct http_site *site, const char *host,
+                                         size_t len);
+
+/* The handler of `return CODE "TEXT"`: handler_data is a struct http_return. */
+struct http_return {
+    unsigned status;
+    const char *text;
+    size_t text_len;
+};
+extern const struct http_handler http_return_handler;
+
+#endif
