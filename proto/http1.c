@@ -403,6 +403,10 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
             req->expect_continue = true;
         }
     }
+    /* Chunked framing does not exist in HTTP/1.0 (RFC 9112 6.1): the
+     * framing is faulty, whatever a Content-Length says. */
+    if (req->chunked && req->version_minor == 0)
+        return 400;
     /* HTTP/1.1 requires exactly one Host (RFC 9112 3.2). */
     if (hosts > 1 || (hosts == 0 && req->version_minor >= 1))
         return 400;
@@ -509,14 +513,17 @@ static size_t find_head_end(const char *data, size_t len)
     return 0;
 }
 
-/* Every line must end in CRLF: a bare CR or LF is how request smuggling
- * hides a second header from one of two parsers. */
-static bool line_endings_valid(const char *head, size_t len)
+/* Every line must end in CRLF, and no line may continue the one before
+ * (obs-fold, which llhttp accepts): bare CRs, bare LFs and folded lines are
+ * how request smuggling hides a header from one of two parsers. */
+static bool head_lines_valid(const char *head, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
         if (head[i] == '\r' && (i + 1 == len || head[i + 1] != '\n'))
             return false;
         if (head[i] == '\n' && (i == 0 || head[i - 1] != '\r'))
+            return false;
+        if (head[i] == '\n' && i + 1 < len && (head[i + 1] == ' ' || head[i + 1] == '\t'))
             return false;
     }
     return true;
@@ -584,7 +591,7 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
                 h1_reject(h1, 431);
                 return len;
             }
-            if (!line_endings_valid(data + used, head_len)) {
+            if (!head_lines_valid(data + used, head_len)) {
                 h1_reject(h1, 400);
                 return len;
             }

@@ -1,0 +1,398 @@
+/*
+ * test_http1.c: the HTTP/1.1 server side over real loopback sockets:
+ * routing, keep-alive, pipelining, bodies, timeouts, and a table of
+ * malformed requests that must be refused and the connection closed.
+ * Valid requests are fed whole, byte by byte, and in random splits.
+ */
+#include "../helpers.h"
+#include "proto/http1.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static struct http_return ret_root = {200, "root\n", 5};
+static struct http_return ret_exact = {201, "exact\n", 6};
+static struct http_return ret_prefix = {202, "prefix\n", 7};
+static struct http_return ret_wild = {203, "wild\n", 5};
+static struct http_return ret_named = {204, NULL, 0};
+
+static const struct http_location main_locations[] = {
+    {"/", 1, false, &http_return_handler, &ret_root},
+    {"/exact", 6, true, &http_return_handler, &ret_exact},
+    {"/prefix/", 8, false, &http_return_handler, &ret_prefix},
+};
+static const struct http_location wild_locations[] = {
+    {"/", 1, false, &http_return_handler, &ret_wild},
+};
+static const struct http_location named_locations[] = {
+    {"/only", 5, false, &http_return_handler, &ret_named},
+};
+static const char *const main_names[] = {"main.example"};
+static const char *const wild_names[] = {"*.wild.example"};
+static const char *const named_names[] = {"named.example"};
+
+static struct http_vhost vhosts[3];
+static struct http_stats stats[2];
+static struct http_site site;
+
+static corral_server *server;
+static int port;
+
+static void start(uint32_t header_timeout_ms, uint32_t keepalive_timeout_ms)
+{
+    struct http_limits limits;
+    http_limits_init(&limits);
+    limits.max_header_size = 1024;
+    limits.max_headers = 20;
+    limits.max_body_size = 1000;
+    limits.keepalive_requests = 5;
+    if (header_timeout_ms)
+        limits.header_timeout_ms = header_timeout_ms;
+    if (keepalive_timeout_ms)
+        limits.keepalive_timeout_ms = keepalive_timeout_ms;
+    vhosts[0] = (struct http_vhost){main_names, 1, main_locations, 3, limits};
+    vhosts[1] = (struct http_vhost){wild_names, 1, wild_locations, 1, limits};
+    vhosts[2] = (struct http_vhost){named_names, 1, named_locations, 1, limits};
+    site = (struct http_site){.vhosts = vhosts, .vhost_count = 3, .stats = stats};
+
+    struct corral_server_config config;
+    corral_server_config_init(&config);
+    config.workers = 2;
+    ck_assert_int_eq(corral_server_new(&config, &server), 0);
+    port = test_start_server(server, &http1_server_handler, &site);
+}
+
+static void stop(void)
+{
+    corral_server_stop(server, 0);
+    corral_server_wait(server);
+    corral_server_free(server);
+}
+
+static void setup(void)
+{
+    start(0, 0);
+}
+
+/* Reads one response: head through the blank line, then Content-Length
+ * bytes of body (none for HEAD).  Returns the status, 0 on EOF. */
+static int read_response(int fd, char *head, size_t head_size, char *body, size_t body_size,
+                         bool head_request)
+{
+    size_t len = 0;
+    while (len + 1 < head_size) {
+        ssize_t n = recv(fd, head + len, 1, 0);
+        if (n <= 0)
+            return 0;
+        len++;
+        if (len >= 4 && memcmp(head + len - 4, "\r\n\r\n", 4) == 0)
+            break;
+    }
+    head[len] = '\0';
+    int status = 0;
+    sscanf(head, "HTTP/1.1 %d", &status);
+    const char *cl = strcasestr(head, "\r\nContent-Length: ");
+    size_t body_len = cl != NULL ? strtoul(cl + 18, NULL, 10) : 0;
+    if (head_request)
+        body_len = 0;
+    ck_assert_uint_lt(body_len, body_size);
+    ck_assert_uint_eq(test_recv_all(fd, body, body_len), body_len);
+    body[body_len] = '\0';
+    return status;
+}
+
+static bool peer_closed(int fd)
+{
+    char byte;
+    return recv(fd, &byte, 1, 0) == 0;
+}
+
+/* Sends `request` split into pieces, per `mode`: 0 whole, 1 byte by byte,
+ * 2 random splits. */
+static void send_split(int fd, const char *request, size_t len, int mode)
+{
+    size_t off = 0;
+    while (off < len) {
+        size_t piece = mode == 0 ? len - off : mode == 1 ? 1 : 1 + (size_t)rand() % 7;
+        if (piece > len - off)
+            piece = len - off;
+        test_send_all(fd, request + off, piece);
+        off += piece;
+        if (mode != 0)
+            usleep(200);
+    }
+}
+
+static const struct {
+    const char *request;
+    int status;
+    const char *body;
+} valid_cases[] = {
+    {"GET / HTTP/1.1\r\nHost: main.example\r\n\r\n", 200, "root\n"},
+    {"GET /exact HTTP/1.1\r\nHost: main.example\r\n\r\n", 201, "exact\n"},
+    {"GET /exact/not HTTP/1.1\r\nHost: main.example\r\n\r\n", 200, "root\n"},
+    {"GET /prefix/deeper?q=1 HTTP/1.1\r\nHost: main.example\r\n\r\n", 202, "prefix\n"},
+    {"GET / HTTP/1.1\r\nHost: a.wild.example:8080\r\n\r\n", 203, "wild\n"},
+    {"GET / HTTP/1.1\r\nHost: WILD.example\r\n\r\n", 200, "root\n"},
+    {"GET / HTTP/1.1\r\nHost: unknown.example\r\n\r\n", 200, "root\n"},
+    {"GET /only HTTP/1.1\r\nHost: named.example\r\n\r\n", 204, ""},
+    {"GET /other HTTP/1.1\r\nHost: named.example\r\n\r\n", 404, "404 Not Found\n"},
+    {"POST / HTTP/1.1\r\nHost: main.example\r\nContent-Length: 5\r\n\r\nhello", 200, "root\n"},
+    {"POST / HTTP/1.1\r\nHost: main.example\r\nTransfer-Encoding: chunked\r\n\r\n"
+     "5\r\nhello\r\n0\r\n\r\n",
+     200, "root\n"},
+    {"GET / HTTP/1.1\r\nHost: main.example\r\nX-Empty:\r\nX-Spaces:   padded   \r\n\r\n", 200,
+     "root\n"},
+};
+
+START_TEST(valid_requests_whole_and_split)
+{
+    for (int mode = 0; mode < 3; mode++) {
+        int fd = test_connect(port);
+        /* All on one keep-alive connection: bodies must be fully consumed. */
+        for (size_t i = 0; i < sizeof(valid_cases) / sizeof(valid_cases[0]); i++) {
+            if (i % 4 == 3) { /* keepalive_requests is 5: reconnect in time */
+                close(fd);
+                fd = test_connect(port);
+            }
+            send_split(fd, valid_cases[i].request, strlen(valid_cases[i].request), mode);
+            char head[1024], body[256];
+            int status = read_response(fd, head, sizeof(head), body, sizeof(body), false);
+            ck_assert_msg(status == valid_cases[i].status, "mode %d case %zu: status %d\n%s", mode,
+                          i, status, head);
+            ck_assert_str_eq(body, valid_cases[i].body);
+        }
+        close(fd);
+    }
+}
+END_TEST
+
+START_TEST(pipelined_requests_are_answered_in_order)
+{
+    int fd = test_connect(port);
+    const char *batch = "GET /exact HTTP/1.1\r\nHost: main.example\r\n\r\n"
+                        "POST /prefix/x HTTP/1.1\r\nHost: main.example\r\nContent-Length: 3\r\n\r\nabc"
+                        "GET / HTTP/1.1\r\nHost: x.wild.example\r\n\r\n"
+                        "HEAD / HTTP/1.1\r\nHost: main.example\r\n\r\n";
+    test_send_all(fd, batch, strlen(batch));
+    static const int expected[] = {201, 202, 203, 200};
+    for (int i = 0; i < 4; i++) {
+        char head[1024], body[256];
+        ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), i == 3),
+                         expected[i]);
+        if (i == 3)
+            ck_assert_ptr_nonnull(strstr(head, "Content-Length: 5\r\n"));
+    }
+    close(fd);
+}
+END_TEST
+
+START_TEST(connection_close_and_http10)
+{
+    const char *requests[] = {
+        "GET / HTTP/1.1\r\nHost: main.example\r\nConnection: close\r\n\r\n",
+        "GET / HTTP/1.0\r\n\r\n",
+    };
+    for (int i = 0; i < 2; i++) {
+        int fd = test_connect(port);
+        test_send_all(fd, requests[i], strlen(requests[i]));
+        char head[1024], body[256];
+        ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 200);
+        ck_assert_ptr_nonnull(strstr(head, "Connection: close\r\n"));
+        ck_assert(peer_closed(fd));
+        close(fd);
+    }
+    /* HTTP/1.0 asking for keep-alive gets it. */
+    int fd = test_connect(port);
+    const char *keep = "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
+    for (int i = 0; i < 2; i++) {
+        test_send_all(fd, keep, strlen(keep));
+        char head[1024], body[256];
+        ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 200);
+    }
+    close(fd);
+}
+END_TEST
+
+START_TEST(keepalive_requests_limit_closes_the_last)
+{
+    int fd = test_connect(port);
+    const char *req = "GET / HTTP/1.1\r\nHost: main.example\r\n\r\n";
+    for (int i = 0; i < 5; i++) {
+        test_send_all(fd, req, strlen(req));
+        char head[1024], body[256];
+        ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 200);
+        ck_assert_int_eq(strstr(head, "Connection: close") != NULL, i == 4);
+    }
+    ck_assert(peer_closed(fd));
+    close(fd);
+}
+END_TEST
+
+/* Malformed or refused requests: the status, then the connection closes. */
+static const struct {
+    const char *name;
+    const char *request;
+    int status;
+} refused_cases[] = {
+    {"bare LF line ends", "GET / HTTP/1.1\nHost: main.example\n\n", 400},
+    {"bare LF inside", "GET / HTTP/1.1\r\nHost: main.example\nX: y\r\n\r\n", 400},
+    {"bare CR", "GET / HTTP/1.1\r\nHost: main.example\rX: y\r\n\r\n", 400},
+    {"obs-fold", "GET / HTTP/1.1\r\nHost: main.example\r\nX: a\r\n b\r\n\r\n", 400},
+    {"space before colon", "GET / HTTP/1.1\r\nHost : main.example\r\n\r\n", 400},
+    {"CL and TE", "POST / HTTP/1.1\r\nHost: m\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
+    {"TE and CL", "POST / HTTP/1.1\r\nHost: m\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n", 400},
+    {"CL twice differing", "POST / HTTP/1.1\r\nHost: m\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400},
+    {"CL twice equal", "POST / HTTP/1.1\r\nHost: m\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", 400},
+    {"CL list", "POST / HTTP/1.1\r\nHost: m\r\nContent-Length: 3, 3\r\n\r\nabc", 400},
+    {"CL empty", "POST / HTTP/1.1\r\nHost: m\r\nContent-Length: \r\n\r\n", 400},
+    {"CL signed", "POST / HTTP/1.1\r\nHost: m\r\nContent-Length: +3\r\n\r\nabc", 400},
+    {"CL negative", "POST / HTTP/1.1\r\nHost: m\r\nContent-Length: -3\r\n\r\nabc", 400},
+    {"CL hex", "POST / HTTP/1.1\r\nHost: m\r\nContent-Length: 0x3\r\n\r\nabc", 400},
+    {"CL overflow", "POST / HTTP/1.1\r\nHost: m\r\nContent-Length: 99999999999999999999999\r\n\r\n", 400},
+    {"TE not chunked last", "POST / HTTP/1.1\r\nHost: m\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 400},
+    {"TE gzip only", "POST / HTTP/1.1\r\nHost: m\r\nTransfer-Encoding: gzip\r\n\r\n", 400},
+    {"TE unknown coding", "POST / HTTP/1.1\r\nHost: m\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501},
+    {"TE twice", "POST / HTTP/1.1\r\nHost: m\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
+    {"TE in HTTP/1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
+    /* `return` answers at the head, before the body: the broken body can only
+     * close the connection, and the pipelined request after it is dropped. */
+    {"bad chunk size", "POST / HTTP/1.1\r\nHost: m\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n"
+     "GET / HTTP/1.1\r\nHost: m\r\n\r\n", 200},
+    {"no Host", "GET / HTTP/1.1\r\n\r\n", 400},
+    {"two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
+    {"bad header name", "GET / HTTP/1.1\r\nHost: m\r\nX(y): z\r\n\r\n", 400},
+    {"control in value", "GET / HTTP/1.1\r\nHost: m\r\nX: a\x01z\r\n\r\n", 400},
+    {"bad method", "G@T / HTTP/1.1\r\nHost: m\r\n\r\n", 400},
+    {"bad version", "GET / HTTP/1.x\r\nHost: m\r\n\r\n", 400},
+    {"HTTP/2.0 text", "GET / HTTP/2.0\r\nHost: m\r\n\r\n", 505},
+    {"absolute form", "GET http://m/ HTTP/1.1\r\nHost: m\r\n\r\n", 400},
+    {"space in target", "GET /a b HTTP/1.1\r\nHost: m\r\n\r\n", 400},
+    {"expect other", "POST / HTTP/1.1\r\nHost: m\r\nExpect: 200-ok\r\nContent-Length: 1\r\n\r\nx", 417},
+    {"body over limit", "POST / HTTP/1.1\r\nHost: m\r\nContent-Length: 1001\r\n\r\n", 413},
+    {"chunked over limit", "POST / HTTP/1.1\r\nHost: m\r\nTransfer-Encoding: chunked\r\n\r\n3e9\r\n", 200},
+};
+
+START_TEST(malformed_requests_are_refused_and_closed)
+{
+    for (size_t i = 0; i < sizeof(refused_cases) / sizeof(refused_cases[0]); i++) {
+        int fd = test_connect(port);
+        test_send_all(fd, refused_cases[i].request, strlen(refused_cases[i].request));
+        if (strcmp(refused_cases[i].name, "chunked over limit") == 0) {
+            char chunk[1001];
+            memset(chunk, 'x', sizeof(chunk));
+            send(fd, chunk, sizeof(chunk), MSG_NOSIGNAL);
+        }
+        char head[1024], body[256];
+        int status = read_response(fd, head, sizeof(head), body, sizeof(body), false);
+        ck_assert_msg(status == refused_cases[i].status, "%s: got %d, want %d",
+                      refused_cases[i].name, status, refused_cases[i].status);
+        ck_assert_msg(status == 200 || strstr(head, "Connection: close\r\n") != NULL,
+                      "%s: no Connection: close", refused_cases[i].name);
+        ck_assert_msg(peer_closed(fd), "%s: connection left open", refused_cases[i].name);
+        close(fd);
+    }
+}
+END_TEST
+
+START_TEST(oversized_heads_get_431)
+{
+    char big[2048];
+    int n = snprintf(big, sizeof(big), "GET / HTTP/1.1\r\nHost: m\r\nX-Big: %01500d\r\n\r\n", 0);
+    int fd = test_connect(port);
+    test_send_all(fd, big, (size_t)n);
+    char head[1024], body[256];
+    ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 431);
+    ck_assert(peer_closed(fd));
+    close(fd);
+
+    /* An incomplete head that is already too big is refused without waiting. */
+    fd = test_connect(port);
+    test_send_all(fd, big, 1100);
+    ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 431);
+    close(fd);
+
+    char many[1024] = "GET / HTTP/1.1\r\nHost: m\r\n";
+    for (int i = 0; i < 25; i++)
+        snprintf(many + strlen(many), sizeof(many) - strlen(many), "X-%d: v\r\n", i);
+    strcat(many, "\r\n");
+    fd = test_connect(port);
+    test_send_all(fd, many, strlen(many));
+    ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 431);
+    close(fd);
+}
+END_TEST
+
+START_TEST(slow_request_head_gets_408)
+{
+    stop();
+    start(200, 0);
+    int fd = test_connect(port);
+    const char *part = "GET / HTTP/1.1\r\nHost: m";
+    uint64_t started = test_now_ms();
+    test_send_all(fd, part, strlen(part));
+    char head[1024], body[256];
+    ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 408);
+    ck_assert_uint_ge(test_now_ms() - started, 150);
+    ck_assert(peer_closed(fd));
+    close(fd);
+}
+END_TEST
+
+START_TEST(idle_keepalive_connection_is_closed)
+{
+    stop();
+    start(0, 200);
+    int fd = test_connect(port);
+    const char *req = "GET / HTTP/1.1\r\nHost: m\r\n\r\n";
+    test_send_all(fd, req, strlen(req));
+    char head[1024], body[256];
+    ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 200);
+    uint64_t started = test_now_ms();
+    ck_assert(peer_closed(fd));
+    ck_assert_uint_ge(test_now_ms() - started, 150);
+    close(fd);
+}
+END_TEST
+
+START_TEST(responses_are_counted_by_status)
+{
+    int fd = test_connect(port);
+    const char *reqs = "GET / HTTP/1.1\r\nHost: m\r\n\r\nGET /exact HTTP/1.1\r\nHost: m\r\n\r\n";
+    test_send_all(fd, reqs, strlen(reqs));
+    char head[1024], body[256];
+    read_response(fd, head, sizeof(head), body, sizeof(body), false);
+    read_response(fd, head, sizeof(head), body, sizeof(body), false);
+    close(fd);
+    uint64_t ok = 0, created = 0;
+    for (int w = 0; w < 2; w++) {
+        ok += atomic_load(&stats[w].responses[200]);
+        created += atomic_load(&stats[w].responses[201]);
+    }
+    ck_assert_uint_eq(ok, 1);
+    ck_assert_uint_eq(created, 1);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    Suite *suite = suite_create("proto/http1");
+    TCase *tc = tcase_create("http1");
+    tcase_add_checked_fixture(tc, setup, stop);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, valid_requests_whole_and_split);
+    tcase_add_test(tc, pipelined_requests_are_answered_in_order);
+    tcase_add_test(tc, connection_close_and_http10);
+    tcase_add_test(tc, keepalive_requests_limit_closes_the_last);
+    tcase_add_test(tc, malformed_requests_are_refused_and_closed);
+    tcase_add_test(tc, oversized_heads_get_431);
+    tcase_add_test(tc, slow_request_head_gets_408);
+    tcase_add_test(tc, idle_keepalive_connection_is_closed);
+    tcase_add_test(tc, responses_are_counted_by_status);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
