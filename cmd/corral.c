@@ -187,18 +187,16 @@ static struct site *find_site(struct generation *gen, const char *address)
  * had the same address with the same socket layout, on a socket passed by
  * systemd, else on a new one.  Returns -EADDRINUSE when the previous
  * generation holds the address with another layout. */
-static int site_listen(struct generation *gen, struct site *site, struct generation *previous,
-                       bool allow_new)
+static int site_listen(struct generation *gen, struct site *site, struct generation *previous)
 {
     struct site *old = find_site(previous, site->address);
     if (old != NULL && old->listener != NULL) {
         const int *fds;
         unsigned count = corral_listener_fds(old->listener, &fds);
-        if (count == corral_server_sockets_per_listener(gen->server))
-            return corral_server_listen_fds(gen->server, fds, count, NULL, &http1_server_handler,
-                                            &site->http, &site->listener);
-        if (!allow_new)
+        if (count != corral_server_sockets_per_listener(gen->server))
             return -EADDRINUSE;
+        return corral_server_listen_fds(gen->server, fds, count, NULL, &http1_server_handler,
+                                        &site->http, &site->listener);
     }
     for (size_t i = 0; i < activated_count; i++)
         if (same_address(activated[i].address, site->address))
@@ -206,6 +204,18 @@ static int site_listen(struct generation *gen, struct site *site, struct generat
                                             &http1_server_handler, &site->http, &site->listener);
     return corral_server_listen(gen->server, site->address, NULL, &http1_server_handler,
                                 &site->http, &site->listener);
+}
+
+/* After the previous generation closed its sockets: new ones on the very
+ * address it had bound (the same port even where the config says 0). */
+static int site_relisten(struct generation *gen, struct site *site, struct generation *previous)
+{
+    char bound[128];
+    struct site *old = find_site(previous, site->address);
+    if (old == NULL || corral_listener_address(old->listener, bound, sizeof(bound)) != 0)
+        return site_listen(gen, site, NULL);
+    return corral_server_listen(gen->server, bound, NULL, &http1_server_handler, &site->http,
+                                &site->listener);
 }
 
 static void on_generation_exit(void *arg);
@@ -271,24 +281,35 @@ static int generation_start(struct conf_config *config, struct generation *previ
 
     /* Inherit what can be inherited first, so that closing the previous
      * generation's sockets (for a layout change) cannot pull any we need. */
-    bool closed_previous = false;
+    bool layout_changed = false;
     for (size_t i = 0; i < gen->site_count; i++) {
         struct site *site = &gen->sites[i];
-        err = site_listen(gen, site, previous, false);
-        if (err == -EADDRINUSE && previous != NULL && !closed_previous) {
-            /* Switching between shared and per-worker sockets needs new
-             * sockets on the same port, which the old ones block. */
-            log_warn("listen %s: the socket layout changes (wakeup or workers); "
-                            "re-creating the listening sockets, connections queued at this "
-                            "instant may be reset",
-                            site->address);
-            corral_server_close_listeners(previous->server);
-            closed_previous = true;
-            err = site_listen(gen, site, NULL, true);
+        err = site_listen(gen, site, previous);
+        if (err == -EADDRINUSE && previous != NULL) {
+            layout_changed = true;
+            continue;
         }
         if (err != 0) {
             log_error("listen %s: %s", site->address, strerror(-err));
             goto fail;
+        }
+    }
+    if (layout_changed) {
+        /* Switching between shared and per-worker sockets needs new sockets
+         * on the same ports, which the old ones block. */
+        log_warn("the listening socket layout changes (wakeup or workers): re-creating the "
+                 "sockets; connections queued at this instant may be reset");
+        corral_server_close_listeners(previous->server);
+        for (size_t i = 0; i < gen->site_count; i++) {
+            struct site *site = &gen->sites[i];
+            if (site->listener != NULL)
+                continue;
+            err = site_relisten(gen, site, previous);
+            if (err != 0) {
+                log_error("listen %s: %s; generation %u no longer accepts", site->address,
+                          strerror(-err), previous->number);
+                goto fail;
+            }
         }
     }
     corral_server_on_exit(gen->server, main_loop, on_generation_exit, gen);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
 /* Header slots parsed per request at most, whatever the configured limit. */
@@ -212,6 +213,8 @@ static void h1_finish_exchange(struct h1_conn *h1)
 {
     h1->in_exchange = false;
     h1->requests++;
+    if (h1->stopping && !h1->closed)
+        h1_close(h1); /* the stop began while this exchange ran */
     if (h1->closed)
         return;
     corral_conn_set_timeouts(h1->conn, 0, h1->vhost->limits.send_timeout_ms);
@@ -641,8 +644,15 @@ static void h1_on_stop(corral_conn *conn)
 {
     struct h1_conn *h1 = corral_conn_data(conn);
     h1->stopping = true;
-    if (!h1->in_exchange && !h1->partial_head)
-        h1_close(h1); /* idle: nothing to finish */
+    if (h1->in_exchange || h1->partial_head || h1->requests == 0)
+        return; /* closes after this (or its first) exchange, or at the drain timeout */
+    /* Idle, unless a request is already in the socket and its event not yet
+     * handled: closing now would drop it unanswered.  Let it be read; it is
+     * answered with "Connection: close". */
+    char byte;
+    if (recv(corral_conn_fd(conn), &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1)
+        return;
+    h1_close(h1);
 }
 
 static void h1_on_close(corral_conn *conn, int error)

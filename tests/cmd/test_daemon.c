@@ -1,0 +1,452 @@
+/*
+ * test_daemon.c: build/corral as a user runs it: temporary configs on
+ * ephemeral loopback ports, -t, --probe, serving, reloads (good, bad, under
+ * load), graceful stop with a request in flight, and the wakeup mode on
+ * /metrics.  The daemon binary is the one next to this test's build
+ * directory (build/corral or build/asan/corral).
+ */
+#include "../helpers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char daemon_path[PATH_MAX + 16];
+static char dir[64];
+
+struct daemon {
+    pid_t pid;
+    int port, admin_port;
+    char conf[PATH_MAX], log[PATH_MAX];
+};
+
+/* build/X/tests/cmd/test_daemon -> build/X/corral */
+static void find_daemon(void)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ck_assert_int_gt(n, 0);
+    self[n] = '\0';
+    char *cut = strstr(self, "/tests/cmd/");
+    ck_assert_ptr_nonnull(cut);
+    *cut = '\0';
+    snprintf(daemon_path, sizeof(daemon_path), "%s/corral", self);
+}
+
+static void setup(void)
+{
+    find_daemon();
+    strcpy(dir, "/tmp/corral-daemon-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return strdup("");
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return strdup(buf);
+}
+
+/* A config on ephemeral ports answering `text` on /. */
+static void write_config(struct daemon *d, const char *extra, const char *text)
+{
+    char conf[2048];
+    snprintf(conf, sizeof(conf),
+             "workers 2;\n%s\nadmin { listen 127.0.0.2:0; }\n"
+             "server {\n    listen 127.0.0.1:0;\n    location / { return 200 \"%s\"; }\n"
+             "    location = /exact { return 201 \"exact\"; }\n}\n",
+             extra, text);
+    write_file(d->conf, conf);
+}
+
+/* Runs the daemon with `args` (NULL-terminated after the program), output
+ * to d->log.  Returns once both ports appear in the log. */
+static void start_daemon(struct daemon *d)
+{
+    snprintf(d->log, sizeof(d->log), "%s/corral.log", dir);
+    d->pid = fork();
+    ck_assert_int_ge(d->pid, 0);
+    if (d->pid == 0) {
+        int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(daemon_path, daemon_path, "-c", d->conf, (char *)NULL);
+        _exit(127);
+    }
+    d->port = d->admin_port = 0;
+    for (int i = 0; i < 500 && (d->port == 0 || d->admin_port == 0); i++) {
+        usleep(10000);
+        char *log = read_file(d->log);
+        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+            char *at = strstr(line, "listening on 127.0.0.");
+            char *colon = at != NULL ? strchr(at, ':') : NULL;
+            if (colon == NULL)
+                continue;
+            int port = atoi(colon + 1);
+            if (strstr(line, "(admin)") != NULL)
+                d->admin_port = port;
+            else
+                d->port = port;
+        }
+        free(log);
+    }
+    ck_assert_msg(d->port > 0 && d->admin_port > 0, "daemon did not start:\n%s", read_file(d->log));
+}
+
+static int wait_exit(pid_t pid, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+static void stop_daemon(struct daemon *d)
+{
+    kill(d->pid, SIGTERM);
+    ck_assert_int_eq(wait_exit(d->pid, 15000), 0);
+}
+
+/* One GET on a new connection to 127.0.0.1 (or the admin address, .2):
+ * returns the status, the body in `body`. */
+static int http_get_from(const char *host, int port, const char *path, char *body, size_t size)
+{
+    char address[64];
+    snprintf(address, sizeof(address), "%s:%d", host, port);
+    int fd = test_connect_address(address);
+    char req[256];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
+                     path);
+    test_send_all(fd, req, (size_t)n);
+    static char response[1 << 16];
+    size_t len = test_recv_all(fd, response, sizeof(response) - 1);
+    close(fd);
+    response[len] = '\0';
+    int status = 0;
+    sscanf(response, "HTTP/1.1 %d", &status);
+    const char *start = strstr(response, "\r\n\r\n");
+    snprintf(body, size, "%s", start != NULL ? start + 4 : "");
+    return status;
+}
+
+static int http_get(int port, const char *path, char *body, size_t size)
+{
+    return http_get_from("127.0.0.1", port, path, body, size);
+}
+
+static int admin_get(const struct daemon *d, const char *path, char *body, size_t size)
+{
+    return http_get_from("127.0.0.2", d->admin_port, path, body, size);
+}
+
+/* Runs the daemon binary with arguments; returns its exit code and output. */
+static int run(const char *args, char *output, size_t size)
+{
+    char cmd[PATH_MAX + 256];
+    snprintf(cmd, sizeof(cmd), "%s %s 2>&1", daemon_path, args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(output, 1, size - 1, p);
+    output[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+START_TEST(check_config_exit_codes)
+{
+    struct daemon d;
+    snprintf(d.conf, sizeof(d.conf), "%s/good.conf", dir);
+    write_config(&d, "", "ok");
+    char out[4096], args[PATH_MAX + 8];
+    snprintf(args, sizeof(args), "-t -c %s", d.conf);
+    ck_assert_int_eq(run(args, out, sizeof(out)), 0);
+    ck_assert_int_eq(run("-t", out, sizeof(out)), 0); /* the built-in config */
+
+    char bad[PATH_MAX];
+    snprintf(bad, sizeof(bad), "%s/bad.conf", dir);
+    write_file(bad, "workers 2;\nwakeup sideways;\n");
+    snprintf(args, sizeof(args), "-t -c %s", bad);
+    ck_assert_int_ne(run(args, out, sizeof(out)), 0);
+    char expected[PATH_MAX + 32];
+    snprintf(expected, sizeof(expected), "%s:2:8: ", bad);
+    ck_assert_msg(strstr(out, expected) != NULL, "no \"%s\" in:\n%s", expected, out);
+
+    snprintf(args, sizeof(args), "-t -c %s/missing.conf", dir);
+    ck_assert_int_ne(run(args, out, sizeof(out)), 0);
+}
+END_TEST
+
+START_TEST(probe_and_version)
+{
+    char out[8192];
+    ck_assert_int_eq(run("--probe", out, sizeof(out)), 0);
+    ck_assert_ptr_nonnull(strstr(out, "epoll_exclusive"));
+    ck_assert_ptr_nonnull(strstr(out, "roundrobin  -> roundrobin"));
+    ck_assert_ptr_nonnull(strstr(out, "herd        -> herd"));
+    ck_assert_int_eq(run("-V", out, sizeof(out)), 0);
+    ck_assert_str_eq(out, "corral " CORRAL_VERSION "\n");
+}
+END_TEST
+
+START_TEST(serves_and_reports_metrics)
+{
+    struct daemon d;
+    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    write_config(&d, "", "hello\\n");
+    start_daemon(&d);
+    char body[8192];
+    ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
+    ck_assert_str_eq(body, "hello\n");
+    ck_assert_int_eq(http_get(d.port, "/exact", body, sizeof(body)), 201);
+    ck_assert_int_eq(admin_get(&d, "/metrics", body, sizeof(body)), 200);
+    ck_assert_ptr_nonnull(strstr(body, "corral_requests_total{code=\"200\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(body, "corral_requests_total{code=\"201\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(body, "corral_accepts_total{worker=\"1\"}"));
+    ck_assert_int_eq(admin_get(&d, "/status", body, sizeof(body)), 200);
+    ck_assert_ptr_nonnull(strstr(body, "\"config_generation\": 1"));
+    ck_assert_int_eq(admin_get(&d, "/nothing", body, sizeof(body)), 404);
+    stop_daemon(&d);
+}
+END_TEST
+
+static const char *const modes[] = {"roundrobin", "affinity", "exclusive", "reuseport", "herd"};
+
+START_TEST(wakeup_mode_from_config_shows_in_metrics)
+{
+    struct daemon d;
+    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    char extra[64];
+    snprintf(extra, sizeof(extra), "wakeup %s;", modes[_i]);
+    write_config(&d, extra, "ok");
+    start_daemon(&d);
+    char body[8192], expected[128];
+    ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
+    ck_assert_int_eq(admin_get(&d, "/metrics", body, sizeof(body)), 200);
+    snprintf(expected, sizeof(expected), "corral_wakeup_mode_info{requested=\"%s\",mode=\"%s\",",
+             modes[_i], modes[_i]);
+    ck_assert_msg(strstr(body, expected) != NULL, "no %s in\n%s", expected, body);
+    stop_daemon(&d);
+}
+END_TEST
+
+static bool answers(int port, const char *expected)
+{
+    char body[256];
+    for (int i = 0; i < 100; i++) {
+        if (http_get(port, "/", body, sizeof(body)) == 200 && strcmp(body, expected) == 0)
+            return true;
+        usleep(20000);
+    }
+    return false;
+}
+
+START_TEST(reload_changes_the_answer_and_a_bad_one_keeps_it)
+{
+    struct daemon d;
+    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    write_config(&d, "", "one");
+    start_daemon(&d);
+    ck_assert(answers(d.port, "one"));
+
+    write_config(&d, "", "two");
+    kill(d.pid, SIGHUP);
+    ck_assert(answers(d.port, "two"));
+
+    /* A layout change (shared socket -> one per worker) works too. */
+    write_config(&d, "wakeup reuseport;", "three");
+    kill(d.pid, SIGHUP);
+    ck_assert(answers(d.port, "three"));
+
+    write_file(d.conf, "workers 2;\nserver {\n    listen 127.0.0.1:0\n}\n");
+    kill(d.pid, SIGHUP);
+    usleep(300000);
+    ck_assert(answers(d.port, "three"));
+    char *log = read_file(d.log);
+    char expected[PATH_MAX + 16];
+    snprintf(expected, sizeof(expected), "%s:4:1: ", d.conf);
+    ck_assert_msg(strstr(log, expected) != NULL, "no \"%s\" in the log:\n%s", expected, log);
+    ck_assert_ptr_nonnull(strstr(log, "keeps serving"));
+    free(log);
+    char body[8192];
+    ck_assert_int_eq(admin_get(&d, "/status", body, sizeof(body)), 200);
+    ck_assert_ptr_nonnull(strstr(body, "\"config_generation\": 3"));
+    stop_daemon(&d);
+}
+END_TEST
+
+START_TEST(sigterm_lets_an_in_flight_request_finish)
+{
+    struct daemon d;
+    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    write_config(&d, "drain_timeout 10s;", "done");
+    start_daemon(&d);
+    int fd = test_connect(d.port);
+    const char *head = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhalf.";
+    test_send_all(fd, head, strlen(head));
+    usleep(100000);
+    kill(d.pid, SIGTERM);
+    usleep(300000);
+    /* Still running: a request is in flight. */
+    ck_assert_int_eq(waitpid(d.pid, NULL, WNOHANG), 0);
+    test_send_all(fd, "rest.", 5);
+    char response[1024];
+    size_t len = test_recv_all(fd, response, sizeof(response) - 1);
+    response[len] = '\0';
+    ck_assert_ptr_nonnull(strstr(response, "HTTP/1.1 200 OK"));
+    ck_assert_ptr_nonnull(strstr(response, "\r\n\r\ndone"));
+    close(fd);
+    ck_assert_int_eq(wait_exit(d.pid, 5000), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------ load and reloads */
+
+struct load {
+    int port;
+    atomic_bool stop;
+    atomic_uint ok, failed, retried;
+    bool keep_alive;
+};
+
+static void *load_main(void *arg)
+{
+    struct load *load = arg;
+    int fd = -1;
+    bool reused = false;
+    for (int i = 0; i < 100000 && !atomic_load(&load->stop); i++) {
+        if (fd == -1) {
+            fd = test_connect(load->port);
+            reused = false;
+        }
+        const char *req = load->keep_alive ? "GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+                                           : "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+        if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req)) {
+            atomic_fetch_add(reused ? &load->retried : &load->failed, 1);
+            close(fd);
+            fd = -1;
+            continue;
+        }
+        char response[512];
+        size_t len = 0;
+        /* Read one response: its head, then 3 bytes of body ("one"/"two"). */
+        while (len < sizeof(response) - 1) {
+            ssize_t n = recv(fd, response + len, sizeof(response) - 1 - len, 0);
+            if (n <= 0)
+                break;
+            len += (size_t)n;
+            response[len] = '\0';
+            char *end = strstr(response, "\r\n\r\n");
+            if (end != NULL && response + len >= end + 7)
+                break;
+        }
+        response[len] = '\0';
+        if (len == 0 && reused) {
+            /* The server closed an idle keep-alive connection as the request
+             * went out: a client retries on a new connection, as RFC 9112
+             * 9.3.1 allows (curl and browsers do). */
+            atomic_fetch_add(&load->retried, 1);
+            close(fd);
+            fd = -1;
+            continue;
+        }
+        if (strncmp(response, "HTTP/1.1 200", 12) == 0)
+            atomic_fetch_add(&load->ok, 1);
+        else
+            atomic_fetch_add(&load->failed, 1);
+        reused = true;
+        if (!load->keep_alive || len == 0 || strstr(response, "Connection: close") != NULL) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    if (fd != -1)
+        close(fd);
+    return NULL;
+}
+
+START_TEST(five_reloads_under_load_lose_nothing)
+{
+    struct daemon d;
+    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    write_config(&d, "", "one");
+    start_daemon(&d);
+    struct load loads[4];
+    pthread_t threads[4];
+    for (int i = 0; i < 4; i++) {
+        loads[i] = (struct load){.port = d.port, .keep_alive = i % 2 == 0};
+        ck_assert_int_eq(pthread_create(&threads[i], NULL, load_main, &loads[i]), 0);
+    }
+    for (int r = 0; r < 5; r++) {
+        usleep(300000);
+        write_config(&d, "", r % 2 == 0 ? "two" : "one");
+        kill(d.pid, SIGHUP);
+    }
+    usleep(300000);
+    unsigned ok = 0, failed = 0;
+    for (int i = 0; i < 4; i++) {
+        atomic_store(&loads[i].stop, true);
+        pthread_join(threads[i], NULL);
+        ok += atomic_load(&loads[i].ok);
+        failed += atomic_load(&loads[i].failed);
+    }
+    ck_assert_uint_gt(ok, 100);
+    ck_assert_msg(failed == 0, "%u of %u requests failed", failed, ok + failed);
+    char body[8192];
+    ck_assert_int_eq(admin_get(&d, "/status", body, sizeof(body)), 200);
+    ck_assert_ptr_nonnull(strstr(body, "\"config_generation\": 6"));
+    stop_daemon(&d);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    Suite *suite = suite_create("cmd/daemon");
+    TCase *tc = tcase_create("daemon");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, check_config_exit_codes);
+    tcase_add_test(tc, probe_and_version);
+    tcase_add_test(tc, serves_and_reports_metrics);
+    tcase_add_loop_test(tc, wakeup_mode_from_config_shows_in_metrics, 0,
+                        (int)(sizeof(modes) / sizeof(modes[0])));
+    tcase_add_test(tc, reload_changes_the_answer_and_a_bad_one_keeps_it);
+    tcase_add_test(tc, sigterm_lets_an_in_flight_request_finish);
+    tcase_add_test(tc, five_reloads_under_load_lose_nothing);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
