@@ -149,12 +149,17 @@ int corral_connect(corral_loop *loop, const struct sockaddr *addr, socklen_t add
     return 0;
 }
 
-static void conn_release_buffers(corral_conn *conn)
+/* Idle connections keep no buffers: they go back to the loop's pool. */
+static void conn_drop_input(corral_conn *conn)
 {
-    free(conn->in);
+    corral__buffer_put(conn->loop, conn->in, conn->in_cap);
     conn->in = NULL;
     conn->in_len = conn->in_cap = 0;
-    free(conn->out);
+}
+
+static void conn_drop_output(corral_conn *conn)
+{
+    corral__buffer_put(conn->loop, conn->out, conn->out_cap);
     conn->out = NULL;
     conn->out_off = conn->out_len = conn->out_cap = 0;
 }
@@ -171,7 +176,8 @@ static void conn_destroy(corral_conn *conn, int error)
         conn->transport->destroy(conn);
     close(conn->fd); /* also removes it from the epoll set */
     conn->fd = -1;
-    conn_release_buffers(conn);
+    conn_drop_input(conn);
+    conn_drop_output(conn);
     conn->closed_next = conn->loop->closed_list;
     conn->loop->closed_list = conn;
 }
@@ -247,14 +253,11 @@ static void conn_kick(corral_conn *conn)
 /* Keeps `len` unconsumed bytes at `data` (outside conn->in) for next time. */
 static int conn_keep_input(corral_conn *conn, const char *data, size_t len)
 {
-    size_t cap = len < MIN_BUFFER ? MIN_BUFFER : len;
-    char *in = malloc(cap);
-    if (in == NULL)
+    conn->in = corral__buffer_get(conn->loop, len, &conn->in_cap);
+    if (conn->in == NULL)
         return -ENOMEM;
-    memcpy(in, data, len);
-    conn->in = in;
+    memcpy(conn->in, data, len);
     conn->in_len = len;
-    conn->in_cap = cap;
     return 0;
 }
 
@@ -263,10 +266,7 @@ static void conn_deliver(corral_conn *conn, const char *data, size_t len)
 {
     size_t consumed = conn->handler->on_data(conn, data, len);
     if (conn->state != CORRAL__CONN_OPEN) {
-        /* Closing: whatever is left will never be read. */
-        free(conn->in);
-        conn->in = NULL;
-        conn->in_len = conn->in_cap = 0;
+        conn_drop_input(conn); /* closing: whatever is left will never be read */
         return;
     }
     if (consumed > len)
@@ -278,10 +278,7 @@ static void conn_deliver(corral_conn *conn, const char *data, size_t len)
         return;
     }
     if (left == 0) {
-        /* Idle connections keep no buffer. */
-        free(conn->in);
-        conn->in = NULL;
-        conn->in_len = conn->in_cap = 0;
+        conn_drop_input(conn);
     } else if (consumed > 0) {
         memmove(conn->in, conn->in + consumed, left);
         conn->in_len = left;
@@ -336,14 +333,13 @@ static void conn_read(corral_conn *conn)
             space = conn->loop->scratch_size;
         } else {
             if (conn->in_cap - conn->in_len < MIN_BUFFER) {
-                size_t cap = conn->in_cap * 2;
-                char *grown = realloc(conn->in, cap);
+                char *grown = corral__buffer_grow(conn->loop, conn->in, conn->in_len,
+                                                  &conn->in_cap, conn->in_cap + MIN_BUFFER);
                 if (grown == NULL) {
                     conn_destroy(conn, -ENOMEM);
                     return;
                 }
                 conn->in = grown;
-                conn->in_cap = cap;
             }
             buf = conn->in + conn->in_len;
             space = conn->in_cap - conn->in_len;
@@ -438,11 +434,8 @@ static void conn_flush(corral_conn *conn)
         conn->out_len -= (size_t)n;
         conn->last_write = conn->loop->now;
     }
-    if (conn->out_len == 0) {
-        free(conn->out);
-        conn->out = NULL;
-        conn->out_off = conn->out_cap = 0;
-    }
+    if (conn->out_len == 0)
+        conn_drop_output(conn);
     if (conn->over_high && conn->out_len <= conn->low_watermark) {
         conn->over_high = false;
         if (conn->handler->on_drain != NULL)
@@ -501,16 +494,13 @@ int corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
             memmove(conn->out, conn->out + conn->out_off, conn->out_len);
             conn->out_off = 0;
         }
-        if (conn->out_len + total > conn->out_cap) {
-            size_t cap = conn->out_cap ? conn->out_cap * 2 : MIN_BUFFER;
-            while (cap < conn->out_len + total)
-                cap *= 2;
-            char *grown = realloc(conn->out, cap);
-            if (grown == NULL)
-                return -ENOMEM;
-            conn->out = grown;
-            conn->out_cap = cap;
-        }
+        char *grown = conn->out == NULL
+                          ? corral__buffer_get(conn->loop, total, &conn->out_cap)
+                          : corral__buffer_grow(conn->loop, conn->out, conn->out_len,
+                                                &conn->out_cap, conn->out_len + total);
+        if (grown == NULL)
+            return -ENOMEM;
+        conn->out = grown;
     }
     if (conn->out_len == 0)
         conn->last_write = conn->loop->now; /* the write timeout counts from here */

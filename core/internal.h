@@ -13,6 +13,8 @@
 
 #define CORRAL__CACHELINE 64
 #define CORRAL__LINGER_MS 2000
+#define CORRAL__POOL_BUFFER (16 * 1024)
+#define CORRAL__POOL_DEPTH 64
 
 /* ---------------------------------------------------------------- logging */
 
@@ -89,6 +91,12 @@ struct corral_loop {
     char *scratch; /* input lands here first, so idle connections hold no buffer */
     size_t scratch_size;
 
+    /* Recently freed connection buffers of CORRAL__POOL_BUFFER bytes, reused
+     * so that a busy connection's buffers cost no malloc/free (and no heap
+     * trimming) per request, while idle ones still hold none. */
+    char *pool[CORRAL__POOL_DEPTH];
+    size_t pool_count;
+
     corral_worker *worker; /* the worker running this loop, or NULL */
 };
 
@@ -102,6 +110,13 @@ void corral__loop_unwatch(corral_loop *loop, int fd);
 int corral__loop_run_once(corral_loop *loop, int timeout_ms);
 
 uint64_t corral__monotonic_ms(void);
+
+/* Connection buffers: at least `need` bytes, pooled when small.  Returns
+ * NULL on allocation failure; *cap is the real size. */
+char *corral__buffer_get(corral_loop *loop, size_t need, size_t *cap);
+/* Grows `buf` (of *cap bytes, `used` of them live) to at least `need`. */
+char *corral__buffer_grow(corral_loop *loop, char *buf, size_t used, size_t *cap, size_t need);
+void corral__buffer_put(corral_loop *loop, char *buf, size_t cap);
 
 /* Timer heap, in timer.c. */
 void corral__timers_run(corral_loop *loop);

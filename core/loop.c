@@ -88,6 +88,8 @@ void corral_loop_free(corral_loop *loop)
     corral__loop_free_closed(loop);
     while (loop->deferred_count > 0)
         run_deferred(loop);
+    while (loop->pool_count > 0)
+        free(loop->pool[--loop->pool_count]);
     /* Run what was posted but never delivered, so no poster's memory leaks. */
     struct corral__post *post;
     while ((post = post_pop(loop)) != NULL) {
@@ -134,6 +136,54 @@ void corral__loop_unwatch(corral_loop *loop, int fd)
     /* ENOENT/EBADF here mean the fd was never or is no longer registered,
      * which callers tolerate by design. */
     epoll_ctl(loop->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+/* ------------------------------------------------------- buffer pool */
+
+char *corral__buffer_get(corral_loop *loop, size_t need, size_t *cap)
+{
+    size_t size = CORRAL__POOL_BUFFER;
+    while (size < need)
+        size *= 2;
+    char *buf = size == CORRAL__POOL_BUFFER && loop->pool_count > 0
+                    ? loop->pool[--loop->pool_count]
+                    : malloc(size);
+    if (buf != NULL)
+        *cap = size;
+    return buf;
+}
+
+char *corral__buffer_grow(corral_loop *loop, char *buf, size_t used, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return buf;
+    if (*cap != CORRAL__POOL_BUFFER) {
+        size_t size = *cap * 2;
+        while (size < need)
+            size *= 2;
+        char *grown = realloc(buf, size);
+        if (grown != NULL)
+            *cap = size;
+        return grown;
+    }
+    size_t size;
+    char *grown = corral__buffer_get(loop, need, &size);
+    if (grown == NULL)
+        return NULL;
+    memcpy(grown, buf, used);
+    corral__buffer_put(loop, buf, *cap);
+    *cap = size;
+    return grown;
+}
+
+void corral__buffer_put(corral_loop *loop, char *buf, size_t cap)
+{
+    if (buf == NULL)
+        return;
+    if (cap == CORRAL__POOL_BUFFER && loop->pool_count < CORRAL__POOL_DEPTH)
+        loop->pool[loop->pool_count++] = buf;
+    else
+        free(buf);
 }
 
 /* ------------------------------------------------------ deferred callbacks */
