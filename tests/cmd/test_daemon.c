@@ -89,9 +89,10 @@ static void write_config(struct daemon *d, const char *extra, const char *text)
     write_file(d->conf, conf);
 }
 
-/* Runs the daemon with `args` (NULL-terminated after the program), output
- * to d->log.  Returns once both ports appear in the log. */
-static void start_daemon(struct daemon *d)
+/* Runs the daemon on d->conf, output to d->log; with `activated` >= 0 that
+ * socket is passed the systemd way, as fd 3.  Returns once both ports
+ * appear in the log. */
+static void start_daemon_with(struct daemon *d, int activated)
 {
     snprintf(d->log, sizeof(d->log), "%s/corral.log", dir);
     d->pid = fork();
@@ -100,6 +101,13 @@ static void start_daemon(struct daemon *d)
         int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 1);
         dup2(fd, 2);
+        if (activated >= 0) {
+            dup2(activated, 3);
+            char pid[16];
+            snprintf(pid, sizeof(pid), "%d", (int)getpid());
+            setenv("LISTEN_PID", pid, 1);
+            setenv("LISTEN_FDS", "1", 1);
+        }
         execl(daemon_path, daemon_path, "-c", d->conf, (char *)NULL);
         _exit(127);
     }
@@ -121,6 +129,11 @@ static void start_daemon(struct daemon *d)
         free(log);
     }
     ck_assert_msg(d->port > 0 && d->admin_port > 0, "daemon did not start:\n%s", read_file(d->log));
+}
+
+static void start_daemon(struct daemon *d)
+{
+    start_daemon_with(d, -1);
 }
 
 static int wait_exit(pid_t pid, int timeout_ms)
@@ -433,6 +446,104 @@ START_TEST(five_reloads_under_load_lose_nothing)
 }
 END_TEST
 
+START_TEST(socket_activation_serves_the_passed_socket)
+{
+    /* A socket bound and listening before the daemon starts, as systemd
+     * would pass it. */
+    struct sockaddr_storage addr;
+    socklen_t len;
+    ck_assert_int_eq(corral_parse_address("127.0.0.1:0", &addr, &len), 0);
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_eq(bind(listener, (struct sockaddr *)&addr, len), 0);
+    ck_assert_int_eq(listen(listener, 16), 0);
+    len = sizeof(addr);
+    ck_assert_int_eq(getsockname(listener, (struct sockaddr *)&addr, &len), 0);
+    char bound[64];
+    corral_format_address((struct sockaddr *)&addr, len, bound, sizeof(bound));
+
+    struct daemon d;
+    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    char conf[512];
+    snprintf(conf, sizeof(conf),
+             "workers 2;\nadmin { listen 127.0.0.2:0; }\n"
+             "server { listen %s; location / { return 200 \"activated\"; } }\n",
+             bound);
+    write_file(d.conf, conf);
+    start_daemon_with(&d, listener);
+    close(listener);
+    char body[256];
+    ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
+    ck_assert_str_eq(body, "activated");
+    char *log = read_file(d.log);
+    ck_assert_ptr_nonnull(strstr(log, "socket activation: "));
+    free(log);
+    stop_daemon(&d);
+}
+END_TEST
+
+START_TEST(pid_file_log_file_and_reopen)
+{
+    struct daemon d;
+    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    char pid_file[256], log_file[256], rotated[256], extra[1024];
+    snprintf(pid_file, sizeof(pid_file), "%s/corral.pid", dir);
+    snprintf(log_file, sizeof(log_file), "%s/error.log", dir);
+    snprintf(rotated, sizeof(rotated), "%s/error.log.1", dir);
+    snprintf(extra, sizeof(extra), "pid_file %s;\nerror_log %s info;", pid_file, log_file);
+    write_config(&d, extra, "ok");
+    /* The log goes to the file, so watch the file for the ports. */
+    d.pid = fork();
+    ck_assert_int_ge(d.pid, 0);
+    if (d.pid == 0) {
+        execl(daemon_path, daemon_path, "-c", d.conf, (char *)NULL);
+        _exit(127);
+    }
+    strcpy(d.log, log_file);
+    for (int i = 0; i < 500 && access(pid_file, F_OK) != 0; i++)
+        usleep(10000);
+    char *pid_text = read_file(pid_file);
+    ck_assert_int_eq(atoi(pid_text), d.pid);
+    free(pid_text);
+
+    ck_assert_int_eq(rename(log_file, rotated), 0);
+    kill(d.pid, SIGUSR1);
+    for (int i = 0; i < 200 && access(log_file, F_OK) != 0; i++)
+        usleep(10000);
+    char *log = read_file(log_file);
+    ck_assert_msg(strstr(log, "SIGUSR1: log reopened") != NULL, "new log:\n%s", log);
+    free(log);
+    log = read_file(rotated);
+    ck_assert_ptr_nonnull(strstr(log, "listening on"));
+    free(log);
+    stop_daemon(&d);
+    ck_assert_int_ne(access(pid_file, F_OK), 0); /* removed at exit */
+}
+END_TEST
+
+START_TEST(drops_privileges_after_binding)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "privilege drop: not root, skipped\n");
+        return;
+    }
+    struct daemon d;
+    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    chmod(dir, 0755); /* readable by nobody for the reload */
+    write_config(&d, "user nobody;\ngroup nogroup;", "dropped");
+    start_daemon(&d);
+    char body[256];
+    ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
+    char status_path[64];
+    snprintf(status_path, sizeof(status_path), "/proc/%d/status", (int)d.pid);
+    char *status = read_file(status_path);
+    char *uid = strstr(status, "\nUid:");
+    ck_assert_ptr_nonnull(uid);
+    ck_assert_int_ne(atoi(uid + 5), 0);
+    free(status);
+    stop_daemon(&d);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/daemon");
@@ -447,6 +558,9 @@ Suite *test_suite(void)
     tcase_add_test(tc, reload_changes_the_answer_and_a_bad_one_keeps_it);
     tcase_add_test(tc, sigterm_lets_an_in_flight_request_finish);
     tcase_add_test(tc, five_reloads_under_load_lose_nothing);
+    tcase_add_test(tc, socket_activation_serves_the_passed_socket);
+    tcase_add_test(tc, pid_file_log_file_and_reopen);
+    tcase_add_test(tc, drops_privileges_after_binding);
     suite_add_tcase(suite, tc);
     return suite;
 }
