@@ -62,10 +62,23 @@ static struct http_limits limits_from(const struct conf_http *http)
     };
 }
 
+/* The same address, as the kernel reports it, whatever the spelling. */
+static bool same_address(const char *a, const char *b)
+{
+    struct sockaddr_storage x, y;
+    socklen_t xl, yl;
+    char ta[128], tb[128];
+    if (corral_parse_address(a, &x, &xl) != 0 || corral_parse_address(b, &y, &yl) != 0)
+        return strcmp(a, b) == 0;
+    corral_format_address((struct sockaddr *)&x, xl, ta, sizeof(ta));
+    corral_format_address((struct sockaddr *)&y, yl, tb, sizeof(tb));
+    return strcmp(ta, tb) == 0;
+}
+
 static bool server_listens_on(const struct conf_server *server, const char *address)
 {
     for (size_t i = 0; i < server->listen_count; i++)
-        if (strcmp(server->listens[i].address, address) == 0)
+        if (same_address(server->listens[i].address, address))
             return true;
     return false;
 }
@@ -73,7 +86,7 @@ static bool server_listens_on(const struct conf_server *server, const char *addr
 static bool server_is_default_on(const struct conf_server *server, const char *address)
 {
     for (size_t i = 0; i < server->listen_count; i++)
-        if (strcmp(server->listens[i].address, address) == 0 && server->listens[i].default_server)
+        if (server->listens[i].default_server && same_address(server->listens[i].address, address))
             return true;
     return false;
 }
@@ -160,19 +173,6 @@ static void generation_free(struct generation *gen)
     free(gen->stats);
     conf_free(gen->config);
     free(gen);
-}
-
-/* The same address, as the kernel reports it, whatever the spelling. */
-static bool same_address(const char *a, const char *b)
-{
-    struct sockaddr_storage x, y;
-    socklen_t xl, yl;
-    char ta[128], tb[128];
-    if (corral_parse_address(a, &x, &xl) != 0 || corral_parse_address(b, &y, &yl) != 0)
-        return strcmp(a, b) == 0;
-    corral_format_address((struct sockaddr *)&x, xl, ta, sizeof(ta));
-    corral_format_address((struct sockaddr *)&y, yl, tb, sizeof(tb));
-    return strcmp(ta, tb) == 0;
 }
 
 static struct site *find_site(struct generation *gen, const char *address)

@@ -130,6 +130,8 @@ struct conf_config {
     size_t upstream_count;
 
     char *path; /* the main file, for messages and reloads; "<built-in>" */
+    char **files; /* every file read, main first, as positions name them */
+    size_t file_count;
 };
 
 /*
@@ -141,8 +143,10 @@ typedef char *(*conf_read_file_fn)(const char *path, size_t *len, void *arg);
 
 /* Parses `text` (`len` bytes) as the main config file named `path`.  On
  * success returns 0 and *out (free with conf_free()).  On failure returns -1
- * with `error` holding "path:line:col: message".  Pure: all file access goes
- * through `read_file` (NULL = read from the file system). */
+ * with *out NULL and `error` holding "path:line:col: message".  Pure: all
+ * file access goes through `read_file` (NULL = read from the file system).
+ * Include patterns are expanded with glob(3) only when reading from the
+ * file system; a custom `read_file` is handed them as they are. */
 int conf_parse(const char *path, const char *text, size_t len, conf_read_file_fn read_file,
                void *read_arg, struct conf_config **out, struct conf_error *error);
 
@@ -154,7 +158,8 @@ extern const char conf_default_text[];
 
 void conf_free(struct conf_config *config);
 
-/* Value syntax shared by directives (exported for tests): return 0 or -1. */
+/* Value syntax shared by directives (exported for tests): return 0, or -1
+ * with errno EINVAL (not that syntax) or ERANGE (too large). */
 int conf_parse_size(const char *text, size_t *out);         /* 512, 16k, 10m, 1g */
 int conf_parse_duration(const char *text, uint32_t *out_ms); /* 500ms, 30s, 5m, 1h, 2d; bare = s */
 

@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # install.sh: "ninja install".  Copies the release build into
-# $DESTDIR$PREFIX (PREFIX defaults to /usr/local).
+# $DESTDIR$PREFIX (PREFIX defaults to /usr/local): the daemon, the benchmark,
+# the library with its header and pkg-config file, the man page, the systemd
+# unit and the documentation.
 set -euo pipefail
 prefix=${PREFIX:-/usr/local}
 root=${DESTDIR:-}$prefix
 libdir=$root/lib
 version=$(sed -n 's/^#define CORRAL_VERSION "\(.*\)"/\1/p' core/include/corral.h)
 
-install -d "$libdir/pkgconfig" "$root/include" "$root/share/doc/corral/examples"
+install -d "$libdir/pkgconfig" "$root/include" "$root/share/doc/corral/examples" \
+  "$root/sbin" "$root/bin" "$root/share/man/man8" "$root/lib/systemd/system"
+install -m 755 build/corral "$root/sbin/corral"
+install -m 755 build/corral-wakebench "$root/bin/corral-wakebench"
+install -m 644 docs/corral.8 "$root/share/man/man8/corral.8"
+sed -e "s|/usr/local/sbin|$prefix/sbin|g" docs/corral.service >"$root/lib/systemd/system/corral.service"
 install -m 644 build/libcorral.a "$libdir/libcorral.a"
 install -m 755 build/libcorral.so "$libdir/libcorral.so.$version"
 ln -sf "libcorral.so.$version" "$libdir/libcorral.so.0"

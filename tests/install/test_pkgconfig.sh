@@ -29,8 +29,12 @@ wait "$pid" || fail "app exited with $?"
 pid=
 
 DESTDIR=$tmp/stage PREFIX=/usr ninja install >/dev/null
-for f in usr/lib/libcorral.a usr/lib/libcorral.so usr/include/corral.h usr/lib/pkgconfig/corral.pc; do
+for f in usr/lib/libcorral.a usr/lib/libcorral.so usr/include/corral.h usr/lib/pkgconfig/corral.pc \
+         usr/sbin/corral usr/share/man/man8/corral.8 usr/lib/systemd/system/corral.service \
+         usr/share/doc/corral/config.md; do
   [ -e "$tmp/stage/$f" ] || fail "DESTDIR install lacks $f"
 done
 grep -q '^prefix=/usr$' "$tmp/stage/usr/lib/pkgconfig/corral.pc" || fail "corral.pc prefix"
-echo "PASS: pkg-config build and DESTDIR install"
+grep -q 'ExecStart=/usr/sbin/corral' "$tmp/stage/usr/lib/systemd/system/corral.service" || fail "unit path"
+"$tmp/stage/usr/sbin/corral" -V | grep -q '^corral ' || fail "installed daemon does not run"
+echo "PASS: pkg-config build and DESTDIR install (library, daemon, man page, unit, docs)"

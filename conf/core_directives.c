@@ -1,0 +1,276 @@
+/*
+ * core_directives.c: the top-level directives that shape the process rather
+ * than the HTTP traffic: worker pool and wakeup mode, limits, privilege
+ * drop, pid file, logs, and the admin listener.
+ */
+#include "registry.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Workers are threads; more than this is a typo ("workers 80000"), not a
+ * plan. */
+#define MAX_WORKERS 1024
+
+/* The kernel refuses busy_poll_usecs above S32_MAX in EPIOCSPARAMS. */
+#define MAX_BUSY_POLL_USECS 2147483647u
+
+void conf__core_defaults(struct conf_config *config)
+{
+    config->workers = 0;
+    config->wakeup = CORRAL_WAKEUP_AUTO;
+    config->max_connections = 10000;
+    config->busy_poll_usecs = 0;
+    config->drain_timeout_ms = 10000;
+    config->log_level = CORRAL_LOG_INFO;
+}
+
+/* workers N|auto */
+static int apply_workers(struct conf_state *state, const struct conf_node *node,
+                         const struct conf_directive *directive)
+{
+    (void)directive;
+    const struct conf_arg *arg = &node->args[0];
+    unsigned workers;
+    if (strcmp(arg->text, "auto") == 0) {
+        state->config->workers = 0;
+        return 0;
+    }
+    if (conf__parse_uint(arg->text, &workers) != 0 && errno == EINVAL)
+        return conf__error_at(state->error, &arg->pos,
+                              "invalid worker count \"%s\" (expected a number or auto)", arg->text);
+    return conf__arg_uint(state, arg, "\"workers\"", 1, MAX_WORKERS, &state->config->workers);
+}
+
+/* wakeup auto|roundrobin|affinity|exclusive|reuseport|herd */
+static int apply_wakeup(struct conf_state *state, const struct conf_node *node,
+                        const struct conf_directive *directive)
+{
+    (void)directive;
+    const struct conf_arg *arg = &node->args[0];
+    if (corral_wakeup_mode_parse(arg->text, &state->config->wakeup) == 0)
+        return 0;
+    return conf__error_at(state->error, &arg->pos,
+                          "unknown wakeup mode \"%s\" (expected auto, roundrobin, affinity, "
+                          "exclusive, reuseport or herd)",
+                          arg->text);
+}
+
+/* max_connections N: per worker. */
+static int apply_max_connections(struct conf_state *state, const struct conf_node *node,
+                                 const struct conf_directive *directive)
+{
+    (void)directive;
+    return conf__arg_uint(state, &node->args[0], "\"max_connections\"", 1, UINT_MAX,
+                          &state->config->max_connections);
+}
+
+/*
+ * busy_poll TIME: how long a worker's epoll_wait may spin on the device
+ * queue before sleeping.  Useful values are tens of microseconds, so unlike
+ * every other duration a bare number means microseconds ("50" = 50 us); a
+ * "us" suffix says the same explicitly, "ms" and "s" work as elsewhere, and
+ * 0 or "off" disables it.
+ */
+static int apply_busy_poll(struct conf_state *state, const struct conf_node *node,
+                           const struct conf_directive *directive)
+{
+    (void)directive;
+    const struct conf_arg *arg = &node->args[0];
+    const char *text = arg->text;
+    size_t len = strlen(text);
+    uint64_t usecs;
+    unsigned n;
+    uint32_t ms;
+    char digits[16];
+    if (strcmp(text, "off") == 0) {
+        usecs = 0;
+    } else if (conf__parse_uint(text, &n) == 0) {
+        usecs = n;
+    } else if (errno == ERANGE) {
+        goto too_large;
+    } else if (len > 2 && strcmp(text + len - 2, "us") == 0) {
+        if (len - 2 >= sizeof(digits))
+            goto too_large;
+        memcpy(digits, text, len - 2);
+        digits[len - 2] = '\0';
+        if (conf__parse_uint(digits, &n) != 0)
+            goto invalid;
+        usecs = n;
+    } else if (conf_parse_duration(text, &ms) == 0) {
+        usecs = (uint64_t)ms * 1000;
+    } else if (errno == ERANGE) {
+        goto too_large;
+    } else {
+        goto invalid;
+    }
+    if (usecs > MAX_BUSY_POLL_USECS)
+        goto too_large;
+    state->config->busy_poll_usecs = (unsigned)usecs;
+    return 0;
+
+invalid:
+    return conf__error_at(state->error, &arg->pos,
+                          "invalid busy_poll time \"%s\" (expected microseconds such as 50 or "
+                          "50us, a duration such as 1ms, or off)",
+                          text);
+too_large:
+    return conf__error_at(state->error, &arg->pos,
+                          "busy_poll time \"%s\" is too large (at most %uus)", text,
+                          MAX_BUSY_POLL_USECS);
+}
+
+/* drain_timeout DURATION: how long a graceful stop or reload waits for
+ * in-flight requests. */
+static int apply_drain_timeout(struct conf_state *state, const struct conf_node *node,
+                               const struct conf_directive *directive)
+{
+    (void)directive;
+    return conf__arg_duration(state, &node->args[0], &state->config->drain_timeout_ms);
+}
+
+/* user NAME, group NAME: looked up by the daemon when it drops privileges,
+ * so that a config can be checked on a machine without those accounts. */
+static int apply_account(struct conf_state *state, const struct conf_node *node,
+                         const struct conf_directive *directive)
+{
+    const struct conf_arg *arg = &node->args[0];
+    char **field =
+        strcmp(directive->name, "user") == 0 ? &state->config->user : &state->config->group;
+    if (arg->text[0] == '\0')
+        return conf__error_at(state->error, &arg->pos, "empty %s name", directive->name);
+    *field = conf__strdup(state, &arg->pos, arg->text);
+    return *field != NULL ? 0 : -1;
+}
+
+/* pid_file PATH: relative paths, here and in every directive naming a
+ * file, are relative to the directory of the config file they are written
+ * in, not to wherever the daemon was started. */
+static int apply_pid_file(struct conf_state *state, const struct conf_node *node,
+                          const struct conf_directive *directive)
+{
+    (void)directive;
+    return conf__arg_path(state, &node->args[0], &state->config->pid_file);
+}
+
+/* error_log PATH|stderr [error|warn|info|debug] */
+static int apply_error_log(struct conf_state *state, const struct conf_node *node,
+                           const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_config *config = state->config;
+    if (node->arg_count == 2) {
+        const struct conf_arg *level = &node->args[1];
+        static const enum corral_log_level levels[] = {CORRAL_LOG_ERROR, CORRAL_LOG_WARN,
+                                                       CORRAL_LOG_INFO, CORRAL_LOG_DEBUG};
+        size_t i = 0;
+        while (i < sizeof(levels) / sizeof(levels[0]) &&
+               strcmp(level->text, corral_log_level_name(levels[i])) != 0)
+            i++;
+        if (i == sizeof(levels) / sizeof(levels[0]))
+            return conf__error_at(state->error, &level->pos,
+                                  "unknown log level \"%s\" (expected error, warn, info or debug)",
+                                  level->text);
+        config->log_level = levels[i];
+    }
+    if (strcmp(node->args[0].text, "stderr") == 0)
+        return 0;
+    return conf__arg_path(state, &node->args[0], &config->error_log);
+}
+
+/* access_log PATH|off */
+static int apply_access_log(struct conf_state *state, const struct conf_node *node,
+                            const struct conf_directive *directive)
+{
+    (void)directive;
+    if (strcmp(node->args[0].text, "off") == 0)
+        return 0;
+    return conf__arg_path(state, &node->args[0], &state->config->access_log);
+}
+
+/* log_format "FORMAT": the access log line; the daemon knows the
+ * variables, so it checks them. */
+static int apply_log_format(struct conf_state *state, const struct conf_node *node,
+                            const struct conf_directive *directive)
+{
+    (void)directive;
+    const struct conf_arg *arg = &node->args[0];
+    if (arg->text[0] == '\0')
+        return conf__error_at(state->error, &arg->pos, "empty log format");
+    state->config->log_format = conf__strdup(state, &arg->pos, arg->text);
+    return state->config->log_format != NULL ? 0 : -1;
+}
+
+/* admin { listen ADDR; ... }: where /metrics and /status are served. */
+static int apply_admin(struct conf_state *state, const struct conf_node *node,
+                       const struct conf_directive *directive)
+{
+    (void)directive;
+    state->admin_node = node;
+    if (conf__apply_block(state, node, CONF_ADMIN) != 0)
+        return -1;
+    if (state->config->admin_listen_count == 0)
+        return conf__error_at(state->error, &node->name.pos, "\"admin\" has no \"listen\"");
+    return 0;
+}
+
+static int apply_admin_listen(struct conf_state *state, const struct conf_node *node,
+                              const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_config *config = state->config;
+    const struct conf_arg *arg = &node->args[0];
+    if (conf__arg_address(state, arg, "listen address") != 0)
+        return -1;
+    for (const struct conf_node *earlier = state->admin_node->children; earlier < node; earlier++) {
+        if (strcmp(earlier->name.text, "listen") != 0 ||
+            !conf__same_address(earlier->args[0].text, arg->text))
+            continue;
+        char where[300];
+        return conf__error_at(state->error, &arg->pos, "duplicate listen \"%s\" (first at %s)",
+                              arg->text,
+                              conf__where(where, sizeof(where), &arg->pos, &earlier->args[0].pos));
+    }
+    char **listens = conf__grow(state, &arg->pos, config->admin_listens, config->admin_listen_count,
+                                sizeof(*listens));
+    if (listens == NULL)
+        return -1;
+    config->admin_listens = listens;
+    listens[config->admin_listen_count] = conf__strdup(state, &arg->pos, arg->text);
+    if (listens[config->admin_listen_count] == NULL)
+        return -1;
+    config->admin_listen_count++;
+    return 0;
+}
+
+/* One directive per entry: a table reads better than what the formatter makes of it. */
+/* clang-format off */
+const struct conf_directive conf__core_directives[] = {
+    {.name = "workers", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
+     .apply = apply_workers},
+    {.name = "wakeup", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
+     .apply = apply_wakeup},
+    {.name = "max_connections", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
+     .apply = apply_max_connections},
+    {.name = "busy_poll", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
+     .apply = apply_busy_poll},
+    {.name = "drain_timeout", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
+     .apply = apply_drain_timeout},
+    {.name = "user", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
+     .apply = apply_account},
+    {.name = "group", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
+     .apply = apply_account},
+    {.name = "pid_file", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
+     .apply = apply_pid_file},
+    {.name = "error_log", .contexts = CONF_MAIN, .min_args = 1, .max_args = 2,
+     .apply = apply_error_log},
+    {.name = "access_log", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
+     .apply = apply_access_log},
+    {.name = "log_format", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
+     .apply = apply_log_format},
+    {.name = "admin", .contexts = CONF_MAIN, .block = true, .apply = apply_admin},
+    {.name = "listen", .contexts = CONF_ADMIN, .min_args = 1, .max_args = 1, .repeat = true,
+     .apply = apply_admin_listen},
+    {.name = NULL},
+};
+/* clang-format on */

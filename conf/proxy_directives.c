@@ -1,0 +1,333 @@
+/*
+ * proxy_directives.c: upstream pools and what sends a location's requests
+ * to them: proxy_pass and the header rewriting around it.  A proxy_pass may
+ * name an upstream defined further down, so names are checked at the end.
+ */
+#include "registry.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Weights are ratios between servers of one pool; a bound keeps the sums
+ * the balancer computes far from overflow. */
+#define MAX_WEIGHT 1000
+
+/* Upstream names cannot contain ":", so http://NAME (an upstream) and
+ * http://HOST:PORT (an address) never look alike. */
+static bool valid_upstream_name(const char *name)
+{
+    if (*name == '\0')
+        return false;
+    for (const char *p = name; *p != '\0'; p++) {
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '.' || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+static const struct conf_upstream *find_upstream(const struct conf_config *config, const char *name)
+{
+    for (size_t i = 0; i < config->upstream_count; i++)
+        if (strcmp(config->upstreams[i].name, name) == 0)
+            return &config->upstreams[i];
+    return NULL;
+}
+
+/* upstream NAME { ... } */
+static int apply_upstream(struct conf_state *state, const struct conf_node *node,
+                          const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_config *config = state->config;
+    const struct conf_arg *name = &node->args[0];
+    if (!valid_upstream_name(name->text))
+        return conf__error_at(state->error, &name->pos,
+                              "invalid upstream name \"%s\" (use letters, digits, \"-\", \"_\" "
+                              "and \".\")",
+                              name->text);
+    const struct conf_upstream *other = find_upstream(config, name->text);
+    if (other != NULL) {
+        char where[300];
+        return conf__error_at(state->error, &name->pos, "duplicate upstream \"%s\" (first at %s)",
+                              name->text,
+                              conf__where(where, sizeof(where), &name->pos, &other->pos));
+    }
+    struct conf_upstream *upstreams = conf__grow(state, &node->name.pos, config->upstreams,
+                                                 config->upstream_count, sizeof(*upstreams));
+    if (upstreams == NULL)
+        return -1;
+    config->upstreams = upstreams;
+    struct conf_upstream *upstream = &upstreams[config->upstream_count++];
+    upstream->balance = CONF_BALANCE_ROUND_ROBIN;
+    upstream->keepalive = 32;
+    upstream->pos = node->name.pos;
+    upstream->name = conf__strdup(state, &name->pos, name->text);
+    if (upstream->name == NULL)
+        return -1;
+
+    state->upstream = upstream;
+    int rc = conf__apply_block(state, node, CONF_UPSTREAM);
+    state->upstream = NULL;
+    if (rc != 0)
+        return -1;
+    if (upstream->server_count == 0)
+        return conf__error_at(state->error, &node->name.pos, "upstream \"%s\" has no servers",
+                              upstream->name);
+    return 0;
+}
+
+/* server ADDRESS [weight=N] [max_fails=N] [fail_timeout=DURATION] */
+static int apply_upstream_server(struct conf_state *state, const struct conf_node *node,
+                                 const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_upstream *upstream = state->upstream;
+    const struct conf_arg *address = &node->args[0];
+    if (conf__arg_address(state, address, "server address") != 0)
+        return -1;
+    struct conf_upstream_server server = {
+        .weight = 1,
+        .max_fails = 1,
+        .fail_timeout_ms = 10 * 1000,
+        .pos = address->pos,
+    };
+    bool weight = false, max_fails = false, fail_timeout = false;
+    for (size_t i = 1; i < node->arg_count; i++) {
+        const struct conf_arg *arg = &node->args[i];
+        char *equals = strchr(arg->text, '=');
+        size_t key_len = equals != NULL ? (size_t)(equals - arg->text) : 0;
+        bool *seen;
+        if (key_len == 6 && strncmp(arg->text, "weight", key_len) == 0)
+            seen = &weight;
+        else if (key_len == 9 && strncmp(arg->text, "max_fails", key_len) == 0)
+            seen = &max_fails;
+        else if (key_len == 12 && strncmp(arg->text, "fail_timeout", key_len) == 0)
+            seen = &fail_timeout;
+        else
+            return conf__error_at(state->error, &arg->pos,
+                                  "unknown server parameter \"%s\" (expected weight=, max_fails= "
+                                  "or fail_timeout=)",
+                                  arg->text);
+        if (*seen)
+            return conf__error_at(state->error, &arg->pos, "duplicate parameter \"%.*s\"",
+                                  (int)key_len, arg->text);
+        *seen = true;
+        /* The value alone, for the value parsers' messages. */
+        const struct conf_arg value = {.text = equals + 1, .pos = arg->pos};
+        int rc = seen == &weight
+                     ? conf__arg_uint(state, &value, "weight", 1, MAX_WEIGHT, &server.weight)
+                 : seen == &max_fails
+                     ? conf__arg_uint(state, &value, "max_fails", 0, UINT_MAX, &server.max_fails)
+                     : conf__arg_duration(state, &value, &server.fail_timeout_ms);
+        if (rc != 0)
+            return -1;
+    }
+    struct conf_upstream_server *servers = conf__grow(state, &address->pos, upstream->servers,
+                                                      upstream->server_count, sizeof(*servers));
+    if (servers == NULL)
+        return -1;
+    upstream->servers = servers;
+    server.address = conf__strdup(state, &address->pos, address->text);
+    if (server.address == NULL)
+        return -1;
+    servers[upstream->server_count++] = server;
+    return 0;
+}
+
+/* balance round_robin|least_conn|hash */
+static int apply_balance(struct conf_state *state, const struct conf_node *node,
+                         const struct conf_directive *directive)
+{
+    (void)directive;
+    static const struct {
+        const char *name;
+        enum conf_balance balance;
+    } methods[] = {
+        {"round_robin", CONF_BALANCE_ROUND_ROBIN},
+        {"least_conn", CONF_BALANCE_LEAST_CONN},
+        {"hash", CONF_BALANCE_HASH},
+    };
+    const struct conf_arg *arg = &node->args[0];
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        if (strcmp(arg->text, methods[i].name) == 0) {
+            state->upstream->balance = methods[i].balance;
+            return 0;
+        }
+    }
+    return conf__error_at(state->error, &arg->pos,
+                          "unknown balance method \"%s\" (expected round_robin, least_conn or "
+                          "hash)",
+                          arg->text);
+}
+
+/* keepalive N: idle connections to the pool kept per worker; 0 closes each
+ * after its response. */
+static int apply_keepalive(struct conf_state *state, const struct conf_node *node,
+                           const struct conf_directive *directive)
+{
+    (void)directive;
+    return conf__arg_uint(state, &node->args[0], "\"keepalive\"", 0, UINT_MAX,
+                          &state->upstream->keepalive);
+}
+
+/* proxy_pass http://UPSTREAM | http://HOST:PORT */
+static int apply_proxy_pass(struct conf_state *state, const struct conf_node *node,
+                            const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_location *location = state->location;
+    const struct conf_arg *arg = &node->args[0];
+    if (location->handler == CONF_HANDLER_RETURN)
+        return conf__error_at(state->error, &node->name.pos,
+                              "\"proxy_pass\" cannot be combined with \"return\" in one location");
+    if (strncmp(arg->text, "https://", 8) == 0)
+        return conf__error_at(state->error, &arg->pos,
+                              "proxy_pass to https:// is not supported yet, use http://");
+    char *authority = strncmp(arg->text, "http://", 7) == 0 ? arg->text + 7 : NULL;
+    if (authority == NULL || *authority == '\0')
+        return conf__error_at(state->error, &arg->pos,
+                              "invalid proxy_pass \"%s\" (expected http://UPSTREAM or "
+                              "http://HOST:PORT)",
+                              arg->text);
+    if (strpbrk(authority, "/?#") != NULL)
+        return conf__error_at(state->error, &arg->pos,
+                              "proxy_pass \"%s\" has a path; requests are passed on with "
+                              "their own, so give only http://UPSTREAM or http://HOST:PORT",
+                              arg->text);
+    /* An address is complete now; a name may be an upstream defined
+     * later, so it waits for conf__proxy_finish(). */
+    struct conf_proxy_ref *refs = NULL;
+    if (strchr(authority, ':') != NULL) {
+        const struct conf_arg address = {.text = authority, .pos = arg->pos};
+        if (conf__arg_address(state, &address, "proxy_pass address") != 0)
+            return -1;
+    } else {
+        refs =
+            conf__grow(state, &arg->pos, state->proxy_refs, state->proxy_ref_count, sizeof(*refs));
+        if (refs == NULL)
+            return -1;
+        state->proxy_refs = refs;
+    }
+    location->proxy_pass = conf__strdup(state, &arg->pos, arg->text);
+    if (location->proxy_pass == NULL)
+        return -1;
+    location->handler = CONF_HANDLER_PROXY;
+    if (refs != NULL)
+        refs[state->proxy_ref_count++] = (struct conf_proxy_ref){
+            .url = location->proxy_pass,
+            .pos = arg->pos,
+        };
+    return 0;
+}
+
+/* An HTTP field name: RFC 9110 token characters. */
+static bool valid_header_name(const char *name)
+{
+    if (*name == '\0')
+        return false;
+    for (const char *p = name; *p != '\0'; p++) {
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              strchr("!#$%&'*+-.^_`|~", c) != NULL))
+            return false;
+    }
+    return true;
+}
+
+static int check_header_name(struct conf_state *state, const struct conf_arg *arg)
+{
+    if (valid_header_name(arg->text))
+        return 0;
+    return conf__error_at(state->error, &arg->pos, "invalid header name \"%s\"", arg->text);
+}
+
+/* proxy_set_header NAME VALUE */
+static int apply_proxy_set_header(struct conf_state *state, const struct conf_node *node,
+                                  const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_location *location = state->location;
+    const struct conf_arg *name = &node->args[0], *value = &node->args[1];
+    if (check_header_name(state, name) != 0)
+        return -1;
+    /* A field value is visible characters, spaces and tabs: a CR or LF
+     * here would let the config split the request it is added to. */
+    for (const char *p = value->text; *p != '\0'; p++)
+        if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
+            return conf__error_at(state->error, &value->pos,
+                                  "header value contains a control character");
+    for (size_t i = 0; i < location->set_header_count; i++)
+        if (strcasecmp(location->set_headers[i].name, name->text) == 0)
+            return conf__error_at(state->error, &name->pos,
+                                  "duplicate proxy_set_header \"%s\" in this location", name->text);
+    struct conf_header *headers = conf__grow(state, &name->pos, location->set_headers,
+                                             location->set_header_count, sizeof(*headers));
+    if (headers == NULL)
+        return -1;
+    location->set_headers = headers;
+    struct conf_header *header = &headers[location->set_header_count++];
+    header->name = conf__strdup(state, &name->pos, name->text);
+    if (header->name == NULL)
+        return -1;
+    header->value = conf__strdup(state, &value->pos, value->text);
+    return header->value != NULL ? 0 : -1;
+}
+
+/* proxy_hide_header NAME: dropped from upstream responses. */
+static int apply_proxy_hide_header(struct conf_state *state, const struct conf_node *node,
+                                   const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_location *location = state->location;
+    const struct conf_arg *name = &node->args[0];
+    if (check_header_name(state, name) != 0)
+        return -1;
+    char **names = conf__grow(state, &name->pos, location->hide_headers,
+                              location->hide_header_count, sizeof(*names));
+    if (names == NULL)
+        return -1;
+    location->hide_headers = names;
+    names[location->hide_header_count] = conf__strdup(state, &name->pos, name->text);
+    if (names[location->hide_header_count] == NULL)
+        return -1;
+    location->hide_header_count++;
+    return 0;
+}
+
+int conf__proxy_finish(struct conf_state *state)
+{
+    for (size_t i = 0; i < state->proxy_ref_count; i++) {
+        const struct conf_proxy_ref *ref = &state->proxy_refs[i];
+        const char *name = ref->url + strlen("http://");
+        if (find_upstream(state->config, name) == NULL)
+            return conf__error_at(state->error, &ref->pos,
+                                  "no upstream named \"%s\" (an address needs a port: "
+                                  "http://HOST:PORT)",
+                                  name);
+    }
+    return 0;
+}
+
+/* One directive per entry: a table reads better than what the formatter makes of it. */
+/* clang-format off */
+const struct conf_directive conf__proxy_directives[] = {
+    {.name = "upstream", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1, .block = true,
+     .repeat = true, .apply = apply_upstream},
+    {.name = "server", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 4, .repeat = true,
+     .apply = apply_upstream_server},
+    {.name = "balance", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 1,
+     .apply = apply_balance},
+    {.name = "keepalive", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 1,
+     .apply = apply_keepalive},
+    {.name = "proxy_pass", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
+     .apply = apply_proxy_pass},
+    {.name = "proxy_set_header", .contexts = CONF_LOCATION, .min_args = 2, .max_args = 2,
+     .repeat = true, .apply = apply_proxy_set_header},
+    {.name = "proxy_hide_header", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
+     .repeat = true, .apply = apply_proxy_hide_header},
+    {.name = NULL},
+};
+/* clang-format on */

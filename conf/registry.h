@@ -1,0 +1,168 @@
+/*
+ * registry.h: what conf/'s own files share: the directive tree the parser
+ * builds, the directive table each module registers, and the state the
+ * directives fill in.  Nothing here is visible outside conf/.
+ */
+#ifndef CORRAL_CONF_REGISTRY_H
+#define CORRAL_CONF_REGISTRY_H
+
+#include "config.h"
+
+#include <limits.h>
+
+/* ------------------------------------------------------------------ tree */
+
+/* A word as written, unescaped, and where it starts. */
+struct conf_arg {
+    char *text;
+    struct conf_pos pos;
+};
+
+/*
+ * One directive: `name args;` or `name args { children }`.  Included files
+ * are already spliced in, so a block's children may come from several files
+ * (each position names its own).  The root is a nameless block.
+ */
+struct conf_node {
+    struct conf_arg name;
+    struct conf_arg *args;
+    size_t arg_count, arg_cap;
+    bool block;                /* written with "{ ... }" */
+    struct conf_pos block_pos; /* where the "{" is */
+    struct conf_node *children;
+    size_t child_count, child_cap;
+};
+
+/* ------------------------------------------------------------- directives */
+
+/* The blocks a directive may appear in (bit set). */
+enum {
+    CONF_MAIN = 1u << 0,
+    CONF_SERVER = 1u << 1,
+    CONF_LOCATION = 1u << 2,
+    CONF_UPSTREAM = 1u << 3,
+    CONF_ADMIN = 1u << 4,
+};
+
+#define CONF_ARGS_MANY UINT_MAX
+
+struct conf_state;
+struct conf_directive;
+
+/* Applies one directive that passed the generic checks.  Returns 0, or -1
+ * with the error written (see conf__error_at()). */
+typedef int (*conf_apply_fn)(struct conf_state *state, const struct conf_node *node,
+                             const struct conf_directive *directive);
+
+/*
+ * A table entry.  The same name may appear in several entries with disjoint
+ * contexts ("listen" in server and in admin, "server" at top level and in
+ * upstream); the context picks the entry.  Each module's table ends with an
+ * entry whose name is NULL.
+ */
+struct conf_directive {
+    const char *name;
+    unsigned contexts;           /* CONF_MAIN | ... */
+    unsigned min_args, max_args; /* max CONF_ARGS_MANY: no limit */
+    bool block;                  /* must be followed by "{ ... }"; otherwise by ";" */
+    bool repeat;                 /* may appear more than once in one block */
+    conf_apply_fn apply;
+    const void *data; /* for apply functions shared by several entries */
+};
+
+extern const struct conf_directive conf__core_directives[];
+extern const struct conf_directive conf__http_directives[];
+extern const struct conf_directive conf__proxy_directives[];
+
+/* A proxy_pass target, checked once every upstream is known. */
+struct conf_proxy_ref {
+    const char *url; /* the location's proxy_pass string */
+    struct conf_pos pos;
+};
+
+/*
+ * What the directives fill in while the tree is applied.  The object
+ * pointers are set while their block is being applied and point into the
+ * config's arrays; those arrays only grow from the enclosing block, so the
+ * pointers stay valid for the whole block.
+ */
+struct conf_state {
+    struct conf_config *config;
+    struct conf_error *error;
+    struct conf_server *server;
+    struct conf_location *location;
+    struct conf_upstream *upstream;
+    const struct conf_node *admin_node;
+    const struct conf_node **server_nodes; /* one per config->servers, same order */
+    struct conf_proxy_ref *proxy_refs;
+    size_t proxy_ref_count;
+};
+
+/* registry.c */
+
+/* Applies the directives of the main block `root` to `config`, then runs
+ * the checks that need the whole config.  Returns 0, or -1 with `error`
+ * written; `config` then holds what was applied so far (conf_free() it). */
+int conf__apply(struct conf_config *config, const struct conf_node *root, struct conf_error *error);
+
+/* Applies the children of `block`, which is a block of kind `context`. */
+int conf__apply_block(struct conf_state *state, const struct conf_node *block, unsigned context);
+
+/* Checks a node against an entry's argument count and block form, as for
+ * any directive (the parser uses it for `include`).  Returns 0 or -1. */
+int conf__check_form(struct conf_error *error, const struct conf_node *node,
+                     const struct conf_directive *directive);
+
+/* Writes "file:line:col: message" into `error`.  Returns -1. */
+int conf__error_at(struct conf_error *error, const struct conf_pos *pos, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* "line 12" when `there` is in the same file as `here`, else "file:12":
+ * how messages point back at an earlier definition. */
+const char *conf__where(char *buf, size_t len, const struct conf_pos *here,
+                        const struct conf_pos *there);
+
+/* strdup() that reports "out of memory" at `pos` on failure. */
+char *conf__strdup(struct conf_state *state, const struct conf_pos *pos, const char *text);
+
+/* Returns `array` (of `count` items of `size` bytes) reallocated with room
+ * for one more item, which is zeroed; or reports "out of memory" at `pos`
+ * and returns NULL, leaving `array` as it was. */
+void *conf__grow(struct conf_state *state, const struct conf_pos *pos, void *array, size_t count,
+                 size_t size);
+
+/* Finishing passes of the modules, run by conf__apply() in this order. */
+int conf__http_finish(struct conf_state *state);
+int conf__proxy_finish(struct conf_state *state);
+
+/* Defaults of the settings each module owns. */
+void conf__core_defaults(struct conf_config *config);
+void conf__http_defaults(struct conf_http *http);
+
+/* value.c: argument parsers that report their own errors at the argument.
+ * `what` names the setting in range messages, e.g. "\"workers\"". */
+int conf__parse_uint(const char *text, unsigned *out); /* -1 with errno EINVAL or ERANGE */
+int conf__arg_uint(struct conf_state *state, const struct conf_arg *arg, const char *what,
+                   unsigned min, unsigned max, unsigned *out);
+int conf__arg_size(struct conf_state *state, const struct conf_arg *arg, size_t *out);
+int conf__arg_duration(struct conf_state *state, const struct conf_arg *arg, uint32_t *out_ms);
+
+/* Checks `arg` with corral_parse_address(); `kind` names it in the
+ * message ("listen address").  Returns 0 or -1. */
+int conf__arg_address(struct conf_state *state, const struct conf_arg *arg, const char *kind);
+
+/* True when the two addresses (both valid for corral_parse_address()) name
+ * the same socket address: "*:80" and "0.0.0.0:80" do, "localhost:80" and
+ * "127.0.0.1:80" do. */
+bool conf__same_address(const char *a, const char *b);
+
+/* Sets *out (malloc'd) to `arg` resolved against the directory of the
+ * file it is written in, with conf__resolve_path(); rejects an empty path. */
+int conf__arg_path(struct conf_state *state, const struct conf_arg *arg, char **out);
+
+/* parse.c: `path` as seen from the directory of `file` (a path as the
+ * config names it), with "." components and repeated slashes dropped;
+ * absolute paths stay absolute.  Malloc'd, or NULL when out of memory. */
+char *conf__resolve_path(const char *file, const char *path);
+
+#endif

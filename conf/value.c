@@ -1,0 +1,208 @@
+/*
+ * value.c: the value syntax shared by directives: sizes, durations, plain
+ * numbers, addresses and paths.  Each parser takes the whole argument and
+ * rejects whatever it does not consume, so "10 m" or "5mm" never half-parse.
+ */
+#include "registry.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/un.h>
+
+/*
+ * Reads the leading decimal digits of *p.  Returns 0 with *p past them, or
+ * -1 when there are none.  A value beyond UINT64_MAX sets *overflow and
+ * keeps reading, so the caller can still tell "99999999999999999999x"
+ * (bad syntax) from "99999999999999999999" (too large).
+ */
+static int read_digits(const char **p, uint64_t *out, bool *overflow)
+{
+    const char *s = *p;
+    uint64_t n = 0;
+    *overflow = false;
+    if (!(*s >= '0' && *s <= '9'))
+        return -1;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        unsigned digit = (unsigned)(*s - '0');
+        if (n > (UINT64_MAX - digit) / 10)
+            *overflow = true;
+        else
+            n = n * 10 + digit;
+    }
+    *p = s;
+    *out = n;
+    return 0;
+}
+
+/* n * unit into *out if it fits under `max`; the syntax was already checked. */
+static int scale(uint64_t n, bool overflow, uint64_t unit, uint64_t max, uint64_t *out)
+{
+    if (overflow || n > max / unit) {
+        errno = ERANGE;
+        return -1;
+    }
+    *out = n * unit;
+    return 0;
+}
+
+int conf__parse_uint(const char *text, unsigned *out)
+{
+    uint64_t n;
+    bool overflow;
+    if (read_digits(&text, &n, &overflow) != 0 || *text != '\0') {
+        errno = EINVAL;
+        return -1;
+    }
+    if (scale(n, overflow, 1, UINT_MAX, &n) != 0)
+        return -1;
+    *out = (unsigned)n;
+    return 0;
+}
+
+int conf_parse_size(const char *text, size_t *out)
+{
+    uint64_t n, unit;
+    bool overflow;
+    if (read_digits(&text, &n, &overflow) != 0)
+        goto invalid;
+    if (text[0] == '\0')
+        unit = 1;
+    else if (text[1] != '\0')
+        goto invalid;
+    else if (text[0] == 'k' || text[0] == 'K')
+        unit = 1024;
+    else if (text[0] == 'm' || text[0] == 'M')
+        unit = 1024 * 1024;
+    else if (text[0] == 'g' || text[0] == 'G')
+        unit = 1024 * 1024 * 1024;
+    else
+        goto invalid;
+    if (scale(n, overflow, unit, SIZE_MAX, &n) != 0)
+        return -1;
+    *out = (size_t)n;
+    return 0;
+
+invalid:
+    errno = EINVAL;
+    return -1;
+}
+
+int conf_parse_duration(const char *text, uint32_t *out_ms)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t ms;
+    } units[] = {
+        {"", 1000}, /* a bare number is seconds */
+        {"ms", 1},
+        {"s", 1000},
+        {"m", 60 * 1000},
+        {"h", 60 * 60 * 1000},
+        {"d", 24 * 60 * 60 * 1000},
+    };
+    uint64_t n;
+    bool overflow;
+    if (read_digits(&text, &n, &overflow) == 0) {
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+            if (strcmp(text, units[i].suffix) != 0)
+                continue;
+            if (scale(n, overflow, units[i].ms, UINT32_MAX, &n) != 0)
+                return -1;
+            *out_ms = (uint32_t)n;
+            return 0;
+        }
+    }
+    errno = EINVAL;
+    return -1;
+}
+
+int conf__arg_uint(struct conf_state *state, const struct conf_arg *arg, const char *what,
+                   unsigned min, unsigned max, unsigned *out)
+{
+    unsigned n;
+    int rc = conf__parse_uint(arg->text, &n);
+    if (rc == 0 && n >= min && n <= max) {
+        *out = n;
+        return 0;
+    }
+    if (rc != 0 && errno == EINVAL)
+        return conf__error_at(state->error, &arg->pos, "invalid number \"%s\"", arg->text);
+    if (max < UINT_MAX)
+        return conf__error_at(state->error, &arg->pos, "%s must be from %u to %u, got \"%s\"", what,
+                              min, max, arg->text);
+    if (rc != 0)
+        return conf__error_at(state->error, &arg->pos, "number \"%s\" is too large", arg->text);
+    return conf__error_at(state->error, &arg->pos, "%s must be at least %u, got \"%s\"", what, min,
+                          arg->text);
+}
+
+int conf__arg_size(struct conf_state *state, const struct conf_arg *arg, size_t *out)
+{
+    if (conf_parse_size(arg->text, out) == 0)
+        return 0;
+    if (errno == ERANGE)
+        return conf__error_at(state->error, &arg->pos, "size \"%s\" is too large", arg->text);
+    return conf__error_at(state->error, &arg->pos, "invalid size \"%s\"", arg->text);
+}
+
+int conf__arg_duration(struct conf_state *state, const struct conf_arg *arg, uint32_t *out_ms)
+{
+    if (conf_parse_duration(arg->text, out_ms) == 0)
+        return 0;
+    if (errno == ERANGE)
+        /* The limit is UINT32_MAX milliseconds, a little over 49 days. */
+        return conf__error_at(state->error, &arg->pos,
+                              "duration \"%s\" is too large (at most 49 days)", arg->text);
+    return conf__error_at(state->error, &arg->pos, "invalid duration \"%s\"", arg->text);
+}
+
+int conf__arg_address(struct conf_state *state, const struct conf_arg *arg, const char *kind)
+{
+    struct sockaddr_storage addr;
+    socklen_t len;
+    if (corral_parse_address(arg->text, &addr, &len) == 0)
+        return 0;
+    return conf__error_at(state->error, &arg->pos,
+                          "invalid %s \"%s\" (expected HOST:PORT, [IPV6]:PORT, *:PORT or "
+                          "unix:/PATH)",
+                          kind, arg->text);
+}
+
+bool conf__same_address(const char *a, const char *b)
+{
+    struct sockaddr_storage x, y;
+    socklen_t x_len, y_len;
+    if (corral_parse_address(a, &x, &x_len) != 0 || corral_parse_address(b, &y, &y_len) != 0 ||
+        x.ss_family != y.ss_family)
+        return false;
+    /* Compared field by field: the resolver does not promise to zero the
+     * padding the way corral_parse_address() zeroes its own results. */
+    switch (x.ss_family) {
+    case AF_INET: {
+        const struct sockaddr_in *p = (const struct sockaddr_in *)&x;
+        const struct sockaddr_in *q = (const struct sockaddr_in *)&y;
+        return p->sin_port == q->sin_port && p->sin_addr.s_addr == q->sin_addr.s_addr;
+    }
+    case AF_INET6: {
+        const struct sockaddr_in6 *p = (const struct sockaddr_in6 *)&x;
+        const struct sockaddr_in6 *q = (const struct sockaddr_in6 *)&y;
+        return p->sin6_port == q->sin6_port && p->sin6_scope_id == q->sin6_scope_id &&
+               memcmp(&p->sin6_addr, &q->sin6_addr, sizeof(p->sin6_addr)) == 0;
+    }
+    case AF_UNIX:
+        return strcmp(((const struct sockaddr_un *)&x)->sun_path,
+                      ((const struct sockaddr_un *)&y)->sun_path) == 0;
+    }
+    return false;
+}
+
+int conf__arg_path(struct conf_state *state, const struct conf_arg *arg, char **out)
+{
+    if (arg->text[0] == '\0')
+        return conf__error_at(state->error, &arg->pos, "empty path");
+    *out = conf__resolve_path(arg->pos.file, arg->text);
+    if (*out == NULL)
+        return conf__error_at(state->error, &arg->pos, "out of memory");
+    return 0;
+}

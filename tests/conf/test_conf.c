@@ -1,0 +1,1183 @@
+/*
+ * test_conf.c: the config language.  Valid configs and the struct they
+ * produce, invalid configs and the exact message each gives, include from
+ * memory and from real files with globs, and the value parsers.
+ */
+#include "../helpers.h"
+#include "conf/config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- helpers */
+
+/* In-memory files for include; the list ends with a NULL path. */
+struct memfile {
+    const char *path;
+    const char *text;
+};
+
+static char *read_memory(const char *path, size_t *len, void *arg)
+{
+    for (const struct memfile *file = arg; file != NULL && file->path != NULL; file++) {
+        if (strcmp(file->path, path) == 0) {
+            *len = strlen(file->text);
+            return strdup(file->text);
+        }
+    }
+    errno = ENOENT;
+    return NULL;
+}
+
+static struct conf_config *parse_named(const char *path, const char *text,
+                                       const struct memfile *files)
+{
+    struct conf_config *config = NULL;
+    struct conf_error error = {{0}};
+    int rc = conf_parse(path, text, strlen(text), read_memory, (void *)files, &config, &error);
+    ck_assert_msg(rc == 0, "unexpected error: %s", error.text);
+    ck_assert_ptr_nonnull(config);
+    return config;
+}
+
+static struct conf_config *parse_ok(const char *text)
+{
+    return parse_named("test.conf", text, NULL);
+}
+
+static const char *parse_error(const char *text, const struct memfile *files,
+                               struct conf_error *error)
+{
+    struct conf_config *config = (struct conf_config *)1;
+    int rc =
+        conf_parse("test.conf", text, strlen(text), read_memory, (void *)files, &config, error);
+    ck_assert_msg(rc == -1, "parsed although it should not: %s", text);
+    ck_assert_ptr_null(config);
+    return error->text;
+}
+
+/* ------------------------------------------------------- valid configs */
+
+START_TEST(defaults_when_absent)
+{
+    struct conf_config *c = parse_ok("# nothing but a comment\n");
+    ck_assert_uint_eq(c->workers, 0);
+    ck_assert_int_eq(c->wakeup, CORRAL_WAKEUP_AUTO);
+    ck_assert_uint_eq(c->max_connections, 10000);
+    ck_assert_uint_eq(c->busy_poll_usecs, 0);
+    ck_assert_uint_eq(c->drain_timeout_ms, 10000);
+    ck_assert_ptr_null(c->user);
+    ck_assert_ptr_null(c->group);
+    ck_assert_ptr_null(c->pid_file);
+    ck_assert_ptr_null(c->error_log);
+    ck_assert_int_eq(c->log_level, CORRAL_LOG_INFO);
+    ck_assert_ptr_null(c->access_log);
+    ck_assert_ptr_null(c->log_format);
+    ck_assert_uint_eq(c->admin_listen_count, 0);
+    ck_assert_uint_eq(c->server_count, 0);
+    ck_assert_uint_eq(c->upstream_count, 0);
+    ck_assert_uint_eq(c->http.client_header_timeout_ms, 60000);
+    ck_assert_uint_eq(c->http.client_body_timeout_ms, 60000);
+    ck_assert_uint_eq(c->http.send_timeout_ms, 60000);
+    ck_assert_uint_eq(c->http.keepalive_timeout_ms, 75000);
+    ck_assert_uint_eq(c->http.keepalive_requests, 1000);
+    ck_assert_uint_eq(c->http.client_max_header_size, 8192);
+    ck_assert_uint_eq(c->http.client_max_headers, 100);
+    ck_assert_uint_eq(c->http.client_max_body_size, 1048576);
+    ck_assert_uint_eq(c->http.proxy_connect_timeout_ms, 60000);
+    ck_assert_uint_eq(c->http.proxy_read_timeout_ms, 60000);
+    ck_assert_uint_eq(c->http.proxy_send_timeout_ms, 60000);
+    ck_assert_str_eq(c->path, "test.conf");
+    ck_assert_uint_eq(c->file_count, 1);
+    ck_assert_str_eq(c->files[0], "test.conf");
+    conf_free(c);
+}
+END_TEST
+
+START_TEST(empty_text)
+{
+    struct conf_config *config;
+    struct conf_error error;
+    ck_assert_int_eq(conf_parse("empty.conf", "", 0, NULL, NULL, &config, &error), 0);
+    ck_assert_uint_eq(config->server_count, 0);
+    conf_free(config);
+    conf_free(NULL);
+}
+END_TEST
+
+/*
+ * One row per setting: a config and the value one field must take.  The
+ * field is named as a path, read by numeric_field().
+ */
+struct field_case {
+    const char *text;
+    const char *field;
+    uint64_t expect;
+};
+
+static uint64_t numeric_field(const struct conf_config *c, const char *field)
+{
+    const struct conf_server *s = c->server_count > 0 ? &c->servers[0] : NULL;
+    const struct conf_upstream *u = c->upstream_count > 0 ? &c->upstreams[0] : NULL;
+    static const char server_http[] = "server.http.";
+    const struct conf_http *http = &c->http;
+    if (strncmp(field, server_http, strlen(server_http)) == 0) {
+        ck_assert_ptr_nonnull(s);
+        http = &s->http;
+        field += strlen(server_http);
+    } else if (strncmp(field, "http.", 5) == 0) {
+        field += 5;
+    }
+    struct {
+        const char *name;
+        uint64_t value;
+    } fields[] = {
+        {"workers", c->workers},
+        {"wakeup", c->wakeup},
+        {"max_connections", c->max_connections},
+        {"busy_poll_usecs", c->busy_poll_usecs},
+        {"drain_timeout_ms", c->drain_timeout_ms},
+        {"log_level", c->log_level},
+        {"client_header_timeout_ms", http->client_header_timeout_ms},
+        {"client_body_timeout_ms", http->client_body_timeout_ms},
+        {"send_timeout_ms", http->send_timeout_ms},
+        {"keepalive_timeout_ms", http->keepalive_timeout_ms},
+        {"keepalive_requests", http->keepalive_requests},
+        {"client_max_header_size", http->client_max_header_size},
+        {"client_max_headers", http->client_max_headers},
+        {"client_max_body_size", http->client_max_body_size},
+        {"proxy_connect_timeout_ms", http->proxy_connect_timeout_ms},
+        {"proxy_read_timeout_ms", http->proxy_read_timeout_ms},
+        {"proxy_send_timeout_ms", http->proxy_send_timeout_ms},
+        {"upstream.balance", u != NULL ? u->balance : 99},
+        {"upstream.keepalive", u != NULL ? u->keepalive : 99},
+        {"upstream.server.weight", u != NULL ? u->servers[0].weight : 99},
+        {"upstream.server.max_fails", u != NULL ? u->servers[0].max_fails : 99},
+        {"upstream.server.fail_timeout_ms", u != NULL ? u->servers[0].fail_timeout_ms : 99},
+    };
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        if (strcmp(fields[i].name, field) == 0)
+            return fields[i].value;
+    ck_abort_msg("no field %s", field);
+    return 0;
+}
+
+#define UP(body) "upstream app { server 127.0.0.1:9001" body "; }\n"
+
+static const struct field_case field_cases[] = {
+    {"workers 8;", "workers", 8},
+    {"workers auto;", "workers", 0},
+    {"workers 1024;", "workers", 1024},
+    {"wakeup auto;", "wakeup", CORRAL_WAKEUP_AUTO},
+    {"wakeup roundrobin;", "wakeup", CORRAL_WAKEUP_ROUNDROBIN},
+    {"wakeup affinity;", "wakeup", CORRAL_WAKEUP_AFFINITY},
+    {"wakeup exclusive;", "wakeup", CORRAL_WAKEUP_EXCLUSIVE},
+    {"wakeup reuseport;", "wakeup", CORRAL_WAKEUP_REUSEPORT},
+    {"wakeup herd;", "wakeup", CORRAL_WAKEUP_HERD},
+    {"max_connections 500;", "max_connections", 500},
+    {"busy_poll 50;", "busy_poll_usecs", 50},
+    {"busy_poll 75us;", "busy_poll_usecs", 75},
+    {"busy_poll 2ms;", "busy_poll_usecs", 2000},
+    {"busy_poll 1s;", "busy_poll_usecs", 1000000},
+    {"busy_poll 0;", "busy_poll_usecs", 0},
+    {"busy_poll off;", "busy_poll_usecs", 0},
+    {"busy_poll 2147483647us;", "busy_poll_usecs", 2147483647},
+    {"drain_timeout 30s;", "drain_timeout_ms", 30000},
+    {"drain_timeout 1500ms;", "drain_timeout_ms", 1500},
+    {"error_log /var/log/corral.log warn;", "log_level", CORRAL_LOG_WARN},
+    {"error_log stderr debug;", "log_level", CORRAL_LOG_DEBUG},
+    {"error_log stderr error;", "log_level", CORRAL_LOG_ERROR},
+    {"error_log stderr;", "log_level", CORRAL_LOG_INFO},
+    {"client_header_timeout 5s;", "http.client_header_timeout_ms", 5000},
+    {"client_body_timeout 1m;", "http.client_body_timeout_ms", 60000},
+    {"send_timeout 250ms;", "http.send_timeout_ms", 250},
+    {"keepalive_timeout 0;", "http.keepalive_timeout_ms", 0},
+    {"keepalive_requests 50;", "http.keepalive_requests", 50},
+    {"client_max_header_size 16k;", "http.client_max_header_size", 16384},
+    {"client_max_headers 64;", "http.client_max_headers", 64},
+    {"client_max_body_size 10m;", "http.client_max_body_size", 10485760},
+    {"client_max_body_size 0;", "http.client_max_body_size", 0},
+    {"proxy_connect_timeout 2s;", "http.proxy_connect_timeout_ms", 2000},
+    {"proxy_read_timeout 1h;", "http.proxy_read_timeout_ms", 3600000},
+    {"proxy_send_timeout 1d;", "http.proxy_send_timeout_ms", 86400000},
+    /* A server inherits the top level's value, written before or after it. */
+    {"keepalive_timeout 5s;\n"
+     "server { listen 127.0.0.1:8080; location / { return 204; } }",
+     "server.http.keepalive_timeout_ms", 5000},
+    {"server { listen 127.0.0.1:8080; location / { return 204; } }\n"
+     "keepalive_timeout 5s;",
+     "server.http.keepalive_timeout_ms", 5000},
+    {"client_max_body_size 2m;\n"
+     "server { listen 127.0.0.1:8080; client_max_body_size 5m; location / { return 204; } }",
+     "server.http.client_max_body_size", 5 * 1024 * 1024},
+    {"server { listen 127.0.0.1:8080; client_max_body_size 5m; location / { return 204; } }\n"
+     "client_max_body_size 2m;",
+     "server.http.client_max_body_size", 5 * 1024 * 1024},
+    {"server { listen 127.0.0.1:8080; client_max_body_size 5m; location / { return 204; } }\n"
+     "client_max_body_size 2m;",
+     "http.client_max_body_size", 2 * 1024 * 1024},
+    {"server { listen 127.0.0.1:8080; location / { return 204; } }",
+     "server.http.proxy_read_timeout_ms", 60000},
+    {"server { listen 127.0.0.1:8080; client_header_timeout 1s; client_body_timeout 2s; "
+     "send_timeout 3s; keepalive_timeout 4s; keepalive_requests 5; client_max_header_size 6k; "
+     "client_max_headers 7; client_max_body_size 8k; proxy_connect_timeout 9s; "
+     "proxy_read_timeout 10s; proxy_send_timeout 11s; location / { return 204; } }",
+     "server.http.proxy_send_timeout_ms", 11000},
+    {UP(""), "upstream.balance", CONF_BALANCE_ROUND_ROBIN},
+    {UP(""), "upstream.keepalive", 32},
+    {UP(""), "upstream.server.weight", 1},
+    {UP(""), "upstream.server.max_fails", 1},
+    {UP(""), "upstream.server.fail_timeout_ms", 10000},
+    {UP(" weight=3"), "upstream.server.weight", 3},
+    {UP(" max_fails=0"), "upstream.server.max_fails", 0},
+    {UP(" fail_timeout=30s max_fails=5 weight=2"), "upstream.server.fail_timeout_ms", 30000},
+    {"upstream app { server 127.0.0.1:1; balance least_conn; }", "upstream.balance",
+     CONF_BALANCE_LEAST_CONN},
+    {"upstream app { server 127.0.0.1:1; balance hash; }", "upstream.balance", CONF_BALANCE_HASH},
+    {"upstream app { server 127.0.0.1:1; balance round_robin; keepalive 0; }", "upstream.keepalive",
+     0},
+};
+
+START_TEST(field_table)
+{
+    const struct field_case *row = &field_cases[_i];
+    struct conf_config *c = parse_ok(row->text);
+    uint64_t got = numeric_field(c, row->field);
+    ck_assert_msg(got == row->expect, "%s: %s = %llu, expected %llu", row->text, row->field,
+                  (unsigned long long)got, (unsigned long long)row->expect);
+    conf_free(c);
+}
+END_TEST
+
+START_TEST(core_strings)
+{
+    struct conf_config *c = parse_named("/etc/corral/corral.conf",
+                                        "user www-data;\n"
+                                        "group 'www-data';\n"
+                                        "pid_file run/corral.pid;\n"
+                                        "error_log /var/log/corral/error.log info;\n"
+                                        "access_log logs/access.log;\n"
+                                        "log_format \"$remote_addr \\\"$request\\\" $status\";\n",
+                                        NULL);
+    ck_assert_str_eq(c->user, "www-data");
+    ck_assert_str_eq(c->group, "www-data");
+    ck_assert_str_eq(c->pid_file, "/etc/corral/run/corral.pid");
+    ck_assert_str_eq(c->error_log, "/var/log/corral/error.log");
+    ck_assert_str_eq(c->access_log, "/etc/corral/logs/access.log");
+    ck_assert_str_eq(c->log_format, "$remote_addr \"$request\" $status");
+    conf_free(c);
+
+    c = parse_ok("access_log off; error_log stderr;");
+    ck_assert_ptr_null(c->access_log);
+    ck_assert_ptr_null(c->error_log);
+    conf_free(c);
+}
+END_TEST
+
+START_TEST(admin_block)
+{
+    struct conf_config *c = parse_ok("admin {\n"
+                                     "    listen 127.0.0.1:9090;\n"
+                                     "    listen [::1]:9090;\n"
+                                     "}\n");
+    ck_assert_uint_eq(c->admin_listen_count, 2);
+    ck_assert_str_eq(c->admin_listens[0], "127.0.0.1:9090");
+    ck_assert_str_eq(c->admin_listens[1], "[::1]:9090");
+    conf_free(c);
+}
+END_TEST
+
+START_TEST(full_server)
+{
+    struct conf_config *c =
+        parse_named("/etc/corral/corral.conf",
+                    "upstream app {\n"
+                    "    server 127.0.0.1:9001 weight=2;\n"
+                    "    server 127.0.0.1:9002;\n"
+                    "    balance least_conn;\n"
+                    "    keepalive 64;\n"
+                    "}\n"
+                    "server {\n"
+                    "    listen 127.0.0.1:8080;\n"
+                    "    listen 127.0.0.1:8443 tls default_server;\n"
+                    "    server_name example.com *.example.com;\n"
+                    "    tls_certificate     cert.pem;\n"
+                    "    tls_certificate_key /etc/ssl/private/key.pem;\n"
+                    "    location /healthz { return 200 \"ok\\n\"; }\n"
+                    "    location = /empty { return 204; }\n"
+                    "    location / {\n"
+                    "        proxy_pass http://app;\n"
+                    "        proxy_set_header X-Real-IP $remote_addr;\n"
+                    "        proxy_set_header Host \"example.com\";\n"
+                    "        proxy_hide_header Server;\n"
+                    "    }\n"
+                    "    location /direct { proxy_pass http://127.0.0.1:3000; }\n"
+                    "}\n",
+                    NULL);
+    ck_assert_uint_eq(c->upstream_count, 1);
+    const struct conf_upstream *u = &c->upstreams[0];
+    ck_assert_str_eq(u->name, "app");
+    ck_assert_uint_eq(u->pos.line, 1);
+    ck_assert_uint_eq(u->pos.col, 1);
+    ck_assert_uint_eq(u->server_count, 2);
+    ck_assert_str_eq(u->servers[0].address, "127.0.0.1:9001");
+    ck_assert_uint_eq(u->servers[0].weight, 2);
+    ck_assert_uint_eq(u->servers[0].pos.line, 2);
+    ck_assert_uint_eq(u->servers[0].pos.col, 12);
+    ck_assert_str_eq(u->servers[1].address, "127.0.0.1:9002");
+    ck_assert_uint_eq(u->servers[1].weight, 1);
+    ck_assert_int_eq(u->balance, CONF_BALANCE_LEAST_CONN);
+    ck_assert_uint_eq(u->keepalive, 64);
+
+    ck_assert_uint_eq(c->server_count, 1);
+    const struct conf_server *s = &c->servers[0];
+    ck_assert_uint_eq(s->pos.line, 7);
+    ck_assert_uint_eq(s->pos.col, 1);
+    ck_assert_str_eq(s->pos.file, "/etc/corral/corral.conf");
+    ck_assert_uint_eq(s->listen_count, 2);
+    ck_assert_str_eq(s->listens[0].address, "127.0.0.1:8080");
+    ck_assert(!s->listens[0].tls);
+    ck_assert(!s->listens[0].default_server);
+    ck_assert_uint_eq(s->listens[0].pos.line, 8);
+    ck_assert_uint_eq(s->listens[0].pos.col, 12);
+    ck_assert_str_eq(s->listens[1].address, "127.0.0.1:8443");
+    ck_assert(s->listens[1].tls);
+    ck_assert(s->listens[1].default_server);
+    ck_assert_uint_eq(s->server_name_count, 2);
+    ck_assert_str_eq(s->server_names[0], "example.com");
+    ck_assert_str_eq(s->server_names[1], "*.example.com");
+    ck_assert_str_eq(s->tls_certificate, "/etc/corral/cert.pem");
+    ck_assert_str_eq(s->tls_certificate_key, "/etc/ssl/private/key.pem");
+
+    ck_assert_uint_eq(s->location_count, 4);
+    const struct conf_location *l = &s->locations[0];
+    ck_assert_str_eq(l->path, "/healthz");
+    ck_assert(!l->exact);
+    ck_assert_int_eq(l->handler, CONF_HANDLER_RETURN);
+    ck_assert_uint_eq(l->return_code, 200);
+    ck_assert_str_eq(l->return_text, "ok\n");
+    ck_assert_uint_eq(l->pos.line, 13);
+    ck_assert_uint_eq(l->pos.col, 5);
+    l = &s->locations[1];
+    ck_assert_str_eq(l->path, "/empty");
+    ck_assert(l->exact);
+    ck_assert_uint_eq(l->return_code, 204);
+    ck_assert_ptr_null(l->return_text);
+    l = &s->locations[2];
+    ck_assert_str_eq(l->path, "/");
+    ck_assert_int_eq(l->handler, CONF_HANDLER_PROXY);
+    ck_assert_str_eq(l->proxy_pass, "http://app");
+    ck_assert_uint_eq(l->set_header_count, 2);
+    ck_assert_str_eq(l->set_headers[0].name, "X-Real-IP");
+    ck_assert_str_eq(l->set_headers[0].value, "$remote_addr");
+    ck_assert_str_eq(l->set_headers[1].name, "Host");
+    ck_assert_str_eq(l->set_headers[1].value, "example.com");
+    ck_assert_uint_eq(l->hide_header_count, 1);
+    ck_assert_str_eq(l->hide_headers[0], "Server");
+    l = &s->locations[3];
+    ck_assert_str_eq(l->proxy_pass, "http://127.0.0.1:3000");
+    conf_free(c);
+}
+END_TEST
+
+START_TEST(servers_told_apart)
+{
+    /* Same address with different names, different addresses without
+     * names, a proxy_pass to an upstream defined after it. */
+    struct conf_config *c = parse_ok("server { listen 127.0.0.1:80; server_name a.example; "
+                                     "location / { proxy_pass http://later; } }\n"
+                                     "server { listen 127.0.0.1:80; server_name b.example; "
+                                     "location / { return 204; } }\n"
+                                     "server { listen 127.0.0.1:80; location / { return 204; } }\n"
+                                     "server { listen 127.0.0.1:81; location / { return 204; } }\n"
+                                     "upstream later { server localhost:9000; }\n");
+    ck_assert_uint_eq(c->server_count, 4);
+    ck_assert_uint_eq(c->servers[2].server_name_count, 0);
+    conf_free(c);
+}
+END_TEST
+
+START_TEST(lexer_forms)
+{
+    struct conf_config *c =
+        parse_ok("# comment line\n"
+                 "log_format 'single \"quoted\" \\'x\\' \\\\ \\t end'; # trailing\n"
+                 "server{listen 127.0.0.1:80;location /a#b{return 200 \"two\n"
+                 "lines\";}}\n"
+                 "\tworkers\t2 ;\r\n");
+    ck_assert_str_eq(c->log_format, "single \"quoted\" 'x' \\ \t end");
+    ck_assert_str_eq(c->servers[0].locations[0].path, "/a#b");
+    ck_assert_str_eq(c->servers[0].locations[0].return_text, "two\nlines");
+    ck_assert_uint_eq(c->workers, 2);
+    conf_free(c);
+}
+END_TEST
+
+START_TEST(default_text_parses)
+{
+    struct conf_config *c;
+    struct conf_error error;
+    int rc = conf_parse("<built-in>", conf_default_text, strlen(conf_default_text), NULL, NULL, &c,
+                        &error);
+    ck_assert_msg(rc == 0, "%s", error.text);
+    ck_assert_str_eq(c->path, "<built-in>");
+    ck_assert_uint_eq(c->workers, 0);
+    ck_assert_int_eq(c->wakeup, CORRAL_WAKEUP_AUTO);
+    ck_assert_uint_eq(c->admin_listen_count, 1);
+    ck_assert_str_eq(c->admin_listens[0], "127.0.0.1:9090");
+    ck_assert_uint_eq(c->server_count, 1);
+    ck_assert_uint_eq(c->servers[0].listen_count, 1);
+    ck_assert_str_eq(c->servers[0].listens[0].address, "127.0.0.1:8080");
+    ck_assert_uint_eq(c->servers[0].location_count, 1);
+    const struct conf_location *l = &c->servers[0].locations[0];
+    ck_assert_str_eq(l->path, "/");
+    ck_assert_int_eq(l->handler, CONF_HANDLER_RETURN);
+    ck_assert_uint_eq(l->return_code, 200);
+    ck_assert_str_eq(l->return_text, "corral is running\n");
+    conf_free(c);
+}
+END_TEST
+
+START_TEST(relative_paths_follow_their_file)
+{
+    static const struct memfile files[] = {
+        {"/etc/corral/sites/a.conf",
+         "server { listen 127.0.0.1:443 tls; tls_certificate a.pem;\n"
+         "tls_certificate_key ../keys/a.key; location / { return 204; } }\n"},
+        {NULL, NULL},
+    };
+    struct conf_config *c =
+        parse_named("/etc/corral/corral.conf",
+                    "include sites/a.conf;\n"
+                    "server { listen 127.0.0.1:444 tls;\n"
+                    "    tls_certificate ./b.pem; tls_certificate_key /k/b.key;\n"
+                    "    location / { return 204; } }\n",
+                    files);
+    ck_assert_str_eq(c->servers[0].tls_certificate, "/etc/corral/sites/a.pem");
+    ck_assert_str_eq(c->servers[0].tls_certificate_key, "/etc/corral/sites/../keys/a.key");
+    ck_assert_str_eq(c->servers[0].pos.file, "/etc/corral/sites/a.conf");
+    ck_assert_str_eq(c->servers[1].tls_certificate, "/etc/corral/b.pem");
+    ck_assert_str_eq(c->servers[1].tls_certificate_key, "/k/b.key");
+    conf_free(c);
+
+    /* A main file named without a directory: paths stay relative to the
+     * current directory, which is where the file is. */
+    c = parse_ok("pid_file corral.pid;");
+    ck_assert_str_eq(c->pid_file, "corral.pid");
+    conf_free(c);
+}
+END_TEST
+
+/* ----------------------------------------------------- invalid configs */
+
+struct error_case {
+    const char *text;
+    const char *error;
+};
+
+static const struct error_case error_cases[] = {
+    /* syntax */
+    {"workers 4", "test.conf:1:10: unexpected end of file, expecting \";\" or \"}\""},
+    {"server {\n    listen 127.0.0.1:80;\n",
+     "test.conf:3:1: unexpected end of file, expecting \"}\" to close \"server\" from line 1"},
+    {"workers 4;\n}\n", "test.conf:2:1: unexpected \"}\""},
+    {"workers 4 }", "test.conf:1:11: unexpected \"}\""},
+    {"  ;", "test.conf:1:3: unexpected \";\""},
+    {"{ }", "test.conf:1:1: unexpected \"{\""},
+    {"log_format \"abc;\nworkers 2;\n", "test.conf:1:12: unterminated string"},
+    {"log_format 'it\\'s;", "test.conf:1:12: unterminated string"},
+    {"log_format \"a\\qb\";",
+     "test.conf:1:14: unknown escape \"\\q\" (use \\\", \\', \\\\, \\n or \\t)"},
+    {"log_format \"a\\\nb\";", "test.conf:1:14: unknown escape: \"\\\" followed by byte 0x0a"},
+    {"log_format \"a\"b;", "test.conf:1:15: unexpected \"b\" after a quoted string"},
+    {"log_format a\"b\";",
+     "test.conf:1:13: unexpected '\"' inside a word (quote the whole argument)"},
+    {"a{a{a{a{a{a{a{a{a{a{a{a{a{a{a{a{a{}}}}}}}}}}}}}}}}}",
+     "test.conf:1:34: blocks nested more than 16 deep"},
+    /* directive registry */
+    {"wrokers 4;", "test.conf:1:1: unknown directive \"wrokers\" (did you mean \"workers\"?)"},
+    {"server {\n  lisen 127.0.0.1:80;\n}",
+     "test.conf:2:3: unknown directive \"lisen\" (did you mean \"listen\"?)"},
+    {"frobnicate on;", "test.conf:1:1: unknown directive \"frobnicate\""},
+    {"listen 127.0.0.1:80;",
+     "test.conf:1:1: \"listen\" is not allowed at top level (it belongs in server or admin)"},
+    {"upstream app { server 127.0.0.1:1; return 200; }",
+     "test.conf:1:36: \"return\" is not allowed in upstream (it belongs in location)"},
+    {"server { workers 2; }",
+     "test.conf:1:10: \"workers\" is not allowed in server (it belongs at top level)"},
+    {"server { listen 127.0.0.1:80; location / { keepalive_timeout 1s; } }",
+     "test.conf:1:44: \"keepalive_timeout\" is not allowed in location (it belongs at top level "
+     "or in server)"},
+    {"workers 1 2;", "test.conf:1:1: \"workers\" takes 1 argument, got 2"},
+    {"\nworkers;", "test.conf:2:1: \"workers\" takes 1 argument, got 0"},
+    {"admin 1 { listen 127.0.0.1:9090; }", "test.conf:1:1: \"admin\" takes no arguments, got 1"},
+    {"error_log a info extra;", "test.conf:1:1: \"error_log\" takes 1 or 2 arguments, got 3"},
+    {"server { server_name; }", "test.conf:1:10: \"server_name\" takes at least 1 argument, got 0"},
+    {"server { listen 127.0.0.1:80 tls default_server x; }",
+     "test.conf:1:10: \"listen\" takes 1 to 3 arguments, got 4"},
+    {"proxy_set_header X;",
+     "test.conf:1:1: \"proxy_set_header\" is not allowed at top level (it belongs in location)"},
+    {"wakeup auto;\nworkers 2;\nwakeup herd;",
+     "test.conf:3:1: duplicate \"wakeup\" (first at line 1)"},
+    {"admin { listen 127.0.0.1:9090; }\nadmin { listen 127.0.0.1:9091; }",
+     "test.conf:2:1: duplicate \"admin\" (first at line 1)"},
+    {"server;", "test.conf:1:1: \"server\" needs a \"{ ... }\" block"},
+    {"upstream app;", "test.conf:1:1: \"upstream\" needs a \"{ ... }\" block"},
+    {"workers 4 { }", "test.conf:1:11: \"workers\" does not take a \"{ ... }\" block"},
+    /* values */
+    {"client_max_body_size 10q;", "test.conf:1:22: invalid size \"10q\""},
+    {"client_max_body_size -1;", "test.conf:1:22: invalid size \"-1\""},
+    {"client_max_body_size 99999999999g;", "test.conf:1:22: size \"99999999999g\" is too large"},
+    {"client_max_header_size 0;",
+     "test.conf:1:24: \"client_max_header_size\" must be at least 1, got \"0\""},
+    {"keepalive_timeout 5x;", "test.conf:1:19: invalid duration \"5x\""},
+    {"keepalive_timeout 50d;", "test.conf:1:19: duration \"50d\" is too large (at most 49 days)"},
+    {"wakeup fast;",
+     "test.conf:1:8: unknown wakeup mode \"fast\" (expected auto, roundrobin, affinity, exclusive, "
+     "reuseport or herd)"},
+    {"workers many;", "test.conf:1:9: invalid worker count \"many\" (expected a number or auto)"},
+    {"workers 0;", "test.conf:1:9: \"workers\" must be from 1 to 1024, got \"0\""},
+    {"workers 99999999999;",
+     "test.conf:1:9: \"workers\" must be from 1 to 1024, got \"99999999999\""},
+    {"max_connections 99999999999;", "test.conf:1:17: number \"99999999999\" is too large"},
+    {"max_connections 0;", "test.conf:1:17: \"max_connections\" must be at least 1, got \"0\""},
+    {"max_connections +5;", "test.conf:1:17: invalid number \"+5\""},
+    {"client_max_headers 0;",
+     "test.conf:1:20: \"client_max_headers\" must be at least 1, got \"0\""},
+    {"busy_poll fast;",
+     "test.conf:1:11: invalid busy_poll time \"fast\" (expected microseconds such as 50 or 50us, a "
+     "duration such as 1ms, or off)"},
+    {"busy_poll 2147483648;",
+     "test.conf:1:11: busy_poll time \"2147483648\" is too large (at most 2147483647us)"},
+    {"busy_poll 1h;", "test.conf:1:11: busy_poll time \"1h\" is too large (at most 2147483647us)"},
+    {"busy_poll 99999999999;",
+     "test.conf:1:11: busy_poll time \"99999999999\" is too large (at most 2147483647us)"},
+    {"busy_poll 99999999999999999us;",
+     "test.conf:1:11: busy_poll time \"99999999999999999us\" is too large (at most 2147483647us)"},
+    {"busy_poll 50d;",
+     "test.conf:1:11: busy_poll time \"50d\" is too large (at most 2147483647us)"},
+    {"busy_poll 5.5us;",
+     "test.conf:1:11: invalid busy_poll time \"5.5us\" (expected microseconds such as 50 or 50us, "
+     "a duration such as 1ms, or off)"},
+    {"error_log /tmp/e.log loud;",
+     "test.conf:1:22: unknown log level \"loud\" (expected error, warn, info or debug)"},
+    {"user \"\";", "test.conf:1:6: empty user name"},
+    {"pid_file '';", "test.conf:1:10: empty path"},
+    {"log_format \"\";", "test.conf:1:12: empty log format"},
+    /* admin */
+    {"admin { }", "test.conf:1:1: \"admin\" has no \"listen\""},
+    {"admin { listen nowhere; }",
+     "test.conf:1:16: invalid listen address \"nowhere\" (expected HOST:PORT, [IPV6]:PORT, *:PORT "
+     "or unix:/PATH)"},
+    {"admin { listen [::1]:9090;\n listen [0:0::1]:9090; }",
+     "test.conf:2:9: duplicate listen \"[0:0::1]:9090\" (first at line 1)"},
+    {"admin { listen 127.0.0.1:9090;\n listen 127.0.0.1:9090; }",
+     "test.conf:2:9: duplicate listen \"127.0.0.1:9090\" (first at line 1)"},
+    {"admin { listen 127.0.0.1:9090; }\n"
+     "server { listen 127.0.0.1:9090; location / { return 204; } }",
+     "test.conf:1:16: admin listen \"127.0.0.1:9090\" is also a server's listen (at line 2)"},
+    /* servers */
+    {"server {\n  location / { return 204; }\n}", "test.conf:1:1: server has no \"listen\""},
+    {"server { listen 127.0.0.1:99999; }",
+     "test.conf:1:17: invalid listen address \"127.0.0.1:99999\" (expected HOST:PORT, "
+     "[IPV6]:PORT, *:PORT or unix:/PATH)"},
+    {"server { listen 127.0.0.1:80 ssl; }",
+     "test.conf:1:30: unknown listen parameter \"ssl\" (expected tls or default_server)"},
+    {"server { listen 127.0.0.1:80 tls tls; }", "test.conf:1:34: duplicate parameter \"tls\""},
+    {"server { listen unix:/run/a.sock;\n listen unix:/run/a.sock; }",
+     "test.conf:2:9: duplicate listen \"unix:/run/a.sock\" (first at line 1)"},
+    {"server { listen 127.0.0.1:80;\n listen 127.0.0.1:80; }",
+     "test.conf:2:9: duplicate listen \"127.0.0.1:80\" (first at line 1)"},
+    {"server { listen 127.0.0.1:80; location / { return 204; } }\n"
+     "server { listen 127.0.0.1:80; location / { return 204; } }",
+     "test.conf:2:17: a server without server_name already listens on \"127.0.0.1:80\" (at line "
+     "1)"},
+    {"server { listen *:80; server_name a.example; location / { return 204; } }\n"
+     "server {\n listen 0.0.0.0:80;\n server_name b.example A.example;\n"
+     " location / { return 204; } }",
+     "test.conf:4:24: server_name \"A.example\" on \"0.0.0.0:80\" is already used at line 1"},
+    {"server { listen 127.0.0.1:80 default_server; server_name a; location / { return 204; } }\n"
+     "server { listen 127.0.0.1:80 default_server; server_name b; location / { return 204; } }",
+     "test.conf:2:17: listen \"127.0.0.1:80\" already has a default_server (at line 1)"},
+    {"server { listen 127.0.0.1:443 tls; server_name a; tls_certificate c; tls_certificate_key k;"
+     " location / { return 204; } }\n"
+     "server { listen 127.0.0.1:443; server_name b; location / { return 204; } }",
+     "test.conf:2:17: listen \"127.0.0.1:443\" is not tls here but tls at line 1"},
+    {"server { listen 127.0.0.1:443 tls; location / { return 204; } }",
+     "test.conf:1:17: listen \"127.0.0.1:443\" is tls but the server has no \"tls_certificate\""},
+    {"server { listen 127.0.0.1:443; tls_certificate c.pem; location / { return 204; } }",
+     "test.conf:1:32: \"tls_certificate\" needs a \"tls_certificate_key\" in the same server"},
+    {"server { listen 127.0.0.1:443; tls_certificate_key k.pem; location / { return 204; } }",
+     "test.conf:1:32: \"tls_certificate_key\" needs a \"tls_certificate\" in the same server"},
+    {"server { listen 127.0.0.1:80; server_name a..b bad/name; }",
+     "test.conf:1:48: invalid server name \"bad/name\" (expected a host name or *.domain)"},
+    {"server { listen 127.0.0.1:80; server_name *; }",
+     "test.conf:1:43: invalid server name \"*\" (expected a host name or *.domain)"},
+    {"server { listen 127.0.0.1:80; server_name *.; }",
+     "test.conf:1:43: invalid server name \"*.\" (expected a host name or *.domain)"},
+    /* locations */
+    {"server { listen 127.0.0.1:80;\n location /a { return 204; }\n location /a { return 200; } }",
+     "test.conf:3:11: duplicate location \"/a\" (first at line 2)"},
+    {"server { listen 127.0.0.1:80;\n location = / { return 204; }\n location = / { return 200; } "
+     "}",
+     "test.conf:3:13: duplicate location \"= /\" (first at line 2)"},
+    {"server { listen 127.0.0.1:80; location ~ /a { return 204; } }",
+     "test.conf:1:40: unknown location modifier \"~\" (only \"=\" is supported)"},
+    {"server { listen 127.0.0.1:80; location a { return 204; } }",
+     "test.conf:1:40: location path must start with \"/\", got \"a\""},
+    {"server { listen 127.0.0.1:80; location /a { } }",
+     "test.conf:1:31: location \"/a\" has no \"return\" or \"proxy_pass\""},
+    {"server { listen 127.0.0.1:80; location / { return 600; } }",
+     "test.conf:1:51: invalid status code \"600\" (expected 100 to 599)"},
+    {"server { listen 127.0.0.1:80; location / { return ok; } }",
+     "test.conf:1:51: invalid status code \"ok\" (expected 100 to 599)"},
+    {"server { listen 127.0.0.1:80; location / { return 200; return 204; } }",
+     "test.conf:1:56: duplicate \"return\" (first at line 1)"},
+    {"server { listen 127.0.0.1:80; location / { return 200; proxy_pass http://127.0.0.1:1; } }",
+     "test.conf:1:56: \"proxy_pass\" cannot be combined with \"return\" in one location"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1; return 200; } }",
+     "test.conf:1:75: \"return\" cannot be combined with \"proxy_pass\" in one location"},
+    /* upstreams and proxying */
+    {"server { listen 127.0.0.1:80;\n  location / { proxy_pass http://ap; } }\n"
+     "upstream app { server 127.0.0.1:9000; }",
+     "test.conf:2:27: no upstream named \"ap\" (an address needs a port: http://HOST:PORT)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass https://app; } }",
+     "test.conf:1:55: proxy_pass to https:// is not supported yet, use http://"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass ftp://app; } }",
+     "test.conf:1:55: invalid proxy_pass \"ftp://app\" (expected http://UPSTREAM or "
+     "http://HOST:PORT)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://; } }",
+     "test.conf:1:55: invalid proxy_pass \"http://\" (expected http://UPSTREAM or "
+     "http://HOST:PORT)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://app/x; } }",
+     "test.conf:1:55: proxy_pass \"http://app/x\" has a path; requests are passed on with their "
+     "own, so give only http://UPSTREAM or http://HOST:PORT"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:port; } }",
+     "test.conf:1:55: invalid proxy_pass address \"127.0.0.1:port\" (expected HOST:PORT, "
+     "[IPV6]:PORT, *:PORT or unix:/PATH)"},
+    {"upstream app { }", "test.conf:1:1: upstream \"app\" has no servers"},
+    {"upstream '' { server 127.0.0.1:1; }",
+     "test.conf:1:10: invalid upstream name \"\" (use letters, digits, \"-\", \"_\" and \".\")"},
+    {"upstream a:b { server 127.0.0.1:1; }",
+     "test.conf:1:10: invalid upstream name \"a:b\" (use letters, digits, \"-\", \"_\" and \".\")"},
+    {"upstream app { server 127.0.0.1:1; }\nupstream app { server 127.0.0.1:2; }",
+     "test.conf:2:10: duplicate upstream \"app\" (first at line 1)"},
+    {"upstream app { server 127.0.0.1; }",
+     "test.conf:1:23: invalid server address \"127.0.0.1\" (expected HOST:PORT, [IPV6]:PORT, "
+     "*:PORT or unix:/PATH)"},
+    {"upstream app { server 127.0.0.1:1 weight=0; }",
+     "test.conf:1:35: weight must be from 1 to 1000, got \"0\""},
+    {"upstream app { server 127.0.0.1:1 max_fails=x; }", "test.conf:1:35: invalid number \"x\""},
+    {"upstream app { server 127.0.0.1:1 fail_timeout=1y; }",
+     "test.conf:1:35: invalid duration \"1y\""},
+    {"upstream app { server 127.0.0.1:1 weight=2 weight=3; }",
+     "test.conf:1:44: duplicate parameter \"weight\""},
+    {"upstream app { server 127.0.0.1:1 backup; }",
+     "test.conf:1:35: unknown server parameter \"backup\" (expected weight=, max_fails= or "
+     "fail_timeout=)"},
+    {"upstream app { server 127.0.0.1:1; balance random; }",
+     "test.conf:1:44: unknown balance method \"random\" (expected round_robin, least_conn or "
+     "hash)"},
+    {"upstream app { server 127.0.0.1:1; keepalive -1; }", "test.conf:1:46: invalid number \"-1\""},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_set_header \"Bad Name\" x; } }",
+     "test.conf:2:19: invalid header name \"Bad Name\""},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_set_header X-A \"a\\nb\"; } }",
+     "test.conf:2:23: header value contains a control character"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_set_header X-A a; proxy_set_header x-a b; } }",
+     "test.conf:2:43: duplicate proxy_set_header \"x-a\" in this location"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_hide_header X:Y; } }",
+     "test.conf:2:20: invalid header name \"X:Y\""},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_hide_header \"\"; } }",
+     "test.conf:2:20: invalid header name \"\""},
+    /* include */
+    {"include test.conf;", "test.conf:1:1: include loop: test.conf includes itself"},
+    {"include missing.conf;",
+     "test.conf:1:9: cannot read \"missing.conf\": No such file or directory"},
+    {"include;", "test.conf:1:1: \"include\" takes 1 argument, got 0"},
+    {"include a b;", "test.conf:1:1: \"include\" takes 1 argument, got 2"},
+    {"include x { }", "test.conf:1:11: \"include\" does not take a \"{ ... }\" block"},
+    {"include '';", "test.conf:1:9: empty path"},
+    {"include ./;", "test.conf:1:9: cannot read \".\": No such file or directory"},
+};
+
+START_TEST(error_table)
+{
+    const struct error_case *row = &error_cases[_i];
+    struct conf_error error;
+    ck_assert_str_eq(parse_error(row->text, NULL, &error), row->error);
+}
+END_TEST
+
+/* Every prefix of a full config either parses or fails with a well-formed
+ * message pointing inside the text, and frees what it built. */
+START_TEST(every_prefix_fails_cleanly)
+{
+    static const char text[] =
+        "workers 2; wakeup exclusive; busy_poll 20us; error_log stderr warn;\n"
+        "admin { listen 127.0.0.1:9090; }\n"
+        "upstream app { server 127.0.0.1:9001 weight=2 fail_timeout=5s; balance hash; }\n"
+        "server {\n"
+        "    listen 127.0.0.1:8080 default_server; server_name 'a.example';\n"
+        "    keepalive_timeout 10s; # a comment\n"
+        "    location = /x { return 200 \"x\\n\"; }\n"
+        "    location / { proxy_pass http://app; proxy_set_header X-A \"b\"; }\n"
+        "}\n";
+    unsigned parsed = 0;
+    for (size_t len = 0; len <= strlen(text); len++) {
+        struct conf_config *config;
+        struct conf_error error;
+        if (conf_parse("test.conf", text, len, NULL, NULL, &config, &error) == 0) {
+            parsed++;
+            conf_free(config);
+            continue;
+        }
+        unsigned line, col;
+        int end = 0;
+        ck_assert_msg(sscanf(error.text, "test.conf:%u:%u: %n", &line, &col, &end) == 2 &&
+                          end > 0 && error.text[end] != '\0' && line >= 1 && line <= 10 && col >= 1,
+                      "prefix %zu: %s", len, error.text);
+    }
+    ck_assert_uint_ge(parsed, 2); /* the empty text and the whole one at least */
+}
+END_TEST
+
+START_TEST(nul_byte_is_an_error)
+{
+    static const char text[] = "workers\0 4;";
+    struct conf_config *config;
+    struct conf_error error;
+    ck_assert_int_eq(conf_parse("nul.conf", text, sizeof(text) - 1, NULL, NULL, &config, &error),
+                     -1);
+    ck_assert_str_eq(error.text, "nul.conf:1:8: unexpected NUL byte");
+    static const char in_string[] = "log_format \"a\0\";";
+    ck_assert_int_eq(
+        conf_parse("nul.conf", in_string, sizeof(in_string) - 1, NULL, NULL, &config, &error), -1);
+    ck_assert_str_eq(error.text, "nul.conf:1:14: unexpected NUL byte");
+}
+END_TEST
+
+/* ------------------------------------------------------------- include */
+
+START_TEST(nested_includes_from_memory)
+{
+    static const struct memfile files[] = {
+        {"conf/conf.d/core.conf", "workers 3;\ninclude more/wakeup.conf;\n"},
+        {"conf/conf.d/more/wakeup.conf", "# deeper\nwakeup herd;\n"},
+        {"conf/sites/app.conf", "listen 127.0.0.1:8080;\n"},
+        {"conf/sites/loc.conf", "return 200 \"included\";"},
+        {NULL, NULL},
+    };
+    struct conf_config *c = parse_named("conf/main.conf",
+                                        "include conf.d/core.conf;\n"
+                                        "server {\n"
+                                        "    include ./sites/app.conf;\n"
+                                        "    location / { include sites//loc.conf; }\n"
+                                        "}\n",
+                                        files);
+    ck_assert_uint_eq(c->workers, 3);
+    ck_assert_int_eq(c->wakeup, CORRAL_WAKEUP_HERD);
+    ck_assert_str_eq(c->servers[0].listens[0].address, "127.0.0.1:8080");
+    ck_assert_str_eq(c->servers[0].listens[0].pos.file, "conf/sites/app.conf");
+    ck_assert_uint_eq(c->servers[0].listens[0].pos.line, 1);
+    ck_assert_uint_eq(c->servers[0].listens[0].pos.col, 8);
+    ck_assert_str_eq(c->servers[0].locations[0].return_text, "included");
+    ck_assert_uint_eq(c->file_count, 5);
+    ck_assert_str_eq(c->files[0], "conf/main.conf");
+    ck_assert_str_eq(c->files[1], "conf/conf.d/core.conf");
+    ck_assert_str_eq(c->files[2], "conf/conf.d/more/wakeup.conf");
+    ck_assert_str_eq(c->files[3], "conf/sites/app.conf");
+    ck_assert_str_eq(c->files[4], "conf/sites/loc.conf");
+    conf_free(c);
+}
+END_TEST
+
+START_TEST(same_file_included_twice)
+{
+    static const struct memfile files[] = {
+        {"loc.conf", "location / { return 204; }\n"},
+        {NULL, NULL},
+    };
+    struct conf_config *c = parse_named("main.conf",
+                                        "server { listen 127.0.0.1:80; include loc.conf; }\n"
+                                        "server { listen 127.0.0.1:81; include loc.conf; }\n",
+                                        files);
+    ck_assert_uint_eq(c->server_count, 2);
+    ck_assert_uint_eq(c->file_count, 2);
+    ck_assert_ptr_eq(c->servers[0].locations[0].pos.file, c->servers[1].locations[0].pos.file);
+    conf_free(c);
+}
+END_TEST
+
+struct include_error_case {
+    const char *text;
+    struct memfile files[4];
+    const char *error;
+};
+
+static const struct include_error_case include_error_cases[] = {
+    {"include a.conf;",
+     {{"a.conf", "include b.conf;\n"}, {"b.conf", "\n  include a.conf;"}},
+     "b.conf:2:3: include loop: a.conf -> b.conf -> a.conf"},
+    {"include a.conf;",
+     {{"a.conf", "include ./a.conf;"}},
+     "a.conf:1:1: include loop: a.conf includes itself"},
+    {"include a.conf;",
+     {{"a.conf", "workers 2;\nwokers 3;\n"}},
+     "a.conf:2:1: unknown directive \"wokers\" (did you mean \"workers\"?)"},
+    {"workers 1;\ninclude a.conf;",
+     {{"a.conf", "\n\nworkers 2;\n"}},
+     "a.conf:3:1: duplicate \"workers\" (first at test.conf:1)"},
+    {"server {\ninclude a.conf;\n}",
+     {{"a.conf", "location / { return 204; }\n}\n"}},
+     "a.conf:2:1: unexpected \"}\""},
+    {"server {\ninclude a.conf;\n}",
+     {{"a.conf", "location / {\n"}},
+     "a.conf:2:1: unexpected end of file, expecting \"}\" to close \"location\" from line 1"},
+    {"include a.conf;\n",
+     {{"a.conf", "include missing/*.conf;\n"}},
+     "a.conf:1:9: cannot read \"missing/*.conf\": No such file or directory"},
+};
+
+START_TEST(include_error_table)
+{
+    const struct include_error_case *row = &include_error_cases[_i];
+    struct conf_error error;
+    ck_assert_str_eq(parse_error(row->text, row->files, &error), row->error);
+}
+END_TEST
+
+/* Serves every path the same text, so a file can include "itself" under a
+ * name that grows each time ("x/../x.conf", "x/../x/../x.conf", ...). */
+static char *read_any(const char *path, size_t *len, void *arg)
+{
+    (void)path;
+    *len = strlen(arg);
+    return strdup(arg);
+}
+
+START_TEST(include_depth_is_bounded)
+{
+    static const char text[] = "include x/../x.conf;";
+    struct conf_config *config;
+    struct conf_error error;
+    ck_assert_int_eq(
+        conf_parse("x.conf", text, strlen(text), read_any, (void *)text, &config, &error), -1);
+    /* main, then 16 nested files; the 17th include is refused */
+    char expect[512] = "";
+    for (int i = 0; i < 16; i++)
+        strcat(expect, "x/../");
+    strcat(expect, "x.conf:1:1: includes nested more than 16 deep");
+    ck_assert_str_eq(error.text, expect);
+}
+END_TEST
+
+/* Real files under a temporary directory, for globs and conf_load(). */
+struct tmpdir {
+    char path[64];
+};
+
+static void write_file(const struct tmpdir *dir, const char *name, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/%s", dir->path, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void make_tmpdir(struct tmpdir *dir)
+{
+    snprintf(dir->path, sizeof(dir->path), "/tmp/corral-conf-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir->path));
+    char sub[128];
+    snprintf(sub, sizeof(sub), "%s/sites", dir->path);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+}
+
+static void remove_tmpdir(const struct tmpdir *dir)
+{
+    char command[128];
+    snprintf(command, sizeof(command), "rm -rf '%s'", dir->path);
+    ck_assert_int_eq(system(command), 0);
+}
+
+static int load(const struct tmpdir *dir, const char *name, struct conf_config **out,
+                struct conf_error *error)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/%s", dir->path, name);
+    return conf_load(path, out, error);
+}
+
+START_TEST(glob_includes_in_sorted_order)
+{
+    struct tmpdir dir;
+    make_tmpdir(&dir);
+    write_file(&dir, "main.conf",
+               "include sites/*.conf;\n"
+               "include none/*.conf;   # matches nothing: fine\n"
+               "include sites/[x]*.conf;\n");
+    write_file(&dir, "sites/b.conf",
+               "server { listen 127.0.0.1:8082; location / { return 202; } }\n");
+    write_file(&dir, "sites/a.conf",
+               "server { listen 127.0.0.1:8081; tls_certificate a.pem; tls_certificate_key a.key;"
+               " location / { return 201; } }\n");
+    write_file(&dir, "sites/c.txt", "this is not a config\n");
+    write_file(&dir, "sites/.hidden.conf", "not read either\n");
+    struct conf_config *c;
+    struct conf_error error;
+    int rc = load(&dir, "main.conf", &c, &error);
+    ck_assert_msg(rc == 0, "%s", error.text);
+    ck_assert_uint_eq(c->server_count, 2);
+    ck_assert_str_eq(c->servers[0].listens[0].address, "127.0.0.1:8081");
+    ck_assert_str_eq(c->servers[1].listens[0].address, "127.0.0.1:8082");
+    char expect[256];
+    snprintf(expect, sizeof(expect), "%s/sites/a.pem", dir.path);
+    ck_assert_str_eq(c->servers[0].tls_certificate, expect);
+    snprintf(expect, sizeof(expect), "%s/sites/b.conf", dir.path);
+    ck_assert_str_eq(c->servers[1].pos.file, expect);
+    conf_free(c);
+    remove_tmpdir(&dir);
+}
+END_TEST
+
+START_TEST(large_files)
+{
+    struct tmpdir dir;
+    make_tmpdir(&dir);
+    /* Larger than one read buffer: a long comment, then the directive. */
+    static const char directive[] = "\nworkers 7;\n";
+    static char text[20000 + sizeof(directive)];
+    memset(text, '#', 20000);
+    memcpy(text + 20000, directive, sizeof(directive));
+    write_file(&dir, "main.conf", text);
+    struct conf_config *c;
+    struct conf_error error;
+    int rc = load(&dir, "main.conf", &c, &error);
+    ck_assert_msg(rc == 0, "%s", error.text);
+    ck_assert_uint_eq(c->workers, 7);
+    conf_free(c);
+
+    /* Past the 16 MiB limit: refused, not read into memory whole. */
+    write_file(&dir, "main.conf", "include sites/huge.conf;\n");
+    char path[256];
+    snprintf(path, sizeof(path), "%s/sites/huge.conf", dir.path);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(ftruncate(fileno(f), 16 * 1024 * 1024 + 1), 0);
+    fclose(f);
+    ck_assert_int_eq(load(&dir, "main.conf", &c, &error), -1);
+    char expect[512];
+    snprintf(expect, sizeof(expect), "%s/main.conf:1:9: cannot read \"%s\": File too large",
+             dir.path, path);
+    ck_assert_str_eq(error.text, expect);
+    remove_tmpdir(&dir);
+}
+END_TEST
+
+START_TEST(glob_errors)
+{
+    struct tmpdir dir;
+    make_tmpdir(&dir);
+    struct conf_config *c;
+    struct conf_error error;
+    char expect[512];
+
+    /* A loop through a glob and "..", caught by the file's real path. */
+    write_file(&dir, "main.conf", "include sites/*.conf;\n");
+    write_file(&dir, "sites/a.conf", "workers 2;\n");
+    write_file(&dir, "sites/b.conf", "\ninclude ../main.conf;\n");
+    ck_assert_int_eq(load(&dir, "main.conf", &c, &error), -1);
+    ck_assert_ptr_null(c);
+    snprintf(expect, sizeof(expect),
+             "%s/sites/b.conf:2:1: include loop: %s/main.conf -> "
+             "%s/sites/b.conf -> %s/main.conf",
+             dir.path, dir.path, dir.path, dir.path);
+    ck_assert_str_eq(error.text, expect);
+
+    /* A name without glob characters must exist. */
+    write_file(&dir, "main.conf", "workers 2;\ninclude sites/missing.conf;\n");
+    ck_assert_int_eq(load(&dir, "main.conf", &c, &error), -1);
+    snprintf(expect, sizeof(expect),
+             "%s/main.conf:2:9: cannot read \"%s/sites/missing.conf\": No such file or directory",
+             dir.path, dir.path);
+    ck_assert_str_eq(error.text, expect);
+
+    /* A directory matched by a glob is not a config file. */
+    write_file(&dir, "main.conf", "include s*;\n");
+    ck_assert_int_eq(load(&dir, "main.conf", &c, &error), -1);
+    snprintf(expect, sizeof(expect), "%s/main.conf:1:9: cannot read \"%s/sites\": Is a directory",
+             dir.path, dir.path);
+    ck_assert_str_eq(error.text, expect);
+
+    /* An error inside a globbed file names that file. */
+    write_file(&dir, "main.conf", "include sites/*.conf;\n");
+    write_file(&dir, "sites/b.conf", "workers 2 3;\n");
+    ck_assert_int_eq(load(&dir, "main.conf", &c, &error), -1);
+    snprintf(expect, sizeof(expect), "%s/sites/b.conf:1:1: \"workers\" takes 1 argument, got 2",
+             dir.path);
+    ck_assert_str_eq(error.text, expect);
+
+    /* The main file itself missing. */
+    ck_assert_int_eq(load(&dir, "nothere.conf", &c, &error), -1);
+    snprintf(expect, sizeof(expect), "%s/nothere.conf:1:1: cannot read: No such file or directory",
+             dir.path);
+    ck_assert_str_eq(error.text, expect);
+    remove_tmpdir(&dir);
+}
+END_TEST
+
+/* -------------------------------------------------------- value parsers */
+
+struct size_case {
+    const char *text;
+    int rc;
+    int err;
+    size_t value;
+};
+
+static const struct size_case size_cases[] = {
+    {"0", 0, 0, 0},
+    {"512", 0, 0, 512},
+    {"16k", 0, 0, 16384},
+    {"16K", 0, 0, 16384},
+    {"10m", 0, 0, 10485760},
+    {"10M", 0, 0, 10485760},
+    {"1g", 0, 0, 1073741824},
+    {"1G", 0, 0, 1073741824},
+    {"007k", 0, 0, 7168},
+    {"17179869183g", 0, 0, (size_t)17179869183u << 30}, /* the largest whole number of GiB */
+    {"18446744073709551615", 0, 0, SIZE_MAX},
+    {"17179869184g", -1, ERANGE, 0},
+    {"18446744073709551616", -1, ERANGE, 0},
+    {"99999999999999999999999k", -1, ERANGE, 0},
+    {"", -1, EINVAL, 0},
+    {"k", -1, EINVAL, 0},
+    {"-1", -1, EINVAL, 0},
+    {"+1", -1, EINVAL, 0},
+    {" 1", -1, EINVAL, 0},
+    {"1 ", -1, EINVAL, 0},
+    {"10q", -1, EINVAL, 0},
+    {"10kb", -1, EINVAL, 0},
+    {"1.5m", -1, EINVAL, 0},
+    {"0x10", -1, EINVAL, 0},
+    {"99999999999999999999999x", -1, EINVAL, 0},
+};
+
+START_TEST(size_table)
+{
+    const struct size_case *row = &size_cases[_i];
+    size_t value = 12345;
+    errno = 0;
+    int rc = conf_parse_size(row->text, &value);
+    ck_assert_msg(rc == row->rc, "\"%s\": rc %d", row->text, rc);
+    if (rc == 0)
+        ck_assert_msg(value == row->value, "\"%s\": %zu", row->text, value);
+    else
+        ck_assert_msg(errno == row->err, "\"%s\": errno %d", row->text, errno);
+}
+END_TEST
+
+struct duration_case {
+    const char *text;
+    int rc;
+    int err;
+    uint32_t ms;
+};
+
+static const struct duration_case duration_cases[] = {
+    {"0", 0, 0, 0},
+    {"30", 0, 0, 30000},
+    {"30s", 0, 0, 30000},
+    {"500ms", 0, 0, 500},
+    {"5m", 0, 0, 300000},
+    {"1h", 0, 0, 3600000},
+    {"2d", 0, 0, 172800000},
+    {"49d", 0, 0, 4233600000u},
+    {"4294967295ms", 0, 0, UINT32_MAX},
+    {"4294967s", 0, 0, 4294967000u},
+    {"4294967296ms", -1, ERANGE, 0},
+    {"4294968s", -1, ERANGE, 0},
+    {"50d", -1, ERANGE, 0},
+    {"99999999999999999999999h", -1, ERANGE, 0},
+    {"", -1, EINVAL, 0},
+    {"s", -1, EINVAL, 0},
+    {"5x", -1, EINVAL, 0},
+    {"5S", -1, EINVAL, 0},
+    {"5 s", -1, EINVAL, 0},
+    {"-5s", -1, EINVAL, 0},
+    {"1.5s", -1, EINVAL, 0},
+    {"5mss", -1, EINVAL, 0},
+    {"1h30m", -1, EINVAL, 0},
+    {"5us", -1, EINVAL, 0},
+};
+
+START_TEST(duration_table)
+{
+    const struct duration_case *row = &duration_cases[_i];
+    uint32_t ms = 12345;
+    errno = 0;
+    int rc = conf_parse_duration(row->text, &ms);
+    ck_assert_msg(rc == row->rc, "\"%s\": rc %d", row->text, rc);
+    if (rc == 0)
+        ck_assert_msg(ms == row->ms, "\"%s\": %u", row->text, ms);
+    else
+        ck_assert_msg(errno == row->err, "\"%s\": errno %d", row->text, errno);
+}
+END_TEST
+
+#define COUNT(table) ((int)(sizeof(table) / sizeof(table[0])))
+
+Suite *test_suite(void)
+{
+    Suite *suite = suite_create("conf");
+
+    TCase *valid = tcase_create("valid");
+    tcase_set_timeout(valid, 20);
+    tcase_add_test(valid, defaults_when_absent);
+    tcase_add_test(valid, empty_text);
+    tcase_add_loop_test(valid, field_table, 0, COUNT(field_cases));
+    tcase_add_test(valid, core_strings);
+    tcase_add_test(valid, admin_block);
+    tcase_add_test(valid, full_server);
+    tcase_add_test(valid, servers_told_apart);
+    tcase_add_test(valid, lexer_forms);
+    tcase_add_test(valid, default_text_parses);
+    tcase_add_test(valid, relative_paths_follow_their_file);
+    suite_add_tcase(suite, valid);
+
+    TCase *invalid = tcase_create("invalid");
+    tcase_set_timeout(invalid, 20);
+    tcase_add_loop_test(invalid, error_table, 0, COUNT(error_cases));
+    tcase_add_test(invalid, every_prefix_fails_cleanly);
+    tcase_add_test(invalid, nul_byte_is_an_error);
+    suite_add_tcase(suite, invalid);
+
+    TCase *include = tcase_create("include");
+    tcase_set_timeout(include, 20);
+    tcase_add_test(include, nested_includes_from_memory);
+    tcase_add_test(include, same_file_included_twice);
+    tcase_add_loop_test(include, include_error_table, 0, COUNT(include_error_cases));
+    tcase_add_test(include, include_depth_is_bounded);
+    tcase_add_test(include, glob_includes_in_sorted_order);
+    tcase_add_test(include, glob_errors);
+    tcase_add_test(include, large_files);
+    suite_add_tcase(suite, include);
+
+    TCase *values = tcase_create("values");
+    tcase_set_timeout(values, 20);
+    tcase_add_loop_test(values, size_table, 0, COUNT(size_cases));
+    tcase_add_loop_test(values, duration_table, 0, COUNT(duration_cases));
+    suite_add_tcase(suite, values);
+    return suite;
+}

@@ -1,0 +1,73 @@
+/*
+ * fuzz_conf.c: libFuzzer target for the config language.  The input is the
+ * main file up to its first NUL byte; what follows is served as "part.conf".
+ * Two fixed files can be included too, one of which includes the main file,
+ * so include, include loops and errors inside included files are reached.
+ */
+#include "conf/config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct files {
+    const char *main;
+    size_t main_len;
+    const char *part;
+    size_t part_len;
+};
+
+static const char server_conf[] = "server {\n"
+                                  "    listen 127.0.0.1:8080;\n"
+                                  "    include part.conf;\n"
+                                  "    location / { return 200 \"ok\\n\"; }\n"
+                                  "}\n";
+static const char upstream_conf[] = "upstream app { server 127.0.0.1:9001 weight=2; }\n"
+                                    "include fuzz.conf;\n";
+
+static char *serve(const char *text, size_t len, size_t *out_len)
+{
+    char *copy = malloc(len + 1);
+    if (copy == NULL)
+        return NULL;
+    memcpy(copy, text, len);
+    *out_len = len;
+    return copy;
+}
+
+static char *read_file(const char *path, size_t *len, void *arg)
+{
+    const struct files *files = arg;
+    if (strcmp(path, "fuzz.conf") == 0)
+        return serve(files->main, files->main_len, len);
+    if (strcmp(path, "part.conf") == 0)
+        return serve(files->part, files->part_len, len);
+    if (strcmp(path, "server.conf") == 0)
+        return serve(server_conf, strlen(server_conf), len);
+    if (strcmp(path, "upstream.conf") == 0)
+        return serve(upstream_conf, strlen(upstream_conf), len);
+    errno = ENOENT;
+    return NULL;
+}
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
+{
+    const char *text = (const char *)data;
+    const char *nul = memchr(text, '\0', size);
+    struct files files = {
+        .main = text,
+        .main_len = nul != NULL ? (size_t)(nul - text) : size,
+        .part = nul != NULL ? nul + 1 : "",
+        .part_len = nul != NULL ? size - (size_t)(nul - text) - 1 : 0,
+    };
+    struct conf_config *config;
+    struct conf_error error;
+    if (conf_parse("fuzz.conf", files.main, files.main_len, read_file, &files, &config, &error) ==
+        0)
+        conf_free(config);
+    else if (memchr(error.text, '\0', sizeof(error.text)) == NULL)
+        abort(); /* the message must always be a terminated string */
+    return 0;
+}
