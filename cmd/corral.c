@@ -369,6 +369,35 @@ static void log_wakeup(const struct generation *gen)
              corral_wakeup_mode_name(info.mode), info.impl);
 }
 
+/* What the configuration language accepts but this daemon cannot serve
+ * yet: refused with the position, rather than failing on the first request. */
+static int check_servable(const struct conf_config *config)
+{
+    for (size_t s = 0; s < config->server_count; s++) {
+        const struct conf_server *server = &config->servers[s];
+        for (size_t i = 0; i < server->listen_count; i++) {
+            const struct conf_pos *pos = &server->listens[i].pos;
+            if (server->listens[i].tls) {
+                log_error("%s:%u:%u: TLS listeners are not available in this version of corral",
+                          pos->file, pos->line, pos->col);
+                return -ENOTSUP;
+            }
+        }
+        for (size_t i = 0; i < server->location_count; i++) {
+            const struct conf_location *loc = &server->locations[i];
+            if (loc->handler == CONF_HANDLER_PROXY) {
+                log_error("%s:%u:%u: proxy_pass is not available in this version of corral",
+                          loc->pos.file, loc->pos.line, loc->pos.col);
+                return -ENOTSUP;
+            }
+        }
+    }
+    if (config->access_log != NULL)
+        log_warn("access_log %s: this version of corral writes no access log yet",
+                 config->access_log);
+    return 0;
+}
+
 static int load_config(const char *path, struct conf_config **out)
 {
     struct conf_error error;
@@ -377,6 +406,11 @@ static int load_config(const char *path, struct conf_config **out)
                                        NULL, NULL, out, &error);
     if (rc != 0) {
         log_error("%s", error.text);
+        return -EINVAL;
+    }
+    if (check_servable(*out) != 0) {
+        conf_free(*out);
+        *out = NULL;
         return -EINVAL;
     }
     return 0;
@@ -620,6 +654,7 @@ int main(int argc, char **argv)
     }
     daemon_state.config_path = path;
     daemon_log_open(NULL);
+    daemon_log_plain(test_only);
 
     struct conf_config *config;
     if (load_config(path, &config) != 0)

@@ -68,6 +68,7 @@ extern const struct http_handler admin_status_handler;
 int daemon_log_open(const char *path);
 int daemon_log_reopen(void);
 void daemon_log_level(enum corral_log_level level);
+void daemon_log_plain(bool on);
 void daemon_log(enum corral_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 #define log_error(...) daemon_log(CORRAL_LOG_ERROR, __VA_ARGS__)

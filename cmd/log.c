@@ -18,6 +18,7 @@
 static int log_fd = STDERR_FILENO;
 static char *log_path;
 static enum corral_log_level threshold = CORRAL_LOG_INFO;
+static bool plain; /* -t: bare "file:line:col: message" lines, as compilers print */
 
 static void log_write(enum corral_log_level level, const char *message, void *arg)
 {
@@ -27,7 +28,8 @@ static void log_write(enum corral_log_level level, const char *message, void *ar
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     char line[1200];
-    int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ [%s] %s\n",
+    int n = plain ? snprintf(line, sizeof(line), "%s\n", message)
+                  : snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ [%s] %s\n",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                      tm.tm_sec, ts.tv_nsec / 1000000, corral_log_level_name(level), message);
     if (n > (int)sizeof(line))
@@ -60,6 +62,11 @@ int daemon_log_reopen(void)
     dup3(fd, log_fd, O_CLOEXEC);
     close(fd);
     return 0;
+}
+
+void daemon_log_plain(bool on)
+{
+    plain = on;
 }
 
 void daemon_log_level(enum corral_log_level level)
