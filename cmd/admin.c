@@ -44,6 +44,22 @@ static void text_printf(struct text *t, const char *fmt, ...)
     }
 }
 
+/* A JSON string: quotes, backslashes and control characters escaped. */
+static void text_json_string(struct text *t, const char *s)
+{
+    text_printf(t, "\"");
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            text_printf(t, "\\%c", c);
+        else if (c < 0x20)
+            text_printf(t, "\\u%04x", c);
+        else
+            text_printf(t, "%c", c);
+    }
+    text_printf(t, "\"");
+}
+
 struct worker_totals {
     uint64_t accepts, wakeups, wasted, local, active;
 };
@@ -71,6 +87,32 @@ static unsigned sum_workers(struct worker_totals *totals)
             totals[i].wasted += stats.accept_wasted;
             totals[i].local += stats.accepts_local;
             totals[i].active += stats.connections_active;
+        }
+    }
+    return count;
+}
+
+/* Upstream errors by upstream name: exited generations' plus running ones'. */
+static size_t sum_upstreams(struct retired_upstream *out)
+{
+    size_t count = daemon_state.retired.upstream_count;
+    memcpy(out, daemon_state.retired.upstreams, count * sizeof(*out));
+    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
+        for (size_t s = 0; s < g->site_count; s++) {
+            for (size_t u = 0; u < g->sites[s].proxy_count; u++) {
+                const struct proxy_upstream *up = g->sites[s].upstreams[u];
+                struct retired_upstream *slot = NULL;
+                for (size_t i = 0; i < count && slot == NULL; i++)
+                    if (strcmp(out[i].name, proxy_upstream_name(up)) == 0)
+                        slot = &out[i];
+                if (slot == NULL && count < DAEMON_MAX_UPSTREAMS) {
+                    slot = &out[count++];
+                    memset(slot, 0, sizeof(*slot));
+                    snprintf(slot->name, sizeof(slot->name), "%s", proxy_upstream_name(up));
+                }
+                for (int k = 0; slot != NULL && k < PROXY_ERROR_KINDS; k++)
+                    slot->errors[k] += proxy_upstream_errors(up, (enum proxy_error_kind)k);
+            }
         }
     }
     return count;
@@ -105,6 +147,8 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
     struct corral_wakeup_info wakeup;
     corral_server_wakeup(daemon_state.generations->server, &wakeup);
     unsigned generation = daemon_state.generations->number;
+    struct retired_upstream *upstreams = malloc(sizeof(struct retired_upstream) * DAEMON_MAX_UPSTREAMS);
+    size_t upstream_count = upstreams != NULL ? sum_upstreams(upstreams) : 0;
     pthread_mutex_unlock(&daemon_state.lock);
 
     if (totals != NULL) {
@@ -138,6 +182,12 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
                         (unsigned long long)responses[s]);
     text_printf(&t, "# HELP corral_upstream_errors_total Failed upstream attempts, by kind.\n"
                     "# TYPE corral_upstream_errors_total counter\n");
+    for (size_t i = 0; i < upstream_count; i++)
+        for (int k = 0; k < PROXY_ERROR_KINDS; k++)
+            if (upstreams[i].errors[k] > 0)
+                text_printf(&t, "corral_upstream_errors_total{upstream=\"%s\",kind=\"%s\"} %llu\n",
+                            upstreams[i].name, proxy_error_kind_names[k],
+                            (unsigned long long)upstreams[i].errors[k]);
     text_printf(&t, "# HELP corral_config_generation Configurations loaded since start.\n"
                     "# TYPE corral_config_generation gauge\ncorral_config_generation %u\n",
                 generation);
@@ -148,6 +198,7 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
     http_respond(ex, 200, "Content-Type: text/plain; version=0.0.4\r\n", t.data, t.len);
     free(t.data);
     free(totals);
+    free(upstreams);
 }
 
 static void status_on_request(struct http_exchange *ex, const struct http_request *req, void *data)
@@ -169,18 +220,18 @@ static void status_on_request(struct http_exchange *ex, const struct http_reques
             active += stats.connections_active;
         }
     }
-    text_printf(&t,
-                "{\"version\": \"%s\", \"pid\": %d, \"uptime_seconds\": %llu, "
-                "\"config_file\": \"%s\", \"config_generation\": %u, "
-                "\"generations_running\": %u, \"workers\": %u, "
-                "\"wakeup\": {\"requested\": \"%s\", \"mode\": \"%s\", \"impl\": \"%s\", "
-                "\"reason\": \"%s\"}, \"connections_active\": %llu}\n",
+    text_printf(&t, "{\"version\": \"%s\", \"pid\": %d, \"uptime_seconds\": %llu, \"config_file\": ",
                 CORRAL_VERSION, (int)getpid(),
-                (unsigned long long)((uint64_t)time(NULL) - daemon_state.started_at),
-                current->config->path, current->number, running,
-                corral_server_worker_count(current->server),
+                (unsigned long long)((uint64_t)time(NULL) - daemon_state.started_at));
+    text_json_string(&t, current->config->path);
+    text_printf(&t,
+                ", \"config_generation\": %u, \"generations_running\": %u, \"workers\": %u, "
+                "\"wakeup\": {\"requested\": \"%s\", \"mode\": \"%s\", \"impl\": \"%s\", \"reason\": ",
+                current->number, running, corral_server_worker_count(current->server),
                 corral_wakeup_mode_name(wakeup.requested), corral_wakeup_mode_name(wakeup.mode),
-                wakeup.impl, wakeup.reason, (unsigned long long)active);
+                wakeup.impl);
+    text_json_string(&t, wakeup.reason);
+    text_printf(&t, "}, \"connections_active\": %llu}\n", (unsigned long long)active);
     pthread_mutex_unlock(&daemon_state.lock);
     http_respond(ex, 200, "Content-Type: application/json\r\n", t.data, t.len);
     free(t.data);

@@ -42,6 +42,12 @@ static const struct http_location admin_locations[] = {
 
 static void site_free(struct site *site)
 {
+    for (size_t i = 0; i < site->proxy_count; i++)
+        proxy_upstream_free(site->upstreams[i]);
+    free(site->proxies);
+    free(site->upstreams);
+    free(site->proxy_headers);
+    free(site->proxy_hides);
     free(site->address);
     free(site->vhosts);
     free(site->locations);
@@ -91,29 +97,112 @@ static bool server_is_default_on(const struct conf_server *server, const char *a
     return false;
 }
 
+static const struct conf_upstream *find_upstream(const struct conf_config *config,
+                                                  const char *name)
+{
+    for (size_t i = 0; i < config->upstream_count; i++)
+        if (strcmp(config->upstreams[i].name, name) == 0)
+            return &config->upstreams[i];
+    return NULL;
+}
+
+/* The upstream of one proxy_pass location: a named upstream block, or the
+ * single address it names; timeouts from its server block. */
+static int proxy_build(struct site *site, size_t index, const struct conf_config *config,
+                       const struct conf_server *server, const struct conf_location *loc,
+                       unsigned workers, size_t *headers_used, size_t *hides_used)
+{
+    static const enum proxy_balance balances[] = {
+        [CONF_BALANCE_ROUND_ROBIN] = PROXY_BALANCE_ROUND_ROBIN,
+        [CONF_BALANCE_LEAST_CONN] = PROXY_BALANCE_LEAST_CONN,
+        [CONF_BALANCE_HASH] = PROXY_BALANCE_HASH,
+    };
+    const char *target = loc->proxy_pass + strlen("http://");
+    const struct conf_upstream *named = find_upstream(config, target);
+    size_t count = named != NULL ? named->server_count : 1;
+    struct proxy_server_conf *servers = calloc(count, sizeof(*servers));
+    if (servers == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < count; i++) {
+        servers[i] = named != NULL
+                         ? (struct proxy_server_conf){named->servers[i].address,
+                                                      named->servers[i].weight,
+                                                      named->servers[i].max_fails,
+                                                      named->servers[i].fail_timeout_ms}
+                         : (struct proxy_server_conf){target, 1, 1, 10000};
+    }
+    struct proxy_upstream_conf conf = {
+        .name = named != NULL ? named->name : target,
+        .servers = servers,
+        .server_count = count,
+        .balance = named != NULL ? balances[named->balance] : PROXY_BALANCE_ROUND_ROBIN,
+        .keepalive = named != NULL ? named->keepalive : 32,
+        .connect_timeout_ms = server->http.proxy_connect_timeout_ms,
+        .read_timeout_ms = server->http.proxy_read_timeout_ms,
+        .send_timeout_ms = server->http.proxy_send_timeout_ms,
+        .idle_timeout_ms = 60000,
+    };
+    int err = proxy_upstream_new(&conf, workers, &site->upstreams[index]);
+    free(servers);
+    if (err != 0)
+        return err;
+
+    struct http_header *headers = &site->proxy_headers[*headers_used];
+    for (size_t i = 0; i < loc->set_header_count; i++)
+        headers[i] = (struct http_header){
+            {loc->set_headers[i].name, strlen(loc->set_headers[i].name)},
+            {loc->set_headers[i].value, strlen(loc->set_headers[i].value)}};
+    struct http_str *hides = &site->proxy_hides[*hides_used];
+    for (size_t i = 0; i < loc->hide_header_count; i++)
+        hides[i] = (struct http_str){loc->hide_headers[i], strlen(loc->hide_headers[i])};
+    *headers_used += loc->set_header_count;
+    *hides_used += loc->hide_header_count;
+    site->proxies[index] = (struct proxy_location){
+        .upstream = site->upstreams[index],
+        .set_headers = headers,
+        .set_header_count = loc->set_header_count,
+        .hide_headers = hides,
+        .hide_header_count = loc->hide_header_count,
+    };
+    site->proxy_count = index + 1;
+    return 0;
+}
+
 /* Builds the site for `address` from every server block listening there;
  * the default server (or the first) becomes vhost 0. */
-static int site_build(struct site *site, const struct conf_config *config, const char *address)
+static int site_build(struct site *site, const struct conf_config *config, const char *address,
+                      unsigned workers)
 {
-    size_t vhost_count = 0, location_count = 0, return_count = 0;
+    size_t vhost_count = 0, location_count = 0, return_count = 0, proxy_count = 0;
+    size_t header_count = 0, hide_count = 0;
     for (size_t s = 0; s < config->server_count; s++) {
         const struct conf_server *server = &config->servers[s];
         if (!server_listens_on(server, address))
             continue;
         vhost_count++;
         location_count += server->location_count;
-        for (size_t l = 0; l < server->location_count; l++)
-            return_count += server->locations[l].handler == CONF_HANDLER_RETURN;
+        for (size_t l = 0; l < server->location_count; l++) {
+            const struct conf_location *loc = &server->locations[l];
+            return_count += loc->handler == CONF_HANDLER_RETURN;
+            proxy_count += loc->handler == CONF_HANDLER_PROXY;
+            header_count += loc->set_header_count;
+            hide_count += loc->hide_header_count;
+        }
     }
     site->address = strdup(address);
     site->vhosts = calloc(vhost_count, sizeof(*site->vhosts));
     site->locations = calloc(location_count ? location_count : 1, sizeof(*site->locations));
     site->returns = calloc(return_count ? return_count : 1, sizeof(*site->returns));
+    site->proxies = calloc(proxy_count ? proxy_count : 1, sizeof(*site->proxies));
+    site->upstreams = calloc(proxy_count ? proxy_count : 1, sizeof(*site->upstreams));
+    site->proxy_headers = calloc(header_count ? header_count : 1, sizeof(*site->proxy_headers));
+    site->proxy_hides = calloc(hide_count ? hide_count : 1, sizeof(*site->proxy_hides));
     if (site->address == NULL || site->vhosts == NULL || site->locations == NULL ||
-        site->returns == NULL)
+        site->returns == NULL || site->proxies == NULL || site->upstreams == NULL ||
+        site->proxy_headers == NULL || site->proxy_hides == NULL)
         return -ENOMEM;
 
-    size_t v = 0, l = 0, r = 0;
+    size_t v = 0, l = 0, r = 0, p = 0, headers_used = 0, hides_used = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (size_t s = 0; s < config->server_count; s++) {
             const struct conf_server *server = &config->servers[s];
@@ -137,6 +226,13 @@ static int site_build(struct site *site, const struct conf_config *config, const
                                                 conf->return_text ? strlen(conf->return_text) : 0};
                     loc->handler = &http_return_handler;
                     loc->handler_data = ret;
+                } else if (conf->handler == CONF_HANDLER_PROXY) {
+                    int err = proxy_build(site, p, config, server, conf, workers, &headers_used,
+                                          &hides_used);
+                    if (err != 0)
+                        return err;
+                    loc->handler = &proxy_handler;
+                    loc->handler_data = &site->proxies[p++];
                 }
             }
         }
@@ -266,7 +362,7 @@ static int generation_start(struct conf_config *config, struct generation *previ
             const char *address = config->servers[s].listens[i].address;
             if (find_site(gen, address) != NULL)
                 continue;
-            err = site_build(&gen->sites[gen->site_count++], config, address);
+            err = site_build(&gen->sites[gen->site_count++], config, address, workers);
             if (err != 0)
                 goto fail;
         }
@@ -339,6 +435,21 @@ static void retire_counters(struct generation *gen)
         for (unsigned s = 0; s < HTTP_MAX_STATUS; s++)
             retired->responses[s] += atomic_load(&gen->stats[i].responses[s]);
     }
+    for (size_t s = 0; s < gen->site_count; s++) {
+        for (size_t u = 0; u < gen->sites[s].proxy_count; u++) {
+            const struct proxy_upstream *up = gen->sites[s].upstreams[u];
+            struct retired_upstream *slot = NULL;
+            for (size_t i = 0; i < retired->upstream_count && slot == NULL; i++)
+                if (strcmp(retired->upstreams[i].name, proxy_upstream_name(up)) == 0)
+                    slot = &retired->upstreams[i];
+            if (slot == NULL && retired->upstream_count < DAEMON_MAX_UPSTREAMS) {
+                slot = &retired->upstreams[retired->upstream_count++];
+                snprintf(slot->name, sizeof(slot->name), "%s", proxy_upstream_name(up));
+            }
+            for (int k = 0; slot != NULL && k < PROXY_ERROR_KINDS; k++)
+                slot->errors[k] += proxy_upstream_errors(up, (enum proxy_error_kind)k);
+        }
+    }
 }
 
 /* Main loop: the last worker of `arg` has exited. */
@@ -380,14 +491,6 @@ static int check_servable(const struct conf_config *config)
             if (server->listens[i].tls) {
                 log_error("%s:%u:%u: TLS listeners are not available in this version of corral",
                           pos->file, pos->line, pos->col);
-                return -ENOTSUP;
-            }
-        }
-        for (size_t i = 0; i < server->location_count; i++) {
-            const struct conf_location *loc = &server->locations[i];
-            if (loc->handler == CONF_HANDLER_PROXY) {
-                log_error("%s:%u:%u: proxy_pass is not available in this version of corral",
-                          loc->pos.file, loc->pos.line, loc->pos.col);
                 return -ENOTSUP;
             }
         }

@@ -7,6 +7,7 @@
 
 #include "conf/config.h"
 #include "proto/http1.h"
+#include "proto/proxy.h"
 
 #include <corral.h>
 #include <pthread.h>
@@ -20,6 +21,11 @@ struct site {
     struct http_vhost *vhosts;
     struct http_location *locations; /* all vhosts' locations, one array */
     struct http_return *returns;     /* one per return location */
+    struct proxy_location *proxies;  /* one per proxy_pass location */
+    struct proxy_upstream **upstreams; /* each proxy location's own */
+    struct http_header *proxy_headers; /* proxy_set_header of all of them */
+    struct http_str *proxy_hides;      /* proxy_hide_header of all of them */
+    size_t proxy_count;
     corral_listener *listener;
 };
 
@@ -40,7 +46,16 @@ struct generation {
 
 /* Counter totals of generations that have exited, so counters keep growing
  * across reloads as Prometheus expects. */
+#define DAEMON_MAX_UPSTREAMS 64
+
+struct retired_upstream {
+    char name[64];
+    uint64_t errors[PROXY_ERROR_KINDS];
+};
+
 struct retired_totals {
+    struct retired_upstream upstreams[DAEMON_MAX_UPSTREAMS];
+    size_t upstream_count;
     uint64_t accepts[DAEMON_MAX_WORKERS];
     uint64_t accept_wakeups[DAEMON_MAX_WORKERS];
     uint64_t accept_wasted[DAEMON_MAX_WORKERS];

@@ -27,8 +27,14 @@ struct http_exchange {
     void *data;
     bool head;          /* HEAD request: responses carry no body */
     bool keep_alive;    /* the client allows reusing the connection */
+    bool http10;        /* an HTTP/1.0 client: no chunked responses */
     bool request_done;  /* message complete */
+    bool response_started;
+    bool response_body;    /* the response being sent has a body */
+    bool response_chunked; /* ...sent in chunks, its length unknown */
+    bool response_keep;    /* the connection stays open after it */
     bool response_done;
+    unsigned status;
     uint64_t body_received;
 };
 
@@ -265,14 +271,20 @@ static char *append_uint(char *p, uint64_t value)
     return p;
 }
 
-void http_respond(struct http_exchange *ex, unsigned status, const char *headers,
-                  const char *body, size_t body_len)
+void http_response_begin(struct http_exchange *ex, unsigned status, const char *headers,
+                         size_t headers_len, int64_t content_length)
 {
     struct h1_conn *h1 = ex->h1;
-    if (ex->response_done)
+    if (ex->response_started)
         return;
-    bool keep = h1_keep_alive(h1, ex);
-    size_t headers_len = strlen(headers);
+    ex->response_started = true;
+    ex->status = status;
+    bool bodiless_status = status < 200 || status == 204 || status == 304;
+    ex->response_body = !ex->head && !bodiless_status;
+    ex->response_chunked = ex->response_body && content_length < 0 && !ex->http10;
+    /* A body of unknown length to an HTTP/1.0 client ends with the connection. */
+    ex->response_keep = h1_keep_alive(h1, ex) && !(ex->response_body && content_length < 0 && ex->http10);
+
     /* Built by hand: this runs once per request, and snprintf showed up in
      * the profile. */
     char small[512], *head = small;
@@ -286,23 +298,66 @@ void http_respond(struct http_exchange *ex, unsigned status, const char *headers
     p = append_str(p, http_reason(status));
     p = append(p, "\r\nServer: corral\r\n", 18);
     p = append_str(p, date_header());
-    p = append(p, "Content-Length: ", 16);
-    p = append_uint(p, body_len);
-    p = append(p, "\r\n", 2);
-    if (!keep)
+    if (content_length >= 0 && !bodiless_status) {
+        p = append(p, "Content-Length: ", 16);
+        p = append_uint(p, (uint64_t)content_length);
+        p = append(p, "\r\n", 2);
+    } else if (ex->response_chunked) {
+        p = append(p, "Transfer-Encoding: chunked\r\n", 28);
+    }
+    if (!ex->response_keep)
         p = append(p, "Connection: close\r\n", 19);
     p = append(p, headers, headers_len);
     p = append(p, "\r\n", 2);
-    struct iovec iov[2] = {{head, (size_t)(p - head)}, {(void *)body, body_len}};
-    corral_conn_writev(h1->conn, iov, ex->head || body_len == 0 ? 1 : 2);
+    corral_conn_write(h1->conn, head, (size_t)(p - head));
     if (head != small)
         free(head);
+}
+
+void http_response_write(struct http_exchange *ex, const char *data, size_t len)
+{
+    if (!ex->response_body || len == 0 || ex->response_done)
+        return;
+    if (!ex->response_chunked) {
+        corral_conn_write(ex->h1->conn, data, len);
+        return;
+    }
+    char size_line[24];
+    char *p = size_line;
+    static const char hex[] = "0123456789abcdef";
+    int shift = 60;
+    while (shift > 0 && ((len >> shift) & 0xf) == 0)
+        shift -= 4;
+    for (; shift >= 0; shift -= 4)
+        *p++ = hex[(len >> shift) & 0xf];
+    p = append(p, "\r\n", 2);
+    struct iovec iov[3] = {{size_line, (size_t)(p - size_line)}, {(void *)data, len}, {"\r\n", 2}};
+    corral_conn_writev(ex->h1->conn, iov, 3);
+}
+
+void http_response_end(struct http_exchange *ex)
+{
+    struct h1_conn *h1 = ex->h1;
+    if (ex->response_done || !ex->response_started)
+        return;
+    if (ex->response_chunked)
+        corral_conn_write(h1->conn, "0\r\n\r\n", 5);
     ex->response_done = true;
-    count_response(h1, status);
-    if (!keep)
+    count_response(h1, ex->status);
+    if (!ex->response_keep)
         h1_close(h1);
     else if (ex->request_done)
         h1_finish_exchange(h1);
+}
+
+void http_respond(struct http_exchange *ex, unsigned status, const char *headers,
+                  const char *body, size_t body_len)
+{
+    if (ex->response_started)
+        return;
+    http_response_begin(ex, status, headers, strlen(headers), (int64_t)body_len);
+    http_response_write(ex, body, body_len);
+    http_response_end(ex);
 }
 
 void http_respond_error(struct http_exchange *ex, unsigned status)
@@ -316,7 +371,7 @@ void http_respond_error(struct http_exchange *ex, unsigned status)
 static void h1_reject(struct h1_conn *h1, unsigned status)
 {
     h1->in_exchange = true;
-    h1->ex = (struct http_exchange){.h1 = h1, .request_done = true};
+    h1->ex = (struct http_exchange){.h1 = h1, .request_done = true, .http10 = true};
     http_respond_error(&h1->ex, status);
     h1_close(h1);
 }
@@ -334,6 +389,11 @@ void *http_exchange_data(const struct http_exchange *ex)
 corral_conn *http_exchange_conn(const struct http_exchange *ex)
 {
     return ex->h1->conn;
+}
+
+bool http_exchange_response_started(const struct http_exchange *ex)
+{
+    return ex->response_started;
 }
 
 /* ------------------------------------------------------- llhttp callbacks */
@@ -388,13 +448,13 @@ static int on_header_value(llhttp_t *parser, const char *at, size_t len)
     return 0;
 }
 
-static bool str_equal_nocase(struct http_str s, const char *literal)
+bool http_str_equal_nocase(struct http_str s, const char *literal)
 {
     size_t len = strlen(literal);
     return s.len == len && strncasecmp(s.data, literal, len) == 0;
 }
 
-static struct http_str trim(struct http_str s)
+struct http_str http_trim(struct http_str s)
 {
     while (s.len > 0 && (s.data[0] == ' ' || s.data[0] == '\t')) {
         s.data++;
@@ -410,11 +470,11 @@ static struct http_str trim(struct http_str s)
  * before chunked are valid HTTP but not something to pass on blindly: 501. */
 static unsigned check_transfer_encoding(struct http_str value)
 {
-    struct http_str last = trim(value);
+    struct http_str last = http_trim(value);
     const char *comma = memrchr(value.data, ',', value.len);
     if (comma != NULL)
-        last = trim((struct http_str){comma + 1, (size_t)(value.data + value.len - comma - 1)});
-    if (!str_equal_nocase(last, "chunked"))
+        last = http_trim((struct http_str){comma + 1, (size_t)(value.data + value.len - comma - 1)});
+    if (!http_str_equal_nocase(last, "chunked"))
         return 400;
     return comma != NULL ? 501 : 0;
 }
@@ -443,18 +503,18 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
     int hosts = 0, transfer_encodings = 0;
     for (size_t i = 0; i < scratch.header_count; i++) {
         const struct http_header *h = &scratch.headers[i];
-        if (str_equal_nocase(h->name, "host")) {
+        if (http_str_equal_nocase(h->name, "host")) {
             hosts++;
-            req->host = trim(h->value);
-        } else if (str_equal_nocase(h->name, "transfer-encoding")) {
+            req->host = http_trim(h->value);
+        } else if (http_str_equal_nocase(h->name, "transfer-encoding")) {
             if (++transfer_encodings > 1)
                 return 400;
             unsigned status = check_transfer_encoding(h->value);
             if (status != 0)
                 return status;
             req->chunked = true;
-        } else if (str_equal_nocase(h->name, "expect")) {
-            if (!str_equal_nocase(trim(h->value), "100-continue"))
+        } else if (http_str_equal_nocase(h->name, "expect")) {
+            if (!http_str_equal_nocase(http_trim(h->value), "100-continue"))
                 return 417;
             req->expect_continue = true;
         }
@@ -496,7 +556,8 @@ static int on_headers_complete(llhttp_t *parser)
     }
 
     struct http_exchange *ex = &h1->ex;
-    *ex = (struct http_exchange){.h1 = h1, .head = req.head, .keep_alive = req.keep_alive};
+    *ex = (struct http_exchange){.h1 = h1, .head = req.head, .keep_alive = req.keep_alive,
+                                 .http10 = req.version_minor == 0};
     h1->in_exchange = true;
     if (req.has_body)
         corral_conn_set_timeouts(h1->conn, h1->vhost->limits.body_timeout_ms,
@@ -554,9 +615,7 @@ static const llhttp_settings_t parser_settings = {
 
 /* --------------------------------------------------------------- framing */
 
-/* Length of the request head at the start of `data` (through the empty
- * line), or 0 if it is not complete yet. */
-static size_t find_head_end(const char *data, size_t len)
+size_t http_head_length(const char *data, size_t len)
 {
     const char *p = data, *end = data + len;
     while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
@@ -572,7 +631,7 @@ static size_t find_head_end(const char *data, size_t len)
 /* Every line must end in CRLF, and no line may continue the one before
  * (obs-fold, which llhttp accepts): bare CRs, bare LFs and folded lines are
  * how request smuggling hides a header from one of two parsers. */
-static bool head_lines_valid(const char *head, size_t len)
+bool http_head_lines_valid(const char *head, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
         if (head[i] == '\r' && (i + 1 == len || head[i + 1] != '\n'))
@@ -606,7 +665,7 @@ static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
     unsigned status = h1->error_status != 0 ? h1->error_status : 400;
     if (h1->in_exchange && !h1->ex.response_done) {
         h1->ex.keep_alive = false;
-        http_respond_error(&h1->ex, status);
+        http_respond_error(&h1->ex, status); /* unless a response is already under way */
         if (h1->ex.handler != NULL && h1->ex.handler->on_abort != NULL)
             h1->ex.handler->on_abort(&h1->ex);
     } else if (!h1->in_exchange) {
@@ -631,7 +690,7 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
             n = h1_execute(h1, data + used, len - used);
         } else {
             const struct http_limits *limits = &h1->vhost->limits;
-            size_t head_len = find_head_end(data + used, len - used);
+            size_t head_len = http_head_length(data + used, len - used);
             if (head_len == 0) {
                 if (len - used > limits->max_header_size) {
                     h1_reject(h1, 431);
@@ -647,7 +706,7 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
                 h1_reject(h1, 431);
                 return len;
             }
-            if (!head_lines_valid(data + used, head_len)) {
+            if (!http_head_lines_valid(data + used, head_len)) {
                 h1_reject(h1, 400);
                 return len;
             }
@@ -700,6 +759,13 @@ static void h1_on_open(corral_conn *conn)
     h1_arm_timer(h1, h1->vhost->limits.header_timeout_ms);
 }
 
+static void h1_on_drain(corral_conn *conn)
+{
+    struct h1_conn *h1 = corral_conn_data(conn);
+    if (h1->in_exchange && h1->ex.handler != NULL && h1->ex.handler->on_drain != NULL)
+        h1->ex.handler->on_drain(&h1->ex);
+}
+
 static void h1_on_stop(corral_conn *conn)
 {
     struct h1_conn *h1 = corral_conn_data(conn);
@@ -731,6 +797,7 @@ static void h1_on_close(corral_conn *conn, int error)
 const struct corral_conn_handler http1_server_handler = {
     .on_open = h1_on_open,
     .on_data = h1_on_data,
+    .on_drain = h1_on_drain,
     .on_stop = h1_on_stop,
     .on_close = h1_on_close,
 };

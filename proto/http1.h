@@ -58,6 +58,9 @@ struct http_handler {
     /* The client connection closed before the response was complete;
      * release whatever the exchange holds.  Optional. */
     void (*on_abort)(struct http_exchange *ex);
+    /* The client took the response output below the low watermark, after
+     * it had exceeded the high one: resume the producer.  Optional. */
+    void (*on_drain)(struct http_exchange *ex);
 };
 
 struct http_limits {
@@ -114,6 +117,18 @@ extern const struct corral_conn_handler http1_server_handler;
 void http_respond(struct http_exchange *ex, unsigned status, const char *headers,
                   const char *body, size_t body_len);
 
+/* A streamed response: begin with the status, extra header lines (each
+ * ending in CRLF) and the body length, or -1 if unknown (then the body is
+ * sent chunked, or until the connection closes for an HTTP/1.0 client);
+ * write the body in pieces; end.  No body is sent for HEAD, 1xx, 204, 304.
+ * The client's output buffer applies backpressure: see on_drain and
+ * corral_conn_pending_output(http_exchange_conn(ex)). */
+void http_response_begin(struct http_exchange *ex, unsigned status, const char *headers,
+                         size_t headers_len, int64_t content_length);
+void http_response_write(struct http_exchange *ex, const char *data, size_t len);
+void http_response_end(struct http_exchange *ex);
+bool http_exchange_response_started(const struct http_exchange *ex);
+
 /* Answers with a short text/plain body: "404 Not Found\n" etc. */
 void http_respond_error(struct http_exchange *ex, unsigned status);
 
@@ -134,6 +149,15 @@ const struct http_location *http_find_location(const struct http_vhost *vhost, c
  * longest matching wildcard, else the site's first. */
 const struct http_vhost *http_find_vhost(const struct http_site *site, const char *host,
                                          size_t len);
+
+/* Framing helpers shared with the proxy's response parser. */
+/* Length of the head at the start of `data`, through its empty line, or 0
+ * while it is incomplete. */
+size_t http_head_length(const char *data, size_t len);
+/* False for bare CR, bare LF or obs-fold anywhere in a head. */
+bool http_head_lines_valid(const char *head, size_t len);
+bool http_str_equal_nocase(struct http_str s, const char *literal);
+struct http_str http_trim(struct http_str s);
 
 /* The handler of `return CODE "TEXT"`: handler_data is a struct http_return. */
 struct http_return {

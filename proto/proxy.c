@@ -1,0 +1,873 @@
+/*
+ * proxy.c: `proxy_pass`.  A request is forwarded on an upstream connection
+ * taken from the worker's idle pool or opened for it; its body streams
+ * through as it arrives and the response streams back, each side pausing
+ * the other when its output backs up.  Nothing ambiguous is forwarded: the
+ * client side has already refused every malformed request, and the request
+ * head is rebuilt here from parsed fields, never copied raw.
+ */
+#include "proto/proxy.h"
+
+#include <errno.h>
+#include <llhttp.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#define MAX_SERVERS 64
+#define RESPONSE_HEADERS_CAP 256
+#define MAX_RESPONSE_HEAD (64 * 1024)
+
+const char *const proxy_error_kind_names[PROXY_ERROR_KINDS] = {
+    [PROXY_ERROR_CONNECT] = "connect",
+    [PROXY_ERROR_TIMEOUT] = "timeout",
+    [PROXY_ERROR_RESET] = "reset",
+    [PROXY_ERROR_INVALID] = "invalid_response",
+};
+
+struct upstream_server {
+    char *address;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    unsigned weight, max_fails;
+    uint32_t fail_timeout_ms;
+};
+
+struct upstream_conn;
+
+/* A worker's view of one server: balancing, health and its idle pool. */
+struct server_state {
+    int current_weight; /* smooth weighted round robin */
+    unsigned active;    /* requests in flight (least_conn) */
+    unsigned fails;
+    uint64_t down_until; /* loop clock ms */
+    struct upstream_conn *idle;
+};
+
+struct upstream_worker {
+    struct server_state servers[MAX_SERVERS];
+    unsigned idle_count;
+    _Atomic uint64_t errors[PROXY_ERROR_KINDS];
+} __attribute__((aligned(64)));
+
+struct proxy_upstream {
+    char *name;
+    struct upstream_server *servers;
+    size_t server_count;
+    enum proxy_balance balance;
+    unsigned keepalive;
+    uint32_t connect_timeout_ms, read_timeout_ms, send_timeout_ms, idle_timeout_ms;
+    unsigned worker_count;
+    struct upstream_worker *workers;
+};
+
+/* One upstream connection: serving an exchange, or idle in a pool. */
+struct upstream_conn {
+    corral_conn *conn;
+    struct proxy_upstream *upstream;
+    struct upstream_worker *worker;
+    unsigned server;
+    struct proxy_exchange *px; /* NULL while idle */
+    llhttp_t parser;
+    bool connected;
+    bool reused;     /* served an earlier request */
+    bool head_done;  /* the response head has been parsed */
+    struct upstream_conn *idle_next, *idle_prev;
+};
+
+struct proxy_exchange {
+    struct http_exchange *ex;
+    const struct proxy_location *loc;
+    struct upstream_conn *uc;
+    char *head; /* the request head as forwarded, kept for a retry */
+    size_t head_len;
+    char client[80]; /* the client's address, for X-Forwarded-For and hash */
+    uint64_t tried; /* servers tried, as bits */
+    bool idempotent;
+    bool chunked;       /* the request body goes out chunked */
+    bool body_started;  /* request body bytes went to the upstream: no retry */
+    bool request_sent;  /* the whole request went to the upstream */
+    bool head_request;
+};
+
+static void px_finish(struct proxy_exchange *px);
+static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind, int error);
+static int px_send(struct proxy_exchange *px);
+
+/* ---------------------------------------------------------------- upstreams */
+
+int proxy_upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
+                       struct proxy_upstream **out)
+{
+    if (conf->server_count == 0 || conf->server_count > MAX_SERVERS)
+        return -EINVAL;
+    struct proxy_upstream *up = calloc(1, sizeof(*up));
+    if (up == NULL)
+        return -ENOMEM;
+    *up = (struct proxy_upstream){
+        .balance = conf->balance,
+        .keepalive = conf->keepalive,
+        .connect_timeout_ms = conf->connect_timeout_ms,
+        .read_timeout_ms = conf->read_timeout_ms,
+        .send_timeout_ms = conf->send_timeout_ms,
+        .idle_timeout_ms = conf->idle_timeout_ms,
+        .worker_count = workers,
+    };
+    up->name = strdup(conf->name);
+    up->servers = calloc(conf->server_count, sizeof(*up->servers));
+    up->workers = aligned_alloc(64, workers * sizeof(*up->workers));
+    if (up->name == NULL || up->servers == NULL || up->workers == NULL)
+        goto nomem;
+    memset(up->workers, 0, workers * sizeof(*up->workers));
+    for (size_t i = 0; i < conf->server_count; i++) {
+        struct upstream_server *server = &up->servers[i];
+        const struct proxy_server_conf *sc = &conf->servers[i];
+        up->server_count++;
+        server->address = strdup(sc->address);
+        if (server->address == NULL)
+            goto nomem;
+        if (corral_parse_address(sc->address, &server->addr, &server->addrlen) != 0) {
+            proxy_upstream_free(up);
+            return -EINVAL;
+        }
+        server->weight = sc->weight > 0 ? sc->weight : 1;
+        server->max_fails = sc->max_fails;
+        server->fail_timeout_ms = sc->fail_timeout_ms;
+    }
+    *out = up;
+    return 0;
+
+nomem:
+    proxy_upstream_free(up);
+    return -ENOMEM;
+}
+
+void proxy_upstream_free(struct proxy_upstream *upstream)
+{
+    if (upstream == NULL)
+        return;
+    for (size_t i = 0; i < upstream->server_count; i++)
+        free(upstream->servers[i].address);
+    free(upstream->servers);
+    free(upstream->workers);
+    free(upstream->name);
+    free(upstream);
+}
+
+const char *proxy_upstream_name(const struct proxy_upstream *upstream)
+{
+    return upstream->name;
+}
+
+uint64_t proxy_upstream_errors(const struct proxy_upstream *upstream, enum proxy_error_kind kind)
+{
+    uint64_t sum = 0;
+    for (unsigned w = 0; w < upstream->worker_count; w++)
+        sum += atomic_load_explicit(&upstream->workers[w].errors[kind], memory_order_relaxed);
+    return sum;
+}
+
+static void count_error(struct upstream_worker *worker, enum proxy_error_kind kind)
+{
+    _Atomic uint64_t *counter = &worker->errors[kind];
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------- balancing */
+
+static uint32_t hash_text(const char *text)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *text != '\0'; text++)
+        h = (h ^ (uint8_t)*text) * 16777619u;
+    return h;
+}
+
+/* Picks a server not yet tried and not marked down, or -1. */
+static int pick_server(struct proxy_upstream *up, struct upstream_worker *worker,
+                       const struct proxy_exchange *px, uint64_t now)
+{
+    int best = -1;
+    int total = 0;
+    if (up->balance == PROXY_BALANCE_HASH) {
+        /* The same client address lands on the same server while it is up;
+         * otherwise the next one in weight order. */
+        unsigned weights = 0;
+        for (size_t i = 0; i < up->server_count; i++)
+            weights += up->servers[i].weight;
+        unsigned point = hash_text(px->client) % weights;
+        size_t start = 0;
+        for (; start < up->server_count && point >= up->servers[start].weight; start++)
+            point -= up->servers[start].weight;
+        for (size_t n = 0; n < up->server_count; n++) {
+            size_t i = (start + n) % up->server_count;
+            if (!(px->tried & (1ull << i)) && worker->servers[i].down_until <= now)
+                return (int)i;
+        }
+        return -1;
+    }
+    for (size_t i = 0; i < up->server_count; i++) {
+        struct server_state *state = &worker->servers[i];
+        if ((px->tried & (1ull << i)) || state->down_until > now)
+            continue;
+        int weight = (int)up->servers[i].weight;
+        state->current_weight += weight;
+        total += weight;
+        if (best < 0) {
+            best = (int)i;
+            continue;
+        }
+        struct server_state *b = &worker->servers[best];
+        if (up->balance == PROXY_BALANCE_LEAST_CONN) {
+            /* Fewest requests in flight per unit of weight; ties go round robin. */
+            uint64_t mine = (uint64_t)state->active * up->servers[best].weight;
+            uint64_t theirs = (uint64_t)b->active * up->servers[i].weight;
+            if (mine < theirs || (mine == theirs && state->current_weight > b->current_weight))
+                best = (int)i;
+        } else if (state->current_weight > b->current_weight) {
+            best = (int)i;
+        }
+    }
+    if (best >= 0)
+        worker->servers[best].current_weight -= total;
+    return best;
+}
+
+static void server_failed(struct proxy_upstream *up, struct upstream_worker *worker,
+                          unsigned server, uint64_t now)
+{
+    struct server_state *state = &worker->servers[server];
+    const struct upstream_server *conf = &up->servers[server];
+    if (conf->max_fails == 0)
+        return;
+    if (++state->fails >= conf->max_fails) {
+        state->down_until = now + conf->fail_timeout_ms;
+        state->fails = 0;
+    }
+}
+
+/* ------------------------------------------------------- upstream connections */
+
+static void pool_remove(struct upstream_conn *uc)
+{
+    struct server_state *state = &uc->worker->servers[uc->server];
+    if (uc->idle_prev != NULL)
+        uc->idle_prev->idle_next = uc->idle_next;
+    else if (state->idle == uc)
+        state->idle = uc->idle_next;
+    else
+        return; /* not in the pool */
+    if (uc->idle_next != NULL)
+        uc->idle_next->idle_prev = uc->idle_prev;
+    uc->idle_next = uc->idle_prev = NULL;
+    uc->worker->idle_count--;
+}
+
+/* Returns a connection whose exchange finished cleanly to the pool, or
+ * closes it when the pool is full. */
+static void pool_release(struct upstream_conn *uc)
+{
+    struct proxy_upstream *up = uc->upstream;
+    uc->px = NULL;
+    if (uc->worker->idle_count >= up->keepalive) {
+        corral_conn_close(uc->conn);
+        return;
+    }
+    struct server_state *state = &uc->worker->servers[uc->server];
+    uc->reused = true;
+    uc->head_done = false;
+    uc->idle_prev = NULL;
+    uc->idle_next = state->idle;
+    if (state->idle != NULL)
+        state->idle->idle_prev = uc;
+    state->idle = uc;
+    uc->worker->idle_count++;
+    llhttp_reset(&uc->parser);
+    corral_conn_set_timeouts(uc->conn, up->idle_timeout_ms, 0);
+}
+
+/* Detaches the connection from its exchange for good. */
+static void uc_detach(struct upstream_conn *uc)
+{
+    if (uc->px != NULL) {
+        uc->px->uc = NULL;
+        uc->px = NULL;
+    }
+    corral_conn_abort(uc->conn, 0);
+}
+
+/* Response parsing scratch, per thread: filled during one llhttp_execute. */
+struct response_scratch {
+    struct http_header headers[RESPONSE_HEADERS_CAP];
+    size_t count;
+    bool in_value;
+    bool overflow;
+};
+static _Thread_local struct response_scratch rscratch;
+
+static int rsp_on_message_begin(llhttp_t *parser)
+{
+    (void)parser;
+    rscratch.count = 0;
+    rscratch.in_value = false;
+    rscratch.overflow = false;
+    return 0;
+}
+
+static void extend(struct http_str *str, const char *at, size_t len)
+{
+    if (str->data == NULL)
+        str->data = at;
+    str->len = (size_t)(at + len - str->data);
+}
+
+static int rsp_on_header_field(llhttp_t *parser, const char *at, size_t len)
+{
+    (void)parser;
+    if (rscratch.in_value || rscratch.count == 0) {
+        if (rscratch.count == RESPONSE_HEADERS_CAP) {
+            rscratch.overflow = true;
+            return -1;
+        }
+        rscratch.headers[rscratch.count++] = (struct http_header){{NULL, 0}, {NULL, 0}};
+        rscratch.in_value = false;
+    }
+    extend(&rscratch.headers[rscratch.count - 1].name, at, len);
+    return 0;
+}
+
+static int rsp_on_header_value(llhttp_t *parser, const char *at, size_t len)
+{
+    (void)parser;
+    rscratch.in_value = true;
+    extend(&rscratch.headers[rscratch.count - 1].value, at, len);
+    return 0;
+}
+
+/* Whether `name` appears as a token in a Connection header value. */
+static bool listed_in(struct http_str list, struct http_str name)
+{
+    const char *p = list.data, *end = list.data + list.len;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma != NULL ? comma : end;
+        struct http_str token = http_trim((struct http_str){p, (size_t)(stop - p)});
+        if (token.len == name.len && strncasecmp(token.data, name.data, name.len) == 0)
+            return true;
+        p = stop + 1;
+    }
+    return false;
+}
+
+/* RFC 9110 7.6.1: connection-specific fields never cross a proxy. */
+static bool is_hop_by_hop(struct http_str name, const struct http_header *headers, size_t count)
+{
+    static const char *const hop[] = {"connection", "keep-alive",        "proxy-connection",
+                                      "te",         "trailer",           "upgrade",
+                                      "transfer-encoding", "content-length"};
+    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
+        if (http_str_equal_nocase(name, hop[i]))
+            return true;
+    for (size_t i = 0; i < count; i++)
+        if (http_str_equal_nocase(headers[i].name, "connection") &&
+            listed_in(headers[i].value, name))
+            return true;
+    return false;
+}
+
+struct text_buf {
+    char *data;
+    size_t len, cap;
+    bool failed;
+};
+
+static void buf_add(struct text_buf *b, const char *data, size_t len)
+{
+    if (b->failed)
+        return;
+    if (b->len + len > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 1024;
+        while (cap < b->len + len)
+            cap *= 2;
+        char *grown = realloc(b->data, cap);
+        if (grown == NULL) {
+            b->failed = true;
+            return;
+        }
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, data, len);
+    b->len += len;
+}
+
+static void buf_add_str(struct text_buf *b, const char *s)
+{
+    buf_add(b, s, strlen(s));
+}
+
+static void buf_add_header(struct text_buf *b, struct http_str name, struct http_str value)
+{
+    buf_add(b, name.data, name.len);
+    buf_add(b, ": ", 2);
+    buf_add(b, value.data, value.len);
+    buf_add(b, "\r\n", 2);
+}
+
+static bool hidden(const struct proxy_location *loc, struct http_str name)
+{
+    static const char *const replaced[] = {"date", "server"}; /* the proxy sends its own */
+    for (size_t i = 0; i < sizeof(replaced) / sizeof(replaced[0]); i++)
+        if (http_str_equal_nocase(name, replaced[i]))
+            return true;
+    for (size_t i = 0; i < loc->hide_header_count; i++)
+        if (name.len == loc->hide_headers[i].len &&
+            strncasecmp(name.data, loc->hide_headers[i].data, name.len) == 0)
+            return true;
+    return false;
+}
+
+static int rsp_on_headers_complete(llhttp_t *parser)
+{
+    struct upstream_conn *uc = parser->data;
+    struct proxy_exchange *px = uc->px;
+    unsigned status = parser->status_code;
+    if (status >= 100 && status < 200)
+        return 0; /* interim (100 Continue): the client already had its own */
+    uc->head_done = true;
+    uc->worker->servers[uc->server].fails = 0;
+
+    struct text_buf headers = {0};
+    for (size_t i = 0; i < rscratch.count; i++) {
+        const struct http_header *h = &rscratch.headers[i];
+        if (!is_hop_by_hop(h->name, rscratch.headers, rscratch.count) && !hidden(px->loc, h->name))
+            buf_add_header(&headers, h->name, h->value);
+    }
+    if (headers.failed) {
+        free(headers.data);
+        return -1;
+    }
+    int64_t length = -1;
+    if ((parser->flags & F_CONTENT_LENGTH) && !(parser->flags & F_CHUNKED))
+        length = (int64_t)parser->content_length;
+    http_response_begin(px->ex, status, headers.data != NULL ? headers.data : "", headers.len,
+                        length);
+    free(headers.data);
+    corral_conn_set_timeouts(uc->conn, uc->upstream->read_timeout_ms, uc->upstream->send_timeout_ms);
+    /* 1: the response to a HEAD has no body, whatever its headers say. */
+    return px->head_request ? 1 : 0;
+}
+
+static int rsp_on_body(llhttp_t *parser, const char *at, size_t len)
+{
+    struct upstream_conn *uc = parser->data;
+    struct http_exchange *ex = uc->px->ex;
+    http_response_write(ex, at, len);
+    /* The client reads slower than the upstream sends: stop reading it. */
+    if (corral_conn_pending_output(http_exchange_conn(ex)) > 256 * 1024)
+        corral_conn_pause_read(uc->conn);
+    return 0;
+}
+
+static int rsp_on_message_complete(llhttp_t *parser)
+{
+    struct upstream_conn *uc = parser->data;
+    if (!uc->head_done)
+        return 0; /* the end of a 1xx: the real response follows */
+    return HPE_PAUSED;
+}
+
+static const llhttp_settings_t response_settings = {
+    .on_message_begin = rsp_on_message_begin,
+    .on_header_field = rsp_on_header_field,
+    .on_header_value = rsp_on_header_value,
+    .on_headers_complete = rsp_on_headers_complete,
+    .on_body = rsp_on_body,
+    .on_message_complete = rsp_on_message_complete,
+};
+
+static size_t uc_on_data(corral_conn *conn, const char *data, size_t len)
+{
+    struct upstream_conn *uc = corral_conn_data(conn);
+    struct proxy_exchange *px = uc->px;
+    if (px == NULL) {
+        corral_conn_abort(conn, 0); /* an idle connection must not talk */
+        return len;
+    }
+    if (!uc->head_done) {
+        size_t head = http_head_length(data, len);
+        if (head == 0) {
+            if (len > MAX_RESPONSE_HEAD) {
+                px_fail(px, PROXY_ERROR_INVALID, -EPROTO);
+                return len;
+            }
+            return 0; /* wait for the whole head */
+        }
+        if (!http_head_lines_valid(data, head)) {
+            px_fail(px, PROXY_ERROR_INVALID, -EPROTO);
+            return len;
+        }
+    }
+    llhttp_errno_t err = llhttp_execute(&uc->parser, data, len);
+    if (uc->px == NULL)
+        return len; /* the exchange failed inside a callback */
+    if (err == HPE_OK)
+        return len;
+    if (err == HPE_PAUSED) {
+        size_t used = (size_t)(llhttp_get_error_pos(&uc->parser) - data);
+        bool reusable = llhttp_should_keep_alive(&uc->parser) && used == len && px->request_sent;
+        llhttp_resume(&uc->parser);
+        http_response_end(px->ex);
+        px->uc = NULL;
+        uc->worker->servers[uc->server].active--;
+        if (reusable)
+            pool_release(uc);
+        else
+            uc_detach(uc);
+        px_finish(px);
+        return len;
+    }
+    px_fail(px, PROXY_ERROR_INVALID, -EPROTO);
+    return len;
+}
+
+static void uc_on_open(corral_conn *conn)
+{
+    struct upstream_conn *uc = corral_conn_data(conn);
+    uc->connected = true;
+    corral_conn_set_timeouts(conn, uc->upstream->read_timeout_ms, uc->upstream->send_timeout_ms);
+}
+
+static void uc_on_eof(corral_conn *conn)
+{
+    struct upstream_conn *uc = corral_conn_data(conn);
+    struct proxy_exchange *px = uc->px;
+    if (px != NULL && uc->head_done && !(uc->parser.flags & (F_CHUNKED | F_CONTENT_LENGTH))) {
+        /* A body delimited by the close: complete now. */
+        llhttp_finish(&uc->parser);
+        http_response_end(px->ex);
+        px->uc = NULL;
+        uc->worker->servers[uc->server].active--;
+        uc->px = NULL;
+        corral_conn_close(conn);
+        px_finish(px);
+        return;
+    }
+    corral_conn_abort(conn, px != NULL ? -ECONNRESET : 0);
+}
+
+static void uc_on_drain(corral_conn *conn)
+{
+    struct upstream_conn *uc = corral_conn_data(conn);
+    if (uc->px != NULL)
+        corral_conn_resume_read(http_exchange_conn(uc->px->ex));
+}
+
+static void uc_on_close(corral_conn *conn, int error)
+{
+    struct upstream_conn *uc = corral_conn_data(conn);
+    pool_remove(uc);
+    struct proxy_exchange *px = uc->px;
+    if (px != NULL) {
+        enum proxy_error_kind kind = error == -ETIMEDOUT ? PROXY_ERROR_TIMEOUT
+                                     : !uc->connected   ? PROXY_ERROR_CONNECT
+                                                        : PROXY_ERROR_RESET;
+        px_fail(px, kind, error); /* detaches uc from px */
+    }
+    free(uc);
+}
+
+static const struct corral_conn_handler upstream_handler = {
+    .on_open = uc_on_open,
+    .on_data = uc_on_data,
+    .on_eof = uc_on_eof,
+    .on_drain = uc_on_drain,
+    .on_close = uc_on_close,
+};
+
+/* An idle pooled connection to `server`, or a new one. */
+static struct upstream_conn *uc_get(struct proxy_upstream *up, struct upstream_worker *worker,
+                                    unsigned server, corral_loop *loop)
+{
+    struct upstream_conn *uc = worker->servers[server].idle;
+    if (uc != NULL) {
+        pool_remove(uc);
+        corral_conn_set_timeouts(uc->conn, up->read_timeout_ms, up->send_timeout_ms);
+        return uc;
+    }
+    uc = calloc(1, sizeof(*uc));
+    if (uc == NULL)
+        return NULL;
+    *uc = (struct upstream_conn){.upstream = up, .worker = worker, .server = server};
+    llhttp_init(&uc->parser, HTTP_RESPONSE, &response_settings);
+    uc->parser.data = uc;
+    const struct upstream_server *s = &up->servers[server];
+    if (corral_connect(loop, (const struct sockaddr *)&s->addr, s->addrlen, &upstream_handler, uc,
+                       &uc->conn) != 0) {
+        free(uc);
+        return NULL;
+    }
+    corral_conn_set_timeouts(uc->conn, up->connect_timeout_ms, up->send_timeout_ms);
+    return uc;
+}
+
+/* ----------------------------------------------------------------- exchanges */
+
+static struct upstream_worker *px_worker(const struct proxy_exchange *px)
+{
+    corral_worker *worker = corral_conn_worker(http_exchange_conn(px->ex));
+    return &px->loc->upstream->workers[worker != NULL ? corral_worker_index(worker) : 0];
+}
+
+static void px_finish(struct proxy_exchange *px)
+{
+    http_exchange_set_data(px->ex, NULL);
+    free(px->head);
+    free(px);
+}
+
+/* Sends the request to the next server: 0, or -1 if none is left. */
+static int px_send(struct proxy_exchange *px)
+{
+    struct proxy_upstream *up = px->loc->upstream;
+    struct upstream_worker *worker = px_worker(px);
+    corral_loop *loop = corral_conn_loop(http_exchange_conn(px->ex));
+    for (;;) {
+        int server = pick_server(up, worker, px, corral_loop_now(loop));
+        if (server < 0)
+            return -1;
+        px->tried |= 1ull << server;
+        struct upstream_conn *uc = uc_get(up, worker, (unsigned)server, loop);
+        if (uc == NULL) {
+            count_error(worker, PROXY_ERROR_CONNECT);
+            server_failed(up, worker, (unsigned)server, corral_loop_now(loop));
+            continue;
+        }
+        uc->px = px;
+        px->uc = uc;
+        worker->servers[server].active++;
+        corral_conn_write(uc->conn, px->head, px->head_len);
+        return 0;
+    }
+}
+
+/* The upstream failed this exchange: try another server when that is safe,
+ * else answer 502/504, or cut the client off if its response had begun. */
+static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind, int error)
+{
+    (void)error;
+    struct proxy_upstream *up = px->loc->upstream;
+    struct upstream_worker *worker = px_worker(px);
+    corral_loop *loop = corral_conn_loop(http_exchange_conn(px->ex));
+    struct upstream_conn *uc = px->uc;
+    unsigned server = uc != NULL ? uc->server : 0;
+    bool stale = uc != NULL && uc->reused && !uc->head_done && kind == PROXY_ERROR_RESET;
+    if (uc != NULL) {
+        worker->servers[uc->server].active--;
+        uc_detach(uc);
+    }
+    if (!stale) {
+        count_error(worker, kind);
+        if (kind == PROXY_ERROR_CONNECT || kind == PROXY_ERROR_TIMEOUT)
+            server_failed(up, worker, server, corral_loop_now(loop));
+    }
+    if (http_exchange_response_started(px->ex)) {
+        corral_conn_abort(http_exchange_conn(px->ex), -ECONNRESET);
+        px_finish(px);
+        return;
+    }
+    /* A pooled connection the upstream had just closed is retried on a
+     * fresh one whatever the method; other failures only for idempotent
+     * requests whose body has not started to flow. */
+    if (stale)
+        px->tried &= ~(1ull << server);
+    if ((stale || (px->idempotent && kind != PROXY_ERROR_INVALID)) && !px->body_started &&
+        px_send(px) == 0)
+        return;
+    http_respond_error(px->ex, kind == PROXY_ERROR_TIMEOUT ? 504 : 502);
+    px_finish(px);
+}
+
+static bool method_idempotent(struct http_str method)
+{
+    static const char *const safe[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"};
+    for (size_t i = 0; i < sizeof(safe) / sizeof(safe[0]); i++)
+        if (method.len == strlen(safe[i]) && memcmp(method.data, safe[i], method.len) == 0)
+            return true;
+    return false;
+}
+
+static void client_address(corral_conn *conn, char *buf, size_t len)
+{
+    struct sockaddr_storage addr;
+    socklen_t addrlen = sizeof(addr);
+    char text[64];
+    snprintf(buf, len, "unknown");
+    if (getpeername(corral_conn_fd(conn), (struct sockaddr *)&addr, &addrlen) != 0 ||
+        corral_format_address((struct sockaddr *)&addr, addrlen, text, sizeof(text)) != 0)
+        return;
+    /* Host only: "1.2.3.4:5678" -> "1.2.3.4", "[::1]:5678" -> "::1". */
+    char *colon = strrchr(text, ':');
+    if (colon != NULL)
+        *colon = '\0';
+    char *host = text;
+    if (host[0] == '[') {
+        host++;
+        host[strlen(host) - 1] = '\0';
+    }
+    snprintf(buf, len, "%s", host);
+}
+
+static const struct http_header *set_header(const struct proxy_location *loc, struct http_str name)
+{
+    for (size_t i = 0; i < loc->set_header_count; i++)
+        if (http_str_equal_nocase(name, loc->set_headers[i].name.data))
+            return &loc->set_headers[i];
+    return NULL;
+}
+
+/* The request head for the upstream, rebuilt from parsed fields. */
+static int build_request_head(struct proxy_exchange *px, const struct http_request *req)
+{
+    const struct proxy_location *loc = px->loc;
+    struct text_buf b = {0};
+    buf_add(&b, req->method.data, req->method.len);
+    buf_add(&b, " ", 1);
+    buf_add(&b, req->target.data, req->target.len);
+    buf_add(&b, " HTTP/1.1\r\n", 11);
+    const struct http_str *forwarded_for = NULL;
+    bool has_host = false;
+    for (size_t i = 0; i < req->header_count; i++) {
+        const struct http_header *h = &req->headers[i];
+        if (is_hop_by_hop(h->name, req->headers, req->header_count) ||
+            http_str_equal_nocase(h->name, "expect") ||
+            http_str_equal_nocase(h->name, "x-forwarded-proto") ||
+            http_str_equal_nocase(h->name, "via") || set_header(loc, h->name) != NULL)
+            continue;
+        if (http_str_equal_nocase(h->name, "x-forwarded-for")) {
+            forwarded_for = &h->value;
+            continue;
+        }
+        has_host = has_host || http_str_equal_nocase(h->name, "host");
+        buf_add_header(&b, h->name, h->value);
+    }
+    for (size_t i = 0; i < loc->set_header_count; i++)
+        if (loc->set_headers[i].value.len > 0)
+            buf_add_header(&b, loc->set_headers[i].name, loc->set_headers[i].value);
+    if (!has_host && set_header(loc, (struct http_str){"host", 4}) == NULL)
+        buf_add_str(&b, "Host: \r\n"); /* HTTP/1.0 clients may send none */
+    buf_add_str(&b, "X-Forwarded-For: ");
+    if (forwarded_for != NULL) {
+        struct http_str previous = http_trim(*forwarded_for);
+        buf_add(&b, previous.data, previous.len);
+        buf_add(&b, ", ", 2);
+    }
+    buf_add_str(&b, px->client);
+    buf_add_str(&b, "\r\nX-Forwarded-Proto: http\r\nVia: 1.1 corral\r\n");
+    if (px->chunked) {
+        buf_add_str(&b, "Transfer-Encoding: chunked\r\n");
+    } else if (req->has_body) {
+        char length[48];
+        int n = snprintf(length, sizeof(length), "Content-Length: %llu\r\n",
+                         (unsigned long long)req->content_length);
+        buf_add(&b, length, (size_t)n);
+    }
+    buf_add(&b, "\r\n", 2);
+    if (b.failed) {
+        free(b.data);
+        return -ENOMEM;
+    }
+    px->head = b.data;
+    px->head_len = b.len;
+    return 0;
+}
+
+static void proxy_on_request(struct http_exchange *ex, const struct http_request *req, void *data)
+{
+    struct proxy_exchange *px = calloc(1, sizeof(*px));
+    if (px == NULL) {
+        http_respond_error(ex, 500);
+        return;
+    }
+    px->ex = ex;
+    px->loc = data;
+    px->idempotent = method_idempotent(req->method);
+    px->chunked = req->chunked;
+    px->head_request = req->head;
+    px->request_sent = !req->has_body;
+    client_address(http_exchange_conn(ex), px->client, sizeof(px->client));
+    if (build_request_head(px, req) != 0) {
+        free(px);
+        http_respond_error(ex, 500);
+        return;
+    }
+    http_exchange_set_data(ex, px);
+    if (px_send(px) != 0) {
+        count_error(px_worker(px), PROXY_ERROR_CONNECT);
+        http_respond_error(ex, 502); /* every server is marked down */
+        px_finish(px);
+    }
+}
+
+static void proxy_on_body(struct http_exchange *ex, const char *data, size_t len)
+{
+    struct proxy_exchange *px = http_exchange_data(ex);
+    if (px == NULL || px->uc == NULL)
+        return;
+    corral_conn *upstream = px->uc->conn;
+    px->body_started = true;
+    if (px->chunked) {
+        char size_line[24];
+        int n = snprintf(size_line, sizeof(size_line), "%zx\r\n", len);
+        struct iovec iov[3] = {{size_line, (size_t)n}, {(void *)data, len}, {"\r\n", 2}};
+        corral_conn_writev(upstream, iov, 3);
+    } else {
+        corral_conn_write(upstream, data, len);
+    }
+    /* The upstream reads slower than the client sends: stop reading it. */
+    if (corral_conn_pending_output(upstream) > 256 * 1024)
+        corral_conn_pause_read(http_exchange_conn(ex));
+}
+
+static void proxy_on_body_end(struct http_exchange *ex)
+{
+    struct proxy_exchange *px = http_exchange_data(ex);
+    if (px == NULL)
+        return;
+    if (px->uc != NULL && px->chunked)
+        corral_conn_write(px->uc->conn, "0\r\n\r\n", 5);
+    px->request_sent = true;
+}
+
+static void proxy_on_drain(struct http_exchange *ex)
+{
+    struct proxy_exchange *px = http_exchange_data(ex);
+    if (px != NULL && px->uc != NULL)
+        corral_conn_resume_read(px->uc->conn);
+}
+
+static void proxy_on_abort(struct http_exchange *ex)
+{
+    struct proxy_exchange *px = http_exchange_data(ex);
+    if (px == NULL)
+        return;
+    if (px->uc != NULL) {
+        px_worker(px)->servers[px->uc->server].active--;
+        uc_detach(px->uc);
+    }
+    px_finish(px);
+}
+
+const struct http_handler proxy_handler = {
+    .name = "proxy",
+    .on_request = proxy_on_request,
+    .on_body = proxy_on_body,
+    .on_body_end = proxy_on_body_end,
+    .on_abort = proxy_on_abort,
+    .on_drain = proxy_on_drain,
+};
