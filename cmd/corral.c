@@ -542,6 +542,13 @@ static void reload(void)
     daemon_state.generations = gen;
     pthread_mutex_unlock(&daemon_state.lock);
     log_wakeup(gen);
+    for (size_t i = 0; i < gen->site_count; i++) {
+        if (find_site(previous, gen->sites[i].address) != NULL)
+            continue;
+        char bound[128];
+        corral_listener_address(gen->sites[i].listener, bound, sizeof(bound));
+        log_info("listening on %s%s", bound, gen->sites[i].http.admin ? " (admin)" : "");
+    }
     daemon_log_level(config->log_level);
     /* The old generation stops accepting (its sockets live on in the new
      * one), finishes what is in flight, and exits within the drain timeout. */
@@ -803,11 +810,12 @@ int main(int argc, char **argv)
         corral_listener_address(gen->sites[i].listener, bound, sizeof(bound));
         log_info("listening on %s%s", bound, gen->sites[i].http.admin ? " (admin)" : "");
     }
-    if ((pid_file != NULL && write_pid_file(pid_file) != 0) || drop_privileges(gen->config) != 0) {
+    bool started = (pid_file == NULL || write_pid_file(pid_file) == 0) &&
+                   drop_privileges(gen->config) == 0;
+    if (!started)
         stop_all(0);
-    }
     corral_loop_run(main_loop);
-    status = 0;
+    status = started ? 0 : 1;
     if (pid_file != NULL)
         unlink(pid_file);
     free(pid_file);

@@ -12,7 +12,7 @@
 #include <corral.h>
 #include <pthread.h>
 
-#define DAEMON_MAX_WORKERS 256
+#define DAEMON_MAX_WORKERS 1024 /* the configuration's own limit */
 
 /* One served address: the http_site its connections use. */
 struct site {

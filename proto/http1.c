@@ -235,8 +235,11 @@ static void h1_finish_exchange(struct h1_conn *h1)
         h1_close(h1); /* the stop began while this exchange ran */
     if (h1->closed)
         return;
+    /* Idle under this request's server; the next head is read under the
+     * default server's limits, since whose it is is known only once read. */
     corral_conn_set_timeouts(h1->conn, 0, h1->vhost->limits.send_timeout_ms);
     h1_arm_timer(h1, h1->vhost->limits.keepalive_timeout_ms);
+    h1->vhost = &h1->site->vhosts[0];
     /* Pipelined requests waited unread while the response was pending. */
     corral_conn_resume_read(h1->conn);
 }
@@ -808,6 +811,18 @@ static void return_on_request(struct http_exchange *ex, const struct http_reques
 {
     (void)req;
     const struct http_return *ret = data;
+    bool redirect = ret->status == 301 || ret->status == 302 || ret->status == 303 ||
+                    ret->status == 307 || ret->status == 308;
+    if (redirect && ret->text_len > 0) {
+        /* As in nginx: a redirect's text is where it points. */
+        char location[2048];
+        int n = snprintf(location, sizeof(location), "Location: %.*s\r\n", (int)ret->text_len,
+                         ret->text);
+        if (n > 0 && (size_t)n < sizeof(location)) {
+            http_respond(ex, ret->status, location, "", 0);
+            return;
+        }
+    }
     http_respond(ex, ret->status, ret->text_len > 0 ? "Content-Type: text/plain\r\n" : "",
                  ret->text, ret->text_len);
 }

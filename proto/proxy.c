@@ -761,14 +761,21 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
             buf_add_header(&b, loc->set_headers[i].name, loc->set_headers[i].value);
     if (!has_host && set_header(loc, (struct http_str){"host", 4}) == NULL)
         buf_add_str(&b, "Host: \r\n"); /* HTTP/1.0 clients may send none */
-    buf_add_str(&b, "X-Forwarded-For: ");
-    if (forwarded_for != NULL) {
-        struct http_str previous = http_trim(*forwarded_for);
-        buf_add(&b, previous.data, previous.len);
-        buf_add(&b, ", ", 2);
+    /* proxy_set_header wins over the proxy's own forwarding headers. */
+    if (set_header(loc, (struct http_str){"x-forwarded-for", 15}) == NULL) {
+        buf_add_str(&b, "X-Forwarded-For: ");
+        if (forwarded_for != NULL) {
+            struct http_str previous = http_trim(*forwarded_for);
+            buf_add(&b, previous.data, previous.len);
+            buf_add(&b, ", ", 2);
+        }
+        buf_add_str(&b, px->client);
+        buf_add(&b, "\r\n", 2);
     }
-    buf_add_str(&b, px->client);
-    buf_add_str(&b, "\r\nX-Forwarded-Proto: http\r\nVia: 1.1 corral\r\n");
+    if (set_header(loc, (struct http_str){"x-forwarded-proto", 17}) == NULL)
+        buf_add_str(&b, "X-Forwarded-Proto: http\r\n");
+    if (set_header(loc, (struct http_str){"via", 3}) == NULL)
+        buf_add_str(&b, "Via: 1.1 corral\r\n");
     if (px->chunked) {
         buf_add_str(&b, "Transfer-Encoding: chunked\r\n");
     } else if (req->has_body) {

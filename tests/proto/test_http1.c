@@ -19,11 +19,13 @@ static struct http_return ret_exact = {201, "exact\n", 6};
 static struct http_return ret_prefix = {202, "prefix\n", 7};
 static struct http_return ret_wild = {203, "wild\n", 5};
 static struct http_return ret_named = {204, NULL, 0};
+static struct http_return ret_moved = {301, "https://main.example/new", 24};
 
 static const struct http_location main_locations[] = {
     {"/", 1, false, &http_return_handler, &ret_root},
     {"/exact", 6, true, &http_return_handler, &ret_exact},
     {"/prefix/", 8, false, &http_return_handler, &ret_prefix},
+    {"/moved", 6, true, &http_return_handler, &ret_moved},
 };
 static const struct http_location wild_locations[] = {
     {"/", 1, false, &http_return_handler, &ret_wild},
@@ -54,7 +56,7 @@ static void start(uint32_t header_timeout_ms, uint32_t keepalive_timeout_ms)
         limits.header_timeout_ms = header_timeout_ms;
     if (keepalive_timeout_ms)
         limits.keepalive_timeout_ms = keepalive_timeout_ms;
-    vhosts[0] = (struct http_vhost){main_names, 1, main_locations, 3, limits};
+    vhosts[0] = (struct http_vhost){main_names, 1, main_locations, 4, limits};
     vhosts[1] = (struct http_vhost){wild_names, 1, wild_locations, 1, limits};
     vhosts[2] = (struct http_vhost){named_names, 1, named_locations, 1, limits};
     site = (struct http_site){.vhosts = vhosts, .vhost_count = 3, .stats = stats};
@@ -168,6 +170,19 @@ START_TEST(valid_requests_whole_and_split)
         }
         close(fd);
     }
+}
+END_TEST
+
+START_TEST(return_redirect_sets_location)
+{
+    int fd = test_connect(port);
+    const char *req = "GET /moved HTTP/1.1\r\nHost: main.example\r\n\r\n";
+    test_send_all(fd, req, strlen(req));
+    char head[1024], body[256];
+    ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 301);
+    ck_assert_ptr_nonnull(strstr(head, "\r\nLocation: https://main.example/new\r\n"));
+    ck_assert_ptr_nonnull(strstr(head, "\r\nContent-Length: 0\r\n"));
+    close(fd);
 }
 END_TEST
 
@@ -385,6 +400,7 @@ Suite *test_suite(void)
     tcase_add_checked_fixture(tc, setup, stop);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, valid_requests_whole_and_split);
+    tcase_add_test(tc, return_redirect_sets_location);
     tcase_add_test(tc, pipelined_requests_are_answered_in_order);
     tcase_add_test(tc, connection_close_and_http10);
     tcase_add_test(tc, keepalive_requests_limit_closes_the_last);
