@@ -397,7 +397,7 @@ void corral__loop_kick(corral_loop *loop)
 
 static void conn_start_linger(corral_conn *conn)
 {
-    if (conn->eof) {
+    if (conn->eof || conn->no_linger) {
         conn_destroy(conn, 0);
         return;
     }
@@ -546,6 +546,12 @@ void corral_conn_close(corral_conn *conn)
     }
     conn->state = CORRAL__CONN_CLOSING;
     conn_schedule_flush(conn);
+}
+
+void corral_conn_close_no_linger(corral_conn *conn)
+{
+    conn->no_linger = true;
+    corral_conn_close(conn);
 }
 
 void corral_conn_abort(corral_conn *conn, int error)

@@ -186,6 +186,7 @@ struct corral_conn {
     bool over_high;         /* output exceeded the high watermark */
     bool shutdown_pending;  /* half-close once output is flushed */
     bool shutdown_done;
+    bool no_linger;         /* close right after the flush */
     bool eof;
     bool peer_hup;          /* epoll reported the peer's FIN, an error or hang-up */
     bool in_flush_list;

@@ -13,6 +13,8 @@
 #include <sys/epoll.h>
 static void rotate_requeue(corral_worker *worker, struct corral__accept_entry *entry)
 {
+    if (worker->server->worker_count == 1)
+        return; /* nobody to take turns with: save the two syscalls */
     corral__entry_unregister(entry);
     int err = corral__entry_register(entry, EPOLLEXCLUSIVE);
     if (err != 0) {

@@ -28,6 +28,7 @@ struct http_exchange {
     bool head;          /* HEAD request: responses carry no body */
     bool keep_alive;    /* the client allows reusing the connection */
     bool http10;        /* an HTTP/1.0 client: no chunked responses */
+    bool client_closes; /* the client asked to close after this request */
     bool request_done;  /* message complete */
     bool response_started;
     bool response_body;    /* the response being sent has a body */
@@ -226,6 +227,15 @@ static void h1_close(struct h1_conn *h1)
     corral_conn_close(h1->conn);
 }
 
+/* The client asked to close: it sends nothing more, so no lingering. */
+static void h1_close_as_asked(struct h1_conn *h1)
+{
+    h1->closed = true;
+    h1->deadline = 0;
+    corral_timer_stop(h1->timer);
+    corral_conn_close_no_linger(h1->conn);
+}
+
 /* Both halves of the exchange are done: get ready for the next request. */
 static void h1_finish_exchange(struct h1_conn *h1)
 {
@@ -347,10 +357,14 @@ void http_response_end(struct http_exchange *ex)
         corral_conn_write(h1->conn, "0\r\n\r\n", 5);
     ex->response_done = true;
     count_response(h1, ex->status);
-    if (!ex->response_keep)
+    if (ex->response_keep) {
+        if (ex->request_done)
+            h1_finish_exchange(h1);
+    } else if (ex->client_closes && ex->request_done) {
+        h1_close_as_asked(h1);
+    } else {
         h1_close(h1);
-    else if (ex->request_done)
-        h1_finish_exchange(h1);
+    }
 }
 
 void http_respond(struct http_exchange *ex, unsigned status, const char *headers,
@@ -560,6 +574,7 @@ static int on_headers_complete(llhttp_t *parser)
 
     struct http_exchange *ex = &h1->ex;
     *ex = (struct http_exchange){.h1 = h1, .head = req.head, .keep_alive = req.keep_alive,
+                                 .client_closes = !req.keep_alive,
                                  .http10 = req.version_minor == 0};
     h1->in_exchange = true;
     if (req.has_body)

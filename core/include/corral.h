@@ -227,6 +227,11 @@ CORRAL_EXTERN void corral_conn_shutdown(corral_conn *conn);
  *  instead of a reset.  on_close(conn, 0) follows. */
 CORRAL_EXTERN void corral_conn_close(corral_conn *conn);
 
+/** corral_conn_close() without the lingering: for a peer that announced
+ *  it will send nothing more (an HTTP client that asked to close), so the
+ *  descriptor is released as soon as the output is flushed. */
+CORRAL_EXTERN void corral_conn_close_no_linger(corral_conn *conn);
+
 /** Closes at once, dropping queued output; on_close(conn, error) follows
  *  (error 0 or -errno). */
 CORRAL_EXTERN void corral_conn_abort(corral_conn *conn, int error);
