@@ -62,9 +62,8 @@ struct h1_conn {
 /* Head parsing runs inside one on_data call on one worker, so its scratch
  * space is per thread, not per connection: idle connections stay small. */
 struct head_scratch {
-    struct http_header headers[HEADERS_CAP];
-    size_t header_count;
-    bool in_value;
+    struct http_header slots[HEADERS_CAP];
+    struct http_header_list list;
     struct http_str url;
 };
 static _Thread_local struct head_scratch scratch;
@@ -415,53 +414,68 @@ bool http_exchange_response_started(const struct http_exchange *ex)
 
 /* ------------------------------------------------------- llhttp callbacks */
 
-static int on_message_begin(llhttp_t *parser)
-{
-    struct h1_conn *h1 = parser->data;
-    h1->error_status = 0;
-    h1->partial_head = false;
-    scratch.header_count = 0;
-    scratch.in_value = false;
-    scratch.url = (struct http_str){NULL, 0};
-    return 0;
-}
-
-/* llhttp may hand a span over in pieces; pieces of one head are adjacent. */
-static void extend(struct http_str *str, const char *at, size_t len)
+void http_str_extend(struct http_str *str, const char *at, size_t len)
 {
     if (str->data == NULL)
         str->data = at;
     str->len = (size_t)(at + len - str->data);
 }
 
+void http_headers_reset(struct http_header_list *list)
+{
+    list->count = 0;
+    list->in_value = false;
+}
+
+bool http_headers_add_name(struct http_header_list *list, const char *at, size_t len, size_t limit)
+{
+    if (list->in_value || list->count == 0) {
+        if (list->count == list->cap || list->count == limit)
+            return false;
+        list->headers[list->count++] = (struct http_header){{NULL, 0}, {NULL, 0}};
+        list->in_value = false;
+    }
+    http_str_extend(&list->headers[list->count - 1].name, at, len);
+    return true;
+}
+
+void http_headers_add_value(struct http_header_list *list, const char *at, size_t len)
+{
+    list->in_value = true;
+    http_str_extend(&list->headers[list->count - 1].value, at, len);
+}
+
+static int on_message_begin(llhttp_t *parser)
+{
+    struct h1_conn *h1 = parser->data;
+    h1->error_status = 0;
+    h1->partial_head = false;
+    scratch.list = (struct http_header_list){.headers = scratch.slots, .cap = HEADERS_CAP};
+    scratch.url = (struct http_str){NULL, 0};
+    return 0;
+}
+
 static int on_url(llhttp_t *parser, const char *at, size_t len)
 {
     (void)parser;
-    extend(&scratch.url, at, len);
+    http_str_extend(&scratch.url, at, len);
     return 0;
 }
 
 static int on_header_field(llhttp_t *parser, const char *at, size_t len)
 {
     struct h1_conn *h1 = parser->data;
-    if (scratch.in_value || scratch.header_count == 0) {
-        if (scratch.header_count == HEADERS_CAP ||
-            scratch.header_count == h1->vhost->limits.max_headers) {
-            h1->error_status = 431;
-            return -1;
-        }
-        scratch.headers[scratch.header_count++] = (struct http_header){{NULL, 0}, {NULL, 0}};
-        scratch.in_value = false;
+    if (!http_headers_add_name(&scratch.list, at, len, h1->vhost->limits.max_headers)) {
+        h1->error_status = 431;
+        return -1;
     }
-    extend(&scratch.headers[scratch.header_count - 1].name, at, len);
     return 0;
 }
 
 static int on_header_value(llhttp_t *parser, const char *at, size_t len)
 {
     (void)parser;
-    scratch.in_value = true;
-    extend(&scratch.headers[scratch.header_count - 1].value, at, len);
+    http_headers_add_value(&scratch.list, at, len);
     return 0;
 }
 
@@ -505,8 +519,8 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
         .method = {llhttp_method_name((llhttp_method_t)parser->method), 0},
         .target = scratch.url,
         .version_minor = parser->http_minor,
-        .headers = scratch.headers,
-        .header_count = scratch.header_count,
+        .headers = scratch.list.headers,
+        .header_count = scratch.list.count,
         .head = parser->method == HTTP_HEAD,
         .keep_alive = llhttp_should_keep_alive(parser),
     };
@@ -518,8 +532,8 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
                                   query != NULL ? (size_t)(query - req->target.data) : req->target.len};
 
     int hosts = 0, transfer_encodings = 0;
-    for (size_t i = 0; i < scratch.header_count; i++) {
-        const struct http_header *h = &scratch.headers[i];
+    for (size_t i = 0; i < scratch.list.count; i++) {
+        const struct http_header *h = &scratch.list.headers[i];
         if (http_str_equal_nocase(h->name, "host")) {
             hosts++;
             req->host = http_trim(h->value);

@@ -150,6 +150,22 @@ const struct http_location *http_find_location(const struct http_vhost *vhost, c
 const struct http_vhost *http_find_vhost(const struct http_site *site, const char *host,
                                          size_t len);
 
+/* Collects the headers llhttp reports as spans of one head in memory
+ * (header names and values may arrive in adjacent pieces). */
+struct http_header_list {
+    struct http_header *headers;
+    size_t count, cap;
+    bool in_value;
+};
+/* Starts the list over for a new head. */
+void http_headers_reset(struct http_header_list *list);
+/* A piece of a header name: false when a new header would exceed `limit`
+ * (or the list's capacity). */
+bool http_headers_add_name(struct http_header_list *list, const char *at, size_t len, size_t limit);
+void http_headers_add_value(struct http_header_list *list, const char *at, size_t len);
+/* Extends `str` with the adjacent piece at..at+len. */
+void http_str_extend(struct http_str *str, const char *at, size_t len);
+
 /* Framing helpers shared with the proxy's response parser. */
 /* Length of the head at the start of `data`, through its empty line, or 0
  * while it is incomplete. */

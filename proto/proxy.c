@@ -301,51 +301,29 @@ static void uc_detach(struct upstream_conn *uc)
     corral_conn_abort(uc->conn, 0);
 }
 
-/* Response parsing scratch, per thread: filled during one llhttp_execute. */
-struct response_scratch {
-    struct http_header headers[RESPONSE_HEADERS_CAP];
-    size_t count;
-    bool in_value;
-    bool overflow;
-};
-static _Thread_local struct response_scratch rscratch;
+/* Response headers, per thread: filled during one llhttp_execute over a
+ * complete head. */
+static _Thread_local struct http_header response_slots[RESPONSE_HEADERS_CAP];
+static _Thread_local struct http_header_list response_headers;
 
 static int rsp_on_message_begin(llhttp_t *parser)
 {
     (void)parser;
-    rscratch.count = 0;
-    rscratch.in_value = false;
-    rscratch.overflow = false;
+    response_headers = (struct http_header_list){.headers = response_slots,
+                                                 .cap = RESPONSE_HEADERS_CAP};
     return 0;
-}
-
-static void extend(struct http_str *str, const char *at, size_t len)
-{
-    if (str->data == NULL)
-        str->data = at;
-    str->len = (size_t)(at + len - str->data);
 }
 
 static int rsp_on_header_field(llhttp_t *parser, const char *at, size_t len)
 {
     (void)parser;
-    if (rscratch.in_value || rscratch.count == 0) {
-        if (rscratch.count == RESPONSE_HEADERS_CAP) {
-            rscratch.overflow = true;
-            return -1;
-        }
-        rscratch.headers[rscratch.count++] = (struct http_header){{NULL, 0}, {NULL, 0}};
-        rscratch.in_value = false;
-    }
-    extend(&rscratch.headers[rscratch.count - 1].name, at, len);
-    return 0;
+    return http_headers_add_name(&response_headers, at, len, RESPONSE_HEADERS_CAP) ? 0 : -1;
 }
 
 static int rsp_on_header_value(llhttp_t *parser, const char *at, size_t len)
 {
     (void)parser;
-    rscratch.in_value = true;
-    extend(&rscratch.headers[rscratch.count - 1].value, at, len);
+    http_headers_add_value(&response_headers, at, len);
     return 0;
 }
 
@@ -443,9 +421,10 @@ static int rsp_on_headers_complete(llhttp_t *parser)
     uc->worker->servers[uc->server].fails = 0;
 
     struct text_buf headers = {0};
-    for (size_t i = 0; i < rscratch.count; i++) {
-        const struct http_header *h = &rscratch.headers[i];
-        if (!is_hop_by_hop(h->name, rscratch.headers, rscratch.count) && !hidden(px->loc, h->name))
+    for (size_t i = 0; i < response_headers.count; i++) {
+        const struct http_header *h = &response_headers.headers[i];
+        if (!is_hop_by_hop(h->name, response_headers.headers, response_headers.count) &&
+            !hidden(px->loc, h->name))
             buf_add_header(&headers, h->name, h->value);
     }
     if (headers.failed) {

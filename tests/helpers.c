@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,4 +111,24 @@ int test_start_server(corral_server *server, const struct corral_conn_handler *h
     ck_assert_int_gt(port, 0);
     ck_assert_int_eq(corral_server_start(server), 0);
     return port;
+}
+
+void test_stop_server(corral_server *server)
+{
+    corral_server_stop(server, 0);
+    corral_server_wait(server);
+    corral_server_free(server);
+}
+
+int test_wait_exit(pid_t pid, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
 }

@@ -9,6 +9,7 @@
 #include <corral.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Each test program defines its suite; helpers.c holds main(), which runs it
  * with CK_FORK so every case runs in its own child process. */
@@ -36,5 +37,12 @@ size_t test_recv_all(int fd, void *buf, size_t len);
  * the port. */
 int test_start_server(corral_server *server, const struct corral_conn_handler *handler,
                       void *data);
+
+/* Stops a started server at once, waits for its workers, frees it. */
+void test_stop_server(corral_server *server);
+
+/* Waits up to timeout_ms for child `pid`: its exit status, 128 + signal, or
+ * -1 after killing it when the time is up. */
+int test_wait_exit(pid_t pid, int timeout_ms);
 
 #endif

@@ -136,23 +136,10 @@ static void start_daemon(struct daemon *d)
     start_daemon_with(d, -1);
 }
 
-static int wait_exit(pid_t pid, int timeout_ms)
-{
-    for (int waited = 0; waited < timeout_ms; waited += 10) {
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid)
-            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return -1;
-}
-
 static void stop_daemon(struct daemon *d)
 {
     kill(d->pid, SIGTERM);
-    ck_assert_int_eq(wait_exit(d->pid, 15000), 0);
+    ck_assert_int_eq(test_wait_exit(d->pid, 15000), 0);
 }
 
 /* One GET on a new connection to 127.0.0.1 (or the admin address, .2):
@@ -343,7 +330,7 @@ START_TEST(sigterm_lets_an_in_flight_request_finish)
     ck_assert_ptr_nonnull(strstr(response, "HTTP/1.1 200 OK"));
     ck_assert_ptr_nonnull(strstr(response, "\r\n\r\ndone"));
     close(fd);
-    ck_assert_int_eq(wait_exit(d.pid, 5000), 0);
+    ck_assert_int_eq(test_wait_exit(d.pid, 5000), 0);
 }
 END_TEST
 

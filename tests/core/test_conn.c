@@ -53,13 +53,6 @@ static corral_server *start_echo(int workers, const struct corral_conn_handler *
     return server;
 }
 
-static void stop_server(corral_server *server)
-{
-    corral_server_stop(server, 0);
-    corral_server_wait(server);
-    corral_server_free(server);
-}
-
 START_TEST(echo_round_trips)
 {
     int port;
@@ -75,7 +68,7 @@ START_TEST(echo_round_trips)
         }
         close(fd);
     }
-    stop_server(server);
+    test_stop_server(server);
 }
 END_TEST
 
@@ -140,7 +133,7 @@ START_TEST(ten_megabytes_through_a_slow_reader_stay_bounded)
                   atomic_load(&max_pending_output));
     ck_assert_uint_gt(atomic_load(&max_pending_output), 64 * 1024); /* it did push back */
     close(fd);
-    stop_server(server);
+    test_stop_server(server);
 }
 END_TEST
 
@@ -158,7 +151,7 @@ START_TEST(half_close_flushes_then_closes)
     for (int i = 0; i < 100 && atomic_load(&closes) == 0; i++)
         usleep(10000);
     ck_assert_int_eq(atomic_load(&last_close_error), 0);
-    stop_server(server);
+    test_stop_server(server);
 }
 END_TEST
 
@@ -197,7 +190,7 @@ START_TEST(close_lingers_so_the_peer_reads_everything)
         usleep(10000);
     ck_assert_int_eq(atomic_load(&closes), 1);
     ck_assert_int_eq(atomic_load(&last_close_error), 0);
-    stop_server(server);
+    test_stop_server(server);
 }
 END_TEST
 
@@ -235,7 +228,7 @@ START_TEST(read_timeout_closes_an_idle_connection)
         usleep(10000);
     ck_assert_int_eq(atomic_load(&last_close_error), -ETIMEDOUT);
     close(fd);
-    stop_server(server);
+    test_stop_server(server);
 }
 END_TEST
 
@@ -270,7 +263,7 @@ START_TEST(write_timeout_closes_a_stalled_reader)
     ck_assert_int_eq(atomic_load(&closes), 1);
     ck_assert_int_eq(atomic_load(&last_close_error), -ETIMEDOUT);
     close(fd);
-    stop_server(server);
+    test_stop_server(server);
 }
 END_TEST
 
@@ -336,7 +329,7 @@ START_TEST(outgoing_connection_round_trip)
     ck_assert(memcmp(c.received, "ping", 4) == 0);
     ck_assert_int_eq(c.close_error, 0);
     corral_loop_free(c.loop);
-    stop_server(server);
+    test_stop_server(server);
 }
 END_TEST
 

@@ -81,9 +81,7 @@ static void check_echo_on(const char *address_pattern)
         ck_assert(memcmp(reply, "hello", 5) == 0);
         close(fd);
     }
-    corral_server_stop(server, 0);
-    corral_server_wait(server);
-    corral_server_free(server);
+    test_stop_server(server);
 }
 
 START_TEST(ephemeral_ipv4_listener)
@@ -120,9 +118,7 @@ START_TEST(unix_socket_listener)
     ck_assert_uint_eq(test_recv_all(fd, reply, 4), 4);
     ck_assert(memcmp(reply, "unix", 4) == 0);
     close(fd);
-    corral_server_stop(server, 0);
-    corral_server_wait(server);
-    corral_server_free(server);
+    test_stop_server(server);
     ck_assert_int_eq(access(path, F_OK), -1); /* the socket file is removed */
     rmdir(dir);
 }
@@ -157,9 +153,7 @@ START_TEST(accepted_sockets_have_nodelay)
     ck_assert_uint_eq(test_recv_all(client, reply, 1), 1);
     ck_assert_int_eq(atomic_load(&accepted_nodelay), 1);
     close(client);
-    corral_server_stop(server, 0);
-    corral_server_wait(server);
-    corral_server_free(server);
+    test_stop_server(server);
 }
 END_TEST
 

@@ -204,9 +204,7 @@ START_TEST(connection_limit_pauses_and_rejoins)
     close(extra);
     for (int i = 1; i < LIMIT; i++)
         close(fds[i]);
-    corral_server_stop(server, 0);
-    corral_server_wait(server);
-    corral_server_free(server);
+    test_stop_server(server);
 }
 END_TEST
 
@@ -263,9 +261,7 @@ START_TEST(out_of_fds_pauses_instead_of_spinning)
         ck_assert(answers_within(fds[i], 2000));
         close(fds[i]);
     }
-    corral_server_stop(server, 0);
-    corral_server_wait(server);
-    corral_server_free(server);
+    test_stop_server(server);
     corral_set_logger(NULL, NULL);
 }
 END_TEST
@@ -289,9 +285,7 @@ START_TEST(counters_add_up)
         ck_assert_uint_le(stats.accept_wasted, stats.accept_wakeups);
     }
     ck_assert_uint_ge(wakeups - wasted, 1);
-    corral_server_stop(server, 0);
-    corral_server_wait(server);
-    corral_server_free(server);
+    test_stop_server(server);
 }
 END_TEST
 
@@ -338,19 +332,6 @@ static pid_t spawn_server(int *port, int *usr1_pipe)
     return pid;
 }
 
-static int wait_exit(pid_t pid, int timeout_ms)
-{
-    for (int waited = 0; waited < timeout_ms; waited += 10) {
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid)
-            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return -1;
-}
-
 START_TEST(signals_reach_the_main_loop)
 {
     int port, usr1;
@@ -367,7 +348,7 @@ START_TEST(signals_reach_the_main_loop)
     usleep(100000);
     round_trip(fd); /* graceful: the open connection is still served */
     close(fd);
-    ck_assert_int_eq(wait_exit(pid, 5000), 0);
+    ck_assert_int_eq(test_wait_exit(pid, 5000), 0);
     close(usr1);
 }
 END_TEST
@@ -379,7 +360,7 @@ START_TEST(sigquit_stops_at_once)
     int fd = test_connect(port);
     round_trip(fd);
     kill(pid, SIGQUIT);
-    ck_assert_int_eq(wait_exit(pid, 2000), 0);
+    ck_assert_int_eq(test_wait_exit(pid, 2000), 0);
     close(fd);
     close(usr1);
 }

@@ -171,13 +171,6 @@ static corral_server *start_mode(enum corral_wakeup_mode mode, const struct corr
     return server;
 }
 
-static void stop_server(corral_server *server)
-{
-    corral_server_stop(server, 0);
-    corral_server_wait(server);
-    corral_server_free(server);
-}
-
 static void exchange_id(int fd, uint32_t id)
 {
     test_send_all(fd, &id, 4);
@@ -282,7 +275,7 @@ START_TEST(every_mechanism_accepts_every_connection_once)
         ck_assert_msg(atomic_load(&id_seen[id]) == 1, "%s: connection %zu seen %d times",
                       info.impl, id, atomic_load(&id_seen[id]));
     ck_assert_uint_eq(sum_stats(server).accepts, THREADS * PER_THREAD);
-    stop_server(server);
+    test_stop_server(server);
 }
 END_TEST
 
@@ -303,7 +296,7 @@ START_TEST(roundrobin_gives_every_worker_a_fair_share)
     ck_assert_msg(t.min_accepts >= 80 && t.max_accepts <= 120,
                   "accepts per worker ranged %lu..%lu", (unsigned long)t.min_accepts,
                   (unsigned long)t.max_accepts);
-    stop_server(server);
+    test_stop_server(server);
 }
 END_TEST
 
@@ -332,7 +325,7 @@ START_TEST(affinity_serves_connections_on_their_cpu)
             corral_server_stats(server, i, &stats);
             ck_assert_int_eq(stats.cpu, caps.cpus[i % 2]);
         }
-        stop_server(server);
+        test_stop_server(server);
     }
 }
 END_TEST
@@ -366,7 +359,7 @@ START_TEST(connection_limit_pauses_and_rejoins_in_every_mechanism)
     close(extra);
     for (int i = 1; i < LIMIT; i++)
         close(fds[i]);
-    stop_server(server);
+    test_stop_server(server);
 }
 END_TEST
 
@@ -395,7 +388,7 @@ START_TEST(busy_poll_is_set_or_warned_about)
     exchange_id(fd, 1);
     close(fd);
     ck_assert_int_eq(atomic_load(&busy_poll_warnings), caps.busy_poll ? 0 : 2);
-    stop_server(server);
+    test_stop_server(server);
     corral_set_logger(NULL, NULL);
 }
 END_TEST

@@ -70,9 +70,7 @@ static void start(uint32_t header_timeout_ms, uint32_t keepalive_timeout_ms)
 
 static void stop(void)
 {
-    corral_server_stop(server, 0);
-    corral_server_wait(server);
-    corral_server_free(server);
+    test_stop_server(server);
 }
 
 static void setup(void)
