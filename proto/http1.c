@@ -48,6 +48,7 @@ struct h1_conn {
     bool in_exchange;
     bool stopping;      /* graceful stop: close after the current response */
     bool partial_head;  /* part of a request head has arrived */
+    bool tunnel;        /* switched protocols: bytes pass through raw */
     bool closed;        /* close requested: parse nothing more */
     unsigned requests;  /* completed on this connection */
     unsigned error_status; /* set by a callback that fails the request */
@@ -294,8 +295,10 @@ void http_response_begin(struct http_exchange *ex, unsigned status, const char *
     bool bodiless_status = status < 200 || status == 204 || status == 304;
     ex->response_body = !ex->head && !bodiless_status;
     ex->response_chunked = ex->response_body && content_length < 0 && !ex->http10;
-    /* A body of unknown length to an HTTP/1.0 client ends with the connection. */
-    ex->response_keep = h1_keep_alive(h1, ex) && !(ex->response_body && content_length < 0 && ex->http10);
+    /* A body of unknown length to an HTTP/1.0 client ends with the connection;
+     * after 101 the connection belongs to another protocol. */
+    ex->response_keep = status == 101 || (h1_keep_alive(h1, ex) &&
+                                          !(ex->response_body && content_length < 0 && ex->http10));
 
     /* Built by hand: this runs once per request, and snprintf showed up in
      * the profile. */
@@ -412,6 +415,15 @@ bool http_exchange_response_started(const struct http_exchange *ex)
     return ex->response_started;
 }
 
+void http_exchange_tunnel(struct http_exchange *ex)
+{
+    struct h1_conn *h1 = ex->h1;
+    h1->tunnel = true;
+    h1->deadline = 0;
+    corral_conn_set_timeouts(h1->conn, 0, 0); /* the protocol inside has its own */
+    corral_conn_resume_read(h1->conn);        /* bytes that came early are waiting */
+}
+
 /* ------------------------------------------------------- llhttp callbacks */
 
 void http_str_extend(struct http_str *str, const char *at, size_t len)
@@ -479,6 +491,20 @@ static int on_header_value(llhttp_t *parser, const char *at, size_t len)
     return 0;
 }
 
+bool http_header_lists(struct http_str list, struct http_str token)
+{
+    const char *p = list.data, *end = list.data + list.len;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma != NULL ? comma : end;
+        struct http_str item = http_trim((struct http_str){p, (size_t)(stop - p)});
+        if (item.len == token.len && strncasecmp(item.data, token.data, token.len) == 0)
+            return true;
+        p = stop + 1;
+    }
+    return false;
+}
+
 bool http_str_equal_nocase(struct http_str s, const char *literal)
 {
     size_t len = strlen(literal);
@@ -544,6 +570,8 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
             if (status != 0)
                 return status;
             req->chunked = true;
+        } else if (http_str_equal_nocase(h->name, "upgrade")) {
+            req->upgrade_protocol = http_trim(h->value);
         } else if (http_str_equal_nocase(h->name, "expect")) {
             if (!http_str_equal_nocase(http_trim(h->value), "100-continue"))
                 return 417;
@@ -564,6 +592,10 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
     }
     if (req->target.len == 0 || (req->target.data[0] != '/' && req->target.data[0] != '*'))
         return 400; /* absolute-form belongs to forward proxies */
+    for (size_t i = 0; i < scratch.list.count && req->upgrade_protocol.len > 0; i++)
+        if (http_str_equal_nocase(scratch.list.headers[i].name, "connection") &&
+            http_header_lists(scratch.list.headers[i].value, (struct http_str){"upgrade", 7}))
+            req->upgrade = true;
     req->content_length = req->chunked ? 0 : parser->content_length;
     req->has_body = req->chunked || req->content_length > 0;
     return 0;
@@ -685,8 +717,8 @@ static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
     if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) {
         size_t used = (size_t)(llhttp_get_error_pos(&h1->parser) - data);
         if (err == HPE_PAUSED_UPGRADE) {
-            /* No handler here speaks the upgraded protocol: once answered,
-             * the connection cannot go back to HTTP. */
+            /* What follows is not HTTP: the connection ends with this
+             * exchange, unless a 101 response turns it into a tunnel. */
             h1->ex.keep_alive = false;
         }
         llhttp_resume(&h1->parser);
@@ -710,6 +742,10 @@ static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
 static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
 {
     struct h1_conn *h1 = corral_conn_data(conn);
+    if (h1->tunnel)
+        return h1->ex.handler->on_tunnel_data != NULL
+                   ? h1->ex.handler->on_tunnel_data(&h1->ex, data, len)
+                   : len;
     size_t used = 0;
     while (used < len && !h1->closed) {
         if (h1->in_exchange && h1->ex.request_done) {

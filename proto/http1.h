@@ -44,6 +44,8 @@ struct http_request {
     uint64_t content_length;
     bool keep_alive;        /* what the client asked for */
     bool expect_continue;
+    bool upgrade;           /* Upgrade with "Connection: upgrade" (WebSocket) */
+    struct http_str upgrade_protocol; /* the Upgrade header's value */
 };
 
 /* What a location does with a request. */
@@ -61,6 +63,9 @@ struct http_handler {
     /* The client took the response output below the low watermark, after
      * it had exceeded the high one: resume the producer.  Optional. */
     void (*on_drain)(struct http_exchange *ex);
+    /* After http_exchange_tunnel(): raw bytes from the client.  Returns how
+     * many were taken; the rest comes again.  Optional. */
+    size_t (*on_tunnel_data)(struct http_exchange *ex, const char *data, size_t len);
 };
 
 struct http_limits {
@@ -129,6 +134,12 @@ void http_response_write(struct http_exchange *ex, const char *data, size_t len)
 void http_response_end(struct http_exchange *ex);
 bool http_exchange_response_started(const struct http_exchange *ex);
 
+/* After a "101 Switching Protocols" response: the client connection stops
+ * speaking HTTP and its bytes go to the handler's on_tunnel_data, until it
+ * closes (then on_abort).  Write to the client with corral_conn_write() on
+ * http_exchange_conn(). */
+void http_exchange_tunnel(struct http_exchange *ex);
+
 /* Answers with a short text/plain body: "404 Not Found\n" etc. */
 void http_respond_error(struct http_exchange *ex, unsigned status);
 
@@ -173,6 +184,8 @@ size_t http_head_length(const char *data, size_t len);
 /* False for bare CR, bare LF or obs-fold anywhere in a head. */
 bool http_head_lines_valid(const char *head, size_t len);
 bool http_str_equal_nocase(struct http_str s, const char *literal);
+/* Whether a comma-separated header value (Connection) lists `token`. */
+bool http_header_lists(struct http_str list, struct http_str token);
 struct http_str http_trim(struct http_str s);
 
 /* The handler of `return CODE "TEXT"`: handler_data is a struct http_return. */

@@ -76,6 +76,7 @@ struct upstream_conn {
     bool connected;
     bool reused;     /* served an earlier request */
     bool head_done;  /* the response head has been parsed */
+    bool tunnel;     /* after 101: a byte pipe to the client */
     struct upstream_conn *idle_next, *idle_prev;
 };
 
@@ -92,6 +93,7 @@ struct proxy_exchange {
     bool body_started;  /* request body bytes went to the upstream: no retry */
     bool request_sent;  /* the whole request went to the upstream */
     bool head_request;
+    bool upgrade;       /* the client asked to switch protocols (WebSocket) */
 };
 
 static void px_finish(struct proxy_exchange *px);
@@ -291,14 +293,18 @@ static void pool_release(struct upstream_conn *uc)
     corral_conn_set_timeouts(uc->conn, up->idle_timeout_ms, 0);
 }
 
-/* Detaches the connection from its exchange for good. */
+/* Detaches the connection from its exchange for good.  A tunnel closes
+ * gracefully, so what the other side sent last still arrives. */
 static void uc_detach(struct upstream_conn *uc)
 {
     if (uc->px != NULL) {
         uc->px->uc = NULL;
         uc->px = NULL;
     }
-    corral_conn_abort(uc->conn, 0);
+    if (uc->tunnel)
+        corral_conn_close(uc->conn);
+    else
+        corral_conn_abort(uc->conn, 0);
 }
 
 /* Response headers, per thread: filled during one llhttp_execute over a
@@ -415,16 +421,22 @@ static int rsp_on_headers_complete(llhttp_t *parser)
     struct upstream_conn *uc = parser->data;
     struct proxy_exchange *px = uc->px;
     unsigned status = parser->status_code;
-    if (status >= 100 && status < 200)
+    if (status == 101 && px->upgrade) {
+        uc->tunnel = true; /* switching protocols: see uc_on_data */
+    } else if (status >= 100 && status < 200) {
         return 0; /* interim (100 Continue): the client already had its own */
+    }
     uc->head_done = true;
     uc->worker->servers[uc->server].fails = 0;
 
     struct text_buf headers = {0};
     for (size_t i = 0; i < response_headers.count; i++) {
         const struct http_header *h = &response_headers.headers[i];
-        if (!is_hop_by_hop(h->name, response_headers.headers, response_headers.count) &&
-            !hidden(px->loc, h->name))
+        bool tunnel_header = uc->tunnel && (http_str_equal_nocase(h->name, "upgrade") ||
+                                            http_str_equal_nocase(h->name, "connection"));
+        if (tunnel_header || (!is_hop_by_hop(h->name, response_headers.headers,
+                                             response_headers.count) &&
+                              !hidden(px->loc, h->name)))
             buf_add_header(&headers, h->name, h->value);
     }
     if (headers.failed) {
@@ -458,7 +470,17 @@ static int rsp_on_message_complete(llhttp_t *parser)
     struct upstream_conn *uc = parser->data;
     if (!uc->head_done)
         return 0; /* the end of a 1xx: the real response follows */
-    return HPE_PAUSED;
+    return uc->tunnel ? 0 : HPE_PAUSED; /* llhttp pauses for an upgrade itself */
+}
+
+/* After 101: bytes pass through raw in both directions. */
+static size_t tunnel_to_client(struct upstream_conn *uc, const char *data, size_t len)
+{
+    corral_conn *client = http_exchange_conn(uc->px->ex);
+    corral_conn_write(client, data, len);
+    if (corral_conn_pending_output(client) > 256 * 1024)
+        corral_conn_pause_read(uc->conn);
+    return len;
 }
 
 static const llhttp_settings_t response_settings = {
@@ -478,6 +500,8 @@ static size_t uc_on_data(corral_conn *conn, const char *data, size_t len)
         corral_conn_abort(conn, 0); /* an idle connection must not talk */
         return len;
     }
+    if (uc->tunnel && uc->parser.error == HPE_PAUSED_UPGRADE)
+        return tunnel_to_client(uc, data, len);
     if (!uc->head_done) {
         size_t head = http_head_length(data, len);
         if (head == 0) {
@@ -497,6 +521,14 @@ static size_t uc_on_data(corral_conn *conn, const char *data, size_t len)
         return len; /* the exchange failed inside a callback */
     if (err == HPE_OK)
         return len;
+    if (err == HPE_PAUSED_UPGRADE && uc->tunnel) {
+        /* The 101 head went to the client; the client side turns raw too,
+         * and whatever followed the head here is already tunnel data. */
+        size_t used = (size_t)(llhttp_get_error_pos(&uc->parser) - data);
+        corral_conn_set_timeouts(conn, 0, 0);
+        http_exchange_tunnel(px->ex);
+        return used + tunnel_to_client(uc, data + used, len - used);
+    }
     if (err == HPE_PAUSED) {
         size_t used = (size_t)(llhttp_get_error_pos(&uc->parser) - data);
         bool reusable = llhttp_should_keep_alive(&uc->parser) && used == len && px->request_sent;
@@ -526,6 +558,13 @@ static void uc_on_eof(corral_conn *conn)
 {
     struct upstream_conn *uc = corral_conn_data(conn);
     struct proxy_exchange *px = uc->px;
+    if (px != NULL && uc->tunnel) {
+        /* The upstream ended the tunnel: the client's side ends after what
+         * is queued for it. */
+        corral_conn_close(http_exchange_conn(px->ex));
+        corral_conn_close(conn);
+        return;
+    }
     if (px != NULL && uc->head_done && !(uc->parser.flags & (F_CHUNKED | F_CONTENT_LENGTH))) {
         /* A body delimited by the close: complete now. */
         llhttp_finish(&uc->parser);
@@ -552,7 +591,11 @@ static void uc_on_close(corral_conn *conn, int error)
     struct upstream_conn *uc = corral_conn_data(conn);
     pool_remove(uc);
     struct proxy_exchange *px = uc->px;
-    if (px != NULL) {
+    if (px != NULL && uc->tunnel) {
+        px->uc = NULL;
+        uc->worker->servers[uc->server].active--;
+        corral_conn_close(http_exchange_conn(px->ex)); /* its on_abort frees px */
+    } else if (px != NULL) {
         enum proxy_error_kind kind = error == -ETIMEDOUT ? PROXY_ERROR_TIMEOUT
                                      : !uc->connected   ? PROXY_ERROR_CONNECT
                                                         : PROXY_ERROR_RESET;
@@ -755,6 +798,11 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
         buf_add_str(&b, "X-Forwarded-Proto: http\r\n");
     if (set_header(loc, (struct http_str){"via", 3}) == NULL)
         buf_add_str(&b, "Via: 1.1 corral\r\n");
+    if (px->upgrade) {
+        buf_add_str(&b, "Connection: upgrade\r\nUpgrade: ");
+        buf_add(&b, req->upgrade_protocol.data, req->upgrade_protocol.len);
+        buf_add(&b, "\r\n", 2);
+    }
     if (px->chunked) {
         buf_add_str(&b, "Transfer-Encoding: chunked\r\n");
     } else if (req->has_body) {
@@ -785,6 +833,7 @@ static void proxy_on_request(struct http_exchange *ex, const struct http_request
     px->idempotent = method_idempotent(req->method);
     px->chunked = req->chunked;
     px->head_request = req->head;
+    px->upgrade = req->upgrade;
     px->request_sent = !req->has_body;
     client_address(http_exchange_conn(ex), px->client, sizeof(px->client));
     if (build_request_head(px, req) != 0) {
@@ -837,6 +886,17 @@ static void proxy_on_drain(struct http_exchange *ex)
         corral_conn_resume_read(px->uc->conn);
 }
 
+static size_t proxy_on_tunnel_data(struct http_exchange *ex, const char *data, size_t len)
+{
+    struct proxy_exchange *px = http_exchange_data(ex);
+    if (px == NULL || px->uc == NULL)
+        return len;
+    corral_conn_write(px->uc->conn, data, len);
+    if (corral_conn_pending_output(px->uc->conn) > 256 * 1024)
+        corral_conn_pause_read(http_exchange_conn(ex));
+    return len;
+}
+
 static void proxy_on_abort(struct http_exchange *ex)
 {
     struct proxy_exchange *px = http_exchange_data(ex);
@@ -856,4 +916,5 @@ const struct http_handler proxy_handler = {
     .on_body_end = proxy_on_body_end,
     .on_abort = proxy_on_abort,
     .on_drain = proxy_on_drain,
+    .on_tunnel_data = proxy_on_tunnel_data,
 };
