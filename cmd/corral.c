@@ -267,6 +267,7 @@ static void generation_free(struct generation *gen)
         site_free(&gen->sites[i]);
     free(gen->sites);
     free(gen->stats);
+    access_log_free(gen->access_log);
     conf_free(gen->config);
     free(gen);
 }
@@ -372,8 +373,19 @@ static int generation_start(struct conf_config *config, struct generation *previ
         if (err != 0)
             goto fail;
     }
-    for (size_t i = 0; i < gen->site_count; i++)
+    if (config->access_log != NULL) {
+        const char *bad;
+        err = access_log_open(config->access_log, config->log_format, &gen->access_log, &bad);
+        if (err != 0) {
+            log_error("access_log %s: %s", config->access_log, strerror(-err));
+            goto fail;
+        }
+    }
+    for (size_t i = 0; i < gen->site_count; i++) {
         gen->sites[i].http.stats = gen->stats;
+        if (!gen->sites[i].http.admin)
+            gen->sites[i].http.access_log = gen->access_log;
+    }
 
     /* Inherit what can be inherited first, so that closing the previous
      * generation's sockets (for a layout change) cannot pull any we need. */
@@ -495,9 +507,12 @@ static int check_servable(const struct conf_config *config)
             }
         }
     }
-    if (config->access_log != NULL)
-        log_warn("access_log %s: this version of corral writes no access log yet",
-                 config->access_log);
+    const char *bad;
+    if (config->log_format != NULL && access_log_check_format(config->log_format, &bad) != 0) {
+        log_error("%s: log_format: unknown variable \"%.*s\"", config->path,
+                  (int)strcspn(bad + 1, " \"'[]()") + 1, bad);
+        return -EINVAL;
+    }
     return 0;
 }
 
@@ -573,12 +588,17 @@ static void on_signal(int signo, void *arg)
     case SIGHUP:
         reload();
         break;
-    case SIGUSR1:
-        if (daemon_log_reopen() != 0)
-            log_error("SIGUSR1: reopening the log failed: %s", strerror(errno));
+    case SIGUSR1: {
+        int err = daemon_log_reopen();
+        struct generation *gen = daemon_state.generations;
+        if (err == 0 && gen != NULL && gen->access_log != NULL)
+            err = access_log_reopen(gen->access_log);
+        if (err != 0)
+            log_error("SIGUSR1: reopening the logs failed: %s", strerror(-err));
         else
             log_info("SIGUSR1: log reopened");
         break;
+    }
     case SIGQUIT:
         log_info("SIGQUIT: stopping now");
         stop_all(0);

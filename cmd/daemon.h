@@ -6,6 +6,7 @@
 #define CORRAL_CMD_DAEMON_H
 
 #include "conf/config.h"
+#include "proto/access_log.h"
 #include "proto/http1.h"
 #include "proto/proxy.h"
 
@@ -41,6 +42,7 @@ struct generation {
     struct site *sites;
     size_t site_count;
     struct http_stats *stats; /* per worker */
+    struct access_log *access_log; /* NULL: none */
     struct generation *next;
 };
 

@@ -6,6 +6,7 @@
  * before them is complete, which keeps responses in order for free.
  */
 #include "proto/http1.h"
+#include "proto/access_log.h"
 
 #include <errno.h>
 #include <llhttp.h>
@@ -37,6 +38,10 @@ struct http_exchange {
     bool response_done;
     unsigned status;
     uint64_t body_received;
+    uint64_t body_sent;
+    uint64_t started_ns;  /* when its head was parsed */
+    int64_t upstream_ns;  /* -1: no upstream */
+    char *log_fields;     /* with an access log: the request's text, copied */
 };
 
 struct h1_conn {
@@ -49,6 +54,7 @@ struct h1_conn {
     bool stopping;      /* graceful stop: close after the current response */
     bool partial_head;  /* part of a request head has arrived */
     bool tunnel;        /* switched protocols: bytes pass through raw */
+    uint64_t head_started_ns; /* with an access log: when this head began */
     bool closed;        /* close requested: parse nothing more */
     unsigned requests;  /* completed on this connection */
     unsigned error_status; /* set by a callback that fails the request */
@@ -219,6 +225,8 @@ static void h1_arm_timer(struct h1_conn *h1, uint32_t ms)
     }
 }
 
+static void log_exchange(struct h1_conn *h1, struct http_exchange *ex, unsigned status);
+
 static void h1_close(struct h1_conn *h1)
 {
     h1->closed = true;
@@ -333,6 +341,7 @@ void http_response_write(struct http_exchange *ex, const char *data, size_t len)
 {
     if (!ex->response_body || len == 0 || ex->response_done)
         return;
+    ex->body_sent += len;
     if (!ex->response_chunked) {
         corral_conn_write(ex->h1->conn, data, len);
         return;
@@ -359,6 +368,8 @@ void http_response_end(struct http_exchange *ex)
         corral_conn_write(h1->conn, "0\r\n\r\n", 5);
     ex->response_done = true;
     count_response(h1, ex->status);
+    if (h1->site->access_log != NULL)
+        log_exchange(h1, ex, ex->status);
     if (ex->response_keep) {
         if (ex->request_done)
             h1_finish_exchange(h1);
@@ -390,7 +401,8 @@ void http_respond_error(struct http_exchange *ex, unsigned status)
 static void h1_reject(struct h1_conn *h1, unsigned status)
 {
     h1->in_exchange = true;
-    h1->ex = (struct http_exchange){.h1 = h1, .request_done = true, .http10 = true};
+    h1->ex = (struct http_exchange){.h1 = h1, .request_done = true, .http10 = true,
+                                    .upstream_ns = -1};
     http_respond_error(&h1->ex, status);
     h1_close(h1);
 }
@@ -413,6 +425,11 @@ corral_conn *http_exchange_conn(const struct http_exchange *ex)
 bool http_exchange_response_started(const struct http_exchange *ex)
 {
     return ex->response_started;
+}
+
+void http_exchange_note_upstream_time(struct http_exchange *ex, uint64_t ns)
+{
+    ex->upstream_ns = (int64_t)ns;
 }
 
 void http_exchange_tunnel(struct http_exchange *ex)
@@ -601,6 +618,76 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
     return 0;
 }
 
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The request's strings die with on_request; the log line comes later.
+ * Copies them, NUL-separated: remote address, method, target, host, referer,
+ * user agent. */
+static void log_fields_keep(struct h1_conn *h1, struct http_exchange *ex,
+                            const struct http_request *req)
+{
+    struct http_str referer = {NULL, 0}, agent = {NULL, 0};
+    for (size_t i = 0; i < req->header_count; i++) {
+        if (http_str_equal_nocase(req->headers[i].name, "referer"))
+            referer = req->headers[i].value;
+        else if (http_str_equal_nocase(req->headers[i].name, "user-agent"))
+            agent = req->headers[i].value;
+    }
+    char remote[64] = "-";
+    struct sockaddr_storage addr;
+    socklen_t addrlen = sizeof(addr);
+    if (getpeername(corral_conn_fd(h1->conn), (struct sockaddr *)&addr, &addrlen) == 0)
+        corral_format_address((struct sockaddr *)&addr, addrlen, remote, sizeof(remote));
+    char *colon = strrchr(remote, ':'); /* the host without the port */
+    if (colon != NULL && remote[0] != 'u')
+        *colon = '\0';
+    const struct http_str fields[] = {{remote, strlen(remote)}, req->method, req->target,
+                                      req->host,                referer,     agent};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        total += fields[i].len + 1;
+    ex->log_fields = malloc(total);
+    if (ex->log_fields == NULL)
+        return;
+    char *p = ex->log_fields;
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        memcpy(p, fields[i].data != NULL ? fields[i].data : "", fields[i].len);
+        p += fields[i].len;
+        *p++ = '\0';
+    }
+}
+
+static void log_exchange(struct h1_conn *h1, struct http_exchange *ex, unsigned status)
+{
+    const char *field[6] = {NULL};
+    if (ex->log_fields != NULL) {
+        const char *p = ex->log_fields;
+        for (int i = 0; i < 6; i++, p += strlen(p) + 1)
+            field[i] = p;
+    }
+    struct access_entry entry = {
+        .remote_addr = field[0],
+        .method = field[1],
+        .target = field[2],
+        .host = field[3],
+        .referer = field[4],
+        .user_agent = field[5],
+        .version_minor = ex->http10 ? 0 : 1,
+        .status = status,
+        .body_bytes_sent = ex->body_sent,
+        .request_ns = ex->started_ns ? monotonic_ns() - ex->started_ns : 0,
+        .upstream_ns = ex->upstream_ns,
+    };
+    access_log_write(h1->site->access_log, &entry);
+    free(ex->log_fields);
+    ex->log_fields = NULL;
+}
+
 static int on_headers_complete(llhttp_t *parser)
 {
     struct h1_conn *h1 = parser->data;
@@ -623,6 +710,11 @@ static int on_headers_complete(llhttp_t *parser)
                                  .client_closes = !req.keep_alive,
                                  .http10 = req.version_minor == 0};
     h1->in_exchange = true;
+    ex->upstream_ns = -1;
+    if (h1->site->access_log != NULL) {
+        ex->started_ns = h1->head_started_ns;
+        log_fields_keep(h1, ex, &req);
+    }
     if (req.has_body)
         corral_conn_set_timeouts(h1->conn, h1->vhost->limits.body_timeout_ms,
                                  h1->vhost->limits.send_timeout_ms);
@@ -758,6 +850,8 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
             n = h1_execute(h1, data + used, len - used);
         } else {
             const struct http_limits *limits = &h1->vhost->limits;
+            if (h1->site->access_log != NULL && !h1->partial_head)
+                h1->head_started_ns = monotonic_ns();
             size_t head_len = http_head_length(data + used, len - used);
             if (head_len == 0) {
                 if (len - used > limits->max_header_size) {
@@ -855,9 +949,13 @@ static void h1_on_close(corral_conn *conn, int error)
     struct h1_conn *h1 = corral_conn_data(conn);
     if (h1 == NULL)
         return;
-    if (h1->in_exchange && !h1->ex.response_done && h1->ex.handler != NULL &&
-        h1->ex.handler->on_abort != NULL)
-        h1->ex.handler->on_abort(&h1->ex);
+    if (h1->in_exchange && !h1->ex.response_done) {
+        if (h1->ex.handler != NULL && h1->ex.handler->on_abort != NULL)
+            h1->ex.handler->on_abort(&h1->ex);
+        if (h1->site->access_log != NULL)
+            log_exchange(h1, &h1->ex, h1->ex.response_started ? h1->ex.status : 499);
+    }
+    free(h1->ex.log_fields);
     corral_timer_free(h1->timer);
     free(h1);
 }

@@ -100,9 +100,12 @@ struct http_vhost {
 
 /* Everything served on one listening address: its virtual hosts (the first
  * is the default) and per-worker counters. */
+struct access_log;
+
 struct http_site {
     const struct http_vhost *vhosts;
     size_t vhost_count;
+    struct access_log *access_log; /* NULL: none */
     bool admin;          /* plain-text errors without the Server banner's version */
     struct http_stats *stats; /* one per worker, indexed by corral_worker_index() */
 };
@@ -133,6 +136,9 @@ void http_response_begin(struct http_exchange *ex, unsigned status, const char *
 void http_response_write(struct http_exchange *ex, const char *data, size_t len);
 void http_response_end(struct http_exchange *ex);
 bool http_exchange_response_started(const struct http_exchange *ex);
+
+/* For the access log's $upstream_response_time. */
+void http_exchange_note_upstream_time(struct http_exchange *ex, uint64_t ns);
 
 /* After a "101 Switching Protocols" response: the client connection stops
  * speaking HTTP and its bytes go to the handler's on_tunnel_data, until it

@@ -94,9 +94,11 @@ struct proxy_exchange {
     bool request_sent;  /* the whole request went to the upstream */
     bool head_request;
     bool upgrade;       /* the client asked to switch protocols (WebSocket) */
+    uint64_t started_ms; /* loop clock, for $upstream_response_time */
 };
 
 static void px_finish(struct proxy_exchange *px);
+static void note_upstream_time(struct proxy_exchange *px);
 static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind, int error);
 static int px_send(struct proxy_exchange *px);
 
@@ -533,6 +535,7 @@ static size_t uc_on_data(corral_conn *conn, const char *data, size_t len)
         size_t used = (size_t)(llhttp_get_error_pos(&uc->parser) - data);
         bool reusable = llhttp_should_keep_alive(&uc->parser) && used == len && px->request_sent;
         llhttp_resume(&uc->parser);
+        note_upstream_time(px);
         http_response_end(px->ex);
         px->uc = NULL;
         uc->worker->servers[uc->server].active--;
@@ -568,6 +571,7 @@ static void uc_on_eof(corral_conn *conn)
     if (px != NULL && uc->head_done && !(uc->parser.flags & (F_CHUNKED | F_CONTENT_LENGTH))) {
         /* A body delimited by the close: complete now. */
         llhttp_finish(&uc->parser);
+        note_upstream_time(px);
         http_response_end(px->ex);
         px->uc = NULL;
         uc->worker->servers[uc->server].active--;
@@ -646,6 +650,12 @@ static struct upstream_worker *px_worker(const struct proxy_exchange *px)
     return &px->loc->upstream->workers[worker != NULL ? corral_worker_index(worker) : 0];
 }
 
+static void note_upstream_time(struct proxy_exchange *px)
+{
+    uint64_t now = corral_loop_now(corral_conn_loop(http_exchange_conn(px->ex)));
+    http_exchange_note_upstream_time(px->ex, (now - px->started_ms) * 1000000u);
+}
+
 static void px_finish(struct proxy_exchange *px)
 {
     http_exchange_set_data(px->ex, NULL);
@@ -711,6 +721,7 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind, int e
     if ((stale || (px->idempotent && kind != PROXY_ERROR_INVALID)) && !px->body_started &&
         px_send(px) == 0)
         return;
+    note_upstream_time(px);
     http_respond_error(px->ex, kind == PROXY_ERROR_TIMEOUT ? 504 : 502);
     px_finish(px);
 }
@@ -834,6 +845,7 @@ static void proxy_on_request(struct http_exchange *ex, const struct http_request
     px->chunked = req->chunked;
     px->head_request = req->head;
     px->upgrade = req->upgrade;
+    px->started_ms = corral_loop_now(corral_conn_loop(http_exchange_conn(ex)));
     px->request_sent = !req->has_body;
     client_address(http_exchange_conn(ex), px->client, sizeof(px->client));
     if (build_request_head(px, req) != 0) {

@@ -1,0 +1,267 @@
+/*
+ * access_log.c: the access log.  The format is compiled once into literal
+ * pieces and variables; each exchange formats its line into a stack buffer
+ * and appends it with one write(2), which O_APPEND keeps whole even with
+ * every worker writing.
+ */
+#include "proto/access_log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum variable {
+    VAR_LITERAL,
+    VAR_REMOTE_ADDR,
+    VAR_TIME_LOCAL,
+    VAR_TIME_ISO8601,
+    VAR_REQUEST,
+    VAR_REQUEST_METHOD,
+    VAR_REQUEST_URI,
+    VAR_HOST,
+    VAR_STATUS,
+    VAR_BODY_BYTES_SENT,
+    VAR_HTTP_REFERER,
+    VAR_HTTP_USER_AGENT,
+    VAR_REQUEST_TIME,
+    VAR_UPSTREAM_RESPONSE_TIME,
+};
+
+static const struct {
+    const char *name;
+    enum variable var;
+} variables[] = {
+    {"remote_addr", VAR_REMOTE_ADDR},
+    {"time_local", VAR_TIME_LOCAL},
+    {"time_iso8601", VAR_TIME_ISO8601},
+    {"request", VAR_REQUEST},
+    {"request_method", VAR_REQUEST_METHOD},
+    {"request_uri", VAR_REQUEST_URI},
+    {"host", VAR_HOST},
+    {"status", VAR_STATUS},
+    {"body_bytes_sent", VAR_BODY_BYTES_SENT},
+    {"http_referer", VAR_HTTP_REFERER},
+    {"http_user_agent", VAR_HTTP_USER_AGENT},
+    {"request_time", VAR_REQUEST_TIME},
+    {"upstream_response_time", VAR_UPSTREAM_RESPONSE_TIME},
+};
+
+struct piece {
+    enum variable var;
+    const char *text; /* VAR_LITERAL: into the log's copy of the format */
+    size_t len;
+};
+
+struct access_log {
+    int fd;
+    char *path;
+    char *format;
+    struct piece *pieces;
+    size_t piece_count;
+};
+
+static bool name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* Splits the format into pieces; a longest-name match, so $request_time is
+ * not read as $request followed by "_time". */
+static int compile(struct access_log *log, const char **bad)
+{
+    size_t len = strlen(log->format);
+    log->pieces = calloc(len + 1, sizeof(*log->pieces));
+    if (log->pieces == NULL)
+        return -ENOMEM;
+    const char *p = log->format;
+    while (*p != '\0') {
+        struct piece *piece = &log->pieces[log->piece_count++];
+        if (*p != '$') {
+            const char *dollar = strchr(p, '$');
+            size_t n = dollar != NULL ? (size_t)(dollar - p) : strlen(p);
+            *piece = (struct piece){VAR_LITERAL, p, n};
+            p += n;
+            continue;
+        }
+        size_t n = 0;
+        while (name_char(p[1 + n]))
+            n++;
+        size_t i = 0;
+        while (i < sizeof(variables) / sizeof(variables[0]) &&
+               !(strlen(variables[i].name) == n && strncmp(variables[i].name, p + 1, n) == 0))
+            i++;
+        if (i == sizeof(variables) / sizeof(variables[0])) {
+            *bad = p;
+            return -EINVAL;
+        }
+        *piece = (struct piece){variables[i].var, NULL, 0};
+        p += 1 + n;
+    }
+    return 0;
+}
+
+int access_log_open(const char *path, const char *format, struct access_log **out,
+                    const char **bad)
+{
+    struct access_log *log = calloc(1, sizeof(*log));
+    if (log == NULL)
+        return -ENOMEM;
+    log->fd = -1;
+    log->path = strdup(path);
+    log->format = strdup(format != NULL ? format : ACCESS_LOG_COMBINED_TIMED);
+    int err = log->path == NULL || log->format == NULL ? -ENOMEM : compile(log, bad);
+    if (err == 0) {
+        log->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (log->fd == -1)
+            err = -errno;
+    }
+    if (err != 0) {
+        access_log_free(log);
+        return err;
+    }
+    *out = log;
+    return 0;
+}
+
+int access_log_check_format(const char *format, const char **bad)
+{
+    struct access_log log = {.format = (char *)format};
+    int err = compile(&log, bad);
+    free(log.pieces);
+    return err;
+}
+
+int access_log_reopen(struct access_log *log)
+{
+    int fd = open(log->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd == -1)
+        return -errno;
+    dup3(fd, log->fd, O_CLOEXEC);
+    close(fd);
+    return 0;
+}
+
+void access_log_free(struct access_log *log)
+{
+    if (log == NULL)
+        return;
+    if (log->fd != -1)
+        close(log->fd);
+    free(log->pieces);
+    free(log->format);
+    free(log->path);
+    free(log);
+}
+
+struct line {
+    char buf[4096];
+    size_t len;
+};
+
+static void put(struct line *line, const char *text, size_t len)
+{
+    if (len > sizeof(line->buf) - 1 - line->len)
+        len = sizeof(line->buf) - 1 - line->len;
+    memcpy(line->buf + line->len, text, len);
+    line->len += len;
+}
+
+/* A request's own text, with quotes, backslashes and control bytes escaped
+ * as \xHH so that a request cannot forge log lines or fields. */
+static void put_escaped(struct line *line, const char *text)
+{
+    if (text == NULL || *text == '\0') {
+        put(line, "-", 1);
+        return;
+    }
+    for (; *text != '\0'; text++) {
+        unsigned char c = (unsigned char)*text;
+        if (c == '"' || c == '\\' || c < 0x20 || c >= 0x7f) {
+            char hex[5];
+            snprintf(hex, sizeof(hex), "\\x%02X", c);
+            put(line, hex, 4);
+        } else {
+            put(line, (const char *)&c, 1);
+        }
+    }
+}
+
+static void put_printf(struct line *line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put_printf(struct line *line, const char *fmt, ...)
+{
+    char text[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        put(line, text, (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1);
+}
+
+static void put_seconds(struct line *line, uint64_t ns)
+{
+    put_printf(line, "%llu.%03llu", (unsigned long long)(ns / 1000000000u),
+               (unsigned long long)(ns / 1000000u % 1000u));
+}
+
+void access_log_write(struct access_log *log, const struct access_entry *e)
+{
+    struct line line = {.len = 0};
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    for (size_t i = 0; i < log->piece_count; i++) {
+        const struct piece *piece = &log->pieces[i];
+        switch (piece->var) {
+        case VAR_LITERAL: put(&line, piece->text, piece->len); break;
+        case VAR_REMOTE_ADDR: put_escaped(&line, e->remote_addr); break;
+        case VAR_TIME_LOCAL: {
+            char text[64];
+            size_t n = strftime(text, sizeof(text), "%d/%b/%Y:%H:%M:%S %z", &tm);
+            put(&line, text, n);
+            break;
+        }
+        case VAR_TIME_ISO8601: {
+            char text[64];
+            size_t n = strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S%z", &tm);
+            put(&line, text, n);
+            break;
+        }
+        case VAR_REQUEST:
+            if (e->method == NULL) {
+                put(&line, "-", 1);
+                break;
+            }
+            put_escaped(&line, e->method);
+            put(&line, " ", 1);
+            put_escaped(&line, e->target);
+            put_printf(&line, " HTTP/1.%u", e->version_minor);
+            break;
+        case VAR_REQUEST_METHOD: put_escaped(&line, e->method); break;
+        case VAR_REQUEST_URI: put_escaped(&line, e->target); break;
+        case VAR_HOST: put_escaped(&line, e->host); break;
+        case VAR_STATUS: put_printf(&line, "%u", e->status); break;
+        case VAR_BODY_BYTES_SENT:
+            put_printf(&line, "%llu", (unsigned long long)e->body_bytes_sent);
+            break;
+        case VAR_HTTP_REFERER: put_escaped(&line, e->referer); break;
+        case VAR_HTTP_USER_AGENT: put_escaped(&line, e->user_agent); break;
+        case VAR_REQUEST_TIME: put_seconds(&line, e->request_ns); break;
+        case VAR_UPSTREAM_RESPONSE_TIME:
+            if (e->upstream_ns < 0)
+                put(&line, "-", 1);
+            else
+                put_seconds(&line, (uint64_t)e->upstream_ns);
+            break;
+        }
+    }
+    line.buf[line.len++] = '\n';
+    while (write(log->fd, line.buf, line.len) == -1 && errno == EINTR)
+        ;
+}

@@ -1,0 +1,42 @@
+/*
+ * access_log.h: one line per HTTP exchange, in a format of $variables
+ * (nginx-style names), written with one write(2) per line to an O_APPEND
+ * file that SIGUSR1 can reopen.
+ */
+#ifndef CORRAL_PROTO_ACCESS_LOG_H
+#define CORRAL_PROTO_ACCESS_LOG_H
+
+#include "proto/http1.h"
+
+/* The default: the combined format plus request and upstream time. */
+#define ACCESS_LOG_COMBINED_TIMED                                                               \
+    "$remote_addr - - [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" "  \
+    "\"$http_user_agent\" $request_time $upstream_response_time"
+
+struct access_log;
+
+/* Opens `path` for appending with `format` (NULL: the default).  Returns 0,
+ * -EINVAL with *bad pointing at an unknown $variable, or -errno from open. */
+int access_log_open(const char *path, const char *format, struct access_log **out,
+                    const char **bad);
+/* Checks a format without opening anything: 0, or -EINVAL with *bad at the
+ * unknown $variable. */
+int access_log_check_format(const char *format, const char **bad);
+/* Reopens the file under the same descriptor (after log rotation). */
+int access_log_reopen(struct access_log *log);
+void access_log_free(struct access_log *log);
+
+/* What one exchange leaves for its log line; http1 fills it. */
+struct access_entry {
+    const char *remote_addr;
+    const char *method, *target, *host, *referer, *user_agent; /* may be NULL */
+    unsigned version_minor;
+    unsigned status;
+    uint64_t body_bytes_sent;
+    uint64_t request_ns;  /* from the first byte of the head to the end */
+    int64_t upstream_ns;  /* -1: no upstream */
+};
+
+void access_log_write(struct access_log *log, const struct access_entry *entry);
+
+#endif
