@@ -726,6 +726,8 @@ static int on_headers_complete(llhttp_t *parser)
     }
     ex->handler = loc->handler;
     ex->handler_data = loc->handler_data;
+    if (req.upgrade && ex->handler->on_tunnel_data == NULL)
+        ex->keep_alive = false; /* what follows the head will not be HTTP */
     if (req.expect_continue && req.has_body && ex->handler->on_body != NULL)
         corral_conn_write(h1->conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     ex->handler->on_request(ex, &req, loc->handler_data);
@@ -921,6 +923,20 @@ static void h1_on_open(corral_conn *conn)
     h1_arm_timer(h1, h1->vhost->limits.header_timeout_ms);
 }
 
+/* The client shut its sending side.  A complete request still gets its
+ * response (a client may half-close after sending it); anything else ends
+ * here. */
+static void h1_on_eof(corral_conn *conn)
+{
+    struct h1_conn *h1 = corral_conn_data(conn);
+    if (!h1->tunnel && h1->in_exchange && h1->ex.request_done && !h1->ex.response_done) {
+        h1->ex.keep_alive = false;
+        h1->ex.client_closes = true;
+        return;
+    }
+    h1_close_as_asked(h1);
+}
+
 static void h1_on_drain(corral_conn *conn)
 {
     struct h1_conn *h1 = corral_conn_data(conn);
@@ -963,6 +979,7 @@ static void h1_on_close(corral_conn *conn, int error)
 const struct corral_conn_handler http1_server_handler = {
     .on_open = h1_on_open,
     .on_data = h1_on_data,
+    .on_eof = h1_on_eof,
     .on_drain = h1_on_drain,
     .on_stop = h1_on_stop,
     .on_close = h1_on_close,
