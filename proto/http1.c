@@ -810,9 +810,10 @@ static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
         return len;
     if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) {
         size_t used = (size_t)(llhttp_get_error_pos(&h1->parser) - data);
-        if (err == HPE_PAUSED_UPGRADE) {
-            /* What follows is not HTTP: the connection ends with this
-             * exchange, unless a 101 response turns it into a tunnel. */
+        if (err == HPE_PAUSED_UPGRADE || h1->parser.upgrade) {
+            /* What follows is not HTTP (llhttp would refuse to go on): the
+             * connection ends with this exchange, unless a 101 response
+             * turns it into a tunnel. */
             h1->ex.keep_alive = false;
         }
         llhttp_resume(&h1->parser);
@@ -878,6 +879,11 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
         }
         if (n == SIZE_MAX)
             return len;
+        if (n == 0 && !h1->in_exchange) {
+            /* No progress on a fresh head: never spin on it. */
+            h1_reject(h1, 400);
+            return len;
+        }
         used += n;
         if (h1->in_exchange && h1->ex.request_done && h1->ex.response_done && !h1->closed)
             h1_finish_exchange(h1);
