@@ -253,6 +253,17 @@ static int apply_proxy_set_header(struct conf_state *state, const struct conf_no
     const struct conf_arg *name = &node->args[0], *value = &node->args[1];
     if (check_header_name(state, name) != 0)
         return -1;
+    /* The proxy derives the message framing and connection handling itself;
+     * a second Content-Length or Transfer-Encoding would make the request
+     * ambiguous to the upstream. */
+    static const char *const derived[] = {"content-length", "transfer-encoding", "connection",
+                                          "upgrade", "te", "keep-alive", "trailer",
+                                          "proxy-connection"};
+    for (size_t i = 0; i < sizeof(derived) / sizeof(derived[0]); i++)
+        if (strcasecmp(name->text, derived[i]) == 0)
+            return conf__error_at(state->error, &name->pos,
+                                  "proxy_set_header cannot set \"%s\": the proxy derives it",
+                                  name->text);
     /* A field value is visible characters, spaces and tabs: a CR or LF
      * here would let the config split the request it is added to. */
     for (const char *p = value->text; *p != '\0'; p++)

@@ -553,6 +553,21 @@ static unsigned check_transfer_encoding(struct http_str value)
     return comma != NULL ? 501 : 0;
 }
 
+/* RFC 9110 5.6.2: a field name is a token. */
+static bool is_token(struct http_str s)
+{
+    static const char extra[] = "!#$%&'*+-.^_`|~";
+    if (s.len == 0)
+        return false;
+    for (size_t i = 0; i < s.len; i++) {
+        char c = s.data[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c != '\0' && strchr(extra, c) != NULL)))
+            return false;
+    }
+    return true;
+}
+
 /* Fills `req` from the scratch headers and checks what llhttp leaves to us.
  * Returns 0 or the status to refuse the request with. */
 static unsigned build_request(struct h1_conn *h1, struct http_request *req)
@@ -577,6 +592,8 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
     int hosts = 0, transfer_encodings = 0;
     for (size_t i = 0; i < scratch.list.count; i++) {
         const struct http_header *h = &scratch.list.headers[i];
+        if (!is_token(h->name))
+            return 400; /* llhttp lets a space inside a name through */
         if (http_str_equal_nocase(h->name, "host")) {
             hosts++;
             req->host = http_trim(h->value);

@@ -550,11 +550,20 @@ static size_t uc_on_data(corral_conn *conn, const char *data, size_t len)
     return len;
 }
 
+/* proxy_read_timeout counts once the whole request is out, as in nginx:
+ * an upload that keeps moving is governed by the send timeout alone. */
+static void uc_set_timeouts(struct upstream_conn *uc)
+{
+    bool sent = uc->px == NULL || uc->px->request_sent;
+    corral_conn_set_timeouts(uc->conn, sent ? uc->upstream->read_timeout_ms : 0,
+                             uc->upstream->send_timeout_ms);
+}
+
 static void uc_on_open(corral_conn *conn)
 {
     struct upstream_conn *uc = corral_conn_data(conn);
     uc->connected = true;
-    corral_conn_set_timeouts(conn, uc->upstream->read_timeout_ms, uc->upstream->send_timeout_ms);
+    uc_set_timeouts(uc);
 }
 
 static void uc_on_eof(corral_conn *conn)
@@ -623,7 +632,6 @@ static struct upstream_conn *uc_get(struct proxy_upstream *up, struct upstream_w
     struct upstream_conn *uc = worker->servers[server].idle;
     if (uc != NULL) {
         pool_remove(uc);
-        corral_conn_set_timeouts(uc->conn, up->read_timeout_ms, up->send_timeout_ms);
         return uc;
     }
     uc = calloc(1, sizeof(*uc));
@@ -683,6 +691,8 @@ static int px_send(struct proxy_exchange *px)
         uc->px = px;
         px->uc = uc;
         worker->servers[server].active++;
+        if (uc->connected)
+            uc_set_timeouts(uc);
         corral_conn_write(uc->conn, px->head, px->head_len);
         return 0;
     }
@@ -773,19 +783,15 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
     buf_add(&b, " ", 1);
     buf_add(&b, req->target.data, req->target.len);
     buf_add(&b, " HTTP/1.1\r\n", 11);
-    const struct http_str *forwarded_for = NULL;
     bool has_host = false;
     for (size_t i = 0; i < req->header_count; i++) {
         const struct http_header *h = &req->headers[i];
         if (is_hop_by_hop(h->name, req->headers, req->header_count) ||
             http_str_equal_nocase(h->name, "expect") ||
             http_str_equal_nocase(h->name, "x-forwarded-proto") ||
+            http_str_equal_nocase(h->name, "x-forwarded-for") ||
             http_str_equal_nocase(h->name, "via") || set_header(loc, h->name) != NULL)
             continue;
-        if (http_str_equal_nocase(h->name, "x-forwarded-for")) {
-            forwarded_for = &h->value;
-            continue;
-        }
         has_host = has_host || http_str_equal_nocase(h->name, "host");
         buf_add_header(&b, h->name, h->value);
     }
@@ -794,21 +800,30 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
             buf_add_header(&b, loc->set_headers[i].name, loc->set_headers[i].value);
     if (!has_host && set_header(loc, (struct http_str){"host", 4}) == NULL)
         buf_add_str(&b, "Host: \r\n"); /* HTTP/1.0 clients may send none */
-    /* proxy_set_header wins over the proxy's own forwarding headers. */
-    if (set_header(loc, (struct http_str){"x-forwarded-for", 15}) == NULL) {
-        buf_add_str(&b, "X-Forwarded-For: ");
-        if (forwarded_for != NULL) {
-            struct http_str previous = http_trim(*forwarded_for);
+    /* proxy_set_header wins over the proxy's own forwarding headers; else
+     * the client's hops (every such header, in order) are kept and this
+     * one appended. */
+    static const struct {
+        const char *lower, *name, *own;
+    } chains[] = {{"x-forwarded-for", "X-Forwarded-For", NULL}, {"via", "Via", "1.1 corral"}};
+    for (size_t c = 0; c < sizeof(chains) / sizeof(chains[0]); c++) {
+        struct http_str lower = {chains[c].lower, strlen(chains[c].lower)};
+        if (set_header(loc, lower) != NULL)
+            continue;
+        buf_add_str(&b, chains[c].name);
+        buf_add(&b, ": ", 2);
+        for (size_t i = 0; i < req->header_count; i++) {
+            if (!http_str_equal_nocase(req->headers[i].name, chains[c].lower))
+                continue;
+            struct http_str previous = http_trim(req->headers[i].value);
             buf_add(&b, previous.data, previous.len);
             buf_add(&b, ", ", 2);
         }
-        buf_add_str(&b, px->client);
+        buf_add_str(&b, chains[c].own != NULL ? chains[c].own : px->client);
         buf_add(&b, "\r\n", 2);
     }
     if (set_header(loc, (struct http_str){"x-forwarded-proto", 17}) == NULL)
         buf_add_str(&b, "X-Forwarded-Proto: http\r\n");
-    if (set_header(loc, (struct http_str){"via", 3}) == NULL)
-        buf_add_str(&b, "Via: 1.1 corral\r\n");
     if (px->upgrade) {
         buf_add_str(&b, "Connection: upgrade\r\nUpgrade: ");
         buf_add(&b, req->upgrade_protocol.data, req->upgrade_protocol.len);
@@ -889,6 +904,8 @@ static void proxy_on_body_end(struct http_exchange *ex)
     if (px->uc != NULL && px->chunked)
         corral_conn_write(px->uc->conn, "0\r\n\r\n", 5);
     px->request_sent = true;
+    if (px->uc != NULL && px->uc->connected)
+        uc_set_timeouts(px->uc);
 }
 
 static void proxy_on_drain(struct http_exchange *ex)
