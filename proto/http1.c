@@ -295,6 +295,13 @@ static char *append_uint(char *p, uint64_t value)
 void http_response_begin(struct http_exchange *ex, unsigned status, const char *headers,
                          size_t headers_len, int64_t content_length)
 {
+    http_response_begin_coded(ex, status, headers, headers_len, content_length,
+                              (struct http_str){NULL, 0});
+}
+
+void http_response_begin_coded(struct http_exchange *ex, unsigned status, const char *headers,
+                               size_t headers_len, int64_t content_length, struct http_str codings)
+{
     struct h1_conn *h1 = ex->h1;
     if (ex->response_started)
         return;
@@ -302,6 +309,8 @@ void http_response_begin(struct http_exchange *ex, unsigned status, const char *
     ex->status = status;
     bool bodiless_status = status < 200 || status == 204 || status == 304;
     ex->response_body = !ex->head && !bodiless_status;
+    if (codings.len > 0)
+        content_length = -1; /* a coded body is sent chunked, never with a length */
     ex->response_chunked = ex->response_body && content_length < 0 && !ex->http10;
     /* A body of unknown length to an HTTP/1.0 client ends with the connection;
      * after 101 the connection belongs to another protocol. */
@@ -326,7 +335,12 @@ void http_response_begin(struct http_exchange *ex, unsigned status, const char *
         p = append_uint(p, (uint64_t)content_length);
         p = append(p, "\r\n", 2);
     } else if (ex->response_chunked) {
-        p = append(p, "Transfer-Encoding: chunked\r\n", 28);
+        p = append(p, "Transfer-Encoding: ", 19);
+        if (codings.len > 0) {
+            p = append(p, codings.data, codings.len < 64 ? codings.len : 64);
+            p = append(p, ", ", 2);
+        }
+        p = append(p, "chunked\r\n", 9);
     }
     if (!ex->response_keep)
         p = append(p, "Connection: close\r\n", 19);

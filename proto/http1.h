@@ -133,6 +133,11 @@ void http_respond(struct http_exchange *ex, unsigned status, const char *headers
  * corral_conn_pending_output(http_exchange_conn(ex)). */
 void http_response_begin(struct http_exchange *ex, unsigned status, const char *headers,
                          size_t headers_len, int64_t content_length);
+/* The same, for a body that carries transfer codings besides chunked
+ * ("gzip"): they are announced before the chunked coding corral adds. */
+void http_response_begin_coded(struct http_exchange *ex, unsigned status, const char *headers,
+                               size_t headers_len, int64_t content_length,
+                               struct http_str codings);
 void http_response_write(struct http_exchange *ex, const char *data, size_t len);
 void http_response_end(struct http_exchange *ex);
 bool http_exchange_response_started(const struct http_exchange *ex);

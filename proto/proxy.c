@@ -21,6 +21,7 @@
 #define MAX_SERVERS 64
 #define RESPONSE_HEADERS_CAP 256
 #define MAX_RESPONSE_HEAD (64 * 1024)
+#define REPLAY_MAX (64 * 1024)
 
 const char *const proxy_error_kind_names[PROXY_ERROR_KINDS] = {
     [PROXY_ERROR_CONNECT] = "connect",
@@ -95,9 +96,16 @@ struct proxy_exchange {
     bool head_request;
     bool upgrade;       /* the client asked to switch protocols (WebSocket) */
     uint64_t started_ms; /* loop clock, for $upstream_response_time */
+    /* The body bytes sent on a pooled connection, kept (up to REPLAY_MAX)
+     * until the response starts: if the upstream had closed that connection
+     * meanwhile, the request is sent again, body and all. */
+    char *replay;
+    size_t replay_len;
+    bool replay_ok;
 };
 
 static void px_finish(struct proxy_exchange *px);
+static void px_drop_replay(struct proxy_exchange *px);
 static void note_upstream_time(struct proxy_exchange *px);
 static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind, int error);
 static int px_send(struct proxy_exchange *px);
@@ -292,6 +300,7 @@ static void pool_release(struct upstream_conn *uc)
     state->idle = uc;
     uc->worker->idle_count++;
     llhttp_reset(&uc->parser);
+    corral_conn_resume_read(uc->conn); /* it may have been paused for a slow client */
     corral_conn_set_timeouts(uc->conn, up->idle_timeout_ms, 0);
 }
 
@@ -430,6 +439,7 @@ static int rsp_on_headers_complete(llhttp_t *parser)
     }
     uc->head_done = true;
     uc->worker->servers[uc->server].fails = 0;
+    px_drop_replay(px);
 
     struct text_buf headers = {0};
     for (size_t i = 0; i < response_headers.count; i++) {
@@ -448,12 +458,31 @@ static int rsp_on_headers_complete(llhttp_t *parser)
     int64_t length = -1;
     if ((parser->flags & F_CONTENT_LENGTH) && !(parser->flags & F_CHUNKED))
         length = (int64_t)parser->content_length;
-    http_response_begin(px->ex, status, headers.data != NULL ? headers.data : "", headers.len,
-                        length);
+    /* Transfer codings other than chunked ("gzip, chunked") describe the
+     * body corral passes on: they must reach the client, ahead of the
+     * chunked coding corral applies itself. */
+    struct http_str codings = {NULL, 0};
+    for (size_t i = 0; i < response_headers.count; i++) {
+        if (!http_str_equal_nocase(response_headers.headers[i].name, "transfer-encoding"))
+            continue;
+        codings = http_trim(response_headers.headers[i].value);
+        const char *comma = codings.len > 0 ? memrchr(codings.data, ',', codings.len) : NULL;
+        struct http_str last = comma != NULL
+                                   ? http_trim((struct http_str){comma + 1,
+                                                                 (size_t)(codings.data + codings.len - comma - 1)})
+                                   : codings;
+        if (http_str_equal_nocase(last, "chunked"))
+            codings = comma != NULL ? http_trim((struct http_str){codings.data,
+                                                                  (size_t)(comma - codings.data)})
+                                    : (struct http_str){NULL, 0};
+    }
+    http_response_begin_coded(px->ex, status, headers.data != NULL ? headers.data : "",
+                              headers.len, length, codings);
     free(headers.data);
     corral_conn_set_timeouts(uc->conn, uc->upstream->read_timeout_ms, uc->upstream->send_timeout_ms);
-    /* 1: the response to a HEAD has no body, whatever its headers say. */
-    return px->head_request ? 1 : 0;
+    /* 1: no body, whatever the headers say, for the response to a HEAD and
+     * for 204 and 304 (llhttp leaves that to its caller). */
+    return px->head_request || status == 204 || status == 304 ? 1 : 0;
 }
 
 static int rsp_on_body(llhttp_t *parser, const char *at, size_t len)
@@ -504,35 +533,46 @@ static size_t uc_on_data(corral_conn *conn, const char *data, size_t len)
     }
     if (uc->tunnel && uc->parser.error == HPE_PAUSED_UPGRADE)
         return tunnel_to_client(uc, data, len);
-    if (!uc->head_done) {
-        size_t head = http_head_length(data, len);
+    /* Heads are parsed only when complete, one at a time: an interim
+     * response (100 Continue) may be followed by part of the final head. */
+    size_t used = 0;
+    llhttp_errno_t err = HPE_OK;
+    while (!uc->head_done && err == HPE_OK) {
+        size_t head = http_head_length(data + used, len - used);
         if (head == 0) {
-            if (len > MAX_RESPONSE_HEAD) {
+            if (len - used > MAX_RESPONSE_HEAD) {
                 px_fail(px, PROXY_ERROR_INVALID, -EPROTO);
                 return len;
             }
-            return 0; /* wait for the whole head */
+            return used; /* wait for the whole head */
         }
-        if (!http_head_lines_valid(data, head)) {
+        if (!http_head_lines_valid(data + used, head)) {
             px_fail(px, PROXY_ERROR_INVALID, -EPROTO);
             return len;
         }
+        err = llhttp_execute(&uc->parser, data + used, head);
+        if (uc->px == NULL)
+            return len; /* the exchange failed inside a callback */
+        if (err == HPE_OK)
+            used += head;
     }
-    llhttp_errno_t err = llhttp_execute(&uc->parser, data, len);
-    if (uc->px == NULL)
-        return len; /* the exchange failed inside a callback */
-    if (err == HPE_OK)
-        return len;
+    if (err == HPE_OK) {
+        if (used == len)
+            return len;
+        err = llhttp_execute(&uc->parser, data + used, len - used);
+        if (uc->px == NULL || err == HPE_OK)
+            return len;
+    }
     if (err == HPE_PAUSED_UPGRADE && uc->tunnel) {
         /* The 101 head went to the client; the client side turns raw too,
          * and whatever followed the head here is already tunnel data. */
-        size_t used = (size_t)(llhttp_get_error_pos(&uc->parser) - data);
+        used = (size_t)(llhttp_get_error_pos(&uc->parser) - data);
         corral_conn_set_timeouts(conn, 0, 0);
         http_exchange_tunnel(px->ex);
         return used + tunnel_to_client(uc, data + used, len - used);
     }
     if (err == HPE_PAUSED) {
-        size_t used = (size_t)(llhttp_get_error_pos(&uc->parser) - data);
+        used = (size_t)(llhttp_get_error_pos(&uc->parser) - data);
         bool reusable = llhttp_should_keep_alive(&uc->parser) && used == len && px->request_sent;
         llhttp_resume(&uc->parser);
         note_upstream_time(px);
@@ -617,7 +657,17 @@ static void uc_on_close(corral_conn *conn, int error)
     free(uc);
 }
 
+/* A stopping worker waits for its connections: idle pooled ones have
+ * nothing to finish. */
+static void uc_on_stop(corral_conn *conn)
+{
+    struct upstream_conn *uc = corral_conn_data(conn);
+    if (uc->px == NULL)
+        corral_conn_close(conn);
+}
+
 static const struct corral_conn_handler upstream_handler = {
+    .on_stop = uc_on_stop,
     .on_open = uc_on_open,
     .on_data = uc_on_data,
     .on_eof = uc_on_eof,
@@ -664,9 +714,41 @@ static void note_upstream_time(struct proxy_exchange *px)
     http_exchange_note_upstream_time(px->ex, (now - px->started_ms) * 1000000u);
 }
 
+static void px_drop_replay(struct proxy_exchange *px)
+{
+    free(px->replay);
+    px->replay = NULL;
+    px->replay_len = 0;
+    px->replay_ok = false;
+}
+
+/* Sends body bytes to the upstream, keeping a copy while a replay is
+ * possible. */
+static void px_write_body(struct proxy_exchange *px, const struct iovec *iov, int count)
+{
+    corral_conn_writev(px->uc->conn, iov, count);
+    if (!px->replay_ok)
+        return;
+    for (int i = 0; i < count; i++) {
+        if (px->replay_len + iov[i].iov_len > REPLAY_MAX) {
+            px_drop_replay(px);
+            return;
+        }
+        char *grown = realloc(px->replay, px->replay_len + iov[i].iov_len);
+        if (grown == NULL) {
+            px_drop_replay(px);
+            return;
+        }
+        px->replay = grown;
+        memcpy(px->replay + px->replay_len, iov[i].iov_base, iov[i].iov_len);
+        px->replay_len += iov[i].iov_len;
+    }
+}
+
 static void px_finish(struct proxy_exchange *px)
 {
     http_exchange_set_data(px->ex, NULL);
+    free(px->replay);
     free(px->head);
     free(px);
 }
@@ -694,6 +776,13 @@ static int px_send(struct proxy_exchange *px)
         if (uc->connected)
             uc_set_timeouts(uc);
         corral_conn_write(uc->conn, px->head, px->head_len);
+        if (px->replay_len > 0)
+            corral_conn_write(uc->conn, px->replay, px->replay_len);
+        /* Only a pooled connection can turn out to be closed already. */
+        if (!uc->reused)
+            px_drop_replay(px);
+        else if (!px->body_started)
+            px->replay_ok = true;
         return 0;
     }
 }
@@ -728,7 +817,8 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind, int e
      * requests whose body has not started to flow. */
     if (stale)
         px->tried &= ~(1ull << server);
-    if ((stale || (px->idempotent && kind != PROXY_ERROR_INVALID)) && !px->body_started &&
+    bool body_resendable = !px->body_started || (stale && px->replay_ok);
+    if ((stale || (px->idempotent && kind != PROXY_ERROR_INVALID)) && body_resendable &&
         px_send(px) == 0)
         return;
     note_upstream_time(px);
@@ -887,9 +977,10 @@ static void proxy_on_body(struct http_exchange *ex, const char *data, size_t len
         char size_line[24];
         int n = snprintf(size_line, sizeof(size_line), "%zx\r\n", len);
         struct iovec iov[3] = {{size_line, (size_t)n}, {(void *)data, len}, {"\r\n", 2}};
-        corral_conn_writev(upstream, iov, 3);
+        px_write_body(px, iov, 3);
     } else {
-        corral_conn_write(upstream, data, len);
+        struct iovec iov = {(void *)data, len};
+        px_write_body(px, &iov, 1);
     }
     /* The upstream reads slower than the client sends: stop reading it. */
     if (corral_conn_pending_output(upstream) > 256 * 1024)
@@ -902,7 +993,7 @@ static void proxy_on_body_end(struct http_exchange *ex)
     if (px == NULL)
         return;
     if (px->uc != NULL && px->chunked)
-        corral_conn_write(px->uc->conn, "0\r\n\r\n", 5);
+        px_write_body(px, &(struct iovec){"0\r\n\r\n", 5}, 1);
     px->request_sent = true;
     if (px->uc != NULL && px->uc->connected)
         uc_set_timeouts(px->uc);

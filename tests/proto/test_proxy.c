@@ -1,0 +1,2303 @@
+/*
+ * test_proxy.c: the reverse proxy as a user runs it: build/corral with a
+ * temporary config, in front of a small threaded HTTP/1.1 backend written
+ * here that records every byte it receives.  Conformance (keep-alive on both
+ * sides, pipelining, chunked and close-delimited bodies, HEAD, 1xx/204/304,
+ * 100-continue, large bodies in bounded memory), header rewriting, upstream
+ * failures, balancing, passive health, and a table of malformed requests
+ * that must be refused without reaching the backend.  The daemon is the
+ * binary next to this test's build directory (build/corral, build/asan/corral).
+ */
+#include "../helpers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
+#define MB (1024u * 1024u)
+
+/* ------------------------------------------------------------ bodies */
+
+#define FNV_OFFSET 14695981039346656037ull
+#define FNV_PRIME 1099511628211ull
+
+static void *xcalloc(size_t count, size_t size)
+{
+    void *p = calloc(count, size);
+    if (p == NULL)
+        abort(); /* also from backend threads, where ck_assert is no help */
+    return p;
+}
+
+/* What arrived of a body: its length, an FNV-1a hash of every byte, and
+ * the first `keep` bytes (NUL-terminated). */
+struct body {
+    uint64_t len, hash;
+    bool hashed;
+    char *data;
+    size_t keep;
+};
+
+static void body_init(struct body *b, size_t keep, bool hashed)
+{
+    *b = (struct body){.hash = FNV_OFFSET, .hashed = hashed, .keep = keep};
+    b->data = xcalloc(1, keep + 1);
+}
+
+static void body_free(struct body *b)
+{
+    free(b->data);
+    b->data = NULL;
+}
+
+static uint64_t hash_add(uint64_t hash, const char *data, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        hash = (hash ^ (uint8_t)data[i]) * FNV_PRIME;
+    return hash;
+}
+
+static void body_add(struct body *b, const char *data, size_t len)
+{
+    if (b->hashed)
+        b->hash = hash_add(b->hash, data, len);
+    if (b->len < b->keep) {
+        size_t n = len < b->keep - b->len ? len : (size_t)(b->keep - b->len);
+        memcpy(b->data + b->len, data, n);
+    }
+    b->len += len;
+}
+
+/* Large bodies are a position-dependent pattern (period 251, prime to every
+ * buffer size), so a lost, repeated or shifted piece changes the hash. */
+#define PATTERN_SPAN 65536
+static char pattern[251 + PATTERN_SPAN];
+
+static void pattern_init(void)
+{
+    for (size_t i = 0; i < sizeof(pattern); i++)
+        pattern[i] = (char)(i % 251);
+}
+
+static const char *pattern_at(uint64_t offset)
+{
+    return &pattern[offset % 251];
+}
+
+static uint64_t pattern_hash(uint64_t len)
+{
+    uint64_t hash = FNV_OFFSET;
+    for (uint64_t off = 0; off < len; off += PATTERN_SPAN)
+        hash = hash_add(hash, pattern_at(off),
+                        len - off < PATTERN_SPAN ? (size_t)(len - off) : PATTERN_SPAN);
+    return hash;
+}
+
+/* ------------------------------------------------------------ sockets */
+
+/* Sends everything; false when the peer is gone (no test failure: some
+ * cases expect the daemon to close while a request is still going out). */
+static bool send_quiet(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        p += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
+static bool send_str_quiet(int fd, const char *text)
+{
+    return send_quiet(fd, text, strlen(text));
+}
+
+/* Sends a string; fails the test on error. */
+static void send_str(int fd, const char *text)
+{
+    test_send_all(fd, text, strlen(text));
+}
+
+static bool send_pattern(int fd, uint64_t len)
+{
+    for (uint64_t off = 0; off < len; off += PATTERN_SPAN) {
+        size_t n = len - off < PATTERN_SPAN ? (size_t)(len - off) : PATTERN_SPAN;
+        if (!send_quiet(fd, pattern_at(off), n))
+            return false;
+    }
+    return true;
+}
+
+/* Buffered input from one socket, for both the backend and the clients. */
+struct reader {
+    int fd;
+    atomic_ullong *counter; /* raw bytes received, or NULL */
+    size_t start, end;
+    char buf[1 << 16];
+};
+
+/* Reads more: > 0 bytes added, 0 at EOF, -1 on error or timeout. */
+static ssize_t reader_fill(struct reader *r)
+{
+    if (r->start > 0) {
+        memmove(r->buf, r->buf + r->start, r->end - r->start);
+        r->end -= r->start;
+        r->start = 0;
+    }
+    if (r->end == sizeof(r->buf))
+        return -1;
+    ssize_t n;
+    do
+        n = recv(r->fd, r->buf + r->end, sizeof(r->buf) - r->end, 0);
+    while (n == -1 && errno == EINTR);
+    if (n > 0) {
+        r->end += (size_t)n;
+        if (r->counter != NULL)
+            atomic_fetch_add(r->counter, (unsigned long long)n);
+    }
+    return n;
+}
+
+/* Takes everything up to and including `delim` into `out`; false at EOF,
+ * on error, or when it would not fit. */
+static bool reader_until(struct reader *r, const char *delim, char *out, size_t size)
+{
+    size_t dlen = strlen(delim);
+    for (;;) {
+        const char *at = memmem(r->buf + r->start, r->end - r->start, delim, dlen);
+        if (at != NULL) {
+            size_t len = (size_t)(at - (r->buf + r->start)) + dlen;
+            if (len >= size)
+                return false;
+            memcpy(out, r->buf + r->start, len);
+            out[len] = '\0';
+            r->start += len;
+            return true;
+        }
+        if (r->end - r->start >= size || reader_fill(r) <= 0)
+            return false;
+    }
+}
+
+static bool reader_line(struct reader *r, char *line, size_t size)
+{
+    if (!reader_until(r, "\r\n", line, size))
+        return false;
+    line[strlen(line) - 2] = '\0';
+    return true;
+}
+
+/* Passes `len` bytes to `sink` (NULL drops them); returns how many came. */
+static uint64_t reader_body(struct reader *r, uint64_t len, struct body *sink)
+{
+    uint64_t got = 0;
+    while (got < len) {
+        if (r->start == r->end && reader_fill(r) <= 0)
+            break;
+        size_t n = r->end - r->start;
+        if (n > len - got)
+            n = (size_t)(len - got);
+        if (sink != NULL)
+            body_add(sink, r->buf + r->start, n);
+        r->start += n;
+        got += n;
+    }
+    return got;
+}
+
+/* Everything until the peer closes; false on a reset or timeout. */
+static bool reader_rest(struct reader *r, struct body *sink)
+{
+    for (;;) {
+        body_add(sink, r->buf + r->start, r->end - r->start);
+        r->start = r->end;
+        ssize_t n = reader_fill(r);
+        if (n <= 0)
+            return n == 0;
+    }
+}
+
+/* A chunked body, decoded; false on a framing error or an early end. */
+static bool read_chunked(struct reader *r, struct body *sink)
+{
+    char line[1024];
+    for (;;) {
+        if (!reader_line(r, line, sizeof(line)))
+            return false;
+        char *end;
+        unsigned long long size = strtoull(line, &end, 16);
+        if (end == line || (*end != '\0' && *end != ';'))
+            return false;
+        if (size == 0)
+            break;
+        if (reader_body(r, size, sink) != size || !reader_line(r, line, sizeof(line)) ||
+            line[0] != '\0')
+            return false;
+    }
+    do /* trailer fields, then the empty line */
+        if (!reader_line(r, line, sizeof(line)))
+            return false;
+    while (line[0] != '\0');
+    return true;
+}
+
+/* Counts the header fields called `name` in a message head; their values,
+ * trimmed and joined with ", " as RFC 9110 5.3 combines them, in `value`. */
+static int header_find(const char *head, const char *name, char *value, size_t size)
+{
+    int count = 0;
+    size_t used = 0, name_len = strlen(name);
+    if (value != NULL && size > 0)
+        value[0] = '\0';
+    const char *line = strstr(head, "\r\n");
+    while (line != NULL && line[2] != '\r' && line[2] != '\0') {
+        line += 2;
+        const char *eol = strstr(line, "\r\n");
+        if (eol == NULL)
+            break;
+        const char *colon = memchr(line, ':', (size_t)(eol - line));
+        if (colon != NULL && (size_t)(colon - line) == name_len &&
+            strncasecmp(line, name, name_len) == 0) {
+            const char *v = colon + 1, *v_end = eol;
+            while (v < v_end && (*v == ' ' || *v == '\t'))
+                v++;
+            while (v_end > v && (v_end[-1] == ' ' || v_end[-1] == '\t'))
+                v_end--;
+            if (value != NULL && used < size)
+                used += (size_t)snprintf(value + used, size - used, "%s%.*s",
+                                         count > 0 ? ", " : "", (int)(v_end - v), v);
+            count++;
+        }
+        line = eol;
+    }
+    return count;
+}
+
+/* The value of a header that must appear exactly once. */
+static const char *header_one(const char *head, const char *name)
+{
+    static char value[4096];
+    int count = header_find(head, name, value, sizeof(value));
+    ck_assert_msg(count == 1, "%d \"%s\" headers in:\n%s", count, name, head);
+    return value;
+}
+
+/* ------------------------------------------------------------ the backend */
+
+enum framing {
+    FRAME_LENGTH,  /* Content-Length */
+    FRAME_CHUNKED, /* Transfer-Encoding: chunked, in several chunks */
+    FRAME_CLOSE,   /* neither: the body ends when the connection closes */
+};
+
+enum cut {
+    CUT_NONE,
+    CUT_RESET, /* after the head and part of the body: RST */
+    CUT_CLOSE, /* after the head and part of the body: FIN */
+};
+
+#define BACKEND_CONNS 64
+#define BACKEND_REQUESTS 512
+#define BACKEND_HEAD_MAX 32768
+#define BACKEND_KEEP 4096
+
+struct backend_request {
+    char *head;       /* request line and header fields, as received */
+    struct body body; /* the decoded body */
+    bool complete;    /* the whole body arrived */
+};
+
+struct backend;
+
+struct backend_conn {
+    struct backend *backend;
+    pthread_t thread;
+    int fd; /* -1 once closed; under the backend's lock */
+};
+
+/* A test HTTP/1.1 server on 127.0.0.1: a thread accepts, a thread per
+ * connection serves.  The answer is set before backend_start():
+ * `status` (a target "/status/NNN" overrides it), X-Backend: `name`,
+ * `headers`, and a body: `body`, or `body_size` bytes of the pattern (a
+ * target "/bytes/N": N bytes), or the request target with `echo_target`. */
+struct backend {
+    const char *name;
+    unsigned status;
+    const char *headers; /* extra header lines, each ending in CRLF */
+    const char *body;
+    uint64_t body_size;
+    bool echo_target;
+    enum framing framing;
+    unsigned delay_ms;       /* before answering */
+    bool interim;            /* "100 Continue" before the answer */
+    bool interim_split;      /* ...with the answer's head split across writes */
+    enum cut cut;
+    bool never_answer;
+    int close_after_ms;      /* < 0: keep-alive; else close this long after each answer */
+    bool discard_body;       /* count request body bytes, keep none */
+    bool tunnel;             /* an Upgrade request gets 101, then an echo */
+    const char *raw;         /* sent instead of a response, then the connection closes */
+
+    int listen_fd, port;
+    pthread_t thread;
+    bool running;
+    atomic_bool stop;
+    atomic_uint connections, in_flight, answered;
+    atomic_ullong bytes; /* every byte received */
+    pthread_mutex_t lock;
+    struct backend_conn conns[BACKEND_CONNS];
+    size_t conn_count;
+    struct backend_request *requests;
+    size_t request_count;
+};
+
+static struct backend *backend_new(const char *name)
+{
+    struct backend *b = xcalloc(1, sizeof(*b));
+    b->name = name;
+    b->status = 200;
+    b->body = "ok";
+    b->close_after_ms = -1;
+    b->listen_fd = -1;
+    b->requests = xcalloc(BACKEND_REQUESTS, sizeof(*b->requests));
+    pthread_mutex_init(&b->lock, NULL);
+    return b;
+}
+
+/* Sleeps up to `ms`, less if the backend stops. */
+static void backend_wait(struct backend *b, unsigned ms)
+{
+    for (unsigned waited = 0; waited < ms && !atomic_load(&b->stop); waited += 10)
+        usleep(10000);
+}
+
+static bool backend_send_body(struct backend *b, int fd, const char *body, uint64_t len)
+{
+    if (b->framing != FRAME_CHUNKED)
+        return body != NULL ? send_quiet(fd, body, (size_t)len) : send_pattern(fd, len);
+    /* Several chunks even for a short body. */
+    uint64_t piece = len < 24000 ? len / 3 + 1 : 8000;
+    for (uint64_t off = 0; off < len; off += piece) {
+        uint64_t n = len - off < piece ? len - off : piece;
+        char size_line[32];
+        snprintf(size_line, sizeof(size_line), "%llx\r\n", (unsigned long long)n);
+        if (!send_str_quiet(fd, size_line) ||
+            !send_quiet(fd, body != NULL ? body + off : pattern_at(off), (size_t)n) ||
+            !send_str_quiet(fd, "\r\n"))
+            return false;
+    }
+    return send_str_quiet(fd, "0\r\n\r\n");
+}
+
+/* Answers one request; false when the connection must end (a cut, a
+ * close-delimited body, or a send error). */
+static bool backend_answer(struct backend *b, int fd, const char *request_head)
+{
+    if (b->raw != NULL) {
+        send_str_quiet(fd, b->raw);
+        return false;
+    }
+    char method[16] = "", target[1024] = "";
+    sscanf(request_head, "%15s %1023s", method, target);
+    unsigned status = b->status;
+    if (strncmp(target, "/status/", 8) == 0)
+        status = (unsigned)atoi(target + 8);
+    const char *body = b->echo_target ? target : b->body;
+    uint64_t len = body != NULL ? strlen(body) : b->body_size;
+    if (strncmp(target, "/bytes/", 7) == 0) {
+        body = NULL;
+        len = strtoull(target + 7, NULL, 10);
+    }
+
+    char head[4096];
+    int n = snprintf(head, sizeof(head), "%sHTTP/1.1 %u Test\r\nX-Backend: %s\r\n%s",
+                     b->interim ? "HTTP/1.1 100 Continue\r\n\r\n" : "", status, b->name,
+                     b->headers != NULL ? b->headers : "");
+    /* A 304 keeps the Content-Length a 200 would have (RFC 9110 8.6). */
+    if (b->framing == FRAME_LENGTH && status >= 200 && status != 204)
+        n += snprintf(head + n, sizeof(head) - (size_t)n, "Content-Length: %llu\r\n",
+                      (unsigned long long)len);
+    else if (b->framing == FRAME_CHUNKED && status >= 200 && status != 204 && status != 304)
+        n += snprintf(head + n, sizeof(head) - (size_t)n, "Transfer-Encoding: chunked\r\n");
+    if (b->interim_split) {
+        /* The interim response and all of the final head but its last CRLF. */
+        if (!send_quiet(fd, head, (size_t)n))
+            return false;
+        usleep(100000);
+        n = 0;
+    }
+    n += snprintf(head + n, sizeof(head) - (size_t)n, "\r\n");
+    if (!send_quiet(fd, head, (size_t)n))
+        return false;
+    bool bodiless = strcmp(method, "HEAD") == 0 || status < 200 || status == 204 || status == 304;
+    if (bodiless)
+        return true;
+    if (b->cut != CUT_NONE) {
+        /* Part of the body, time for the proxy to pass it on, then the cut. */
+        if (b->framing == FRAME_CHUNKED)
+            send_str_quiet(fd, "3e8\r\n");
+        send_pattern(fd, 1000);
+        usleep(200000);
+        return false;
+    }
+    return backend_send_body(b, fd, body, len) && b->framing != FRAME_CLOSE;
+}
+
+/* Reads one request body as the head frames it; false on an early end or
+ * bad framing. */
+static bool backend_read_body(struct reader *r, const char *head, struct body *body)
+{
+    char value[256];
+    if (header_find(head, "Transfer-Encoding", value, sizeof(value)) > 0)
+        return strcasecmp(value, "chunked") == 0 && read_chunked(r, body);
+    if (header_find(head, "Content-Length", value, sizeof(value)) > 0) {
+        uint64_t len = strtoull(value, NULL, 10);
+        return reader_body(r, len, body) == len;
+    }
+    return true;
+}
+
+/* After a 101: sends back every byte until the peer closes. */
+static void backend_echo(struct reader *r)
+{
+    do {
+        if (!send_quiet(r->fd, r->buf + r->start, r->end - r->start))
+            return;
+        r->start = r->end;
+    } while (reader_fill(r) > 0);
+}
+
+static void backend_close_conn(struct backend *b, struct backend_conn *c, bool reset)
+{
+    pthread_mutex_lock(&b->lock);
+    if (c->fd >= 0) {
+        if (reset) {
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        }
+        close(c->fd);
+        c->fd = -1;
+    }
+    pthread_mutex_unlock(&b->lock);
+}
+
+static void *backend_conn_main(void *arg)
+{
+    struct backend_conn *c = arg;
+    struct backend *b = c->backend;
+    struct reader *r = xcalloc(1, sizeof(*r));
+    r->fd = c->fd;
+    r->counter = &b->bytes;
+    char *head = xcalloc(1, BACKEND_HEAD_MAX);
+    bool reset = false;
+    while (!atomic_load(&b->stop) && reader_until(r, "\r\n\r\n", head, BACKEND_HEAD_MAX)) {
+        atomic_fetch_add(&b->in_flight, 1);
+        struct backend_request *req = NULL;
+        pthread_mutex_lock(&b->lock);
+        if (b->request_count < BACKEND_REQUESTS) {
+            req = &b->requests[b->request_count++];
+            req->head = strdup(head);
+        }
+        pthread_mutex_unlock(&b->lock);
+        struct body body;
+        body_init(&body, b->discard_body ? 0 : BACKEND_KEEP, !b->discard_body);
+        bool complete = backend_read_body(r, head, &body);
+        pthread_mutex_lock(&b->lock);
+        if (req != NULL) {
+            req->body = body;
+            req->complete = complete;
+        } else {
+            body_free(&body);
+        }
+        pthread_mutex_unlock(&b->lock);
+        if (!complete) {
+            atomic_fetch_sub(&b->in_flight, 1);
+            break;
+        }
+        if (b->tunnel && header_find(head, "Upgrade", NULL, 0) > 0) {
+            send_str_quiet(c->fd, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\n"
+                             "Upgrade: echo\r\n\r\n");
+            atomic_fetch_add(&b->answered, 1);
+            atomic_fetch_sub(&b->in_flight, 1);
+            backend_echo(r);
+            break;
+        }
+        if (b->never_answer)
+            backend_wait(b, UINT_MAX);
+        backend_wait(b, b->delay_ms);
+        bool keep = !atomic_load(&b->stop) && backend_answer(b, c->fd, head);
+        atomic_fetch_add(&b->answered, 1);
+        atomic_fetch_sub(&b->in_flight, 1);
+        if (!keep) {
+            reset = b->cut == CUT_RESET;
+            break;
+        }
+        if (b->close_after_ms >= 0) {
+            /* Closes without reading on, as an idle timeout would: a
+             * request sent meanwhile meets a reset. */
+            backend_wait(b, (unsigned)b->close_after_ms);
+            break;
+        }
+    }
+    backend_close_conn(b, c, reset);
+    free(head);
+    free(r);
+    return NULL;
+}
+
+static void *backend_accept_main(void *arg)
+{
+    struct backend *b = arg;
+    for (;;) {
+        int fd = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd == -1 && (errno == EINTR || errno == ECONNABORTED))
+            continue;
+        if (fd == -1 || atomic_load(&b->stop)) {
+            if (fd != -1)
+                close(fd);
+            return NULL;
+        }
+        atomic_fetch_add(&b->connections, 1);
+        pthread_mutex_lock(&b->lock);
+        if (b->conn_count == BACKEND_CONNS) {
+            close(fd);
+        } else {
+            struct backend_conn *c = &b->conns[b->conn_count];
+            *c = (struct backend_conn){.backend = b, .fd = fd};
+            if (pthread_create(&c->thread, NULL, backend_conn_main, c) == 0)
+                b->conn_count++;
+            else
+                close(fd);
+        }
+        pthread_mutex_unlock(&b->lock);
+    }
+}
+
+/* A socket bound to 127.0.0.1:0 and not listening: connections to its port
+ * are refused until backend_start_on() listens on it. */
+static int reserve_port(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    *port = ntohs(addr.sin_port);
+    return fd;
+}
+
+static void backend_start_on(struct backend *b, int fd)
+{
+    b->listen_fd = fd;
+    ck_assert_int_eq(listen(fd, 128), 0);
+    struct sockaddr_in addr;
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    b->port = ntohs(addr.sin_port);
+    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_accept_main, b), 0);
+    b->running = true;
+}
+
+static void backend_start(struct backend *b)
+{
+    int port;
+    backend_start_on(b, reserve_port(&port));
+}
+
+/* Stops the threads and frees the backend. */
+static void backend_free(struct backend *b)
+{
+    if (b->running) {
+        atomic_store(&b->stop, true);
+        shutdown(b->listen_fd, SHUT_RDWR); /* wakes accept() */
+        pthread_join(b->thread, NULL);
+        pthread_mutex_lock(&b->lock);
+        for (size_t i = 0; i < b->conn_count; i++)
+            if (b->conns[i].fd >= 0)
+                shutdown(b->conns[i].fd, SHUT_RDWR); /* wakes recv() */
+        pthread_mutex_unlock(&b->lock);
+        for (size_t i = 0; i < b->conn_count; i++)
+            pthread_join(b->conns[i].thread, NULL);
+    }
+    if (b->listen_fd >= 0)
+        close(b->listen_fd);
+    for (size_t i = 0; i < b->request_count; i++) {
+        free(b->requests[i].head);
+        body_free(&b->requests[i].body);
+    }
+    free(b->requests);
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+}
+
+static size_t backend_request_count(struct backend *b)
+{
+    pthread_mutex_lock(&b->lock);
+    size_t count = b->request_count;
+    pthread_mutex_unlock(&b->lock);
+    return count;
+}
+
+/* Requests whose whole body arrived. */
+static size_t backend_complete_count(struct backend *b)
+{
+    size_t count = 0;
+    pthread_mutex_lock(&b->lock);
+    for (size_t i = 0; i < b->request_count; i++)
+        count += b->requests[i].complete;
+    pthread_mutex_unlock(&b->lock);
+    return count;
+}
+
+/* Request i as received; the test waits for its answer before looking. */
+static const struct backend_request *backend_request(struct backend *b, size_t i)
+{
+    ck_assert_uint_lt(i, backend_request_count(b));
+    return &b->requests[i];
+}
+
+/* ------------------------------------------------------------ the daemon */
+
+static char daemon_path[PATH_MAX + 16];
+static char dir[64];
+
+struct daemon {
+    pid_t pid;
+    int port, admin_port;
+    char conf[PATH_MAX], log[PATH_MAX];
+};
+
+/* build/X/tests/proto/test_proxy -> build/X/corral */
+static void find_daemon(void)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ck_assert_int_gt(n, 0);
+    self[n] = '\0';
+    char *cut = strstr(self, "/tests/proto/");
+    ck_assert_ptr_nonnull(cut);
+    *cut = '\0';
+    snprintf(daemon_path, sizeof(daemon_path), "%s/corral", self);
+}
+
+static void setup(void)
+{
+    find_daemon();
+    pattern_init();
+    strcpy(dir, "/tmp/corral-proxy-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return strdup("");
+    char *text = xcalloc(1, 1 << 16);
+    size_t n = fread(text, 1, (1 << 16) - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+/* A short drain_timeout keeps each stop short: idle pooled upstream
+ * connections hold a graceful stop for all of it (see
+ * graceful_stop_does_not_wait_for_idle_upstream_connections). */
+static const char *drain_timeout = "100ms";
+
+/* The daemon's config: upstream "b" holding `upstream`, and one server on
+ * an ephemeral port whose location / proxies to it; `server` and `location`
+ * are added to those blocks. */
+static void write_config(struct daemon *d, unsigned workers, const char *upstream,
+                         const char *server, const char *location)
+{
+    snprintf(d->conf, sizeof(d->conf), "%s/corral.conf", dir);
+    char conf[4096];
+    snprintf(conf, sizeof(conf),
+             "workers %u;\ndrain_timeout %s;\nadmin { listen 127.0.0.2:0; }\n"
+             "upstream b {\n%s\n}\n"
+             "server {\n    listen 127.0.0.1:0;\n%s\n"
+             "    location / {\n        proxy_pass http://b;\n%s\n    }\n}\n",
+             workers, drain_timeout, upstream, server, location);
+    write_file(d->conf, conf);
+}
+
+/* Runs the daemon on d->conf and returns once both ports are in its log.
+ * It dies with this test process, whatever ends it. */
+static void start_daemon(struct daemon *d)
+{
+    snprintf(d->log, sizeof(d->log), "%s/corral.log", dir);
+    pid_t parent = getpid();
+    d->pid = fork();
+    ck_assert_int_ge(d->pid, 0);
+    if (d->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(daemon_path, daemon_path, "-c", d->conf, (char *)NULL);
+        _exit(127);
+    }
+    d->port = d->admin_port = 0;
+    for (int i = 0; i < 1000 && (d->port == 0 || d->admin_port == 0); i++) {
+        usleep(5000);
+        char *log = read_file(d->log);
+        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+            char *at = strstr(line, "listening on 127.0.0.");
+            char *colon = at != NULL ? strchr(at, ':') : NULL;
+            if (colon == NULL)
+                continue;
+            if (strstr(line, "(admin)") != NULL)
+                d->admin_port = atoi(colon + 1);
+            else
+                d->port = atoi(colon + 1);
+        }
+        free(log);
+    }
+    ck_assert_msg(d->port > 0 && d->admin_port > 0, "daemon did not start:\n%s", read_file(d->log));
+}
+
+static void stop_daemon(struct daemon *d)
+{
+    kill(d->pid, SIGTERM);
+    for (int waited = 0; waited < 15000; waited += 10) {
+        int status;
+        if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+            ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                          "daemon exit status 0x%x; log:\n%s", status, read_file(d->log));
+            return;
+        }
+        usleep(10000);
+    }
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, NULL, 0);
+    ck_abort_msg("daemon did not stop on SIGTERM");
+}
+
+/* The usual setup: 2 workers, one backend with a pool of 8. */
+static void start_proxy(struct daemon *d, const struct backend *b, const char *server,
+                        const char *location)
+{
+    char upstream[128];
+    snprintf(upstream, sizeof(upstream), "    server 127.0.0.1:%d;\n    keepalive 8;", b->port);
+    write_config(d, 2, upstream, server, location);
+    start_daemon(d);
+}
+
+/* ------------------------------------------------------------ clients */
+
+struct response {
+    unsigned status;
+    char head[16384];
+    struct body body;
+    bool complete; /* all of it arrived, as its framing says */
+};
+
+static struct reader *client_connect(int port)
+{
+    struct reader *r = xcalloc(1, sizeof(*r));
+    r->fd = test_connect(port);
+    return r;
+}
+
+static void client_close(struct reader *r)
+{
+    close(r->fd);
+    free(r);
+}
+
+/* Reads one response (a 1xx is one too); with `head_request` it has no
+ * body.  Returns whether all of it arrived; free with response_free(). */
+static bool read_response(struct reader *r, bool head_request, struct response *resp)
+{
+    resp->status = 0;
+    resp->complete = false;
+    resp->head[0] = '\0';
+    body_init(&resp->body, 65536, true);
+    if (!reader_until(r, "\r\n\r\n", resp->head, sizeof(resp->head)) ||
+        sscanf(resp->head, "HTTP/1.1 %u ", &resp->status) != 1)
+        return false;
+    char value[256];
+    unsigned s = resp->status;
+    if (head_request || s < 200 || s == 204 || s == 304)
+        resp->complete = true;
+    else if (header_find(resp->head, "Transfer-Encoding", value, sizeof(value)) > 0)
+        resp->complete = strcasecmp(value, "chunked") == 0 && read_chunked(r, &resp->body);
+    else if (header_find(resp->head, "Content-Length", value, sizeof(value)) > 0)
+        resp->complete = reader_body(r, strtoull(value, NULL, 10), &resp->body) ==
+                         strtoull(value, NULL, 10);
+    else
+        resp->complete = reader_rest(r, &resp->body);
+    return resp->complete;
+}
+
+static void response_free(struct response *resp)
+{
+    body_free(&resp->body);
+}
+
+/* Sends `request` on a new connection and reads the response. */
+static unsigned exchange(int port, const char *request, struct response *resp)
+{
+    struct reader *r = client_connect(port);
+    test_send_all(r->fd, request, strlen(request));
+    read_response(r, strncmp(request, "HEAD ", 5) == 0, resp);
+    client_close(r);
+    return resp->status;
+}
+
+/* GET `path` on a new connection: the status, or 0 without a complete
+ * response. */
+static unsigned get(int port, const char *path)
+{
+    char request[256];
+    snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
+             path);
+    struct response resp;
+    unsigned status = exchange(port, request, &resp);
+    bool complete = resp.complete;
+    response_free(&resp);
+    return complete ? status : 0;
+}
+
+/* Whether the peer closes within 3 s; whatever it sends meanwhile is dropped. */
+static bool peer_closed(struct reader *r)
+{
+    r->start = r->end = 0;
+    for (uint64_t deadline = test_now_ms() + 3000; test_now_ms() < deadline;) {
+        struct pollfd p = {.fd = r->fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        char buf[4096];
+        ssize_t n = recv(r->fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n == 0 || (n == -1 && errno == ECONNRESET))
+            return true;
+    }
+    return false;
+}
+
+/* A series from the admin /metrics page ("name{labels}"); 0 when absent. */
+static uint64_t metric(const struct daemon *d, const char *series)
+{
+    char address[64];
+    snprintf(address, sizeof(address), "127.0.0.2:%d", d->admin_port);
+    struct reader *r = xcalloc(1, sizeof(*r));
+    r->fd = test_connect_address(address);
+    send_str(r->fd, "GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    struct response resp;
+    ck_assert(read_response(r, false, &resp));
+    client_close(r);
+    uint64_t value = 0;
+    size_t len = strlen(series);
+    for (const char *line = resp.body.data; line != NULL && *line != '\0';) {
+        if (strncmp(line, series, len) == 0 && line[len] == ' ')
+            value = strtoull(line + len + 1, NULL, 10);
+        line = strchr(line, '\n');
+        line = line != NULL ? line + 1 : NULL;
+    }
+    response_free(&resp);
+    return value;
+}
+
+static long rss_kb(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    char *status = read_file(path);
+    const char *line = strstr(status, "\nVmRSS:");
+    long kb = line != NULL ? atol(line + 7) : -1;
+    free(status);
+    return kb;
+}
+
+/* ================================================================ conformance */
+
+START_TEST(status_headers_and_body_pass_through)
+{
+    struct backend *b = backend_new("a");
+    b->headers = "X-Test: value\r\nCache-Control: no-store\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n";
+    b->body = "hello from the backend\n";
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+
+    struct reader *r = client_connect(d.port);
+    static const unsigned statuses[] = {200, 201, 404, 503};
+    for (int i = 0; i < COUNT(statuses); i++) {
+        char request[128];
+        snprintf(request, sizeof(request), "GET /status/%u HTTP/1.1\r\nHost: test\r\n\r\n",
+                 statuses[i]);
+        test_send_all(r->fd, request, strlen(request));
+        struct response resp;
+        ck_assert(read_response(r, false, &resp));
+        ck_assert_uint_eq(resp.status, statuses[i]);
+        ck_assert_str_eq(header_one(resp.head, "X-Test"), "value");
+        ck_assert_str_eq(header_one(resp.head, "Cache-Control"), "no-store");
+        char cookies[128];
+        ck_assert_int_eq(header_find(resp.head, "Set-Cookie", cookies, sizeof(cookies)), 2);
+        ck_assert_str_eq(cookies, "a=1, b=2");
+        ck_assert_str_eq(header_one(resp.head, "Content-Length"), "23");
+        ck_assert_str_eq(resp.body.data, "hello from the backend\n");
+        response_free(&resp);
+    }
+    client_close(r);
+    ck_assert_str_eq(strtok(backend_request(b, 0)->head, "\r"), "GET /status/200 HTTP/1.1");
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(keep_alive_on_both_sides)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+
+    /* Several requests on one client connection, served over one pooled
+     * upstream connection (one client connection stays on one worker). */
+    struct reader *r = client_connect(d.port);
+    for (int i = 0; i < 10; i++) {
+        send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+        struct response resp;
+        ck_assert_msg(read_response(r, false, &resp), "request %d", i);
+        ck_assert_uint_eq(resp.status, 200);
+        ck_assert_int_eq(header_find(resp.head, "Connection", NULL, 0), 0);
+        ck_assert_str_eq(resp.body.data, "ok");
+        response_free(&resp);
+    }
+    client_close(r);
+    /* Then requests on connections of their own reuse the pools too. */
+    for (int i = 0; i < 10; i++)
+        ck_assert_uint_eq(get(d.port, "/"), 200);
+    ck_assert_uint_eq(backend_request_count(b), 20);
+    ck_assert_msg(atomic_load(&b->connections) <= 2, "%u upstream connections for 20 requests",
+                  atomic_load(&b->connections));
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(pipelined_requests_are_answered_in_order)
+{
+    struct backend *b = backend_new("a");
+    b->echo_target = true;
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+
+    struct reader *r = client_connect(d.port);
+    char requests[1024] = "";
+    for (int i = 1; i <= 5; i++)
+        snprintf(requests + strlen(requests), sizeof(requests) - strlen(requests),
+                 "GET /p%d HTTP/1.1\r\nHost: test\r\n\r\n", i);
+    /* With a body in the middle, and a HEAD. */
+    strcat(requests, "POST /post HTTP/1.1\r\nHost: test\r\nContent-Length: 4\r\n\r\nbody"
+                     "HEAD /head HTTP/1.1\r\nHost: test\r\n\r\n"
+                     "GET /last HTTP/1.1\r\nHost: test\r\n\r\n");
+    test_send_all(r->fd, requests, strlen(requests));
+    static const char *const expected[] = {"/p1", "/p2", "/p3", "/p4", "/p5", "/post", "", "/last"};
+    for (int i = 0; i < COUNT(expected); i++) {
+        struct response resp;
+        ck_assert_msg(read_response(r, i == 6, &resp), "response %d", i);
+        ck_assert_uint_eq(resp.status, 200);
+        ck_assert_str_eq(resp.body.data, expected[i]);
+        response_free(&resp);
+    }
+    client_close(r);
+    ck_assert_uint_eq(backend_request_count(b), 8);
+    ck_assert_str_eq(backend_request(b, 5)->body.data, "body");
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(chunked_request_body_arrives_intact)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+
+    struct reader *r = client_connect(d.port);
+    const char *request = "POST /upload HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n"
+                          "5\r\nhello\r\n1;name=value\r\n \r\n";
+    test_send_all(r->fd, request, strlen(request));
+    usleep(50000); /* the rest in a later segment */
+    const char *rest = "10\r\nchunked world! 0\r\nA\r\n123456789\n\r\n0\r\nX-Trailer: t\r\n\r\n"
+                       "GET /after HTTP/1.1\r\nHost: test\r\n\r\n";
+    test_send_all(r->fd, rest, strlen(rest));
+    for (int i = 0; i < 2; i++) {
+        struct response resp;
+        ck_assert(read_response(r, false, &resp));
+        ck_assert_uint_eq(resp.status, 200);
+        response_free(&resp);
+    }
+    client_close(r);
+    ck_assert_uint_eq(backend_request_count(b), 2);
+    const struct backend_request *req = backend_request(b, 0);
+    ck_assert(req->complete);
+    ck_assert_str_eq(req->body.data, "hello chunked world! 0123456789\n");
+    ck_assert_int_eq(header_find(req->head, "Content-Length", NULL, 0) +
+                         header_find(req->head, "Transfer-Encoding", NULL, 0),
+                     1);
+    ck_assert_str_eq(strtok(backend_request(b, 1)->head, "\r"), "GET /after HTTP/1.1");
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(chunked_response_arrives_intact)
+{
+    struct backend *b = backend_new("a");
+    b->framing = FRAME_CHUNKED;
+    b->body = NULL;
+    b->body_size = 100000;
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+
+    struct reader *r = client_connect(d.port);
+    for (int i = 0; i < 2; i++) {
+        send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+        struct response resp;
+        ck_assert(read_response(r, false, &resp));
+        ck_assert_uint_eq(resp.status, 200);
+        ck_assert_uint_eq(resp.body.len, 100000);
+        ck_assert(resp.body.hash == pattern_hash(100000));
+        response_free(&resp);
+    }
+    client_close(r);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(close_delimited_response_arrives_intact)
+{
+    struct backend *b = backend_new("a");
+    b->framing = FRAME_CLOSE;
+    b->body = NULL;
+    b->body_size = 300000;
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+
+    /* HTTP/1.1: the proxy frames it (chunked) and the connection can stay;
+     * HTTP/1.0: it ends with the connection. */
+    static const char *const requests[] = {"GET / HTTP/1.1\r\nHost: test\r\n\r\n",
+                                           "GET / HTTP/1.0\r\n\r\n"};
+    for (int i = 0; i < COUNT(requests); i++) {
+        struct response resp;
+        exchange(d.port, requests[i], &resp);
+        ck_assert_msg(resp.complete, "request %d:\n%s", i, resp.head);
+        ck_assert_uint_eq(resp.status, 200);
+        ck_assert_uint_eq(resp.body.len, 300000);
+        ck_assert(resp.body.hash == pattern_hash(300000));
+        response_free(&resp);
+    }
+    ck_assert_uint_eq(atomic_load(&b->connections), 2);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(head_has_no_body_and_keeps_content_length)
+{
+    struct backend *b = backend_new("a");
+    b->body = NULL;
+    b->body_size = 1234;
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "HEAD / HTTP/1.1\r\nHost: test\r\n\r\n");
+    struct response resp;
+    ck_assert(read_response(r, true, &resp));
+    ck_assert_uint_eq(resp.status, 200);
+    ck_assert_str_eq(header_one(resp.head, "Content-Length"), "1234");
+    response_free(&resp);
+    /* No body bytes follow the head: the next response starts right away. */
+    send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+    ck_assert(read_response(r, false, &resp));
+    ck_assert_uint_eq(resp.status, 200);
+    ck_assert_uint_eq(resp.body.len, 1234);
+    response_free(&resp);
+    client_close(r);
+    ck_assert_str_eq(strtok(backend_request(b, 0)->head, "\r"), "HEAD / HTTP/1.1");
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(no_body_for_204_and_304)
+{
+    struct backend *b = backend_new("a");
+    b->headers = "ETag: \"x\"\r\n";
+    b->body = "not sent";
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "GET /status/204 HTTP/1.1\r\nHost: test\r\n\r\n"
+                    "GET /status/304 HTTP/1.1\r\nHost: test\r\nIf-None-Match: \"x\"\r\n\r\n"
+                    "GET /status/200 HTTP/1.1\r\nHost: test\r\n\r\n");
+    static const unsigned statuses[] = {204, 304, 200};
+    for (int i = 0; i < COUNT(statuses); i++) {
+        struct response resp;
+        ck_assert_msg(read_response(r, false, &resp), "no complete response %d (%u expected)", i,
+                      statuses[i]);
+        ck_assert_uint_eq(resp.status, statuses[i]);
+        ck_assert_int_eq(header_find(resp.head, "Transfer-Encoding", NULL, 0), 0);
+        if (statuses[i] == 204)
+            ck_assert_int_eq(header_find(resp.head, "Content-Length", NULL, 0), 0);
+        else if (statuses[i] == 200)
+            ck_assert_str_eq(resp.body.data, "not sent");
+        ck_assert_str_eq(header_one(resp.head, "ETag"), "\"x\"");
+        response_free(&resp);
+    }
+    client_close(r);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(expect_100_continue)
+{
+    struct backend *b = backend_new("a");
+    b->interim = true; /* the proxy's client already had its own 100 */
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+
+    struct reader *r = client_connect(d.port);
+    const char *head = "POST /upload HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\n"
+                       "Content-Length: 11\r\n\r\n";
+    test_send_all(r->fd, head, strlen(head));
+    char interim[256];
+    ck_assert_msg(reader_until(r, "\r\n\r\n", interim, sizeof(interim)),
+                  "no 100 Continue before the body");
+    ck_assert_str_eq(interim, "HTTP/1.1 100 Continue\r\n\r\n");
+    send_str(r->fd, "hello world");
+    struct response resp;
+    ck_assert(read_response(r, false, &resp));
+    ck_assert_uint_eq(resp.status, 200); /* not the backend's 100 */
+    ck_assert_str_eq(resp.body.data, "ok");
+    response_free(&resp);
+    client_close(r);
+    const struct backend_request *req = backend_request(b, 0);
+    ck_assert_str_eq(req->body.data, "hello world");
+    ck_assert_int_eq(header_find(req->head, "Expect", NULL, 0), 0);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* A 1xx from the upstream, and the final head arriving in two pieces of
+ * which the first shares a read with the 1xx. */
+START_TEST(interim_response_then_a_final_head_in_pieces)
+{
+    struct backend *b = backend_new("a");
+    b->interim = true;
+    b->interim_split = true;
+    b->body = "final";
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "proxy_read_timeout 2s;", "");
+    struct response resp;
+    exchange(d.port, "GET / HTTP/1.1\r\nHost: test\r\n\r\n", &resp);
+    ck_assert_msg(resp.status == 200 && resp.complete, "got %u:\n%s", resp.status, resp.head);
+    ck_assert_str_eq(resp.body.data, "final");
+    response_free(&resp);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(ten_megabyte_bodies_stream_intact)
+{
+    const uint64_t size = 10 * MB;
+    struct backend *b = backend_new("a");
+    b->body = NULL;
+    b->body_size = size;
+    backend_start(b);
+    /* keepalive 0: each exchange on a connection of its own, apart from
+     * what pooled_connection_paused_for_a_slow_client_reads_again checks. */
+    struct daemon d;
+    char upstream[128];
+    snprintf(upstream, sizeof(upstream), "    server 127.0.0.1:%d;\n    keepalive 0;", b->port);
+    write_config(&d, 2, upstream, "    client_max_body_size 0;", "");
+    start_daemon(&d);
+
+    /* Up and down in one exchange: the backend answers once it has it all. */
+    struct reader *r = client_connect(d.port);
+    char head[128];
+    snprintf(head, sizeof(head), "PUT /big HTTP/1.1\r\nHost: test\r\nContent-Length: %llu\r\n\r\n",
+             (unsigned long long)size);
+    test_send_all(r->fd, head, strlen(head));
+    ck_assert(send_pattern(r->fd, size));
+    struct response resp;
+    ck_assert(read_response(r, false, &resp));
+    ck_assert_uint_eq(resp.status, 200);
+    ck_assert_uint_eq(resp.body.len, size);
+    ck_assert(resp.body.hash == pattern_hash(size));
+    response_free(&resp);
+
+    /* A chunked upload of the same size. */
+    const char *chunked = "PUT /big HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n";
+    test_send_all(r->fd, chunked, strlen(chunked));
+    for (uint64_t off = 0; off < size; off += PATTERN_SPAN) {
+        char size_line[16];
+        snprintf(size_line, sizeof(size_line), "%x\r\n", PATTERN_SPAN);
+        test_send_all(r->fd, size_line, strlen(size_line));
+        test_send_all(r->fd, pattern_at(off), PATTERN_SPAN);
+        send_str(r->fd, "\r\n");
+    }
+    send_str(r->fd, "0\r\n\r\n");
+    bool complete = read_response(r, false, &resp);
+    ck_assert_msg(complete && resp.status == 200 && resp.body.len == size,
+                  "chunked upload: status %u, %llu bytes back; the backend has %zu requests, "
+                  "the last %s with %llu body bytes",
+                  resp.status, (unsigned long long)resp.body.len, backend_request_count(b),
+                  b->requests[backend_request_count(b) - 1].complete ? "complete" : "incomplete",
+                  (unsigned long long)b->requests[backend_request_count(b) - 1].body.len);
+    response_free(&resp);
+    client_close(r);
+
+    for (size_t i = 0; i < 2; i++) {
+        const struct backend_request *req = backend_request(b, i);
+        ck_assert(req->complete);
+        ck_assert_uint_eq(req->body.len, size);
+        ck_assert(req->body.hash == pattern_hash(size));
+    }
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* The proxy stops reading the upstream while the client's output is backed
+ * up.  A connection that goes back to the pool in that state must read
+ * again when it is reused.  The client here reads each response late, so
+ * that the end of the body often finds the client's buffer over the mark. */
+START_TEST(pooled_connection_paused_for_a_slow_client_reads_again)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct daemon d;
+    char upstream[128];
+    snprintf(upstream, sizeof(upstream), "    server 127.0.0.1:%d;\n    keepalive 8;", b->port);
+    write_config(&d, 1, upstream, "    proxy_read_timeout 2s;", "");
+    start_daemon(&d);
+    struct reader *r = client_connect(d.port);
+    /* Sizes and delays vary, so that the end of some body meets a full
+     * client buffer; a hang shows as no response within 5 s. */
+    for (int i = 0; i < 100; i++) {
+        uint64_t start = test_now_ms(), size = MB + (uint64_t)(i % 7) * 37 * 1024;
+        char request[128];
+        snprintf(request, sizeof(request), "GET /bytes/%llu HTTP/1.1\r\nHost: test\r\n\r\n",
+                 (unsigned long long)size);
+        send_str(r->fd, request);
+        usleep((useconds_t)(i % 4) * 10000);
+        struct response resp;
+        bool complete = read_response(r, false, &resp);
+        ck_assert_msg(complete && resp.status == 200 && resp.body.len == size,
+                      "round %d: status %u, %llu body bytes after %llu ms", i, resp.status,
+                      (unsigned long long)resp.body.len,
+                      (unsigned long long)(test_now_ms() - start));
+        response_free(&resp);
+    }
+    client_close(r);
+    ck_assert_uint_eq(atomic_load(&b->connections), 1);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(hundred_megabyte_upload_in_bounded_memory)
+{
+    const uint64_t size = 100 * MB;
+    struct backend *b = backend_new("a");
+    b->discard_body = true;
+    backend_start(b);
+    /* Under ASan, freed memory waits in a quarantine (256 MB by default)
+     * that would count as the daemon's own; keep it small.  No effect on
+     * other builds. */
+    char asan[512];
+    const char *inherited = getenv("ASAN_OPTIONS");
+    snprintf(asan, sizeof(asan), "%s%squarantine_size_mb=8", inherited ? inherited : "",
+             inherited && *inherited ? ":" : "");
+    setenv("ASAN_OPTIONS", asan, 1);
+    struct daemon d;
+    start_proxy(&d, b, "    client_max_body_size 0;", "");
+
+    struct reader *r = client_connect(d.port);
+    char head[128];
+    snprintf(head, sizeof(head), "POST /big HTTP/1.1\r\nHost: test\r\nContent-Length: %llu\r\n\r\n",
+             (unsigned long long)size);
+    test_send_all(r->fd, head, strlen(head));
+    long before = rss_kb(d.pid), peak = before;
+    for (uint64_t off = 0; off < size; off += 4 * MB) {
+        ck_assert(send_pattern(r->fd, 4 * MB));
+        long now = rss_kb(d.pid);
+        peak = now > peak ? now : peak;
+    }
+    struct response resp;
+    ck_assert(read_response(r, false, &resp));
+    ck_assert_uint_eq(resp.status, 200);
+    response_free(&resp);
+    client_close(r);
+    ck_assert_uint_eq(backend_request(b, 0)->body.len, size);
+    ck_assert_msg(peak < 64 * 1024, "daemon RSS reached %ld kB (%ld kB before the upload)", peak,
+                  before);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* ================================================================ headers */
+
+START_TEST(request_headers_are_rewritten)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "",
+                "        proxy_set_header X-Added \"added\";\n"
+                "        proxy_set_header X-Replace \"new\";\n"
+                "        proxy_set_header X-Remove \"\";");
+
+    const char *request = "GET /path?q=1 HTTP/1.1\r\n"
+                          "Host: example.test:8080\r\n"
+                          "Connection: keep-alive, X-Drop-Me\r\n"
+                          "X-Drop-Me: secret\r\n"
+                          "Keep-Alive: timeout=5\r\n"
+                          "Proxy-Connection: keep-alive\r\n"
+                          "TE: trailers\r\n"
+                          "Trailer: X-Checksum\r\n"
+                          "Upgrade: h2c\r\n"
+                          "X-Forwarded-For: 10.0.0.1\r\n"
+                          "X-Forwarded-Proto: https\r\n"
+                          "X-Replace: old\r\n"
+                          "X-Remove: gone\r\n"
+                          "X-Custom: kept\r\n"
+                          "\r\n";
+    struct response resp;
+    ck_assert_uint_eq(exchange(d.port, request, &resp), 200);
+    response_free(&resp);
+    const char *head = backend_request(b, 0)->head;
+    ck_assert_msg(strncmp(head, "GET /path?q=1 HTTP/1.1\r\n", 24) == 0, "%s", head);
+    ck_assert_str_eq(header_one(head, "Host"), "example.test:8080");
+    static const char *const stripped[] = {"X-Drop-Me", "Keep-Alive", "Proxy-Connection", "TE",
+                                           "Trailer",   "Upgrade",    "X-Remove"};
+    for (int i = 0; i < COUNT(stripped); i++)
+        ck_assert_msg(header_find(head, stripped[i], NULL, 0) == 0, "%s forwarded:\n%s",
+                      stripped[i], head);
+    char connection[256];
+    if (header_find(head, "Connection", connection, sizeof(connection)) > 0)
+        ck_assert_msg(strcasestr(connection, "x-drop-me") == NULL, "%s", head);
+    ck_assert_str_eq(header_one(head, "X-Forwarded-For"), "10.0.0.1, 127.0.0.1");
+    ck_assert_str_eq(header_one(head, "X-Forwarded-Proto"), "http");
+    ck_assert_str_eq(header_one(head, "Via"), "1.1 corral");
+    ck_assert_str_eq(header_one(head, "X-Added"), "added");
+    ck_assert_str_eq(header_one(head, "X-Replace"), "new");
+    ck_assert_str_eq(header_one(head, "X-Custom"), "kept");
+
+    /* Without an X-Forwarded-For, the client's address alone. */
+    ck_assert_uint_eq(get(d.port, "/"), 200);
+    ck_assert_str_eq(header_one(backend_request(b, 1)->head, "X-Forwarded-For"), "127.0.0.1");
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* RFC 9110 7.6.3: each intermediary appends its own entry. */
+START_TEST(via_is_appended_to_an_existing_one)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    struct response resp;
+    ck_assert_uint_eq(
+        exchange(d.port, "GET / HTTP/1.1\r\nHost: test\r\nVia: 1.0 edge\r\n\r\n", &resp), 200);
+    response_free(&resp);
+    char via[256];
+    header_find(backend_request(b, 0)->head, "Via", via, sizeof(via));
+    ck_assert_str_eq(via, "1.0 edge, 1.1 corral");
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* Two X-Forwarded-For lines are one list (RFC 9110 5.3): every entry stays. */
+START_TEST(x_forwarded_for_keeps_every_earlier_entry)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    struct response resp;
+    ck_assert_uint_eq(exchange(d.port,
+                               "GET / HTTP/1.1\r\nHost: test\r\nX-Forwarded-For: 10.0.0.1\r\n"
+                               "X-Forwarded-For: 10.0.0.2\r\n\r\n",
+                               &resp),
+                      200);
+    response_free(&resp);
+    char forwarded[256];
+    header_find(backend_request(b, 0)->head, "X-Forwarded-For", forwarded, sizeof(forwarded));
+    ck_assert_str_eq(forwarded, "10.0.0.1, 10.0.0.2, 127.0.0.1");
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(response_headers_are_rewritten)
+{
+    struct backend *b = backend_new("a");
+    b->headers = "X-Secret: s\r\n"
+                 "X-Visible: v\r\n"
+                 "Server: backend/1.0\r\n"
+                 "Date: Mon, 01 Jan 2001 00:00:00 GMT\r\n"
+                 "Connection: X-Resp-Hop\r\n"
+                 "X-Resp-Hop: h\r\n"
+                 "Keep-Alive: timeout=5\r\n"
+                 "Proxy-Connection: keep-alive\r\n";
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "        proxy_hide_header X-Secret;");
+
+    struct reader *r = client_connect(d.port);
+    for (int i = 0; i < 2; i++) {
+        send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+        struct response resp;
+        ck_assert(read_response(r, false, &resp));
+        ck_assert_uint_eq(resp.status, 200);
+        ck_assert_str_eq(header_one(resp.head, "X-Visible"), "v");
+        ck_assert_str_eq(header_one(resp.head, "X-Backend"), "a");
+        ck_assert_str_eq(header_one(resp.head, "Server"), "corral");
+        ck_assert_ptr_null(strstr(header_one(resp.head, "Date"), "2001"));
+        static const char *const dropped[] = {"X-Secret", "X-Resp-Hop", "Keep-Alive",
+                                              "Proxy-Connection"};
+        for (int k = 0; k < COUNT(dropped); k++)
+            ck_assert_msg(header_find(resp.head, dropped[k], NULL, 0) == 0, "%s passed:\n%s",
+                          dropped[k], resp.head);
+        ck_assert_str_eq(resp.body.data, "ok");
+        response_free(&resp);
+    }
+    client_close(r);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* Upgrade is hop-by-hop unless the client asks to switch: then the request
+ * carries it, the 101 comes back, and the connection becomes a byte pipe
+ * that ends when either side ends it. */
+START_TEST(upgrade_becomes_a_tunnel)
+{
+    struct backend *b = backend_new("a");
+    b->tunnel = true;
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "GET /ws HTTP/1.1\r\nHost: test\r\nConnection: Upgrade\r\n"
+                    "Upgrade: websocket\r\n\r\n");
+    char head[4096];
+    ck_assert(reader_until(r, "\r\n\r\n", head, sizeof(head)));
+    ck_assert_msg(strncmp(head, "HTTP/1.1 101 ", 13) == 0, "%s", head);
+    ck_assert_str_eq(header_one(head, "Upgrade"), "echo");
+    ck_assert_ptr_nonnull(strcasestr(header_one(head, "Connection"), "upgrade"));
+    const char *forwarded = backend_request(b, 0)->head;
+    ck_assert_str_eq(header_one(forwarded, "Upgrade"), "websocket");
+    ck_assert_ptr_nonnull(strcasestr(header_one(forwarded, "Connection"), "upgrade"));
+
+    /* Raw bytes both ways, HTTP-looking or not. */
+    const char *text = "GET /not-a-request HTTP/1.1\r\n\r\n";
+    send_str(r->fd, text);
+    struct body echo;
+    body_init(&echo, 256, false);
+    ck_assert_uint_eq(reader_body(r, strlen(text), &echo), strlen(text));
+    ck_assert_str_eq(echo.data, text);
+    body_free(&echo);
+    ck_assert(send_pattern(r->fd, 200000));
+    body_init(&echo, 0, true);
+    ck_assert_uint_eq(reader_body(r, 200000, &echo), 200000);
+    ck_assert(echo.hash == pattern_hash(200000));
+    body_free(&echo);
+    ck_assert_uint_eq(backend_request_count(b), 1);
+
+    /* The client ends its side: the backend's end comes back as the close. */
+    shutdown(r->fd, SHUT_WR);
+    ck_assert_msg(peer_closed(r), "the tunnel stayed open after both sides ended");
+    client_close(r);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* ================================================================ failures */
+
+START_TEST(upstream_down_gives_502)
+{
+    struct backend *b = backend_new("a");
+    int reserved = reserve_port(&b->port); /* nothing listens there */
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    for (int i = 0; i < 3; i++) {
+        struct response resp;
+        ck_assert_uint_eq(exchange(d.port, "GET / HTTP/1.1\r\nHost: test\r\n\r\n", &resp), 502);
+        ck_assert(resp.complete);
+        response_free(&resp);
+    }
+    ck_assert_uint_ge(metric(&d, "corral_upstream_errors_total{upstream=\"b\",kind=\"connect\"}"),
+                      1);
+    ck_assert_uint_ge(metric(&d, "corral_requests_total{code=\"502\"}"), 3);
+    stop_daemon(&d);
+    close(reserved);
+    backend_free(b);
+}
+END_TEST
+
+/* An upstream slower than proxy_read_timeout, or silent for good. */
+static const bool never_answers[] = {false, true};
+
+START_TEST(slow_upstream_gives_504)
+{
+    struct backend *b = backend_new("a");
+    b->delay_ms = 5000;
+    b->never_answer = never_answers[_i];
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "    proxy_read_timeout 300ms;", "");
+    uint64_t start = test_now_ms();
+    struct response resp;
+    ck_assert_uint_eq(exchange(d.port, "GET / HTTP/1.1\r\nHost: test\r\n\r\n", &resp), 504);
+    ck_assert(resp.complete);
+    response_free(&resp);
+    uint64_t elapsed = test_now_ms() - start;
+    ck_assert_msg(elapsed >= 250 && elapsed < 2500, "504 after %llu ms",
+                  (unsigned long long)elapsed);
+    ck_assert_uint_ge(metric(&d, "corral_upstream_errors_total{upstream=\"b\",kind=\"timeout\"}"),
+                      1);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* The backend sends a head and part of the body, then resets or closes:
+ * the client must not get what looks like a complete response. */
+static const struct {
+    const char *name;
+    enum framing framing;
+    enum cut cut;
+} cut_cases[] = {
+    {"Content-Length, reset", FRAME_LENGTH, CUT_RESET},
+    {"Content-Length, close", FRAME_LENGTH, CUT_CLOSE},
+    {"chunked, reset", FRAME_CHUNKED, CUT_RESET},
+    {"chunked, close", FRAME_CHUNKED, CUT_CLOSE},
+};
+
+START_TEST(upstream_cut_mid_response_cuts_the_client)
+{
+    struct backend *b = backend_new("a");
+    b->body = NULL;
+    b->body_size = 100000;
+    b->framing = cut_cases[_i].framing;
+    b->cut = cut_cases[_i].cut;
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+    struct response resp;
+    bool complete = read_response(r, false, &resp);
+    ck_assert_msg(!complete, "%s: a complete response reached the client", cut_cases[_i].name);
+    ck_assert_msg(resp.status == 200 && resp.body.len >= 1000 && resp.body.len < 100000,
+                  "%s: status %u, %llu body bytes", cut_cases[_i].name, resp.status,
+                  (unsigned long long)resp.body.len);
+    ck_assert_msg(peer_closed(r), "%s: client connection left open", cut_cases[_i].name);
+    response_free(&resp);
+    client_close(r);
+    ck_assert_uint_ge(metric(&d, "corral_upstream_errors_total{upstream=\"b\",kind=\"reset\"}"),
+                      1);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* The backend closes each connection after its response, without saying
+ * so: at once (the proxy sees the close while the connection is idle), or
+ * 150 ms later (the next request is already on its way: a reset). */
+static const int stale_delays[] = {0, 150};
+
+START_TEST(closed_pooled_connection_is_retried)
+{
+    struct backend *b = backend_new("a");
+    b->close_after_ms = stale_delays[_i];
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    for (int i = 0; i < 5; i++) {
+        send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+        struct response resp;
+        ck_assert_msg(read_response(r, false, &resp), "request %d: no complete response", i);
+        ck_assert_msg(resp.status == 200, "request %d: %u", i, resp.status);
+        response_free(&resp);
+    }
+    client_close(r);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* The same for a POST with a body: the backend never saw it, so sending it
+ * again on a fresh connection is safe (the proxy's own contract). */
+START_TEST(closed_pooled_connection_is_retried_for_a_post)
+{
+    struct backend *b = backend_new("a");
+    b->close_after_ms = 150;
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    for (int i = 0; i < 3; i++) {
+        send_str(r->fd, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello");
+        struct response resp;
+        ck_assert_msg(read_response(r, false, &resp), "request %d: no complete response", i);
+        ck_assert_msg(resp.status == 200, "request %d: %u", i, resp.status);
+        response_free(&resp);
+    }
+    client_close(r);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* What the upstream sends that is not HTTP: 502, nothing passed on. */
+static const struct {
+    const char *name;
+    const char *raw;
+} invalid_responses[] = {
+    {"CL and TE", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  "0\r\n\r\n"},
+    {"bare LF", "HTTP/1.1 200 OK\nContent-Length: 2\n\nok"},
+    {"not HTTP", "SSH-2.0-OpenSSH_9.2\r\n\r\n"},
+    {"two lengths", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok!"},
+};
+
+START_TEST(invalid_upstream_response_gives_502)
+{
+    struct backend *b = backend_new("a");
+    b->raw = invalid_responses[_i].raw;
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    struct response resp;
+    exchange(d.port, "GET / HTTP/1.1\r\nHost: test\r\n\r\n", &resp);
+    ck_assert_msg(resp.status == 502, "%s: got %u", invalid_responses[_i].name, resp.status);
+    response_free(&resp);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* Idle pooled upstream connections are closed when a graceful stop or a
+ * reload begins; they have nothing in flight to wait for. */
+START_TEST(graceful_stop_does_not_wait_for_idle_upstream_connections)
+{
+    drain_timeout = "5s";
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    ck_assert_uint_eq(get(d.port, "/"), 200); /* leaves one pooled connection */
+    uint64_t start = test_now_ms();
+    kill(d.pid, SIGTERM);
+    int status = -1;
+    while (waitpid(d.pid, &status, WNOHANG) == 0 && test_now_ms() - start < 8000)
+        usleep(10000);
+    uint64_t elapsed = test_now_ms() - start;
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status 0x%x", status);
+    ck_assert_msg(elapsed < 2000, "SIGTERM took %llu ms (drain_timeout 5s)",
+                  (unsigned long long)elapsed);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(reload_does_not_wait_for_idle_upstream_connections)
+{
+    drain_timeout = "10s";
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    ck_assert_uint_eq(get(d.port, "/"), 200);
+    kill(d.pid, SIGHUP);
+    bool finished = false;
+    for (int i = 0; i < 300 && !finished; i++) {
+        usleep(10000);
+        char *log = read_file(d.log);
+        finished = strstr(log, "generation 1 finished") != NULL;
+        free(log);
+    }
+    ck_assert_msg(finished, "generation 1 still draining 3 s after the reload");
+    ck_assert_uint_eq(get(d.port, "/"), 200);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* A response transfer coding other than chunked: the proxy may pass it on
+ * (re-chunked), decode it, or refuse the response, but never send the coded
+ * bytes as if they were the content. */
+START_TEST(response_transfer_coding_is_not_lost)
+{
+    struct backend *b = backend_new("a");
+    b->raw = "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+             "8\r\n\x1f\x8b\x08" "coded\r\n0\r\n\r\n";
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    struct response resp;
+    exchange(d.port, "GET / HTTP/1.1\r\nHost: test\r\n\r\n", &resp);
+    char codings[256] = "";
+    header_find(resp.head, "Transfer-Encoding", codings, sizeof(codings));
+    ck_assert_msg(resp.status == 502 || strcasestr(codings, "gzip") != NULL,
+                  "gzip-coded content passed on as %s:\n%s", codings[0] ? codings : "identity",
+                  resp.head);
+    response_free(&resp);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* ================================================================ balancing */
+
+/* Two backends behind upstream b, with `extra` in its block. */
+static void start_pair(struct daemon *d, struct backend *one, struct backend *two,
+                       unsigned workers, const char *one_params, const char *extra)
+{
+    char upstream[512];
+    snprintf(upstream, sizeof(upstream),
+             "    server 127.0.0.1:%d%s;\n    server 127.0.0.1:%d;\n    keepalive 8;\n%s",
+             one->port, one_params, two->port, extra);
+    write_config(d, workers, upstream, "", "");
+    start_daemon(d);
+}
+
+static void run_gets(int port, int count)
+{
+    for (int i = 0; i < count; i++)
+        ck_assert_uint_eq(get(port, "/"), 200);
+}
+
+START_TEST(round_robin_splits_evenly)
+{
+    struct backend *one = backend_new("one"), *two = backend_new("two");
+    backend_start(one);
+    backend_start(two);
+    struct daemon d;
+    start_pair(&d, one, two, 2, "", "    balance round_robin;");
+    run_gets(d.port, 100);
+    size_t a = backend_request_count(one), c = backend_request_count(two);
+    ck_assert_uint_eq(a + c, 100);
+    ck_assert_msg(a >= 40 && a <= 60, "split %zu/%zu", a, c);
+    stop_daemon(&d);
+    backend_free(one);
+    backend_free(two);
+}
+END_TEST
+
+START_TEST(weights_three_to_one)
+{
+    struct backend *one = backend_new("one"), *two = backend_new("two");
+    backend_start(one);
+    backend_start(two);
+    struct daemon d;
+    start_pair(&d, one, two, 2, " weight=3", "");
+    run_gets(d.port, 100);
+    size_t a = backend_request_count(one), c = backend_request_count(two);
+    ck_assert_uint_eq(a + c, 100);
+    ck_assert_msg(a >= 65 && a <= 85, "split %zu/%zu", a, c);
+    stop_daemon(&d);
+    backend_free(one);
+    backend_free(two);
+}
+END_TEST
+
+/* One worker, so that one set of in-flight counts decides. */
+START_TEST(least_conn_avoids_the_busy_backend)
+{
+    struct backend *slow = backend_new("slow"), *fast = backend_new("fast");
+    slow->delay_ms = 1500;
+    backend_start(slow);
+    backend_start(fast);
+    struct daemon d;
+    start_pair(&d, slow, fast, 1, "", "    balance least_conn;");
+
+    /* Keep one request in flight on the slow backend. */
+    struct reader *busy = NULL;
+    for (int attempt = 0; attempt < 4 && atomic_load(&slow->in_flight) == 0; attempt++) {
+        if (busy != NULL)
+            client_close(busy);
+        busy = client_connect(d.port);
+        send_str(busy->fd, "GET /busy HTTP/1.1\r\nHost: test\r\n\r\n");
+        for (int i = 0; i < 50 && atomic_load(&slow->in_flight) == 0 &&
+                        atomic_load(&fast->answered) == (unsigned)attempt;
+             i++)
+            usleep(5000);
+    }
+    ck_assert_uint_eq(atomic_load(&slow->in_flight), 1);
+    size_t slow_before = backend_request_count(slow);
+
+    /* Meanwhile every new request goes to the idle one, at once. */
+    struct reader *r = client_connect(d.port);
+    for (int i = 0; i < 10; i++) {
+        uint64_t start = test_now_ms();
+        send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+        struct response resp;
+        ck_assert(read_response(r, false, &resp));
+        ck_assert_str_eq(header_one(resp.head, "X-Backend"), "fast");
+        ck_assert_uint_lt(test_now_ms() - start, 1000);
+        response_free(&resp);
+    }
+    client_close(r);
+    ck_assert_uint_eq(backend_request_count(slow), slow_before);
+    struct response resp;
+    ck_assert(read_response(busy, false, &resp));
+    ck_assert_uint_eq(resp.status, 200);
+    response_free(&resp);
+    client_close(busy);
+    stop_daemon(&d);
+    backend_free(slow);
+    backend_free(fast);
+}
+END_TEST
+
+START_TEST(hash_keeps_a_client_on_one_backend)
+{
+    struct backend *one = backend_new("one"), *two = backend_new("two");
+    backend_start(one);
+    backend_start(two);
+    struct daemon d;
+    start_pair(&d, one, two, 2, "", "    balance hash;");
+    run_gets(d.port, 30);
+    size_t a = backend_request_count(one), c = backend_request_count(two);
+    ck_assert_msg((a == 30 && c == 0) || (a == 0 && c == 30), "split %zu/%zu", a, c);
+    stop_daemon(&d);
+    backend_free(one);
+    backend_free(two);
+}
+END_TEST
+
+/* ================================================================ health */
+
+START_TEST(failed_server_is_skipped_then_comes_back)
+{
+    struct backend *dead = backend_new("dead"), *live = backend_new("live");
+    int reserved = reserve_port(&dead->port); /* refused until it listens */
+    backend_start(live);
+    struct daemon d;
+    start_pair(&d, dead, live, 2, " max_fails=1 fail_timeout=1s", "");
+
+    /* Within fail_timeout: no client sees an error, and the dead server is
+     * tried at most once per worker. */
+    uint64_t start = test_now_ms();
+    run_gets(d.port, 20);
+    ck_assert_uint_lt(test_now_ms() - start, 900);
+    ck_assert_uint_eq(backend_request_count(live), 20);
+    uint64_t failures =
+        metric(&d, "corral_upstream_errors_total{upstream=\"b\",kind=\"connect\"}");
+    ck_assert_msg(failures >= 1 && failures <= 2, "%llu connect failures",
+                  (unsigned long long)failures);
+
+    /* It comes back: after fail_timeout it gets its share again. */
+    backend_start_on(dead, reserved);
+    usleep(1100000);
+    run_gets(d.port, 20);
+    ck_assert_msg(backend_request_count(dead) >= 5, "the recovered server got %zu of 20",
+                  backend_request_count(dead));
+    stop_daemon(&d);
+    backend_free(dead);
+    backend_free(live);
+}
+END_TEST
+
+/* ================================================================ smuggling */
+
+/* Requests a proxy must refuse, whole and at once, with `status` (or
+ * `alt`, where RFC 9110/9112 allow either), closing the connection.  The
+ * head ones must not reach the backend at all; a broken body can only be
+ * seen after its head has been passed on, so for `in_body` ones the
+ * backend must not get a complete request. */
+struct smuggle_case {
+    const char *name;
+    unsigned status, alt;
+    bool in_body;
+    const char *request;
+    size_t len; /* 0: strlen */
+};
+
+#define HEAD_CASE(name, status, text) {name, status, 0, false, text, sizeof(text) - 1}
+#define HEAD_CASE2(name, status, alt, text) {name, status, alt, false, text, sizeof(text) - 1}
+#define BODY_CASE(name, status, text) {name, status, 0, true, text, sizeof(text) - 1}
+#define H "Host: a\r\n"
+
+static const struct smuggle_case smuggle_cases[] = {
+    HEAD_CASE("CL then TE", 400,
+              "POST / HTTP/1.1\r\n" H "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+              "0\r\n\r\n"),
+    HEAD_CASE("TE then CL", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"
+              "0\r\n\r\n"),
+    HEAD_CASE("CL twice, different", 400,
+              "POST / HTTP/1.1\r\n" H "Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"),
+    HEAD_CASE("CL twice, equal", 400,
+              "POST / HTTP/1.1\r\n" H "Content-Length: 5\r\nContent-Length: 5\r\n\r\nhello"),
+    HEAD_CASE("CL list", 400, "POST / HTTP/1.1\r\n" H "Content-Length: 5, 5\r\n\r\nhello"),
+    HEAD_CASE("CL plus sign", 400, "POST / HTTP/1.1\r\n" H "Content-Length: +5\r\n\r\nhello"),
+    HEAD_CASE("CL negative", 400, "POST / HTTP/1.1\r\n" H "Content-Length: -5\r\n\r\nhello"),
+    HEAD_CASE("CL inner space", 400, "POST / HTTP/1.1\r\n" H "Content-Length: 1 5\r\n\r\nhello"),
+    HEAD_CASE("CL hex", 400, "POST / HTTP/1.1\r\n" H "Content-Length: 0x5\r\n\r\nhello"),
+    HEAD_CASE("CL empty", 400, "POST / HTTP/1.1\r\n" H "Content-Length: \r\n\r\nhello"),
+    HEAD_CASE("CL overflow", 400,
+              "POST / HTTP/1.1\r\n" H "Content-Length: 99999999999999999999999\r\n\r\nhello"),
+    HEAD_CASE("CL with space before colon", 400,
+              "POST / HTTP/1.1\r\n" H "Content-Length : 5\r\n\r\nhello"),
+    HEAD_CASE("TE chunked, gzip", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n"),
+    HEAD_CASE("TE gzip", 400, "POST / HTTP/1.1\r\n" H "Transfer-Encoding: gzip\r\n\r\nhello"),
+    HEAD_CASE("TE identity", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: identity\r\n\r\nhello"),
+    HEAD_CASE("TE gzip, chunked", 501,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"),
+    HEAD_CASE2("TE chunked, chunked", 400, 501,
+               "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n"),
+    HEAD_CASE("TE xchunked", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n"),
+    HEAD_CASE("TE chunkedx", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunkedx\r\n\r\n0\r\n\r\n"),
+    HEAD_CASE2("TE chunked with a parameter", 400, 501,
+               "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked;q=1\r\n\r\n0\r\n\r\n"),
+    HEAD_CASE("TE twice", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n"
+              "\r\n0\r\n\r\n"),
+    HEAD_CASE("TE upper case, and CL", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: CHUNKED\r\nContent-Length: 5\r\n\r\n"
+              "0\r\n\r\n"),
+    HEAD_CASE("TE after a tab, and CL", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding:\tchunked\r\nContent-Length: 5\r\n\r\n"
+              "0\r\n\r\n"),
+    HEAD_CASE("TE with a vertical tab", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: \x0b" "chunked\r\n\r\n0\r\n\r\n"),
+    HEAD_CASE("TE with space before colon", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n"),
+    HEAD_CASE("TE in HTTP/1.0", 400,
+              "POST / HTTP/1.0\r\n" H "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+    HEAD_CASE("TE and CL in HTTP/1.0", 400,
+              "POST / HTTP/1.0\r\n" H "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"
+              "0\r\n\r\n"),
+    HEAD_CASE("obs-fold", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n"),
+    HEAD_CASE("first header folded", 400, "GET / HTTP/1.1\r\n Host: a\r\n\r\n"),
+    HEAD_CASE("bare LF line ends", 400, "GET / HTTP/1.1\nHost: a\n\n"),
+    HEAD_CASE("bare LF in one line", 400, "GET / HTTP/1.1\r\nHost: a\nX: y\r\n\r\n"),
+    HEAD_CASE("bare CR", 400, "GET / HTTP/1.1\r\nHost: a\rX: y\r\n\r\n"),
+    HEAD_CASE("space before colon", 400, "GET / HTTP/1.1\r\nHost : a\r\n\r\n"),
+    HEAD_CASE("invalid name character", 400, "GET / HTTP/1.1\r\n" H "X(y): z\r\n\r\n"),
+    HEAD_CASE("empty name", 400, "GET / HTTP/1.1\r\n" H ": z\r\n\r\n"),
+    HEAD_CASE("no colon", 400, "GET / HTTP/1.1\r\n" H "X-No-Colon\r\n\r\n"),
+    HEAD_CASE("control character in value", 400, "GET / HTTP/1.1\r\n" H "X: a\x01z\r\n\r\n"),
+    HEAD_CASE("DEL in value", 400, "GET / HTTP/1.1\r\n" H "X: a\x7fz\r\n\r\n"),
+    HEAD_CASE("NUL in value", 400, "GET / HTTP/1.1\r\n" H "X: a\0z\r\n\r\n"),
+    HEAD_CASE("NUL in name", 400, "GET / HTTP/1.1\r\n" H "X\0Y: z\r\n\r\n"),
+    HEAD_CASE("two Hosts", 400, "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
+    HEAD_CASE("no Host", 400, "GET / HTTP/1.1\r\n\r\n"),
+    HEAD_CASE("absolute-form target", 400, "GET http://a/ HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE("space in target", 400, "GET /a b HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE("control character in target", 400, "GET /a\x01 HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE("invalid method", 400, "G@T / HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE2("lower-case method", 400, 501, "get / HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE("bad version", 400, "GET / HTTP/1.x\r\n" H "\r\n"),
+    HEAD_CASE2("HTTP/0.9 request line", 400, 505, "GET /\r\n\r\n"),
+    HEAD_CASE2("HTTP/2.0 request line", 505, 400, "GET / HTTP/2.0\r\n" H "\r\n"),
+    HEAD_CASE2("HTTP/2 preface", 505, 400, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+    HEAD_CASE("Expect other than 100-continue", 417,
+              "POST / HTTP/1.1\r\n" H "Expect: 200-ok\r\nContent-Length: 5\r\n\r\nhello"),
+    HEAD_CASE("CL over client_max_body_size", 413,
+              "POST / HTTP/1.1\r\n" H "Content-Length: 2000000\r\n\r\nhello"),
+    {"huge header", 431, 0, false, NULL, 0},
+    {"too many headers", 431, 0, false, NULL, 0},
+    BODY_CASE("bad chunk size", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n"),
+    BODY_CASE("chunk size overflow", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n"
+              "fffffffffffffffffff\r\nhello\r\n0\r\n\r\n"),
+    BODY_CASE("chunk size with a sign", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n+5\r\nhello\r\n0\r\n\r\n"),
+    BODY_CASE("chunk extension with bare LF", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n5;ext\nhello\r\n0\r\n\r\n"),
+    BODY_CASE("chunk size line with bare LF", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n"),
+    BODY_CASE("chunk longer than its size", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n3\r\nhello\r\n0\r\n\r\n"),
+    BODY_CASE("last chunk without CRLF, then a request", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n0\r\n"
+              "GET /smuggled HTTP/1.1\r\n" H "\r\n"),
+    {"chunked body over client_max_body_size", 413, 0, true, NULL, 0},
+};
+
+/* The cases too large to write out. */
+static char *build_request(const struct smuggle_case *c, size_t *len)
+{
+    size_t cap = 2 * MB;
+    char *text = xcalloc(1, cap);
+    if (c->request != NULL) {
+        memcpy(text, c->request, c->len);
+        *len = c->len;
+    } else if (strcmp(c->name, "huge header") == 0) {
+        int n = snprintf(text, cap, "GET / HTTP/1.1\r\n" H "X-Big: ");
+        memset(text + n, 'a', 10000);
+        strcpy(text + n + 10000, "\r\n\r\n");
+        *len = strlen(text);
+    } else if (strcmp(c->name, "too many headers") == 0) {
+        int n = snprintf(text, cap, "GET / HTTP/1.1\r\n" H);
+        for (int i = 0; i < 150; i++)
+            n += snprintf(text + n, cap - (size_t)n, "X-%d: v\r\n", i);
+        strcpy(text + n, "\r\n");
+        *len = strlen(text);
+    } else {
+        /* One chunk of 1.5 MB, past the 1 MB default. */
+        int n = snprintf(text, cap, "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n"
+                                    "180000\r\n");
+        memset(text + n, 'x', 0x180000);
+        *len = (size_t)n + 0x180000;
+    }
+    return text;
+}
+
+START_TEST(malformed_request_is_refused_before_the_backend)
+{
+    const struct smuggle_case *c = &smuggle_cases[_i];
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+
+    size_t len;
+    char *request = build_request(c, &len);
+    struct reader *r = client_connect(d.port);
+    send_quiet(r->fd, request, len); /* the daemon may close before it has it all */
+    free(request);
+    struct response resp;
+    read_response(r, false, &resp);
+    ck_assert_msg(resp.status == c->status || (c->alt != 0 && resp.status == c->alt),
+                  "%s: got %u, want %u:\n%s", c->name, resp.status, c->status, resp.head);
+    ck_assert_msg(strstr(resp.head, "\r\nConnection: close\r\n") != NULL,
+                  "%s: no Connection: close", c->name);
+    ck_assert_msg(peer_closed(r), "%s: connection left open", c->name);
+    response_free(&resp);
+    client_close(r);
+
+    usleep(100000); /* for anything on its way to the backend */
+    unsigned connections = atomic_load(&b->connections);
+    unsigned long long bytes = atomic_load(&b->bytes);
+    if (!c->in_body)
+        ck_assert_msg(connections == 0 && bytes == 0,
+                      "%s: the backend got %u connections, %llu bytes:\n%s", c->name,
+                      connections, bytes,
+                      backend_request_count(b) > 0 ? backend_request(b, 0)->head : "");
+    else
+        ck_assert_msg(backend_complete_count(b) == 0,
+                      "%s: the backend got a complete request:\n%s", c->name,
+                      backend_request(b, 0)->head);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* A valid request, then a malformed one on the same connection: only the
+ * first reaches the backend. */
+START_TEST(malformed_request_after_a_valid_one_is_not_forwarded)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    const char *requests = "GET /first HTTP/1.1\r\n" H "\r\n"
+                           "POST /second HTTP/1.1\r\n" H "Content-Length: 30\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n"
+                           "0\r\n\r\nGET /smuggled HTTP/1.1\r\n" H "\r\n";
+    send_quiet(r->fd, requests, strlen(requests));
+    struct response resp;
+    ck_assert(read_response(r, false, &resp));
+    ck_assert_uint_eq(resp.status, 200);
+    response_free(&resp);
+    read_response(r, false, &resp);
+    ck_assert_uint_eq(resp.status, 400);
+    response_free(&resp);
+    ck_assert(peer_closed(r));
+    client_close(r);
+    usleep(100000);
+    ck_assert_uint_eq(backend_request_count(b), 1);
+    ck_assert_str_eq(strtok(backend_request(b, 0)->head, "\r"), "GET /first HTTP/1.1");
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* A request line inside a body is body: with a Content-Length larger than
+ * what follows, the proxy waits for the rest and never treats the embedded
+ * request as one of its own. */
+START_TEST(request_inside_a_body_stays_body)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    const char *inner = "GET /smuggled HTTP/1.1\r\n" H "\r\n";
+
+    /* A body that holds the request exactly: one request at the backend. */
+    struct reader *r = client_connect(d.port);
+    char request[256];
+    snprintf(request, sizeof(request), "POST /outer HTTP/1.1\r\n" H "Content-Length: %zu\r\n\r\n%s",
+             strlen(inner), inner);
+    test_send_all(r->fd, request, strlen(request));
+    struct response resp;
+    ck_assert(read_response(r, false, &resp));
+    ck_assert_uint_eq(resp.status, 200);
+    response_free(&resp);
+    client_close(r);
+    ck_assert_uint_eq(backend_request_count(b), 1);
+    ck_assert_str_eq(backend_request(b, 0)->body.data, inner);
+
+    /* A Content-Length that promises more than comes, then the end: no
+     * response, and nothing at the backend is a request for /smuggled. */
+    r = client_connect(d.port);
+    snprintf(request, sizeof(request), "POST /outer HTTP/1.1\r\n" H "Content-Length: %zu\r\n\r\n%s",
+             strlen(inner) + 20, inner);
+    test_send_all(r->fd, request, strlen(request));
+    shutdown(r->fd, SHUT_WR);
+    read_response(r, false, &resp);
+    ck_assert_msg(resp.status != 200, "an incomplete request was answered 200");
+    response_free(&resp);
+    client_close(r);
+    usleep(200000);
+    for (size_t i = 0; i < backend_request_count(b); i++)
+        ck_assert_msg(strstr(backend_request(b, i)->head, "/smuggled") == NULL,
+                      "the body became a request:\n%s", backend_request(b, i)->head);
+    ck_assert_uint_eq(backend_complete_count(b), 1);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    Suite *suite = suite_create("proto/proxy");
+
+    TCase *tc = tcase_create("conformance");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, status_headers_and_body_pass_through);
+    tcase_add_test(tc, keep_alive_on_both_sides);
+    tcase_add_test(tc, pipelined_requests_are_answered_in_order);
+    tcase_add_test(tc, chunked_request_body_arrives_intact);
+    tcase_add_test(tc, chunked_response_arrives_intact);
+    tcase_add_test(tc, close_delimited_response_arrives_intact);
+    tcase_add_test(tc, head_has_no_body_and_keeps_content_length);
+    tcase_add_test(tc, no_body_for_204_and_304);
+    tcase_add_test(tc, expect_100_continue);
+    tcase_add_test(tc, interim_response_then_a_final_head_in_pieces);
+    tcase_add_test(tc, ten_megabyte_bodies_stream_intact);
+    tcase_add_test(tc, pooled_connection_paused_for_a_slow_client_reads_again);
+    tcase_add_test(tc, hundred_megabyte_upload_in_bounded_memory);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("headers");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 20);
+    tcase_add_test(tc, request_headers_are_rewritten);
+    tcase_add_test(tc, via_is_appended_to_an_existing_one);
+    tcase_add_test(tc, x_forwarded_for_keeps_every_earlier_entry);
+    tcase_add_test(tc, response_headers_are_rewritten);
+    tcase_add_test(tc, upgrade_becomes_a_tunnel);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("failures");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 20);
+    tcase_add_test(tc, upstream_down_gives_502);
+    tcase_add_loop_test(tc, slow_upstream_gives_504, 0, COUNT(never_answers));
+    tcase_add_loop_test(tc, upstream_cut_mid_response_cuts_the_client, 0, COUNT(cut_cases));
+    tcase_add_loop_test(tc, closed_pooled_connection_is_retried, 0, COUNT(stale_delays));
+    tcase_add_test(tc, closed_pooled_connection_is_retried_for_a_post);
+    tcase_add_loop_test(tc, invalid_upstream_response_gives_502, 0, COUNT(invalid_responses));
+    tcase_add_test(tc, response_transfer_coding_is_not_lost);
+    tcase_add_test(tc, graceful_stop_does_not_wait_for_idle_upstream_connections);
+    tcase_add_test(tc, reload_does_not_wait_for_idle_upstream_connections);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("balancing");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 20);
+    tcase_add_test(tc, round_robin_splits_evenly);
+    tcase_add_test(tc, weights_three_to_one);
+    tcase_add_test(tc, least_conn_avoids_the_busy_backend);
+    tcase_add_test(tc, hash_keeps_a_client_on_one_backend);
+    tcase_add_test(tc, failed_server_is_skipped_then_comes_back);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("smuggling");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 20);
+    tcase_add_loop_test(tc, malformed_request_is_refused_before_the_backend, 0,
+                        COUNT(smuggle_cases));
+    tcase_add_test(tc, malformed_request_after_a_valid_one_is_not_forwarded);
+    tcase_add_test(tc, request_inside_a_body_stays_body);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
