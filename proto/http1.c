@@ -645,6 +645,7 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
             http_header_lists(scratch.list.headers[i].value, (struct http_str){"upgrade", 7}))
             req->upgrade = true;
     req->content_length = req->chunked ? 0 : parser->content_length;
+    req->has_content_length = !req->chunked && (parser->flags & F_CONTENT_LENGTH);
     req->has_body = req->chunked || req->content_length > 0;
     return 0;
 }

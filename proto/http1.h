@@ -41,6 +41,7 @@ struct http_request {
     bool head;              /* HEAD: the response has no body */
     bool chunked;           /* Transfer-Encoding: chunked */
     bool has_body;          /* chunked or Content-Length > 0 */
+    bool has_content_length; /* a Content-Length header, even of 0 */
     uint64_t content_length;
     bool keep_alive;        /* what the client asked for */
     bool expect_continue;

@@ -603,6 +603,8 @@ static void uc_on_open(corral_conn *conn)
 {
     struct upstream_conn *uc = corral_conn_data(conn);
     uc->connected = true;
+    if (uc->px != NULL)
+        px_drop_replay(uc->px); /* what was queued goes out now */
     uc_set_timeouts(uc);
 }
 
@@ -778,11 +780,13 @@ static int px_send(struct proxy_exchange *px)
         corral_conn_write(uc->conn, px->head, px->head_len);
         if (px->replay_len > 0)
             corral_conn_write(uc->conn, px->replay, px->replay_len);
-        /* Only a pooled connection can turn out to be closed already. */
-        if (!uc->reused)
+        /* The body is kept for a second attempt while nothing is known to
+         * have reached the upstream: until a new connection is up, and
+         * until a pooled one (possibly closed already) answers. */
+        if (!uc->connected || uc->reused)
+            px->replay_ok = px->replay_ok || !px->body_started;
+        else
             px_drop_replay(px);
-        else if (!px->body_started)
-            px->replay_ok = true;
         return 0;
     }
 }
@@ -812,13 +816,14 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind, int e
         px_finish(px);
         return;
     }
-    /* A pooled connection the upstream had just closed is retried on a
-     * fresh one whatever the method; other failures only for idempotent
-     * requests whose body has not started to flow. */
     if (stale)
         px->tried &= ~(1ull << server);
-    bool body_resendable = !px->body_started || (stale && px->replay_ok);
-    if ((stale || (px->idempotent && kind != PROXY_ERROR_INVALID)) && body_resendable &&
+    /* A connection that never opened, or a pooled one the upstream had
+     * closed, received nothing: any request may go again, with its body if
+     * that was kept.  Other failures are retried for idempotent requests. */
+    bool nothing_sent = stale || kind == PROXY_ERROR_CONNECT;
+    bool body_resendable = !px->body_started || (nothing_sent && px->replay_ok);
+    if ((nothing_sent || (px->idempotent && kind != PROXY_ERROR_INVALID)) && body_resendable &&
         px_send(px) == 0)
         return;
     note_upstream_time(px);
@@ -921,7 +926,7 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
     }
     if (px->chunked) {
         buf_add_str(&b, "Transfer-Encoding: chunked\r\n");
-    } else if (req->has_body) {
+    } else if (req->has_body || req->has_content_length) {
         char length[48];
         int n = snprintf(length, sizeof(length), "Content-Length: %llu\r\n",
                          (unsigned long long)req->content_length);

@@ -5,12 +5,12 @@
 # machine wrk itself can be the limit, and then CPU per request is where the
 # servers differ), and the ratios corral/nginx.
 #
-# usage: tests/bench/return-vs-nginx.sh [-d SECONDS] [-c CONNECTIONS] [-r ROUNDS] [-C]
+# usage: tests/bench/return-vs-nginx.sh [-d SECONDS] [-c CONNECTIONS] [-r ROUNDS] [-t WRK_THREADS] [-C]
 #   -C   "Connection: close" on every request (a new connection per request)
 set -u
-D=5 C=64 R=3 CLOSE=
-while getopts "d:c:r:C" o; do
-  case $o in d) D=$OPTARG;; c) C=$OPTARG;; r) R=$OPTARG;; C) CLOSE=1;; *) exit 2;; esac
+D=5 C=64 R=3 T=1 CLOSE=
+while getopts "d:c:r:t:C" o; do
+  case $o in d) D=$OPTARG;; c) C=$OPTARG;; r) R=$OPTARG;; t) T=$OPTARG;; C) CLOSE=1;; *) exit 2;; esac
 done
 cd "$(dirname "$0")/../.."
 for b in nginx wrk; do
@@ -55,7 +55,7 @@ names=(nginx corral); ports=(18090 18091); server_pids=("$nginx_pid" "$corral_pi
 for r in $(seq "$R"); do
   for i in 0 1; do
     before=$(cpu_ticks "${server_pids[$i]}")
-    out=$(wrk ${CLOSE:+-H "Connection: close"} -t1 -c"$C" -d"${D}s" --latency "http://127.0.0.1:${ports[$i]}/" 2>&1)
+    out=$(wrk ${CLOSE:+-H "Connection: close"} -t"$T" -c"$C" -d"${D}s" --latency "http://127.0.0.1:${ports[$i]}/" 2>&1)
     after=$(cpu_ticks "${server_pids[$i]}")
     rps=$(awk '/Requests\/sec/{print $2}' <<<"$out"); p99=$(awk '$1=="99%"{print $2}' <<<"$out")
     total=$(awk '/requests in/{print $1}' <<<"$out")

@@ -3,10 +3,12 @@
  * temporary config, in front of a small threaded HTTP/1.1 backend written
  * here that records every byte it receives.  Conformance (keep-alive on both
  * sides, pipelining, chunked and close-delimited bodies, HEAD, 1xx/204/304,
- * 100-continue, large bodies in bounded memory), header rewriting, upstream
- * failures, balancing, passive health, and a table of malformed requests
- * that must be refused without reaching the backend.  The daemon is the
- * binary next to this test's build directory (build/corral, build/asan/corral).
+ * 100-continue, large bodies in bounded memory), header rewriting, tunnels,
+ * upstream failures and retries, stop and reload with pooled connections,
+ * balancing, passive health, and a table of malformed requests that must be
+ * refused without reaching the backend.  The daemon is the binary next to
+ * this test's build directory (build/corral, build/asan/corral); it runs with
+ * PR_SET_PDEATHSIG, so a failing case that ends early does not leave it behind.
  */
 #include "../helpers.h"
 
@@ -357,6 +359,7 @@ struct backend {
     bool discard_body;       /* count request body bytes, keep none */
     bool tunnel;             /* an Upgrade request gets 101, then an echo */
     const char *raw;         /* sent instead of a response, then the connection closes */
+    const char *raw_after;   /* ...unless this is set: sent 100 ms later, and it stays open */
 
     int listen_fd, port;
     pthread_t thread;
@@ -415,7 +418,10 @@ static bool backend_answer(struct backend *b, int fd, const char *request_head)
 {
     if (b->raw != NULL) {
         send_str_quiet(fd, b->raw);
-        return false;
+        if (b->raw_after == NULL)
+            return false;
+        usleep(100000);
+        return send_str_quiet(fd, b->raw_after);
     }
     char method[16] = "", target[1024] = "";
     sscanf(request_head, "%15s %1023s", method, target);
@@ -1491,6 +1497,25 @@ START_TEST(x_forwarded_for_keeps_every_earlier_entry)
 }
 END_TEST
 
+/* RFC 9110 8.6: a POST carries Content-Length even when it is 0, and some
+ * servers answer 411 without it; the framing the client chose stays. */
+START_TEST(empty_post_keeps_its_content_length)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    struct response resp;
+    ck_assert_uint_eq(
+        exchange(d.port, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n", &resp),
+        200);
+    response_free(&resp);
+    ck_assert_str_eq(header_one(backend_request(b, 0)->head, "Content-Length"), "0");
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
 START_TEST(response_headers_are_rewritten)
 {
     struct backend *b = backend_new("a");
@@ -1692,8 +1717,8 @@ START_TEST(closed_pooled_connection_is_retried)
 }
 END_TEST
 
-/* The same for a POST with a body: the backend never saw it, so sending it
- * again on a fresh connection is safe (the proxy's own contract). */
+/* The same for a POST with a body, by length or chunked: the backend never
+ * read it, so sending it again on a fresh connection is safe. */
 START_TEST(closed_pooled_connection_is_retried_for_a_post)
 {
     struct backend *b = backend_new("a");
@@ -1702,14 +1727,22 @@ START_TEST(closed_pooled_connection_is_retried_for_a_post)
     struct daemon d;
     start_proxy(&d, b, "", "");
     struct reader *r = client_connect(d.port);
-    for (int i = 0; i < 3; i++) {
-        send_str(r->fd, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello");
+    for (int i = 0; i < 4; i++) {
+        send_str(r->fd, i % 2 == 0 ? "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello"
+                                   : "POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n"
+                                     "\r\n5\r\nhello\r\n0\r\n\r\n");
         struct response resp;
         ck_assert_msg(read_response(r, false, &resp), "request %d: no complete response", i);
         ck_assert_msg(resp.status == 200, "request %d: %u", i, resp.status);
         response_free(&resp);
     }
     client_close(r);
+    /* The backend read each once, on the fresh connection, whole. */
+    ck_assert_uint_eq(backend_request_count(b), 4);
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert(backend_request(b, i)->complete);
+        ck_assert_str_eq(backend_request(b, i)->body.data, "hello");
+    }
     stop_daemon(&d);
     backend_free(b);
 }
@@ -1784,6 +1817,44 @@ START_TEST(reload_does_not_wait_for_idle_upstream_connections)
     }
     ck_assert_msg(finished, "generation 1 still draining 3 s after the reload");
     ck_assert_uint_eq(get(d.port, "/"), 200);
+    stop_daemon(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* Bytes after a complete response, in the same read or later while the
+ * connection idles in the pool, are no answer to anyone's next request. */
+static const struct {
+    const char *name;
+    const char *raw, *raw_after;
+} trailing_cases[] = {
+    {"same read", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                  "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled", ""},
+    {"later", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+     "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled"},
+};
+
+START_TEST(upstream_bytes_after_a_response_are_dropped)
+{
+    struct backend *b = backend_new("a");
+    b->raw = trailing_cases[_i].raw;
+    b->raw_after = trailing_cases[_i].raw_after;
+    backend_start(b);
+    struct daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    for (int i = 0; i < 3; i++) {
+        send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+        struct response resp;
+        ck_assert_msg(read_response(r, false, &resp), "%s, request %d: incomplete",
+                      trailing_cases[_i].name, i);
+        ck_assert_msg(resp.status == 200 && strcmp(resp.body.data, "ok") == 0,
+                      "%s, request %d: %u \"%s\"", trailing_cases[_i].name, i, resp.status,
+                      resp.body.data);
+        response_free(&resp);
+        usleep(150000); /* the later bytes arrive meanwhile */
+    }
+    client_close(r);
     stop_daemon(&d);
     backend_free(b);
 }
@@ -1960,6 +2031,28 @@ START_TEST(failed_server_is_skipped_then_comes_back)
     ck_assert_msg(backend_request_count(dead) >= 5, "the recovered server got %zu of 20",
                   backend_request_count(dead));
     stop_daemon(&d);
+    backend_free(dead);
+    backend_free(live);
+}
+END_TEST
+
+/* A connection that never opened carried nothing: a POST is as safe to
+ * send to the next server as a GET.  One worker, so that the dead server
+ * is the first pick. */
+START_TEST(post_is_retried_when_the_connect_fails)
+{
+    struct backend *dead = backend_new("dead"), *live = backend_new("live");
+    int reserved = reserve_port(&dead->port);
+    backend_start(live);
+    struct daemon d;
+    start_pair(&d, dead, live, 1, "", "");
+    struct response resp;
+    exchange(d.port, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello", &resp);
+    ck_assert_msg(resp.status == 200, "got %u with one of two servers up", resp.status);
+    response_free(&resp);
+    ck_assert_str_eq(backend_request(live, 0)->body.data, "hello");
+    stop_daemon(&d);
+    close(reserved);
     backend_free(dead);
     backend_free(live);
 }
@@ -2263,6 +2356,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, request_headers_are_rewritten);
     tcase_add_test(tc, via_is_appended_to_an_existing_one);
     tcase_add_test(tc, x_forwarded_for_keeps_every_earlier_entry);
+    tcase_add_test(tc, empty_post_keeps_its_content_length);
     tcase_add_test(tc, response_headers_are_rewritten);
     tcase_add_test(tc, upgrade_becomes_a_tunnel);
     suite_add_tcase(suite, tc);
@@ -2276,6 +2370,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, closed_pooled_connection_is_retried, 0, COUNT(stale_delays));
     tcase_add_test(tc, closed_pooled_connection_is_retried_for_a_post);
     tcase_add_loop_test(tc, invalid_upstream_response_gives_502, 0, COUNT(invalid_responses));
+    tcase_add_loop_test(tc, upstream_bytes_after_a_response_are_dropped, 0, COUNT(trailing_cases));
     tcase_add_test(tc, response_transfer_coding_is_not_lost);
     tcase_add_test(tc, graceful_stop_does_not_wait_for_idle_upstream_connections);
     tcase_add_test(tc, reload_does_not_wait_for_idle_upstream_connections);
@@ -2288,7 +2383,13 @@ Suite *test_suite(void)
     tcase_add_test(tc, weights_three_to_one);
     tcase_add_test(tc, least_conn_avoids_the_busy_backend);
     tcase_add_test(tc, hash_keeps_a_client_on_one_backend);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("health");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 20);
     tcase_add_test(tc, failed_server_is_skipped_then_comes_back);
+    tcase_add_test(tc, post_is_retried_when_the_connect_fails);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("smuggling");
