@@ -704,6 +704,15 @@ void *corral_conn_listener_data(const corral_conn *conn)
     return conn->listener != NULL ? conn->listener->data : NULL;
 }
 
+int corral_conn_peer(const corral_conn *conn, struct sockaddr_storage *addr, socklen_t *len)
+{
+    if (conn->peer_len == 0)
+        return -ENOTCONN;
+    memcpy(addr, &conn->peer, conn->peer_len);
+    *len = conn->peer_len;
+    return 0;
+}
+
 int corral_conn_fd(const corral_conn *conn)
 {
     return conn->fd;

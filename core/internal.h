@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 
 #define CORRAL__CACHELINE 64
@@ -170,6 +171,13 @@ struct corral_conn {
     corral_listener *listener;
     const struct corral_conn_handler *handler;
     void *data;
+    /* The peer of an accepted TCP connection, from accept4() itself. */
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } peer;
+    socklen_t peer_len; /* 0: unknown (outgoing, unix) */
 
     const struct corral_transport *transport;
     void *transport_state;

@@ -235,7 +235,10 @@ void corral__accept_from(struct corral__accept_entry *entry)
     corral__stat_add(&worker->stats.accept_wakeups, 1);
     bool drained = false;
     for (int i = 0; i < ACCEPT_BATCH && worker->pause_reasons == 0; i++) {
-        int fd = accept4(entry->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage peer;
+        socklen_t peer_len = sizeof(peer);
+        int fd = accept4(entry->fd, (struct sockaddr *)&peer, &peer_len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd == -1) {
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
                 continue;
@@ -257,6 +260,10 @@ void corral__accept_from(struct corral__accept_entry *entry)
         if (corral__conn_new(worker->loop, fd, listener->handler, NULL, &conn) != 0)
             continue;
         conn->listener = listener;
+        if (peer_len <= sizeof(conn->peer) && peer.ss_family != AF_UNIX) {
+            memcpy(&conn->peer, &peer, peer_len);
+            conn->peer_len = peer_len;
+        }
         corral_conn_set_watermarks(conn, listener->options.high_watermark,
                                    listener->options.low_watermark);
         corral__conn_open(conn);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -441,6 +442,19 @@ bool http_exchange_response_started(const struct http_exchange *ex)
     return ex->response_started;
 }
 
+void http_client_host(const corral_conn *conn, char *buf, size_t len)
+{
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    snprintf(buf, len, "-");
+    if (corral_conn_peer(conn, &addr, &addrlen) != 0)
+        return;
+    if (addr.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&addr)->sin_addr, buf, (socklen_t)len);
+    else if (addr.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&addr)->sin6_addr, buf, (socklen_t)len);
+}
+
 void http_exchange_note_upstream_time(struct http_exchange *ex, uint64_t ns)
 {
     ex->upstream_ns = (int64_t)ns;
@@ -670,14 +684,8 @@ static void log_fields_keep(struct h1_conn *h1, struct http_exchange *ex,
         else if (http_str_equal_nocase(req->headers[i].name, "user-agent"))
             agent = req->headers[i].value;
     }
-    char remote[64] = "-";
-    struct sockaddr_storage addr;
-    socklen_t addrlen = sizeof(addr);
-    if (getpeername(corral_conn_fd(h1->conn), (struct sockaddr *)&addr, &addrlen) == 0)
-        corral_format_address((struct sockaddr *)&addr, addrlen, remote, sizeof(remote));
-    char *colon = strrchr(remote, ':'); /* the host without the port */
-    if (colon != NULL && remote[0] != 'u')
-        *colon = '\0';
+    char remote[64];
+    http_client_host(h1->conn, remote, sizeof(remote));
     const struct http_str fields[] = {{remote, strlen(remote)}, req->method, req->target,
                                       req->host,                referer,     agent};
     size_t total = 0;

@@ -143,6 +143,9 @@ void http_response_write(struct http_exchange *ex, const char *data, size_t len)
 void http_response_end(struct http_exchange *ex);
 bool http_exchange_response_started(const struct http_exchange *ex);
 
+/* The client's IP address as text ("192.0.2.1", "::1"), or "-". */
+void http_client_host(const corral_conn *conn, char *buf, size_t len);
+
 /* For the access log's $upstream_response_time. */
 void http_exchange_note_upstream_time(struct http_exchange *ex, uint64_t ns);
 

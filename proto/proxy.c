@@ -840,27 +840,6 @@ static bool method_idempotent(struct http_str method)
     return false;
 }
 
-static void client_address(corral_conn *conn, char *buf, size_t len)
-{
-    struct sockaddr_storage addr;
-    socklen_t addrlen = sizeof(addr);
-    char text[64];
-    snprintf(buf, len, "unknown");
-    if (getpeername(corral_conn_fd(conn), (struct sockaddr *)&addr, &addrlen) != 0 ||
-        corral_format_address((struct sockaddr *)&addr, addrlen, text, sizeof(text)) != 0)
-        return;
-    /* Host only: "1.2.3.4:5678" -> "1.2.3.4", "[::1]:5678" -> "::1". */
-    char *colon = strrchr(text, ':');
-    if (colon != NULL)
-        *colon = '\0';
-    char *host = text;
-    if (host[0] == '[') {
-        host++;
-        host[strlen(host) - 1] = '\0';
-    }
-    snprintf(buf, len, "%s", host);
-}
-
 static const struct http_header *set_header(const struct proxy_location *loc, struct http_str name)
 {
     for (size_t i = 0; i < loc->set_header_count; i++)
@@ -957,7 +936,7 @@ static void proxy_on_request(struct http_exchange *ex, const struct http_request
     px->upgrade = req->upgrade;
     px->started_ms = corral_loop_now(corral_conn_loop(http_exchange_conn(ex)));
     px->request_sent = !req->has_body;
-    client_address(http_exchange_conn(ex), px->client, sizeof(px->client));
+    http_client_host(http_exchange_conn(ex), px->client, sizeof(px->client));
     if (build_request_head(px, req) != 0) {
         free(px);
         http_respond_error(ex, 500);

@@ -254,6 +254,11 @@ CORRAL_EXTERN void *corral_conn_data(const corral_conn *conn);
 /** The `data` given to the listener (NULL for outgoing connections). */
 CORRAL_EXTERN void *corral_conn_listener_data(const corral_conn *conn);
 CORRAL_EXTERN int corral_conn_fd(const corral_conn *conn);
+/** The peer address of an accepted TCP connection, as accept() reported it
+ *  (no system call).  Returns 0, or -ENOTCONN for outgoing connections and
+ *  unix sockets. */
+CORRAL_EXTERN int corral_conn_peer(const corral_conn *conn, struct sockaddr_storage *addr,
+                                   socklen_t *len);
 CORRAL_EXTERN corral_loop *corral_conn_loop(const corral_conn *conn);
 /** The worker that owns an accepted connection, or NULL. */
 CORRAL_EXTERN corral_worker *corral_conn_worker(const corral_conn *conn);
