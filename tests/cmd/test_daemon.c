@@ -507,6 +507,68 @@ START_TEST(pid_file_log_file_and_reopen)
 }
 END_TEST
 
+START_TEST(access_log_lines_formats_and_reopen)
+{
+    struct daemon d;
+    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    char log_file[256], rotated[256], extra[512];
+    snprintf(log_file, sizeof(log_file), "%s/access.log", dir);
+    snprintf(rotated, sizeof(rotated), "%s/access.log.1", dir);
+    snprintf(extra, sizeof(extra), "access_log %s;", log_file);
+    write_config(&d, extra, "ok");
+    start_daemon(&d);
+
+    int fd = test_connect(d.port);
+    const char *req = "GET /a?b=1 HTTP/1.1\r\nHost: t\r\nReferer: http://r/\r\n"
+                      "User-Agent: agent \"quoted\"\r\nConnection: close\r\n\r\n";
+    test_send_all(fd, req, strlen(req));
+    char response[512];
+    test_recv_all(fd, response, sizeof(response));
+    close(fd);
+    usleep(100000);
+    char *log = read_file(log_file);
+    /* Combined format plus request and upstream time; quotes escaped. */
+    ck_assert_msg(strstr(log, "127.0.0.1 - - [") == log, "log:\n%s", log);
+    ck_assert_msg(strstr(log, "] \"GET /a?b=1 HTTP/1.1\" 200 2 \"http://r/\" "
+                              "\"agent \\x22quoted\\x22\" 0.") != NULL,
+                  "log:\n%s", log);
+    ck_assert_ptr_nonnull(strstr(log, " -\n")); /* no upstream */
+    free(log);
+
+    /* Rotation: the old file keeps its lines, SIGUSR1 starts a new one. */
+    ck_assert_int_eq(rename(log_file, rotated), 0);
+    kill(d.pid, SIGUSR1);
+    usleep(200000);
+    char body[64];
+    ck_assert_int_eq(http_get(d.port, "/exact", body, sizeof(body)), 201);
+    usleep(100000);
+    log = read_file(log_file);
+    ck_assert_msg(strstr(log, "\"GET /exact HTTP/1.1\" 201 ") != NULL, "new log:\n%s", log);
+    free(log);
+    stop_daemon(&d);
+
+    /* log_format picks the fields; an unknown variable is refused. */
+    snprintf(extra, sizeof(extra), "access_log %s;\nlog_format \"$status $request_method $host\";",
+             log_file);
+    write_config(&d, extra, "ok");
+    unlink(log_file);
+    start_daemon(&d);
+    ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
+    usleep(100000);
+    log = read_file(log_file);
+    ck_assert_str_eq(log, "200 GET test\n");
+    free(log);
+    stop_daemon(&d);
+
+    snprintf(extra, sizeof(extra), "access_log %s;\nlog_format \"$status $nope\";", log_file);
+    write_config(&d, extra, "ok");
+    char out[1024], args[PATH_MAX + 8];
+    snprintf(args, sizeof(args), "-t -c %s", d.conf);
+    ck_assert_int_ne(run(args, out, sizeof(out)), 0);
+    ck_assert_msg(strstr(out, "log_format: unknown variable \"$nope\"") != NULL, "%s", out);
+}
+END_TEST
+
 START_TEST(drops_privileges_after_binding)
 {
     if (geteuid() != 0) {
@@ -547,6 +609,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, five_reloads_under_load_lose_nothing);
     tcase_add_test(tc, socket_activation_serves_the_passed_socket);
     tcase_add_test(tc, pid_file_log_file_and_reopen);
+    tcase_add_test(tc, access_log_lines_formats_and_reopen);
     tcase_add_test(tc, drops_privileges_after_binding);
     suite_add_tcase(suite, tc);
     return suite;
