@@ -135,15 +135,22 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
     struct text t = {0};
     struct worker_totals *totals = calloc(DAEMON_MAX_WORKERS, sizeof(*totals));
     uint64_t responses[HTTP_MAX_STATUS];
+    uint64_t timeouts[HTTP_TIMEOUT_KINDS];
 
     pthread_mutex_lock(&daemon_state.lock);
     unsigned count = totals != NULL ? sum_workers(totals) : 0;
     memcpy(responses, daemon_state.retired.responses, sizeof(responses));
-    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next)
-        for (unsigned w = 0; w < corral_server_worker_count(g->server); w++)
+    memcpy(timeouts, daemon_state.retired.timeouts, sizeof(timeouts));
+    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
+        for (unsigned w = 0; w < corral_server_worker_count(g->server); w++) {
             for (unsigned s = 0; s < HTTP_MAX_STATUS; s++)
                 responses[s] += atomic_load_explicit(&g->stats[w].responses[s],
                                                      memory_order_relaxed);
+            for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
+                timeouts[k] += atomic_load_explicit(&g->stats[w].timeouts[k],
+                                                    memory_order_relaxed);
+        }
+    }
     struct corral_wakeup_info wakeup;
     corral_server_wakeup(daemon_state.generations->server, &wakeup);
     unsigned generation = daemon_state.generations->number;
@@ -180,6 +187,11 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
         if (responses[s] > 0)
             text_printf(&t, "corral_requests_total{code=\"%u\"} %llu\n", s,
                         (unsigned long long)responses[s]);
+    text_printf(&t, "# HELP corral_client_timeouts_total Client connections ended by a timeout, "
+                    "by kind.\n# TYPE corral_client_timeouts_total counter\n");
+    for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
+        text_printf(&t, "corral_client_timeouts_total{kind=\"%s\"} %llu\n", http_timeout_kind_names[k],
+                    (unsigned long long)timeouts[k]);
     text_printf(&t, "# HELP corral_upstream_errors_total Failed upstream attempts, by kind.\n"
                     "# TYPE corral_upstream_errors_total counter\n");
     for (size_t i = 0; i < upstream_count; i++)

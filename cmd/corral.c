@@ -446,6 +446,8 @@ static void retire_counters(struct generation *gen)
         retired->accepts_local[i] += stats.accepts_local;
         for (unsigned s = 0; s < HTTP_MAX_STATUS; s++)
             retired->responses[s] += atomic_load(&gen->stats[i].responses[s]);
+        for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
+            retired->timeouts[k] += atomic_load(&gen->stats[i].timeouts[k]);
     }
     for (size_t s = 0; s < gen->site_count; s++) {
         for (size_t u = 0; u < gen->sites[s].proxy_count; u++) {

@@ -63,6 +63,7 @@ struct retired_totals {
     uint64_t accept_wasted[DAEMON_MAX_WORKERS];
     uint64_t accepts_local[DAEMON_MAX_WORKERS];
     uint64_t responses[HTTP_MAX_STATUS];
+    uint64_t timeouts[HTTP_TIMEOUT_KINDS];
 };
 
 struct daemon_state {

@@ -187,14 +187,38 @@ const struct http_location *http_find_location(const struct http_vhost *vhost, c
 
 /* ------------------------------------------------------------- responses */
 
-static void count_response(struct h1_conn *h1, unsigned status)
+const char *const http_timeout_kind_names[HTTP_TIMEOUT_KINDS] = {
+    [HTTP_TIMEOUT_HEADER] = "header",
+    [HTTP_TIMEOUT_BODY] = "body",
+    [HTTP_TIMEOUT_SEND] = "send",
+};
+
+static struct http_stats *worker_stats(const struct h1_conn *h1)
 {
     corral_worker *worker = corral_conn_worker(h1->conn);
-    if (worker == NULL || h1->site->stats == NULL || status >= HTTP_MAX_STATUS)
-        return;
-    _Atomic uint64_t *counter = &h1->site->stats[corral_worker_index(worker)].responses[status];
+    if (worker == NULL || h1->site->stats == NULL)
+        return NULL;
+    return &h1->site->stats[corral_worker_index(worker)];
+}
+
+static void bump(_Atomic uint64_t *counter)
+{
     atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + 1,
                           memory_order_relaxed);
+}
+
+static void count_response(struct h1_conn *h1, unsigned status)
+{
+    struct http_stats *stats = worker_stats(h1);
+    if (stats != NULL && status < HTTP_MAX_STATUS)
+        bump(&stats->responses[status]);
+}
+
+static void count_timeout(struct h1_conn *h1, enum http_timeout_kind kind)
+{
+    struct http_stats *stats = worker_stats(h1);
+    if (stats != NULL)
+        bump(&stats->timeouts[kind]);
 }
 
 /* "Date: Thu, 03 Dec 2026 04:10:00 GMT", formatted once per second per thread. */
@@ -944,9 +968,10 @@ static void h1_on_timer(corral_timer *timer, void *arg)
         corral_timer_start(timer, h1->deadline - now);
         return;
     }
-    if (h1->partial_head && !h1->in_exchange)
+    if (h1->partial_head && !h1->in_exchange) {
+        count_timeout(h1, HTTP_TIMEOUT_HEADER);
         h1_reject(h1, 408); /* slow or stalled request head */
-    else
+    } else
         h1_close(h1); /* idle, or silent since it connected */
 }
 
@@ -1007,10 +1032,13 @@ static void h1_on_stop(corral_conn *conn)
 
 static void h1_on_close(corral_conn *conn, int error)
 {
-    (void)error;
     struct h1_conn *h1 = corral_conn_data(conn);
     if (h1 == NULL)
         return;
+    /* The connection's own timeouts: reading a body, or sending. */
+    if (error == -ETIMEDOUT)
+        count_timeout(h1, h1->in_exchange && !h1->ex.request_done ? HTTP_TIMEOUT_BODY
+                                                                   : HTTP_TIMEOUT_SEND);
     if (h1->in_exchange && !h1->ex.response_done) {
         if (h1->ex.handler != NULL && h1->ex.handler->on_abort != NULL)
             h1->ex.handler->on_abort(&h1->ex);

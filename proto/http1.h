@@ -111,9 +111,18 @@ struct http_site {
     struct http_stats *stats; /* one per worker, indexed by corral_worker_index() */
 };
 
+enum http_timeout_kind {
+    HTTP_TIMEOUT_HEADER, /* the request head took too long: 408 */
+    HTTP_TIMEOUT_BODY,   /* the request body stalled: closed */
+    HTTP_TIMEOUT_SEND,   /* the client stopped reading the response: closed */
+    HTTP_TIMEOUT_KINDS,
+};
+extern const char *const http_timeout_kind_names[HTTP_TIMEOUT_KINDS];
+
 /* Per-worker counters, written by the worker only. */
 struct http_stats {
     _Atomic uint64_t responses[HTTP_MAX_STATUS];
+    _Atomic uint64_t timeouts[HTTP_TIMEOUT_KINDS];
 } __attribute__((aligned(64)));
 
 /* The connection handler to give corral_server_listen() with an http_site

@@ -8,6 +8,7 @@
 #include "proto/http1.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,7 @@ static struct http_site site;
 static corral_server *server;
 static int port;
 
+/* header_timeout_ms sets the body timeout too. */
 static void start(uint32_t header_timeout_ms, uint32_t keepalive_timeout_ms)
 {
     struct http_limits limits;
@@ -53,7 +55,7 @@ static void start(uint32_t header_timeout_ms, uint32_t keepalive_timeout_ms)
     limits.max_body_size = 1000;
     limits.keepalive_requests = 5;
     if (header_timeout_ms)
-        limits.header_timeout_ms = header_timeout_ms;
+        limits.header_timeout_ms = limits.body_timeout_ms = header_timeout_ms;
     if (keepalive_timeout_ms)
         limits.keepalive_timeout_ms = keepalive_timeout_ms;
     vhosts[0] = (struct http_vhost){main_names, 1, main_locations, 4, limits};
@@ -353,6 +355,30 @@ START_TEST(slow_request_head_gets_408)
     ck_assert_uint_ge(test_now_ms() - started, 150);
     ck_assert(peer_closed(fd));
     close(fd);
+    ck_assert_uint_eq(atomic_load(&stats[0].timeouts[HTTP_TIMEOUT_HEADER]) +
+                          atomic_load(&stats[1].timeouts[HTTP_TIMEOUT_HEADER]),
+                      1);
+}
+END_TEST
+
+START_TEST(stalled_request_body_is_closed_and_counted)
+{
+    stop();
+    start(200, 0);
+    int fd = test_connect(port);
+    const char *part = "POST / HTTP/1.1\r\nHost: m\r\nContent-Length: 10\r\n\r\nabc";
+    test_send_all(fd, part, strlen(part));
+    char head[1024], body[256];
+    /* `return` answers at the head; the stalled body then ends the connection. */
+    ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 200);
+    uint64_t started = test_now_ms();
+    ck_assert(peer_closed(fd));
+    ck_assert_uint_ge(test_now_ms() - started, 100);
+    close(fd);
+    usleep(50000);
+    ck_assert_uint_eq(atomic_load(&stats[0].timeouts[HTTP_TIMEOUT_BODY]) +
+                          atomic_load(&stats[1].timeouts[HTTP_TIMEOUT_BODY]),
+                      1);
 }
 END_TEST
 
@@ -405,6 +431,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, malformed_requests_are_refused_and_closed);
     tcase_add_test(tc, oversized_heads_get_431);
     tcase_add_test(tc, slow_request_head_gets_408);
+    tcase_add_test(tc, stalled_request_body_is_closed_and_counted);
     tcase_add_test(tc, idle_keepalive_connection_is_closed);
     tcase_add_test(tc, responses_are_counted_by_status);
     suite_add_tcase(suite, tc);
