@@ -132,3 +132,47 @@ int test_wait_exit(pid_t pid, int timeout_ms)
     waitpid(pid, NULL, 0);
     return -1;
 }
+
+bool test_answers_within(int fd, int ms)
+{
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char reply[4];
+    ssize_t n = recv(fd, reply, sizeof(reply), 0);
+    tv = (struct timeval){.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return n > 0;
+}
+
+void test_daemon_path(char *buf, size_t size)
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ck_assert_int_gt(n, 0);
+    self[n] = '\0';
+    char *cut = strstr(self, "/tests/");
+    ck_assert_ptr_nonnull(cut);
+    *cut = '\0';
+    ck_assert_int_lt(snprintf(buf, size, "%s/corral", self), (int)size);
+}
+
+void test_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+char *test_read_file(const char *path)
+{
+    char *text = calloc(1, 1 << 16);
+    ck_assert_ptr_nonnull(text);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return text;
+    size_t n = fread(text, 1, (1 << 16) - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}

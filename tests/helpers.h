@@ -7,6 +7,7 @@
 
 #include <check.h>
 #include <corral.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -44,5 +45,17 @@ void test_stop_server(corral_server *server);
 /* Waits up to timeout_ms for child `pid`: its exit status, 128 + signal, or
  * -1 after killing it when the time is up. */
 int test_wait_exit(pid_t pid, int timeout_ms);
+
+/* Whether `fd` receives something within `ms` (then the usual 5 s receive
+ * timeout applies again). */
+bool test_answers_within(int fd, int ms);
+
+/* The daemon built next to this test: build/X/tests/DIR/test -> build/X/corral. */
+void test_daemon_path(char *buf, size_t size);
+
+/* Whole small files: write text, or read (up to 64 KiB; "" if missing; free
+ * the result). */
+void test_write_file(const char *path, const char *text);
+char *test_read_file(const char *path);
 
 #endif

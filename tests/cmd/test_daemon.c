@@ -30,22 +30,9 @@ struct daemon {
     char conf[PATH_MAX], log[PATH_MAX];
 };
 
-/* build/X/tests/cmd/test_daemon -> build/X/corral */
-static void find_daemon(void)
-{
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    ck_assert_int_gt(n, 0);
-    self[n] = '\0';
-    char *cut = strstr(self, "/tests/cmd/");
-    ck_assert_ptr_nonnull(cut);
-    *cut = '\0';
-    snprintf(daemon_path, sizeof(daemon_path), "%s/corral", self);
-}
-
 static void setup(void)
 {
-    find_daemon();
+    test_daemon_path(daemon_path, sizeof(daemon_path));
     strcpy(dir, "/tmp/corral-daemon-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
 }
@@ -57,26 +44,6 @@ static void teardown(void)
     ck_assert_int_eq(system(cmd), 0);
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return strdup("");
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return strdup(buf);
-}
-
 /* A config on ephemeral ports answering `text` on /. */
 static void write_config(struct daemon *d, const char *extra, const char *text)
 {
@@ -86,7 +53,7 @@ static void write_config(struct daemon *d, const char *extra, const char *text)
              "server {\n    listen 127.0.0.1:0;\n    location / { return 200 \"%s\"; }\n"
              "    location = /exact { return 201 \"exact\"; }\n}\n",
              extra, text);
-    write_file(d->conf, conf);
+    test_write_file(d->conf, conf);
 }
 
 /* Runs the daemon on d->conf, output to d->log; with `activated` >= 0 that
@@ -114,7 +81,7 @@ static void start_daemon_with(struct daemon *d, int activated)
     d->port = d->admin_port = 0;
     for (int i = 0; i < 500 && (d->port == 0 || d->admin_port == 0); i++) {
         usleep(10000);
-        char *log = read_file(d->log);
+        char *log = test_read_file(d->log);
         for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
             char *at = strstr(line, "listening on 127.0.0.");
             char *colon = at != NULL ? strchr(at, ':') : NULL;
@@ -128,7 +95,7 @@ static void start_daemon_with(struct daemon *d, int activated)
         }
         free(log);
     }
-    ck_assert_msg(d->port > 0 && d->admin_port > 0, "daemon did not start:\n%s", read_file(d->log));
+    ck_assert_msg(d->port > 0 && d->admin_port > 0, "daemon did not start:\n%s", test_read_file(d->log));
 }
 
 static void start_daemon(struct daemon *d)
@@ -199,7 +166,7 @@ START_TEST(check_config_exit_codes)
 
     char bad[PATH_MAX];
     snprintf(bad, sizeof(bad), "%s/bad.conf", dir);
-    write_file(bad, "workers 2;\nwakeup sideways;\n");
+    test_write_file(bad, "workers 2;\nwakeup sideways;\n");
     snprintf(args, sizeof(args), "-t -c %s", bad);
     ck_assert_int_ne(run(args, out, sizeof(out)), 0);
     char expected[PATH_MAX + 32];
@@ -292,11 +259,11 @@ START_TEST(reload_changes_the_answer_and_a_bad_one_keeps_it)
     kill(d.pid, SIGHUP);
     ck_assert(answers(d.port, "three"));
 
-    write_file(d.conf, "workers 2;\nserver {\n    listen 127.0.0.1:0\n}\n");
+    test_write_file(d.conf, "workers 2;\nserver {\n    listen 127.0.0.1:0\n}\n");
     kill(d.pid, SIGHUP);
     usleep(300000);
     ck_assert(answers(d.port, "three"));
-    char *log = read_file(d.log);
+    char *log = test_read_file(d.log);
     char expected[PATH_MAX + 16];
     snprintf(expected, sizeof(expected), "%s:4:1: ", d.conf);
     ck_assert_msg(strstr(log, expected) != NULL, "no \"%s\" in the log:\n%s", expected, log);
@@ -455,13 +422,13 @@ START_TEST(socket_activation_serves_the_passed_socket)
              "workers 2;\nadmin { listen 127.0.0.2:0; }\n"
              "server { listen %s; location / { return 200 \"activated\"; } }\n",
              bound);
-    write_file(d.conf, conf);
+    test_write_file(d.conf, conf);
     start_daemon_with(&d, listener);
     close(listener);
     char body[256];
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
     ck_assert_str_eq(body, "activated");
-    char *log = read_file(d.log);
+    char *log = test_read_file(d.log);
     ck_assert_ptr_nonnull(strstr(log, "socket activation: "));
     free(log);
     stop_daemon(&d);
@@ -488,7 +455,7 @@ START_TEST(pid_file_log_file_and_reopen)
     strcpy(d.log, log_file);
     for (int i = 0; i < 500 && access(pid_file, F_OK) != 0; i++)
         usleep(10000);
-    char *pid_text = read_file(pid_file);
+    char *pid_text = test_read_file(pid_file);
     ck_assert_int_eq(atoi(pid_text), d.pid);
     free(pid_text);
 
@@ -496,10 +463,10 @@ START_TEST(pid_file_log_file_and_reopen)
     kill(d.pid, SIGUSR1);
     for (int i = 0; i < 200 && access(log_file, F_OK) != 0; i++)
         usleep(10000);
-    char *log = read_file(log_file);
+    char *log = test_read_file(log_file);
     ck_assert_msg(strstr(log, "SIGUSR1: log reopened") != NULL, "new log:\n%s", log);
     free(log);
-    log = read_file(rotated);
+    log = test_read_file(rotated);
     ck_assert_ptr_nonnull(strstr(log, "listening on"));
     free(log);
     stop_daemon(&d);
@@ -526,7 +493,7 @@ START_TEST(access_log_lines_formats_and_reopen)
     test_recv_all(fd, response, sizeof(response));
     close(fd);
     usleep(100000);
-    char *log = read_file(log_file);
+    char *log = test_read_file(log_file);
     /* Combined format plus request and upstream time; quotes escaped. */
     ck_assert_msg(strstr(log, "127.0.0.1 - - [") == log, "log:\n%s", log);
     ck_assert_msg(strstr(log, "] \"GET /a?b=1 HTTP/1.1\" 200 2 \"http://r/\" "
@@ -542,7 +509,7 @@ START_TEST(access_log_lines_formats_and_reopen)
     char body[64];
     ck_assert_int_eq(http_get(d.port, "/exact", body, sizeof(body)), 201);
     usleep(100000);
-    log = read_file(log_file);
+    log = test_read_file(log_file);
     ck_assert_msg(strstr(log, "\"GET /exact HTTP/1.1\" 201 ") != NULL, "new log:\n%s", log);
     free(log);
     stop_daemon(&d);
@@ -555,7 +522,7 @@ START_TEST(access_log_lines_formats_and_reopen)
     start_daemon(&d);
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
     usleep(100000);
-    log = read_file(log_file);
+    log = test_read_file(log_file);
     ck_assert_str_eq(log, "200 GET test\n");
     free(log);
     stop_daemon(&d);
@@ -584,7 +551,7 @@ START_TEST(drops_privileges_after_binding)
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
     char status_path[64];
     snprintf(status_path, sizeof(status_path), "/proc/%d/status", (int)d.pid);
-    char *status = read_file(status_path);
+    char *status = test_read_file(status_path);
     char *uid = strstr(status, "\nUid:");
     ck_assert_ptr_nonnull(uid);
     ck_assert_int_ne(atoi(uid + 5), 0);

@@ -45,18 +45,6 @@ static void round_trip(int fd)
     ck_assert(memcmp(reply, "ping", 4) == 0);
 }
 
-/* Whether the server answers on `fd` within `ms` (it may be queued). */
-static bool answers_within(int fd, int ms)
-{
-    struct timeval tv = {.tv_sec = 0, .tv_usec = ms * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    char reply[4];
-    ssize_t n = recv(fd, reply, sizeof(reply), 0);
-    tv = (struct timeval){.tv_sec = 5};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    return n > 0;
-}
-
 static uint64_t total_accepts(corral_server *server)
 {
     uint64_t sum = 0;
@@ -193,14 +181,14 @@ START_TEST(connection_limit_pauses_and_rejoins)
      * worker has left the accept rotation, so nobody answers. */
     int extra = test_connect(port);
     test_send_all(extra, "ping", 4);
-    ck_assert(!answers_within(extra, 300));
+    ck_assert(!test_answers_within(extra, 300));
     struct corral_worker_stats stats;
     corral_server_stats(server, 0, &stats);
     ck_assert_uint_eq(stats.accept_pauses, 1);
     ck_assert_uint_eq(stats.connections_active, LIMIT);
     /* Back under the low-water mark (90%): accepting resumes. */
     close(fds[0]);
-    ck_assert(answers_within(extra, 2000));
+    ck_assert(test_answers_within(extra, 2000));
     close(extra);
     for (int i = 1; i < LIMIT; i++)
         close(fds[i]);
@@ -258,7 +246,7 @@ START_TEST(out_of_fds_pauses_instead_of_spinning)
     for (int i = 0; i < filler_count; i++)
         close(fillers[i]);
     for (int i = 0; i < CLIENTS; i++) {
-        ck_assert(answers_within(fds[i], 2000));
+        ck_assert(test_answers_within(fds[i], 2000));
         close(fds[i]);
     }
     test_stop_server(server);

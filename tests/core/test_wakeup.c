@@ -331,15 +331,6 @@ START_TEST(affinity_serves_connections_on_their_cpu)
 }
 END_TEST
 
-/* Whether the server answers on `fd` within `ms`. */
-static bool answers_within(int fd, int ms)
-{
-    struct timeval tv = {.tv_sec = 0, .tv_usec = ms * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    char reply[2];
-    return recv(fd, reply, sizeof(reply), 0) > 0;
-}
-
 START_TEST(connection_limit_pauses_and_rejoins_in_every_mechanism)
 {
     enum { LIMIT = 5 };
@@ -354,9 +345,9 @@ START_TEST(connection_limit_pauses_and_rejoins_in_every_mechanism)
     }
     int extra = test_connect(port);
     test_send_all(extra, &(uint32_t){LIMIT}, 4);
-    ck_assert(!answers_within(extra, 200));
+    ck_assert(!test_answers_within(extra, 200));
     close(fds[0]);
-    ck_assert(answers_within(extra, 2000));
+    ck_assert(test_answers_within(extra, 2000));
     close(extra);
     for (int i = 1; i < LIMIT; i++)
         close(fds[i]);

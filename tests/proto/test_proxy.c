@@ -694,22 +694,9 @@ struct daemon {
     char conf[PATH_MAX], log[PATH_MAX];
 };
 
-/* build/X/tests/proto/test_proxy -> build/X/corral */
-static void find_daemon(void)
-{
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    ck_assert_int_gt(n, 0);
-    self[n] = '\0';
-    char *cut = strstr(self, "/tests/proto/");
-    ck_assert_ptr_nonnull(cut);
-    *cut = '\0';
-    snprintf(daemon_path, sizeof(daemon_path), "%s/corral", self);
-}
-
 static void setup(void)
 {
-    find_daemon();
+    test_daemon_path(daemon_path, sizeof(daemon_path));
     pattern_init();
     strcpy(dir, "/tmp/corral-proxy-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -720,26 +707,6 @@ static void teardown(void)
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     ck_assert_int_eq(system(cmd), 0);
-}
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return strdup("");
-    char *text = xcalloc(1, 1 << 16);
-    size_t n = fread(text, 1, (1 << 16) - 1, f);
-    text[n] = '\0';
-    fclose(f);
-    return text;
 }
 
 /* A short drain_timeout keeps each stop short: idle pooled upstream
@@ -761,7 +728,7 @@ static void write_config(struct daemon *d, unsigned workers, const char *upstrea
              "server {\n    listen 127.0.0.1:0;\n%s\n"
              "    location / {\n        proxy_pass http://b;\n%s\n    }\n}\n",
              workers, drain_timeout, upstream, server, location);
-    write_file(d->conf, conf);
+    test_write_file(d->conf, conf);
 }
 
 /* Runs the daemon on d->conf and returns once both ports are in its log.
@@ -785,7 +752,7 @@ static void start_daemon(struct daemon *d)
     d->port = d->admin_port = 0;
     for (int i = 0; i < 1000 && (d->port == 0 || d->admin_port == 0); i++) {
         usleep(5000);
-        char *log = read_file(d->log);
+        char *log = test_read_file(d->log);
         for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
             char *at = strstr(line, "listening on 127.0.0.");
             char *colon = at != NULL ? strchr(at, ':') : NULL;
@@ -798,7 +765,7 @@ static void start_daemon(struct daemon *d)
         }
         free(log);
     }
-    ck_assert_msg(d->port > 0 && d->admin_port > 0, "daemon did not start:\n%s", read_file(d->log));
+    ck_assert_msg(d->port > 0 && d->admin_port > 0, "daemon did not start:\n%s", test_read_file(d->log));
 }
 
 static void stop_daemon(struct daemon *d)
@@ -808,7 +775,7 @@ static void stop_daemon(struct daemon *d)
         int status;
         if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
             ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                          "daemon exit status 0x%x; log:\n%s", status, read_file(d->log));
+                          "daemon exit status 0x%x; log:\n%s", status, test_read_file(d->log));
             return;
         }
         usleep(10000);
@@ -947,7 +914,7 @@ static long rss_kb(pid_t pid)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    char *status = read_file(path);
+    char *status = test_read_file(path);
     const char *line = strstr(status, "\nVmRSS:");
     long kb = line != NULL ? atol(line + 7) : -1;
     free(status);
@@ -1811,7 +1778,7 @@ START_TEST(reload_does_not_wait_for_idle_upstream_connections)
     bool finished = false;
     for (int i = 0; i < 300 && !finished; i++) {
         usleep(10000);
-        char *log = read_file(d.log);
+        char *log = test_read_file(d.log);
         finished = strstr(log, "generation 1 finished") != NULL;
         free(log);
     }
