@@ -49,7 +49,8 @@ struct h1_conn {
     corral_conn *conn;
     const struct http_site *site;
     const struct http_vhost *vhost; /* whose limits apply */
-    llhttp_t parser;
+    llhttp_t *parser; /* only from a head's start to its message's end: idle
+                       * connections hold none */
     struct http_exchange ex;
     bool in_exchange;
     bool stopping;      /* graceful stop: close after the current response */
@@ -624,7 +625,7 @@ static bool is_token(struct http_str s)
  * Returns 0 or the status to refuse the request with. */
 static unsigned build_request(struct h1_conn *h1, struct http_request *req)
 {
-    const llhttp_t *parser = &h1->parser;
+    const llhttp_t *parser = h1->parser;
     *req = (struct http_request){
         .method = {llhttp_method_name((llhttp_method_t)parser->method), 0},
         .target = scratch.url,
@@ -866,23 +867,30 @@ bool http_head_lines_valid(const char *head, size_t len)
     return true;
 }
 
+static void h1_parser_free(struct h1_conn *h1)
+{
+    free(h1->parser);
+    h1->parser = NULL;
+}
+
 /* Feeds llhttp; returns bytes consumed, or SIZE_MAX after refusing. */
 static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
 {
-    llhttp_errno_t err = llhttp_execute(&h1->parser, data, len);
+    llhttp_errno_t err = llhttp_execute(h1->parser, data, len);
     if (err == HPE_OK)
         return len;
     if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) {
-        size_t used = (size_t)(llhttp_get_error_pos(&h1->parser) - data);
-        if (err == HPE_PAUSED_UPGRADE || h1->parser.upgrade) {
-            /* What follows is not HTTP (llhttp would refuse to go on): the
-             * connection ends with this exchange, unless a 101 response
-             * turns it into a tunnel. */
+        /* The message is complete: the next one starts with a new parser. */
+        size_t used = (size_t)(llhttp_get_error_pos(h1->parser) - data);
+        if (err == HPE_PAUSED_UPGRADE || h1->parser->upgrade) {
+            /* What follows is not HTTP: the connection ends with this
+             * exchange, unless a 101 response turns it into a tunnel. */
             h1->ex.keep_alive = false;
         }
-        llhttp_resume(&h1->parser);
+        h1_parser_free(h1);
         return used;
     }
+    h1_parser_free(h1);
     /* A callback that refused the request said why; llhttp's own errors are
      * all malformed input. */
     unsigned status = h1->error_status != 0 ? h1->error_status : 400;
@@ -939,6 +947,13 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
                 h1_reject(h1, 400);
                 return len;
             }
+            h1->parser = malloc(sizeof(*h1->parser));
+            if (h1->parser == NULL) {
+                corral_conn_abort(conn, -ENOMEM);
+                return len;
+            }
+            llhttp_init(h1->parser, HTTP_REQUEST, &parser_settings);
+            h1->parser->data = h1;
             n = h1_execute(h1, data + used, len - used);
         }
         if (n == SIZE_MAX)
@@ -987,8 +1002,6 @@ static void h1_on_open(corral_conn *conn)
     h1->conn = conn;
     h1->site = site;
     h1->vhost = &site->vhosts[0];
-    llhttp_init(&h1->parser, HTTP_REQUEST, &parser_settings);
-    h1->parser.data = h1;
     corral_conn_set_data(conn, h1);
     corral_conn_set_timeouts(conn, 0, h1->vhost->limits.send_timeout_ms);
     h1_arm_timer(h1, h1->vhost->limits.header_timeout_ms);
@@ -1046,6 +1059,7 @@ static void h1_on_close(corral_conn *conn, int error)
             log_exchange(h1, &h1->ex, h1->ex.response_started ? h1->ex.status : 499);
     }
     free(h1->ex.log_fields);
+    h1_parser_free(h1);
     corral_timer_free(h1->timer);
     free(h1);
 }
