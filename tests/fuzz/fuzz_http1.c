@@ -39,12 +39,18 @@ static struct http_vhost front_vhost = {.names = names, .name_count = 2,
                                         .locations = front_locations, .location_count = 2};
 static struct http_site front_site = {.vhosts = &front_vhost, .vhost_count = 1};
 
+static void remove_sockets(void)
+{
+    unlink(front_path);
+    unlink(back_path);
+}
+
 static void start_server(void)
 {
     snprintf(front_path, sizeof(front_path), "/tmp/corral-fuzz-%d-front.sock", (int)getpid());
     snprintf(back_path, sizeof(back_path), "/tmp/corral-fuzz-%d-back.sock", (int)getpid());
-    unlink(front_path);
-    unlink(back_path);
+    remove_sockets();
+    atexit(remove_sockets); /* the server itself runs until the process ends */
     corral_set_log_level(CORRAL_LOG_ERROR);
     struct http_limits limits;
     http_limits_init(&limits);
