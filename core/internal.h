@@ -363,7 +363,6 @@ void corral__worker_pin(corral_worker *worker);
 void corral__worker_conn_closed(corral_worker *worker);
 
 /* Kernel capabilities, in probe.c. */
-unsigned corral__cpu_count(void);
 /* How many workers share one CPU's slot in affinity mode (CPU `slot` of
  * `cpus_used` hosts workers slot, slot + cpus_used, ...). */
 unsigned corral__cpus_used(const corral_server *server);

@@ -158,13 +158,6 @@ int corral_caps_disable(struct corral_kernel_caps *caps, const char *names)
     return 0;
 }
 
-unsigned corral__cpu_count(void)
-{
-    struct corral_kernel_caps caps;
-    corral_probe(&caps);
-    return caps.cpu_count;
-}
-
 void corral__loop_set_busy_poll(corral_loop *loop, unsigned usecs)
 {
     struct epoll_params params = {.busy_poll_usecs = usecs, .busy_poll_budget = 8};
