@@ -14,8 +14,6 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#define DEFAULT_HIGH_WATERMARK (256 * 1024)
-#define DEFAULT_LOW_WATERMARK (64 * 1024)
 #define MIN_BUFFER 4096
 /* Reads per wakeup before yielding to other connections (fairness). */
 #define READS_PER_TURN 16
@@ -82,8 +80,8 @@ int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler
     conn->handler = handler;
     conn->data = data;
     conn->transport = &corral_plain_transport;
-    conn->high_watermark = DEFAULT_HIGH_WATERMARK;
-    conn->low_watermark = DEFAULT_LOW_WATERMARK;
+    conn->high_watermark = CORRAL_HIGH_WATERMARK;
+    conn->low_watermark = CORRAL_LOW_WATERMARK;
     conn->last_read = conn->last_write = loop->now;
     corral__timer_init(&conn->timer, loop, conn_on_timer, conn);
 

@@ -161,8 +161,8 @@ void corral_listen_options_init(struct corral_listen_options *options)
     *options = (struct corral_listen_options){
         .backlog = 511,
         .tcp_nodelay = true,
-        .high_watermark = 256 * 1024,
-        .low_watermark = 64 * 1024,
+        .high_watermark = CORRAL_HIGH_WATERMARK,
+        .low_watermark = CORRAL_LOW_WATERMARK,
     };
 }
 

@@ -253,21 +253,22 @@ static void h1_arm_timer(struct h1_conn *h1, uint32_t ms)
 
 static void log_exchange(struct h1_conn *h1, struct http_exchange *ex, unsigned status);
 
-static void h1_close(struct h1_conn *h1)
+/* Parses nothing more and closes.  `linger` unless the client asked to
+ * close and so sends nothing more. */
+static void h1_end(struct h1_conn *h1, bool linger)
 {
     h1->closed = true;
     h1->deadline = 0;
     corral_timer_stop(h1->timer);
-    corral_conn_close(h1->conn);
+    if (linger)
+        corral_conn_close(h1->conn);
+    else
+        corral_conn_close_no_linger(h1->conn);
 }
 
-/* The client asked to close: it sends nothing more, so no lingering. */
-static void h1_close_as_asked(struct h1_conn *h1)
+static void h1_close(struct h1_conn *h1)
 {
-    h1->closed = true;
-    h1->deadline = 0;
-    corral_timer_stop(h1->timer);
-    corral_conn_close_no_linger(h1->conn);
+    h1_end(h1, true);
 }
 
 /* Both halves of the exchange are done: get ready for the next request. */
@@ -414,7 +415,7 @@ void http_response_end(struct http_exchange *ex)
         if (ex->request_done)
             h1_finish_exchange(h1);
     } else if (ex->client_closes && ex->request_done) {
-        h1_close_as_asked(h1);
+        h1_end(h1, false);
     } else {
         h1_close(h1);
     }
@@ -1018,7 +1019,7 @@ static void h1_on_eof(corral_conn *conn)
         h1->ex.client_closes = true;
         return;
     }
-    h1_close_as_asked(h1);
+    h1_end(h1, false);
 }
 
 static void h1_on_drain(corral_conn *conn)

@@ -107,7 +107,7 @@ struct proxy_exchange {
 static void px_finish(struct proxy_exchange *px);
 static void px_drop_replay(struct proxy_exchange *px);
 static void note_upstream_time(struct proxy_exchange *px);
-static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind, int error);
+static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind);
 static int px_send(struct proxy_exchange *px);
 
 /* ---------------------------------------------------------------- upstreams */
@@ -344,6 +344,14 @@ static int rsp_on_header_value(llhttp_t *parser, const char *at, size_t len)
     return 0;
 }
 
+/* Backpressure between the two sides: while `out` has more queued than a
+ * connection's high watermark, stop reading `in`; `out`'s drain resumes it. */
+static void pause_if_backed_up(corral_conn *out, corral_conn *in)
+{
+    if (corral_conn_pending_output(out) > CORRAL_HIGH_WATERMARK)
+        corral_conn_pause_read(in);
+}
+
 /* Whether `name` appears as a token in a Connection header value. */
 static bool listed_in(struct http_str list, struct http_str name)
 {
@@ -490,9 +498,7 @@ static int rsp_on_body(llhttp_t *parser, const char *at, size_t len)
     struct upstream_conn *uc = parser->data;
     struct http_exchange *ex = uc->px->ex;
     http_response_write(ex, at, len);
-    /* The client reads slower than the upstream sends: stop reading it. */
-    if (corral_conn_pending_output(http_exchange_conn(ex)) > 256 * 1024)
-        corral_conn_pause_read(uc->conn);
+    pause_if_backed_up(http_exchange_conn(ex), uc->conn);
     return 0;
 }
 
@@ -509,8 +515,7 @@ static size_t tunnel_to_client(struct upstream_conn *uc, const char *data, size_
 {
     corral_conn *client = http_exchange_conn(uc->px->ex);
     corral_conn_write(client, data, len);
-    if (corral_conn_pending_output(client) > 256 * 1024)
-        corral_conn_pause_read(uc->conn);
+    pause_if_backed_up(client, uc->conn);
     return len;
 }
 
@@ -541,13 +546,13 @@ static size_t uc_on_data(corral_conn *conn, const char *data, size_t len)
         size_t head = http_head_length(data + used, len - used);
         if (head == 0) {
             if (len - used > MAX_RESPONSE_HEAD) {
-                px_fail(px, PROXY_ERROR_INVALID, -EPROTO);
+                px_fail(px, PROXY_ERROR_INVALID);
                 return len;
             }
             return used; /* wait for the whole head */
         }
         if (!http_head_lines_valid(data + used, head)) {
-            px_fail(px, PROXY_ERROR_INVALID, -EPROTO);
+            px_fail(px, PROXY_ERROR_INVALID);
             return len;
         }
         err = llhttp_execute(&uc->parser, data + used, head);
@@ -586,7 +591,7 @@ static size_t uc_on_data(corral_conn *conn, const char *data, size_t len)
         px_finish(px);
         return len;
     }
-    px_fail(px, PROXY_ERROR_INVALID, -EPROTO);
+    px_fail(px, PROXY_ERROR_INVALID);
     return len;
 }
 
@@ -654,7 +659,7 @@ static void uc_on_close(corral_conn *conn, int error)
         enum proxy_error_kind kind = error == -ETIMEDOUT ? PROXY_ERROR_TIMEOUT
                                      : !uc->connected   ? PROXY_ERROR_CONNECT
                                                         : PROXY_ERROR_RESET;
-        px_fail(px, kind, error); /* detaches uc from px */
+        px_fail(px, kind); /* detaches uc from px */
     }
     free(uc);
 }
@@ -793,9 +798,8 @@ static int px_send(struct proxy_exchange *px)
 
 /* The upstream failed this exchange: try another server when that is safe,
  * else answer 502/504, or cut the client off if its response had begun. */
-static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind, int error)
+static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
 {
-    (void)error;
     struct proxy_upstream *up = px->loc->upstream;
     struct upstream_worker *worker = px_worker(px);
     corral_loop *loop = corral_conn_loop(http_exchange_conn(px->ex));
@@ -966,9 +970,7 @@ static void proxy_on_body(struct http_exchange *ex, const char *data, size_t len
         struct iovec iov = {(void *)data, len};
         px_write_body(px, &iov, 1);
     }
-    /* The upstream reads slower than the client sends: stop reading it. */
-    if (corral_conn_pending_output(upstream) > 256 * 1024)
-        corral_conn_pause_read(http_exchange_conn(ex));
+    pause_if_backed_up(upstream, http_exchange_conn(ex));
 }
 
 static void proxy_on_body_end(struct http_exchange *ex)
@@ -996,8 +998,7 @@ static size_t proxy_on_tunnel_data(struct http_exchange *ex, const char *data, s
     if (px == NULL || px->uc == NULL)
         return len;
     corral_conn_write(px->uc->conn, data, len);
-    if (corral_conn_pending_output(px->uc->conn) > 256 * 1024)
-        corral_conn_pause_read(http_exchange_conn(ex));
+    pause_if_backed_up(px->uc->conn, http_exchange_conn(ex));
     return len;
 }
 

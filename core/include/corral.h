@@ -198,6 +198,10 @@ struct corral_transport {
     void (*destroy)(corral_conn *conn);
 };
 
+/* The default backpressure watermarks, bytes (corral_conn_set_watermarks()). */
+#define CORRAL_HIGH_WATERMARK (256 * 1024)
+#define CORRAL_LOW_WATERMARK (64 * 1024)
+
 /** Replaces the connection's transport; `state` is read back with
  *  corral_conn_transport_state().  Call from on_open, before any I/O. */
 CORRAL_EXTERN void corral_conn_set_transport(corral_conn *conn, const struct corral_transport *ops,
