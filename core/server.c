@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -479,10 +480,12 @@ void corral_server_close_listeners(corral_server *server)
                 posted++;
         atomic_fetch_sub(&server->listeners_held, server->worker_count - posted);
         /* A short wait on the main thread: each worker answers within one
-         * loop iteration, or has already exited. */
+         * loop iteration, or has already exited.  Yielding rather than
+         * sleeping keeps short the moment in which a connection can still
+         * queue on a socket that is about to be closed (and be reset). */
         while (atomic_load(&server->listeners_held) > 0 &&
                atomic_load(&server->workers_running) > 0)
-            usleep(1000);
+            sched_yield();
     }
     for (corral_listener *l = server->listeners; l != NULL; l = l->next) {
         if (l->fds != NULL) {
