@@ -566,7 +566,7 @@ static void reload(void)
         corral_listener_address(gen->sites[i].listener, bound, sizeof(bound));
         log_info("listening on %s%s", bound, gen->sites[i].http.admin ? " (admin)" : "");
     }
-    daemon_log_level(config->log_level);
+    corral_set_log_level(config->log_level);
     /* The old generation stops accepting (its sockets live on in the new
      * one), finishes what is in flight, and exits within the drain timeout. */
     log_info("generation %u: draining (up to %u ms)", previous->number,
@@ -801,7 +801,7 @@ int main(int argc, char **argv)
         conf_free(config);
         return 1;
     }
-    daemon_log_level(config->log_level);
+    corral_set_log_level(config->log_level);
     daemon_state.started_at = (uint64_t)time(NULL);
 
     int status = 1;

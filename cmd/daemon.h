@@ -81,16 +81,14 @@ extern struct daemon_state daemon_state;
 extern const struct http_handler admin_metrics_handler;
 extern const struct http_handler admin_status_handler;
 
-/* Log sink (log.c): stderr or a file, reopened on SIGUSR1.  The library's
- * lines and the daemon's own go through it, filtered by one level. */
+/* Log sink (log.c): stderr or a file, reopened on SIGUSR1.  It becomes the
+ * library's logger, so the library's lines and the daemon's own (through
+ * corral_log(), filtered by corral_set_log_level()) share it. */
 int daemon_log_open(const char *path);
 int daemon_log_reopen(void);
-void daemon_log_level(enum corral_log_level level);
 void daemon_log_plain(bool on);
-void daemon_log(enum corral_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-#define log_error(...) daemon_log(CORRAL_LOG_ERROR, __VA_ARGS__)
-#define log_warn(...) daemon_log(CORRAL_LOG_WARN, __VA_ARGS__)
-#define log_info(...) daemon_log(CORRAL_LOG_INFO, __VA_ARGS__)
+#define log_error(...) corral_log(CORRAL_LOG_ERROR, __VA_ARGS__)
+#define log_warn(...) corral_log(CORRAL_LOG_WARN, __VA_ARGS__)
+#define log_info(...) corral_log(CORRAL_LOG_INFO, __VA_ARGS__)
 
 #endif

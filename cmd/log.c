@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +16,6 @@
 
 static int log_fd = STDERR_FILENO;
 static char *log_path;
-static enum corral_log_level threshold = CORRAL_LOG_INFO;
 static bool plain; /* -t: bare "file:line:col: message" lines, as compilers print */
 
 static void log_write(enum corral_log_level level, const char *message, void *arg)
@@ -69,20 +67,3 @@ void daemon_log_plain(bool on)
     plain = on;
 }
 
-void daemon_log_level(enum corral_log_level level)
-{
-    threshold = level;
-    corral_set_log_level(level);
-}
-
-void daemon_log(enum corral_log_level level, const char *fmt, ...)
-{
-    if (level > threshold)
-        return;
-    char message[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(message, sizeof(message), fmt, ap);
-    va_end(ap);
-    log_write(level, message, NULL);
-}

@@ -19,13 +19,10 @@
 
 /* ---------------------------------------------------------------- logging */
 
-void corral__log(enum corral_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-#define corral__error(...) corral__log(CORRAL_LOG_ERROR, __VA_ARGS__)
-#define corral__warn(...) corral__log(CORRAL_LOG_WARN, __VA_ARGS__)
-#define corral__info(...) corral__log(CORRAL_LOG_INFO, __VA_ARGS__)
-#define corral__debug(...) corral__log(CORRAL_LOG_DEBUG, __VA_ARGS__)
+#define corral__error(...) corral_log(CORRAL_LOG_ERROR, __VA_ARGS__)
+#define corral__warn(...) corral_log(CORRAL_LOG_WARN, __VA_ARGS__)
+#define corral__info(...) corral_log(CORRAL_LOG_INFO, __VA_ARGS__)
+#define corral__debug(...) corral_log(CORRAL_LOG_DEBUG, __VA_ARGS__)
 
 /* ------------------------------------------------------------------ loop */
 

@@ -34,7 +34,7 @@ const char *corral_log_level_name(enum corral_log_level level)
     return "?";
 }
 
-void corral__log(enum corral_log_level level, const char *fmt, ...)
+void corral_log(enum corral_log_level level, const char *fmt, ...)
 {
     if ((int)level > atomic_load_explicit(&log_threshold, memory_order_relaxed))
         return;

@@ -56,6 +56,11 @@ CORRAL_EXTERN void corral_set_logger(corral_log_fn fn, void *arg);
 /** Drops log lines less severe than `level` (default CORRAL_LOG_INFO). */
 CORRAL_EXTERN void corral_set_log_level(enum corral_log_level level);
 
+/** Logs a printf-style line through the library's sink, as the library's
+ *  own lines go (and filtered by the same level).  Any thread. */
+CORRAL_EXTERN void corral_log(enum corral_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /** Returns "error", "warn", "info" or "debug". */
 CORRAL_EXTERN const char *corral_log_level_name(enum corral_log_level level);
 
