@@ -2295,13 +2295,21 @@ START_TEST(request_inside_a_body_stays_body)
 }
 END_TEST
 
+/* A test case group with the daemon fixture and a timeout, added to `suite`. */
+static TCase *new_case(Suite *suite, const char *name, double timeout_s)
+{
+    TCase *tc = tcase_create(name);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, timeout_s);
+    suite_add_tcase(suite, tc);
+    return tc;
+}
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/proxy");
 
-    TCase *tc = tcase_create("conformance");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 30);
+    TCase *tc = new_case(suite, "conformance", 30);
     tcase_add_test(tc, status_headers_and_body_pass_through);
     tcase_add_test(tc, keep_alive_on_both_sides);
     tcase_add_test(tc, pipelined_requests_are_answered_in_order);
@@ -2315,22 +2323,16 @@ Suite *test_suite(void)
     tcase_add_test(tc, ten_megabyte_bodies_stream_intact);
     tcase_add_test(tc, pooled_connection_paused_for_a_slow_client_reads_again);
     tcase_add_test(tc, hundred_megabyte_upload_in_bounded_memory);
-    suite_add_tcase(suite, tc);
 
-    tc = tcase_create("headers");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 20);
+    tc = new_case(suite, "headers", 20);
     tcase_add_test(tc, request_headers_are_rewritten);
     tcase_add_test(tc, via_is_appended_to_an_existing_one);
     tcase_add_test(tc, x_forwarded_for_keeps_every_earlier_entry);
     tcase_add_test(tc, empty_post_keeps_its_content_length);
     tcase_add_test(tc, response_headers_are_rewritten);
     tcase_add_test(tc, upgrade_becomes_a_tunnel);
-    suite_add_tcase(suite, tc);
 
-    tc = tcase_create("failures");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 20);
+    tc = new_case(suite, "failures", 20);
     tcase_add_test(tc, upstream_down_gives_502);
     tcase_add_loop_test(tc, slow_upstream_gives_504, 0, COUNT(never_answers));
     tcase_add_loop_test(tc, upstream_cut_mid_response_cuts_the_client, 0, COUNT(cut_cases));
@@ -2341,31 +2343,21 @@ Suite *test_suite(void)
     tcase_add_test(tc, response_transfer_coding_is_not_lost);
     tcase_add_test(tc, graceful_stop_does_not_wait_for_idle_upstream_connections);
     tcase_add_test(tc, reload_does_not_wait_for_idle_upstream_connections);
-    suite_add_tcase(suite, tc);
 
-    tc = tcase_create("balancing");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 20);
+    tc = new_case(suite, "balancing", 20);
     tcase_add_test(tc, round_robin_splits_evenly);
     tcase_add_test(tc, weights_three_to_one);
     tcase_add_test(tc, least_conn_avoids_the_busy_backend);
     tcase_add_test(tc, hash_keeps_a_client_on_one_backend);
-    suite_add_tcase(suite, tc);
 
-    tc = tcase_create("health");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 20);
+    tc = new_case(suite, "health", 20);
     tcase_add_test(tc, failed_server_is_skipped_then_comes_back);
     tcase_add_test(tc, post_is_retried_when_the_connect_fails);
-    suite_add_tcase(suite, tc);
 
-    tc = tcase_create("smuggling");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 20);
+    tc = new_case(suite, "smuggling", 20);
     tcase_add_loop_test(tc, malformed_request_is_refused_before_the_backend, 0,
                         COUNT(smuggle_cases));
     tcase_add_test(tc, malformed_request_after_a_valid_one_is_not_forwarded);
     tcase_add_test(tc, request_inside_a_body_stays_body);
-    suite_add_tcase(suite, tc);
     return suite;
 }
