@@ -1,9 +1,13 @@
 /*
  * conn.c: buffered non-blocking connections.  Sockets are registered once,
  * edge-triggered for input and output, so pausing, resuming and waiting for
- * output cost no epoll_ctl.  Input is read into the loop's scratch buffer and
- * copied into the connection only when the application leaves some of it
- * unconsumed; output is queued and flushed once per loop iteration.
+ * output cost no epoll_ctl.  An accepted socket is read at once and joins the
+ * epoll set only when it has to wait: a client that sends its request right
+ * behind the handshake and is answered in one write never costs an epoll_ctl,
+ * nor the removal from the set at close.  Input is read into the loop's
+ * scratch buffer and copied into the connection only when the application
+ * leaves some of it unconsumed; output is queued and flushed once per loop
+ * iteration.
  */
 #include "internal.h"
 
@@ -63,6 +67,8 @@ static void conn_on_timer(corral_timer *timer, void *arg);
 static void conn_update_timer(corral_conn *conn);
 static void conn_read(corral_conn *conn);
 static void conn_destroy(corral_conn *conn, int error);
+static bool conn_reading_active(const corral_conn *conn);
+static void conn_kick(corral_conn *conn);
 
 int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler *handler,
                      void *data, corral_conn **out)
@@ -97,23 +103,40 @@ int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler
 
 static int conn_register(corral_conn *conn)
 {
-    return corral__loop_watch(conn->loop, conn->fd, &conn->handle,
-                              EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+    int err = corral__loop_watch(conn->loop, conn->fd, &conn->handle,
+                                 EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+    if (err == 0)
+        conn->registered = true;
+    return err;
 }
 
-int corral__conn_open(corral_conn *conn)
+/* Registers a connection that is not in the epoll set yet once it waits for
+ * input or output.  Adding a socket that is ready already reports it at
+ * once, so nothing that arrived meanwhile is missed. */
+static void conn_register_if_waiting(corral_conn *conn)
 {
+    if (conn->registered || conn->state == CORRAL__CONN_CLOSED)
+        return;
+    bool wants_input = conn->state == CORRAL__CONN_LINGERING || conn_reading_active(conn);
+    bool waits = (wants_input && !conn->readable) || (conn->out_len > 0 && !conn->writable);
+    if (!waits)
+        return;
     int err = conn_register(conn);
-    if (err != 0) {
+    if (err != 0)
         conn_destroy(conn, err);
-        return err;
-    }
+}
+
+void corral__conn_open(corral_conn *conn)
+{
     conn->state = CORRAL__CONN_OPEN;
     conn->writable = true;
+    conn->readable = true; /* tried this iteration, see corral__loop_kick */
     if (conn->handler->on_open != NULL)
         conn->handler->on_open(conn);
+    if (conn->state == CORRAL__CONN_CLOSED)
+        return;
+    conn_kick(conn);
     conn_update_timer(conn);
-    return 0;
 }
 
 int corral_connect(corral_loop *loop, const struct sockaddr *addr, socklen_t addrlen,
@@ -313,7 +336,7 @@ static void conn_discard_input(corral_conn *conn)
     }
 }
 
-static void conn_read(corral_conn *conn)
+static void conn_read_input(corral_conn *conn)
 {
     if (conn->state == CORRAL__CONN_LINGERING) {
         conn_discard_input(conn);
@@ -372,6 +395,12 @@ static void conn_read(corral_conn *conn)
     }
 }
 
+static void conn_read(corral_conn *conn)
+{
+    conn_read_input(conn);
+    conn_register_if_waiting(conn);
+}
+
 /* Runs connections that have input to pick up again (resumed, or yielded
  * after their turn).  Kicks made meanwhile wait for the next iteration. */
 void corral__loop_kick(corral_loop *loop)
@@ -422,6 +451,9 @@ static void conn_flush(corral_conn *conn)
         ssize_t n = conn->transport->writev(conn, &iov, 1);
         if (n == -EAGAIN) {
             conn->writable = false;
+            conn_register_if_waiting(conn);
+            if (conn->state == CORRAL__CONN_CLOSED)
+                return;
             break;
         }
         if (n < 0) {

@@ -185,6 +185,7 @@ struct corral_conn {
     size_t out_off, out_len, out_cap;
     size_t high_watermark, low_watermark;
 
+    bool registered;        /* in the loop's epoll set */
     bool readable;          /* the socket may have input (edge-triggered) */
     bool writable;          /* the socket may take output */
     bool read_paused;       /* by the application */
@@ -211,8 +212,9 @@ struct corral_conn {
 /* Wraps an accepted or connecting socket in a connection.  Takes `fd`. */
 int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler *handler,
                      void *data, corral_conn **out);
-/* Starts an accepted connection: registers it and calls on_open. */
-int corral__conn_open(corral_conn *conn);
+/* Starts an accepted connection: calls on_open and reads it this iteration;
+ * it joins the epoll set when it has to wait. */
+void corral__conn_open(corral_conn *conn);
 void corral__loop_flush(corral_loop *loop);
 void corral__loop_kick(corral_loop *loop);
 void corral__loop_free_closed(corral_loop *loop);

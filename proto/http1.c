@@ -916,11 +916,8 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
                    : len;
     size_t used = 0;
     while (used < len && !h1->closed) {
-        if (h1->in_exchange && h1->ex.request_done) {
-            /* Waiting for a response: leave the next request unread. */
-            corral_conn_pause_read(conn);
+        if (h1->in_exchange && h1->ex.request_done)
             break;
-        }
         size_t n;
         if (h1->in_exchange) {
             n = h1_execute(h1, data + used, len - used);
@@ -968,6 +965,12 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
         if (h1->in_exchange && h1->ex.request_done && h1->ex.response_done && !h1->closed)
             h1_finish_exchange(h1);
     }
+    /* A complete request waits for its response before anything more is
+     * read: a pipelined request stays in the socket, and a connection whose
+     * request came with the handshake needs no epoll registration at all.
+     * A client that closes meanwhile is seen once the response is written. */
+    if (h1->in_exchange && h1->ex.request_done && !h1->closed)
+        corral_conn_pause_read(conn);
     return used;
 }
 
@@ -1009,17 +1012,11 @@ static void h1_on_open(corral_conn *conn)
 }
 
 /* The client shut its sending side.  A complete request still gets its
- * response (a client may half-close after sending it); anything else ends
- * here. */
+ * response: reading stops once a request is complete, so its EOF is seen
+ * only after that response. */
 static void h1_on_eof(corral_conn *conn)
 {
-    struct h1_conn *h1 = corral_conn_data(conn);
-    if (!h1->tunnel && h1->in_exchange && h1->ex.request_done && !h1->ex.response_done) {
-        h1->ex.keep_alive = false;
-        h1->ex.client_closes = true;
-        return;
-    }
-    h1_end(h1, false);
+    h1_end(corral_conn_data(conn), false);
 }
 
 static void h1_on_drain(corral_conn *conn)

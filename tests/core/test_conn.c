@@ -1,7 +1,9 @@
 /*
  * test_conn.c: connections end to end over loopback: echo round trips,
  * backpressure against a slow reader, half-close, lingering close, timeouts
- * and outgoing connects.
+ * and outgoing connects.  Accepted sockets join the epoll set only when they
+ * wait; the cases below cover both ways into it: input that comes later than
+ * the handshake, and output that does not fit the socket at once.
  */
 #include "../helpers.h"
 
@@ -132,6 +134,67 @@ START_TEST(ten_megabytes_through_a_slow_reader_stay_bounded)
     ck_assert_msg(atomic_load(&max_pending_output) <= bound, "pending output reached %zu",
                   atomic_load(&max_pending_output));
     ck_assert_uint_gt(atomic_load(&max_pending_output), 64 * 1024); /* it did push back */
+    close(fd);
+    test_stop_server(server);
+}
+END_TEST
+
+START_TEST(a_client_that_speaks_late_is_heard)
+{
+    int port;
+    corral_server *server = start_echo(1, &echo_handler, &port);
+    int fd = test_connect(port);
+    usleep(50000); /* the server has accepted, read nothing, and must wait */
+    test_send_all(fd, "late", 4);
+    char reply[4];
+    ck_assert_uint_eq(test_recv_all(fd, reply, sizeof(reply)), 4);
+    ck_assert(memcmp(reply, "late", 4) == 0);
+    close(fd);
+    test_stop_server(server);
+}
+END_TEST
+
+/* Greets with more than the socket takes, without ever reading: the
+ * connection waits for output only. */
+enum { GREETING = 8 * 1024 * 1024 };
+
+static void greet_and_close(corral_conn *conn)
+{
+    corral_conn_pause_read(conn);
+    static char chunk[65536];
+    for (size_t i = 0; i < sizeof(chunk); i++)
+        chunk[i] = (char)pattern_byte(i);
+    for (size_t sent = 0; sent < GREETING; sent += sizeof(chunk))
+        corral_conn_write(conn, chunk, sizeof(chunk));
+    corral_conn_close_no_linger(conn);
+}
+
+static const struct corral_conn_handler greeting_handler = {
+    .on_open = greet_and_close,
+    .on_data = echo_on_data,
+    .on_close = record_close,
+};
+
+START_TEST(output_larger_than_the_socket_is_flushed_later)
+{
+    int port;
+    corral_server *server = start_echo(1, &greeting_handler, &port);
+    int fd = test_connect(port);
+    usleep(50000); /* let the server fill the socket and wait */
+    static unsigned char buf[65536];
+    size_t received = 0;
+    bool intact = true;
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        ck_assert_msg(n >= 0, "recv after %zu bytes: %s", received, strerror(errno));
+        if (n == 0)
+            break;
+        for (ssize_t i = 0; i < n; i++)
+            intact = intact && buf[i] == pattern_byte((received + (size_t)i) % sizeof(buf));
+        received += (size_t)n;
+    }
+    ck_assert(intact);
+    ck_assert_uint_eq(received, GREETING);
     close(fd);
     test_stop_server(server);
 }
@@ -362,6 +425,8 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, echo_round_trips);
     tcase_add_test(tc, ten_megabytes_through_a_slow_reader_stay_bounded);
+    tcase_add_test(tc, a_client_that_speaks_late_is_heard);
+    tcase_add_test(tc, output_larger_than_the_socket_is_flushed_later);
     tcase_add_test(tc, half_close_flushes_then_closes);
     tcase_add_test(tc, close_lingers_so_the_peer_reads_everything);
     tcase_add_test(tc, read_timeout_closes_an_idle_connection);
