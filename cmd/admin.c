@@ -118,6 +118,15 @@ static size_t sum_upstreams(struct retired_upstream *out)
     return count;
 }
 
+void tls_totals_add(struct tls_totals *totals, const struct tls_stats *stats)
+{
+    for (int k = 0; k < TLS_HANDSHAKE_KINDS; k++)
+        totals->handshakes[k] += atomic_load_explicit(&stats->handshakes[k], memory_order_relaxed);
+    for (int k = 0; k < TLS_ERROR_KINDS; k++)
+        totals->errors[k] += atomic_load_explicit(&stats->errors[k], memory_order_relaxed);
+    totals->ktls += atomic_load_explicit(&stats->ktls, memory_order_relaxed);
+}
+
 static void write_worker_metric(struct text *t, const char *name, const char *type,
                                 const char *help, const struct worker_totals *totals,
                                 unsigned count, size_t offset)
@@ -141,6 +150,7 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
     unsigned count = totals != NULL ? sum_workers(totals) : 0;
     memcpy(responses, daemon_state.retired.responses, sizeof(responses));
     memcpy(timeouts, daemon_state.retired.timeouts, sizeof(timeouts));
+    struct tls_totals tls = daemon_state.retired.tls;
     for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
         for (unsigned w = 0; w < corral_server_worker_count(g->server); w++) {
             for (unsigned s = 0; s < HTTP_MAX_STATUS; s++)
@@ -149,6 +159,7 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
             for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
                 timeouts[k] += atomic_load_explicit(&g->stats[w].timeouts[k],
                                                     memory_order_relaxed);
+            tls_totals_add(&tls, &g->stats[w].tls);
         }
     }
     struct corral_wakeup_info wakeup;
@@ -192,6 +203,20 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
     for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
         text_printf(&t, "corral_client_timeouts_total{kind=\"%s\"} %llu\n", http_timeout_kind_names[k],
                     (unsigned long long)timeouts[k]);
+    text_printf(&t, "# HELP corral_tls_handshakes_total Completed TLS handshakes with clients, "
+                    "full or resumed.\n# TYPE corral_tls_handshakes_total counter\n");
+    for (int k = 0; k < TLS_HANDSHAKE_KINDS; k++)
+        text_printf(&t, "corral_tls_handshakes_total{kind=\"%s\"} %llu\n", tls_handshake_kind_names[k],
+                    (unsigned long long)tls.handshakes[k]);
+    text_printf(&t, "# HELP corral_tls_handshake_errors_total Client TLS handshakes that failed, by "
+                    "kind.\n# TYPE corral_tls_handshake_errors_total counter\n");
+    for (int k = 0; k < TLS_ERROR_KINDS; k++)
+        text_printf(&t, "corral_tls_handshake_errors_total{kind=\"%s\"} %llu\n",
+                    tls_error_kind_names[k], (unsigned long long)tls.errors[k]);
+    text_printf(&t, "# HELP corral_tls_ktls_connections_total TLS connections whose records the "
+                    "kernel encrypts (kTLS).\n# TYPE corral_tls_ktls_connections_total counter\n"
+                    "corral_tls_ktls_connections_total %llu\n",
+                (unsigned long long)tls.ktls);
     text_printf(&t, "# HELP corral_upstream_errors_total Failed upstream attempts, by kind.\n"
                     "# TYPE corral_upstream_errors_total counter\n");
     for (size_t i = 0; i < upstream_count; i++)

@@ -42,6 +42,7 @@ static const struct http_location admin_locations[] = {
 
 static void site_free(struct site *site)
 {
+    tls_server_free(site->http.tls);
     for (size_t i = 0; i < site->proxy_count; i++)
         proxy_upstream_free(site->upstreams[i]);
     free(site->proxies);
@@ -106,6 +107,33 @@ static const struct conf_upstream *find_upstream(const struct conf_config *confi
     return NULL;
 }
 
+/* TLS towards the upstream of an https:// proxy_pass.  The name checked in
+ * its certificate (and sent as SNI) is proxy_tls_name, else the host that
+ * proxy_pass names: the upstream block's name, or the address's host. */
+static int upstream_tls_build(const struct conf_location *loc, const char *target,
+                              unsigned workers, size_t server_count, struct tls_client **out)
+{
+    char host[256];
+    if (target[0] == '[')
+        snprintf(host, sizeof(host), "%.*s", (int)strcspn(target + 1, "]"), target + 1);
+    else
+        snprintf(host, sizeof(host), "%.*s", (int)strcspn(target, ":"), target);
+    struct tls_client_conf conf = {
+        .verify = loc->proxy_tls.verify,
+        .ca_file = loc->proxy_tls.trusted_certificate,
+        .server_name = loc->proxy_tls.server_name != NULL ? loc->proxy_tls.server_name : host,
+    };
+    char error[512];
+    int err = tls_client_new(&conf, workers, server_count, out, error, sizeof(error));
+    if (err == -EINVAL) {
+        const struct conf_pos *pos = loc->proxy_tls.trusted_certificate != NULL
+                                         ? &loc->proxy_tls.trusted_certificate_pos
+                                         : &loc->pos;
+        log_error("%s:%u:%u: %s", pos->file, pos->line, pos->col, error);
+    }
+    return err;
+}
+
 /* The upstream of one proxy_pass location: a named upstream block, or the
  * single address it names; timeouts from its server block. */
 static int proxy_build(struct site *site, size_t index, const struct conf_config *config,
@@ -117,7 +145,8 @@ static int proxy_build(struct site *site, size_t index, const struct conf_config
         [CONF_BALANCE_LEAST_CONN] = PROXY_BALANCE_LEAST_CONN,
         [CONF_BALANCE_HASH] = PROXY_BALANCE_HASH,
     };
-    const char *target = loc->proxy_pass + strlen("http://");
+    bool https = strncmp(loc->proxy_pass, "https://", 8) == 0;
+    const char *target = loc->proxy_pass + (https ? strlen("https://") : strlen("http://"));
     const struct conf_upstream *named = find_upstream(config, target);
     size_t count = named != NULL ? named->server_count : 1;
     struct proxy_server_conf *servers = calloc(count, sizeof(*servers));
@@ -142,10 +171,14 @@ static int proxy_build(struct site *site, size_t index, const struct conf_config
         .send_timeout_ms = server->http.proxy_send_timeout_ms,
         .idle_timeout_ms = 60000,
     };
-    int err = proxy_upstream_new(&conf, workers, &site->upstreams[index]);
+    int err = https ? upstream_tls_build(loc, target, workers, count, &conf.tls) : 0;
+    if (err == 0)
+        err = proxy_upstream_new(&conf, workers, &site->upstreams[index]);
     free(servers);
-    if (err != 0)
+    if (err != 0) {
+        tls_client_free(conf.tls);
         return err;
+    }
 
     struct http_header *headers = &site->proxy_headers[*headers_used];
     for (size_t i = 0; i < loc->set_header_count; i++)
@@ -166,6 +199,84 @@ static int proxy_build(struct site *site, size_t index, const struct conf_config
     };
     site->proxy_count = index + 1;
     return 0;
+}
+
+static bool site_is_tls(const struct conf_config *config, const char *address)
+{
+    for (size_t s = 0; s < config->server_count; s++)
+        for (size_t i = 0; i < config->servers[s].listen_count; i++)
+            if (config->servers[s].listens[i].tls &&
+                same_address(config->servers[s].listens[i].address, address))
+                return true;
+    return false;
+}
+
+/* Points a TLS loading problem at the directive behind it. */
+static void report_tls_problem(void *arg, enum tls_conf_item item, size_t vhost, size_t index,
+                               bool warning, const char *message)
+{
+    const struct conf_server *const *servers = arg;
+    const struct conf_tls *tls = &servers[vhost]->tls;
+    const struct conf_pos *pos = item == TLS_CONF_CERTIFICATE ? &tls->certificates[index].certificate_pos
+                                 : item == TLS_CONF_KEY       ? &tls->certificates[index].key_pos
+                                 : item == TLS_CONF_CIPHERS   ? &tls->ciphers_pos
+                                 : item == TLS_CONF_CIPHERSUITES ? &tls->ciphersuites_pos
+                                                                 : &tls->client_certificate_pos;
+    if (pos->file == NULL) /* a built-in default: point at the server block */
+        pos = &servers[vhost]->pos;
+    if (warning)
+        log_warn("%s:%u:%u: %s", pos->file, pos->line, pos->col, message);
+    else
+        log_error("%s:%u:%u: %s", pos->file, pos->line, pos->col, message);
+}
+
+/* The site's TLS: each vhost's certificates, and the rest of the settings
+ * from its default server (vhost 0). */
+static int site_tls_build(struct site *site, const struct conf_server **vhost_servers)
+{
+    static const enum tls_verify_client verify_modes[] = {
+        [CONF_TLS_VERIFY_CLIENT_OFF] = TLS_VERIFY_CLIENT_OFF,
+        [CONF_TLS_VERIFY_CLIENT_OPTIONAL] = TLS_VERIFY_CLIENT_OPTIONAL,
+        [CONF_TLS_VERIFY_CLIENT_ON] = TLS_VERIFY_CLIENT_ON,
+    };
+    size_t count = site->http.vhost_count, files_count = 0;
+    for (size_t v = 0; v < count; v++)
+        files_count += vhost_servers[v]->tls.certificate_count;
+    struct tls_vhost_conf *vhosts = calloc(count, sizeof(*vhosts));
+    struct tls_certificate_files *files = calloc(files_count ? files_count : 1, sizeof(*files));
+    if (vhosts == NULL || files == NULL) {
+        free(vhosts);
+        free(files);
+        return -ENOMEM;
+    }
+    struct tls_certificate_files *next = files;
+    for (size_t v = 0; v < count; v++) {
+        const struct conf_tls *tls = &vhost_servers[v]->tls;
+        vhosts[v] = (struct tls_vhost_conf){next, tls->certificate_count};
+        for (size_t i = 0; i < tls->certificate_count; i++)
+            *next++ = (struct tls_certificate_files){tls->certificates[i].certificate,
+                                                     tls->certificates[i].key};
+    }
+    const struct conf_tls *tls = &vhost_servers[0]->tls;
+    struct tls_server_conf conf = {
+        .protocols = (tls->protocols & CONF_TLS_1_2 ? TLS_PROTOCOL_1_2 : 0) |
+                     (tls->protocols & CONF_TLS_1_3 ? TLS_PROTOCOL_1_3 : 0),
+        .ciphers = tls->ciphers,
+        .ciphersuites = tls->ciphersuites,
+        .session_tickets = tls->session_tickets,
+        .ticket_key_rotation_ms = tls->ticket_key_rotation_ms,
+        .session_cache = tls->session_cache,
+        .session_timeout_ms = tls->session_timeout_ms,
+        .handshake_timeout_ms = tls->handshake_timeout_ms,
+        .ktls = tls->ktls,
+        .client_ca = tls->client_certificate,
+        .verify_client = verify_modes[tls->verify_client],
+    };
+    struct tls_report report = {report_tls_problem, vhost_servers};
+    int err = tls_server_new(&conf, &site->http, vhosts, &report, &site->http.tls);
+    free(vhosts);
+    free(files);
+    return err;
 }
 
 /* Builds the site for `address` from every server block listening there;
@@ -202,20 +313,25 @@ static int site_build(struct site *site, const struct conf_config *config, const
         site->proxy_headers == NULL || site->proxy_hides == NULL)
         return -ENOMEM;
 
+    const struct conf_server **vhost_servers = calloc(vhost_count, sizeof(*vhost_servers));
+    if (vhost_servers == NULL)
+        return -ENOMEM;
     size_t v = 0, l = 0, r = 0, p = 0, headers_used = 0, hides_used = 0;
+    int err = 0;
     for (int pass = 0; pass < 2; pass++) {
-        for (size_t s = 0; s < config->server_count; s++) {
+        for (size_t s = 0; s < config->server_count && err == 0; s++) {
             const struct conf_server *server = &config->servers[s];
             bool is_default = server_is_default_on(server, address);
             if (!server_listens_on(server, address) || is_default != (pass == 0))
                 continue;
+            vhost_servers[v] = server;
             struct http_vhost *vhost = &site->vhosts[v++];
             vhost->names = (const char *const *)server->server_names;
             vhost->name_count = server->server_name_count;
             vhost->limits = limits_from(&server->http);
             vhost->locations = &site->locations[l];
             vhost->location_count = server->location_count;
-            for (size_t i = 0; i < server->location_count; i++) {
+            for (size_t i = 0; i < server->location_count && err == 0; i++) {
                 const struct conf_location *conf = &server->locations[i];
                 struct http_location *loc = &site->locations[l++];
                 *loc = (struct http_location){.path = conf->path, .path_len = strlen(conf->path),
@@ -227,10 +343,8 @@ static int site_build(struct site *site, const struct conf_config *config, const
                     loc->handler = &http_return_handler;
                     loc->handler_data = ret;
                 } else if (conf->handler == CONF_HANDLER_PROXY) {
-                    int err = proxy_build(site, p, config, server, conf, workers, &headers_used,
-                                          &hides_used);
-                    if (err != 0)
-                        return err;
+                    err = proxy_build(site, p, config, server, conf, workers, &headers_used,
+                                      &hides_used);
                     loc->handler = &proxy_handler;
                     loc->handler_data = &site->proxies[p++];
                 }
@@ -238,7 +352,10 @@ static int site_build(struct site *site, const struct conf_config *config, const
         }
     }
     site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = vhost_count};
-    return 0;
+    if (err == 0 && site_is_tls(config, address))
+        err = site_tls_build(site, vhost_servers);
+    free(vhost_servers);
+    return err;
 }
 
 static int admin_site_build(struct site *site, const struct conf_config *config, const char *address)
@@ -278,6 +395,46 @@ static struct site *find_site(struct generation *gen, const char *address)
         if (same_address(gen->sites[i].address, address))
             return &gen->sites[i];
     return NULL;
+}
+
+/* Builds a site for every distinct listen address, then the admin ones:
+ * everything a configuration names is loaded here (certificates, keys, CA
+ * files, upstream addresses), so `-t` and a reload catch what a start would. */
+static int sites_build(struct generation *gen, const struct conf_config *config, unsigned workers)
+{
+    size_t max_sites = config->admin_listen_count;
+    for (size_t s = 0; s < config->server_count; s++)
+        max_sites += config->servers[s].listen_count;
+    gen->sites = calloc(max_sites ? max_sites : 1, sizeof(*gen->sites));
+    if (gen->sites == NULL)
+        return -ENOMEM;
+    for (size_t s = 0; s < config->server_count; s++) {
+        for (size_t i = 0; i < config->servers[s].listen_count; i++) {
+            const char *address = config->servers[s].listens[i].address;
+            if (find_site(gen, address) != NULL)
+                continue;
+            int err = site_build(&gen->sites[gen->site_count++], config, address, workers);
+            if (err != 0)
+                return err;
+        }
+    }
+    for (size_t i = 0; i < config->admin_listen_count; i++) {
+        int err = admin_site_build(&gen->sites[gen->site_count++], config, config->admin_listens[i]);
+        if (err != 0)
+            return err;
+    }
+    return 0;
+}
+
+/* `-t`: builds what the configuration names, without listening. */
+static int check_config(const struct conf_config *config)
+{
+    struct generation *trial = calloc(1, sizeof(*trial));
+    if (trial == NULL)
+        return -ENOMEM;
+    int err = sites_build(trial, config, 1);
+    generation_free(trial);
+    return err;
 }
 
 /* Listens for `site` in `gen`: on the previous generation's sockets when it
@@ -349,30 +506,9 @@ static int generation_start(struct conf_config *config, struct generation *previ
     }
     memset(gen->stats, 0, workers * sizeof(*gen->stats));
 
-    /* Every distinct listen address, then the admin ones. */
-    size_t max_sites = config->admin_listen_count;
-    for (size_t s = 0; s < config->server_count; s++)
-        max_sites += config->servers[s].listen_count;
-    gen->sites = calloc(max_sites ? max_sites : 1, sizeof(*gen->sites));
-    if (gen->sites == NULL) {
-        err = -ENOMEM;
+    err = sites_build(gen, config, workers);
+    if (err != 0)
         goto fail;
-    }
-    for (size_t s = 0; s < config->server_count; s++) {
-        for (size_t i = 0; i < config->servers[s].listen_count; i++) {
-            const char *address = config->servers[s].listens[i].address;
-            if (find_site(gen, address) != NULL)
-                continue;
-            err = site_build(&gen->sites[gen->site_count++], config, address, workers);
-            if (err != 0)
-                goto fail;
-        }
-    }
-    for (size_t i = 0; i < config->admin_listen_count; i++) {
-        err = admin_site_build(&gen->sites[gen->site_count++], config, config->admin_listens[i]);
-        if (err != 0)
-            goto fail;
-    }
     if (config->access_log != NULL) {
         const char *bad;
         err = access_log_open(config->access_log, config->log_format, &gen->access_log, &bad);
@@ -448,6 +584,7 @@ static void retire_counters(struct generation *gen)
             retired->responses[s] += atomic_load(&gen->stats[i].responses[s]);
         for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
             retired->timeouts[k] += atomic_load(&gen->stats[i].timeouts[k]);
+        tls_totals_add(&retired->tls, &gen->stats[i].tls);
     }
     for (size_t s = 0; s < gen->site_count; s++) {
         for (size_t u = 0; u < gen->sites[s].proxy_count; u++) {
@@ -498,17 +635,6 @@ static void log_wakeup(const struct generation *gen)
  * yet: refused with the position, rather than failing on the first request. */
 static int check_servable(const struct conf_config *config)
 {
-    for (size_t s = 0; s < config->server_count; s++) {
-        const struct conf_server *server = &config->servers[s];
-        for (size_t i = 0; i < server->listen_count; i++) {
-            const struct conf_pos *pos = &server->listens[i].pos;
-            if (server->listens[i].tls) {
-                log_error("%s:%u:%u: TLS listeners are not available in this version of corral",
-                          pos->file, pos->line, pos->col);
-                return -ENOTSUP;
-            }
-        }
-    }
     const char *bad;
     if (config->log_format != NULL && access_log_check_format(config->log_format, &bad) != 0) {
         log_error("%s: log_format: unknown variable \"%.*s\"", config->path,
@@ -792,9 +918,13 @@ int main(int argc, char **argv)
     if (load_config(path, &config) != 0)
         return 1;
     if (test_only) {
-        printf("corral: configuration %s is valid\n", config->path);
+        int err = check_config(config);
+        if (err == 0)
+            printf("corral: configuration %s is valid\n", config->path);
+        else if (err == -ENOMEM)
+            log_error("out of memory");
         conf_free(config);
-        return 0;
+        return err == 0 ? 0 : 1;
     }
     if (config->error_log != NULL && daemon_log_open(config->error_log) != 0) {
         log_error("error_log %s: %s", config->error_log, strerror(errno));

@@ -55,6 +55,12 @@ struct retired_upstream {
     uint64_t errors[PROXY_ERROR_KINDS];
 };
 
+struct tls_totals {
+    uint64_t handshakes[TLS_HANDSHAKE_KINDS];
+    uint64_t errors[TLS_ERROR_KINDS];
+    uint64_t ktls;
+};
+
 struct retired_totals {
     struct retired_upstream upstreams[DAEMON_MAX_UPSTREAMS];
     size_t upstream_count;
@@ -64,6 +70,7 @@ struct retired_totals {
     uint64_t accepts_local[DAEMON_MAX_WORKERS];
     uint64_t responses[HTTP_MAX_STATUS];
     uint64_t timeouts[HTTP_TIMEOUT_KINDS];
+    struct tls_totals tls;
 };
 
 struct daemon_state {
@@ -76,6 +83,9 @@ struct daemon_state {
 };
 
 extern struct daemon_state daemon_state;
+
+/* Adds one worker's TLS counters to `totals` (admin.c). */
+void tls_totals_add(struct tls_totals *totals, const struct tls_stats *stats);
 
 /* Admin endpoints (admin.c): GET /metrics and GET /status. */
 extern const struct http_handler admin_metrics_handler;

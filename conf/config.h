@@ -51,6 +51,18 @@ struct conf_upstream {
     struct conf_pos pos;
 };
 
+/* TLS towards upstreams (proxy_pass https://...), per location. */
+struct conf_proxy_tls {
+    bool verify;                /* proxy_tls_verify on|off; default on */
+    char *trusted_certificate;  /* proxy_tls_trusted_certificate CAFILE (PEM, resolved
+                                   against the config file's directory); NULL = the
+                                   system's default CA store */
+    char *server_name;          /* proxy_tls_name NAME: SNI and the name verified;
+                                   NULL = the host in proxy_pass (an upstream's name,
+                                   or the address's host; no SNI for IP literals) */
+    struct conf_pos trusted_certificate_pos;
+};
+
 enum conf_handler {
     CONF_HANDLER_NONE,
     CONF_HANDLER_RETURN,
@@ -63,7 +75,9 @@ struct conf_location {
     enum conf_handler handler;
     unsigned return_code; /* return CODE ["TEXT"] */
     char *return_text;    /* may be NULL (empty body) */
-    char *proxy_pass;     /* "http://name_or_address[:port]" as written */
+    char *proxy_pass;     /* "http[s]://name_or_address[:port]" as written */
+    struct conf_proxy_tls proxy_tls; /* used when proxy_pass is https:// (the parser
+                                        refuses proxy_tls_* otherwise) */
     struct conf_header *set_headers; /* proxy_set_header NAME VALUE */
     size_t set_header_count;
     char **hide_headers; /* proxy_hide_header NAME */
@@ -94,6 +108,51 @@ struct conf_http {
     uint32_t proxy_send_timeout_ms;    /* default 60 s */
 };
 
+/* One tls_certificate with the tls_certificate_key that follows it.  A server
+ * may have several pairs, one per key type (RSA and ECDSA, say); the PEM
+ * certificate file holds the leaf first, then its chain. */
+struct conf_tls_certificate {
+    char *certificate; /* resolved against the config file's directory */
+    char *key;
+    struct conf_pos certificate_pos, key_pos;
+};
+
+enum conf_tls_protocol {
+    CONF_TLS_1_2 = 1 << 0,
+    CONF_TLS_1_3 = 1 << 1,
+};
+
+enum conf_tls_verify_client {
+    CONF_TLS_VERIFY_CLIENT_OFF,
+    CONF_TLS_VERIFY_CLIENT_OPTIONAL, /* asked for; verified if given */
+    CONF_TLS_VERIFY_CLIENT_ON,       /* required */
+};
+
+/* TLS settings of a server block, used by its `listen ... tls` addresses.  On
+ * an address shared by several server blocks, the certificate is picked by
+ * SNI; everything else comes from the address's default server. */
+struct conf_tls {
+    struct conf_tls_certificate *certificates;
+    size_t certificate_count;
+    unsigned protocols;             /* tls_protocols: CONF_TLS_* bits; default both */
+    char *ciphers;                  /* tls_ciphers: TLS 1.2 list, OpenSSL syntax; NULL =
+                                       corral's list (proto/tls.c) */
+    char *ciphersuites;             /* tls_ciphersuites: TLS 1.3; NULL = OpenSSL's */
+    struct conf_pos ciphers_pos, ciphersuites_pos;
+    bool session_tickets;           /* tls_session_tickets on|off; default on */
+    uint32_t ticket_key_rotation_ms; /* tls_session_ticket_rotation; default 1h */
+    unsigned session_cache;         /* tls_session_cache N|off: sessions kept, 0 = off;
+                                       default 20000 */
+    uint32_t session_timeout_ms;    /* tls_session_timeout; default 5m (used in whole
+                                       seconds, at least 1) */
+    uint32_t handshake_timeout_ms;  /* tls_handshake_timeout; default 10s */
+    bool ktls;                      /* tls_ktls on|off; default off */
+    char *client_certificate;       /* tls_client_certificate CAFILE; NULL = no mTLS */
+    struct conf_pos client_certificate_pos;
+    enum conf_tls_verify_client verify_client; /* tls_verify_client on|optional|off;
+                                                  default on when a CA file is given */
+};
+
 struct conf_server {
     struct conf_listen *listens;
     size_t listen_count;
@@ -102,8 +161,7 @@ struct conf_server {
     struct conf_location *locations;
     size_t location_count;
     struct conf_http http;
-    char *tls_certificate;     /* resolved against the config file's directory */
-    char *tls_certificate_key;
+    struct conf_tls tls;
     struct conf_pos pos;
 };
 

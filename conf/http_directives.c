@@ -1,10 +1,11 @@
 /*
  * http_directives.c: the HTTP side of the config: client limits and
  * timeouts (top level, overridable per server), server blocks with their
- * listen addresses, names and TLS files, locations and `return`.
+ * listen addresses, names and TLS settings, locations and `return`.
  */
 #include "registry.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,272 @@ static const struct conf_node *find_child(const struct conf_node *block, const c
     return NULL;
 }
 
+/* --------------------------------------------------------------------- tls */
+
+/* Every server gets them, tls or not: the daemon reads them for the tls
+ * addresses only. */
+static void tls_defaults(struct conf_tls *tls)
+{
+    *tls = (struct conf_tls){
+        .protocols = CONF_TLS_1_2 | CONF_TLS_1_3,
+        .session_tickets = true,
+        .ticket_key_rotation_ms = 60 * 60 * 1000,
+        .session_cache = 20000,
+        .session_timeout_ms = 5 * 60 * 1000,
+        .handshake_timeout_ms = 10 * 1000,
+        .ktls = false,
+        /* Settled by check_tls(), once it is known whether the block
+         * names a CA file. */
+        .verify_client = CONF_TLS_VERIFY_CLIENT_OFF,
+    };
+}
+
+/* tls_certificate FILE: starts a pair that the next tls_certificate_key
+ * completes.  The files are opened by the daemon, not here, so that a
+ * config can be checked where they are not readable. */
+static int apply_tls_certificate(struct conf_state *state, const struct conf_node *node,
+                                 const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_tls *tls = &state->server->tls;
+    const struct conf_arg *arg = &node->args[0];
+    if (tls->certificate_count > 0 && tls->certificates[tls->certificate_count - 1].key == NULL) {
+        const struct conf_pos *last =
+            &tls->certificates[tls->certificate_count - 1].certificate_pos;
+        char where[300];
+        return conf__error_at(state->error, &node->name.pos,
+                              "\"tls_certificate\" at %s needs its \"tls_certificate_key\" before "
+                              "the next \"tls_certificate\"",
+                              conf__where(where, sizeof(where), &node->name.pos, last));
+    }
+    struct conf_tls_certificate *certificates = conf__grow(
+        state, &arg->pos, tls->certificates, tls->certificate_count, sizeof(*certificates));
+    if (certificates == NULL)
+        return -1;
+    tls->certificates = certificates;
+    struct conf_tls_certificate *pair = &certificates[tls->certificate_count++];
+    pair->certificate_pos = arg->pos;
+    return conf__arg_path(state, arg, &pair->certificate);
+}
+
+/* tls_certificate_key FILE: the key of the tls_certificate just before. */
+static int apply_tls_certificate_key(struct conf_state *state, const struct conf_node *node,
+                                     const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_tls *tls = &state->server->tls;
+    const struct conf_arg *arg = &node->args[0];
+    if (tls->certificate_count == 0) {
+        size_t index = (size_t)(state->server - state->config->servers);
+        if (find_child(state->server_nodes[index], "tls_certificate") == NULL)
+            return conf__error_at(state->error, &node->name.pos,
+                                  "\"tls_certificate_key\" needs a \"tls_certificate\" in the "
+                                  "same server");
+        return conf__error_at(state->error, &node->name.pos,
+                              "\"tls_certificate_key\" must come after its \"tls_certificate\"");
+    }
+    struct conf_tls_certificate *pair = &tls->certificates[tls->certificate_count - 1];
+    if (pair->key != NULL) {
+        char where[300];
+        return conf__error_at(
+            state->error, &node->name.pos,
+            "duplicate \"tls_certificate_key\" for the \"tls_certificate\" at %s",
+            conf__where(where, sizeof(where), &node->name.pos, &pair->certificate_pos));
+    }
+    pair->key_pos = arg->pos;
+    return conf__arg_path(state, arg, &pair->key);
+}
+
+/* tls_protocols TLSv1.2 | TLSv1.3 ... */
+static int apply_tls_protocols(struct conf_state *state, const struct conf_node *node,
+                               const struct conf_directive *directive)
+{
+    (void)directive;
+    static const struct {
+        const char *name;
+        enum conf_tls_protocol bit;
+    } protocols[] = {
+        {"TLSv1.2", CONF_TLS_1_2},
+        {"TLSv1.3", CONF_TLS_1_3},
+    };
+    unsigned mask = 0;
+    for (size_t i = 0; i < node->arg_count; i++) {
+        const struct conf_arg *arg = &node->args[i];
+        size_t j = 0;
+        while (j < sizeof(protocols) / sizeof(protocols[0]) &&
+               strcmp(arg->text, protocols[j].name) != 0)
+            j++;
+        if (j == sizeof(protocols) / sizeof(protocols[0]))
+            return conf__error_at(state->error, &arg->pos,
+                                  "unknown TLS protocol \"%s\" (expected TLSv1.2 or TLSv1.3)",
+                                  arg->text);
+        if (mask & protocols[j].bit)
+            return conf__error_at(state->error, &arg->pos, "duplicate protocol \"%s\"", arg->text);
+        mask |= protocols[j].bit;
+    }
+    state->server->tls.protocols = mask;
+    return 0;
+}
+
+/* tls_ciphers LIST (TLS 1.2, OpenSSL's cipher list syntax), tls_ciphersuites
+ * LIST (TLS 1.3): kept as written.  OpenSSL judges them when the daemon
+ * sets up TLS; the position lets it point here. */
+static int apply_tls_ciphers(struct conf_state *state, const struct conf_node *node,
+                             const struct conf_directive *directive)
+{
+    struct conf_tls *tls = &state->server->tls;
+    const struct conf_arg *arg = &node->args[0];
+    bool suites = strcmp(directive->name, "tls_ciphersuites") == 0;
+    char **field = suites ? &tls->ciphersuites : &tls->ciphers;
+    *(suites ? &tls->ciphersuites_pos : &tls->ciphers_pos) = arg->pos;
+    *field = conf__strdup(state, &arg->pos, arg->text);
+    return *field != NULL ? 0 : -1;
+}
+
+enum tls_setting_kind {
+    TLS_SWITCH,   /* bool: on|off */
+    TLS_DURATION, /* uint32_t milliseconds */
+};
+
+/* One scalar field of struct conf_tls, set by the directive of the same
+ * name. */
+struct tls_setting {
+    enum tls_setting_kind kind;
+    size_t offset;
+    uint32_t min_ms; /* TLS_DURATION: shorter values are refused */
+};
+
+/* clang-format off */
+#define TLS_SWITCH_FIELD(field) {.kind = TLS_SWITCH, .offset = offsetof(struct conf_tls, field)}
+#define TLS_DURATION_FIELD(field, least) \
+    {.kind = TLS_DURATION, .offset = offsetof(struct conf_tls, field), .min_ms = least}
+/* clang-format on */
+
+static const struct tls_setting tls_session_tickets = TLS_SWITCH_FIELD(session_tickets);
+static const struct tls_setting tls_ktls = TLS_SWITCH_FIELD(ktls);
+/* A ticket's lifetime is told to the client in whole seconds, and a ticket
+ * lives at least one rotation period. */
+static const struct tls_setting tls_session_ticket_rotation =
+    TLS_DURATION_FIELD(ticket_key_rotation_ms, 1000);
+static const struct tls_setting tls_session_timeout = TLS_DURATION_FIELD(session_timeout_ms, 1);
+static const struct tls_setting tls_handshake_timeout = TLS_DURATION_FIELD(handshake_timeout_ms, 1);
+
+static int apply_tls_setting(struct conf_state *state, const struct conf_node *node,
+                             const struct conf_directive *directive)
+{
+    const struct tls_setting *setting = directive->data;
+    char *field = (char *)&state->server->tls + setting->offset;
+    const struct conf_arg *arg = &node->args[0];
+    if (setting->kind == TLS_SWITCH)
+        return conf__arg_switch(state, arg, (bool *)(void *)field);
+    uint32_t ms;
+    if (conf__arg_duration(state, arg, &ms) != 0)
+        return -1;
+    if (ms < setting->min_ms) {
+        char least[32];
+        if (setting->min_ms % 1000 == 0)
+            snprintf(least, sizeof(least), "%us", (unsigned)(setting->min_ms / 1000));
+        else
+            snprintf(least, sizeof(least), "%ums", (unsigned)setting->min_ms);
+        return conf__error_at(state->error, &arg->pos, "\"%s\" must be at least %s, got \"%s\"",
+                              directive->name, least, arg->text);
+    }
+    *(uint32_t *)(void *)field = ms;
+    return 0;
+}
+
+/* tls_session_cache N|off: sessions kept for resumption without a ticket;
+ * 0 is off too. */
+static int apply_tls_session_cache(struct conf_state *state, const struct conf_node *node,
+                                   const struct conf_directive *directive)
+{
+    (void)directive;
+    const struct conf_arg *arg = &node->args[0];
+    unsigned n;
+    if (strcmp(arg->text, "off") == 0) {
+        state->server->tls.session_cache = 0;
+        return 0;
+    }
+    if (conf__parse_uint(arg->text, &n) != 0 && errno == EINVAL)
+        return conf__error_at(state->error, &arg->pos,
+                              "invalid session cache size \"%s\" (expected a number or off)",
+                              arg->text);
+    return conf__arg_uint(state, arg, "\"tls_session_cache\"", 0, UINT_MAX,
+                          &state->server->tls.session_cache);
+}
+
+/* tls_client_certificate CAFILE: the CAs that client certificates must
+ * chain to. */
+static int apply_tls_client_certificate(struct conf_state *state, const struct conf_node *node,
+                                        const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_tls *tls = &state->server->tls;
+    tls->client_certificate_pos = node->args[0].pos;
+    return conf__arg_path(state, &node->args[0], &tls->client_certificate);
+}
+
+/* tls_verify_client on|optional|off: checked against the CA file by
+ * check_tls(), which may come later in the block. */
+static int apply_tls_verify_client(struct conf_state *state, const struct conf_node *node,
+                                   const struct conf_directive *directive)
+{
+    (void)directive;
+    static const struct {
+        const char *name;
+        enum conf_tls_verify_client verify;
+    } modes[] = {
+        {"on", CONF_TLS_VERIFY_CLIENT_ON},
+        {"optional", CONF_TLS_VERIFY_CLIENT_OPTIONAL},
+        {"off", CONF_TLS_VERIFY_CLIENT_OFF},
+    };
+    const struct conf_arg *arg = &node->args[0];
+    for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+        if (strcmp(arg->text, modes[i].name) == 0) {
+            state->server->tls.verify_client = modes[i].verify;
+            return 0;
+        }
+    }
+    return conf__error_at(state->error, &arg->pos,
+                          "unknown client verification \"%s\" (expected on, optional or off)",
+                          arg->text);
+}
+
+/* What needs the whole server block: the last certificate has its key, a
+ * tls listener has a certificate, and client verification has a CA file
+ * (which settles its default). */
+static int check_tls(struct conf_state *state, size_t index)
+{
+    struct conf_server *server = &state->config->servers[index];
+    struct conf_tls *tls = &server->tls;
+    const struct conf_node *node = state->server_nodes[index];
+    if (tls->certificate_count > 0 && tls->certificates[tls->certificate_count - 1].key == NULL) {
+        const struct conf_node *cert = NULL;
+        for (size_t i = 0; i < node->child_count; i++)
+            if (strcmp(node->children[i].name.text, "tls_certificate") == 0)
+                cert = &node->children[i];
+        return conf__error_at(state->error, &cert->name.pos,
+                              "\"tls_certificate\" needs a \"tls_certificate_key\" in the same "
+                              "server");
+    }
+    for (size_t i = 0; i < server->listen_count; i++)
+        if (server->listens[i].tls && tls->certificate_count == 0)
+            return conf__error_at(state->error, &server->listens[i].pos,
+                                  "listen \"%s\" is tls but the server has no \"tls_certificate\"",
+                                  server->listens[i].address);
+
+    const struct conf_node *verify = find_child(node, "tls_verify_client");
+    if (verify == NULL)
+        tls->verify_client = tls->client_certificate != NULL ? CONF_TLS_VERIFY_CLIENT_ON
+                                                             : CONF_TLS_VERIFY_CLIENT_OFF;
+    else if (tls->verify_client != CONF_TLS_VERIFY_CLIENT_OFF && tls->client_certificate == NULL)
+        return conf__error_at(state->error, &verify->args[0].pos,
+                              "\"tls_verify_client %s\" needs a \"tls_client_certificate\" in the "
+                              "same server",
+                              verify->args[0].text);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ server */
 
 static bool valid_server_name(const char *name)
@@ -188,25 +455,10 @@ static int check_listen_conflict(struct conf_state *state, size_t index,
 static int check_server(struct conf_state *state, size_t index)
 {
     const struct conf_server *server = &state->config->servers[index];
-    const struct conf_node *node = state->server_nodes[index];
     if (server->listen_count == 0)
         return conf__error_at(state->error, &server->pos, "server has no \"listen\"");
-
-    const struct conf_node *cert = find_child(node, "tls_certificate");
-    const struct conf_node *key = find_child(node, "tls_certificate_key");
-    if (cert != NULL && key == NULL)
-        return conf__error_at(state->error, &cert->name.pos,
-                              "\"tls_certificate\" needs a \"tls_certificate_key\" in the same "
-                              "server");
-    if (key != NULL && cert == NULL)
-        return conf__error_at(state->error, &key->name.pos,
-                              "\"tls_certificate_key\" needs a \"tls_certificate\" in the same "
-                              "server");
-    for (size_t i = 0; i < server->listen_count; i++)
-        if (server->listens[i].tls && cert == NULL)
-            return conf__error_at(state->error, &server->listens[i].pos,
-                                  "listen \"%s\" is tls but the server has no \"tls_certificate\"",
-                                  server->listens[i].address);
+    if (check_tls(state, index) != 0)
+        return -1;
 
     for (size_t i = 0; i < server->listen_count; i++) {
         const struct conf_listen *listen = &server->listens[i];
@@ -243,6 +495,7 @@ static int apply_server(struct conf_state *state, const struct conf_node *node,
     server->pos = node->name.pos;
     /* Provisional: conf__http_finish() fills in what the block leaves out. */
     server->http = config->http;
+    tls_defaults(&server->tls);
 
     state->server = server;
     int rc = conf__apply_block(state, node, CONF_SERVER);
@@ -321,20 +574,6 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
     return 0;
 }
 
-static int apply_tls_certificate(struct conf_state *state, const struct conf_node *node,
-                                 const struct conf_directive *directive)
-{
-    (void)directive;
-    return conf__arg_path(state, &node->args[0], &state->server->tls_certificate);
-}
-
-static int apply_tls_certificate_key(struct conf_state *state, const struct conf_node *node,
-                                     const struct conf_directive *directive)
-{
-    (void)directive;
-    return conf__arg_path(state, &node->args[0], &state->server->tls_certificate_key);
-}
-
 /* ---------------------------------------------------------------- location */
 
 /* location [=] PATH { ... } */
@@ -369,6 +608,7 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
     struct conf_location *location = &locations[server->location_count++];
     location->exact = exact;
     location->pos = node->name.pos;
+    conf__proxy_tls_defaults(&location->proxy_tls);
     location->path = conf__strdup(state, &path->pos, path->text);
     if (location->path == NULL)
         return -1;
@@ -381,7 +621,7 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
     if (location->handler == CONF_HANDLER_NONE)
         return conf__error_at(state->error, &node->name.pos,
                               "location \"%s\" has no \"return\" or \"proxy_pass\"", path->text);
-    return 0;
+    return conf__proxy_check_location(state, location, node);
 }
 
 /* return CODE ["TEXT"] */
@@ -452,6 +692,9 @@ int conf__http_finish(struct conf_state *state)
 #define HTTP_SETTING(setting)                                                                      \
     {.name = #setting, .contexts = CONF_MAIN | CONF_SERVER, .min_args = 1, .max_args = 1,          \
      .apply = apply_http_setting, .data = &setting}
+#define TLS_SETTING(setting)                                                                       \
+    {.name = #setting, .contexts = CONF_SERVER, .min_args = 1, .max_args = 1,                      \
+     .apply = apply_tls_setting, .data = &setting}
 
 const struct conf_directive conf__http_directives[] = {
     HTTP_SETTING(client_header_timeout),
@@ -472,9 +715,26 @@ const struct conf_directive conf__http_directives[] = {
     {.name = "server_name", .contexts = CONF_SERVER, .min_args = 1, .max_args = CONF_ARGS_MANY,
      .apply = apply_server_name},
     {.name = "tls_certificate", .contexts = CONF_SERVER, .min_args = 1, .max_args = 1,
-     .apply = apply_tls_certificate},
+     .repeat = true, .apply = apply_tls_certificate},
     {.name = "tls_certificate_key", .contexts = CONF_SERVER, .min_args = 1, .max_args = 1,
-     .apply = apply_tls_certificate_key},
+     .repeat = true, .apply = apply_tls_certificate_key},
+    {.name = "tls_protocols", .contexts = CONF_SERVER, .min_args = 1, .max_args = CONF_ARGS_MANY,
+     .apply = apply_tls_protocols},
+    {.name = "tls_ciphers", .contexts = CONF_SERVER, .min_args = 1, .max_args = 1,
+     .apply = apply_tls_ciphers},
+    {.name = "tls_ciphersuites", .contexts = CONF_SERVER, .min_args = 1, .max_args = 1,
+     .apply = apply_tls_ciphers},
+    TLS_SETTING(tls_session_tickets),
+    TLS_SETTING(tls_session_ticket_rotation),
+    {.name = "tls_session_cache", .contexts = CONF_SERVER, .min_args = 1, .max_args = 1,
+     .apply = apply_tls_session_cache},
+    TLS_SETTING(tls_session_timeout),
+    TLS_SETTING(tls_handshake_timeout),
+    TLS_SETTING(tls_ktls),
+    {.name = "tls_client_certificate", .contexts = CONF_SERVER, .min_args = 1, .max_args = 1,
+     .apply = apply_tls_client_certificate},
+    {.name = "tls_verify_client", .contexts = CONF_SERVER, .min_args = 1, .max_args = 1,
+     .apply = apply_tls_verify_client},
     {.name = "location", .contexts = CONF_SERVER, .min_args = 1, .max_args = 2, .block = true,
      .repeat = true, .apply = apply_location},
     {.name = "return", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 2,

@@ -643,6 +643,8 @@ static void location_free(struct conf_location *location)
     free(location->path);
     free(location->return_text);
     free(location->proxy_pass);
+    free(location->proxy_tls.trusted_certificate);
+    free(location->proxy_tls.server_name);
     for (size_t i = 0; i < location->set_header_count; i++) {
         free(location->set_headers[i].name);
         free(location->set_headers[i].value);
@@ -664,8 +666,15 @@ static void server_free(struct conf_server *server)
     for (size_t i = 0; i < server->location_count; i++)
         location_free(&server->locations[i]);
     free(server->locations);
-    free(server->tls_certificate);
-    free(server->tls_certificate_key);
+    struct conf_tls *tls = &server->tls;
+    for (size_t i = 0; i < tls->certificate_count; i++) {
+        free(tls->certificates[i].certificate);
+        free(tls->certificates[i].key);
+    }
+    free(tls->certificates);
+    free(tls->ciphers);
+    free(tls->ciphersuites);
+    free(tls->client_certificate);
 }
 
 void conf_free(struct conf_config *config)

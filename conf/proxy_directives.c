@@ -1,10 +1,12 @@
 /*
  * proxy_directives.c: upstream pools and what sends a location's requests
- * to them: proxy_pass and the header rewriting around it.  A proxy_pass may
- * name an upstream defined further down, so names are checked at the end.
+ * to them: proxy_pass, the header rewriting around it and TLS towards the
+ * upstream.  A proxy_pass may name an upstream defined further down, so
+ * names are checked at the end.
  */
 #include "registry.h"
 
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -12,6 +14,22 @@
 /* Weights are ratios between servers of one pool; a bound keeps the sums
  * the balancer computes far from overflow. */
 #define MAX_WEIGHT 1000
+
+/* The length of a proxy_pass URL's scheme with its "://": 7 for http, 8
+ * for https, 0 for anything else. */
+static size_t scheme_length(const char *url)
+{
+    if (strncmp(url, "http://", 7) == 0)
+        return 7;
+    if (strncmp(url, "https://", 8) == 0)
+        return 8;
+    return 0;
+}
+
+static bool url_is_https(const char *url)
+{
+    return strncmp(url, "https://", 8) == 0;
+}
 
 /* Upstream names cannot contain ":", so http://NAME (an upstream) and
  * http://HOST:PORT (an address) never look alike. */
@@ -173,7 +191,7 @@ static int apply_keepalive(struct conf_state *state, const struct conf_node *nod
                           &state->upstream->keepalive);
 }
 
-/* proxy_pass http://UPSTREAM | http://HOST:PORT */
+/* proxy_pass http[s]://UPSTREAM | http[s]://HOST:PORT */
 static int apply_proxy_pass(struct conf_state *state, const struct conf_node *node,
                             const struct conf_directive *directive)
 {
@@ -183,20 +201,18 @@ static int apply_proxy_pass(struct conf_state *state, const struct conf_node *no
     if (location->handler == CONF_HANDLER_RETURN)
         return conf__error_at(state->error, &node->name.pos,
                               "\"proxy_pass\" cannot be combined with \"return\" in one location");
-    if (strncmp(arg->text, "https://", 8) == 0)
+    int scheme = (int)scheme_length(arg->text);
+    char *authority = arg->text + scheme;
+    if (scheme == 0 || *authority == '\0')
         return conf__error_at(state->error, &arg->pos,
-                              "proxy_pass to https:// is not supported yet, use http://");
-    char *authority = strncmp(arg->text, "http://", 7) == 0 ? arg->text + 7 : NULL;
-    if (authority == NULL || *authority == '\0')
-        return conf__error_at(state->error, &arg->pos,
-                              "invalid proxy_pass \"%s\" (expected http://UPSTREAM or "
-                              "http://HOST:PORT)",
+                              "invalid proxy_pass \"%s\" (expected http[s]://UPSTREAM or "
+                              "http[s]://HOST:PORT)",
                               arg->text);
     if (strpbrk(authority, "/?#") != NULL)
         return conf__error_at(state->error, &arg->pos,
                               "proxy_pass \"%s\" has a path; requests are passed on with "
-                              "their own, so give only http://UPSTREAM or http://HOST:PORT",
-                              arg->text);
+                              "their own, so give only %.*sUPSTREAM or %.*sHOST:PORT",
+                              arg->text, scheme, arg->text, scheme, arg->text);
     /* An address is complete now; a name may be an upstream defined
      * later, so it waits for conf__proxy_finish(). */
     struct conf_proxy_ref *refs = NULL;
@@ -308,16 +324,79 @@ static int apply_proxy_hide_header(struct conf_state *state, const struct conf_n
     return 0;
 }
 
+/* ------------------------------------------------------ TLS to upstreams */
+
+void conf__proxy_tls_defaults(struct conf_proxy_tls *tls)
+{
+    *tls = (struct conf_proxy_tls){.verify = true};
+}
+
+/* proxy_tls_verify on|off: whether the upstream's certificate must chain
+ * to a trusted CA and match the name. */
+static int apply_proxy_tls_verify(struct conf_state *state, const struct conf_node *node,
+                                  const struct conf_directive *directive)
+{
+    (void)directive;
+    return conf__arg_switch(state, &node->args[0], &state->location->proxy_tls.verify);
+}
+
+/* proxy_tls_trusted_certificate CAFILE: opened by the daemon, like the
+ * server's certificates. */
+static int apply_proxy_tls_trusted_certificate(struct conf_state *state,
+                                               const struct conf_node *node,
+                                               const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_proxy_tls *tls = &state->location->proxy_tls;
+    tls->trusted_certificate_pos = node->args[0].pos;
+    return conf__arg_path(state, &node->args[0], &tls->trusted_certificate);
+}
+
+/* proxy_tls_name NAME: a host name, sent as SNI and matched against the
+ * upstream's certificate; or an IP address, matched as one. */
+static int apply_proxy_tls_name(struct conf_state *state, const struct conf_node *node,
+                                const struct conf_directive *directive)
+{
+    (void)directive;
+    const struct conf_arg *arg = &node->args[0];
+    struct in6_addr ipv6;
+    if (!valid_upstream_name(arg->text) && inet_pton(AF_INET6, arg->text, &ipv6) != 1)
+        return conf__error_at(state->error, &arg->pos,
+                              "invalid proxy_tls_name \"%s\" (expected a host name or an IP "
+                              "address)",
+                              arg->text);
+    state->location->proxy_tls.server_name = conf__strdup(state, &arg->pos, arg->text);
+    return state->location->proxy_tls.server_name != NULL ? 0 : -1;
+}
+
+int conf__proxy_check_location(struct conf_state *state, const struct conf_location *location,
+                               const struct conf_node *node)
+{
+    /* Settings that would silently do nothing are mistakes: most likely
+     * the proxy_pass was meant to say https://. */
+    if (location->proxy_pass != NULL && url_is_https(location->proxy_pass))
+        return 0;
+    for (size_t i = 0; i < node->child_count; i++) {
+        const struct conf_node *child = &node->children[i];
+        if (strncmp(child->name.text, "proxy_tls_", 10) == 0)
+            return conf__error_at(state->error, &child->name.pos,
+                                  "\"%s\" needs \"proxy_pass https://...\" in the same location",
+                                  child->name.text);
+    }
+    return 0;
+}
+
 int conf__proxy_finish(struct conf_state *state)
 {
     for (size_t i = 0; i < state->proxy_ref_count; i++) {
         const struct conf_proxy_ref *ref = &state->proxy_refs[i];
-        const char *name = ref->url + strlen("http://");
+        int scheme = (int)scheme_length(ref->url);
+        const char *name = ref->url + scheme;
         if (find_upstream(state->config, name) == NULL)
             return conf__error_at(state->error, &ref->pos,
                                   "no upstream named \"%s\" (an address needs a port: "
-                                  "http://HOST:PORT)",
-                                  name);
+                                  "%.*sHOST:PORT)",
+                                  name, scheme, ref->url);
     }
     return 0;
 }
@@ -339,6 +418,12 @@ const struct conf_directive conf__proxy_directives[] = {
      .repeat = true, .apply = apply_proxy_set_header},
     {.name = "proxy_hide_header", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
      .repeat = true, .apply = apply_proxy_hide_header},
+    {.name = "proxy_tls_verify", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
+     .apply = apply_proxy_tls_verify},
+    {.name = "proxy_tls_trusted_certificate", .contexts = CONF_LOCATION, .min_args = 1,
+     .max_args = 1, .apply = apply_proxy_tls_trusted_certificate},
+    {.name = "proxy_tls_name", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
+     .apply = apply_proxy_tls_name},
     {.name = NULL},
 };
 /* clang-format on */

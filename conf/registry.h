@@ -135,9 +135,16 @@ void *conf__grow(struct conf_state *state, const struct conf_pos *pos, void *arr
 int conf__http_finish(struct conf_state *state);
 int conf__proxy_finish(struct conf_state *state);
 
+/* Checks what the proxy module needs of a whole location block `node`,
+ * once its directives are applied to `location`: proxy_tls_* only with an
+ * https:// proxy_pass.  Returns 0 or -1. */
+int conf__proxy_check_location(struct conf_state *state, const struct conf_location *location,
+                               const struct conf_node *node);
+
 /* Defaults of the settings each module owns. */
 void conf__core_defaults(struct conf_config *config);
 void conf__http_defaults(struct conf_http *http);
+void conf__proxy_tls_defaults(struct conf_proxy_tls *tls);
 
 /* value.c: argument parsers that report their own errors at the argument.
  * `what` names the setting in range messages, e.g. "\"workers\"". */
@@ -146,6 +153,7 @@ int conf__arg_uint(struct conf_state *state, const struct conf_arg *arg, const c
                    unsigned min, unsigned max, unsigned *out);
 int conf__arg_size(struct conf_state *state, const struct conf_arg *arg, size_t *out);
 int conf__arg_duration(struct conf_state *state, const struct conf_arg *arg, uint32_t *out_ms);
+int conf__arg_switch(struct conf_state *state, const struct conf_arg *arg, bool *out); /* on|off */
 
 /* Checks `arg` with corral_parse_address(); `kind` names it in the
  * message ("listen address").  Returns 0 or -1. */

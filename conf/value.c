@@ -1,7 +1,8 @@
 /*
  * value.c: the value syntax shared by directives: sizes, durations, plain
- * numbers, addresses and paths.  Each parser takes the whole argument and
- * rejects whatever it does not consume, so "10 m" or "5mm" never half-parse.
+ * numbers, on|off switches, addresses and paths.  Each parser takes the
+ * whole argument and rejects whatever it does not consume, so "10 m" or
+ * "5mm" never half-parse.
  */
 #include "registry.h"
 
@@ -155,6 +156,18 @@ int conf__arg_duration(struct conf_state *state, const struct conf_arg *arg, uin
         return conf__error_at(state->error, &arg->pos,
                               "duration \"%s\" is too large (at most 49 days)", arg->text);
     return conf__error_at(state->error, &arg->pos, "invalid duration \"%s\"", arg->text);
+}
+
+int conf__arg_switch(struct conf_state *state, const struct conf_arg *arg, bool *out)
+{
+    if (strcmp(arg->text, "on") == 0)
+        *out = true;
+    else if (strcmp(arg->text, "off") == 0)
+        *out = false;
+    else
+        return conf__error_at(state->error, &arg->pos, "invalid value \"%s\" (expected on or off)",
+                              arg->text);
+    return 0;
 }
 
 int conf__arg_address(struct conf_state *state, const struct conf_arg *arg, const char *kind)

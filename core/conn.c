@@ -696,6 +696,10 @@ static void conn_on_event(struct corral__handle *handle, uint32_t epoll_events)
     }
     if (epoll_events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))
         conn->readable = true;
+    /* A transport that writes while reading (a TLS handshake) may have
+     * stopped reading for want of socket space. */
+    if ((epoll_events & EPOLLOUT) && conn->transport != &corral_plain_transport)
+        conn->readable = true;
     if (epoll_events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP))
         conn->peer_hup = true;
     if (conn->out_len > 0 && conn->writable)

@@ -202,24 +202,18 @@ static struct http_stats *worker_stats(const struct h1_conn *h1)
     return &h1->site->stats[corral_worker_index(worker)];
 }
 
-static void bump(_Atomic uint64_t *counter)
-{
-    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
-
 static void count_response(struct h1_conn *h1, unsigned status)
 {
     struct http_stats *stats = worker_stats(h1);
     if (stats != NULL && status < HTTP_MAX_STATUS)
-        bump(&stats->responses[status]);
+        http_count(&stats->responses[status]);
 }
 
 static void count_timeout(struct h1_conn *h1, enum http_timeout_kind kind)
 {
     struct http_stats *stats = worker_stats(h1);
     if (stats != NULL)
-        bump(&stats->timeouts[kind]);
+        http_count(&stats->timeouts[kind]);
 }
 
 /* "Date: Thu, 03 Dec 2026 04:10:00 GMT", formatted once per second per thread. */
@@ -456,6 +450,11 @@ void http_exchange_set_data(struct http_exchange *ex, void *data)
 void *http_exchange_data(const struct http_exchange *ex)
 {
     return ex->data;
+}
+
+bool http_exchange_tls(const struct http_exchange *ex)
+{
+    return ex->h1->site->tls != NULL;
 }
 
 corral_conn *http_exchange_conn(const struct http_exchange *ex)
@@ -1007,6 +1006,12 @@ static void h1_on_open(corral_conn *conn)
     h1->site = site;
     h1->vhost = &site->vhosts[0];
     corral_conn_set_data(conn, h1);
+    struct http_stats *stats = worker_stats(h1);
+    if (site->tls != NULL &&
+        tls_server_accept(site->tls, conn, stats != NULL ? &stats->tls : NULL) != 0) {
+        corral_conn_abort(conn, -ENOMEM);
+        return;
+    }
     corral_conn_set_timeouts(conn, 0, h1->vhost->limits.send_timeout_ms);
     h1_arm_timer(h1, h1->vhost->limits.header_timeout_ms);
 }

@@ -8,6 +8,8 @@
 #ifndef CORRAL_PROTO_HTTP1_H
 #define CORRAL_PROTO_HTTP1_H
 
+#include "proto/tls.h"
+
 #include <corral.h>
 
 #include <stdatomic.h>
@@ -106,6 +108,7 @@ struct access_log;
 struct http_site {
     const struct http_vhost *vhosts;
     size_t vhost_count;
+    struct tls_server *tls;        /* NULL: plain HTTP */
     struct access_log *access_log; /* NULL: none */
     bool admin;          /* plain-text errors without the Server banner's version */
     struct http_stats *stats; /* one per worker, indexed by corral_worker_index() */
@@ -123,7 +126,15 @@ extern const char *const http_timeout_kind_names[HTTP_TIMEOUT_KINDS];
 struct http_stats {
     _Atomic uint64_t responses[HTTP_MAX_STATUS];
     _Atomic uint64_t timeouts[HTTP_TIMEOUT_KINDS];
+    struct tls_stats tls;
 } __attribute__((aligned(64)));
+
+/* Adds one to a counter that only its worker writes (no atomic add needed). */
+static inline void http_count(_Atomic uint64_t *counter)
+{
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
 
 /* The connection handler to give corral_server_listen() with an http_site
  * as its data. */
@@ -174,6 +185,8 @@ const char *http_reason(unsigned status);
 void http_exchange_set_data(struct http_exchange *ex, void *data);
 void *http_exchange_data(const struct http_exchange *ex);
 corral_conn *http_exchange_conn(const struct http_exchange *ex);
+/* Whether the client speaks TLS to us. */
+bool http_exchange_tls(const struct http_exchange *ex);
 
 /* Finds the location for `path` in `vhost`: an exact match first, else the
  * longest prefix.  NULL if none. */

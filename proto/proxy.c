@@ -28,6 +28,7 @@ const char *const proxy_error_kind_names[PROXY_ERROR_KINDS] = {
     [PROXY_ERROR_TIMEOUT] = "timeout",
     [PROXY_ERROR_RESET] = "reset",
     [PROXY_ERROR_INVALID] = "invalid_response",
+    [PROXY_ERROR_TLS] = "tls",
 };
 
 struct upstream_server {
@@ -64,6 +65,7 @@ struct proxy_upstream {
     uint32_t connect_timeout_ms, read_timeout_ms, send_timeout_ms, idle_timeout_ms;
     unsigned worker_count;
     struct upstream_worker *workers;
+    struct tls_client *tls; /* NULL: plain HTTP */
 };
 
 /* One upstream connection: serving an exchange, or idle in a pool. */
@@ -150,6 +152,7 @@ int proxy_upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
         server->max_fails = sc->max_fails;
         server->fail_timeout_ms = sc->fail_timeout_ms;
     }
+    up->tls = conf->tls;
     *out = up;
     return 0;
 
@@ -167,6 +170,7 @@ void proxy_upstream_free(struct proxy_upstream *upstream)
     free(upstream->servers);
     free(upstream->workers);
     free(upstream->name);
+    tls_client_free(upstream->tls);
     free(upstream);
 }
 
@@ -608,6 +612,10 @@ static void uc_on_open(corral_conn *conn)
 {
     struct upstream_conn *uc = corral_conn_data(conn);
     uc->connected = true;
+    if (uc->upstream->tls != NULL && tls_client_connect(uc->upstream->tls, conn, uc->server) != 0) {
+        corral_conn_abort(conn, -ENOMEM);
+        return;
+    }
     if (uc->px != NULL)
         px_drop_replay(uc->px); /* what was queued goes out now */
     uc_set_timeouts(uc);
@@ -658,6 +666,7 @@ static void uc_on_close(corral_conn *conn, int error)
     } else if (px != NULL) {
         enum proxy_error_kind kind = error == -ETIMEDOUT ? PROXY_ERROR_TIMEOUT
                                      : !uc->connected   ? PROXY_ERROR_CONNECT
+                                     : error == -EPROTO ? PROXY_ERROR_TLS
                                                         : PROXY_ERROR_RESET;
         px_fail(px, kind); /* detaches uc from px */
     }
@@ -812,7 +821,7 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
     }
     if (!stale) {
         count_error(worker, kind);
-        if (kind == PROXY_ERROR_CONNECT || kind == PROXY_ERROR_TIMEOUT)
+        if (kind == PROXY_ERROR_CONNECT || kind == PROXY_ERROR_TIMEOUT || kind == PROXY_ERROR_TLS)
             server_failed(up, worker, server, corral_loop_now(loop));
     }
     if (http_exchange_response_started(px->ex)) {
@@ -901,7 +910,8 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
         buf_add(&b, "\r\n", 2);
     }
     if (set_header(loc, (struct http_str){"x-forwarded-proto", 17}) == NULL)
-        buf_add_str(&b, "X-Forwarded-Proto: http\r\n");
+        buf_add_str(&b, http_exchange_tls(px->ex) ? "X-Forwarded-Proto: https\r\n"
+                                                  : "X-Forwarded-Proto: http\r\n");
     if (px->upgrade) {
         buf_add_str(&b, "Connection: upgrade\r\nUpgrade: ");
         buf_add(&b, req->upgrade_protocol.data, req->upgrade_protocol.len);

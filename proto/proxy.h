@@ -21,6 +21,7 @@ enum proxy_error_kind {
     PROXY_ERROR_TIMEOUT, /* connect, read or send timeout: 504 */
     PROXY_ERROR_RESET,   /* closed or reset before the response was complete */
     PROXY_ERROR_INVALID, /* an unparsable response: 502 */
+    PROXY_ERROR_TLS,     /* the TLS handshake or certificate check failed: 502 */
     PROXY_ERROR_KINDS,
 };
 extern const char *const proxy_error_kind_names[PROXY_ERROR_KINDS];
@@ -40,6 +41,7 @@ struct proxy_upstream_conf {
     unsigned keepalive; /* idle connections kept per worker */
     uint32_t connect_timeout_ms, read_timeout_ms, send_timeout_ms;
     uint32_t idle_timeout_ms; /* an idle pooled connection is closed after this */
+    struct tls_client *tls;   /* NULL: plain HTTP; the upstream owns it once created */
 };
 
 struct proxy_upstream;

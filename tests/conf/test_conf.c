@@ -123,6 +123,8 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
 {
     const struct conf_server *s = c->server_count > 0 ? &c->servers[0] : NULL;
     const struct conf_upstream *u = c->upstream_count > 0 ? &c->upstreams[0] : NULL;
+    const struct conf_tls *tls = s != NULL ? &s->tls : NULL;
+    const struct conf_location *l = s != NULL && s->location_count > 0 ? &s->locations[0] : NULL;
     static const char server_http[] = "server.http.";
     const struct conf_http *http = &c->http;
     if (strncmp(field, server_http, strlen(server_http)) == 0) {
@@ -158,6 +160,16 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"upstream.server.weight", u != NULL ? u->servers[0].weight : 99},
         {"upstream.server.max_fails", u != NULL ? u->servers[0].max_fails : 99},
         {"upstream.server.fail_timeout_ms", u != NULL ? u->servers[0].fail_timeout_ms : 99},
+        {"server.tls.certificate_count", tls != NULL ? tls->certificate_count : 99},
+        {"server.tls.protocols", tls != NULL ? tls->protocols : 99},
+        {"server.tls.session_tickets", tls != NULL ? tls->session_tickets : 99},
+        {"server.tls.ticket_key_rotation_ms", tls != NULL ? tls->ticket_key_rotation_ms : 99},
+        {"server.tls.session_cache", tls != NULL ? tls->session_cache : 99},
+        {"server.tls.session_timeout_ms", tls != NULL ? tls->session_timeout_ms : 99},
+        {"server.tls.handshake_timeout_ms", tls != NULL ? tls->handshake_timeout_ms : 99},
+        {"server.tls.ktls", tls != NULL ? tls->ktls : 99},
+        {"server.tls.verify_client", tls != NULL ? tls->verify_client : 99},
+        {"location.proxy_tls.verify", l != NULL ? l->proxy_tls.verify : 99},
     };
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (strcmp(fields[i].name, field) == 0)
@@ -167,6 +179,13 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
 }
 
 #define UP(body) "upstream app { server 127.0.0.1:9001" body "; }\n"
+/* A TLS server with one certificate and `body` among its directives. */
+#define TLS(body)                                                                                  \
+    "server { listen 127.0.0.1:443 tls; tls_certificate c.pem; tls_certificate_key k.pem; " body   \
+    " location / { return 204; } }\n"
+/* A location sending to an https upstream, with `body` among its directives. */
+#define HTTPS(body)                                                                                \
+    "server { listen 127.0.0.1:80; location / { proxy_pass https://127.0.0.1:8443; " body " } }\n"
 
 static const struct field_case field_cases[] = {
     {"workers 8;", "workers", 8},
@@ -240,6 +259,59 @@ static const struct field_case field_cases[] = {
     {"upstream app { server 127.0.0.1:1; balance hash; }", "upstream.balance", CONF_BALANCE_HASH},
     {"upstream app { server 127.0.0.1:1; balance round_robin; keepalive 0; }", "upstream.keepalive",
      0},
+    /* TLS: the defaults, in servers with and without a tls listener */
+    {TLS(""), "server.tls.certificate_count", 1},
+    {TLS(""), "server.tls.protocols", CONF_TLS_1_2 | CONF_TLS_1_3},
+    {TLS(""), "server.tls.session_tickets", 1},
+    {TLS(""), "server.tls.ticket_key_rotation_ms", 3600000},
+    {TLS(""), "server.tls.session_cache", 20000},
+    {TLS(""), "server.tls.session_timeout_ms", 300000},
+    {TLS(""), "server.tls.handshake_timeout_ms", 10000},
+    {TLS(""), "server.tls.ktls", 0},
+    {TLS(""), "server.tls.verify_client", CONF_TLS_VERIFY_CLIENT_OFF},
+    {TLS(""), "location.proxy_tls.verify", 1},
+    {"server { listen 127.0.0.1:80; location / { return 204; } }", "server.tls.certificate_count",
+     0},
+    {"server { listen 127.0.0.1:80; location / { return 204; } }", "server.tls.protocols",
+     CONF_TLS_1_2 | CONF_TLS_1_3},
+    {"server { listen 127.0.0.1:80; location / { return 204; } }", "server.tls.session_cache",
+     20000},
+    {"server { listen 127.0.0.1:80; location / { return 204; } }",
+     "server.tls.handshake_timeout_ms", 10000},
+    {"server { listen 127.0.0.1:80; location / { return 204; } }", "server.tls.session_tickets", 1},
+    {"server { listen 127.0.0.1:80; location / { return 204; } }", "location.proxy_tls.verify", 1},
+    /* TLS: each directive */
+    {TLS("tls_protocols TLSv1.2;"), "server.tls.protocols", CONF_TLS_1_2},
+    {TLS("tls_protocols TLSv1.3;"), "server.tls.protocols", CONF_TLS_1_3},
+    {TLS("tls_protocols TLSv1.3 TLSv1.2;"), "server.tls.protocols", CONF_TLS_1_2 | CONF_TLS_1_3},
+    {TLS("tls_session_tickets off;"), "server.tls.session_tickets", 0},
+    {TLS("tls_session_tickets on;"), "server.tls.session_tickets", 1},
+    {TLS("tls_session_ticket_rotation 30m;"), "server.tls.ticket_key_rotation_ms", 1800000},
+    {TLS("tls_session_ticket_rotation 1s;"), "server.tls.ticket_key_rotation_ms", 1000},
+    {TLS("tls_session_ticket_rotation 12h;"), "server.tls.ticket_key_rotation_ms", 43200000},
+    {TLS("tls_session_cache 50000;"), "server.tls.session_cache", 50000},
+    {TLS("tls_session_cache off;"), "server.tls.session_cache", 0},
+    {TLS("tls_session_cache 0;"), "server.tls.session_cache", 0},
+    {TLS("tls_session_timeout 1h;"), "server.tls.session_timeout_ms", 3600000},
+    {TLS("tls_session_timeout 1ms;"), "server.tls.session_timeout_ms", 1},
+    {TLS("tls_handshake_timeout 3s;"), "server.tls.handshake_timeout_ms", 3000},
+    {TLS("tls_handshake_timeout 250ms;"), "server.tls.handshake_timeout_ms", 250},
+    {TLS("tls_ktls on;"), "server.tls.ktls", 1},
+    {TLS("tls_ktls off;"), "server.tls.ktls", 0},
+    /* Client certificates are required once a CA file is given, unless
+     * tls_verify_client says otherwise, before or after it. */
+    {TLS("tls_client_certificate ca.pem;"), "server.tls.verify_client", CONF_TLS_VERIFY_CLIENT_ON},
+    {TLS("tls_verify_client optional; tls_client_certificate ca.pem;"), "server.tls.verify_client",
+     CONF_TLS_VERIFY_CLIENT_OPTIONAL},
+    {TLS("tls_client_certificate ca.pem; tls_verify_client off;"), "server.tls.verify_client",
+     CONF_TLS_VERIFY_CLIENT_OFF},
+    {TLS("tls_client_certificate ca.pem; tls_verify_client on;"), "server.tls.verify_client",
+     CONF_TLS_VERIFY_CLIENT_ON},
+    {TLS("tls_verify_client off;"), "server.tls.verify_client", CONF_TLS_VERIFY_CLIENT_OFF},
+    /* TLS to upstreams */
+    {HTTPS(""), "location.proxy_tls.verify", 1},
+    {HTTPS("proxy_tls_verify off;"), "location.proxy_tls.verify", 0},
+    {HTTPS("proxy_tls_verify on;"), "location.proxy_tls.verify", 1},
 };
 
 START_TEST(field_table)
@@ -350,8 +422,13 @@ START_TEST(full_server)
     ck_assert_uint_eq(s->server_name_count, 2);
     ck_assert_str_eq(s->server_names[0], "example.com");
     ck_assert_str_eq(s->server_names[1], "*.example.com");
-    ck_assert_str_eq(s->tls_certificate, "/etc/corral/cert.pem");
-    ck_assert_str_eq(s->tls_certificate_key, "/etc/ssl/private/key.pem");
+    ck_assert_uint_eq(s->tls.certificate_count, 1);
+    ck_assert_str_eq(s->tls.certificates[0].certificate, "/etc/corral/cert.pem");
+    ck_assert_str_eq(s->tls.certificates[0].key, "/etc/ssl/private/key.pem");
+    ck_assert_uint_eq(s->tls.certificates[0].certificate_pos.line, 11);
+    ck_assert_uint_eq(s->tls.certificates[0].certificate_pos.col, 25);
+    ck_assert_uint_eq(s->tls.certificates[0].key_pos.line, 12);
+    ck_assert_uint_eq(s->tls.certificates[0].key_pos.col, 25);
 
     ck_assert_uint_eq(s->location_count, 4);
     const struct conf_location *l = &s->locations[0];
@@ -380,6 +457,133 @@ START_TEST(full_server)
     ck_assert_str_eq(l->hide_headers[0], "Server");
     l = &s->locations[3];
     ck_assert_str_eq(l->proxy_pass, "http://127.0.0.1:3000");
+    conf_free(c);
+}
+END_TEST
+
+START_TEST(tls_server)
+{
+    struct conf_config *c =
+        parse_named("/etc/corral/corral.conf",
+                    "server {\n"
+                    "    listen *:443 tls default_server;\n"
+                    "    server_name example.com;\n"
+                    "    tls_certificate     certs/rsa.pem;\n"
+                    "    tls_certificate_key certs/rsa.key;\n"
+                    "    tls_certificate     /etc/ssl/ecdsa.pem;\n"
+                    "    tls_certificate_key /etc/ssl/ecdsa.key;\n"
+                    "    tls_protocols TLSv1.3;\n"
+                    "    tls_ciphers \"ECDHE+AESGCM:!aNULL\";\n"
+                    "    tls_ciphersuites TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;\n"
+                    "    tls_session_tickets off;\n"
+                    "    tls_session_ticket_rotation 2h;\n"
+                    "    tls_session_cache 1000;\n"
+                    "    tls_session_timeout 10m;\n"
+                    "    tls_handshake_timeout 5s;\n"
+                    "    tls_ktls on;\n"
+                    "    tls_client_certificate ca/clients.pem;\n"
+                    "    location / { return 204; }\n"
+                    "}\n"
+                    "server {\n"
+                    "    listen *:443 tls;\n"
+                    "    server_name www.example.com;\n"
+                    "    tls_certificate www.pem; tls_certificate_key www.key;\n"
+                    "    location / { return 204; }\n"
+                    "}\n",
+                    NULL);
+    ck_assert_uint_eq(c->server_count, 2);
+    const struct conf_tls *tls = &c->servers[0].tls;
+    ck_assert_uint_eq(tls->certificate_count, 2);
+    const struct conf_tls_certificate *rsa = &tls->certificates[0];
+    const struct conf_tls_certificate *ecdsa = &tls->certificates[1];
+    ck_assert_str_eq(rsa->certificate, "/etc/corral/certs/rsa.pem");
+    ck_assert_str_eq(rsa->key, "/etc/corral/certs/rsa.key");
+    ck_assert_str_eq(rsa->certificate_pos.file, "/etc/corral/corral.conf");
+    ck_assert_uint_eq(rsa->certificate_pos.line, 4);
+    ck_assert_uint_eq(rsa->certificate_pos.col, 25);
+    ck_assert_uint_eq(rsa->key_pos.line, 5);
+    ck_assert_uint_eq(rsa->key_pos.col, 25);
+    ck_assert_str_eq(ecdsa->certificate, "/etc/ssl/ecdsa.pem");
+    ck_assert_str_eq(ecdsa->key, "/etc/ssl/ecdsa.key");
+    ck_assert_uint_eq(ecdsa->certificate_pos.line, 6);
+    ck_assert_uint_eq(ecdsa->key_pos.line, 7);
+    ck_assert_uint_eq(tls->protocols, CONF_TLS_1_3);
+    ck_assert_str_eq(tls->ciphers, "ECDHE+AESGCM:!aNULL");
+    ck_assert_uint_eq(tls->ciphers_pos.line, 9);
+    ck_assert_uint_eq(tls->ciphers_pos.col, 17);
+    ck_assert_str_eq(tls->ciphersuites, "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
+    ck_assert_uint_eq(tls->ciphersuites_pos.line, 10);
+    ck_assert_uint_eq(tls->ciphersuites_pos.col, 22);
+    ck_assert(!tls->session_tickets);
+    ck_assert_uint_eq(tls->ticket_key_rotation_ms, 7200000);
+    ck_assert_uint_eq(tls->session_cache, 1000);
+    ck_assert_uint_eq(tls->session_timeout_ms, 600000);
+    ck_assert_uint_eq(tls->handshake_timeout_ms, 5000);
+    ck_assert(tls->ktls);
+    ck_assert_str_eq(tls->client_certificate, "/etc/corral/ca/clients.pem");
+    ck_assert_uint_eq(tls->client_certificate_pos.line, 17);
+    ck_assert_uint_eq(tls->client_certificate_pos.col, 28);
+    ck_assert_int_eq(tls->verify_client, CONF_TLS_VERIFY_CLIENT_ON);
+
+    /* The second server on the address keeps its own certificate and the
+     * defaults of everything else. */
+    tls = &c->servers[1].tls;
+    ck_assert_uint_eq(tls->certificate_count, 1);
+    ck_assert_str_eq(tls->certificates[0].certificate, "/etc/corral/www.pem");
+    ck_assert_str_eq(tls->certificates[0].key, "/etc/corral/www.key");
+    ck_assert_uint_eq(tls->certificates[0].key_pos.line, 23);
+    ck_assert_uint_eq(tls->certificates[0].key_pos.col, 50);
+    ck_assert_uint_eq(tls->protocols, CONF_TLS_1_2 | CONF_TLS_1_3);
+    ck_assert_ptr_null(tls->ciphers);
+    ck_assert_ptr_null(tls->ciphersuites);
+    ck_assert(tls->session_tickets);
+    ck_assert(!tls->ktls);
+    ck_assert_ptr_null(tls->client_certificate);
+    ck_assert_int_eq(tls->verify_client, CONF_TLS_VERIFY_CLIENT_OFF);
+    conf_free(c);
+}
+END_TEST
+
+START_TEST(https_proxy_pass)
+{
+    struct conf_config *c =
+        parse_named("/etc/corral/corral.conf",
+                    "upstream app { server 10.0.0.1:443; server 10.0.0.2:443; }\n"
+                    "server {\n"
+                    "    listen 127.0.0.1:80;\n"
+                    "    location /a {\n"
+                    "        proxy_tls_name app.internal;\n"
+                    "        proxy_pass https://app;\n"
+                    "        proxy_tls_trusted_certificate ca/internal.pem;\n"
+                    "    }\n"
+                    "    location /b { proxy_pass https://127.0.0.1:8443; proxy_tls_verify off; }\n"
+                    "    location /c { proxy_pass https://[::1]:8443; proxy_tls_name ::1; }\n"
+                    "    location /d { proxy_pass http://app; }\n"
+                    "}\n",
+                    NULL);
+    const struct conf_server *s = &c->servers[0];
+    ck_assert_uint_eq(s->location_count, 4);
+    const struct conf_location *l = &s->locations[0];
+    ck_assert_int_eq(l->handler, CONF_HANDLER_PROXY);
+    ck_assert_str_eq(l->proxy_pass, "https://app");
+    ck_assert(l->proxy_tls.verify);
+    ck_assert_str_eq(l->proxy_tls.server_name, "app.internal");
+    ck_assert_str_eq(l->proxy_tls.trusted_certificate, "/etc/corral/ca/internal.pem");
+    ck_assert_uint_eq(l->proxy_tls.trusted_certificate_pos.line, 7);
+    ck_assert_uint_eq(l->proxy_tls.trusted_certificate_pos.col, 39);
+    l = &s->locations[1];
+    ck_assert_str_eq(l->proxy_pass, "https://127.0.0.1:8443");
+    ck_assert(!l->proxy_tls.verify);
+    ck_assert_ptr_null(l->proxy_tls.server_name);
+    ck_assert_ptr_null(l->proxy_tls.trusted_certificate);
+    l = &s->locations[2];
+    ck_assert_str_eq(l->proxy_pass, "https://[::1]:8443");
+    ck_assert_str_eq(l->proxy_tls.server_name, "::1");
+    ck_assert(l->proxy_tls.verify);
+    l = &s->locations[3];
+    ck_assert_str_eq(l->proxy_pass, "http://app");
+    ck_assert(l->proxy_tls.verify);
+    ck_assert_ptr_null(l->proxy_tls.server_name);
     conf_free(c);
 }
 END_TEST
@@ -447,7 +651,9 @@ START_TEST(relative_paths_follow_their_file)
     static const struct memfile files[] = {
         {"/etc/corral/sites/a.conf",
          "server { listen 127.0.0.1:443 tls; tls_certificate a.pem;\n"
-         "tls_certificate_key ../keys/a.key; location / { return 204; } }\n"},
+         "tls_certificate_key ../keys/a.key; tls_client_certificate ca/clients.pem;\n"
+         "location / { proxy_pass https://127.0.0.1:8443;\n"
+         "    proxy_tls_trusted_certificate ./ca//app.pem; } }\n"},
         {NULL, NULL},
     };
     struct conf_config *c =
@@ -457,11 +663,18 @@ START_TEST(relative_paths_follow_their_file)
                     "    tls_certificate ./b.pem; tls_certificate_key /k/b.key;\n"
                     "    location / { return 204; } }\n",
                     files);
-    ck_assert_str_eq(c->servers[0].tls_certificate, "/etc/corral/sites/a.pem");
-    ck_assert_str_eq(c->servers[0].tls_certificate_key, "/etc/corral/sites/../keys/a.key");
+    const struct conf_tls *a = &c->servers[0].tls, *b = &c->servers[1].tls;
+    ck_assert_str_eq(a->certificates[0].certificate, "/etc/corral/sites/a.pem");
+    ck_assert_str_eq(a->certificates[0].key, "/etc/corral/sites/../keys/a.key");
+    ck_assert_str_eq(a->certificates[0].certificate_pos.file, "/etc/corral/sites/a.conf");
+    ck_assert_str_eq(a->client_certificate, "/etc/corral/sites/ca/clients.pem");
+    ck_assert_str_eq(a->client_certificate_pos.file, "/etc/corral/sites/a.conf");
+    ck_assert_str_eq(c->servers[0].locations[0].proxy_tls.trusted_certificate,
+                     "/etc/corral/sites/ca/app.pem");
     ck_assert_str_eq(c->servers[0].pos.file, "/etc/corral/sites/a.conf");
-    ck_assert_str_eq(c->servers[1].tls_certificate, "/etc/corral/b.pem");
-    ck_assert_str_eq(c->servers[1].tls_certificate_key, "/k/b.key");
+    ck_assert_str_eq(b->certificates[0].certificate, "/etc/corral/b.pem");
+    ck_assert_str_eq(b->certificates[0].key, "/k/b.key");
+    ck_assert_str_eq(b->certificates[0].key_pos.file, "/etc/corral/corral.conf");
     conf_free(c);
 
     /* A main file named without a directory: paths stay relative to the
@@ -613,6 +826,81 @@ static const struct error_case error_cases[] = {
      "test.conf:1:32: \"tls_certificate\" needs a \"tls_certificate_key\" in the same server"},
     {"server { listen 127.0.0.1:443; tls_certificate_key k.pem; location / { return 204; } }",
      "test.conf:1:32: \"tls_certificate_key\" needs a \"tls_certificate\" in the same server"},
+    /* tls */
+    {"server { listen 127.0.0.1:443 tls;\n tls_certificate a.pem;\n"
+     " tls_certificate b.pem; tls_certificate_key b.key; location / { return 204; } }",
+     "test.conf:3:2: \"tls_certificate\" at line 2 needs its \"tls_certificate_key\" before the "
+     "next \"tls_certificate\""},
+    {"server { listen 127.0.0.1:443 tls;\n tls_certificate a.pem; tls_certificate_key a.key;\n"
+     " tls_certificate_key b.key; location / { return 204; } }",
+     "test.conf:3:2: duplicate \"tls_certificate_key\" for the \"tls_certificate\" at line 2"},
+    {"server { listen 127.0.0.1:443 tls;\n tls_certificate_key a.key;\n"
+     " tls_certificate a.pem; location / { return 204; } }",
+     "test.conf:2:2: \"tls_certificate_key\" must come after its \"tls_certificate\""},
+    {"server { listen 127.0.0.1:443 tls;\n tls_certificate a.pem; tls_certificate_key a.key;\n"
+     " tls_certificate b.pem; location / { return 204; } }",
+     "test.conf:3:2: \"tls_certificate\" needs a \"tls_certificate_key\" in the same server"},
+    {"server { listen 127.0.0.1:443 tls;\n tls_certificate ''; }", "test.conf:2:18: empty path"},
+    {"server { listen 127.0.0.1:443 tls;\n tls_certificate a.pem; tls_certificate_key \"\"; }",
+     "test.conf:2:45: empty path"},
+    {"tls_certificate a.pem;",
+     "test.conf:1:1: \"tls_certificate\" is not allowed at top level (it belongs in server)"},
+    {"server { listen 127.0.0.1:80;\n tls_protocols TLSv1.2 TLSv1.1; }",
+     "test.conf:2:24: unknown TLS protocol \"TLSv1.1\" (expected TLSv1.2 or TLSv1.3)"},
+    {"server { listen 127.0.0.1:80;\n tls_protocols SSLv3; }",
+     "test.conf:2:16: unknown TLS protocol \"SSLv3\" (expected TLSv1.2 or TLSv1.3)"},
+    {"server { listen 127.0.0.1:80;\n tls_protocols tlsv1.3; }",
+     "test.conf:2:16: unknown TLS protocol \"tlsv1.3\" (expected TLSv1.2 or TLSv1.3)"},
+    {"server { listen 127.0.0.1:80;\n tls_protocols TLSv1.3 TLSv1.3; }",
+     "test.conf:2:24: duplicate protocol \"TLSv1.3\""},
+    {"server { listen 127.0.0.1:80;\n tls_protocols; }",
+     "test.conf:2:2: \"tls_protocols\" takes at least 1 argument, got 0"},
+    {"server { listen 127.0.0.1:80;\n tls_ciphers a; tls_ciphers b; }",
+     "test.conf:2:17: duplicate \"tls_ciphers\" (first at line 2)"},
+    {"server { listen 127.0.0.1:80;\n tls_ciphersuites a b; }",
+     "test.conf:2:2: \"tls_ciphersuites\" takes 1 argument, got 2"},
+    {"server { listen 127.0.0.1:80;\n tls_session_tickets yes; }",
+     "test.conf:2:22: invalid value \"yes\" (expected on or off)"},
+    {"server { listen 127.0.0.1:80;\n tls_session_ticket_rotation 0; }",
+     "test.conf:2:30: \"tls_session_ticket_rotation\" must be at least 1s, got \"0\""},
+    {"server { listen 127.0.0.1:80;\n tls_session_ticket_rotation 999ms; }",
+     "test.conf:2:30: \"tls_session_ticket_rotation\" must be at least 1s, got \"999ms\""},
+    {"server { listen 127.0.0.1:80;\n tls_session_ticket_rotation 1y; }",
+     "test.conf:2:30: invalid duration \"1y\""},
+    {"server { listen 127.0.0.1:80;\n tls_session_ticket_rotation 50d; }",
+     "test.conf:2:30: duration \"50d\" is too large (at most 49 days)"},
+    {"server { listen 127.0.0.1:80;\n tls_session_cache lots; }",
+     "test.conf:2:20: invalid session cache size \"lots\" (expected a number or off)"},
+    {"server { listen 127.0.0.1:80;\n tls_session_cache -1; }",
+     "test.conf:2:20: invalid session cache size \"-1\" (expected a number or off)"},
+    {"server { listen 127.0.0.1:80;\n tls_session_cache 99999999999; }",
+     "test.conf:2:20: number \"99999999999\" is too large"},
+    {"server { listen 127.0.0.1:80;\n tls_session_timeout 0; }",
+     "test.conf:2:22: \"tls_session_timeout\" must be at least 1ms, got \"0\""},
+    {"server { listen 127.0.0.1:80;\n tls_handshake_timeout 0ms; }",
+     "test.conf:2:24: \"tls_handshake_timeout\" must be at least 1ms, got \"0ms\""},
+    {"server { listen 127.0.0.1:80;\n tls_handshake_timeout soon; }",
+     "test.conf:2:24: invalid duration \"soon\""},
+    {"server { listen 127.0.0.1:80;\n tls_ktls maybe; }",
+     "test.conf:2:11: invalid value \"maybe\" (expected on or off)"},
+    {"server { listen 127.0.0.1:80;\n tls_ktls ON; }",
+     "test.conf:2:11: invalid value \"ON\" (expected on or off)"},
+    {"server { listen 127.0.0.1:80;\n tls_client_certificate ''; }", "test.conf:2:25: empty path"},
+    {"server { listen 127.0.0.1:80;\n tls_verify_client required; }",
+     "test.conf:2:20: unknown client verification \"required\" (expected on, optional or off)"},
+    {"server { listen 127.0.0.1:80;\n tls_verify_client on; location / { return 204; } }",
+     "test.conf:2:20: \"tls_verify_client on\" needs a \"tls_client_certificate\" in the same "
+     "server"},
+    {"server { listen 127.0.0.1:80;\n tls_verify_client optional; location / { return 204; } }",
+     "test.conf:2:20: \"tls_verify_client optional\" needs a \"tls_client_certificate\" in the "
+     "same server"},
+    {"server { listen 127.0.0.1:80; location / { return 204;\n tls_verify_client off; } }",
+     "test.conf:2:2: \"tls_verify_client\" is not allowed in location (it belongs in server)"},
+    {"tls_ktls on;",
+     "test.conf:1:1: \"tls_ktls\" is not allowed at top level (it belongs in server)"},
+    {"server { listen 127.0.0.1:80; tls_sesion_cache 10; }",
+     "test.conf:1:31: unknown directive \"tls_sesion_cache\" (did you mean "
+     "\"tls_session_cache\"?)"},
     {"server { listen 127.0.0.1:80; server_name a..b bad/name; }",
      "test.conf:1:48: invalid server name \"bad/name\" (expected a host name or *.domain)"},
     {"server { listen 127.0.0.1:80; server_name *; }",
@@ -645,20 +933,62 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80;\n  location / { proxy_pass http://ap; } }\n"
      "upstream app { server 127.0.0.1:9000; }",
      "test.conf:2:27: no upstream named \"ap\" (an address needs a port: http://HOST:PORT)"},
-    {"server { listen 127.0.0.1:80; location / { proxy_pass https://app; } }",
-     "test.conf:1:55: proxy_pass to https:// is not supported yet, use http://"},
+    {"server { listen 127.0.0.1:80;\n  location / { proxy_pass https://ap; } }\n"
+     "upstream app { server 127.0.0.1:9000; }",
+     "test.conf:2:27: no upstream named \"ap\" (an address needs a port: https://HOST:PORT)"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass ftp://app; } }",
-     "test.conf:1:55: invalid proxy_pass \"ftp://app\" (expected http://UPSTREAM or "
-     "http://HOST:PORT)"},
+     "test.conf:1:55: invalid proxy_pass \"ftp://app\" (expected http[s]://UPSTREAM or "
+     "http[s]://HOST:PORT)"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://; } }",
-     "test.conf:1:55: invalid proxy_pass \"http://\" (expected http://UPSTREAM or "
-     "http://HOST:PORT)"},
+     "test.conf:1:55: invalid proxy_pass \"http://\" (expected http[s]://UPSTREAM or "
+     "http[s]://HOST:PORT)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass https://; } }",
+     "test.conf:1:55: invalid proxy_pass \"https://\" (expected http[s]://UPSTREAM or "
+     "http[s]://HOST:PORT)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass HTTPS://app; } }",
+     "test.conf:1:55: invalid proxy_pass \"HTTPS://app\" (expected http[s]://UPSTREAM or "
+     "http[s]://HOST:PORT)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass https://app/x; } }",
+     "test.conf:1:55: proxy_pass \"https://app/x\" has a path; requests are passed on with their "
+     "own, so give only https://UPSTREAM or https://HOST:PORT"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass https://[::1]:x; } }",
+     "test.conf:1:55: invalid proxy_pass address \"[::1]:x\" (expected HOST:PORT, "
+     "[IPV6]:PORT, *:PORT or unix:/PATH)"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://app/x; } }",
      "test.conf:1:55: proxy_pass \"http://app/x\" has a path; requests are passed on with their "
      "own, so give only http://UPSTREAM or http://HOST:PORT"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:port; } }",
      "test.conf:1:55: invalid proxy_pass address \"127.0.0.1:port\" (expected HOST:PORT, "
      "[IPV6]:PORT, *:PORT or unix:/PATH)"},
+    {"server { listen 127.0.0.1:80; location / {\n proxy_pass http://127.0.0.1:1;\n"
+     " proxy_tls_verify off; } }",
+     "test.conf:3:2: \"proxy_tls_verify\" needs \"proxy_pass https://...\" in the same location"},
+    {"server { listen 127.0.0.1:80; location / {\n proxy_tls_name a.example;\n"
+     " proxy_pass http://app; } }\nupstream app { server 127.0.0.1:1; }",
+     "test.conf:2:2: \"proxy_tls_name\" needs \"proxy_pass https://...\" in the same location"},
+    {"server { listen 127.0.0.1:80; location / {\n return 204;\n"
+     " proxy_tls_trusted_certificate ca.pem; } }",
+     "test.conf:3:2: \"proxy_tls_trusted_certificate\" needs \"proxy_pass https://...\" in the "
+     "same location"},
+    {"server { listen 127.0.0.1:80; location / { proxy_tls_name a.example; } }",
+     "test.conf:1:31: location \"/\" has no \"return\" or \"proxy_pass\""},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass https://127.0.0.1:1;\n"
+     " proxy_tls_verify maybe; } }",
+     "test.conf:2:19: invalid value \"maybe\" (expected on or off)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass https://127.0.0.1:1;\n"
+     " proxy_tls_name \"a b\"; } }",
+     "test.conf:2:17: invalid proxy_tls_name \"a b\" (expected a host name or an IP address)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass https://127.0.0.1:1;\n"
+     " proxy_tls_name [::1]; } }",
+     "test.conf:2:17: invalid proxy_tls_name \"[::1]\" (expected a host name or an IP address)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass https://127.0.0.1:1;\n"
+     " proxy_tls_name a; proxy_tls_name b; } }",
+     "test.conf:2:20: duplicate \"proxy_tls_name\" (first at line 2)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass https://127.0.0.1:1;\n"
+     " proxy_tls_trusted_certificate ''; } }",
+     "test.conf:2:32: empty path"},
+    {"server { listen 127.0.0.1:80; proxy_tls_verify off; }",
+     "test.conf:1:31: \"proxy_tls_verify\" is not allowed in server (it belongs in location)"},
     {"upstream app { }", "test.conf:1:1: upstream \"app\" has no servers"},
     {"upstream '' { server 127.0.0.1:1; }",
      "test.conf:1:10: invalid upstream name \"\" (use letters, digits, \"-\", \"_\" and \".\")"},
@@ -730,6 +1060,14 @@ START_TEST(every_prefix_fails_cleanly)
         "    keepalive_timeout 10s; # a comment\n"
         "    location = /x { return 200 \"x\\n\"; }\n"
         "    location / { proxy_pass http://app; proxy_set_header X-A \"b\"; }\n"
+        "}\n"
+        "server {\n"
+        "    listen 127.0.0.1:8443 tls; tls_certificate a.pem; tls_certificate_key a.key;\n"
+        "    tls_protocols TLSv1.3; tls_session_cache off; tls_session_timeout 1m;\n"
+        "    tls_client_certificate ca.pem; tls_verify_client optional; tls_ktls on;\n"
+        "    location / {\n"
+        "        proxy_pass https://app; proxy_tls_name a.example; proxy_tls_verify off;\n"
+        "    }\n"
         "}\n";
     unsigned parsed = 0;
     for (size_t len = 0; len <= strlen(text); len++) {
@@ -743,7 +1081,7 @@ START_TEST(every_prefix_fails_cleanly)
         unsigned line, col;
         int end = 0;
         ck_assert_msg(sscanf(error.text, "test.conf:%u:%u: %n", &line, &col, &end) == 2 &&
-                          end > 0 && error.text[end] != '\0' && line >= 1 && line <= 10 && col >= 1,
+                          end > 0 && error.text[end] != '\0' && line >= 1 && line <= 17 && col >= 1,
                       "prefix %zu: %s", len, error.text);
     }
     ck_assert_uint_ge(parsed, 2); /* the empty text and the whole one at least */
@@ -943,7 +1281,7 @@ START_TEST(glob_includes_in_sorted_order)
     ck_assert_str_eq(c->servers[1].listens[0].address, "127.0.0.1:8082");
     char expect[256];
     snprintf(expect, sizeof(expect), "%s/sites/a.pem", dir.path);
-    ck_assert_str_eq(c->servers[0].tls_certificate, expect);
+    ck_assert_str_eq(c->servers[0].tls.certificates[0].certificate, expect);
     snprintf(expect, sizeof(expect), "%s/sites/b.conf", dir.path);
     ck_assert_str_eq(c->servers[1].pos.file, expect);
     conf_free(c);
@@ -1150,6 +1488,8 @@ Suite *test_suite(void)
     tcase_add_test(valid, core_strings);
     tcase_add_test(valid, admin_block);
     tcase_add_test(valid, full_server);
+    tcase_add_test(valid, tls_server);
+    tcase_add_test(valid, https_proxy_pass);
     tcase_add_test(valid, servers_told_apart);
     tcase_add_test(valid, lexer_forms);
     tcase_add_test(valid, default_text_parses);

@@ -1,0 +1,692 @@
+/*
+ * tls.c: TLS over OpenSSL as a libcorral transport.  OpenSSL reads and
+ * writes the non-blocking socket itself (a socket BIO, which is what lets it
+ * hand record encryption to the kernel); the handshake is driven from
+ * whichever of read or write the connection tries first, and WANT_READ or
+ * WANT_WRITE become -EAGAIN, so the connection simply waits for the socket
+ * like it would for plain bytes.
+ */
+#include "proto/tls.h"
+#include "proto/http1.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *const tls_handshake_kind_names[TLS_HANDSHAKE_KINDS] = {"full", "resumed"};
+const char *const tls_error_kind_names[TLS_ERROR_KINDS] = {"protocol", "timeout"};
+
+/* TLS 1.2 suites with forward secrecy and AEAD only. */
+#define DEFAULT_CIPHERS "ECDHE+AESGCM:ECDHE+CHACHA20"
+static const unsigned char alpn_http11[] = "\x08http/1.1";
+
+static uint64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The reason of OpenSSL's latest error, for messages. */
+static const char *openssl_reason(void)
+{
+    const char *reason = ERR_reason_error_string(ERR_peek_last_error());
+    return reason != NULL ? reason : "unknown error";
+}
+
+/* ------------------------------------------------------------ ticket keys */
+
+struct ticket_key {
+    unsigned char name[16];
+    unsigned char cipher_key[32]; /* AES-256-CBC */
+    unsigned char mac_key[32];    /* HMAC-SHA256 */
+    uint64_t created_ms;
+    bool valid;
+};
+
+/* Shared by every worker: the current key seals new tickets, and tickets
+ * sealed by the one before still open (and are renewed), so a ticket lives
+ * for one to two rotation periods. */
+struct ticket_keys {
+    pthread_mutex_t lock;
+    struct ticket_key current, previous;
+    uint64_t rotation_ms;
+};
+
+static void ticket_key_generate(struct ticket_key *key, uint64_t now)
+{
+    key->valid = RAND_bytes(key->name, sizeof(key->name)) == 1 &&
+                 RAND_priv_bytes(key->cipher_key, sizeof(key->cipher_key)) == 1 &&
+                 RAND_priv_bytes(key->mac_key, sizeof(key->mac_key)) == 1;
+    key->created_ms = now;
+}
+
+/* Rotation happens when a key is needed, catching up on idle periods. */
+static void ticket_keys_rotate(struct ticket_keys *keys, uint64_t now)
+{
+    uint64_t age = now - keys->current.created_ms;
+    if (keys->current.valid && age < keys->rotation_ms)
+        return;
+    if (age < 2 * keys->rotation_ms)
+        keys->previous = keys->current;
+    else
+        keys->previous.valid = false;
+    ticket_key_generate(&keys->current, now);
+}
+
+struct tls_server {
+    const struct http_site *site;
+    SSL_CTX **contexts; /* one per site vhost */
+    size_t context_count;
+    uint32_t handshake_timeout_ms;
+    struct ticket_keys ticket_keys;
+};
+
+static int on_ticket_key(SSL *ssl, unsigned char key_name[16], unsigned char *iv,
+                         EVP_CIPHER_CTX *cipher, EVP_MAC_CTX *mac, int encrypt)
+{
+    struct tls_server *server = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    struct ticket_keys *keys = &server->ticket_keys;
+    struct ticket_key key;
+    int found = 0; /* 1: the current key, 2: the previous one (renew the ticket) */
+    pthread_mutex_lock(&keys->lock);
+    ticket_keys_rotate(keys, monotonic_ms());
+    if (encrypt || (keys->current.valid && memcmp(key_name, keys->current.name, 16) == 0)) {
+        key = keys->current;
+        found = key.valid;
+    } else if (keys->previous.valid && memcmp(key_name, keys->previous.name, 16) == 0) {
+        key = keys->previous;
+        found = 2;
+    }
+    pthread_mutex_unlock(&keys->lock);
+    if (!found)
+        return 0; /* no ticket issued, or a full handshake */
+    if (encrypt) {
+        if (RAND_bytes(iv, EVP_CIPHER_get_iv_length(EVP_aes_256_cbc())) != 1)
+            return -1;
+        memcpy(key_name, key.name, 16);
+    }
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0),
+        OSSL_PARAM_construct_end(),
+    };
+    if (EVP_CipherInit_ex(cipher, EVP_aes_256_cbc(), NULL, key.cipher_key, iv, encrypt) != 1 ||
+        EVP_MAC_init(mac, key.mac_key, sizeof(key.mac_key), params) != 1)
+        return -1;
+    return found;
+}
+
+/* -------------------------------------------------------------- transport */
+
+struct tls_conn {
+    SSL *ssl;
+    corral_conn *conn;
+    bool established;
+    /* Server side */
+    struct tls_stats *stats; /* may be NULL */
+    corral_timer *handshake_timer;
+    /* Client side */
+    struct tls_client *client; /* NULL on the server side */
+    SSL_SESSION **session; /* where this worker keeps the server's last session */
+};
+
+struct tls_client {
+    SSL_CTX *ctx;
+    char *server_name;
+    bool name_is_address;
+    size_t server_count;
+    unsigned workers;
+    SSL_SESSION **sessions; /* [worker][server] */
+};
+
+/* Maps a failed OpenSSL call to the transport's return values. */
+static ssize_t tls_result(struct tls_conn *tc, int ret)
+{
+    int saved_errno = errno;
+    switch (SSL_get_error(tc->ssl, ret)) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+        return -EAGAIN;
+    case SSL_ERROR_ZERO_RETURN:
+        return 0;
+    case SSL_ERROR_SYSCALL:
+        return saved_errno != 0 ? -saved_errno : -ECONNRESET;
+    default:
+        return -EPROTO;
+    }
+}
+
+static void tls_on_established(struct tls_conn *tc)
+{
+    tc->established = true;
+    if (tc->client != NULL)
+        return;
+    corral_timer_stop(tc->handshake_timer);
+    if (tc->stats == NULL)
+        return;
+    http_count(&tc->stats->handshakes[SSL_session_reused(tc->ssl) ? TLS_HANDSHAKE_RESUMED
+                                                                  : TLS_HANDSHAKE_FULL]);
+    if (BIO_get_ktls_send(SSL_get_wbio(tc->ssl)))
+        http_count(&tc->stats->ktls);
+}
+
+static void tls_on_handshake_failed(struct tls_conn *tc)
+{
+    if (tc->client == NULL) {
+        if (tc->stats != NULL)
+            http_count(&tc->stats->errors[TLS_ERROR_PROTOCOL]);
+        corral_log(CORRAL_LOG_DEBUG, "TLS handshake failed: %s", openssl_reason());
+        return;
+    }
+    const char *name = tc->client->server_name;
+    long verify = SSL_get_verify_result(tc->ssl);
+    if (verify != X509_V_OK)
+        corral_log(CORRAL_LOG_ERROR, "upstream TLS: certificate verify failed for \"%s\": %s", name,
+                   X509_verify_cert_error_string(verify));
+    else
+        corral_log(CORRAL_LOG_ERROR, "upstream TLS handshake with \"%s\" failed: %s", name,
+                   openssl_reason());
+}
+
+/* 0 once established, -EAGAIN while it waits for the socket, or an error
+ * (never 0 for end of stream: a peer gone mid-handshake is a reset). */
+static ssize_t tls_handshake(struct tls_conn *tc)
+{
+    ERR_clear_error();
+    errno = 0;
+    int ret = SSL_do_handshake(tc->ssl);
+    if (ret == 1) {
+        tls_on_established(tc);
+        return 0;
+    }
+    ssize_t result = tls_result(tc, ret);
+    if (result == -EAGAIN)
+        return result;
+    if (result == -EPROTO)
+        tls_on_handshake_failed(tc);
+    return result == 0 ? -ECONNRESET : result;
+}
+
+static ssize_t tls_read(corral_conn *conn, void *buf, size_t len)
+{
+    struct tls_conn *tc = corral_conn_transport_state(conn);
+    if (!tc->established) {
+        ssize_t result = tls_handshake(tc);
+        if (result != 0)
+            return result;
+    }
+    size_t n;
+    ERR_clear_error();
+    errno = 0;
+    int ret = SSL_read_ex(tc->ssl, buf, len, &n);
+    return ret == 1 ? (ssize_t)n : tls_result(tc, ret);
+}
+
+static ssize_t tls_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
+{
+    struct tls_conn *tc = corral_conn_transport_state(conn);
+    if (!tc->established) {
+        ssize_t result = tls_handshake(tc);
+        if (result != 0)
+            return result;
+    }
+    size_t total = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        size_t n;
+        ERR_clear_error();
+        errno = 0;
+        int ret = SSL_write_ex(tc->ssl, iov[i].iov_base, iov[i].iov_len, &n);
+        if (ret != 1) {
+            ssize_t result = tls_result(tc, ret);
+            if (total > 0 && result == -EAGAIN)
+                break;
+            return result == 0 ? -EPIPE : result;
+        }
+        total += n;
+        if (n < iov[i].iov_len)
+            break;
+    }
+    return (ssize_t)total;
+}
+
+/* close_notify, then the TCP half-close; the peer's close_notify is not
+ * waited for. */
+static int tls_shutdown(corral_conn *conn)
+{
+    struct tls_conn *tc = corral_conn_transport_state(conn);
+    if (tc->established) {
+        ERR_clear_error();
+        SSL_shutdown(tc->ssl);
+    }
+    return corral_plain_transport.shutdown(conn);
+}
+
+static void tls_destroy(corral_conn *conn)
+{
+    struct tls_conn *tc = corral_conn_transport_state(conn);
+    SSL_free(tc->ssl);
+    corral_timer_free(tc->handshake_timer);
+    free(tc);
+}
+
+static const struct corral_transport tls_transport = {
+    .name = "tls",
+    .read = tls_read,
+    .writev = tls_writev,
+    .shutdown = tls_shutdown,
+    .destroy = tls_destroy,
+};
+
+static struct tls_conn *tls_conn_new(SSL_CTX *ctx, corral_conn *conn)
+{
+    struct tls_conn *tc = calloc(1, sizeof(*tc));
+    if (tc == NULL)
+        return NULL;
+    tc->conn = conn;
+    tc->ssl = SSL_new(ctx);
+    if (tc->ssl == NULL || SSL_set_fd(tc->ssl, corral_conn_fd(conn)) != 1) {
+        SSL_free(tc->ssl);
+        free(tc);
+        return NULL;
+    }
+    SSL_set_app_data(tc->ssl, tc);
+    return tc;
+}
+
+bool tls_established(const corral_conn *conn)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    return tc != NULL && tc->established;
+}
+
+/* ----------------------------------------------------------------- server */
+
+static void on_handshake_timeout(corral_timer *timer, void *arg)
+{
+    (void)timer;
+    struct tls_conn *tc = arg;
+    if (tc->stats != NULL)
+        http_count(&tc->stats->errors[TLS_ERROR_TIMEOUT]);
+    corral_conn_abort(tc->conn, -ECONNABORTED);
+}
+
+int tls_server_accept(struct tls_server *server, corral_conn *conn, struct tls_stats *stats)
+{
+    struct tls_conn *tc = tls_conn_new(server->contexts[0], conn);
+    if (tc == NULL)
+        return -ENOMEM;
+    if (corral_timer_new(corral_conn_loop(conn), on_handshake_timeout, tc,
+                         &tc->handshake_timer) != 0) {
+        SSL_free(tc->ssl);
+        free(tc);
+        return -ENOMEM;
+    }
+    tc->stats = stats;
+    SSL_set_accept_state(tc->ssl);
+    corral_timer_start(tc->handshake_timer, server->handshake_timeout_ms);
+    corral_conn_set_transport(conn, &tls_transport, tc);
+    return 0;
+}
+
+/* SNI picks the virtual host's certificates, by the same rules as Host. */
+static int on_server_name(SSL *ssl, int *alert, void *arg)
+{
+    struct tls_server *server = arg;
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    if (name == NULL)
+        return SSL_TLSEXT_ERR_OK; /* the default server's */
+    const struct http_vhost *vhost = http_find_vhost(server->site, name, strlen(name));
+    size_t index = (size_t)(vhost - server->site->vhosts);
+    if (index != 0 && SSL_set_SSL_CTX(ssl, server->contexts[index]) == NULL) {
+        *alert = SSL_AD_INTERNAL_ERROR;
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
+    return SSL_TLSEXT_ERR_OK;
+}
+
+static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *out_len,
+                   const unsigned char *offered, unsigned int offered_len, void *arg)
+{
+    (void)ssl;
+    (void)arg;
+    unsigned char *selected;
+    if (SSL_select_next_proto(&selected, out_len, alpn_http11, sizeof(alpn_http11) - 1, offered,
+                              offered_len) != OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_NOACK; /* go on without ALPN, as HTTP/1.1 */
+    *out = selected;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+struct loader {
+    const struct tls_report *report;
+    size_t vhost, index;
+};
+
+static void report(const struct loader *loader, enum tls_conf_item item, bool warning,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void report(const struct loader *loader, enum tls_conf_item item, bool warning,
+                   const char *fmt, ...)
+{
+    char message[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    loader->report->report(loader->report->arg, item, loader->vhost, loader->index, warning,
+                           message);
+}
+
+static bool readable(const struct loader *loader, enum tls_conf_item item, const char *path)
+{
+    if (access(path, R_OK) == 0)
+        return true;
+    report(loader, item, false, "cannot read \"%s\": %s", path, strerror(errno));
+    return false;
+}
+
+static void check_validity(const struct loader *loader, X509 *cert, const char *path)
+{
+    if (X509_cmp_current_time(X509_get0_notAfter(cert)) < 0)
+        report(loader, TLS_CONF_CERTIFICATE, true, "certificate \"%s\" has expired", path);
+    else if (X509_cmp_current_time(X509_get0_notBefore(cert)) > 0)
+        report(loader, TLS_CONF_CERTIFICATE, true, "certificate \"%s\" is not valid yet", path);
+}
+
+static EVP_PKEY *read_key(const char *path)
+{
+    BIO *bio = BIO_new_file(path, "r");
+    if (bio == NULL)
+        return NULL;
+    EVP_PKEY *key = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
+    BIO_free(bio);
+    return key;
+}
+
+static int load_certificate(SSL_CTX *ctx, const struct loader *loader,
+                            const struct tls_certificate_files *files)
+{
+    if (!readable(loader, TLS_CONF_CERTIFICATE, files->certificate))
+        return -EINVAL;
+    ERR_clear_error();
+    if (SSL_CTX_use_certificate_chain_file(ctx, files->certificate) != 1) {
+        report(loader, TLS_CONF_CERTIFICATE, false, "cannot load certificate \"%s\": %s",
+               files->certificate, openssl_reason());
+        return -EINVAL;
+    }
+    X509 *cert = SSL_CTX_get0_certificate(ctx);
+    check_validity(loader, cert, files->certificate);
+    if (!readable(loader, TLS_CONF_KEY, files->key))
+        return -EINVAL;
+    ERR_clear_error();
+    EVP_PKEY *key = read_key(files->key);
+    if (key == NULL) {
+        report(loader, TLS_CONF_KEY, false, "cannot load key \"%s\": %s", files->key,
+               openssl_reason());
+        return -EINVAL;
+    }
+    int err = 0;
+    if (X509_check_private_key(cert, key) != 1) {
+        report(loader, TLS_CONF_KEY, false, "key \"%s\" does not match certificate \"%s\"",
+               files->key, files->certificate);
+        err = -EINVAL;
+    } else if (SSL_CTX_use_PrivateKey(ctx, key) != 1) {
+        report(loader, TLS_CONF_KEY, false, "cannot use key \"%s\": %s", files->key,
+               openssl_reason());
+        err = -EINVAL;
+    }
+    EVP_PKEY_free(key);
+    return err;
+}
+
+/* Everything but the certificates is the same in every context of an
+ * address: OpenSSL takes some settings from the context the handshake began
+ * with and others from the one SNI switched to. */
+static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_server_conf *conf,
+                                   const struct loader *loader)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == NULL)
+        return NULL;
+    SSL_CTX_set_app_data(ctx, server);
+    SSL_CTX_set_min_proto_version(ctx, conf->protocols & TLS_PROTOCOL_1_2 ? TLS1_2_VERSION
+                                                                         : TLS1_3_VERSION);
+    SSL_CTX_set_max_proto_version(ctx, conf->protocols & TLS_PROTOCOL_1_3 ? TLS1_3_VERSION
+                                                                         : TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
+                                 SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF |
+                                 (conf->ktls ? SSL_OP_ENABLE_KTLS : 0) |
+                                 (conf->session_tickets ? 0 : SSL_OP_NO_TICKET));
+    /* The connection retries a write with its buffer wherever it then is;
+     * idle connections give their record buffers back. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                              SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_tlsext_servername_callback(ctx, on_server_name);
+    SSL_CTX_set_tlsext_servername_arg(ctx, server);
+    SSL_CTX_set_alpn_select_cb(ctx, on_alpn, NULL);
+    SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"corral", 6);
+    if (conf->session_cache > 0) {
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+        SSL_CTX_sess_set_cache_size(ctx, conf->session_cache);
+    } else {
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    }
+    SSL_CTX_set_timeout(ctx, conf->session_timeout_ms >= 1000 ? conf->session_timeout_ms / 1000 : 1);
+    if (conf->session_tickets)
+        SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, on_ticket_key);
+    else if (conf->session_cache == 0)
+        SSL_CTX_set_num_tickets(ctx, 0);
+
+    ERR_clear_error();
+    if (SSL_CTX_set_cipher_list(ctx, conf->ciphers != NULL ? conf->ciphers : DEFAULT_CIPHERS) != 1) {
+        report(loader, TLS_CONF_CIPHERS, false, "no usable cipher in \"%s\"", conf->ciphers);
+        goto fail;
+    }
+    if (conf->ciphersuites != NULL && SSL_CTX_set_ciphersuites(ctx, conf->ciphersuites) != 1) {
+        report(loader, TLS_CONF_CIPHERSUITES, false, "no usable TLS 1.3 cipher suite in \"%s\"",
+               conf->ciphersuites);
+        goto fail;
+    }
+    if (conf->client_ca != NULL) {
+        if (!readable(loader, TLS_CONF_CLIENT_CA, conf->client_ca))
+            goto fail;
+        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(conf->client_ca);
+        if (names == NULL || SSL_CTX_load_verify_locations(ctx, conf->client_ca, NULL) != 1) {
+            sk_X509_NAME_pop_free(names, X509_NAME_free);
+            report(loader, TLS_CONF_CLIENT_CA, false, "cannot load CA certificates from \"%s\": %s",
+                   conf->client_ca, openssl_reason());
+            goto fail;
+        }
+        SSL_CTX_set_client_CA_list(ctx, names);
+        if (conf->verify_client != TLS_VERIFY_CLIENT_OFF)
+            SSL_CTX_set_verify(ctx,
+                               SSL_VERIFY_PEER | (conf->verify_client == TLS_VERIFY_CLIENT_ON
+                                                      ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT
+                                                      : 0),
+                               NULL);
+    }
+    return ctx;
+fail:
+    SSL_CTX_free(ctx);
+    return NULL;
+}
+
+int tls_server_new(const struct tls_server_conf *conf, const struct http_site *site,
+                   const struct tls_vhost_conf *vhosts, const struct tls_report *report_to,
+                   struct tls_server **out)
+{
+    struct tls_server *server = calloc(1, sizeof(*server));
+    if (server == NULL)
+        return -ENOMEM;
+    server->site = site;
+    server->handshake_timeout_ms = conf->handshake_timeout_ms;
+    server->ticket_keys.rotation_ms = conf->ticket_key_rotation_ms;
+    pthread_mutex_init(&server->ticket_keys.lock, NULL);
+    server->contexts = calloc(site->vhost_count, sizeof(*server->contexts));
+    if (server->contexts == NULL) {
+        tls_server_free(server);
+        return -ENOMEM;
+    }
+    int err = 0;
+    for (size_t v = 0; v < site->vhost_count && err == 0; v++) {
+        struct loader loader = {.report = report_to, .vhost = v};
+        SSL_CTX *ctx = server_context_new(server, conf, &loader);
+        if (ctx == NULL) {
+            err = -EINVAL;
+            break;
+        }
+        server->contexts[server->context_count++] = ctx;
+        for (size_t i = 0; i < vhosts[v].certificate_count && err == 0; i++) {
+            loader.index = i;
+            err = load_certificate(ctx, &loader, &vhosts[v].certificates[i]);
+        }
+    }
+    if (err != 0) {
+        tls_server_free(server);
+        return err;
+    }
+    if (conf->ktls) {
+        const char *why = tls_ktls_unavailable();
+        if (why != NULL)
+            corral_log(CORRAL_LOG_WARN,
+                       "tls_ktls on: kernel TLS is unavailable (%s); OpenSSL encrypts records", why);
+    }
+    *out = server;
+    return 0;
+}
+
+void tls_server_free(struct tls_server *server)
+{
+    if (server == NULL)
+        return;
+    for (size_t i = 0; i < server->context_count; i++)
+        SSL_CTX_free(server->contexts[i]);
+    free(server->contexts);
+    pthread_mutex_destroy(&server->ticket_keys.lock);
+    OPENSSL_cleanse(&server->ticket_keys, sizeof(server->ticket_keys));
+    free(server);
+}
+
+const char *tls_ktls_unavailable(void)
+{
+#ifdef OPENSSL_NO_KTLS
+    return "OpenSSL was built without it";
+#else
+    /* Asking for the TLS upper layer on a socket that is not connected loads
+     * the kernel module if it can, then fails with ENOTCONN if it exists. */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd == -1)
+        return "no socket to probe with";
+    int rc = setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls"));
+    int err = errno;
+    close(fd);
+    if (rc == 0 || err == ENOTCONN)
+        return NULL;
+    return err == ENOENT ? "the kernel has no tls module" : "the kernel refused the tls layer";
+#endif
+}
+
+/* ----------------------------------------------------------------- client */
+
+static int on_new_session(SSL *ssl, SSL_SESSION *session)
+{
+    struct tls_conn *tc = SSL_get_app_data(ssl);
+    if (*tc->session != NULL)
+        SSL_SESSION_free(*tc->session);
+    *tc->session = session;
+    return 1; /* kept */
+}
+
+int tls_client_new(const struct tls_client_conf *conf, unsigned workers, size_t server_count,
+                   struct tls_client **out, char *error, size_t error_len)
+{
+    struct tls_client *client = calloc(1, sizeof(*client));
+    if (client == NULL)
+        return -ENOMEM;
+    client->workers = workers;
+    client->server_count = server_count;
+    client->sessions = calloc((size_t)workers * server_count, sizeof(*client->sessions));
+    client->server_name = strdup(conf->server_name);
+    client->ctx = SSL_CTX_new(TLS_client_method());
+    if (client->sessions == NULL || client->server_name == NULL || client->ctx == NULL) {
+        tls_client_free(client);
+        return -ENOMEM;
+    }
+    struct in6_addr ip;
+    client->name_is_address = inet_pton(AF_INET, conf->server_name, &ip) == 1 ||
+                              inet_pton(AF_INET6, conf->server_name, &ip) == 1;
+    SSL_CTX *ctx = client->ctx;
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
+                                 SSL_OP_IGNORE_UNEXPECTED_EOF);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                              SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof(alpn_http11) - 1);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(ctx, on_new_session);
+    if (conf->verify) {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+        ERR_clear_error();
+        int ok = conf->ca_file != NULL ? SSL_CTX_load_verify_locations(ctx, conf->ca_file, NULL)
+                                       : SSL_CTX_set_default_verify_paths(ctx);
+        if (ok != 1) {
+            snprintf(error, error_len, "cannot load CA certificates from \"%s\": %s",
+                     conf->ca_file != NULL ? conf->ca_file : "the default store",
+                     openssl_reason());
+            tls_client_free(client);
+            return -EINVAL;
+        }
+    }
+    *out = client;
+    return 0;
+}
+
+void tls_client_free(struct tls_client *client)
+{
+    if (client == NULL)
+        return;
+    for (size_t i = 0; client->sessions != NULL && i < client->workers * client->server_count; i++)
+        SSL_SESSION_free(client->sessions[i]);
+    free(client->sessions);
+    free(client->server_name);
+    SSL_CTX_free(client->ctx);
+    free(client);
+}
+
+int tls_client_connect(struct tls_client *client, corral_conn *conn, size_t server)
+{
+    struct tls_conn *tc = tls_conn_new(client->ctx, conn);
+    if (tc == NULL)
+        return -ENOMEM;
+    corral_worker *worker = corral_conn_worker(conn);
+    size_t index = worker != NULL ? corral_worker_index(worker) : 0;
+    tc->client = client;
+    tc->session = &client->sessions[index * client->server_count + server];
+    SSL *ssl = tc->ssl;
+    SSL_set_connect_state(ssl);
+    if (client->name_is_address) {
+        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), client->server_name);
+    } else {
+        SSL_set_tlsext_host_name(ssl, client->server_name);
+        SSL_set1_host(ssl, client->server_name);
+    }
+    if (*tc->session != NULL)
+        SSL_set_session(ssl, *tc->session);
+    corral_conn_set_transport(conn, &tls_transport, tc);
+    return 0;
+}

@@ -1,0 +1,134 @@
+/*
+ * tls.h: TLS over OpenSSL as a libcorral transport.  The server side
+ * terminates TLS for one listening address: a certificate set per virtual
+ * host picked by SNI, ALPN http/1.1, session tickets whose keys every worker
+ * shares and which rotate on a schedule, a session cache, kernel TLS, and
+ * client certificates.  The client side speaks TLS to upstreams, verifying
+ * them and reusing their sessions.
+ */
+#ifndef CORRAL_PROTO_TLS_H
+#define CORRAL_PROTO_TLS_H
+
+#include <corral.h>
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum tls_handshake_kind {
+    TLS_HANDSHAKE_FULL,
+    TLS_HANDSHAKE_RESUMED,
+    TLS_HANDSHAKE_KINDS,
+};
+extern const char *const tls_handshake_kind_names[TLS_HANDSHAKE_KINDS];
+
+enum tls_error_kind {
+    TLS_ERROR_PROTOCOL, /* not TLS, a bad ClientHello, a refused client certificate */
+    TLS_ERROR_TIMEOUT,  /* the handshake did not finish in time */
+    TLS_ERROR_KINDS,
+};
+extern const char *const tls_error_kind_names[TLS_ERROR_KINDS];
+
+/* Per-worker counters, written by the worker only. */
+struct tls_stats {
+    _Atomic uint64_t handshakes[TLS_HANDSHAKE_KINDS];
+    _Atomic uint64_t errors[TLS_ERROR_KINDS];
+    _Atomic uint64_t ktls; /* connections whose records the kernel encrypts */
+};
+
+enum tls_protocol {
+    TLS_PROTOCOL_1_2 = 1 << 0,
+    TLS_PROTOCOL_1_3 = 1 << 1,
+};
+
+enum tls_verify_client {
+    TLS_VERIFY_CLIENT_OFF,
+    TLS_VERIFY_CLIENT_OPTIONAL,
+    TLS_VERIFY_CLIENT_ON,
+};
+
+struct tls_certificate_files {
+    const char *certificate; /* PEM: the leaf, then its chain */
+    const char *key;
+};
+
+/* The certificates of one virtual host, in the order of the http_site's
+ * vhosts (the first is the default). */
+struct tls_vhost_conf {
+    const struct tls_certificate_files *certificates;
+    size_t certificate_count;
+};
+
+struct tls_server_conf {
+    unsigned protocols; /* TLS_PROTOCOL_* bits */
+    const char *ciphers, *ciphersuites; /* NULL: the defaults */
+    bool session_tickets;
+    uint32_t ticket_key_rotation_ms;
+    unsigned session_cache; /* sessions; 0 = no cache */
+    uint32_t session_timeout_ms;
+    uint32_t handshake_timeout_ms;
+    bool ktls;
+    const char *client_ca; /* NULL: no client certificates */
+    enum tls_verify_client verify_client;
+};
+
+/* What a problem found while loading is about, for the caller to point at
+ * the directive that set it. */
+enum tls_conf_item {
+    TLS_CONF_CERTIFICATE, /* vhost, index: which certificate */
+    TLS_CONF_KEY,
+    TLS_CONF_CIPHERS,
+    TLS_CONF_CIPHERSUITES,
+    TLS_CONF_CLIENT_CA,
+};
+
+struct tls_report {
+    void (*report)(void *arg, enum tls_conf_item item, size_t vhost, size_t index, bool warning,
+                   const char *message);
+    void *arg;
+};
+
+struct http_site;
+struct tls_server;
+
+/* Loads the certificates and settings for one listening address serving
+ * `site`; `vhosts` has one entry per site vhost.  Problems go to `report`
+ * (warnings too: an expired certificate); returns 0, -EINVAL after an error
+ * report, or -ENOMEM. */
+int tls_server_new(const struct tls_server_conf *conf, const struct http_site *site,
+                   const struct tls_vhost_conf *vhosts, const struct tls_report *report,
+                   struct tls_server **out);
+void tls_server_free(struct tls_server *server);
+
+/* Makes `conn`, just accepted, speak TLS as the server (from on_open).
+ * Counters go to stats[worker index].  Returns 0 or -ENOMEM. */
+int tls_server_accept(struct tls_server *server, corral_conn *conn, struct tls_stats *stats);
+
+/* Whether kernel TLS can be used here: NULL, or why not. */
+const char *tls_ktls_unavailable(void);
+
+struct tls_client_conf {
+    bool verify;
+    const char *ca_file;     /* NULL: the system's default store */
+    const char *server_name; /* SNI and the name verified; an IP address is
+                                verified as one and sent no SNI */
+};
+
+struct tls_client;
+
+/* TLS towards one upstream of `server_count` servers, for `workers`
+ * workers (each keeps the last session of each server for resumption).
+ * Returns 0, or -EINVAL with `error` set (an unreadable CA file). */
+int tls_client_new(const struct tls_client_conf *conf, unsigned workers, size_t server_count,
+                   struct tls_client **out, char *error, size_t error_len);
+void tls_client_free(struct tls_client *client);
+
+/* Makes `conn`, just connected to server `server` of the upstream, speak
+ * TLS as the client (from on_open).  Returns 0 or -ENOMEM. */
+int tls_client_connect(struct tls_client *client, corral_conn *conn, size_t server);
+
+/* Whether `conn` (speaking TLS) has finished its handshake. */
+bool tls_established(const corral_conn *conn);
+
+#endif
