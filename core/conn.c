@@ -82,7 +82,6 @@ int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler
     conn->fd = fd;
     conn->state = CORRAL__CONN_CONNECTING;
     conn->loop = loop;
-    conn->worker = loop->worker;
     conn->handler = handler;
     conn->data = data;
     conn->transport = &corral_plain_transport;
@@ -95,8 +94,8 @@ int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler
     if (loop->all_conns != NULL)
         loop->all_conns->all_prev = conn;
     loop->all_conns = conn;
-    if (conn->worker != NULL)
-        corral__stat_add(&conn->worker->stats.connections_active, 1);
+    if (conn->loop->worker != NULL)
+        corral__stat_add(&conn->loop->worker->stats.connections_active, 1);
     *out = conn;
     return 0;
 }
@@ -224,9 +223,9 @@ void corral__loop_free_closed(corral_loop *loop)
             loop->all_conns = conn->all_next;
         if (conn->all_next != NULL)
             conn->all_next->all_prev = conn->all_prev;
-        if (conn->worker != NULL) {
-            corral__stat_add(&conn->worker->stats.connections_active, -1);
-            corral__worker_conn_closed(conn->worker);
+        if (conn->loop->worker != NULL) {
+            corral__stat_add(&conn->loop->worker->stats.connections_active, -1);
+            corral__worker_conn_closed(conn->loop->worker);
         }
         free(conn);
         conn = next;
@@ -518,6 +517,8 @@ int corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
         total += iov[i].iov_len;
     if (total == 0)
         return 0;
+    if (total > CORRAL__BUFFER_MAX - conn->out_len)
+        return -ENOBUFS;
 
     if (conn->out_off + conn->out_len + total > conn->out_cap) {
         if (conn->out_off > 0) {
@@ -605,7 +606,8 @@ void corral_conn_resume_read(corral_conn *conn)
 
 /* --------------------------------------------------------------- timeouts */
 
-static uint64_t conn_deadline(const corral_conn *conn)
+/* When the read, write or linger timeout would end the connection. */
+static uint64_t conn_timeout_deadline(const corral_conn *conn)
 {
     if (conn->state == CORRAL__CONN_LINGERING)
         return conn->linger_deadline;
@@ -615,6 +617,15 @@ static uint64_t conn_deadline(const corral_conn *conn)
     if (conn->write_timeout_ms > 0 && conn->out_len > 0 &&
         conn->last_write + conn->write_timeout_ms < deadline)
         deadline = conn->last_write + conn->write_timeout_ms;
+    return deadline;
+}
+
+static uint64_t conn_deadline(const corral_conn *conn)
+{
+    uint64_t deadline = conn_timeout_deadline(conn);
+    if (conn->app_deadline != 0 && conn->app_deadline < deadline &&
+        conn->state == CORRAL__CONN_OPEN)
+        deadline = conn->app_deadline;
     return deadline;
 }
 
@@ -637,12 +648,20 @@ static void conn_on_timer(corral_timer *timer, void *arg)
 {
     (void)timer;
     corral_conn *conn = arg;
-    uint64_t deadline = conn_deadline(conn);
-    if (deadline > conn->loop->now) {
-        conn_update_timer(conn);
+    uint64_t now = conn->loop->now;
+    if (conn->app_deadline != 0 && conn->app_deadline <= now &&
+        conn->state == CORRAL__CONN_OPEN) {
+        conn->app_deadline = 0;
+        if (conn->handler->on_deadline != NULL)
+            conn->handler->on_deadline(conn);
+        if (conn->state == CORRAL__CONN_CLOSED)
+            return;
+    }
+    if (conn_timeout_deadline(conn) <= now) {
+        conn_destroy(conn, conn->state == CORRAL__CONN_LINGERING ? 0 : -ETIMEDOUT);
         return;
     }
-    conn_destroy(conn, conn->state == CORRAL__CONN_LINGERING ? 0 : -ETIMEDOUT);
+    conn_update_timer(conn);
 }
 
 void corral_conn_set_timeouts(corral_conn *conn, uint32_t read_ms, uint32_t write_ms)
@@ -654,10 +673,19 @@ void corral_conn_set_timeouts(corral_conn *conn, uint32_t read_ms, uint32_t writ
         conn_update_timer(conn);
 }
 
+void corral_conn_set_deadline(corral_conn *conn, uint64_t at_ms)
+{
+    conn->app_deadline = at_ms;
+    if (conn->state != CORRAL__CONN_CLOSED)
+        conn_update_timer(conn);
+}
+
 void corral_conn_set_watermarks(corral_conn *conn, size_t high, size_t low)
 {
-    conn->high_watermark = high;
-    conn->low_watermark = low < high ? low : high;
+    if (high > CORRAL__BUFFER_MAX / 2)
+        high = CORRAL__BUFFER_MAX / 2; /* input may run a read past it */
+    conn->high_watermark = (uint32_t)high;
+    conn->low_watermark = (uint32_t)(low < high ? low : high);
 }
 
 /* ----------------------------------------------------------------- events */
@@ -759,5 +787,5 @@ corral_loop *corral_conn_loop(const corral_conn *conn)
 
 corral_worker *corral_conn_worker(const corral_conn *conn)
 {
-    return conn->worker;
+    return conn->loop->worker;
 }

@@ -16,6 +16,8 @@
 #define CORRAL__LINGER_MS 2000
 #define CORRAL__POOL_BUFFER (16 * 1024)
 #define CORRAL__POOL_DEPTH 64
+/* The most a connection queues in either direction: 1 GiB. */
+#define CORRAL__BUFFER_MAX (1u << 30)
 
 /* ---------------------------------------------------------------- logging */
 
@@ -109,12 +111,13 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms);
 
 uint64_t corral__monotonic_ms(void);
 
-/* Connection buffers: at least `need` bytes, pooled when small.  Returns
- * NULL on allocation failure; *cap is the real size. */
-char *corral__buffer_get(corral_loop *loop, size_t need, size_t *cap);
+/* Connection buffers: at least `need` bytes (at most CORRAL__BUFFER_MAX),
+ * pooled when small.  Returns NULL on allocation failure; *cap is the real
+ * size, a power of two. */
+char *corral__buffer_get(corral_loop *loop, size_t need, uint32_t *cap);
 /* Grows `buf` (of *cap bytes, `used` of them live) to at least `need`. */
-char *corral__buffer_grow(corral_loop *loop, char *buf, size_t used, size_t *cap, size_t need);
-void corral__buffer_put(corral_loop *loop, char *buf, size_t cap);
+char *corral__buffer_grow(corral_loop *loop, char *buf, size_t used, uint32_t *cap, size_t need);
+void corral__buffer_put(corral_loop *loop, char *buf, uint32_t cap);
 
 /* Timer heap, in timer.c. */
 void corral__timers_run(corral_loop *loop);
@@ -163,8 +166,7 @@ struct corral_conn {
     struct corral__handle handle;
     int fd;
     enum corral__conn_state state;
-    corral_loop *loop;
-    corral_worker *worker;
+    corral_loop *loop; /* and its worker, if any: loop->worker */
     corral_listener *listener;
     const struct corral_conn_handler *handler;
     void *data;
@@ -179,28 +181,31 @@ struct corral_conn {
     const struct corral_transport *transport;
     void *transport_state;
 
+    /* 32-bit sizes keep idle connections small: queues are bounded by
+     * CORRAL__BUFFER_MAX. */
     char *in; /* unconsumed input, allocated only while some is kept */
-    size_t in_len, in_cap;
+    uint32_t in_len, in_cap;
     char *out; /* unsent output: out[out_off, out_off + out_len) */
-    size_t out_off, out_len, out_cap;
-    size_t high_watermark, low_watermark;
+    uint32_t out_off, out_len, out_cap;
+    uint32_t high_watermark, low_watermark;
 
-    bool registered;        /* in the loop's epoll set */
-    bool readable;          /* the socket may have input (edge-triggered) */
-    bool writable;          /* the socket may take output */
-    bool read_paused;       /* by the application */
-    bool over_high;         /* output exceeded the high watermark */
-    bool shutdown_pending;  /* half-close once output is flushed */
-    bool shutdown_done;
-    bool no_linger;         /* close right after the flush */
-    bool eof;
-    bool peer_hup;          /* epoll reported the peer's FIN, an error or hang-up */
-    bool in_flush_list;
-    bool in_kick_list;
+    bool registered : 1;       /* in the loop's epoll set */
+    bool readable : 1;         /* the socket may have input (edge-triggered) */
+    bool writable : 1;         /* the socket may take output */
+    bool read_paused : 1;      /* by the application */
+    bool over_high : 1;        /* output exceeded the high watermark */
+    bool shutdown_pending : 1; /* half-close once output is flushed */
+    bool shutdown_done : 1;
+    bool no_linger : 1;        /* close right after the flush */
+    bool eof : 1;
+    bool peer_hup : 1;         /* epoll reported the peer's FIN, an error or hang-up */
+    bool in_flush_list : 1;
+    bool in_kick_list : 1;
     int close_error;
 
     uint32_t read_timeout_ms, write_timeout_ms;
     uint64_t last_read, last_write, linger_deadline;
+    uint64_t app_deadline; /* corral_conn_set_deadline(); 0 = none */
     struct corral_timer timer; /* read/write timeouts and the linger bound */
 
     corral_conn *flush_next;

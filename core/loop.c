@@ -140,9 +140,9 @@ void corral__loop_unwatch(corral_loop *loop, int fd)
 
 /* ------------------------------------------------------- buffer pool */
 
-char *corral__buffer_get(corral_loop *loop, size_t need, size_t *cap)
+char *corral__buffer_get(corral_loop *loop, size_t need, uint32_t *cap)
 {
-    size_t size = CORRAL__POOL_BUFFER;
+    uint32_t size = CORRAL__POOL_BUFFER;
     while (size < need)
         size *= 2;
     char *buf = size == CORRAL__POOL_BUFFER && loop->pool_count > 0
@@ -153,12 +153,12 @@ char *corral__buffer_get(corral_loop *loop, size_t need, size_t *cap)
     return buf;
 }
 
-char *corral__buffer_grow(corral_loop *loop, char *buf, size_t used, size_t *cap, size_t need)
+char *corral__buffer_grow(corral_loop *loop, char *buf, size_t used, uint32_t *cap, size_t need)
 {
     if (need <= *cap)
         return buf;
     if (*cap != CORRAL__POOL_BUFFER) {
-        size_t size = *cap * 2;
+        uint32_t size = *cap * 2;
         while (size < need)
             size *= 2;
         char *grown = realloc(buf, size);
@@ -166,7 +166,7 @@ char *corral__buffer_grow(corral_loop *loop, char *buf, size_t used, size_t *cap
             *cap = size;
         return grown;
     }
-    size_t size;
+    uint32_t size;
     char *grown = corral__buffer_get(loop, need, &size);
     if (grown == NULL)
         return NULL;
@@ -176,7 +176,7 @@ char *corral__buffer_grow(corral_loop *loop, char *buf, size_t used, size_t *cap
     return grown;
 }
 
-void corral__buffer_put(corral_loop *loop, char *buf, size_t cap)
+void corral__buffer_put(corral_loop *loop, char *buf, uint32_t cap)
 {
     if (buf == NULL)
         return;

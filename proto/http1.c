@@ -60,12 +60,6 @@ struct h1_conn {
     bool closed;        /* close requested: parse nothing more */
     unsigned requests;  /* completed on this connection */
     unsigned error_status; /* set by a callback that fails the request */
-    /* The header timeout, then the keep-alive idle timeout.  Requests move
-     * `deadline` only; the timer fires at `timer_at` at the earliest and
-     * re-arms itself for a later deadline, so the heap is not touched per
-     * request. */
-    corral_timer *timer;
-    uint64_t deadline, timer_at; /* loop clock ms; 0 = none */
 };
 
 /* Head parsing runs inside one on_data call on one worker, so its scratch
@@ -231,18 +225,12 @@ static const char *date_header(void)
     return text;
 }
 
-static void h1_arm_timer(struct h1_conn *h1, uint32_t ms)
+/* The header timeout, then the keep-alive idle timeout: the connection's
+ * deadline (0 ms: none). */
+static void h1_set_deadline(struct h1_conn *h1, uint32_t ms)
 {
-    if (ms == 0) {
-        h1->deadline = 0;
-        return;
-    }
     uint64_t now = corral_loop_now(corral_conn_loop(h1->conn));
-    h1->deadline = now + ms;
-    if (!corral_timer_active(h1->timer) || h1->timer_at > h1->deadline) {
-        h1->timer_at = h1->deadline;
-        corral_timer_start(h1->timer, ms);
-    }
+    corral_conn_set_deadline(h1->conn, ms == 0 ? 0 : now + ms);
 }
 
 static void log_exchange(struct h1_conn *h1, struct http_exchange *ex, unsigned status);
@@ -252,8 +240,7 @@ static void log_exchange(struct h1_conn *h1, struct http_exchange *ex, unsigned 
 static void h1_end(struct h1_conn *h1, bool linger)
 {
     h1->closed = true;
-    h1->deadline = 0;
-    corral_timer_stop(h1->timer);
+    corral_conn_set_deadline(h1->conn, 0);
     if (linger)
         corral_conn_close(h1->conn);
     else
@@ -277,7 +264,7 @@ static void h1_finish_exchange(struct h1_conn *h1)
     /* Idle under this request's server; the next head is read under the
      * default server's limits, since whose it is is known only once read. */
     corral_conn_set_timeouts(h1->conn, 0, h1->vhost->limits.send_timeout_ms);
-    h1_arm_timer(h1, h1->vhost->limits.keepalive_timeout_ms);
+    h1_set_deadline(h1, h1->vhost->limits.keepalive_timeout_ms);
     h1->vhost = &h1->site->vhosts[0];
     /* Pipelined requests waited unread while the response was pending. */
     corral_conn_resume_read(h1->conn);
@@ -489,7 +476,7 @@ void http_exchange_tunnel(struct http_exchange *ex)
 {
     struct h1_conn *h1 = ex->h1;
     h1->tunnel = true;
-    h1->deadline = 0;
+    corral_conn_set_deadline(h1->conn, 0);
     corral_conn_set_timeouts(h1->conn, 0, 0); /* the protocol inside has its own */
     corral_conn_resume_read(h1->conn);        /* bytes that came early are waiting */
 }
@@ -756,7 +743,7 @@ static void log_exchange(struct h1_conn *h1, struct http_exchange *ex, unsigned 
 static int on_headers_complete(llhttp_t *parser)
 {
     struct h1_conn *h1 = parser->data;
-    h1->deadline = 0;
+    corral_conn_set_deadline(h1->conn, 0);
     struct http_request req;
     unsigned status = build_request(h1, &req);
     if (status == 0) {
@@ -932,7 +919,7 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
                 }
                 if (!h1->partial_head) {
                     h1->partial_head = true;
-                    h1_arm_timer(h1, limits->header_timeout_ms);
+                    h1_set_deadline(h1, limits->header_timeout_ms);
                 }
                 break;
             }
@@ -975,17 +962,9 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
 
 /* ------------------------------------------------------- connection events */
 
-static void h1_on_timer(corral_timer *timer, void *arg)
+static void h1_on_deadline(corral_conn *conn)
 {
-    struct h1_conn *h1 = arg;
-    uint64_t now = corral_loop_now(corral_conn_loop(h1->conn));
-    if (h1->deadline == 0)
-        return;
-    if (h1->deadline > now) {
-        h1->timer_at = h1->deadline;
-        corral_timer_start(timer, h1->deadline - now);
-        return;
-    }
+    struct h1_conn *h1 = corral_conn_data(conn);
     if (h1->partial_head && !h1->in_exchange) {
         count_timeout(h1, HTTP_TIMEOUT_HEADER);
         h1_reject(h1, 408); /* slow or stalled request head */
@@ -997,8 +976,7 @@ static void h1_on_open(corral_conn *conn)
 {
     const struct http_site *site = corral_conn_listener_data(conn);
     struct h1_conn *h1 = calloc(1, sizeof(*h1));
-    if (h1 == NULL || corral_timer_new(corral_conn_loop(conn), h1_on_timer, h1, &h1->timer) != 0) {
-        free(h1);
+    if (h1 == NULL) {
         corral_conn_abort(conn, -ENOMEM);
         return;
     }
@@ -1013,7 +991,7 @@ static void h1_on_open(corral_conn *conn)
         return;
     }
     corral_conn_set_timeouts(conn, 0, h1->vhost->limits.send_timeout_ms);
-    h1_arm_timer(h1, h1->vhost->limits.header_timeout_ms);
+    h1_set_deadline(h1, h1->vhost->limits.header_timeout_ms);
 }
 
 /* The client shut its sending side.  A complete request still gets its
@@ -1063,7 +1041,6 @@ static void h1_on_close(corral_conn *conn, int error)
     }
     free(h1->ex.log_fields);
     h1_parser_free(h1);
-    corral_timer_free(h1->timer);
     free(h1);
 }
 
@@ -1071,6 +1048,7 @@ const struct corral_conn_handler http1_server_handler = {
     .on_open = h1_on_open,
     .on_data = h1_on_data,
     .on_eof = h1_on_eof,
+    .on_deadline = h1_on_deadline,
     .on_drain = h1_on_drain,
     .on_stop = h1_on_stop,
     .on_close = h1_on_close,

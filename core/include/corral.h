@@ -178,6 +178,9 @@ struct corral_conn_handler {
     /** Pending output fell to the low watermark after having exceeded the
      *  high one.  Optional; use it to resume a producer. */
     void (*on_drain)(corral_conn *conn);
+    /** The deadline set with corral_conn_set_deadline() passed while the
+     *  connection was open.  Optional. */
+    void (*on_deadline)(corral_conn *conn);
     /** A graceful server stop began.  Optional: NULL lets the connection
      *  run until it closes itself or the stop's timeout ends it. */
     void (*on_stop)(corral_conn *conn);
@@ -218,7 +221,8 @@ CORRAL_EXTERN extern const struct corral_transport corral_plain_transport;
 
 /** Queues `len` bytes for sending (copied).  Output is flushed at the end of
  *  the loop iteration, so responses to pipelined requests leave in one
- *  syscall.  Returns 0, or -EPIPE once the connection is closing. */
+ *  syscall.  Returns 0, -EPIPE once the connection is closing, or -ENOBUFS
+ *  if more than 1 GiB would be queued. */
 CORRAL_EXTERN int corral_conn_write(corral_conn *conn, const void *data, size_t len);
 
 /** corral_conn_write() for a gather list. */
@@ -255,7 +259,15 @@ CORRAL_EXTERN void corral_conn_resume_read(corral_conn *conn);
  *  pending and none of it was sent for `write_ms`.  0 disables either. */
 CORRAL_EXTERN void corral_conn_set_timeouts(corral_conn *conn, uint32_t read_ms, uint32_t write_ms);
 
-/** Sets the high and low watermarks (bytes) for backpressure. */
+/** The application's own deadline, in loop-clock milliseconds
+ *  (corral_loop_now()); 0 clears it.  Once it passes, on_deadline runs (once).
+ *  The connection's one timer serves it along with the timeouts above, so
+ *  connections need no timer of their own, and moving a deadline later
+ *  costs no timer operation. */
+CORRAL_EXTERN void corral_conn_set_deadline(corral_conn *conn, uint64_t at_ms);
+
+/** Sets the high and low watermarks (bytes) for backpressure; the high one
+ *  is at most 512 MiB. */
 CORRAL_EXTERN void corral_conn_set_watermarks(corral_conn *conn, size_t high, size_t low);
 
 CORRAL_EXTERN void corral_conn_set_data(corral_conn *conn, void *data);

@@ -200,6 +200,60 @@ START_TEST(output_larger_than_the_socket_is_flushed_later)
 }
 END_TEST
 
+/* A deadline set at open fires; one set and then cleared does not. */
+static _Atomic int deadlines_fired;
+
+static void arm_deadlines(corral_conn *conn)
+{
+    uint64_t now = corral_loop_now(corral_conn_loop(conn));
+    corral_conn_set_deadline(conn, now + 30);
+    corral_conn_set_deadline(conn, now + 80); /* moved later */
+}
+
+static void say_deadline(corral_conn *conn)
+{
+    atomic_fetch_add(&deadlines_fired, 1);
+    corral_conn_write(conn, "deadline", 8);
+    corral_conn_close(conn);
+}
+
+static size_t clear_deadline(corral_conn *conn, const char *data, size_t len)
+{
+    (void)data;
+    corral_conn_set_deadline(conn, 0);
+    corral_conn_write(conn, "cleared", 7);
+    return len;
+}
+
+static const struct corral_conn_handler deadline_handler = {
+    .on_open = arm_deadlines,
+    .on_data = clear_deadline,
+    .on_deadline = say_deadline,
+};
+
+START_TEST(deadline_fires_once_unless_cleared)
+{
+    int port;
+    corral_server *server = start_echo(1, &deadline_handler, &port);
+    int quiet = test_connect(port);
+    char reply[16];
+    uint64_t started = test_now_ms();
+    ck_assert_uint_eq(test_recv_all(quiet, reply, 8), 8);
+    ck_assert(memcmp(reply, "deadline", 8) == 0);
+    ck_assert_uint_ge(test_now_ms() - started, 70); /* the later deadline */
+    close(quiet);
+
+    int talker = test_connect(port);
+    test_send_all(talker, "x", 1);
+    ck_assert_uint_eq(test_recv_all(talker, reply, 7), 7);
+    ck_assert(memcmp(reply, "cleared", 7) == 0);
+    usleep(200000);
+    ck_assert_int_eq(atomic_load(&deadlines_fired), 1);
+    close(talker);
+    test_stop_server(server);
+}
+END_TEST
+
 START_TEST(half_close_flushes_then_closes)
 {
     int port;
@@ -427,6 +481,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, ten_megabytes_through_a_slow_reader_stay_bounded);
     tcase_add_test(tc, a_client_that_speaks_late_is_heard);
     tcase_add_test(tc, output_larger_than_the_socket_is_flushed_later);
+    tcase_add_test(tc, deadline_fires_once_unless_cleared);
     tcase_add_test(tc, half_close_flushes_then_closes);
     tcase_add_test(tc, close_lingers_so_the_peer_reads_everything);
     tcase_add_test(tc, read_timeout_closes_an_idle_connection);
