@@ -5,10 +5,10 @@
  * /metrics.  The daemon binary is the one next to this test's build
  * directory (build/corral or build/asan/corral).
  */
+#include "../daemon.h"
 #include "../helpers.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -21,31 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char daemon_path[PATH_MAX + 16];
-static char dir[64];
-
-struct daemon {
-    pid_t pid;
-    int port, admin_port;
-    char conf[PATH_MAX], log[PATH_MAX];
-};
-
-static void setup(void)
-{
-    test_daemon_path(daemon_path, sizeof(daemon_path));
-    strcpy(dir, "/tmp/corral-daemon-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
 /* A config on ephemeral ports answering `text` on /. */
-static void write_config(struct daemon *d, const char *extra, const char *text)
+static void write_config(struct test_daemon *d, const char *extra, const char *text)
 {
     char conf[2048];
     snprintf(conf, sizeof(conf),
@@ -53,161 +30,68 @@ static void write_config(struct daemon *d, const char *extra, const char *text)
              "server {\n    listen 127.0.0.1:0;\n    location / { return 200 \"%s\"; }\n"
              "    location = /exact { return 201 \"exact\"; }\n}\n",
              extra, text);
-    test_write_file(d->conf, conf);
-}
-
-/* Runs the daemon on d->conf, output to d->log; with `activated` >= 0 that
- * socket is passed the systemd way, as fd 3.  Returns once both ports
- * appear in the log. */
-static void start_daemon_with(struct daemon *d, int activated)
-{
-    snprintf(d->log, sizeof(d->log), "%s/corral.log", dir);
-    d->pid = fork();
-    ck_assert_int_ge(d->pid, 0);
-    if (d->pid == 0) {
-        int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        if (activated >= 0) {
-            dup2(activated, 3);
-            char pid[16];
-            snprintf(pid, sizeof(pid), "%d", (int)getpid());
-            setenv("LISTEN_PID", pid, 1);
-            setenv("LISTEN_FDS", "1", 1);
-        }
-        execl(daemon_path, daemon_path, "-c", d->conf, (char *)NULL);
-        _exit(127);
-    }
-    d->port = d->admin_port = 0;
-    for (int i = 0; i < 500 && (d->port == 0 || d->admin_port == 0); i++) {
-        usleep(10000);
-        char *log = test_read_file(d->log);
-        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-            char *at = strstr(line, "listening on 127.0.0.");
-            char *colon = at != NULL ? strchr(at, ':') : NULL;
-            if (colon == NULL)
-                continue;
-            int port = atoi(colon + 1);
-            if (strstr(line, "(admin)") != NULL)
-                d->admin_port = port;
-            else
-                d->port = port;
-        }
-        free(log);
-    }
-    ck_assert_msg(d->port > 0 && d->admin_port > 0, "daemon did not start:\n%s", test_read_file(d->log));
-}
-
-static void start_daemon(struct daemon *d)
-{
-    start_daemon_with(d, -1);
-}
-
-static void stop_daemon(struct daemon *d)
-{
-    kill(d->pid, SIGTERM);
-    ck_assert_int_eq(test_wait_exit(d->pid, 15000), 0);
-}
-
-/* One GET on a new connection to 127.0.0.1 (or the admin address, .2):
- * returns the status, the body in `body`. */
-static int http_get_from(const char *host, int port, const char *path, char *body, size_t size)
-{
-    char address[64];
-    snprintf(address, sizeof(address), "%s:%d", host, port);
-    int fd = test_connect_address(address);
-    char req[256];
-    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
-                     path);
-    test_send_all(fd, req, (size_t)n);
-    static char response[1 << 16];
-    size_t len = test_recv_all(fd, response, sizeof(response) - 1);
-    close(fd);
-    response[len] = '\0';
-    int status = 0;
-    sscanf(response, "HTTP/1.1 %d", &status);
-    const char *start = strstr(response, "\r\n\r\n");
-    snprintf(body, size, "%s", start != NULL ? start + 4 : "");
-    return status;
+    test_daemon_write_config(d, conf);
 }
 
 static int http_get(int port, const char *path, char *body, size_t size)
 {
-    return http_get_from("127.0.0.1", port, path, body, size);
-}
-
-static int admin_get(const struct daemon *d, const char *path, char *body, size_t size)
-{
-    return http_get_from("127.0.0.2", d->admin_port, path, body, size);
-}
-
-/* Runs the daemon binary with arguments; returns its exit code and output. */
-static int run(const char *args, char *output, size_t size)
-{
-    char cmd[PATH_MAX + 256];
-    snprintf(cmd, sizeof(cmd), "%s %s 2>&1", daemon_path, args);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(output, 1, size - 1, p);
-    output[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return test_daemon_http_get("127.0.0.1", port, path, body, size);
 }
 
 START_TEST(check_config_exit_codes)
 {
-    struct daemon d;
-    snprintf(d.conf, sizeof(d.conf), "%s/good.conf", dir);
+    struct test_daemon d;
+    test_daemon_init(&d, "good");
     write_config(&d, "", "ok");
     char out[4096], args[PATH_MAX + 8];
     snprintf(args, sizeof(args), "-t -c %s", d.conf);
-    ck_assert_int_eq(run(args, out, sizeof(out)), 0);
-    ck_assert_int_eq(run("-t", out, sizeof(out)), 0); /* the built-in config */
+    ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 0);
+    ck_assert_int_eq(test_daemon_run("-t", out, sizeof(out)), 0); /* the built-in config */
 
     char bad[PATH_MAX];
-    snprintf(bad, sizeof(bad), "%s/bad.conf", dir);
+    test_daemon_file(bad, sizeof(bad), "bad.conf");
     test_write_file(bad, "workers 2;\nwakeup sideways;\n");
     snprintf(args, sizeof(args), "-t -c %s", bad);
-    ck_assert_int_ne(run(args, out, sizeof(out)), 0);
+    ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
     char expected[PATH_MAX + 32];
     snprintf(expected, sizeof(expected), "%s:2:8: ", bad);
     ck_assert_msg(strstr(out, expected) != NULL, "no \"%s\" in:\n%s", expected, out);
 
-    snprintf(args, sizeof(args), "-t -c %s/missing.conf", dir);
-    ck_assert_int_ne(run(args, out, sizeof(out)), 0);
+    snprintf(args, sizeof(args), "-t -c %s/missing.conf", test_daemon_dir());
+    ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
 }
 END_TEST
 
 START_TEST(probe_and_version)
 {
     char out[8192];
-    ck_assert_int_eq(run("--probe", out, sizeof(out)), 0);
+    ck_assert_int_eq(test_daemon_run("--probe", out, sizeof(out)), 0);
     ck_assert_ptr_nonnull(strstr(out, "epoll_exclusive"));
     ck_assert_ptr_nonnull(strstr(out, "roundrobin  -> roundrobin"));
     ck_assert_ptr_nonnull(strstr(out, "herd        -> herd"));
-    ck_assert_int_eq(run("-V", out, sizeof(out)), 0);
+    ck_assert_int_eq(test_daemon_run("-V", out, sizeof(out)), 0);
     ck_assert_str_eq(out, "corral " CORRAL_VERSION "\n");
 }
 END_TEST
 
 START_TEST(serves_and_reports_metrics)
 {
-    struct daemon d;
-    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
     write_config(&d, "", "hello\\n");
-    start_daemon(&d);
+    test_daemon_start(&d);
     char body[8192];
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
     ck_assert_str_eq(body, "hello\n");
     ck_assert_int_eq(http_get(d.port, "/exact", body, sizeof(body)), 201);
-    ck_assert_int_eq(admin_get(&d, "/metrics", body, sizeof(body)), 200);
+    ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", body, sizeof(body)), 200);
     ck_assert_ptr_nonnull(strstr(body, "corral_requests_total{code=\"200\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(body, "corral_requests_total{code=\"201\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(body, "corral_accepts_total{worker=\"1\"}"));
-    ck_assert_int_eq(admin_get(&d, "/status", body, sizeof(body)), 200);
+    ck_assert_int_eq(test_daemon_admin_get(&d, "/status", body, sizeof(body)), 200);
     ck_assert_ptr_nonnull(strstr(body, "\"config_generation\": 1"));
-    ck_assert_int_eq(admin_get(&d, "/nothing", body, sizeof(body)), 404);
-    stop_daemon(&d);
+    ck_assert_int_eq(test_daemon_admin_get(&d, "/nothing", body, sizeof(body)), 404);
+    test_daemon_stop(&d);
 }
 END_TEST
 
@@ -215,19 +99,19 @@ static const char *const modes[] = {"roundrobin", "affinity", "exclusive", "reus
 
 START_TEST(wakeup_mode_from_config_shows_in_metrics)
 {
-    struct daemon d;
-    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
     char extra[64];
     snprintf(extra, sizeof(extra), "wakeup %s;", modes[_i]);
     write_config(&d, extra, "ok");
-    start_daemon(&d);
+    test_daemon_start(&d);
     char body[8192], expected[128];
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
-    ck_assert_int_eq(admin_get(&d, "/metrics", body, sizeof(body)), 200);
+    ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", body, sizeof(body)), 200);
     snprintf(expected, sizeof(expected), "corral_wakeup_mode_info{requested=\"%s\",mode=\"%s\",",
              modes[_i], modes[_i]);
     ck_assert_msg(strstr(body, expected) != NULL, "no %s in\n%s", expected, body);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
 }
 END_TEST
 
@@ -244,10 +128,10 @@ static bool answers(int port, const char *expected)
 
 START_TEST(reload_changes_the_answer_and_a_bad_one_keeps_it)
 {
-    struct daemon d;
-    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
     write_config(&d, "", "one");
-    start_daemon(&d);
+    test_daemon_start(&d);
     ck_assert(answers(d.port, "one"));
 
     write_config(&d, "", "two");
@@ -270,18 +154,18 @@ START_TEST(reload_changes_the_answer_and_a_bad_one_keeps_it)
     ck_assert_ptr_nonnull(strstr(log, "keeps serving"));
     free(log);
     char body[8192];
-    ck_assert_int_eq(admin_get(&d, "/status", body, sizeof(body)), 200);
+    ck_assert_int_eq(test_daemon_admin_get(&d, "/status", body, sizeof(body)), 200);
     ck_assert_ptr_nonnull(strstr(body, "\"config_generation\": 3"));
-    stop_daemon(&d);
+    test_daemon_stop(&d);
 }
 END_TEST
 
 START_TEST(sigterm_lets_an_in_flight_request_finish)
 {
-    struct daemon d;
-    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
     write_config(&d, "drain_timeout 10s;", "done");
-    start_daemon(&d);
+    test_daemon_start(&d);
     int fd = test_connect(d.port);
     const char *head = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhalf.";
     test_send_all(fd, head, strlen(head));
@@ -368,10 +252,10 @@ static void *load_main(void *arg)
 
 START_TEST(five_reloads_under_load_lose_nothing)
 {
-    struct daemon d;
-    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
     write_config(&d, "", "one");
-    start_daemon(&d);
+    test_daemon_start(&d);
     struct load loads[4];
     pthread_t threads[4];
     for (int i = 0; i < 4; i++) {
@@ -394,9 +278,9 @@ START_TEST(five_reloads_under_load_lose_nothing)
     ck_assert_uint_gt(ok, 100);
     ck_assert_msg(failed == 0, "%u of %u requests failed", failed, ok + failed);
     char body[8192];
-    ck_assert_int_eq(admin_get(&d, "/status", body, sizeof(body)), 200);
+    ck_assert_int_eq(test_daemon_admin_get(&d, "/status", body, sizeof(body)), 200);
     ck_assert_ptr_nonnull(strstr(body, "\"config_generation\": 6"));
-    stop_daemon(&d);
+    test_daemon_stop(&d);
 }
 END_TEST
 
@@ -415,15 +299,16 @@ START_TEST(socket_activation_serves_the_passed_socket)
     char bound[64];
     corral_format_address((struct sockaddr *)&addr, len, bound, sizeof(bound));
 
-    struct daemon d;
-    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
     char conf[512];
     snprintf(conf, sizeof(conf),
              "workers 2;\nadmin { listen 127.0.0.2:0; }\n"
              "server { listen %s; location / { return 200 \"activated\"; } }\n",
              bound);
     test_write_file(d.conf, conf);
-    start_daemon_with(&d, listener);
+    test_daemon_spawn(&d, listener);
+    test_daemon_wait_listening(&d);
     close(listener);
     char body[256];
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
@@ -431,27 +316,22 @@ START_TEST(socket_activation_serves_the_passed_socket)
     char *log = test_read_file(d.log);
     ck_assert_ptr_nonnull(strstr(log, "socket activation: "));
     free(log);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
 }
 END_TEST
 
 START_TEST(pid_file_log_file_and_reopen)
 {
-    struct daemon d;
-    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
     char pid_file[256], log_file[256], rotated[256], extra[1024];
-    snprintf(pid_file, sizeof(pid_file), "%s/corral.pid", dir);
-    snprintf(log_file, sizeof(log_file), "%s/error.log", dir);
-    snprintf(rotated, sizeof(rotated), "%s/error.log.1", dir);
+    test_daemon_file(pid_file, sizeof(pid_file), "corral.pid");
+    test_daemon_file(log_file, sizeof(log_file), "error.log");
+    test_daemon_file(rotated, sizeof(rotated), "error.log.1");
     snprintf(extra, sizeof(extra), "pid_file %s;\nerror_log %s info;", pid_file, log_file);
     write_config(&d, extra, "ok");
-    /* The log goes to the file, so watch the file for the ports. */
-    d.pid = fork();
-    ck_assert_int_ge(d.pid, 0);
-    if (d.pid == 0) {
-        execl(daemon_path, daemon_path, "-c", d.conf, (char *)NULL);
-        _exit(127);
-    }
+    /* The log goes to the file, not to d.log: wait for the pid file. */
+    test_daemon_spawn(&d, -1);
     strcpy(d.log, log_file);
     for (int i = 0; i < 500 && access(pid_file, F_OK) != 0; i++)
         usleep(10000);
@@ -469,21 +349,21 @@ START_TEST(pid_file_log_file_and_reopen)
     log = test_read_file(rotated);
     ck_assert_ptr_nonnull(strstr(log, "listening on"));
     free(log);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     ck_assert_int_ne(access(pid_file, F_OK), 0); /* removed at exit */
 }
 END_TEST
 
 START_TEST(access_log_lines_formats_and_reopen)
 {
-    struct daemon d;
-    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
     char log_file[256], rotated[256], extra[512];
-    snprintf(log_file, sizeof(log_file), "%s/access.log", dir);
-    snprintf(rotated, sizeof(rotated), "%s/access.log.1", dir);
+    test_daemon_file(log_file, sizeof(log_file), "access.log");
+    test_daemon_file(rotated, sizeof(rotated), "access.log.1");
     snprintf(extra, sizeof(extra), "access_log %s;", log_file);
     write_config(&d, extra, "ok");
-    start_daemon(&d);
+    test_daemon_start(&d);
 
     int fd = test_connect(d.port);
     const char *req = "GET /a?b=1 HTTP/1.1\r\nHost: t\r\nReferer: http://r/\r\n"
@@ -512,26 +392,26 @@ START_TEST(access_log_lines_formats_and_reopen)
     log = test_read_file(log_file);
     ck_assert_msg(strstr(log, "\"GET /exact HTTP/1.1\" 201 ") != NULL, "new log:\n%s", log);
     free(log);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
 
     /* log_format picks the fields; an unknown variable is refused. */
     snprintf(extra, sizeof(extra), "access_log %s;\nlog_format \"$status $request_method $host\";",
              log_file);
     write_config(&d, extra, "ok");
     unlink(log_file);
-    start_daemon(&d);
+    test_daemon_start(&d);
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
     usleep(100000);
     log = test_read_file(log_file);
     ck_assert_str_eq(log, "200 GET test\n");
     free(log);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
 
     snprintf(extra, sizeof(extra), "access_log %s;\nlog_format \"$status $nope\";", log_file);
     write_config(&d, extra, "ok");
     char out[1024], args[PATH_MAX + 8];
     snprintf(args, sizeof(args), "-t -c %s", d.conf);
-    ck_assert_int_ne(run(args, out, sizeof(out)), 0);
+    ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
     ck_assert_msg(strstr(out, "log_format: unknown variable \"$nope\"") != NULL, "%s", out);
 }
 END_TEST
@@ -542,11 +422,11 @@ START_TEST(drops_privileges_after_binding)
         fprintf(stderr, "privilege drop: not root, skipped\n");
         return;
     }
-    struct daemon d;
-    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
-    chmod(dir, 0755); /* readable by nobody for the reload */
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    chmod(test_daemon_dir(), 0755); /* readable by nobody for the reload */
     write_config(&d, "user nobody;\ngroup nogroup;", "dropped");
-    start_daemon(&d);
+    test_daemon_start(&d);
     char body[256];
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
     char status_path[64];
@@ -556,7 +436,7 @@ START_TEST(drops_privileges_after_binding)
     ck_assert_ptr_nonnull(uid);
     ck_assert_int_ne(atoi(uid + 5), 0);
     free(status);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
 }
 END_TEST
 
@@ -564,7 +444,7 @@ Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/daemon");
     TCase *tc = tcase_create("daemon");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    test_daemon_fixture(tc);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, check_config_exit_codes);
     tcase_add_test(tc, probe_and_version);

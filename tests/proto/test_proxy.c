@@ -7,14 +7,14 @@
  * upstream failures and retries, stop and reload with pooled connections,
  * balancing, passive health, and a table of malformed requests that must be
  * refused without reaching the backend.  The daemon is the binary next to
- * this test's build directory (build/corral, build/asan/corral); it runs with
- * PR_SET_PDEATHSIG, so a failing case that ends early does not leave it behind.
+ * this test's build directory (build/corral, build/asan/corral), run through
+ * tests/daemon.h: a failing case that ends early leaves neither it nor its
+ * directory behind.
  */
+#include "../daemon.h"
 #include "../helpers.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -685,30 +684,6 @@ static const struct backend_request *backend_request(struct backend *b, size_t i
 
 /* ------------------------------------------------------------ the daemon */
 
-static char daemon_path[PATH_MAX + 16];
-static char dir[64];
-
-struct daemon {
-    pid_t pid;
-    int port, admin_port;
-    char conf[PATH_MAX], log[PATH_MAX];
-};
-
-static void setup(void)
-{
-    test_daemon_path(daemon_path, sizeof(daemon_path));
-    pattern_init();
-    strcpy(dir, "/tmp/corral-proxy-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
 /* A short drain_timeout keeps each stop short: idle pooled upstream
  * connections hold a graceful stop for all of it (see
  * graceful_stop_does_not_wait_for_idle_upstream_connections). */
@@ -717,10 +692,10 @@ static const char *drain_timeout = "100ms";
 /* The daemon's config: upstream "b" holding `upstream`, and one server on
  * an ephemeral port whose location / proxies to it; `server` and `location`
  * are added to those blocks. */
-static void write_config(struct daemon *d, unsigned workers, const char *upstream,
+static void write_config(struct test_daemon *d, unsigned workers, const char *upstream,
                          const char *server, const char *location)
 {
-    snprintf(d->conf, sizeof(d->conf), "%s/corral.conf", dir);
+    test_daemon_init(d, "corral");
     char conf[4096];
     snprintf(conf, sizeof(conf),
              "workers %u;\ndrain_timeout %s;\nadmin { listen 127.0.0.2:0; }\n"
@@ -728,71 +703,17 @@ static void write_config(struct daemon *d, unsigned workers, const char *upstrea
              "server {\n    listen 127.0.0.1:0;\n%s\n"
              "    location / {\n        proxy_pass http://b;\n%s\n    }\n}\n",
              workers, drain_timeout, upstream, server, location);
-    test_write_file(d->conf, conf);
-}
-
-/* Runs the daemon on d->conf and returns once both ports are in its log.
- * It dies with this test process, whatever ends it. */
-static void start_daemon(struct daemon *d)
-{
-    snprintf(d->log, sizeof(d->log), "%s/corral.log", dir);
-    pid_t parent = getpid();
-    d->pid = fork();
-    ck_assert_int_ge(d->pid, 0);
-    if (d->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execl(daemon_path, daemon_path, "-c", d->conf, (char *)NULL);
-        _exit(127);
-    }
-    d->port = d->admin_port = 0;
-    for (int i = 0; i < 1000 && (d->port == 0 || d->admin_port == 0); i++) {
-        usleep(5000);
-        char *log = test_read_file(d->log);
-        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-            char *at = strstr(line, "listening on 127.0.0.");
-            char *colon = at != NULL ? strchr(at, ':') : NULL;
-            if (colon == NULL)
-                continue;
-            if (strstr(line, "(admin)") != NULL)
-                d->admin_port = atoi(colon + 1);
-            else
-                d->port = atoi(colon + 1);
-        }
-        free(log);
-    }
-    ck_assert_msg(d->port > 0 && d->admin_port > 0, "daemon did not start:\n%s", test_read_file(d->log));
-}
-
-static void stop_daemon(struct daemon *d)
-{
-    kill(d->pid, SIGTERM);
-    for (int waited = 0; waited < 15000; waited += 10) {
-        int status;
-        if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
-            ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                          "daemon exit status 0x%x; log:\n%s", status, test_read_file(d->log));
-            return;
-        }
-        usleep(10000);
-    }
-    kill(d->pid, SIGKILL);
-    waitpid(d->pid, NULL, 0);
-    ck_abort_msg("daemon did not stop on SIGTERM");
+    test_daemon_write_config(d, conf);
 }
 
 /* The usual setup: 2 workers, one backend with a pool of 8. */
-static void start_proxy(struct daemon *d, const struct backend *b, const char *server,
+static void start_proxy(struct test_daemon *d, const struct backend *b, const char *server,
                         const char *location)
 {
     char upstream[128];
     snprintf(upstream, sizeof(upstream), "    server 127.0.0.1:%d;\n    keepalive 8;", b->port);
     write_config(d, 2, upstream, server, location);
-    start_daemon(d);
+    test_daemon_start(d);
 }
 
 /* ------------------------------------------------------------ clients */
@@ -888,7 +809,7 @@ static bool peer_closed(struct reader *r)
 }
 
 /* A series from the admin /metrics page ("name{labels}"); 0 when absent. */
-static uint64_t metric(const struct daemon *d, const char *series)
+static uint64_t metric(const struct test_daemon *d, const char *series)
 {
     char address[64];
     snprintf(address, sizeof(address), "127.0.0.2:%d", d->admin_port);
@@ -929,7 +850,7 @@ START_TEST(status_headers_and_body_pass_through)
     b->headers = "X-Test: value\r\nCache-Control: no-store\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n";
     b->body = "hello from the backend\n";
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
 
     struct reader *r = client_connect(d.port);
@@ -953,7 +874,7 @@ START_TEST(status_headers_and_body_pass_through)
     }
     client_close(r);
     ck_assert_str_eq(strtok(backend_request(b, 0)->head, "\r"), "GET /status/200 HTTP/1.1");
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -962,7 +883,7 @@ START_TEST(keep_alive_on_both_sides)
 {
     struct backend *b = backend_new("a");
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
 
     /* Several requests on one client connection, served over one pooled
@@ -984,7 +905,7 @@ START_TEST(keep_alive_on_both_sides)
     ck_assert_uint_eq(backend_request_count(b), 20);
     ck_assert_msg(atomic_load(&b->connections) <= 2, "%u upstream connections for 20 requests",
                   atomic_load(&b->connections));
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -994,7 +915,7 @@ START_TEST(pipelined_requests_are_answered_in_order)
     struct backend *b = backend_new("a");
     b->echo_target = true;
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
 
     struct reader *r = client_connect(d.port);
@@ -1018,7 +939,7 @@ START_TEST(pipelined_requests_are_answered_in_order)
     client_close(r);
     ck_assert_uint_eq(backend_request_count(b), 8);
     ck_assert_str_eq(backend_request(b, 5)->body.data, "body");
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1027,7 +948,7 @@ START_TEST(chunked_request_body_arrives_intact)
 {
     struct backend *b = backend_new("a");
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
 
     struct reader *r = client_connect(d.port);
@@ -1053,7 +974,7 @@ START_TEST(chunked_request_body_arrives_intact)
                          header_find(req->head, "Transfer-Encoding", NULL, 0),
                      1);
     ck_assert_str_eq(strtok(backend_request(b, 1)->head, "\r"), "GET /after HTTP/1.1");
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1065,7 +986,7 @@ START_TEST(chunked_response_arrives_intact)
     b->body = NULL;
     b->body_size = 100000;
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
 
     struct reader *r = client_connect(d.port);
@@ -1079,7 +1000,7 @@ START_TEST(chunked_response_arrives_intact)
         response_free(&resp);
     }
     client_close(r);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1091,7 +1012,7 @@ START_TEST(close_delimited_response_arrives_intact)
     b->body = NULL;
     b->body_size = 300000;
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
 
     /* HTTP/1.1: the proxy frames it (chunked) and the connection can stay;
@@ -1108,7 +1029,7 @@ START_TEST(close_delimited_response_arrives_intact)
         response_free(&resp);
     }
     ck_assert_uint_eq(atomic_load(&b->connections), 2);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1119,7 +1040,7 @@ START_TEST(head_has_no_body_and_keeps_content_length)
     b->body = NULL;
     b->body_size = 1234;
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
 
     struct reader *r = client_connect(d.port);
@@ -1137,7 +1058,7 @@ START_TEST(head_has_no_body_and_keeps_content_length)
     response_free(&resp);
     client_close(r);
     ck_assert_str_eq(strtok(backend_request(b, 0)->head, "\r"), "HEAD / HTTP/1.1");
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1148,7 +1069,7 @@ START_TEST(no_body_for_204_and_304)
     b->headers = "ETag: \"x\"\r\n";
     b->body = "not sent";
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
 
     struct reader *r = client_connect(d.port);
@@ -1170,7 +1091,7 @@ START_TEST(no_body_for_204_and_304)
         response_free(&resp);
     }
     client_close(r);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1180,7 +1101,7 @@ START_TEST(expect_100_continue)
     struct backend *b = backend_new("a");
     b->interim = true; /* the proxy's client already had its own 100 */
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
 
     struct reader *r = client_connect(d.port);
@@ -1201,7 +1122,7 @@ START_TEST(expect_100_continue)
     const struct backend_request *req = backend_request(b, 0);
     ck_assert_str_eq(req->body.data, "hello world");
     ck_assert_int_eq(header_find(req->head, "Expect", NULL, 0), 0);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1215,14 +1136,14 @@ START_TEST(interim_response_then_a_final_head_in_pieces)
     b->interim_split = true;
     b->body = "final";
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "proxy_read_timeout 2s;", "");
     struct response resp;
     exchange(d.port, "GET / HTTP/1.1\r\nHost: test\r\n\r\n", &resp);
     ck_assert_msg(resp.status == 200 && resp.complete, "got %u:\n%s", resp.status, resp.head);
     ck_assert_str_eq(resp.body.data, "final");
     response_free(&resp);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1236,11 +1157,11 @@ START_TEST(ten_megabyte_bodies_stream_intact)
     backend_start(b);
     /* keepalive 0: each exchange on a connection of its own, apart from
      * what pooled_connection_paused_for_a_slow_client_reads_again checks. */
-    struct daemon d;
+    struct test_daemon d;
     char upstream[128];
     snprintf(upstream, sizeof(upstream), "    server 127.0.0.1:%d;\n    keepalive 0;", b->port);
     write_config(&d, 2, upstream, "    client_max_body_size 0;", "");
-    start_daemon(&d);
+    test_daemon_start(&d);
 
     /* Up and down in one exchange: the backend answers once it has it all. */
     struct reader *r = client_connect(d.port);
@@ -1283,7 +1204,7 @@ START_TEST(ten_megabyte_bodies_stream_intact)
         ck_assert_uint_eq(req->body.len, size);
         ck_assert(req->body.hash == pattern_hash(size));
     }
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1296,11 +1217,11 @@ START_TEST(pooled_connection_paused_for_a_slow_client_reads_again)
 {
     struct backend *b = backend_new("a");
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     char upstream[128];
     snprintf(upstream, sizeof(upstream), "    server 127.0.0.1:%d;\n    keepalive 8;", b->port);
     write_config(&d, 1, upstream, "    proxy_read_timeout 2s;", "");
-    start_daemon(&d);
+    test_daemon_start(&d);
     struct reader *r = client_connect(d.port);
     /* Sizes and delays vary, so that the end of some body meets a full
      * client buffer; a hang shows as no response within 5 s. */
@@ -1321,7 +1242,7 @@ START_TEST(pooled_connection_paused_for_a_slow_client_reads_again)
     }
     client_close(r);
     ck_assert_uint_eq(atomic_load(&b->connections), 1);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1340,7 +1261,7 @@ START_TEST(hundred_megabyte_upload_in_bounded_memory)
     snprintf(asan, sizeof(asan), "%s%squarantine_size_mb=8", inherited ? inherited : "",
              inherited && *inherited ? ":" : "");
     setenv("ASAN_OPTIONS", asan, 1);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "    client_max_body_size 0;", "");
 
     struct reader *r = client_connect(d.port);
@@ -1362,7 +1283,7 @@ START_TEST(hundred_megabyte_upload_in_bounded_memory)
     ck_assert_uint_eq(backend_request(b, 0)->body.len, size);
     ck_assert_msg(peak < 64 * 1024, "daemon RSS reached %ld kB (%ld kB before the upload)", peak,
                   before);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1373,7 +1294,7 @@ START_TEST(request_headers_are_rewritten)
 {
     struct backend *b = backend_new("a");
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "",
                 "        proxy_set_header X-Added \"added\";\n"
                 "        proxy_set_header X-Replace \"new\";\n"
@@ -1418,7 +1339,7 @@ START_TEST(request_headers_are_rewritten)
     /* Without an X-Forwarded-For, the client's address alone. */
     ck_assert_uint_eq(get(d.port, "/"), 200);
     ck_assert_str_eq(header_one(backend_request(b, 1)->head, "X-Forwarded-For"), "127.0.0.1");
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1428,7 +1349,7 @@ START_TEST(via_is_appended_to_an_existing_one)
 {
     struct backend *b = backend_new("a");
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     struct response resp;
     ck_assert_uint_eq(
@@ -1437,7 +1358,7 @@ START_TEST(via_is_appended_to_an_existing_one)
     char via[256];
     header_find(backend_request(b, 0)->head, "Via", via, sizeof(via));
     ck_assert_str_eq(via, "1.0 edge, 1.1 corral");
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1447,7 +1368,7 @@ START_TEST(x_forwarded_for_keeps_every_earlier_entry)
 {
     struct backend *b = backend_new("a");
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     struct response resp;
     ck_assert_uint_eq(exchange(d.port,
@@ -1459,7 +1380,7 @@ START_TEST(x_forwarded_for_keeps_every_earlier_entry)
     char forwarded[256];
     header_find(backend_request(b, 0)->head, "X-Forwarded-For", forwarded, sizeof(forwarded));
     ck_assert_str_eq(forwarded, "10.0.0.1, 10.0.0.2, 127.0.0.1");
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1470,7 +1391,7 @@ START_TEST(empty_post_keeps_its_content_length)
 {
     struct backend *b = backend_new("a");
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     struct response resp;
     ck_assert_uint_eq(
@@ -1478,7 +1399,7 @@ START_TEST(empty_post_keeps_its_content_length)
         200);
     response_free(&resp);
     ck_assert_str_eq(header_one(backend_request(b, 0)->head, "Content-Length"), "0");
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1495,7 +1416,7 @@ START_TEST(response_headers_are_rewritten)
                  "Keep-Alive: timeout=5\r\n"
                  "Proxy-Connection: keep-alive\r\n";
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "        proxy_hide_header X-Secret;");
 
     struct reader *r = client_connect(d.port);
@@ -1517,7 +1438,7 @@ START_TEST(response_headers_are_rewritten)
         response_free(&resp);
     }
     client_close(r);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1530,7 +1451,7 @@ START_TEST(upgrade_becomes_a_tunnel)
     struct backend *b = backend_new("a");
     b->tunnel = true;
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     struct reader *r = client_connect(d.port);
     send_str(r->fd, "GET /ws HTTP/1.1\r\nHost: test\r\nConnection: Upgrade\r\n"
@@ -1563,7 +1484,7 @@ START_TEST(upgrade_becomes_a_tunnel)
     shutdown(r->fd, SHUT_WR);
     ck_assert_msg(peer_closed(r), "the tunnel stayed open after both sides ended");
     client_close(r);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1574,7 +1495,7 @@ START_TEST(upstream_down_gives_502)
 {
     struct backend *b = backend_new("a");
     int reserved = reserve_port(&b->port); /* nothing listens there */
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     for (int i = 0; i < 3; i++) {
         struct response resp;
@@ -1585,7 +1506,7 @@ START_TEST(upstream_down_gives_502)
     ck_assert_uint_ge(metric(&d, "corral_upstream_errors_total{upstream=\"b\",kind=\"connect\"}"),
                       1);
     ck_assert_uint_ge(metric(&d, "corral_requests_total{code=\"502\"}"), 3);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     close(reserved);
     backend_free(b);
 }
@@ -1600,7 +1521,7 @@ START_TEST(slow_upstream_gives_504)
     b->delay_ms = 5000;
     b->never_answer = never_answers[_i];
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "    proxy_read_timeout 300ms;", "");
     uint64_t start = test_now_ms();
     struct response resp;
@@ -1612,7 +1533,7 @@ START_TEST(slow_upstream_gives_504)
                   (unsigned long long)elapsed);
     ck_assert_uint_ge(metric(&d, "corral_upstream_errors_total{upstream=\"b\",kind=\"timeout\"}"),
                       1);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1638,7 +1559,7 @@ START_TEST(upstream_cut_mid_response_cuts_the_client)
     b->framing = cut_cases[_i].framing;
     b->cut = cut_cases[_i].cut;
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     struct reader *r = client_connect(d.port);
     send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
@@ -1653,7 +1574,7 @@ START_TEST(upstream_cut_mid_response_cuts_the_client)
     client_close(r);
     ck_assert_uint_ge(metric(&d, "corral_upstream_errors_total{upstream=\"b\",kind=\"reset\"}"),
                       1);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1668,7 +1589,7 @@ START_TEST(closed_pooled_connection_is_retried)
     struct backend *b = backend_new("a");
     b->close_after_ms = stale_delays[_i];
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     struct reader *r = client_connect(d.port);
     for (int i = 0; i < 5; i++) {
@@ -1679,7 +1600,7 @@ START_TEST(closed_pooled_connection_is_retried)
         response_free(&resp);
     }
     client_close(r);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1691,7 +1612,7 @@ START_TEST(closed_pooled_connection_is_retried_for_a_post)
     struct backend *b = backend_new("a");
     b->close_after_ms = 150;
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     struct reader *r = client_connect(d.port);
     for (int i = 0; i < 4; i++) {
@@ -1710,7 +1631,7 @@ START_TEST(closed_pooled_connection_is_retried_for_a_post)
         ck_assert(backend_request(b, i)->complete);
         ck_assert_str_eq(backend_request(b, i)->body.data, "hello");
     }
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1732,13 +1653,13 @@ START_TEST(invalid_upstream_response_gives_502)
     struct backend *b = backend_new("a");
     b->raw = invalid_responses[_i].raw;
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     struct response resp;
     exchange(d.port, "GET / HTTP/1.1\r\nHost: test\r\n\r\n", &resp);
     ck_assert_msg(resp.status == 502, "%s: got %u", invalid_responses[_i].name, resp.status);
     response_free(&resp);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1750,7 +1671,7 @@ START_TEST(graceful_stop_does_not_wait_for_idle_upstream_connections)
     drain_timeout = "5s";
     struct backend *b = backend_new("a");
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     ck_assert_uint_eq(get(d.port, "/"), 200); /* leaves one pooled connection */
     uint64_t start = test_now_ms();
@@ -1771,7 +1692,7 @@ START_TEST(reload_does_not_wait_for_idle_upstream_connections)
     drain_timeout = "10s";
     struct backend *b = backend_new("a");
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     ck_assert_uint_eq(get(d.port, "/"), 200);
     kill(d.pid, SIGHUP);
@@ -1784,7 +1705,7 @@ START_TEST(reload_does_not_wait_for_idle_upstream_connections)
     }
     ck_assert_msg(finished, "generation 1 still draining 3 s after the reload");
     ck_assert_uint_eq(get(d.port, "/"), 200);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1807,7 +1728,7 @@ START_TEST(upstream_bytes_after_a_response_are_dropped)
     b->raw = trailing_cases[_i].raw;
     b->raw_after = trailing_cases[_i].raw_after;
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     struct reader *r = client_connect(d.port);
     for (int i = 0; i < 3; i++) {
@@ -1822,7 +1743,7 @@ START_TEST(upstream_bytes_after_a_response_are_dropped)
         usleep(150000); /* the later bytes arrive meanwhile */
     }
     client_close(r);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1836,7 +1757,7 @@ START_TEST(response_transfer_coding_is_not_lost)
     b->raw = "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
              "8\r\n\x1f\x8b\x08" "coded\r\n0\r\n\r\n";
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     struct response resp;
     exchange(d.port, "GET / HTTP/1.1\r\nHost: test\r\n\r\n", &resp);
@@ -1846,7 +1767,7 @@ START_TEST(response_transfer_coding_is_not_lost)
                   "gzip-coded content passed on as %s:\n%s", codings[0] ? codings : "identity",
                   resp.head);
     response_free(&resp);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -1854,7 +1775,7 @@ END_TEST
 /* ================================================================ balancing */
 
 /* Two backends behind upstream b, with `extra` in its block. */
-static void start_pair(struct daemon *d, struct backend *one, struct backend *two,
+static void start_pair(struct test_daemon *d, struct backend *one, struct backend *two,
                        unsigned workers, const char *one_params, const char *extra)
 {
     char upstream[512];
@@ -1862,7 +1783,7 @@ static void start_pair(struct daemon *d, struct backend *one, struct backend *tw
              "    server 127.0.0.1:%d%s;\n    server 127.0.0.1:%d;\n    keepalive 8;\n%s",
              one->port, one_params, two->port, extra);
     write_config(d, workers, upstream, "", "");
-    start_daemon(d);
+    test_daemon_start(d);
 }
 
 static void run_gets(int port, int count)
@@ -1876,13 +1797,13 @@ START_TEST(round_robin_splits_evenly)
     struct backend *one = backend_new("one"), *two = backend_new("two");
     backend_start(one);
     backend_start(two);
-    struct daemon d;
+    struct test_daemon d;
     start_pair(&d, one, two, 2, "", "    balance round_robin;");
     run_gets(d.port, 100);
     size_t a = backend_request_count(one), c = backend_request_count(two);
     ck_assert_uint_eq(a + c, 100);
     ck_assert_msg(a >= 40 && a <= 60, "split %zu/%zu", a, c);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(one);
     backend_free(two);
 }
@@ -1893,13 +1814,13 @@ START_TEST(weights_three_to_one)
     struct backend *one = backend_new("one"), *two = backend_new("two");
     backend_start(one);
     backend_start(two);
-    struct daemon d;
+    struct test_daemon d;
     start_pair(&d, one, two, 2, " weight=3", "");
     run_gets(d.port, 100);
     size_t a = backend_request_count(one), c = backend_request_count(two);
     ck_assert_uint_eq(a + c, 100);
     ck_assert_msg(a >= 65 && a <= 85, "split %zu/%zu", a, c);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(one);
     backend_free(two);
 }
@@ -1912,7 +1833,7 @@ START_TEST(least_conn_avoids_the_busy_backend)
     slow->delay_ms = 1500;
     backend_start(slow);
     backend_start(fast);
-    struct daemon d;
+    struct test_daemon d;
     start_pair(&d, slow, fast, 1, "", "    balance least_conn;");
 
     /* Keep one request in flight on the slow backend. */
@@ -1948,7 +1869,7 @@ START_TEST(least_conn_avoids_the_busy_backend)
     ck_assert_uint_eq(resp.status, 200);
     response_free(&resp);
     client_close(busy);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(slow);
     backend_free(fast);
 }
@@ -1959,12 +1880,12 @@ START_TEST(hash_keeps_a_client_on_one_backend)
     struct backend *one = backend_new("one"), *two = backend_new("two");
     backend_start(one);
     backend_start(two);
-    struct daemon d;
+    struct test_daemon d;
     start_pair(&d, one, two, 2, "", "    balance hash;");
     run_gets(d.port, 30);
     size_t a = backend_request_count(one), c = backend_request_count(two);
     ck_assert_msg((a == 30 && c == 0) || (a == 0 && c == 30), "split %zu/%zu", a, c);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(one);
     backend_free(two);
 }
@@ -1977,7 +1898,7 @@ START_TEST(failed_server_is_skipped_then_comes_back)
     struct backend *dead = backend_new("dead"), *live = backend_new("live");
     int reserved = reserve_port(&dead->port); /* refused until it listens */
     backend_start(live);
-    struct daemon d;
+    struct test_daemon d;
     start_pair(&d, dead, live, 2, " max_fails=1 fail_timeout=1s", "");
 
     /* Within fail_timeout: no client sees an error, and the dead server is
@@ -1997,7 +1918,7 @@ START_TEST(failed_server_is_skipped_then_comes_back)
     run_gets(d.port, 20);
     ck_assert_msg(backend_request_count(dead) >= 5, "the recovered server got %zu of 20",
                   backend_request_count(dead));
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(dead);
     backend_free(live);
 }
@@ -2011,14 +1932,14 @@ START_TEST(post_is_retried_when_the_connect_fails)
     struct backend *dead = backend_new("dead"), *live = backend_new("live");
     int reserved = reserve_port(&dead->port);
     backend_start(live);
-    struct daemon d;
+    struct test_daemon d;
     start_pair(&d, dead, live, 1, "", "");
     struct response resp;
     exchange(d.port, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello", &resp);
     ck_assert_msg(resp.status == 200, "got %u with one of two servers up", resp.status);
     response_free(&resp);
     ck_assert_str_eq(backend_request(live, 0)->body.data, "hello");
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     close(reserved);
     backend_free(dead);
     backend_free(live);
@@ -2183,7 +2104,7 @@ START_TEST(malformed_request_is_refused_before_the_backend)
     const struct smuggle_case *c = &smuggle_cases[_i];
     struct backend *b = backend_new("a");
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
 
     size_t len;
@@ -2213,7 +2134,7 @@ START_TEST(malformed_request_is_refused_before_the_backend)
         ck_assert_msg(backend_complete_count(b) == 0,
                       "%s: the backend got a complete request:\n%s", c->name,
                       backend_request(b, 0)->head);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -2224,7 +2145,7 @@ START_TEST(malformed_request_after_a_valid_one_is_not_forwarded)
 {
     struct backend *b = backend_new("a");
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     struct reader *r = client_connect(d.port);
     const char *requests = "GET /first HTTP/1.1\r\n" H "\r\n"
@@ -2244,7 +2165,7 @@ START_TEST(malformed_request_after_a_valid_one_is_not_forwarded)
     usleep(100000);
     ck_assert_uint_eq(backend_request_count(b), 1);
     ck_assert_str_eq(strtok(backend_request(b, 0)->head, "\r"), "GET /first HTTP/1.1");
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -2256,7 +2177,7 @@ START_TEST(request_inside_a_body_stays_body)
 {
     struct backend *b = backend_new("a");
     backend_start(b);
-    struct daemon d;
+    struct test_daemon d;
     start_proxy(&d, b, "", "");
     const char *inner = "GET /smuggled HTTP/1.1\r\n" H "\r\n";
 
@@ -2290,7 +2211,7 @@ START_TEST(request_inside_a_body_stays_body)
         ck_assert_msg(strstr(backend_request(b, i)->head, "/smuggled") == NULL,
                       "the body became a request:\n%s", backend_request(b, i)->head);
     ck_assert_uint_eq(backend_complete_count(b), 1);
-    stop_daemon(&d);
+    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -2299,7 +2220,7 @@ END_TEST
 static TCase *new_case(Suite *suite, const char *name, double timeout_s)
 {
     TCase *tc = tcase_create(name);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    test_daemon_fixture(tc);
     tcase_set_timeout(tc, timeout_s);
     suite_add_tcase(suite, tc);
     return tc;
@@ -2307,6 +2228,7 @@ static TCase *new_case(Suite *suite, const char *name, double timeout_s)
 
 Suite *test_suite(void)
 {
+    pattern_init();
     Suite *suite = suite_create("proto/proxy");
 
     TCase *tc = new_case(suite, "conformance", 30);
