@@ -279,6 +279,12 @@ static int tls_shutdown(corral_conn *conn)
 static void tls_destroy(corral_conn *conn)
 {
     struct tls_conn *tc = corral_conn_transport_state(conn);
+    /* A connection closed without close_notify (the peer left first, or a
+     * close without lingering) is still a good session: OpenSSL would drop
+     * it from the cache, and stop a client from resuming it, unless told
+     * the shutdown happened. */
+    if (tc->established)
+        SSL_set_shutdown(tc->ssl, SSL_get_shutdown(tc->ssl) | SSL_SENT_SHUTDOWN);
     SSL_free(tc->ssl);
     corral_timer_free(tc->handshake_timer);
     free(tc);

@@ -1,0 +1,970 @@
+/*
+ * test_tls.c: TLS termination as a user runs it: build/corral with `listen
+ * ... tls` and certificates made for this run by the openssl command, and a
+ * client written here with OpenSSL that pins versions and ciphers, sends SNI
+ * and ALPN, offers sessions and client certificates.  Versions, certificate
+ * choice by SNI and by key type, ALPN, resumption by ticket and by cache
+ * across workers, the handshake metrics, garbage and silent clients, client
+ * certificates, TLS to an upstream (a second corral), what -t says about the
+ * files, and kernel TLS.
+ */
+#include "../daemon.h"
+#include "../helpers.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
+
+/* ------------------------------------------------------------ certificates */
+
+/* Only what the script below asks for, so that the system's openssl.cnf
+ * (which may add extensions of its own) plays no part. */
+static const char openssl_conf[] = "[req]\n"
+                                   "distinguished_name = dn\n"
+                                   "[dn]\n"
+                                   "[ca]\n"
+                                   "basicConstraints = critical, CA:TRUE\n"
+                                   "keyUsage = critical, keyCertSign, cRLSign\n"
+                                   "subjectKeyIdentifier = hash\n";
+
+/* Two unrelated CAs; leaves signed by the first for a.test, *.b.test and
+ * default.test (P-256), default.test again with an RSA 2048 key, an expired
+ * one, and a client certificate from each CA.  NAME.pem with NAME.key. */
+static const char make_certs[] =
+    "set -e\n"
+    "export OPENSSL_CONF=\"$PWD/openssl.cnf\"\n"
+    "ec() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out \"$1.key\"; }\n"
+    "ca() {\n"
+    "    ec \"$1\"\n"
+    "    openssl req -new -x509 -extensions ca -key \"$1.key\" -subj \"/CN=$2\" -days 30 \\\n"
+    "        -out \"$1.pem\"\n"
+    "}\n"
+    "leaf() { # NAME CA CN SERIAL DAYS\n"
+    "    printf 'basicConstraints = CA:FALSE\\n"
+    "keyUsage = critical, digitalSignature, keyEncipherment\\n"
+    "extendedKeyUsage = serverAuth, clientAuth\\n"
+    "subjectAltName = DNS:%s\\n' \"$3\" > \"$1.ext\"\n"
+    "    openssl req -new -key \"$1.key\" -subj \"/CN=$3\" -out \"$1.csr\"\n"
+    "    openssl x509 -req -in \"$1.csr\" -CA \"$2.pem\" -CAkey \"$2.key\" -set_serial \"$4\" \\\n"
+    "        -days \"$5\" -extfile \"$1.ext\" -out \"$1.pem\"\n"
+    "}\n"
+    "ca ca 'corral test CA'\n"
+    "ca other-ca 'corral other CA'\n"
+    "ec a && leaf a ca a.test 1 30\n"
+    "ec b && leaf b ca '*.b.test' 2 30\n"
+    "ec default && leaf default ca default.test 3 30\n"
+    "openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out rsa.key\n"
+    "leaf rsa ca default.test 4 30\n"
+    "ec expired && leaf expired ca default.test 5 -1\n"
+    "ec client && leaf client ca client 6 30\n"
+    "ec other-client && leaf other-client other-ca client 7 30\n";
+
+static char certs_dir[PATH_MAX];
+
+/* Once per test case group, in the runner: the certificates every case
+ * uses, in the group's directory. */
+static void certs_make(void)
+{
+    int n = snprintf(certs_dir, sizeof(certs_dir), "%s/certs", test_daemon_group_dir());
+    ck_assert_int_lt(n, (int)sizeof(certs_dir));
+    ck_assert_int_eq(mkdir(certs_dir, 0755), 0);
+    char path[PATH_MAX + 32], cmd[PATH_MAX + 128];
+    snprintf(path, sizeof(path), "%s/openssl.cnf", certs_dir);
+    test_write_file(path, openssl_conf);
+    snprintf(path, sizeof(path), "%s/make-certs.sh", certs_dir);
+    test_write_file(path, make_certs);
+    snprintf(cmd, sizeof(cmd), "cd %s && sh make-certs.sh >make-certs.log 2>&1", certs_dir);
+    int rc = system(cmd);
+    snprintf(path, sizeof(path), "%s/make-certs.log", certs_dir);
+    ck_assert_msg(rc == 0, "making the certificates failed:\n%s", test_read_file(path));
+}
+
+/* Before each case: DIR/certs, so that configs name the files
+ * certs/NAME.pem (relative paths are resolved against the config's
+ * directory); and EPIPE rather than SIGPIPE when the client writes to a
+ * connection the daemon has closed. */
+static void case_setup(void)
+{
+    char link[PATH_MAX];
+    test_daemon_file(link, sizeof(link), "certs");
+    ck_assert_int_eq(symlink(certs_dir, link), 0);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* ------------------------------------------------------------ the daemon */
+
+#define ADMIN "admin { listen 127.0.0.2:0; }\n"
+#define DEFAULT_CERT                                                                               \
+    "    tls_certificate certs/default.pem;\n    tls_certificate_key certs/default.key;\n"
+
+/* Writes the config, DIR/NAME.conf, from a format, and starts the daemon. */
+__attribute__((format(printf, 3, 4))) static void start(struct test_daemon *d, const char *name,
+                                                        const char *format, ...)
+{
+    test_daemon_init(d, name);
+    char conf[8192];
+    va_list args;
+    va_start(args, format);
+    int n = vsnprintf(conf, sizeof(conf), format, args);
+    va_end(args);
+    ck_assert_int_lt(n, (int)sizeof(conf));
+    test_daemon_write_config(d, conf);
+    test_daemon_start(d);
+}
+
+/* The usual daemon: `workers` workers, one server on a tls port with the
+ * default.test certificate and `settings` (whole lines) in its block,
+ * answering `text`. */
+static void start_tls_server(struct test_daemon *d, const char *name, unsigned workers,
+                             const char *settings, const char *text)
+{
+    start(d, name,
+          "workers %u;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:0 tls;\n" DEFAULT_CERT "%s"
+          "    location / { return 200 \"%s\"; }\n"
+          "}\n",
+          workers, settings, text);
+}
+
+/* A port of 127.0.0.1 that was free a moment ago, for a config that names
+ * one address in several servers. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    close(fd);
+    return ntohs(addr.sin_port);
+}
+
+/* The sum of the series of metric `name` whose labels include `label`
+ * (every series with NULL) on d's /metrics: 0 if none has it, -1 if `name`
+ * has no series at all. */
+static long long metric(const struct test_daemon *d, const char *name, const char *label)
+{
+    static char body[1 << 16];
+    ck_assert_int_eq(test_daemon_admin_get(d, "/metrics", body, sizeof(body)), 200);
+    long long sum = -1;
+    size_t len = strlen(name);
+    for (char *line = body, *next; line != NULL && *line != '\0'; line = next) {
+        next = strchr(line, '\n');
+        if (next != NULL)
+            *next++ = '\0';
+        if (strncmp(line, name, len) != 0 || (line[len] != '{' && line[len] != ' '))
+            continue;
+        const char *value = line[len] == '{' ? strchr(line, '}') : line + len;
+        if (value == NULL)
+            continue;
+        bool match = label == NULL || (line[len] == '{' && strstr(line, label) != NULL &&
+                                       strstr(line, label) < value);
+        sum = (sum < 0 ? 0 : sum) + (match ? strtoll(value + 1, NULL, 10) : 0);
+    }
+    return sum;
+}
+
+/* metric(), asked again for up to 2 s until it is `expected`: counters are
+ * summed from the workers, which may count a moment after the client saw
+ * the end of its connection. */
+static long long metric_becomes(const struct test_daemon *d, const char *name, const char *label,
+                                long long expected)
+{
+    long long value = metric(d, name, label);
+    for (int i = 0; i < 100 && value != expected; i++) {
+        usleep(20000);
+        value = metric(d, name, label);
+    }
+    return value;
+}
+
+#define HANDSHAKES "corral_tls_handshakes_total"
+#define ERRORS     "corral_tls_handshake_errors_total"
+#define KTLS       "corral_tls_ktls_connections_total"
+
+/* ------------------------------------------------------------ the client */
+
+struct client {
+    int min_version, max_version; /* TLS1_x_VERSION; 0: OpenSSL's default */
+    const char *sni;              /* NULL: none */
+    const char *ciphers;          /* TLS 1.2 cipher list; NULL: the default */
+    const char *sigalgs;          /* signature algorithms offered; NULL: the default */
+    const char *alpn;             /* protocols offered, comma-separated; NULL: no ALPN */
+    const char *certificate;      /* client certificate: certs/NAME.pem and .key */
+    SSL_SESSION *session;         /* offered for resumption */
+};
+
+struct tls {
+    int fd;
+    SSL_CTX *ctx;
+    SSL *ssl;
+    char error[512]; /* what went wrong last */
+};
+
+/* Records what made `what` fail with `rc`, OpenSSL's reason first. */
+static void tls_note_error(struct tls *t, const char *what, int rc)
+{
+    int saved = errno;
+    int code = SSL_get_error(t->ssl, rc);
+    char reason[256] = "no OpenSSL error";
+    unsigned long e = ERR_get_error();
+    if (e != 0)
+        ERR_error_string_n(e, reason, sizeof(reason));
+    snprintf(t->error, sizeof(t->error), "%s: %s (SSL_get_error %d, errno %s)", what, reason, code,
+             strerror(saved));
+    ERR_clear_error();
+}
+
+/* Connects to 127.0.0.1:port as `c` says: whether the handshake succeeded
+ * (if not, why is in t->error).  Close with tls_close() either way. */
+static bool tls_open(struct tls *t, int port, const struct client *c)
+{
+    memset(t, 0, sizeof(*t));
+    t->fd = -1;
+    t->ctx = SSL_CTX_new(TLS_client_method());
+    ck_assert_ptr_nonnull(t->ctx);
+    if (c->max_version != 0 && c->max_version < TLS1_2_VERSION) {
+        /* OpenSSL leaves out versions before 1.2 at its default security
+         * level; the refusal must come from the server. */
+        SSL_CTX_set_security_level(t->ctx, 0);
+        ck_assert_int_eq(SSL_CTX_set_cipher_list(t->ctx, "DEFAULT:@SECLEVEL=0"), 1);
+    }
+    if (c->min_version != 0)
+        ck_assert_int_eq(SSL_CTX_set_min_proto_version(t->ctx, c->min_version), 1);
+    if (c->max_version != 0)
+        ck_assert_int_eq(SSL_CTX_set_max_proto_version(t->ctx, c->max_version), 1);
+    if (c->ciphers != NULL)
+        ck_assert_int_eq(SSL_CTX_set_cipher_list(t->ctx, c->ciphers), 1);
+    if (c->sigalgs != NULL)
+        ck_assert_int_eq(SSL_CTX_set1_sigalgs_list(t->ctx, c->sigalgs), 1);
+    if (c->alpn != NULL) {
+        unsigned char wire[64];
+        size_t len = 0;
+        for (const char *p = c->alpn; *p != '\0';) {
+            size_t n = strcspn(p, ",");
+            ck_assert_uint_lt(len + 1 + n, sizeof(wire));
+            wire[len++] = (unsigned char)n;
+            memcpy(wire + len, p, n);
+            len += n;
+            p += n + (p[n] == ',');
+        }
+        ck_assert_int_eq(SSL_CTX_set_alpn_protos(t->ctx, wire, (unsigned)len), 0);
+    }
+    if (c->certificate != NULL) {
+        char path[PATH_MAX + 16];
+        snprintf(path, sizeof(path), "%s/%s.pem", certs_dir, c->certificate);
+        ck_assert_int_eq(SSL_CTX_use_certificate_chain_file(t->ctx, path), 1);
+        snprintf(path, sizeof(path), "%s/%s.key", certs_dir, c->certificate);
+        ck_assert_int_eq(SSL_CTX_use_PrivateKey_file(t->ctx, path, SSL_FILETYPE_PEM), 1);
+    }
+    t->ssl = SSL_new(t->ctx);
+    ck_assert_ptr_nonnull(t->ssl);
+    if (c->sni != NULL)
+        ck_assert_int_eq(SSL_set_tlsext_host_name(t->ssl, c->sni), 1);
+    if (c->session != NULL)
+        ck_assert_int_eq(SSL_set_session(t->ssl, c->session), 1);
+    t->fd = test_connect(port); /* blocking, with 5 s timeouts */
+    ck_assert_int_eq(SSL_set_fd(t->ssl, t->fd), 1);
+    ERR_clear_error();
+    int rc = SSL_connect(t->ssl);
+    if (rc != 1) {
+        tls_note_error(t, "handshake", rc);
+        return false;
+    }
+    return true;
+}
+
+/* Closes as a well-behaved client does, with a close_notify after a
+ * handshake: OpenSSL makes the session of a connection freed without one
+ * unresumable. */
+static void tls_close(struct tls *t)
+{
+    if (t->ssl != NULL && SSL_is_init_finished(t->ssl))
+        SSL_shutdown(t->ssl);
+    if (t->ssl != NULL)
+        SSL_free(t->ssl);
+    if (t->ctx != NULL)
+        SSL_CTX_free(t->ctx);
+    if (t->fd >= 0)
+        close(t->fd);
+    memset(t, 0, sizeof(*t));
+    t->fd = -1;
+}
+
+/* GET `path` with Host `host` on the open connection, which stays open:
+ * the status, the body in `body`; 0 without a whole response (why is in
+ * t->error). */
+static int tls_get(struct tls *t, const char *host, const char *path, char *body, size_t size)
+{
+    char request[256];
+    int n = snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", path, host);
+    ERR_clear_error();
+    int rc = SSL_write(t->ssl, request, n);
+    if (rc != n) {
+        tls_note_error(t, "sending the request", rc);
+        return 0;
+    }
+    char response[16384];
+    size_t len = 0, want = 0;
+    const char *head_end = NULL;
+    /* Each read adds at least a byte to a bounded buffer and waits at most
+     * the socket's 5 s. */
+    for (int i = 0; i < (int)sizeof(response); i++) {
+        if (head_end != NULL && len >= want)
+            break;
+        if (len == sizeof(response) - 1) {
+            snprintf(t->error, sizeof(t->error), "response over %zu bytes", len);
+            return 0;
+        }
+        rc = SSL_read(t->ssl, response + len, (int)(sizeof(response) - 1 - len));
+        if (rc <= 0) {
+            tls_note_error(t, "reading the response", rc);
+            return 0;
+        }
+        len += (size_t)rc;
+        response[len] = '\0';
+        if (head_end == NULL && (head_end = strstr(response, "\r\n\r\n")) != NULL) {
+            const char *length = strcasestr(response, "\r\nContent-Length:");
+            want = (size_t)(head_end + 4 - response);
+            if (length != NULL && length < head_end)
+                want += strtoul(length + 17, NULL, 10);
+        }
+    }
+    if (head_end == NULL || len < want) {
+        snprintf(t->error, sizeof(t->error), "an incomplete response: %.400s", response);
+        return 0;
+    }
+    int status = 0;
+    sscanf(response, "HTTP/1.1 %d", &status);
+    snprintf(body, size, "%.*s", (int)(want - (size_t)(head_end + 4 - response)), head_end + 4);
+    return status;
+}
+
+/* The common name of the server's certificate. */
+static void peer_name(struct tls *t, char *name, size_t size)
+{
+    X509 *cert = SSL_get1_peer_certificate(t->ssl);
+    ck_assert_ptr_nonnull(cert);
+    name[0] = '\0';
+    X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, name, (int)size);
+    X509_free(cert);
+}
+
+/* EVP_PKEY_RSA or EVP_PKEY_EC: the type of the server certificate's key. */
+static int peer_key_type(struct tls *t)
+{
+    X509 *cert = SSL_get1_peer_certificate(t->ssl);
+    ck_assert_ptr_nonnull(cert);
+    int type = EVP_PKEY_get_base_id(X509_get0_pubkey(cert));
+    X509_free(cert);
+    return type;
+}
+
+/* A connection as `c`, GET / with Host `host`: fails the test unless the
+ * answer is 200 with `expected`. */
+static void expect_body(int port, const struct client *c, const char *host, const char *expected)
+{
+    struct tls t;
+    ck_assert_msg(tls_open(&t, port, c), "%s", t.error);
+    char body[256];
+    int status = tls_get(&t, host, "/", body, sizeof(body));
+    ck_assert_msg(status == 200, "GET / (Host %s): status %d, %s", host, status, t.error);
+    ck_assert_str_eq(body, expected);
+    tls_close(&t);
+}
+
+/* Whether the server refuses `c`: the handshake fails, or the first request
+ * gets no response (in TLS 1.3 the client finishes its handshake before the
+ * server has judged the client's certificate).  An HTTP answer is not a
+ * refusal.  What happened goes to `why`. */
+static bool refused(int port, const struct client *c, char *why, size_t size)
+{
+    struct tls t;
+    bool no = !tls_open(&t, port, c);
+    if (!no) {
+        char body[256];
+        int status = tls_get(&t, "default.test", "/", body, sizeof(body));
+        no = status == 0;
+        if (!no)
+            snprintf(t.error, sizeof(t.error), "answered %d \"%s\"", status, body);
+    }
+    snprintf(why, size, "%s", t.error);
+    tls_close(&t);
+    return no;
+}
+
+/* How many ms until the peer closes `fd`, whatever it sends meanwhile; -1
+ * if it is still open after `limit_ms`. */
+static int ms_until_closed(int fd, int limit_ms)
+{
+    uint64_t start = test_now_ms();
+    for (int i = 0; i < limit_ms / 10 + 1 && test_now_ms() - start < (uint64_t)limit_ms; i++) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 10) <= 0)
+            continue;
+        char buf[4096];
+        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n == 0 || (n == -1 && errno == ECONNRESET))
+            return (int)(test_now_ms() - start);
+    }
+    return -1;
+}
+
+static const char *version_name(int version)
+{
+    return version == TLS1_3_VERSION ? "TLSv1.3" : version == TLS1_2_VERSION ? "TLSv1.2" : "other";
+}
+
+/* ============================================================ versions */
+
+START_TEST(tls_1_2_and_1_3_are_served_and_older_versions_refused)
+{
+    struct test_daemon d;
+    start_tls_server(&d, "corral", 1, "", "secure");
+    static const int versions[] = {TLS1_2_VERSION, TLS1_3_VERSION};
+    for (int i = 0; i < COUNT(versions); i++) {
+        struct client c = {
+            .min_version = versions[i], .max_version = versions[i], .sni = "default.test"};
+        struct tls t;
+        ck_assert_msg(tls_open(&t, d.port, &c), "%s: %s", version_name(versions[i]), t.error);
+        ck_assert_int_eq(SSL_version(t.ssl), versions[i]);
+        char body[64];
+        ck_assert_msg(tls_get(&t, "default.test", "/", body, sizeof(body)) == 200, "%s: %s",
+                      version_name(versions[i]), t.error);
+        ck_assert_str_eq(body, "secure");
+        tls_close(&t);
+    }
+    /* TLS 1.1 at most: the server answers the hello with an alert. */
+    struct client old = {
+        .min_version = TLS1_VERSION, .max_version = TLS1_1_VERSION, .sni = "default.test"};
+    struct tls t;
+    ck_assert_msg(!tls_open(&t, d.port, &old), "a TLS 1.1 client got %s", SSL_get_version(t.ssl));
+    ck_assert_msg(strstr(t.error, "no protocols available") == NULL,
+                  "the client offered nothing: %s", t.error);
+    tls_close(&t);
+    test_daemon_stop(&d);
+
+    start_tls_server(&d, "tls13", 1, "    tls_protocols TLSv1.3;\n", "1.3 only");
+    struct client tls12 = {
+        .min_version = TLS1_2_VERSION, .max_version = TLS1_2_VERSION, .sni = "default.test"};
+    ck_assert_msg(!tls_open(&t, d.port, &tls12), "tls_protocols TLSv1.3 let TLS 1.2 in");
+    tls_close(&t);
+    struct client tls13 = {.min_version = TLS1_3_VERSION, .sni = "default.test"};
+    expect_body(d.port, &tls13, "default.test", "1.3 only");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* ============================================================ certificates */
+
+static const struct {
+    const char *sni;         /* NULL: none */
+    const char *host;        /* the request's Host */
+    const char *certificate; /* the common name the client must see */
+    const char *body;        /* the server block that answers */
+} sni_cases[] = {
+    {"a.test", "a.test", "a.test", "a"},
+    {"x.b.test", "x.b.test", "*.b.test", "b"},
+    {"deep.x.b.test", "deep.x.b.test", "*.b.test", "b"},
+    {"unknown.test", "unknown.test", "default.test", "default"},
+    {"default.test", "default.test", "default.test", "default"},
+    {NULL, "default.test", "default.test", "default"},
+};
+
+START_TEST(sni_picks_the_server_blocks_certificate)
+{
+    int port = free_port();
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 1;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    server_name a.test;\n"
+          "    tls_certificate certs/a.pem;\n"
+          "    tls_certificate_key certs/a.key;\n"
+          "    location / { return 200 \"a\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    server_name *.b.test;\n"
+          "    tls_certificate certs/b.pem;\n"
+          "    tls_certificate_key certs/b.key;\n"
+          "    location / { return 200 \"b\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls default_server;\n"
+          "    server_name default.test;\n" DEFAULT_CERT
+          "    location / { return 200 \"default\"; }\n"
+          "}\n",
+          port, port, port);
+    ck_assert_int_eq(d.port, port);
+    for (int i = 0; i < COUNT(sni_cases); i++) {
+        struct client c = {.sni = sni_cases[i].sni};
+        struct tls t;
+        const char *sni = sni_cases[i].sni != NULL ? sni_cases[i].sni : "(none)";
+        ck_assert_msg(tls_open(&t, port, &c), "SNI %s: %s", sni, t.error);
+        char name[256], body[64];
+        peer_name(&t, name, sizeof(name));
+        ck_assert_msg(strcmp(name, sni_cases[i].certificate) == 0,
+                      "SNI %s: certificate for %s, expected %s", sni, name,
+                      sni_cases[i].certificate);
+        int status = tls_get(&t, sni_cases[i].host, "/", body, sizeof(body));
+        ck_assert_msg(status == 200 && strcmp(body, sni_cases[i].body) == 0,
+                      "SNI %s, Host %s: %d \"%s\" (%s), expected \"%s\"", sni, sni_cases[i].host,
+                      status, body, status == 0 ? t.error : "", sni_cases[i].body);
+        tls_close(&t);
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
+START_TEST(rsa_and_ecdsa_certificates_side_by_side)
+{
+    struct test_daemon d;
+    start_tls_server(&d, "corral", 1,
+                     "    tls_certificate certs/rsa.pem;\n"
+                     "    tls_certificate_key certs/rsa.key;\n",
+                     "dual");
+    static const struct {
+        int version;
+        const char *ciphers, *sigalgs;
+        int key_type;
+    } cases[] = {
+        {TLS1_2_VERSION, "ECDHE-RSA-AES128-GCM-SHA256", NULL, EVP_PKEY_RSA},
+        {TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256", NULL, EVP_PKEY_EC},
+        {TLS1_3_VERSION, NULL, "rsa_pss_rsae_sha256", EVP_PKEY_RSA},
+        {TLS1_3_VERSION, NULL, "ecdsa_secp256r1_sha256", EVP_PKEY_EC},
+    };
+    for (int i = 0; i < COUNT(cases); i++) {
+        struct client c = {.min_version = cases[i].version,
+                           .max_version = cases[i].version,
+                           .sni = "default.test",
+                           .ciphers = cases[i].ciphers,
+                           .sigalgs = cases[i].sigalgs};
+        const char *offer = cases[i].ciphers != NULL ? cases[i].ciphers : cases[i].sigalgs;
+        struct tls t;
+        ck_assert_msg(tls_open(&t, d.port, &c), "%s %s: %s", version_name(cases[i].version), offer,
+                      t.error);
+        int type = peer_key_type(&t);
+        ck_assert_msg(type == cases[i].key_type, "%s %s: a %s certificate",
+                      version_name(cases[i].version), offer,
+                      type == EVP_PKEY_RSA  ? "RSA"
+                      : type == EVP_PKEY_EC ? "ECDSA"
+                                            : "other");
+        char body[64];
+        ck_assert_msg(tls_get(&t, "default.test", "/", body, sizeof(body)) == 200, "%s", t.error);
+        ck_assert_str_eq(body, "dual");
+        tls_close(&t);
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
+START_TEST(alpn_settles_on_http_1_1)
+{
+    struct test_daemon d;
+    start_tls_server(&d, "corral", 1, "", "alpn");
+    static const char *const offers[] = {"h2,http/1.1", "http/1.1"};
+    for (int i = 0; i < COUNT(offers); i++) {
+        struct client c = {.sni = "default.test", .alpn = offers[i]};
+        struct tls t;
+        ck_assert_msg(tls_open(&t, d.port, &c), "ALPN %s: %s", offers[i], t.error);
+        const unsigned char *selected;
+        unsigned len;
+        SSL_get0_alpn_selected(t.ssl, &selected, &len);
+        ck_assert_msg(len == 8 && memcmp(selected, "http/1.1", 8) == 0,
+                      "offered %s, the server chose \"%.*s\"", offers[i], (int)len, selected);
+        char body[64];
+        ck_assert_msg(tls_get(&t, "default.test", "/", body, sizeof(body)) == 200, "%s", t.error);
+        ck_assert_str_eq(body, "alpn");
+        tls_close(&t);
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* ============================================================ resumption */
+
+#define IN_A_ROW 5
+
+/* IN_A_ROW connections pinned to `version`, each a whole request and
+ * response (in TLS 1.3 the session tickets come after the handshake) and
+ * each after the first offering the session of the one before: how many
+ * were resumed. */
+static int resumed_in_a_row(int port, int version)
+{
+    SSL_SESSION *session = NULL;
+    int resumed = 0;
+    for (int i = 0; i < IN_A_ROW; i++) {
+        struct client c = {.min_version = version,
+                           .max_version = version,
+                           .sni = "default.test",
+                           .session = session};
+        struct tls t;
+        ck_assert_msg(tls_open(&t, port, &c), "%s, connection %d: %s", version_name(version), i,
+                      t.error);
+        char body[64];
+        ck_assert_msg(tls_get(&t, "default.test", "/", body, sizeof(body)) == 200,
+                      "%s, connection %d: %s", version_name(version), i, t.error);
+        resumed += SSL_session_reused(t.ssl);
+        if (session != NULL)
+            SSL_SESSION_free(session);
+        session = SSL_get1_session(t.ssl);
+        tls_close(&t);
+    }
+    if (session != NULL)
+        SSL_SESSION_free(session);
+    return resumed;
+}
+
+static const struct {
+    const char *name;
+    const char *settings; /* in the server block */
+    bool resumes;
+} resumption_cases[] = {
+    {"tickets (the default)", "", true},
+    {"tickets off: the session cache", "    tls_session_tickets off;\n", true},
+    {"tickets off, cache off", "    tls_session_tickets off;\n    tls_session_cache off;\n", false},
+};
+
+/* On two workers: the ticket keys and the session cache must be theirs in
+ * common, since a connection may land on either.  The handshake metrics
+ * count every connection. */
+START_TEST(sessions_resume_across_workers)
+{
+    struct test_daemon d;
+    start_tls_server(&d, "corral", 2, resumption_cases[_i].settings, "again");
+    static const int versions[] = {TLS1_2_VERSION, TLS1_3_VERSION};
+    for (int v = 0; v < COUNT(versions); v++) {
+        int resumed = resumed_in_a_row(d.port, versions[v]);
+        int expected = resumption_cases[_i].resumes ? IN_A_ROW - 1 : 0;
+        ck_assert_msg(resumed == expected, "%s, %s: %d of %d connections after the first resumed",
+                      resumption_cases[_i].name, version_name(versions[v]), resumed, IN_A_ROW - 1);
+    }
+    long long full = resumption_cases[_i].resumes ? 2 : 2 * IN_A_ROW;
+    long long resumed = 2 * IN_A_ROW - full;
+    long long got = metric_becomes(&d, HANDSHAKES, "kind=\"full\"", full);
+    ck_assert_msg(got == full, "%s{kind=\"full\"}: %lld, expected %lld", HANDSHAKES, got, full);
+    got = metric_becomes(&d, HANDSHAKES, "kind=\"resumed\"", resumed);
+    ck_assert_msg(got == resumed, "%s{kind=\"resumed\"}: %lld, expected %lld", HANDSHAKES, got,
+                  resumed);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* ============================================================ bad clients */
+
+/* Plain HTTP, random bytes and silence on a tls port: each connection is
+ * closed (silence after tls_handshake_timeout), counted by kind, and the
+ * daemon goes on serving TLS. */
+START_TEST(garbage_and_silence_are_closed_and_counted)
+{
+    struct test_daemon d;
+    start_tls_server(&d, "corral", 2, "    tls_handshake_timeout 1s;\n", "still here");
+
+    int fd = test_connect(d.port);
+    const char *plain = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    test_send_all(fd, plain, strlen(plain));
+    int ms = ms_until_closed(fd, 3000);
+    ck_assert_msg(ms >= 0, "a plain HTTP request left the connection open for 3 s");
+    close(fd);
+
+    /* Random, except that the first byte is no TLS record type: a
+     * handshake record header could announce more than follows, and the
+     * server would rightly wait for it (that is the silent case below). */
+    unsigned char noise[1000];
+    uint32_t x = 2463534242u;
+    for (size_t i = 0; i < sizeof(noise); i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        noise[i] = (unsigned char)x;
+    }
+    if (noise[0] >= 0x14 && noise[0] <= 0x18)
+        noise[0] ^= 0x80;
+    fd = test_connect(d.port);
+    test_send_all(fd, noise, sizeof(noise));
+    ms = ms_until_closed(fd, 3000);
+    ck_assert_msg(ms >= 0, "1000 random bytes left the connection open for 3 s");
+    close(fd);
+
+    fd = test_connect(d.port);
+    ms = ms_until_closed(fd, 4000);
+    ck_assert_msg(ms >= 800 && ms <= 3000,
+                  "a silent connection closed after %d ms (tls_handshake_timeout 1s)", ms);
+    close(fd);
+
+    struct client c = {.sni = "default.test"};
+    expect_body(d.port, &c, "default.test", "still here");
+
+    long long got = metric_becomes(&d, ERRORS, "kind=\"protocol\"", 2);
+    ck_assert_msg(got == 2, "%s{kind=\"protocol\"}: %lld after plain HTTP and random bytes", ERRORS,
+                  got);
+    got = metric_becomes(&d, ERRORS, "kind=\"timeout\"", 1);
+    ck_assert_msg(got == 1, "%s{kind=\"timeout\"}: %lld after one silent connection", ERRORS, got);
+    got = metric_becomes(&d, HANDSHAKES, "kind=\"full\"", 1);
+    ck_assert_msg(got == 1, "%s{kind=\"full\"}: %lld after one TLS client", HANDSHAKES, got);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* ============================================================ client certificates */
+
+static const struct {
+    const char *verify;      /* the server's tls_verify_client line */
+    const char *certificate; /* the client's; NULL: none */
+    bool served;
+} client_cert_cases[] = {
+    {"", NULL, false},
+    {"", "client", true},
+    {"", "other-client", false},
+    {"    tls_verify_client on;\n", NULL, false},
+    {"    tls_verify_client optional;\n", NULL, true},
+    {"    tls_verify_client optional;\n", "client", true},
+    {"    tls_verify_client optional;\n", "other-client", false},
+};
+
+START_TEST(client_certificates_are_verified)
+{
+    struct test_daemon d;
+    const char *verify = NULL;
+    static const int versions[] = {TLS1_2_VERSION, TLS1_3_VERSION};
+    for (int i = 0; i < COUNT(client_cert_cases); i++) {
+        if (verify == NULL || strcmp(verify, client_cert_cases[i].verify) != 0) {
+            if (verify != NULL)
+                test_daemon_stop(&d);
+            verify = client_cert_cases[i].verify;
+            char settings[256];
+            snprintf(settings, sizeof(settings), "    tls_client_certificate certs/ca.pem;\n%s",
+                     verify);
+            start_tls_server(&d, "corral", 1, settings, "known");
+        }
+        const char *mode = verify[0] != '\0' ? verify + 4 : "(tls_verify_client unset)\n";
+        const char *cert =
+            client_cert_cases[i].certificate != NULL ? client_cert_cases[i].certificate : "no";
+        for (int v = 0; v < COUNT(versions); v++) {
+            struct client c = {.min_version = versions[v],
+                               .max_version = versions[v],
+                               .sni = "default.test",
+                               .certificate = client_cert_cases[i].certificate};
+            if (client_cert_cases[i].served) {
+                struct tls t;
+                ck_assert_msg(tls_open(&t, d.port, &c), "%s%s, %s certificate: %s", mode,
+                              version_name(versions[v]), cert, t.error);
+                char body[64];
+                int status = tls_get(&t, "default.test", "/", body, sizeof(body));
+                ck_assert_msg(status == 200 && strcmp(body, "known") == 0,
+                              "%s%s, %s certificate: %d \"%s\" %s", mode, version_name(versions[v]),
+                              cert, status, body, t.error);
+                tls_close(&t);
+            } else {
+                char why[512];
+                ck_assert_msg(refused(d.port, &c, why, sizeof(why)),
+                              "%s%s, %s certificate: not refused: %s", mode,
+                              version_name(versions[v]), cert, why);
+            }
+        }
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* ============================================================ upstream TLS */
+
+/* A second corral as the TLS backend.  The front's locations differ in what
+ * they trust; /fresh/ opens a new upstream connection per request, which
+ * should resume the session of the one before. */
+START_TEST(proxy_to_an_https_upstream)
+{
+    struct test_daemon back, front;
+    start_tls_server(&back, "back", 1, "", "backend");
+    start(&front, "front",
+          "workers 1;\n" ADMIN "upstream fresh {\n"
+          "    server 127.0.0.1:%d;\n"
+          "    keepalive 0;\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:0;\n"
+          "    location /trusted/ {\n"
+          "        proxy_pass https://127.0.0.1:%d;\n"
+          "        proxy_tls_trusted_certificate certs/ca.pem;\n"
+          "        proxy_tls_name default.test;\n"
+          "    }\n"
+          "    location /untrusted/ {\n"
+          "        proxy_pass https://127.0.0.1:%d;\n"
+          "        proxy_tls_trusted_certificate certs/other-ca.pem;\n"
+          "        proxy_tls_name default.test;\n"
+          "    }\n"
+          "    location /unverified/ {\n"
+          "        proxy_pass https://127.0.0.1:%d;\n"
+          "        proxy_tls_verify off;\n"
+          "        proxy_tls_trusted_certificate certs/other-ca.pem;\n"
+          "        proxy_tls_name default.test;\n"
+          "    }\n"
+          "    location /fresh/ {\n"
+          "        proxy_pass https://fresh;\n"
+          "        proxy_tls_trusted_certificate certs/ca.pem;\n"
+          "        proxy_tls_name default.test;\n"
+          "    }\n"
+          "}\n",
+          back.port, back.port, back.port, back.port);
+    char body[256];
+    int status = test_daemon_http_get("127.0.0.1", front.port, "/trusted/", body, sizeof(body));
+    ck_assert_msg(status == 200 && strcmp(body, "backend") == 0,
+                  "trusted CA: %d \"%s\"; front log:\n%s", status, body, test_daemon_log(&front));
+
+    status = test_daemon_http_get("127.0.0.1", front.port, "/untrusted/", body, sizeof(body));
+    ck_assert_msg(status == 502, "the other CA: %d \"%s\"", status, body);
+    bool told = false;
+    for (int i = 0; i < 50 && !told; i++) {
+        char *log = test_daemon_log(&front);
+        told = strcasestr(log, "verif") != NULL;
+        free(log);
+        if (!told)
+            usleep(20000);
+    }
+    ck_assert_msg(told, "the front's log does not say the verification failed:\n%s",
+                  test_daemon_log(&front));
+    long long failed = metric_becomes(&front, "corral_upstream_errors_total", "kind=\"tls\"", 1);
+    ck_assert_msg(failed >= 1, "corral_upstream_errors_total{kind=\"tls\"}: %lld", failed);
+
+    status = test_daemon_http_get("127.0.0.1", front.port, "/unverified/", body, sizeof(body));
+    ck_assert_msg(status == 200 && strcmp(body, "backend") == 0,
+                  "proxy_tls_verify off: %d \"%s\"; front log:\n%s", status, body,
+                  test_daemon_log(&front));
+
+    long long before = metric(&back, HANDSHAKES, "kind=\"resumed\"");
+    for (int i = 0; i < 4; i++) {
+        status = test_daemon_http_get("127.0.0.1", front.port, "/fresh/", body, sizeof(body));
+        ck_assert_msg(status == 200 && strcmp(body, "backend") == 0,
+                      "/fresh/, request %d: %d \"%s\"", i, status, body);
+    }
+    long long after = metric_becomes(&back, HANDSHAKES, "kind=\"resumed\"", before + 3);
+    ck_assert_msg(after > before,
+                  "4 new upstream connections in a row, none resumed (backend: %lld full, "
+                  "%lld resumed)",
+                  metric(&back, HANDSHAKES, "kind=\"full\""), after);
+    test_daemon_stop(&front);
+    test_daemon_stop(&back);
+}
+END_TEST
+
+/* ============================================================ corral -t */
+
+/* The certificate's argument is at line 3, column 21; the key's at line 4,
+ * column 25. */
+static void write_pair_config(char *path, size_t size, const char *name, const char *certificate,
+                              const char *key)
+{
+    test_daemon_file(path, size, name);
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "server {\n"
+             "    listen 127.0.0.1:0 tls;\n"
+             "    tls_certificate %s;\n"
+             "    tls_certificate_key %s;\n"
+             "    location / { return 200 \"x\"; }\n"
+             "}\n",
+             certificate, key);
+    test_write_file(path, conf);
+}
+
+START_TEST(check_reports_certificate_problems_where_they_are_named)
+{
+    char conf[PATH_MAX], args[PATH_MAX + 16], out[8192], at[PATH_MAX + 32], or_at[PATH_MAX + 32];
+
+    write_pair_config(conf, sizeof(conf), "good.conf", "certs/a.pem", "certs/a.key");
+    snprintf(args, sizeof(args), "-t -c %s", conf);
+    int rc = test_daemon_run(args, out, sizeof(out));
+    ck_assert_msg(rc == 0, "a good pair: exit %d:\n%s", rc, out);
+
+    write_pair_config(conf, sizeof(conf), "missing.conf", "certs/a.pem", "certs/missing.key");
+    snprintf(args, sizeof(args), "-t -c %s", conf);
+    rc = test_daemon_run(args, out, sizeof(out));
+    snprintf(at, sizeof(at), "%s:4:25: ", conf);
+    ck_assert_msg(rc != 0 && strstr(out, at) != NULL,
+                  "a missing key file: exit %d, expected an error at \"%s\":\n%s", rc, at, out);
+
+    write_pair_config(conf, sizeof(conf), "mismatch.conf", "certs/a.pem", "certs/b.key");
+    snprintf(args, sizeof(args), "-t -c %s", conf);
+    rc = test_daemon_run(args, out, sizeof(out));
+    snprintf(at, sizeof(at), "%s:4:25: ", conf);
+    snprintf(or_at, sizeof(or_at), "%s:3:21: ", conf);
+    ck_assert_msg(
+        rc != 0 && (strstr(out, at) != NULL || strstr(out, or_at) != NULL),
+        "a key of another certificate: exit %d, expected an error at \"%s\" or \"%s\":\n%s", rc, at,
+        or_at, out);
+
+    write_pair_config(conf, sizeof(conf), "expired.conf", "certs/expired.pem", "certs/expired.key");
+    snprintf(args, sizeof(args), "-t -c %s", conf);
+    rc = test_daemon_run(args, out, sizeof(out));
+    snprintf(at, sizeof(at), "%s:3:21: ", conf);
+    ck_assert_msg(rc == 0 && strstr(out, at) != NULL,
+                  "an expired certificate: exit %d, expected 0 and a warning at \"%s\":\n%s", rc,
+                  at, out);
+}
+END_TEST
+
+/* ============================================================ kernel TLS */
+
+/* With tls_ktls on, requests are served whether or not this kernel has TLS
+ * offload; without it the daemon says so in its log, with it the metric
+ * counts the connections. */
+START_TEST(ktls_on_serves_either_way)
+{
+    struct test_daemon d;
+    start_tls_server(&d, "corral", 1, "    tls_ktls on;\n", "kernel");
+    static const int versions[] = {TLS1_2_VERSION, TLS1_3_VERSION};
+    for (int v = 0; v < COUNT(versions); v++) {
+        struct client c = {
+            .min_version = versions[v], .max_version = versions[v], .sni = "default.test"};
+        expect_body(d.port, &c, "default.test", "kernel");
+    }
+    long long ktls = metric(&d, KTLS, NULL);
+    ck_assert_msg(ktls >= 0, "no %s series on /metrics", KTLS);
+    char *log = test_daemon_log(&d);
+    bool unavailable = strcasestr(log, "ktls") != NULL;
+    free(log);
+    if (!unavailable)
+        ck_assert_msg(ktls > 0, "no kTLS connection counted, and the log says nothing of kTLS:\n%s",
+                      test_daemon_log(&d));
+    test_daemon_stop(&d);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    Suite *suite = suite_create("proto/tls");
+    TCase *tc = tcase_create("tls");
+    test_daemon_fixture(tc);
+    tcase_add_unchecked_fixture(tc, certs_make, NULL);
+    tcase_add_checked_fixture(tc, case_setup, NULL);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, tls_1_2_and_1_3_are_served_and_older_versions_refused);
+    tcase_add_test(tc, sni_picks_the_server_blocks_certificate);
+    tcase_add_test(tc, rsa_and_ecdsa_certificates_side_by_side);
+    tcase_add_test(tc, alpn_settles_on_http_1_1);
+    tcase_add_loop_test(tc, sessions_resume_across_workers, 0, COUNT(resumption_cases));
+    tcase_add_test(tc, garbage_and_silence_are_closed_and_counted);
+    tcase_add_test(tc, client_certificates_are_verified);
+    tcase_add_test(tc, proxy_to_an_https_upstream);
+    tcase_add_test(tc, check_reports_certificate_problems_where_they_are_named);
+    tcase_add_test(tc, ktls_on_serves_either_way);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
