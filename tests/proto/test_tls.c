@@ -667,6 +667,43 @@ START_TEST(sessions_resume_across_workers)
 }
 END_TEST
 
+/* One TLS 1.2 connection offering `session` (NULL: none), with a whole
+ * request: whether it resumed.  *next gets its session (free it). */
+static bool resumes(int port, SSL_SESSION *session, SSL_SESSION **next)
+{
+    struct client c = {.min_version = TLS1_2_VERSION,
+                       .max_version = TLS1_2_VERSION,
+                       .sni = "default.test",
+                       .session = session};
+    struct tls t;
+    ck_assert_msg(tls_open(&t, port, &c), "%s", t.error);
+    char body[64];
+    ck_assert_msg(tls_get(&t, "default.test", "/", body, sizeof(body)) == 200, "%s", t.error);
+    bool reused = SSL_session_reused(t.ssl);
+    if (next != NULL)
+        *next = SSL_get1_session(t.ssl);
+    tls_close(&t);
+    return reused;
+}
+
+/* Ticket keys rotate every second here: a ticket still opens under the
+ * next key, and no longer once that one has rotated too. */
+START_TEST(ticket_keys_rotate)
+{
+    struct test_daemon d;
+    start_tls_server(&d, "corral", 2,
+                     "    tls_session_ticket_rotation 1s;\n    tls_session_cache off;\n", "rotating");
+    SSL_SESSION *first;
+    ck_assert(!resumes(d.port, NULL, &first));
+    usleep(1300 * 1000); /* the key that sealed `first` is now the previous one */
+    ck_assert_msg(resumes(d.port, first, NULL), "a ticket from one rotation ago must resume");
+    usleep(1500 * 1000); /* and now it is gone */
+    ck_assert_msg(!resumes(d.port, first, NULL), "a ticket from two rotations ago must not resume");
+    SSL_SESSION_free(first);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* ============================================================ bad clients */
 
 /* Plain HTTP, random bytes and silence on a tls port: each connection is
@@ -960,6 +997,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, rsa_and_ecdsa_certificates_side_by_side);
     tcase_add_test(tc, alpn_settles_on_http_1_1);
     tcase_add_loop_test(tc, sessions_resume_across_workers, 0, COUNT(resumption_cases));
+    tcase_add_test(tc, ticket_keys_rotate);
     tcase_add_test(tc, garbage_and_silence_are_closed_and_counted);
     tcase_add_test(tc, client_certificates_are_verified);
     tcase_add_test(tc, proxy_to_an_https_upstream);
