@@ -910,6 +910,9 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    /* OpenSSL writes to sockets with write(2): a reset connection must be
+     * an error, not SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
     daemon_state.config_path = path;
     daemon_log_open(NULL);
     daemon_log_plain(test_only);

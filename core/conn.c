@@ -424,6 +424,11 @@ void corral__loop_kick(corral_loop *loop)
 static void conn_start_linger(corral_conn *conn)
 {
     if (conn->eof || conn->no_linger) {
+        /* No waiting for the peer, but a transport's own end of stream (a
+         * TLS close_notify) still goes out; a plain FIN goes with close(). */
+        if (!conn->shutdown_done && conn->transport != &corral_plain_transport &&
+            conn->transport->shutdown != NULL)
+            conn->transport->shutdown(conn);
         conn_destroy(conn, 0);
         return;
     }

@@ -885,8 +885,13 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
     for (size_t i = 0; i < loc->set_header_count; i++)
         if (loc->set_headers[i].value.len > 0)
             buf_add_header(&b, loc->set_headers[i].name, loc->set_headers[i].value);
-    if (!has_host && set_header(loc, (struct http_str){"host", 4}) == NULL)
-        buf_add_str(&b, "Host: \r\n"); /* HTTP/1.0 clients may send none */
+    if (!has_host && set_header(loc, (struct http_str){"host", 4}) == NULL) {
+        /* An HTTP/1.0 client may send none; HTTP/1.1 needs one: the name
+         * proxy_pass gives (the upstream's name, or its address). */
+        buf_add_str(&b, "Host: ");
+        buf_add_str(&b, loc->upstream->name);
+        buf_add(&b, "\r\n", 2);
+    }
     /* proxy_set_header wins over the proxy's own forwarding headers; else
      * the client's hops (every such header, in order) are kept and this
      * one appended. */

@@ -116,6 +116,10 @@ static int on_ticket_key(SSL *ssl, unsigned char key_name[16], unsigned char *iv
     pthread_mutex_unlock(&keys->lock);
     if (!found)
         return 0; /* no ticket issued, or a full handshake */
+    /* TLS 1.3 tickets are meant for one use (RFC 8446 appendix C.4): a
+     * resumed client gets a fresh one for its next connection. */
+    if (!encrypt && SSL_version(ssl) == TLS1_3_VERSION)
+        found = 2;
     if (encrypt) {
         if (RAND_bytes(iv, EVP_CIPHER_get_iv_length(EVP_aes_256_cbc())) != 1)
             return -1;

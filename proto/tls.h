@@ -101,6 +101,9 @@ int tls_server_new(const struct tls_server_conf *conf, const struct http_site *s
                    struct tls_server **out);
 void tls_server_free(struct tls_server *server);
 
+/* OpenSSL writes to the socket with write(2): a process using TLS must
+ * ignore SIGPIPE. */
+
 /* Makes `conn`, just accepted, speak TLS as the server (from on_open).
  * Counters go to stats[worker index].  Returns 0 or -ENOMEM. */
 int tls_server_accept(struct tls_server *server, corral_conn *conn, struct tls_stats *stats);

@@ -1363,6 +1363,25 @@ START_TEST(via_is_appended_to_an_existing_one)
 }
 END_TEST
 
+/* HTTP/1.1 requires Host: an HTTP/1.0 request without one gets the name
+ * proxy_pass gives. */
+START_TEST(host_is_added_for_an_http_1_0_client)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    struct response resp;
+    ck_assert_uint_eq(exchange(d.port, "GET / HTTP/1.0\r\n\r\n", &resp), 200);
+    response_free(&resp);
+    char host[256];
+    header_find(backend_request(b, 0)->head, "Host", host, sizeof(host));
+    ck_assert_str_eq(host, "b");
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 /* Two X-Forwarded-For lines are one list (RFC 9110 5.3): every entry stays. */
 START_TEST(x_forwarded_for_keeps_every_earlier_entry)
 {
@@ -2249,6 +2268,7 @@ Suite *test_suite(void)
     tc = new_case(suite, "headers", 20);
     tcase_add_test(tc, request_headers_are_rewritten);
     tcase_add_test(tc, via_is_appended_to_an_existing_one);
+    tcase_add_test(tc, host_is_added_for_an_http_1_0_client);
     tcase_add_test(tc, x_forwarded_for_keeps_every_earlier_entry);
     tcase_add_test(tc, empty_post_keeps_its_content_length);
     tcase_add_test(tc, response_headers_are_rewritten);

@@ -704,6 +704,88 @@ START_TEST(ticket_keys_rotate)
 }
 END_TEST
 
+/* TLS 1.3 tickets are for one use: a resumed connection brings a new one. */
+START_TEST(tls_1_3_resumption_brings_a_fresh_ticket)
+{
+    struct test_daemon d;
+    start_tls_server(&d, "corral", 1, "    tls_session_cache off;\n", "fresh");
+    SSL_SESSION *session = NULL;
+    for (int i = 0; i < 3; i++) {
+        struct client c = {.min_version = TLS1_3_VERSION, .sni = "default.test", .session = session};
+        struct tls t;
+        ck_assert_msg(tls_open(&t, d.port, &c), "%s", t.error);
+        char body[64];
+        ck_assert_msg(tls_get(&t, "default.test", "/", body, sizeof(body)) == 200, "%s", t.error);
+        ck_assert_int_eq(SSL_session_reused(t.ssl), i > 0);
+        SSL_SESSION *next = SSL_get1_session(t.ssl);
+        const unsigned char *old_ticket = NULL, *new_ticket = NULL;
+        size_t old_len = 0, new_len = 0;
+        if (session != NULL)
+            SSL_SESSION_get0_ticket(session, &old_ticket, &old_len);
+        SSL_SESSION_get0_ticket(next, &new_ticket, &new_len);
+        ck_assert_uint_gt(new_len, 0);
+        ck_assert_msg(old_len != new_len || memcmp(old_ticket, new_ticket, new_len) != 0,
+                      "connection %d brought no new ticket", i);
+        SSL_SESSION_free(session);
+        session = next;
+        tls_close(&t);
+    }
+    SSL_SESSION_free(session);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A response to "Connection: close" ends with close_notify, not a bare
+ * FIN that a client must take for a possible truncation: answered by
+ * corral itself, and proxied. */
+START_TEST(connection_close_ends_with_close_notify)
+{
+    struct test_daemon back, front;
+    start(&back, "back",
+          "workers 1;\n" ADMIN "server {\n    listen 127.0.0.1:0;\n"
+          "    location / { return 200 \"proxied\"; }\n}\n");
+    start(&front, "front",
+          "workers 1;\n" ADMIN "server {\n    listen 127.0.0.1:0 tls;\n" DEFAULT_CERT
+          "    location /own { return 200 \"own\"; }\n"
+          "    location / { proxy_pass http://127.0.0.1:%d; }\n}\n",
+          back.port);
+    static const char *const paths[] = {"/own", "/proxied"};
+    for (int i = 0; i < COUNT(paths); i++) {
+        struct client c = {.sni = "default.test"};
+        struct tls t;
+        ck_assert_msg(tls_open(&t, front.port, &c), "%s", t.error);
+        char request[256];
+        int n = snprintf(request, sizeof(request),
+                         "GET %s HTTP/1.1\r\nHost: default.test\r\nConnection: close\r\n\r\n",
+                         paths[i]);
+        ck_assert_int_eq(SSL_write(t.ssl, request, n), n);
+        char response[4096];
+        int rc, reads = 0;
+        while ((rc = SSL_read(t.ssl, response, sizeof(response))) > 0 && ++reads < 100)
+            continue;
+        ck_assert_msg(SSL_get_error(t.ssl, rc) == SSL_ERROR_ZERO_RETURN,
+                      "%s: the stream ended without close_notify (SSL_get_error %d)", paths[i],
+                      SSL_get_error(t.ssl, rc));
+        tls_close(&t);
+    }
+    test_daemon_stop(&front);
+    test_daemon_stop(&back);
+}
+END_TEST
+
+/* OpenSSL writes with write(2), so a write to a connection the client has
+ * reset raises SIGPIPE: the daemon must ignore it rather than die. */
+START_TEST(sigpipe_does_not_end_the_daemon)
+{
+    struct test_daemon d;
+    start_tls_server(&d, "corral", 1, "", "alive");
+    ck_assert_int_eq(kill(d.pid, SIGPIPE), 0);
+    usleep(100 * 1000);
+    expect_body(d.port, &(struct client){.sni = "default.test"}, "default.test", "alive");
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* ============================================================ bad clients */
 
 /* Plain HTTP, random bytes and silence on a tls port: each connection is
@@ -998,6 +1080,9 @@ Suite *test_suite(void)
     tcase_add_test(tc, alpn_settles_on_http_1_1);
     tcase_add_loop_test(tc, sessions_resume_across_workers, 0, COUNT(resumption_cases));
     tcase_add_test(tc, ticket_keys_rotate);
+    tcase_add_test(tc, tls_1_3_resumption_brings_a_fresh_ticket);
+    tcase_add_test(tc, connection_close_ends_with_close_notify);
+    tcase_add_test(tc, sigpipe_does_not_end_the_daemon);
     tcase_add_test(tc, garbage_and_silence_are_closed_and_counted);
     tcase_add_test(tc, client_certificates_are_verified);
     tcase_add_test(tc, proxy_to_an_https_upstream);
