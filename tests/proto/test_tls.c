@@ -44,7 +44,9 @@ static const char openssl_conf[] = "[req]\n"
 
 /* Two unrelated CAs; leaves signed by the first for a.test, *.b.test and
  * default.test (P-256), default.test again with an RSA 2048 key, an expired
- * one, and a client certificate from each CA.  NAME.pem with NAME.key. */
+ * one, and a client certificate from each CA; an intermediate CA under the
+ * first and, signed by it, chained.test, whose file holds the leaf and then
+ * the intermediate.  NAME.pem with NAME.key. */
 static const char make_certs[] =
     "set -e\n"
     "export OPENSSL_CONF=\"$PWD/openssl.cnf\"\n"
@@ -72,7 +74,12 @@ static const char make_certs[] =
     "leaf rsa ca default.test 4 30\n"
     "ec expired && leaf expired ca default.test 5 -1\n"
     "ec client && leaf client ca client 6 30\n"
-    "ec other-client && leaf other-client other-ca client 7 30\n";
+    "ec other-client && leaf other-client other-ca client 7 30\n"
+    "ec inter && openssl req -new -key inter.key -subj '/CN=corral test intermediate' \\\n"
+    "    -out inter.csr\n"
+    "openssl x509 -req -in inter.csr -CA ca.pem -CAkey ca.key -set_serial 8 -days 30 \\\n"
+    "    -extfile openssl.cnf -extensions ca -out inter.pem\n"
+    "ec chained && leaf chained inter chained.test 9 30 && cat inter.pem >>chained.pem\n";
 
 static char certs_dir[PATH_MAX];
 
@@ -207,6 +214,7 @@ struct client {
     const char *sigalgs;          /* signature algorithms offered; NULL: the default */
     const char *alpn;             /* protocols offered, comma-separated; NULL: no ALPN */
     const char *certificate;      /* client certificate: certs/NAME.pem and .key */
+    const char *trust;            /* verify the server against certs/NAME.pem */
     SSL_SESSION *session;         /* offered for resumption */
 };
 
@@ -272,6 +280,12 @@ static bool tls_open(struct tls *t, int port, const struct client *c)
         ck_assert_int_eq(SSL_CTX_use_certificate_chain_file(t->ctx, path), 1);
         snprintf(path, sizeof(path), "%s/%s.key", certs_dir, c->certificate);
         ck_assert_int_eq(SSL_CTX_use_PrivateKey_file(t->ctx, path, SSL_FILETYPE_PEM), 1);
+    }
+    if (c->trust != NULL) {
+        char path[PATH_MAX + 16];
+        snprintf(path, sizeof(path), "%s/%s.pem", certs_dir, c->trust);
+        ck_assert_int_eq(SSL_CTX_load_verify_locations(t->ctx, path, NULL), 1);
+        SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER, NULL);
     }
     t->ssl = SSL_new(t->ctx);
     ck_assert_ptr_nonnull(t->ssl);
@@ -571,6 +585,62 @@ START_TEST(rsa_and_ecdsa_certificates_side_by_side)
         ck_assert_str_eq(body, "dual");
         tls_close(&t);
     }
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* The certificate file's chain goes out with the leaf: a client that
+ * trusts only the root verifies a leaf signed by an intermediate. */
+START_TEST(the_chain_file_is_sent)
+{
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 1;\n" ADMIN "server {\n    listen 127.0.0.1:0 tls;\n"
+          "    tls_certificate certs/chained.pem;\n    tls_certificate_key certs/chained.key;\n"
+          "    location / { return 200 \"chained\"; }\n}\n");
+    struct client c = {.sni = "chained.test", .trust = "ca"};
+    struct tls t;
+    ck_assert_msg(tls_open(&t, d.port, &c), "%s", t.error);
+    ck_assert_int_eq(SSL_get_verify_result(t.ssl), X509_V_OK);
+    STACK_OF(X509) *chain = SSL_get_peer_cert_chain(t.ssl);
+    ck_assert_int_eq(sk_X509_num(chain), 2);
+    tls_close(&t);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* TLS 1.2 renegotiation is refused: the server answers a client's request
+ * for one with a no_renegotiation warning or ends the connection. */
+START_TEST(renegotiation_is_refused)
+{
+    struct test_daemon d;
+    start_tls_server(&d, "corral", 1, "", "once");
+    struct client c = {.min_version = TLS1_2_VERSION, .max_version = TLS1_2_VERSION,
+                       .sni = "default.test"};
+    struct tls t;
+    ck_assert_msg(tls_open(&t, d.port, &c), "%s", t.error);
+    ck_assert_int_eq(SSL_renegotiate(t.ssl), 1);
+    int rc = SSL_do_handshake(t.ssl);
+    ck_assert_msg(rc != 1, "the server renegotiated");
+    tls_close(&t);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* tls_ciphers limits what a TLS 1.2 client may use. */
+START_TEST(tls_ciphers_are_enforced)
+{
+    struct test_daemon d;
+    start_tls_server(&d, "corral", 1, "    tls_ciphers ECDHE-ECDSA-AES128-GCM-SHA256;\n", "only");
+    struct client allowed = {.max_version = TLS1_2_VERSION, .sni = "default.test",
+                             .ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256"};
+    struct client other = {.max_version = TLS1_2_VERSION, .sni = "default.test",
+                           .ciphers = "ECDHE-ECDSA-AES256-GCM-SHA384"};
+    struct tls t;
+    ck_assert_msg(tls_open(&t, d.port, &allowed), "%s", t.error);
+    tls_close(&t);
+    ck_assert_msg(!tls_open(&t, d.port, &other), "a cipher outside tls_ciphers was accepted");
+    tls_close(&t);
     test_daemon_stop(&d);
 }
 END_TEST
@@ -1077,6 +1147,9 @@ Suite *test_suite(void)
     tcase_add_test(tc, tls_1_2_and_1_3_are_served_and_older_versions_refused);
     tcase_add_test(tc, sni_picks_the_server_blocks_certificate);
     tcase_add_test(tc, rsa_and_ecdsa_certificates_side_by_side);
+    tcase_add_test(tc, the_chain_file_is_sent);
+    tcase_add_test(tc, renegotiation_is_refused);
+    tcase_add_test(tc, tls_ciphers_are_enforced);
     tcase_add_test(tc, alpn_settles_on_http_1_1);
     tcase_add_loop_test(tc, sessions_resume_across_workers, 0, COUNT(resumption_cases));
     tcase_add_test(tc, ticket_keys_rotate);
