@@ -608,6 +608,36 @@ static bool is_token(struct http_str s)
     return true;
 }
 
+/* An absolute-form target ("http://host:port/path?query"), which servers
+ * must accept (RFC 9112 3.2.2): its authority takes the place of Host, and
+ * what follows is the target.  Userinfo is refused, as is a query without a
+ * path.  Returns 0 or 400. */
+static unsigned take_absolute_form(struct http_request *req)
+{
+    struct http_str t = req->target;
+    size_t scheme = t.len > 7 && strncasecmp(t.data, "http://", 7) == 0    ? 7
+                    : t.len > 8 && strncasecmp(t.data, "https://", 8) == 0 ? 8
+                                                                           : 0;
+    if (scheme == 0)
+        return 400;
+    const char *authority = t.data + scheme, *end = t.data + t.len, *path = authority;
+    while (path < end && *path != '/' && *path != '?')
+        path++;
+    req->authority = (struct http_str){authority, (size_t)(path - authority)};
+    static const char extra[] = "-._~!$&'()*+,;=:[]%";
+    for (size_t i = 0; i < req->authority.len; i++) {
+        char c = authority[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              strchr(extra, c) != NULL))
+            return 400; /* '@' (userinfo) among others */
+    }
+    if (req->authority.len == 0 || (path < end && *path == '?'))
+        return 400;
+    req->target = path < end ? (struct http_str){path, (size_t)(end - path)}
+                             : (struct http_str){"/", 1};
+    return 0;
+}
+
 /* Fills `req` from the scratch headers and checks what llhttp leaves to us.
  * Returns 0 or the status to refuse the request with. */
 static unsigned build_request(struct h1_conn *h1, struct http_request *req)
@@ -625,6 +655,13 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
     req->method.len = strlen(req->method.data);
     if (parser->http_major != 1)
         return 505;
+    if (req->target.len == 0)
+        return 400;
+    if (req->target.data[0] != '/' && req->target.data[0] != '*') {
+        unsigned status = take_absolute_form(req);
+        if (status != 0)
+            return status;
+    }
     const char *query = memchr(req->target.data, '?', req->target.len);
     req->path = (struct http_str){req->target.data,
                                   query != NULL ? (size_t)(query - req->target.data) : req->target.len};
@@ -659,13 +696,13 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
     /* HTTP/1.1 requires exactly one Host (RFC 9112 3.2). */
     if (hosts > 1 || (hosts == 0 && req->version_minor >= 1))
         return 400;
+    if (req->authority.len > 0)
+        req->host = req->authority;
     if (req->host.len > 0 && req->host.data[0] != '[') {
         const char *colon = memchr(req->host.data, ':', req->host.len);
         if (colon != NULL)
             req->host.len = (size_t)(colon - req->host.data);
     }
-    if (req->target.len == 0 || (req->target.data[0] != '/' && req->target.data[0] != '*'))
-        return 400; /* absolute-form belongs to forward proxies */
     for (size_t i = 0; i < scratch.list.count && req->upgrade_protocol.len > 0; i++)
         if (http_str_equal_nocase(scratch.list.headers[i].name, "connection") &&
             http_header_lists(scratch.list.headers[i].value, (struct http_str){"upgrade", 7}))

@@ -34,9 +34,11 @@ struct http_header {
  * are valid only during on_request. */
 struct http_request {
     struct http_str method;
-    struct http_str target; /* as sent: "/path?query" */
+    struct http_str target; /* "/path?query" (also when sent in absolute-form) */
     struct http_str path;   /* target without the query */
     struct http_str host;   /* Host header without the port; may be empty */
+    struct http_str authority; /* an absolute-form target's host[:port], which
+                                  stands for Host (RFC 9112 3.2.2); else empty */
     unsigned version_minor; /* HTTP/1.x */
     const struct http_header *headers;
     size_t header_count;

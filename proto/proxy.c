@@ -879,7 +879,13 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
             http_str_equal_nocase(h->name, "x-forwarded-for") ||
             http_str_equal_nocase(h->name, "via") || set_header(loc, h->name) != NULL)
             continue;
-        has_host = has_host || http_str_equal_nocase(h->name, "host");
+        if (http_str_equal_nocase(h->name, "host")) {
+            has_host = true;
+            if (req->authority.len > 0) { /* the target's authority wins */
+                buf_add_header(&b, h->name, req->authority);
+                continue;
+            }
+        }
         buf_add_header(&b, h->name, h->value);
     }
     for (size_t i = 0; i < loc->set_header_count; i++)
@@ -889,7 +895,10 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
         /* An HTTP/1.0 client may send none; HTTP/1.1 needs one: the name
          * proxy_pass gives (the upstream's name, or its address). */
         buf_add_str(&b, "Host: ");
-        buf_add_str(&b, loc->upstream->name);
+        if (req->authority.len > 0)
+            buf_add(&b, req->authority.data, req->authority.len);
+        else
+            buf_add_str(&b, loc->upstream->name);
         buf_add(&b, "\r\n", 2);
     }
     /* proxy_set_header wins over the proxy's own forwarding headers; else

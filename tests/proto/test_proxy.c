@@ -1363,6 +1363,39 @@ START_TEST(via_is_appended_to_an_existing_one)
 }
 END_TEST
 
+/* An absolute-form target (RFC 9112 3.2.2) goes on in origin-form, and its
+ * authority replaces the Host header, which the server must ignore. */
+START_TEST(absolute_form_target_goes_on_in_origin_form)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    static const struct {
+        const char *request, *line, *host;
+    } cases[] = {
+        {"GET http://Shop.example:8080/p?q=1 HTTP/1.1\r\nHost: a\r\n\r\n", "GET /p?q=1 HTTP/1.1",
+         "Shop.example:8080"},
+        {"GET https://shop.example HTTP/1.1\r\nHost: shop.example\r\n\r\n", "GET / HTTP/1.1",
+         "shop.example"},
+        {"GET http://old.example/x HTTP/1.0\r\n\r\n", "GET /x HTTP/1.1", "old.example"},
+    };
+    for (int i = 0; i < COUNT(cases); i++) {
+        struct response resp;
+        ck_assert_uint_eq(exchange(d.port, cases[i].request, &resp), 200);
+        response_free(&resp);
+        const char *head = backend_request(b, (size_t)i)->head;
+        ck_assert_msg(strncmp(head, cases[i].line, strlen(cases[i].line)) == 0,
+                      "case %d: the backend got %.60s", i, head);
+        char host[256];
+        header_find(head, "Host", host, sizeof(host));
+        ck_assert_str_eq(host, cases[i].host);
+    }
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 /* HTTP/1.1 requires Host: an HTTP/1.0 request without one gets the name
  * proxy_pass gives. */
 START_TEST(host_is_added_for_an_http_1_0_client)
@@ -2055,7 +2088,11 @@ static const struct smuggle_case smuggle_cases[] = {
     HEAD_CASE("NUL in name", 400, "GET / HTTP/1.1\r\n" H "X\0Y: z\r\n\r\n"),
     HEAD_CASE("two Hosts", 400, "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
     HEAD_CASE("no Host", 400, "GET / HTTP/1.1\r\n\r\n"),
-    HEAD_CASE("absolute-form target", 400, "GET http://a/ HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE("absolute-form target with userinfo", 400, "GET http://u@a/ HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE("absolute-form target, query without path", 400,
+              "GET http://a?x HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE("absolute-form target, empty authority", 400, "GET http:///x HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE("absolute-form target, other scheme", 400, "GET ftp://a/ HTTP/1.1\r\n" H "\r\n"),
     HEAD_CASE("space in target", 400, "GET /a b HTTP/1.1\r\n" H "\r\n"),
     HEAD_CASE("control character in target", 400, "GET /a\x01 HTTP/1.1\r\n" H "\r\n"),
     HEAD_CASE("invalid method", 400, "G@T / HTTP/1.1\r\n" H "\r\n"),
@@ -2269,6 +2306,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, request_headers_are_rewritten);
     tcase_add_test(tc, via_is_appended_to_an_existing_one);
     tcase_add_test(tc, host_is_added_for_an_http_1_0_client);
+    tcase_add_test(tc, absolute_form_target_goes_on_in_origin_form);
     tcase_add_test(tc, x_forwarded_for_keeps_every_earlier_entry);
     tcase_add_test(tc, empty_post_keeps_its_content_length);
     tcase_add_test(tc, response_headers_are_rewritten);
