@@ -169,7 +169,7 @@ static int proxy_build(struct site *site, size_t index, const struct conf_config
         .connect_timeout_ms = server->http.proxy_connect_timeout_ms,
         .read_timeout_ms = server->http.proxy_read_timeout_ms,
         .send_timeout_ms = server->http.proxy_send_timeout_ms,
-        .idle_timeout_ms = 60000,
+        .idle_timeout_ms = named != NULL ? named->keepalive_timeout_ms : 60000,
     };
     int err = https ? upstream_tls_build(loc, target, workers, count, &conf.tls) : 0;
     if (err == 0)

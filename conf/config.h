@@ -48,6 +48,7 @@ struct conf_upstream {
     size_t server_count;
     enum conf_balance balance; /* default round_robin */
     unsigned keepalive;        /* idle connections kept per worker; default 32 */
+    uint32_t keepalive_timeout_ms; /* an idle one is closed after this; default 60 s */
     struct conf_pos pos;
 };
 

@@ -81,6 +81,7 @@ static int apply_upstream(struct conf_state *state, const struct conf_node *node
     struct conf_upstream *upstream = &upstreams[config->upstream_count++];
     upstream->balance = CONF_BALANCE_ROUND_ROBIN;
     upstream->keepalive = 32;
+    upstream->keepalive_timeout_ms = 60 * 1000;
     upstream->pos = node->name.pos;
     upstream->name = conf__strdup(state, &name->pos, name->text);
     if (upstream->name == NULL)
@@ -189,6 +190,15 @@ static int apply_keepalive(struct conf_state *state, const struct conf_node *nod
     (void)directive;
     return conf__arg_uint(state, &node->args[0], "\"keepalive\"", 0, UINT_MAX,
                           &state->upstream->keepalive);
+}
+
+/* keepalive_timeout DURATION (upstream): how long an idle pooled
+ * connection is kept */
+static int apply_upstream_keepalive_timeout(struct conf_state *state, const struct conf_node *node,
+                                            const struct conf_directive *directive)
+{
+    (void)directive;
+    return conf__arg_duration(state, &node->args[0], &state->upstream->keepalive_timeout_ms);
 }
 
 /* proxy_pass http[s]://UPSTREAM | http[s]://HOST:PORT */
@@ -412,6 +422,8 @@ const struct conf_directive conf__proxy_directives[] = {
      .apply = apply_balance},
     {.name = "keepalive", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 1,
      .apply = apply_keepalive},
+    {.name = "keepalive_timeout", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 1,
+     .apply = apply_upstream_keepalive_timeout},
     {.name = "proxy_pass", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
      .apply = apply_proxy_pass},
     {.name = "proxy_set_header", .contexts = CONF_LOCATION, .min_args = 2, .max_args = 2,

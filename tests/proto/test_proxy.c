@@ -910,6 +910,38 @@ START_TEST(keep_alive_on_both_sides)
 }
 END_TEST
 
+/* An idle pooled connection is closed after the upstream's
+ * keepalive_timeout: one client connection (so one worker) asks twice,
+ * first within the timeout, then after it. */
+START_TEST(idle_pooled_connection_is_closed_after_keepalive_timeout)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct test_daemon d;
+    char upstream[160];
+    snprintf(upstream, sizeof(upstream),
+             "    server 127.0.0.1:%d;\n    keepalive 8;\n    keepalive_timeout 300ms;", b->port);
+    write_config(&d, 1, upstream, "", "");
+    test_daemon_start(&d);
+    struct reader *r = client_connect(d.port);
+    static const unsigned pause_ms[] = {0, 50, 800};
+    static const unsigned connections_after[] = {1, 1, 2};
+    for (int i = 0; i < COUNT(pause_ms); i++) {
+        usleep(pause_ms[i] * 1000);
+        send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+        struct response resp;
+        ck_assert_msg(read_response(r, false, &resp), "request %d", i);
+        ck_assert_uint_eq(resp.status, 200);
+        response_free(&resp);
+        ck_assert_msg(atomic_load(&b->connections) == connections_after[i],
+                      "request %d: %u upstream connections", i, atomic_load(&b->connections));
+    }
+    client_close(r);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 START_TEST(pipelined_requests_are_answered_in_order)
 {
     struct backend *b = backend_new("a");
@@ -2290,6 +2322,7 @@ Suite *test_suite(void)
     TCase *tc = new_case(suite, "conformance", 30);
     tcase_add_test(tc, status_headers_and_body_pass_through);
     tcase_add_test(tc, keep_alive_on_both_sides);
+    tcase_add_test(tc, idle_pooled_connection_is_closed_after_keepalive_timeout);
     tcase_add_test(tc, pipelined_requests_are_answered_in_order);
     tcase_add_test(tc, chunked_request_body_arrives_intact);
     tcase_add_test(tc, chunked_response_arrives_intact);
