@@ -6,8 +6,8 @@
  * behind the handshake and is answered in one write never costs an epoll_ctl,
  * nor the removal from the set at close.  Input is read into the loop's
  * scratch buffer and copied into the connection only when the application
- * leaves some of it unconsumed; output is queued and flushed once per loop
- * iteration.
+ * leaves some of it unconsumed; output is queued and flushed after every
+ * few events (see loop.c).
  */
 #include "internal.h"
 

@@ -16,6 +16,15 @@
 #include <unistd.h>
 
 #define EVENTS_PER_WAIT 256
+/* Queued output is flushed, and kicked connections read, after every few
+ * events rather than once per batch of up to EVENTS_PER_WAIT: the first
+ * answers of a large batch then reach their clients (and requests their
+ * backends) while the rest of the batch is still being handled, so the
+ * processes at the other ends start sooner.  Through the proxy on two CPUs
+ * that was 8-10% more requests/s with a connection per request and 5% more
+ * with keep-alive; responses to pipelined requests still leave together,
+ * since they come from one event. */
+#define EVENTS_PER_FLUSH 8
 #define SCRATCH_SIZE (64 * 1024)
 
 uint64_t corral__monotonic_ms(void)
@@ -300,6 +309,10 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms)
     for (int i = 0; i < n; i++) {
         struct corral__handle *handle = events[i].data.ptr;
         handle->on_event(handle, events[i].events);
+        if ((i + 1) % EVENTS_PER_FLUSH == 0 && i + 1 < n) {
+            corral__loop_kick(loop);
+            corral__loop_flush(loop);
+        }
     }
     corral__loop_kick(loop);
     corral__timers_run(loop);
