@@ -67,6 +67,18 @@ int test_connect_address(const char *address)
     return fd;
 }
 
+int test_reserve_port(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    *port = ntohs(addr.sin_port);
+    return fd;
+}
+
 int test_connect(int port)
 {
     char address[32];

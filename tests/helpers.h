@@ -27,6 +27,11 @@ int test_fd_count(void);
 int test_connect(int port);
 int test_connect_address(const char *address);
 
+/* A socket bound to 127.0.0.1:0 and not listening, so that connections to
+ * its port (*port) are refused until something listens on it; close it to
+ * hand the port to a config.  Fails the test on error. */
+int test_reserve_port(int *port);
+
 /* Sends all of buf; fails the test on error. */
 void test_send_all(int fd, const void *buf, size_t len);
 

@@ -598,20 +598,6 @@ static void *backend_accept_main(void *arg)
     }
 }
 
-/* A socket bound to 127.0.0.1:0 and not listening: connections to its port
- * are refused until backend_start_on() listens on it. */
-static int reserve_port(int *port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
-    *port = ntohs(addr.sin_port);
-    return fd;
-}
-
 static void backend_start_on(struct backend *b, int fd)
 {
     b->listen_fd = fd;
@@ -627,7 +613,7 @@ static void backend_start_on(struct backend *b, int fd)
 static void backend_start(struct backend *b)
 {
     int port;
-    backend_start_on(b, reserve_port(&port));
+    backend_start_on(b, test_reserve_port(&port));
 }
 
 /* Stops the threads and frees the backend. */
@@ -1578,7 +1564,7 @@ END_TEST
 START_TEST(upstream_down_gives_502)
 {
     struct backend *b = backend_new("a");
-    int reserved = reserve_port(&b->port); /* nothing listens there */
+    int reserved = test_reserve_port(&b->port); /* nothing listens there */
     struct test_daemon d;
     start_proxy(&d, b, "", "");
     for (int i = 0; i < 3; i++) {
@@ -1980,7 +1966,7 @@ END_TEST
 START_TEST(failed_server_is_skipped_then_comes_back)
 {
     struct backend *dead = backend_new("dead"), *live = backend_new("live");
-    int reserved = reserve_port(&dead->port); /* refused until it listens */
+    int reserved = test_reserve_port(&dead->port); /* refused until it listens */
     backend_start(live);
     struct test_daemon d;
     start_pair(&d, dead, live, 2, " max_fails=1 fail_timeout=1s", "");
@@ -2014,7 +2000,7 @@ END_TEST
 START_TEST(post_is_retried_when_the_connect_fails)
 {
     struct backend *dead = backend_new("dead"), *live = backend_new("live");
-    int reserved = reserve_port(&dead->port);
+    int reserved = test_reserve_port(&dead->port);
     backend_start(live);
     struct test_daemon d;
     start_pair(&d, dead, live, 1, "", "");

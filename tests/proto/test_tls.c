@@ -152,14 +152,9 @@ static void start_tls_server(struct test_daemon *d, const char *name, unsigned w
  * one address in several servers. */
 static int free_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
-    close(fd);
-    return ntohs(addr.sin_port);
+    int port;
+    close(test_reserve_port(&port));
+    return port;
 }
 
 /* The sum of the series of metric `name` whose labels include `label`
