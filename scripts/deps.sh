@@ -1,7 +1,8 @@
 # deps.sh: sourced by scripts/run and scripts/test.  Installs the Debian
 # packages corral needs that are missing, then nothing else.
+# openssl: the TLS tests make their certificates with it.
 corral_packages=(ninja-build pkg-config gcc clang libclang-rt-14-dev libssl-dev check node-llhttp
-                 curl wrk)
+                 curl wrk openssl)
 
 corral_install_deps() {
   local missing=()
