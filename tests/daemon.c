@@ -15,6 +15,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -238,23 +239,51 @@ char *test_daemon_log(const struct test_daemon *d)
     return test_read_file(d->log);
 }
 
-int test_daemon_http_get(const char *host, int port, const char *path, char *body, size_t size)
+int test_daemon_http_try_get(const char *host, int port, const char *path, char *body,
+                             size_t size)
 {
     char address[64];
     snprintf(address, sizeof(address), "%s:%d", host, port);
-    int fd = test_connect_address(address);
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    ck_assert_int_eq(corral_parse_address(address, &addr, &addrlen), 0);
+    int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct timeval timeout = {.tv_sec = 5}; /* as test_connect() */
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
     char req[256];
     int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
                      path);
-    test_send_all(fd, req, (size_t)n);
     static char response[1 << 16];
-    size_t len = test_recv_all(fd, response, sizeof(response) - 1);
+    size_t len = 0;
+    ssize_t got = 0;
+    int err = 0;
+    if (connect(fd, (struct sockaddr *)&addr, addrlen) != 0 ||
+        send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
+        err = errno;
+    while (err == 0 && len < sizeof(response) - 1 &&
+           (got = recv(fd, response + len, sizeof(response) - 1 - len, 0)) != 0) {
+        if (got < 0)
+            err = errno;
+        else
+            len += (size_t)got;
+    }
     close(fd);
+    if (err != 0)
+        return -err;
     response[len] = '\0';
     int status = 0;
     sscanf(response, "HTTP/1.1 %d", &status);
     const char *start = strstr(response, "\r\n\r\n");
     snprintf(body, size, "%s", start != NULL ? start + 4 : "");
+    return status;
+}
+
+int test_daemon_http_get(const char *host, int port, const char *path, char *body, size_t size)
+{
+    int status = test_daemon_http_try_get(host, port, path, body, size);
+    ck_assert_msg(status >= 0, "GET %s from %s:%d: %s", path, host, port, strerror(-status));
     return status;
 }
 

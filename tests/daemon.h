@@ -76,8 +76,14 @@ void test_daemon_kill(struct test_daemon *d);
 char *test_daemon_log(const struct test_daemon *d);
 
 /* One GET on a new connection to host:port, "Connection: close": returns
- * the status (0 without a response), the body in `body`. */
+ * the status (0 without a response), the body in `body`.  A connection that
+ * fails or is reset fails the test. */
 int test_daemon_http_get(const char *host, int port, const char *path, char *body, size_t size);
+
+/* The same, but a connection that fails or is reset returns -errno, for a
+ * caller that expects that may happen and tries again. */
+int test_daemon_http_try_get(const char *host, int port, const char *path, char *body,
+                             size_t size);
 
 /* The same to d's admin listener, which is on 127.0.0.2. */
 int test_daemon_admin_get(const struct test_daemon *d, const char *path, char *body, size_t size);

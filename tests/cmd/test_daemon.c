@@ -8,7 +8,6 @@
 #include "../daemon.h"
 #include "../helpers.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -19,7 +18,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -117,45 +115,17 @@ START_TEST(wakeup_mode_from_config_shows_in_metrics)
 }
 END_TEST
 
-/* One GET / that may fail without failing the test: a reload that changes
- * the socket layout may reset a connection queued at that instant (a
- * documented limit), and the caller tries again. */
-static bool get_once(int port, char *body, size_t size)
-{
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    struct timeval timeout = {.tv_sec = 5};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd == -1)
-        return false;
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    static const char request[] = "GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n";
-    char response[1024];
-    size_t len = 0;
-    ssize_t n = -1;
-    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
-        send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(request) - 1)
-        while (len < sizeof(response) - 1 &&
-               (n = recv(fd, response + len, sizeof(response) - 1 - len, 0)) > 0)
-            len += (size_t)n;
-    close(fd);
-    response[len] = '\0';
-    const char *start = strstr(response, "\r\n\r\n");
-    if (n != 0 || strncmp(response, "HTTP/1.1 200 ", 13) != 0 || start == NULL)
-        return false;
-    snprintf(body, size, "%s", start + 4);
-    return true;
-}
-
 /* Whether GET / answers `expected` within 2 s.  A reset fails the test,
- * unless `layout_changes`. */
+ * unless `layout_changes`: a reload that changes the socket layout may reset
+ * a connection queued at that instant (a documented limit). */
 static bool answers(int port, const char *expected, bool layout_changes)
 {
     char body[256];
     for (int i = 0; i < 100; i++) {
-        bool ok = layout_changes ? get_once(port, body, sizeof(body))
-                                 : http_get(port, "/", body, sizeof(body)) == 200;
-        if (ok && strcmp(body, expected) == 0)
+        int status = layout_changes
+                         ? test_daemon_http_try_get("127.0.0.1", port, "/", body, sizeof(body))
+                         : http_get(port, "/", body, sizeof(body));
+        if (status == 200 && strcmp(body, expected) == 0)
             return true;
         usleep(20000);
     }
