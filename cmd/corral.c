@@ -98,6 +98,29 @@ static bool server_is_default_on(const struct conf_server *server, const char *a
     return false;
 }
 
+/* The socket options of `address`: the library's defaults unless one of its
+ * listen directives sets deferred or backlog (only one may).  A deferred
+ * accept waits for the first bytes up to the header timeout, as the server
+ * would close a silent connection then anyway. */
+static void listen_options_from(const struct conf_config *config, const char *address,
+                                struct corral_listen_options *options)
+{
+    corral_listen_options_init(options);
+    for (size_t s = 0; s < config->server_count; s++) {
+        const struct conf_server *server = &config->servers[s];
+        for (size_t i = 0; i < server->listen_count; i++) {
+            const struct conf_listen *listen = &server->listens[i];
+            if (!listen->has_socket_options || !same_address(listen->address, address))
+                continue;
+            if (listen->backlog != 0)
+                options->backlog = (int)listen->backlog;
+            if (listen->deferred)
+                options->defer_accept_s = (server->http.client_header_timeout_ms + 999) / 1000;
+            return;
+        }
+    }
+}
+
 static const struct conf_upstream *find_upstream(const struct conf_config *config,
                                                   const char *name)
 {
@@ -300,6 +323,7 @@ static int site_build(struct site *site, const struct conf_config *config, const
             hide_count += loc->hide_header_count;
         }
     }
+    listen_options_from(config, address, &site->listen_options);
     site->address = strdup(address);
     site->vhosts = calloc(vhost_count, sizeof(*site->vhosts));
     site->locations = calloc(location_count ? location_count : 1, sizeof(*site->locations));
@@ -360,6 +384,7 @@ static int site_build(struct site *site, const struct conf_config *config, const
 
 static int admin_site_build(struct site *site, const struct conf_config *config, const char *address)
 {
+    corral_listen_options_init(&site->listen_options);
     site->address = strdup(address);
     site->vhosts = calloc(1, sizeof(*site->vhosts));
     if (site->address == NULL || site->vhosts == NULL)
@@ -449,15 +474,15 @@ static int site_listen(struct generation *gen, struct site *site, struct generat
         unsigned count = corral_listener_fds(old->listener, &fds);
         if (count != corral_server_sockets_per_listener(gen->server))
             return -EADDRINUSE;
-        return corral_server_listen_fds(gen->server, fds, count, NULL, &http1_server_handler,
-                                        &site->http, &site->listener);
+        return corral_server_listen_fds(gen->server, fds, count, &site->listen_options,
+                                        &http1_server_handler, &site->http, &site->listener);
     }
     for (size_t i = 0; i < activated_count; i++)
         if (same_address(activated[i].address, site->address))
-            return corral_server_listen_fds(gen->server, &activated[i].fd, 1, NULL,
+            return corral_server_listen_fds(gen->server, &activated[i].fd, 1, &site->listen_options,
                                             &http1_server_handler, &site->http, &site->listener);
-    return corral_server_listen(gen->server, site->address, NULL, &http1_server_handler,
-                                &site->http, &site->listener);
+    return corral_server_listen(gen->server, site->address, &site->listen_options,
+                                &http1_server_handler, &site->http, &site->listener);
 }
 
 /* After the previous generation closed its sockets: new ones on the very
@@ -468,8 +493,8 @@ static int site_relisten(struct generation *gen, struct site *site, struct gener
     struct site *old = find_site(previous, site->address);
     if (old == NULL || corral_listener_address(old->listener, bound, sizeof(bound)) != 0)
         return site_listen(gen, site, NULL);
-    return corral_server_listen(gen->server, bound, NULL, &http1_server_handler, &site->http,
-                                &site->listener);
+    return corral_server_listen(gen->server, bound, &site->listen_options, &http1_server_handler,
+                                &site->http, &site->listener);
 }
 
 static void on_generation_exit(void *arg);

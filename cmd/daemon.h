@@ -27,6 +27,7 @@ struct site {
     struct http_header *proxy_headers; /* proxy_set_header of all of them */
     struct http_str *proxy_hides;      /* proxy_hide_header of all of them */
     size_t proxy_count;
+    struct corral_listen_options listen_options;
     corral_listener *listener;
 };
 

@@ -90,6 +90,10 @@ struct conf_listen {
     char *address;
     bool tls;
     bool default_server;
+    /* Socket options, given on one listen of an address at most. */
+    bool has_socket_options;
+    bool deferred;    /* accept once the first bytes arrive (TCP_DEFER_ACCEPT) */
+    unsigned backlog; /* 0: the default, 511 */
     struct conf_pos pos;
 };
 

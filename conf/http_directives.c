@@ -6,6 +6,7 @@
 #include "registry.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -420,8 +421,8 @@ static const char *shared_name(const struct conf_server *a, const struct conf_se
     return NULL;
 }
 
-/* Two servers on one address must be told apart by name, agree on TLS and
- * not both claim to be the default. */
+/* Two servers on one address must be told apart by name, agree on TLS, not
+ * both claim to be the default, and not both set the one socket's options. */
 static int check_listen_conflict(struct conf_state *state, size_t index,
                                  const struct conf_listen *listen, size_t other_index,
                                  const struct conf_listen *theirs)
@@ -437,6 +438,11 @@ static int check_listen_conflict(struct conf_state *state, size_t index,
     if (listen->default_server && theirs->default_server)
         return conf__error_at(state->error, &listen->pos,
                               "listen \"%s\" already has a default_server (at %s)", listen->address,
+                              conf__where(where, sizeof(where), &listen->pos, &theirs->pos));
+    if (listen->has_socket_options && theirs->has_socket_options)
+        return conf__error_at(state->error, &listen->pos,
+                              "listen \"%s\" already has deferred or backlog set (at %s)",
+                              listen->address,
                               conf__where(where, sizeof(where), &listen->pos, &theirs->pos));
     if (server->server_name_count == 0 && other->server_name_count == 0)
         return conf__error_at(state->error, &listen->pos,
@@ -505,7 +511,38 @@ static int apply_server(struct conf_state *state, const struct conf_node *node,
     return check_server(state, index);
 }
 
-/* listen ADDRESS [tls] [default_server] */
+/* One listen parameter: a flag (tls, default_server, deferred) or backlog=N. */
+static int listen_parameter(struct conf_state *state, const struct conf_arg *arg,
+                            struct conf_listen *listen)
+{
+    static const char backlog_prefix[] = "backlog=";
+    if (strncmp(arg->text, backlog_prefix, sizeof(backlog_prefix) - 1) == 0) {
+        if (listen->backlog != 0)
+            return conf__error_at(state->error, &arg->pos, "duplicate parameter \"backlog\"");
+        /* The value alone, for the value parser's messages. */
+        const struct conf_arg value = {.text = arg->text + sizeof(backlog_prefix) - 1,
+                                       .pos = arg->pos};
+        listen->has_socket_options = true;
+        return conf__arg_uint(state, &value, "backlog", 1, INT_MAX, &listen->backlog);
+    }
+    bool *flag = strcmp(arg->text, "tls") == 0              ? &listen->tls
+                 : strcmp(arg->text, "default_server") == 0 ? &listen->default_server
+                 : strcmp(arg->text, "deferred") == 0       ? &listen->deferred
+                                                            : NULL;
+    if (flag == NULL)
+        return conf__error_at(state->error, &arg->pos,
+                              "unknown listen parameter \"%s\" (expected tls, default_server, "
+                              "deferred or backlog=N)",
+                              arg->text);
+    if (*flag)
+        return conf__error_at(state->error, &arg->pos, "duplicate parameter \"%s\"", arg->text);
+    *flag = true;
+    if (flag == &listen->deferred)
+        listen->has_socket_options = true;
+    return 0;
+}
+
+/* listen ADDRESS [tls] [default_server] [deferred] [backlog=N] */
 static int apply_listen(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
 {
@@ -514,21 +551,10 @@ static int apply_listen(struct conf_state *state, const struct conf_node *node,
     const struct conf_arg *address = &node->args[0];
     if (conf__arg_address(state, address, "listen address") != 0)
         return -1;
-    bool tls = false, default_server = false;
-    for (size_t i = 1; i < node->arg_count; i++) {
-        const struct conf_arg *arg = &node->args[i];
-        bool *flag = strcmp(arg->text, "tls") == 0              ? &tls
-                     : strcmp(arg->text, "default_server") == 0 ? &default_server
-                                                                : NULL;
-        if (flag == NULL)
-            return conf__error_at(state->error, &arg->pos,
-                                  "unknown listen parameter \"%s\" (expected tls or "
-                                  "default_server)",
-                                  arg->text);
-        if (*flag)
-            return conf__error_at(state->error, &arg->pos, "duplicate parameter \"%s\"", arg->text);
-        *flag = true;
-    }
+    struct conf_listen parsed = {.pos = address->pos};
+    for (size_t i = 1; i < node->arg_count; i++)
+        if (listen_parameter(state, &node->args[i], &parsed) != 0)
+            return -1;
     for (size_t i = 0; i < server->listen_count; i++) {
         if (!conf__same_address(server->listens[i].address, address->text))
             continue;
@@ -543,9 +569,7 @@ static int apply_listen(struct conf_state *state, const struct conf_node *node,
         return -1;
     server->listens = listens;
     struct conf_listen *listen = &listens[server->listen_count++];
-    listen->tls = tls;
-    listen->default_server = default_server;
-    listen->pos = address->pos;
+    *listen = parsed;
     listen->address = conf__strdup(state, &address->pos, address->text);
     return listen->address != NULL ? 0 : -1;
 }

@@ -248,6 +248,10 @@ struct corral_listener {
  * `reuseport` adding it to a SO_REUSEPORT group.  Returns the fd or -errno. */
 int corral__listen_socket(const corral_listener *listener, bool reuseport);
 
+/* Sets on a TCP listening socket what accepted sockets inherit from it:
+ * TCP_NODELAY and TCP_DEFER_ACCEPT, as listener->options say. */
+int corral__set_accept_options(const corral_listener *listener, int fd);
+
 /* ---------------------------------------------------------- wakeup modes */
 
 struct corral__accept_entry; /* a worker's registration of one listener */

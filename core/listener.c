@@ -113,6 +113,16 @@ static int set_int_option(int fd, int level, int name, int value, const char *wh
     return 0;
 }
 
+int corral__set_accept_options(const corral_listener *listener, int fd)
+{
+    int err = set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, listener->options.tcp_nodelay,
+                             "TCP_NODELAY");
+    if (err == 0)
+        err = set_int_option(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT,
+                             (int)listener->options.defer_accept_s, "TCP_DEFER_ACCEPT");
+    return err;
+}
+
 int corral__listen_socket(const corral_listener *listener, bool reuseport)
 {
     const struct sockaddr *addr = (const struct sockaddr *)&listener->addr;
@@ -131,13 +141,7 @@ int corral__listen_socket(const corral_listener *listener, bool reuseport)
     if (addr->sa_family == AF_INET6 &&
         (err = set_int_option(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1, "IPV6_V6ONLY")) != 0)
         goto fail;
-    /* Accepted sockets inherit these from the listener. */
-    if (tcp && listener->options.tcp_nodelay &&
-        (err = set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY")) != 0)
-        goto fail;
-    if (tcp && listener->options.defer_accept_s > 0 &&
-        (err = set_int_option(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT,
-                              (int)listener->options.defer_accept_s, "TCP_DEFER_ACCEPT")) != 0)
+    if (tcp && (err = corral__set_accept_options(listener, fd)) != 0)
         goto fail;
     if (bind(fd, addr, listener->addrlen) == -1) {
         err = -errno;

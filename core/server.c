@@ -228,6 +228,26 @@ static bool is_listening_stream(int fd)
     return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
 }
 
+/* Gives sockets passed in the backlog and TCP options the caller asks for
+ * now: a reload may have changed them.  listen() again only resizes the
+ * queue of a listening socket. */
+static int apply_listen_options(const corral_listener *listener, unsigned count)
+{
+    for (unsigned i = 0; i < count; i++) {
+        int fd = listener->fds != NULL ? listener->fds[i] : listener->fd;
+        int err;
+        if (listener->addr.ss_family != AF_UNIX &&
+            (err = corral__set_accept_options(listener, fd)) != 0)
+            return err;
+        if (listen(fd, listener->options.backlog) == -1) {
+            err = -errno;
+            corral__error("listen(fd %d): %s", fd, strerror(errno));
+            return err;
+        }
+    }
+    return 0;
+}
+
 int corral_server_listen_fds(corral_server *server, const int *fds, unsigned count,
                              const struct corral_listen_options *options,
                              const struct corral_conn_handler *handler, void *data,
@@ -274,6 +294,8 @@ int corral_server_listen_fds(corral_server *server, const int *fds, unsigned cou
         err = -errno;
         goto fail;
     }
+    if (options != NULL && (err = apply_listen_options(listener, count)) != 0)
+        goto fail;
     char text[128];
     if (corral_listener_address(listener, text, sizeof(text)) != 0)
         snprintf(text, sizeof(text), "fd %d", fds[0]);

@@ -414,8 +414,10 @@ CORRAL_EXTERN int corral_server_listen(corral_server *server, const char *addres
  *  previous server across a reload, or passed by systemd.  `count` is
  *  corral_server_sockets_per_listener() (a SO_REUSEPORT group in worker
  *  order), or 1 to share one socket among all workers in any mode.  The
- *  server dup()s the sockets; the caller keeps its own.  Returns -EINVAL if
- *  a descriptor is not a listening stream socket. */
+ *  server dup()s the sockets; the caller keeps its own.  With `options`,
+ *  the sockets take its backlog, TCP_NODELAY and TCP_DEFER_ACCEPT; NULL
+ *  leaves them as they are.  Returns -EINVAL if a descriptor is not a
+ *  listening stream socket. */
 CORRAL_EXTERN int corral_server_listen_fds(corral_server *server, const int *fds, unsigned count,
                                            const struct corral_listen_options *options,
                                            const struct corral_conn_handler *handler, void *data,

@@ -10,6 +10,8 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -326,6 +328,92 @@ START_TEST(socket_activation_serves_the_passed_socket)
 }
 END_TEST
 
+START_TEST(listen_options_apply_to_a_passed_socket)
+{
+    struct sockaddr_storage addr;
+    socklen_t len;
+    ck_assert_int_eq(corral_parse_address("127.0.0.1:0", &addr, &len), 0);
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_eq(bind(listener, (struct sockaddr *)&addr, len), 0);
+    ck_assert_int_eq(listen(listener, 16), 0);
+    len = sizeof(addr);
+    ck_assert_int_eq(getsockname(listener, (struct sockaddr *)&addr, &len), 0);
+    char bound[64];
+    corral_format_address((struct sockaddr *)&addr, len, bound, sizeof(bound));
+
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    char conf[512];
+    snprintf(conf, sizeof(conf),
+             "workers 2;\nadmin { listen 127.0.0.2:0; }\n"
+             "server { listen %s deferred backlog=100; location / { return 200 \"ok\"; } }\n",
+             bound);
+    test_write_file(d.conf, conf);
+    test_daemon_spawn(&d, listener);
+    test_daemon_wait_listening(&d);
+    /* The daemon's socket is this one: for a listening socket TCP_INFO
+     * reports the backlog in tcpi_sacked. */
+    struct tcp_info info;
+    len = sizeof(info);
+    ck_assert_int_eq(getsockopt(listener, IPPROTO_TCP, TCP_INFO, &info, &len), 0);
+    ck_assert_uint_eq(info.tcpi_sacked, 100);
+    int defer_s = 0;
+    len = sizeof(defer_s);
+    ck_assert_int_eq(getsockopt(listener, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, &len), 0);
+    ck_assert_int_gt(defer_s, 0);
+    close(listener);
+    char body[256];
+    ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* The state of the server's end of the connection from `client_port` to
+ * `server_port` in /proc/net/tcp (1 established, 3 SYN_RECV), or -1. */
+static int server_side_state(int server_port, int client_port)
+{
+    FILE *table = fopen("/proc/net/tcp", "r");
+    ck_assert_ptr_nonnull(table);
+    char line[512];
+    int state = -1;
+    while (state == -1 && fgets(line, sizeof(line), table) != NULL) {
+        unsigned local_port, remote_port, st;
+        if (sscanf(line, " %*u: %*x:%x %*x:%x %x", &local_port, &remote_port, &st) == 3 &&
+            (int)local_port == server_port && (int)remote_port == client_port)
+            state = (int)st;
+    }
+    fclose(table);
+    return state;
+}
+
+START_TEST(deferred_listen_accepts_when_the_request_arrives)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    test_daemon_write_config(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+                                 "server { listen 127.0.0.1:0 deferred; "
+                                 "location / { return 200 \"ok\"; } }\n");
+    test_daemon_start(&d);
+    int fd = test_connect(d.port);
+    struct sockaddr_in client;
+    socklen_t len = sizeof(client);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&client, &len), 0);
+    /* The handshake's last ACK is held back: the connection stays a request
+     * in SYN_RECV, not a socket for the daemon to accept. */
+    usleep(200000);
+    ck_assert_int_eq(server_side_state(d.port, ntohs(client.sin_port)), 3);
+    const char request[] = "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    test_send_all(fd, request, sizeof(request) - 1);
+    char response[512];
+    ssize_t n = recv(fd, response, sizeof(response) - 1, MSG_WAITALL);
+    ck_assert_int_gt(n, 0);
+    response[n] = '\0';
+    ck_assert_msg(strncmp(response, "HTTP/1.1 200 ", 13) == 0, "%s", response);
+    close(fd);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(pid_file_log_file_and_reopen)
 {
     struct test_daemon d;
@@ -468,6 +556,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, sigterm_lets_an_in_flight_request_finish);
     tcase_add_test(tc, five_reloads_under_load_lose_nothing);
     tcase_add_test(tc, socket_activation_serves_the_passed_socket);
+    tcase_add_test(tc, listen_options_apply_to_a_passed_socket);
+    tcase_add_test(tc, deferred_listen_accepts_when_the_request_arrives);
     tcase_add_test(tc, pid_file_log_file_and_reopen);
     tcase_add_test(tc, access_log_lines_formats_and_reopen);
     tcase_add_test(tc, drops_privileges_after_binding);

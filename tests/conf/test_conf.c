@@ -378,7 +378,7 @@ START_TEST(full_server)
                     "    keepalive 64;\n"
                     "}\n"
                     "server {\n"
-                    "    listen 127.0.0.1:8080;\n"
+                    "    listen 127.0.0.1:8080 deferred backlog=4096;\n"
                     "    listen 127.0.0.1:8443 tls default_server;\n"
                     "    server_name example.com *.example.com;\n"
                     "    tls_certificate     cert.pem;\n"
@@ -418,11 +418,17 @@ START_TEST(full_server)
     ck_assert_str_eq(s->listens[0].address, "127.0.0.1:8080");
     ck_assert(!s->listens[0].tls);
     ck_assert(!s->listens[0].default_server);
+    ck_assert(s->listens[0].has_socket_options);
+    ck_assert(s->listens[0].deferred);
+    ck_assert_uint_eq(s->listens[0].backlog, 4096);
     ck_assert_uint_eq(s->listens[0].pos.line, 8);
     ck_assert_uint_eq(s->listens[0].pos.col, 12);
     ck_assert_str_eq(s->listens[1].address, "127.0.0.1:8443");
     ck_assert(s->listens[1].tls);
     ck_assert(s->listens[1].default_server);
+    ck_assert(!s->listens[1].has_socket_options);
+    ck_assert(!s->listens[1].deferred);
+    ck_assert_uint_eq(s->listens[1].backlog, 0);
     ck_assert_uint_eq(s->server_name_count, 2);
     ck_assert_str_eq(s->server_names[0], "example.com");
     ck_assert_str_eq(s->server_names[1], "*.example.com");
@@ -803,8 +809,19 @@ static const struct error_case error_cases[] = {
      "test.conf:1:17: invalid listen address \"127.0.0.1:99999\" (expected HOST:PORT, "
      "[IPV6]:PORT, *:PORT or unix:/PATH)"},
     {"server { listen 127.0.0.1:80 ssl; }",
-     "test.conf:1:30: unknown listen parameter \"ssl\" (expected tls or default_server)"},
+     "test.conf:1:30: unknown listen parameter \"ssl\" (expected tls, default_server, deferred "
+     "or backlog=N)"},
     {"server { listen 127.0.0.1:80 tls tls; }", "test.conf:1:34: duplicate parameter \"tls\""},
+    {"server { listen 127.0.0.1:80 deferred deferred; }",
+     "test.conf:1:39: duplicate parameter \"deferred\""},
+    {"server { listen 127.0.0.1:80 backlog=8 backlog=9; }",
+     "test.conf:1:40: duplicate parameter \"backlog\""},
+    {"server { listen 127.0.0.1:80 backlog=0; }",
+     "test.conf:1:30: backlog must be from 1 to 2147483647, got \"0\""},
+    {"server { listen 127.0.0.1:80 backlog=many; }", "test.conf:1:30: invalid number \"many\""},
+    {"server { listen 127.0.0.1:80 deferred; server_name a; location / { return 204; } }\n"
+     "server { listen 127.0.0.1:80 backlog=64; server_name b; location / { return 204; } }",
+     "test.conf:2:17: listen \"127.0.0.1:80\" already has deferred or backlog set (at line 1)"},
     {"server { listen unix:/run/a.sock;\n listen unix:/run/a.sock; }",
      "test.conf:2:9: duplicate listen \"unix:/run/a.sock\" (first at line 1)"},
     {"server { listen 127.0.0.1:80;\n listen 127.0.0.1:80; }",
