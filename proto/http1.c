@@ -454,15 +454,32 @@ bool http_exchange_response_started(const struct http_exchange *ex)
     return ex->response_started;
 }
 
+/* inet_ntop() formats IPv4 with sprintf, and the proxy needs the address
+ * for every request.  `buf` holds INET_ADDRSTRLEN bytes. */
+static void format_ipv4(const struct in_addr *in, char *buf)
+{
+    const unsigned char *octets = (const unsigned char *)&in->s_addr;
+    for (int i = 0; i < 4; i++) {
+        unsigned octet = octets[i];
+        if (octet >= 100)
+            *buf++ = (char)('0' + octet / 100);
+        if (octet >= 10)
+            *buf++ = (char)('0' + octet / 10 % 10);
+        *buf++ = (char)('0' + octet % 10);
+        *buf++ = i < 3 ? '.' : '\0';
+    }
+}
+
 void http_client_host(const corral_conn *conn, char *buf, size_t len)
 {
     struct sockaddr_storage addr;
     socklen_t addrlen;
-    snprintf(buf, len, "-");
+    if (len >= 2)
+        memcpy(buf, "-", 2);
     if (corral_conn_peer(conn, &addr, &addrlen) != 0)
         return;
-    if (addr.ss_family == AF_INET)
-        inet_ntop(AF_INET, &((struct sockaddr_in *)&addr)->sin_addr, buf, (socklen_t)len);
+    if (addr.ss_family == AF_INET && len >= INET_ADDRSTRLEN)
+        format_ipv4(&((struct sockaddr_in *)&addr)->sin_addr, buf);
     else if (addr.ss_family == AF_INET6)
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&addr)->sin6_addr, buf, (socklen_t)len);
 }
@@ -560,12 +577,6 @@ bool http_header_lists(struct http_str list, struct http_str token)
         p = stop + 1;
     }
     return false;
-}
-
-bool http_str_equal_nocase(struct http_str s, const char *literal)
-{
-    size_t len = strlen(literal);
-    return s.len == len && strncasecmp(s.data, literal, len) == 0;
 }
 
 struct http_str http_trim(struct http_str s)
@@ -880,15 +891,20 @@ size_t http_head_length(const char *data, size_t len)
  * how request smuggling hides a header from one of two parsers. */
 bool http_head_lines_valid(const char *head, size_t len)
 {
-    for (size_t i = 0; i < len; i++) {
-        if (head[i] == '\r' && (i + 1 == len || head[i + 1] != '\n'))
+    /* Each CR must start a CRLF not followed by a fold; then the LFs are all
+     * the ones those CRLFs end exactly when there are as many LFs as CRs.
+     * memchr, because this scans every head byte. */
+    const char *end = head + len;
+    size_t crs = 0, lfs = 0;
+    for (const char *p = head; (p = memchr(p, '\r', (size_t)(end - p))) != NULL; p += 2, crs++) {
+        if (p + 1 == end || p[1] != '\n')
             return false;
-        if (head[i] == '\n' && (i == 0 || head[i - 1] != '\r'))
-            return false;
-        if (head[i] == '\n' && i + 1 < len && (head[i + 1] == ' ' || head[i + 1] == '\t'))
+        if (p + 2 < end && (p[2] == ' ' || p[2] == '\t'))
             return false;
     }
-    return true;
+    for (const char *p = head; (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
+        lfs++;
+    return lfs == crs;
 }
 
 static void h1_parser_free(struct h1_conn *h1)

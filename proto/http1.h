@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <strings.h>
 
 #define HTTP_MAX_STATUS 600
 
@@ -165,7 +167,8 @@ void http_response_write(struct http_exchange *ex, const char *data, size_t len)
 void http_response_end(struct http_exchange *ex);
 bool http_exchange_response_started(const struct http_exchange *ex);
 
-/* The client's IP address as text ("192.0.2.1", "::1"), or "-". */
+/* The client's IP address as text ("192.0.2.1", "::1"), or "-"; `len` is at
+ * least INET6_ADDRSTRLEN. */
 void http_client_host(const corral_conn *conn, char *buf, size_t len);
 
 /* For the access log's $upstream_response_time. */
@@ -222,7 +225,15 @@ void http_str_extend(struct http_str *str, const char *at, size_t len);
 size_t http_head_length(const char *data, size_t len);
 /* False for bare CR, bare LF or obs-fold anywhere in a head. */
 bool http_head_lines_valid(const char *head, size_t len);
-bool http_str_equal_nocase(struct http_str s, const char *literal);
+
+/* Inline, so that the length of a literal is known when compiling: the
+ * header rewriting compares every header name with several. */
+static inline bool http_str_equal_nocase(struct http_str s, const char *literal)
+{
+    size_t len = strlen(literal);
+    return s.len == len && strncasecmp(s.data, literal, len) == 0;
+}
+
 /* Whether a comma-separated header value (Connection) lists `token`. */
 bool http_header_lists(struct http_str list, struct http_str token);
 struct http_str http_trim(struct http_str s);
