@@ -1357,6 +1357,21 @@ START_TEST(request_headers_are_rewritten)
     /* Without an X-Forwarded-For, the client's address alone. */
     ck_assert_uint_eq(get(d.port, "/"), 200);
     ck_assert_str_eq(header_one(backend_request(b, 1)->head, "X-Forwarded-For"), "127.0.0.1");
+
+    /* Octets of one, two and three digits: a client bound to 127.10.200.5. */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in from = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f0ac805)};
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d.port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&from, sizeof(from)), 0);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+    static const char close_request[] = "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    test_send_all(fd, close_request, sizeof(close_request) - 1);
+    char reply[1024];
+    while (recv(fd, reply, sizeof(reply), 0) > 0)
+        ;
+    close(fd);
+    ck_assert_str_eq(header_one(backend_request(b, 2)->head, "X-Forwarded-For"), "127.10.200.5");
     test_daemon_stop(&d);
     backend_free(b);
 }
