@@ -23,7 +23,7 @@ const char conf_default_text[] =
     "\n"
     "server {\n"
     "    # deferred: the kernel hands a connection over once its request has\n"
-    "    # arrived, so it is read at once and a silent client costs nothing.\n"
+    "    # arrived: it is read at once, and a silent client holds no descriptor.\n"
     "    listen 127.0.0.1:8080 deferred;\n"
     "\n"
     "    # Replace this with `proxy_pass http://127.0.0.1:3000;` (or the name of\n"
