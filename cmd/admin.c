@@ -92,29 +92,31 @@ static unsigned sum_workers(struct worker_totals *totals)
     return count;
 }
 
+void upstream_errors_add(struct retired_upstream *slots, size_t *count,
+                         const struct proxy_upstream *upstream)
+{
+    const char *name = proxy_upstream_name(upstream);
+    struct retired_upstream *slot = NULL;
+    for (size_t i = 0; i < *count && slot == NULL; i++)
+        if (strcmp(slots[i].name, name) == 0)
+            slot = &slots[i];
+    if (slot == NULL && *count < DAEMON_MAX_UPSTREAMS) {
+        slot = &slots[(*count)++];
+        memset(slot, 0, sizeof(*slot));
+        snprintf(slot->name, sizeof(slot->name), "%s", name);
+    }
+    for (int k = 0; slot != NULL && k < PROXY_ERROR_KINDS; k++)
+        slot->errors[k] += proxy_upstream_errors(upstream, (enum proxy_error_kind)k);
+}
+
 /* Upstream errors by upstream name: exited generations' plus running ones'. */
 static size_t sum_upstreams(struct retired_upstream *out)
 {
     size_t count = daemon_state.retired.upstream_count;
     memcpy(out, daemon_state.retired.upstreams, count * sizeof(*out));
-    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
-        for (size_t s = 0; s < g->site_count; s++) {
-            for (size_t u = 0; u < g->sites[s].proxy_count; u++) {
-                const struct proxy_upstream *up = g->sites[s].upstreams[u];
-                struct retired_upstream *slot = NULL;
-                for (size_t i = 0; i < count && slot == NULL; i++)
-                    if (strcmp(out[i].name, proxy_upstream_name(up)) == 0)
-                        slot = &out[i];
-                if (slot == NULL && count < DAEMON_MAX_UPSTREAMS) {
-                    slot = &out[count++];
-                    memset(slot, 0, sizeof(*slot));
-                    snprintf(slot->name, sizeof(slot->name), "%s", proxy_upstream_name(up));
-                }
-                for (int k = 0; slot != NULL && k < PROXY_ERROR_KINDS; k++)
-                    slot->errors[k] += proxy_upstream_errors(up, (enum proxy_error_kind)k);
-            }
-        }
-    }
+    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next)
+        for (size_t i = 0; i < g->upstream_count; i++)
+            upstream_errors_add(out, &count, g->upstreams[i].upstream);
     return count;
 }
 

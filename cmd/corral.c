@@ -43,10 +43,7 @@ static const struct http_location admin_locations[] = {
 static void site_free(struct site *site)
 {
     tls_server_free(site->http.tls);
-    for (size_t i = 0; i < site->proxy_count; i++)
-        proxy_upstream_free(site->upstreams[i]);
     free(site->proxies);
-    free(site->upstreams);
     free(site->proxy_headers);
     free(site->proxy_hides);
     free(site->address);
@@ -157,17 +154,43 @@ static int upstream_tls_build(const struct conf_location *loc, const char *targe
     return err;
 }
 
-/* The upstream of one proxy_pass location: a named upstream block, or the
- * single address it names; timeouts from its server block. */
-static int proxy_build(struct site *site, size_t index, const struct conf_config *config,
-                       const struct conf_server *server, const struct conf_location *loc,
-                       unsigned workers, size_t *headers_used, size_t *hides_used)
+static bool same_optional_text(const char *a, const char *b)
+{
+    return a == NULL || b == NULL ? a == b : strcmp(a, b) == 0;
+}
+
+/* Whether two proxy_pass locations can share an upstream: the same target
+ * and, for https, the same TLS settings. */
+static bool same_upstream(const struct conf_location *a, const struct conf_location *b)
+{
+    if (strcmp(a->proxy_pass, b->proxy_pass) != 0)
+        return false;
+    return strncmp(a->proxy_pass, "https://", 8) != 0 ||
+           (a->proxy_tls.verify == b->proxy_tls.verify &&
+            same_optional_text(a->proxy_tls.trusted_certificate,
+                               b->proxy_tls.trusted_certificate) &&
+            same_optional_text(a->proxy_tls.server_name, b->proxy_tls.server_name));
+}
+
+/* The upstream for a proxy_pass location: the generation's one for the same
+ * target, as nginx shares an upstream block's connections and health state
+ * among the locations that name it, or a new one: a named upstream block,
+ * or the single address proxy_pass names. */
+static int upstream_get(struct generation *gen, const struct conf_config *config,
+                        const struct conf_location *loc, unsigned workers,
+                        struct proxy_upstream **out)
 {
     static const enum proxy_balance balances[] = {
         [CONF_BALANCE_ROUND_ROBIN] = PROXY_BALANCE_ROUND_ROBIN,
         [CONF_BALANCE_LEAST_CONN] = PROXY_BALANCE_LEAST_CONN,
         [CONF_BALANCE_HASH] = PROXY_BALANCE_HASH,
     };
+    for (size_t i = 0; i < gen->upstream_count; i++) {
+        if (same_upstream(gen->upstreams[i].first, loc)) {
+            *out = gen->upstreams[i].upstream;
+            return 0;
+        }
+    }
     bool https = strncmp(loc->proxy_pass, "https://", 8) == 0;
     const char *target = loc->proxy_pass + (https ? strlen("https://") : strlen("http://"));
     const struct conf_upstream *named = find_upstream(config, target);
@@ -189,20 +212,26 @@ static int proxy_build(struct site *site, size_t index, const struct conf_config
         .server_count = count,
         .balance = named != NULL ? balances[named->balance] : PROXY_BALANCE_ROUND_ROBIN,
         .keepalive = named != NULL ? named->keepalive : 32,
-        .connect_timeout_ms = server->http.proxy_connect_timeout_ms,
-        .read_timeout_ms = server->http.proxy_read_timeout_ms,
-        .send_timeout_ms = server->http.proxy_send_timeout_ms,
         .idle_timeout_ms = named != NULL ? named->keepalive_timeout_ms : 60000,
     };
     int err = https ? upstream_tls_build(loc, target, workers, count, &conf.tls) : 0;
     if (err == 0)
-        err = proxy_upstream_new(&conf, workers, &site->upstreams[index]);
+        err = proxy_upstream_new(&conf, workers, out);
     free(servers);
     if (err != 0) {
         tls_client_free(conf.tls);
         return err;
     }
+    gen->upstreams[gen->upstream_count++] = (struct shared_upstream){*out, loc};
+    return 0;
+}
 
+/* One proxy_pass location on `upstream`, with the timeouts of its server
+ * block and its own header rewriting. */
+static void proxy_build(struct site *site, size_t index, const struct conf_server *server,
+                        const struct conf_location *loc, struct proxy_upstream *upstream,
+                        size_t *headers_used, size_t *hides_used)
+{
     struct http_header *headers = &site->proxy_headers[*headers_used];
     for (size_t i = 0; i < loc->set_header_count; i++)
         headers[i] = (struct http_header){
@@ -214,14 +243,15 @@ static int proxy_build(struct site *site, size_t index, const struct conf_config
     *headers_used += loc->set_header_count;
     *hides_used += loc->hide_header_count;
     site->proxies[index] = (struct proxy_location){
-        .upstream = site->upstreams[index],
+        .upstream = upstream,
+        .connect_timeout_ms = server->http.proxy_connect_timeout_ms,
+        .read_timeout_ms = server->http.proxy_read_timeout_ms,
+        .send_timeout_ms = server->http.proxy_send_timeout_ms,
         .set_headers = headers,
         .set_header_count = loc->set_header_count,
         .hide_headers = hides,
         .hide_header_count = loc->hide_header_count,
     };
-    site->proxy_count = index + 1;
-    return 0;
 }
 
 static bool site_is_tls(const struct conf_config *config, const char *address)
@@ -304,8 +334,8 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
 
 /* Builds the site for `address` from every server block listening there;
  * the default server (or the first) becomes vhost 0. */
-static int site_build(struct site *site, const struct conf_config *config, const char *address,
-                      unsigned workers)
+static int site_build(struct site *site, struct generation *gen, const struct conf_config *config,
+                      const char *address, unsigned workers)
 {
     size_t vhost_count = 0, location_count = 0, return_count = 0, proxy_count = 0;
     size_t header_count = 0, hide_count = 0;
@@ -329,11 +359,10 @@ static int site_build(struct site *site, const struct conf_config *config, const
     site->locations = calloc(location_count ? location_count : 1, sizeof(*site->locations));
     site->returns = calloc(return_count ? return_count : 1, sizeof(*site->returns));
     site->proxies = calloc(proxy_count ? proxy_count : 1, sizeof(*site->proxies));
-    site->upstreams = calloc(proxy_count ? proxy_count : 1, sizeof(*site->upstreams));
     site->proxy_headers = calloc(header_count ? header_count : 1, sizeof(*site->proxy_headers));
     site->proxy_hides = calloc(hide_count ? hide_count : 1, sizeof(*site->proxy_hides));
     if (site->address == NULL || site->vhosts == NULL || site->locations == NULL ||
-        site->returns == NULL || site->proxies == NULL || site->upstreams == NULL ||
+        site->returns == NULL || site->proxies == NULL ||
         site->proxy_headers == NULL || site->proxy_hides == NULL)
         return -ENOMEM;
 
@@ -367,8 +396,10 @@ static int site_build(struct site *site, const struct conf_config *config, const
                     loc->handler = &http_return_handler;
                     loc->handler_data = ret;
                 } else if (conf->handler == CONF_HANDLER_PROXY) {
-                    err = proxy_build(site, p, config, server, conf, workers, &headers_used,
-                                      &hides_used);
+                    struct proxy_upstream *upstream;
+                    err = upstream_get(gen, config, conf, workers, &upstream);
+                    if (err == 0)
+                        proxy_build(site, p, server, conf, upstream, &headers_used, &hides_used);
                     loc->handler = &proxy_handler;
                     loc->handler_data = &site->proxies[p++];
                 }
@@ -408,6 +439,9 @@ static void generation_free(struct generation *gen)
     for (size_t i = 0; i < gen->site_count; i++)
         site_free(&gen->sites[i]);
     free(gen->sites);
+    for (size_t i = 0; i < gen->upstream_count; i++)
+        proxy_upstream_free(gen->upstreams[i].upstream);
+    free(gen->upstreams);
     free(gen->stats);
     access_log_free(gen->access_log);
     conf_free(gen->config);
@@ -430,15 +464,20 @@ static int sites_build(struct generation *gen, const struct conf_config *config,
     size_t max_sites = config->admin_listen_count;
     for (size_t s = 0; s < config->server_count; s++)
         max_sites += config->servers[s].listen_count;
+    size_t max_upstreams = 0;
+    for (size_t s = 0; s < config->server_count; s++)
+        for (size_t l = 0; l < config->servers[s].location_count; l++)
+            max_upstreams += config->servers[s].locations[l].handler == CONF_HANDLER_PROXY;
     gen->sites = calloc(max_sites ? max_sites : 1, sizeof(*gen->sites));
-    if (gen->sites == NULL)
+    gen->upstreams = calloc(max_upstreams ? max_upstreams : 1, sizeof(*gen->upstreams));
+    if (gen->sites == NULL || gen->upstreams == NULL)
         return -ENOMEM;
     for (size_t s = 0; s < config->server_count; s++) {
         for (size_t i = 0; i < config->servers[s].listen_count; i++) {
             const char *address = config->servers[s].listens[i].address;
             if (find_site(gen, address) != NULL)
                 continue;
-            int err = site_build(&gen->sites[gen->site_count++], config, address, workers);
+            int err = site_build(&gen->sites[gen->site_count++], gen, config, address, workers);
             if (err != 0)
                 return err;
         }
@@ -611,21 +650,9 @@ static void retire_counters(struct generation *gen)
             retired->timeouts[k] += atomic_load(&gen->stats[i].timeouts[k]);
         tls_totals_add(&retired->tls, &gen->stats[i].tls);
     }
-    for (size_t s = 0; s < gen->site_count; s++) {
-        for (size_t u = 0; u < gen->sites[s].proxy_count; u++) {
-            const struct proxy_upstream *up = gen->sites[s].upstreams[u];
-            struct retired_upstream *slot = NULL;
-            for (size_t i = 0; i < retired->upstream_count && slot == NULL; i++)
-                if (strcmp(retired->upstreams[i].name, proxy_upstream_name(up)) == 0)
-                    slot = &retired->upstreams[i];
-            if (slot == NULL && retired->upstream_count < DAEMON_MAX_UPSTREAMS) {
-                slot = &retired->upstreams[retired->upstream_count++];
-                snprintf(slot->name, sizeof(slot->name), "%s", proxy_upstream_name(up));
-            }
-            for (int k = 0; slot != NULL && k < PROXY_ERROR_KINDS; k++)
-                slot->errors[k] += proxy_upstream_errors(up, (enum proxy_error_kind)k);
-        }
-    }
+    for (size_t i = 0; i < gen->upstream_count; i++)
+        upstream_errors_add(retired->upstreams, &retired->upstream_count,
+                            gen->upstreams[i].upstream);
 }
 
 /* Main loop: the last worker of `arg` has exited. */

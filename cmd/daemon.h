@@ -23,12 +23,15 @@ struct site {
     struct http_location *locations; /* all vhosts' locations, one array */
     struct http_return *returns;     /* one per return location */
     struct proxy_location *proxies;  /* one per proxy_pass location */
-    struct proxy_upstream **upstreams; /* each proxy location's own */
     struct http_header *proxy_headers; /* proxy_set_header of all of them */
     struct http_str *proxy_hides;      /* proxy_hide_header of all of them */
-    size_t proxy_count;
     struct corral_listen_options listen_options;
     corral_listener *listener;
+};
+
+struct shared_upstream {
+    struct proxy_upstream *upstream;
+    const struct conf_location *first; /* the location it was built for */
 };
 
 /*
@@ -42,6 +45,10 @@ struct generation {
     corral_server *server;
     struct site *sites;
     size_t site_count;
+    /* The upstreams the sites' proxy locations use: one for all locations
+     * that proxy_pass to the same place with the same TLS settings. */
+    struct shared_upstream *upstreams;
+    size_t upstream_count;
     struct http_stats *stats; /* per worker */
     struct access_log *access_log; /* NULL: none */
     struct generation *next;
@@ -87,6 +94,11 @@ extern struct daemon_state daemon_state;
 
 /* Adds one worker's TLS counters to `totals` (admin.c). */
 void tls_totals_add(struct tls_totals *totals, const struct tls_stats *stats);
+
+/* Adds an upstream's error counters to the slot of its name among `count`
+ * slots, taking a new slot for a new name while there is room (admin.c). */
+void upstream_errors_add(struct retired_upstream *slots, size_t *count,
+                         const struct proxy_upstream *upstream);
 
 /* Admin endpoints (admin.c): GET /metrics and GET /status. */
 extern const struct http_handler admin_metrics_handler;

@@ -62,7 +62,7 @@ struct proxy_upstream {
     size_t server_count;
     enum proxy_balance balance;
     unsigned keepalive;
-    uint32_t connect_timeout_ms, read_timeout_ms, send_timeout_ms, idle_timeout_ms;
+    uint32_t idle_timeout_ms;
     unsigned worker_count;
     struct upstream_worker *workers;
     struct tls_client *tls; /* NULL: plain HTTP */
@@ -125,9 +125,6 @@ int proxy_upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
     *up = (struct proxy_upstream){
         .balance = conf->balance,
         .keepalive = conf->keepalive,
-        .connect_timeout_ms = conf->connect_timeout_ms,
-        .read_timeout_ms = conf->read_timeout_ms,
-        .send_timeout_ms = conf->send_timeout_ms,
         .idle_timeout_ms = conf->idle_timeout_ms,
         .worker_count = workers,
     };
@@ -491,7 +488,7 @@ static int rsp_on_headers_complete(llhttp_t *parser)
     http_response_begin_coded(px->ex, status, headers.data != NULL ? headers.data : "",
                               headers.len, length, codings);
     free(headers.data);
-    corral_conn_set_timeouts(uc->conn, uc->upstream->read_timeout_ms, uc->upstream->send_timeout_ms);
+    corral_conn_set_timeouts(uc->conn, px->loc->read_timeout_ms, px->loc->send_timeout_ms);
     /* 1: no body, whatever the headers say, for the response to a HEAD and
      * for 204 and 304 (llhttp leaves that to its caller). */
     return px->head_request || status == 204 || status == 304 ? 1 : 0;
@@ -603,9 +600,11 @@ static size_t uc_on_data(corral_conn *conn, const char *data, size_t len)
  * an upload that keeps moving is governed by the send timeout alone. */
 static void uc_set_timeouts(struct upstream_conn *uc)
 {
-    bool sent = uc->px == NULL || uc->px->request_sent;
-    corral_conn_set_timeouts(uc->conn, sent ? uc->upstream->read_timeout_ms : 0,
-                             uc->upstream->send_timeout_ms);
+    const struct proxy_exchange *px = uc->px;
+    if (px == NULL)
+        return; /* pooled: the pool's idle timeout applies */
+    corral_conn_set_timeouts(uc->conn, px->request_sent ? px->loc->read_timeout_ms : 0,
+                             px->loc->send_timeout_ms);
 }
 
 static void uc_on_open(corral_conn *conn)
@@ -691,10 +690,12 @@ static const struct corral_conn_handler upstream_handler = {
     .on_close = uc_on_close,
 };
 
-/* An idle pooled connection to `server`, or a new one. */
-static struct upstream_conn *uc_get(struct proxy_upstream *up, struct upstream_worker *worker,
-                                    unsigned server, corral_loop *loop)
+/* An idle pooled connection to `server`, or a new one for `loc`. */
+static struct upstream_conn *uc_get(const struct proxy_location *loc,
+                                    struct upstream_worker *worker, unsigned server,
+                                    corral_loop *loop)
 {
+    struct proxy_upstream *up = loc->upstream;
     struct upstream_conn *uc = worker->servers[server].idle;
     if (uc != NULL) {
         pool_remove(uc);
@@ -712,7 +713,7 @@ static struct upstream_conn *uc_get(struct proxy_upstream *up, struct upstream_w
         free(uc);
         return NULL;
     }
-    corral_conn_set_timeouts(uc->conn, up->connect_timeout_ms, up->send_timeout_ms);
+    corral_conn_set_timeouts(uc->conn, loc->connect_timeout_ms, loc->send_timeout_ms);
     return uc;
 }
 
@@ -780,7 +781,7 @@ static int px_send(struct proxy_exchange *px)
         if (server < 0)
             return -1;
         px->tried |= 1ull << server;
-        struct upstream_conn *uc = uc_get(up, worker, (unsigned)server, loop);
+        struct upstream_conn *uc = uc_get(px->loc, worker, (unsigned)server, loop);
         if (uc == NULL) {
             count_error(worker, PROXY_ERROR_CONNECT);
             server_failed(up, worker, (unsigned)server, corral_loop_now(loop));

@@ -39,7 +39,6 @@ struct proxy_upstream_conf {
     size_t server_count;
     enum proxy_balance balance;
     unsigned keepalive; /* idle connections kept per worker */
-    uint32_t connect_timeout_ms, read_timeout_ms, send_timeout_ms;
     uint32_t idle_timeout_ms; /* an idle pooled connection is closed after this */
     struct tls_client *tls;   /* NULL: plain HTTP; the upstream owns it once created */
 };
@@ -57,8 +56,11 @@ const char *proxy_upstream_name(const struct proxy_upstream *upstream);
 /* Failures of `kind` counted so far, over all workers; safe from any thread. */
 uint64_t proxy_upstream_errors(const struct proxy_upstream *upstream, enum proxy_error_kind kind);
 
+/* One proxy_pass location.  Locations may share an upstream, and with it
+ * its pools and health state; the timeouts are each location's own. */
 struct proxy_location {
     struct proxy_upstream *upstream;
+    uint32_t connect_timeout_ms, read_timeout_ms, send_timeout_ms;
     const struct http_header *set_headers; /* proxy_set_header: replace or add; "" removes */
     size_t set_header_count;
     const struct http_str *hide_headers; /* proxy_hide_header: response headers to drop */

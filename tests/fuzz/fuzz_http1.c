@@ -26,7 +26,10 @@ static struct http_site back_site = {.vhosts = &back_vhost, .vhost_count = 1};
 
 static struct http_header set_headers[] = {{{"X-Set", 5}, {"1", 1}}, {{"Accept", 6}, {"", 0}}};
 static struct http_str hide_headers[] = {{"X-Hidden", 8}};
-static struct proxy_location proxy = {.set_headers = set_headers,
+static struct proxy_location proxy = {.connect_timeout_ms = 2000,
+                                      .read_timeout_ms = 2000,
+                                      .send_timeout_ms = 2000,
+                                      .set_headers = set_headers,
                                       .set_header_count = 2,
                                       .hide_headers = hide_headers,
                                       .hide_header_count = 1};
@@ -61,9 +64,7 @@ static void start_server(void)
     snprintf(address, sizeof(address), "unix:%s", back_path);
     struct proxy_server_conf server = {address, 1, 0, 0};
     struct proxy_upstream_conf upstream = {.name = "back", .servers = &server, .server_count = 1,
-                                           .keepalive = 4, .connect_timeout_ms = 2000,
-                                           .read_timeout_ms = 2000, .send_timeout_ms = 2000,
-                                           .idle_timeout_ms = 2000};
+                                           .keepalive = 4, .idle_timeout_ms = 2000};
     struct corral_server_config config;
     corral_server_config_init(&config);
     config.workers = 1;

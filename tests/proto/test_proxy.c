@@ -2009,6 +2009,70 @@ START_TEST(failed_server_is_skipped_then_comes_back)
 }
 END_TEST
 
+/* Locations that proxy_pass to one upstream share its pool and its health
+ * state, as in nginx, and keep their own server's timeouts.  One worker:
+ * the dead server is the first pick. */
+START_TEST(locations_share_an_upstream_and_keep_their_timeouts)
+{
+    struct backend *dead = backend_new("dead"), *live = backend_new("live");
+    struct backend *slow = backend_new("slow");
+    int reserved = test_reserve_port(&dead->port);
+    slow->delay_ms = 500;
+    backend_start(live);
+    backend_start(slow);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    char conf[2048];
+    snprintf(conf, sizeof(conf),
+             "workers 1;\ndrain_timeout %s;\nadmin { listen 127.0.0.2:0; }\n"
+             "upstream b {\n    server 127.0.0.1:%d max_fails=1 fail_timeout=10s;\n"
+             "    server 127.0.0.1:%d;\n    keepalive 8;\n}\n"
+             "upstream s { server 127.0.0.1:%d; }\n"
+             "server {\n    listen 127.0.0.1:0;\n    proxy_read_timeout 2s;\n"
+             "    location / { proxy_pass http://b; }\n"
+             "    location /other { proxy_pass http://b; }\n"
+             "    location /slow { proxy_pass http://s; }\n}\n"
+             "server {\n    listen 127.0.0.1:0;\n    server_name impatient.test;\n"
+             "    proxy_read_timeout 200ms;\n"
+             "    location /slow { proxy_pass http://s; }\n}\n",
+             drain_timeout, dead->port, live->port, slow->port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+
+    /* The first request finds the dead server and marks it down for both
+     * locations; all five go over one pooled connection to the live one. */
+    static const char *const paths[] = {"/", "/other", "/other", "/", "/other"};
+    struct reader *r = client_connect(d.port);
+    for (int i = 0; i < COUNT(paths); i++) {
+        char request[128];
+        snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\nHost: test\r\n\r\n", paths[i]);
+        send_str(r->fd, request);
+        struct response resp;
+        ck_assert_msg(read_response(r, false, &resp), "request %d", i);
+        ck_assert_uint_eq(resp.status, 200);
+        response_free(&resp);
+    }
+    client_close(r);
+    ck_assert_uint_eq(metric(&d, "corral_upstream_errors_total{upstream=\"b\",kind=\"connect\"}"),
+                      1);
+    ck_assert_uint_eq(backend_request_count(live), 5);
+    ck_assert_uint_eq(atomic_load(&live->connections), 1);
+
+    /* One upstream for /slow in both servers, each with its own timeout. */
+    struct response resp;
+    ck_assert_uint_eq(exchange(d.port, "GET /slow HTTP/1.1\r\nHost: test\r\n\r\n", &resp), 200);
+    response_free(&resp);
+    ck_assert_uint_eq(
+        exchange(d.port, "GET /slow HTTP/1.1\r\nHost: impatient.test\r\n\r\n", &resp), 504);
+    response_free(&resp);
+    test_daemon_stop(&d);
+    close(reserved);
+    backend_free(dead);
+    backend_free(live);
+    backend_free(slow);
+}
+END_TEST
+
 /* A connection that never opened carried nothing: a POST is as safe to
  * send to the next server as a GET.  One worker, so that the dead server
  * is the first pick. */
@@ -2367,6 +2431,7 @@ Suite *test_suite(void)
     tc = new_case(suite, "health", 20);
     tcase_add_test(tc, failed_server_is_skipped_then_comes_back);
     tcase_add_test(tc, post_is_retried_when_the_connect_fails);
+    tcase_add_test(tc, locations_share_an_upstream_and_keep_their_timeouts);
 
     tc = new_case(suite, "smuggling", 20);
     tcase_add_loop_test(tc, malformed_request_is_refused_before_the_backend, 0,
