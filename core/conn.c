@@ -382,8 +382,8 @@ static void conn_read_input(corral_conn *conn)
         /* A short plain read drained the socket: the next edge will tell
          * when more arrives, so skip the read that would say EAGAIN.  Not
          * when the peer's FIN came with that edge (no new edge would report
-         * it), and not for TLS, which may hold decrypted bytes back. */
-        if ((size_t)n < space && conn->transport == &corral_plain_transport && !conn->peer_hup)
+         * it), and not for a layered transport, which may hold bytes back. */
+        if ((size_t)n < space && !conn->transport->layered && !conn->peer_hup)
             conn->readable = false;
         if (buf == conn->loop->scratch) {
             conn_deliver(conn, buf, (size_t)n);
@@ -426,8 +426,7 @@ static void conn_start_linger(corral_conn *conn)
     if (conn->eof || conn->no_linger) {
         /* No waiting for the peer, but a transport's own end of stream (a
          * TLS close_notify) still goes out; a plain FIN goes with close(). */
-        if (!conn->shutdown_done && conn->transport != &corral_plain_transport &&
-            conn->transport->shutdown != NULL)
+        if (!conn->shutdown_done && conn->transport->layered && conn->transport->shutdown != NULL)
             conn->transport->shutdown(conn);
         conn_destroy(conn, 0);
         return;
@@ -731,7 +730,7 @@ static void conn_on_event(struct corral__handle *handle, uint32_t epoll_events)
         conn->readable = true;
     /* A transport that writes while reading (a TLS handshake) may have
      * stopped reading for want of socket space. */
-    if ((epoll_events & EPOLLOUT) && conn->transport != &corral_plain_transport)
+    if ((epoll_events & EPOLLOUT) && conn->transport->layered)
         conn->readable = true;
     if (epoll_events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP))
         conn->peer_hup = true;

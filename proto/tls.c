@@ -296,6 +296,7 @@ static void tls_destroy(corral_conn *conn)
 
 static const struct corral_transport tls_transport = {
     .name = "tls",
+    .layered = true,
     .read = tls_read,
     .writev = tls_writev,
     .shutdown = tls_shutdown,

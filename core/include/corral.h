@@ -198,6 +198,13 @@ struct corral_conn_handler {
  */
 struct corral_transport {
     const char *name;
+    /** True for a protocol layered over the socket with state of its own
+     *  (TLS): it may hold read bytes back, so a short read does not mean
+     *  the socket is drained; it may need to write in order to read, so
+     *  socket space also wakes its reads; and it ends the stream with a
+     *  message of its own, sent even on a close without lingering.  False
+     *  for bytes straight to and from the socket. */
+    bool layered;
     ssize_t (*read)(corral_conn *conn, void *buf, size_t len);
     ssize_t (*writev)(corral_conn *conn, const struct iovec *iov, int iovcnt);
     /** Sends end-of-stream (close_notify, FIN); optional. */
