@@ -19,13 +19,15 @@ enum setting_kind {
     SETTING_DURATION, /* uint32_t milliseconds */
     SETTING_SIZE,     /* size_t bytes */
     SETTING_COUNT,    /* unsigned */
+    SETTING_SWITCH,   /* bool: on|off */
 };
 
-/* One field of struct conf_http, set by the directive of the same name. */
-struct http_setting {
+/* One scalar field of struct conf_http or struct conf_tls, set by the
+ * directive of the same name. */
+struct setting {
     enum setting_kind kind;
     size_t offset;
-    unsigned min; /* SETTING_COUNT */
+    uint32_t min; /* the least value allowed: a count, bytes or milliseconds */
 };
 
 void conf__http_defaults(struct conf_http *http)
@@ -53,37 +55,51 @@ void conf__http_defaults(struct conf_http *http)
     {.kind = SETTING_COUNT, .offset = offsetof(struct conf_http, field), .min = least}
 /* clang-format on */
 
-static const struct http_setting client_header_timeout = DURATION(client_header_timeout_ms);
-static const struct http_setting client_body_timeout = DURATION(client_body_timeout_ms);
-static const struct http_setting send_timeout = DURATION(send_timeout_ms);
-static const struct http_setting keepalive_timeout = DURATION(keepalive_timeout_ms);
-static const struct http_setting keepalive_requests = COUNT(keepalive_requests, 1);
+static const struct setting client_header_timeout = DURATION(client_header_timeout_ms);
+static const struct setting client_body_timeout = DURATION(client_body_timeout_ms);
+static const struct setting send_timeout = DURATION(send_timeout_ms);
+static const struct setting keepalive_timeout = DURATION(keepalive_timeout_ms);
+static const struct setting keepalive_requests = COUNT(keepalive_requests, 1);
 /* A header section must fit its request line at least; 0 would refuse
  * every request. */
-static const struct http_setting client_max_header_size = SIZE(client_max_header_size, 1);
-static const struct http_setting client_max_headers = COUNT(client_max_headers, 1);
-static const struct http_setting client_max_body_size = SIZE(client_max_body_size, 0);
-static const struct http_setting proxy_connect_timeout = DURATION(proxy_connect_timeout_ms);
-static const struct http_setting proxy_read_timeout = DURATION(proxy_read_timeout_ms);
-static const struct http_setting proxy_send_timeout = DURATION(proxy_send_timeout_ms);
+static const struct setting client_max_header_size = SIZE(client_max_header_size, 1);
+static const struct setting client_max_headers = COUNT(client_max_headers, 1);
+static const struct setting client_max_body_size = SIZE(client_max_body_size, 0);
+static const struct setting proxy_connect_timeout = DURATION(proxy_connect_timeout_ms);
+static const struct setting proxy_read_timeout = DURATION(proxy_read_timeout_ms);
+static const struct setting proxy_send_timeout = DURATION(proxy_send_timeout_ms);
 
-/* Writes into the server being read, else into the top level's values. */
-static int apply_http_setting(struct conf_state *state, const struct conf_node *node,
-                              const struct conf_directive *directive)
+/* Sets the field `directive` names in the struct at `base`. */
+static int apply_setting(struct conf_state *state, const struct conf_node *node,
+                         const struct conf_directive *directive, char *base)
 {
-    const struct http_setting *setting = directive->data;
-    struct conf_http *http = state->server != NULL ? &state->server->http : &state->config->http;
-    char *field = (char *)http + setting->offset;
+    const struct setting *setting = directive->data;
+    char *field = base + setting->offset;
     const struct conf_arg *arg = &node->args[0];
     switch (setting->kind) {
-    case SETTING_DURATION: return conf__arg_duration(state, arg, (uint32_t *)(void *)field);
+    case SETTING_DURATION: {
+        uint32_t ms;
+        if (conf__arg_duration(state, arg, &ms) != 0)
+            return -1;
+        if (ms < setting->min) {
+            char least[32];
+            if (setting->min % 1000 == 0)
+                snprintf(least, sizeof(least), "%us", (unsigned)(setting->min / 1000));
+            else
+                snprintf(least, sizeof(least), "%ums", (unsigned)setting->min);
+            return conf__error_at(state->error, &arg->pos, "\"%s\" must be at least %s, got \"%s\"",
+                                  directive->name, least, arg->text);
+        }
+        *(uint32_t *)(void *)field = ms;
+        return 0;
+    }
     case SETTING_SIZE: {
         size_t size;
         if (conf__arg_size(state, arg, &size) != 0)
             return -1;
         if (size < setting->min)
             return conf__error_at(state->error, &arg->pos, "\"%s\" must be at least %u, got \"%s\"",
-                                  directive->name, setting->min, arg->text);
+                                  directive->name, (unsigned)setting->min, arg->text);
         *(size_t *)(void *)field = size;
         return 0;
     }
@@ -92,17 +108,27 @@ static int apply_http_setting(struct conf_state *state, const struct conf_node *
         snprintf(what, sizeof(what), "\"%s\"", directive->name);
         return conf__arg_uint(state, arg, what, setting->min, UINT_MAX, (unsigned *)(void *)field);
     }
+    case SETTING_SWITCH: return conf__arg_switch(state, arg, (bool *)(void *)field);
     }
     return -1;
 }
 
+/* Writes into the server being read, else into the top level's values. */
+static int apply_http_setting(struct conf_state *state, const struct conf_node *node,
+                              const struct conf_directive *directive)
+{
+    struct conf_http *http = state->server != NULL ? &state->server->http : &state->config->http;
+    return apply_setting(state, node, directive, (char *)http);
+}
+
 static void copy_setting(struct conf_http *to, const struct conf_http *from,
-                         const struct http_setting *setting)
+                         const struct setting *setting)
 {
     static const size_t sizes[] = {
         [SETTING_DURATION] = sizeof(uint32_t),
         [SETTING_SIZE] = sizeof(size_t),
         [SETTING_COUNT] = sizeof(unsigned),
+        [SETTING_SWITCH] = sizeof(bool),
     };
     memcpy((char *)to + setting->offset, (const char *)from + setting->offset,
            sizes[setting->kind]);
@@ -238,56 +264,26 @@ static int apply_tls_ciphers(struct conf_state *state, const struct conf_node *n
     return *field != NULL ? 0 : -1;
 }
 
-enum tls_setting_kind {
-    TLS_SWITCH,   /* bool: on|off */
-    TLS_DURATION, /* uint32_t milliseconds */
-};
-
-/* One scalar field of struct conf_tls, set by the directive of the same
- * name. */
-struct tls_setting {
-    enum tls_setting_kind kind;
-    size_t offset;
-    uint32_t min_ms; /* TLS_DURATION: shorter values are refused */
-};
-
 /* clang-format off */
-#define TLS_SWITCH_FIELD(field) {.kind = TLS_SWITCH, .offset = offsetof(struct conf_tls, field)}
+#define TLS_SWITCH_FIELD(field) {.kind = SETTING_SWITCH, .offset = offsetof(struct conf_tls, field)}
 #define TLS_DURATION_FIELD(field, least) \
-    {.kind = TLS_DURATION, .offset = offsetof(struct conf_tls, field), .min_ms = least}
+    {.kind = SETTING_DURATION, .offset = offsetof(struct conf_tls, field), .min = least}
 /* clang-format on */
 
-static const struct tls_setting tls_session_tickets = TLS_SWITCH_FIELD(session_tickets);
-static const struct tls_setting tls_ktls = TLS_SWITCH_FIELD(ktls);
+static const struct setting tls_session_tickets = TLS_SWITCH_FIELD(session_tickets);
+static const struct setting tls_ktls = TLS_SWITCH_FIELD(ktls);
 /* A ticket's lifetime is told to the client in whole seconds, and a ticket
  * lives at least one rotation period. */
-static const struct tls_setting tls_session_ticket_rotation =
+static const struct setting tls_session_ticket_rotation =
     TLS_DURATION_FIELD(ticket_key_rotation_ms, 1000);
-static const struct tls_setting tls_session_timeout = TLS_DURATION_FIELD(session_timeout_ms, 1);
-static const struct tls_setting tls_handshake_timeout = TLS_DURATION_FIELD(handshake_timeout_ms, 1);
+static const struct setting tls_session_timeout = TLS_DURATION_FIELD(session_timeout_ms, 1);
+static const struct setting tls_handshake_timeout = TLS_DURATION_FIELD(handshake_timeout_ms, 1);
 
+/* TLS settings belong to server blocks only. */
 static int apply_tls_setting(struct conf_state *state, const struct conf_node *node,
                              const struct conf_directive *directive)
 {
-    const struct tls_setting *setting = directive->data;
-    char *field = (char *)&state->server->tls + setting->offset;
-    const struct conf_arg *arg = &node->args[0];
-    if (setting->kind == TLS_SWITCH)
-        return conf__arg_switch(state, arg, (bool *)(void *)field);
-    uint32_t ms;
-    if (conf__arg_duration(state, arg, &ms) != 0)
-        return -1;
-    if (ms < setting->min_ms) {
-        char least[32];
-        if (setting->min_ms % 1000 == 0)
-            snprintf(least, sizeof(least), "%us", (unsigned)(setting->min_ms / 1000));
-        else
-            snprintf(least, sizeof(least), "%ums", (unsigned)setting->min_ms);
-        return conf__error_at(state->error, &arg->pos, "\"%s\" must be at least %s, got \"%s\"",
-                              directive->name, least, arg->text);
-    }
-    *(uint32_t *)(void *)field = ms;
-    return 0;
+    return apply_setting(state, node, directive, (char *)&state->server->tls);
 }
 
 /* tls_session_cache N|off: sessions kept for resumption without a ticket;
@@ -440,10 +436,9 @@ static int check_listen_conflict(struct conf_state *state, size_t index,
                               "listen \"%s\" already has a default_server (at %s)", listen->address,
                               conf__where(where, sizeof(where), &listen->pos, &theirs->pos));
     if (listen->has_socket_options && theirs->has_socket_options)
-        return conf__error_at(state->error, &listen->pos,
-                              "listen \"%s\" already has deferred or backlog set (at %s)",
-                              listen->address,
-                              conf__where(where, sizeof(where), &listen->pos, &theirs->pos));
+        return conf__error_at(
+            state->error, &listen->pos, "listen \"%s\" already has deferred or backlog set (at %s)",
+            listen->address, conf__where(where, sizeof(where), &listen->pos, &theirs->pos));
     if (server->server_name_count == 0 && other->server_name_count == 0)
         return conf__error_at(state->error, &listen->pos,
                               "a server without server_name already listens on \"%s\" (at %s)",

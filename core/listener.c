@@ -115,8 +115,8 @@ static int set_int_option(int fd, int level, int name, int value, const char *wh
 
 int corral__set_accept_options(const corral_listener *listener, int fd)
 {
-    int err = set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, listener->options.tcp_nodelay,
-                             "TCP_NODELAY");
+    int err =
+        set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, listener->options.tcp_nodelay, "TCP_NODELAY");
     if (err == 0)
         err = set_int_option(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT,
                              (int)listener->options.defer_accept_s, "TCP_DEFER_ACCEPT");

@@ -38,7 +38,7 @@ struct proxy_upstream_conf {
     const struct proxy_server_conf *servers;
     size_t server_count;
     enum proxy_balance balance;
-    unsigned keepalive; /* idle connections kept per worker */
+    unsigned keepalive;       /* idle connections kept per worker */
     uint32_t idle_timeout_ms; /* an idle pooled connection is closed after this */
     struct tls_client *tls;   /* NULL: plain HTTP; the upstream owns it once created */
 };
