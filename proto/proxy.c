@@ -97,6 +97,10 @@ struct proxy_exchange {
     bool request_sent;  /* the whole request went to the upstream */
     bool head_request;
     bool upgrade;       /* the client asked to switch protocols (WebSocket) */
+    /* Chunked, or longer than REPLAY_MAX: it could not be sent again, so it
+     * goes on a new connection, which the upstream cannot have closed
+     * already as it may a pooled one. */
+    bool body_beyond_replay;
     uint64_t started_ms; /* loop clock, for $upstream_response_time */
     /* The body bytes sent on a pooled connection, kept (up to REPLAY_MAX)
      * until the response starts: if the upstream had closed that connection
@@ -690,13 +694,14 @@ static const struct corral_conn_handler upstream_handler = {
     .on_close = uc_on_close,
 };
 
-/* An idle pooled connection to `server`, or a new one for `loc`. */
+/* An idle pooled connection to `server` when `pooled` allows, or a new one
+ * for `loc`. */
 static struct upstream_conn *uc_get(const struct proxy_location *loc,
-                                    struct upstream_worker *worker, unsigned server,
+                                    struct upstream_worker *worker, unsigned server, bool pooled,
                                     corral_loop *loop)
 {
     struct proxy_upstream *up = loc->upstream;
-    struct upstream_conn *uc = worker->servers[server].idle;
+    struct upstream_conn *uc = pooled ? worker->servers[server].idle : NULL;
     if (uc != NULL) {
         pool_remove(uc);
         return uc;
@@ -781,7 +786,8 @@ static int px_send(struct proxy_exchange *px)
         if (server < 0)
             return -1;
         px->tried |= 1ull << server;
-        struct upstream_conn *uc = uc_get(px->loc, worker, (unsigned)server, loop);
+        struct upstream_conn *uc =
+            uc_get(px->loc, worker, (unsigned)server, !px->body_beyond_replay, loop);
         if (uc == NULL) {
             count_error(worker, PROXY_ERROR_CONNECT);
             server_failed(up, worker, (unsigned)server, corral_loop_now(loop));
@@ -961,6 +967,7 @@ static void proxy_on_request(struct http_exchange *ex, const struct http_request
     px->loc = data;
     px->idempotent = method_idempotent(req->method);
     px->chunked = req->chunked;
+    px->body_beyond_replay = req->chunked || req->content_length > REPLAY_MAX;
     px->head_request = req->head;
     px->upgrade = req->upgrade;
     px->started_ms = corral_loop_now(corral_conn_loop(http_exchange_conn(ex)));

@@ -1721,6 +1721,56 @@ START_TEST(closed_pooled_connection_is_retried_for_a_post)
 }
 END_TEST
 
+/* A body that could not be sent again (over 64 KiB, or chunked) never
+ * takes a pooled connection, which the backend may have closed: one
+ * worker, one client connection, and the backend counts its connections. */
+START_TEST(body_too_large_to_resend_takes_a_new_connection)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct test_daemon d;
+    char upstream[128];
+    snprintf(upstream, sizeof(upstream), "    server 127.0.0.1:%d;\n    keepalive 8;", b->port);
+    write_config(&d, 1, upstream, "", "");
+    test_daemon_start(&d);
+    static const size_t body_size = 100 * 1000;
+    char *large = xcalloc(1, body_size + 128);
+    int head = snprintf(large, 128, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: %zu\r\n\r\n",
+                        body_size);
+    memset(large + head, 'x', body_size);
+    static const struct {
+        const char *request; /* NULL: the large POST */
+        unsigned connections_after;
+    } steps[] = {
+        {"GET / HTTP/1.1\r\nHost: test\r\n\r\n", 1},
+        {NULL, 2},
+        {"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello", 2},
+        {"POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "5\r\nhello\r\n0\r\n\r\n",
+         3},
+        {"GET / HTTP/1.1\r\nHost: test\r\n\r\n", 3},
+    };
+    struct reader *r = client_connect(d.port);
+    for (int i = 0; i < COUNT(steps); i++) {
+        if (steps[i].request != NULL)
+            send_str(r->fd, steps[i].request);
+        else
+            test_send_all(r->fd, large, (size_t)head + body_size);
+        struct response resp;
+        ck_assert_msg(read_response(r, false, &resp), "step %d: no complete response", i);
+        ck_assert_msg(resp.status == 200, "step %d: %u", i, resp.status);
+        response_free(&resp);
+        ck_assert_msg(atomic_load(&b->connections) == steps[i].connections_after,
+                      "step %d: %u upstream connections", i, atomic_load(&b->connections));
+    }
+    client_close(r);
+    ck_assert_uint_eq(backend_request(b, 1)->body.len, body_size);
+    free(large);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 /* What the upstream sends that is not HTTP: 502, nothing passed on. */
 static const struct {
     const char *name;
@@ -2416,6 +2466,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, upstream_cut_mid_response_cuts_the_client, 0, COUNT(cut_cases));
     tcase_add_loop_test(tc, closed_pooled_connection_is_retried, 0, COUNT(stale_delays));
     tcase_add_test(tc, closed_pooled_connection_is_retried_for_a_post);
+    tcase_add_test(tc, body_too_large_to_resend_takes_a_new_connection);
     tcase_add_loop_test(tc, invalid_upstream_response_gives_502, 0, COUNT(invalid_responses));
     tcase_add_loop_test(tc, upstream_bytes_after_a_response_are_dropped, 0, COUNT(trailing_cases));
     tcase_add_test(tc, response_transfer_coding_is_not_lost);
