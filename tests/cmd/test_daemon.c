@@ -292,10 +292,12 @@ START_TEST(five_reloads_under_load_lose_nothing)
 }
 END_TEST
 
-START_TEST(socket_activation_serves_the_passed_socket)
+/* Starts `d` on a socket bound and listening before it starts, passed the
+ * way systemd passes one, its config listening there with
+ * `listen_parameters` and answering "ok".  Returns the test's own
+ * descriptor of that socket. */
+static int start_on_passed_socket(struct test_daemon *d, const char *listen_parameters)
 {
-    /* A socket bound and listening before the daemon starts, as systemd
-     * would pass it. */
     struct sockaddr_storage addr;
     socklen_t len;
     ck_assert_int_eq(corral_parse_address("127.0.0.1:0", &addr, &len), 0);
@@ -307,20 +309,25 @@ START_TEST(socket_activation_serves_the_passed_socket)
     char bound[64];
     corral_format_address((struct sockaddr *)&addr, len, bound, sizeof(bound));
 
-    struct test_daemon d;
-    test_daemon_init(&d, "corral");
+    test_daemon_init(d, "corral");
     char conf[512];
     snprintf(conf, sizeof(conf),
              "workers 2;\nadmin { listen 127.0.0.2:0; }\n"
-             "server { listen %s; location / { return 200 \"activated\"; } }\n",
-             bound);
-    test_write_file(d.conf, conf);
-    test_daemon_spawn(&d, listener);
-    test_daemon_wait_listening(&d);
-    close(listener);
+             "server { listen %s%s; location / { return 200 \"ok\"; } }\n",
+             bound, listen_parameters);
+    test_write_file(d->conf, conf);
+    test_daemon_spawn(d, listener);
+    test_daemon_wait_listening(d);
+    return listener;
+}
+
+START_TEST(socket_activation_serves_the_passed_socket)
+{
+    struct test_daemon d;
+    close(start_on_passed_socket(&d, ""));
     char body[256];
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
-    ck_assert_str_eq(body, "activated");
+    ck_assert_str_eq(body, "ok");
     char *log = test_read_file(d.log);
     ck_assert_ptr_nonnull(strstr(log, "socket activation: "));
     free(log);
@@ -330,31 +337,12 @@ END_TEST
 
 START_TEST(listen_options_apply_to_a_passed_socket)
 {
-    struct sockaddr_storage addr;
-    socklen_t len;
-    ck_assert_int_eq(corral_parse_address("127.0.0.1:0", &addr, &len), 0);
-    int listener = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_eq(bind(listener, (struct sockaddr *)&addr, len), 0);
-    ck_assert_int_eq(listen(listener, 16), 0);
-    len = sizeof(addr);
-    ck_assert_int_eq(getsockname(listener, (struct sockaddr *)&addr, &len), 0);
-    char bound[64];
-    corral_format_address((struct sockaddr *)&addr, len, bound, sizeof(bound));
-
     struct test_daemon d;
-    test_daemon_init(&d, "corral");
-    char conf[512];
-    snprintf(conf, sizeof(conf),
-             "workers 2;\nadmin { listen 127.0.0.2:0; }\n"
-             "server { listen %s deferred backlog=100; location / { return 200 \"ok\"; } }\n",
-             bound);
-    test_write_file(d.conf, conf);
-    test_daemon_spawn(&d, listener);
-    test_daemon_wait_listening(&d);
+    int listener = start_on_passed_socket(&d, " deferred backlog=100");
     /* The daemon's socket is this one: for a listening socket TCP_INFO
      * reports the backlog in tcpi_sacked. */
     struct tcp_info info;
-    len = sizeof(info);
+    socklen_t len = sizeof(info);
     ck_assert_int_eq(getsockopt(listener, IPPROTO_TCP, TCP_INFO, &info, &len), 0);
     ck_assert_uint_eq(info.tcpi_sacked, 100);
     int defer_s = 0;

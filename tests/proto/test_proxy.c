@@ -692,14 +692,21 @@ static void write_config(struct test_daemon *d, unsigned workers, const char *up
     test_daemon_write_config(d, conf);
 }
 
-/* The usual setup: 2 workers, one backend with a pool of 8. */
-static void start_proxy(struct test_daemon *d, const struct backend *b, const char *server,
-                        const char *location)
+/* One backend with a pool of 8, on `workers` workers. */
+static void start_proxy_workers(struct test_daemon *d, const struct backend *b, unsigned workers,
+                                const char *server, const char *location)
 {
     char upstream[128];
     snprintf(upstream, sizeof(upstream), "    server 127.0.0.1:%d;\n    keepalive 8;", b->port);
-    write_config(d, 2, upstream, server, location);
+    write_config(d, workers, upstream, server, location);
     test_daemon_start(d);
+}
+
+/* The usual setup: 2 workers. */
+static void start_proxy(struct test_daemon *d, const struct backend *b, const char *server,
+                        const char *location)
+{
+    start_proxy_workers(d, b, 2, server, location);
 }
 
 /* ------------------------------------------------------------ clients */
@@ -1236,10 +1243,7 @@ START_TEST(pooled_connection_paused_for_a_slow_client_reads_again)
     struct backend *b = backend_new("a");
     backend_start(b);
     struct test_daemon d;
-    char upstream[128];
-    snprintf(upstream, sizeof(upstream), "    server 127.0.0.1:%d;\n    keepalive 8;", b->port);
-    write_config(&d, 1, upstream, "    proxy_read_timeout 2s;", "");
-    test_daemon_start(&d);
+    start_proxy_workers(&d, b, 1, "    proxy_read_timeout 2s;", "");
     struct reader *r = client_connect(d.port);
     /* Sizes and delays vary, so that the end of some body meets a full
      * client buffer; a hang shows as no response within 5 s. */
@@ -1729,10 +1733,7 @@ START_TEST(body_too_large_to_resend_takes_a_new_connection)
     struct backend *b = backend_new("a");
     backend_start(b);
     struct test_daemon d;
-    char upstream[128];
-    snprintf(upstream, sizeof(upstream), "    server 127.0.0.1:%d;\n    keepalive 8;", b->port);
-    write_config(&d, 1, upstream, "", "");
-    test_daemon_start(&d);
+    start_proxy_workers(&d, b, 1, "", "");
     static const size_t body_size = 100 * 1000;
     char *large = xcalloc(1, body_size + 128);
     int head = snprintf(large, 128, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: %zu\r\n\r\n",
