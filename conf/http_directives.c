@@ -653,10 +653,12 @@ static int apply_return(struct conf_state *state, const struct conf_node *node,
     if (location->handler == CONF_HANDLER_PROXY)
         return conf__error_at(state->error, &node->name.pos,
                               "\"return\" cannot be combined with \"proxy_pass\" in one location");
-    if (conf__parse_uint(code->text, &location->return_code) != 0 || location->return_code < 100 ||
+    /* A 1xx status never ends an exchange: the client would wait for the
+     * final response. */
+    if (conf__parse_uint(code->text, &location->return_code) != 0 || location->return_code < 200 ||
         location->return_code > 599)
         return conf__error_at(state->error, &code->pos,
-                              "invalid status code \"%s\" (expected 100 to 599)", code->text);
+                              "invalid status code \"%s\" (expected 200 to 599)", code->text);
     location->handler = CONF_HANDLER_RETURN;
     if (node->arg_count == 1)
         return 0;
