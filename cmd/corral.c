@@ -582,9 +582,14 @@ static int generation_start(struct conf_config *config, struct generation *previ
         }
     }
     for (size_t i = 0; i < gen->site_count; i++) {
-        gen->sites[i].http.stats = gen->stats;
-        if (!gen->sites[i].http.admin)
-            gen->sites[i].http.access_log = gen->access_log;
+        struct site *site = &gen->sites[i];
+        site->http.stats = gen->stats;
+        if (!site->http.admin)
+            site->http.access_log = gen->access_log;
+        /* Tickets issued before a reload keep resuming after it. */
+        struct site *old = find_site(previous, site->address);
+        if (site->http.tls != NULL && old != NULL && old->http.tls != NULL)
+            tls_server_take_ticket_keys(site->http.tls, old->http.tls);
     }
 
     /* Inherit what can be inherited first, so that closing the previous

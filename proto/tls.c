@@ -97,6 +97,14 @@ struct tls_server {
     struct ticket_keys ticket_keys;
 };
 
+void tls_server_take_ticket_keys(struct tls_server *server, struct tls_server *from)
+{
+    pthread_mutex_lock(&from->ticket_keys.lock);
+    server->ticket_keys.current = from->ticket_keys.current;
+    server->ticket_keys.previous = from->ticket_keys.previous;
+    pthread_mutex_unlock(&from->ticket_keys.lock);
+}
+
 static int on_ticket_key(SSL *ssl, unsigned char key_name[16], unsigned char *iv,
                          EVP_CIPHER_CTX *cipher, EVP_MAC_CTX *mac, int encrypt)
 {

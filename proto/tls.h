@@ -100,6 +100,9 @@ int tls_server_new(const struct tls_server_conf *conf, const struct http_site *s
                    const struct tls_vhost_conf *vhosts, const struct tls_report *report,
                    struct tls_server **out);
 void tls_server_free(struct tls_server *server);
+/* Gives a server that is not serving yet the session ticket keys of one
+ * that may be (the previous configuration's), so that its tickets resume. */
+void tls_server_take_ticket_keys(struct tls_server *server, struct tls_server *from);
 
 /* OpenSSL writes to the socket with write(2): a process using TLS must
  * ignore SIGPIPE. */

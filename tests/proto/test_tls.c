@@ -769,6 +769,43 @@ START_TEST(ticket_keys_rotate)
 }
 END_TEST
 
+/* The configuration that follows a reload takes over the ticket keys: a
+ * ticket from before it still resumes (the session cache is off, so only
+ * the ticket can). */
+START_TEST(tickets_resume_across_a_reload)
+{
+    static const char settings[] = "    tls_session_cache off;\n";
+    struct test_daemon d;
+    start_tls_server(&d, "corral", 2, settings, "before");
+    SSL_SESSION *first;
+    ck_assert(!resumes(d.port, NULL, &first));
+    /* The same address, another answer: the new generation serves once it
+     * is heard. */
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "workers 2;\n" ADMIN "server {\n    listen 127.0.0.1:0 tls;\n" DEFAULT_CERT "%s"
+             "    location / { return 200 \"after\"; }\n}\n",
+             settings);
+    test_daemon_write_config(&d, conf);
+    ck_assert_int_gt(d.pid, 0);
+    kill(d.pid, SIGHUP);
+    struct client c = {.min_version = TLS1_2_VERSION, .sni = "default.test"};
+    char body[64] = "";
+    for (int i = 0; i < 100 && strcmp(body, "after") != 0; i++) {
+        struct tls t;
+        ck_assert_msg(tls_open(&t, d.port, &c), "%s", t.error);
+        ck_assert_int_eq(tls_get(&t, "default.test", "/", body, sizeof(body)), 200);
+        tls_close(&t);
+        if (strcmp(body, "after") != 0)
+            usleep(20 * 1000);
+    }
+    ck_assert_str_eq(body, "after");
+    ck_assert_msg(resumes(d.port, first, NULL), "a ticket from before the reload must resume");
+    SSL_SESSION_free(first);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* TLS 1.3 tickets are for one use: a resumed connection brings a new one. */
 START_TEST(tls_1_3_resumption_brings_a_fresh_ticket)
 {
@@ -1148,6 +1185,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, alpn_settles_on_http_1_1);
     tcase_add_loop_test(tc, sessions_resume_across_workers, 0, COUNT(resumption_cases));
     tcase_add_test(tc, ticket_keys_rotate);
+    tcase_add_test(tc, tickets_resume_across_a_reload);
     tcase_add_test(tc, tls_1_3_resumption_brings_a_fresh_ticket);
     tcase_add_test(tc, connection_close_ends_with_close_notify);
     tcase_add_test(tc, sigpipe_does_not_end_the_daemon);
