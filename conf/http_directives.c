@@ -223,27 +223,20 @@ static int apply_tls_protocols(struct conf_state *state, const struct conf_node 
                                const struct conf_directive *directive)
 {
     (void)directive;
-    static const struct {
-        const char *name;
-        enum conf_tls_protocol bit;
-    } protocols[] = {
+    static const struct conf_keyword protocols[] = {
         {"TLSv1.2", CONF_TLS_1_2},
         {"TLSv1.3", CONF_TLS_1_3},
     };
     unsigned mask = 0;
     for (size_t i = 0; i < node->arg_count; i++) {
         const struct conf_arg *arg = &node->args[i];
-        size_t j = 0;
-        while (j < sizeof(protocols) / sizeof(protocols[0]) &&
-               strcmp(arg->text, protocols[j].name) != 0)
-            j++;
-        if (j == sizeof(protocols) / sizeof(protocols[0]))
-            return conf__error_at(state->error, &arg->pos,
-                                  "unknown TLS protocol \"%s\" (expected TLSv1.2 or TLSv1.3)",
-                                  arg->text);
-        if (mask & protocols[j].bit)
+        int bit;
+        if (conf__arg_keyword(state, arg, "TLS protocol", protocols,
+                              sizeof(protocols) / sizeof(protocols[0]), &bit) != 0)
+            return -1;
+        if (mask & (unsigned)bit)
             return conf__error_at(state->error, &arg->pos, "duplicate protocol \"%s\"", arg->text);
-        mask |= protocols[j].bit;
+        mask |= (unsigned)bit;
     }
     state->server->tls.protocols = mask;
     return 0;
@@ -323,24 +316,17 @@ static int apply_tls_verify_client(struct conf_state *state, const struct conf_n
                                    const struct conf_directive *directive)
 {
     (void)directive;
-    static const struct {
-        const char *name;
-        enum conf_tls_verify_client verify;
-    } modes[] = {
+    static const struct conf_keyword modes[] = {
         {"on", CONF_TLS_VERIFY_CLIENT_ON},
         {"optional", CONF_TLS_VERIFY_CLIENT_OPTIONAL},
         {"off", CONF_TLS_VERIFY_CLIENT_OFF},
     };
-    const struct conf_arg *arg = &node->args[0];
-    for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
-        if (strcmp(arg->text, modes[i].name) == 0) {
-            state->server->tls.verify_client = modes[i].verify;
-            return 0;
-        }
-    }
-    return conf__error_at(state->error, &arg->pos,
-                          "unknown client verification \"%s\" (expected on, optional or off)",
-                          arg->text);
+    int verify;
+    if (conf__arg_keyword(state, &node->args[0], "client verification", modes,
+                          sizeof(modes) / sizeof(modes[0]), &verify) != 0)
+        return -1;
+    state->server->tls.verify_client = (enum conf_tls_verify_client)verify;
+    return 0;
 }
 
 /* What needs the whole server block: the last certificate has its key, a

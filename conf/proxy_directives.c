@@ -161,25 +161,17 @@ static int apply_balance(struct conf_state *state, const struct conf_node *node,
                          const struct conf_directive *directive)
 {
     (void)directive;
-    static const struct {
-        const char *name;
-        enum conf_balance balance;
-    } methods[] = {
+    static const struct conf_keyword methods[] = {
         {"round_robin", CONF_BALANCE_ROUND_ROBIN},
         {"least_conn", CONF_BALANCE_LEAST_CONN},
         {"hash", CONF_BALANCE_HASH},
     };
-    const struct conf_arg *arg = &node->args[0];
-    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
-        if (strcmp(arg->text, methods[i].name) == 0) {
-            state->upstream->balance = methods[i].balance;
-            return 0;
-        }
-    }
-    return conf__error_at(state->error, &arg->pos,
-                          "unknown balance method \"%s\" (expected round_robin, least_conn or "
-                          "hash)",
-                          arg->text);
+    int balance;
+    if (conf__arg_keyword(state, &node->args[0], "balance method", methods,
+                          sizeof(methods) / sizeof(methods[0]), &balance) != 0)
+        return -1;
+    state->upstream->balance = (enum conf_balance)balance;
+    return 0;
 }
 
 /* keepalive N: idle connections to the pool kept per worker; 0 closes each

@@ -155,6 +155,16 @@ int conf__arg_size(struct conf_state *state, const struct conf_arg *arg, size_t 
 int conf__arg_duration(struct conf_state *state, const struct conf_arg *arg, uint32_t *out_ms);
 int conf__arg_switch(struct conf_state *state, const struct conf_arg *arg, bool *out); /* on|off */
 
+/* One word a directive takes, and what it stands for. */
+struct conf_keyword {
+    const char *name;
+    int value;
+};
+/* The value of the keyword `arg` names, else the error "unknown WHAT "x"
+ * (expected a, b or c)" listing the `count` keywords. */
+int conf__arg_keyword(struct conf_state *state, const struct conf_arg *arg, const char *what,
+                      const struct conf_keyword *keywords, size_t count, int *out);
+
 /* Checks `arg` with corral_parse_address(); `kind` names it in the
  * message ("listen address").  Returns 0 or -1. */
 int conf__arg_address(struct conf_state *state, const struct conf_arg *arg, const char *kind);

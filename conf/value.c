@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/un.h>
 
@@ -156,6 +157,27 @@ int conf__arg_duration(struct conf_state *state, const struct conf_arg *arg, uin
         return conf__error_at(state->error, &arg->pos,
                               "duration \"%s\" is too large (at most 49 days)", arg->text);
     return conf__error_at(state->error, &arg->pos, "invalid duration \"%s\"", arg->text);
+}
+
+int conf__arg_keyword(struct conf_state *state, const struct conf_arg *arg, const char *what,
+                      const struct conf_keyword *keywords, size_t count, int *out)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (strcmp(arg->text, keywords[i].name) == 0) {
+            *out = keywords[i].value;
+            return 0;
+        }
+    }
+    char expected[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < count && used < sizeof(expected); i++) {
+        const char *separator = i == 0 ? "" : i + 1 == count ? " or " : ", ";
+        int n = snprintf(expected + used, sizeof(expected) - used, "%s%s", separator,
+                         keywords[i].name);
+        used += n > 0 ? (size_t)n : 0;
+    }
+    return conf__error_at(state->error, &arg->pos, "unknown %s \"%s\" (expected %s)", what,
+                          arg->text, expected);
 }
 
 int conf__arg_switch(struct conf_state *state, const struct conf_arg *arg, bool *out)
