@@ -228,8 +228,9 @@ CORRAL_EXTERN extern const struct corral_transport corral_plain_transport;
 
 /** Queues `len` bytes for sending (copied).  Output is flushed once the
  *  event that produced it (and at most a few others) has been handled, so
- *  responses to pipelined requests leave in one syscall.  Returns 0, -EPIPE once the connection is closing, or -ENOBUFS
- *  if more than 1 GiB would be queued. */
+ *  responses to pipelined requests leave in one syscall.  Returns 0, -EPIPE
+ *  once the connection is closing, or -ENOBUFS if more than 1 GiB would be
+ *  queued. */
 CORRAL_EXTERN int corral_conn_write(corral_conn *conn, const void *data, size_t len);
 
 /** corral_conn_write() for a gather list. */
