@@ -22,11 +22,41 @@ static struct http_return ret_wild = {203, "wild\n", 5};
 static struct http_return ret_named = {204, NULL, 0};
 static struct http_return ret_moved = {301, "https://main.example/new", 24};
 
+/* "/coded/L/C": a streamed 431 with L bytes of header lines and C bytes of
+ * transfer codings before chunked, to probe the size of the response head. */
+static void coded_on_request(struct http_exchange *ex, const struct http_request *req, void *data)
+{
+    (void)data;
+    static char headers[4096], codings[4096];
+    unsigned long header_len = 0, coding_len = 0;
+    sscanf(req->path.data, "/coded/%lu/%lu", &header_len, &coding_len);
+    ck_assert_uint_lt(header_len, sizeof(headers));
+    ck_assert_uint_lt(coding_len, sizeof(codings));
+    /* "X-Long: aaa...\r\n", and "gzip, gzip, ..., g" */
+    memset(headers, 'a', header_len);
+    if (header_len >= 10) {
+        memcpy(headers, "X-Long: ", 8);
+        memcpy(headers + header_len - 2, "\r\n", 2);
+    }
+    for (size_t i = 0; i < coding_len; i++)
+        codings[i] = "gzip, "[i % 6];
+    http_response_begin_coded(ex, 431, headers, header_len >= 10 ? header_len : 0, -1,
+                              (struct http_str){codings, coding_len});
+    http_response_write(ex, "hello", 5);
+    http_response_end(ex);
+}
+
+static const struct http_handler coded_handler = {
+    .name = "coded",
+    .on_request = coded_on_request,
+};
+
 static const struct http_location main_locations[] = {
     {"/", 1, false, &http_return_handler, &ret_root},
     {"/exact", 6, true, &http_return_handler, &ret_exact},
     {"/prefix/", 8, false, &http_return_handler, &ret_prefix},
     {"/moved", 6, true, &http_return_handler, &ret_moved},
+    {"/coded/", 7, false, &coded_handler, NULL},
 };
 static const struct http_location wild_locations[] = {
     {"/", 1, false, &http_return_handler, &ret_wild},
@@ -64,7 +94,8 @@ static void start(uint32_t header_timeout_ms, uint32_t keepalive_timeout_ms)
         limits.header_timeout_ms = limits.body_timeout_ms = header_timeout_ms;
     if (keepalive_timeout_ms)
         limits.keepalive_timeout_ms = keepalive_timeout_ms;
-    vhosts[0] = (struct http_vhost){main_names, 1, main_locations, 4, limits};
+    vhosts[0] = (struct http_vhost){main_names, 1, main_locations,
+                                    sizeof(main_locations) / sizeof(main_locations[0]), limits};
     vhosts[1] = (struct http_vhost){wild_names, 1, wild_locations, 1, limits};
     vhosts[2] = (struct http_vhost){named_names, 1, named_locations, 1, limits};
     site = (struct http_site){.vhosts = vhosts, .vhost_count = 3, .stats = stats};
@@ -189,6 +220,36 @@ START_TEST(return_redirect_sets_location)
     ck_assert_ptr_nonnull(strstr(head, "\r\nLocation: https://main.example/new\r\n"));
     ck_assert_ptr_nonnull(strstr(head, "\r\nContent-Length: 0\r\n"));
     close(fd);
+}
+END_TEST
+
+/* A streamed response's head holds whatever its producer gives, however
+ * long: every header length across the sizes where a fixed budget would
+ * end, with coding lists short and long, to a client that asked to close
+ * (the longest fixed part). */
+START_TEST(response_head_of_any_size_is_written_whole)
+{
+    static const unsigned coding_lens[] = {0, 4, 64, 250, 1000};
+    for (size_t c = 0; c < sizeof(coding_lens) / sizeof(coding_lens[0]); c++) {
+        for (unsigned header_len = 200; header_len <= 640; header_len += 2) {
+            char request[128];
+            int n = snprintf(request, sizeof(request),
+                             "GET /coded/%u/%u HTTP/1.1\r\nHost: main.example\r\n"
+                             "Connection: close\r\n\r\n",
+                             header_len, coding_lens[c]);
+            int fd = test_connect(port);
+            test_send_all(fd, request, (size_t)n);
+            char head[4096], body[16];
+            ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false),
+                             431);
+            /* The header lines come last, whole, before the blank line. */
+            const char *x = strstr(head, "\r\nX-Long: ");
+            ck_assert_msg(x != NULL, "%u/%u: no X-Long in\n%s", header_len, coding_lens[c], head);
+            ck_assert_uint_eq(strlen(x + 2), header_len + 2);
+            ck_assert_ptr_nonnull(strstr(head, "\r\nConnection: close\r\n"));
+            close(fd);
+        }
+    }
 }
 END_TEST
 
@@ -428,6 +489,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, valid_requests_whole_and_split);
     tcase_add_test(tc, return_redirect_sets_location);
+    tcase_add_test(tc, response_head_of_any_size_is_written_whole);
     tcase_add_test(tc, pipelined_requests_are_answered_in_order);
     tcase_add_test(tc, connection_close_and_http10);
     tcase_add_test(tc, keepalive_requests_limit_closes_the_last);

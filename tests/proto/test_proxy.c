@@ -1908,6 +1908,49 @@ START_TEST(response_transfer_coding_is_not_lost)
 }
 END_TEST
 
+/* A backend's raw 431 whose Transfer-Encoding lists `codings` gzips before
+ * chunked, with an X-Long header of `value_len` bytes and the body "hello". */
+static const char *coded_431(int codings, size_t value_len)
+{
+    static char raw[8192];
+    int n = snprintf(raw, sizeof(raw), "HTTP/1.1 431 Too Large\r\nTransfer-Encoding: ");
+    for (int i = 0; i < codings; i++)
+        n += snprintf(raw + n, sizeof(raw) - (size_t)n, "gzip, ");
+    n += snprintf(raw + n, sizeof(raw) - (size_t)n, "chunked\r\nX-Long: ");
+    ck_assert_uint_lt((size_t)n + value_len + 64, sizeof(raw));
+    memset(raw + n, 'v', value_len);
+    strcpy(raw + n + value_len, "\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+    return raw;
+}
+
+/* A long coding list, a long reason phrase, Connection: close and a header
+ * line sized to fill what a fixed head budget allowed: the head is longer
+ * than such a budget, and must reach the client whole. */
+START_TEST(long_response_head_arrives_whole)
+{
+    struct backend *b = backend_new("a");
+    b->raw = coded_431(40, 302); /* "X-Long: " + 302 + CRLF: 312 bytes of header lines */
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    static char head[16384];
+    ck_assert_msg(reader_until(r, "\r\n\r\n", head, sizeof(head)), "no response head");
+    ck_assert_msg(strncmp(head, "HTTP/1.1 431 ", 13) == 0, "%s", head);
+    ck_assert_uint_eq(strlen(header_one(head, "X-Long")), 302);
+    ck_assert_ptr_nonnull(strstr(head, "\r\nConnection: close\r\n"));
+    struct body body;
+    body_init(&body, 64, false);
+    ck_assert(read_chunked(r, &body));
+    ck_assert_str_eq(body.data, "hello");
+    body_free(&body);
+    client_close(r);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 /* ================================================================ balancing */
 
 /* Two backends behind upstream b, with `extra` in its block. */
@@ -2471,6 +2514,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, invalid_upstream_response_gives_502, 0, COUNT(invalid_responses));
     tcase_add_loop_test(tc, upstream_bytes_after_a_response_are_dropped, 0, COUNT(trailing_cases));
     tcase_add_test(tc, response_transfer_coding_is_not_lost);
+    tcase_add_test(tc, long_response_head_arrives_whole);
     tcase_add_test(tc, graceful_stop_does_not_wait_for_idle_upstream_connections);
     tcase_add_test(tc, reload_does_not_wait_for_idle_upstream_connections);
 
