@@ -357,7 +357,7 @@ void http_response_begin_coded(struct http_exchange *ex, unsigned status, const 
     } else if (ex->response_chunked) {
         p = append(p, "Transfer-Encoding: ", 19);
         if (codings.len > 0) {
-            p = append(p, codings.data, codings.len < 64 ? codings.len : 64);
+            p = append(p, codings.data, codings.len);
             p = append(p, ", ", 2);
         }
         p = append(p, "chunked\r\n", 9);

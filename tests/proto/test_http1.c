@@ -247,6 +247,14 @@ START_TEST(response_head_of_any_size_is_written_whole)
             ck_assert_msg(x != NULL, "%u/%u: no X-Long in\n%s", header_len, coding_lens[c], head);
             ck_assert_uint_eq(strlen(x + 2), header_len + 2);
             ck_assert_ptr_nonnull(strstr(head, "\r\nConnection: close\r\n"));
+            /* The whole coding list, then the chunked corral applies. */
+            char te[1100] = "\r\nTransfer-Encoding: ";
+            size_t len = strlen(te);
+            for (size_t i = 0; i < coding_lens[c]; i++)
+                te[len++] = "gzip, "[i % 6];
+            snprintf(te + len, sizeof(te) - len, "%schunked\r\n", coding_lens[c] > 0 ? ", " : "");
+            ck_assert_msg(strstr(head, te) != NULL, "%u/%u: codings cut in\n%s", header_len,
+                          coding_lens[c], head);
             close(fd);
         }
     }

@@ -1951,6 +1951,30 @@ START_TEST(long_response_head_arrives_whole)
 }
 END_TEST
 
+/* However long the backend's coding list, all of it reaches the client,
+ * ahead of the chunked coding corral applies. */
+START_TEST(whole_transfer_coding_list_is_passed_on)
+{
+    struct backend *b = backend_new("a");
+    b->raw = coded_431(40, 10);
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+    static char head[16384];
+    ck_assert_msg(reader_until(r, "\r\n\r\n", head, sizeof(head)), "no response head");
+    char codings[512] = "";
+    for (int i = 0; i < 40; i++)
+        strcat(codings, "gzip, ");
+    strcat(codings, "chunked");
+    ck_assert_str_eq(header_one(head, "Transfer-Encoding"), codings);
+    client_close(r);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 /* ================================================================ balancing */
 
 /* Two backends behind upstream b, with `extra` in its block. */
@@ -2515,6 +2539,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, upstream_bytes_after_a_response_are_dropped, 0, COUNT(trailing_cases));
     tcase_add_test(tc, response_transfer_coding_is_not_lost);
     tcase_add_test(tc, long_response_head_arrives_whole);
+    tcase_add_test(tc, whole_transfer_coding_list_is_passed_on);
     tcase_add_test(tc, graceful_stop_does_not_wait_for_idle_upstream_connections);
     tcase_add_test(tc, reload_does_not_wait_for_idle_upstream_connections);
 
