@@ -21,6 +21,8 @@ static struct http_return ret_prefix = {202, "prefix\n", 7};
 static struct http_return ret_wild = {203, "wild\n", 5};
 static struct http_return ret_named = {204, NULL, 0};
 static struct http_return ret_moved = {301, "https://main.example/new", 24};
+static char far_url[5000];
+static struct http_return ret_moved_far = {302, far_url, 0}; /* set in start() */
 
 /* "/coded/L/C": a streamed 431 with L bytes of header lines and C bytes of
  * transfer codings before chunked, to probe the size of the response head. */
@@ -56,6 +58,7 @@ static const struct http_location main_locations[] = {
     {"/exact", 6, true, &http_return_handler, &ret_exact},
     {"/prefix/", 8, false, &http_return_handler, &ret_prefix},
     {"/moved", 6, true, &http_return_handler, &ret_moved},
+    {"/moved-far", 10, true, &http_return_handler, &ret_moved_far},
     {"/coded/", 7, false, &coded_handler, NULL},
 };
 static const struct http_location wild_locations[] = {
@@ -84,6 +87,11 @@ static int port;
 /* header_timeout_ms sets the body timeout too. */
 static void start(uint32_t header_timeout_ms, uint32_t keepalive_timeout_ms)
 {
+    /* A redirect longer than any fixed budget for its Location line. */
+    memcpy(far_url, "https://far.example/", 20);
+    memset(far_url + 20, 'p', sizeof(far_url) - 21);
+    ret_moved_far.text_len = sizeof(far_url) - 1;
+
     struct http_limits limits;
     http_limits_init(&limits);
     limits.max_header_size = 1024;
@@ -219,6 +227,22 @@ START_TEST(return_redirect_sets_location)
     ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 301);
     ck_assert_ptr_nonnull(strstr(head, "\r\nLocation: https://main.example/new\r\n"));
     ck_assert_ptr_nonnull(strstr(head, "\r\nContent-Length: 0\r\n"));
+    close(fd);
+}
+END_TEST
+
+START_TEST(return_redirect_keeps_a_long_location)
+{
+    int fd = test_connect(port);
+    const char *req = "GET /moved-far HTTP/1.1\r\nHost: main.example\r\n\r\n";
+    test_send_all(fd, req, strlen(req));
+    static char head[8192], body[8192];
+    ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 302);
+    char *location = strstr(head, "\r\nLocation: ");
+    ck_assert_msg(location != NULL, "no Location in\n%.300s", head);
+    location += 12;
+    *strstr(location, "\r\n") = '\0';
+    ck_assert_str_eq(location, far_url);
     close(fd);
 }
 END_TEST
@@ -497,6 +521,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, valid_requests_whole_and_split);
     tcase_add_test(tc, return_redirect_sets_location);
+    tcase_add_test(tc, return_redirect_keeps_a_long_location);
     tcase_add_test(tc, response_head_of_any_size_is_written_whole);
     tcase_add_test(tc, pipelined_requests_are_answered_in_order);
     tcase_add_test(tc, connection_close_and_http10);
