@@ -632,6 +632,58 @@ static bool is_token(struct http_str s)
     return true;
 }
 
+/* RFC 3986 3.2.2: a reg-name's characters (unreserved and sub-delims),
+ * without pct-encoded: a percent-encoded host means something different to
+ * each reader of it, and no DNS name needs one. */
+static bool reg_name_char(char c)
+{
+    static const char extra[] = "-._~!$&'()*+,;=";
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c != '\0' && strchr(extra, c) != NULL);
+}
+
+/* uri-host [":" port] (RFC 9110 7.2, RFC 3986 3.2.2-3.2.3), the form of a
+ * Host value and of an absolute-form target's authority, which must be
+ * refused with 400 when invalid (RFC 9112 3.2).  The host is a reg-name or
+ * an IPv6 address in brackets (no zone, no IPvFuture); the port, digits up
+ * to 65535, possibly none.  Sets *host to the host without the port. */
+static bool authority_valid(struct http_str authority, struct http_str *host)
+{
+    if (authority.len == 0) { /* an empty Host: no authority (RFC 9110 7.2) */
+        *host = authority;
+        return true;
+    }
+    const char *p = authority.data, *end = p + authority.len;
+    if (*p == '[') {
+        const char *close = memchr(p, ']', (size_t)(end - p));
+        /* inet_pton() needs a string: an address longer than any IPv6
+         * address's text is refused before it is copied. */
+        char address[INET6_ADDRSTRLEN];
+        struct in6_addr in6;
+        if (close == NULL || (size_t)(close - p - 1) >= sizeof(address))
+            return false;
+        memcpy(address, p + 1, (size_t)(close - p - 1));
+        address[close - p - 1] = '\0';
+        if (inet_pton(AF_INET6, address, &in6) != 1)
+            return false;
+        p = close + 1;
+    } else {
+        while (p < end && reg_name_char(*p))
+            p++;
+    }
+    *host = (struct http_str){authority.data, (size_t)(p - authority.data)};
+    if (p == end)
+        return true;
+    if (*p != ':' || host->len == 0)
+        return false;
+    unsigned port = 0;
+    for (p++; p < end; p++) {
+        if (*p < '0' || *p > '9' || (port = port * 10 + (unsigned)(*p - '0')) > 65535)
+            return false;
+    }
+    return true;
+}
+
 /* An absolute-form target ("http://host:port/path?query"), which servers
  * must accept (RFC 9112 3.2.2): its authority takes the place of Host, and
  * what follows is the target.  Userinfo is refused, as is a query without a
@@ -648,14 +700,10 @@ static unsigned take_absolute_form(struct http_request *req)
     while (path < end && *path != '/' && *path != '?')
         path++;
     req->authority = (struct http_str){authority, (size_t)(path - authority)};
-    static const char extra[] = "-._~!$&'()*+,;=:[]%";
-    for (size_t i = 0; i < req->authority.len; i++) {
-        char c = authority[i];
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              strchr(extra, c) != NULL))
-            return 400; /* '@' (userinfo) among others */
-    }
-    if (req->authority.len == 0 || (path < end && *path == '?'))
+    struct http_str host;
+    if (!authority_valid(req->authority, &host)) /* userinfo ('@') among others */
+        return 400;
+    if (host.len == 0 || (path < end && *path == '?'))
         return 400;
     req->target = path < end ? (struct http_str){path, (size_t)(end - path)}
                              : (struct http_str){"/", 1};
@@ -720,13 +768,12 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
     /* HTTP/1.1 requires exactly one Host (RFC 9112 3.2). */
     if (hosts > 1 || (hosts == 0 && req->version_minor >= 1))
         return 400;
-    if (req->authority.len > 0)
-        req->host = req->authority;
-    if (req->host.len > 0 && req->host.data[0] != '[') {
-        const char *colon = memchr(req->host.data, ':', req->host.len);
-        if (colon != NULL)
-            req->host.len = (size_t)(colon - req->host.data);
-    }
+    /* Host is checked even when an absolute-form target's authority takes
+     * its place: RFC 9112 3.2 refuses any invalid Host value. */
+    if (!authority_valid(req->host, &req->host))
+        return 400;
+    if (req->authority.len > 0 && !authority_valid(req->authority, &req->host))
+        return 400;
     for (size_t i = 0; i < scratch.list.count && req->upgrade_protocol.len > 0; i++)
         if (http_str_equal_nocase(scratch.list.headers[i].name, "connection") &&
             http_header_lists(scratch.list.headers[i].value, (struct http_str){"upgrade", 7}))
