@@ -967,6 +967,24 @@ bool http_head_lines_valid(const char *head, size_t len)
     return lfs == crs;
 }
 
+/* One space around the request-target (RFC 9112 3), which llhttp does not
+ * insist on: a request line that two parsers split differently is how a
+ * target or version is smuggled past one of them.  `head` starts with the
+ * request line and its lines are valid. */
+static bool request_line_valid(const char *head, size_t len)
+{
+    const char *eol = memchr(head, '\r', len);
+    if (eol == NULL)
+        return false;
+    const char *sp1 = memchr(head, ' ', (size_t)(eol - head));
+    if (sp1 == NULL || sp1 == head)
+        return false;
+    const char *sp2 = memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1));
+    if (sp2 == NULL || sp2 == sp1 + 1 || sp2 + 1 == eol)
+        return false;
+    return memchr(sp2 + 1, ' ', (size_t)(eol - sp2 - 1)) == NULL;
+}
+
 static void h1_parser_free(struct h1_conn *h1)
 {
     free(h1->parser);
@@ -1021,6 +1039,12 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
         if (h1->in_exchange) {
             n = h1_execute(h1, data + used, len - used);
         } else {
+            /* Empty lines before a request line are ignored (RFC 9112 2.2),
+             * here, so that the checks below see the head itself. */
+            while (len - used >= 2 && data[used] == '\r' && data[used + 1] == '\n')
+                used += 2;
+            if (used == len)
+                break;
             const struct http_limits *limits = &h1->vhost->limits;
             if (h1->site->access_log != NULL && !h1->partial_head)
                 h1->head_started_ns = monotonic_ns();
@@ -1040,7 +1064,8 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
                 h1_reject(h1, 431);
                 return len;
             }
-            if (!http_head_lines_valid(data + used, head_len)) {
+            if (!http_head_lines_valid(data + used, head_len) ||
+                !request_line_valid(data + used, head_len)) {
                 h1_reject(h1, 400);
                 return len;
             }
