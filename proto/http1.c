@@ -888,7 +888,10 @@ static int on_headers_complete(llhttp_t *parser)
     ex->handler_data = loc->handler_data;
     if (req.upgrade && ex->handler->on_tunnel_data == NULL)
         ex->keep_alive = false; /* what follows the head will not be HTTP */
-    if (req.expect_continue && req.has_body && ex->handler->on_body != NULL)
+    /* Never to an HTTP/1.0 client, which need not understand a 1xx and
+     * sends its body regardless (RFC 9110 10.1.1, 15.2). */
+    if (req.expect_continue && req.has_body && req.version_minor >= 1 &&
+        ex->handler->on_body != NULL)
         corral_conn_write(h1->conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     ex->handler->on_request(ex, &req, loc->handler_data);
     return 0;

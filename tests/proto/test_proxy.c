@@ -1152,6 +1152,33 @@ START_TEST(expect_100_continue)
 }
 END_TEST
 
+/* RFC 9110 15.2: no 1xx to an HTTP/1.0 client, which may not understand
+ * one; it sends its body anyway after a while. */
+START_TEST(no_100_continue_for_http_1_0)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    const char *head = "POST /upload HTTP/1.0\r\nHost: test\r\nExpect: 100-continue\r\n"
+                       "Content-Length: 11\r\n\r\n";
+    test_send_all(r->fd, head, strlen(head));
+    /* A 100 is written as soon as the head is taken: a short wait sees it. */
+    ck_assert_msg(!test_answers_within(r->fd, 500), "an HTTP/1.0 client got an answer early");
+    send_str(r->fd, "hello world");
+    struct response resp;
+    ck_assert(read_response(r, false, &resp));
+    ck_assert_uint_eq(resp.status, 200);
+    ck_assert_str_eq(resp.body.data, "ok");
+    response_free(&resp);
+    client_close(r);
+    ck_assert_str_eq(backend_request(b, 0)->body.data, "hello world");
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 /* A 1xx from the upstream, and the final head arriving in two pieces of
  * which the first shares a read with the 1xx. */
 START_TEST(interim_response_then_a_final_head_in_pieces)
@@ -2542,6 +2569,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, head_has_no_body_and_keeps_content_length);
     tcase_add_test(tc, no_body_for_204_and_304);
     tcase_add_test(tc, expect_100_continue);
+    tcase_add_test(tc, no_100_continue_for_http_1_0);
     tcase_add_test(tc, interim_response_then_a_final_head_in_pieces);
     tcase_add_test(tc, ten_megabyte_bodies_stream_intact);
     tcase_add_test(tc, pooled_connection_paused_for_a_slow_client_reads_again);
