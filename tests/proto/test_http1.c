@@ -5,6 +5,7 @@
  * Valid requests are fed whole, byte by byte, and in random splits.
  */
 #include "../helpers.h"
+#include "proto/access_log.h"
 #include "proto/http1.h"
 
 #include <errno.h>
@@ -71,6 +72,7 @@ static const char *const main_names[] = {"main.example"};
 static const char *const wild_names[] = {"*.wild.example"};
 static const char *const named_names[] = {"named.example"};
 
+static struct access_log *access_log; /* start() gives it to the site */
 static struct http_vhost vhosts[3];
 static struct http_stats stats[2];
 static struct http_site site;
@@ -106,7 +108,8 @@ static void start(uint32_t header_timeout_ms, uint32_t keepalive_timeout_ms)
                                     sizeof(main_locations) / sizeof(main_locations[0]), limits};
     vhosts[1] = (struct http_vhost){wild_names, 1, wild_locations, 1, limits};
     vhosts[2] = (struct http_vhost){named_names, 1, named_locations, 1, limits};
-    site = (struct http_site){.vhosts = vhosts, .vhost_count = 3, .stats = stats};
+    site = (struct http_site){
+        .vhosts = vhosts, .vhost_count = 3, .stats = stats, .access_log = access_log};
 
     struct corral_server_config config;
     corral_server_config_init(&config);
@@ -517,6 +520,61 @@ START_TEST(idle_keepalive_connection_is_closed)
 }
 END_TEST
 
+/* A log line longer than any fixed budget for it: a long format literal,
+ * a long target, and a user agent whose every byte is escaped. */
+START_TEST(long_access_log_line_is_written_whole)
+{
+    char path[] = "/tmp/corral-http1-log-XXXXXX";
+    int tmp = mkstemp(path);
+    ck_assert_int_ge(tmp, 0);
+    close(tmp);
+    static char format[4096], expected[8192];
+    memset(format, '=', 3000);
+    strcpy(format + 3000, "|$request_uri|$http_user_agent|");
+    const char *bad = NULL;
+    ck_assert_int_eq(access_log_open(path, format, &access_log, &bad), 0);
+    stop();
+    start(0, 0);
+
+    char agent[301], request[1024];
+    memset(agent, '"', 300);
+    agent[300] = '\0';
+    int n = snprintf(request, sizeof(request),
+                     "GET /%0400d HTTP/1.1\r\nHost: main.example\r\nUser-Agent: %s\r\n"
+                     "Connection: close\r\n\r\n",
+                     0, agent);
+    int fd = test_connect(port);
+    test_send_all(fd, request, (size_t)n);
+    char head[1024], body[256];
+    ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 200);
+    close(fd);
+
+    n = snprintf(expected, sizeof(expected), "%.3000s|/%0400d|", format, 0);
+    for (int i = 0; i < 300; i++)
+        n += snprintf(expected + n, sizeof(expected) - (size_t)n, "\\x22");
+    snprintf(expected + n, sizeof(expected) - (size_t)n, "|\n");
+    /* The line is written just after the response: wait for it, briefly. */
+    static char written[16384];
+    size_t len = 0;
+    for (int tries = 0; tries < 200 && (len == 0 || written[len - 1] != '\n'); tries++) {
+        usleep(10000);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        len = fread(written, 1, sizeof(written) - 1, f);
+        fclose(f);
+    }
+    written[len] = '\0';
+    unlink(path);
+    ck_assert_uint_eq(len, strlen(expected));
+    ck_assert_str_eq(written, expected);
+
+    stop();
+    access_log_free(access_log);
+    access_log = NULL;
+    start(0, 0);
+}
+END_TEST
+
 START_TEST(responses_are_counted_by_status)
 {
     int fd = test_connect(port);
@@ -555,6 +613,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, stalled_request_body_is_closed_and_counted);
     tcase_add_test(tc, idle_keepalive_connection_is_closed);
     tcase_add_test(tc, responses_are_counted_by_status);
+    tcase_add_test(tc, long_access_log_line_is_written_whole);
     suite_add_tcase(suite, tc);
     return suite;
 }
