@@ -66,7 +66,7 @@ struct h1_conn {
 /* Head parsing runs inside one on_data call on one worker, so its scratch
  * space is per thread, not per connection: idle connections stay small. */
 struct head_scratch {
-    struct http_header slots[HEADERS_CAP];
+    struct http_header slots[HEADERS_CAP]; /* http_headers_add_name() stops at cap */
     struct http_header_list list;
     struct http_str url;
 };
@@ -200,7 +200,7 @@ static struct http_stats *worker_stats(const struct h1_conn *h1)
 static void count_response(struct h1_conn *h1, unsigned status)
 {
     struct http_stats *stats = worker_stats(h1);
-    if (stats != NULL && status < HTTP_MAX_STATUS)
+    if (stats != NULL && status < HTTP_MAX_STATUS) /* a backend may send any number */
         http_count(&stats->responses[status]);
 }
 
@@ -214,7 +214,7 @@ static void count_timeout(struct h1_conn *h1, enum http_timeout_kind kind)
 /* "Date: Thu, 03 Dec 2026 04:10:00 GMT", formatted once per second per thread. */
 static const char *date_header(void)
 {
-    static _Thread_local char text[48];
+    static _Thread_local char text[48]; /* 37 bytes of fixed-width fields */
     static _Thread_local time_t formatted_at = -1;
     time_t now = time(NULL);
     if (now != formatted_at) {
@@ -381,7 +381,7 @@ void http_response_write(struct http_exchange *ex, const char *data, size_t len)
         corral_conn_write(ex->h1->conn, data, len);
         return;
     }
-    char size_line[24];
+    char size_line[24]; /* at most 16 hex digits and CRLF */
     char *p = size_line;
     static const char hex[] = "0123456789abcdef";
     int shift = 60;
@@ -427,8 +427,11 @@ void http_respond(struct http_exchange *ex, unsigned status, const char *headers
 
 void http_respond_error(struct http_exchange *ex, unsigned status)
 {
+    /* 10 digits and a reason of 31 characters at most; cut, never overrun */
     char body[64];
     int n = snprintf(body, sizeof(body), "%u %s\n", status, http_reason(status));
+    if (n < 0 || (size_t)n >= sizeof(body))
+        n = (int)sizeof(body) - 1;
     http_respond(ex, status, "Content-Type: text/plain\r\n", body, (size_t)n);
 }
 
@@ -804,7 +807,7 @@ static void log_fields_keep(struct h1_conn *h1, struct http_exchange *ex,
         else if (http_str_equal_nocase(req->headers[i].name, "user-agent"))
             agent = req->headers[i].value;
     }
-    char remote[64];
+    char remote[64]; /* http_client_host() writes at most sizeof(remote) */
     http_client_host(h1->conn, remote, sizeof(remote));
     const struct http_str fields[] = {{remote, strlen(remote)}, req->method, req->target,
                                       req->host,                referer,     agent};
@@ -824,7 +827,7 @@ static void log_fields_keep(struct h1_conn *h1, struct http_exchange *ex,
 
 static void log_exchange(struct h1_conn *h1, struct http_exchange *ex, unsigned status)
 {
-    const char *field[6] = {NULL};
+    const char *field[6] = {NULL}; /* the six log_fields_keep() copies */
     if (ex->log_fields != NULL) {
         const char *p = ex->log_fields;
         for (int i = 0; i < 6; i++, p += strlen(p) + 1)
