@@ -274,8 +274,7 @@ START_TEST(response_head_of_any_size_is_written_whole)
             int fd = test_connect(port);
             test_send_all(fd, request, (size_t)n);
             char head[4096], body[16];
-            ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false),
-                             431);
+            ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 431);
             /* The header lines come last, whole, before the blank line. */
             const char *x = strstr(head, "\r\nX-Long: ");
             ck_assert_msg(x != NULL, "%u/%u: no X-Long in\n%s", header_len, coding_lens[c], head);
