@@ -1,8 +1,8 @@
 /*
  * access_log.c: the access log.  The format is compiled once into literal
  * pieces and variables; each exchange formats its line into a stack buffer
- * and appends it with one write(2), which O_APPEND keeps whole even with
- * every worker writing.
+ * (the heap for a long one) and appends it with one write(2), which
+ * O_APPEND keeps whole even with every worker writing.
  */
 #include "proto/access_log.h"
 
@@ -158,15 +158,54 @@ void access_log_free(struct access_log *log)
     free(log);
 }
 
+/* A line is built on the stack and moves to the heap when it outgrows it:
+ * a request's fields (escaped, up to four times their size) and the
+ * format's literals have any length.  One byte stays free for the '\n'. */
 struct line {
-    char buf[4096];
-    size_t len;
+    char *buf;
+    size_t len, cap;
+    char small[4096];
 };
+
+static void line_init(struct line *line)
+{
+    line->buf = line->small;
+    line->len = 0;
+    line->cap = sizeof(line->small);
+}
+
+static void line_free(struct line *line)
+{
+    if (line->buf != line->small)
+        free(line->buf);
+}
+
+/* Makes room for `len` more bytes and the '\n'; false when memory ran out,
+ * and the line is then cut to what fits. */
+static bool line_reserve(struct line *line, size_t len)
+{
+    if (len <= line->cap - 1 - line->len)
+        return true;
+    size_t cap = line->cap;
+    while (cap - 1 - line->len < len) {
+        if (cap > SIZE_MAX / 2)
+            return false;
+        cap *= 2;
+    }
+    char *grown = line->buf == line->small ? malloc(cap) : realloc(line->buf, cap);
+    if (grown == NULL)
+        return false;
+    if (line->buf == line->small)
+        memcpy(grown, line->small, line->len);
+    line->buf = grown;
+    line->cap = cap;
+    return true;
+}
 
 static void put(struct line *line, const char *text, size_t len)
 {
-    if (len > sizeof(line->buf) - 1 - line->len)
-        len = sizeof(line->buf) - 1 - line->len;
+    if (!line_reserve(line, len))
+        len = line->cap - 1 - line->len;
     memcpy(line->buf + line->len, text, len);
     line->len += len;
 }
@@ -182,7 +221,7 @@ static void put_escaped(struct line *line, const char *text)
     for (; *text != '\0'; text++) {
         unsigned char c = (unsigned char)*text;
         if (c == '"' || c == '\\' || c < 0x20 || c >= 0x7f) {
-            char hex[5];
+            char hex[5]; /* "\\xHH" and the NUL snprintf adds */
             snprintf(hex, sizeof(hex), "\\x%02X", c);
             put(line, hex, 4);
         } else {
@@ -195,7 +234,7 @@ static void put_printf(struct line *line, const char *fmt, ...) __attribute__((f
 
 static void put_printf(struct line *line, const char *fmt, ...)
 {
-    char text[128];
+    char text[128]; /* numbers only, and vsnprintf() stops at its end */
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(text, sizeof(text), fmt, ap);
@@ -212,7 +251,8 @@ static void put_seconds(struct line *line, uint64_t ns)
 
 void access_log_write(struct access_log *log, const struct access_entry *e)
 {
-    struct line line = {.len = 0};
+    struct line line;
+    line_init(&line);
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
@@ -222,13 +262,13 @@ void access_log_write(struct access_log *log, const struct access_entry *e)
         case VAR_LITERAL: put(&line, piece->text, piece->len); break;
         case VAR_REMOTE_ADDR: put_escaped(&line, e->remote_addr); break;
         case VAR_TIME_LOCAL: {
-            char text[64];
+            char text[64]; /* fixed-width fields; strftime() returns 0 if not */
             size_t n = strftime(text, sizeof(text), "%d/%b/%Y:%H:%M:%S %z", &tm);
             put(&line, text, n);
             break;
         }
         case VAR_TIME_ISO8601: {
-            char text[64];
+            char text[64]; /* fixed-width fields; strftime() returns 0 if not */
             size_t n = strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S%z", &tm);
             put(&line, text, n);
             break;
@@ -264,4 +304,5 @@ void access_log_write(struct access_log *log, const struct access_entry *e)
     line.buf[line.len++] = '\n';
     while (write(log->fd, line.buf, line.len) == -1 && errno == EINTR)
         ;
+    line_free(&line);
 }

@@ -8,6 +8,7 @@
 #include "proto/http1.h"
 #include "proto/access_log.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <llhttp.h>
 #include <stdatomic.h>
@@ -65,7 +66,7 @@ struct h1_conn {
 /* Head parsing runs inside one on_data call on one worker, so its scratch
  * space is per thread, not per connection: idle connections stay small. */
 struct head_scratch {
-    struct http_header slots[HEADERS_CAP];
+    struct http_header slots[HEADERS_CAP]; /* http_headers_add_name() stops at cap */
     struct http_header_list list;
     struct http_str url;
 };
@@ -199,7 +200,7 @@ static struct http_stats *worker_stats(const struct h1_conn *h1)
 static void count_response(struct h1_conn *h1, unsigned status)
 {
     struct http_stats *stats = worker_stats(h1);
-    if (stats != NULL && status < HTTP_MAX_STATUS)
+    if (stats != NULL && status < HTTP_MAX_STATUS) /* a backend may send any number */
         http_count(&stats->responses[status]);
 }
 
@@ -213,7 +214,7 @@ static void count_timeout(struct h1_conn *h1, enum http_timeout_kind kind)
 /* "Date: Thu, 03 Dec 2026 04:10:00 GMT", formatted once per second per thread. */
 static const char *date_header(void)
 {
-    static _Thread_local char text[48];
+    static _Thread_local char text[48]; /* 37 bytes of fixed-width fields */
     static _Thread_local time_t formatted_at = -1;
     time_t now = time(NULL);
     if (now != formatted_at) {
@@ -288,9 +289,12 @@ static char *append_str(char *p, const char *text)
     return append(p, text, strlen(text));
 }
 
+/* The most digits append_uint() writes. */
+#define UINT64_DIGITS 20
+
 static char *append_uint(char *p, uint64_t value)
 {
-    char digits[20];
+    char digits[UINT64_DIGITS]; /* UINT64_MAX has 20 */
     size_t n = 0;
     do
         digits[n++] = (char)('0' + value % 10);
@@ -326,18 +330,26 @@ void http_response_begin_coded(struct http_exchange *ex, unsigned status, const 
                                           !(ex->response_body && content_length < 0 && ex->http10));
 
     /* Built by hand: this runs once per request, and snprintf showed up in
-     * the profile. */
+     * the profile.  Sized from its inputs, since the header lines and the
+     * codings come from the producer (a backend) and have any length: on
+     * the stack when that fits, which is the common case, else on the heap.
+     * The lengths are of objects in memory, so their sum cannot wrap. */
+    const char *reason = http_reason(status), *date = date_header();
+    size_t need = sizeof("HTTP/1.1  \r\nServer: corral\r\n") + UINT64_DIGITS + strlen(reason) +
+                  strlen(date) + sizeof("Content-Length: \r\n") + UINT64_DIGITS +
+                  sizeof("Transfer-Encoding: , chunked\r\n") + codings.len +
+                  sizeof("Connection: close\r\n") + headers_len + sizeof("\r\n");
     char small[512], *head = small;
-    if (headers_len > sizeof(small) - 200 && (head = malloc(headers_len + 200)) == NULL) {
+    if (need > sizeof(small) && (head = malloc(need)) == NULL) {
         corral_conn_abort(h1->conn, -ENOMEM);
         return;
     }
     char *p = append(head, "HTTP/1.1 ", 9);
     p = append_uint(p, status);
     *p++ = ' ';
-    p = append_str(p, http_reason(status));
+    p = append_str(p, reason);
     p = append(p, "\r\nServer: corral\r\n", 18);
-    p = append_str(p, date_header());
+    p = append_str(p, date);
     if (content_length >= 0 && !bodiless_status) {
         p = append(p, "Content-Length: ", 16);
         p = append_uint(p, (uint64_t)content_length);
@@ -345,7 +357,7 @@ void http_response_begin_coded(struct http_exchange *ex, unsigned status, const 
     } else if (ex->response_chunked) {
         p = append(p, "Transfer-Encoding: ", 19);
         if (codings.len > 0) {
-            p = append(p, codings.data, codings.len < 64 ? codings.len : 64);
+            p = append(p, codings.data, codings.len);
             p = append(p, ", ", 2);
         }
         p = append(p, "chunked\r\n", 9);
@@ -354,6 +366,7 @@ void http_response_begin_coded(struct http_exchange *ex, unsigned status, const 
         p = append(p, "Connection: close\r\n", 19);
     p = append(p, headers, headers_len);
     p = append(p, "\r\n", 2);
+    assert((size_t)(p - head) <= need);
     corral_conn_write(h1->conn, head, (size_t)(p - head));
     if (head != small)
         free(head);
@@ -368,7 +381,7 @@ void http_response_write(struct http_exchange *ex, const char *data, size_t len)
         corral_conn_write(ex->h1->conn, data, len);
         return;
     }
-    char size_line[24];
+    char size_line[24]; /* at most 16 hex digits and CRLF */
     char *p = size_line;
     static const char hex[] = "0123456789abcdef";
     int shift = 60;
@@ -414,8 +427,11 @@ void http_respond(struct http_exchange *ex, unsigned status, const char *headers
 
 void http_respond_error(struct http_exchange *ex, unsigned status)
 {
+    /* 10 digits and a reason of 31 characters at most; cut, never overrun */
     char body[64];
     int n = snprintf(body, sizeof(body), "%u %s\n", status, http_reason(status));
+    if (n < 0 || (size_t)n >= sizeof(body))
+        n = (int)sizeof(body) - 1;
     http_respond(ex, status, "Content-Type: text/plain\r\n", body, (size_t)n);
 }
 
@@ -619,6 +635,58 @@ static bool is_token(struct http_str s)
     return true;
 }
 
+/* RFC 3986 3.2.2: a reg-name's characters (unreserved and sub-delims),
+ * without pct-encoded: a percent-encoded host means something different to
+ * each reader of it, and no DNS name needs one. */
+static bool reg_name_char(char c)
+{
+    static const char extra[] = "-._~!$&'()*+,;=";
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c != '\0' && strchr(extra, c) != NULL);
+}
+
+/* uri-host [":" port] (RFC 9110 7.2, RFC 3986 3.2.2-3.2.3), the form of a
+ * Host value and of an absolute-form target's authority, which must be
+ * refused with 400 when invalid (RFC 9112 3.2).  The host is a reg-name or
+ * an IPv6 address in brackets (no zone, no IPvFuture); the port, digits up
+ * to 65535, possibly none.  Sets *host to the host without the port. */
+static bool authority_valid(struct http_str authority, struct http_str *host)
+{
+    if (authority.len == 0) { /* an empty Host: no authority (RFC 9110 7.2) */
+        *host = authority;
+        return true;
+    }
+    const char *p = authority.data, *end = p + authority.len;
+    if (*p == '[') {
+        const char *close = memchr(p, ']', (size_t)(end - p));
+        /* inet_pton() needs a string: an address longer than any IPv6
+         * address's text is refused before it is copied. */
+        char address[INET6_ADDRSTRLEN];
+        struct in6_addr in6;
+        if (close == NULL || (size_t)(close - p - 1) >= sizeof(address))
+            return false;
+        memcpy(address, p + 1, (size_t)(close - p - 1));
+        address[close - p - 1] = '\0';
+        if (inet_pton(AF_INET6, address, &in6) != 1)
+            return false;
+        p = close + 1;
+    } else {
+        while (p < end && reg_name_char(*p))
+            p++;
+    }
+    *host = (struct http_str){authority.data, (size_t)(p - authority.data)};
+    if (p == end)
+        return true;
+    if (*p != ':' || host->len == 0)
+        return false;
+    unsigned port = 0;
+    for (p++; p < end; p++) {
+        if (*p < '0' || *p > '9' || (port = port * 10 + (unsigned)(*p - '0')) > 65535)
+            return false;
+    }
+    return true;
+}
+
 /* An absolute-form target ("http://host:port/path?query"), which servers
  * must accept (RFC 9112 3.2.2): its authority takes the place of Host, and
  * what follows is the target.  Userinfo is refused, as is a query without a
@@ -635,14 +703,10 @@ static unsigned take_absolute_form(struct http_request *req)
     while (path < end && *path != '/' && *path != '?')
         path++;
     req->authority = (struct http_str){authority, (size_t)(path - authority)};
-    static const char extra[] = "-._~!$&'()*+,;=:[]%";
-    for (size_t i = 0; i < req->authority.len; i++) {
-        char c = authority[i];
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              strchr(extra, c) != NULL))
-            return 400; /* '@' (userinfo) among others */
-    }
-    if (req->authority.len == 0 || (path < end && *path == '?'))
+    struct http_str host;
+    if (!authority_valid(req->authority, &host)) /* userinfo ('@') among others */
+        return 400;
+    if (host.len == 0 || (path < end && *path == '?'))
         return 400;
     req->target = path < end ? (struct http_str){path, (size_t)(end - path)}
                              : (struct http_str){"/", 1};
@@ -707,13 +771,12 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
     /* HTTP/1.1 requires exactly one Host (RFC 9112 3.2). */
     if (hosts > 1 || (hosts == 0 && req->version_minor >= 1))
         return 400;
-    if (req->authority.len > 0)
-        req->host = req->authority;
-    if (req->host.len > 0 && req->host.data[0] != '[') {
-        const char *colon = memchr(req->host.data, ':', req->host.len);
-        if (colon != NULL)
-            req->host.len = (size_t)(colon - req->host.data);
-    }
+    /* Host is checked even when an absolute-form target's authority takes
+     * its place: RFC 9112 3.2 refuses any invalid Host value. */
+    if (!authority_valid(req->host, &req->host))
+        return 400;
+    if (req->authority.len > 0 && !authority_valid(req->authority, &req->host))
+        return 400;
     for (size_t i = 0; i < scratch.list.count && req->upgrade_protocol.len > 0; i++)
         if (http_str_equal_nocase(scratch.list.headers[i].name, "connection") &&
             http_header_lists(scratch.list.headers[i].value, (struct http_str){"upgrade", 7}))
@@ -744,7 +807,7 @@ static void log_fields_keep(struct h1_conn *h1, struct http_exchange *ex,
         else if (http_str_equal_nocase(req->headers[i].name, "user-agent"))
             agent = req->headers[i].value;
     }
-    char remote[64];
+    char remote[64]; /* http_client_host() writes at most sizeof(remote) */
     http_client_host(h1->conn, remote, sizeof(remote));
     const struct http_str fields[] = {{remote, strlen(remote)}, req->method, req->target,
                                       req->host,                referer,     agent};
@@ -764,7 +827,7 @@ static void log_fields_keep(struct h1_conn *h1, struct http_exchange *ex,
 
 static void log_exchange(struct h1_conn *h1, struct http_exchange *ex, unsigned status)
 {
-    const char *field[6] = {NULL};
+    const char *field[6] = {NULL}; /* the six log_fields_keep() copies */
     if (ex->log_fields != NULL) {
         const char *p = ex->log_fields;
         for (int i = 0; i < 6; i++, p += strlen(p) + 1)
@@ -828,7 +891,10 @@ static int on_headers_complete(llhttp_t *parser)
     ex->handler_data = loc->handler_data;
     if (req.upgrade && ex->handler->on_tunnel_data == NULL)
         ex->keep_alive = false; /* what follows the head will not be HTTP */
-    if (req.expect_continue && req.has_body && ex->handler->on_body != NULL)
+    /* Never to an HTTP/1.0 client, which need not understand a 1xx and
+     * sends its body regardless (RFC 9110 10.1.1, 15.2). */
+    if (req.expect_continue && req.has_body && req.version_minor >= 1 &&
+        ex->handler->on_body != NULL)
         corral_conn_write(h1->conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     ex->handler->on_request(ex, &req, loc->handler_data);
     return 0;
@@ -907,6 +973,24 @@ bool http_head_lines_valid(const char *head, size_t len)
     return lfs == crs;
 }
 
+/* One space around the request-target (RFC 9112 3), which llhttp does not
+ * insist on: a request line that two parsers split differently is how a
+ * target or version is smuggled past one of them.  `head` starts with the
+ * request line and its lines are valid. */
+static bool request_line_valid(const char *head, size_t len)
+{
+    const char *eol = memchr(head, '\r', len);
+    if (eol == NULL)
+        return false;
+    const char *sp1 = memchr(head, ' ', (size_t)(eol - head));
+    if (sp1 == NULL || sp1 == head)
+        return false;
+    const char *sp2 = memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1));
+    if (sp2 == NULL || sp2 == sp1 + 1 || sp2 + 1 == eol)
+        return false;
+    return memchr(sp2 + 1, ' ', (size_t)(eol - sp2 - 1)) == NULL;
+}
+
 static void h1_parser_free(struct h1_conn *h1)
 {
     free(h1->parser);
@@ -961,6 +1045,12 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
         if (h1->in_exchange) {
             n = h1_execute(h1, data + used, len - used);
         } else {
+            /* Empty lines before a request line are ignored (RFC 9112 2.2),
+             * here, so that the checks below see the head itself. */
+            while (len - used >= 2 && data[used] == '\r' && data[used + 1] == '\n')
+                used += 2;
+            if (used == len)
+                break;
             const struct http_limits *limits = &h1->vhost->limits;
             if (h1->site->access_log != NULL && !h1->partial_head)
                 h1->head_started_ns = monotonic_ns();
@@ -980,7 +1070,8 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
                 h1_reject(h1, 431);
                 return len;
             }
-            if (!http_head_lines_valid(data + used, head_len)) {
+            if (!http_head_lines_valid(data + used, head_len) ||
+                !request_line_valid(data + used, head_len)) {
                 h1_reject(h1, 400);
                 return len;
             }
@@ -1116,14 +1207,23 @@ static void return_on_request(struct http_exchange *ex, const struct http_reques
     bool redirect = ret->status == 301 || ret->status == 302 || ret->status == 303 ||
                     ret->status == 307 || ret->status == 308;
     if (redirect && ret->text_len > 0) {
-        /* As in nginx: a redirect's text is where it points. */
-        char location[2048];
-        int n = snprintf(location, sizeof(location), "Location: %.*s\r\n", (int)ret->text_len,
-                         ret->text);
-        if (n > 0 && (size_t)n < sizeof(location)) {
-            http_respond(ex, ret->status, location, "", 0);
+        /* As in nginx: a redirect's text is where it points.  The config
+         * allows any length: the line is sized from it, on the stack when
+         * that fits. */
+        char small[512], *location = small;
+        size_t len = ret->text_len;
+        if (len + sizeof("Location: \r\n") > sizeof(small) &&
+            (location = malloc(len + sizeof("Location: \r\n"))) == NULL) {
+            http_respond_error(ex, 500);
             return;
         }
+        memcpy(location, "Location: ", 10);
+        memcpy(location + 10, ret->text, len);
+        memcpy(location + 10 + len, "\r\n", 3);
+        http_respond(ex, ret->status, location, "", 0);
+        if (location != small)
+            free(location);
+        return;
     }
     http_respond(ex, ret->status, ret->text_len > 0 ? "Content-Type: text/plain\r\n" : "",
                  ret->text, ret->text_len);

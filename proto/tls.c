@@ -52,7 +52,7 @@ static const char *openssl_reason(void)
 /* ------------------------------------------------------------ ticket keys */
 
 struct ticket_key {
-    unsigned char name[16];
+    unsigned char name[16]; /* OpenSSL's key name size; RAND_bytes() fills each by sizeof */
     unsigned char cipher_key[32]; /* AES-256-CBC */
     unsigned char mac_key[32];    /* HMAC-SHA256 */
     uint64_t created_ms;
@@ -402,7 +402,7 @@ static void report(const struct loader *loader, enum tls_conf_item item, bool wa
 static void report(const struct loader *loader, enum tls_conf_item item, bool warning,
                    const char *fmt, ...)
 {
-    char message[512];
+    char message[512]; /* vsnprintf() cuts a long path in it, never overruns */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(message, sizeof(message), fmt, ap);

@@ -5,6 +5,7 @@
  * Valid requests are fed whole, byte by byte, and in random splits.
  */
 #include "../helpers.h"
+#include "proto/access_log.h"
 #include "proto/http1.h"
 
 #include <errno.h>
@@ -21,12 +22,45 @@ static struct http_return ret_prefix = {202, "prefix\n", 7};
 static struct http_return ret_wild = {203, "wild\n", 5};
 static struct http_return ret_named = {204, NULL, 0};
 static struct http_return ret_moved = {301, "https://main.example/new", 24};
+static char far_url[5000];
+static struct http_return ret_moved_far = {302, far_url, 0}; /* set in start() */
+
+/* "/coded/L/C": a streamed 431 with L bytes of header lines and C bytes of
+ * transfer codings before chunked, to probe the size of the response head. */
+static void coded_on_request(struct http_exchange *ex, const struct http_request *req, void *data)
+{
+    (void)data;
+    static char headers[4096], codings[4096];
+    unsigned long header_len = 0, coding_len = 0;
+    sscanf(req->path.data, "/coded/%lu/%lu", &header_len, &coding_len);
+    ck_assert_uint_lt(header_len, sizeof(headers));
+    ck_assert_uint_lt(coding_len, sizeof(codings));
+    /* "X-Long: aaa...\r\n", and "gzip, gzip, ..., g" */
+    memset(headers, 'a', header_len);
+    if (header_len >= 10) {
+        memcpy(headers, "X-Long: ", 8);
+        memcpy(headers + header_len - 2, "\r\n", 2);
+    }
+    for (size_t i = 0; i < coding_len; i++)
+        codings[i] = "gzip, "[i % 6];
+    http_response_begin_coded(ex, 431, headers, header_len >= 10 ? header_len : 0, -1,
+                              (struct http_str){codings, coding_len});
+    http_response_write(ex, "hello", 5);
+    http_response_end(ex);
+}
+
+static const struct http_handler coded_handler = {
+    .name = "coded",
+    .on_request = coded_on_request,
+};
 
 static const struct http_location main_locations[] = {
     {"/", 1, false, &http_return_handler, &ret_root},
     {"/exact", 6, true, &http_return_handler, &ret_exact},
     {"/prefix/", 8, false, &http_return_handler, &ret_prefix},
     {"/moved", 6, true, &http_return_handler, &ret_moved},
+    {"/moved-far", 10, true, &http_return_handler, &ret_moved_far},
+    {"/coded/", 7, false, &coded_handler, NULL},
 };
 static const struct http_location wild_locations[] = {
     {"/", 1, false, &http_return_handler, &ret_wild},
@@ -38,6 +72,7 @@ static const char *const main_names[] = {"main.example"};
 static const char *const wild_names[] = {"*.wild.example"};
 static const char *const named_names[] = {"named.example"};
 
+static struct access_log *access_log; /* start() gives it to the site */
 static struct http_vhost vhosts[3];
 static struct http_stats stats[2];
 static struct http_site site;
@@ -54,6 +89,11 @@ static int port;
 /* header_timeout_ms sets the body timeout too. */
 static void start(uint32_t header_timeout_ms, uint32_t keepalive_timeout_ms)
 {
+    /* A redirect longer than any fixed budget for its Location line. */
+    memcpy(far_url, "https://far.example/", 20);
+    memset(far_url + 20, 'p', sizeof(far_url) - 21);
+    ret_moved_far.text_len = sizeof(far_url) - 1;
+
     struct http_limits limits;
     http_limits_init(&limits);
     limits.max_header_size = 1024;
@@ -64,10 +104,12 @@ static void start(uint32_t header_timeout_ms, uint32_t keepalive_timeout_ms)
         limits.header_timeout_ms = limits.body_timeout_ms = header_timeout_ms;
     if (keepalive_timeout_ms)
         limits.keepalive_timeout_ms = keepalive_timeout_ms;
-    vhosts[0] = (struct http_vhost){main_names, 1, main_locations, 4, limits};
+    vhosts[0] = (struct http_vhost){main_names, 1, main_locations,
+                                    sizeof(main_locations) / sizeof(main_locations[0]), limits};
     vhosts[1] = (struct http_vhost){wild_names, 1, wild_locations, 1, limits};
     vhosts[2] = (struct http_vhost){named_names, 1, named_locations, 1, limits};
-    site = (struct http_site){.vhosts = vhosts, .vhost_count = 3, .stats = stats};
+    site = (struct http_site){
+        .vhosts = vhosts, .vhost_count = 3, .stats = stats, .access_log = access_log};
 
     struct corral_server_config config;
     corral_server_config_init(&config);
@@ -147,6 +189,13 @@ static const struct {
     {"GET / HTTP/1.1\r\nHost: a.wild.example:8080\r\n\r\n", 203, "wild\n"},
     {"GET / HTTP/1.1\r\nHost: WILD.example\r\n\r\n", 200, "root\n"},
     {"GET / HTTP/1.1\r\nHost: unknown.example\r\n\r\n", 200, "root\n"},
+    {"\r\nGET /exact HTTP/1.1\r\nHost: main.example\r\n\r\n", 201, "exact\n"},
+    {"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", 200, "root\n"},
+    {"GET / HTTP/1.1\r\nHost: 127.0.0.1:\r\n\r\n", 200, "root\n"},
+    {"GET / HTTP/1.1\r\nHost: main.example.\r\n\r\n", 200, "root\n"},
+    {"GET / HTTP/1.1\r\nHost:\r\n\r\n", 200, "root\n"},
+    {"GET /only HTTP/1.1\r\nHost: named.example:65535\r\n\r\n", 204, ""},
+    {"GET http://named.example:80/only HTTP/1.1\r\nHost: x\r\n\r\n", 204, ""},
     {"GET /only HTTP/1.1\r\nHost: named.example\r\n\r\n", 204, ""},
     {"GET /other HTTP/1.1\r\nHost: named.example\r\n\r\n", 404, "404 Not Found\n"},
     {"POST / HTTP/1.1\r\nHost: main.example\r\nContent-Length: 5\r\n\r\nhello", 200, "root\n"},
@@ -189,6 +238,59 @@ START_TEST(return_redirect_sets_location)
     ck_assert_ptr_nonnull(strstr(head, "\r\nLocation: https://main.example/new\r\n"));
     ck_assert_ptr_nonnull(strstr(head, "\r\nContent-Length: 0\r\n"));
     close(fd);
+}
+END_TEST
+
+START_TEST(return_redirect_keeps_a_long_location)
+{
+    int fd = test_connect(port);
+    const char *req = "GET /moved-far HTTP/1.1\r\nHost: main.example\r\n\r\n";
+    test_send_all(fd, req, strlen(req));
+    static char head[8192], body[8192];
+    ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 302);
+    char *location = strstr(head, "\r\nLocation: ");
+    ck_assert_msg(location != NULL, "no Location in\n%.300s", head);
+    location += 12;
+    *strstr(location, "\r\n") = '\0';
+    ck_assert_str_eq(location, far_url);
+    close(fd);
+}
+END_TEST
+
+/* A streamed response's head holds whatever its producer gives, however
+ * long: every header length across the sizes where a fixed budget would
+ * end, with coding lists short and long, to a client that asked to close
+ * (the longest fixed part). */
+START_TEST(response_head_of_any_size_is_written_whole)
+{
+    static const unsigned coding_lens[] = {0, 4, 64, 250, 1000};
+    for (size_t c = 0; c < sizeof(coding_lens) / sizeof(coding_lens[0]); c++) {
+        for (unsigned header_len = 200; header_len <= 640; header_len += 2) {
+            char request[128];
+            int n = snprintf(request, sizeof(request),
+                             "GET /coded/%u/%u HTTP/1.1\r\nHost: main.example\r\n"
+                             "Connection: close\r\n\r\n",
+                             header_len, coding_lens[c]);
+            int fd = test_connect(port);
+            test_send_all(fd, request, (size_t)n);
+            char head[4096], body[16];
+            ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 431);
+            /* The header lines come last, whole, before the blank line. */
+            const char *x = strstr(head, "\r\nX-Long: ");
+            ck_assert_msg(x != NULL, "%u/%u: no X-Long in\n%s", header_len, coding_lens[c], head);
+            ck_assert_uint_eq(strlen(x + 2), header_len + 2);
+            ck_assert_ptr_nonnull(strstr(head, "\r\nConnection: close\r\n"));
+            /* The whole coding list, then the chunked corral applies. */
+            char te[1100] = "\r\nTransfer-Encoding: ";
+            size_t len = strlen(te);
+            for (size_t i = 0; i < coding_lens[c]; i++)
+                te[len++] = "gzip, "[i % 6];
+            snprintf(te + len, sizeof(te) - len, "%schunked\r\n", coding_lens[c] > 0 ? ", " : "");
+            ck_assert_msg(strstr(head, te) != NULL, "%u/%u: codings cut in\n%s", header_len,
+                          coding_lens[c], head);
+            close(fd);
+        }
+    }
 }
 END_TEST
 
@@ -286,6 +388,22 @@ static const struct {
      "GET / HTTP/1.1\r\nHost: m\r\n\r\n", 200},
     {"no Host", "GET / HTTP/1.1\r\n\r\n", 400},
     {"two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
+    {"Host with a space", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400},
+    {"Host with a path", "GET / HTTP/1.1\r\nHost: evil/x\r\n\r\n", 400},
+    {"Host with userinfo", "GET / HTTP/1.1\r\nHost: a@evil\r\n\r\n", 400},
+    {"Host percent-encoded", "GET / HTTP/1.1\r\nHost: evil%20x\r\n\r\n", 400},
+    {"Host bad port", "GET / HTTP/1.1\r\nHost: a:8x\r\n\r\n", 400},
+    {"Host bad IP-literal", "GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", 400},
+    {"absolute form, percent-encoded host", "GET http://evil%20x/ HTTP/1.1\r\nHost: m\r\n\r\n", 400},
+    {"empty lines, then bare LF line ends", "\r\n\r\nGET / HTTP/1.1\nHost: m\n\n", 400},
+    {"empty lines, then obs-fold", "\r\n\r\nGET / HTTP/1.1\r\nHost: m\r\nX: a\r\n b\r\n\r\n", 400},
+    {"two spaces before the target", "GET  / HTTP/1.1\r\nHost: m\r\n\r\n", 400},
+    {"two spaces before the version", "GET /  HTTP/1.1\r\nHost: m\r\n\r\n", 400},
+    {"space before the method", " GET / HTTP/1.1\r\nHost: m\r\n\r\n", 400},
+    {"space after the version", "GET / HTTP/1.1 \r\nHost: m\r\n\r\n", 400},
+    {"tab before the target", "GET\t/ HTTP/1.1\r\nHost: m\r\n\r\n", 400},
+    {"tab before the version", "GET /\tHTTP/1.1\r\nHost: m\r\n\r\n", 400},
+    {"empty line, then two spaces", "\r\nGET  / HTTP/1.1\r\nHost: m\r\n\r\n", 400},
     {"bad header name", "GET / HTTP/1.1\r\nHost: m\r\nX(y): z\r\n\r\n", 400},
     {"control in value", "GET / HTTP/1.1\r\nHost: m\r\nX: a\x01z\r\n\r\n", 400},
     {"bad method", "G@T / HTTP/1.1\r\nHost: m\r\n\r\n", 400},
@@ -401,6 +519,61 @@ START_TEST(idle_keepalive_connection_is_closed)
 }
 END_TEST
 
+/* A log line longer than any fixed budget for it: a long format literal,
+ * a long target, and a user agent whose every byte is escaped. */
+START_TEST(long_access_log_line_is_written_whole)
+{
+    char path[] = "/tmp/corral-http1-log-XXXXXX";
+    int tmp = mkstemp(path);
+    ck_assert_int_ge(tmp, 0);
+    close(tmp);
+    static char format[4096], expected[8192];
+    memset(format, '=', 3000);
+    strcpy(format + 3000, "|$request_uri|$http_user_agent|");
+    const char *bad = NULL;
+    ck_assert_int_eq(access_log_open(path, format, &access_log, &bad), 0);
+    stop();
+    start(0, 0);
+
+    char agent[301], request[1024];
+    memset(agent, '"', 300);
+    agent[300] = '\0';
+    int n = snprintf(request, sizeof(request),
+                     "GET /%0400d HTTP/1.1\r\nHost: main.example\r\nUser-Agent: %s\r\n"
+                     "Connection: close\r\n\r\n",
+                     0, agent);
+    int fd = test_connect(port);
+    test_send_all(fd, request, (size_t)n);
+    char head[1024], body[256];
+    ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 200);
+    close(fd);
+
+    n = snprintf(expected, sizeof(expected), "%.3000s|/%0400d|", format, 0);
+    for (int i = 0; i < 300; i++)
+        n += snprintf(expected + n, sizeof(expected) - (size_t)n, "\\x22");
+    snprintf(expected + n, sizeof(expected) - (size_t)n, "|\n");
+    /* The line is written just after the response: wait for it, briefly. */
+    static char written[16384];
+    size_t len = 0;
+    for (int tries = 0; tries < 200 && (len == 0 || written[len - 1] != '\n'); tries++) {
+        usleep(10000);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        len = fread(written, 1, sizeof(written) - 1, f);
+        fclose(f);
+    }
+    written[len] = '\0';
+    unlink(path);
+    ck_assert_uint_eq(len, strlen(expected));
+    ck_assert_str_eq(written, expected);
+
+    stop();
+    access_log_free(access_log);
+    access_log = NULL;
+    start(0, 0);
+}
+END_TEST
+
 START_TEST(responses_are_counted_by_status)
 {
     int fd = test_connect(port);
@@ -428,6 +601,8 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, valid_requests_whole_and_split);
     tcase_add_test(tc, return_redirect_sets_location);
+    tcase_add_test(tc, return_redirect_keeps_a_long_location);
+    tcase_add_test(tc, response_head_of_any_size_is_written_whole);
     tcase_add_test(tc, pipelined_requests_are_answered_in_order);
     tcase_add_test(tc, connection_close_and_http10);
     tcase_add_test(tc, keepalive_requests_limit_closes_the_last);
@@ -437,6 +612,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, stalled_request_body_is_closed_and_counted);
     tcase_add_test(tc, idle_keepalive_connection_is_closed);
     tcase_add_test(tc, responses_are_counted_by_status);
+    tcase_add_test(tc, long_access_log_line_is_written_whole);
     suite_add_tcase(suite, tc);
     return suite;
 }

@@ -1152,6 +1152,33 @@ START_TEST(expect_100_continue)
 }
 END_TEST
 
+/* RFC 9110 15.2: no 1xx to an HTTP/1.0 client, which may not understand
+ * one; it sends its body anyway after a while. */
+START_TEST(no_100_continue_for_http_1_0)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    const char *head = "POST /upload HTTP/1.0\r\nHost: test\r\nExpect: 100-continue\r\n"
+                       "Content-Length: 11\r\n\r\n";
+    test_send_all(r->fd, head, strlen(head));
+    /* A 100 is written as soon as the head is taken: a short wait sees it. */
+    ck_assert_msg(!test_answers_within(r->fd, 500), "an HTTP/1.0 client got an answer early");
+    send_str(r->fd, "hello world");
+    struct response resp;
+    ck_assert(read_response(r, false, &resp));
+    ck_assert_uint_eq(resp.status, 200);
+    ck_assert_str_eq(resp.body.data, "ok");
+    response_free(&resp);
+    client_close(r);
+    ck_assert_str_eq(backend_request(b, 0)->body.data, "hello world");
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 /* A 1xx from the upstream, and the final head arriving in two pieces of
  * which the first shares a read with the 1xx. */
 START_TEST(interim_response_then_a_final_head_in_pieces)
@@ -1908,6 +1935,73 @@ START_TEST(response_transfer_coding_is_not_lost)
 }
 END_TEST
 
+/* A backend's raw 431 whose Transfer-Encoding lists `codings` gzips before
+ * chunked, with an X-Long header of `value_len` bytes and the body "hello". */
+static const char *coded_431(int codings, size_t value_len)
+{
+    static char raw[8192];
+    int n = snprintf(raw, sizeof(raw), "HTTP/1.1 431 Too Large\r\nTransfer-Encoding: ");
+    for (int i = 0; i < codings; i++)
+        n += snprintf(raw + n, sizeof(raw) - (size_t)n, "gzip, ");
+    n += snprintf(raw + n, sizeof(raw) - (size_t)n, "chunked\r\nX-Long: ");
+    ck_assert_uint_lt((size_t)n + value_len + 64, sizeof(raw));
+    memset(raw + n, 'v', value_len);
+    strcpy(raw + n + value_len, "\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+    return raw;
+}
+
+/* A long coding list, a long reason phrase, Connection: close and a header
+ * line sized to fill what a fixed head budget allowed: the head is longer
+ * than such a budget, and must reach the client whole. */
+START_TEST(long_response_head_arrives_whole)
+{
+    struct backend *b = backend_new("a");
+    b->raw = coded_431(40, 302); /* "X-Long: " + 302 + CRLF: 312 bytes of header lines */
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    static char head[16384];
+    ck_assert_msg(reader_until(r, "\r\n\r\n", head, sizeof(head)), "no response head");
+    ck_assert_msg(strncmp(head, "HTTP/1.1 431 ", 13) == 0, "%s", head);
+    ck_assert_uint_eq(strlen(header_one(head, "X-Long")), 302);
+    ck_assert_ptr_nonnull(strstr(head, "\r\nConnection: close\r\n"));
+    struct body body;
+    body_init(&body, 64, false);
+    ck_assert(read_chunked(r, &body));
+    ck_assert_str_eq(body.data, "hello");
+    body_free(&body);
+    client_close(r);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* However long the backend's coding list, all of it reaches the client,
+ * ahead of the chunked coding corral applies. */
+START_TEST(whole_transfer_coding_list_is_passed_on)
+{
+    struct backend *b = backend_new("a");
+    b->raw = coded_431(40, 10);
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+    static char head[16384];
+    ck_assert_msg(reader_until(r, "\r\n\r\n", head, sizeof(head)), "no response head");
+    char codings[512] = "";
+    for (int i = 0; i < 40; i++)
+        strcat(codings, "gzip, ");
+    strcat(codings, "chunked");
+    ck_assert_str_eq(header_one(head, "Transfer-Encoding"), codings);
+    client_close(r);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 /* ================================================================ balancing */
 
 /* Two backends behind upstream b, with `extra` in its block. */
@@ -2236,11 +2330,40 @@ static const struct smuggle_case smuggle_cases[] = {
     HEAD_CASE("NUL in name", 400, "GET / HTTP/1.1\r\n" H "X\0Y: z\r\n\r\n"),
     HEAD_CASE("two Hosts", 400, "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
     HEAD_CASE("no Host", 400, "GET / HTTP/1.1\r\n\r\n"),
+    HEAD_CASE("Host with a space", 400, "GET / HTTP/1.1\r\nHost: a b\r\n\r\n"),
+    HEAD_CASE("Host with a path", 400, "GET / HTTP/1.1\r\nHost: evil/x\r\n\r\n"),
+    HEAD_CASE("Host with userinfo", 400, "GET / HTTP/1.1\r\nHost: a@evil\r\n\r\n"),
+    HEAD_CASE("Host percent-encoded", 400, "GET / HTTP/1.1\r\nHost: evil%20x\r\n\r\n"),
+    HEAD_CASE("Host with a backslash", 400, "GET / HTTP/1.1\r\nHost: a\\b\r\n\r\n"),
+    HEAD_CASE("Host with a query", 400, "GET / HTTP/1.1\r\nHost: a?b\r\n\r\n"),
+    HEAD_CASE("Host port not digits", 400, "GET / HTTP/1.1\r\nHost: a:8x\r\n\r\n"),
+    HEAD_CASE("Host port out of range", 400, "GET / HTTP/1.1\r\nHost: a:65536\r\n\r\n"),
+    HEAD_CASE("Host port without a host", 400, "GET / HTTP/1.1\r\nHost: :80\r\n\r\n"),
+    HEAD_CASE("Host IPv6 without brackets", 400, "GET / HTTP/1.1\r\nHost: ::1\r\n\r\n"),
+    HEAD_CASE("Host IPv6 unclosed", 400, "GET / HTTP/1.1\r\nHost: [::1\r\n\r\n"),
+    HEAD_CASE("Host IP-literal not IPv6", 400, "GET / HTTP/1.1\r\nHost: [evil]\r\n\r\n"),
+    HEAD_CASE("Host IPv6 with a zone", 400, "GET / HTTP/1.1\r\nHost: [fe80::1%25eth0]\r\n\r\n"),
+    HEAD_CASE("Host invalid beside an absolute-form target", 400,
+              "GET http://a/ HTTP/1.1\r\nHost: a b\r\n\r\n"),
+    HEAD_CASE("absolute-form authority percent-encoded", 400,
+              "GET http://evil%20x/ HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE("absolute-form authority, port not digits", 400,
+              "GET http://a:x/ HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE("absolute-form authority, bad IP-literal", 400,
+              "GET http://[a]/ HTTP/1.1\r\n" H "\r\n"),
     HEAD_CASE("absolute-form target with userinfo", 400, "GET http://u@a/ HTTP/1.1\r\n" H "\r\n"),
     HEAD_CASE("absolute-form target, query without path", 400,
               "GET http://a?x HTTP/1.1\r\n" H "\r\n"),
     HEAD_CASE("absolute-form target, empty authority", 400, "GET http:///x HTTP/1.1\r\n" H "\r\n"),
     HEAD_CASE("absolute-form target, other scheme", 400, "GET ftp://a/ HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE("two spaces before the target", 400, "GET  / HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE("two spaces before the version", 400, "GET /  HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE("space after the version", 400, "GET / HTTP/1.1 \r\n" H "\r\n"),
+    HEAD_CASE("empty lines, then two spaces", 400, "\r\n\r\nGET  / HTTP/1.1\r\n" H "\r\n"),
+    HEAD_CASE("empty lines, then obs-fold", 400,
+              "\r\n\r\nPOST / HTTP/1.1\r\n" H "Transfer-Encoding:\r\n chunked\r\n\r\n"
+              "0\r\n\r\n"),
+    HEAD_CASE("empty lines, then a bare LF", 400, "\r\n\r\nGET / HTTP/1.1\r\n" H "X: y\n\r\n"),
     HEAD_CASE("space in target", 400, "GET /a b HTTP/1.1\r\n" H "\r\n"),
     HEAD_CASE("control character in target", 400, "GET /a\x01 HTTP/1.1\r\n" H "\r\n"),
     HEAD_CASE("invalid method", 400, "G@T / HTTP/1.1\r\n" H "\r\n"),
@@ -2446,6 +2569,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, head_has_no_body_and_keeps_content_length);
     tcase_add_test(tc, no_body_for_204_and_304);
     tcase_add_test(tc, expect_100_continue);
+    tcase_add_test(tc, no_100_continue_for_http_1_0);
     tcase_add_test(tc, interim_response_then_a_final_head_in_pieces);
     tcase_add_test(tc, ten_megabyte_bodies_stream_intact);
     tcase_add_test(tc, pooled_connection_paused_for_a_slow_client_reads_again);
@@ -2471,6 +2595,8 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, invalid_upstream_response_gives_502, 0, COUNT(invalid_responses));
     tcase_add_loop_test(tc, upstream_bytes_after_a_response_are_dropped, 0, COUNT(trailing_cases));
     tcase_add_test(tc, response_transfer_coding_is_not_lost);
+    tcase_add_test(tc, long_response_head_arrives_whole);
+    tcase_add_test(tc, whole_transfer_coding_list_is_passed_on);
     tcase_add_test(tc, graceful_stop_does_not_wait_for_idle_upstream_connections);
     tcase_add_test(tc, reload_does_not_wait_for_idle_upstream_connections);
 
