@@ -13,6 +13,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -832,7 +833,8 @@ END_TEST
 
 /* ---------------------------------------------------- local resource limits */
 
-static int open_fds(pid_t pid)
+/* How many of `pid`'s descriptors are numbered below `below`. */
+static int open_fds(pid_t pid, int below)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
@@ -841,7 +843,7 @@ static int open_fds(pid_t pid)
     if (dir == NULL)
         return -1;
     for (struct dirent *e; (e = readdir(dir)) != NULL;)
-        if (e->d_name[0] != '.')
+        if (e->d_name[0] != '.' && atoi(e->d_name) < below)
             count++;
     closedir(dir);
     return count;
@@ -863,15 +865,18 @@ START_TEST(running_out_of_descriptors_does_not_mark_the_backend_down)
 
     /* Lower the daemon's limit to what it holds, then fill whatever gaps
      * the numbering has with idle client connections it accepts. */
-    int held = open_fds(d.pid);
+    int held = open_fds(d.pid, INT_MAX);
     ck_assert_int_gt(held, 0);
     struct rlimit limit = {.rlim_cur = (rlim_t)held, .rlim_max = (rlim_t)held};
     ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &limit, NULL), 0);
-    enum { IDLE = 24 };
+    enum { IDLE = 64 };
     int idle[IDLE];
     for (int i = 0; i < IDLE; i++)
         idle[i] = test_connect(d.port);
-    usleep(300000);
+    int below = 0;
+    for (int i = 0; i < 300 && (below = open_fds(d.pid, held)) < held; i++)
+        usleep(10000);
+    ck_assert_msg(below == held, "the daemon holds %d of %d descriptors", below, held);
 
     send_request(fd, "GET", "/starved", "");
     read_response(fd, false, &resp);
