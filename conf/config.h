@@ -83,6 +83,10 @@ struct conf_location {
     size_t set_header_count;
     char **hide_headers; /* proxy_hide_header NAME */
     size_t hide_header_count;
+    /* proxy_buffer_size SIZE: the most bytes an upstream's response head
+     * may take.  Once parsed, the location's effective value: its own, else
+     * its server's, else the top level's, else 8k. */
+    size_t proxy_buffer_size;
     struct conf_pos pos;
 };
 
@@ -111,6 +115,7 @@ struct conf_http {
     uint32_t proxy_connect_timeout_ms; /* default 60 s */
     uint32_t proxy_read_timeout_ms;    /* default 60 s */
     uint32_t proxy_send_timeout_ms;    /* default 60 s */
+    size_t proxy_buffer_size;          /* 0: not set here; see conf_location */
 };
 
 /* One tls_certificate with the tls_certificate_key that follows it.  A server

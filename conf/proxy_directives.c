@@ -326,6 +326,37 @@ static int apply_proxy_hide_header(struct conf_state *state, const struct conf_n
     return 0;
 }
 
+/* The bounds of proxy_buffer_size.  The default is nginx's on most
+ * platforms.  A head must fit in one connection's input buffer, which
+ * stops growing at the 256 KiB backpressure watermark: the upper bound
+ * stays well below that. */
+#define PROXY_BUFFER_SIZE_DEFAULT (8 * 1024)
+#define PROXY_BUFFER_SIZE_MIN     1024
+#define PROXY_BUFFER_SIZE_MAX     (128 * 1024)
+
+/* proxy_buffer_size SIZE: in a location, a server or at the top level;
+ * conf__proxy_finish() gives each location its effective value. */
+static int apply_proxy_buffer_size(struct conf_state *state, const struct conf_node *node,
+                                   const struct conf_directive *directive)
+{
+    (void)directive;
+    const struct conf_arg *arg = &node->args[0];
+    size_t size;
+    if (conf__arg_size(state, arg, &size) != 0)
+        return -1;
+    if (size < PROXY_BUFFER_SIZE_MIN || size > PROXY_BUFFER_SIZE_MAX)
+        return conf__error_at(state->error, &arg->pos,
+                              "\"proxy_buffer_size\" must be between 1k and 128k, got \"%s\"",
+                              arg->text);
+    if (state->location != NULL)
+        state->location->proxy_buffer_size = size;
+    else if (state->server != NULL)
+        state->server->http.proxy_buffer_size = size;
+    else
+        state->config->http.proxy_buffer_size = size;
+    return 0;
+}
+
 /* ------------------------------------------------------ TLS to upstreams */
 
 void conf__proxy_tls_defaults(struct conf_proxy_tls *tls)
@@ -390,6 +421,22 @@ int conf__proxy_check_location(struct conf_state *state, const struct conf_locat
 
 int conf__proxy_finish(struct conf_state *state)
 {
+    /* A server's value is its own, or the copy of the top level's it
+     * started with; a top-level value written after the server is taken
+     * here. */
+    const struct conf_config *config = state->config;
+    for (size_t s = 0; s < config->server_count; s++) {
+        const struct conf_server *server = &config->servers[s];
+        for (size_t l = 0; l < server->location_count; l++) {
+            struct conf_location *location = &server->locations[l];
+            if (location->proxy_buffer_size == 0)
+                location->proxy_buffer_size = server->http.proxy_buffer_size;
+            if (location->proxy_buffer_size == 0)
+                location->proxy_buffer_size = config->http.proxy_buffer_size;
+            if (location->proxy_buffer_size == 0)
+                location->proxy_buffer_size = PROXY_BUFFER_SIZE_DEFAULT;
+        }
+    }
     for (size_t i = 0; i < state->proxy_ref_count; i++) {
         const struct conf_proxy_ref *ref = &state->proxy_refs[i];
         int scheme = (int)scheme_length(ref->url);
@@ -422,6 +469,8 @@ const struct conf_directive conf__proxy_directives[] = {
      .repeat = true, .apply = apply_proxy_set_header},
     {.name = "proxy_hide_header", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
      .repeat = true, .apply = apply_proxy_hide_header},
+    {.name = "proxy_buffer_size", .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION,
+     .min_args = 1, .max_args = 1, .apply = apply_proxy_buffer_size},
     {.name = "proxy_tls_verify", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
      .apply = apply_proxy_tls_verify},
     {.name = "proxy_tls_trusted_certificate", .contexts = CONF_LOCATION, .min_args = 1,

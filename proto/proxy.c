@@ -20,8 +20,14 @@
 
 #define MAX_SERVERS 64
 #define RESPONSE_HEADERS_CAP 256
-#define MAX_RESPONSE_HEAD (64 * 1024)
 #define REPLAY_MAX (64 * 1024)
+/* Interim (1xx) responses allowed before the final one: a few are normal
+ * (100 Continue, 103 Early Hints); an endless stream would hold the
+ * exchange forever, each one resetting the read timeout. */
+#define MAX_INTERIM_RESPONSES 16
+/* At most one log line a second per worker about local resource failures:
+ * while descriptors run out, every request would log one. */
+#define LOCAL_ERROR_LOG_MS 1000
 
 const char *const proxy_error_kind_names[PROXY_ERROR_KINDS] = {
     [PROXY_ERROR_CONNECT] = "connect",
@@ -41,6 +47,15 @@ struct upstream_server {
 
 struct upstream_conn;
 
+/* llhttp 8 skips the two bytes after a chunk's data without looking at
+ * them, so "2\r\nokXX0\r\n\r\n" would pass as one chunk and the end: a
+ * framing that another parser reads differently.  They are checked here,
+ * across reads. */
+struct chunk_crlf {
+    unsigned pending; /* bytes of that CRLF not yet seen: 0-2 */
+    const char *end;  /* the end of the input being parsed */
+};
+
 /* A worker's view of one server: balancing, health and its idle pool. */
 struct server_state {
     int current_weight; /* smooth weighted round robin */
@@ -53,6 +68,12 @@ struct server_state {
 struct upstream_worker {
     struct server_state servers[MAX_SERVERS];
     unsigned idle_count;
+    /* The worker is stopping (a graceful stop or a reload): a connection
+     * whose exchange finishes is closed, not pooled, or the worker would
+     * wait its whole drain timeout for connections that have nothing left
+     * to do. */
+    bool stopping;
+    uint64_t local_error_logged_ms; /* loop clock; 0: never */
     _Atomic uint64_t errors[PROXY_ERROR_KINDS];
 } __attribute__((aligned(64)));
 
@@ -80,6 +101,19 @@ struct upstream_conn {
     bool reused;     /* served an earlier request */
     bool head_done;  /* the response head has been parsed */
     bool tunnel;     /* after 101: a byte pipe to the client */
+    unsigned interim; /* 1xx responses to the current request */
+    struct chunk_crlf crlf;
+    /* The response head, built and held back until the rest of the read
+     * that completed it has parsed: up to then nothing has reached the
+     * client, and an error still gets a clean 502 (see uc_on_data). */
+    struct {
+        bool set;
+        unsigned status;
+        char *headers;
+        size_t headers_len;
+        int64_t length;
+        struct http_str codings; /* points into the input being read */
+    } pending;
     struct upstream_conn *idle_next, *idle_prev;
 };
 
@@ -114,6 +148,7 @@ static void px_finish(struct proxy_exchange *px);
 static void px_drop_replay(struct proxy_exchange *px);
 static void note_upstream_time(struct proxy_exchange *px);
 static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind);
+static void px_fail_local(struct proxy_exchange *px, int err);
 static int px_send(struct proxy_exchange *px);
 
 /* ---------------------------------------------------------------- upstreams */
@@ -268,6 +303,14 @@ static void server_failed(struct proxy_upstream *up, struct upstream_worker *wor
     }
 }
 
+/* Out of descriptors, buffers, memory or local ports: this host's
+ * trouble, not the upstream's, and no other server would fare better. */
+static bool local_resource_error(int err)
+{
+    return err == -EMFILE || err == -ENFILE || err == -ENOBUFS || err == -ENOMEM ||
+           err == -EADDRNOTAVAIL;
+}
+
 /* ------------------------------------------------------- upstream connections */
 
 static void pool_remove(struct upstream_conn *uc)
@@ -286,18 +329,22 @@ static void pool_remove(struct upstream_conn *uc)
 }
 
 /* Returns a connection whose exchange finished cleanly to the pool, or
- * closes it when the pool is full. */
+ * closes it when the pool is full or the worker is stopping.  Nothing more
+ * is sent on a connection closed here and nothing it sends matters, so it
+ * does not linger. */
 static void pool_release(struct upstream_conn *uc)
 {
     struct proxy_upstream *up = uc->upstream;
     uc->px = NULL;
-    if (uc->worker->idle_count >= up->keepalive) {
-        corral_conn_close(uc->conn);
+    if (uc->worker->stopping || uc->worker->idle_count >= up->keepalive) {
+        corral_conn_close_no_linger(uc->conn);
         return;
     }
     struct server_state *state = &uc->worker->servers[uc->server];
     uc->reused = true;
     uc->head_done = false;
+    uc->interim = 0;
+    uc->crlf.pending = 0;
     uc->idle_prev = NULL;
     uc->idle_next = state->idle;
     if (state->idle != NULL)
@@ -357,33 +404,27 @@ static void pause_if_backed_up(corral_conn *out, corral_conn *in)
         corral_conn_pause_read(in);
 }
 
-/* Whether `name` appears as a token in a Connection header value. */
-static bool listed_in(struct http_str list, struct http_str name)
-{
-    const char *p = list.data, *end = list.data + list.len;
-    while (p < end) {
-        const char *comma = memchr(p, ',', (size_t)(end - p));
-        const char *stop = comma != NULL ? comma : end;
-        struct http_str token = http_trim((struct http_str){p, (size_t)(stop - p)});
-        if (token.len == name.len && strncasecmp(token.data, name.data, name.len) == 0)
-            return true;
-        p = stop + 1;
-    }
-    return false;
-}
-
-/* RFC 9110 7.6.1: connection-specific fields never cross a proxy. */
+/* RFC 9110 7.6.1: connection-specific fields never cross a proxy, nor do
+ * the fields a Connection header lists.  The framing fields are dropped
+ * always (the proxy frames each message itself); fields meant for every
+ * recipient are never dropped for being listed, so that
+ * "Connection: close, Host" cannot strip the Host the upstream routes on. */
 static bool is_hop_by_hop(struct http_str name, const struct http_header *headers, size_t count)
 {
     static const char *const hop[] = {"connection", "keep-alive",        "proxy-connection",
                                       "te",         "trailer",           "upgrade",
                                       "transfer-encoding", "content-length"};
+    static const char *const end_to_end[] = {"host", "cache-control", "content-type",
+                                             "content-encoding", "content-range"};
     for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
         if (http_str_equal_nocase(name, hop[i]))
             return true;
+    for (size_t i = 0; i < sizeof(end_to_end) / sizeof(end_to_end[0]); i++)
+        if (http_str_equal_nocase(name, end_to_end[i]))
+            return false;
     for (size_t i = 0; i < count; i++)
         if (http_str_equal_nocase(headers[i].name, "connection") &&
-            listed_in(headers[i].value, name))
+            http_header_lists(headers[i].value, name))
             return true;
     return false;
 }
@@ -440,15 +481,36 @@ static bool hidden(const struct proxy_location *loc, struct http_str name)
     return false;
 }
 
+/* RFC 9110 5.1: a field name is a token.  llhttp 8 lets a space inside
+ * a name through ("X A: b"), which another hop may read otherwise. */
+static bool field_name_valid(struct http_str name)
+{
+    if (name.len == 0)
+        return false;
+    for (size_t i = 0; i < name.len; i++) {
+        unsigned char c = (unsigned char)name.data[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL)))
+            return false;
+    }
+    return true;
+}
+
 static int rsp_on_headers_complete(llhttp_t *parser)
 {
     struct upstream_conn *uc = parser->data;
     struct proxy_exchange *px = uc->px;
     unsigned status = parser->status_code;
-    if (status == 101 && px->upgrade) {
+    for (size_t i = 0; i < response_headers.count; i++)
+        if (!field_name_valid(response_headers.headers[i].name))
+            return -1;
+    if (status == 101) {
+        if (!px->upgrade)
+            return -1;     /* a switch nobody asked for: the upstream is confused */
         uc->tunnel = true; /* switching protocols: see uc_on_data */
-    } else if (status >= 100 && status < 200) {
-        return 0; /* interim (100 Continue): the client already had its own */
+    } else if (status < 200) {
+        /* Interim (100 Continue): the client already had its own. */
+        return ++uc->interim > MAX_INTERIM_RESPONSES ? -1 : 0;
     }
     uc->head_done = true;
     uc->worker->servers[uc->server].fails = 0;
@@ -489,19 +551,116 @@ static int rsp_on_headers_complete(llhttp_t *parser)
                                                                   (size_t)(comma - codings.data)})
                                     : (struct http_str){NULL, 0};
     }
-    http_response_begin_coded(px->ex, status, headers.data != NULL ? headers.data : "",
-                              headers.len, length, codings);
-    free(headers.data);
+    uc->pending.set = true;
+    uc->pending.status = status;
+    uc->pending.headers = headers.data;
+    uc->pending.headers_len = headers.len;
+    uc->pending.length = length;
+    uc->pending.codings = codings;
     corral_conn_set_timeouts(uc->conn, px->loc->read_timeout_ms, px->loc->send_timeout_ms);
     /* 1: no body, whatever the headers say, for the response to a HEAD and
      * for 204 and 304 (llhttp leaves that to its caller). */
     return px->head_request || status == 204 || status == 304 ? 1 : 0;
 }
 
+/* Sends the head held back by rsp_on_headers_complete to the client. */
+static void pending_head_send(struct upstream_conn *uc)
+{
+    if (!uc->pending.set)
+        return;
+    http_response_begin_coded(uc->px->ex, uc->pending.status,
+                              uc->pending.headers != NULL ? uc->pending.headers : "",
+                              uc->pending.headers_len, uc->pending.length, uc->pending.codings);
+    free(uc->pending.headers);
+    uc->pending.set = false;
+    uc->pending.headers = NULL;
+}
+
+static void pending_head_drop(struct upstream_conn *uc)
+{
+    free(uc->pending.headers);
+    uc->pending.set = false;
+    uc->pending.headers = NULL;
+}
+
+static bool chunk_crlf_check(struct chunk_crlf *cc, const char *p)
+{
+    for (; cc->pending > 0 && p < cc->end; p++, cc->pending--)
+        if (*p != "\r\n"[2 - cc->pending])
+            return false;
+    return true;
+}
+
+/* After body bytes at..at+len: once a chunk's data is complete, the two
+ * bytes that follow must be CRLF. */
+static bool chunk_crlf_after(struct chunk_crlf *cc, const llhttp_t *parser, const char *at,
+                             size_t len)
+{
+    if (!(parser->flags & F_CHUNKED) || parser->content_length != 0)
+        return true;
+    cc->pending = 2;
+    return chunk_crlf_check(cc, at + len);
+}
+
+static int check_on_body(llhttp_t *parser, const char *at, size_t len)
+{
+    return chunk_crlf_after(parser->data, parser, at, len) ? 0 : -1;
+}
+
+static int check_on_message_complete(llhttp_t *parser)
+{
+    (void)parser;
+    return HPE_PAUSED;
+}
+
+/* Whether the body bytes after a head parse up to the end of this read or
+ * of the message, on a copy of the parser (llhttp keeps all its state in
+ * the struct) that calls nothing back. */
+static bool rest_parses(const struct upstream_conn *uc, const char *data, size_t len)
+{
+    static const llhttp_settings_t check_settings = {
+        .on_body = check_on_body,
+        .on_message_complete = check_on_message_complete,
+    };
+    struct chunk_crlf crlf = {.pending = uc->crlf.pending, .end = data + len};
+    if (!chunk_crlf_check(&crlf, data))
+        return false;
+    llhttp_t copy = uc->parser;
+    copy.settings = (void *)&check_settings;
+    copy.data = &crlf;
+    llhttp_errno_t err = llhttp_execute(&copy, data, len);
+    return err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE;
+}
+
+/* RFC 9112 4: "HTTP/1.x 3DIGIT reason": a version this proxy speaks, a code
+ * a client can act on (100-599: llhttp takes any), and a reason of visible
+ * characters, spaces and tabs.  `head` passed http_head_lines_valid(), so
+ * its first CR ends the status line. */
+static bool status_line_valid(const char *head, size_t len)
+{
+    const char *cr = memchr(head, '\r', len);
+    size_t n = cr != NULL ? (size_t)(cr - head) : 0;
+    if (n < 12 || (memcmp(head, "HTTP/1.1 ", 9) != 0 && memcmp(head, "HTTP/1.0 ", 9) != 0))
+        return false;
+    if (head[9] < '1' || head[9] > '5' || head[10] < '0' || head[10] > '9' || head[11] < '0' ||
+        head[11] > '9')
+        return false;
+    if (n > 12 && head[12] != ' ')
+        return false;
+    for (size_t i = 13; i < n; i++) {
+        unsigned char c = (unsigned char)head[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return false;
+    }
+    return true;
+}
+
 static int rsp_on_body(llhttp_t *parser, const char *at, size_t len)
 {
     struct upstream_conn *uc = parser->data;
     struct http_exchange *ex = uc->px->ex;
+    if (!chunk_crlf_after(&uc->crlf, parser, at, len))
+        return -1;
     http_response_write(ex, at, len);
     pause_if_backed_up(http_exchange_conn(ex), uc->conn);
     return 0;
@@ -545,18 +704,21 @@ static size_t uc_on_data(corral_conn *conn, const char *data, size_t len)
         return tunnel_to_client(uc, data, len);
     /* Heads are parsed only when complete, one at a time: an interim
      * response (100 Continue) may be followed by part of the final head. */
+    size_t limit =
+        px->loc->response_head_limit > 0 ? px->loc->response_head_limit : PROXY_RESPONSE_HEAD_LIMIT;
     size_t used = 0;
     llhttp_errno_t err = HPE_OK;
     while (!uc->head_done && err == HPE_OK) {
         size_t head = http_head_length(data + used, len - used);
         if (head == 0) {
-            if (len - used > MAX_RESPONSE_HEAD) {
+            if (len - used > limit) {
                 px_fail(px, PROXY_ERROR_INVALID);
                 return len;
             }
             return used; /* wait for the whole head */
         }
-        if (!http_head_lines_valid(data + used, head)) {
+        if (head > limit || !http_head_lines_valid(data + used, head) ||
+            !status_line_valid(data + used, head)) {
             px_fail(px, PROXY_ERROR_INVALID);
             return len;
         }
@@ -566,9 +728,25 @@ static size_t uc_on_data(corral_conn *conn, const char *data, size_t len)
         if (err == HPE_OK)
             used += head;
     }
+    if (uc->pending.set) {
+        /* The head is still only here: if what follows it in this read is
+         * malformed (a bad first chunk), the client gets a 502 rather than
+         * a head and a reset. */
+        if (err == HPE_OK && used < len && !rest_parses(uc, data + used, len - used)) {
+            px_fail(px, PROXY_ERROR_INVALID);
+            return len;
+        }
+        if (err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE)
+            pending_head_send(uc);
+    }
     if (err == HPE_OK) {
         if (used == len)
             return len;
+        uc->crlf.end = data + len;
+        if (!chunk_crlf_check(&uc->crlf, data + used)) {
+            px_fail(px, PROXY_ERROR_INVALID);
+            return len;
+        }
         err = llhttp_execute(&uc->parser, data + used, len - used);
         if (uc->px == NULL || err == HPE_OK)
             return len;
@@ -661,11 +839,14 @@ static void uc_on_close(corral_conn *conn, int error)
 {
     struct upstream_conn *uc = corral_conn_data(conn);
     pool_remove(uc);
+    pending_head_drop(uc);
     struct proxy_exchange *px = uc->px;
     if (px != NULL && uc->tunnel) {
         px->uc = NULL;
         uc->worker->servers[uc->server].active--;
         corral_conn_close(http_exchange_conn(px->ex)); /* its on_abort frees px */
+    } else if (px != NULL && local_resource_error(error)) {
+        px_fail_local(px, error); /* detaches uc from px */
     } else if (px != NULL) {
         enum proxy_error_kind kind = error == -ETIMEDOUT ? PROXY_ERROR_TIMEOUT
                                      : !uc->connected   ? PROXY_ERROR_CONNECT
@@ -677,12 +858,13 @@ static void uc_on_close(corral_conn *conn, int error)
 }
 
 /* A stopping worker waits for its connections: idle pooled ones have
- * nothing to finish. */
+ * nothing to finish, and busy ones close once their exchange is done. */
 static void uc_on_stop(corral_conn *conn)
 {
     struct upstream_conn *uc = corral_conn_data(conn);
+    uc->worker->stopping = true;
     if (uc->px == NULL)
-        corral_conn_close(conn);
+        corral_conn_close_no_linger(conn);
 }
 
 static const struct corral_conn_handler upstream_handler = {
@@ -694,32 +876,52 @@ static const struct corral_conn_handler upstream_handler = {
     .on_close = uc_on_close,
 };
 
-/* An idle pooled connection to `server` when `pooled` allows, or a new one
- * for `loc`. */
-static struct upstream_conn *uc_get(const struct proxy_location *loc,
-                                    struct upstream_worker *worker, unsigned server, bool pooled,
-                                    corral_loop *loop)
+/* Whether an idle plain connection has nothing unread and no end of
+ * stream waiting in the kernel, where the loop may not have seen it yet:
+ * bytes there are a stray response, and would be read as the answer to the
+ * next request.  (Over TLS the upstream may send records of its own, such as
+ * session tickets, so only the loop's reads judge those.) */
+static bool idle_conn_quiet(const struct upstream_conn *uc)
+{
+    if (uc->upstream->tls != NULL)
+        return true;
+    char byte;
+    return recv(corral_conn_fd(uc->conn), &byte, 1, MSG_PEEK | MSG_DONTWAIT) == -1 &&
+           (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* Sets *out to an idle pooled connection to `server` when `pooled` allows,
+ * or to a new one for `loc`.  Returns 0 or corral_connect()'s -errno
+ * (-ENOMEM if the connection's state cannot be allocated). */
+static int uc_get(const struct proxy_location *loc, struct upstream_worker *worker, unsigned server,
+                  bool pooled, corral_loop *loop, struct upstream_conn **out)
 {
     struct proxy_upstream *up = loc->upstream;
-    struct upstream_conn *uc = pooled ? worker->servers[server].idle : NULL;
-    if (uc != NULL) {
+    struct upstream_conn *uc;
+    while (pooled && (uc = worker->servers[server].idle) != NULL) {
         pool_remove(uc);
-        return uc;
+        if (idle_conn_quiet(uc)) {
+            *out = uc;
+            return 0;
+        }
+        corral_conn_abort(uc->conn, 0);
     }
     uc = calloc(1, sizeof(*uc));
     if (uc == NULL)
-        return NULL;
+        return -ENOMEM;
     *uc = (struct upstream_conn){.upstream = up, .worker = worker, .server = server};
     llhttp_init(&uc->parser, HTTP_RESPONSE, &response_settings);
     uc->parser.data = uc;
     const struct upstream_server *s = &up->servers[server];
-    if (corral_connect(loop, (const struct sockaddr *)&s->addr, s->addrlen, &upstream_handler, uc,
-                       &uc->conn) != 0) {
+    int err = corral_connect(loop, (const struct sockaddr *)&s->addr, s->addrlen, &upstream_handler,
+                             uc, &uc->conn);
+    if (err != 0) {
         free(uc);
-        return NULL;
+        return err;
     }
     corral_conn_set_timeouts(uc->conn, loc->connect_timeout_ms, loc->send_timeout_ms);
-    return uc;
+    *out = uc;
+    return 0;
 }
 
 /* ----------------------------------------------------------------- exchanges */
@@ -775,7 +977,25 @@ static void px_finish(struct proxy_exchange *px)
     free(px);
 }
 
-/* Sends the request to the next server: 0, or -1 if none is left. */
+/* Logs a local resource failure (at most once a second per worker: while
+ * descriptors run out, every request would log one). */
+static void note_local_error(struct proxy_exchange *px, unsigned server, int err)
+{
+    struct upstream_worker *worker = px_worker(px);
+    uint64_t now = corral_loop_now(corral_conn_loop(http_exchange_conn(px->ex)));
+    if (worker->local_error_logged_ms != 0 &&
+        now - worker->local_error_logged_ms < LOCAL_ERROR_LOG_MS)
+        return;
+    worker->local_error_logged_ms = now != 0 ? now : 1;
+    corral_log(CORRAL_LOG_ERROR,
+               "upstream \"%s\": connection to %s: %s (a local limit: answering 503, the "
+               "server is not marked down)",
+               px->loc->upstream->name, px->loc->upstream->servers[server].address, strerror(-err));
+}
+
+/* Sends the request to the next server.  Returns 0; -EHOSTUNREACH when no
+ * server is left; or a local resource error (see local_resource_error()),
+ * logged here, which ends the attempts. */
 static int px_send(struct proxy_exchange *px)
 {
     struct proxy_upstream *up = px->loc->upstream;
@@ -784,11 +1004,15 @@ static int px_send(struct proxy_exchange *px)
     for (;;) {
         int server = pick_server(up, worker, px, corral_loop_now(loop));
         if (server < 0)
-            return -1;
+            return -EHOSTUNREACH;
         px->tried |= 1ull << server;
-        struct upstream_conn *uc =
-            uc_get(px->loc, worker, (unsigned)server, !px->body_beyond_replay, loop);
-        if (uc == NULL) {
+        struct upstream_conn *uc = NULL;
+        int err = uc_get(px->loc, worker, (unsigned)server, !px->body_beyond_replay, loop, &uc);
+        if (err != 0 && local_resource_error(err)) {
+            note_local_error(px, (unsigned)server, err);
+            return err;
+        }
+        if (err != 0) {
             count_error(worker, PROXY_ERROR_CONNECT);
             server_failed(up, worker, (unsigned)server, corral_loop_now(loop));
             continue;
@@ -810,6 +1034,32 @@ static int px_send(struct proxy_exchange *px)
             px_drop_replay(px);
         return 0;
     }
+}
+
+/* The answer when no upstream could be asked: 503 when this host ran out
+ * of something, else 502. */
+static unsigned send_failure_status(int err)
+{
+    return local_resource_error(err) ? 503 : 502;
+}
+
+/* This host failed the exchange (out of memory or descriptors): it is not
+ * the upstream's fault, so nothing counts against the server. */
+static void px_fail_local(struct proxy_exchange *px, int err)
+{
+    struct upstream_conn *uc = px->uc;
+    if (uc != NULL) {
+        note_local_error(px, uc->server, err);
+        px_worker(px)->servers[uc->server].active--;
+        uc_detach(uc);
+    }
+    if (http_exchange_response_started(px->ex)) {
+        corral_conn_abort(http_exchange_conn(px->ex), -ECONNRESET);
+    } else {
+        note_upstream_time(px);
+        http_respond_error(px->ex, 503);
+    }
+    px_finish(px);
 }
 
 /* The upstream failed this exchange: try another server when that is safe,
@@ -843,11 +1093,14 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
      * that was kept.  Other failures are retried for idempotent requests. */
     bool nothing_sent = stale || kind == PROXY_ERROR_CONNECT;
     bool body_resendable = !px->body_started || (nothing_sent && px->replay_ok);
-    if ((nothing_sent || (px->idempotent && kind != PROXY_ERROR_INVALID)) && body_resendable &&
-        px_send(px) == 0)
-        return;
+    int err = -EHOSTUNREACH;
+    if ((nothing_sent || (px->idempotent && kind != PROXY_ERROR_INVALID)) && body_resendable) {
+        err = px_send(px);
+        if (err == 0)
+            return;
+    }
     note_upstream_time(px);
-    http_respond_error(px->ex, kind == PROXY_ERROR_TIMEOUT ? 504 : 502);
+    http_respond_error(px->ex, kind == PROXY_ERROR_TIMEOUT ? 504 : send_failure_status(err));
     px_finish(px);
 }
 
@@ -979,9 +1232,11 @@ static void proxy_on_request(struct http_exchange *ex, const struct http_request
         return;
     }
     http_exchange_set_data(ex, px);
-    if (px_send(px) != 0) {
-        count_error(px_worker(px), PROXY_ERROR_CONNECT);
-        http_respond_error(ex, 502); /* every server is marked down */
+    int err = px_send(px);
+    if (err != 0) {
+        if (!local_resource_error(err))
+            count_error(px_worker(px), PROXY_ERROR_CONNECT); /* every server is marked down */
+        http_respond_error(ex, send_failure_status(err));
         px_finish(px);
     }
 }

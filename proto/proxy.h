@@ -56,6 +56,9 @@ const char *proxy_upstream_name(const struct proxy_upstream *upstream);
 /* Failures of `kind` counted so far, over all workers; safe from any thread. */
 uint64_t proxy_upstream_errors(const struct proxy_upstream *upstream, enum proxy_error_kind kind);
 
+/* The default bound on a response head, as nginx's proxy_buffer_size. */
+#define PROXY_RESPONSE_HEAD_LIMIT (8 * 1024)
+
 /* One proxy_pass location.  Locations may share an upstream, and with it
  * its pools and health state; the timeouts are each location's own. */
 struct proxy_location {
@@ -65,6 +68,9 @@ struct proxy_location {
     size_t set_header_count;
     const struct http_str *hide_headers; /* proxy_hide_header: response headers to drop */
     size_t hide_header_count;
+    /* proxy_buffer_size: the most bytes a response head (status line and
+     * headers) may take; a longer one gets 502.  0: PROXY_RESPONSE_HEAD_LIMIT. */
+    size_t response_head_limit;
 };
 
 /* The `proxy_pass` handler: handler_data is a struct proxy_location. */

@@ -171,6 +171,7 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"server.tls.ktls", tls != NULL ? tls->ktls : 99},
         {"server.tls.verify_client", tls != NULL ? tls->verify_client : 99},
         {"location.proxy_tls.verify", l != NULL ? l->proxy_tls.verify : 99},
+        {"location.proxy_buffer_size", l != NULL ? l->proxy_buffer_size : 99},
     };
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (strcmp(fields[i].name, field) == 0)
@@ -316,6 +317,25 @@ static const struct field_case field_cases[] = {
     {HTTPS(""), "location.proxy_tls.verify", 1},
     {HTTPS("proxy_tls_verify off;"), "location.proxy_tls.verify", 0},
     {HTTPS("proxy_tls_verify on;"), "location.proxy_tls.verify", 1},
+    /* proxy_buffer_size: 8k, or the nearest setting: location, server, top
+     * level (written before or after the server). */
+    {"server { listen 127.0.0.1:80; location / { return 204; } }", "location.proxy_buffer_size",
+     8192},
+    {"proxy_buffer_size 16k;\nserver { listen 127.0.0.1:80; location / { return 204; } }",
+     "location.proxy_buffer_size", 16384},
+    {"server { listen 127.0.0.1:80; location / { return 204; } }\nproxy_buffer_size 16k;",
+     "location.proxy_buffer_size", 16384},
+    {"proxy_buffer_size 16k;\n"
+     "server { listen 127.0.0.1:80; proxy_buffer_size 4k; location / { return 204; } }",
+     "location.proxy_buffer_size", 4096},
+    {"server { listen 127.0.0.1:80; proxy_buffer_size 4k; location / { return 204; } }\n"
+     "proxy_buffer_size 16k;",
+     "location.proxy_buffer_size", 4096},
+    {"proxy_buffer_size 16k;\nserver { listen 127.0.0.1:80; proxy_buffer_size 4k;\n"
+     "location / { proxy_pass http://127.0.0.1:1; proxy_buffer_size 128k; } }",
+     "location.proxy_buffer_size", 131072},
+    {"server { listen 127.0.0.1:80; location / { proxy_buffer_size 1024; return 204; } }",
+     "location.proxy_buffer_size", 1024},
 };
 
 START_TEST(field_table)
@@ -1051,6 +1071,16 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_hide_header \"\"; } }",
      "test.conf:2:20: invalid header name \"\""},
+    {"proxy_buffer_size 1000;",
+     "test.conf:1:19: \"proxy_buffer_size\" must be between 1k and 128k, "
+     "got \"1000\""},
+    {"server { listen 127.0.0.1:80; location / { proxy_buffer_size 129k; return 204; } }",
+     "test.conf:1:62: \"proxy_buffer_size\" must be between 1k and 128k, got \"129k\""},
+    {"proxy_buffer_size 4k; proxy_buffer_size 8k;",
+     "test.conf:1:23: duplicate \"proxy_buffer_size\" (first at line 1)"},
+    {"upstream app { server 127.0.0.1:1; proxy_buffer_size 4k; }",
+     "test.conf:1:36: \"proxy_buffer_size\" is not allowed in upstream (it belongs at top "
+     "level or in server or location)"},
     /* include */
     {"include test.conf;", "test.conf:1:1: include loop: test.conf includes itself"},
     {"include missing.conf;",
