@@ -69,6 +69,7 @@ static void conn_read(corral_conn *conn);
 static void conn_destroy(corral_conn *conn, int error);
 static bool conn_reading_active(const corral_conn *conn);
 static void conn_kick(corral_conn *conn);
+static void conn_free_unopened(corral_conn *conn);
 
 int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler *handler,
                      void *data, corral_conn **out)
@@ -161,7 +162,7 @@ int corral_connect(corral_loop *loop, const struct sockaddr *addr, socklen_t add
      * on_open never runs before the caller has the pointer. */
     err = conn_register(conn);
     if (err != 0) {
-        conn_destroy(conn, err);
+        conn_free_unopened(conn);
         return err;
     }
     conn_update_timer(conn);
@@ -202,6 +203,32 @@ static void conn_destroy(corral_conn *conn, int error)
     conn->loop->closed_list = conn;
 }
 
+/* Takes a connection off its loop's list and counters. */
+static void conn_unlink(corral_conn *conn)
+{
+    corral_loop *loop = conn->loop;
+    if (conn->all_prev != NULL)
+        conn->all_prev->all_next = conn->all_next;
+    else
+        loop->all_conns = conn->all_next;
+    if (conn->all_next != NULL)
+        conn->all_next->all_prev = conn->all_prev;
+    if (loop->worker != NULL) {
+        corral__stat_add(&loop->worker->stats.connections_active, -1);
+        corral__worker_conn_closed(loop->worker);
+    }
+}
+
+/* Undoes corral__conn_new() for a connection whose creation failed before
+ * any callback saw it.  No on_close: the caller learns of the failure from
+ * the result alone, and may already have freed what on_close would use. */
+static void conn_free_unopened(corral_conn *conn)
+{
+    close(conn->fd);
+    conn_unlink(conn);
+    free(conn);
+}
+
 void corral__loop_free_closed(corral_loop *loop)
 {
     corral_conn *conn = loop->closed_list, *keep = NULL;
@@ -217,16 +244,7 @@ void corral__loop_free_closed(corral_loop *loop)
         }
         if (conn->handler->on_close != NULL)
             conn->handler->on_close(conn, conn->close_error);
-        if (conn->all_prev != NULL)
-            conn->all_prev->all_next = conn->all_next;
-        else
-            loop->all_conns = conn->all_next;
-        if (conn->all_next != NULL)
-            conn->all_next->all_prev = conn->all_prev;
-        if (conn->loop->worker != NULL) {
-            corral__stat_add(&conn->loop->worker->stats.connections_active, -1);
-            corral__worker_conn_closed(conn->loop->worker);
-        }
+        conn_unlink(conn);
         free(conn);
         conn = next;
     }

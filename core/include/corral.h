@@ -184,9 +184,12 @@ struct corral_conn_handler {
     /** A graceful server stop began.  Optional: NULL lets the connection
      *  run until it closes itself or the stop's timeout ends it. */
     void (*on_stop)(corral_conn *conn);
-    /** Called exactly once; `error` is 0 or a negative errno (-ETIMEDOUT,
-     *  -ECONNRESET, -ECONNREFUSED, ...).  The connection is freed after it
-     *  returns. */
+    /** Called exactly once for every connection that was created (accepted,
+     *  or corral_connect() returned 0), and never for one whose creation
+     *  failed.  `error` is 0 or a negative errno (-ETIMEDOUT, -ECONNRESET,
+     *  -ECONNREFUSED, ...).  It runs at the end of the loop iteration in
+     *  which the connection closed, never inside the call that closed it;
+     *  the connection is freed after it returns. */
     void (*on_close)(corral_conn *conn, int error);
 };
 
@@ -292,9 +295,13 @@ CORRAL_EXTERN corral_loop *corral_conn_loop(const corral_conn *conn);
 /** The worker that owns an accepted connection, or NULL. */
 CORRAL_EXTERN corral_worker *corral_conn_worker(const corral_conn *conn);
 
-/** Opens an outgoing non-blocking connection from `loop`.  handler->on_open
- *  runs once connected; a failure reaches on_close with -ECONNREFUSED etc.
- *  Writes made before the connection is established are queued. */
+/** Opens an outgoing non-blocking connection from `loop`.  Returns 0 and sets
+ *  *out, after which handler->on_open runs once connected and on_close runs
+ *  exactly once, a later failure reaching it with -ECONNREFUSED etc.  Or
+ *  returns -errno for a failure found at once (socket(), connect(),
+ *  registering with the loop; -ENOMEM): then nothing was created, no
+ *  callback ever runs, and the caller still owns `data`.  Writes made
+ *  before the connection is established are queued. */
 CORRAL_EXTERN int corral_connect(corral_loop *loop, const struct sockaddr *addr, socklen_t addrlen,
                                  const struct corral_conn_handler *handler, void *data,
                                  corral_conn **out);

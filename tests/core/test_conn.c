@@ -6,6 +6,7 @@
  * the handshake, and output that does not fit the socket at once.
  */
 #include "../helpers.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -472,6 +474,80 @@ START_TEST(refused_connection_reports_econnrefused)
 }
 END_TEST
 
+
+/* A connect that fails before corral_connect() returns is reported by its
+ * result alone: the caller frees its state on that error, so a later
+ * on_close would run on freed memory. */
+struct counted {
+    int opens, closes;
+};
+
+static void counted_on_open(corral_conn *conn)
+{
+    struct counted *c = corral_conn_data(conn);
+    c->opens++;
+}
+
+static size_t counted_on_data(corral_conn *conn, const char *data, size_t len)
+{
+    (void)conn;
+    (void)data;
+    return len;
+}
+
+static void counted_on_close(corral_conn *conn, int error)
+{
+    (void)error;
+    struct counted *c = corral_conn_data(conn);
+    c->closes++;
+}
+
+static const struct corral_conn_handler counted_handler = {
+    .on_open = counted_on_open,
+    .on_data = counted_on_data,
+    .on_close = counted_on_close,
+};
+
+START_TEST(a_connect_that_fails_at_once_never_reaches_on_close)
+{
+    int port;
+    int reserved = test_reserve_port(&port);
+    char address[32];
+    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    ck_assert_int_eq(corral_parse_address(address, &addr, &addrlen), 0);
+
+    corral_loop *loop;
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    struct counted *c = calloc(1, sizeof(*c));
+    int fds_before = test_fd_count();
+    /* The loop's epoll descriptor briefly becomes an eventfd, so that
+     * registering the new socket fails with EINVAL inside corral_connect. */
+    int saved = dup(loop->epfd);
+    int not_epoll = eventfd(0, EFD_CLOEXEC);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_ge(not_epoll, 0);
+    ck_assert_int_eq(dup2(not_epoll, loop->epfd), loop->epfd);
+    corral_conn *conn = NULL;
+    int err = corral_connect(loop, (struct sockaddr *)&addr, addrlen, &counted_handler, c, &conn);
+    ck_assert_int_eq(dup2(saved, loop->epfd), loop->epfd);
+    close(saved);
+    close(not_epoll);
+    ck_assert_int_eq(err, -EINVAL);
+    ck_assert_int_eq(test_fd_count(), fds_before); /* the socket is closed */
+
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(corral__loop_run_once(loop, 0), 0);
+    ck_assert_int_eq(c->closes, 0);
+    ck_assert_int_eq(c->opens, 0);
+    corral_loop_free(loop);
+    ck_assert_int_eq(c->closes, 0);
+    free(c);
+    close(reserved);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("core/conn");
@@ -488,6 +564,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, write_timeout_closes_a_stalled_reader);
     tcase_add_test(tc, outgoing_connection_round_trip);
     tcase_add_test(tc, refused_connection_reports_econnrefused);
+    tcase_add_test(tc, a_connect_that_fails_at_once_never_reaches_on_close);
     suite_add_tcase(suite, tc);
     return suite;
 }
