@@ -185,8 +185,12 @@ static void conn_drop_output(corral_conn *conn)
     conn->out_off = conn->out_len = conn->out_cap = 0;
 }
 
-/* Closes the socket now; on_close and the free follow at iteration end. */
-static void conn_destroy(corral_conn *conn, int error)
+/* Closes the socket now; on_close and the free follow at iteration end.
+ * With `reset`, close() sends a RST instead of a FIN: a peer that reads to
+ * the end of the stream (an HTTP/1.0 or close-delimited body) must see the
+ * cut as an error, not as a complete stream.  No transport end-of-stream
+ * (TLS close_notify) is ever sent from here, for the same reason. */
+static void conn_end(corral_conn *conn, int error, bool reset)
 {
     if (conn->state == CORRAL__CONN_CLOSED)
         return;
@@ -195,12 +199,24 @@ static void conn_destroy(corral_conn *conn, int error)
     corral_timer_stop(&conn->timer);
     if (conn->transport->destroy != NULL)
         conn->transport->destroy(conn);
+    if (reset) {
+        /* Not checked: a socket the kernel has already torn down has
+         * nothing left to reset. */
+        struct linger linger = {.l_onoff = 1, .l_linger = 0};
+        (void)setsockopt(conn->fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger));
+    }
     close(conn->fd); /* also removes it from the epoll set */
     conn->fd = -1;
     conn_drop_input(conn);
     conn_drop_output(conn);
     conn->closed_next = conn->loop->closed_list;
     conn->loop->closed_list = conn;
+}
+
+/* Ends a connection with `error`: any error resets (see conn_end). */
+static void conn_destroy(corral_conn *conn, int error)
+{
+    conn_end(conn, error, error != 0);
 }
 
 /* Takes a connection off its loop's list and counters. */
@@ -680,7 +696,12 @@ static void conn_on_timer(corral_timer *timer, void *arg)
             return;
     }
     if (conn_timeout_deadline(conn) <= now) {
-        conn_destroy(conn, conn->state == CORRAL__CONN_LINGERING ? 0 : -ETIMEDOUT);
+        /* A read timeout with nothing queued cuts nothing off, so it ends
+         * with a FIN; with output dropped (the write timeout) it resets. */
+        if (conn->state == CORRAL__CONN_LINGERING)
+            conn_destroy(conn, 0);
+        else
+            conn_end(conn, -ETIMEDOUT, conn->out_len > 0);
         return;
     }
     conn_update_timer(conn);

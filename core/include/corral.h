@@ -164,6 +164,12 @@ CORRAL_EXTERN void corral_timer_free(corral_timer *timer);
  *
  * Backpressure: a connection stops reading while its unconsumed input or its
  * unsent output exceeds the high watermark, and resumes below the low one.
+ *
+ * Resets: whenever the library itself ends a connection with an error, the
+ * close resets it as corral_conn_abort() with an error does: a server stop
+ * (-ECONNABORTED), running out of memory (-ENOMEM), a write timeout
+ * (-ETIMEDOUT, queued output dropped).  A read timeout with no output
+ * queued cuts nothing off and ends with a FIN; so do the graceful closes.
  */
 struct corral_conn_handler {
     /** Connection established (accepted, or an outgoing connect completed).
@@ -212,7 +218,9 @@ struct corral_transport {
     ssize_t (*writev)(corral_conn *conn, const struct iovec *iov, int iovcnt);
     /** Sends end-of-stream (close_notify, FIN); optional. */
     int (*shutdown)(corral_conn *conn);
-    /** Releases the transport's state; optional. */
+    /** Releases the transport's state; optional.  Sends nothing: a
+     *  connection destroyed without `shutdown` was cut off, and its peer
+     *  must not see an orderly end. */
     void (*destroy)(corral_conn *conn);
 };
 
@@ -257,7 +265,13 @@ CORRAL_EXTERN void corral_conn_close(corral_conn *conn);
 CORRAL_EXTERN void corral_conn_close_no_linger(corral_conn *conn);
 
 /** Closes at once, dropping queued output; on_close(conn, error) follows
- *  (error 0 or -errno). */
+ *  (error 0 or -errno).  With an error the connection is reset (SO_LINGER
+ *  0, a RST): the peer's next read fails with ECONNRESET, so a peer that
+ *  reads until the end of the stream (an HTTP/1.0 or close-delimited body)
+ *  cannot take what it got for the whole of it.  With 0 it ends with a
+ *  plain FIN, for a connection that is merely discarded.  An abort never
+ *  sends a transport's end-of-stream (no TLS close_notify), so a layered
+ *  peer sees the cut as well. */
 CORRAL_EXTERN void corral_conn_abort(corral_conn *conn, int error);
 
 /** Stops or resumes delivering input (for backpressure between two

@@ -548,6 +548,162 @@ START_TEST(a_connect_that_fails_at_once_never_reaches_on_close)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- aborts */
+
+/* Sends a first part at once and aborts 50 ms later, once the peer has had
+ * it: a close-delimited body cut off there. */
+static _Atomic int abort_error;
+
+static size_t partial_then_abort(corral_conn *conn, const char *data, size_t len)
+{
+    (void)data;
+    corral_conn_write(conn, "partial", 7);
+    corral_conn_set_deadline(conn, corral_loop_now(corral_conn_loop(conn)) + 50);
+    return len;
+}
+
+static void abort_at_deadline(corral_conn *conn)
+{
+    corral_conn_abort(conn, atomic_load(&abort_error));
+}
+
+static const struct corral_conn_handler abort_handler = {
+    .on_data = partial_then_abort,
+    .on_deadline = abort_at_deadline,
+    .on_close = record_close,
+};
+
+/* A layered transport over the plain one whose end of stream is a message
+ * ("END"), as a TLS close_notify is. */
+static int marker_shutdown(corral_conn *conn)
+{
+    static const struct iovec end = {.iov_base = "END", .iov_len = 3};
+    corral_plain_transport.writev(conn, &end, 1);
+    return corral_plain_transport.shutdown(conn);
+}
+
+static struct corral_transport layered;
+
+static void use_layered_transport(corral_conn *conn)
+{
+    layered = (struct corral_transport){
+        .name = "marker",
+        .layered = true,
+        .read = corral_plain_transport.read,
+        .writev = corral_plain_transport.writev,
+        .shutdown = marker_shutdown,
+    };
+    corral_conn_set_transport(conn, &layered, NULL);
+}
+
+static const struct corral_conn_handler layered_abort_handler = {
+    .on_open = use_layered_transport,
+    .on_data = partial_then_abort,
+    .on_deadline = abort_at_deadline,
+    .on_close = record_close,
+};
+
+/* What the peer sees after the first part: 0 for a FIN, else -errno. */
+static int read_after_partial(int port, char *rest, size_t rest_size, size_t *rest_len)
+{
+    int fd = test_connect(port);
+    test_send_all(fd, "go", 2);
+    char head[7];
+    ck_assert_uint_eq(test_recv_all(fd, head, sizeof(head)), sizeof(head));
+    ck_assert(memcmp(head, "partial", 7) == 0);
+    *rest_len = 0;
+    int result;
+    for (int reads = 0;; reads++) {
+        ck_assert_int_lt(reads, 100);
+        ssize_t n = recv(fd, rest + *rest_len, rest_size - *rest_len, 0);
+        if (n > 0 && *rest_len + (size_t)n < rest_size) {
+            *rest_len += (size_t)n;
+            continue;
+        }
+        result = n == 0 ? 0 : n < 0 ? -errno : -EMSGSIZE;
+        break;
+    }
+    close(fd);
+    return result;
+}
+
+static void wait_for_close(void)
+{
+    for (int i = 0; i < 100 && atomic_load(&closes) == 0; i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&closes), 1);
+}
+
+START_TEST(an_abort_with_an_error_resets_the_peer)
+{
+    atomic_store(&abort_error, -EIO);
+    int port;
+    corral_server *server = start_echo(1, &abort_handler, &port);
+    char rest[16];
+    size_t rest_len;
+    ck_assert_int_eq(read_after_partial(port, rest, sizeof(rest), &rest_len), -ECONNRESET);
+    ck_assert_uint_eq(rest_len, 0);
+    wait_for_close();
+    ck_assert_int_eq(atomic_load(&last_close_error), -EIO);
+    test_stop_server(server);
+}
+END_TEST
+
+START_TEST(an_abort_without_an_error_ends_with_a_fin)
+{
+    atomic_store(&abort_error, 0);
+    int port;
+    corral_server *server = start_echo(1, &abort_handler, &port);
+    char rest[16];
+    size_t rest_len;
+    ck_assert_int_eq(read_after_partial(port, rest, sizeof(rest), &rest_len), 0);
+    ck_assert_uint_eq(rest_len, 0);
+    wait_for_close();
+    ck_assert_int_eq(atomic_load(&last_close_error), 0);
+    test_stop_server(server);
+}
+END_TEST
+
+START_TEST(an_abort_resets_a_layered_transport_without_its_end_of_stream)
+{
+    atomic_store(&abort_error, -ECONNRESET);
+    int port;
+    corral_server *server = start_echo(1, &layered_abort_handler, &port);
+    char rest[16];
+    size_t rest_len;
+    ck_assert_int_eq(read_after_partial(port, rest, sizeof(rest), &rest_len), -ECONNRESET);
+    ck_assert_uint_eq(rest_len, 0); /* no "END" */
+    wait_for_close();
+    test_stop_server(server);
+}
+END_TEST
+
+/* A write timeout drops queued output: the peer must not take what it got
+ * for the whole stream. */
+START_TEST(a_write_timeout_resets_the_peer)
+{
+    int port;
+    corral_server *server = start_echo(1, &write_timeout_handler, &port);
+    int fd = test_connect(port);
+    int small = 16 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    test_send_all(fd, "go", 2);
+    for (int i = 0; i < 200 && atomic_load(&closes) == 0; i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&closes), 1);
+    ck_assert_int_eq(atomic_load(&last_close_error), -ETIMEDOUT);
+    static char buf[65536];
+    ssize_t n;
+    int reads = 0;
+    while ((n = recv(fd, buf, sizeof(buf), 0)) > 0 && reads++ < 10000)
+        ;
+    ck_assert_int_eq(n, -1);
+    ck_assert_int_eq(errno, ECONNRESET);
+    close(fd);
+    test_stop_server(server);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("core/conn");
@@ -565,6 +721,10 @@ Suite *test_suite(void)
     tcase_add_test(tc, outgoing_connection_round_trip);
     tcase_add_test(tc, refused_connection_reports_econnrefused);
     tcase_add_test(tc, a_connect_that_fails_at_once_never_reaches_on_close);
+    tcase_add_test(tc, an_abort_with_an_error_resets_the_peer);
+    tcase_add_test(tc, an_abort_without_an_error_ends_with_a_fin);
+    tcase_add_test(tc, an_abort_resets_a_layered_transport_without_its_end_of_stream);
+    tcase_add_test(tc, a_write_timeout_resets_the_peer);
     suite_add_tcase(suite, tc);
     return suite;
 }
