@@ -47,11 +47,15 @@ struct corral_timer {
 };
 #define CORRAL__TIMER_IDLE SIZE_MAX
 
-/* A node of the multi-producer single-consumer post queue. */
+/* A node of the multi-producer single-consumer post queue.  Nodes from
+ * corral_loop_post() are allocated and freed by the loop; an embedded one
+ * (`embedded`) belongs to its owner, who must not queue it again before
+ * its callback has started. */
 struct corral__post {
     _Atomic(struct corral__post *) next;
     corral_callback cb;
     void *arg;
+    bool embedded;
 };
 
 struct corral__deferred {
@@ -105,6 +109,9 @@ int corral__loop_watch(corral_loop *loop, int fd, struct corral__handle *handle,
 int corral__loop_rewatch(corral_loop *loop, int fd, struct corral__handle *handle,
                          uint32_t events);
 void corral__loop_unwatch(corral_loop *loop, int fd);
+
+/* corral_loop_post() of an embedded node: allocates nothing, cannot fail. */
+void corral__loop_post_node(corral_loop *loop, struct corral__post *post);
 
 /* Runs one iteration: wait at most `timeout_ms` (-1 = until an event). */
 int corral__loop_run_once(corral_loop *loop, int timeout_ms);
@@ -301,14 +308,26 @@ struct corral__accept_entry {
     bool registered;
 };
 
+/* worker->stop_ms while no stop was asked for. */
+#define CORRAL__NO_STOP UINT64_MAX
+
 struct corral_worker {
     struct corral__stats stats;
     corral_server *server;
     unsigned index;
     int cpu;
     pthread_t thread;
-    bool thread_started;
+    bool thread_started; /* main thread only: pthread_create succeeded */
     corral_loop *loop;
+    /* Stop requests, from any thread: the shortest grace asked for, and
+     * whether `stop_post` is queued on the loop (see corral_server_stop). */
+    _Atomic uint64_t stop_ms;
+    atomic_bool stop_queued;
+    struct corral__post stop_post;
+    /* corral_server_close_listeners(): cleared by the worker once it no
+     * longer watches the listening sockets (released, or exited). */
+    atomic_bool holds_listeners;
+    struct corral__post release_post;
     struct corral__accept_entry *entries; /* one per listener */
     size_t entry_count;
     bool attached;        /* entries registered through the wakeup mode */
@@ -330,15 +349,13 @@ struct corral_server {
     const struct corral_wakeup_ops *wakeup;
     struct corral_wakeup_info wakeup_info;
     int nested_epfd; /* native modes: the shared set holding the listeners */
-    bool started;
-    atomic_bool stop_requested;
+    atomic_bool started; /* between corral_server_start() and _wait() */
     _Atomic unsigned workers_running;
     corral_loop *main_loop;
     struct corral__signal_handler *signal_handlers;
     corral_loop *exit_loop; /* corral_server_on_exit() */
     corral_callback exit_cb;
     void *exit_arg;
-    atomic_uint listeners_held; /* workers yet to let go of the listeners */
 };
 
 enum {

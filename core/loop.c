@@ -87,6 +87,7 @@ fail:
 }
 
 static struct corral__post *post_pop(corral_loop *loop);
+static void post_run(struct corral__post *post);
 static void run_deferred(corral_loop *loop);
 
 void corral_loop_free(corral_loop *loop)
@@ -101,10 +102,8 @@ void corral_loop_free(corral_loop *loop)
         free(loop->pool[--loop->pool_count]);
     /* Run what was posted but never delivered, so no poster's memory leaks. */
     struct corral__post *post;
-    while ((post = post_pop(loop)) != NULL) {
-        post->cb(post->arg);
-        free(post);
-    }
+    while ((post = post_pop(loop)) != NULL)
+        post_run(post);
     close(loop->post_eventfd);
     close(loop->epfd);
     free(loop->timers);
@@ -234,6 +233,13 @@ int corral_loop_post(corral_loop *loop, corral_callback cb, void *arg)
         return -ENOMEM;
     post->cb = cb;
     post->arg = arg;
+    post->embedded = false;
+    corral__loop_post_node(loop, post);
+    return 0;
+}
+
+void corral__loop_post_node(corral_loop *loop, struct corral__post *post)
+{
     atomic_init(&post->next, NULL);
     struct corral__post *prev = atomic_exchange(&loop->post_head, post);
     atomic_store(&prev->next, post);
@@ -246,7 +252,6 @@ int corral_loop_post(corral_loop *loop, corral_callback cb, void *arg)
         while (write(loop->post_eventfd, &one, sizeof(one)) == -1 && errno == EINTR)
             ;
     }
-    return 0;
 }
 
 /* Pops one post, or NULL if none is (yet) fully linked. */
@@ -279,6 +284,16 @@ static struct corral__post *post_pop(corral_loop *loop)
     return NULL;
 }
 
+/* Runs a popped post.  An embedded node may be queued again by its owner
+ * as soon as its callback starts, so it is not touched after. */
+static void post_run(struct corral__post *post)
+{
+    bool allocated = !post->embedded;
+    post->cb(post->arg);
+    if (allocated)
+        free(post);
+}
+
 static void post_on_event(struct corral__handle *handle, uint32_t epoll_events)
 {
     (void)epoll_events;
@@ -288,10 +303,8 @@ static void post_on_event(struct corral__handle *handle, uint32_t epoll_events)
         ;
     atomic_store(&loop->post_wake_pending, false);
     struct corral__post *post;
-    while ((post = post_pop(loop)) != NULL) {
-        post->cb(post->arg);
-        free(post);
-    }
+    while ((post = post_pop(loop)) != NULL)
+        post_run(post);
 }
 
 /* ------------------------------------------------------------------ run */

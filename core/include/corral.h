@@ -462,8 +462,9 @@ CORRAL_EXTERN unsigned corral_server_sockets_per_listener(const corral_server *s
 CORRAL_EXTERN unsigned corral_listener_fds(corral_listener *listener, const int **fds);
 
 /** Stops every worker from accepting and closes the server's listening
- *  sockets, returning once the workers have let go of them; connections go
- *  on.  Main thread; used when a reload must re-create a socket. */
+ *  sockets, returning once the workers have let go of them (a worker that
+ *  has exited has let go); connections go on.  Main thread; used when a
+ *  reload must re-create a socket. */
 CORRAL_EXTERN void corral_server_close_listeners(corral_server *server);
 
 /** The bound address, e.g. "127.0.0.1:41234" (useful with port 0). */
@@ -475,10 +476,14 @@ CORRAL_EXTERN int corral_listener_port(const corral_listener *listener);
 /** Starts the workers.  The wakeup mode is resolved here and logged. */
 CORRAL_EXTERN int corral_server_start(corral_server *server);
 
-/** Stops the server; callable from any thread, any number of times.  With
+/** Stops the server; callable from any thread, a worker's callbacks
+ *  included (even while corral_server_start() is still starting the other
+ *  workers), any number of times until corral_server_wait() returns.  With
  *  `graceful_ms` > 0 the workers stop accepting, call on_stop for each open
  *  connection and wait up to `graceful_ms` for connections to close before
- *  aborting the rest; with 0 they abort every connection at once. */
+ *  aborting the rest; with 0 they abort every connection at once.  When
+ *  stops overlap, the shortest wins.  Allocates nothing and cannot fail; a
+ *  stop before corral_server_start() does nothing. */
 CORRAL_EXTERN void corral_server_stop(corral_server *server, uint32_t graceful_ms);
 
 /** Posts cb(arg) to `loop` once every worker has exited after a stop.  Set
