@@ -544,19 +544,26 @@ void corral__loop_flush(corral_loop *loop)
     }
 }
 
-int corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
+void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
 {
+    /* Closing or half-closed: nothing more can go out.  The application
+     * learns of the end from on_close, as for a peer that went away. */
     if (conn->state != CORRAL__CONN_OPEN && conn->state != CORRAL__CONN_CONNECTING)
-        return -EPIPE;
+        return;
     if (conn->shutdown_pending)
-        return -EPIPE;
-    size_t total = 0;
-    for (int i = 0; i < iovcnt; i++)
+        return;
+    /* Summed against the limit one length at a time, so that lengths whose
+     * sum wraps around cannot pass for a small write. */
+    size_t room = CORRAL__BUFFER_MAX - conn->out_len, total = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len > room - total) {
+            conn_destroy(conn, -ENOBUFS);
+            return;
+        }
         total += iov[i].iov_len;
+    }
     if (total == 0)
-        return 0;
-    if (total > CORRAL__BUFFER_MAX - conn->out_len)
-        return -ENOBUFS;
+        return;
 
     if (conn->out_off + conn->out_len + total > conn->out_cap) {
         if (conn->out_off > 0) {
@@ -567,8 +574,10 @@ int corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
                           ? corral__buffer_get(conn->loop, total, &conn->out_cap)
                           : corral__buffer_grow(conn->loop, conn->out, conn->out_len,
                                                 &conn->out_cap, conn->out_len + total);
-        if (grown == NULL)
-            return -ENOMEM;
+        if (grown == NULL) {
+            conn_destroy(conn, -ENOMEM);
+            return;
+        }
         conn->out = grown;
     }
     if (conn->out_len == 0)
@@ -578,17 +587,16 @@ int corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
         memcpy(dst, iov[i].iov_base, iov[i].iov_len);
         dst += iov[i].iov_len;
     }
-    conn->out_len += total;
+    conn->out_len += (uint32_t)total;
     if (conn->out_len > conn->high_watermark)
         conn->over_high = true;
     conn_schedule_flush(conn);
-    return 0;
 }
 
-int corral_conn_write(corral_conn *conn, const void *data, size_t len)
+void corral_conn_write(corral_conn *conn, const void *data, size_t len)
 {
     struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
-    return corral_conn_writev(conn, &iov, 1);
+    corral_conn_writev(conn, &iov, 1);
 }
 
 size_t corral_conn_pending_output(const corral_conn *conn)

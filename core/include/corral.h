@@ -239,13 +239,19 @@ CORRAL_EXTERN extern const struct corral_transport corral_plain_transport;
 
 /** Queues `len` bytes for sending (copied).  Output is flushed once the
  *  event that produced it (and at most a few others) has been handled, so
- *  responses to pipelined requests leave in one syscall.  Returns 0, -EPIPE
- *  once the connection is closing, or -ENOBUFS if more than 1 GiB would be
- *  queued. */
-CORRAL_EXTERN int corral_conn_write(corral_conn *conn, const void *data, size_t len);
+ *  responses to pipelined requests leave in one syscall.
+ *
+ *  Nothing to check: a write that cannot be queued ends the connection as a
+ *  failed send does, and on_close reports why: -ENOBUFS if more than 1 GiB
+ *  would be queued (the application ignored backpressure), -ENOMEM if the
+ *  buffer cannot grow; the connection is reset.  Bytes written once the
+ *  connection is closing, aborted or half-closed (corral_conn_shutdown())
+ *  are dropped.  Either way, the caller goes on as if the peer had gone
+ *  and lets on_close clean up. */
+CORRAL_EXTERN void corral_conn_write(corral_conn *conn, const void *data, size_t len);
 
 /** corral_conn_write() for a gather list. */
-CORRAL_EXTERN int corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt);
+CORRAL_EXTERN void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt);
 
 /** Bytes queued and not yet accepted by the kernel. */
 CORRAL_EXTERN size_t corral_conn_pending_output(const corral_conn *conn);

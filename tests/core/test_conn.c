@@ -26,8 +26,7 @@ static _Atomic int closes;
 
 static size_t echo_on_data(corral_conn *conn, const char *data, size_t len)
 {
-    if (corral_conn_write(conn, data, len) != 0)
-        return 0;
+    corral_conn_write(conn, data, len);
     size_t pending = corral_conn_pending_output(conn);
     if (pending > atomic_load(&max_pending_output))
         atomic_store(&max_pending_output, pending);
@@ -441,7 +440,7 @@ START_TEST(outgoing_connection_round_trip)
     corral_conn *conn;
     ck_assert_int_eq(corral_connect(c.loop, (struct sockaddr *)&addr, addrlen, &client_handler, &c, &conn), 0);
     /* Written before the connection is up: queued until it is. */
-    ck_assert_int_eq(corral_conn_write(conn, "ping", 4), 0);
+    corral_conn_write(conn, "ping", 4);
     ck_assert_int_eq(corral_loop_run(c.loop), 0);
     ck_assert(c.opened);
     ck_assert_uint_eq(c.received_len, 4);
@@ -704,6 +703,66 @@ START_TEST(a_write_timeout_resets_the_peer)
 }
 END_TEST
 
+/* ----------------------------------------------------------- write results */
+
+/* A write that cannot be queued ends the connection, and on_close says
+ * why: callers need not (and cannot usefully) check each write. */
+static _Atomic int oversized_kind;
+
+static size_t oversized_write(corral_conn *conn, const char *data, size_t len)
+{
+    (void)data;
+    static char small[4];
+    if (atomic_load(&oversized_kind) == 0) {
+        /* More than the 1 GiB a connection may queue (rejected before any
+         * byte is read from it). */
+        struct iovec iov = {.iov_base = small, .iov_len = (1u << 30) + 1};
+        corral_conn_writev(conn, &iov, 1);
+    } else {
+        /* Lengths whose sum wraps around to 1. */
+        struct iovec iov[2] = {{.iov_base = small, .iov_len = SIZE_MAX},
+                               {.iov_base = small, .iov_len = 2}};
+        corral_conn_writev(conn, iov, 2);
+    }
+    corral_conn_write(conn, "late", 4); /* dropped: the connection is closing */
+    return len;
+}
+
+static const struct corral_conn_handler oversized_handler = {
+    .on_data = oversized_write,
+    .on_close = record_close,
+};
+
+static void check_oversized_write(int kind)
+{
+    atomic_store(&oversized_kind, kind);
+    int port;
+    corral_server *server = start_echo(1, &oversized_handler, &port);
+    int fd = test_connect(port);
+    test_send_all(fd, "go", 2);
+    for (int i = 0; i < 200 && atomic_load(&closes) == 0; i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&closes), 1);
+    ck_assert_int_eq(atomic_load(&last_close_error), -ENOBUFS);
+    char byte;
+    ck_assert_int_eq(recv(fd, &byte, 1, 0), -1); /* reset, and "late" never sent */
+    ck_assert_int_eq(errno, ECONNRESET);
+    close(fd);
+    test_stop_server(server);
+}
+
+START_TEST(a_write_over_the_queue_limit_aborts_with_enobufs)
+{
+    check_oversized_write(0);
+}
+END_TEST
+
+START_TEST(write_lengths_that_wrap_around_abort_with_enobufs)
+{
+    check_oversized_write(1);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("core/conn");
@@ -725,6 +784,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, an_abort_without_an_error_ends_with_a_fin);
     tcase_add_test(tc, an_abort_resets_a_layered_transport_without_its_end_of_stream);
     tcase_add_test(tc, a_write_timeout_resets_the_peer);
+    tcase_add_test(tc, a_write_over_the_queue_limit_aborts_with_enobufs);
+    tcase_add_test(tc, write_lengths_that_wrap_around_abort_with_enobufs);
     suite_add_tcase(suite, tc);
     return suite;
 }
