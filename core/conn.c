@@ -75,7 +75,8 @@ int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler
                      void *data, corral_conn **out)
 {
     corral_conn *conn = calloc(1, sizeof(*conn));
-    if (conn == NULL) {
+    if (conn == NULL || corral__timer_init(&conn->timer, loop, conn_on_timer, conn) != 0) {
+        free(conn);
         close(fd);
         return -ENOMEM;
     }
@@ -89,7 +90,6 @@ int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler
     conn->high_watermark = CORRAL_HIGH_WATERMARK;
     conn->low_watermark = CORRAL_LOW_WATERMARK;
     conn->last_read = conn->last_write = loop->now;
-    corral__timer_init(&conn->timer, loop, conn_on_timer, conn);
 
     conn->all_next = loop->all_conns;
     if (loop->all_conns != NULL)
@@ -241,6 +241,7 @@ static void conn_unlink(corral_conn *conn)
 static void conn_free_unopened(corral_conn *conn)
 {
     close(conn->fd);
+    corral__timer_deinit(&conn->timer);
     conn_unlink(conn);
     free(conn);
 }
@@ -260,6 +261,7 @@ void corral__loop_free_closed(corral_loop *loop)
         }
         if (conn->handler->on_close != NULL)
             conn->handler->on_close(conn, conn->close_error);
+        corral__timer_deinit(&conn->timer);
         conn_unlink(conn);
         free(conn);
         conn = next;

@@ -70,6 +70,7 @@ struct corral_loop {
 
     struct corral_timer **timers; /* binary min-heap on (deadline, seq) */
     size_t timer_count, timer_cap;
+    size_t timer_reserved; /* timers that exist: each has a slot in `timers` */
     uint64_t timer_seq;
 
     struct corral__deferred *deferred; /* run at the end of each iteration */
@@ -91,6 +92,7 @@ struct corral_loop {
     corral_conn *kick_list; /* connections to read from next iteration */
     corral_conn *closed_list;
     corral_conn *all_conns; /* every open connection, for stop and free */
+    corral_io *freed_ios;   /* watchers freed this iteration, freed at its end */
 
     char *scratch; /* input lands here first, so idle connections hold no buffer */
     size_t scratch_size;
@@ -129,8 +131,11 @@ void corral__buffer_put(corral_loop *loop, char *buf, uint32_t cap);
 /* Timer heap, in timer.c. */
 void corral__timers_run(corral_loop *loop);
 int corral__timers_next_timeout(const corral_loop *loop); /* ms, or -1 */
-void corral__timer_init(struct corral_timer *timer, corral_loop *loop, corral_timer_cb cb,
-                        void *arg);
+/* An embedded timer: init reserves its heap slot (0 or -ENOMEM), deinit
+ * stops it and gives the slot back.  A loop freed whole needs no deinit. */
+int corral__timer_init(struct corral_timer *timer, corral_loop *loop, corral_timer_cb cb,
+                       void *arg);
+void corral__timer_deinit(struct corral_timer *timer);
 
 /* --------------------------------------------------------------- counters */
 
@@ -354,8 +359,7 @@ struct corral_server {
     corral_loop *main_loop;
     struct corral__signal_handler *signal_handlers;
     corral_loop *exit_loop; /* corral_server_on_exit() */
-    corral_callback exit_cb;
-    void *exit_arg;
+    struct corral__post exit_post; /* embedded: the last worker out cannot fail to post it */
 };
 
 enum {

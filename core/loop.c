@@ -35,6 +35,7 @@ uint64_t corral__monotonic_ms(void)
 }
 
 static void post_on_event(struct corral__handle *handle, uint32_t epoll_events);
+static void free_watchers(corral_loop *loop);
 
 int corral_loop_new(corral_loop **out)
 {
@@ -104,6 +105,7 @@ void corral_loop_free(corral_loop *loop)
     struct corral__post *post;
     while ((post = post_pop(loop)) != NULL)
         post_run(post);
+    free_watchers(loop);
     close(loop->post_eventfd);
     close(loop->epfd);
     free(loop->timers);
@@ -332,6 +334,7 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms)
     run_deferred(loop);
     corral__loop_flush(loop);
     corral__loop_free_closed(loop);
+    free_watchers(loop);
     return 0;
 }
 
@@ -363,6 +366,7 @@ struct corral_io {
     corral_io_cb cb;
     void *arg;
     bool freed;
+    corral_io *freed_next; /* loop->freed_ios */
 };
 
 static uint32_t io_epoll_events(unsigned events)
@@ -370,9 +374,15 @@ static uint32_t io_epoll_events(unsigned events)
     return ((events & CORRAL_READABLE) ? EPOLLIN : 0u) | ((events & CORRAL_WRITABLE) ? EPOLLOUT : 0u);
 }
 
-static void io_free_deferred(void *arg)
+/* Frees the watchers freed during the iteration, once no event of its
+ * batch can refer to them. */
+static void free_watchers(corral_loop *loop)
 {
-    free(arg);
+    while (loop->freed_ios != NULL) {
+        corral_io *io = loop->freed_ios;
+        loop->freed_ios = io->freed_next;
+        free(io);
+    }
 }
 
 static void io_on_event(struct corral__handle *handle, uint32_t epoll_events)
@@ -412,8 +422,10 @@ void corral_io_free(corral_io *io)
     if (io == NULL)
         return;
     corral__loop_unwatch(io->loop, io->fd);
-    /* Events for it may still sit in this iteration's batch: free later. */
+    /* Events for it may still sit in this iteration's batch: free at its
+     * end.  A list through the watcher itself, so freeing allocates
+     * nothing and cannot fail. */
     io->freed = true;
-    if (corral_loop_defer(io->loop, io_free_deferred, io) != 0)
-        corral__error("corral_io_free: out of memory, leaking a watcher");
+    io->freed_next = io->loop->freed_ios;
+    io->loop->freed_ios = io;
 }

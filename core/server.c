@@ -346,7 +346,7 @@ static void *worker_main(void *arg)
     /* acq_rel: the last worker out sees every other worker's exit. */
     if (atomic_fetch_sub_explicit(&server->workers_running, 1, memory_order_acq_rel) == 1 &&
         server->exit_loop != NULL)
-        corral_loop_post(server->exit_loop, server->exit_cb, server->exit_arg);
+        corral__loop_post_node(server->exit_loop, &server->exit_post);
     return NULL;
 }
 
@@ -415,9 +415,13 @@ int corral_server_start(corral_server *server)
         atomic_init(&worker->holds_listeners, true);
         worker->release_post = (struct corral__post){.cb = worker_release_listeners,
                                                      .arg = worker, .embedded = true};
-        corral__timer_init(&worker->emfile_timer, worker->loop, corral__worker_on_emfile_timer,
-                           worker);
-        corral__timer_init(&worker->stop_timer, worker->loop, worker_on_stop_timeout, worker);
+        err = corral__timer_init(&worker->emfile_timer, worker->loop,
+                                 corral__worker_on_emfile_timer, worker);
+        if (err == 0)
+            err = corral__timer_init(&worker->stop_timer, worker->loop, worker_on_stop_timeout,
+                                     worker);
+        if (err != 0)
+            goto fail;
         worker->entries = calloc(server->listener_count ? server->listener_count : 1,
                                  sizeof(*worker->entries));
         if (worker->entries == NULL) {
@@ -509,8 +513,7 @@ void corral_server_on_exit(corral_server *server, corral_loop *loop, corral_call
                            void *arg)
 {
     server->exit_loop = loop;
-    server->exit_cb = cb;
-    server->exit_arg = arg;
+    server->exit_post = (struct corral__post){.cb = cb, .arg = arg, .embedded = true};
 }
 
 static void worker_release_listeners(void *arg)

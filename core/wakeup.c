@@ -262,8 +262,11 @@ void corral__accept_from(struct corral__accept_entry *entry)
             count_locality(worker, fd);
 
         corral_conn *conn;
-        if (corral__conn_new(worker->loop, fd, listener->handler, NULL, &conn) != 0)
+        if (corral__conn_new(worker->loop, fd, listener->handler, NULL, &conn) != 0) {
+            corral__warn("worker %u: out of memory for a connection on %s; closed it",
+                         worker->index, listener->address_text);
             continue;
+        }
         conn->listener = listener;
         if (peer_len <= sizeof(conn->peer) && peer.ss_family != AF_UNIX) {
             memcpy(&conn->peer, &peer, peer_len);

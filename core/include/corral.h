@@ -6,6 +6,16 @@
  * (-EAGAIN means "would block", never an error).  Objects are opaque and are
  * created and freed by the library.  Unless a contract says otherwise, an
  * object belongs to one loop and may only be used from that loop's thread.
+ *
+ * Out of memory: the library never aborts and never drops an object
+ * silently.  A function that allocates says so and returns -ENOMEM, having
+ * changed nothing.  A function that returns void allocates nothing and
+ * cannot fail: a timer reserves its place when it is created, and stops,
+ * frees and the library's own cross-thread messages use memory set aside
+ * beforehand.  Where memory runs out with no caller to tell (input
+ * arriving, output queued by corral_conn_write()), the connection concerned
+ * ends with -ENOMEM, reported by its on_close.
+
  */
 #ifndef CORRAL_H
 #define CORRAL_H
@@ -68,7 +78,8 @@ CORRAL_EXTERN const char *corral_log_level_name(enum corral_log_level level);
 
 /** Creates an event loop (an epoll instance with timers, deferred and
  *  cross-thread callbacks).  Every worker owns one; a program may create
- *  others.  On success *out must later be freed with corral_loop_free(). */
+ *  others.  On success *out must later be freed with corral_loop_free().
+ *  Returns 0, -ENOMEM, or the failing system call's -errno. */
 CORRAL_EXTERN int corral_loop_new(corral_loop **out);
 
 /** Frees a loop that is not running.  Connections still open on it are
@@ -110,14 +121,16 @@ enum {
 typedef void (*corral_io_cb)(corral_io *io, unsigned events, void *arg);
 
 /** Watches `fd` (owned by the caller, never closed by the library) on `loop`
- *  with level-triggered interest `events` (CORRAL_READABLE/WRITABLE). */
+ *  with level-triggered interest `events` (CORRAL_READABLE/WRITABLE).
+ *  Returns 0, -ENOMEM, or epoll_ctl()'s -errno. */
 CORRAL_EXTERN int corral_io_new(corral_loop *loop, int fd, unsigned events, corral_io_cb cb,
                                 void *arg, corral_io **out);
 
 /** Changes the interest set of a watcher. */
 CORRAL_EXTERN int corral_io_set(corral_io *io, unsigned events);
 
-/** Stops watching and frees the watcher; safe inside its own callback. */
+/** Stops watching and frees the watcher (at the end of the loop iteration);
+ *  safe inside its own callback.  Allocates nothing. */
 CORRAL_EXTERN void corral_io_free(corral_io *io);
 
 /* ---------------------------------------------------------------- signals */
@@ -138,12 +151,15 @@ CORRAL_EXTERN void corral_signals_free(corral_signals *signals);
 typedef void (*corral_timer_cb)(corral_timer *timer, void *arg);
 
 /** Creates a stopped timer on `loop`.  Timers live in a binary heap: start
- *  and stop are O(log n), so 100k live timers are cheap. */
+ *  and stop are O(log n), so 100k live timers are cheap.  The timer's place
+ *  in the heap is reserved here, so starting it never fails.  Returns 0 or
+ *  -ENOMEM. */
 CORRAL_EXTERN int corral_timer_new(corral_loop *loop, corral_timer_cb cb, void *arg,
                                    corral_timer **out);
 
 /** (Re)arms the timer to fire once, `after_ms` from the loop's clock.  Timers
- *  due at the same millisecond fire in the order they were started. */
+ *  due at the same millisecond fire in the order they were started.
+ *  Allocates nothing. */
 CORRAL_EXTERN void corral_timer_start(corral_timer *timer, uint64_t after_ms);
 
 /** Disarms the timer; a no-op if it is not armed. */
@@ -493,7 +509,8 @@ CORRAL_EXTERN int corral_server_start(corral_server *server);
 CORRAL_EXTERN void corral_server_stop(corral_server *server, uint32_t graceful_ms);
 
 /** Posts cb(arg) to `loop` once every worker has exited after a stop.  Set
- *  before corral_server_start(). */
+ *  before corral_server_start().  The post uses memory inside the server,
+ *  so it cannot fail; free the server no earlier than in cb itself. */
 CORRAL_EXTERN void corral_server_on_exit(corral_server *server, corral_loop *loop,
                                          corral_callback cb, void *arg);
 

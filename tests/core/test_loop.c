@@ -191,6 +191,45 @@ START_TEST(posts_never_delivered_run_when_the_loop_is_freed)
 }
 END_TEST
 
+/* Freeing a watcher allocates nothing, so it cannot fail and leak: it
+ * used to defer the free, which needs memory. */
+static void never_called(corral_io *io, unsigned events, void *arg)
+{
+    (void)io;
+    (void)events;
+    (void)arg;
+    ck_abort_msg("a freed watcher's callback ran");
+}
+
+START_TEST(freeing_watchers_allocates_nothing)
+{
+    corral_loop *loop;
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    ck_assert_int_eq(write(fds[1], "x", 1), 1); /* readable: an event is due */
+    for (int round = 0; round < 3; round++) {
+        corral_io *io[20];
+        int dups[20];
+        for (int i = 0; i < 20; i++) {
+            dups[i] = dup(fds[0]);
+            ck_assert_int_ge(dups[i], 0);
+            ck_assert_int_eq(
+                corral_io_new(loop, dups[i], CORRAL_READABLE, never_called, NULL, &io[i]), 0);
+        }
+        for (int i = 0; i < 20; i++) {
+            corral_io_free(io[i]);
+            close(dups[i]);
+        }
+        ck_assert_uint_eq(loop->deferred_count, 0);
+        ck_assert_int_eq(corral__loop_run_once(loop, 0), 0);
+    }
+    close(fds[0]);
+    close(fds[1]);
+    corral_loop_free(loop);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("core/loop");
@@ -201,6 +240,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, posts_from_four_threads_arrive_exactly_once);
     tcase_add_test(tc, a_burst_of_posts_costs_one_wakeup);
     tcase_add_test(tc, posts_never_delivered_run_when_the_loop_is_freed);
+    tcase_add_test(tc, freeing_watchers_allocates_nothing);
     suite_add_tcase(suite, tc);
     return suite;
 }
