@@ -74,6 +74,7 @@ static void conn_free_unopened(corral_conn *conn);
 int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler *handler,
                      void *data, corral_conn **out)
 {
+    assert(corral__loop_owned(loop));
     corral_conn *conn = calloc(1, sizeof(*conn));
     if (conn == NULL || corral__timer_init(&conn->timer, loop, conn_on_timer, conn) != 0) {
         free(conn);
@@ -128,6 +129,7 @@ static void conn_register_if_waiting(corral_conn *conn)
 
 void corral__conn_open(corral_conn *conn)
 {
+    assert(conn->state == CORRAL__CONN_CONNECTING && conn->out_len == 0);
     conn->state = CORRAL__CONN_OPEN;
     conn->writable = true;
     conn->readable = true; /* tried this iteration, see corral__loop_kick */
@@ -192,8 +194,10 @@ static void conn_drop_output(corral_conn *conn)
  * (TLS close_notify) is ever sent from here, for the same reason. */
 static void conn_end(corral_conn *conn, int error, bool reset)
 {
+    assert(corral__loop_owned(conn->loop));
     if (conn->state == CORRAL__CONN_CLOSED)
         return;
+    assert(conn->fd >= 0);
     conn->state = CORRAL__CONN_CLOSED;
     conn->close_error = error;
     corral_timer_stop(&conn->timer);
@@ -240,6 +244,8 @@ static void conn_unlink(corral_conn *conn)
  * the result alone, and may already have freed what on_close would use. */
 static void conn_free_unopened(corral_conn *conn)
 {
+    assert(conn->state == CORRAL__CONN_CONNECTING && !conn->registered && !conn->in_flush_list &&
+           !conn->in_kick_list && !corral_timer_active(&conn->timer));
     close(conn->fd);
     corral__timer_deinit(&conn->timer);
     conn_unlink(conn);
@@ -259,6 +265,8 @@ void corral__loop_free_closed(corral_loop *loop)
             conn = next;
             continue;
         }
+        assert(conn->state == CORRAL__CONN_CLOSED && conn->fd == -1 && conn->in == NULL &&
+               conn->out == NULL && !corral_timer_active(&conn->timer));
         if (conn->handler->on_close != NULL)
             conn->handler->on_close(conn, conn->close_error);
         corral__timer_deinit(&conn->timer);
@@ -299,6 +307,7 @@ static bool conn_reading_active(const corral_conn *conn)
 
 static void conn_kick(corral_conn *conn)
 {
+    assert(conn->state != CORRAL__CONN_CLOSED);
     if (conn->in_kick_list)
         return;
     conn->in_kick_list = true;
@@ -333,11 +342,12 @@ static void conn_deliver(corral_conn *conn, const char *data, size_t len)
             conn_destroy(conn, -ENOMEM);
         return;
     }
+    assert(conn->in_len == len && len <= conn->in_cap);
     if (left == 0) {
         conn_drop_input(conn);
     } else if (consumed > 0) {
         memmove(conn->in, conn->in + consumed, left);
-        conn->in_len = left;
+        conn->in_len = (uint32_t)left;
     }
 }
 
@@ -397,6 +407,7 @@ static void conn_read_input(corral_conn *conn)
                 }
                 conn->in = grown;
             }
+            assert(conn->in_len < conn->in_cap);
             buf = conn->in + conn->in_len;
             space = conn->in_cap - conn->in_len;
         }
@@ -459,6 +470,7 @@ void corral__loop_kick(corral_loop *loop)
 
 static void conn_start_linger(corral_conn *conn)
 {
+    assert(conn->state == CORRAL__CONN_CLOSING && conn->out_len == 0);
     if (conn->eof || conn->no_linger) {
         /* No waiting for the peer, but a transport's own end of stream (a
          * TLS close_notify) still goes out; a plain FIN goes with close(). */
@@ -485,6 +497,7 @@ static void conn_flush(corral_conn *conn)
 {
     if (conn->state == CORRAL__CONN_CONNECTING || conn->state >= CORRAL__CONN_LINGERING)
         return;
+    assert(conn->out_off + conn->out_len <= conn->out_cap);
     while (conn->out_len > 0 && conn->writable) {
         struct iovec iov = {.iov_base = conn->out + conn->out_off, .iov_len = conn->out_len};
         ssize_t n = conn->transport->writev(conn, &iov, 1);
@@ -499,8 +512,9 @@ static void conn_flush(corral_conn *conn)
             conn_destroy(conn, (int)n);
             return;
         }
-        conn->out_off += (size_t)n;
-        conn->out_len -= (size_t)n;
+        assert((size_t)n <= conn->out_len); /* a transport sends no more than asked */
+        conn->out_off += (uint32_t)n;
+        conn->out_len -= (uint32_t)n;
         conn->last_write = conn->loop->now;
     }
     if (conn->out_len == 0)
@@ -525,6 +539,7 @@ static void conn_flush(corral_conn *conn)
 
 static void conn_schedule_flush(corral_conn *conn)
 {
+    assert(conn->state != CORRAL__CONN_CLOSED);
     if (conn->in_flush_list)
         return;
     conn->in_flush_list = true;
@@ -548,6 +563,7 @@ void corral__loop_flush(corral_loop *loop)
 
 void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
 {
+    assert(corral__loop_owned(conn->loop));
     /* Closing or half-closed: nothing more can go out.  The application
      * learns of the end from on_close, as for a peer that went away. */
     if (conn->state != CORRAL__CONN_OPEN && conn->state != CORRAL__CONN_CONNECTING)
@@ -590,6 +606,7 @@ void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
         dst += iov[i].iov_len;
     }
     conn->out_len += (uint32_t)total;
+    assert(conn->out_off + conn->out_len <= conn->out_cap);
     if (conn->out_len > conn->high_watermark)
         conn->over_high = true;
     conn_schedule_flush(conn);
@@ -616,6 +633,7 @@ void corral_conn_shutdown(corral_conn *conn)
 
 void corral_conn_close(corral_conn *conn)
 {
+    assert(corral__loop_owned(conn->loop));
     if (conn->state != CORRAL__CONN_OPEN && conn->state != CORRAL__CONN_CONNECTING) {
         return;
     }
@@ -745,6 +763,7 @@ void corral_conn_set_watermarks(corral_conn *conn, size_t high, size_t low)
 
 static void conn_on_connected(corral_conn *conn)
 {
+    assert(conn->state == CORRAL__CONN_CONNECTING);
     int error = 0;
     socklen_t len = sizeof(error);
     if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &error, &len) == -1)

@@ -7,6 +7,7 @@
 
 #include "corral.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <netinet/in.h>
@@ -67,6 +68,10 @@ struct corral_loop {
     int epfd;
     bool stopping;
     uint64_t now;
+    /* The thread in corral_loop_run(), for the ownership asserts: `thread`
+     * is written before `running` is set (release), read after (acquire). */
+    atomic_bool running;
+    pthread_t thread;
 
     struct corral_timer **timers; /* binary min-heap on (deadline, seq) */
     size_t timer_count, timer_cap;
@@ -105,6 +110,14 @@ struct corral_loop {
 
     corral_worker *worker; /* the worker running this loop, or NULL */
 };
+
+/* For assert(): whether the calling thread may use `loop`, that is, the
+ * loop is not running or runs on this thread. */
+static inline bool corral__loop_owned(const corral_loop *loop)
+{
+    return !atomic_load_explicit(&loop->running, memory_order_acquire) ||
+           pthread_equal(loop->thread, pthread_self());
+}
 
 /* Registers, changes or removes a handle in the loop's epoll set. */
 int corral__loop_watch(corral_loop *loop, int fd, struct corral__handle *handle, uint32_t events);

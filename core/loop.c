@@ -152,6 +152,7 @@ void corral__loop_unwatch(corral_loop *loop, int fd)
 
 char *corral__buffer_get(corral_loop *loop, size_t need, uint32_t *cap)
 {
+    assert(need <= CORRAL__BUFFER_MAX);
     uint32_t size = CORRAL__POOL_BUFFER;
     while (size < need)
         size *= 2;
@@ -165,6 +166,7 @@ char *corral__buffer_get(corral_loop *loop, size_t need, uint32_t *cap)
 
 char *corral__buffer_grow(corral_loop *loop, char *buf, size_t used, uint32_t *cap, size_t need)
 {
+    assert(used <= *cap && need <= CORRAL__BUFFER_MAX);
     if (need <= *cap)
         return buf;
     if (*cap != CORRAL__POOL_BUFFER) {
@@ -190,6 +192,7 @@ void corral__buffer_put(corral_loop *loop, char *buf, uint32_t cap)
 {
     if (buf == NULL)
         return;
+    assert(cap >= CORRAL__POOL_BUFFER && (cap & (cap - 1)) == 0); /* from buffer_get */
     if (cap == CORRAL__POOL_BUFFER && loop->pool_count < CORRAL__POOL_DEPTH)
         loop->pool[loop->pool_count++] = buf;
     else
@@ -200,6 +203,7 @@ void corral__buffer_put(corral_loop *loop, char *buf, uint32_t cap)
 
 int corral_loop_defer(corral_loop *loop, corral_callback cb, void *arg)
 {
+    assert(corral__loop_owned(loop));
     if (loop->deferred_count == loop->deferred_cap) {
         size_t cap = loop->deferred_cap ? loop->deferred_cap * 2 : 16;
         struct corral__deferred *grown = realloc(loop->deferred, cap * sizeof(*grown));
@@ -259,6 +263,7 @@ void corral__loop_post_node(corral_loop *loop, struct corral__post *post)
 /* Pops one post, or NULL if none is (yet) fully linked. */
 static struct corral__post *post_pop(corral_loop *loop)
 {
+    assert(corral__loop_owned(loop)); /* the one consumer */
     struct corral__post *tail = loop->post_tail;
     struct corral__post *next = atomic_load(&tail->next);
     if (tail == &loop->post_stub) {
@@ -340,16 +345,21 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms)
 
 int corral_loop_run(corral_loop *loop)
 {
+    assert(!atomic_load_explicit(&loop->running, memory_order_relaxed)); /* not re-entered */
+    loop->thread = pthread_self();
+    atomic_store_explicit(&loop->running, true, memory_order_release);
+    int err = 0;
     loop->stopping = false;
     while (!loop->stopping) {
         int timeout = corral__timers_next_timeout(loop);
         if (loop->deferred_count > 0 || loop->flush_list != NULL || loop->kick_list != NULL)
             timeout = 0;
-        int err = corral__loop_run_once(loop, timeout);
+        err = corral__loop_run_once(loop, timeout);
         if (err != 0)
-            return err;
+            break;
     }
-    return 0;
+    atomic_store_explicit(&loop->running, false, memory_order_relaxed);
+    return err;
 }
 
 void corral_loop_stop(corral_loop *loop)
@@ -399,6 +409,7 @@ static void io_on_event(struct corral__handle *handle, uint32_t epoll_events)
 int corral_io_new(corral_loop *loop, int fd, unsigned events, corral_io_cb cb, void *arg,
                   corral_io **out)
 {
+    assert(corral__loop_owned(loop));
     corral_io *io = calloc(1, sizeof(*io));
     if (io == NULL)
         return -ENOMEM;
@@ -421,6 +432,7 @@ void corral_io_free(corral_io *io)
 {
     if (io == NULL)
         return;
+    assert(corral__loop_owned(io->loop) && !io->freed);
     corral__loop_unwatch(io->loop, io->fd);
     /* Events for it may still sit in this iteration's batch: free at its
      * end.  A list through the watcher itself, so freeing allocates

@@ -360,6 +360,7 @@ static void worker_on_stop_timeout(corral_timer *timer, void *arg)
 
 void corral__worker_conn_closed(corral_worker *worker)
 {
+    assert(corral__loop_owned(worker->loop));
     uint64_t active = corral__stat_read(&worker->stats.connections_active);
     if (worker->stopping) {
         if (active == 0)
@@ -373,6 +374,7 @@ void corral__worker_conn_closed(corral_worker *worker)
 static void worker_begin_stop(void *arg)
 {
     corral_worker *worker = arg;
+    assert(corral__loop_owned(worker->loop));
     /* acq_rel: this exchange reads the value a stopper's exchange wrote
      * (release), so the stop_ms it stored before is visible below.  Clearing
      * the flag first lets a later, shorter stop queue the post again. */
@@ -519,6 +521,7 @@ void corral_server_on_exit(corral_server *server, corral_loop *loop, corral_call
 static void worker_release_listeners(void *arg)
 {
     corral_worker *worker = arg;
+    assert(corral__loop_owned(worker->loop));
     corral__worker_stop_accepting(worker, CORRAL__PAUSE_CLOSED);
     /* Release: the sockets are out of this worker's epoll set before the
      * main thread, reading this (acquire), closes them. */

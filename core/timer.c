@@ -52,6 +52,7 @@ static void heap_sift_down(corral_loop *loop, size_t pos)
 static void heap_remove(corral_loop *loop, struct corral_timer *timer)
 {
     size_t pos = timer->heap_pos;
+    assert(pos < loop->timer_count && loop->timers[pos] == timer);
     struct corral_timer *last = loop->timers[--loop->timer_count];
     timer->heap_pos = CORRAL__TIMER_IDLE;
     if (last == timer)
@@ -108,6 +109,7 @@ int corral_timer_new(corral_loop *loop, corral_timer_cb cb, void *arg, corral_ti
 void corral_timer_start(corral_timer *timer, uint64_t after_ms)
 {
     corral_loop *loop = timer->loop;
+    assert(corral__loop_owned(loop));
     corral_timer_stop(timer);
     assert(loop->timer_count < loop->timer_reserved && loop->timer_reserved <= loop->timer_cap);
     timer->deadline = loop->now + after_ms;
@@ -118,6 +120,7 @@ void corral_timer_start(corral_timer *timer, uint64_t after_ms)
 
 void corral_timer_stop(corral_timer *timer)
 {
+    assert(corral__loop_owned(timer->loop));
     if (timer->heap_pos != CORRAL__TIMER_IDLE)
         heap_remove(timer->loop, timer);
 }

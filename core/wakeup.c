@@ -234,6 +234,7 @@ static void accept_failed(corral_worker *worker, struct corral__accept_entry *en
 void corral__accept_from(struct corral__accept_entry *entry)
 {
     corral_worker *worker = entry->worker;
+    assert(corral__loop_owned(worker->loop));
     corral_listener *listener = entry->listener;
     unsigned max = worker->server->config.max_connections;
 

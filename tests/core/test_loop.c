@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -230,6 +231,35 @@ START_TEST(freeing_watchers_allocates_nothing)
 }
 END_TEST
 
+#ifndef NDEBUG
+/* Ownership is asserted: a loop's objects used from a thread other than
+ * the one running it abort, in builds with assertions. */
+static void *run_loop(void *arg)
+{
+    corral_loop_run(arg);
+    return NULL;
+}
+
+static void nothing(void *arg)
+{
+    (void)arg;
+}
+
+START_TEST(using_a_running_loop_from_another_thread_aborts)
+{
+    corral_loop *loop;
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    pthread_t thread;
+    ck_assert_int_eq(pthread_create(&thread, NULL, run_loop, loop), 0);
+    for (int i = 0; i < 500 && !atomic_load(&loop->running); i++)
+        usleep(10000);
+    ck_assert(atomic_load(&loop->running));
+    corral_loop_defer(loop, nothing, NULL); /* not the loop's thread */
+    ck_abort_msg("no assertion fired");
+}
+END_TEST
+#endif
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("core/loop");
@@ -241,6 +271,9 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_burst_of_posts_costs_one_wakeup);
     tcase_add_test(tc, posts_never_delivered_run_when_the_loop_is_freed);
     tcase_add_test(tc, freeing_watchers_allocates_nothing);
+#ifndef NDEBUG
+    tcase_add_test_raise_signal(tc, using_a_running_loop_from_another_thread_aborts, SIGABRT);
+#endif
     suite_add_tcase(suite, tc);
     return suite;
 }
