@@ -15,7 +15,11 @@
  * beforehand.  Where memory runs out with no caller to tell (input
  * arriving, output queued by corral_conn_write()), the connection concerned
  * ends with -ENOMEM, reported by its on_close.
-
+ *
+ * Internal invariants (connection states, buffer bounds, the timer heap,
+ * which thread owns a loop) are checked with assert() in builds without
+ * NDEBUG: a failed one is a bug in the library or a broken contract, such
+ * as a loop's object used from a thread other than the one running it.
  */
 #ifndef CORRAL_H
 #define CORRAL_H
