@@ -412,11 +412,11 @@ int corral_server_start(corral_server *server)
         worker->loop->worker = worker;
         atomic_init(&worker->stop_ms, CORRAL__NO_STOP);
         atomic_init(&worker->stop_queued, false);
-        worker->stop_post = (struct corral__post){.cb = worker_begin_stop, .arg = worker,
-                                                  .embedded = true};
+        worker->stop_post =
+            (struct corral__post){.cb = worker_begin_stop, .arg = worker, .embedded = true};
         atomic_init(&worker->holds_listeners, true);
-        worker->release_post = (struct corral__post){.cb = worker_release_listeners,
-                                                     .arg = worker, .embedded = true};
+        worker->release_post =
+            (struct corral__post){.cb = worker_release_listeners, .arg = worker, .embedded = true};
         err = corral__timer_init(&worker->emfile_timer, worker->loop,
                                  corral__worker_on_emfile_timer, worker);
         if (err == 0)

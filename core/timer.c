@@ -68,8 +68,7 @@ static void heap_remove(corral_loop *loop, struct corral_timer *timer)
  * when the timer is created, so that starting one never allocates: a timer
  * that failed to start would leave its connection waiting forever, and
  * corral_timer_start() has no caller that could act on a failure. */
-int corral__timer_init(struct corral_timer *timer, corral_loop *loop, corral_timer_cb cb,
-                       void *arg)
+int corral__timer_init(struct corral_timer *timer, corral_loop *loop, corral_timer_cb cb, void *arg)
 {
     if (loop->timer_reserved == loop->timer_cap) {
         size_t cap = loop->timer_cap ? loop->timer_cap * 2 : 64;

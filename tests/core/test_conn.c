@@ -473,7 +473,6 @@ START_TEST(refused_connection_reports_econnrefused)
 }
 END_TEST
 
-
 /* A connect that fails before corral_connect() returns is reported by its
  * result alone: the caller frees its state on that error, so a later
  * on_close would run on freed memory. */

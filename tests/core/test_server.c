@@ -451,7 +451,8 @@ START_TEST(closing_listeners_does_not_wait_for_a_worker_that_exited)
     ck_assert_msg(atomic_load(&w.done), "close_listeners still waiting after 5 s");
     pthread_join(thread, NULL);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)port),
                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), -1); /* closed */
     close(fd);
