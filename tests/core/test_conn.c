@@ -375,6 +375,10 @@ START_TEST(write_timeout_closes_a_stalled_reader)
     int port;
     corral_server *server = start_echo(1, &write_timeout_handler, &port);
     int fd = test_connect(port);
+    /* A small receive buffer, so that the 4 MiB cannot all fit in the
+     * kernel's buffers and leave nothing pending to time out. */
+    int small = 16 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
     test_send_all(fd, "go", 2); /* 4 MiB come back; this client never reads */
     for (int i = 0; i < 200 && atomic_load(&closes) == 0; i++)
         usleep(10000);
