@@ -213,9 +213,9 @@ struct corral_conn_handler {
     /** Called exactly once for every connection that was created (accepted,
      *  or corral_connect() returned 0), and never for one whose creation
      *  failed.  `error` is 0 or a negative errno (-ETIMEDOUT, -ECONNRESET,
-     *  -ECONNREFUSED, ...).  It runs at the end of the loop iteration in
-     *  which the connection closed, never inside the call that closed it;
-     *  the connection is freed after it returns. */
+     *  -ECONNREFUSED, ...).  It runs once the call that closed the
+     *  connection has returned: at the end of the loop's iteration, or in
+     *  corral_loop_free().  The connection is freed after it returns. */
     void (*on_close)(corral_conn *conn, int error);
 };
 
