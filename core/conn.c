@@ -69,12 +69,15 @@ static void conn_read(corral_conn *conn);
 static void conn_destroy(corral_conn *conn, int error);
 static bool conn_reading_active(const corral_conn *conn);
 static void conn_kick(corral_conn *conn);
+static void conn_free_unopened(corral_conn *conn);
 
 int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler *handler,
                      void *data, corral_conn **out)
 {
+    assert(corral__loop_owned(loop));
     corral_conn *conn = calloc(1, sizeof(*conn));
-    if (conn == NULL) {
+    if (conn == NULL || corral__timer_init(&conn->timer, loop, conn_on_timer, conn) != 0) {
+        free(conn);
         close(fd);
         return -ENOMEM;
     }
@@ -88,7 +91,6 @@ int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler
     conn->high_watermark = CORRAL_HIGH_WATERMARK;
     conn->low_watermark = CORRAL_LOW_WATERMARK;
     conn->last_read = conn->last_write = loop->now;
-    corral__timer_init(&conn->timer, loop, conn_on_timer, conn);
 
     conn->all_next = loop->all_conns;
     if (loop->all_conns != NULL)
@@ -127,6 +129,7 @@ static void conn_register_if_waiting(corral_conn *conn)
 
 void corral__conn_open(corral_conn *conn)
 {
+    assert(conn->state == CORRAL__CONN_CONNECTING && conn->out_len == 0);
     conn->state = CORRAL__CONN_OPEN;
     conn->writable = true;
     conn->readable = true; /* tried this iteration, see corral__loop_kick */
@@ -161,7 +164,7 @@ int corral_connect(corral_loop *loop, const struct sockaddr *addr, socklen_t add
      * on_open never runs before the caller has the pointer. */
     err = conn_register(conn);
     if (err != 0) {
-        conn_destroy(conn, err);
+        conn_free_unopened(conn);
         return err;
     }
     conn_update_timer(conn);
@@ -184,22 +187,69 @@ static void conn_drop_output(corral_conn *conn)
     conn->out_off = conn->out_len = conn->out_cap = 0;
 }
 
-/* Closes the socket now; on_close and the free follow at iteration end. */
-static void conn_destroy(corral_conn *conn, int error)
+/* Closes the socket now; on_close and the free follow at iteration end.
+ * With `reset`, close() sends a RST instead of a FIN: a peer that reads to
+ * the end of the stream (an HTTP/1.0 or close-delimited body) must see the
+ * cut as an error, not as a complete stream.  No transport end-of-stream
+ * (TLS close_notify) is ever sent from here, for the same reason. */
+static void conn_end(corral_conn *conn, int error, bool reset)
 {
+    assert(corral__loop_owned(conn->loop));
     if (conn->state == CORRAL__CONN_CLOSED)
         return;
+    assert(conn->fd >= 0);
     conn->state = CORRAL__CONN_CLOSED;
     conn->close_error = error;
     corral_timer_stop(&conn->timer);
     if (conn->transport->destroy != NULL)
         conn->transport->destroy(conn);
+    if (reset) {
+        /* Not checked: a socket the kernel has already torn down has
+         * nothing left to reset. */
+        struct linger linger = {.l_onoff = 1, .l_linger = 0};
+        (void)setsockopt(conn->fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger));
+    }
     close(conn->fd); /* also removes it from the epoll set */
     conn->fd = -1;
     conn_drop_input(conn);
     conn_drop_output(conn);
     conn->closed_next = conn->loop->closed_list;
     conn->loop->closed_list = conn;
+}
+
+/* Ends a connection with `error`: any error resets (see conn_end). */
+static void conn_destroy(corral_conn *conn, int error)
+{
+    conn_end(conn, error, error != 0);
+}
+
+/* Takes a connection off its loop's list and counters. */
+static void conn_unlink(corral_conn *conn)
+{
+    corral_loop *loop = conn->loop;
+    if (conn->all_prev != NULL)
+        conn->all_prev->all_next = conn->all_next;
+    else
+        loop->all_conns = conn->all_next;
+    if (conn->all_next != NULL)
+        conn->all_next->all_prev = conn->all_prev;
+    if (loop->worker != NULL) {
+        corral__stat_add(&loop->worker->stats.connections_active, -1);
+        corral__worker_conn_closed(loop->worker);
+    }
+}
+
+/* Undoes corral__conn_new() for a connection whose creation failed before
+ * any callback saw it.  No on_close: the caller learns of the failure from
+ * the result alone, and may already have freed what on_close would use. */
+static void conn_free_unopened(corral_conn *conn)
+{
+    assert(conn->state == CORRAL__CONN_CONNECTING && !conn->registered && !conn->in_flush_list &&
+           !conn->in_kick_list && !corral_timer_active(&conn->timer));
+    close(conn->fd);
+    corral__timer_deinit(&conn->timer);
+    conn_unlink(conn);
+    free(conn);
 }
 
 void corral__loop_free_closed(corral_loop *loop)
@@ -215,18 +265,12 @@ void corral__loop_free_closed(corral_loop *loop)
             conn = next;
             continue;
         }
+        assert(conn->state == CORRAL__CONN_CLOSED && conn->fd == -1 && conn->in == NULL &&
+               conn->out == NULL && !corral_timer_active(&conn->timer));
         if (conn->handler->on_close != NULL)
             conn->handler->on_close(conn, conn->close_error);
-        if (conn->all_prev != NULL)
-            conn->all_prev->all_next = conn->all_next;
-        else
-            loop->all_conns = conn->all_next;
-        if (conn->all_next != NULL)
-            conn->all_next->all_prev = conn->all_prev;
-        if (conn->loop->worker != NULL) {
-            corral__stat_add(&conn->loop->worker->stats.connections_active, -1);
-            corral__worker_conn_closed(conn->loop->worker);
-        }
+        corral__timer_deinit(&conn->timer);
+        conn_unlink(conn);
         free(conn);
         conn = next;
     }
@@ -263,6 +307,7 @@ static bool conn_reading_active(const corral_conn *conn)
 
 static void conn_kick(corral_conn *conn)
 {
+    assert(conn->state != CORRAL__CONN_CLOSED);
     if (conn->in_kick_list)
         return;
     conn->in_kick_list = true;
@@ -297,11 +342,12 @@ static void conn_deliver(corral_conn *conn, const char *data, size_t len)
             conn_destroy(conn, -ENOMEM);
         return;
     }
+    assert(conn->in_len == len && len <= conn->in_cap);
     if (left == 0) {
         conn_drop_input(conn);
     } else if (consumed > 0) {
         memmove(conn->in, conn->in + consumed, left);
-        conn->in_len = left;
+        conn->in_len = (uint32_t)left;
     }
 }
 
@@ -361,6 +407,7 @@ static void conn_read_input(corral_conn *conn)
                 }
                 conn->in = grown;
             }
+            assert(conn->in_len < conn->in_cap);
             buf = conn->in + conn->in_len;
             space = conn->in_cap - conn->in_len;
         }
@@ -423,6 +470,7 @@ void corral__loop_kick(corral_loop *loop)
 
 static void conn_start_linger(corral_conn *conn)
 {
+    assert(conn->state == CORRAL__CONN_CLOSING && conn->out_len == 0);
     if (conn->eof || conn->no_linger) {
         /* No waiting for the peer, but a transport's own end of stream (a
          * TLS close_notify) still goes out; a plain FIN goes with close(). */
@@ -449,6 +497,7 @@ static void conn_flush(corral_conn *conn)
 {
     if (conn->state == CORRAL__CONN_CONNECTING || conn->state >= CORRAL__CONN_LINGERING)
         return;
+    assert(conn->out_off + conn->out_len <= conn->out_cap);
     while (conn->out_len > 0 && conn->writable) {
         struct iovec iov = {.iov_base = conn->out + conn->out_off, .iov_len = conn->out_len};
         ssize_t n = conn->transport->writev(conn, &iov, 1);
@@ -463,8 +512,9 @@ static void conn_flush(corral_conn *conn)
             conn_destroy(conn, (int)n);
             return;
         }
-        conn->out_off += (size_t)n;
-        conn->out_len -= (size_t)n;
+        assert((size_t)n <= conn->out_len); /* a transport sends no more than asked */
+        conn->out_off += (uint32_t)n;
+        conn->out_len -= (uint32_t)n;
         conn->last_write = conn->loop->now;
     }
     if (conn->out_len == 0)
@@ -489,6 +539,7 @@ static void conn_flush(corral_conn *conn)
 
 static void conn_schedule_flush(corral_conn *conn)
 {
+    assert(conn->state != CORRAL__CONN_CLOSED);
     if (conn->in_flush_list)
         return;
     conn->in_flush_list = true;
@@ -510,19 +561,27 @@ void corral__loop_flush(corral_loop *loop)
     }
 }
 
-int corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
+void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
 {
+    assert(corral__loop_owned(conn->loop));
+    /* Closing or half-closed: nothing more can go out.  The application
+     * learns of the end from on_close, as for a peer that went away. */
     if (conn->state != CORRAL__CONN_OPEN && conn->state != CORRAL__CONN_CONNECTING)
-        return -EPIPE;
+        return;
     if (conn->shutdown_pending)
-        return -EPIPE;
-    size_t total = 0;
-    for (int i = 0; i < iovcnt; i++)
+        return;
+    /* Summed against the limit one length at a time, so that lengths whose
+     * sum wraps around cannot pass for a small write. */
+    size_t room = CORRAL__BUFFER_MAX - conn->out_len, total = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len > room - total) {
+            conn_destroy(conn, -ENOBUFS);
+            return;
+        }
         total += iov[i].iov_len;
+    }
     if (total == 0)
-        return 0;
-    if (total > CORRAL__BUFFER_MAX - conn->out_len)
-        return -ENOBUFS;
+        return;
 
     if (conn->out_off + conn->out_len + total > conn->out_cap) {
         if (conn->out_off > 0) {
@@ -533,8 +592,10 @@ int corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
                           ? corral__buffer_get(conn->loop, total, &conn->out_cap)
                           : corral__buffer_grow(conn->loop, conn->out, conn->out_len,
                                                 &conn->out_cap, conn->out_len + total);
-        if (grown == NULL)
-            return -ENOMEM;
+        if (grown == NULL) {
+            conn_destroy(conn, -ENOMEM);
+            return;
+        }
         conn->out = grown;
     }
     if (conn->out_len == 0)
@@ -544,17 +605,17 @@ int corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
         memcpy(dst, iov[i].iov_base, iov[i].iov_len);
         dst += iov[i].iov_len;
     }
-    conn->out_len += total;
+    conn->out_len += (uint32_t)total;
+    assert(conn->out_off + conn->out_len <= conn->out_cap);
     if (conn->out_len > conn->high_watermark)
         conn->over_high = true;
     conn_schedule_flush(conn);
-    return 0;
 }
 
-int corral_conn_write(corral_conn *conn, const void *data, size_t len)
+void corral_conn_write(corral_conn *conn, const void *data, size_t len)
 {
     struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
-    return corral_conn_writev(conn, &iov, 1);
+    corral_conn_writev(conn, &iov, 1);
 }
 
 size_t corral_conn_pending_output(const corral_conn *conn)
@@ -572,6 +633,7 @@ void corral_conn_shutdown(corral_conn *conn)
 
 void corral_conn_close(corral_conn *conn)
 {
+    assert(corral__loop_owned(conn->loop));
     if (conn->state != CORRAL__CONN_OPEN && conn->state != CORRAL__CONN_CONNECTING) {
         return;
     }
@@ -662,7 +724,12 @@ static void conn_on_timer(corral_timer *timer, void *arg)
             return;
     }
     if (conn_timeout_deadline(conn) <= now) {
-        conn_destroy(conn, conn->state == CORRAL__CONN_LINGERING ? 0 : -ETIMEDOUT);
+        /* A read timeout with nothing queued cuts nothing off, so it ends
+         * with a FIN; with output dropped (the write timeout) it resets. */
+        if (conn->state == CORRAL__CONN_LINGERING)
+            conn_destroy(conn, 0);
+        else
+            conn_end(conn, -ETIMEDOUT, conn->out_len > 0);
         return;
     }
     conn_update_timer(conn);
@@ -696,6 +763,7 @@ void corral_conn_set_watermarks(corral_conn *conn, size_t high, size_t low)
 
 static void conn_on_connected(corral_conn *conn)
 {
+    assert(conn->state == CORRAL__CONN_CONNECTING);
     int error = 0;
     socklen_t len = sizeof(error);
     if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &error, &len) == -1)

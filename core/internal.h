@@ -7,6 +7,7 @@
 
 #include "corral.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <netinet/in.h>
@@ -47,11 +48,15 @@ struct corral_timer {
 };
 #define CORRAL__TIMER_IDLE SIZE_MAX
 
-/* A node of the multi-producer single-consumer post queue. */
+/* A node of the multi-producer single-consumer post queue.  Nodes from
+ * corral_loop_post() are allocated and freed by the loop; an embedded one
+ * (`embedded`) belongs to its owner, who must not queue it again before
+ * its callback has started. */
 struct corral__post {
     _Atomic(struct corral__post *) next;
     corral_callback cb;
     void *arg;
+    bool embedded;
 };
 
 struct corral__deferred {
@@ -63,9 +68,14 @@ struct corral_loop {
     int epfd;
     bool stopping;
     uint64_t now;
+    /* The thread in corral_loop_run(), for the ownership asserts: `thread`
+     * is written before `running` is set (release), read after (acquire). */
+    atomic_bool running;
+    pthread_t thread;
 
     struct corral_timer **timers; /* binary min-heap on (deadline, seq) */
     size_t timer_count, timer_cap;
+    size_t timer_reserved; /* timers that exist: each has a slot in `timers` */
     uint64_t timer_seq;
 
     struct corral__deferred *deferred; /* run at the end of each iteration */
@@ -87,6 +97,7 @@ struct corral_loop {
     corral_conn *kick_list; /* connections to read from next iteration */
     corral_conn *closed_list;
     corral_conn *all_conns; /* every open connection, for stop and free */
+    corral_io *freed_ios;   /* watchers freed this iteration, freed at its end */
 
     char *scratch; /* input lands here first, so idle connections hold no buffer */
     size_t scratch_size;
@@ -100,11 +111,22 @@ struct corral_loop {
     corral_worker *worker; /* the worker running this loop, or NULL */
 };
 
+/* For assert(): whether the calling thread may use `loop`, that is, the
+ * loop is not running or runs on this thread. */
+static inline bool corral__loop_owned(const corral_loop *loop)
+{
+    return !atomic_load_explicit(&loop->running, memory_order_acquire) ||
+           pthread_equal(loop->thread, pthread_self());
+}
+
 /* Registers, changes or removes a handle in the loop's epoll set. */
 int corral__loop_watch(corral_loop *loop, int fd, struct corral__handle *handle, uint32_t events);
 int corral__loop_rewatch(corral_loop *loop, int fd, struct corral__handle *handle,
                          uint32_t events);
 void corral__loop_unwatch(corral_loop *loop, int fd);
+
+/* corral_loop_post() of an embedded node: allocates nothing, cannot fail. */
+void corral__loop_post_node(corral_loop *loop, struct corral__post *post);
 
 /* Runs one iteration: wait at most `timeout_ms` (-1 = until an event). */
 int corral__loop_run_once(corral_loop *loop, int timeout_ms);
@@ -122,8 +144,11 @@ void corral__buffer_put(corral_loop *loop, char *buf, uint32_t cap);
 /* Timer heap, in timer.c. */
 void corral__timers_run(corral_loop *loop);
 int corral__timers_next_timeout(const corral_loop *loop); /* ms, or -1 */
-void corral__timer_init(struct corral_timer *timer, corral_loop *loop, corral_timer_cb cb,
-                        void *arg);
+/* An embedded timer: init reserves its heap slot (0 or -ENOMEM), deinit
+ * stops it and gives the slot back.  A loop freed whole needs no deinit. */
+int corral__timer_init(struct corral_timer *timer, corral_loop *loop, corral_timer_cb cb,
+                       void *arg);
+void corral__timer_deinit(struct corral_timer *timer);
 
 /* --------------------------------------------------------------- counters */
 
@@ -301,14 +326,26 @@ struct corral__accept_entry {
     bool registered;
 };
 
+/* worker->stop_ms while no stop was asked for. */
+#define CORRAL__NO_STOP UINT64_MAX
+
 struct corral_worker {
     struct corral__stats stats;
     corral_server *server;
     unsigned index;
     int cpu;
     pthread_t thread;
-    bool thread_started;
+    bool thread_started; /* main thread only: pthread_create succeeded */
     corral_loop *loop;
+    /* Stop requests, from any thread: the shortest grace asked for, and
+     * whether `stop_post` is queued on the loop (see corral_server_stop). */
+    _Atomic uint64_t stop_ms;
+    atomic_bool stop_queued;
+    struct corral__post stop_post;
+    /* corral_server_close_listeners(): cleared by the worker once it no
+     * longer watches the listening sockets (released, or exited). */
+    atomic_bool holds_listeners;
+    struct corral__post release_post;
     struct corral__accept_entry *entries; /* one per listener */
     size_t entry_count;
     bool attached;        /* entries registered through the wakeup mode */
@@ -330,15 +367,12 @@ struct corral_server {
     const struct corral_wakeup_ops *wakeup;
     struct corral_wakeup_info wakeup_info;
     int nested_epfd; /* native modes: the shared set holding the listeners */
-    bool started;
-    atomic_bool stop_requested;
+    atomic_bool started; /* between corral_server_start() and _wait() */
     _Atomic unsigned workers_running;
     corral_loop *main_loop;
     struct corral__signal_handler *signal_handlers;
     corral_loop *exit_loop; /* corral_server_on_exit() */
-    corral_callback exit_cb;
-    void *exit_arg;
-    atomic_uint listeners_held; /* workers yet to let go of the listeners */
+    struct corral__post exit_post; /* embedded: the last worker out cannot fail to post it */
 };
 
 enum {

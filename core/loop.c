@@ -35,6 +35,7 @@ uint64_t corral__monotonic_ms(void)
 }
 
 static void post_on_event(struct corral__handle *handle, uint32_t epoll_events);
+static void free_watchers(corral_loop *loop);
 
 int corral_loop_new(corral_loop **out)
 {
@@ -87,6 +88,7 @@ fail:
 }
 
 static struct corral__post *post_pop(corral_loop *loop);
+static void post_run(struct corral__post *post);
 static void run_deferred(corral_loop *loop);
 
 void corral_loop_free(corral_loop *loop)
@@ -101,10 +103,9 @@ void corral_loop_free(corral_loop *loop)
         free(loop->pool[--loop->pool_count]);
     /* Run what was posted but never delivered, so no poster's memory leaks. */
     struct corral__post *post;
-    while ((post = post_pop(loop)) != NULL) {
-        post->cb(post->arg);
-        free(post);
-    }
+    while ((post = post_pop(loop)) != NULL)
+        post_run(post);
+    free_watchers(loop);
     close(loop->post_eventfd);
     close(loop->epfd);
     free(loop->timers);
@@ -151,6 +152,7 @@ void corral__loop_unwatch(corral_loop *loop, int fd)
 
 char *corral__buffer_get(corral_loop *loop, size_t need, uint32_t *cap)
 {
+    assert(need <= CORRAL__BUFFER_MAX);
     uint32_t size = CORRAL__POOL_BUFFER;
     while (size < need)
         size *= 2;
@@ -164,6 +166,7 @@ char *corral__buffer_get(corral_loop *loop, size_t need, uint32_t *cap)
 
 char *corral__buffer_grow(corral_loop *loop, char *buf, size_t used, uint32_t *cap, size_t need)
 {
+    assert(used <= *cap && need <= CORRAL__BUFFER_MAX);
     if (need <= *cap)
         return buf;
     if (*cap != CORRAL__POOL_BUFFER) {
@@ -189,6 +192,7 @@ void corral__buffer_put(corral_loop *loop, char *buf, uint32_t cap)
 {
     if (buf == NULL)
         return;
+    assert(cap >= CORRAL__POOL_BUFFER && (cap & (cap - 1)) == 0); /* from buffer_get */
     if (cap == CORRAL__POOL_BUFFER && loop->pool_count < CORRAL__POOL_DEPTH)
         loop->pool[loop->pool_count++] = buf;
     else
@@ -199,6 +203,7 @@ void corral__buffer_put(corral_loop *loop, char *buf, uint32_t cap)
 
 int corral_loop_defer(corral_loop *loop, corral_callback cb, void *arg)
 {
+    assert(corral__loop_owned(loop));
     if (loop->deferred_count == loop->deferred_cap) {
         size_t cap = loop->deferred_cap ? loop->deferred_cap * 2 : 16;
         struct corral__deferred *grown = realloc(loop->deferred, cap * sizeof(*grown));
@@ -234,6 +239,13 @@ int corral_loop_post(corral_loop *loop, corral_callback cb, void *arg)
         return -ENOMEM;
     post->cb = cb;
     post->arg = arg;
+    post->embedded = false;
+    corral__loop_post_node(loop, post);
+    return 0;
+}
+
+void corral__loop_post_node(corral_loop *loop, struct corral__post *post)
+{
     atomic_init(&post->next, NULL);
     struct corral__post *prev = atomic_exchange(&loop->post_head, post);
     atomic_store(&prev->next, post);
@@ -246,12 +258,12 @@ int corral_loop_post(corral_loop *loop, corral_callback cb, void *arg)
         while (write(loop->post_eventfd, &one, sizeof(one)) == -1 && errno == EINTR)
             ;
     }
-    return 0;
 }
 
 /* Pops one post, or NULL if none is (yet) fully linked. */
 static struct corral__post *post_pop(corral_loop *loop)
 {
+    assert(corral__loop_owned(loop)); /* the one consumer */
     struct corral__post *tail = loop->post_tail;
     struct corral__post *next = atomic_load(&tail->next);
     if (tail == &loop->post_stub) {
@@ -279,6 +291,16 @@ static struct corral__post *post_pop(corral_loop *loop)
     return NULL;
 }
 
+/* Runs a popped post.  An embedded node may be queued again by its owner
+ * as soon as its callback starts, so it is not touched after. */
+static void post_run(struct corral__post *post)
+{
+    bool allocated = !post->embedded;
+    post->cb(post->arg);
+    if (allocated)
+        free(post);
+}
+
 static void post_on_event(struct corral__handle *handle, uint32_t epoll_events)
 {
     (void)epoll_events;
@@ -288,10 +310,8 @@ static void post_on_event(struct corral__handle *handle, uint32_t epoll_events)
         ;
     atomic_store(&loop->post_wake_pending, false);
     struct corral__post *post;
-    while ((post = post_pop(loop)) != NULL) {
-        post->cb(post->arg);
-        free(post);
-    }
+    while ((post = post_pop(loop)) != NULL)
+        post_run(post);
 }
 
 /* ------------------------------------------------------------------ run */
@@ -319,21 +339,27 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms)
     run_deferred(loop);
     corral__loop_flush(loop);
     corral__loop_free_closed(loop);
+    free_watchers(loop);
     return 0;
 }
 
 int corral_loop_run(corral_loop *loop)
 {
+    assert(!atomic_load_explicit(&loop->running, memory_order_relaxed)); /* not re-entered */
+    loop->thread = pthread_self();
+    atomic_store_explicit(&loop->running, true, memory_order_release);
+    int err = 0;
     loop->stopping = false;
     while (!loop->stopping) {
         int timeout = corral__timers_next_timeout(loop);
         if (loop->deferred_count > 0 || loop->flush_list != NULL || loop->kick_list != NULL)
             timeout = 0;
-        int err = corral__loop_run_once(loop, timeout);
+        err = corral__loop_run_once(loop, timeout);
         if (err != 0)
-            return err;
+            break;
     }
-    return 0;
+    atomic_store_explicit(&loop->running, false, memory_order_relaxed);
+    return err;
 }
 
 void corral_loop_stop(corral_loop *loop)
@@ -350,6 +376,7 @@ struct corral_io {
     corral_io_cb cb;
     void *arg;
     bool freed;
+    corral_io *freed_next; /* loop->freed_ios */
 };
 
 static uint32_t io_epoll_events(unsigned events)
@@ -357,9 +384,15 @@ static uint32_t io_epoll_events(unsigned events)
     return ((events & CORRAL_READABLE) ? EPOLLIN : 0u) | ((events & CORRAL_WRITABLE) ? EPOLLOUT : 0u);
 }
 
-static void io_free_deferred(void *arg)
+/* Frees the watchers freed during the iteration, once no event of its
+ * batch can refer to them. */
+static void free_watchers(corral_loop *loop)
 {
-    free(arg);
+    while (loop->freed_ios != NULL) {
+        corral_io *io = loop->freed_ios;
+        loop->freed_ios = io->freed_next;
+        free(io);
+    }
 }
 
 static void io_on_event(struct corral__handle *handle, uint32_t epoll_events)
@@ -376,6 +409,7 @@ static void io_on_event(struct corral__handle *handle, uint32_t epoll_events)
 int corral_io_new(corral_loop *loop, int fd, unsigned events, corral_io_cb cb, void *arg,
                   corral_io **out)
 {
+    assert(corral__loop_owned(loop));
     corral_io *io = calloc(1, sizeof(*io));
     if (io == NULL)
         return -ENOMEM;
@@ -398,9 +432,12 @@ void corral_io_free(corral_io *io)
 {
     if (io == NULL)
         return;
+    assert(corral__loop_owned(io->loop) && !io->freed);
     corral__loop_unwatch(io->loop, io->fd);
-    /* Events for it may still sit in this iteration's batch: free later. */
+    /* Events for it may still sit in this iteration's batch: free at its
+     * end.  A list through the watcher itself, so freeing allocates
+     * nothing and cannot fail. */
     io->freed = true;
-    if (corral_loop_defer(io->loop, io_free_deferred, io) != 0)
-        corral__error("corral_io_free: out of memory, leaking a watcher");
+    io->freed_next = io->loop->freed_ios;
+    io->loop->freed_ios = io;
 }

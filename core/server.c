@@ -161,7 +161,7 @@ int corral_server_listen(corral_server *server, const char *address,
                          const struct corral_conn_handler *handler, void *data,
                          corral_listener **out)
 {
-    if (server->started)
+    if (atomic_load_explicit(&server->started, memory_order_relaxed)) /* main thread only */
         return -EBUSY;
     int err;
     corral_listener *listener = listener_new(server, options, handler, data);
@@ -253,7 +253,7 @@ int corral_server_listen_fds(corral_server *server, const int *fds, unsigned cou
                              const struct corral_conn_handler *handler, void *data,
                              corral_listener **out)
 {
-    if (server->started)
+    if (atomic_load_explicit(&server->started, memory_order_relaxed)) /* main thread only */
         return -EBUSY;
     if (count != 1 && count != corral_server_sockets_per_listener(server))
         return -EINVAL;
@@ -337,11 +337,16 @@ static void *worker_main(void *arg)
     if (err != 0)
         corral__error("worker %u: stopped on error: %s", worker->index, strerror(-err));
     corral__worker_stop_accepting(worker, CORRAL__PAUSE_STOPPED);
+    /* Release: the listening sockets are out of this worker's epoll set
+     * before corral_server_close_listeners() may close them. */
+    atomic_store_explicit(&worker->holds_listeners, false, memory_order_release);
     corral__loop_abort_conns(worker->loop);
     corral__loop_free_closed(worker->loop);
 
-    if (atomic_fetch_sub(&server->workers_running, 1) == 1 && server->exit_loop != NULL)
-        corral_loop_post(server->exit_loop, server->exit_cb, server->exit_arg);
+    /* acq_rel: the last worker out sees every other worker's exit. */
+    if (atomic_fetch_sub_explicit(&server->workers_running, 1, memory_order_acq_rel) == 1 &&
+        server->exit_loop != NULL)
+        corral__loop_post_node(server->exit_loop, &server->exit_post);
     return NULL;
 }
 
@@ -355,6 +360,7 @@ static void worker_on_stop_timeout(corral_timer *timer, void *arg)
 
 void corral__worker_conn_closed(corral_worker *worker)
 {
+    assert(corral__loop_owned(worker->loop));
     uint64_t active = corral__stat_read(&worker->stats.connections_active);
     if (worker->stopping) {
         if (active == 0)
@@ -364,17 +370,16 @@ void corral__worker_conn_closed(corral_worker *worker)
     corral__worker_maybe_resume(worker, active);
 }
 
-struct stop_request {
-    corral_worker *worker;
-    uint32_t graceful_ms;
-};
-
+/* The worker's stop post: runs the shortest stop asked for so far. */
 static void worker_begin_stop(void *arg)
 {
-    struct stop_request *request = arg;
-    corral_worker *worker = request->worker;
-    uint32_t graceful_ms = request->graceful_ms;
-    free(request);
+    corral_worker *worker = arg;
+    assert(corral__loop_owned(worker->loop));
+    /* acq_rel: this exchange reads the value a stopper's exchange wrote
+     * (release), so the stop_ms it stored before is visible below.  Clearing
+     * the flag first lets a later, shorter stop queue the post again. */
+    atomic_exchange_explicit(&worker->stop_queued, false, memory_order_acq_rel);
+    uint64_t graceful_ms = atomic_load_explicit(&worker->stop_ms, memory_order_relaxed);
 
     if (!worker->stopping) {
         worker->stopping = true;
@@ -392,9 +397,11 @@ static void worker_begin_stop(void *arg)
     }
 }
 
+static void worker_release_listeners(void *arg);
+
 int corral_server_start(corral_server *server)
 {
-    if (server->started)
+    if (atomic_load_explicit(&server->started, memory_order_relaxed)) /* main thread only */
         return -EBUSY;
     int err = 0;
     for (unsigned i = 0; i < server->worker_count; i++) {
@@ -403,9 +410,20 @@ int corral_server_start(corral_server *server)
         if (err != 0)
             goto fail;
         worker->loop->worker = worker;
-        corral__timer_init(&worker->emfile_timer, worker->loop, corral__worker_on_emfile_timer,
-                           worker);
-        corral__timer_init(&worker->stop_timer, worker->loop, worker_on_stop_timeout, worker);
+        atomic_init(&worker->stop_ms, CORRAL__NO_STOP);
+        atomic_init(&worker->stop_queued, false);
+        worker->stop_post =
+            (struct corral__post){.cb = worker_begin_stop, .arg = worker, .embedded = true};
+        atomic_init(&worker->holds_listeners, true);
+        worker->release_post =
+            (struct corral__post){.cb = worker_release_listeners, .arg = worker, .embedded = true};
+        err = corral__timer_init(&worker->emfile_timer, worker->loop,
+                                 corral__worker_on_emfile_timer, worker);
+        if (err == 0)
+            err = corral__timer_init(&worker->stop_timer, worker->loop, worker_on_stop_timeout,
+                                     worker);
+        if (err != 0)
+            goto fail;
         worker->entries = calloc(server->listener_count ? server->listener_count : 1,
                                  sizeof(*worker->entries));
         if (worker->entries == NULL) {
@@ -427,14 +445,21 @@ int corral_server_start(corral_server *server)
     sigset_t all, previous;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &previous);
-    server->started = true;
-    atomic_store(&server->workers_running, server->worker_count);
+    atomic_store_explicit(&server->workers_running, server->worker_count, memory_order_relaxed);
+    /* Release: a corral_server_stop() that reads `started` (acquire) sees
+     * every worker's loop and stop post set up above, even from a worker
+     * started below before the others are. */
+    atomic_store_explicit(&server->started, true, memory_order_release);
     for (unsigned i = 0; i < server->worker_count; i++) {
         corral_worker *worker = &server->workers[i];
         int rc = pthread_create(&worker->thread, NULL, worker_main, worker);
         if (rc != 0) {
             corral__error("pthread_create(worker %u): %s", i, strerror(rc));
-            atomic_fetch_sub(&server->workers_running, server->worker_count - i);
+            for (unsigned j = i; j < server->worker_count; j++)
+                atomic_store_explicit(&server->workers[j].holds_listeners, false,
+                                      memory_order_relaxed);
+            atomic_fetch_sub_explicit(&server->workers_running, server->worker_count - i,
+                                      memory_order_acq_rel);
             pthread_sigmask(SIG_SETMASK, &previous, NULL);
             corral_server_stop(server, 0);
             corral_server_wait(server);
@@ -456,57 +481,76 @@ fail:
     return err;
 }
 
+/* Records a stop for `worker` and makes sure its stop post is queued.  The
+ * post is embedded in the worker, so a stop allocates nothing and cannot
+ * fail; requests made while it is queued are merged into it. */
+static void worker_request_stop(corral_worker *worker, uint32_t graceful_ms)
+{
+    /* The shortest grace asked for wins; 0, at once, is the shortest.
+     * Relaxed: the exchange below publishes it. */
+    uint64_t current = atomic_load_explicit(&worker->stop_ms, memory_order_relaxed);
+    while (graceful_ms < current &&
+           !atomic_compare_exchange_weak_explicit(&worker->stop_ms, &current, graceful_ms,
+                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
+    /* acq_rel: if the post is already queued, the worker's own exchange in
+     * worker_begin_stop comes after this one and sees stop_ms as stored
+     * above; if not, queuing it publishes stop_ms along with the node. */
+    if (!atomic_exchange_explicit(&worker->stop_queued, true, memory_order_acq_rel))
+        corral__loop_post_node(worker->loop, &worker->stop_post);
+}
+
 void corral_server_stop(corral_server *server, uint32_t graceful_ms)
 {
-    atomic_store(&server->stop_requested, true);
-    if (!server->started)
+    /* Acquire: pairs with the release in corral_server_start().  Every
+     * worker's loop exists from then on, whether or not its thread runs
+     * yet: a stop queued before the thread starts waits for it. */
+    if (!atomic_load_explicit(&server->started, memory_order_acquire))
         return;
-    for (unsigned i = 0; i < server->worker_count; i++) {
-        corral_worker *worker = &server->workers[i];
-        if (!worker->thread_started)
-            continue;
-        struct stop_request *request = malloc(sizeof(*request));
-        if (request == NULL) {
-            corral__error("corral_server_stop: out of memory");
-            continue;
-        }
-        *request = (struct stop_request){worker, graceful_ms};
-        if (corral_worker_post(worker, worker_begin_stop, request) != 0)
-            free(request);
-    }
+    for (unsigned i = 0; i < server->worker_count; i++)
+        worker_request_stop(&server->workers[i], graceful_ms);
 }
 
 void corral_server_on_exit(corral_server *server, corral_loop *loop, corral_callback cb,
                            void *arg)
 {
     server->exit_loop = loop;
-    server->exit_cb = cb;
-    server->exit_arg = arg;
+    server->exit_post = (struct corral__post){.cb = cb, .arg = arg, .embedded = true};
 }
 
 static void worker_release_listeners(void *arg)
 {
     corral_worker *worker = arg;
+    assert(corral__loop_owned(worker->loop));
     corral__worker_stop_accepting(worker, CORRAL__PAUSE_CLOSED);
-    atomic_fetch_sub(&worker->server->listeners_held, 1);
+    /* Release: the sockets are out of this worker's epoll set before the
+     * main thread, reading this (acquire), closes them. */
+    atomic_store_explicit(&worker->holds_listeners, false, memory_order_release);
+}
+
+static bool some_worker_holds_listeners(const corral_server *server)
+{
+    for (unsigned i = 0; i < server->worker_count; i++)
+        if (atomic_load_explicit(&server->workers[i].holds_listeners, memory_order_acquire))
+            return true;
+    return false;
 }
 
 void corral_server_close_listeners(corral_server *server)
 {
-    if (server->started) {
-        unsigned posted = 0;
-        atomic_store(&server->listeners_held, server->worker_count);
-        for (unsigned i = 0; i < server->worker_count; i++)
-            if (corral_worker_post(&server->workers[i], worker_release_listeners,
-                                   &server->workers[i]) == 0)
-                posted++;
-        atomic_fetch_sub(&server->listeners_held, server->worker_count - posted);
+    if (atomic_load_explicit(&server->started, memory_order_relaxed)) { /* main thread only */
+        /* A worker that has let go (or exited) is not asked again: its
+         * release post may still sit in the queue of a loop that stopped. */
+        for (unsigned i = 0; i < server->worker_count; i++) {
+            corral_worker *worker = &server->workers[i];
+            if (atomic_load_explicit(&worker->holds_listeners, memory_order_acquire))
+                corral__loop_post_node(worker->loop, &worker->release_post);
+        }
         /* A short wait on the main thread: each worker answers within one
-         * loop iteration, or has already exited.  Yielding rather than
+         * loop iteration, or exits and lets go then.  Yielding rather than
          * sleeping keeps short the moment in which a connection can still
          * queue on a socket that is about to be closed (and be reset). */
-        while (atomic_load(&server->listeners_held) > 0 &&
-               atomic_load(&server->workers_running) > 0)
+        while (some_worker_holds_listeners(server))
             sched_yield();
     }
     for (corral_listener *l = server->listeners; l != NULL; l = l->next) {
@@ -535,7 +579,8 @@ int corral_server_wait(corral_server *server)
             worker->thread_started = false;
         }
     }
-    server->started = false;
+    /* After every join: no worker can call corral_server_stop() now. */
+    atomic_store_explicit(&server->started, false, memory_order_relaxed);
     return 0;
 }
 
@@ -601,7 +646,9 @@ int corral_server_run(corral_server *server)
     err = corral_server_start(server);
     if (err != 0)
         goto out;
-    if (atomic_load(&server->workers_running) > 0)
+    /* Relaxed: if every worker is gone already, their exit post is queued
+     * and runs when the loop is freed; either way the join below waits. */
+    if (atomic_load_explicit(&server->workers_running, memory_order_relaxed) > 0)
         err = corral_loop_run(server->main_loop);
     corral_server_wait(server);
 

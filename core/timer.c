@@ -5,6 +5,7 @@
  */
 #include "internal.h"
 
+#include <assert.h>
 #include <errno.h>
 
 static bool timer_before(const struct corral_timer *a, const struct corral_timer *b)
@@ -51,6 +52,7 @@ static void heap_sift_down(corral_loop *loop, size_t pos)
 static void heap_remove(corral_loop *loop, struct corral_timer *timer)
 {
     size_t pos = timer->heap_pos;
+    assert(pos < loop->timer_count && loop->timers[pos] == timer);
     struct corral_timer *last = loop->timers[--loop->timer_count];
     timer->heap_pos = CORRAL__TIMER_IDLE;
     if (last == timer)
@@ -62,11 +64,32 @@ static void heap_remove(corral_loop *loop, struct corral_timer *timer)
         heap_sift_down(loop, pos);
 }
 
-void corral__timer_init(struct corral_timer *timer, corral_loop *loop, corral_timer_cb cb,
-                        void *arg)
+/* Every timer that exists owns a slot in its loop's heap array, reserved
+ * when the timer is created, so that starting one never allocates: a timer
+ * that failed to start would leave its connection waiting forever, and
+ * corral_timer_start() has no caller that could act on a failure. */
+int corral__timer_init(struct corral_timer *timer, corral_loop *loop, corral_timer_cb cb, void *arg)
 {
+    if (loop->timer_reserved == loop->timer_cap) {
+        size_t cap = loop->timer_cap ? loop->timer_cap * 2 : 64;
+        struct corral_timer **grown = realloc(loop->timers, cap * sizeof(*grown));
+        if (grown == NULL)
+            return -ENOMEM;
+        loop->timers = grown;
+        loop->timer_cap = cap;
+    }
+    loop->timer_reserved++;
     *timer = (struct corral_timer){.loop = loop, .cb = cb, .arg = arg,
                                    .heap_pos = CORRAL__TIMER_IDLE};
+    return 0;
+}
+
+void corral__timer_deinit(struct corral_timer *timer)
+{
+    corral_loop *loop = timer->loop;
+    corral_timer_stop(timer);
+    assert(loop->timer_reserved > loop->timer_count);
+    loop->timer_reserved--;
 }
 
 int corral_timer_new(corral_loop *loop, corral_timer_cb cb, void *arg, corral_timer **out)
@@ -74,7 +97,10 @@ int corral_timer_new(corral_loop *loop, corral_timer_cb cb, void *arg, corral_ti
     struct corral_timer *timer = malloc(sizeof(*timer));
     if (timer == NULL)
         return -ENOMEM;
-    corral__timer_init(timer, loop, cb, arg);
+    if (corral__timer_init(timer, loop, cb, arg) != 0) {
+        free(timer);
+        return -ENOMEM;
+    }
     *out = timer;
     return 0;
 }
@@ -82,19 +108,9 @@ int corral_timer_new(corral_loop *loop, corral_timer_cb cb, void *arg, corral_ti
 void corral_timer_start(corral_timer *timer, uint64_t after_ms)
 {
     corral_loop *loop = timer->loop;
+    assert(corral__loop_owned(loop));
     corral_timer_stop(timer);
-    if (loop->timer_count == loop->timer_cap) {
-        size_t cap = loop->timer_cap ? loop->timer_cap * 2 : 64;
-        struct corral_timer **grown = realloc(loop->timers, cap * sizeof(*grown));
-        if (grown == NULL) {
-            /* Cannot happen for small heaps; losing a timer silently would
-             * hang a connection forever, so fail loudly instead. */
-            corral__error("timer heap: out of memory growing to %zu timers", cap);
-            abort();
-        }
-        loop->timers = grown;
-        loop->timer_cap = cap;
-    }
+    assert(loop->timer_count < loop->timer_reserved && loop->timer_reserved <= loop->timer_cap);
     timer->deadline = loop->now + after_ms;
     timer->seq = loop->timer_seq++;
     heap_place(loop, loop->timer_count++, timer);
@@ -103,6 +119,7 @@ void corral_timer_start(corral_timer *timer, uint64_t after_ms)
 
 void corral_timer_stop(corral_timer *timer)
 {
+    assert(corral__loop_owned(timer->loop));
     if (timer->heap_pos != CORRAL__TIMER_IDLE)
         heap_remove(timer->loop, timer);
 }
@@ -116,7 +133,7 @@ void corral_timer_free(corral_timer *timer)
 {
     if (timer == NULL)
         return;
-    corral_timer_stop(timer);
+    corral__timer_deinit(timer);
     free(timer);
 }
 

@@ -234,6 +234,7 @@ static void accept_failed(corral_worker *worker, struct corral__accept_entry *en
 void corral__accept_from(struct corral__accept_entry *entry)
 {
     corral_worker *worker = entry->worker;
+    assert(corral__loop_owned(worker->loop));
     corral_listener *listener = entry->listener;
     unsigned max = worker->server->config.max_connections;
 
@@ -262,8 +263,11 @@ void corral__accept_from(struct corral__accept_entry *entry)
             count_locality(worker, fd);
 
         corral_conn *conn;
-        if (corral__conn_new(worker->loop, fd, listener->handler, NULL, &conn) != 0)
+        if (corral__conn_new(worker->loop, fd, listener->handler, NULL, &conn) != 0) {
+            corral__warn("worker %u: out of memory for a connection on %s; closed it",
+                         worker->index, listener->address_text);
             continue;
+        }
         conn->listener = listener;
         if (peer_len <= sizeof(conn->peer) && peer.ss_family != AF_UNIX) {
             memcpy(&conn->peer, &peer, peer_len);

@@ -6,6 +6,20 @@
  * (-EAGAIN means "would block", never an error).  Objects are opaque and are
  * created and freed by the library.  Unless a contract says otherwise, an
  * object belongs to one loop and may only be used from that loop's thread.
+ *
+ * Out of memory: the library never aborts and never drops an object
+ * silently.  A function that allocates says so and returns -ENOMEM, having
+ * changed nothing.  A function that returns void allocates nothing and
+ * cannot fail: a timer reserves its place when it is created, and stops,
+ * frees and the library's own cross-thread messages use memory set aside
+ * beforehand.  Where memory runs out with no caller to tell (input
+ * arriving, output queued by corral_conn_write()), the connection concerned
+ * ends with -ENOMEM, reported by its on_close.
+ *
+ * Internal invariants (connection states, buffer bounds, the timer heap,
+ * which thread owns a loop) are checked with assert() in builds without
+ * NDEBUG: a failed one is a bug in the library or a broken contract, such
+ * as a loop's object used from a thread other than the one running it.
  */
 #ifndef CORRAL_H
 #define CORRAL_H
@@ -68,7 +82,8 @@ CORRAL_EXTERN const char *corral_log_level_name(enum corral_log_level level);
 
 /** Creates an event loop (an epoll instance with timers, deferred and
  *  cross-thread callbacks).  Every worker owns one; a program may create
- *  others.  On success *out must later be freed with corral_loop_free(). */
+ *  others.  On success *out must later be freed with corral_loop_free().
+ *  Returns 0, -ENOMEM, or the failing system call's -errno. */
 CORRAL_EXTERN int corral_loop_new(corral_loop **out);
 
 /** Frees a loop that is not running.  Connections still open on it are
@@ -110,14 +125,16 @@ enum {
 typedef void (*corral_io_cb)(corral_io *io, unsigned events, void *arg);
 
 /** Watches `fd` (owned by the caller, never closed by the library) on `loop`
- *  with level-triggered interest `events` (CORRAL_READABLE/WRITABLE). */
+ *  with level-triggered interest `events` (CORRAL_READABLE/WRITABLE).
+ *  Returns 0, -ENOMEM, or epoll_ctl()'s -errno. */
 CORRAL_EXTERN int corral_io_new(corral_loop *loop, int fd, unsigned events, corral_io_cb cb,
                                 void *arg, corral_io **out);
 
 /** Changes the interest set of a watcher. */
 CORRAL_EXTERN int corral_io_set(corral_io *io, unsigned events);
 
-/** Stops watching and frees the watcher; safe inside its own callback. */
+/** Stops watching and frees the watcher (at the end of the loop iteration);
+ *  safe inside its own callback.  Allocates nothing. */
 CORRAL_EXTERN void corral_io_free(corral_io *io);
 
 /* ---------------------------------------------------------------- signals */
@@ -138,12 +155,15 @@ CORRAL_EXTERN void corral_signals_free(corral_signals *signals);
 typedef void (*corral_timer_cb)(corral_timer *timer, void *arg);
 
 /** Creates a stopped timer on `loop`.  Timers live in a binary heap: start
- *  and stop are O(log n), so 100k live timers are cheap. */
+ *  and stop are O(log n), so 100k live timers are cheap.  The timer's place
+ *  in the heap is reserved here, so starting it never fails.  Returns 0 or
+ *  -ENOMEM. */
 CORRAL_EXTERN int corral_timer_new(corral_loop *loop, corral_timer_cb cb, void *arg,
                                    corral_timer **out);
 
 /** (Re)arms the timer to fire once, `after_ms` from the loop's clock.  Timers
- *  due at the same millisecond fire in the order they were started. */
+ *  due at the same millisecond fire in the order they were started.
+ *  Allocates nothing. */
 CORRAL_EXTERN void corral_timer_start(corral_timer *timer, uint64_t after_ms);
 
 /** Disarms the timer; a no-op if it is not armed. */
@@ -164,6 +184,12 @@ CORRAL_EXTERN void corral_timer_free(corral_timer *timer);
  *
  * Backpressure: a connection stops reading while its unconsumed input or its
  * unsent output exceeds the high watermark, and resumes below the low one.
+ *
+ * Resets: whenever the library itself ends a connection with an error, the
+ * close resets it as corral_conn_abort() with an error does: a server stop
+ * (-ECONNABORTED), running out of memory (-ENOMEM), a write timeout
+ * (-ETIMEDOUT, queued output dropped).  A read timeout with no output
+ * queued cuts nothing off and ends with a FIN; so do the graceful closes.
  */
 struct corral_conn_handler {
     /** Connection established (accepted, or an outgoing connect completed).
@@ -184,9 +210,12 @@ struct corral_conn_handler {
     /** A graceful server stop began.  Optional: NULL lets the connection
      *  run until it closes itself or the stop's timeout ends it. */
     void (*on_stop)(corral_conn *conn);
-    /** Called exactly once; `error` is 0 or a negative errno (-ETIMEDOUT,
-     *  -ECONNRESET, -ECONNREFUSED, ...).  The connection is freed after it
-     *  returns. */
+    /** Called exactly once for every connection that was created (accepted,
+     *  or corral_connect() returned 0), and never for one whose creation
+     *  failed.  `error` is 0 or a negative errno (-ETIMEDOUT, -ECONNRESET,
+     *  -ECONNREFUSED, ...).  It runs once the call that closed the
+     *  connection has returned: at the end of the loop's iteration, or in
+     *  corral_loop_free().  The connection is freed after it returns. */
     void (*on_close)(corral_conn *conn, int error);
 };
 
@@ -209,7 +238,9 @@ struct corral_transport {
     ssize_t (*writev)(corral_conn *conn, const struct iovec *iov, int iovcnt);
     /** Sends end-of-stream (close_notify, FIN); optional. */
     int (*shutdown)(corral_conn *conn);
-    /** Releases the transport's state; optional. */
+    /** Releases the transport's state; optional.  Sends nothing: a
+     *  connection destroyed without `shutdown` was cut off, and its peer
+     *  must not see an orderly end. */
     void (*destroy)(corral_conn *conn);
 };
 
@@ -228,13 +259,19 @@ CORRAL_EXTERN extern const struct corral_transport corral_plain_transport;
 
 /** Queues `len` bytes for sending (copied).  Output is flushed once the
  *  event that produced it (and at most a few others) has been handled, so
- *  responses to pipelined requests leave in one syscall.  Returns 0, -EPIPE
- *  once the connection is closing, or -ENOBUFS if more than 1 GiB would be
- *  queued. */
-CORRAL_EXTERN int corral_conn_write(corral_conn *conn, const void *data, size_t len);
+ *  responses to pipelined requests leave in one syscall.
+ *
+ *  Nothing to check: a write that cannot be queued ends the connection as a
+ *  failed send does, and on_close reports why: -ENOBUFS if more than 1 GiB
+ *  would be queued (the application ignored backpressure), -ENOMEM if the
+ *  buffer cannot grow; the connection is reset.  Bytes written once the
+ *  connection is closing, aborted or half-closed (corral_conn_shutdown())
+ *  are dropped.  Either way, the caller goes on as if the peer had gone
+ *  and lets on_close clean up. */
+CORRAL_EXTERN void corral_conn_write(corral_conn *conn, const void *data, size_t len);
 
 /** corral_conn_write() for a gather list. */
-CORRAL_EXTERN int corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt);
+CORRAL_EXTERN void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt);
 
 /** Bytes queued and not yet accepted by the kernel. */
 CORRAL_EXTERN size_t corral_conn_pending_output(const corral_conn *conn);
@@ -254,7 +291,13 @@ CORRAL_EXTERN void corral_conn_close(corral_conn *conn);
 CORRAL_EXTERN void corral_conn_close_no_linger(corral_conn *conn);
 
 /** Closes at once, dropping queued output; on_close(conn, error) follows
- *  (error 0 or -errno). */
+ *  (error 0 or -errno).  With an error the connection is reset (SO_LINGER
+ *  0, a RST): the peer's next read fails with ECONNRESET, so a peer that
+ *  reads until the end of the stream (an HTTP/1.0 or close-delimited body)
+ *  cannot take what it got for the whole of it.  With 0 it ends with a
+ *  plain FIN, for a connection that is merely discarded.  An abort never
+ *  sends a transport's end-of-stream (no TLS close_notify), so a layered
+ *  peer sees the cut as well. */
 CORRAL_EXTERN void corral_conn_abort(corral_conn *conn, int error);
 
 /** Stops or resumes delivering input (for backpressure between two
@@ -292,9 +335,13 @@ CORRAL_EXTERN corral_loop *corral_conn_loop(const corral_conn *conn);
 /** The worker that owns an accepted connection, or NULL. */
 CORRAL_EXTERN corral_worker *corral_conn_worker(const corral_conn *conn);
 
-/** Opens an outgoing non-blocking connection from `loop`.  handler->on_open
- *  runs once connected; a failure reaches on_close with -ECONNREFUSED etc.
- *  Writes made before the connection is established are queued. */
+/** Opens an outgoing non-blocking connection from `loop`.  Returns 0 and sets
+ *  *out, after which handler->on_open runs once connected and on_close runs
+ *  exactly once, a later failure reaching it with -ECONNREFUSED etc.  Or
+ *  returns -errno for a failure found at once (socket(), connect(),
+ *  registering with the loop; -ENOMEM): then nothing was created, no
+ *  callback ever runs, and the caller still owns `data`.  Writes made
+ *  before the connection is established are queued. */
 CORRAL_EXTERN int corral_connect(corral_loop *loop, const struct sockaddr *addr, socklen_t addrlen,
                                  const struct corral_conn_handler *handler, void *data,
                                  corral_conn **out);
@@ -441,8 +488,9 @@ CORRAL_EXTERN unsigned corral_server_sockets_per_listener(const corral_server *s
 CORRAL_EXTERN unsigned corral_listener_fds(corral_listener *listener, const int **fds);
 
 /** Stops every worker from accepting and closes the server's listening
- *  sockets, returning once the workers have let go of them; connections go
- *  on.  Main thread; used when a reload must re-create a socket. */
+ *  sockets, returning once the workers have let go of them (a worker that
+ *  has exited has let go); connections go on.  Main thread; used when a
+ *  reload must re-create a socket. */
 CORRAL_EXTERN void corral_server_close_listeners(corral_server *server);
 
 /** The bound address, e.g. "127.0.0.1:41234" (useful with port 0). */
@@ -454,14 +502,19 @@ CORRAL_EXTERN int corral_listener_port(const corral_listener *listener);
 /** Starts the workers.  The wakeup mode is resolved here and logged. */
 CORRAL_EXTERN int corral_server_start(corral_server *server);
 
-/** Stops the server; callable from any thread, any number of times.  With
+/** Stops the server; callable from any thread, a worker's callbacks
+ *  included (even while corral_server_start() is still starting the other
+ *  workers), any number of times until corral_server_wait() returns.  With
  *  `graceful_ms` > 0 the workers stop accepting, call on_stop for each open
  *  connection and wait up to `graceful_ms` for connections to close before
- *  aborting the rest; with 0 they abort every connection at once. */
+ *  aborting the rest; with 0 they abort every connection at once.  When
+ *  stops overlap, the shortest wins.  Allocates nothing and cannot fail; a
+ *  stop before corral_server_start() does nothing. */
 CORRAL_EXTERN void corral_server_stop(corral_server *server, uint32_t graceful_ms);
 
 /** Posts cb(arg) to `loop` once every worker has exited after a stop.  Set
- *  before corral_server_start(). */
+ *  before corral_server_start().  The post uses memory inside the server,
+ *  so it cannot fail; free the server no earlier than in cb itself. */
 CORRAL_EXTERN void corral_server_on_exit(corral_server *server, corral_loop *loop,
                                          corral_callback cb, void *arg);
 

@@ -6,6 +6,7 @@
  * the handshake, and output that does not fit the socket at once.
  */
 #include "../helpers.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -24,8 +26,7 @@ static _Atomic int closes;
 
 static size_t echo_on_data(corral_conn *conn, const char *data, size_t len)
 {
-    if (corral_conn_write(conn, data, len) != 0)
-        return 0;
+    corral_conn_write(conn, data, len);
     size_t pending = corral_conn_pending_output(conn);
     if (pending > atomic_load(&max_pending_output))
         atomic_store(&max_pending_output, pending);
@@ -374,6 +375,10 @@ START_TEST(write_timeout_closes_a_stalled_reader)
     int port;
     corral_server *server = start_echo(1, &write_timeout_handler, &port);
     int fd = test_connect(port);
+    /* A small receive buffer, so that the 4 MiB cannot all fit in the
+     * kernel's buffers and leave nothing pending to time out. */
+    int small = 16 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
     test_send_all(fd, "go", 2); /* 4 MiB come back; this client never reads */
     for (int i = 0; i < 200 && atomic_load(&closes) == 0; i++)
         usleep(10000);
@@ -439,7 +444,7 @@ START_TEST(outgoing_connection_round_trip)
     corral_conn *conn;
     ck_assert_int_eq(corral_connect(c.loop, (struct sockaddr *)&addr, addrlen, &client_handler, &c, &conn), 0);
     /* Written before the connection is up: queued until it is. */
-    ck_assert_int_eq(corral_conn_write(conn, "ping", 4), 0);
+    corral_conn_write(conn, "ping", 4);
     ck_assert_int_eq(corral_loop_run(c.loop), 0);
     ck_assert(c.opened);
     ck_assert_uint_eq(c.received_len, 4);
@@ -472,6 +477,295 @@ START_TEST(refused_connection_reports_econnrefused)
 }
 END_TEST
 
+/* A connect that fails before corral_connect() returns is reported by its
+ * result alone: the caller frees its state on that error, so a later
+ * on_close would run on freed memory. */
+struct counted {
+    int opens, closes;
+};
+
+static void counted_on_open(corral_conn *conn)
+{
+    struct counted *c = corral_conn_data(conn);
+    c->opens++;
+}
+
+static size_t counted_on_data(corral_conn *conn, const char *data, size_t len)
+{
+    (void)conn;
+    (void)data;
+    return len;
+}
+
+static void counted_on_close(corral_conn *conn, int error)
+{
+    (void)error;
+    struct counted *c = corral_conn_data(conn);
+    c->closes++;
+}
+
+static const struct corral_conn_handler counted_handler = {
+    .on_open = counted_on_open,
+    .on_data = counted_on_data,
+    .on_close = counted_on_close,
+};
+
+START_TEST(a_connect_that_fails_at_once_never_reaches_on_close)
+{
+    int port;
+    int reserved = test_reserve_port(&port);
+    char address[32];
+    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    ck_assert_int_eq(corral_parse_address(address, &addr, &addrlen), 0);
+
+    corral_loop *loop;
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    struct counted *c = calloc(1, sizeof(*c));
+    int fds_before = test_fd_count();
+    /* The loop's epoll descriptor briefly becomes an eventfd, so that
+     * registering the new socket fails with EINVAL inside corral_connect. */
+    int saved = dup(loop->epfd);
+    int not_epoll = eventfd(0, EFD_CLOEXEC);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_ge(not_epoll, 0);
+    ck_assert_int_eq(dup2(not_epoll, loop->epfd), loop->epfd);
+    corral_conn *conn = NULL;
+    int err = corral_connect(loop, (struct sockaddr *)&addr, addrlen, &counted_handler, c, &conn);
+    ck_assert_int_eq(dup2(saved, loop->epfd), loop->epfd);
+    close(saved);
+    close(not_epoll);
+    ck_assert_int_eq(err, -EINVAL);
+    ck_assert_int_eq(test_fd_count(), fds_before); /* the socket is closed */
+
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(corral__loop_run_once(loop, 0), 0);
+    ck_assert_int_eq(c->closes, 0);
+    ck_assert_int_eq(c->opens, 0);
+    corral_loop_free(loop);
+    ck_assert_int_eq(c->closes, 0);
+    free(c);
+    close(reserved);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- aborts */
+
+/* Sends a first part at once and aborts 50 ms later, once the peer has had
+ * it: a close-delimited body cut off there. */
+static _Atomic int abort_error;
+
+static size_t partial_then_abort(corral_conn *conn, const char *data, size_t len)
+{
+    (void)data;
+    corral_conn_write(conn, "partial", 7);
+    corral_conn_set_deadline(conn, corral_loop_now(corral_conn_loop(conn)) + 50);
+    return len;
+}
+
+static void abort_at_deadline(corral_conn *conn)
+{
+    corral_conn_abort(conn, atomic_load(&abort_error));
+}
+
+static const struct corral_conn_handler abort_handler = {
+    .on_data = partial_then_abort,
+    .on_deadline = abort_at_deadline,
+    .on_close = record_close,
+};
+
+/* A layered transport over the plain one whose end of stream is a message
+ * ("END"), as a TLS close_notify is. */
+static int marker_shutdown(corral_conn *conn)
+{
+    static const struct iovec end = {.iov_base = "END", .iov_len = 3};
+    corral_plain_transport.writev(conn, &end, 1);
+    return corral_plain_transport.shutdown(conn);
+}
+
+static struct corral_transport layered;
+
+static void use_layered_transport(corral_conn *conn)
+{
+    layered = (struct corral_transport){
+        .name = "marker",
+        .layered = true,
+        .read = corral_plain_transport.read,
+        .writev = corral_plain_transport.writev,
+        .shutdown = marker_shutdown,
+    };
+    corral_conn_set_transport(conn, &layered, NULL);
+}
+
+static const struct corral_conn_handler layered_abort_handler = {
+    .on_open = use_layered_transport,
+    .on_data = partial_then_abort,
+    .on_deadline = abort_at_deadline,
+    .on_close = record_close,
+};
+
+/* What the peer sees after the first part: 0 for a FIN, else -errno. */
+static int read_after_partial(int port, char *rest, size_t rest_size, size_t *rest_len)
+{
+    int fd = test_connect(port);
+    test_send_all(fd, "go", 2);
+    char head[7];
+    ck_assert_uint_eq(test_recv_all(fd, head, sizeof(head)), sizeof(head));
+    ck_assert(memcmp(head, "partial", 7) == 0);
+    *rest_len = 0;
+    int result;
+    for (int reads = 0;; reads++) {
+        ck_assert_int_lt(reads, 100);
+        ssize_t n = recv(fd, rest + *rest_len, rest_size - *rest_len, 0);
+        if (n > 0 && *rest_len + (size_t)n < rest_size) {
+            *rest_len += (size_t)n;
+            continue;
+        }
+        result = n == 0 ? 0 : n < 0 ? -errno : -EMSGSIZE;
+        break;
+    }
+    close(fd);
+    return result;
+}
+
+static void wait_for_close(void)
+{
+    for (int i = 0; i < 100 && atomic_load(&closes) == 0; i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&closes), 1);
+}
+
+START_TEST(an_abort_with_an_error_resets_the_peer)
+{
+    atomic_store(&abort_error, -EIO);
+    int port;
+    corral_server *server = start_echo(1, &abort_handler, &port);
+    char rest[16];
+    size_t rest_len;
+    ck_assert_int_eq(read_after_partial(port, rest, sizeof(rest), &rest_len), -ECONNRESET);
+    ck_assert_uint_eq(rest_len, 0);
+    wait_for_close();
+    ck_assert_int_eq(atomic_load(&last_close_error), -EIO);
+    test_stop_server(server);
+}
+END_TEST
+
+START_TEST(an_abort_without_an_error_ends_with_a_fin)
+{
+    atomic_store(&abort_error, 0);
+    int port;
+    corral_server *server = start_echo(1, &abort_handler, &port);
+    char rest[16];
+    size_t rest_len;
+    ck_assert_int_eq(read_after_partial(port, rest, sizeof(rest), &rest_len), 0);
+    ck_assert_uint_eq(rest_len, 0);
+    wait_for_close();
+    ck_assert_int_eq(atomic_load(&last_close_error), 0);
+    test_stop_server(server);
+}
+END_TEST
+
+START_TEST(an_abort_resets_a_layered_transport_without_its_end_of_stream)
+{
+    atomic_store(&abort_error, -ECONNRESET);
+    int port;
+    corral_server *server = start_echo(1, &layered_abort_handler, &port);
+    char rest[16];
+    size_t rest_len;
+    ck_assert_int_eq(read_after_partial(port, rest, sizeof(rest), &rest_len), -ECONNRESET);
+    ck_assert_uint_eq(rest_len, 0); /* no "END" */
+    wait_for_close();
+    test_stop_server(server);
+}
+END_TEST
+
+/* A write timeout drops queued output: the peer must not take what it got
+ * for the whole stream. */
+START_TEST(a_write_timeout_resets_the_peer)
+{
+    int port;
+    corral_server *server = start_echo(1, &write_timeout_handler, &port);
+    int fd = test_connect(port);
+    int small = 16 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    test_send_all(fd, "go", 2);
+    for (int i = 0; i < 200 && atomic_load(&closes) == 0; i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&closes), 1);
+    ck_assert_int_eq(atomic_load(&last_close_error), -ETIMEDOUT);
+    static char buf[65536];
+    ssize_t n;
+    int reads = 0;
+    while ((n = recv(fd, buf, sizeof(buf), 0)) > 0 && reads++ < 10000)
+        ;
+    ck_assert_int_eq(n, -1);
+    ck_assert_int_eq(errno, ECONNRESET);
+    close(fd);
+    test_stop_server(server);
+}
+END_TEST
+
+/* ----------------------------------------------------------- write results */
+
+/* A write that cannot be queued ends the connection, and on_close says
+ * why: callers need not (and cannot usefully) check each write. */
+static _Atomic int oversized_kind;
+
+static size_t oversized_write(corral_conn *conn, const char *data, size_t len)
+{
+    (void)data;
+    static char small[4];
+    if (atomic_load(&oversized_kind) == 0) {
+        /* More than the 1 GiB a connection may queue (rejected before any
+         * byte is read from it). */
+        struct iovec iov = {.iov_base = small, .iov_len = (1u << 30) + 1};
+        corral_conn_writev(conn, &iov, 1);
+    } else {
+        /* Lengths whose sum wraps around to 1. */
+        struct iovec iov[2] = {{.iov_base = small, .iov_len = SIZE_MAX},
+                               {.iov_base = small, .iov_len = 2}};
+        corral_conn_writev(conn, iov, 2);
+    }
+    corral_conn_write(conn, "late", 4); /* dropped: the connection is closing */
+    return len;
+}
+
+static const struct corral_conn_handler oversized_handler = {
+    .on_data = oversized_write,
+    .on_close = record_close,
+};
+
+static void check_oversized_write(int kind)
+{
+    atomic_store(&oversized_kind, kind);
+    int port;
+    corral_server *server = start_echo(1, &oversized_handler, &port);
+    int fd = test_connect(port);
+    test_send_all(fd, "go", 2);
+    for (int i = 0; i < 200 && atomic_load(&closes) == 0; i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&closes), 1);
+    ck_assert_int_eq(atomic_load(&last_close_error), -ENOBUFS);
+    char byte;
+    ck_assert_int_eq(recv(fd, &byte, 1, 0), -1); /* reset, and "late" never sent */
+    ck_assert_int_eq(errno, ECONNRESET);
+    close(fd);
+    test_stop_server(server);
+}
+
+START_TEST(a_write_over_the_queue_limit_aborts_with_enobufs)
+{
+    check_oversized_write(0);
+}
+END_TEST
+
+START_TEST(write_lengths_that_wrap_around_abort_with_enobufs)
+{
+    check_oversized_write(1);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("core/conn");
@@ -488,6 +782,13 @@ Suite *test_suite(void)
     tcase_add_test(tc, write_timeout_closes_a_stalled_reader);
     tcase_add_test(tc, outgoing_connection_round_trip);
     tcase_add_test(tc, refused_connection_reports_econnrefused);
+    tcase_add_test(tc, a_connect_that_fails_at_once_never_reaches_on_close);
+    tcase_add_test(tc, an_abort_with_an_error_resets_the_peer);
+    tcase_add_test(tc, an_abort_without_an_error_ends_with_a_fin);
+    tcase_add_test(tc, an_abort_resets_a_layered_transport_without_its_end_of_stream);
+    tcase_add_test(tc, a_write_timeout_resets_the_peer);
+    tcase_add_test(tc, a_write_over_the_queue_limit_aborts_with_enobufs);
+    tcase_add_test(tc, write_lengths_that_wrap_around_abort_with_enobufs);
     suite_add_tcase(suite, tc);
     return suite;
 }

@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -191,6 +192,74 @@ START_TEST(posts_never_delivered_run_when_the_loop_is_freed)
 }
 END_TEST
 
+/* Freeing a watcher allocates nothing, so it cannot fail and leak: it
+ * used to defer the free, which needs memory. */
+static void never_called(corral_io *io, unsigned events, void *arg)
+{
+    (void)io;
+    (void)events;
+    (void)arg;
+    ck_abort_msg("a freed watcher's callback ran");
+}
+
+START_TEST(freeing_watchers_allocates_nothing)
+{
+    corral_loop *loop;
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    ck_assert_int_eq(write(fds[1], "x", 1), 1); /* readable: an event is due */
+    for (int round = 0; round < 3; round++) {
+        corral_io *io[20];
+        int dups[20];
+        for (int i = 0; i < 20; i++) {
+            dups[i] = dup(fds[0]);
+            ck_assert_int_ge(dups[i], 0);
+            ck_assert_int_eq(
+                corral_io_new(loop, dups[i], CORRAL_READABLE, never_called, NULL, &io[i]), 0);
+        }
+        for (int i = 0; i < 20; i++) {
+            corral_io_free(io[i]);
+            close(dups[i]);
+        }
+        ck_assert_uint_eq(loop->deferred_count, 0);
+        ck_assert_int_eq(corral__loop_run_once(loop, 0), 0);
+    }
+    close(fds[0]);
+    close(fds[1]);
+    corral_loop_free(loop);
+}
+END_TEST
+
+#ifndef NDEBUG
+/* Ownership is asserted: a loop's objects used from a thread other than
+ * the one running it abort, in builds with assertions. */
+static void *run_loop(void *arg)
+{
+    corral_loop_run(arg);
+    return NULL;
+}
+
+static void nothing(void *arg)
+{
+    (void)arg;
+}
+
+START_TEST(using_a_running_loop_from_another_thread_aborts)
+{
+    corral_loop *loop;
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    pthread_t thread;
+    ck_assert_int_eq(pthread_create(&thread, NULL, run_loop, loop), 0);
+    for (int i = 0; i < 500 && !atomic_load(&loop->running); i++)
+        usleep(10000);
+    ck_assert(atomic_load(&loop->running));
+    corral_loop_defer(loop, nothing, NULL); /* not the loop's thread */
+    ck_abort_msg("no assertion fired");
+}
+END_TEST
+#endif
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("core/loop");
@@ -201,6 +270,10 @@ Suite *test_suite(void)
     tcase_add_test(tc, posts_from_four_threads_arrive_exactly_once);
     tcase_add_test(tc, a_burst_of_posts_costs_one_wakeup);
     tcase_add_test(tc, posts_never_delivered_run_when_the_loop_is_freed);
+    tcase_add_test(tc, freeing_watchers_allocates_nothing);
+#ifndef NDEBUG
+    tcase_add_test_raise_signal(tc, using_a_running_loop_from_another_thread_aborts, SIGABRT);
+#endif
     suite_add_tcase(suite, tc);
     return suite;
 }

@@ -2,6 +2,7 @@
  * test_timer.c: the timer heap through the public loop API.
  */
 #include "../helpers.h"
+#include "internal.h"
 
 #include <stdlib.h>
 
@@ -176,6 +177,40 @@ START_TEST(timer_freed_in_its_callback)
 }
 END_TEST
 
+/* Starting a timer never allocates: each timer's heap slot is reserved
+ * when it is created, so a start cannot fail for want of memory (it used
+ * to grow the heap, and abort the process when that failed). */
+static void ignore_fire(corral_timer *timer, void *arg)
+{
+    (void)timer;
+    (void)arg;
+}
+
+START_TEST(starting_timers_allocates_nothing)
+{
+    corral_loop *loop;
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    enum { COUNT = 1000 };
+    corral_timer **timers = calloc(COUNT, sizeof(*timers));
+    for (int i = 0; i < COUNT; i++)
+        ck_assert_int_eq(corral_timer_new(loop, ignore_fire, NULL, &timers[i]), 0);
+    struct corral_timer **heap = loop->timers;
+    size_t cap = loop->timer_cap;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < COUNT; i++)
+            corral_timer_start(timers[i], (uint64_t)(i % 7) * 1000);
+        ck_assert_ptr_eq(loop->timers, heap);
+        ck_assert_uint_eq(loop->timer_cap, cap);
+        for (int i = 0; i < COUNT; i += 2)
+            corral_timer_stop(timers[i]);
+    }
+    for (int i = 0; i < COUNT; i++)
+        corral_timer_free(timers[i]);
+    free(timers);
+    corral_loop_free(loop);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("core/timer");
@@ -186,6 +221,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, stopped_and_rearmed_timers);
     tcase_add_test(tc, hundred_thousand_timers);
     tcase_add_test(tc, timer_freed_in_its_callback);
+    tcase_add_test(tc, starting_timers_allocates_nothing);
     suite_add_tcase(suite, tc);
     return suite;
 }
