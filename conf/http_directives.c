@@ -648,6 +648,14 @@ static int apply_return(struct conf_state *state, const struct conf_node *node,
     location->handler = CONF_HANDLER_RETURN;
     if (node->arg_count == 1)
         return 0;
+    /* A redirect's text becomes its Location line: a CR or LF in it would
+     * start header lines of its own. */
+    unsigned c = location->return_code;
+    bool redirect = c == 301 || c == 302 || c == 303 || c == 307 || c == 308;
+    for (const char *p = node->args[1].text; redirect && *p != '\0'; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return conf__error_at(state->error, &node->args[1].pos,
+                                  "a redirect target cannot hold control characters");
     location->return_text = conf__strdup(state, &node->args[1].pos, node->args[1].text);
     return location->return_text != NULL ? 0 : -1;
 }

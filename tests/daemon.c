@@ -121,6 +121,11 @@ void test_daemon_spawn(struct test_daemon *d, int passed_fd)
 {
     const char *path = test_daemon_binary();
     pid_t parent = getpid();
+    /* Truncated here, not in the child: test_daemon_wait_listening() reads
+     * the log at once, and must not find the ports of a daemon that ran
+     * earlier under the same name. */
+    int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ck_assert_msg(fd != -1, "open %s: %s", d->log, strerror(errno));
     d->pid = fork();
     ck_assert_int_ge(d->pid, 0);
     if (d->pid == 0) {
@@ -130,9 +135,6 @@ void test_daemon_spawn(struct test_daemon *d, int passed_fd)
         /* An ignored signal stays ignored across exec: start the daemon as
          * a shell would, whatever the test does with SIGPIPE. */
         signal(SIGPIPE, SIG_DFL);
-        int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd == -1)
-            _exit(127);
         dup2(fd, 1);
         dup2(fd, 2);
         if (passed_fd >= 0) {
@@ -145,6 +147,7 @@ void test_daemon_spawn(struct test_daemon *d, int passed_fd)
         execl(path, path, "-c", d->conf, (char *)NULL);
         _exit(127);
     }
+    close(fd);
 }
 
 void test_daemon_wait_listening(struct test_daemon *d)
