@@ -759,6 +759,11 @@ void corral_conn_set_watermarks(corral_conn *conn, size_t high, size_t low)
     conn->low_watermark = (uint32_t)(low < high ? low : high);
 }
 
+bool corral_conn_backed_up(const corral_conn *conn)
+{
+    return conn->over_high;
+}
+
 /* ----------------------------------------------------------------- events */
 
 static void conn_on_connected(corral_conn *conn)

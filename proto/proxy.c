@@ -396,11 +396,11 @@ static int rsp_on_header_value(llhttp_t *parser, const char *at, size_t len)
     return 0;
 }
 
-/* Backpressure between the two sides: while `out` has more queued than a
- * connection's high watermark, stop reading `in`; `out`'s drain resumes it. */
+/* Backpressure between the two sides: while `out` is over its own high
+ * watermark, stop reading `in`; `out`'s drain resumes it. */
 static void pause_if_backed_up(corral_conn *out, corral_conn *in)
 {
-    if (corral_conn_pending_output(out) > CORRAL_HIGH_WATERMARK)
+    if (corral_conn_backed_up(out))
         corral_conn_pause_read(in);
 }
 

@@ -320,6 +320,10 @@ CORRAL_EXTERN void corral_conn_set_deadline(corral_conn *conn, uint64_t at_ms);
 /** Sets the high and low watermarks (bytes) for backpressure; the high one
  *  is at most 512 MiB. */
 CORRAL_EXTERN void corral_conn_set_watermarks(corral_conn *conn, size_t high, size_t low);
+/** Whether the unsent output went over the high watermark and has not yet
+ *  fallen to the low one: a producer feeding this connection from another
+ *  should pause until on_drain. */
+CORRAL_EXTERN bool corral_conn_backed_up(const corral_conn *conn);
 
 CORRAL_EXTERN void corral_conn_set_data(corral_conn *conn, void *data);
 CORRAL_EXTERN void *corral_conn_data(const corral_conn *conn);

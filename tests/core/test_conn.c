@@ -766,6 +766,46 @@ START_TEST(write_lengths_that_wrap_around_abort_with_enobufs)
 }
 END_TEST
 
+/* ---------------------------------------------------------- backpressure */
+
+/* Whether output is backed up is measured against the connection's own
+ * high watermark, not the default one. */
+static _Atomic int backed_up_below, backed_up_above;
+
+static size_t write_past_own_watermark(corral_conn *conn, const char *data, size_t len)
+{
+    (void)data;
+    static char chunk[600 * 1024];
+    corral_conn_set_watermarks(conn, 1024 * 1024, 64 * 1024);
+    corral_conn_write(conn, chunk, 512 * 1024); /* over the default 256 KiB */
+    atomic_store(&backed_up_below, corral_conn_backed_up(conn) ? 1 : 0);
+    corral_conn_write(conn, chunk, sizeof(chunk));
+    atomic_store(&backed_up_above, corral_conn_backed_up(conn) ? 1 : 0);
+    return len;
+}
+
+static const struct corral_conn_handler own_watermark_handler = {
+    .on_data = write_past_own_watermark,
+    .on_close = record_close,
+};
+
+START_TEST(backed_up_follows_the_connections_own_watermark)
+{
+    atomic_store(&backed_up_below, -1);
+    atomic_store(&backed_up_above, -1);
+    int port;
+    corral_server *server = start_echo(1, &own_watermark_handler, &port);
+    int fd = test_connect(port);
+    test_send_all(fd, "go", 2);
+    for (int i = 0; i < 200 && atomic_load(&backed_up_above) == -1; i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&backed_up_below), 0);
+    ck_assert_int_eq(atomic_load(&backed_up_above), 1);
+    close(fd);
+    test_stop_server(server);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("core/conn");
@@ -789,6 +829,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_write_timeout_resets_the_peer);
     tcase_add_test(tc, a_write_over_the_queue_limit_aborts_with_enobufs);
     tcase_add_test(tc, write_lengths_that_wrap_around_abort_with_enobufs);
+    tcase_add_test(tc, backed_up_follows_the_connections_own_watermark);
     suite_add_tcase(suite, tc);
     return suite;
 }
