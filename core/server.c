@@ -681,6 +681,12 @@ unsigned corral_worker_index(const corral_worker *worker)
     return worker->index;
 }
 
+bool corral_worker_stopping(const corral_worker *worker)
+{
+    assert(corral__loop_owned(worker->loop));
+    return worker->stopping;
+}
+
 corral_loop *corral_worker_loop(const corral_worker *worker)
 {
     return worker->loop;

@@ -68,11 +68,6 @@ struct server_state {
 struct upstream_worker {
     struct server_state servers[MAX_SERVERS];
     unsigned idle_count;
-    /* The worker is stopping (a graceful stop or a reload): a connection
-     * whose exchange finishes is closed, not pooled, or the worker would
-     * wait its whole drain timeout for connections that have nothing left
-     * to do. */
-    bool stopping;
     uint64_t local_error_logged_ms; /* loop clock; 0: never */
     _Atomic uint64_t errors[PROXY_ERROR_KINDS];
 } __attribute__((aligned(64)));
@@ -336,7 +331,11 @@ static void pool_release(struct upstream_conn *uc)
 {
     struct proxy_upstream *up = uc->upstream;
     uc->px = NULL;
-    if (uc->worker->stopping || uc->worker->idle_count >= up->keepalive) {
+    /* A stopping worker (a graceful stop or a reload) would wait its whole
+     * drain timeout for pooled connections that have nothing left to do. */
+    corral_worker *worker = corral_conn_worker(uc->conn);
+    if ((worker != NULL && corral_worker_stopping(worker)) ||
+        uc->worker->idle_count >= up->keepalive) {
         corral_conn_close_no_linger(uc->conn);
         return;
     }
@@ -862,7 +861,6 @@ static void uc_on_close(corral_conn *conn, int error)
 static void uc_on_stop(corral_conn *conn)
 {
     struct upstream_conn *uc = corral_conn_data(conn);
-    uc->worker->stopping = true;
     if (uc->px == NULL)
         corral_conn_close_no_linger(conn);
 }

@@ -551,6 +551,10 @@ CORRAL_EXTERN corral_worker *corral_server_worker(const corral_server *server, u
 CORRAL_EXTERN unsigned corral_worker_index(const corral_worker *worker);
 CORRAL_EXTERN corral_loop *corral_worker_loop(const corral_worker *worker);
 CORRAL_EXTERN corral_server *corral_worker_server(const corral_worker *worker);
+/** Whether the worker is stopping (a graceful stop): its connections
+ *  should finish what they do and not be kept idle.  From the worker's
+ *  thread. */
+CORRAL_EXTERN bool corral_worker_stopping(const corral_worker *worker);
 
 /** corral_loop_post() to the worker's loop; safe from any thread. */
 CORRAL_EXTERN int corral_worker_post(corral_worker *worker, corral_callback cb, void *arg);

@@ -776,6 +776,46 @@ START_TEST(graceful_stop_ends_with_the_last_request)
 }
 END_TEST
 
+/* A request whose head completes after the stop began opens the worker's
+ * first upstream connection during the drain: that one is not pooled
+ * either. */
+START_TEST(graceful_stop_does_not_pool_a_connection_opened_while_draining)
+{
+    static const struct step quick[] = {
+        {.reply = OK_HEAD "Content-Length: 4\r\n\r\nlate", .after = STALL}};
+    struct backend *b = backend_start(quick, 1);
+    struct test_daemon d;
+    /* start_daemon()'s 1 s read timeout would end the pooled connection
+     * soon enough to hide a wait for it. */
+    test_daemon_init(&d, "corral");
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "workers 1;\ndrain_timeout 20s;\nadmin { listen 127.0.0.2:0; }\n"
+             "upstream app { server 127.0.0.1:%d; keepalive 8; }\n"
+             "server { listen 127.0.0.1:0; location / { proxy_pass http://app; } }\n",
+             b->port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    int fd = test_connect(d.port);
+    test_send_all(fd, "GET /late HTTP/1.1\r\nHost: hostile.test\r\n", 40);
+    usleep(200000); /* the head is partly in when the stop begins */
+    uint64_t start = test_now_ms();
+    kill(d.pid, SIGTERM);
+    usleep(200000);
+    test_send_all(fd, "\r\n", 2);
+    struct response resp;
+    read_response(fd, false, &resp);
+    close(fd);
+    ck_assert_msg(resp.status == 200 && strcmp(resp.body, "late") == 0, "status %d", resp.status);
+    int status = test_wait_exit(d.pid, 8000);
+    uint64_t took = test_now_ms() - start;
+    d.pid = -1;
+    ck_assert_msg(status == 0, "exit status %d after %llu ms", status, (unsigned long long)took);
+    ck_assert_msg(took < 6000, "the stop took %llu ms", (unsigned long long)took);
+    backend_stop(b);
+}
+END_TEST
+
 static int generations_running(const struct test_daemon *d)
 {
     char body[4096];
@@ -922,6 +962,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, connection_listing_cannot_strip_end_to_end_headers);
     tc = new_case(suite, "drain", 40);
     tcase_add_test(tc, graceful_stop_ends_with_the_last_request);
+    tcase_add_test(tc, graceful_stop_does_not_pool_a_connection_opened_while_draining);
     tcase_add_test(tc, reloads_leave_no_generation_behind);
     tc = new_case(suite, "resources", 20);
     tcase_add_test(tc, running_out_of_descriptors_does_not_mark_the_backend_down);
