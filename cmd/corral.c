@@ -986,8 +986,9 @@ int main(int argc, char **argv)
         conf_free(config);
         return err == 0 ? 0 : 1;
     }
-    if (config->error_log != NULL && daemon_log_open(config->error_log) != 0) {
-        log_error("error_log %s: %s", config->error_log, strerror(errno));
+    int log_err = config->error_log != NULL ? daemon_log_open(config->error_log) : 0;
+    if (log_err != 0) {
+        log_error("error_log %s: %s", config->error_log, strerror(-log_err));
         conf_free(config);
         return 1;
     }

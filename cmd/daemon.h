@@ -110,6 +110,9 @@ extern const struct http_handler admin_status_handler;
 int daemon_log_open(const char *path);
 int daemon_log_reopen(void);
 void daemon_log_plain(bool on);
+/* The logger daemon_log_open() installs: writes `message` as one line, whole
+ * whatever its length.  Any thread. */
+void daemon_log_write(enum corral_log_level level, const char *message, void *arg);
 #define log_error(...) corral_log(CORRAL_LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) corral_log(CORRAL_LOG_WARN, __VA_ARGS__)
 #define log_info(...) corral_log(CORRAL_LOG_INFO, __VA_ARGS__)

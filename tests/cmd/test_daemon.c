@@ -7,6 +7,7 @@
  */
 #include "../daemon.h"
 #include "../helpers.h"
+#include "cmd/daemon.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -529,6 +530,46 @@ START_TEST(drops_privileges_after_binding)
 }
 END_TEST
 
+/* ------------------------------------------------------------- error log */
+
+/* Writes a line of `len` bytes of message through the daemon's logger into
+ * a fresh file and returns the file's contents. */
+static char *log_line(const char *name, bool plain, size_t len)
+{
+    char path[PATH_MAX];
+    test_daemon_file(path, sizeof(path), name);
+    ck_assert_int_eq(daemon_log_open(path), 0);
+    daemon_log_plain(plain);
+    char *message = malloc(len + 1);
+    ck_assert_ptr_nonnull(message);
+    memset(message, 'x', len);
+    message[len] = '\0';
+    daemon_log_write(CORRAL_LOG_ERROR, message, NULL);
+    free(message);
+    return test_read_file(path);
+}
+
+START_TEST(log_lines_keep_their_end_whatever_their_length)
+{
+    /* Around the size of the buffer the line was once formatted into. */
+    static const size_t lengths[] = {0, 1, 1023, 1165, 1166, 1167, 1198, 1199, 1200, 5000};
+    for (size_t i = 0; i < sizeof(lengths) / sizeof(lengths[0]); i++) {
+        for (int plain = 0; plain < 2; plain++) {
+            char name[64];
+            snprintf(name, sizeof(name), "error-%zu-%d.log", lengths[i], plain);
+            char *text = log_line(name, plain, lengths[i]);
+            size_t len = strlen(text);
+            ck_assert_msg(len > 0 && text[len - 1] == '\n' && strchr(text, '\n') == text + len - 1,
+                          "a %zu-byte message (plain %d) is not one line", lengths[i], plain);
+            size_t prefix = plain ? 0 : strlen("2026-12-03T04:33:16.293Z [error] ");
+            ck_assert_uint_eq(len, prefix + lengths[i] + 1);
+            ck_assert(plain || strstr(text, "Z [error] ") == text + 23);
+            free(text);
+        }
+    }
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/daemon");
@@ -550,5 +591,11 @@ Suite *test_suite(void)
     tcase_add_test(tc, access_log_lines_formats_and_reopen);
     tcase_add_test(tc, drops_privileges_after_binding);
     suite_add_tcase(suite, tc);
+
+    TCase *log = tcase_create("log");
+    test_daemon_fixture(log);
+    tcase_set_timeout(log, 30);
+    tcase_add_test(log, log_lines_keep_their_end_whatever_their_length);
+    suite_add_tcase(suite, log);
     return suite;
 }
