@@ -24,6 +24,7 @@ struct daemon_state daemon_state = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static corral_loop *main_loop;
 static bool stopping;
+static int exit_status; /* 1 once the daemon stops because it cannot serve */
 
 /* Sockets passed by systemd (LISTEN_FDS), by bound address. */
 struct activated_socket {
@@ -660,6 +661,8 @@ static void retire_counters(struct generation *gen)
                             gen->upstreams[i].upstream);
 }
 
+static void stop_all(uint32_t graceful_ms);
+
 /* Main loop: the last worker of `arg` has exited. */
 static void on_generation_exit(void *arg)
 {
@@ -671,11 +674,21 @@ static void on_generation_exit(void *arg)
         link = &(*link)->next;
     *link = gen->next;
     retire_counters(gen);
-    bool none_left = daemon_state.generations == NULL;
     pthread_mutex_unlock(&daemon_state.lock);
-    log_info("generation %u finished", gen->number);
+    if (gen->stop_requested || stopping) {
+        log_info("generation %u finished", gen->number);
+    } else {
+        /* Only the newest generation is never asked to stop: its workers
+         * failed (the errors are logged above) and nothing accepts any more.
+         * Exit with an error for a supervisor to restart the daemon, as a
+         * process that ran on would look alive while refusing every
+         * connection.  Older generations still draining may finish. */
+        log_error("generation %u: every worker stopped on its own; stopping", gen->number);
+        exit_status = 1;
+        stop_all(gen->config->drain_timeout_ms);
+    }
     generation_free(gen);
-    if (none_left && stopping)
+    if (daemon_state.generations == NULL && stopping)
         corral_loop_stop(main_loop);
 }
 
@@ -721,16 +734,18 @@ static int load_config(const char *path, struct conf_config **out)
 
 static void reload(void)
 {
-    if (stopping)
+    /* No generation left means stopping: when the newest one exits on its
+     * own, the daemon stops. */
+    struct generation *previous = daemon_state.generations, *gen;
+    if (stopping || previous == NULL)
         return;
     struct conf_config *config;
     log_info("SIGHUP: reloading %s", daemon_state.config_path ? daemon_state.config_path
                                                                : "the built-in configuration");
     if (load_config(daemon_state.config_path, &config) != 0) {
-        log_error("reload failed; generation %u keeps serving", daemon_state.generations->number);
+        log_error("reload failed; generation %u keeps serving", previous->number);
         return;
     }
-    struct generation *previous = daemon_state.generations, *gen;
     int err = generation_start(config, previous, &gen);
     if (err != 0) {
         log_error("reload failed (%s); generation %u keeps serving", strerror(-err),
@@ -754,16 +769,24 @@ static void reload(void)
      * one), finishes what is in flight, and exits within the drain timeout. */
     log_info("generation %u: draining (up to %u ms)", previous->number,
              previous->config->drain_timeout_ms);
+    previous->stop_requested = true;
     corral_server_stop(previous->server, previous->config->drain_timeout_ms);
 }
 
+/* Stops every generation; the main loop ends when the last has exited, or
+ * now if none is left. */
 static void stop_all(uint32_t graceful_ms)
 {
     stopping = true;
     pthread_mutex_lock(&daemon_state.lock);
-    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next)
+    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
+        g->stop_requested = true;
         corral_server_stop(g->server, graceful_ms);
+    }
+    bool none_left = daemon_state.generations == NULL;
     pthread_mutex_unlock(&daemon_state.lock);
+    if (none_left)
+        corral_loop_stop(main_loop);
 }
 
 static void on_signal(int signo, void *arg)
@@ -789,7 +812,9 @@ static void on_signal(int signo, void *arg)
         stop_all(0);
         break;
     default: {
-        uint32_t drain = daemon_state.generations->config->drain_timeout_ms;
+        /* The newest generation's drain timeout; none left: already stopping. */
+        struct generation *newest = daemon_state.generations;
+        uint32_t drain = newest != NULL ? newest->config->drain_timeout_ms : 0;
         log_info("%s: stopping gracefully (up to %u ms)", strsignal(signo), drain);
         stop_all(drain);
     }
@@ -1028,7 +1053,7 @@ int main(int argc, char **argv)
     if (!started)
         stop_all(0);
     corral_loop_run(main_loop);
-    status = started ? 0 : 1;
+    status = started ? exit_status : 1;
     if (pid_file != NULL)
         unlink(pid_file);
     free(pid_file);

@@ -51,6 +51,7 @@ struct generation {
     size_t upstream_count;
     struct http_stats *stats; /* per worker */
     struct access_log *access_log; /* NULL: none */
+    bool stop_requested; /* by a reload or a signal, not by its own workers */
     struct generation *next;
 };
 

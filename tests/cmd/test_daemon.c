@@ -570,6 +570,66 @@ START_TEST(log_lines_keep_their_end_whatever_their_length)
 }
 END_TEST
 
+/* ------------------------------------------------- workers that stop alone */
+
+/* Starts `d` with refuse_listeners.so (built next to the daemon) preloaded:
+ * every worker fails to watch its listening sockets and stops. */
+static void spawn_refusing_listeners(struct test_daemon *d)
+{
+    const char *binary = test_daemon_binary();
+    const char *slash = strrchr(binary, '/');
+    char lib[PATH_MAX + 64], options[1024];
+    snprintf(lib, sizeof(lib), "%.*s/obj/tests/cmd/refuse_listeners.so",
+             slash != NULL ? (int)(slash - binary) : 1, slash != NULL ? binary : ".");
+    ck_assert_msg(access(lib, R_OK) == 0, "%s: %s", lib, strerror(errno));
+    /* ASan insists on coming first among the libraries; this one intercepts
+     * nothing ASan does. */
+    const char *asan = getenv("ASAN_OPTIONS");
+    snprintf(options, sizeof(options), "%s%sverify_asan_link_order=0", asan != NULL ? asan : "",
+             asan != NULL && asan[0] != '\0' ? ":" : "");
+    setenv("ASAN_OPTIONS", options, 1);
+    setenv("LD_PRELOAD", lib, 1);
+    test_daemon_spawn(d, -1);
+    unsetenv("LD_PRELOAD");
+}
+
+START_TEST(exits_with_an_error_when_every_worker_stops_on_its_own)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_config(&d, "", "ok");
+    spawn_refusing_listeners(&d);
+    /* Nothing accepts any more: the daemon says so and exits with an error
+     * for its supervisor to see, instead of running on and refusing every
+     * connection. */
+    int status = -1;
+    for (int waited = 0; waited < 10000 && status == -1; waited += 10) {
+        int raw;
+        if (waitpid(d.pid, &raw, WNOHANG) == d.pid)
+            status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+        else
+            usleep(10000);
+    }
+    if (status == -1) {
+        /* Still running without a worker: reload and stop must be safe. */
+        kill(d.pid, SIGHUP);
+        usleep(300000);
+        kill(d.pid, SIGTERM);
+        status = test_wait_exit(d.pid, 5000);
+        d.pid = -1;
+        ck_abort_msg("the daemon ran on without workers; after SIGHUP and SIGTERM, status %d:\n%s",
+                     status, test_read_file(d.log));
+    }
+    d.pid = -1;
+    char *log = test_read_file(d.log);
+    ck_assert_msg(status == 1, "exit status %d:\n%s", status, log);
+    ck_assert_msg(strstr(log, "worker 0: stopped on error") != NULL, "%s", log);
+    ck_assert_msg(strstr(log, "generation 1: every worker stopped on its own; stopping") != NULL,
+                  "%s", log);
+    free(log);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/daemon");
@@ -591,6 +651,13 @@ Suite *test_suite(void)
     tcase_add_test(tc, access_log_lines_formats_and_reopen);
     tcase_add_test(tc, drops_privileges_after_binding);
     suite_add_tcase(suite, tc);
+
+    /* Stops, reloads and signals in unusual states. */
+    TCase *states = tcase_create("states");
+    test_daemon_fixture(states);
+    tcase_set_timeout(states, 60);
+    tcase_add_test(states, exits_with_an_error_when_every_worker_stops_on_its_own);
+    suite_add_tcase(suite, states);
 
     TCase *log = tcase_create("log");
     test_daemon_fixture(log);
