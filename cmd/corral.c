@@ -614,6 +614,7 @@ static int generation_start(struct conf_config *config, struct generation *previ
         log_warn("the listening socket layout changes (wakeup or workers): re-creating the "
                  "sockets; connections queued at this instant may be reset");
         corral_server_close_listeners(previous->server);
+        previous->listeners_closed = true;
         for (size_t i = 0; i < gen->site_count; i++) {
             struct site *site = &gen->sites[i];
             if (site->listener != NULL)
@@ -732,6 +733,22 @@ static int load_config(const char *path, struct conf_config **out)
     return 0;
 }
 
+/* Closes the generation's listening sockets, then stops it.  Closing comes
+ * first, while every worker runs to let go of the sockets (a draining
+ * generation's workers exit one by one), and only once.  On a reload the
+ * new generation serves the same sockets through its own descriptors; on a
+ * stop the sockets close with this, and new clients are refused at once
+ * instead of queueing where no one will accept them. */
+static void generation_stop(struct generation *gen, uint32_t graceful_ms)
+{
+    if (!gen->listeners_closed) {
+        corral_server_close_listeners(gen->server);
+        gen->listeners_closed = true;
+    }
+    gen->stop_requested = true;
+    corral_server_stop(gen->server, graceful_ms);
+}
+
 static void reload(void)
 {
     /* No generation left means stopping: when the newest one exits on its
@@ -769,8 +786,7 @@ static void reload(void)
      * one), finishes what is in flight, and exits within the drain timeout. */
     log_info("generation %u: draining (up to %u ms)", previous->number,
              previous->config->drain_timeout_ms);
-    previous->stop_requested = true;
-    corral_server_stop(previous->server, previous->config->drain_timeout_ms);
+    generation_stop(previous, previous->config->drain_timeout_ms);
 }
 
 /* Stops every generation; the main loop ends when the last has exited, or
@@ -778,14 +794,14 @@ static void reload(void)
 static void stop_all(uint32_t graceful_ms)
 {
     stopping = true;
-    pthread_mutex_lock(&daemon_state.lock);
-    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
-        g->stop_requested = true;
-        corral_server_stop(g->server, graceful_ms);
-    }
-    bool none_left = daemon_state.generations == NULL;
-    pthread_mutex_unlock(&daemon_state.lock);
-    if (none_left)
+    /* The list changes only on this thread: no lock needed to walk it. */
+    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next)
+        generation_stop(g, graceful_ms);
+    /* No generation will take over the sockets systemd passed. */
+    for (size_t i = 0; i < activated_count; i++)
+        close(activated[i].fd);
+    activated_count = 0;
+    if (daemon_state.generations == NULL)
         corral_loop_stop(main_loop);
 }
 

@@ -630,6 +630,52 @@ START_TEST(exits_with_an_error_when_every_worker_stops_on_its_own)
 }
 END_TEST
 
+/* Connects to 127.0.0.1:port: 0, or the errno of the failure. */
+static int try_connect(int port)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    int err = connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 ? 0 : errno;
+    close(fd);
+    return err;
+}
+
+START_TEST(sigterm_refuses_new_clients_while_draining)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_config(&d, "drain_timeout 10s;", "done");
+    test_daemon_start(&d);
+    /* A reload first: the draining generation must let go of the sockets
+     * too. */
+    write_config(&d, "drain_timeout 10s;", "done");
+    kill(d.pid, SIGHUP);
+    ck_assert(answers(d.port, "done", false));
+    int fd = test_connect(d.port);
+    const char *head = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhalf.";
+    test_send_all(fd, head, strlen(head));
+    usleep(100000);
+    kill(d.pid, SIGTERM);
+    /* Refused, not queued where no worker will accept it. */
+    int err = 0;
+    for (int i = 0; i < 100 && (err = try_connect(d.port)) == 0; i++)
+        usleep(20000);
+    ck_assert_msg(err == ECONNREFUSED, "a new client during the drain: %s",
+                  err != 0 ? strerror(err) : "connected");
+    ck_assert_int_eq(waitpid(d.pid, NULL, WNOHANG), 0);
+    test_send_all(fd, "rest.", 5);
+    char response[1024];
+    size_t len = test_recv_all(fd, response, sizeof(response) - 1);
+    response[len] = '\0';
+    ck_assert_msg(strstr(response, "\r\n\r\ndone") != NULL, "%s", response);
+    close(fd);
+    ck_assert_int_eq(test_wait_exit(d.pid, 5000), 0);
+    d.pid = -1;
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/daemon");
@@ -657,6 +703,7 @@ Suite *test_suite(void)
     test_daemon_fixture(states);
     tcase_set_timeout(states, 60);
     tcase_add_test(states, exits_with_an_error_when_every_worker_stops_on_its_own);
+    tcase_add_test(states, sigterm_refuses_new_clients_while_draining);
     suite_add_tcase(suite, states);
 
     TCase *log = tcase_create("log");
