@@ -814,12 +814,18 @@ static void on_signal(int signo, void *arg)
         break;
     case SIGUSR1: {
         int err = daemon_log_reopen();
-        struct generation *gen = daemon_state.generations;
-        if (err == 0 && gen != NULL && gen->access_log != NULL)
-            err = access_log_reopen(gen->access_log);
         if (err != 0)
-            log_error("SIGUSR1: reopening the logs failed: %s", strerror(-err));
-        else
+            log_error("SIGUSR1: reopening the error log failed: %s", strerror(-err));
+        /* Every generation's access log, draining ones included: their
+         * last requests belong in the new file too. */
+        for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
+            int rc = g->access_log != NULL ? access_log_reopen(g->access_log) : 0;
+            if (rc != 0)
+                log_error("SIGUSR1: generation %u: reopening access_log %s failed: %s",
+                          g->number, g->config->access_log, strerror(-rc));
+            err = err != 0 ? err : rc;
+        }
+        if (err == 0)
             log_info("SIGUSR1: log reopened");
         break;
     }

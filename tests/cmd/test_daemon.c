@@ -676,6 +676,45 @@ START_TEST(sigterm_refuses_new_clients_while_draining)
 }
 END_TEST
 
+START_TEST(sigusr1_reopens_the_access_log_of_a_draining_generation)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    char log_file[256], rotated[256], extra[512];
+    test_daemon_file(log_file, sizeof(log_file), "access.log");
+    test_daemon_file(rotated, sizeof(rotated), "access.log.1");
+    snprintf(extra, sizeof(extra), "drain_timeout 10s;\naccess_log %s;", log_file);
+    write_config(&d, extra, "one");
+    test_daemon_start(&d);
+    /* A request half sent keeps generation 1 draining after the reload, and
+     * is answered, and logged, after the rotation. */
+    int fd = test_connect(d.port);
+    const char *head = "GET /draining HTTP/1.1\r\nHost: t\r\n";
+    test_send_all(fd, head, strlen(head));
+    usleep(100000);
+    write_config(&d, extra, "two");
+    kill(d.pid, SIGHUP);
+    ck_assert(answers(d.port, "two", false));
+
+    ck_assert_int_eq(rename(log_file, rotated), 0);
+    kill(d.pid, SIGUSR1);
+    for (int i = 0; i < 200 && access(log_file, F_OK) != 0; i++)
+        usleep(10000);
+    usleep(100000);
+    test_send_all(fd, "\r\n", 2);
+    char response[1024];
+    size_t len = test_recv_all(fd, response, sizeof(response) - 1);
+    response[len] = '\0';
+    ck_assert_msg(strstr(response, "\r\n\r\none") != NULL, "%s", response);
+    close(fd);
+    usleep(100000);
+    char *log = test_read_file(log_file);
+    ck_assert_msg(strstr(log, "\"GET /draining HTTP/1.1\" 200 ") != NULL, "new log:\n%s\nrotated:\n%s\ndaemon:\n%s", log, test_read_file(rotated), test_read_file(d.log));
+    free(log);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/daemon");
@@ -704,6 +743,7 @@ Suite *test_suite(void)
     tcase_set_timeout(states, 60);
     tcase_add_test(states, exits_with_an_error_when_every_worker_stops_on_its_own);
     tcase_add_test(states, sigterm_refuses_new_clients_while_draining);
+    tcase_add_test(states, sigusr1_reopens_the_access_log_of_a_draining_generation);
     suite_add_tcase(suite, states);
 
     TCase *log = tcase_create("log");
