@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -936,8 +938,109 @@ static int write_pid_file(const char *path)
         return -1;
     }
     fprintf(f, "%d\n", (int)getpid());
-    fclose(f);
+    if (fclose(f) != 0) {
+        log_error("pid_file %s: %s", path, strerror(errno));
+        return -1;
+    }
     return 0;
+}
+
+/* Removes the pid file at `path` if it still holds `pid`, so that a daemon
+ * that failed to start never removes the file of the one running.  Returns
+ * 0 (also when there is nothing to remove) or -errno. */
+static int pid_file_remove(const char *path, pid_t pid)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd == -1)
+        return errno == ENOENT ? 0 : -errno;
+    char text[32];
+    ssize_t n = read(fd, text, sizeof(text) - 1);
+    int err = n == -1 ? -errno : 0;
+    close(fd);
+    if (err != 0)
+        return err;
+    text[n] = '\0';
+    if (strtol(text, NULL, 10) != (long)pid)
+        return 0;
+    return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
+}
+
+/*
+ * Once privileges are dropped the daemon can no longer remove its pid file:
+ * the directory it is in (/run) is writable by root only, and a directory
+ * descriptor kept open would not help, as unlinkat() checks the caller's
+ * rights at the time of the call.  nginx removes the file from its master
+ * process, which keeps its privileges; corral forks, before any thread
+ * exists, a process for that alone.  It holds nothing of the daemon's but
+ * the read end of a pipe, waits for the daemon to end (the write end
+ * closes, after a crash too), removes the file if it still holds the
+ * daemon's pid, and exits with 0 or the errno of the failure.
+ */
+static pid_t keeper_pid = -1;
+static int keeper_fd = -1; /* the write end */
+
+static int pid_file_keeper_start(const char *path)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) == -1) {
+        int err = -errno;
+        log_error("pid_file %s: pipe2: %s", path, strerror(errno));
+        return err;
+    }
+    pid_t daemon_pid = getpid();
+    pid_t pid = fork();
+    if (pid == -1) {
+        int err = -errno;
+        log_error("pid_file %s: fork: %s", path, strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return err;
+    }
+    if (pid == 0) {
+        /* The daemon's signals (^C from a terminal, systemd's SIGTERM to the
+         * whole unit) must not end the keeper before the daemon ends. */
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_BLOCK, &all, NULL);
+        prctl(PR_SET_NAME, "corral-pidfile");
+        close(fds[1]);
+        if (fds[0] != 3)
+            dup2(fds[0], 3);
+        /* No socket or file of the daemon's stays open in here. */
+        if (close_range(4, ~0U, 0) != 0)
+            for (int fd = 4; fd < 1024; fd++)
+                close(fd);
+        char byte;
+        while (read(3, &byte, 1) == -1 && errno == EINTR)
+            ;
+        _exit(-pid_file_remove(path, daemon_pid) & 0xff);
+    }
+    close(fds[0]);
+    keeper_pid = pid;
+    keeper_fd = fds[1];
+    return 0;
+}
+
+/* Removes the pid file at exit: through the keeper if there is one. */
+static void pid_file_release(const char *path)
+{
+    int err;
+    if (keeper_pid > 0) {
+        close(keeper_fd);
+        int status;
+        pid_t rc;
+        while ((rc = waitpid(keeper_pid, &status, 0)) == -1 && errno == EINTR)
+            ;
+        if (rc == -1)
+            err = -errno;
+        else
+            err = WIFEXITED(status) ? -WEXITSTATUS(status) : -EINTR;
+        keeper_pid = -1;
+    } else {
+        err = pid_file_remove(path, getpid());
+    }
+    if (err != 0)
+        log_error("pid_file %s: removing it: %s", path, strerror(-err));
 }
 
 static void print_probe(void)
@@ -1055,11 +1158,24 @@ int main(int argc, char **argv)
     corral_probe(&caps);
     raise_fd_limit(config, config->workers ? config->workers : caps.cpu_count);
     char *pid_file = config->pid_file != NULL ? strdup(config->pid_file) : NULL;
+    if (config->pid_file != NULL && pid_file == NULL) {
+        log_error("out of memory");
+        conf_free(config);
+        goto out;
+    }
+    if (pid_file != NULL && (config->user != NULL || config->group != NULL) &&
+        pid_file_keeper_start(pid_file) != 0) {
+        free(pid_file);
+        conf_free(config);
+        goto out;
+    }
 
     struct generation *gen;
     int err = generation_start(config, NULL, &gen);
     if (err != 0) {
         log_error("cannot start: %s", strerror(-err));
+        if (pid_file != NULL)
+            pid_file_release(pid_file);
         free(pid_file);
         goto out;
     }
@@ -1077,7 +1193,7 @@ int main(int argc, char **argv)
     corral_loop_run(main_loop);
     status = started ? exit_status : 1;
     if (pid_file != NULL)
-        unlink(pid_file);
+        pid_file_release(pid_file);
     free(pid_file);
     log_info("stopped");
 

@@ -715,6 +715,42 @@ START_TEST(sigusr1_reopens_the_access_log_of_a_draining_generation)
 }
 END_TEST
 
+START_TEST(pid_file_goes_after_dropping_privileges)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "pid file after a privilege drop: not root, skipped\n");
+        return;
+    }
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    /* Readable by nobody for the config, writable by root only, as /run. */
+    chmod(test_daemon_dir(), 0755);
+    char pid_file[256], extra[512];
+    test_daemon_file(pid_file, sizeof(pid_file), "corral.pid");
+    snprintf(extra, sizeof(extra), "user nobody;\ngroup nogroup;\npid_file %s;", pid_file);
+    write_config(&d, extra, "dropped");
+    test_daemon_start(&d);
+    char *log = NULL;
+    for (int i = 0; i < 200; i++) {
+        free(log);
+        log = test_read_file(d.log);
+        if (strstr(log, "running as uid") != NULL)
+            break;
+        usleep(10000);
+    }
+    ck_assert_msg(strstr(log, "running as uid") != NULL, "%s", log);
+    free(log);
+    char *pid_text = test_read_file(pid_file);
+    ck_assert_int_eq(atoi(pid_text), d.pid);
+    free(pid_text);
+    test_daemon_stop(&d);
+    log = test_read_file(d.log);
+    ck_assert_msg(access(pid_file, F_OK) != 0, "the pid file is left behind:\n%s", log);
+    ck_assert_msg(strstr(log, "[error]") == NULL, "%s", log);
+    free(log);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/daemon");
@@ -744,6 +780,7 @@ Suite *test_suite(void)
     tcase_add_test(states, exits_with_an_error_when_every_worker_stops_on_its_own);
     tcase_add_test(states, sigterm_refuses_new_clients_while_draining);
     tcase_add_test(states, sigusr1_reopens_the_access_log_of_a_draining_generation);
+    tcase_add_test(states, pid_file_goes_after_dropping_privileges);
     suite_add_tcase(suite, states);
 
     TCase *log = tcase_create("log");
