@@ -615,7 +615,7 @@ static void usage(FILE *to)
                 "  -t         check the configuration and exit (0 if valid)\n"
                 "  --probe    print the kernel's capabilities and each wakeup mode's resolution\n"
                 "  -V         print the version\n"
-                "signals: HUP reload, TERM/INT graceful stop, QUIT fast stop, USR1 reopen log\n");
+                "signals: HUP reload, TERM/INT graceful stop, QUIT fast stop, USR1 reopen logs\n");
 }
 
 int main(int argc, char **argv)
