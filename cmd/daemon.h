@@ -61,7 +61,7 @@ struct generation {
 #define DAEMON_MAX_UPSTREAMS 64
 
 struct retired_upstream {
-    char name[64];
+    char *name; /* a copy: it outlives the configuration it came from */
     uint64_t errors[PROXY_ERROR_KINDS];
 };
 
@@ -98,7 +98,8 @@ extern struct daemon_state daemon_state;
 void tls_totals_add(struct tls_totals *totals, const struct tls_stats *stats);
 
 /* Adds an upstream's error counters to the slot of its name among `count`
- * slots, taking a new slot for a new name while there is room (admin.c). */
+ * slots, taking a new slot, with a copy of the name, for a new name while
+ * there is room and memory (admin.c). */
 void upstream_errors_add(struct retired_upstream *slots, size_t *count,
                          const struct proxy_upstream *upstream);
 

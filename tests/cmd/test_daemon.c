@@ -169,6 +169,22 @@ START_TEST(reload_changes_the_answer_and_a_bad_one_keeps_it)
 }
 END_TEST
 
+/* Waits up to 5 s until the daemon's workers hold `count` connections
+ * besides the admin request asking: one still queued unaccepted would be
+ * reset when a stop closes the listening sockets. */
+static void wait_accepted(const struct test_daemon *d, int count)
+{
+    char body[8192], expected[64];
+    snprintf(expected, sizeof(expected), "\"connections_active\": %d}", count + 1);
+    for (int i = 0; i < 250; i++) {
+        if (test_daemon_admin_get(d, "/status", body, sizeof(body)) == 200 &&
+            strstr(body, expected) != NULL)
+            return;
+        usleep(20000);
+    }
+    ck_abort_msg("not %d connections after 5 s: %s", count, body);
+}
+
 START_TEST(sigterm_lets_an_in_flight_request_finish)
 {
     struct test_daemon d;
@@ -178,7 +194,7 @@ START_TEST(sigterm_lets_an_in_flight_request_finish)
     int fd = test_connect(d.port);
     const char *head = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhalf.";
     test_send_all(fd, head, strlen(head));
-    usleep(100000);
+    wait_accepted(&d, 1);
     kill(d.pid, SIGTERM);
     usleep(300000);
     /* Still running: a request is in flight. */
@@ -656,7 +672,7 @@ START_TEST(sigterm_refuses_new_clients_while_draining)
     int fd = test_connect(d.port);
     const char *head = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhalf.";
     test_send_all(fd, head, strlen(head));
-    usleep(100000);
+    wait_accepted(&d, 1);
     kill(d.pid, SIGTERM);
     /* Refused, not queued where no worker will accept it. */
     int err = 0;
@@ -751,6 +767,41 @@ START_TEST(pid_file_goes_after_dropping_privileges)
 }
 END_TEST
 
+START_TEST(metrics_keep_long_upstream_names_apart)
+{
+    /* Two names alike in their first 64 bytes, on a port that refuses. */
+    char a[80], b[80];
+    memset(a, 'u', 70);
+    memcpy(b, a, 70);
+    strcpy(a + 70, "-a");
+    strcpy(b + 70, "-b");
+    int port;
+    int reserved = test_reserve_port(&port);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "upstream %s { server 127.0.0.1:%d max_fails=0; }\n"
+             "upstream %s { server 127.0.0.1:%d max_fails=0; }\n"
+             "server {\n    listen 127.0.0.1:0;\n"
+             "    location /a { proxy_pass http://%s; }\n"
+             "    location /b { proxy_pass http://%s; }\n}\n",
+             a, port, b, port, a, b);
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    char body[16384], expected[256];
+    ck_assert_int_eq(http_get(d.port, "/a", body, sizeof(body)), 502);
+    ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", body, sizeof(body)), 200);
+    snprintf(expected, sizeof(expected), "corral_upstream_errors_total{upstream=\"%s\",", a);
+    ck_assert_msg(strstr(body, expected) != NULL, "no %s in\n%s", expected, body);
+    snprintf(expected, sizeof(expected), "upstream=\"%s\"", b);
+    ck_assert_msg(strstr(body, expected) == NULL, "%s counted for /a:\n%s", b, body);
+    test_daemon_stop(&d);
+    close(reserved);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/daemon");
@@ -781,6 +832,7 @@ Suite *test_suite(void)
     tcase_add_test(states, sigterm_refuses_new_clients_while_draining);
     tcase_add_test(states, sigusr1_reopens_the_access_log_of_a_draining_generation);
     tcase_add_test(states, pid_file_goes_after_dropping_privileges);
+    tcase_add_test(states, metrics_keep_long_upstream_names_apart);
     suite_add_tcase(suite, states);
 
     TCase *log = tcase_create("log");
