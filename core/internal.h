@@ -318,6 +318,10 @@ struct corral_worker {
     struct corral_timer emfile_timer;
     struct corral_timer stop_timer;
     struct corral__handle nested_handle; /* native modes: the shared set is ready */
+    /* corral_server_close_listeners() waits for this worker; whoever clears
+     * it, the worker or its exit, counts it out once. */
+    atomic_bool release_pending;
+    atomic_bool exited;
 };
 
 struct corral_server {

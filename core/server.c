@@ -340,6 +340,10 @@ static void *worker_main(void *arg)
     corral__loop_abort_conns(worker->loop);
     corral__loop_free_closed(worker->loop);
 
+    /* A release posted too late to run is answered here. */
+    atomic_store(&worker->exited, true);
+    if (atomic_exchange(&worker->release_pending, false))
+        atomic_fetch_sub(&server->listeners_held, 1);
     if (atomic_fetch_sub(&server->workers_running, 1) == 1 && server->exit_loop != NULL)
         corral_loop_post(server->exit_loop, server->exit_cb, server->exit_arg);
     return NULL;
@@ -431,6 +435,7 @@ int corral_server_start(corral_server *server)
     atomic_store(&server->workers_running, server->worker_count);
     for (unsigned i = 0; i < server->worker_count; i++) {
         corral_worker *worker = &server->workers[i];
+        atomic_store(&worker->exited, false);
         int rc = pthread_create(&worker->thread, NULL, worker_main, worker);
         if (rc != 0) {
             corral__error("pthread_create(worker %u): %s", i, strerror(rc));
@@ -488,19 +493,25 @@ static void worker_release_listeners(void *arg)
 {
     corral_worker *worker = arg;
     corral__worker_stop_accepting(worker, CORRAL__PAUSE_CLOSED);
-    atomic_fetch_sub(&worker->server->listeners_held, 1);
+    if (atomic_exchange(&worker->release_pending, false))
+        atomic_fetch_sub(&worker->server->listeners_held, 1);
 }
 
 void corral_server_close_listeners(corral_server *server)
 {
     if (server->started) {
-        unsigned posted = 0;
         atomic_store(&server->listeners_held, server->worker_count);
-        for (unsigned i = 0; i < server->worker_count; i++)
-            if (corral_worker_post(&server->workers[i], worker_release_listeners,
-                                   &server->workers[i]) == 0)
-                posted++;
-        atomic_fetch_sub(&server->listeners_held, server->worker_count - posted);
+        for (unsigned i = 0; i < server->worker_count; i++) {
+            corral_worker *worker = &server->workers[i];
+            atomic_store(&worker->release_pending, true);
+            /* A worker that has exited, or exits before the post runs, has
+             * let go already: it is counted out by whichever side clears
+             * the flag first. */
+            if ((corral_worker_post(worker, worker_release_listeners, worker) != 0 ||
+                 atomic_load(&worker->exited)) &&
+                atomic_exchange(&worker->release_pending, false))
+                atomic_fetch_sub(&server->listeners_held, 1);
+        }
         /* A short wait on the main thread: each worker answers within one
          * loop iteration, or has already exited.  Yielding rather than
          * sleeping keeps short the moment in which a connection can still

@@ -589,8 +589,9 @@ END_TEST
 /* ------------------------------------------------- workers that stop alone */
 
 /* Starts `d` with refuse_listeners.so (built next to the daemon) preloaded:
- * every worker fails to watch its listening sockets and stops. */
-static void spawn_refusing_listeners(struct test_daemon *d)
+ * with `mode` "all" every worker fails to watch its listening sockets and
+ * stops, with "all-but-one" all but one. */
+static void spawn_refusing_listeners(struct test_daemon *d, const char *mode)
 {
     const char *binary = test_daemon_binary();
     const char *slash = strrchr(binary, '/');
@@ -605,6 +606,7 @@ static void spawn_refusing_listeners(struct test_daemon *d)
              asan != NULL && asan[0] != '\0' ? ":" : "");
     setenv("ASAN_OPTIONS", options, 1);
     setenv("LD_PRELOAD", lib, 1);
+    setenv("REFUSE_LISTENERS", mode, 1);
     test_daemon_spawn(d, -1);
     unsetenv("LD_PRELOAD");
 }
@@ -614,7 +616,7 @@ START_TEST(exits_with_an_error_when_every_worker_stops_on_its_own)
     struct test_daemon d;
     test_daemon_init(&d, "corral");
     write_config(&d, "", "ok");
-    spawn_refusing_listeners(&d);
+    spawn_refusing_listeners(&d, "all");
     /* Nothing accepts any more: the daemon says so and exits with an error
      * for its supervisor to see, instead of running on and refusing every
      * connection. */
@@ -802,6 +804,30 @@ START_TEST(metrics_keep_long_upstream_names_apart)
 }
 END_TEST
 
+START_TEST(stops_when_some_workers_stopped_on_their_own)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_config(&d, "", "ok");
+    spawn_refusing_listeners(&d, "all-but-one");
+    test_daemon_wait_listening(&d);
+    char body[256];
+    ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
+    char *log = NULL;
+    for (int i = 0; i < 250; i++) {
+        free(log);
+        log = test_read_file(d.log);
+        if (strstr(log, ": stopped on error") != NULL)
+            break;
+        usleep(20000);
+    }
+    free(log);
+    /* The workers left close the sockets and stop; those gone must not be
+     * waited for. */
+    test_daemon_stop(&d);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/daemon");
@@ -829,6 +855,7 @@ Suite *test_suite(void)
     test_daemon_fixture(states);
     tcase_set_timeout(states, 60);
     tcase_add_test(states, exits_with_an_error_when_every_worker_stops_on_its_own);
+    tcase_add_test(states, stops_when_some_workers_stopped_on_their_own);
     tcase_add_test(states, sigterm_refuses_new_clients_while_draining);
     tcase_add_test(states, sigusr1_reopens_the_access_log_of_a_draining_generation);
     tcase_add_test(states, pid_file_goes_after_dropping_privileges);
