@@ -288,6 +288,16 @@ static void reload(void)
         return;
     }
     int err = generation_start(config, previous, &gen);
+    if (err != 0 && previous->listeners_closed) {
+        /* A socket layout change closed its sockets and new ones could not
+         * be made: it serves what it has in flight but accepts nothing, as
+         * when its workers stop on their own. */
+        log_error("reload failed (%s); generation %u no longer accepts; stopping",
+                  strerror(-err), previous->number);
+        exit_status = 1;
+        stop_all(previous->config->drain_timeout_ms);
+        return;
+    }
     if (err != 0) {
         log_error("reload failed (%s); generation %u keeps serving", strerror(-err),
                   previous->number);

@@ -588,9 +588,8 @@ END_TEST
 
 /* ------------------------------------------------- workers that stop alone */
 
-/* Starts `d` with refuse_listeners.so (built next to the daemon) preloaded:
- * with `mode` "all" every worker fails to watch its listening sockets and
- * stops, with "all-but-one" all but one. */
+/* Starts `d` with refuse_listeners.so (built next to the daemon) preloaded,
+ * in `mode` (see refuse_listeners.c). */
 static void spawn_refusing_listeners(struct test_daemon *d, const char *mode)
 {
     const char *binary = test_daemon_binary();
@@ -611,6 +610,21 @@ static void spawn_refusing_listeners(struct test_daemon *d, const char *mode)
     unsetenv("LD_PRELOAD");
 }
 
+/* Waits up to 10 s for `d` to exit by itself: its exit status, 128 +
+ * signal, or -1 if it still runs. */
+static int wait_own_exit(struct test_daemon *d)
+{
+    for (int waited = 0; waited < 10000; waited += 10) {
+        int raw;
+        if (waitpid(d->pid, &raw, WNOHANG) == d->pid) {
+            d->pid = -1;
+            return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+        }
+        usleep(10000);
+    }
+    return -1;
+}
+
 START_TEST(exits_with_an_error_when_every_worker_stops_on_its_own)
 {
     struct test_daemon d;
@@ -620,14 +634,7 @@ START_TEST(exits_with_an_error_when_every_worker_stops_on_its_own)
     /* Nothing accepts any more: the daemon says so and exits with an error
      * for its supervisor to see, instead of running on and refusing every
      * connection. */
-    int status = -1;
-    for (int waited = 0; waited < 10000 && status == -1; waited += 10) {
-        int raw;
-        if (waitpid(d.pid, &raw, WNOHANG) == d.pid)
-            status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-        else
-            usleep(10000);
-    }
+    int status = wait_own_exit(&d);
     if (status == -1) {
         /* Still running without a worker: reload and stop must be safe. */
         kill(d.pid, SIGHUP);
@@ -638,7 +645,6 @@ START_TEST(exits_with_an_error_when_every_worker_stops_on_its_own)
         ck_abort_msg("the daemon ran on without workers; after SIGHUP and SIGTERM, status %d:\n%s",
                      status, test_read_file(d.log));
     }
-    d.pid = -1;
     char *log = test_read_file(d.log);
     ck_assert_msg(status == 1, "exit status %d:\n%s", status, log);
     ck_assert_msg(strstr(log, "worker 0: stopped on error") != NULL, "%s", log);
@@ -828,6 +834,29 @@ START_TEST(stops_when_some_workers_stopped_on_their_own)
 }
 END_TEST
 
+START_TEST(stops_when_a_reload_cannot_recreate_the_sockets)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_config(&d, "", "one");
+    spawn_refusing_listeners(&d, "rebind");
+    test_daemon_wait_listening(&d);
+    ck_assert(answers(d.port, "one", false));
+    /* A layout change closes the sockets; binding the port again fails. */
+    write_config(&d, "wakeup reuseport;", "two");
+    kill(d.pid, SIGHUP);
+    int status = wait_own_exit(&d);
+    if (status == -1) {
+        test_daemon_kill(&d);
+        ck_abort_msg("the daemon ran on accepting nothing:\n%s", test_read_file(d.log));
+    }
+    char *log = test_read_file(d.log);
+    ck_assert_msg(status == 1, "exit status %d:\n%s", status, log);
+    ck_assert_msg(strstr(log, "generation 1 no longer accepts; stopping") != NULL, "%s", log);
+    free(log);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/daemon");
@@ -856,6 +885,7 @@ Suite *test_suite(void)
     tcase_set_timeout(states, 60);
     tcase_add_test(states, exits_with_an_error_when_every_worker_stops_on_its_own);
     tcase_add_test(states, stops_when_some_workers_stopped_on_their_own);
+    tcase_add_test(states, stops_when_a_reload_cannot_recreate_the_sockets);
     tcase_add_test(states, sigterm_refuses_new_clients_while_draining);
     tcase_add_test(states, sigusr1_reopens_the_access_log_of_a_draining_generation);
     tcase_add_test(states, pid_file_goes_after_dropping_privileges);
