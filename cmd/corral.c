@@ -563,11 +563,13 @@ static void pid_file_release(const char *path)
         pid_t rc;
         while ((rc = waitpid(keeper_pid, &status, 0)) == -1 && errno == EINTR)
             ;
-        if (rc == -1)
-            err = -errno;
-        else
-            err = WIFEXITED(status) ? -WEXITSTATUS(status) : -EINTR;
         keeper_pid = -1;
+        if (rc != -1 && WIFSIGNALED(status)) {
+            log_error("pid_file %s: the process removing it was killed (%s)", path,
+                      strsignal(WTERMSIG(status)));
+            return;
+        }
+        err = rc == -1 ? -errno : -WEXITSTATUS(status);
     } else {
         err = pid_file_remove(path, getpid());
     }

@@ -10,6 +10,8 @@
 #include "cmd/daemon.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -857,6 +860,52 @@ START_TEST(stops_when_a_reload_cannot_recreate_the_sockets)
 }
 END_TEST
 
+START_TEST(a_pid_file_that_cannot_be_removed_is_logged)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "pid file removal failure: not root, skipped\n");
+        return;
+    }
+    /* The daemon runs as nobody from the start; its pid file's directory
+     * is nobody's until the test takes the write permission away. */
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    chmod(test_daemon_dir(), 0755);
+    char run[256], pid_file[300], extra[512];
+    test_daemon_file(run, sizeof(run), "run");
+    ck_assert_int_eq(mkdir(run, 0755), 0);
+    ck_assert_int_eq(chown(run, 65534, 65534), 0);
+    snprintf(pid_file, sizeof(pid_file), "%s/corral.pid", run);
+    snprintf(extra, sizeof(extra), "pid_file %s;", pid_file);
+    write_config(&d, extra, "ok");
+    pid_t parent = getpid();
+    d.pid = fork();
+    ck_assert_int_ge(d.pid, 0);
+    if (d.pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int fd = open(d.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (getppid() != parent || fd == -1 || setgroups(0, NULL) != 0 || setgid(65534) != 0 ||
+            setuid(65534) != 0)
+            _exit(127);
+        signal(SIGPIPE, SIG_DFL);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(test_daemon_binary(), test_daemon_binary(), "-c", d.conf, (char *)NULL);
+        _exit(127);
+    }
+    test_daemon_wait_listening(&d);
+    for (int i = 0; i < 200 && access(pid_file, F_OK) != 0; i++)
+        usleep(10000);
+    ck_assert_int_eq(chmod(run, 0555), 0);
+    test_daemon_stop(&d);
+    char *log = test_read_file(d.log);
+    char expected[400];
+    snprintf(expected, sizeof(expected), "pid_file %s: removing it: Permission denied", pid_file);
+    ck_assert_msg(strstr(log, expected) != NULL, "no \"%s\" in:\n%s", expected, log);
+    free(log);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/daemon");
@@ -889,6 +938,7 @@ Suite *test_suite(void)
     tcase_add_test(states, sigterm_refuses_new_clients_while_draining);
     tcase_add_test(states, sigusr1_reopens_the_access_log_of_a_draining_generation);
     tcase_add_test(states, pid_file_goes_after_dropping_privileges);
+    tcase_add_test(states, a_pid_file_that_cannot_be_removed_is_logged);
     tcase_add_test(states, metrics_keep_long_upstream_names_apart);
     suite_add_tcase(suite, states);
 
