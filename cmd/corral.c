@@ -292,8 +292,8 @@ static void reload(void)
         /* A socket layout change closed its sockets and new ones could not
          * be made: it serves what it has in flight but accepts nothing, as
          * when its workers stop on their own. */
-        log_error("reload failed (%s); generation %u no longer accepts; stopping",
-                  strerror(-err), previous->number);
+        log_error("reload failed (%s); generation %u no longer accepts; stopping", strerror(-err),
+                  previous->number);
         exit_status = 1;
         stop_all(previous->config->drain_timeout_ms);
         return;
@@ -355,8 +355,8 @@ static void on_signal(int signo, void *arg)
         for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
             int rc = g->access_log != NULL ? access_log_reopen(g->access_log) : 0;
             if (rc != 0)
-                log_error("SIGUSR1: generation %u: reopening access_log %s failed: %s",
-                          g->number, g->config->access_log, strerror(-rc));
+                log_error("SIGUSR1: generation %u: reopening access_log %s failed: %s", g->number,
+                          g->config->access_log, strerror(-rc));
             err = err != 0 ? err : rc;
         }
         if (err == 0)

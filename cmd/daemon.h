@@ -51,8 +51,8 @@ struct generation {
     size_t upstream_count;
     struct http_stats *stats; /* per worker */
     struct access_log *access_log; /* NULL: none */
-    bool stop_requested; /* by a reload or a signal, not by its own workers */
-    bool listeners_closed; /* by the next generation's start or a stop */
+    bool stop_requested;           /* by a reload or a signal, not by its own workers */
+    bool listeners_closed;         /* by the next generation's start or a stop */
     struct generation *next;
 };
 

@@ -660,7 +660,8 @@ END_TEST
 /* Connects to 127.0.0.1:port: 0, or the errno of the failure. */
 static int try_connect(int port)
 {
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)port),
                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(fd, 0);
@@ -736,7 +737,7 @@ START_TEST(sigusr1_reopens_the_access_log_of_a_draining_generation)
     close(fd);
     usleep(100000);
     char *log = test_read_file(log_file);
-    ck_assert_msg(strstr(log, "\"GET /draining HTTP/1.1\" 200 ") != NULL, "new log:\n%s\nrotated:\n%s\ndaemon:\n%s", log, test_read_file(rotated), test_read_file(d.log));
+    ck_assert_msg(strstr(log, "\"GET /draining HTTP/1.1\" 200 ") != NULL, "new log:\n%s", log);
     free(log);
     test_daemon_stop(&d);
 }

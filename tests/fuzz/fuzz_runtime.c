@@ -74,9 +74,8 @@ static char *read_file(const char *path, size_t *len, void *arg)
 {
     const struct files *files = arg;
     size_t dir_len = strlen(dir);
-    const char *name = strncmp(path, dir, dir_len) == 0 && path[dir_len] == '/'
-                           ? path + dir_len + 1
-                           : "";
+    const char *name =
+        strncmp(path, dir, dir_len) == 0 && path[dir_len] == '/' ? path + dir_len + 1 : "";
     if (strcmp(name, "fuzz.conf") == 0)
         return serve(files->main, files->main_len, len);
     if (strcmp(name, "part.conf") == 0)
@@ -123,8 +122,8 @@ static int make_certificate(const char *name, EVP_PKEY *key)
     X509_gmtime_adj(X509_getm_notBefore(cert), 0);
     X509_gmtime_adj(X509_getm_notAfter(cert), 3600L * 24 * 365);
     X509_NAME *subject = X509_get_subject_name(cert);
-    X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC, (const unsigned char *)"a.test", -1,
-                               -1, 0);
+    X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC, (const unsigned char *)"a.test", -1, -1,
+                               0);
     X509_set_issuer_name(cert, subject);
     X509_set_pubkey(cert, key);
     char pem[64], key_name[64];
