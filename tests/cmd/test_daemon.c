@@ -435,17 +435,29 @@ START_TEST(pid_file_log_file_and_reopen)
     /* The log goes to the file, not to d.log: wait for the pid file. */
     test_daemon_spawn(&d, -1);
     strcpy(d.log, log_file);
-    for (int i = 0; i < 500 && access(pid_file, F_OK) != 0; i++)
+    /* The file exists before its line is written. */
+    char *pid_text = NULL;
+    for (int i = 0; i < 500; i++) {
+        free(pid_text);
+        pid_text = test_read_file(pid_file);
+        if (strchr(pid_text, '\n') != NULL)
+            break;
         usleep(10000);
-    char *pid_text = test_read_file(pid_file);
+    }
     ck_assert_int_eq(atoi(pid_text), d.pid);
     free(pid_text);
 
     ck_assert_int_eq(rename(log_file, rotated), 0);
     kill(d.pid, SIGUSR1);
-    for (int i = 0; i < 200 && access(log_file, F_OK) != 0; i++)
+    /* The file exists before the line saying so is written. */
+    char *log = NULL;
+    for (int i = 0; i < 200; i++) {
+        free(log);
+        log = test_read_file(log_file);
+        if (strstr(log, "SIGUSR1: log reopened") != NULL)
+            break;
         usleep(10000);
-    char *log = test_read_file(log_file);
+    }
     ck_assert_msg(strstr(log, "SIGUSR1: log reopened") != NULL, "new log:\n%s", log);
     free(log);
     log = test_read_file(rotated);
@@ -501,6 +513,7 @@ START_TEST(access_log_lines_formats_and_reopen)
              log_file);
     write_config(&d, extra, "ok");
     unlink(log_file);
+    unlink(d.log); /* the first daemon's ports must not be read as the second's */
     test_daemon_start(&d);
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
     usleep(100000);
