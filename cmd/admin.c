@@ -101,15 +101,21 @@ void upstream_errors_add(struct retired_upstream *slots, size_t *count,
         if (strcmp(slots[i].name, name) == 0)
             slot = &slots[i];
     if (slot == NULL && *count < DAEMON_MAX_UPSTREAMS) {
-        slot = &slots[(*count)++];
-        memset(slot, 0, sizeof(*slot));
-        snprintf(slot->name, sizeof(slot->name), "%s", name);
+        /* Whole: a name cut short would merge the counters of two
+         * upstreams that begin alike. */
+        char *copy = strdup(name);
+        if (copy != NULL) {
+            slot = &slots[(*count)++];
+            *slot = (struct retired_upstream){.name = copy};
+        }
     }
     for (int k = 0; slot != NULL && k < PROXY_ERROR_KINDS; k++)
         slot->errors[k] += proxy_upstream_errors(upstream, (enum proxy_error_kind)k);
 }
 
-/* Upstream errors by upstream name: exited generations' plus running ones'. */
+/* Upstream errors by upstream name: exited generations' plus running ones'.
+ * The first daemon_state.retired.upstream_count slots borrow the retired
+ * totals' names; free the names of the rest. */
 static size_t sum_upstreams(struct retired_upstream *out)
 {
     size_t count = daemon_state.retired.upstream_count;
@@ -169,6 +175,7 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
     unsigned generation = daemon_state.generations->number;
     struct retired_upstream *upstreams = malloc(sizeof(struct retired_upstream) * DAEMON_MAX_UPSTREAMS);
     size_t upstream_count = upstreams != NULL ? sum_upstreams(upstreams) : 0;
+    size_t borrowed = daemon_state.retired.upstream_count;
     pthread_mutex_unlock(&daemon_state.lock);
 
     if (totals != NULL) {
@@ -237,6 +244,8 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
     http_respond(ex, 200, "Content-Type: text/plain; version=0.0.4\r\n", t.data, t.len);
     free(t.data);
     free(totals);
+    for (size_t i = borrowed; i < upstream_count; i++)
+        free(upstreams[i].name);
     free(upstreams);
 }
 

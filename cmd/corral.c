@@ -6,6 +6,7 @@
  * reopens the log.
  */
 #include "cmd/daemon.h"
+#include "cmd/runtime.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +27,7 @@ struct daemon_state daemon_state = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static corral_loop *main_loop;
 static bool stopping;
+static int exit_status; /* 1 once the daemon stops because it cannot serve */
 
 /* Sockets passed by systemd (LISTEN_FDS), by bound address. */
 struct activated_socket {
@@ -33,473 +37,7 @@ struct activated_socket {
 static struct activated_socket *activated;
 static size_t activated_count;
 
-/* ------------------------------------------------------------ sites */
-
-static const struct http_location admin_locations[] = {
-    {.path = "/metrics", .path_len = 8, .exact = true, .handler = &admin_metrics_handler},
-    {.path = "/status", .path_len = 7, .exact = true, .handler = &admin_status_handler},
-};
-
-static void site_free(struct site *site)
-{
-    tls_server_free(site->http.tls);
-    free(site->proxies);
-    free(site->proxy_headers);
-    free(site->proxy_hides);
-    free(site->address);
-    free(site->vhosts);
-    free(site->locations);
-    free(site->returns);
-}
-
-static struct http_limits limits_from(const struct conf_http *http)
-{
-    return (struct http_limits){
-        .header_timeout_ms = http->client_header_timeout_ms,
-        .body_timeout_ms = http->client_body_timeout_ms,
-        .send_timeout_ms = http->send_timeout_ms,
-        .keepalive_timeout_ms = http->keepalive_timeout_ms,
-        .keepalive_requests = http->keepalive_requests,
-        .max_header_size = http->client_max_header_size,
-        .max_headers = http->client_max_headers,
-        .max_body_size = http->client_max_body_size,
-    };
-}
-
-/* The same address, as the kernel reports it, whatever the spelling. */
-static bool same_address(const char *a, const char *b)
-{
-    struct sockaddr_storage x, y;
-    socklen_t xl, yl;
-    char ta[128], tb[128];
-    if (corral_parse_address(a, &x, &xl) != 0 || corral_parse_address(b, &y, &yl) != 0)
-        return strcmp(a, b) == 0;
-    corral_format_address((struct sockaddr *)&x, xl, ta, sizeof(ta));
-    corral_format_address((struct sockaddr *)&y, yl, tb, sizeof(tb));
-    return strcmp(ta, tb) == 0;
-}
-
-static bool server_listens_on(const struct conf_server *server, const char *address)
-{
-    for (size_t i = 0; i < server->listen_count; i++)
-        if (same_address(server->listens[i].address, address))
-            return true;
-    return false;
-}
-
-static bool server_is_default_on(const struct conf_server *server, const char *address)
-{
-    for (size_t i = 0; i < server->listen_count; i++)
-        if (server->listens[i].default_server && same_address(server->listens[i].address, address))
-            return true;
-    return false;
-}
-
-/* The socket options of `address`: the library's defaults unless one of its
- * listen directives sets deferred or backlog (only one may).  A deferred
- * accept waits for the first bytes up to the header timeout, as the server
- * would close a silent connection then anyway. */
-static void listen_options_from(const struct conf_config *config, const char *address,
-                                struct corral_listen_options *options)
-{
-    corral_listen_options_init(options);
-    for (size_t s = 0; s < config->server_count; s++) {
-        const struct conf_server *server = &config->servers[s];
-        for (size_t i = 0; i < server->listen_count; i++) {
-            const struct conf_listen *listen = &server->listens[i];
-            if (!listen->has_socket_options || !same_address(listen->address, address))
-                continue;
-            if (listen->backlog != 0)
-                options->backlog = (int)listen->backlog;
-            if (listen->deferred)
-                options->defer_accept_s = (server->http.client_header_timeout_ms + 999) / 1000;
-            return;
-        }
-    }
-}
-
-static const struct conf_upstream *find_upstream(const struct conf_config *config,
-                                                  const char *name)
-{
-    for (size_t i = 0; i < config->upstream_count; i++)
-        if (strcmp(config->upstreams[i].name, name) == 0)
-            return &config->upstreams[i];
-    return NULL;
-}
-
-/* TLS towards the upstream of an https:// proxy_pass.  The name checked in
- * its certificate (and sent as SNI) is proxy_tls_name, else the host that
- * proxy_pass names: the upstream block's name, or the address's host. */
-static int upstream_tls_build(const struct conf_location *loc, const char *target,
-                              unsigned workers, size_t server_count, struct tls_client **out)
-{
-    char host[256];
-    if (target[0] == '[')
-        snprintf(host, sizeof(host), "%.*s", (int)strcspn(target + 1, "]"), target + 1);
-    else
-        snprintf(host, sizeof(host), "%.*s", (int)strcspn(target, ":"), target);
-    struct tls_client_conf conf = {
-        .verify = loc->proxy_tls.verify,
-        .ca_file = loc->proxy_tls.trusted_certificate,
-        .server_name = loc->proxy_tls.server_name != NULL ? loc->proxy_tls.server_name : host,
-    };
-    char error[512];
-    int err = tls_client_new(&conf, workers, server_count, out, error, sizeof(error));
-    if (err == -EINVAL) {
-        const struct conf_pos *pos = loc->proxy_tls.trusted_certificate != NULL
-                                         ? &loc->proxy_tls.trusted_certificate_pos
-                                         : &loc->pos;
-        log_error("%s:%u:%u: %s", pos->file, pos->line, pos->col, error);
-    }
-    return err;
-}
-
-static bool same_optional_text(const char *a, const char *b)
-{
-    return a == NULL || b == NULL ? a == b : strcmp(a, b) == 0;
-}
-
-/* Whether two proxy_pass locations can share an upstream: the same target
- * and, for https, the same TLS settings. */
-static bool same_upstream(const struct conf_location *a, const struct conf_location *b)
-{
-    if (strcmp(a->proxy_pass, b->proxy_pass) != 0)
-        return false;
-    return strncmp(a->proxy_pass, "https://", 8) != 0 ||
-           (a->proxy_tls.verify == b->proxy_tls.verify &&
-            same_optional_text(a->proxy_tls.trusted_certificate,
-                               b->proxy_tls.trusted_certificate) &&
-            same_optional_text(a->proxy_tls.server_name, b->proxy_tls.server_name));
-}
-
-/* The upstream for a proxy_pass location: the generation's one for the same
- * target, as nginx shares an upstream block's connections and health state
- * among the locations that name it, or a new one: a named upstream block,
- * or the single address proxy_pass names. */
-static int upstream_get(struct generation *gen, const struct conf_config *config,
-                        const struct conf_location *loc, unsigned workers,
-                        struct proxy_upstream **out)
-{
-    static const enum proxy_balance balances[] = {
-        [CONF_BALANCE_ROUND_ROBIN] = PROXY_BALANCE_ROUND_ROBIN,
-        [CONF_BALANCE_LEAST_CONN] = PROXY_BALANCE_LEAST_CONN,
-        [CONF_BALANCE_HASH] = PROXY_BALANCE_HASH,
-    };
-    for (size_t i = 0; i < gen->upstream_count; i++) {
-        if (same_upstream(gen->upstreams[i].first, loc)) {
-            *out = gen->upstreams[i].upstream;
-            return 0;
-        }
-    }
-    bool https = strncmp(loc->proxy_pass, "https://", 8) == 0;
-    const char *target = loc->proxy_pass + (https ? strlen("https://") : strlen("http://"));
-    const struct conf_upstream *named = find_upstream(config, target);
-    size_t count = named != NULL ? named->server_count : 1;
-    struct proxy_server_conf *servers = calloc(count, sizeof(*servers));
-    if (servers == NULL)
-        return -ENOMEM;
-    for (size_t i = 0; i < count; i++) {
-        servers[i] = named != NULL
-                         ? (struct proxy_server_conf){named->servers[i].address,
-                                                      named->servers[i].weight,
-                                                      named->servers[i].max_fails,
-                                                      named->servers[i].fail_timeout_ms}
-                         : (struct proxy_server_conf){target, 1, 1, 10000};
-    }
-    struct proxy_upstream_conf conf = {
-        .name = named != NULL ? named->name : target,
-        .servers = servers,
-        .server_count = count,
-        .balance = named != NULL ? balances[named->balance] : PROXY_BALANCE_ROUND_ROBIN,
-        .keepalive = named != NULL ? named->keepalive : 32,
-        .idle_timeout_ms = named != NULL ? named->keepalive_timeout_ms : 60000,
-    };
-    int err = https ? upstream_tls_build(loc, target, workers, count, &conf.tls) : 0;
-    if (err == 0)
-        err = proxy_upstream_new(&conf, workers, out);
-    free(servers);
-    if (err != 0) {
-        tls_client_free(conf.tls);
-        return err;
-    }
-    gen->upstreams[gen->upstream_count++] = (struct shared_upstream){*out, loc};
-    return 0;
-}
-
-/* One proxy_pass location on `upstream`, with the timeouts of its server
- * block and its own header rewriting. */
-static void proxy_build(struct site *site, size_t index, const struct conf_server *server,
-                        const struct conf_location *loc, struct proxy_upstream *upstream,
-                        size_t *headers_used, size_t *hides_used)
-{
-    struct http_header *headers = &site->proxy_headers[*headers_used];
-    for (size_t i = 0; i < loc->set_header_count; i++)
-        headers[i] = (struct http_header){
-            {loc->set_headers[i].name, strlen(loc->set_headers[i].name)},
-            {loc->set_headers[i].value, strlen(loc->set_headers[i].value)}};
-    struct http_str *hides = &site->proxy_hides[*hides_used];
-    for (size_t i = 0; i < loc->hide_header_count; i++)
-        hides[i] = (struct http_str){loc->hide_headers[i], strlen(loc->hide_headers[i])};
-    *headers_used += loc->set_header_count;
-    *hides_used += loc->hide_header_count;
-    site->proxies[index] = (struct proxy_location){
-        .upstream = upstream,
-        .connect_timeout_ms = server->http.proxy_connect_timeout_ms,
-        .read_timeout_ms = server->http.proxy_read_timeout_ms,
-        .send_timeout_ms = server->http.proxy_send_timeout_ms,
-        .set_headers = headers,
-        .set_header_count = loc->set_header_count,
-        .hide_headers = hides,
-        .hide_header_count = loc->hide_header_count,
-    };
-}
-
-static bool site_is_tls(const struct conf_config *config, const char *address)
-{
-    for (size_t s = 0; s < config->server_count; s++)
-        for (size_t i = 0; i < config->servers[s].listen_count; i++)
-            if (config->servers[s].listens[i].tls &&
-                same_address(config->servers[s].listens[i].address, address))
-                return true;
-    return false;
-}
-
-/* Points a TLS loading problem at the directive behind it. */
-static void report_tls_problem(void *arg, enum tls_conf_item item, size_t vhost, size_t index,
-                               bool warning, const char *message)
-{
-    const struct conf_server *const *servers = arg;
-    const struct conf_tls *tls = &servers[vhost]->tls;
-    const struct conf_pos *pos = item == TLS_CONF_CERTIFICATE ? &tls->certificates[index].certificate_pos
-                                 : item == TLS_CONF_KEY       ? &tls->certificates[index].key_pos
-                                 : item == TLS_CONF_CIPHERS   ? &tls->ciphers_pos
-                                 : item == TLS_CONF_CIPHERSUITES ? &tls->ciphersuites_pos
-                                                                 : &tls->client_certificate_pos;
-    if (pos->file == NULL) /* a built-in default: point at the server block */
-        pos = &servers[vhost]->pos;
-    if (warning)
-        log_warn("%s:%u:%u: %s", pos->file, pos->line, pos->col, message);
-    else
-        log_error("%s:%u:%u: %s", pos->file, pos->line, pos->col, message);
-}
-
-/* The site's TLS: each vhost's certificates, and the rest of the settings
- * from its default server (vhost 0). */
-static int site_tls_build(struct site *site, const struct conf_server **vhost_servers)
-{
-    static const enum tls_verify_client verify_modes[] = {
-        [CONF_TLS_VERIFY_CLIENT_OFF] = TLS_VERIFY_CLIENT_OFF,
-        [CONF_TLS_VERIFY_CLIENT_OPTIONAL] = TLS_VERIFY_CLIENT_OPTIONAL,
-        [CONF_TLS_VERIFY_CLIENT_ON] = TLS_VERIFY_CLIENT_ON,
-    };
-    size_t count = site->http.vhost_count, files_count = 0;
-    for (size_t v = 0; v < count; v++)
-        files_count += vhost_servers[v]->tls.certificate_count;
-    struct tls_vhost_conf *vhosts = calloc(count, sizeof(*vhosts));
-    struct tls_certificate_files *files = calloc(files_count ? files_count : 1, sizeof(*files));
-    if (vhosts == NULL || files == NULL) {
-        free(vhosts);
-        free(files);
-        return -ENOMEM;
-    }
-    struct tls_certificate_files *next = files;
-    for (size_t v = 0; v < count; v++) {
-        const struct conf_tls *tls = &vhost_servers[v]->tls;
-        vhosts[v] = (struct tls_vhost_conf){next, tls->certificate_count};
-        for (size_t i = 0; i < tls->certificate_count; i++)
-            *next++ = (struct tls_certificate_files){tls->certificates[i].certificate,
-                                                     tls->certificates[i].key};
-    }
-    const struct conf_tls *tls = &vhost_servers[0]->tls;
-    struct tls_server_conf conf = {
-        .protocols = (tls->protocols & CONF_TLS_1_2 ? TLS_PROTOCOL_1_2 : 0) |
-                     (tls->protocols & CONF_TLS_1_3 ? TLS_PROTOCOL_1_3 : 0),
-        .ciphers = tls->ciphers,
-        .ciphersuites = tls->ciphersuites,
-        .session_tickets = tls->session_tickets,
-        .ticket_key_rotation_ms = tls->ticket_key_rotation_ms,
-        .session_cache = tls->session_cache,
-        .session_timeout_ms = tls->session_timeout_ms,
-        .handshake_timeout_ms = tls->handshake_timeout_ms,
-        .ktls = tls->ktls,
-        .client_ca = tls->client_certificate,
-        .verify_client = verify_modes[tls->verify_client],
-    };
-    struct tls_report report = {report_tls_problem, vhost_servers};
-    int err = tls_server_new(&conf, &site->http, vhosts, &report, &site->http.tls);
-    free(vhosts);
-    free(files);
-    return err;
-}
-
-/* Builds the site for `address` from every server block listening there;
- * the default server (or the first) becomes vhost 0. */
-static int site_build(struct site *site, struct generation *gen, const struct conf_config *config,
-                      const char *address, unsigned workers)
-{
-    size_t vhost_count = 0, location_count = 0, return_count = 0, proxy_count = 0;
-    size_t header_count = 0, hide_count = 0;
-    for (size_t s = 0; s < config->server_count; s++) {
-        const struct conf_server *server = &config->servers[s];
-        if (!server_listens_on(server, address))
-            continue;
-        vhost_count++;
-        location_count += server->location_count;
-        for (size_t l = 0; l < server->location_count; l++) {
-            const struct conf_location *loc = &server->locations[l];
-            return_count += loc->handler == CONF_HANDLER_RETURN;
-            proxy_count += loc->handler == CONF_HANDLER_PROXY;
-            header_count += loc->set_header_count;
-            hide_count += loc->hide_header_count;
-        }
-    }
-    listen_options_from(config, address, &site->listen_options);
-    site->address = strdup(address);
-    site->vhosts = calloc(vhost_count, sizeof(*site->vhosts));
-    site->locations = calloc(location_count ? location_count : 1, sizeof(*site->locations));
-    site->returns = calloc(return_count ? return_count : 1, sizeof(*site->returns));
-    site->proxies = calloc(proxy_count ? proxy_count : 1, sizeof(*site->proxies));
-    site->proxy_headers = calloc(header_count ? header_count : 1, sizeof(*site->proxy_headers));
-    site->proxy_hides = calloc(hide_count ? hide_count : 1, sizeof(*site->proxy_hides));
-    if (site->address == NULL || site->vhosts == NULL || site->locations == NULL ||
-        site->returns == NULL || site->proxies == NULL ||
-        site->proxy_headers == NULL || site->proxy_hides == NULL)
-        return -ENOMEM;
-
-    const struct conf_server **vhost_servers = calloc(vhost_count, sizeof(*vhost_servers));
-    if (vhost_servers == NULL)
-        return -ENOMEM;
-    size_t v = 0, l = 0, r = 0, p = 0, headers_used = 0, hides_used = 0;
-    int err = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t s = 0; s < config->server_count && err == 0; s++) {
-            const struct conf_server *server = &config->servers[s];
-            bool is_default = server_is_default_on(server, address);
-            if (!server_listens_on(server, address) || is_default != (pass == 0))
-                continue;
-            vhost_servers[v] = server;
-            struct http_vhost *vhost = &site->vhosts[v++];
-            vhost->names = (const char *const *)server->server_names;
-            vhost->name_count = server->server_name_count;
-            vhost->limits = limits_from(&server->http);
-            vhost->locations = &site->locations[l];
-            vhost->location_count = server->location_count;
-            for (size_t i = 0; i < server->location_count && err == 0; i++) {
-                const struct conf_location *conf = &server->locations[i];
-                struct http_location *loc = &site->locations[l++];
-                *loc = (struct http_location){.path = conf->path, .path_len = strlen(conf->path),
-                                              .exact = conf->exact};
-                if (conf->handler == CONF_HANDLER_RETURN) {
-                    struct http_return *ret = &site->returns[r++];
-                    *ret = (struct http_return){conf->return_code, conf->return_text,
-                                                conf->return_text ? strlen(conf->return_text) : 0};
-                    loc->handler = &http_return_handler;
-                    loc->handler_data = ret;
-                } else if (conf->handler == CONF_HANDLER_PROXY) {
-                    struct proxy_upstream *upstream;
-                    err = upstream_get(gen, config, conf, workers, &upstream);
-                    if (err == 0)
-                        proxy_build(site, p, server, conf, upstream, &headers_used, &hides_used);
-                    loc->handler = &proxy_handler;
-                    loc->handler_data = &site->proxies[p++];
-                }
-            }
-        }
-    }
-    site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = vhost_count};
-    if (err == 0 && site_is_tls(config, address))
-        err = site_tls_build(site, vhost_servers);
-    free(vhost_servers);
-    return err;
-}
-
-static int admin_site_build(struct site *site, const struct conf_config *config, const char *address)
-{
-    corral_listen_options_init(&site->listen_options);
-    site->address = strdup(address);
-    site->vhosts = calloc(1, sizeof(*site->vhosts));
-    if (site->address == NULL || site->vhosts == NULL)
-        return -ENOMEM;
-    site->vhosts[0] = (struct http_vhost){
-        .locations = admin_locations,
-        .location_count = sizeof(admin_locations) / sizeof(admin_locations[0]),
-        .limits = limits_from(&config->http),
-    };
-    site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = 1, .admin = true};
-    return 0;
-}
-
 /* ------------------------------------------------------------ generations */
-
-static void generation_free(struct generation *gen)
-{
-    if (gen == NULL)
-        return;
-    corral_server_free(gen->server);
-    for (size_t i = 0; i < gen->site_count; i++)
-        site_free(&gen->sites[i]);
-    free(gen->sites);
-    for (size_t i = 0; i < gen->upstream_count; i++)
-        proxy_upstream_free(gen->upstreams[i].upstream);
-    free(gen->upstreams);
-    free(gen->stats);
-    access_log_free(gen->access_log);
-    conf_free(gen->config);
-    free(gen);
-}
-
-static struct site *find_site(struct generation *gen, const char *address)
-{
-    for (size_t i = 0; gen != NULL && i < gen->site_count; i++)
-        if (same_address(gen->sites[i].address, address))
-            return &gen->sites[i];
-    return NULL;
-}
-
-/* Builds a site for every distinct listen address, then the admin ones:
- * everything a configuration names is loaded here (certificates, keys, CA
- * files, upstream addresses), so `-t` and a reload catch what a start would. */
-static int sites_build(struct generation *gen, const struct conf_config *config, unsigned workers)
-{
-    size_t max_sites = config->admin_listen_count;
-    for (size_t s = 0; s < config->server_count; s++)
-        max_sites += config->servers[s].listen_count;
-    size_t max_upstreams = 0;
-    for (size_t s = 0; s < config->server_count; s++)
-        for (size_t l = 0; l < config->servers[s].location_count; l++)
-            max_upstreams += config->servers[s].locations[l].handler == CONF_HANDLER_PROXY;
-    gen->sites = calloc(max_sites ? max_sites : 1, sizeof(*gen->sites));
-    gen->upstreams = calloc(max_upstreams ? max_upstreams : 1, sizeof(*gen->upstreams));
-    if (gen->sites == NULL || gen->upstreams == NULL)
-        return -ENOMEM;
-    for (size_t s = 0; s < config->server_count; s++) {
-        for (size_t i = 0; i < config->servers[s].listen_count; i++) {
-            const char *address = config->servers[s].listens[i].address;
-            if (find_site(gen, address) != NULL)
-                continue;
-            int err = site_build(&gen->sites[gen->site_count++], gen, config, address, workers);
-            if (err != 0)
-                return err;
-        }
-    }
-    for (size_t i = 0; i < config->admin_listen_count; i++) {
-        int err = admin_site_build(&gen->sites[gen->site_count++], config, config->admin_listens[i]);
-        if (err != 0)
-            return err;
-    }
-    return 0;
-}
-
-/* `-t`: builds what the configuration names, without listening. */
-static int check_config(const struct conf_config *config)
-{
-    struct generation *trial = calloc(1, sizeof(*trial));
-    if (trial == NULL)
-        return -ENOMEM;
-    int err = sites_build(trial, config, 1);
-    generation_free(trial);
-    return err;
-}
 
 /* Listens for `site` in `gen`: on the previous generation's sockets when it
  * had the same address with the same socket layout, on a socket passed by
@@ -613,6 +151,7 @@ static int generation_start(struct conf_config *config, struct generation *previ
         log_warn("the listening socket layout changes (wakeup or workers): re-creating the "
                  "sockets; connections queued at this instant may be reset");
         corral_server_close_listeners(previous->server);
+        previous->listeners_closed = true;
         for (size_t i = 0; i < gen->site_count; i++) {
             struct site *site = &gen->sites[i];
             if (site->listener != NULL)
@@ -660,6 +199,8 @@ static void retire_counters(struct generation *gen)
                             gen->upstreams[i].upstream);
 }
 
+static void stop_all(uint32_t graceful_ms);
+
 /* Main loop: the last worker of `arg` has exited. */
 static void on_generation_exit(void *arg)
 {
@@ -671,11 +212,21 @@ static void on_generation_exit(void *arg)
         link = &(*link)->next;
     *link = gen->next;
     retire_counters(gen);
-    bool none_left = daemon_state.generations == NULL;
     pthread_mutex_unlock(&daemon_state.lock);
-    log_info("generation %u finished", gen->number);
+    if (gen->stop_requested || stopping) {
+        log_info("generation %u finished", gen->number);
+    } else {
+        /* Only the newest generation is never asked to stop: its workers
+         * failed (the errors are logged above) and nothing accepts any more.
+         * Exit with an error for a supervisor to restart the daemon, as a
+         * process that ran on would look alive while refusing every
+         * connection.  Older generations still draining may finish. */
+        log_error("generation %u: every worker stopped on its own; stopping", gen->number);
+        exit_status = 1;
+        stop_all(gen->config->drain_timeout_ms);
+    }
     generation_free(gen);
-    if (none_left && stopping)
+    if (daemon_state.generations == NULL && stopping)
         corral_loop_stop(main_loop);
 }
 
@@ -686,19 +237,6 @@ static void log_wakeup(const struct generation *gen)
     log_info("generation %u: %u workers, wakeup %s resolved to %s (%s)", gen->number,
              corral_server_worker_count(gen->server), corral_wakeup_mode_name(info.requested),
              corral_wakeup_mode_name(info.mode), info.impl);
-}
-
-/* What the configuration language accepts but this daemon cannot serve
- * yet: refused with the position, rather than failing on the first request. */
-static int check_servable(const struct conf_config *config)
-{
-    const char *bad;
-    if (config->log_format != NULL && access_log_check_format(config->log_format, &bad) != 0) {
-        log_error("%s: log_format: unknown variable \"%.*s\"", config->path,
-                  (int)strcspn(bad + 1, " \"'[]()") + 1, bad);
-        return -EINVAL;
-    }
-    return 0;
 }
 
 static int load_config(const char *path, struct conf_config **out)
@@ -719,19 +257,47 @@ static int load_config(const char *path, struct conf_config **out)
     return 0;
 }
 
+/* Closes the generation's listening sockets, then stops it.  Closing comes
+ * first, while every worker runs to let go of the sockets (a draining
+ * generation's workers exit one by one), and only once.  On a reload the
+ * new generation serves the same sockets through its own descriptors; on a
+ * stop the sockets close with this, and new clients are refused at once
+ * instead of queueing where no one will accept them. */
+static void generation_stop(struct generation *gen, uint32_t graceful_ms)
+{
+    if (!gen->listeners_closed) {
+        corral_server_close_listeners(gen->server);
+        gen->listeners_closed = true;
+    }
+    gen->stop_requested = true;
+    corral_server_stop(gen->server, graceful_ms);
+}
+
 static void reload(void)
 {
-    if (stopping)
+    /* No generation left means stopping: when the newest one exits on its
+     * own, the daemon stops. */
+    struct generation *previous = daemon_state.generations, *gen;
+    if (stopping || previous == NULL)
         return;
     struct conf_config *config;
     log_info("SIGHUP: reloading %s", daemon_state.config_path ? daemon_state.config_path
                                                                : "the built-in configuration");
     if (load_config(daemon_state.config_path, &config) != 0) {
-        log_error("reload failed; generation %u keeps serving", daemon_state.generations->number);
+        log_error("reload failed; generation %u keeps serving", previous->number);
         return;
     }
-    struct generation *previous = daemon_state.generations, *gen;
     int err = generation_start(config, previous, &gen);
+    if (err != 0 && previous->listeners_closed) {
+        /* A socket layout change closed its sockets and new ones could not
+         * be made: it serves what it has in flight but accepts nothing, as
+         * when its workers stop on their own. */
+        log_error("reload failed (%s); generation %u no longer accepts; stopping", strerror(-err),
+                  previous->number);
+        exit_status = 1;
+        stop_all(previous->config->drain_timeout_ms);
+        return;
+    }
     if (err != 0) {
         log_error("reload failed (%s); generation %u keeps serving", strerror(-err),
                   previous->number);
@@ -754,16 +320,23 @@ static void reload(void)
      * one), finishes what is in flight, and exits within the drain timeout. */
     log_info("generation %u: draining (up to %u ms)", previous->number,
              previous->config->drain_timeout_ms);
-    corral_server_stop(previous->server, previous->config->drain_timeout_ms);
+    generation_stop(previous, previous->config->drain_timeout_ms);
 }
 
+/* Stops every generation; the main loop ends when the last has exited, or
+ * now if none is left. */
 static void stop_all(uint32_t graceful_ms)
 {
     stopping = true;
-    pthread_mutex_lock(&daemon_state.lock);
+    /* The list changes only on this thread: no lock needed to walk it. */
     for (struct generation *g = daemon_state.generations; g != NULL; g = g->next)
-        corral_server_stop(g->server, graceful_ms);
-    pthread_mutex_unlock(&daemon_state.lock);
+        generation_stop(g, graceful_ms);
+    /* No generation will take over the sockets systemd passed. */
+    for (size_t i = 0; i < activated_count; i++)
+        close(activated[i].fd);
+    activated_count = 0;
+    if (daemon_state.generations == NULL)
+        corral_loop_stop(main_loop);
 }
 
 static void on_signal(int signo, void *arg)
@@ -775,12 +348,18 @@ static void on_signal(int signo, void *arg)
         break;
     case SIGUSR1: {
         int err = daemon_log_reopen();
-        struct generation *gen = daemon_state.generations;
-        if (err == 0 && gen != NULL && gen->access_log != NULL)
-            err = access_log_reopen(gen->access_log);
         if (err != 0)
-            log_error("SIGUSR1: reopening the logs failed: %s", strerror(-err));
-        else
+            log_error("SIGUSR1: reopening the error log failed: %s", strerror(-err));
+        /* Every generation's access log, draining ones included: their
+         * last requests belong in the new file too. */
+        for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
+            int rc = g->access_log != NULL ? access_log_reopen(g->access_log) : 0;
+            if (rc != 0)
+                log_error("SIGUSR1: generation %u: reopening access_log %s failed: %s", g->number,
+                          g->config->access_log, strerror(-rc));
+            err = err != 0 ? err : rc;
+        }
+        if (err == 0)
             log_info("SIGUSR1: log reopened");
         break;
     }
@@ -789,7 +368,9 @@ static void on_signal(int signo, void *arg)
         stop_all(0);
         break;
     default: {
-        uint32_t drain = daemon_state.generations->config->drain_timeout_ms;
+        /* The newest generation's drain timeout; none left: already stopping. */
+        struct generation *newest = daemon_state.generations;
+        uint32_t drain = newest != NULL ? newest->config->drain_timeout_ms : 0;
         log_info("%s: stopping gracefully (up to %u ms)", strsignal(signo), drain);
         stop_all(drain);
     }
@@ -889,8 +470,111 @@ static int write_pid_file(const char *path)
         return -1;
     }
     fprintf(f, "%d\n", (int)getpid());
-    fclose(f);
+    if (fclose(f) != 0) {
+        log_error("pid_file %s: %s", path, strerror(errno));
+        return -1;
+    }
     return 0;
+}
+
+/* Removes the pid file at `path` if it still holds `pid`, so that a daemon
+ * that failed to start never removes the file of the one running.  Returns
+ * 0 (also when there is nothing to remove) or -errno. */
+static int pid_file_remove(const char *path, pid_t pid)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd == -1)
+        return errno == ENOENT ? 0 : -errno;
+    char text[32];
+    ssize_t n = read(fd, text, sizeof(text) - 1);
+    int err = n == -1 ? -errno : 0;
+    close(fd);
+    if (err != 0)
+        return err;
+    text[n] = '\0';
+    if (strtol(text, NULL, 10) != (long)pid)
+        return 0;
+    return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
+}
+
+/*
+ * Once privileges are dropped the daemon can no longer remove its pid file:
+ * the directory it is in (/run) is writable by root only, and a directory
+ * descriptor kept open would not help, as unlinkat() checks the caller's
+ * rights at the time of the call.  nginx removes the file from its master
+ * process, which keeps its privileges; corral forks, before any thread
+ * exists, a process for that alone.  It holds nothing of the daemon's but
+ * the read end of a pipe, waits for the daemon to end (the write end
+ * closes, after a crash too), removes the file if it still holds the
+ * daemon's pid, and exits with 0 or the errno of the failure.
+ */
+static pid_t keeper_pid = -1;
+static int keeper_fd = -1; /* the write end */
+
+static int pid_file_keeper_start(const char *path)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) == -1) {
+        int err = -errno;
+        log_error("pid_file %s: pipe2: %s", path, strerror(errno));
+        return err;
+    }
+    pid_t daemon_pid = getpid();
+    pid_t pid = fork();
+    if (pid == -1) {
+        int err = -errno;
+        log_error("pid_file %s: fork: %s", path, strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return err;
+    }
+    if (pid == 0) {
+        /* The daemon's signals (^C from a terminal, systemd's SIGTERM to the
+         * whole unit) must not end the keeper before the daemon ends. */
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_BLOCK, &all, NULL);
+        prctl(PR_SET_NAME, "corral-pidfile");
+        close(fds[1]);
+        if (fds[0] != 3)
+            dup2(fds[0], 3);
+        /* No socket or file of the daemon's stays open in here. */
+        if (close_range(4, ~0U, 0) != 0)
+            for (int fd = 4; fd < 1024; fd++)
+                close(fd);
+        char byte;
+        while (read(3, &byte, 1) == -1 && errno == EINTR)
+            ;
+        _exit(-pid_file_remove(path, daemon_pid) & 0xff);
+    }
+    close(fds[0]);
+    keeper_pid = pid;
+    keeper_fd = fds[1];
+    return 0;
+}
+
+/* Removes the pid file at exit: through the keeper if there is one. */
+static void pid_file_release(const char *path)
+{
+    int err;
+    if (keeper_pid > 0) {
+        close(keeper_fd);
+        int status;
+        pid_t rc;
+        while ((rc = waitpid(keeper_pid, &status, 0)) == -1 && errno == EINTR)
+            ;
+        keeper_pid = -1;
+        if (rc != -1 && WIFSIGNALED(status)) {
+            log_error("pid_file %s: the process removing it was killed (%s)", path,
+                      strsignal(WTERMSIG(status)));
+            return;
+        }
+        err = rc == -1 ? -errno : -WEXITSTATUS(status);
+    } else {
+        err = pid_file_remove(path, getpid());
+    }
+    if (err != 0)
+        log_error("pid_file %s: removing it: %s", path, strerror(-err));
 }
 
 static void print_probe(void)
@@ -943,7 +627,7 @@ static void usage(FILE *to)
                 "  -t         check the configuration and exit (0 if valid)\n"
                 "  --probe    print the kernel's capabilities and each wakeup mode's resolution\n"
                 "  -V         print the version\n"
-                "signals: HUP reload, TERM/INT graceful stop, QUIT fast stop, USR1 reopen log\n");
+                "signals: HUP reload, TERM/INT graceful stop, QUIT fast stop, USR1 reopen logs\n");
 }
 
 int main(int argc, char **argv)
@@ -986,8 +670,9 @@ int main(int argc, char **argv)
         conf_free(config);
         return err == 0 ? 0 : 1;
     }
-    if (config->error_log != NULL && daemon_log_open(config->error_log) != 0) {
-        log_error("error_log %s: %s", config->error_log, strerror(errno));
+    int log_err = config->error_log != NULL ? daemon_log_open(config->error_log) : 0;
+    if (log_err != 0) {
+        log_error("error_log %s: %s", config->error_log, strerror(-log_err));
         conf_free(config);
         return 1;
     }
@@ -1007,11 +692,24 @@ int main(int argc, char **argv)
     corral_probe(&caps);
     raise_fd_limit(config, config->workers ? config->workers : caps.cpu_count);
     char *pid_file = config->pid_file != NULL ? strdup(config->pid_file) : NULL;
+    if (config->pid_file != NULL && pid_file == NULL) {
+        log_error("out of memory");
+        conf_free(config);
+        goto out;
+    }
+    if (pid_file != NULL && (config->user != NULL || config->group != NULL) &&
+        pid_file_keeper_start(pid_file) != 0) {
+        free(pid_file);
+        conf_free(config);
+        goto out;
+    }
 
     struct generation *gen;
     int err = generation_start(config, NULL, &gen);
     if (err != 0) {
         log_error("cannot start: %s", strerror(-err));
+        if (pid_file != NULL)
+            pid_file_release(pid_file);
         free(pid_file);
         goto out;
     }
@@ -1027,9 +725,9 @@ int main(int argc, char **argv)
     if (!started)
         stop_all(0);
     corral_loop_run(main_loop);
-    status = started ? 0 : 1;
+    status = started ? exit_status : 1;
     if (pid_file != NULL)
-        unlink(pid_file);
+        pid_file_release(pid_file);
     free(pid_file);
     log_info("stopped");
 

@@ -51,6 +51,8 @@ struct generation {
     size_t upstream_count;
     struct http_stats *stats; /* per worker */
     struct access_log *access_log; /* NULL: none */
+    bool stop_requested;           /* by a reload or a signal, not by its own workers */
+    bool listeners_closed;         /* by the next generation's start or a stop */
     struct generation *next;
 };
 
@@ -59,7 +61,7 @@ struct generation {
 #define DAEMON_MAX_UPSTREAMS 64
 
 struct retired_upstream {
-    char name[64];
+    char *name; /* a copy: it outlives the configuration it came from */
     uint64_t errors[PROXY_ERROR_KINDS];
 };
 
@@ -96,7 +98,8 @@ extern struct daemon_state daemon_state;
 void tls_totals_add(struct tls_totals *totals, const struct tls_stats *stats);
 
 /* Adds an upstream's error counters to the slot of its name among `count`
- * slots, taking a new slot for a new name while there is room (admin.c). */
+ * slots, taking a new slot, with a copy of the name, for a new name while
+ * there is room and memory (admin.c). */
 void upstream_errors_add(struct retired_upstream *slots, size_t *count,
                          const struct proxy_upstream *upstream);
 
@@ -110,6 +113,9 @@ extern const struct http_handler admin_status_handler;
 int daemon_log_open(const char *path);
 int daemon_log_reopen(void);
 void daemon_log_plain(bool on);
+/* The logger daemon_log_open() installs: writes `message` as one line, whole
+ * whatever its length.  Any thread. */
+void daemon_log_write(enum corral_log_level level, const char *message, void *arg);
 #define log_error(...) corral_log(CORRAL_LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) corral_log(CORRAL_LOG_WARN, __VA_ARGS__)
 #define log_info(...) corral_log(CORRAL_LOG_INFO, __VA_ARGS__)

@@ -1,6 +1,6 @@
 /*
  * log.c: the daemon's error log.  Every line, from any thread, is one
- * write(2) on an O_APPEND descriptor, so lines never interleave; reopening
+ * writev(2) on an O_APPEND descriptor, so lines never interleave; reopening
  * swaps the file under the same descriptor number with dup2(), so a thread
  * writing at that moment never sees a closed descriptor.
  */
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,35 +19,53 @@ static int log_fd = STDERR_FILENO;
 static char *log_path;
 static bool plain; /* -t: bare "file:line:col: message" lines, as compilers print */
 
-static void log_write(enum corral_log_level level, const char *message, void *arg)
+void daemon_log_write(enum corral_log_level level, const char *message, void *arg)
 {
     (void)arg;
-    struct timespec ts;
-    struct tm tm;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    char line[1200];
-    int n = plain ? snprintf(line, sizeof(line), "%s\n", message)
-                  : snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ [%s] %s\n",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000000, corral_log_level_name(level), message);
-    if (n > (int)sizeof(line))
-        n = (int)sizeof(line);
-    while (write(log_fd, line, (size_t)n) == -1 && errno == EINTR)
+    /* Only the prefix is formatted, and its fields have bounded widths; the
+     * message follows it as it is, so a line of any length keeps its end
+     * and its newline. */
+    char prefix[128];
+    size_t prefix_len = 0;
+    if (!plain) {
+        struct timespec ts;
+        struct tm tm;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        gmtime_r(&ts.tv_sec, &tm);
+        int n = snprintf(prefix, sizeof(prefix), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ [%s] ",
+                         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                         tm.tm_sec, ts.tv_nsec / 1000000, corral_log_level_name(level));
+        if (n > 0)
+            prefix_len = (size_t)n < sizeof(prefix) ? (size_t)n : sizeof(prefix) - 1;
+    }
+    struct iovec line[] = {
+        {prefix, prefix_len},
+        {(void *)message, strlen(message)},
+        {(void *)"\n", 1},
+    };
+    /* One writev(2) per line: on an O_APPEND file it lands whole, so lines
+     * from several threads never interleave. */
+    while (writev(log_fd, line, 3) == -1 && errno == EINTR)
         ;
 }
 
 int daemon_log_open(const char *path)
 {
     if (path != NULL) {
+        char *copy = strdup(path);
+        if (copy == NULL)
+            return -ENOMEM;
         int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-        if (fd == -1)
-            return -errno;
+        if (fd == -1) {
+            int err = -errno;
+            free(copy);
+            return err;
+        }
         log_fd = fd;
         free(log_path);
-        log_path = strdup(path);
+        log_path = copy;
     }
-    corral_set_logger(log_write, NULL);
+    corral_set_logger(daemon_log_write, NULL);
     return 0;
 }
 
@@ -57,9 +76,9 @@ int daemon_log_reopen(void)
     int fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd == -1)
         return -errno;
-    dup3(fd, log_fd, O_CLOEXEC);
+    int err = dup3(fd, log_fd, O_CLOEXEC) == -1 ? -errno : 0;
     close(fd);
-    return 0;
+    return err;
 }
 
 void daemon_log_plain(bool on)

@@ -7,8 +7,11 @@
  */
 #include "../daemon.h"
 #include "../helpers.h"
+#include "cmd/daemon.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -18,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -168,6 +172,22 @@ START_TEST(reload_changes_the_answer_and_a_bad_one_keeps_it)
 }
 END_TEST
 
+/* Waits up to 5 s until the daemon's workers hold `count` connections
+ * besides the admin request asking: one still queued unaccepted would be
+ * reset when a stop closes the listening sockets. */
+static void wait_accepted(const struct test_daemon *d, int count)
+{
+    char body[8192], expected[64];
+    snprintf(expected, sizeof(expected), "\"connections_active\": %d}", count + 1);
+    for (int i = 0; i < 250; i++) {
+        if (test_daemon_admin_get(d, "/status", body, sizeof(body)) == 200 &&
+            strstr(body, expected) != NULL)
+            return;
+        usleep(20000);
+    }
+    ck_abort_msg("not %d connections after 5 s: %s", count, body);
+}
+
 START_TEST(sigterm_lets_an_in_flight_request_finish)
 {
     struct test_daemon d;
@@ -177,7 +197,7 @@ START_TEST(sigterm_lets_an_in_flight_request_finish)
     int fd = test_connect(d.port);
     const char *head = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhalf.";
     test_send_all(fd, head, strlen(head));
-    usleep(100000);
+    wait_accepted(&d, 1);
     kill(d.pid, SIGTERM);
     usleep(300000);
     /* Still running: a request is in flight. */
@@ -415,17 +435,29 @@ START_TEST(pid_file_log_file_and_reopen)
     /* The log goes to the file, not to d.log: wait for the pid file. */
     test_daemon_spawn(&d, -1);
     strcpy(d.log, log_file);
-    for (int i = 0; i < 500 && access(pid_file, F_OK) != 0; i++)
+    /* The file exists before its line is written. */
+    char *pid_text = NULL;
+    for (int i = 0; i < 500; i++) {
+        free(pid_text);
+        pid_text = test_read_file(pid_file);
+        if (strchr(pid_text, '\n') != NULL)
+            break;
         usleep(10000);
-    char *pid_text = test_read_file(pid_file);
+    }
     ck_assert_int_eq(atoi(pid_text), d.pid);
     free(pid_text);
 
     ck_assert_int_eq(rename(log_file, rotated), 0);
     kill(d.pid, SIGUSR1);
-    for (int i = 0; i < 200 && access(log_file, F_OK) != 0; i++)
+    /* The file exists before the line saying so is written. */
+    char *log = NULL;
+    for (int i = 0; i < 200; i++) {
+        free(log);
+        log = test_read_file(log_file);
+        if (strstr(log, "SIGUSR1: log reopened") != NULL)
+            break;
         usleep(10000);
-    char *log = test_read_file(log_file);
+    }
     ck_assert_msg(strstr(log, "SIGUSR1: log reopened") != NULL, "new log:\n%s", log);
     free(log);
     log = test_read_file(rotated);
@@ -481,6 +513,7 @@ START_TEST(access_log_lines_formats_and_reopen)
              log_file);
     write_config(&d, extra, "ok");
     unlink(log_file);
+    unlink(d.log); /* the first daemon's ports must not be read as the second's */
     test_daemon_start(&d);
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
     usleep(100000);
@@ -529,6 +562,364 @@ START_TEST(drops_privileges_after_binding)
 }
 END_TEST
 
+/* ------------------------------------------------------------- error log */
+
+/* Writes a line of `len` bytes of message through the daemon's logger into
+ * a fresh file and returns the file's contents. */
+static char *log_line(const char *name, bool plain, size_t len)
+{
+    char path[PATH_MAX];
+    test_daemon_file(path, sizeof(path), name);
+    ck_assert_int_eq(daemon_log_open(path), 0);
+    daemon_log_plain(plain);
+    char *message = malloc(len + 1);
+    ck_assert_ptr_nonnull(message);
+    memset(message, 'x', len);
+    message[len] = '\0';
+    daemon_log_write(CORRAL_LOG_ERROR, message, NULL);
+    free(message);
+    return test_read_file(path);
+}
+
+START_TEST(log_lines_keep_their_end_whatever_their_length)
+{
+    /* Around the size of the buffer the line was once formatted into. */
+    static const size_t lengths[] = {0, 1, 1023, 1165, 1166, 1167, 1198, 1199, 1200, 5000};
+    for (size_t i = 0; i < sizeof(lengths) / sizeof(lengths[0]); i++) {
+        for (int plain = 0; plain < 2; plain++) {
+            char name[64];
+            snprintf(name, sizeof(name), "error-%zu-%d.log", lengths[i], plain);
+            char *text = log_line(name, plain, lengths[i]);
+            size_t len = strlen(text);
+            ck_assert_msg(len > 0 && text[len - 1] == '\n' && strchr(text, '\n') == text + len - 1,
+                          "a %zu-byte message (plain %d) is not one line", lengths[i], plain);
+            size_t prefix = plain ? 0 : strlen("2026-12-03T04:33:16.293Z [error] ");
+            ck_assert_uint_eq(len, prefix + lengths[i] + 1);
+            ck_assert(plain || strstr(text, "Z [error] ") == text + 23);
+            free(text);
+        }
+    }
+}
+END_TEST
+
+/* ------------------------------------------------- workers that stop alone */
+
+/* Starts `d` with refuse_listeners.so (built next to the daemon) preloaded,
+ * in `mode` (see refuse_listeners.c). */
+static void spawn_refusing_listeners(struct test_daemon *d, const char *mode)
+{
+    const char *binary = test_daemon_binary();
+    const char *slash = strrchr(binary, '/');
+    char lib[PATH_MAX + 64], options[1024];
+    snprintf(lib, sizeof(lib), "%.*s/obj/tests/cmd/refuse_listeners.so",
+             slash != NULL ? (int)(slash - binary) : 1, slash != NULL ? binary : ".");
+    ck_assert_msg(access(lib, R_OK) == 0, "%s: %s", lib, strerror(errno));
+    /* ASan insists on coming first among the libraries; this one intercepts
+     * nothing ASan does. */
+    const char *asan = getenv("ASAN_OPTIONS");
+    snprintf(options, sizeof(options), "%s%sverify_asan_link_order=0", asan != NULL ? asan : "",
+             asan != NULL && asan[0] != '\0' ? ":" : "");
+    setenv("ASAN_OPTIONS", options, 1);
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("REFUSE_LISTENERS", mode, 1);
+    test_daemon_spawn(d, -1);
+    unsetenv("LD_PRELOAD");
+}
+
+/* Waits up to 10 s for `d` to exit by itself: its exit status, 128 +
+ * signal, or -1 if it still runs. */
+static int wait_own_exit(struct test_daemon *d)
+{
+    for (int waited = 0; waited < 10000; waited += 10) {
+        int raw;
+        if (waitpid(d->pid, &raw, WNOHANG) == d->pid) {
+            d->pid = -1;
+            return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+        }
+        usleep(10000);
+    }
+    return -1;
+}
+
+START_TEST(exits_with_an_error_when_every_worker_stops_on_its_own)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_config(&d, "", "ok");
+    spawn_refusing_listeners(&d, "all");
+    /* Nothing accepts any more: the daemon says so and exits with an error
+     * for its supervisor to see, instead of running on and refusing every
+     * connection. */
+    int status = wait_own_exit(&d);
+    if (status == -1) {
+        /* Still running without a worker: reload and stop must be safe. */
+        kill(d.pid, SIGHUP);
+        usleep(300000);
+        kill(d.pid, SIGTERM);
+        status = test_wait_exit(d.pid, 5000);
+        d.pid = -1;
+        ck_abort_msg("the daemon ran on without workers; after SIGHUP and SIGTERM, status %d:\n%s",
+                     status, test_read_file(d.log));
+    }
+    char *log = test_read_file(d.log);
+    ck_assert_msg(status == 1, "exit status %d:\n%s", status, log);
+    ck_assert_msg(strstr(log, "worker 0: stopped on error") != NULL, "%s", log);
+    ck_assert_msg(strstr(log, "generation 1: every worker stopped on its own; stopping") != NULL,
+                  "%s", log);
+    free(log);
+}
+END_TEST
+
+/* Connects to 127.0.0.1:port: 0, or the errno of the failure. */
+static int try_connect(int port)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    int err = connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 ? 0 : errno;
+    close(fd);
+    return err;
+}
+
+START_TEST(sigterm_refuses_new_clients_while_draining)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_config(&d, "drain_timeout 10s;", "done");
+    test_daemon_start(&d);
+    /* A reload first: the draining generation must let go of the sockets
+     * too. */
+    write_config(&d, "drain_timeout 10s;", "done");
+    kill(d.pid, SIGHUP);
+    ck_assert(answers(d.port, "done", false));
+    int fd = test_connect(d.port);
+    const char *head = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhalf.";
+    test_send_all(fd, head, strlen(head));
+    wait_accepted(&d, 1);
+    kill(d.pid, SIGTERM);
+    /* Refused, not queued where no worker will accept it. */
+    int err = 0;
+    for (int i = 0; i < 100 && (err = try_connect(d.port)) == 0; i++)
+        usleep(20000);
+    ck_assert_msg(err == ECONNREFUSED, "a new client during the drain: %s",
+                  err != 0 ? strerror(err) : "connected");
+    ck_assert_int_eq(waitpid(d.pid, NULL, WNOHANG), 0);
+    test_send_all(fd, "rest.", 5);
+    char response[1024];
+    size_t len = test_recv_all(fd, response, sizeof(response) - 1);
+    response[len] = '\0';
+    ck_assert_msg(strstr(response, "\r\n\r\ndone") != NULL, "%s", response);
+    close(fd);
+    ck_assert_int_eq(test_wait_exit(d.pid, 5000), 0);
+    d.pid = -1;
+}
+END_TEST
+
+START_TEST(sigusr1_reopens_the_access_log_of_a_draining_generation)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    char log_file[256], rotated[256], extra[512];
+    test_daemon_file(log_file, sizeof(log_file), "access.log");
+    test_daemon_file(rotated, sizeof(rotated), "access.log.1");
+    snprintf(extra, sizeof(extra), "drain_timeout 10s;\naccess_log %s;", log_file);
+    write_config(&d, extra, "one");
+    test_daemon_start(&d);
+    /* A request half sent keeps generation 1 draining after the reload, and
+     * is answered, and logged, after the rotation. */
+    int fd = test_connect(d.port);
+    const char *head = "GET /draining HTTP/1.1\r\nHost: t\r\n";
+    test_send_all(fd, head, strlen(head));
+    usleep(100000);
+    write_config(&d, extra, "two");
+    kill(d.pid, SIGHUP);
+    ck_assert(answers(d.port, "two", false));
+
+    ck_assert_int_eq(rename(log_file, rotated), 0);
+    kill(d.pid, SIGUSR1);
+    for (int i = 0; i < 200 && access(log_file, F_OK) != 0; i++)
+        usleep(10000);
+    usleep(100000);
+    test_send_all(fd, "\r\n", 2);
+    char response[1024];
+    size_t len = test_recv_all(fd, response, sizeof(response) - 1);
+    response[len] = '\0';
+    ck_assert_msg(strstr(response, "\r\n\r\none") != NULL, "%s", response);
+    close(fd);
+    usleep(100000);
+    char *log = test_read_file(log_file);
+    ck_assert_msg(strstr(log, "\"GET /draining HTTP/1.1\" 200 ") != NULL, "new log:\n%s", log);
+    free(log);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+START_TEST(pid_file_goes_after_dropping_privileges)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "pid file after a privilege drop: not root, skipped\n");
+        return;
+    }
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    /* Readable by nobody for the config, writable by root only, as /run. */
+    chmod(test_daemon_dir(), 0755);
+    char pid_file[256], extra[512];
+    test_daemon_file(pid_file, sizeof(pid_file), "corral.pid");
+    snprintf(extra, sizeof(extra), "user nobody;\ngroup nogroup;\npid_file %s;", pid_file);
+    write_config(&d, extra, "dropped");
+    test_daemon_start(&d);
+    char *log = NULL;
+    for (int i = 0; i < 200; i++) {
+        free(log);
+        log = test_read_file(d.log);
+        if (strstr(log, "running as uid") != NULL)
+            break;
+        usleep(10000);
+    }
+    ck_assert_msg(strstr(log, "running as uid") != NULL, "%s", log);
+    free(log);
+    char *pid_text = test_read_file(pid_file);
+    ck_assert_int_eq(atoi(pid_text), d.pid);
+    free(pid_text);
+    test_daemon_stop(&d);
+    log = test_read_file(d.log);
+    ck_assert_msg(access(pid_file, F_OK) != 0, "the pid file is left behind:\n%s", log);
+    ck_assert_msg(strstr(log, "[error]") == NULL, "%s", log);
+    free(log);
+}
+END_TEST
+
+START_TEST(metrics_keep_long_upstream_names_apart)
+{
+    /* Two names alike in their first 64 bytes, on a port that refuses. */
+    char a[80], b[80];
+    memset(a, 'u', 70);
+    memcpy(b, a, 70);
+    strcpy(a + 70, "-a");
+    strcpy(b + 70, "-b");
+    int port;
+    int reserved = test_reserve_port(&port);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "upstream %s { server 127.0.0.1:%d max_fails=0; }\n"
+             "upstream %s { server 127.0.0.1:%d max_fails=0; }\n"
+             "server {\n    listen 127.0.0.1:0;\n"
+             "    location /a { proxy_pass http://%s; }\n"
+             "    location /b { proxy_pass http://%s; }\n}\n",
+             a, port, b, port, a, b);
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    char body[16384], expected[256];
+    ck_assert_int_eq(http_get(d.port, "/a", body, sizeof(body)), 502);
+    ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", body, sizeof(body)), 200);
+    snprintf(expected, sizeof(expected), "corral_upstream_errors_total{upstream=\"%s\",", a);
+    ck_assert_msg(strstr(body, expected) != NULL, "no %s in\n%s", expected, body);
+    snprintf(expected, sizeof(expected), "upstream=\"%s\"", b);
+    ck_assert_msg(strstr(body, expected) == NULL, "%s counted for /a:\n%s", b, body);
+    test_daemon_stop(&d);
+    close(reserved);
+}
+END_TEST
+
+START_TEST(stops_when_some_workers_stopped_on_their_own)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_config(&d, "", "ok");
+    spawn_refusing_listeners(&d, "all-but-one");
+    test_daemon_wait_listening(&d);
+    char body[256];
+    ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
+    char *log = NULL;
+    for (int i = 0; i < 250; i++) {
+        free(log);
+        log = test_read_file(d.log);
+        if (strstr(log, ": stopped on error") != NULL)
+            break;
+        usleep(20000);
+    }
+    free(log);
+    /* The workers left close the sockets and stop; those gone must not be
+     * waited for. */
+    test_daemon_stop(&d);
+}
+END_TEST
+
+START_TEST(stops_when_a_reload_cannot_recreate_the_sockets)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_config(&d, "", "one");
+    spawn_refusing_listeners(&d, "rebind");
+    test_daemon_wait_listening(&d);
+    ck_assert(answers(d.port, "one", false));
+    /* A layout change closes the sockets; binding the port again fails. */
+    write_config(&d, "wakeup reuseport;", "two");
+    kill(d.pid, SIGHUP);
+    int status = wait_own_exit(&d);
+    if (status == -1) {
+        test_daemon_kill(&d);
+        ck_abort_msg("the daemon ran on accepting nothing:\n%s", test_read_file(d.log));
+    }
+    char *log = test_read_file(d.log);
+    ck_assert_msg(status == 1, "exit status %d:\n%s", status, log);
+    ck_assert_msg(strstr(log, "generation 1 no longer accepts; stopping") != NULL, "%s", log);
+    free(log);
+}
+END_TEST
+
+START_TEST(a_pid_file_that_cannot_be_removed_is_logged)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "pid file removal failure: not root, skipped\n");
+        return;
+    }
+    /* The daemon runs as nobody from the start; its pid file's directory
+     * is nobody's until the test takes the write permission away. */
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    chmod(test_daemon_dir(), 0755);
+    char run[256], pid_file[300], extra[512];
+    test_daemon_file(run, sizeof(run), "run");
+    ck_assert_int_eq(mkdir(run, 0755), 0);
+    ck_assert_int_eq(chown(run, 65534, 65534), 0);
+    snprintf(pid_file, sizeof(pid_file), "%s/corral.pid", run);
+    snprintf(extra, sizeof(extra), "pid_file %s;", pid_file);
+    write_config(&d, extra, "ok");
+    pid_t parent = getpid();
+    d.pid = fork();
+    ck_assert_int_ge(d.pid, 0);
+    if (d.pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int fd = open(d.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (getppid() != parent || fd == -1 || setgroups(0, NULL) != 0 || setgid(65534) != 0 ||
+            setuid(65534) != 0)
+            _exit(127);
+        signal(SIGPIPE, SIG_DFL);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(test_daemon_binary(), test_daemon_binary(), "-c", d.conf, (char *)NULL);
+        _exit(127);
+    }
+    test_daemon_wait_listening(&d);
+    for (int i = 0; i < 200 && access(pid_file, F_OK) != 0; i++)
+        usleep(10000);
+    ck_assert_int_eq(chmod(run, 0555), 0);
+    test_daemon_stop(&d);
+    char *log = test_read_file(d.log);
+    char expected[400];
+    snprintf(expected, sizeof(expected), "pid_file %s: removing it: Permission denied", pid_file);
+    ck_assert_msg(strstr(log, expected) != NULL, "no \"%s\" in:\n%s", expected, log);
+    free(log);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/daemon");
@@ -550,5 +941,25 @@ Suite *test_suite(void)
     tcase_add_test(tc, access_log_lines_formats_and_reopen);
     tcase_add_test(tc, drops_privileges_after_binding);
     suite_add_tcase(suite, tc);
+
+    /* Stops, reloads and signals in unusual states. */
+    TCase *states = tcase_create("states");
+    test_daemon_fixture(states);
+    tcase_set_timeout(states, 60);
+    tcase_add_test(states, exits_with_an_error_when_every_worker_stops_on_its_own);
+    tcase_add_test(states, stops_when_some_workers_stopped_on_their_own);
+    tcase_add_test(states, stops_when_a_reload_cannot_recreate_the_sockets);
+    tcase_add_test(states, sigterm_refuses_new_clients_while_draining);
+    tcase_add_test(states, sigusr1_reopens_the_access_log_of_a_draining_generation);
+    tcase_add_test(states, pid_file_goes_after_dropping_privileges);
+    tcase_add_test(states, a_pid_file_that_cannot_be_removed_is_logged);
+    tcase_add_test(states, metrics_keep_long_upstream_names_apart);
+    suite_add_tcase(suite, states);
+
+    TCase *log = tcase_create("log");
+    test_daemon_fixture(log);
+    tcase_set_timeout(log, 30);
+    tcase_add_test(log, log_lines_keep_their_end_whatever_their_length);
+    suite_add_tcase(suite, log);
     return suite;
 }

@@ -816,6 +816,34 @@ START_TEST(graceful_stop_does_not_pool_a_connection_opened_while_draining)
 }
 END_TEST
 
+/* proxy_buffer_size raises the bound on a response head: the 10 KB header
+ * that the default 8k refuses passes under 16k. */
+START_TEST(proxy_buffer_size_bounds_the_response_head)
+{
+    static struct step steps[] = {{.reply = long_header}};
+    struct backend *b = backend_start(steps, 1);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "upstream app { server 127.0.0.1:%d; }\n"
+             "server { listen 127.0.0.1:0;\n"
+             "    location / { proxy_buffer_size 16k; proxy_pass http://app; } }\n",
+             b->port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    int fd = test_connect(d.port);
+    send_request(fd, "GET", "/long", "");
+    struct response resp;
+    read_response(fd, false, &resp);
+    close(fd);
+    ck_assert_msg(resp.status == 200 && strcmp(resp.body, "ok") == 0, "status %d", resp.status);
+    test_daemon_stop(&d);
+    backend_stop(b);
+}
+END_TEST
+
 static int generations_running(const struct test_daemon *d)
 {
     char body[4096];
@@ -960,6 +988,7 @@ Suite *test_suite(void)
     TCase *tc = new_case(suite, "responses", 20);
     tcase_add_loop_test(tc, hostile_upstream_is_contained, 0, COUNT(hostile_cases));
     tcase_add_test(tc, connection_listing_cannot_strip_end_to_end_headers);
+    tcase_add_test(tc, proxy_buffer_size_bounds_the_response_head);
     tc = new_case(suite, "drain", 40);
     tcase_add_test(tc, graceful_stop_ends_with_the_last_request);
     tcase_add_test(tc, graceful_stop_does_not_pool_a_connection_opened_while_draining);

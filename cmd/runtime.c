@@ -1,0 +1,494 @@
+/*
+ * runtime.c: a parsed configuration made into what the workers serve: a
+ * site per listen address with its virtual hosts, locations, upstreams and
+ * TLS contexts.  Nothing here listens or starts a thread, so `-t` and the
+ * fuzzer build exactly what a start or a reload builds.
+ */
+#include "cmd/runtime.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ sites */
+
+static const struct http_location admin_locations[] = {
+    {.path = "/metrics", .path_len = 8, .exact = true, .handler = &admin_metrics_handler},
+    {.path = "/status", .path_len = 7, .exact = true, .handler = &admin_status_handler},
+};
+
+static void site_free(struct site *site)
+{
+    tls_server_free(site->http.tls);
+    free(site->proxies);
+    free(site->proxy_headers);
+    free(site->proxy_hides);
+    free(site->address);
+    free(site->vhosts);
+    free(site->locations);
+    free(site->returns);
+}
+
+static struct http_limits limits_from(const struct conf_http *http)
+{
+    return (struct http_limits){
+        .header_timeout_ms = http->client_header_timeout_ms,
+        .body_timeout_ms = http->client_body_timeout_ms,
+        .send_timeout_ms = http->send_timeout_ms,
+        .keepalive_timeout_ms = http->keepalive_timeout_ms,
+        .keepalive_requests = http->keepalive_requests,
+        .max_header_size = http->client_max_header_size,
+        .max_headers = http->client_max_headers,
+        .max_body_size = http->client_max_body_size,
+    };
+}
+
+/* The same address, as the kernel reports it, whatever the spelling. */
+bool same_address(const char *a, const char *b)
+{
+    struct sockaddr_storage x, y;
+    socklen_t xl, yl;
+    char ta[128], tb[128];
+    if (corral_parse_address(a, &x, &xl) != 0 || corral_parse_address(b, &y, &yl) != 0)
+        return strcmp(a, b) == 0;
+    corral_format_address((struct sockaddr *)&x, xl, ta, sizeof(ta));
+    corral_format_address((struct sockaddr *)&y, yl, tb, sizeof(tb));
+    return strcmp(ta, tb) == 0;
+}
+
+static bool server_listens_on(const struct conf_server *server, const char *address)
+{
+    for (size_t i = 0; i < server->listen_count; i++)
+        if (same_address(server->listens[i].address, address))
+            return true;
+    return false;
+}
+
+static bool server_is_default_on(const struct conf_server *server, const char *address)
+{
+    for (size_t i = 0; i < server->listen_count; i++)
+        if (server->listens[i].default_server && same_address(server->listens[i].address, address))
+            return true;
+    return false;
+}
+
+/* The socket options of `address`: the library's defaults unless one of its
+ * listen directives sets deferred or backlog (only one may).  A deferred
+ * accept waits for the first bytes up to the header timeout, as the server
+ * would close a silent connection then anyway. */
+static void listen_options_from(const struct conf_config *config, const char *address,
+                                struct corral_listen_options *options)
+{
+    corral_listen_options_init(options);
+    for (size_t s = 0; s < config->server_count; s++) {
+        const struct conf_server *server = &config->servers[s];
+        for (size_t i = 0; i < server->listen_count; i++) {
+            const struct conf_listen *listen = &server->listens[i];
+            if (!listen->has_socket_options || !same_address(listen->address, address))
+                continue;
+            if (listen->backlog != 0)
+                options->backlog = (int)listen->backlog;
+            if (listen->deferred)
+                options->defer_accept_s = (server->http.client_header_timeout_ms + 999) / 1000;
+            return;
+        }
+    }
+}
+
+static const struct conf_upstream *find_upstream(const struct conf_config *config,
+                                                  const char *name)
+{
+    for (size_t i = 0; i < config->upstream_count; i++)
+        if (strcmp(config->upstreams[i].name, name) == 0)
+            return &config->upstreams[i];
+    return NULL;
+}
+
+/* TLS towards the upstream of an https:// proxy_pass.  The name checked in
+ * its certificate (and sent as SNI) is proxy_tls_name, else the host that
+ * proxy_pass names: the upstream block's name, or the address's host. */
+static int upstream_tls_build(const struct conf_location *loc, const char *target,
+                              unsigned workers, size_t server_count, struct tls_client **out)
+{
+    char host[256];
+    if (target[0] == '[')
+        snprintf(host, sizeof(host), "%.*s", (int)strcspn(target + 1, "]"), target + 1);
+    else
+        snprintf(host, sizeof(host), "%.*s", (int)strcspn(target, ":"), target);
+    struct tls_client_conf conf = {
+        .verify = loc->proxy_tls.verify,
+        .ca_file = loc->proxy_tls.trusted_certificate,
+        .server_name = loc->proxy_tls.server_name != NULL ? loc->proxy_tls.server_name : host,
+    };
+    char error[512];
+    int err = tls_client_new(&conf, workers, server_count, out, error, sizeof(error));
+    if (err == -EINVAL) {
+        const struct conf_pos *pos = loc->proxy_tls.trusted_certificate != NULL
+                                         ? &loc->proxy_tls.trusted_certificate_pos
+                                         : &loc->pos;
+        log_error("%s:%u:%u: %s", pos->file, pos->line, pos->col, error);
+    }
+    return err;
+}
+
+static bool same_optional_text(const char *a, const char *b)
+{
+    return a == NULL || b == NULL ? a == b : strcmp(a, b) == 0;
+}
+
+/* Whether two proxy_pass locations can share an upstream: the same target
+ * and, for https, the same TLS settings. */
+static bool same_upstream(const struct conf_location *a, const struct conf_location *b)
+{
+    if (strcmp(a->proxy_pass, b->proxy_pass) != 0)
+        return false;
+    return strncmp(a->proxy_pass, "https://", 8) != 0 ||
+           (a->proxy_tls.verify == b->proxy_tls.verify &&
+            same_optional_text(a->proxy_tls.trusted_certificate,
+                               b->proxy_tls.trusted_certificate) &&
+            same_optional_text(a->proxy_tls.server_name, b->proxy_tls.server_name));
+}
+
+/* The upstream for a proxy_pass location: the generation's one for the same
+ * target, as nginx shares an upstream block's connections and health state
+ * among the locations that name it, or a new one: a named upstream block,
+ * or the single address proxy_pass names. */
+static int upstream_get(struct generation *gen, const struct conf_config *config,
+                        const struct conf_location *loc, unsigned workers,
+                        struct proxy_upstream **out)
+{
+    static const enum proxy_balance balances[] = {
+        [CONF_BALANCE_ROUND_ROBIN] = PROXY_BALANCE_ROUND_ROBIN,
+        [CONF_BALANCE_LEAST_CONN] = PROXY_BALANCE_LEAST_CONN,
+        [CONF_BALANCE_HASH] = PROXY_BALANCE_HASH,
+    };
+    for (size_t i = 0; i < gen->upstream_count; i++) {
+        if (same_upstream(gen->upstreams[i].first, loc)) {
+            *out = gen->upstreams[i].upstream;
+            return 0;
+        }
+    }
+    bool https = strncmp(loc->proxy_pass, "https://", 8) == 0;
+    const char *target = loc->proxy_pass + (https ? strlen("https://") : strlen("http://"));
+    const struct conf_upstream *named = find_upstream(config, target);
+    size_t count = named != NULL ? named->server_count : 1;
+    struct proxy_server_conf *servers = calloc(count, sizeof(*servers));
+    if (servers == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < count; i++) {
+        servers[i] = named != NULL
+                         ? (struct proxy_server_conf){named->servers[i].address,
+                                                      named->servers[i].weight,
+                                                      named->servers[i].max_fails,
+                                                      named->servers[i].fail_timeout_ms}
+                         : (struct proxy_server_conf){target, 1, 1, 10000};
+    }
+    struct proxy_upstream_conf conf = {
+        .name = named != NULL ? named->name : target,
+        .servers = servers,
+        .server_count = count,
+        .balance = named != NULL ? balances[named->balance] : PROXY_BALANCE_ROUND_ROBIN,
+        .keepalive = named != NULL ? named->keepalive : 32,
+        .idle_timeout_ms = named != NULL ? named->keepalive_timeout_ms : 60000,
+    };
+    int err = https ? upstream_tls_build(loc, target, workers, count, &conf.tls) : 0;
+    if (err == 0)
+        err = proxy_upstream_new(&conf, workers, out);
+    free(servers);
+    if (err != 0) {
+        tls_client_free(conf.tls);
+        return err;
+    }
+    gen->upstreams[gen->upstream_count++] = (struct shared_upstream){*out, loc};
+    return 0;
+}
+
+/* One proxy_pass location on `upstream`, with the timeouts of its server
+ * block and its own header rewriting. */
+static void proxy_build(struct site *site, size_t index, const struct conf_server *server,
+                        const struct conf_location *loc, struct proxy_upstream *upstream,
+                        size_t *headers_used, size_t *hides_used)
+{
+    struct http_header *headers = &site->proxy_headers[*headers_used];
+    for (size_t i = 0; i < loc->set_header_count; i++)
+        headers[i] = (struct http_header){
+            {loc->set_headers[i].name, strlen(loc->set_headers[i].name)},
+            {loc->set_headers[i].value, strlen(loc->set_headers[i].value)}};
+    struct http_str *hides = &site->proxy_hides[*hides_used];
+    for (size_t i = 0; i < loc->hide_header_count; i++)
+        hides[i] = (struct http_str){loc->hide_headers[i], strlen(loc->hide_headers[i])};
+    *headers_used += loc->set_header_count;
+    *hides_used += loc->hide_header_count;
+    site->proxies[index] = (struct proxy_location){
+        .upstream = upstream,
+        .connect_timeout_ms = server->http.proxy_connect_timeout_ms,
+        .read_timeout_ms = server->http.proxy_read_timeout_ms,
+        .send_timeout_ms = server->http.proxy_send_timeout_ms,
+        .set_headers = headers,
+        .set_header_count = loc->set_header_count,
+        .hide_headers = hides,
+        .hide_header_count = loc->hide_header_count,
+        .response_head_limit = loc->proxy_buffer_size,
+    };
+}
+
+static bool site_is_tls(const struct conf_config *config, const char *address)
+{
+    for (size_t s = 0; s < config->server_count; s++)
+        for (size_t i = 0; i < config->servers[s].listen_count; i++)
+            if (config->servers[s].listens[i].tls &&
+                same_address(config->servers[s].listens[i].address, address))
+                return true;
+    return false;
+}
+
+/* Points a TLS loading problem at the directive behind it. */
+static void report_tls_problem(void *arg, enum tls_conf_item item, size_t vhost, size_t index,
+                               bool warning, const char *message)
+{
+    const struct conf_server *const *servers = arg;
+    const struct conf_tls *tls = &servers[vhost]->tls;
+    const struct conf_pos *pos = item == TLS_CONF_CERTIFICATE ? &tls->certificates[index].certificate_pos
+                                 : item == TLS_CONF_KEY       ? &tls->certificates[index].key_pos
+                                 : item == TLS_CONF_CIPHERS   ? &tls->ciphers_pos
+                                 : item == TLS_CONF_CIPHERSUITES ? &tls->ciphersuites_pos
+                                                                 : &tls->client_certificate_pos;
+    if (pos->file == NULL) /* a built-in default: point at the server block */
+        pos = &servers[vhost]->pos;
+    if (warning)
+        log_warn("%s:%u:%u: %s", pos->file, pos->line, pos->col, message);
+    else
+        log_error("%s:%u:%u: %s", pos->file, pos->line, pos->col, message);
+}
+
+/* The site's TLS: each vhost's certificates, and the rest of the settings
+ * from its default server (vhost 0). */
+static int site_tls_build(struct site *site, const struct conf_server **vhost_servers)
+{
+    static const enum tls_verify_client verify_modes[] = {
+        [CONF_TLS_VERIFY_CLIENT_OFF] = TLS_VERIFY_CLIENT_OFF,
+        [CONF_TLS_VERIFY_CLIENT_OPTIONAL] = TLS_VERIFY_CLIENT_OPTIONAL,
+        [CONF_TLS_VERIFY_CLIENT_ON] = TLS_VERIFY_CLIENT_ON,
+    };
+    size_t count = site->http.vhost_count, files_count = 0;
+    for (size_t v = 0; v < count; v++)
+        files_count += vhost_servers[v]->tls.certificate_count;
+    struct tls_vhost_conf *vhosts = calloc(count, sizeof(*vhosts));
+    struct tls_certificate_files *files = calloc(files_count ? files_count : 1, sizeof(*files));
+    if (vhosts == NULL || files == NULL) {
+        free(vhosts);
+        free(files);
+        return -ENOMEM;
+    }
+    struct tls_certificate_files *next = files;
+    for (size_t v = 0; v < count; v++) {
+        const struct conf_tls *tls = &vhost_servers[v]->tls;
+        vhosts[v] = (struct tls_vhost_conf){next, tls->certificate_count};
+        for (size_t i = 0; i < tls->certificate_count; i++)
+            *next++ = (struct tls_certificate_files){tls->certificates[i].certificate,
+                                                     tls->certificates[i].key};
+    }
+    const struct conf_tls *tls = &vhost_servers[0]->tls;
+    struct tls_server_conf conf = {
+        .protocols = (tls->protocols & CONF_TLS_1_2 ? TLS_PROTOCOL_1_2 : 0) |
+                     (tls->protocols & CONF_TLS_1_3 ? TLS_PROTOCOL_1_3 : 0),
+        .ciphers = tls->ciphers,
+        .ciphersuites = tls->ciphersuites,
+        .session_tickets = tls->session_tickets,
+        .ticket_key_rotation_ms = tls->ticket_key_rotation_ms,
+        .session_cache = tls->session_cache,
+        .session_timeout_ms = tls->session_timeout_ms,
+        .handshake_timeout_ms = tls->handshake_timeout_ms,
+        .ktls = tls->ktls,
+        .client_ca = tls->client_certificate,
+        .verify_client = verify_modes[tls->verify_client],
+    };
+    struct tls_report report = {report_tls_problem, vhost_servers};
+    int err = tls_server_new(&conf, &site->http, vhosts, &report, &site->http.tls);
+    free(vhosts);
+    free(files);
+    return err;
+}
+
+/* Builds the site for `address` from every server block listening there;
+ * the default server (or the first) becomes vhost 0. */
+static int site_build(struct site *site, struct generation *gen, const struct conf_config *config,
+                      const char *address, unsigned workers)
+{
+    size_t vhost_count = 0, location_count = 0, return_count = 0, proxy_count = 0;
+    size_t header_count = 0, hide_count = 0;
+    for (size_t s = 0; s < config->server_count; s++) {
+        const struct conf_server *server = &config->servers[s];
+        if (!server_listens_on(server, address))
+            continue;
+        vhost_count++;
+        location_count += server->location_count;
+        for (size_t l = 0; l < server->location_count; l++) {
+            const struct conf_location *loc = &server->locations[l];
+            return_count += loc->handler == CONF_HANDLER_RETURN;
+            proxy_count += loc->handler == CONF_HANDLER_PROXY;
+            header_count += loc->set_header_count;
+            hide_count += loc->hide_header_count;
+        }
+    }
+    listen_options_from(config, address, &site->listen_options);
+    site->address = strdup(address);
+    site->vhosts = calloc(vhost_count, sizeof(*site->vhosts));
+    site->locations = calloc(location_count ? location_count : 1, sizeof(*site->locations));
+    site->returns = calloc(return_count ? return_count : 1, sizeof(*site->returns));
+    site->proxies = calloc(proxy_count ? proxy_count : 1, sizeof(*site->proxies));
+    site->proxy_headers = calloc(header_count ? header_count : 1, sizeof(*site->proxy_headers));
+    site->proxy_hides = calloc(hide_count ? hide_count : 1, sizeof(*site->proxy_hides));
+    if (site->address == NULL || site->vhosts == NULL || site->locations == NULL ||
+        site->returns == NULL || site->proxies == NULL ||
+        site->proxy_headers == NULL || site->proxy_hides == NULL)
+        return -ENOMEM;
+
+    const struct conf_server **vhost_servers = calloc(vhost_count, sizeof(*vhost_servers));
+    if (vhost_servers == NULL)
+        return -ENOMEM;
+    size_t v = 0, l = 0, r = 0, p = 0, headers_used = 0, hides_used = 0;
+    int err = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t s = 0; s < config->server_count && err == 0; s++) {
+            const struct conf_server *server = &config->servers[s];
+            bool is_default = server_is_default_on(server, address);
+            if (!server_listens_on(server, address) || is_default != (pass == 0))
+                continue;
+            vhost_servers[v] = server;
+            struct http_vhost *vhost = &site->vhosts[v++];
+            vhost->names = (const char *const *)server->server_names;
+            vhost->name_count = server->server_name_count;
+            vhost->limits = limits_from(&server->http);
+            vhost->locations = &site->locations[l];
+            vhost->location_count = server->location_count;
+            for (size_t i = 0; i < server->location_count && err == 0; i++) {
+                const struct conf_location *conf = &server->locations[i];
+                struct http_location *loc = &site->locations[l++];
+                *loc = (struct http_location){.path = conf->path, .path_len = strlen(conf->path),
+                                              .exact = conf->exact};
+                if (conf->handler == CONF_HANDLER_RETURN) {
+                    struct http_return *ret = &site->returns[r++];
+                    *ret = (struct http_return){conf->return_code, conf->return_text,
+                                                conf->return_text ? strlen(conf->return_text) : 0};
+                    loc->handler = &http_return_handler;
+                    loc->handler_data = ret;
+                } else if (conf->handler == CONF_HANDLER_PROXY) {
+                    struct proxy_upstream *upstream;
+                    err = upstream_get(gen, config, conf, workers, &upstream);
+                    if (err == 0)
+                        proxy_build(site, p, server, conf, upstream, &headers_used, &hides_used);
+                    loc->handler = &proxy_handler;
+                    loc->handler_data = &site->proxies[p++];
+                }
+            }
+        }
+    }
+    site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = vhost_count};
+    if (err == 0 && site_is_tls(config, address))
+        err = site_tls_build(site, vhost_servers);
+    free(vhost_servers);
+    return err;
+}
+
+static int admin_site_build(struct site *site, const struct conf_config *config, const char *address)
+{
+    corral_listen_options_init(&site->listen_options);
+    site->address = strdup(address);
+    site->vhosts = calloc(1, sizeof(*site->vhosts));
+    if (site->address == NULL || site->vhosts == NULL)
+        return -ENOMEM;
+    site->vhosts[0] = (struct http_vhost){
+        .locations = admin_locations,
+        .location_count = sizeof(admin_locations) / sizeof(admin_locations[0]),
+        .limits = limits_from(&config->http),
+    };
+    site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = 1, .admin = true};
+    return 0;
+}
+
+/* ------------------------------------------------------------ generations */
+
+void generation_free(struct generation *gen)
+{
+    if (gen == NULL)
+        return;
+    corral_server_free(gen->server);
+    for (size_t i = 0; i < gen->site_count; i++)
+        site_free(&gen->sites[i]);
+    free(gen->sites);
+    for (size_t i = 0; i < gen->upstream_count; i++)
+        proxy_upstream_free(gen->upstreams[i].upstream);
+    free(gen->upstreams);
+    free(gen->stats);
+    access_log_free(gen->access_log);
+    conf_free(gen->config);
+    free(gen);
+}
+
+struct site *find_site(struct generation *gen, const char *address)
+{
+    for (size_t i = 0; gen != NULL && i < gen->site_count; i++)
+        if (same_address(gen->sites[i].address, address))
+            return &gen->sites[i];
+    return NULL;
+}
+
+/* Builds a site for every distinct listen address, then the admin ones:
+ * everything a configuration names is loaded here (certificates, keys, CA
+ * files, upstream addresses), so `-t` and a reload catch what a start would. */
+int sites_build(struct generation *gen, const struct conf_config *config, unsigned workers)
+{
+    size_t max_sites = config->admin_listen_count;
+    for (size_t s = 0; s < config->server_count; s++)
+        max_sites += config->servers[s].listen_count;
+    size_t max_upstreams = 0;
+    for (size_t s = 0; s < config->server_count; s++)
+        for (size_t l = 0; l < config->servers[s].location_count; l++)
+            max_upstreams += config->servers[s].locations[l].handler == CONF_HANDLER_PROXY;
+    gen->sites = calloc(max_sites ? max_sites : 1, sizeof(*gen->sites));
+    gen->upstreams = calloc(max_upstreams ? max_upstreams : 1, sizeof(*gen->upstreams));
+    if (gen->sites == NULL || gen->upstreams == NULL)
+        return -ENOMEM;
+    for (size_t s = 0; s < config->server_count; s++) {
+        for (size_t i = 0; i < config->servers[s].listen_count; i++) {
+            const char *address = config->servers[s].listens[i].address;
+            if (find_site(gen, address) != NULL)
+                continue;
+            int err = site_build(&gen->sites[gen->site_count++], gen, config, address, workers);
+            if (err != 0)
+                return err;
+        }
+    }
+    for (size_t i = 0; i < config->admin_listen_count; i++) {
+        int err = admin_site_build(&gen->sites[gen->site_count++], config, config->admin_listens[i]);
+        if (err != 0)
+            return err;
+    }
+    return 0;
+}
+
+/* `-t`: builds what the configuration names, without listening. */
+int check_config(const struct conf_config *config)
+{
+    struct generation *trial = calloc(1, sizeof(*trial));
+    if (trial == NULL)
+        return -ENOMEM;
+    int err = sites_build(trial, config, 1);
+    generation_free(trial);
+    return err;
+}
+
+/* What the configuration language accepts but this daemon cannot serve
+ * yet: refused with the position, rather than failing on the first request. */
+int check_servable(const struct conf_config *config)
+{
+    const char *bad;
+    if (config->log_format != NULL && access_log_check_format(config->log_format, &bad) != 0) {
+        log_error("%s: log_format: unknown variable \"%.*s\"", config->path,
+                  (int)strcspn(bad + 1, " \"'[]()") + 1, bad);
+        return -EINVAL;
+    }
+    return 0;
+}

@@ -1,0 +1,37 @@
+/*
+ * runtime.h: building the sites of a generation from a parsed configuration
+ * (runtime.c), shared by the daemon and the config-to-runtime fuzzer.
+ */
+#ifndef CORRAL_CMD_RUNTIME_H
+#define CORRAL_CMD_RUNTIME_H
+
+#include "cmd/daemon.h"
+
+/* Builds into `gen` a site for every distinct listen address, then the
+ * admin ones, with the upstreams their proxy locations use, for `workers`
+ * workers: everything the configuration names is loaded (certificates,
+ * keys, CA files, upstream addresses).  Nothing listens yet.  `config` must
+ * outlive `gen`.  Returns 0 or -errno (the problem logged); on failure what
+ * was built stays in `gen` for generation_free(). */
+int sites_build(struct generation *gen, const struct conf_config *config, unsigned workers);
+
+/* Frees `gen` (NULL: nothing) with its server, sites, upstreams, access log
+ * and config.  The server must be stopped or never started. */
+void generation_free(struct generation *gen);
+
+/* The site of `gen` (NULL: none) for `address`, or NULL. */
+struct site *find_site(struct generation *gen, const char *address);
+
+/* Whether two addresses are the same as the kernel reports them, whatever
+ * the spelling. */
+bool same_address(const char *a, const char *b);
+
+/* `-t`: builds what the configuration names, without listening, and frees
+ * it.  Returns 0, -EINVAL (the problem logged) or -ENOMEM. */
+int check_config(const struct conf_config *config);
+
+/* Refuses, with the position, what the configuration language accepts but
+ * the daemon cannot serve.  Returns 0 or -EINVAL (logged). */
+int check_servable(const struct conf_config *config);
+
+#endif
