@@ -47,15 +47,6 @@ struct upstream_server {
 
 struct upstream_conn;
 
-/* llhttp 8 skips the two bytes after a chunk's data without looking at
- * them, so "2\r\nokXX0\r\n\r\n" would pass as one chunk and the end: a
- * framing that another parser reads differently.  They are checked here,
- * across reads. */
-struct chunk_crlf {
-    unsigned pending; /* bytes of that CRLF not yet seen: 0-2 */
-    const char *end;  /* the end of the input being parsed */
-};
-
 /* A worker's view of one server: balancing, health and its idle pool. */
 struct server_state {
     int current_weight; /* smooth weighted round robin */
@@ -97,7 +88,6 @@ struct upstream_conn {
     bool head_done;  /* the response head has been parsed */
     bool tunnel;     /* after 101: a byte pipe to the client */
     unsigned interim; /* 1xx responses to the current request */
-    struct chunk_crlf crlf;
     /* The response head, built and held back until the rest of the read
      * that completed it has parsed: up to then nothing has reached the
      * client, and an error still gets a clean 502 (see uc_on_data). */
@@ -343,7 +333,6 @@ static void pool_release(struct upstream_conn *uc)
     uc->reused = true;
     uc->head_done = false;
     uc->interim = 0;
-    uc->crlf.pending = 0;
     uc->idle_prev = NULL;
     uc->idle_next = state->idle;
     if (state->idle != NULL)
@@ -436,7 +425,7 @@ struct text_buf {
 
 static void buf_add(struct text_buf *b, const char *data, size_t len)
 {
-    if (b->failed)
+    if (b->failed || len == 0) /* data may be NULL then */
         return;
     if (b->len + len > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 1024;
@@ -582,30 +571,6 @@ static void pending_head_drop(struct upstream_conn *uc)
     uc->pending.headers = NULL;
 }
 
-static bool chunk_crlf_check(struct chunk_crlf *cc, const char *p)
-{
-    for (; cc->pending > 0 && p < cc->end; p++, cc->pending--)
-        if (*p != "\r\n"[2 - cc->pending])
-            return false;
-    return true;
-}
-
-/* After body bytes at..at+len: once a chunk's data is complete, the two
- * bytes that follow must be CRLF. */
-static bool chunk_crlf_after(struct chunk_crlf *cc, const llhttp_t *parser, const char *at,
-                             size_t len)
-{
-    if (!(parser->flags & F_CHUNKED) || parser->content_length != 0)
-        return true;
-    cc->pending = 2;
-    return chunk_crlf_check(cc, at + len);
-}
-
-static int check_on_body(llhttp_t *parser, const char *at, size_t len)
-{
-    return chunk_crlf_after(parser->data, parser, at, len) ? 0 : -1;
-}
-
 static int check_on_message_complete(llhttp_t *parser)
 {
     (void)parser;
@@ -618,15 +583,10 @@ static int check_on_message_complete(llhttp_t *parser)
 static bool rest_parses(const struct upstream_conn *uc, const char *data, size_t len)
 {
     static const llhttp_settings_t check_settings = {
-        .on_body = check_on_body,
         .on_message_complete = check_on_message_complete,
     };
-    struct chunk_crlf crlf = {.pending = uc->crlf.pending, .end = data + len};
-    if (!chunk_crlf_check(&crlf, data))
-        return false;
     llhttp_t copy = uc->parser;
     copy.settings = (void *)&check_settings;
-    copy.data = &crlf;
     llhttp_errno_t err = llhttp_execute(&copy, data, len);
     return err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE;
 }
@@ -658,8 +618,6 @@ static int rsp_on_body(llhttp_t *parser, const char *at, size_t len)
 {
     struct upstream_conn *uc = parser->data;
     struct http_exchange *ex = uc->px->ex;
-    if (!chunk_crlf_after(&uc->crlf, parser, at, len))
-        return -1;
     http_response_write(ex, at, len);
     pause_if_backed_up(http_exchange_conn(ex), uc->conn);
     return 0;
@@ -741,11 +699,6 @@ static size_t uc_on_data(corral_conn *conn, const char *data, size_t len)
     if (err == HPE_OK) {
         if (used == len)
             return len;
-        uc->crlf.end = data + len;
-        if (!chunk_crlf_check(&uc->crlf, data + used)) {
-            px_fail(px, PROXY_ERROR_INVALID);
-            return len;
-        }
         err = llhttp_execute(&uc->parser, data + used, len - used);
         if (uc->px == NULL || err == HPE_OK)
             return len;

@@ -2261,6 +2261,7 @@ struct smuggle_case {
 #define H "Host: a\r\n"
 
 static const struct smuggle_case smuggle_cases[] = {
+    HEAD_CASE("header with an empty name", 400, "GET / HTTP/1.1\r\n" H ": x\r\n\r\n"),
     HEAD_CASE("CL then TE", 400,
               "POST / HTTP/1.1\r\n" H "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
               "0\r\n\r\n"),
@@ -2391,6 +2392,8 @@ static const struct smuggle_case smuggle_cases[] = {
               "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n"),
     BODY_CASE("chunk longer than its size", 400,
               "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n3\r\nhello\r\n0\r\n\r\n"),
+    BODY_CASE("chunk data ended by other than CRLF", 400,
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n2\r\nokXX0\r\n\r\n"),
     BODY_CASE("last chunk without CRLF, then a request", 400,
               "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n0\r\n"
               "GET /smuggled HTTP/1.1\r\n" H "\r\n"),
