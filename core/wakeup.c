@@ -227,8 +227,13 @@ static void accept_failed(corral_worker *worker, struct corral__accept_entry *en
         corral_timer_start(&worker->emfile_timer, EMFILE_PAUSE_MS);
         return;
     }
-    corral__error("worker %u: accept4(%s): %s", worker->index, entry->listener->address_text,
-                  strerror(error));
+    /* EINVAL, EBADF and the like: the socket no longer listens (someone
+     * shut it down).  epoll keeps reporting it ready, so watching it on
+     * would spin the worker; it joins again with the next attach, such as
+     * a resume after max_connections, and fails again just once. */
+    corral__error("worker %u: accept4(%s): %s; no longer accepting on it", worker->index,
+                  entry->listener->address_text, strerror(error));
+    corral__entry_unregister(entry);
 }
 
 void corral__accept_from(struct corral__accept_entry *entry)
@@ -246,7 +251,8 @@ void corral__accept_from(struct corral__accept_entry *entry)
         int fd = accept4(entry->fd, (struct sockaddr *)&peer, &peer_len,
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd == -1) {
-            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+            /* EPERM: a firewall rule refused this one connection. */
+            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 if (i == 0)

@@ -157,6 +157,35 @@ START_TEST(accepted_sockets_have_nodelay)
 }
 END_TEST
 
+/* A passed listening socket that its owner shuts down makes accept4()
+ * fail with EINVAL while epoll keeps reporting it ready: the worker must
+ * stop watching it, not spin on it. */
+START_TEST(a_socket_that_stops_listening_does_not_spin_the_worker)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(fd, 16), 0);
+    struct corral_server_config config;
+    corral_server_config_init(&config);
+    config.workers = 1;
+    config.wakeup = CORRAL_WAKEUP_HERD;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&config, &server), 0);
+    ck_assert_int_eq(
+        corral_server_listen_fds(server, &fd, 1, NULL, &nodelay_handler, NULL, NULL), 0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+    shutdown(fd, SHUT_RDWR);
+    usleep(300 * 1000);
+    struct corral_worker_stats stats;
+    corral_server_stats(server, 0, &stats);
+    ck_assert_msg(stats.accept_wakeups < 10, "%llu wakeups in 300 ms",
+                  (unsigned long long)stats.accept_wakeups);
+    test_stop_server(server);
+    close(fd);
+}
+END_TEST
+
 START_TEST(address_in_use_fails_cleanly)
 {
     struct corral_server_config config;
@@ -205,6 +234,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, ephemeral_ipv6_listener);
     tcase_add_test(tc, unix_socket_listener);
     tcase_add_test(tc, accepted_sockets_have_nodelay);
+    tcase_add_test(tc, a_socket_that_stops_listening_does_not_spin_the_worker);
     tcase_add_test(tc, address_in_use_fails_cleanly);
     tcase_add_test(tc, bad_addresses_fail_cleanly);
     suite_add_tcase(suite, tc);
