@@ -713,7 +713,10 @@ int main(int argc, char **argv)
         free(pid_file);
         goto out;
     }
+    /* The workers already run, and the admin endpoints read the list. */
+    pthread_mutex_lock(&daemon_state.lock);
     daemon_state.generations = gen;
+    pthread_mutex_unlock(&daemon_state.lock);
     log_wakeup(gen);
     for (size_t i = 0; i < gen->site_count; i++) {
         char bound[128];

@@ -1,8 +1,9 @@
 # deps.sh: sourced by scripts/run and scripts/test.  Installs the Debian
 # packages corral needs that are missing, then nothing else.
-# openssl: the TLS tests make their certificates with it.
+# openssl: the TLS tests make their certificates with it; binutils: readelf,
+# with which tests/build/test_hardening.sh reads the binaries.
 corral_packages=(ninja-build pkg-config gcc clang libclang-rt-14-dev libssl-dev check node-llhttp
-                 curl wrk openssl)
+                 curl wrk openssl binutils)
 
 corral_install_deps() {
   local missing=()

@@ -353,6 +353,12 @@ END_TEST
 static void set_short_write_timeout(corral_conn *conn)
 {
     corral_conn_set_timeouts(conn, 0, 200);
+    /* A fixed send buffer stops the kernel's autotuning, which can grow it
+     * to tcp_wmem's maximum (4 MiB here) and take the whole flood, leaving
+     * no output pending for the timeout to act on. */
+    int size = 65536;
+    ck_assert_int_eq(setsockopt(corral_conn_fd(conn), SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)),
+                     0);
 }
 
 static size_t flood_on_data(corral_conn *conn, const char *data, size_t len)
