@@ -120,12 +120,6 @@ void test_daemon_write_config(const struct test_daemon *d, const char *text)
 void test_daemon_spawn(struct test_daemon *d, int passed_fd)
 {
     const char *path = test_daemon_binary();
-    /* Emptied here, not only in the child, which may run late: a previous
-     * daemon's log under the same name would give test_daemon_wait_listening
-     * that daemon's ports. */
-    int log_fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    ck_assert_msg(log_fd != -1, "%s: %s", d->log, strerror(errno));
-    close(log_fd);
     pid_t parent = getpid();
     /* Truncated here, not in the child: test_daemon_wait_listening() reads
      * the log at once, and must not find the ports of a daemon that ran
