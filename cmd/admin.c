@@ -170,6 +170,13 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
             tls_totals_add(&tls, &g->stats[w].tls);
         }
     }
+    if (daemon_state.generations == NULL) {
+        /* Workers serve before main() publishes their generation. */
+        pthread_mutex_unlock(&daemon_state.lock);
+        free(totals);
+        http_respond_error(ex, 503);
+        return;
+    }
     struct corral_wakeup_info wakeup;
     corral_server_wakeup(daemon_state.generations->server, &wakeup);
     unsigned generation = daemon_state.generations->number;
@@ -256,6 +263,11 @@ static void status_on_request(struct http_exchange *ex, const struct http_reques
     struct text t = {0};
     pthread_mutex_lock(&daemon_state.lock);
     struct generation *current = daemon_state.generations;
+    if (current == NULL) { /* workers serve before main() publishes them */
+        pthread_mutex_unlock(&daemon_state.lock);
+        http_respond_error(ex, 503);
+        return;
+    }
     struct corral_wakeup_info wakeup;
     corral_server_wakeup(current->server, &wakeup);
     uint64_t active = 0;
