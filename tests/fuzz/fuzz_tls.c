@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define WEDGED_MS 5000 /* far beyond the 2 s handshake timeout */
+#define WEDGED_MS 10000 /* far beyond the 2 s handshake timeout */
 
 static char dir[64] = "/tmp/corral-fuzz-tls-XXXXXX";
 static char socket_path[128], ec_cert[128], ec_key[128], rsa_cert[128], rsa_key[128];
