@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 static corral_log_fn log_fn;
@@ -39,11 +40,15 @@ void corral_log(enum corral_log_level level, const char *fmt, ...)
     if ((int)level > atomic_load_explicit(&log_threshold, memory_order_relaxed))
         return;
 
+    /* Bounded, as logging allocates nothing; a longer line (a path or an
+     * address from the config, say) is cut visibly, never silently. */
     char message[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof(message), fmt, ap);
+    int n = vsnprintf(message, sizeof(message), fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof(message))
+        memcpy(message + sizeof(message) - 4, "...", 4);
 
     if (log_fn != NULL) {
         log_fn(level, message, log_arg);

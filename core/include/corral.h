@@ -71,7 +71,8 @@ CORRAL_EXTERN void corral_set_logger(corral_log_fn fn, void *arg);
 CORRAL_EXTERN void corral_set_log_level(enum corral_log_level level);
 
 /** Logs a printf-style line through the library's sink, as the library's
- *  own lines go (and filtered by the same level).  Any thread. */
+ *  own lines go (and filtered by the same level).  Any thread.  A line
+ *  longer than 1023 bytes is cut, ending in "...". */
 CORRAL_EXTERN void corral_log(enum corral_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

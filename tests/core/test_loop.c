@@ -6,7 +6,9 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 struct order_log {
@@ -260,6 +262,30 @@ START_TEST(using_a_running_loop_from_another_thread_aborts)
 END_TEST
 #endif
 
+/* ------------------------------------------------------------------- log */
+
+static char logged[2048];
+
+static void capture_line(enum corral_log_level level, const char *line, void *arg)
+{
+    (void)level;
+    (void)arg;
+    snprintf(logged, sizeof(logged), "%s", line);
+}
+
+START_TEST(a_long_log_line_is_cut_visibly)
+{
+    char long_text[2000];
+    memset(long_text, 'x', sizeof(long_text) - 1);
+    long_text[sizeof(long_text) - 1] = '\0';
+    corral_set_logger(capture_line, NULL);
+    corral_log(CORRAL_LOG_ERROR, "listen %s: refused", long_text);
+    corral_set_logger(NULL, NULL);
+    ck_assert_uint_eq(strlen(logged), 1023);
+    ck_assert_str_eq(logged + 1020, "...");
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("core/loop");
@@ -271,6 +297,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_burst_of_posts_costs_one_wakeup);
     tcase_add_test(tc, posts_never_delivered_run_when_the_loop_is_freed);
     tcase_add_test(tc, freeing_watchers_allocates_nothing);
+    tcase_add_test(tc, a_long_log_line_is_cut_visibly);
 #ifndef NDEBUG
     tcase_add_test_raise_signal(tc, using_a_running_loop_from_another_thread_aborts, SIGABRT);
 #endif
