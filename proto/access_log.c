@@ -141,9 +141,10 @@ int access_log_reopen(struct access_log *log)
     int fd = open(log->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd == -1)
         return -errno;
-    dup3(fd, log->fd, O_CLOEXEC);
+    /* Onto the same number: writers on other threads never see it closed. */
+    int err = dup3(fd, log->fd, O_CLOEXEC) == -1 ? -errno : 0;
     close(fd);
-    return 0;
+    return err;
 }
 
 void access_log_free(struct access_log *log)
