@@ -484,6 +484,15 @@ static bool field_name_valid(struct http_str name)
     return true;
 }
 
+static bool has_upgrade_header(void)
+{
+    for (size_t i = 0; i < response_headers.count; i++)
+        if (http_str_equal_nocase(response_headers.headers[i].name, "upgrade") &&
+            http_trim(response_headers.headers[i].value).len > 0)
+            return true;
+    return false;
+}
+
 static int rsp_on_headers_complete(llhttp_t *parser)
 {
     struct upstream_conn *uc = parser->data;
@@ -493,8 +502,12 @@ static int rsp_on_headers_complete(llhttp_t *parser)
         if (!field_name_valid(response_headers.headers[i].name))
             return -1;
     if (status == 101) {
-        if (!px->upgrade)
-            return -1;     /* a switch nobody asked for: the upstream is confused */
+        /* A switch nobody asked for, or one that does not say to what (RFC
+         * 9110 15.2.2 requires Upgrade): llhttp would not take it for an
+         * upgrade either, and parse on as HTTP what the backend means as
+         * tunnel bytes. */
+        if (!px->upgrade || !has_upgrade_header())
+            return -1;
         uc->tunnel = true; /* switching protocols: see uc_on_data */
     } else if (status < 200) {
         /* Interim (100 Continue): the client already had its own. */

@@ -816,6 +816,30 @@ START_TEST(graceful_stop_does_not_pool_a_connection_opened_while_draining)
 }
 END_TEST
 
+/* A 101 must say what it switches to (RFC 9110 15.2.2).  Without Upgrade,
+ * llhttp does not take it for a switch and would parse the backend's
+ * tunnel bytes as HTTP: a second response could follow the first. */
+START_TEST(switch_without_upgrade_header_gives_502)
+{
+    static struct step steps[] = {
+        {.reply = "HTTP/1.1 101 Switching\r\n\r\n"
+                  "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                  "Connection: Upgrade\r\n\r\n" SMUGGLED}};
+    struct backend *b = backend_start(steps, 1);
+    struct test_daemon d;
+    start_daemon(&d, b, "2s", "", "");
+    int fd = test_connect(d.port);
+    send_request(fd, "GET", "/ws", "Connection: Upgrade\r\nUpgrade: websocket\r\n");
+    struct response resp;
+    read_response(fd, false, &resp);
+    close(fd);
+    ck_assert_msg(resp.status == 502, "status %d", resp.status);
+    ck_assert_ptr_null(strstr(resp.body, "smuggled"));
+    test_daemon_stop(&d);
+    backend_stop(b);
+}
+END_TEST
+
 /* proxy_buffer_size raises the bound on a response head: the 10 KB header
  * that the default 8k refuses passes under 16k. */
 START_TEST(proxy_buffer_size_bounds_the_response_head)
@@ -989,6 +1013,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, hostile_upstream_is_contained, 0, COUNT(hostile_cases));
     tcase_add_test(tc, connection_listing_cannot_strip_end_to_end_headers);
     tcase_add_test(tc, proxy_buffer_size_bounds_the_response_head);
+    tcase_add_test(tc, switch_without_upgrade_header_gives_502);
     tc = new_case(suite, "drain", 40);
     tcase_add_test(tc, graceful_stop_ends_with_the_last_request);
     tcase_add_test(tc, graceful_stop_does_not_pool_a_connection_opened_while_draining);
