@@ -92,6 +92,7 @@ struct daemon_state {
     const char *config_path;
 };
 
+/* The daemon's one instance, defined in generation.c. */
 extern struct daemon_state daemon_state;
 
 /* Adds one worker's TLS counters to `totals` (admin.c). */

@@ -1,0 +1,324 @@
+/*
+ * generation.c: the life of generations.  Starts one from a configuration
+ * on the sockets of the one before it (or systemd's, or new ones), reloads
+ * on SIGHUP, stops them, and keeps the counters of those that have exited.
+ */
+#include "cmd/generation.h"
+#include "cmd/process.h"
+#include "cmd/runtime.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct daemon_state daemon_state = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static corral_loop *main_loop;
+static bool stopping;
+static int exit_status; /* 1 once the daemon stops because it cannot serve */
+
+void generations_init(corral_loop *loop)
+{
+    main_loop = loop;
+}
+
+int generations_exit_status(void)
+{
+    return exit_status;
+}
+
+/* Listens for `site` in `gen`: on the previous generation's sockets when it
+ * had the same address with the same socket layout, on a socket passed by
+ * systemd, else on a new one.  Returns -EADDRINUSE when the previous
+ * generation holds the address with another layout. */
+static int site_listen(struct generation *gen, struct site *site, struct generation *previous)
+{
+    struct site *old = find_site(previous, site->address);
+    if (old != NULL && old->listener != NULL) {
+        const int *fds;
+        unsigned count = corral_listener_fds(old->listener, &fds);
+        if (count != corral_server_sockets_per_listener(gen->server))
+            return -EADDRINUSE;
+        return corral_server_listen_fds(gen->server, fds, count, &site->listen_options,
+                                        &http1_server_handler, &site->http, &site->listener);
+    }
+    const int *activated = activated_socket_find(site->address);
+    if (activated != NULL)
+        return corral_server_listen_fds(gen->server, activated, 1, &site->listen_options,
+                                        &http1_server_handler, &site->http, &site->listener);
+    return corral_server_listen(gen->server, site->address, &site->listen_options,
+                                &http1_server_handler, &site->http, &site->listener);
+}
+
+/* After the previous generation closed its sockets: new ones on the very
+ * address it had bound (the same port even where the config says 0). */
+static int site_relisten(struct generation *gen, struct site *site, struct generation *previous)
+{
+    char bound[128];
+    struct site *old = find_site(previous, site->address);
+    if (old == NULL || corral_listener_address(old->listener, bound, sizeof(bound)) != 0)
+        return site_listen(gen, site, NULL);
+    return corral_server_listen(gen->server, bound, &site->listen_options, &http1_server_handler,
+                                &site->http, &site->listener);
+}
+
+static void on_generation_exit(void *arg);
+
+int generation_start(struct conf_config *config, struct generation *previous,
+                     struct generation **out)
+{
+    int err;
+    struct generation *gen = calloc(1, sizeof(*gen));
+    if (gen == NULL) {
+        conf_free(config);
+        return -ENOMEM;
+    }
+    gen->config = config;
+    struct corral_server_config server_config;
+    corral_server_config_init(&server_config);
+    server_config.workers = config->workers;
+    server_config.wakeup = config->wakeup;
+    server_config.max_connections = config->max_connections;
+    server_config.busy_poll_usecs = config->busy_poll_usecs;
+    err = corral_server_new(&server_config, &gen->server);
+    if (err != 0)
+        goto fail;
+    unsigned workers = corral_server_worker_count(gen->server);
+    if (workers > DAEMON_MAX_WORKERS) {
+        log_error("workers %u: at most %d are supported", workers, DAEMON_MAX_WORKERS);
+        err = -EINVAL;
+        goto fail;
+    }
+    gen->stats = aligned_alloc(64, workers * sizeof(*gen->stats));
+    if (gen->stats == NULL) {
+        err = -ENOMEM;
+        goto fail;
+    }
+    memset(gen->stats, 0, workers * sizeof(*gen->stats));
+
+    err = sites_build(gen, config, workers);
+    if (err != 0)
+        goto fail;
+    if (config->access_log != NULL) {
+        const char *bad;
+        err = access_log_open(config->access_log, config->log_format, &gen->access_log, &bad);
+        if (err != 0) {
+            log_error("access_log %s: %s", config->access_log, strerror(-err));
+            goto fail;
+        }
+    }
+    for (size_t i = 0; i < gen->site_count; i++) {
+        struct site *site = &gen->sites[i];
+        site->http.stats = gen->stats;
+        if (!site->http.admin)
+            site->http.access_log = gen->access_log;
+        /* Tickets issued before a reload keep resuming after it. */
+        struct site *old = find_site(previous, site->address);
+        if (site->http.tls != NULL && old != NULL && old->http.tls != NULL)
+            tls_server_take_ticket_keys(site->http.tls, old->http.tls);
+    }
+
+    /* Inherit what can be inherited first, so that closing the previous
+     * generation's sockets (for a layout change) cannot pull any we need. */
+    bool layout_changed = false;
+    for (size_t i = 0; i < gen->site_count; i++) {
+        struct site *site = &gen->sites[i];
+        err = site_listen(gen, site, previous);
+        if (err == -EADDRINUSE && previous != NULL) {
+            layout_changed = true;
+            continue;
+        }
+        if (err != 0) {
+            log_error("listen %s: %s", site->address, strerror(-err));
+            goto fail;
+        }
+    }
+    if (layout_changed) {
+        /* Switching between shared and per-worker sockets needs new sockets
+         * on the same ports, which the old ones block. */
+        log_warn("the listening socket layout changes (wakeup or workers): re-creating the "
+                 "sockets; connections queued at this instant may be reset");
+        corral_server_close_listeners(previous->server);
+        previous->listeners_closed = true;
+        for (size_t i = 0; i < gen->site_count; i++) {
+            struct site *site = &gen->sites[i];
+            if (site->listener != NULL)
+                continue;
+            err = site_relisten(gen, site, previous);
+            if (err != 0) {
+                log_error("listen %s: %s; generation %u no longer accepts", site->address,
+                          strerror(-err), previous->number);
+                goto fail;
+            }
+        }
+    }
+    corral_server_on_exit(gen->server, main_loop, on_generation_exit, gen);
+    err = corral_server_start(gen->server);
+    if (err != 0)
+        goto fail;
+    gen->number = ++daemon_state.generation_count;
+    *out = gen;
+    return 0;
+
+fail:
+    generation_free(gen);
+    return err;
+}
+
+/* Adds an exited generation's counters to the retired totals. */
+static void retire_counters(struct generation *gen)
+{
+    struct retired_totals *retired = &daemon_state.retired;
+    for (unsigned i = 0; i < corral_server_worker_count(gen->server); i++) {
+        struct corral_worker_stats stats;
+        corral_server_stats(gen->server, i, &stats);
+        retired->accepts[i] += stats.accepts;
+        retired->accept_wakeups[i] += stats.accept_wakeups;
+        retired->accept_wasted[i] += stats.accept_wasted;
+        retired->accepts_local[i] += stats.accepts_local;
+        for (unsigned s = 0; s < HTTP_MAX_STATUS; s++)
+            retired->responses[s] += atomic_load(&gen->stats[i].responses[s]);
+        for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
+            retired->timeouts[k] += atomic_load(&gen->stats[i].timeouts[k]);
+        tls_totals_add(&retired->tls, &gen->stats[i].tls);
+    }
+    for (size_t i = 0; i < gen->upstream_count; i++)
+        upstream_errors_add(retired->upstreams, &retired->upstream_count,
+                            gen->upstreams[i].upstream);
+}
+
+/* Main loop: the last worker of `arg` has exited. */
+static void on_generation_exit(void *arg)
+{
+    struct generation *gen = arg;
+    corral_server_wait(gen->server);
+    pthread_mutex_lock(&daemon_state.lock);
+    struct generation **link = &daemon_state.generations;
+    while (*link != gen)
+        link = &(*link)->next;
+    *link = gen->next;
+    retire_counters(gen);
+    pthread_mutex_unlock(&daemon_state.lock);
+    if (gen->stop_requested || stopping) {
+        log_info("generation %u finished", gen->number);
+    } else {
+        /* Only the newest generation is never asked to stop: its workers
+         * failed (the errors are logged above) and nothing accepts any more.
+         * Exit with an error for a supervisor to restart the daemon, as a
+         * process that ran on would look alive while refusing every
+         * connection.  Older generations still draining may finish. */
+        log_error("generation %u: every worker stopped on its own; stopping", gen->number);
+        exit_status = 1;
+        stop_all(gen->config->drain_timeout_ms);
+    }
+    generation_free(gen);
+    if (daemon_state.generations == NULL && stopping)
+        corral_loop_stop(main_loop);
+}
+
+void log_wakeup(const struct generation *gen)
+{
+    struct corral_wakeup_info info;
+    corral_server_wakeup(gen->server, &info);
+    log_info("generation %u: %u workers, wakeup %s resolved to %s (%s)", gen->number,
+             corral_server_worker_count(gen->server), corral_wakeup_mode_name(info.requested),
+             corral_wakeup_mode_name(info.mode), info.impl);
+}
+
+int load_config(const char *path, struct conf_config **out)
+{
+    struct conf_error error;
+    int rc = path != NULL ? conf_load(path, out, &error)
+                          : conf_parse("<built-in>", conf_default_text, strlen(conf_default_text),
+                                       NULL, NULL, out, &error);
+    if (rc != 0) {
+        log_error("%s", error.text);
+        return -EINVAL;
+    }
+    if (check_servable(*out) != 0) {
+        conf_free(*out);
+        *out = NULL;
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Closes the generation's listening sockets, then stops it.  Closing comes
+ * first, while every worker runs to let go of the sockets (a draining
+ * generation's workers exit one by one), and only once.  On a reload the
+ * new generation serves the same sockets through its own descriptors; on a
+ * stop the sockets close with this, and new clients are refused at once
+ * instead of queueing where no one will accept them. */
+static void generation_stop(struct generation *gen, uint32_t graceful_ms)
+{
+    if (!gen->listeners_closed) {
+        corral_server_close_listeners(gen->server);
+        gen->listeners_closed = true;
+    }
+    gen->stop_requested = true;
+    corral_server_stop(gen->server, graceful_ms);
+}
+
+void reload(void)
+{
+    /* No generation left means stopping: when the newest one exits on its
+     * own, the daemon stops. */
+    struct generation *previous = daemon_state.generations, *gen;
+    if (stopping || previous == NULL)
+        return;
+    struct conf_config *config;
+    log_info("SIGHUP: reloading %s", daemon_state.config_path ? daemon_state.config_path
+                                                               : "the built-in configuration");
+    if (load_config(daemon_state.config_path, &config) != 0) {
+        log_error("reload failed; generation %u keeps serving", previous->number);
+        return;
+    }
+    int err = generation_start(config, previous, &gen);
+    if (err != 0 && previous->listeners_closed) {
+        /* A socket layout change closed its sockets and new ones could not
+         * be made: it serves what it has in flight but accepts nothing, as
+         * when its workers stop on their own. */
+        log_error("reload failed (%s); generation %u no longer accepts; stopping", strerror(-err),
+                  previous->number);
+        exit_status = 1;
+        stop_all(previous->config->drain_timeout_ms);
+        return;
+    }
+    if (err != 0) {
+        log_error("reload failed (%s); generation %u keeps serving", strerror(-err),
+                  previous->number);
+        return;
+    }
+    pthread_mutex_lock(&daemon_state.lock);
+    gen->next = daemon_state.generations;
+    daemon_state.generations = gen;
+    pthread_mutex_unlock(&daemon_state.lock);
+    log_wakeup(gen);
+    for (size_t i = 0; i < gen->site_count; i++) {
+        if (find_site(previous, gen->sites[i].address) != NULL)
+            continue;
+        char bound[128];
+        corral_listener_address(gen->sites[i].listener, bound, sizeof(bound));
+        log_info("listening on %s%s", bound, gen->sites[i].http.admin ? " (admin)" : "");
+    }
+    corral_set_log_level(config->log_level);
+    /* The old generation stops accepting (its sockets live on in the new
+     * one), finishes what is in flight, and exits within the drain timeout. */
+    log_info("generation %u: draining (up to %u ms)", previous->number,
+             previous->config->drain_timeout_ms);
+    generation_stop(previous, previous->config->drain_timeout_ms);
+}
+
+/* Stops every generation; the main loop ends when the last has exited, or
+ * now if none is left. */
+void stop_all(uint32_t graceful_ms)
+{
+    stopping = true;
+    /* The list changes only on this thread: no lock needed to walk it. */
+    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next)
+        generation_stop(g, graceful_ms);
+    /* No generation will take over the sockets systemd passed. */
+    activated_sockets_close();
+    if (daemon_state.generations == NULL)
+        corral_loop_stop(main_loop);
+}

@@ -1,0 +1,243 @@
+/*
+ * process.c: the daemon's process set-up: sockets passed by systemd
+ * (LISTEN_FDS), the open files limit, the privilege drop, and the pid file
+ * with the process that removes it once privileges are gone.
+ */
+#include "cmd/process.h"
+#include "cmd/runtime.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Sockets passed by systemd (LISTEN_FDS), by bound address. */
+struct activated_socket {
+    char address[128];
+    int fd;
+};
+static struct activated_socket *activated;
+static size_t activated_count;
+
+/* systemd socket activation: LISTEN_PID is us, LISTEN_FDS sockets from 3. */
+void collect_activated_sockets(void)
+{
+    const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+    if (pid == NULL || fds == NULL || atol(pid) != (long)getpid())
+        return;
+    int count = atoi(fds);
+    activated = calloc((size_t)(count > 0 ? count : 1), sizeof(*activated));
+    for (int i = 0; activated != NULL && i < count; i++) {
+        int fd = 3 + i;
+        struct sockaddr_storage addr;
+        socklen_t len = sizeof(addr);
+        if (getsockname(fd, (struct sockaddr *)&addr, &len) != 0 ||
+            corral_format_address((struct sockaddr *)&addr, len, activated[activated_count].address,
+                                  sizeof(activated[activated_count].address)) != 0)
+            continue;
+        fcntl(fd, F_SETFD, FD_CLOEXEC);
+        activated[activated_count++].fd = fd;
+        log_info("socket activation: %s (fd %d)", activated[activated_count - 1].address, fd);
+    }
+    unsetenv("LISTEN_PID");
+    unsetenv("LISTEN_FDS");
+    unsetenv("LISTEN_FDNAMES");
+}
+
+const int *activated_socket_find(const char *address)
+{
+    for (size_t i = 0; i < activated_count; i++)
+        if (same_address(activated[i].address, address))
+            return &activated[i].fd;
+    return NULL;
+}
+
+void activated_sockets_close(void)
+{
+    for (size_t i = 0; i < activated_count; i++)
+        close(activated[i].fd);
+    free(activated);
+    activated = NULL;
+    activated_count = 0;
+}
+
+/* Enough descriptors for every worker's connections, twice over for
+ * proxied ones, within the hard limit. */
+void raise_fd_limit(const struct conf_config *config, unsigned workers)
+{
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0)
+        return;
+    rlim_t clients = (rlim_t)workers * (config->max_connections ? config->max_connections : 1024);
+    rlim_t wanted = clients * 2 + 256;
+    if (limit.rlim_cur >= wanted)
+        return;
+    rlim_t target = wanted < limit.rlim_max ? wanted : limit.rlim_max;
+    limit.rlim_cur = target;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0)
+        log_warn("setrlimit(RLIMIT_NOFILE, %llu): %s", (unsigned long long)target, strerror(errno));
+    else if (target < clients)
+        log_warn("open files limited to %llu (the hard limit), below max_connections %u x %u "
+                 "workers; accepting pauses when it is reached",
+                 (unsigned long long)target, config->max_connections, workers);
+}
+
+int drop_privileges(const struct conf_config *config)
+{
+    if (config->user == NULL && config->group == NULL)
+        return 0;
+    gid_t gid = getgid();
+    uid_t uid = getuid();
+    if (config->user != NULL) {
+        struct passwd *pw = getpwnam(config->user);
+        if (pw == NULL) {
+            log_error("user \"%s\": no such user", config->user);
+            return -1;
+        }
+        uid = pw->pw_uid;
+        gid = pw->pw_gid;
+    }
+    if (config->group != NULL) {
+        struct group *gr = getgrnam(config->group);
+        if (gr == NULL) {
+            log_error("group \"%s\": no such group", config->group);
+            return -1;
+        }
+        gid = gr->gr_gid;
+    }
+    /* Group first: once the user changes, the group can no longer be. */
+    if (setgroups(0, NULL) != 0 && errno != EPERM) {
+        log_error("setgroups: %s", strerror(errno));
+        return -1;
+    }
+    if (setgid(gid) != 0 || setuid(uid) != 0) {
+        log_error("dropping privileges to %s:%s: %s", config->user ? config->user : "-",
+                  config->group ? config->group : "-", strerror(errno));
+        return -1;
+    }
+    log_info("running as uid %u gid %u", (unsigned)uid, (unsigned)gid);
+    return 0;
+}
+
+int write_pid_file(const char *path)
+{
+    FILE *f = fopen(path, "we");
+    if (f == NULL) {
+        log_error("pid_file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "%d\n", (int)getpid());
+    if (fclose(f) != 0) {
+        log_error("pid_file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Removes the pid file at `path` if it still holds `pid`, so that a daemon
+ * that failed to start never removes the file of the one running.  Returns
+ * 0 (also when there is nothing to remove) or -errno. */
+static int pid_file_remove(const char *path, pid_t pid)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd == -1)
+        return errno == ENOENT ? 0 : -errno;
+    char text[32];
+    ssize_t n = read(fd, text, sizeof(text) - 1);
+    int err = n == -1 ? -errno : 0;
+    close(fd);
+    if (err != 0)
+        return err;
+    text[n] = '\0';
+    if (strtol(text, NULL, 10) != (long)pid)
+        return 0;
+    return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
+}
+
+/*
+ * Once privileges are dropped the daemon can no longer remove its pid file:
+ * the directory it is in (/run) is writable by root only, and a directory
+ * descriptor kept open would not help, as unlinkat() checks the caller's
+ * rights at the time of the call.  nginx removes the file from its master
+ * process, which keeps its privileges; corral forks, before any thread
+ * exists, a process for that alone.  It holds nothing of the daemon's but
+ * the read end of a pipe, waits for the daemon to end (the write end
+ * closes, after a crash too), removes the file if it still holds the
+ * daemon's pid, and exits with 0 or the errno of the failure.
+ */
+static pid_t keeper_pid = -1;
+static int keeper_fd = -1; /* the write end */
+
+int pid_file_keeper_start(const char *path)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) == -1) {
+        int err = -errno;
+        log_error("pid_file %s: pipe2: %s", path, strerror(errno));
+        return err;
+    }
+    pid_t daemon_pid = getpid();
+    pid_t pid = fork();
+    if (pid == -1) {
+        int err = -errno;
+        log_error("pid_file %s: fork: %s", path, strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return err;
+    }
+    if (pid == 0) {
+        /* The daemon's signals (^C from a terminal, systemd's SIGTERM to the
+         * whole unit) must not end the keeper before the daemon ends. */
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_BLOCK, &all, NULL);
+        prctl(PR_SET_NAME, "corral-pidfile");
+        close(fds[1]);
+        if (fds[0] != 3)
+            dup2(fds[0], 3);
+        /* No socket or file of the daemon's stays open in here. */
+        if (close_range(4, ~0U, 0) != 0)
+            for (int fd = 4; fd < 1024; fd++)
+                close(fd);
+        char byte;
+        while (read(3, &byte, 1) == -1 && errno == EINTR)
+            ;
+        _exit(-pid_file_remove(path, daemon_pid) & 0xff);
+    }
+    close(fds[0]);
+    keeper_pid = pid;
+    keeper_fd = fds[1];
+    return 0;
+}
+
+/* Removes the pid file at exit: through the keeper if there is one. */
+void pid_file_release(const char *path)
+{
+    int err;
+    if (keeper_pid > 0) {
+        close(keeper_fd);
+        int status;
+        pid_t rc;
+        while ((rc = waitpid(keeper_pid, &status, 0)) == -1 && errno == EINTR)
+            ;
+        keeper_pid = -1;
+        if (rc != -1 && WIFSIGNALED(status)) {
+            log_error("pid_file %s: the process removing it was killed (%s)", path,
+                      strsignal(WTERMSIG(status)));
+            return;
+        }
+        err = rc == -1 ? -errno : -WEXITSTATUS(status);
+    } else {
+        err = pid_file_remove(path, getpid());
+    }
+    if (err != 0)
+        log_error("pid_file %s: removing it: %s", path, strerror(-err));
+}
