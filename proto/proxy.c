@@ -12,7 +12,6 @@
 #include "proto/http1_client.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -545,9 +544,9 @@ static void proxy_on_body(struct http_exchange *ex, const char *data, size_t len
     corral_conn *upstream = px->uc->base.conn;
     px->body_started = true;
     if (px->chunked) {
-        char size_line[24];
-        int n = snprintf(size_line, sizeof(size_line), "%zx\r\n", len);
-        struct iovec iov[3] = {{size_line, (size_t)n}, {(void *)data, len}, {"\r\n", 2}};
+        char size_line[H1_CHUNK_SIZE_LINE];
+        struct iovec iov[3];
+        h1_chunk_iov(size_line, data, len, iov);
         px_write_body(px, iov, 3);
     } else {
         struct iovec iov = {(void *)data, len};
@@ -562,7 +561,7 @@ static void proxy_on_body_end(struct http_exchange *ex)
     if (px == NULL)
         return;
     if (px->uc != NULL && px->chunked)
-        px_write_body(px, &(struct iovec){"0\r\n\r\n", 5}, 1);
+        px_write_body(px, &(struct iovec){H1_LAST_CHUNK, sizeof(H1_LAST_CHUNK) - 1}, 1);
     px->rq.sent = true;
     if (px->uc != NULL && px->uc->base.connected)
         http1_client_set_timeouts(px->uc);
