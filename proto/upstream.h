@@ -1,0 +1,157 @@
+/*
+ * upstream.h: upstream groups for the proxy: their servers and addresses,
+ * balancing, passive health, per-worker pools of idle connections, and error
+ * counters.  Nothing here knows HTTP; the protocol client builds on it.
+ */
+#ifndef CORRAL_PROTO_UPSTREAM_H
+#define CORRAL_PROTO_UPSTREAM_H
+
+#include "proto/tls.h"
+
+#include <corral.h>
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+enum proxy_balance {
+    PROXY_BALANCE_ROUND_ROBIN,
+    PROXY_BALANCE_LEAST_CONN,
+    PROXY_BALANCE_HASH, /* by client address */
+};
+
+/* Kinds of upstream failure, for corral_upstream_errors_total{kind=...}. */
+enum proxy_error_kind {
+    PROXY_ERROR_CONNECT, /* refused, unreachable: 502 */
+    PROXY_ERROR_TIMEOUT, /* connect, read or send timeout: 504 */
+    PROXY_ERROR_RESET,   /* closed or reset before the response was complete */
+    PROXY_ERROR_INVALID, /* an unparsable response: 502 */
+    PROXY_ERROR_TLS,     /* the TLS handshake or certificate check failed: 502 */
+    PROXY_ERROR_KINDS,
+};
+extern const char *const proxy_error_kind_names[PROXY_ERROR_KINDS];
+
+struct proxy_server_conf {
+    const char *address; /* "127.0.0.1:9001" */
+    unsigned weight;
+    unsigned max_fails;       /* 0: never marked down */
+    uint32_t fail_timeout_ms; /* how long a failed server is skipped */
+};
+
+struct proxy_upstream_conf {
+    const char *name;
+    const struct proxy_server_conf *servers;
+    size_t server_count;
+    enum proxy_balance balance;
+    unsigned keepalive;       /* idle connections kept per worker */
+    uint32_t idle_timeout_ms; /* an idle pooled connection is closed after this */
+    struct tls_client *tls;   /* NULL: plain HTTP; the upstream owns it once created */
+};
+
+struct proxy_upstream;
+
+/* Creates an upstream for `workers` workers (per-worker state is indexed by
+ * corral_worker_index()).  Returns 0, -EINVAL for an unusable address, or
+ * -ENOMEM. */
+int proxy_upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
+                       struct proxy_upstream **out);
+/* Frees an upstream no worker uses any more. */
+void proxy_upstream_free(struct proxy_upstream *upstream);
+const char *proxy_upstream_name(const struct proxy_upstream *upstream);
+/* Failures of `kind` counted so far, over all workers; safe from any thread. */
+uint64_t proxy_upstream_errors(const struct proxy_upstream *upstream, enum proxy_error_kind kind);
+
+/* ------------------------------------------------ inside proto/: the layers
+ * above (the HTTP/1.1 client and the proxy) read these structures directly.
+ * Everything per worker is touched by that worker's thread only, except the
+ * error counters, which other threads read. */
+
+/* Servers in one upstream: tried servers are kept as bits of a uint64_t. */
+#define UPSTREAM_MAX_SERVERS 64
+
+struct upstream_server {
+    char *address;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    unsigned weight, max_fails;
+    uint32_t fail_timeout_ms;
+};
+
+struct upstream_conn;
+
+/* A worker's view of one server: balancing, health and its idle pool. */
+struct server_state {
+    int current_weight; /* smooth weighted round robin */
+    unsigned active;    /* requests in flight (least_conn) */
+    unsigned fails;
+    uint64_t down_until; /* loop clock ms */
+    struct upstream_conn *idle;
+};
+
+struct upstream_worker {
+    struct server_state servers[UPSTREAM_MAX_SERVERS];
+    unsigned idle_count;
+    uint64_t local_error_logged_ms;             /* loop clock; 0: never */
+    _Atomic uint64_t errors[PROXY_ERROR_KINDS]; /* written by the worker only */
+} __attribute__((aligned(64)));
+
+struct proxy_upstream {
+    char *name;
+    struct upstream_server *servers;
+    size_t server_count;
+    enum proxy_balance balance;
+    unsigned keepalive;
+    uint32_t idle_timeout_ms;
+    unsigned worker_count;
+    struct upstream_worker *workers;
+    struct tls_client *tls; /* NULL: plain HTTP */
+};
+
+/* One connection to a server, as the pool sees it.  The protocol client
+ * embeds it in its own per-connection state and allocates and frees that. */
+struct upstream_conn {
+    corral_conn *conn;
+    struct proxy_upstream *upstream;
+    struct upstream_worker *worker;
+    unsigned server;
+    bool connected;
+    bool reused; /* served an earlier request */
+    struct upstream_conn *idle_next, *idle_prev;
+};
+
+/* The per-worker state of `upstream` for the worker that runs `conn`. */
+struct upstream_worker *upstream_worker_of(const struct proxy_upstream *upstream,
+                                           const corral_conn *conn);
+
+/* Picks a server not in `tried` (bits) and not marked down, or -1.  `client`
+ * is the client's address, which the hash balancing follows. */
+int upstream_pick_server(struct proxy_upstream *up, struct upstream_worker *worker, uint64_t tried,
+                         const char *client, uint64_t now);
+
+/* Counts a failure against `server`; max_fails of them mark it down for
+ * fail_timeout. */
+void upstream_server_failed(struct proxy_upstream *up, struct upstream_worker *worker,
+                            unsigned server, uint64_t now);
+
+/* Whether a connect error is this host's trouble (out of descriptors,
+ * buffers, memory or local ports), not the upstream's. */
+bool upstream_local_error(int err);
+
+/* Takes an idle connection to `server` out of the worker's pool, closing
+ * any with stray input on the way; NULL when none is left. */
+struct upstream_conn *upstream_pool_take(struct upstream_worker *worker, unsigned server);
+/* Puts a connection whose exchange finished cleanly into its pool, or
+ * closes it when the pool is full or the worker is stopping. */
+void upstream_pool_release(struct upstream_conn *uc);
+/* Takes `uc` out of its pool, if it is there. */
+void upstream_pool_remove(struct upstream_conn *uc);
+
+/* Opens a connection to uc->server (uc->upstream, uc->worker and
+ * uc->server set) with `handler` and its `data`.  Returns 0 or
+ * corral_connect()'s -errno. */
+int upstream_connect(struct upstream_conn *uc, corral_loop *loop,
+                     const struct corral_conn_handler *handler, void *data);
+
+#endif
