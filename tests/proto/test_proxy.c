@@ -2073,7 +2073,7 @@ START_TEST(least_conn_avoids_the_busy_backend)
             client_close(busy);
         busy = client_connect(d.port);
         send_str(busy->fd, "GET /busy HTTP/1.1\r\nHost: test\r\n\r\n");
-        for (int i = 0; i < 50 && atomic_load(&slow->in_flight) == 0 &&
+        for (int i = 0; i < 400 && atomic_load(&slow->in_flight) == 0 &&
                         atomic_load(&fast->answered) == (unsigned)attempt;
              i++)
             usleep(5000);
