@@ -5,6 +5,7 @@
  */
 #include "registry.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
@@ -567,6 +568,7 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
                                   "invalid server name \"%s\" (expected a host name or "
                                   "*.domain)",
                                   node->args[i].text);
+    assert(node->arg_count > 0); /* min_args, checked before apply */
     server->server_names = calloc(node->arg_count, sizeof(*server->server_names));
     if (server->server_names == NULL)
         return conf__error_at(state->error, &node->name.pos, "out of memory");

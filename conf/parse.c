@@ -6,6 +6,7 @@
  */
 #include "registry.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -284,6 +285,7 @@ static int lex_string(struct parser *ps, struct lexer *lx, struct token *tok)
                                       show_byte(*lx->p, shown));
             }
         }
+        assert(len < max); /* the scan above counted what this loop copies */
         text[len++] = c;
         advance(lx);
     }

@@ -19,7 +19,8 @@ static const struct conf_directive *const tables[] = {
 
 #define TABLE_COUNT (sizeof(tables) / sizeof(tables[0]))
 
-int conf__error_at(struct conf_error *error, const struct conf_pos *pos, const char *fmt, ...)
+/* In parentheses: registry.h may define a macro of the name. */
+int(conf__error_at)(struct conf_error *error, const struct conf_pos *pos, const char *fmt, ...)
 {
     int n =
         snprintf(error->text, sizeof(error->text), "%s:%u:%u: ", pos->file, pos->line, pos->col);

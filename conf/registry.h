@@ -116,6 +116,12 @@ int conf__check_form(struct conf_error *error, const struct conf_node *node,
 /* Writes "file:line:col: message" into `error`.  Returns -1. */
 int conf__error_at(struct conf_error *error, const struct conf_pos *pos, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+#ifdef __clang_analyzer__
+/* The static analyzer looks at one file at a time and does not follow
+ * variadic calls: this shows it the -1, so that it does not take
+ * "return conf__error_at(...)" for a success. */
+#define conf__error_at(...) (conf__error_at(__VA_ARGS__), -1)
+#endif
 
 /* "line 12" when `there` is in the same file as `here`, else "file:12":
  * how messages point back at an earlier definition. */

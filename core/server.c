@@ -255,7 +255,7 @@ int corral_server_listen_fds(corral_server *server, const int *fds, unsigned cou
 {
     if (atomic_load_explicit(&server->started, memory_order_relaxed)) /* main thread only */
         return -EBUSY;
-    if (count != 1 && count != corral_server_sockets_per_listener(server))
+    if (count == 0 || (count != 1 && count != corral_server_sockets_per_listener(server)))
         return -EINVAL;
     for (unsigned i = 0; i < count; i++)
         if (!is_listening_stream(fds[i]))
@@ -265,6 +265,9 @@ int corral_server_listen_fds(corral_server *server, const int *fds, unsigned cou
     if (listener == NULL)
         return -ENOMEM;
     if (count > 1) {
+        /* listener_free() and corral_listener_fds() count the group by
+         * workers. */
+        assert(count == server->worker_count);
         listener->fds = malloc(count * sizeof(*listener->fds));
         if (listener->fds == NULL) {
             err = -ENOMEM;

@@ -275,7 +275,9 @@ void corral__accept_from(struct corral__accept_entry *entry)
             continue;
         }
         conn->listener = listener;
-        if (peer_len <= sizeof(conn->peer) && peer.ss_family != AF_UNIX) {
+        /* A peer has its listener's family; a unix socket's peer (most
+         * often unnamed) is recorded as having no address. */
+        if (peer_len <= sizeof(conn->peer) && listener->addr.ss_family != AF_UNIX) {
             memcpy(&conn->peer, &peer, peer_len);
             conn->peer_len = peer_len;
         }
