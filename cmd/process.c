@@ -152,10 +152,10 @@ static int pid_file_remove(const char *path, pid_t pid)
         return errno == ENOENT ? 0 : -errno;
     char text[32];
     ssize_t n = read(fd, text, sizeof(text) - 1);
-    int err = n == -1 ? -errno : 0;
+    int err = errno;
     close(fd);
-    if (err != 0)
-        return err;
+    if (n == -1)
+        return -err;
     text[n] = '\0';
     if (strtol(text, NULL, 10) != (long)pid)
         return 0;

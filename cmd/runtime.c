@@ -6,6 +6,7 @@
  */
 #include "cmd/runtime.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,6 +335,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
     }
     listen_options_from(config, address, &site->listen_options);
     site->address = strdup(address);
+    assert(vhost_count > 0); /* `address` is one that a server listens on */
     site->vhosts = calloc(vhost_count, sizeof(*site->vhosts));
     site->locations = calloc(location_count ? location_count : 1, sizeof(*site->locations));
     site->returns = calloc(return_count ? return_count : 1, sizeof(*site->returns));
@@ -356,6 +358,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             bool is_default = server_is_default_on(server, address);
             if (!server_listens_on(server, address) || is_default != (pass == 0))
                 continue;
+            assert(v < vhost_count);
             vhost_servers[v] = server;
             struct http_vhost *vhost = &site->vhosts[v++];
             vhost->names = (const char *const *)server->server_names;

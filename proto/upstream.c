@@ -5,6 +5,7 @@
  */
 #include "proto/upstream.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,7 @@ int upstream_pick_server(struct proxy_upstream *up, struct upstream_worker *work
         unsigned weights = 0;
         for (size_t i = 0; i < up->server_count; i++)
             weights += up->servers[i].weight;
+        assert(weights > 0); /* conf: one server at least, weights from 1 */
         unsigned point = hash_text(client) % weights;
         size_t start = 0;
         for (; start < up->server_count && point >= up->servers[start].weight; start++)
