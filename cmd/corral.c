@@ -122,7 +122,7 @@ static int generation_start(struct conf_config *config, struct generation *previ
     for (size_t i = 0; i < gen->site_count; i++) {
         struct site *site = &gen->sites[i];
         site->http.stats = gen->stats;
-        if (!site->http.admin)
+        if (!site->admin)
             site->http.access_log = gen->access_log;
         /* Tickets issued before a reload keep resuming after it. */
         struct site *old = find_site(previous, site->address);
@@ -192,7 +192,7 @@ static void retire_counters(struct generation *gen)
             retired->responses[s] += atomic_load(&gen->stats[i].responses[s]);
         for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
             retired->timeouts[k] += atomic_load(&gen->stats[i].timeouts[k]);
-        tls_totals_add(&retired->tls, &gen->stats[i].tls);
+        tls_totals_add(&retired->tls, gen, i);
     }
     for (size_t i = 0; i < gen->upstream_count; i++)
         upstream_errors_add(retired->upstreams, &retired->upstream_count,
@@ -313,7 +313,7 @@ static void reload(void)
             continue;
         char bound[128];
         corral_listener_address(gen->sites[i].listener, bound, sizeof(bound));
-        log_info("listening on %s%s", bound, gen->sites[i].http.admin ? " (admin)" : "");
+        log_info("listening on %s%s", bound, gen->sites[i].admin ? " (admin)" : "");
     }
     corral_set_log_level(config->log_level);
     /* The old generation stops accepting (its sockets live on in the new
@@ -721,7 +721,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < gen->site_count; i++) {
         char bound[128];
         corral_listener_address(gen->sites[i].listener, bound, sizeof(bound));
-        log_info("listening on %s%s", bound, gen->sites[i].http.admin ? " (admin)" : "");
+        log_info("listening on %s%s", bound, gen->sites[i].admin ? " (admin)" : "");
     }
     bool started = (pid_file == NULL || write_pid_file(pid_file) == 0) &&
                    drop_privileges(gen->config) == 0;

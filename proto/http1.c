@@ -164,6 +164,12 @@ const struct http_vhost *http_find_vhost(const struct http_site *site, const cha
     return wildcard != NULL ? wildcard : &site->vhosts[0];
 }
 
+size_t http_site_sni_select(void *site, const char *name, size_t len)
+{
+    const struct http_site *s = site;
+    return (size_t)(http_find_vhost(s, name, len) - s->vhosts);
+}
+
 const struct http_location *http_find_location(const struct http_vhost *vhost, const char *path,
                                                size_t len)
 {
@@ -1128,9 +1134,7 @@ static void h1_on_open(corral_conn *conn)
     h1->site = site;
     h1->vhost = &site->vhosts[0];
     corral_conn_set_data(conn, h1);
-    struct http_stats *stats = worker_stats(h1);
-    if (site->tls != NULL &&
-        tls_server_accept(site->tls, conn, stats != NULL ? &stats->tls : NULL) != 0) {
+    if (site->tls != NULL && tls_server_accept(site->tls, conn) != 0) {
         corral_conn_abort(conn, -ENOMEM);
         return;
     }
@@ -1162,8 +1166,7 @@ static void h1_on_stop(corral_conn *conn)
     /* Idle, unless a request is already in the socket and its event not yet
      * handled: closing now would drop it unanswered.  Let it be read; it is
      * answered with "Connection: close". */
-    char byte;
-    if (recv(corral_conn_fd(conn), &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1)
+    if (corral_conn_input_pending(conn))
         return;
     h1_close(h1);
 }

@@ -8,6 +8,9 @@
 #ifndef CORRAL_PROTO_HTTP1_H
 #define CORRAL_PROTO_HTTP1_H
 
+#include "proto/counter.h"
+/* A site may serve TLS (http_site.tls): the connection starts it, and
+ * handlers of TLS upstreams (the proxy) take its client side from here. */
 #include "proto/tls.h"
 
 #include <corral.h>
@@ -108,13 +111,13 @@ struct http_vhost {
 /* Everything served on one listening address: its virtual hosts (the first
  * is the default) and per-worker counters. */
 struct access_log;
+struct tls_server;
 
 struct http_site {
     const struct http_vhost *vhosts;
     size_t vhost_count;
     struct tls_server *tls;        /* NULL: plain HTTP */
     struct access_log *access_log; /* NULL: none */
-    bool admin;          /* plain-text errors without the Server banner's version */
     struct http_stats *stats; /* one per worker, indexed by corral_worker_index() */
 };
 
@@ -130,14 +133,12 @@ extern const char *const http_timeout_kind_names[HTTP_TIMEOUT_KINDS];
 struct http_stats {
     _Atomic uint64_t responses[HTTP_MAX_STATUS];
     _Atomic uint64_t timeouts[HTTP_TIMEOUT_KINDS];
-    struct tls_stats tls;
 } __attribute__((aligned(64)));
 
 /* Adds one to a counter that only its worker writes (no atomic add needed). */
 static inline void http_count(_Atomic uint64_t *counter)
 {
-    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    counter_inc(counter);
 }
 
 /* The connection handler to give corral_server_listen() with an http_site
@@ -202,6 +203,10 @@ const struct http_location *http_find_location(const struct http_vhost *vhost, c
  * longest matching wildcard, else the site's first. */
 const struct http_vhost *http_find_vhost(const struct http_site *site, const char *host,
                                          size_t len);
+
+/* A tls_sni_select_fn for a site's TLS server (`site` is the http_site):
+ * SNI picks the certificates of the vhost that Host would pick. */
+size_t http_site_sni_select(void *site, const char *name, size_t len);
 
 /* Collects the headers llhttp reports as spans of one head in memory
  * (header names and values may arrive in adjacent pieces). */

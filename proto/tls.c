@@ -7,7 +7,7 @@
  * like it would for plain bytes.
  */
 #include "proto/tls.h"
-#include "proto/http1.h"
+#include "proto/counter.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -90,9 +90,12 @@ static void ticket_keys_rotate(struct ticket_keys *keys, uint64_t now)
 }
 
 struct tls_server {
-    const struct http_site *site;
-    SSL_CTX **contexts; /* one per site vhost */
+    tls_sni_select_fn sni_select; /* may be NULL */
+    void *sni_arg;
+    SSL_CTX **contexts; /* one per vhost */
     size_t context_count;
+    struct tls_stats *stats; /* one per worker */
+    unsigned workers;
     uint32_t handshake_timeout_ms;
     struct ticket_keys ticket_keys;
 };
@@ -191,17 +194,17 @@ static void tls_on_established(struct tls_conn *tc)
     corral_timer_stop(tc->handshake_timer);
     if (tc->stats == NULL)
         return;
-    http_count(&tc->stats->handshakes[SSL_session_reused(tc->ssl) ? TLS_HANDSHAKE_RESUMED
-                                                                  : TLS_HANDSHAKE_FULL]);
+    counter_inc(&tc->stats->handshakes[SSL_session_reused(tc->ssl) ? TLS_HANDSHAKE_RESUMED
+                                                                   : TLS_HANDSHAKE_FULL]);
     if (BIO_get_ktls_send(SSL_get_wbio(tc->ssl)))
-        http_count(&tc->stats->ktls);
+        counter_inc(&tc->stats->ktls);
 }
 
 static void tls_on_handshake_failed(struct tls_conn *tc)
 {
     if (tc->client == NULL) {
         if (tc->stats != NULL)
-            http_count(&tc->stats->errors[TLS_ERROR_PROTOCOL]);
+            counter_inc(&tc->stats->errors[TLS_ERROR_PROTOCOL]);
         corral_log(CORRAL_LOG_DEBUG, "TLS handshake failed: %s", openssl_reason());
         return;
     }
@@ -302,6 +305,14 @@ static void tls_destroy(corral_conn *conn)
     free(tc);
 }
 
+/* Records OpenSSL has read but not yet returned count as input: the socket
+ * may be empty while a whole request waits decrypted. */
+static bool tls_input_pending(const corral_conn *conn)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    return SSL_has_pending(tc->ssl) || corral_plain_transport.input_pending(conn);
+}
+
 static const struct corral_transport tls_transport = {
     .name = "tls",
     .layered = true,
@@ -309,6 +320,7 @@ static const struct corral_transport tls_transport = {
     .writev = tls_writev,
     .shutdown = tls_shutdown,
     .destroy = tls_destroy,
+    .input_pending = tls_input_pending,
 };
 
 static struct tls_conn *tls_conn_new(SSL_CTX *ctx, corral_conn *conn)
@@ -340,11 +352,16 @@ static void on_handshake_timeout(corral_timer *timer, void *arg)
     (void)timer;
     struct tls_conn *tc = arg;
     if (tc->stats != NULL)
-        http_count(&tc->stats->errors[TLS_ERROR_TIMEOUT]);
+        counter_inc(&tc->stats->errors[TLS_ERROR_TIMEOUT]);
     corral_conn_abort(tc->conn, -ECONNABORTED);
 }
 
-int tls_server_accept(struct tls_server *server, corral_conn *conn, struct tls_stats *stats)
+const struct tls_stats *tls_server_stats(const struct tls_server *server, unsigned worker)
+{
+    return worker < server->workers ? &server->stats[worker] : NULL;
+}
+
+int tls_server_accept(struct tls_server *server, corral_conn *conn)
 {
     struct tls_conn *tc = tls_conn_new(server->contexts[0], conn);
     if (tc == NULL)
@@ -355,22 +372,25 @@ int tls_server_accept(struct tls_server *server, corral_conn *conn, struct tls_s
         free(tc);
         return -ENOMEM;
     }
-    tc->stats = stats;
+    corral_worker *worker = corral_conn_worker(conn);
+    if (worker != NULL && corral_worker_index(worker) < server->workers)
+        tc->stats = &server->stats[corral_worker_index(worker)];
     SSL_set_accept_state(tc->ssl);
     corral_timer_start(tc->handshake_timer, server->handshake_timeout_ms);
     corral_conn_set_transport(conn, &tls_transport, tc);
     return 0;
 }
 
-/* SNI picks the virtual host's certificates, by the same rules as Host. */
+/* SNI picks the virtual host's certificates, by the selector's rules. */
 static int on_server_name(SSL *ssl, int *alert, void *arg)
 {
     struct tls_server *server = arg;
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    if (name == NULL)
+    if (name == NULL || server->sni_select == NULL)
         return SSL_TLSEXT_ERR_OK; /* the default server's */
-    const struct http_vhost *vhost = http_find_vhost(server->site, name, strlen(name));
-    size_t index = (size_t)(vhost - server->site->vhosts);
+    size_t index = server->sni_select(server->sni_arg, name, strlen(name));
+    if (index >= server->context_count)
+        index = 0; /* a selector's mistake gets the default, not a crash */
     if (index != 0 && SSL_set_SSL_CTX(ssl, server->contexts[index]) == NULL) {
         *alert = SSL_AD_INTERNAL_ERROR;
         return SSL_TLSEXT_ERR_ALERT_FATAL;
@@ -545,24 +565,30 @@ fail:
     return NULL;
 }
 
-int tls_server_new(const struct tls_server_conf *conf, const struct http_site *site,
-                   const struct tls_vhost_conf *vhosts, const struct tls_report *report_to,
+int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_conf *vhosts,
+                   size_t vhost_count, unsigned workers, const struct tls_report *report_to,
                    struct tls_server **out)
 {
     struct tls_server *server = calloc(1, sizeof(*server));
     if (server == NULL)
         return -ENOMEM;
-    server->site = site;
+    server->sni_select = conf->sni_select;
+    server->sni_arg = conf->sni_arg;
     server->handshake_timeout_ms = conf->handshake_timeout_ms;
     server->ticket_keys.rotation_ms = conf->ticket_key_rotation_ms;
     pthread_mutex_init(&server->ticket_keys.lock, NULL);
-    server->contexts = calloc(site->vhost_count, sizeof(*server->contexts));
-    if (server->contexts == NULL) {
+    server->contexts = calloc(vhost_count ? vhost_count : 1, sizeof(*server->contexts));
+    /* Cache-line aligned, so that workers counting do not share lines. */
+    server->stats =
+        aligned_alloc(_Alignof(struct tls_stats), (workers ? workers : 1) * sizeof(*server->stats));
+    if (server->contexts == NULL || server->stats == NULL) {
         tls_server_free(server);
         return -ENOMEM;
     }
+    memset(server->stats, 0, (workers ? workers : 1) * sizeof(*server->stats));
+    server->workers = workers;
     int err = 0;
-    for (size_t v = 0; v < site->vhost_count && err == 0; v++) {
+    for (size_t v = 0; v < vhost_count && err == 0; v++) {
         struct loader loader = {.report = report_to, .vhost = v};
         SSL_CTX *ctx = server_context_new(server, conf, &loader);
         if (ctx == NULL) {
@@ -596,6 +622,7 @@ void tls_server_free(struct tls_server *server)
     for (size_t i = 0; i < server->context_count; i++)
         SSL_CTX_free(server->contexts[i]);
     free(server->contexts);
+    free(server->stats);
     pthread_mutex_destroy(&server->ticket_keys.lock);
     OPENSSL_cleanse(&server->ticket_keys, sizeof(server->ticket_keys));
     free(server);
