@@ -8,16 +8,11 @@
 #include "proto/http1_internal.h"
 #include "proto/access_log.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <llhttp.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <arpa/inet.h>
-#include <sys/socket.h>
 #include <time.h>
 
 /* Header slots parsed per request at most, whatever the configured limit. */
