@@ -126,13 +126,21 @@ static size_t sum_upstreams(struct retired_upstream *out)
     return count;
 }
 
-void tls_totals_add(struct tls_totals *totals, const struct tls_stats *stats)
+void tls_totals_add(struct tls_totals *totals, const struct generation *gen, unsigned worker)
 {
-    for (int k = 0; k < TLS_HANDSHAKE_KINDS; k++)
-        totals->handshakes[k] += atomic_load_explicit(&stats->handshakes[k], memory_order_relaxed);
-    for (int k = 0; k < TLS_ERROR_KINDS; k++)
-        totals->errors[k] += atomic_load_explicit(&stats->errors[k], memory_order_relaxed);
-    totals->ktls += atomic_load_explicit(&stats->ktls, memory_order_relaxed);
+    for (size_t i = 0; i < gen->site_count; i++) {
+        if (gen->sites[i].http.tls == NULL)
+            continue;
+        const struct tls_stats *stats = tls_server_stats(gen->sites[i].http.tls, worker);
+        if (stats == NULL)
+            continue;
+        for (int k = 0; k < TLS_HANDSHAKE_KINDS; k++)
+            totals->handshakes[k] +=
+                atomic_load_explicit(&stats->handshakes[k], memory_order_relaxed);
+        for (int k = 0; k < TLS_ERROR_KINDS; k++)
+            totals->errors[k] += atomic_load_explicit(&stats->errors[k], memory_order_relaxed);
+        totals->ktls += atomic_load_explicit(&stats->ktls, memory_order_relaxed);
+    }
 }
 
 static void write_worker_metric(struct text *t, const char *name, const char *type,
@@ -167,7 +175,7 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
             for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
                 timeouts[k] += atomic_load_explicit(&g->stats[w].timeouts[k],
                                                     memory_order_relaxed);
-            tls_totals_add(&tls, &g->stats[w].tls);
+            tls_totals_add(&tls, g, w);
         }
     }
     if (daemon_state.generations == NULL) {

@@ -164,7 +164,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < gen->site_count; i++) {
         char bound[128];
         corral_listener_address(gen->sites[i].listener, bound, sizeof(bound));
-        log_info("listening on %s%s", bound, gen->sites[i].http.admin ? " (admin)" : "");
+        log_info("listening on %s%s", bound, gen->sites[i].admin ? " (admin)" : "");
     }
     bool started = (pid_file == NULL || write_pid_file(pid_file) == 0) &&
                    drop_privileges(gen->config) == 0;

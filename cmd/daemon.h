@@ -27,6 +27,7 @@ struct site {
     struct http_str *proxy_hides;      /* proxy_hide_header of all of them */
     struct corral_listen_options listen_options;
     corral_listener *listener;
+    bool admin; /* serves the admin endpoints, which are not access-logged */
 };
 
 struct shared_upstream {
@@ -95,8 +96,9 @@ struct daemon_state {
 /* The daemon's one instance, defined in generation.c. */
 extern struct daemon_state daemon_state;
 
-/* Adds one worker's TLS counters to `totals` (admin.c). */
-void tls_totals_add(struct tls_totals *totals, const struct tls_stats *stats);
+/* Adds worker `worker`'s TLS counters, summed over the TLS sites of `gen`,
+ * to `totals` (admin.c). */
+void tls_totals_add(struct tls_totals *totals, const struct generation *gen, unsigned worker);
 
 /* Adds an upstream's error counters to the slot of its name among `count`
  * slots, taking a new slot, with a copy of the name, for a new name while

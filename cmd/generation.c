@@ -110,7 +110,7 @@ int generation_start(struct conf_config *config, struct generation *previous,
     for (size_t i = 0; i < gen->site_count; i++) {
         struct site *site = &gen->sites[i];
         site->http.stats = gen->stats;
-        if (!site->http.admin)
+        if (!site->admin)
             site->http.access_log = gen->access_log;
         /* Tickets issued before a reload keep resuming after it. */
         struct site *old = find_site(previous, site->address);
@@ -180,7 +180,7 @@ static void retire_counters(struct generation *gen)
             retired->responses[s] += atomic_load(&gen->stats[i].responses[s]);
         for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
             retired->timeouts[k] += atomic_load(&gen->stats[i].timeouts[k]);
-        tls_totals_add(&retired->tls, &gen->stats[i].tls);
+        tls_totals_add(&retired->tls, gen, i);
     }
     for (size_t i = 0; i < gen->upstream_count; i++)
         upstream_errors_add(retired->upstreams, &retired->upstream_count,
@@ -299,7 +299,7 @@ void reload(void)
             continue;
         char bound[128];
         corral_listener_address(gen->sites[i].listener, bound, sizeof(bound));
-        log_info("listening on %s%s", bound, gen->sites[i].http.admin ? " (admin)" : "");
+        log_info("listening on %s%s", bound, gen->sites[i].admin ? " (admin)" : "");
     }
     corral_set_log_level(config->log_level);
     /* The old generation stops accepting (its sockets live on in the new

@@ -265,7 +265,8 @@ static void report_tls_problem(void *arg, enum tls_conf_item item, size_t vhost,
 
 /* The site's TLS: each vhost's certificates, and the rest of the settings
  * from its default server (vhost 0). */
-static int site_tls_build(struct site *site, const struct conf_server **vhost_servers)
+static int site_tls_build(struct site *site, const struct conf_server **vhost_servers,
+                          unsigned workers)
 {
     static const enum tls_verify_client verify_modes[] = {
         [CONF_TLS_VERIFY_CLIENT_OFF] = TLS_VERIFY_CLIENT_OFF,
@@ -292,6 +293,8 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
     }
     const struct conf_tls *tls = &vhost_servers[0]->tls;
     struct tls_server_conf conf = {
+        .sni_select = http_site_sni_select,
+        .sni_arg = &site->http,
         .protocols = (tls->protocols & CONF_TLS_1_2 ? TLS_PROTOCOL_1_2 : 0) |
                      (tls->protocols & CONF_TLS_1_3 ? TLS_PROTOCOL_1_3 : 0),
         .ciphers = tls->ciphers,
@@ -306,7 +309,7 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
         .verify_client = verify_modes[tls->verify_client],
     };
     struct tls_report report = {report_tls_problem, vhost_servers};
-    int err = tls_server_new(&conf, &site->http, vhosts, &report, &site->http.tls);
+    int err = tls_server_new(&conf, vhosts, count, workers, &report, &site->http.tls);
     free(vhosts);
     free(files);
     return err;
@@ -390,7 +393,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
     }
     site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = vhost_count};
     if (err == 0 && site_is_tls(config, address))
-        err = site_tls_build(site, vhost_servers);
+        err = site_tls_build(site, vhost_servers, workers);
     free(vhost_servers);
     return err;
 }
@@ -407,7 +410,8 @@ static int admin_site_build(struct site *site, const struct conf_config *config,
         .location_count = sizeof(admin_locations) / sizeof(admin_locations[0]),
         .limits = limits_from(&config->http),
     };
-    site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = 1, .admin = true};
+    site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = 1};
+    site->admin = true;
     return 0;
 }
 

@@ -53,11 +53,18 @@ static int plain_shutdown(corral_conn *conn)
     return shutdown(conn->fd, SHUT_WR) == -1 ? -errno : 0;
 }
 
+static bool plain_input_pending(const corral_conn *conn)
+{
+    char byte;
+    return recv(conn->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+}
+
 const struct corral_transport corral_plain_transport = {
     .name = "plain",
     .read = plain_read,
     .writev = plain_writev,
     .shutdown = plain_shutdown,
+    .input_pending = plain_input_pending,
 };
 
 /* ------------------------------------------------------------- life cycle */
@@ -826,6 +833,13 @@ void corral_conn_set_transport(corral_conn *conn, const struct corral_transport 
 void *corral_conn_transport_state(const corral_conn *conn)
 {
     return conn->transport_state;
+}
+
+bool corral_conn_input_pending(const corral_conn *conn)
+{
+    if (conn->transport->input_pending != NULL)
+        return conn->transport->input_pending(conn);
+    return plain_input_pending(conn);
 }
 
 void corral_conn_set_data(corral_conn *conn, void *data)

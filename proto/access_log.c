@@ -6,6 +6,7 @@
  */
 #include "proto/access_log.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -265,12 +266,14 @@ void access_log_write(struct access_log *log, const struct access_entry *e)
         case VAR_TIME_LOCAL: {
             char text[64]; /* fixed-width fields; strftime() returns 0 if not */
             size_t n = strftime(text, sizeof(text), "%d/%b/%Y:%H:%M:%S %z", &tm);
+            assert(n < sizeof(text));
             put(&line, text, n);
             break;
         }
         case VAR_TIME_ISO8601: {
             char text[64]; /* fixed-width fields; strftime() returns 0 if not */
             size_t n = strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S%z", &tm);
+            assert(n < sizeof(text));
             put(&line, text, n);
             break;
         }

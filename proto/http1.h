@@ -3,12 +3,14 @@
  * request parsing (llhttp, every lenient flag off, plus the checks llhttp
  * leaves to its caller), routing to a virtual host and location, keep-alive,
  * pipelining, timeouts, and response writing.  Handlers (return, admin,
- * proxy) plug in through struct http_handler.
+ * proxy) plug in through struct http_handler.  Implemented by http1.c (the
+ * connection), http1_response.c (responses), route.c and return.c.
  */
 #ifndef CORRAL_PROTO_HTTP1_H
 #define CORRAL_PROTO_HTTP1_H
 
-#include "proto/tls.h"
+#include "proto/counter.h"
+#include "proto/headers.h"
 
 #include <corral.h>
 
@@ -22,15 +24,6 @@
 #define HTTP_MAX_STATUS 600
 
 struct http_exchange;
-
-struct http_str {
-    const char *data;
-    size_t len;
-};
-
-struct http_header {
-    struct http_str name, value;
-};
 
 /* A parsed request head.  Its strings point into the connection's input and
  * are valid only during on_request. */
@@ -108,13 +101,13 @@ struct http_vhost {
 /* Everything served on one listening address: its virtual hosts (the first
  * is the default) and per-worker counters. */
 struct access_log;
+struct tls_server;
 
 struct http_site {
     const struct http_vhost *vhosts;
     size_t vhost_count;
     struct tls_server *tls;        /* NULL: plain HTTP */
     struct access_log *access_log; /* NULL: none */
-    bool admin;          /* plain-text errors without the Server banner's version */
     struct http_stats *stats; /* one per worker, indexed by corral_worker_index() */
 };
 
@@ -130,15 +123,7 @@ extern const char *const http_timeout_kind_names[HTTP_TIMEOUT_KINDS];
 struct http_stats {
     _Atomic uint64_t responses[HTTP_MAX_STATUS];
     _Atomic uint64_t timeouts[HTTP_TIMEOUT_KINDS];
-    struct tls_stats tls;
 } __attribute__((aligned(64)));
-
-/* Adds one to a counter that only its worker writes (no atomic add needed). */
-static inline void http_count(_Atomic uint64_t *counter)
-{
-    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
 
 /* The connection handler to give corral_server_listen() with an http_site
  * as its data. */
@@ -183,9 +168,6 @@ void http_exchange_tunnel(struct http_exchange *ex);
 /* Answers with a short text/plain body: "404 Not Found\n" etc. */
 void http_respond_error(struct http_exchange *ex, unsigned status);
 
-/* Reason phrase of a status code ("Not Found"), or "Unknown". */
-const char *http_reason(unsigned status);
-
 /* The handler's per-exchange state. */
 void http_exchange_set_data(struct http_exchange *ex, void *data);
 void *http_exchange_data(const struct http_exchange *ex);
@@ -203,40 +185,9 @@ const struct http_location *http_find_location(const struct http_vhost *vhost, c
 const struct http_vhost *http_find_vhost(const struct http_site *site, const char *host,
                                          size_t len);
 
-/* Collects the headers llhttp reports as spans of one head in memory
- * (header names and values may arrive in adjacent pieces). */
-struct http_header_list {
-    struct http_header *headers;
-    size_t count, cap;
-    bool in_value;
-};
-/* Starts the list over for a new head. */
-void http_headers_reset(struct http_header_list *list);
-/* A piece of a header name: false when a new header would exceed `limit`
- * (or the list's capacity). */
-bool http_headers_add_name(struct http_header_list *list, const char *at, size_t len, size_t limit);
-void http_headers_add_value(struct http_header_list *list, const char *at, size_t len);
-/* Extends `str` with the adjacent piece at..at+len. */
-void http_str_extend(struct http_str *str, const char *at, size_t len);
-
-/* Framing helpers shared with the proxy's response parser. */
-/* Length of the head at the start of `data`, through its empty line, or 0
- * while it is incomplete. */
-size_t http_head_length(const char *data, size_t len);
-/* False for bare CR, bare LF or obs-fold anywhere in a head. */
-bool http_head_lines_valid(const char *head, size_t len);
-
-/* Inline, so that the length of a literal is known when compiling: the
- * header rewriting compares every header name with several. */
-static inline bool http_str_equal_nocase(struct http_str s, const char *literal)
-{
-    size_t len = strlen(literal);
-    return s.len == len && strncasecmp(s.data, literal, len) == 0;
-}
-
-/* Whether a comma-separated header value (Connection) lists `token`. */
-bool http_header_lists(struct http_str list, struct http_str token);
-struct http_str http_trim(struct http_str s);
+/* A tls_sni_select_fn for a site's TLS server (`site` is the http_site):
+ * SNI picks the certificates of the vhost that Host would pick. */
+size_t http_site_sni_select(void *site, const char *name, size_t len);
 
 /* The handler of `return CODE "TEXT"`: handler_data is a struct http_return. */
 struct http_return {

@@ -60,7 +60,7 @@ static struct upstream_worker *px_worker(const struct proxy_exchange *px);
 
 static void count_error(struct upstream_worker *worker, enum proxy_error_kind kind)
 {
-    http_count(&worker->errors[kind]);
+    counter_inc(&worker->errors[kind]);
 }
 
 /* Backpressure between the two sides: while `out` is over its own high

@@ -4,10 +4,11 @@
  * hand record encryption to the kernel); the handshake is driven from
  * whichever of read or write the connection tries first, and WANT_READ or
  * WANT_WRITE become -EAGAIN, so the connection simply waits for the socket
- * like it would for plain bytes.
+ * like it would for plain bytes.  The transport and the server side are
+ * here; the client side is in tls_client.c.
  */
-#include "proto/tls.h"
-#include "proto/http1.h"
+#include "proto/tls_internal.h"
+#include "proto/counter.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,7 +34,6 @@ const char *const tls_error_kind_names[TLS_ERROR_KINDS] = {"protocol", "timeout"
 
 /* TLS 1.2 suites with forward secrecy and AEAD only. */
 #define DEFAULT_CIPHERS "ECDHE+AESGCM:ECDHE+CHACHA20"
-static const unsigned char alpn_http11[] = "\x08http/1.1";
 
 static uint64_t monotonic_ms(void)
 {
@@ -42,8 +42,7 @@ static uint64_t monotonic_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* The reason of OpenSSL's latest error, for messages. */
-static const char *openssl_reason(void)
+const char *tls_openssl_reason(void)
 {
     const char *reason = ERR_reason_error_string(ERR_peek_last_error());
     return reason != NULL ? reason : "unknown error";
@@ -90,9 +89,12 @@ static void ticket_keys_rotate(struct ticket_keys *keys, uint64_t now)
 }
 
 struct tls_server {
-    const struct http_site *site;
-    SSL_CTX **contexts; /* one per site vhost */
+    tls_sni_select_fn sni_select; /* may be NULL */
+    void *sni_arg;
+    SSL_CTX **contexts; /* one per vhost */
     size_t context_count;
+    struct tls_stats *stats; /* one per worker */
+    unsigned workers;
     uint32_t handshake_timeout_ms;
     struct ticket_keys ticket_keys;
 };
@@ -145,27 +147,6 @@ static int on_ticket_key(SSL *ssl, unsigned char key_name[16], unsigned char *iv
 
 /* -------------------------------------------------------------- transport */
 
-struct tls_conn {
-    SSL *ssl;
-    corral_conn *conn;
-    bool established;
-    /* Server side */
-    struct tls_stats *stats; /* may be NULL */
-    corral_timer *handshake_timer;
-    /* Client side */
-    struct tls_client *client; /* NULL on the server side */
-    SSL_SESSION **session; /* where this worker keeps the server's last session */
-};
-
-struct tls_client {
-    SSL_CTX *ctx;
-    char *server_name;
-    bool name_is_address;
-    size_t server_count;
-    unsigned workers;
-    SSL_SESSION **sessions; /* [worker][server] */
-};
-
 /* Maps a failed OpenSSL call to the transport's return values. */
 static ssize_t tls_result(struct tls_conn *tc, int ret)
 {
@@ -191,18 +172,18 @@ static void tls_on_established(struct tls_conn *tc)
     corral_timer_stop(tc->handshake_timer);
     if (tc->stats == NULL)
         return;
-    http_count(&tc->stats->handshakes[SSL_session_reused(tc->ssl) ? TLS_HANDSHAKE_RESUMED
-                                                                  : TLS_HANDSHAKE_FULL]);
+    counter_inc(&tc->stats->handshakes[SSL_session_reused(tc->ssl) ? TLS_HANDSHAKE_RESUMED
+                                                                   : TLS_HANDSHAKE_FULL]);
     if (BIO_get_ktls_send(SSL_get_wbio(tc->ssl)))
-        http_count(&tc->stats->ktls);
+        counter_inc(&tc->stats->ktls);
 }
 
 static void tls_on_handshake_failed(struct tls_conn *tc)
 {
     if (tc->client == NULL) {
         if (tc->stats != NULL)
-            http_count(&tc->stats->errors[TLS_ERROR_PROTOCOL]);
-        corral_log(CORRAL_LOG_DEBUG, "TLS handshake failed: %s", openssl_reason());
+            counter_inc(&tc->stats->errors[TLS_ERROR_PROTOCOL]);
+        corral_log(CORRAL_LOG_DEBUG, "TLS handshake failed: %s", tls_openssl_reason());
         return;
     }
     const char *name = tc->client->server_name;
@@ -212,7 +193,7 @@ static void tls_on_handshake_failed(struct tls_conn *tc)
                    X509_verify_cert_error_string(verify));
     else
         corral_log(CORRAL_LOG_ERROR, "upstream TLS handshake with \"%s\" failed: %s", name,
-                   openssl_reason());
+                   tls_openssl_reason());
 }
 
 /* 0 once established, -EAGAIN while it waits for the socket, or an error
@@ -302,16 +283,25 @@ static void tls_destroy(corral_conn *conn)
     free(tc);
 }
 
-static const struct corral_transport tls_transport = {
+/* Records OpenSSL has read but not yet returned count as input: the socket
+ * may be empty while a whole request waits decrypted. */
+static bool tls_input_pending(const corral_conn *conn)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    return SSL_has_pending(tc->ssl) || corral_plain_transport.input_pending(conn);
+}
+
+const struct corral_transport tls_transport = {
     .name = "tls",
     .layered = true,
     .read = tls_read,
     .writev = tls_writev,
     .shutdown = tls_shutdown,
     .destroy = tls_destroy,
+    .input_pending = tls_input_pending,
 };
 
-static struct tls_conn *tls_conn_new(SSL_CTX *ctx, corral_conn *conn)
+struct tls_conn *tls_conn_new(SSL_CTX *ctx, corral_conn *conn)
 {
     struct tls_conn *tc = calloc(1, sizeof(*tc));
     if (tc == NULL)
@@ -340,11 +330,16 @@ static void on_handshake_timeout(corral_timer *timer, void *arg)
     (void)timer;
     struct tls_conn *tc = arg;
     if (tc->stats != NULL)
-        http_count(&tc->stats->errors[TLS_ERROR_TIMEOUT]);
+        counter_inc(&tc->stats->errors[TLS_ERROR_TIMEOUT]);
     corral_conn_abort(tc->conn, -ECONNABORTED);
 }
 
-int tls_server_accept(struct tls_server *server, corral_conn *conn, struct tls_stats *stats)
+const struct tls_stats *tls_server_stats(const struct tls_server *server, unsigned worker)
+{
+    return worker < server->workers ? &server->stats[worker] : NULL;
+}
+
+int tls_server_accept(struct tls_server *server, corral_conn *conn)
 {
     struct tls_conn *tc = tls_conn_new(server->contexts[0], conn);
     if (tc == NULL)
@@ -355,22 +350,25 @@ int tls_server_accept(struct tls_server *server, corral_conn *conn, struct tls_s
         free(tc);
         return -ENOMEM;
     }
-    tc->stats = stats;
+    corral_worker *worker = corral_conn_worker(conn);
+    if (worker != NULL && corral_worker_index(worker) < server->workers)
+        tc->stats = &server->stats[corral_worker_index(worker)];
     SSL_set_accept_state(tc->ssl);
     corral_timer_start(tc->handshake_timer, server->handshake_timeout_ms);
     corral_conn_set_transport(conn, &tls_transport, tc);
     return 0;
 }
 
-/* SNI picks the virtual host's certificates, by the same rules as Host. */
+/* SNI picks the virtual host's certificates, by the selector's rules. */
 static int on_server_name(SSL *ssl, int *alert, void *arg)
 {
     struct tls_server *server = arg;
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    if (name == NULL)
+    if (name == NULL || server->sni_select == NULL)
         return SSL_TLSEXT_ERR_OK; /* the default server's */
-    const struct http_vhost *vhost = http_find_vhost(server->site, name, strlen(name));
-    size_t index = (size_t)(vhost - server->site->vhosts);
+    size_t index = server->sni_select(server->sni_arg, name, strlen(name));
+    if (index >= server->context_count)
+        index = 0; /* a selector's mistake gets the default, not a crash */
     if (index != 0 && SSL_set_SSL_CTX(ssl, server->contexts[index]) == NULL) {
         *alert = SSL_AD_INTERNAL_ERROR;
         return SSL_TLSEXT_ERR_ALERT_FATAL;
@@ -445,7 +443,7 @@ static int load_certificate(SSL_CTX *ctx, const struct loader *loader,
     ERR_clear_error();
     if (SSL_CTX_use_certificate_chain_file(ctx, files->certificate) != 1) {
         report(loader, TLS_CONF_CERTIFICATE, false, "cannot load certificate \"%s\": %s",
-               files->certificate, openssl_reason());
+               files->certificate, tls_openssl_reason());
         return -EINVAL;
     }
     X509 *cert = SSL_CTX_get0_certificate(ctx);
@@ -456,7 +454,7 @@ static int load_certificate(SSL_CTX *ctx, const struct loader *loader,
     EVP_PKEY *key = read_key(files->key);
     if (key == NULL) {
         report(loader, TLS_CONF_KEY, false, "cannot load key \"%s\": %s", files->key,
-               openssl_reason());
+               tls_openssl_reason());
         return -EINVAL;
     }
     int err = 0;
@@ -466,7 +464,7 @@ static int load_certificate(SSL_CTX *ctx, const struct loader *loader,
         err = -EINVAL;
     } else if (SSL_CTX_use_PrivateKey(ctx, key) != 1) {
         report(loader, TLS_CONF_KEY, false, "cannot use key \"%s\": %s", files->key,
-               openssl_reason());
+               tls_openssl_reason());
         err = -EINVAL;
     }
     EVP_PKEY_free(key);
@@ -528,7 +526,7 @@ static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_s
         if (names == NULL || SSL_CTX_load_verify_locations(ctx, conf->client_ca, NULL) != 1) {
             sk_X509_NAME_pop_free(names, X509_NAME_free);
             report(loader, TLS_CONF_CLIENT_CA, false, "cannot load CA certificates from \"%s\": %s",
-                   conf->client_ca, openssl_reason());
+                   conf->client_ca, tls_openssl_reason());
             goto fail;
         }
         SSL_CTX_set_client_CA_list(ctx, names);
@@ -545,24 +543,30 @@ fail:
     return NULL;
 }
 
-int tls_server_new(const struct tls_server_conf *conf, const struct http_site *site,
-                   const struct tls_vhost_conf *vhosts, const struct tls_report *report_to,
+int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_conf *vhosts,
+                   size_t vhost_count, unsigned workers, const struct tls_report *report_to,
                    struct tls_server **out)
 {
     struct tls_server *server = calloc(1, sizeof(*server));
     if (server == NULL)
         return -ENOMEM;
-    server->site = site;
+    server->sni_select = conf->sni_select;
+    server->sni_arg = conf->sni_arg;
     server->handshake_timeout_ms = conf->handshake_timeout_ms;
     server->ticket_keys.rotation_ms = conf->ticket_key_rotation_ms;
     pthread_mutex_init(&server->ticket_keys.lock, NULL);
-    server->contexts = calloc(site->vhost_count, sizeof(*server->contexts));
-    if (server->contexts == NULL) {
+    server->contexts = calloc(vhost_count ? vhost_count : 1, sizeof(*server->contexts));
+    /* Cache-line aligned, so that workers counting do not share lines. */
+    server->stats =
+        aligned_alloc(_Alignof(struct tls_stats), (workers ? workers : 1) * sizeof(*server->stats));
+    if (server->contexts == NULL || server->stats == NULL) {
         tls_server_free(server);
         return -ENOMEM;
     }
+    memset(server->stats, 0, (workers ? workers : 1) * sizeof(*server->stats));
+    server->workers = workers;
     int err = 0;
-    for (size_t v = 0; v < site->vhost_count && err == 0; v++) {
+    for (size_t v = 0; v < vhost_count && err == 0; v++) {
         struct loader loader = {.report = report_to, .vhost = v};
         SSL_CTX *ctx = server_context_new(server, conf, &loader);
         if (ctx == NULL) {
@@ -596,6 +600,7 @@ void tls_server_free(struct tls_server *server)
     for (size_t i = 0; i < server->context_count; i++)
         SSL_CTX_free(server->contexts[i]);
     free(server->contexts);
+    free(server->stats);
     pthread_mutex_destroy(&server->ticket_keys.lock);
     OPENSSL_cleanse(&server->ticket_keys, sizeof(server->ticket_keys));
     free(server);
@@ -618,94 +623,4 @@ const char *tls_ktls_unavailable(void)
         return NULL;
     return err == ENOENT ? "the kernel has no tls module" : "the kernel refused the tls layer";
 #endif
-}
-
-/* ----------------------------------------------------------------- client */
-
-static int on_new_session(SSL *ssl, SSL_SESSION *session)
-{
-    struct tls_conn *tc = SSL_get_app_data(ssl);
-    if (*tc->session != NULL)
-        SSL_SESSION_free(*tc->session);
-    *tc->session = session;
-    return 1; /* kept */
-}
-
-int tls_client_new(const struct tls_client_conf *conf, unsigned workers, size_t server_count,
-                   struct tls_client **out, char *error, size_t error_len)
-{
-    struct tls_client *client = calloc(1, sizeof(*client));
-    if (client == NULL)
-        return -ENOMEM;
-    client->workers = workers;
-    client->server_count = server_count;
-    client->sessions = calloc((size_t)workers * server_count, sizeof(*client->sessions));
-    client->server_name = strdup(conf->server_name);
-    client->ctx = SSL_CTX_new(TLS_client_method());
-    if (client->sessions == NULL || client->server_name == NULL || client->ctx == NULL) {
-        tls_client_free(client);
-        return -ENOMEM;
-    }
-    struct in6_addr ip;
-    client->name_is_address = inet_pton(AF_INET, conf->server_name, &ip) == 1 ||
-                              inet_pton(AF_INET6, conf->server_name, &ip) == 1;
-    SSL_CTX *ctx = client->ctx;
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
-                                 SSL_OP_IGNORE_UNEXPECTED_EOF);
-    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                              SSL_MODE_RELEASE_BUFFERS);
-    SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof(alpn_http11) - 1);
-    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
-    SSL_CTX_sess_set_new_cb(ctx, on_new_session);
-    if (conf->verify) {
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-        ERR_clear_error();
-        int ok = conf->ca_file != NULL ? SSL_CTX_load_verify_locations(ctx, conf->ca_file, NULL)
-                                       : SSL_CTX_set_default_verify_paths(ctx);
-        if (ok != 1) {
-            snprintf(error, error_len, "cannot load CA certificates from \"%s\": %s",
-                     conf->ca_file != NULL ? conf->ca_file : "the default store",
-                     openssl_reason());
-            tls_client_free(client);
-            return -EINVAL;
-        }
-    }
-    *out = client;
-    return 0;
-}
-
-void tls_client_free(struct tls_client *client)
-{
-    if (client == NULL)
-        return;
-    for (size_t i = 0; client->sessions != NULL && i < client->workers * client->server_count; i++)
-        SSL_SESSION_free(client->sessions[i]);
-    free(client->sessions);
-    free(client->server_name);
-    SSL_CTX_free(client->ctx);
-    free(client);
-}
-
-int tls_client_connect(struct tls_client *client, corral_conn *conn, size_t server)
-{
-    struct tls_conn *tc = tls_conn_new(client->ctx, conn);
-    if (tc == NULL)
-        return -ENOMEM;
-    corral_worker *worker = corral_conn_worker(conn);
-    size_t index = worker != NULL ? corral_worker_index(worker) : 0;
-    tc->client = client;
-    tc->session = &client->sessions[index * client->server_count + server];
-    SSL *ssl = tc->ssl;
-    SSL_set_connect_state(ssl);
-    if (client->name_is_address) {
-        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), client->server_name);
-    } else {
-        SSL_set_tlsext_host_name(ssl, client->server_name);
-        SSL_set1_host(ssl, client->server_name);
-    }
-    if (*tc->session != NULL)
-        SSL_set_session(ssl, *tc->session);
-    corral_conn_set_transport(conn, &tls_transport, tc);
-    return 0;
 }

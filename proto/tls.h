@@ -35,7 +35,7 @@ struct tls_stats {
     _Atomic uint64_t handshakes[TLS_HANDSHAKE_KINDS];
     _Atomic uint64_t errors[TLS_ERROR_KINDS];
     _Atomic uint64_t ktls; /* connections whose records the kernel encrypts */
-};
+} __attribute__((aligned(64)));
 
 enum tls_protocol {
     TLS_PROTOCOL_1_2 = 1 << 0,
@@ -53,14 +53,22 @@ struct tls_certificate_files {
     const char *key;
 };
 
-/* The certificates of one virtual host, in the order of the http_site's
- * vhosts (the first is the default). */
+/* The certificates of one virtual host (the first is the default). */
 struct tls_vhost_conf {
     const struct tls_certificate_files *certificates;
     size_t certificate_count;
 };
 
+/* Picks the virtual host whose certificates answer a client that sent
+ * `name` (len bytes, not NUL-terminated) as SNI: returns its index in the
+ * server's vhosts, 0 for the default.  Called on the worker that handshakes,
+ * as nginx's ngx_ssl_servername_pt is: the protocol above TLS knows how
+ * names map to hosts. */
+typedef size_t (*tls_sni_select_fn)(void *arg, const char *name, size_t len);
+
 struct tls_server_conf {
+    tls_sni_select_fn sni_select; /* NULL: every client gets the first vhost's */
+    void *sni_arg;
     unsigned protocols; /* TLS_PROTOCOL_* bits */
     const char *ciphers, *ciphersuites; /* NULL: the defaults */
     bool session_tickets;
@@ -89,15 +97,15 @@ struct tls_report {
     void *arg;
 };
 
-struct http_site;
 struct tls_server;
 
-/* Loads the certificates and settings for one listening address serving
- * `site`; `vhosts` has one entry per site vhost.  Problems go to `report`
+/* Loads the certificates and settings for one listening address with
+ * `vhost_count` virtual hosts (`vhosts`, the first the default), served by
+ * `workers` workers (each gets its counters).  Problems go to `report`
  * (warnings too: an expired certificate); returns 0, -EINVAL after an error
  * report, or -ENOMEM. */
-int tls_server_new(const struct tls_server_conf *conf, const struct http_site *site,
-                   const struct tls_vhost_conf *vhosts, const struct tls_report *report,
+int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_conf *vhosts,
+                   size_t vhost_count, unsigned workers, const struct tls_report *report,
                    struct tls_server **out);
 void tls_server_free(struct tls_server *server);
 /* Gives a server that is not serving yet the session ticket keys of one
@@ -108,8 +116,14 @@ void tls_server_take_ticket_keys(struct tls_server *server, struct tls_server *f
  * ignore SIGPIPE. */
 
 /* Makes `conn`, just accepted, speak TLS as the server (from on_open).
- * Counters go to stats[worker index].  Returns 0 or -ENOMEM. */
-int tls_server_accept(struct tls_server *server, corral_conn *conn, struct tls_stats *stats);
+ * Its counters go to its worker's tls_stats (none outside a worker, or for
+ * a worker index past the count given to tls_server_new()).  Returns 0 or
+ * -ENOMEM. */
+int tls_server_accept(struct tls_server *server, corral_conn *conn);
+
+/* The counters of worker `worker` (NULL past the server's worker count).
+ * Any thread may read them with relaxed atomic loads. */
+const struct tls_stats *tls_server_stats(const struct tls_server *server, unsigned worker);
 
 /* Whether kernel TLS can be used here: NULL, or why not. */
 const char *tls_ktls_unavailable(void);

@@ -243,6 +243,9 @@ struct corral_transport {
      *  connection destroyed without `shutdown` was cut off, and its peer
      *  must not see an orderly end. */
     void (*destroy)(corral_conn *conn);
+    /** Whether input is waiting to be read: bytes the transport holds
+     *  back, or bytes in the socket.  Optional: NULL asks the socket. */
+    bool (*input_pending)(const corral_conn *conn);
 };
 
 /* The default backpressure watermarks, bytes (corral_conn_set_watermarks()). */
@@ -257,6 +260,11 @@ CORRAL_EXTERN void *corral_conn_transport_state(const corral_conn *conn);
 
 /** The plain-socket transport, for transports that wrap it. */
 CORRAL_EXTERN extern const struct corral_transport corral_plain_transport;
+
+/** Whether input is waiting that the connection has not read yet, through
+ *  its transport (a layered one also counts what it holds back).  Does not
+ *  read or block; for a connection deciding whether it is idle. */
+CORRAL_EXTERN bool corral_conn_input_pending(const corral_conn *conn);
 
 /** Queues `len` bytes for sending (copied).  Output is flushed once the
  *  event that produced it (and at most a few others) has been handled, so

@@ -131,6 +131,8 @@ static void start_server(void)
     const struct tls_certificate_files both[] = {{ec_cert, ec_key}, {rsa_cert, rsa_key}};
     const struct tls_vhost_conf tls_vhosts[] = {{both, 2}, {both, 1}, {both + 1, 1}};
     struct tls_server_conf conf = {
+        .sni_select = http_site_sni_select,
+        .sni_arg = &site,
         .protocols = TLS_PROTOCOL_1_2 | TLS_PROTOCOL_1_3,
         .session_tickets = true,
         .ticket_key_rotation_ms = 3600 * 1000,
@@ -141,7 +143,7 @@ static void start_server(void)
         .verify_client = TLS_VERIFY_CLIENT_OPTIONAL,
     };
     struct tls_report report = {on_report, NULL};
-    if (tls_server_new(&conf, &site, tls_vhosts, &report, &site.tls) != 0)
+    if (tls_server_new(&conf, tls_vhosts, 3, 1, &report, &site.tls) != 0)
         abort();
 
     struct corral_server_config config;

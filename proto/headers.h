@@ -1,0 +1,72 @@
+/*
+ * headers.h: HTTP header fields and heads as spans of the bytes they came
+ * in: collecting them from llhttp, comparing and trimming values, the field
+ * checks llhttp leaves to its caller, head framing checks, reason phrases.
+ * Shared by the server side (http1.c) and the proxy's response parser.
+ */
+#ifndef CORRAL_PROTO_HEADERS_H
+#define CORRAL_PROTO_HEADERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
+
+struct http_str {
+    const char *data;
+    size_t len;
+};
+
+struct http_header {
+    struct http_str name, value;
+};
+
+/* Reason phrase of a status code ("Not Found"), or "Unknown". */
+const char *http_reason(unsigned status);
+
+/* Collects the headers llhttp reports as spans of one head in memory
+ * (header names and values may arrive in adjacent pieces). */
+struct http_header_list {
+    struct http_header *headers;
+    size_t count, cap;
+    bool in_value;
+};
+/* Starts the list over for a new head. */
+void http_headers_reset(struct http_header_list *list);
+/* A piece of a header name: false when a new header would exceed `limit`
+ * (or the list's capacity). */
+bool http_headers_add_name(struct http_header_list *list, const char *at, size_t len, size_t limit);
+void http_headers_add_value(struct http_header_list *list, const char *at, size_t len);
+/* Extends `str` with the adjacent piece at..at+len. */
+void http_str_extend(struct http_str *str, const char *at, size_t len);
+
+/* Framing helpers shared with the proxy's response parser. */
+/* Length of the head at the start of `data`, through its empty line, or 0
+ * while it is incomplete. */
+size_t http_head_length(const char *data, size_t len);
+/* False for bare CR, bare LF or obs-fold anywhere in a head. */
+bool http_head_lines_valid(const char *head, size_t len);
+
+/* Inline, so that the length of a literal is known when compiling: the
+ * header rewriting compares every header name with several. */
+static inline bool http_str_equal_nocase(struct http_str s, const char *literal)
+{
+    size_t len = strlen(literal);
+    return s.len == len && strncasecmp(s.data, literal, len) == 0;
+}
+
+/* Whether a comma-separated header value (Connection) lists `token`. */
+bool http_header_lists(struct http_str list, struct http_str token);
+struct http_str http_trim(struct http_str s);
+
+/* Field checks llhttp leaves to its caller. */
+/* Transfer-Encoding: 0 for "chunked" alone, else the status to refuse
+ * the request with (400, or 501 for other codings before chunked). */
+unsigned http_check_transfer_encoding(struct http_str value);
+/* Whether `s` is a token (RFC 9110 5.6.2), as a field name must be. */
+bool http_is_token(struct http_str s);
+/* Whether `authority` is uri-host [":" port], as Host and an absolute-form
+ * target's authority must be; sets *host to the host without the port. */
+bool http_authority_valid(struct http_str authority, struct http_str *host);
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * http1_internal.h: what the two halves of the HTTP/1.1 server share: the
+ * connection and exchange state, and the connection steps a response ends
+ * with.  http1.c parses and runs connections; http1_response.c writes.
+ */
+#ifndef CORRAL_PROTO_HTTP1_INTERNAL_H
+#define CORRAL_PROTO_HTTP1_INTERNAL_H
+
+#include "proto/http1.h"
+
+#include <llhttp.h>
+
+struct http_exchange {
+    struct h1_conn *h1;
+    const struct http_handler *handler;
+    void *handler_data;
+    void *data;
+    bool head;          /* HEAD request: responses carry no body */
+    bool keep_alive;    /* the client allows reusing the connection */
+    bool http10;        /* an HTTP/1.0 client: no chunked responses */
+    bool client_closes; /* the client asked to close after this request */
+    bool request_done;  /* message complete */
+    bool response_started;
+    bool response_body;    /* the response being sent has a body */
+    bool response_chunked; /* ...sent in chunks, its length unknown */
+    bool response_keep;    /* the connection stays open after it */
+    bool response_done;
+    unsigned status;
+    uint64_t body_received;
+    uint64_t body_sent;
+    uint64_t started_ns; /* when its head was parsed */
+    int64_t upstream_ns; /* -1: no upstream */
+    char *log_fields;    /* with an access log: the request's text, copied */
+};
+
+struct h1_conn {
+    corral_conn *conn;
+    const struct http_site *site;
+    const struct http_vhost *vhost; /* whose limits apply */
+    /* Only from a head's start to its message's end: idle connections
+     * hold none. */
+    llhttp_t *parser;
+    struct http_exchange ex;
+    bool in_exchange;
+    bool stopping;            /* graceful stop: close after the current response */
+    bool partial_head;        /* part of a request head has arrived */
+    bool tunnel;              /* switched protocols: bytes pass through raw */
+    uint64_t head_started_ns; /* with an access log: when this head began */
+    bool closed;              /* close requested: parse nothing more */
+    unsigned requests;        /* completed on this connection */
+    unsigned error_status;    /* set by a callback that fails the request */
+};
+
+/* Parses nothing more and closes.  `linger` unless the client asked to
+ * close and so sends nothing more. */
+void h1_end(struct h1_conn *h1, bool linger);
+void h1_close(struct h1_conn *h1);
+/* Both halves of the exchange are done: get ready for the next request. */
+void h1_finish_exchange(struct h1_conn *h1);
+/* Counts a response sent, by status, in the site's per-worker stats. */
+void h1_count_response(struct h1_conn *h1, unsigned status);
+/* Writes the exchange's access log line (the site has an access log). */
+void h1_log_exchange(struct h1_conn *h1, struct http_exchange *ex, unsigned status);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * route.c: which virtual host and location of a site serve a request: by
+ * Host (or SNI) name, exact or wildcard, then by path, exact or prefix.
+ */
+#include "proto/http1.h"
+
+#include <string.h>
+#include <strings.h>
+
+static bool host_matches(const char *name, const char *host, size_t len)
+{
+    size_t name_len = strlen(name);
+    if (name[0] == '*' && name[1] == '.') {
+        /* "*.example.com" matches "a.example.com", not "example.com". */
+        size_t suffix = name_len - 1;
+        return len > suffix && strncasecmp(host + len - suffix, name + 1, suffix) == 0;
+    }
+    return name_len == len && strncasecmp(name, host, len) == 0;
+}
+
+const struct http_vhost *http_find_vhost(const struct http_site *site, const char *host, size_t len)
+{
+    const struct http_vhost *wildcard = NULL;
+    size_t wildcard_len = 0;
+    for (size_t i = 0; i < site->vhost_count; i++) {
+        const struct http_vhost *vhost = &site->vhosts[i];
+        for (size_t n = 0; n < vhost->name_count; n++) {
+            const char *name = vhost->names[n];
+            if (!host_matches(name, host, len))
+                continue;
+            if (name[0] != '*')
+                return vhost;
+            if (strlen(name) > wildcard_len) {
+                wildcard = vhost;
+                wildcard_len = strlen(name);
+            }
+        }
+    }
+    return wildcard != NULL ? wildcard : &site->vhosts[0];
+}
+
+size_t http_site_sni_select(void *site, const char *name, size_t len)
+{
+    const struct http_site *s = site;
+    return (size_t)(http_find_vhost(s, name, len) - s->vhosts);
+}
+
+const struct http_location *http_find_location(const struct http_vhost *vhost, const char *path,
+                                               size_t len)
+{
+    const struct http_location *best = NULL;
+    for (size_t i = 0; i < vhost->location_count; i++) {
+        const struct http_location *loc = &vhost->locations[i];
+        if (loc->exact) {
+            if (loc->path_len == len && memcmp(loc->path, path, len) == 0)
+                return loc;
+        } else if (loc->path_len <= len && memcmp(loc->path, path, loc->path_len) == 0 &&
+                   (best == NULL || loc->path_len > best->path_len)) {
+            best = loc;
+        }
+    }
+    return best;
+}
