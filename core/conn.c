@@ -837,6 +837,8 @@ void *corral_conn_transport_state(const corral_conn *conn)
 
 bool corral_conn_input_pending(const corral_conn *conn)
 {
+    if (conn->in_len > 0)
+        return true; /* read, but not yet taken by on_data (a pipelined request) */
     if (conn->transport->input_pending != NULL)
         return conn->transport->input_pending(conn);
     return plain_input_pending(conn);

@@ -261,9 +261,11 @@ CORRAL_EXTERN void *corral_conn_transport_state(const corral_conn *conn);
 /** The plain-socket transport, for transports that wrap it. */
 CORRAL_EXTERN extern const struct corral_transport corral_plain_transport;
 
-/** Whether input is waiting that the connection has not read yet, through
- *  its transport (a layered one also counts what it holds back).  Does not
- *  read or block; for a connection deciding whether it is idle. */
+/** Whether input is waiting that on_data has not taken yet: bytes the
+ *  connection read and holds (such as a pipelined request while reading is
+ *  paused), or bytes in its transport (a layered one also counts what it
+ *  holds back) or socket.  Does not read or block; for a connection
+ *  deciding whether it is idle. */
 CORRAL_EXTERN bool corral_conn_input_pending(const corral_conn *conn);
 
 /** Queues `len` bytes for sending (copied).  Output is flushed once the
