@@ -170,11 +170,10 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
     for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
         for (unsigned w = 0; w < corral_server_worker_count(g->server); w++) {
             for (unsigned s = 0; s < HTTP_MAX_STATUS; s++)
-                responses[s] += atomic_load_explicit(&g->stats[w].responses[s],
-                                                     memory_order_relaxed);
+                responses[s] +=
+                    atomic_load_explicit(&g->stats[w].responses[s], memory_order_relaxed);
             for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
-                timeouts[k] += atomic_load_explicit(&g->stats[w].timeouts[k],
-                                                    memory_order_relaxed);
+                timeouts[k] += atomic_load_explicit(&g->stats[w].timeouts[k], memory_order_relaxed);
             tls_totals_add(&tls, g, w);
         }
     }
@@ -188,7 +187,8 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
     struct corral_wakeup_info wakeup;
     corral_server_wakeup(daemon_state.generations->server, &wakeup);
     unsigned generation = daemon_state.generations->number;
-    struct retired_upstream *upstreams = malloc(sizeof(struct retired_upstream) * DAEMON_MAX_UPSTREAMS);
+    struct retired_upstream *upstreams =
+        malloc(sizeof(struct retired_upstream) * DAEMON_MAX_UPSTREAMS);
     size_t upstream_count = upstreams != NULL ? sum_upstreams(upstreams) : 0;
     size_t borrowed = daemon_state.retired.upstream_count;
     pthread_mutex_unlock(&daemon_state.lock);
@@ -225,21 +225,23 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
     text_printf(&t, "# HELP corral_client_timeouts_total Client connections ended by a timeout, "
                     "by kind.\n# TYPE corral_client_timeouts_total counter\n");
     for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
-        text_printf(&t, "corral_client_timeouts_total{kind=\"%s\"} %llu\n", http_timeout_kind_names[k],
-                    (unsigned long long)timeouts[k]);
+        text_printf(&t, "corral_client_timeouts_total{kind=\"%s\"} %llu\n",
+                    http_timeout_kind_names[k], (unsigned long long)timeouts[k]);
     text_printf(&t, "# HELP corral_tls_handshakes_total Completed TLS handshakes with clients, "
                     "full or resumed.\n# TYPE corral_tls_handshakes_total counter\n");
     for (int k = 0; k < TLS_HANDSHAKE_KINDS; k++)
-        text_printf(&t, "corral_tls_handshakes_total{kind=\"%s\"} %llu\n", tls_handshake_kind_names[k],
-                    (unsigned long long)tls.handshakes[k]);
-    text_printf(&t, "# HELP corral_tls_handshake_errors_total Client TLS handshakes that failed, by "
-                    "kind.\n# TYPE corral_tls_handshake_errors_total counter\n");
+        text_printf(&t, "corral_tls_handshakes_total{kind=\"%s\"} %llu\n",
+                    tls_handshake_kind_names[k], (unsigned long long)tls.handshakes[k]);
+    text_printf(&t,
+                "# HELP corral_tls_handshake_errors_total Client TLS handshakes that failed, by "
+                "kind.\n# TYPE corral_tls_handshake_errors_total counter\n");
     for (int k = 0; k < TLS_ERROR_KINDS; k++)
         text_printf(&t, "corral_tls_handshake_errors_total{kind=\"%s\"} %llu\n",
                     tls_error_kind_names[k], (unsigned long long)tls.errors[k]);
-    text_printf(&t, "# HELP corral_tls_ktls_connections_total TLS connections whose records the "
-                    "kernel encrypts (kTLS).\n# TYPE corral_tls_ktls_connections_total counter\n"
-                    "corral_tls_ktls_connections_total %llu\n",
+    text_printf(&t,
+                "# HELP corral_tls_ktls_connections_total TLS connections whose records the "
+                "kernel encrypts (kTLS).\n# TYPE corral_tls_ktls_connections_total counter\n"
+                "corral_tls_ktls_connections_total %llu\n",
                 (unsigned long long)tls.ktls);
     text_printf(&t, "# HELP corral_upstream_errors_total Failed upstream attempts, by kind.\n"
                     "# TYPE corral_upstream_errors_total counter\n");
@@ -249,11 +251,13 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
                 text_printf(&t, "corral_upstream_errors_total{upstream=\"%s\",kind=\"%s\"} %llu\n",
                             upstreams[i].name, proxy_error_kind_names[k],
                             (unsigned long long)upstreams[i].errors[k]);
-    text_printf(&t, "# HELP corral_config_generation Configurations loaded since start.\n"
-                    "# TYPE corral_config_generation gauge\ncorral_config_generation %u\n",
+    text_printf(&t,
+                "# HELP corral_config_generation Configurations loaded since start.\n"
+                "# TYPE corral_config_generation gauge\ncorral_config_generation %u\n",
                 generation);
-    text_printf(&t, "# HELP corral_start_time_seconds When the daemon started (Unix time).\n"
-                    "# TYPE corral_start_time_seconds gauge\ncorral_start_time_seconds %llu\n",
+    text_printf(&t,
+                "# HELP corral_start_time_seconds When the daemon started (Unix time).\n"
+                "# TYPE corral_start_time_seconds gauge\ncorral_start_time_seconds %llu\n",
                 (unsigned long long)daemon_state.started_at);
 
     http_respond(ex, 200, "Content-Type: text/plain; version=0.0.4\r\n", t.data, t.len);
@@ -288,16 +292,18 @@ static void status_on_request(struct http_exchange *ex, const struct http_reques
             active += stats.connections_active;
         }
     }
-    text_printf(&t, "{\"version\": \"%s\", \"pid\": %d, \"uptime_seconds\": %llu, \"config_file\": ",
+    text_printf(&t,
+                "{\"version\": \"%s\", \"pid\": %d, \"uptime_seconds\": %llu, \"config_file\": ",
                 CORRAL_VERSION, (int)getpid(),
                 (unsigned long long)((uint64_t)time(NULL) - daemon_state.started_at));
     text_json_string(&t, current->config->path);
-    text_printf(&t,
-                ", \"config_generation\": %u, \"generations_running\": %u, \"workers\": %u, "
-                "\"wakeup\": {\"requested\": \"%s\", \"mode\": \"%s\", \"impl\": \"%s\", \"reason\": ",
-                current->number, running, corral_server_worker_count(current->server),
-                corral_wakeup_mode_name(wakeup.requested), corral_wakeup_mode_name(wakeup.mode),
-                wakeup.impl);
+    text_printf(
+        &t,
+        ", \"config_generation\": %u, \"generations_running\": %u, \"workers\": %u, "
+        "\"wakeup\": {\"requested\": \"%s\", \"mode\": \"%s\", \"impl\": \"%s\", \"reason\": ",
+        current->number, running, corral_server_worker_count(current->server),
+        corral_wakeup_mode_name(wakeup.requested), corral_wakeup_mode_name(wakeup.mode),
+        wakeup.impl);
     text_json_string(&t, wakeup.reason);
     text_printf(&t, "}, \"connections_active\": %llu}\n", (unsigned long long)active);
     pthread_mutex_unlock(&daemon_state.lock);

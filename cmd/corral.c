@@ -26,9 +26,7 @@ static void on_signal(int signo, void *arg)
 {
     (void)arg;
     switch (signo) {
-    case SIGHUP:
-        reload();
-        break;
+    case SIGHUP: reload(); break;
     case SIGUSR1: {
         int err = daemon_log_reopen();
         if (err != 0)
@@ -166,8 +164,8 @@ int main(int argc, char **argv)
         corral_listener_address(gen->sites[i].listener, bound, sizeof(bound));
         log_info("listening on %s%s", bound, gen->sites[i].admin ? " (admin)" : "");
     }
-    bool started = (pid_file == NULL || write_pid_file(pid_file) == 0) &&
-                   drop_privileges(gen->config) == 0;
+    bool started =
+        (pid_file == NULL || write_pid_file(pid_file) == 0) && drop_privileges(gen->config) == 0;
     if (!started)
         stop_all(0);
     corral_loop_run(main_loop);

@@ -17,12 +17,12 @@
 
 /* One served address: the http_site its connections use. */
 struct site {
-    char *address;          /* as configured */
+    char *address; /* as configured */
     struct http_site http;
     struct http_vhost *vhosts;
-    struct http_location *locations; /* all vhosts' locations, one array */
-    struct http_return *returns;     /* one per return location */
-    struct proxy_location *proxies;  /* one per proxy_pass location */
+    struct http_location *locations;   /* all vhosts' locations, one array */
+    struct http_return *returns;       /* one per return location */
+    struct proxy_location *proxies;    /* one per proxy_pass location */
     struct http_header *proxy_headers; /* proxy_set_header of all of them */
     struct http_str *proxy_hides;      /* proxy_hide_header of all of them */
     struct corral_listen_options listen_options;
@@ -50,7 +50,7 @@ struct generation {
      * that proxy_pass to the same place with the same TLS settings. */
     struct shared_upstream *upstreams;
     size_t upstream_count;
-    struct http_stats *stats; /* per worker */
+    struct http_stats *stats;      /* per worker */
     struct access_log *access_log; /* NULL: none */
     bool stop_requested;           /* by a reload or a signal, not by its own workers */
     bool listeners_closed;         /* by the next generation's start or a stop */
@@ -85,7 +85,7 @@ struct retired_totals {
 };
 
 struct daemon_state {
-    pthread_mutex_t lock; /* guards the generation list and the totals */
+    pthread_mutex_t lock;           /* guards the generation list and the totals */
     struct generation *generations; /* newest first */
     struct retired_totals retired;
     unsigned generation_count;
@@ -120,7 +120,7 @@ void daemon_log_plain(bool on);
  * whatever its length.  Any thread. */
 void daemon_log_write(enum corral_log_level level, const char *message, void *arg);
 #define log_error(...) corral_log(CORRAL_LOG_ERROR, __VA_ARGS__)
-#define log_warn(...) corral_log(CORRAL_LOG_WARN, __VA_ARGS__)
-#define log_info(...) corral_log(CORRAL_LOG_INFO, __VA_ARGS__)
+#define log_warn(...)  corral_log(CORRAL_LOG_WARN, __VA_ARGS__)
+#define log_info(...)  corral_log(CORRAL_LOG_INFO, __VA_ARGS__)
 
 #endif

@@ -267,8 +267,8 @@ void reload(void)
     if (stopping || previous == NULL)
         return;
     struct conf_config *config;
-    log_info("SIGHUP: reloading %s", daemon_state.config_path ? daemon_state.config_path
-                                                               : "the built-in configuration");
+    log_info("SIGHUP: reloading %s",
+             daemon_state.config_path ? daemon_state.config_path : "the built-in configuration");
     if (load_config(daemon_state.config_path, &config) != 0) {
         log_error("reload failed; generation %u keeps serving", previous->number);
         return;

@@ -85,4 +85,3 @@ void daemon_log_plain(bool on)
 {
     plain = on;
 }
-

@@ -97,8 +97,7 @@ static void listen_options_from(const struct conf_config *config, const char *ad
     }
 }
 
-static const struct conf_upstream *find_upstream(const struct conf_config *config,
-                                                  const char *name)
+static const struct conf_upstream *find_upstream(const struct conf_config *config, const char *name)
 {
     for (size_t i = 0; i < config->upstream_count; i++)
         if (strcmp(config->upstreams[i].name, name) == 0)
@@ -109,8 +108,8 @@ static const struct conf_upstream *find_upstream(const struct conf_config *confi
 /* TLS towards the upstream of an https:// proxy_pass.  The name checked in
  * its certificate (and sent as SNI) is proxy_tls_name, else the host that
  * proxy_pass names: the upstream block's name, or the address's host. */
-static int upstream_tls_build(const struct conf_location *loc, const char *target,
-                              unsigned workers, size_t server_count, struct tls_client **out)
+static int upstream_tls_build(const struct conf_location *loc, const char *target, unsigned workers,
+                              size_t server_count, struct tls_client **out)
 {
     char host[256];
     if (target[0] == '[')
@@ -178,12 +177,11 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
     if (servers == NULL)
         return -ENOMEM;
     for (size_t i = 0; i < count; i++) {
-        servers[i] = named != NULL
-                         ? (struct proxy_server_conf){named->servers[i].address,
-                                                      named->servers[i].weight,
-                                                      named->servers[i].max_fails,
-                                                      named->servers[i].fail_timeout_ms}
-                         : (struct proxy_server_conf){target, 1, 1, 10000};
+        servers[i] = named != NULL ? (struct proxy_server_conf){named->servers[i].address,
+                                                                named->servers[i].weight,
+                                                                named->servers[i].max_fails,
+                                                                named->servers[i].fail_timeout_ms}
+                                   : (struct proxy_server_conf){target, 1, 1, 10000};
     }
     struct proxy_upstream_conf conf = {
         .name = named != NULL ? named->name : target,
@@ -213,9 +211,9 @@ static void proxy_build(struct site *site, size_t index, const struct conf_serve
 {
     struct http_header *headers = &site->proxy_headers[*headers_used];
     for (size_t i = 0; i < loc->set_header_count; i++)
-        headers[i] = (struct http_header){
-            {loc->set_headers[i].name, strlen(loc->set_headers[i].name)},
-            {loc->set_headers[i].value, strlen(loc->set_headers[i].value)}};
+        headers[i] =
+            (struct http_header){{loc->set_headers[i].name, strlen(loc->set_headers[i].name)},
+                                 {loc->set_headers[i].value, strlen(loc->set_headers[i].value)}};
     struct http_str *hides = &site->proxy_hides[*hides_used];
     for (size_t i = 0; i < loc->hide_header_count; i++)
         hides[i] = (struct http_str){loc->hide_headers[i], strlen(loc->hide_headers[i])};
@@ -250,9 +248,10 @@ static void report_tls_problem(void *arg, enum tls_conf_item item, size_t vhost,
 {
     const struct conf_server *const *servers = arg;
     const struct conf_tls *tls = &servers[vhost]->tls;
-    const struct conf_pos *pos = item == TLS_CONF_CERTIFICATE ? &tls->certificates[index].certificate_pos
-                                 : item == TLS_CONF_KEY       ? &tls->certificates[index].key_pos
-                                 : item == TLS_CONF_CIPHERS   ? &tls->ciphers_pos
+    const struct conf_pos *pos = item == TLS_CONF_CERTIFICATE
+                                     ? &tls->certificates[index].certificate_pos
+                                 : item == TLS_CONF_KEY          ? &tls->certificates[index].key_pos
+                                 : item == TLS_CONF_CIPHERS      ? &tls->ciphers_pos
                                  : item == TLS_CONF_CIPHERSUITES ? &tls->ciphersuites_pos
                                                                  : &tls->client_certificate_pos;
     if (pos->file == NULL) /* a built-in default: point at the server block */
@@ -346,8 +345,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
     site->proxy_headers = calloc(header_count ? header_count : 1, sizeof(*site->proxy_headers));
     site->proxy_hides = calloc(hide_count ? hide_count : 1, sizeof(*site->proxy_hides));
     if (site->address == NULL || site->vhosts == NULL || site->locations == NULL ||
-        site->returns == NULL || site->proxies == NULL ||
-        site->proxy_headers == NULL || site->proxy_hides == NULL)
+        site->returns == NULL || site->proxies == NULL || site->proxy_headers == NULL ||
+        site->proxy_hides == NULL)
         return -ENOMEM;
 
     const struct conf_server **vhost_servers = calloc(vhost_count, sizeof(*vhost_servers));
@@ -372,8 +371,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
                 const struct conf_location *conf = &server->locations[i];
                 struct http_location *loc = &site->locations[l++];
-                *loc = (struct http_location){.path = conf->path, .path_len = strlen(conf->path),
-                                              .exact = conf->exact};
+                *loc = (struct http_location){
+                    .path = conf->path, .path_len = strlen(conf->path), .exact = conf->exact};
                 if (conf->handler == CONF_HANDLER_RETURN) {
                     struct http_return *ret = &site->returns[r++];
                     *ret = (struct http_return){conf->return_code, conf->return_text,
@@ -398,7 +397,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
     return err;
 }
 
-static int admin_site_build(struct site *site, const struct conf_config *config, const char *address)
+static int admin_site_build(struct site *site, const struct conf_config *config,
+                            const char *address)
 {
     corral_listen_options_init(&site->listen_options);
     site->address = strdup(address);
@@ -469,7 +469,8 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
         }
     }
     for (size_t i = 0; i < config->admin_listen_count; i++) {
-        int err = admin_site_build(&gen->sites[gen->site_count++], config, config->admin_listens[i]);
+        int err =
+            admin_site_build(&gen->sites[gen->site_count++], config, config->admin_listens[i]);
         if (err != 0)
             return err;
     }

@@ -100,8 +100,7 @@ static size_t bench_on_data(corral_conn *conn, const char *data, size_t len)
     uint64_t started;
     memcpy(&started, data, sizeof(started));
     struct bench_server *bench = corral_conn_listener_data(conn);
-    struct worker_samples *samples =
-        &bench->samples[corral_worker_index(corral_conn_worker(conn))];
+    struct worker_samples *samples = &bench->samples[corral_worker_index(corral_conn_worker(conn))];
     if (samples->count < samples->cap)
         samples->latency_ns[samples->count++] = now_ns() - started;
     corral_conn_write(conn, "k", 1);
@@ -249,8 +248,8 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, unsi
     corral_listen_options_init(&listen_options);
     listen_options.backlog = 4096;
     corral_listener *listener;
-    err = corral_server_listen(bench->server, "127.0.0.1:0", &listen_options, &bench_handler,
-                               bench, &listener);
+    err = corral_server_listen(bench->server, "127.0.0.1:0", &listen_options, &bench_handler, bench,
+                               &listener);
     if (err == 0)
         err = corral_server_start(bench->server);
     if (err != 0)
@@ -287,9 +286,13 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, unsi
 
     struct corral_wakeup_info info;
     corral_server_wakeup(bench->server, &info);
-    *out = (struct result){.mode = corral_wakeup_mode_name(mode), .impl = info.impl,
-                           .scenario = scenario_names[scenario], .workers = workers,
-                           .seconds = seconds, .failures = failures, .min_accepts = UINT32_MAX,
+    *out = (struct result){.mode = corral_wakeup_mode_name(mode),
+                           .impl = info.impl,
+                           .scenario = scenario_names[scenario],
+                           .workers = workers,
+                           .seconds = seconds,
+                           .failures = failures,
+                           .min_accepts = UINT32_MAX,
                            .sleeps = sleeps};
     for (unsigned i = 0; i < workers; i++) {
         struct corral_worker_stats stats;
@@ -349,9 +352,8 @@ static void print_header(unsigned workers, enum scenario scenario, const struct 
         printf(" at %u/s", opt->rate);
     if (scenario == SCENARIO_BURST)
         printf(" in bursts of %u", opt->burst);
-    printf("\n%-11s %-15s %8s %9s %8s %9s %9s %9s %10s %8s %6s\n", "mode", "mechanism",
-           "accepts", "wakeup/ac", "wasted%", "sleeps/ac", "max/mean", "locality", "conn/s",
-           "p99 ms", "fail");
+    printf("\n%-11s %-15s %8s %9s %8s %9s %9s %9s %10s %8s %6s\n", "mode", "mechanism", "accepts",
+           "wakeup/ac", "wasted%", "sleeps/ac", "max/mean", "locality", "conn/s", "p99 ms", "fail");
 }
 
 static void print_row(const struct result *r)
@@ -374,8 +376,7 @@ static void print_json(const struct result *r, bool first)
            "\"connections_per_second\": %.1f, \"p99_ms\": %.4f, \"failures\": %u}",
            first ? "" : ",", r->workers, r->scenario, r->mode, r->impl, (unsigned long)r->accepts,
            (unsigned long)r->wakeups, (unsigned long)r->wasted, (unsigned long)r->local,
-           (unsigned long)r->sleeps,
-           r->accepts ? (double)r->wakeups / (double)r->accepts : 0,
+           (unsigned long)r->sleeps, r->accepts ? (double)r->wakeups / (double)r->accepts : 0,
            r->wakeups ? (double)r->wasted / (double)r->wakeups : 0, r->max_over_mean,
            r->min_accepts, r->max_accepts, r->accepts ? (double)r->local / (double)r->accepts : 0,
            (double)r->accepts / r->seconds, r->p99_ms, r->failures);
@@ -385,30 +386,40 @@ static void print_json(const struct result *r, bool first)
 
 static void usage(FILE *to)
 {
-    fprintf(to,
-            "usage: corral-wakebench [options]\n"
-            "  -w, --workers N[,N...]  worker threads per run (default 8,16)\n"
-            "  -m, --mode MODE         roundrobin|affinity|exclusive|reuseport|herd|all (default all)\n"
-            "  -s, --scenario NAME     paced|burst|long|all (default all)\n"
-            "  -n, --connections N     connections per run (default 4000)\n"
-            "  -c, --clients N         client threads, pinned to CPUs in turn (default 2)\n"
-            "  -r, --rate N            paced: connections per second in all (default 2000)\n"
-            "  -b, --burst N           burst: connections per burst per client (default 32)\n"
-            "  -d, --disable CAPS      pretend capabilities are missing (see corral --probe)\n"
-            "  -j, --json              machine-readable output\n");
+    fprintf(
+        to,
+        "usage: corral-wakebench [options]\n"
+        "  -w, --workers N[,N...]  worker threads per run (default 8,16)\n"
+        "  -m, --mode MODE         roundrobin|affinity|exclusive|reuseport|herd|all (default all)\n"
+        "  -s, --scenario NAME     paced|burst|long|all (default all)\n"
+        "  -n, --connections N     connections per run (default 4000)\n"
+        "  -c, --clients N         client threads, pinned to CPUs in turn (default 2)\n"
+        "  -r, --rate N            paced: connections per second in all (default 2000)\n"
+        "  -b, --burst N           burst: connections per burst per client (default 32)\n"
+        "  -d, --disable CAPS      pretend capabilities are missing (see corral --probe)\n"
+        "  -j, --json              machine-readable output\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *opt)
 {
-    *opt = (struct options){.worker_counts = {8, 16}, .worker_count_count = 2,
-                            .connections = 4000, .clients = 2, .rate = 2000, .burst = 32};
+    *opt = (struct options){.worker_counts = {8, 16},
+                            .worker_count_count = 2,
+                            .connections = 4000,
+                            .clients = 2,
+                            .rate = 2000,
+                            .burst = 32};
     bool any_mode = false, any_scenario = false;
     static const struct option longs[] = {
-        {"workers", required_argument, NULL, 'w'},  {"mode", required_argument, NULL, 'm'},
-        {"scenario", required_argument, NULL, 's'}, {"connections", required_argument, NULL, 'n'},
-        {"clients", required_argument, NULL, 'c'},  {"rate", required_argument, NULL, 'r'},
-        {"burst", required_argument, NULL, 'b'},    {"disable", required_argument, NULL, 'd'},
-        {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
+        {"workers", required_argument, NULL, 'w'},
+        {"mode", required_argument, NULL, 'm'},
+        {"scenario", required_argument, NULL, 's'},
+        {"connections", required_argument, NULL, 'n'},
+        {"clients", required_argument, NULL, 'c'},
+        {"rate", required_argument, NULL, 'r'},
+        {"burst", required_argument, NULL, 'b'},
+        {"disable", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -465,7 +476,8 @@ static int parse_options(int argc, char **argv, struct options *opt)
     }
     if (opt->clients == 0 || opt->clients > MAX_CLIENTS || opt->connections == 0 ||
         opt->burst == 0 || opt->rate == 0) {
-        fprintf(stderr, "corral-wakebench: clients must be 1..%d; connections, burst and rate > 0\n",
+        fprintf(stderr,
+                "corral-wakebench: clients must be 1..%d; connections, burst and rate > 0\n",
                 MAX_CLIENTS);
         return -1;
     }

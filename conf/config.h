@@ -14,7 +14,7 @@
 
 /* Where a directive or argument was written: for error messages. */
 struct conf_pos {
-    const char *file; /* owned by the config (or the parse), never NULL */
+    const char *file;   /* owned by the config (or the parse), never NULL */
     unsigned line, col; /* 1-based */
 };
 
@@ -35,7 +35,7 @@ enum conf_balance {
 };
 
 struct conf_upstream_server {
-    char *address; /* "127.0.0.1:9001", as written */
+    char *address;            /* "127.0.0.1:9001", as written */
     unsigned weight;          /* default 1 */
     unsigned max_fails;       /* default 1; 0 = never marked down */
     uint32_t fail_timeout_ms; /* default 10 s */
@@ -46,21 +46,21 @@ struct conf_upstream {
     char *name;
     struct conf_upstream_server *servers;
     size_t server_count;
-    enum conf_balance balance; /* default round_robin */
-    unsigned keepalive;        /* idle connections kept per worker; default 32 */
+    enum conf_balance balance;     /* default round_robin */
+    unsigned keepalive;            /* idle connections kept per worker; default 32 */
     uint32_t keepalive_timeout_ms; /* an idle one is closed after this; default 60 s */
     struct conf_pos pos;
 };
 
 /* TLS towards upstreams (proxy_pass https://...), per location. */
 struct conf_proxy_tls {
-    bool verify;                /* proxy_tls_verify on|off; default on */
-    char *trusted_certificate;  /* proxy_tls_trusted_certificate CAFILE (PEM, resolved
-                                   against the config file's directory); NULL = the
-                                   system's default CA store */
-    char *server_name;          /* proxy_tls_name NAME: SNI and the name verified;
-                                   NULL = the host in proxy_pass (an upstream's name,
-                                   or the address's host; no SNI for IP literals) */
+    bool verify;               /* proxy_tls_verify on|off; default on */
+    char *trusted_certificate; /* proxy_tls_trusted_certificate CAFILE (PEM, resolved
+                                  against the config file's directory); NULL = the
+                                  system's default CA store */
+    char *server_name;         /* proxy_tls_name NAME: SNI and the name verified;
+                                  NULL = the host in proxy_pass (an upstream's name,
+                                  or the address's host; no SNI for IP literals) */
     struct conf_pos trusted_certificate_pos;
 };
 
@@ -74,9 +74,9 @@ struct conf_location {
     char *path;
     bool exact; /* "location = /path": exact match; else prefix */
     enum conf_handler handler;
-    unsigned return_code; /* return CODE ["TEXT"] */
-    char *return_text;    /* may be NULL (empty body) */
-    char *proxy_pass;     /* "http[s]://name_or_address[:port]" as written */
+    unsigned return_code;            /* return CODE ["TEXT"] */
+    char *return_text;               /* may be NULL (empty body) */
+    char *proxy_pass;                /* "http[s]://name_or_address[:port]" as written */
     struct conf_proxy_tls proxy_tls; /* used when proxy_pass is https:// (the parser
                                         refuses proxy_tls_* otherwise) */
     struct conf_header *set_headers; /* proxy_set_header NAME VALUE */
@@ -144,20 +144,20 @@ enum conf_tls_verify_client {
 struct conf_tls {
     struct conf_tls_certificate *certificates;
     size_t certificate_count;
-    unsigned protocols;             /* tls_protocols: CONF_TLS_* bits; default both */
-    char *ciphers;                  /* tls_ciphers: TLS 1.2 list, OpenSSL syntax; NULL =
-                                       corral's list (proto/tls.c) */
-    char *ciphersuites;             /* tls_ciphersuites: TLS 1.3; NULL = OpenSSL's */
+    unsigned protocols; /* tls_protocols: CONF_TLS_* bits; default both */
+    char *ciphers;      /* tls_ciphers: TLS 1.2 list, OpenSSL syntax; NULL =
+                           corral's list (proto/tls.c) */
+    char *ciphersuites; /* tls_ciphersuites: TLS 1.3; NULL = OpenSSL's */
     struct conf_pos ciphers_pos, ciphersuites_pos;
-    bool session_tickets;           /* tls_session_tickets on|off; default on */
+    bool session_tickets;            /* tls_session_tickets on|off; default on */
     uint32_t ticket_key_rotation_ms; /* tls_session_ticket_rotation; default 1h */
-    unsigned session_cache;         /* tls_session_cache N|off: sessions kept, 0 = off;
-                                       default 20000 */
-    uint32_t session_timeout_ms;    /* tls_session_timeout; default 5m (used in whole
-                                       seconds, at least 1) */
-    uint32_t handshake_timeout_ms;  /* tls_handshake_timeout; default 10s */
-    bool ktls;                      /* tls_ktls on|off; default off */
-    char *client_certificate;       /* tls_client_certificate CAFILE; NULL = no mTLS */
+    unsigned session_cache;          /* tls_session_cache N|off: sessions kept, 0 = off;
+                                        default 20000 */
+    uint32_t session_timeout_ms;     /* tls_session_timeout; default 5m (used in whole
+                                        seconds, at least 1) */
+    uint32_t handshake_timeout_ms;   /* tls_handshake_timeout; default 10s */
+    bool ktls;                       /* tls_ktls on|off; default off */
+    char *client_certificate;        /* tls_client_certificate CAFILE; NULL = no mTLS */
     struct conf_pos client_certificate_pos;
     enum conf_tls_verify_client verify_client; /* tls_verify_client on|optional|off;
                                                   default on when a CA file is given */
@@ -197,7 +197,7 @@ struct conf_config {
     struct conf_upstream *upstreams;
     size_t upstream_count;
 
-    char *path; /* the main file, for messages and reloads; "<built-in>" */
+    char *path;   /* the main file, for messages and reloads; "<built-in>" */
     char **files; /* every file read, main first, as positions name them */
     size_t file_count;
 };
@@ -228,7 +228,7 @@ void conf_free(struct conf_config *config);
 
 /* Value syntax shared by directives (exported for tests): return 0, or -1
  * with errno EINVAL (not that syntax) or ERANGE (too large). */
-int conf_parse_size(const char *text, size_t *out);         /* 512, 16k, 10m, 1g */
+int conf_parse_size(const char *text, size_t *out);          /* 512, 16k, 10m, 1g */
 int conf_parse_duration(const char *text, uint32_t *out_ms); /* 500ms, 30s, 5m, 1h, 2d; bare = s */
 
 #endif

@@ -274,9 +274,9 @@ static int apply_proxy_set_header(struct conf_state *state, const struct conf_no
     /* The proxy derives the message framing and connection handling itself;
      * a second Content-Length or Transfer-Encoding would make the request
      * ambiguous to the upstream. */
-    static const char *const derived[] = {"content-length", "transfer-encoding", "connection",
-                                          "upgrade", "te", "keep-alive", "trailer",
-                                          "proxy-connection"};
+    static const char *const derived[] = {
+        "content-length", "transfer-encoding", "connection",      "upgrade", "te",
+        "keep-alive",     "trailer",           "proxy-connection"};
     for (size_t i = 0; i < sizeof(derived) / sizeof(derived[0]); i++)
         if (strcasecmp(name->text, derived[i]) == 0)
             return conf__error_at(state->error, &name->pos,

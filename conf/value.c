@@ -172,8 +172,8 @@ int conf__arg_keyword(struct conf_state *state, const struct conf_arg *arg, cons
     size_t used = 0;
     for (size_t i = 0; i < count && used < sizeof(expected); i++) {
         const char *separator = i == 0 ? "" : i + 1 == count ? " or " : ", ";
-        int n = snprintf(expected + used, sizeof(expected) - used, "%s%s", separator,
-                         keywords[i].name);
+        int n =
+            snprintf(expected + used, sizeof(expected) - used, "%s%s", separator, keywords[i].name);
         used += n > 0 ? (size_t)n : 0;
     }
     return conf__error_at(state->error, &arg->pos, "unknown %s \"%s\" (expected %s)", what,

@@ -406,8 +406,8 @@ static void conn_read_input(corral_conn *conn)
             space = conn->loop->scratch_size;
         } else {
             if (conn->in_cap - conn->in_len < MIN_BUFFER) {
-                char *grown = corral__buffer_grow(conn->loop, conn->in, conn->in_len,
-                                                  &conn->in_cap, conn->in_cap + MIN_BUFFER);
+                char *grown = corral__buffer_grow(conn->loop, conn->in, conn->in_len, &conn->in_cap,
+                                                  conn->in_cap + MIN_BUFFER);
                 if (grown == NULL) {
                     conn_destroy(conn, -ENOMEM);
                     return;
@@ -722,8 +722,7 @@ static void conn_on_timer(corral_timer *timer, void *arg)
     (void)timer;
     corral_conn *conn = arg;
     uint64_t now = conn->loop->now;
-    if (conn->app_deadline != 0 && conn->app_deadline <= now &&
-        conn->state == CORRAL__CONN_OPEN) {
+    if (conn->app_deadline != 0 && conn->app_deadline <= now && conn->state == CORRAL__CONN_OPEN) {
         conn->app_deadline = 0;
         if (conn->handler->on_deadline != NULL)
             conn->handler->on_deadline(conn);

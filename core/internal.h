@@ -13,18 +13,18 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 
-#define CORRAL__CACHELINE 64
-#define CORRAL__LINGER_MS 2000
+#define CORRAL__CACHELINE   64
+#define CORRAL__LINGER_MS   2000
 #define CORRAL__POOL_BUFFER (16 * 1024)
-#define CORRAL__POOL_DEPTH 64
+#define CORRAL__POOL_DEPTH  64
 /* The most a connection queues in either direction: 1 GiB. */
 #define CORRAL__BUFFER_MAX (1u << 30)
 
 /* ---------------------------------------------------------------- logging */
 
 #define corral__error(...) corral_log(CORRAL_LOG_ERROR, __VA_ARGS__)
-#define corral__warn(...) corral_log(CORRAL_LOG_WARN, __VA_ARGS__)
-#define corral__info(...) corral_log(CORRAL_LOG_INFO, __VA_ARGS__)
+#define corral__warn(...)  corral_log(CORRAL_LOG_WARN, __VA_ARGS__)
+#define corral__info(...)  corral_log(CORRAL_LOG_INFO, __VA_ARGS__)
 #define corral__debug(...) corral_log(CORRAL_LOG_DEBUG, __VA_ARGS__)
 
 /* ------------------------------------------------------------------ loop */
@@ -121,8 +121,7 @@ static inline bool corral__loop_owned(const corral_loop *loop)
 
 /* Registers, changes or removes a handle in the loop's epoll set. */
 int corral__loop_watch(corral_loop *loop, int fd, struct corral__handle *handle, uint32_t events);
-int corral__loop_rewatch(corral_loop *loop, int fd, struct corral__handle *handle,
-                         uint32_t events);
+int corral__loop_rewatch(corral_loop *loop, int fd, struct corral__handle *handle, uint32_t events);
 void corral__loop_unwatch(corral_loop *loop, int fd);
 
 /* corral_loop_post() of an embedded node: allocates nothing, cannot fail. */
@@ -221,16 +220,16 @@ struct corral_conn {
     bool over_high : 1;        /* output exceeded the high watermark */
     bool shutdown_pending : 1; /* half-close once output is flushed */
     bool shutdown_done : 1;
-    bool no_linger : 1;        /* close right after the flush */
+    bool no_linger : 1; /* close right after the flush */
     bool eof : 1;
-    bool peer_hup : 1;         /* epoll reported the peer's FIN, an error or hang-up */
+    bool peer_hup : 1; /* epoll reported the peer's FIN, an error or hang-up */
     bool in_flush_list : 1;
     bool in_kick_list : 1;
     int close_error;
 
     uint32_t read_timeout_ms, write_timeout_ms;
     uint64_t last_read, last_write, linger_deadline;
-    uint64_t app_deadline; /* corral_conn_set_deadline(); 0 = none */
+    uint64_t app_deadline;     /* corral_conn_set_deadline(); 0 = none */
     struct corral_timer timer; /* read/write timeouts and the linger bound */
 
     corral_conn *flush_next;
@@ -263,9 +262,9 @@ struct corral_listener {
     struct corral_listen_options options;
     const struct corral_conn_handler *handler;
     void *data;
-    int fd;       /* the bound socket (shared by all workers, or worker 0's) */
-    int *fds;     /* per-worker sockets in a reuseport group, else NULL */
-    size_t index; /* position in the server's list */
+    int fd;         /* the bound socket (shared by all workers, or worker 0's) */
+    int *fds;       /* per-worker sockets in a reuseport group, else NULL */
+    size_t index;   /* position in the server's list */
     bool owns_path; /* a unix socket this listener created and still owns */
 };
 
@@ -348,9 +347,9 @@ struct corral_worker {
     struct corral__post release_post;
     struct corral__accept_entry *entries; /* one per listener */
     size_t entry_count;
-    bool attached;        /* entries registered through the wakeup mode */
+    bool attached;          /* entries registered through the wakeup mode */
     unsigned pause_reasons; /* CORRAL__PAUSE_* bits; accept only while 0 */
-    bool emfile_logged;   /* one log line per run of EMFILE/ENFILE */
+    bool emfile_logged;     /* one log line per run of EMFILE/ENFILE */
     bool stopping;
     struct corral_timer emfile_timer;
     struct corral_timer stop_timer;
@@ -366,12 +365,12 @@ struct corral_server {
     struct corral_kernel_caps caps;
     const struct corral_wakeup_ops *wakeup;
     struct corral_wakeup_info wakeup_info;
-    int nested_epfd; /* native modes: the shared set holding the listeners */
+    int nested_epfd;     /* native modes: the shared set holding the listeners */
     atomic_bool started; /* between corral_server_start() and _wait() */
     _Atomic unsigned workers_running;
     corral_loop *main_loop;
     struct corral__signal_handler *signal_handlers;
-    corral_loop *exit_loop; /* corral_server_on_exit() */
+    corral_loop *exit_loop;        /* corral_server_on_exit() */
     struct corral__post exit_post; /* embedded: the last worker out cannot fail to post it */
 };
 

@@ -91,14 +91,14 @@ int corral_format_address(const struct sockaddr *addr, socklen_t addrlen, char *
     }
     case AF_UNIX: {
         const struct sockaddr_un *sun = (const struct sockaddr_un *)addr;
-        size_t path_len = addrlen > offsetof(struct sockaddr_un, sun_path)
-                              ? strnlen(sun->sun_path, addrlen - offsetof(struct sockaddr_un, sun_path))
-                              : 0;
+        size_t path_len =
+            addrlen > offsetof(struct sockaddr_un, sun_path)
+                ? strnlen(sun->sun_path, addrlen - offsetof(struct sockaddr_un, sun_path))
+                : 0;
         n = snprintf(buf, len, "unix:%.*s", (int)path_len, sun->sun_path);
         break;
     }
-    default:
-        return -EAFNOSUPPORT;
+    default: return -EAFNOSUPPORT;
     }
     return n < 0 || (size_t)n >= len ? -ENOSPC : 0;
 }

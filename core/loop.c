@@ -25,7 +25,7 @@
  * with keep-alive; responses to pipelined requests still leave together,
  * since they come from one event. */
 #define EVENTS_PER_FLUSH 8
-#define SCRATCH_SIZE (64 * 1024)
+#define SCRATCH_SIZE     (64 * 1024)
 
 uint64_t corral__monotonic_ms(void)
 {
@@ -156,9 +156,8 @@ char *corral__buffer_get(corral_loop *loop, size_t need, uint32_t *cap)
     uint32_t size = CORRAL__POOL_BUFFER;
     while (size < need)
         size *= 2;
-    char *buf = size == CORRAL__POOL_BUFFER && loop->pool_count > 0
-                    ? loop->pool[--loop->pool_count]
-                    : malloc(size);
+    char *buf = size == CORRAL__POOL_BUFFER && loop->pool_count > 0 ? loop->pool[--loop->pool_count]
+                                                                    : malloc(size);
     if (buf != NULL)
         *cap = size;
     return buf;
@@ -381,7 +380,8 @@ struct corral_io {
 
 static uint32_t io_epoll_events(unsigned events)
 {
-    return ((events & CORRAL_READABLE) ? EPOLLIN : 0u) | ((events & CORRAL_WRITABLE) ? EPOLLOUT : 0u);
+    return ((events & CORRAL_READABLE) ? EPOLLIN : 0u) |
+           ((events & CORRAL_WRITABLE) ? EPOLLOUT : 0u);
 }
 
 /* Frees the watchers freed during the iteration, once no event of its

@@ -126,7 +126,10 @@ void corral_probe(struct corral_kernel_caps *caps)
         corral__warn("CORRAL_CAPS_DISABLE=\"%s\": unknown capability name; ignored", disabled);
 }
 
-#define CAP_FIELD(name) {#name, offsetof(struct corral_kernel_caps, name)}
+#define CAP_FIELD(name)                                                                            \
+    {                                                                                              \
+#name, offsetof(struct corral_kernel_caps, name)                                           \
+    }
 static const struct {
     const char *name;
     size_t offset;

@@ -427,8 +427,8 @@ int corral_server_start(corral_server *server)
                                      worker);
         if (err != 0)
             goto fail;
-        worker->entries = calloc(server->listener_count ? server->listener_count : 1,
-                                 sizeof(*worker->entries));
+        worker->entries =
+            calloc(server->listener_count ? server->listener_count : 1, sizeof(*worker->entries));
         if (worker->entries == NULL) {
             err = -ENOMEM;
             goto fail;
@@ -514,8 +514,7 @@ void corral_server_stop(corral_server *server, uint32_t graceful_ms)
         worker_request_stop(&server->workers[i], graceful_ms);
 }
 
-void corral_server_on_exit(corral_server *server, corral_loop *loop, corral_callback cb,
-                           void *arg)
+void corral_server_on_exit(corral_server *server, corral_loop *loop, corral_callback cb, void *arg)
 {
     server->exit_loop = loop;
     server->exit_post = (struct corral__post){.cb = cb, .arg = arg, .embedded = true};

@@ -39,7 +39,8 @@ static void heap_sift_down(corral_loop *loop, size_t pos)
         size_t child = 2 * pos + 1;
         if (child >= loop->timer_count)
             break;
-        if (child + 1 < loop->timer_count && timer_before(loop->timers[child + 1], loop->timers[child]))
+        if (child + 1 < loop->timer_count &&
+            timer_before(loop->timers[child + 1], loop->timers[child]))
             child++;
         if (!timer_before(loop->timers[child], timer))
             break;
@@ -79,8 +80,8 @@ int corral__timer_init(struct corral_timer *timer, corral_loop *loop, corral_tim
         loop->timer_cap = cap;
     }
     loop->timer_reserved++;
-    *timer = (struct corral_timer){.loop = loop, .cb = cb, .arg = arg,
-                                   .heap_pos = CORRAL__TIMER_IDLE};
+    *timer =
+        (struct corral_timer){.loop = loop, .cb = cb, .arg = arg, .heap_pos = CORRAL__TIMER_IDLE};
     return 0;
 }
 

@@ -18,16 +18,13 @@
  * a new connection per request 4 served about 10% more than 64.  At least 2,
  * so that a worker taking the last queued connection sees the queue empty
  * (the rotate mode re-queues on that). */
-#define ACCEPT_BATCH 4
+#define ACCEPT_BATCH    4
 #define EMFILE_PAUSE_MS 100
 
 static const char *const mode_names[] = {
-    [CORRAL_WAKEUP_AUTO] = "auto",
-    [CORRAL_WAKEUP_ROUNDROBIN] = "roundrobin",
-    [CORRAL_WAKEUP_AFFINITY] = "affinity",
-    [CORRAL_WAKEUP_EXCLUSIVE] = "exclusive",
-    [CORRAL_WAKEUP_REUSEPORT] = "reuseport",
-    [CORRAL_WAKEUP_HERD] = "herd",
+    [CORRAL_WAKEUP_AUTO] = "auto",           [CORRAL_WAKEUP_ROUNDROBIN] = "roundrobin",
+    [CORRAL_WAKEUP_AFFINITY] = "affinity",   [CORRAL_WAKEUP_EXCLUSIVE] = "exclusive",
+    [CORRAL_WAKEUP_REUSEPORT] = "reuseport", [CORRAL_WAKEUP_HERD] = "herd",
 };
 
 const char *corral_wakeup_mode_name(enum corral_wakeup_mode mode)
@@ -248,8 +245,8 @@ void corral__accept_from(struct corral__accept_entry *entry)
     for (int i = 0; i < ACCEPT_BATCH && worker->pause_reasons == 0; i++) {
         struct sockaddr_storage peer;
         socklen_t peer_len = sizeof(peer);
-        int fd = accept4(entry->fd, (struct sockaddr *)&peer, &peer_len,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd =
+            accept4(entry->fd, (struct sockaddr *)&peer, &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd == -1) {
             /* EPERM: a firewall rule refused this one connection. */
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM)
@@ -312,8 +309,8 @@ void corral__entry_init(struct corral__accept_entry *entry, corral_worker *worke
 
 int corral__entry_register(struct corral__accept_entry *entry, uint32_t extra_events)
 {
-    int err = corral__loop_watch(entry->worker->loop, entry->fd, &entry->handle,
-                                 EPOLLIN | extra_events);
+    int err =
+        corral__loop_watch(entry->worker->loop, entry->fd, &entry->handle, EPOLLIN | extra_events);
     entry->registered = err == 0;
     return err;
 }

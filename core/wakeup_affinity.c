@@ -51,14 +51,14 @@ static unsigned short build_program(const corral_server *server, struct sock_fil
     for (unsigned slot = 0; slots <= MAX_SLOTS && slot < slots; slot++) {
         unsigned on_this_cpu = (workers - slot + slots - 1) / slots;
         uint8_t block = on_this_cpu == 1 ? 1 : 5;
-        code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-                                                 server->caps.cpus[slot], 0, block);
+        code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, server->caps.cpus[slot],
+                                                 0, block);
         if (on_this_cpu == 1) {
             code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, slot);
             continue;
         }
-        code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-                                                 SKF_AD_OFF + SKF_AD_RANDOM);
+        code[n++] =
+            (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_AD_OFF + SKF_AD_RANDOM);
         code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, on_this_cpu);
         code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_MUL | BPF_K, slots);
         code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_ADD | BPF_K, slot);

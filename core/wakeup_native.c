@@ -18,18 +18,19 @@
 #include <unistd.h>
 
 #ifdef EPOLL_ROTATE
-#define ROTATE_FLAG EPOLL_ROTATE
+#define ROTATE_FLAG    EPOLL_ROTATE
 #define ROTATE_MISSING "the kernel refused EPOLL_ROTATE"
 #else
-#define ROTATE_FLAG 0
+#define ROTATE_FLAG    0
 #define ROTATE_MISSING "no native round-robin epoll (EPOLL_ROTATE is not in the system headers)"
 #endif
 #ifdef EPOLL_AFFINITY
-#define AFFINITY_FLAG EPOLL_AFFINITY
+#define AFFINITY_FLAG    EPOLL_AFFINITY
 #define AFFINITY_MISSING "the kernel refused EPOLL_AFFINITY"
 #else
 #define AFFINITY_FLAG 0
-#define AFFINITY_MISSING "no native CPU-affinity epoll (EPOLL_AFFINITY is not in the system headers)"
+#define AFFINITY_MISSING                                                                           \
+    "no native CPU-affinity epoll (EPOLL_AFFINITY is not in the system headers)"
 #endif
 
 #define READY_PER_WAKEUP 16
@@ -58,8 +59,7 @@ static int nested_setup(corral_server *server, int flag)
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
         if (epoll_ctl(server->nested_epfd, EPOLL_CTL_ADD, l->fd, &ev) == -1) {
             int err = -errno;
-            corral__error("epoll_ctl(shared accept set, %s): %s", l->address_text,
-                          strerror(errno));
+            corral__error("epoll_ctl(shared accept set, %s): %s", l->address_text, strerror(errno));
             close(server->nested_epfd);
             server->nested_epfd = -1;
             return err;

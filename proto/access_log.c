@@ -106,8 +106,7 @@ static int compile(struct access_log *log, const char **bad)
     return 0;
 }
 
-int access_log_open(const char *path, const char *format, struct access_log **out,
-                    const char **bad)
+int access_log_open(const char *path, const char *format, struct access_log **out, const char **bad)
 {
     struct access_log *log = calloc(1, sizeof(*log));
     if (log == NULL)
@@ -232,7 +231,8 @@ static void put_escaped(struct line *line, const char *text)
     }
 }
 
-static void put_printf(struct line *line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put_printf(struct line *line, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 static void put_printf(struct line *line, const char *fmt, ...)
 {

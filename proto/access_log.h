@@ -9,8 +9,8 @@
 #include "proto/http1.h"
 
 /* The default: the combined format plus request and upstream time. */
-#define ACCESS_LOG_COMBINED_TIMED                                                               \
-    "$remote_addr - - [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" "  \
+#define ACCESS_LOG_COMBINED_TIMED                                                                  \
+    "$remote_addr - - [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" "      \
     "\"$http_user_agent\" $request_time $upstream_response_time"
 
 struct access_log;
@@ -33,8 +33,8 @@ struct access_entry {
     unsigned version_minor;
     unsigned status;
     uint64_t body_bytes_sent;
-    uint64_t request_ns;  /* from the first byte of the head to the end */
-    int64_t upstream_ns;  /* -1: no upstream */
+    uint64_t request_ns; /* from the first byte of the head to the end */
+    int64_t upstream_ns; /* -1: no upstream */
 };
 
 void access_log_write(struct access_log *log, const struct access_entry *entry);

@@ -120,8 +120,8 @@ void h1_finish_exchange(struct h1_conn *h1)
 static void h1_reject(struct h1_conn *h1, unsigned status)
 {
     h1->in_exchange = true;
-    h1->ex = (struct http_exchange){.h1 = h1, .request_done = true, .http10 = true,
-                                    .upstream_ns = -1};
+    h1->ex =
+        (struct http_exchange){.h1 = h1, .request_done = true, .http10 = true, .upstream_ns = -1};
     http_respond_error(&h1->ex, status);
     h1_close(h1);
 }
@@ -183,8 +183,8 @@ static unsigned take_absolute_form(struct http_request *req)
         return 400;
     if (host.len == 0 || (path < end && *path == '?'))
         return 400;
-    req->target = path < end ? (struct http_str){path, (size_t)(end - path)}
-                             : (struct http_str){"/", 1};
+    req->target =
+        path < end ? (struct http_str){path, (size_t)(end - path)} : (struct http_str){"/", 1};
     return 0;
 }
 
@@ -213,8 +213,8 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
             return status;
     }
     const char *query = memchr(req->target.data, '?', req->target.len);
-    req->path = (struct http_str){req->target.data,
-                                  query != NULL ? (size_t)(query - req->target.data) : req->target.len};
+    req->path = (struct http_str){
+        req->target.data, query != NULL ? (size_t)(query - req->target.data) : req->target.len};
 
     int hosts = 0, transfer_encodings = 0;
     for (size_t i = 0; i < scratch.list.count; i++) {
@@ -284,8 +284,8 @@ static void log_fields_keep(struct h1_conn *h1, struct http_exchange *ex,
     }
     char remote[64]; /* http_client_host() writes at most sizeof(remote) */
     http_client_host(h1->conn, remote, sizeof(remote));
-    const struct http_str fields[] = {{remote, strlen(remote)}, req->method, req->target,
-                                      req->host,                referer,     agent};
+    const struct http_str fields[] = {
+        {remote, strlen(remote)}, req->method, req->target, req->host, referer, agent};
     size_t total = 0;
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         total += fields[i].len + 1;
@@ -344,7 +344,9 @@ static int on_headers_complete(llhttp_t *parser)
     }
 
     struct http_exchange *ex = &h1->ex;
-    *ex = (struct http_exchange){.h1 = h1, .head = req.head, .keep_alive = req.keep_alive,
+    *ex = (struct http_exchange){.h1 = h1,
+                                 .head = req.head,
+                                 .keep_alive = req.keep_alive,
                                  .client_closes = !req.keep_alive,
                                  .http10 = req.version_minor == 0};
     h1->in_exchange = true;
@@ -615,7 +617,7 @@ static void h1_on_close(corral_conn *conn, int error)
     /* The connection's own timeouts: reading a body, or sending. */
     if (error == -ETIMEDOUT)
         count_timeout(h1, h1->in_exchange && !h1->ex.request_done ? HTTP_TIMEOUT_BODY
-                                                                   : HTTP_TIMEOUT_SEND);
+                                                                  : HTTP_TIMEOUT_SEND);
     if (h1->in_exchange && !h1->ex.response_done) {
         if (h1->ex.handler != NULL && h1->ex.handler->on_abort != NULL)
             h1->ex.handler->on_abort(&h1->ex);

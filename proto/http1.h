@@ -29,22 +29,22 @@ struct http_exchange;
  * are valid only during on_request. */
 struct http_request {
     struct http_str method;
-    struct http_str target; /* "/path?query" (also when sent in absolute-form) */
-    struct http_str path;   /* target without the query */
-    struct http_str host;   /* Host header without the port; may be empty */
+    struct http_str target;    /* "/path?query" (also when sent in absolute-form) */
+    struct http_str path;      /* target without the query */
+    struct http_str host;      /* Host header without the port; may be empty */
     struct http_str authority; /* an absolute-form target's host[:port], which
                                   stands for Host (RFC 9112 3.2.2); else empty */
-    unsigned version_minor; /* HTTP/1.x */
+    unsigned version_minor;    /* HTTP/1.x */
     const struct http_header *headers;
     size_t header_count;
-    bool head;              /* HEAD: the response has no body */
-    bool chunked;           /* Transfer-Encoding: chunked */
-    bool has_body;          /* chunked or Content-Length > 0 */
+    bool head;               /* HEAD: the response has no body */
+    bool chunked;            /* Transfer-Encoding: chunked */
+    bool has_body;           /* chunked or Content-Length > 0 */
     bool has_content_length; /* a Content-Length header, even of 0 */
     uint64_t content_length;
-    bool keep_alive;        /* what the client asked for */
+    bool keep_alive; /* what the client asked for */
     bool expect_continue;
-    bool upgrade;           /* Upgrade with "Connection: upgrade" (WebSocket) */
+    bool upgrade;                     /* Upgrade with "Connection: upgrade" (WebSocket) */
     struct http_str upgrade_protocol; /* the Upgrade header's value */
 };
 
@@ -74,9 +74,9 @@ struct http_limits {
     uint32_t send_timeout_ms;      /* between two writes of the response */
     uint32_t keepalive_timeout_ms; /* idle between requests; 0 = no keep-alive */
     unsigned keepalive_requests;
-    size_t max_header_size;        /* request line + headers; larger: 431 */
-    unsigned max_headers;          /* larger: 431 */
-    size_t max_body_size;          /* 0 = unlimited; larger: 413 */
+    size_t max_header_size; /* request line + headers; larger: 431 */
+    unsigned max_headers;   /* larger: 431 */
+    size_t max_body_size;   /* 0 = unlimited; larger: 413 */
 };
 
 /* Fills `limits` with the defaults (see conf/config.h for the values). */
@@ -108,7 +108,7 @@ struct http_site {
     size_t vhost_count;
     struct tls_server *tls;        /* NULL: plain HTTP */
     struct access_log *access_log; /* NULL: none */
-    struct http_stats *stats; /* one per worker, indexed by corral_worker_index() */
+    struct http_stats *stats;      /* one per worker, indexed by corral_worker_index() */
 };
 
 enum http_timeout_kind {
@@ -132,8 +132,8 @@ extern const struct corral_conn_handler http1_server_handler;
 /* Answers the exchange with a complete response.  `headers` holds extra
  * header lines, each ending in CRLF ("" for none); Content-Length, Date,
  * Server and Connection are added.  The body is left out for HEAD. */
-void http_respond(struct http_exchange *ex, unsigned status, const char *headers,
-                  const char *body, size_t body_len);
+void http_respond(struct http_exchange *ex, unsigned status, const char *headers, const char *body,
+                  size_t body_len);
 
 /* A streamed response: begin with the status, extra header lines (each
  * ending in CRLF) and the body length, or -1 if unknown (then the body is
@@ -146,8 +146,7 @@ void http_response_begin(struct http_exchange *ex, unsigned status, const char *
 /* The same, for a body that carries transfer codings besides chunked
  * ("gzip"): they are announced before the chunked coding corral adds. */
 void http_response_begin_coded(struct http_exchange *ex, unsigned status, const char *headers,
-                               size_t headers_len, int64_t content_length,
-                               struct http_str codings);
+                               size_t headers_len, int64_t content_length, struct http_str codings);
 void http_response_write(struct http_exchange *ex, const char *data, size_t len);
 void http_response_end(struct http_exchange *ex);
 bool http_exchange_response_started(const struct http_exchange *ex);

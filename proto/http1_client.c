@@ -98,8 +98,8 @@ static _Thread_local struct http_header_list response_headers;
 static int rsp_on_message_begin(llhttp_t *parser)
 {
     (void)parser;
-    response_headers = (struct http_header_list){.headers = response_slots,
-                                                 .cap = RESPONSE_HEADERS_CAP};
+    response_headers =
+        (struct http_header_list){.headers = response_slots, .cap = RESPONSE_HEADERS_CAP};
     return 0;
 }
 
@@ -175,14 +175,15 @@ static int rsp_on_headers_complete(llhttp_t *parser)
             continue;
         codings = http_trim(response_headers.headers[i].value);
         const char *comma = codings.len > 0 ? memrchr(codings.data, ',', codings.len) : NULL;
-        struct http_str last = comma != NULL
-                                   ? http_trim((struct http_str){comma + 1,
-                                                                 (size_t)(codings.data + codings.len - comma - 1)})
-                                   : codings;
+        struct http_str last =
+            comma != NULL ? http_trim((struct http_str){
+                                comma + 1, (size_t)(codings.data + codings.len - comma - 1)})
+                          : codings;
         if (http_str_equal_nocase(last, "chunked"))
-            codings = comma != NULL ? http_trim((struct http_str){codings.data,
-                                                                  (size_t)(comma - codings.data)})
-                                    : (struct http_str){NULL, 0};
+            codings =
+                comma != NULL
+                    ? http_trim((struct http_str){codings.data, (size_t)(comma - codings.data)})
+                    : (struct http_str){NULL, 0};
     }
     c->pending.set = true;
     c->pending.status = status;
@@ -266,7 +267,7 @@ static int rsp_on_message_complete(llhttp_t *parser)
 {
     struct http1_client *c = parser->data;
     if (!c->head_done)
-        return 0; /* the end of a 1xx: the real response follows */
+        return 0;                      /* the end of a 1xx: the real response follows */
     return c->tunnel ? 0 : HPE_PAUSED; /* llhttp pauses for an upgrade itself */
 }
 

@@ -78,9 +78,9 @@ static void pause_if_backed_up(corral_conn *out, corral_conn *in)
  * "Connection: close, Host" cannot strip the Host the upstream routes on. */
 static bool is_hop_by_hop(struct http_str name, const struct http_header *headers, size_t count)
 {
-    static const char *const hop[] = {"connection", "keep-alive",        "proxy-connection",
-                                      "te",         "trailer",           "upgrade",
-                                      "transfer-encoding", "content-length"};
+    static const char *const hop[] = {
+        "connection", "keep-alive", "proxy-connection",  "te",
+        "trailer",    "upgrade",    "transfer-encoding", "content-length"};
     static const char *const end_to_end[] = {"host", "cache-control", "content-type",
                                              "content-encoding", "content-range"};
     for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)

@@ -51,7 +51,7 @@ const char *tls_openssl_reason(void)
 /* ------------------------------------------------------------ ticket keys */
 
 struct ticket_key {
-    unsigned char name[16]; /* OpenSSL's key name size; RAND_bytes() fills each by sizeof */
+    unsigned char name[16];       /* OpenSSL's key name size; RAND_bytes() fills each by sizeof */
     unsigned char cipher_key[32]; /* AES-256-CBC */
     unsigned char mac_key[32];    /* HMAC-SHA256 */
     uint64_t created_ms;
@@ -153,14 +153,10 @@ static ssize_t tls_result(struct tls_conn *tc, int ret)
     int saved_errno = errno;
     switch (SSL_get_error(tc->ssl, ret)) {
     case SSL_ERROR_WANT_READ:
-    case SSL_ERROR_WANT_WRITE:
-        return -EAGAIN;
-    case SSL_ERROR_ZERO_RETURN:
-        return 0;
-    case SSL_ERROR_SYSCALL:
-        return saved_errno != 0 ? -saved_errno : -ECONNRESET;
-    default:
-        return -EPROTO;
+    case SSL_ERROR_WANT_WRITE: return -EAGAIN;
+    case SSL_ERROR_ZERO_RETURN: return 0;
+    case SSL_ERROR_SYSCALL: return saved_errno != 0 ? -saved_errno : -ECONNRESET;
+    default: return -EPROTO;
     }
 }
 
@@ -344,8 +340,8 @@ int tls_server_accept(struct tls_server *server, corral_conn *conn)
     struct tls_conn *tc = tls_conn_new(server->contexts[0], conn);
     if (tc == NULL)
         return -ENOMEM;
-    if (corral_timer_new(corral_conn_loop(conn), on_handshake_timeout, tc,
-                         &tc->handshake_timer) != 0) {
+    if (corral_timer_new(corral_conn_loop(conn), on_handshake_timeout, tc, &tc->handshake_timer) !=
+        0) {
         SSL_free(tc->ssl);
         free(tc);
         return -ENOMEM;
@@ -482,9 +478,9 @@ static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_s
         return NULL;
     SSL_CTX_set_app_data(ctx, server);
     SSL_CTX_set_min_proto_version(ctx, conf->protocols & TLS_PROTOCOL_1_2 ? TLS1_2_VERSION
-                                                                         : TLS1_3_VERSION);
+                                                                          : TLS1_3_VERSION);
     SSL_CTX_set_max_proto_version(ctx, conf->protocols & TLS_PROTOCOL_1_3 ? TLS1_3_VERSION
-                                                                         : TLS1_2_VERSION);
+                                                                          : TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
                                  SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF |
                                  (conf->ktls ? SSL_OP_ENABLE_KTLS : 0) |
@@ -503,14 +499,16 @@ static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_s
     } else {
         SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     }
-    SSL_CTX_set_timeout(ctx, conf->session_timeout_ms >= 1000 ? conf->session_timeout_ms / 1000 : 1);
+    SSL_CTX_set_timeout(ctx,
+                        conf->session_timeout_ms >= 1000 ? conf->session_timeout_ms / 1000 : 1);
     if (conf->session_tickets)
         SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, on_ticket_key);
     else if (conf->session_cache == 0)
         SSL_CTX_set_num_tickets(ctx, 0);
 
     ERR_clear_error();
-    if (SSL_CTX_set_cipher_list(ctx, conf->ciphers != NULL ? conf->ciphers : DEFAULT_CIPHERS) != 1) {
+    if (SSL_CTX_set_cipher_list(ctx, conf->ciphers != NULL ? conf->ciphers : DEFAULT_CIPHERS) !=
+        1) {
         report(loader, TLS_CONF_CIPHERS, false, "no usable cipher in \"%s\"", conf->ciphers);
         goto fail;
     }
@@ -587,7 +585,8 @@ int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_co
         const char *why = tls_ktls_unavailable();
         if (why != NULL)
             corral_log(CORRAL_LOG_WARN,
-                       "tls_ktls on: kernel TLS is unavailable (%s); OpenSSL encrypts records", why);
+                       "tls_ktls on: kernel TLS is unavailable (%s); OpenSSL encrypts records",
+                       why);
     }
     *out = server;
     return 0;

@@ -69,7 +69,7 @@ typedef size_t (*tls_sni_select_fn)(void *arg, const char *name, size_t len);
 struct tls_server_conf {
     tls_sni_select_fn sni_select; /* NULL: every client gets the first vhost's */
     void *sni_arg;
-    unsigned protocols; /* TLS_PROTOCOL_* bits */
+    unsigned protocols;                 /* TLS_PROTOCOL_* bits */
     const char *ciphers, *ciphersuites; /* NULL: the defaults */
     bool session_tickets;
     uint32_t ticket_key_rotation_ms;

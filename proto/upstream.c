@@ -11,10 +11,8 @@
 #include <string.h>
 
 const char *const proxy_error_kind_names[PROXY_ERROR_KINDS] = {
-    [PROXY_ERROR_CONNECT] = "connect",
-    [PROXY_ERROR_TIMEOUT] = "timeout",
-    [PROXY_ERROR_RESET] = "reset",
-    [PROXY_ERROR_INVALID] = "invalid_response",
+    [PROXY_ERROR_CONNECT] = "connect", [PROXY_ERROR_TIMEOUT] = "timeout",
+    [PROXY_ERROR_RESET] = "reset",     [PROXY_ERROR_INVALID] = "invalid_response",
     [PROXY_ERROR_TLS] = "tls",
 };
 

@@ -250,7 +250,7 @@ struct corral_transport {
 
 /* The default backpressure watermarks, bytes (corral_conn_set_watermarks()). */
 #define CORRAL_HIGH_WATERMARK (256 * 1024)
-#define CORRAL_LOW_WATERMARK (64 * 1024)
+#define CORRAL_LOW_WATERMARK  (64 * 1024)
 
 /** Replaces the connection's transport; `state` is read back with
  *  corral_conn_transport_state().  Call from on_open, before any I/O. */
@@ -409,14 +409,14 @@ struct corral_wakeup_info {
  * handed to a server, so every fallback path can be exercised on any kernel.
  */
 struct corral_kernel_caps {
-    bool epoll_exclusive;  /* EPOLLEXCLUSIVE (Linux 4.5) */
-    bool epoll_rotate;     /* a native round-robin epoll set (headers and kernel) */
-    bool epoll_affinity;   /* a native CPU-affinity epoll set (headers and kernel) */
-    bool reuseport;        /* SO_REUSEPORT (Linux 3.9) */
-    bool reuseport_cbpf;   /* SO_ATTACH_REUSEPORT_CBPF (Linux 4.5) */
-    bool incoming_cpu;     /* SO_INCOMING_CPU (Linux 4.4) */
-    bool busy_poll;        /* per-epoll busy poll, EPIOCSPARAMS (Linux 6.9) */
-    unsigned cpu_count;    /* CPUs in the process's affinity mask */
+    bool epoll_exclusive;                 /* EPOLLEXCLUSIVE (Linux 4.5) */
+    bool epoll_rotate;                    /* a native round-robin epoll set (headers and kernel) */
+    bool epoll_affinity;                  /* a native CPU-affinity epoll set (headers and kernel) */
+    bool reuseport;                       /* SO_REUSEPORT (Linux 3.9) */
+    bool reuseport_cbpf;                  /* SO_ATTACH_REUSEPORT_CBPF (Linux 4.5) */
+    bool incoming_cpu;                    /* SO_INCOMING_CPU (Linux 4.4) */
+    bool busy_poll;                       /* per-epoll busy poll, EPIOCSPARAMS (Linux 6.9) */
+    unsigned cpu_count;                   /* CPUs in the process's affinity mask */
     unsigned short cpus[CORRAL_MAX_CPUS]; /* their numbers, ascending */
 };
 
@@ -441,10 +441,10 @@ CORRAL_EXTERN void corral_wakeup_resolve(enum corral_wakeup_mode requested,
 /* ----------------------------------------------------------------- server */
 
 struct corral_server_config {
-    unsigned workers;                 /* worker threads; 0 = CPUs in the affinity mask */
-    enum corral_wakeup_mode wakeup;   /* default CORRAL_WAKEUP_AUTO */
-    unsigned max_connections;         /* per worker; 0 = unlimited */
-    unsigned busy_poll_usecs;         /* epoll busy poll per worker loop; 0 = off */
+    unsigned workers;                      /* worker threads; 0 = CPUs in the affinity mask */
+    enum corral_wakeup_mode wakeup;        /* default CORRAL_WAKEUP_AUTO */
+    unsigned max_connections;              /* per worker; 0 = unlimited */
+    unsigned busy_poll_usecs;              /* epoll busy poll per worker loop; 0 = off */
     const struct corral_kernel_caps *caps; /* NULL: corral_probe(); copied at creation */
 };
 
@@ -452,8 +452,7 @@ struct corral_server_config {
 CORRAL_EXTERN void corral_server_config_init(struct corral_server_config *config);
 
 /** Creates a server (a pool of worker threads, not yet started). */
-CORRAL_EXTERN int corral_server_new(const struct corral_server_config *config,
-                                    corral_server **out);
+CORRAL_EXTERN int corral_server_new(const struct corral_server_config *config, corral_server **out);
 
 /** Frees a server that is stopped (or was never started), closing its
  *  listening sockets. */
