@@ -84,13 +84,6 @@ static uint64_t worker_sleeps(corral_server *server)
     return count.total;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* A client sends the CLOCK_MONOTONIC time it called connect(); the worker
  * records how long ago that was and answers one byte. */
 static size_t bench_on_data(corral_conn *conn, const char *data, size_t len)
@@ -102,7 +95,7 @@ static size_t bench_on_data(corral_conn *conn, const char *data, size_t len)
     struct bench_server *bench = corral_conn_listener_data(conn);
     struct worker_samples *samples = &bench->samples[corral_worker_index(corral_conn_worker(conn))];
     if (samples->count < samples->cap)
-        samples->latency_ns[samples->count++] = now_ns() - started;
+        samples->latency_ns[samples->count++] = corral_monotonic_ns() - started;
     corral_conn_write(conn, "k", 1);
     return sizeof(uint64_t);
 }
@@ -134,7 +127,7 @@ static int client_connect(int port)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd == -1)
         return -1;
-    uint64_t started = now_ns();
+    uint64_t started = corral_monotonic_ns();
     if (connect(fd, (struct sockaddr *)&addr, len) == -1 ||
         send(fd, &started, sizeof(started), MSG_NOSIGNAL) != (ssize_t)sizeof(started)) {
         close(fd);
@@ -166,7 +159,7 @@ static void *client_main(void *arg)
         CPU_SET((size_t)c->cpu, &set);
         pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
     }
-    uint64_t next = now_ns() + c->phase_ns;
+    uint64_t next = corral_monotonic_ns() + c->phase_ns;
     if (c->scenario == SCENARIO_PACED)
         sleep_until(next);
     int fds[256];
@@ -260,7 +253,7 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, unsi
     int *held = scenario == SCENARIO_LONG ? calloc(opt->connections, sizeof(int)) : NULL;
     unsigned assigned = 0;
     uint64_t sleeps_before = worker_sleeps(bench->server);
-    uint64_t start = now_ns();
+    uint64_t start = corral_monotonic_ns();
     for (unsigned i = 0; i < clients; i++) {
         unsigned share = opt->connections / clients + (i < opt->connections % clients);
         client[i] = (struct client){
@@ -281,7 +274,7 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, unsi
         pthread_join(client[i].thread, NULL);
         failures += client[i].failures;
     }
-    double seconds = (double)(now_ns() - start) / 1e9;
+    double seconds = (double)(corral_monotonic_ns() - start) / 1e9;
     uint64_t sleeps = worker_sleeps(bench->server) - sleeps_before;
 
     struct corral_wakeup_info info;

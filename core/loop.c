@@ -27,11 +27,16 @@
 #define EVENTS_PER_FLUSH 8
 #define SCRATCH_SIZE     (64 * 1024)
 
-uint64_t corral__monotonic_ms(void)
+uint64_t corral_monotonic_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t corral__monotonic_ms(void)
+{
+    return corral_monotonic_ns() / 1000000u;
 }
 
 static void post_on_event(struct corral__handle *handle, uint32_t epoll_events);

@@ -262,13 +262,6 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
     return 0;
 }
 
-static uint64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The request's strings die with on_request; the log line comes later.
  * Copies them, NUL-separated: remote address, method, target, host, referer,
  * user agent. */
@@ -318,7 +311,7 @@ void h1_log_exchange(struct h1_conn *h1, struct http_exchange *ex, unsigned stat
         .version_minor = ex->http10 ? 0 : 1,
         .status = status,
         .body_bytes_sent = ex->body_sent,
-        .request_ns = ex->started_ns ? monotonic_ns() - ex->started_ns : 0,
+        .request_ns = ex->started_ns ? corral_monotonic_ns() - ex->started_ns : 0,
         .upstream_ns = ex->upstream_ns,
     };
     access_log_write(h1->site->access_log, &entry);
@@ -497,7 +490,7 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
                 break;
             const struct http_limits *limits = &h1->vhost->limits;
             if (h1->site->access_log != NULL && !h1->partial_head)
-                h1->head_started_ns = monotonic_ns();
+                h1->head_started_ns = corral_monotonic_ns();
             size_t head_len = http_head_length(data + used, len - used);
             if (head_len == 0) {
                 if (len - used > limits->max_header_size) {

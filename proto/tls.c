@@ -35,13 +35,6 @@ const char *const tls_error_kind_names[TLS_ERROR_KINDS] = {"protocol", "timeout"
 /* TLS 1.2 suites with forward secrecy and AEAD only. */
 #define DEFAULT_CIPHERS "ECDHE+AESGCM:ECDHE+CHACHA20"
 
-static uint64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 const char *tls_openssl_reason(void)
 {
     const char *reason = ERR_reason_error_string(ERR_peek_last_error());
@@ -115,7 +108,7 @@ static int on_ticket_key(SSL *ssl, unsigned char key_name[16], unsigned char *iv
     struct ticket_key key;
     int found = 0; /* 1: the current key, 2: the previous one (renew the ticket) */
     pthread_mutex_lock(&keys->lock);
-    ticket_keys_rotate(keys, monotonic_ms());
+    ticket_keys_rotate(keys, corral_monotonic_ns() / 1000000u);
     if (encrypt || (keys->current.valid && memcmp(key_name, keys->current.name, 16) == 0)) {
         key = keys->current;
         found = key.valid;

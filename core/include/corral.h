@@ -103,6 +103,10 @@ CORRAL_EXTERN void corral_loop_stop(corral_loop *loop);
 /** The loop's clock: monotonic milliseconds, refreshed once per iteration. */
 CORRAL_EXTERN uint64_t corral_loop_now(const corral_loop *loop);
 
+/** CLOCK_MONOTONIC now, in nanoseconds (a system call's worth: for what
+ *  needs more than the loop's millisecond clock).  Any thread. */
+CORRAL_EXTERN uint64_t corral_monotonic_ns(void);
+
 typedef void (*corral_callback)(void *arg);
 
 /** Runs cb(arg) on the loop's thread at the end of the current iteration
