@@ -6,6 +6,7 @@
 #include "proto/headers.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <strings.h>
@@ -222,4 +223,23 @@ bool http_head_lines_valid(const char *head, size_t len)
     for (const char *p = head; (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
         lfs++;
     return lfs == crs;
+}
+
+void http_chunk_iov(char size_line[HTTP_CHUNK_SIZE_LINE], const char *data, size_t len,
+                    struct iovec iov[3])
+{
+    /* By hand: this runs for every chunk, and snprintf showed in profiles. */
+    assert(len > 0); /* a chunk of 0 is the last one */
+    static const char hex[] = "0123456789abcdef";
+    char *p = size_line;
+    int shift = 60;
+    while (shift > 0 && ((len >> shift) & 0xf) == 0)
+        shift -= 4;
+    for (; shift >= 0; shift -= 4)
+        *p++ = hex[(len >> shift) & 0xf];
+    *p++ = '\r';
+    *p++ = '\n';
+    iov[0] = (struct iovec){size_line, (size_t)(p - size_line)};
+    iov[1] = (struct iovec){(void *)data, len};
+    iov[2] = (struct iovec){"\r\n", 2};
 }

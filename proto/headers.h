@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/uio.h>
 
 struct http_str {
     const char *data;
@@ -68,5 +69,13 @@ bool http_is_token(struct http_str s);
 /* Whether `authority` is uri-host [":" port], as Host and an absolute-form
  * target's authority must be; sets *host to the host without the port. */
 bool http_authority_valid(struct http_str authority, struct http_str *host);
+
+/* Room for a chunk's size line: 16 hex digits and CRLF at most. */
+#define HTTP_CHUNK_SIZE_LINE 24
+/* The chunked coding of `len` (> 0) body bytes as three pieces for
+ * corral_conn_writev(): the size line (written into `size_line`), the data
+ * itself (not copied), and its CRLF. */
+void http_chunk_iov(char size_line[HTTP_CHUNK_SIZE_LINE], const char *data, size_t len,
+                    struct iovec iov[3]);
 
 #endif

@@ -79,15 +79,6 @@ void h1_head_request_end(struct h1_head_buf *b, const struct http_str *upgrade, 
     h1_head_add(b, "\r\n", 2);
 }
 
-void h1_chunk_iov(char size_line[H1_CHUNK_SIZE_LINE], const char *data, size_t len,
-                  struct iovec iov[3])
-{
-    int n = snprintf(size_line, H1_CHUNK_SIZE_LINE, "%zx\r\n", len);
-    iov[0] = (struct iovec){size_line, (size_t)n};
-    iov[1] = (struct iovec){(void *)data, len};
-    iov[2] = (struct iovec){"\r\n", 2};
-}
-
 /* ---------------------------------------------------------------- responses */
 
 /* Response headers, per thread: filled during one llhttp_execute over a

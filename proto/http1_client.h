@@ -31,13 +31,6 @@ void h1_head_request_line(struct h1_head_buf *b, struct http_str method, struct 
 void h1_head_request_end(struct h1_head_buf *b, const struct http_str *upgrade, bool chunked,
                          bool has_length, uint64_t length);
 
-/* Room for a chunk's size line ("%zx\r\n"). */
-#define H1_CHUNK_SIZE_LINE 24
-/* The chunked coding of `len` body bytes as three pieces for
- * corral_conn_writev(): the size line (written into `size_line`), the data,
- * and its CRLF. */
-void h1_chunk_iov(char size_line[H1_CHUNK_SIZE_LINE], const char *data, size_t len,
-                  struct iovec iov[3]);
 /* The last chunk of a request body, with no trailers. */
 #define H1_LAST_CHUNK "0\r\n\r\n"
 

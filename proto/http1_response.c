@@ -141,16 +141,9 @@ void http_response_write(struct http_exchange *ex, const char *data, size_t len)
         corral_conn_write(ex->h1->conn, data, len);
         return;
     }
-    char size_line[24]; /* at most 16 hex digits and CRLF */
-    char *p = size_line;
-    static const char hex[] = "0123456789abcdef";
-    int shift = 60;
-    while (shift > 0 && ((len >> shift) & 0xf) == 0)
-        shift -= 4;
-    for (; shift >= 0; shift -= 4)
-        *p++ = hex[(len >> shift) & 0xf];
-    p = append(p, "\r\n", 2);
-    struct iovec iov[3] = {{size_line, (size_t)(p - size_line)}, {(void *)data, len}, {"\r\n", 2}};
+    char size_line[HTTP_CHUNK_SIZE_LINE];
+    struct iovec iov[3];
+    http_chunk_iov(size_line, data, len, iov);
     corral_conn_writev(ex->h1->conn, iov, 3);
 }
 

@@ -539,14 +539,14 @@ static void proxy_on_request(struct http_exchange *ex, const struct http_request
 static void proxy_on_body(struct http_exchange *ex, const char *data, size_t len)
 {
     struct proxy_exchange *px = http_exchange_data(ex);
-    if (px == NULL || px->uc == NULL)
+    if (px == NULL || px->uc == NULL || len == 0) /* an empty chunk would end the body */
         return;
     corral_conn *upstream = px->uc->base.conn;
     px->body_started = true;
     if (px->chunked) {
-        char size_line[H1_CHUNK_SIZE_LINE];
+        char size_line[HTTP_CHUNK_SIZE_LINE];
         struct iovec iov[3];
-        h1_chunk_iov(size_line, data, len, iov);
+        http_chunk_iov(size_line, data, len, iov);
         px_write_body(px, iov, 3);
     } else {
         struct iovec iov = {(void *)data, len};
