@@ -55,7 +55,7 @@ void collect_activated_sockets(void)
 const int *activated_socket_find(const char *address)
 {
     for (size_t i = 0; i < activated_count; i++)
-        if (same_address(activated[i].address, address))
+        if (conf_same_address(activated[i].address, address))
             return &activated[i].fd;
     return NULL;
 }

@@ -46,22 +46,10 @@ static struct http_limits limits_from(const struct conf_http *http)
 }
 
 /* The same address, as the kernel reports it, whatever the spelling. */
-bool same_address(const char *a, const char *b)
-{
-    struct sockaddr_storage x, y;
-    socklen_t xl, yl;
-    char ta[128], tb[128];
-    if (corral_parse_address(a, &x, &xl) != 0 || corral_parse_address(b, &y, &yl) != 0)
-        return strcmp(a, b) == 0;
-    corral_format_address((struct sockaddr *)&x, xl, ta, sizeof(ta));
-    corral_format_address((struct sockaddr *)&y, yl, tb, sizeof(tb));
-    return strcmp(ta, tb) == 0;
-}
-
 static bool server_listens_on(const struct conf_server *server, const char *address)
 {
     for (size_t i = 0; i < server->listen_count; i++)
-        if (same_address(server->listens[i].address, address))
+        if (conf_same_address(server->listens[i].address, address))
             return true;
     return false;
 }
@@ -69,7 +57,8 @@ static bool server_listens_on(const struct conf_server *server, const char *addr
 static bool server_is_default_on(const struct conf_server *server, const char *address)
 {
     for (size_t i = 0; i < server->listen_count; i++)
-        if (server->listens[i].default_server && same_address(server->listens[i].address, address))
+        if (server->listens[i].default_server &&
+            conf_same_address(server->listens[i].address, address))
             return true;
     return false;
 }
@@ -86,7 +75,7 @@ static void listen_options_from(const struct conf_config *config, const char *ad
         const struct conf_server *server = &config->servers[s];
         for (size_t i = 0; i < server->listen_count; i++) {
             const struct conf_listen *listen = &server->listens[i];
-            if (!listen->has_socket_options || !same_address(listen->address, address))
+            if (!listen->has_socket_options || !conf_same_address(listen->address, address))
                 continue;
             if (listen->backlog != 0)
                 options->backlog = (int)listen->backlog;
@@ -237,7 +226,7 @@ static bool site_is_tls(const struct conf_config *config, const char *address)
     for (size_t s = 0; s < config->server_count; s++)
         for (size_t i = 0; i < config->servers[s].listen_count; i++)
             if (config->servers[s].listens[i].tls &&
-                same_address(config->servers[s].listens[i].address, address))
+                conf_same_address(config->servers[s].listens[i].address, address))
                 return true;
     return false;
 }
@@ -437,7 +426,7 @@ void generation_free(struct generation *gen)
 struct site *find_site(struct generation *gen, const char *address)
 {
     for (size_t i = 0; gen != NULL && i < gen->site_count; i++)
-        if (same_address(gen->sites[i].address, address))
+        if (conf_same_address(gen->sites[i].address, address))
             return &gen->sites[i];
     return NULL;
 }

@@ -22,10 +22,6 @@ void generation_free(struct generation *gen);
 /* The site of `gen` (NULL: none) for `address`, or NULL. */
 struct site *find_site(struct generation *gen, const char *address);
 
-/* Whether two addresses are the same as the kernel reports them, whatever
- * the spelling. */
-bool same_address(const char *a, const char *b);
-
 /* `-t`: builds what the configuration names, without listening, and frees
  * it.  Returns 0, -EINVAL (the problem logged) or -ENOMEM. */
 int check_config(const struct conf_config *config);

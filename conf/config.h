@@ -226,6 +226,11 @@ extern const char conf_default_text[];
 
 void conf_free(struct conf_config *config);
 
+/* True when the two addresses name the same socket address: "*:80" and
+ * "0.0.0.0:80" do, "localhost:80" and "127.0.0.1:80" do.  Addresses that
+ * corral_parse_address() cannot read are the same only as the same text. */
+bool conf_same_address(const char *a, const char *b);
+
 /* Value syntax shared by directives (exported for tests): return 0, or -1
  * with errno EINVAL (not that syntax) or ERANGE (too large). */
 int conf_parse_size(const char *text, size_t *out);          /* 512, 16k, 10m, 1g */

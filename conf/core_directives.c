@@ -224,7 +224,7 @@ static int apply_admin_listen(struct conf_state *state, const struct conf_node *
         return -1;
     for (const struct conf_node *earlier = state->admin_node->children; earlier < node; earlier++) {
         if (strcmp(earlier->name.text, "listen") != 0 ||
-            !conf__same_address(earlier->args[0].text, arg->text))
+            !conf_same_address(earlier->args[0].text, arg->text))
             continue;
         char where[300];
         return conf__error_at(state->error, &arg->pos, "duplicate listen \"%s\" (first at %s)",

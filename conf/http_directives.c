@@ -453,7 +453,7 @@ static int check_server(struct conf_state *state, size_t index)
         for (size_t j = 0; j < index; j++) {
             const struct conf_server *other = &state->config->servers[j];
             for (size_t k = 0; k < other->listen_count; k++)
-                if (conf__same_address(listen->address, other->listens[k].address) &&
+                if (conf_same_address(listen->address, other->listens[k].address) &&
                     check_listen_conflict(state, index, listen, j, &other->listens[k]) != 0)
                     return -1;
         }
@@ -538,7 +538,7 @@ static int apply_listen(struct conf_state *state, const struct conf_node *node,
         if (listen_parameter(state, &node->args[i], &parsed) != 0)
             return -1;
     for (size_t i = 0; i < server->listen_count; i++) {
-        if (!conf__same_address(server->listens[i].address, address->text))
+        if (!conf_same_address(server->listens[i].address, address->text))
             continue;
         char where[300];
         return conf__error_at(
@@ -676,7 +676,7 @@ static int check_admin_listens(struct conf_state *state)
         for (size_t j = 0; j < config->server_count; j++) {
             for (size_t k = 0; k < config->servers[j].listen_count; k++) {
                 const struct conf_listen *listen = &config->servers[j].listens[k];
-                if (!conf__same_address(address->text, listen->address))
+                if (!conf_same_address(address->text, listen->address))
                     continue;
                 char where[300];
                 return conf__error_at(

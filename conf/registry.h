@@ -175,11 +175,6 @@ int conf__arg_keyword(struct conf_state *state, const struct conf_arg *arg, cons
  * message ("listen address").  Returns 0 or -1. */
 int conf__arg_address(struct conf_state *state, const struct conf_arg *arg, const char *kind);
 
-/* True when the two addresses (both valid for corral_parse_address()) name
- * the same socket address: "*:80" and "0.0.0.0:80" do, "localhost:80" and
- * "127.0.0.1:80" do. */
-bool conf__same_address(const char *a, const char *b);
-
 /* Sets *out (malloc'd) to `arg` resolved against the directory of the
  * file it is written in, with conf__resolve_path(); rejects an empty path. */
 int conf__arg_path(struct conf_state *state, const struct conf_arg *arg, char **out);

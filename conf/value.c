@@ -204,12 +204,13 @@ int conf__arg_address(struct conf_state *state, const struct conf_arg *arg, cons
                           kind, arg->text);
 }
 
-bool conf__same_address(const char *a, const char *b)
+bool conf_same_address(const char *a, const char *b)
 {
     struct sockaddr_storage x, y;
     socklen_t x_len, y_len;
-    if (corral_parse_address(a, &x, &x_len) != 0 || corral_parse_address(b, &y, &y_len) != 0 ||
-        x.ss_family != y.ss_family)
+    if (corral_parse_address(a, &x, &x_len) != 0 || corral_parse_address(b, &y, &y_len) != 0)
+        return strcmp(a, b) == 0;
+    if (x.ss_family != y.ss_family)
         return false;
     /* Compared field by field: the resolver does not promise to zero the
      * padding the way corral_parse_address() zeroes its own results. */

@@ -1533,6 +1533,22 @@ END_TEST
 
 #define COUNT(table) ((int)(sizeof(table) / sizeof(table[0])))
 
+/* One comparison of addresses for the parser's duplicate checks and the
+ * daemon's socket reuse. */
+START_TEST(same_address_whatever_the_spelling)
+{
+    ck_assert(conf_same_address("*:80", "0.0.0.0:80"));
+    ck_assert(conf_same_address("127.0.0.1:8080", "127.0.0.1:8080"));
+    ck_assert(conf_same_address("[::1]:80", "[0:0::1]:80"));
+    ck_assert(conf_same_address("unix:/tmp/a.sock", "unix:/tmp/a.sock"));
+    ck_assert(!conf_same_address("127.0.0.1:80", "127.0.0.1:81"));
+    ck_assert(!conf_same_address("127.0.0.1:80", "[::1]:80"));
+    /* Unreadable: the same only as the same text. */
+    ck_assert(conf_same_address("nonsense", "nonsense"));
+    ck_assert(!conf_same_address("nonsense", "127.0.0.1:80"));
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("conf");
@@ -1541,6 +1557,7 @@ Suite *test_suite(void)
     tcase_set_timeout(valid, 20);
     tcase_add_test(valid, defaults_when_absent);
     tcase_add_test(valid, empty_text);
+    tcase_add_test(valid, same_address_whatever_the_spelling);
     tcase_add_loop_test(valid, field_table, 0, COUNT(field_cases));
     tcase_add_test(valid, core_strings);
     tcase_add_test(valid, admin_block);
