@@ -745,7 +745,6 @@ END_TEST
 
 /* ------------------------------------------------------- stop and reload */
 
-
 /* After a SIGTERM sent at `start`: the daemon exits cleanly well before its
  * 20 s drain timeout, its last request being done. */
 static void check_stop_is_prompt(struct test_daemon *d, uint64_t start)
@@ -756,6 +755,7 @@ static void check_stop_is_prompt(struct test_daemon *d, uint64_t start)
     ck_assert_msg(status == 0, "exit status %d after %llu ms", status, (unsigned long long)took);
     ck_assert_msg(took < 6000, "the stop took %llu ms", (unsigned long long)took);
 }
+
 /* A graceful stop with one slow request in flight ends when that request
  * does, not at the drain timeout: its upstream connection is closed, not
  * pooled. */
