@@ -273,13 +273,13 @@ static void *backend_accept(void *arg)
         if (fd == -1)
             continue;
         atomic_fetch_add(&b->accepted, 1);
-        atomic_fetch_add(&b->open, 1);
         pthread_mutex_lock(&b->lock);
         if (b->conn_count == MAX_CONNS) {
             pthread_mutex_unlock(&b->lock);
             close(fd);
             continue;
         }
+        atomic_fetch_add(&b->open, 1);
         size_t index = b->conn_count++;
         b->fds[index] = fd;
         struct conn_arg *ca = xcalloc(1, sizeof(*ca));
