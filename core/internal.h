@@ -310,8 +310,9 @@ int corral__listen_socket(const corral_listener *listener, bool reuseport);
  * TCP_NODELAY and TCP_DEFER_ACCEPT, as listener->options say. */
 int corral__set_accept_options(const corral_listener *listener, int fd);
 
-/* Closes the listener's sockets (and removes a unix socket's file it still
- * owns) and frees it. */
+/* Closes the listener's sockets, and removes the file of a unix socket it
+ * still owns; the listener stays, with no socket.  _free() also frees it. */
+void corral__listener_close(corral_listener *listener);
 void corral__listener_free(corral_listener *listener);
 
 /* ---------------------------------------------------------- wakeup modes */

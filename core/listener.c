@@ -190,18 +190,27 @@ int corral_listener_port(const corral_listener *listener)
 
 /* --------------------------------------------------------------- listen */
 
-void corral__listener_free(corral_listener *listener)
+void corral__listener_close(corral_listener *listener)
 {
     if (listener->fds != NULL) {
-        for (unsigned i = 0; i < listener->server->worker_count; i++)
+        for (unsigned i = 0; i < listener->server->worker_count; i++) {
             if (listener->fds[i] != -1)
                 close(listener->fds[i]);
-        free(listener->fds);
+            listener->fds[i] = -1;
+        }
     } else if (listener->fd != -1) {
         close(listener->fd);
     }
+    listener->fd = -1;
     if (listener->owns_path)
         unlink(((const struct sockaddr_un *)&listener->addr)->sun_path);
+    listener->owns_path = false;
+}
+
+void corral__listener_free(corral_listener *listener)
+{
+    corral__listener_close(listener);
+    free(listener->fds);
     free(listener->address_text);
     free(listener);
 }

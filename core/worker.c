@@ -9,8 +9,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 static void *worker_main(void *arg)
 {
@@ -239,21 +237,8 @@ void corral_server_close_listeners(corral_server *server)
         while (some_worker_holds_listeners(server))
             sched_yield();
     }
-    for (corral_listener *l = server->listeners; l != NULL; l = l->next) {
-        if (l->fds != NULL) {
-            for (unsigned i = 0; i < server->worker_count; i++) {
-                if (l->fds[i] != -1)
-                    close(l->fds[i]);
-                l->fds[i] = -1;
-            }
-        } else if (l->fd != -1) {
-            close(l->fd);
-        }
-        l->fd = -1;
-        if (l->owns_path)
-            unlink(((const struct sockaddr_un *)&l->addr)->sun_path);
-        l->owns_path = false;
-    }
+    for (corral_listener *l = server->listeners; l != NULL; l = l->next)
+        corral__listener_close(l);
 }
 
 int corral_server_wait(corral_server *server)
