@@ -1,8 +1,7 @@
 /*
- * conn.c: buffered non-blocking connections: the connection object, its
- * epoll registration, its end and free, the plain transport and accessors.
- * A connection starts in conn_open.c, moves data in conn_io.c and keeps its
- * timeouts in conn_timeout.c.
+ * conn.c: buffered non-blocking connections: epoll registration, end and
+ * free, the plain transport, accessors.  Starting one is in conn_open.c, its
+ * data path in conn_io.c, its timeouts in conn_timeout.c.
  */
 #include "internal.h"
 
@@ -58,6 +57,8 @@ const struct corral_transport corral_plain_transport = {
 
 /* ------------------------------------------------------------- life cycle */
 
+/* Sockets are registered once, edge-triggered for input and output, so
+ * pausing, resuming and waiting for output cost no epoll_ctl. */
 int corral__conn_register(corral_conn *conn)
 {
     int err = corral__loop_watch(conn->loop, conn->fd, &conn->handle,

@@ -1,10 +1,7 @@
 /*
- * conn_io.c: a connection's data path.  Sockets are registered once,
- * edge-triggered for input and output, so pausing, resuming and waiting for
- * output cost no epoll_ctl.  Input is read into the loop's scratch buffer
- * and copied into the connection only when the application leaves some of
- * it unconsumed; output is queued and flushed after every few events (see
- * loop.c).  The epoll events that drive both land here.
+ * conn_io.c: a connection's data path: input read and handed to on_data,
+ * output queued and flushed after every few events (see loop.c), the
+ * lingering close, and the epoll events that drive them.
  */
 #include "internal.h"
 
@@ -110,6 +107,8 @@ static void conn_discard_input(corral_conn *conn)
     }
 }
 
+/* Input is read into the loop's scratch buffer and copied into the
+ * connection only when the application leaves some of it unconsumed. */
 static void conn_read_input(corral_conn *conn)
 {
     if (conn->state == CORRAL__CONN_LINGERING) {

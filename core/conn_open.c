@@ -1,9 +1,6 @@
 /*
- * conn_open.c: how a connection starts.  An accepted socket is read at once
- * and joins the epoll set only when it has to wait: a client that sends its
- * request right behind the handshake and is answered in one write never
- * costs an epoll_ctl, nor the removal from the set at close.  An outbound
- * connection is registered at once and opens on its first EPOLLOUT.
+ * conn_open.c: how a connection starts: wrapping a socket, opening an
+ * accepted one, connecting out.
  */
 #include "internal.h"
 
@@ -44,6 +41,10 @@ int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler
     return 0;
 }
 
+/* An accepted socket is read at once and joins the epoll set only when it
+ * has to wait: a client that sends its request right behind the handshake
+ * and is answered in one write never costs an epoll_ctl, nor the removal
+ * from the set at close. */
 void corral__conn_open(corral_conn *conn)
 {
     assert(conn->state == CORRAL__CONN_CONNECTING && conn->out_len == 0);

@@ -1,10 +1,7 @@
 /*
- * server.c: the worker pool.  A server owns its listeners and N worker
- * threads, each running its own loop; the main thread only starts, stops and
- * takes signals.  Nothing is shared between workers on the hot path: every
- * crossing goes through a worker's post queue.  This file holds the server
- * object and the main thread's run; the workers are in worker.c and adding
- * listeners in listener.c.
+ * server.c: the worker pool.  A server owns its listeners (listener.c) and N
+ * worker threads (worker.c); the main thread only starts, stops and takes
+ * signals, in corral_server_run().
  */
 #include "internal.h"
 

@@ -1,7 +1,7 @@
 /*
- * worker.c: the worker threads.  Starting them, each one's run, stop
- * requests from any thread (merged into one post per worker), and the
- * hand-over that lets the main thread close the listening sockets.
+ * worker.c: the worker threads, each with its own loop: start, run, stop,
+ * and letting go of the listening sockets.  Nothing is shared between them
+ * on the hot path: every crossing goes through a worker's post queue.
  */
 #include "internal.h"
 
