@@ -9,10 +9,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 static int log_fd = STDERR_FILENO;
@@ -25,19 +23,10 @@ void daemon_log_write(enum corral_log_level level, const char *message, void *ar
     /* Only the prefix is formatted, and its fields have bounded widths; the
      * message follows it as it is, so a line of any length keeps its end
      * and its newline. */
-    char prefix[128];
+    char prefix[CORRAL_LOG_PREFIX_MAX];
     size_t prefix_len = 0;
-    if (!plain) {
-        struct timespec ts;
-        struct tm tm;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        gmtime_r(&ts.tv_sec, &tm);
-        int n = snprintf(prefix, sizeof(prefix), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ [%s] ",
-                         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                         tm.tm_sec, ts.tv_nsec / 1000000, corral_log_level_name(level));
-        if (n > 0)
-            prefix_len = (size_t)n < sizeof(prefix) ? (size_t)n : sizeof(prefix) - 1;
-    }
+    if (!plain)
+        prefix_len = corral_log_prefix(level, prefix, sizeof(prefix));
     struct iovec line[] = {
         {prefix, prefix_len},
         {(void *)message, strlen(message)},

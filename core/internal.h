@@ -238,18 +238,52 @@ struct corral_conn {
     corral_conn *all_prev, *all_next;
 };
 
+/* Whether the connection wants input now: open, and neither paused, backed
+ * up, at EOF nor holding a full input buffer. */
+static inline bool corral__conn_reading_active(const corral_conn *conn)
+{
+    return (conn->state == CORRAL__CONN_OPEN || conn->state == CORRAL__CONN_CONNECTING) &&
+           !conn->read_paused && !conn->over_high && !conn->eof &&
+           conn->in_len < conn->high_watermark;
+}
+
+/* Starting a connection, in conn_open.c. */
 /* Wraps an accepted or connecting socket in a connection.  Takes `fd`. */
 int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler *handler,
                      void *data, corral_conn **out);
 /* Starts an accepted connection: calls on_open and reads it this iteration;
  * it joins the epoll set when it has to wait. */
 void corral__conn_open(corral_conn *conn);
-void corral__loop_flush(corral_loop *loop);
-void corral__loop_kick(corral_loop *loop);
+
+/* The connection object, in conn.c. */
+/* Adds the socket to the loop's epoll set, edge-triggered both ways. */
+int corral__conn_register(corral_conn *conn);
+/* Give the input or output buffer back to the loop's pool. */
+void corral__conn_drop_input(corral_conn *conn);
+void corral__conn_drop_output(corral_conn *conn);
+/* Closes the socket now (with a RST if `reset`); on_close and the free
+ * follow at iteration end.  corral__conn_destroy() resets on any error. */
+void corral__conn_end(corral_conn *conn, int error, bool reset);
+void corral__conn_destroy(corral_conn *conn, int error);
+/* Undoes corral__conn_new() before any callback saw the connection. */
+void corral__conn_free_unopened(corral_conn *conn);
 void corral__loop_free_closed(corral_loop *loop);
 /* Calls on_stop on every connection (graceful stop). */
 void corral__loop_stop_conns(corral_loop *loop);
 void corral__loop_abort_conns(corral_loop *loop);
+
+/* The data path, in conn_io.c. */
+void corral__conn_on_event(struct corral__handle *handle, uint32_t epoll_events);
+/* Queues the connection to be read (and its kept input delivered) at the
+ * end of this iteration. */
+void corral__conn_kick(corral_conn *conn);
+void corral__loop_flush(corral_loop *loop);
+void corral__loop_kick(corral_loop *loop);
+
+/* Timeouts, in conn_timeout.c. */
+/* Re-arms the connection's one timer for its earliest deadline. */
+void corral__conn_update_timer(corral_conn *conn);
+void corral__conn_on_timer(corral_timer *timer, void *arg);
 
 /* -------------------------------------------------------------- listeners */
 
@@ -275,6 +309,11 @@ int corral__listen_socket(const corral_listener *listener, bool reuseport);
 /* Sets on a TCP listening socket what accepted sockets inherit from it:
  * TCP_NODELAY and TCP_DEFER_ACCEPT, as listener->options say. */
 int corral__set_accept_options(const corral_listener *listener, int fd);
+
+/* Closes the listener's sockets, and removes the file of a unix socket it
+ * still owns; the listener stays, with no socket.  _free() also frees it. */
+void corral__listener_close(corral_listener *listener);
+void corral__listener_free(corral_listener *listener);
 
 /* ---------------------------------------------------------- wakeup modes */
 

@@ -1,12 +1,14 @@
 /*
  * listener.c: listening addresses and sockets.  Parses and formats the
- * address syntax shared by the API and the config file, and creates bound,
- * listening sockets with the listener's options.
+ * address syntax shared by the API and the config file, creates bound,
+ * listening sockets with the listener's options, and adds listeners to a
+ * server, from an address or from sockets passed in.
  */
 #include "internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -184,4 +186,247 @@ int corral_listener_port(const corral_listener *listener)
     if (addr->sa_family == AF_INET6)
         return ntohs(((const struct sockaddr_in6 *)addr)->sin6_port);
     return 0;
+}
+
+/* --------------------------------------------------------------- listen */
+
+void corral__listener_close(corral_listener *listener)
+{
+    if (listener->fds != NULL) {
+        for (unsigned i = 0; i < listener->server->worker_count; i++) {
+            if (listener->fds[i] != -1)
+                close(listener->fds[i]);
+            listener->fds[i] = -1;
+        }
+    } else if (listener->fd != -1) {
+        close(listener->fd);
+    }
+    listener->fd = -1;
+    if (listener->owns_path)
+        unlink(((const struct sockaddr_un *)&listener->addr)->sun_path);
+    listener->owns_path = false;
+}
+
+void corral__listener_free(corral_listener *listener)
+{
+    corral__listener_close(listener);
+    free(listener->fds);
+    free(listener->address_text);
+    free(listener);
+}
+
+/* Records the address the kernel really bound (port 0 becomes a port). */
+static void listener_read_bound_address(corral_listener *listener)
+{
+    struct sockaddr_storage bound;
+    socklen_t len = sizeof(bound);
+    if (listener->addr.ss_family != AF_UNIX &&
+        getsockname(listener->fd, (struct sockaddr *)&bound, &len) == 0) {
+        listener->addr = bound;
+        listener->addrlen = len;
+    }
+}
+
+static corral_listener *listener_new(corral_server *server,
+                                     const struct corral_listen_options *options,
+                                     const struct corral_conn_handler *handler, void *data)
+{
+    corral_listener *listener = calloc(1, sizeof(*listener));
+    if (listener == NULL)
+        return NULL;
+    listener->server = server;
+    listener->fd = -1;
+    listener->handler = handler;
+    listener->data = data;
+    if (options != NULL)
+        listener->options = *options;
+    else
+        corral_listen_options_init(&listener->options);
+    return listener;
+}
+
+static void listener_add(corral_server *server, corral_listener *listener, corral_listener **out)
+{
+    listener->index = server->listener_count++;
+    corral_listener **tail = &server->listeners;
+    while (*tail != NULL)
+        tail = &(*tail)->next;
+    *tail = listener;
+    if (out != NULL)
+        *out = listener;
+}
+
+unsigned corral_server_sockets_per_listener(const corral_server *server)
+{
+    return server->wakeup->per_worker_sockets ? server->worker_count : 1;
+}
+
+int corral_server_listen(corral_server *server, const char *address,
+                         const struct corral_listen_options *options,
+                         const struct corral_conn_handler *handler, void *data,
+                         corral_listener **out)
+{
+    if (atomic_load_explicit(&server->started, memory_order_relaxed)) /* main thread only */
+        return -EBUSY;
+    int err;
+    corral_listener *listener = listener_new(server, options, handler, data);
+    if (listener == NULL)
+        return -ENOMEM;
+    listener->address_text = strdup(address);
+    if (listener->address_text == NULL) {
+        err = -ENOMEM;
+        goto fail;
+    }
+    err = corral_parse_address(address, &listener->addr, &listener->addrlen);
+    if (err != 0) {
+        corral__error("listen: bad address \"%s\"", address);
+        goto fail;
+    }
+
+    if (corral_server_sockets_per_listener(server) > 1 && listener->addr.ss_family != AF_UNIX) {
+        listener->fds = malloc(server->worker_count * sizeof(*listener->fds));
+        if (listener->fds == NULL) {
+            err = -ENOMEM;
+            goto fail;
+        }
+        for (unsigned i = 0; i < server->worker_count; i++)
+            listener->fds[i] = -1;
+        /* The first socket fixes the port (an ephemeral one if 0); the rest
+         * join its reuseport group on that port. */
+        for (unsigned i = 0; i < server->worker_count; i++) {
+            int fd = corral__listen_socket(listener, true);
+            if (fd < 0) {
+                err = fd;
+                goto fail;
+            }
+            listener->fds[i] = fd;
+            if (i == 0) {
+                listener->fd = fd;
+                listener_read_bound_address(listener);
+            }
+        }
+    } else {
+        int fd = corral__listen_socket(listener, false);
+        if (fd < 0) {
+            err = fd;
+            goto fail;
+        }
+        listener->fd = fd;
+        listener->owns_path = listener->addr.ss_family == AF_UNIX;
+        listener_read_bound_address(listener);
+    }
+    listener_add(server, listener, out);
+    return 0;
+
+fail:
+    corral__listener_free(listener);
+    return err;
+}
+
+static bool is_listening_stream(int fd)
+{
+    int listening = 0, type = 0;
+    socklen_t len = sizeof(int);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == -1 || !listening)
+        return false;
+    len = sizeof(int);
+    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
+}
+
+/* Gives sockets passed in the backlog and TCP options the caller asks for
+ * now: a reload may have changed them.  listen() again only resizes the
+ * queue of a listening socket. */
+static int apply_listen_options(const corral_listener *listener, unsigned count)
+{
+    for (unsigned i = 0; i < count; i++) {
+        int fd = listener->fds != NULL ? listener->fds[i] : listener->fd;
+        int err;
+        if (listener->addr.ss_family != AF_UNIX &&
+            (err = corral__set_accept_options(listener, fd)) != 0)
+            return err;
+        if (listen(fd, listener->options.backlog) == -1) {
+            err = -errno;
+            corral__error("listen(fd %d): %s", fd, strerror(errno));
+            return err;
+        }
+    }
+    return 0;
+}
+
+int corral_server_listen_fds(corral_server *server, const int *fds, unsigned count,
+                             const struct corral_listen_options *options,
+                             const struct corral_conn_handler *handler, void *data,
+                             corral_listener **out)
+{
+    if (atomic_load_explicit(&server->started, memory_order_relaxed)) /* main thread only */
+        return -EBUSY;
+    if (count == 0 || (count != 1 && count != corral_server_sockets_per_listener(server)))
+        return -EINVAL;
+    for (unsigned i = 0; i < count; i++)
+        if (!is_listening_stream(fds[i]))
+            return -EINVAL;
+    int err;
+    corral_listener *listener = listener_new(server, options, handler, data);
+    if (listener == NULL)
+        return -ENOMEM;
+    if (count > 1) {
+        /* corral__listener_free() and corral_listener_fds() count the group by
+         * workers. */
+        assert(count == server->worker_count);
+        listener->fds = malloc(count * sizeof(*listener->fds));
+        if (listener->fds == NULL) {
+            err = -ENOMEM;
+            goto fail;
+        }
+        for (unsigned i = 0; i < count; i++)
+            listener->fds[i] = -1;
+    }
+    for (unsigned i = 0; i < count; i++) {
+        int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+        if (fd == -1) {
+            err = -errno;
+            corral__error("dup(listening socket %d): %s", fds[i], strerror(errno));
+            goto fail;
+        }
+        if (listener->fds != NULL)
+            listener->fds[i] = fd;
+        if (i == 0)
+            listener->fd = fd;
+    }
+    /* Accepted sockets must be non-blocking whatever the donor set. */
+    int flags = fcntl(listener->fd, F_GETFL);
+    for (unsigned i = 0; i < count; i++)
+        fcntl(listener->fds != NULL ? listener->fds[i] : listener->fd, F_SETFL, flags | O_NONBLOCK);
+    listener->addrlen = sizeof(listener->addr);
+    if (getsockname(listener->fd, (struct sockaddr *)&listener->addr, &listener->addrlen) == -1) {
+        err = -errno;
+        goto fail;
+    }
+    if (options != NULL && (err = apply_listen_options(listener, count)) != 0)
+        goto fail;
+    char text[128];
+    if (corral_listener_address(listener, text, sizeof(text)) != 0)
+        snprintf(text, sizeof(text), "fd %d", fds[0]);
+    listener->address_text = strdup(text);
+    if (listener->address_text == NULL) {
+        err = -ENOMEM;
+        goto fail;
+    }
+    listener_add(server, listener, out);
+    return 0;
+
+fail:
+    corral__listener_free(listener);
+    return err;
+}
+
+unsigned corral_listener_fds(corral_listener *listener, const int **fds)
+{
+    listener->owns_path = false; /* a successor serves the file now */
+    if (listener->fds != NULL) {
+        *fds = listener->fds;
+        return listener->server->worker_count;
+    }
+    *fds = &listener->fd;
+    return 1;
 }

@@ -35,6 +35,20 @@ const char *corral_log_level_name(enum corral_log_level level)
     return "?";
 }
 
+size_t corral_log_prefix(enum corral_log_level level, char *buf, size_t size)
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ [%s] ", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, corral_log_level_name(level));
+    if (n <= 0 || size == 0)
+        return 0;
+    return (size_t)n < size ? (size_t)n : size - 1;
+}
+
 void corral_log(enum corral_log_level level, const char *fmt, ...)
 {
     if ((int)level > atomic_load_explicit(&log_threshold, memory_order_relaxed))
@@ -54,12 +68,8 @@ void corral_log(enum corral_log_level level, const char *fmt, ...)
         log_fn(level, message, log_arg);
         return;
     }
-    struct timespec ts;
-    struct tm tm;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
+    char prefix[CORRAL_LOG_PREFIX_MAX];
+    corral_log_prefix(level, prefix, sizeof(prefix));
     /* One fprintf per line: stdio locks the stream, so threads never interleave. */
-    fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ [%s] %s\n", tm.tm_year + 1900,
-            tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-            corral_log_level_name(level), message);
+    fprintf(stderr, "%s%s\n", prefix, message);
 }

@@ -124,26 +124,27 @@ uint64_t corral_loop_now(const corral_loop *loop)
     return loop->now;
 }
 
-int corral__loop_watch(corral_loop *loop, int fd, struct corral__handle *handle, uint32_t events)
+/* epoll_ctl(`op`) for `handle`, logged under `op_name` when it fails. */
+static int loop_ctl(corral_loop *loop, int op, const char *op_name, int fd,
+                    struct corral__handle *handle, uint32_t events)
 {
     struct epoll_event ev = {.events = events, .data.ptr = handle};
-    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) == -1) {
+    if (epoll_ctl(loop->epfd, op, fd, &ev) == -1) {
         int err = -errno;
-        corral__error("epoll_ctl(ADD, fd %d): %s", fd, strerror(errno));
+        corral__error("epoll_ctl(%s, fd %d): %s", op_name, fd, strerror(errno));
         return err;
     }
     return 0;
 }
 
+int corral__loop_watch(corral_loop *loop, int fd, struct corral__handle *handle, uint32_t events)
+{
+    return loop_ctl(loop, EPOLL_CTL_ADD, "ADD", fd, handle, events);
+}
+
 int corral__loop_rewatch(corral_loop *loop, int fd, struct corral__handle *handle, uint32_t events)
 {
-    struct epoll_event ev = {.events = events, .data.ptr = handle};
-    if (epoll_ctl(loop->epfd, EPOLL_CTL_MOD, fd, &ev) == -1) {
-        int err = -errno;
-        corral__error("epoll_ctl(MOD, fd %d): %s", fd, strerror(errno));
-        return err;
-    }
-    return 0;
+    return loop_ctl(loop, EPOLL_CTL_MOD, "MOD", fd, handle, events);
 }
 
 void corral__loop_unwatch(corral_loop *loop, int fd)

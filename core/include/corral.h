@@ -79,6 +79,18 @@ CORRAL_EXTERN void corral_log(enum corral_log_level level, const char *fmt, ...)
 /** Returns "error", "warn", "info" or "debug". */
 CORRAL_EXTERN const char *corral_log_level_name(enum corral_log_level level);
 
+/** The most bytes corral_log_prefix() writes, the terminating NUL included. */
+#define CORRAL_LOG_PREFIX_MAX 64
+
+/** Writes the start of a log line as the default logger writes it: the
+ *  current UTC time to the millisecond and the level in brackets, then a
+ *  space ("2026-12-03T04:33:16.293Z [error] "), NUL-terminated.  Returns its
+ *  length; a `size` below CORRAL_LOG_PREFIX_MAX may cut it, as snprintf
+ *  does, and the result is then the length that fit.  For a logger set with
+ *  corral_set_logger() that keeps the default format.  Any thread;
+ *  allocates nothing. */
+CORRAL_EXTERN size_t corral_log_prefix(enum corral_log_level level, char *buf, size_t size);
+
 /* ------------------------------------------------------------- event loop */
 
 /** Creates an event loop (an epoll instance with timers, deferred and

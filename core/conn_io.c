@@ -1,0 +1,464 @@
+/*
+ * conn_io.c: a connection's data path: input read and handed to on_data,
+ * output queued and flushed after every few events (see loop.c), the
+ * lingering close, and the epoll events that drive them.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#define MIN_BUFFER 4096
+/* Reads per wakeup before yielding to other connections (fairness). */
+#define READS_PER_TURN 16
+
+/* ------------------------------------------------------------------ input */
+
+/* Registers a connection that is not in the epoll set yet once it waits for
+ * input or output.  Adding a socket that is ready already reports it at
+ * once, so nothing that arrived meanwhile is missed. */
+static void conn_register_if_waiting(corral_conn *conn)
+{
+    if (conn->registered || conn->state == CORRAL__CONN_CLOSED)
+        return;
+    bool wants_input = conn->state == CORRAL__CONN_LINGERING || corral__conn_reading_active(conn);
+    bool waits = (wants_input && !conn->readable) || (conn->out_len > 0 && !conn->writable);
+    if (!waits)
+        return;
+    int err = corral__conn_register(conn);
+    if (err != 0)
+        corral__conn_destroy(conn, err);
+}
+
+void corral__conn_kick(corral_conn *conn)
+{
+    assert(conn->state != CORRAL__CONN_CLOSED);
+    if (conn->in_kick_list)
+        return;
+    conn->in_kick_list = true;
+    conn->kick_next = conn->loop->kick_list;
+    conn->loop->kick_list = conn;
+}
+
+/* Keeps `len` unconsumed bytes at `data` (outside conn->in) for next time. */
+static int conn_keep_input(corral_conn *conn, const char *data, size_t len)
+{
+    conn->in = corral__buffer_get(conn->loop, len, &conn->in_cap);
+    if (conn->in == NULL)
+        return -ENOMEM;
+    memcpy(conn->in, data, len);
+    conn->in_len = len;
+    return 0;
+}
+
+/* Hands all unconsumed input to on_data and keeps what it leaves. */
+static void conn_deliver(corral_conn *conn, const char *data, size_t len)
+{
+    size_t consumed = conn->handler->on_data(conn, data, len);
+    if (conn->state != CORRAL__CONN_OPEN) {
+        corral__conn_drop_input(conn); /* closing: whatever is left will never be read */
+        return;
+    }
+    if (consumed > len)
+        consumed = len;
+    size_t left = len - consumed;
+    if (data != conn->in) {
+        if (left > 0 && conn_keep_input(conn, data + consumed, left) != 0)
+            corral__conn_destroy(conn, -ENOMEM);
+        return;
+    }
+    assert(conn->in_len == len && len <= conn->in_cap);
+    if (left == 0) {
+        corral__conn_drop_input(conn);
+    } else if (consumed > 0) {
+        memmove(conn->in, conn->in + consumed, left);
+        conn->in_len = (uint32_t)left;
+    }
+}
+
+static void conn_on_eof(corral_conn *conn)
+{
+    conn->eof = true;
+    conn->readable = false;
+    if (conn->state == CORRAL__CONN_LINGERING) {
+        corral__conn_destroy(conn, 0);
+        return;
+    }
+    if (conn->state != CORRAL__CONN_OPEN)
+        return;
+    if (conn->handler->on_eof != NULL)
+        conn->handler->on_eof(conn);
+    else
+        corral_conn_close(conn);
+    if (conn->state == CORRAL__CONN_OPEN)
+        corral__conn_update_timer(conn);
+}
+
+/* While lingering, input is read and dropped until EOF. */
+static void conn_discard_input(corral_conn *conn)
+{
+    while (conn->readable && conn->state == CORRAL__CONN_LINGERING) {
+        ssize_t n = conn->transport->read(conn, conn->loop->scratch, conn->loop->scratch_size);
+        if (n == -EAGAIN)
+            conn->readable = false;
+        else if (n <= 0)
+            corral__conn_destroy(conn, 0);
+    }
+}
+
+/* Input is read into the loop's scratch buffer and copied into the
+ * connection only when the application leaves some of it unconsumed. */
+static void conn_read_input(corral_conn *conn)
+{
+    if (conn->state == CORRAL__CONN_LINGERING) {
+        conn_discard_input(conn);
+        return;
+    }
+    for (int turn = 0; conn->readable && corral__conn_reading_active(conn); turn++) {
+        if (turn == READS_PER_TURN) {
+            corral__conn_kick(conn);
+            return;
+        }
+        char *buf;
+        size_t space;
+        if (conn->in_len == 0) {
+            buf = conn->loop->scratch;
+            space = conn->loop->scratch_size;
+        } else {
+            if (conn->in_cap - conn->in_len < MIN_BUFFER) {
+                char *grown = corral__buffer_grow(conn->loop, conn->in, conn->in_len, &conn->in_cap,
+                                                  conn->in_cap + MIN_BUFFER);
+                if (grown == NULL) {
+                    corral__conn_destroy(conn, -ENOMEM);
+                    return;
+                }
+                conn->in = grown;
+            }
+            assert(conn->in_len < conn->in_cap);
+            buf = conn->in + conn->in_len;
+            space = conn->in_cap - conn->in_len;
+        }
+
+        ssize_t n = conn->transport->read(conn, buf, space);
+        if (n == -EAGAIN) {
+            conn->readable = false;
+            return;
+        }
+        if (n < 0) {
+            corral__conn_destroy(conn, (int)n);
+            return;
+        }
+        if (n == 0) {
+            conn_on_eof(conn);
+            return;
+        }
+        conn->last_read = conn->loop->now;
+        /* A short plain read drained the socket: the next edge will tell
+         * when more arrives, so skip the read that would say EAGAIN.  Not
+         * when the peer's FIN came with that edge (no new edge would report
+         * it), and not for a layered transport, which may hold bytes back. */
+        if ((size_t)n < space && !conn->transport->layered && !conn->peer_hup)
+            conn->readable = false;
+        if (buf == conn->loop->scratch) {
+            conn_deliver(conn, buf, (size_t)n);
+        } else {
+            conn->in_len += (size_t)n;
+            conn_deliver(conn, conn->in, conn->in_len);
+        }
+    }
+}
+
+static void conn_read(corral_conn *conn)
+{
+    conn_read_input(conn);
+    conn_register_if_waiting(conn);
+}
+
+/* Runs connections that have input to pick up again (resumed, or yielded
+ * after their turn).  Kicks made meanwhile wait for the next iteration. */
+void corral__loop_kick(corral_loop *loop)
+{
+    corral_conn *conn = loop->kick_list;
+    loop->kick_list = NULL;
+    while (conn != NULL) {
+        corral_conn *next = conn->kick_next;
+        conn->in_kick_list = false;
+        if (conn->state == CORRAL__CONN_OPEN && conn->in_len > 0 &&
+            corral__conn_reading_active(conn))
+            conn_deliver(conn, conn->in, conn->in_len);
+        if (conn->state != CORRAL__CONN_CLOSED)
+            conn_read(conn);
+        if (conn->state == CORRAL__CONN_OPEN)
+            corral__conn_update_timer(conn);
+        conn = next;
+    }
+}
+
+/* ----------------------------------------------------------------- output */
+
+static void conn_start_linger(corral_conn *conn)
+{
+    assert(conn->state == CORRAL__CONN_CLOSING && conn->out_len == 0);
+    if (conn->eof || conn->no_linger) {
+        /* No waiting for the peer, but a transport's own end of stream (a
+         * TLS close_notify) still goes out; a plain FIN goes with close(). */
+        if (!conn->shutdown_done && conn->transport->layered && conn->transport->shutdown != NULL)
+            conn->transport->shutdown(conn);
+        corral__conn_destroy(conn, 0);
+        return;
+    }
+    if (!conn->shutdown_done) {
+        conn->shutdown_done = true;
+        if (conn->transport->shutdown != NULL && conn->transport->shutdown(conn) != 0) {
+            corral__conn_destroy(conn, 0);
+            return;
+        }
+    }
+    conn->state = CORRAL__CONN_LINGERING;
+    conn->linger_deadline = conn->loop->now + CORRAL__LINGER_MS;
+    conn->readable = true;
+    corral__conn_kick(conn);
+    corral__conn_update_timer(conn);
+}
+
+static void conn_flush(corral_conn *conn)
+{
+    if (conn->state == CORRAL__CONN_CONNECTING || conn->state >= CORRAL__CONN_LINGERING)
+        return;
+    assert(conn->out_off + conn->out_len <= conn->out_cap);
+    while (conn->out_len > 0 && conn->writable) {
+        struct iovec iov = {.iov_base = conn->out + conn->out_off, .iov_len = conn->out_len};
+        ssize_t n = conn->transport->writev(conn, &iov, 1);
+        if (n == -EAGAIN) {
+            conn->writable = false;
+            conn_register_if_waiting(conn);
+            if (conn->state == CORRAL__CONN_CLOSED)
+                return;
+            break;
+        }
+        if (n < 0) {
+            corral__conn_destroy(conn, (int)n);
+            return;
+        }
+        assert((size_t)n <= conn->out_len); /* a transport sends no more than asked */
+        conn->out_off += (uint32_t)n;
+        conn->out_len -= (uint32_t)n;
+        conn->last_write = conn->loop->now;
+    }
+    if (conn->out_len == 0)
+        corral__conn_drop_output(conn);
+    if (conn->over_high && conn->out_len <= conn->low_watermark) {
+        conn->over_high = false;
+        if (conn->handler->on_drain != NULL)
+            conn->handler->on_drain(conn);
+        if (conn->state == CORRAL__CONN_OPEN)
+            corral__conn_kick(conn);
+    }
+    if (conn->out_len > 0 || conn->state == CORRAL__CONN_CLOSED)
+        return;
+    if (conn->state == CORRAL__CONN_CLOSING) {
+        conn_start_linger(conn);
+    } else if (conn->shutdown_pending && !conn->shutdown_done) {
+        conn->shutdown_done = true;
+        if (conn->transport->shutdown != NULL && conn->transport->shutdown(conn) != 0)
+            corral__conn_destroy(conn, 0);
+    }
+}
+
+static void conn_schedule_flush(corral_conn *conn)
+{
+    assert(conn->state != CORRAL__CONN_CLOSED);
+    if (conn->in_flush_list)
+        return;
+    conn->in_flush_list = true;
+    conn->flush_next = conn->loop->flush_list;
+    conn->loop->flush_list = conn;
+}
+
+void corral__loop_flush(corral_loop *loop)
+{
+    corral_conn *conn = loop->flush_list;
+    loop->flush_list = NULL;
+    while (conn != NULL) {
+        corral_conn *next = conn->flush_next;
+        conn->in_flush_list = false;
+        conn_flush(conn);
+        if (conn->state != CORRAL__CONN_CLOSED)
+            corral__conn_update_timer(conn);
+        conn = next;
+    }
+}
+
+void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
+{
+    assert(corral__loop_owned(conn->loop));
+    /* Closing or half-closed: nothing more can go out.  The application
+     * learns of the end from on_close, as for a peer that went away. */
+    if (conn->state != CORRAL__CONN_OPEN && conn->state != CORRAL__CONN_CONNECTING)
+        return;
+    if (conn->shutdown_pending)
+        return;
+    /* Summed against the limit one length at a time, so that lengths whose
+     * sum wraps around cannot pass for a small write. */
+    size_t room = CORRAL__BUFFER_MAX - conn->out_len, total = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len > room - total) {
+            corral__conn_destroy(conn, -ENOBUFS);
+            return;
+        }
+        total += iov[i].iov_len;
+    }
+    if (total == 0)
+        return;
+
+    if (conn->out_off + conn->out_len + total > conn->out_cap) {
+        if (conn->out_off > 0) {
+            memmove(conn->out, conn->out + conn->out_off, conn->out_len);
+            conn->out_off = 0;
+        }
+        char *grown = conn->out == NULL
+                          ? corral__buffer_get(conn->loop, total, &conn->out_cap)
+                          : corral__buffer_grow(conn->loop, conn->out, conn->out_len,
+                                                &conn->out_cap, conn->out_len + total);
+        if (grown == NULL) {
+            corral__conn_destroy(conn, -ENOMEM);
+            return;
+        }
+        conn->out = grown;
+    }
+    if (conn->out_len == 0)
+        conn->last_write = conn->loop->now; /* the write timeout counts from here */
+    char *dst = conn->out + conn->out_off + conn->out_len;
+    for (int i = 0; i < iovcnt; i++) {
+        memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+        dst += iov[i].iov_len;
+    }
+    conn->out_len += (uint32_t)total;
+    assert(conn->out_off + conn->out_len <= conn->out_cap);
+    if (conn->out_len > conn->high_watermark)
+        conn->over_high = true;
+    conn_schedule_flush(conn);
+}
+
+void corral_conn_write(corral_conn *conn, const void *data, size_t len)
+{
+    struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
+    corral_conn_writev(conn, &iov, 1);
+}
+
+size_t corral_conn_pending_output(const corral_conn *conn)
+{
+    return conn->out_len;
+}
+
+void corral_conn_shutdown(corral_conn *conn)
+{
+    if (conn->state != CORRAL__CONN_OPEN || conn->shutdown_pending)
+        return;
+    conn->shutdown_pending = true;
+    conn_schedule_flush(conn);
+}
+
+void corral_conn_close(corral_conn *conn)
+{
+    assert(corral__loop_owned(conn->loop));
+    if (conn->state != CORRAL__CONN_OPEN && conn->state != CORRAL__CONN_CONNECTING) {
+        return;
+    }
+    if (conn->state == CORRAL__CONN_CONNECTING) {
+        corral__conn_destroy(conn, 0);
+        return;
+    }
+    conn->state = CORRAL__CONN_CLOSING;
+    conn_schedule_flush(conn);
+}
+
+void corral_conn_close_no_linger(corral_conn *conn)
+{
+    conn->no_linger = true;
+    corral_conn_close(conn);
+}
+
+void corral_conn_abort(corral_conn *conn, int error)
+{
+    corral__conn_destroy(conn, error);
+}
+
+void corral_conn_pause_read(corral_conn *conn)
+{
+    conn->read_paused = true;
+}
+
+void corral_conn_resume_read(corral_conn *conn)
+{
+    if (!conn->read_paused)
+        return;
+    conn->read_paused = false;
+    if (conn->state == CORRAL__CONN_OPEN)
+        corral__conn_kick(conn);
+}
+
+void corral_conn_set_watermarks(corral_conn *conn, size_t high, size_t low)
+{
+    if (high > CORRAL__BUFFER_MAX / 2)
+        high = CORRAL__BUFFER_MAX / 2; /* input may run a read past it */
+    conn->high_watermark = (uint32_t)high;
+    conn->low_watermark = (uint32_t)(low < high ? low : high);
+}
+
+bool corral_conn_backed_up(const corral_conn *conn)
+{
+    return conn->over_high;
+}
+
+/* ----------------------------------------------------------------- events */
+
+static void conn_on_connected(corral_conn *conn)
+{
+    assert(conn->state == CORRAL__CONN_CONNECTING);
+    int error = 0;
+    socklen_t len = sizeof(error);
+    if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &error, &len) == -1)
+        error = errno;
+    if (error != 0) {
+        corral__conn_destroy(conn, -error);
+        return;
+    }
+    conn->state = CORRAL__CONN_OPEN;
+    conn->last_read = conn->loop->now;
+    if (conn->handler->on_open != NULL)
+        conn->handler->on_open(conn);
+    if (conn->out_len > 0)
+        conn_schedule_flush(conn);
+}
+
+void corral__conn_on_event(struct corral__handle *handle, uint32_t epoll_events)
+{
+    corral_conn *conn = (corral_conn *)handle;
+    if (conn->state == CORRAL__CONN_CLOSED)
+        return;
+    if (epoll_events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+        conn->writable = true;
+    if (conn->state == CORRAL__CONN_CONNECTING) {
+        if (!(epoll_events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+            return;
+        conn_on_connected(conn);
+        if (conn->state == CORRAL__CONN_CLOSED)
+            return;
+    }
+    if (epoll_events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))
+        conn->readable = true;
+    /* A transport that writes while reading (a TLS handshake) may have
+     * stopped reading for want of socket space. */
+    if ((epoll_events & EPOLLOUT) && conn->transport->layered)
+        conn->readable = true;
+    if (epoll_events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP))
+        conn->peer_hup = true;
+    if (conn->out_len > 0 && conn->writable)
+        conn_flush(conn);
+    if (conn->state != CORRAL__CONN_CLOSED && conn->readable)
+        conn_read(conn);
+    if (conn->state != CORRAL__CONN_CLOSED)
+        corral__conn_update_timer(conn);
+}
