@@ -434,7 +434,6 @@ int conf_parse(const char *path, const char *text, size_t len, conf_read_file_fn
         goto out_of_memory;
     ps.config = config;
     conf__core_defaults(config);
-    conf__http_defaults(&config->http);
     config->path = strdup(path);
     key = file_key(&ps, path);
     const char *name = file_name(&ps, path);
@@ -476,8 +475,9 @@ static void location_free(struct conf_location *location)
     free(location->path);
     free(location->return_text);
     free(location->proxy_pass);
-    free(location->proxy_tls.trusted_certificate);
-    free(location->proxy_tls.server_name);
+    /* The module's struct holds const pointers; the config owns them. */
+    free((void *)location->proxy_tls.ca_file);
+    free((void *)location->proxy_tls.server_name);
     for (size_t i = 0; i < location->set_header_count; i++) {
         free(location->set_headers[i].name);
         free(location->set_headers[i].value);
@@ -505,9 +505,9 @@ static void server_free(struct conf_server *server)
         free(tls->certificates[i].key);
     }
     free(tls->certificates);
-    free(tls->ciphers);
-    free(tls->ciphersuites);
-    free(tls->client_certificate);
+    free((void *)tls->settings.ciphers);
+    free((void *)tls->settings.ciphersuites);
+    free((void *)tls->settings.client_ca);
 }
 
 void conf_free(struct conf_config *config)
@@ -527,11 +527,12 @@ void conf_free(struct conf_config *config)
         server_free(&config->servers[i]);
     free(config->servers);
     for (size_t i = 0; i < config->upstream_count; i++) {
-        struct conf_upstream *upstream = &config->upstreams[i];
-        free(upstream->name);
+        struct proxy_upstream_conf *upstream = &config->upstreams[i].upstream;
+        free((void *)upstream->name);
         for (size_t j = 0; j < upstream->server_count; j++)
-            free(upstream->servers[j].address);
-        free(upstream->servers);
+            free((void *)upstream->servers[j].address);
+        free((void *)upstream->servers);
+        free(config->upstreams[i].server_pos);
     }
     free(config->upstreams);
     for (size_t i = 0; i < config->file_count; i++)
