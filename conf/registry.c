@@ -14,6 +14,7 @@
 const struct conf_directive *const conf__tables[] = {
     conf__core_directives,
     conf__http_directives,
+    conf__tls_directives,
     conf__proxy_directives,
 };
 

@@ -131,6 +131,7 @@ struct conf_directive {
 
 extern const struct conf_directive conf__core_directives[];
 extern const struct conf_directive conf__http_directives[];
+extern const struct conf_directive conf__tls_directives[];
 extern const struct conf_directive conf__proxy_directives[];
 
 /* Every module's table, in the order they are searched. */
@@ -215,6 +216,11 @@ const struct conf_node *conf__find_child(const struct conf_node *block, const ch
 /* Finishing passes of the modules, run by conf__apply() in this order. */
 int conf__http_finish(struct conf_state *state);
 int conf__proxy_finish(struct conf_state *state);
+
+/* tls_directives.c: what needs a server's whole block: the last
+ * certificate has its key, a tls listener has a certificate, and client
+ * verification has a CA file (which settles its default). */
+int conf__tls_check_server(struct conf_state *state, size_t index);
 
 /* Checks what the proxy module needs of a whole location block `node`,
  * once its directives are applied to `location`: proxy_tls_* only with an
