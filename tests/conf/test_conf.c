@@ -174,6 +174,8 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"server.tls.verify_client", tls != NULL ? tls->settings.verify_client : 99},
         {"location.proxy_tls.verify", l != NULL ? l->proxy_tls.verify : 99},
         {"location.proxy_buffer_size", l != NULL ? l->proxy.response_head_limit : 99},
+        {"location.proxy_connect_timeout_ms", l != NULL ? l->proxy.connect_timeout_ms : 99},
+        {"location.proxy_read_timeout_ms", l != NULL ? l->proxy.read_timeout_ms : 99},
     };
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (strcmp(fields[i].name, field) == 0)
@@ -339,6 +341,16 @@ static const struct field_case field_cases[] = {
      "location.proxy_buffer_size", 131072},
     {"server { listen 127.0.0.1:80; location / { proxy_buffer_size 1024; return 204; } }",
      "location.proxy_buffer_size", 1024},
+    /* A location has its server's proxy timeouts, which may be the top
+     * level's. */
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1; } }",
+     "location.proxy_read_timeout_ms", 60000},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1; } }\n"
+     "proxy_read_timeout 5s;",
+     "location.proxy_read_timeout_ms", 5000},
+    {"proxy_connect_timeout 5s;\nserver { listen 127.0.0.1:80; proxy_connect_timeout 2s;\n"
+     "location / { proxy_pass http://127.0.0.1:1; proxy_buffer_size 4k; } }",
+     "location.proxy_connect_timeout_ms", 2000},
 };
 
 START_TEST(field_table)
