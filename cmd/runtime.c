@@ -31,20 +31,6 @@ static void site_free(struct site *site)
     free(site->returns);
 }
 
-static struct http_limits limits_from(const struct conf_http *http)
-{
-    return (struct http_limits){
-        .header_timeout_ms = http->client_header_timeout_ms,
-        .body_timeout_ms = http->client_body_timeout_ms,
-        .send_timeout_ms = http->send_timeout_ms,
-        .keepalive_timeout_ms = http->keepalive_timeout_ms,
-        .keepalive_requests = http->keepalive_requests,
-        .max_header_size = http->client_max_header_size,
-        .max_headers = http->client_max_headers,
-        .max_body_size = http->client_max_body_size,
-    };
-}
-
 /* The same address, as the kernel reports it, whatever the spelling. */
 static bool server_listens_on(const struct conf_server *server, const char *address)
 {
@@ -80,7 +66,7 @@ static void listen_options_from(const struct conf_config *config, const char *ad
             if (listen->backlog != 0)
                 options->backlog = (int)listen->backlog;
             if (listen->deferred)
-                options->defer_accept_s = (server->http.client_header_timeout_ms + 999) / 1000;
+                options->defer_accept_s = (server->http.limits.header_timeout_ms + 999) / 1000;
             return;
         }
     }
@@ -89,7 +75,7 @@ static void listen_options_from(const struct conf_config *config, const char *ad
 static const struct conf_upstream *find_upstream(const struct conf_config *config, const char *name)
 {
     for (size_t i = 0; i < config->upstream_count; i++)
-        if (strcmp(config->upstreams[i].name, name) == 0)
+        if (strcmp(config->upstreams[i].upstream.name, name) == 0)
             return &config->upstreams[i];
     return NULL;
 }
@@ -105,17 +91,14 @@ static int upstream_tls_build(const struct conf_location *loc, const char *targe
         snprintf(host, sizeof(host), "%.*s", (int)strcspn(target + 1, "]"), target + 1);
     else
         snprintf(host, sizeof(host), "%.*s", (int)strcspn(target, ":"), target);
-    struct tls_client_conf conf = {
-        .verify = loc->proxy_tls.verify,
-        .ca_file = loc->proxy_tls.trusted_certificate,
-        .server_name = loc->proxy_tls.server_name != NULL ? loc->proxy_tls.server_name : host,
-    };
+    struct tls_client_conf conf = loc->proxy_tls;
+    if (conf.server_name == NULL)
+        conf.server_name = host;
     char error[512];
     int err = tls_client_new(&conf, workers, server_count, out, error, sizeof(error));
     if (err == -EINVAL) {
-        const struct conf_pos *pos = loc->proxy_tls.trusted_certificate != NULL
-                                         ? &loc->proxy_tls.trusted_certificate_pos
-                                         : &loc->pos;
+        const struct conf_pos *pos =
+            loc->proxy_tls.ca_file != NULL ? &loc->proxy_tls_ca_pos : &loc->pos;
         log_error("%s:%u:%u: %s", pos->file, pos->line, pos->col, error);
     }
     return err;
@@ -134,8 +117,7 @@ static bool same_upstream(const struct conf_location *a, const struct conf_locat
         return false;
     return strncmp(a->proxy_pass, "https://", 8) != 0 ||
            (a->proxy_tls.verify == b->proxy_tls.verify &&
-            same_optional_text(a->proxy_tls.trusted_certificate,
-                               b->proxy_tls.trusted_certificate) &&
+            same_optional_text(a->proxy_tls.ca_file, b->proxy_tls.ca_file) &&
             same_optional_text(a->proxy_tls.server_name, b->proxy_tls.server_name));
 }
 
@@ -147,11 +129,6 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
                         const struct conf_location *loc, unsigned workers,
                         struct proxy_upstream **out)
 {
-    static const enum proxy_balance balances[] = {
-        [CONF_BALANCE_ROUND_ROBIN] = PROXY_BALANCE_ROUND_ROBIN,
-        [CONF_BALANCE_LEAST_CONN] = PROXY_BALANCE_LEAST_CONN,
-        [CONF_BALANCE_HASH] = PROXY_BALANCE_HASH,
-    };
     for (size_t i = 0; i < gen->upstream_count; i++) {
         if (same_upstream(gen->upstreams[i].first, loc)) {
             *out = gen->upstreams[i].upstream;
@@ -161,29 +138,21 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
     bool https = strncmp(loc->proxy_pass, "https://", 8) == 0;
     const char *target = loc->proxy_pass + (https ? strlen("https://") : strlen("http://"));
     const struct conf_upstream *named = find_upstream(config, target);
-    size_t count = named != NULL ? named->server_count : 1;
-    struct proxy_server_conf *servers = calloc(count, sizeof(*servers));
-    if (servers == NULL)
-        return -ENOMEM;
-    for (size_t i = 0; i < count; i++) {
-        servers[i] = named != NULL ? (struct proxy_server_conf){named->servers[i].address,
-                                                                named->servers[i].weight,
-                                                                named->servers[i].max_fails,
-                                                                named->servers[i].fail_timeout_ms}
-                                   : (struct proxy_server_conf){target, 1, 1, 10000};
+    /* An address rather than an upstream block: a pool of that one server,
+     * with the upstream module's defaults. */
+    struct proxy_server_conf single = PROXY_SERVER_CONF_DEFAULT;
+    single.address = target;
+    struct proxy_upstream_conf conf = PROXY_UPSTREAM_CONF_DEFAULT;
+    if (named != NULL) {
+        conf = named->upstream;
+    } else {
+        conf.name = target;
+        conf.servers = &single;
+        conf.server_count = 1;
     }
-    struct proxy_upstream_conf conf = {
-        .name = named != NULL ? named->name : target,
-        .servers = servers,
-        .server_count = count,
-        .balance = named != NULL ? balances[named->balance] : PROXY_BALANCE_ROUND_ROBIN,
-        .keepalive = named != NULL ? named->keepalive : 32,
-        .idle_timeout_ms = named != NULL ? named->keepalive_timeout_ms : 60000,
-    };
-    int err = https ? upstream_tls_build(loc, target, workers, count, &conf.tls) : 0;
+    int err = https ? upstream_tls_build(loc, target, workers, conf.server_count, &conf.tls) : 0;
     if (err == 0)
         err = proxy_upstream_new(&conf, workers, out);
-    free(servers);
     if (err != 0) {
         tls_client_free(conf.tls);
         return err;
@@ -192,11 +161,10 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
     return 0;
 }
 
-/* One proxy_pass location on `upstream`, with the timeouts of its server
- * block and its own header rewriting. */
-static void proxy_build(struct site *site, size_t index, const struct conf_server *server,
-                        const struct conf_location *loc, struct proxy_upstream *upstream,
-                        size_t *headers_used, size_t *hides_used)
+/* One proxy_pass location on `upstream`, with its settings and its own
+ * header rewriting. */
+static void proxy_build(struct site *site, size_t index, const struct conf_location *loc,
+                        struct proxy_upstream *upstream, size_t *headers_used, size_t *hides_used)
 {
     struct http_header *headers = &site->proxy_headers[*headers_used];
     for (size_t i = 0; i < loc->set_header_count; i++)
@@ -210,14 +178,14 @@ static void proxy_build(struct site *site, size_t index, const struct conf_serve
     *hides_used += loc->hide_header_count;
     site->proxies[index] = (struct proxy_location){
         .upstream = upstream,
-        .connect_timeout_ms = server->http.proxy_connect_timeout_ms,
-        .read_timeout_ms = server->http.proxy_read_timeout_ms,
-        .send_timeout_ms = server->http.proxy_send_timeout_ms,
+        .connect_timeout_ms = loc->proxy.connect_timeout_ms,
+        .read_timeout_ms = loc->proxy.read_timeout_ms,
+        .send_timeout_ms = loc->proxy.send_timeout_ms,
         .set_headers = headers,
         .set_header_count = loc->set_header_count,
         .hide_headers = hides,
         .hide_header_count = loc->hide_header_count,
-        .response_head_limit = loc->proxy_buffer_size,
+        .response_head_limit = loc->proxy.response_head_limit,
     };
 }
 
@@ -242,7 +210,7 @@ static void report_tls_problem(void *arg, enum tls_conf_item item, size_t vhost,
                                  : item == TLS_CONF_KEY          ? &tls->certificates[index].key_pos
                                  : item == TLS_CONF_CIPHERS      ? &tls->ciphers_pos
                                  : item == TLS_CONF_CIPHERSUITES ? &tls->ciphersuites_pos
-                                                                 : &tls->client_certificate_pos;
+                                                                 : &tls->client_ca_pos;
     if (pos->file == NULL) /* a built-in default: point at the server block */
         pos = &servers[vhost]->pos;
     if (warning)
@@ -256,11 +224,6 @@ static void report_tls_problem(void *arg, enum tls_conf_item item, size_t vhost,
 static int site_tls_build(struct site *site, const struct conf_server **vhost_servers,
                           unsigned workers)
 {
-    static const enum tls_verify_client verify_modes[] = {
-        [CONF_TLS_VERIFY_CLIENT_OFF] = TLS_VERIFY_CLIENT_OFF,
-        [CONF_TLS_VERIFY_CLIENT_OPTIONAL] = TLS_VERIFY_CLIENT_OPTIONAL,
-        [CONF_TLS_VERIFY_CLIENT_ON] = TLS_VERIFY_CLIENT_ON,
-    };
     size_t count = site->http.vhost_count, files_count = 0;
     for (size_t v = 0; v < count; v++)
         files_count += vhost_servers[v]->tls.certificate_count;
@@ -279,23 +242,9 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
             *next++ = (struct tls_certificate_files){tls->certificates[i].certificate,
                                                      tls->certificates[i].key};
     }
-    const struct conf_tls *tls = &vhost_servers[0]->tls;
-    struct tls_server_conf conf = {
-        .sni_select = http_site_sni_select,
-        .sni_arg = &site->http,
-        .protocols = (tls->protocols & CONF_TLS_1_2 ? TLS_PROTOCOL_1_2 : 0) |
-                     (tls->protocols & CONF_TLS_1_3 ? TLS_PROTOCOL_1_3 : 0),
-        .ciphers = tls->ciphers,
-        .ciphersuites = tls->ciphersuites,
-        .session_tickets = tls->session_tickets,
-        .ticket_key_rotation_ms = tls->ticket_key_rotation_ms,
-        .session_cache = tls->session_cache,
-        .session_timeout_ms = tls->session_timeout_ms,
-        .handshake_timeout_ms = tls->handshake_timeout_ms,
-        .ktls = tls->ktls,
-        .client_ca = tls->client_certificate,
-        .verify_client = verify_modes[tls->verify_client],
-    };
+    struct tls_server_conf conf = vhost_servers[0]->tls.settings;
+    conf.sni_select = http_site_sni_select;
+    conf.sni_arg = &site->http;
     struct tls_report report = {report_tls_problem, vhost_servers};
     int err = tls_server_new(&conf, vhosts, count, workers, &report, &site->http.tls);
     free(vhosts);
@@ -354,7 +303,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             struct http_vhost *vhost = &site->vhosts[v++];
             vhost->names = (const char *const *)server->server_names;
             vhost->name_count = server->server_name_count;
-            vhost->limits = limits_from(&server->http);
+            vhost->limits = server->http.limits;
             vhost->locations = &site->locations[l];
             vhost->location_count = server->location_count;
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
@@ -372,7 +321,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     struct proxy_upstream *upstream;
                     err = upstream_get(gen, config, conf, workers, &upstream);
                     if (err == 0)
-                        proxy_build(site, p, server, conf, upstream, &headers_used, &hides_used);
+                        proxy_build(site, p, conf, upstream, &headers_used, &hides_used);
                     loc->handler = &proxy_handler;
                     loc->handler_data = &site->proxies[p++];
                 }
@@ -397,7 +346,7 @@ static int admin_site_build(struct site *site, const struct conf_config *config,
     site->vhosts[0] = (struct http_vhost){
         .locations = admin_locations,
         .location_count = sizeof(admin_locations) / sizeof(admin_locations[0]),
-        .limits = limits_from(&config->http),
+        .limits = config->http.limits,
     };
     site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = 1};
     site->admin = true;

@@ -2,11 +2,19 @@
  * config.h: the daemon's configuration: what the config language produces
  * and cmd/corral consumes.  A plain struct tree with no behaviour; the
  * language itself (lexer, parser, directive registry) lives in conf/.
+ * Each proto module's settings are that module's own struct, with the
+ * module's defaults, embedded here as they are.
  */
 #ifndef CORRAL_CONF_CONFIG_H
 #define CORRAL_CONF_CONFIG_H
 
 #include <corral.h>
+
+/* Types and defaults only: conf/ calls no proto function. */
+#include "proto/http_limits.h"
+#include "proto/proxy_conf.h"
+#include "proto/tls.h"
+#include "proto/upstream.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -28,40 +36,14 @@ struct conf_header {
     char *value;
 };
 
-enum conf_balance {
-    CONF_BALANCE_ROUND_ROBIN,
-    CONF_BALANCE_LEAST_CONN,
-    CONF_BALANCE_HASH,
-};
-
-struct conf_upstream_server {
-    char *address;            /* "127.0.0.1:9001", as written */
-    unsigned weight;          /* default 1 */
-    unsigned max_fails;       /* default 1; 0 = never marked down */
-    uint32_t fail_timeout_ms; /* default 10 s */
-    struct conf_pos pos;
-};
-
+/* An upstream block: the upstream module's own settings, which the block
+ * fills from PROXY_UPSTREAM_CONF_DEFAULT.  Its name, servers and their
+ * addresses are malloc'd by the config; tls stays NULL (the daemon builds
+ * it for an https:// proxy_pass). */
 struct conf_upstream {
-    char *name;
-    struct conf_upstream_server *servers;
-    size_t server_count;
-    enum conf_balance balance;     /* default round_robin */
-    unsigned keepalive;            /* idle connections kept per worker; default 32 */
-    uint32_t keepalive_timeout_ms; /* an idle one is closed after this; default 60 s */
+    struct proxy_upstream_conf upstream;
+    struct conf_pos *server_pos; /* where each of upstream.servers is written */
     struct conf_pos pos;
-};
-
-/* TLS towards upstreams (proxy_pass https://...), per location. */
-struct conf_proxy_tls {
-    bool verify;               /* proxy_tls_verify on|off; default on */
-    char *trusted_certificate; /* proxy_tls_trusted_certificate CAFILE (PEM, resolved
-                                  against the config file's directory); NULL = the
-                                  system's default CA store */
-    char *server_name;         /* proxy_tls_name NAME: SNI and the name verified;
-                                  NULL = the host in proxy_pass (an upstream's name,
-                                  or the address's host; no SNI for IP literals) */
-    struct conf_pos trusted_certificate_pos;
 };
 
 enum conf_handler {
@@ -74,19 +56,23 @@ struct conf_location {
     char *path;
     bool exact; /* "location = /path": exact match; else prefix */
     enum conf_handler handler;
-    unsigned return_code;            /* return CODE ["TEXT"] */
-    char *return_text;               /* may be NULL (empty body) */
-    char *proxy_pass;                /* "http[s]://name_or_address[:port]" as written */
-    struct conf_proxy_tls proxy_tls; /* used when proxy_pass is https:// (the parser
-                                        refuses proxy_tls_* otherwise) */
-    struct conf_header *set_headers; /* proxy_set_header NAME VALUE */
+    unsigned return_code; /* return CODE ["TEXT"] */
+    char *return_text;    /* may be NULL (empty body) */
+    char *proxy_pass;     /* "http[s]://name_or_address[:port]" as written */
+    /* TLS towards the upstream, used when proxy_pass is https:// (the parser
+     * refuses proxy_tls_* otherwise).  ca_file is resolved against the config
+     * file's directory; a NULL server_name stands for the host in proxy_pass
+     * (an upstream's name, or the address's host; no SNI for IP literals). */
+    struct tls_client_conf proxy_tls;
+    struct conf_pos proxy_tls_ca_pos; /* where proxy_tls_trusted_certificate is */
+    struct conf_header *set_headers;  /* proxy_set_header NAME VALUE */
     size_t set_header_count;
     char **hide_headers; /* proxy_hide_header NAME */
     size_t hide_header_count;
-    /* proxy_buffer_size SIZE: the most bytes an upstream's response head
-     * may take.  Once parsed, the location's effective value: its own, else
-     * its server's, else the top level's, else 8k. */
-    size_t proxy_buffer_size;
+    /* Once parsed, the location's effective proxy settings: its server's,
+     * with its own proxy_buffer_size if it has one (while parsing, 0 when
+     * it has none). */
+    struct proxy_conf proxy;
     struct conf_pos pos;
 };
 
@@ -101,21 +87,12 @@ struct conf_listen {
     struct conf_pos pos;
 };
 
-/* Client-side HTTP limits and timeouts; set in main and overridable per
- * server (a server block starts with a copy of main's values). */
+/* Client-side HTTP limits and the proxy's settings; set in main and
+ * overridable per server (a server takes main's value of what it does not
+ * set, wherever main sets it). */
 struct conf_http {
-    uint32_t client_header_timeout_ms; /* default 60 s */
-    uint32_t client_body_timeout_ms;   /* default 60 s */
-    uint32_t send_timeout_ms;          /* default 60 s */
-    uint32_t keepalive_timeout_ms;     /* default 75 s; 0 disables keep-alive */
-    unsigned keepalive_requests;       /* default 1000 */
-    size_t client_max_header_size;     /* default 8k; larger header section: 431 */
-    unsigned client_max_headers;       /* default 100 */
-    size_t client_max_body_size;       /* default 1m; 0 = unlimited; larger: 413 */
-    uint32_t proxy_connect_timeout_ms; /* default 60 s */
-    uint32_t proxy_read_timeout_ms;    /* default 60 s */
-    uint32_t proxy_send_timeout_ms;    /* default 60 s */
-    size_t proxy_buffer_size;          /* 0: not set here; see conf_location */
+    struct http_limits limits; /* client_*, send_timeout, keepalive_* */
+    struct proxy_conf proxy;   /* proxy_*_timeout, proxy_buffer_size */
 };
 
 /* One tls_certificate with the tls_certificate_key that follows it.  A server
@@ -127,40 +104,17 @@ struct conf_tls_certificate {
     struct conf_pos certificate_pos, key_pos;
 };
 
-enum conf_tls_protocol {
-    CONF_TLS_1_2 = 1 << 0,
-    CONF_TLS_1_3 = 1 << 1,
-};
-
-enum conf_tls_verify_client {
-    CONF_TLS_VERIFY_CLIENT_OFF,
-    CONF_TLS_VERIFY_CLIENT_OPTIONAL, /* asked for; verified if given */
-    CONF_TLS_VERIFY_CLIENT_ON,       /* required */
-};
-
 /* TLS settings of a server block, used by its `listen ... tls` addresses.  On
  * an address shared by several server blocks, the certificate is picked by
  * SNI; everything else comes from the address's default server. */
 struct conf_tls {
     struct conf_tls_certificate *certificates;
     size_t certificate_count;
-    unsigned protocols; /* tls_protocols: CONF_TLS_* bits; default both */
-    char *ciphers;      /* tls_ciphers: TLS 1.2 list, OpenSSL syntax; NULL =
-                           corral's list (proto/tls.c) */
-    char *ciphersuites; /* tls_ciphersuites: TLS 1.3; NULL = OpenSSL's */
-    struct conf_pos ciphers_pos, ciphersuites_pos;
-    bool session_tickets;            /* tls_session_tickets on|off; default on */
-    uint32_t ticket_key_rotation_ms; /* tls_session_ticket_rotation; default 1h */
-    unsigned session_cache;          /* tls_session_cache N|off: sessions kept, 0 = off;
-                                        default 20000 */
-    uint32_t session_timeout_ms;     /* tls_session_timeout; default 5m (used in whole
-                                        seconds, at least 1) */
-    uint32_t handshake_timeout_ms;   /* tls_handshake_timeout; default 10s */
-    bool ktls;                       /* tls_ktls on|off; default off */
-    char *client_certificate;        /* tls_client_certificate CAFILE; NULL = no mTLS */
-    struct conf_pos client_certificate_pos;
-    enum conf_tls_verify_client verify_client; /* tls_verify_client on|optional|off;
-                                                  default on when a CA file is given */
+    /* The TLS module's settings, from TLS_SERVER_CONF_DEFAULT; the strings
+     * are malloc'd by the config.  sni_select and sni_arg stay NULL: the
+     * daemon wires them. */
+    struct tls_server_conf settings;
+    struct conf_pos ciphers_pos, ciphersuites_pos, client_ca_pos;
 };
 
 struct conf_server {

@@ -23,23 +23,9 @@ void conf__core_defaults(struct conf_config *config)
     config->busy_poll_usecs = 0;
     config->drain_timeout_ms = 10000;
     config->log_level = CORRAL_LOG_INFO;
-}
-
-/* workers N|auto */
-static int apply_workers(struct conf_state *state, const struct conf_node *node,
-                         const struct conf_directive *directive)
-{
-    (void)directive;
-    const struct conf_arg *arg = &node->args[0];
-    unsigned workers;
-    if (strcmp(arg->text, "auto") == 0) {
-        state->config->workers = 0;
-        return 0;
-    }
-    if (conf__parse_uint(arg->text, &workers) != 0 && errno == EINVAL)
-        return conf__error_at(state->error, &arg->pos,
-                              "invalid worker count \"%s\" (expected a number or auto)", arg->text);
-    return conf__arg_uint(state, arg, "\"workers\"", 1, MAX_WORKERS, &state->config->workers);
+    /* What a server does not set; the modules own these defaults. */
+    config->http.limits = HTTP_LIMITS_DEFAULT;
+    config->http.proxy = PROXY_CONF_DEFAULT;
 }
 
 /* wakeup auto|roundrobin|affinity|exclusive|reuseport|herd */
@@ -54,15 +40,6 @@ static int apply_wakeup(struct conf_state *state, const struct conf_node *node,
                           "unknown wakeup mode \"%s\" (expected auto, roundrobin, affinity, "
                           "exclusive, reuseport or herd)",
                           arg->text);
-}
-
-/* max_connections N: per worker. */
-static int apply_max_connections(struct conf_state *state, const struct conf_node *node,
-                                 const struct conf_directive *directive)
-{
-    (void)directive;
-    return conf__arg_uint(state, &node->args[0], "\"max_connections\"", 1, UINT_MAX,
-                          &state->config->max_connections);
 }
 
 /*
@@ -120,39 +97,6 @@ too_large:
                           MAX_BUSY_POLL_USECS);
 }
 
-/* drain_timeout DURATION: how long a graceful stop or reload waits for
- * in-flight requests. */
-static int apply_drain_timeout(struct conf_state *state, const struct conf_node *node,
-                               const struct conf_directive *directive)
-{
-    (void)directive;
-    return conf__arg_duration(state, &node->args[0], &state->config->drain_timeout_ms);
-}
-
-/* user NAME, group NAME: looked up by the daemon when it drops privileges,
- * so that a config can be checked on a machine without those accounts. */
-static int apply_account(struct conf_state *state, const struct conf_node *node,
-                         const struct conf_directive *directive)
-{
-    const struct conf_arg *arg = &node->args[0];
-    char **field =
-        strcmp(directive->name, "user") == 0 ? &state->config->user : &state->config->group;
-    if (arg->text[0] == '\0')
-        return conf__error_at(state->error, &arg->pos, "empty %s name", directive->name);
-    *field = conf__strdup(state, &arg->pos, arg->text);
-    return *field != NULL ? 0 : -1;
-}
-
-/* pid_file PATH: relative paths, here and in every directive naming a
- * file, are relative to the directory of the config file they are written
- * in, not to wherever the daemon was started. */
-static int apply_pid_file(struct conf_state *state, const struct conf_node *node,
-                          const struct conf_directive *directive)
-{
-    (void)directive;
-    return conf__arg_path(state, &node->args[0], &state->config->pid_file);
-}
-
 /* error_log PATH|stderr [error|warn|info|debug] */
 static int apply_error_log(struct conf_state *state, const struct conf_node *node,
                            const struct conf_directive *directive)
@@ -176,29 +120,6 @@ static int apply_error_log(struct conf_state *state, const struct conf_node *nod
     if (strcmp(node->args[0].text, "stderr") == 0)
         return 0;
     return conf__arg_path(state, &node->args[0], &config->error_log);
-}
-
-/* access_log PATH|off */
-static int apply_access_log(struct conf_state *state, const struct conf_node *node,
-                            const struct conf_directive *directive)
-{
-    (void)directive;
-    if (strcmp(node->args[0].text, "off") == 0)
-        return 0;
-    return conf__arg_path(state, &node->args[0], &state->config->access_log);
-}
-
-/* log_format "FORMAT": the access log line; the daemon knows the
- * variables, so it checks them. */
-static int apply_log_format(struct conf_state *state, const struct conf_node *node,
-                            const struct conf_directive *directive)
-{
-    (void)directive;
-    const struct conf_arg *arg = &node->args[0];
-    if (arg->text[0] == '\0')
-        return conf__error_at(state->error, &arg->pos, "empty log format");
-    state->config->log_format = conf__strdup(state, &arg->pos, arg->text);
-    return state->config->log_format != NULL ? 0 : -1;
 }
 
 /* admin { listen ADDR; ... }: where /metrics and /status are served. */
@@ -243,31 +164,40 @@ static int apply_admin_listen(struct conf_state *state, const struct conf_node *
     return 0;
 }
 
-/* One directive per entry: a table reads better than what the formatter makes of it. */
+/* Each entry sets one field through conf__apply_setting(), except those
+ * with an apply function: wakeup (the library owns the mode names),
+ * busy_poll (a syntax of its own), error_log (two settings) and the admin
+ * block with its listen list.  One directive per entry: a table reads
+ * better than what the formatter makes of it. */
 /* clang-format off */
+#define MAIN_FIELD(field) .contexts = CONF_MAIN, .min_args = 1, .max_args = 1, \
+    .base = CONF_BASE_MAIN, CONF_FIELD(struct conf_config, field)
+
 const struct conf_directive conf__core_directives[] = {
-    {.name = "workers", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
-     .apply = apply_workers},
+    {.name = "workers", MAIN_FIELD(workers), .kind = CONF_KIND_COUNT, .min = 1,
+     .max = MAX_WORKERS, .zero_word = "auto", .what = "worker count"},
     {.name = "wakeup", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
      .apply = apply_wakeup},
-    {.name = "max_connections", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
-     .apply = apply_max_connections},
+    /* per worker */
+    {.name = "max_connections", MAIN_FIELD(max_connections), .kind = CONF_KIND_COUNT, .min = 1},
     {.name = "busy_poll", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
      .apply = apply_busy_poll},
-    {.name = "drain_timeout", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
-     .apply = apply_drain_timeout},
-    {.name = "user", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
-     .apply = apply_account},
-    {.name = "group", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
-     .apply = apply_account},
-    {.name = "pid_file", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
-     .apply = apply_pid_file},
+    /* how long a graceful stop or reload waits for in-flight requests */
+    {.name = "drain_timeout", MAIN_FIELD(drain_timeout_ms), .kind = CONF_KIND_DURATION},
+    /* looked up by the daemon when it drops privileges, so that a config
+     * can be checked on a machine without those accounts */
+    {.name = "user", MAIN_FIELD(user), .kind = CONF_KIND_STRING, .what = "user name"},
+    {.name = "group", MAIN_FIELD(group), .kind = CONF_KIND_STRING, .what = "group name"},
+    /* Relative paths, here and in every directive naming a file, are
+     * relative to the directory of the config file they are written in,
+     * not to wherever the daemon was started. */
+    {.name = "pid_file", MAIN_FIELD(pid_file), .kind = CONF_KIND_PATH},
     {.name = "error_log", .contexts = CONF_MAIN, .min_args = 1, .max_args = 2,
      .apply = apply_error_log},
-    {.name = "access_log", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
-     .apply = apply_access_log},
-    {.name = "log_format", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
-     .apply = apply_log_format},
+    {.name = "access_log", MAIN_FIELD(access_log), .kind = CONF_KIND_PATH, .zero_word = "off"},
+    /* the access log line; the daemon knows the variables, so it checks them */
+    {.name = "log_format", MAIN_FIELD(log_format), .kind = CONF_KIND_STRING,
+     .what = "log format"},
     {.name = "admin", .contexts = CONF_MAIN, .block = true, .apply = apply_admin},
     {.name = "listen", .contexts = CONF_ADMIN, .min_args = 1, .max_args = 1, .repeat = true,
      .apply = apply_admin_listen},

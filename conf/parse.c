@@ -1,12 +1,13 @@
 /*
- * parse.c: the config language's syntax.  A lexer and a recursive-descent
- * parser turn text into a tree of directive nodes with positions, splicing
- * in the files `include` names; the registry then builds the config from
- * the tree.  Also the config's destructor, which knows every field.
+ * parse.c: the config language's syntax.  A recursive-descent parser
+ * turns the lexer's tokens (lex.c) into a tree of directive nodes with
+ * positions, splicing in the files `include` names; the registry then
+ * builds the config from the tree.  Also the config's destructor, which
+ * knows every field.
  */
+#include "lex.h"
 #include "registry.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -24,25 +25,6 @@
 /* A config file larger than this is a mistake, e.g. a log file matched by
  * an include glob. */
 #define MAX_FILE_SIZE (16u * 1024 * 1024)
-
-enum token_type {
-    TOKEN_WORD, /* a bare word or a quoted string */
-    TOKEN_SEMICOLON,
-    TOKEN_OPEN,
-    TOKEN_CLOSE,
-    TOKEN_END,
-};
-
-struct token {
-    enum token_type type;
-    char *text; /* TOKEN_WORD: unescaped and malloc'd; the taker frees it */
-    struct conf_pos pos;
-};
-
-struct lexer {
-    const char *p, *end;
-    struct conf_pos pos; /* of *p */
-};
 
 struct parser {
     struct conf_config *config; /* owns the file names that positions point to */
@@ -198,157 +180,6 @@ fail:;
     close(fd);
     errno = err;
     return NULL;
-}
-
-/* ------------------------------------------------------------------ lexer */
-
-static bool is_space(char c)
-{
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
-
-static bool ends_word(char c)
-{
-    return is_space(c) || c == ';' || c == '{' || c == '}';
-}
-
-static void advance(struct lexer *lx)
-{
-    if (*lx->p == '\n') {
-        lx->pos.line++;
-        lx->pos.col = 1;
-    } else {
-        lx->pos.col++;
-    }
-    lx->p++;
-}
-
-static bool printable(char c)
-{
-    return c > 0x20 && c < 0x7f;
-}
-
-/* "x" in quotes, '"' for a double quote, or "byte 0x01" for what would
- * not print. */
-static const char *show_byte(char c, char buf[16])
-{
-    if (c == '"')
-        snprintf(buf, 16, "'\"'");
-    else if (printable(c))
-        snprintf(buf, 16, "\"%c\"", c);
-    else
-        snprintf(buf, 16, "byte 0x%02x", (unsigned char)c);
-    return buf;
-}
-
-static int lex_string(struct parser *ps, struct lexer *lx, struct token *tok)
-{
-    char quote = *lx->p;
-    /* Find the closing quote first, to size the copy. */
-    size_t max = 0;
-    const char *s = lx->p + 1;
-    for (; s < lx->end && *s != quote; s++, max++)
-        if (*s == '\\' && s + 1 < lx->end)
-            s++;
-    if (s >= lx->end)
-        return conf__error_at(ps->error, &tok->pos, "unterminated string");
-
-    char *text = malloc(max + 1);
-    if (text == NULL)
-        return conf__error_at(ps->error, &tok->pos, "out of memory");
-    size_t len = 0;
-    char shown[16];
-    advance(lx);
-    while (*lx->p != quote) {
-        char c = *lx->p;
-        if (c == '\0') {
-            free(text);
-            return conf__error_at(ps->error, &lx->pos, "unexpected NUL byte");
-        }
-        if (c == '\\') {
-            struct conf_pos escape = lx->pos;
-            advance(lx);
-            switch (*lx->p) {
-            case '"':
-            case '\'':
-            case '\\': c = *lx->p; break;
-            case 'n': c = '\n'; break;
-            case 't': c = '\t'; break;
-            default:
-                free(text);
-                if (printable(*lx->p))
-                    return conf__error_at(ps->error, &escape,
-                                          "unknown escape \"\\%c\" (use \\\", \\', \\\\, \\n "
-                                          "or \\t)",
-                                          *lx->p);
-                return conf__error_at(ps->error, &escape, "unknown escape: \"\\\" followed by %s",
-                                      show_byte(*lx->p, shown));
-            }
-        }
-        assert(len < max); /* the scan above counted what this loop copies */
-        text[len++] = c;
-        advance(lx);
-    }
-    advance(lx);
-    text[len] = '\0';
-    /* `"a"b` is almost certainly a mistake; nothing may touch a string but
-     * what ends a word. */
-    if (lx->p < lx->end && !ends_word(*lx->p) && *lx->p != '#') {
-        free(text);
-        return conf__error_at(ps->error, &lx->pos, "unexpected %s after a quoted string",
-                              show_byte(*lx->p, shown));
-    }
-    tok->text = text;
-    return 0;
-}
-
-static int lex_word(struct parser *ps, struct lexer *lx, struct token *tok)
-{
-    const char *start = lx->p;
-    char shown[16];
-    for (; lx->p < lx->end && !ends_word(*lx->p); advance(lx)) {
-        if (*lx->p == '\0')
-            return conf__error_at(ps->error, &lx->pos, "unexpected NUL byte");
-        if (*lx->p == '"' || *lx->p == '\'')
-            return conf__error_at(ps->error, &lx->pos,
-                                  "unexpected %s inside a word (quote the whole argument)",
-                                  show_byte(*lx->p, shown));
-    }
-    tok->text = strndup(start, (size_t)(lx->p - start));
-    if (tok->text == NULL)
-        return conf__error_at(ps->error, &tok->pos, "out of memory");
-    return 0;
-}
-
-/* Reads the next token, skipping blanks and comments.  A comment starts
- * with "#" where a word could start and runs to the end of the line. */
-static int next_token(struct parser *ps, struct lexer *lx, struct token *tok)
-{
-    while (lx->p < lx->end) {
-        if (is_space(*lx->p)) {
-            advance(lx);
-        } else if (*lx->p == '#') {
-            while (lx->p < lx->end && *lx->p != '\n')
-                advance(lx);
-        } else {
-            break;
-        }
-    }
-    *tok = (struct token){.type = TOKEN_WORD, .pos = lx->pos};
-    if (lx->p == lx->end) {
-        tok->type = TOKEN_END;
-        return 0;
-    }
-    switch (*lx->p) {
-    case ';': tok->type = TOKEN_SEMICOLON; break;
-    case '{': tok->type = TOKEN_OPEN; break;
-    case '}': tok->type = TOKEN_CLOSE; break;
-    case '"':
-    case '\'': return lex_string(ps, lx, tok);
-    default: return lex_word(ps, lx, tok);
-    }
-    advance(lx);
-    return 0;
 }
 
 /* ----------------------------------------------------------------- parser */
@@ -509,7 +340,7 @@ static int parse_statement(struct parser *ps, struct lexer *lx, struct conf_node
 {
     for (;;) {
         struct token tok;
-        if (next_token(ps, lx, &tok) != 0)
+        if (conf__next_token(ps->error, lx, &tok) != 0)
             return -1;
         if (tok.type == TOKEN_WORD) {
             if (add_arg(ps, node, &tok) != 0)
@@ -545,7 +376,7 @@ static int parse_statements(struct parser *ps, struct lexer *lx, struct conf_nod
 {
     for (;;) {
         struct token tok;
-        if (next_token(ps, lx, &tok) != 0)
+        if (conf__next_token(ps->error, lx, &tok) != 0)
             return -1;
         switch (tok.type) {
         case TOKEN_WORD: break;
@@ -603,7 +434,6 @@ int conf_parse(const char *path, const char *text, size_t len, conf_read_file_fn
         goto out_of_memory;
     ps.config = config;
     conf__core_defaults(config);
-    conf__http_defaults(&config->http);
     config->path = strdup(path);
     key = file_key(&ps, path);
     const char *name = file_name(&ps, path);
@@ -645,8 +475,9 @@ static void location_free(struct conf_location *location)
     free(location->path);
     free(location->return_text);
     free(location->proxy_pass);
-    free(location->proxy_tls.trusted_certificate);
-    free(location->proxy_tls.server_name);
+    /* The module's struct holds const pointers; the config owns them. */
+    free((void *)location->proxy_tls.ca_file);
+    free((void *)location->proxy_tls.server_name);
     for (size_t i = 0; i < location->set_header_count; i++) {
         free(location->set_headers[i].name);
         free(location->set_headers[i].value);
@@ -674,9 +505,9 @@ static void server_free(struct conf_server *server)
         free(tls->certificates[i].key);
     }
     free(tls->certificates);
-    free(tls->ciphers);
-    free(tls->ciphersuites);
-    free(tls->client_certificate);
+    free((void *)tls->settings.ciphers);
+    free((void *)tls->settings.ciphersuites);
+    free((void *)tls->settings.client_ca);
 }
 
 void conf_free(struct conf_config *config)
@@ -696,11 +527,12 @@ void conf_free(struct conf_config *config)
         server_free(&config->servers[i]);
     free(config->servers);
     for (size_t i = 0; i < config->upstream_count; i++) {
-        struct conf_upstream *upstream = &config->upstreams[i];
-        free(upstream->name);
+        struct proxy_upstream_conf *upstream = &config->upstreams[i].upstream;
+        free((void *)upstream->name);
         for (size_t j = 0; j < upstream->server_count; j++)
-            free(upstream->servers[j].address);
-        free(upstream->servers);
+            free((void *)upstream->servers[j].address);
+        free((void *)upstream->servers);
+        free(config->upstreams[i].server_pos);
     }
     free(config->upstreams);
     for (size_t i = 0; i < config->file_count; i++)

@@ -15,6 +15,9 @@
  * the balancer computes far from overflow. */
 #define MAX_WEIGHT 1000
 
+/* Keyword settings are stored as int: their enums must be int-sized. */
+_Static_assert(sizeof(enum proxy_balance) == sizeof(int), "an enum setting is an int");
+
 /* The length of a proxy_pass URL's scheme with its "://": 7 for http, 8
  * for https, 0 for anything else. */
 static size_t scheme_length(const char *url)
@@ -49,7 +52,7 @@ static bool valid_upstream_name(const char *name)
 static const struct conf_upstream *find_upstream(const struct conf_config *config, const char *name)
 {
     for (size_t i = 0; i < config->upstream_count; i++)
-        if (strcmp(config->upstreams[i].name, name) == 0)
+        if (strcmp(config->upstreams[i].upstream.name, name) == 0)
             return &config->upstreams[i];
     return NULL;
 }
@@ -79,12 +82,10 @@ static int apply_upstream(struct conf_state *state, const struct conf_node *node
         return -1;
     config->upstreams = upstreams;
     struct conf_upstream *upstream = &upstreams[config->upstream_count++];
-    upstream->balance = CONF_BALANCE_ROUND_ROBIN;
-    upstream->keepalive = 32;
-    upstream->keepalive_timeout_ms = 60 * 1000;
+    upstream->upstream = PROXY_UPSTREAM_CONF_DEFAULT;
     upstream->pos = node->name.pos;
-    upstream->name = conf__strdup(state, &name->pos, name->text);
-    if (upstream->name == NULL)
+    upstream->upstream.name = conf__strdup(state, &name->pos, name->text);
+    if (upstream->upstream.name == NULL)
         return -1;
 
     state->upstream = upstream;
@@ -92,9 +93,9 @@ static int apply_upstream(struct conf_state *state, const struct conf_node *node
     state->upstream = NULL;
     if (rc != 0)
         return -1;
-    if (upstream->server_count == 0)
+    if (upstream->upstream.server_count == 0)
         return conf__error_at(state->error, &node->name.pos, "upstream \"%s\" has no servers",
-                              upstream->name);
+                              upstream->upstream.name);
     return 0;
 }
 
@@ -103,16 +104,11 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
                                  const struct conf_directive *directive)
 {
     (void)directive;
-    struct conf_upstream *upstream = state->upstream;
+    struct proxy_upstream_conf *upstream = &state->upstream->upstream;
     const struct conf_arg *address = &node->args[0];
     if (conf__arg_address(state, address, "server address") != 0)
         return -1;
-    struct conf_upstream_server server = {
-        .weight = 1,
-        .max_fails = 1,
-        .fail_timeout_ms = 10 * 1000,
-        .pos = address->pos,
-    };
+    struct proxy_server_conf server = PROXY_SERVER_CONF_DEFAULT;
     bool weight = false, max_fails = false, fail_timeout = false;
     for (size_t i = 1; i < node->arg_count; i++) {
         const struct conf_arg *arg = &node->args[i];
@@ -144,53 +140,23 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
         if (rc != 0)
             return -1;
     }
-    struct conf_upstream_server *servers = conf__grow(state, &address->pos, upstream->servers,
-                                                      upstream->server_count, sizeof(*servers));
+    /* The config owns what the upstream's struct points to. */
+    struct proxy_server_conf *servers = conf__grow(state, &address->pos, (void *)upstream->servers,
+                                                   upstream->server_count, sizeof(*servers));
     if (servers == NULL)
         return -1;
     upstream->servers = servers;
+    struct conf_pos *positions = conf__grow(state, &address->pos, state->upstream->server_pos,
+                                            upstream->server_count, sizeof(*positions));
+    if (positions == NULL)
+        return -1;
+    state->upstream->server_pos = positions;
+    positions[upstream->server_count] = address->pos;
     server.address = conf__strdup(state, &address->pos, address->text);
     if (server.address == NULL)
         return -1;
     servers[upstream->server_count++] = server;
     return 0;
-}
-
-/* balance round_robin|least_conn|hash */
-static int apply_balance(struct conf_state *state, const struct conf_node *node,
-                         const struct conf_directive *directive)
-{
-    (void)directive;
-    static const struct conf_keyword methods[] = {
-        {"round_robin", CONF_BALANCE_ROUND_ROBIN},
-        {"least_conn", CONF_BALANCE_LEAST_CONN},
-        {"hash", CONF_BALANCE_HASH},
-    };
-    int balance;
-    if (conf__arg_keyword(state, &node->args[0], "balance method", methods,
-                          sizeof(methods) / sizeof(methods[0]), &balance) != 0)
-        return -1;
-    state->upstream->balance = (enum conf_balance)balance;
-    return 0;
-}
-
-/* keepalive N: idle connections to the pool kept per worker; 0 closes each
- * after its response. */
-static int apply_keepalive(struct conf_state *state, const struct conf_node *node,
-                           const struct conf_directive *directive)
-{
-    (void)directive;
-    return conf__arg_uint(state, &node->args[0], "\"keepalive\"", 0, UINT_MAX,
-                          &state->upstream->keepalive);
-}
-
-/* keepalive_timeout DURATION (upstream): how long an idle pooled
- * connection is kept */
-static int apply_upstream_keepalive_timeout(struct conf_state *state, const struct conf_node *node,
-                                            const struct conf_directive *directive)
-{
-    (void)directive;
-    return conf__arg_duration(state, &node->args[0], &state->upstream->keepalive_timeout_ms);
 }
 
 /* proxy_pass http[s]://UPSTREAM | http[s]://HOST:PORT */
@@ -326,80 +292,19 @@ static int apply_proxy_hide_header(struct conf_state *state, const struct conf_n
     return 0;
 }
 
-/* The bounds of proxy_buffer_size.  The default is nginx's on most
- * platforms.  A head must fit in one connection's input buffer, which
- * stops growing at the 256 KiB backpressure watermark: the upper bound
- * stays well below that. */
-#define PROXY_BUFFER_SIZE_DEFAULT (8 * 1024)
-#define PROXY_BUFFER_SIZE_MIN     1024
-#define PROXY_BUFFER_SIZE_MAX     (128 * 1024)
-
-/* proxy_buffer_size SIZE: in a location, a server or at the top level;
- * conf__proxy_finish() gives each location its effective value. */
-static int apply_proxy_buffer_size(struct conf_state *state, const struct conf_node *node,
-                                   const struct conf_directive *directive)
-{
-    (void)directive;
-    const struct conf_arg *arg = &node->args[0];
-    size_t size;
-    if (conf__arg_size(state, arg, &size) != 0)
-        return -1;
-    if (size < PROXY_BUFFER_SIZE_MIN || size > PROXY_BUFFER_SIZE_MAX)
-        return conf__error_at(state->error, &arg->pos,
-                              "\"proxy_buffer_size\" must be between 1k and 128k, got \"%s\"",
-                              arg->text);
-    if (state->location != NULL)
-        state->location->proxy_buffer_size = size;
-    else if (state->server != NULL)
-        state->server->http.proxy_buffer_size = size;
-    else
-        state->config->http.proxy_buffer_size = size;
-    return 0;
-}
-
 /* ------------------------------------------------------ TLS to upstreams */
-
-void conf__proxy_tls_defaults(struct conf_proxy_tls *tls)
-{
-    *tls = (struct conf_proxy_tls){.verify = true};
-}
-
-/* proxy_tls_verify on|off: whether the upstream's certificate must chain
- * to a trusted CA and match the name. */
-static int apply_proxy_tls_verify(struct conf_state *state, const struct conf_node *node,
-                                  const struct conf_directive *directive)
-{
-    (void)directive;
-    return conf__arg_switch(state, &node->args[0], &state->location->proxy_tls.verify);
-}
-
-/* proxy_tls_trusted_certificate CAFILE: opened by the daemon, like the
- * server's certificates. */
-static int apply_proxy_tls_trusted_certificate(struct conf_state *state,
-                                               const struct conf_node *node,
-                                               const struct conf_directive *directive)
-{
-    (void)directive;
-    struct conf_proxy_tls *tls = &state->location->proxy_tls;
-    tls->trusted_certificate_pos = node->args[0].pos;
-    return conf__arg_path(state, &node->args[0], &tls->trusted_certificate);
-}
 
 /* proxy_tls_name NAME: a host name, sent as SNI and matched against the
  * upstream's certificate; or an IP address, matched as one. */
-static int apply_proxy_tls_name(struct conf_state *state, const struct conf_node *node,
-                                const struct conf_directive *directive)
+static int check_proxy_tls_name(struct conf_state *state, const struct conf_arg *arg)
 {
-    (void)directive;
-    const struct conf_arg *arg = &node->args[0];
     struct in6_addr ipv6;
     if (!valid_upstream_name(arg->text) && inet_pton(AF_INET6, arg->text, &ipv6) != 1)
         return conf__error_at(state->error, &arg->pos,
                               "invalid proxy_tls_name \"%s\" (expected a host name or an IP "
                               "address)",
                               arg->text);
-    state->location->proxy_tls.server_name = conf__strdup(state, &arg->pos, arg->text);
-    return state->location->proxy_tls.server_name != NULL ? 0 : -1;
+    return 0;
 }
 
 int conf__proxy_check_location(struct conf_state *state, const struct conf_location *location,
@@ -421,20 +326,18 @@ int conf__proxy_check_location(struct conf_state *state, const struct conf_locat
 
 int conf__proxy_finish(struct conf_state *state)
 {
-    /* A server's value is its own, or the copy of the top level's it
-     * started with; a top-level value written after the server is taken
-     * here. */
+    /* A location takes its server's settings, which hold the top level's
+     * where the server sets none (conf__http_finish() ran first), and
+     * keeps its own proxy_buffer_size. */
     const struct conf_config *config = state->config;
     for (size_t s = 0; s < config->server_count; s++) {
         const struct conf_server *server = &config->servers[s];
         for (size_t l = 0; l < server->location_count; l++) {
             struct conf_location *location = &server->locations[l];
-            if (location->proxy_buffer_size == 0)
-                location->proxy_buffer_size = server->http.proxy_buffer_size;
-            if (location->proxy_buffer_size == 0)
-                location->proxy_buffer_size = config->http.proxy_buffer_size;
-            if (location->proxy_buffer_size == 0)
-                location->proxy_buffer_size = PROXY_BUFFER_SIZE_DEFAULT;
+            size_t own = location->proxy.response_head_limit;
+            location->proxy = server->http.proxy;
+            if (own != 0)
+                location->proxy.response_head_limit = own;
         }
     }
     for (size_t i = 0; i < state->proxy_ref_count; i++) {
@@ -450,33 +353,57 @@ int conf__proxy_finish(struct conf_state *state)
     return 0;
 }
 
-/* One directive per entry: a table reads better than what the formatter makes of it. */
+static const struct conf_keyword balance_methods[] = {
+    {"round_robin", PROXY_BALANCE_ROUND_ROBIN},
+    {"least_conn", PROXY_BALANCE_LEAST_CONN},
+    {"hash", PROXY_BALANCE_HASH},
+};
+
+/* The settings set one field of the upstream module's struct (in an
+ * upstream block), of struct proxy_conf (a location's, a server's or the
+ * top level's) or of the location's struct tls_client_conf, through
+ * conf__apply_setting().  upstream, server, proxy_pass and the header
+ * lists build structure, so they have apply functions.  One directive per
+ * entry: a table reads better than what the formatter makes of it. */
 /* clang-format off */
+#define ONE_ARG(context) .contexts = context, .min_args = 1, .max_args = 1
+#define UPSTREAM(field) ONE_ARG(CONF_UPSTREAM), .base = CONF_BASE_UPSTREAM, \
+    CONF_FIELD(struct conf_upstream, upstream.field)
+#define PROXY_TLS(field) ONE_ARG(CONF_LOCATION), .base = CONF_BASE_LOCATION, \
+    CONF_FIELD(struct conf_location, proxy_tls.field)
+
 const struct conf_directive conf__proxy_directives[] = {
     {.name = "upstream", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1, .block = true,
      .repeat = true, .apply = apply_upstream},
     {.name = "server", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 4, .repeat = true,
      .apply = apply_upstream_server},
-    {.name = "balance", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 1,
-     .apply = apply_balance},
-    {.name = "keepalive", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 1,
-     .apply = apply_keepalive},
-    {.name = "keepalive_timeout", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 1,
-     .apply = apply_upstream_keepalive_timeout},
+    {.name = "balance", UPSTREAM(balance), .kind = CONF_KIND_KEYWORD,
+     CONF_KEYWORDS(balance_methods), .what = "balance method"},
+    /* idle connections to the pool kept per worker; 0 closes each after
+     * its response */
+    {.name = "keepalive", UPSTREAM(keepalive), .kind = CONF_KIND_COUNT},
+    /* how long an idle pooled connection is kept */
+    {.name = "keepalive_timeout", UPSTREAM(idle_timeout_ms), .kind = CONF_KIND_DURATION},
     {.name = "proxy_pass", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
      .apply = apply_proxy_pass},
     {.name = "proxy_set_header", .contexts = CONF_LOCATION, .min_args = 2, .max_args = 2,
      .repeat = true, .apply = apply_proxy_set_header},
     {.name = "proxy_hide_header", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
      .repeat = true, .apply = apply_proxy_hide_header},
-    {.name = "proxy_buffer_size", .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION,
-     .min_args = 1, .max_args = 1, .apply = apply_proxy_buffer_size},
-    {.name = "proxy_tls_verify", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
-     .apply = apply_proxy_tls_verify},
-    {.name = "proxy_tls_trusted_certificate", .contexts = CONF_LOCATION, .min_args = 1,
-     .max_args = 1, .apply = apply_proxy_tls_trusted_certificate},
-    {.name = "proxy_tls_name", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
-     .apply = apply_proxy_tls_name},
+    /* in a location, a server or at the top level; conf__proxy_finish()
+     * gives each location its effective value */
+    {.name = "proxy_buffer_size", ONE_ARG(CONF_MAIN | CONF_SERVER | CONF_LOCATION),
+     .base = CONF_BASE_PROXY, CONF_FIELD(struct proxy_conf, response_head_limit),
+     .kind = CONF_KIND_SIZE, .min = PROXY_RESPONSE_HEAD_LIMIT_MIN,
+     .max = PROXY_RESPONSE_HEAD_LIMIT_MAX},
+    /* whether the upstream's certificate must chain to a trusted CA and
+     * match the name */
+    {.name = "proxy_tls_verify", PROXY_TLS(verify), .kind = CONF_KIND_SWITCH},
+    /* opened by the daemon, like the server's certificates */
+    {.name = "proxy_tls_trusted_certificate", PROXY_TLS(ca_file), .kind = CONF_KIND_PATH,
+     .keep_pos = true, .pos_offset = offsetof(struct conf_location, proxy_tls_ca_pos)},
+    {.name = "proxy_tls_name", PROXY_TLS(server_name), .kind = CONF_KIND_STRING,
+     .check = check_proxy_tls_name},
     {.name = NULL},
 };
 /* clang-format on */

@@ -11,13 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct conf_directive *const tables[] = {
+const struct conf_directive *const conf__tables[] = {
     conf__core_directives,
     conf__http_directives,
+    conf__tls_directives,
     conf__proxy_directives,
 };
 
-#define TABLE_COUNT (sizeof(tables) / sizeof(tables[0]))
+const size_t conf__table_count = sizeof(conf__tables) / sizeof(conf__tables[0]);
 
 /* In parentheses: registry.h may define a macro of the name. */
 int(conf__error_at)(struct conf_error *error, const struct conf_pos *pos, const char *fmt, ...)
@@ -72,8 +73,8 @@ void *conf__grow(struct conf_state *state, const struct conf_pos *pos, void *arr
 static const struct conf_directive *find(const char *name, unsigned context, unsigned *elsewhere)
 {
     *elsewhere = 0;
-    for (size_t t = 0; t < TABLE_COUNT; t++) {
-        for (const struct conf_directive *d = tables[t]; d->name != NULL; d++) {
+    for (size_t t = 0; t < conf__table_count; t++) {
+        for (const struct conf_directive *d = conf__tables[t]; d->name != NULL; d++) {
             if (strcmp(d->name, name) != 0)
                 continue;
             if (d->contexts & context)
@@ -123,8 +124,8 @@ static const char *suggest(const char *name, unsigned context)
     unsigned limit = len < 5 ? 1 : 2;
     const char *best = NULL;
     unsigned best_score = UINT_MAX;
-    for (size_t t = 0; t < TABLE_COUNT; t++) {
-        for (const struct conf_directive *d = tables[t]; d->name != NULL; d++) {
+    for (size_t t = 0; t < conf__table_count; t++) {
+        for (const struct conf_directive *d = conf__tables[t]; d->name != NULL; d++) {
             unsigned distance = edit_distance(name, d->name);
             if (distance > limit)
                 continue;
@@ -241,7 +242,8 @@ int conf__apply_block(struct conf_state *state, const struct conf_node *block, u
                     conf__where(where, sizeof(where), &node->name.pos, &first->name.pos));
             }
         }
-        if (directive->apply(state, node, directive) != 0)
+        conf_apply_fn apply = directive->apply != NULL ? directive->apply : conf__apply_setting;
+        if (apply(state, node, directive) != 0)
             return -1;
     }
     return 0;

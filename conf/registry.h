@@ -54,11 +54,53 @@ struct conf_directive;
 typedef int (*conf_apply_fn)(struct conf_state *state, const struct conf_node *node,
                              const struct conf_directive *directive);
 
+/* An extra check of an argument before the generic setter reads it.
+ * Returns 0, or -1 with the error written. */
+typedef int (*conf_check_fn)(struct conf_state *state, const struct conf_arg *arg);
+
+/* What a directive's argument is, for the generic setter; the field's C
+ * type follows from it. */
+enum conf_kind {
+    CONF_KIND_NONE,     /* the entry has an apply function of its own */
+    CONF_KIND_DURATION, /* uint32_t milliseconds, at least `min` */
+    CONF_KIND_SIZE,     /* size_t bytes, from `min` to `max` */
+    CONF_KIND_COUNT,    /* unsigned, from `min` to `max`; `zero_word` stands for 0 */
+    CONF_KIND_SWITCH,   /* bool: on|off */
+    CONF_KIND_KEYWORD,  /* an enum: the value of one of `keywords` */
+    CONF_KIND_FLAGS,    /* unsigned: one or more of `keywords`, their values or'ed */
+    CONF_KIND_STRING,   /* char *, malloc'd; empty refused when `what` is set */
+    CONF_KIND_PATH,     /* char *, resolved against the directory of its file;
+                           `zero_word` leaves it NULL */
+};
+
+/* The struct a field's offset is relative to; the block being applied
+ * picks which one. */
+enum conf_base {
+    CONF_BASE_MAIN,     /* struct conf_config */
+    CONF_BASE_LIMITS,   /* struct http_limits: the server's, else the top level's */
+    CONF_BASE_PROXY,    /* struct proxy_conf: the location's, else the server's,
+                           else the top level's */
+    CONF_BASE_TLS,      /* struct conf_tls of the server */
+    CONF_BASE_LOCATION, /* struct conf_location */
+    CONF_BASE_UPSTREAM, /* struct conf_upstream */
+};
+
+/* One word a directive takes, and what it stands for. */
+struct conf_keyword {
+    const char *name;
+    int value;
+};
+
 /*
  * A table entry.  The same name may appear in several entries with disjoint
  * contexts ("listen" in server and in admin, "server" at top level and in
  * upstream); the context picks the entry.  Each module's table ends with an
  * entry whose name is NULL.
+ *
+ * An entry that sets one field says which (base, offset) and what its
+ * argument is (kind and bounds), and conf__apply_setting() sets it, as
+ * nginx's ngx_command_t does.  A directive that builds structure (a block,
+ * a list, several fields at once) has its own apply function.
  */
 struct conf_directive {
     const char *name;
@@ -66,13 +108,35 @@ struct conf_directive {
     unsigned min_args, max_args; /* max CONF_ARGS_MANY: no limit */
     bool block;                  /* must be followed by "{ ... }"; otherwise by ";" */
     bool repeat;                 /* may appear more than once in one block */
-    conf_apply_fn apply;
-    const void *data; /* for apply functions shared by several entries */
+    conf_apply_fn apply;         /* NULL: conf__apply_setting() */
+
+    /* For conf__apply_setting(): */
+    enum conf_kind kind;
+    enum conf_base base;
+    size_t offset;                       /* of the field in the base struct */
+    bool keep_pos;                       /* the argument's position goes to pos_offset too */
+    size_t pos_offset;                   /* of a struct conf_pos in the base struct */
+    uint64_t min, max;                   /* bounds of a count or size; max 0: none */
+    const char *what;                    /* the value's noun in messages ("worker count") */
+    const char *zero_word;               /* a word that stands for 0 or none ("auto", "off") */
+    const char *repeated;                /* CONF_KIND_FLAGS: the noun for a word given twice */
+    const struct conf_keyword *keywords; /* CONF_KIND_KEYWORD, CONF_KIND_FLAGS */
+    size_t keyword_count;
+    conf_check_fn check; /* NULL: none */
 };
+
+/* Table entries for conf__apply_setting(), one field each. */
+#define CONF_FIELD(type, field) .offset = offsetof(type, field)
+#define CONF_KEYWORDS(list)     .keywords = list, .keyword_count = sizeof(list) / sizeof(list[0])
 
 extern const struct conf_directive conf__core_directives[];
 extern const struct conf_directive conf__http_directives[];
+extern const struct conf_directive conf__tls_directives[];
 extern const struct conf_directive conf__proxy_directives[];
+
+/* Every module's table, in the order they are searched. */
+extern const struct conf_directive *const conf__tables[];
+extern const size_t conf__table_count;
 
 /* A proxy_pass target, checked once every upstream is known. */
 struct conf_proxy_ref {
@@ -137,9 +201,26 @@ char *conf__strdup(struct conf_state *state, const struct conf_pos *pos, const c
 void *conf__grow(struct conf_state *state, const struct conf_pos *pos, void *array, size_t count,
                  size_t size);
 
+/* setting.c: the generic setter of the entries that set one field, as
+ * the entry says.  Returns 0, or -1 with the error written. */
+int conf__apply_setting(struct conf_state *state, const struct conf_node *node,
+                        const struct conf_directive *directive);
+
+/* Gives server `index` the top level's value of every setting allowed in
+ * both that its block does not write. */
+void conf__inherit_settings(struct conf_state *state, size_t index);
+
+/* The child of `block` named `name` (the first), or NULL. */
+const struct conf_node *conf__find_child(const struct conf_node *block, const char *name);
+
 /* Finishing passes of the modules, run by conf__apply() in this order. */
 int conf__http_finish(struct conf_state *state);
 int conf__proxy_finish(struct conf_state *state);
+
+/* tls_directives.c: what needs a server's whole block: the last
+ * certificate has its key, a tls listener has a certificate, and client
+ * verification has a CA file (which settles its default). */
+int conf__tls_check_server(struct conf_state *state, size_t index);
 
 /* Checks what the proxy module needs of a whole location block `node`,
  * once its directives are applied to `location`: proxy_tls_* only with an
@@ -147,10 +228,8 @@ int conf__proxy_finish(struct conf_state *state);
 int conf__proxy_check_location(struct conf_state *state, const struct conf_location *location,
                                const struct conf_node *node);
 
-/* Defaults of the settings each module owns. */
+/* Defaults of the settings of the top level, from the modules' own. */
 void conf__core_defaults(struct conf_config *config);
-void conf__http_defaults(struct conf_http *http);
-void conf__proxy_tls_defaults(struct conf_proxy_tls *tls);
 
 /* value.c: argument parsers that report their own errors at the argument.
  * `what` names the setting in range messages, e.g. "\"workers\"". */
@@ -161,11 +240,6 @@ int conf__arg_size(struct conf_state *state, const struct conf_arg *arg, size_t 
 int conf__arg_duration(struct conf_state *state, const struct conf_arg *arg, uint32_t *out_ms);
 int conf__arg_switch(struct conf_state *state, const struct conf_arg *arg, bool *out); /* on|off */
 
-/* One word a directive takes, and what it stands for. */
-struct conf_keyword {
-    const char *name;
-    int value;
-};
 /* The value of the keyword `arg` names, else the error "unknown WHAT "x"
  * (expected a, b or c)" listing the `count` keywords. */
 int conf__arg_keyword(struct conf_state *state, const struct conf_arg *arg, const char *what,

@@ -11,6 +11,7 @@
 
 #include "proto/counter.h"
 #include "proto/headers.h"
+#include "proto/http_limits.h" /* struct http_limits, in each vhost */
 
 #include <corral.h>
 
@@ -67,20 +68,6 @@ struct http_handler {
      * many were taken; the rest comes again.  Optional. */
     size_t (*on_tunnel_data)(struct http_exchange *ex, const char *data, size_t len);
 };
-
-struct http_limits {
-    uint32_t header_timeout_ms;    /* whole request head, from its first byte */
-    uint32_t body_timeout_ms;      /* between two reads of the body */
-    uint32_t send_timeout_ms;      /* between two writes of the response */
-    uint32_t keepalive_timeout_ms; /* idle between requests; 0 = no keep-alive */
-    unsigned keepalive_requests;
-    size_t max_header_size; /* request line + headers; larger: 431 */
-    unsigned max_headers;   /* larger: 431 */
-    size_t max_body_size;   /* 0 = unlimited; larger: 413 */
-};
-
-/* Fills `limits` with the defaults (see conf/config.h for the values). */
-void http_limits_init(struct http_limits *limits);
 
 struct http_location {
     const char *path;

@@ -8,10 +8,8 @@
 #define CORRAL_PROTO_PROXY_H
 
 #include "proto/http1.h"
-#include "proto/upstream.h" /* proxy_upstream_new() and the rest of an upstream's API */
-
-/* The default bound on a response head, as nginx's proxy_buffer_size. */
-#define PROXY_RESPONSE_HEAD_LIMIT (8 * 1024)
+#include "proto/proxy_conf.h" /* the settings and their defaults, PROXY_RESPONSE_HEAD_LIMIT */
+#include "proto/upstream.h"   /* proxy_upstream_new() and the rest of an upstream's API */
 
 /* One proxy_pass location.  Locations may share an upstream, and with it
  * its pools and health state; the timeouts are each location's own. */

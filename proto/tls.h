@@ -66,20 +66,38 @@ struct tls_vhost_conf {
  * names map to hosts. */
 typedef size_t (*tls_sni_select_fn)(void *arg, const char *name, size_t len);
 
+/* The settings of a server block's tls_* directives, and the SNI selector
+ * the daemon wires in. */
 struct tls_server_conf {
     tls_sni_select_fn sni_select; /* NULL: every client gets the first vhost's */
     void *sni_arg;
-    unsigned protocols;                 /* TLS_PROTOCOL_* bits */
-    const char *ciphers, *ciphersuites; /* NULL: the defaults */
-    bool session_tickets;
-    uint32_t ticket_key_rotation_ms;
-    unsigned session_cache; /* sessions; 0 = no cache */
-    uint32_t session_timeout_ms;
-    uint32_t handshake_timeout_ms;
-    bool ktls;
-    const char *client_ca; /* NULL: no client certificates */
-    enum tls_verify_client verify_client;
+    unsigned protocols; /* tls_protocols: TLS_PROTOCOL_* bits */
+    /* tls_ciphers (TLS 1.2, OpenSSL syntax) and tls_ciphersuites (TLS 1.3);
+     * NULL: the defaults */
+    const char *ciphers, *ciphersuites;
+    bool session_tickets;                 /* tls_session_tickets */
+    uint32_t ticket_key_rotation_ms;      /* tls_session_ticket_rotation */
+    unsigned session_cache;               /* tls_session_cache: sessions; 0 = no cache */
+    uint32_t session_timeout_ms;          /* tls_session_timeout: whole seconds, at least 1 */
+    uint32_t handshake_timeout_ms;        /* tls_handshake_timeout */
+    bool ktls;                            /* tls_ktls */
+    const char *client_ca;                /* tls_client_certificate; NULL: no client certificates */
+    enum tls_verify_client verify_client; /* tls_verify_client */
 };
+
+/* The defaults.  verify_client's depends on client_ca: on with a CA file,
+ * else off; the config settles it once the server block is read. */
+#define TLS_SERVER_CONF_DEFAULT                                                                    \
+    ((struct tls_server_conf){                                                                     \
+        .protocols = TLS_PROTOCOL_1_2 | TLS_PROTOCOL_1_3,                                          \
+        .session_tickets = true,                                                                   \
+        .ticket_key_rotation_ms = 60 * 60 * 1000,                                                  \
+        .session_cache = 20000,                                                                    \
+        .session_timeout_ms = 5 * 60 * 1000,                                                       \
+        .handshake_timeout_ms = 10 * 1000,                                                         \
+        .ktls = false,                                                                             \
+        .verify_client = TLS_VERIFY_CLIENT_OFF,                                                    \
+    })
 
 /* What a problem found while loading is about, for the caller to point at
  * the directive that set it. */
@@ -128,12 +146,16 @@ const struct tls_stats *tls_server_stats(const struct tls_server *server, unsign
 /* Whether kernel TLS can be used here: NULL, or why not. */
 const char *tls_ktls_unavailable(void);
 
+/* TLS towards an upstream: a location's proxy_tls_* directives. */
 struct tls_client_conf {
-    bool verify;
-    const char *ca_file;     /* NULL: the system's default store */
-    const char *server_name; /* SNI and the name verified; an IP address is
-                                verified as one and sent no SNI */
+    bool verify;             /* proxy_tls_verify */
+    const char *ca_file;     /* proxy_tls_trusted_certificate; NULL: the system's
+                                default store */
+    const char *server_name; /* proxy_tls_name: SNI and the name verified; an IP
+                                address is verified as one and sent no SNI */
 };
+
+#define TLS_CLIENT_CONF_DEFAULT ((struct tls_client_conf){.verify = true})
 
 struct tls_client;
 

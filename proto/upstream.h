@@ -33,6 +33,8 @@ enum proxy_error_kind {
 };
 extern const char *const proxy_error_kind_names[PROXY_ERROR_KINDS];
 
+/* One server of an upstream: `server ADDRESS [weight=N] [max_fails=N]
+ * [fail_timeout=DURATION]` in an upstream block. */
 struct proxy_server_conf {
     const char *address; /* "127.0.0.1:9001" */
     unsigned weight;
@@ -40,15 +42,28 @@ struct proxy_server_conf {
     uint32_t fail_timeout_ms; /* how long a failed server is skipped */
 };
 
+#define PROXY_SERVER_CONF_DEFAULT                                                                  \
+    ((struct proxy_server_conf){.weight = 1, .max_fails = 1, .fail_timeout_ms = 10 * 1000})
+
+/* An upstream: an upstream block, or the single address a proxy_pass
+ * names (which has the defaults). */
 struct proxy_upstream_conf {
     const char *name;
     const struct proxy_server_conf *servers;
     size_t server_count;
-    enum proxy_balance balance;
-    unsigned keepalive;       /* idle connections kept per worker */
-    uint32_t idle_timeout_ms; /* an idle pooled connection is closed after this */
-    struct tls_client *tls;   /* NULL: plain HTTP; the upstream owns it once created */
+    enum proxy_balance balance; /* balance */
+    unsigned keepalive;         /* keepalive: idle connections kept per worker */
+    uint32_t idle_timeout_ms;   /* keepalive_timeout: an idle pooled connection is
+                                   closed after this */
+    struct tls_client *tls;     /* NULL: plain HTTP; the upstream owns it once created */
 };
+
+#define PROXY_UPSTREAM_CONF_DEFAULT                                                                \
+    ((struct proxy_upstream_conf){                                                                 \
+        .balance = PROXY_BALANCE_ROUND_ROBIN,                                                      \
+        .keepalive = 32,                                                                           \
+        .idle_timeout_ms = 60 * 1000,                                                              \
+    })
 
 struct proxy_upstream;
 

@@ -80,17 +80,17 @@ START_TEST(defaults_when_absent)
     ck_assert_uint_eq(c->admin_listen_count, 0);
     ck_assert_uint_eq(c->server_count, 0);
     ck_assert_uint_eq(c->upstream_count, 0);
-    ck_assert_uint_eq(c->http.client_header_timeout_ms, 60000);
-    ck_assert_uint_eq(c->http.client_body_timeout_ms, 60000);
-    ck_assert_uint_eq(c->http.send_timeout_ms, 60000);
-    ck_assert_uint_eq(c->http.keepalive_timeout_ms, 75000);
-    ck_assert_uint_eq(c->http.keepalive_requests, 1000);
-    ck_assert_uint_eq(c->http.client_max_header_size, 8192);
-    ck_assert_uint_eq(c->http.client_max_headers, 100);
-    ck_assert_uint_eq(c->http.client_max_body_size, 1048576);
-    ck_assert_uint_eq(c->http.proxy_connect_timeout_ms, 60000);
-    ck_assert_uint_eq(c->http.proxy_read_timeout_ms, 60000);
-    ck_assert_uint_eq(c->http.proxy_send_timeout_ms, 60000);
+    ck_assert_uint_eq(c->http.limits.header_timeout_ms, 60000);
+    ck_assert_uint_eq(c->http.limits.body_timeout_ms, 60000);
+    ck_assert_uint_eq(c->http.limits.send_timeout_ms, 60000);
+    ck_assert_uint_eq(c->http.limits.keepalive_timeout_ms, 75000);
+    ck_assert_uint_eq(c->http.limits.keepalive_requests, 1000);
+    ck_assert_uint_eq(c->http.limits.max_header_size, 8192);
+    ck_assert_uint_eq(c->http.limits.max_headers, 100);
+    ck_assert_uint_eq(c->http.limits.max_body_size, 1048576);
+    ck_assert_uint_eq(c->http.proxy.connect_timeout_ms, 60000);
+    ck_assert_uint_eq(c->http.proxy.read_timeout_ms, 60000);
+    ck_assert_uint_eq(c->http.proxy.send_timeout_ms, 60000);
     ck_assert_str_eq(c->path, "test.conf");
     ck_assert_uint_eq(c->file_count, 1);
     ck_assert_str_eq(c->files[0], "test.conf");
@@ -144,34 +144,38 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"busy_poll_usecs", c->busy_poll_usecs},
         {"drain_timeout_ms", c->drain_timeout_ms},
         {"log_level", c->log_level},
-        {"client_header_timeout_ms", http->client_header_timeout_ms},
-        {"client_body_timeout_ms", http->client_body_timeout_ms},
-        {"send_timeout_ms", http->send_timeout_ms},
-        {"keepalive_timeout_ms", http->keepalive_timeout_ms},
-        {"keepalive_requests", http->keepalive_requests},
-        {"client_max_header_size", http->client_max_header_size},
-        {"client_max_headers", http->client_max_headers},
-        {"client_max_body_size", http->client_max_body_size},
-        {"proxy_connect_timeout_ms", http->proxy_connect_timeout_ms},
-        {"proxy_read_timeout_ms", http->proxy_read_timeout_ms},
-        {"proxy_send_timeout_ms", http->proxy_send_timeout_ms},
-        {"upstream.balance", u != NULL ? u->balance : 99},
-        {"upstream.keepalive", u != NULL ? u->keepalive : 99},
-        {"upstream.keepalive_timeout_ms", u != NULL ? u->keepalive_timeout_ms : 99},
-        {"upstream.server.weight", u != NULL ? u->servers[0].weight : 99},
-        {"upstream.server.max_fails", u != NULL ? u->servers[0].max_fails : 99},
-        {"upstream.server.fail_timeout_ms", u != NULL ? u->servers[0].fail_timeout_ms : 99},
+        {"client_header_timeout_ms", http->limits.header_timeout_ms},
+        {"client_body_timeout_ms", http->limits.body_timeout_ms},
+        {"send_timeout_ms", http->limits.send_timeout_ms},
+        {"keepalive_timeout_ms", http->limits.keepalive_timeout_ms},
+        {"keepalive_requests", http->limits.keepalive_requests},
+        {"client_max_header_size", http->limits.max_header_size},
+        {"client_max_headers", http->limits.max_headers},
+        {"client_max_body_size", http->limits.max_body_size},
+        {"proxy_connect_timeout_ms", http->proxy.connect_timeout_ms},
+        {"proxy_read_timeout_ms", http->proxy.read_timeout_ms},
+        {"proxy_send_timeout_ms", http->proxy.send_timeout_ms},
+        {"upstream.balance", u != NULL ? u->upstream.balance : 99},
+        {"upstream.keepalive", u != NULL ? u->upstream.keepalive : 99},
+        {"upstream.keepalive_timeout_ms", u != NULL ? u->upstream.idle_timeout_ms : 99},
+        {"upstream.server.weight", u != NULL ? u->upstream.servers[0].weight : 99},
+        {"upstream.server.max_fails", u != NULL ? u->upstream.servers[0].max_fails : 99},
+        {"upstream.server.fail_timeout_ms",
+         u != NULL ? u->upstream.servers[0].fail_timeout_ms : 99},
         {"server.tls.certificate_count", tls != NULL ? tls->certificate_count : 99},
-        {"server.tls.protocols", tls != NULL ? tls->protocols : 99},
-        {"server.tls.session_tickets", tls != NULL ? tls->session_tickets : 99},
-        {"server.tls.ticket_key_rotation_ms", tls != NULL ? tls->ticket_key_rotation_ms : 99},
-        {"server.tls.session_cache", tls != NULL ? tls->session_cache : 99},
-        {"server.tls.session_timeout_ms", tls != NULL ? tls->session_timeout_ms : 99},
-        {"server.tls.handshake_timeout_ms", tls != NULL ? tls->handshake_timeout_ms : 99},
-        {"server.tls.ktls", tls != NULL ? tls->ktls : 99},
-        {"server.tls.verify_client", tls != NULL ? tls->verify_client : 99},
+        {"server.tls.protocols", tls != NULL ? tls->settings.protocols : 99},
+        {"server.tls.session_tickets", tls != NULL ? tls->settings.session_tickets : 99},
+        {"server.tls.ticket_key_rotation_ms",
+         tls != NULL ? tls->settings.ticket_key_rotation_ms : 99},
+        {"server.tls.session_cache", tls != NULL ? tls->settings.session_cache : 99},
+        {"server.tls.session_timeout_ms", tls != NULL ? tls->settings.session_timeout_ms : 99},
+        {"server.tls.handshake_timeout_ms", tls != NULL ? tls->settings.handshake_timeout_ms : 99},
+        {"server.tls.ktls", tls != NULL ? tls->settings.ktls : 99},
+        {"server.tls.verify_client", tls != NULL ? tls->settings.verify_client : 99},
         {"location.proxy_tls.verify", l != NULL ? l->proxy_tls.verify : 99},
-        {"location.proxy_buffer_size", l != NULL ? l->proxy_buffer_size : 99},
+        {"location.proxy_buffer_size", l != NULL ? l->proxy.response_head_limit : 99},
+        {"location.proxy_connect_timeout_ms", l != NULL ? l->proxy.connect_timeout_ms : 99},
+        {"location.proxy_read_timeout_ms", l != NULL ? l->proxy.read_timeout_ms : 99},
     };
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (strcmp(fields[i].name, field) == 0)
@@ -248,7 +252,7 @@ static const struct field_case field_cases[] = {
      "client_max_headers 7; client_max_body_size 8k; proxy_connect_timeout 9s; "
      "proxy_read_timeout 10s; proxy_send_timeout 11s; location / { return 204; } }",
      "server.http.proxy_send_timeout_ms", 11000},
-    {UP(""), "upstream.balance", CONF_BALANCE_ROUND_ROBIN},
+    {UP(""), "upstream.balance", PROXY_BALANCE_ROUND_ROBIN},
     {UP(""), "upstream.keepalive", 32},
     {UP(""), "upstream.keepalive_timeout_ms", 60000},
     {"upstream app { server 127.0.0.1:1; keepalive_timeout 5s; }", "upstream.keepalive_timeout_ms",
@@ -260,25 +264,25 @@ static const struct field_case field_cases[] = {
     {UP(" max_fails=0"), "upstream.server.max_fails", 0},
     {UP(" fail_timeout=30s max_fails=5 weight=2"), "upstream.server.fail_timeout_ms", 30000},
     {"upstream app { server 127.0.0.1:1; balance least_conn; }", "upstream.balance",
-     CONF_BALANCE_LEAST_CONN},
-    {"upstream app { server 127.0.0.1:1; balance hash; }", "upstream.balance", CONF_BALANCE_HASH},
+     PROXY_BALANCE_LEAST_CONN},
+    {"upstream app { server 127.0.0.1:1; balance hash; }", "upstream.balance", PROXY_BALANCE_HASH},
     {"upstream app { server 127.0.0.1:1; balance round_robin; keepalive 0; }", "upstream.keepalive",
      0},
     /* TLS: the defaults, in servers with and without a tls listener */
     {TLS(""), "server.tls.certificate_count", 1},
-    {TLS(""), "server.tls.protocols", CONF_TLS_1_2 | CONF_TLS_1_3},
+    {TLS(""), "server.tls.protocols", TLS_PROTOCOL_1_2 | TLS_PROTOCOL_1_3},
     {TLS(""), "server.tls.session_tickets", 1},
     {TLS(""), "server.tls.ticket_key_rotation_ms", 3600000},
     {TLS(""), "server.tls.session_cache", 20000},
     {TLS(""), "server.tls.session_timeout_ms", 300000},
     {TLS(""), "server.tls.handshake_timeout_ms", 10000},
     {TLS(""), "server.tls.ktls", 0},
-    {TLS(""), "server.tls.verify_client", CONF_TLS_VERIFY_CLIENT_OFF},
+    {TLS(""), "server.tls.verify_client", TLS_VERIFY_CLIENT_OFF},
     {TLS(""), "location.proxy_tls.verify", 1},
     {"server { listen 127.0.0.1:80; location / { return 204; } }", "server.tls.certificate_count",
      0},
     {"server { listen 127.0.0.1:80; location / { return 204; } }", "server.tls.protocols",
-     CONF_TLS_1_2 | CONF_TLS_1_3},
+     TLS_PROTOCOL_1_2 | TLS_PROTOCOL_1_3},
     {"server { listen 127.0.0.1:80; location / { return 204; } }", "server.tls.session_cache",
      20000},
     {"server { listen 127.0.0.1:80; location / { return 204; } }",
@@ -286,9 +290,10 @@ static const struct field_case field_cases[] = {
     {"server { listen 127.0.0.1:80; location / { return 204; } }", "server.tls.session_tickets", 1},
     {"server { listen 127.0.0.1:80; location / { return 204; } }", "location.proxy_tls.verify", 1},
     /* TLS: each directive */
-    {TLS("tls_protocols TLSv1.2;"), "server.tls.protocols", CONF_TLS_1_2},
-    {TLS("tls_protocols TLSv1.3;"), "server.tls.protocols", CONF_TLS_1_3},
-    {TLS("tls_protocols TLSv1.3 TLSv1.2;"), "server.tls.protocols", CONF_TLS_1_2 | CONF_TLS_1_3},
+    {TLS("tls_protocols TLSv1.2;"), "server.tls.protocols", TLS_PROTOCOL_1_2},
+    {TLS("tls_protocols TLSv1.3;"), "server.tls.protocols", TLS_PROTOCOL_1_3},
+    {TLS("tls_protocols TLSv1.3 TLSv1.2;"), "server.tls.protocols",
+     TLS_PROTOCOL_1_2 | TLS_PROTOCOL_1_3},
     {TLS("tls_session_tickets off;"), "server.tls.session_tickets", 0},
     {TLS("tls_session_tickets on;"), "server.tls.session_tickets", 1},
     {TLS("tls_session_ticket_rotation 30m;"), "server.tls.ticket_key_rotation_ms", 1800000},
@@ -305,14 +310,14 @@ static const struct field_case field_cases[] = {
     {TLS("tls_ktls off;"), "server.tls.ktls", 0},
     /* Client certificates are required once a CA file is given, unless
      * tls_verify_client says otherwise, before or after it. */
-    {TLS("tls_client_certificate ca.pem;"), "server.tls.verify_client", CONF_TLS_VERIFY_CLIENT_ON},
+    {TLS("tls_client_certificate ca.pem;"), "server.tls.verify_client", TLS_VERIFY_CLIENT_ON},
     {TLS("tls_verify_client optional; tls_client_certificate ca.pem;"), "server.tls.verify_client",
-     CONF_TLS_VERIFY_CLIENT_OPTIONAL},
+     TLS_VERIFY_CLIENT_OPTIONAL},
     {TLS("tls_client_certificate ca.pem; tls_verify_client off;"), "server.tls.verify_client",
-     CONF_TLS_VERIFY_CLIENT_OFF},
+     TLS_VERIFY_CLIENT_OFF},
     {TLS("tls_client_certificate ca.pem; tls_verify_client on;"), "server.tls.verify_client",
-     CONF_TLS_VERIFY_CLIENT_ON},
-    {TLS("tls_verify_client off;"), "server.tls.verify_client", CONF_TLS_VERIFY_CLIENT_OFF},
+     TLS_VERIFY_CLIENT_ON},
+    {TLS("tls_verify_client off;"), "server.tls.verify_client", TLS_VERIFY_CLIENT_OFF},
     /* TLS to upstreams */
     {HTTPS(""), "location.proxy_tls.verify", 1},
     {HTTPS("proxy_tls_verify off;"), "location.proxy_tls.verify", 0},
@@ -336,6 +341,16 @@ static const struct field_case field_cases[] = {
      "location.proxy_buffer_size", 131072},
     {"server { listen 127.0.0.1:80; location / { proxy_buffer_size 1024; return 204; } }",
      "location.proxy_buffer_size", 1024},
+    /* A location has its server's proxy timeouts, which may be the top
+     * level's. */
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1; } }",
+     "location.proxy_read_timeout_ms", 60000},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1; } }\n"
+     "proxy_read_timeout 5s;",
+     "location.proxy_read_timeout_ms", 5000},
+    {"proxy_connect_timeout 5s;\nserver { listen 127.0.0.1:80; proxy_connect_timeout 2s;\n"
+     "location / { proxy_pass http://127.0.0.1:1; proxy_buffer_size 4k; } }",
+     "location.proxy_connect_timeout_ms", 2000},
 };
 
 START_TEST(field_table)
@@ -416,18 +431,18 @@ START_TEST(full_server)
                     NULL);
     ck_assert_uint_eq(c->upstream_count, 1);
     const struct conf_upstream *u = &c->upstreams[0];
-    ck_assert_str_eq(u->name, "app");
+    ck_assert_str_eq(u->upstream.name, "app");
     ck_assert_uint_eq(u->pos.line, 1);
     ck_assert_uint_eq(u->pos.col, 1);
-    ck_assert_uint_eq(u->server_count, 2);
-    ck_assert_str_eq(u->servers[0].address, "127.0.0.1:9001");
-    ck_assert_uint_eq(u->servers[0].weight, 2);
-    ck_assert_uint_eq(u->servers[0].pos.line, 2);
-    ck_assert_uint_eq(u->servers[0].pos.col, 12);
-    ck_assert_str_eq(u->servers[1].address, "127.0.0.1:9002");
-    ck_assert_uint_eq(u->servers[1].weight, 1);
-    ck_assert_int_eq(u->balance, CONF_BALANCE_LEAST_CONN);
-    ck_assert_uint_eq(u->keepalive, 64);
+    ck_assert_uint_eq(u->upstream.server_count, 2);
+    ck_assert_str_eq(u->upstream.servers[0].address, "127.0.0.1:9001");
+    ck_assert_uint_eq(u->upstream.servers[0].weight, 2);
+    ck_assert_uint_eq(u->server_pos[0].line, 2);
+    ck_assert_uint_eq(u->server_pos[0].col, 12);
+    ck_assert_str_eq(u->upstream.servers[1].address, "127.0.0.1:9002");
+    ck_assert_uint_eq(u->upstream.servers[1].weight, 1);
+    ck_assert_int_eq(u->upstream.balance, PROXY_BALANCE_LEAST_CONN);
+    ck_assert_uint_eq(u->upstream.keepalive, 64);
 
     ck_assert_uint_eq(c->server_count, 1);
     const struct conf_server *s = &c->servers[0];
@@ -537,23 +552,24 @@ START_TEST(tls_server)
     ck_assert_str_eq(ecdsa->key, "/etc/ssl/ecdsa.key");
     ck_assert_uint_eq(ecdsa->certificate_pos.line, 6);
     ck_assert_uint_eq(ecdsa->key_pos.line, 7);
-    ck_assert_uint_eq(tls->protocols, CONF_TLS_1_3);
-    ck_assert_str_eq(tls->ciphers, "ECDHE+AESGCM:!aNULL");
+    ck_assert_uint_eq(tls->settings.protocols, TLS_PROTOCOL_1_3);
+    ck_assert_str_eq(tls->settings.ciphers, "ECDHE+AESGCM:!aNULL");
     ck_assert_uint_eq(tls->ciphers_pos.line, 9);
     ck_assert_uint_eq(tls->ciphers_pos.col, 17);
-    ck_assert_str_eq(tls->ciphersuites, "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
+    ck_assert_str_eq(tls->settings.ciphersuites,
+                     "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
     ck_assert_uint_eq(tls->ciphersuites_pos.line, 10);
     ck_assert_uint_eq(tls->ciphersuites_pos.col, 22);
-    ck_assert(!tls->session_tickets);
-    ck_assert_uint_eq(tls->ticket_key_rotation_ms, 7200000);
-    ck_assert_uint_eq(tls->session_cache, 1000);
-    ck_assert_uint_eq(tls->session_timeout_ms, 600000);
-    ck_assert_uint_eq(tls->handshake_timeout_ms, 5000);
-    ck_assert(tls->ktls);
-    ck_assert_str_eq(tls->client_certificate, "/etc/corral/ca/clients.pem");
-    ck_assert_uint_eq(tls->client_certificate_pos.line, 17);
-    ck_assert_uint_eq(tls->client_certificate_pos.col, 28);
-    ck_assert_int_eq(tls->verify_client, CONF_TLS_VERIFY_CLIENT_ON);
+    ck_assert(!tls->settings.session_tickets);
+    ck_assert_uint_eq(tls->settings.ticket_key_rotation_ms, 7200000);
+    ck_assert_uint_eq(tls->settings.session_cache, 1000);
+    ck_assert_uint_eq(tls->settings.session_timeout_ms, 600000);
+    ck_assert_uint_eq(tls->settings.handshake_timeout_ms, 5000);
+    ck_assert(tls->settings.ktls);
+    ck_assert_str_eq(tls->settings.client_ca, "/etc/corral/ca/clients.pem");
+    ck_assert_uint_eq(tls->client_ca_pos.line, 17);
+    ck_assert_uint_eq(tls->client_ca_pos.col, 28);
+    ck_assert_int_eq(tls->settings.verify_client, TLS_VERIFY_CLIENT_ON);
 
     /* The second server on the address keeps its own certificate and the
      * defaults of everything else. */
@@ -563,13 +579,13 @@ START_TEST(tls_server)
     ck_assert_str_eq(tls->certificates[0].key, "/etc/corral/www.key");
     ck_assert_uint_eq(tls->certificates[0].key_pos.line, 23);
     ck_assert_uint_eq(tls->certificates[0].key_pos.col, 50);
-    ck_assert_uint_eq(tls->protocols, CONF_TLS_1_2 | CONF_TLS_1_3);
-    ck_assert_ptr_null(tls->ciphers);
-    ck_assert_ptr_null(tls->ciphersuites);
-    ck_assert(tls->session_tickets);
-    ck_assert(!tls->ktls);
-    ck_assert_ptr_null(tls->client_certificate);
-    ck_assert_int_eq(tls->verify_client, CONF_TLS_VERIFY_CLIENT_OFF);
+    ck_assert_uint_eq(tls->settings.protocols, TLS_PROTOCOL_1_2 | TLS_PROTOCOL_1_3);
+    ck_assert_ptr_null(tls->settings.ciphers);
+    ck_assert_ptr_null(tls->settings.ciphersuites);
+    ck_assert(tls->settings.session_tickets);
+    ck_assert(!tls->settings.ktls);
+    ck_assert_ptr_null(tls->settings.client_ca);
+    ck_assert_int_eq(tls->settings.verify_client, TLS_VERIFY_CLIENT_OFF);
     conf_free(c);
 }
 END_TEST
@@ -598,14 +614,14 @@ START_TEST(https_proxy_pass)
     ck_assert_str_eq(l->proxy_pass, "https://app");
     ck_assert(l->proxy_tls.verify);
     ck_assert_str_eq(l->proxy_tls.server_name, "app.internal");
-    ck_assert_str_eq(l->proxy_tls.trusted_certificate, "/etc/corral/ca/internal.pem");
-    ck_assert_uint_eq(l->proxy_tls.trusted_certificate_pos.line, 7);
-    ck_assert_uint_eq(l->proxy_tls.trusted_certificate_pos.col, 39);
+    ck_assert_str_eq(l->proxy_tls.ca_file, "/etc/corral/ca/internal.pem");
+    ck_assert_uint_eq(l->proxy_tls_ca_pos.line, 7);
+    ck_assert_uint_eq(l->proxy_tls_ca_pos.col, 39);
     l = &s->locations[1];
     ck_assert_str_eq(l->proxy_pass, "https://127.0.0.1:8443");
     ck_assert(!l->proxy_tls.verify);
     ck_assert_ptr_null(l->proxy_tls.server_name);
-    ck_assert_ptr_null(l->proxy_tls.trusted_certificate);
+    ck_assert_ptr_null(l->proxy_tls.ca_file);
     l = &s->locations[2];
     ck_assert_str_eq(l->proxy_pass, "https://[::1]:8443");
     ck_assert_str_eq(l->proxy_tls.server_name, "::1");
@@ -697,10 +713,9 @@ START_TEST(relative_paths_follow_their_file)
     ck_assert_str_eq(a->certificates[0].certificate, "/etc/corral/sites/a.pem");
     ck_assert_str_eq(a->certificates[0].key, "/etc/corral/sites/../keys/a.key");
     ck_assert_str_eq(a->certificates[0].certificate_pos.file, "/etc/corral/sites/a.conf");
-    ck_assert_str_eq(a->client_certificate, "/etc/corral/sites/ca/clients.pem");
-    ck_assert_str_eq(a->client_certificate_pos.file, "/etc/corral/sites/a.conf");
-    ck_assert_str_eq(c->servers[0].locations[0].proxy_tls.trusted_certificate,
-                     "/etc/corral/sites/ca/app.pem");
+    ck_assert_str_eq(a->settings.client_ca, "/etc/corral/sites/ca/clients.pem");
+    ck_assert_str_eq(a->client_ca_pos.file, "/etc/corral/sites/a.conf");
+    ck_assert_str_eq(c->servers[0].locations[0].proxy_tls.ca_file, "/etc/corral/sites/ca/app.pem");
     ck_assert_str_eq(c->servers[0].pos.file, "/etc/corral/sites/a.conf");
     ck_assert_str_eq(b->certificates[0].certificate, "/etc/corral/b.pem");
     ck_assert_str_eq(b->certificates[0].key, "/k/b.key");

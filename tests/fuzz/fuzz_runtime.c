@@ -185,14 +185,14 @@ static bool harmless_files(const struct conf_config *config)
     for (size_t s = 0; s < config->server_count; s++) {
         const struct conf_server *server = &config->servers[s];
         const struct conf_tls *tls = &server->tls;
-        if (!harmless_file(tls->client_certificate))
+        if (!harmless_file(tls->settings.client_ca))
             return false;
         for (size_t i = 0; i < tls->certificate_count; i++)
             if (!harmless_file(tls->certificates[i].certificate) ||
                 !harmless_file(tls->certificates[i].key))
                 return false;
         for (size_t l = 0; l < server->location_count; l++)
-            if (!harmless_file(server->locations[l].proxy_tls.trusted_certificate))
+            if (!harmless_file(server->locations[l].proxy_tls.ca_file))
                 return false;
     }
     return true;

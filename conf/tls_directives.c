@@ -1,0 +1,158 @@
+/*
+ * tls_directives.c: a server block's TLS settings: its certificate and key
+ * pairs, and the tls_* settings of the TLS module's own struct, with the
+ * checks that need the whole block.
+ */
+#include "registry.h"
+
+#include <string.h>
+
+/* tls_certificate FILE: starts a pair that the next tls_certificate_key
+ * completes.  The files are opened by the daemon, not here, so that a
+ * config can be checked where they are not readable. */
+static int apply_tls_certificate(struct conf_state *state, const struct conf_node *node,
+                                 const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_tls *tls = &state->server->tls;
+    const struct conf_arg *arg = &node->args[0];
+    if (tls->certificate_count > 0 && tls->certificates[tls->certificate_count - 1].key == NULL) {
+        const struct conf_pos *last =
+            &tls->certificates[tls->certificate_count - 1].certificate_pos;
+        char where[300];
+        return conf__error_at(state->error, &node->name.pos,
+                              "\"tls_certificate\" at %s needs its \"tls_certificate_key\" before "
+                              "the next \"tls_certificate\"",
+                              conf__where(where, sizeof(where), &node->name.pos, last));
+    }
+    struct conf_tls_certificate *certificates = conf__grow(
+        state, &arg->pos, tls->certificates, tls->certificate_count, sizeof(*certificates));
+    if (certificates == NULL)
+        return -1;
+    tls->certificates = certificates;
+    struct conf_tls_certificate *pair = &certificates[tls->certificate_count++];
+    pair->certificate_pos = arg->pos;
+    return conf__arg_path(state, arg, &pair->certificate);
+}
+
+/* tls_certificate_key FILE: the key of the tls_certificate just before. */
+static int apply_tls_certificate_key(struct conf_state *state, const struct conf_node *node,
+                                     const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_tls *tls = &state->server->tls;
+    const struct conf_arg *arg = &node->args[0];
+    if (tls->certificate_count == 0) {
+        size_t index = (size_t)(state->server - state->config->servers);
+        if (conf__find_child(state->server_nodes[index], "tls_certificate") == NULL)
+            return conf__error_at(state->error, &node->name.pos,
+                                  "\"tls_certificate_key\" needs a \"tls_certificate\" in the "
+                                  "same server");
+        return conf__error_at(state->error, &node->name.pos,
+                              "\"tls_certificate_key\" must come after its \"tls_certificate\"");
+    }
+    struct conf_tls_certificate *pair = &tls->certificates[tls->certificate_count - 1];
+    if (pair->key != NULL) {
+        char where[300];
+        return conf__error_at(
+            state->error, &node->name.pos,
+            "duplicate \"tls_certificate_key\" for the \"tls_certificate\" at %s",
+            conf__where(where, sizeof(where), &node->name.pos, &pair->certificate_pos));
+    }
+    pair->key_pos = arg->pos;
+    return conf__arg_path(state, arg, &pair->key);
+}
+
+int conf__tls_check_server(struct conf_state *state, size_t index)
+{
+    struct conf_server *server = &state->config->servers[index];
+    struct conf_tls *tls = &server->tls;
+    const struct conf_node *node = state->server_nodes[index];
+    if (tls->certificate_count > 0 && tls->certificates[tls->certificate_count - 1].key == NULL) {
+        const struct conf_node *cert = NULL;
+        for (size_t i = 0; i < node->child_count; i++)
+            if (strcmp(node->children[i].name.text, "tls_certificate") == 0)
+                cert = &node->children[i];
+        return conf__error_at(state->error, &cert->name.pos,
+                              "\"tls_certificate\" needs a \"tls_certificate_key\" in the same "
+                              "server");
+    }
+    for (size_t i = 0; i < server->listen_count; i++)
+        if (server->listens[i].tls && tls->certificate_count == 0)
+            return conf__error_at(state->error, &server->listens[i].pos,
+                                  "listen \"%s\" is tls but the server has no \"tls_certificate\"",
+                                  server->listens[i].address);
+
+    const struct conf_node *verify = conf__find_child(node, "tls_verify_client");
+    if (verify == NULL)
+        tls->settings.verify_client =
+            tls->settings.client_ca != NULL ? TLS_VERIFY_CLIENT_ON : TLS_VERIFY_CLIENT_OFF;
+    else if (tls->settings.verify_client != TLS_VERIFY_CLIENT_OFF &&
+             tls->settings.client_ca == NULL)
+        return conf__error_at(state->error, &verify->args[0].pos,
+                              "\"tls_verify_client %s\" needs a \"tls_client_certificate\" in the "
+                              "same server",
+                              verify->args[0].text);
+    return 0;
+}
+
+/* Keyword settings are stored as int: their enums must be int-sized. */
+_Static_assert(sizeof(enum tls_verify_client) == sizeof(int), "an enum setting is an int");
+
+static const struct conf_keyword protocols[] = {
+    {"TLSv1.2", TLS_PROTOCOL_1_2},
+    {"TLSv1.3", TLS_PROTOCOL_1_3},
+};
+
+static const struct conf_keyword verify_modes[] = {
+    {"on", TLS_VERIFY_CLIENT_ON},
+    {"optional", TLS_VERIFY_CLIENT_OPTIONAL},
+    {"off", TLS_VERIFY_CLIENT_OFF},
+};
+
+/* Each entry sets one field of the server's struct conf_tls through
+ * conf__apply_setting(), except the certificate and key, which build a list
+ * of pairs.  One directive per entry: a table reads better than what the
+ * formatter makes of it. */
+/* clang-format off */
+#define TLS_FIELD(field) .contexts = CONF_SERVER, .min_args = 1, .max_args = 1, \
+    .base = CONF_BASE_TLS, CONF_FIELD(struct conf_tls, settings.field)
+#define TLS_POS(field) .keep_pos = true, .pos_offset = offsetof(struct conf_tls, field)
+
+const struct conf_directive conf__tls_directives[] = {
+    {.name = "tls_certificate", .contexts = CONF_SERVER, .min_args = 1, .max_args = 1,
+     .repeat = true, .apply = apply_tls_certificate},
+    {.name = "tls_certificate_key", .contexts = CONF_SERVER, .min_args = 1, .max_args = 1,
+     .repeat = true, .apply = apply_tls_certificate_key},
+    {.name = "tls_protocols", .contexts = CONF_SERVER, .min_args = 1, .max_args = CONF_ARGS_MANY,
+     .base = CONF_BASE_TLS, CONF_FIELD(struct conf_tls, settings.protocols),
+     .kind = CONF_KIND_FLAGS, CONF_KEYWORDS(protocols), .what = "TLS protocol",
+     .repeated = "protocol"},
+    /* Kept as written: OpenSSL judges them when the daemon sets up TLS; the
+     * position lets it point here. */
+    {.name = "tls_ciphers", TLS_FIELD(ciphers), .kind = CONF_KIND_STRING, TLS_POS(ciphers_pos)},
+    {.name = "tls_ciphersuites", TLS_FIELD(ciphersuites), .kind = CONF_KIND_STRING,
+     TLS_POS(ciphersuites_pos)},
+    {.name = "tls_session_tickets", TLS_FIELD(session_tickets), .kind = CONF_KIND_SWITCH},
+    /* A ticket's lifetime is told to the client in whole seconds, and a
+     * ticket lives at least one rotation period. */
+    {.name = "tls_session_ticket_rotation", TLS_FIELD(ticket_key_rotation_ms),
+     .kind = CONF_KIND_DURATION, .min = 1000},
+    /* sessions kept for resumption without a ticket; 0 is off too */
+    {.name = "tls_session_cache", TLS_FIELD(session_cache), .kind = CONF_KIND_COUNT,
+     .zero_word = "off", .what = "session cache size"},
+    {.name = "tls_session_timeout", TLS_FIELD(session_timeout_ms), .kind = CONF_KIND_DURATION,
+     .min = 1},
+    {.name = "tls_handshake_timeout", TLS_FIELD(handshake_timeout_ms),
+     .kind = CONF_KIND_DURATION, .min = 1},
+    {.name = "tls_ktls", TLS_FIELD(ktls), .kind = CONF_KIND_SWITCH},
+    /* the CAs that client certificates must chain to */
+    {.name = "tls_client_certificate", TLS_FIELD(client_ca), .kind = CONF_KIND_PATH,
+     TLS_POS(client_ca_pos)},
+    /* checked against the CA file by conf__tls_check_server(), which may
+     * come later in the block */
+    {.name = "tls_verify_client", TLS_FIELD(verify_client), .kind = CONF_KIND_KEYWORD,
+     CONF_KEYWORDS(verify_modes), .what = "client verification"},
+    {.name = NULL},
+};
+/* clang-format on */

@@ -1,0 +1,38 @@
+/*
+ * proxy_conf.h: what the proxy's settings are and their defaults, in one
+ * place: the config language fills struct proxy_conf (proxy_*_timeout,
+ * proxy_buffer_size) and the daemon gives each proxy_pass location its values.
+ */
+#ifndef CORRAL_PROTO_PROXY_CONF_H
+#define CORRAL_PROTO_PROXY_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The default bound on a response head, as nginx's proxy_buffer_size. */
+#define PROXY_RESPONSE_HEAD_LIMIT (8 * 1024)
+/* Its bounds.  A head must fit in one connection's input buffer, which
+ * stops growing at the 256 KiB backpressure watermark: the upper bound
+ * stays well below that. */
+#define PROXY_RESPONSE_HEAD_LIMIT_MIN 1024
+#define PROXY_RESPONSE_HEAD_LIMIT_MAX (128 * 1024)
+
+/* The settings of one proxy_pass location (struct proxy_location carries
+ * them at run time). */
+struct proxy_conf {
+    uint32_t connect_timeout_ms; /* proxy_connect_timeout */
+    uint32_t read_timeout_ms;    /* proxy_read_timeout: between two reads */
+    uint32_t send_timeout_ms;    /* proxy_send_timeout: between two writes */
+    size_t response_head_limit;  /* proxy_buffer_size: the most bytes a response
+                                    head (status line and headers) may take */
+};
+
+#define PROXY_CONF_DEFAULT                                                                         \
+    ((struct proxy_conf){                                                                          \
+        .connect_timeout_ms = 60 * 1000,                                                           \
+        .read_timeout_ms = 60 * 1000,                                                              \
+        .send_timeout_ms = 60 * 1000,                                                              \
+        .response_head_limit = PROXY_RESPONSE_HEAD_LIMIT,                                          \
+    })
+
+#endif
