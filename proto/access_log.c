@@ -286,8 +286,7 @@ void access_log_write(struct access_log *log, const struct access_entry *e)
             put_escaped(&line, e->method);
             put(&line, " ", 1);
             put_escaped(&line, e->target);
-            put(&line, " ", 1);
-            put(&line, e->protocol, strlen(e->protocol));
+            put_printf(&line, " %s", e->protocol);
             break;
         case VAR_REQUEST_METHOD: put_escaped(&line, e->method); break;
         case VAR_REQUEST_URI: put_escaped(&line, e->target); break;

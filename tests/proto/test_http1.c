@@ -635,6 +635,53 @@ START_TEST(long_access_log_line_is_written_whole)
 }
 END_TEST
 
+/* $request ends with the protocol the request came in. */
+START_TEST(access_log_names_the_protocol)
+{
+    char path[] = "/tmp/corral-http1-log-XXXXXX";
+    int tmp = mkstemp(path);
+    ck_assert_int_ge(tmp, 0);
+    close(tmp);
+    const char *bad = NULL;
+    ck_assert_int_eq(access_log_open(path, "$request $status", &access_log, &bad), 0);
+    stop();
+    start(0, 0);
+
+    static const char *const requests[] = {
+        "GET /exact HTTP/1.0\r\n\r\n",
+        "GET /exact HTTP/1.1\r\nHost: main.example\r\nConnection: close\r\n\r\n"};
+    for (size_t i = 0; i < 2; i++) {
+        int fd = test_connect(port);
+        test_send_all(fd, requests[i], strlen(requests[i]));
+        char head[1024], body[256];
+        ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 201);
+        close(fd);
+    }
+    /* Two workers may write the two lines in either order, just after the
+     * responses: wait for both, briefly. */
+    const size_t expected_len = 2 * strlen("GET /exact HTTP/1.0 201\n");
+    char written[256];
+    size_t len = 0;
+    for (int tries = 0; tries < 200 && len < expected_len; tries++) {
+        usleep(10000);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        len = fread(written, 1, sizeof(written) - 1, f);
+        fclose(f);
+    }
+    written[len] = '\0';
+    unlink(path);
+    ck_assert_uint_eq(len, expected_len);
+    ck_assert_ptr_nonnull(strstr(written, "GET /exact HTTP/1.0 201\n"));
+    ck_assert_ptr_nonnull(strstr(written, "GET /exact HTTP/1.1 201\n"));
+
+    stop();
+    access_log_free(access_log);
+    access_log = NULL;
+    start(0, 0);
+}
+END_TEST
+
 START_TEST(responses_are_counted_by_status)
 {
     int fd = test_connect(port);
@@ -675,6 +722,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, idle_keepalive_connection_is_closed);
     tcase_add_test(tc, responses_are_counted_by_status);
     tcase_add_test(tc, long_access_log_line_is_written_whole);
+    tcase_add_test(tc, access_log_names_the_protocol);
     suite_add_tcase(suite, tc);
     return suite;
 }
