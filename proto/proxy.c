@@ -10,6 +10,7 @@
  */
 #include "proto/proxy.h"
 
+#include "proto/counter.h"
 #include "proto/http1_client.h"
 
 #include <errno.h>
