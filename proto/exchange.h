@@ -16,9 +16,10 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-/* One request and its response.  The framer allocates and frees it; a
- * handler keeps a pointer from on_request until it calls exchange_end(),
- * exchange_respond() or exchange_abort(), or until on_abort. */
+/* One request and its response.  The framer allocates and frees it.  A
+ * handler may use it from on_request until on_abort, or until it ends the
+ * response (exchange_end(), exchange_respond()...) and then returns to the
+ * framer: within that callback it may still, say, clear exchange_data(). */
 struct exchange;
 
 /* A parsed request head, the same for every protocol.  Its strings are
@@ -55,8 +56,9 @@ struct http_handler {
     void (*on_body)(struct exchange *ex, const char *data, size_t len);
     /* The whole request body has arrived; optional. */
     void (*on_body_end)(struct exchange *ex);
-    /* The client went away before the response was complete; release
-     * whatever the exchange holds.  Optional. */
+    /* The client went away before the response was complete, or the
+     * handler cut it off (exchange_abort(), exchange_tunnel_close()):
+     * release whatever the exchange holds.  Optional. */
     void (*on_abort)(struct exchange *ex);
     /* The response output, after exchange_backed_up() said so, went below
      * the low watermark: resume the producer.  Optional. */
@@ -167,6 +169,8 @@ static inline void exchange_abort(struct exchange *ex)
     ex->_ops->abort(ex);
 }
 
+/* Whether the response has begun: after that, a failure can only cut the
+ * exchange off (exchange_abort()), not answer it. */
 static inline bool exchange_response_started(const struct exchange *ex)
 {
     return ex->_ops->response_started(ex);
