@@ -5,6 +5,7 @@
  * the daemon lock: admin requests are rare, the workers never take it.
  */
 #include "cmd/daemon.h"
+#include "proto/exchange.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -153,7 +154,7 @@ static void write_worker_metric(struct text *t, const char *name, const char *ty
                     (unsigned long long)*(const uint64_t *)((const char *)&totals[i] + offset));
 }
 
-static void metrics_on_request(struct http_exchange *ex, const struct http_request *req, void *data)
+static void metrics_on_request(struct exchange *ex, const struct http_request *req, void *data)
 {
     (void)req;
     (void)data;
@@ -181,7 +182,7 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
         /* Workers serve before main() publishes their generation. */
         pthread_mutex_unlock(&daemon_state.lock);
         free(totals);
-        http_respond_error(ex, 503);
+        exchange_respond_error(ex, 503);
         return;
     }
     struct corral_wakeup_info wakeup;
@@ -260,7 +261,7 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
                 "# TYPE corral_start_time_seconds gauge\ncorral_start_time_seconds %llu\n",
                 (unsigned long long)daemon_state.started_at);
 
-    http_respond(ex, 200, "Content-Type: text/plain; version=0.0.4\r\n", t.data, t.len);
+    exchange_respond(ex, 200, "Content-Type: text/plain; version=0.0.4\r\n", t.data, t.len);
     free(t.data);
     free(totals);
     for (size_t i = borrowed; i < upstream_count; i++)
@@ -268,7 +269,7 @@ static void metrics_on_request(struct http_exchange *ex, const struct http_reque
     free(upstreams);
 }
 
-static void status_on_request(struct http_exchange *ex, const struct http_request *req, void *data)
+static void status_on_request(struct exchange *ex, const struct http_request *req, void *data)
 {
     (void)req;
     (void)data;
@@ -277,7 +278,7 @@ static void status_on_request(struct http_exchange *ex, const struct http_reques
     struct generation *current = daemon_state.generations;
     if (current == NULL) { /* workers serve before main() publishes them */
         pthread_mutex_unlock(&daemon_state.lock);
-        http_respond_error(ex, 503);
+        exchange_respond_error(ex, 503);
         return;
     }
     struct corral_wakeup_info wakeup;
@@ -307,7 +308,7 @@ static void status_on_request(struct http_exchange *ex, const struct http_reques
     text_json_string(&t, wakeup.reason);
     text_printf(&t, "}, \"connections_active\": %llu}\n", (unsigned long long)active);
     pthread_mutex_unlock(&daemon_state.lock);
-    http_respond(ex, 200, "Content-Type: application/json\r\n", t.data, t.len);
+    exchange_respond(ex, 200, "Content-Type: application/json\r\n", t.data, t.len);
     free(t.data);
 }
 

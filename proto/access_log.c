@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,7 +286,7 @@ void access_log_write(struct access_log *log, const struct access_entry *e)
             put_escaped(&line, e->method);
             put(&line, " ", 1);
             put_escaped(&line, e->target);
-            put_printf(&line, " HTTP/1.%u", e->version_minor);
+            put_printf(&line, " %s", e->protocol);
             break;
         case VAR_REQUEST_METHOD: put_escaped(&line, e->method); break;
         case VAR_REQUEST_URI: put_escaped(&line, e->target); break;

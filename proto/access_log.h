@@ -6,7 +6,7 @@
 #ifndef CORRAL_PROTO_ACCESS_LOG_H
 #define CORRAL_PROTO_ACCESS_LOG_H
 
-#include "proto/http1.h"
+#include <stdint.h>
 
 /* The default: the combined format plus request and upstream time. */
 #define ACCESS_LOG_COMBINED_TIMED                                                                  \
@@ -26,11 +26,11 @@ int access_log_check_format(const char *format, const char **bad);
 int access_log_reopen(struct access_log *log);
 void access_log_free(struct access_log *log);
 
-/* What one exchange leaves for its log line; http1 fills it. */
+/* What one exchange leaves for its log line; the framer fills it. */
 struct access_entry {
     const char *remote_addr;
     const char *method, *target, *host, *referer, *user_agent; /* may be NULL */
-    unsigned version_minor;
+    const char *protocol; /* "HTTP/1.1": $request's last word */
     unsigned status;
     uint64_t body_bytes_sent;
     uint64_t request_ns; /* from the first byte of the head to the end */

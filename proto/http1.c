@@ -1,5 +1,6 @@
 /*
- * http1.c: HTTP/1.1 server connections.  A request head is parsed only once
+ * http1.c: HTTP/1.1 server connections, the framer that turns requests into
+ * exchanges (proto/exchange.h).  A request head is parsed only once
  * it is complete in the input, so llhttp sees it in one piece and every
  * header is a slice of one buffer; the body streams through.  One exchange
  * runs at a time: pipelined requests wait, unconsumed, until the response
@@ -28,20 +29,6 @@ struct head_scratch {
     struct http_str url;
 };
 static _Thread_local struct head_scratch scratch;
-
-void http_limits_init(struct http_limits *limits)
-{
-    *limits = (struct http_limits){
-        .header_timeout_ms = 60000,
-        .body_timeout_ms = 60000,
-        .send_timeout_ms = 60000,
-        .keepalive_timeout_ms = 75000,
-        .keepalive_requests = 1000,
-        .max_header_size = 8192,
-        .max_headers = 100,
-        .max_body_size = 1024 * 1024,
-    };
-}
 
 /* ------------------------------------------------- counters, connection steps */
 
@@ -120,9 +107,12 @@ void h1_finish_exchange(struct h1_conn *h1)
 static void h1_reject(struct h1_conn *h1, unsigned status)
 {
     h1->in_exchange = true;
-    h1->ex =
-        (struct http_exchange){.h1 = h1, .request_done = true, .http10 = true, .upstream_ns = -1};
-    http_respond_error(&h1->ex, status);
+    h1->ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops},
+                                  .h1 = h1,
+                                  .request_done = true,
+                                  .http10 = true,
+                                  .upstream_ns = -1};
+    exchange_respond_error(&h1->ex.base, status);
     h1_close(h1);
 }
 
@@ -196,11 +186,9 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
     *req = (struct http_request){
         .method = {llhttp_method_name((llhttp_method_t)parser->method), 0},
         .target = scratch.url,
-        .version_minor = parser->http_minor,
         .headers = scratch.list.headers,
         .header_count = scratch.list.count,
         .head = parser->method == HTTP_HEAD,
-        .keep_alive = llhttp_should_keep_alive(parser),
     };
     req->method.len = strlen(req->method.data);
     if (parser->http_major != 1)
@@ -217,6 +205,7 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
         req->target.data, query != NULL ? (size_t)(query - req->target.data) : req->target.len};
 
     int hosts = 0, transfer_encodings = 0;
+    bool chunked = false; /* Transfer-Encoding: chunked */
     for (size_t i = 0; i < scratch.list.count; i++) {
         const struct http_header *h = &scratch.list.headers[i];
         if (!http_is_token(h->name))
@@ -230,7 +219,7 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
             unsigned status = http_check_transfer_encoding(h->value);
             if (status != 0)
                 return status;
-            req->chunked = true;
+            chunked = true;
         } else if (http_str_equal_nocase(h->name, "upgrade")) {
             req->upgrade_protocol = http_trim(h->value);
         } else if (http_str_equal_nocase(h->name, "expect")) {
@@ -241,10 +230,10 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
     }
     /* Chunked framing does not exist in HTTP/1.0 (RFC 9112 6.1): the
      * framing is faulty, whatever a Content-Length says. */
-    if (req->chunked && req->version_minor == 0)
+    if (chunked && parser->http_minor == 0)
         return 400;
     /* HTTP/1.1 requires exactly one Host (RFC 9112 3.2). */
-    if (hosts > 1 || (hosts == 0 && req->version_minor >= 1))
+    if (hosts > 1 || (hosts == 0 && parser->http_minor >= 1))
         return 400;
     /* Host is checked even when an absolute-form target's authority takes
      * its place: RFC 9112 3.2 refuses any invalid Host value. */
@@ -256,16 +245,16 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
         if (http_str_equal_nocase(scratch.list.headers[i].name, "connection") &&
             http_header_lists(scratch.list.headers[i].value, (struct http_str){"upgrade", 7}))
             req->upgrade = true;
-    req->content_length = req->chunked ? 0 : parser->content_length;
-    req->has_content_length = !req->chunked && (parser->flags & F_CONTENT_LENGTH);
-    req->has_body = req->chunked || req->content_length > 0;
+    req->content_length = chunked ? 0 : parser->content_length;
+    req->has_content_length = !chunked && (parser->flags & F_CONTENT_LENGTH);
+    req->has_body = chunked || req->content_length > 0;
     return 0;
 }
 
 /* The request's strings die with on_request; the log line comes later.
  * Copies them, NUL-separated: remote address, method, target, host, referer,
  * user agent. */
-static void log_fields_keep(struct h1_conn *h1, struct http_exchange *ex,
+static void log_fields_keep(struct h1_conn *h1, struct h1_exchange *ex,
                             const struct http_request *req)
 {
     struct http_str referer = {NULL, 0}, agent = {NULL, 0};
@@ -275,8 +264,8 @@ static void log_fields_keep(struct h1_conn *h1, struct http_exchange *ex,
         else if (http_str_equal_nocase(req->headers[i].name, "user-agent"))
             agent = req->headers[i].value;
     }
-    char remote[64]; /* http_client_host() writes at most sizeof(remote) */
-    http_client_host(h1->conn, remote, sizeof(remote));
+    char remote[64]; /* h1_client_host() writes at most sizeof(remote) */
+    h1_client_host(h1->conn, remote, sizeof(remote));
     const struct http_str fields[] = {
         {remote, strlen(remote)}, req->method, req->target, req->host, referer, agent};
     size_t total = 0;
@@ -293,7 +282,7 @@ static void log_fields_keep(struct h1_conn *h1, struct http_exchange *ex,
     }
 }
 
-void h1_log_exchange(struct h1_conn *h1, struct http_exchange *ex, unsigned status)
+void h1_log_exchange(struct h1_conn *h1, struct h1_exchange *ex, unsigned status)
 {
     const char *field[6] = {NULL}; /* the six log_fields_keep() copies */
     if (ex->log_fields != NULL) {
@@ -308,7 +297,7 @@ void h1_log_exchange(struct h1_conn *h1, struct http_exchange *ex, unsigned stat
         .host = field[3],
         .referer = field[4],
         .user_agent = field[5],
-        .version_minor = ex->http10 ? 0 : 1,
+        .protocol = ex->http10 ? "HTTP/1.0" : "HTTP/1.1",
         .status = status,
         .body_bytes_sent = ex->body_sent,
         .request_ns = ex->started_ns ? corral_monotonic_ns() - ex->started_ns : 0,
@@ -336,12 +325,14 @@ static int on_headers_complete(llhttp_t *parser)
         return -1;
     }
 
-    struct http_exchange *ex = &h1->ex;
-    *ex = (struct http_exchange){.h1 = h1,
-                                 .head = req.head,
-                                 .keep_alive = req.keep_alive,
-                                 .client_closes = !req.keep_alive,
-                                 .http10 = req.version_minor == 0};
+    struct h1_exchange *ex = &h1->ex;
+    bool keep_alive = llhttp_should_keep_alive(parser); /* what the client asked for */
+    *ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops},
+                               .h1 = h1,
+                               .head = req.head,
+                               .keep_alive = keep_alive,
+                               .client_closes = !keep_alive,
+                               .http10 = parser->http_minor == 0};
     h1->in_exchange = true;
     ex->upstream_ns = -1;
     if (h1->site->access_log != NULL) {
@@ -354,7 +345,7 @@ static int on_headers_complete(llhttp_t *parser)
 
     const struct http_location *loc = http_find_location(h1->vhost, req.path.data, req.path.len);
     if (loc == NULL) {
-        http_respond_error(ex, 404);
+        exchange_respond_error(&ex->base, 404);
         return 0;
     }
     ex->handler = loc->handler;
@@ -363,17 +354,17 @@ static int on_headers_complete(llhttp_t *parser)
         ex->keep_alive = false; /* what follows the head will not be HTTP */
     /* Never to an HTTP/1.0 client, which need not understand a 1xx and
      * sends its body regardless (RFC 9110 10.1.1, 15.2). */
-    if (req.expect_continue && req.has_body && req.version_minor >= 1 &&
+    if (req.expect_continue && req.has_body && parser->http_minor >= 1 &&
         ex->handler->on_body != NULL)
         corral_conn_write(h1->conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-    ex->handler->on_request(ex, &req, loc->handler_data);
+    ex->handler->on_request(&ex->base, &req, loc->handler_data);
     return 0;
 }
 
 static int on_body(llhttp_t *parser, const char *at, size_t len)
 {
     struct h1_conn *h1 = parser->data;
-    struct http_exchange *ex = &h1->ex;
+    struct h1_exchange *ex = &h1->ex;
     ex->body_received += len;
     size_t max = h1->vhost->limits.max_body_size;
     if (max > 0 && ex->body_received > max) {
@@ -381,18 +372,18 @@ static int on_body(llhttp_t *parser, const char *at, size_t len)
         return -1;
     }
     if (ex->handler != NULL && ex->handler->on_body != NULL && !ex->response_done)
-        ex->handler->on_body(ex, at, len);
+        ex->handler->on_body(&ex->base, at, len);
     return 0;
 }
 
 static int on_message_complete(llhttp_t *parser)
 {
     struct h1_conn *h1 = parser->data;
-    struct http_exchange *ex = &h1->ex;
+    struct h1_exchange *ex = &h1->ex;
     ex->request_done = true;
     corral_conn_set_timeouts(h1->conn, 0, h1->vhost->limits.send_timeout_ms);
     if (ex->handler != NULL && ex->handler->on_body_end != NULL && !ex->response_done)
-        ex->handler->on_body_end(ex);
+        ex->handler->on_body_end(&ex->base);
     /* Stop here: a pipelined request waits until this one is answered. */
     return HPE_PAUSED;
 }
@@ -457,9 +448,9 @@ static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
     unsigned status = h1->error_status != 0 ? h1->error_status : 400;
     if (h1->in_exchange && !h1->ex.response_done) {
         h1->ex.keep_alive = false;
-        http_respond_error(&h1->ex, status); /* unless a response is already under way */
+        exchange_respond_error(&h1->ex.base, status); /* unless a response is already under way */
         if (h1->ex.handler != NULL && h1->ex.handler->on_abort != NULL)
-            h1->ex.handler->on_abort(&h1->ex);
+            h1->ex.handler->on_abort(&h1->ex.base);
     } else if (!h1->in_exchange) {
         h1_reject(h1, status);
     }
@@ -472,7 +463,7 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
     struct h1_conn *h1 = corral_conn_data(conn);
     if (h1->tunnel)
         return h1->ex.handler->on_tunnel_data != NULL
-                   ? h1->ex.handler->on_tunnel_data(&h1->ex, data, len)
+                   ? h1->ex.handler->on_tunnel_data(&h1->ex.base, data, len)
                    : len;
     size_t used = 0;
     while (used < len && !h1->closed) {
@@ -585,7 +576,7 @@ static void h1_on_drain(corral_conn *conn)
 {
     struct h1_conn *h1 = corral_conn_data(conn);
     if (h1->in_exchange && h1->ex.handler != NULL && h1->ex.handler->on_drain != NULL)
-        h1->ex.handler->on_drain(&h1->ex);
+        h1->ex.handler->on_drain(&h1->ex.base);
 }
 
 static void h1_on_stop(corral_conn *conn)
@@ -613,7 +604,7 @@ static void h1_on_close(corral_conn *conn, int error)
                                                                   : HTTP_TIMEOUT_SEND);
     if (h1->in_exchange && !h1->ex.response_done) {
         if (h1->ex.handler != NULL && h1->ex.handler->on_abort != NULL)
-            h1->ex.handler->on_abort(&h1->ex);
+            h1->ex.handler->on_abort(&h1->ex.base);
         if (h1->site->access_log != NULL)
             h1_log_exchange(h1, &h1->ex, h1->ex.response_started ? h1->ex.status : 499);
     }

@@ -1,7 +1,8 @@
 /*
  * http1_internal.h: what the two halves of the HTTP/1.1 server share: the
- * connection and exchange state, and the connection steps a response ends
- * with.  http1.c parses and runs connections; http1_response.c writes.
+ * connection and exchange state, the exchange ops, and the connection steps
+ * a response ends with.  http1.c parses and runs connections;
+ * http1_response.c writes and implements struct exchange_ops.
  */
 #ifndef CORRAL_PROTO_HTTP1_INTERNAL_H
 #define CORRAL_PROTO_HTTP1_INTERNAL_H
@@ -10,11 +11,12 @@
 
 #include <llhttp.h>
 
-struct http_exchange {
+/* An exchange on an HTTP/1.1 connection: one at a time per connection. */
+struct h1_exchange {
+    struct exchange base; /* what handlers get */
     struct h1_conn *h1;
     const struct http_handler *handler;
     void *handler_data;
-    void *data;
     bool head;          /* HEAD request: responses carry no body */
     bool keep_alive;    /* the client allows reusing the connection */
     bool http10;        /* an HTTP/1.0 client: no chunked responses */
@@ -40,7 +42,7 @@ struct h1_conn {
     /* Only from a head's start to its message's end: idle connections
      * hold none. */
     llhttp_t *parser;
-    struct http_exchange ex;
+    struct h1_exchange ex;
     bool in_exchange;
     bool stopping;            /* graceful stop: close after the current response */
     bool partial_head;        /* part of a request head has arrived */
@@ -51,6 +53,20 @@ struct h1_conn {
     unsigned error_status;    /* set by a callback that fails the request */
 };
 
+/* What handlers call on an HTTP/1.1 exchange (http1_response.c). */
+extern const struct exchange_ops h1_exchange_ops;
+
+_Static_assert(offsetof(struct h1_exchange, base) == 0, "h1_exchange_of() casts");
+
+static inline struct h1_exchange *h1_exchange_of(const struct exchange *ex)
+{
+    return (struct h1_exchange *)ex;
+}
+
+/* The client's IP address as text ("192.0.2.1", "::1"), or "-"; `len` is at
+ * least INET6_ADDRSTRLEN. */
+void h1_client_host(const corral_conn *conn, char *buf, size_t len);
+
 /* Parses nothing more and closes.  `linger` unless the client asked to
  * close and so sends nothing more. */
 void h1_end(struct h1_conn *h1, bool linger);
@@ -60,6 +76,6 @@ void h1_finish_exchange(struct h1_conn *h1);
 /* Counts a response sent, by status, in the site's per-worker stats. */
 void h1_count_response(struct h1_conn *h1, unsigned status);
 /* Writes the exchange's access log line (the site has an access log). */
-void h1_log_exchange(struct h1_conn *h1, struct http_exchange *ex, unsigned status);
+void h1_log_exchange(struct h1_conn *h1, struct h1_exchange *ex, unsigned status);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * http1_response.c: responses on an HTTP/1.1 server connection: the head,
  * sized from its inputs, the body (with a length, chunked, or until close),
- * the end of an exchange, and what handlers ask of the exchange.
+ * trailers, the end of an exchange, and the rest of what handlers ask of an
+ * exchange: the HTTP/1.1 implementation of struct exchange_ops.
  */
 #include "proto/http1_internal.h"
 
@@ -9,7 +10,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -31,7 +31,7 @@ static const char *date_header(void)
     return text;
 }
 
-static bool h1_keep_alive(const struct h1_conn *h1, const struct http_exchange *ex)
+static bool h1_keep_alive(const struct h1_conn *h1, const struct h1_exchange *ex)
 {
     const struct http_limits *limits = &h1->vhost->limits;
     return ex->keep_alive && !h1->stopping && limits->keepalive_timeout_ms > 0 &&
@@ -64,16 +64,10 @@ static char *append_uint(char *p, uint64_t value)
     return p;
 }
 
-void http_response_begin(struct http_exchange *ex, unsigned status, const char *headers,
-                         size_t headers_len, int64_t content_length)
+static void h1_ex_begin(struct exchange *base, unsigned status, const char *headers,
+                        size_t headers_len, int64_t content_length, struct http_str codings)
 {
-    http_response_begin_coded(ex, status, headers, headers_len, content_length,
-                              (struct http_str){NULL, 0});
-}
-
-void http_response_begin_coded(struct http_exchange *ex, unsigned status, const char *headers,
-                               size_t headers_len, int64_t content_length, struct http_str codings)
-{
+    struct h1_exchange *ex = h1_exchange_of(base);
     struct h1_conn *h1 = ex->h1;
     if (ex->response_started)
         return;
@@ -132,8 +126,9 @@ void http_response_begin_coded(struct http_exchange *ex, unsigned status, const 
         free(head);
 }
 
-void http_response_write(struct http_exchange *ex, const char *data, size_t len)
+static void h1_ex_write(struct exchange *base, const char *data, size_t len)
 {
+    struct h1_exchange *ex = h1_exchange_of(base);
     if (!ex->response_body || len == 0 || ex->response_done)
         return;
     ex->body_sent += len;
@@ -147,13 +142,52 @@ void http_response_write(struct http_exchange *ex, const char *data, size_t len)
     corral_conn_writev(ex->h1->conn, iov, 3);
 }
 
-void http_response_end(struct http_exchange *ex)
+/* Buffers gathered into one chunk at most: its size line, these and its
+ * CRLF go to one corral_conn_writev() from the stack. */
+#define H1_CHUNK_IOV_MAX 16
+
+static void h1_ex_writev(struct exchange *base, const struct iovec *iov, int count)
 {
+    struct h1_exchange *ex = h1_exchange_of(base);
+    if (!ex->response_body || ex->response_done)
+        return;
+    while (count > 0) {
+        int n = count < H1_CHUNK_IOV_MAX ? count : H1_CHUNK_IOV_MAX;
+        size_t len = 0;
+        for (int i = 0; i < n; i++)
+            len += iov[i].iov_len;
+        if (len > 0 && !ex->response_chunked) {
+            ex->body_sent += len;
+            corral_conn_writev(ex->h1->conn, iov, n);
+        } else if (len > 0) { /* an empty chunk would end the body */
+            ex->body_sent += len;
+            char size_line[HTTP_CHUNK_SIZE_LINE];
+            struct iovec framing[3], chunk[H1_CHUNK_IOV_MAX + 2];
+            http_chunk_iov(size_line, NULL, len, framing); /* its size line and CRLF */
+            chunk[0] = framing[0];
+            memcpy(chunk + 1, iov, (size_t)n * sizeof(*iov));
+            chunk[n + 1] = framing[2];
+            corral_conn_writev(ex->h1->conn, chunk, n + 2);
+        }
+        iov += n;
+        count -= n;
+    }
+}
+
+/* Trailers go in the last chunk (RFC 9112 7.1.2); a response with a length
+ * or until close has nowhere to carry them. */
+static void h1_ex_end(struct exchange *base, const char *trailers, size_t trailers_len)
+{
+    struct h1_exchange *ex = h1_exchange_of(base);
     struct h1_conn *h1 = ex->h1;
     if (ex->response_done || !ex->response_started)
         return;
-    if (ex->response_chunked)
+    if (ex->response_chunked && trailers_len > 0) {
+        struct iovec last[3] = {{"0\r\n", 3}, {(void *)trailers, trailers_len}, {"\r\n", 2}};
+        corral_conn_writev(h1->conn, last, 3);
+    } else if (ex->response_chunked) {
         corral_conn_write(h1->conn, "0\r\n\r\n", 5);
+    }
     ex->response_done = true;
     h1_count_response(h1, ex->status);
     if (h1->site->access_log != NULL)
@@ -168,49 +202,47 @@ void http_response_end(struct http_exchange *ex)
     }
 }
 
-void http_respond(struct http_exchange *ex, unsigned status, const char *headers, const char *body,
-                  size_t body_len)
+static void h1_ex_abort(struct exchange *base)
 {
-    if (ex->response_started)
-        return;
-    http_response_begin(ex, status, headers, strlen(headers), (int64_t)body_len);
-    http_response_write(ex, body, body_len);
-    http_response_end(ex);
+    corral_conn_abort(h1_exchange_of(base)->h1->conn, -ECONNRESET);
 }
 
-void http_respond_error(struct http_exchange *ex, unsigned status)
+static bool h1_ex_response_started(const struct exchange *base)
 {
-    /* 10 digits and a reason of 31 characters at most; cut, never overrun */
-    char body[64];
-    int n = snprintf(body, sizeof(body), "%u %s\n", status, http_reason(status));
-    if (n < 0 || (size_t)n >= sizeof(body))
-        n = (int)sizeof(body) - 1;
-    http_respond(ex, status, "Content-Type: text/plain\r\n", body, (size_t)n);
+    return h1_exchange_of(base)->response_started;
 }
 
-void http_exchange_set_data(struct http_exchange *ex, void *data)
+static bool h1_ex_backed_up(const struct exchange *base)
 {
-    ex->data = data;
+    return corral_conn_backed_up(h1_exchange_of(base)->h1->conn);
 }
 
-void *http_exchange_data(const struct http_exchange *ex)
+/* The body and the next request share the connection's input: pausing one
+ * pauses both, and a request waiting behind this one stays unread anyway
+ * until the response is done. */
+static void h1_ex_pause_body(struct exchange *base)
 {
-    return ex->data;
+    corral_conn_pause_read(h1_exchange_of(base)->h1->conn);
 }
 
-bool http_exchange_tls(const struct http_exchange *ex)
+static void h1_ex_resume_body(struct exchange *base)
 {
-    return ex->h1->site->tls != NULL;
+    corral_conn_resume_read(h1_exchange_of(base)->h1->conn);
 }
 
-corral_conn *http_exchange_conn(const struct http_exchange *ex)
+static corral_loop *h1_ex_loop(const struct exchange *base)
 {
-    return ex->h1->conn;
+    return corral_conn_loop(h1_exchange_of(base)->h1->conn);
 }
 
-bool http_exchange_response_started(const struct http_exchange *ex)
+static corral_worker *h1_ex_worker(const struct exchange *base)
 {
-    return ex->response_started;
+    return corral_conn_worker(h1_exchange_of(base)->h1->conn);
+}
+
+static bool h1_ex_tls(const struct exchange *base)
+{
+    return h1_exchange_of(base)->h1->site->tls != NULL;
 }
 
 /* inet_ntop() formats IPv4 with sprintf, and the proxy needs the address
@@ -229,7 +261,7 @@ static void format_ipv4(const struct in_addr *in, char *buf)
     }
 }
 
-void http_client_host(const corral_conn *conn, char *buf, size_t len)
+void h1_client_host(const corral_conn *conn, char *buf, size_t len)
 {
     struct sockaddr_storage addr;
     socklen_t addrlen;
@@ -243,16 +275,53 @@ void http_client_host(const corral_conn *conn, char *buf, size_t len)
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&addr)->sin6_addr, buf, (socklen_t)len);
 }
 
-void http_exchange_note_upstream_time(struct http_exchange *ex, uint64_t ns)
+static void h1_ex_client_host(const struct exchange *base, char *buf, size_t len)
 {
-    ex->upstream_ns = (int64_t)ns;
+    h1_client_host(h1_exchange_of(base)->h1->conn, buf, len);
 }
 
-void http_exchange_tunnel(struct http_exchange *ex)
+static void h1_ex_note_upstream_time(struct exchange *base, uint64_t ns)
 {
-    struct h1_conn *h1 = ex->h1;
+    h1_exchange_of(base)->upstream_ns = (int64_t)ns;
+}
+
+static void h1_ex_tunnel(struct exchange *base)
+{
+    struct h1_conn *h1 = h1_exchange_of(base)->h1;
     h1->tunnel = true;
     corral_conn_set_deadline(h1->conn, 0);
     corral_conn_set_timeouts(h1->conn, 0, 0); /* the protocol inside has its own */
     corral_conn_resume_read(h1->conn);        /* bytes that came early are waiting */
 }
+
+static void h1_ex_tunnel_write(struct exchange *base, const char *data, size_t len)
+{
+    corral_conn_write(h1_exchange_of(base)->h1->conn, data, len);
+}
+
+/* Closes the connection once the output is sent; h1_on_close then reports
+ * on_abort, as for a client that closes. */
+static void h1_ex_tunnel_close(struct exchange *base)
+{
+    corral_conn_close(h1_exchange_of(base)->h1->conn);
+}
+
+const struct exchange_ops h1_exchange_ops = {
+    .begin = h1_ex_begin,
+    .write = h1_ex_write,
+    .writev = h1_ex_writev,
+    .end = h1_ex_end,
+    .abort = h1_ex_abort,
+    .response_started = h1_ex_response_started,
+    .backed_up = h1_ex_backed_up,
+    .pause_body = h1_ex_pause_body,
+    .resume_body = h1_ex_resume_body,
+    .loop = h1_ex_loop,
+    .worker = h1_ex_worker,
+    .client_host = h1_ex_client_host,
+    .tls = h1_ex_tls,
+    .note_upstream_time = h1_ex_note_upstream_time,
+    .tunnel = h1_ex_tunnel,
+    .tunnel_write = h1_ex_tunnel_write,
+    .tunnel_close = h1_ex_tunnel_close,
+};

@@ -33,7 +33,4 @@ struct http_limits {
         .max_body_size = 1024 * 1024,                                                              \
     })
 
-/* Fills `limits` with HTTP_LIMITS_DEFAULT. */
-void http_limits_init(struct http_limits *limits);
-
 #endif

@@ -1,14 +1,16 @@
 /*
  * proxy.c: `proxy_pass`, the proxy's semantics.  A request is forwarded on
  * an upstream connection (proto/http1_client.c) taken from the worker's idle
- * pool or opened for it (proto/upstream.c); its body streams through as it
- * arrives and the response streams back, each side pausing the other when
- * its output backs up.  Nothing ambiguous is forwarded: the client side has
+ * pool or opened for it (proto/upstream.c), whatever protocol the client
+ * speaks: it sees only the exchange (proto/exchange.h).  Its body streams
+ * through as it arrives and the response streams back, each side pausing
+ * the other when its output backs up.  Nothing ambiguous is forwarded: the client side has
  * already refused every malformed request, and the request head is rebuilt
  * here from parsed fields, never copied raw.
  */
 #include "proto/proxy.h"
 
+#include "proto/counter.h"
 #include "proto/http1_client.h"
 
 #include <errno.h>
@@ -22,7 +24,7 @@
 #define LOCAL_ERROR_LOG_MS 1000
 
 struct proxy_exchange {
-    struct http_exchange *ex;
+    struct exchange *ex;
     const struct proxy_location *loc;
     struct http1_client *uc;
     char *head; /* the request head as forwarded, kept for a retry */
@@ -63,12 +65,20 @@ static void count_error(struct upstream_worker *worker, enum proxy_error_kind ki
     counter_inc(&worker->errors[kind]);
 }
 
-/* Backpressure between the two sides: while `out` is over its own high
- * watermark, stop reading `in`; `out`'s drain resumes it. */
-static void pause_if_backed_up(corral_conn *out, corral_conn *in)
+/* Backpressure between the two sides: while one side's output is over its
+ * own high watermark, stop reading the other; the drain resumes it.  The
+ * client's output backed up: stop reading the upstream. */
+static void pause_upstream_if_backed_up(struct proxy_exchange *px)
 {
-    if (corral_conn_backed_up(out))
-        corral_conn_pause_read(in);
+    if (exchange_backed_up(px->ex))
+        corral_conn_pause_read(px->uc->base.conn);
+}
+
+/* The output to the upstream backed up: stop reading the client. */
+static void pause_client_if_backed_up(struct proxy_exchange *px, corral_conn *upstream)
+{
+    if (corral_conn_backed_up(upstream))
+        exchange_pause_body(px->ex);
 }
 
 /* RFC 9110 7.6.1: connection-specific fields never cross a proxy, nor do
@@ -135,8 +145,8 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
         free(headers.data);
         return -ENOMEM;
     }
-    http_response_begin_coded(px->ex, head->status, headers.data != NULL ? headers.data : "",
-                              headers.len, head->content_length, head->codings);
+    exchange_begin_coded(px->ex, head->status, headers.data != NULL ? headers.data : "",
+                         headers.len, head->content_length, head->codings);
     free(headers.data);
     return 0;
 }
@@ -144,15 +154,15 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
 static void px_on_body(void *owner, const char *data, size_t len)
 {
     struct proxy_exchange *px = owner;
-    http_response_write(px->ex, data, len);
-    pause_if_backed_up(http_exchange_conn(px->ex), px->uc->base.conn);
+    exchange_write(px->ex, data, len);
+    pause_upstream_if_backed_up(px);
 }
 
 static void px_on_end(void *owner)
 {
     struct proxy_exchange *px = owner;
     note_upstream_time(px);
-    http_response_end(px->ex);
+    exchange_end(px->ex);
     struct upstream_conn *uc = &px->uc->base;
     px->uc = NULL;
     uc->worker->servers[uc->server].active--;
@@ -171,7 +181,7 @@ static void px_on_close(void *owner, int error, enum proxy_error_kind kind)
         struct upstream_conn *uc = &px->uc->base;
         px->uc = NULL;
         uc->worker->servers[uc->server].active--;
-        corral_conn_close(http_exchange_conn(px->ex)); /* its on_abort frees px */
+        exchange_tunnel_close(px->ex); /* its on_abort frees px */
     } else if (upstream_local_error(error)) {
         px_fail_local(px, error); /* detaches uc from px */
     } else {
@@ -182,29 +192,28 @@ static void px_on_close(void *owner, int error, enum proxy_error_kind kind)
 static void px_on_tunnel(void *owner)
 {
     struct proxy_exchange *px = owner;
-    http_exchange_tunnel(px->ex);
+    exchange_tunnel(px->ex);
 }
 
 /* After 101: bytes pass through raw in both directions. */
 static size_t px_on_tunnel_data(void *owner, const char *data, size_t len)
 {
     struct proxy_exchange *px = owner;
-    corral_conn *client = http_exchange_conn(px->ex);
-    corral_conn_write(client, data, len);
-    pause_if_backed_up(client, px->uc->base.conn);
+    exchange_tunnel_write(px->ex, data, len);
+    pause_upstream_if_backed_up(px);
     return len;
 }
 
 static void px_on_tunnel_end(void *owner)
 {
     struct proxy_exchange *px = owner;
-    corral_conn_close(http_exchange_conn(px->ex));
+    exchange_tunnel_close(px->ex);
 }
 
 static void px_on_upstream_drain(void *owner)
 {
     struct proxy_exchange *px = owner;
-    corral_conn_resume_read(http_exchange_conn(px->ex));
+    exchange_resume_body(px->ex);
 }
 
 static const struct http1_client_ops px_client_ops = {
@@ -224,13 +233,15 @@ static const struct http1_client_ops px_client_ops = {
 
 static struct upstream_worker *px_worker(const struct proxy_exchange *px)
 {
-    return upstream_worker_of(px->loc->upstream, http_exchange_conn(px->ex));
+    /* upstream_worker_of(), for the worker that runs the exchange. */
+    corral_worker *worker = exchange_worker(px->ex);
+    return &px->loc->upstream->workers[worker != NULL ? corral_worker_index(worker) : 0];
 }
 
 static void note_upstream_time(struct proxy_exchange *px)
 {
-    uint64_t now = corral_loop_now(corral_conn_loop(http_exchange_conn(px->ex)));
-    http_exchange_note_upstream_time(px->ex, (now - px->started_ms) * 1000000u);
+    uint64_t now = corral_loop_now(exchange_loop(px->ex));
+    exchange_note_upstream_time(px->ex, (now - px->started_ms) * 1000000u);
 }
 
 static void px_drop_replay(struct proxy_exchange *px)
@@ -274,7 +285,7 @@ static void px_detach(struct proxy_exchange *px)
 
 static void px_finish(struct proxy_exchange *px)
 {
-    http_exchange_set_data(px->ex, NULL);
+    exchange_set_data(px->ex, NULL);
     free(px->replay);
     free(px->head);
     free(px);
@@ -285,7 +296,7 @@ static void px_finish(struct proxy_exchange *px)
 static void note_local_error(struct proxy_exchange *px, unsigned server, int err)
 {
     struct upstream_worker *worker = px_worker(px);
-    uint64_t now = corral_loop_now(corral_conn_loop(http_exchange_conn(px->ex)));
+    uint64_t now = corral_loop_now(exchange_loop(px->ex));
     if (worker->local_error_logged_ms != 0 &&
         now - worker->local_error_logged_ms < LOCAL_ERROR_LOG_MS)
         return;
@@ -303,7 +314,7 @@ static int px_send(struct proxy_exchange *px)
 {
     struct proxy_upstream *up = px->loc->upstream;
     struct upstream_worker *worker = px_worker(px);
-    corral_loop *loop = corral_conn_loop(http_exchange_conn(px->ex));
+    corral_loop *loop = exchange_loop(px->ex);
     for (;;) {
         int server = upstream_pick_server(up, worker, px->tried, px->client, corral_loop_now(loop));
         if (server < 0)
@@ -357,11 +368,11 @@ static void px_fail_local(struct proxy_exchange *px, int err)
         px_worker(px)->servers[uc->base.server].active--;
         px_detach(px);
     }
-    if (http_exchange_response_started(px->ex)) {
-        corral_conn_abort(http_exchange_conn(px->ex), -ECONNRESET);
+    if (exchange_response_started(px->ex)) {
+        exchange_abort(px->ex);
     } else {
         note_upstream_time(px);
-        http_respond_error(px->ex, 503);
+        exchange_respond_error(px->ex, 503);
     }
     px_finish(px);
 }
@@ -372,7 +383,7 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
 {
     struct proxy_upstream *up = px->loc->upstream;
     struct upstream_worker *worker = px_worker(px);
-    corral_loop *loop = corral_conn_loop(http_exchange_conn(px->ex));
+    corral_loop *loop = exchange_loop(px->ex);
     struct http1_client *uc = px->uc;
     unsigned server = uc != NULL ? uc->base.server : 0;
     bool stale = uc != NULL && uc->base.reused && !uc->head_done && kind == PROXY_ERROR_RESET;
@@ -385,8 +396,8 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
         if (kind == PROXY_ERROR_CONNECT || kind == PROXY_ERROR_TIMEOUT || kind == PROXY_ERROR_TLS)
             upstream_server_failed(up, worker, server, corral_loop_now(loop));
     }
-    if (http_exchange_response_started(px->ex)) {
-        corral_conn_abort(http_exchange_conn(px->ex), -ECONNRESET);
+    if (exchange_response_started(px->ex)) {
+        exchange_abort(px->ex);
         px_finish(px);
         return;
     }
@@ -404,7 +415,7 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
             return;
     }
     note_upstream_time(px);
-    http_respond_error(px->ex, kind == PROXY_ERROR_TIMEOUT ? 504 : send_failure_status(err));
+    exchange_respond_error(px->ex, kind == PROXY_ERROR_TIMEOUT ? 504 : send_failure_status(err));
     px_finish(px);
 }
 
@@ -485,8 +496,8 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
         h1_head_add(&b, "\r\n", 2);
     }
     if (set_header(loc, (struct http_str){"x-forwarded-proto", 17}) == NULL)
-        h1_head_add_str(&b, http_exchange_tls(px->ex) ? "X-Forwarded-Proto: https\r\n"
-                                                      : "X-Forwarded-Proto: http\r\n");
+        h1_head_add_str(&b, exchange_tls(px->ex) ? "X-Forwarded-Proto: https\r\n"
+                                                 : "X-Forwarded-Proto: http\r\n");
     h1_head_request_end(&b, px->rq.upgrade ? &req->upgrade_protocol : NULL, px->chunked,
                         req->has_body || req->has_content_length, req->content_length);
     if (b.failed) {
@@ -498,18 +509,18 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
     return 0;
 }
 
-static void proxy_on_request(struct http_exchange *ex, const struct http_request *req, void *data)
+static void proxy_on_request(struct exchange *ex, const struct http_request *req, void *data)
 {
     struct proxy_exchange *px = calloc(1, sizeof(*px));
     if (px == NULL) {
-        http_respond_error(ex, 500);
+        exchange_respond_error(ex, 500);
         return;
     }
     px->ex = ex;
     px->loc = data;
     px->idempotent = method_idempotent(req->method);
-    px->chunked = req->chunked;
-    px->body_beyond_replay = req->chunked || req->content_length > REPLAY_MAX;
+    px->chunked = req->has_body && !req->has_content_length; /* its length known at its end */
+    px->body_beyond_replay = px->chunked || req->content_length > REPLAY_MAX;
     px->rq = (struct http1_client_request){
         .read_timeout_ms = px->loc->read_timeout_ms,
         .send_timeout_ms = px->loc->send_timeout_ms,
@@ -519,26 +530,26 @@ static void proxy_on_request(struct http_exchange *ex, const struct http_request
         .upgrade = req->upgrade,
         .sent = !req->has_body,
     };
-    px->started_ms = corral_loop_now(corral_conn_loop(http_exchange_conn(ex)));
-    http_client_host(http_exchange_conn(ex), px->client, sizeof(px->client));
+    px->started_ms = corral_loop_now(exchange_loop(ex));
+    exchange_client_host(ex, px->client, sizeof(px->client));
     if (build_request_head(px, req) != 0) {
         free(px);
-        http_respond_error(ex, 500);
+        exchange_respond_error(ex, 500);
         return;
     }
-    http_exchange_set_data(ex, px);
+    exchange_set_data(ex, px);
     int err = px_send(px);
     if (err != 0) {
         if (!upstream_local_error(err))
             count_error(px_worker(px), PROXY_ERROR_CONNECT); /* every server is marked down */
-        http_respond_error(ex, send_failure_status(err));
+        exchange_respond_error(ex, send_failure_status(err));
         px_finish(px);
     }
 }
 
-static void proxy_on_body(struct http_exchange *ex, const char *data, size_t len)
+static void proxy_on_body(struct exchange *ex, const char *data, size_t len)
 {
-    struct proxy_exchange *px = http_exchange_data(ex);
+    struct proxy_exchange *px = exchange_data(ex);
     if (px == NULL || px->uc == NULL || len == 0) /* an empty chunk would end the body */
         return;
     corral_conn *upstream = px->uc->base.conn;
@@ -552,12 +563,12 @@ static void proxy_on_body(struct http_exchange *ex, const char *data, size_t len
         struct iovec iov = {(void *)data, len};
         px_write_body(px, &iov, 1);
     }
-    pause_if_backed_up(upstream, http_exchange_conn(ex));
+    pause_client_if_backed_up(px, upstream);
 }
 
-static void proxy_on_body_end(struct http_exchange *ex)
+static void proxy_on_body_end(struct exchange *ex)
 {
-    struct proxy_exchange *px = http_exchange_data(ex);
+    struct proxy_exchange *px = exchange_data(ex);
     if (px == NULL)
         return;
     if (px->uc != NULL && px->chunked)
@@ -567,26 +578,26 @@ static void proxy_on_body_end(struct http_exchange *ex)
         http1_client_set_timeouts(px->uc);
 }
 
-static void proxy_on_drain(struct http_exchange *ex)
+static void proxy_on_drain(struct exchange *ex)
 {
-    struct proxy_exchange *px = http_exchange_data(ex);
+    struct proxy_exchange *px = exchange_data(ex);
     if (px != NULL && px->uc != NULL)
         corral_conn_resume_read(px->uc->base.conn);
 }
 
-static size_t proxy_on_tunnel_data(struct http_exchange *ex, const char *data, size_t len)
+static size_t proxy_on_tunnel_data(struct exchange *ex, const char *data, size_t len)
 {
-    struct proxy_exchange *px = http_exchange_data(ex);
+    struct proxy_exchange *px = exchange_data(ex);
     if (px == NULL || px->uc == NULL)
         return len;
     corral_conn_write(px->uc->base.conn, data, len);
-    pause_if_backed_up(px->uc->base.conn, http_exchange_conn(ex));
+    pause_client_if_backed_up(px, px->uc->base.conn);
     return len;
 }
 
-static void proxy_on_abort(struct http_exchange *ex)
+static void proxy_on_abort(struct exchange *ex)
 {
-    struct proxy_exchange *px = http_exchange_data(ex);
+    struct proxy_exchange *px = exchange_data(ex);
     if (px == NULL)
         return;
     if (px->uc != NULL) {

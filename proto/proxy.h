@@ -7,7 +7,7 @@
 #ifndef CORRAL_PROTO_PROXY_H
 #define CORRAL_PROTO_PROXY_H
 
-#include "proto/http1.h"
+#include "proto/exchange.h"
 #include "proto/proxy_conf.h" /* the settings and their defaults, PROXY_RESPONSE_HEAD_LIMIT */
 #include "proto/upstream.h"   /* proxy_upstream_new() and the rest of an upstream's API */
 

@@ -2,12 +2,12 @@
  * return.c: the handler of `return CODE ["TEXT"]`: a fixed response, or a
  * redirect whose text is where it points.
  */
-#include "proto/http1.h"
+#include "proto/exchange.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static void return_on_request(struct http_exchange *ex, const struct http_request *req, void *data)
+static void return_on_request(struct exchange *ex, const struct http_request *req, void *data)
 {
     (void)req;
     const struct http_return *ret = data;
@@ -21,19 +21,19 @@ static void return_on_request(struct http_exchange *ex, const struct http_reques
         size_t len = ret->text_len;
         if (len + sizeof("Location: \r\n") > sizeof(small) &&
             (location = malloc(len + sizeof("Location: \r\n"))) == NULL) {
-            http_respond_error(ex, 500);
+            exchange_respond_error(ex, 500);
             return;
         }
         memcpy(location, "Location: ", 10);
         memcpy(location + 10, ret->text, len);
         memcpy(location + 10 + len, "\r\n", 3);
-        http_respond(ex, ret->status, location, "", 0);
+        exchange_respond(ex, ret->status, location, "", 0);
         if (location != small)
             free(location);
         return;
     }
-    http_respond(ex, ret->status, ret->text_len > 0 ? "Content-Type: text/plain\r\n" : "",
-                 ret->text, ret->text_len);
+    exchange_respond(ex, ret->status, ret->text_len > 0 ? "Content-Type: text/plain\r\n" : "",
+                     ret->text, ret->text_len);
 }
 
 const struct http_handler http_return_handler = {

@@ -55,8 +55,7 @@ static void start_server(void)
     remove_sockets();
     atexit(remove_sockets); /* the server itself runs until the process ends */
     corral_set_log_level(CORRAL_LOG_ERROR);
-    struct http_limits limits;
-    http_limits_init(&limits);
+    struct http_limits limits = HTTP_LIMITS_DEFAULT;
     limits.header_timeout_ms = limits.body_timeout_ms = 2000;
     front_vhost.limits = back_vhost.limits = limits;
 

@@ -120,8 +120,7 @@ static void start_server(void)
         bind(back_fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 || listen(back_fd, 64) != 0)
         abort();
 
-    struct http_limits limits;
-    http_limits_init(&limits);
+    struct http_limits limits = HTTP_LIMITS_DEFAULT;
     limits.header_timeout_ms = limits.body_timeout_ms = 2000;
     front_vhost.limits = limits;
     char address[128];

@@ -121,8 +121,7 @@ static void start_server(void)
     make_certificate(EVP_RSA_gen(2048), 2, rsa_cert, rsa_key);
     corral_set_log_level(CORRAL_LOG_ERROR);
 
-    struct http_limits limits;
-    http_limits_init(&limits);
+    struct http_limits limits = HTTP_LIMITS_DEFAULT;
     limits.header_timeout_ms = limits.body_timeout_ms = 2000;
     for (size_t i = 0; i < 3; i++)
         vhosts[i].limits = limits;

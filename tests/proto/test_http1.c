@@ -1,7 +1,8 @@
 /*
  * test_http1.c: the HTTP/1.1 server side over real loopback sockets:
- * routing, keep-alive, pipelining, bodies, timeouts, and a table of
- * malformed requests that must be refused and the connection closed.
+ * routing, keep-alive, pipelining, bodies (gathered, with trailers),
+ * timeouts, and a table of malformed requests that must be refused and the
+ * connection closed.
  * Valid requests are fed whole, byte by byte, and in random splits.
  */
 #include "../helpers.h"
@@ -27,7 +28,7 @@ static struct http_return ret_moved_far = {302, far_url, 0}; /* set in start() *
 
 /* "/coded/L/C": a streamed 431 with L bytes of header lines and C bytes of
  * transfer codings before chunked, to probe the size of the response head. */
-static void coded_on_request(struct http_exchange *ex, const struct http_request *req, void *data)
+static void coded_on_request(struct exchange *ex, const struct http_request *req, void *data)
 {
     (void)data;
     static char headers[4096], codings[4096];
@@ -43,15 +44,37 @@ static void coded_on_request(struct http_exchange *ex, const struct http_request
     }
     for (size_t i = 0; i < coding_len; i++)
         codings[i] = "gzip, "[i % 6];
-    http_response_begin_coded(ex, 431, headers, header_len >= 10 ? header_len : 0, -1,
-                              (struct http_str){codings, coding_len});
-    http_response_write(ex, "hello", 5);
-    http_response_end(ex);
+    exchange_begin_coded(ex, 431, headers, header_len >= 10 ? header_len : 0, -1,
+                         (struct http_str){codings, coding_len});
+    exchange_write(ex, "hello", 5);
+    exchange_end(ex);
 }
 
 static const struct http_handler coded_handler = {
     .name = "coded",
     .on_request = coded_on_request,
+};
+
+/* "/gather/sized" and "/gather/streamed": a body written as a gather list
+ * of 20 one-letter buffers, one of them empty (more than one chunk holds),
+ * then an empty list, then trailers; with its length, or without. */
+static void gather_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)data;
+    static const char letters[] = "abcdefghijklmnopqrst";
+    struct iovec iov[20];
+    for (int i = 0; i < 20; i++)
+        iov[i] = (struct iovec){(void *)&letters[i], i == 1 ? 0 : 1};
+    bool sized = http_str_equal_nocase(req->path, "/gather/sized");
+    exchange_begin(ex, 200, "Trailer: X-Checksum\r\n", 21, sized ? 19 : -1);
+    exchange_writev(ex, iov, 20);
+    exchange_writev(ex, &iov[1], 1); /* as a chunk, it would end the body */
+    exchange_end_trailers(ex, "X-Checksum: 19\r\n", 16);
+}
+
+static const struct http_handler gather_handler = {
+    .name = "gather",
+    .on_request = gather_on_request,
 };
 
 static const struct http_location main_locations[] = {
@@ -61,6 +84,7 @@ static const struct http_location main_locations[] = {
     {"/moved", 6, true, &http_return_handler, &ret_moved},
     {"/moved-far", 10, true, &http_return_handler, &ret_moved_far},
     {"/coded/", 7, false, &coded_handler, NULL},
+    {"/gather/", 8, false, &gather_handler, NULL},
 };
 static const struct http_location wild_locations[] = {
     {"/", 1, false, &http_return_handler, &ret_wild},
@@ -94,8 +118,7 @@ static void start(uint32_t header_timeout_ms, uint32_t keepalive_timeout_ms)
     memset(far_url + 20, 'p', sizeof(far_url) - 21);
     ret_moved_far.text_len = sizeof(far_url) - 1;
 
-    struct http_limits limits;
-    http_limits_init(&limits);
+    struct http_limits limits = HTTP_LIMITS_DEFAULT;
     limits.max_header_size = 1024;
     limits.max_headers = 20;
     limits.max_body_size = 1000;
@@ -294,13 +317,47 @@ START_TEST(response_head_of_any_size_is_written_whole)
 }
 END_TEST
 
+/* exchange_writev() and exchange_end_trailers(): a gather list is one
+ * chunk (or a few, for a long list), never an empty one; trailers go in the
+ * last chunk, and are dropped when the response is not chunked. */
+START_TEST(gathered_body_and_trailers)
+{
+    static const struct {
+        const char *request, *framing, *body;
+    } cases[] = {
+        {"GET /gather/streamed HTTP/1.1\r\nHost: main.example\r\nConnection: close\r\n\r\n",
+         "\r\nTransfer-Encoding: chunked\r\n",
+         "f\r\nacdefghijklmnop\r\n4\r\nqrst\r\n0\r\nX-Checksum: 19\r\n\r\n"},
+        {"GET /gather/sized HTTP/1.1\r\nHost: main.example\r\nConnection: close\r\n\r\n",
+         "\r\nContent-Length: 19\r\n", "acdefghijklmnopqrst"},
+        /* No chunked coding for HTTP/1.0: the body ends with the connection. */
+        {"GET /gather/streamed HTTP/1.0\r\n\r\n", "\r\nConnection: close\r\n",
+         "acdefghijklmnopqrst"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int fd = test_connect(port);
+        test_send_all(fd, cases[i].request, strlen(cases[i].request));
+        char response[1024];
+        size_t len = test_recv_all(fd, response, sizeof(response) - 1);
+        response[len] = '\0';
+        close(fd);
+        ck_assert_msg(strncmp(response, "HTTP/1.1 200 ", 13) == 0, "case %zu:\n%s", i, response);
+        ck_assert_msg(strstr(response, cases[i].framing) != NULL, "case %zu:\n%s", i, response);
+        const char *body = strstr(response, "\r\n\r\n");
+        ck_assert_ptr_nonnull(body);
+        ck_assert_str_eq(body + 4, cases[i].body);
+    }
+}
+END_TEST
+
 START_TEST(pipelined_requests_are_answered_in_order)
 {
     int fd = test_connect(port);
-    const char *batch = "GET /exact HTTP/1.1\r\nHost: main.example\r\n\r\n"
-                        "POST /prefix/x HTTP/1.1\r\nHost: main.example\r\nContent-Length: 3\r\n\r\nabc"
-                        "GET / HTTP/1.1\r\nHost: x.wild.example\r\n\r\n"
-                        "HEAD / HTTP/1.1\r\nHost: main.example\r\n\r\n";
+    const char *batch =
+        "GET /exact HTTP/1.1\r\nHost: main.example\r\n\r\n"
+        "POST /prefix/x HTTP/1.1\r\nHost: main.example\r\nContent-Length: 3\r\n\r\nabc"
+        "GET / HTTP/1.1\r\nHost: x.wild.example\r\n\r\n"
+        "HEAD / HTTP/1.1\r\nHost: main.example\r\n\r\n";
     test_send_all(fd, batch, strlen(batch));
     static const int expected[] = {201, 202, 203, 200};
     for (int i = 0; i < 4; i++) {
@@ -356,7 +413,9 @@ START_TEST(keepalive_requests_limit_closes_the_last)
 }
 END_TEST
 
-/* Malformed or refused requests: the status, then the connection closes. */
+/* Malformed or refused requests: the status, then the connection closes.
+ * One line per case, however long. */
+/* clang-format off */
 static const struct {
     const char *name;
     const char *request;
@@ -416,6 +475,7 @@ static const struct {
     {"body over limit", "POST / HTTP/1.1\r\nHost: m\r\nContent-Length: 1001\r\n\r\n", 413},
     {"chunked over limit", "POST / HTTP/1.1\r\nHost: m\r\nTransfer-Encoding: chunked\r\n\r\n3e9\r\n", 200},
 };
+/* clang-format on */
 
 START_TEST(malformed_requests_are_refused_and_closed)
 {
@@ -574,6 +634,53 @@ START_TEST(long_access_log_line_is_written_whole)
 }
 END_TEST
 
+/* $request ends with the protocol the request came in. */
+START_TEST(access_log_names_the_protocol)
+{
+    char path[] = "/tmp/corral-http1-log-XXXXXX";
+    int tmp = mkstemp(path);
+    ck_assert_int_ge(tmp, 0);
+    close(tmp);
+    const char *bad = NULL;
+    ck_assert_int_eq(access_log_open(path, "$request $status", &access_log, &bad), 0);
+    stop();
+    start(0, 0);
+
+    static const char *const requests[] = {
+        "GET /exact HTTP/1.0\r\n\r\n",
+        "GET /exact HTTP/1.1\r\nHost: main.example\r\nConnection: close\r\n\r\n"};
+    for (size_t i = 0; i < 2; i++) {
+        int fd = test_connect(port);
+        test_send_all(fd, requests[i], strlen(requests[i]));
+        char head[1024], body[256];
+        ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 201);
+        close(fd);
+    }
+    /* Two workers may write the two lines in either order, just after the
+     * responses: wait for both, briefly. */
+    const size_t expected_len = 2 * strlen("GET /exact HTTP/1.0 201\n");
+    char written[256];
+    size_t len = 0;
+    for (int tries = 0; tries < 200 && len < expected_len; tries++) {
+        usleep(10000);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        len = fread(written, 1, sizeof(written) - 1, f);
+        fclose(f);
+    }
+    written[len] = '\0';
+    unlink(path);
+    ck_assert_uint_eq(len, expected_len);
+    ck_assert_ptr_nonnull(strstr(written, "GET /exact HTTP/1.0 201\n"));
+    ck_assert_ptr_nonnull(strstr(written, "GET /exact HTTP/1.1 201\n"));
+
+    stop();
+    access_log_free(access_log);
+    access_log = NULL;
+    start(0, 0);
+}
+END_TEST
+
 START_TEST(responses_are_counted_by_status)
 {
     int fd = test_connect(port);
@@ -603,6 +710,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, return_redirect_sets_location);
     tcase_add_test(tc, return_redirect_keeps_a_long_location);
     tcase_add_test(tc, response_head_of_any_size_is_written_whole);
+    tcase_add_test(tc, gathered_body_and_trailers);
     tcase_add_test(tc, pipelined_requests_are_answered_in_order);
     tcase_add_test(tc, connection_close_and_http10);
     tcase_add_test(tc, keepalive_requests_limit_closes_the_last);
@@ -613,6 +721,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, idle_keepalive_connection_is_closed);
     tcase_add_test(tc, responses_are_counted_by_status);
     tcase_add_test(tc, long_access_log_line_is_written_whole);
+    tcase_add_test(tc, access_log_names_the_protocol);
     suite_add_tcase(suite, tc);
     return suite;
 }

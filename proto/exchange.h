@@ -1,0 +1,278 @@
+/*
+ * exchange.h: one request and its response, whatever protocol carries them.
+ * A framer (HTTP/1.1: http1.c) parses requests, makes exchanges and
+ * implements struct exchange_ops; handlers (return, proxy, admin) see only
+ * this header, never a connection or a protocol's framing.
+ */
+#ifndef CORRAL_PROTO_EXCHANGE_H
+#define CORRAL_PROTO_EXCHANGE_H
+
+#include "proto/headers.h"
+
+#include <corral.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+/* One request and its response.  The framer allocates and frees it.  A
+ * handler may use it from on_request until on_abort, or until it ends the
+ * response (exchange_end(), exchange_respond()...) and then returns to the
+ * framer: within that callback it may still, say, clear exchange_data(). */
+struct exchange;
+
+/* A parsed request head, the same for every protocol.  Its strings are
+ * valid only during on_request. */
+struct http_request {
+    struct http_str method;
+    struct http_str target;    /* "/path?query" (also when sent in absolute-form) */
+    struct http_str path;      /* target without the query */
+    struct http_str host;      /* Host (or the authority's host) without the port; may be empty */
+    struct http_str authority; /* an absolute-form target's host[:port], which
+                                  stands for Host (RFC 9112 3.2.2); else empty */
+    /* Every header as the client sent it, those of the connection too
+     * (Connection, Transfer-Encoding...): a proxy drops those itself. */
+    const struct http_header *headers;
+    size_t header_count;
+    bool head;               /* HEAD: the response has no body */
+    bool has_body;           /* a body follows: content_length > 0, or of unknown length */
+    bool has_content_length; /* the length was given, even as 0; else a body's
+                                length is known only at its end */
+    uint64_t content_length;
+    bool expect_continue;             /* the framer answers it; for the record */
+    bool upgrade;                     /* asks to switch protocols (WebSocket) */
+    struct http_str upgrade_protocol; /* what to switch to */
+};
+
+/* What a location does with a request.  Every callback runs on the worker
+ * that owns the exchange. */
+struct http_handler {
+    const char *name;
+    /* A request head arrived: answer now with exchange_respond(), or later. */
+    void (*on_request)(struct exchange *ex, const struct http_request *req, void *data);
+    /* Request body bytes; optional (NULL discards them).  Stops while the
+     * handler has paused the body (exchange_pause_body()). */
+    void (*on_body)(struct exchange *ex, const char *data, size_t len);
+    /* The whole request body has arrived; optional. */
+    void (*on_body_end)(struct exchange *ex);
+    /* The client went away before the response was complete, or the
+     * handler cut it off (exchange_abort(), exchange_tunnel_close()):
+     * release whatever the exchange holds.  Optional. */
+    void (*on_abort)(struct exchange *ex);
+    /* The response output, after exchange_backed_up() said so, went below
+     * the low watermark: resume the producer.  Optional. */
+    void (*on_drain)(struct exchange *ex);
+    /* After exchange_tunnel(): raw bytes from the client.  Returns how many
+     * were taken; the rest comes again.  Optional. */
+    size_t (*on_tunnel_data)(struct exchange *ex, const char *data, size_t len);
+};
+
+/* What a framer does for its exchanges; each handler-facing function below
+ * is one call through this table.  Every slot is required. */
+struct exchange_ops {
+    void (*begin)(struct exchange *ex, unsigned status, const char *headers, size_t headers_len,
+                  int64_t content_length, struct http_str codings);
+    void (*write)(struct exchange *ex, const char *data, size_t len);
+    void (*writev)(struct exchange *ex, const struct iovec *iov, int count);
+    void (*end)(struct exchange *ex, const char *trailers, size_t trailers_len);
+    void (*abort)(struct exchange *ex);
+    bool (*response_started)(const struct exchange *ex);
+    bool (*backed_up)(const struct exchange *ex);
+    void (*pause_body)(struct exchange *ex);
+    void (*resume_body)(struct exchange *ex);
+    corral_loop *(*loop)(const struct exchange *ex);
+    corral_worker *(*worker)(const struct exchange *ex);
+    void (*client_host)(const struct exchange *ex, char *buf, size_t len);
+    bool (*tls)(const struct exchange *ex);
+    void (*note_upstream_time)(struct exchange *ex, uint64_t ns);
+    void (*tunnel)(struct exchange *ex);
+    void (*tunnel_write)(struct exchange *ex, const char *data, size_t len);
+    void (*tunnel_close)(struct exchange *ex);
+};
+
+/* The part every framer's exchange starts with.  Fields starting with `_`
+ * are the framer's. */
+struct exchange {
+    const struct exchange_ops *_ops;
+    void *data; /* the handler's: exchange_data() */
+};
+
+/* ------------------------------------------------------------- the response */
+
+/* Answers with a complete response.  `headers` holds extra header lines,
+ * each ending in CRLF ("" for none); the framer adds the length, Date,
+ * Server and its own framing.  The body is left out for HEAD.  Does
+ * nothing once a response has begun. */
+void exchange_respond(struct exchange *ex, unsigned status, const char *headers, const char *body,
+                      size_t body_len);
+
+/* Answers with a short text/plain body: "404 Not Found\n" etc. */
+void exchange_respond_error(struct exchange *ex, unsigned status);
+
+/* Begins a streamed response: the status, extra header lines (each ending
+ * in CRLF) and the body length, or -1 if unknown (then the framer frames it:
+ * HTTP/1.1 chunked, or until the connection closes for an HTTP/1.0 client).
+ * No body is sent for HEAD, 1xx, 204, 304.  Only the first call counts. */
+static inline void exchange_begin(struct exchange *ex, unsigned status, const char *headers,
+                                  size_t headers_len, int64_t content_length)
+{
+    ex->_ops->begin(ex, status, headers, headers_len, content_length, (struct http_str){NULL, 0});
+}
+
+/* The same, for a body that carries transfer codings of its own ("gzip"):
+ * HTTP/1.1 announces them before the chunked coding it adds, and the
+ * length is then never sent. */
+static inline void exchange_begin_coded(struct exchange *ex, unsigned status, const char *headers,
+                                        size_t headers_len, int64_t content_length,
+                                        struct http_str codings)
+{
+    ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);
+}
+
+/* A piece of the response body (an empty one is ignored).  Output backs up
+ * in the framer's buffer: see exchange_backed_up() and on_drain. */
+static inline void exchange_write(struct exchange *ex, const char *data, size_t len)
+{
+    ex->_ops->write(ex, data, len);
+}
+
+/* A piece of the response body gathered from `count` buffers, sent without
+ * copying them together (HTTP/1.1 chunked: as one chunk, or a few for a
+ * long list).  Empty buffers are ignored. */
+static inline void exchange_writev(struct exchange *ex, const struct iovec *iov, int count)
+{
+    ex->_ops->writev(ex, iov, count);
+}
+
+/* Ends the response; the exchange is the framer's again. */
+static inline void exchange_end(struct exchange *ex)
+{
+    ex->_ops->end(ex, NULL, 0);
+}
+
+/* Ends the response with trailer fields: header lines, each ending in CRLF.
+ * They are sent only where the protocol can carry them after the body: in
+ * HTTP/1.1 when the response is chunked (its length was -1); otherwise
+ * they are dropped (RFC 9110 6.5 lets a recipient discard them anyway). */
+static inline void exchange_end_trailers(struct exchange *ex, const char *trailers, size_t len)
+{
+    ex->_ops->end(ex, trailers, len);
+}
+
+/* Cuts the exchange off after its response began, so that the client sees
+ * it incomplete (HTTP/1.1: a reset of the connection).  on_abort follows,
+ * later, from the loop: a handler that frees its state first clears
+ * exchange_data(). */
+static inline void exchange_abort(struct exchange *ex)
+{
+    ex->_ops->abort(ex);
+}
+
+/* Whether the response has begun: after that, a failure can only cut the
+ * exchange off (exchange_abort()), not answer it. */
+static inline bool exchange_response_started(const struct exchange *ex)
+{
+    return ex->_ops->response_started(ex);
+}
+
+/* ------------------------------------------------------------- backpressure */
+
+/* Whether the response output went over the framer's high watermark (the
+ * client connection's own) and has not yet drained: stop producing until
+ * on_drain. */
+static inline bool exchange_backed_up(const struct exchange *ex)
+{
+    return ex->_ops->backed_up(ex);
+}
+
+/* Stops and resumes the delivery of request body bytes to on_body (and of
+ * tunnel bytes to on_tunnel_data), while what they feed is backed up. */
+static inline void exchange_pause_body(struct exchange *ex)
+{
+    ex->_ops->pause_body(ex);
+}
+
+static inline void exchange_resume_body(struct exchange *ex)
+{
+    ex->_ops->resume_body(ex);
+}
+
+/* ------------------------------------------------- what the exchange runs on */
+
+/* The loop of the worker that runs the exchange: for its clock, its timers
+ * and the connections a handler opens. */
+static inline corral_loop *exchange_loop(const struct exchange *ex)
+{
+    return ex->_ops->loop(ex);
+}
+
+/* The worker that runs the exchange; NULL when it runs on a bare loop. */
+static inline corral_worker *exchange_worker(const struct exchange *ex)
+{
+    return ex->_ops->worker(ex);
+}
+
+/* The client's IP address as text ("192.0.2.1", "::1"), or "-"; `len` is at
+ * least INET6_ADDRSTRLEN. */
+static inline void exchange_client_host(const struct exchange *ex, char *buf, size_t len)
+{
+    ex->_ops->client_host(ex, buf, len);
+}
+
+/* Whether the client speaks TLS to us. */
+static inline bool exchange_tls(const struct exchange *ex)
+{
+    return ex->_ops->tls(ex);
+}
+
+/* For the access log's $upstream_response_time. */
+static inline void exchange_note_upstream_time(struct exchange *ex, uint64_t ns)
+{
+    ex->_ops->note_upstream_time(ex, ns);
+}
+
+/* The handler's per-exchange state. */
+static inline void exchange_set_data(struct exchange *ex, void *data)
+{
+    ex->data = data;
+}
+
+static inline void *exchange_data(const struct exchange *ex)
+{
+    return ex->data;
+}
+
+/* ------------------------------------------------------------------ tunnels */
+
+/* After a "101 Switching Protocols" response: the client stops speaking
+ * HTTP and its bytes go to the handler's on_tunnel_data, until it closes
+ * (then on_abort). */
+static inline void exchange_tunnel(struct exchange *ex)
+{
+    ex->_ops->tunnel(ex);
+}
+
+/* Bytes to the client through the tunnel; exchange_backed_up() applies. */
+static inline void exchange_tunnel_write(struct exchange *ex, const char *data, size_t len)
+{
+    ex->_ops->tunnel_write(ex, data, len);
+}
+
+/* Ends the tunnel once what was written is sent: on_abort follows, later. */
+static inline void exchange_tunnel_close(struct exchange *ex)
+{
+    ex->_ops->tunnel_close(ex);
+}
+
+/* ------------------------------------------------------- built-in handlers */
+
+/* The handler of `return CODE "TEXT"`: handler_data is a struct http_return. */
+struct http_return {
+    unsigned status;
+    const char *text;
+    size_t text_len;
+};
+extern const struct http_handler http_return_handler;
+
+#endif
