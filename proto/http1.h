@@ -26,7 +26,6 @@
 
 #define HTTP_MAX_STATUS 600
 
-
 struct http_location {
     const char *path;
     size_t path_len;
