@@ -7,7 +7,7 @@
 
 #include "conf/config.h"
 #include "proto/access_log.h"
-#include "proto/http1.h"
+#include "proto/site.h"
 #include "proto/proxy.h"
 
 #include <corral.h>

@@ -6,6 +6,7 @@
 #include "cmd/generation.h"
 #include "cmd/process.h"
 #include "cmd/runtime.h"
+#include "proto/http1.h" /* the framer every site listens with */
 
 #include <errno.h>
 #include <stdlib.h>

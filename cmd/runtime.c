@@ -178,14 +178,11 @@ static void proxy_build(struct site *site, size_t index, const struct conf_locat
     *hides_used += loc->hide_header_count;
     site->proxies[index] = (struct proxy_location){
         .upstream = upstream,
-        .connect_timeout_ms = loc->proxy.connect_timeout_ms,
-        .read_timeout_ms = loc->proxy.read_timeout_ms,
-        .send_timeout_ms = loc->proxy.send_timeout_ms,
+        .conf = loc->proxy,
         .set_headers = headers,
         .set_header_count = loc->set_header_count,
         .hide_headers = hides,
         .hide_header_count = loc->hide_header_count,
-        .response_head_limit = loc->proxy.response_head_limit,
     };
 }
 

@@ -32,12 +32,6 @@ static _Thread_local struct head_scratch scratch;
 
 /* ------------------------------------------------- counters, connection steps */
 
-const char *const http_timeout_kind_names[HTTP_TIMEOUT_KINDS] = {
-    [HTTP_TIMEOUT_HEADER] = "header",
-    [HTTP_TIMEOUT_BODY] = "body",
-    [HTTP_TIMEOUT_SEND] = "send",
-};
-
 static struct http_stats *worker_stats(const struct h1_conn *h1)
 {
     corral_worker *worker = corral_conn_worker(h1->conn);

@@ -2,9 +2,9 @@
  * http1.h: the server side of HTTP/1.1 on a libcorral connection, the
  * framer of proto/exchange.h: strict request parsing (llhttp, every lenient
  * flag off, plus the checks llhttp leaves to its caller), keep-alive,
- * pipelining, timeouts and response framing; and the sites, virtual hosts
- * and locations it routes requests by (route.c).  Handlers plug in through
- * struct http_handler (exchange.h).  Implemented by http1.c (the
+ * pipelining, timeouts and response framing.  It routes requests by the
+ * site it listens for (site.h); handlers plug in through struct
+ * http_handler (exchange.h).  Implemented by http1.c (the
  * connection) and http1_response.c (responses).
  */
 #ifndef CORRAL_PROTO_HTTP1_H
@@ -13,7 +13,7 @@
 #include "proto/counter.h"
 #include "proto/exchange.h"
 #include "proto/headers.h"
-#include "proto/http_limits.h" /* struct http_limits, in each vhost */
+#include "proto/site.h" /* what a listening address serves: vhosts, locations, counters */
 
 #include <corral.h>
 
@@ -24,67 +24,8 @@
 #include <string.h>
 #include <strings.h>
 
-#define HTTP_MAX_STATUS 600
-
-struct http_location {
-    const char *path;
-    size_t path_len;
-    bool exact;
-    const struct http_handler *handler;
-    void *handler_data;
-};
-
-struct http_vhost {
-    const char *const *names; /* exact names, "*.suffix" wildcards */
-    size_t name_count;
-    const struct http_location *locations;
-    size_t location_count;
-    struct http_limits limits;
-};
-
-/* Everything served on one listening address: its virtual hosts (the first
- * is the default) and per-worker counters. */
-struct access_log;
-struct tls_server;
-
-struct http_site {
-    const struct http_vhost *vhosts;
-    size_t vhost_count;
-    struct tls_server *tls;        /* NULL: plain HTTP */
-    struct access_log *access_log; /* NULL: none */
-    struct http_stats *stats;      /* one per worker, indexed by corral_worker_index() */
-};
-
-enum http_timeout_kind {
-    HTTP_TIMEOUT_HEADER, /* the request head took too long: 408 */
-    HTTP_TIMEOUT_BODY,   /* the request body stalled: closed */
-    HTTP_TIMEOUT_SEND,   /* the client stopped reading the response: closed */
-    HTTP_TIMEOUT_KINDS,
-};
-extern const char *const http_timeout_kind_names[HTTP_TIMEOUT_KINDS];
-
-/* Per-worker counters, written by the worker only. */
-struct http_stats {
-    _Atomic uint64_t responses[HTTP_MAX_STATUS];
-    _Atomic uint64_t timeouts[HTTP_TIMEOUT_KINDS];
-} __attribute__((aligned(64)));
-
 /* The connection handler to give corral_server_listen() with an http_site
  * as its data. */
 extern const struct corral_conn_handler http1_server_handler;
-
-/* Finds the location for `path` in `vhost`: an exact match first, else the
- * longest prefix.  NULL if none. */
-const struct http_location *http_find_location(const struct http_vhost *vhost, const char *path,
-                                               size_t len);
-
-/* Picks the virtual host for `host` (without port): an exact name, then the
- * longest matching wildcard, else the site's first. */
-const struct http_vhost *http_find_vhost(const struct http_site *site, const char *host,
-                                         size_t len);
-
-/* A tls_sni_select_fn for a site's TLS server (`site` is the http_site):
- * SNI picks the certificates of the vhost that Host would pick. */
-size_t http_site_sni_select(void *site, const char *name, size_t len);
 
 #endif

@@ -6,7 +6,7 @@
 #ifndef CORRAL_PROTO_HTTP1_CLIENT_H
 #define CORRAL_PROTO_HTTP1_CLIENT_H
 
-#include "proto/http1.h"
+#include "proto/headers.h"
 #include "proto/upstream.h"
 
 #include <llhttp.h>

@@ -233,9 +233,7 @@ static const struct http1_client_ops px_client_ops = {
 
 static struct upstream_worker *px_worker(const struct proxy_exchange *px)
 {
-    /* upstream_worker_of(), for the worker that runs the exchange. */
-    corral_worker *worker = exchange_worker(px->ex);
-    return &px->loc->upstream->workers[worker != NULL ? corral_worker_index(worker) : 0];
+    return upstream_worker_of(px->loc->upstream, exchange_worker(px->ex));
 }
 
 static void note_upstream_time(struct proxy_exchange *px)
@@ -321,8 +319,9 @@ static int px_send(struct proxy_exchange *px)
             return -EHOSTUNREACH;
         px->tried |= 1ull << server;
         struct http1_client *uc = NULL;
-        int err = http1_client_get(up, worker, (unsigned)server, !px->body_beyond_replay, loop,
-                                   px->loc->connect_timeout_ms, px->loc->send_timeout_ms, &uc);
+        int err =
+            http1_client_get(up, worker, (unsigned)server, !px->body_beyond_replay, loop,
+                             px->loc->conf.connect_timeout_ms, px->loc->conf.send_timeout_ms, &uc);
         if (err != 0 && upstream_local_error(err)) {
             note_local_error(px, (unsigned)server, err);
             return err;
@@ -522,10 +521,10 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
     px->chunked = req->has_body && !req->has_content_length; /* its length known at its end */
     px->body_beyond_replay = px->chunked || req->content_length > REPLAY_MAX;
     px->rq = (struct http1_client_request){
-        .read_timeout_ms = px->loc->read_timeout_ms,
-        .send_timeout_ms = px->loc->send_timeout_ms,
-        .head_limit = px->loc->response_head_limit > 0 ? px->loc->response_head_limit
-                                                       : PROXY_RESPONSE_HEAD_LIMIT,
+        .read_timeout_ms = px->loc->conf.read_timeout_ms,
+        .send_timeout_ms = px->loc->conf.send_timeout_ms,
+        .head_limit = px->loc->conf.response_head_limit > 0 ? px->loc->conf.response_head_limit
+                                                            : PROXY_RESPONSE_HEAD_LIMIT,
         .head = req->head,
         .upgrade = req->upgrade,
         .sent = !req->has_body,

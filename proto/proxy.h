@@ -15,14 +15,11 @@
  * its pools and health state; the timeouts are each location's own. */
 struct proxy_location {
     struct proxy_upstream *upstream;
-    uint32_t connect_timeout_ms, read_timeout_ms, send_timeout_ms;
+    struct proxy_conf conf;                /* timeouts and the response head bound */
     const struct http_header *set_headers; /* proxy_set_header: replace or add; "" removes */
     size_t set_header_count;
     const struct http_str *hide_headers; /* proxy_hide_header: response headers to drop */
     size_t hide_header_count;
-    /* proxy_buffer_size: the most bytes a response head (status line and
-     * headers) may take; a longer one gets 502.  0: PROXY_RESPONSE_HEAD_LIMIT. */
-    size_t response_head_limit;
 };
 
 /* The `proxy_pass` handler: handler_data is a struct proxy_location. */

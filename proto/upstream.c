@@ -87,9 +87,8 @@ uint64_t proxy_upstream_errors(const struct proxy_upstream *upstream, enum proxy
 }
 
 struct upstream_worker *upstream_worker_of(const struct proxy_upstream *upstream,
-                                           const corral_conn *conn)
+                                           const corral_worker *worker)
 {
-    corral_worker *worker = corral_conn_worker(conn);
     return &upstream->workers[worker != NULL ? corral_worker_index(worker) : 0];
 }
 

@@ -136,9 +136,10 @@ struct upstream_conn {
     struct upstream_conn *idle_next, *idle_prev;
 };
 
-/* The per-worker state of `upstream` for the worker that runs `conn`. */
+/* The per-worker state of `upstream` for `worker` (NULL: a bare loop, which
+ * uses the first). */
 struct upstream_worker *upstream_worker_of(const struct proxy_upstream *upstream,
-                                           const corral_conn *conn);
+                                           const corral_worker *worker);
 
 /* Picks a server not in `tried` (bits) and not marked down, or -1.  `client`
  * is the client's address, which the hash balancing follows. */

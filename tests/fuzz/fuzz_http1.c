@@ -26,20 +26,19 @@ static struct http_site back_site = {.vhosts = &back_vhost, .vhost_count = 1};
 
 static struct http_header set_headers[] = {{{"X-Set", 5}, {"1", 1}}, {{"Accept", 6}, {"", 0}}};
 static struct http_str hide_headers[] = {{"X-Hidden", 8}};
-static struct proxy_location proxy = {.connect_timeout_ms = 2000,
-                                      .read_timeout_ms = 2000,
-                                      .send_timeout_ms = 2000,
-                                      .set_headers = set_headers,
-                                      .set_header_count = 2,
-                                      .hide_headers = hide_headers,
-                                      .hide_header_count = 1};
+static struct proxy_location proxy = {
+    .conf = {.connect_timeout_ms = 2000, .read_timeout_ms = 2000, .send_timeout_ms = 2000},
+    .set_headers = set_headers,
+    .set_header_count = 2,
+    .hide_headers = hide_headers,
+    .hide_header_count = 1};
 static struct http_location front_locations[] = {
     {"/p", 2, false, &proxy_handler, &proxy},
     {"/", 1, false, &http_return_handler, &created},
 };
 static const char *const names[] = {"example.com", "*.example.org"};
-static struct http_vhost front_vhost = {.names = names, .name_count = 2,
-                                        .locations = front_locations, .location_count = 2};
+static struct http_vhost front_vhost = {
+    .names = names, .name_count = 2, .locations = front_locations, .location_count = 2};
 static struct http_site front_site = {.vhosts = &front_vhost, .vhost_count = 1};
 
 static void remove_sockets(void)
@@ -62,8 +61,11 @@ static void start_server(void)
     char address[128];
     snprintf(address, sizeof(address), "unix:%s", back_path);
     struct proxy_server_conf server = {address, 1, 0, 0};
-    struct proxy_upstream_conf upstream = {.name = "back", .servers = &server, .server_count = 1,
-                                           .keepalive = 4, .idle_timeout_ms = 2000};
+    struct proxy_upstream_conf upstream = {.name = "back",
+                                           .servers = &server,
+                                           .server_count = 1,
+                                           .keepalive = 4,
+                                           .idle_timeout_ms = 2000};
     struct corral_server_config config;
     corral_server_config_init(&config);
     config.workers = 1;

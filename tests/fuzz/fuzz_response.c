@@ -74,9 +74,9 @@ static int back_fd = -1; /* the fake backend's listening socket */
 
 static struct http_header set_headers[] = {{{"X-Set", 5}, {"1", 1}}};
 static struct http_str hide_headers[] = {{"X-Hidden", 8}};
-static struct proxy_location proxy = {.connect_timeout_ms = 2000,
-                                      .read_timeout_ms = READ_TIMEOUT_MS,
-                                      .send_timeout_ms = 2000,
+static struct proxy_location proxy = {.conf = {.connect_timeout_ms = 2000,
+                                               .read_timeout_ms = READ_TIMEOUT_MS,
+                                               .send_timeout_ms = 2000},
                                       .set_headers = set_headers,
                                       .set_header_count = 1,
                                       .hide_headers = hide_headers,

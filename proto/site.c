@@ -1,8 +1,9 @@
 /*
- * route.c: which virtual host and location of a site serve a request: by
- * Host (or SNI) name, exact or wildcard, then by path, exact or prefix.
+ * site.c: which virtual host and location of a site serve a request: by
+ * Host (or SNI) name, exact or wildcard, then by path, exact or prefix;
+ * and the names of the site's counters.
  */
-#include "proto/http1.h"
+#include "proto/site.h"
 
 #include <string.h>
 #include <strings.h>
@@ -61,3 +62,9 @@ const struct http_location *http_find_location(const struct http_vhost *vhost, c
     }
     return best;
 }
+
+const char *const http_timeout_kind_names[HTTP_TIMEOUT_KINDS] = {
+    [HTTP_TIMEOUT_HEADER] = "header",
+    [HTTP_TIMEOUT_BODY] = "body",
+    [HTTP_TIMEOUT_SEND] = "send",
+};
