@@ -13,10 +13,12 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 
-#define CORRAL__CACHELINE   64
-#define CORRAL__LINGER_MS   2000
-#define CORRAL__POOL_BUFFER (16 * 1024)
-#define CORRAL__POOL_DEPTH  64
+#define CORRAL__CACHELINE 64
+#define CORRAL__LINGER_MS 2000
+/* Connection buffers come in CORRAL__BUFFER_CLASSES fixed sizes, pooled per
+ * loop (see loop.c for the sizes and the bound on each class's pool). */
+#define CORRAL__BUFFER_CLASSES 3
+#define CORRAL__POOL_DEPTH     64
 /* The most a connection queues in either direction: 1 GiB. */
 #define CORRAL__BUFFER_MAX (1u << 30)
 
@@ -102,11 +104,11 @@ struct corral_loop {
     char *scratch; /* input lands here first, so idle connections hold no buffer */
     size_t scratch_size;
 
-    /* Recently freed connection buffers of CORRAL__POOL_BUFFER bytes, reused
-     * so that a busy connection's buffers cost no malloc/free (and no heap
-     * trimming) per request, while idle ones still hold none. */
-    char *pool[CORRAL__POOL_DEPTH];
-    size_t pool_count;
+    /* Recently freed connection buffers, by size class, reused so that a
+     * busy connection's buffers cost no malloc/free (and no heap trimming
+     * or unmapping) per request, while idle ones still hold none. */
+    char *pool[CORRAL__BUFFER_CLASSES][CORRAL__POOL_DEPTH];
+    size_t pool_count[CORRAL__BUFFER_CLASSES];
 
     corral_worker *worker; /* the worker running this loop, or NULL */
 };
@@ -133,10 +135,12 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms);
 uint64_t corral__monotonic_ms(void);
 
 /* Connection buffers: at least `need` bytes (at most CORRAL__BUFFER_MAX),
- * pooled when small.  Returns NULL on allocation failure; *cap is the real
- * size, a power of two. */
+ * of the smallest class that holds them, from the loop's pool.  Beyond the
+ * largest class, a power of two from malloc, freed when put back.  Returns
+ * NULL on allocation failure; *cap is the real size, a power of two. */
 char *corral__buffer_get(corral_loop *loop, size_t need, uint32_t *cap);
-/* Grows `buf` (of *cap bytes, `used` of them live) to at least `need`. */
+/* Grows `buf` (of *cap bytes, `used` of them live) to at least `need`: a
+ * buffer of a larger class, the live bytes copied over. */
 char *corral__buffer_grow(corral_loop *loop, char *buf, size_t used, uint32_t *cap, size_t need);
 void corral__buffer_put(corral_loop *loop, char *buf, uint32_t cap);
 
