@@ -197,7 +197,10 @@ CORRAL_EXTERN void corral_timer_free(corral_timer *timer);
 /*
  * A connection is a non-blocking stream socket with an input and an output
  * buffer, owned by one loop for its whole life.  Buffers exist only while
- * they hold data, so an idle connection costs a few hundred bytes.
+ * they hold data, so an idle connection costs a few hundred bytes.  They
+ * come in fixed sizes (16, 64 and 256 KiB; larger ones only for output
+ * queued past the high watermark) from a pool per loop that keeps at most
+ * 1 MiB of each size (3 MiB per loop) for reuse.
  *
  * Backpressure: a connection stops reading while its unconsumed input or its
  * unsent output exceeds the high watermark, and resumes below the low one.
@@ -284,9 +287,13 @@ CORRAL_EXTERN extern const struct corral_transport corral_plain_transport;
  *  deciding whether it is idle. */
 CORRAL_EXTERN bool corral_conn_input_pending(const corral_conn *conn);
 
-/** Queues `len` bytes for sending (copied).  Output is flushed once the
- *  event that produced it (and at most a few others) has been handled, so
- *  responses to pipelined requests leave in one syscall.
+/** Sends `len` bytes.  A small write (under 16 KiB) is copied and queued;
+ *  queued output is flushed once the event that produced it (and at most a
+ *  few others) has been handled, so responses to pipelined requests leave
+ *  in one syscall.  A large write goes to the socket at once, from `data`
+ *  itself and behind what is queued, in one writev; only what the socket
+ *  does not take is copied and queued.  Either way the caller's memory is
+ *  free again when the call returns, and the bytes leave in call order.
  *
  *  Nothing to check: a write that cannot be queued ends the connection as a
  *  failed send does, and on_close reports why: -ENOBUFS if more than 1 GiB
