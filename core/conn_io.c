@@ -19,6 +19,7 @@
  * for them a copy costs less than a system call each (see
  * tests/bench/conn_bench.c and docs/benchmarks.md for the measurement). */
 #define DIRECT_WRITE_MIN (16 * 1024)
+size_t corral__direct_write_min = DIRECT_WRITE_MIN;
 /* Gather lists longer than this are queued: the direct write's own list
  * lives on the stack. */
 #define DIRECT_WRITE_IOV 16
@@ -28,12 +29,14 @@
 /* Registers a connection that is not in the epoll set yet once it waits for
  * input or output.  Adding a socket that is ready already reports it at
  * once, so nothing that arrived meanwhile is missed. */
-static void conn_register_if_waiting(corral_conn *conn)
+void corral__conn_register_if_waiting(corral_conn *conn)
 {
     if (conn->registered || conn->state == CORRAL__CONN_CLOSED)
         return;
-    bool wants_input = conn->state == CORRAL__CONN_LINGERING || corral__conn_reading_active(conn);
-    bool waits = (wants_input && !conn->readable) || (conn->out_len > 0 && !conn->writable);
+    bool wants_input = conn->state == CORRAL__CONN_LINGERING || corral__conn_reading_active(conn) ||
+                       conn->splicing_from;
+    bool wants_output = conn->out_len > 0 || conn->splicing_to;
+    bool waits = (wants_input && !conn->readable) || (wants_output && !conn->writable);
     if (!waits)
         return;
     int err = corral__conn_register(conn);
@@ -65,7 +68,9 @@ static int conn_keep_input(corral_conn *conn, const char *data, size_t len)
 /* Hands all unconsumed input to on_data and keeps what it leaves. */
 static void conn_deliver(corral_conn *conn, const char *data, size_t len)
 {
+    conn->in_on_data = true;
     size_t consumed = conn->handler->on_data(conn, data, len);
+    conn->in_on_data = false;
     if (conn->state != CORRAL__CONN_OPEN) {
         corral__conn_drop_input(conn); /* closing: whatever is left will never be read */
         return;
@@ -73,6 +78,9 @@ static void conn_deliver(corral_conn *conn, const char *data, size_t len)
     if (consumed > len)
         consumed = len;
     size_t left = len - consumed;
+    /* Kept input would go after the spliced bytes, which follow it. */
+    if (left > 0 && conn->splicing_from)
+        corral__splice_cancel(conn, -EBUSY);
     if (data != conn->in) {
         if (left > 0 && conn_keep_input(conn, data + consumed, left) != 0)
             corral__conn_destroy(conn, -ENOMEM);
@@ -182,7 +190,7 @@ static void conn_read_input(corral_conn *conn)
 static void conn_read(corral_conn *conn)
 {
     conn_read_input(conn);
-    conn_register_if_waiting(conn);
+    corral__conn_register_if_waiting(conn);
 }
 
 /* Runs connections that have input to pick up again (resumed, or yielded
@@ -194,8 +202,10 @@ void corral__loop_kick(corral_loop *loop)
     while (conn != NULL) {
         corral_conn *next = conn->kick_next;
         conn->in_kick_list = false;
-        if (conn->state == CORRAL__CONN_OPEN && conn->in_len > 0 &&
-            corral__conn_reading_active(conn))
+        if (conn->state == CORRAL__CONN_OPEN && conn->splicing_from)
+            corral__splice_on_event(conn);
+        else if (conn->state == CORRAL__CONN_OPEN && conn->in_len > 0 &&
+                 corral__conn_reading_active(conn))
             conn_deliver(conn, conn->in, conn->in_len);
         if (conn->state != CORRAL__CONN_CLOSED)
             conn_read(conn);
@@ -242,7 +252,7 @@ static void conn_flush(corral_conn *conn)
         ssize_t n = conn->transport->writev(conn, &iov, 1);
         if (n == -EAGAIN) {
             conn->writable = false;
-            conn_register_if_waiting(conn);
+            corral__conn_register_if_waiting(conn);
             if (conn->state == CORRAL__CONN_CLOSED)
                 return;
             break;
@@ -258,6 +268,11 @@ static void conn_flush(corral_conn *conn)
     }
     if (conn->out_len == 0)
         corral__conn_drop_output(conn);
+    if (conn->out_len == 0 && conn->splicing_to) {
+        corral__splice_on_event(conn); /* the spliced bytes come after the queued ones */
+        if (conn->state == CORRAL__CONN_CLOSED)
+            return;
+    }
     if (conn->over_high && conn->out_len <= conn->low_watermark) {
         conn->over_high = false;
         if (conn->handler->on_drain != NULL)
@@ -367,6 +382,7 @@ static ssize_t conn_write_direct(corral_conn *conn, const struct iovec *iov, int
 void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
 {
     assert(corral__loop_owned(conn->loop));
+    assert(!conn->splicing_to); /* would overtake the spliced bytes */
     /* Closing or half-closed: nothing more can go out.  The application
      * learns of the end from on_close, as for a peer that went away. */
     if (conn->state != CORRAL__CONN_OPEN && conn->state != CORRAL__CONN_CONNECTING)
@@ -387,7 +403,7 @@ void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
         return;
 
     size_t sent = 0;
-    if (total >= DIRECT_WRITE_MIN && iovcnt <= DIRECT_WRITE_IOV &&
+    if (total >= corral__direct_write_min && iovcnt <= DIRECT_WRITE_IOV &&
         conn->state == CORRAL__CONN_OPEN && conn->writable) {
         ssize_t n = conn_write_direct(conn, iov, iovcnt);
         if (n < 0) {
@@ -404,7 +420,7 @@ void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
     if (conn->out_len > conn->high_watermark)
         conn->over_high = true;
     if (!conn->writable) {
-        conn_register_if_waiting(conn); /* the direct write met a full socket */
+        corral__conn_register_if_waiting(conn); /* the direct write met a full socket */
         if (conn->state == CORRAL__CONN_CLOSED)
             return;
     }
@@ -421,13 +437,14 @@ void corral_conn_write(corral_conn *conn, const void *data, size_t len)
 
 size_t corral_conn_pending_output(const corral_conn *conn)
 {
-    return conn->out_len;
+    return conn->out_len + corral__splice_pending(conn);
 }
 
 void corral_conn_shutdown(corral_conn *conn)
 {
     if (conn->state != CORRAL__CONN_OPEN || conn->shutdown_pending)
         return;
+    corral__splice_cancel(conn, 0);
     conn->shutdown_pending = true;
     conn_schedule_flush(conn);
 }
@@ -442,6 +459,7 @@ void corral_conn_close(corral_conn *conn)
         corral__conn_destroy(conn, 0);
         return;
     }
+    corral__splice_cancel(conn, 0);
     conn->state = CORRAL__CONN_CLOSING;
     conn_schedule_flush(conn);
 }
@@ -529,6 +547,8 @@ void corral__conn_on_event(struct corral__handle *handle, uint32_t epoll_events)
         conn->peer_hup = true;
     if (conn->out_len > 0 && conn->writable)
         conn_flush(conn);
+    if (conn->state == CORRAL__CONN_OPEN && conn->splice_slot != 0)
+        corral__splice_on_event(conn);
     if (conn->state != CORRAL__CONN_CLOSED && conn->readable)
         conn_read(conn);
     if (conn->state != CORRAL__CONN_CLOSED)

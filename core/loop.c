@@ -108,6 +108,7 @@ void corral_loop_free(corral_loop *loop)
     for (corral_conn *conn = loop->kick_list; conn != NULL; conn = conn->kick_next)
         conn->in_kick_list = false;
     loop->flush_list = loop->kick_list = NULL;
+    corral__loop_splices_done(loop); /* the aborts ended every splice */
     corral__loop_free_closed(loop);
     while (loop->deferred_count > 0)
         run_deferred(loop);
@@ -119,6 +120,7 @@ void corral_loop_free(corral_loop *loop)
     while ((post = post_pop(loop)) != NULL)
         post_run(post);
     free_watchers(loop);
+    corral__loop_free_pipes(loop);
     close(loop->post_eventfd);
     close(loop->epfd);
     free(loop->timers);
@@ -372,6 +374,7 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms)
     corral__loop_kick(loop);
     corral__timers_run(loop);
     run_deferred(loop);
+    corral__loop_splices_done(loop);
     corral__loop_flush(loop);
     corral__loop_free_closed(loop);
     free_watchers(loop);
@@ -387,7 +390,8 @@ int corral_loop_run(corral_loop *loop)
     loop->stopping = false;
     while (!loop->stopping) {
         int timeout = corral__timers_next_timeout(loop);
-        if (loop->deferred_count > 0 || loop->flush_list != NULL || loop->kick_list != NULL)
+        if (loop->deferred_count > 0 || loop->flush_list != NULL || loop->kick_list != NULL ||
+            loop->splices_done != NULL)
             timeout = 0;
         err = corral__loop_run_once(loop, timeout);
         if (err != 0)

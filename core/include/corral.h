@@ -307,7 +307,8 @@ CORRAL_EXTERN void corral_conn_write(corral_conn *conn, const void *data, size_t
 /** corral_conn_write() for a gather list. */
 CORRAL_EXTERN void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt);
 
-/** Bytes queued and not yet accepted by the kernel. */
+/** Bytes queued and not yet accepted by the kernel (a splice's bytes in its
+ *  pipe included). */
 CORRAL_EXTERN size_t corral_conn_pending_output(const corral_conn *conn);
 
 /** Sends end-of-stream once queued output is flushed (half-close); the
@@ -383,6 +384,52 @@ CORRAL_EXTERN corral_worker *corral_conn_worker(const corral_conn *conn);
 CORRAL_EXTERN int corral_connect(corral_loop *loop, const struct sockaddr *addr, socklen_t addrlen,
                                  const struct corral_conn_handler *handler, void *data,
                                  corral_conn **out);
+
+/* ---------------------------------------------------------------- splice */
+
+/** How a splice ended, called once per corral_conn_splice() that returned
+ *  0, at the end of the loop iteration in which it ended.  `moved` bytes
+ *  reached `to`'s socket.  `error` is 0 when `max` bytes went through, or
+ *  when `from` reached the end of its stream first (then `moved` < `max`);
+ *  else -errno: `from`'s read failed or `from` was closed or aborted (the
+ *  splice's bytes still in flight are lost), or `to`'s send failed or `to`
+ *  was closed, aborted or half-closed.  A connection the splice ended with
+ *  an error is already closed when the callback runs, and its on_close
+ *  follows; both pointers stay valid during the callback. */
+typedef void (*corral_splice_cb)(corral_conn *from, corral_conn *to, uint64_t moved, int error,
+                                 void *arg);
+
+/** Moves up to `max` bytes from `from`'s socket to `to`'s socket inside the
+ *  kernel (splice(2) through a pipe), as a proxy forwards a body of known
+ *  length (or, with `max` UINT64_MAX, one that ends with its stream) from
+ *  one peer to the other without copying it through user space.  Both
+ *  connections belong to the calling loop, are open and use the plain
+ *  transport.
+ *
+ *  Order: bytes `from` has read already are not spliced.  The caller
+ *  consumes them first (on_data returning all of its `len`) and forwards
+ *  them with corral_conn_write(to, ...); output queued on `to` goes out
+ *  before the spliced bytes.  Until `cb` runs, `from` is not read
+ *  (on_data is not called) and the caller writes nothing to `to`; after
+ *  it, `from` is read as usual again, its end of stream included.
+ *
+ *  Backpressure: the pipe holds at most `to`'s high watermark (and the
+ *  pipe's size, 256 KiB where the system allows), and its bytes count in
+ *  corral_conn_pending_output(to) and toward `to`'s write timeout; a slow
+ *  `to` stalls the reads from `from`.  `from`'s read timeout applies while
+ *  the splice waits for its bytes.
+ *
+ *  Pipes come from a pool per loop (at most 16 kept, at most 256 in use);
+ *  a pipe that still holds bytes when a splice ends is closed, not kept.
+ *
+ *  Returns 0 (then `cb` runs exactly once), -EOPNOTSUPP (a layered
+ *  transport on either side, or a connection that is not a TCP or unix
+ *  stream socket of this loop), -EBUSY (`from` is already the source, or
+ *  `to` already the destination, of a splice; or they are the same), -EPIPE
+ *  (either is not open, or `to` is half-closed), -EAGAIN (the loop's pipes
+ *  are all in use: forward by copying instead) or -errno from pipe2(). */
+CORRAL_EXTERN int corral_conn_splice(corral_conn *from, corral_conn *to, uint64_t max,
+                                     corral_splice_cb cb, void *arg);
 
 /* -------------------------------------------------------------- addresses */
 

@@ -52,7 +52,8 @@ void pair_run_until(corral_loop *loop, bool (*done)(void *arg), void *arg, int t
         int timeout = corral__timers_next_timeout(loop);
         if (timeout < 0 || timeout > 50)
             timeout = 50;
-        if (loop->deferred_count > 0 || loop->flush_list != NULL || loop->kick_list != NULL)
+        if (loop->deferred_count > 0 || loop->flush_list != NULL || loop->kick_list != NULL ||
+            loop->splices_done != NULL)
             timeout = 0;
         ck_assert_int_eq(corral__loop_run_once(loop, timeout), 0);
     }
