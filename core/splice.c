@@ -226,6 +226,8 @@ static ssize_t splice_in(struct corral__splice *sp)
     for (;;) {
         ssize_t n =
             splice(from->fd, NULL, sp->pipe[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (n > 0 && pipe_bytes(sp) == 0 && sp->to->out_len == 0)
+            sp->to->last_write = from->loop->now; /* its write timeout counts from here */
         if (n > 0) {
             sp->moved_in += (uint64_t)n;
             from->last_read = from->loop->now;

@@ -287,7 +287,7 @@ CORRAL_EXTERN extern const struct corral_transport corral_plain_transport;
  *  deciding whether it is idle. */
 CORRAL_EXTERN bool corral_conn_input_pending(const corral_conn *conn);
 
-/** Sends `len` bytes.  A small write (under 16 KiB) is copied and queued;
+/** Sends `len` bytes.  A small write (under 32 KiB) is copied and queued;
  *  queued output is flushed once the event that produced it (and at most a
  *  few others) has been handled, so responses to pipelined requests leave
  *  in one syscall.  A large write goes to the socket at once, from `data`
@@ -421,6 +421,8 @@ typedef void (*corral_splice_cb)(corral_conn *from, corral_conn *to, uint64_t mo
  *
  *  Pipes come from a pool per loop (at most 16 kept, at most 256 in use);
  *  a pipe that still holds bytes when a splice ends is closed, not kept.
+ *  splice(2) into a socket whose peer is gone raises SIGPIPE (it has no
+ *  MSG_NOSIGNAL): a program that splices ignores SIGPIPE, as corral does.
  *
  *  Returns 0 (then `cb` runs exactly once), -EOPNOTSUPP (a layered
  *  transport on either side, or a connection that is not a TCP or unix

@@ -81,9 +81,10 @@ struct producer {
 
 enum { MAX_WRITE = 300 * 1024 };
 
-static const size_t write_sizes[] = {1,         100,  16383, 16384, 70000, 5,
+/* Around the direct write's threshold (32 KiB) and far on either side. */
+static const size_t write_sizes[] = {1,         100,  16384, 32767, 70000, 5,
                                      MAX_WRITE, 4096, 3,     65536, 17,    20000,
-                                     16385,     1000, 32768, 2000,  1,     200000};
+                                     32769,     1000, 32768, 2000,  1,     200000};
 
 static void produce(corral_conn *conn)
 {

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -495,6 +496,7 @@ END_TEST
 
 Suite *test_suite(void)
 {
+    signal(SIGPIPE, SIG_IGN); /* see corral_conn_splice(); the cases inherit it */
     Suite *suite = suite_create("core/splice");
     TCase *tc = tcase_create("splice");
     tcase_set_timeout(tc, 180);
