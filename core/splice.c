@@ -75,23 +75,22 @@ static struct corral__splice_link *conn_link(const corral_conn *conn)
     return &conn->loop->splice_links[conn->splice_slot - 1];
 }
 
-/* The connection's link, taking a free one if it has none. */
-static struct corral__splice_link *conn_link_take(corral_conn *conn)
+/* The connection's link, taking a free one of `loop`'s if it has none. */
+static struct corral__splice_link *conn_link_take(corral_loop *loop, corral_conn *conn)
 {
-    struct corral__splice_link *link = conn_link(conn);
-    if (link != NULL)
-        return link;
-    corral_loop *loop = conn->loop;
-    /* Two connections per splice at most; a scan at the start of a splice
-     * costs nothing beside its system calls. */
-    for (size_t i = 0; i < CORRAL__SPLICES_MAX * 2; i++) {
-        link = &loop->splice_links[i];
-        if (link->as_from == NULL && link->as_to == NULL) {
-            conn->splice_slot = (uint16_t)(i + 1);
-            return link;
-        }
+    struct corral__splice_link *links = loop->splice_links;
+    assert(links != NULL && conn->loop == loop);
+    if (conn->splice_slot != 0)
+        return &links[conn->splice_slot - 1];
+    /* Two connections per splice at most, so one is free; a scan at the
+     * start of a splice costs nothing beside its system calls. */
+    size_t i = 0;
+    while (links[i].as_from != NULL || links[i].as_to != NULL) {
+        i++;
+        assert(i < CORRAL__SPLICES_MAX * 2);
     }
-    return NULL; /* not reached: at most CORRAL__SPLICES_MAX splices */
+    conn->splice_slot = (uint16_t)(i + 1);
+    return &links[i];
 }
 
 static void conn_link_drop(corral_conn *conn)
@@ -337,9 +336,9 @@ int corral_conn_splice(corral_conn *from, corral_conn *to, uint64_t max, corral_
         return err;
     }
     loop->splices_active++;
-    conn_link_take(from)->as_from = sp;
+    conn_link_take(loop, from)->as_from = sp;
     from->splicing_from = true;
-    conn_link_take(to)->as_to = sp;
+    conn_link_take(loop, to)->as_to = sp;
     to->splicing_to = true;
     /* `from` may have been read to EAGAIN: try anyway, since a socket not
      * yet in the epoll set reports nothing until it joins (which the pump
