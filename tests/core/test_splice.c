@@ -437,6 +437,52 @@ START_TEST(aborting_the_destination_releases_the_pipe)
 }
 END_TEST
 
+/* The pipe's bytes count toward `to`'s write timeout: a reader that stops
+ * ends the splice with -ETIMEDOUT. */
+START_TEST(a_stalled_destination_times_out)
+{
+    int fds_before = test_fd_count();
+    struct run run;
+    run_open(&run);
+    struct sender s = {.fd = run.from_peer, .len = 16 * 1000 * 1000};
+    int small = 64 * 1024;
+    setsockopt(corral_conn_fd(run.to), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+    setsockopt(run.to_peer, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    corral_conn_set_timeouts(run.to, 0, 300);
+    pthread_t st;
+    ck_assert_int_eq(pthread_create(&st, NULL, send_stream, &s), 0);
+    ck_assert_int_eq(corral_conn_splice(run.from, run.to, s.len, splice_done, &run), 0);
+    pair_run_until(run.loop, splice_over, &run, 10000);
+    ck_assert_int_eq(run.error, -ETIMEDOUT);
+    ck_assert_uint_lt(run.moved, s.len);
+    corral_conn_abort(run.from, -ECONNABORTED); /* frees the sender */
+    ck_assert_int_eq(corral__loop_run_once(run.loop, 0), 0);
+    pthread_join(st, NULL);
+    run_close(&run);
+    ck_assert_int_eq(test_fd_count(), fds_before);
+}
+END_TEST
+
+/* `from`'s read timeout applies while the splice waits for its bytes. */
+START_TEST(a_silent_source_times_out)
+{
+    struct run run;
+    run_open(&run);
+    corral_conn_set_timeouts(run.from, 300, 0);
+    test_send_all(run.from_peer, "abc", 3);
+    ck_assert_int_eq(corral_conn_splice(run.from, run.to, 1000, splice_done, &run), 0);
+    uint64_t start = test_now_ms();
+    pair_run_until(run.loop, splice_over, &run, 10000);
+    ck_assert_int_eq(run.error, -ETIMEDOUT);
+    ck_assert_uint_eq(run.moved, 3);
+    ck_assert_uint_ge(test_now_ms() - start, 250);
+    char got[3];
+    ck_assert_uint_eq(test_recv_all(run.to_peer, got, 3), 3);
+    ck_assert(memcmp(got, "abc", 3) == 0);
+    run_close(&run);
+}
+END_TEST
+
 static void use_layered(corral_conn *conn)
 {
     static struct corral_transport layered;
@@ -511,6 +557,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_source_that_dies_mid_splice_ends_it);
     tcase_add_test(tc, a_destination_that_dies_mid_splice_ends_it);
     tcase_add_test(tc, aborting_the_destination_releases_the_pipe);
+    tcase_add_test(tc, a_stalled_destination_times_out);
+    tcase_add_test(tc, a_silent_source_times_out);
     tcase_add_test(tc, refused_for_layered_transports_and_busy_connections);
     tcase_add_test(tc, input_left_unconsumed_ends_the_splice_with_ebusy);
     suite_add_tcase(suite, tc);
