@@ -132,6 +132,7 @@ struct run {
     int calls;
     size_t max_pending;
     int max_fds;
+    long max_rss_kb;
     char after[64]; /* what on_data of `from` got after the splice */
     size_t after_len;
     int from_closes;
@@ -180,6 +181,15 @@ static const struct corral_conn_handler from_handler = {
 };
 static const struct corral_conn_handler to_handler = {.on_close = to_on_close};
 
+static long rss_kb(void)
+{
+    char *status = test_read_file("/proc/self/status");
+    const char *line = strstr(status, "VmRSS:");
+    long kb = line != NULL ? strtol(line + 6, NULL, 10) : 0;
+    free(status);
+    return kb;
+}
+
 static bool splice_over(void *arg)
 {
     struct run *run = arg;
@@ -191,6 +201,9 @@ static bool splice_over(void *arg)
     int fds = test_fd_count();
     if (fds > run->max_fds)
         run->max_fds = fds;
+    long rss = rss_kb();
+    if (rss > run->max_rss_kb)
+        run->max_rss_kb = rss;
     return run->done;
 }
 
@@ -222,6 +235,7 @@ static void check_splice(uint64_t len, int slow_reads)
     struct run run;
     run_open(&run);
     int fds_open = test_fd_count();
+    long rss_open = rss_kb();
     struct sender s = {.fd = run.from_peer, .len = len};
     struct receiver r = {.fd = run.to_peer, .expect = len, .slow_reads = slow_reads};
     pthread_t st, rt;
@@ -240,6 +254,10 @@ static void check_splice(uint64_t len, int slow_reads)
     /* One pipe at most (two descriptors), and nothing else. */
     ck_assert_int_le(run.max_fds, fds_open + 2);
     ck_assert_uint_le(run.max_pending, 256 * 1024); /* the pipe, within the watermark */
+    /* The bytes never pass through this process: its memory grows by the
+     * two threads' stacks and buffers, not with `len`. */
+    ck_assert_msg(run.max_rss_kb - rss_open < 32 * 1024, "RSS grew by %ld KB",
+                  run.max_rss_kb - rss_open);
     /* The pipe went back to the pool: a second splice reuses it. */
     ck_assert_uint_eq(run.loop->pipe_count, 1);
     run_close(&run);
