@@ -16,11 +16,12 @@
  * from the caller's memory and behind what is queued, in one writev; only
  * what the socket does not take is copied into the output buffer.  Smaller
  * writes are copied and leave together at the end of the loop iteration.
- * Measured with tests/bench/conn_bench.c (docs/benchmarks.md): a direct
- * write costs 20% more CPU per MB than a copy at 16 KiB (a system call per
- * write against one per batch), breaks even at 32 KiB and saves 13% at
- * 64 KiB. */
-#define DIRECT_WRITE_MIN (32 * 1024)
+ * Measured with tests/bench/conn_bench.c (docs/benchmarks.md): below
+ * 64 KiB a direct write costs up to 30% more CPU per MB than a copy (a
+ * system call per write against one per batch); at 64 KiB the two are
+ * within a few percent of each other, and from 256 KiB on the direct write
+ * costs a third less (and needs no buffer beyond the largest class). */
+#define DIRECT_WRITE_MIN (64 * 1024)
 size_t corral__direct_write_min = DIRECT_WRITE_MIN;
 /* Gather lists longer than this are queued: the direct write's own list
  * lives on the stack. */

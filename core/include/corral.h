@@ -287,7 +287,7 @@ CORRAL_EXTERN extern const struct corral_transport corral_plain_transport;
  *  deciding whether it is idle. */
 CORRAL_EXTERN bool corral_conn_input_pending(const corral_conn *conn);
 
-/** Sends `len` bytes.  A small write (under 32 KiB) is copied and queued;
+/** Sends `len` bytes.  A small write (under 64 KiB) is copied and queued;
  *  queued output is flushed once the event that produced it (and at most a
  *  few others) has been handled, so responses to pipelined requests leave
  *  in one syscall.  A large write goes to the socket at once, from `data`

@@ -4,7 +4,11 @@
  * or splice(2); prints MB/s and the loop thread's CPU time per MB for each.
  *
  * usage: build/conn-bench [MB] [BLOCK...]   (default 1000 MB; block sizes
- * 1024 4096 16384 65536: each read is written on in pieces of that size)
+ * 1024 4096 16384 65536: each read is written on in pieces of that size,
+ * and the splice rows splice bodies of that size one after the other, as a
+ * proxy does one per response; the last splice row is one for everything).
+ * The gen-copy and gen-direct rows write blocks of that size from memory,
+ * as a server answering from a cache, with no source connection.
  */
 #include "internal.h"
 
@@ -20,8 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-enum mode { COPY, DIRECT, SPLICE };
-static const char *const mode_names[] = {"copy", "direct", "splice"};
+enum mode { COPY, DIRECT, SPLICE, GEN_COPY, GEN_DIRECT };
+static const char *const mode_names[] = {"copy", "direct", "splice", "gen-copy", "gen-direct"};
 
 struct bench {
     corral_loop *loop;
@@ -30,6 +34,8 @@ struct bench {
     enum mode mode;
     size_t block;
     uint64_t total;
+    uint64_t body, spliced; /* splice: bytes per splice (0: all), and done */
+    uint64_t generated;     /* gen-*: bytes written */
     atomic_bool received;
     bool to_closed;
 };
@@ -98,10 +104,29 @@ static void from_on_eof(corral_conn *conn)
     corral_conn_close_no_linger(conn);
 }
 
+/* gen-*: writes blocks from memory while `to` takes them. */
+static void generate(struct bench *b)
+{
+    static char block[4 * 1024 * 1024];
+    while (b->generated < b->total && !corral_conn_backed_up(b->to)) {
+        size_t n =
+            b->total - b->generated < b->block ? (size_t)(b->total - b->generated) : b->block;
+        corral_conn_write(b->to, block, n);
+        b->generated += n;
+    }
+    if (b->generated == b->total) {
+        corral_conn_close_no_linger(b->to);
+        corral_conn_close_no_linger(b->from);
+    }
+}
+
 static void to_on_drain(corral_conn *conn)
 {
     struct bench *b = corral_conn_data(conn);
-    corral_conn_resume_read(b->from);
+    if (b->mode == GEN_COPY || b->mode == GEN_DIRECT)
+        generate(b);
+    else
+        corral_conn_resume_read(b->from);
 }
 
 static void to_on_close(corral_conn *conn, int error)
@@ -117,12 +142,29 @@ static const struct corral_conn_handler from_handler = {.on_data = from_on_data,
 static const struct corral_conn_handler to_handler = {.on_drain = to_on_drain,
                                                       .on_close = to_on_close};
 
+static void spliced(corral_conn *from, corral_conn *to, uint64_t moved, int error, void *arg);
+
+static void splice_next(struct bench *b)
+{
+    uint64_t left = b->total - b->spliced;
+    uint64_t len = b->body != 0 && b->body < left ? b->body : left;
+    if (corral_conn_splice(b->from, b->to, len, spliced, b) != 0) {
+        fprintf(stderr, "splice refused\n");
+        exit(1);
+    }
+}
+
 static void spliced(corral_conn *from, corral_conn *to, uint64_t moved, int error, void *arg)
 {
-    (void)arg;
+    struct bench *b = arg;
     if (error != 0)
         fprintf(stderr, "splice: %s after %llu bytes\n", strerror(-error),
                 (unsigned long long)moved);
+    b->spliced += moved;
+    if (error == 0 && b->spliced < b->total) {
+        splice_next(b);
+        return;
+    }
     corral_conn_close_no_linger(to);
     corral_conn_close_no_linger(from);
 }
@@ -158,26 +200,31 @@ static void run(enum mode mode, size_t block, uint64_t total)
     b.from = open_pair(&b, &from_handler, &b.from_peer);
     b.to = open_pair(&b, &to_handler, &b.to_peer);
     /* Copies: every write below the threshold; direct: every write at it. */
-    corral__direct_write_min = mode == COPY ? SIZE_MAX : 1;
+    corral__direct_write_min = mode == COPY || mode == GEN_COPY ? SIZE_MAX : 1;
 
     pthread_t sender, receiver;
     uint64_t wall0 = ns(CLOCK_MONOTONIC), cpu0 = ns(CLOCK_THREAD_CPUTIME_ID);
+    bool generating = mode == GEN_COPY || mode == GEN_DIRECT;
     pthread_create(&receiver, NULL, receive_all, &b);
-    pthread_create(&sender, NULL, send_all, &b);
-    if (mode == SPLICE && corral_conn_splice(b.from, b.to, UINT64_MAX, spliced, &b) != 0) {
-        fprintf(stderr, "splice refused\n");
-        exit(1);
+    if (!generating)
+        pthread_create(&sender, NULL, send_all, &b);
+    else
+        generate(&b);
+    if (mode == SPLICE) {
+        b.body = block;
+        splice_next(&b);
     }
     while (!b.to_closed)
         corral__loop_run_once(
             b.loop, b.loop->flush_list || b.loop->kick_list || b.loop->splices_done ? 0 : 100);
     uint64_t cpu = ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-    pthread_join(sender, NULL);
+    if (!generating)
+        pthread_join(sender, NULL);
     pthread_join(receiver, NULL);
     uint64_t wall = ns(CLOCK_MONOTONIC) - wall0;
     double mb = (double)total / (1024.0 * 1024.0);
-    printf("%-7s %7zu %9.0f %9.1f\n", mode_names[mode], mode == SPLICE ? 0 : block,
-           mb / ((double)wall / 1e9), (double)cpu / 1e3 / mb);
+    printf("%-10s %7zu %9.0f %9.1f\n", mode_names[mode], block, mb / ((double)wall / 1e9),
+           (double)cpu / 1e3 / mb);
     close(b.from_peer);
     close(b.to_peer);
     corral_loop_free(b.loop);
@@ -194,11 +241,16 @@ int main(int argc, char **argv)
         for (int i = 2; i < argc && nblocks < 16; i++)
             blocks[nblocks++] = strtoul(argv[i], NULL, 10);
     }
-    printf("%llu MB through one loop\nmode      block      MB/s  loop CPU us/MB\n",
+    printf("%llu MB through one loop\nmode         block      MB/s  loop CPU us/MB\n",
            (unsigned long long)mb);
     for (int i = 0; i < nblocks; i++) {
         run(COPY, blocks[i], mb << 20);
         run(DIRECT, blocks[i], mb << 20);
+        run(SPLICE, blocks[i], mb << 20);
+        if (blocks[i] <= 4 * 1024 * 1024) {
+            run(GEN_COPY, blocks[i], mb << 20);
+            run(GEN_DIRECT, blocks[i], mb << 20);
+        }
     }
     run(SPLICE, 0, mb << 20);
     return 0;

@@ -22,6 +22,14 @@ static void set_rcvbuf(int fd, int size)
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
 }
 
+/* Room for a whole large write in the connection's socket, whatever the
+ * system's autotuning starts it with. */
+static void set_roomy_sndbuf(corral_conn *conn)
+{
+    int size = 1024 * 1024;
+    setsockopt(corral_conn_fd(conn), SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+}
+
 /* ---------------------------------------------------------- direct writes */
 
 START_TEST(a_large_write_leaves_at_once)
@@ -30,6 +38,7 @@ START_TEST(a_large_write_leaves_at_once)
     ck_assert_int_eq(corral_loop_new(&loop), 0);
     int fd;
     corral_conn *conn = pair_open(loop, &quiet_handler, NULL, &fd);
+    set_roomy_sndbuf(conn);
     static char data[64 * 1024];
     pair_fill(data, sizeof(data), 0);
     corral_conn_write(conn, data, sizeof(data));
@@ -50,13 +59,14 @@ START_TEST(small_writes_wait_for_the_flush_together)
     ck_assert_int_eq(corral_loop_new(&loop), 0);
     int fd;
     corral_conn *conn = pair_open(loop, &quiet_handler, NULL, &fd);
+    set_roomy_sndbuf(conn);
     char data[1000];
     pair_fill(data, sizeof(data), 0);
     for (size_t i = 0; i < 10; i++)
         corral_conn_write(conn, data + i * 100, 100);
     ck_assert_uint_eq(corral_conn_pending_output(conn), 1000);
     /* A large write behind them sends them first, in the same writev. */
-    static char large[32 * 1024];
+    static char large[64 * 1024];
     pair_fill(large, sizeof(large), 1000);
     corral_conn_write(conn, large, sizeof(large));
     ck_assert_uint_eq(corral_conn_pending_output(conn), 0);
@@ -81,10 +91,10 @@ struct producer {
 
 enum { MAX_WRITE = 300 * 1024 };
 
-/* Around the direct write's threshold (32 KiB) and far on either side. */
-static const size_t write_sizes[] = {1,         100,  16384, 32767, 70000, 5,
+/* Around the direct write's threshold (64 KiB) and far on either side. */
+static const size_t write_sizes[] = {1,         100,  16384, 65535, 70000, 5,
                                      MAX_WRITE, 4096, 3,     65536, 17,    20000,
-                                     32769,     1000, 32768, 2000,  1,     200000};
+                                     65537,     1000, 32768, 2000,  1,     200000};
 
 static void produce(corral_conn *conn)
 {
