@@ -96,6 +96,7 @@ void corral__conn_end(corral_conn *conn, int error, bool reset)
     assert(conn->fd >= 0);
     conn->state = CORRAL__CONN_CLOSED;
     conn->close_error = error;
+    corral__splice_cancel(conn, error);
     corral_timer_stop(&conn->timer);
     if (conn->transport->destroy != NULL)
         conn->transport->destroy(conn);
@@ -154,8 +155,9 @@ void corral__loop_free_closed(corral_loop *loop)
     loop->closed_list = NULL;
     while (conn != NULL) {
         corral_conn *next = conn->closed_next;
-        if (conn->in_flush_list || conn->in_kick_list) {
-            /* Still linked from a list processed next iteration. */
+        if (conn->in_flush_list || conn->in_kick_list || conn->splice_slot != 0) {
+            /* Still linked from a list processed next iteration, or from a
+             * splice whose callback is still to run. */
             conn->closed_next = keep;
             keep = conn;
             conn = next;

@@ -12,9 +12,10 @@ static uint64_t conn_timeout_deadline(const corral_conn *conn)
     if (conn->state == CORRAL__CONN_LINGERING)
         return conn->linger_deadline;
     uint64_t deadline = UINT64_MAX;
-    if (conn->read_timeout_ms > 0 && corral__conn_reading_active(conn))
+    if (conn->read_timeout_ms > 0 &&
+        (corral__conn_reading_active(conn) || corral__splice_waits_for_input(conn)))
         deadline = conn->last_read + conn->read_timeout_ms;
-    if (conn->write_timeout_ms > 0 && conn->out_len > 0 &&
+    if (conn->write_timeout_ms > 0 && corral_conn_pending_output(conn) > 0 &&
         conn->last_write + conn->write_timeout_ms < deadline)
         deadline = conn->last_write + conn->write_timeout_ms;
     return deadline;
@@ -62,7 +63,7 @@ void corral__conn_on_timer(corral_timer *timer, void *arg)
         if (conn->state == CORRAL__CONN_LINGERING)
             corral__conn_destroy(conn, 0);
         else
-            corral__conn_end(conn, -ETIMEDOUT, conn->out_len > 0);
+            corral__conn_end(conn, -ETIMEDOUT, corral_conn_pending_output(conn) > 0);
         return;
     }
     corral__conn_update_timer(conn);

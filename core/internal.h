@@ -13,10 +13,15 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 
-#define CORRAL__CACHELINE   64
-#define CORRAL__LINGER_MS   2000
-#define CORRAL__POOL_BUFFER (16 * 1024)
-#define CORRAL__POOL_DEPTH  64
+#define CORRAL__CACHELINE 64
+#define CORRAL__LINGER_MS 2000
+/* Connection buffers come in CORRAL__BUFFER_CLASSES fixed sizes, pooled per
+ * loop (see loop.c for the sizes and the bound on each class's pool). */
+#define CORRAL__BUFFER_CLASSES 3
+#define CORRAL__POOL_DEPTH     64
+/* Splice pipes: idle ones kept per loop, and the most in use at once. */
+#define CORRAL__PIPE_POOL   16
+#define CORRAL__SPLICES_MAX 256
 /* The most a connection queues in either direction: 1 GiB. */
 #define CORRAL__BUFFER_MAX (1u << 30)
 
@@ -102,11 +107,20 @@ struct corral_loop {
     char *scratch; /* input lands here first, so idle connections hold no buffer */
     size_t scratch_size;
 
-    /* Recently freed connection buffers of CORRAL__POOL_BUFFER bytes, reused
-     * so that a busy connection's buffers cost no malloc/free (and no heap
-     * trimming) per request, while idle ones still hold none. */
-    char *pool[CORRAL__POOL_DEPTH];
-    size_t pool_count;
+    /* Recently freed connection buffers, by size class, reused so that a
+     * busy connection's buffers cost no malloc/free (and no heap trimming
+     * or unmapping) per request, while idle ones still hold none. */
+    char *pool[CORRAL__BUFFER_CLASSES][CORRAL__POOL_DEPTH];
+    size_t pool_count[CORRAL__BUFFER_CLASSES];
+
+    /* Splices between connections (splice.c): the links their connections
+     * point at (conn->splice_slot), idle pipes kept for reuse, and
+     * splices that ended and wait for their callback. */
+    struct corral__splice_link *splice_links; /* CORRAL__SPLICES_MAX * 2, lazily */
+    size_t splices_active;
+    int pipes[CORRAL__PIPE_POOL][2];
+    size_t pipe_count;
+    struct corral__splice *splices_done;
 
     corral_worker *worker; /* the worker running this loop, or NULL */
 };
@@ -133,10 +147,12 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms);
 uint64_t corral__monotonic_ms(void);
 
 /* Connection buffers: at least `need` bytes (at most CORRAL__BUFFER_MAX),
- * pooled when small.  Returns NULL on allocation failure; *cap is the real
- * size, a power of two. */
+ * of the smallest class that holds them, from the loop's pool.  Beyond the
+ * largest class, a power of two from malloc, freed when put back.  Returns
+ * NULL on allocation failure; *cap is the real size, a power of two. */
 char *corral__buffer_get(corral_loop *loop, size_t need, uint32_t *cap);
-/* Grows `buf` (of *cap bytes, `used` of them live) to at least `need`. */
+/* Grows `buf` (of *cap bytes, `used` of them live) to at least `need`: a
+ * buffer of a larger class, the live bytes copied over. */
 char *corral__buffer_grow(corral_loop *loop, char *buf, size_t used, uint32_t *cap, size_t need);
 void corral__buffer_put(corral_loop *loop, char *buf, uint32_t cap);
 
@@ -225,6 +241,10 @@ struct corral_conn {
     bool peer_hup : 1; /* epoll reported the peer's FIN, an error or hang-up */
     bool in_flush_list : 1;
     bool in_kick_list : 1;
+    bool in_on_data : 1;    /* on_data is running */
+    bool splicing_from : 1; /* the source of a splice: not read meanwhile */
+    bool splicing_to : 1;   /* the destination of a splice */
+    uint16_t splice_slot;   /* 1 + index in loop->splice_links, or 0 */
     int close_error;
 
     uint32_t read_timeout_ms, write_timeout_ms;
@@ -243,7 +263,7 @@ struct corral_conn {
 static inline bool corral__conn_reading_active(const corral_conn *conn)
 {
     return (conn->state == CORRAL__CONN_OPEN || conn->state == CORRAL__CONN_CONNECTING) &&
-           !conn->read_paused && !conn->over_high && !conn->eof &&
+           !conn->read_paused && !conn->over_high && !conn->eof && !conn->splicing_from &&
            conn->in_len < conn->high_watermark;
 }
 
@@ -279,6 +299,44 @@ void corral__conn_on_event(struct corral__handle *handle, uint32_t epoll_events)
 void corral__conn_kick(corral_conn *conn);
 void corral__loop_flush(corral_loop *loop);
 void corral__loop_kick(corral_loop *loop);
+
+/* The size from which a write goes out at once (conn_io.c); a variable
+ * only so that the benchmark can compare both paths at every size. */
+extern size_t corral__direct_write_min;
+
+/* Registers the connection in the epoll set once it has to wait. */
+void corral__conn_register_if_waiting(corral_conn *conn);
+
+/* Splices, in splice.c.  The two halves of a connection's part in them. */
+struct corral__splice_link {
+    struct corral__splice *as_from, *as_to;
+};
+struct corral__splice {
+    corral_loop *loop;
+    corral_conn *from, *to;
+    uint64_t max;
+    uint64_t moved_in, moved_out; /* into the pipe, out of it */
+    corral_splice_cb cb;
+    void *arg;
+    int pipe[2];
+    uint32_t pipe_size;
+    int error;
+    bool from_eof;
+    bool done; /* ended; the callback is pending */
+    struct corral__splice *done_next;
+};
+/* Moves what it can for the splices `conn` takes part in (after an event). */
+void corral__splice_on_event(corral_conn *conn);
+/* Ends the splices `conn` takes part in with `error` (0: -ECANCELED). */
+void corral__splice_cancel(corral_conn *conn, int error);
+/* Bytes in the pipe of the splice `conn` is the destination of. */
+size_t corral__splice_pending(const corral_conn *conn);
+/* Whether the splice `conn` is the source of waits for its input. */
+bool corral__splice_waits_for_input(const corral_conn *conn);
+/* Runs the callbacks of the splices that ended; frees them. */
+void corral__loop_splices_done(corral_loop *loop);
+/* Closes the pooled pipes (loop free). */
+void corral__loop_free_pipes(corral_loop *loop);
 
 /* Timeouts, in conn_timeout.c. */
 /* Re-arms the connection's one timer for its earliest deadline. */

@@ -101,16 +101,26 @@ void corral_loop_free(corral_loop *loop)
     if (loop == NULL)
         return;
     corral__loop_abort_conns(loop);
+    /* No iteration will flush or read again: connections still listed for
+     * one would be kept from the free below, and leak. */
+    for (corral_conn *conn = loop->flush_list; conn != NULL; conn = conn->flush_next)
+        conn->in_flush_list = false;
+    for (corral_conn *conn = loop->kick_list; conn != NULL; conn = conn->kick_next)
+        conn->in_kick_list = false;
+    loop->flush_list = loop->kick_list = NULL;
+    corral__loop_splices_done(loop); /* the aborts ended every splice */
     corral__loop_free_closed(loop);
     while (loop->deferred_count > 0)
         run_deferred(loop);
-    while (loop->pool_count > 0)
-        free(loop->pool[--loop->pool_count]);
+    for (size_t c = 0; c < CORRAL__BUFFER_CLASSES; c++)
+        while (loop->pool_count[c] > 0)
+            free(loop->pool[c][--loop->pool_count[c]]);
     /* Run what was posted but never delivered, so no poster's memory leaks. */
     struct corral__post *post;
     while ((post = post_pop(loop)) != NULL)
         post_run(post);
     free_watchers(loop);
+    corral__loop_free_pipes(loop);
     close(loop->post_eventfd);
     close(loop->epfd);
     free(loop->timers);
@@ -156,14 +166,44 @@ void corral__loop_unwatch(corral_loop *loop, int fd)
 
 /* ------------------------------------------------------- buffer pool */
 
+/*
+ * The classes: 16 KiB holds any request or response head and a batch of
+ * small pipelined responses (the one pooled size before the classes, which
+ * measured best for small responses); 64 KiB holds what one read into the
+ * loop's scratch buffer leaves unconsumed; 256 KiB is the default high
+ * watermark, so a connection pushing back on its producer never needs more.
+ * Larger buffers, for writes past the watermark, come from malloc.  Each
+ * class's pool holds at most class_depth[] buffers: 1 MiB per class and
+ * 3 MiB per loop at most, kept for reuse and never handed back to the
+ * system while the loop runs.
+ */
+static const uint32_t class_size[CORRAL__BUFFER_CLASSES] = {16 * 1024, 64 * 1024, 256 * 1024};
+static const size_t class_depth[CORRAL__BUFFER_CLASSES] = {64, 16, 4};
+
+/* The class of buffers of `size` bytes, or CORRAL__BUFFER_CLASSES. */
+static size_t buffer_class(size_t size)
+{
+    size_t c = 0;
+    while (c < CORRAL__BUFFER_CLASSES && class_size[c] < size)
+        c++;
+    return c;
+}
+
 char *corral__buffer_get(corral_loop *loop, size_t need, uint32_t *cap)
 {
     assert(need <= CORRAL__BUFFER_MAX);
-    uint32_t size = CORRAL__POOL_BUFFER;
-    while (size < need)
-        size *= 2;
-    char *buf = size == CORRAL__POOL_BUFFER && loop->pool_count > 0 ? loop->pool[--loop->pool_count]
-                                                                    : malloc(size);
+    size_t c = buffer_class(need);
+    uint32_t size;
+    char *buf;
+    if (c < CORRAL__BUFFER_CLASSES) {
+        size = class_size[c];
+        buf = loop->pool_count[c] > 0 ? loop->pool[c][--loop->pool_count[c]] : malloc(size);
+    } else {
+        size = class_size[CORRAL__BUFFER_CLASSES - 1] * 2;
+        while (size < need)
+            size *= 2;
+        buf = malloc(size);
+    }
     if (buf != NULL)
         *cap = size;
     return buf;
@@ -174,15 +214,6 @@ char *corral__buffer_grow(corral_loop *loop, char *buf, size_t used, uint32_t *c
     assert(used <= *cap && need <= CORRAL__BUFFER_MAX);
     if (need <= *cap)
         return buf;
-    if (*cap != CORRAL__POOL_BUFFER) {
-        uint32_t size = *cap * 2;
-        while (size < need)
-            size *= 2;
-        char *grown = realloc(buf, size);
-        if (grown != NULL)
-            *cap = size;
-        return grown;
-    }
     uint32_t size;
     char *grown = corral__buffer_get(loop, need, &size);
     if (grown == NULL)
@@ -197,9 +228,10 @@ void corral__buffer_put(corral_loop *loop, char *buf, uint32_t cap)
 {
     if (buf == NULL)
         return;
-    assert(cap >= CORRAL__POOL_BUFFER && (cap & (cap - 1)) == 0); /* from buffer_get */
-    if (cap == CORRAL__POOL_BUFFER && loop->pool_count < CORRAL__POOL_DEPTH)
-        loop->pool[loop->pool_count++] = buf;
+    assert(cap >= class_size[0] && (cap & (cap - 1)) == 0); /* from buffer_get */
+    size_t c = buffer_class(cap);
+    if (c < CORRAL__BUFFER_CLASSES && class_size[c] == cap && loop->pool_count[c] < class_depth[c])
+        loop->pool[c][loop->pool_count[c]++] = buf;
     else
         free(buf);
 }
@@ -342,6 +374,7 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms)
     corral__loop_kick(loop);
     corral__timers_run(loop);
     run_deferred(loop);
+    corral__loop_splices_done(loop);
     corral__loop_flush(loop);
     corral__loop_free_closed(loop);
     free_watchers(loop);
@@ -357,7 +390,8 @@ int corral_loop_run(corral_loop *loop)
     loop->stopping = false;
     while (!loop->stopping) {
         int timeout = corral__timers_next_timeout(loop);
-        if (loop->deferred_count > 0 || loop->flush_list != NULL || loop->kick_list != NULL)
+        if (loop->deferred_count > 0 || loop->flush_list != NULL || loop->kick_list != NULL ||
+            loop->splices_done != NULL)
             timeout = 0;
         err = corral__loop_run_once(loop, timeout);
         if (err != 0)

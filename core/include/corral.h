@@ -197,7 +197,10 @@ CORRAL_EXTERN void corral_timer_free(corral_timer *timer);
 /*
  * A connection is a non-blocking stream socket with an input and an output
  * buffer, owned by one loop for its whole life.  Buffers exist only while
- * they hold data, so an idle connection costs a few hundred bytes.
+ * they hold data, so an idle connection costs a few hundred bytes.  They
+ * come in fixed sizes (16, 64 and 256 KiB; larger ones only for output
+ * queued past the high watermark) from a pool per loop that keeps at most
+ * 1 MiB of each size (3 MiB per loop) for reuse.
  *
  * Backpressure: a connection stops reading while its unconsumed input or its
  * unsent output exceeds the high watermark, and resumes below the low one.
@@ -284,9 +287,13 @@ CORRAL_EXTERN extern const struct corral_transport corral_plain_transport;
  *  deciding whether it is idle. */
 CORRAL_EXTERN bool corral_conn_input_pending(const corral_conn *conn);
 
-/** Queues `len` bytes for sending (copied).  Output is flushed once the
- *  event that produced it (and at most a few others) has been handled, so
- *  responses to pipelined requests leave in one syscall.
+/** Sends `len` bytes.  A small write (under 64 KiB) is copied and queued;
+ *  queued output is flushed once the event that produced it (and at most a
+ *  few others) has been handled, so responses to pipelined requests leave
+ *  in one syscall.  A large write goes to the socket at once, from `data`
+ *  itself and behind what is queued, in one writev; only what the socket
+ *  does not take is copied and queued.  Either way the caller's memory is
+ *  free again when the call returns, and the bytes leave in call order.
  *
  *  Nothing to check: a write that cannot be queued ends the connection as a
  *  failed send does, and on_close reports why: -ENOBUFS if more than 1 GiB
@@ -300,7 +307,8 @@ CORRAL_EXTERN void corral_conn_write(corral_conn *conn, const void *data, size_t
 /** corral_conn_write() for a gather list. */
 CORRAL_EXTERN void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt);
 
-/** Bytes queued and not yet accepted by the kernel. */
+/** Bytes queued and not yet accepted by the kernel (a splice's bytes in its
+ *  pipe included). */
 CORRAL_EXTERN size_t corral_conn_pending_output(const corral_conn *conn);
 
 /** Sends end-of-stream once queued output is flushed (half-close); the
@@ -376,6 +384,54 @@ CORRAL_EXTERN corral_worker *corral_conn_worker(const corral_conn *conn);
 CORRAL_EXTERN int corral_connect(corral_loop *loop, const struct sockaddr *addr, socklen_t addrlen,
                                  const struct corral_conn_handler *handler, void *data,
                                  corral_conn **out);
+
+/* ---------------------------------------------------------------- splice */
+
+/** How a splice ended, called once per corral_conn_splice() that returned
+ *  0, at the end of the loop iteration in which it ended.  `moved` bytes
+ *  reached `to`'s socket.  `error` is 0 when `max` bytes went through, or
+ *  when `from` reached the end of its stream first (then `moved` < `max`);
+ *  else -errno: `from`'s read failed or `from` was closed or aborted (the
+ *  splice's bytes still in flight are lost), or `to`'s send failed or `to`
+ *  was closed, aborted or half-closed.  A connection the splice ended with
+ *  an error is already closed when the callback runs, and its on_close
+ *  follows; both pointers stay valid during the callback. */
+typedef void (*corral_splice_cb)(corral_conn *from, corral_conn *to, uint64_t moved, int error,
+                                 void *arg);
+
+/** Moves up to `max` bytes from `from`'s socket to `to`'s socket inside the
+ *  kernel (splice(2) through a pipe), as a proxy forwards a body of known
+ *  length (or, with `max` UINT64_MAX, one that ends with its stream) from
+ *  one peer to the other without copying it through user space.  Both
+ *  connections belong to the calling loop, are open and use the plain
+ *  transport.
+ *
+ *  Order: bytes `from` has read already are not spliced.  The caller
+ *  consumes them first (on_data returning all of its `len`) and forwards
+ *  them with corral_conn_write(to, ...); output queued on `to` goes out
+ *  before the spliced bytes.  Until `cb` runs, `from` is not read
+ *  (on_data is not called) and the caller writes nothing to `to`; after
+ *  it, `from` is read as usual again, its end of stream included.
+ *
+ *  Backpressure: the pipe holds at most `to`'s high watermark (and the
+ *  pipe's size, 256 KiB where the system allows), and its bytes count in
+ *  corral_conn_pending_output(to) and toward `to`'s write timeout; a slow
+ *  `to` stalls the reads from `from`.  `from`'s read timeout applies while
+ *  the splice waits for its bytes.
+ *
+ *  Pipes come from a pool per loop (at most 16 kept, at most 256 in use);
+ *  a pipe that still holds bytes when a splice ends is closed, not kept.
+ *  splice(2) into a socket whose peer is gone raises SIGPIPE (it has no
+ *  MSG_NOSIGNAL): a program that splices ignores SIGPIPE, as corral does.
+ *
+ *  Returns 0 (then `cb` runs exactly once), -EOPNOTSUPP (a layered
+ *  transport on either side, or a connection that is not a TCP or unix
+ *  stream socket of this loop), -EBUSY (`from` is already the source, or
+ *  `to` already the destination, of a splice; or they are the same), -EPIPE
+ *  (either is not open, or `to` is half-closed), -EAGAIN (the loop's pipes
+ *  are all in use: forward by copying instead) or -errno from pipe2(). */
+CORRAL_EXTERN int corral_conn_splice(corral_conn *from, corral_conn *to, uint64_t max,
+                                     corral_splice_cb cb, void *arg);
 
 /* -------------------------------------------------------------- addresses */
 

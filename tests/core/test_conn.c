@@ -121,7 +121,8 @@ START_TEST(ten_megabytes_through_a_slow_reader_stay_bounded)
         if (reads < 100)
             usleep(2000); /* slow at first, while the sender is far ahead */
         ssize_t n = recv(fd, buf, sizeof(buf), 0);
-        ck_assert_msg(n > 0, "recv after %zu bytes: %s", received, n == 0 ? "EOF" : strerror(errno));
+        ck_assert_msg(n > 0, "recv after %zu bytes: %s", received,
+                      n == 0 ? "EOF" : strerror(errno));
         for (ssize_t i = 0; i < n; i++)
             intact = intact && buf[i] == pattern_byte(received + (size_t)i);
         received += (size_t)n;
@@ -448,7 +449,8 @@ START_TEST(outgoing_connection_round_trip)
     socklen_t addrlen;
     ck_assert_int_eq(corral_parse_address(address, &addr, &addrlen), 0);
     corral_conn *conn;
-    ck_assert_int_eq(corral_connect(c.loop, (struct sockaddr *)&addr, addrlen, &client_handler, &c, &conn), 0);
+    ck_assert_int_eq(
+        corral_connect(c.loop, (struct sockaddr *)&addr, addrlen, &client_handler, &c, &conn), 0);
     /* Written before the connection is up: queued until it is. */
     corral_conn_write(conn, "ping", 4);
     ck_assert_int_eq(corral_loop_run(c.loop), 0);
@@ -475,7 +477,8 @@ START_TEST(refused_connection_reports_econnrefused)
     struct client_case c = {.close_error = 1};
     ck_assert_int_eq(corral_loop_new(&c.loop), 0);
     corral_conn *conn;
-    ck_assert_int_eq(corral_connect(c.loop, (struct sockaddr *)&addr, addrlen, &client_handler, &c, &conn), 0);
+    ck_assert_int_eq(
+        corral_connect(c.loop, (struct sockaddr *)&addr, addrlen, &client_handler, &c, &conn), 0);
     ck_assert_int_eq(corral_loop_run(c.loop), 0);
     ck_assert(!c.opened);
     ck_assert_int_eq(c.close_error, -ECONNREFUSED);
@@ -781,7 +784,11 @@ static _Atomic int backed_up_below, backed_up_above;
 static size_t write_past_own_watermark(corral_conn *conn, const char *data, size_t len)
 {
     (void)data;
-    static char chunk[600 * 1024];
+    static char chunk[2 * 1024 * 1024];
+    /* Large writes go to the socket at once: a small send buffer keeps
+     * most of them queued. */
+    int small = 16 * 1024;
+    setsockopt(corral_conn_fd(conn), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
     corral_conn_set_watermarks(conn, 1024 * 1024, 64 * 1024);
     corral_conn_write(conn, chunk, 512 * 1024); /* over the default 256 KiB */
     atomic_store(&backed_up_below, corral_conn_backed_up(conn) ? 1 : 0);
