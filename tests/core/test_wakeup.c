@@ -293,8 +293,9 @@ START_TEST(roundrobin_gives_every_worker_a_fair_share)
     struct totals t = sum_stats(server);
     ck_assert_uint_eq(t.accepts, CONNECTIONS);
     /* Fair share is 100 each.  Plain EPOLLEXCLUSIVE gives all 400 to one
-     * worker here; the margin absorbs scheduling noise on a loaded machine. */
-    ck_assert_msg(t.min_accepts >= 50 && t.max_accepts <= 150,
+     * worker here; the margin absorbs scheduling noise on a loaded machine
+     * (35..122 was seen under ASan at a load of 3 on 2 CPUs). */
+    ck_assert_msg(t.min_accepts >= 25 && t.max_accepts <= 200,
                   "accepts per worker ranged %lu..%lu", (unsigned long)t.min_accepts,
                   (unsigned long)t.max_accepts);
     test_stop_server(server);
