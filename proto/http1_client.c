@@ -281,6 +281,7 @@ static void h1c_release(struct http1_client *c)
     c->req = NULL;
     c->head_done = false;
     c->interim = 0;
+    c->splicing = false;
     llhttp_reset(&c->parser);
     upstream_pool_release(&c->base);
 }
@@ -299,6 +300,41 @@ static void h1c_end(struct http1_client *c, bool reusable)
 static void h1c_fail(struct http1_client *c, enum proxy_error_kind kind)
 {
     c->ops->on_error(c->owner, kind);
+}
+
+/* In the middle of a body whose rest is known to be nothing but body
+ * bytes: a length's remainder, or everything up to the close.  A chunked
+ * body is not offered: its framing is interleaved with the data. */
+static void h1c_offer_splice(struct http1_client *c)
+{
+    if (c->ops->on_splice == NULL || !c->head_done || c->tunnel || (c->parser.flags & F_CHUNKED))
+        return;
+    uint64_t rest = UINT64_MAX;
+    if (c->parser.flags & F_CONTENT_LENGTH) {
+        rest = c->parser.content_length; /* llhttp counts it down */
+        if (rest == 0)
+            return;
+    }
+    c->splice_len = rest;
+    c->splicing = c->ops->on_splice(c->owner, c->base.conn, rest) == 0;
+}
+
+bool http1_client_spliced(struct http1_client *c, uint64_t moved)
+{
+    c->splicing = false;
+    if (c->splice_len == UINT64_MAX) {
+        /* The upstream closed: the end of a body delimited by the close,
+         * as h1c_on_eof sees it. */
+        c->ops->on_end(c->owner);
+        c->owner = NULL;
+        c->req = NULL;
+        corral_conn_close(c->base.conn);
+        return true;
+    }
+    if (moved != c->splice_len)
+        return false;
+    h1c_end(c, llhttp_should_keep_alive(&c->parser) && c->req->sent);
+    return true;
 }
 
 static size_t h1c_on_data(corral_conn *conn, const char *data, size_t len)
@@ -350,9 +386,10 @@ static size_t h1c_on_data(corral_conn *conn, const char *data, size_t len)
         }
     }
     if (err == HPE_OK) {
-        if (used == len)
-            return len;
-        err = llhttp_execute(&c->parser, data + used, len - used);
+        if (used < len)
+            err = llhttp_execute(&c->parser, data + used, len - used);
+        if (c->owner != NULL && err == HPE_OK)
+            h1c_offer_splice(c);
         if (c->owner == NULL || err == HPE_OK)
             return len;
     }

@@ -33,6 +33,11 @@ struct h1_exchange {
     uint64_t started_ns; /* when its head was parsed */
     int64_t upstream_ns; /* -1: no upstream */
     char *log_fields;    /* with an access log: the request's text, copied */
+    /* A splice of the response body under way (exchange_splice()): the
+     * handler's callback. */
+    bool splicing;
+    exchange_splice_cb splice_cb;
+    void *splice_arg;
 };
 
 struct h1_conn {

@@ -306,6 +306,34 @@ static void h1_ex_tunnel_close(struct exchange *base)
     corral_conn_close(h1_exchange_of(base)->h1->conn);
 }
 
+static void h1_ex_spliced(corral_conn *from, corral_conn *to, uint64_t moved, int error, void *arg)
+{
+    (void)from;
+    (void)to;
+    struct h1_exchange *ex = arg;
+    ex->splicing = false;
+    ex->body_sent += moved;
+    ex->splice_cb(&ex->base, moved, error, ex->splice_arg);
+}
+
+/* Only a body sent as it is: a chunked one would need its size line ahead
+ * of bytes whose count a splice that ends early cannot promise.  The h1
+ * connection outlives the callback: its on_close waits for the splice. */
+static int h1_ex_splice(struct exchange *base, corral_conn *from, uint64_t max,
+                        exchange_splice_cb cb, void *arg)
+{
+    struct h1_exchange *ex = h1_exchange_of(base);
+    if (!ex->response_body || ex->response_chunked || ex->response_done)
+        return -EOPNOTSUPP;
+    if (ex->splicing)
+        return -EBUSY;
+    ex->splice_cb = cb;
+    ex->splice_arg = arg;
+    int err = corral_conn_splice(from, ex->h1->conn, max, h1_ex_spliced, ex);
+    ex->splicing = err == 0;
+    return err;
+}
+
 const struct exchange_ops h1_exchange_ops = {
     .begin = h1_ex_begin,
     .write = h1_ex_write,
@@ -324,4 +352,5 @@ const struct exchange_ops h1_exchange_ops = {
     .tunnel = h1_ex_tunnel,
     .tunnel_write = h1_ex_tunnel_write,
     .tunnel_close = h1_ex_tunnel_close,
+    .splice = h1_ex_splice,
 };
