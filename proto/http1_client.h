@@ -82,11 +82,11 @@ struct http1_client_ops {
     /* The upstream took its output below the low watermark. */
     void (*on_drain)(void *owner);
     /* Optional.  Everything read so far went to on_body, and the rest of
-     * the body can move without being read: `len` bytes, or UINT64_MAX for
-     * a body that ends with the connection.  The owner may start moving
-     * them from `conn` (exchange_splice()) and return 0, then report how
-     * that ended with http1_client_spliced(); or return nonzero, and the
-     * body is read and passed to on_body as usual. */
+     * the body (or of its current chunk) can move without being read:
+     * `len` bytes, or UINT64_MAX for a body that ends with the connection.  The owner may start
+     * moving them from `conn` (exchange_splice()) and return 0, then report how that ended with
+     * http1_client_spliced(); or return nonzero, and the body is read and passed to on_body as
+     * usual. */
     int (*on_splice)(void *owner, corral_conn *conn, uint64_t len);
 };
 
@@ -99,6 +99,7 @@ struct http1_client {
     llhttp_t parser;
     uint64_t splice_len; /* what on_splice offered, while a splice runs */
     bool splicing;
+    bool in_chunk;    /* between a chunk's size line and its end */
     bool head_done;   /* the response head has been parsed */
     bool tunnel;      /* after 101: a byte pipe to the client */
     unsigned interim; /* 1xx responses to the current request */
@@ -128,7 +129,8 @@ void http1_client_attach(struct http1_client *c, const struct http1_client_ops *
  * closes gracefully, so what the other side sent last still arrives. */
 void http1_client_detach(struct http1_client *c);
 /* A splice on_splice started ended with `moved` bytes and no error.
- * Returns true when that was the whole body: on_end has run and the
+ * Returns true when those were all that was offered: the body goes on (a
+ * chunk's data went), or it is complete, on_end has run and the
  * connection is pooled or closed.  False when the upstream ended the
  * stream short of the length it announced: the owner fails the exchange
  * and detaches. */

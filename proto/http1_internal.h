@@ -38,6 +38,8 @@ struct h1_exchange {
     bool splicing;
     exchange_splice_cb splice_cb;
     void *splice_arg;
+    /* What is left of a chunk whose size line h1_ex_splice() sent. */
+    uint64_t chunk_left;
 };
 
 struct h1_conn {

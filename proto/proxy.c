@@ -183,7 +183,7 @@ static void px_on_spliced(struct exchange *ex, uint64_t moved, int error, void *
     }
     struct http1_client *uc = px->uc;
     if (error == 0 && http1_client_spliced(uc, moved))
-        return; /* px_on_end ran */
+        return; /* the body goes on, or px_on_end ran */
     if (error != 0 && corral_conn_fd(uc->base.conn) >= 0) {
         /* The client's side failed (the upstream's would be closed):
          * nothing to hold against the server, as in proxy_on_abort. */
@@ -197,15 +197,15 @@ static void px_on_spliced(struct exchange *ex, uint64_t moved, int error, void *
     px_fail(px, error == -ETIMEDOUT ? PROXY_ERROR_TIMEOUT : PROXY_ERROR_RESET);
 }
 
-/* The rest of the response body moves inside the kernel when that pays:
- * proxy_splice is on and the rest is long enough (or ends with the
- * connection).  Not while the client's output is backed up: the upstream
+/* The rest of the response body, or of its current chunk, moves inside
+ * the kernel when that pays: proxy_splice is on and the rest is long
+ * enough (or ends with the connection).  Not while the client's output is backed up: the upstream
  * is paused then, and the offer comes again with its next read. */
 static int px_on_splice(void *owner, corral_conn *conn, uint64_t len)
 {
     struct proxy_exchange *px = owner;
-    if (!px->loc->conf.splice || (len != UINT64_MAX && len < PROXY_SPLICE_MIN) ||
-        exchange_backed_up(px->ex))
+    if (!px->loc->conf.splice || px->loc->upstream->tls != NULL ||
+        (len != UINT64_MAX && len < PROXY_SPLICE_MIN) || exchange_backed_up(px->ex))
         return -EAGAIN;
     int err = exchange_splice(px->ex, conn, len, px_on_spliced, px);
     px->splicing = err == 0;

@@ -232,8 +232,9 @@ static void send_text(struct sender *s, const char *text)
     send_piece(s, (const unsigned char *)text, strlen(text));
 }
 
-/* Chunks of this size (a last shorter one), so that several go by. */
-#define CHUNK 100000u
+/* Chunks of this size (a last shorter one): several go by, and each is
+ * long enough for the proxy to splice its data. */
+#define CHUNK 300000u
 
 static void send_body(struct sender *s, uint64_t len, bool chunked)
 {
@@ -534,6 +535,7 @@ START_TEST(hundred_megabytes_each_way)
     struct test_daemon d;
     daemon_start(&d, &b, true);
     check_download(d.port, 100 * MB, "cl", false);
+    check_download(d.port, 100 * MB, "chunked", false);
     check_upload(d.port, 100 * MB, "cl");
     test_daemon_stop(&d);
     backend_stop(&b);
