@@ -299,7 +299,6 @@ static void h1c_release(struct http1_client *c)
     c->req = NULL;
     c->head_done = false;
     c->interim = 0;
-    c->splicing = false;
     c->in_chunk = false;
     llhttp_reset(&c->parser);
     upstream_pool_release(&c->base);
@@ -339,12 +338,11 @@ static void h1c_offer_splice(struct http1_client *c)
     if (rest == 0)
         return;
     c->splice_len = rest;
-    c->splicing = c->ops->on_splice(c->owner, c->base.conn, rest) == 0;
+    (void)c->ops->on_splice(c->owner, c->base.conn, rest); /* else read as usual */
 }
 
 bool http1_client_spliced(struct http1_client *c, uint64_t moved)
 {
-    c->splicing = false;
     if (c->splice_len == UINT64_MAX) {
         /* The upstream closed: the end of a body delimited by the close,
          * as h1c_on_eof sees it. */

@@ -83,10 +83,11 @@ struct http1_client_ops {
     void (*on_drain)(void *owner);
     /* Optional.  Everything read so far went to on_body, and the rest of
      * the body (or of its current chunk) can move without being read:
-     * `len` bytes, or UINT64_MAX for a body that ends with the connection.  The owner may start
-     * moving them from `conn` (exchange_splice()) and return 0, then report how that ended with
-     * http1_client_spliced(); or return nonzero, and the body is read and passed to on_body as
-     * usual. */
+     * `len` bytes, or UINT64_MAX for a body that ends with the
+     * connection.  The owner may start moving them from `conn`
+     * (exchange_splice()) and return 0, then report how that ended with
+     * http1_client_spliced(); or return nonzero, and the body is read and
+     * passed to on_body as usual. */
     int (*on_splice)(void *owner, corral_conn *conn, uint64_t len);
 };
 
@@ -97,12 +98,13 @@ struct http1_client {
     void *owner;                            /* NULL while idle */
     const struct http1_client_request *req; /* the owner's; NULL while idle */
     llhttp_t parser;
-    uint64_t splice_len; /* what on_splice offered, while a splice runs */
-    bool splicing;
-    bool in_chunk;    /* between a chunk's size line and its end */
     bool head_done;   /* the response head has been parsed */
     bool tunnel;      /* after 101: a byte pipe to the client */
     unsigned interim; /* 1xx responses to the current request */
+    /* For splicing the body (h1c_offer_splice()): what on_splice last
+     * offered, and whether llhttp is inside a chunk's data. */
+    uint64_t splice_len;
+    bool in_chunk;
     /* The response head, held back until the rest of the read that
      * completed it has parsed: up to then nothing has reached the client,
      * and an error still gets a clean 502 (see h1c_on_data).  The headers

@@ -199,8 +199,9 @@ static void px_on_spliced(struct exchange *ex, uint64_t moved, int error, void *
 
 /* The rest of the response body, or of its current chunk, moves inside
  * the kernel when that pays: proxy_splice is on and the rest is long
- * enough (or ends with the connection).  Not while the client's output is backed up: the upstream
- * is paused then, and the offer comes again with its next read. */
+ * enough (or ends with the connection).  Not while the client's output
+ * is backed up: the upstream is paused then, and the offer comes again
+ * with its next read. */
 static int px_on_splice(void *owner, corral_conn *conn, uint64_t len)
 {
     struct proxy_exchange *px = owner;
