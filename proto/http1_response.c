@@ -319,11 +319,21 @@ static void h1_ex_tunnel_close(struct exchange *base)
     corral_conn_close(h1_exchange_of(base)->h1->conn);
 }
 
+/* A splice under way, allocated only then: an idle connection's exchange
+ * carries none of it. */
+struct h1_splice {
+    struct h1_exchange *ex;
+    exchange_splice_cb cb;
+    void *arg;
+};
+
 static void h1_ex_spliced(corral_conn *from, corral_conn *to, uint64_t moved, int error, void *arg)
 {
     (void)from;
     (void)to;
-    struct h1_exchange *ex = arg;
+    struct h1_splice sp = *(struct h1_splice *)arg;
+    free(arg);
+    struct h1_exchange *ex = sp.ex;
     ex->splicing = false;
     ex->body_sent += moved;
     /* A whole chunk went: its CRLF, before whatever the handler sends next.
@@ -333,7 +343,7 @@ static void h1_ex_spliced(corral_conn *from, corral_conn *to, uint64_t moved, in
         if (ex->chunk_left == 0)
             corral_conn_write(ex->h1->conn, "\r\n", 2);
     }
-    ex->splice_cb(&ex->base, moved, error, ex->splice_arg);
+    sp.cb(&ex->base, moved, error, sp.arg);
 }
 
 /* A body sent as it is, or one chunk of a chunked one: its size line goes
@@ -355,6 +365,10 @@ static int h1_ex_splice(struct exchange *base, corral_conn *from, uint64_t max,
      * exactly its rest. */
     if (ex->chunk_left > 0 && max != ex->chunk_left)
         return -EOPNOTSUPP;
+    struct h1_splice *sp = malloc(sizeof(*sp));
+    if (sp == NULL)
+        return -ENOMEM;
+    *sp = (struct h1_splice){.ex = ex, .cb = cb, .arg = arg};
     if (ex->response_chunked && ex->chunk_left == 0) {
         /* Nothing may be written to the connection once the splice runs.
          * If it does not start, the chunk stays open and the handler's
@@ -365,11 +379,11 @@ static int h1_ex_splice(struct exchange *base, corral_conn *from, uint64_t max,
         corral_conn_write(h1->conn, iov[0].iov_base, iov[0].iov_len);
         ex->chunk_left = max;
     }
-    ex->splice_cb = cb;
-    ex->splice_arg = arg;
-    int err = corral_conn_splice(from, h1->conn, max, h1_ex_spliced, ex);
-    if (err != 0)
+    int err = corral_conn_splice(from, h1->conn, max, h1_ex_spliced, sp);
+    if (err != 0) {
+        free(sp);
         return err;
+    }
     ex->splicing = true;
     return 0;
 }
