@@ -396,6 +396,10 @@ const struct conf_directive conf__proxy_directives[] = {
      .base = CONF_BASE_PROXY, CONF_FIELD(struct proxy_conf, response_head_limit),
      .kind = CONF_KIND_SIZE, .min = PROXY_RESPONSE_HEAD_LIMIT_MIN,
      .max = PROXY_RESPONSE_HEAD_LIMIT_MAX},
+    /* response bodies from the upstream's socket to the client's inside
+     * the kernel (both plain); in a server or at the top level */
+    {.name = "proxy_splice", ONE_ARG(CONF_MAIN | CONF_SERVER), .base = CONF_BASE_PROXY,
+     CONF_FIELD(struct proxy_conf, splice), .kind = CONF_KIND_SWITCH},
     /* whether the upstream's certificate must chain to a trusted CA and
      * match the name */
     {.name = "proxy_tls_verify", PROXY_TLS(verify), .kind = CONF_KIND_SWITCH},

@@ -11,6 +11,7 @@
 
 #include <corral.h>
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -68,8 +69,16 @@ struct http_handler {
     size_t (*on_tunnel_data)(struct exchange *ex, const char *data, size_t len);
 };
 
+/* How an exchange_splice() ended: `moved` bytes of the body reached the
+ * client; `error` is 0 when `max` bytes went, or when `from` reached the
+ * end of its stream first (then `moved` < `max`), else -errno (either
+ * side failed or closed: see corral_splice_cb).  The exchange is valid
+ * during the callback, which may end or abort it. */
+typedef void (*exchange_splice_cb)(struct exchange *ex, uint64_t moved, int error, void *arg);
+
 /* What a framer does for its exchanges; each handler-facing function below
- * is one call through this table.  Every slot is required. */
+ * is one call through this table.  Every slot is required but `splice`,
+ * which a framer that cannot move bytes inside the kernel leaves NULL. */
 struct exchange_ops {
     void (*begin)(struct exchange *ex, unsigned status, const char *headers, size_t headers_len,
                   int64_t content_length, struct http_str codings);
@@ -89,6 +98,8 @@ struct exchange_ops {
     void (*tunnel)(struct exchange *ex);
     void (*tunnel_write)(struct exchange *ex, const char *data, size_t len);
     void (*tunnel_close)(struct exchange *ex);
+    int (*splice)(struct exchange *ex, corral_conn *from, uint64_t max, exchange_splice_cb cb,
+                  void *arg);
 };
 
 /* The part every framer's exchange starts with.  Fields starting with `_`
@@ -143,6 +154,24 @@ static inline void exchange_write(struct exchange *ex, const char *data, size_t 
 static inline void exchange_writev(struct exchange *ex, const struct iovec *iov, int count)
 {
     ex->_ops->writev(ex, iov, count);
+}
+
+/* Sends the next `max` bytes of the response body (UINT64_MAX: until
+ * `from`'s stream ends) straight from `from`'s socket to the client's,
+ * inside the kernel (corral_conn_splice()).  The handler has consumed
+ * what `from` had read already and written it to the exchange.  Until
+ * `cb` runs, the handler writes nothing to the exchange and `from` is not
+ * read.  Returns 0 (then `cb` runs exactly once, later), or -errno and
+ * the handler goes on writing as usual: -EOPNOTSUPP when the framer or
+ * either transport cannot (a NULL slot, TLS, a response it frames in a
+ * way the length does not fit), -EAGAIN when the loop's pipes are all in
+ * use, or corral_conn_splice()'s other errors. */
+static inline int exchange_splice(struct exchange *ex, corral_conn *from, uint64_t max,
+                                  exchange_splice_cb cb, void *arg)
+{
+    if (ex->_ops->splice == NULL)
+        return -EOPNOTSUPP;
+    return ex->_ops->splice(ex, from, max, cb, arg);
 }
 
 /* Ends the response; the exchange is the framer's again. */

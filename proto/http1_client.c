@@ -254,6 +254,22 @@ static int rsp_on_body(llhttp_t *parser, const char *at, size_t len)
     return 0;
 }
 
+/* Between a chunk's size line and its data's end, the rest of the chunk
+ * is only data: see h1c_offer_splice(). */
+static int rsp_on_chunk_header(llhttp_t *parser)
+{
+    struct http1_client *c = parser->data;
+    c->in_chunk = parser->content_length > 0;
+    return 0;
+}
+
+static int rsp_on_chunk_complete(llhttp_t *parser)
+{
+    struct http1_client *c = parser->data;
+    c->in_chunk = false;
+    return 0;
+}
+
 static int rsp_on_message_complete(llhttp_t *parser)
 {
     struct http1_client *c = parser->data;
@@ -268,6 +284,8 @@ static const llhttp_settings_t response_settings = {
     .on_header_value = rsp_on_header_value,
     .on_headers_complete = rsp_on_headers_complete,
     .on_body = rsp_on_body,
+    .on_chunk_header = rsp_on_chunk_header,
+    .on_chunk_complete = rsp_on_chunk_complete,
     .on_message_complete = rsp_on_message_complete,
 };
 
@@ -281,6 +299,7 @@ static void h1c_release(struct http1_client *c)
     c->req = NULL;
     c->head_done = false;
     c->interim = 0;
+    c->in_chunk = false;
     llhttp_reset(&c->parser);
     upstream_pool_release(&c->base);
 }
@@ -299,6 +318,50 @@ static void h1c_end(struct http1_client *c, bool reusable)
 static void h1c_fail(struct http1_client *c, enum proxy_error_kind kind)
 {
     c->ops->on_error(c->owner, kind);
+}
+
+/* In the middle of a body whose rest (or the rest of whose current chunk)
+ * is known to be nothing but body bytes: a length's or a chunk's
+ * remainder, or everything up to the close. */
+static void h1c_offer_splice(struct http1_client *c)
+{
+    if (c->ops->on_splice == NULL || !c->head_done || c->tunnel)
+        return;
+    uint64_t rest = UINT64_MAX;
+    if (c->parser.flags & F_CHUNKED) {
+        if (!c->in_chunk)
+            return;
+        rest = c->parser.content_length; /* llhttp counts the chunk down */
+    } else if (c->parser.flags & F_CONTENT_LENGTH) {
+        rest = c->parser.content_length; /* llhttp counts it down */
+    }
+    if (rest == 0)
+        return;
+    c->splice_len = rest;
+    (void)c->ops->on_splice(c->owner, c->base.conn, rest); /* else read as usual */
+}
+
+bool http1_client_spliced(struct http1_client *c, uint64_t moved)
+{
+    if (c->splice_len == UINT64_MAX) {
+        /* The upstream closed: the end of a body delimited by the close,
+         * as h1c_on_eof sees it. */
+        c->ops->on_end(c->owner);
+        c->owner = NULL;
+        c->req = NULL;
+        corral_conn_close(c->base.conn);
+        return true;
+    }
+    if (moved != c->splice_len)
+        return false;
+    if (c->parser.flags & F_CHUNKED) {
+        /* The chunk's data went by: llhttp, told it has none left, goes on
+         * with the CRLF that ends it. */
+        c->parser.content_length = 0;
+        return true;
+    }
+    h1c_end(c, llhttp_should_keep_alive(&c->parser) && c->req->sent);
+    return true;
 }
 
 static size_t h1c_on_data(corral_conn *conn, const char *data, size_t len)
@@ -350,9 +413,10 @@ static size_t h1c_on_data(corral_conn *conn, const char *data, size_t len)
         }
     }
     if (err == HPE_OK) {
-        if (used == len)
-            return len;
-        err = llhttp_execute(&c->parser, data + used, len - used);
+        if (used < len)
+            err = llhttp_execute(&c->parser, data + used, len - used);
+        if (c->owner != NULL && err == HPE_OK)
+            h1c_offer_splice(c);
         if (c->owner == NULL || err == HPE_OK)
             return len;
     }

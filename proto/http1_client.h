@@ -81,6 +81,14 @@ struct http1_client_ops {
     void (*on_tunnel_end)(void *owner);
     /* The upstream took its output below the low watermark. */
     void (*on_drain)(void *owner);
+    /* Optional.  Everything read so far went to on_body, and the rest of
+     * the body (or of its current chunk) can move without being read:
+     * `len` bytes, or UINT64_MAX for a body that ends with the
+     * connection.  The owner may start moving them from `conn`
+     * (exchange_splice()) and return 0, then report how that ended with
+     * http1_client_spliced(); or return nonzero, and the body is read and
+     * passed to on_body as usual. */
+    int (*on_splice)(void *owner, corral_conn *conn, uint64_t len);
 };
 
 /* One upstream connection: owned by an exchange, or idle in a pool. */
@@ -93,6 +101,10 @@ struct http1_client {
     bool head_done;   /* the response head has been parsed */
     bool tunnel;      /* after 101: a byte pipe to the client */
     unsigned interim; /* 1xx responses to the current request */
+    /* For splicing the body (h1c_offer_splice()): what on_splice last
+     * offered, and whether llhttp is inside a chunk's data. */
+    uint64_t splice_len;
+    bool in_chunk;
     /* The response head, held back until the rest of the read that
      * completed it has parsed: up to then nothing has reached the client,
      * and an error still gets a clean 502 (see h1c_on_data).  The headers
@@ -118,6 +130,13 @@ void http1_client_attach(struct http1_client *c, const struct http1_client_ops *
 /* Detaches the connection from its owner for good and closes it.  A tunnel
  * closes gracefully, so what the other side sent last still arrives. */
 void http1_client_detach(struct http1_client *c);
+/* A splice on_splice started ended with `moved` bytes and no error.
+ * Returns true when those were all that was offered: the body goes on (a
+ * chunk's data went), or it is complete, on_end has run and the
+ * connection is pooled or closed.  False when the upstream ended the
+ * stream short of the length it announced: the owner fails the exchange
+ * and detaches. */
+bool http1_client_spliced(struct http1_client *c, uint64_t moved);
 /* proxy_read_timeout counts once the whole request is out (req->sent), as
  * in nginx: an upload that keeps moving is governed by the send timeout
  * alone. */

@@ -27,12 +27,15 @@ struct h1_exchange {
     bool response_chunked; /* ...sent in chunks, its length unknown */
     bool response_keep;    /* the connection stays open after it */
     bool response_done;
+    bool splicing; /* exchange_splice() under way */
     unsigned status;
     uint64_t body_received;
     uint64_t body_sent;
     uint64_t started_ns; /* when its head was parsed */
     int64_t upstream_ns; /* -1: no upstream */
     char *log_fields;    /* with an access log: the request's text, copied */
+    /* What is left of a chunk whose size line h1_ex_splice() sent. */
+    uint64_t chunk_left;
 };
 
 struct h1_conn {

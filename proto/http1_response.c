@@ -131,6 +131,17 @@ static void h1_ex_write(struct exchange *base, const char *data, size_t len)
     struct h1_exchange *ex = h1_exchange_of(base);
     if (!ex->response_body || len == 0 || ex->response_done)
         return;
+    if (ex->chunk_left > 0) { /* a chunk h1_ex_splice() opened and did not fill */
+        size_t n = len < ex->chunk_left ? len : (size_t)ex->chunk_left;
+        ex->chunk_left -= n;
+        ex->body_sent += n;
+        struct iovec iov[2] = {{(void *)data, n}, {"\r\n", 2}};
+        corral_conn_writev(ex->h1->conn, iov, ex->chunk_left == 0 ? 2 : 1);
+        if (n == len)
+            return;
+        data += n;
+        len -= n;
+    }
     ex->body_sent += len;
     if (!ex->response_chunked) {
         corral_conn_write(ex->h1->conn, data, len);
@@ -151,6 +162,8 @@ static void h1_ex_writev(struct exchange *base, const struct iovec *iov, int cou
     struct h1_exchange *ex = h1_exchange_of(base);
     if (!ex->response_body || ex->response_done)
         return;
+    for (; ex->chunk_left > 0 && count > 0; iov++, count--)
+        h1_ex_write(base, iov->iov_base, iov->iov_len);
     while (count > 0) {
         int n = count < H1_CHUNK_IOV_MAX ? count : H1_CHUNK_IOV_MAX;
         size_t len = 0;
@@ -306,6 +319,75 @@ static void h1_ex_tunnel_close(struct exchange *base)
     corral_conn_close(h1_exchange_of(base)->h1->conn);
 }
 
+/* A splice under way, allocated only then: an idle connection's exchange
+ * carries none of it. */
+struct h1_splice {
+    struct h1_exchange *ex;
+    exchange_splice_cb cb;
+    void *arg;
+};
+
+static void h1_ex_spliced(corral_conn *from, corral_conn *to, uint64_t moved, int error, void *arg)
+{
+    (void)from;
+    (void)to;
+    struct h1_splice sp = *(struct h1_splice *)arg;
+    free(arg);
+    struct h1_exchange *ex = sp.ex;
+    ex->splicing = false;
+    ex->body_sent += moved;
+    /* A whole chunk went: its CRLF, before whatever the handler sends next.
+     * A short one leaves the chunk unfinished, and the handler aborts. */
+    if (ex->chunk_left > 0) {
+        ex->chunk_left -= moved; /* at most what the splice was asked to move */
+        if (ex->chunk_left == 0)
+            corral_conn_write(ex->h1->conn, "\r\n", 2);
+    }
+    sp.cb(&ex->base, moved, error, sp.arg);
+}
+
+/* A body sent as it is, or one chunk of a chunked one: its size line goes
+ * first, as queued output, which leaves ahead of the spliced bytes.  A
+ * chunk needs its length: a splice until the stream ends cannot be one.
+ * The h1 connection outlives the callback: its on_close waits for the
+ * splice. */
+static int h1_ex_splice(struct exchange *base, corral_conn *from, uint64_t max,
+                        exchange_splice_cb cb, void *arg)
+{
+    struct h1_exchange *ex = h1_exchange_of(base);
+    struct h1_conn *h1 = ex->h1;
+    if (!ex->response_body || ex->response_done || max == 0 ||
+        (ex->response_chunked && max == UINT64_MAX) || h1->site->tls != NULL)
+        return -EOPNOTSUPP;
+    if (ex->splicing)
+        return -EBUSY;
+    /* A chunk left open by a splice that did not start goes on only with
+     * exactly its rest. */
+    if (ex->chunk_left > 0 && max != ex->chunk_left)
+        return -EOPNOTSUPP;
+    struct h1_splice *sp = malloc(sizeof(*sp));
+    if (sp == NULL)
+        return -ENOMEM;
+    *sp = (struct h1_splice){.ex = ex, .cb = cb, .arg = arg};
+    if (ex->response_chunked && ex->chunk_left == 0) {
+        /* Nothing may be written to the connection once the splice runs.
+         * If it does not start, the chunk stays open and the handler's
+         * writes fill it (h1_ex_write). */
+        char size_line[HTTP_CHUNK_SIZE_LINE];
+        struct iovec iov[3];
+        http_chunk_iov(size_line, NULL, (size_t)max, iov);
+        corral_conn_write(h1->conn, iov[0].iov_base, iov[0].iov_len);
+        ex->chunk_left = max;
+    }
+    int err = corral_conn_splice(from, h1->conn, max, h1_ex_spliced, sp);
+    if (err != 0) {
+        free(sp);
+        return err;
+    }
+    ex->splicing = true;
+    return 0;
+}
+
 const struct exchange_ops h1_exchange_ops = {
     .begin = h1_ex_begin,
     .write = h1_ex_write,
@@ -324,4 +406,5 @@ const struct exchange_ops h1_exchange_ops = {
     .tunnel = h1_ex_tunnel,
     .tunnel_write = h1_ex_tunnel_write,
     .tunnel_close = h1_ex_tunnel_close,
+    .splice = h1_ex_splice,
 };

@@ -34,6 +34,9 @@ struct proxy_exchange {
     bool idempotent;
     bool chunked;      /* the request body goes out chunked */
     bool body_started; /* request body bytes went to the upstream: no retry */
+    /* The response body is being spliced: px_on_spliced() runs once, and
+     * frees the exchange if the client went away meanwhile (ex NULL). */
+    bool splicing;
     /* What the response may be; rq.sent: the whole request went to the
      * upstream; rq.upgrade: the client asked to switch protocols
      * (WebSocket). */
@@ -169,6 +172,47 @@ static void px_on_end(void *owner)
     px_finish(px);
 }
 
+static void px_on_spliced(struct exchange *ex, uint64_t moved, int error, void *arg)
+{
+    (void)ex;
+    struct proxy_exchange *px = arg;
+    px->splicing = false;
+    if (px->ex == NULL) { /* proxy_on_abort ran meanwhile */
+        px_finish(px);
+        return;
+    }
+    struct http1_client *uc = px->uc;
+    if (error == 0 && http1_client_spliced(uc, moved))
+        return; /* the body goes on, or px_on_end ran */
+    if (error != 0 && corral_conn_fd(uc->base.conn) >= 0) {
+        /* The client's side failed (the upstream's would be closed):
+         * nothing to hold against the server, as in proxy_on_abort. */
+        px_worker(px)->servers[uc->base.server].active--;
+        px_detach(px);
+        exchange_abort(px->ex);
+        px_finish(px);
+        return;
+    }
+    /* The upstream failed, or closed short of the length it announced. */
+    px_fail(px, error == -ETIMEDOUT ? PROXY_ERROR_TIMEOUT : PROXY_ERROR_RESET);
+}
+
+/* The rest of the response body, or of its current chunk, moves inside
+ * the kernel when that pays: proxy_splice is on and the rest is long
+ * enough (or ends with the connection).  Not while the client's output
+ * is backed up: the upstream is paused then, and the offer comes again
+ * with its next read. */
+static int px_on_splice(void *owner, corral_conn *conn, uint64_t len)
+{
+    struct proxy_exchange *px = owner;
+    if (!px->loc->conf.splice || px->loc->upstream->tls != NULL ||
+        (len != UINT64_MAX && len < PROXY_SPLICE_MIN) || exchange_backed_up(px->ex))
+        return -EAGAIN;
+    int err = exchange_splice(px->ex, conn, len, px_on_spliced, px);
+    px->splicing = err == 0;
+    return err;
+}
+
 static void px_on_error(void *owner, enum proxy_error_kind kind)
 {
     px_fail(owner, kind);
@@ -227,6 +271,7 @@ static const struct http1_client_ops px_client_ops = {
     .on_tunnel_data = px_on_tunnel_data,
     .on_tunnel_end = px_on_tunnel_end,
     .on_drain = px_on_upstream_drain,
+    .on_splice = px_on_splice,
 };
 
 /* ----------------------------------------------------------------- exchanges */
@@ -283,7 +328,8 @@ static void px_detach(struct proxy_exchange *px)
 
 static void px_finish(struct proxy_exchange *px)
 {
-    exchange_set_data(px->ex, NULL);
+    if (px->ex != NULL)
+        exchange_set_data(px->ex, NULL);
     free(px->replay);
     free(px->head);
     free(px);
@@ -601,7 +647,14 @@ static void proxy_on_abort(struct exchange *ex)
         return;
     if (px->uc != NULL) {
         px_worker(px)->servers[px->uc->base.server].active--;
-        px_detach(px);
+        px_detach(px); /* ends a splice too */
+    }
+    if (px->splicing) {
+        /* Its callback still runs, with px: it frees px then.  The
+         * exchange is the framer's again. */
+        exchange_set_data(ex, NULL);
+        px->ex = NULL;
+        return;
     }
     px_finish(px);
 }

@@ -1,7 +1,8 @@
 /*
  * proxy_conf.h: what the proxy's settings are and their defaults, in one
  * place: the config language fills struct proxy_conf (proxy_*_timeout,
- * proxy_buffer_size) and the daemon gives each proxy_pass location its values.
+ * proxy_buffer_size, proxy_splice) and the daemon gives each proxy_pass
+ * location its values.
  */
 #ifndef CORRAL_PROTO_PROXY_CONF_H
 #define CORRAL_PROTO_PROXY_CONF_H
@@ -17,6 +18,13 @@
 #define PROXY_RESPONSE_HEAD_LIMIT_MIN 1024
 #define PROXY_RESPONSE_HEAD_LIMIT_MAX (128 * 1024)
 
+/* The least of a response body's rest that proxy_splice moves inside the
+ * kernel: conn-bench (docs/benchmarks.md, "kernel-side moves") puts the
+ * break-even of a splice against a copy through user space near 256 KiB.
+ * A body that ends with the connection has no known rest: it is spliced
+ * whatever its size. */
+#define PROXY_SPLICE_MIN (256 * 1024)
+
 /* The settings of one proxy_pass location (struct proxy_location carries
  * them at run time). */
 struct proxy_conf {
@@ -25,6 +33,8 @@ struct proxy_conf {
     uint32_t send_timeout_ms;    /* proxy_send_timeout: between two writes */
     size_t response_head_limit;  /* proxy_buffer_size: the most bytes a response
                                     head (status line and headers) may take */
+    bool splice;                 /* proxy_splice: response bodies move inside
+                                    the kernel where both sides are plain */
 };
 
 #define PROXY_CONF_DEFAULT                                                                         \
@@ -33,6 +43,7 @@ struct proxy_conf {
         .read_timeout_ms = 60 * 1000,                                                              \
         .send_timeout_ms = 60 * 1000,                                                              \
         .response_head_limit = PROXY_RESPONSE_HEAD_LIMIT,                                          \
+        .splice = true,                                                                            \
     })
 
 #endif

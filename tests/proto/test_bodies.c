@@ -1,0 +1,677 @@
+/*
+ * test_bodies.c: bodies of 0 B to 100 MB, every framing, both ways, through
+ * build/corral with proxy_splice on and off, checked by SHA-256; bounded
+ * memory for a slow reader; no leak when either side goes away mid-body.
+ */
+#include "../daemon.h"
+#include "../helpers.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
+#define MB           (1024u * 1024u)
+
+/* ------------------------------------------------------------ the pattern */
+
+/* Body byte i is pattern[i % PATTERN_LEN]: a prime length, so that no
+ * read or chunk size lines up with it. */
+#define PATTERN_LEN 1048573u
+static unsigned char pattern[PATTERN_LEN];
+
+static void pattern_init(void)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < PATTERN_LEN; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        pattern[i] = (unsigned char)x;
+    }
+}
+
+/* Bytes [offset, offset + len) of the pattern, a piece at a time. */
+typedef void (*piece_fn)(void *arg, const unsigned char *data, size_t len);
+
+static void pattern_pieces(uint64_t offset, uint64_t len, piece_fn fn, void *arg)
+{
+    while (len > 0) {
+        size_t at = (size_t)(offset % PATTERN_LEN);
+        size_t n = PATTERN_LEN - at < len ? PATTERN_LEN - at : (size_t)len;
+        fn(arg, pattern + at, n);
+        offset += n;
+        len -= n;
+    }
+}
+
+static EVP_MD_CTX *sha_new(void)
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+        abort(); /* also from backend threads */
+    return ctx;
+}
+
+static void sha_piece(void *arg, const unsigned char *data, size_t len)
+{
+    EVP_DigestUpdate(arg, data, len);
+}
+
+/* Finishes and frees ctx: the digest in hex. */
+static void sha_hex(EVP_MD_CTX *ctx, char hex[65])
+{
+    unsigned char md[32];
+    unsigned len = 0;
+    EVP_DigestFinal_ex(ctx, md, &len);
+    EVP_MD_CTX_free(ctx);
+    for (unsigned i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+static void pattern_sha(uint64_t len, char hex[65])
+{
+    EVP_MD_CTX *ctx = sha_new();
+    pattern_pieces(0, len, sha_piece, ctx);
+    sha_hex(ctx, hex);
+}
+
+/* ------------------------------------------------------- buffered reading */
+
+struct reader {
+    int fd;
+    char buf[64 * 1024];
+    size_t off, len;
+    int err; /* 0, or the errno of the read that ended the stream */
+};
+
+/* More bytes into an empty buffer; false at the end of the stream. */
+static bool rd_fill(struct reader *r)
+{
+    if (r->off < r->len)
+        return true;
+    r->off = r->len = 0;
+    ssize_t n;
+    do
+        n = recv(r->fd, r->buf, sizeof(r->buf), 0);
+    while (n == -1 && errno == EINTR);
+    if (n <= 0) {
+        r->err = n == 0 ? 0 : errno;
+        return false;
+    }
+    r->len = (size_t)n;
+    return true;
+}
+
+/* One line without its CRLF, cut at `size` - 1; false at the end. */
+static bool rd_line(struct reader *r, char *line, size_t size)
+{
+    size_t n = 0;
+    for (;;) {
+        if (!rd_fill(r))
+            return false;
+        char c = r->buf[r->off++];
+        if (c == '\n')
+            break;
+        if (c != '\r' && n + 1 < size)
+            line[n++] = c;
+    }
+    line[n] = '\0';
+    return true;
+}
+
+/* Up to `len` body bytes into `ctx`; returns how many came. */
+static uint64_t rd_body(struct reader *r, uint64_t len, EVP_MD_CTX *ctx)
+{
+    uint64_t got = 0;
+    while (got < len && rd_fill(r)) {
+        size_t n = r->len - r->off;
+        if (n > len - got)
+            n = (size_t)(len - got);
+        EVP_DigestUpdate(ctx, r->buf + r->off, n);
+        r->off += n;
+        got += n;
+    }
+    return got;
+}
+
+/* A message head: its first line, and the framing its fields give. */
+struct head {
+    char first[256];
+    bool has_length, chunked, close;
+    uint64_t length;
+    unsigned status;
+};
+
+static bool rd_head(struct reader *r, struct head *h)
+{
+    *h = (struct head){0};
+    if (!rd_line(r, h->first, sizeof(h->first)))
+        return false;
+    if (strncmp(h->first, "HTTP/1.", 7) == 0 && strlen(h->first) >= 12)
+        h->status = (unsigned)atoi(h->first + 9);
+    char line[1024];
+    for (int i = 0; i < 200; i++) {
+        if (!rd_line(r, line, sizeof(line)))
+            return false;
+        if (line[0] == '\0')
+            return true;
+        if (strncasecmp(line, "content-length:", 15) == 0) {
+            h->has_length = true;
+            h->length = strtoull(line + 15, NULL, 10);
+        } else if (strncasecmp(line, "transfer-encoding:", 18) == 0) {
+            h->chunked = strstr(line, "chunked") != NULL;
+        } else if (strncasecmp(line, "connection:", 11) == 0) {
+            h->close = strcasestr(line, "close") != NULL;
+        }
+    }
+    return false;
+}
+
+/* A chunked body into ctx; returns its length, or -1 if its framing is
+ * broken or it ends early. */
+static int64_t rd_chunked(struct reader *r, EVP_MD_CTX *ctx)
+{
+    char line[256];
+    int64_t total = 0;
+    for (;;) {
+        if (!rd_line(r, line, sizeof(line)))
+            return -1;
+        char *end;
+        uint64_t size = strtoull(line, &end, 16);
+        if (end == line)
+            return -1;
+        if (size == 0)
+            break;
+        if (rd_body(r, size, ctx) != size || !rd_line(r, line, sizeof(line)) || line[0] != '\0')
+            return -1;
+        total += (int64_t)size;
+    }
+    for (int i = 0; i < 16; i++) /* trailers, then the empty line */
+        if (!rd_line(r, line, sizeof(line)) || line[0] == '\0')
+            return line[0] == '\0' ? total : -1;
+    return -1;
+}
+
+/* ---------------------------------------------------------------- sending */
+
+struct sender {
+    int fd;
+    bool failed;
+};
+
+static void send_piece(void *arg, const unsigned char *data, size_t len)
+{
+    struct sender *s = arg;
+    while (len > 0 && !s->failed) {
+        ssize_t n = send(s->fd, data, len, MSG_NOSIGNAL);
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            s->failed = true;
+            return;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+}
+
+static void send_text(struct sender *s, const char *text)
+{
+    send_piece(s, (const unsigned char *)text, strlen(text));
+}
+
+/* Chunks of this size (a last shorter one): several go by, and each is
+ * long enough for the proxy to splice its data. */
+#define CHUNK 300000u
+
+static void send_body(struct sender *s, uint64_t len, bool chunked)
+{
+    if (!chunked) {
+        pattern_pieces(0, len, send_piece, s);
+        return;
+    }
+    for (uint64_t at = 0; at < len && !s->failed; at += CHUNK) {
+        uint64_t n = len - at < CHUNK ? len - at : CHUNK;
+        char size_line[32];
+        snprintf(size_line, sizeof(size_line), "%" PRIx64 "\r\n", n);
+        send_text(s, size_line);
+        pattern_pieces(at, n, send_piece, s);
+        send_text(s, "\r\n");
+    }
+    send_text(s, "0\r\n\r\n");
+}
+
+/* ---------------------------------------------------------------- backend */
+
+/* Answers, on each connection, one request after another:
+ *   GET /dl/SIZE/cl|chunked|close   SIZE pattern bytes in that framing
+ *   GET /die/SIZE/AT                announces SIZE, sends AT, then resets
+ *   POST /up                        "LENGTH SHA256" of the body received */
+struct backend {
+    int fd, port;
+    pthread_t thread;
+};
+
+static void backend_answer_upload(struct reader *r, struct sender *s, const struct head *h)
+{
+    EVP_MD_CTX *ctx = sha_new();
+    int64_t len = -1;
+    if (h->chunked)
+        len = rd_chunked(r, ctx);
+    else if (h->has_length && rd_body(r, h->length, ctx) == h->length)
+        len = (int64_t)h->length;
+    char hex[65], body[128], head[128];
+    sha_hex(ctx, hex);
+    int n = snprintf(body, sizeof(body), "%" PRId64 " %s", len, hex);
+    snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", n);
+    send_text(s, head);
+    send_text(s, body);
+}
+
+/* Returns whether the connection goes on. */
+static bool backend_answer(struct reader *r, struct sender *s, const struct head *h)
+{
+    char method[16] = "", path[128] = "";
+    if (sscanf(h->first, "%15s %127s", method, path) != 2)
+        return false;
+    if (strcmp(method, "POST") == 0) {
+        backend_answer_upload(r, s, h);
+        return !s->failed;
+    }
+    unsigned long long size = 0, at = 0;
+    char framing[16] = "";
+    char head[256];
+    if (sscanf(path, "/die/%llu/%llu", &size, &at) == 2) {
+        snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %llu\r\n\r\n", size);
+        send_text(s, head);
+        pattern_pieces(0, at, send_piece, s);
+        usleep(100 * 1000); /* let the proxy take them before the reset */
+        struct linger linger = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger));
+        return false;
+    }
+    if (sscanf(path, "/dl/%llu/%15s", &size, framing) != 2)
+        return false;
+    bool chunked = strcmp(framing, "chunked") == 0, close = strcmp(framing, "close") == 0;
+    if (chunked)
+        snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+    else if (close)
+        snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+    else
+        snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %llu\r\n\r\n", size);
+    send_text(s, head);
+    send_body(s, size, chunked);
+    return !close && !s->failed;
+}
+
+static void *backend_conn(void *arg)
+{
+    struct reader *r = arg;
+    struct sender s = {.fd = r->fd};
+    struct head h;
+    for (int i = 0; i < 10000 && rd_head(r, &h) && backend_answer(r, &s, &h); i++)
+        ;
+    close(r->fd);
+    free(r);
+    return NULL;
+}
+
+static void *backend_main(void *arg)
+{
+    struct backend *b = arg;
+    for (;;) {
+        int fd = accept(b->fd, NULL, NULL);
+        if (fd == -1)
+            return NULL; /* the listener closed */
+        struct reader *r = calloc(1, sizeof(*r));
+        if (r == NULL)
+            abort();
+        r->fd = fd;
+        pthread_t t;
+        if (pthread_create(&t, NULL, backend_conn, r) != 0)
+            abort();
+        pthread_detach(t);
+    }
+}
+
+static void backend_start(struct backend *b)
+{
+    b->fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(b->fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(b->fd, 64), 0);
+    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
+    b->port = ntohs(addr.sin_port);
+    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_main, b), 0);
+}
+
+/* The case's process ends after this, and its connection threads with it. */
+static void backend_stop(struct backend *b)
+{
+    shutdown(b->fd, SHUT_RDWR);
+    pthread_join(b->thread, NULL);
+    close(b->fd);
+}
+
+/* ----------------------------------------------------------------- daemon */
+
+static void daemon_start(struct test_daemon *d, const struct backend *b, bool splice)
+{
+    test_daemon_init(d, "corral");
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\nproxy_splice %s;\n"
+             "upstream b {\n    server 127.0.0.1:%d;\n    keepalive 8;\n}\n"
+             "server {\n    listen 127.0.0.1:0;\n    client_max_body_size 0;\n"
+             "    location / { proxy_pass http://b; }\n}\n",
+             splice ? "on" : "off", b->port);
+    test_daemon_write_config(d, conf);
+    test_daemon_start(d);
+}
+
+static long daemon_rss_kb(const struct test_daemon *d)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)d->pid);
+    char *status = test_read_file(path);
+    const char *line = strstr(status, "\nVmRSS:");
+    long kb = line != NULL ? atol(line + 7) : -1;
+    free(status);
+    return kb;
+}
+
+static int daemon_fd_count(const struct test_daemon *d)
+{
+    char cmd[96], out[32] = "";
+    snprintf(cmd, sizeof(cmd), "ls /proc/%d/fd | wc -l", (int)d->pid);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    if (fgets(out, sizeof(out), p) == NULL)
+        out[0] = '\0';
+    pclose(p);
+    return atoi(out);
+}
+
+/* ---------------------------------------------------------------- clients */
+
+/* Sends `request` and reads the response to it: its head into *h, the
+ * body's length (-1: broken framing or cut short) and SHA-256.  A body
+ * without a length or chunks ends with the stream. */
+static int64_t exchange(struct reader *r, const char *request, struct head *h, char hex[65])
+{
+    test_send_all(r->fd, request, strlen(request));
+    ck_assert_msg(rd_head(r, h), "no response head to %s", request);
+    EVP_MD_CTX *ctx = sha_new();
+    int64_t len;
+    if (h->chunked)
+        len = rd_chunked(r, ctx);
+    else if (h->has_length)
+        len = rd_body(r, h->length, ctx) == h->length ? (int64_t)h->length : -1;
+    else
+        len = (int64_t)rd_body(r, UINT64_MAX, ctx);
+    sha_hex(ctx, hex);
+    return len;
+}
+
+static const uint64_t sizes[] = {0, 1, 4096, 64 * 1024 + 1, MB, 3 * MB + 7};
+static const char *const framings[] = {"cl", "chunked", "close"};
+
+/* One download: the body and its framing; an HTTP/1.1 client then asks
+ * again on the same connection, which works only if the framing was
+ * exact. */
+static void check_download(int port, uint64_t size, const char *framing, bool http10)
+{
+    struct reader *r = calloc(1, sizeof(*r));
+    ck_assert_ptr_nonnull(r);
+    r->fd = test_connect(port);
+    char request[256], hex[65], want[65];
+    snprintf(request, sizeof(request), "GET /dl/%" PRIu64 "/%s HTTP/1.%d\r\nHost: t\r\n\r\n", size,
+             framing, http10 ? 0 : 1);
+    struct head h;
+    int64_t got = exchange(r, request, &h, hex);
+    pattern_sha(size, want);
+    ck_assert_msg(h.status == 200, "%s: %s", request, h.first);
+    ck_assert_msg(got == (int64_t)size && strcmp(hex, want) == 0,
+                  "GET /dl/%" PRIu64 "/%s HTTP/1.%d: %" PRId64 " bytes, sha %.12s", size, framing,
+                  http10 ? 0 : 1, got, hex);
+    bool cl = strcmp(framing, "cl") == 0;
+    ck_assert_msg(h.has_length == cl && h.chunked == (!cl && !http10), "%s: framed as %s", request,
+                  h.has_length ? "a length"
+                  : h.chunked  ? "chunks"
+                               : "the close");
+    if (!http10)
+        ck_assert_int_eq((int)exchange(r, "GET /dl/5/cl HTTP/1.1\r\nHost: t\r\n\r\n", &h, hex), 5);
+    close(r->fd);
+    free(r);
+}
+
+/* One upload, with a length (HTTP/1.1 or 1.0) or chunked. */
+static void check_upload(int port, uint64_t size, const char *framing)
+{
+    struct reader *r = calloc(1, sizeof(*r));
+    ck_assert_ptr_nonnull(r);
+    r->fd = test_connect(port);
+    bool chunked = strcmp(framing, "chunked") == 0, http10 = strcmp(framing, "1.0") == 0;
+    char head[256];
+    if (chunked)
+        snprintf(head, sizeof(head),
+                 "POST /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    else
+        snprintf(head, sizeof(head),
+                 "POST /up HTTP/1.%d\r\nHost: t\r\nContent-Length: %" PRIu64 "\r\n\r\n",
+                 http10 ? 0 : 1, size);
+    struct sender s = {.fd = r->fd};
+    send_text(&s, head);
+    send_body(&s, size, chunked);
+    ck_assert(!s.failed);
+    struct head h;
+    ck_assert(rd_head(r, &h));
+    ck_assert_msg(h.status == 200 && h.has_length && h.length < 128, "%s", h.first);
+    char body[128] = "", want[128], hex[65];
+    size_t n = (size_t)h.length;
+    for (size_t i = 0; i < n && rd_fill(r); i++)
+        body[i] = r->buf[r->off++];
+    pattern_sha(size, hex);
+    snprintf(want, sizeof(want), "%" PRIu64 " %s", size, hex);
+    ck_assert_msg(strcmp(body, want) == 0, "upload of %" PRIu64 " (%s): backend got %s", size,
+                  framing, body);
+    close(r->fd);
+    free(r);
+}
+
+/* ------------------------------------------------------------------ cases */
+
+/* _i: bit 0 splice on, bit 1 an HTTP/1.0 client. */
+START_TEST(downloads_arrive_whole)
+{
+    bool splice = _i & 1, http10 = _i & 2;
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    daemon_start(&d, &b, splice);
+    for (int s = 0; s < COUNT(sizes); s++)
+        for (int f = 0; f < COUNT(framings); f++)
+            check_download(d.port, sizes[s], framings[f], http10);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+static const char *const upload_framings[] = {"cl", "chunked", "1.0"};
+
+START_TEST(uploads_arrive_whole)
+{
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    daemon_start(&d, &b, _i == 1);
+    for (int s = 0; s < COUNT(sizes); s++)
+        for (int f = 0; f < COUNT(upload_framings); f++)
+            check_upload(d.port, sizes[s], upload_framings[f]);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* 100 MB each way, spliced where it applies. */
+START_TEST(hundred_megabytes_each_way)
+{
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    daemon_start(&d, &b, true);
+    check_download(d.port, 100 * MB, "cl", false);
+    check_download(d.port, 100 * MB, "chunked", false);
+    check_upload(d.port, 100 * MB, "cl");
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* A client that stops reading a 64 MB body: the daemon holds a bounded
+ * part of it (watermarks, pipe), not the whole; then all of it arrives. */
+START_TEST(slow_reader_keeps_memory_bounded)
+{
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    daemon_start(&d, &b, _i == 1);
+    check_download(d.port, MB, "cl", false); /* the daemon's buffers and pools in use once */
+    long base = daemon_rss_kb(&d);
+    struct reader *r = calloc(1, sizeof(*r));
+    ck_assert_ptr_nonnull(r);
+    r->fd = test_connect(d.port);
+    const uint64_t size = 64 * MB;
+    const char *request = "GET /dl/67108864/cl HTTP/1.1\r\nHost: t\r\n\r\n";
+    test_send_all(r->fd, request, strlen(request));
+    struct head h;
+    ck_assert(rd_head(r, &h));
+    ck_assert(h.has_length && h.length == size);
+    EVP_MD_CTX *ctx = sha_new();
+    uint64_t got = rd_body(r, MB, ctx);
+    usleep(1500 * 1000); /* the backend fills whatever the proxy lets it */
+    long held = daemon_rss_kb(&d) - base;
+    ck_assert_msg(held < 24 * 1024, "the daemon grew by %ld KiB for a stalled reader", held);
+    got += rd_body(r, size - got, ctx);
+    char hex[65], want[65];
+    sha_hex(ctx, hex);
+    pattern_sha(size, want);
+    ck_assert(got == size && strcmp(hex, want) == 0);
+    close(r->fd);
+    free(r);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* The backend resets after 2 MB of a 10 MB body: the client is reset too
+ * (never a clean end it could take for the whole), and the daemon's
+ * descriptors come back to their count (no pipe or socket left over). */
+START_TEST(backend_dying_mid_body_resets_the_client)
+{
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    daemon_start(&d, &b, _i == 1);
+    check_download(d.port, MB, "cl", false);
+    int before = daemon_fd_count(&d);
+    struct reader *r = calloc(1, sizeof(*r));
+    ck_assert_ptr_nonnull(r);
+    r->fd = test_connect(d.port);
+    const char *request = "GET /die/10485760/2097152 HTTP/1.1\r\nHost: t\r\n\r\n";
+    test_send_all(r->fd, request, strlen(request));
+    struct head h;
+    ck_assert(rd_head(r, &h));
+    ck_assert(h.has_length && h.length == 10 * MB);
+    EVP_MD_CTX *ctx = sha_new();
+    uint64_t got = rd_body(r, h.length, ctx);
+    EVP_MD_CTX_free(ctx);
+    ck_assert_msg(got < h.length && r->err == ECONNRESET, "got %" PRIu64 ", end: %s", got,
+                  strerror(r->err));
+    close(r->fd);
+    free(r);
+    /* Back to one pooled upstream connection and one pooled pipe. */
+    check_download(d.port, MB, "cl", false);
+    int after = daemon_fd_count(&d);
+    for (int i = 0; i < 50 && after != before; i++) {
+        usleep(100 * 1000);
+        after = daemon_fd_count(&d);
+    }
+    ck_assert_int_eq(after, before);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* A client that resets its connection 1 MB into a 64 MB body: the daemon
+ * lets go of the backend connection and of the pipe, and its descriptors
+ * come back to their count. */
+START_TEST(client_leaving_mid_body_frees_everything)
+{
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    daemon_start(&d, &b, _i == 1);
+    check_download(d.port, MB, "cl", false);
+    int before = daemon_fd_count(&d);
+    struct reader *r = calloc(1, sizeof(*r));
+    ck_assert_ptr_nonnull(r);
+    r->fd = test_connect(d.port);
+    const char *request = "GET /dl/67108864/cl HTTP/1.1\r\nHost: t\r\n\r\n";
+    test_send_all(r->fd, request, strlen(request));
+    struct head h;
+    ck_assert(rd_head(r, &h));
+    EVP_MD_CTX *ctx = sha_new();
+    ck_assert(rd_body(r, MB, ctx) == MB);
+    EVP_MD_CTX_free(ctx);
+    struct linger linger = {.l_onoff = 1, .l_linger = 0};
+    ck_assert_int_eq(setsockopt(r->fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger)), 0);
+    close(r->fd);
+    free(r);
+    check_download(d.port, MB, "cl", false);
+    int after = daemon_fd_count(&d);
+    for (int i = 0; i < 50 && after != before; i++) {
+        usleep(100 * 1000);
+        after = daemon_fd_count(&d);
+    }
+    ck_assert_int_eq(after, before);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+static TCase *new_case(Suite *suite, const char *name, double timeout_s)
+{
+    TCase *tc = tcase_create(name);
+    test_daemon_fixture(tc);
+    tcase_set_timeout(tc, timeout_s);
+    suite_add_tcase(suite, tc);
+    return tc;
+}
+
+Suite *test_suite(void)
+{
+    pattern_init();
+    Suite *suite = suite_create("proto/bodies");
+    TCase *tc = new_case(suite, "framings", 60);
+    tcase_add_loop_test(tc, downloads_arrive_whole, 0, 4);
+    tcase_add_loop_test(tc, uploads_arrive_whole, 0, 2);
+    tc = new_case(suite, "large", 90);
+    tcase_add_test(tc, hundred_megabytes_each_way);
+    tcase_add_loop_test(tc, slow_reader_keeps_memory_bounded, 0, 2);
+    tcase_add_loop_test(tc, backend_dying_mid_body_resets_the_client, 0, 2);
+    tcase_add_loop_test(tc, client_leaving_mid_body_frees_everything, 0, 2);
+    return suite;
+}
