@@ -1,0 +1,439 @@
+/*
+ * test_http2.c: HTTP/2 toward clients as a user runs it: build/corral with
+ * a temporary config, driven by curl (prior knowledge, and ALPN over TLS)
+ * and h2load, in front of a small HTTP/1.1 backend written here that reads
+ * every request body whole and answers with its length.
+ */
+#include "../daemon.h"
+#include "../helpers.h"
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- backend */
+
+/* Answers every request with "len=N" (N: the body's bytes) and closes; a
+ * response of `big` bytes for /p/big, and after a second for /p/slow.  A
+ * thread per connection, so that slow requests overlap. */
+struct backend {
+    int fd, port;
+    pthread_t thread;
+    atomic_bool stop;
+    size_t big;
+};
+
+struct backend_conn {
+    int fd;
+    size_t big;
+};
+
+static void backend_serve(const struct backend_conn *b, int fd)
+{
+    char head[16384];
+    size_t have = 0;
+    char *end = NULL;
+    while (have < sizeof(head) - 1 && end == NULL) {
+        ssize_t n = recv(fd, head + have, sizeof(head) - 1 - have, 0);
+        if (n <= 0)
+            return;
+        have += (size_t)n;
+        head[have] = '\0';
+        end = strstr(head, "\r\n\r\n");
+    }
+    if (end == NULL)
+        return;
+    size_t body_in_head = have - (size_t)(end + 4 - head);
+    uint64_t length = 0, got = body_in_head;
+    bool chunked = strcasestr(head, "transfer-encoding: chunked") != NULL;
+    const char *cl = strcasestr(head, "\r\ncontent-length:");
+    if (cl != NULL)
+        length = strtoull(cl + 17, NULL, 10);
+    char buf[65536];
+    if (chunked) {
+        /* Enough for the tests: read until the last chunk. */
+        char tail[8] = {0};
+        memcpy(tail, have >= 5 ? head + have - 5 : head, have >= 5 ? 5 : have);
+        while (strstr(tail, "0\r\n\r\n") == NULL) {
+            ssize_t n = recv(fd, buf, sizeof(buf), 0);
+            if (n <= 0)
+                return;
+            got += (size_t)n;
+            memcpy(tail, n >= 5 ? buf + n - 5 : buf, n >= 5 ? 5 : (size_t)n);
+        }
+    } else {
+        while (got < length) {
+            ssize_t n = recv(fd, buf, sizeof(buf), 0);
+            if (n <= 0)
+                return;
+            got += (size_t)n;
+        }
+    }
+    char reply[256];
+    if (strncmp(head, "GET /p/big ", 11) == 0) {
+        int len =
+            snprintf(reply, sizeof(reply),
+                     "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", b->big);
+        test_send_all(fd, reply, (size_t)len);
+        memset(buf, 'x', sizeof(buf));
+        for (size_t sent = 0; sent < b->big;) {
+            size_t n = b->big - sent < sizeof(buf) ? b->big - sent : sizeof(buf);
+            if (send(fd, buf, n, MSG_NOSIGNAL) <= 0)
+                return;
+            sent += n;
+        }
+        return;
+    }
+    if (strncmp(head, "GET /p/slow ", 12) == 0)
+        usleep(1000 * 1000);
+    char text[64];
+    int text_len = snprintf(text, sizeof(text), "len=%llu\n", (unsigned long long)length);
+    int len = snprintf(reply, sizeof(reply),
+                       "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+                       text_len, text);
+    test_send_all(fd, reply, (size_t)len);
+}
+
+static void *backend_conn_run(void *arg)
+{
+    struct backend_conn *c = arg;
+    backend_serve(c, c->fd);
+    close(c->fd);
+    free(c);
+    return NULL;
+}
+
+static void *backend_run(void *arg)
+{
+    struct backend *b = arg;
+    while (!atomic_load(&b->stop)) {
+        int fd = accept(b->fd, NULL, NULL);
+        if (fd == -1)
+            continue;
+        /* Every wait is bounded: a connection thread ends within 10 s. */
+        struct timeval tv = {10, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        struct backend_conn *c = malloc(sizeof(*c));
+        pthread_t thread;
+        if (c == NULL)
+            abort();
+        *c = (struct backend_conn){fd, b->big};
+        if (pthread_create(&thread, NULL, backend_conn_run, c) != 0)
+            abort();
+        pthread_detach(thread);
+    }
+    return NULL;
+}
+
+static void backend_start(struct backend *b, size_t big)
+{
+    *b = (struct backend){.big = big};
+    b->fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(b->fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(b->fd, 128), 0);
+    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
+    b->port = ntohs(addr.sin_port);
+    /* accept() wakes every 100 ms to see the stop flag. */
+    struct timeval tv = {0, 100000};
+    setsockopt(b->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_run, b), 0);
+}
+
+static void backend_stop(struct backend *b)
+{
+    atomic_store(&b->stop, true);
+    pthread_join(b->thread, NULL);
+    close(b->fd);
+}
+
+/* ------------------------------------------------------------- daemon */
+
+/* One server on an ephemeral port with HTTP/2 on (`listen_flags`), whose
+ * / returns "hello", /p proxies to the backend, and a second server named
+ * other.test; `extra` goes in the main block. */
+static void start(struct test_daemon *d, const struct backend *b, const char *listen_flags,
+                  const char *server_extra, const char *extra)
+{
+    test_daemon_init(d, "corral");
+    char access[PATH_MAX], conf[PATH_MAX + 4096];
+    test_daemon_file(access, sizeof(access), "access.log");
+    snprintf(conf, sizeof(conf),
+             "workers 1;\ndrain_timeout 10s;\nadmin { listen 127.0.0.2:0; }\n"
+             "access_log %s;\nclient_max_body_size 0;\n%s\n"
+             "server {\n    listen 127.0.0.1:0 %s;\n%s\n"
+             "    location / { return 200 \"hello\"; }\n"
+             "    location /p { proxy_pass http://127.0.0.1:%d; }\n}\n"
+             "server {\n    listen 127.0.0.1:0 %s;\n    server_name other.test;\n%s\n"
+             "    location / { return 200 \"other\"; }\n}\n",
+             access, extra, listen_flags, server_extra, b != NULL ? b->port : 9, listen_flags,
+             server_extra);
+    test_daemon_write_config(d, conf);
+    test_daemon_start(d);
+}
+
+/* Runs a shell command; returns its exit status and its stdout (and
+ * stderr with 2>&1 in it) in `out`. */
+static int run(const char *command, char *out, size_t size)
+{
+    FILE *p = popen(command, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t used = 0;
+    size_t n;
+    while (used + 1 < size && (n = fread(out + used, 1, size - 1 - used, p)) > 0)
+        used += n;
+    out[used] = '\0';
+    char drain[4096];
+    while (fread(drain, 1, sizeof(drain), p) > 0)
+        ;
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* curl with `args`, against 127.0.0.1:port; prints the body, then
+ * " v=VERSION code=STATUS". */
+static void curl(int port, const char *args, const char *path, char *out, size_t size)
+{
+    char command[3 * PATH_MAX];
+    snprintf(command, sizeof(command),
+             "curl -sk --max-time 20 %s -w ' v=%%{http_version} code=%%{http_code}' "
+             "http://127.0.0.1:%d%s",
+             args, port, path);
+    run(command, out, size);
+}
+
+/* ------------------------------------------------------------- cases */
+
+START_TEST(prior_knowledge_get_and_http1_on_the_same_port)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "");
+    char out[512];
+    curl(d.port, "--http2-prior-knowledge", "/", out, sizeof(out));
+    ck_assert_str_eq(out, "hello v=2 code=200");
+    curl(d.port, "--http1.1", "/", out, sizeof(out));
+    ck_assert_str_eq(out, "hello v=1.1 code=200");
+    curl(d.port, "--http2-prior-knowledge", "/nothing-here/../", out, sizeof(out));
+    ck_assert_str_eq(out, "hello v=2 code=200");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+START_TEST(without_the_flag_a_preface_is_not_http2)
+{
+    struct test_daemon d;
+    start(&d, NULL, "", "", "");
+    char out[512];
+    curl(d.port, "--http2-prior-knowledge", "/", out, sizeof(out));
+    ck_assert_msg(strstr(out, "v=2 code=200") == NULL, "%s", out);
+    curl(d.port, "--http1.1", "/", out, sizeof(out));
+    ck_assert_str_eq(out, "hello v=1.1 code=200");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+START_TEST(vhost_is_picked_by_authority)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "");
+    char out[512];
+    curl(d.port, "--http2-prior-knowledge -H 'Host: other.test'", "/", out, sizeof(out));
+    ck_assert_str_eq(out, "other v=2 code=200");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+START_TEST(proxied_get_and_large_post)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "");
+    char out[512], command[2 * PATH_MAX], body[PATH_MAX];
+    curl(d.port, "--http2-prior-knowledge", "/p", out, sizeof(out));
+    ck_assert_str_eq(out, "len=0\n v=2 code=200");
+    test_daemon_file(body, sizeof(body), "body");
+    snprintf(command, sizeof(command), "head -c 8000000 /dev/urandom > %s", body);
+    ck_assert_int_eq(system(command), 0);
+    snprintf(command, sizeof(command), "--http2-prior-knowledge --data-binary @%s", body);
+    curl(d.port, command, "/p/upload", out, sizeof(out));
+    ck_assert_str_eq(out, "len=8000000\n v=2 code=200");
+    /* Without a length: the proxy sends it upstream chunked. */
+    snprintf(command, sizeof(command),
+             "--http2-prior-knowledge -H 'Transfer-Encoding:' --data-binary @- < %s", body);
+    curl(d.port, command, "/p/upload", out, sizeof(out));
+    ck_assert_msg(strstr(out, " v=2 code=200") != NULL, "%s", out);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+START_TEST(hundred_concurrent_streams_on_one_connection)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "");
+    char command[256], out[8192];
+    const char *paths[] = {"/", "/p"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(command, sizeof(command), "h2load -n 100 -c 1 -m 100 http://127.0.0.1:%d%s 2>&1",
+                 d.port, paths[i]);
+        run(command, out, sizeof(out));
+        ck_assert_msg(strstr(out, "100 succeeded, 0 failed") != NULL, "%s", out);
+        ck_assert_msg(strstr(out, "status codes: 100 2xx") != NULL, "%s", out);
+    }
+    char metrics[16384];
+    ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", metrics, sizeof(metrics)), 200);
+    ck_assert_msg(strstr(metrics, "corral_http2_events_total{event=\"streams_opened\"} 200") !=
+                      NULL,
+                  "%s", metrics);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+START_TEST(access_log_says_http_2_0)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "");
+    char out[512];
+    curl(d.port, "--http2-prior-knowledge", "/logged", out, sizeof(out));
+    ck_assert_str_eq(out, "hello v=2 code=200");
+    test_daemon_stop(&d);
+    char path[PATH_MAX];
+    test_daemon_file(path, sizeof(path), "access.log");
+    char *log = test_read_file(path);
+    ck_assert_msg(strstr(log, "\"GET /logged HTTP/2.0\" 200 5") != NULL, "%s", log);
+    free(log);
+}
+END_TEST
+
+START_TEST(tls_alpn_offers_h2_and_http_1_1)
+{
+    char command[2 * PATH_MAX], out[512];
+    const char *dir = test_daemon_dir();
+    snprintf(command, sizeof(command),
+             "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+             "-keyout key.pem -out cert.pem -days 2 -subj /CN=localhost >/dev/null 2>&1",
+             dir);
+    ck_assert_int_eq(system(command), 0);
+    struct test_daemon d;
+    start(&d, NULL, "tls http2", "    tls_certificate cert.pem;\n    tls_certificate_key key.pem;",
+          "");
+    snprintf(command, sizeof(command),
+             "curl -sk --max-time 20 --http2 -w ' v=%%{http_version}' https://127.0.0.1:%d/",
+             d.port);
+    run(command, out, sizeof(out));
+    ck_assert_str_eq(out, "hello v=2");
+    snprintf(command, sizeof(command),
+             "curl -sk --max-time 20 --http1.1 -w ' v=%%{http_version}' https://127.0.0.1:%d/",
+             d.port);
+    run(command, out, sizeof(out));
+    ck_assert_str_eq(out, "hello v=1.1");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A client that opens its window slowly: the backend's large response
+ * waits upstream, not in corral's memory. */
+START_TEST(slow_reader_of_a_large_response_keeps_memory_bounded)
+{
+    struct backend b;
+    backend_start(&b, 50u * 1024 * 1024);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "");
+    char command[512], out[512];
+    /* 50 MB at 5 MB/s: ten seconds, during which RSS is sampled. */
+    snprintf(command, sizeof(command),
+             "curl -s --max-time 60 --http2-prior-knowledge --limit-rate 5M -o /dev/null "
+             "-w '%%{size_download}' http://127.0.0.1:%d/p/big & echo $!",
+             d.port);
+    FILE *p = popen(command, "r");
+    ck_assert_ptr_nonnull(p);
+    long max_rss_kb = 0;
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)d.pid);
+    for (int i = 0; i < 60; i++) {
+        usleep(100000);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            break;
+        while (fgets(line, sizeof(line), f) != NULL)
+            if (strncmp(line, "VmRSS:", 6) == 0 && atol(line + 6) > max_rss_kb)
+                max_rss_kb = atol(line + 6);
+        fclose(f);
+    }
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    ck_assert_msg(strstr(out, "52428800") != NULL, "%s", out);
+    /* Far below the 50 MB body (ASan's own overhead included). */
+    ck_assert_msg(max_rss_kb < 40 * 1024, "RSS reached %ld kB", max_rss_kb);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* 100 streams that each wait a second upstream, and a reload meanwhile:
+ * GOAWAY names the last of them, and every one completes. */
+START_TEST(reload_with_streams_in_flight_loses_none)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "");
+    char command[256], out[8192];
+    snprintf(command, sizeof(command),
+             "h2load -n 100 -c 1 -m 100 http://127.0.0.1:%d/p/slow 2>&1 & pid=$!; sleep 0.5; "
+             "kill -HUP %d; wait $pid",
+             d.port, (int)d.pid);
+    run(command, out, sizeof(out));
+    ck_assert_msg(strstr(out, "100 succeeded, 0 failed, 0 errored") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "status codes: 100 2xx") != NULL, "%s", out);
+    char *log = test_daemon_log(&d);
+    ck_assert_msg(strstr(log, "generation 2") != NULL, "%s", log);
+    free(log);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+static TCase *new_case(Suite *suite, const char *name, double timeout_s)
+{
+    TCase *tc = tcase_create(name);
+    test_daemon_fixture(tc);
+    tcase_set_timeout(tc, timeout_s);
+    suite_add_tcase(suite, tc);
+    return tc;
+}
+
+Suite *test_suite(void)
+{
+    Suite *suite = suite_create("proto/http2");
+    TCase *tc = new_case(suite, "basics", 30);
+    tcase_add_test(tc, prior_knowledge_get_and_http1_on_the_same_port);
+    tcase_add_test(tc, without_the_flag_a_preface_is_not_http2);
+    tcase_add_test(tc, vhost_is_picked_by_authority);
+    tcase_add_test(tc, access_log_says_http_2_0);
+    tcase_add_test(tc, tls_alpn_offers_h2_and_http_1_1);
+
+    tc = new_case(suite, "streams", 60);
+    tcase_add_test(tc, proxied_get_and_large_post);
+    tcase_add_test(tc, hundred_concurrent_streams_on_one_connection);
+    tcase_add_test(tc, slow_reader_of_a_large_response_keeps_memory_bounded);
+    tcase_add_test(tc, reload_with_streams_in_flight_loses_none);
+    return suite;
+}
