@@ -77,7 +77,8 @@ static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *b
     (void)user;
     struct h2_stream *st = source->ptr;
     size_t n = st->out.len < length ? st->out.len : length;
-    memcpy(buf, st->out.data + st->out.off, n);
+    if (n > 0)
+        memcpy(buf, st->out.data + st->out.off, n);
     st->out.off += n;
     st->out.len -= n;
     if (st->was_backed_up && st->out.len <= st->h2->conf->stream_buffer_size / 2)

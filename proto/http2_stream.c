@@ -188,6 +188,10 @@ static void refuse(struct h2_stream *st, unsigned status)
     exchange_respond_error(&st->base, status);
 }
 
+/* build_request()'s verdict on a malformed request: a stream error, no
+ * response (RFC 9113 8.1.1). */
+#define H2_MALFORMED 1
+
 /* Decimal digits only (nghttp2 checked content-length's syntax already). */
 static uint64_t parse_length(struct http_str s)
 {
@@ -199,8 +203,8 @@ static uint64_t parse_length(struct http_str s)
 
 /* Builds the request from the collected fields: pseudo-headers out, a Host
  * from :authority first, cookies joined into one field (RFC 9113 8.2.3),
- * which is what an HTTP/1.1 backend expects.  Returns 0 or the status to
- * answer with; *headers and *cookie are malloc'd. */
+ * which is what an HTTP/1.1 backend expects.  Returns 0, the status to
+ * answer with, or H2_MALFORMED; *headers and *cookie are malloc'd. */
 static unsigned build_request(struct h2_stream *st, bool end_stream, struct http_request *req,
                               struct http_header **headers, char **cookie)
 {
@@ -264,8 +268,13 @@ static unsigned build_request(struct h2_stream *st, bool end_stream, struct http
         authority = host_field;
     size_t first = authority.len > 0 ? 0 : 1;
     (*headers)[0] = (struct http_header){{"host", 4}, authority};
+    /* nghttp2 checks these too (RFC 9113 8.3.1); a backend must never see
+     * a target it would split differently. */
     if (authority.len > 0 && !http_authority_valid(authority, &req->host))
-        return 400;
+        return H2_MALFORMED;
+    bool asterisk = req->target.len == 1 && req->target.data[0] == '*';
+    if (req->target.data[0] != '/' && !(asterisk && http_str_equal_nocase(req->method, "OPTIONS")))
+        return H2_MALFORMED;
     req->headers = *headers + first;
     req->header_count = count - first;
     req->path = req->target;
@@ -303,7 +312,9 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
         if (status == 0 && loc == NULL)
             status = 404;
     }
-    if (status != 0) {
+    if (status == H2_MALFORMED) {
+        nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_PROTOCOL_ERROR);
+    } else if (status != 0) {
         refuse(st, status);
     } else {
         st->handler = loc->handler;
