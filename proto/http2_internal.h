@@ -19,6 +19,11 @@ struct h2_buf {
     size_t off, len, cap; /* unread bytes: data[off, off + len) */
 };
 
+/* Where a request field's name and value are in the stream's head buffer. */
+struct h2_field {
+    size_t name, name_len, value, value_len;
+};
+
 /* One stream, one exchange. */
 struct h2_stream {
     struct exchange base; /* what handlers get */
@@ -30,8 +35,8 @@ struct h2_stream {
     /* The request head as it arrives: names and values back to back, and
      * their spans; only until on_request. */
     struct h2_buf head;
-    size_t *spans; /* name offset, name length, value offset, value length... */
-    size_t span_count, span_cap;
+    struct h2_field *fields;
+    size_t field_count, field_cap;
     size_t head_size; /* RFC 9113 6.5.2's accounting, against the limit */
     bool head_refused;
     bool handler_owns; /* on_request ran; neither the end nor on_abort yet */

@@ -31,23 +31,24 @@ static bool connection_specific(struct http_str name)
 }
 
 /* Turns CRLF header lines into nv pairs with lowercase names, in `lower`
- * (`len` bytes at least) and `nv` (a pair per line at least).  Returns the
- * pairs made. */
-static size_t lines_to_nv(const char *lines, size_t len, char *lower, nghttp2_nv *nv)
+ * (`len` bytes at least) and `nv` (`max` pairs).  Returns the pairs made. */
+static size_t lines_to_nv(const char *lines, size_t len, char *lower, nghttp2_nv *nv, size_t max)
 {
-    size_t n = 0;
-    const char *p = lines, *end = lines + len;
-    while (p < end) {
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        const char *line_end = eol != NULL ? eol : end;
-        const char *next = line_end + (eol != NULL);
-        if (line_end > p && line_end[-1] == '\r')
-            line_end--;
-        const char *colon = memchr(p, ':', (size_t)(line_end - p));
-        if (colon != NULL && colon > p) {
-            struct http_str name = {p, (size_t)(colon - p)};
+    size_t n = 0, start = 0;
+    while (start < len && n < max) {
+        const char *eol = memchr(lines + start, '\n', len - start);
+        size_t line_end = eol != NULL ? (size_t)(eol - lines) : len;
+        size_t next = eol != NULL ? line_end + 1 : len;
+        /* The line without its CR. */
+        struct http_str line = {lines + start, line_end - start};
+        if (line.len > 0 && line.data[line.len - 1] == '\r')
+            line.len--;
+        start = next;
+        const char *colon = memchr(line.data, ':', line.len);
+        if (colon != NULL && colon > line.data) {
+            struct http_str name = {line.data, (size_t)(colon - line.data)};
             struct http_str value =
-                http_trim((struct http_str){colon + 1, (size_t)(line_end - colon - 1)});
+                http_trim((struct http_str){colon + 1, line.len - name.len - 1});
             if (!connection_specific(name)) {
                 for (size_t i = 0; i < name.len; i++)
                     lower[i] = (char)tolower((unsigned char)name.data[i]);
@@ -56,7 +57,6 @@ static size_t lines_to_nv(const char *lines, size_t len, char *lower, nghttp2_nv
                 lower += name.len;
             }
         }
-        p = next;
     }
     return n;
 }
@@ -90,10 +90,11 @@ static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *b
     }
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     if (st->trailers != NULL) {
-        nghttp2_nv *nv = calloc(count_lines(st->trailers, st->trailers_len), sizeof(*nv));
+        size_t max = count_lines(st->trailers, st->trailers_len);
+        nghttp2_nv *nv = calloc(max, sizeof(*nv));
         char *lower = malloc(st->trailers_len + 1);
         size_t count = nv != NULL && lower != NULL
-                           ? lines_to_nv(st->trailers, st->trailers_len, lower, nv)
+                           ? lines_to_nv(st->trailers, st->trailers_len, lower, nv, max)
                            : 0;
         if (count > 0 && nghttp2_submit_trailer(session, stream_id, nv, count) == 0)
             *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
@@ -136,7 +137,7 @@ static void h2_ex_begin(struct exchange *base, unsigned status, const char *head
         nv[n++] =
             (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)length_text, 14, (size_t)len, 0};
     }
-    n += lines_to_nv(headers, headers_len, lower, nv + n);
+    n += lines_to_nv(headers, headers_len, lower, nv + n, cap - n);
     int rc;
     if (informational) {
         rc = nghttp2_submit_headers(h2->session, NGHTTP2_FLAG_NONE, st->id, NULL, nv, n, NULL);

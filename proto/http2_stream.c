@@ -113,7 +113,7 @@ void h2_stream_free(struct h2_stream *st)
     buf_free(&st->head);
     buf_free(&st->in);
     buf_free(&st->out);
-    free(st->spans);
+    free(st->fields);
     free(st->trailers);
     free(st->log_fields);
     free(st);
@@ -129,26 +129,23 @@ int h2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namelen,
     /* RFC 9113 6.5.2: each field counts its name, its value and 32. */
     st->head_size += namelen + valuelen + 32;
     unsigned max_headers = st->vhost->limits.max_headers + 4; /* and the pseudo-headers */
-    if (st->head_size > st->h2->conf->max_header_list_size || st->span_count / 4 >= max_headers) {
+    if (st->head_size > st->h2->conf->max_header_list_size || st->field_count >= max_headers) {
         st->head_refused = true; /* answered 431 once complete; nothing more kept */
         return 0;
     }
-    if (st->span_count + 4 > st->span_cap) {
-        size_t cap = st->span_cap ? st->span_cap * 2 : 64;
-        size_t *grown = realloc(st->spans, cap * sizeof(*grown));
+    if (st->field_count == st->field_cap) {
+        size_t cap = st->field_cap ? st->field_cap * 2 : 16;
+        struct h2_field *grown = realloc(st->fields, cap * sizeof(*grown));
         if (grown == NULL)
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-        st->spans = grown;
-        st->span_cap = cap;
+        st->fields = grown;
+        st->field_cap = cap;
     }
     size_t at = st->head.len;
     if (h2_buf_append(&st->head, name, namelen) != 0 ||
         h2_buf_append(&st->head, value, valuelen) != 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    st->spans[st->span_count++] = at;
-    st->spans[st->span_count++] = namelen;
-    st->spans[st->span_count++] = at + namelen;
-    st->spans[st->span_count++] = valuelen;
+    st->fields[st->field_count++] = (struct h2_field){at, namelen, at + namelen, valuelen};
     return 0;
 }
 
@@ -209,7 +206,7 @@ static unsigned build_request(struct h2_stream *st, bool end_stream, struct http
                               struct http_header **headers, char **cookie)
 {
     const char *base = st->head.data + st->head.off;
-    size_t fields = st->span_count / 4, cookie_len = 0, cookies = 0;
+    size_t fields = st->field_count, cookie_len = 0, cookies = 0;
     struct http_str authority = {NULL, 0}, host_field = {NULL, 0};
     *req = (struct http_request){.method = {NULL, 0}};
     *headers = calloc(fields + 2, sizeof(**headers));
@@ -217,8 +214,9 @@ static unsigned build_request(struct h2_stream *st, bool end_stream, struct http
         return 500;
     size_t count = 1; /* [0] is Host */
     for (size_t i = 0; i < fields; i++) {
-        struct http_str name = {base + st->spans[4 * i], st->spans[4 * i + 1]};
-        struct http_str value = {base + st->spans[4 * i + 2], st->spans[4 * i + 3]};
+        const struct h2_field *f = &st->fields[i];
+        struct http_str name = {base + f->name, f->name_len};
+        struct http_str value = {base + f->value, f->value_len};
         if (name.len > 0 && name.data[0] == ':') {
             if (http_str_equal_nocase(name, ":method"))
                 req->method = value;
@@ -248,15 +246,16 @@ static unsigned build_request(struct h2_stream *st, bool end_stream, struct http
         if (p == NULL)
             return 500;
         for (size_t i = 0; i < fields; i++) {
-            struct http_str name = {base + st->spans[4 * i], st->spans[4 * i + 1]};
+            const struct h2_field *f = &st->fields[i];
+            struct http_str name = {base + f->name, f->name_len};
             if (!http_str_equal_nocase(name, "cookie"))
                 continue;
             if (p != *cookie) {
                 memcpy(p, "; ", 2);
                 p += 2;
             }
-            memcpy(p, base + st->spans[4 * i + 2], st->spans[4 * i + 3]);
-            p += st->spans[4 * i + 3];
+            memcpy(p, base + f->value, f->value_len);
+            p += f->value_len;
         }
         (*headers)[count++] = (struct http_header){{"cookie", 6}, {*cookie, (size_t)(p - *cookie)}};
     }
@@ -324,9 +323,9 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
     free(headers);
     free(cookie);
     buf_free(&st->head);
-    free(st->spans);
-    st->spans = NULL;
-    st->span_count = st->span_cap = 0;
+    free(st->fields);
+    st->fields = NULL;
+    st->field_count = st->field_cap = 0;
     if (end_stream)
         h2_stream_body_end(st);
     h2_schedule(h2);
