@@ -59,13 +59,32 @@ static void h2_free(struct http2_conn *h2)
     free(h2);
 }
 
-/* Idle (no stream open): the idle timeout runs; else none, the streams'
- * own timeouts apply. */
+/* When a stream whose response waits for the client's window (the
+ * stream's or the connection's) has made no progress for its server's
+ * send_timeout; 0: none waits. */
+static uint64_t stall_deadline(const struct http2_conn *h2)
+{
+    uint64_t at = 0;
+    for (const struct h2_stream *st = h2->streams; st != NULL; st = st->next) {
+        uint32_t ms = st->vhost->limits.send_timeout_ms;
+        if (st->out.len == 0 || ms == 0)
+            continue;
+        if (at == 0 || st->progress_ms + ms < at)
+            at = st->progress_ms + ms;
+    }
+    return at;
+}
+
+/* Idle (no stream open): the idle timeout runs; else the earliest stall
+ * deadline of a stream. */
 static void h2_set_deadline(struct http2_conn *h2)
 {
     uint32_t ms = h2->conf->idle_timeout_ms;
     uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
-    corral_conn_set_deadline(h2->conn, h2->stream_count > 0 || ms == 0 ? 0 : now + ms);
+    if (h2->stream_count > 0)
+        corral_conn_set_deadline(h2->conn, stall_deadline(h2));
+    else
+        corral_conn_set_deadline(h2->conn, ms == 0 ? 0 : now + ms);
 }
 
 /* Frames what the session has queued into the connection's output, as far
@@ -343,9 +362,26 @@ void http2_on_drain(struct http2_conn *h2)
 
 void http2_on_deadline(struct http2_conn *h2)
 {
-    /* Idle: no stream open since the timeout began. */
-    nghttp2_session_terminate_session(h2->session, NGHTTP2_NO_ERROR);
-    h2->closing = true;
+    if (h2->stream_count == 0) {
+        /* Idle: no stream open since the timeout began. */
+        nghttp2_session_terminate_session(h2->session, NGHTTP2_NO_ERROR);
+        h2->closing = true;
+        h2_flush(h2);
+        return;
+    }
+    /* A client that keeps a window shut stalls its streams' producers: cut
+     * off each stream that made no progress for its send_timeout. */
+    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
+    struct http_stats *stats = h2_stats(h2);
+    for (struct h2_stream *st = h2->streams; st != NULL; st = st->next) {
+        uint32_t ms = st->vhost->limits.send_timeout_ms;
+        if (st->out.len == 0 || ms == 0 || st->progress_ms + ms > now)
+            continue;
+        st->progress_ms = now; /* once */
+        if (stats != NULL)
+            counter_inc(&stats->timeouts[HTTP_TIMEOUT_SEND]);
+        nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+    }
     h2_flush(h2);
 }
 

@@ -52,8 +52,9 @@ struct h2_stream {
     bool was_backed_up; /* on_drain is owed once the stream's output drains */
     bool data_deferred; /* the data provider said DEFERRED: resume on new data */
     unsigned status;
-    struct h2_buf out; /* response body bytes not yet framed */
-    char *trailers;    /* CRLF lines to send after the body, or NULL */
+    struct h2_buf out;    /* response body bytes not yet framed */
+    uint64_t progress_ms; /* when `out` last moved (loop clock) */
+    char *trailers;       /* CRLF lines to send after the body, or NULL */
     size_t trailers_len;
     uint64_t body_sent;
     uint64_t started_ns;

@@ -77,8 +77,10 @@ static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *b
     (void)user;
     struct h2_stream *st = source->ptr;
     size_t n = st->out.len < length ? st->out.len : length;
-    if (n > 0)
+    if (n > 0) {
         memcpy(buf, st->out.data + st->out.off, n);
+        st->progress_ms = corral_loop_now(corral_conn_loop(st->h2->conn));
+    }
     st->out.off += n;
     st->out.len -= n;
     if (st->was_backed_up && st->out.len <= st->h2->conf->stream_buffer_size / 2)
@@ -167,6 +169,8 @@ static void h2_ex_write(struct exchange *base, const char *data, size_t len)
     struct h2_stream *st = h2_stream_of(base);
     if (!st->response_body || st->response_done || len == 0)
         return;
+    if (st->out.len == 0) /* a stall is counted from here */
+        st->progress_ms = corral_loop_now(corral_conn_loop(st->h2->conn));
     if (h2_buf_append(&st->out, data, len) != 0) {
         nghttp2_submit_rst_stream(st->h2->session, NGHTTP2_FLAG_NONE, st->id,
                                   NGHTTP2_INTERNAL_ERROR);

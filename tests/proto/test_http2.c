@@ -420,6 +420,45 @@ START_TEST(reload_with_streams_in_flight_loses_none)
 }
 END_TEST
 
+/* A client that never opens its window: the stream is reset (CANCEL)
+ * once send_timeout passes without progress, and the timeout is counted. */
+START_TEST(stream_stalled_at_a_zero_window_is_reset)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "send_timeout 1s;");
+    /* The preface, SETTINGS_INITIAL_WINDOW_SIZE 0, an ACK of the server's
+     * SETTINGS, and GET / (HPACK: :method GET, :scheme http, :path /,
+     * :authority a). */
+    static const char request[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                  "\0\0\6\4\0\0\0\0\0"
+                                  "\0\4\0\0\0\0"
+                                  "\0\0\0\4\1\0\0\0\0"
+                                  "\0\0\6\1\5\0\0\0\1"
+                                  "\x82\x86\x84\x41\1a";
+    int fd = test_connect(d.port);
+    test_send_all(fd, request, sizeof(request) - 1);
+    uint64_t start_ms = test_now_ms();
+    bool reset = false;
+    unsigned char frame[9];
+    /* test_recv_all() waits at most 5 s for each piece. */
+    while (!reset && test_recv_all(fd, frame, 9) == 9 && test_now_ms() - start_ms < 10000) {
+        size_t len = (size_t)frame[0] << 16 | (size_t)frame[1] << 8 | frame[2];
+        unsigned char payload[16384];
+        ck_assert_uint_le(len, sizeof(payload));
+        ck_assert_uint_eq(test_recv_all(fd, payload, len), len);
+        reset = frame[3] == 3 && frame[8] == 1 && len == 4 && payload[3] == 8;
+    }
+    close(fd);
+    ck_assert_msg(reset, "no RST_STREAM(CANCEL) for stream 1");
+    ck_assert_uint_ge(test_now_ms() - start_ms, 900);
+    char metrics[16384];
+    ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", metrics, sizeof(metrics)), 200);
+    ck_assert_msg(strstr(metrics, "corral_client_timeouts_total{kind=\"send\"} 1") != NULL, "%s",
+                  metrics);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 static TCase *new_case(Suite *suite, const char *name, double timeout_s)
 {
     TCase *tc = tcase_create(name);
@@ -438,6 +477,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, vhost_is_picked_by_authority);
     tcase_add_test(tc, access_log_says_http_2_0);
     tcase_add_test(tc, tls_alpn_offers_h2_and_http_1_1);
+    tcase_add_test(tc, stream_stalled_at_a_zero_window_is_reset);
 
     tc = new_case(suite, "streams", 60);
     tcase_add_test(tc, proxied_get_and_large_post);
