@@ -21,7 +21,8 @@ const char *const http2_counter_names[HTTP2_COUNTERS] = {
 };
 
 /* SETTINGS frames a client may leave unacknowledged, and the window of the
- * whole connection for request bodies, in streams' worth. */
+ * whole connection for request bodies, in streams' worth (given back as it
+ * arrives: only the streams' windows wait for handlers). */
 #define H2_MAX_SETTINGS        32
 #define H2_CONN_WINDOW_STREAMS 16
 

@@ -342,7 +342,7 @@ void h2_deliver_body(struct h2_stream *st)
         st->in.off += len;
         st->in.len = 0;
         st->handler->on_body(&st->base, data, len);
-        nghttp2_session_consume(session, st->id, len);
+        nghttp2_session_consume_stream(session, st->id, len);
     }
     if (st->in.len == 0 && st->request_done && !st->body_end_delivered) {
         st->body_end_delivered = true;
@@ -354,13 +354,17 @@ void h2_deliver_body(struct h2_stream *st)
 void h2_discard_body(struct h2_stream *st)
 {
     if (st->in.len > 0)
-        nghttp2_session_consume(st->h2->session, st->id, st->in.len);
+        nghttp2_session_consume_stream(st->h2->session, st->id, st->in.len);
     buf_free(&st->in);
 }
 
 void h2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len)
 {
     nghttp2_session *session = st->h2->session;
+    /* The connection's window is given back at once: what waits for a
+     * paused handler is bounded by its stream's window, and one paused
+     * stream must not use up the window of all the others. */
+    nghttp2_session_consume_connection(session, len);
     st->body_received += len;
     size_t max = st->vhost->limits.max_body_size;
     if (st->handler_owns && max > 0 && st->body_received > max) {
@@ -375,14 +379,14 @@ void h2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len)
         h2_discard_body(st);
     }
     if (!st->handler_owns || st->handler->on_body == NULL) {
-        nghttp2_session_consume(session, st->id, len);
+        nghttp2_session_consume_stream(session, st->id, len);
         return;
     }
     /* Kept while the handler pauses: the window bounds it, since what is
      * kept is not given back. */
     if (h2_buf_append(&st->in, data, len) != 0) {
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-        nghttp2_session_consume(session, st->id, len);
+        nghttp2_session_consume_stream(session, st->id, len);
         return;
     }
     h2_deliver_body(st);
