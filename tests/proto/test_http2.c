@@ -23,7 +23,8 @@
 /* ------------------------------------------------------------- backend */
 
 /* Answers every request with "len=N" (N: the body's bytes) and closes; a
- * response of `big` bytes for /p/big, and after a second for /p/slow.  A
+ * response of `big` bytes for /p/big, after a second for /p/slow; for
+ * /p/hold it waits two seconds before it reads the body.  A
  * thread per connection, so that slow requests overlap. */
 struct backend {
     int fd, port;
@@ -58,6 +59,8 @@ static void backend_serve(const struct backend_conn *b, int fd)
     const char *cl = strcasestr(head, "\r\ncontent-length:");
     if (cl != NULL)
         length = strtoull(cl + 17, NULL, 10);
+    if (strncmp(head, "POST /p/hold ", 13) == 0)
+        usleep(2000 * 1000);
     char buf[65536];
     if (chunked) {
         /* Enough for the tests: read until the last chunk. */
@@ -396,6 +399,42 @@ START_TEST(slow_reader_of_a_large_response_keeps_memory_bounded)
 }
 END_TEST
 
+/* Two 4 MB uploads on one connection, one to a backend that does not read
+ * for two seconds: the proxy pauses that stream's body, which withholds
+ * that stream's window only, so the other completes at once. */
+START_TEST(paused_request_body_stalls_only_its_stream)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "");
+    char command[2 * PATH_MAX], out[8192], body[PATH_MAX];
+    test_daemon_file(body, sizeof(body), "body");
+    snprintf(command, sizeof(command), "head -c 4000000 /dev/zero > %s", body);
+    ck_assert_int_eq(system(command), 0);
+    snprintf(command, sizeof(command),
+             "timeout 30 nghttp -ns -d %s http://127.0.0.1:%d/p/hold http://127.0.0.1:%d/p/fast "
+             "2>&1",
+             body, d.port, d.port);
+    run(command, out, sizeof(out));
+    /* "id  responseEnd requestStart  process code size request path" */
+    const char *fast = strstr(out, " /p/fast"), *hold = strstr(out, " /p/hold");
+    ck_assert_msg(fast != NULL && hold != NULL, "%s", out);
+    const char *line = fast;
+    while (line > out && line[-1] != '\n')
+        line--;
+    char end_unit[8] = "";
+    double end = 0;
+    int code = 0, id = 0;
+    ck_assert_msg(sscanf(line, "%d +%lf%7[a-z] %*s %*s %d", &id, &end, end_unit, &code) == 4, "%s",
+                  out);
+    ck_assert_msg(code == 200 && strcmp(end_unit, "ms") == 0 && end < 1500, "%s", out);
+    ck_assert_msg(strstr(out, "200   12 /p/hold") != NULL, "%s", out);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
 /* 100 streams that each wait a second upstream, and a reload meanwhile:
  * GOAWAY names the last of them, and every one completes. */
 START_TEST(reload_with_streams_in_flight_loses_none)
@@ -484,5 +523,6 @@ Suite *test_suite(void)
     tcase_add_test(tc, hundred_concurrent_streams_on_one_connection);
     tcase_add_test(tc, slow_reader_of_a_large_response_keeps_memory_bounded);
     tcase_add_test(tc, reload_with_streams_in_flight_loses_none);
+    tcase_add_test(tc, paused_request_body_stalls_only_its_stream);
     return suite;
 }
