@@ -185,7 +185,10 @@ static void count_reset(struct http2_conn *h2)
         h2->resets = 0;
     }
     if (++h2->resets == h2->conf->max_resets + 1) {
-        corral_log(CORRAL_LOG_WARN, "http2: %u stream resets within %u ms: closing the connection",
+        char client[64];
+        h2_client_host(h2->conn, client, sizeof(client));
+        corral_log(CORRAL_LOG_WARN,
+                   "http2: %s: %u stream resets within %u ms: closing the connection", client,
                    h2->resets, h2->conf->reset_interval_ms);
         nghttp2_session_terminate_session(h2->session, NGHTTP2_ENHANCE_YOUR_CALM);
         h2->closing = true; /* nothing more it sends reaches a handler */
@@ -338,7 +341,11 @@ size_t http2_on_data(struct http2_conn *h2, const char *data, size_t len)
     ssize_t n = nghttp2_session_mem_recv(h2->session, (const uint8_t *)data, len);
     if (n < 0) {
         /* A bad preface, a flood, or a framing error: nghttp2 has queued
-         * the GOAWAY where it can. */
+         * the GOAWAY where it can.  Once per connection, since it ends. */
+        char client[64];
+        h2_client_host(h2->conn, client, sizeof(client));
+        corral_log(n == NGHTTP2_ERR_FLOODED ? CORRAL_LOG_WARN : CORRAL_LOG_INFO,
+                   "http2: %s: %s: closing the connection", client, nghttp2_strerror((int)n));
         if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC)
             nghttp2_session_terminate_session(h2->session, NGHTTP2_PROTOCOL_ERROR);
         h2->closing = true;
