@@ -399,6 +399,26 @@ START_TEST(slow_reader_of_a_large_response_keeps_memory_bounded)
 }
 END_TEST
 
+/* A graceful stop while 100 streams wait on their backend: each completes
+ * before the daemon exits. */
+START_TEST(graceful_stop_lets_open_streams_finish)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "");
+    char command[256], out[8192];
+    snprintf(command, sizeof(command),
+             "h2load -n 100 -c 1 -m 100 http://127.0.0.1:%d/p/slow 2>&1 & pid=$!; sleep 0.5; "
+             "kill -TERM %d; wait $pid",
+             d.port, (int)d.pid);
+    run(command, out, sizeof(out));
+    ck_assert_msg(strstr(out, "100 succeeded, 0 failed, 0 errored") != NULL, "%s", out);
+    test_daemon_stop(&d); /* it has exited: reaps it and checks its status */
+    backend_stop(&b);
+}
+END_TEST
+
 /* Two 4 MB uploads on one connection, one to a backend that does not read
  * for two seconds: the proxy pauses that stream's body, which withholds
  * that stream's window only, so the other completes at once. */
@@ -498,6 +518,38 @@ START_TEST(stream_stalled_at_a_zero_window_is_reset)
 }
 END_TEST
 
+/* Reads frames until the server closes (or 10 s pass): whether a GOAWAY
+ * with `code` came. */
+static bool goaway_then_close(int fd, unsigned code)
+{
+    bool goaway = false;
+    unsigned char frame[9], payload[16384];
+    uint64_t start_ms = test_now_ms();
+    while (test_recv_all(fd, frame, 9) == 9 && test_now_ms() - start_ms < 10000) {
+        size_t len = (size_t)frame[0] << 16 | (size_t)frame[1] << 8 | frame[2];
+        ck_assert_uint_le(len, sizeof(payload));
+        ck_assert_uint_eq(test_recv_all(fd, payload, len), len);
+        if (frame[3] == 7 && len >= 8)
+            goaway = payload[7] == code && payload[4] == 0 && payload[5] == 0 && payload[6] == 0;
+    }
+    return goaway;
+}
+
+START_TEST(idle_connection_gets_goaway_and_closes)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "http2_idle_timeout 1s;");
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
+    int fd = test_connect(d.port);
+    test_send_all(fd, preface, sizeof(preface) - 1);
+    uint64_t start_ms = test_now_ms();
+    ck_assert(goaway_then_close(fd, 0));
+    ck_assert_uint_ge(test_now_ms() - start_ms, 900);
+    close(fd);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 static TCase *new_case(Suite *suite, const char *name, double timeout_s)
 {
     TCase *tc = tcase_create(name);
@@ -517,6 +569,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, access_log_says_http_2_0);
     tcase_add_test(tc, tls_alpn_offers_h2_and_http_1_1);
     tcase_add_test(tc, stream_stalled_at_a_zero_window_is_reset);
+    tcase_add_test(tc, idle_connection_gets_goaway_and_closes);
 
     tc = new_case(suite, "streams", 60);
     tcase_add_test(tc, proxied_get_and_large_post);
@@ -524,5 +577,6 @@ Suite *test_suite(void)
     tcase_add_test(tc, slow_reader_of_a_large_response_keeps_memory_bounded);
     tcase_add_test(tc, reload_with_streams_in_flight_loses_none);
     tcase_add_test(tc, paused_request_body_stalls_only_its_stream);
+    tcase_add_test(tc, graceful_stop_lets_open_streams_finish);
     return suite;
 }
