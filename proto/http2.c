@@ -407,12 +407,12 @@ void http2_on_stop(struct http2_conn *h2)
 void http2_on_close(struct http2_conn *h2, int error)
 {
     (void)error;
-    if (h2->flush_scheduled) {
-        /* The deferred flush holds a pointer: it frees. */
-        h2->gone = true;
-        while (h2->streams != NULL)
-            h2_stream_free(h2->streams);
-        return;
-    }
-    h2_free(h2);
+    /* Handlers told of the abort below may call back: nothing more is
+     * scheduled from here on. */
+    bool deferred = h2->flush_scheduled;
+    h2->gone = true;
+    while (h2->streams != NULL)
+        h2_stream_free(h2->streams);
+    if (!deferred)
+        h2_free(h2); /* else the deferred flush, which holds a pointer, frees */
 }
