@@ -6,6 +6,7 @@
  */
 #include "cmd/daemon.h"
 #include "proto/exchange.h"
+#include "proto/http2.h" /* http2_counter_names */
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -162,11 +163,13 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
     struct worker_totals *totals = calloc(DAEMON_MAX_WORKERS, sizeof(*totals));
     uint64_t responses[HTTP_MAX_STATUS];
     uint64_t timeouts[HTTP_TIMEOUT_KINDS];
+    uint64_t http2[HTTP2_COUNTERS];
 
     pthread_mutex_lock(&daemon_state.lock);
     unsigned count = totals != NULL ? sum_workers(totals) : 0;
     memcpy(responses, daemon_state.retired.responses, sizeof(responses));
     memcpy(timeouts, daemon_state.retired.timeouts, sizeof(timeouts));
+    memcpy(http2, daemon_state.retired.http2, sizeof(http2));
     struct tls_totals tls = daemon_state.retired.tls;
     for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
         for (unsigned w = 0; w < corral_server_worker_count(g->server); w++) {
@@ -175,6 +178,8 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
                     atomic_load_explicit(&g->stats[w].responses[s], memory_order_relaxed);
             for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
                 timeouts[k] += atomic_load_explicit(&g->stats[w].timeouts[k], memory_order_relaxed);
+            for (unsigned k = 0; k < HTTP2_COUNTERS; k++)
+                http2[k] += atomic_load_explicit(&g->stats[w].http2[k], memory_order_relaxed);
             tls_totals_add(&tls, g, w);
         }
     }
@@ -228,6 +233,12 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
     for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
         text_printf(&t, "corral_client_timeouts_total{kind=\"%s\"} %llu\n",
                     http_timeout_kind_names[k], (unsigned long long)timeouts[k]);
+    text_printf(&t, "# HELP corral_http2_events_total HTTP/2 streams opened, stream resets "
+                    "received and sent, and GOAWAYs sent by reason.\n"
+                    "# TYPE corral_http2_events_total counter\n");
+    for (unsigned k = 0; k < HTTP2_COUNTERS; k++)
+        text_printf(&t, "corral_http2_events_total{event=\"%s\"} %llu\n", http2_counter_names[k],
+                    (unsigned long long)http2[k]);
     text_printf(&t, "# HELP corral_tls_handshakes_total Completed TLS handshakes with clients, "
                     "full or resumed.\n# TYPE corral_tls_handshakes_total counter\n");
     for (int k = 0; k < TLS_HANDSHAKE_KINDS; k++)

@@ -81,6 +81,7 @@ struct retired_totals {
     uint64_t accepts_local[DAEMON_MAX_WORKERS];
     uint64_t responses[HTTP_MAX_STATUS];
     uint64_t timeouts[HTTP_TIMEOUT_KINDS];
+    uint64_t http2[HTTP2_COUNTERS];
     struct tls_totals tls;
 };
 

@@ -181,6 +181,8 @@ static void retire_counters(struct generation *gen)
             retired->responses[s] += atomic_load(&gen->stats[i].responses[s]);
         for (unsigned k = 0; k < HTTP_TIMEOUT_KINDS; k++)
             retired->timeouts[k] += atomic_load(&gen->stats[i].timeouts[k]);
+        for (int k = 0; k < HTTP2_COUNTERS; k++)
+            retired->http2[k] += atomic_load(&gen->stats[i].http2[k]);
         tls_totals_add(&retired->tls, gen, i);
     }
     for (size_t i = 0; i < gen->upstream_count; i++)

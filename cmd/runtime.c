@@ -196,6 +196,17 @@ static bool site_is_tls(const struct conf_config *config, const char *address)
     return false;
 }
 
+/* The config makes every listen of an address agree on http2. */
+static bool site_is_http2(const struct conf_config *config, const char *address)
+{
+    for (size_t s = 0; s < config->server_count; s++)
+        for (size_t i = 0; i < config->servers[s].listen_count; i++)
+            if (config->servers[s].listens[i].http2 &&
+                conf_same_address(config->servers[s].listens[i].address, address))
+                return true;
+    return false;
+}
+
 /* Points a TLS loading problem at the directive behind it. */
 static void report_tls_problem(void *arg, enum tls_conf_item item, size_t vhost, size_t index,
                                bool warning, const char *message)
@@ -240,6 +251,7 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
                                                      tls->certificates[i].key};
     }
     struct tls_server_conf conf = vhost_servers[0]->tls.settings;
+    conf.http2 = site->http.http2 != NULL;
     conf.sni_select = http_site_sni_select;
     conf.sni_arg = &site->http;
     struct tls_report report = {report_tls_problem, vhost_servers};
@@ -326,6 +338,10 @@ static int site_build(struct site *site, struct generation *gen, const struct co
         }
     }
     site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = vhost_count};
+    /* The connection's settings are its default server's: which vhost a
+     * stream is for is known only from its :authority. */
+    if (site_is_http2(config, address))
+        site->http.http2 = &vhost_servers[0]->http.http2;
     if (err == 0 && site_is_tls(config, address))
         err = site_tls_build(site, vhost_servers, workers);
     free(vhost_servers);

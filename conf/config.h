@@ -11,6 +11,7 @@
 #include <corral.h>
 
 /* Types and defaults only: conf/ calls no proto function. */
+#include "proto/http2_conf.h"
 #include "proto/http_limits.h"
 #include "proto/proxy_conf.h"
 #include "proto/tls.h"
@@ -79,6 +80,7 @@ struct conf_location {
 struct conf_listen {
     char *address;
     bool tls;
+    bool http2; /* HTTP/2 too: by ALPN with tls, else by its connection preface */
     bool default_server;
     /* Socket options, given on one listen of an address at most. */
     bool has_socket_options;
@@ -93,6 +95,7 @@ struct conf_listen {
 struct conf_http {
     struct http_limits limits; /* client_*, send_timeout, keepalive_* */
     struct proxy_conf proxy;   /* proxy_*_timeout, proxy_buffer_size */
+    struct http2_conf http2;   /* http2_*: an address takes its default server's */
 };
 
 /* One tls_certificate with the tls_certificate_key that follows it.  A server

@@ -26,6 +26,7 @@ void conf__core_defaults(struct conf_config *config)
     /* What a server does not set; the modules own these defaults. */
     config->http.limits = HTTP_LIMITS_DEFAULT;
     config->http.proxy = PROXY_CONF_DEFAULT;
+    config->http.http2 = HTTP2_CONF_DEFAULT;
 }
 
 /* wakeup auto|roundrobin|affinity|exclusive|reuseport|herd */

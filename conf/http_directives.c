@@ -67,6 +67,11 @@ static int check_listen_conflict(struct conf_state *state, size_t index,
                               listen->address, listen->tls ? "tls" : "not tls",
                               theirs->tls ? "tls" : "not tls",
                               conf__where(where, sizeof(where), &listen->pos, &theirs->pos));
+    if (listen->http2 != theirs->http2)
+        return conf__error_at(state->error, &listen->pos, "listen \"%s\" is %s here but %s at %s",
+                              listen->address, listen->http2 ? "http2" : "not http2",
+                              theirs->http2 ? "http2" : "not http2",
+                              conf__where(where, sizeof(where), &listen->pos, &theirs->pos));
     if (listen->default_server && theirs->default_server)
         return conf__error_at(state->error, &listen->pos,
                               "listen \"%s\" already has a default_server (at %s)", listen->address,
@@ -146,7 +151,8 @@ static int apply_server(struct conf_state *state, const struct conf_node *node,
     return check_server(state, index);
 }
 
-/* One listen parameter: a flag (tls, default_server, deferred) or backlog=N. */
+/* One listen parameter: a flag (tls, http2, default_server, deferred) or
+ * backlog=N. */
 static int listen_parameter(struct conf_state *state, const struct conf_arg *arg,
                             struct conf_listen *listen)
 {
@@ -161,13 +167,14 @@ static int listen_parameter(struct conf_state *state, const struct conf_arg *arg
         return conf__arg_uint(state, &value, "backlog", 1, INT_MAX, &listen->backlog);
     }
     bool *flag = strcmp(arg->text, "tls") == 0              ? &listen->tls
+                 : strcmp(arg->text, "http2") == 0          ? &listen->http2
                  : strcmp(arg->text, "default_server") == 0 ? &listen->default_server
                  : strcmp(arg->text, "deferred") == 0       ? &listen->deferred
                                                             : NULL;
     if (flag == NULL)
         return conf__error_at(state->error, &arg->pos,
-                              "unknown listen parameter \"%s\" (expected tls, default_server, "
-                              "deferred or backlog=N)",
+                              "unknown listen parameter \"%s\" (expected tls, http2, "
+                              "default_server, deferred or backlog=N)",
                               arg->text);
     if (*flag)
         return conf__error_at(state->error, &arg->pos, "duplicate parameter \"%s\"", arg->text);
@@ -177,7 +184,7 @@ static int listen_parameter(struct conf_state *state, const struct conf_arg *arg
     return 0;
 }
 
-/* listen ADDRESS [tls] [default_server] [deferred] [backlog=N] */
+/* listen ADDRESS [tls] [http2] [default_server] [deferred] [backlog=N] */
 static int apply_listen(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
 {
@@ -363,6 +370,7 @@ int conf__http_finish(struct conf_state *state)
     .max_args = 1, .base = base_, CONF_FIELD(type, field)
 #define LIMIT(field) HTTP_FIELD(CONF_BASE_LIMITS, struct http_limits, field)
 #define PROXY(field) HTTP_FIELD(CONF_BASE_PROXY, struct proxy_conf, field)
+#define HTTP2(field) HTTP_FIELD(CONF_BASE_HTTP2, struct http2_conf, field)
 
 const struct conf_directive conf__http_directives[] = {
     {.name = "client_header_timeout", LIMIT(header_timeout_ms), .kind = CONF_KIND_DURATION},
@@ -378,9 +386,23 @@ const struct conf_directive conf__http_directives[] = {
     {.name = "proxy_connect_timeout", PROXY(connect_timeout_ms), .kind = CONF_KIND_DURATION},
     {.name = "proxy_read_timeout", PROXY(read_timeout_ms), .kind = CONF_KIND_DURATION},
     {.name = "proxy_send_timeout", PROXY(send_timeout_ms), .kind = CONF_KIND_DURATION},
+    /* HTTP/2 (2^31-1: the largest window RFC 9113 6.9.2 allows; a header
+     * list smaller than 1k refuses ordinary requests). */
+    {.name = "http2_max_concurrent_streams", HTTP2(max_concurrent_streams),
+     .kind = CONF_KIND_COUNT, .min = 1, .max = 65536},
+    {.name = "http2_max_header_list_size", HTTP2(max_header_list_size), .kind = CONF_KIND_SIZE,
+     .min = 1024, .max = 16 * 1024 * 1024},
+    {.name = "http2_initial_window_size", HTTP2(initial_window_size), .kind = CONF_KIND_SIZE,
+     .min = 1024, .max = 2147483647},
+    {.name = "http2_idle_timeout", HTTP2(idle_timeout_ms), .kind = CONF_KIND_DURATION},
+    {.name = "http2_max_resets", HTTP2(max_resets), .kind = CONF_KIND_COUNT, .min = 1},
+    {.name = "http2_reset_interval", HTTP2(reset_interval_ms), .kind = CONF_KIND_DURATION,
+     .min = 1},
+    {.name = "http2_stream_buffer_size", HTTP2(stream_buffer_size), .kind = CONF_KIND_SIZE,
+     .min = 4096, .max = 16 * 1024 * 1024},
     {.name = "server", .contexts = CONF_MAIN, .block = true, .repeat = true,
      .apply = apply_server},
-    {.name = "listen", .contexts = CONF_SERVER, .min_args = 1, .max_args = 3, .repeat = true,
+    {.name = "listen", .contexts = CONF_SERVER, .min_args = 1, .max_args = 6, .repeat = true,
      .apply = apply_listen},
     {.name = "server_name", .contexts = CONF_SERVER, .min_args = 1, .max_args = CONF_ARGS_MANY,
      .apply = apply_server_name},

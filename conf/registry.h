@@ -80,6 +80,7 @@ enum conf_base {
     CONF_BASE_LIMITS,   /* struct http_limits: the server's, else the top level's */
     CONF_BASE_PROXY,    /* struct proxy_conf: the location's, else the server's,
                            else the top level's */
+    CONF_BASE_HTTP2,    /* struct http2_conf: the server's, else the top level's */
     CONF_BASE_TLS,      /* struct conf_tls of the server */
     CONF_BASE_LOCATION, /* struct conf_location */
     CONF_BASE_UPSTREAM, /* struct conf_upstream */

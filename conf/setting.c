@@ -22,6 +22,9 @@ static char *base_of(struct conf_state *state, enum conf_base base)
             return (char *)&state->location->proxy;
         return (char *)(state->server != NULL ? &state->server->http.proxy
                                               : &state->config->http.proxy);
+    case CONF_BASE_HTTP2:
+        return (char *)(state->server != NULL ? &state->server->http.http2
+                                              : &state->config->http.http2);
     case CONF_BASE_TLS: return (char *)&state->server->tls;
     case CONF_BASE_LOCATION: return (char *)state->location;
     case CONF_BASE_UPSTREAM: return (char *)state->upstream;
@@ -195,6 +198,9 @@ void conf__inherit_settings(struct conf_state *state, size_t index)
             } else if (d->base == CONF_BASE_PROXY) {
                 from = (const char *)&state->config->http.proxy;
                 to = (char *)&server->http.proxy;
+            } else if (d->base == CONF_BASE_HTTP2) {
+                from = (const char *)&state->config->http.http2;
+                to = (char *)&server->http.http2;
             } else {
                 continue;
             }

@@ -7,6 +7,7 @@
  * before them is complete, which keeps responses in order for free.
  */
 #include "proto/http1_internal.h"
+#include "proto/http2.h"
 #include "proto/tls.h"
 #include "proto/access_log.h"
 
@@ -452,9 +453,37 @@ static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
     return SIZE_MAX;
 }
 
+/* HTTP/2 with prior knowledge (or after ALPN h2) starts with its preface
+ * (RFC 9113 3.4), which no HTTP/1.1 request line matches: on a site that
+ * speaks both, the first bytes of a connection decide.  Returns SIZE_MAX
+ * for HTTP/1.1, 0 to wait for the rest of the preface, else what HTTP/2
+ * consumed. */
+static size_t h1_detect_http2(struct h1_conn *h1, const char *data, size_t len)
+{
+    size_t n = len < HTTP2_PREFACE_LEN ? len : HTTP2_PREFACE_LEN;
+    if (memcmp(data, HTTP2_PREFACE, n) != 0)
+        return SIZE_MAX;
+    if (n < HTTP2_PREFACE_LEN)
+        return 0;
+    h1->h2 = http2_conn_new(h1->conn, h1->site);
+    if (h1->h2 == NULL) {
+        corral_conn_abort(h1->conn, -ENOMEM);
+        return len;
+    }
+    return http2_on_data(h1->h2, data, len);
+}
+
 static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
 {
     struct h1_conn *h1 = corral_conn_data(conn);
+    if (h1->h2 != NULL)
+        return http2_on_data(h1->h2, data, len);
+    if (h1->site->http2 != NULL && h1->requests == 0 && !h1->in_exchange && !h1->partial_head &&
+        !h1->closed) {
+        size_t used = h1_detect_http2(h1, data, len);
+        if (used != SIZE_MAX)
+            return used;
+    }
     if (h1->tunnel)
         return h1->ex.handler->on_tunnel_data != NULL
                    ? h1->ex.handler->on_tunnel_data(&h1->ex.base, data, len)
@@ -531,6 +560,10 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
 static void h1_on_deadline(corral_conn *conn)
 {
     struct h1_conn *h1 = corral_conn_data(conn);
+    if (h1->h2 != NULL) {
+        http2_on_deadline(h1->h2);
+        return;
+    }
     if (h1->partial_head && !h1->in_exchange) {
         count_timeout(h1, HTTP_TIMEOUT_HEADER);
         h1_reject(h1, 408); /* slow or stalled request head */
@@ -563,12 +596,20 @@ static void h1_on_open(corral_conn *conn)
  * only after that response. */
 static void h1_on_eof(corral_conn *conn)
 {
-    h1_end(corral_conn_data(conn), false);
+    struct h1_conn *h1 = corral_conn_data(conn);
+    if (h1->h2 != NULL)
+        http2_on_eof(h1->h2);
+    else
+        h1_end(h1, false);
 }
 
 static void h1_on_drain(corral_conn *conn)
 {
     struct h1_conn *h1 = corral_conn_data(conn);
+    if (h1->h2 != NULL) {
+        http2_on_drain(h1->h2);
+        return;
+    }
     if (h1->in_exchange && h1->ex.handler != NULL && h1->ex.handler->on_drain != NULL)
         h1->ex.handler->on_drain(&h1->ex.base);
 }
@@ -576,6 +617,10 @@ static void h1_on_drain(corral_conn *conn)
 static void h1_on_stop(corral_conn *conn)
 {
     struct h1_conn *h1 = corral_conn_data(conn);
+    if (h1->h2 != NULL) {
+        http2_on_stop(h1->h2);
+        return;
+    }
     h1->stopping = true;
     if (h1->in_exchange || h1->partial_head || h1->requests == 0)
         return; /* closes after this (or its first) exchange, or at the drain timeout */
@@ -592,6 +637,11 @@ static void h1_on_close(corral_conn *conn, int error)
     struct h1_conn *h1 = corral_conn_data(conn);
     if (h1 == NULL)
         return;
+    if (h1->h2 != NULL) {
+        http2_on_close(h1->h2, error);
+        free(h1);
+        return;
+    }
     /* The connection's own timeouts: reading a body, or sending. */
     if (error == -ETIMEDOUT)
         count_timeout(h1, h1->in_exchange && !h1->ex.request_done ? HTTP_TIMEOUT_BODY

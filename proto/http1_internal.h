@@ -52,6 +52,7 @@ struct h1_conn {
     bool tunnel;              /* switched protocols: bytes pass through raw */
     uint64_t head_started_ns; /* with an access log: when this head began */
     bool closed;              /* close requested: parse nothing more */
+    struct http2_conn *h2;    /* the client spoke HTTP/2: it has the connection */
     unsigned requests;        /* completed on this connection */
     unsigned error_status;    /* set by a callback that fails the request */
 };

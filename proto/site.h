@@ -37,6 +37,7 @@ struct http_vhost {
  * is the default) and per-worker counters. */
 struct access_log;
 struct tls_server;
+struct http2_conf;
 
 struct http_site {
     const struct http_vhost *vhosts;
@@ -44,6 +45,8 @@ struct http_site {
     struct tls_server *tls;        /* NULL: plain HTTP */
     struct access_log *access_log; /* NULL: none */
     struct http_stats *stats;      /* one per worker, indexed by corral_worker_index() */
+    /* NULL: HTTP/1.1 only; else HTTP/2 too, with these settings (http2.h) */
+    const struct http2_conf *http2;
 };
 
 enum http_timeout_kind {
@@ -54,10 +57,23 @@ enum http_timeout_kind {
 };
 extern const char *const http_timeout_kind_names[HTTP_TIMEOUT_KINDS];
 
+/* HTTP/2 events, counted per worker (names in http2.h). */
+enum http2_counter {
+    HTTP2_STREAMS_OPENED,
+    HTTP2_RESETS_RECEIVED,
+    HTTP2_RESETS_SENT,
+    HTTP2_GOAWAY_NO_ERROR,          /* graceful stop, reload, idle */
+    HTTP2_GOAWAY_PROTOCOL_ERROR,    /* malformed framing: nghttp2's verdict */
+    HTTP2_GOAWAY_ENHANCE_YOUR_CALM, /* rapid reset, floods */
+    HTTP2_GOAWAY_OTHER,
+    HTTP2_COUNTERS,
+};
+
 /* Per-worker counters, written by the worker only. */
 struct http_stats {
     _Atomic uint64_t responses[HTTP_MAX_STATUS];
     _Atomic uint64_t timeouts[HTTP_TIMEOUT_KINDS];
+    _Atomic uint64_t http2[HTTP2_COUNTERS];
 } __attribute__((aligned(64)));
 
 /* Finds the location for `path` in `vhost`: an exact match first, else the

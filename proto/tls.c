@@ -365,14 +365,18 @@ static int on_server_name(SSL *ssl, int *alert, void *arg)
     return SSL_TLSEXT_ERR_OK;
 }
 
+/* What the server offers, most preferred first: `arg` is one of these. */
+static const unsigned char alpn_h2_http11[] = "\x02h2\x08http/1.1";
+
 static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *out_len,
                    const unsigned char *offered, unsigned int offered_len, void *arg)
 {
     (void)ssl;
-    (void)arg;
+    const unsigned char *ours = arg != NULL ? alpn_h2_http11 : alpn_http11;
+    unsigned ours_len = arg != NULL ? sizeof(alpn_h2_http11) - 1 : sizeof(alpn_http11) - 1;
     unsigned char *selected;
-    if (SSL_select_next_proto(&selected, out_len, alpn_http11, sizeof(alpn_http11) - 1, offered,
-                              offered_len) != OPENSSL_NPN_NEGOTIATED)
+    if (SSL_select_next_proto(&selected, out_len, ours, ours_len, offered, offered_len) !=
+        OPENSSL_NPN_NEGOTIATED)
         return SSL_TLSEXT_ERR_NOACK; /* go on without ALPN, as HTTP/1.1 */
     *out = selected;
     return SSL_TLSEXT_ERR_OK;
@@ -484,7 +488,8 @@ static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_s
                               SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_tlsext_servername_callback(ctx, on_server_name);
     SSL_CTX_set_tlsext_servername_arg(ctx, server);
-    SSL_CTX_set_alpn_select_cb(ctx, on_alpn, NULL);
+    /* The argument only says whether h2 is offered too. */
+    SSL_CTX_set_alpn_select_cb(ctx, on_alpn, conf->http2 ? (void *)alpn_h2_http11 : NULL);
     SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"corral", 6);
     if (conf->session_cache > 0) {
         SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);

@@ -83,6 +83,7 @@ struct tls_server_conf {
     bool ktls;                            /* tls_ktls */
     const char *client_ca;                /* tls_client_certificate; NULL: no client certificates */
     enum tls_verify_client verify_client; /* tls_verify_client */
+    bool http2; /* ALPN offers h2 before http/1.1 (listen ... tls http2) */
 };
 
 /* The defaults.  verify_client's depends on client_ca: on with a CA file,

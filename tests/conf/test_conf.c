@@ -775,8 +775,8 @@ static const struct error_case error_cases[] = {
     {"admin 1 { listen 127.0.0.1:9090; }", "test.conf:1:1: \"admin\" takes no arguments, got 1"},
     {"error_log a info extra;", "test.conf:1:1: \"error_log\" takes 1 or 2 arguments, got 3"},
     {"server { server_name; }", "test.conf:1:10: \"server_name\" takes at least 1 argument, got 0"},
-    {"server { listen 127.0.0.1:80 tls default_server x; }",
-     "test.conf:1:10: \"listen\" takes 1 to 3 arguments, got 4"},
+    {"server { listen 127.0.0.1:80 tls http2 default_server deferred backlog=1 x; }",
+     "test.conf:1:10: \"listen\" takes 1 to 6 arguments, got 7"},
     {"proxy_set_header X;",
      "test.conf:1:1: \"proxy_set_header\" is not allowed at top level (it belongs in location)"},
     {"wakeup auto;\nworkers 2;\nwakeup herd;",
@@ -844,8 +844,15 @@ static const struct error_case error_cases[] = {
      "test.conf:1:17: invalid listen address \"127.0.0.1:99999\" (expected HOST:PORT, "
      "[IPV6]:PORT, *:PORT or unix:/PATH)"},
     {"server { listen 127.0.0.1:80 ssl; }",
-     "test.conf:1:30: unknown listen parameter \"ssl\" (expected tls, default_server, deferred "
-     "or backlog=N)"},
+     "test.conf:1:30: unknown listen parameter \"ssl\" (expected tls, http2, default_server, "
+     "deferred or backlog=N)"},
+    {"server { listen 127.0.0.1:80 http2; server_name a; }\n"
+     "server { listen 127.0.0.1:80; server_name b; }",
+     "test.conf:2:17: listen \"127.0.0.1:80\" is not http2 here but http2 at line 1"},
+    {"server { listen 127.0.0.1:80 http2 http2; }",
+     "test.conf:1:36: duplicate parameter \"http2\""},
+    {"http2_max_concurrent_streams 0;",
+     "test.conf:1:30: \"http2_max_concurrent_streams\" must be from 1 to 65536, got \"0\""},
     {"server { listen 127.0.0.1:80 tls tls; }", "test.conf:1:34: duplicate parameter \"tls\""},
     {"server { listen 127.0.0.1:80 deferred deferred; }",
      "test.conf:1:39: duplicate parameter \"deferred\""},

@@ -1,0 +1,129 @@
+/*
+ * http2_internal.h: what the two halves of the HTTP/2 server share: the
+ * connection and stream state.  http2.c runs the connection and its
+ * nghttp2 session; http2_stream.c turns streams into exchanges and
+ * implements struct exchange_ops.
+ */
+#ifndef CORRAL_PROTO_HTTP2_INTERNAL_H
+#define CORRAL_PROTO_HTTP2_INTERNAL_H
+
+#include "proto/http2.h"
+
+#include <nghttp2/nghttp2.h>
+
+#include <stdint.h>
+
+/* A growable byte buffer read from its front. */
+struct h2_buf {
+    char *data;
+    size_t off, len, cap; /* unread bytes: data[off, off + len) */
+};
+
+/* Where a request field's name and value are in the stream's head buffer. */
+struct h2_field {
+    size_t name, name_len, value, value_len;
+};
+
+/* One stream, one exchange. */
+struct h2_stream {
+    struct exchange base; /* what handlers get */
+    struct http2_conn *h2;
+    struct h2_stream *prev, *next; /* the connection's open streams */
+    int32_t id;
+    const struct http_vhost *vhost;
+    const struct http_handler *handler;
+    /* The request head as it arrives: names and values back to back, and
+     * their spans; only until on_request. */
+    struct h2_buf head;
+    struct h2_field *fields;
+    size_t field_count, field_cap;
+    size_t head_size; /* RFC 9113 6.5.2's accounting, against the limit */
+    bool head_refused;
+    bool handler_owns; /* on_request ran; neither the end nor on_abort yet */
+    bool request_done; /* END_STREAM from the client */
+    bool body_paused;
+    bool body_end_delivered;
+    struct h2_buf in; /* body bytes the handler has not taken (paused) */
+    uint64_t body_received;
+    bool response_started;
+    bool response_body; /* the response has a body: DATA frames follow */
+    bool response_done; /* the handler ended it (exchange_end) */
+    bool head_method;
+    bool was_backed_up; /* on_drain is owed once the stream's output drains */
+    bool data_deferred; /* the data provider said DEFERRED: resume on new data */
+    unsigned status;
+    struct h2_buf out;    /* response body bytes not yet framed */
+    uint64_t progress_ms; /* when `out` last moved (loop clock) */
+    char *trailers;       /* CRLF lines to send after the body, or NULL */
+    size_t trailers_len;
+    uint64_t body_sent;
+    uint64_t started_ns;
+    int64_t upstream_ns;
+    char *log_fields; /* with an access log: the request's text, copied */
+};
+
+struct http2_conn {
+    corral_conn *conn;
+    const struct http_site *site;
+    const struct http2_conf *conf;
+    nghttp2_session *session;
+    struct h2_stream *streams; /* open ones */
+    size_t stream_count;
+    bool flush_scheduled; /* h2_flush() is deferred to the loop's turn */
+    bool gone;            /* the connection closed while a flush was pending */
+    bool closing;         /* asked to close: no more input */
+    bool stopping;        /* GOAWAY sent for a graceful stop */
+    bool drains_owed;     /* some stream's output drained: on_drain to deliver */
+    unsigned resets;      /* RST_STREAM from the client in this interval */
+    uint64_t resets_since_ms;
+};
+
+/* The stream of `ex`. */
+static inline struct h2_stream *h2_stream_of(const struct exchange *ex)
+{
+    return (struct h2_stream *)ex;
+}
+_Static_assert(offsetof(struct h2_stream, base) == 0, "h2_stream_of() casts");
+
+extern const struct exchange_ops h2_exchange_ops;
+
+/* http2.c */
+/* Sends what the session has queued, at the end of the loop's turn. */
+void h2_schedule(struct http2_conn *h2);
+/* Counts an event in the site's per-worker counters. */
+void h2_count(struct http2_conn *h2, enum http2_counter counter);
+/* Counts a response by status. */
+void h2_count_response(struct http2_conn *h2, unsigned status);
+
+/* http2_stream.c */
+/* Appends to `b`, growing it.  Returns 0 or -ENOMEM. */
+int h2_buf_append(struct h2_buf *b, const void *data, size_t len);
+/* Writes the stream's access log line (the site has an access log). */
+void h2_log_exchange(struct h2_stream *st, unsigned status);
+/* No one takes the request body any more: what is queued is dropped and
+ * its window given back. */
+void h2_discard_body(struct h2_stream *st);
+/* Hands queued request body bytes to the handler while it takes them. */
+void h2_deliver_body(struct h2_stream *st);
+struct h2_stream *h2_stream_new(struct http2_conn *h2, int32_t id);
+/* Frees the stream, telling its handler first if it still holds it. */
+void h2_stream_free(struct h2_stream *st);
+/* One request header field (nghttp2 checked its syntax).  Returns 0, or
+ * NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE to refuse the stream. */
+int h2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen);
+/* The request head is complete: route it and run its handler. */
+void h2_stream_request(struct h2_stream *st, bool end_stream);
+/* Request body bytes. */
+void h2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len);
+/* The client ended its half. */
+void h2_stream_body_end(struct h2_stream *st);
+/* The client's IP address as text, or "-" (http2_response.c); `len` is at
+ * least INET6_ADDRSTRLEN. */
+void h2_client_host(const corral_conn *conn, char *buf, size_t len);
+/* The client output fell below the watermark: owed on_drain callbacks. */
+void h2_stream_drain(struct h2_stream *st);
+/* Lets the data provider go on after new output. */
+void h2_stream_resume_output(struct h2_stream *st);
+
+#endif

@@ -1,0 +1,595 @@
+/*
+ * test_http2.c: HTTP/2 toward clients as a user runs it: build/corral with
+ * a temporary config, driven by curl (prior knowledge, and ALPN over TLS)
+ * and h2load, in front of a small HTTP/1.1 backend written here that reads
+ * every request body whole and answers with its length.
+ */
+#include "../daemon.h"
+#include "../helpers.h"
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- backend */
+
+/* Answers every request with "len=N" (N: the body's bytes) and closes; a
+ * response of `big` bytes for /p/big, after two seconds for /p/slow;
+ * for /p/hold it waits three seconds before it reads the body.  A
+ * thread per connection, so that slow requests overlap. */
+struct backend {
+    int fd, port;
+    pthread_t thread;
+    atomic_bool stop;
+    size_t big;
+};
+
+struct backend_conn {
+    int fd;
+    size_t big;
+};
+
+static void backend_serve(const struct backend_conn *b, int fd)
+{
+    char head[16384];
+    size_t have = 0;
+    char *end = NULL;
+    while (have < sizeof(head) - 1 && end == NULL) {
+        ssize_t n = recv(fd, head + have, sizeof(head) - 1 - have, 0);
+        if (n <= 0)
+            return;
+        have += (size_t)n;
+        head[have] = '\0';
+        end = strstr(head, "\r\n\r\n");
+    }
+    if (end == NULL)
+        return;
+    size_t body_in_head = have - (size_t)(end + 4 - head);
+    uint64_t length = 0, got = body_in_head;
+    bool chunked = strcasestr(head, "transfer-encoding: chunked") != NULL;
+    const char *cl = strcasestr(head, "\r\ncontent-length:");
+    if (cl != NULL)
+        length = strtoull(cl + 17, NULL, 10);
+    if (strncmp(head, "POST /p/hold ", 13) == 0)
+        usleep(3000 * 1000);
+    char buf[65536];
+    if (chunked) {
+        /* Enough for the tests: read until the last chunk. */
+        char tail[8] = {0};
+        memcpy(tail, have >= 5 ? head + have - 5 : head, have >= 5 ? 5 : have);
+        while (strstr(tail, "0\r\n\r\n") == NULL) {
+            ssize_t n = recv(fd, buf, sizeof(buf), 0);
+            if (n <= 0)
+                return;
+            got += (size_t)n;
+            memcpy(tail, n >= 5 ? buf + n - 5 : buf, n >= 5 ? 5 : (size_t)n);
+        }
+    } else {
+        while (got < length) {
+            ssize_t n = recv(fd, buf, sizeof(buf), 0);
+            if (n <= 0)
+                return;
+            got += (size_t)n;
+        }
+    }
+    char reply[256];
+    if (strncmp(head, "GET /p/big ", 11) == 0) {
+        int len =
+            snprintf(reply, sizeof(reply),
+                     "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", b->big);
+        test_send_all(fd, reply, (size_t)len);
+        memset(buf, 'x', sizeof(buf));
+        for (size_t sent = 0; sent < b->big;) {
+            size_t n = b->big - sent < sizeof(buf) ? b->big - sent : sizeof(buf);
+            if (send(fd, buf, n, MSG_NOSIGNAL) <= 0)
+                return;
+            sent += n;
+        }
+        return;
+    }
+    if (strncmp(head, "GET /p/slow ", 12) == 0)
+        usleep(2000 * 1000);
+    char text[64];
+    int text_len = snprintf(text, sizeof(text), "len=%llu\n", (unsigned long long)length);
+    int len = snprintf(reply, sizeof(reply),
+                       "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+                       text_len, text);
+    test_send_all(fd, reply, (size_t)len);
+}
+
+static void *backend_conn_run(void *arg)
+{
+    struct backend_conn *c = arg;
+    backend_serve(c, c->fd);
+    close(c->fd);
+    free(c);
+    return NULL;
+}
+
+static void *backend_run(void *arg)
+{
+    struct backend *b = arg;
+    while (!atomic_load(&b->stop)) {
+        int fd = accept(b->fd, NULL, NULL);
+        if (fd == -1)
+            continue;
+        /* Every wait is bounded: a connection thread ends within 10 s. */
+        struct timeval tv = {10, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        struct backend_conn *c = malloc(sizeof(*c));
+        pthread_t thread;
+        if (c == NULL)
+            abort();
+        *c = (struct backend_conn){fd, b->big};
+        if (pthread_create(&thread, NULL, backend_conn_run, c) != 0)
+            abort();
+        pthread_detach(thread);
+    }
+    return NULL;
+}
+
+static void backend_start(struct backend *b, size_t big)
+{
+    *b = (struct backend){.big = big};
+    b->fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(b->fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(b->fd, 128), 0);
+    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
+    b->port = ntohs(addr.sin_port);
+    /* accept() wakes every 100 ms to see the stop flag. */
+    struct timeval tv = {0, 100000};
+    setsockopt(b->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_run, b), 0);
+}
+
+static void backend_stop(struct backend *b)
+{
+    atomic_store(&b->stop, true);
+    pthread_join(b->thread, NULL);
+    close(b->fd);
+}
+
+/* ------------------------------------------------------------- daemon */
+
+/* One server on an ephemeral port with HTTP/2 on (`listen_flags`), whose
+ * / returns "hello", /p proxies to the backend, and a second server named
+ * other.test; `extra` goes in the main block. */
+static void start(struct test_daemon *d, const struct backend *b, const char *listen_flags,
+                  const char *server_extra, const char *extra)
+{
+    test_daemon_init(d, "corral");
+    char access[PATH_MAX], conf[PATH_MAX + 4096];
+    test_daemon_file(access, sizeof(access), "access.log");
+    snprintf(conf, sizeof(conf),
+             "workers 1;\ndrain_timeout 10s;\nadmin { listen 127.0.0.2:0; }\n"
+             "access_log %s;\nclient_max_body_size 0;\n%s\n"
+             "server {\n    listen 127.0.0.1:0 %s;\n%s\n"
+             "    location / { return 200 \"hello\"; }\n"
+             "    location /p { proxy_pass http://127.0.0.1:%d; }\n}\n"
+             "server {\n    listen 127.0.0.1:0 %s;\n    server_name other.test;\n%s\n"
+             "    location / { return 200 \"other\"; }\n}\n",
+             access, extra, listen_flags, server_extra, b != NULL ? b->port : 9, listen_flags,
+             server_extra);
+    test_daemon_write_config(d, conf);
+    test_daemon_start(d);
+}
+
+/* Runs a shell command; returns its exit status and its stdout (and
+ * stderr with 2>&1 in it) in `out`. */
+static int run(const char *command, char *out, size_t size)
+{
+    FILE *p = popen(command, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t used = 0;
+    size_t n;
+    while (used + 1 < size && (n = fread(out + used, 1, size - 1 - used, p)) > 0)
+        used += n;
+    out[used] = '\0';
+    char drain[4096];
+    while (fread(drain, 1, sizeof(drain), p) > 0)
+        ;
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* curl with `args`, against 127.0.0.1:port; prints the body, then
+ * " v=VERSION code=STATUS". */
+static void curl(int port, const char *args, const char *path, char *out, size_t size)
+{
+    char command[3 * PATH_MAX];
+    snprintf(command, sizeof(command),
+             "curl -sk --max-time 20 %s -w ' v=%%{http_version} code=%%{http_code}' "
+             "http://127.0.0.1:%d%s",
+             args, port, path);
+    run(command, out, size);
+}
+
+/* ------------------------------------------------------------- cases */
+
+START_TEST(prior_knowledge_get_and_http1_on_the_same_port)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "");
+    char out[512];
+    curl(d.port, "--http2-prior-knowledge", "/", out, sizeof(out));
+    ck_assert_str_eq(out, "hello v=2 code=200");
+    curl(d.port, "--http1.1", "/", out, sizeof(out));
+    ck_assert_str_eq(out, "hello v=1.1 code=200");
+    curl(d.port, "--http2-prior-knowledge", "/nothing-here/../", out, sizeof(out));
+    ck_assert_str_eq(out, "hello v=2 code=200");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+START_TEST(without_the_flag_a_preface_is_not_http2)
+{
+    struct test_daemon d;
+    start(&d, NULL, "", "", "");
+    char out[512];
+    curl(d.port, "--http2-prior-knowledge", "/", out, sizeof(out));
+    ck_assert_msg(strstr(out, "v=2 code=200") == NULL, "%s", out);
+    curl(d.port, "--http1.1", "/", out, sizeof(out));
+    ck_assert_str_eq(out, "hello v=1.1 code=200");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+START_TEST(vhost_is_picked_by_authority)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "");
+    char out[512];
+    curl(d.port, "--http2-prior-knowledge -H 'Host: other.test'", "/", out, sizeof(out));
+    ck_assert_str_eq(out, "other v=2 code=200");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+START_TEST(proxied_get_and_large_post)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "");
+    char out[512], command[2 * PATH_MAX], body[PATH_MAX];
+    curl(d.port, "--http2-prior-knowledge", "/p", out, sizeof(out));
+    ck_assert_str_eq(out, "len=0\n v=2 code=200");
+    test_daemon_file(body, sizeof(body), "body");
+    snprintf(command, sizeof(command), "head -c 8000000 /dev/urandom > %s", body);
+    ck_assert_int_eq(system(command), 0);
+    snprintf(command, sizeof(command), "--http2-prior-knowledge --data-binary @%s", body);
+    curl(d.port, command, "/p/upload", out, sizeof(out));
+    ck_assert_str_eq(out, "len=8000000\n v=2 code=200");
+    /* Without a length: the proxy sends it upstream chunked. */
+    snprintf(command, sizeof(command),
+             "--http2-prior-knowledge -H 'Transfer-Encoding:' --data-binary @- < %s", body);
+    curl(d.port, command, "/p/upload", out, sizeof(out));
+    ck_assert_msg(strstr(out, " v=2 code=200") != NULL, "%s", out);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+START_TEST(hundred_concurrent_streams_on_one_connection)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "");
+    char command[256], out[8192];
+    const char *paths[] = {"/", "/p"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(command, sizeof(command), "h2load -n 100 -c 1 -m 100 http://127.0.0.1:%d%s 2>&1",
+                 d.port, paths[i]);
+        run(command, out, sizeof(out));
+        ck_assert_msg(strstr(out, "100 succeeded, 0 failed") != NULL, "%s", out);
+        ck_assert_msg(strstr(out, "status codes: 100 2xx") != NULL, "%s", out);
+    }
+    char metrics[16384];
+    ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", metrics, sizeof(metrics)), 200);
+    ck_assert_msg(strstr(metrics, "corral_http2_events_total{event=\"streams_opened\"} 200") !=
+                      NULL,
+                  "%s", metrics);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+START_TEST(access_log_says_http_2_0)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "");
+    char out[512];
+    curl(d.port, "--http2-prior-knowledge", "/logged", out, sizeof(out));
+    ck_assert_str_eq(out, "hello v=2 code=200");
+    test_daemon_stop(&d);
+    char path[PATH_MAX];
+    test_daemon_file(path, sizeof(path), "access.log");
+    char *log = test_read_file(path);
+    ck_assert_msg(strstr(log, "\"GET /logged HTTP/2.0\" 200 5") != NULL, "%s", log);
+    free(log);
+}
+END_TEST
+
+START_TEST(tls_alpn_offers_h2_and_http_1_1)
+{
+    char command[2 * PATH_MAX], out[512];
+    const char *dir = test_daemon_dir();
+    snprintf(command, sizeof(command),
+             "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+             "-keyout key.pem -out cert.pem -days 2 -subj /CN=localhost >/dev/null 2>&1",
+             dir);
+    ck_assert_int_eq(system(command), 0);
+    struct test_daemon d;
+    start(&d, NULL, "tls http2", "    tls_certificate cert.pem;\n    tls_certificate_key key.pem;",
+          "");
+    snprintf(command, sizeof(command),
+             "curl -sk --max-time 20 --http2 -w ' v=%%{http_version}' https://127.0.0.1:%d/",
+             d.port);
+    run(command, out, sizeof(out));
+    ck_assert_str_eq(out, "hello v=2");
+    snprintf(command, sizeof(command),
+             "curl -sk --max-time 20 --http1.1 -w ' v=%%{http_version}' https://127.0.0.1:%d/",
+             d.port);
+    run(command, out, sizeof(out));
+    ck_assert_str_eq(out, "hello v=1.1");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A client that opens its window slowly: the backend's large response
+ * waits upstream, not in corral's memory. */
+START_TEST(slow_reader_of_a_large_response_keeps_memory_bounded)
+{
+    struct backend b;
+    backend_start(&b, 50u * 1024 * 1024);
+    /* Under ASan, freed memory waits in a quarantine (256 MB by default)
+     * that would stand for RSS: keep it small for this daemon. */
+    char asan[512];
+    const char *inherited = getenv("ASAN_OPTIONS");
+    snprintf(asan, sizeof(asan), "%s%squarantine_size_mb=8", inherited ? inherited : "",
+             inherited && *inherited ? ":" : "");
+    setenv("ASAN_OPTIONS", asan, 1);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "");
+    char command[512], out[512];
+    /* 50 MB at 5 MB/s: ten seconds, during which RSS is sampled. */
+    snprintf(command, sizeof(command),
+             "curl -s --max-time 60 --http2-prior-knowledge --limit-rate 5M -o /dev/null "
+             "-w '%%{size_download}' http://127.0.0.1:%d/p/big & echo $!",
+             d.port);
+    FILE *p = popen(command, "r");
+    ck_assert_ptr_nonnull(p);
+    long max_rss_kb = 0;
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)d.pid);
+    for (int i = 0; i < 60; i++) {
+        usleep(100000);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            break;
+        while (fgets(line, sizeof(line), f) != NULL)
+            if (strncmp(line, "VmRSS:", 6) == 0 && atol(line + 6) > max_rss_kb)
+                max_rss_kb = atol(line + 6);
+        fclose(f);
+    }
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    char *log = test_daemon_log(&d);
+    ck_assert_msg(strstr(out, "52428800") != NULL, "%s\n%s", out, log);
+    free(log);
+    /* Far below the 50 MB body (ASan's own overhead included). */
+    ck_assert_msg(max_rss_kb < 64 * 1024, "RSS reached %ld kB", max_rss_kb);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* A graceful stop while 100 streams wait on their backend: each completes
+ * before the daemon exits. */
+START_TEST(graceful_stop_lets_open_streams_finish)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "");
+    char command[256], out[8192];
+    snprintf(command, sizeof(command),
+             "h2load -n 100 -c 1 -m 100 http://127.0.0.1:%d/p/slow 2>&1 & pid=$!; sleep 1; "
+             "kill -TERM %d; wait $pid",
+             d.port, (int)d.pid);
+    run(command, out, sizeof(out));
+    ck_assert_msg(strstr(out, "100 succeeded, 0 failed, 0 errored") != NULL, "%s", out);
+    /* It stops by itself (a second SIGTERM would not be graceful). */
+    int status = -1;
+    for (int waited = 0; waited < 15000 && status == -1; waited += 10) {
+        if (waitpid(d.pid, &status, WNOHANG) != d.pid) {
+            status = -1;
+            usleep(10000);
+        }
+    }
+    ck_assert_msg(status != -1, "the daemon did not stop");
+    d.pid = -1;
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status 0x%x", status);
+    backend_stop(&b);
+}
+END_TEST
+
+/* Two 4 MB uploads on one connection, one to a backend that does not read
+ * for three seconds: the proxy pauses that stream's body, which withholds
+ * that stream's window only, so the other completes at once. */
+START_TEST(paused_request_body_stalls_only_its_stream)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "");
+    char command[2 * PATH_MAX], out[8192], body[PATH_MAX];
+    test_daemon_file(body, sizeof(body), "body");
+    snprintf(command, sizeof(command), "head -c 4000000 /dev/zero > %s", body);
+    ck_assert_int_eq(system(command), 0);
+    snprintf(command, sizeof(command),
+             "timeout 30 nghttp -ns -d %s http://127.0.0.1:%d/p/hold http://127.0.0.1:%d/p/fast "
+             "2>&1",
+             body, d.port, d.port);
+    run(command, out, sizeof(out));
+    /* "id  responseEnd requestStart  process code size request path" */
+    const char *fast = strstr(out, " /p/fast"), *hold = strstr(out, " /p/hold");
+    ck_assert_msg(fast != NULL && hold != NULL, "%s", out);
+    const char *line = fast;
+    while (line > out && line[-1] != '\n')
+        line--;
+    char end_unit[8] = "";
+    double end = 0;
+    int code = 0, id = 0;
+    ck_assert_msg(sscanf(line, "%d +%lf%7[a-z] %*s %*s %d", &id, &end, end_unit, &code) == 4, "%s",
+                  out);
+    double end_ms = strcmp(end_unit, "s") == 0    ? end * 1000
+                    : strcmp(end_unit, "us") == 0 ? end / 1000
+                                                  : end;
+    ck_assert_msg(code == 200 && end_ms < 2500, "%s", out);
+    ck_assert_msg(strstr(out, "200   12 /p/hold") != NULL, "%s", out);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* 100 streams that each wait two seconds upstream, and a reload meanwhile:
+ * GOAWAY names the last of them, and every one completes. */
+START_TEST(reload_with_streams_in_flight_loses_none)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "");
+    char command[256], out[8192];
+    snprintf(command, sizeof(command),
+             "h2load -n 100 -c 1 -m 100 http://127.0.0.1:%d/p/slow 2>&1 & pid=$!; sleep 1; "
+             "kill -HUP %d; wait $pid",
+             d.port, (int)d.pid);
+    run(command, out, sizeof(out));
+    ck_assert_msg(strstr(out, "100 succeeded, 0 failed, 0 errored") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "status codes: 100 2xx") != NULL, "%s", out);
+    char *log = test_daemon_log(&d);
+    ck_assert_msg(strstr(log, "generation 2") != NULL, "%s", log);
+    free(log);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* A client that never opens its window: the stream is reset (CANCEL)
+ * once send_timeout passes without progress, and the timeout is counted. */
+START_TEST(stream_stalled_at_a_zero_window_is_reset)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "send_timeout 1s;");
+    /* The preface, SETTINGS_INITIAL_WINDOW_SIZE 0, an ACK of the server's
+     * SETTINGS, and GET / (HPACK: :method GET, :scheme http, :path /,
+     * :authority a). */
+    static const char request[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                  "\0\0\6\4\0\0\0\0\0"
+                                  "\0\4\0\0\0\0"
+                                  "\0\0\0\4\1\0\0\0\0"
+                                  "\0\0\6\1\5\0\0\0\1"
+                                  "\x82\x86\x84\x41\1a";
+    int fd = test_connect(d.port);
+    test_send_all(fd, request, sizeof(request) - 1);
+    uint64_t start_ms = test_now_ms();
+    bool reset = false;
+    unsigned char frame[9];
+    /* test_recv_all() waits at most 5 s for each piece. */
+    while (!reset && test_recv_all(fd, frame, 9) == 9 && test_now_ms() - start_ms < 10000) {
+        size_t len = (size_t)frame[0] << 16 | (size_t)frame[1] << 8 | frame[2];
+        unsigned char payload[16384];
+        ck_assert_uint_le(len, sizeof(payload));
+        ck_assert_uint_eq(test_recv_all(fd, payload, len), len);
+        reset = frame[3] == 3 && frame[8] == 1 && len == 4 && payload[3] == 8;
+    }
+    close(fd);
+    ck_assert_msg(reset, "no RST_STREAM(CANCEL) for stream 1");
+    ck_assert_uint_ge(test_now_ms() - start_ms, 900);
+    char metrics[16384];
+    ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", metrics, sizeof(metrics)), 200);
+    ck_assert_msg(strstr(metrics, "corral_client_timeouts_total{kind=\"send\"} 1") != NULL, "%s",
+                  metrics);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* Reads frames until the server closes (or 10 s pass): whether a GOAWAY
+ * with `code` came. */
+static bool goaway_then_close(int fd, unsigned code)
+{
+    bool goaway = false;
+    unsigned char frame[9], payload[16384];
+    uint64_t start_ms = test_now_ms();
+    while (test_recv_all(fd, frame, 9) == 9 && test_now_ms() - start_ms < 10000) {
+        size_t len = (size_t)frame[0] << 16 | (size_t)frame[1] << 8 | frame[2];
+        ck_assert_uint_le(len, sizeof(payload));
+        ck_assert_uint_eq(test_recv_all(fd, payload, len), len);
+        if (frame[3] == 7 && len >= 8)
+            goaway = payload[7] == code && payload[4] == 0 && payload[5] == 0 && payload[6] == 0;
+    }
+    return goaway;
+}
+
+START_TEST(idle_connection_gets_goaway_and_closes)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "http2_idle_timeout 1s;");
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
+    int fd = test_connect(d.port);
+    test_send_all(fd, preface, sizeof(preface) - 1);
+    uint64_t start_ms = test_now_ms();
+    ck_assert(goaway_then_close(fd, 0));
+    ck_assert_uint_ge(test_now_ms() - start_ms, 900);
+    close(fd);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+static TCase *new_case(Suite *suite, const char *name, double timeout_s)
+{
+    TCase *tc = tcase_create(name);
+    test_daemon_fixture(tc);
+    tcase_set_timeout(tc, timeout_s);
+    suite_add_tcase(suite, tc);
+    return tc;
+}
+
+Suite *test_suite(void)
+{
+    Suite *suite = suite_create("proto/http2");
+    TCase *tc = new_case(suite, "basics", 30);
+    tcase_add_test(tc, prior_knowledge_get_and_http1_on_the_same_port);
+    tcase_add_test(tc, without_the_flag_a_preface_is_not_http2);
+    tcase_add_test(tc, vhost_is_picked_by_authority);
+    tcase_add_test(tc, access_log_says_http_2_0);
+    tcase_add_test(tc, tls_alpn_offers_h2_and_http_1_1);
+    tcase_add_test(tc, stream_stalled_at_a_zero_window_is_reset);
+    tcase_add_test(tc, idle_connection_gets_goaway_and_closes);
+
+    tc = new_case(suite, "streams", 60);
+    tcase_add_test(tc, proxied_get_and_large_post);
+    tcase_add_test(tc, hundred_concurrent_streams_on_one_connection);
+    tcase_add_test(tc, slow_reader_of_a_large_response_keeps_memory_bounded);
+    tcase_add_test(tc, reload_with_streams_in_flight_loses_none);
+    tcase_add_test(tc, paused_request_body_stalls_only_its_stream);
+    tcase_add_test(tc, graceful_stop_lets_open_streams_finish);
+    return suite;
+}
