@@ -311,3 +311,45 @@ void access_log_write(struct access_log *log, const struct access_entry *e)
         ;
     line_free(&line);
 }
+
+char *access_log_keep(const struct http_request *req, const char *remote)
+{
+    struct http_str referer = {NULL, 0}, agent = {NULL, 0};
+    for (size_t i = 0; i < req->header_count; i++) {
+        if (http_str_equal_nocase(req->headers[i].name, "referer"))
+            referer = req->headers[i].value;
+        else if (http_str_equal_nocase(req->headers[i].name, "user-agent"))
+            agent = req->headers[i].value;
+    }
+    const struct http_str fields[] = {
+        {remote, strlen(remote)}, req->method, req->target, req->host, referer, agent};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        total += fields[i].len + 1;
+    char *kept = malloc(total);
+    if (kept == NULL)
+        return NULL;
+    char *p = kept;
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        memcpy(p, fields[i].data != NULL ? fields[i].data : "", fields[i].len);
+        p += fields[i].len;
+        *p++ = '\0';
+    }
+    return kept;
+}
+
+void access_entry_from_kept(struct access_entry *entry, const char *kept)
+{
+    const char *field[6] = {NULL}; /* the six access_log_keep() copies */
+    if (kept != NULL) {
+        const char *p = kept;
+        for (int i = 0; i < 6; i++, p += strlen(p) + 1)
+            field[i] = p;
+    }
+    entry->remote_addr = field[0];
+    entry->method = field[1];
+    entry->target = field[2];
+    entry->host = field[3];
+    entry->referer = field[4];
+    entry->user_agent = field[5];
+}

@@ -6,6 +6,8 @@
 #ifndef CORRAL_PROTO_ACCESS_LOG_H
 #define CORRAL_PROTO_ACCESS_LOG_H
 
+#include "proto/exchange.h" /* struct http_request */
+
 #include <stdint.h>
 
 /* The default: the combined format plus request and upstream time. */
@@ -38,5 +40,15 @@ struct access_entry {
 };
 
 void access_log_write(struct access_log *log, const struct access_entry *entry);
+
+/* The request's strings die with on_request; the log line comes later.
+ * Returns a malloc'd copy of what the line needs of `req` and the client's
+ * address `remote`, NUL-separated, or NULL when out of memory (the line is
+ * then written with "-" for them). */
+char *access_log_keep(const struct http_request *req, const char *remote);
+
+/* Points the request fields of `entry` into `kept` (access_log_keep()'s
+ * result, may be NULL), which must outlive the access_log_write() call. */
+void access_entry_from_kept(struct access_entry *entry, const char *kept);
 
 #endif

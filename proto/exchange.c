@@ -1,11 +1,15 @@
 /*
  * exchange.c: the parts of the exchange API that are the same for every
- * framer, built on its ops table: whole responses and error answers.
+ * framer, built on its ops table: whole responses and error answers; and
+ * the client address every framer reports.
  */
 #include "proto/exchange.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 void exchange_respond(struct exchange *ex, unsigned status, const char *headers, const char *body,
                       size_t body_len)
@@ -25,4 +29,34 @@ void exchange_respond_error(struct exchange *ex, unsigned status)
     if (n < 0 || (size_t)n >= sizeof(body))
         n = (int)sizeof(body) - 1;
     exchange_respond(ex, status, "Content-Type: text/plain\r\n", body, (size_t)n);
+}
+
+/* inet_ntop() formats IPv4 with sprintf, and the proxy needs the address
+ * for every request.  `buf` holds INET_ADDRSTRLEN bytes. */
+static void format_ipv4(const struct in_addr *in, char *buf)
+{
+    const unsigned char *octets = (const unsigned char *)&in->s_addr;
+    for (int i = 0; i < 4; i++) {
+        unsigned octet = octets[i];
+        if (octet >= 100)
+            *buf++ = (char)('0' + octet / 100);
+        if (octet >= 10)
+            *buf++ = (char)('0' + octet / 10 % 10);
+        *buf++ = (char)('0' + octet % 10);
+        *buf++ = i < 3 ? '.' : '\0';
+    }
+}
+
+void exchange_format_client(const corral_conn *conn, char *buf, size_t len)
+{
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    if (len >= 2)
+        memcpy(buf, "-", 2);
+    if (corral_conn_peer(conn, &addr, &addrlen) != 0)
+        return;
+    if (addr.ss_family == AF_INET && len >= INET_ADDRSTRLEN)
+        format_ipv4(&((struct sockaddr_in *)&addr)->sin_addr, buf);
+    else if (addr.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&addr)->sin6_addr, buf, (socklen_t)len);
 }

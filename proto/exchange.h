@@ -294,6 +294,12 @@ static inline void exchange_tunnel_close(struct exchange *ex)
     ex->_ops->tunnel_close(ex);
 }
 
+/* ------------------------------------------------------------- for framers */
+
+/* The peer of `conn` as text ("192.0.2.1", "::1"), or "-": what a framer's
+ * client_host op gives.  `len` is at least INET6_ADDRSTRLEN. */
+void exchange_format_client(const corral_conn *conn, char *buf, size_t len);
+
 /* ------------------------------------------------------- built-in handlers */
 
 /* The handler of `return CODE "TEXT"`: handler_data is a struct http_return. */

@@ -246,58 +246,16 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
     return 0;
 }
 
-/* The request's strings die with on_request; the log line comes later.
- * Copies them, NUL-separated: remote address, method, target, host, referer,
- * user agent. */
-static void log_fields_keep(struct h1_conn *h1, struct h1_exchange *ex,
-                            const struct http_request *req)
-{
-    struct http_str referer = {NULL, 0}, agent = {NULL, 0};
-    for (size_t i = 0; i < req->header_count; i++) {
-        if (http_str_equal_nocase(req->headers[i].name, "referer"))
-            referer = req->headers[i].value;
-        else if (http_str_equal_nocase(req->headers[i].name, "user-agent"))
-            agent = req->headers[i].value;
-    }
-    char remote[64]; /* h1_client_host() writes at most sizeof(remote) */
-    h1_client_host(h1->conn, remote, sizeof(remote));
-    const struct http_str fields[] = {
-        {remote, strlen(remote)}, req->method, req->target, req->host, referer, agent};
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-        total += fields[i].len + 1;
-    ex->log_fields = malloc(total);
-    if (ex->log_fields == NULL)
-        return;
-    char *p = ex->log_fields;
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-        memcpy(p, fields[i].data != NULL ? fields[i].data : "", fields[i].len);
-        p += fields[i].len;
-        *p++ = '\0';
-    }
-}
-
 void h1_log_exchange(struct h1_conn *h1, struct h1_exchange *ex, unsigned status)
 {
-    const char *field[6] = {NULL}; /* the six log_fields_keep() copies */
-    if (ex->log_fields != NULL) {
-        const char *p = ex->log_fields;
-        for (int i = 0; i < 6; i++, p += strlen(p) + 1)
-            field[i] = p;
-    }
     struct access_entry entry = {
-        .remote_addr = field[0],
-        .method = field[1],
-        .target = field[2],
-        .host = field[3],
-        .referer = field[4],
-        .user_agent = field[5],
         .protocol = ex->http10 ? "HTTP/1.0" : "HTTP/1.1",
         .status = status,
         .body_bytes_sent = ex->body_sent,
         .request_ns = ex->started_ns ? corral_monotonic_ns() - ex->started_ns : 0,
         .upstream_ns = ex->upstream_ns,
     };
+    access_entry_from_kept(&entry, ex->log_fields);
     access_log_write(h1->site->access_log, &entry);
     free(ex->log_fields);
     ex->log_fields = NULL;
@@ -332,7 +290,9 @@ static int on_headers_complete(llhttp_t *parser)
     ex->upstream_ns = -1;
     if (h1->site->access_log != NULL) {
         ex->started_ns = h1->head_started_ns;
-        log_fields_keep(h1, ex, &req);
+        char remote[64]; /* exchange_format_client() writes at most this */
+        exchange_format_client(h1->conn, remote, sizeof(remote));
+        ex->log_fields = access_log_keep(&req, remote);
     }
     if (req.has_body)
         corral_conn_set_timeouts(h1->conn, h1->vhost->limits.body_timeout_ms,

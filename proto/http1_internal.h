@@ -67,10 +67,6 @@ static inline struct h1_exchange *h1_exchange_of(const struct exchange *ex)
     return (struct h1_exchange *)ex;
 }
 
-/* The client's IP address as text ("192.0.2.1", "::1"), or "-"; `len` is at
- * least INET6_ADDRSTRLEN. */
-void h1_client_host(const corral_conn *conn, char *buf, size_t len);
-
 /* Parses nothing more and closes.  `linger` unless the client asked to
  * close and so sends nothing more. */
 void h1_end(struct h1_conn *h1, bool linger);

@@ -258,39 +258,9 @@ static bool h1_ex_tls(const struct exchange *base)
     return h1_exchange_of(base)->h1->site->tls != NULL;
 }
 
-/* inet_ntop() formats IPv4 with sprintf, and the proxy needs the address
- * for every request.  `buf` holds INET_ADDRSTRLEN bytes. */
-static void format_ipv4(const struct in_addr *in, char *buf)
-{
-    const unsigned char *octets = (const unsigned char *)&in->s_addr;
-    for (int i = 0; i < 4; i++) {
-        unsigned octet = octets[i];
-        if (octet >= 100)
-            *buf++ = (char)('0' + octet / 100);
-        if (octet >= 10)
-            *buf++ = (char)('0' + octet / 10 % 10);
-        *buf++ = (char)('0' + octet % 10);
-        *buf++ = i < 3 ? '.' : '\0';
-    }
-}
-
-void h1_client_host(const corral_conn *conn, char *buf, size_t len)
-{
-    struct sockaddr_storage addr;
-    socklen_t addrlen;
-    if (len >= 2)
-        memcpy(buf, "-", 2);
-    if (corral_conn_peer(conn, &addr, &addrlen) != 0)
-        return;
-    if (addr.ss_family == AF_INET && len >= INET_ADDRSTRLEN)
-        format_ipv4(&((struct sockaddr_in *)&addr)->sin_addr, buf);
-    else if (addr.ss_family == AF_INET6)
-        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&addr)->sin6_addr, buf, (socklen_t)len);
-}
-
 static void h1_ex_client_host(const struct exchange *base, char *buf, size_t len)
 {
-    h1_client_host(h1_exchange_of(base)->h1->conn, buf, len);
+    exchange_format_client(h1_exchange_of(base)->h1->conn, buf, len);
 }
 
 static void h1_ex_note_upstream_time(struct exchange *base, uint64_t ns)

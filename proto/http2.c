@@ -186,7 +186,7 @@ static void count_reset(struct http2_conn *h2)
     }
     if (++h2->resets == h2->conf->max_resets + 1) {
         char client[64];
-        h2_client_host(h2->conn, client, sizeof(client));
+        exchange_format_client(h2->conn, client, sizeof(client));
         corral_log(CORRAL_LOG_WARN,
                    "http2: %s: %u stream resets within %u ms: closing the connection", client,
                    h2->resets, h2->conf->reset_interval_ms);
@@ -343,7 +343,7 @@ size_t http2_on_data(struct http2_conn *h2, const char *data, size_t len)
         /* A bad preface, a flood, or a framing error: nghttp2 has queued
          * the GOAWAY where it can.  Once per connection, since it ends. */
         char client[64];
-        h2_client_host(h2->conn, client, sizeof(client));
+        exchange_format_client(h2->conn, client, sizeof(client));
         corral_log(n == NGHTTP2_ERR_FLOODED ? CORRAL_LOG_WARN : CORRAL_LOG_INFO,
                    "http2: %s: %s: closing the connection", client, nghttp2_strerror((int)n));
         if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC)

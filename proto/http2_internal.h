@@ -118,9 +118,6 @@ void h2_stream_request(struct h2_stream *st, bool end_stream);
 void h2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len);
 /* The client ended its half. */
 void h2_stream_body_end(struct h2_stream *st);
-/* The client's IP address as text, or "-" (http2_response.c); `len` is at
- * least INET6_ADDRSTRLEN. */
-void h2_client_host(const corral_conn *conn, char *buf, size_t len);
 /* The client output fell below the watermark: owed on_drain callbacks. */
 void h2_stream_drain(struct h2_stream *st);
 /* Lets the data provider go on after new output. */

@@ -291,23 +291,9 @@ static bool h2_ex_tls(const struct exchange *base)
     return h2_stream_of(base)->h2->site->tls != NULL;
 }
 
-void h2_client_host(const corral_conn *conn, char *buf, size_t len)
-{
-    struct sockaddr_storage addr;
-    socklen_t addrlen;
-    if (len >= 2)
-        memcpy(buf, "-", 2);
-    if (corral_conn_peer(conn, &addr, &addrlen) != 0)
-        return;
-    if (addr.ss_family == AF_INET)
-        inet_ntop(AF_INET, &((struct sockaddr_in *)&addr)->sin_addr, buf, (socklen_t)len);
-    else if (addr.ss_family == AF_INET6)
-        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&addr)->sin6_addr, buf, (socklen_t)len);
-}
-
 static void h2_ex_client_host(const struct exchange *base, char *buf, size_t len)
 {
-    h2_client_host(h2_stream_of(base)->h2->conn, buf, len);
+    exchange_format_client(h2_stream_of(base)->h2->conn, buf, len);
 }
 
 static void h2_ex_note_upstream_time(struct exchange *base, uint64_t ns)

@@ -69,25 +69,14 @@ struct h2_stream *h2_stream_new(struct http2_conn *h2, int32_t id)
 
 void h2_log_exchange(struct h2_stream *st, unsigned status)
 {
-    const char *field[6] = {NULL}; /* the six log_fields_keep() copies */
-    if (st->log_fields != NULL) {
-        const char *p = st->log_fields;
-        for (int i = 0; i < 6; i++, p += strlen(p) + 1)
-            field[i] = p;
-    }
     struct access_entry entry = {
-        .remote_addr = field[0],
-        .method = field[1],
-        .target = field[2],
-        .host = field[3],
-        .referer = field[4],
-        .user_agent = field[5],
         .protocol = "HTTP/2.0",
         .status = status,
         .body_bytes_sent = st->body_sent,
         .request_ns = st->started_ns ? corral_monotonic_ns() - st->started_ns : 0,
         .upstream_ns = st->upstream_ns,
     };
+    access_entry_from_kept(&entry, st->log_fields);
     access_log_write(st->h2->site->access_log, &entry);
     free(st->log_fields);
     st->log_fields = NULL;
@@ -147,36 +136,6 @@ int h2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namelen,
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     st->fields[st->field_count++] = (struct h2_field){at, namelen, at + namelen, valuelen};
     return 0;
-}
-
-/* The request's strings die with on_request; the log line comes later.
- * Copies them, NUL-separated: remote address, method, target, host, referer,
- * user agent. */
-static void log_fields_keep(struct h2_stream *st, const struct http_request *req)
-{
-    struct http_str referer = {NULL, 0}, agent = {NULL, 0};
-    for (size_t i = 0; i < req->header_count; i++) {
-        if (http_str_equal_nocase(req->headers[i].name, "referer"))
-            referer = req->headers[i].value;
-        else if (http_str_equal_nocase(req->headers[i].name, "user-agent"))
-            agent = req->headers[i].value;
-    }
-    char remote[64];
-    exchange_client_host(&st->base, remote, sizeof(remote));
-    const struct http_str fields[] = {
-        {remote, strlen(remote)}, req->method, req->target, req->host, referer, agent};
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-        total += fields[i].len + 1;
-    st->log_fields = malloc(total);
-    if (st->log_fields == NULL)
-        return;
-    char *p = st->log_fields;
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-        memcpy(p, fields[i].data != NULL ? fields[i].data : "", fields[i].len);
-        p += fields[i].len;
-        *p++ = '\0';
-    }
 }
 
 /* Answers a request that never reaches a handler. */
@@ -305,8 +264,11 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
         if (max > 0 && req.content_length > max)
             status = 413;
         st->head_method = req.head;
-        if (h2->site->access_log != NULL)
-            log_fields_keep(st, &req);
+        if (h2->site->access_log != NULL) {
+            char remote[64]; /* exchange_format_client() writes at most this */
+            exchange_format_client(h2->conn, remote, sizeof(remote));
+            st->log_fields = access_log_keep(&req, remote);
+        }
         loc = http_find_location(st->vhost, req.path.data, req.path.len);
         if (status == 0 && loc == NULL)
             status = 404;
