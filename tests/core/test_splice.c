@@ -45,6 +45,17 @@ static bool send_all(struct sender *s, const char *buf, size_t len)
     return true;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_GROWTH_MAX_KB (50 * 1024)
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RSS_GROWTH_MAX_KB (50 * 1024)
+#endif
+#endif
+#ifndef RSS_GROWTH_MAX_KB
+#define RSS_GROWTH_MAX_KB (32 * 1024)
+#endif
+
 static void *send_stream(void *arg)
 {
     struct sender *s = arg;
@@ -255,8 +266,11 @@ static void check_splice(uint64_t len, int slow_reads)
     ck_assert_int_le(run.max_fds, fds_open + 2);
     ck_assert_uint_le(run.max_pending, 256 * 1024); /* the pipe, within the watermark */
     /* The bytes never pass through this process: its memory grows by the
-     * two threads' stacks and buffers, not with `len`. */
-    ck_assert_msg(run.max_rss_kb - rss_open < 32 * 1024, "RSS grew by %ld KB",
+     * two threads' stacks and buffers, not with `len`.  Under ASan those
+     * threads also bring shadow memory and fake stacks (34-42 MB seen), so
+     * there the bound is 50 MB: still half of what a copy of the 100 MB
+     * case through user space would add. */
+    ck_assert_msg(run.max_rss_kb - rss_open < RSS_GROWTH_MAX_KB, "RSS grew by %ld KB",
                   run.max_rss_kb - rss_open);
     /* The pipe went back to the pool: a second splice reuses it. */
     ck_assert_uint_eq(run.loop->pipe_count, 1);
