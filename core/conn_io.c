@@ -178,8 +178,11 @@ static void conn_read_input(corral_conn *conn)
         /* A short plain read drained the socket: the next edge will tell
          * when more arrives, so skip the read that would say EAGAIN.  Not
          * when the peer's FIN came with that edge (no new edge would report
-         * it), and not for a layered transport, which may hold bytes back. */
-        if ((size_t)n < space && !conn->transport->layered && !conn->peer_hup)
+         * it); a layered transport, which may hold bytes back, says itself. */
+        bool drained = conn->transport->drained != NULL
+                           ? conn->transport->drained(conn)
+                           : (size_t)n < space && !conn->transport->layered;
+        if (drained && !conn->peer_hup)
             conn->readable = false;
         if (buf == conn->loop->scratch) {
             conn_deliver(conn, buf, (size_t)n);

@@ -265,6 +265,11 @@ struct corral_transport {
     /** Whether input is waiting to be read: bytes the transport holds
      *  back, or bytes in the socket.  Optional: NULL asks the socket. */
     bool (*input_pending)(const corral_conn *conn);
+    /** Whether the read that just returned bytes left the socket empty and
+     *  the transport holds nothing back, so the read that would only say
+     *  EAGAIN can wait for the next edge.  Optional: NULL judges by a short
+     *  read for a plain transport and never skips for a layered one. */
+    bool (*drained)(const corral_conn *conn);
 };
 
 /* The default backpressure watermarks, bytes (corral_conn_set_watermarks()). */
