@@ -58,6 +58,15 @@ static void on_signal(int signo, void *arg)
     }
 }
 
+/* Valid but serving nothing is almost always a mistake worth a word. */
+static bool listens_anywhere(const struct conf_config *config)
+{
+    for (size_t i = 0; i < config->server_count; i++)
+        if (config->servers[i].listen_count > 0)
+            return true;
+    return config->admin_listen_count > 0;
+}
+
 static void usage(FILE *to)
 {
     fprintf(to, "usage: corral [-c FILE] [-t] [--probe] [-V] [-h]\n"
@@ -66,14 +75,16 @@ static void usage(FILE *to)
                 "             127.0.0.1:9090)\n"
                 "  -t         check the configuration and exit (0 if valid)\n"
                 "  --probe    print the kernel's capabilities and each wakeup mode's resolution\n"
-                "  -V         print the version\n"
+                "  -V, --version  print the version\n"
                 "signals: HUP reload, TERM/INT graceful stop, QUIT fast stop, USR1 reopen logs\n");
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option longs[] = {
-        {"probe", no_argument, NULL, 'P'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {{"probe", no_argument, NULL, 'P'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {"version", no_argument, NULL, 'V'},
+                                          {NULL, 0, NULL, 0}};
     const char *path = NULL;
     bool test_only = false;
     int c;
@@ -101,6 +112,9 @@ int main(int argc, char **argv)
     struct conf_config *config;
     if (load_config(path, &config) != 0)
         return 1;
+    if (!listens_anywhere(config))
+        log_warn("%s: no server and no admin block has a listen directive: nothing will be served",
+                 config->path);
     if (test_only) {
         int err = check_config(config);
         if (err == 0)

@@ -440,8 +440,9 @@ CORRAL_EXTERN int corral_conn_splice(corral_conn *from, corral_conn *to, uint64_
 
 /* -------------------------------------------------------------- addresses */
 
-/** Parses "127.0.0.1:8080", "[::1]:8080", "*:8080" (all IPv4 addresses),
- *  "localhost:8080" or "unix:/path/to.sock".  Returns 0 or -EINVAL. */
+/** Parses "127.0.0.1:8080", "[::1]:8080", "*:8080" or "8080" (all IPv4
+ *  addresses), "localhost:8080" or "unix:/path/to.sock".  Returns 0,
+ *  -ENOENT for a host name that does not resolve, or -EINVAL. */
 CORRAL_EXTERN int corral_parse_address(const char *text, struct sockaddr_storage *addr,
                                        socklen_t *addrlen);
 
