@@ -82,6 +82,7 @@ struct conf_listen {
     bool tls;
     bool http2; /* HTTP/2 too: by ALPN with tls, else by its connection preface */
     bool default_server;
+    bool proxy_protocol; /* connections start with a PROXY header (v1 or v2) */
     /* Socket options, given on one listen of an address at most. */
     bool has_socket_options;
     bool deferred;    /* accept once the first bytes arrive (TCP_DEFER_ACCEPT) */

@@ -845,7 +845,13 @@ static const struct error_case error_cases[] = {
      "[IPV6]:PORT, *:PORT or unix:/PATH)"},
     {"server { listen 127.0.0.1:80 ssl; }",
      "test.conf:1:30: unknown listen parameter \"ssl\" (expected tls, http2, default_server, "
-     "deferred or backlog=N)"},
+     "deferred, proxy_protocol or backlog=N)"},
+    {"server { listen 127.0.0.1:80 proxy_protocol; server_name a; }\n"
+     "server { listen 127.0.0.1:80; server_name b; }",
+     "test.conf:2:17: listen \"127.0.0.1:80\" is not proxy_protocol here but proxy_protocol at "
+     "line 1"},
+    {"server { listen 127.0.0.1:80 proxy_protocol proxy_protocol; }",
+     "test.conf:1:45: duplicate parameter \"proxy_protocol\""},
     {"server { listen 127.0.0.1:80 http2; server_name a; }\n"
      "server { listen 127.0.0.1:80; server_name b; }",
      "test.conf:2:17: listen \"127.0.0.1:80\" is not http2 here but http2 at line 1"},
