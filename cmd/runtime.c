@@ -324,13 +324,17 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->names = (const char *const *)server->server_names;
             vhost->name_count = server->server_name_count;
             vhost->limits = server->http.limits;
+            vhost->access = access_conf_active(&server->access) ? &server->access : NULL;
             vhost->locations = &site->locations[l];
             vhost->location_count = server->location_count;
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
                 const struct conf_location *conf = &server->locations[i];
                 struct http_location *loc = &site->locations[l++];
                 *loc = (struct http_location){
-                    .path = conf->path, .path_len = strlen(conf->path), .exact = conf->exact};
+                    .path = conf->path,
+                    .path_len = strlen(conf->path),
+                    .exact = conf->exact,
+                    .access = access_conf_active(&conf->access) ? &conf->access : NULL};
                 if (conf->handler == CONF_HANDLER_RETURN) {
                     struct http_return *ret = &site->returns[r++];
                     *ret = (struct http_return){conf->return_code, conf->return_text,

@@ -7,6 +7,7 @@
  * before them is complete, which keeps responses in order for free.
  */
 #include "proto/http1_internal.h"
+#include "proto/access.h"
 #include "proto/http2.h"
 #include "proto/tls.h"
 #include "proto/access_log.h"
@@ -289,19 +290,21 @@ static int on_headers_complete(llhttp_t *parser)
                                .http10 = parser->http_minor == 0};
     h1->in_exchange = true;
     ex->upstream_ns = -1;
+    const struct http_location *loc = http_find_location(h1->vhost, req.path.data, req.path.len);
+    unsigned refused =
+        access_check(&ex->base, h1->conn, loc != NULL ? loc->access : h1->vhost->access, &req);
     if (h1->site->access_log != NULL) {
         ex->started_ns = h1->head_started_ns;
-        char remote[64]; /* exchange_format_client() writes at most this */
-        exchange_format_client(h1->conn, remote, sizeof(remote));
+        char remote[64]; /* exchange_client_host() writes at most this */
+        exchange_client_host(&ex->base, remote, sizeof(remote));
         ex->log_fields = access_log_keep(&req, remote);
     }
     if (req.has_body)
         corral_conn_set_timeouts(h1->conn, h1->vhost->limits.body_timeout_ms,
                                  h1->vhost->limits.send_timeout_ms);
 
-    const struct http_location *loc = http_find_location(h1->vhost, req.path.data, req.path.len);
-    if (loc == NULL) {
-        exchange_respond_error(&ex->base, 404);
+    if (refused != 0 || loc == NULL) {
+        exchange_respond_error(&ex->base, refused != 0 ? refused : 404);
         return 0;
     }
     ex->handler = loc->handler;

@@ -24,6 +24,7 @@ struct http_location {
     bool exact;
     const struct http_handler *handler;
     void *handler_data;
+    const struct access_conf *access; /* real_ip, allow/deny; NULL: none */
 };
 
 struct http_vhost {
@@ -32,7 +33,10 @@ struct http_vhost {
     const struct http_location *locations;
     size_t location_count;
     struct http_limits limits;
+    const struct access_conf *access; /* for requests no location takes; NULL: none */
 };
+
+struct access_conf;
 
 /* Everything served on one listening address: its virtual hosts (the first
  * is the default) and per-worker counters. */

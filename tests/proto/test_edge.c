@@ -699,6 +699,153 @@ START_TEST(tls_after_the_header)
 }
 END_TEST
 
+/* ------------------------------------------------------- real_ip, allow/deny */
+
+/* What the backend's X-Forwarded-For says after a GET on a new connection
+ * with `pre` (a PROXY header, or "") and `extra` header lines: the
+ * client's own list, then corral's $remote_addr. */
+static void xff_after(struct backend *b, int port, const char *pre, const char *path,
+                      const char *extra, char *out, size_t size)
+{
+    int before = backend_requests(b);
+    ck_assert_int_eq(get_after(port, pre, strlen(pre), 0, 0, path, extra), 200);
+    ck_assert_int_eq(backend_requests(b), before + 1);
+    backend_header(b, "X-Forwarded-For", out, size);
+}
+
+START_TEST(real_ip_from_trusted_proxies_only)
+{
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    start(&d, "realip",
+          ADMIN "set_real_ip_from 127.0.0.1;\nset_real_ip_from 10.0.0.0/8;\n"
+                "set_real_ip_from 2001:db8:1::/48;\nreal_ip_header X-Forwarded-For;\n"
+                "server {\n    listen 127.0.0.1:0;\n"
+                "    location / { proxy_pass http://127.0.0.1:%d; }\n"
+                "    location /rec { real_ip_recursive on; proxy_pass http://127.0.0.1:%d; }\n"
+                "    location /xri { real_ip_header X-Real-IP; proxy_pass http://127.0.0.1:%d; }\n"
+                "    location /untrusted { set_real_ip_from 192.0.2.0/24;\n"
+                "        proxy_pass http://127.0.0.1:%d; }\n"
+                "}\n",
+          b.port, b.port, b.port, b.port);
+    char xff[256];
+    /* Without recursion, the last address, whoever it is. */
+    xff_after(&b, d.port, "", "/", "X-Forwarded-For: 203.0.113.5, 10.0.0.2\r\n", xff, sizeof(xff));
+    ck_assert_str_eq(xff, "203.0.113.5, 10.0.0.2, 10.0.0.2");
+    /* With it, the rightmost one that is not a trusted proxy. */
+    xff_after(&b, d.port, "", "/rec", "X-Forwarded-For: 198.51.100.1, 203.0.113.5, 10.0.0.2\r\n",
+              xff, sizeof(xff));
+    ck_assert_str_eq(xff, "198.51.100.1, 203.0.113.5, 10.0.0.2, 203.0.113.5");
+    /* Across header lines, from the last one; ports and brackets allowed. */
+    xff_after(&b, d.port, "", "/rec",
+              "X-Forwarded-For: 198.51.100.1\r\nX-Forwarded-For: 10.0.0.9:4000, "
+              "[2001:db8:1::5]:80\r\n",
+              xff, sizeof(xff));
+    ck_assert_str_eq(xff, "198.51.100.1, 10.0.0.9:4000, [2001:db8:1::5]:80, 198.51.100.1");
+    /* Every address trusted: the leftmost. */
+    xff_after(&b, d.port, "", "/rec", "X-Forwarded-For: 10.0.0.3, 10.0.0.2\r\n", xff, sizeof(xff));
+    ck_assert_str_eq(xff, "10.0.0.3, 10.0.0.2, 10.0.0.3");
+    /* What is not an address stops the walk: the last address taken stays. */
+    xff_after(&b, d.port, "", "/rec", "X-Forwarded-For: junk, 10.0.0.2\r\n", xff, sizeof(xff));
+    ck_assert_str_eq(xff, "junk, 10.0.0.2, 10.0.0.2");
+    xff_after(&b, d.port, "", "/", "X-Forwarded-For: 10.0.0.2, junk\r\n", xff, sizeof(xff));
+    ck_assert_str_eq(xff, "10.0.0.2, junk, 127.0.0.1");
+    /* No header: the connection's address. */
+    xff_after(&b, d.port, "", "/", "", xff, sizeof(xff));
+    ck_assert_str_eq(xff, "127.0.0.1");
+    /* Another header, named in the location. */
+    xff_after(&b, d.port, "", "/xri", "X-Real-IP: 203.0.113.77\r\n", xff, sizeof(xff));
+    ck_assert_str_eq(xff, "203.0.113.77");
+    /* The connection is not a trusted proxy there: the header is the
+     * client's say only. */
+    xff_after(&b, d.port, "", "/untrusted", "X-Forwarded-For: 192.0.2.1\r\n", xff, sizeof(xff));
+    ck_assert_str_eq(xff, "192.0.2.1, 127.0.0.1");
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* Behind a balancer that speaks PROXY: the header's source is the peer
+ * real_ip judges, and X-Real-IP from it is taken when it is trusted. */
+START_TEST(real_ip_behind_a_proxy_protocol_balancer)
+{
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    start_pp(&d, &b, "", "    set_real_ip_from 203.0.113.0/24;\n    real_ip_header X-Real-IP;\n");
+    char xff[256];
+    xff_after(&b, d.port, "PROXY TCP4 203.0.113.7 192.0.2.1 1 80\r\n", "/",
+              "X-Real-IP: 198.51.100.20\r\n", xff, sizeof(xff));
+    ck_assert_str_eq(xff, "198.51.100.20");
+    xff_after(&b, d.port, "PROXY TCP4 198.51.100.7 192.0.2.1 1 80\r\n", "/",
+              "X-Real-IP: 198.51.100.20\r\n", xff, sizeof(xff));
+    ck_assert_str_eq(xff, "198.51.100.7");
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* allow/deny in order, first match wins; a location without rules has its
+ * server's, one with rules only its own; after real_ip; HTTP/2 too. */
+START_TEST(allow_and_deny_in_order)
+{
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    char log[PATH_MAX];
+    test_daemon_file(log, sizeof(log), "requests.log");
+    start(&d, "access",
+          ADMIN "access_log %s;\n"
+                "server {\n    listen 127.0.0.1:0 proxy_protocol http2;\n"
+                "    deny 203.0.113.7;\n    allow 203.0.113.0/24;\n    allow 2001:db8::/32;\n"
+                "    deny all;\n"
+                "    location / { proxy_pass http://127.0.0.1:%d; }\n"
+                "    location /own { allow 198.51.100.0/24; deny all;\n"
+                "        proxy_pass http://127.0.0.1:9; }\n"
+                "    location /any { allow all; proxy_pass http://127.0.0.1:9; }\n"
+                "}\n",
+          log, b.port);
+    /* Location / has no rules: the server's apply. */
+    struct {
+        const char *header, *path;
+        int status;
+    } cases[] = {
+        {"PROXY TCP4 203.0.113.7 192.0.2.1 1 80\r\n", "/", 403},
+        {"PROXY TCP4 203.0.113.8 192.0.2.1 1 80\r\n", "/", 200},
+        {"PROXY TCP6 2001:db8::7 2001:db8::1 1 80\r\n", "/", 200},
+        {"PROXY TCP6 2001:db9::7 2001:db8::1 1 80\r\n", "/", 403},
+        {"PROXY TCP4 198.51.100.1 192.0.2.1 1 80\r\n", "/", 403},
+        {"PROXY TCP4 198.51.100.1 192.0.2.1 1 80\r\n", "/own", 502},
+        {"PROXY TCP4 203.0.113.8 192.0.2.1 1 80\r\n", "/own", 403},
+        {"PROXY TCP4 192.0.2.99 192.0.2.1 1 80\r\n", "/any", 502},
+    };
+    for (int i = 0; i < COUNT(cases); i++)
+        ck_assert_msg(get_after(d.port, cases[i].header, strlen(cases[i].header), 0, 0,
+                                cases[i].path, "") == cases[i].status,
+                      "case %d", i);
+    ck_assert_int_eq(backend_requests(&b), 2);
+    /* HTTP/2: refused before the backend, too. */
+    const char denied[] = "PROXY TCP4 203.0.113.7 192.0.2.1 1 80\r\n";
+    h2_get_after(d.port, denied, sizeof(denied) - 1);
+    const char allowed[] = "PROXY TCP4 203.0.113.9 192.0.2.1 1 80\r\n";
+    h2_get_after(d.port, allowed, sizeof(allowed) - 1);
+    for (int i = 0; i < 500 && backend_requests(&b) < 3; i++)
+        usleep(10 * 1000);
+    ck_assert_int_eq(backend_requests(&b), 3);
+    test_daemon_stop(&d);
+    /* Refusals are logged with the client's address. */
+    char *lines = test_read_file(log);
+    int refused = 0;
+    for (const char *at = lines; (at = strstr(at, "203.0.113.7 - - [")) != NULL; at++)
+        refused += strstr(at, "\n") > strstr(at, "\" 403 ") && strstr(at, "\" 403 ") != NULL;
+    ck_assert_msg(refused == 2, "%s", lines); /* HTTP/1.1 and HTTP/2 */
+    ck_assert_ptr_nonnull(strstr(lines, "2001:db9::7 - - ["));
+    free(lines);
+    backend_stop(&b);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ suite */
 
 static void ignore_sigpipe(void)
@@ -726,6 +873,9 @@ Suite *test_suite(void)
     tcase_add_test(pp, without_the_parameter_a_header_is_refused);
     tcase_add_test(pp, http2_prior_knowledge_after_the_header);
     tcase_add_test(pp, tls_after_the_header);
+    tcase_add_test(pp, real_ip_from_trusted_proxies_only);
+    tcase_add_test(pp, real_ip_behind_a_proxy_protocol_balancer);
+    tcase_add_test(pp, allow_and_deny_in_order);
     suite_add_tcase(suite, pp);
     return suite;
 }
