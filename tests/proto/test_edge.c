@@ -7,6 +7,8 @@
  */
 #include "../daemon.h"
 #include "../helpers.h"
+#include "proto/access.h"
+#include "proto/exchange.h"
 #include "proto/proxy_protocol.h"
 
 #include <arpa/inet.h>
@@ -678,7 +680,7 @@ START_TEST(tls_after_the_header)
     snprintf(tls, sizeof(tls),
              "    tls_certificate %s/cert.pem;\n    tls_certificate_key %s/key.pem;\n", certs_dir,
              certs_dir);
-    start_pp(&d, &b, "tls", tls);
+    start_pp(&d, &b, "tls http2", tls);
     char xff[256];
     const char v1[] = "PROXY TCP4 203.0.113.7 192.0.2.1 51000 443\r\n";
     ck_assert_int_eq(tls_get_after(d.port, v1, sizeof(v1) - 1, NULL), 200);
@@ -691,6 +693,19 @@ START_TEST(tls_after_the_header)
     ck_assert_str_eq(xff, "198.51.100.9");
     backend_header(&b, "X-Forwarded-Proto", xff, sizeof(xff));
     ck_assert_str_eq(xff, "https");
+    /* HTTP/2 by ALPN after the header (curl sends v1 with its own address). */
+    char command[256], out[256] = "";
+    snprintf(command, sizeof(command),
+             "curl -sk --max-time 10 --haproxy-protocol --http2 -w ' v=%%{http_version}' "
+             "https://127.0.0.1:%d/",
+             d.port);
+    FILE *p = popen(command, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    ck_assert_str_eq(out, "ok v=2");
+    ck_assert_int_eq(backend_requests(&b), 3);
     /* A ClientHello where the header should be is malformed. */
     ck_assert_int_eq(tls_get_after(d.port, "", 0, NULL), 0);
     ck_assert_int_eq(metric(&d, MALFORMED), 1);
@@ -846,6 +861,61 @@ START_TEST(allow_and_deny_in_order)
 }
 END_TEST
 
+/* A request no location takes is judged by its server's rules: 403 before
+ * 404. */
+START_TEST(rules_without_a_location)
+{
+    struct test_daemon d;
+    start(&d, "nolocation",
+          ADMIN "server {\n    listen 127.0.0.1:0;\n    deny 127.0.0.1;\n"
+                "    location = /only { return 200; }\n}\n");
+    ck_assert_int_eq(get_after(d.port, "", 0, 0, 0, "/elsewhere", ""), 403);
+    ck_assert_int_eq(get_after(d.port, "", 0, 0, 0, "/only", ""), 403);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+static bool contains(const char *net_text, unsigned bits, const char *addr_text)
+{
+    struct access_net net = {.bits = (uint8_t)bits};
+    if (strcmp(net_text, "all") == 0)
+        net.family = AF_UNSPEC;
+    else if (inet_pton(AF_INET, net_text, net.addr) == 1)
+        net.family = AF_INET;
+    else {
+        ck_assert_int_eq(inet_pton(AF_INET6, net_text, net.addr), 1);
+        net.family = AF_INET6;
+    }
+    union exchange_addr addr = {{0}};
+    if (inet_pton(AF_INET, addr_text, &addr.in.sin_addr) == 1)
+        addr.in.sin_family = AF_INET;
+    else {
+        ck_assert_int_eq(inet_pton(AF_INET6, addr_text, &addr.in6.sin6_addr), 1);
+        addr.in6.sin6_family = AF_INET6;
+    }
+    return access_net_contains(&net, &addr.sa);
+}
+
+START_TEST(networks_contain_their_addresses)
+{
+    ck_assert(contains("10.0.0.0", 8, "10.255.1.2"));
+    ck_assert(!contains("10.0.0.0", 8, "11.0.0.1"));
+    ck_assert(contains("192.0.2.128", 25, "192.0.2.200"));
+    ck_assert(!contains("192.0.2.128", 25, "192.0.2.127"));
+    ck_assert(contains("192.0.2.7", 32, "192.0.2.7"));
+    ck_assert(!contains("192.0.2.7", 32, "192.0.2.6"));
+    ck_assert(contains("0.0.0.0", 0, "203.0.113.1"));
+    ck_assert(!contains("0.0.0.0", 0, "2001:db8::1"));     /* families do not mix */
+    ck_assert(contains("10.0.0.0", 8, "::ffff:10.1.1.1")); /* IPv4-mapped is IPv4 */
+    ck_assert(contains("2001:db8::", 32, "2001:db8:ffff::1"));
+    ck_assert(!contains("2001:db8::", 33, "2001:db8:8000::1"));
+    ck_assert(contains("2001:db8::1", 128, "2001:db8::1"));
+    ck_assert(!contains("2001:db8::1", 128, "2001:db8::2"));
+    ck_assert(contains("all", 0, "2001:db8::2"));
+    ck_assert(contains("all", 0, "192.0.2.1"));
+}
+END_TEST
+
 /* ------------------------------------------------------------------ suite */
 
 static void ignore_sigpipe(void)
@@ -856,10 +926,11 @@ static void ignore_sigpipe(void)
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/edge");
-    TCase *parser = tcase_create("proxy_protocol_parse");
+    TCase *parser = tcase_create("parsers");
     tcase_set_timeout(parser, 10);
     tcase_add_test(parser, parser_whole_bytewise_and_split);
     tcase_add_test(parser, parser_stops_at_the_header);
+    tcase_add_test(parser, networks_contain_their_addresses);
     suite_add_tcase(suite, parser);
 
     TCase *pp = tcase_create("proxy_protocol");
@@ -876,6 +947,7 @@ Suite *test_suite(void)
     tcase_add_test(pp, real_ip_from_trusted_proxies_only);
     tcase_add_test(pp, real_ip_behind_a_proxy_protocol_balancer);
     tcase_add_test(pp, allow_and_deny_in_order);
+    tcase_add_test(pp, rules_without_a_location);
     suite_add_tcase(suite, pp);
     return suite;
 }
