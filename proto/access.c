@@ -163,17 +163,16 @@ static void real_ip(const struct access_conf *conf, const struct http_request *r
 unsigned access_check(struct exchange *ex, const corral_conn *conn, const struct access_conf *conf,
                       const struct http_request *req)
 {
-    if (conf == NULL)
-        return 0;
     struct sockaddr_storage peer;
     socklen_t len;
     /* A unix socket's peer has no address: only "all" applies to it. */
     bool known = corral_conn_peer(conn, &peer, &len) == 0 && len <= sizeof(ex->client);
-    if (known) {
+    if (known)
         memcpy(&ex->client, &peer, len);
-        if (conf->real_ip_from_count > 0)
-            real_ip(conf, req, &ex->client);
-    }
+    if (conf == NULL)
+        return 0;
+    if (known && conf->real_ip_from_count > 0)
+        real_ip(conf, req, &ex->client);
     for (size_t i = 0; i < conf->rule_count; i++) {
         const struct access_rule *rule = &conf->rules[i];
         if (known ? access_net_contains(&rule->net, &ex->client.sa) : rule->net.family == AF_UNSPEC)

@@ -51,12 +51,13 @@ static inline bool access_conf_active(const struct access_conf *conf)
 struct exchange;
 struct http_request;
 
-/* Sets the exchange's client address (exchange_client_host()) for `req`,
- * which came on `conn`: the connection's peer (the source of its PROXY
- * header, if any), replaced by the address in conf's real_ip_header when
- * that peer is trusted; then checks the allow/deny rules against it.
- * Returns 0, or 403 when a rule denies the client.  `conf` may be NULL:
- * nothing to do. */
+/* Sets the exchange's client address (its `client`, which
+ * exchange_client_host() formats) for `req`, which came on `conn`: the
+ * connection's peer (the source of its PROXY header, if any), replaced by
+ * the address in conf's real_ip_header when that peer is trusted; then
+ * checks the allow/deny rules against it.  Returns 0, or 403 when a rule
+ * denies the client.  `conf` NULL (the location has none of these): the
+ * peer, and no rules.  Framers call it for every request they route. */
 unsigned access_check(struct exchange *ex, const corral_conn *conn, const struct access_conf *conf,
                       const struct http_request *req);
 

@@ -115,9 +115,10 @@ union exchange_addr {
 struct exchange {
     const struct exchange_ops *_ops;
     void *data; /* the handler's: exchange_data() */
-    /* The client's address for this request, set by access_check()
-     * (access.h) where a location asks for real_ip or allow/deny: what a
-     * trusted proxy's header says; AF_UNSPEC: the connection's peer. */
+    /* The client's address for this request, set by the framer with
+     * access_check() (access.h) once the request is routed: the
+     * connection's peer, or what a trusted proxy's header says.  AF_UNSPEC
+     * before that, and for a unix socket's client. */
     union exchange_addr client;
 };
 
