@@ -658,7 +658,7 @@ START_TEST(access_inheritance)
     struct conf_config *c =
         parse_ok("set_real_ip_from 10.0.0.0/8;\nset_real_ip_from 2001:db8::1/64;\n"
                  "real_ip_header X-Forwarded-For;\ndeny 192.0.2.1;\n"
-                 "server { listen 127.0.0.1:80; real_ip_recursive on;\n"
+                 "server { listen 127.0.0.1:80 proxy_protocol; real_ip_recursive on;\n"
                  "  location / { return 204; }\n"
                  "  location /in { allow 10.1.2.3/16; deny all; real_ip_header proxy_protocol;\n"
                  "    set_real_ip_from 172.16.0.0/12; return 204; }\n"
@@ -667,6 +667,8 @@ START_TEST(access_inheritance)
     const struct conf_server *s0 = &c->servers[0], *s1 = &c->servers[1];
     const struct access_conf *top = &c->access, *a = &s0->locations[0].access,
                              *in = &s0->locations[1].access, *b = &s1->locations[0].access;
+    ck_assert(s0->listens[0].proxy_protocol);
+    ck_assert(!s1->listens[0].proxy_protocol);
     ck_assert_uint_eq(top->real_ip_from_count, 2);
     ck_assert_uint_eq(top->real_ip_from[1].family, AF_INET6);
     ck_assert_uint_eq(top->real_ip_from[1].bits, 64);
