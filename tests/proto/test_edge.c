@@ -234,6 +234,20 @@ START_TEST(parser_whole_bytewise_and_split)
 }
 END_TEST
 
+/* The longest v2 header taken, and one byte more. */
+START_TEST(parser_v2_bound)
+{
+    static char v2[PROXY_PROTOCOL_MAX + 16];
+    struct proxy_protocol_header h;
+    size_t len = v2_ipv4(v2, "203.0.113.7", 1, PROXY_PROTOCOL_MAX - 16 - 12);
+    ck_assert_uint_eq(len, PROXY_PROTOCOL_MAX);
+    ck_assert_int_eq(proxy_protocol_parse(v2, len, &h), PROXY_PROTOCOL_MAX);
+    ck_assert(h.has_address);
+    len = v2_ipv4(v2, "203.0.113.7", 1, PROXY_PROTOCOL_MAX - 16 - 12 + 1);
+    ck_assert_int_eq(proxy_protocol_parse(v2, 16, &h), -EMSGSIZE);
+}
+END_TEST
+
 /* What follows the header is not the parser's: the length says where it ends. */
 START_TEST(parser_stops_at_the_header)
 {
@@ -707,6 +721,12 @@ START_TEST(tls_after_the_header)
     ck_assert_str_eq(xff, "198.51.100.9");
     backend_header(&b, "X-Forwarded-Proto", xff, sizeof(xff));
     ck_assert_str_eq(xff, "https");
+    /* The longest v2 header taken, TLVs and all, before the ClientHello. */
+    static char big[PROXY_PROTOCOL_MAX];
+    len = v2_ipv4(big, "198.51.100.11", 4000, PROXY_PROTOCOL_MAX - 16 - 12);
+    ck_assert_int_eq(tls_get_after(d.port, big, len, NULL), 200);
+    backend_header(&b, "X-Forwarded-For", xff, sizeof(xff));
+    ck_assert_str_eq(xff, "198.51.100.11");
     /* HTTP/2 by ALPN after the header (curl sends v1 with its own address). */
     char command[256], out[256] = "";
     snprintf(command, sizeof(command),
@@ -719,7 +739,7 @@ START_TEST(tls_after_the_header)
     out[n] = '\0';
     pclose(p);
     ck_assert_str_eq(out, "ok v=2");
-    ck_assert_int_eq(backend_requests(&b), 3);
+    ck_assert_int_eq(backend_requests(&b), 4);
     /* A ClientHello where the header should be is malformed. */
     ck_assert_int_eq(tls_get_after(d.port, "", 0, NULL), 0);
     ck_assert_int_eq(metric_wait(&d, MALFORMED, 1), 1);
@@ -944,6 +964,7 @@ Suite *test_suite(void)
     tcase_set_timeout(parser, 10);
     tcase_add_test(parser, parser_whole_bytewise_and_split);
     tcase_add_test(parser, parser_stops_at_the_header);
+    tcase_add_test(parser, parser_v2_bound);
     tcase_add_test(parser, networks_contain_their_addresses);
     suite_add_tcase(suite, parser);
 
