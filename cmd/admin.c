@@ -164,12 +164,14 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
     uint64_t responses[HTTP_MAX_STATUS];
     uint64_t timeouts[HTTP_TIMEOUT_KINDS];
     uint64_t http2[HTTP2_COUNTERS];
+    uint64_t proxy_protocol[PROXY_PROTOCOL_FAILURES];
 
     pthread_mutex_lock(&daemon_state.lock);
     unsigned count = totals != NULL ? sum_workers(totals) : 0;
     memcpy(responses, daemon_state.retired.responses, sizeof(responses));
     memcpy(timeouts, daemon_state.retired.timeouts, sizeof(timeouts));
     memcpy(http2, daemon_state.retired.http2, sizeof(http2));
+    memcpy(proxy_protocol, daemon_state.retired.proxy_protocol, sizeof(proxy_protocol));
     struct tls_totals tls = daemon_state.retired.tls;
     for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
         for (unsigned w = 0; w < corral_server_worker_count(g->server); w++) {
@@ -180,6 +182,9 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
                 timeouts[k] += atomic_load_explicit(&g->stats[w].timeouts[k], memory_order_relaxed);
             for (unsigned k = 0; k < HTTP2_COUNTERS; k++)
                 http2[k] += atomic_load_explicit(&g->stats[w].http2[k], memory_order_relaxed);
+            for (unsigned k = 0; k < PROXY_PROTOCOL_FAILURES; k++)
+                proxy_protocol[k] +=
+                    atomic_load_explicit(&g->stats[w].proxy_protocol[k], memory_order_relaxed);
             tls_totals_add(&tls, g, w);
         }
     }
@@ -239,6 +244,12 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
     for (unsigned k = 0; k < HTTP2_COUNTERS; k++)
         text_printf(&t, "corral_http2_events_total{event=\"%s\"} %llu\n", http2_counter_names[k],
                     (unsigned long long)http2[k]);
+    text_printf(&t, "# HELP corral_proxy_protocol_errors_total Connections closed because their "
+                    "PROXY header was malformed or late.\n"
+                    "# TYPE corral_proxy_protocol_errors_total counter\n");
+    for (unsigned k = 0; k < PROXY_PROTOCOL_FAILURES; k++)
+        text_printf(&t, "corral_proxy_protocol_errors_total{reason=\"%s\"} %llu\n",
+                    proxy_protocol_failure_names[k], (unsigned long long)proxy_protocol[k]);
     text_printf(&t, "# HELP corral_tls_handshakes_total Completed TLS handshakes with clients, "
                     "full or resumed.\n# TYPE corral_tls_handshakes_total counter\n");
     for (int k = 0; k < TLS_HANDSHAKE_KINDS; k++)

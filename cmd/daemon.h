@@ -82,6 +82,7 @@ struct retired_totals {
     uint64_t responses[HTTP_MAX_STATUS];
     uint64_t timeouts[HTTP_TIMEOUT_KINDS];
     uint64_t http2[HTTP2_COUNTERS];
+    uint64_t proxy_protocol[PROXY_PROTOCOL_FAILURES];
     struct tls_totals tls;
 };
 

@@ -183,6 +183,8 @@ static void retire_counters(struct generation *gen)
             retired->timeouts[k] += atomic_load(&gen->stats[i].timeouts[k]);
         for (int k = 0; k < HTTP2_COUNTERS; k++)
             retired->http2[k] += atomic_load(&gen->stats[i].http2[k]);
+        for (int k = 0; k < PROXY_PROTOCOL_FAILURES; k++)
+            retired->proxy_protocol[k] += atomic_load(&gen->stats[i].proxy_protocol[k]);
         tls_totals_add(&retired->tls, gen, i);
     }
     for (size_t i = 0; i < gen->upstream_count; i++)

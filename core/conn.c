@@ -240,6 +240,18 @@ int corral_conn_peer(const corral_conn *conn, struct sockaddr_storage *addr, soc
     return 0;
 }
 
+int corral_conn_set_peer(corral_conn *conn, const struct sockaddr *addr, socklen_t len)
+{
+    socklen_t need = addr->sa_family == AF_INET    ? sizeof(struct sockaddr_in)
+                     : addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                   : 0;
+    if (need == 0 || len < need)
+        return -EINVAL;
+    memcpy(&conn->peer, addr, need);
+    conn->peer_len = need;
+    return 0;
+}
+
 int corral_conn_fd(const corral_conn *conn)
 {
     return conn->fd;

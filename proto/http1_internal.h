@@ -55,6 +55,7 @@ struct h1_conn {
     struct http2_conn *h2;    /* the client spoke HTTP/2: it has the connection */
     unsigned requests;        /* completed on this connection */
     unsigned error_status;    /* set by a callback that fails the request */
+    bool proxy_header;        /* its PROXY header is still to come */
 };
 
 /* What handlers call on an HTTP/1.1 exchange (http1_response.c). */

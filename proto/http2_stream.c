@@ -4,6 +4,7 @@
  * pace, and the response (HEADERS, DATA from a per-stream queue, trailers):
  * the HTTP/2 implementation of struct exchange_ops.
  */
+#include "proto/access.h"
 #include "proto/access_log.h"
 #include "proto/http2_internal.h"
 
@@ -264,12 +265,16 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
         if (max > 0 && req.content_length > max)
             status = 413;
         st->head_method = req.head;
+        loc = http_find_location(st->vhost, req.path.data, req.path.len);
+        unsigned refused =
+            access_check(&st->base, h2->conn, loc != NULL ? loc->access : st->vhost->access, &req);
         if (h2->site->access_log != NULL) {
-            char remote[64]; /* exchange_format_client() writes at most this */
-            exchange_format_client(h2->conn, remote, sizeof(remote));
+            char remote[64]; /* exchange_client_host() writes at most this */
+            exchange_client_host(&st->base, remote, sizeof(remote));
             st->log_fields = access_log_keep(&req, remote);
         }
-        loc = http_find_location(st->vhost, req.path.data, req.path.len);
+        if (status == 0 && refused != 0)
+            status = refused;
         if (status == 0 && loc == NULL)
             status = 404;
     }

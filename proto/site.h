@@ -8,7 +8,8 @@
 #define CORRAL_PROTO_SITE_H
 
 #include "proto/exchange.h"
-#include "proto/http_limits.h" /* struct http_limits, in each vhost */
+#include "proto/http_limits.h"    /* struct http_limits, in each vhost */
+#include "proto/proxy_protocol.h" /* enum proxy_protocol_failure, counted */
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -23,6 +24,7 @@ struct http_location {
     bool exact;
     const struct http_handler *handler;
     void *handler_data;
+    const struct access_conf *access; /* real_ip, allow/deny; NULL: none */
 };
 
 struct http_vhost {
@@ -31,7 +33,10 @@ struct http_vhost {
     const struct http_location *locations;
     size_t location_count;
     struct http_limits limits;
+    const struct access_conf *access; /* for requests no location takes; NULL: none */
 };
+
+struct access_conf;
 
 /* Everything served on one listening address: its virtual hosts (the first
  * is the default) and per-worker counters. */
@@ -47,6 +52,7 @@ struct http_site {
     struct http_stats *stats;      /* one per worker, indexed by corral_worker_index() */
     /* NULL: HTTP/1.1 only; else HTTP/2 too, with these settings (http2.h) */
     const struct http2_conf *http2;
+    bool proxy_protocol; /* each connection starts with a PROXY header */
 };
 
 enum http_timeout_kind {
@@ -74,6 +80,7 @@ struct http_stats {
     _Atomic uint64_t responses[HTTP_MAX_STATUS];
     _Atomic uint64_t timeouts[HTTP_TIMEOUT_KINDS];
     _Atomic uint64_t http2[HTTP2_COUNTERS];
+    _Atomic uint64_t proxy_protocol[PROXY_PROTOCOL_FAILURES];
 } __attribute__((aligned(64)));
 
 /* Finds the location for `path` in `vhost`: an exact match first, else the

@@ -277,7 +277,10 @@ struct corral_transport {
 #define CORRAL_LOW_WATERMARK  (64 * 1024)
 
 /** Replaces the connection's transport; `state` is read back with
- *  corral_conn_transport_state().  Call from on_open, before any I/O. */
+ *  corral_conn_transport_state().  Call from on_open, before any I/O; or
+ *  from on_data, when the transport so far has read nothing past what it
+ *  delivered (a preamble such as a PROXY header).  The old transport's
+ *  `destroy` is not called. */
 CORRAL_EXTERN void corral_conn_set_transport(corral_conn *conn, const struct corral_transport *ops,
                                              void *state);
 CORRAL_EXTERN void *corral_conn_transport_state(const corral_conn *conn);
@@ -375,6 +378,12 @@ CORRAL_EXTERN int corral_conn_fd(const corral_conn *conn);
  *  unix sockets. */
 CORRAL_EXTERN int corral_conn_peer(const corral_conn *conn, struct sockaddr_storage *addr,
                                    socklen_t *len);
+/** Replaces what corral_conn_peer() reports: for a connection whose client
+ *  is known from the protocol itself (a PROXY header from a load balancer
+ *  in front).  `addr` is an IPv4 or IPv6 address.  Returns 0, or -EINVAL
+ *  (another family, or `len` too short for it). */
+CORRAL_EXTERN int corral_conn_set_peer(corral_conn *conn, const struct sockaddr *addr,
+                                       socklen_t len);
 CORRAL_EXTERN corral_loop *corral_conn_loop(const corral_conn *conn);
 /** The worker that owns an accepted connection, or NULL. */
 CORRAL_EXTERN corral_worker *corral_conn_worker(const corral_conn *conn);
