@@ -885,7 +885,7 @@ static const struct error_case error_cases[] = {
     {"server {\n  location / { return 204; }\n}", "test.conf:1:1: server has no \"listen\""},
     {"server { listen 127.0.0.1:99999; }",
      "test.conf:1:17: invalid listen address \"127.0.0.1:99999\" (expected HOST:PORT, "
-     "[IPV6]:PORT, *:PORT or unix:/PATH)"},
+     "[IPV6]:PORT, *:PORT, PORT or unix:/PATH)"},
     {"server { listen 127.0.0.1:80 ssl; }",
      "test.conf:1:30: unknown listen parameter \"ssl\" (expected tls, http2, default_server, "
      "deferred, proxy_protocol or backlog=N)"},
@@ -1071,13 +1071,13 @@ static const struct error_case error_cases[] = {
      "own, so give only https://UPSTREAM or https://HOST:PORT"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass https://[::1]:x; } }",
      "test.conf:1:55: invalid proxy_pass address \"[::1]:x\" (expected HOST:PORT, "
-     "[IPV6]:PORT, *:PORT or unix:/PATH)"},
+     "[IPV6]:PORT, *:PORT, PORT or unix:/PATH)"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://app/x; } }",
      "test.conf:1:55: proxy_pass \"http://app/x\" has a path; requests are passed on with their "
      "own, so give only http://UPSTREAM or http://HOST:PORT"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:port; } }",
      "test.conf:1:55: invalid proxy_pass address \"127.0.0.1:port\" (expected HOST:PORT, "
-     "[IPV6]:PORT, *:PORT or unix:/PATH)"},
+     "[IPV6]:PORT, *:PORT, PORT or unix:/PATH)"},
     {"server { listen 127.0.0.1:80; location / {\n proxy_pass http://127.0.0.1:1;\n"
      " proxy_tls_verify off; } }",
      "test.conf:3:2: \"proxy_tls_verify\" needs \"proxy_pass https://...\" in the same location"},
@@ -1116,7 +1116,7 @@ static const struct error_case error_cases[] = {
      "test.conf:2:10: duplicate upstream \"app\" (first at line 1)"},
     {"upstream app { server 127.0.0.1; }",
      "test.conf:1:23: invalid server address \"127.0.0.1\" (expected HOST:PORT, [IPV6]:PORT, "
-     "*:PORT or unix:/PATH)"},
+     "*:PORT, PORT or unix:/PATH)"},
     {"upstream app { server 127.0.0.1:1 weight=0; }",
      "test.conf:1:35: weight must be from 1 to 1000, got \"0\""},
     {"upstream app { server 127.0.0.1:1 max_fails=x; }", "test.conf:1:35: invalid number \"x\""},
