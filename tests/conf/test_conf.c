@@ -872,8 +872,8 @@ static const struct error_case error_cases[] = {
     /* admin */
     {"admin { }", "test.conf:1:1: \"admin\" has no \"listen\""},
     {"admin { listen nowhere; }",
-     "test.conf:1:16: invalid listen address \"nowhere\" (expected HOST:PORT, [IPV6]:PORT, *:PORT "
-     "or unix:/PATH)"},
+     "test.conf:1:16: invalid listen address \"nowhere\" (expected HOST:PORT, [IPV6]:PORT, *:PORT, "
+     "PORT or unix:/PATH)"},
     {"admin { listen [::1]:9090;\n listen [0:0::1]:9090; }",
      "test.conf:2:9: duplicate listen \"[0:0::1]:9090\" (first at line 1)"},
     {"admin { listen 127.0.0.1:9090;\n listen 127.0.0.1:9090; }",
