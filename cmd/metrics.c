@@ -368,9 +368,10 @@ struct proc_stat {
 static int read_proc_stat(struct proc_stat *out)
 {
     char buf[1024];
+    *out = (struct proc_stat){0};
     FILE *f = fopen("/proc/self/stat", "re");
     if (f == NULL)
-        return -errno;
+        return -EIO;
     size_t n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = '\0';

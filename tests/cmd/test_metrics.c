@@ -342,10 +342,12 @@ START_TEST(checker_refuses_what_the_format_forbids)
         "# HELP x a\n# TYPE x gauge\nx{a=\"1\"} 1\nx{a=\"1\"} 2\n", /* duplicate series */
         "# HELP x a\n# TYPE x gauge\nx{a=\"\\q\"} 1\n",             /* bad escape */
         "# HELP x a\n# TYPE x gauge\nx{1a=\"b\"} 1\n",              /* bad label name */
-        "# HELP h a\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"0.5\"} 2\n"
-        "h_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 2\n", /* le out of order */
+        /* le out of order */
+        ("# HELP h a\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"0.5\"} 2\n"
+         "h_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 2\n"),
         "# HELP h a\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_sum 1\nh_count 2\n", /* no +Inf */
         "# HELP h a\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 3\nh_sum 1\nh_count 2\n",
+        /* a family's samples apart */
         "# HELP x a\n# TYPE x gauge\nx 1\n# HELP y a\n# TYPE y gauge\ny 1\nx{a=\"b\"} 1\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -400,7 +402,7 @@ static char *get_page(const struct test_daemon *d, const char *path, int *status
  * daemon whose server "front.example" proxies to it as upstream "app".
  * After 7 + 3 requests the front's histograms count them by class, its
  * upstream server's too, its pooled connection shows as idle and not as a
- * client connection, and the page parses strictly. */
+ * client connection, and the page parses strictly, also after a reload. */
 START_TEST(metrics_page_parses_strictly_and_counts_the_traffic)
 {
     struct test_daemon backend, front;
@@ -431,11 +433,25 @@ START_TEST(metrics_page_parses_strictly_and_counts_the_traffic)
             test_daemon_http_get("127.0.0.1", front.port, "/missing", body, sizeof(body)), 404);
 
     int status;
-    char *page = get_page(&front, "/metrics", &status);
-    ck_assert_int_eq(status, 200);
-    char *copy = strdup(page);
-    struct checker c;
-    ck_assert_msg(check_exposition(&c, page), "%s", c.error);
+    /* The clients' connections close with their responses, but the
+     * daemon may read their FIN a moment later: scrape until only the
+     * scrape's own connection is open, for 5 s at most. */
+    char *page = NULL, *copy = NULL;
+    struct checker c = {0};
+    for (int i = 0; i < 250; i++) {
+        if (page != NULL) {
+            usleep(20000);
+            free(c.samples);
+            free(page);
+            free(copy);
+        }
+        page = get_page(&front, "/metrics", &status);
+        ck_assert_int_eq(status, 200);
+        copy = strdup(page);
+        ck_assert_msg(check_exposition(&c, page), "%s", c.error);
+        if (sample_sum(&c, "corral_connections_active") == 1)
+            break;
+    }
 
     const char *name = "corral_request_duration_seconds_count";
     ck_assert_msg(sample_value(&c, name, "code=2xx\x01server=front.example") == 7, "%s",
@@ -492,6 +508,31 @@ START_TEST(metrics_page_parses_strictly_and_counts_the_traffic)
     ck_assert_msg(strstr(page, labels) != NULL, "%s", page);
     ck_assert_msg(strstr(page, "\"connections_active\": 1}") != NULL, "%s", page);
     free(page);
+
+    /* A reload: once the old generation has exited, its counts stay. */
+    ck_assert_int_eq(kill(front.pid, SIGHUP), 0);
+    bool one_left = false;
+    for (int i = 0; i < 250 && !one_left; i++) {
+        page = get_page(&front, "/status", &status);
+        one_left = strstr(page, "\"config_generation\": 2, \"generations_running\": 1,") != NULL;
+        free(page);
+        if (!one_left)
+            usleep(20000);
+    }
+    ck_assert_msg(one_left, "the old generation is still running after 5 s");
+    ck_assert_int_eq(test_daemon_http_get("127.0.0.1", front.port, "/", body, sizeof(body)), 200);
+    page = get_page(&front, "/metrics", &status);
+    copy = strdup(page);
+    ck_assert_msg(check_exposition(&c, page), "%s", c.error);
+    ck_assert_msg(sample_value(&c, name, "code=2xx\x01server=front.example") == 8, "%s",
+                  lines_with(copy, name));
+    snprintf(labels, sizeof(labels), "code=2xx\x01server=127.0.0.1:%d\x01upstream=app",
+             backend.port);
+    ck_assert_msg(sample_value(&c, "corral_upstream_requests_total", labels) == 8, "%s",
+                  lines_with(copy, "corral_upstream_requests_total"));
+    free(c.samples);
+    free(page);
+    free(copy);
     test_daemon_stop(&front);
     test_daemon_stop(&backend);
 }
