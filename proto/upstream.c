@@ -161,6 +161,8 @@ void upstream_server_failed(struct proxy_upstream *up, struct upstream_worker *w
         return;
     if (++state->fails >= conf->max_fails) {
         state->down_until = now + conf->fail_timeout_ms;
+        atomic_store_explicit(&worker->stats[server].down_until, state->down_until,
+                              memory_order_relaxed);
         state->fails = 0;
     }
 }

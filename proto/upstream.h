@@ -111,6 +111,7 @@ struct server_state {
  * took, from the request to the response's end, by status class. */
 struct upstream_server_stats {
     _Atomic uint64_t open, idle;
+    _Atomic uint64_t down_until; /* a copy of server_state's, for other threads */
     struct histogram response[STATUS_CLASSES];
 };
 
@@ -180,7 +181,7 @@ void upstream_pool_remove(struct upstream_conn *uc);
 static inline bool upstream_server_down(const struct upstream_worker *worker, unsigned server,
                                         uint64_t now)
 {
-    return __atomic_load_n(&worker->servers[server].down_until, __ATOMIC_RELAXED) > now;
+    return atomic_load_explicit(&worker->stats[server].down_until, memory_order_relaxed) > now;
 }
 
 /* Counts a connection to `server` opened (+1) or closed (-1), or one

@@ -538,6 +538,38 @@ START_TEST(metrics_page_parses_strictly_and_counts_the_traffic)
 }
 END_TEST
 
+/* A server that passive health marks down shows so on /status. */
+START_TEST(status_shows_a_server_marked_down)
+{
+    int port;
+    int reserved = test_reserve_port(&port); /* refuses connections */
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "upstream dead { server 127.0.0.1:%d max_fails=1 fail_timeout=60s; }\n"
+             "server {\n    listen 127.0.0.1:0;\n    location / { proxy_pass http://dead; }\n}\n",
+             port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    char body[256];
+    ck_assert_int_eq(test_daemon_http_get("127.0.0.1", d.port, "/", body, sizeof(body)), 502);
+    int status;
+    char *page = get_page(&d, "/status", &status);
+    ck_assert_int_eq(status, 200);
+    char expected[256];
+    snprintf(expected, sizeof(expected),
+             "{\"address\": \"127.0.0.1:%d\", \"state\": \"down\", \"down_workers\": 1, "
+             "\"active\": 0, \"idle\": 0}",
+             port);
+    ck_assert_msg(strstr(page, expected) != NULL, "no %s in %s", expected, page);
+    free(page);
+    test_daemon_stop(&d);
+    close(reserved);
+}
+END_TEST
+
 /* With shutdown_delay, SIGTERM turns /readyz to 503 at once while
  * everything else still answers; the daemon then drains and exits. */
 START_TEST(readyz_fails_through_a_sigterm_drain)
@@ -581,6 +613,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, checker_refuses_what_the_format_forbids);
     tcase_add_test(tc, metrics_page_parses_strictly_and_counts_the_traffic);
+    tcase_add_test(tc, status_shows_a_server_marked_down);
     tcase_add_test(tc, readyz_fails_through_a_sigterm_drain);
     suite_add_tcase(suite, tc);
     return suite;
