@@ -93,6 +93,7 @@ struct daemon_state {
     unsigned generation_count;
     uint64_t started_at; /* wall-clock seconds */
     const char *config_path;
+    _Atomic bool stopping; /* a SIGTERM or SIGINT arrived: /readyz says 503 */
 };
 
 /* The daemon's one instance, defined in generation.c. */
@@ -111,6 +112,9 @@ void upstream_errors_add(struct retired_upstream *slots, size_t *count,
 /* Admin endpoints (admin.c): GET /metrics and GET /status. */
 extern const struct http_handler admin_metrics_handler;
 extern const struct http_handler admin_status_handler;
+/* GET /healthz (alive) and GET /readyz (503 once stopping). */
+extern const struct http_handler admin_healthz_handler;
+extern const struct http_handler admin_readyz_handler;
 
 /* Log sink (log.c): stderr or a file, reopened on SIGUSR1.  It becomes the
  * library's logger, so the library's lines and the daemon's own (through

@@ -4,6 +4,7 @@
  * on SIGHUP, stops them, and keeps the counters of those that have exited.
  */
 #include "cmd/generation.h"
+#include "cmd/metrics.h"
 #include "cmd/process.h"
 #include "cmd/runtime.h"
 #include "proto/http1.h" /* the framer every site listens with */
@@ -96,6 +97,9 @@ int generation_start(struct conf_config *config, struct generation *previous,
         goto fail;
     }
     memset(gen->stats, 0, workers * sizeof(*gen->stats));
+    err = metrics_attach(gen, workers);
+    if (err != 0)
+        goto fail;
 
     err = sites_build(gen, config, workers);
     if (err != 0)
@@ -190,6 +194,7 @@ static void retire_counters(struct generation *gen)
     for (size_t i = 0; i < gen->upstream_count; i++)
         upstream_errors_add(retired->upstreams, &retired->upstream_count,
                             gen->upstreams[i].upstream);
+    metrics_retire(gen);
 }
 
 /* Main loop: the last worker of `arg` has exited. */

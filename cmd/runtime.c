@@ -5,6 +5,7 @@
  * fuzzer build exactly what a start or a reload builds.
  */
 #include "cmd/runtime.h"
+#include "cmd/metrics.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -17,6 +18,8 @@
 static const struct http_location admin_locations[] = {
     {.path = "/metrics", .path_len = 8, .exact = true, .handler = &admin_metrics_handler},
     {.path = "/status", .path_len = 7, .exact = true, .handler = &admin_status_handler},
+    {.path = "/healthz", .path_len = 8, .exact = true, .handler = &admin_healthz_handler},
+    {.path = "/readyz", .path_len = 7, .exact = true, .handler = &admin_readyz_handler},
 };
 
 static void site_free(struct site *site)
@@ -321,6 +324,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             assert(v < vhost_count);
             vhost_servers[v] = server;
             struct http_vhost *vhost = &site->vhosts[v++];
+            vhost->stats_slot = (unsigned)s; /* cmd/metrics.c labels it */
             vhost->names = (const char *const *)server->server_names;
             vhost->name_count = server->server_name_count;
             vhost->limits = server->http.limits;
@@ -377,6 +381,7 @@ static int admin_site_build(struct site *site, const struct conf_config *config,
         .locations = admin_locations,
         .location_count = sizeof(admin_locations) / sizeof(admin_locations[0]),
         .limits = config->http.limits,
+        .stats_slot = (unsigned)config->server_count, /* after the server blocks' */
     };
     site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = 1};
     site->admin = true;
@@ -396,6 +401,7 @@ void generation_free(struct generation *gen)
     for (size_t i = 0; i < gen->upstream_count; i++)
         proxy_upstream_free(gen->upstreams[i].upstream);
     free(gen->upstreams);
+    metrics_detach(gen);
     free(gen->stats);
     access_log_free(gen->access_log);
     conf_free(gen->config);

@@ -142,6 +142,7 @@ struct conf_config {
     unsigned max_connections;        /* per worker; default 10000 */
     unsigned busy_poll_usecs;        /* default 0 (off) */
     uint32_t drain_timeout_ms;       /* graceful stop and reload; default 10 s */
+    uint32_t shutdown_delay_ms;      /* SIGTERM: /readyz fails this long first; default 0 */
     char *user, *group;              /* privilege drop after binding; NULL = keep */
     char *pid_file;                  /* NULL = none */
     char *error_log;                 /* NULL = stderr */

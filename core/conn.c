@@ -131,6 +131,8 @@ static void conn_unlink(corral_conn *conn)
     if (conn->all_next != NULL)
         conn->all_next->all_prev = conn->all_prev;
     if (loop->worker != NULL) {
+        if (conn->listener == NULL)
+            corral__stat_add(&loop->worker->stats.connections_outgoing, -1);
         corral__stat_add(&loop->worker->stats.connections_active, -1);
         corral__worker_conn_closed(loop->worker);
     }

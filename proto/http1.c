@@ -45,9 +45,8 @@ static struct http_stats *worker_stats(const struct h1_conn *h1)
 
 void h1_count_response(struct h1_conn *h1, unsigned status)
 {
-    struct http_stats *stats = worker_stats(h1);
-    if (stats != NULL && status < HTTP_MAX_STATUS) /* a backend may send any number */
-        counter_inc(&stats->responses[status]);
+    uint64_t ns = h1->head_started_ns ? corral_monotonic_ns() - h1->head_started_ns : 0;
+    http_stats_count(worker_stats(h1), h1->vhost, status, ns);
 }
 
 static void count_timeout(struct h1_conn *h1, enum http_timeout_kind kind)
@@ -504,7 +503,7 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
             if (used == len)
                 break;
             const struct http_limits *limits = &h1->vhost->limits;
-            if (h1->site->access_log != NULL && !h1->partial_head)
+            if (!h1->partial_head) /* for the access log and the metrics */
                 h1->head_started_ns = corral_monotonic_ns();
             size_t head_len = http_head_length(data + used, len - used);
             if (head_len == 0) {

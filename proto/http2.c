@@ -41,11 +41,10 @@ void h2_count(struct http2_conn *h2, enum http2_counter counter)
         counter_inc(&stats->http2[counter]);
 }
 
-void h2_count_response(struct http2_conn *h2, unsigned status)
+void h2_count_response(struct http2_conn *h2, const struct h2_stream *st)
 {
-    struct http_stats *stats = h2_stats(h2);
-    if (stats != NULL && status < HTTP_MAX_STATUS)
-        counter_inc(&stats->responses[status]);
+    uint64_t ns = corral_monotonic_ns() - st->started_ns;
+    http_stats_count(h2_stats(h2), st->vhost, st->status, ns);
 }
 
 /* ------------------------------------------------------------- the output */

@@ -93,7 +93,7 @@ void h2_schedule(struct http2_conn *h2);
 /* Counts an event in the site's per-worker counters. */
 void h2_count(struct http2_conn *h2, enum http2_counter counter);
 /* Counts a response by status. */
-void h2_count_response(struct http2_conn *h2, unsigned status);
+void h2_count_response(struct http2_conn *h2, const struct h2_stream *st);
 
 /* http2_stream.c */
 /* Appends to `b`, growing it.  Returns 0 or -ENOMEM. */

@@ -216,7 +216,7 @@ static void h2_ex_end(struct exchange *base, const char *trailers, size_t traile
         memcpy(st->trailers, trailers, trailers_len);
         st->trailers_len = trailers_len;
     }
-    h2_count_response(h2, st->status);
+    h2_count_response(h2, st);
     /* Logged here unless a handler was cut off before (then on its close) */
     if (h2->site->access_log != NULL && (st->handler_owns || st->handler == NULL))
         h2_log_exchange(st, st->status);

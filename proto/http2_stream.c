@@ -58,8 +58,7 @@ struct h2_stream *h2_stream_new(struct http2_conn *h2, int32_t id)
     st->id = id;
     st->vhost = &h2->site->vhosts[0];
     st->upstream_ns = -1;
-    if (h2->site->access_log != NULL)
-        st->started_ns = corral_monotonic_ns();
+    st->started_ns = corral_monotonic_ns(); /* for the access log and the metrics */
     st->next = h2->streams;
     if (h2->streams != NULL)
         h2->streams->prev = st;

@@ -46,6 +46,8 @@ struct proxy_exchange {
      * already as it may a pooled one. */
     bool body_beyond_replay;
     uint64_t started_ms; /* loop clock, for $upstream_response_time */
+    uint64_t attempt_ns; /* when the current server got the request */
+    unsigned status;     /* the current server's response status */
     /* The body bytes sent on a pooled connection, kept (up to REPLAY_MAX)
      * until the response starts: if the upstream had closed that connection
      * meanwhile, the request is sent again, body and all. */
@@ -135,6 +137,7 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
 {
     struct proxy_exchange *px = owner;
     px_drop_replay(px);
+    px->status = head->status;
     struct h1_head_buf headers = {0};
     for (size_t i = 0; i < head->header_count; i++) {
         const struct http_header *h = &head->headers[i];
@@ -169,6 +172,8 @@ static void px_on_end(void *owner)
     struct upstream_conn *uc = &px->uc->base;
     px->uc = NULL;
     uc->worker->servers[uc->server].active--;
+    upstream_count_response(uc->worker, uc->server, px->status,
+                            corral_monotonic_ns() - px->attempt_ns);
     px_finish(px);
 }
 
@@ -379,6 +384,7 @@ static int px_send(struct proxy_exchange *px)
         }
         http1_client_attach(uc, &px_client_ops, px, &px->rq);
         px->uc = uc;
+        px->attempt_ns = corral_monotonic_ns();
         worker->servers[server].active++;
         if (uc->base.connected)
             http1_client_set_timeouts(uc);

@@ -7,6 +7,7 @@
 #ifndef CORRAL_PROTO_SITE_H
 #define CORRAL_PROTO_SITE_H
 
+#include "proto/counter.h"
 #include "proto/exchange.h"
 #include "proto/http_limits.h"    /* struct http_limits, in each vhost */
 #include "proto/proxy_protocol.h" /* enum proxy_protocol_failure, counted */
@@ -34,6 +35,7 @@ struct http_vhost {
     size_t location_count;
     struct http_limits limits;
     const struct access_conf *access; /* for requests no location takes; NULL: none */
+    unsigned stats_slot; /* its server's entry in http_stats.servers */
 };
 
 struct access_conf;
@@ -75,13 +77,28 @@ enum http2_counter {
     HTTP2_COUNTERS,
 };
 
+/* One server block's counters on one worker: how long its exchanges took,
+ * from the first byte of the request head to the end of the response, by
+ * status class. */
+struct http_server_stats {
+    struct histogram duration[STATUS_CLASSES];
+};
+
 /* Per-worker counters, written by the worker only. */
 struct http_stats {
     _Atomic uint64_t responses[HTTP_MAX_STATUS];
     _Atomic uint64_t timeouts[HTTP_TIMEOUT_KINDS];
     _Atomic uint64_t http2[HTTP2_COUNTERS];
     _Atomic uint64_t proxy_protocol[PROXY_PROTOCOL_FAILURES];
+    /* By http_vhost.stats_slot, `server_count` of them; NULL: not kept */
+    struct http_server_stats *servers;
+    unsigned server_count;
 } __attribute__((aligned(64)));
+
+/* Counts a response of `status` that `vhost` gave, `ns` after its request
+ * began, in `stats` (NULL: none). */
+void http_stats_count(struct http_stats *stats, const struct http_vhost *vhost, unsigned status,
+                      uint64_t ns);
 
 /* Finds the location for `path` in `vhost`: an exact match first, else the
  * longest prefix.  NULL if none. */

@@ -663,9 +663,15 @@ struct corral_worker_stats {
     uint64_t accept_wakeups;     /* times the worker woke with a listener ready */
     uint64_t accept_wasted;      /* of those, wakeups whose first accept() got EAGAIN */
     uint64_t accepts_local;      /* accepts whose SO_INCOMING_CPU is the worker's CPU */
-    uint64_t connections_active; /* open connections, accepted and outgoing */
+    uint64_t connections_active; /* open accepted connections */
     uint64_t accept_pauses;      /* times accepting paused (connection limit, EMFILE) */
     int cpu;                     /* the CPU the worker is pinned to, or -1 */
+    /* Open connections made with corral_connect() (max_connections counts
+     * them too); bytes read and written, after TLS, on accepted
+     * connections and on outgoing ones. */
+    uint64_t connections_outgoing;
+    uint64_t client_bytes_in, client_bytes_out;
+    uint64_t outgoing_bytes_in, outgoing_bytes_out;
 };
 
 /** Reads worker `index`'s counters.  Safe from any thread. */
