@@ -35,7 +35,7 @@ struct http_vhost {
     size_t location_count;
     struct http_limits limits;
     const struct access_conf *access; /* for requests no location takes; NULL: none */
-    unsigned stats_slot; /* its server's entry in http_stats.servers */
+    unsigned stats_slot;              /* its server's entry in http_stats.servers */
 };
 
 struct access_conf;
