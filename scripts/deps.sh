@@ -3,7 +3,7 @@
 # openssl: the TLS tests make their certificates with it; binutils: readelf,
 # with which tests/build/test_hardening.sh reads the binaries.
 corral_packages=(ninja-build pkg-config gcc clang libclang-rt-14-dev libssl-dev check node-llhttp
-                 curl wrk openssl binutils clang-format)
+                 curl wrk openssl binutils clang-format python3-h2 nghttp2-client)
 
 corral_install_deps() {
   local missing=()
