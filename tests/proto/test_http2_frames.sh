@@ -28,11 +28,11 @@ fi
 failed=0
 # Each run bounds itself (~60 s); the timeout is for a harness that hangs.
 echo "=== build/corral"
-timeout 300 "$py" "$harness" --daemon build/corral || failed=1
+timeout 300 "$py" "$harness" -v --daemon build/corral || failed=1
 echo "=== build/asan/corral"
 # ASan's quarantine keeps freed memory resident: no RSS bounds there.
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-  timeout 300 "$py" "$harness" --daemon build/asan/corral --no-rss || failed=1
+  timeout 300 "$py" "$harness" -v --daemon build/asan/corral --no-rss || failed=1
 ((failed == 0)) || fail "raw-frame HTTP/2 cases (above)"
 echo "PASS: raw-frame HTTP/2 cases against build/corral and build/asan/corral"
