@@ -148,7 +148,7 @@ class Conn:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         if sndbuf is not None:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
-        self.sock.settimeout(5)
+        self.sock.settimeout(10)
         self.sock.connect(("127.0.0.1", port))
         self.inbuf = b""
         self.decoder = hpack.Decoder()
@@ -182,7 +182,7 @@ class Conn:
         """The preface and our SETTINGS; waits for the server's and acks it."""
         if not self.send(PREFACE + settings_frame(settings)):
             raise Closed("the server closed during the preface")
-        self.wait(lambda: self.server_settings, 5)
+        self.wait(lambda: self.server_settings, 10)
         if not self.server_settings:
             raise Closed("no SETTINGS from the server (%s)" % (self.closed or "timeout"))
 
@@ -274,7 +274,7 @@ class Conn:
         """Reads until the connection ends or `timeout` passes."""
         return self.wait(lambda: False, timeout) or self.closed is not None
 
-    def outcome(self, sid, timeout=5):
+    def outcome(self, sid, timeout=10):
         """What became of stream `sid`: ("rst", code), ("status", n) once the
         response ended or was reset, ("goaway", code), ("closed", why) or
         ("none", "")."""
@@ -589,9 +589,9 @@ class Daemon:
             todo.extend(parents.get(pid, []))
         return found
 
-    def rss_kb(self):
+    def rss_kb(self, pids):
         total = 0
-        for pid in self.pids():
+        for pid in pids:
             try:
                 with open("/proc/%d/status" % pid) as f:
                     for line in f:
@@ -618,11 +618,12 @@ class Daemon:
 
 
 class RssSampler:
-    """The daemon's peak RSS growth over a case, sampled every 20 ms."""
+    """The daemon's peak RSS growth over a case, sampled every 50 ms."""
 
     def __init__(self, daemon):
         self.daemon = daemon
-        self.base = daemon.rss_kb()
+        self.pids = daemon.pids()  # no reload during a case: the same processes throughout
+        self.base = daemon.rss_kb(self.pids)
         self.peak = self.base
         self.stopping = False
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -632,13 +633,13 @@ class RssSampler:
         for _ in range(100000):
             if self.stopping:
                 return
-            self.peak = max(self.peak, self.daemon.rss_kb())
-            time.sleep(0.02)
+            self.peak = max(self.peak, self.daemon.rss_kb(self.pids))
+            time.sleep(0.05)
 
     def growth_mb(self):
         self.stopping = True
         self.thread.join(2)
-        self.peak = max(self.peak, self.daemon.rss_kb())
+        self.peak = max(self.peak, self.daemon.rss_kb(self.pids))
         return (self.peak - self.base) / 1024.0
 
 
@@ -691,7 +692,7 @@ def case(name, doc):
     return register
 
 
-def h2_get(port, path, timeout=5):
+def h2_get(port, path, timeout=10):
     """A normal GET with the h2 library on a new connection: (status, body)."""
     config = h2.config.H2Configuration(client_side=True, header_encoding=None)
     conn = h2.connection.H2Connection(config=config)
@@ -1012,7 +1013,7 @@ def rapid_reset(ctx):
                 break
             sent += 100
             c.poll(0)
-        c.wait(lambda: c.goaway is not None, 3)
+        c.wait(lambda: c.goaway is not None, 5)
     finally:
         c.close()
     ctx.note("%d streams opened and reset" % sent)
@@ -1117,9 +1118,11 @@ def hpack_bomb_cont(ctx):
 
 def flood(ctx, name, unit, opener=None, reading=True, count=100000, seconds=6):
     """Sends `unit` up to `count` times within `seconds`, in batches of 1000.
-    A reading client polls between batches; a non-reading one has a small
-    receive buffer and never reads until the end.  The connection must be
-    closed (GOAWAY or EOF/reset) within the time allowed."""
+    A reading client polls between batches.  A non-reading one has a small
+    receive buffer and reads nothing for all of `seconds` (longer than
+    send_timeout), sending a frame now and then once `count` went out, which
+    fails once the daemon has closed.  The connection must be closed (GOAWAY
+    or EOF/reset) within the time allowed."""
     mark = ctx.backend.mark()
     log_before = ctx.daemon.read_log().count("\n")
     sampler = ctx.rss()
@@ -1133,8 +1136,8 @@ def flood(ctx, name, unit, opener=None, reading=True, count=100000, seconds=6):
         if not reading:
             c.sock.setblocking(False)
         pending = b""
-        for _ in range(count // 1000 * 1000 + 1):
-            if sent >= count or time.monotonic() > deadline or c.goaway or c.closed:
+        for _ in range(1000000):
+            if time.monotonic() > deadline or c.goaway or c.closed or (reading and sent >= count):
                 break
             if reading:
                 if not c.send(batch):
@@ -1142,7 +1145,8 @@ def flood(ctx, name, unit, opener=None, reading=True, count=100000, seconds=6):
                 sent += 1000
                 c.poll(0)
                 continue
-            pending = pending or batch
+            if not pending:
+                pending = batch if sent < count else unit
             try:
                 n = c.sock.send(pending)
             except BlockingIOError:
@@ -1153,7 +1157,9 @@ def flood(ctx, name, unit, opener=None, reading=True, count=100000, seconds=6):
                 break
             pending = pending[n:]
             if not pending:
-                sent += 1000
+                sent += 1000 if sent < count else 1
+                if sent >= count:
+                    time.sleep(0.05)
         c.sock.setblocking(True)
         c.sock.settimeout(5)
         c.wait(lambda: c.goaway is not None, SEND_TIMEOUT_S + 4)
