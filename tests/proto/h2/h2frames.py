@@ -18,6 +18,7 @@ The nginx 1.22 cross-check (`--daemon nginx`) is at the end of this file.
 """
 
 import argparse
+import ctypes
 import os
 import re
 import select
@@ -512,6 +513,16 @@ def nginx_config(directory, port, backend_port):
                "hl": MAX_HEADER_LIST, "st": SEND_TIMEOUT_S})
 
 
+LIBC = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent():
+    # Run in the child before exec: the daemon gets SIGKILL if this harness
+    # dies without stopping it (killed by the runner's timeout, say).
+    LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 class Daemon:
     def __init__(self, command, kind, backend_port, directory, http2=True):
         self.kind = kind
@@ -532,7 +543,7 @@ class Daemon:
             f.write(text)
         self.out = open(self.log, "wb")
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.out,
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
 
     def read_log(self):
         text = ""
@@ -1441,6 +1452,9 @@ def main():
         return 0
     if args.kind is None:
         args.kind = "nginx" if os.path.basename(shlex.split(args.daemon)[0]).startswith("nginx") else "corral"
+    # SIGTERM (the runner's timeout) unwinds through the finally below, which
+    # stops the daemon and the backend.
+    signal.signal(signal.SIGTERM, lambda signo, frame: sys.exit("h2frames: terminated"))
     selected = [c for c in CASES if not args.case or any(s in c[0] for s in args.case)]
     backend = Backend()
     directory = tempfile.mkdtemp(prefix="corral-h2frames-")
