@@ -3,7 +3,7 @@
 # the known HTTP/2 attacks against build/corral, then build/asan/corral (whose
 # sanitizer reports fail the run), each in front of a recording backend.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 py=/usr/bin/python3
 harness=tests/proto/h2/h2frames.py
 fail() { echo "FAIL: $*" >&2; exit 1; }
