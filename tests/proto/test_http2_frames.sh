@@ -5,6 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 py=/usr/bin/python3
+export PYTHONDONTWRITEBYTECODE=1 # nothing written into the tree
 harness=tests/proto/h2/h2frames.py
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
