@@ -1199,32 +1199,35 @@ def flood(ctx, name, unit, opener=None, reading=True, count=100000, seconds=6):
     ctx.check_rss(sampler)
 
 
-@case("settings-flood", "SETTINGS frames, never reading the ACKs (4 KB receive buffer): closed "
-      "(GOAWAY ENHANCE_YOUR_CALM or similar), memory bounded")
+@case("settings-flood", "SETTINGS frames, never reading the ACKs (4 KB receive buffer) for 6 s: closed, "
+      "by a flood bound (GOAWAY ENHANCE_YOUR_CALM or similar) or by send_timeout once the daemon stops "
+      "reading; memory bounded")
 def settings_flood(ctx):
     flood(ctx, "settings-flood", settings_frame([(SETTINGS_INITIAL_WINDOW_SIZE, 65535)]), reading=False)
 
 
-@case("ping-flood", "PING frames, never reading the ACKs (4 KB receive buffer): closed, memory bounded")
+@case("ping-flood", "PING frames, never reading the ACKs (4 KB receive buffer) for 6 s: closed as "
+      "above, memory bounded")
 def ping_flood(ctx):
     flood(ctx, "ping-flood", frame(PING, 0, 0, b"12345678"), reading=False)
 
 
-@case("empty-data-flood", "a POST stream, then empty DATA frames without END_STREAM, reading all the "
-      "while: closed with GOAWAY (not idle: the stream is open)")
+@case("empty-data-flood", "a POST stream, then up to 100000 empty DATA frames without END_STREAM, reading "
+      "all the while: closed (a GOAWAY other than NO_ERROR, or EOF/reset) within 6 s of the last")
 def empty_data_flood(ctx):
     flood(ctx, "empty-data-flood", data_frame(1, b""),
           opener=headers_frame(1, block(base("/flood/empty-data", "POST")), end_stream=False))
 
 
-@case("empty-headers-flood", "CONTINUATION frames with empty payloads after an open HEADERS: closed")
+@case("empty-headers-flood", "up to 100000 empty CONTINUATION frames after a HEADERS without END_HEADERS: "
+      "closed as above, nothing upstream")
 def empty_continuation_flood(ctx):
     flood(ctx, "empty-headers-flood", frame(CONTINUATION, 0, 1, b""),
           opener=headers_frame(1, block(base("/bad/empty-headers")), end_headers=False))
 
 
-@case("window-update-flood", "WINDOW_UPDATE frames of 1 byte on the connection, reading all the while: "
-      "closed with GOAWAY")
+@case("window-update-flood", "up to 100000 WINDOW_UPDATE frames of 1 byte on the connection, reading "
+      "all the while: closed as above")
 def window_update_flood(ctx):
     flood(ctx, "window-update-flood", window_update_frame(0, 1))
 
