@@ -10,6 +10,18 @@ backend this program runs on an ephemeral port.  Every case checks (a) what
 the client gets, (b) that nothing of a bad request reached the backend and
 (c) that the daemon still serves a normal request on a new connection.
 
+The cases (--list says what each expects): malformed requests by RFC 9113
+8.2 and 8.3, refused with RST_STREAM PROTOCOL_ERROR or a 400 (field-*,
+name-*, value-*, pseudo-*, path-*, content-length-*); valid requests close
+to them that must pass (control-*); and the attacks, each with the defence
+the daemon must show: rapid-reset, continuation-flood, hpack-bomb*,
+settings/ping/empty-data/empty-headers/window-update floods, zero-window
+stalls and too-many-streams.  The daemon's config sets the limits they rely
+on (corral_config below): a daemon whose directives differ fails to start,
+loudly, rather than skipping anything.
+
+    tests/proto/h2/h2frames.py --daemon build/asan/corral --no-rss --case rapid-reset -v
+
 Exit status: 0 every case passed, 1 a case failed or the daemon misbehaved
 (crash, sanitizer report, unclean exit), 2 usage, 3 (--probe only) the daemon
 does not speak HTTP/2 with prior knowledge.
