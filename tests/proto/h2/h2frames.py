@@ -1115,6 +1115,7 @@ def continuation_flood(ctx):
 
 def hpack_bomb(ctx, name, frames):
     mark = ctx.backend.mark()
+    log_before = ctx.daemon.read_log().count("\n")
     sampler = ctx.rss()
     c = ctx.conn()
     try:
@@ -1136,6 +1137,7 @@ def hpack_bomb(ctx, name, frames):
         raise Fail("a header list of %d MB got %s" % (decoded >> 20, describe(got)))
     check_serves(ctx, name)
     check_backend(ctx, mark, ["/ok/"])
+    check_log_quiet(ctx, log_before)
     ctx.check_rss(sampler)
 
 
