@@ -369,7 +369,7 @@ class Backend:
 
     def _serve(self, c):
         buf = b""
-        c.settimeout(30)
+        c.settimeout(300)  # never closes a pooled connection during a run
         try:
             while not self.stopping:
                 while b"\r\n\r\n" not in buf:
