@@ -358,7 +358,9 @@ class Backend:
         self.thread.join(5)
 
     def _accept(self):
-        while not self.stopping:
+        for _ in range(100000):  # connections in one run; stop() ends it sooner
+            if self.stopping:
+                return
             try:
                 c, _ = self.listener.accept()
             except OSError:
@@ -371,8 +373,10 @@ class Backend:
         buf = b""
         c.settimeout(300)  # never closes a pooled connection during a run
         try:
-            while not self.stopping:
-                while b"\r\n\r\n" not in buf:
+            for _ in range(100000):  # requests on one connection
+                if self.stopping:
+                    return
+                while b"\r\n\r\n" not in buf:  # at most 1 MB, below
                     chunk = c.recv(65536)
                     if not chunk:
                         if buf:
