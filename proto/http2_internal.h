@@ -62,6 +62,17 @@ struct h2_stream {
     char *log_fields; /* with an access log: the request's text, copied */
 };
 
+/* The frames a client may send only so many of per interval (http2.c). */
+enum h2_flood {
+    H2_FLOOD_SETTINGS,
+    H2_FLOOD_PING,
+    H2_FLOOD_EMPTY, /* DATA, HEADERS or CONTINUATION with nothing in it; PRIORITY */
+    H2_FLOODS,
+};
+
+/* The length of a frame header (RFC 9113 4.1). */
+#define H2_FRAME_HEADER 9
+
 struct http2_conn {
     corral_conn *conn;
     const struct http_site *site;
@@ -74,8 +85,20 @@ struct http2_conn {
     bool closing;         /* asked to close: no more input */
     bool stopping;        /* GOAWAY sent for a graceful stop */
     bool drains_owed;     /* some stream's output drained: on_drain to deliver */
+    bool settings_sent;   /* ours went out, with the configured stream limit */
     unsigned resets;      /* RST_STREAM from the client in this interval */
     uint64_t resets_since_ms;
+    /* The client's frames as scanned ahead of nghttp2 (http2.c): where the
+     * scan is, and what it counted. */
+    uint8_t scan_head[H2_FRAME_HEADER]; /* a frame header split across reads */
+    uint8_t scan_have;                  /* its bytes so far */
+    bool scan_pad;                      /* next: a DATA frame's pad length byte */
+    uint32_t scan_length;               /* that frame's length */
+    uint32_t scan_skip;                 /* bytes still to pass: payload, or the preface */
+    size_t block_bytes;                 /* of the header block being received */
+    unsigned floods[H2_FLOODS];         /* frames of each kind in this interval */
+    uint64_t floods_since_ms;
+    uint64_t window_updates, data_frames_sent;
 };
 
 /* The stream of `ex`. */

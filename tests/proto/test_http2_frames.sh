@@ -12,20 +12,6 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 "$py" -c 'import h2, hpack' 2>/dev/null || fail "python3-h2 is not installed (scripts/deps.sh)"
 ninja build/corral build/asan/corral >/dev/null || fail "build"
 
-# ---- SKIP while corral has no HTTP/2 framer: the one place to remove once it lands.
-# scripts/test counts every non-zero status as a failure, so the skip exits 0.
-timeout 60 "$py" "$harness" --probe --daemon build/corral
-probe=$?
-if ((probe == 3)); then
-  echo "########################################################################"
-  echo "SKIP: build/corral does not answer an HTTP/2 connection preface with SETTINGS;"
-  echo "SKIP: no raw-frame HTTP/2 case was run"
-  echo "########################################################################"
-  exit 0
-fi
-((probe == 0)) || fail "probing build/corral for HTTP/2 (status $probe)"
-# ---- end of SKIP
-
 failed=0
 # Each run bounds itself (~60 s); the timeout is for a harness that hangs.
 echo "=== build/corral"

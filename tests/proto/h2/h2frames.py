@@ -3,7 +3,7 @@
 # to cross-check): malformed requests and the known HTTP/2 attacks, each
 # checked against what a recording HTTP/1.1 backend run here received.
 """Usage: h2frames.py --daemon 'build/corral' [--kind corral|nginx] [--case SUBSTRING]...
-                   [--list] [--probe] [--no-rss] [--keep] [-v]
+                   [--list] [--no-rss] [--keep] [-v]
 
 The daemon listens on 127.0.0.1 with prior-knowledge HTTP/2 and proxies to a
 backend this program runs on an ephemeral port.  Every case checks (a) what
@@ -23,8 +23,7 @@ loudly, rather than skipping anything.
     tests/proto/h2/h2frames.py --daemon build/asan/corral --no-rss --case rapid-reset -v
 
 Exit status: 0 every case passed, 1 a case failed or the daemon misbehaved
-(crash, sanitizer report, unclean exit), 2 usage, 3 (--probe only) the daemon
-does not speak HTTP/2 with prior knowledge.
+(crash, sanitizer report, unclean exit), 2 usage.
 
 The nginx 1.22 cross-check (`--daemon nginx`) is at the end of this file.
 """
@@ -492,22 +491,20 @@ MAX_HEADER_LIST = 16384
 SEND_TIMEOUT_S = 2
 
 
-def corral_config(backend_port, http2=True):
+def corral_config(backend_port):
     # Short send_timeout: the zero-window cases wait for it.  The client
     # timeouts stay longer than any case waits, and keepalive_requests far
     # above any case's stream count, so that a flood or rapid-reset case
     # passes only when the daemon's defence cuts the connection off.
-    h2 = ""
-    if http2:
-        h2 = ("    http2_max_concurrent_streams %d;\n    http2_max_header_list_size %d;\n"
-              "    http2_idle_timeout 30s;\n" % (MAX_STREAMS, MAX_HEADER_LIST))
+    h2 = ("    http2_max_concurrent_streams %d;\n    http2_max_header_list_size %d;\n"
+          "    http2_idle_timeout 30s;\n" % (MAX_STREAMS, MAX_HEADER_LIST))
     return ("workers 1;\ndrain_timeout 1s;\nadmin { listen 127.0.0.2:0; }\n"
             "upstream b {\n    server 127.0.0.1:%d;\n    keepalive 8;\n}\n"
-            "server {\n    listen 127.0.0.1:0%s;\n%s"
+            "server {\n    listen 127.0.0.1:0 http2;\n%s"
             "    send_timeout %ds;\n    client_header_timeout 20s;\n    client_body_timeout 20s;\n"
             "    keepalive_timeout 30s;\n    keepalive_requests 100000;\n"
             "    location / {\n        proxy_pass http://b;\n    }\n}\n"
-            % (backend_port, " http2" if http2 else "", h2, SEND_TIMEOUT_S))
+            % (backend_port, h2, SEND_TIMEOUT_S))
 
 
 def nginx_config(directory, port, backend_port):
@@ -540,7 +537,7 @@ def die_with_parent():
 
 
 class Daemon:
-    def __init__(self, command, kind, backend_port, directory, http2=True):
+    def __init__(self, command, kind, backend_port, directory):
         self.kind = kind
         self.dir = directory
         self.log = os.path.join(directory, "daemon.log")
@@ -553,7 +550,7 @@ class Daemon:
             text = nginx_config(directory, self.port, backend_port)
             argv += ["-p", directory + "/", "-c", conf, "-e", os.path.join(directory, "error.log")]
         else:
-            text = corral_config(backend_port, http2)
+            text = corral_config(backend_port)
             argv += ["-c", conf]
         with open(conf, "w") as f:
             f.write(text)
@@ -700,6 +697,27 @@ class Context:
 
     def rss(self):
         return RssSampler(self.daemon) if self.args.rss else None
+
+    def defence(self):
+        """What corral had counted and logged before an attack: for
+        check_defence() after it."""
+        return (events(self.daemon), self.daemon.read_log().count("closing the connection"))
+
+    def check_defence(self, before, event, connections=1):
+        """corral counted the attack under corral_http2_events_total{event=...}
+        (or one of a tuple of events) and logged it once per connection
+        (nginx: not checked)."""
+        if self.daemon.kind != "corral":
+            return
+        names = event if isinstance(event, tuple) else (event,)
+        after = events(self.daemon)
+        counted = sum(after.get(e, 0) - before[0].get(e, 0) for e in names)
+        logged = self.daemon.read_log().count("closing the connection") - before[1]
+        self.note("%s +%d" % (event, counted))
+        if counted != connections:
+            raise Fail("/metrics counted %s %d times, not %d" % (event, counted, connections))
+        if logged != connections:
+            raise Fail("the daemon logged %d connection closes, not %d" % (logged, connections))
 
     def check_rss(self, sampler, limit_mb=48):
         if sampler is None:
@@ -1036,6 +1054,7 @@ def rst_flood_paths(ctx, mark):
       "stream above its last-stream-id reaches the backend")
 def rapid_reset(ctx):
     mark = ctx.backend.mark()
+    before = ctx.defence()
     log_before = ctx.daemon.read_log().count("\n")
     sampler = ctx.rss()
     c = ctx.conn()
@@ -1073,6 +1092,14 @@ def rapid_reset(ctx):
     check_backend(ctx, mark, ["/ok/", "/rr/"])
     check_log_quiet(ctx, log_before)
     ctx.check_rss(sampler)
+    calm(ctx, c)
+    ctx.check_defence(before, "rapid_reset")
+
+
+def calm(ctx, c):
+    """corral ends an attacking connection that reads with ENHANCE_YOUR_CALM."""
+    if ctx.daemon.kind == "corral" and (c.goaway is None or c.goaway[1] != ENHANCE_YOUR_CALM):
+        raise Fail("GOAWAY %s, not ENHANCE_YOUR_CALM" % (error_name(c.goaway[1]) if c.goaway else "none"))
 
 
 def check_log_quiet(ctx, lines_before, limit=20):
@@ -1089,6 +1116,7 @@ def check_log_quiet(ctx, lines_before, limit=20):
       "memory bounded, nothing upstream")
 def continuation_flood(ctx):
     mark = ctx.backend.mark()
+    before = ctx.defence()
     log_before = ctx.daemon.read_log().count("\n")
     sampler = ctx.rss()
     c = ctx.conn(sndbuf=65536)
@@ -1115,10 +1143,18 @@ def continuation_flood(ctx):
     check_backend(ctx, mark, ["/ok/"])
     check_log_quiet(ctx, log_before)
     ctx.check_rss(sampler)
+    calm(ctx, c)
+    ctx.check_defence(before, "header_block_too_long")
+    # corral cuts a header block off at twice http2_max_header_list_size,
+    # before nghttp2's bound of 8 CONTINUATION frames (here 128 KB).
+    if ctx.daemon.kind == "corral" and "header block over http2_max_header_list_size" not in \
+            ctx.daemon.read_log():
+        raise Fail("the header block was not cut off at its length")
 
 
-def hpack_bomb(ctx, name, frames):
+def hpack_bomb(ctx, name, frames, event):
     mark = ctx.backend.mark()
+    before = ctx.defence()
     log_before = ctx.daemon.read_log().count("\n")
     sampler = ctx.rss()
     c = ctx.conn()
@@ -1143,20 +1179,25 @@ def hpack_bomb(ctx, name, frames):
     check_backend(ctx, mark, ["/ok/"])
     check_log_quiet(ctx, log_before)
     ctx.check_rss(sampler)
+    if ctx.daemon.kind == "corral":
+        counted = events(ctx.daemon).get(event, 0) - before[0].get(event, 0)
+        if counted != 1:
+            raise Fail("/metrics counted %s %d times, not once" % (event, counted))
 
 
 @case("hpack-bomb", "one 4 KB dynamic-table entry referenced ~12000 times in one HEADERS frame (~48 MB "
       "decoded): refused (reset, GOAWAY or 431), nothing upstream, memory bounded")
 def hpack_bomb_one(ctx):
-    hpack_bomb(ctx, "hpack-bomb", 1)
+    hpack_bomb(ctx, "hpack-bomb", 1, "header_list_too_large")
 
 
 @case("hpack-bomb-continuation", "the same over HEADERS + 7 CONTINUATION frames (~450 MB decoded)")
 def hpack_bomb_cont(ctx):
-    hpack_bomb(ctx, "hpack-bomb-continuation", 8)
+    # Its header block is 128 KB long: corral cuts it off as one.
+    hpack_bomb(ctx, "hpack-bomb-continuation", 8, "header_block_too_long")
 
 
-def flood(ctx, name, unit, opener=None, reading=True, count=100000, seconds=6):
+def flood(ctx, name, unit, event, opener=None, reading=True, count=100000, seconds=6):
     """Sends `unit` up to `count` times within `seconds`, in batches of 1000.
     A reading client polls between batches.  A non-reading one has a small
     receive buffer and reads nothing for all of `seconds` (longer than
@@ -1165,6 +1206,7 @@ def flood(ctx, name, unit, opener=None, reading=True, count=100000, seconds=6):
     or EOF/reset) within the time allowed."""
     mark = ctx.backend.mark()
     log_before = ctx.daemon.read_log().count("\n")
+    before = ctx.defence()
     sampler = ctx.rss()
     c = ctx.conn(rcvbuf=None if reading else 4096)
     sent = 0
@@ -1215,43 +1257,62 @@ def flood(ctx, name, unit, opener=None, reading=True, count=100000, seconds=6):
     check_backend(ctx, mark, ["/ok/", "/flood/"])
     check_log_quiet(ctx, log_before)
     ctx.check_rss(sampler)
+    if reading:
+        calm(ctx, c)
+    ctx.check_defence(before, event)
 
 
 @case("settings-flood", "SETTINGS frames, never reading the ACKs (4 KB receive buffer) for 6 s: closed, "
       "by a flood bound (GOAWAY ENHANCE_YOUR_CALM or similar) or by send_timeout once the daemon stops "
       "reading; memory bounded")
 def settings_flood(ctx):
-    flood(ctx, "settings-flood", settings_frame([(SETTINGS_INITIAL_WINDOW_SIZE, 65535)]), reading=False)
+    flood(ctx, "settings-flood", settings_frame([(SETTINGS_INITIAL_WINDOW_SIZE, 65535)]), "settings_flood",
+          reading=False)
 
 
 @case("ping-flood", "PING frames, never reading the ACKs (4 KB receive buffer) for 6 s: closed as "
       "above, memory bounded")
 def ping_flood(ctx):
-    flood(ctx, "ping-flood", frame(PING, 0, 0, b"12345678"), reading=False)
+    flood(ctx, "ping-flood", frame(PING, 0, 0, b"12345678"), "ping_flood", reading=False)
+
+
+@case("settings-flood-reading", "SETTINGS frames, up to 100000, reading every ACK: closed (nghttp2 "
+      "bounds only the ACKs left unread)")
+def settings_flood_reading(ctx):
+    flood(ctx, "settings-flood-reading", settings_frame([(SETTINGS_INITIAL_WINDOW_SIZE, 65535)]),
+          "settings_flood")
+
+
+@case("ping-flood-reading", "PING frames, up to 100000, reading every ACK: closed as above")
+def ping_flood_reading(ctx):
+    flood(ctx, "ping-flood-reading", frame(PING, 0, 0, b"12345678"), "ping_flood")
 
 
 @case("empty-data-flood", "a POST stream, then up to 100000 empty DATA frames without END_STREAM, reading "
       "all the while: closed (a GOAWAY other than NO_ERROR, or EOF/reset) within 6 s of the last")
 def empty_data_flood(ctx):
-    flood(ctx, "empty-data-flood", data_frame(1, b""),
+    flood(ctx, "empty-data-flood", data_frame(1, b""), "empty_frame_flood",
           opener=headers_frame(1, block(base("/flood/empty-data", "POST")), end_stream=False))
 
 
 @case("empty-headers-flood", "up to 100000 empty CONTINUATION frames after a HEADERS without END_HEADERS: "
       "closed as above, nothing upstream")
 def empty_continuation_flood(ctx):
+    # nghttp2's bound of 8 CONTINUATION frames may come first.
     flood(ctx, "empty-headers-flood", frame(CONTINUATION, 0, 1, b""),
+          ("empty_frame_flood", "header_block_too_long"),
           opener=headers_frame(1, block(base("/bad/empty-headers")), end_headers=False))
 
 
 @case("window-update-flood", "up to 100000 WINDOW_UPDATE frames of 1 byte on the connection, reading "
       "all the while: closed as above")
 def window_update_flood(ctx):
-    flood(ctx, "window-update-flood", window_update_frame(0, 1))
+    flood(ctx, "window-update-flood", window_update_frame(0, 1), "window_update_flood")
 
 
 def stall(ctx, name, settings, path, want_bytes):
     mark = ctx.backend.mark()
+    before = ctx.defence()
     c = ctx.conn(settings)
     try:
         c.send(headers_frame(1, block(base(path))))
@@ -1270,6 +1331,10 @@ def stall(ctx, name, settings, path, want_bytes):
         raise Fail("the daemon sent %d bytes beyond the window" % got)
     check_serves(ctx, name)
     check_backend(ctx, mark, ["/ok/", "/ctl/", "/big/"])
+    if ctx.daemon.kind == "corral":
+        counted = events(ctx.daemon).get("streams_stalled", 0) - before[0].get("streams_stalled", 0)
+        if counted != 1:
+            raise Fail("/metrics counted streams_stalled %d times, not once" % counted)
 
 
 @case("zero-window-stream", "SETTINGS_INITIAL_WINDOW_SIZE 0 and never a WINDOW_UPDATE: the stream or "
@@ -1336,6 +1401,11 @@ def too_many_streams(ctx):
         c.send(open_streams(c, sids, extra))
         got = c.outcome(extra)
         ctx.note("stream %d: %s" % (extra, describe(got)))
+        if ctx.daemon.kind == "corral" and got != ("rst", REFUSED_STREAM):
+            # RFC 9113 5.1.2 allows a stream error: corral refuses the
+            # stream rather than end the connection (which nghttp2 would).
+            raise Fail("stream %d beyond the limit got %s, not RST_STREAM REFUSED_STREAM"
+                       % (extra, describe(got)))
         if got in (("rst", REFUSED_STREAM), ("rst", PROTOCOL_ERROR)):
             finish_streams(c, sids)
         elif got in (("goaway", PROTOCOL_ERROR), ("goaway", ENHANCE_YOUR_CALM)):
@@ -1372,25 +1442,11 @@ def control_chatty(ctx):
 # ------------------------------------------------------------------ running
 
 
-def start(args, backend, directory, http2=True):
-    d = Daemon(args.daemon, args.kind, backend.port, directory, http2)
+def start(args, backend, directory):
+    d = Daemon(args.daemon, args.kind, backend.port, directory)
     if not d.wait_listening():
         return d, False
     return d, True
-
-
-def speaks_h2(port):
-    """True when a prior-knowledge preface is answered with SETTINGS."""
-    try:
-        c = Conn(port)
-    except OSError:
-        return False
-    try:
-        c.send(PREFACE + settings_frame())
-        c.wait(lambda: c.server_settings, 3)
-        return bool(c.server_settings)
-    finally:
-        c.close()
 
 
 def metrics(d):
@@ -1413,6 +1469,16 @@ def metrics(d):
             if re.search(r"http2|h2_|goaway|reset|stream", line) and not line.startswith("#")]
 
 
+def events(d):
+    """corral_http2_events_total by event."""
+    counts = {}
+    for line in metrics(d):
+        m = re.match(r'corral_http2_events_total\{event="(\w+)"\} (\d+)$', line)
+        if m:
+            counts[m.group(1)] = int(m.group(2))
+    return counts
+
+
 def finish(d):
     """Stops the daemon; a list of problems (exit status, sanitizer reports)."""
     status = d.stop()
@@ -1428,40 +1494,12 @@ def finish(d):
     return problems
 
 
-def probe(args, backend, directory, daemon, up):
-    """3 only for a daemon that refuses `listen ... http2` as a parameter it
-    does not know and answers a preface with no SETTINGS on a plain listener;
-    1 for one that takes the config and still does not speak HTTP/2, or
-    refuses it for another reason (a directive of the test config renamed)."""
-    if up:
-        if speaks_h2(daemon.port):
-            print("%s speaks HTTP/2 with prior knowledge" % args.daemon)
-            return 0
-        print("FAIL: %s takes `listen ... http2` but answers no SETTINGS to a preface" % args.daemon)
-        return 1
-    finish(daemon)
-    log = daemon.read_log()
-    if args.kind != "corral" or 'parameter "http2"' not in log:
-        print("FAIL: %s refused the test config:\n%s" % (args.daemon, log))
-        return 1
-    daemon, up = start(args, backend, directory, http2=False)
-    try:
-        if up and speaks_h2(daemon.port):
-            print("FAIL: %s answers a preface but refuses `listen ... http2`" % args.daemon)
-            return 1
-        print("%s does not know `listen ... http2` and answers no SETTINGS to a preface" % args.daemon)
-        return 3
-    finally:
-        finish(daemon)
-
-
 def main():
     p = argparse.ArgumentParser(description="raw-frame HTTP/2 tests")
     p.add_argument("--daemon", default="build/corral", help="the daemon's command line (without -c)")
     p.add_argument("--kind", choices=("corral", "nginx"), help="its config dialect (from the name if not given)")
     p.add_argument("--case", action="append", default=[], help="run the cases whose name contains this")
     p.add_argument("--list", action="store_true", help="list the cases and what each expects")
-    p.add_argument("--probe", action="store_true", help="exit 3 unless the daemon speaks HTTP/2")
     p.add_argument("--no-rss", dest="rss", action="store_false", help="do not bound the daemon's RSS "
                    "(ASan's quarantine makes it meaningless)")
     p.add_argument("--keep", action="store_true", help="keep the daemon's config and log")
@@ -1484,8 +1522,6 @@ def main():
     failed = []
     try:
         daemon, up = start(args, backend, directory)
-        if args.probe:
-            return probe(args, backend, directory, daemon, up)
         if not up:
             print("FAIL: the daemon did not start:\n%s" % daemon.read_log())
             return 1
@@ -1531,12 +1567,12 @@ def main():
     finally:
         if daemon is not None and not daemon.out.closed:
             problems = finish(daemon)
-            if problems and not args.probe:
+            if problems:
                 for problem in problems:
                     print("FAIL: %s" % problem)
                 failed.append("daemon")
         backend.stop()
-        if failed and not args.probe and daemon is not None:
+        if failed and daemon is not None:
             print("the daemon's output, last 60 lines:")
             print("\n".join(daemon.read_log().splitlines()[-60:]))
         if args.keep:
