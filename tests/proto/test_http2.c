@@ -138,7 +138,8 @@ static void *backend_run(void *arg)
     return NULL;
 }
 
-static void backend_start(struct backend *b, size_t big)
+/* Takes a port that refuses connections until backend_listen(). */
+static void backend_bind(struct backend *b, size_t big)
 {
     *b = (struct backend){.big = big};
     b->fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -146,13 +147,23 @@ static void backend_start(struct backend *b, size_t big)
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(addr);
     ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(b->fd, 128), 0);
     ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
     b->port = ntohs(addr.sin_port);
+}
+
+static void backend_listen(struct backend *b)
+{
+    ck_assert_int_eq(listen(b->fd, 128), 0);
     /* accept() wakes every 100 ms to see the stop flag. */
     struct timeval tv = {0, 100000};
     setsockopt(b->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_run, b), 0);
+}
+
+static void backend_start(struct backend *b, size_t big)
+{
+    backend_bind(b, big);
+    backend_listen(b);
 }
 
 static void backend_stop(struct backend *b)
@@ -563,6 +574,81 @@ START_TEST(idle_connection_gets_goaway_and_closes)
 }
 END_TEST
 
+/* Reads frames until stream `id` ends (END_STREAM on its HEADERS or DATA,
+ * or its RST_STREAM), or 10 s pass: whether it did. */
+static bool stream_ends(int fd, unsigned id)
+{
+    unsigned char frame[9], payload[16384];
+    uint64_t start_ms = test_now_ms();
+    while (test_now_ms() - start_ms < 10000 && test_recv_all(fd, frame, 9) == 9) {
+        size_t len = (size_t)frame[0] << 16 | (size_t)frame[1] << 8 | frame[2];
+        ck_assert_uint_le(len, sizeof(payload));
+        ck_assert_uint_eq(test_recv_all(fd, payload, len), len);
+        unsigned sid = (unsigned)(frame[5] & 0x7f) << 24 | (unsigned)frame[6] << 16 |
+                       (unsigned)frame[7] << 8 | frame[8];
+        bool end = (frame[3] == 0 || frame[3] == 1) && (frame[4] & 1) != 0;
+        if (sid == id && (end || frame[3] == 3))
+            return true;
+    }
+    return false;
+}
+
+/* A backend that refused the first connection and listens later: once its
+ * fail_timeout has passed, HTTP/2 requests reach it as HTTP/1.1 ones do, on
+ * the connection that saw the 502 as on a new one, and the error log says
+ * the server was marked down. */
+START_TEST(backend_up_after_a_refused_connect_serves_http2)
+{
+    struct backend b;
+    backend_bind(&b, 0);
+    char extra[256];
+    snprintf(extra, sizeof(extra), "upstream late { server 127.0.0.1:%d fail_timeout=1s; }",
+             b.port);
+    struct test_daemon d;
+    start(&d, NULL, "http2", "    location /late { proxy_pass http://late; }", extra);
+    /* The preface, empty SETTINGS, an ACK of the server's, and GET /late
+     * (HPACK: :method GET, :scheme http, :path /late, :authority a). */
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                  "\0\0\0\4\0\0\0\0\0"
+                                  "\0\0\0\4\1\0\0\0\0";
+    static const char get1[] = "\0\0\x0c\1\5\0\0\0\1"
+                               "\x82\x86\x04\x05/late\x41\1a";
+    static const char get3[] = "\0\0\x0c\1\5\0\0\0\3"
+                               "\x82\x86\x04\x05/late\x41\1a";
+    int fd = test_connect(d.port);
+    test_send_all(fd, preface, sizeof(preface) - 1);
+    test_send_all(fd, get1, sizeof(get1) - 1);
+    ck_assert(stream_ends(fd, 1));
+    char out[512];
+    curl(d.port, "--http1.1", "/late", out, sizeof(out));
+    ck_assert_msg(strstr(out, "v=1.1 code=502") != NULL, "%s", out);
+
+    backend_listen(&b);
+    usleep(1500 * 1000); /* fail_timeout */
+    test_send_all(fd, get3, sizeof(get3) - 1);
+    ck_assert(stream_ends(fd, 3));
+    close(fd);
+    curl(d.port, "--http2-prior-knowledge", "/late", out, sizeof(out));
+    ck_assert_str_eq(out, "len=0\n v=2 code=200");
+    curl(d.port, "--http1.1", "/late", out, sizeof(out));
+    ck_assert_str_eq(out, "len=0\n v=1.1 code=200");
+    test_daemon_stop(&d);
+    backend_stop(&b);
+
+    char path[PATH_MAX];
+    test_daemon_file(path, sizeof(path), "access.log");
+    char *log = test_read_file(path);
+    const char *first = strstr(log, "\"GET /late HTTP/2.0\" 502");
+    ck_assert_msg(first != NULL, "%s", log);
+    ck_assert_msg(strstr(first, "\"GET /late HTTP/2.0\" 200") != NULL, "%s", log);
+    free(log);
+    log = test_daemon_log(&d);
+    ck_assert_msg(strstr(log, "127.0.0.1:") != NULL && strstr(log, "marked down") != NULL, "%s",
+                  log);
+    free(log);
+}
+END_TEST
+
 static TCase *new_case(Suite *suite, const char *name, double timeout_s)
 {
     TCase *tc = tcase_create(name);
@@ -591,5 +677,6 @@ Suite *test_suite(void)
     tcase_add_test(tc, reload_with_streams_in_flight_loses_none);
     tcase_add_test(tc, paused_request_body_stalls_only_its_stream);
     tcase_add_test(tc, graceful_stop_lets_open_streams_finish);
+    tcase_add_test(tc, backend_up_after_a_refused_connect_serves_http2);
     return suite;
 }
