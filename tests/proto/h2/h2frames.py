@@ -1019,6 +1019,28 @@ def control_post(ctx):
                 base("/ctl/post", "POST", [("content-length", "5")]), b"hello")
 
 
+@case("control-request-trailers", "POST without a length, DATA, then trailers (HEADERS with END_STREAM): "
+      "200, the body upstream (chunked); the trailer fields are not forwarded (docs/http2.md)")
+def control_request_trailers(ctx):
+    mark = ctx.backend.mark()
+    c = ctx.conn()
+    try:
+        c.send(headers_frame(1, block(base("/ctl/trailers", "POST")), end_stream=False) +
+               data_frame(1, b"hello") + headers_frame(1, block([(b"x-checksum", b"abc")])))
+        got = c.outcome(1)
+    finally:
+        c.close()
+    ctx.note(describe(got))
+    if got != ("status", 200):
+        raise Fail("a POST with trailers got %s" % describe(got))
+    reached = [r for r in ctx.backend.since(mark) if r["complete"]]
+    if not reached or reached[0]["body"] != b"hello":
+        raise Fail("the backend got %r" % [(r["path"], r["body"][:20]) for r in reached])
+    ctx.note("upstream: %s" % b" ".join(l for l in reached[0]["head"].split(b"\r\n")
+                                        if l.lower().startswith((b"transfer-encoding", b"content-length")))
+             .decode())
+
+
 @case("control-options-star", "OPTIONS * is allowed: any response, not a stream error")
 def control_options(ctx):
     run_control(ctx, "control-options-star", pseudo_swap(base("*", "OPTIONS"), b":path", "*"), None,
@@ -1606,6 +1628,7 @@ if __name__ == "__main__":
 # - a zero window: RST_STREAM PROTOCOL_ERROR after send_timeout.
 # - too many streams: RST_STREAM REFUSED_STREAM, before and after the SETTINGS
 #   ack (nghttp2 makes the latter a connection error).
+# - request trailers (control-request-trailers): GOAWAY PROTOCOL_ERROR.
 #
 # For comparison, HAProxy 2.6.12 (bind ... proto h2) refuses every malformed
 # request here with RST_STREAM PROTOCOL_ERROR, except GET with :path "*",
