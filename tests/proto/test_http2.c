@@ -22,7 +22,8 @@
 
 /* ------------------------------------------------------------- backend */
 
-/* Answers every request with "len=N" (N: the body's bytes) and closes; a
+/* Answers every request with "len=N" (N: the body's bytes) and closes
+ * (POST /p/sha: with the body kept in the file "received"); a
  * response of `big` bytes for /p/big, after two seconds for /p/slow;
  * for /p/hold it waits three seconds before it reads the body.  A
  * thread per connection, so that slow requests overlap. */
@@ -74,12 +75,27 @@ static void backend_serve(const struct backend_conn *b, int fd)
             memcpy(tail, n >= 5 ? buf + n - 5 : buf, n >= 5 ? 5 : (size_t)n);
         }
     } else {
+        /* /p/sha: the body is kept for the test to compare its SHA-256. */
+        FILE *keep = NULL;
+        if (strncmp(head, "POST /p/sha ", 12) == 0) {
+            char path[PATH_MAX];
+            test_daemon_file(path, sizeof(path), "received");
+            keep = fopen(path, "w");
+            if (keep != NULL)
+                fwrite(end + 4, 1, body_in_head, keep);
+        }
         while (got < length) {
             ssize_t n = recv(fd, buf, sizeof(buf), 0);
             if (n <= 0)
-                return;
+                break;
             got += (size_t)n;
+            if (keep != NULL)
+                fwrite(buf, 1, (size_t)n, keep);
         }
+        if (keep != NULL)
+            fclose(keep);
+        if (got < length)
+            return;
     }
     char reply[256];
     if (strncmp(head, "GET /p/big ", 11) == 0) {
@@ -216,6 +232,37 @@ static int run(const char *command, char *out, size_t size)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* The SHA-256 of `file` (of the test's directory) in hex. */
+static void sha256_of(const char *file, char *out, size_t size)
+{
+    char command[2 * PATH_MAX];
+    snprintf(command, sizeof(command), "cd %s && sha256sum %s | cut -c1-64", test_daemon_dir(),
+             file);
+    ck_assert_int_eq(run(command, out, size), 0);
+    out[strcspn(out, "\n")] = '\0';
+    ck_assert_uint_eq(strlen(out), 64);
+}
+
+/* Whether the backend received the body of `file` whole: same SHA-256. */
+static void check_received(const char *file)
+{
+    char sent[128], received[128];
+    sha256_of(file, sent, sizeof(sent));
+    sha256_of("received", received, sizeof(received));
+    ck_assert_str_eq(received, sent);
+}
+
+/* Makes cert.pem and key.pem in the test's directory. */
+static void make_certificate(void)
+{
+    char command[2 * PATH_MAX];
+    snprintf(command, sizeof(command),
+             "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+             "-keyout key.pem -out cert.pem -days 2 -subj /CN=localhost >/dev/null 2>&1",
+             test_daemon_dir());
+    ck_assert_int_eq(system(command), 0);
+}
+
 /* curl with `args`, against 127.0.0.1:port; prints the body, then
  * " v=VERSION code=STATUS". */
 static void curl(int port, const char *args, const char *path, char *out, size_t size)
@@ -284,6 +331,9 @@ START_TEST(proxied_get_and_large_post)
     snprintf(command, sizeof(command), "--http2-prior-knowledge --data-binary @%s", body);
     curl(d.port, command, "/p/upload", out, sizeof(out));
     ck_assert_str_eq(out, "len=8000000\n v=2 code=200");
+    curl(d.port, command, "/p/sha", out, sizeof(out));
+    ck_assert_str_eq(out, "len=8000000\n v=2 code=200");
+    check_received("body");
     /* Without a length: the proxy sends it upstream chunked. */
     snprintf(command, sizeof(command),
              "--http2-prior-knowledge -H 'Transfer-Encoding:' --data-binary @- < %s", body);
@@ -338,12 +388,7 @@ END_TEST
 START_TEST(tls_alpn_offers_h2_and_http_1_1)
 {
     char command[2 * PATH_MAX], out[512];
-    const char *dir = test_daemon_dir();
-    snprintf(command, sizeof(command),
-             "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-             "-keyout key.pem -out cert.pem -days 2 -subj /CN=localhost >/dev/null 2>&1",
-             dir);
-    ck_assert_int_eq(system(command), 0);
+    make_certificate();
     struct test_daemon d;
     start(&d, NULL, "tls http2", "    tls_certificate cert.pem;\n    tls_certificate_key key.pem;",
           "");
@@ -361,8 +406,61 @@ START_TEST(tls_alpn_offers_h2_and_http_1_1)
 }
 END_TEST
 
-/* A client that opens its window slowly: the backend's large response
- * waits upstream, not in corral's memory. */
+/* Over TLS (ALPN h2): a proxied GET, an 8 MB POST whose SHA-256 the backend
+ * checks, and 100 concurrent streams on one connection. */
+START_TEST(tls_get_large_post_and_hundred_streams)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    make_certificate();
+    struct test_daemon d;
+    start(&d, &b, "tls http2", "    tls_certificate cert.pem;\n    tls_certificate_key key.pem;",
+          "");
+    char command[3 * PATH_MAX], out[8192], body[PATH_MAX];
+    snprintf(command, sizeof(command),
+             "curl -sk --max-time 20 --http2 -w ' v=%%{http_version} code=%%{http_code}' "
+             "https://127.0.0.1:%d/p",
+             d.port);
+    run(command, out, sizeof(out));
+    ck_assert_str_eq(out, "len=0\n v=2 code=200");
+
+    test_daemon_file(body, sizeof(body), "body");
+    snprintf(command, sizeof(command), "head -c 8000000 /dev/urandom > %s", body);
+    ck_assert_int_eq(system(command), 0);
+    snprintf(command, sizeof(command),
+             "curl -sk --max-time 30 --http2 --data-binary @%s "
+             "-w ' v=%%{http_version} code=%%{http_code}' https://127.0.0.1:%d/p/sha",
+             body, d.port);
+    run(command, out, sizeof(out));
+    ck_assert_str_eq(out, "len=8000000\n v=2 code=200");
+    check_received("body");
+
+    snprintf(command, sizeof(command), "h2load -n 100 -c 1 -m 100 https://127.0.0.1:%d/p 2>&1",
+             d.port);
+    run(command, out, sizeof(out));
+    ck_assert_msg(strstr(out, "Application protocol: h2") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "100 succeeded, 0 failed") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "status codes: 100 2xx") != NULL, "%s", out);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* `name` in the source tree, found from this program's path (build/...). */
+static void source_file(char *buf, size_t size, const char *name)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ck_assert_int_gt(n, 0);
+    self[n] = '\0';
+    char *cut = strstr(self, "/build/");
+    ck_assert_ptr_nonnull(cut);
+    *cut = '\0';
+    ck_assert_int_lt(snprintf(buf, size, "%s/%s", self, name), (int)size);
+}
+
+/* A client that opens its windows slowly (python3-h2, 5 MB/s): the
+ * backend's large response waits upstream, not in corral's memory. */
 START_TEST(slow_reader_of_a_large_response_keeps_memory_bounded)
 {
     struct backend b;
@@ -376,12 +474,11 @@ START_TEST(slow_reader_of_a_large_response_keeps_memory_bounded)
     setenv("ASAN_OPTIONS", asan, 1);
     struct test_daemon d;
     start(&d, &b, "http2", "", "");
-    char command[512], out[512];
+    char command[2 * PATH_MAX], out[512], reader[PATH_MAX];
+    source_file(reader, sizeof(reader), "tests/proto/h2/slow_reader.py");
     /* 50 MB at 5 MB/s: ten seconds, during which RSS is sampled. */
     snprintf(command, sizeof(command),
-             "curl -s --max-time 60 --http2-prior-knowledge --limit-rate 5M -o /dev/null "
-             "-w '%%{size_download}' http://127.0.0.1:%d/p/big & echo $!",
-             d.port);
+             "PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 %s %d /p/big 5000000 60", reader, d.port);
     FILE *p = popen(command, "r");
     ck_assert_ptr_nonnull(p);
     long max_rss_kb = 0;
@@ -401,7 +498,7 @@ START_TEST(slow_reader_of_a_large_response_keeps_memory_bounded)
     out[n] = '\0';
     pclose(p);
     char *log = test_daemon_log(&d);
-    ck_assert_msg(strstr(out, "52428800") != NULL, "%s\n%s", out, log);
+    ck_assert_msg(strstr(out, "status=200 bytes=52428800") != NULL, "%s\n%s", out, log);
     free(log);
     /* Far below the 50 MB body (ASan's own overhead included). */
     ck_assert_msg(max_rss_kb < 64 * 1024, "RSS reached %ld kB", max_rss_kb);
@@ -672,6 +769,7 @@ Suite *test_suite(void)
 
     tc = new_case(suite, "streams", 60);
     tcase_add_test(tc, proxied_get_and_large_post);
+    tcase_add_test(tc, tls_get_large_post_and_hundred_streams);
     tcase_add_test(tc, hundred_concurrent_streams_on_one_connection);
     tcase_add_test(tc, slow_reader_of_a_large_response_keeps_memory_bounded);
     tcase_add_test(tc, reload_with_streams_in_flight_loses_none);
