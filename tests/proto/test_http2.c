@@ -635,6 +635,10 @@ START_TEST(stream_stalled_at_a_zero_window_is_reset)
     ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", metrics, sizeof(metrics)), 200);
     ck_assert_msg(strstr(metrics, "corral_client_timeouts_total{kind=\"send\"} 1") != NULL, "%s",
                   metrics);
+    ck_assert_msg(strstr(metrics, "corral_http2_events_total{event=\"streams_stalled\"} 1") != NULL,
+                  "%s", metrics);
+    ck_assert_msg(strstr(metrics, "corral_http2_events_total{event=\"resets_sent\"} 1") != NULL,
+                  "%s", metrics);
     test_daemon_stop(&d);
 }
 END_TEST
@@ -667,7 +671,45 @@ START_TEST(idle_connection_gets_goaway_and_closes)
     ck_assert(goaway_then_close(fd, 0));
     ck_assert_uint_ge(test_now_ms() - start_ms, 900);
     close(fd);
+    char metrics[16384];
+    ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", metrics, sizeof(metrics)), 200);
+    ck_assert_msg(strstr(metrics, "corral_http2_events_total{event=\"goaway_no_error\"} 1") != NULL,
+                  "%s", metrics);
     test_daemon_stop(&d);
+}
+END_TEST
+
+/* A stream the client resets while its backend is slow is counted, and so
+ * is the stream. */
+START_TEST(client_reset_is_counted)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "");
+    /* The preface, empty SETTINGS, an ACK, GET /p/slow (HPACK: :method GET,
+     * :scheme http, :path /p/slow, :authority a) and RST_STREAM(CANCEL). */
+    static const char request[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                  "\0\0\0\4\0\0\0\0\0"
+                                  "\0\0\0\4\1\0\0\0\0"
+                                  "\0\0\x0e\1\5\0\0\0\1"
+                                  "\x82\x86\x04\x07/p/slow\x41\1a"
+                                  "\0\0\4\3\0\0\0\0\1\0\0\0\x08";
+    int fd = test_connect(d.port);
+    test_send_all(fd, request, sizeof(request) - 1);
+    char metrics[16384];
+    bool counted = false;
+    for (int i = 0; i < 200 && !counted; i++) {
+        usleep(10000);
+        ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", metrics, sizeof(metrics)), 200);
+        counted = strstr(metrics, "corral_http2_events_total{event=\"resets_received\"} 1") != NULL;
+    }
+    ck_assert_msg(counted, "%s", metrics);
+    ck_assert_msg(strstr(metrics, "corral_http2_events_total{event=\"streams_opened\"} 1") != NULL,
+                  "%s", metrics);
+    close(fd);
+    test_daemon_stop(&d);
+    backend_stop(&b);
 }
 END_TEST
 
@@ -766,6 +808,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, tls_alpn_offers_h2_and_http_1_1);
     tcase_add_test(tc, stream_stalled_at_a_zero_window_is_reset);
     tcase_add_test(tc, idle_connection_gets_goaway_and_closes);
+    tcase_add_test(tc, client_reset_is_counted);
 
     tc = new_case(suite, "streams", 60);
     tcase_add_test(tc, proxied_get_and_large_post);

@@ -1608,8 +1608,8 @@ if __name__ == "__main__":
     sys.exit(main())
 
 # nginx 1.22.1 (Debian 12, nginx-light) cross-check, `h2frames.py --daemon nginx`
-# with the same limits (8 streams, 16k of headers, send_timeout 2s): 52 of
-# the 63 cases pass.  Where nginx differs from RFC 9113 or from these cases:
+# with the same limits (8 streams, 16k of headers, send_timeout 2s): 54 of
+# the 66 cases pass.  Where nginx differs from RFC 9113 or from these cases:
 # - connection, transfer-encoding, upgrade, keep-alive, proxy-connection and
 #   te other than "trailers" (field-*): accepted, dropped, and the request is
 #   proxied (200): RFC 9113 8.2.2 calls the request malformed.
@@ -1627,7 +1627,7 @@ if __name__ == "__main__":
 #   connection stays open after 100000 frames.
 # - a zero window: RST_STREAM PROTOCOL_ERROR after send_timeout.
 # - too many streams: RST_STREAM REFUSED_STREAM, before and after the SETTINGS
-#   ack (nghttp2 makes the latter a connection error).
+#   ack (as corral; nghttp2 by itself makes the latter a connection error).
 # - request trailers (control-request-trailers): GOAWAY PROTOCOL_ERROR.
 #
 # For comparison, HAProxy 2.6.12 (bind ... proto h2) refuses every malformed
