@@ -288,6 +288,17 @@ START_TEST(prior_knowledge_get_and_http1_on_the_same_port)
     ck_assert_str_eq(out, "hello v=1.1 code=200");
     curl(d.port, "--http2-prior-knowledge", "/nothing-here/../", out, sizeof(out));
     ck_assert_str_eq(out, "hello v=2 code=200");
+    /* Both framers send the one Date formatter's value. */
+    for (int i = 0; i < 2; i++) {
+        char command[512];
+        snprintf(command, sizeof(command),
+                 "curl -s --max-time 20 %s -D - -o /dev/null http://127.0.0.1:%d/ | grep -ci "
+                 "'^date: [A-Z][a-z][a-z], [0-9][0-9] [A-Z][a-z][a-z] [0-9]\\{4\\} "
+                 "[0-9][0-9]:[0-9][0-9]:[0-9][0-9] GMT.$'",
+                 i == 0 ? "--http1.1" : "--http2-prior-knowledge", d.port);
+        run(command, out, sizeof(out));
+        ck_assert_str_eq(out, "1\n");
+    }
     test_daemon_stop(&d);
 }
 END_TEST
