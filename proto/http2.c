@@ -62,6 +62,18 @@ void h2_count(struct http2_conn *h2, enum http2_counter counter)
         counter_inc(&stats->http2[counter]);
 }
 
+void h2_defence(struct http2_conn *h2, enum http2_counter counter, const char *what)
+{
+    h2_count(h2, counter);
+    static_assert(HTTP2_COUNTERS <= 32, "h2->logged has a bit for each");
+    if ((h2->logged & 1u << counter) != 0)
+        return;
+    h2->logged |= 1u << counter;
+    char client[64];
+    exchange_format_client(h2->conn, client, sizeof(client));
+    corral_log(CORRAL_LOG_WARN, "http2: %s: %s (logged once per connection)", client, what);
+}
+
 void h2_count_response(struct http2_conn *h2, unsigned status)
 {
     struct http_stats *stats = h2_stats(h2);
@@ -207,7 +219,8 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         /* Beyond the limit we announced (nghttp2 enforces twice that,
          * write_frame()): the client may retry it (RFC 9113 8.7).  Its
          * fields and DATA find no stream and are dropped. */
-        h2_count(h2, HTTP2_STREAMS_REFUSED);
+        h2_defence(h2, HTTP2_STREAMS_REFUSED,
+                   "a stream beyond http2_max_concurrent_streams: REFUSED_STREAM");
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
                                   NGHTTP2_REFUSED_STREAM);
         return 0;
@@ -576,7 +589,8 @@ void http2_on_deadline(struct http2_conn *h2)
         st->progress_ms = now; /* once */
         if (stats != NULL)
             counter_inc(&stats->timeouts[HTTP_TIMEOUT_SEND]);
-        h2_count(h2, HTTP2_STREAMS_STALLED);
+        h2_defence(h2, HTTP2_STREAMS_STALLED,
+                   "a stream stalled at a shut window for send_timeout: reset");
         nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
     }
     h2_flush(h2);

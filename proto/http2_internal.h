@@ -86,6 +86,7 @@ struct http2_conn {
     bool stopping;        /* GOAWAY sent for a graceful stop */
     bool drains_owed;     /* some stream's output drained: on_drain to deliver */
     bool settings_sent;   /* ours went out, with the configured stream limit */
+    uint32_t logged;      /* 1 << enum http2_counter: the defences logged once */
     unsigned resets;      /* RST_STREAM from the client in this interval */
     uint64_t resets_since_ms;
     /* The client's frames as scanned ahead of nghttp2 (http2.c): where the
@@ -115,6 +116,9 @@ extern const struct exchange_ops h2_exchange_ops;
 void h2_schedule(struct http2_conn *h2);
 /* Counts an event in the site's per-worker counters. */
 void h2_count(struct http2_conn *h2, enum http2_counter counter);
+/* Counts a defence that leaves the connection open, and logs it the first
+ * time on this connection: "http2: CLIENT: WHAT". */
+void h2_defence(struct http2_conn *h2, enum http2_counter counter, const char *what);
 /* Counts a response by status. */
 void h2_count_response(struct http2_conn *h2, unsigned status);
 

@@ -250,7 +250,8 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
     st->request_done = end_stream;
     if (st->head_refused) {
         buf_free(&st->head);
-        h2_count(h2, HTTP2_HEADER_LIST_TOO_LARGE);
+        h2_defence(h2, HTTP2_HEADER_LIST_TOO_LARGE,
+                   "a header list over http2_max_header_list_size: 431");
         refuse(st, 431);
         return;
     }

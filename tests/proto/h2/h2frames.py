@@ -701,7 +701,27 @@ class Context:
     def defence(self):
         """What corral had counted and logged before an attack: for
         check_defence() after it."""
-        return (events(self.daemon), self.daemon.read_log().count("closing the connection"))
+        log = self.daemon.read_log()
+        return (events(self.daemon), log.count("closing the connection"), log.count("logged once per"))
+
+    def check_logged(self, before, text, times=1):
+        """corral logged `text` `times` times since defence() gave `before`."""
+        if self.daemon.kind != "corral":
+            return
+        seen = self.daemon.read_log().count(text) - before[2]
+        if seen != times:
+            raise Fail("the daemon logged %r %d times, not %d" % (text, seen, times))
+
+    def check_defence_stream(self, before, event, times=1):
+        """A defence that refused or cut off a stream, leaving the
+        connection: counted, and logged once."""
+        if self.daemon.kind != "corral":
+            return
+        counted = events(self.daemon).get(event, 0) - before[0].get(event, 0)
+        self.note("%s +%d" % (event, counted))
+        if counted != times:
+            raise Fail("/metrics counted %s %d times, not %d" % (event, counted, times))
+        self.check_logged(before, "logged once per")
 
     def check_defence(self, before, event, connections=1):
         """corral counted the attack under corral_http2_events_total{event=...}
@@ -1205,6 +1225,8 @@ def hpack_bomb(ctx, name, frames, event):
         counted = events(ctx.daemon).get(event, 0) - before[0].get(event, 0)
         if counted != 1:
             raise Fail("/metrics counted %s %d times, not once" % (event, counted))
+        if event == "header_list_too_large":
+            ctx.check_logged(before, "logged once per")
 
 
 @case("hpack-bomb", "one 4 KB dynamic-table entry referenced ~12000 times in one HEADERS frame (~48 MB "
@@ -1357,6 +1379,7 @@ def stall(ctx, name, settings, path, want_bytes):
         counted = events(ctx.daemon).get("streams_stalled", 0) - before[0].get("streams_stalled", 0)
         if counted != 1:
             raise Fail("/metrics counted streams_stalled %d times, not once" % counted)
+        ctx.check_logged(before, "logged once per")
 
 
 @case("zero-window-stream", "SETTINGS_INITIAL_WINDOW_SIZE 0 and never a WINDOW_UPDATE: the stream or "
@@ -1390,6 +1413,7 @@ def finish_streams(c, sids):
       "which never goes upstream; the %d then complete" % (MAX_STREAMS, MAX_STREAMS))
 def too_many_streams_before_ack(ctx):
     mark = ctx.backend.mark()
+    before = ctx.defence()
     c = Conn(ctx.port)
     try:
         sids = [1 + 2 * i for i in range(MAX_STREAMS)]
@@ -1407,6 +1431,7 @@ def too_many_streams_before_ack(ctx):
         c.close()
     check_serves(ctx, "too-many-streams-before-ack")
     check_backend(ctx, mark, ["/ok/", "/ctl/"])
+    ctx.check_defence_stream(before, "streams_refused")
 
 
 @case("too-many-streams", "SETTINGS acknowledged, %d open POSTs, then one more: RST_STREAM "
@@ -1415,6 +1440,7 @@ def too_many_streams_before_ack(ctx):
       "never upstream" % (MAX_STREAMS, MAX_STREAMS))
 def too_many_streams(ctx):
     mark = ctx.backend.mark()
+    before = ctx.defence()
     c = ctx.conn()
     try:
         c.wait(lambda: False, 0.1)  # our ACK is out before the streams
@@ -1439,6 +1465,7 @@ def too_many_streams(ctx):
         c.close()
     check_serves(ctx, "too-many-streams")
     check_backend(ctx, mark, ["/ok/", "/ctl/"])
+    ctx.check_defence_stream(before, "streams_refused")
 
 
 @case("control-chatty-client", "a 1 MB response read with a WINDOW_UPDATE per DATA frame, 10 PINGs and "
