@@ -208,45 +208,6 @@ void h2_schedule(struct http2_conn *h2)
     h2->flush_scheduled = true;
 }
 
-/* ----------------------------------------------------- session callbacks */
-
-static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user)
-{
-    struct http2_conn *h2 = user;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0;
-    if (h2->stream_count >= h2->conf->max_concurrent_streams) {
-        /* Beyond the limit we announced (nghttp2 enforces twice that,
-         * write_frame()): the client may retry it (RFC 9113 8.7).  Its
-         * fields and DATA find no stream and are dropped. */
-        h2_defence(h2, HTTP2_STREAMS_REFUSED,
-                   "a stream beyond http2_max_concurrent_streams: REFUSED_STREAM");
-        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
-                                  NGHTTP2_REFUSED_STREAM);
-        return 0;
-    }
-    struct h2_stream *st = h2_stream_new(h2, frame->hd.stream_id);
-    if (st == NULL)
-        return NGHTTP2_ERR_CALLBACK_FAILURE;
-    nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, st);
-    h2_count(h2, HTTP2_STREAMS_OPENED);
-    return 0;
-}
-
-static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *user)
-{
-    (void)flags;
-    (void)user;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0; /* request trailers: the exchange has no place for them */
-    struct h2_stream *st = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (st == NULL)
-        return 0;
-    return h2_stream_header(st, name, namelen, value, valuelen);
-}
-
 /* ------------------------------------------------- the client's bounds */
 
 /* A client over one of the bounds below: GOAWAY ENHANCE_YOUR_CALM, counted
@@ -279,7 +240,8 @@ static void count_reset(struct http2_conn *h2)
         h2->resets = 0;
     }
     if (++h2->resets > h2->conf->max_resets)
-        calm(h2, HTTP2_RAPID_RESET, "stream resets", h2->resets, h2->conf->reset_interval_ms);
+        calm(h2, HTTP2_RAPID_RESET, "stream resets (or streams refused)", h2->resets,
+             h2->conf->reset_interval_ms);
 }
 
 static void count_flood(struct http2_conn *h2, enum h2_flood kind)
@@ -380,6 +342,47 @@ static void scan_frames(struct http2_conn *h2, const uint8_t *data, size_t len)
         h2->scan_skip = h2->scan_length = length;
         frame_seen(h2, hd[3], hd[4], length);
     }
+}
+
+/* ----------------------------------------------------- session callbacks */
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+    struct http2_conn *h2 = user;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    if (h2->stream_count >= h2->conf->max_concurrent_streams) {
+        /* Beyond the limit we announced (nghttp2 enforces twice that,
+         * write_frame()): the client may retry it (RFC 9113 8.7).  Its
+         * fields and DATA find no stream and are dropped. */
+        h2_defence(h2, HTTP2_STREAMS_REFUSED,
+                   "a stream beyond http2_max_concurrent_streams: REFUSED_STREAM");
+        /* Each costs a reset as a stream the client resets does. */
+        count_reset(h2);
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                  NGHTTP2_REFUSED_STREAM);
+        return 0;
+    }
+    struct h2_stream *st = h2_stream_new(h2, frame->hd.stream_id);
+    if (st == NULL)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, st);
+    h2_count(h2, HTTP2_STREAMS_OPENED);
+    return 0;
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *user)
+{
+    (void)flags;
+    (void)user;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0; /* request trailers: the exchange has no place for them */
+    struct h2_stream *st = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (st == NULL)
+        return 0;
+    return h2_stream_header(st, name, namelen, value, valuelen);
 }
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
