@@ -3,7 +3,7 @@
 # server, with one worker answering `return 200`, gets N prior-knowledge
 # connections that each made one request and then stay open; its RSS grows
 # by N times the cost of one.  A measurement for docs/http2.md, not a test.
-"""Usage: tests/proto/h2/idle_rss.py [-n CONNECTIONS] [--corral build/corral] [--nginx nginx]"""
+"""Usage: tests/proto/h2/idle_rss.py [-n CONNECTIONS] [--indexed] [--corral build/corral] [--nginx nginx]"""
 
 import argparse
 import os
@@ -38,10 +38,13 @@ def listening(port, timeout=10):
     return False
 
 
-def idle_connections(port, n):
-    """N connections, each after one GET / answered (its stream ended)."""
-    request = H.PREFACE + H.settings_frame() + H.settings_frame(ack=True) + \
-        H.headers_frame(1, H.block(H.base("/")))
+def idle_connections(port, n, indexed=False):
+    """N connections, each after one GET / answered (its stream ended).
+    `indexed`: its fields enter the server's HPACK table, as curl's and
+    browsers' do."""
+    fields = H.base("/", extra=[("user-agent", "curl/7.88.1"), ("accept", "*/*")])
+    block = b"".join(H.literal_indexed(n, v) for n, v in fields) if indexed else H.block(fields)
+    request = H.PREFACE + H.settings_frame() + H.settings_frame(ack=True) + H.headers_frame(1, block)
     conns = []
     for i in range(n):
         s = socket.create_connection(("127.0.0.1", port), 10)
@@ -61,21 +64,20 @@ def idle_connections(port, n):
     return conns
 
 
-def measure(name, argv, port, pid_of, n):
+def measure(name, argv, port, n, indexed):
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         if not listening(port):
             raise SystemExit("%s did not listen" % name)
-        idle_connections(port, 20)  # warm up: the first buffers, the HPACK tables
+        idle_connections(port, 20, indexed)  # warm up: the first buffers
         time.sleep(0.5)
-        pid = pid_of(proc.pid)
-        before = rss_kb(pid)
-        conns = idle_connections(port, n)
+        before = rss_kb(proc.pid)
+        conns = idle_connections(port, n, indexed)
         time.sleep(1)
-        after = rss_kb(pid)
+        after = rss_kb(proc.pid)
         per = (after - before) * 1024.0 / n
-        print("%-7s %d idle HTTP/2 connections: RSS %d -> %d kB, %.0f bytes each" %
-              (name, n, before, after, per))
+        print("%-7s %d idle HTTP/2 connections%s: RSS %d -> %d kB, %.0f bytes each" %
+              (name, n, " (request fields indexed)" if indexed else "", before, after, per))
         for c in conns:
             c.close()
         return per
@@ -89,6 +91,7 @@ def main():
     p.add_argument("-n", type=int, default=2000)
     p.add_argument("--corral", default="build/corral")
     p.add_argument("--nginx", default="nginx")
+    p.add_argument("--indexed", action="store_true", help="the requests' fields enter the HPACK table")
     args = p.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4 * args.n + 1000), hard))
@@ -109,10 +112,10 @@ def main():
                     "    server {\n        listen 127.0.0.1:%d http2;\n"
                     "        location / { return 200 \"hello\\n\"; }\n    }\n}\n"
                     % (2 * args.n + 100, tmp, tmp, args.n + 100, tmp, tmp, tmp, tmp, tmp, nport))
-        measure("corral", [args.corral, "-c", os.path.join(tmp, "corral.conf")], cport,
-                lambda pid: pid, args.n)
+        measure("corral", [args.corral, "-c", os.path.join(tmp, "corral.conf")], cport, args.n,
+                args.indexed)
         measure("nginx", [args.nginx, "-p", tmp + "/", "-c", os.path.join(tmp, "nginx.conf"),
-                          "-e", os.path.join(tmp, "error.log")], nport, lambda pid: pid, args.n)
+                          "-e", os.path.join(tmp, "error.log")], nport, args.n, args.indexed)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
