@@ -272,9 +272,11 @@ static void frame_seen(struct http2_conn *h2, uint8_t type, uint8_t flags, uint3
     bool end_headers = (flags & NGHTTP2_FLAG_END_HEADERS) != 0;
     switch (type) {
     case NGHTTP2_DATA:
+        if ((flags & NGHTTP2_FLAG_END_STREAM) != 0)
+            break; /* empty or not, it ends its stream */
         if ((flags & NGHTTP2_FLAG_PADDED) != 0 && length > 0)
             h2->scan_pad = true; /* empty or not: its pad length says */
-        else if (length == 0 && (flags & NGHTTP2_FLAG_END_STREAM) == 0)
+        else if (length == 0)
             count_flood(h2, H2_FLOOD_EMPTY);
         break;
     case NGHTTP2_HEADERS:
