@@ -88,7 +88,7 @@ static void h1_ex_begin(struct exchange *base, unsigned status, const char *head
     p = append_str(p, reason);
     p = append(p, "\r\nServer: corral\r\n", 18);
     p = append(p, "Date: ", 6);
-    p = append(p, http_date(), HTTP_DATE_LEN);
+    p = append_str(p, http_date());
     p = append(p, "\r\n", 2);
     if (content_length >= 0 && !bodiless_status) {
         p = append(p, "Content-Length: ", 16);
