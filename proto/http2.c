@@ -379,10 +379,14 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 {
     (void)flags;
     (void)user;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0; /* request trailers: the exchange has no place for them */
+    if (frame->hd.type != NGHTTP2_HEADERS)
+        return 0;
     struct h2_stream *st = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (st == NULL)
+        return 0;
+    if (frame->headers.cat == NGHTTP2_HCAT_HEADERS)
+        return h2_stream_trailer(st, name, namelen, value, valuelen);
+    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
     return h2_stream_header(st, name, namelen, value, valuelen);
 }

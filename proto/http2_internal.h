@@ -44,6 +44,10 @@ struct h2_stream {
     bool body_paused;
     bool body_end_delivered;
     struct h2_buf in; /* body bytes the handler has not taken (paused) */
+    /* Trailer fields after the body, as CRLF lines, for on_body_trailers;
+     * their RFC 9113 6.5.2 size, against the header list limit. */
+    struct h2_buf trailers_in;
+    size_t trailers_size;
     uint64_t body_received;
     bool response_started;
     bool response_body; /* the response has a body: DATA frames follow */
@@ -139,6 +143,10 @@ void h2_stream_free(struct h2_stream *st);
  * NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE to refuse the stream. */
 int h2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namelen,
                      const uint8_t *value, size_t valuelen);
+/* One trailer field after the request body (nghttp2 checked it as it
+ * checks header fields).  Returns 0. */
+int h2_stream_trailer(struct h2_stream *st, const uint8_t *name, size_t namelen,
+                      const uint8_t *value, size_t valuelen);
 /* The request head is complete: route it and run its handler. */
 void h2_stream_request(struct h2_stream *st, bool end_stream);
 /* Request body bytes. */
