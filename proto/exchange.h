@@ -58,6 +58,10 @@ struct http_handler {
     void (*on_body)(struct exchange *ex, const char *data, size_t len);
     /* The whole request body has arrived; optional. */
     void (*on_body_end)(struct exchange *ex);
+    /* Trailer fields after the request body, as header lines each ending
+     * in CRLF, just before on_body_end; optional (NULL drops them).  Only
+     * HTTP/2 delivers them, checked as header fields are. */
+    void (*on_body_trailers)(struct exchange *ex, const char *lines, size_t len);
     /* The client went away before the response was complete, or the
      * handler cut it off (exchange_abort(), exchange_tunnel_close()):
      * release whatever the exchange holds.  Optional. */

@@ -33,6 +33,7 @@ struct proxy_exchange {
     uint64_t tried;  /* servers tried, as bits */
     bool idempotent;
     bool chunked;      /* the request body goes out chunked */
+    bool trailers;     /* its last chunk went with the client's trailers */
     bool body_started; /* request body bytes went to the upstream: no retry */
     /* The response body is being spliced: px_on_spliced() runs once, and
      * frees the exchange if the client went away meanwhile (ex NULL). */
@@ -617,12 +618,23 @@ static void proxy_on_body(struct exchange *ex, const char *data, size_t len)
     pause_client_if_backed_up(px, upstream);
 }
 
+/* Only a chunked body can carry them; one of known length drops them. */
+static void proxy_on_body_trailers(struct exchange *ex, const char *lines, size_t len)
+{
+    struct proxy_exchange *px = exchange_data(ex);
+    if (px == NULL || px->uc == NULL || !px->chunked || px->trailers)
+        return;
+    px->trailers = true;
+    struct iovec iov[3] = {{"0\r\n", 3}, {(void *)lines, len}, {"\r\n", 2}};
+    px_write_body(px, iov, 3);
+}
+
 static void proxy_on_body_end(struct exchange *ex)
 {
     struct proxy_exchange *px = exchange_data(ex);
     if (px == NULL)
         return;
-    if (px->uc != NULL && px->chunked)
+    if (px->uc != NULL && px->chunked && !px->trailers)
         px_write_body(px, &(struct iovec){H1_LAST_CHUNK, sizeof(H1_LAST_CHUNK) - 1}, 1);
     px->rq.sent = true;
     if (px->uc != NULL && px->uc->base.connected)
@@ -670,6 +682,7 @@ const struct http_handler proxy_handler = {
     .on_request = proxy_on_request,
     .on_body = proxy_on_body,
     .on_body_end = proxy_on_body_end,
+    .on_body_trailers = proxy_on_body_trailers,
     .on_abort = proxy_on_abort,
     .on_drain = proxy_on_drain,
     .on_tunnel_data = proxy_on_tunnel_data,

@@ -74,6 +74,17 @@ enum http2_counter {
     HTTP2_GOAWAY_PROTOCOL_ERROR,    /* malformed framing: nghttp2's verdict */
     HTTP2_GOAWAY_ENHANCE_YOUR_CALM, /* rapid reset, floods */
     HTTP2_GOAWAY_OTHER,
+    /* The defences, each counted once per connection it ends (or per
+     * stream it refuses or cuts off). */
+    HTTP2_RAPID_RESET,
+    HTTP2_SETTINGS_FLOOD,
+    HTTP2_PING_FLOOD,
+    HTTP2_EMPTY_FRAME_FLOOD,
+    HTTP2_WINDOW_UPDATE_FLOOD,
+    HTTP2_HEADER_BLOCK_TOO_LONG, /* CONTINUATION flood */
+    HTTP2_HEADER_LIST_TOO_LARGE, /* HPACK bomb, or just too many fields: 431 */
+    HTTP2_STREAMS_REFUSED,       /* beyond http2_max_concurrent_streams */
+    HTTP2_STREAMS_STALLED,       /* reset at a window shut for send_timeout */
     HTTP2_COUNTERS,
 };
 

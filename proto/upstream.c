@@ -160,6 +160,11 @@ void upstream_server_failed(struct proxy_upstream *up, struct upstream_worker *w
     if (conf->max_fails == 0)
         return;
     if (++state->fails >= conf->max_fails) {
+        /* Once per fail_timeout at most: the 502s that follow say nothing. */
+        corral_log(CORRAL_LOG_WARN,
+                   "upstream \"%s\": %s marked down for %u ms by this worker after %u failed "
+                   "attempt(s)",
+                   up->name, conf->address, conf->fail_timeout_ms, conf->max_fails);
         state->down_until = now + conf->fail_timeout_ms;
         atomic_store_explicit(&worker->stats[server].down_until, state->down_until,
                               memory_order_relaxed);
