@@ -13,6 +13,18 @@
 #include <strings.h>
 #include <time.h>
 
+char *http_append_uint(char *p, uint64_t value)
+{
+    char digits[HTTP_UINT64_DIGITS]; /* UINT64_MAX has 20 */
+    size_t n = 0;
+    do
+        digits[n++] = (char)('0' + value % 10);
+    while ((value /= 10) > 0);
+    while (n > 0)
+        *p++ = digits[--n];
+    return p;
+}
+
 const char *http_date(void)
 {
     /* An origin server with a clock sends Date (RFC 9110 6.6.1). */

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/uio.h>
@@ -31,6 +32,12 @@ const char *http_reason(unsigned status);
  * per thread, so once per loop; valid until the thread's next call. */
 #define HTTP_DATE_LEN 29
 const char *http_date(void);
+
+/* Writes `value` in decimal at `p` (at most HTTP_UINT64_DIGITS bytes, no
+ * terminator) and returns the end: the framers' status codes and lengths,
+ * without snprintf's cost on every response. */
+#define HTTP_UINT64_DIGITS 20
+char *http_append_uint(char *p, uint64_t value);
 
 /* Collects the headers llhttp reports as spans of one head in memory
  * (header names and values may arrive in adjacent pieces). */

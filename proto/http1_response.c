@@ -33,21 +33,6 @@ static char *append_str(char *p, const char *text)
     return append(p, text, strlen(text));
 }
 
-/* The most digits append_uint() writes. */
-#define UINT64_DIGITS 20
-
-static char *append_uint(char *p, uint64_t value)
-{
-    char digits[UINT64_DIGITS]; /* UINT64_MAX has 20 */
-    size_t n = 0;
-    do
-        digits[n++] = (char)('0' + value % 10);
-    while ((value /= 10) > 0);
-    while (n > 0)
-        *p++ = digits[--n];
-    return p;
-}
-
 static void h1_ex_begin(struct exchange *base, unsigned status, const char *headers,
                         size_t headers_len, int64_t content_length, struct http_str codings)
 {
@@ -73,9 +58,9 @@ static void h1_ex_begin(struct exchange *base, unsigned status, const char *head
      * the stack when that fits, which is the common case, else on the heap.
      * The lengths are of objects in memory, so their sum cannot wrap. */
     const char *reason = http_reason(status);
-    size_t need = sizeof("HTTP/1.1  \r\nServer: corral\r\n") + UINT64_DIGITS + strlen(reason) +
+    size_t need = sizeof("HTTP/1.1  \r\nServer: corral\r\n") + HTTP_UINT64_DIGITS + strlen(reason) +
                   sizeof("Date: \r\n") + HTTP_DATE_LEN + sizeof("Content-Length: \r\n") +
-                  UINT64_DIGITS + sizeof("Transfer-Encoding: , chunked\r\n") + codings.len +
+                  HTTP_UINT64_DIGITS + sizeof("Transfer-Encoding: , chunked\r\n") + codings.len +
                   sizeof("Connection: close\r\n") + headers_len + sizeof("\r\n");
     char small[512], *head = small;
     if (need > sizeof(small) && (head = malloc(need)) == NULL) {
@@ -83,7 +68,7 @@ static void h1_ex_begin(struct exchange *base, unsigned status, const char *head
         return;
     }
     char *p = append(head, "HTTP/1.1 ", 9);
-    p = append_uint(p, status);
+    p = http_append_uint(p, status);
     *p++ = ' ';
     p = append_str(p, reason);
     p = append(p, "\r\nServer: corral\r\n", 18);
@@ -92,7 +77,7 @@ static void h1_ex_begin(struct exchange *base, unsigned status, const char *head
     p = append(p, "\r\n", 2);
     if (content_length >= 0 && !bodiless_status) {
         p = append(p, "Content-Length: ", 16);
-        p = append_uint(p, (uint64_t)content_length);
+        p = http_append_uint(p, (uint64_t)content_length);
         p = append(p, "\r\n", 2);
     } else if (ex->response_chunked) {
         p = append(p, "Transfer-Encoding: ", 19);

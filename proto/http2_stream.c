@@ -27,7 +27,10 @@ int h2_buf_append(struct h2_buf *b, const void *data, size_t len)
             b->off = 0;
         }
         if (b->len + len > b->cap) {
+            /* From 512 bytes: a request's fields then usually fit at once. */
             size_t cap = b->cap * 2 > b->len + len ? b->cap * 2 : b->len + len;
+            if (cap < 512)
+                cap = 512;
             char *grown = realloc(b->data, cap);
             if (grown == NULL)
                 return -ENOMEM;
