@@ -7,6 +7,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -166,15 +167,12 @@ int balance_ring_new(const struct upstream_server *servers, size_t count, struct
         uint32_t base = fnv1a(2166136261u, servers[i].address, strlen(servers[i].address));
         for (unsigned p = 0; p < servers[i].weight * BALANCE_RING_POINTS; p++) {
             char n[16];
-            size_t len = 0;
-            n[len++] = '#';
-            for (unsigned v = p; len < sizeof(n); v /= 10) {
-                n[len++] = (char)('0' + v % 10);
-                if (v < 10)
-                    break;
-            }
-            ring->points[ring->count++] =
-                (struct ring_point){.hash = mix(fnv1a(base, n, len)), .server = (unsigned)i};
+            int len = snprintf(n, sizeof(n), "#%u", p);
+            assert(len > 0 && (size_t)len < sizeof(n) && ring->count < total);
+            ring->points[ring->count++] = (struct ring_point){
+                .hash = mix(fnv1a(base, n, (size_t)len)),
+                .server = (unsigned)i,
+            };
         }
     }
     qsort(ring->points, ring->count, sizeof(*ring->points), point_order);

@@ -79,25 +79,35 @@ static void record(struct health_probe *probe, bool passed, const char *why)
     }
 }
 
+int upstream_health_status_line(const char *data, size_t len, unsigned *status)
+{
+    const char *eol = memchr(data, '\n', len < STATUS_LINE_MAX ? len : STATUS_LINE_MAX);
+    if (eol == NULL)
+        return len < STATUS_LINE_MAX ? 0 : -1;
+    /* "HTTP/1.x NNN" and a reason or nothing */
+    if (eol - data < 12 || memcmp(data, "HTTP/1.", 7) != 0 || data[8] != ' ' ||
+        (eol - data > 12 && data[12] != ' ' && data[12] != '\r'))
+        return -1;
+    unsigned code = 0;
+    for (int i = 9; i < 12; i++) {
+        if (data[i] < '0' || data[i] > '9')
+            return -1;
+        code = code * 10 + (unsigned)(data[i] - '0');
+    }
+    if (code < 100)
+        return -1;
+    *status = code;
+    return 1;
+}
+
 static size_t probe_on_data(corral_conn *conn, const char *data, size_t len)
 {
     struct health_probe *probe = corral_conn_data(conn);
-    const char *eol = memchr(data, '\n', len);
-    if (eol == NULL) {
-        if (len > STATUS_LINE_MAX) {
-            record(probe, false, "invalid response");
-            corral_conn_close(conn);
-            return len;
-        }
-        return 0;
-    }
     unsigned status = 0;
-    bool valid = eol - data >= 12 && memcmp(data, "HTTP/1.", 7) == 0 && data[8] == ' ';
-    for (int i = 9; valid && i < 12; i++) {
-        valid = data[i] >= '0' && data[i] <= '9';
-        status = status * 10 + (unsigned)(data[i] - '0');
-    }
-    if (!valid) {
+    int rc = upstream_health_status_line(data, len, &status);
+    if (rc == 0)
+        return 0; /* the status line is not whole yet */
+    if (rc < 0) {
         record(probe, false, "invalid response");
     } else if (probe->health != NULL && upstream_health_match(&probe->health->up->health, status)) {
         record(probe, true, NULL);

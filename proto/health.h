@@ -21,4 +21,9 @@ void upstream_health_stop(struct proxy_upstream *up);
 /* Whether `status` passes the check's `match` (by default 2xx and 3xx). */
 bool upstream_health_match(const struct proxy_health_conf *conf, unsigned status);
 
+/* Reads the status line a probe got (peer bytes, `len` of them so far):
+ * 1 and *status when it is whole and valid, 0 while it may still come,
+ * -1 for anything else (a line longer than 512 bytes included). */
+int upstream_health_status_line(const char *data, size_t len, unsigned *status);
+
 #endif
