@@ -7,6 +7,7 @@
 #include "cmd/process.h"
 #include "cmd/runtime.h"
 #include "proto/health.h"
+#include "proto/resolve.h"
 #include "proto/http1.h" /* the framer every site listens with */
 
 #include <errno.h>
@@ -66,9 +67,10 @@ static int site_relisten(struct generation *gen, struct site *site, struct gener
 
 static void on_generation_exit(void *arg);
 
-/* Starts the upstreams' health checks on the main loop, each from the
- * health its namesake in `previous` found, so that a reload neither sends
- * requests to a server known to be down nor restarts a slow start. */
+/* Starts the upstreams' health checks and name re-resolution on the main
+ * loop, each from the health (and resolved addresses) its namesake in
+ * `previous` found, so that a reload neither sends requests to a server
+ * known to be down nor restarts a slow start. */
 static int upstreams_check_health(struct generation *gen, const struct generation *previous)
 {
     for (size_t i = 0; i < gen->upstream_count; i++) {
@@ -81,6 +83,8 @@ static int upstreams_check_health(struct generation *gen, const struct generatio
             }
         }
         int err = upstream_health_start(up, main_loop);
+        if (err == 0)
+            err = upstream_resolve_start(up, main_loop);
         if (err != 0)
             return err;
     }
@@ -285,8 +289,10 @@ static void generation_stop(struct generation *gen, uint32_t graceful_ms)
     }
     gen->stop_requested = true;
     /* The newer generation checks the servers now. */
-    for (size_t i = 0; i < gen->upstream_count; i++)
+    for (size_t i = 0; i < gen->upstream_count; i++) {
         upstream_health_stop(gen->upstreams[i].upstream);
+        upstream_resolve_stop(gen->upstreams[i].upstream);
+    }
     corral_server_stop(gen->server, graceful_ms);
 }
 

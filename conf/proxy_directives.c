@@ -7,6 +7,7 @@
 #include "registry.h"
 
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -96,6 +97,75 @@ static int apply_upstream(struct conf_state *state, const struct conf_node *node
     if (upstream->upstream.server_count == 0)
         return conf__error_at(state->error, &node->name.pos, "upstream \"%s\" has no servers",
                               upstream->upstream.name);
+    for (size_t i = 0; i < upstream->upstream.server_count; i++)
+        if (upstream->upstream.servers[i].resolve && upstream->upstream.resolver_count == 0)
+            return conf__error_at(state->error, &upstream->server_pos[i],
+                                  "\"resolve\" needs a \"resolver\" in the upstream block");
+    return 0;
+}
+
+/* NAME:PORT, for `server ... resolve`. */
+static int check_resolve_name(struct conf_state *state, const struct conf_arg *arg)
+{
+    const char *colon = strrchr(arg->text, ':');
+    unsigned port;
+    char name[254];
+    size_t len = colon != NULL ? (size_t)(colon - arg->text) : 0;
+    if (len > 0 && len < sizeof(name)) {
+        memcpy(name, arg->text, len);
+        name[len] = '\0';
+    }
+    if (len == 0 || len >= sizeof(name) || !valid_upstream_name(name) ||
+        conf__parse_uint(colon + 1, &port) != 0 || port == 0 || port > 65535)
+        return conf__error_at(state->error, &arg->pos,
+                              "invalid server name \"%s\" for resolve (expected NAME:PORT)",
+                              arg->text);
+    return 0;
+}
+
+/* resolver ADDRESS... [valid=DURATION]: IP addresses, with a port or for
+ * port 53. */
+static int apply_resolver(struct conf_state *state, const struct conf_node *node,
+                          const struct conf_directive *directive)
+{
+    (void)directive;
+    struct proxy_upstream_conf *upstream = &state->upstream->upstream;
+    for (size_t i = 0; i < node->arg_count; i++) {
+        const struct conf_arg *arg = &node->args[i];
+        if (strncmp(arg->text, "valid=", 6) == 0) {
+            const struct conf_arg value = {.text = arg->text + 6, .pos = arg->pos};
+            if (conf__arg_duration(state, &value, &upstream->resolve_valid_ms) != 0)
+                return -1;
+            if (upstream->resolve_valid_ms == 0)
+                return conf__error_at(state->error, &arg->pos, "\"valid\" must be more than 0");
+            continue;
+        }
+        struct in_addr ip4;
+        struct sockaddr_storage addr;
+        socklen_t addr_len;
+        char with_port[128];
+        bool bare = inet_pton(AF_INET, arg->text, &ip4) == 1;
+        int n = snprintf(with_port, sizeof(with_port), bare ? "%s:53" : "%s", arg->text);
+        /* An IP literal only: a name would need a resolver itself. */
+        bool literal = (size_t)n < sizeof(with_port) &&
+                       (with_port[0] == '[' || (with_port[0] >= '0' && with_port[0] <= '9')) &&
+                       strspn(with_port, "0123456789.:[]abcdefABCDEF") == (size_t)n &&
+                       corral_parse_address(with_port, &addr, &addr_len) == 0;
+        if (!literal)
+            return conf__error_at(state->error, &arg->pos,
+                                  "invalid resolver \"%s\" (expected an IP address, with a port "
+                                  "or for port 53)",
+                                  arg->text);
+        if (upstream->resolver_count == UPSTREAM_MAX_RESOLVERS)
+            return conf__error_at(state->error, &arg->pos, "at most %d resolvers",
+                                  UPSTREAM_MAX_RESOLVERS);
+        upstream->resolvers[upstream->resolver_count] = conf__strdup(state, &arg->pos, arg->text);
+        if (upstream->resolvers[upstream->resolver_count] == NULL)
+            return -1;
+        upstream->resolver_count++;
+    }
+    if (upstream->resolver_count == 0)
+        return conf__error_at(state->error, &node->name.pos, "\"resolver\" needs an address");
     return 0;
 }
 
@@ -107,11 +177,9 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
     (void)directive;
     struct proxy_upstream_conf *upstream = &state->upstream->upstream;
     const struct conf_arg *address = &node->args[0];
-    if (conf__arg_address(state, address, "server address") != 0)
-        return -1;
     struct proxy_server_conf server = PROXY_SERVER_CONF_DEFAULT;
     static const char *const params[] = {"weight",     "max_fails", "fail_timeout", "max_conns",
-                                         "slow_start", "backup",    "down"};
+                                         "slow_start", "backup",    "down",         "resolve"};
     bool seen[sizeof(params) / sizeof(params[0])] = {false};
     for (size_t i = 1; i < node->arg_count; i++) {
         const struct conf_arg *arg = &node->args[i];
@@ -121,12 +189,13 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
         while (p < sizeof(params) / sizeof(params[0]) &&
                !(strlen(params[p]) == key_len && strncmp(arg->text, params[p], key_len) == 0))
             p++;
-        bool flag = p == 5 || p == 6; /* backup, down: no value */
+        bool flag = p >= 5; /* backup, down, resolve: no value */
         if (p == sizeof(params) / sizeof(params[0]) || flag != (equals == NULL))
-            return conf__error_at(state->error, &arg->pos,
-                                  "unknown server parameter \"%s\" (expected weight=, max_fails=, "
-                                  "fail_timeout=, max_conns=, slow_start=, backup or down)",
-                                  arg->text);
+            return conf__error_at(
+                state->error, &arg->pos,
+                "unknown server parameter \"%s\" (expected weight=, max_fails=, "
+                "fail_timeout=, max_conns=, slow_start=, backup, down or resolve)",
+                arg->text);
         if (seen[p])
             return conf__error_at(state->error, &arg->pos, "duplicate parameter \"%.*s\"",
                                   (int)key_len, arg->text);
@@ -145,11 +214,17 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
             break;
         case 4: rc = conf__arg_duration(state, &value, &server.slow_start_ms); break;
         case 5: server.backup = true; break;
-        default: server.down = true; break;
+        case 6: server.down = true; break;
+        default: server.resolve = true; break;
         }
         if (rc != 0)
             return -1;
     }
+    /* A name to resolve again and again is checked for its form only: the
+     * resolver, not this host's, knows it. */
+    if (server.resolve ? check_resolve_name(state, address) != 0
+                       : conf__arg_address(state, address, "server address") != 0)
+        return -1;
     /* The config owns what the upstream's struct points to. */
     struct proxy_server_conf *servers = conf__grow(state, &address->pos, (void *)upstream->servers,
                                                    upstream->server_count, sizeof(*servers));
@@ -577,6 +652,8 @@ const struct conf_directive conf__proxy_directives[] = {
      .apply = apply_balance},
     {.name = "health_check", .contexts = CONF_UPSTREAM, .min_args = 0, .max_args = 7,
      .apply = apply_health_check},
+    {.name = "resolver", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 5,
+     .apply = apply_resolver},
     /* idle connections to the pool kept per worker; 0 closes each after
      * its response */
     {.name = "keepalive", UPSTREAM(keepalive), .kind = CONF_KIND_COUNT},

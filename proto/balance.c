@@ -166,8 +166,10 @@ int balance_ring_new(const struct upstream_server *servers, size_t count, struct
             continue;
         uint32_t base = fnv1a(2166136261u, servers[i].address, strlen(servers[i].address));
         for (unsigned p = 0; p < servers[i].weight * BALANCE_RING_POINTS; p++) {
-            char n[16];
-            int len = snprintf(n, sizeof(n), "#%u", p);
+            char n[24];
+            /* The slots of a `resolve` server share its name: the slot's
+             * number tells their points apart. */
+            int len = snprintf(n, sizeof(n), "%u#%u", servers[i].resolve_slot, p);
             assert(len > 0 && (size_t)len < sizeof(n) && ring->count < total);
             ring->points[ring->count++] = (struct ring_point){
                 .hash = mix(fnv1a(base, n, (size_t)len)),
@@ -195,6 +197,7 @@ static bool usable(const struct proxy_upstream *up, const struct upstream_worker
 {
     const struct upstream_server *s = &up->servers[i];
     return !(tried & (1ull << i)) && !s->disabled && worker->servers[i].down_until <= now &&
+           atomic_load_explicit(&s->state, memory_order_relaxed) == UPSTREAM_SLOT_ACTIVE &&
            !atomic_load_explicit(&s->checked_down, memory_order_relaxed) &&
            (s->max_conns == 0 ||
             atomic_load_explicit(&s->conns, memory_order_relaxed) < s->max_conns);

@@ -157,9 +157,11 @@ static void probe_on_timer(corral_timer *timer, void *arg)
     struct upstream_health *health = probe->health;
     struct proxy_upstream *up = health->up;
     corral_timer_start(timer, up->health.interval_ms);
-    if (probe->conn != NULL)
-        return;
     const struct upstream_server *s = &up->servers[probe->server];
+    /* A `resolve` slot without an address has nothing to probe; this loop
+     * is the one that writes slot addresses, so reading one is safe. */
+    if (probe->conn != NULL || atomic_load(&s->state) != UPSTREAM_SLOT_ACTIVE)
+        return;
     struct sockaddr_storage addr = s->addr;
     if (up->health.port != 0) {
         if (addr.ss_family == AF_INET)

@@ -8,9 +8,11 @@
 
 #include "proto/balance.h"
 #include "proto/health.h"
+#include "proto/resolve.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,10 +22,56 @@ const char *const proxy_error_kind_names[PROXY_ERROR_KINDS] = {
     [PROXY_ERROR_TLS] = "tls",
 };
 
+/* The servers' slots: one per address, UPSTREAM_RESOLVE_SLOTS per
+ * `resolve` server. */
+static size_t slot_count(const struct proxy_upstream_conf *conf)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < conf->server_count; i++)
+        n += conf->servers[i].resolve ? UPSTREAM_RESOLVE_SLOTS : 1;
+    return n;
+}
+
+/* A `resolve` server's NAME:PORT into its slot, which stays empty until
+ * the resolver's first answer. */
+static int resolve_slot_init(struct upstream_server *server, const char *address, unsigned slot)
+{
+    const char *colon = strrchr(address, ':');
+    char *end;
+    unsigned long port = colon != NULL ? strtoul(colon + 1, &end, 10) : 0;
+    if (colon == NULL || colon == address || *end != '\0' || port == 0 || port > 65535)
+        return -EINVAL;
+    server->resolve_name = strndup(address, (size_t)(colon - address));
+    if (server->resolve_name == NULL)
+        return -ENOMEM;
+    server->resolve_port = (uint16_t)port;
+    server->resolve_slot = slot;
+    atomic_init(&server->state, UPSTREAM_SLOT_EMPTY);
+    return 0;
+}
+
+/* A resolver's ADDRESS[:PORT], port 53 by default. */
+static int resolver_init(struct proxy_upstream *up, const char *text)
+{
+    char with_port[128];
+    if (strchr(text, ':') == NULL) {
+        if ((size_t)snprintf(with_port, sizeof(with_port), "%s:53", text) >= sizeof(with_port))
+            return -EINVAL;
+        text = with_port;
+    }
+    size_t i = up->resolver_count;
+    if (i == UPSTREAM_MAX_RESOLVERS ||
+        corral_parse_address(text, &up->resolvers[i], &up->resolver_lens[i]) != 0)
+        return -EINVAL;
+    up->resolver_count++;
+    return 0;
+}
+
 int proxy_upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
                        struct proxy_upstream **out)
 {
-    if (conf->server_count == 0 || conf->server_count > UPSTREAM_MAX_SERVERS)
+    size_t slots = slot_count(conf);
+    if (conf->server_count == 0 || slots > UPSTREAM_MAX_SERVERS)
         return -EINVAL;
     struct proxy_upstream *up = calloc(1, sizeof(*up));
     if (up == NULL)
@@ -33,32 +81,49 @@ int proxy_upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
         .keepalive = conf->keepalive,
         .idle_timeout_ms = conf->idle_timeout_ms,
         .worker_count = workers,
+        .resolve_valid_ms = conf->resolve_valid_ms,
     };
     up->name = strdup(conf->name);
-    up->servers = calloc(conf->server_count, sizeof(*up->servers));
+    up->servers = calloc(slots, sizeof(*up->servers));
     up->workers = aligned_alloc(64, workers * sizeof(*up->workers));
     if (up->name == NULL || up->servers == NULL || up->workers == NULL)
         goto nomem;
     memset(up->workers, 0, workers * sizeof(*up->workers));
     for (size_t i = 0; i < conf->server_count; i++) {
-        struct upstream_server *server = &up->servers[i];
         const struct proxy_server_conf *sc = &conf->servers[i];
-        up->server_count++;
-        server->address = strdup(sc->address);
-        if (server->address == NULL)
-            goto nomem;
-        if (corral_parse_address(sc->address, &server->addr, &server->addrlen) != 0) {
+        for (unsigned k = 0; k < (sc->resolve ? UPSTREAM_RESOLVE_SLOTS : 1u); k++) {
+            struct upstream_server *server = &up->servers[up->server_count++];
+            server->address = strdup(sc->address);
+            if (server->address == NULL)
+                goto nomem;
+            int err = sc->resolve ? resolve_slot_init(server, sc->address, k)
+                      : corral_parse_address(sc->address, &server->addr, &server->addrlen) != 0
+                          ? -EINVAL
+                          : 0;
+            if (err != 0) {
+                proxy_upstream_free(up);
+                return err;
+            }
+            server->weight = sc->weight > 0 ? sc->weight : 1;
+            server->max_fails = sc->max_fails;
+            server->fail_timeout_ms = sc->fail_timeout_ms;
+            server->backup = sc->backup;
+            server->disabled = sc->down;
+            server->max_conns = sc->max_conns;
+            server->slow_start_ms = sc->slow_start_ms;
+            up->has_backup = up->has_backup || sc->backup;
+            up->has_resolve = up->has_resolve || sc->resolve;
+        }
+    }
+    for (size_t i = 0; i < conf->resolver_count; i++) {
+        if (resolver_init(up, conf->resolvers[i]) != 0) {
             proxy_upstream_free(up);
             return -EINVAL;
         }
-        server->weight = sc->weight > 0 ? sc->weight : 1;
-        server->max_fails = sc->max_fails;
-        server->fail_timeout_ms = sc->fail_timeout_ms;
-        server->backup = sc->backup;
-        server->disabled = sc->down;
-        server->max_conns = sc->max_conns;
-        server->slow_start_ms = sc->slow_start_ms;
-        up->has_backup = up->has_backup || sc->backup;
+    }
+    if (up->has_resolve && up->resolver_count == 0) {
+        proxy_upstream_free(up);
+        return -EINVAL;
     }
     up->random_two = conf->random_two;
     up->health = conf->health;
@@ -93,11 +158,14 @@ void proxy_upstream_free(struct proxy_upstream *upstream)
     if (upstream == NULL)
         return;
     upstream_health_stop(upstream);
+    upstream_resolve_stop(upstream);
     balance_key_free(upstream->key);
     balance_ring_free(upstream->ring);
     free(upstream->health_uri);
-    for (size_t i = 0; i < upstream->server_count; i++)
+    for (size_t i = 0; i < upstream->server_count; i++) {
         free(upstream->servers[i].address);
+        free(upstream->servers[i].resolve_name);
+    }
     free(upstream->servers);
     free(upstream->workers);
     free(upstream->name);
@@ -131,7 +199,7 @@ bool upstream_server_acquire(struct proxy_upstream *up, struct upstream_worker *
 {
     struct upstream_server *s = &up->servers[server];
     if (s->max_conns == 0) {
-        atomic_fetch_add_explicit(&s->conns, 1, memory_order_relaxed);
+        atomic_fetch_add(&s->conns, 1);
     } else {
         /* A compare-exchange: the limit holds across workers even when two
          * of them pick the server with one slot left. */
@@ -139,8 +207,14 @@ bool upstream_server_acquire(struct proxy_upstream *up, struct upstream_worker *
         do {
             if (n >= s->max_conns)
                 return false;
-        } while (!atomic_compare_exchange_weak_explicit(&s->conns, &n, n + 1, memory_order_relaxed,
-                                                        memory_order_relaxed));
+        } while (!atomic_compare_exchange_weak(&s->conns, &n, n + 1));
+    }
+    /* A slot that drains meanwhile is not used: the resolver rewrites a
+     * slot's address only once it drained and no request holds it, and
+     * this order (count, then look) is what makes that check safe. */
+    if (atomic_load(&s->state) != UPSTREAM_SLOT_ACTIVE) {
+        atomic_fetch_sub_explicit(&s->conns, 1, memory_order_relaxed);
+        return false;
     }
     worker->servers[server].active++;
     return true;
@@ -176,7 +250,8 @@ enum proxy_server_state proxy_upstream_server_state(const struct proxy_upstream 
                                                     size_t index)
 {
     const struct upstream_server *s = &upstream->servers[index];
-    if (s->disabled)
+    if (s->disabled ||
+        atomic_load_explicit(&s->state, memory_order_relaxed) != UPSTREAM_SLOT_ACTIVE)
         return PROXY_SERVER_DISABLED;
     return atomic_load_explicit(&s->checked_down, memory_order_relaxed) ? PROXY_SERVER_DOWN
                                                                         : PROXY_SERVER_UP;
@@ -194,8 +269,17 @@ void proxy_upstream_take_health(struct proxy_upstream *upstream,
         struct upstream_server *s = &upstream->servers[i];
         for (size_t j = 0; j < previous->server_count; j++) {
             const struct upstream_server *old = &previous->servers[j];
-            if (strcmp(s->address, old->address) != 0)
+            if (strcmp(s->address, old->address) != 0 || s->resolve_slot != old->resolve_slot)
                 continue;
+            /* A `resolve` slot keeps its address until the next answer. */
+            if (s->resolve_name != NULL && old->resolve_name != NULL &&
+                atomic_load(&old->state) == UPSTREAM_SLOT_ACTIVE) {
+                s->addr = old->addr;
+                s->addrlen = old->addrlen;
+                atomic_store(&s->state, UPSTREAM_SLOT_ACTIVE);
+            } else if ((s->resolve_name == NULL) != (old->resolve_name == NULL)) {
+                break;
+            }
             atomic_store(&s->checked_down, atomic_load(&old->checked_down));
             atomic_store(&s->recovered_ms, atomic_load(&old->recovered_ms));
             break;
@@ -292,16 +376,23 @@ void upstream_pool_release(struct upstream_conn *uc)
  * new client connection per request). */
 struct upstream_conn *upstream_pool_take(struct upstream_worker *worker, unsigned server)
 {
-    struct upstream_conn *uc = worker->servers[server].idle;
-    if (uc != NULL)
+    struct upstream_conn *uc;
+    while ((uc = worker->servers[server].idle) != NULL) {
         upstream_pool_remove(uc);
-    return uc;
+        /* Connected to an address the resolver has replaced since. */
+        if (uc->gen ==
+            atomic_load_explicit(&uc->upstream->servers[server].gen, memory_order_relaxed))
+            return uc;
+        corral_conn_close_no_linger(uc->conn);
+    }
+    return NULL;
 }
 
 int upstream_connect(struct upstream_conn *uc, corral_loop *loop,
                      const struct corral_conn_handler *handler, void *data)
 {
     const struct upstream_server *s = &uc->upstream->servers[uc->server];
+    uc->gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
     return corral_connect(loop, (const struct sockaddr *)&s->addr, s->addrlen, handler, data,
                           &uc->conn);
 }

@@ -47,10 +47,13 @@ struct proxy_server_conf {
     bool down;                /* never used */
     unsigned max_conns;       /* requests in flight over all workers; 0: no limit */
     uint32_t slow_start_ms;   /* its weight ramps up over this after it comes back */
+    bool resolve;             /* NAME:PORT re-resolved with the upstream's resolvers */
 };
 
 #define PROXY_SERVER_CONF_DEFAULT                                                                  \
     ((struct proxy_server_conf){.weight = 1, .max_fails = 1, .fail_timeout_ms = 10 * 1000})
+
+#define UPSTREAM_MAX_RESOLVERS 4
 
 /* health_check interval=T timeout=T rise=N fall=N uri=PATH match=... port=N:
  * one loop probes every server of the upstream for all workers. */
@@ -78,6 +81,10 @@ struct proxy_upstream_conf {
     bool hash_consistent;       /* balance hash KEY consistent */
     bool random_two;            /* balance random two */
     struct proxy_health_conf health;
+    /* resolver ADDRESS... [valid=TIME]: for the `resolve` servers */
+    const char *resolvers[UPSTREAM_MAX_RESOLVERS];
+    size_t resolver_count;
+    uint32_t resolve_valid_ms;
     unsigned keepalive;       /* keepalive: idle connections kept per worker */
     uint32_t idle_timeout_ms; /* keepalive_timeout: an idle pooled connection is
                                  closed after this */
@@ -90,6 +97,7 @@ struct proxy_upstream_conf {
         .keepalive = 32,                                                                           \
         .idle_timeout_ms = 60 * 1000,                                                              \
         .health = PROXY_HEALTH_CONF_DEFAULT,                                                       \
+        .resolve_valid_ms = 30 * 1000,                                                             \
     })
 
 struct proxy_upstream;
@@ -134,6 +142,18 @@ void proxy_upstream_take_health(struct proxy_upstream *upstream,
 
 /* Servers in one upstream: tried servers are kept as bits of a uint64_t. */
 #define UPSTREAM_MAX_SERVERS 64
+/* The addresses a `resolve` server may have at once: each is a slot of
+ * the upstream's servers. */
+#define UPSTREAM_RESOLVE_SLOTS 4
+
+/* A server slot's life: a configured address is active for good; a slot
+ * of a `resolve` server is empty until an answer fills it, and drains (no
+ * new requests) when its address leaves the answers. */
+enum upstream_slot {
+    UPSTREAM_SLOT_ACTIVE,
+    UPSTREAM_SLOT_EMPTY,
+    UPSTREAM_SLOT_DRAINING,
+};
 
 /* A server: its settings, and what all workers share of it. */
 struct upstream_server {
@@ -150,6 +170,15 @@ struct upstream_server {
     _Atomic uint64_t recovered_ms; /* loop clock when the checks brought it back; 0: never */
     _Atomic uint64_t log_ms;       /* the last error line about it (see upstream_log) */
     _Atomic unsigned log_skipped;  /* lines not written since */
+    /* `resolve` servers: the name, its port, and which of its slots this
+     * is; the main loop writes addr only while the slot is empty and no
+     * request holds it (see resolve.c), then publishes it with `state`. */
+    char *resolve_name;
+    uint16_t resolve_port;
+    unsigned resolve_slot;
+    _Atomic int state;    /* enum upstream_slot */
+    _Atomic unsigned gen; /* bumped with each new address: older pooled
+                             connections are not reused */
 };
 
 struct upstream_conn;
@@ -173,6 +202,7 @@ struct upstream_worker {
 
 struct balance_ring;
 struct upstream_health;
+struct upstream_resolver;
 
 struct proxy_upstream {
     char *name;
@@ -186,6 +216,12 @@ struct proxy_upstream {
     struct proxy_health_conf health;
     char *health_uri;
     struct upstream_health *checker; /* while the checks run */
+    struct sockaddr_storage resolvers[UPSTREAM_MAX_RESOLVERS];
+    socklen_t resolver_lens[UPSTREAM_MAX_RESOLVERS];
+    size_t resolver_count;
+    uint32_t resolve_valid_ms;
+    bool has_resolve;
+    struct upstream_resolver *resolver; /* while re-resolving */
     unsigned keepalive;
     uint32_t idle_timeout_ms;
     unsigned worker_count;
@@ -200,6 +236,7 @@ struct upstream_conn {
     struct proxy_upstream *upstream;
     struct upstream_worker *worker;
     unsigned server;
+    unsigned gen; /* the server's address generation it connected to */
     bool connected;
     bool reused; /* served an earlier request */
     struct upstream_conn *idle_next, *idle_prev;

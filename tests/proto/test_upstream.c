@@ -9,9 +9,11 @@
 #include "../helpers.h"
 #include "proto/balance.h"
 #include "proto/health.h"
+#include "proto/resolve.h"
 #include "proto/upstream.h"
 
 #include <errno.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -363,7 +365,8 @@ static void *backend_accept_main(void *arg)
     return NULL;
 }
 
-static struct backend *backend_start(const char *name)
+/* A backend on `ip`:`port` (port 0: any). */
+static struct backend *backend_start_on(const char *name, const char *ip, int port)
 {
     struct backend *b = calloc(1, sizeof(*b));
     ck_assert_ptr_nonnull(b);
@@ -373,7 +376,8 @@ static struct backend *backend_start(const char *name)
     /* Not inherited by the daemon, which would keep it listening. */
     b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(b->fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    ck_assert_int_eq(inet_pton(AF_INET, ip, &addr.sin_addr), 1);
     ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
     ck_assert_int_eq(listen(b->fd, 128), 0);
     socklen_t len = sizeof(addr);
@@ -381,6 +385,11 @@ static struct backend *backend_start(const char *name)
     b->port = ntohs(addr.sin_port);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_accept_main, b), 0);
     return b;
+}
+
+static struct backend *backend_start(const char *name)
+{
+    return backend_start_on(name, "127.0.0.1", 0);
 }
 
 static void backend_free(struct backend *b)
@@ -745,6 +754,176 @@ START_TEST(upstream_failures_are_logged_with_the_request)
 }
 END_TEST
 
+/* ------------------------------------------------------------ DNS */
+
+/* A DNS server on 127.0.0.1 answering every query with the A records of
+ * `addrs` (the first `count`), TTL 1 s. */
+struct dns_server {
+    int fd, port;
+    pthread_t thread;
+    atomic_bool stop;
+    atomic_uint count, queries;
+    _Atomic uint32_t addrs[2]; /* network order */
+};
+
+static void *dns_main(void *arg)
+{
+    struct dns_server *d = arg;
+    while (!atomic_load(&d->stop)) {
+        struct pollfd p = {.fd = d->fd, .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        uint8_t q[512], out[600];
+        struct sockaddr_storage from;
+        socklen_t from_len = sizeof(from);
+        ssize_t n = recvfrom(d->fd, q, sizeof(q), 0, (struct sockaddr *)&from, &from_len);
+        if (n < 17)
+            continue;
+        size_t pos = 12;
+        while (pos < (size_t)n && q[pos] != 0)
+            pos += q[pos] + 1u;
+        pos += 1 + 4;
+        if (pos > (size_t)n)
+            continue;
+        atomic_fetch_add(&d->queries, 1);
+        memcpy(out, q, pos);
+        out[2] = 0x81; /* a response, recursion desired */
+        out[3] = 0x80; /* recursion available, no error */
+        unsigned count = atomic_load(&d->count);
+        out[6] = 0;
+        out[7] = (uint8_t)count;
+        memset(out + 8, 0, 4);
+        for (unsigned i = 0; i < count; i++) {
+            static const uint8_t rr[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4};
+            memcpy(out + pos, rr, sizeof(rr));
+            uint32_t a = atomic_load(&d->addrs[i]);
+            memcpy(out + pos + sizeof(rr), &a, 4);
+            pos += sizeof(rr) + 4;
+        }
+        sendto(d->fd, out, pos, 0, (struct sockaddr *)&from, from_len);
+    }
+    return NULL;
+}
+
+static struct dns_server *dns_start(void)
+{
+    struct dns_server *d = calloc(1, sizeof(*d));
+    ck_assert_ptr_nonnull(d);
+    d->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(d->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(d->fd, (struct sockaddr *)&addr, &len), 0);
+    d->port = ntohs(addr.sin_port);
+    ck_assert_int_eq(pthread_create(&d->thread, NULL, dns_main, d), 0);
+    return d;
+}
+
+static void dns_answer(struct dns_server *d, const char *ip)
+{
+    struct in_addr a;
+    ck_assert_int_eq(inet_pton(AF_INET, ip, &a), 1);
+    atomic_store(&d->addrs[0], a.s_addr);
+    atomic_store(&d->count, 1);
+}
+
+static void dns_free(struct dns_server *d)
+{
+    atomic_store(&d->stop, true);
+    pthread_join(d->thread, NULL);
+    close(d->fd);
+    free(d);
+}
+
+/* GETs until one is answered by `name`, for up to `ms`: true if one was. */
+static bool answered_by(int port, const char *name, unsigned ms)
+{
+    uint64_t start = test_now_ms();
+    char body[64];
+    while (test_now_ms() - start < ms) {
+        if (test_daemon_http_try_get("127.0.0.1", port, "/", body, sizeof(body)) == 200 &&
+            strcmp(body, name) == 0)
+            return true;
+        usleep(20 * 1000);
+    }
+    return false;
+}
+
+START_TEST(changed_dns_answer_moves_traffic_without_a_reload)
+{
+    struct backend *a = backend_start_on("a", "127.0.0.1", 0);
+    struct backend *b = backend_start_on("b", "127.0.0.3", a->port);
+    struct dns_server *dns = dns_start();
+    dns_answer(dns, "127.0.0.1");
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream),
+             "resolver 127.0.0.1:%d valid=200ms;\nserver app.test:%d resolve max_fails=0;",
+             dns->port, a->port);
+    start_daemon(&d, 2, upstream, "");
+    ck_assert(answered_by(d.port, "a", 3000));
+    char body[64];
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(test_daemon_http_get("127.0.0.1", d.port, "/", body, sizeof(body)), 200);
+        ck_assert_str_eq(body, "a");
+    }
+    ck_assert_uint_eq(atomic_load(&b->requests), 0);
+
+    dns_answer(dns, "127.0.0.3");
+    ck_assert(answered_by(d.port, "b", 3000));
+    unsigned before = atomic_load(&a->requests);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(test_daemon_http_get("127.0.0.1", d.port, "/", body, sizeof(body)), 200);
+        ck_assert_str_eq(body, "b");
+    }
+    ck_assert_uint_eq(atomic_load(&a->requests), before);
+    ck_assert_int_ge(wait_log(&d, "upstream app: app.test:", 100), 0);
+    ck_assert_int_ge(wait_log(&d, "127.0.0.3 joins", 100), 0);
+    ck_assert_int_ge(wait_log(&d, "127.0.0.1 is no longer in the answer: draining", 100), 0);
+    ck_assert_uint_ge(atomic_load(&dns->queries), 2);
+    test_daemon_stop(&d);
+    dns_free(dns);
+    backend_free(a);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(dns_answers_are_parsed)
+{
+    uint8_t q[300];
+    int len = dns_query_build("app.test", 0x1234, q, sizeof(q));
+    ck_assert_int_eq(len, 12 + 10 + 4);
+    /* The query turned into an answer with two A records and a CNAME. */
+    uint8_t m[300];
+    memcpy(m, q, (size_t)len);
+    m[2] = 0x81;
+    m[3] = 0x80;
+    m[7] = 3;
+    size_t pos = (size_t)len;
+    static const uint8_t cname[] = {0xc0, 0x0c, 0, 5, 0, 1, 0, 0, 0, 1, 0, 2, 0xc0, 0x0c};
+    static const uint8_t a1[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 10, 0, 0, 1};
+    static const uint8_t a2[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 10, 0, 0, 2};
+    memcpy(m + pos, cname, sizeof(cname));
+    pos += sizeof(cname);
+    memcpy(m + pos, a1, sizeof(a1));
+    pos += sizeof(a1);
+    memcpy(m + pos, a2, sizeof(a2));
+    pos += sizeof(a2);
+    struct in_addr out[4];
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, out, 4), 2);
+    ck_assert_uint_eq(ntohl(out[1].s_addr), 0x0a000002);
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1235, out, 4), -EINVAL);
+    ck_assert_int_eq(dns_answer_parse(m, pos - 1, 0x1234, out, 4), -EINVAL);
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, out, 1), 1);
+    m[3] = 0x83; /* NXDOMAIN */
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, out, 4), 0);
+    m[3] = 0x82; /* SERVFAIL */
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, out, 4), -EAGAIN);
+    ck_assert_int_eq(dns_query_build("a..b", 1, q, sizeof(q)), -EINVAL);
+    ck_assert_int_eq(dns_query_build("app.test", 1, q, 20), -EINVAL);
+}
+END_TEST
+
 static TCase *new_case(Suite *suite, const char *name, double timeout_s, bool daemon)
 {
     TCase *tc = tcase_create(name);
@@ -770,12 +949,14 @@ Suite *test_suite(void)
     tcase_add_test(tc, max_conns_is_a_hard_limit);
     tcase_add_test(tc, slow_start_ramps_the_weight);
     tcase_add_test(tc, health_match_defaults_and_lists);
+    tcase_add_test(tc, dns_answers_are_parsed);
 
     tc = new_case(suite, "daemon", 30, true);
     tcase_add_test(tc, failing_backend_is_marked_down_then_up);
     tcase_add_test(tc, reload_keeps_the_health_state);
     tcase_add_test(tc, backup_gets_requests_only_when_the_primaries_are_down);
     tcase_add_test(tc, max_conns_holds_across_two_workers);
+    tcase_add_test(tc, changed_dns_answer_moves_traffic_without_a_reload);
 
     tc = new_case(suite, "retry", 30, true);
     tcase_add_test(tc, slow_get_goes_to_every_server_by_default);
