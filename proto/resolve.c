@@ -8,6 +8,7 @@
 #include "proto/resolve.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,29 +45,25 @@ int dns_query_build(const char *name, uint16_t id, uint8_t *out, size_t size)
     size_t name_len = strlen(name);
     if (name_len == 0 || name_len > DNS_NAME_MAX || size < DNS_HEADER + name_len + 2 + 4)
         return -EINVAL;
-    memset(out, 0, DNS_HEADER);
-    out[0] = (uint8_t)(id >> 8);
-    out[1] = (uint8_t)id;
-    out[2] = 0x01; /* RD: recursion desired */
-    out[5] = 1;    /* one question */
-    size_t pos = DNS_HEADER;
-    for (const char *label = name; *label != '\0';) {
-        size_t len = strcspn(label, ".");
+    uint8_t header[DNS_HEADER] = {(uint8_t)(id >> 8), (uint8_t)id, 0x01 /* RD */, 0, 0, 1};
+    memcpy(out, header, sizeof(header));
+    /* The name as labels: each dot becomes the length of the label after
+     * it, so the labels take name_len + 1 bytes, then a zero. */
+    uint8_t *labels = out + DNS_HEADER;
+    memcpy(labels + 1, name, name_len);
+    size_t start = 0; /* of the current label's length byte */
+    for (size_t i = 0; i <= name_len; i++) {
+        if (i < name_len && name[i] != '.')
+            continue;
+        size_t len = i - start;
         if (len == 0 || len > 63)
             return -EINVAL;
-        out[pos++] = (uint8_t)len;
-        memcpy(out + pos, label, len);
-        pos += len;
-        label += len;
-        if (*label == '.')
-            label++;
+        labels[start] = (uint8_t)len;
+        start = i + 1;
     }
-    out[pos++] = 0;
-    out[pos++] = 0;
-    out[pos++] = DNS_TYPE_A;
-    out[pos++] = 0;
-    out[pos++] = DNS_CLASS_IN;
-    return (int)pos;
+    static const uint8_t tail[] = {0, 0, DNS_TYPE_A, 0, DNS_CLASS_IN};
+    memcpy(labels + name_len + 1, tail, sizeof(tail));
+    return (int)(DNS_HEADER + name_len + 1 + sizeof(tail));
 }
 
 /* Steps over a name at *pos: labels, ending with a zero or a pointer. */
@@ -259,7 +256,8 @@ static void on_timer(corral_timer *timer, void *arg)
         const struct upstream_server *s = &up->servers[i];
         if (s->resolve_name == NULL || s->resolve_slot != 0)
             continue;
-        /* A drained slot may be freed even if no answer comes. */
+        /* A query still unanswered from the last round is given up: the
+         * name is asked again in the next one. */
         if (!r->pending[i]) {
             uint8_t query[DNS_HEADER + DNS_NAME_MAX + 2 + 4];
             r->ids[i] = next_id(r);

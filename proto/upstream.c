@@ -225,8 +225,10 @@ void upstream_server_release(struct proxy_upstream *up, struct upstream_worker *
 {
     assert(worker->servers[server].active > 0);
     worker->servers[server].active--;
+    /* Release: the resolver that sees the count reach zero may rewrite
+     * the slot's address, which this request has read. */
     unsigned before =
-        atomic_fetch_sub_explicit(&up->servers[server].conns, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&up->servers[server].conns, 1, memory_order_release);
     assert(before > 0);
     (void)before;
 }
