@@ -259,6 +259,11 @@ enum proxy_server_state proxy_upstream_server_state(const struct proxy_upstream 
                                                                         : PROXY_SERVER_UP;
 }
 
+unsigned proxy_upstream_server_slot(const struct proxy_upstream *upstream, size_t index)
+{
+    return upstream->servers[index].resolve_slot;
+}
+
 unsigned proxy_upstream_server_conns(const struct proxy_upstream *upstream, size_t index)
 {
     return atomic_load_explicit(&upstream->servers[index].conns, memory_order_relaxed);

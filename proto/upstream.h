@@ -125,6 +125,10 @@ const char *proxy_upstream_server_address(const struct proxy_upstream *upstream,
 bool proxy_upstream_server_backup(const struct proxy_upstream *upstream, size_t index);
 enum proxy_server_state proxy_upstream_server_state(const struct proxy_upstream *upstream,
                                                     size_t index);
+/* Which of its addresses a `resolve` server's entry is (its address text,
+ * NAME:PORT, is the same for all of them: a label needs both); 0 for
+ * other servers.  An entry without an address reads as disabled. */
+unsigned proxy_upstream_server_slot(const struct proxy_upstream *upstream, size_t index);
 /* Requests in flight to the server, over all workers. */
 unsigned proxy_upstream_server_conns(const struct proxy_upstream *upstream, size_t index);
 

@@ -221,6 +221,9 @@ START_TEST(backup_only_when_every_primary_is_down)
     ck_assert_int_eq(proxy_upstream_server_state(up, 0), PROXY_SERVER_DOWN);
     ck_assert_int_eq(proxy_upstream_server_state(up, 2), PROXY_SERVER_DISABLED);
     ck_assert(proxy_upstream_server_backup(up, 1));
+    ck_assert_uint_eq(proxy_upstream_server_count(up), 4);
+    ck_assert_str_eq(proxy_upstream_server_address(up, 3), "127.0.0.1:9004");
+    ck_assert_uint_eq(proxy_upstream_server_slot(up, 3), 0);
     proxy_upstream_free(up);
 }
 END_TEST
@@ -888,6 +891,33 @@ START_TEST(changed_dns_answer_moves_traffic_without_a_reload)
 }
 END_TEST
 
+START_TEST(resolve_server_has_empty_slots_until_an_answer)
+{
+    struct proxy_server_conf s[2] = {PROXY_SERVER_CONF_DEFAULT, PROXY_SERVER_CONF_DEFAULT};
+    s[0].address = "127.0.0.1:9001";
+    s[1].address = "app.test:8000";
+    s[1].resolve = true;
+    struct proxy_upstream_conf conf = PROXY_UPSTREAM_CONF_DEFAULT;
+    conf.name = "u";
+    conf.servers = s;
+    conf.server_count = 2;
+    struct proxy_upstream *up;
+    ck_assert_int_eq(proxy_upstream_new(&conf, 1, &up), -EINVAL); /* no resolver */
+    conf.resolvers[0] = "127.0.0.1";
+    conf.resolver_count = 1;
+    ck_assert_int_eq(proxy_upstream_new(&conf, 1, &up), 0);
+    ck_assert_uint_eq(proxy_upstream_server_count(up), 1 + UPSTREAM_RESOLVE_SLOTS);
+    for (unsigned k = 0; k < UPSTREAM_RESOLVE_SLOTS; k++) {
+        ck_assert_str_eq(proxy_upstream_server_address(up, 1 + k), "app.test:8000");
+        ck_assert_uint_eq(proxy_upstream_server_slot(up, 1 + k), k);
+        ck_assert_int_eq(proxy_upstream_server_state(up, 1 + k), PROXY_SERVER_DISABLED);
+    }
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(pick(up, 0), 0); /* the empty slots are never picked */
+    proxy_upstream_free(up);
+}
+END_TEST
+
 START_TEST(dns_answers_are_parsed)
 {
     uint8_t q[300];
@@ -950,6 +980,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, slow_start_ramps_the_weight);
     tcase_add_test(tc, health_match_defaults_and_lists);
     tcase_add_test(tc, dns_answers_are_parsed);
+    tcase_add_test(tc, resolve_server_has_empty_slots_until_an_answer);
 
     tc = new_case(suite, "daemon", 30, true);
     tcase_add_test(tc, failing_backend_is_marked_down_then_up);
