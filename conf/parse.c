@@ -532,6 +532,10 @@ void conf_free(struct conf_config *config)
     for (size_t i = 0; i < config->upstream_count; i++) {
         struct proxy_upstream_conf *upstream = &config->upstreams[i].upstream;
         free((void *)upstream->name);
+        free((void *)upstream->hash_key);
+        free((void *)upstream->health.uri);
+        for (size_t j = 0; j < upstream->resolver_count; j++)
+            free((void *)upstream->resolvers[j]);
         for (size_t j = 0; j < upstream->server_count; j++)
             free((void *)upstream->servers[j].address);
         free((void *)upstream->servers);

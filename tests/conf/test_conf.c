@@ -173,6 +173,23 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"server.tls.ktls", tls != NULL ? tls->settings.ktls : 99},
         {"server.tls.verify_client", tls != NULL ? tls->settings.verify_client : 99},
         {"location.proxy_tls.verify", l != NULL ? l->proxy_tls.verify : 99},
+        {"location.next_upstream", l != NULL ? l->proxy.next_upstream & ~PROXY_NEXT_WRITTEN : 99},
+        {"location.next_upstream_tries", l != NULL ? l->proxy.next_upstream_tries : 99},
+        {"location.next_upstream_timeout_ms", l != NULL ? l->proxy.next_upstream_timeout_ms : 99},
+        {"upstream.hash_consistent", u != NULL ? u->upstream.hash_consistent : 99},
+        {"upstream.random_two", u != NULL ? u->upstream.random_two : 99},
+        {"upstream.health.enabled", u != NULL ? u->upstream.health.enabled : 99},
+        {"upstream.health.interval_ms", u != NULL ? u->upstream.health.interval_ms : 99},
+        {"upstream.health.fall", u != NULL ? u->upstream.health.fall : 99},
+        {"upstream.health.port", u != NULL ? u->upstream.health.port : 99},
+        {"upstream.health.match0", u != NULL ? u->upstream.health.match[0] : 99},
+        {"upstream.health.match3", u != NULL ? u->upstream.health.match[3] : 99},
+        {"upstream.server.backup", u != NULL ? u->upstream.servers[0].backup : 99},
+        {"upstream.server.down", u != NULL ? u->upstream.servers[0].down : 99},
+        {"upstream.server.max_conns", u != NULL ? u->upstream.servers[0].max_conns : 99},
+        {"upstream.server.slow_start_ms", u != NULL ? u->upstream.servers[0].slow_start_ms : 99},
+        {"upstream.server.resolve", u != NULL ? u->upstream.servers[0].resolve : 99},
+        {"upstream.resolve_valid_ms", u != NULL ? u->upstream.resolve_valid_ms : 99},
         {"location.proxy_buffer_size", l != NULL ? l->proxy.response_head_limit : 99},
         {"location.proxy_connect_timeout_ms", l != NULL ? l->proxy.connect_timeout_ms : 99},
         {"location.proxy_read_timeout_ms", l != NULL ? l->proxy.read_timeout_ms : 99},
@@ -192,6 +209,9 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
 /* A location sending to an https upstream, with `body` among its directives. */
 #define HTTPS(body)                                                                                \
     "server { listen 127.0.0.1:80; location / { proxy_pass https://127.0.0.1:8443; " body " } }\n"
+/* A location sending to a plain upstream, with `body` among its directives. */
+#define PROXY(body)                                                                                \
+    "server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1; " body " } }\n"
 
 static const struct field_case field_cases[] = {
     {"workers 8;", "workers", 8},
@@ -268,6 +288,37 @@ static const struct field_case field_cases[] = {
     {"upstream app { server 127.0.0.1:1; balance hash; }", "upstream.balance", PROXY_BALANCE_HASH},
     {"upstream app { server 127.0.0.1:1; balance round_robin; keepalive 0; }", "upstream.keepalive",
      0},
+    {UP(" backup"), "upstream.server.backup", 1},
+    {UP(" down"), "upstream.server.down", 1},
+    {UP(" max_conns=7 backup"), "upstream.server.max_conns", 7},
+    {UP(" slow_start=30s"), "upstream.server.slow_start_ms", 30000},
+    {"upstream app { resolver 127.0.0.1 [::1]:5353 valid=5s; server app.internal:80 resolve; }",
+     "upstream.resolve_valid_ms", 5000},
+    {"upstream app { resolver 127.0.0.1; server app.internal:80 resolve; }",
+     "upstream.server.resolve", 1},
+    {"upstream app { server 127.0.0.1:1; balance ip_hash; }", "upstream.balance",
+     PROXY_BALANCE_IP_HASH},
+    {"upstream app { server 127.0.0.1:1; balance hash $http_x_user consistent; }",
+     "upstream.hash_consistent", 1},
+    {"upstream app { server 127.0.0.1:1; balance random two; }", "upstream.random_two", 1},
+    {UP(""), "upstream.health.enabled", 0},
+    {"upstream app { server 127.0.0.1:1; health_check; }", "upstream.health.interval_ms", 5000},
+    {"upstream app { server 127.0.0.1:1; health_check interval=2s fall=4 port=81; }",
+     "upstream.health.fall", 4},
+    {"upstream app { server 127.0.0.1:1; health_check port=81; }", "upstream.health.port", 81},
+    /* match=204 sets bit 204 - 192 of the fourth word */
+    {"upstream app { server 127.0.0.1:1; health_check match=204; }", "upstream.health.match3",
+     1ull << 12},
+    {"upstream app { server 127.0.0.1:1; health_check match=204; }", "upstream.health.match0", 0},
+    {PROXY(""), "location.next_upstream", PROXY_NEXT_ERROR | PROXY_NEXT_TIMEOUT},
+    {PROXY("proxy_next_upstream off;"), "location.next_upstream", 0},
+    {"proxy_next_upstream http_502 error; server { listen 127.0.0.1:80; location / { proxy_pass "
+     "http://127.0.0.1:1; } }",
+     "location.next_upstream", PROXY_NEXT_HTTP_502 | PROXY_NEXT_ERROR},
+    {"server { listen 127.0.0.1:80; proxy_next_upstream_tries 2; location / { proxy_pass "
+     "http://127.0.0.1:1; proxy_next_upstream_timeout 3s; } }",
+     "location.next_upstream_tries", 2},
+    {PROXY("proxy_next_upstream_timeout 3s;"), "location.next_upstream_timeout_ms", 3000},
     /* TLS: the defaults, in servers with and without a tls listener */
     {TLS(""), "server.tls.certificate_count", 1},
     {TLS(""), "server.tls.protocols", TLS_PROTOCOL_1_2 | TLS_PROTOCOL_1_3},
@@ -1124,12 +1175,38 @@ static const struct error_case error_cases[] = {
      "test.conf:1:35: invalid duration \"1y\""},
     {"upstream app { server 127.0.0.1:1 weight=2 weight=3; }",
      "test.conf:1:44: duplicate parameter \"weight\""},
-    {"upstream app { server 127.0.0.1:1 backup; }",
-     "test.conf:1:35: unknown server parameter \"backup\" (expected weight=, max_fails= or "
-     "fail_timeout=)"},
-    {"upstream app { server 127.0.0.1:1; balance random; }",
-     "test.conf:1:44: unknown balance method \"random\" (expected round_robin, least_conn or "
-     "hash)"},
+    {"upstream app { server 127.0.0.1:1 spare; }",
+     "test.conf:1:35: unknown server parameter \"spare\" (expected weight=, max_fails=, "
+     "fail_timeout=, max_conns=, slow_start=, backup, down or resolve)"},
+    {"upstream app { server 127.0.0.1:1 backup=1; }",
+     "test.conf:1:35: unknown server parameter \"backup=1\" (expected weight=, max_fails=, "
+     "fail_timeout=, max_conns=, slow_start=, backup, down or resolve)"},
+    {"upstream app { server app.internal:8000 resolve; }",
+     "test.conf:1:23: \"resolve\" needs a \"resolver\" in the upstream block"},
+    {"upstream app { resolver 127.0.0.1; server app.internal resolve; }",
+     "test.conf:1:43: invalid server name \"app.internal\" for resolve (expected NAME:PORT)"},
+    {"upstream app { resolver dns.internal; server 127.0.0.1:1; }",
+     "test.conf:1:25: invalid resolver \"dns.internal\" (expected an IP address, with a port or "
+     "for port 53)"},
+    {"upstream app { server 127.0.0.1:1; balance fastest; }",
+     "test.conf:1:44: unknown balance method \"fastest\" (expected round_robin, least_conn, "
+     "ip_hash, hash or random)"},
+    {"upstream app { server 127.0.0.1:1; balance hash $cookie_x; }",
+     "test.conf:1:49: unsupported hash key \"$cookie_x\" (expected $remote_addr, $request_uri, "
+     "$host or $http_NAME)"},
+    {"upstream app { server 127.0.0.1:1; balance random three; }",
+     "test.conf:1:51: unexpected \"three\" after \"balance random\""},
+    {"upstream app { server 127.0.0.1:1; health_check rise=0; }",
+     "test.conf:1:49: rise must be from 1 to 1000, got \"0\""},
+    {"upstream app { server 127.0.0.1:1; health_check \"uri=/a b\"; }",
+     "test.conf:1:49: invalid health_check uri \"/a b\" (a path of at most 256 bytes, without "
+     "spaces)"},
+    {"upstream app { server 127.0.0.1:1; health_check match=2xx,6xx; }",
+     "test.conf:1:49: invalid health_check match \"2xx,6xx\" (expected statuses or classes such "
+     "as 2xx, separated by commas)"},
+    {"upstream app { server 127.0.0.1:1; health_check every=1s; }",
+     "test.conf:1:49: unknown health_check parameter \"every=1s\" (expected interval=, "
+     "timeout=, rise=, fall=, uri=, match= or port=)"},
     {"upstream app { server 127.0.0.1:1; keepalive -1; }", "test.conf:1:46: invalid number \"-1\""},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_set_header \"Bad Name\" x; } }",

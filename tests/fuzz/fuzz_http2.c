@@ -64,7 +64,7 @@ static void start_server(void)
 
     char address[128];
     snprintf(address, sizeof(address), "unix:%s", back_path);
-    struct proxy_server_conf server = {address, 1, 0, 0};
+    struct proxy_server_conf server = {.address = address, .weight = 1};
     struct proxy_upstream_conf upstream = {.name = "back",
                                            .servers = &server,
                                            .server_count = 1,
