@@ -1,0 +1,37 @@
+/*
+ * steer.h: what the eBPF steering program (steer.bpf.c) and libcorral
+ * (wakeup_ebpf.c) share: limits, modes and the per-worker slot that workers
+ * publish their load in and the program counts its choices in.
+ */
+#ifndef CORRAL_BPF_STEER_H
+#define CORRAL_BPF_STEER_H
+
+#include <linux/types.h>
+
+#define STEER_MAX_WORKERS 1024 /* as many as a daemon may run */
+#define STEER_MAX_CPUS    1024 /* CORRAL_MAX_CPUS */
+#define STEER_MAX_SOCKETS 8192 /* listeners x workers */
+
+enum steer_mode {
+    STEER_ROUNDROBIN = 1,
+    STEER_BALANCED = 2,
+    STEER_AFFINITY = 3,
+};
+
+/*
+ * One per worker, in a memory-mapped array: the worker writes its fields
+ * with plain stores (no system call), the program adds to its own fields
+ * atomically.  64 bytes, so two workers never share a cache line.
+ */
+struct steer_slot {
+    __u64 conns;     /* worker: its open connections */
+    __u64 accepted;  /* worker: connections taken off its queue (re-based on drain) */
+    __u32 accepting; /* worker: 1 while it takes part in accepting */
+    __u32 pad;
+    __u64 selected; /* program: connections steered to this worker */
+    __u64 local;    /* program (affinity): kept on their arrival CPU, here */
+    __u64 spills;   /* program (affinity): arrived on this worker's CPU, sent elsewhere */
+    __u64 reserved[2];
+};
+
+#endif /* CORRAL_BPF_STEER_H */
