@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 
 #define DEFAULT_SPILL 1.5
 
@@ -42,6 +43,9 @@ static char verifier_error[160]; /* under steer_lock, while loading */
 
 /* libbpf prints the verifier's log in one message when a load fails; the
  * line that says what was refused is the last one before the statistics. */
+static int capture_print(enum libbpf_print_level level, const char *format, va_list args)
+    __attribute__((format(printf, 2, 0)));
+
 static int capture_print(enum libbpf_print_level level, const char *format, va_list args)
 {
     if (level == LIBBPF_DEBUG)
@@ -329,10 +333,24 @@ static void add_accepted(corral_worker *worker, uint64_t count)
     __atomic_fetch_add(&worker->server->steer->skel->bss->total_accepted, count, __ATOMIC_RELAXED);
 }
 
+/* The clock the program reads with bpf_ktime_get_coarse_ns(). */
+static uint64_t coarse_now(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static void publish_seen(struct steer_slot *slot)
+{
+    __atomic_store_n(&slot->seen_ns, coarse_now(), __ATOMIC_RELAXED);
+}
+
 void corral__steer_accepted(corral_worker *worker)
 {
     if (!publishing(worker))
         return;
+    publish_seen(worker->steer_slot);
     add_accepted(worker, 1);
     publish_conns(worker);
 }
@@ -345,6 +363,7 @@ void corral__steer_drained(corral_worker *worker)
     if (!publishing(worker))
         return;
     struct steer_slot *slot = worker->steer_slot;
+    publish_seen(slot);
     uint64_t selected = __atomic_load_n(&slot->selected, __ATOMIC_RELAXED);
     uint64_t accepted = __atomic_load_n(&slot->accepted, __ATOMIC_RELAXED);
     if (selected > accepted)
@@ -362,17 +381,19 @@ static int ebpf_attach(corral_worker *worker)
     int err = corral__attach_level(worker);
     if (err == 0 && publishing(worker)) {
         publish_conns(worker);
-        __atomic_store_n(&worker->steer_slot->accepting, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&worker->steer_slot->paused, 0, __ATOMIC_RELEASE);
     }
     return err;
 }
 
 /* The program stops choosing this worker; what is queued on its socket
- * waits for it to rejoin (or moves to a live socket if this one closes). */
+ * waits for it to rejoin (or moves to a live socket if this one closes).
+ * A worker that has not attached yet is not paused: its socket listens
+ * from the start, and it accepts what queued there as soon as it runs. */
 static void ebpf_detach(corral_worker *worker)
 {
     if (publishing(worker))
-        __atomic_store_n(&worker->steer_slot->accepting, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&worker->steer_slot->paused, 1, __ATOMIC_RELEASE);
     corral__detach_all(worker);
 }
 
@@ -393,7 +414,10 @@ int corral_server_steer_stats(const corral_server *server, unsigned index,
         .spills = __atomic_load_n(&slot->spills, __ATOMIC_RELAXED),
         .load = __atomic_load_n(&slot->conns, __ATOMIC_RELAXED) +
                 (selected > accepted ? selected - accepted : 0),
-        .accepting = __atomic_load_n(&slot->accepting, __ATOMIC_RELAXED) != 0,
+        .stalled =
+            selected > accepted &&
+            coarse_now() - __atomic_load_n(&slot->seen_ns, __ATOMIC_RELAXED) > STEER_STALLED_NS,
+        .accepting = __atomic_load_n(&slot->paused, __ATOMIC_RELAXED) == 0,
     };
     return 0;
 }

@@ -51,18 +51,22 @@ static __always_inline struct steer_slot *slot_of(__u32 w)
     return &slots[w & (STEER_MAX_WORKERS - 1)];
 }
 
+/* Connections steered here but not accepted yet are load too, and a
+ * worker sitting on them is stalled. */
 static __always_inline __u64 load_of(__u32 w)
 {
     struct steer_slot *s = slot_of(w);
     __u64 selected = s->selected, accepted = s->accepted;
-    /* Connections steered here but not accepted yet are load too: a
-     * stalled worker's queue makes it look busy. */
-    return s->conns + (selected > accepted ? selected - accepted : 0);
+    __u64 queued = selected > accepted ? selected - accepted : 0;
+    __u64 load = s->conns + queued;
+    if (queued > 0 && bpf_ktime_get_coarse_ns() - s->seen_ns > STEER_STALLED_NS)
+        load += STEER_STALLED_LOAD;
+    return load;
 }
 
 static __always_inline int accepting(__u32 w)
 {
-    return slot_of(w)->accepting != 0;
+    return slot_of(w)->paused == 0;
 }
 
 /* The next accepting worker in turn, or n if the next few do not accept
@@ -80,7 +84,12 @@ static __always_inline __u32 next_in_turn(__u32 n)
 
 static __always_inline __u32 less_loaded_of_two(__u32 n)
 {
-    __u32 a = bpf_get_prandom_u32() % n, b = bpf_get_prandom_u32() % n;
+    if (n == 1)
+        return accepting(0) ? 0 : n;
+    /* Two different workers: drawing one twice would hand a stalled
+     * worker one connection in n^2 whatever its load. */
+    __u32 a = bpf_get_prandom_u32() % n;
+    __u32 b = (a + 1 + bpf_get_prandom_u32() % (n - 1)) % n;
     int ok_a = accepting(a), ok_b = accepting(b);
     if (ok_a && ok_b)
         return load_of(a) <= load_of(b) ? a : b;

@@ -24,14 +24,21 @@ enum steer_mode {
  * atomically.  64 bytes, so two workers never share a cache line.
  */
 struct steer_slot {
-    __u64 conns;     /* worker: its open connections */
-    __u64 accepted;  /* worker: connections taken off its queue (re-based on drain) */
-    __u32 accepting; /* worker: 1 while it takes part in accepting */
+    __u64 conns;    /* worker: its open connections */
+    __u64 accepted; /* worker: connections taken off its queue (re-based on drain) */
+    __u32 paused;   /* worker: 1 while it does not accept (at its limit, stopping) */
     __u32 pad;
     __u64 selected; /* program: connections steered to this worker */
     __u64 local;    /* program (affinity): kept on their arrival CPU, here */
     __u64 spills;   /* program (affinity): arrived on this worker's CPU, sent elsewhere */
-    __u64 reserved[2];
+    __u64 seen_ns;  /* worker: CLOCK_MONOTONIC_COARSE of its last accept or drain */
+    __u64 reserved;
 };
+
+/* A worker with connections queued that has not accepted for this long is
+ * stalled (a long request, a page-fault storm): it is chosen only if every
+ * other worker is too.  A few coarse-clock ticks. */
+#define STEER_STALLED_NS   (20 * 1000 * 1000ull)
+#define STEER_STALLED_LOAD (1ull << 32)
 
 #endif /* CORRAL_BPF_STEER_H */
