@@ -28,6 +28,7 @@ struct corral__steer {
     struct steer_bpf *skel;
     _Atomic(corral_server *) owner; /* the server whose workers publish their load */
     unsigned refs;                  /* under steer_lock */
+    unsigned keys;                  /* socket array entries in use: listeners x workers */
 };
 
 /* Loading needs CAP_BPF, which a daemon drops after its first start: a
@@ -118,14 +119,13 @@ bool corral__ebpf_probe(void)
 }
 
 /* Removes every socket from `steer`'s array: a socket can be in one array
- * only, and a newer program takes over the group. */
+ * only, and a newer program takes over the group.  (An array's keys all
+ * exist, so there is nothing to iterate: delete what was used.) */
 static void forget_sockets(struct corral__steer *steer)
 {
     int fd = bpf_map__fd(steer->skel->maps.socks);
-    __u32 key;
-    while (bpf_map_get_next_key(fd, NULL, &key) == 0)
-        if (bpf_map_delete_elem(fd, &key) != 0)
-            break;
+    for (__u32 key = 0; key < steer->keys; key++)
+        bpf_map_delete_elem(fd, &key); /* ENOENT for a socket closed since */
 }
 
 static int steer_acquire(corral_server *server, struct corral__steer **out)
@@ -261,6 +261,9 @@ static int ebpf_setup(corral_server *server, enum steer_mode mode)
     if (err != 0)
         return err;
     server->steer = steer;
+    pthread_mutex_lock(&steer_lock);
+    steer->keys = (unsigned)server->listener_count * n;
+    pthread_mutex_unlock(&steer_lock);
     configure(steer, server, mode);
     for (unsigned i = 0; i < n; i++)
         server->workers[i].steer_slot = &steer->skel->bss->slots[i];
@@ -403,7 +406,10 @@ int corral_server_steer_stats(const corral_server *server, unsigned index,
     if (index >= server->worker_count)
         return -EINVAL;
     const corral_worker *worker = &server->workers[index];
-    if (server->steer == NULL || worker->steer_slot == NULL)
+    /* A server whose program a later one took over shows nothing: the
+     * slots are the successor's now. */
+    if (server->steer == NULL || worker->steer_slot == NULL ||
+        atomic_load_explicit(&server->steer->owner, memory_order_relaxed) != server)
         return -ENOTSUP;
     const struct steer_slot *slot = worker->steer_slot;
     uint64_t selected = __atomic_load_n(&slot->selected, __ATOMIC_RELAXED);

@@ -674,7 +674,8 @@ struct corral_steer_stats {
 };
 
 /** Reads worker `index`'s steering counters.  Returns 0, -ENOTSUP when the
- *  server is not steered by eBPF, or -EINVAL for a bad index.  Safe from
+ *  server is not steered by eBPF (or a later server took its program over),
+ *  or -EINVAL for a bad index.  Safe from
  *  any thread after corral_server_start(). */
 CORRAL_EXTERN int corral_server_steer_stats(const corral_server *server, unsigned index,
                                             struct corral_steer_stats *out);

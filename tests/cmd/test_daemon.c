@@ -101,7 +101,8 @@ START_TEST(serves_and_reports_metrics)
 }
 END_TEST
 
-static const char *const modes[] = {"roundrobin", "affinity", "exclusive", "reuseport", "herd"};
+static const char *const modes[] = {"roundrobin", "affinity", "exclusive",
+                                    "reuseport",  "herd",     "balanced"};
 
 START_TEST(wakeup_mode_from_config_shows_in_metrics)
 {
@@ -232,8 +233,9 @@ static void *load_main(void *arg)
             fd = test_connect(load->port);
             reused = false;
         }
-        const char *req = load->keep_alive ? "GET / HTTP/1.1\r\nHost: t\r\n\r\n"
-                                           : "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+        const char *req = load->keep_alive
+                              ? "GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+                              : "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
         if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req)) {
             atomic_fetch_add(reused ? &load->retried : &load->failed, 1);
             close(fd);
