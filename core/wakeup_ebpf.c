@@ -414,15 +414,17 @@ int corral_server_steer_stats(const corral_server *server, unsigned index,
     const struct steer_slot *slot = worker->steer_slot;
     uint64_t selected = __atomic_load_n(&slot->selected, __ATOMIC_RELAXED);
     uint64_t accepted = __atomic_load_n(&slot->accepted, __ATOMIC_RELAXED);
+    uint64_t since = __atomic_load_n(&slot->seen_ns, __ATOMIC_RELAXED);
+    uint64_t queued_ns = __atomic_load_n(&slot->queued_ns, __ATOMIC_RELAXED);
+    if (queued_ns > since)
+        since = queued_ns;
     *out = (struct corral_steer_stats){
         .steered = selected,
         .local = __atomic_load_n(&slot->local, __ATOMIC_RELAXED),
         .spills = __atomic_load_n(&slot->spills, __ATOMIC_RELAXED),
         .load = __atomic_load_n(&slot->conns, __ATOMIC_RELAXED) +
                 (selected > accepted ? selected - accepted : 0),
-        .stalled =
-            selected > accepted &&
-            coarse_now() - __atomic_load_n(&slot->seen_ns, __ATOMIC_RELAXED) > STEER_STALLED_NS,
+        .stalled = selected > accepted && coarse_now() - since > STEER_STALLED_NS,
         .accepting = __atomic_load_n(&slot->paused, __ATOMIC_RELAXED) == 0,
     };
     return 0;

@@ -51,17 +51,27 @@ static __always_inline struct steer_slot *slot_of(__u32 w)
     return &slots[w & (STEER_MAX_WORKERS - 1)];
 }
 
+static __always_inline __u64 queued_on(const struct steer_slot *s)
+{
+    __u64 selected = s->selected, accepted = s->accepted;
+    return selected > accepted ? selected - accepted : 0;
+}
+
+/* Whether connections have waited on the worker, and it has accepted none,
+ * for STEER_STALLED_NS. */
+static __always_inline int stalled(const struct steer_slot *s)
+{
+    __u64 since = s->seen_ns > s->queued_ns ? s->seen_ns : s->queued_ns;
+    return queued_on(s) > 0 && bpf_ktime_get_coarse_ns() - since > STEER_STALLED_NS;
+}
+
 /* Connections steered here but not accepted yet are load too, and a
- * worker sitting on them is stalled. */
+ * stalled worker weighs more than any other. */
 static __always_inline __u64 load_of(__u32 w)
 {
     struct steer_slot *s = slot_of(w);
-    __u64 selected = s->selected, accepted = s->accepted;
-    __u64 queued = selected > accepted ? selected - accepted : 0;
-    __u64 load = s->conns + queued;
-    if (queued > 0 && bpf_ktime_get_coarse_ns() - s->seen_ns > STEER_STALLED_NS)
-        load += STEER_STALLED_LOAD;
-    return load;
+    __u64 load = s->conns + queued_on(s);
+    return stalled(s) ? load + STEER_STALLED_LOAD : load;
 }
 
 static __always_inline int accepting(__u32 w)
@@ -69,14 +79,15 @@ static __always_inline int accepting(__u32 w)
     return slot_of(w)->paused == 0;
 }
 
-/* The next accepting worker in turn, or n if the next few do not accept
- * (a paused worker's turn goes to the one after it). */
+/* The next worker in turn that accepts and is not stalled, or n if the
+ * next few all are (a paused or stalled worker's turn goes to the one
+ * after it). */
 static __always_inline __u32 next_in_turn(__u32 n)
 {
     __u32 start = __sync_fetch_and_add(&rotation, 1);
     for (__u32 k = 0; k < 4; k++) {
         __u32 w = (start + k) % n;
-        if (accepting(w))
+        if (accepting(w) && !stalled(slot_of(w)))
             return w;
     }
     return n;
@@ -153,7 +164,10 @@ int corral_steer(struct sk_reuseport_md *ctx)
      * migration) is no longer in the array: the kernel then hashes among
      * the live ones. */
     if (bpf_sk_select_reuseport(ctx, &socks, &key, 0) == 0) {
-        __sync_fetch_and_add(&slot_of(w)->selected, 1);
+        struct steer_slot *s = slot_of(w);
+        if (queued_on(s) == 0)
+            s->queued_ns = bpf_ktime_get_coarse_ns();
+        __sync_fetch_and_add(&s->selected, 1);
         __sync_fetch_and_add(&total_selected, 1);
     }
     return SK_PASS;

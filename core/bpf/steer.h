@@ -28,17 +28,17 @@ struct steer_slot {
     __u64 accepted; /* worker: connections taken off its queue (re-based on drain) */
     __u32 paused;   /* worker: 1 while it does not accept (at its limit, stopping) */
     __u32 pad;
-    __u64 selected; /* program: connections steered to this worker */
-    __u64 local;    /* program (affinity): kept on their arrival CPU, here */
-    __u64 spills;   /* program (affinity): arrived on this worker's CPU, sent elsewhere */
-    __u64 seen_ns;  /* worker: CLOCK_MONOTONIC_COARSE of its last accept or drain */
-    __u64 reserved;
+    __u64 selected;  /* program: connections steered to this worker */
+    __u64 local;     /* program (affinity): kept on their arrival CPU, here */
+    __u64 spills;    /* program (affinity): arrived on this worker's CPU, sent elsewhere */
+    __u64 seen_ns;   /* worker: CLOCK_MONOTONIC_COARSE of its last accept or drain */
+    __u64 queued_ns; /* program: when a connection was steered to its empty queue */
 };
 
-/* A worker with connections queued that has not accepted for this long is
- * stalled (a long request, a page-fault storm): it is chosen only if every
- * other worker is too.  A few coarse-clock ticks. */
-#define STEER_STALLED_NS   (20 * 1000 * 1000ull)
+/* A worker that has had connections queued, and accepted none, for this
+ * long is stalled (a long request, a page-fault storm): it is chosen only
+ * if every other worker is too.  A few ticks of the coarse clock. */
+#define STEER_STALLED_NS   (10 * 1000 * 1000ull)
 #define STEER_STALLED_LOAD (1ull << 32)
 
 #endif /* CORRAL_BPF_STEER_H */
