@@ -51,6 +51,7 @@ struct options {
     unsigned burst;
     bool json;
     bool one_cpu; /* every client on the first CPU */
+    double spill; /* wakeup affinity spill=; 0 = the library's */
     const char *disable;
 };
 
@@ -336,6 +337,7 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, cons
     config.workers = workers;
     config.wakeup = mode;
     config.caps = &caps;
+    config.wakeup_spill = opt->spill;
 
     struct bench_server *bench = calloc(1, sizeof(*bench));
     int err = corral_server_new(&config, &bench->server);
@@ -521,6 +523,7 @@ static void usage(FILE *to)
             "  -b, --burst N           burst: connections per burst per client (default 32)\n"
             "  -d, --disable CAPS      pretend capabilities are missing (see corral --probe)\n"
             "  -1, --one-cpu           pin every client thread to the first CPU\n"
+            "  -S, --spill F           affinity over eBPF: the spill factor (default 1.5)\n"
             "  -j, --json              machine-readable output\n");
 }
 
@@ -534,15 +537,22 @@ static int parse_options(int argc, char **argv, struct options *opt)
                             .burst = 32};
     bool any_mode = false, any_scenario = false;
     static const struct option longs[] = {
-        {"workers", required_argument, NULL, 'w'},  {"mode", required_argument, NULL, 'm'},
-        {"scenario", required_argument, NULL, 's'}, {"connections", required_argument, NULL, 'n'},
-        {"clients", required_argument, NULL, 'c'},  {"rate", required_argument, NULL, 'r'},
-        {"burst", required_argument, NULL, 'b'},    {"disable", required_argument, NULL, 'd'},
-        {"json", no_argument, NULL, 'j'},           {"one-cpu", no_argument, NULL, '1'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+        {"workers", required_argument, NULL, 'w'},
+        {"mode", required_argument, NULL, 'm'},
+        {"scenario", required_argument, NULL, 's'},
+        {"connections", required_argument, NULL, 'n'},
+        {"clients", required_argument, NULL, 'c'},
+        {"rate", required_argument, NULL, 'r'},
+        {"burst", required_argument, NULL, 'b'},
+        {"disable", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},
+        {"one-cpu", no_argument, NULL, '1'},
+        {"spill", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "w:m:s:n:c:r:b:d:j1h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "w:m:s:n:c:r:b:d:j1S:h", longs, NULL)) != -1) {
         switch (c) {
         case 'w': {
             opt->worker_count_count = 0;
@@ -590,6 +600,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
         case 'd': opt->disable = optarg; break;
         case 'j': opt->json = true; break;
         case '1': opt->one_cpu = true; break;
+        case 'S': opt->spill = atof(optarg); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
