@@ -49,11 +49,12 @@ static int apply_wakeup(struct conf_state *state, const struct conf_node *node,
     if (state->config->wakeup != CORRAL_WAKEUP_AFFINITY)
         return conf__error_at(state->error, &arg->pos,
                               "\"%s\": only affinity takes spill=", arg->text);
-    char *end;
+    char *end = NULL;
     errno = 0;
-    double spill = strncmp(arg->text, "spill=", 6) == 0 ? strtod(arg->text + 6, &end) : 0;
-    if (strncmp(arg->text, "spill=", 6) != 0 || end == arg->text + 6 || *end != '\0' ||
-        errno != 0 || !(spill > 1.0 && spill <= 100.0))
+    bool prefixed = strncmp(arg->text, "spill=", 6) == 0;
+    double spill = prefixed ? strtod(arg->text + 6, &end) : 0;
+    if (!prefixed || end == arg->text + 6 || *end != '\0' || errno != 0 ||
+        !(spill > 1.0 && spill <= 100.0))
         return conf__error_at(state->error, &arg->pos,
                               "bad \"%s\" (expected spill=FACTOR, above 1 and at most 100, "
                               "such as spill=1.5)",

@@ -109,7 +109,7 @@ static int steer_load(struct steer_bpf **out, char *why, size_t len)
 
 bool corral__ebpf_probe(void)
 {
-    struct steer_bpf *skel;
+    struct steer_bpf *skel = NULL;
     pthread_mutex_lock(&steer_lock);
     bool ok = steer_load(&skel, unavailable, sizeof(unavailable)) == 0;
     pthread_mutex_unlock(&steer_lock);

@@ -174,9 +174,10 @@ START_TEST(balanced_keeps_clear_of_a_stalled_worker)
         pthread_join(threads[i], NULL);
     /* Round-robin queues every eighth connection behind the stall, so all
      * eight clients are stuck after about 64 connections.  The queued ones
-     * count as load, so the less loaded of two different workers passes
-     * the stalled one by, and the other clients go on. */
-    ck_assert_msg(stalled < THREADS / 2, "the stalled worker was given %lu connections",
+     * count as load, and a worker that has left them waiting 10 ms is
+     * stalled, so the less loaded of two different workers passes it by
+     * (a few may land there before that) and the other clients go on. */
+    ck_assert_msg(stalled < THREADS, "the stalled worker was given %lu connections",
                   (unsigned long)stalled);
     ck_assert_msg(in_window >= 150, "only %d connections served while a worker stalled", in_window);
     test_stop_server(server);
@@ -283,7 +284,7 @@ START_TEST(a_closing_socket_hands_its_queue_to_a_live_one)
     const int *sockets;
     ck_assert_uint_eq(corral_listener_fds(listener, &sockets), 2);
     /* Worker 0 stops taking connections for a while; the rotation still
-     * queues every other one on its socket. */
+     * queues connections on its socket. */
     struct stall stall = {.ms = 1500};
     stall_start(server, 0, &stall);
     int fds[CONNECTIONS];
@@ -291,7 +292,9 @@ START_TEST(a_closing_socket_hands_its_queue_to_a_live_one)
         fds[i] = test_connect(port);
         test_send_all(fds[i], "ping", 4);
     }
-    ck_assert_uint_eq(steer(server, 0).steered, CONNECTIONS / 2);
+    /* Every other one, until the stall is 10 ms old and its turns pass on. */
+    uint64_t queued = steer(server, 0).steered;
+    ck_assert_uint_ge(queued, 1);
     /* Its socket leaves the group with those connections queued. */
     ck_assert_int_eq(shutdown(sockets[0], SHUT_RDWR), 0);
     uint64_t start = test_now_ms();
