@@ -503,6 +503,9 @@ void corral__detach_all(corral_worker *worker);
 int corral__attach_level(corral_worker *worker);
 int corral__attach_exclusive(corral_worker *worker);
 bool corral__probe_epoll_exclusive(const struct corral_kernel_caps *caps, const char **why);
+/* rotate's on_drained: re-registers the exclusive entry at the tail of the
+ * socket's wait queue. */
+void corral__rotate_requeue(corral_worker *worker, struct corral__accept_entry *entry);
 /* Accepts what entry's socket has queued: the accept path of every mode. */
 void corral__accept_from(struct corral__accept_entry *entry);
 int corral__worker_start_accepting(corral_worker *worker);

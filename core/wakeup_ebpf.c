@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/utsname.h>
 #include <time.h>
 
@@ -379,14 +380,38 @@ void corral__steer_closed(corral_worker *worker)
         publish_conns(worker);
 }
 
+/* A socket without a group (a unix socket, or one socket passed in for all
+ * workers) is shared by every worker: it gets what `rotate` does, so that
+ * it does not wake them all. */
+static bool shared_exclusive(const corral_worker *worker, const struct corral__accept_entry *entry)
+{
+    return entry->listener->fds == NULL && worker->server->caps.epoll_exclusive &&
+           worker->server->worker_count > 1;
+}
+
 static int ebpf_attach(corral_worker *worker)
 {
-    int err = corral__attach_level(worker);
-    if (err == 0 && publishing(worker)) {
+    for (size_t i = 0; i < worker->entry_count; i++) {
+        struct corral__accept_entry *entry = &worker->entries[i];
+        int err =
+            corral__entry_register(entry, shared_exclusive(worker, entry) ? EPOLLEXCLUSIVE : 0);
+        if (err != 0) {
+            while (i-- > 0)
+                corral__entry_unregister(&worker->entries[i]);
+            return err;
+        }
+    }
+    if (publishing(worker)) {
         publish_conns(worker);
         __atomic_store_n(&worker->steer_slot->paused, 0, __ATOMIC_RELEASE);
     }
-    return err;
+    return 0;
+}
+
+static void ebpf_on_drained(corral_worker *worker, struct corral__accept_entry *entry)
+{
+    if (shared_exclusive(worker, entry))
+        corral__rotate_requeue(worker, entry);
 }
 
 /* The program stops choosing this worker; what is queued on its socket
@@ -455,6 +480,7 @@ const struct corral_wakeup_ops corral__wakeup_ebpf_roundrobin = {
     .setup = setup_roundrobin,
     .teardown = ebpf_teardown,
     .attach = ebpf_attach,
+    .on_drained = ebpf_on_drained,
     .detach = ebpf_detach,
 };
 
@@ -468,6 +494,7 @@ const struct corral_wakeup_ops corral__wakeup_ebpf_balanced = {
     .setup = setup_balanced,
     .teardown = ebpf_teardown,
     .attach = ebpf_attach,
+    .on_drained = ebpf_on_drained,
     .detach = ebpf_detach,
 };
 
@@ -482,5 +509,6 @@ const struct corral_wakeup_ops corral__wakeup_ebpf_affinity = {
     .setup = setup_affinity,
     .teardown = ebpf_teardown,
     .attach = ebpf_attach,
+    .on_drained = ebpf_on_drained,
     .detach = ebpf_detach,
 };

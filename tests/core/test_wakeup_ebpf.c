@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -312,6 +313,76 @@ START_TEST(a_closing_socket_hands_its_queue_to_a_live_one)
 }
 END_TEST
 
+/* How often the workers blocked and were woken again (voluntary context
+ * switches), including the wakeups the kernel hides from user space. */
+struct sleeps {
+    atomic_uint pending;
+    atomic_ulong total;
+};
+
+static void add_sleeps(void *arg)
+{
+    struct sleeps *sleeps = arg;
+    struct rusage usage;
+    getrusage(RUSAGE_THREAD, &usage);
+    atomic_fetch_add(&sleeps->total, (unsigned long)usage.ru_nvcsw);
+    atomic_fetch_sub(&sleeps->pending, 1);
+}
+
+static unsigned long worker_sleeps(corral_server *server)
+{
+    struct sleeps sleeps = {0};
+    unsigned workers = corral_server_worker_count(server);
+    atomic_store(&sleeps.pending, workers);
+    for (unsigned w = 0; w < workers; w++)
+        ck_assert_int_eq(corral_worker_post(corral_server_worker(server, w), add_sleeps, &sleeps),
+                         0);
+    for (int i = 0; i < 2000 && atomic_load(&sleeps.pending) > 0; i++)
+        usleep(1000);
+    ck_assert_uint_eq(atomic_load(&sleeps.pending), 0);
+    return atomic_load(&sleeps.total);
+}
+
+/* A unix socket has no group to steer: it is shared as under `rotate`, so
+ * a connection wakes one worker, not all of them. */
+START_TEST(a_shared_socket_wakes_one_worker)
+{
+    enum { WORKERS = 4, CONNECTIONS = 200 };
+    if (!ebpf_available())
+        return;
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/corral-test-ebpf-%d.sock", (int)getpid());
+    char address[80];
+    snprintf(address, sizeof(address), "unix:%s", path);
+    unlink(path);
+    struct corral_server_config config;
+    corral_server_config_init(&config);
+    config.workers = WORKERS;
+    config.wakeup = CORRAL_WAKEUP_BALANCED;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&config, &server), 0);
+    ck_assert_int_eq(corral_server_listen(server, address, NULL, &ok_handler, NULL, NULL), 0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+    unsigned long before = worker_sleeps(server);
+    for (int i = 0; i < CONNECTIONS; i++) {
+        int fd = test_connect_address(address);
+        exchange(fd);
+        close(fd);
+    }
+    unsigned long sleeps = worker_sleeps(server) - before;
+    uint64_t accepts = 0;
+    for (unsigned w = 0; w < WORKERS; w++)
+        accepts += worker_stats(server, w).accepts;
+    ck_assert_uint_eq(accepts, CONNECTIONS);
+    /* About 2.6 per connection (its accept, its close) when one worker is
+     * woken; 6 when all four are. */
+    ck_assert_msg(sleeps <= 4 * CONNECTIONS, "%lu worker wakeups for %d connections", sleeps,
+                  CONNECTIONS);
+    unlink(path);
+    test_stop_server(server);
+}
+END_TEST
+
 START_TEST(without_ebpf_every_mode_falls_back_and_serves)
 {
     static const enum corral_wakeup_mode modes[] = {CORRAL_WAKEUP_ROUNDROBIN,
@@ -356,6 +427,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, the_load_map_follows_connections);
     tcase_add_test(tc, affinity_spills_over_when_its_cpu_is_overloaded);
     tcase_add_test(tc, a_closing_socket_hands_its_queue_to_a_live_one);
+    tcase_add_test(tc, a_shared_socket_wakes_one_worker);
     tcase_add_test(tc, without_ebpf_every_mode_falls_back_and_serves);
     suite_add_tcase(suite, tc);
     return suite;
