@@ -119,14 +119,19 @@ bool corral__ebpf_probe(void)
     return ok;
 }
 
-/* Removes every socket from `steer`'s array: a socket can be in one array
- * only, and a newer program takes over the group.  (An array's keys all
- * exist, so there is nothing to iterate: delete what was used.) */
+/* Removes every socket from `steer`'s array, and every group: a socket can
+ * be in one array only, and a server taking the program over puts its own
+ * in.  (An array's keys all exist: delete those that were used.)  Until it
+ * has, the program finds no group and the kernel hashes: nothing is lost. */
 static void forget_sockets(struct corral__steer *steer)
 {
     int fd = bpf_map__fd(steer->skel->maps.socks);
     for (__u32 key = 0; key < steer->keys; key++)
         bpf_map_delete_elem(fd, &key); /* ENOENT for a socket closed since */
+    fd = bpf_map__fd(steer->skel->maps.groups);
+    __u64 cookie;
+    while (bpf_map_get_next_key(fd, NULL, &cookie) == 0 && bpf_map_delete_elem(fd, &cookie) == 0)
+        ;
 }
 
 static int steer_acquire(corral_server *server, struct corral__steer **out)
@@ -151,6 +156,7 @@ static int steer_acquire(corral_server *server, struct corral__steer **out)
         }
     } else if (latest != NULL) {
         corral__warn("wakeup: %s now; taking over the program loaded earlier", why);
+        forget_sockets(latest);
         steer = latest;
         steer->refs++;
         err = 0;
@@ -205,23 +211,21 @@ static void configure(struct corral__steer *steer, const corral_server *server,
 }
 
 /* Puts the listener's sockets in the array at [index x workers + i] and
- * attaches the program to its group.  A socket inherited from the server
- * this one takes over may already be in its place. */
+ * attaches the program to its group. */
 static int add_listener(struct corral__steer *steer, const corral_listener *listener, unsigned n)
 {
     int socks = bpf_map__fd(steer->skel->maps.socks);
     int groups = bpf_map__fd(steer->skel->maps.groups);
     for (unsigned i = 0; i < n; i++) {
         __u32 key = (__u32)(listener->index * n + i), group = (__u32)listener->index;
-        __u64 fd = (__u64)listener->fds[i], cookie, present;
+        __u64 fd = (__u64)listener->fds[i], cookie;
         socklen_t len = sizeof(cookie);
         if (getsockopt(listener->fds[i], SOL_SOCKET, SO_COOKIE, &cookie, &len) == -1) {
             int err = -errno;
             corral__error("getsockopt(%s, SO_COOKIE): %s", listener->address_text, strerror(errno));
             return err;
         }
-        if ((bpf_map_lookup_elem(socks, &key, &present) != 0 || present != cookie) &&
-            bpf_map_update_elem(socks, &key, &fd, BPF_ANY) != 0) {
+        if (bpf_map_update_elem(socks, &key, &fd, BPF_ANY) != 0) {
             int err = -errno;
             corral__error("bpf_map_update_elem(sockets, %s): %s", listener->address_text,
                           strerror(errno));
