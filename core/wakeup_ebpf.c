@@ -341,17 +341,17 @@ static void add_accepted(corral_worker *worker, uint64_t count)
     __atomic_fetch_add(&worker->server->steer->skel->bss->total_accepted, count, __ATOMIC_RELAXED);
 }
 
-/* The clock the program reads with bpf_ktime_get_coarse_ns(). */
-static uint64_t coarse_now(void)
+/* The clock the program reads with bpf_ktime_get_ns(). */
+static uint64_t clock_now(void)
 {
     struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    clock_gettime(CLOCK_MONOTONIC, &now);
     return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
 
 static void publish_seen(struct steer_slot *slot)
 {
-    __atomic_store_n(&slot->seen_ns, coarse_now(), __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->seen_ns, clock_now(), __ATOMIC_RELAXED);
 }
 
 void corral__steer_accepted(corral_worker *worker)
@@ -453,7 +453,7 @@ int corral_server_steer_stats(const corral_server *server, unsigned index,
         .spills = __atomic_load_n(&slot->spills, __ATOMIC_RELAXED),
         .load = __atomic_load_n(&slot->conns, __ATOMIC_RELAXED) +
                 (selected > accepted ? selected - accepted : 0),
-        .stalled = selected > accepted && coarse_now() - since > STEER_STALLED_NS,
+        .stalled = selected > accepted && clock_now() - since > STEER_STALLED_NS,
         .accepting = __atomic_load_n(&slot->paused, __ATOMIC_RELAXED) == 0,
     };
     return 0;

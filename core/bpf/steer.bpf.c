@@ -62,7 +62,7 @@ static __always_inline __u64 queued_on(const struct steer_slot *s)
 static __always_inline int stalled(const struct steer_slot *s)
 {
     __u64 since = s->seen_ns > s->queued_ns ? s->seen_ns : s->queued_ns;
-    return queued_on(s) > 0 && bpf_ktime_get_coarse_ns() - since > STEER_STALLED_NS;
+    return queued_on(s) > 0 && bpf_ktime_get_ns() - since > STEER_STALLED_NS;
 }
 
 /* Connections steered here but not accepted yet are load too, and a
@@ -166,7 +166,7 @@ int corral_steer(struct sk_reuseport_md *ctx)
     if (bpf_sk_select_reuseport(ctx, &socks, &key, 0) == 0) {
         struct steer_slot *s = slot_of(w);
         if (queued_on(s) == 0)
-            s->queued_ns = bpf_ktime_get_coarse_ns();
+            s->queued_ns = bpf_ktime_get_ns();
         __sync_fetch_and_add(&s->selected, 1);
         __sync_fetch_and_add(&total_selected, 1);
     }

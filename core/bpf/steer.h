@@ -31,14 +31,15 @@ struct steer_slot {
     __u64 selected;  /* program: connections steered to this worker */
     __u64 local;     /* program (affinity): kept on their arrival CPU, here */
     __u64 spills;    /* program (affinity): arrived on this worker's CPU, sent elsewhere */
-    __u64 seen_ns;   /* worker: CLOCK_MONOTONIC_COARSE of its last accept or drain */
+    __u64 seen_ns;   /* worker: CLOCK_MONOTONIC of its last accept or drain */
     __u64 queued_ns; /* program: when a connection was steered to its empty queue */
 };
 
 /* A worker that has had connections queued, and accepted none, for this
  * long is stalled (a long request, a page-fault storm): it is chosen only
- * if every other worker is too.  A few ticks of the coarse clock. */
-#define STEER_STALLED_NS   (10 * 1000 * 1000ull)
+ * if every other worker is too.  Longer than a wakeup takes, far shorter
+ * than a slow request. */
+#define STEER_STALLED_NS   (2 * 1000 * 1000ull)
 #define STEER_STALLED_LOAD (1ull << 32)
 
 #endif /* CORRAL_BPF_STEER_H */

@@ -670,7 +670,7 @@ struct corral_steer_stats {
     uint64_t spills;  /* affinity: arrived on this worker's CPU, sent to a less loaded one */
     uint64_t load;    /* what the program weighs: open connections + steered, not accepted */
     bool accepting;   /* the program may choose this worker */
-    bool stalled;     /* connections have waited on it, none accepted, for 10 ms */
+    bool stalled;     /* connections have waited on it, none accepted, for 2 ms */
 };
 
 /** Reads worker `index`'s steering counters.  Returns 0, -ENOTSUP when the

@@ -175,7 +175,7 @@ START_TEST(balanced_keeps_clear_of_a_stalled_worker)
         pthread_join(threads[i], NULL);
     /* Round-robin queues every eighth connection behind the stall, so all
      * eight clients are stuck after about 64 connections.  The queued ones
-     * count as load, and a worker that has left them waiting 10 ms is
+     * count as load, and a worker that has left them waiting 2 ms is
      * stalled, so the less loaded of two different workers passes it by
      * (a few may land there before that) and the other clients go on. */
     ck_assert_msg(stalled < THREADS, "the stalled worker was given %lu connections",
@@ -293,7 +293,7 @@ START_TEST(a_closing_socket_hands_its_queue_to_a_live_one)
         fds[i] = test_connect(port);
         test_send_all(fds[i], "ping", 4);
     }
-    /* Every other one, until the stall is 10 ms old and its turns pass on. */
+    /* Every other one, until the stall is 2 ms old and its turns pass on. */
     uint64_t queued = steer(server, 0).steered;
     ck_assert_uint_ge(queued, 1);
     /* Its socket leaves the group with those connections queued. */
