@@ -65,13 +65,18 @@ static __always_inline int stalled(const struct steer_slot *s)
     return queued_on(s) > 0 && bpf_ktime_get_ns() - since > STEER_STALLED_NS;
 }
 
-/* Connections steered here but not accepted yet are load too, and a
- * stalled worker weighs more than any other. */
-static __always_inline __u64 load_of(__u32 w)
+/* Connections steered here but not accepted yet are load too. */
+static __always_inline __u64 plain_load_of(__u32 w)
 {
     struct steer_slot *s = slot_of(w);
-    __u64 load = s->conns + queued_on(s);
-    return stalled(s) ? load + STEER_STALLED_LOAD : load;
+    return s->conns + queued_on(s);
+}
+
+/* For choosing between workers: a stalled one weighs more than any other. */
+static __always_inline __u64 load_of(__u32 w)
+{
+    __u64 load = plain_load_of(w);
+    return stalled(slot_of(w)) ? load + STEER_STALLED_LOAD : load;
 }
 
 static __always_inline int accepting(__u32 w)
@@ -130,7 +135,10 @@ static __always_inline __u32 on_arrival_cpu(__u32 n)
     /* Spills when load > factor x mean, and by more than one connection:
      * with a handful of connections a difference of one is noise, and
      * spilling on it would give up locality for nothing. */
-    __u64 load = load_of(local);
+    /* The plain load: a worker late by a few ms on a busy machine is no
+     * reason to give up locality; one that stays stalled builds a queue,
+     * which is load. */
+    __u64 load = plain_load_of(local);
     if (load * n * 16 <= (__u64)spill_x16 * sum || load * n <= sum + n) {
         __sync_fetch_and_add(&here->local, 1);
         return local;
