@@ -17,19 +17,29 @@
 
 struct worker_totals {
     uint64_t accepts, wakeups, wasted, local, active;
+    uint64_t steered, steer_local, spills, load; /* eBPF steering, running generations */
 };
 
-/* Per-worker counters of every generation, by worker index. */
-static unsigned sum_workers(struct worker_totals *totals)
+/* Per-worker counters of every generation, by worker index; *steering
+ * says whether a running generation is steered by eBPF. */
+static unsigned sum_workers(struct worker_totals *totals, bool *steering)
 {
+    *steering = false;
     const struct retired_totals *retired = &daemon_state.retired;
     unsigned count = 0;
     for (struct generation *g = daemon_state.generations; g != NULL; g = g->next)
         if (corral_server_worker_count(g->server) > count)
             count = corral_server_worker_count(g->server);
     for (unsigned i = 0; i < DAEMON_MAX_WORKERS; i++) {
-        totals[i] = (struct worker_totals){retired->accepts[i], retired->accept_wakeups[i],
-                                           retired->accept_wasted[i], retired->accepts_local[i], 0};
+        totals[i] = (struct worker_totals){retired->accepts[i],
+                                           retired->accept_wakeups[i],
+                                           retired->accept_wasted[i],
+                                           retired->accepts_local[i],
+                                           0,
+                                           0,
+                                           0,
+                                           0,
+                                           0};
         if (totals[i].accepts > 0 && i >= count)
             count = i + 1;
     }
@@ -42,6 +52,14 @@ static unsigned sum_workers(struct worker_totals *totals)
             totals[i].wasted += stats.accept_wasted;
             totals[i].local += stats.accepts_local;
             totals[i].active += stats.connections_active;
+            struct corral_steer_stats steer;
+            if (corral_server_steer_stats(g->server, i, &steer) == 0) {
+                *steering = true;
+                totals[i].steered += steer.steered;
+                totals[i].steer_local += steer.local;
+                totals[i].spills += steer.spills;
+                totals[i].load += steer.load;
+            }
         }
     }
     return count;
@@ -120,7 +138,8 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
     uint64_t proxy_protocol[PROXY_PROTOCOL_FAILURES];
 
     pthread_mutex_lock(&daemon_state.lock);
-    unsigned count = totals != NULL ? sum_workers(totals) : 0;
+    bool steering = false;
+    unsigned count = totals != NULL ? sum_workers(totals, &steering) : 0;
     memcpy(responses, daemon_state.retired.responses, sizeof(responses));
     memcpy(timeouts, daemon_state.retired.timeouts, sizeof(timeouts));
     memcpy(http2, daemon_state.retired.http2, sizeof(http2));
@@ -182,6 +201,23 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
                 "corral_wakeup_mode_info{requested=\"%s\",mode=\"%s\",impl=\"%s\"} 1\n",
                 corral_wakeup_mode_name(wakeup.requested), corral_wakeup_mode_name(wakeup.mode),
                 wakeup.impl);
+    if (totals != NULL && steering) {
+        write_worker_metric(&t, "corral_steered_total", "counter",
+                            "Connections the eBPF program sent to each worker (this generation).",
+                            totals, count, offsetof(struct worker_totals, steered));
+        write_worker_metric(&t, "corral_steer_local_total", "counter",
+                            "wakeup affinity over eBPF: connections kept on the worker of their "
+                            "arrival CPU.",
+                            totals, count, offsetof(struct worker_totals, steer_local));
+        write_worker_metric(&t, "corral_steer_spills_total", "counter",
+                            "wakeup affinity over eBPF: connections that arrived on the worker's "
+                            "CPU and went to a less loaded worker.",
+                            totals, count, offsetof(struct worker_totals, spills));
+        write_worker_metric(&t, "corral_steer_load", "gauge",
+                            "The load each worker publishes to the eBPF program: open "
+                            "connections plus connections steered to it and not yet accepted.",
+                            totals, count, offsetof(struct worker_totals, load));
+    }
     text_printf(&t, "# HELP corral_requests_total HTTP responses sent, by status code.\n"
                     "# TYPE corral_requests_total counter\n");
     for (unsigned s = 0; s < HTTP_MAX_STATUS; s++)

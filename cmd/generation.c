@@ -106,6 +106,7 @@ int generation_start(struct conf_config *config, struct generation *previous,
     corral_server_config_init(&server_config);
     server_config.workers = config->workers;
     server_config.wakeup = config->wakeup;
+    server_config.wakeup_spill = config->wakeup_spill;
     server_config.max_connections = config->max_connections;
     server_config.busy_poll_usecs = config->busy_poll_usecs;
     err = corral_server_new(&server_config, &gen->server);

@@ -30,6 +30,8 @@ void print_probe(void)
          "SO_INCOMING_CPU (Linux 4.4)"},
         {"busy_poll", offsetof(struct corral_kernel_caps, busy_poll),
          "per-epoll busy poll, EPIOCSPARAMS (Linux 6.9)"},
+        {"ebpf", offsetof(struct corral_kernel_caps, ebpf),
+         "sk_reuseport eBPF steering, select or migrate (CAP_BPF, Linux 5.14)"},
     };
     printf("kernel capabilities:\n");
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
@@ -40,7 +42,7 @@ void print_probe(void)
     for (unsigned i = 0; i < caps.cpu_count; i++)
         printf(" %u", caps.cpus[i]);
     printf("\nwakeup modes:\n");
-    for (int m = CORRAL_WAKEUP_AUTO; m <= CORRAL_WAKEUP_HERD; m++) {
+    for (int m = CORRAL_WAKEUP_AUTO; m <= CORRAL_WAKEUP_BALANCED; m++) {
         struct corral_wakeup_info info;
         corral_wakeup_resolve((enum corral_wakeup_mode)m, &caps, &info);
         printf("  %-11s -> %-10s (%s)%s%s\n", corral_wakeup_mode_name(info.requested),

@@ -1,12 +1,14 @@
 /*
  * wakebench.c: corral-wakebench, the accept-path benchmark.  Runs libcorral
- * in-process with N workers in each wakeup mode and drives it from client
- * threads over loopback, then prints per mode: wakeups per accept, wasted
- * wakeups, balance across workers, CPU locality, connection rate and the
- * p99 latency from connect() to the worker reading the first bytes.
+ * in-process with N workers in each wakeup mode and mechanism and drives it
+ * from client threads over loopback, then prints per run: wakeups per
+ * accept, wasted wakeups, balance across workers, CPU locality, connection
+ * rate, CPU per connection and the p50/p99/p99.9 latency from connect() to
+ * the worker reading the first bytes.
  */
 #include <corral.h>
 
+#include <bpf/bpf.h>
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -22,19 +24,34 @@
 #define MAX_WORKERS 64
 #define MAX_CLIENTS 16
 
-enum scenario { SCENARIO_PACED, SCENARIO_BURST, SCENARIO_LONG, SCENARIO_COUNT };
-static const char *const scenario_names[] = {"paced", "burst", "long"};
+/* uneven: paced, and one connection in 50 holds its worker for 20 ms of
+ * CPU; stalled: paced, and worker 0 is blocked for 200 ms every second. */
+enum scenario {
+    SCENARIO_PACED,
+    SCENARIO_BURST,
+    SCENARIO_LONG,
+    SCENARIO_UNEVEN,
+    SCENARIO_STALLED,
+    SCENARIO_COUNT
+};
+static const char *const scenario_names[] = {"paced", "burst", "long", "uneven", "stalled"};
+#define HEAVY_EVERY    50
+#define HEAVY_CPU_NS   (20 * 1000000ull)
+#define STALL_EVERY_MS 1000
+#define STALL_MS       200
 
 struct options {
     unsigned worker_counts[8];
     size_t worker_count_count;
-    bool modes[CORRAL_WAKEUP_HERD + 1];
+    bool modes[CORRAL_WAKEUP_BALANCED + 1];
     bool scenarios[SCENARIO_COUNT];
     unsigned connections;
     unsigned clients;
     unsigned rate; /* paced: connections per second, all clients together */
     unsigned burst;
     bool json;
+    bool one_cpu; /* every client on the first CPU */
+    double spill; /* wakeup affinity spill=; 0 = the library's */
     const char *disable;
 };
 
@@ -84,20 +101,62 @@ static uint64_t worker_sleeps(corral_server *server)
     return count.total;
 }
 
-/* A client sends the CLOCK_MONOTONIC time it called connect(); the worker
- * records how long ago that was and answers one byte. */
+/* A client sends the CLOCK_MONOTONIC time it called connect() and whether
+ * the connection is heavy; the worker records how long ago that was, burns
+ * the CPU a heavy one asks for, and answers one byte. */
+struct message {
+    uint64_t started;
+    uint64_t heavy;
+};
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static size_t bench_on_data(corral_conn *conn, const char *data, size_t len)
 {
-    if (len < sizeof(uint64_t))
+    if (len < sizeof(struct message))
         return 0;
-    uint64_t started;
-    memcpy(&started, data, sizeof(started));
+    struct message message;
+    memcpy(&message, data, sizeof(message));
     struct bench_server *bench = corral_conn_listener_data(conn);
     struct worker_samples *samples = &bench->samples[corral_worker_index(corral_conn_worker(conn))];
     if (samples->count < samples->cap)
-        samples->latency_ns[samples->count++] = corral_monotonic_ns() - started;
+        samples->latency_ns[samples->count++] = corral_monotonic_ns() - message.started;
+    if (message.heavy) {
+        uint64_t until = thread_cpu_ns() + HEAVY_CPU_NS;
+        while (thread_cpu_ns() < until)
+            ;
+    }
     corral_conn_write(conn, "k", 1);
-    return sizeof(uint64_t);
+    return sizeof(message);
+}
+
+/* stalled: worker 0 sleeps STALL_MS, posted every STALL_EVERY_MS. */
+struct staller {
+    pthread_t thread;
+    corral_server *server;
+    atomic_bool stop;
+};
+
+static void stall_worker(void *arg)
+{
+    (void)arg;
+    usleep(STALL_MS * 1000);
+}
+
+static void *staller_main(void *arg)
+{
+    struct staller *st = arg;
+    for (unsigned ms = 0; !atomic_load(&st->stop); ms += 10) {
+        if (ms % STALL_EVERY_MS == 100)
+            corral_worker_post(corral_server_worker(st->server, 0), stall_worker, NULL);
+        usleep(10000);
+    }
+    return NULL;
 }
 
 static const struct corral_conn_handler bench_handler = {.on_data = bench_on_data};
@@ -117,7 +176,7 @@ struct client {
     unsigned failures;
 };
 
-static int client_connect(int port)
+static int client_connect(int port, bool heavy)
 {
     struct sockaddr_storage addr;
     socklen_t len;
@@ -127,9 +186,9 @@ static int client_connect(int port)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd == -1)
         return -1;
-    uint64_t started = corral_monotonic_ns();
+    struct message message = {.started = corral_monotonic_ns(), .heavy = heavy};
     if (connect(fd, (struct sockaddr *)&addr, len) == -1 ||
-        send(fd, &started, sizeof(started), MSG_NOSIGNAL) != (ssize_t)sizeof(started)) {
+        send(fd, &message, sizeof(message), MSG_NOSIGNAL) != (ssize_t)sizeof(message)) {
         close(fd);
         return -1;
     }
@@ -160,7 +219,9 @@ static void *client_main(void *arg)
         pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
     }
     uint64_t next = corral_monotonic_ns() + c->phase_ns;
-    if (c->scenario == SCENARIO_PACED)
+    bool paced = c->scenario == SCENARIO_PACED || c->scenario == SCENARIO_UNEVEN ||
+                 c->scenario == SCENARIO_STALLED;
+    if (paced)
         sleep_until(next);
     int fds[256];
     for (unsigned done = 0; done < c->connections;) {
@@ -170,7 +231,8 @@ static void *client_main(void *arg)
         if (batch > sizeof(fds) / sizeof(fds[0]))
             batch = sizeof(fds) / sizeof(fds[0]);
         for (unsigned i = 0; i < batch; i++)
-            fds[i] = client_connect(c->port);
+            fds[i] = client_connect(c->port, c->scenario == SCENARIO_UNEVEN &&
+                                                 (done + i) % HEAVY_EVERY == HEAVY_EVERY / 2);
         for (unsigned i = 0; i < batch; i++) {
             if (fds[i] == -1 || !client_await_reply(fds[i])) {
                 c->failures++;
@@ -183,7 +245,7 @@ static void *client_main(void *arg)
             }
         }
         done += batch;
-        if (c->scenario == SCENARIO_PACED) {
+        if (paced) {
             next += c->interval_ns;
             sleep_until(next);
         } else if (c->scenario == SCENARIO_BURST) {
@@ -203,7 +265,9 @@ struct result {
     uint64_t accepts, wakeups, wasted, local, sleeps;
     double max_over_mean;
     double seconds;
-    double p99_ms;
+    double p50_ms, p99_ms, p999_ms;
+    double cpu_us; /* process CPU (workers, clients, kernel) per connection */
+    double bpf_ns; /* the steering program's run time per run, or -1 */
     unsigned failures;
     unsigned min_accepts, max_accepts;
 };
@@ -214,12 +278,57 @@ static int compare_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int run_one(const struct options *opt, enum corral_wakeup_mode mode, unsigned workers,
-                   enum scenario scenario, struct result *out)
+static double process_cpu_us(void)
+{
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return (double)(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6 +
+           (double)(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+/* The steering program's average run time, from the kernel's statistics
+ * (on while bpf_enable_stats()'s descriptor is open): the most recently
+ * loaded program of that name, which is this run's.  -1 if none. */
+static double steer_program_ns(void)
+{
+    __u32 id = 0, found = 0;
+    while (bpf_prog_get_next_id(id, &id) == 0) {
+        int fd = bpf_prog_get_fd_by_id(id);
+        if (fd < 0)
+            continue;
+        struct bpf_prog_info info = {0};
+        __u32 len = sizeof(info);
+        if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && strcmp(info.name, "corral_steer") == 0)
+            found = id;
+        close(fd);
+    }
+    int fd = found != 0 ? bpf_prog_get_fd_by_id(found) : -1;
+    if (fd < 0)
+        return -1;
+    struct bpf_prog_info info = {0};
+    __u32 len = sizeof(info);
+    double ns = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && info.run_cnt > 0
+                    ? (double)info.run_time_ns / (double)info.run_cnt
+                    : -1;
+    close(fd);
+    return ns;
+}
+
+static double percentile_ms(const uint64_t *sorted, size_t n, unsigned per_mille)
+{
+    if (n == 0)
+        return 0;
+    size_t i = n * per_mille / 1000;
+    return (double)sorted[i < n ? i : n - 1] / 1e6;
+}
+
+static int run_one(const struct options *opt, enum corral_wakeup_mode mode, const char *disable,
+                   unsigned workers, enum scenario scenario, struct result *out)
 {
     struct corral_kernel_caps caps;
     corral_probe(&caps);
-    if (opt->disable != NULL && corral_caps_disable(&caps, opt->disable) != 0) {
+    if ((opt->disable != NULL && corral_caps_disable(&caps, opt->disable) != 0) ||
+        corral_caps_disable(&caps, disable) != 0) {
         fprintf(stderr, "corral-wakebench: --disable %s: unknown capability\n", opt->disable);
         return -EINVAL;
     }
@@ -228,6 +337,7 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, unsi
     config.workers = workers;
     config.wakeup = mode;
     config.caps = &caps;
+    config.wakeup_spill = opt->spill;
 
     struct bench_server *bench = calloc(1, sizeof(*bench));
     int err = corral_server_new(&config, &bench->server);
@@ -253,12 +363,16 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, unsi
     int *held = scenario == SCENARIO_LONG ? calloc(opt->connections, sizeof(int)) : NULL;
     unsigned assigned = 0;
     uint64_t sleeps_before = worker_sleeps(bench->server);
+    struct staller staller = {.server = bench->server};
+    if (scenario == SCENARIO_STALLED)
+        pthread_create(&staller.thread, NULL, staller_main, &staller);
+    double cpu_before = process_cpu_us();
     uint64_t start = corral_monotonic_ns();
     for (unsigned i = 0; i < clients; i++) {
         unsigned share = opt->connections / clients + (i < opt->connections % clients);
         client[i] = (struct client){
             .port = corral_listener_port(listener),
-            .cpu = caps.cpus[i % caps.cpu_count],
+            .cpu = caps.cpus[opt->one_cpu ? 0 : i % caps.cpu_count],
             .scenario = scenario,
             .connections = share,
             .interval_ns = (uint64_t)clients * 1000000000u / opt->rate,
@@ -275,6 +389,11 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, unsi
         failures += client[i].failures;
     }
     double seconds = (double)(corral_monotonic_ns() - start) / 1e9;
+    double cpu = process_cpu_us() - cpu_before;
+    if (scenario == SCENARIO_STALLED) {
+        atomic_store(&staller.stop, true);
+        pthread_join(staller.thread, NULL);
+    }
     uint64_t sleeps = worker_sleeps(bench->server) - sleeps_before;
 
     struct corral_wakeup_info info;
@@ -286,7 +405,8 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, unsi
                            .seconds = seconds,
                            .failures = failures,
                            .min_accepts = UINT32_MAX,
-                           .sleeps = sleeps};
+                           .sleeps = sleeps,
+                           .bpf_ns = strcmp(info.impl, "ebpf") == 0 ? steer_program_ns() : -1};
     for (unsigned i = 0; i < workers; i++) {
         struct corral_worker_stats stats;
         corral_server_stats(bench->server, i, &stats);
@@ -299,6 +419,7 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, unsi
         if (stats.accepts < out->min_accepts)
             out->min_accepts = (unsigned)stats.accepts;
     }
+    out->cpu_us = out->accepts > 0 ? cpu / (double)out->accepts : 0;
     double mean = (double)out->accepts / workers;
     out->max_over_mean = mean > 0 ? out->max_accepts / mean : 0;
 
@@ -321,7 +442,9 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, unsi
         n += bench->samples[i].count;
     }
     qsort(all, n, sizeof(uint64_t), compare_u64);
-    out->p99_ms = n > 0 ? (double)all[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e6 : 0;
+    out->p50_ms = percentile_ms(all, n, 500);
+    out->p99_ms = percentile_ms(all, n, 990);
+    out->p999_ms = percentile_ms(all, n, 999);
     free(all);
 
 out:
@@ -341,12 +464,15 @@ static void print_header(unsigned workers, enum scenario scenario, const struct 
 {
     printf("\n%u workers, %s: %u connections from %u client threads", workers,
            scenario_names[scenario], opt->connections, opt->clients);
-    if (scenario == SCENARIO_PACED)
+    if (scenario == SCENARIO_PACED || scenario == SCENARIO_UNEVEN || scenario == SCENARIO_STALLED)
         printf(" at %u/s", opt->rate);
+    if (opt->one_cpu)
+        printf(", all clients on one CPU");
     if (scenario == SCENARIO_BURST)
         printf(" in bursts of %u", opt->burst);
-    printf("\n%-11s %-15s %8s %9s %8s %9s %9s %9s %10s %8s %6s\n", "mode", "mechanism", "accepts",
-           "wakeup/ac", "wasted%", "sleeps/ac", "max/mean", "locality", "conn/s", "p99 ms", "fail");
+    printf("\n%-11s %-9s %7s %9s %7s %9s %8s %8s %8s %8s %8s %8s %7s %7s %4s\n", "mode",
+           "mechanism", "accepts", "wakeup/ac", "wasted%", "sleeps/ac", "max/mean", "locality",
+           "conn/s", "p50 ms", "p99 ms", "p99.9 ms", "cpu us", "bpf ns", "fail");
 }
 
 static void print_row(const struct result *r)
@@ -355,9 +481,11 @@ static void print_row(const struct result *r)
     double wasted = r->wakeups ? 100.0 * (double)r->wasted / (double)r->wakeups : 0;
     double locality = r->accepts ? (double)r->local / (double)r->accepts : 0;
     double sleeps = r->accepts ? (double)r->sleeps / (double)r->accepts : 0;
-    printf("%-11s %-15s %8lu %9.2f %8.1f %9.2f %9.2f %9.2f %10.0f %8.3f %6u\n", r->mode, r->impl,
-           (unsigned long)r->accepts, per_accept, wasted, sleeps, r->max_over_mean, locality,
-           (double)r->accepts / r->seconds, r->p99_ms, r->failures);
+    printf("%-11s %-9s %7lu %9.2f %7.1f %9.2f %8.2f %8.2f %8.0f %8.3f %8.3f %8.3f %7.1f %7.0f "
+           "%4u\n",
+           r->mode, r->impl, (unsigned long)r->accepts, per_accept, wasted, sleeps,
+           r->max_over_mean, locality, (double)r->accepts / r->seconds, r->p50_ms, r->p99_ms,
+           r->p999_ms, r->cpu_us, r->bpf_ns, r->failures);
 }
 
 static void print_json(const struct result *r, bool first)
@@ -366,31 +494,37 @@ static void print_json(const struct result *r, bool first)
            "\"accepts\": %lu, \"wakeups\": %lu, \"wasted\": %lu, \"local\": %lu, \"sleeps\": %lu, "
            "\"wakeups_per_accept\": %.4f, \"wasted_ratio\": %.4f, \"max_over_mean\": %.4f, "
            "\"min_accepts\": %u, \"max_accepts\": %u, \"locality\": %.4f, "
-           "\"connections_per_second\": %.1f, \"p99_ms\": %.4f, \"failures\": %u}",
+           "\"connections_per_second\": %.1f, \"p50_ms\": %.4f, \"p99_ms\": %.4f, "
+           "\"p999_ms\": %.4f, \"cpu_us_per_connection\": %.2f, \"bpf_ns_per_run\": %.1f, "
+           "\"failures\": %u}",
            first ? "" : ",", r->workers, r->scenario, r->mode, r->impl, (unsigned long)r->accepts,
            (unsigned long)r->wakeups, (unsigned long)r->wasted, (unsigned long)r->local,
            (unsigned long)r->sleeps, r->accepts ? (double)r->wakeups / (double)r->accepts : 0,
            r->wakeups ? (double)r->wasted / (double)r->wakeups : 0, r->max_over_mean,
            r->min_accepts, r->max_accepts, r->accepts ? (double)r->local / (double)r->accepts : 0,
-           (double)r->accepts / r->seconds, r->p99_ms, r->failures);
+           (double)r->accepts / r->seconds, r->p50_ms, r->p99_ms, r->p999_ms, r->cpu_us, r->bpf_ns,
+           r->failures);
 }
 
 /* -------------------------------------------------------------- options */
 
 static void usage(FILE *to)
 {
-    fprintf(
-        to,
-        "usage: corral-wakebench [options]\n"
-        "  -w, --workers N[,N...]  worker threads per run (default 8,16)\n"
-        "  -m, --mode MODE         roundrobin|affinity|exclusive|reuseport|herd|all (default all)\n"
-        "  -s, --scenario NAME     paced|burst|long|all (default all)\n"
-        "  -n, --connections N     connections per run (default 4000)\n"
-        "  -c, --clients N         client threads, pinned to CPUs in turn (default 2)\n"
-        "  -r, --rate N            paced: connections per second in all (default 2000)\n"
-        "  -b, --burst N           burst: connections per burst per client (default 32)\n"
-        "  -d, --disable CAPS      pretend capabilities are missing (see corral --probe)\n"
-        "  -j, --json              machine-readable output\n");
+    fprintf(to,
+            "usage: corral-wakebench [options]\n"
+            "  -w, --workers N[,N...]  worker threads per run (default 8,16)\n"
+            "  -m, --mode MODE         roundrobin|affinity|exclusive|reuseport|herd|balanced|all\n"
+            "                          (default all; roundrobin and affinity run with and without\n"
+            "                          eBPF steering)\n"
+            "  -s, --scenario NAME     paced|burst|long|uneven|stalled|all (default all)\n"
+            "  -n, --connections N     connections per run (default 4000)\n"
+            "  -c, --clients N         client threads, pinned to CPUs in turn (default 2)\n"
+            "  -r, --rate N            paced: connections per second in all (default 2000)\n"
+            "  -b, --burst N           burst: connections per burst per client (default 32)\n"
+            "  -d, --disable CAPS      pretend capabilities are missing (see corral --probe)\n"
+            "  -1, --one-cpu           pin every client thread to the first CPU\n"
+            "  -S, --spill F           affinity over eBPF: the spill factor (default 1.5)\n"
+            "  -j, --json              machine-readable output\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *opt)
@@ -412,11 +546,13 @@ static int parse_options(int argc, char **argv, struct options *opt)
         {"burst", required_argument, NULL, 'b'},
         {"disable", required_argument, NULL, 'd'},
         {"json", no_argument, NULL, 'j'},
+        {"one-cpu", no_argument, NULL, '1'},
+        {"spill", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "w:m:s:n:c:r:b:d:jh", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "w:m:s:n:c:r:b:d:j1S:h", longs, NULL)) != -1) {
         switch (c) {
         case 'w': {
             opt->worker_count_count = 0;
@@ -463,6 +599,8 @@ static int parse_options(int argc, char **argv, struct options *opt)
         case 'b': opt->burst = (unsigned)atoi(optarg); break;
         case 'd': opt->disable = optarg; break;
         case 'j': opt->json = true; break;
+        case '1': opt->one_cpu = true; break;
+        case 'S': opt->spill = atof(optarg); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
@@ -474,12 +612,25 @@ static int parse_options(int argc, char **argv, struct options *opt)
                 MAX_CLIENTS);
         return -1;
     }
-    for (int m = CORRAL_WAKEUP_ROUNDROBIN; m <= CORRAL_WAKEUP_HERD; m++)
+    for (int m = CORRAL_WAKEUP_ROUNDROBIN; m <= CORRAL_WAKEUP_BALANCED; m++)
         opt->modes[m] = opt->modes[m] || !any_mode;
     for (int s = 0; s < SCENARIO_COUNT; s++)
         opt->scenarios[s] = opt->scenarios[s] || !any_scenario;
     return 0;
 }
+
+/* Every mode on its preferred mechanism, then the modes that have an eBPF
+ * mechanism on the one they fall back to. */
+static const struct {
+    enum corral_wakeup_mode mode;
+    const char *disable;
+    bool needs_ebpf;
+} runs[] = {
+    {CORRAL_WAKEUP_ROUNDROBIN, "", false},  {CORRAL_WAKEUP_ROUNDROBIN, "ebpf", true},
+    {CORRAL_WAKEUP_BALANCED, "", false},    {CORRAL_WAKEUP_AFFINITY, "", false},
+    {CORRAL_WAKEUP_AFFINITY, "ebpf", true}, {CORRAL_WAKEUP_EXCLUSIVE, "", false},
+    {CORRAL_WAKEUP_REUSEPORT, "", false},   {CORRAL_WAKEUP_HERD, "", false},
+};
 
 int main(int argc, char **argv)
 {
@@ -487,6 +638,8 @@ int main(int argc, char **argv)
     if (parse_options(argc, argv, &opt) != 0)
         return 2;
     corral_set_log_level(CORRAL_LOG_WARN);
+    /* The kernel times BPF programs while this descriptor is open. */
+    int bpf_stats = bpf_enable_stats(BPF_STATS_RUN_TIME);
 
     struct corral_kernel_caps caps;
     corral_probe(&caps);
@@ -496,7 +649,9 @@ int main(int argc, char **argv)
                "thread blocked and was woken (voluntary context switches, which also count the "
                "wakeups the kernel hid from user space) per accept, max/mean = busiest "
                "worker's accepts over the mean, locality = accepts on the CPU the connection "
-               "arrived on, p99 = connect() to the worker reading the first bytes\n",
+               "arrived on, p50/p99/p99.9 = connect() to the worker reading the first bytes, "
+               "cpu us = process CPU per connection (workers, clients and kernel), bpf ns = the "
+               "steering program's run time per run\n",
                caps.cpu_count);
     else
         printf("[");
@@ -508,11 +663,11 @@ int main(int argc, char **argv)
                 continue;
             if (!opt.json)
                 print_header(opt.worker_counts[w], (enum scenario)s, &opt);
-            for (int m = CORRAL_WAKEUP_ROUNDROBIN; m <= CORRAL_WAKEUP_HERD; m++) {
-                if (!opt.modes[m])
+            for (size_t k = 0; k < sizeof(runs) / sizeof(runs[0]); k++) {
+                if (!opt.modes[runs[k].mode] || (runs[k].needs_ebpf && !caps.ebpf))
                     continue;
                 struct result r = {0};
-                if (run_one(&opt, (enum corral_wakeup_mode)m, opt.worker_counts[w],
+                if (run_one(&opt, runs[k].mode, runs[k].disable, opt.worker_counts[w],
                             (enum scenario)s, &r) != 0) {
                     status = 1;
                     continue;
@@ -528,5 +683,7 @@ int main(int argc, char **argv)
     }
     if (opt.json)
         printf("\n]\n");
+    if (bpf_stats >= 0)
+        close(bpf_stats);
     return status;
 }

@@ -6,6 +6,7 @@
 #include "registry.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Workers are threads; more than this is a typo ("workers 80000"), not a
@@ -29,18 +30,37 @@ void conf__core_defaults(struct conf_config *config)
     config->http.http2 = HTTP2_CONF_DEFAULT;
 }
 
-/* wakeup auto|roundrobin|affinity|exclusive|reuseport|herd */
+/* wakeup auto|roundrobin|affinity|exclusive|reuseport|herd|balanced [spill=F]
+ * spill: affinity over eBPF, how far above the mean load a worker may go
+ * before its CPU's connections spill to others (1 < F <= 100). */
 static int apply_wakeup(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
 {
     (void)directive;
     const struct conf_arg *arg = &node->args[0];
-    if (corral_wakeup_mode_parse(arg->text, &state->config->wakeup) == 0)
+    if (corral_wakeup_mode_parse(arg->text, &state->config->wakeup) != 0)
+        return conf__error_at(state->error, &arg->pos,
+                              "unknown wakeup mode \"%s\" (expected auto, roundrobin, affinity, "
+                              "exclusive, reuseport, herd or balanced)",
+                              arg->text);
+    if (node->arg_count < 2)
         return 0;
-    return conf__error_at(state->error, &arg->pos,
-                          "unknown wakeup mode \"%s\" (expected auto, roundrobin, affinity, "
-                          "exclusive, reuseport or herd)",
-                          arg->text);
+    arg = &node->args[1];
+    if (state->config->wakeup != CORRAL_WAKEUP_AFFINITY)
+        return conf__error_at(state->error, &arg->pos,
+                              "\"%s\": only affinity takes spill=", arg->text);
+    char *end = NULL;
+    errno = 0;
+    bool prefixed = strncmp(arg->text, "spill=", 6) == 0;
+    double spill = prefixed ? strtod(arg->text + 6, &end) : 0;
+    if (!prefixed || end == arg->text + 6 || *end != '\0' || errno != 0 ||
+        !(spill > 1.0 && spill <= 100.0))
+        return conf__error_at(state->error, &arg->pos,
+                              "bad \"%s\" (expected spill=FACTOR, above 1 and at most 100, "
+                              "such as spill=1.5)",
+                              arg->text);
+    state->config->wakeup_spill = spill;
+    return 0;
 }
 
 /*
@@ -177,7 +197,7 @@ static int apply_admin_listen(struct conf_state *state, const struct conf_node *
 const struct conf_directive conf__core_directives[] = {
     {.name = "workers", MAIN_FIELD(workers), .kind = CONF_KIND_COUNT, .min = 1,
      .max = MAX_WORKERS, .zero_word = "auto", .what = "worker count"},
-    {.name = "wakeup", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
+    {.name = "wakeup", .contexts = CONF_MAIN, .min_args = 1, .max_args = 2,
      .apply = apply_wakeup},
     /* per worker */
     {.name = "max_connections", MAIN_FIELD(max_connections), .kind = CONF_KIND_COUNT, .min = 1},

@@ -408,6 +408,17 @@ extern const struct corral_wakeup_ops corral__wakeup_cbpf_cpu;
 extern const struct corral_wakeup_ops corral__wakeup_exclusive;
 extern const struct corral_wakeup_ops corral__wakeup_reuseport;
 extern const struct corral_wakeup_ops corral__wakeup_herd;
+extern const struct corral_wakeup_ops corral__wakeup_ebpf_roundrobin;
+extern const struct corral_wakeup_ops corral__wakeup_ebpf_balanced;
+extern const struct corral_wakeup_ops corral__wakeup_ebpf_affinity;
+
+/* eBPF steering, in wakeup_ebpf.c.  The probe loads the program once and
+ * records why it could not.  The worker's hooks publish its load; callers
+ * check worker->steer_slot first, so other mechanisms pay nothing. */
+bool corral__ebpf_probe(void);
+void corral__steer_accepted(corral_worker *worker);
+void corral__steer_drained(corral_worker *worker);
+void corral__steer_closed(corral_worker *worker);
 
 /* Picks the ops for the server's requested mode along its fallback chain. */
 const struct corral_wakeup_ops *corral__wakeup_choose(enum corral_wakeup_mode requested,
@@ -455,6 +466,7 @@ struct corral_worker {
     struct corral_timer emfile_timer;
     struct corral_timer stop_timer;
     struct corral__handle nested_handle; /* native modes: the shared set is ready */
+    struct steer_slot *steer_slot;       /* ebpf: where this worker publishes its load */
 };
 
 struct corral_server {
@@ -466,8 +478,9 @@ struct corral_server {
     struct corral_kernel_caps caps;
     const struct corral_wakeup_ops *wakeup;
     struct corral_wakeup_info wakeup_info;
-    int nested_epfd;     /* native modes: the shared set holding the listeners */
-    atomic_bool started; /* between corral_server_start() and _wait() */
+    int nested_epfd;             /* native modes: the shared set holding the listeners */
+    struct corral__steer *steer; /* ebpf: the steering program this server holds */
+    atomic_bool started;         /* between corral_server_start() and _wait() */
     _Atomic unsigned workers_running;
     corral_loop *main_loop;
     struct corral__signal_handler *signal_handlers;
@@ -494,6 +507,9 @@ void corral__detach_all(corral_worker *worker);
 int corral__attach_level(corral_worker *worker);
 int corral__attach_exclusive(corral_worker *worker);
 bool corral__probe_epoll_exclusive(const struct corral_kernel_caps *caps, const char **why);
+/* rotate's on_drained: re-registers the exclusive entry at the tail of the
+ * socket's wait queue. */
+void corral__rotate_requeue(corral_worker *worker, struct corral__accept_entry *entry);
 /* Accepts what entry's socket has queued: the accept path of every mode. */
 void corral__accept_from(struct corral__accept_entry *entry);
 int corral__worker_start_accepting(corral_worker *worker);

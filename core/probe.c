@@ -115,6 +115,7 @@ static void probe_kernel(void)
     probed.busy_poll = probe_busy_poll();
     probe_sockets(&probed);
     probe_cpus(&probed);
+    probed.ebpf = probed.reuseport && corral__ebpf_probe();
 }
 
 void corral_probe(struct corral_kernel_caps *caps)
@@ -136,7 +137,7 @@ static const struct {
 } cap_fields[] = {
     CAP_FIELD(epoll_exclusive), CAP_FIELD(epoll_rotate),   CAP_FIELD(epoll_affinity),
     CAP_FIELD(reuseport),       CAP_FIELD(reuseport_cbpf), CAP_FIELD(incoming_cpu),
-    CAP_FIELD(busy_poll),
+    CAP_FIELD(busy_poll),       CAP_FIELD(ebpf),
 };
 
 int corral_caps_disable(struct corral_kernel_caps *caps, const char *names)

@@ -25,6 +25,7 @@ static const char *const mode_names[] = {
     [CORRAL_WAKEUP_AUTO] = "auto",           [CORRAL_WAKEUP_ROUNDROBIN] = "roundrobin",
     [CORRAL_WAKEUP_AFFINITY] = "affinity",   [CORRAL_WAKEUP_EXCLUSIVE] = "exclusive",
     [CORRAL_WAKEUP_REUSEPORT] = "reuseport", [CORRAL_WAKEUP_HERD] = "herd",
+    [CORRAL_WAKEUP_BALANCED] = "balanced",
 };
 
 const char *corral_wakeup_mode_name(enum corral_wakeup_mode mode)
@@ -46,19 +47,26 @@ int corral_wakeup_mode_parse(const char *name, enum corral_wakeup_mode *out)
 /*
  * Each mode's mechanisms, most preferred first.  The first one the
  * capabilities allow is used; falling off the mode's own mechanisms onto
- * another mode is a fallback and is logged as a warning.
+ * another mode is a fallback and is logged as a warning.  `balanced` needs
+ * eBPF and falls back to round-robin; it skips the native round-robin set
+ * so that its reason for falling back is eBPF's.
  */
-static const struct corral_wakeup_ops *const chains[][5] = {
-    [CORRAL_WAKEUP_AUTO] = {&corral__wakeup_native_rotate, &corral__wakeup_rotate,
-                            &corral__wakeup_reuseport, &corral__wakeup_herd},
-    [CORRAL_WAKEUP_ROUNDROBIN] = {&corral__wakeup_native_rotate, &corral__wakeup_rotate,
-                                  &corral__wakeup_reuseport, &corral__wakeup_herd},
-    [CORRAL_WAKEUP_AFFINITY] = {&corral__wakeup_native_affinity, &corral__wakeup_cbpf_cpu,
-                                &corral__wakeup_reuseport, &corral__wakeup_herd},
+static const struct corral_wakeup_ops *const chains[][6] = {
+    [CORRAL_WAKEUP_AUTO] = {&corral__wakeup_native_rotate, &corral__wakeup_ebpf_roundrobin,
+                            &corral__wakeup_rotate, &corral__wakeup_reuseport,
+                            &corral__wakeup_herd},
+    [CORRAL_WAKEUP_ROUNDROBIN] = {&corral__wakeup_native_rotate, &corral__wakeup_ebpf_roundrobin,
+                                  &corral__wakeup_rotate, &corral__wakeup_reuseport,
+                                  &corral__wakeup_herd},
+    [CORRAL_WAKEUP_AFFINITY] = {&corral__wakeup_native_affinity, &corral__wakeup_ebpf_affinity,
+                                &corral__wakeup_cbpf_cpu, &corral__wakeup_reuseport,
+                                &corral__wakeup_herd},
     [CORRAL_WAKEUP_EXCLUSIVE] = {&corral__wakeup_exclusive, &corral__wakeup_reuseport,
                                  &corral__wakeup_herd},
     [CORRAL_WAKEUP_REUSEPORT] = {&corral__wakeup_reuseport, &corral__wakeup_herd},
     [CORRAL_WAKEUP_HERD] = {&corral__wakeup_herd},
+    [CORRAL_WAKEUP_BALANCED] = {&corral__wakeup_ebpf_balanced, &corral__wakeup_rotate,
+                                &corral__wakeup_reuseport, &corral__wakeup_herd},
 };
 
 const struct corral_wakeup_ops *corral__wakeup_choose(enum corral_wakeup_mode requested,
@@ -76,8 +84,7 @@ const struct corral_wakeup_ops *corral__wakeup_choose(enum corral_wakeup_mode re
             chosen = ops;
             break;
         }
-        if (reason[0] == '\0')
-            reason = why; /* the first, most preferred, mechanism's reason */
+        reason = why; /* the one just ahead of the chosen one: the closest miss */
     }
     *info = (struct corral_wakeup_info){
         .requested = requested,
@@ -255,6 +262,8 @@ void corral__accept_from(struct corral__accept_entry *entry)
                 if (i == 0)
                     corral__stat_add(&worker->stats.accept_wasted, 1);
                 drained = true;
+                if (worker->steer_slot != NULL && listener->fds != NULL)
+                    corral__steer_drained(worker);
             } else {
                 accept_failed(worker, entry, errno);
             }
@@ -280,6 +289,8 @@ void corral__accept_from(struct corral__accept_entry *entry)
         }
         corral_conn_set_watermarks(conn, listener->options.high_watermark,
                                    listener->options.low_watermark);
+        if (worker->steer_slot != NULL && listener->fds != NULL) /* a steered socket */
+            corral__steer_accepted(worker);
         corral__conn_open(conn);
         if (max > 0 && corral__stat_read(&worker->stats.connections_active) >= max)
             worker_pause(worker, CORRAL__PAUSE_FULL);

@@ -11,7 +11,7 @@
 
 #include <string.h>
 #include <sys/epoll.h>
-static void rotate_requeue(corral_worker *worker, struct corral__accept_entry *entry)
+void corral__rotate_requeue(corral_worker *worker, struct corral__accept_entry *entry)
 {
     if (worker->server->worker_count == 1)
         return; /* nobody to take turns with: save the two syscalls */
@@ -30,6 +30,6 @@ const struct corral_wakeup_ops corral__wakeup_rotate = {
     .description = "EPOLLEXCLUSIVE re-queued after each drain",
     .probe = corral__probe_epoll_exclusive,
     .attach = corral__attach_exclusive,
-    .on_drained = rotate_requeue,
+    .on_drained = corral__rotate_requeue,
     .detach = corral__detach_all,
 };

@@ -47,6 +47,8 @@ void corral__worker_conn_closed(corral_worker *worker)
 {
     assert(corral__loop_owned(worker->loop));
     uint64_t active = corral__stat_read(&worker->stats.connections_active);
+    if (worker->steer_slot != NULL)
+        corral__steer_closed(worker);
     if (worker->stopping) {
         if (active == 0)
             corral_loop_stop(worker->loop);

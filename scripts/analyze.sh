@@ -11,7 +11,7 @@ supp=tests/build/analyze.supp
 # build.ninja's common_cflags, less the warnings (the build checks those) and
 # with assert() on: the analyzer takes an assert as a fact about the state.
 flags=(-w -std=c11 -D_GNU_SOURCE -DLLHTTP_STRICT_MODE=1 -pthread -I. -Icore/include -Icore
-       -I/usr/share/include/llhttp -DCORRAL_BUILDING)
+       -I/usr/share/include/llhttp -Ibuild/gen -DCORRAL_BUILDING)
 # Checkers: the stable families, less the Annex K "use memcpy_s" advice of
 # DeprecatedOrUnsafeBufferHandling, which flags every memcpy and snprintf;
 # and the alpha checkers that are quiet on correct code here, for bounds,

@@ -472,9 +472,11 @@ enum corral_wakeup_mode {
     CORRAL_WAKEUP_EXCLUSIVE,  /* EPOLLEXCLUSIVE: wake one worker, the first idle one */
     CORRAL_WAKEUP_REUSEPORT,  /* one listener per worker, the kernel hashes connections */
     CORRAL_WAKEUP_HERD,       /* every worker woken for every connection (baseline) */
+    CORRAL_WAKEUP_BALANCED,   /* least loaded: the less loaded of two random workers (eBPF) */
 };
 
-/** "auto", "roundrobin", "affinity", "exclusive", "reuseport" or "herd". */
+/** "auto", "roundrobin", "affinity", "exclusive", "reuseport", "herd" or
+ *  "balanced". */
 CORRAL_EXTERN const char *corral_wakeup_mode_name(enum corral_wakeup_mode mode);
 
 /** Parses a mode name.  Returns 0 or -EINVAL. */
@@ -484,8 +486,8 @@ CORRAL_EXTERN int corral_wakeup_mode_parse(const char *name, enum corral_wakeup_
 struct corral_wakeup_info {
     enum corral_wakeup_mode requested;
     enum corral_wakeup_mode mode; /* the mode really in use after fallbacks */
-    const char *impl;             /* the mechanism: "native", "rotate", "cbpf-cpu", ... */
-    const char *reason;           /* why a preferred mechanism was passed over, or "" */
+    const char *impl;             /* the mechanism: "native", "ebpf", "rotate", "cbpf-cpu", ... */
+    const char *reason;           /* why the mechanism preferred to it was passed over, or "" */
 };
 
 #define CORRAL_MAX_CPUS 1024
@@ -496,14 +498,15 @@ struct corral_wakeup_info {
  * handed to a server, so every fallback path can be exercised on any kernel.
  */
 struct corral_kernel_caps {
-    bool epoll_exclusive;                 /* EPOLLEXCLUSIVE (Linux 4.5) */
-    bool epoll_rotate;                    /* a native round-robin epoll set (headers and kernel) */
-    bool epoll_affinity;                  /* a native CPU-affinity epoll set (headers and kernel) */
-    bool reuseport;                       /* SO_REUSEPORT (Linux 3.9) */
-    bool reuseport_cbpf;                  /* SO_ATTACH_REUSEPORT_CBPF (Linux 4.5) */
-    bool incoming_cpu;                    /* SO_INCOMING_CPU (Linux 4.4) */
-    bool busy_poll;                       /* per-epoll busy poll, EPIOCSPARAMS (Linux 6.9) */
-    unsigned cpu_count;                   /* CPUs in the process's affinity mask */
+    bool epoll_exclusive; /* EPOLLEXCLUSIVE (Linux 4.5) */
+    bool epoll_rotate;    /* a native round-robin epoll set (headers and kernel) */
+    bool epoll_affinity;  /* a native CPU-affinity epoll set (headers and kernel) */
+    bool reuseport;       /* SO_REUSEPORT (Linux 3.9) */
+    bool reuseport_cbpf;  /* SO_ATTACH_REUSEPORT_CBPF (Linux 4.5) */
+    bool incoming_cpu;    /* SO_INCOMING_CPU (Linux 4.4) */
+    bool busy_poll;       /* per-epoll busy poll, EPIOCSPARAMS (Linux 6.9) */
+    bool ebpf;            /* an sk_reuseport eBPF program loads (CAP_BPF, Linux 5.14) */
+    unsigned cpu_count;   /* CPUs in the process's affinity mask */
     unsigned short cpus[CORRAL_MAX_CPUS]; /* their numbers, ascending */
 };
 
@@ -515,7 +518,7 @@ CORRAL_EXTERN void corral_probe(struct corral_kernel_caps *caps);
 
 /** Turns off the capabilities named in `names`, a comma-separated list of
  *  epoll_exclusive, epoll_rotate, epoll_affinity, reuseport, reuseport_cbpf,
- *  incoming_cpu, busy_poll.  Returns 0, or -EINVAL for an unknown name
+ *  incoming_cpu, busy_poll, ebpf.  Returns 0, or -EINVAL for an unknown name
  *  (nothing is changed then). */
 CORRAL_EXTERN int corral_caps_disable(struct corral_kernel_caps *caps, const char *names);
 
@@ -533,6 +536,8 @@ struct corral_server_config {
     unsigned max_connections;              /* per worker; 0 = unlimited */
     unsigned busy_poll_usecs;              /* epoll busy poll per worker loop; 0 = off */
     const struct corral_kernel_caps *caps; /* NULL: corral_probe(); copied at creation */
+    double wakeup_spill; /* affinity over eBPF: a worker whose load exceeds the mean by this
+                            factor spills new connections to others; 0 = 1.5 */
 };
 
 /** Fills `config` with the defaults. */
@@ -677,6 +682,24 @@ struct corral_worker_stats {
 /** Reads worker `index`'s counters.  Safe from any thread. */
 CORRAL_EXTERN void corral_server_stats(const corral_server *server, unsigned index,
                                        struct corral_worker_stats *out);
+
+/** What the eBPF steering program did for one worker (wakeup mechanism
+ *  "ebpf"); the program and the worker write these, any thread may read. */
+struct corral_steer_stats {
+    uint64_t steered; /* connections the program sent to this worker */
+    uint64_t local;   /* affinity: kept on their arrival CPU, which is this worker's */
+    uint64_t spills;  /* affinity: arrived on this worker's CPU, sent to a less loaded one */
+    uint64_t load;    /* what the program weighs: open connections + steered, not accepted */
+    bool accepting;   /* the program may choose this worker */
+    bool stalled;     /* connections have waited on it, none accepted, for 2 ms */
+};
+
+/** Reads worker `index`'s steering counters.  Returns 0, -ENOTSUP when the
+ *  server is not steered by eBPF (or a later server took its program over),
+ *  or -EINVAL for a bad index.  Safe from
+ *  any thread after corral_server_start(). */
+CORRAL_EXTERN int corral_server_steer_stats(const corral_server *server, unsigned index,
+                                            struct corral_steer_stats *out);
 
 #ifdef __cplusplus
 }

@@ -120,7 +120,8 @@ START_TEST(serves_and_reports_metrics)
 }
 END_TEST
 
-static const char *const modes[] = {"roundrobin", "affinity", "exclusive", "reuseport", "herd"};
+static const char *const modes[] = {"roundrobin", "affinity", "exclusive",
+                                    "reuseport",  "herd",     "balanced"};
 
 START_TEST(wakeup_mode_from_config_shows_in_metrics)
 {
@@ -161,11 +162,13 @@ START_TEST(reload_changes_the_answer_and_a_bad_one_keeps_it)
 {
     struct test_daemon d;
     test_daemon_init(&d, "corral");
-    write_config(&d, "", "one");
+    /* exclusive: one shared socket (the default, steered by eBPF where it
+     * loads, has one per worker). */
+    write_config(&d, "wakeup exclusive;", "one");
     test_daemon_start(&d);
     ck_assert(answers(d.port, "one", false));
 
-    write_config(&d, "", "two");
+    write_config(&d, "wakeup exclusive;", "two");
     kill(d.pid, SIGHUP);
     ck_assert(answers(d.port, "two", false));
 
@@ -875,7 +878,8 @@ START_TEST(stops_when_a_reload_cannot_recreate_the_sockets)
 {
     struct test_daemon d;
     test_daemon_init(&d, "corral");
-    write_config(&d, "", "one");
+    /* One shared socket to start with: rebind refuses a reuseport group. */
+    write_config(&d, "wakeup exclusive;", "one");
     spawn_refusing_listeners(&d, "rebind");
     test_daemon_wait_listening(&d);
     ck_assert(answers(d.port, "one", false));

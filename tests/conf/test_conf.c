@@ -223,6 +223,8 @@ static const struct field_case field_cases[] = {
     {"wakeup exclusive;", "wakeup", CORRAL_WAKEUP_EXCLUSIVE},
     {"wakeup reuseport;", "wakeup", CORRAL_WAKEUP_REUSEPORT},
     {"wakeup herd;", "wakeup", CORRAL_WAKEUP_HERD},
+    {"wakeup balanced;", "wakeup", CORRAL_WAKEUP_BALANCED},
+    {"wakeup affinity spill=1.25;", "wakeup", CORRAL_WAKEUP_AFFINITY},
     {"max_connections 500;", "max_connections", 500},
     {"busy_poll 50;", "busy_poll_usecs", 50},
     {"busy_poll 75us;", "busy_poll_usecs", 75},
@@ -890,7 +892,11 @@ static const struct error_case error_cases[] = {
     {"keepalive_timeout 50d;", "test.conf:1:19: duration \"50d\" is too large (at most 49 days)"},
     {"wakeup fast;",
      "test.conf:1:8: unknown wakeup mode \"fast\" (expected auto, roundrobin, affinity, exclusive, "
-     "reuseport or herd)"},
+     "reuseport, herd or balanced)"},
+    {"wakeup balanced spill=2;", "test.conf:1:17: \"spill=2\": only affinity takes spill="},
+    {"wakeup affinity spill=1;",
+     "test.conf:1:17: bad \"spill=1\" (expected spill=FACTOR, above 1 and at most 100, such as "
+     "spill=1.5)"},
     {"workers many;", "test.conf:1:9: invalid worker count \"many\" (expected a number or auto)"},
     {"workers 0;", "test.conf:1:9: \"workers\" must be from 1 to 1024, got \"0\""},
     {"workers 99999999999;",

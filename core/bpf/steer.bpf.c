@@ -1,0 +1,182 @@
+/*
+ * steer.bpf.c: the sk_reuseport program that picks, for each new connection,
+ * the worker whose listening socket gets it: an exact rotation, the less
+ * loaded of two random workers, or the worker on the arrival CPU unless it
+ * is overloaded.  Attached for select-or-migrate, so the connections queued
+ * on a socket that leaves the group move to a live one.
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "steer.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Key: listener index x workers + worker index. */
+struct {
+    __uint(type, BPF_MAP_TYPE_REUSEPORT_SOCKARRAY);
+    __uint(max_entries, STEER_MAX_SOCKETS);
+    __type(key, __u32);
+    __type(value, __u64);
+} socks SEC(".maps");
+
+/* Socket cookie -> listener index: which group a connection arrived for. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, STEER_MAX_SOCKETS);
+    __type(key, __u64);
+    __type(value, __u32);
+} groups SEC(".maps");
+
+/* Global data lives in a memory-mapped array (BPF_F_MMAPABLE): libcorral
+ * writes the configuration before attaching, workers their slots. */
+__u32 workers;
+__u32 mode;
+__u32 spill_x16; /* affinity: spill when load > spill_x16 / 16 x max(mean, 1) */
+__u32 cpu_stride;
+__u32 cpu_first[STEER_MAX_CPUS]; /* 1 + the first worker pinned to the CPU, or 0 */
+__u32 cpu_count[STEER_MAX_CPUS]; /* workers pinned to the CPU */
+__u32 rotation;
+/* Sums over the slots, kept by whoever changes a slot (atomic adds), so that
+ * the mean load costs no loop here: open connections, connections steered
+ * and connections accepted. */
+__u64 total_conns, total_selected, total_accepted;
+struct steer_slot slots[STEER_MAX_WORKERS];
+
+/* The verifier wants every index bounded where it is used; the compiler
+ * drops a mask it can prove useless, so hide the value from it first. */
+static __always_inline struct steer_slot *slot_of(__u32 w)
+{
+    asm volatile("" : "+r"(w));
+    return &slots[w & (STEER_MAX_WORKERS - 1)];
+}
+
+static __always_inline __u64 queued_on(const struct steer_slot *s)
+{
+    __u64 selected = s->selected, accepted = s->accepted;
+    return selected > accepted ? selected - accepted : 0;
+}
+
+/* Whether connections have waited on the worker, and it has accepted none,
+ * for STEER_STALLED_NS. */
+static __always_inline int stalled(const struct steer_slot *s)
+{
+    __u64 since = s->seen_ns > s->queued_ns ? s->seen_ns : s->queued_ns;
+    return queued_on(s) > 0 && bpf_ktime_get_ns() - since > STEER_STALLED_NS;
+}
+
+/* Connections steered here but not accepted yet are load too. */
+static __always_inline __u64 plain_load_of(__u32 w)
+{
+    struct steer_slot *s = slot_of(w);
+    return s->conns + queued_on(s);
+}
+
+/* For choosing between workers: a stalled one weighs more than any other. */
+static __always_inline __u64 load_of(__u32 w)
+{
+    __u64 load = plain_load_of(w);
+    return stalled(slot_of(w)) ? load + STEER_STALLED_LOAD : load;
+}
+
+static __always_inline int accepting(__u32 w)
+{
+    return slot_of(w)->paused == 0;
+}
+
+/* The next worker in turn that accepts and is not stalled, or n if the
+ * next few all are (a paused or stalled worker's turn goes to the one
+ * after it). */
+static __always_inline __u32 next_in_turn(__u32 n)
+{
+    __u32 start = __sync_fetch_and_add(&rotation, 1);
+    for (__u32 k = 0; k < 4; k++) {
+        __u32 w = (start + k) % n;
+        if (accepting(w) && !stalled(slot_of(w)))
+            return w;
+    }
+    return n;
+}
+
+static __always_inline __u32 less_loaded_of_two(__u32 n)
+{
+    if (n == 1)
+        return accepting(0) ? 0 : n;
+    /* Two different workers: drawing one twice would hand a stalled
+     * worker one connection in n^2 whatever its load. */
+    __u32 a = bpf_get_prandom_u32() % n;
+    __u32 b = (a + 1 + bpf_get_prandom_u32() % (n - 1)) % n;
+    int ok_a = accepting(a), ok_b = accepting(b);
+    if (ok_a && ok_b)
+        return load_of(a) <= load_of(b) ? a : b;
+    if (ok_a)
+        return a;
+    if (ok_b)
+        return b;
+    return next_in_turn(n);
+}
+
+static __always_inline __u32 on_arrival_cpu(__u32 n)
+{
+    __u32 cpu = bpf_get_smp_processor_id();
+    asm volatile("" : "+r"(cpu));
+    cpu &= STEER_MAX_CPUS - 1;
+    __u32 first = cpu_first[cpu], count = cpu_count[cpu];
+    if (first == 0 || count == 0)
+        return next_in_turn(n); /* nobody on this CPU */
+    __u32 local = first - 1;
+    if (count > 1)
+        local += cpu_stride * (bpf_get_prandom_u32() % count);
+    if (local >= n || !accepting(local))
+        return less_loaded_of_two(n);
+    __u64 selected = total_selected, accepted = total_accepted;
+    __u64 sum = total_conns + (selected > accepted ? selected - accepted : 0);
+    struct steer_slot *here = slot_of(local);
+    /* Spills when load > factor x mean, and by more than one connection:
+     * with a handful of connections a difference of one is noise, and
+     * spilling on it would give up locality for nothing. */
+    /* The plain load: a worker late by a few ms on a busy machine is no
+     * reason to give up locality; one that stays stalled builds a queue,
+     * which is load. */
+    __u64 load = plain_load_of(local);
+    if (load * n * 16 <= (__u64)spill_x16 * sum || load * n <= sum + n) {
+        __sync_fetch_and_add(&here->local, 1);
+        return local;
+    }
+    __sync_fetch_and_add(&here->spills, 1);
+    return less_loaded_of_two(n);
+}
+
+SEC("sk_reuseport/migrate")
+int corral_steer(struct sk_reuseport_md *ctx)
+{
+    __u32 n = workers;
+    if (n == 0 || n > STEER_MAX_WORKERS || !ctx->sk)
+        return SK_PASS; /* not configured: the kernel's hash */
+    __u64 cookie = bpf_get_socket_cookie(ctx->sk);
+    __u32 *group = bpf_map_lookup_elem(&groups, &cookie);
+    if (!group)
+        return SK_PASS;
+
+    __u32 w;
+    if (mode == STEER_BALANCED)
+        w = less_loaded_of_two(n);
+    else if (mode == STEER_AFFINITY)
+        w = on_arrival_cpu(n);
+    else
+        w = next_in_turn(n);
+    if (w >= n)
+        return SK_PASS; /* nobody accepts: hash, the connection waits in a queue */
+    __u32 key = *group * n + w;
+    /* A socket that left the group (or is leaving, when this is a
+     * migration) is no longer in the array: the kernel then hashes among
+     * the live ones. */
+    if (bpf_sk_select_reuseport(ctx, &socks, &key, 0) == 0) {
+        struct steer_slot *s = slot_of(w);
+        if (queued_on(s) == 0)
+            s->queued_ns = bpf_ktime_get_ns();
+        __sync_fetch_and_add(&s->selected, 1);
+        __sync_fetch_and_add(&total_selected, 1);
+    }
+    return SK_PASS;
+}

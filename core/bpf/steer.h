@@ -1,0 +1,45 @@
+/*
+ * steer.h: what the eBPF steering program (steer.bpf.c) and libcorral
+ * (wakeup_ebpf.c) share: limits, modes and the per-worker slot that workers
+ * publish their load in and the program counts its choices in.
+ */
+#ifndef CORRAL_BPF_STEER_H
+#define CORRAL_BPF_STEER_H
+
+#include <linux/types.h>
+
+#define STEER_MAX_WORKERS 1024 /* as many as a daemon may run */
+#define STEER_MAX_CPUS    1024 /* CORRAL_MAX_CPUS */
+#define STEER_MAX_SOCKETS 8192 /* listeners x workers */
+
+enum steer_mode {
+    STEER_ROUNDROBIN = 1,
+    STEER_BALANCED = 2,
+    STEER_AFFINITY = 3,
+};
+
+/*
+ * One per worker, in a memory-mapped array: the worker writes its fields
+ * with plain stores (no system call), the program adds to its own fields
+ * atomically.  64 bytes, so two workers never share a cache line.
+ */
+struct steer_slot {
+    __u64 conns;    /* worker: its open connections */
+    __u64 accepted; /* worker: connections taken off its queue (re-based on drain) */
+    __u32 paused;   /* worker: 1 while it does not accept (at its limit, stopping) */
+    __u32 pad;
+    __u64 selected;  /* program: connections steered to this worker */
+    __u64 local;     /* program (affinity): kept on their arrival CPU, here */
+    __u64 spills;    /* program (affinity): arrived on this worker's CPU, sent elsewhere */
+    __u64 seen_ns;   /* worker: CLOCK_MONOTONIC of its last accept or drain */
+    __u64 queued_ns; /* program: when a connection was steered to its empty queue */
+};
+
+/* A worker that has had connections queued, and accepted none, for this
+ * long is stalled (a long request, a page-fault storm): it is chosen only
+ * if every other worker is too.  Longer than a wakeup takes, far shorter
+ * than a slow request. */
+#define STEER_STALLED_NS   (2 * 1000 * 1000ull)
+#define STEER_STALLED_LOAD (1ull << 32)
+
+#endif /* CORRAL_BPF_STEER_H */

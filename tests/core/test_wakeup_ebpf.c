@@ -1,0 +1,434 @@
+/*
+ * test_wakeup_ebpf.c: the eBPF-steered modes: an exact rotation, the least
+ * loaded of two keeping clear of a stalled worker, affinity spilling over,
+ * the load map following connections, and the queue of a socket that
+ * leaves the group moving to a live one.
+ */
+#include "../helpers.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Whether eBPF steering can run here; says so loudly if not. */
+static bool ebpf_available(void)
+{
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    if (caps.ebpf)
+        return true;
+    struct corral_wakeup_info info;
+    corral_wakeup_resolve(CORRAL_WAKEUP_BALANCED, &caps, &info);
+    fprintf(stderr, "SKIPPED: eBPF steering is unavailable here: %s\n", info.reason);
+    return false;
+}
+
+/* Each client sends 4 bytes; the server answers "ok" and keeps the
+ * connection until the client closes it. */
+static size_t ok_on_data(corral_conn *conn, const char *data, size_t len)
+{
+    (void)data;
+    if (len < 4)
+        return 0;
+    corral_conn_write(conn, "ok", 2);
+    return 4;
+}
+
+static const struct corral_conn_handler ok_handler = {.on_data = ok_on_data};
+
+static corral_server *start(enum corral_wakeup_mode mode, unsigned workers, double spill,
+                            corral_listener **listener, int *port)
+{
+    struct corral_server_config config;
+    corral_server_config_init(&config);
+    config.workers = workers;
+    config.wakeup = mode;
+    config.wakeup_spill = spill;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&config, &server), 0);
+    ck_assert_int_eq(corral_server_listen(server, "127.0.0.1:0", NULL, &ok_handler, NULL, listener),
+                     0);
+    *port = corral_listener_port(*listener);
+    ck_assert_int_eq(corral_server_start(server), 0);
+    struct corral_wakeup_info info;
+    corral_server_wakeup(server, &info);
+    ck_assert_int_eq(info.mode, mode);
+    ck_assert_str_eq(info.impl, "ebpf");
+    return server;
+}
+
+static void exchange(int fd)
+{
+    test_send_all(fd, "ping", 4);
+    char reply[2];
+    ck_assert_uint_eq(test_recv_all(fd, reply, 2), 2);
+    ck_assert(memcmp(reply, "ok", 2) == 0);
+}
+
+static struct corral_steer_stats steer(corral_server *server, unsigned worker)
+{
+    struct corral_steer_stats stats;
+    ck_assert_int_eq(corral_server_steer_stats(server, worker, &stats), 0);
+    return stats;
+}
+
+static struct corral_worker_stats worker_stats(corral_server *server, unsigned worker)
+{
+    struct corral_worker_stats stats;
+    corral_server_stats(server, worker, &stats);
+    return stats;
+}
+
+/* Blocks a worker's loop, as a slow request or a page fault storm would. */
+struct stall {
+    unsigned ms;
+    atomic_bool started;
+};
+
+static void stall_worker(void *arg)
+{
+    struct stall *stall = arg;
+    atomic_store(&stall->started, true);
+    usleep(stall->ms * 1000);
+}
+
+static void stall_start(corral_server *server, unsigned worker, struct stall *stall)
+{
+    atomic_store(&stall->started, false);
+    ck_assert_int_eq(corral_worker_post(corral_server_worker(server, worker), stall_worker, stall),
+                     0);
+    for (int i = 0; i < 500 && !atomic_load(&stall->started); i++)
+        usleep(1000);
+    ck_assert(atomic_load(&stall->started));
+}
+
+START_TEST(roundrobin_is_an_exact_rotation)
+{
+    enum { WORKERS = 4, CONNECTIONS = 400 };
+    if (!ebpf_available())
+        return;
+    corral_listener *listener;
+    int port;
+    corral_server *server = start(CORRAL_WAKEUP_ROUNDROBIN, WORKERS, 0, &listener, &port);
+    for (int i = 0; i < CONNECTIONS; i++) {
+        int fd = test_connect(port);
+        exchange(fd);
+        close(fd);
+    }
+    for (unsigned w = 0; w < WORKERS; w++) {
+        struct corral_worker_stats stats = worker_stats(server, w);
+        ck_assert_msg(stats.accepts == CONNECTIONS / WORKERS, "worker %u accepted %lu", w,
+                      (unsigned long)stats.accepts);
+        ck_assert_uint_eq(steer(server, w).steered, CONNECTIONS / WORKERS);
+        /* One waiter per socket: a wakeup always finds a connection. */
+        ck_assert_uint_eq(stats.accept_wasted, 0);
+    }
+    test_stop_server(server);
+}
+END_TEST
+
+struct window_client {
+    int port;
+    uint64_t until;
+    atomic_int *served;
+};
+
+/* Connects, exchanges and closes, again and again until the window ends. */
+static void *window_client_main(void *arg)
+{
+    struct window_client *c = arg;
+    while (test_now_ms() < c->until) {
+        int fd = test_connect(c->port);
+        exchange(fd);
+        close(fd);
+        atomic_fetch_add(c->served, 1);
+    }
+    return NULL;
+}
+
+START_TEST(balanced_keeps_clear_of_a_stalled_worker)
+{
+    enum { WORKERS = 8, THREADS = 8, WINDOW_MS = 1000 };
+    if (!ebpf_available())
+        return;
+    corral_listener *listener;
+    int port;
+    corral_server *server = start(CORRAL_WAKEUP_BALANCED, WORKERS, 0, &listener, &port);
+    struct stall stall = {.ms = 2 * WINDOW_MS};
+    stall_start(server, 0, &stall);
+    atomic_int served = 0;
+    struct window_client client = {port, test_now_ms() + WINDOW_MS, &served};
+    pthread_t threads[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        ck_assert_int_eq(pthread_create(&threads[i], NULL, window_client_main, &client), 0);
+    usleep(WINDOW_MS * 1000);
+    int in_window = atomic_load(&served);
+    uint64_t stalled = steer(server, 0).steered;
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(threads[i], NULL);
+    /* Round-robin queues every eighth connection behind the stall, so all
+     * eight clients are stuck after about 64 connections.  The queued ones
+     * count as load, and a worker that has left them waiting 2 ms is
+     * stalled, so the less loaded of two different workers passes it by
+     * (a few may land there before that) and the other clients go on. */
+    ck_assert_msg(stalled < THREADS, "the stalled worker was given %lu connections",
+                  (unsigned long)stalled);
+    ck_assert_msg(in_window >= 150, "only %d connections served while a worker stalled", in_window);
+    test_stop_server(server);
+}
+END_TEST
+
+/* Polls until worker `w`'s published load is `want` (2 s at most). */
+static void wait_load(corral_server *server, unsigned w, uint64_t want)
+{
+    uint64_t load = 0;
+    for (int i = 0; i < 200; i++) {
+        load = steer(server, w).load;
+        if (load == want)
+            return;
+        usleep(10000);
+    }
+    ck_abort_msg("worker %u: load %lu, want %lu", w, (unsigned long)load, (unsigned long)want);
+}
+
+START_TEST(the_load_map_follows_connections)
+{
+    enum { HELD = 6 };
+    if (!ebpf_available())
+        return;
+    corral_listener *listener;
+    int port;
+    corral_server *server = start(CORRAL_WAKEUP_ROUNDROBIN, 2, 0, &listener, &port);
+    int fds[HELD];
+    for (int i = 0; i < HELD; i++) {
+        fds[i] = test_connect(port);
+        exchange(fds[i]);
+    }
+    wait_load(server, 0, HELD / 2);
+    wait_load(server, 1, HELD / 2);
+    ck_assert(steer(server, 0).accepting && steer(server, 1).accepting);
+    for (int i = 0; i < HELD; i++)
+        close(fds[i]);
+    wait_load(server, 0, 0);
+    wait_load(server, 1, 0);
+    test_stop_server(server);
+}
+END_TEST
+
+/* Opens `count` connections from a thread pinned to `cpu` and keeps them. */
+static void connect_from_cpu(int port, int cpu, int *fds, int count)
+{
+    cpu_set_t set, saved;
+    pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved);
+    CPU_ZERO(&set);
+    CPU_SET((size_t)cpu, &set);
+    ck_assert_int_eq(pthread_setaffinity_np(pthread_self(), sizeof(set), &set), 0);
+    for (int i = 0; i < count; i++) {
+        fds[i] = test_connect(port);
+        exchange(fds[i]);
+    }
+    pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+}
+
+START_TEST(affinity_spills_over_when_its_cpu_is_overloaded)
+{
+    enum { HELD = 30 };
+    if (!ebpf_available())
+        return;
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    if (caps.cpu_count < 2) {
+        fprintf(stderr, "SKIPPED: one CPU only, nowhere to spill to\n");
+        return;
+    }
+    /* One worker per CPU; every client on the first CPU. */
+    for (int run = 0; run < 2; run++) {
+        double spill = run == 0 ? 1.5 : 100;
+        corral_listener *listener;
+        int port;
+        corral_server *server = start(CORRAL_WAKEUP_AFFINITY, 2, spill, &listener, &port);
+        int fds[HELD];
+        connect_from_cpu(port, caps.cpus[0], fds, HELD);
+        uint64_t other = worker_stats(server, 1).accepts;
+        struct corral_steer_stats local = steer(server, 0);
+        if (spill < 2) {
+            /* Spilling keeps the first worker at 1.5x the mean: about 3:1. */
+            ck_assert_msg(other >= 4 && local.spills >= 4, "spill %.1f: %lu moved, %lu spills",
+                          spill, (unsigned long)other, (unsigned long)local.spills);
+        } else {
+            ck_assert_msg(other == 0 && local.spills == 0, "spill %.0f: %lu moved", spill,
+                          (unsigned long)other);
+        }
+        ck_assert_uint_eq(local.local + local.spills, HELD);
+        for (int i = 0; i < HELD; i++)
+            close(fds[i]);
+        test_stop_server(server);
+    }
+}
+END_TEST
+
+START_TEST(a_closing_socket_hands_its_queue_to_a_live_one)
+{
+    enum { CONNECTIONS = 10 };
+    if (!ebpf_available())
+        return;
+    corral_listener *listener;
+    int port;
+    corral_server *server = start(CORRAL_WAKEUP_ROUNDROBIN, 2, 0, &listener, &port);
+    const int *sockets;
+    ck_assert_uint_eq(corral_listener_fds(listener, &sockets), 2);
+    /* Worker 0 stops taking connections for a while; the rotation still
+     * queues connections on its socket. */
+    struct stall stall = {.ms = 1500};
+    stall_start(server, 0, &stall);
+    int fds[CONNECTIONS];
+    for (int i = 0; i < CONNECTIONS; i++) {
+        fds[i] = test_connect(port);
+        test_send_all(fds[i], "ping", 4);
+    }
+    /* Every other one, until the stall is 2 ms old and its turns pass on. */
+    uint64_t queued = steer(server, 0).steered;
+    ck_assert_uint_ge(queued, 1);
+    /* Its socket leaves the group with those connections queued. */
+    ck_assert_int_eq(shutdown(sockets[0], SHUT_RDWR), 0);
+    uint64_t start = test_now_ms();
+    for (int i = 0; i < CONNECTIONS; i++) {
+        char reply[2];
+        ck_assert_uint_eq(test_recv_all(fds[i], reply, 2), 2); /* a reset fails here */
+        ck_assert(memcmp(reply, "ok", 2) == 0);
+        close(fds[i]);
+    }
+    /* Served by worker 1 while worker 0 still sleeps. */
+    ck_assert_uint_lt(test_now_ms() - start, 1000);
+    ck_assert_uint_eq(worker_stats(server, 1).accepts, CONNECTIONS);
+    ck_assert_uint_eq(worker_stats(server, 0).accepts, 0);
+    test_stop_server(server);
+}
+END_TEST
+
+/* How often the workers blocked and were woken again (voluntary context
+ * switches), including the wakeups the kernel hides from user space. */
+struct sleeps {
+    atomic_uint pending;
+    atomic_ulong total;
+};
+
+static void add_sleeps(void *arg)
+{
+    struct sleeps *sleeps = arg;
+    struct rusage usage;
+    getrusage(RUSAGE_THREAD, &usage);
+    atomic_fetch_add(&sleeps->total, (unsigned long)usage.ru_nvcsw);
+    atomic_fetch_sub(&sleeps->pending, 1);
+}
+
+static unsigned long worker_sleeps(corral_server *server)
+{
+    struct sleeps sleeps = {0};
+    unsigned workers = corral_server_worker_count(server);
+    atomic_store(&sleeps.pending, workers);
+    for (unsigned w = 0; w < workers; w++)
+        ck_assert_int_eq(corral_worker_post(corral_server_worker(server, w), add_sleeps, &sleeps),
+                         0);
+    for (int i = 0; i < 2000 && atomic_load(&sleeps.pending) > 0; i++)
+        usleep(1000);
+    ck_assert_uint_eq(atomic_load(&sleeps.pending), 0);
+    return atomic_load(&sleeps.total);
+}
+
+/* A unix socket has no group to steer: it is shared as under `rotate`, so
+ * a connection wakes one worker, not all of them. */
+START_TEST(a_shared_socket_wakes_one_worker)
+{
+    enum { WORKERS = 4, CONNECTIONS = 200 };
+    if (!ebpf_available())
+        return;
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/corral-test-ebpf-%d.sock", (int)getpid());
+    char address[80];
+    snprintf(address, sizeof(address), "unix:%s", path);
+    unlink(path);
+    struct corral_server_config config;
+    corral_server_config_init(&config);
+    config.workers = WORKERS;
+    config.wakeup = CORRAL_WAKEUP_BALANCED;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&config, &server), 0);
+    ck_assert_int_eq(corral_server_listen(server, address, NULL, &ok_handler, NULL, NULL), 0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+    unsigned long before = worker_sleeps(server);
+    for (int i = 0; i < CONNECTIONS; i++) {
+        int fd = test_connect_address(address);
+        exchange(fd);
+        close(fd);
+    }
+    unsigned long sleeps = worker_sleeps(server) - before;
+    uint64_t accepts = 0;
+    for (unsigned w = 0; w < WORKERS; w++)
+        accepts += worker_stats(server, w).accepts;
+    ck_assert_uint_eq(accepts, CONNECTIONS);
+    /* About 2.6 per connection (its accept, its close) when one worker is
+     * woken; 6 when all four are. */
+    ck_assert_msg(sleeps <= 4 * CONNECTIONS, "%lu worker wakeups for %d connections", sleeps,
+                  CONNECTIONS);
+    unlink(path);
+    test_stop_server(server);
+}
+END_TEST
+
+START_TEST(without_ebpf_every_mode_falls_back_and_serves)
+{
+    static const enum corral_wakeup_mode modes[] = {CORRAL_WAKEUP_ROUNDROBIN,
+                                                    CORRAL_WAKEUP_BALANCED, CORRAL_WAKEUP_AFFINITY};
+    static const char *const impls[] = {"rotate", "rotate", "cbpf-cpu"};
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        struct corral_kernel_caps caps;
+        corral_probe(&caps);
+        ck_assert_int_eq(corral_caps_disable(&caps, "ebpf"), 0);
+        struct corral_server_config config;
+        corral_server_config_init(&config);
+        config.workers = 2;
+        config.wakeup = modes[m];
+        config.caps = &caps;
+        corral_server *server;
+        ck_assert_int_eq(corral_server_new(&config, &server), 0);
+        int port = test_start_server(server, &ok_handler, NULL);
+        struct corral_wakeup_info info;
+        corral_server_wakeup(server, &info);
+        ck_assert_str_eq(info.impl, impls[m]);
+        ck_assert_int_eq(info.mode,
+                         modes[m] == CORRAL_WAKEUP_BALANCED ? CORRAL_WAKEUP_ROUNDROBIN : modes[m]);
+        struct corral_steer_stats stats;
+        ck_assert_int_eq(corral_server_steer_stats(server, 0, &stats), -ENOTSUP);
+        for (int i = 0; i < 10; i++) {
+            int fd = test_connect(port);
+            exchange(fd);
+            close(fd);
+        }
+        test_stop_server(server);
+    }
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    Suite *suite = suite_create("core/wakeup_ebpf");
+    TCase *tc = tcase_create("steering");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, roundrobin_is_an_exact_rotation);
+    tcase_add_test(tc, balanced_keeps_clear_of_a_stalled_worker);
+    tcase_add_test(tc, the_load_map_follows_connections);
+    tcase_add_test(tc, affinity_spills_over_when_its_cpu_is_overloaded);
+    tcase_add_test(tc, a_closing_socket_hands_its_queue_to_a_live_one);
+    tcase_add_test(tc, a_shared_socket_wakes_one_worker);
+    tcase_add_test(tc, without_ebpf_every_mode_falls_back_and_serves);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
