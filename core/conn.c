@@ -155,7 +155,8 @@ void corral__loop_free_closed(corral_loop *loop)
     loop->closed_list = NULL;
     while (conn != NULL) {
         corral_conn *next = conn->closed_next;
-        if (conn->in_flush_list || conn->in_kick_list || conn->splice_slot != 0) {
+        if (conn->in_flush_list || conn->in_kick_list || conn->splice_slot != 0 ||
+            conn->detaching) {
             /* Still linked from a list processed next iteration, or from a
              * splice whose callback is still to run. */
             conn->closed_next = keep;
@@ -192,6 +193,136 @@ void corral__loop_abort_conns(corral_loop *loop)
 {
     for (corral_conn *conn = loop->all_conns; conn != NULL; conn = conn->all_next)
         corral__conn_destroy(conn, -ECONNABORTED);
+}
+
+/* ------------------------------------------------ moving between workers */
+
+int corral_conn_detach(corral_conn *conn, corral_conn_detached_cb detached, void *arg)
+{
+    assert(corral__loop_owned(conn->loop));
+    if (conn->state != CORRAL__CONN_OPEN || conn->listener == NULL || conn->loop->worker == NULL)
+        return -EINVAL;
+    if (conn->detaching || conn->splice_slot != 0)
+        return -EBUSY;
+    conn->detaching = true;
+    conn->detached_cb = detached;
+    conn->detached_arg = arg;
+    conn->detach_next = conn->loop->detach_list;
+    conn->loop->detach_list = conn;
+    return 0;
+}
+
+/* Takes `conn` off its loop: out of the epoll set, the timer heap, the
+ * connection list and the worker's count. */
+static void conn_leave_loop(corral_conn *conn)
+{
+    if (conn->registered)
+        corral__loop_unwatch(conn->loop, conn->fd);
+    conn->registered = false;
+    corral__timer_deinit(&conn->timer);
+    conn_unlink(conn);
+    conn->all_prev = conn->all_next = NULL;
+    conn->loop = NULL;
+}
+
+void corral__loop_detach_conns(corral_loop *loop, bool freeing)
+{
+    corral_conn *conn = loop->detach_list, *keep = NULL;
+    loop->detach_list = NULL;
+    while (conn != NULL) {
+        corral_conn *next = conn->detach_next;
+        if (!freeing && conn->state == CORRAL__CONN_OPEN &&
+            (conn->in_kick_list || conn->in_flush_list)) {
+            /* Kicked or given output after this iteration's passes: the
+             * next iteration handles those, then lets it go. */
+            conn->detach_next = keep;
+            keep = conn;
+            conn = next;
+            continue;
+        }
+        conn->detaching = false;
+        if (conn->state != CORRAL__CONN_OPEN) {
+            conn = next; /* closed meanwhile: freed as any other */
+            continue;
+        }
+        if (freeing || conn->splice_slot != 0) {
+            corral__conn_kick(conn); /* stays: read it again */
+            conn = next;
+            continue;
+        }
+        conn_leave_loop(conn);
+        conn->detached_cb(conn, conn->detached_arg);
+        conn = next;
+    }
+    loop->detach_list = keep;
+}
+
+/* Frees a connection that belongs to no loop. */
+static void conn_free_detached(corral_conn *conn, int error)
+{
+    assert(conn->loop == NULL && conn->state == CORRAL__CONN_OPEN);
+    conn->state = CORRAL__CONN_CLOSED;
+    if (conn->transport->destroy != NULL)
+        conn->transport->destroy(conn);
+    close(conn->fd);
+    conn->fd = -1;
+    /* Buffers come from malloc whichever pool they were in. */
+    free(conn->in);
+    free(conn->out);
+    conn->in = conn->out = NULL;
+    if (conn->handler->on_close != NULL)
+        conn->handler->on_close(conn, error);
+    free(conn);
+}
+
+void corral_conn_close_detached(corral_conn *conn, int error)
+{
+    conn_free_detached(conn, error);
+}
+
+/* The adopting worker's post: the connection joins its loop. */
+static void conn_on_adopt(void *arg)
+{
+    corral_conn *conn = arg;
+    corral_loop *loop = conn->detached_arg;
+    conn->detached_arg = NULL;
+    /* Posts still queued when a loop is freed run there, outside its run. */
+    if (!atomic_load_explicit(&loop->running, memory_order_relaxed)) {
+        conn_free_detached(conn, -ECANCELED);
+        return;
+    }
+    assert(corral__loop_owned(loop));
+    if (corral__timer_init(&conn->timer, loop, corral__conn_on_timer, conn) != 0) {
+        conn_free_detached(conn, -ENOMEM);
+        return;
+    }
+    conn->loop = loop;
+    conn->all_next = loop->all_conns;
+    if (loop->all_conns != NULL)
+        loop->all_conns->all_prev = conn;
+    loop->all_conns = conn;
+    corral__stat_add(&loop->worker->stats.connections_active, 1);
+    /* What the socket holds is reported once it joins the epoll set; what
+     * was read and kept is delivered by the kick. */
+    conn->readable = conn->writable = true;
+    int err = corral__conn_register(conn);
+    if (err != 0) {
+        corral__conn_destroy(conn, err);
+        return;
+    }
+    corral__conn_kick(conn);
+    corral__conn_update_timer(conn);
+    if (loop->worker->stopping && conn->handler->on_stop != NULL)
+        conn->handler->on_stop(conn);
+}
+
+void corral_conn_adopt(corral_worker *worker, corral_conn *conn, corral_listener *listener)
+{
+    assert(conn->loop == NULL && conn->state == CORRAL__CONN_OPEN);
+    conn->listener = listener;
+    conn->detached_arg = worker->loop; /* read back by the post, which publishes it */
+    conn->adopt_post = (struct corral__post){.cb = conn_on_adopt, .arg = conn, .embedded = true};
+    corral__loop_post_node(worker->loop, &conn->adopt_post);
 }
 
 /* -------------------------------------------------------------- accessors */

@@ -101,8 +101,9 @@ struct corral_loop {
     corral_conn *flush_list;
     corral_conn *kick_list; /* connections to read from next iteration */
     corral_conn *closed_list;
-    corral_conn *all_conns; /* every open connection, for stop and free */
-    corral_io *freed_ios;   /* watchers freed this iteration, freed at its end */
+    corral_conn *all_conns;   /* every open connection, for stop and free */
+    corral_conn *detach_list; /* connections leaving at iteration end */
+    corral_io *freed_ios;     /* watchers freed this iteration, freed at its end */
 
     char *scratch; /* input lands here first, so idle connections hold no buffer */
     size_t scratch_size;
@@ -244,6 +245,7 @@ struct corral_conn {
     bool in_on_data : 1;    /* on_data is running */
     bool splicing_from : 1; /* the source of a splice: not read meanwhile */
     bool splicing_to : 1;   /* the destination of a splice */
+    bool detaching : 1;     /* corral_conn_detach(): leaves at iteration end */
     uint16_t splice_slot;   /* 1 + index in loop->splice_links, or 0 */
     int close_error;
 
@@ -256,6 +258,12 @@ struct corral_conn {
     corral_conn *kick_next;
     corral_conn *closed_next;
     corral_conn *all_prev, *all_next;
+
+    /* Moving to another worker (corral_conn_detach() and _adopt()). */
+    corral_conn_detached_cb detached_cb;
+    void *detached_arg;
+    corral_conn *detach_next;
+    struct corral__post adopt_post;
 };
 
 /* Whether the connection wants input now: open, and neither paused, backed
@@ -264,7 +272,7 @@ static inline bool corral__conn_reading_active(const corral_conn *conn)
 {
     return (conn->state == CORRAL__CONN_OPEN || conn->state == CORRAL__CONN_CONNECTING) &&
            !conn->read_paused && !conn->over_high && !conn->eof && !conn->splicing_from &&
-           conn->in_len < conn->high_watermark;
+           !conn->detaching && conn->in_len < conn->high_watermark;
 }
 
 /* Starting a connection, in conn_open.c. */
@@ -274,6 +282,12 @@ int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler
 /* Starts an accepted connection: calls on_open and reads it this iteration;
  * it joins the epoll set when it has to wait. */
 void corral__conn_open(corral_conn *conn);
+/* Wraps and starts `fd`, accepted from `listener`'s socket, on `worker`
+ * (its thread): counted, with the peer address and the listener's
+ * watermarks, told of a stop already under way.  Returns the connection,
+ * or NULL when out of memory (the socket closed). */
+corral_conn *corral__conn_open_accepted(corral_worker *worker, corral_listener *listener, int fd,
+                                        const struct sockaddr_storage *peer, socklen_t peer_len);
 
 /* The connection object, in conn.c. */
 /* Adds the socket to the loop's epoll set, edge-triggered both ways. */
@@ -288,6 +302,9 @@ void corral__conn_destroy(corral_conn *conn, int error);
 /* Undoes corral__conn_new() before any callback saw the connection. */
 void corral__conn_free_unopened(corral_conn *conn);
 void corral__loop_free_closed(corral_loop *loop);
+/* Takes the connections that asked to leave (corral_conn_detach()) off the
+ * loop, at iteration end; `freeing`: the loop is being freed, none leaves. */
+void corral__loop_detach_conns(corral_loop *loop, bool freeing);
 /* Calls on_stop on every connection (graceful stop). */
 void corral__loop_stop_conns(corral_loop *loop);
 void corral__loop_abort_conns(corral_loop *loop);
@@ -499,6 +516,10 @@ void corral__worker_on_emfile_timer(corral_timer *timer, void *arg);
 void corral__worker_pin(corral_worker *worker);
 /* Called by the worker's loop after it freed a connection. */
 void corral__worker_conn_closed(corral_worker *worker);
+/* Accepts what the server's listening sockets hold, which no worker
+ * watches any more, and sends each connection to a worker in turn, before
+ * they are closed (server.c).  Main thread. */
+void corral__server_drain_listeners(corral_server *server);
 
 /* Kernel capabilities, in probe.c. */
 /* How many workers share one CPU's slot in affinity mode (CPU `slot` of
