@@ -9,18 +9,50 @@
 #include "proto/http1.h" /* the framer every site listens with */
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 struct daemon_state daemon_state = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static corral_loop *main_loop;
 static bool stopping;
-static int exit_status; /* 1 once the daemon stops because it cannot serve */
+static int exit_status;      /* 1 once the daemon stops because it cannot serve */
+static bool listened_beside; /* the last generation_start() joined the old sockets' group */
+
+/* http1's handover: a stopping generation's idle connection goes on to the
+ * newest generation's site for the same address, on its workers in turn.
+ * Under the lock, so that the newest generation cannot exit between the
+ * choice and the post to its worker. */
+static int hand_over(const struct http_site *from, corral_conn *conn)
+{
+    static atomic_uint turn;
+    const struct site *old =
+        (const struct site *)((const char *)from - offsetof(struct site, http));
+    int err = -ENOENT;
+    pthread_mutex_lock(&daemon_state.lock);
+    struct generation *newest = daemon_state.generations;
+    struct site *site =
+        newest != NULL && !newest->stop_requested ? find_site(newest, old->address) : NULL;
+    if (site != NULL && site != old && site->listener != NULL) {
+        err = 0;
+        if (conn != NULL) {
+            unsigned index = atomic_fetch_add_explicit(&turn, 1, memory_order_relaxed) %
+                             corral_server_worker_count(newest->server);
+            http1_conn_rebind(conn, &site->http, index);
+            corral_conn_adopt(corral_server_worker(newest->server, index), conn, site->listener);
+        }
+    }
+    pthread_mutex_unlock(&daemon_state.lock);
+    return err;
+}
 
 void generations_init(corral_loop *loop)
 {
     main_loop = loop;
+    http1_set_handover(hand_over);
 }
 
 int generations_exit_status(void)
@@ -61,6 +93,44 @@ static int site_relisten(struct generation *gen, struct site *site, struct gener
         return site_listen(gen, site, NULL);
     return corral_server_listen(gen->server, bound, &site->listen_options, &http1_server_handler,
                                 &site->http, &site->listener);
+}
+
+/* A change of socket layout (shared socket or one per worker, or another
+ * worker count): the new generation listens beside the previous one's
+ * sockets, in one SO_REUSEPORT group with them, so that the port never
+ * stops accepting; closing the old sockets once the previous generation
+ * stops hands over what they queued (corral_server_close_listeners()).
+ * Returns 0, or -errno for the sites still without a listener. */
+static int listen_beside(struct generation *gen, struct generation *previous)
+{
+    int err = 0;
+    for (size_t i = 0; i < gen->site_count && err == 0; i++) {
+        struct site *site = &gen->sites[i];
+        struct site *old = find_site(previous, site->address);
+        if (site->listener != NULL || old == NULL || old->listener == NULL)
+            continue;
+        const int *fds;
+        unsigned count = corral_listener_fds(old->listener, &fds);
+        err = corral_server_listen_beside(gen->server, fds, count, &site->listen_options,
+                                          &http1_server_handler, &site->http, &site->listener);
+    }
+    return err;
+}
+
+/* After a layout change, once the previous generation's sockets are closed:
+ * a shared socket leaves the SO_REUSEPORT group it was made in, so that
+ * another process binding its port fails again. */
+static void leave_reuseport_groups(struct generation *gen)
+{
+    if (corral_server_sockets_per_listener(gen->server) != 1)
+        return;
+    int zero = 0;
+    for (size_t i = 0; i < gen->site_count; i++) {
+        const int *fds;
+        if (gen->sites[i].listener != NULL && corral_listener_port(gen->sites[i].listener) != 0 &&
+            corral_listener_fds(gen->sites[i].listener, &fds) == 1)
+            setsockopt(fds[0], SOL_SOCKET, SO_REUSEPORT, &zero, sizeof(zero));
+    }
 }
 
 static void on_generation_exit(void *arg);
@@ -134,11 +204,14 @@ int generation_start(struct conf_config *config, struct generation *previous,
             goto fail;
         }
     }
-    if (layout_changed) {
+    listened_beside = layout_changed;
+    if (layout_changed && listen_beside(gen, previous) != 0) {
+        listened_beside = false;
         /* Switching between shared and per-worker sockets needs new sockets
-         * on the same ports, which the old ones block. */
-        log_warn("the listening socket layout changes (wakeup or workers): re-creating the "
-                 "sockets; connections queued at this instant may be reset");
+         * on the same ports, which the old ones block when they cannot be
+         * joined (another user made them, before the privilege drop). */
+        log_warn("the listening socket layout changes (wakeup or workers): closing the "
+                 "sockets to re-create them; connections arriving meanwhile are refused");
         corral_server_close_listeners(previous->server);
         previous->listeners_closed = true;
         for (size_t i = 0; i < gen->site_count; i++) {
@@ -258,7 +331,10 @@ static void generation_stop(struct generation *gen, uint32_t graceful_ms)
         corral_server_close_listeners(gen->server);
         gen->listeners_closed = true;
     }
+    /* Under the lock: the handover reads it on the workers. */
+    pthread_mutex_lock(&daemon_state.lock);
     gen->stop_requested = true;
+    pthread_mutex_unlock(&daemon_state.lock);
     corral_server_stop(gen->server, graceful_ms);
 }
 
@@ -310,6 +386,8 @@ void reload(void)
     log_info("generation %u: draining (up to %u ms)", previous->number,
              previous->config->drain_timeout_ms);
     generation_stop(previous, previous->config->drain_timeout_ms);
+    if (listened_beside)
+        leave_reuseport_groups(gen);
 }
 
 /* Stops every generation; the main loop ends when the last has exited, or
