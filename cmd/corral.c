@@ -7,6 +7,7 @@
  */
 #include "cmd/daemon.h"
 #include "cmd/generation.h"
+#include "cmd/notify.h"
 #include "cmd/probe_print.h"
 #include "cmd/process.h"
 #include "cmd/runtime.h"
@@ -21,6 +22,16 @@
 #include <unistd.h>
 
 static corral_loop *main_loop;
+
+/* How often the service manager's status line is brought up to date. */
+#define STATUS_INTERVAL_MS 5000
+
+static void on_status_timer(corral_timer *timer, void *arg)
+{
+    (void)arg;
+    generations_notify("");
+    corral_timer_start(timer, STATUS_INTERVAL_MS);
+}
 
 static void on_signal(int signo, void *arg)
 {
@@ -129,6 +140,7 @@ int main(int argc, char **argv)
     }
     generations_init(main_loop);
     collect_activated_sockets();
+    notify_open();
     struct corral_kernel_caps caps;
     corral_probe(&caps);
     raise_fd_limit(config, config->workers ? config->workers : caps.cpu_count);
@@ -168,7 +180,14 @@ int main(int argc, char **argv)
         (pid_file == NULL || write_pid_file(pid_file) == 0) && drop_privileges(gen->config) == 0;
     if (!started)
         stop_all(0);
+    else
+        generations_notify("READY=1\n");
+    corral_timer *status_timer = NULL;
+    if (started && notify_enabled() &&
+        corral_timer_new(main_loop, on_status_timer, NULL, &status_timer) == 0)
+        corral_timer_start(status_timer, STATUS_INTERVAL_MS);
     corral_loop_run(main_loop);
+    corral_timer_free(status_timer);
     status = started ? generations_exit_status() : 1;
     if (pid_file != NULL)
         pid_file_release(pid_file);
@@ -176,6 +195,7 @@ int main(int argc, char **argv)
     log_info("stopped");
 
 out:
+    notify_close();
     corral_signals_free(signal_watch);
     corral_loop_free(main_loop);
     activated_sockets_close();

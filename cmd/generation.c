@@ -4,6 +4,7 @@
  * on SIGHUP, stops them, and keeps the counters of those that have exited.
  */
 #include "cmd/generation.h"
+#include "cmd/notify.h"
 #include "cmd/process.h"
 #include "cmd/runtime.h"
 #include "proto/http1.h" /* the framer every site listens with */
@@ -338,13 +339,10 @@ static void generation_stop(struct generation *gen, uint32_t graceful_ms)
     corral_server_stop(gen->server, graceful_ms);
 }
 
-void reload(void)
+/* SIGHUP, once the daemon is known to be serving. */
+static void reload_generation(void)
 {
-    /* No generation left means stopping: when the newest one exits on its
-     * own, the daemon stops. */
     struct generation *previous = daemon_state.generations, *gen;
-    if (stopping || previous == NULL)
-        return;
     struct conf_config *config;
     log_info("SIGHUP: reloading %s",
              daemon_state.config_path ? daemon_state.config_path : "the built-in configuration");
@@ -390,10 +388,43 @@ void reload(void)
         leave_reuseport_groups(gen);
 }
 
+void reload(void)
+{
+    /* No generation left means stopping: when the newest one exits on its
+     * own, the daemon stops. */
+    if (stopping || daemon_state.generations == NULL)
+        return;
+    notify_reloading();
+    reload_generation();
+    /* Ready again, on the new configuration or on the one before. */
+    if (!stopping)
+        generations_notify("READY=1\n");
+}
+
+void generations_notify(const char *state)
+{
+    if (!notify_enabled())
+        return;
+    uint64_t connections = 0;
+    /* The list changes only on this thread; the counters are atomic. */
+    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
+        for (unsigned i = 0; i < corral_server_worker_count(g->server); i++) {
+            struct corral_worker_stats stats;
+            corral_server_stats(g->server, i, &stats);
+            connections += stats.connections_active;
+        }
+    }
+    const struct generation *newest = daemon_state.generations;
+    notify_send("%sSTATUS=generation %u, %llu connections", state, newest ? newest->number : 0,
+                (unsigned long long)connections);
+}
+
 /* Stops every generation; the main loop ends when the last has exited, or
  * now if none is left. */
 void stop_all(uint32_t graceful_ms)
 {
+    if (!stopping)
+        generations_notify("STOPPING=1\n");
     stopping = true;
     /* The list changes only on this thread: no lock needed to walk it. */
     for (struct generation *g = daemon_state.generations; g != NULL; g = g->next)

@@ -33,8 +33,13 @@ void log_wakeup(const struct generation *gen);
 
 /* SIGHUP: reloads the configuration into a new generation and drains the
  * previous one; on failure the previous one keeps serving, or the daemon
- * stops when it can no longer accept. */
+ * stops when it can no longer accept.  The service manager sees RELOADING,
+ * then READY. */
 void reload(void);
+
+/* Tells the service manager `state` (newline-terminated assignments, or
+ * "") with a STATUS line: the newest generation and the open connections. */
+void generations_notify(const char *state);
 
 /* Stops every generation within `graceful_ms`; the main loop ends when the
  * last has exited, or now if none is left. */

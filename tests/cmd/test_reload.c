@@ -8,6 +8,7 @@
 #include "../helpers.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ load */
@@ -335,6 +337,68 @@ START_TEST(a_tls_keep_alive_connection_survives_a_reload)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- systemd */
+
+/* The next notification that changes the state (not a status update alone)
+ * into `buf`; fails the test after 10 s without one. */
+static void next_state(int sock, char *buf, size_t size)
+{
+    for (int i = 0; i < 100; i++) {
+        ssize_t n = recv(sock, buf, size - 1, 0);
+        ck_assert_msg(n > 0, "no notification: %s", n == -1 ? strerror(errno) : "empty");
+        buf[n] = '\0';
+        if (strncmp(buf, "STATUS=", 7) != 0)
+            return;
+    }
+    ck_abort_msg("only status updates");
+}
+
+/* A fake service manager: a datagram socket at a path, or at an abstract
+ * name (`_i` 1), which the daemon finds in NOTIFY_SOCKET. */
+START_TEST(notifies_ready_reloading_ready_stopping)
+{
+    int sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(sock, 0);
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    char name[sizeof(addr.sun_path)];
+    if (_i == 0)
+        test_daemon_file(name, sizeof(name), "notify");
+    else
+        snprintf(name, sizeof(name), "@corral-test-notify-%d", (int)getpid());
+    memcpy(addr.sun_path, name, strlen(name));
+    if (_i == 1)
+        addr.sun_path[0] = '\0';
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(name));
+    ck_assert_int_eq(bind(sock, (struct sockaddr *)&addr, len), 0);
+
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_config(&d, "", "one");
+    setenv("NOTIFY_SOCKET", name, 1);
+    test_daemon_start(&d);
+    unsetenv("NOTIFY_SOCKET");
+    char message[512];
+    next_state(sock, message, sizeof(message));
+    ck_assert_msg(strstr(message, "READY=1\n") != NULL, "%s", message);
+    ck_assert_msg(strstr(message, "STATUS=generation 1, ") != NULL, "%s", message);
+
+    write_config(&d, "", "two");
+    kill(d.pid, SIGHUP);
+    next_state(sock, message, sizeof(message));
+    ck_assert_msg(strstr(message, "RELOADING=1\nMONOTONIC_USEC=") != NULL, "%s", message);
+    next_state(sock, message, sizeof(message));
+    ck_assert_msg(strstr(message, "READY=1\n") != NULL, "%s", message);
+    ck_assert_msg(strstr(message, "STATUS=generation 2, ") != NULL, "%s", message);
+
+    test_daemon_stop(&d);
+    next_state(sock, message, sizeof(message));
+    ck_assert_msg(strstr(message, "STOPPING=1\n") != NULL, "%s", message);
+    close(sock);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/reload");
@@ -343,6 +407,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, ten_reloads_under_load_fail_no_request);
     tcase_add_test(tc, a_tls_keep_alive_connection_survives_a_reload);
+    tcase_add_loop_test(tc, notifies_ready_reloading_ready_stopping, 0, 2);
     suite_add_tcase(suite, tc);
     return suite;
 }
