@@ -23,11 +23,56 @@ static bool stopping;
 static int exit_status;      /* 1 once the daemon stops because it cannot serve */
 static bool listened_beside; /* the last generation_start() joined the old sockets' group */
 
+/* The new process of a binary upgrade, which takes over idle connections
+ * on this socket once it serves: -1 until then.  Set before the stop that
+ * makes connections idle, read on the workers. */
+static atomic_int upgrade_channel = -1;
+
+void generations_pass_to(int channel)
+{
+    atomic_store_explicit(&upgrade_channel, channel, memory_order_release);
+}
+
+/* Passes a detached plain connection of `site` to the new process: its
+ * socket, and the address it was accepted on for the new process to find
+ * its site.  Then frees it here, which leaves the socket open there. */
+static int pass_connection(int channel, const struct site *site, corral_conn *conn)
+{
+    char address[128];
+    int err = corral_listener_address(site->listener, address, sizeof(address));
+    if (err != 0)
+        return err;
+    int fd = corral_conn_fd(conn);
+    union {
+        struct cmsghdr align;
+        char space[CMSG_SPACE(sizeof(int))];
+    } control = {0};
+    struct iovec iov = {.iov_base = address, .iov_len = strlen(address) + 1};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = control.space,
+                         .msg_controllen = sizeof(control.space)};
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+    ssize_t sent;
+    while ((sent = sendmsg(channel, &msg, MSG_DONTWAIT | MSG_NOSIGNAL)) == -1 && errno == EINTR)
+        ;
+    if (sent == -1)
+        return -errno; /* a full socket: closed here, as without an upgrade */
+    corral_conn_close_detached(conn, 0);
+    return 0;
+}
+
 /* http1's handover: a stopping generation's idle connection goes on to the
- * newest generation's site for the same address, on its workers in turn.
- * Under the lock, so that the newest generation cannot exit between the
- * choice and the post to its worker. */
-static int hand_over(const struct http_site *from, corral_conn *conn)
+ * newest generation's site for the same address, on its workers in turn,
+ * or else to the new process of a binary upgrade if it is plain (TLS state
+ * cannot leave the process) and holds no unconsumed input.  The choice and
+ * the post to the worker happen under the lock, so that the newest
+ * generation cannot exit between the two. */
+static int hand_over(const struct http_site *from, corral_conn *conn, bool detached)
 {
     static atomic_uint turn;
     const struct site *old =
@@ -39,7 +84,7 @@ static int hand_over(const struct http_site *from, corral_conn *conn)
         newest != NULL && !newest->stop_requested ? find_site(newest, old->address) : NULL;
     if (site != NULL && site != old && site->listener != NULL) {
         err = 0;
-        if (conn != NULL) {
+        if (detached) {
             unsigned index = atomic_fetch_add_explicit(&turn, 1, memory_order_relaxed) %
                              corral_server_worker_count(newest->server);
             http1_conn_rebind(conn, &site->http, index);
@@ -47,6 +92,10 @@ static int hand_over(const struct http_site *from, corral_conn *conn)
         }
     }
     pthread_mutex_unlock(&daemon_state.lock);
+    int channel = atomic_load_explicit(&upgrade_channel, memory_order_acquire);
+    if (err != 0 && channel != -1 && corral_conn_transport_state(conn) == NULL &&
+        corral_conn_kept_input(conn) == 0)
+        err = detached ? pass_connection(channel, old, conn) : 0;
     return err;
 }
 
@@ -76,10 +125,16 @@ static int site_listen(struct generation *gen, struct site *site, struct generat
         return corral_server_listen_fds(gen->server, fds, count, &site->listen_options,
                                         &http1_server_handler, &site->http, &site->listener);
     }
-    const int *activated = activated_socket_find(site->address);
-    if (activated != NULL)
-        return corral_server_listen_fds(gen->server, activated, 1, &site->listen_options,
+    const int *activated;
+    unsigned count = activated_sockets_find(site->address, &activated);
+    /* One socket serves in any layout; a group passed by the process this
+     * one upgrades is used as it is, or joined in another layout. */
+    if (count == 1 || (count > 0 && count == corral_server_sockets_per_listener(gen->server)))
+        return corral_server_listen_fds(gen->server, activated, count, &site->listen_options,
                                         &http1_server_handler, &site->http, &site->listener);
+    if (count > 0)
+        return corral_server_listen_beside(gen->server, activated, count, &site->listen_options,
+                                           &http1_server_handler, &site->http, &site->listener);
     return corral_server_listen(gen->server, site->address, &site->listen_options,
                                 &http1_server_handler, &site->http, &site->listener);
 }

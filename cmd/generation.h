@@ -37,6 +37,11 @@ void log_wakeup(const struct generation *gen);
  * then READY. */
 void reload(void);
 
+/* A binary upgrade's new process serves: from now on, stopping hands it
+ * the idle plain connections over `channel` (a unix socket) instead of
+ * closing them. */
+void generations_pass_to(int channel);
+
 /* Tells the service manager `state` (newline-terminated assignments, or
  * "") with a STATUS line: the newest generation and the open connections. */
 void generations_notify(const char *state);

@@ -275,6 +275,11 @@ static void conn_free_detached(corral_conn *conn, int error)
     free(conn);
 }
 
+size_t corral_conn_kept_input(const corral_conn *conn)
+{
+    return conn->in_len;
+}
+
 void corral_conn_close_detached(corral_conn *conn, int error)
 {
     conn_free_detached(conn, error);

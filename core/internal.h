@@ -486,6 +486,7 @@ struct corral_server {
     struct corral__signal_handler *signal_handlers;
     corral_loop *exit_loop;        /* corral_server_on_exit() */
     struct corral__post exit_post; /* embedded: the last worker out cannot fail to post it */
+    unsigned next_adopter;         /* corral_listener_adopt()'s turn, main thread */
 };
 
 enum {

@@ -270,6 +270,33 @@ static void open_queued_socket(void *arg)
     free(q);
 }
 
+/* Sends `fd`, accepted from `l`, to the server's next worker. */
+static int queue_socket(corral_listener *l, int fd, const struct sockaddr_storage *peer,
+                        socklen_t peer_len)
+{
+    corral_server *server = l->server;
+    struct queued_socket *q = malloc(sizeof(*q));
+    if (q == NULL)
+        return -ENOMEM;
+    q->fd = fd;
+    q->listener = l;
+    q->peer = *peer;
+    q->peer_len = peer_len;
+    q->worker = &server->workers[server->next_adopter++ % server->worker_count];
+    q->post = (struct corral__post){.cb = open_queued_socket, .arg = q, .embedded = true};
+    corral__loop_post_node(q->worker->loop, &q->post);
+    return 0;
+}
+
+int corral_listener_adopt(corral_listener *listener, int fd)
+{
+    struct sockaddr_storage peer;
+    socklen_t peer_len = sizeof(peer);
+    if (getpeername(fd, (struct sockaddr *)&peer, &peer_len) == -1)
+        peer_len = 0;
+    return queue_socket(listener, fd, &peer, peer_len);
+}
+
 /* The most taken from one socket: what it queued, and what arrives while
  * it is emptied, is bounded by the time this takes rather than by a count. */
 #define DRAIN_MAX 65536
@@ -281,30 +308,25 @@ static void open_queued_socket(void *arg)
  * ones, serve them as any others. */
 void corral__server_drain_listeners(corral_server *server)
 {
-    unsigned next = 0;
     for (corral_listener *l = server->listeners; l != NULL; l = l->next) {
         unsigned count = l->fds != NULL ? server->worker_count : 1;
         for (unsigned i = 0; i < count; i++) {
             int fd = l->fds != NULL ? l->fds[i] : l->fd;
             for (int taken = 0; fd != -1 && taken < DRAIN_MAX; taken++) {
-                struct queued_socket *q = malloc(sizeof(*q));
-                if (q == NULL)
-                    break;
-                q->peer_len = sizeof(q->peer);
-                q->fd = accept4(fd, (struct sockaddr *)&q->peer, &q->peer_len,
-                                SOCK_NONBLOCK | SOCK_CLOEXEC);
-                if (q->fd == -1) {
-                    free(q);
+                struct sockaddr_storage peer;
+                socklen_t peer_len = sizeof(peer);
+                int conn_fd =
+                    accept4(fd, (struct sockaddr *)&peer, &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (conn_fd == -1) {
                     if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO ||
                         errno == EPERM)
                         continue;
                     break; /* EAGAIN: empty; anything else: nothing more to take */
                 }
-                q->listener = l;
-                q->worker = &server->workers[next++ % server->worker_count];
-                q->post =
-                    (struct corral__post){.cb = open_queued_socket, .arg = q, .embedded = true};
-                corral__loop_post_node(q->worker->loop, &q->post);
+                if (queue_socket(l, conn_fd, &peer, peer_len) != 0) {
+                    close(conn_fd);
+                    break;
+                }
             }
         }
     }

@@ -93,13 +93,14 @@ void http1_set_handover(http1_handover_fn fn)
 /* Whether the stop may hand the connection over instead of closing it. */
 static bool h1_may_hand_over(struct h1_conn *h1)
 {
-    return handover != NULL && !h1->closed && !h1->tunnel && handover(h1->site, NULL) == 0;
+    return handover != NULL && !h1->closed && !h1->tunnel &&
+           handover(h1->site, h1->conn, false) == 0;
 }
 
 static void h1_on_detached(corral_conn *conn, void *arg)
 {
     struct h1_conn *h1 = arg;
-    if (handover(h1->site, conn) != 0)
+    if (handover(h1->site, conn, true) != 0)
         corral_conn_close_detached(conn, 0); /* the successor went away meanwhile */
 }
 

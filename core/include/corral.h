@@ -415,6 +415,17 @@ CORRAL_EXTERN int corral_conn_detach(corral_conn *conn, corral_conn_detached_cb 
 CORRAL_EXTERN void corral_conn_adopt(corral_worker *worker, corral_conn *conn,
                                      corral_listener *listener);
 
+/** Bytes read from the connection's socket that on_data has not consumed
+ *  yet (they are presented again with the next input). */
+CORRAL_EXTERN size_t corral_conn_kept_input(const corral_conn *conn);
+
+/** Serves `fd`, a connected socket of a client of `listener`'s address
+ *  that another process accepted (the one a binary upgrade replaces): one
+ *  of the server's workers, in turn, starts it as if it had accepted it
+ *  from `listener` (stopping workers too).  Main thread, while the server
+ *  runs.  Returns 0, or -ENOMEM with `fd` left to the caller. */
+CORRAL_EXTERN int corral_listener_adopt(corral_listener *listener, int fd);
+
 /** Closes a detached connection on the calling thread (a FIN; no transport
  *  end-of-stream), runs on_close with `error`, and frees it. */
 CORRAL_EXTERN void corral_conn_close_detached(corral_conn *conn, int error);

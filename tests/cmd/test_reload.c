@@ -8,6 +8,7 @@
 #include "../helpers.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <netinet/in.h>
 #include <openssl/ssl.h>
@@ -19,7 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -146,7 +150,7 @@ static void loaders_start(struct loaders *l, int port)
 
 /* Stops the load and checks that nothing failed, that there was load, and
  * that both answers were seen. */
-static void loaders_check(struct loaders *l)
+static void loaders_check(struct loaders *l, bool both_answers)
 {
     unsigned ok = 0, failed = 0, one = 0, two = 0;
     const char *why = "";
@@ -163,7 +167,8 @@ static void loaders_check(struct loaders *l)
     }
     ck_assert_msg(failed == 0, "%u of %u requests failed (first: %s)", failed, ok + failed, why);
     ck_assert_uint_gt(ok, 200);
-    ck_assert_msg(one > 0 && two > 0, "answers: %u \"one\", %u \"two\"", one, two);
+    if (both_answers)
+        ck_assert_msg(one > 0 && two > 0, "answers: %u \"one\", %u \"two\"", one, two);
 }
 
 /* ----------------------------------------------------------------- cases */
@@ -171,7 +176,7 @@ static void loaders_check(struct loaders *l)
 /* A config answering `text` on an ephemeral port, with `extra` directives. */
 static void write_config(struct test_daemon *d, const char *extra, const char *text)
 {
-    char conf[1024];
+    char conf[PATH_MAX + 1024];
     snprintf(conf, sizeof(conf),
              "workers 2;\n%s\nadmin { listen 127.0.0.2:0; }\n"
              "server {\n    listen 127.0.0.1:0;\n    location / { return 200 \"%s\"; }\n}\n",
@@ -198,7 +203,7 @@ START_TEST(ten_reloads_under_load_fail_no_request)
         kill(d.pid, SIGHUP);
     }
     usleep(250000);
-    loaders_check(&l);
+    loaders_check(&l, true);
     char body[8192];
     ck_assert_int_eq(test_daemon_admin_get(&d, "/status", body, sizeof(body)), 200);
     ck_assert_ptr_nonnull(strstr(body, "\"config_generation\": 11"));
@@ -353,25 +358,34 @@ static void next_state(int sock, char *buf, size_t size)
     ck_abort_msg("only status updates");
 }
 
-/* A fake service manager: a datagram socket at a path, or at an abstract
- * name (`_i` 1), which the daemon finds in NOTIFY_SOCKET. */
-START_TEST(notifies_ready_reloading_ready_stopping)
+/* A fake service manager's socket at `name` (a path, or "@" and an abstract
+ * name), for NOTIFY_SOCKET. */
+static int notify_socket(const char *name)
 {
     int sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(sock, 0);
     struct timeval tv = {.tv_sec = 10};
     setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    char name[sizeof(addr.sun_path)];
+    ck_assert_uint_lt(strlen(name), sizeof(addr.sun_path));
+    memcpy(addr.sun_path, name, strlen(name));
+    if (name[0] == '@')
+        addr.sun_path[0] = '\0';
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(name));
+    ck_assert_int_eq(bind(sock, (struct sockaddr *)&addr, len), 0);
+    return sock;
+}
+
+/* A fake service manager: a datagram socket at a path, or at an abstract
+ * name (`_i` 1), which the daemon finds in NOTIFY_SOCKET. */
+START_TEST(notifies_ready_reloading_ready_stopping)
+{
+    char name[108];
     if (_i == 0)
         test_daemon_file(name, sizeof(name), "notify");
     else
         snprintf(name, sizeof(name), "@corral-test-notify-%d", (int)getpid());
-    memcpy(addr.sun_path, name, strlen(name));
-    if (_i == 1)
-        addr.sun_path[0] = '\0';
-    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(name));
-    ck_assert_int_eq(bind(sock, (struct sockaddr *)&addr, len), 0);
+    int sock = notify_socket(name);
 
     struct test_daemon d;
     test_daemon_init(&d, "corral");
@@ -399,6 +413,208 @@ START_TEST(notifies_ready_reloading_ready_stopping)
 }
 END_TEST
 
+/* ---------------------------------------------------------- binary upgrade */
+
+/* The daemons of a case: an upgraded one is the child of the one before,
+ * which this process adopts (a subreaper) once that one exits.  Killed
+ * when the case ends early. */
+static pid_t daemons[8];
+static int daemon_count;
+
+static void kill_daemons(void)
+{
+    for (int i = 0; i < daemon_count; i++)
+        if (daemons[i] > 0)
+            kill(daemons[i], SIGKILL);
+}
+
+static void track_daemon(pid_t pid)
+{
+    if (daemon_count == 0)
+        atexit(kill_daemons);
+    ck_assert_int_lt(daemon_count, 8);
+    daemons[daemon_count++] = pid;
+}
+
+/* Whether `pid` has exited (and is reaped) within `ms`. */
+static bool daemon_gone(pid_t pid, int ms)
+{
+    for (int i = 0; i < ms / 10; i++) {
+        int status;
+        pid_t rc = waitpid(pid, &status, WNOHANG);
+        if (rc == pid || (rc == -1 && errno == ECHILD && kill(pid, 0) == -1 && errno == ESRCH))
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+static pid_t read_pid(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return -1;
+    int pid = -1;
+    if (fscanf(f, "%d", &pid) != 1)
+        pid = -1;
+    fclose(f);
+    return pid;
+}
+
+/* Starts a copy of the daemon binary at DIR/corral (the path an upgrade
+ * starts again) on `d`'s config, its output to d's log. */
+static void spawn_copy(struct test_daemon *d, const char *binary)
+{
+    char command[3 * PATH_MAX];
+    snprintf(command, sizeof(command), "cp '%s' '%s'", test_daemon_binary(), binary);
+    ck_assert_int_eq(system(command), 0);
+    int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ck_assert_int_ge(fd, 0);
+    pid_t parent = getpid();
+    d->pid = fork();
+    ck_assert_int_ge(d->pid, 0);
+    if (d->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        signal(SIGPIPE, SIG_DFL);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(binary, binary, "-c", d->conf, (char *)NULL);
+        _exit(127);
+    }
+    close(fd);
+    track_daemon(d->pid);
+    test_daemon_wait_listening(d);
+}
+
+/* Sends SIGUSR2 to `old` and waits until the pid file names a new process
+ * and `old` has exited.  Returns the new process. */
+static pid_t upgrade(const struct test_daemon *d, const char *pid_file, pid_t old)
+{
+    ck_assert_int_eq(kill(old, SIGUSR2), 0);
+    pid_t pid = -1;
+    for (int i = 0; i < 1000 && (pid == -1 || pid == old); i++) {
+        usleep(10000);
+        pid = read_pid(pid_file);
+    }
+    char *log = test_daemon_log(d);
+    ck_assert_msg(pid > 0 && pid != old, "no new process in %s:\n%s", pid_file, log);
+    free(log);
+    track_daemon(pid);
+    ck_assert_msg(daemon_gone(old, 20000), "process %d still runs", (int)old);
+    return pid;
+}
+
+static void write_upgrade_config(struct test_daemon *d, const char *pid_file, const char *text)
+{
+    char extra[PATH_MAX + 32];
+    snprintf(extra, sizeof(extra), "pid_file %s;", pid_file);
+    write_config(d, extra, text);
+}
+
+START_TEST(three_upgrades_under_load_fail_no_request)
+{
+    ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    char binary[PATH_MAX], pid_file[PATH_MAX], oldbin[PATH_MAX + 8];
+    test_daemon_file(binary, sizeof(binary), "corral");
+    test_daemon_file(pid_file, sizeof(pid_file), "corral.pid");
+    snprintf(oldbin, sizeof(oldbin), "%s.oldbin", pid_file);
+    char name[108];
+    test_daemon_file(name, sizeof(name), "notify");
+    int sock = notify_socket(name);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_upgrade_config(&d, pid_file, "one");
+    setenv("NOTIFY_SOCKET", name, 1);
+    spawn_copy(&d, binary);
+    unsetenv("NOTIFY_SOCKET");
+    int port = d.port;
+    struct loaders l;
+    loaders_start(&l, port);
+    pid_t pid = d.pid;
+    for (int i = 0; i < 3; i++) {
+        usleep(250000);
+        pid_t old = pid;
+        pid = upgrade(&d, pid_file, old);
+        ck_assert_int_ne(access(oldbin, F_OK), 0); /* the old process removed it on exit */
+        /* The service manager learns the new main process from the old. */
+        char message[512], expected[64];
+        snprintf(expected, sizeof(expected), "MAINPID=%d\n", (int)pid);
+        message[0] = '\0';
+        for (int k = 0; k < 50 && strstr(message, expected) == NULL; k++)
+            next_state(sock, message, sizeof(message));
+        ck_assert_msg(strstr(message, expected) != NULL, "no %s", expected);
+    }
+    close(sock);
+    usleep(250000);
+    loaders_check(&l, false);
+    ck_assert_int_eq(read_pid(pid_file), pid);
+    char body[64];
+    ck_assert_int_eq(test_daemon_http_get("127.0.0.1", port, "/", body, sizeof(body)), 200);
+    ck_assert_int_eq(kill(pid, SIGTERM), 0);
+    ck_assert(daemon_gone(pid, 15000));
+    ck_assert_int_ne(access(pid_file, F_OK), 0);
+    /* Nor did any of the processes report an error, or a sanitizer a
+     * problem (their exit statuses are not this test's to read). */
+    char *log = test_daemon_log(&d);
+    ck_assert_msg(strstr(log, "[error]") == NULL && strstr(log, "Sanitizer") == NULL &&
+                      strstr(log, "runtime error") == NULL,
+                  "%s", log);
+    free(log);
+}
+END_TEST
+
+/* A binary that cannot run, then a config that does not load: each upgrade
+ * fails, and the old process keeps serving with its pid file in place. */
+START_TEST(a_failed_upgrade_leaves_the_old_process_serving)
+{
+    ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    char binary[PATH_MAX], pid_file[PATH_MAX], oldbin[PATH_MAX + 8];
+    test_daemon_file(binary, sizeof(binary), "corral");
+    test_daemon_file(pid_file, sizeof(pid_file), "corral.pid");
+    snprintf(oldbin, sizeof(oldbin), "%s.oldbin", pid_file);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_upgrade_config(&d, pid_file, "one");
+    spawn_copy(&d, binary);
+    for (int i = 0; i < 200 && read_pid(pid_file) != d.pid; i++)
+        usleep(10000);
+    ck_assert_int_eq(read_pid(pid_file), d.pid);
+
+    /* Replaced by something that is not a program. */
+    ck_assert_int_eq(unlink(binary), 0);
+    test_write_file(binary, "not a program\n");
+    ck_assert_int_eq(chmod(binary, 0755), 0);
+    const char *expected[] = {"could not be started", "exited with status 1"};
+    for (int i = 0; i < 2; i++) {
+        if (i == 1) {
+            char command[3 * PATH_MAX];
+            snprintf(command, sizeof(command), "cp '%s' '%s'", test_daemon_binary(), binary);
+            ck_assert_int_eq(system(command), 0);
+            test_write_file(d.conf, "workers 2;\nserver {\n    listen 127.0.0.1:0\n}\n");
+        }
+        kill(d.pid, SIGUSR2);
+        char *log = NULL;
+        for (int k = 0; k < 500; k++) {
+            usleep(20000);
+            free(log);
+            log = test_daemon_log(&d);
+            if (strstr(log, expected[i]) != NULL)
+                break;
+        }
+        ck_assert_msg(strstr(log, expected[i]) != NULL, "no \"%s\" in:\n%s", expected[i], log);
+        free(log);
+        ck_assert_int_eq(read_pid(pid_file), d.pid);
+        ck_assert_int_ne(access(oldbin, F_OK), 0);
+        char body[64];
+        ck_assert_int_eq(test_daemon_http_get("127.0.0.1", d.port, "/", body, sizeof(body)), 200);
+        ck_assert_str_eq(body, "one");
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/reload");
@@ -408,6 +624,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, ten_reloads_under_load_fail_no_request);
     tcase_add_test(tc, a_tls_keep_alive_connection_survives_a_reload);
     tcase_add_loop_test(tc, notifies_ready_reloading_ready_stopping, 0, 2);
+    tcase_add_test(tc, three_upgrades_under_load_fail_no_request);
+    tcase_add_test(tc, a_failed_upgrade_leaves_the_old_process_serving);
     suite_add_tcase(suite, tc);
     return suite;
 }
