@@ -197,20 +197,12 @@ void corral__loop_abort_conns(corral_loop *loop)
 
 /* ------------------------------------------------ moving between workers */
 
-int corral_conn_detach(corral_conn *conn, corral_conn_detached_cb detached, void *arg)
-{
-    assert(corral__loop_owned(conn->loop));
-    if (conn->state != CORRAL__CONN_OPEN || conn->listener == NULL || conn->loop->worker == NULL)
-        return -EINVAL;
-    if (conn->detaching || conn->splice_slot != 0)
-        return -EBUSY;
-    conn->detaching = true;
-    conn->detached_cb = detached;
-    conn->detached_arg = arg;
-    conn->detach_next = conn->loop->detach_list;
-    conn->loop->detach_list = conn;
-    return 0;
-}
+/* A corral_conn_detach() waiting for the end of the loop's iteration. */
+struct detach {
+    corral_conn *conn;
+    corral_conn_detached_cb cb;
+    void *arg;
+};
 
 /* Takes `conn` off its loop: out of the epoll set, the timer heap, the
  * connection list and the worker's count. */
@@ -225,42 +217,55 @@ static void conn_leave_loop(corral_conn *conn)
     conn->loop = NULL;
 }
 
-void corral__loop_detach_conns(corral_loop *loop, bool freeing)
+/* Deferred: the events of the iteration have all been handled, so none
+ * can refer to the connection any more. */
+static void conn_detach_now(void *arg)
 {
-    corral_conn *conn = loop->detach_list, *keep = NULL;
-    loop->detach_list = NULL;
-    while (conn != NULL) {
-        corral_conn *next = conn->detach_next;
-        if (!freeing && conn->state == CORRAL__CONN_OPEN &&
-            (conn->in_kick_list || conn->in_flush_list)) {
-            /* Kicked or given output after this iteration's passes: the
-             * next iteration handles those, then lets it go. */
-            conn->detach_next = keep;
-            keep = conn;
-            conn = next;
-            continue;
-        }
-        conn->detaching = false;
-        if (conn->state != CORRAL__CONN_OPEN) {
-            conn = next; /* closed meanwhile: freed as any other */
-            continue;
-        }
-        if (freeing || conn->splice_slot != 0) {
-            corral__conn_kick(conn); /* stays: read it again */
-            conn = next;
-            continue;
-        }
+    struct detach *detach = arg;
+    corral_conn *conn = detach->conn;
+    corral_loop *loop = conn->loop;
+    bool running = atomic_load_explicit(&loop->running, memory_order_relaxed);
+    bool open = conn->state == CORRAL__CONN_OPEN;
+    bool listed = conn->in_kick_list || conn->in_flush_list;
+    /* Kicked or given output meanwhile: the next iteration handles that. */
+    if (open && running && listed && corral_loop_defer(loop, conn_detach_now, detach) == 0)
+        return;
+    conn->detaching = false;
+    if (open && running && !listed && conn->splice_slot == 0) {
         conn_leave_loop(conn);
-        conn->detached_cb(conn, conn->detached_arg);
-        conn = next;
+        detach->cb(conn, detach->arg);
+    } else if (open) {
+        corral__conn_kick(conn); /* it stays: read it again */
+    } else if (!running) {
+        corral__loop_free_closed(loop); /* corral_loop_free() kept it for this */
     }
-    loop->detach_list = keep;
+    free(detach);
+}
+
+int corral_conn_detach(corral_conn *conn, corral_conn_detached_cb detached, void *arg)
+{
+    assert(corral__loop_owned(conn->loop));
+    if (conn->state != CORRAL__CONN_OPEN || conn->listener == NULL || conn->loop->worker == NULL)
+        return -EINVAL;
+    if (conn->detaching || conn->splice_slot != 0)
+        return -EBUSY;
+    struct detach *detach = malloc(sizeof(*detach));
+    if (detach == NULL)
+        return -ENOMEM;
+    *detach = (struct detach){conn, detached, arg};
+    if (corral_loop_defer(conn->loop, conn_detach_now, detach) != 0) {
+        free(detach);
+        return -ENOMEM;
+    }
+    conn->detaching = true;
+    return 0;
 }
 
 /* Frees a connection that belongs to no loop. */
 static void conn_free_detached(corral_conn *conn, int error)
 {
-    assert(conn->loop == NULL && conn->state == CORRAL__CONN_OPEN);
+    assert(conn->state == CORRAL__CONN_OPEN);
+    conn->loop = NULL;
     conn->state = CORRAL__CONN_CLOSED;
     if (conn->transport->destroy != NULL)
         conn->transport->destroy(conn);
@@ -289,19 +294,18 @@ void corral_conn_close_detached(corral_conn *conn, int error)
 static void conn_on_adopt(void *arg)
 {
     corral_conn *conn = arg;
-    corral_loop *loop = conn->detached_arg;
-    conn->detached_arg = NULL;
+    corral_loop *loop = conn->loop;
     /* Posts still queued when a loop is freed run there, outside its run. */
     if (!atomic_load_explicit(&loop->running, memory_order_relaxed)) {
         conn_free_detached(conn, -ECANCELED);
         return;
     }
     assert(corral__loop_owned(loop));
+    /* The timer takes the place of the post node, which is done with. */
     if (corral__timer_init(&conn->timer, loop, corral__conn_on_timer, conn) != 0) {
         conn_free_detached(conn, -ENOMEM);
         return;
     }
-    conn->loop = loop;
     conn->all_next = loop->all_conns;
     if (loop->all_conns != NULL)
         loop->all_conns->all_prev = conn;
@@ -325,7 +329,7 @@ void corral_conn_adopt(corral_worker *worker, corral_conn *conn, corral_listener
 {
     assert(conn->loop == NULL && conn->state == CORRAL__CONN_OPEN);
     conn->listener = listener;
-    conn->detached_arg = worker->loop; /* read back by the post, which publishes it */
+    conn->loop = worker->loop; /* read back by the post, which publishes it */
     conn->adopt_post = (struct corral__post){.cb = conn_on_adopt, .arg = conn, .embedded = true};
     corral__loop_post_node(worker->loop, &conn->adopt_post);
 }

@@ -101,9 +101,8 @@ struct corral_loop {
     corral_conn *flush_list;
     corral_conn *kick_list; /* connections to read from next iteration */
     corral_conn *closed_list;
-    corral_conn *all_conns;   /* every open connection, for stop and free */
-    corral_conn *detach_list; /* connections leaving at iteration end */
-    corral_io *freed_ios;     /* watchers freed this iteration, freed at its end */
+    corral_conn *all_conns; /* every open connection, for stop and free */
+    corral_io *freed_ios;   /* watchers freed this iteration, freed at its end */
 
     char *scratch; /* input lands here first, so idle connections hold no buffer */
     size_t scratch_size;
@@ -251,19 +250,18 @@ struct corral_conn {
 
     uint32_t read_timeout_ms, write_timeout_ms;
     uint64_t last_read, last_write, linger_deadline;
-    uint64_t app_deadline;     /* corral_conn_set_deadline(); 0 = none */
-    struct corral_timer timer; /* read/write timeouts and the linger bound */
+    uint64_t app_deadline; /* corral_conn_set_deadline(); 0 = none */
+    union {
+        struct corral_timer timer; /* read/write timeouts and the linger bound */
+        /* Between corral_conn_adopt() and its arrival, when the connection
+         * belongs to no loop and so has no timer. */
+        struct corral__post adopt_post;
+    };
 
     corral_conn *flush_next;
     corral_conn *kick_next;
     corral_conn *closed_next;
     corral_conn *all_prev, *all_next;
-
-    /* Moving to another worker (corral_conn_detach() and _adopt()). */
-    corral_conn_detached_cb detached_cb;
-    void *detached_arg;
-    corral_conn *detach_next;
-    struct corral__post adopt_post;
 };
 
 /* Whether the connection wants input now: open, and neither paused, backed
@@ -302,9 +300,6 @@ void corral__conn_destroy(corral_conn *conn, int error);
 /* Undoes corral__conn_new() before any callback saw the connection. */
 void corral__conn_free_unopened(corral_conn *conn);
 void corral__loop_free_closed(corral_loop *loop);
-/* Takes the connections that asked to leave (corral_conn_detach()) off the
- * loop, at iteration end; `freeing`: the loop is being freed, none leaves. */
-void corral__loop_detach_conns(corral_loop *loop, bool freeing);
 /* Calls on_stop on every connection (graceful stop). */
 void corral__loop_stop_conns(corral_loop *loop);
 void corral__loop_abort_conns(corral_loop *loop);

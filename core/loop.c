@@ -109,7 +109,6 @@ void corral_loop_free(corral_loop *loop)
         conn->in_kick_list = false;
     loop->flush_list = loop->kick_list = NULL;
     corral__loop_splices_done(loop); /* the aborts ended every splice */
-    corral__loop_detach_conns(loop, true);
     corral__loop_free_closed(loop);
     while (loop->deferred_count > 0)
         run_deferred(loop);
@@ -377,7 +376,6 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms)
     run_deferred(loop);
     corral__loop_splices_done(loop);
     corral__loop_flush(loop);
-    corral__loop_detach_conns(loop, false);
     corral__loop_free_closed(loop);
     free_watchers(loop);
     return 0;
@@ -393,7 +391,7 @@ int corral_loop_run(corral_loop *loop)
     while (!loop->stopping) {
         int timeout = corral__timers_next_timeout(loop);
         if (loop->deferred_count > 0 || loop->flush_list != NULL || loop->kick_list != NULL ||
-            loop->splices_done != NULL || loop->detach_list != NULL)
+            loop->splices_done != NULL)
             timeout = 0;
         err = corral__loop_run_once(loop, timeout);
         if (err != 0)

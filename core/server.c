@@ -196,7 +196,7 @@ int corral_server_listen_beside(corral_server *server, const int *fds, unsigned 
                                 corral_listener **out)
 {
     unsigned need = corral_server_sockets_per_listener(server);
-    if (count == 0 || need > server->worker_count)
+    if (count == 0)
         return -EINVAL;
     /* A stand-in listener for the new sockets: the address and options. */
     corral_listener model = {.fd = -1, .addrlen = sizeof(model.addr)};

@@ -402,7 +402,8 @@ typedef void (*corral_conn_detached_cb)(corral_conn *conn, void *arg);
  *  queued output, data, timeouts and deadline go with it.  If it closes or
  *  starts a splice before the iteration ends, it stays, and `detached` is
  *  not called.  Call on the connection's thread.  Returns 0, -EINVAL (not
- *  open, or an outgoing connection), -EBUSY (splicing, or already leaving). */
+ *  open, or an outgoing connection), -EBUSY (splicing, or already leaving),
+ *  -ENOMEM. */
 CORRAL_EXTERN int corral_conn_detach(corral_conn *conn, corral_conn_detached_cb detached,
                                      void *arg);
 
