@@ -21,6 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+extern char **environ;
+
 /* Sockets passed by systemd or by the process this one upgrades
  * (LISTEN_FDS), in the order passed, with their bound addresses: a
  * SO_REUSEPORT group's sockets are next to each other, in its order. */
@@ -325,44 +327,82 @@ const char *binary_started_from(void)
     return binary_path;
 }
 
+/* Whether environment entry `entry` sets one of the variables the new
+ * process gets from upgrade_spawn(). */
+static bool spawn_variable(const char *entry)
+{
+    static const char *const names[] = {
+        "LISTEN_PID=", "LISTEN_FDS=", "LISTEN_FDNAMES=", "CORRAL_UPGRADE_FD="};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strncmp(entry, names[i], strlen(names[i])) == 0)
+            return true;
+    return false;
+}
+
 int upgrade_spawn(const int *fds, unsigned count, int report_fd, pid_t *out)
 {
     if (binary_path == NULL)
         return -ENOENT;
-    pid_t pid = fork();
-    if (pid == -1)
-        return -errno;
-    if (pid > 0) {
-        *out = pid;
-        return 0;
+    /* Everything the child needs is made here: other threads run, so the
+     * child may call only async-signal-safe functions before exec (no
+     * malloc, no setenv).  LISTEN_PID is the child's own pid, written into
+     * its slot by the child. */
+    size_t env_count = 0;
+    while (environ[env_count] != NULL)
+        env_count++;
+    char **env = calloc(env_count + 4, sizeof(*env));
+    int *moved = calloc(count + 1, sizeof(*moved));
+    char listen_pid[32] = "LISTEN_PID=", listen_fds[32], report_var[48];
+    if (env == NULL || moved == NULL) {
+        free(env);
+        free(moved);
+        return -ENOMEM;
     }
-    /* The child: the sockets at 3, 4, ... as systemd passes them.  Moved
-     * above that range first, so that none is overwritten before its turn. */
+    size_t n = 0;
+    for (size_t i = 0; i < env_count; i++)
+        if (!spawn_variable(environ[i]))
+            env[n++] = environ[i];
+    snprintf(listen_fds, sizeof(listen_fds), "LISTEN_FDS=%u", count);
+    /* The report socket goes right after the listening sockets. */
+    snprintf(report_var, sizeof(report_var), "CORRAL_UPGRADE_FD=%u", 3 + count);
+    env[n++] = listen_pid;
+    env[n++] = listen_fds;
+    env[n++] = report_var;
+    env[n] = NULL;
+
+    pid_t pid = fork();
+    if (pid != 0) {
+        int err = pid == -1 ? -errno : 0;
+        free(env);
+        free(moved);
+        *out = pid;
+        return err;
+    }
+    /* The child: the sockets at 3, 4, ... as systemd passes them, then the
+     * report socket.  All are moved above that range first, so that none
+     * is overwritten before its turn; dup2() clears close-on-exec. */
     int high = 3 + (int)count + 1;
-    int report = fcntl(report_fd, F_DUPFD, high);
-    int *moved = calloc(count ? count : 1, sizeof(*moved));
-    if (report == -1 || moved == NULL)
-        _exit(127);
-    for (unsigned i = 0; i < count; i++)
-        if ((moved[i] = fcntl(fds[i], F_DUPFD, high)) == -1)
+    for (unsigned i = 0; i <= count; i++)
+        if ((moved[i] = fcntl(i < count ? fds[i] : report_fd, F_DUPFD_CLOEXEC, high)) == -1)
             _exit(127);
-    for (unsigned i = 0; i < count; i++)
-        if (dup2(moved[i], 3 + (int)i) == -1) /* dup2 clears close-on-exec */
+    for (unsigned i = 0; i <= count; i++)
+        if (dup2(moved[i], 3 + (int)i) == -1)
             _exit(127);
-    char number[32];
-    snprintf(number, sizeof(number), "%d", (int)getpid());
-    setenv("LISTEN_PID", number, 1);
-    snprintf(number, sizeof(number), "%u", count);
-    setenv("LISTEN_FDS", number, 1);
-    unsetenv("LISTEN_FDNAMES");
-    snprintf(number, sizeof(number), "%d", report);
-    setenv("CORRAL_UPGRADE_FD", number, 1);
+    /* getpid() in decimal, by hand: snprintf is not async-signal-safe. */
+    char digits[16];
+    size_t len = 0;
+    for (unsigned long v = (unsigned long)getpid(); len == 0 || v > 0; v /= 10)
+        digits[len++] = (char)('0' + v % 10);
+    size_t at = strlen("LISTEN_PID=");
+    while (len > 0)
+        listen_pid[at++] = digits[--len];
+    listen_pid[at] = '\0';
     /* The main thread blocks the signals it reads from a signalfd; the
      * mask would survive the exec. */
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    execv(binary_path, binary_argv);
+    execve(binary_path, binary_argv, env);
     _exit(127);
 }
 
