@@ -100,6 +100,7 @@ static void on_upgrade_report(corral_io *io, unsigned events, void *arg)
                     (int)upgrade.pid);
         notify_close();
         upgrade.done = true;
+        atomic_store_explicit(&daemon_state.stopping, true, memory_order_relaxed);
         generations_pass_to(upgrade.fd);
         stop_all(drain);
         return;
@@ -242,6 +243,43 @@ static void upgrade_start(void)
              binary_started_from(), (int)upgrade.pid, count);
 }
 
+static corral_timer *shutdown_timer; /* shutdown_delay after SIGTERM, then drain */
+
+/* Stops gracefully within the newest generation's drain timeout. */
+static void stop_gracefully(const char *why)
+{
+    /* The newest generation's drain timeout; none left: already stopping. */
+    struct generation *newest = daemon_state.generations;
+    uint32_t drain = newest != NULL ? newest->config->drain_timeout_ms : 0;
+    log_info("%s: stopping gracefully (up to %u ms)", why, drain);
+    stop_all(drain);
+}
+
+static void on_shutdown_delay(corral_timer *timer, void *arg)
+{
+    (void)timer;
+    (void)arg;
+    stop_gracefully("shutdown_delay over");
+}
+
+/* SIGTERM, SIGINT: /readyz answers 503 from now on.  With shutdown_delay,
+ * everything keeps serving that long, so that load balancers see it and
+ * stop sending before the listeners close; a second signal ends the wait. */
+static void begin_stop(int signo)
+{
+    atomic_store_explicit(&daemon_state.stopping, true, memory_order_relaxed);
+    struct generation *newest = daemon_state.generations;
+    uint32_t delay = newest != NULL ? newest->config->shutdown_delay_ms : 0;
+    if (delay > 0 && shutdown_timer != NULL && !corral_timer_active(shutdown_timer)) {
+        log_info("%s: not ready; stopping in %u ms (shutdown_delay)", strsignal(signo), delay);
+        corral_timer_start(shutdown_timer, delay);
+        return;
+    }
+    if (shutdown_timer != NULL)
+        corral_timer_stop(shutdown_timer);
+    stop_gracefully(strsignal(signo));
+}
+
 static void on_signal(int signo, void *arg)
 {
     (void)arg;
@@ -279,14 +317,17 @@ static void on_signal(int signo, void *arg)
         log_info("SIGQUIT: stopping now");
         stop_all(0);
         break;
-    default: {
-        /* The newest generation's drain timeout; none left: already stopping. */
-        struct generation *newest = daemon_state.generations;
-        uint32_t drain = newest != NULL ? newest->config->drain_timeout_ms : 0;
-        log_info("%s: stopping gracefully (up to %u ms)", strsignal(signo), drain);
-        stop_all(drain);
+    default: begin_stop(signo);
     }
-    }
+}
+
+/* Valid but serving nothing is almost always a mistake worth a word. */
+static bool listens_anywhere(const struct conf_config *config)
+{
+    for (size_t i = 0; i < config->server_count; i++)
+        if (config->servers[i].listen_count > 0)
+            return true;
+    return config->admin_listen_count > 0;
 }
 
 static void usage(FILE *to)
@@ -297,15 +338,17 @@ static void usage(FILE *to)
                 "             127.0.0.1:9090)\n"
                 "  -t         check the configuration and exit (0 if valid)\n"
                 "  --probe    print the kernel's capabilities and each wakeup mode's resolution\n"
-                "  -V         print the version\n"
+                "  -V, --version  print the version\n"
                 "signals: HUP reload, TERM/INT graceful stop, QUIT fast stop, USR1 reopen logs,\n"
                 "         USR2 binary upgrade\n");
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option longs[] = {
-        {"probe", no_argument, NULL, 'P'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {{"probe", no_argument, NULL, 'P'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {"version", no_argument, NULL, 'V'},
+                                          {NULL, 0, NULL, 0}};
     const char *path = NULL;
     bool test_only = false;
     int c;
@@ -334,6 +377,9 @@ int main(int argc, char **argv)
     struct conf_config *config;
     if (load_config(path, &config) != 0)
         return 1;
+    if (!listens_anywhere(config))
+        log_warn("%s: no server and no admin block has a listen directive: nothing will be served",
+                 config->path);
     if (test_only) {
         int err = check_config(config);
         if (err == 0)
@@ -356,6 +402,7 @@ int main(int argc, char **argv)
     static const int signals[] = {SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, 0};
     corral_signals *signal_watch = NULL;
     if (corral_loop_new(&main_loop) != 0 ||
+        corral_timer_new(main_loop, on_shutdown_delay, NULL, &shutdown_timer) != 0 ||
         corral_signals_new(main_loop, signals, on_signal, NULL, &signal_watch) != 0) {
         conf_free(config);
         goto out;
@@ -433,6 +480,7 @@ out:
     free(pid_file_old);
     notify_close();
     corral_signals_free(signal_watch);
+    corral_timer_free(shutdown_timer);
     corral_loop_free(main_loop);
     activated_sockets_close();
     return status;

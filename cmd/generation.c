@@ -4,6 +4,7 @@
  * on SIGHUP, stops them, and keeps the counters of those that have exited.
  */
 #include "cmd/generation.h"
+#include "cmd/metrics.h"
 #include "cmd/notify.h"
 #include "cmd/process.h"
 #include "cmd/runtime.h"
@@ -222,6 +223,9 @@ int generation_start(struct conf_config *config, struct generation *previous,
         goto fail;
     }
     memset(gen->stats, 0, workers * sizeof(*gen->stats));
+    err = metrics_attach(gen, workers);
+    if (err != 0)
+        goto fail;
 
     err = sites_build(gen, config, workers);
     if (err != 0)
@@ -312,11 +316,14 @@ static void retire_counters(struct generation *gen)
             retired->timeouts[k] += atomic_load(&gen->stats[i].timeouts[k]);
         for (int k = 0; k < HTTP2_COUNTERS; k++)
             retired->http2[k] += atomic_load(&gen->stats[i].http2[k]);
+        for (int k = 0; k < PROXY_PROTOCOL_FAILURES; k++)
+            retired->proxy_protocol[k] += atomic_load(&gen->stats[i].proxy_protocol[k]);
         tls_totals_add(&retired->tls, gen, i);
     }
     for (size_t i = 0; i < gen->upstream_count; i++)
         upstream_errors_add(retired->upstreams, &retired->upstream_count,
                             gen->upstreams[i].upstream);
+    metrics_retire(gen);
 }
 
 /* Main loop: the last worker of `arg` has exited. */

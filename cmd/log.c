@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -27,6 +28,8 @@ void daemon_log_write(enum corral_log_level level, const char *message, void *ar
     size_t prefix_len = 0;
     if (!plain)
         prefix_len = corral_log_prefix(level, prefix, sizeof(prefix));
+    else if (level == CORRAL_LOG_WARN)
+        prefix_len = (size_t)snprintf(prefix, sizeof(prefix), "warning: ");
     struct iovec line[] = {
         {prefix, prefix_len},
         {(void *)message, strlen(message)},

@@ -196,10 +196,14 @@ int conf__arg_address(struct conf_state *state, const struct conf_arg *arg, cons
 {
     struct sockaddr_storage addr;
     socklen_t len;
-    if (corral_parse_address(arg->text, &addr, &len) == 0)
+    int err = corral_parse_address(arg->text, &addr, &len);
+    if (err == 0)
         return 0;
+    if (err == -ENOENT)
+        return conf__error_at(state->error, &arg->pos, "%s \"%s\": host not found", kind,
+                              arg->text);
     return conf__error_at(state->error, &arg->pos,
-                          "invalid %s \"%s\" (expected HOST:PORT, [IPV6]:PORT, *:PORT or "
+                          "invalid %s \"%s\" (expected HOST:PORT, [IPV6]:PORT, *:PORT, PORT or "
                           "unix:/PATH)",
                           kind, arg->text);
 }

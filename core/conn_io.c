@@ -174,12 +174,16 @@ static void conn_read_input(corral_conn *conn)
             conn_on_eof(conn);
             return;
         }
+        corral__stat_bytes(conn, false, (size_t)n);
         conn->last_read = conn->loop->now;
         /* A short plain read drained the socket: the next edge will tell
          * when more arrives, so skip the read that would say EAGAIN.  Not
          * when the peer's FIN came with that edge (no new edge would report
-         * it), and not for a layered transport, which may hold bytes back. */
-        if ((size_t)n < space && !conn->transport->layered && !conn->peer_hup)
+         * it); a layered transport, which may hold bytes back, says itself. */
+        bool drained = conn->transport->drained != NULL
+                           ? conn->transport->drained(conn)
+                           : (size_t)n < space && !conn->transport->layered;
+        if (drained && !conn->peer_hup)
             conn->readable = false;
         if (buf == conn->loop->scratch) {
             conn_deliver(conn, buf, (size_t)n);
@@ -265,6 +269,7 @@ static void conn_flush(corral_conn *conn)
             return;
         }
         assert((size_t)n <= conn->out_len); /* a transport sends no more than asked */
+        corral__stat_bytes(conn, true, (size_t)n);
         conn->out_off += (uint32_t)n;
         conn->out_len -= (uint32_t)n;
         conn->last_write = conn->loop->now;
@@ -373,6 +378,7 @@ static ssize_t conn_write_direct(corral_conn *conn, const struct iovec *iov, int
     }
     if (n <= 0)
         return n;
+    corral__stat_bytes(conn, true, (size_t)n);
     conn->last_write = conn->loop->now;
     size_t queued = (size_t)n < conn->out_len ? (size_t)n : conn->out_len;
     conn->out_off += (uint32_t)queued;

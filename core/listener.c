@@ -34,7 +34,10 @@ int corral_parse_address(const char *text, struct sockaddr_storage *addr, sockle
 
     char host[256];
     const char *port;
-    if (text[0] == '[') {
+    if (text[0] >= '0' && text[0] <= '9' && text[strspn(text, "0123456789")] == '\0') {
+        host[0] = '\0'; /* a port alone: every IPv4 address, as "*:PORT" */
+        port = text;
+    } else if (text[0] == '[') {
         const char *end = strchr(text, ']');
         if (end == NULL || end[1] != ':' || (size_t)(end - text - 1) >= sizeof(host))
             return -EINVAL;
@@ -66,8 +69,14 @@ int corral_parse_address(const char *text, struct sockaddr_storage *addr, sockle
     }
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     struct addrinfo *found;
-    if (getaddrinfo(host, port, &hints, &found) != 0)
-        return -EINVAL;
+    int gai = getaddrinfo(host, port, &hints, &found);
+    /* "256.1.1.1" is a malformed address, not a name nobody knows. */
+    bool looks_numeric = host[strspn(host, "0123456789.")] == '\0' || strchr(host, ':') != NULL;
+    if (gai != 0)
+        return !looks_numeric && (gai == EAI_NONAME || gai == EAI_NODATA || gai == EAI_FAIL ||
+                                  gai == EAI_AGAIN)
+                   ? -ENOENT
+                   : -EINVAL;
     memcpy(addr, found->ai_addr, found->ai_addrlen);
     *addrlen = found->ai_addrlen;
     freeaddrinfo(found);

@@ -15,23 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
-
-/* "Thu, 03 Dec 2026 04:10:00 GMT", formatted once per second per thread:
- * an origin server with a clock sends Date (RFC 9110 6.6.1). */
-static const char *date_value(void)
-{
-    static _Thread_local char text[32]; /* 29 bytes of fixed-width fields */
-    static _Thread_local time_t formatted_at = -1;
-    time_t now = time(NULL);
-    if (now != formatted_at) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-        formatted_at = now;
-    }
-    return text;
-}
 
 /* Fields that describe one HTTP/1.1 connection and have no meaning in
  * HTTP/2 (RFC 9113 8.2.2): a client must treat a response with them as
@@ -147,8 +130,7 @@ static void h2_ex_begin(struct exchange *base, unsigned status, const char *head
     size_t n = 0;
     nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status_text, 7, 3, 0};
     nv[n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"corral", 6, 6, 0};
-    const char *date = date_value();
-    nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date, 4, strlen(date), 0};
+    nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)http_date(), 4, HTTP_DATE_LEN, 0};
     /* A coded body's length is that of the coded bytes, which HTTP/2 does
      * not frame: it is sent without one. */
     if (content_length >= 0 && codings.len == 0 && !informational && status != 204 &&
@@ -216,7 +198,7 @@ static void h2_ex_end(struct exchange *base, const char *trailers, size_t traile
         memcpy(st->trailers, trailers, trailers_len);
         st->trailers_len = trailers_len;
     }
-    h2_count_response(h2, st->status);
+    h2_count_response(h2, st);
     /* Logged here unless a handler was cut off before (then on its close) */
     if (h2->site->access_log != NULL && (st->handler_owns || st->handler == NULL))
         h2_log_exchange(st, st->status);

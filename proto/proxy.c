@@ -33,6 +33,7 @@ struct proxy_exchange {
     uint64_t tried;  /* servers tried, as bits */
     bool idempotent;
     bool chunked;      /* the request body goes out chunked */
+    bool trailers;     /* its last chunk went with the client's trailers */
     bool body_started; /* request body bytes went to the upstream: no retry */
     /* The response body is being spliced: px_on_spliced() runs once, and
      * frees the exchange if the client went away meanwhile (ex NULL). */
@@ -46,6 +47,8 @@ struct proxy_exchange {
      * already as it may a pooled one. */
     bool body_beyond_replay;
     uint64_t started_ms; /* loop clock, for $upstream_response_time */
+    uint64_t attempt_ns; /* when the current server got the request */
+    unsigned status;     /* the current server's response status */
     /* The body bytes sent on a pooled connection, kept (up to REPLAY_MAX)
      * until the response starts: if the upstream had closed that connection
      * meanwhile, the request is sent again, body and all. */
@@ -135,6 +138,7 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
 {
     struct proxy_exchange *px = owner;
     px_drop_replay(px);
+    px->status = head->status;
     struct h1_head_buf headers = {0};
     for (size_t i = 0; i < head->header_count; i++) {
         const struct http_header *h = &head->headers[i];
@@ -169,6 +173,8 @@ static void px_on_end(void *owner)
     struct upstream_conn *uc = &px->uc->base;
     px->uc = NULL;
     uc->worker->servers[uc->server].active--;
+    upstream_count_response(uc->worker, uc->server, px->status,
+                            corral_monotonic_ns() - px->attempt_ns);
     px_finish(px);
 }
 
@@ -379,6 +385,7 @@ static int px_send(struct proxy_exchange *px)
         }
         http1_client_attach(uc, &px_client_ops, px, &px->rq);
         px->uc = uc;
+        px->attempt_ns = corral_monotonic_ns();
         worker->servers[server].active++;
         if (uc->base.connected)
             http1_client_set_timeouts(uc);
@@ -611,12 +618,23 @@ static void proxy_on_body(struct exchange *ex, const char *data, size_t len)
     pause_client_if_backed_up(px, upstream);
 }
 
+/* Only a chunked body can carry them; one of known length drops them. */
+static void proxy_on_body_trailers(struct exchange *ex, const char *lines, size_t len)
+{
+    struct proxy_exchange *px = exchange_data(ex);
+    if (px == NULL || px->uc == NULL || !px->chunked || px->trailers)
+        return;
+    px->trailers = true;
+    struct iovec iov[3] = {{"0\r\n", 3}, {(void *)lines, len}, {"\r\n", 2}};
+    px_write_body(px, iov, 3);
+}
+
 static void proxy_on_body_end(struct exchange *ex)
 {
     struct proxy_exchange *px = exchange_data(ex);
     if (px == NULL)
         return;
-    if (px->uc != NULL && px->chunked)
+    if (px->uc != NULL && px->chunked && !px->trailers)
         px_write_body(px, &(struct iovec){H1_LAST_CHUNK, sizeof(H1_LAST_CHUNK) - 1}, 1);
     px->rq.sent = true;
     if (px->uc != NULL && px->uc->base.connected)
@@ -664,6 +682,7 @@ const struct http_handler proxy_handler = {
     .on_request = proxy_on_request,
     .on_body = proxy_on_body,
     .on_body_end = proxy_on_body_end,
+    .on_body_trailers = proxy_on_body_trailers,
     .on_abort = proxy_on_abort,
     .on_drain = proxy_on_drain,
     .on_tunnel_data = proxy_on_tunnel_data,

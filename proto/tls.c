@@ -220,6 +220,22 @@ static ssize_t tls_read(corral_conn *conn, void *buf, size_t len)
     return ret == 1 ? (ssize_t)n : tls_result(tc, ret);
 }
 
+/* Watches the socket BIO's reads: one that returned fewer bytes than
+ * OpenSSL asked for (with read-ahead, the room left in its record buffer)
+ * emptied the socket. */
+static long tls_observe_bio(BIO *bio, int oper, const char *argp, size_t len, int argi, long argl,
+                            int ret, size_t *processed)
+{
+    (void)argp;
+    (void)argi;
+    (void)argl;
+    if (oper == (BIO_CB_READ | BIO_CB_RETURN)) {
+        struct tls_conn *tc = (struct tls_conn *)BIO_get_callback_arg(bio);
+        tc->socket_drained = ret > 0 && processed != NULL && *processed < len;
+    }
+    return ret;
+}
+
 static ssize_t tls_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
 {
     struct tls_conn *tc = corral_conn_transport_state(conn);
@@ -281,6 +297,14 @@ static bool tls_input_pending(const corral_conn *conn)
     return SSL_has_pending(tc->ssl) || corral_plain_transport.input_pending(conn);
 }
 
+/* Nothing decrypted or buffered is left and the socket came back short:
+ * another SSL_read would only read EAGAIN from it. */
+static bool tls_drained(const corral_conn *conn)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    return tc->socket_drained && !SSL_has_pending(tc->ssl);
+}
+
 const struct corral_transport tls_transport = {
     .name = "tls",
     .layered = true,
@@ -289,6 +313,7 @@ const struct corral_transport tls_transport = {
     .shutdown = tls_shutdown,
     .destroy = tls_destroy,
     .input_pending = tls_input_pending,
+    .drained = tls_drained,
 };
 
 struct tls_conn *tls_conn_new(SSL_CTX *ctx, corral_conn *conn)
@@ -304,6 +329,9 @@ struct tls_conn *tls_conn_new(SSL_CTX *ctx, corral_conn *conn)
         return NULL;
     }
     SSL_set_app_data(tc->ssl, tc);
+    BIO *rbio = SSL_get_rbio(tc->ssl);
+    BIO_set_callback_arg(rbio, (char *)tc);
+    BIO_set_callback_ex(rbio, tls_observe_bio);
     return tc;
 }
 
@@ -494,9 +522,12 @@ static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_s
                                  (conf->ktls ? SSL_OP_ENABLE_KTLS : 0) |
                                  (conf->session_tickets ? 0 : SSL_OP_NO_TICKET));
     /* The connection retries a write with its buffer wherever it then is;
-     * idle connections give their record buffers back. */
+     * idle connections give their record buffers back.  Read-ahead takes
+     * whatever the socket holds in one read instead of a record header and
+     * then its body, and a short read then says the socket is empty. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_tlsext_servername_callback(ctx, on_server_name);
     SSL_CTX_set_tlsext_servername_arg(ctx, server);
     /* The argument only says whether h2 is offered too. */

@@ -16,6 +16,7 @@ struct tls_conn {
     SSL *ssl;
     corral_conn *conn;
     bool established;
+    bool socket_drained; /* the last read of the socket came back short */
     /* Server side */
     struct tls_stats *stats; /* may be NULL */
     corral_timer *handshake_timer;

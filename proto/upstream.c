@@ -160,7 +160,14 @@ void upstream_server_failed(struct proxy_upstream *up, struct upstream_worker *w
     if (conf->max_fails == 0)
         return;
     if (++state->fails >= conf->max_fails) {
+        /* Once per fail_timeout at most: the 502s that follow say nothing. */
+        corral_log(CORRAL_LOG_WARN,
+                   "upstream \"%s\": %s marked down for %u ms by this worker after %u failed "
+                   "attempt(s)",
+                   up->name, conf->address, conf->fail_timeout_ms, conf->max_fails);
         state->down_until = now + conf->fail_timeout_ms;
+        atomic_store_explicit(&worker->stats[server].down_until, state->down_until,
+                              memory_order_relaxed);
         state->fails = 0;
     }
 }
@@ -188,6 +195,7 @@ void upstream_pool_remove(struct upstream_conn *uc)
         uc->idle_next->idle_prev = uc->idle_prev;
     uc->idle_next = uc->idle_prev = NULL;
     uc->worker->idle_count--;
+    upstream_count_idle(uc->worker, uc->server, -1);
 }
 
 /* Nothing more is sent on a connection closed here and nothing it sends
@@ -211,6 +219,7 @@ void upstream_pool_release(struct upstream_conn *uc)
         state->idle->idle_prev = uc;
     state->idle = uc;
     uc->worker->idle_count++;
+    upstream_count_idle(uc->worker, uc->server, 1);
     corral_conn_resume_read(uc->conn); /* it may have been paused for a slow client */
     corral_conn_set_timeouts(uc->conn, up->idle_timeout_ms, 0);
 }
@@ -234,6 +243,9 @@ int upstream_connect(struct upstream_conn *uc, corral_loop *loop,
                      const struct corral_conn_handler *handler, void *data)
 {
     const struct upstream_server *s = &uc->upstream->servers[uc->server];
-    return corral_connect(loop, (const struct sockaddr *)&s->addr, s->addrlen, handler, data,
-                          &uc->conn);
+    int err = corral_connect(loop, (const struct sockaddr *)&s->addr, s->addrlen, handler, data,
+                             &uc->conn);
+    if (err == 0)
+        upstream_count_open(uc->worker, uc->server, 1);
+    return err;
 }

@@ -6,6 +6,7 @@
 #ifndef CORRAL_PROTO_UPSTREAM_H
 #define CORRAL_PROTO_UPSTREAM_H
 
+#include "proto/counter.h"
 #include "proto/tls.h"
 
 #include <corral.h>
@@ -105,11 +106,21 @@ struct server_state {
     struct upstream_conn *idle;
 };
 
+/* A worker's counters of one server, which other threads read (metrics,
+ * status): its open and pooled connections, and how long its responses
+ * took, from the request to the response's end, by status class. */
+struct upstream_server_stats {
+    _Atomic uint64_t open, idle;
+    _Atomic uint64_t down_until; /* a copy of server_state's, for other threads */
+    struct histogram response[STATUS_CLASSES];
+};
+
 struct upstream_worker {
     struct server_state servers[UPSTREAM_MAX_SERVERS];
     unsigned idle_count;
     uint64_t local_error_logged_ms;             /* loop clock; 0: never */
     _Atomic uint64_t errors[PROXY_ERROR_KINDS]; /* written by the worker only */
+    struct upstream_server_stats stats[UPSTREAM_MAX_SERVERS];
 } __attribute__((aligned(64)));
 
 struct proxy_upstream {
@@ -163,6 +174,36 @@ struct upstream_conn *upstream_pool_take(struct upstream_worker *worker, unsigne
 void upstream_pool_release(struct upstream_conn *uc);
 /* Takes `uc` out of its pool, if it is there. */
 void upstream_pool_remove(struct upstream_conn *uc);
+
+/* Whether `worker`'s passive health skips `server` at `now` (loop clock
+ * ms).  Any thread, for the status page: the value may be a moment old.
+ * Shared or active health state would answer here. */
+static inline bool upstream_server_down(const struct upstream_worker *worker, unsigned server,
+                                        uint64_t now)
+{
+    return atomic_load_explicit(&worker->stats[server].down_until, memory_order_relaxed) > now;
+}
+
+/* Counts a connection to `server` opened (+1) or closed (-1), or one
+ * going into (+1) or out of (-1) its pool.  The worker's thread only. */
+static inline void upstream_count_open(struct upstream_worker *worker, unsigned server, int delta)
+{
+    counter_add(&worker->stats[server].open, (uint64_t)(int64_t)delta);
+}
+
+static inline void upstream_count_idle(struct upstream_worker *worker, unsigned server, int delta)
+{
+    counter_add(&worker->stats[server].idle, (uint64_t)(int64_t)delta);
+}
+
+/* Counts a response of `status` from `server` that took `ns`. */
+static inline void upstream_count_response(struct upstream_worker *worker, unsigned server,
+                                           unsigned status, uint64_t ns)
+{
+    int class = status_class(status);
+    if (class >= 0)
+        histogram_observe(&worker->stats[server].response[class], ns);
+}
 
 /* Opens a connection to uc->server (uc->upstream, uc->worker and
  * uc->server set) with `handler` and its `data`.  Returns 0 or

@@ -65,6 +65,23 @@ START_TEST(check_config_exit_codes)
 
     snprintf(args, sizeof(args), "-t -c %s/missing.conf", test_daemon_dir());
     ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
+
+    /* Valid, but serving nothing: said, not refused. */
+    char empty[PATH_MAX];
+    test_daemon_file(empty, sizeof(empty), "empty.conf");
+    test_write_file(empty, "# nothing yet\n");
+    snprintf(args, sizeof(args), "-t -c %s", empty);
+    ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 0);
+    ck_assert_msg(strstr(out, "warning: ") != NULL && strstr(out, "nothing will be served") != NULL,
+                  "no warning in:\n%s", out);
+
+    /* A name that does not resolve is not a format error. */
+    test_write_file(bad, "server {\n    listen no-such-host.invalid:80;\n}\n");
+    snprintf(args, sizeof(args), "-t -c %s", bad);
+    ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
+    ck_assert_msg(
+        strstr(out, ":2:12: listen address \"no-such-host.invalid:80\": host not found") != NULL,
+        "%s", out);
 }
 END_TEST
 
@@ -76,6 +93,8 @@ START_TEST(probe_and_version)
     ck_assert_ptr_nonnull(strstr(out, "roundrobin  -> roundrobin"));
     ck_assert_ptr_nonnull(strstr(out, "herd        -> herd"));
     ck_assert_int_eq(test_daemon_run("-V", out, sizeof(out)), 0);
+    ck_assert_str_eq(out, "corral " CORRAL_VERSION "\n");
+    ck_assert_int_eq(test_daemon_run("--version", out, sizeof(out)), 0);
     ck_assert_str_eq(out, "corral " CORRAL_VERSION "\n");
 }
 END_TEST
@@ -232,8 +251,9 @@ static void *load_main(void *arg)
             fd = test_connect(load->port);
             reused = false;
         }
-        const char *req = load->keep_alive ? "GET / HTTP/1.1\r\nHost: t\r\n\r\n"
-                                           : "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+        const char *req = load->keep_alive
+                              ? "GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+                              : "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
         if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req)) {
             atomic_fetch_add(reused ? &load->retried : &load->failed, 1);
             close(fd);
@@ -821,7 +841,7 @@ START_TEST(metrics_keep_long_upstream_names_apart)
     ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", body, sizeof(body)), 200);
     snprintf(expected, sizeof(expected), "corral_upstream_errors_total{upstream=\"%s\",", a);
     ck_assert_msg(strstr(body, expected) != NULL, "no %s in\n%s", expected, body);
-    snprintf(expected, sizeof(expected), "upstream=\"%s\"", b);
+    snprintf(expected, sizeof(expected), "corral_upstream_errors_total{upstream=\"%s\"", b);
     ck_assert_msg(strstr(body, expected) == NULL, "%s counted for /a:\n%s", b, body);
     test_daemon_stop(&d);
     close(reserved);

@@ -651,6 +651,49 @@ START_TEST(servers_told_apart)
 }
 END_TEST
 
+/* real_ip and allow/deny: each block keeps what it writes and takes the
+ * rest from its parent, the lists as a whole (nginx's merge). */
+START_TEST(access_inheritance)
+{
+    struct conf_config *c =
+        parse_ok("set_real_ip_from 10.0.0.0/8;\nset_real_ip_from 2001:db8::1/64;\n"
+                 "real_ip_header X-Forwarded-For;\ndeny 192.0.2.1;\n"
+                 "server { listen 127.0.0.1:80 proxy_protocol; real_ip_recursive on;\n"
+                 "  location / { return 204; }\n"
+                 "  location /in { allow 10.1.2.3/16; deny all; real_ip_header proxy_protocol;\n"
+                 "    set_real_ip_from 172.16.0.0/12; return 204; }\n"
+                 "}\n"
+                 "server { listen 127.0.0.1:81; allow all; location / { return 204; } }\n");
+    const struct conf_server *s0 = &c->servers[0], *s1 = &c->servers[1];
+    const struct access_conf *top = &c->access, *a = &s0->locations[0].access,
+                             *in = &s0->locations[1].access, *b = &s1->locations[0].access;
+    ck_assert(s0->listens[0].proxy_protocol);
+    ck_assert(!s1->listens[0].proxy_protocol);
+    ck_assert_uint_eq(top->real_ip_from_count, 2);
+    ck_assert_uint_eq(top->real_ip_from[1].family, AF_INET6);
+    ck_assert_uint_eq(top->real_ip_from[1].bits, 64);
+    ck_assert_uint_eq(top->real_ip_from[1].addr[15], 0); /* host bits dropped */
+    ck_assert_uint_eq(a->real_ip_from_count, 2);
+    ck_assert_str_eq(a->real_ip_header, "X-Forwarded-For");
+    ck_assert(a->real_ip_recursive);
+    ck_assert_uint_eq(a->rule_count, 1);
+    ck_assert(!a->rules[0].allow);
+    ck_assert_uint_eq(in->real_ip_from_count, 1);
+    ck_assert_uint_eq(in->real_ip_from[0].bits, 12);
+    ck_assert(in->real_ip_proxy_protocol);
+    ck_assert(in->real_ip_recursive);
+    ck_assert_uint_eq(in->rule_count, 2);
+    ck_assert(in->rules[0].allow);
+    ck_assert_uint_eq(in->rules[0].net.addr[1], 1);
+    ck_assert_uint_eq(in->rules[0].net.addr[2], 0); /* 10.1.2.3/16 is 10.1.0.0/16 */
+    ck_assert_uint_eq(in->rules[1].net.family, AF_UNSPEC);
+    ck_assert(!b->real_ip_recursive);
+    ck_assert_uint_eq(b->rule_count, 1);
+    ck_assert(b->rules[0].allow);
+    conf_free(c);
+}
+END_TEST
+
 START_TEST(lexer_forms)
 {
     struct conf_config *c =
@@ -829,8 +872,8 @@ static const struct error_case error_cases[] = {
     /* admin */
     {"admin { }", "test.conf:1:1: \"admin\" has no \"listen\""},
     {"admin { listen nowhere; }",
-     "test.conf:1:16: invalid listen address \"nowhere\" (expected HOST:PORT, [IPV6]:PORT, *:PORT "
-     "or unix:/PATH)"},
+     "test.conf:1:16: invalid listen address \"nowhere\" (expected HOST:PORT, [IPV6]:PORT, *:PORT, "
+     "PORT or unix:/PATH)"},
     {"admin { listen [::1]:9090;\n listen [0:0::1]:9090; }",
      "test.conf:2:9: duplicate listen \"[0:0::1]:9090\" (first at line 1)"},
     {"admin { listen 127.0.0.1:9090;\n listen 127.0.0.1:9090; }",
@@ -842,10 +885,16 @@ static const struct error_case error_cases[] = {
     {"server {\n  location / { return 204; }\n}", "test.conf:1:1: server has no \"listen\""},
     {"server { listen 127.0.0.1:99999; }",
      "test.conf:1:17: invalid listen address \"127.0.0.1:99999\" (expected HOST:PORT, "
-     "[IPV6]:PORT, *:PORT or unix:/PATH)"},
+     "[IPV6]:PORT, *:PORT, PORT or unix:/PATH)"},
     {"server { listen 127.0.0.1:80 ssl; }",
      "test.conf:1:30: unknown listen parameter \"ssl\" (expected tls, http2, default_server, "
-     "deferred or backlog=N)"},
+     "deferred, proxy_protocol or backlog=N)"},
+    {"server { listen 127.0.0.1:80 proxy_protocol; server_name a; }\n"
+     "server { listen 127.0.0.1:80; server_name b; }",
+     "test.conf:2:17: listen \"127.0.0.1:80\" is not proxy_protocol here but proxy_protocol at "
+     "line 1"},
+    {"server { listen 127.0.0.1:80 proxy_protocol proxy_protocol; }",
+     "test.conf:1:45: duplicate parameter \"proxy_protocol\""},
     {"server { listen 127.0.0.1:80 http2; server_name a; }\n"
      "server { listen 127.0.0.1:80; server_name b; }",
      "test.conf:2:17: listen \"127.0.0.1:80\" is not http2 here but http2 at line 1"},
@@ -1022,13 +1071,13 @@ static const struct error_case error_cases[] = {
      "own, so give only https://UPSTREAM or https://HOST:PORT"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass https://[::1]:x; } }",
      "test.conf:1:55: invalid proxy_pass address \"[::1]:x\" (expected HOST:PORT, "
-     "[IPV6]:PORT, *:PORT or unix:/PATH)"},
+     "[IPV6]:PORT, *:PORT, PORT or unix:/PATH)"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://app/x; } }",
      "test.conf:1:55: proxy_pass \"http://app/x\" has a path; requests are passed on with their "
      "own, so give only http://UPSTREAM or http://HOST:PORT"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:port; } }",
      "test.conf:1:55: invalid proxy_pass address \"127.0.0.1:port\" (expected HOST:PORT, "
-     "[IPV6]:PORT, *:PORT or unix:/PATH)"},
+     "[IPV6]:PORT, *:PORT, PORT or unix:/PATH)"},
     {"server { listen 127.0.0.1:80; location / {\n proxy_pass http://127.0.0.1:1;\n"
      " proxy_tls_verify off; } }",
      "test.conf:3:2: \"proxy_tls_verify\" needs \"proxy_pass https://...\" in the same location"},
@@ -1067,7 +1116,7 @@ static const struct error_case error_cases[] = {
      "test.conf:2:10: duplicate upstream \"app\" (first at line 1)"},
     {"upstream app { server 127.0.0.1; }",
      "test.conf:1:23: invalid server address \"127.0.0.1\" (expected HOST:PORT, [IPV6]:PORT, "
-     "*:PORT or unix:/PATH)"},
+     "*:PORT, PORT or unix:/PATH)"},
     {"upstream app { server 127.0.0.1:1 weight=0; }",
      "test.conf:1:35: weight must be from 1 to 1000, got \"0\""},
     {"upstream app { server 127.0.0.1:1 max_fails=x; }", "test.conf:1:35: invalid number \"x\""},
@@ -1116,6 +1165,31 @@ static const struct error_case error_cases[] = {
     {"include x { }", "test.conf:1:11: \"include\" does not take a \"{ ... }\" block"},
     {"include '';", "test.conf:1:9: empty path"},
     {"include ./;", "test.conf:1:9: cannot read \".\": No such file or directory"},
+    /* real_ip, allow, deny */
+    {"set_real_ip_from 10.0.0.0/33;",
+     "test.conf:1:18: invalid prefix length in \"10.0.0.0/33\" (expected 0 to 32)"},
+    {"set_real_ip_from 2001:db8::/129;",
+     "test.conf:1:18: invalid prefix length in \"2001:db8::/129\" (expected 0 to 128)"},
+    {"set_real_ip_from all;",
+     "test.conf:1:18: invalid address \"all\" (expected an IPv4 or IPv6 address or "
+     "ADDRESS/BITS)"},
+    {"set_real_ip_from unix:;",
+     "test.conf:1:18: invalid address \"unix:\" (expected an IPv4 or IPv6 address or "
+     "ADDRESS/BITS)"},
+    {"set_real_ip_from 10.0.0.0/x;",
+     "test.conf:1:18: invalid prefix length in \"10.0.0.0/x\" (expected 0 to 32)"},
+    {"real_ip_header X-Real-IP; real_ip_header X-Forwarded-For;",
+     "test.conf:1:27: duplicate \"real_ip_header\" (first at line 1)"},
+    {"real_ip_header \"X Real\";", "test.conf:1:16: invalid header name \"X Real\""},
+    {"real_ip_recursive yes;", "test.conf:1:19: invalid value \"yes\" (expected on or off)"},
+    {"server { listen 127.0.0.1:80; location / { allow 10.0.0.300; return 204; } }",
+     "test.conf:1:50: invalid address \"10.0.0.300\" (expected an IPv4 or IPv6 address, "
+     "ADDRESS/BITS or all)"},
+    {"deny;", "test.conf:1:1: \"deny\" takes 1 argument, got 0"},
+    {"allow 10.0.0.1 10.0.0.2;", "test.conf:1:1: \"allow\" takes 1 argument, got 2"},
+    {"upstream app { server 127.0.0.1:1; deny all; }",
+     "test.conf:1:36: \"deny\" is not allowed in upstream (it belongs at top level or in "
+     "server or location)"},
 };
 
 START_TEST(error_table)
@@ -1587,6 +1661,7 @@ Suite *test_suite(void)
     tcase_add_test(valid, tls_server);
     tcase_add_test(valid, https_proxy_pass);
     tcase_add_test(valid, servers_told_apart);
+    tcase_add_test(valid, access_inheritance);
     tcase_add_test(valid, lexer_forms);
     tcase_add_test(valid, default_text_parses);
     tcase_add_test(valid, relative_paths_follow_their_file);

@@ -22,6 +22,7 @@ static const struct {
     {"127.0.0.1:8080", 0, "127.0.0.1:8080"},
     {"[::1]:443", 0, "[::1]:443"},
     {"*:80", 0, "0.0.0.0:80"},
+    {"80", 0, "0.0.0.0:80"},     /* a port alone, as nginx's "listen 80" */
     {"localhost:9090", 0, NULL}, /* 127.0.0.1 or ::1, by the resolver */
     {"unix:/tmp/corral.sock", 0, "unix:/tmp/corral.sock"},
     {"127.0.0.1", -EINVAL, NULL},
@@ -30,7 +31,8 @@ static const struct {
     {"127.0.0.1:-1", -EINVAL, NULL},
     {"127.0.0.1:80x", -EINVAL, NULL},
     {"[::1:80", -EINVAL, NULL},
-    {"no-such-host.invalid:80", -EINVAL, NULL},
+    {"no-such-host.invalid:80", -ENOENT, NULL},
+    {"80x", -EINVAL, NULL},
     {"unix:", -EINVAL, NULL},
     {"", -EINVAL, NULL},
 };
@@ -46,7 +48,8 @@ START_TEST(addresses_parse_and_format)
         if (err != 0 || address_cases[i].formatted == NULL)
             continue;
         char text[128];
-        ck_assert_int_eq(corral_format_address((struct sockaddr *)&addr, len, text, sizeof(text)), 0);
+        ck_assert_int_eq(corral_format_address((struct sockaddr *)&addr, len, text, sizeof(text)),
+                         0);
         ck_assert_str_eq(text, address_cases[i].formatted);
     }
 }
@@ -68,7 +71,8 @@ static void check_echo_on(const char *address_pattern)
     corral_server *server;
     ck_assert_int_eq(corral_server_new(&config, &server), 0);
     corral_listener *listener;
-    ck_assert_int_eq(corral_server_listen(server, address_pattern, NULL, &echo_handler, NULL, &listener), 0);
+    ck_assert_int_eq(
+        corral_server_listen(server, address_pattern, NULL, &echo_handler, NULL, &listener), 0);
     char bound[128];
     ck_assert_int_eq(corral_listener_address(listener, bound, sizeof(bound)), 0);
     ck_assert_str_ne(bound, address_pattern); /* port 0 became a real port */
@@ -172,8 +176,8 @@ START_TEST(a_socket_that_stops_listening_does_not_spin_the_worker)
     config.wakeup = CORRAL_WAKEUP_HERD;
     corral_server *server;
     ck_assert_int_eq(corral_server_new(&config, &server), 0);
-    ck_assert_int_eq(
-        corral_server_listen_fds(server, &fd, 1, NULL, &nodelay_handler, NULL, NULL), 0);
+    ck_assert_int_eq(corral_server_listen_fds(server, &fd, 1, NULL, &nodelay_handler, NULL, NULL),
+                     0);
     ck_assert_int_eq(corral_server_start(server), 0);
     shutdown(fd, SHUT_RDWR);
     usleep(300 * 1000);
@@ -195,12 +199,14 @@ START_TEST(address_in_use_fails_cleanly)
     ck_assert_int_eq(corral_server_new(&config, &first), 0);
     ck_assert_int_eq(corral_server_new(&config, &second), 0);
     corral_listener *listener;
-    ck_assert_int_eq(corral_server_listen(first, "127.0.0.1:0", NULL, &echo_handler, NULL, &listener), 0);
+    ck_assert_int_eq(
+        corral_server_listen(first, "127.0.0.1:0", NULL, &echo_handler, NULL, &listener), 0);
     char bound[64];
     corral_listener_address(listener, bound, sizeof(bound));
 
     int fds_before = test_fd_count();
-    ck_assert_int_eq(corral_server_listen(second, bound, NULL, &echo_handler, NULL, NULL), -EADDRINUSE);
+    ck_assert_int_eq(corral_server_listen(second, bound, NULL, &echo_handler, NULL, NULL),
+                     -EADDRINUSE);
     ck_assert_int_eq(test_fd_count(), fds_before);
     corral_server_free(second);
     corral_server_free(first);
@@ -215,10 +221,13 @@ START_TEST(bad_addresses_fail_cleanly)
     corral_server *server;
     ck_assert_int_eq(corral_server_new(&config, &server), 0);
     int fds_before = test_fd_count();
-    ck_assert_int_eq(corral_server_listen(server, "256.1.1.1:80", NULL, &echo_handler, NULL, NULL), -EINVAL);
-    ck_assert_int_eq(corral_server_listen(server, "127.0.0.1", NULL, &echo_handler, NULL, NULL), -EINVAL);
+    ck_assert_int_eq(corral_server_listen(server, "256.1.1.1:80", NULL, &echo_handler, NULL, NULL),
+                     -EINVAL);
+    ck_assert_int_eq(corral_server_listen(server, "127.0.0.1", NULL, &echo_handler, NULL, NULL),
+                     -EINVAL);
     /* Parses, but no interface has it. */
-    ck_assert_int_eq(corral_server_listen(server, "192.0.2.1:0", NULL, &echo_handler, NULL, NULL), -EADDRNOTAVAIL);
+    ck_assert_int_eq(corral_server_listen(server, "192.0.2.1:0", NULL, &echo_handler, NULL, NULL),
+                     -EADDRNOTAVAIL);
     ck_assert_int_eq(test_fd_count(), fds_before);
     corral_server_free(server);
 }

@@ -28,6 +28,12 @@ kill -TERM "$pid"
 wait "$pid" || fail "app exited with $?"
 pid=
 
+# The archive, linked as docs/embedding.md says: no libcorral.so needed.
+cc -o "$tmp/app-static" "$tmp/app.c" $(pkg-config --cflags corral) \
+  "$(pkg-config --variable=libdir corral)/libcorral.a" \
+  $(pkg-config --static --libs corral | sed 's/-lcorral//') || fail "build with the archive"
+if ldd "$tmp/app-static" | grep -q libcorral; then fail "the archive build links libcorral.so"; fi
+
 DESTDIR=$tmp/stage PREFIX=/usr ninja install >/dev/null
 for f in usr/lib/libcorral.a usr/lib/libcorral.so usr/include/corral.h usr/lib/pkgconfig/corral.pc \
          usr/sbin/corral usr/share/man/man8/corral.8 usr/lib/systemd/system/corral.service \
@@ -35,6 +41,7 @@ for f in usr/lib/libcorral.a usr/lib/libcorral.so usr/include/corral.h usr/lib/p
   [ -e "$tmp/stage/$f" ] || fail "DESTDIR install lacks $f"
 done
 grep -q '^prefix=/usr$' "$tmp/stage/usr/lib/pkgconfig/corral.pc" || fail "corral.pc prefix"
+grep -q '/usr/share/doc/corral/' "$tmp/stage/usr/share/man/man8/corral.8" || fail "man page doc path"
 grep -q 'ExecStart=/usr/sbin/corral' "$tmp/stage/usr/lib/systemd/system/corral.service" || fail "unit path"
 "$tmp/stage/usr/sbin/corral" -V | grep -q '^corral ' || fail "installed daemon does not run"
 echo "PASS: pkg-config build and DESTDIR install (library, daemon, man page, unit, docs)"
