@@ -5,6 +5,7 @@
  */
 #include "cmd/generation.h"
 #include "cmd/metrics.h"
+#include "cmd/notify.h"
 #include "cmd/process.h"
 #include "cmd/runtime.h"
 #include "proto/health.h"
@@ -12,18 +13,99 @@
 #include "proto/http1.h" /* the framer every site listens with */
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 struct daemon_state daemon_state = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static corral_loop *main_loop;
 static bool stopping;
-static int exit_status; /* 1 once the daemon stops because it cannot serve */
+static int exit_status;      /* 1 once the daemon stops because it cannot serve */
+static bool listened_beside; /* the last generation_start() joined the old sockets' group */
+
+/* The new process of a binary upgrade, which takes over idle connections
+ * on this socket once it serves: -1 until then.  Set before the stop that
+ * makes connections idle, read on the workers. */
+static atomic_int upgrade_channel = -1;
+
+void generations_pass_to(int channel)
+{
+    atomic_store_explicit(&upgrade_channel, channel, memory_order_release);
+}
+
+/* Passes a detached plain connection of `site` to the new process: its
+ * socket, and the address it was accepted on for the new process to find
+ * its site.  Then frees it here, which leaves the socket open there. */
+static int pass_connection(int channel, const struct site *site, corral_conn *conn)
+{
+    char address[128];
+    int err = corral_listener_address(site->listener, address, sizeof(address));
+    if (err != 0)
+        return err;
+    int fd = corral_conn_fd(conn);
+    union {
+        struct cmsghdr align;
+        char space[CMSG_SPACE(sizeof(int))];
+    } control = {0};
+    struct iovec iov = {.iov_base = address, .iov_len = strlen(address) + 1};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = control.space,
+                         .msg_controllen = sizeof(control.space)};
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+    ssize_t sent;
+    while ((sent = sendmsg(channel, &msg, MSG_DONTWAIT | MSG_NOSIGNAL)) == -1 && errno == EINTR)
+        ;
+    if (sent == -1)
+        return -errno; /* a full socket: closed here, as without an upgrade */
+    corral_conn_close_detached(conn, 0);
+    return 0;
+}
+
+/* http1's handover: a stopping generation's idle connection goes on to the
+ * newest generation's site for the same address, on its workers in turn,
+ * or else to the new process of a binary upgrade if it is plain (TLS state
+ * cannot leave the process) and holds no unconsumed input.  The choice and
+ * the post to the worker happen under the lock, so that the newest
+ * generation cannot exit between the two. */
+static int hand_over(const struct http_site *from, corral_conn *conn, bool detached)
+{
+    static atomic_uint turn;
+    const struct site *old =
+        (const struct site *)((const char *)from - offsetof(struct site, http));
+    int err = -ENOENT;
+    pthread_mutex_lock(&daemon_state.lock);
+    struct generation *newest = daemon_state.generations;
+    struct site *site =
+        newest != NULL && !newest->stop_requested ? find_site(newest, old->address) : NULL;
+    if (site != NULL && site != old && site->listener != NULL) {
+        err = 0;
+        if (detached) {
+            unsigned index = atomic_fetch_add_explicit(&turn, 1, memory_order_relaxed) %
+                             corral_server_worker_count(newest->server);
+            http1_conn_rebind(conn, &site->http, index);
+            corral_conn_adopt(corral_server_worker(newest->server, index), conn, site->listener);
+        }
+    }
+    pthread_mutex_unlock(&daemon_state.lock);
+    int channel = atomic_load_explicit(&upgrade_channel, memory_order_acquire);
+    if (err != 0 && channel != -1 && corral_conn_transport_state(conn) == NULL &&
+        corral_conn_kept_input(conn) == 0)
+        err = detached ? pass_connection(channel, old, conn) : 0;
+    return err;
+}
 
 void generations_init(corral_loop *loop)
 {
     main_loop = loop;
+    http1_set_handover(hand_over);
 }
 
 int generations_exit_status(void)
@@ -46,10 +128,16 @@ static int site_listen(struct generation *gen, struct site *site, struct generat
         return corral_server_listen_fds(gen->server, fds, count, &site->listen_options,
                                         &http1_server_handler, &site->http, &site->listener);
     }
-    const int *activated = activated_socket_find(site->address);
-    if (activated != NULL)
-        return corral_server_listen_fds(gen->server, activated, 1, &site->listen_options,
+    const int *activated;
+    unsigned count = activated_sockets_find(site->address, &activated);
+    /* One socket serves in any layout; a group passed by the process this
+     * one upgrades is used as it is, or joined in another layout. */
+    if (count == 1 || (count > 0 && count == corral_server_sockets_per_listener(gen->server)))
+        return corral_server_listen_fds(gen->server, activated, count, &site->listen_options,
                                         &http1_server_handler, &site->http, &site->listener);
+    if (count > 0)
+        return corral_server_listen_beside(gen->server, activated, count, &site->listen_options,
+                                           &http1_server_handler, &site->http, &site->listener);
     return corral_server_listen(gen->server, site->address, &site->listen_options,
                                 &http1_server_handler, &site->http, &site->listener);
 }
@@ -64,6 +152,44 @@ static int site_relisten(struct generation *gen, struct site *site, struct gener
         return site_listen(gen, site, NULL);
     return corral_server_listen(gen->server, bound, &site->listen_options, &http1_server_handler,
                                 &site->http, &site->listener);
+}
+
+/* A change of socket layout (shared socket or one per worker, or another
+ * worker count): the new generation listens beside the previous one's
+ * sockets, in one SO_REUSEPORT group with them, so that the port never
+ * stops accepting; closing the old sockets once the previous generation
+ * stops hands over what they queued (corral_server_close_listeners()).
+ * Returns 0, or -errno for the sites still without a listener. */
+static int listen_beside(struct generation *gen, struct generation *previous)
+{
+    int err = 0;
+    for (size_t i = 0; i < gen->site_count && err == 0; i++) {
+        struct site *site = &gen->sites[i];
+        struct site *old = find_site(previous, site->address);
+        if (site->listener != NULL || old == NULL || old->listener == NULL)
+            continue;
+        const int *fds;
+        unsigned count = corral_listener_fds(old->listener, &fds);
+        err = corral_server_listen_beside(gen->server, fds, count, &site->listen_options,
+                                          &http1_server_handler, &site->http, &site->listener);
+    }
+    return err;
+}
+
+/* After a layout change, once the previous generation's sockets are closed:
+ * a shared socket leaves the SO_REUSEPORT group it was made in, so that
+ * another process binding its port fails again. */
+static void leave_reuseport_groups(struct generation *gen)
+{
+    if (corral_server_sockets_per_listener(gen->server) != 1)
+        return;
+    int zero = 0;
+    for (size_t i = 0; i < gen->site_count; i++) {
+        const int *fds;
+        if (gen->sites[i].listener != NULL && corral_listener_port(gen->sites[i].listener) != 0 &&
+            corral_listener_fds(gen->sites[i].listener, &fds) == 1)
+            setsockopt(fds[0], SOL_SOCKET, SO_REUSEPORT, &zero, sizeof(zero));
+    }
 }
 
 static void on_generation_exit(void *arg);
@@ -168,11 +294,14 @@ int generation_start(struct conf_config *config, struct generation *previous,
             goto fail;
         }
     }
-    if (layout_changed) {
+    listened_beside = layout_changed;
+    if (layout_changed && listen_beside(gen, previous) != 0) {
+        listened_beside = false;
         /* Switching between shared and per-worker sockets needs new sockets
-         * on the same ports, which the old ones block. */
-        log_warn("the listening socket layout changes (wakeup or workers): re-creating the "
-                 "sockets; connections queued at this instant may be reset");
+         * on the same ports, which the old ones block when they cannot be
+         * joined (another user made them, before the privilege drop). */
+        log_warn("the listening socket layout changes (wakeup or workers): closing the "
+                 "sockets to re-create them; connections arriving meanwhile are refused");
         corral_server_close_listeners(previous->server);
         previous->listeners_closed = true;
         for (size_t i = 0; i < gen->site_count; i++) {
@@ -295,7 +424,10 @@ static void generation_stop(struct generation *gen, uint32_t graceful_ms)
         corral_server_close_listeners(gen->server);
         gen->listeners_closed = true;
     }
+    /* Under the lock: the handover reads it on the workers. */
+    pthread_mutex_lock(&daemon_state.lock);
     gen->stop_requested = true;
+    pthread_mutex_unlock(&daemon_state.lock);
     /* The newer generation checks the servers now. */
     for (size_t i = 0; i < gen->upstream_count; i++) {
         upstream_health_stop(gen->upstreams[i].upstream);
@@ -304,13 +436,10 @@ static void generation_stop(struct generation *gen, uint32_t graceful_ms)
     corral_server_stop(gen->server, graceful_ms);
 }
 
-void reload(void)
+/* SIGHUP, once the daemon is known to be serving. */
+static void reload_generation(void)
 {
-    /* No generation left means stopping: when the newest one exits on its
-     * own, the daemon stops. */
     struct generation *previous = daemon_state.generations, *gen;
-    if (stopping || previous == NULL)
-        return;
     struct conf_config *config;
     log_info("SIGHUP: reloading %s",
              daemon_state.config_path ? daemon_state.config_path : "the built-in configuration");
@@ -352,12 +481,47 @@ void reload(void)
     log_info("generation %u: draining (up to %u ms)", previous->number,
              previous->config->drain_timeout_ms);
     generation_stop(previous, previous->config->drain_timeout_ms);
+    if (listened_beside)
+        leave_reuseport_groups(gen);
+}
+
+void reload(void)
+{
+    /* No generation left means stopping: when the newest one exits on its
+     * own, the daemon stops. */
+    if (stopping || daemon_state.generations == NULL)
+        return;
+    notify_reloading();
+    reload_generation();
+    /* Ready again, on the new configuration or on the one before. */
+    if (!stopping)
+        generations_notify("READY=1\n");
+}
+
+void generations_notify(const char *state)
+{
+    if (!notify_enabled())
+        return;
+    uint64_t connections = 0;
+    /* The list changes only on this thread; the counters are atomic. */
+    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
+        for (unsigned i = 0; i < corral_server_worker_count(g->server); i++) {
+            struct corral_worker_stats stats;
+            corral_server_stats(g->server, i, &stats);
+            connections += stats.connections_active;
+        }
+    }
+    const struct generation *newest = daemon_state.generations;
+    notify_send("%sSTATUS=generation %u, %llu connections", state, newest ? newest->number : 0,
+                (unsigned long long)connections);
 }
 
 /* Stops every generation; the main loop ends when the last has exited, or
  * now if none is left. */
 void stop_all(uint32_t graceful_ms)
 {
+    if (!stopping)
+        generations_notify("STOPPING=1\n");
     stopping = true;
     /* The list changes only on this thread: no lock needed to walk it. */
     for (struct generation *g = daemon_state.generations; g != NULL; g = g->next)

@@ -33,8 +33,18 @@ void log_wakeup(const struct generation *gen);
 
 /* SIGHUP: reloads the configuration into a new generation and drains the
  * previous one; on failure the previous one keeps serving, or the daemon
- * stops when it can no longer accept. */
+ * stops when it can no longer accept.  The service manager sees RELOADING,
+ * then READY. */
 void reload(void);
+
+/* A binary upgrade's new process serves: from now on, stopping hands it
+ * the idle plain connections over `channel` (a unix socket) instead of
+ * closing them. */
+void generations_pass_to(int channel);
+
+/* Tells the service manager `state` (newline-terminated assignments, or
+ * "") with a STATUS line: the newest generation and the open connections. */
+void generations_notify(const char *state);
 
 /* Stops every generation within `graceful_ms`; the main loop ends when the
  * last has exited, or now if none is left. */

@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <netinet/in.h>
+#include <limits.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,12 +21,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Sockets passed by systemd (LISTEN_FDS), by bound address. */
+extern char **environ;
+
+/* Sockets passed by systemd or by the process this one upgrades
+ * (LISTEN_FDS), in the order passed, with their bound addresses: a
+ * SO_REUSEPORT group's sockets are next to each other, in its order. */
 struct activated_socket {
     char address[128];
-    int fd;
 };
 static struct activated_socket *activated;
+static int *activated_fds;
 static size_t activated_count;
 
 /* systemd socket activation: LISTEN_PID is us, LISTEN_FDS sockets from 3. */
@@ -34,7 +40,15 @@ void collect_activated_sockets(void)
     if (pid == NULL || fds == NULL || atol(pid) != (long)getpid())
         return;
     int count = atoi(fds);
-    activated = calloc((size_t)(count > 0 ? count : 1), sizeof(*activated));
+    size_t slots = (size_t)(count > 0 ? count : 1);
+    activated = calloc(slots, sizeof(*activated));
+    activated_fds = calloc(slots, sizeof(*activated_fds));
+    if (activated == NULL || activated_fds == NULL) {
+        free(activated);
+        free(activated_fds);
+        activated = NULL;
+        activated_fds = NULL;
+    }
     for (int i = 0; activated != NULL && i < count; i++) {
         int fd = 3 + i;
         struct sockaddr_storage addr;
@@ -44,7 +58,7 @@ void collect_activated_sockets(void)
                                   sizeof(activated[activated_count].address)) != 0)
             continue;
         fcntl(fd, F_SETFD, FD_CLOEXEC);
-        activated[activated_count++].fd = fd;
+        activated_fds[activated_count++] = fd;
         log_info("socket activation: %s (fd %d)", activated[activated_count - 1].address, fd);
     }
     unsetenv("LISTEN_PID");
@@ -52,20 +66,51 @@ void collect_activated_sockets(void)
     unsetenv("LISTEN_FDNAMES");
 }
 
-const int *activated_socket_find(const char *address)
+/* Whether the passed socket bound to `bound` serves `address`, which has
+ * port 0: any port on the same host (the one the process before picked). */
+static bool same_host(const char *bound, const char *address)
 {
-    for (size_t i = 0; i < activated_count; i++)
-        if (conf_same_address(activated[i].address, address))
-            return &activated[i].fd;
-    return NULL;
+    struct sockaddr_storage a, b;
+    socklen_t a_len, b_len;
+    if (corral_parse_address(address, &a, &a_len) != 0 ||
+        corral_parse_address(bound, &b, &b_len) != 0 || a.ss_family != b.ss_family)
+        return false;
+    if (a.ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const void *)&a, *y = (const void *)&b;
+        return x->sin_port == 0 && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (a.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const void *)&a, *y = (const void *)&b;
+        return x->sin6_port == 0 && memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0;
+    }
+    return false;
+}
+
+unsigned activated_sockets_find(const char *address, const int **fds)
+{
+    size_t i = 0;
+    while (i < activated_count && !conf_same_address(activated[i].address, address))
+        i++;
+    if (i == activated_count)
+        for (i = 0; i < activated_count && !same_host(activated[i].address, address); i++)
+            ;
+    if (i == activated_count)
+        return 0;
+    size_t n = 1;
+    while (i + n < activated_count && strcmp(activated[i + n].address, activated[i].address) == 0)
+        n++;
+    *fds = &activated_fds[i];
+    return (unsigned)n;
 }
 
 void activated_sockets_close(void)
 {
     for (size_t i = 0; i < activated_count; i++)
-        close(activated[i].fd);
+        close(activated_fds[i]);
     free(activated);
+    free(activated_fds);
     activated = NULL;
+    activated_fds = NULL;
     activated_count = 0;
 }
 
@@ -240,4 +285,142 @@ void pid_file_release(const char *path)
     }
     if (err != 0)
         log_error("pid_file %s: removing it: %s", path, strerror(-err));
+}
+
+/* ----------------------------------------------------------- binary upgrade */
+
+static char *binary_path;  /* the binary this process was started from */
+static char **binary_argv; /* and its arguments */
+
+void remember_binary(char **argv)
+{
+    binary_argv = argv;
+    const char *name = argv[0];
+    if (strchr(name, '/') != NULL) {
+        /* Relative to the directory it was started from, which the daemon
+         * may not stay in: made absolute now. */
+        char cwd[PATH_MAX];
+        if (name[0] == '/' || getcwd(cwd, sizeof(cwd)) == NULL)
+            binary_path = strdup(name);
+        else if (asprintf(&binary_path, "%s/%s", cwd, name) == -1)
+            binary_path = NULL;
+        return;
+    }
+    /* Found on PATH, as the shell found it. */
+    const char *path = getenv("PATH");
+    for (const char *dir = path; dir != NULL && *dir != '\0';) {
+        size_t len = strcspn(dir, ":");
+        char *candidate;
+        if (asprintf(&candidate, "%.*s/%s", (int)len, dir, name) != -1) {
+            if (access(candidate, X_OK) == 0) {
+                binary_path = candidate;
+                return;
+            }
+            free(candidate);
+        }
+        dir += len + (dir[len] == ':');
+    }
+}
+
+const char *binary_started_from(void)
+{
+    return binary_path;
+}
+
+/* Whether environment entry `entry` sets one of the variables the new
+ * process gets from upgrade_spawn(). */
+static bool spawn_variable(const char *entry)
+{
+    static const char *const names[] = {
+        "LISTEN_PID=", "LISTEN_FDS=", "LISTEN_FDNAMES=", "CORRAL_UPGRADE_FD="};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strncmp(entry, names[i], strlen(names[i])) == 0)
+            return true;
+    return false;
+}
+
+int upgrade_spawn(const int *fds, unsigned count, int report_fd, pid_t *out)
+{
+    if (binary_path == NULL)
+        return -ENOENT;
+    /* Everything the child needs is made here: other threads run, so the
+     * child may call only async-signal-safe functions before exec (no
+     * malloc, no setenv).  LISTEN_PID is the child's own pid, written into
+     * its slot by the child. */
+    size_t env_count = 0;
+    while (environ[env_count] != NULL)
+        env_count++;
+    char **env = calloc(env_count + 4, sizeof(*env));
+    int *moved = calloc(count + 1, sizeof(*moved));
+    char listen_pid[32] = "LISTEN_PID=", listen_fds[32], report_var[48];
+    if (env == NULL || moved == NULL) {
+        free(env);
+        free(moved);
+        return -ENOMEM;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < env_count; i++)
+        if (!spawn_variable(environ[i]))
+            env[n++] = environ[i];
+    snprintf(listen_fds, sizeof(listen_fds), "LISTEN_FDS=%u", count);
+    /* The report socket goes right after the listening sockets. */
+    snprintf(report_var, sizeof(report_var), "CORRAL_UPGRADE_FD=%u", 3 + count);
+    env[n++] = listen_pid;
+    env[n++] = listen_fds;
+    env[n++] = report_var;
+    env[n] = NULL;
+
+    pid_t pid = fork();
+    if (pid != 0) {
+        int err = pid == -1 ? -errno : 0;
+        free(env);
+        free(moved);
+        *out = pid;
+        return err;
+    }
+    /* The child: the sockets at 3, 4, ... as systemd passes them, then the
+     * report socket.  All are moved above that range first, so that none
+     * is overwritten before its turn; dup2() clears close-on-exec. */
+    int high = 3 + (int)count + 1;
+    for (unsigned i = 0; i <= count; i++)
+        if ((moved[i] = fcntl(i < count ? fds[i] : report_fd, F_DUPFD_CLOEXEC, high)) == -1)
+            _exit(127);
+    for (unsigned i = 0; i <= count; i++)
+        if (dup2(moved[i], 3 + (int)i) == -1)
+            _exit(127);
+    /* getpid() in decimal, by hand: snprintf is not async-signal-safe. */
+    char digits[16];
+    size_t len = 0;
+    for (unsigned long v = (unsigned long)getpid(); len == 0 || v > 0; v /= 10)
+        digits[len++] = (char)('0' + v % 10);
+    size_t at = strlen("LISTEN_PID=");
+    while (len > 0)
+        listen_pid[at++] = digits[--len];
+    listen_pid[at] = '\0';
+    /* The main thread blocks the signals it reads from a signalfd; the
+     * mask would survive the exec. */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(binary_path, binary_argv, env);
+    _exit(127);
+}
+
+int upgrade_collect_report(void)
+{
+    const char *text = getenv("CORRAL_UPGRADE_FD");
+    if (text == NULL)
+        return -1;
+    int fd = atoi(text);
+    unsetenv("CORRAL_UPGRADE_FD");
+    return fd >= 3 && fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 ? fd : -1;
+}
+
+void upgrade_report_ready(int fd)
+{
+    ssize_t n;
+    while ((n = send(fd, "R", 1, MSG_NOSIGNAL)) == -1 && errno == EINTR)
+        ;
+    if (n != 1)
+        log_warn("reporting the upgrade done: %s", strerror(errno));
 }

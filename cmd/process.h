@@ -7,18 +7,22 @@
 
 #include "conf/config.h"
 
-/* systemd socket activation: when LISTEN_PID is this process, takes the
- * LISTEN_FDS sockets from descriptor 3 on (made close-on-exec) and unsets
- * the variables.  Call before anything else opens a descriptor. */
+#include <sys/types.h>
+
+/* systemd socket activation, or sockets from the process this one
+ * upgrades: when LISTEN_PID is this process, takes the LISTEN_FDS sockets
+ * from descriptor 3 on (made close-on-exec) and unsets the variables.  Call
+ * before anything else opens a descriptor. */
 void collect_activated_sockets(void);
 
-/* The descriptor of the socket systemd passed for `address` (the same
- * address as the kernel reports it, whatever the spelling), or NULL.  Valid
- * until activated_sockets_close(). */
-const int *activated_socket_find(const char *address);
+/* The sockets passed for `address` (the same address as the kernel reports
+ * it, whatever the spelling): sets *fds to them and returns how many (a
+ * SO_REUSEPORT group passed whole, in its order), or 0.  Valid until
+ * activated_sockets_close(). */
+unsigned activated_sockets_find(const char *address, const int **fds);
 
-/* Closes the sockets systemd passed, once no generation will take them
- * over, and forgets them.  Called again, does nothing. */
+/* Closes the passed sockets, once no generation will take them over, and
+ * forgets them.  Called again, does nothing. */
 void activated_sockets_close(void);
 
 /* Raises the open files limit toward what `workers` workers with the
@@ -41,5 +45,28 @@ int pid_file_keeper_start(const char *path);
 /* Removes the pid file at `path` if it still holds this process's pid:
  * through the keeper if there is one.  Failures are logged. */
 void pid_file_release(const char *path);
+
+/* Binary upgrade (SIGUSR2).  Remembers the binary this process was started
+ * from, as an absolute path (/proc/self/exe names the old file once a new
+ * one is installed over it), and its arguments, which must outlive it. */
+void remember_binary(char **argv);
+
+/* The path remember_binary() found, or NULL. */
+const char *binary_started_from(void);
+
+/* Starts the remembered binary with the same arguments, passing it the
+ * listening sockets `fds` the systemd way (LISTEN_FDS) and `report_fd`, a
+ * unix socket, for upgrade_report_ready() (CORRAL_UPGRADE_FD).  Returns 0 with *pid set, or
+ * -errno (fork).  A failed exec shows as the child's exit status 127. */
+int upgrade_spawn(const int *fds, unsigned count, int report_fd, pid_t *pid);
+
+/* In the new process: the socket to report on, if this process was started
+ * by an upgrade (else -1); the caller owns it.  Call early, with
+ * collect_activated_sockets(). */
+int upgrade_collect_report(void);
+
+/* In the new process, once it serves: tells the process it upgrades, which
+ * then passes its idle connections on that socket and stops. */
+void upgrade_report_ready(int fd);
 
 #endif

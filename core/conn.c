@@ -157,7 +157,8 @@ void corral__loop_free_closed(corral_loop *loop)
     loop->closed_list = NULL;
     while (conn != NULL) {
         corral_conn *next = conn->closed_next;
-        if (conn->in_flush_list || conn->in_kick_list || conn->splice_slot != 0) {
+        if (conn->in_flush_list || conn->in_kick_list || conn->splice_slot != 0 ||
+            conn->detaching) {
             /* Still linked from a list processed next iteration, or from a
              * splice whose callback is still to run. */
             conn->closed_next = keep;
@@ -194,6 +195,145 @@ void corral__loop_abort_conns(corral_loop *loop)
 {
     for (corral_conn *conn = loop->all_conns; conn != NULL; conn = conn->all_next)
         corral__conn_destroy(conn, -ECONNABORTED);
+}
+
+/* ------------------------------------------------ moving between workers */
+
+/* A corral_conn_detach() waiting for the end of the loop's iteration. */
+struct detach {
+    corral_conn *conn;
+    corral_conn_detached_cb cb;
+    void *arg;
+};
+
+/* Takes `conn` off its loop: out of the epoll set, the timer heap, the
+ * connection list and the worker's count. */
+static void conn_leave_loop(corral_conn *conn)
+{
+    if (conn->registered)
+        corral__loop_unwatch(conn->loop, conn->fd);
+    conn->registered = false;
+    corral__timer_deinit(&conn->timer);
+    conn_unlink(conn);
+    conn->all_prev = conn->all_next = NULL;
+    conn->loop = NULL;
+}
+
+/* Deferred: the events of the iteration have all been handled, so none
+ * can refer to the connection any more. */
+static void conn_detach_now(void *arg)
+{
+    struct detach *detach = arg;
+    corral_conn *conn = detach->conn;
+    corral_loop *loop = conn->loop;
+    bool running = atomic_load_explicit(&loop->running, memory_order_relaxed);
+    bool open = conn->state == CORRAL__CONN_OPEN;
+    bool listed = conn->in_kick_list || conn->in_flush_list;
+    /* Kicked or given output meanwhile: the next iteration handles that. */
+    if (open && running && listed && corral_loop_defer(loop, conn_detach_now, detach) == 0)
+        return;
+    conn->detaching = false;
+    if (open && running && !listed && conn->splice_slot == 0) {
+        conn_leave_loop(conn);
+        detach->cb(conn, detach->arg);
+    } else if (open) {
+        corral__conn_kick(conn); /* it stays: read it again */
+    } else if (!running) {
+        corral__loop_free_closed(loop); /* corral_loop_free() kept it for this */
+    }
+    free(detach);
+}
+
+int corral_conn_detach(corral_conn *conn, corral_conn_detached_cb detached, void *arg)
+{
+    assert(corral__loop_owned(conn->loop));
+    if (conn->state != CORRAL__CONN_OPEN || conn->listener == NULL || conn->loop->worker == NULL)
+        return -EINVAL;
+    if (conn->detaching || conn->splice_slot != 0)
+        return -EBUSY;
+    struct detach *detach = malloc(sizeof(*detach));
+    if (detach == NULL)
+        return -ENOMEM;
+    *detach = (struct detach){conn, detached, arg};
+    if (corral_loop_defer(conn->loop, conn_detach_now, detach) != 0) {
+        free(detach);
+        return -ENOMEM;
+    }
+    conn->detaching = true;
+    return 0;
+}
+
+/* Frees a connection that belongs to no loop. */
+static void conn_free_detached(corral_conn *conn, int error)
+{
+    assert(conn->state == CORRAL__CONN_OPEN);
+    conn->loop = NULL;
+    conn->state = CORRAL__CONN_CLOSED;
+    if (conn->transport->destroy != NULL)
+        conn->transport->destroy(conn);
+    close(conn->fd);
+    conn->fd = -1;
+    /* Buffers come from malloc whichever pool they were in. */
+    free(conn->in);
+    free(conn->out);
+    conn->in = conn->out = NULL;
+    if (conn->handler->on_close != NULL)
+        conn->handler->on_close(conn, error);
+    free(conn);
+}
+
+size_t corral_conn_kept_input(const corral_conn *conn)
+{
+    return conn->in_len;
+}
+
+void corral_conn_close_detached(corral_conn *conn, int error)
+{
+    conn_free_detached(conn, error);
+}
+
+/* The adopting worker's post: the connection joins its loop. */
+static void conn_on_adopt(void *arg)
+{
+    corral_conn *conn = arg;
+    corral_loop *loop = conn->loop;
+    /* Posts still queued when a loop is freed run there, outside its run. */
+    if (!atomic_load_explicit(&loop->running, memory_order_relaxed)) {
+        conn_free_detached(conn, -ECANCELED);
+        return;
+    }
+    assert(corral__loop_owned(loop));
+    /* The timer takes the place of the post node, which is done with. */
+    if (corral__timer_init(&conn->timer, loop, corral__conn_on_timer, conn) != 0) {
+        conn_free_detached(conn, -ENOMEM);
+        return;
+    }
+    conn->all_next = loop->all_conns;
+    if (loop->all_conns != NULL)
+        loop->all_conns->all_prev = conn;
+    loop->all_conns = conn;
+    corral__stat_add(&loop->worker->stats.connections_active, 1);
+    /* What the socket holds is reported once it joins the epoll set; what
+     * was read and kept is delivered by the kick. */
+    conn->readable = conn->writable = true;
+    int err = corral__conn_register(conn);
+    if (err != 0) {
+        corral__conn_destroy(conn, err);
+        return;
+    }
+    corral__conn_kick(conn);
+    corral__conn_update_timer(conn);
+    if (loop->worker->stopping && conn->handler->on_stop != NULL)
+        conn->handler->on_stop(conn);
+}
+
+void corral_conn_adopt(corral_worker *worker, corral_conn *conn, corral_listener *listener)
+{
+    assert(conn->loop == NULL && conn->state == CORRAL__CONN_OPEN);
+    conn->listener = listener;
+    conn->loop = worker->loop; /* read back by the post, which publishes it */
+    conn->adopt_post = (struct corral__post){.cb = conn_on_adopt, .arg = conn, .embedded = true};
+    corral__loop_post_node(worker->loop, &conn->adopt_post);
 }
 
 /* -------------------------------------------------------------- accessors */

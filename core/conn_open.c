@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -57,6 +58,32 @@ void corral__conn_open(corral_conn *conn)
         return;
     corral__conn_kick(conn);
     corral__conn_update_timer(conn);
+}
+
+corral_conn *corral__conn_open_accepted(corral_worker *worker, corral_listener *listener, int fd,
+                                        const struct sockaddr_storage *peer, socklen_t peer_len)
+{
+    corral_conn *conn;
+    if (corral__conn_new(worker->loop, fd, listener->handler, NULL, &conn) != 0) {
+        corral__warn("worker %u: out of memory for a connection on %s; closed it", worker->index,
+                     listener->address_text);
+        return NULL;
+    }
+    corral__stat_add(&worker->stats.accepts, 1);
+    conn->listener = listener;
+    /* A peer has its listener's family; a unix socket's peer (most often
+     * unnamed) is recorded as having no address. */
+    if (peer_len <= sizeof(conn->peer) && listener->addr.ss_family != AF_UNIX) {
+        memcpy(&conn->peer, peer, peer_len);
+        conn->peer_len = peer_len;
+    }
+    corral_conn_set_watermarks(conn, listener->options.high_watermark,
+                               listener->options.low_watermark);
+    corral__conn_open(conn);
+    /* A stopping worker told its connections before this one came. */
+    if (worker->stopping && conn->state == CORRAL__CONN_OPEN && conn->handler->on_stop != NULL)
+        conn->handler->on_stop(conn);
+    return conn;
 }
 
 int corral_connect(corral_loop *loop, const struct sockaddr *addr, socklen_t addrlen,

@@ -248,13 +248,19 @@ struct corral_conn {
     bool in_on_data : 1;    /* on_data is running */
     bool splicing_from : 1; /* the source of a splice: not read meanwhile */
     bool splicing_to : 1;   /* the destination of a splice */
+    bool detaching : 1;     /* corral_conn_detach(): leaves at iteration end */
     uint16_t splice_slot;   /* 1 + index in loop->splice_links, or 0 */
     int close_error;
 
     uint32_t read_timeout_ms, write_timeout_ms;
     uint64_t last_read, last_write, linger_deadline;
-    uint64_t app_deadline;     /* corral_conn_set_deadline(); 0 = none */
-    struct corral_timer timer; /* read/write timeouts and the linger bound */
+    uint64_t app_deadline; /* corral_conn_set_deadline(); 0 = none */
+    union {
+        struct corral_timer timer; /* read/write timeouts and the linger bound */
+        /* Between corral_conn_adopt() and its arrival, when the connection
+         * belongs to no loop and so has no timer. */
+        struct corral__post adopt_post;
+    };
 
     corral_conn *flush_next;
     corral_conn *kick_next;
@@ -268,7 +274,7 @@ static inline bool corral__conn_reading_active(const corral_conn *conn)
 {
     return (conn->state == CORRAL__CONN_OPEN || conn->state == CORRAL__CONN_CONNECTING) &&
            !conn->read_paused && !conn->over_high && !conn->eof && !conn->splicing_from &&
-           conn->in_len < conn->high_watermark;
+           !conn->detaching && conn->in_len < conn->high_watermark;
 }
 
 /* Starting a connection, in conn_open.c. */
@@ -278,6 +284,12 @@ int corral__conn_new(corral_loop *loop, int fd, const struct corral_conn_handler
 /* Starts an accepted connection: calls on_open and reads it this iteration;
  * it joins the epoll set when it has to wait. */
 void corral__conn_open(corral_conn *conn);
+/* Wraps and starts `fd`, accepted from `listener`'s socket, on `worker`
+ * (its thread): counted, with the peer address and the listener's
+ * watermarks, told of a stop already under way.  Returns the connection,
+ * or NULL when out of memory (the socket closed). */
+corral_conn *corral__conn_open_accepted(corral_worker *worker, corral_listener *listener, int fd,
+                                        const struct sockaddr_storage *peer, socklen_t peer_len);
 
 /* The connection object, in conn.c. */
 /* Adds the socket to the loop's epoll set, edge-triggered both ways. */
@@ -486,6 +498,7 @@ struct corral_server {
     struct corral__signal_handler *signal_handlers;
     corral_loop *exit_loop;        /* corral_server_on_exit() */
     struct corral__post exit_post; /* embedded: the last worker out cannot fail to post it */
+    unsigned next_adopter;         /* corral_listener_adopt()'s turn, main thread */
 };
 
 enum {
@@ -519,6 +532,10 @@ void corral__worker_on_emfile_timer(corral_timer *timer, void *arg);
 void corral__worker_pin(corral_worker *worker);
 /* Called by the worker's loop after it freed a connection. */
 void corral__worker_conn_closed(corral_worker *worker);
+/* Accepts what the server's listening sockets hold, which no worker
+ * watches any more, and sends each connection to a worker in turn, before
+ * they are closed (server.c).  Main thread. */
+void corral__server_drain_listeners(corral_server *server);
 
 /* Kernel capabilities, in probe.c. */
 /* How many workers share one CPU's slot in affinity mode (CPU `slot` of

@@ -7,7 +7,11 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define DEFAULT_STOP_MS 10000
 
@@ -164,6 +168,168 @@ out:
 corral_loop *corral_server_main_loop(const corral_server *server)
 {
     return server->main_loop;
+}
+
+/* ------------------------------------------------ a change of socket layout */
+
+/* Sends each new connection of the group `fd` is in to one of its first
+ * `count` sockets, at random. */
+static int steer_to_first(int fd, unsigned count, const char *address)
+{
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)(SKF_AD_OFF + SKF_AD_RANDOM)),
+        BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, count),
+        BPF_STMT(BPF_RET | BPF_A, 0),
+    };
+    struct sock_fprog program = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
+    if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &program, sizeof(program)) == -1) {
+        int err = -errno;
+        corral__error("setsockopt(%s, SO_ATTACH_REUSEPORT_CBPF): %s", address, strerror(errno));
+        return err;
+    }
+    return 0;
+}
+
+int corral_server_listen_beside(corral_server *server, const int *fds, unsigned count,
+                                const struct corral_listen_options *options,
+                                const struct corral_conn_handler *handler, void *data,
+                                corral_listener **out)
+{
+    unsigned need = corral_server_sockets_per_listener(server);
+    if (count == 0)
+        return -EINVAL;
+    /* A stand-in listener for the new sockets: the address and options. */
+    corral_listener model = {.fd = -1, .addrlen = sizeof(model.addr)};
+    if (getsockname(fds[0], (struct sockaddr *)&model.addr, &model.addrlen) == -1)
+        return -errno;
+    if (model.addr.ss_family != AF_INET && model.addr.ss_family != AF_INET6)
+        return -EINVAL;
+    if (options != NULL)
+        model.options = *options;
+    else
+        corral_listen_options_init(&model.options);
+    char text[128];
+    if (corral_listener_address(&model, text, sizeof(text)) != 0)
+        snprintf(text, sizeof(text), "fd %d", fds[0]);
+    model.address_text = text;
+
+    int *group = calloc(need, sizeof(*group));
+    if (group == NULL)
+        return -ENOMEM;
+    int one = 1, err = 0;
+    /* The group's order is its sockets' order of joining, and a socket that
+     * leaves is replaced by the last one: the ones kept here stay first,
+     * however many of the others close. */
+    unsigned kept = count < need ? count : need, made = kept;
+    for (unsigned i = 0; i < count && err == 0; i++)
+        if (setsockopt(fds[i], SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == -1)
+            err = -errno;
+    for (unsigned i = 0; i < kept; i++)
+        group[i] = fds[i];
+    for (; made < need && err == 0; made++) {
+        int fd = corral__listen_socket(&model, true); /* logs its failure */
+        if (fd < 0) {
+            err = fd;
+            break;
+        }
+        group[made] = fd;
+    }
+    /* A mode that steers the group itself replaces this at its start. */
+    if (err == 0)
+        err = steer_to_first(group[0], need, text);
+    if (err == 0)
+        err = corral_server_listen_fds(server, group, need, options, handler, data, out);
+    for (unsigned i = kept; i < made; i++)
+        close(group[i]);
+    free(group);
+    return err;
+}
+
+/* ------------------------------------------- draining the listening sockets */
+
+/* A connection accepted on the main thread, on its way to a worker. */
+struct queued_socket {
+    struct corral__post post;
+    corral_worker *worker;
+    corral_listener *listener;
+    int fd;
+    socklen_t peer_len;
+    struct sockaddr_storage peer;
+};
+
+/* The worker's post: the connection starts there like one it accepted. */
+static void open_queued_socket(void *arg)
+{
+    struct queued_socket *q = arg;
+    /* Posts still queued when a loop is freed run there, outside its run:
+     * nothing will serve the connection. */
+    if (atomic_load_explicit(&q->worker->loop->running, memory_order_relaxed))
+        corral__conn_open_accepted(q->worker, q->listener, q->fd, &q->peer, q->peer_len);
+    else
+        close(q->fd);
+    free(q);
+}
+
+/* Sends `fd`, accepted from `l`, to the server's next worker. */
+static int queue_socket(corral_listener *l, int fd, const struct sockaddr_storage *peer,
+                        socklen_t peer_len)
+{
+    corral_server *server = l->server;
+    struct queued_socket *q = malloc(sizeof(*q));
+    if (q == NULL)
+        return -ENOMEM;
+    q->fd = fd;
+    q->listener = l;
+    q->peer = *peer;
+    q->peer_len = peer_len;
+    q->worker = &server->workers[server->next_adopter++ % server->worker_count];
+    q->post = (struct corral__post){.cb = open_queued_socket, .arg = q, .embedded = true};
+    corral__loop_post_node(q->worker->loop, &q->post);
+    return 0;
+}
+
+int corral_listener_adopt(corral_listener *listener, int fd)
+{
+    struct sockaddr_storage peer;
+    socklen_t peer_len = sizeof(peer);
+    if (getpeername(fd, (struct sockaddr *)&peer, &peer_len) == -1)
+        peer_len = 0;
+    return queue_socket(listener, fd, &peer, peer_len);
+}
+
+/* The most taken from one socket: what it queued, and what arrives while
+ * it is emptied, is bounded by the time this takes rather than by a count. */
+#define DRAIN_MAX 65536
+
+/* A socket about to be closed resets every connection in its queue:
+ * connections that the kernel completed for clients who are waiting for an
+ * answer.  Taking them first makes closing a socket (a reload that changes
+ * the socket layout, a stop) lose none of them: the workers, even stopping
+ * ones, serve them as any others. */
+void corral__server_drain_listeners(corral_server *server)
+{
+    for (corral_listener *l = server->listeners; l != NULL; l = l->next) {
+        unsigned count = l->fds != NULL ? server->worker_count : 1;
+        for (unsigned i = 0; i < count; i++) {
+            int fd = l->fds != NULL ? l->fds[i] : l->fd;
+            for (int taken = 0; fd != -1 && taken < DRAIN_MAX; taken++) {
+                struct sockaddr_storage peer;
+                socklen_t peer_len = sizeof(peer);
+                int conn_fd =
+                    accept4(fd, (struct sockaddr *)&peer, &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (conn_fd == -1) {
+                    if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO ||
+                        errno == EPERM)
+                        continue;
+                    break; /* EAGAIN: empty; anything else: nothing more to take */
+                }
+                if (queue_socket(l, conn_fd, &peer, peer_len) != 0) {
+                    close(conn_fd);
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /* -------------------------------------------------------------- accessors */

@@ -238,6 +238,7 @@ void corral_server_close_listeners(corral_server *server)
          * queue on a socket that is about to be closed (and be reset). */
         while (some_worker_holds_listeners(server))
             sched_yield();
+        corral__server_drain_listeners(server);
     }
     for (corral_listener *l = server->listeners; l != NULL; l = l->next)
         corral__listener_close(l);

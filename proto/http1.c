@@ -81,6 +81,52 @@ void h1_close(struct h1_conn *h1)
     h1_end(h1, true);
 }
 
+/* ------------------------------------------------------------- handover */
+
+/* A stopping site's idle connections go on to its successor, if any. */
+static http1_handover_fn handover;
+
+void http1_set_handover(http1_handover_fn fn)
+{
+    handover = fn;
+}
+
+/* Whether the stop may hand the connection over instead of closing it. */
+static bool h1_may_hand_over(struct h1_conn *h1)
+{
+    return handover != NULL && !h1->closed && !h1->tunnel &&
+           handover(h1->site, h1->conn, false) == 0;
+}
+
+static void h1_on_detached(corral_conn *conn, void *arg)
+{
+    struct h1_conn *h1 = arg;
+    if (handover(h1->site, conn, true) != 0)
+        corral_conn_close_detached(conn, 0); /* the successor went away meanwhile */
+}
+
+/* Starts moving an idle connection to the successor.  Returns false when it
+ * cannot move: a TLS handshake under way (its state is not at a record
+ * boundary of its own making), a tunnel, a close already asked for. */
+static bool h1_hand_over(struct h1_conn *h1)
+{
+    if (h1->closed || h1->tunnel || h1->h2 != NULL || h1->in_exchange || h1->partial_head)
+        return false;
+    if (corral_conn_transport_state(h1->conn) != NULL && !tls_established(h1->conn))
+        return false;
+    return corral_conn_detach(h1->conn, h1_on_detached, h1) == 0;
+}
+
+void http1_conn_rebind(corral_conn *conn, const struct http_site *site, unsigned worker)
+{
+    struct h1_conn *h1 = corral_conn_data(conn);
+    if (tls_established(conn))
+        tls_conn_rebind(conn, site->tls, worker);
+    h1->site = site;
+    h1->vhost = &site->vhosts[0];
+    h1->handing_over = false;
+}
+
 /* Both halves of the exchange are done: get ready for the next request. */
 void h1_finish_exchange(struct h1_conn *h1)
 {
@@ -97,6 +143,8 @@ void h1_finish_exchange(struct h1_conn *h1)
     h1->vhost = &h1->site->vhosts[0];
     /* Pipelined requests waited unread while the response was pending. */
     corral_conn_resume_read(h1->conn);
+    if (h1->handing_over && !h1_hand_over(h1))
+        h1_close(h1); /* the stop began while this exchange ran */
 }
 
 /* Answers a request that never became an exchange (a malformed head). */
@@ -627,6 +675,16 @@ static void h1_on_stop(corral_conn *conn)
     if (h1->h2 != NULL) {
         http2_on_stop(h1->h2);
         return;
+    }
+    if (h1_may_hand_over(h1)) {
+        /* Served by the successor from the next request on; one under way
+         * finishes here first, and is answered as keeping the connection. */
+        h1->handing_over = true;
+        if (!h1->in_exchange && !h1->partial_head && h1_hand_over(h1))
+            return;
+        if (h1->in_exchange || h1->partial_head || h1->requests == 0)
+            return; /* moves after this (or its first) exchange */
+        h1->handing_over = false;
     }
     h1->stopping = true;
     if (h1->in_exchange || h1->partial_head || h1->requests == 0)

@@ -28,4 +28,22 @@
  * as its data. */
 extern const struct corral_conn_handler http1_server_handler;
 
+/* Where a stopping site's connections go on (a reload: the site of the new
+ * configuration for the same address; a binary upgrade: the new process),
+ * chosen by the program that runs the sites.  Called on the stopping
+ * worker: first with `detached` false, to ask whether `conn` can go on (0
+ * or -ENOENT); then, once it is detached from its worker, to rebind it
+ * (http1_conn_rebind()) and hand it over (corral_conn_adopt()), or pass it
+ * on: 0, or -errno when it cannot, and the connection is closed as it would
+ * have been without a successor. */
+typedef int (*http1_handover_fn)(const struct http_site *site, corral_conn *conn, bool detached);
+
+/* Sets the handover (NULL: none, stopping closes idle connections).  Before
+ * any connection is served. */
+void http1_set_handover(http1_handover_fn fn);
+
+/* Makes a detached idle connection one of `site`'s, served by its worker
+ * `worker`, from its next request on. */
+void http1_conn_rebind(corral_conn *conn, const struct http_site *site, unsigned worker);
+
 #endif

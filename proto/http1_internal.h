@@ -48,6 +48,7 @@ struct h1_conn {
     struct h1_exchange ex;
     bool in_exchange;
     bool stopping;            /* graceful stop: close after the current response */
+    bool handing_over;        /* graceful stop: move to the successor once idle */
     bool partial_head;        /* part of a request head has arrived */
     bool tunnel;              /* switched protocols: bytes pass through raw */
     uint64_t head_started_ns; /* when this head began */

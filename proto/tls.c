@@ -11,6 +11,7 @@
 #include "proto/counter.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -374,6 +375,16 @@ int tls_server_accept(struct tls_server *server, corral_conn *conn)
     corral_timer_start(tc->handshake_timer, server->handshake_timeout_ms);
     corral_conn_set_transport(conn, &tls_transport, tc);
     return 0;
+}
+
+void tls_conn_rebind(corral_conn *conn, struct tls_server *server, unsigned worker)
+{
+    struct tls_conn *tc = corral_conn_transport_state(conn);
+    assert(tc->established && tc->client == NULL);
+    /* Stopped at the handshake's end; it belongs to the loop left behind. */
+    corral_timer_free(tc->handshake_timer);
+    tc->handshake_timer = NULL;
+    tc->stats = server != NULL && worker < server->workers ? &server->stats[worker] : NULL;
 }
 
 /* SNI picks the virtual host's certificates, by the selector's rules. */

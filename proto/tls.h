@@ -140,6 +140,13 @@ void tls_server_take_ticket_keys(struct tls_server *server, struct tls_server *f
  * -ENOMEM. */
 int tls_server_accept(struct tls_server *server, corral_conn *conn);
 
+/* Readies an established server-side TLS connection, detached from its
+ * worker (corral_conn_detach()), for worker `worker` of `server` (NULL: a
+ * site without TLS now): its counters go there, and it lets go of its old
+ * loop.  The handshake is over and renegotiation is refused, so nothing of
+ * the server it was accepted by is used again. */
+void tls_conn_rebind(corral_conn *conn, struct tls_server *server, unsigned worker);
+
 /* The counters of worker `worker` (NULL past the server's worker count).
  * Any thread may read them with relaxed atomic loads. */
 const struct tls_stats *tls_server_stats(const struct tls_server *server, unsigned worker);

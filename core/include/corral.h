@@ -399,6 +399,52 @@ CORRAL_EXTERN int corral_connect(corral_loop *loop, const struct sockaddr *addr,
                                  const struct corral_conn_handler *handler, void *data,
                                  corral_conn **out);
 
+/* ------------------------------------------------ moving between workers */
+
+/** Called with a connection that has just left its loop (corral_conn_detach()). */
+typedef void (*corral_conn_detached_cb)(corral_conn *conn, void *arg);
+
+/** Takes an accepted connection off its worker, to hand it to another one
+ *  (of any server in this process) with corral_conn_adopt(): a daemon
+ *  moving its idle connections to the workers of a new configuration.
+ *  From this call on the connection is not read (input waits, in the socket
+ *  or kept); at the end of the loop's iteration, when no event can refer to
+ *  it any more, it leaves the loop (the worker no longer counts it) and
+ *  `detached(conn, arg)` runs on the same thread.  From then on it belongs
+ *  to no loop, and no callback runs for it until corral_conn_adopt() or
+ *  corral_conn_close_detached().  Its socket, transport state, kept input,
+ *  queued output, data, timeouts and deadline go with it.  If it closes or
+ *  starts a splice before the iteration ends, it stays, and `detached` is
+ *  not called.  Call on the connection's thread.  Returns 0, -EINVAL (not
+ *  open, or an outgoing connection), -EBUSY (splicing, or already leaving),
+ *  -ENOMEM. */
+CORRAL_EXTERN int corral_conn_detach(corral_conn *conn, corral_conn_detached_cb detached,
+                                     void *arg);
+
+/** Hands a detached connection to `worker`: on its thread, the connection
+ *  joins its loop, belongs to `listener` (for corral_conn_listener_data();
+ *  NULL: none), and is read again; a worker that is stopping gracefully
+ *  then calls its on_stop.  If the worker's loop has ended, the connection
+ *  is closed there instead, on_close seeing -ECANCELED.  Any thread;
+ *  allocates nothing, cannot fail. */
+CORRAL_EXTERN void corral_conn_adopt(corral_worker *worker, corral_conn *conn,
+                                     corral_listener *listener);
+
+/** Bytes read from the connection's socket that on_data has not consumed
+ *  yet (they are presented again with the next input). */
+CORRAL_EXTERN size_t corral_conn_kept_input(const corral_conn *conn);
+
+/** Serves `fd`, a connected socket of a client of `listener`'s address
+ *  that another process accepted (the one a binary upgrade replaces): one
+ *  of the server's workers, in turn, starts it as if it had accepted it
+ *  from `listener` (stopping workers too).  Main thread, while the server
+ *  runs.  Returns 0, or -ENOMEM with `fd` left to the caller. */
+CORRAL_EXTERN int corral_listener_adopt(corral_listener *listener, int fd);
+
+/** Closes a detached connection on the calling thread (a FIN; no transport
+ *  end-of-stream), runs on_close with `error`, and frees it. */
+CORRAL_EXTERN void corral_conn_close_detached(corral_conn *conn, int error);
+
 /* ---------------------------------------------------------------- splice */
 
 /** How a splice ended, called once per corral_conn_splice() that returned
@@ -588,6 +634,23 @@ CORRAL_EXTERN int corral_server_listen_fds(corral_server *server, const int *fds
  *  them, the worker count when each worker has its own (reuseport modes). */
 CORRAL_EXTERN unsigned corral_server_sockets_per_listener(const corral_server *server);
 
+/** corral_server_listen_fds() for a successor whose socket layout differs
+ *  (another wakeup mode or worker count): `fds` are the `count` sockets of
+ *  a previous server's TCP listener, in its worker order.  This server keeps
+ *  as many of them as it needs, in their SO_REUSEPORT group (set on them
+ *  now), and new sockets on the same address join the group for the rest.
+ *  Unless its wakeup mode steers the group itself, a BPF program on the
+ *  group then sends each new connection to one of this server's sockets, at
+ *  random: none to the previous server's other sockets, which
+ *  corral_server_close_listeners() can then empty and close without
+ *  resetting a connection.  The caller keeps its descriptors.  Returns 0,
+ *  -EINVAL (a unix socket), -EADDRINUSE (the group cannot be joined: its
+ *  sockets belong to another user), ... */
+CORRAL_EXTERN int corral_server_listen_beside(corral_server *server, const int *fds, unsigned count,
+                                              const struct corral_listen_options *options,
+                                              const struct corral_conn_handler *handler, void *data,
+                                              corral_listener **out);
+
 /** The listener's sockets, to hand to a successor server: sets *fds and
  *  returns their count.  From then on, freeing this server no longer
  *  removes a unix socket's file, which the successor still serves. */
@@ -595,8 +658,10 @@ CORRAL_EXTERN unsigned corral_listener_fds(corral_listener *listener, const int 
 
 /** Stops every worker from accepting and closes the server's listening
  *  sockets, returning once the workers have let go of them (a worker that
- *  has exited has let go); connections go on.  Main thread; used when a
- *  reload must re-create a socket. */
+ *  has exited has let go); connections go on.  What the sockets had queued
+ *  is accepted first and served by the workers (stopping ones too), so a
+ *  close resets none of it.  Main thread; used when a reload must re-create
+ *  a socket, and on a stop. */
 CORRAL_EXTERN void corral_server_close_listeners(corral_server *server);
 
 /** The bound address, e.g. "127.0.0.1:41234" (useful with port 0). */

@@ -751,9 +751,10 @@ START_TEST(sigusr1_reopens_the_access_log_of_a_draining_generation)
     write_config(&d, extra, "one");
     test_daemon_start(&d);
     /* A request half sent keeps generation 1 draining after the reload, and
-     * is answered, and logged, after the rotation. */
+     * is answered, and logged, after the rotation.  (It asks to close: the
+     * connection would otherwise move on to generation 2.) */
     int fd = test_connect(d.port);
-    const char *head = "GET /draining HTTP/1.1\r\nHost: t\r\n";
+    const char *head = "GET /draining HTTP/1.1\r\nHost: t\r\nConnection: close\r\n";
     test_send_all(fd, head, strlen(head));
     usleep(100000);
     write_config(&d, extra, "two");
