@@ -67,6 +67,18 @@ static void pid_file_move(bool aside)
     pid_file_moved = aside;
 }
 
+/* The new process steers the sockets it inherits with its own eBPF
+ * program, which it can only once this one's has let them go; taken back
+ * when the upgrade fails. */
+static void steering_lend(struct generation *gen, bool lend)
+{
+    int err = corral_server_steer_lend(gen->server, lend);
+    if (err != 0)
+        log_warn("upgrade failed, and the eBPF steering could not take the sockets back (%s): "
+                 "the kernel spreads connections by hash until the next reload",
+                 strerror(-err));
+}
+
 /* Stops waiting for the new process; `keep` the socket to pass it the
  * connections. */
 static void upgrade_finish(bool keep)
@@ -125,6 +137,8 @@ static void on_upgrade_report(corral_io *io, unsigned events, void *arg)
         log_error("upgrade failed: the new process stopped reporting; this process keeps serving");
     upgrade.fd = -1;
     pid_file_move(false);
+    if (daemon_state.generations != NULL)
+        steering_lend(daemon_state.generations, false);
     upgrade.pid = -1;
 }
 
@@ -217,6 +231,7 @@ static void upgrade_start(void)
         n += k;
     }
     pid_file_move(true);
+    steering_lend(newest, true);
     int err = upgrade_spawn(fds, count, report[1], &upgrade.pid);
     free(fds);
     close(report[1]);
@@ -235,6 +250,7 @@ static void upgrade_start(void)
         }
         upgrade_finish(false);
         pid_file_move(false);
+        steering_lend(newest, false);
         upgrade.pid = -1;
         return;
     }

@@ -303,11 +303,41 @@ static void ebpf_teardown(corral_server *server)
     if (server->steer == NULL)
         return;
     corral_server *self = server;
-    /* A server that took this program over owns it now: leave it be. */
-    if (atomic_compare_exchange_strong(&server->steer->owner, &self, NULL))
+    /* A server that took this program over owns it now: leave it be.
+     * Otherwise the sockets leave the array now, not when the kernel
+     * frees the map at some later point: a socket can be in one array
+     * only, and a newer server that keeps these sockets (a reload) may
+     * want to put them in its own. */
+    if (atomic_compare_exchange_strong(&server->steer->owner, &self, NULL)) {
         __atomic_store_n(&server->steer->skel->bss->workers, 0, __ATOMIC_RELEASE);
+        pthread_mutex_lock(&steer_lock);
+        forget_sockets(server->steer);
+        pthread_mutex_unlock(&steer_lock);
+    }
     steer_release(server->steer);
     server->steer = NULL;
+}
+
+int corral_server_steer_lend(corral_server *server, bool lend)
+{
+    struct corral__steer *steer = server->steer;
+    if (steer == NULL || atomic_load_explicit(&steer->owner, memory_order_acquire) != server)
+        return 0;
+    if (lend) {
+        pthread_mutex_lock(&steer_lock);
+        forget_sockets(steer);
+        pthread_mutex_unlock(&steer_lock);
+        return 0;
+    }
+    unsigned n = server->worker_count;
+    for (corral_listener *l = server->listeners; l != NULL; l = l->next) {
+        if (l->fds == NULL)
+            continue;
+        int err = add_listener(steer, l, n);
+        if (err != 0)
+            return err;
+    }
+    return 0;
 }
 
 /* ----------------------------------------------------- worker's side */

@@ -766,6 +766,16 @@ struct corral_steer_stats {
 CORRAL_EXTERN int corral_server_steer_stats(const corral_server *server, unsigned index,
                                             struct corral_steer_stats *out);
 
+/** Lends the server's listening sockets to another process's eBPF steering
+ *  program (`lend` true), or takes them back (false).  A socket can be in
+ *  one program's array only, so a binary upgrade's new process can steer
+ *  the sockets it inherits only once the old one has let them go; until
+ *  either program has them, the kernel spreads connections by hash, and
+ *  nothing is lost.  Returns 0 (also when the server is not steered by
+ *  eBPF), or -errno from taking them back.  Call from the thread that
+ *  started the server. */
+CORRAL_EXTERN int corral_server_steer_lend(corral_server *server, bool lend);
+
 #ifdef __cplusplus
 }
 #endif
