@@ -318,6 +318,7 @@ static int apply_return(struct conf_state *state, const struct conf_node *node,
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             return conf__error_at(state->error, &node->args[1].pos,
                                   "a redirect target cannot hold control characters");
+    location->return_text_pos = node->args[1].pos;
     location->return_text = conf__strdup(state, &node->args[1].pos, node->args[1].text);
     return location->return_text != NULL ? 0 : -1;
 }

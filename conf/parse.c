@@ -486,6 +486,7 @@ static void location_free(struct conf_location *location)
     for (size_t i = 0; i < location->hide_header_count; i++)
         free(location->hide_headers[i]);
     free(location->hide_headers);
+    conf__free_add_headers(&location->add_headers);
 }
 
 static void server_free(struct conf_server *server)
@@ -508,6 +509,7 @@ static void server_free(struct conf_server *server)
     free((void *)tls->settings.ciphers);
     free((void *)tls->settings.ciphersuites);
     free((void *)tls->settings.client_ca);
+    conf__free_add_headers(&server->add_headers);
 }
 
 void conf_free(struct conf_config *config)
@@ -535,6 +537,8 @@ void conf_free(struct conf_config *config)
         free(config->upstreams[i].server_pos);
     }
     free(config->upstreams);
+    conf__free_add_headers(&config->add_headers);
+    conf__free_maps(config);
     for (size_t i = 0; i < config->file_count; i++)
         free(config->files[i]);
     free(config->files);

@@ -221,7 +221,7 @@ static bool valid_header_name(const char *name)
     return true;
 }
 
-static int check_header_name(struct conf_state *state, const struct conf_arg *arg)
+int conf__check_header_name(struct conf_state *state, const struct conf_arg *arg)
 {
     if (valid_header_name(arg->text))
         return 0;
@@ -235,7 +235,7 @@ static int apply_proxy_set_header(struct conf_state *state, const struct conf_no
     (void)directive;
     struct conf_location *location = state->location;
     const struct conf_arg *name = &node->args[0], *value = &node->args[1];
-    if (check_header_name(state, name) != 0)
+    if (conf__check_header_name(state, name) != 0)
         return -1;
     /* The proxy derives the message framing and connection handling itself;
      * a second Content-Length or Transfer-Encoding would make the request
@@ -268,6 +268,7 @@ static int apply_proxy_set_header(struct conf_state *state, const struct conf_no
     if (header->name == NULL)
         return -1;
     header->value = conf__strdup(state, &value->pos, value->text);
+    header->value_pos = value->pos;
     return header->value != NULL ? 0 : -1;
 }
 
@@ -278,7 +279,7 @@ static int apply_proxy_hide_header(struct conf_state *state, const struct conf_n
     (void)directive;
     struct conf_location *location = state->location;
     const struct conf_arg *name = &node->args[0];
-    if (check_header_name(state, name) != 0)
+    if (conf__check_header_name(state, name) != 0)
         return -1;
     char **names = conf__grow(state, &name->pos, location->hide_headers,
                               location->hide_header_count, sizeof(*names));

@@ -12,6 +12,7 @@
 
 #include "proto/counter.h"
 #include "proto/http1_client.h"
+#include "proto/vars.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -148,6 +149,7 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
         free(headers.data);
         return -ENOMEM;
     }
+    px->ex->upstream_status = head->status; /* $upstream_status */
     exchange_begin_coded(px->ex, head->status, headers.data != NULL ? headers.data : "",
                          headers.len, head->content_length, head->codings);
     free(headers.data);
@@ -379,6 +381,7 @@ static int px_send(struct proxy_exchange *px)
         }
         http1_client_attach(uc, &px_client_ops, px, &px->rq);
         px->uc = uc;
+        px->ex->upstream_addr = up->servers[server].address; /* $upstream_addr */
         worker->servers[server].active++;
         if (uc->base.connected)
             http1_client_set_timeouts(uc);
@@ -505,9 +508,24 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
         }
         h1_head_add_header(&b, h->name, h->value);
     }
-    for (size_t i = 0; i < loc->set_header_count; i++)
-        if (loc->set_headers[i].value.len > 0)
-            h1_head_add_header(&b, loc->set_headers[i].name, loc->set_headers[i].value);
+    struct vars_ctx ctx = {.ex = px->ex, .req = req, .escape = VARS_HEADER};
+    for (size_t i = 0; i < loc->set_header_count; i++) {
+        const struct vars_template *t = loc->set_values != NULL ? loc->set_values[i] : NULL;
+        if (t == NULL) {
+            if (loc->set_headers[i].value.len > 0)
+                h1_head_add_header(&b, loc->set_headers[i].name, loc->set_headers[i].value);
+            continue;
+        }
+        char small[256];
+        struct vars_buf value;
+        vars_buf_init(&value, small, sizeof(small));
+        vars_eval(t, &ctx, &value);
+        b.failed |= value.failed;
+        if (value.len > 0) /* as in nginx: an empty value sends no header */
+            h1_head_add_header(&b, loc->set_headers[i].name,
+                               (struct http_str){value.data, value.len});
+        vars_buf_free(&value);
+    }
     if (!has_host && set_header(loc, (struct http_str){"host", 4}) == NULL) {
         /* An HTTP/1.0 client may send none; HTTP/1.1 needs one: the name
          * proxy_pass gives (the upstream's name, or its address). */
@@ -563,6 +581,7 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
     }
     px->ex = ex;
     px->loc = data;
+    exchange_set_add_headers(ex, px->loc->add_headers);
     px->idempotent = method_idempotent(req->method);
     px->chunked = req->has_body && !req->has_content_length; /* its length known at its end */
     px->body_beyond_replay = px->chunked || req->content_length > REPLAY_MAX;

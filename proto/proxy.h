@@ -11,6 +11,8 @@
 #include "proto/proxy_conf.h" /* the settings and their defaults, PROXY_RESPONSE_HEAD_LIMIT */
 #include "proto/upstream.h"   /* proxy_upstream_new() and the rest of an upstream's API */
 
+struct vars_template;
+
 /* One proxy_pass location.  Locations may share an upstream, and with it
  * its pools and health state; the timeouts are each location's own. */
 struct proxy_location {
@@ -18,7 +20,11 @@ struct proxy_location {
     struct proxy_conf conf;                /* timeouts and the response head bound */
     const struct http_header *set_headers; /* proxy_set_header: replace or add; "" removes */
     size_t set_header_count;
-    const struct http_str *hide_headers; /* proxy_hide_header: response headers to drop */
+    /* The values with $variables, one per set_headers entry (NULL: its
+     * value is literal); NULL: none has any.  An empty result removes. */
+    const struct vars_template *const *set_values;
+    const struct http_add_headers *add_headers; /* NULL: none */
+    const struct http_str *hide_headers;        /* proxy_hide_header: response headers to drop */
     size_t hide_header_count;
 };
 

@@ -18,8 +18,8 @@
 
 static char front_path[108], back_path[108];
 
-static struct http_return ok = {200, "ok\n", 3};
-static struct http_return created = {201, "created\n", 8};
+static struct http_return ok = {.status = 200, .text = "ok\n", .text_len = 3};
+static struct http_return created = {.status = 201, .text = "created\n", .text_len = 8};
 static struct http_location back_locations[] = {{"/", 1, false, &http_return_handler, &ok}};
 static struct http_vhost back_vhost = {.locations = back_locations, .location_count = 1};
 static struct http_site back_site = {.vhosts = &back_vhost, .vhost_count = 1};

@@ -17,14 +17,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static struct http_return ret_root = {200, "root\n", 5};
-static struct http_return ret_exact = {201, "exact\n", 6};
-static struct http_return ret_prefix = {202, "prefix\n", 7};
-static struct http_return ret_wild = {203, "wild\n", 5};
-static struct http_return ret_named = {204, NULL, 0};
-static struct http_return ret_moved = {301, "https://main.example/new", 24};
+static struct http_return ret_root = {.status = 200, .text = "root\n", .text_len = 5};
+static struct http_return ret_exact = {.status = 201, .text = "exact\n", .text_len = 6};
+static struct http_return ret_prefix = {.status = 202, .text = "prefix\n", .text_len = 7};
+static struct http_return ret_wild = {.status = 203, .text = "wild\n", .text_len = 5};
+static struct http_return ret_named = {.status = 204, .text = NULL, .text_len = 0};
+static struct http_return ret_moved = {
+    .status = 301, .text = "https://main.example/new", .text_len = 24};
 static char far_url[5000];
-static struct http_return ret_moved_far = {302, far_url, 0}; /* set in start() */
+static struct http_return ret_moved_far = {
+    .status = 302, .text = far_url, .text_len = 0}; /* set in start() */
 
 /* "/coded/L/C": a streamed 431 with L bytes of header lines and C bytes of
  * transfer codings before chunked, to probe the size of the response head. */

@@ -1,0 +1,176 @@
+/*
+ * runtime_vars.c: compiles a generation's maps and the values with
+ * $variables its sites use, and keeps them for the generation's life.
+ */
+#include "cmd/runtime_vars.h"
+
+#include "cmd/daemon.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct runtime_vars {
+    struct vars_map **maps;
+    struct vars_maps lookup;
+    struct vars_template *log_format;
+    void **owned; /* templates and arrays, freed with the generation */
+    size_t owned_count, owned_cap;
+};
+
+static int own(struct runtime_vars *vars, void *p)
+{
+    if (vars->owned_count == vars->owned_cap) {
+        size_t cap = vars->owned_cap ? 2 * vars->owned_cap : 16;
+        void **grown = realloc(vars->owned, cap * sizeof(*grown));
+        if (grown == NULL)
+            return -ENOMEM;
+        vars->owned = grown;
+        vars->owned_cap = cap;
+    }
+    vars->owned[vars->owned_count++] = p;
+    return 0;
+}
+
+void *runtime_vars_calloc(struct runtime_vars *vars, size_t count, size_t size)
+{
+    void *p = calloc(count ? count : 1, size);
+    if (p != NULL && own(vars, p) != 0) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Reports a compile error of a value written at `pos`.  The column is the
+ * argument's: escapes in a quoted string make an offset inside it
+ * uncertain. */
+static int report(int err, const struct conf_pos *pos, const char *directive,
+                  const struct vars_error *error)
+{
+    if (err == -EINVAL)
+        log_error("%s:%u:%u: %s: %s", pos->file, pos->line, pos->col, directive, error->message);
+    return err;
+}
+
+int runtime_vars_compile(struct runtime_vars *vars, const char *text, const struct conf_pos *pos,
+                         const char *directive, const struct vars_template **out)
+{
+    *out = NULL;
+    if (strchr(text, '$') == NULL)
+        return 0;
+    struct vars_template *t;
+    struct vars_error error;
+    int err = vars_compile(text, &vars->lookup, &t, &error);
+    if (err != 0)
+        return report(err, pos, directive, &error);
+    if (own(vars, t) != 0) {
+        vars_template_free(t);
+        return -ENOMEM;
+    }
+    *out = t;
+    return 0;
+}
+
+static int map_build(struct runtime_vars *vars, const struct conf_map *conf, struct vars_map *map)
+{
+    struct vars_error error;
+    int err = vars_map_set_source(map, conf->source, &vars->lookup, &error);
+    if (err != 0)
+        return report(err, &conf->source_pos, "map", &error);
+    for (size_t i = 0; i < conf->entry_count; i++) {
+        const struct conf_map_entry *e = &conf->entries[i];
+        bool in_value;
+        err = vars_map_add(map, e->key, e->value, &vars->lookup, &error, &in_value);
+        if (err != 0)
+            return report(err, in_value ? &e->value_pos : &e->key_pos, "map", &error);
+    }
+    return 0;
+}
+
+int runtime_vars_new(const struct conf_config *config, struct runtime_vars **out)
+{
+    struct runtime_vars *vars = calloc(1, sizeof(*vars));
+    *out = vars;
+    if (vars == NULL)
+        return -ENOMEM;
+    vars->maps = calloc(config->map_count ? config->map_count : 1, sizeof(*vars->maps));
+    if (vars->maps == NULL)
+        return -ENOMEM;
+    /* Every name first: a map's values may read maps defined after it. */
+    for (size_t i = 0; i < config->map_count; i++) {
+        vars->maps[i] = vars_map_new(config->maps[i].name);
+        if (vars->maps[i] == NULL)
+            return -ENOMEM;
+        vars->lookup = (struct vars_maps){vars->maps, i + 1};
+    }
+    for (size_t i = 0; i < config->map_count; i++) {
+        int err = map_build(vars, &config->maps[i], vars->maps[i]);
+        if (err != 0)
+            return err;
+    }
+    if (config->log_format != NULL) {
+        struct vars_error error;
+        int err = vars_compile(config->log_format, &vars->lookup, &vars->log_format, &error);
+        if (err != 0)
+            return report(err, &config->log_format_pos, "log_format", &error);
+    }
+    return 0;
+}
+
+void runtime_vars_free(struct runtime_vars *vars)
+{
+    if (vars == NULL)
+        return;
+    for (size_t i = 0; i < vars->owned_count; i++)
+        free(vars->owned[i]); /* templates are one allocation each */
+    free(vars->owned);
+    for (size_t i = 0; vars->maps != NULL && i < vars->lookup.count; i++)
+        vars_map_free(vars->maps[i]);
+    free(vars->maps);
+    vars_template_free(vars->log_format);
+    free(vars);
+}
+
+const struct vars_template *runtime_vars_log_format(const struct runtime_vars *vars)
+{
+    return vars != NULL ? vars->log_format : NULL;
+}
+
+int runtime_vars_add_headers(struct runtime_vars *vars, const struct conf_config *config,
+                             const struct conf_server *server, const struct conf_location *loc,
+                             const struct http_add_headers **out)
+{
+    const struct conf_add_headers *conf = loc->add_headers.count > 0      ? &loc->add_headers
+                                          : server->add_headers.count > 0 ? &server->add_headers
+                                                                          : &config->add_headers;
+    *out = NULL;
+    if (conf->count == 0)
+        return 0;
+    struct http_add_headers *rules = runtime_vars_calloc(vars, 1, sizeof(*rules));
+    struct http_add_header *items = runtime_vars_calloc(vars, conf->count, sizeof(*items));
+    if (rules == NULL || items == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < conf->count; i++) {
+        const struct conf_add_header *h = &conf->items[i];
+        const struct vars_template *value;
+        int err = runtime_vars_compile(vars, h->value, &h->value_pos, "add_header", &value);
+        if (err == 0 && value == NULL) {
+            /* A literal: compiled all the same, as the rule evaluates it. */
+            struct vars_template *t = NULL;
+            struct vars_error error;
+            err = vars_compile(h->value, NULL, &t, &error);
+            if (err == 0 && own(vars, t) != 0) {
+                vars_template_free(t);
+                err = -ENOMEM;
+            }
+            value = t;
+        }
+        if (err != 0)
+            return err;
+        items[i] = (struct http_add_header){{h->name, strlen(h->name)}, value, h->always};
+    }
+    *rules = (struct http_add_headers){items, conf->count};
+    *out = rules;
+    return 0;
+}
