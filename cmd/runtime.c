@@ -166,8 +166,8 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
 /* One proxy_pass location on `upstream`, with its settings and its own
  * header rewriting. */
 static int proxy_build(struct site *site, struct runtime_vars *vars, size_t index,
-                       const struct conf_location *loc, struct proxy_upstream *upstream,
-                       size_t *headers_used, size_t *hides_used)
+                       const struct conf_location *loc, const struct http_regex *location_regex,
+                       struct proxy_upstream *upstream, size_t *headers_used, size_t *hides_used)
 {
     const struct vars_template **values = NULL;
     for (size_t i = 0; i < loc->set_header_count; i++) {
@@ -182,6 +182,10 @@ static int proxy_build(struct site *site, struct runtime_vars *vars, size_t inde
         if (values != NULL)
             values[i] = t;
     }
+    const struct http_regex *captures = NULL;
+    for (size_t i = 0; values != NULL && i < loc->set_header_count; i++)
+        if (values[i] != NULL && vars_template_uses_captures(values[i]))
+            captures = location_regex;
     struct http_header *headers = &site->proxy_headers[*headers_used];
     for (size_t i = 0; i < loc->set_header_count; i++)
         headers[i] =
@@ -200,6 +204,7 @@ static int proxy_build(struct site *site, struct runtime_vars *vars, size_t inde
         .hide_headers = hides,
         .hide_header_count = loc->hide_header_count,
         .set_values = values,
+        .captures = captures,
     };
     return 0;
 }
@@ -336,26 +341,37 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
                 const struct conf_location *conf = &server->locations[i];
                 struct http_location *loc = &site->locations[l++];
-                *loc = (struct http_location){
-                    .path = conf->path, .path_len = strlen(conf->path), .exact = conf->exact};
-                const struct http_add_headers *add_headers;
-                err = runtime_vars_add_headers(gen->vars, config, server, conf, &add_headers);
+                *loc = (struct http_location){.path = conf->path,
+                                              .path_len = strlen(conf->path),
+                                              .exact = conf->exact,
+                                              .no_regex = conf->no_regex};
+                if (conf->regex)
+                    err = runtime_vars_regex(gen->vars, conf->path, conf->caseless, &conf->path_pos,
+                                             &loc->regex);
+                runtime_vars_set_captures(gen->vars, loc->regex);
+                const struct http_add_headers *add_headers = NULL;
+                if (err == 0)
+                    err = runtime_vars_add_headers(gen->vars, config, server, conf, &add_headers);
                 if (err == 0 && conf->handler == CONF_HANDLER_RETURN) {
                     struct http_return *ret = &site->returns[r++];
-                    *ret = (struct http_return){conf->return_code, conf->return_text,
-                                                conf->return_text ? strlen(conf->return_text) : 0,
-                                                NULL, add_headers};
+                    *ret = (struct http_return){
+                        .status = conf->return_code,
+                        .text = conf->return_text,
+                        .text_len = conf->return_text ? strlen(conf->return_text) : 0,
+                        .add_headers = add_headers};
                     if (conf->return_text != NULL)
                         err = runtime_vars_compile(gen->vars, conf->return_text,
                                                    &conf->return_text_pos, "return", &ret->value);
+                    if (err == 0 && ret->value != NULL && vars_template_uses_captures(ret->value))
+                        ret->captures = loc->regex;
                     loc->handler = &http_return_handler;
                     loc->handler_data = ret;
                 } else if (err == 0 && conf->handler == CONF_HANDLER_PROXY) {
                     struct proxy_upstream *upstream;
                     err = upstream_get(gen, config, conf, workers, &upstream);
                     if (err == 0)
-                        err = proxy_build(site, gen->vars, p, conf, upstream, &headers_used,
-                                          &hides_used);
+                        err = proxy_build(site, gen->vars, p, conf, loc->regex, upstream,
+                                          &headers_used, &hides_used);
                     site->proxies[p].add_headers = add_headers;
                     loc->handler = &proxy_handler;
                     loc->handler_data = &site->proxies[p++];

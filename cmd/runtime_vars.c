@@ -16,6 +16,8 @@ struct runtime_vars {
     struct vars_template *log_format;
     void **owned; /* templates and arrays, freed with the generation */
     size_t owned_count, owned_cap;
+    struct http_regex **regexes;
+    size_t regex_count;
 };
 
 static int own(struct runtime_vars *vars, void *p)
@@ -102,7 +104,7 @@ int runtime_vars_new(const struct conf_config *config, struct runtime_vars **out
         vars->maps[i] = vars_map_new(config->maps[i].name);
         if (vars->maps[i] == NULL)
             return -ENOMEM;
-        vars->lookup = (struct vars_maps){vars->maps, i + 1};
+        vars->lookup = (struct vars_maps){.maps = vars->maps, .count = i + 1};
     }
     for (size_t i = 0; i < config->map_count; i++) {
         int err = map_build(vars, &config->maps[i], vars->maps[i]);
@@ -125,11 +127,41 @@ void runtime_vars_free(struct runtime_vars *vars)
     for (size_t i = 0; i < vars->owned_count; i++)
         free(vars->owned[i]); /* templates are one allocation each */
     free(vars->owned);
+    for (size_t i = 0; i < vars->regex_count; i++)
+        http_regex_free(vars->regexes[i]);
+    free(vars->regexes);
     for (size_t i = 0; vars->maps != NULL && i < vars->lookup.count; i++)
         vars_map_free(vars->maps[i]);
     free(vars->maps);
     vars_template_free(vars->log_format);
     free(vars);
+}
+
+int runtime_vars_regex(struct runtime_vars *vars, const char *pattern, bool caseless,
+                       const struct conf_pos *pos, const struct http_regex **out)
+{
+    struct http_regex **grown =
+        realloc(vars->regexes, (vars->regex_count + 1) * sizeof(*vars->regexes));
+    if (grown == NULL)
+        return -ENOMEM;
+    vars->regexes = grown;
+    char message[120];
+    size_t offset;
+    struct http_regex *re;
+    int err = http_regex_compile(pattern, caseless, &re, message, sizeof(message), &offset);
+    if (err == -EINVAL)
+        log_error("%s:%u:%u: location: invalid regex \"%s\": %s at offset %zu", pos->file,
+                  pos->line, pos->col, pattern, message, offset);
+    if (err != 0)
+        return err;
+    vars->regexes[vars->regex_count++] = re;
+    *out = re;
+    return 0;
+}
+
+void runtime_vars_set_captures(struct runtime_vars *vars, const struct http_regex *re)
+{
+    vars->lookup.captures = re;
 }
 
 const struct vars_template *runtime_vars_log_format(const struct runtime_vars *vars)

@@ -8,6 +8,7 @@
 
 #include "conf/config.h"
 #include "proto/add_header.h"
+#include "proto/regex.h"
 #include "proto/vars.h"
 
 struct runtime_vars;
@@ -33,6 +34,15 @@ int runtime_vars_compile(struct runtime_vars *vars, const char *text, const stru
 int runtime_vars_add_headers(struct runtime_vars *vars, const struct conf_config *config,
                              const struct conf_server *server, const struct conf_location *loc,
                              const struct http_add_headers **out);
+
+/* Compiles a location's regex into *out, which `vars` owns; a bad one is
+ * reported at `pos` with PCRE2's message.  Returns 0, -EINVAL or -ENOMEM. */
+int runtime_vars_regex(struct runtime_vars *vars, const char *pattern, bool caseless,
+                       const struct conf_pos *pos, const struct http_regex **out);
+
+/* The regex whose named groups are variables for the values compiled from
+ * now on (one location's); NULL: none. */
+void runtime_vars_set_captures(struct runtime_vars *vars, const struct http_regex *re);
 
 /* `count` zeroed items of `size` bytes that `vars` owns; NULL when out of
  * memory. */

@@ -86,7 +86,11 @@ enum conf_handler {
 
 struct conf_location {
     char *path;
-    bool exact; /* "location = /path": exact match; else prefix */
+    bool exact;    /* "location = /path": exact match; else prefix */
+    bool no_regex; /* "location ^~ /path": a prefix that, as the longest, skips the regexes */
+    bool regex;    /* "location ~ RE" (caseless: "~* RE"): path is the regex */
+    bool caseless;
+    struct conf_pos path_pos;
     enum conf_handler handler;
     unsigned return_code; /* return CODE ["TEXT"] */
     char *return_text;    /* may be NULL (empty body); may hold $variables */

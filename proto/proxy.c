@@ -12,6 +12,7 @@
 
 #include "proto/counter.h"
 #include "proto/http1_client.h"
+#include "proto/regex.h"
 #include "proto/vars.h"
 
 #include <errno.h>
@@ -509,6 +510,9 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
         h1_head_add_header(&b, h->name, h->value);
     }
     struct vars_ctx ctx = {.ex = px->ex, .req = req, .escape = VARS_HEADER};
+    size_t ovector[2 * HTTP_REGEX_PAIRS];
+    if (loc->captures != NULL)
+        vars_set_captures(&ctx, loc->captures, ovector);
     for (size_t i = 0; i < loc->set_header_count; i++) {
         const struct vars_template *t = loc->set_values != NULL ? loc->set_values[i] : NULL;
         if (t == NULL) {

@@ -12,6 +12,7 @@
 #include "proto/upstream.h"   /* proxy_upstream_new() and the rest of an upstream's API */
 
 struct vars_template;
+struct http_regex;
 
 /* One proxy_pass location.  Locations may share an upstream, and with it
  * its pools and health state; the timeouts are each location's own. */
@@ -24,7 +25,8 @@ struct proxy_location {
      * value is literal); NULL: none has any.  An empty result removes. */
     const struct vars_template *const *set_values;
     const struct http_add_headers *add_headers; /* NULL: none */
-    const struct http_str *hide_headers;        /* proxy_hide_header: response headers to drop */
+    const struct http_regex *captures;   /* the location's regex, when a value reads its groups */
+    const struct http_str *hide_headers; /* proxy_hide_header: response headers to drop */
     size_t hide_header_count;
 };
 

@@ -2,6 +2,7 @@
  * return.c: the handler of `return CODE ["TEXT"]`: a fixed response, or a
  * redirect whose text is where it points; the text may hold $variables.
  */
+#include "proto/regex.h"
 #include "proto/vars.h"
 
 #include <stdlib.h>
@@ -20,6 +21,9 @@ static void return_on_request(struct exchange *ex, const struct http_request *re
     vars_buf_init(&text, small, sizeof(small));
     if (ret->value != NULL) {
         struct vars_ctx ctx = {.ex = ex, .req = req, .escape = redirect ? VARS_HEADER : VARS_RAW};
+        size_t ovector[2 * HTTP_REGEX_PAIRS];
+        if (ret->captures != NULL)
+            vars_set_captures(&ctx, ret->captures, ovector);
         vars_eval(ret->value, &ctx, &text);
     } else {
         vars_buf_add(&text, ret->text, ret->text_len);

@@ -2,7 +2,7 @@
  * site.h: what an HTTP listening address serves, whatever the protocol
  * (HTTP/1.1 and later framers route the same way): its virtual hosts and
  * their locations, each with a handler (exchange.h), and the per-worker
- * counters of its responses.  Routing is in route.c.
+ * counters of its responses, and the routing (site.c).
  */
 #ifndef CORRAL_PROTO_SITE_H
 #define CORRAL_PROTO_SITE_H
@@ -17,12 +17,16 @@
 
 #define HTTP_MAX_STATUS 600
 
+struct http_regex;
+
 struct http_location {
-    const char *path;
+    const char *path; /* the prefix or exact path; for a regex, as written */
     size_t path_len;
     bool exact;
     const struct http_handler *handler;
     void *handler_data;
+    bool no_regex;                  /* "^~": as the longest prefix, no regex is tried */
+    const struct http_regex *regex; /* "~", "~*": tried in order after the prefixes */
 };
 
 struct http_vhost {
@@ -76,8 +80,9 @@ struct http_stats {
     _Atomic uint64_t http2[HTTP2_COUNTERS];
 } __attribute__((aligned(64)));
 
-/* Finds the location for `path` in `vhost`: an exact match first, else the
- * longest prefix.  NULL if none. */
+/* Finds the location for `path` in `vhost` as nginx does: an exact match;
+ * else the longest prefix if it is "^~"; else the first regex that
+ * matches, in order; else the longest prefix.  NULL if none. */
 const struct http_location *http_find_location(const struct http_vhost *vhost, const char *path,
                                                size_t len);
 

@@ -5,6 +5,7 @@
  */
 #include "proto/vars.h"
 
+#include "proto/regex.h"
 #include "proto/vars_internal.h"
 
 #include <arpa/inet.h>
@@ -108,6 +109,13 @@ static int resolve(const char *name, size_t len, const struct vars_maps *maps,
             return 0;
         }
     }
+    int group =
+        maps != NULL && maps->captures != NULL ? http_regex_group(maps->captures, name, len) : -1;
+    if (group > 0 && group < HTTP_REGEX_PAIRS) {
+        part->id = VARS_CAPTURE;
+        part->index = (unsigned)group;
+        return 0;
+    }
     for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
         size_t n = strlen(prefixes[i].prefix);
         if (len > n && memcmp(name, prefixes[i].prefix, n) == 0) {
@@ -185,6 +193,23 @@ void vars_template_free(struct vars_template *t)
 bool vars_template_is_literal(const struct vars_template *t)
 {
     return !t->has_vars;
+}
+
+bool vars_template_uses_captures(const struct vars_template *t)
+{
+    for (size_t i = 0; i < t->count; i++)
+        if (t->parts[i].id == VARS_CAPTURE)
+            return true;
+    return false;
+}
+
+void vars_set_captures(struct vars_ctx *ctx, const struct http_regex *re, size_t *ovector)
+{
+    if (ctx->req == NULL || ctx->req->path.data == NULL)
+        return;
+    ctx->subject = ctx->req->path.data;
+    ctx->ovector = ovector;
+    ctx->capture_count = http_regex_match(re, ctx->req->path.data, ctx->req->path.len, ovector);
 }
 
 bool vars_template_is_late(const struct vars_template *t)

@@ -16,11 +16,14 @@
 struct vars_template;
 struct vars_map;
 
-/* The maps a config defines, by name, for the compiler to resolve $names
- * against.  The caller owns the array and the maps. */
+struct http_regex;
+
+/* What else $names may be: the maps a config defines, and the named
+ * groups of a location's regex.  The caller owns them. */
 struct vars_maps {
     struct vars_map *const *maps;
     size_t count;
+    const struct http_regex *captures; /* NULL: none */
 };
 
 /* Why a compile failed: `offset` is the byte of the text at fault. */
@@ -47,6 +50,9 @@ bool vars_template_is_literal(const struct vars_template *t);
  * ($status, $upstream_*, $request_time, $bytes_sent). */
 bool vars_template_is_late(const struct vars_template *t);
 
+/* Whether `t` reads a regex capture ($1..$9 or a named group). */
+bool vars_template_uses_captures(const struct vars_template *t);
+
 /* ------------------------------------------------------------- evaluation */
 
 /* How values are written: as they are, fit for a header line (control
@@ -66,12 +72,11 @@ struct vars_ctx {
     const struct http_request *req; /* the request's */
     const char *remote_addr;        /* overrides exchange_client_host() (the log's copy) */
     const char *protocol;           /* "HTTP/1.1": $server_protocol, $request */
-    /* The regex captures of the location ($1..$9, named): `subject` and
-     * PCRE2's ovector of `capture_count` pairs. */
+    /* The captures of the location's regex ($1..$9, named): `subject`
+     * and the offsets of `capture_count` pairs (http_regex_match()). */
     const char *subject;
     const size_t *ovector;
     size_t capture_count;
-    const void *capture_names; /* the pcre2_code, for named captures */
     /* Known once the response is under way. */
     unsigned status;
     uint64_t bytes_sent;
@@ -127,6 +132,10 @@ int vars_map_add(struct vars_map *map, const char *key, const char *value,
                  const struct vars_maps *maps, struct vars_error *error, bool *in_value);
 
 /* ----------------------------------------------------------------- helpers */
+
+/* Sets the captures of `ctx` to those of `re` matched against the path of
+ * ctx->req, in `ovector` (2 * HTTP_REGEX_PAIRS items, the caller's). */
+void vars_set_captures(struct vars_ctx *ctx, const struct http_regex *re, size_t *ovector);
 
 /* Fills `out` (33 bytes) with the exchange's $request_id: 128 random bits
  * in hex, drawn once per exchange. */

@@ -4,11 +4,10 @@
  * pay off only for long maps), then PCRE2 regexes in order, else the
  * default.
  */
-#define PCRE2_CODE_UNIT_WIDTH 8
+#include "proto/regex.h"
 #include "proto/vars_internal.h"
 
 #include <errno.h>
-#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +19,7 @@
 struct map_entry {
     char *key; /* NULL: a regex */
     size_t key_len;
-    pcre2_code *re;
+    struct http_regex *re;
     struct vars_template *value;
 };
 
@@ -48,7 +47,7 @@ void vars_map_free(struct vars_map *map)
         return;
     for (size_t i = 0; i < map->count; i++) {
         free(map->entries[i].key);
-        pcre2_code_free(map->entries[i].re);
+        http_regex_free(map->entries[i].re);
         vars_template_free(map->entries[i].value);
     }
     free(map->entries);
@@ -76,26 +75,20 @@ int vars_map_set_source(struct vars_map *map, const char *text, const struct var
     return vars_compile(text, maps, &map->source, error);
 }
 
-/* Compiles a "~REGEX" or "~*REGEX" key, with the JIT where there is one. */
-static int compile_regex(const char *key, pcre2_code **out, struct vars_error *error)
+/* Compiles a "~REGEX" or "~*REGEX" key. */
+static int compile_regex(const char *key, struct http_regex **out, struct vars_error *error)
 {
     bool caseless = key[1] == '*';
     const char *pattern = key + (caseless ? 2 : 1);
-    int code;
-    PCRE2_SIZE offset;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
-                                   caseless ? PCRE2_CASELESS : 0, &code, &offset, NULL);
-    if (re == NULL) {
-        PCRE2_UCHAR message[120];
-        pcre2_get_error_message(code, message, sizeof(message));
+    char message[120];
+    size_t offset;
+    int err = http_regex_compile(pattern, caseless, out, message, sizeof(message), &offset);
+    if (err == -EINVAL) {
         error->offset = (size_t)(pattern - key) + offset;
         snprintf(error->message, sizeof(error->message), "invalid regex \"%s\": %s at offset %zu",
-                 pattern, (const char *)message, (size_t)offset);
-        return -EINVAL;
+                 pattern, message, offset);
     }
-    (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* the interpreter otherwise */
-    *out = re;
-    return 0;
+    return err;
 }
 
 int vars_map_add(struct vars_map *map, const char *key, const char *value,
@@ -124,23 +117,13 @@ int vars_map_add(struct vars_map *map, const char *key, const char *value,
         err == 0 ? realloc(map->entries, (map->count + 1) * sizeof(*grown)) : NULL;
     if (grown == NULL) {
         free(entry.key);
-        pcre2_code_free(entry.re);
+        http_regex_free(entry.re);
         vars_template_free(t);
         return err != 0 ? err : -ENOMEM;
     }
     map->entries = grown;
     map->entries[map->count++] = entry;
     return 0;
-}
-
-static bool regex_matches(const pcre2_code *re, const char *subject, size_t len)
-{
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    if (md == NULL)
-        return false;
-    int rc = pcre2_match(re, (PCRE2_SPTR)subject, len, 0, 0, md, NULL);
-    pcre2_match_data_free(md);
-    return rc >= 0;
 }
 
 void vars__map_eval(const struct vars_map *map, struct vars_ctx *ctx, struct vars_buf *out)
@@ -169,7 +152,8 @@ void vars__map_eval(const struct vars_map *map, struct vars_ctx *ctx, struct var
         }
         for (size_t i = 0; i < map->count && !found; i++) {
             const struct map_entry *e = &map->entries[i];
-            if (e->re != NULL && regex_matches(e->re, source.data, source.len)) {
+            size_t ovector[2 * HTTP_REGEX_PAIRS];
+            if (e->re != NULL && http_regex_match(e->re, source.data, source.len, ovector) > 0) {
                 result = e->value;
                 found = true;
             }

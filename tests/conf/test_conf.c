@@ -976,8 +976,13 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80;\n location = / { return 204; }\n location = / { return 200; } "
      "}",
      "test.conf:3:13: duplicate location \"= /\" (first at line 2)"},
-    {"server { listen 127.0.0.1:80; location ~ /a { return 204; } }",
-     "test.conf:1:40: unknown location modifier \"~\" (only \"=\" is supported)"},
+    {"server { listen 127.0.0.1:80; location ~~ /a { return 204; } }",
+     "test.conf:1:40: unknown location modifier \"~~\" (expected =, ~, ~* or ^~)"},
+    {"server { listen 127.0.0.1:80;\n location /a { return 204; }\n location ^~ /a { return 200; } "
+     "}",
+     "test.conf:3:14: duplicate location \"^~ /a\" (first at line 2)"},
+    {"server { listen 127.0.0.1:80; location ~ \"\" { return 204; } }",
+     "test.conf:1:42: empty location regex"},
     {"server { listen 127.0.0.1:80; location a { return 204; } }",
      "test.conf:1:40: location path must start with \"/\", got \"a\""},
     {"server { listen 127.0.0.1:80; location /a { } }",

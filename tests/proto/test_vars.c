@@ -213,7 +213,7 @@ START_TEST(maps_look_up_exact_then_regex_then_default)
     struct vars_map *map = vars_map_new("kind");
     ck_assert_ptr_nonnull(map);
     struct vars_map *maps_array[] = {map};
-    struct vars_maps maps = {maps_array, 1};
+    struct vars_maps maps = {.maps = maps_array, .count = 1};
     struct vars_error error;
     bool in_value;
     ck_assert_int_eq(vars_map_set_source(map, "$arg_k", &maps, &error), 0);
@@ -255,7 +255,7 @@ START_TEST(a_map_reading_itself_stops)
 {
     struct vars_map *map = vars_map_new("loop");
     struct vars_map *maps_array[] = {map};
-    struct vars_maps maps = {maps_array, 1};
+    struct vars_maps maps = {.maps = maps_array, .count = 1};
     struct vars_error error;
     bool in_value;
     ck_assert_int_eq(vars_map_set_source(map, "$loop", &maps, &error), 0);
@@ -642,6 +642,68 @@ START_TEST(log_format_uses_the_same_variables)
 }
 END_TEST
 
+/* The body of a response (after its head), or "". */
+static const char *body_of(const char *response)
+{
+    const char *end = strstr(response, "\r\n\r\n");
+    return end != NULL ? end + 4 : "";
+}
+
+START_TEST(locations_are_picked_in_nginx_order)
+{
+    struct backend b;
+    backend_start(&b, 200);
+    struct test_daemon d;
+    char conf[4096];
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "server {\n  listen 127.0.0.1:0;\n"
+             "  location = /exact { return 200 \"exact\"; }\n"
+             "  location ^~ /static/ { return 200 \"static\"; }\n"
+             "  location / { return 200 \"prefix /\"; }\n"
+             "  location /images/ { return 200 \"prefix images\"; }\n"
+             "  location ~ \\.(png|jpg)$ { return 200 \"regex $1\"; }\n"
+             "  location ~* ^/CASE/(?<rest>.*)$ { return 200 \"caseless $rest\"; }\n"
+             "  location ~ ^/images/(.+)\\.png$ { return 200 \"never $1\"; }\n"
+             "  location ~ ^/api/(v[0-9])/(.*) {\n    proxy_pass http://127.0.0.1:%d;\n"
+             "    proxy_set_header X-Version $1;\n    proxy_set_header X-Rest \"[$2]\";\n  }\n"
+             "}\n",
+             b.port);
+    start(&d, conf);
+    static const struct {
+        const char *path, *body;
+    } cases[] = {
+        {"/exact", "exact"},
+        {"/static/a.png", "static"},
+        {"/images/a.png", "regex png"},
+        {"/images/a.gif", "prefix images"},
+        {"/exact.jpg", "regex jpg"},
+        {"/case/xyz", "caseless xyz"},
+        {"/CaSe/Q?x=1", "caseless Q"},
+        {"/other", "prefix /"},
+    };
+    char response[4096], request_text[256], value[256];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(request_text, sizeof(request_text),
+                 "GET %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", cases[i].path);
+        ck_assert_uint_eq(request(d.port, request_text, response, sizeof(response)), 200);
+        ck_assert_msg(strcmp(body_of(response), cases[i].body) == 0, "%s: got \"%s\"",
+                      cases[i].path, body_of(response));
+    }
+    ck_assert_uint_eq(request(d.port,
+                              "GET /api/v2/users/7?q=1 HTTP/1.1\r\nHost: h\r\n"
+                              "Connection: close\r\n\r\n",
+                              response, sizeof(response)),
+                      200);
+    backend_header(&b, "X-Version", value, sizeof(value));
+    ck_assert_str_eq(value, "v2");
+    backend_header(&b, "X-Rest", value, sizeof(value));
+    ck_assert_str_eq(value, "[users/7]");
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
 /* ------------------------------------------------------------ config errors */
 
 static const struct {
@@ -684,6 +746,12 @@ static const struct {
      "corral.conf:2:2: a map entry is KEY VALUE (got 3 words)"},
     {"server {\n listen 127.0.0.1:0;\n location / { add_header X-A \"a\\nb\"; return 200; }\n}\n",
      "corral.conf:3:30: header value contains a control character"},
+    {"server {\n listen 127.0.0.1:0;\n location ~ \"^/(a\" { return 200; }\n}\n",
+     "corral.conf:3:13: location: invalid regex \"^/(a\": missing closing parenthesis at offset 4"},
+    {"server {\n listen 127.0.0.1:0;\n location ~ ^/(?<name>a) { return 200 $nam; }\n}\n",
+     "corral.conf:3:39: return: unknown variable \"$nam\""},
+    {"server {\n listen 127.0.0.1:0;\n location ^= /a { return 200; }\n}\n",
+     "corral.conf:3:11: unknown location modifier \"^=\" (expected =, ~, ~* or ^~)"},
     {"server {\n listen 127.0.0.1:0;\n location / { map $a $b {} return 200; }\n}\n",
      "corral.conf:3:15: \"map\" is not allowed in location"},
 };
@@ -741,6 +809,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, add_header_follows_nginx_inheritance);
     tcase_add_test(tc, add_header_reaches_http2_clients);
     tcase_add_test(tc, log_format_uses_the_same_variables);
+    tcase_add_test(tc, locations_are_picked_in_nginx_order);
     tcase_add_loop_test(tc, config_errors_have_their_position, 0,
                         sizeof(config_errors) / sizeof(config_errors[0]));
     tcase_add_test(tc, good_config_passes_the_check);
