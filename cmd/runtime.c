@@ -205,6 +205,8 @@ static int proxy_build(struct site *site, struct runtime_vars *vars, size_t inde
         .hide_header_count = loc->hide_header_count,
         .set_values = values,
         .captures = captures,
+        .strip = {loc->path, strlen(loc->path)},
+        .uri = {loc->proxy_uri, loc->proxy_uri != NULL ? strlen(loc->proxy_uri) : 0},
     };
     return 0;
 }
@@ -284,6 +286,18 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
     return err;
 }
 
+/* With rewrites, the vhost's requests go through the rewrite handler. */
+static int router_build(struct runtime_vars *vars, struct http_vhost *vhost)
+{
+    struct http_location *router = runtime_vars_calloc(vars, 1, sizeof(*router));
+    if (router == NULL)
+        return -ENOMEM;
+    *router =
+        (struct http_location){.path = "", .handler = &http_rewrite_handler, .handler_data = vhost};
+    vhost->router = router;
+    return 0;
+}
+
 /* Builds the site for `address` from every server block listening there;
  * the default server (or the first) becomes vhost 0. */
 static int site_build(struct site *site, struct generation *gen, const struct conf_config *config,
@@ -338,6 +352,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->limits = server->http.limits;
             vhost->locations = &site->locations[l];
             vhost->location_count = server->location_count;
+            err = runtime_vars_rewrites(gen->vars, &server->rewrites, NULL, &vhost->rewrites);
+            bool has_rewrites = server->rewrites.count > 0;
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
                 const struct conf_location *conf = &server->locations[i];
                 struct http_location *loc = &site->locations[l++];
@@ -347,8 +363,12 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                                               .no_regex = conf->no_regex};
                 if (conf->regex)
                     err = runtime_vars_regex(gen->vars, conf->path, conf->caseless, &conf->path_pos,
-                                             &loc->regex);
+                                             "location", &loc->regex);
                 runtime_vars_set_captures(gen->vars, loc->regex);
+                if (err == 0)
+                    err = runtime_vars_rewrites(gen->vars, &conf->rewrites, loc->regex,
+                                                &loc->rewrites);
+                has_rewrites |= conf->rewrites.count > 0;
                 const struct http_add_headers *add_headers = NULL;
                 if (err == 0)
                     err = runtime_vars_add_headers(gen->vars, config, server, conf, &add_headers);
@@ -377,6 +397,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     loc->handler_data = &site->proxies[p++];
                 }
             }
+            if (err == 0 && has_rewrites)
+                err = router_build(gen->vars, vhost);
         }
     }
     site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = vhost_count};

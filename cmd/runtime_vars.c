@@ -74,6 +74,24 @@ int runtime_vars_compile(struct runtime_vars *vars, const char *text, const stru
     return 0;
 }
 
+/* runtime_vars_compile(), a literal too: for a value evaluated as a
+ * template whatever it holds. */
+static int compile_always(struct runtime_vars *vars, const char *text, const struct conf_pos *pos,
+                          const char *directive, const struct vars_template **out)
+{
+    struct vars_template *t;
+    struct vars_error error;
+    int err = vars_compile(text, &vars->lookup, &t, &error);
+    if (err != 0)
+        return report(err, pos, directive, &error);
+    if (own(vars, t) != 0) {
+        vars_template_free(t);
+        return -ENOMEM;
+    }
+    *out = t;
+    return 0;
+}
+
 static int map_build(struct runtime_vars *vars, const struct conf_map *conf, struct vars_map *map)
 {
     struct vars_error error;
@@ -138,7 +156,8 @@ void runtime_vars_free(struct runtime_vars *vars)
 }
 
 int runtime_vars_regex(struct runtime_vars *vars, const char *pattern, bool caseless,
-                       const struct conf_pos *pos, const struct http_regex **out)
+                       const struct conf_pos *pos, const char *directive,
+                       const struct http_regex **out)
 {
     struct http_regex **grown =
         realloc(vars->regexes, (vars->regex_count + 1) * sizeof(*vars->regexes));
@@ -150,8 +169,8 @@ int runtime_vars_regex(struct runtime_vars *vars, const char *pattern, bool case
     struct http_regex *re;
     int err = http_regex_compile(pattern, caseless, &re, message, sizeof(message), &offset);
     if (err == -EINVAL)
-        log_error("%s:%u:%u: location: invalid regex \"%s\": %s at offset %zu", pos->file,
-                  pos->line, pos->col, pattern, message, offset);
+        log_error("%s:%u:%u: %s: invalid regex \"%s\": %s at offset %zu", pos->file, pos->line,
+                  pos->col, directive, pattern, message, offset);
     if (err != 0)
         return err;
     vars->regexes[vars->regex_count++] = re;
@@ -186,23 +205,52 @@ int runtime_vars_add_headers(struct runtime_vars *vars, const struct conf_config
     for (size_t i = 0; i < conf->count; i++) {
         const struct conf_add_header *h = &conf->items[i];
         const struct vars_template *value;
-        int err = runtime_vars_compile(vars, h->value, &h->value_pos, "add_header", &value);
-        if (err == 0 && value == NULL) {
-            /* A literal: compiled all the same, as the rule evaluates it. */
-            struct vars_template *t = NULL;
-            struct vars_error error;
-            err = vars_compile(h->value, NULL, &t, &error);
-            if (err == 0 && own(vars, t) != 0) {
-                vars_template_free(t);
-                err = -ENOMEM;
-            }
-            value = t;
-        }
+        int err = compile_always(vars, h->value, &h->value_pos, "add_header", &value);
         if (err != 0)
             return err;
         items[i] = (struct http_add_header){{h->name, strlen(h->name)}, value, h->always};
     }
     *rules = (struct http_add_headers){items, conf->count};
+    *out = rules;
+    return 0;
+}
+
+int runtime_vars_rewrites(struct runtime_vars *vars, const struct conf_rewrites *conf,
+                          const struct http_regex *location_regex, const struct http_rewrites **out)
+{
+    *out = NULL;
+    if (conf->count == 0)
+        return 0;
+    struct http_rewrites *rules = runtime_vars_calloc(vars, 1, sizeof(*rules));
+    struct http_rewrite *items = runtime_vars_calloc(vars, conf->count, sizeof(*items));
+    if (rules == NULL || items == NULL)
+        return -ENOMEM;
+    int err = 0;
+    for (size_t i = 0; i < conf->count && err == 0; i++) {
+        const struct conf_rewrite *r = &conf->items[i];
+        struct http_rewrite *rule = &items[i];
+        err = runtime_vars_regex(vars, r->regex, false, &r->regex_pos, "rewrite", &rule->regex);
+        /* The replacement's groups are the rewrite's own regex's. */
+        runtime_vars_set_captures(vars, rule->regex);
+        if (err == 0)
+            err = compile_always(vars, r->replacement, &r->replacement_pos, "rewrite",
+                                 &rule->replacement);
+        static const enum http_rewrite_flag flags[] = {
+            [CONF_REWRITE_NONE] = HTTP_REWRITE_NEXT,
+            [CONF_REWRITE_LAST] = HTTP_REWRITE_LAST,
+            [CONF_REWRITE_BREAK] = HTTP_REWRITE_BREAK,
+            [CONF_REWRITE_REDIRECT] = HTTP_REWRITE_REDIRECT,
+            [CONF_REWRITE_PERMANENT] = HTTP_REWRITE_PERMANENT,
+        };
+        rule->flag = flags[r->flag];
+        rule->absolute = strncmp(r->replacement, "http://", 7) == 0 ||
+                         strncmp(r->replacement, "https://", 8) == 0 ||
+                         strncmp(r->replacement, "$scheme", 7) == 0;
+    }
+    runtime_vars_set_captures(vars, location_regex);
+    if (err != 0)
+        return err;
+    *rules = (struct http_rewrites){items, conf->count};
     *out = rules;
     return 0;
 }

@@ -9,6 +9,7 @@
 #include "conf/config.h"
 #include "proto/add_header.h"
 #include "proto/regex.h"
+#include "proto/rewrite.h"
 #include "proto/vars.h"
 
 struct runtime_vars;
@@ -38,7 +39,16 @@ int runtime_vars_add_headers(struct runtime_vars *vars, const struct conf_config
 /* Compiles a location's regex into *out, which `vars` owns; a bad one is
  * reported at `pos` with PCRE2's message.  Returns 0, -EINVAL or -ENOMEM. */
 int runtime_vars_regex(struct runtime_vars *vars, const char *pattern, bool caseless,
-                       const struct conf_pos *pos, const struct http_regex **out);
+                       const struct conf_pos *pos, const char *directive,
+                       const struct http_regex **out);
+
+/* The compiled rewrites of a server or location (NULL when there are
+ * none), owned by `vars`; `location_regex` is the one whose groups the
+ * location's other values read, restored after.  Returns 0, -EINVAL
+ * (logged) or -ENOMEM. */
+int runtime_vars_rewrites(struct runtime_vars *vars, const struct conf_rewrites *conf,
+                          const struct http_regex *location_regex,
+                          const struct http_rewrites **out);
 
 /* The regex whose named groups are variables for the values compiled from
  * now on (one location's); NULL: none. */

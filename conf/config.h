@@ -52,6 +52,27 @@ struct conf_add_headers {
     size_t count;
 };
 
+/* rewrite REGEX REPLACEMENT [last|break|redirect|permanent] */
+enum conf_rewrite_flag {
+    CONF_REWRITE_NONE,
+    CONF_REWRITE_LAST,
+    CONF_REWRITE_BREAK,
+    CONF_REWRITE_REDIRECT,
+    CONF_REWRITE_PERMANENT,
+};
+
+struct conf_rewrite {
+    char *regex;
+    char *replacement; /* may hold $variables and the regex's groups */
+    enum conf_rewrite_flag flag;
+    struct conf_pos regex_pos, replacement_pos;
+};
+
+struct conf_rewrites {
+    struct conf_rewrite *items;
+    size_t count;
+};
+
 /* map $source $name { KEY VALUE; ... default VALUE; }: KEY is an exact
  * value, ~REGEX or ~*REGEX. */
 struct conf_map_entry {
@@ -95,7 +116,9 @@ struct conf_location {
     unsigned return_code; /* return CODE ["TEXT"] */
     char *return_text;    /* may be NULL (empty body); may hold $variables */
     struct conf_pos return_text_pos;
-    char *proxy_pass; /* "http[s]://name_or_address[:port]" as written */
+    char *proxy_pass; /* "http[s]://name_or_address[:port]" as written, without a path */
+    char *proxy_uri;  /* the path after it ("/", "/app/"), which replaces the part of the
+                         request's path the location matched; NULL: none */
     /* TLS towards the upstream, used when proxy_pass is https:// (the parser
      * refuses proxy_tls_* otherwise).  ca_file is resolved against the config
      * file's directory; a NULL server_name stands for the host in proxy_pass
@@ -107,6 +130,7 @@ struct conf_location {
     char **hide_headers; /* proxy_hide_header NAME */
     size_t hide_header_count;
     struct conf_add_headers add_headers; /* its own, not the server's */
+    struct conf_rewrites rewrites;
     /* Once parsed, the location's effective proxy settings: its server's,
      * with its own proxy_buffer_size if it has one (while parsing, 0 when
      * it has none). */
@@ -167,6 +191,7 @@ struct conf_server {
     struct conf_http http;
     struct conf_tls tls;
     struct conf_add_headers add_headers; /* its own, not the top level's */
+    struct conf_rewrites rewrites;
     struct conf_pos pos;
 };
 

@@ -296,9 +296,12 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
     state->location = NULL;
     if (rc != 0)
         return -1;
-    if (location->handler == CONF_HANDLER_NONE)
+    /* One with rewrites only hands its requests on (or answers 404). */
+    if (location->handler == CONF_HANDLER_NONE && location->rewrites.count == 0)
         return conf__error_at(state->error, &node->name.pos,
-                              "location \"%s\" has no \"return\" or \"proxy_pass\"", path->text);
+                              "location \"%s\" has no \"return\", \"proxy_pass\" or "
+                              "\"rewrite\"",
+                              path->text);
     return conf__proxy_check_location(state, location, node);
 }
 

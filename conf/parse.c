@@ -475,6 +475,7 @@ static void location_free(struct conf_location *location)
     free(location->path);
     free(location->return_text);
     free(location->proxy_pass);
+    free(location->proxy_uri);
     /* The module's struct holds const pointers; the config owns them. */
     free((void *)location->proxy_tls.ca_file);
     free((void *)location->proxy_tls.server_name);
@@ -487,6 +488,7 @@ static void location_free(struct conf_location *location)
         free(location->hide_headers[i]);
     free(location->hide_headers);
     conf__free_add_headers(&location->add_headers);
+    conf__free_rewrites(&location->rewrites);
 }
 
 static void server_free(struct conf_server *server)
@@ -510,6 +512,7 @@ static void server_free(struct conf_server *server)
     free((void *)tls->settings.ciphersuites);
     free((void *)tls->settings.client_ca);
     conf__free_add_headers(&server->add_headers);
+    conf__free_rewrites(&server->rewrites);
 }
 
 void conf_free(struct conf_config *config)

@@ -237,6 +237,7 @@ int conf__check_header_name(struct conf_state *state, const struct conf_arg *arg
 /* vars_directives.c: frees what map and add_header hold. */
 void conf__free_add_headers(struct conf_add_headers *headers);
 void conf__free_maps(struct conf_config *config);
+void conf__free_rewrites(struct conf_rewrites *rewrites);
 
 /* Defaults of the settings of the top level, from the modules' own. */
 void conf__core_defaults(struct conf_config *config);

@@ -490,7 +490,19 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
 {
     const struct proxy_location *loc = px->loc;
     struct h1_head_buf b = {0};
-    h1_head_request_line(&b, req->method, req->target);
+    char target_small[512];
+    struct vars_buf target;
+    vars_buf_init(&target, target_small, sizeof(target_small));
+    if (loc->uri.data != NULL && req->path.len >= loc->strip.len &&
+        memcmp(req->path.data, loc->strip.data, loc->strip.len) == 0) {
+        vars_buf_add(&target, loc->uri.data, loc->uri.len);
+        vars_buf_add(&target, req->target.data + loc->strip.len, req->target.len - loc->strip.len);
+    } else {
+        vars_buf_add(&target, req->target.data, req->target.len);
+    }
+    b.failed |= target.failed;
+    h1_head_request_line(&b, req->method, (struct http_str){target.data, target.len});
+    vars_buf_free(&target);
     bool has_host = false;
     for (size_t i = 0; i < req->header_count; i++) {
         const struct http_header *h = &req->headers[i];

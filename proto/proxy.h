@@ -25,6 +25,10 @@ struct proxy_location {
      * value is literal); NULL: none has any.  An empty result removes. */
     const struct vars_template *const *set_values;
     const struct http_add_headers *add_headers; /* NULL: none */
+    /* proxy_pass with a path: a request path starting with `strip` (the
+     * location's prefix) goes on with that part replaced by `uri`;
+     * uri.data NULL: the target goes on as it is. */
+    struct http_str strip, uri;
     const struct http_regex *captures;   /* the location's regex, when a value reads its groups */
     const struct http_str *hide_headers; /* proxy_hide_header: response headers to drop */
     size_t hide_header_count;

@@ -51,6 +51,12 @@ size_t http_site_sni_select(void *site, const char *name, size_t len)
 const struct http_location *http_find_location(const struct http_vhost *vhost, const char *path,
                                                size_t len)
 {
+    return vhost->router != NULL ? vhost->router : http_search_location(vhost, path, len);
+}
+
+const struct http_location *http_search_location(const struct http_vhost *vhost, const char *path,
+                                                 size_t len)
+{
     const struct http_location *best = NULL;
     bool any_regex = false;
     for (size_t i = 0; i < vhost->location_count; i++) {

@@ -25,9 +25,12 @@ struct http_location {
     bool exact;
     const struct http_handler *handler;
     void *handler_data;
-    bool no_regex;                  /* "^~": as the longest prefix, no regex is tried */
-    const struct http_regex *regex; /* "~", "~*": tried in order after the prefixes */
+    bool no_regex;                        /* "^~": as the longest prefix, no regex is tried */
+    const struct http_regex *regex;       /* "~", "~*": tried in order after the prefixes */
+    const struct http_rewrites *rewrites; /* NULL: none (run by the vhost's router) */
 };
+
+struct http_rewrites;
 
 struct http_vhost {
     const char *const *names; /* exact names, "*.suffix" wildcards */
@@ -35,6 +38,11 @@ struct http_vhost {
     const struct http_location *locations;
     size_t location_count;
     struct http_limits limits;
+    /* With rewrites (the server's, or any location's), every request goes
+     * to this location first, whose handler (rewrite.h) rewrites and routes
+     * it; NULL: none. */
+    const struct http_location *router;
+    const struct http_rewrites *rewrites; /* the server's own; NULL: none */
 };
 
 /* Everything served on one listening address: its virtual hosts (the first
@@ -80,11 +88,16 @@ struct http_stats {
     _Atomic uint64_t http2[HTTP2_COUNTERS];
 } __attribute__((aligned(64)));
 
+/* The location to hand a request for `path` in `vhost` to: the vhost's
+ * router when it has one, else http_search_location()'s. */
+const struct http_location *http_find_location(const struct http_vhost *vhost, const char *path,
+                                               size_t len);
+
 /* Finds the location for `path` in `vhost` as nginx does: an exact match;
  * else the longest prefix if it is "^~"; else the first regex that
  * matches, in order; else the longest prefix.  NULL if none. */
-const struct http_location *http_find_location(const struct http_vhost *vhost, const char *path,
-                                               size_t len);
+const struct http_location *http_search_location(const struct http_vhost *vhost, const char *path,
+                                                 size_t len);
 
 /* Picks the virtual host for `host` (without port): an exact name, then the
  * longest matching wildcard, else the site's first. */

@@ -160,8 +160,12 @@ int vars_compile(const char *text, const struct vars_maps *maps, struct vars_tem
         if (braced)
             name++;
         size_t end = name;
-        while (end < text_len && name_char(copy[end]))
-            end++;
+        /* As in nginx, a capture's name is one digit: "$10" is $1, "0". */
+        if (copy[name] >= '1' && copy[name] <= '9' && !braced)
+            end = name + 1;
+        else
+            while (end < text_len && name_char(copy[end]))
+                end++;
         if (end == name || (braced && copy[end] != '}')) {
             int err = fail(error, start, "invalid variable name", copy + start,
                            end - start + (end < text_len && !braced ? 1 : 0));

@@ -165,10 +165,22 @@ static void start(uint32_t header_timeout_ms, uint32_t keepalive_timeout_ms)
         limits.header_timeout_ms = limits.body_timeout_ms = header_timeout_ms;
     if (keepalive_timeout_ms)
         limits.keepalive_timeout_ms = keepalive_timeout_ms;
-    vhosts[0] = (struct http_vhost){main_names, 1, main_locations,
-                                    sizeof(main_locations) / sizeof(main_locations[0]), limits};
-    vhosts[1] = (struct http_vhost){wild_names, 1, wild_locations, 1, limits};
-    vhosts[2] = (struct http_vhost){named_names, 1, named_locations, 1, limits};
+    vhosts[0] =
+        (struct http_vhost){.names = main_names,
+                            .name_count = 1,
+                            .locations = main_locations,
+                            .location_count = sizeof(main_locations) / sizeof(main_locations[0]),
+                            .limits = limits};
+    vhosts[1] = (struct http_vhost){.names = wild_names,
+                                    .name_count = 1,
+                                    .locations = wild_locations,
+                                    .location_count = 1,
+                                    .limits = limits};
+    vhosts[2] = (struct http_vhost){.names = named_names,
+                                    .name_count = 1,
+                                    .locations = named_locations,
+                                    .location_count = 1,
+                                    .limits = limits};
     site = (struct http_site){
         .vhosts = vhosts, .vhost_count = 3, .stats = stats, .access_log = access_log};
 

@@ -109,6 +109,7 @@ static const struct {
     {"$status $body_bytes_sent $bytes_sent $request_time", "204 42 42 1.500"},
     {"[$upstream_addr][$upstream_status][$upstream_response_time]", "[][][]"},
     {"$1", ""},
+    {"$10|$2x", "0|x"},                           /* nginx: a capture's name is one digit */
     {"$remote_port$server_addr$server_port", ""}, /* no connection */
 };
 
@@ -186,15 +187,10 @@ static const struct {
     size_t offset;
     const char *message;
 } bad_texts[] = {
-    {"$nope", 0, "unknown variable \"$nope\""},
-    {"a $b c", 2, "unknown variable \"$b\""},
-    {"x$", 1, "invalid variable name \"$\""},
-    {"x$ y", 1, "invalid variable name \"$ \""},
-    {"${host", 0, "invalid variable name \"${host\""},
-    {"${}", 0, "invalid variable name \"${\""},
-    {"$host$-", 5, "invalid variable name \"$-\""},
-    {"$http_", 0, "unknown variable \"$http_\""},
-    {"$10", 0, "unknown variable \"$10\""},
+    {"$nope", 0, "unknown variable \"$nope\""},        {"a $b c", 2, "unknown variable \"$b\""},
+    {"x$", 1, "invalid variable name \"$\""},          {"x$ y", 1, "invalid variable name \"$ \""},
+    {"${host", 0, "invalid variable name \"${host\""}, {"${}", 0, "invalid variable name \"${\""},
+    {"$host$-", 5, "invalid variable name \"$-\""},    {"$http_", 0, "unknown variable \"$http_\""},
 };
 
 START_TEST(bad_texts_are_refused_where_they_are_wrong)
@@ -704,6 +700,111 @@ START_TEST(locations_are_picked_in_nginx_order)
 }
 END_TEST
 
+START_TEST(rewrites_follow_nginx)
+{
+    struct backend b;
+    backend_start(&b, 200);
+    struct test_daemon d;
+    char conf[4096];
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "server {\n  listen 127.0.0.1:0;\n"
+             "  rewrite ^/old/(.*)$ /new/$1 last;\n"
+             "  rewrite ^/perm$ https://$host/p permanent;\n"
+             "  location /new/ { return 200 \"new $uri $args\"; }\n"
+             "  location /temp { rewrite ^ /target? redirect; }\n"
+             "  location /abs { rewrite ^/abs(.*) http://x.example$1; }\n"
+             "  location /chain { rewrite ^/chain/a /chain/b; rewrite ^/chain/b /final; }\n"
+             "  location /final { return 200 \"final $uri\"; }\n"
+             "  location /brk {\n    rewrite ^/brk/(.*) /other/$1?x=1 break;\n"
+             "    return 200 \"brk $uri $args\";\n  }\n"
+             "  location /loop { rewrite ^ /loop2 last; }\n"
+             "  location /loop2 { rewrite ^ /loop last; }\n"
+             "  location /up {\n    rewrite ^/up/(.*)$ /$1 break;\n"
+             "    proxy_pass http://127.0.0.1:%d;\n  }\n"
+             "  location / { return 200 \"root $uri\"; }\n"
+             "}\n",
+             b.port);
+    start(&d, conf);
+    static const struct {
+        const char *target;
+        unsigned status;
+        const char *body, *location;
+    } cases[] = {
+        {"/old/a/b?q=1", 200, "new /new/a/b q=1", NULL},
+        {"/perm?z=2", 301, "", "https://h/p?z=2"},
+        {"/temp/x?drop=1", 302, "", "/target"},
+        {"/abs/y?k=v", 302, "", "http://x.example/y?k=v"},
+        {"/chain/a", 200, "final /final", NULL},
+        {"/brk/q?orig=1", 200, "brk /other/q x=1&orig=1", NULL},
+        {"/loop", 500, NULL, NULL},
+        {"/elsewhere", 200, "root /elsewhere", NULL},
+    };
+    char response[4096], request_text[256], value[256];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(request_text, sizeof(request_text),
+                 "GET %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", cases[i].target);
+        ck_assert_uint_eq(request(d.port, request_text, response, sizeof(response)),
+                          cases[i].status);
+        if (cases[i].body != NULL)
+            ck_assert_msg(strcmp(body_of(response), cases[i].body) == 0, "%s: got \"%s\"",
+                          cases[i].target, body_of(response));
+        if (cases[i].location != NULL) {
+            response_header(response, "Location", value, sizeof(value));
+            ck_assert_str_eq(value, cases[i].location);
+        }
+    }
+    /* A rewritten URI is what the upstream is asked for. */
+    ck_assert_uint_eq(request(d.port,
+                              "GET /up/api/v1?x=1 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+                              response, sizeof(response)),
+                      200);
+    pthread_mutex_lock(&b.lock);
+    ck_assert_msg(strncmp(b.head, "GET /api/v1?x=1 HTTP/1.1\r\n", 26) == 0, "%s", b.head);
+    pthread_mutex_unlock(&b.lock);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+START_TEST(proxy_pass_with_a_path_replaces_the_prefix)
+{
+    struct backend b;
+    backend_start(&b, 200);
+    struct test_daemon d;
+    char conf[4096];
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "server {\n  listen 127.0.0.1:0;\n"
+             "  location /app/ { proxy_pass http://127.0.0.1:%d/; }\n"
+             "  location /v1 { proxy_pass http://127.0.0.1:%d/api/v2; }\n"
+             "  location = /exact { proxy_pass http://127.0.0.1:%d/other; }\n"
+             "  location / { proxy_pass http://127.0.0.1:%d; }\n"
+             "}\n",
+             b.port, b.port, b.port, b.port);
+    start(&d, conf);
+    static const struct {
+        const char *sent, *received;
+    } cases[] = {
+        {"/app/x?y=1", "GET /x?y=1 "},           {"/app/", "GET / "},
+        {"/v1/users", "GET /api/v2/users "},     {"/exact?q", "GET /other?q "},
+        {"/kept/as/is?a", "GET /kept/as/is?a "},
+    };
+    char response[4096], request_text[256];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(request_text, sizeof(request_text),
+                 "GET %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", cases[i].sent);
+        ck_assert_uint_eq(request(d.port, request_text, response, sizeof(response)), 200);
+        pthread_mutex_lock(&b.lock);
+        ck_assert_msg(strncmp(b.head, cases[i].received, strlen(cases[i].received)) == 0, "%s: %s",
+                      cases[i].sent, b.head);
+        pthread_mutex_unlock(&b.lock);
+    }
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
 /* ------------------------------------------------------------ config errors */
 
 static const struct {
@@ -752,6 +853,15 @@ static const struct {
      "corral.conf:3:39: return: unknown variable \"$nam\""},
     {"server {\n listen 127.0.0.1:0;\n location ^= /a { return 200; }\n}\n",
      "corral.conf:3:11: unknown location modifier \"^=\" (expected =, ~, ~* or ^~)"},
+    {"server {\n listen 127.0.0.1:0;\n rewrite ^/(a /b;\n location / { return 200; }\n}\n",
+     "corral.conf:3:10: rewrite: invalid regex \"^/(a\": missing closing parenthesis at offset 4"},
+    {"server {\n listen 127.0.0.1:0;\n location / { rewrite ^/(a) /$2x$b; return 200; }\n}\n",
+     "corral.conf:3:29: rewrite: unknown variable \"$b\""},
+    {"server {\n listen 127.0.0.1:0;\n location / { rewrite ^ /b stop; return 200; }\n}\n",
+     "corral.conf:3:28: unknown rewrite flag \"stop\" (expected last, break, redirect or "
+     "permanent)"},
+    {"rewrite ^ /b;\nserver {\n listen 127.0.0.1:0;\n location / { return 200; }\n}\n",
+     "corral.conf:1:1: \"rewrite\" is not allowed at top level"},
     {"server {\n listen 127.0.0.1:0;\n location / { map $a $b {} return 200; }\n}\n",
      "corral.conf:3:15: \"map\" is not allowed in location"},
 };
@@ -810,6 +920,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, add_header_reaches_http2_clients);
     tcase_add_test(tc, log_format_uses_the_same_variables);
     tcase_add_test(tc, locations_are_picked_in_nginx_order);
+    tcase_add_test(tc, rewrites_follow_nginx);
+    tcase_add_test(tc, proxy_pass_with_a_path_replaces_the_prefix);
     tcase_add_loop_test(tc, config_errors_have_their_position, 0,
                         sizeof(config_errors) / sizeof(config_errors[0]));
     tcase_add_test(tc, good_config_passes_the_check);
