@@ -258,6 +258,7 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
                           unsigned workers)
 {
     size_t count = site->http.vhost_count, files_count = 0;
+    assert(count > 0); /* a site has a vhost for each server listening on it */
     for (size_t v = 0; v < count; v++)
         files_count += vhost_servers[v]->tls.certificate_count;
     struct tls_vhost_conf *vhosts = calloc(count, sizeof(*vhosts));
@@ -271,9 +272,11 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
     for (size_t v = 0; v < count; v++) {
         const struct conf_tls *tls = &vhost_servers[v]->tls;
         vhosts[v] = (struct tls_vhost_conf){next, tls->certificate_count};
-        for (size_t i = 0; i < tls->certificate_count; i++)
+        for (size_t i = 0; i < tls->certificate_count; i++) {
+            assert(next < files + files_count);
             *next++ = (struct tls_certificate_files){tls->certificates[i].certificate,
                                                      tls->certificates[i].key};
+        }
     }
     struct tls_server_conf conf = vhost_servers[0]->tls.settings;
     conf.http2 = site->http.http2 != NULL;

@@ -14,24 +14,29 @@ struct runtime_vars {
     struct vars_map **maps;
     struct vars_maps lookup;
     struct vars_template *log_format;
-    void **owned; /* templates and arrays, freed with the generation */
-    size_t owned_count, owned_cap;
-    struct http_regex **regexes;
-    size_t regex_count;
+    struct owned *owned; /* freed with the generation */
 };
+
+/* A template, an array or a regex the generation keeps. */
+struct owned {
+    struct owned *next;
+    void *p;
+    bool regex; /* http_regex_free() it; else free() */
+};
+
+static int own_as(struct runtime_vars *vars, void *p, bool regex)
+{
+    struct owned *o = malloc(sizeof(*o));
+    if (o == NULL)
+        return -ENOMEM;
+    *o = (struct owned){vars->owned, p, regex};
+    vars->owned = o;
+    return 0;
+}
 
 static int own(struct runtime_vars *vars, void *p)
 {
-    if (vars->owned_count == vars->owned_cap) {
-        size_t cap = vars->owned_cap ? 2 * vars->owned_cap : 16;
-        void **grown = realloc(vars->owned, cap * sizeof(*grown));
-        if (grown == NULL)
-            return -ENOMEM;
-        vars->owned = grown;
-        vars->owned_cap = cap;
-    }
-    vars->owned[vars->owned_count++] = p;
-    return 0;
+    return own_as(vars, p, false);
 }
 
 void *runtime_vars_calloc(struct runtime_vars *vars, size_t count, size_t size)
@@ -142,12 +147,15 @@ void runtime_vars_free(struct runtime_vars *vars)
 {
     if (vars == NULL)
         return;
-    for (size_t i = 0; i < vars->owned_count; i++)
-        free(vars->owned[i]); /* templates are one allocation each */
-    free(vars->owned);
-    for (size_t i = 0; i < vars->regex_count; i++)
-        http_regex_free(vars->regexes[i]);
-    free(vars->regexes);
+    while (vars->owned != NULL) {
+        struct owned *o = vars->owned;
+        vars->owned = o->next;
+        if (o->regex)
+            http_regex_free(o->p);
+        else
+            free(o->p); /* a template is one allocation */
+        free(o);
+    }
     for (size_t i = 0; vars->maps != NULL && i < vars->lookup.count; i++)
         vars_map_free(vars->maps[i]);
     free(vars->maps);
@@ -159,11 +167,6 @@ int runtime_vars_regex(struct runtime_vars *vars, const char *pattern, bool case
                        const struct conf_pos *pos, const char *directive,
                        const struct http_regex **out)
 {
-    struct http_regex **grown =
-        realloc(vars->regexes, (vars->regex_count + 1) * sizeof(*vars->regexes));
-    if (grown == NULL)
-        return -ENOMEM;
-    vars->regexes = grown;
     char message[120];
     size_t offset;
     struct http_regex *re;
@@ -173,7 +176,10 @@ int runtime_vars_regex(struct runtime_vars *vars, const char *pattern, bool case
                   pos->col, directive, pattern, message, offset);
     if (err != 0)
         return err;
-    vars->regexes[vars->regex_count++] = re;
+    if (own_as(vars, re, true) != 0) {
+        http_regex_free(re);
+        return -ENOMEM;
+    }
     *out = re;
     return 0;
 }

@@ -1,8 +1,9 @@
 /*
- * access_log.c: the access log.  The format is compiled once into literal
- * pieces and variables; each exchange formats its line into a stack buffer
- * (the heap for a long one) and appends it with one write(2), which
- * O_APPEND keeps whole even with every worker writing.
+ * access_log.c: the access log.  The format is a template of variables
+ * (vars.h) compiled once; each exchange keeps a copy of its request head
+ * for its line, formatted into a stack buffer (the heap for a long one) and
+ * appended with one write(2), which O_APPEND keeps whole even with every
+ * worker writing.
  */
 #include "proto/access_log.h"
 

@@ -13,6 +13,7 @@
 #include "proto/counter.h"
 #include "proto/http1_client.h"
 #include "proto/regex.h"
+#include "proto/rewrite.h"
 #include "proto/vars.h"
 
 #include <errno.h>
@@ -493,13 +494,7 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
     char target_small[512];
     struct vars_buf target;
     vars_buf_init(&target, target_small, sizeof(target_small));
-    if (loc->uri.data != NULL && req->path.len >= loc->strip.len &&
-        memcmp(req->path.data, loc->strip.data, loc->strip.len) == 0) {
-        vars_buf_add(&target, loc->uri.data, loc->uri.len);
-        vars_buf_add(&target, req->target.data + loc->strip.len, req->target.len - loc->strip.len);
-    } else {
-        vars_buf_add(&target, req->target.data, req->target.len);
-    }
+    http_replace_prefix(req, loc->strip, loc->uri, &target);
     b.failed |= target.failed;
     h1_head_request_line(&b, req->method, (struct http_str){target.data, target.len});
     vars_buf_free(&target);

@@ -220,6 +220,18 @@ static void rewrite_on_request(struct exchange *ex, const struct http_request *r
     vars_buf_free(&u.bufs[1]);
 }
 
+void http_replace_prefix(const struct http_request *req, struct http_str strip, struct http_str uri,
+                         struct vars_buf *out)
+{
+    if (uri.data != NULL && req->path.len >= strip.len &&
+        memcmp(req->path.data, strip.data, strip.len) == 0) {
+        vars_buf_add(out, uri.data, uri.len);
+        vars_buf_add(out, req->target.data + strip.len, req->target.len - strip.len);
+    } else {
+        vars_buf_add(out, req->target.data, req->target.len);
+    }
+}
+
 /* The rest goes to the handler routed to, if any. */
 static void rewrite_on_body(struct exchange *ex, const char *data, size_t len)
 {

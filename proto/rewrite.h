@@ -41,6 +41,14 @@ struct http_rewrites {
     size_t count;
 };
 
+struct vars_buf;
+
+/* Appends to `out` the request's target with its path's prefix `strip`
+ * replaced by `uri` (proxy_pass with a path), or as it is when the path
+ * does not start with `strip` or uri.data is NULL. */
+void http_replace_prefix(const struct http_request *req, struct http_str strip, struct http_str uri,
+                         struct vars_buf *out);
+
 /* The handler of a vhost's routing location (http_vhost.router):
  * handler_data is the struct http_vhost.  It forwards the exchange's other
  * callbacks to the handler it routed to. */

@@ -225,12 +225,13 @@ bool vars_template_is_late(const struct vars_template *t)
 
 void vars_buf_init(struct vars_buf *b, char *stack, size_t cap)
 {
-    *b = (struct vars_buf){.data = stack, .cap = cap, ._stack = stack};
+    *b = (struct vars_buf){.data = stack, .cap = cap, ._stack = stack, ._stack_cap = cap};
 }
 
 void vars_buf_fixed(struct vars_buf *b, char *buf, size_t cap)
 {
-    *b = (struct vars_buf){.data = buf, .cap = cap, .fixed = true, ._stack = buf};
+    *b =
+        (struct vars_buf){.data = buf, .cap = cap, .fixed = true, ._stack = buf, ._stack_cap = cap};
 }
 
 void vars_buf_free(struct vars_buf *b)
@@ -238,39 +239,45 @@ void vars_buf_free(struct vars_buf *b)
     if (b->data != b->_stack)
         free(b->data);
     b->data = b->_stack;
+    b->cap = b->_stack_cap;
+    b->len = 0;
+}
+
+/* Room for `more` bytes after `len`, on the heap; false (and `failed`)
+ * when memory runs out. */
+static bool grow(struct vars_buf *b, size_t more)
+{
+    size_t cap = b->cap > 0 ? b->cap : 64;
+    while (cap - b->len < more) {
+        if (cap > SIZE_MAX / 2) {
+            b->failed = true;
+            return false;
+        }
+        cap *= 2;
+    }
+    char *grown = b->data == b->_stack ? malloc(cap) : realloc(b->data, cap);
+    if (grown == NULL) {
+        b->failed = true;
+        return false;
+    }
+    if (b->data == b->_stack && b->len > 0)
+        memcpy(grown, b->data, b->len);
+    b->data = grown;
+    b->cap = cap;
+    return true;
 }
 
 void vars_buf_add(struct vars_buf *b, const char *data, size_t len)
 {
     if (len == 0)
         return;
-    if (len > b->cap - (b->len < b->cap ? b->len : b->cap) && !b->fixed && !b->failed) {
-        size_t cap = b->cap > 0 ? b->cap : 64;
-        while (cap - b->len < len) {
-            if (cap > SIZE_MAX / 2) {
-                b->failed = true;
-                break;
-            }
-            cap *= 2;
-        }
-        char *grown = b->failed ? NULL : b->data == b->_stack ? malloc(cap) : realloc(b->data, cap);
-        if (grown == NULL) {
-            b->failed = true;
-        } else {
-            if (b->data == b->_stack && b->len > 0)
-                memcpy(grown, b->data, b->len);
-            b->data = grown;
-            b->cap = cap;
-        }
-    }
-    if (b->len < b->cap) {
-        size_t room = b->cap - b->len;
-        memcpy(b->data + b->len, data, len < room ? len : room);
-    }
-    if (b->fixed || !b->failed)
-        b->len += len;
-    else if (b->len < b->cap)
-        b->len += len < b->cap - b->len ? len : b->cap - b->len;
+    size_t room = b->len < b->cap ? b->cap - b->len : 0;
+    if (len > room && !b->fixed && !b->failed && grow(b, len))
+        room = b->cap - b->len;
+    size_t n = len < room ? len : room;
+    if (n > 0)
+        memcpy(b->data + b->len, data, n);
+    b->len += b->fixed ? len : n; /* a fixed buffer counts the whole value */
 }
 
 /* A value from the request or the peer, escaped as the context asks. */
@@ -311,7 +318,8 @@ static void put_uint(struct vars_ctx *ctx, struct vars_buf *out, uint64_t n)
 {
     char text[24];
     int len = snprintf(text, sizeof(text), "%llu", (unsigned long long)n);
-    put_value(ctx, out, text, (size_t)len);
+    if (len > 0 && (size_t)len < sizeof(text)) /* 20 digits at most */
+        put_value(ctx, out, text, (size_t)len);
 }
 
 static void put_seconds(struct vars_ctx *ctx, struct vars_buf *out, uint64_t ns)
@@ -319,7 +327,8 @@ static void put_seconds(struct vars_ctx *ctx, struct vars_buf *out, uint64_t ns)
     char text[40];
     int len = snprintf(text, sizeof(text), "%llu.%03llu", (unsigned long long)(ns / 1000000000u),
                        (unsigned long long)(ns / 1000000u % 1000u));
-    put_value(ctx, out, text, (size_t)len);
+    if (len > 0 && (size_t)len < sizeof(text)) /* 24 characters at most */
+        put_value(ctx, out, text, (size_t)len);
 }
 
 /* ------------------------------------------------------- request variables */
@@ -438,7 +447,7 @@ static bool conn_address(struct vars_ctx *ctx, bool local, struct sockaddr_stora
 
 static void put_address(struct vars_ctx *ctx, struct vars_buf *out, bool local, bool port)
 {
-    struct sockaddr_storage addr;
+    struct sockaddr_storage addr = {.ss_family = AF_UNSPEC};
     char text[INET6_ADDRSTRLEN + 8] = "";
     if (conn_address(ctx, local, &addr)) {
         if (addr.ss_family == AF_INET && port)

@@ -96,6 +96,7 @@ struct vars_buf {
     bool fixed;
     bool failed; /* out of memory: `data` holds what fit */
     char *_stack;
+    size_t _stack_cap;
 };
 
 void vars_buf_init(struct vars_buf *b, char *stack, size_t cap);

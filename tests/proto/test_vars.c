@@ -51,6 +51,7 @@ static const struct http_header fake_headers[] = {
      {"a\x01"
       "b",
       3}},
+    {{"Content-Type", 12}, {"text/plain", 10}},
 };
 
 static const struct http_request fake_request = {
@@ -107,6 +108,7 @@ static const struct {
     {"$http_missing", ""},
     {"$cookie_sid|$cookie_a|$cookie_other|$cookie_none", "xyz|1|2|"},
     {"$status $body_bytes_sent $bytes_sent $request_time", "204 42 42 1.500"},
+    {"[$content_type][$content_length]", "[text/plain][]"},
     {"[$upstream_addr][$upstream_status][$upstream_response_time]", "[][][]"},
     {"$1", ""},
     {"$10|$2x", "0|x"},                           /* nginx: a capture's name is one digit */
@@ -119,6 +121,26 @@ START_TEST(each_variable_has_its_value)
     eval_text(values[_i].text, VARS_RAW, out, sizeof(out));
     ck_assert_msg(strcmp(out, values[_i].value) == 0, "%s: got \"%s\", expected \"%s\"",
                   values[_i].text, out, values[_i].value);
+}
+END_TEST
+
+START_TEST(times_have_their_shape)
+{
+    char out[128];
+    eval_text("$time_iso8601|$time_local|$msec", VARS_RAW, out, sizeof(out));
+    int year, month, day, hour, minute, second;
+    ck_assert_msg(
+        sscanf(out, "%4d-%2d-%2dT%2d:%2d:%2d", &year, &month, &day, &hour, &minute, &second) == 6 &&
+            year >= 2024,
+        "%s", out);
+    const char *local = strchr(out, '|') + 1;
+    ck_assert_msg(strlen(local) > 26 && local[2] == '/' && local[6] == '/' && local[11] == ':',
+                  "%s", local);
+    const char *msec = strchr(local, '|') + 1;
+    ck_assert_msg(strlen(msec) == 14 && msec[10] == '.', "%s", msec);
+    /* In the log, what is unknown reads "-". */
+    eval_text("$upstream_response_time $upstream_status $http_none", VARS_LOG, out, sizeof(out));
+    ck_assert_str_eq(out, "- - -");
 }
 END_TEST
 
@@ -900,6 +922,7 @@ Suite *test_suite(void)
     Suite *s = suite_create("vars");
     TCase *tc = tcase_create("compile");
     tcase_add_loop_test(tc, each_variable_has_its_value, 0, sizeof(values) / sizeof(values[0]));
+    tcase_add_test(tc, times_have_their_shape);
     tcase_add_test(tc, scheme_follows_tls);
     tcase_add_test(tc, binary_remote_addr_is_four_bytes);
     tcase_add_test(tc, values_are_escaped_for_headers_and_logs);
