@@ -208,6 +208,7 @@ int runtime_vars_add_headers(struct runtime_vars *vars, const struct conf_config
     struct http_add_header *items = runtime_vars_calloc(vars, conf->count, sizeof(*items));
     if (rules == NULL || items == NULL)
         return -ENOMEM;
+    bool early = false;
     for (size_t i = 0; i < conf->count; i++) {
         const struct conf_add_header *h = &conf->items[i];
         const struct vars_template *value;
@@ -215,8 +216,9 @@ int runtime_vars_add_headers(struct runtime_vars *vars, const struct conf_config
         if (err != 0)
             return err;
         items[i] = (struct http_add_header){{h->name, strlen(h->name)}, value, h->always};
+        early |= !vars_template_is_literal(value) && !vars_template_is_late(value);
     }
-    *rules = (struct http_add_headers){items, conf->count};
+    *rules = (struct http_add_headers){items, conf->count, early};
     *out = rules;
     return 0;
 }

@@ -26,6 +26,25 @@ static bool status_takes_headers(unsigned status)
     }
 }
 
+void exchange_add_headers_early(struct exchange *ex, const struct http_request *req,
+                                struct vars_buf *out)
+{
+    const struct http_add_headers *rules = ex->add_headers;
+    ex->add_early = NULL;
+    if (rules == NULL || !rules->early)
+        return;
+    /* One value per rule, each ending in a NUL (header values hold none):
+     * empty for those evaluated when the response begins. */
+    struct vars_ctx ctx = {.ex = ex, .req = req, .escape = VARS_HEADER};
+    for (size_t i = 0; i < rules->count; i++) {
+        if (!vars_template_is_late(rules->items[i].value))
+            vars_eval(rules->items[i].value, &ctx, out);
+        vars_buf_add(out, "", 1);
+    }
+    if (!out->failed)
+        ex->add_early = out->data;
+}
+
 void exchange__begin_adding(struct exchange *ex, unsigned status, const char *headers,
                             size_t headers_len, int64_t content_length, struct http_str codings)
 {
@@ -36,15 +55,22 @@ void exchange__begin_adding(struct exchange *ex, unsigned status, const char *he
     vars_buf_add(&lines, headers, headers_len);
     struct vars_ctx ctx = {.ex = ex, .status = status, .escape = VARS_HEADER};
     bool takes = status_takes_headers(status);
+    const char *early = ex->add_early;
     for (size_t i = 0; i < rules->count; i++) {
         const struct http_add_header *h = &rules->items[i];
+        const char *value = early;
+        if (early != NULL)
+            early += strlen(early) + 1;
         if (!takes && !h->always)
             continue;
         size_t start = lines.len;
         vars_buf_add(&lines, h->name.data, h->name.len);
         vars_buf_add(&lines, ": ", 2);
         size_t value_start = lines.len;
-        vars_eval(h->value, &ctx, &lines);
+        if (value != NULL && !vars_template_is_late(h->value))
+            vars_buf_add(&lines, value, strlen(value));
+        else
+            vars_eval(h->value, &ctx, &lines);
         if (lines.len == value_start) { /* empty: no line, as in nginx */
             lines.len = start;
             continue;

@@ -19,6 +19,15 @@ struct http_add_header {
 struct http_add_headers {
     const struct http_add_header *items;
     size_t count;
+    bool early; /* some value reads the request and nothing late: see below */
 };
+
+/* The request's strings are gone when a proxied response begins: the
+ * values of the exchange's rules that read the request (and nothing known
+ * only then, such as $status) are evaluated now, while `req` is valid, into
+ * `out`, which must stay until the response begins or the exchange ends;
+ * exchange_begin() uses them. */
+void exchange_add_headers_early(struct exchange *ex, const struct http_request *req,
+                                struct vars_buf *out);
 
 #endif

@@ -118,6 +118,9 @@ struct exchange {
     /* The location's add_header rules, which exchange_begin() applies;
      * NULL: none.  Set by the handler (exchange_set_add_headers()). */
     const struct http_add_headers *add_headers;
+    /* Their values that read the request, evaluated while it was there
+     * (exchange_add_headers_early()); NULL: none. */
+    const char *add_early;
     /* The handler a rewrite routed the exchange to (rewrite.h); NULL: none. */
     const struct http_handler *routed;
 };

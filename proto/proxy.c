@@ -12,6 +12,7 @@
 
 #include "proto/counter.h"
 #include "proto/http1_client.h"
+#include "proto/add_header.h"
 #include "proto/regex.h"
 #include "proto/rewrite.h"
 #include "proto/vars.h"
@@ -48,7 +49,8 @@ struct proxy_exchange {
      * goes on a new connection, which the upstream cannot have closed
      * already as it may a pooled one. */
     bool body_beyond_replay;
-    uint64_t started_ms; /* loop clock, for $upstream_response_time */
+    uint64_t started_ms;       /* loop clock, for $upstream_response_time */
+    struct vars_buf add_early; /* exchange_add_headers_early()'s values */
     /* The body bytes sent on a pooled connection, kept (up to REPLAY_MAX)
      * until the response starts: if the upstream had closed that connection
      * meanwhile, the request is sent again, body and all. */
@@ -332,8 +334,11 @@ static void px_detach(struct proxy_exchange *px)
 
 static void px_finish(struct proxy_exchange *px)
 {
-    if (px->ex != NULL)
+    if (px->ex != NULL) {
         exchange_set_data(px->ex, NULL);
+        px->ex->add_early = NULL;
+    }
+    vars_buf_free(&px->add_early);
     free(px->replay);
     free(px->head);
     free(px);
@@ -613,6 +618,7 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
         return;
     }
     exchange_set_data(ex, px);
+    exchange_add_headers_early(ex, req, &px->add_early);
     int err = px_send(px);
     if (err != 0) {
         if (!upstream_local_error(err))

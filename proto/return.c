@@ -2,6 +2,7 @@
  * return.c: the handler of `return CODE ["TEXT"]`: a fixed response, or a
  * redirect whose text is where it points; the text may hold $variables.
  */
+#include "proto/add_header.h"
 #include "proto/regex.h"
 #include "proto/vars.h"
 
@@ -12,6 +13,10 @@ static void return_on_request(struct exchange *ex, const struct http_request *re
 {
     const struct http_return *ret = data;
     exchange_set_add_headers(ex, ret->add_headers);
+    char early_small[256];
+    struct vars_buf early;
+    vars_buf_init(&early, early_small, sizeof(early_small));
+    exchange_add_headers_early(ex, req, &early);
     bool redirect = ret->status == 301 || ret->status == 302 || ret->status == 303 ||
                     ret->status == 307 || ret->status == 308;
     /* The text, its variables evaluated: a redirect's fit for its
@@ -31,6 +36,8 @@ static void return_on_request(struct exchange *ex, const struct http_request *re
     if (text.failed) {
         vars_buf_free(&text);
         exchange_respond_error(ex, 500);
+        ex->add_early = NULL;
+        vars_buf_free(&early);
         return;
     }
     if (redirect && text.len > 0) {
@@ -51,6 +58,8 @@ static void return_on_request(struct exchange *ex, const struct http_request *re
                          text.data, text.len);
     }
     vars_buf_free(&text);
+    ex->add_early = NULL; /* `early` goes with this frame */
+    vars_buf_free(&early);
 }
 
 const struct http_handler http_return_handler = {

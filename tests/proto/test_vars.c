@@ -554,8 +554,10 @@ START_TEST(add_header_follows_nginx_inheritance)
              "  add_header X-Always \"st=$status\" always;\n"
              "  location /inherit { return 200 ok; }\n"
              "  location /missing { return 404; }\n"
+             "  location /ret { add_header X-Arg \"a=$arg_a\"; return 200 ok; }\n"
              "  location /own {\n    add_header X-Own \"$request_method $upstream_status\";\n"
              "    add_header X-Empty $http_nothing;\n"
+             "    add_header X-Method \"m=$request_method $http_x_in\";\n"
              "    proxy_pass http://127.0.0.1:%d;\n  }\n"
              "}\n",
              b.port);
@@ -582,15 +584,27 @@ START_TEST(add_header_follows_nginx_inheritance)
 
     /* A location with its own add_header inherits none; a proxied
      * response gets them too, with the upstream's status. */
-    ck_assert_uint_eq(request(d.port, "GET /own HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    ck_assert_uint_eq(request(d.port,
+                              "GET /own HTTP/1.1\r\nHost: h\r\nX-In: in\r\n"
+                              "Connection: close\r\n\r\n",
                               response, sizeof(response)),
                       200);
     ck_assert(!response_header(response, "X-Server", value, sizeof(value)));
     ck_assert(!response_header(response, "X-Always", value, sizeof(value)));
     ck_assert(!response_header(response, "X-Empty", value, sizeof(value)));
     ck_assert(response_header(response, "X-Own", value, sizeof(value)));
-    /* Request variables are not kept for the response: empty. */
+    /* A value that reads what is known only with the response sees the
+     * request's variables empty. */
     ck_assert_str_eq(value, "200");
+    ck_assert(response_header(response, "X-Method", value, sizeof(value)));
+    ck_assert_str_eq(value, "m=GET in");
+
+    ck_assert_uint_eq(request(d.port,
+                              "GET /ret?a=7 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+                              response, sizeof(response)),
+                      200);
+    ck_assert(response_header(response, "X-Arg", value, sizeof(value)));
+    ck_assert_str_eq(value, "a=7");
     test_daemon_stop(&d);
     backend_stop(&b);
 }
