@@ -6,6 +6,7 @@
 #include "proto/vars.h"
 
 #include "proto/regex.h"
+#include "proto/tls.h"
 #include "proto/vars_internal.h"
 
 #include <arpa/inet.h>
@@ -57,6 +58,8 @@ static const struct {
     {"upstream_addr", VARS_UPSTREAM_ADDR, true},
     {"upstream_status", VARS_UPSTREAM_STATUS, true},
     {"upstream_response_time", VARS_UPSTREAM_RESPONSE_TIME, true},
+    {"ssl_protocol", VARS_SSL_PROTOCOL, false},
+    {"ssl_server_name", VARS_SSL_SERVER_NAME, false},
 };
 
 /* Variables named by a prefix and what follows it. */
@@ -645,6 +648,16 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
         else
             put_seconds(ctx, out, (uint64_t)ctx->upstream_ns);
         break;
+    case VARS_SSL_PROTOCOL:
+    case VARS_SSL_SERVER_NAME: {
+        const corral_conn *conn =
+            ctx->ex != NULL && exchange_tls(ctx->ex) ? exchange_conn(ctx->ex) : NULL;
+        const char *text = conn == NULL                    ? NULL
+                           : part->id == VARS_SSL_PROTOCOL ? tls_conn_protocol(conn)
+                                                           : tls_conn_server_name(conn);
+        put_value(ctx, out, text != NULL ? text : "", text != NULL ? strlen(text) : 0);
+        break;
+    }
     case VARS_HTTP: put_header(ctx, out, part->text, part->len); break;
     case VARS_COOKIE: put_cookie(ctx, out, part->text, part->len); break;
     case VARS_ARG: put_arg(ctx, out, part->text, part->len); break;

@@ -113,6 +113,7 @@ static const struct {
     {"$1", ""},
     {"$10|$2x", "0|x"},                           /* nginx: a capture's name is one digit */
     {"$remote_port$server_addr$server_port", ""}, /* no connection */
+    {"[$ssl_protocol][$ssl_server_name]", "[][]"},
 };
 
 START_TEST(each_variable_has_its_value)
@@ -636,6 +637,35 @@ START_TEST(add_header_reaches_http2_clients)
 }
 END_TEST
 
+START_TEST(tls_variables_name_the_session)
+{
+    char cmd[PATH_MAX * 2 + 256];
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+             "-keyout key.pem -out cert.pem -days 2 -subj /CN=a.example >/dev/null 2>&1",
+             test_daemon_dir());
+    ck_assert_int_eq(system(cmd), 0);
+    struct test_daemon d;
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "server {\n  listen 127.0.0.1:0 tls;\n"
+              "  tls_certificate cert.pem;\n  tls_certificate_key key.pem;\n"
+              "  location / { return 200 \"$scheme $https $ssl_protocol $ssl_server_name\"; }\n"
+              "}\n");
+    snprintf(cmd, sizeof(cmd),
+             "curl -sk --max-time 5 --tlsv1.3 --resolve a.example:%d:127.0.0.1 "
+             "https://a.example:%d/",
+             d.port, d.port);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char body[256];
+    size_t len = fread(body, 1, sizeof(body) - 1, p);
+    body[len] = '\0';
+    pclose(p);
+    ck_assert_str_eq(body, "https on TLSv1.3 a.example");
+    test_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(log_format_uses_the_same_variables)
 {
     struct backend b;
@@ -955,6 +985,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, return_evaluates_its_text);
     tcase_add_test(tc, add_header_follows_nginx_inheritance);
     tcase_add_test(tc, add_header_reaches_http2_clients);
+    tcase_add_test(tc, tls_variables_name_the_session);
     tcase_add_test(tc, log_format_uses_the_same_variables);
     tcase_add_test(tc, locations_are_picked_in_nginx_order);
     tcase_add_test(tc, rewrites_follow_nginx);
