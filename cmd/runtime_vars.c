@@ -216,7 +216,7 @@ int runtime_vars_add_headers(struct runtime_vars *vars, const struct conf_config
         if (err != 0)
             return err;
         items[i] = (struct http_add_header){{h->name, strlen(h->name)}, value, h->always};
-        early |= !vars_template_is_literal(value) && !vars_template_is_late(value);
+        early |= vars_template_reads_request(value) && !vars_template_is_late(value);
     }
     *rules = (struct http_add_headers){items, conf->count, early};
     *out = rules;

@@ -37,8 +37,9 @@ void exchange_add_headers_early(struct exchange *ex, const struct http_request *
      * empty for those evaluated when the response begins. */
     struct vars_ctx ctx = {.ex = ex, .req = req, .escape = VARS_HEADER};
     for (size_t i = 0; i < rules->count; i++) {
-        if (!vars_template_is_late(rules->items[i].value))
-            vars_eval(rules->items[i].value, &ctx, out);
+        const struct vars_template *t = rules->items[i].value;
+        if (vars_template_reads_request(t) && !vars_template_is_late(t))
+            vars_eval(t, &ctx, out);
         vars_buf_add(out, "", 1);
     }
     if (!out->failed)
@@ -67,7 +68,8 @@ void exchange__begin_adding(struct exchange *ex, unsigned status, const char *he
         vars_buf_add(&lines, h->name.data, h->name.len);
         vars_buf_add(&lines, ": ", 2);
         size_t value_start = lines.len;
-        if (value != NULL && !vars_template_is_late(h->value))
+        if (value != NULL && vars_template_reads_request(h->value) &&
+            !vars_template_is_late(h->value))
             vars_buf_add(&lines, value, strlen(value));
         else
             vars_eval(h->value, &ctx, &lines);

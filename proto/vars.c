@@ -131,6 +131,29 @@ static int resolve(const char *name, size_t len, const struct vars_maps *maps,
     return -1;
 }
 
+/* Whether a variable reads the request's head, which is gone once the
+ * handler returns from on_request. */
+static bool reads_request(enum vars_id id)
+{
+    switch (id) {
+    case VARS_HOST:
+    case VARS_REQUEST_URI:
+    case VARS_URI:
+    case VARS_ARGS:
+    case VARS_IS_ARGS:
+    case VARS_REQUEST_METHOD:
+    case VARS_REQUEST:
+    case VARS_CONTENT_LENGTH:
+    case VARS_CONTENT_TYPE:
+    case VARS_HTTP:
+    case VARS_COOKIE:
+    case VARS_ARG:
+    case VARS_CAPTURE:
+    case VARS_MAP: return true;
+    default: return false;
+    }
+}
+
 int vars_compile(const char *text, const struct vars_maps *maps, struct vars_template **out,
                  struct vars_error *error)
 {
@@ -185,6 +208,7 @@ int vars_compile(const char *text, const struct vars_maps *maps, struct vars_tem
             return err;
         }
         t->late |= part->late;
+        t->request |= reads_request(part->id);
         t->has_vars = true;
         i = end + (braced ? 1 : 0);
     }
@@ -219,68 +243,14 @@ void vars_set_captures(struct vars_ctx *ctx, const struct http_regex *re, size_t
     ctx->capture_count = http_regex_match(re, ctx->req->path.data, ctx->req->path.len, ovector);
 }
 
+bool vars_template_reads_request(const struct vars_template *t)
+{
+    return t->request;
+}
+
 bool vars_template_is_late(const struct vars_template *t)
 {
     return t->late;
-}
-
-/* ----------------------------------------------------------------- buffers */
-
-void vars_buf_init(struct vars_buf *b, char *stack, size_t cap)
-{
-    *b = (struct vars_buf){.data = stack, .cap = cap, ._stack = stack, ._stack_cap = cap};
-}
-
-void vars_buf_fixed(struct vars_buf *b, char *buf, size_t cap)
-{
-    *b =
-        (struct vars_buf){.data = buf, .cap = cap, .fixed = true, ._stack = buf, ._stack_cap = cap};
-}
-
-void vars_buf_free(struct vars_buf *b)
-{
-    if (b->data != b->_stack)
-        free(b->data);
-    b->data = b->_stack;
-    b->cap = b->_stack_cap;
-    b->len = 0;
-}
-
-/* Room for `more` bytes after `len`, on the heap; false (and `failed`)
- * when memory runs out. */
-static bool grow(struct vars_buf *b, size_t more)
-{
-    size_t cap = b->cap > 0 ? b->cap : 64;
-    while (cap - b->len < more) {
-        if (cap > SIZE_MAX / 2) {
-            b->failed = true;
-            return false;
-        }
-        cap *= 2;
-    }
-    char *grown = b->data == b->_stack ? malloc(cap) : realloc(b->data, cap);
-    if (grown == NULL) {
-        b->failed = true;
-        return false;
-    }
-    if (b->data == b->_stack && b->len > 0)
-        memcpy(grown, b->data, b->len);
-    b->data = grown;
-    b->cap = cap;
-    return true;
-}
-
-void vars_buf_add(struct vars_buf *b, const char *data, size_t len)
-{
-    if (len == 0)
-        return;
-    size_t room = b->len < b->cap ? b->cap - b->len : 0;
-    if (len > room && !b->fixed && !b->failed && grow(b, len))
-        room = b->cap - b->len;
-    size_t n = len < room ? len : room;
-    if (n > 0)
-        memcpy(b->data + b->len, data, n);
-    b->len += b->fixed ? len : n; /* a fixed buffer counts the whole value */
 }
 
 /* A value from the request or the peer, escaped as the context asks. */

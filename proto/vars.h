@@ -50,6 +50,10 @@ bool vars_template_is_literal(const struct vars_template *t);
  * ($status, $upstream_*, $request_time, $bytes_sent). */
 bool vars_template_is_late(const struct vars_template *t);
 
+/* Whether `t` reads the request's head ($host, $http_*, $arg_*, $uri...,
+ * or a map), which is gone once the request's handler has returned. */
+bool vars_template_reads_request(const struct vars_template *t);
+
 /* Whether `t` reads a regex capture ($1..$9 or a named group). */
 bool vars_template_uses_captures(const struct vars_template *t);
 

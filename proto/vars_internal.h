@@ -59,6 +59,7 @@ struct vars_template {
     const char *text;
     size_t text_len;
     bool has_vars, late;
+    bool request; /* reads the request head (or a map, which may) */
     size_t count;
     struct vars_part parts[];
 };
