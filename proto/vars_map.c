@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Maps reading maps: deep enough for any sensible config, and a bound on a
- * cycle, which then reads as empty. */
-#define MAP_DEPTH_MAX 8
+/* Maps reading maps: deep enough for any sensible config.  A map that
+ * reads itself, through others or not, reads empty there, as nginx
+ * refuses such a cycle; so evaluation goes at most this deep, through
+ * distinct maps. */
+#define MAP_DEPTH_MAX (sizeof(((struct vars_ctx *)0)->_open) / sizeof(struct vars_map *))
 
 struct map_entry {
     char *key; /* NULL: a regex */
@@ -130,7 +132,10 @@ void vars__map_eval(const struct vars_map *map, struct vars_ctx *ctx, struct var
 {
     if (map->source == NULL || ctx->_depth >= MAP_DEPTH_MAX)
         return;
-    ctx->_depth++;
+    for (unsigned i = 0; i < ctx->_depth; i++)
+        if (ctx->_open[i] == map)
+            return;
+    ctx->_open[ctx->_depth++] = map;
     /* The source as it is, whatever the caller's escaping: keys compare
      * with the value itself. */
     enum vars_escape escape = ctx->escape;
