@@ -526,20 +526,17 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
     if (loc->captures != NULL)
         vars_set_captures(&ctx, loc->captures, ovector);
     for (size_t i = 0; i < loc->set_header_count; i++) {
-        const struct vars_template *t = loc->set_values != NULL ? loc->set_values[i] : NULL;
-        if (t == NULL) {
-            if (loc->set_headers[i].value.len > 0)
-                h1_head_add_header(&b, loc->set_headers[i].name, loc->set_headers[i].value);
-            continue;
-        }
+        struct http_str v = loc->set_headers[i].value;
         char small[256];
         struct vars_buf value;
         vars_buf_init(&value, small, sizeof(small));
-        vars_eval(t, &ctx, &value);
+        if (loc->set_values != NULL && loc->set_values[i] != NULL) {
+            vars_eval(loc->set_values[i], &ctx, &value);
+            v = (struct http_str){value.data, value.len};
+        }
         b.failed |= value.failed;
-        if (value.len > 0) /* as in nginx: an empty value sends no header */
-            h1_head_add_header(&b, loc->set_headers[i].name,
-                               (struct http_str){value.data, value.len});
+        if (v.len > 0) /* as in nginx: an empty value sends no header */
+            h1_head_add_header(&b, loc->set_headers[i].name, v);
         vars_buf_free(&value);
     }
     if (!has_host && set_header(loc, (struct http_str){"host", 4}) == NULL) {
