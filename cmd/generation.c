@@ -8,6 +8,7 @@
 #include "cmd/notify.h"
 #include "cmd/process.h"
 #include "cmd/runtime.h"
+#include "cmd/runtime_vars.h"
 #include "proto/health.h"
 #include "proto/resolve.h"
 #include "proto/http1.h" /* the framer every site listens with */
@@ -261,8 +262,8 @@ int generation_start(struct conf_config *config, struct generation *previous,
     if (err != 0)
         goto fail;
     if (config->access_log != NULL) {
-        const char *bad;
-        err = access_log_open(config->access_log, config->log_format, &gen->access_log, &bad);
+        err = access_log_open_compiled(config->access_log, runtime_vars_log_format(gen->vars),
+                                       &gen->access_log);
         if (err != 0) {
             log_error("access_log %s: %s", config->access_log, strerror(-err));
             goto fail;

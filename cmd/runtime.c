@@ -7,6 +7,8 @@
 #include "cmd/runtime.h"
 #include "cmd/metrics.h"
 
+#include "cmd/runtime_vars.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
@@ -166,9 +168,27 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
 
 /* One proxy_pass location on `upstream`, with its settings and its own
  * header rewriting. */
-static void proxy_build(struct site *site, size_t index, const struct conf_location *loc,
-                        struct proxy_upstream *upstream, size_t *headers_used, size_t *hides_used)
+static int proxy_build(struct site *site, struct runtime_vars *vars, size_t index,
+                       const struct conf_location *loc, const struct http_regex *location_regex,
+                       struct proxy_upstream *upstream, size_t *headers_used, size_t *hides_used)
 {
+    const struct vars_template **values = NULL;
+    for (size_t i = 0; i < loc->set_header_count; i++) {
+        const struct vars_template *t;
+        int err = runtime_vars_compile(vars, loc->set_headers[i].value,
+                                       &loc->set_headers[i].value_pos, "proxy_set_header", &t);
+        if (err != 0)
+            return err;
+        if (t != NULL && values == NULL &&
+            (values = runtime_vars_calloc(vars, loc->set_header_count, sizeof(*values))) == NULL)
+            return -ENOMEM;
+        if (values != NULL)
+            values[i] = t;
+    }
+    const struct http_regex *captures = NULL;
+    for (size_t i = 0; values != NULL && i < loc->set_header_count; i++)
+        if (values[i] != NULL && vars_template_uses_captures(values[i]))
+            captures = location_regex;
     struct http_header *headers = &site->proxy_headers[*headers_used];
     for (size_t i = 0; i < loc->set_header_count; i++)
         headers[i] =
@@ -186,7 +206,12 @@ static void proxy_build(struct site *site, size_t index, const struct conf_locat
         .set_header_count = loc->set_header_count,
         .hide_headers = hides,
         .hide_header_count = loc->hide_header_count,
+        .set_values = values,
+        .captures = captures,
+        .strip = {loc->path, strlen(loc->path)},
+        .uri = {loc->proxy_uri, loc->proxy_uri != NULL ? strlen(loc->proxy_uri) : 0},
     };
+    return 0;
 }
 
 static bool site_is_tls(const struct conf_config *config, const char *address)
@@ -247,6 +272,7 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
                           unsigned workers)
 {
     size_t count = site->http.vhost_count, files_count = 0;
+    assert(count > 0); /* a site has a vhost for each server listening on it */
     for (size_t v = 0; v < count; v++)
         files_count += vhost_servers[v]->tls.certificate_count;
     struct tls_vhost_conf *vhosts = calloc(count, sizeof(*vhosts));
@@ -260,9 +286,11 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
     for (size_t v = 0; v < count; v++) {
         const struct conf_tls *tls = &vhost_servers[v]->tls;
         vhosts[v] = (struct tls_vhost_conf){next, tls->certificate_count};
-        for (size_t i = 0; i < tls->certificate_count; i++)
+        for (size_t i = 0; i < tls->certificate_count; i++) {
+            assert(next < files + files_count);
             *next++ = (struct tls_certificate_files){tls->certificates[i].certificate,
                                                      tls->certificates[i].key};
+        }
     }
     struct tls_server_conf conf = vhost_servers[0]->tls.settings;
     conf.http2 = site->http.http2 != NULL;
@@ -273,6 +301,18 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
     free(vhosts);
     free(files);
     return err;
+}
+
+/* With rewrites, the vhost's requests go through the rewrite handler. */
+static int router_build(struct runtime_vars *vars, struct http_vhost *vhost)
+{
+    struct http_location *router = runtime_vars_calloc(vars, 1, sizeof(*router));
+    if (router == NULL)
+        return -ENOMEM;
+    *router =
+        (struct http_location){.path = "", .handler = &http_rewrite_handler, .handler_data = vhost};
+    vhost->router = router;
+    return 0;
 }
 
 /* Builds the site for `address` from every server block listening there;
@@ -331,6 +371,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->access = access_conf_active(&server->access) ? &server->access : NULL;
             vhost->locations = &site->locations[l];
             vhost->location_count = server->location_count;
+            err = runtime_vars_rewrites(gen->vars, &server->rewrites, NULL, &vhost->rewrites);
+            bool has_rewrites = server->rewrites.count > 0;
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
                 const struct conf_location *conf = &server->locations[i];
                 struct http_location *loc = &site->locations[l++];
@@ -338,22 +380,46 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     .path = conf->path,
                     .path_len = strlen(conf->path),
                     .exact = conf->exact,
+                    .no_regex = conf->no_regex,
                     .access = access_conf_active(&conf->access) ? &conf->access : NULL};
-                if (conf->handler == CONF_HANDLER_RETURN) {
+                if (conf->regex)
+                    err = runtime_vars_regex(gen->vars, conf->path, conf->caseless, &conf->path_pos,
+                                             "location", &loc->regex);
+                runtime_vars_set_captures(gen->vars, loc->regex);
+                if (err == 0)
+                    err = runtime_vars_rewrites(gen->vars, &conf->rewrites, loc->regex,
+                                                &loc->rewrites);
+                has_rewrites |= conf->rewrites.count > 0;
+                const struct http_add_headers *add_headers = NULL;
+                if (err == 0)
+                    err = runtime_vars_add_headers(gen->vars, config, server, conf, &add_headers);
+                if (err == 0 && conf->handler == CONF_HANDLER_RETURN) {
                     struct http_return *ret = &site->returns[r++];
-                    *ret = (struct http_return){conf->return_code, conf->return_text,
-                                                conf->return_text ? strlen(conf->return_text) : 0};
+                    *ret = (struct http_return){
+                        .status = conf->return_code,
+                        .text = conf->return_text,
+                        .text_len = conf->return_text ? strlen(conf->return_text) : 0,
+                        .add_headers = add_headers};
+                    if (conf->return_text != NULL)
+                        err = runtime_vars_compile(gen->vars, conf->return_text,
+                                                   &conf->return_text_pos, "return", &ret->value);
+                    if (err == 0 && ret->value != NULL && vars_template_uses_captures(ret->value))
+                        ret->captures = loc->regex;
                     loc->handler = &http_return_handler;
                     loc->handler_data = ret;
-                } else if (conf->handler == CONF_HANDLER_PROXY) {
+                } else if (err == 0 && conf->handler == CONF_HANDLER_PROXY) {
                     struct proxy_upstream *upstream;
                     err = upstream_get(gen, config, conf, workers, &upstream);
                     if (err == 0)
-                        proxy_build(site, p, conf, upstream, &headers_used, &hides_used);
+                        err = proxy_build(site, gen->vars, p, conf, loc->regex, upstream,
+                                          &headers_used, &hides_used);
+                    site->proxies[p].add_headers = add_headers;
                     loc->handler = &proxy_handler;
                     loc->handler_data = &site->proxies[p++];
                 }
             }
+            if (err == 0 && has_rewrites)
+                err = router_build(gen->vars, vhost);
         }
     }
     site->http = (struct http_site){.vhosts = site->vhosts,
@@ -404,6 +470,7 @@ void generation_free(struct generation *gen)
     metrics_detach(gen);
     free(gen->stats);
     access_log_free(gen->access_log);
+    runtime_vars_free(gen->vars);
     conf_free(gen->config);
     free(gen);
 }
@@ -428,6 +495,9 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
     for (size_t s = 0; s < config->server_count; s++)
         for (size_t l = 0; l < config->servers[s].location_count; l++)
             max_upstreams += config->servers[s].locations[l].handler == CONF_HANDLER_PROXY;
+    int vars_err = runtime_vars_new(config, &gen->vars);
+    if (vars_err != 0)
+        return vars_err;
     gen->sites = calloc(max_sites ? max_sites : 1, sizeof(*gen->sites));
     gen->upstreams = calloc(max_upstreams ? max_upstreams : 1, sizeof(*gen->upstreams));
     if (gen->sites == NULL || gen->upstreams == NULL)
@@ -466,11 +536,6 @@ int check_config(const struct conf_config *config)
  * yet: refused with the position, rather than failing on the first request. */
 int check_servable(const struct conf_config *config)
 {
-    const char *bad;
-    if (config->log_format != NULL && access_log_check_format(config->log_format, &bad) != 0) {
-        log_error("%s: log_format: unknown variable \"%.*s\"", config->path,
-                  (int)strcspn(bad + 1, " \"'[]()") + 1, bad);
-        return -EINVAL;
-    }
+    (void)config; /* log_format is compiled, with its position, by sites_build() */
     return 0;
 }

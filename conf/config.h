@@ -35,7 +35,59 @@ struct conf_error {
 
 struct conf_header {
     char *name;
+    char *value; /* may hold $variables */
+    struct conf_pos value_pos;
+};
+
+/* add_header NAME VALUE [always]; a level with add_header of its own does
+ * not inherit the enclosing level's (nginx's rule). */
+struct conf_add_header {
+    char *name;
+    char *value; /* may hold $variables */
+    bool always;
+    struct conf_pos value_pos;
+};
+
+struct conf_add_headers {
+    struct conf_add_header *items;
+    size_t count;
+};
+
+/* rewrite REGEX REPLACEMENT [last|break|redirect|permanent] */
+enum conf_rewrite_flag {
+    CONF_REWRITE_NONE,
+    CONF_REWRITE_LAST,
+    CONF_REWRITE_BREAK,
+    CONF_REWRITE_REDIRECT,
+    CONF_REWRITE_PERMANENT,
+};
+
+struct conf_rewrite {
+    char *regex;
+    char *replacement; /* may hold $variables and the regex's groups */
+    enum conf_rewrite_flag flag;
+    struct conf_pos regex_pos, replacement_pos;
+};
+
+struct conf_rewrites {
+    struct conf_rewrite *items;
+    size_t count;
+};
+
+/* map $source $name { KEY VALUE; ... default VALUE; }: KEY is an exact
+ * value, ~REGEX or ~*REGEX. */
+struct conf_map_entry {
+    char *key; /* NULL: the default */
     char *value;
+    struct conf_pos key_pos, value_pos;
+};
+
+struct conf_map {
+    char *source; /* a value with $variables */
+    char *name;   /* without the "$" */
+    struct conf_map_entry *entries;
+    size_t entry_count;
+    struct conf_pos source_pos, pos;
 };
 
 /* An upstream block: the upstream module's own settings, which the block
@@ -56,11 +108,18 @@ enum conf_handler {
 
 struct conf_location {
     char *path;
-    bool exact; /* "location = /path": exact match; else prefix */
+    bool exact;    /* "location = /path": exact match; else prefix */
+    bool no_regex; /* "location ^~ /path": a prefix that, as the longest, skips the regexes */
+    bool regex;    /* "location ~ RE" (caseless: "~* RE"): path is the regex */
+    bool caseless;
+    struct conf_pos path_pos;
     enum conf_handler handler;
     unsigned return_code; /* return CODE ["TEXT"] */
-    char *return_text;    /* may be NULL (empty body) */
-    char *proxy_pass;     /* "http[s]://name_or_address[:port]" as written */
+    char *return_text;    /* may be NULL (empty body); may hold $variables */
+    struct conf_pos return_text_pos;
+    char *proxy_pass; /* "http[s]://name_or_address[:port]" as written, without a path */
+    char *proxy_uri;  /* the path after it ("/", "/app/"), which replaces the part of the
+                         request's path the location matched; NULL: none */
     /* TLS towards the upstream, used when proxy_pass is https:// (the parser
      * refuses proxy_tls_* otherwise).  ca_file is resolved against the config
      * file's directory; a NULL server_name stands for the host in proxy_pass
@@ -71,6 +130,8 @@ struct conf_location {
     size_t set_header_count;
     char **hide_headers; /* proxy_hide_header NAME */
     size_t hide_header_count;
+    struct conf_add_headers add_headers; /* its own, not the server's */
+    struct conf_rewrites rewrites;
     /* Once parsed, the location's effective proxy settings: its server's,
      * with its own proxy_buffer_size if it has one (while parsing, 0 when
      * it has none). */
@@ -132,6 +193,8 @@ struct conf_server {
     size_t location_count;
     struct conf_http http;
     struct conf_tls tls;
+    struct conf_add_headers add_headers; /* its own, not the top level's */
+    struct conf_rewrites rewrites;
     struct conf_pos pos;
     struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
 };
@@ -150,6 +213,10 @@ struct conf_config {
     enum corral_log_level log_level; /* default info */
     char *access_log;                /* NULL = off */
     char *log_format;                /* NULL = combined */
+    struct conf_pos log_format_pos;
+    struct conf_add_headers add_headers; /* the top level's add_header */
+    struct conf_map *maps;
+    size_t map_count;
 
     char **admin_listens; /* admin { listen ADDR; } */
     size_t admin_listen_count;

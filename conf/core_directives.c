@@ -220,7 +220,8 @@ const struct conf_directive conf__core_directives[] = {
     {.name = "access_log", MAIN_FIELD(access_log), .kind = CONF_KIND_PATH, .zero_word = "off"},
     /* the access log line; the daemon knows the variables, so it checks them */
     {.name = "log_format", MAIN_FIELD(log_format), .kind = CONF_KIND_STRING,
-     .what = "log format"},
+     .what = "log format", .keep_pos = true,
+     .pos_offset = offsetof(struct conf_config, log_format_pos)},
     {.name = "admin", .contexts = CONF_MAIN, .block = true, .apply = apply_admin},
     {.name = "listen", .contexts = CONF_ADMIN, .min_args = 1, .max_args = 1, .repeat = true,
      .apply = apply_admin_listen},

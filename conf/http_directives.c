@@ -251,28 +251,35 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
 
 /* ---------------------------------------------------------------- location */
 
-/* location [=] PATH { ... } */
+/* location [=|~|~*|^~] PATH { ... } */
 static int apply_location(struct conf_state *state, const struct conf_node *node,
                           const struct conf_directive *directive)
 {
     (void)directive;
     struct conf_server *server = state->server;
     const struct conf_arg *path = &node->args[node->arg_count - 1];
-    bool exact = node->arg_count == 2;
-    if (exact && strcmp(node->args[0].text, "=") != 0)
+    const char *modifier = node->arg_count == 2 ? node->args[0].text : "";
+    bool exact = strcmp(modifier, "=") == 0, no_regex = strcmp(modifier, "^~") == 0;
+    bool caseless = strcmp(modifier, "~*") == 0, regex = caseless || strcmp(modifier, "~") == 0;
+    if (node->arg_count == 2 && !exact && !no_regex && !regex)
         return conf__error_at(state->error, &node->args[0].pos,
-                              "unknown location modifier \"%s\" (only \"=\" is supported)",
-                              node->args[0].text);
-    if (path->text[0] != '/')
+                              "unknown location modifier \"%s\" (expected =, ~, ~* or ^~)",
+                              modifier);
+    if (!regex && path->text[0] != '/')
         return conf__error_at(state->error, &path->pos,
                               "location path must start with \"/\", got \"%s\"", path->text);
+    if (regex && path->text[0] == '\0')
+        return conf__error_at(state->error, &path->pos, "empty location regex");
     for (size_t i = 0; i < server->location_count; i++) {
         const struct conf_location *other = &server->locations[i];
-        if (other->exact != exact || strcmp(other->path, path->text) != 0)
+        /* "^~ /a" and "/a" are the same prefix, as in nginx. */
+        if (other->exact != exact || other->regex != regex || other->caseless != caseless ||
+            strcmp(other->path, path->text) != 0)
             continue;
         char where[300];
-        return conf__error_at(state->error, &path->pos, "duplicate location \"%s%s\" (first at %s)",
-                              exact ? "= " : "", path->text,
+        return conf__error_at(state->error, &path->pos,
+                              "duplicate location \"%s%s%s\" (first at %s)", modifier,
+                              node->arg_count == 2 ? " " : "", path->text,
                               conf__where(where, sizeof(where), &path->pos, &other->pos));
     }
     struct conf_location *locations = conf__grow(state, &node->name.pos, server->locations,
@@ -282,6 +289,10 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
     server->locations = locations;
     struct conf_location *location = &locations[server->location_count++];
     location->exact = exact;
+    location->no_regex = no_regex;
+    location->regex = regex;
+    location->caseless = caseless;
+    location->path_pos = path->pos;
     location->pos = node->name.pos;
     location->proxy_tls = TLS_CLIENT_CONF_DEFAULT;
     location->path = conf__strdup(state, &path->pos, path->text);
@@ -293,9 +304,12 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
     state->location = NULL;
     if (rc != 0)
         return -1;
-    if (location->handler == CONF_HANDLER_NONE)
+    /* One with rewrites only hands its requests on (or answers 404). */
+    if (location->handler == CONF_HANDLER_NONE && location->rewrites.count == 0)
         return conf__error_at(state->error, &node->name.pos,
-                              "location \"%s\" has no \"return\" or \"proxy_pass\"", path->text);
+                              "location \"%s\" has no \"return\", \"proxy_pass\" or "
+                              "\"rewrite\"",
+                              path->text);
     return conf__proxy_check_location(state, location, node);
 }
 
@@ -326,6 +340,7 @@ static int apply_return(struct conf_state *state, const struct conf_node *node,
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             return conf__error_at(state->error, &node->args[1].pos,
                                   "a redirect target cannot hold control characters");
+    location->return_text_pos = node->args[1].pos;
     location->return_text = conf__strdup(state, &node->args[1].pos, node->args[1].text);
     return location->return_text != NULL ? 0 : -1;
 }

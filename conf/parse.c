@@ -475,6 +475,7 @@ static void location_free(struct conf_location *location)
     free(location->path);
     free(location->return_text);
     free(location->proxy_pass);
+    free(location->proxy_uri);
     /* The module's struct holds const pointers; the config owns them. */
     free((void *)location->proxy_tls.ca_file);
     free((void *)location->proxy_tls.server_name);
@@ -487,6 +488,8 @@ static void location_free(struct conf_location *location)
         free(location->hide_headers[i]);
     free(location->hide_headers);
     conf__access_free(&location->access);
+    conf__free_add_headers(&location->add_headers);
+    conf__free_rewrites(&location->rewrites);
 }
 
 static void server_free(struct conf_server *server)
@@ -510,6 +513,8 @@ static void server_free(struct conf_server *server)
     free((void *)tls->settings.ciphersuites);
     free((void *)tls->settings.client_ca);
     conf__access_free(&server->access);
+    conf__free_add_headers(&server->add_headers);
+    conf__free_rewrites(&server->rewrites);
 }
 
 void conf_free(struct conf_config *config)
@@ -542,6 +547,8 @@ void conf_free(struct conf_config *config)
         free(config->upstreams[i].server_pos);
     }
     free(config->upstreams);
+    conf__free_add_headers(&config->add_headers);
+    conf__free_maps(config);
     for (size_t i = 0; i < config->file_count; i++)
         free(config->files[i]);
     free(config->files);

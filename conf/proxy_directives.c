@@ -440,22 +440,43 @@ static int apply_proxy_pass(struct conf_state *state, const struct conf_node *no
         return conf__error_at(state->error, &node->name.pos,
                               "\"proxy_pass\" cannot be combined with \"return\" in one location");
     int scheme = (int)scheme_length(arg->text);
-    char *authority = arg->text + scheme;
+    const char *authority = arg->text + scheme;
     if (scheme == 0 || *authority == '\0')
         return conf__error_at(state->error, &arg->pos,
                               "invalid proxy_pass \"%s\" (expected http[s]://UPSTREAM or "
                               "http[s]://HOST:PORT)",
                               arg->text);
-    if (strpbrk(authority, "/?#") != NULL)
+    if (strpbrk(authority, "?#") != NULL)
         return conf__error_at(state->error, &arg->pos,
-                              "proxy_pass \"%s\" has a path; requests are passed on with "
-                              "their own, so give only %.*sUPSTREAM or %.*sHOST:PORT",
+                              "proxy_pass \"%s\" has a query; give %.*sUPSTREAM[/PATH] or "
+                              "%.*sHOST:PORT[/PATH]",
                               arg->text, scheme, arg->text, scheme, arg->text);
+    /* A path replaces the part of the request's path that the location
+     * matched, as in nginx; a regex says nothing about what that part is. */
+    const char *slash = strchr(authority, '/');
+    if (slash != NULL && location->regex)
+        return conf__error_at(state->error, &arg->pos,
+                              "proxy_pass \"%s\" has a path, which a regex location cannot "
+                              "replace its match with",
+                              arg->text);
+    if (slash == authority)
+        return conf__error_at(state->error, &arg->pos,
+                              "invalid proxy_pass \"%s\" (expected http[s]://UPSTREAM or "
+                              "http[s]://HOST:PORT)",
+                              arg->text);
+    if (slash != NULL && (location->proxy_uri = conf__strdup(state, &arg->pos, slash)) == NULL)
+        return -1;
+    /* What names the upstream: the URL without its path. */
+    size_t pass_len = slash != NULL ? (size_t)(slash - arg->text) : strlen(arg->text);
+    location->proxy_pass = strndup(arg->text, pass_len);
+    if (location->proxy_pass == NULL)
+        return conf__error_at(state->error, &arg->pos, "out of memory");
+    char *host = location->proxy_pass + scheme;
     /* An address is complete now; a name may be an upstream defined
      * later, so it waits for conf__proxy_finish(). */
     struct conf_proxy_ref *refs = NULL;
-    if (strchr(authority, ':') != NULL) {
-        const struct conf_arg address = {.text = authority, .pos = arg->pos};
+    if (strchr(host, ':') != NULL) {
+        const struct conf_arg address = {.text = host, .pos = arg->pos};
         if (conf__arg_address(state, &address, "proxy_pass address") != 0)
             return -1;
     } else {
@@ -465,9 +486,6 @@ static int apply_proxy_pass(struct conf_state *state, const struct conf_node *no
             return -1;
         state->proxy_refs = refs;
     }
-    location->proxy_pass = conf__strdup(state, &arg->pos, arg->text);
-    if (location->proxy_pass == NULL)
-        return -1;
     location->handler = CONF_HANDLER_PROXY;
     if (refs != NULL)
         refs[state->proxy_ref_count++] = (struct conf_proxy_ref){
@@ -491,7 +509,7 @@ static bool valid_header_name(const char *name)
     return true;
 }
 
-static int check_header_name(struct conf_state *state, const struct conf_arg *arg)
+int conf__check_header_name(struct conf_state *state, const struct conf_arg *arg)
 {
     if (valid_header_name(arg->text))
         return 0;
@@ -505,7 +523,7 @@ static int apply_proxy_set_header(struct conf_state *state, const struct conf_no
     (void)directive;
     struct conf_location *location = state->location;
     const struct conf_arg *name = &node->args[0], *value = &node->args[1];
-    if (check_header_name(state, name) != 0)
+    if (conf__check_header_name(state, name) != 0)
         return -1;
     /* The proxy derives the message framing and connection handling itself;
      * a second Content-Length or Transfer-Encoding would make the request
@@ -538,6 +556,7 @@ static int apply_proxy_set_header(struct conf_state *state, const struct conf_no
     if (header->name == NULL)
         return -1;
     header->value = conf__strdup(state, &value->pos, value->text);
+    header->value_pos = value->pos;
     return header->value != NULL ? 0 : -1;
 }
 
@@ -548,7 +567,7 @@ static int apply_proxy_hide_header(struct conf_state *state, const struct conf_n
     (void)directive;
     struct conf_location *location = state->location;
     const struct conf_arg *name = &node->args[0];
-    if (check_header_name(state, name) != 0)
+    if (conf__check_header_name(state, name) != 0)
         return -1;
     char **names = conf__grow(state, &name->pos, location->hide_headers,
                               location->hide_header_count, sizeof(*names));

@@ -135,6 +135,7 @@ extern const struct conf_directive conf__http_directives[];
 extern const struct conf_directive conf__tls_directives[];
 extern const struct conf_directive conf__proxy_directives[];
 extern const struct conf_directive conf__access_directives[];
+extern const struct conf_directive conf__vars_directives[];
 
 /* Every module's table, in the order they are searched. */
 extern const struct conf_directive *const conf__tables[];
@@ -234,6 +235,15 @@ int conf__tls_check_server(struct conf_state *state, size_t index);
  * https:// proxy_pass.  Returns 0 or -1. */
 int conf__proxy_check_location(struct conf_state *state, const struct conf_location *location,
                                const struct conf_node *node);
+
+/* proxy_directives.c: an HTTP field name (RFC 9110 token), else the error
+ * at `arg`.  Returns 0 or -1. */
+int conf__check_header_name(struct conf_state *state, const struct conf_arg *arg);
+
+/* vars_directives.c: frees what map and add_header hold. */
+void conf__free_add_headers(struct conf_add_headers *headers);
+void conf__free_maps(struct conf_config *config);
+void conf__free_rewrites(struct conf_rewrites *rewrites);
 
 /* Defaults of the settings of the top level, from the modules' own. */
 void conf__core_defaults(struct conf_config *config);

@@ -1,7 +1,7 @@
 /*
  * access_log.h: one line per HTTP exchange, in a format of $variables
- * (nginx-style names), written with one write(2) per line to an O_APPEND
- * file that SIGUSR1 can reopen.
+ * (vars.h, nginx's names), written with one write(2) per line to an
+ * O_APPEND file that SIGUSR1 can reopen.
  */
 #ifndef CORRAL_PROTO_ACCESS_LOG_H
 #define CORRAL_PROTO_ACCESS_LOG_H
@@ -16,11 +16,16 @@
     "\"$http_user_agent\" $request_time $upstream_response_time"
 
 struct access_log;
+struct vars_template;
 
 /* Opens `path` for appending with `format` (NULL: the default).  Returns 0,
  * -EINVAL with *bad pointing at an unknown $variable, or -errno from open. */
 int access_log_open(const char *path, const char *format, struct access_log **out,
                     const char **bad);
+/* The same with a format compiled by the caller (it may name maps), which
+ * must outlive the log; NULL: the default.  Returns 0 or -errno. */
+int access_log_open_compiled(const char *path, const struct vars_template *format,
+                             struct access_log **out);
 /* Checks a format without opening anything: 0, or -EINVAL with *bad at the
  * unknown $variable. */
 int access_log_check_format(const char *format, const char **bad);
@@ -30,8 +35,8 @@ void access_log_free(struct access_log *log);
 
 /* What one exchange leaves for its log line; the framer fills it. */
 struct access_entry {
-    const char *remote_addr;
-    const char *method, *target, *host, *referer, *user_agent; /* may be NULL */
+    struct exchange *ex;  /* $request_id, $upstream_*, addresses; may be NULL */
+    const char *kept;     /* access_log_keep()'s copy, may be NULL */
     const char *protocol; /* "HTTP/1.1": $request's last word */
     unsigned status;
     uint64_t body_bytes_sent;
@@ -42,13 +47,13 @@ struct access_entry {
 void access_log_write(struct access_log *log, const struct access_entry *entry);
 
 /* The request's strings die with on_request; the log line comes later.
- * Returns a malloc'd copy of what the line needs of `req` and the client's
- * address `remote`, NUL-separated, or NULL when out of memory (the line is
- * then written with "-" for them). */
+ * Returns a malloc'd copy of `req` (its head and headers) and the client's
+ * address `remote`, or NULL when out of memory (the line is then written
+ * with "-" for them). */
 char *access_log_keep(const struct http_request *req, const char *remote);
 
-/* Points the request fields of `entry` into `kept` (access_log_keep()'s
- * result, may be NULL), which must outlive the access_log_write() call. */
+/* Points `entry` at `kept` (access_log_keep()'s result, may be NULL),
+ * which must outlive the access_log_write() call. */
 void access_entry_from_kept(struct access_entry *entry, const char *kept);
 
 #endif

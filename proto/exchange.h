@@ -105,7 +105,11 @@ struct exchange_ops {
     void (*tunnel_close)(struct exchange *ex);
     int (*splice)(struct exchange *ex, corral_conn *from, uint64_t max, exchange_splice_cb cb,
                   void *arg);
+    /* The client's connection, for its addresses; optional. */
+    const corral_conn *(*conn)(const struct exchange *ex);
 };
+
+struct http_add_headers;
 
 /* An IPv4 or IPv6 address with its port. */
 union exchange_addr {
@@ -124,6 +128,18 @@ struct exchange {
      * connection's peer, or what a trusted proxy's header says.  AF_UNSPEC
      * before that, and for a unix socket's client. */
     union exchange_addr client;
+    /* What variables (vars.h) read that only the exchange knows. */
+    uint64_t request_id[2];    /* $request_id, drawn when first read; 0: not yet */
+    const char *upstream_addr; /* $upstream_addr: the server last tried; NULL: none */
+    unsigned upstream_status;  /* $upstream_status; 0: none */
+    /* The location's add_header rules, which exchange_begin() applies;
+     * NULL: none.  Set by the handler (exchange_set_add_headers()). */
+    const struct http_add_headers *add_headers;
+    /* Their values that read the request, evaluated while it was there
+     * (exchange_add_headers_early()); NULL: none. */
+    const char *add_early;
+    /* The handler a rewrite routed the exchange to (rewrite.h); NULL: none. */
+    const struct http_handler *routed;
 };
 
 /* ------------------------------------------------------------- the response */
@@ -142,10 +158,19 @@ void exchange_respond_error(struct exchange *ex, unsigned status);
  * in CRLF) and the body length, or -1 if unknown (then the framer frames it:
  * HTTP/1.1 chunked, or until the connection closes for an HTTP/1.0 client).
  * No body is sent for HEAD, 1xx, 204, 304.  Only the first call counts. */
+/* exchange_begin() for an exchange with add_header rules (add_header.c). */
+void exchange__begin_adding(struct exchange *ex, unsigned status, const char *headers,
+                            size_t headers_len, int64_t content_length, struct http_str codings);
+
 static inline void exchange_begin(struct exchange *ex, unsigned status, const char *headers,
                                   size_t headers_len, int64_t content_length)
 {
-    ex->_ops->begin(ex, status, headers, headers_len, content_length, (struct http_str){NULL, 0});
+    if (ex->add_headers != NULL)
+        exchange__begin_adding(ex, status, headers, headers_len, content_length,
+                               (struct http_str){NULL, 0});
+    else
+        ex->_ops->begin(ex, status, headers, headers_len, content_length,
+                        (struct http_str){NULL, 0});
 }
 
 /* The same, for a body that carries transfer codings of its own ("gzip"):
@@ -155,7 +180,10 @@ static inline void exchange_begin_coded(struct exchange *ex, unsigned status, co
                                         size_t headers_len, int64_t content_length,
                                         struct http_str codings)
 {
-    ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);
+    if (ex->add_headers != NULL)
+        exchange__begin_adding(ex, status, headers, headers_len, content_length, codings);
+    else
+        ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);
 }
 
 /* A piece of the response body (an empty one is ignored).  Output backs up
@@ -292,6 +320,20 @@ static inline void exchange_note_upstream_time(struct exchange *ex, uint64_t ns)
     ex->_ops->note_upstream_time(ex, ns);
 }
 
+/* The client's connection (for its addresses), or NULL when the framer
+ * does not tell. */
+static inline const corral_conn *exchange_conn(const struct exchange *ex)
+{
+    return ex->_ops->conn != NULL ? ex->_ops->conn(ex) : NULL;
+}
+
+/* The add_header rules exchange_begin() applies to the response. */
+static inline void exchange_set_add_headers(struct exchange *ex,
+                                            const struct http_add_headers *rules)
+{
+    ex->add_headers = rules;
+}
+
 /* The handler's per-exchange state. */
 static inline void exchange_set_data(struct exchange *ex, void *data)
 {
@@ -334,10 +376,15 @@ void exchange_format_client(const corral_conn *conn, char *buf, size_t len);
 /* ------------------------------------------------------- built-in handlers */
 
 /* The handler of `return CODE "TEXT"`: handler_data is a struct http_return. */
+struct vars_template;
+struct http_regex;
 struct http_return {
     unsigned status;
     const char *text;
     size_t text_len;
+    const struct vars_template *value;          /* the text with $variables; NULL: none */
+    const struct http_add_headers *add_headers; /* NULL: none */
+    const struct http_regex *captures; /* the location's regex, when `value` reads its groups */
 };
 extern const struct http_handler http_return_handler;
 

@@ -298,6 +298,7 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
 void h1_log_exchange(struct h1_conn *h1, struct h1_exchange *ex, unsigned status)
 {
     struct access_entry entry = {
+        .ex = &ex->base,
         .protocol = ex->http10 ? "HTTP/1.0" : "HTTP/1.1",
         .status = status,
         .body_bytes_sent = ex->body_sent,

@@ -234,6 +234,11 @@ static void h1_ex_client_host(const struct exchange *base, char *buf, size_t len
     exchange_format_client(h1_exchange_of(base)->h1->conn, buf, len);
 }
 
+static const corral_conn *h1_ex_conn(const struct exchange *base)
+{
+    return h1_exchange_of(base)->h1->conn;
+}
+
 static void h1_ex_note_upstream_time(struct exchange *base, uint64_t ns)
 {
     h1_exchange_of(base)->upstream_ns = (int64_t)ns;
@@ -342,6 +347,7 @@ const struct exchange_ops h1_exchange_ops = {
     .loop = h1_ex_loop,
     .worker = h1_ex_worker,
     .client_host = h1_ex_client_host,
+    .conn = h1_ex_conn,
     .tls = h1_ex_tls,
     .note_upstream_time = h1_ex_note_upstream_time,
     .tunnel = h1_ex_tunnel,

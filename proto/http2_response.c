@@ -287,6 +287,11 @@ static void h2_ex_client_host(const struct exchange *base, char *buf, size_t len
     exchange_format_client(h2_stream_of(base)->h2->conn, buf, len);
 }
 
+static const corral_conn *h2_ex_conn(const struct exchange *base)
+{
+    return h2_stream_of(base)->h2->conn;
+}
+
 static void h2_ex_note_upstream_time(struct exchange *base, uint64_t ns)
 {
     h2_stream_of(base)->upstream_ns = (int64_t)ns;
@@ -324,6 +329,7 @@ const struct exchange_ops h2_exchange_ops = {
     .loop = h2_ex_loop,
     .worker = h2_ex_worker,
     .client_host = h2_ex_client_host,
+    .conn = h2_ex_conn,
     .tls = h2_ex_tls,
     .note_upstream_time = h2_ex_note_upstream_time,
     .tunnel = h2_ex_tunnel,

@@ -73,6 +73,7 @@ struct h2_stream *h2_stream_new(struct http2_conn *h2, int32_t id)
 void h2_log_exchange(struct h2_stream *st, unsigned status)
 {
     struct access_entry entry = {
+        .ex = &st->base,
         .protocol = "HTTP/2.0",
         .status = status,
         .body_bytes_sent = st->body_sent,

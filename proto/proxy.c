@@ -13,7 +13,11 @@
 #include "proto/balance.h"
 #include "proto/counter.h"
 #include "proto/http1_client.h"
+#include "proto/add_header.h"
 #include "proto/proxy_next.h"
+#include "proto/regex.h"
+#include "proto/rewrite.h"
+#include "proto/vars.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -54,9 +58,10 @@ struct proxy_exchange {
      * goes on a new connection, which the upstream cannot have closed
      * already as it may a pooled one. */
     bool body_beyond_replay;
-    uint64_t started_ms; /* loop clock, for $upstream_response_time */
-    uint64_t attempt_ns; /* when the current server got the request */
-    unsigned status;     /* the current server's response status */
+    uint64_t started_ms;       /* loop clock, for $upstream_response_time */
+    uint64_t attempt_ns;       /* when the current server got the request */
+    unsigned status;           /* the current server's response status */
+    struct vars_buf add_early; /* exchange_add_headers_early()'s values */
     /* The body bytes sent on a pooled connection, kept (up to REPLAY_MAX)
      * until the response starts: if the upstream had closed that connection
      * meanwhile, the request is sent again, body and all. */
@@ -195,6 +200,7 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
         free(headers.data);
         return -ENOMEM;
     }
+    px->ex->upstream_status = head->status; /* $upstream_status */
     exchange_begin_coded(px->ex, head->status, headers.data != NULL ? headers.data : "",
                          headers.len, head->content_length, head->codings);
     free(headers.data);
@@ -378,8 +384,11 @@ static void px_detach(struct proxy_exchange *px)
 
 static void px_finish(struct proxy_exchange *px)
 {
-    if (px->ex != NULL)
+    if (px->ex != NULL) {
         exchange_set_data(px->ex, NULL);
+        px->ex->add_early = NULL;
+    }
+    vars_buf_free(&px->add_early);
     free(px->replay);
     free(px->head);
     free(px);
@@ -439,6 +448,7 @@ static int px_send(struct proxy_exchange *px)
         http1_client_attach(uc, &px_client_ops, px, &px->rq);
         px->uc = uc;
         px->attempt_ns = corral_monotonic_ns();
+        px->ex->upstream_addr = up->servers[server].address; /* $upstream_addr */
         if (uc->base.connected)
             http1_client_set_timeouts(uc);
         corral_conn_write(uc->base.conn, px->head, px->head_len);
@@ -556,7 +566,13 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
 {
     const struct proxy_location *loc = px->loc;
     struct h1_head_buf b = {0};
-    h1_head_request_line(&b, req->method, req->target);
+    char target_small[512];
+    struct vars_buf target;
+    vars_buf_init(&target, target_small, sizeof(target_small));
+    http_replace_prefix(req, loc->strip, loc->uri, &target);
+    b.failed |= target.failed;
+    h1_head_request_line(&b, req->method, (struct http_str){target.data, target.len});
+    vars_buf_free(&target);
     bool has_host = false;
     for (size_t i = 0; i < req->header_count; i++) {
         const struct http_header *h = &req->headers[i];
@@ -575,9 +591,24 @@ static int build_request_head(struct proxy_exchange *px, const struct http_reque
         }
         h1_head_add_header(&b, h->name, h->value);
     }
-    for (size_t i = 0; i < loc->set_header_count; i++)
-        if (loc->set_headers[i].value.len > 0)
-            h1_head_add_header(&b, loc->set_headers[i].name, loc->set_headers[i].value);
+    struct vars_ctx ctx = {.ex = px->ex, .req = req, .escape = VARS_HEADER};
+    size_t ovector[2 * HTTP_REGEX_PAIRS];
+    if (loc->captures != NULL)
+        vars_set_captures(&ctx, loc->captures, ovector);
+    for (size_t i = 0; i < loc->set_header_count; i++) {
+        struct http_str v = loc->set_headers[i].value;
+        char small[256];
+        struct vars_buf value;
+        vars_buf_init(&value, small, sizeof(small));
+        if (loc->set_values != NULL && loc->set_values[i] != NULL) {
+            vars_eval(loc->set_values[i], &ctx, &value);
+            v = (struct http_str){value.data, value.len};
+        }
+        b.failed |= value.failed;
+        if (v.len > 0) /* as in nginx: an empty value sends no header */
+            h1_head_add_header(&b, loc->set_headers[i].name, v);
+        vars_buf_free(&value);
+    }
     if (!has_host && set_header(loc, (struct http_str){"host", 4}) == NULL) {
         /* An HTTP/1.0 client may send none; HTTP/1.1 needs one: the name
          * proxy_pass gives (the upstream's name, or its address). */
@@ -633,6 +664,7 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
     }
     px->ex = ex;
     px->loc = data;
+    exchange_set_add_headers(ex, px->loc->add_headers);
     px->idempotent = method_idempotent(req->method);
     px->chunked = req->has_body && !req->has_content_length; /* its length known at its end */
     px->body_beyond_replay = px->chunked || req->content_length > REPLAY_MAX;
@@ -656,6 +688,7 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
         return;
     }
     exchange_set_data(ex, px);
+    exchange_add_headers_early(ex, req, &px->add_early);
     int err = px_send(px);
     if (err != 0) {
         if (!upstream_local_error(err))

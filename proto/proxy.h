@@ -11,6 +11,9 @@
 #include "proto/proxy_conf.h" /* the settings and their defaults, PROXY_RESPONSE_HEAD_LIMIT */
 #include "proto/upstream.h"   /* proxy_upstream_new() and the rest of an upstream's API */
 
+struct vars_template;
+struct http_regex;
+
 /* One proxy_pass location.  Locations may share an upstream, and with it
  * its pools and health state; the timeouts are each location's own. */
 struct proxy_location {
@@ -18,6 +21,15 @@ struct proxy_location {
     struct proxy_conf conf;                /* timeouts and the response head bound */
     const struct http_header *set_headers; /* proxy_set_header: replace or add; "" removes */
     size_t set_header_count;
+    /* The values with $variables, one per set_headers entry (NULL: its
+     * value is literal); NULL: none has any.  An empty result removes. */
+    const struct vars_template *const *set_values;
+    const struct http_add_headers *add_headers; /* NULL: none */
+    /* proxy_pass with a path: a request path starting with `strip` (the
+     * location's prefix) goes on with that part replaced by `uri`;
+     * uri.data NULL: the target goes on as it is. */
+    struct http_str strip, uri;
+    const struct http_regex *captures;   /* the location's regex, when a value reads its groups */
     const struct http_str *hide_headers; /* proxy_hide_header: response headers to drop */
     size_t hide_header_count;
 };

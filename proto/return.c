@@ -1,39 +1,65 @@
 /*
  * return.c: the handler of `return CODE ["TEXT"]`: a fixed response, or a
- * redirect whose text is where it points.
+ * redirect whose text is where it points; the text may hold $variables.
  */
-#include "proto/exchange.h"
+#include "proto/add_header.h"
+#include "proto/regex.h"
+#include "proto/vars.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static void return_on_request(struct exchange *ex, const struct http_request *req, void *data)
 {
-    (void)req;
     const struct http_return *ret = data;
+    exchange_set_add_headers(ex, ret->add_headers);
+    char early_small[256];
+    struct vars_buf early;
+    vars_buf_init(&early, early_small, sizeof(early_small));
+    exchange_add_headers_early(ex, req, &early);
     bool redirect = ret->status == 301 || ret->status == 302 || ret->status == 303 ||
                     ret->status == 307 || ret->status == 308;
-    if (redirect && ret->text_len > 0) {
-        /* As in nginx: a redirect's text is where it points.  The config
-         * allows any length: the line is sized from it, on the stack when
-         * that fits. */
-        char small[512], *location = small;
-        size_t len = ret->text_len;
-        if (len + sizeof("Location: \r\n") > sizeof(small) &&
-            (location = malloc(len + sizeof("Location: \r\n"))) == NULL) {
-            exchange_respond_error(ex, 500);
-            return;
-        }
-        memcpy(location, "Location: ", 10);
-        memcpy(location + 10, ret->text, len);
-        memcpy(location + 10 + len, "\r\n", 3);
-        exchange_respond(ex, ret->status, location, "", 0);
-        if (location != small)
-            free(location);
+    /* The text, its variables evaluated: a redirect's fit for its
+     * Location line.  Sized from the values, on the stack when that fits. */
+    char small[512];
+    struct vars_buf text;
+    vars_buf_init(&text, small, sizeof(small));
+    if (ret->value != NULL) {
+        struct vars_ctx ctx = {.ex = ex, .req = req, .escape = redirect ? VARS_HEADER : VARS_RAW};
+        size_t ovector[2 * HTTP_REGEX_PAIRS];
+        if (ret->captures != NULL)
+            vars_set_captures(&ctx, ret->captures, ovector);
+        vars_eval(ret->value, &ctx, &text);
+    } else {
+        vars_buf_add(&text, ret->text, ret->text_len);
+    }
+    if (text.failed) {
+        vars_buf_free(&text);
+        exchange_respond_error(ex, 500);
+        ex->add_early = NULL;
+        vars_buf_free(&early);
         return;
     }
-    exchange_respond(ex, ret->status, ret->text_len > 0 ? "Content-Type: text/plain\r\n" : "",
-                     ret->text, ret->text_len);
+    if (redirect && text.len > 0) {
+        /* As in nginx: a redirect's text is where it points. */
+        char line_small[512];
+        struct vars_buf line;
+        vars_buf_init(&line, line_small, sizeof(line_small));
+        vars_buf_add(&line, "Location: ", 10);
+        vars_buf_add(&line, text.data, text.len);
+        vars_buf_add(&line, "\r\n", 3); /* with its NUL */
+        if (line.failed)
+            exchange_respond_error(ex, 500);
+        else
+            exchange_respond(ex, ret->status, line.data, "", 0);
+        vars_buf_free(&line);
+    } else {
+        exchange_respond(ex, ret->status, text.len > 0 ? "Content-Type: text/plain\r\n" : "",
+                         text.data, text.len);
+    }
+    vars_buf_free(&text);
+    ex->add_early = NULL; /* `early` goes with this frame */
+    vars_buf_free(&early);
 }
 
 const struct http_handler http_return_handler = {

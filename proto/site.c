@@ -1,9 +1,11 @@
 /*
  * site.c: which virtual host and location of a site serve a request: by
- * Host (or SNI) name, exact or wildcard, then by path, exact or prefix;
- * and the names of the site's counters.
+ * Host (or SNI) name, exact or wildcard, then by path, exact, prefix or
+ * regex; and the names of the site's counters.
  */
 #include "proto/site.h"
+
+#include "proto/regex.h"
 
 #include <string.h>
 #include <strings.h>
@@ -49,16 +51,33 @@ size_t http_site_sni_select(void *site, const char *name, size_t len)
 const struct http_location *http_find_location(const struct http_vhost *vhost, const char *path,
                                                size_t len)
 {
+    return vhost->router != NULL ? vhost->router : http_search_location(vhost, path, len);
+}
+
+const struct http_location *http_search_location(const struct http_vhost *vhost, const char *path,
+                                                 size_t len)
+{
     const struct http_location *best = NULL;
+    bool any_regex = false;
     for (size_t i = 0; i < vhost->location_count; i++) {
         const struct http_location *loc = &vhost->locations[i];
-        if (loc->exact) {
+        if (loc->regex != NULL) {
+            any_regex = true;
+        } else if (loc->exact) {
             if (loc->path_len == len && memcmp(loc->path, path, len) == 0)
                 return loc;
         } else if (loc->path_len <= len && memcmp(loc->path, path, loc->path_len) == 0 &&
                    (best == NULL || loc->path_len > best->path_len)) {
             best = loc;
         }
+    }
+    if (!any_regex || (best != NULL && best->no_regex))
+        return best;
+    for (size_t i = 0; i < vhost->location_count; i++) {
+        const struct http_location *loc = &vhost->locations[i];
+        size_t ovector[2 * HTTP_REGEX_PAIRS];
+        if (loc->regex != NULL && http_regex_match(loc->regex, path, len, ovector) > 0)
+            return loc;
     }
     return best;
 }

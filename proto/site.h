@@ -2,7 +2,7 @@
  * site.h: what an HTTP listening address serves, whatever the protocol
  * (HTTP/1.1 and later framers route the same way): its virtual hosts and
  * their locations, each with a handler (exchange.h), and the per-worker
- * counters of its responses.  Routing is in route.c.
+ * counters of its responses, and the routing (site.c).
  */
 #ifndef CORRAL_PROTO_SITE_H
 #define CORRAL_PROTO_SITE_H
@@ -19,14 +19,21 @@
 
 #define HTTP_MAX_STATUS 600
 
+struct http_regex;
+
 struct http_location {
-    const char *path;
+    const char *path; /* the prefix or exact path; for a regex, as written */
     size_t path_len;
     bool exact;
     const struct http_handler *handler;
     void *handler_data;
-    const struct access_conf *access; /* real_ip, allow/deny; NULL: none */
+    const struct access_conf *access;     /* real_ip, allow/deny; NULL: none */
+    bool no_regex;                        /* "^~": as the longest prefix, no regex is tried */
+    const struct http_regex *regex;       /* "~", "~*": tried in order after the prefixes */
+    const struct http_rewrites *rewrites; /* NULL: none (run by the vhost's router) */
 };
+
+struct http_rewrites;
 
 struct http_vhost {
     const char *const *names; /* exact names, "*.suffix" wildcards */
@@ -36,6 +43,11 @@ struct http_vhost {
     struct http_limits limits;
     const struct access_conf *access; /* for requests no location takes; NULL: none */
     unsigned stats_slot;              /* its server's entry in http_stats.servers */
+    /* With rewrites (the server's, or any location's), every request goes
+     * to this location first, whose handler (rewrite.h) rewrites and routes
+     * it; NULL: none. */
+    const struct http_location *router;
+    const struct http_rewrites *rewrites; /* the server's own; NULL: none */
 };
 
 struct access_conf;
@@ -111,10 +123,16 @@ struct http_stats {
 void http_stats_count(struct http_stats *stats, const struct http_vhost *vhost, unsigned status,
                       uint64_t ns);
 
-/* Finds the location for `path` in `vhost`: an exact match first, else the
- * longest prefix.  NULL if none. */
+/* The location to hand a request for `path` in `vhost` to: the vhost's
+ * router when it has one, else http_search_location()'s. */
 const struct http_location *http_find_location(const struct http_vhost *vhost, const char *path,
                                                size_t len);
+
+/* Finds the location for `path` in `vhost` as nginx does: an exact match;
+ * else the longest prefix if it is "^~"; else the first regex that
+ * matches, in order; else the longest prefix.  NULL if none. */
+const struct http_location *http_search_location(const struct http_vhost *vhost, const char *path,
+                                                 size_t len);
 
 /* Picks the virtual host for `host` (without port): an exact name, then the
  * longest matching wildcard, else the site's first. */

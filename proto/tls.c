@@ -341,6 +341,19 @@ bool tls_established(const corral_conn *conn)
     return tc != NULL && tc->established;
 }
 
+const char *tls_conn_protocol(const corral_conn *conn)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    return tc != NULL && tc->established ? SSL_get_version(tc->ssl) : NULL;
+}
+
+const char *tls_conn_server_name(const corral_conn *conn)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    return tc != NULL && tc->established ? SSL_get_servername(tc->ssl, TLSEXT_NAMETYPE_host_name)
+                                         : NULL;
+}
+
 /* ----------------------------------------------------------------- server */
 
 static void on_handshake_timeout(corral_timer *timer, void *arg)

@@ -181,4 +181,11 @@ int tls_client_connect(struct tls_client *client, corral_conn *conn, size_t serv
 /* Whether `conn` (speaking TLS) has finished its handshake. */
 bool tls_established(const corral_conn *conn);
 
+/* The protocol of `conn`'s TLS session ("TLSv1.3") and the name the client
+ * sent by SNI: NULL for a connection without TLS, before its handshake, or
+ * (the name) when the client sent none.  For $ssl_protocol and
+ * $ssl_server_name. */
+const char *tls_conn_protocol(const corral_conn *conn);
+const char *tls_conn_server_name(const corral_conn *conn);
+
 #endif

@@ -1082,12 +1082,17 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80;\n location = / { return 204; }\n location = / { return 200; } "
      "}",
      "test.conf:3:13: duplicate location \"= /\" (first at line 2)"},
-    {"server { listen 127.0.0.1:80; location ~ /a { return 204; } }",
-     "test.conf:1:40: unknown location modifier \"~\" (only \"=\" is supported)"},
+    {"server { listen 127.0.0.1:80; location ~~ /a { return 204; } }",
+     "test.conf:1:40: unknown location modifier \"~~\" (expected =, ~, ~* or ^~)"},
+    {"server { listen 127.0.0.1:80;\n location /a { return 204; }\n location ^~ /a { return 200; } "
+     "}",
+     "test.conf:3:14: duplicate location \"^~ /a\" (first at line 2)"},
+    {"server { listen 127.0.0.1:80; location ~ \"\" { return 204; } }",
+     "test.conf:1:42: empty location regex"},
     {"server { listen 127.0.0.1:80; location a { return 204; } }",
      "test.conf:1:40: location path must start with \"/\", got \"a\""},
     {"server { listen 127.0.0.1:80; location /a { } }",
-     "test.conf:1:31: location \"/a\" has no \"return\" or \"proxy_pass\""},
+     "test.conf:1:31: location \"/a\" has no \"return\", \"proxy_pass\" or \"rewrite\""},
     {"server { listen 127.0.0.1:80; location / { return 600; } }",
      "test.conf:1:51: invalid status code \"600\" (expected 200 to 599)"},
     {"server { listen 127.0.0.1:80; location / { return ok; } }",
@@ -1123,15 +1128,18 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80; location / { proxy_pass HTTPS://app; } }",
      "test.conf:1:55: invalid proxy_pass \"HTTPS://app\" (expected http[s]://UPSTREAM or "
      "http[s]://HOST:PORT)"},
-    {"server { listen 127.0.0.1:80; location / { proxy_pass https://app/x; } }",
-     "test.conf:1:55: proxy_pass \"https://app/x\" has a path; requests are passed on with their "
-     "own, so give only https://UPSTREAM or https://HOST:PORT"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass https://app/x?y; } }",
+     "test.conf:1:55: proxy_pass \"https://app/x?y\" has a query; give https://UPSTREAM[/PATH] or "
+     "https://HOST:PORT[/PATH]"},
+    {"server { listen 127.0.0.1:80; location ~ ^/a { proxy_pass http://127.0.0.1:1/x; } }",
+     "test.conf:1:59: proxy_pass \"http://127.0.0.1:1/x\" has a path, which a regex location "
+     "cannot replace its match with"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass https://[::1]:x; } }",
      "test.conf:1:55: invalid proxy_pass address \"[::1]:x\" (expected HOST:PORT, "
      "[IPV6]:PORT, *:PORT, PORT or unix:/PATH)"},
-    {"server { listen 127.0.0.1:80; location / { proxy_pass http://app/x; } }",
-     "test.conf:1:55: proxy_pass \"http://app/x\" has a path; requests are passed on with their "
-     "own, so give only http://UPSTREAM or http://HOST:PORT"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http:///x; } }",
+     "test.conf:1:55: invalid proxy_pass \"http:///x\" (expected http[s]://UPSTREAM or "
+     "http[s]://HOST:PORT)"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:port; } }",
      "test.conf:1:55: invalid proxy_pass address \"127.0.0.1:port\" (expected HOST:PORT, "
      "[IPV6]:PORT, *:PORT, PORT or unix:/PATH)"},
@@ -1146,7 +1154,7 @@ static const struct error_case error_cases[] = {
      "test.conf:3:2: \"proxy_tls_trusted_certificate\" needs \"proxy_pass https://...\" in the "
      "same location"},
     {"server { listen 127.0.0.1:80; location / { proxy_tls_name a.example; } }",
-     "test.conf:1:31: location \"/\" has no \"return\" or \"proxy_pass\""},
+     "test.conf:1:31: location \"/\" has no \"return\", \"proxy_pass\" or \"rewrite\""},
     {"server { listen 127.0.0.1:80; location / { proxy_pass https://127.0.0.1:1;\n"
      " proxy_tls_verify maybe; } }",
      "test.conf:2:19: invalid value \"maybe\" (expected on or off)"},

@@ -19,9 +19,13 @@
 
 static char front_path[108], back_path[108];
 
-static struct http_return ok = {200, "ok\n", 3};
-static struct http_return created = {201, "created\n", 8};
-static struct http_location back_locations[] = {{"/", 1, false, &http_return_handler, &ok, NULL}};
+static struct http_return ok = {.status = 200, .text = "ok\n", .text_len = 3};
+static struct http_return created = {.status = 201, .text = "created\n", .text_len = 8};
+static struct http_location back_locations[] = {{.path = "/",
+                                                 .path_len = 1,
+                                                 .exact = false,
+                                                 .handler = &http_return_handler,
+                                                 .handler_data = &ok}};
 static struct http_vhost back_vhost = {.locations = back_locations, .location_count = 1};
 static struct http_site back_site = {.vhosts = &back_vhost, .vhost_count = 1};
 
@@ -34,8 +38,16 @@ static struct proxy_location proxy = {
     .hide_headers = hide_headers,
     .hide_header_count = 1};
 static struct http_location front_locations[] = {
-    {"/p", 2, false, &proxy_handler, &proxy, NULL},
-    {"/", 1, false, &http_return_handler, &created, NULL},
+    {.path = "/p",
+     .path_len = 2,
+     .exact = false,
+     .handler = &proxy_handler,
+     .handler_data = &proxy},
+    {.path = "/",
+     .path_len = 1,
+     .exact = false,
+     .handler = &http_return_handler,
+     .handler_data = &created},
 };
 static const char *const names[] = {"example.com", "*.example.org"};
 static struct http_vhost front_vhost = {

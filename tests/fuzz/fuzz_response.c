@@ -81,7 +81,11 @@ static struct proxy_location proxy = {.conf = {.connect_timeout_ms = 2000,
                                       .set_header_count = 1,
                                       .hide_headers = hide_headers,
                                       .hide_header_count = 1};
-static struct http_location front_locations[] = {{"/p", 2, false, &proxy_handler, &proxy, NULL}};
+static struct http_location front_locations[] = {{.path = "/p",
+                                                  .path_len = 2,
+                                                  .exact = false,
+                                                  .handler = &proxy_handler,
+                                                  .handler_data = &proxy}};
 static const char *const names[] = {"example.com"};
 static struct http_vhost front_vhost = {
     .names = names, .name_count = 1, .locations = front_locations, .location_count = 1};

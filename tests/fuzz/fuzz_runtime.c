@@ -11,6 +11,7 @@
  * rsa.key, ca.pem), so TLS contexts are built and not only refused.
  */
 #include "cmd/runtime.h"
+#include "cmd/runtime_vars.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -230,8 +231,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     gen->config = config;
     unsigned workers = config->workers == 0 ? 1 : config->workers > 4 ? 4 : config->workers;
     if (sites_build(gen, config, workers) == 0 && config->access_log != NULL) {
-        const char *bad;
-        access_log_open("/dev/null", config->log_format, &gen->access_log, &bad);
+        access_log_open_compiled("/dev/null", runtime_vars_log_format(gen->vars), &gen->access_log);
     }
     generation_free(gen);
     return 0;

@@ -776,8 +776,11 @@ START_TEST(real_ip_from_trusted_proxies_only)
                 "    location /xri { real_ip_header X-Real-IP; proxy_pass http://127.0.0.1:%d; }\n"
                 "    location /untrusted { set_real_ip_from 192.0.2.0/24;\n"
                 "        proxy_pass http://127.0.0.1:%d; }\n"
+                "    location /vars { proxy_set_header X-Real-IP $remote_addr;\n"
+                "        proxy_set_header X-Peer $realip_remote_addr;\n"
+                "        proxy_pass http://127.0.0.1:%d; }\n"
                 "}\n",
-          b.port, b.port, b.port, b.port);
+          b.port, b.port, b.port, b.port, b.port);
     char xff[256];
     /* Without recursion, the last address, whoever it is. */
     xff_after(&b, d.port, "", "/", "X-Forwarded-For: 203.0.113.5, 10.0.0.2\r\n", xff, sizeof(xff));
@@ -810,6 +813,13 @@ START_TEST(real_ip_from_trusted_proxies_only)
      * client's say only. */
     xff_after(&b, d.port, "", "/untrusted", "X-Forwarded-For: 192.0.2.1\r\n", xff, sizeof(xff));
     ck_assert_str_eq(xff, "192.0.2.1, 127.0.0.1");
+    /* The variables: the client's address found, and the connection's. */
+    xff_after(&b, d.port, "", "/vars", "X-Forwarded-For: 203.0.113.5\r\n", xff, sizeof(xff));
+    char header[64];
+    backend_header(&b, "X-Real-IP", header, sizeof(header));
+    ck_assert_str_eq(header, "203.0.113.5");
+    backend_header(&b, "X-Peer", header, sizeof(header));
+    ck_assert_str_eq(header, "127.0.0.1");
     test_daemon_stop(&d);
     backend_stop(&b);
 }

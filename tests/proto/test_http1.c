@@ -17,14 +17,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static struct http_return ret_root = {200, "root\n", 5};
-static struct http_return ret_exact = {201, "exact\n", 6};
-static struct http_return ret_prefix = {202, "prefix\n", 7};
-static struct http_return ret_wild = {203, "wild\n", 5};
-static struct http_return ret_named = {204, NULL, 0};
-static struct http_return ret_moved = {301, "https://main.example/new", 24};
+static struct http_return ret_root = {.status = 200, .text = "root\n", .text_len = 5};
+static struct http_return ret_exact = {.status = 201, .text = "exact\n", .text_len = 6};
+static struct http_return ret_prefix = {.status = 202, .text = "prefix\n", .text_len = 7};
+static struct http_return ret_wild = {.status = 203, .text = "wild\n", .text_len = 5};
+static struct http_return ret_named = {.status = 204, .text = NULL, .text_len = 0};
+static struct http_return ret_moved = {
+    .status = 301, .text = "https://main.example/new", .text_len = 24};
 static char far_url[5000];
-static struct http_return ret_moved_far = {302, far_url, 0}; /* set in start() */
+static struct http_return ret_moved_far = {
+    .status = 302, .text = far_url, .text_len = 0}; /* set in start() */
 
 /* "/coded/L/C": a streamed 431 with L bytes of header lines and C bytes of
  * transfer codings before chunked, to probe the size of the response head. */
@@ -78,19 +80,55 @@ static const struct http_handler gather_handler = {
 };
 
 static const struct http_location main_locations[] = {
-    {"/", 1, false, &http_return_handler, &ret_root, NULL},
-    {"/exact", 6, true, &http_return_handler, &ret_exact, NULL},
-    {"/prefix/", 8, false, &http_return_handler, &ret_prefix, NULL},
-    {"/moved", 6, true, &http_return_handler, &ret_moved, NULL},
-    {"/moved-far", 10, true, &http_return_handler, &ret_moved_far, NULL},
-    {"/coded/", 7, false, &coded_handler, NULL, NULL},
-    {"/gather/", 8, false, &gather_handler, NULL, NULL},
+    {.path = "/",
+     .path_len = 1,
+     .exact = false,
+     .handler = &http_return_handler,
+     .handler_data = &ret_root},
+    {.path = "/exact",
+     .path_len = 6,
+     .exact = true,
+     .handler = &http_return_handler,
+     .handler_data = &ret_exact},
+    {.path = "/prefix/",
+     .path_len = 8,
+     .exact = false,
+     .handler = &http_return_handler,
+     .handler_data = &ret_prefix},
+    {.path = "/moved",
+     .path_len = 6,
+     .exact = true,
+     .handler = &http_return_handler,
+     .handler_data = &ret_moved},
+    {.path = "/moved-far",
+     .path_len = 10,
+     .exact = true,
+     .handler = &http_return_handler,
+     .handler_data = &ret_moved_far},
+    {.path = "/coded/",
+     .path_len = 7,
+     .exact = false,
+     .handler = &coded_handler,
+     .handler_data = NULL},
+    {.path = "/gather/",
+     .path_len = 8,
+     .exact = false,
+     .handler = &gather_handler,
+     .handler_data = NULL},
 };
 static const struct http_location wild_locations[] = {
-    {"/", 1, false, &http_return_handler, &ret_wild, NULL},
+    {.path = "/",
+     .path_len = 1,
+     .exact = false,
+     .handler = &http_return_handler,
+     .handler_data = &ret_wild},
 };
 static const struct http_location named_locations[] = {
-    {"/only", 5, false, &http_return_handler, &ret_named, NULL},
+    {.path = "/only",
+     .path_len = 5,
+     .exact = false,
+     .handler = &http_return_handler,
+     .handler_data = &ret_named},
 };
 static const char *const main_names[] = {"main.example"};
 static const char *const wild_names[] = {"*.wild.example"};

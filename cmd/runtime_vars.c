@@ -1,0 +1,264 @@
+/*
+ * runtime_vars.c: compiles a generation's maps and the values with
+ * $variables its sites use, and keeps them for the generation's life.
+ */
+#include "cmd/runtime_vars.h"
+
+#include "cmd/daemon.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct runtime_vars {
+    struct vars_map **maps;
+    struct vars_maps lookup;
+    struct vars_template *log_format;
+    struct owned *owned; /* freed with the generation */
+};
+
+/* A template, an array or a regex the generation keeps. */
+struct owned {
+    struct owned *next;
+    void *p;
+    bool regex; /* http_regex_free() it; else free() */
+};
+
+static int own_as(struct runtime_vars *vars, void *p, bool regex)
+{
+    struct owned *o = malloc(sizeof(*o));
+    if (o == NULL)
+        return -ENOMEM;
+    *o = (struct owned){vars->owned, p, regex};
+    vars->owned = o;
+    return 0;
+}
+
+static int own(struct runtime_vars *vars, void *p)
+{
+    return own_as(vars, p, false);
+}
+
+void *runtime_vars_calloc(struct runtime_vars *vars, size_t count, size_t size)
+{
+    void *p = calloc(count ? count : 1, size);
+    if (p != NULL && own(vars, p) != 0) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Reports a compile error of a value written at `pos`.  The column is the
+ * argument's: escapes in a quoted string make an offset inside it
+ * uncertain. */
+static int report(int err, const struct conf_pos *pos, const char *directive,
+                  const struct vars_error *error)
+{
+    if (err == -EINVAL)
+        log_error("%s:%u:%u: %s: %s", pos->file, pos->line, pos->col, directive, error->message);
+    return err;
+}
+
+int runtime_vars_compile(struct runtime_vars *vars, const char *text, const struct conf_pos *pos,
+                         const char *directive, const struct vars_template **out)
+{
+    *out = NULL;
+    if (strchr(text, '$') == NULL)
+        return 0;
+    struct vars_template *t;
+    struct vars_error error;
+    int err = vars_compile(text, &vars->lookup, &t, &error);
+    if (err != 0)
+        return report(err, pos, directive, &error);
+    if (own(vars, t) != 0) {
+        vars_template_free(t);
+        return -ENOMEM;
+    }
+    *out = t;
+    return 0;
+}
+
+/* runtime_vars_compile(), a literal too: for a value evaluated as a
+ * template whatever it holds. */
+static int compile_always(struct runtime_vars *vars, const char *text, const struct conf_pos *pos,
+                          const char *directive, const struct vars_template **out)
+{
+    struct vars_template *t;
+    struct vars_error error;
+    int err = vars_compile(text, &vars->lookup, &t, &error);
+    if (err != 0)
+        return report(err, pos, directive, &error);
+    if (own(vars, t) != 0) {
+        vars_template_free(t);
+        return -ENOMEM;
+    }
+    *out = t;
+    return 0;
+}
+
+static int map_build(struct runtime_vars *vars, const struct conf_map *conf, struct vars_map *map)
+{
+    struct vars_error error;
+    int err = vars_map_set_source(map, conf->source, &vars->lookup, &error);
+    if (err != 0)
+        return report(err, &conf->source_pos, "map", &error);
+    for (size_t i = 0; i < conf->entry_count; i++) {
+        const struct conf_map_entry *e = &conf->entries[i];
+        bool in_value;
+        err = vars_map_add(map, e->key, e->value, &vars->lookup, &error, &in_value);
+        if (err != 0)
+            return report(err, in_value ? &e->value_pos : &e->key_pos, "map", &error);
+    }
+    return 0;
+}
+
+int runtime_vars_new(const struct conf_config *config, struct runtime_vars **out)
+{
+    struct runtime_vars *vars = calloc(1, sizeof(*vars));
+    *out = vars;
+    if (vars == NULL)
+        return -ENOMEM;
+    vars->maps = calloc(config->map_count ? config->map_count : 1, sizeof(*vars->maps));
+    if (vars->maps == NULL)
+        return -ENOMEM;
+    /* Every name first: a map's values may read maps defined after it. */
+    for (size_t i = 0; i < config->map_count; i++) {
+        vars->maps[i] = vars_map_new(config->maps[i].name);
+        if (vars->maps[i] == NULL)
+            return -ENOMEM;
+        vars->lookup = (struct vars_maps){.maps = vars->maps, .count = i + 1};
+    }
+    for (size_t i = 0; i < config->map_count; i++) {
+        int err = map_build(vars, &config->maps[i], vars->maps[i]);
+        if (err != 0)
+            return err;
+    }
+    if (config->log_format != NULL) {
+        struct vars_error error;
+        int err = vars_compile(config->log_format, &vars->lookup, &vars->log_format, &error);
+        if (err != 0)
+            return report(err, &config->log_format_pos, "log_format", &error);
+    }
+    return 0;
+}
+
+void runtime_vars_free(struct runtime_vars *vars)
+{
+    if (vars == NULL)
+        return;
+    while (vars->owned != NULL) {
+        struct owned *o = vars->owned;
+        vars->owned = o->next;
+        if (o->regex)
+            http_regex_free(o->p);
+        else
+            free(o->p); /* a template is one allocation */
+        free(o);
+    }
+    for (size_t i = 0; vars->maps != NULL && i < vars->lookup.count; i++)
+        vars_map_free(vars->maps[i]);
+    free(vars->maps);
+    vars_template_free(vars->log_format);
+    free(vars);
+}
+
+int runtime_vars_regex(struct runtime_vars *vars, const char *pattern, bool caseless,
+                       const struct conf_pos *pos, const char *directive,
+                       const struct http_regex **out)
+{
+    char message[120];
+    size_t offset;
+    struct http_regex *re;
+    int err = http_regex_compile(pattern, caseless, &re, message, sizeof(message), &offset);
+    if (err == -EINVAL)
+        log_error("%s:%u:%u: %s: invalid regex \"%s\": %s at offset %zu", pos->file, pos->line,
+                  pos->col, directive, pattern, message, offset);
+    if (err != 0)
+        return err;
+    if (own_as(vars, re, true) != 0) {
+        http_regex_free(re);
+        return -ENOMEM;
+    }
+    *out = re;
+    return 0;
+}
+
+void runtime_vars_set_captures(struct runtime_vars *vars, const struct http_regex *re)
+{
+    vars->lookup.captures = re;
+}
+
+const struct vars_template *runtime_vars_log_format(const struct runtime_vars *vars)
+{
+    return vars != NULL ? vars->log_format : NULL;
+}
+
+int runtime_vars_add_headers(struct runtime_vars *vars, const struct conf_config *config,
+                             const struct conf_server *server, const struct conf_location *loc,
+                             const struct http_add_headers **out)
+{
+    const struct conf_add_headers *conf = loc->add_headers.count > 0      ? &loc->add_headers
+                                          : server->add_headers.count > 0 ? &server->add_headers
+                                                                          : &config->add_headers;
+    *out = NULL;
+    if (conf->count == 0)
+        return 0;
+    struct http_add_headers *rules = runtime_vars_calloc(vars, 1, sizeof(*rules));
+    struct http_add_header *items = runtime_vars_calloc(vars, conf->count, sizeof(*items));
+    if (rules == NULL || items == NULL)
+        return -ENOMEM;
+    bool early = false;
+    for (size_t i = 0; i < conf->count; i++) {
+        const struct conf_add_header *h = &conf->items[i];
+        const struct vars_template *value;
+        int err = compile_always(vars, h->value, &h->value_pos, "add_header", &value);
+        if (err != 0)
+            return err;
+        items[i] = (struct http_add_header){{h->name, strlen(h->name)}, value, h->always};
+        early |= vars_template_reads_request(value) && !vars_template_is_late(value);
+    }
+    *rules = (struct http_add_headers){items, conf->count, early};
+    *out = rules;
+    return 0;
+}
+
+int runtime_vars_rewrites(struct runtime_vars *vars, const struct conf_rewrites *conf,
+                          const struct http_regex *location_regex, const struct http_rewrites **out)
+{
+    *out = NULL;
+    if (conf->count == 0)
+        return 0;
+    struct http_rewrites *rules = runtime_vars_calloc(vars, 1, sizeof(*rules));
+    struct http_rewrite *items = runtime_vars_calloc(vars, conf->count, sizeof(*items));
+    if (rules == NULL || items == NULL)
+        return -ENOMEM;
+    int err = 0;
+    for (size_t i = 0; i < conf->count && err == 0; i++) {
+        const struct conf_rewrite *r = &conf->items[i];
+        struct http_rewrite *rule = &items[i];
+        err = runtime_vars_regex(vars, r->regex, false, &r->regex_pos, "rewrite", &rule->regex);
+        /* The replacement's groups are the rewrite's own regex's. */
+        runtime_vars_set_captures(vars, rule->regex);
+        if (err == 0)
+            err = compile_always(vars, r->replacement, &r->replacement_pos, "rewrite",
+                                 &rule->replacement);
+        static const enum http_rewrite_flag flags[] = {
+            [CONF_REWRITE_NONE] = HTTP_REWRITE_NEXT,
+            [CONF_REWRITE_LAST] = HTTP_REWRITE_LAST,
+            [CONF_REWRITE_BREAK] = HTTP_REWRITE_BREAK,
+            [CONF_REWRITE_REDIRECT] = HTTP_REWRITE_REDIRECT,
+            [CONF_REWRITE_PERMANENT] = HTTP_REWRITE_PERMANENT,
+        };
+        rule->flag = flags[r->flag];
+        rule->absolute = strncmp(r->replacement, "http://", 7) == 0 ||
+                         strncmp(r->replacement, "https://", 8) == 0 ||
+                         strncmp(r->replacement, "$scheme", 7) == 0;
+    }
+    runtime_vars_set_captures(vars, location_regex);
+    if (err != 0)
+        return err;
+    *rules = (struct http_rewrites){items, conf->count};
+    *out = rules;
+    return 0;
+}

@@ -1,0 +1,61 @@
+/*
+ * runtime_vars.h: the variables of a generation: its maps and every config
+ * value with $variables its sites use, compiled once when the generation
+ * is built, each error reported at its file:line:col.
+ */
+#ifndef CORRAL_CMD_RUNTIME_VARS_H
+#define CORRAL_CMD_RUNTIME_VARS_H
+
+#include "conf/config.h"
+#include "proto/add_header.h"
+#include "proto/regex.h"
+#include "proto/rewrite.h"
+#include "proto/vars.h"
+
+struct runtime_vars;
+
+/* Compiles the config's maps and log_format.  Returns 0 with *out, or
+ * -EINVAL (the problem logged) or -ENOMEM; *out is set either way, for
+ * runtime_vars_free(). */
+int runtime_vars_new(const struct conf_config *config, struct runtime_vars **out);
+void runtime_vars_free(struct runtime_vars *vars);
+
+/* The compiled log_format, or NULL for the default. */
+const struct vars_template *runtime_vars_log_format(const struct runtime_vars *vars);
+
+/* Compiles `text`, written at `pos` by `directive`, into *out, which
+ * `vars` owns: NULL when the text holds no variable.  Returns 0, -EINVAL
+ * (logged) or -ENOMEM. */
+int runtime_vars_compile(struct runtime_vars *vars, const char *text, const struct conf_pos *pos,
+                         const char *directive, const struct vars_template **out);
+
+/* The add_header rules of a location: its own, else its server's, else the
+ * top level's (nginx's inheritance), compiled; NULL when there are none.
+ * Owned by `vars`.  Returns 0, -EINVAL (logged) or -ENOMEM. */
+int runtime_vars_add_headers(struct runtime_vars *vars, const struct conf_config *config,
+                             const struct conf_server *server, const struct conf_location *loc,
+                             const struct http_add_headers **out);
+
+/* Compiles a location's regex into *out, which `vars` owns; a bad one is
+ * reported at `pos` with PCRE2's message.  Returns 0, -EINVAL or -ENOMEM. */
+int runtime_vars_regex(struct runtime_vars *vars, const char *pattern, bool caseless,
+                       const struct conf_pos *pos, const char *directive,
+                       const struct http_regex **out);
+
+/* The compiled rewrites of a server or location (NULL when there are
+ * none), owned by `vars`; `location_regex` is the one whose groups the
+ * location's other values read, restored after.  Returns 0, -EINVAL
+ * (logged) or -ENOMEM. */
+int runtime_vars_rewrites(struct runtime_vars *vars, const struct conf_rewrites *conf,
+                          const struct http_regex *location_regex,
+                          const struct http_rewrites **out);
+
+/* The regex whose named groups are variables for the values compiled from
+ * now on (one location's); NULL: none. */
+void runtime_vars_set_captures(struct runtime_vars *vars, const struct http_regex *re);
+
+/* `count` zeroed items of `size` bytes that `vars` owns; NULL when out of
+ * memory. */
+void *runtime_vars_calloc(struct runtime_vars *vars, size_t count, size_t size);
+
+#endif

@@ -1,0 +1,237 @@
+/*
+ * vars_directives.c: the directives whose values hold variables: `map`
+ * blocks (top level), `add_header` (top level, server, location) and
+ * `rewrite` (server, location).
+ * Their values are kept as written; the daemon compiles them, with every
+ * $variable resolved, when it builds a generation.
+ */
+#include "registry.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* A header value is visible characters, spaces and tabs: a CR or LF would
+ * let the config split the response it is added to. */
+static int check_value(struct conf_state *state, const struct conf_arg *arg)
+{
+    for (const char *p = arg->text; *p != '\0'; p++)
+        if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
+            return conf__error_at(state->error, &arg->pos,
+                                  "header value contains a control character");
+    return 0;
+}
+
+/* The list add_header appends to: the block being applied. */
+static struct conf_add_headers *add_headers_here(struct conf_state *state)
+{
+    if (state->location != NULL)
+        return &state->location->add_headers;
+    if (state->server != NULL)
+        return &state->server->add_headers;
+    return &state->config->add_headers;
+}
+
+/* add_header NAME VALUE [always] */
+static int apply_add_header(struct conf_state *state, const struct conf_node *node,
+                            const struct conf_directive *directive)
+{
+    (void)directive;
+    const struct conf_arg *name = &node->args[0], *value = &node->args[1];
+    if (conf__check_header_name(state, name) != 0 || check_value(state, value) != 0)
+        return -1;
+    bool always = false;
+    if (node->arg_count == 3) {
+        if (strcmp(node->args[2].text, "always") != 0)
+            return conf__error_at(state->error, &node->args[2].pos,
+                                  "unknown add_header parameter \"%s\" (expected always)",
+                                  node->args[2].text);
+        always = true;
+    }
+    struct conf_add_headers *list = add_headers_here(state);
+    struct conf_add_header *items =
+        conf__grow(state, &name->pos, list->items, list->count, sizeof(*items));
+    if (items == NULL)
+        return -1;
+    list->items = items;
+    struct conf_add_header *h = &items[list->count++];
+    h->always = always;
+    h->value_pos = value->pos;
+    h->name = conf__strdup(state, &name->pos, name->text);
+    h->value = conf__strdup(state, &value->pos, value->text);
+    return h->name != NULL && h->value != NULL ? 0 : -1;
+}
+
+void conf__free_add_headers(struct conf_add_headers *headers)
+{
+    for (size_t i = 0; i < headers->count; i++) {
+        free(headers->items[i].name);
+        free(headers->items[i].value);
+    }
+    free(headers->items);
+    *headers = (struct conf_add_headers){0};
+}
+
+/* ------------------------------------------------------------------ rewrite */
+
+/* rewrite REGEX REPLACEMENT [last|break|redirect|permanent] */
+static int apply_rewrite(struct conf_state *state, const struct conf_node *node,
+                         const struct conf_directive *directive)
+{
+    (void)directive;
+    static const struct conf_keyword flags[] = {
+        {"last", CONF_REWRITE_LAST},
+        {"break", CONF_REWRITE_BREAK},
+        {"redirect", CONF_REWRITE_REDIRECT},
+        {"permanent", CONF_REWRITE_PERMANENT},
+    };
+    int flag = CONF_REWRITE_NONE;
+    if (node->arg_count == 3 && conf__arg_keyword(state, &node->args[2], "rewrite flag", flags,
+                                                  sizeof(flags) / sizeof(flags[0]), &flag) != 0)
+        return -1;
+    const struct conf_arg *regex = &node->args[0], *replacement = &node->args[1];
+    if (regex->text[0] == '\0')
+        return conf__error_at(state->error, &regex->pos, "empty rewrite regex");
+    if (check_value(state, replacement) != 0)
+        return -1;
+    struct conf_rewrites *list =
+        state->location != NULL ? &state->location->rewrites : &state->server->rewrites;
+    struct conf_rewrite *items =
+        conf__grow(state, &regex->pos, list->items, list->count, sizeof(*items));
+    if (items == NULL)
+        return -1;
+    list->items = items;
+    struct conf_rewrite *r = &items[list->count++];
+    r->flag = (enum conf_rewrite_flag)flag;
+    r->regex_pos = regex->pos;
+    r->replacement_pos = replacement->pos;
+    r->regex = conf__strdup(state, &regex->pos, regex->text);
+    r->replacement = conf__strdup(state, &replacement->pos, replacement->text);
+    return r->regex != NULL && r->replacement != NULL ? 0 : -1;
+}
+
+void conf__free_rewrites(struct conf_rewrites *rewrites)
+{
+    for (size_t i = 0; i < rewrites->count; i++) {
+        free(rewrites->items[i].regex);
+        free(rewrites->items[i].replacement);
+    }
+    free(rewrites->items);
+    *rewrites = (struct conf_rewrites){0};
+}
+
+/* ---------------------------------------------------------------------- map */
+
+static bool valid_name(const char *name)
+{
+    if (*name == '\0')
+        return false;
+    for (const char *p = name; *p != '\0'; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_'))
+            return false;
+    return true;
+}
+
+/* One line of a map block: KEY VALUE or default VALUE. */
+static int map_entry(struct conf_state *state, struct conf_map *map, const struct conf_node *line)
+{
+    if (line->block)
+        return conf__error_at(state->error, &line->block_pos, "unexpected \"{\" in a map");
+    if (line->arg_count != 1)
+        return conf__error_at(state->error, &line->name.pos,
+                              "a map entry is KEY VALUE (got %zu words)", line->arg_count + 1);
+    const char *key = line->name.text;
+    bool fallback = strcmp(key, "default") == 0;
+    static const char *const unsupported[] = {"hostnames", "volatile", "include"};
+    for (size_t i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++)
+        if (strcmp(key, unsupported[i]) == 0)
+            return conf__error_at(state->error, &line->name.pos,
+                                  "map parameter \"%s\" is not supported", key);
+    for (size_t i = 0; i < map->entry_count; i++) {
+        const struct conf_map_entry *other = &map->entries[i];
+        if (fallback ? other->key != NULL : other->key == NULL || strcmp(other->key, key) != 0)
+            continue;
+        char where[300];
+        return conf__error_at(state->error, &line->name.pos,
+                              "duplicate map key \"%s\" (first at %s)", key,
+                              conf__where(where, sizeof(where), &line->name.pos, &other->key_pos));
+    }
+    struct conf_map_entry *entries =
+        conf__grow(state, &line->name.pos, map->entries, map->entry_count, sizeof(*entries));
+    if (entries == NULL)
+        return -1;
+    map->entries = entries;
+    struct conf_map_entry *e = &entries[map->entry_count++];
+    e->key_pos = line->name.pos;
+    e->value_pos = line->args[0].pos;
+    if (!fallback && (e->key = conf__strdup(state, &line->name.pos, key)) == NULL)
+        return -1;
+    e->value = conf__strdup(state, &line->args[0].pos, line->args[0].text);
+    return e->value != NULL ? 0 : -1;
+}
+
+/* map $SOURCE $NAME { ... } */
+static int apply_map(struct conf_state *state, const struct conf_node *node,
+                     const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_config *config = state->config;
+    const struct conf_arg *source = &node->args[0], *name = &node->args[1];
+    if (name->text[0] != '$' || !valid_name(name->text + 1))
+        return conf__error_at(state->error, &name->pos,
+                              "invalid map variable \"%s\" (expected $name)", name->text);
+    for (size_t i = 0; i < config->map_count; i++) {
+        if (strcasecmp(config->maps[i].name, name->text + 1) != 0)
+            continue;
+        char where[300];
+        return conf__error_at(state->error, &name->pos, "duplicate map \"%s\" (first at %s)",
+                              name->text,
+                              conf__where(where, sizeof(where), &name->pos, &config->maps[i].pos));
+    }
+    struct conf_map *maps =
+        conf__grow(state, &node->name.pos, config->maps, config->map_count, sizeof(*maps));
+    if (maps == NULL)
+        return -1;
+    config->maps = maps;
+    struct conf_map *map = &maps[config->map_count++];
+    map->pos = name->pos;
+    map->source_pos = source->pos;
+    map->source = conf__strdup(state, &source->pos, source->text);
+    map->name = conf__strdup(state, &name->pos, name->text + 1);
+    if (map->source == NULL || map->name == NULL)
+        return -1;
+    for (size_t i = 0; i < node->child_count; i++)
+        if (map_entry(state, map, &node->children[i]) != 0)
+            return -1;
+    return 0;
+}
+
+void conf__free_maps(struct conf_config *config)
+{
+    for (size_t i = 0; i < config->map_count; i++) {
+        struct conf_map *map = &config->maps[i];
+        for (size_t j = 0; j < map->entry_count; j++) {
+            free(map->entries[j].key);
+            free(map->entries[j].value);
+        }
+        free(map->entries);
+        free(map->source);
+        free(map->name);
+    }
+    free(config->maps);
+    config->maps = NULL;
+    config->map_count = 0;
+}
+
+/* clang-format off */
+const struct conf_directive conf__vars_directives[] = {
+    {.name = "map", .contexts = CONF_MAIN, .min_args = 2, .max_args = 2, .block = true,
+     .repeat = true, .apply = apply_map},
+    {.name = "add_header", .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION, .min_args = 2,
+     .max_args = 3, .repeat = true, .apply = apply_add_header},
+    {.name = "rewrite", .contexts = CONF_SERVER | CONF_LOCATION, .min_args = 2, .max_args = 3,
+     .repeat = true, .apply = apply_rewrite},
+    {.name = NULL},
+};
+/* clang-format on */

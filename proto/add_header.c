@@ -1,0 +1,87 @@
+/*
+ * add_header.c: applies a location's add_header rules when its response
+ * begins: each value is evaluated (it may read $status, $upstream_* and
+ * the exchange's other variables) and appended to the handler's header
+ * lines.
+ */
+#include "proto/add_header.h"
+
+#include <string.h>
+
+/* nginx adds headers without `always` to these only. */
+static bool status_takes_headers(unsigned status)
+{
+    switch (status) {
+    case 200:
+    case 201:
+    case 204:
+    case 206:
+    case 301:
+    case 302:
+    case 303:
+    case 304:
+    case 307:
+    case 308: return true;
+    default: return false;
+    }
+}
+
+void exchange_add_headers_early(struct exchange *ex, const struct http_request *req,
+                                struct vars_buf *out)
+{
+    const struct http_add_headers *rules = ex->add_headers;
+    ex->add_early = NULL;
+    if (rules == NULL || !rules->early)
+        return;
+    /* One value per rule, each ending in a NUL (header values hold none):
+     * empty for those evaluated when the response begins. */
+    struct vars_ctx ctx = {.ex = ex, .req = req, .escape = VARS_HEADER};
+    for (size_t i = 0; i < rules->count; i++) {
+        const struct vars_template *t = rules->items[i].value;
+        if (vars_template_reads_request(t) && !vars_template_is_late(t))
+            vars_eval(t, &ctx, out);
+        vars_buf_add(out, "", 1);
+    }
+    if (!out->failed)
+        ex->add_early = out->data;
+}
+
+void exchange__begin_adding(struct exchange *ex, unsigned status, const char *headers,
+                            size_t headers_len, int64_t content_length, struct http_str codings)
+{
+    const struct http_add_headers *rules = ex->add_headers;
+    char small[1024];
+    struct vars_buf lines;
+    vars_buf_init(&lines, small, sizeof(small));
+    vars_buf_add(&lines, headers, headers_len);
+    struct vars_ctx ctx = {.ex = ex, .status = status, .escape = VARS_HEADER};
+    bool takes = status_takes_headers(status);
+    const char *early = ex->add_early;
+    for (size_t i = 0; i < rules->count; i++) {
+        const struct http_add_header *h = &rules->items[i];
+        const char *value = early;
+        if (early != NULL)
+            early += strlen(early) + 1;
+        if (!takes && !h->always)
+            continue;
+        size_t start = lines.len;
+        vars_buf_add(&lines, h->name.data, h->name.len);
+        vars_buf_add(&lines, ": ", 2);
+        size_t value_start = lines.len;
+        if (value != NULL && vars_template_reads_request(h->value) &&
+            !vars_template_is_late(h->value))
+            vars_buf_add(&lines, value, strlen(value));
+        else
+            vars_eval(h->value, &ctx, &lines);
+        if (lines.len == value_start) { /* empty: no line, as in nginx */
+            lines.len = start;
+            continue;
+        }
+        vars_buf_add(&lines, "\r\n", 2);
+    }
+    if (lines.failed) /* out of memory: the handler's own lines only */
+        ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);
+    else
+        ex->_ops->begin(ex, status, lines.data, lines.len, content_length, codings);
+    vars_buf_free(&lines);
+}

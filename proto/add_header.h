@@ -1,0 +1,33 @@
+/*
+ * add_header.h: `add_header NAME VALUE [always]`: header lines added to a
+ * location's responses, in the exchange layer, whatever handler answers
+ * and whatever protocol carries the response.
+ */
+#ifndef CORRAL_PROTO_ADD_HEADER_H
+#define CORRAL_PROTO_ADD_HEADER_H
+
+#include "proto/exchange.h"
+#include "proto/vars.h"
+
+struct http_add_header {
+    struct http_str name;
+    const struct vars_template *value; /* an empty value adds no line */
+    bool always; /* every status; else 200, 201, 204, 206, 301, 302, 303, 304, 307, 308 */
+};
+
+/* A location's rules, as the location (or its server) writes them. */
+struct http_add_headers {
+    const struct http_add_header *items;
+    size_t count;
+    bool early; /* some value reads the request and nothing late: see below */
+};
+
+/* The request's strings are gone when a proxied response begins: the
+ * values of the exchange's rules that read the request (and nothing known
+ * only then, such as $status) are evaluated now, while `req` is valid, into
+ * `out`, which must stay until the response begins or the exchange ends;
+ * exchange_begin() uses them. */
+void exchange_add_headers_early(struct exchange *ex, const struct http_request *req,
+                                struct vars_buf *out);
+
+#endif
