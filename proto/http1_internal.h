@@ -36,6 +36,10 @@ struct h1_exchange {
     char *log_fields;    /* with an access log: the request's text, copied */
     /* What is left of a chunk whose size line h1_ex_splice() sent. */
     uint64_t chunk_left;
+    /* During on_body: the bytes given end the input, and the rest of the
+     * body (or of its chunk) follows raw: exchange_request_spliceable(). */
+    bool body_raw;
+    bool request_splicing; /* exchange_request_splice() under way */
 };
 
 struct h1_conn {
@@ -55,6 +59,7 @@ struct h1_conn {
     struct http2_conn *h2;    /* the client spoke HTTP/2: it has the connection */
     unsigned requests;        /* completed on this connection */
     unsigned error_status;    /* set by a callback that fails the request */
+    const char *exec_end;     /* the end of the input llhttp is parsing, or NULL */
 };
 
 /* What handlers call on an HTTP/1.1 exchange (http1_response.c). */
@@ -77,5 +82,9 @@ void h1_finish_exchange(struct h1_conn *h1);
 void h1_count_response(struct h1_conn *h1, unsigned status);
 /* Writes the exchange's access log line (the site has an access log). */
 void h1_log_exchange(struct h1_conn *h1, struct h1_exchange *ex, unsigned status);
+/* Request bodies moved inside the kernel (http1.c): the exchange ops. */
+uint64_t h1_ex_request_spliceable(const struct exchange *base);
+int h1_ex_request_splice(struct exchange *base, corral_conn *to, uint64_t len,
+                         exchange_splice_cb cb, void *arg);
 
 #endif

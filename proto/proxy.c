@@ -34,9 +34,13 @@ struct proxy_exchange {
     bool idempotent;
     bool chunked;      /* the request body goes out chunked */
     bool body_started; /* request body bytes went to the upstream: no retry */
-    /* The response body is being spliced: px_on_spliced() runs once, and
-     * frees the exchange if the client went away meanwhile (ex NULL). */
-    bool splicing;
+    /* The response body, or the request body, is being spliced: its
+     * callback runs once, and frees the exchange if it finished meanwhile
+     * (ex NULL). */
+    bool splicing, upload_splicing;
+    /* Of a request chunk whose size line went to the upstream: the bytes
+     * still to send before its CRLF (px_splice_upload()). */
+    uint64_t upload_chunk_left;
     /* What the response may be; rq.sent: the whole request went to the
      * upstream; rq.upgrade: the client asked to switch protocols
      * (WebSocket). */
@@ -330,6 +334,9 @@ static void px_finish(struct proxy_exchange *px)
 {
     if (px->ex != NULL)
         exchange_set_data(px->ex, NULL);
+    px->ex = NULL;
+    if (px->splicing || px->upload_splicing)
+        return; /* the exchange is the framer's again; the callback frees px */
     free(px->replay);
     free(px->head);
     free(px);
@@ -417,6 +424,7 @@ static void px_fail_local(struct proxy_exchange *px, int err)
         exchange_abort(px->ex);
     } else {
         note_upstream_time(px);
+        exchange_resume_body(px->ex); /* as in px_fail */
         exchange_respond_error(px->ex, 503);
     }
     px_finish(px);
@@ -460,6 +468,9 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
             return;
     }
     note_upstream_time(px);
+    /* The rest of the request body, which nothing reads now if the
+     * upstream's backpressure had paused it, is read and dropped. */
+    exchange_resume_body(px->ex);
     exchange_respond_error(px->ex, kind == PROXY_ERROR_TIMEOUT ? 504 : send_failure_status(err));
     px_finish(px);
 }
@@ -592,6 +603,53 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
     }
 }
 
+static void px_on_upload_spliced(struct exchange *ex, uint64_t moved, int error, void *arg)
+{
+    (void)ex;
+    struct proxy_exchange *px = arg;
+    px->upload_splicing = false;
+    if (px->ex == NULL) { /* the exchange finished meanwhile */
+        px_finish(px);
+        return;
+    }
+    /* A failed side is closed: its on_close (the upstream's, or the
+     * client's on_abort) ends the exchange. */
+    if (error != 0 || px->uc == NULL)
+        return;
+    if (px->chunked) {
+        px->upload_chunk_left -= moved; /* at most what was asked for */
+        if (px->upload_chunk_left == 0)
+            corral_conn_write(px->uc->base.conn, "\r\n", 2);
+    }
+    pause_client_if_backed_up(px, px->uc->base.conn);
+}
+
+/* The rest of the request body, or of its current chunk, moves inside the
+ * kernel when that pays, as the response's does (px_on_splice()): a chunk
+ * gets its size line first.  Called from on_body, once its bytes went. */
+static void px_splice_upload(struct proxy_exchange *px)
+{
+    struct http1_client *uc = px->uc;
+    if (!px->loc->conf.splice || px->loc->upstream->tls != NULL || uc == NULL ||
+        !uc->base.connected || px->upload_chunk_left > 0 || corral_conn_backed_up(uc->base.conn))
+        return;
+    uint64_t len = exchange_request_spliceable(px->ex);
+    if (len < PROXY_SPLICE_MIN || len > SIZE_MAX)
+        return;
+    if (px->chunked) {
+        /* If the splice does not start, the chunk stays open and
+         * proxy_on_body fills it. */
+        char size_line[HTTP_CHUNK_SIZE_LINE];
+        struct iovec iov[3];
+        http_chunk_iov(size_line, NULL, (size_t)len, iov);
+        corral_conn_write(uc->base.conn, iov[0].iov_base, iov[0].iov_len);
+        px->upload_chunk_left = len;
+    }
+    px_drop_replay(px); /* these bytes could not be sent again */
+    px->upload_splicing =
+        exchange_request_splice(px->ex, uc->base.conn, len, px_on_upload_spliced, px) == 0;
+}
+
 static void proxy_on_body(struct exchange *ex, const char *data, size_t len)
 {
     struct proxy_exchange *px = exchange_data(ex);
@@ -599,16 +657,26 @@ static void proxy_on_body(struct exchange *ex, const char *data, size_t len)
         return;
     corral_conn *upstream = px->uc->base.conn;
     px->body_started = true;
-    if (px->chunked) {
+    if (px->upload_chunk_left > 0) {
+        /* The rest of a chunk whose splice did not start. */
+        size_t n = len < px->upload_chunk_left ? len : (size_t)px->upload_chunk_left;
+        px->upload_chunk_left -= n;
+        struct iovec iov[2] = {{(void *)data, n}, {"\r\n", 2}};
+        px_write_body(px, iov, px->upload_chunk_left == 0 ? 2 : 1);
+        data += n;
+        len -= n;
+    }
+    if (len > 0 && px->chunked) {
         char size_line[HTTP_CHUNK_SIZE_LINE];
         struct iovec iov[3];
         http_chunk_iov(size_line, data, len, iov);
         px_write_body(px, iov, 3);
-    } else {
+    } else if (len > 0) {
         struct iovec iov = {(void *)data, len};
         px_write_body(px, &iov, 1);
     }
     pause_client_if_backed_up(px, upstream);
+    px_splice_upload(px);
 }
 
 static void proxy_on_body_end(struct exchange *ex)
@@ -649,14 +717,7 @@ static void proxy_on_abort(struct exchange *ex)
         px_worker(px)->servers[px->uc->base.server].active--;
         px_detach(px); /* ends a splice too */
     }
-    if (px->splicing) {
-        /* Its callback still runs, with px: it frees px then.  The
-         * exchange is the framer's again. */
-        exchange_set_data(ex, NULL);
-        px->ex = NULL;
-        return;
-    }
-    px_finish(px);
+    px_finish(px); /* a splice's callback still runs, with px, and frees it */
 }
 
 const struct http_handler proxy_handler = {
