@@ -25,6 +25,11 @@
  * costs a third less (and needs no buffer beyond the largest class). */
 #define DIRECT_WRITE_MIN (64 * 1024)
 size_t corral__direct_write_min = DIRECT_WRITE_MIN;
+/* The same for a layered transport (TLS): it sends a record, and makes a
+ * system call, per 16 KiB whatever the batching, so a write that fills a
+ * record gains nothing from waiting, and its copy is all the batch would
+ * cost.  Smaller ones are still gathered into full records. */
+#define DIRECT_WRITE_MIN_LAYERED (16 * 1024)
 /* Gather lists longer than this are queued: the direct write's own list
  * lives on the stack. */
 #define DIRECT_WRITE_IOV 16
@@ -411,7 +416,9 @@ void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
         return;
 
     size_t sent = 0;
-    if (conn->out_len + total >= corral__direct_write_min && iovcnt <= DIRECT_WRITE_IOV &&
+    size_t direct_min =
+        conn->transport->layered ? DIRECT_WRITE_MIN_LAYERED : corral__direct_write_min;
+    if (conn->out_len + total >= direct_min && iovcnt <= DIRECT_WRITE_IOV &&
         conn->state == CORRAL__CONN_OPEN && conn->writable) {
         ssize_t n = conn_write_direct(conn, iov, iovcnt);
         if (n < 0) {
