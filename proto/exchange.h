@@ -223,8 +223,8 @@ static inline bool exchange_backed_up(const struct exchange *ex)
  * they are, with no framing among them: the rest of a body sent with a
  * length, or of the chunk being read.  0 when none (between chunks, the
  * whole body read) or when they cannot move inside the kernel (a NULL slot,
- * TLS, a framer that multiplexes).  Meaningful from on_body, or once the
- * handler has consumed every body byte it was given. */
+ * TLS, a framer that multiplexes), and 0 outside on_body: only there does
+ * the framer know that nothing it has read is left to deliver. */
 static inline uint64_t exchange_request_spliceable(const struct exchange *ex)
 {
     if (ex->_ops->request_spliceable == NULL)

@@ -771,10 +771,12 @@ START_TEST(tls_clients_get_and_send_whole)
     struct test_daemon d;
     daemon_start_tls(&d, &b, _i == 1, true);
     for (int s = 0; s < COUNT(tls_sizes); s++) {
-        for (int f = 0; f < COUNT(framings); f++)
+        for (int f = 0; f < COUNT(framings); f++) {
             check_download(d.port, tls_sizes[s], framings[f], false);
-        check_upload(d.port, tls_sizes[s], "cl");
-        check_upload(d.port, tls_sizes[s], "chunked");
+            check_download(d.port, tls_sizes[s], framings[f], true);
+        }
+        for (int f = 0; f < COUNT(upload_framings); f++)
+            check_upload(d.port, tls_sizes[s], upload_framings[f]);
     }
     test_daemon_stop(&d);
     backend_stop(&b);
