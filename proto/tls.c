@@ -215,7 +215,9 @@ static ssize_t tls_read(corral_conn *conn, void *buf, size_t len)
     /* A record at a time holds at most 16 KiB: the buffer is filled with
      * as many as are there, so that the caller forwards one large piece
      * (a direct write from this buffer, see corral_conn_writev()) rather
-     * than small ones it would copy to batch.  What ends the stream, or
+     * than small ones it would copy to batch; it stops where the socket
+     * came back short with nothing left buffered (see tls_drained()), not
+     * at a read that would only say EAGAIN.  What ends the stream, or
      * fails, after some bytes comes again with the next read. */
     size_t total = 0;
     while (total < len) {
@@ -228,6 +230,8 @@ static ssize_t tls_read(corral_conn *conn, void *buf, size_t len)
             return total > 0 ? (ssize_t)total : result;
         }
         total += n;
+        if (tc->socket_drained && !SSL_has_pending(tc->ssl))
+            break;
     }
     return (ssize_t)total;
 }
