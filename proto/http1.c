@@ -30,6 +30,9 @@ struct head_scratch {
     struct http_str url;
 };
 static _Thread_local struct head_scratch scratch;
+/* The end of the input llhttp is parsing (NULL outside h1_execute()), for
+ * on_body to see that its bytes end it; per thread for the same reason. */
+static _Thread_local const char *exec_end;
 
 /* ------------------------------------------------- counters, connection steps */
 
@@ -329,7 +332,7 @@ static int on_body(llhttp_t *parser, const char *at, size_t len)
     if (ex->handler != NULL && ex->handler->on_body != NULL && !ex->response_done) {
         /* llhttp has counted these bytes off the body's (or the chunk's)
          * length already: what it still expects follows them raw. */
-        ex->body_raw = at + len == h1->exec_end && parser->content_length > 0;
+        ex->body_raw = at + len == exec_end && parser->content_length > 0;
         ex->handler->on_body(&ex->base, at, len);
         ex->body_raw = false;
     }
@@ -393,10 +396,11 @@ static void h1_parser_free(struct h1_conn *h1)
 /* Feeds llhttp; returns bytes consumed, or SIZE_MAX after refusing. */
 static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
 {
-    assert(h1->parser != NULL); /* from a head's start to its message's end */
-    h1->exec_end = data + len;
+    assert(h1->parser != NULL);       /* from a head's start to its message's end */
+    const char *outer_end = exec_end; /* none: handlers parse nothing, but cheap to keep */
+    exec_end = data + len;
     llhttp_errno_t err = llhttp_execute(h1->parser, data, len);
-    h1->exec_end = NULL;
+    exec_end = outer_end;
     if (err == HPE_OK)
         return len;
     if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) {

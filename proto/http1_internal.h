@@ -28,6 +28,11 @@ struct h1_exchange {
     bool response_keep;    /* the connection stays open after it */
     bool response_done;
     bool splicing; /* exchange_splice() under way */
+    /* During on_body: the bytes given end the input, and the rest of the
+     * body (or of its chunk) follows raw: exchange_request_spliceable().
+     * Bits, so that the exchange (in every connection) does not grow. */
+    bool body_raw : 1;
+    bool request_splicing : 1; /* exchange_request_splice() under way */
     unsigned status;
     uint64_t body_received;
     uint64_t body_sent;
@@ -36,10 +41,6 @@ struct h1_exchange {
     char *log_fields;    /* with an access log: the request's text, copied */
     /* What is left of a chunk whose size line h1_ex_splice() sent. */
     uint64_t chunk_left;
-    /* During on_body: the bytes given end the input, and the rest of the
-     * body (or of its chunk) follows raw: exchange_request_spliceable(). */
-    bool body_raw;
-    bool request_splicing; /* exchange_request_splice() under way */
 };
 
 struct h1_conn {
@@ -59,7 +60,6 @@ struct h1_conn {
     struct http2_conn *h2;    /* the client spoke HTTP/2: it has the connection */
     unsigned requests;        /* completed on this connection */
     unsigned error_status;    /* set by a callback that fails the request */
-    const char *exec_end;     /* the end of the input llhttp is parsing, or NULL */
 };
 
 /* What handlers call on an HTTP/1.1 exchange (http1_response.c). */
