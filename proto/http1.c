@@ -339,9 +339,7 @@ static int on_body(llhttp_t *parser, const char *at, size_t len)
     return 0;
 }
 
-/* The whole request body has arrived (llhttp's end of message, or the end
- * of a spliced body). */
-static void h1_request_complete(struct h1_conn *h1)
+void h1_request_complete(struct h1_conn *h1)
 {
     struct h1_exchange *ex = &h1->ex;
     ex->request_done = true;
@@ -387,7 +385,7 @@ static bool request_line_valid(const char *head, size_t len)
     return memchr(sp2 + 1, ' ', (size_t)(eol - sp2 - 1)) == NULL;
 }
 
-static void h1_parser_free(struct h1_conn *h1)
+void h1_parser_free(struct h1_conn *h1)
 {
     free(h1->parser);
     h1->parser = NULL;
@@ -530,80 +528,6 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
     if (h1->in_exchange && h1->ex.request_done && !h1->closed)
         corral_conn_pause_read(conn);
     return used;
-}
-
-/* --------------------------------------------------- request bodies spliced */
-
-uint64_t h1_ex_request_spliceable(const struct exchange *base)
-{
-    const struct h1_exchange *ex = h1_exchange_of(base);
-    const struct h1_conn *h1 = ex->h1;
-    /* body_raw: inside on_body, with llhttp inside the body's bytes.  An
-     * upgrade's bytes after the body are another protocol's: not moved. */
-    if (!ex->body_raw || ex->request_splicing || h1->site->tls != NULL || h1->parser == NULL ||
-        h1->parser->upgrade)
-        return 0;
-    uint64_t rest = h1->parser->content_length;
-    /* A chunk that would take the body past its limit is read, and
-     * refused with 413 where it crosses it, as when it is not spliced. */
-    size_t max = h1->vhost->limits.max_body_size;
-    if (max > 0 && rest > max - ex->body_received)
-        return 0;
-    return rest;
-}
-
-/* A request body splice under way, allocated only then. */
-struct h1_request_splice {
-    struct h1_exchange *ex;
-    exchange_splice_cb cb;
-    void *arg;
-};
-
-/* The moved bytes count as read; a body whose length they completed is
- * complete.  The h1 connection outlives this: its on_close waits. */
-static void h1_request_spliced(corral_conn *from, corral_conn *to, uint64_t moved, int error,
-                               void *arg)
-{
-    (void)to;
-    struct h1_request_splice sp = *(struct h1_request_splice *)arg;
-    free(arg);
-    struct h1_exchange *ex = sp.ex;
-    struct h1_conn *h1 = ex->h1;
-    ex->request_splicing = false;
-    ex->body_received += moved;
-    assert(h1->parser != NULL && moved <= h1->parser->content_length);
-    h1->parser->content_length -= moved; /* a chunk's CRLF comes next, or the end */
-    sp.cb(&ex->base, moved, error, sp.arg);
-    if (error != 0 || corral_conn_fd(from) < 0 || h1->closed || h1->parser == NULL ||
-        h1->parser->content_length > 0 || (h1->parser->flags & F_CHUNKED))
-        return;
-    h1_parser_free(h1);
-    h1_request_complete(h1);
-    if (h1->ex.response_done && !h1->closed)
-        h1_finish_exchange(h1);
-    else if (!h1->closed)
-        corral_conn_pause_read(h1->conn); /* a pipelined request waits */
-}
-
-int h1_ex_request_splice(struct exchange *base, corral_conn *to, uint64_t len,
-                         exchange_splice_cb cb, void *arg)
-{
-    struct h1_exchange *ex = h1_exchange_of(base);
-    if (ex->request_splicing)
-        return -EBUSY;
-    if (len == 0 || len > h1_ex_request_spliceable(base))
-        return -EOPNOTSUPP;
-    struct h1_request_splice *sp = malloc(sizeof(*sp));
-    if (sp == NULL)
-        return -ENOMEM;
-    *sp = (struct h1_request_splice){.ex = ex, .cb = cb, .arg = arg};
-    int err = corral_conn_splice(ex->h1->conn, to, len, h1_request_spliced, sp);
-    if (err != 0) {
-        free(sp);
-        return err;
-    }
-    ex->request_splicing = true;
-    return 0;
 }
 
 /* ------------------------------------------------------- connection events */
