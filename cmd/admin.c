@@ -5,62 +5,15 @@
  * the daemon lock: admin requests are rare, the workers never take it.
  */
 #include "cmd/daemon.h"
+#include "cmd/metrics.h"
 #include "proto/exchange.h"
 #include "proto/http2.h" /* http2_counter_names */
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-struct text {
-    char *data;
-    size_t len, cap;
-};
-
-static void text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void text_printf(struct text *t, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->data + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n < 0)
-            return;
-        if (t->len + (size_t)n < t->cap) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = t->cap ? t->cap * 2 : 4096;
-        while (cap <= t->len + (size_t)n)
-            cap *= 2;
-        char *grown = realloc(t->data, cap);
-        if (grown == NULL)
-            return;
-        t->data = grown;
-        t->cap = cap;
-    }
-}
-
-/* A JSON string: quotes, backslashes and control characters escaped. */
-static void text_json_string(struct text *t, const char *s)
-{
-    text_printf(t, "\"");
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            text_printf(t, "\\%c", c);
-        else if (c < 0x20)
-            text_printf(t, "\\u%04x", c);
-        else
-            text_printf(t, "%c", c);
-    }
-    text_printf(t, "\"");
-}
 
 struct worker_totals {
     uint64_t accepts, wakeups, wasted, local, active;
@@ -164,12 +117,14 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
     uint64_t responses[HTTP_MAX_STATUS];
     uint64_t timeouts[HTTP_TIMEOUT_KINDS];
     uint64_t http2[HTTP2_COUNTERS];
+    uint64_t proxy_protocol[PROXY_PROTOCOL_FAILURES];
 
     pthread_mutex_lock(&daemon_state.lock);
     unsigned count = totals != NULL ? sum_workers(totals) : 0;
     memcpy(responses, daemon_state.retired.responses, sizeof(responses));
     memcpy(timeouts, daemon_state.retired.timeouts, sizeof(timeouts));
     memcpy(http2, daemon_state.retired.http2, sizeof(http2));
+    memcpy(proxy_protocol, daemon_state.retired.proxy_protocol, sizeof(proxy_protocol));
     struct tls_totals tls = daemon_state.retired.tls;
     for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
         for (unsigned w = 0; w < corral_server_worker_count(g->server); w++) {
@@ -180,6 +135,9 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
                 timeouts[k] += atomic_load_explicit(&g->stats[w].timeouts[k], memory_order_relaxed);
             for (unsigned k = 0; k < HTTP2_COUNTERS; k++)
                 http2[k] += atomic_load_explicit(&g->stats[w].http2[k], memory_order_relaxed);
+            for (unsigned k = 0; k < PROXY_PROTOCOL_FAILURES; k++)
+                proxy_protocol[k] +=
+                    atomic_load_explicit(&g->stats[w].proxy_protocol[k], memory_order_relaxed);
             tls_totals_add(&tls, g, w);
         }
     }
@@ -197,7 +155,9 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
         malloc(sizeof(struct retired_upstream) * DAEMON_MAX_UPSTREAMS);
     size_t upstream_count = upstreams != NULL ? sum_upstreams(upstreams) : 0;
     size_t borrowed = daemon_state.retired.upstream_count;
+    metrics_write(&t);
     pthread_mutex_unlock(&daemon_state.lock);
+    metrics_write_process(&t);
 
     if (totals != NULL) {
         write_worker_metric(&t, "corral_accepts_total", "counter",
@@ -213,7 +173,7 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
                             "Accepted connections that arrived on the worker's own CPU.", totals,
                             count, offsetof(struct worker_totals, local));
         write_worker_metric(&t, "corral_connections_active", "gauge",
-                            "Open connections on each worker.", totals, count,
+                            "Open client connections on each worker.", totals, count,
                             offsetof(struct worker_totals, active));
     }
     text_printf(&t,
@@ -239,6 +199,12 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
     for (unsigned k = 0; k < HTTP2_COUNTERS; k++)
         text_printf(&t, "corral_http2_events_total{event=\"%s\"} %llu\n", http2_counter_names[k],
                     (unsigned long long)http2[k]);
+    text_printf(&t, "# HELP corral_proxy_protocol_errors_total Connections closed because their "
+                    "PROXY header was malformed or late.\n"
+                    "# TYPE corral_proxy_protocol_errors_total counter\n");
+    for (unsigned k = 0; k < PROXY_PROTOCOL_FAILURES; k++)
+        text_printf(&t, "corral_proxy_protocol_errors_total{reason=\"%s\"} %llu\n",
+                    proxy_protocol_failure_names[k], (unsigned long long)proxy_protocol[k]);
     text_printf(&t, "# HELP corral_tls_handshakes_total Completed TLS handshakes with clients, "
                     "full or resumed.\n# TYPE corral_tls_handshakes_total counter\n");
     for (int k = 0; k < TLS_HANDSHAKE_KINDS; k++)
@@ -280,6 +246,45 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
     free(upstreams);
 }
 
+/* Whether the daemon takes new work: a generation serves and no SIGTERM
+ * has asked it to stop. */
+static bool daemon_ready(void)
+{
+    return daemon_state.generations != NULL &&
+           !atomic_load_explicit(&daemon_state.stopping, memory_order_relaxed);
+}
+
+/* The upstreams of `gen`, each server with its passive health (down while
+ * any worker skips it) and its connections.  Under daemon_state.lock. */
+static void write_status_upstreams(struct text *t, const struct generation *gen, uint64_t now)
+{
+    for (size_t u = 0; u < gen->upstream_count; u++) {
+        const struct proxy_upstream *up = gen->upstreams[u].upstream;
+        text_printf(t, "%s{\"name\": ", u > 0 ? ", " : "");
+        text_json_string(t, up->name);
+        text_printf(t, ", \"servers\": [");
+        for (size_t i = 0; i < up->server_count; i++) {
+            uint64_t open = 0, idle = 0;
+            unsigned down = 0;
+            for (unsigned w = 0; w < up->worker_count; w++) {
+                const struct upstream_server_stats *st = &up->workers[w].stats[i];
+                open += atomic_load_explicit(&st->open, memory_order_relaxed);
+                idle += atomic_load_explicit(&st->idle, memory_order_relaxed);
+                down += upstream_server_down(&up->workers[w], (unsigned)i, now);
+            }
+            idle = idle < open ? idle : open;
+            text_printf(t, "%s{\"address\": ", i > 0 ? ", " : "");
+            text_json_string(t, up->servers[i].address);
+            text_printf(t,
+                        ", \"state\": \"%s\", \"down_workers\": %u, \"active\": %llu, "
+                        "\"idle\": %llu}",
+                        down > 0 ? "down" : "up", down, (unsigned long long)(open - idle),
+                        (unsigned long long)idle);
+        }
+        text_printf(t, "]}");
+    }
+}
+
 static void status_on_request(struct exchange *ex, const struct http_request *req, void *data)
 {
     (void)req;
@@ -317,7 +322,9 @@ static void status_on_request(struct exchange *ex, const struct http_request *re
         corral_wakeup_mode_name(wakeup.requested), corral_wakeup_mode_name(wakeup.mode),
         wakeup.impl);
     text_json_string(&t, wakeup.reason);
-    text_printf(&t, "}, \"connections_active\": %llu}\n", (unsigned long long)active);
+    text_printf(&t, "}, \"ready\": %s, \"upstreams\": [", daemon_ready() ? "true" : "false");
+    write_status_upstreams(&t, current, corral_loop_now(exchange_loop(ex)));
+    text_printf(&t, "], \"connections_active\": %llu}\n", (unsigned long long)active);
     pthread_mutex_unlock(&daemon_state.lock);
     exchange_respond(ex, 200, "Content-Type: application/json\r\n", t.data, t.len);
     free(t.data);
@@ -331,4 +338,38 @@ const struct http_handler admin_metrics_handler = {
 const struct http_handler admin_status_handler = {
     .name = "status",
     .on_request = status_on_request,
+};
+
+/* GET /healthz: the process answers, so it is alive. */
+static void healthz_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)req;
+    (void)data;
+    exchange_respond(ex, 200, "Content-Type: text/plain\r\n", "ok\n", 3);
+}
+
+/* GET /readyz: 200 while it takes new work, 503 from SIGTERM on (during
+ * shutdown_delay, before the listeners close), so that load balancers stop
+ * sending first. */
+static void readyz_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)req;
+    (void)data;
+    pthread_mutex_lock(&daemon_state.lock);
+    bool ready = daemon_ready();
+    pthread_mutex_unlock(&daemon_state.lock);
+    if (ready)
+        exchange_respond(ex, 200, "Content-Type: text/plain\r\n", "ready\n", 6);
+    else
+        exchange_respond(ex, 503, "Content-Type: text/plain\r\n", "stopping\n", 9);
+}
+
+const struct http_handler admin_healthz_handler = {
+    .name = "healthz",
+    .on_request = healthz_on_request,
+};
+
+const struct http_handler admin_readyz_handler = {
+    .name = "readyz",
+    .on_request = readyz_on_request,
 };

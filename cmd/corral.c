@@ -21,6 +21,42 @@
 #include <unistd.h>
 
 static corral_loop *main_loop;
+static corral_timer *shutdown_timer; /* shutdown_delay after SIGTERM, then drain */
+
+/* Stops gracefully within the newest generation's drain timeout. */
+static void stop_gracefully(const char *why)
+{
+    /* The newest generation's drain timeout; none left: already stopping. */
+    struct generation *newest = daemon_state.generations;
+    uint32_t drain = newest != NULL ? newest->config->drain_timeout_ms : 0;
+    log_info("%s: stopping gracefully (up to %u ms)", why, drain);
+    stop_all(drain);
+}
+
+static void on_shutdown_delay(corral_timer *timer, void *arg)
+{
+    (void)timer;
+    (void)arg;
+    stop_gracefully("shutdown_delay over");
+}
+
+/* SIGTERM, SIGINT: /readyz answers 503 from now on.  With shutdown_delay,
+ * everything keeps serving that long, so that load balancers see it and
+ * stop sending before the listeners close; a second signal ends the wait. */
+static void begin_stop(int signo)
+{
+    atomic_store_explicit(&daemon_state.stopping, true, memory_order_relaxed);
+    struct generation *newest = daemon_state.generations;
+    uint32_t delay = newest != NULL ? newest->config->shutdown_delay_ms : 0;
+    if (delay > 0 && shutdown_timer != NULL && !corral_timer_active(shutdown_timer)) {
+        log_info("%s: not ready; stopping in %u ms (shutdown_delay)", strsignal(signo), delay);
+        corral_timer_start(shutdown_timer, delay);
+        return;
+    }
+    if (shutdown_timer != NULL)
+        corral_timer_stop(shutdown_timer);
+    stop_gracefully(strsignal(signo));
+}
 
 static void on_signal(int signo, void *arg)
 {
@@ -48,13 +84,7 @@ static void on_signal(int signo, void *arg)
         log_info("SIGQUIT: stopping now");
         stop_all(0);
         break;
-    default: {
-        /* The newest generation's drain timeout; none left: already stopping. */
-        struct generation *newest = daemon_state.generations;
-        uint32_t drain = newest != NULL ? newest->config->drain_timeout_ms : 0;
-        log_info("%s: stopping gracefully (up to %u ms)", strsignal(signo), drain);
-        stop_all(drain);
-    }
+    default: begin_stop(signo);
     }
 }
 
@@ -137,6 +167,7 @@ int main(int argc, char **argv)
     static const int signals[] = {SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, 0};
     corral_signals *signal_watch = NULL;
     if (corral_loop_new(&main_loop) != 0 ||
+        corral_timer_new(main_loop, on_shutdown_delay, NULL, &shutdown_timer) != 0 ||
         corral_signals_new(main_loop, signals, on_signal, NULL, &signal_watch) != 0) {
         conf_free(config);
         goto out;
@@ -191,6 +222,7 @@ int main(int argc, char **argv)
 
 out:
     corral_signals_free(signal_watch);
+    corral_timer_free(shutdown_timer);
     corral_loop_free(main_loop);
     activated_sockets_close();
     return status;

@@ -82,6 +82,7 @@ struct retired_totals {
     uint64_t responses[HTTP_MAX_STATUS];
     uint64_t timeouts[HTTP_TIMEOUT_KINDS];
     uint64_t http2[HTTP2_COUNTERS];
+    uint64_t proxy_protocol[PROXY_PROTOCOL_FAILURES];
     struct tls_totals tls;
 };
 
@@ -92,6 +93,7 @@ struct daemon_state {
     unsigned generation_count;
     uint64_t started_at; /* wall-clock seconds */
     const char *config_path;
+    _Atomic bool stopping; /* a SIGTERM or SIGINT arrived: /readyz says 503 */
 };
 
 /* The daemon's one instance, defined in generation.c. */
@@ -110,6 +112,9 @@ void upstream_errors_add(struct retired_upstream *slots, size_t *count,
 /* Admin endpoints (admin.c): GET /metrics and GET /status. */
 extern const struct http_handler admin_metrics_handler;
 extern const struct http_handler admin_status_handler;
+/* GET /healthz (alive) and GET /readyz (503 once stopping). */
+extern const struct http_handler admin_healthz_handler;
+extern const struct http_handler admin_readyz_handler;
 
 /* Log sink (log.c): stderr or a file, reopened on SIGUSR1.  It becomes the
  * library's logger, so the library's lines and the daemon's own (through

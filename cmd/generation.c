@@ -4,8 +4,11 @@
  * on SIGHUP, stops them, and keeps the counters of those that have exited.
  */
 #include "cmd/generation.h"
+#include "cmd/metrics.h"
 #include "cmd/process.h"
 #include "cmd/runtime.h"
+#include "proto/health.h"
+#include "proto/resolve.h"
 #include "proto/http1.h" /* the framer every site listens with */
 
 #include <errno.h>
@@ -65,6 +68,30 @@ static int site_relisten(struct generation *gen, struct site *site, struct gener
 
 static void on_generation_exit(void *arg);
 
+/* Starts the upstreams' health checks and name re-resolution on the main
+ * loop, each from the health (and resolved addresses) its namesake in
+ * `previous` found, so that a reload neither sends requests to a server
+ * known to be down nor restarts a slow start. */
+static int upstreams_check_health(struct generation *gen, const struct generation *previous)
+{
+    for (size_t i = 0; i < gen->upstream_count; i++) {
+        struct proxy_upstream *up = gen->upstreams[i].upstream;
+        for (size_t j = 0; previous != NULL && j < previous->upstream_count; j++) {
+            const struct proxy_upstream *old = previous->upstreams[j].upstream;
+            if (strcmp(proxy_upstream_name(old), proxy_upstream_name(up)) == 0) {
+                proxy_upstream_take_health(up, old);
+                break;
+            }
+        }
+        int err = upstream_health_start(up, main_loop);
+        if (err == 0)
+            err = upstream_resolve_start(up, main_loop);
+        if (err != 0)
+            return err;
+    }
+    return 0;
+}
+
 int generation_start(struct conf_config *config, struct generation *previous,
                      struct generation **out)
 {
@@ -96,8 +123,14 @@ int generation_start(struct conf_config *config, struct generation *previous,
         goto fail;
     }
     memset(gen->stats, 0, workers * sizeof(*gen->stats));
+    err = metrics_attach(gen, workers);
+    if (err != 0)
+        goto fail;
 
     err = sites_build(gen, config, workers);
+    if (err != 0)
+        goto fail;
+    err = upstreams_check_health(gen, previous);
     if (err != 0)
         goto fail;
     if (config->access_log != NULL) {
@@ -183,11 +216,14 @@ static void retire_counters(struct generation *gen)
             retired->timeouts[k] += atomic_load(&gen->stats[i].timeouts[k]);
         for (int k = 0; k < HTTP2_COUNTERS; k++)
             retired->http2[k] += atomic_load(&gen->stats[i].http2[k]);
+        for (int k = 0; k < PROXY_PROTOCOL_FAILURES; k++)
+            retired->proxy_protocol[k] += atomic_load(&gen->stats[i].proxy_protocol[k]);
         tls_totals_add(&retired->tls, gen, i);
     }
     for (size_t i = 0; i < gen->upstream_count; i++)
         upstream_errors_add(retired->upstreams, &retired->upstream_count,
                             gen->upstreams[i].upstream);
+    metrics_retire(gen);
 }
 
 /* Main loop: the last worker of `arg` has exited. */
@@ -259,6 +295,11 @@ static void generation_stop(struct generation *gen, uint32_t graceful_ms)
         gen->listeners_closed = true;
     }
     gen->stop_requested = true;
+    /* The newer generation checks the servers now. */
+    for (size_t i = 0; i < gen->upstream_count; i++) {
+        upstream_health_stop(gen->upstreams[i].upstream);
+        upstream_resolve_stop(gen->upstreams[i].upstream);
+    }
     corral_server_stop(gen->server, graceful_ms);
 }
 

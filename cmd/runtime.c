@@ -5,6 +5,7 @@
  * fuzzer build exactly what a start or a reload builds.
  */
 #include "cmd/runtime.h"
+#include "cmd/metrics.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -17,6 +18,8 @@
 static const struct http_location admin_locations[] = {
     {.path = "/metrics", .path_len = 8, .exact = true, .handler = &admin_metrics_handler},
     {.path = "/status", .path_len = 7, .exact = true, .handler = &admin_status_handler},
+    {.path = "/healthz", .path_len = 8, .exact = true, .handler = &admin_healthz_handler},
+    {.path = "/readyz", .path_len = 7, .exact = true, .handler = &admin_readyz_handler},
 };
 
 static void site_free(struct site *site)
@@ -207,6 +210,17 @@ static bool site_is_http2(const struct conf_config *config, const char *address)
     return false;
 }
 
+/* The config makes every listen of an address agree on proxy_protocol. */
+static bool site_is_proxy_protocol(const struct conf_config *config, const char *address)
+{
+    for (size_t s = 0; s < config->server_count; s++)
+        for (size_t i = 0; i < config->servers[s].listen_count; i++)
+            if (config->servers[s].listens[i].proxy_protocol &&
+                conf_same_address(config->servers[s].listens[i].address, address))
+                return true;
+    return false;
+}
+
 /* Points a TLS loading problem at the directive behind it. */
 static void report_tls_problem(void *arg, enum tls_conf_item item, size_t vhost, size_t index,
                                bool warning, const char *message)
@@ -310,16 +324,21 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             assert(v < vhost_count);
             vhost_servers[v] = server;
             struct http_vhost *vhost = &site->vhosts[v++];
+            vhost->stats_slot = (unsigned)s; /* cmd/metrics.c labels it */
             vhost->names = (const char *const *)server->server_names;
             vhost->name_count = server->server_name_count;
             vhost->limits = server->http.limits;
+            vhost->access = access_conf_active(&server->access) ? &server->access : NULL;
             vhost->locations = &site->locations[l];
             vhost->location_count = server->location_count;
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
                 const struct conf_location *conf = &server->locations[i];
                 struct http_location *loc = &site->locations[l++];
                 *loc = (struct http_location){
-                    .path = conf->path, .path_len = strlen(conf->path), .exact = conf->exact};
+                    .path = conf->path,
+                    .path_len = strlen(conf->path),
+                    .exact = conf->exact,
+                    .access = access_conf_active(&conf->access) ? &conf->access : NULL};
                 if (conf->handler == CONF_HANDLER_RETURN) {
                     struct http_return *ret = &site->returns[r++];
                     *ret = (struct http_return){conf->return_code, conf->return_text,
@@ -337,7 +356,9 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             }
         }
     }
-    site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = vhost_count};
+    site->http = (struct http_site){.vhosts = site->vhosts,
+                                    .vhost_count = vhost_count,
+                                    .proxy_protocol = site_is_proxy_protocol(config, address)};
     /* The connection's settings are its default server's: which vhost a
      * stream is for is known only from its :authority. */
     if (site_is_http2(config, address))
@@ -360,6 +381,7 @@ static int admin_site_build(struct site *site, const struct conf_config *config,
         .locations = admin_locations,
         .location_count = sizeof(admin_locations) / sizeof(admin_locations[0]),
         .limits = config->http.limits,
+        .stats_slot = (unsigned)config->server_count, /* after the server blocks' */
     };
     site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = 1};
     site->admin = true;
@@ -379,6 +401,7 @@ void generation_free(struct generation *gen)
     for (size_t i = 0; i < gen->upstream_count; i++)
         proxy_upstream_free(gen->upstreams[i].upstream);
     free(gen->upstreams);
+    metrics_detach(gen);
     free(gen->stats);
     access_log_free(gen->access_log);
     conf_free(gen->config);

@@ -11,6 +11,7 @@
 #include <corral.h>
 
 /* Types and defaults only: conf/ calls no proto function. */
+#include "proto/access.h"
 #include "proto/http2_conf.h"
 #include "proto/http_limits.h"
 #include "proto/proxy_conf.h"
@@ -75,6 +76,7 @@ struct conf_location {
      * it has none). */
     struct proxy_conf proxy;
     struct conf_pos pos;
+    struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
 };
 
 struct conf_listen {
@@ -82,6 +84,7 @@ struct conf_listen {
     bool tls;
     bool http2; /* HTTP/2 too: by ALPN with tls, else by its connection preface */
     bool default_server;
+    bool proxy_protocol; /* connections start with a PROXY header (v1 or v2) */
     /* Socket options, given on one listen of an address at most. */
     bool has_socket_options;
     bool deferred;    /* accept once the first bytes arrive (TCP_DEFER_ACCEPT) */
@@ -130,6 +133,7 @@ struct conf_server {
     struct conf_http http;
     struct conf_tls tls;
     struct conf_pos pos;
+    struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
 };
 
 struct conf_config {
@@ -138,6 +142,7 @@ struct conf_config {
     unsigned max_connections;        /* per worker; default 10000 */
     unsigned busy_poll_usecs;        /* default 0 (off) */
     uint32_t drain_timeout_ms;       /* graceful stop and reload; default 10 s */
+    uint32_t shutdown_delay_ms;      /* SIGTERM: /readyz fails this long first; default 0 */
     char *user, *group;              /* privilege drop after binding; NULL = keep */
     char *pid_file;                  /* NULL = none */
     char *error_log;                 /* NULL = stderr */
@@ -153,6 +158,8 @@ struct conf_config {
     size_t server_count;
     struct conf_upstream *upstreams;
     size_t upstream_count;
+
+    struct access_conf access; /* real_ip, allow/deny at the top level */
 
     char *path;   /* the main file, for messages and reloads; "<built-in>" */
     char **files; /* every file read, main first, as positions name them */

@@ -185,6 +185,8 @@ const struct conf_directive conf__core_directives[] = {
      .apply = apply_busy_poll},
     /* how long a graceful stop or reload waits for in-flight requests */
     {.name = "drain_timeout", MAIN_FIELD(drain_timeout_ms), .kind = CONF_KIND_DURATION},
+    /* how long a graceful stop keeps serving, not ready, before it drains */
+    {.name = "shutdown_delay", MAIN_FIELD(shutdown_delay_ms), .kind = CONF_KIND_DURATION},
     /* looked up by the daemon when it drops privileges, so that a config
      * can be checked on a machine without those accounts */
     {.name = "user", MAIN_FIELD(user), .kind = CONF_KIND_STRING, .what = "user name"},

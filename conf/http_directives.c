@@ -72,6 +72,12 @@ static int check_listen_conflict(struct conf_state *state, size_t index,
                               listen->address, listen->http2 ? "http2" : "not http2",
                               theirs->http2 ? "http2" : "not http2",
                               conf__where(where, sizeof(where), &listen->pos, &theirs->pos));
+    if (listen->proxy_protocol != theirs->proxy_protocol)
+        return conf__error_at(state->error, &listen->pos, "listen \"%s\" is %s here but %s at %s",
+                              listen->address,
+                              listen->proxy_protocol ? "proxy_protocol" : "not proxy_protocol",
+                              theirs->proxy_protocol ? "proxy_protocol" : "not proxy_protocol",
+                              conf__where(where, sizeof(where), &listen->pos, &theirs->pos));
     if (listen->default_server && theirs->default_server)
         return conf__error_at(state->error, &listen->pos,
                               "listen \"%s\" already has a default_server (at %s)", listen->address,
@@ -151,8 +157,8 @@ static int apply_server(struct conf_state *state, const struct conf_node *node,
     return check_server(state, index);
 }
 
-/* One listen parameter: a flag (tls, http2, default_server, deferred) or
- * backlog=N. */
+/* One listen parameter: a flag (tls, http2, default_server, deferred,
+ * proxy_protocol) or backlog=N. */
 static int listen_parameter(struct conf_state *state, const struct conf_arg *arg,
                             struct conf_listen *listen)
 {
@@ -170,11 +176,12 @@ static int listen_parameter(struct conf_state *state, const struct conf_arg *arg
                  : strcmp(arg->text, "http2") == 0          ? &listen->http2
                  : strcmp(arg->text, "default_server") == 0 ? &listen->default_server
                  : strcmp(arg->text, "deferred") == 0       ? &listen->deferred
+                 : strcmp(arg->text, "proxy_protocol") == 0 ? &listen->proxy_protocol
                                                             : NULL;
     if (flag == NULL)
         return conf__error_at(state->error, &arg->pos,
                               "unknown listen parameter \"%s\" (expected tls, http2, "
-                              "default_server, deferred or backlog=N)",
+                              "default_server, deferred, proxy_protocol or backlog=N)",
                               arg->text);
     if (*flag)
         return conf__error_at(state->error, &arg->pos, "duplicate parameter \"%s\"", arg->text);
@@ -184,7 +191,8 @@ static int listen_parameter(struct conf_state *state, const struct conf_arg *arg
     return 0;
 }
 
-/* listen ADDRESS [tls] [http2] [default_server] [deferred] [backlog=N] */
+/* listen ADDRESS [tls] [http2] [default_server] [deferred] [proxy_protocol]
+ * [backlog=N] */
 static int apply_listen(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
 {

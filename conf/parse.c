@@ -486,6 +486,7 @@ static void location_free(struct conf_location *location)
     for (size_t i = 0; i < location->hide_header_count; i++)
         free(location->hide_headers[i]);
     free(location->hide_headers);
+    conf__access_free(&location->access);
 }
 
 static void server_free(struct conf_server *server)
@@ -508,6 +509,7 @@ static void server_free(struct conf_server *server)
     free((void *)tls->settings.ciphers);
     free((void *)tls->settings.ciphersuites);
     free((void *)tls->settings.client_ca);
+    conf__access_free(&server->access);
 }
 
 void conf_free(struct conf_config *config)
@@ -526,9 +528,14 @@ void conf_free(struct conf_config *config)
     for (size_t i = 0; i < config->server_count; i++)
         server_free(&config->servers[i]);
     free(config->servers);
+    conf__access_free(&config->access);
     for (size_t i = 0; i < config->upstream_count; i++) {
         struct proxy_upstream_conf *upstream = &config->upstreams[i].upstream;
         free((void *)upstream->name);
+        free((void *)upstream->hash_key);
+        free((void *)upstream->health.uri);
+        for (size_t j = 0; j < upstream->resolver_count; j++)
+            free((void *)upstream->resolvers[j]);
         for (size_t j = 0; j < upstream->server_count; j++)
             free((void *)upstream->servers[j].address);
         free((void *)upstream->servers);

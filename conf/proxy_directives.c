@@ -7,6 +7,7 @@
 #include "registry.h"
 
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -96,50 +97,134 @@ static int apply_upstream(struct conf_state *state, const struct conf_node *node
     if (upstream->upstream.server_count == 0)
         return conf__error_at(state->error, &node->name.pos, "upstream \"%s\" has no servers",
                               upstream->upstream.name);
+    for (size_t i = 0; i < upstream->upstream.server_count; i++)
+        if (upstream->upstream.servers[i].resolve && upstream->upstream.resolver_count == 0)
+            return conf__error_at(state->error, &upstream->server_pos[i],
+                                  "\"resolve\" needs a \"resolver\" in the upstream block");
     return 0;
 }
 
-/* server ADDRESS [weight=N] [max_fails=N] [fail_timeout=DURATION] */
+/* NAME:PORT, for `server ... resolve`. */
+static int check_resolve_name(struct conf_state *state, const struct conf_arg *arg)
+{
+    const char *colon = strrchr(arg->text, ':');
+    unsigned port;
+    char name[254];
+    size_t len = colon != NULL ? (size_t)(colon - arg->text) : 0;
+    if (len > 0 && len < sizeof(name)) {
+        memcpy(name, arg->text, len);
+        name[len] = '\0';
+    }
+    if (len == 0 || len >= sizeof(name) || !valid_upstream_name(name) ||
+        conf__parse_uint(colon + 1, &port) != 0 || port == 0 || port > 65535)
+        return conf__error_at(state->error, &arg->pos,
+                              "invalid server name \"%s\" for resolve (expected NAME:PORT)",
+                              arg->text);
+    return 0;
+}
+
+/* resolver ADDRESS... [valid=DURATION]: IP addresses, with a port or for
+ * port 53. */
+static int apply_resolver(struct conf_state *state, const struct conf_node *node,
+                          const struct conf_directive *directive)
+{
+    (void)directive;
+    struct proxy_upstream_conf *upstream = &state->upstream->upstream;
+    for (size_t i = 0; i < node->arg_count; i++) {
+        const struct conf_arg *arg = &node->args[i];
+        if (strncmp(arg->text, "valid=", 6) == 0) {
+            const struct conf_arg value = {.text = arg->text + 6, .pos = arg->pos};
+            if (conf__arg_duration(state, &value, &upstream->resolve_valid_ms) != 0)
+                return -1;
+            if (upstream->resolve_valid_ms == 0)
+                return conf__error_at(state->error, &arg->pos, "\"valid\" must be more than 0");
+            continue;
+        }
+        struct in_addr ip4;
+        struct sockaddr_storage addr;
+        socklen_t addr_len;
+        char with_port[128];
+        bool bare = inet_pton(AF_INET, arg->text, &ip4) == 1;
+        int n = snprintf(with_port, sizeof(with_port), bare ? "%s:53" : "%s", arg->text);
+        /* An IP literal only: a name would need a resolver itself. */
+        bool literal = (size_t)n < sizeof(with_port) &&
+                       (with_port[0] == '[' || (with_port[0] >= '0' && with_port[0] <= '9')) &&
+                       strspn(with_port, "0123456789.:[]abcdefABCDEF") == (size_t)n &&
+                       corral_parse_address(with_port, &addr, &addr_len) == 0;
+        if (!literal)
+            return conf__error_at(state->error, &arg->pos,
+                                  "invalid resolver \"%s\" (expected an IP address, with a port "
+                                  "or for port 53)",
+                                  arg->text);
+        if (upstream->resolver_count == UPSTREAM_MAX_RESOLVERS)
+            return conf__error_at(state->error, &arg->pos, "at most %d resolvers",
+                                  UPSTREAM_MAX_RESOLVERS);
+        upstream->resolvers[upstream->resolver_count] = conf__strdup(state, &arg->pos, arg->text);
+        if (upstream->resolvers[upstream->resolver_count] == NULL)
+            return -1;
+        upstream->resolver_count++;
+    }
+    if (upstream->resolver_count == 0)
+        return conf__error_at(state->error, &node->name.pos, "\"resolver\" needs an address");
+    return 0;
+}
+
+/* server ADDRESS [weight=N] [max_fails=N] [fail_timeout=DURATION] [backup]
+ * [down] [max_conns=N] [slow_start=DURATION] */
 static int apply_upstream_server(struct conf_state *state, const struct conf_node *node,
                                  const struct conf_directive *directive)
 {
     (void)directive;
     struct proxy_upstream_conf *upstream = &state->upstream->upstream;
     const struct conf_arg *address = &node->args[0];
-    if (conf__arg_address(state, address, "server address") != 0)
-        return -1;
     struct proxy_server_conf server = PROXY_SERVER_CONF_DEFAULT;
-    bool weight = false, max_fails = false, fail_timeout = false;
+    static const char *const params[] = {"weight",     "max_fails", "fail_timeout", "max_conns",
+                                         "slow_start", "backup",    "down",         "resolve"};
+    bool seen[sizeof(params) / sizeof(params[0])] = {false};
     for (size_t i = 1; i < node->arg_count; i++) {
         const struct conf_arg *arg = &node->args[i];
         char *equals = strchr(arg->text, '=');
-        size_t key_len = equals != NULL ? (size_t)(equals - arg->text) : 0;
-        bool *seen;
-        if (key_len == 6 && strncmp(arg->text, "weight", key_len) == 0)
-            seen = &weight;
-        else if (key_len == 9 && strncmp(arg->text, "max_fails", key_len) == 0)
-            seen = &max_fails;
-        else if (key_len == 12 && strncmp(arg->text, "fail_timeout", key_len) == 0)
-            seen = &fail_timeout;
-        else
-            return conf__error_at(state->error, &arg->pos,
-                                  "unknown server parameter \"%s\" (expected weight=, max_fails= "
-                                  "or fail_timeout=)",
-                                  arg->text);
-        if (*seen)
+        size_t key_len = equals != NULL ? (size_t)(equals - arg->text) : strlen(arg->text);
+        size_t p = 0;
+        while (p < sizeof(params) / sizeof(params[0]) &&
+               !(strlen(params[p]) == key_len && strncmp(arg->text, params[p], key_len) == 0))
+            p++;
+        bool flag = p >= 5; /* backup, down, resolve: no value */
+        if (p == sizeof(params) / sizeof(params[0]) || flag != (equals == NULL))
+            return conf__error_at(
+                state->error, &arg->pos,
+                "unknown server parameter \"%s\" (expected weight=, max_fails=, "
+                "fail_timeout=, max_conns=, slow_start=, backup, down or resolve)",
+                arg->text);
+        if (seen[p])
             return conf__error_at(state->error, &arg->pos, "duplicate parameter \"%.*s\"",
                                   (int)key_len, arg->text);
-        *seen = true;
+        seen[p] = true;
         /* The value alone, for the value parsers' messages. */
-        const struct conf_arg value = {.text = equals + 1, .pos = arg->pos};
-        int rc = seen == &weight
-                     ? conf__arg_uint(state, &value, "weight", 1, MAX_WEIGHT, &server.weight)
-                 : seen == &max_fails
-                     ? conf__arg_uint(state, &value, "max_fails", 0, UINT_MAX, &server.max_fails)
-                     : conf__arg_duration(state, &value, &server.fail_timeout_ms);
+        const struct conf_arg value = {.text = flag ? arg->text : equals + 1, .pos = arg->pos};
+        int rc = 0;
+        switch (p) {
+        case 0: rc = conf__arg_uint(state, &value, "weight", 1, MAX_WEIGHT, &server.weight); break;
+        case 1:
+            rc = conf__arg_uint(state, &value, "max_fails", 0, UINT_MAX, &server.max_fails);
+            break;
+        case 2: rc = conf__arg_duration(state, &value, &server.fail_timeout_ms); break;
+        case 3:
+            rc = conf__arg_uint(state, &value, "max_conns", 0, UINT_MAX, &server.max_conns);
+            break;
+        case 4: rc = conf__arg_duration(state, &value, &server.slow_start_ms); break;
+        case 5: server.backup = true; break;
+        case 6: server.down = true; break;
+        default: server.resolve = true; break;
+        }
         if (rc != 0)
             return -1;
     }
+    /* A name to resolve again and again is checked for its form only: the
+     * resolver, not this host's, knows it. */
+    if (server.resolve ? check_resolve_name(state, address) != 0
+                       : conf__arg_address(state, address, "server address") != 0)
+        return -1;
     /* The config owns what the upstream's struct points to. */
     struct proxy_server_conf *servers = conf__grow(state, &address->pos, (void *)upstream->servers,
                                                    upstream->server_count, sizeof(*servers));
@@ -156,6 +241,191 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
     if (server.address == NULL)
         return -1;
     servers[upstream->server_count++] = server;
+    return 0;
+}
+
+static const struct conf_keyword balance_methods[] = {
+    {"round_robin", PROXY_BALANCE_ROUND_ROBIN}, {"least_conn", PROXY_BALANCE_LEAST_CONN},
+    {"ip_hash", PROXY_BALANCE_IP_HASH},         {"hash", PROXY_BALANCE_HASH},
+    {"random", PROXY_BALANCE_RANDOM},
+};
+
+/* The keys balance hash reads until request variables come: the client's
+ * address, the target, the host, a request header. */
+static bool valid_hash_key(const char *key)
+{
+    if (strcmp(key, "$remote_addr") == 0 || strcmp(key, "$request_uri") == 0 ||
+        strcmp(key, "$host") == 0)
+        return true;
+    if (strncmp(key, "$http_", 6) != 0 || key[6] == '\0')
+        return false;
+    for (const char *p = key + 6; *p != '\0'; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '-'))
+            return false;
+    return true;
+}
+
+/* balance round_robin | least_conn | ip_hash | hash KEY [consistent] |
+ * random [two] */
+static int apply_balance(struct conf_state *state, const struct conf_node *node,
+                         const struct conf_directive *directive)
+{
+    (void)directive;
+    struct proxy_upstream_conf *upstream = &state->upstream->upstream;
+    int method;
+    if (conf__arg_keyword(state, &node->args[0], "balance method", balance_methods,
+                          sizeof(balance_methods) / sizeof(balance_methods[0]), &method) != 0)
+        return -1;
+    upstream->balance = (enum proxy_balance)method;
+    size_t next = 1;
+    /* A bare "balance hash" (corral's earlier form) hashes the client's
+     * address, as ip_hash does. */
+    if (method == PROXY_BALANCE_HASH && node->arg_count >= 2) {
+        const struct conf_arg *key = &node->args[1];
+        if (!valid_hash_key(key->text))
+            return conf__error_at(state->error, &key->pos,
+                                  "unsupported hash key \"%s\" (expected $remote_addr, "
+                                  "$request_uri, $host or $http_NAME)",
+                                  key->text);
+        upstream->hash_key = conf__strdup(state, &key->pos, key->text);
+        if (upstream->hash_key == NULL)
+            return -1;
+        next = 2;
+        if (next < node->arg_count && strcmp(node->args[next].text, "consistent") == 0) {
+            upstream->hash_consistent = true;
+            next++;
+        }
+    } else if (method == PROXY_BALANCE_RANDOM && next < node->arg_count &&
+               strcmp(node->args[next].text, "two") == 0) {
+        upstream->random_two = true;
+        next++;
+    }
+    if (next < node->arg_count)
+        return conf__error_at(state->error, &node->args[next].pos,
+                              "unexpected \"%s\" after \"balance %s\"", node->args[next].text,
+                              node->args[0].text);
+    return 0;
+}
+
+/* match=2xx,301,404: whole classes or single statuses. */
+static int parse_health_match(struct conf_state *state, const struct conf_arg *arg,
+                              struct proxy_health_conf *health)
+{
+    const char *p = arg->text;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        unsigned lo, hi;
+        if (len == 3 && p[0] >= '1' && p[0] <= '5' && p[1] == 'x' && p[2] == 'x') {
+            lo = (unsigned)(p[0] - '0') * 100;
+            hi = lo + 99;
+        } else if (len == 3 && p[0] >= '1' && p[0] <= '5' && p[1] >= '0' && p[1] <= '9' &&
+                   p[2] >= '0' && p[2] <= '9') {
+            lo = hi =
+                (unsigned)(p[0] - '0') * 100 + (unsigned)(p[1] - '0') * 10 + (unsigned)(p[2] - '0');
+        } else {
+            return conf__error_at(state->error, &arg->pos,
+                                  "invalid health_check match \"%s\" (expected statuses or "
+                                  "classes such as 2xx, separated by commas)",
+                                  arg->text);
+        }
+        for (unsigned s = lo; s <= hi; s++)
+            health->match[s / 64] |= 1ull << (s % 64);
+        if (p[len] == '\0')
+            return 0;
+        p += len + 1;
+    }
+}
+
+/* health_check [interval=T] [timeout=T] [rise=N] [fall=N] [uri=PATH]
+ * [match=...] [port=N] */
+static int apply_health_check(struct conf_state *state, const struct conf_node *node,
+                              const struct conf_directive *directive)
+{
+    (void)directive;
+    struct proxy_health_conf *health = &state->upstream->upstream.health;
+    static const char *const params[] = {"interval", "timeout", "rise", "fall",
+                                         "uri",      "match",   "port"};
+    bool seen[sizeof(params) / sizeof(params[0])] = {false};
+    health->enabled = true;
+    for (size_t i = 0; i < node->arg_count; i++) {
+        const struct conf_arg *arg = &node->args[i];
+        char *equals = strchr(arg->text, '=');
+        size_t key_len = equals != NULL ? (size_t)(equals - arg->text) : 0;
+        size_t p = 0;
+        while (p < sizeof(params) / sizeof(params[0]) &&
+               !(strlen(params[p]) == key_len && strncmp(arg->text, params[p], key_len) == 0))
+            p++;
+        if (p == sizeof(params) / sizeof(params[0]))
+            return conf__error_at(state->error, &arg->pos,
+                                  "unknown health_check parameter \"%s\" (expected interval=, "
+                                  "timeout=, rise=, fall=, uri=, match= or port=)",
+                                  arg->text);
+        if (seen[p])
+            return conf__error_at(state->error, &arg->pos, "duplicate parameter \"%.*s\"",
+                                  (int)key_len, arg->text);
+        seen[p] = true;
+        const struct conf_arg value = {.text = equals + 1, .pos = arg->pos};
+        int rc = 0;
+        switch (p) {
+        case 0: rc = conf__arg_duration(state, &value, &health->interval_ms); break;
+        case 1: rc = conf__arg_duration(state, &value, &health->timeout_ms); break;
+        case 2: rc = conf__arg_uint(state, &value, "rise", 1, 1000, &health->rise); break;
+        case 3: rc = conf__arg_uint(state, &value, "fall", 1, 1000, &health->fall); break;
+        case 4:
+            /* It goes into the request line: a path, no spaces or controls. */
+            if (value.text[0] != '/' || strlen(value.text) > 256 ||
+                strpbrk(value.text, " \t\r\n\x7f") != NULL)
+                return conf__error_at(state->error, &arg->pos,
+                                      "invalid health_check uri \"%s\" (a path of at most 256 "
+                                      "bytes, without spaces)",
+                                      value.text);
+            for (const char *c = value.text; *c != '\0'; c++)
+                if ((unsigned char)*c < 0x20)
+                    return conf__error_at(state->error, &arg->pos,
+                                          "health_check uri contains a control character");
+            health->uri = conf__strdup(state, &arg->pos, value.text);
+            rc = health->uri != NULL ? 0 : -1;
+            break;
+        case 5: rc = parse_health_match(state, &value, health); break;
+        default: rc = conf__arg_uint(state, &value, "port", 1, 65535, &health->port); break;
+        }
+        if (rc != 0)
+            return -1;
+        if (p <= 1 && (p == 0 ? health->interval_ms : health->timeout_ms) == 0)
+            return conf__error_at(state->error, &arg->pos, "\"%.*s\" must be more than 0",
+                                  (int)key_len, arg->text);
+    }
+    return 0;
+}
+
+static const struct conf_keyword next_upstream_words[] = {
+    {"error", PROXY_NEXT_ERROR},
+    {"timeout", PROXY_NEXT_TIMEOUT},
+    {"invalid_header", PROXY_NEXT_INVALID_HEADER},
+    {"http_500", PROXY_NEXT_HTTP_500},
+    {"http_502", PROXY_NEXT_HTTP_502},
+    {"http_503", PROXY_NEXT_HTTP_503},
+    {"http_504", PROXY_NEXT_HTTP_504},
+    {"http_429", PROXY_NEXT_HTTP_429},
+    {"non_idempotent", PROXY_NEXT_NON_IDEMPOTENT},
+    {"off", 0},
+};
+
+/* proxy_next_upstream CONDITION... | off */
+static int apply_next_upstream(struct conf_state *state, const struct conf_node *node,
+                               const struct conf_directive *directive)
+{
+    for (size_t i = 0; node->arg_count > 1 && i < node->arg_count; i++)
+        if (strcmp(node->args[i].text, "off") == 0)
+            return conf__error_at(state->error, &node->args[i].pos,
+                                  "\"off\" cannot be combined with other conditions");
+    if (conf__apply_setting(state, node, directive) != 0)
+        return -1;
+    struct proxy_conf *proxy = state->location != NULL ? &state->location->proxy
+                               : state->server != NULL ? &state->server->http.proxy
+                                                       : &state->config->http.proxy;
+    proxy->next_upstream |= PROXY_NEXT_WRITTEN;
     return 0;
 }
 
@@ -328,16 +598,23 @@ int conf__proxy_finish(struct conf_state *state)
 {
     /* A location takes its server's settings, which hold the top level's
      * where the server sets none (conf__http_finish() ran first), and
-     * keeps its own proxy_buffer_size. */
+     * keeps its own proxy_buffer_size and proxy_next_upstream*: a tries
+     * or timeout of 0 (no limit) in a location takes the server's. */
     const struct conf_config *config = state->config;
     for (size_t s = 0; s < config->server_count; s++) {
         const struct conf_server *server = &config->servers[s];
         for (size_t l = 0; l < server->location_count; l++) {
             struct conf_location *location = &server->locations[l];
-            size_t own = location->proxy.response_head_limit;
+            struct proxy_conf own = location->proxy;
             location->proxy = server->http.proxy;
-            if (own != 0)
-                location->proxy.response_head_limit = own;
+            if (own.response_head_limit != 0)
+                location->proxy.response_head_limit = own.response_head_limit;
+            if (own.next_upstream & PROXY_NEXT_WRITTEN)
+                location->proxy.next_upstream = own.next_upstream;
+            if (own.next_upstream_tries != 0)
+                location->proxy.next_upstream_tries = own.next_upstream_tries;
+            if (own.next_upstream_timeout_ms != 0)
+                location->proxy.next_upstream_timeout_ms = own.next_upstream_timeout_ms;
         }
     }
     for (size_t i = 0; i < state->proxy_ref_count; i++) {
@@ -352,12 +629,6 @@ int conf__proxy_finish(struct conf_state *state)
     }
     return 0;
 }
-
-static const struct conf_keyword balance_methods[] = {
-    {"round_robin", PROXY_BALANCE_ROUND_ROBIN},
-    {"least_conn", PROXY_BALANCE_LEAST_CONN},
-    {"hash", PROXY_BALANCE_HASH},
-};
 
 /* The settings set one field of the upstream module's struct (in an
  * upstream block), of struct proxy_conf (a location's, a server's or the
@@ -375,10 +646,14 @@ static const struct conf_keyword balance_methods[] = {
 const struct conf_directive conf__proxy_directives[] = {
     {.name = "upstream", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1, .block = true,
      .repeat = true, .apply = apply_upstream},
-    {.name = "server", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 4, .repeat = true,
+    {.name = "server", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 8, .repeat = true,
      .apply = apply_upstream_server},
-    {.name = "balance", UPSTREAM(balance), .kind = CONF_KIND_KEYWORD,
-     CONF_KEYWORDS(balance_methods), .what = "balance method"},
+    {.name = "balance", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 3,
+     .apply = apply_balance},
+    {.name = "health_check", .contexts = CONF_UPSTREAM, .min_args = 0, .max_args = 7,
+     .apply = apply_health_check},
+    {.name = "resolver", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 5,
+     .apply = apply_resolver},
     /* idle connections to the pool kept per worker; 0 closes each after
      * its response */
     {.name = "keepalive", UPSTREAM(keepalive), .kind = CONF_KIND_COUNT},
@@ -396,6 +671,18 @@ const struct conf_directive conf__proxy_directives[] = {
      .base = CONF_BASE_PROXY, CONF_FIELD(struct proxy_conf, response_head_limit),
      .kind = CONF_KIND_SIZE, .min = PROXY_RESPONSE_HEAD_LIMIT_MIN,
      .max = PROXY_RESPONSE_HEAD_LIMIT_MAX},
+    /* when a request goes on to the next server, and how far */
+    {.name = "proxy_next_upstream", .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION,
+     .min_args = 1, .max_args = CONF_ARGS_MANY, .apply = apply_next_upstream,
+     .base = CONF_BASE_PROXY, CONF_FIELD(struct proxy_conf, next_upstream),
+     .kind = CONF_KIND_FLAGS, CONF_KEYWORDS(next_upstream_words),
+     .what = "proxy_next_upstream condition", .repeated = "condition"},
+    {.name = "proxy_next_upstream_tries", ONE_ARG(CONF_MAIN | CONF_SERVER | CONF_LOCATION),
+     .base = CONF_BASE_PROXY, CONF_FIELD(struct proxy_conf, next_upstream_tries),
+     .kind = CONF_KIND_COUNT},
+    {.name = "proxy_next_upstream_timeout", ONE_ARG(CONF_MAIN | CONF_SERVER | CONF_LOCATION),
+     .base = CONF_BASE_PROXY, CONF_FIELD(struct proxy_conf, next_upstream_timeout_ms),
+     .kind = CONF_KIND_DURATION},
     /* response bodies from the upstream's socket to the client's inside
      * the kernel (both plain); in a server or at the top level */
     {.name = "proxy_splice", ONE_ARG(CONF_MAIN | CONF_SERVER), .base = CONF_BASE_PROXY,

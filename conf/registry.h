@@ -134,6 +134,7 @@ extern const struct conf_directive conf__core_directives[];
 extern const struct conf_directive conf__http_directives[];
 extern const struct conf_directive conf__tls_directives[];
 extern const struct conf_directive conf__proxy_directives[];
+extern const struct conf_directive conf__access_directives[];
 
 /* Every module's table, in the order they are searched. */
 extern const struct conf_directive *const conf__tables[];
@@ -217,6 +218,11 @@ const struct conf_node *conf__find_child(const struct conf_node *block, const ch
 /* Finishing passes of the modules, run by conf__apply() in this order. */
 int conf__http_finish(struct conf_state *state);
 int conf__proxy_finish(struct conf_state *state);
+/* access_directives.c: each server and location inherits the real_ip and
+ * allow/deny settings it does not write; conf__access_free() releases a
+ * block's. */
+int conf__access_finish(struct conf_state *state);
+void conf__access_free(struct access_conf *access);
 
 /* tls_directives.c: what needs a server's whole block: the last
  * certificate has its key, a tls listener has a certificate, and client

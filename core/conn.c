@@ -131,6 +131,8 @@ static void conn_unlink(corral_conn *conn)
     if (conn->all_next != NULL)
         conn->all_next->all_prev = conn->all_prev;
     if (loop->worker != NULL) {
+        if (conn->listener == NULL)
+            corral__stat_add(&loop->worker->stats.connections_outgoing, -1);
         corral__stat_add(&loop->worker->stats.connections_active, -1);
         corral__worker_conn_closed(loop->worker);
     }
@@ -237,6 +239,18 @@ int corral_conn_peer(const corral_conn *conn, struct sockaddr_storage *addr, soc
         return -ENOTCONN;
     memcpy(addr, &conn->peer, conn->peer_len);
     *len = conn->peer_len;
+    return 0;
+}
+
+int corral_conn_set_peer(corral_conn *conn, const struct sockaddr *addr, socklen_t len)
+{
+    socklen_t need = addr->sa_family == AF_INET    ? sizeof(struct sockaddr_in)
+                     : addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                   : 0;
+    if (need == 0 || len < need)
+        return -EINVAL;
+    memcpy(&conn->peer, addr, need);
+    conn->peer_len = need;
     return 0;
 }
 

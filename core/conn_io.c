@@ -181,6 +181,7 @@ static void conn_read_input(corral_conn *conn)
             conn_on_eof(conn);
             return;
         }
+        corral__stat_bytes(conn, false, (size_t)n);
         conn->last_read = conn->loop->now;
         /* A short plain read drained the socket: the next edge will tell
          * when more arrives, so skip the read that would say EAGAIN.  Not
@@ -275,6 +276,7 @@ static void conn_flush(corral_conn *conn)
             return;
         }
         assert((size_t)n <= conn->out_len); /* a transport sends no more than asked */
+        corral__stat_bytes(conn, true, (size_t)n);
         conn->out_off += (uint32_t)n;
         conn->out_len -= (uint32_t)n;
         conn->last_write = conn->loop->now;
@@ -383,6 +385,7 @@ static ssize_t conn_write_direct(corral_conn *conn, const struct iovec *iov, int
     }
     if (n <= 0)
         return n;
+    corral__stat_bytes(conn, true, (size_t)n);
     conn->last_write = conn->loop->now;
     size_t queued = (size_t)n < conn->out_len ? (size_t)n : conn->out_len;
     conn->out_off += (uint32_t)queued;

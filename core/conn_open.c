@@ -78,6 +78,8 @@ int corral_connect(corral_loop *loop, const struct sockaddr *addr, socklen_t add
     int err = corral__conn_new(loop, fd, handler, data, &conn);
     if (err != 0)
         return err;
+    if (loop->worker != NULL) /* conn_unlink() takes it off: it has no listener */
+        corral__stat_add(&loop->worker->stats.connections_outgoing, 1);
     /* Even an immediate success is completed by the first EPOLLOUT, so
      * on_open never runs before the caller has the pointer. */
     err = corral__conn_register(conn);

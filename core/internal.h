@@ -179,6 +179,10 @@ struct corral__stats {
     _Atomic uint64_t accepts_local;
     _Atomic uint64_t connections_active;
     _Atomic uint64_t accept_pauses;
+    /* Of connections_active, those opened by corral_connect(); and bytes
+     * read and written (after TLS), by accepted and by outgoing ones. */
+    _Atomic uint64_t connections_outgoing;
+    _Atomic uint64_t bytes_in[2], bytes_out[2]; /* [conn->listener == NULL] */
 } __attribute__((aligned(CORRAL__CACHELINE)));
 
 static inline void corral__stat_add(_Atomic uint64_t *counter, int64_t delta)
@@ -505,5 +509,16 @@ void corral__worker_conn_closed(corral_worker *worker);
  * `cpus_used` hosts workers slot, slot + cpus_used, ...). */
 unsigned corral__cpus_used(const corral_server *server);
 void corral__loop_set_busy_poll(corral_loop *loop, unsigned usecs);
+
+/* Counts `n` bytes read (`out` false) or written on `conn`, by accepted
+ * and outgoing connections, in its worker's counters. */
+static inline void corral__stat_bytes(const corral_conn *conn, bool out, size_t n)
+{
+    corral_worker *worker = conn->loop->worker;
+    if (worker == NULL)
+        return;
+    _Atomic uint64_t *counters = out ? worker->stats.bytes_out : worker->stats.bytes_in;
+    corral__stat_add(&counters[conn->listener == NULL], (int64_t)n);
+}
 
 #endif /* CORRAL_INTERNAL_H */

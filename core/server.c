@@ -190,7 +190,15 @@ void corral_server_stats(const corral_server *server, unsigned index,
     out->accept_wakeups = corral__stat_read(&stats->accept_wakeups);
     out->accept_wasted = corral__stat_read(&stats->accept_wasted);
     out->accepts_local = corral__stat_read(&stats->accepts_local);
-    out->connections_active = corral__stat_read(&stats->connections_active);
+    /* The limits count every connection; what users see splits them. */
+    uint64_t open = corral__stat_read(&stats->connections_active);
+    out->connections_outgoing = corral__stat_read(&stats->connections_outgoing);
+    out->connections_active =
+        open > out->connections_outgoing ? open - out->connections_outgoing : 0;
     out->accept_pauses = corral__stat_read(&stats->accept_pauses);
+    out->client_bytes_in = corral__stat_read(&stats->bytes_in[0]);
+    out->client_bytes_out = corral__stat_read(&stats->bytes_out[0]);
+    out->outgoing_bytes_in = corral__stat_read(&stats->bytes_in[1]);
+    out->outgoing_bytes_out = corral__stat_read(&stats->bytes_out[1]);
     out->cpu = worker->cpu;
 }

@@ -194,6 +194,7 @@ static ssize_t splice_out(struct corral__splice *sp)
                            SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (n > 0) {
             sp->moved_out += (uint64_t)n;
+            corral__stat_bytes(to, true, (size_t)n);
             to->last_write = to->loop->now;
             return n;
         }
@@ -229,6 +230,7 @@ static ssize_t splice_in(struct corral__splice *sp)
             sp->to->last_write = from->loop->now; /* its write timeout counts from here */
         if (n > 0) {
             sp->moved_in += (uint64_t)n;
+            corral__stat_bytes(from, false, (size_t)n);
             from->last_read = from->loop->now;
             return n;
         }

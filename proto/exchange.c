@@ -47,16 +47,22 @@ static void format_ipv4(const struct in_addr *in, char *buf)
     }
 }
 
-void exchange_format_client(const corral_conn *conn, char *buf, size_t len)
+void exchange_format_addr(const union exchange_addr *addr, char *buf, size_t len)
 {
-    struct sockaddr_storage addr;
-    socklen_t addrlen;
     if (len >= 2)
         memcpy(buf, "-", 2);
-    if (corral_conn_peer(conn, &addr, &addrlen) != 0)
-        return;
-    if (addr.ss_family == AF_INET && len >= INET_ADDRSTRLEN)
-        format_ipv4(&((struct sockaddr_in *)&addr)->sin_addr, buf);
-    else if (addr.ss_family == AF_INET6)
-        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&addr)->sin6_addr, buf, (socklen_t)len);
+    if (addr->sa.sa_family == AF_INET && len >= INET_ADDRSTRLEN)
+        format_ipv4(&addr->in.sin_addr, buf);
+    else if (addr->sa.sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &addr->in6.sin6_addr, buf, (socklen_t)len);
+}
+
+void exchange_format_client(const corral_conn *conn, char *buf, size_t len)
+{
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+    union exchange_addr addr = {.sa.sa_family = AF_UNSPEC};
+    if (corral_conn_peer(conn, &peer, &peer_len) == 0 && peer_len <= sizeof(addr))
+        memcpy(&addr, &peer, peer_len);
+    exchange_format_addr(&addr, buf, len);
 }

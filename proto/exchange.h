@@ -12,6 +12,7 @@
 #include <corral.h>
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,6 +58,10 @@ struct http_handler {
     void (*on_body)(struct exchange *ex, const char *data, size_t len);
     /* The whole request body has arrived; optional. */
     void (*on_body_end)(struct exchange *ex);
+    /* Trailer fields after the request body, as header lines each ending
+     * in CRLF, just before on_body_end; optional (NULL drops them).  Only
+     * HTTP/2 delivers them, checked as header fields are. */
+    void (*on_body_trailers)(struct exchange *ex, const char *lines, size_t len);
     /* The client went away before the response was complete, or the
      * handler cut it off (exchange_abort(), exchange_tunnel_close()):
      * release whatever the exchange holds.  Optional. */
@@ -106,11 +111,23 @@ struct exchange_ops {
                           void *arg);
 };
 
+/* An IPv4 or IPv6 address with its port. */
+union exchange_addr {
+    struct sockaddr sa; /* sa_family AF_UNSPEC: none */
+    struct sockaddr_in in;
+    struct sockaddr_in6 in6;
+};
+
 /* The part every framer's exchange starts with.  Fields starting with `_`
  * are the framer's. */
 struct exchange {
     const struct exchange_ops *_ops;
     void *data; /* the handler's: exchange_data() */
+    /* The client's address for this request, set by the framer with
+     * access_check() (access.h) once the request is routed: the
+     * connection's peer, or what a trusted proxy's header says.  AF_UNSPEC
+     * before that, and for a unix socket's client. */
+    union exchange_addr client;
 };
 
 /* ------------------------------------------------------------- the response */
@@ -280,9 +297,23 @@ static inline corral_worker *exchange_worker(const struct exchange *ex)
     return ex->_ops->worker(ex);
 }
 
+/* `addr` as text ("192.0.2.1", "::1"), or "-"; `len` is at least
+ * INET6_ADDRSTRLEN. */
+void exchange_format_addr(const union exchange_addr *addr, char *buf, size_t len);
+
 /* The client's IP address as text ("192.0.2.1", "::1"), or "-"; `len` is at
- * least INET6_ADDRSTRLEN. */
+ * least INET6_ADDRSTRLEN: nginx's $remote_addr, after real_ip. */
 static inline void exchange_client_host(const struct exchange *ex, char *buf, size_t len)
+{
+    if (ex->client.sa.sa_family != AF_UNSPEC)
+        exchange_format_addr(&ex->client, buf, len);
+    else
+        ex->_ops->client_host(ex, buf, len);
+}
+
+/* The address the connection came from (its PROXY header's source, if it
+ * had one), before real_ip: nginx's $realip_remote_addr. */
+static inline void exchange_connection_host(const struct exchange *ex, char *buf, size_t len)
 {
     ex->_ops->client_host(ex, buf, len);
 }

@@ -1,7 +1,8 @@
 /*
  * headers.c: HTTP header fields and heads, for whichever side parses them:
  * collecting llhttp's header spans, value helpers, the field checks llhttp
- * leaves to its caller, head framing checks, and reason phrases.
+ * leaves to its caller, head framing checks, reason phrases, and the Date
+ * value every response carries.
  */
 #include "proto/headers.h"
 
@@ -10,6 +11,36 @@
 #include <netinet/in.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
+
+char *http_append_uint(char *p, uint64_t value)
+{
+    char digits[HTTP_UINT64_DIGITS]; /* UINT64_MAX has 20 */
+    size_t n = 0;
+    do
+        digits[n++] = (char)('0' + value % 10);
+    while ((value /= 10) > 0);
+    while (n > 0)
+        *p++ = digits[--n];
+    return p;
+}
+
+const char *http_date(void)
+{
+    /* An origin server with a clock sends Date (RFC 9110 6.6.1). */
+    static _Thread_local char text[HTTP_DATE_LEN + 1];
+    static _Thread_local time_t formatted_at = -1;
+    time_t now = time(NULL);
+    if (now != formatted_at) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        size_t n = strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        assert(n == HTTP_DATE_LEN); /* fixed-width fields; a year past 9999 would not fit */
+        (void)n;
+        formatted_at = now;
+    }
+    return text;
+}
 
 const char *http_reason(unsigned status)
 {

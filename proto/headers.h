@@ -1,7 +1,8 @@
 /*
  * headers.h: HTTP header fields and heads as spans of the bytes they came
  * in: collecting them from llhttp, comparing and trimming values, the field
- * checks llhttp leaves to its caller, head framing checks, reason phrases.
+ * checks llhttp leaves to its caller, head framing checks, reason phrases,
+ * the Date value.
  * Shared by the server side (http1.c) and the proxy's response parser.
  */
 #ifndef CORRAL_PROTO_HEADERS_H
@@ -9,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/uio.h>
@@ -24,6 +26,18 @@ struct http_header {
 
 /* Reason phrase of a status code ("Not Found"), or "Unknown". */
 const char *http_reason(unsigned status);
+
+/* The current time as a Date value, "Thu, 03 Dec 2026 04:10:00 GMT"
+ * (RFC 9110 5.6.7: always HTTP_DATE_LEN bytes), formatted once per second
+ * per thread, so once per loop; valid until the thread's next call. */
+#define HTTP_DATE_LEN 29
+const char *http_date(void);
+
+/* Writes `value` in decimal at `p` (at most HTTP_UINT64_DIGITS bytes, no
+ * terminator) and returns the end: the framers' status codes and lengths,
+ * without snprintf's cost on every response. */
+#define HTTP_UINT64_DIGITS 20
+char *http_append_uint(char *p, uint64_t value);
 
 /* Collects the headers llhttp reports as spans of one head in memory
  * (header names and values may arrive in adjacent pieces). */

@@ -7,9 +7,11 @@
  * before them is complete, which keeps responses in order for free.
  */
 #include "proto/http1_internal.h"
+#include "proto/access.h"
 #include "proto/http2.h"
 #include "proto/tls.h"
 #include "proto/access_log.h"
+#include "proto/proxy_protocol.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -46,9 +48,8 @@ static struct http_stats *worker_stats(const struct h1_conn *h1)
 
 void h1_count_response(struct h1_conn *h1, unsigned status)
 {
-    struct http_stats *stats = worker_stats(h1);
-    if (stats != NULL && status < HTTP_MAX_STATUS) /* a backend may send any number */
-        counter_inc(&stats->responses[status]);
+    uint64_t ns = h1->head_started_ns ? corral_monotonic_ns() - h1->head_started_ns : 0;
+    http_stats_count(worker_stats(h1), h1->vhost, status, ns);
 }
 
 static void count_timeout(struct h1_conn *h1, enum http_timeout_kind kind)
@@ -291,19 +292,21 @@ static int on_headers_complete(llhttp_t *parser)
                                .http10 = parser->http_minor == 0};
     h1->in_exchange = true;
     ex->upstream_ns = -1;
+    const struct http_location *loc = http_find_location(h1->vhost, req.path.data, req.path.len);
+    unsigned refused =
+        access_check(&ex->base, h1->conn, loc != NULL ? loc->access : h1->vhost->access, &req);
     if (h1->site->access_log != NULL) {
         ex->started_ns = h1->head_started_ns;
-        char remote[64]; /* exchange_format_client() writes at most this */
-        exchange_format_client(h1->conn, remote, sizeof(remote));
+        char remote[64]; /* exchange_client_host() writes at most this */
+        exchange_client_host(&ex->base, remote, sizeof(remote));
         ex->log_fields = access_log_keep(&req, remote);
     }
     if (req.has_body)
         corral_conn_set_timeouts(h1->conn, h1->vhost->limits.body_timeout_ms,
                                  h1->vhost->limits.send_timeout_ms);
 
-    const struct http_location *loc = http_find_location(h1->vhost, req.path.data, req.path.len);
-    if (loc == NULL) {
-        exchange_respond_error(&ex->base, 404);
+    if (refused != 0 || loc == NULL) {
+        exchange_respond_error(&ex->base, refused != 0 ? refused : 404);
         return 0;
     }
     ex->handler = loc->handler;
@@ -448,9 +451,46 @@ static size_t h1_detect_http2(struct h1_conn *h1, const char *data, size_t len)
     return http2_on_data(h1->h2, data, len);
 }
 
+/* A connection's PROXY header was refused: logged and counted. */
+static void h1_proxy_header_failed(struct h1_conn *h1, enum proxy_protocol_failure why)
+{
+    struct http_stats *stats = worker_stats(h1);
+    if (stats != NULL)
+        counter_inc(&stats->proxy_protocol[why]);
+    char peer[64]; /* exchange_format_client() writes at most this */
+    exchange_format_client(h1->conn, peer, sizeof(peer));
+    corral_log(CORRAL_LOG_INFO, "PROXY header from %s: %s, connection closed", peer,
+               proxy_protocol_failure_names[why]);
+}
+
+/* The PROXY header, which proxy_protocol_transport delivers alone: its
+ * source becomes the connection's peer, then TLS or HTTP begins on the
+ * bytes still in the socket. */
+static size_t h1_take_proxy_header(struct h1_conn *h1, const char *data, size_t len)
+{
+    struct proxy_protocol_header header;
+    ssize_t used = proxy_protocol_parse(data, len, &header);
+    assert(used != 0); /* the transport delivers complete headers only */
+    h1->proxy_header = false;
+    if (used <= 0) {
+        h1_proxy_header_failed(h1, PROXY_PROTOCOL_MALFORMED);
+        corral_conn_abort(h1->conn, (int)used);
+        return len;
+    }
+    if (header.has_address)
+        corral_conn_set_peer(h1->conn, &header.source.sa, header.address_len);
+    if (h1->site->tls == NULL)
+        corral_conn_set_transport(h1->conn, &corral_plain_transport, NULL);
+    else if (tls_server_accept(h1->site->tls, h1->conn) != 0)
+        corral_conn_abort(h1->conn, -ENOMEM);
+    return (size_t)used;
+}
+
 static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
 {
     struct h1_conn *h1 = corral_conn_data(conn);
+    if (h1->proxy_header)
+        return h1_take_proxy_header(h1, data, len);
     if (h1->h2 != NULL)
         return http2_on_data(h1->h2, data, len);
     if (h1->site->http2 != NULL && h1->requests == 0 && !h1->in_exchange && !h1->partial_head &&
@@ -478,7 +518,7 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
             if (used == len)
                 break;
             const struct http_limits *limits = &h1->vhost->limits;
-            if (h1->site->access_log != NULL && !h1->partial_head)
+            if (!h1->partial_head) /* for the access log and the metrics */
                 h1->head_started_ns = corral_monotonic_ns();
             size_t head_len = http_head_length(data + used, len - used);
             if (head_len == 0) {
@@ -539,7 +579,10 @@ static void h1_on_deadline(corral_conn *conn)
         http2_on_deadline(h1->h2);
         return;
     }
-    if (h1->partial_head && !h1->in_exchange) {
+    if (h1->proxy_header) {
+        h1_proxy_header_failed(h1, PROXY_PROTOCOL_TIMEOUT);
+        h1_end(h1, false);
+    } else if (h1->partial_head && !h1->in_exchange) {
         count_timeout(h1, HTTP_TIMEOUT_HEADER);
         h1_reject(h1, 408); /* slow or stalled request head */
     } else
@@ -558,7 +601,11 @@ static void h1_on_open(corral_conn *conn)
     h1->site = site;
     h1->vhost = &site->vhosts[0];
     corral_conn_set_data(conn, h1);
-    if (site->tls != NULL && tls_server_accept(site->tls, conn) != 0) {
+    /* A PROXY header comes first, before a TLS ClientHello too. */
+    h1->proxy_header = site->proxy_protocol;
+    if (h1->proxy_header)
+        corral_conn_set_transport(conn, &proxy_protocol_transport, NULL);
+    else if (site->tls != NULL && tls_server_accept(site->tls, conn) != 0) {
         corral_conn_abort(conn, -ENOMEM);
         return;
     }
@@ -612,6 +659,8 @@ static void h1_on_close(corral_conn *conn, int error)
     struct h1_conn *h1 = corral_conn_data(conn);
     if (h1 == NULL)
         return;
+    if (h1->proxy_header && (error == -EPROTO || error == -EMSGSIZE))
+        h1_proxy_header_failed(h1, PROXY_PROTOCOL_MALFORMED);
     if (h1->h2 != NULL) {
         http2_on_close(h1->h2, error);
         free(h1);

@@ -495,6 +495,7 @@ static void h1c_on_close(corral_conn *conn, int error)
 {
     struct http1_client *c = corral_conn_data(conn);
     upstream_pool_remove(&c->base);
+    upstream_count_open(c->base.worker, c->base.server, -1);
     c->pending.set = false;
     if (c->owner != NULL) {
         enum proxy_error_kind kind = error == -ETIMEDOUT  ? PROXY_ERROR_TIMEOUT

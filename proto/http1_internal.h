@@ -55,11 +55,12 @@ struct h1_conn {
     bool stopping;            /* graceful stop: close after the current response */
     bool partial_head;        /* part of a request head has arrived */
     bool tunnel;              /* switched protocols: bytes pass through raw */
-    uint64_t head_started_ns; /* with an access log: when this head began */
+    uint64_t head_started_ns; /* when this head began */
     bool closed;              /* close requested: parse nothing more */
     struct http2_conn *h2;    /* the client spoke HTTP/2: it has the connection */
     unsigned requests;        /* completed on this connection */
     unsigned error_status;    /* set by a callback that fails the request */
+    bool proxy_header;        /* its PROXY header is still to come */
 };
 
 /* What handlers call on an HTTP/1.1 exchange (http1_response.c). */

@@ -14,22 +14,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
-
-/* "Date: Thu, 03 Dec 2026 04:10:00 GMT", formatted once per second per thread. */
-static const char *date_header(void)
-{
-    static _Thread_local char text[48]; /* 37 bytes of fixed-width fields */
-    static _Thread_local time_t formatted_at = -1;
-    time_t now = time(NULL);
-    if (now != formatted_at) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(text, sizeof(text), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
-        formatted_at = now;
-    }
-    return text;
-}
 
 static bool h1_keep_alive(const struct h1_conn *h1, const struct h1_exchange *ex)
 {
@@ -47,21 +31,6 @@ static char *append(char *p, const char *text, size_t len)
 static char *append_str(char *p, const char *text)
 {
     return append(p, text, strlen(text));
-}
-
-/* The most digits append_uint() writes. */
-#define UINT64_DIGITS 20
-
-static char *append_uint(char *p, uint64_t value)
-{
-    char digits[UINT64_DIGITS]; /* UINT64_MAX has 20 */
-    size_t n = 0;
-    do
-        digits[n++] = (char)('0' + value % 10);
-    while ((value /= 10) > 0);
-    while (n > 0)
-        *p++ = digits[--n];
-    return p;
 }
 
 static void h1_ex_begin(struct exchange *base, unsigned status, const char *headers,
@@ -88,10 +57,10 @@ static void h1_ex_begin(struct exchange *base, unsigned status, const char *head
      * codings come from the producer (a backend) and have any length: on
      * the stack when that fits, which is the common case, else on the heap.
      * The lengths are of objects in memory, so their sum cannot wrap. */
-    const char *reason = http_reason(status), *date = date_header();
-    size_t need = sizeof("HTTP/1.1  \r\nServer: corral\r\n") + UINT64_DIGITS + strlen(reason) +
-                  strlen(date) + sizeof("Content-Length: \r\n") + UINT64_DIGITS +
-                  sizeof("Transfer-Encoding: , chunked\r\n") + codings.len +
+    const char *reason = http_reason(status);
+    size_t need = sizeof("HTTP/1.1  \r\nServer: corral\r\n") + HTTP_UINT64_DIGITS + strlen(reason) +
+                  sizeof("Date: \r\n") + HTTP_DATE_LEN + sizeof("Content-Length: \r\n") +
+                  HTTP_UINT64_DIGITS + sizeof("Transfer-Encoding: , chunked\r\n") + codings.len +
                   sizeof("Connection: close\r\n") + headers_len + sizeof("\r\n");
     char small[512], *head = small;
     if (need > sizeof(small) && (head = malloc(need)) == NULL) {
@@ -99,14 +68,16 @@ static void h1_ex_begin(struct exchange *base, unsigned status, const char *head
         return;
     }
     char *p = append(head, "HTTP/1.1 ", 9);
-    p = append_uint(p, status);
+    p = http_append_uint(p, status);
     *p++ = ' ';
     p = append_str(p, reason);
     p = append(p, "\r\nServer: corral\r\n", 18);
-    p = append_str(p, date);
+    p = append(p, "Date: ", 6);
+    p = append_str(p, http_date());
+    p = append(p, "\r\n", 2);
     if (content_length >= 0 && !bodiless_status) {
         p = append(p, "Content-Length: ", 16);
-        p = append_uint(p, (uint64_t)content_length);
+        p = http_append_uint(p, (uint64_t)content_length);
         p = append(p, "\r\n", 2);
     } else if (ex->response_chunked) {
         p = append(p, "Transfer-Encoding: ", 19);

@@ -6,6 +6,7 @@
  */
 #include "proto/http2_internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,15 @@ const char *const http2_counter_names[HTTP2_COUNTERS] = {
     [HTTP2_GOAWAY_PROTOCOL_ERROR] = "goaway_protocol_error",
     [HTTP2_GOAWAY_ENHANCE_YOUR_CALM] = "goaway_enhance_your_calm",
     [HTTP2_GOAWAY_OTHER] = "goaway_other",
+    [HTTP2_RAPID_RESET] = "rapid_reset",
+    [HTTP2_SETTINGS_FLOOD] = "settings_flood",
+    [HTTP2_PING_FLOOD] = "ping_flood",
+    [HTTP2_EMPTY_FRAME_FLOOD] = "empty_frame_flood",
+    [HTTP2_WINDOW_UPDATE_FLOOD] = "window_update_flood",
+    [HTTP2_HEADER_BLOCK_TOO_LONG] = "header_block_too_long",
+    [HTTP2_HEADER_LIST_TOO_LARGE] = "header_list_too_large",
+    [HTTP2_STREAMS_REFUSED] = "streams_refused",
+    [HTTP2_STREAMS_STALLED] = "streams_stalled",
 };
 
 /* SETTINGS frames a client may leave unacknowledged, and the window of the
@@ -25,6 +35,17 @@ const char *const http2_counter_names[HTTP2_COUNTERS] = {
  * arrives: only the streams' windows wait for handlers). */
 #define H2_MAX_SETTINGS        32
 #define H2_CONN_WINDOW_STREAMS 16
+
+/* The frames a client may send per interval that ask work of the server
+ * and carry no request forward (nghttp2 1.52 bounds none of them for a
+ * client that reads its ACKs), and the WINDOW_UPDATE frames it may send:
+ * a few per DATA frame it was sent, beyond a start-up allowance. */
+#define H2_FLOOD_INTERVAL_MS        10000
+#define H2_MAX_SETTINGS_FRAMES      100
+#define H2_MAX_PING_FRAMES          1000
+#define H2_MAX_EMPTY_FRAMES         1000
+#define H2_WINDOW_UPDATES_BASE      1000
+#define H2_WINDOW_UPDATES_PER_FRAME 4
 
 static struct http_stats *h2_stats(const struct http2_conn *h2)
 {
@@ -41,11 +62,22 @@ void h2_count(struct http2_conn *h2, enum http2_counter counter)
         counter_inc(&stats->http2[counter]);
 }
 
-void h2_count_response(struct http2_conn *h2, unsigned status)
+void h2_defence(struct http2_conn *h2, enum http2_counter counter, const char *what)
 {
-    struct http_stats *stats = h2_stats(h2);
-    if (stats != NULL && status < HTTP_MAX_STATUS)
-        counter_inc(&stats->responses[status]);
+    h2_count(h2, counter);
+    static_assert(HTTP2_COUNTERS <= 32, "h2->logged has a bit for each");
+    if ((h2->logged & 1u << counter) != 0)
+        return;
+    h2->logged |= 1u << counter;
+    char client[64];
+    exchange_format_client(h2->conn, client, sizeof(client));
+    corral_log(CORRAL_LOG_WARN, "http2: %s: %s (logged once per connection)", client, what);
+}
+
+void h2_count_response(struct http2_conn *h2, const struct h2_stream *st)
+{
+    uint64_t ns = corral_monotonic_ns() - st->started_ns;
+    http_stats_count(h2_stats(h2), st->vhost, st->status, ns);
 }
 
 /* ------------------------------------------------------------- the output */
@@ -88,6 +120,36 @@ static void h2_set_deadline(struct http2_conn *h2)
         corral_conn_set_deadline(h2->conn, ms == 0 ? 0 : now + ms);
 }
 
+/* One frame from nghttp2 into the connection's output.  Our SETTINGS go
+ * out with the configured stream limit, where nghttp2 was told twice that:
+ * so a stream beyond the limit reaches on_begin_headers, which refuses it
+ * as a stream error (RFC 9113 5.1.2), where nghttp2 1.52 would end the
+ * connection once the client has acknowledged the settings. */
+static void write_frame(struct http2_conn *h2, const uint8_t *data, size_t n)
+{
+    uint8_t frame[H2_FRAME_HEADER + 6 * 8];
+    if (h2->settings_sent || n < H2_FRAME_HEADER || data[3] != NGHTTP2_SETTINGS ||
+        (data[4] & NGHTTP2_FLAG_ACK) != 0) {
+        corral_conn_write(h2->conn, data, n);
+        return;
+    }
+    /* nghttp2_session_mem_send() hands out one frame at a time, and this
+     * one holds the few settings http2_conn_new() submits. */
+    assert(n <= sizeof(frame));
+    h2->settings_sent = true;
+    memcpy(frame, data, n);
+    for (size_t i = H2_FRAME_HEADER; i + 6 <= n; i += 6) {
+        if (frame[i] != 0 || frame[i + 1] != NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
+            continue;
+        uint32_t max = h2->conf->max_concurrent_streams;
+        frame[i + 2] = (uint8_t)(max >> 24);
+        frame[i + 3] = (uint8_t)(max >> 16);
+        frame[i + 4] = (uint8_t)(max >> 8);
+        frame[i + 5] = (uint8_t)max;
+    }
+    corral_conn_write(h2->conn, frame, n);
+}
+
 /* Frames what the session has queued into the connection's output, as far
  * as its watermark lets it: the rest follows on_drain. */
 static void h2_flush(struct http2_conn *h2)
@@ -102,7 +164,7 @@ static void h2_flush(struct http2_conn *h2)
         }
         if (n == 0)
             break;
-        corral_conn_write(h2->conn, data, (size_t)n);
+        write_frame(h2, data, (size_t)n);
     }
     /* Handlers that waited for their stream's output to drain go on now,
      * outside nghttp2's callbacks; what they write goes out next turn. */
@@ -145,6 +207,144 @@ void h2_schedule(struct http2_conn *h2)
     h2->flush_scheduled = true;
 }
 
+/* ------------------------------------------------- the client's bounds */
+
+/* A client over one of the bounds below: GOAWAY ENHANCE_YOUR_CALM, counted
+ * and logged once, since the connection ends; nothing it sends after this
+ * reaches a handler. */
+static void calm(struct http2_conn *h2, enum http2_counter counter, const char *what,
+                 unsigned count, uint32_t interval_ms)
+{
+    if (h2->closing)
+        return;
+    h2_count(h2, counter);
+    char client[64];
+    exchange_format_client(h2->conn, client, sizeof(client));
+    if (interval_ms > 0)
+        corral_log(CORRAL_LOG_WARN, "http2: %s: %u %s within %u ms: closing the connection", client,
+                   count, what, interval_ms);
+    else
+        corral_log(CORRAL_LOG_WARN, "http2: %s: %s: closing the connection", client, what);
+    nghttp2_session_terminate_session(h2->session, NGHTTP2_ENHANCE_YOUR_CALM);
+    h2->closing = true;
+}
+
+/* More RST_STREAM than the bound in one interval: the rapid-reset attack
+ * (CVE-2023-44487), where each reset stream costs the server a request. */
+static void count_reset(struct http2_conn *h2)
+{
+    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
+    if (now - h2->resets_since_ms >= h2->conf->reset_interval_ms) {
+        h2->resets_since_ms = now;
+        h2->resets = 0;
+    }
+    if (++h2->resets > h2->conf->max_resets)
+        calm(h2, HTTP2_RAPID_RESET, "stream resets (or streams refused)", h2->resets,
+             h2->conf->reset_interval_ms);
+}
+
+static void count_flood(struct http2_conn *h2, enum h2_flood kind)
+{
+    static const struct {
+        unsigned max;
+        enum http2_counter counter;
+        const char *what;
+    } bounds[H2_FLOODS] = {
+        [H2_FLOOD_SETTINGS] = {H2_MAX_SETTINGS_FRAMES, HTTP2_SETTINGS_FLOOD, "SETTINGS frames"},
+        [H2_FLOOD_PING] = {H2_MAX_PING_FRAMES, HTTP2_PING_FLOOD, "PING frames"},
+        [H2_FLOOD_EMPTY] = {H2_MAX_EMPTY_FRAMES, HTTP2_EMPTY_FRAME_FLOOD,
+                            "empty DATA, HEADERS, CONTINUATION or PRIORITY frames"},
+    };
+    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
+    if (now - h2->floods_since_ms >= H2_FLOOD_INTERVAL_MS) {
+        h2->floods_since_ms = now;
+        memset(h2->floods, 0, sizeof(h2->floods));
+    }
+    if (++h2->floods[kind] > bounds[kind].max)
+        calm(h2, bounds[kind].counter, bounds[kind].what, h2->floods[kind], H2_FLOOD_INTERVAL_MS);
+}
+
+/* One frame header from the client, before nghttp2 reads the frame. */
+static void frame_seen(struct http2_conn *h2, uint8_t type, uint8_t flags, uint32_t length)
+{
+    bool ack = (flags & NGHTTP2_FLAG_ACK) != 0;
+    bool end_headers = (flags & NGHTTP2_FLAG_END_HEADERS) != 0;
+    switch (type) {
+    case NGHTTP2_DATA:
+        if ((flags & NGHTTP2_FLAG_END_STREAM) != 0)
+            break; /* empty or not, it ends its stream */
+        if ((flags & NGHTTP2_FLAG_PADDED) != 0 && length > 0)
+            h2->scan_pad = true; /* empty or not: its pad length says */
+        else if (length == 0)
+            count_flood(h2, H2_FLOOD_EMPTY);
+        break;
+    case NGHTTP2_HEADERS:
+    case NGHTTP2_CONTINUATION:
+        /* CVE-2024-27316: a header block is cut off once it is longer
+         * than twice the decoded list allowed (HPACK's Huffman code can
+         * make a field longer, but not that much for real requests); a
+         * shorter one over the limit is answered 431. */
+        h2->block_bytes = type == NGHTTP2_HEADERS ? length : h2->block_bytes + length;
+        if (h2->block_bytes > 2 * h2->conf->max_header_list_size)
+            calm(h2, HTTP2_HEADER_BLOCK_TOO_LONG, "a header block over http2_max_header_list_size",
+                 0, 0);
+        if (length == 0 && !end_headers)
+            count_flood(h2, H2_FLOOD_EMPTY);
+        break;
+    case NGHTTP2_PRIORITY: count_flood(h2, H2_FLOOD_EMPTY); break;
+    case NGHTTP2_RST_STREAM: count_reset(h2); break;
+    case NGHTTP2_SETTINGS:
+        if (!ack)
+            count_flood(h2, H2_FLOOD_SETTINGS);
+        break;
+    case NGHTTP2_PING: count_flood(h2, H2_FLOOD_PING); break;
+    case NGHTTP2_WINDOW_UPDATE:
+        if (++h2->window_updates >
+            H2_WINDOW_UPDATES_BASE + H2_WINDOW_UPDATES_PER_FRAME * h2->data_frames_sent)
+            calm(h2, HTTP2_WINDOW_UPDATE_FLOOD, "WINDOW_UPDATE frames far beyond the DATA sent", 0,
+                 0);
+        break;
+    default: break;
+    }
+}
+
+/* Walks the frame headers in the client's bytes, ahead of nghttp2: every
+ * frame is counted, including those nghttp2 would skip without a callback
+ * (for a closed stream, say), whose cost to the server is the same. */
+static void scan_frames(struct http2_conn *h2, const uint8_t *data, size_t len)
+{
+    size_t i = 0;
+    while (i < len && !h2->closing) {
+        if (h2->scan_pad) {
+            /* The pad length (RFC 9113 6.1): a frame of padding only is
+             * as empty as one of length 0.  nghttp2 refuses a pad length
+             * beyond the frame. */
+            h2->scan_pad = false;
+            if (data[i] + 1u >= h2->scan_length)
+                count_flood(h2, H2_FLOOD_EMPTY);
+        }
+        if (h2->scan_skip > 0) {
+            size_t n = len - i < h2->scan_skip ? len - i : h2->scan_skip;
+            h2->scan_skip -= (uint32_t)n;
+            i += n;
+            continue;
+        }
+        size_t n = H2_FRAME_HEADER - h2->scan_have;
+        if (n > len - i)
+            n = len - i;
+        memcpy(h2->scan_head + h2->scan_have, data + i, n);
+        h2->scan_have = (uint8_t)(h2->scan_have + n);
+        i += n;
+        if (h2->scan_have < H2_FRAME_HEADER)
+            break;
+        h2->scan_have = 0;
+        const uint8_t *hd = h2->scan_head;
+        uint32_t length = (uint32_t)hd[0] << 16 | (uint32_t)hd[1] << 8 | hd[2];
+        h2->scan_skip = h2->scan_length = length;
+        frame_seen(h2, hd[3], hd[4], length);
+    }
+}
+
 /* ----------------------------------------------------- session callbacks */
 
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user)
@@ -152,6 +352,18 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     struct http2_conn *h2 = user;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
+    if (h2->stream_count >= h2->conf->max_concurrent_streams) {
+        /* Beyond the limit we announced (nghttp2 enforces twice that,
+         * write_frame()): the client may retry it (RFC 9113 8.7).  Its
+         * fields and DATA find no stream and are dropped. */
+        h2_defence(h2, HTTP2_STREAMS_REFUSED,
+                   "a stream beyond http2_max_concurrent_streams: REFUSED_STREAM");
+        /* Each costs a reset as a stream the client resets does. */
+        count_reset(h2);
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                  NGHTTP2_REFUSED_STREAM);
+        return 0;
+    }
     struct h2_stream *st = h2_stream_new(h2, frame->hd.stream_id);
     if (st == NULL)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -166,33 +378,16 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 {
     (void)flags;
     (void)user;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0; /* request trailers: the exchange has no place for them */
+    if (frame->hd.type != NGHTTP2_HEADERS)
+        return 0;
     struct h2_stream *st = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (st == NULL)
         return 0;
+    if (frame->headers.cat == NGHTTP2_HCAT_HEADERS)
+        return h2_stream_trailer(st, name, namelen, value, valuelen);
+    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
     return h2_stream_header(st, name, namelen, value, valuelen);
-}
-
-/* More RST_STREAM than the bound in one interval: the rapid-reset attack
- * (CVE-2023-44487), where each reset stream costs the server a request. */
-static void count_reset(struct http2_conn *h2)
-{
-    h2_count(h2, HTTP2_RESETS_RECEIVED);
-    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
-    if (now - h2->resets_since_ms >= h2->conf->reset_interval_ms) {
-        h2->resets_since_ms = now;
-        h2->resets = 0;
-    }
-    if (++h2->resets == h2->conf->max_resets + 1) {
-        char client[64];
-        exchange_format_client(h2->conn, client, sizeof(client));
-        corral_log(CORRAL_LOG_WARN,
-                   "http2: %s: %u stream resets within %u ms: closing the connection", client,
-                   h2->resets, h2->conf->reset_interval_ms);
-        nghttp2_session_terminate_session(h2->session, NGHTTP2_ENHANCE_YOUR_CALM);
-        h2->closing = true; /* nothing more it sends reaches a handler */
-    }
 }
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
@@ -213,7 +408,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         if (st != NULL && end_stream)
             h2_stream_body_end(st);
         break;
-    case NGHTTP2_RST_STREAM: count_reset(h2); break;
+    case NGHTTP2_RST_STREAM: h2_count(h2, HTTP2_RESETS_RECEIVED); break;
     default: break;
     }
     return 0;
@@ -251,7 +446,9 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
 {
     struct http2_conn *h2 = user;
     (void)session;
-    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+    if (frame->hd.type == NGHTTP2_DATA) {
+        h2->data_frames_sent++;
+    } else if (frame->hd.type == NGHTTP2_RST_STREAM) {
         h2_count(h2, HTTP2_RESETS_SENT);
     } else if (frame->hd.type == NGHTTP2_GOAWAY) {
         uint32_t code = frame->goaway.error_code;
@@ -309,17 +506,21 @@ struct http2_conn *http2_conn_new(corral_conn *conn, const struct http_site *sit
     if (conn_window > INT32_MAX)
         conn_window = INT32_MAX;
     nghttp2_settings_entry settings[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, h2->conf->max_concurrent_streams},
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 2 * h2->conf->max_concurrent_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)window},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)h2->conf->max_header_list_size},
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        /* RFC 9218: no priority tree, so neither its CPU (CVE-2019-9513)
+         * nor the closed streams nghttp2 would keep for it. */
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
     if (nghttp2_submit_settings(h2->session, NGHTTP2_FLAG_NONE, settings,
                                 sizeof(settings) / sizeof(settings[0])) != 0 ||
         nghttp2_session_set_local_window_size(h2->session, NGHTTP2_FLAG_NONE, 0,
                                               (int32_t)conn_window) != 0)
         goto fail;
-    h2->resets_since_ms = corral_loop_now(corral_conn_loop(conn));
+    h2->resets_since_ms = h2->floods_since_ms = corral_loop_now(corral_conn_loop(conn));
+    h2->scan_skip = HTTP2_PREFACE_LEN;
     corral_conn_set_timeouts(conn, 0, site->vhosts[0].limits.send_timeout_ms);
     h2_set_deadline(h2);
     return h2;
@@ -338,14 +539,22 @@ size_t http2_on_data(struct http2_conn *h2, const char *data, size_t len)
 {
     if (h2->closing)
         return len;
-    ssize_t n = nghttp2_session_mem_recv(h2->session, (const uint8_t *)data, len);
-    if (n < 0) {
-        /* A bad preface, a flood, or a framing error: nghttp2 has queued
-         * the GOAWAY where it can.  Once per connection, since it ends. */
+    scan_frames(h2, (const uint8_t *)data, len);
+    ssize_t n = h2->closing ? 0 : nghttp2_session_mem_recv(h2->session, (const uint8_t *)data, len);
+    if (n == NGHTTP2_ERR_FLOODED) {
+        /* Its ACKs (of PING or SETTINGS) piled up unread. */
+        bool pings = h2->floods[H2_FLOOD_PING] >= h2->floods[H2_FLOOD_SETTINGS];
+        calm(h2, pings ? HTTP2_PING_FLOOD : HTTP2_SETTINGS_FLOOD,
+             pings ? "PING frames, their ACKs unread" : "SETTINGS frames, their ACKs unread", 0, 0);
+    } else if (n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS) {
+        calm(h2, HTTP2_HEADER_BLOCK_TOO_LONG, nghttp2_strerror((int)n), 0, 0);
+    } else if (n < 0) {
+        /* A bad preface or a framing error: nghttp2 has queued the GOAWAY
+         * where it can.  Once per connection, since it ends. */
         char client[64];
         exchange_format_client(h2->conn, client, sizeof(client));
-        corral_log(n == NGHTTP2_ERR_FLOODED ? CORRAL_LOG_WARN : CORRAL_LOG_INFO,
-                   "http2: %s: %s: closing the connection", client, nghttp2_strerror((int)n));
+        corral_log(CORRAL_LOG_INFO, "http2: %s: %s: closing the connection", client,
+                   nghttp2_strerror((int)n));
         if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC)
             nghttp2_session_terminate_session(h2->session, NGHTTP2_PROTOCOL_ERROR);
         h2->closing = true;
@@ -388,6 +597,8 @@ void http2_on_deadline(struct http2_conn *h2)
         st->progress_ms = now; /* once */
         if (stats != NULL)
             counter_inc(&stats->timeouts[HTTP_TIMEOUT_SEND]);
+        h2_defence(h2, HTTP2_STREAMS_STALLED,
+                   "a stream stalled at a shut window for send_timeout: reset");
         nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
     }
     h2_flush(h2);

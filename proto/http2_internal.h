@@ -44,6 +44,10 @@ struct h2_stream {
     bool body_paused;
     bool body_end_delivered;
     struct h2_buf in; /* body bytes the handler has not taken (paused) */
+    /* Trailer fields after the body, as CRLF lines, for on_body_trailers;
+     * their RFC 9113 6.5.2 size, against the header list limit. */
+    struct h2_buf trailers_in;
+    size_t trailers_size;
     uint64_t body_received;
     bool response_started;
     bool response_body; /* the response has a body: DATA frames follow */
@@ -62,6 +66,17 @@ struct h2_stream {
     char *log_fields; /* with an access log: the request's text, copied */
 };
 
+/* The frames a client may send only so many of per interval (http2.c). */
+enum h2_flood {
+    H2_FLOOD_SETTINGS,
+    H2_FLOOD_PING,
+    H2_FLOOD_EMPTY, /* DATA, HEADERS or CONTINUATION with nothing in it; PRIORITY */
+    H2_FLOODS,
+};
+
+/* The length of a frame header (RFC 9113 4.1). */
+#define H2_FRAME_HEADER 9
+
 struct http2_conn {
     corral_conn *conn;
     const struct http_site *site;
@@ -74,8 +89,21 @@ struct http2_conn {
     bool closing;         /* asked to close: no more input */
     bool stopping;        /* GOAWAY sent for a graceful stop */
     bool drains_owed;     /* some stream's output drained: on_drain to deliver */
+    bool settings_sent;   /* ours went out, with the configured stream limit */
+    uint32_t logged;      /* 1 << enum http2_counter: the defences logged once */
     unsigned resets;      /* RST_STREAM from the client in this interval */
     uint64_t resets_since_ms;
+    /* The client's frames as scanned ahead of nghttp2 (http2.c): where the
+     * scan is, and what it counted. */
+    uint8_t scan_head[H2_FRAME_HEADER]; /* a frame header split across reads */
+    uint8_t scan_have;                  /* its bytes so far */
+    bool scan_pad;                      /* next: a DATA frame's pad length byte */
+    uint32_t scan_length;               /* that frame's length */
+    uint32_t scan_skip;                 /* bytes still to pass: payload, or the preface */
+    size_t block_bytes;                 /* of the header block being received */
+    unsigned floods[H2_FLOODS];         /* frames of each kind in this interval */
+    uint64_t floods_since_ms;
+    uint64_t window_updates, data_frames_sent;
 };
 
 /* The stream of `ex`. */
@@ -92,8 +120,11 @@ extern const struct exchange_ops h2_exchange_ops;
 void h2_schedule(struct http2_conn *h2);
 /* Counts an event in the site's per-worker counters. */
 void h2_count(struct http2_conn *h2, enum http2_counter counter);
+/* Counts a defence that leaves the connection open, and logs it the first
+ * time on this connection: "http2: CLIENT: WHAT". */
+void h2_defence(struct http2_conn *h2, enum http2_counter counter, const char *what);
 /* Counts a response by status. */
-void h2_count_response(struct http2_conn *h2, unsigned status);
+void h2_count_response(struct http2_conn *h2, const struct h2_stream *st);
 
 /* http2_stream.c */
 /* Appends to `b`, growing it.  Returns 0 or -ENOMEM. */
@@ -112,6 +143,10 @@ void h2_stream_free(struct h2_stream *st);
  * NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE to refuse the stream. */
 int h2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namelen,
                      const uint8_t *value, size_t valuelen);
+/* One trailer field after the request body (nghttp2 checked it as it
+ * checks header fields).  Returns 0. */
+int h2_stream_trailer(struct h2_stream *st, const uint8_t *name, size_t namelen,
+                      const uint8_t *value, size_t valuelen);
 /* The request head is complete: route it and run its handler. */
 void h2_stream_request(struct h2_stream *st, bool end_stream);
 /* Request body bytes. */

@@ -11,27 +11,9 @@
 #include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
-
-/* "Thu, 03 Dec 2026 04:10:00 GMT", formatted once per second per thread:
- * an origin server with a clock sends Date (RFC 9110 6.6.1). */
-static const char *date_value(void)
-{
-    static _Thread_local char text[32]; /* 29 bytes of fixed-width fields */
-    static _Thread_local time_t formatted_at = -1;
-    time_t now = time(NULL);
-    if (now != formatted_at) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-        formatted_at = now;
-    }
-    return text;
-}
 
 /* Fields that describe one HTTP/1.1 connection and have no meaning in
  * HTTP/2 (RFC 9113 8.2.2): a client must treat a response with them as
@@ -131,15 +113,23 @@ static void h2_ex_begin(struct exchange *base, unsigned status, const char *head
         return;
     bool informational = status < 200;
     bool body = !st->head_method && !informational && status != 204 && status != 304;
-    char status_text[4], length_text[24];
-    snprintf(status_text, sizeof(status_text), "%03u", status % 1000);
-    /* The framing's own fields, then the handler's lines. */
+    char status_text[4], length_text[HTTP_UINT64_DIGITS];
+    status %= 1000;
+    status_text[0] = (char)('0' + status / 100);
+    status_text[1] = (char)('0' + status / 10 % 10);
+    status_text[2] = (char)('0' + status % 10);
+    /* The framing's own fields, then the handler's lines: on the stack for
+     * a usual head, which is most of them. */
+    nghttp2_nv nv_small[32];
+    char lower_small[2048];
     size_t cap = count_lines(headers, headers_len) + 4;
-    nghttp2_nv *nv = calloc(cap, sizeof(*nv));
-    char *lower = malloc(headers_len + 1);
+    nghttp2_nv *nv = cap <= 32 ? nv_small : calloc(cap, sizeof(*nv));
+    char *lower = headers_len < sizeof(lower_small) ? lower_small : malloc(headers_len + 1);
     if (nv == NULL || lower == NULL) {
-        free(nv);
-        free(lower);
+        if (nv != nv_small)
+            free(nv);
+        if (lower != lower_small)
+            free(lower);
         nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
         h2_schedule(h2);
         return;
@@ -147,15 +137,14 @@ static void h2_ex_begin(struct exchange *base, unsigned status, const char *head
     size_t n = 0;
     nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status_text, 7, 3, 0};
     nv[n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"corral", 6, 6, 0};
-    const char *date = date_value();
-    nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date, 4, strlen(date), 0};
+    nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)http_date(), 4, HTTP_DATE_LEN, 0};
     /* A coded body's length is that of the coded bytes, which HTTP/2 does
      * not frame: it is sent without one. */
     if (content_length >= 0 && codings.len == 0 && !informational && status != 204 &&
         status != 304) {
-        int len = snprintf(length_text, sizeof(length_text), "%lld", (long long)content_length);
-        nv[n++] =
-            (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)length_text, 14, (size_t)len, 0};
+        size_t len =
+            (size_t)(http_append_uint(length_text, (uint64_t)content_length) - length_text);
+        nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)length_text, 14, len, 0};
     }
     n += lines_to_nv(headers, headers_len, lower, nv + n, cap - n);
     int rc;
@@ -168,8 +157,10 @@ static void h2_ex_begin(struct exchange *base, unsigned status, const char *head
         nghttp2_data_provider provider = {.source.ptr = st, .read_callback = read_body};
         rc = nghttp2_submit_response(h2->session, st->id, nv, n, body ? &provider : NULL);
     }
-    free(nv);
-    free(lower);
+    if (nv != nv_small)
+        free(nv);
+    if (lower != lower_small)
+        free(lower);
     if (rc != 0)
         nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     h2_schedule(h2);
@@ -216,7 +207,7 @@ static void h2_ex_end(struct exchange *base, const char *trailers, size_t traile
         memcpy(st->trailers, trailers, trailers_len);
         st->trailers_len = trailers_len;
     }
-    h2_count_response(h2, st->status);
+    h2_count_response(h2, st);
     /* Logged here unless a handler was cut off before (then on its close) */
     if (h2->site->access_log != NULL && (st->handler_owns || st->handler == NULL))
         h2_log_exchange(st, st->status);

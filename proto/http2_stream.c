@@ -4,6 +4,7 @@
  * pace, and the response (HEADERS, DATA from a per-stream queue, trailers):
  * the HTTP/2 implementation of struct exchange_ops.
  */
+#include "proto/access.h"
 #include "proto/access_log.h"
 #include "proto/http2_internal.h"
 
@@ -26,7 +27,10 @@ int h2_buf_append(struct h2_buf *b, const void *data, size_t len)
             b->off = 0;
         }
         if (b->len + len > b->cap) {
+            /* From 512 bytes: a request's fields then usually fit at once. */
             size_t cap = b->cap * 2 > b->len + len ? b->cap * 2 : b->len + len;
+            if (cap < 512)
+                cap = 512;
             char *grown = realloc(b->data, cap);
             if (grown == NULL)
                 return -ENOMEM;
@@ -57,8 +61,7 @@ struct h2_stream *h2_stream_new(struct http2_conn *h2, int32_t id)
     st->id = id;
     st->vhost = &h2->site->vhosts[0];
     st->upstream_ns = -1;
-    if (h2->site->access_log != NULL)
-        st->started_ns = corral_monotonic_ns();
+    st->started_ns = corral_monotonic_ns(); /* for the access log and the metrics */
     st->next = h2->streams;
     if (h2->streams != NULL)
         h2->streams->prev = st;
@@ -101,6 +104,7 @@ void h2_stream_free(struct h2_stream *st)
     h2->stream_count--;
     buf_free(&st->head);
     buf_free(&st->in);
+    buf_free(&st->trailers_in);
     buf_free(&st->out);
     free(st->fields);
     free(st->trailers);
@@ -135,6 +139,34 @@ int h2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namelen,
         h2_buf_append(&st->head, value, valuelen) != 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     st->fields[st->field_count++] = (struct h2_field){at, namelen, at + namelen, valuelen};
+    return 0;
+}
+
+int h2_stream_trailer(struct h2_stream *st, const uint8_t *name, size_t namelen,
+                      const uint8_t *value, size_t valuelen)
+{
+    if (!st->handler_owns || st->handler->on_body_trailers == NULL)
+        return 0;
+    /* Framing and routing are settled by the head (RFC 9110 6.5.1). */
+    struct http_str field = {(const char *)name, namelen};
+    if (http_str_equal_nocase(field, "content-length") || http_str_equal_nocase(field, "host"))
+        return 0;
+    /* Beyond the header list's limit the trailers are dropped, all of them. */
+    size_t limit = st->h2->conf->max_header_list_size;
+    if (st->trailers_size > limit)
+        return 0; /* dropped already */
+    st->trailers_size += namelen + valuelen + 32;
+    if (st->trailers_size > limit) {
+        buf_free(&st->trailers_in);
+        return 0;
+    }
+    if (h2_buf_append(&st->trailers_in, name, namelen) != 0 ||
+        h2_buf_append(&st->trailers_in, ": ", 2) != 0 ||
+        h2_buf_append(&st->trailers_in, value, valuelen) != 0 ||
+        h2_buf_append(&st->trailers_in, "\r\n", 2) != 0) {
+        st->trailers_size = SIZE_MAX; /* dropped */
+        buf_free(&st->trailers_in);
+    }
     return 0;
 }
 
@@ -250,6 +282,8 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
     st->request_done = end_stream;
     if (st->head_refused) {
         buf_free(&st->head);
+        h2_defence(h2, HTTP2_HEADER_LIST_TOO_LARGE,
+                   "a header list over http2_max_header_list_size: 431");
         refuse(st, 431);
         return;
     }
@@ -264,12 +298,16 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
         if (max > 0 && req.content_length > max)
             status = 413;
         st->head_method = req.head;
+        loc = http_find_location(st->vhost, req.path.data, req.path.len);
+        unsigned refused =
+            access_check(&st->base, h2->conn, loc != NULL ? loc->access : st->vhost->access, &req);
         if (h2->site->access_log != NULL) {
-            char remote[64]; /* exchange_format_client() writes at most this */
-            exchange_format_client(h2->conn, remote, sizeof(remote));
+            char remote[64]; /* exchange_client_host() writes at most this */
+            exchange_client_host(&st->base, remote, sizeof(remote));
             st->log_fields = access_log_keep(&req, remote);
         }
-        loc = http_find_location(st->vhost, req.path.data, req.path.len);
+        if (status == 0 && refused != 0)
+            status = refused;
         if (status == 0 && loc == NULL)
             status = 404;
     }
@@ -308,6 +346,11 @@ void h2_deliver_body(struct h2_stream *st)
     }
     if (st->in.len == 0 && st->request_done && !st->body_end_delivered) {
         st->body_end_delivered = true;
+        if (st->handler_owns && st->trailers_in.len > 0 &&
+            st->trailers_size <= st->h2->conf->max_header_list_size)
+            st->handler->on_body_trailers(&st->base, st->trailers_in.data + st->trailers_in.off,
+                                          st->trailers_in.len);
+        buf_free(&st->trailers_in);
         if (st->handler_owns && st->handler->on_body_end != NULL)
             st->handler->on_body_end(&st->base);
     }

@@ -10,9 +10,11 @@
  */
 #include "proto/proxy.h"
 
+#include "proto/balance.h"
 #include "proto/counter.h"
 #include "proto/http1_client.h"
 #include "proto/proxy_head.h"
+#include "proto/proxy_next.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -32,8 +34,15 @@ struct proxy_exchange {
     size_t head_len;
     char client[80]; /* the client's address, for X-Forwarded-For and hash */
     uint64_t tried;  /* servers tried, as bits */
+    uint32_t hash;   /* of the balancing key (hash, ip_hash) */
+    unsigned tries;  /* servers asked, for proxy_next_upstream_tries */
+    /* A response status proxy_next_upstream lists, while px_fail() sends
+     * the request on; 0 otherwise. */
+    unsigned next_status;
+    int error; /* the -errno of the upstream connection's close, for the log */
     bool idempotent;
     bool chunked;      /* the request body goes out chunked */
+    bool trailers;     /* its last chunk went with the client's trailers */
     bool body_started; /* request body bytes went to the upstream: no retry */
     /* The response body, or the request body, is being spliced: its
      * callback runs once, and frees the exchange if it finished meanwhile
@@ -51,6 +60,8 @@ struct proxy_exchange {
      * already as it may a pooled one. */
     bool body_beyond_replay;
     uint64_t started_ms; /* loop clock, for $upstream_response_time */
+    uint64_t attempt_ns; /* when the current server got the request */
+    unsigned status;     /* the current server's response status */
     /* The body bytes sent on a pooled connection, kept (up to REPLAY_MAX)
      * until the response starts: if the upstream had closed that connection
      * meanwhile, the request is sent again, body and all. */
@@ -89,6 +100,37 @@ static void pause_client_if_backed_up(struct proxy_exchange *px, corral_conn *up
         exchange_pause_body(px->ex);
 }
 
+/* The retry policy's view of the exchange; `sent`: its bytes may have
+ * reached the server. */
+static bool px_may_retry(const struct proxy_exchange *px, unsigned condition, bool sent)
+{
+    const struct proxy_attempt attempt = {
+        .sent = sent,
+        .idempotent = px->idempotent,
+        .tries = px->tries,
+        .elapsed_ms = corral_loop_now(exchange_loop(px->ex)) - px->started_ms,
+    };
+    return proxy_next_allowed(&px->loc->conf, condition, &attempt);
+}
+
+/* Whether a response with `status` is dropped for the next server's: the
+ * policy lists it and allows another try, the request can be sent again,
+ * and a server is left to take it (else the client gets this response). */
+static bool px_retry_status(struct proxy_exchange *px, unsigned status)
+{
+    return proxy_next_status_condition(status) != 0 && !px->body_started &&
+           px_may_retry(px, proxy_next_status_condition(status), true) &&
+           upstream_any_usable(px->loc->upstream, px_worker(px), px->tried,
+                               corral_loop_now(exchange_loop(px->ex)));
+}
+
+static void px_log_failure(struct proxy_exchange *px, unsigned server, enum proxy_error_kind kind)
+{
+    proxy_log_failure(px->loc->upstream, server, corral_loop_now(exchange_loop(px->ex)), kind,
+                      px->error, px->next_status, px->client, px->head, px->head_len);
+    px->error = 0;
+}
+
 /* ------------------------------------------- the upstream connection's reports */
 
 static void px_on_open(void *owner)
@@ -101,7 +143,12 @@ static void px_on_open(void *owner)
 static int px_on_head(void *owner, const struct http1_client_head *head)
 {
     struct proxy_exchange *px = owner;
+    if (px_retry_status(px, head->status)) {
+        px->next_status = head->status;
+        return -EAGAIN; /* px_fail() goes on to the next server */
+    }
     px_drop_replay(px);
+    px->status = head->status;
     char *headers;
     size_t len;
     if (proxy_response_headers(px->loc, head, &headers, &len) != 0)
@@ -126,7 +173,9 @@ static void px_on_end(void *owner)
     exchange_end(px->ex);
     struct upstream_conn *uc = &px->uc->base;
     px->uc = NULL;
-    uc->worker->servers[uc->server].active--;
+    upstream_server_release(uc->upstream, uc->worker, uc->server);
+    upstream_count_response(uc->worker, uc->server, px->status,
+                            corral_monotonic_ns() - px->attempt_ns);
     px_finish(px);
 }
 
@@ -145,7 +194,7 @@ static void px_on_spliced(struct exchange *ex, uint64_t moved, int error, void *
     if (error != 0 && corral_conn_fd(uc->base.conn) >= 0) {
         /* The client's side failed (the upstream's would be closed):
          * nothing to hold against the server, as in proxy_on_abort. */
-        px_worker(px)->servers[uc->base.server].active--;
+        upstream_server_release(uc->base.upstream, uc->base.worker, uc->base.server);
         px_detach(px);
         exchange_abort(px->ex);
         px_finish(px);
@@ -182,11 +231,12 @@ static void px_on_close(void *owner, int error, enum proxy_error_kind kind)
     if (px->uc->tunnel) {
         struct upstream_conn *uc = &px->uc->base;
         px->uc = NULL;
-        uc->worker->servers[uc->server].active--;
+        upstream_server_release(uc->upstream, uc->worker, uc->server);
         exchange_tunnel_close(px->ex); /* its on_abort frees px */
     } else if (upstream_local_error(error)) {
         px_fail_local(px, error); /* detaches uc from px */
     } else {
+        px->error = error;
         px_fail(px, kind); /* detaches uc from px */
     }
 }
@@ -321,14 +371,19 @@ static int px_send(struct proxy_exchange *px)
     struct upstream_worker *worker = px_worker(px);
     corral_loop *loop = exchange_loop(px->ex);
     for (;;) {
-        int server = upstream_pick_server(up, worker, px->tried, px->client, corral_loop_now(loop));
+        int server = upstream_pick_server(up, worker, px->tried, px->hash, corral_loop_now(loop));
         if (server < 0)
             return -EHOSTUNREACH;
         px->tried |= 1ull << server;
+        if (!upstream_server_acquire(up, worker, (unsigned)server))
+            continue; /* its max_conns filled meanwhile */
+        px->tries++;
         struct http1_client *uc = NULL;
         int err =
             http1_client_get(up, worker, (unsigned)server, !px->body_beyond_replay, loop,
                              px->loc->conf.connect_timeout_ms, px->loc->conf.send_timeout_ms, &uc);
+        if (err != 0)
+            upstream_server_release(up, worker, (unsigned)server);
         if (err != 0 && upstream_local_error(err)) {
             note_local_error(px, (unsigned)server, err);
             return err;
@@ -336,11 +391,15 @@ static int px_send(struct proxy_exchange *px)
         if (err != 0) {
             count_error(worker, PROXY_ERROR_CONNECT);
             upstream_server_failed(up, worker, (unsigned)server, corral_loop_now(loop));
+            px->error = err;
+            px_log_failure(px, (unsigned)server, PROXY_ERROR_CONNECT);
+            if (!px_may_retry(px, PROXY_NEXT_ERROR, false))
+                return -EHOSTUNREACH;
             continue;
         }
         http1_client_attach(uc, &px_client_ops, px, &px->rq);
         px->uc = uc;
-        worker->servers[server].active++;
+        px->attempt_ns = corral_monotonic_ns();
         if (uc->base.connected)
             http1_client_set_timeouts(uc);
         corral_conn_write(uc->base.conn, px->head, px->head_len);
@@ -371,7 +430,7 @@ static void px_fail_local(struct proxy_exchange *px, int err)
     struct http1_client *uc = px->uc;
     if (uc != NULL) {
         note_local_error(px, uc->base.server, err);
-        px_worker(px)->servers[uc->base.server].active--;
+        upstream_server_release(uc->base.upstream, uc->base.worker, uc->base.server);
         px_detach(px);
     }
     if (exchange_response_started(px->ex)) {
@@ -384,7 +443,8 @@ static void px_fail_local(struct proxy_exchange *px, int err)
     px_finish(px);
 }
 
-/* The upstream failed this exchange: try another server when that is safe,
+/* The upstream failed this exchange, or answered with a status the retry
+ * policy lists: try another server when the policy allows and it is safe,
  * else answer 502/504, or cut the client off if its response had begun. */
 static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
 {
@@ -395,10 +455,16 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
     unsigned server = uc != NULL ? uc->base.server : 0;
     bool stale = uc != NULL && uc->base.reused && !uc->head_done && kind == PROXY_ERROR_RESET;
     if (uc != NULL) {
-        worker->servers[uc->base.server].active--;
+        upstream_server_release(up, worker, uc->base.server);
         px_detach(px);
     }
-    if (!stale) {
+    unsigned status = px->next_status;
+    if (!stale && uc != NULL)
+        px_log_failure(px, server, kind);
+    px->next_status = 0;
+    if (status != 0) {
+        upstream_server_failed(up, worker, server, corral_loop_now(loop));
+    } else if (!stale) {
         count_error(worker, kind);
         if (kind == PROXY_ERROR_CONNECT || kind == PROXY_ERROR_TIMEOUT || kind == PROXY_ERROR_TLS)
             upstream_server_failed(up, worker, server, corral_loop_now(loop));
@@ -408,15 +474,19 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
         px_finish(px);
         return;
     }
-    if (stale)
+    if (stale) { /* not a try: the pooled connection was dead already */
         px->tried &= ~(1ull << server);
+        px->tries--;
+    }
     /* A connection that never opened, or a pooled one the upstream had
      * closed, received nothing: any request may go again, with its body if
-     * that was kept.  Other failures are retried for idempotent requests. */
-    bool nothing_sent = stale || kind == PROXY_ERROR_CONNECT;
+     * that was kept.  Other failures go again as the policy says. */
+    bool nothing_sent = stale || (kind == PROXY_ERROR_CONNECT && status == 0);
     bool body_resendable = !px->body_started || (nothing_sent && px->replay_ok);
+    unsigned condition =
+        status != 0 ? proxy_next_status_condition(status) : proxy_next_condition(kind);
     int err = -EHOSTUNREACH;
-    if ((nothing_sent || (px->idempotent && kind != PROXY_ERROR_INVALID)) && body_resendable) {
+    if ((stale || px_may_retry(px, condition, !nothing_sent)) && body_resendable) {
         err = px_send(px);
         if (err == 0)
             return;
@@ -461,6 +531,9 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
     };
     px->started_ms = corral_loop_now(exchange_loop(ex));
     exchange_client_host(ex, px->client, sizeof(px->client));
+    enum proxy_balance balance = px->loc->upstream->balance;
+    if (balance == PROXY_BALANCE_HASH || balance == PROXY_BALANCE_IP_HASH)
+        px->hash = balance_key_hash(px->loc->upstream->key, req, px->client);
     const struct proxy_head_request how = {
         .client = px->client,
         .tls = exchange_tls(ex),
@@ -558,12 +631,23 @@ static void proxy_on_body(struct exchange *ex, const char *data, size_t len)
     px_splice_upload(px);
 }
 
+/* Only a chunked body can carry them; one of known length drops them. */
+static void proxy_on_body_trailers(struct exchange *ex, const char *lines, size_t len)
+{
+    struct proxy_exchange *px = exchange_data(ex);
+    if (px == NULL || px->uc == NULL || !px->chunked || px->trailers)
+        return;
+    px->trailers = true;
+    struct iovec iov[3] = {{"0\r\n", 3}, {(void *)lines, len}, {"\r\n", 2}};
+    px_write_body(px, iov, 3);
+}
+
 static void proxy_on_body_end(struct exchange *ex)
 {
     struct proxy_exchange *px = exchange_data(ex);
     if (px == NULL)
         return;
-    if (px->uc != NULL && px->chunked)
+    if (px->uc != NULL && px->chunked && !px->trailers)
         px_write_body(px, &(struct iovec){H1_LAST_CHUNK, sizeof(H1_LAST_CHUNK) - 1}, 1);
     px->rq.sent = true;
     if (px->uc != NULL && px->uc->base.connected)
@@ -593,7 +677,7 @@ static void proxy_on_abort(struct exchange *ex)
     if (px == NULL)
         return;
     if (px->uc != NULL) {
-        px_worker(px)->servers[px->uc->base.server].active--;
+        upstream_server_release(px->uc->base.upstream, px->uc->base.worker, px->uc->base.server);
         px_detach(px); /* ends a splice too */
     }
     px_finish(px); /* a splice's callback still runs, with px, and frees it */
@@ -604,6 +688,7 @@ const struct http_handler proxy_handler = {
     .on_request = proxy_on_request,
     .on_body = proxy_on_body,
     .on_body_end = proxy_on_body_end,
+    .on_body_trailers = proxy_on_body_trailers,
     .on_abort = proxy_on_abort,
     .on_drain = proxy_on_drain,
     .on_tunnel_data = proxy_on_tunnel_data,

@@ -7,6 +7,7 @@
 #ifndef CORRAL_PROTO_PROXY_CONF_H
 #define CORRAL_PROTO_PROXY_CONF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,16 +26,35 @@
  * whatever its size. */
 #define PROXY_SPLICE_MIN (256 * 1024)
 
+/* proxy_next_upstream: which failures send a request on to the next
+ * server (bits).  PROXY_NEXT_WRITTEN marks a value the config wrote, `off`
+ * included, so that a location's own wins over its server's. */
+enum {
+    PROXY_NEXT_ERROR = 1u << 0,          /* connect failure, reset, TLS failure */
+    PROXY_NEXT_TIMEOUT = 1u << 1,        /* connect, send or read timeout */
+    PROXY_NEXT_INVALID_HEADER = 1u << 2, /* an unparsable response */
+    PROXY_NEXT_HTTP_500 = 1u << 3,
+    PROXY_NEXT_HTTP_502 = 1u << 4,
+    PROXY_NEXT_HTTP_503 = 1u << 5,
+    PROXY_NEXT_HTTP_504 = 1u << 6,
+    PROXY_NEXT_HTTP_429 = 1u << 7,
+    PROXY_NEXT_NON_IDEMPOTENT = 1u << 8, /* even a POST whose bytes left */
+    PROXY_NEXT_WRITTEN = 1u << 31,
+};
+
 /* The settings of one proxy_pass location (struct proxy_location carries
  * them at run time). */
 struct proxy_conf {
-    uint32_t connect_timeout_ms; /* proxy_connect_timeout */
-    uint32_t read_timeout_ms;    /* proxy_read_timeout: between two reads */
-    uint32_t send_timeout_ms;    /* proxy_send_timeout: between two writes */
-    size_t response_head_limit;  /* proxy_buffer_size: the most bytes a response
-                                    head (status line and headers) may take */
-    bool splice;                 /* proxy_splice: response bodies move inside
-                                    the kernel where both sides are plain */
+    uint32_t connect_timeout_ms;       /* proxy_connect_timeout */
+    uint32_t read_timeout_ms;          /* proxy_read_timeout: between two reads */
+    uint32_t send_timeout_ms;          /* proxy_send_timeout: between two writes */
+    size_t response_head_limit;        /* proxy_buffer_size: the most bytes a response
+                                          head (status line and headers) may take */
+    bool splice;                       /* proxy_splice: response bodies move inside
+                                          the kernel where both sides are plain */
+    unsigned next_upstream;            /* proxy_next_upstream: PROXY_NEXT_* bits */
+    unsigned next_upstream_tries;      /* proxy_next_upstream_tries: 0 = no limit */
+    uint32_t next_upstream_timeout_ms; /* proxy_next_upstream_timeout: 0 = no limit */
 };
 
 #define PROXY_CONF_DEFAULT                                                                         \
@@ -44,6 +64,7 @@ struct proxy_conf {
         .send_timeout_ms = 60 * 1000,                                                              \
         .response_head_limit = PROXY_RESPONSE_HEAD_LIMIT,                                          \
         .splice = true,                                                                            \
+        .next_upstream = PROXY_NEXT_ERROR | PROXY_NEXT_TIMEOUT,                                    \
     })
 
 #endif

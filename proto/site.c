@@ -68,3 +68,14 @@ const char *const http_timeout_kind_names[HTTP_TIMEOUT_KINDS] = {
     [HTTP_TIMEOUT_BODY] = "body",
     [HTTP_TIMEOUT_SEND] = "send",
 };
+
+void http_stats_count(struct http_stats *stats, const struct http_vhost *vhost, unsigned status,
+                      uint64_t ns)
+{
+    if (stats == NULL || status >= HTTP_MAX_STATUS) /* a backend may send any number */
+        return;
+    counter_inc(&stats->responses[status]);
+    int class = status_class(status);
+    if (stats->servers != NULL && vhost->stats_slot < stats->server_count && class >= 0)
+        histogram_observe(&stats->servers[vhost->stats_slot].duration[class], ns);
+}

@@ -7,8 +7,10 @@
 #ifndef CORRAL_PROTO_SITE_H
 #define CORRAL_PROTO_SITE_H
 
+#include "proto/counter.h"
 #include "proto/exchange.h"
-#include "proto/http_limits.h" /* struct http_limits, in each vhost */
+#include "proto/http_limits.h"    /* struct http_limits, in each vhost */
+#include "proto/proxy_protocol.h" /* enum proxy_protocol_failure, counted */
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -23,6 +25,7 @@ struct http_location {
     bool exact;
     const struct http_handler *handler;
     void *handler_data;
+    const struct access_conf *access; /* real_ip, allow/deny; NULL: none */
 };
 
 struct http_vhost {
@@ -31,7 +34,11 @@ struct http_vhost {
     const struct http_location *locations;
     size_t location_count;
     struct http_limits limits;
+    const struct access_conf *access; /* for requests no location takes; NULL: none */
+    unsigned stats_slot;              /* its server's entry in http_stats.servers */
 };
+
+struct access_conf;
 
 /* Everything served on one listening address: its virtual hosts (the first
  * is the default) and per-worker counters. */
@@ -47,6 +54,7 @@ struct http_site {
     struct http_stats *stats;      /* one per worker, indexed by corral_worker_index() */
     /* NULL: HTTP/1.1 only; else HTTP/2 too, with these settings (http2.h) */
     const struct http2_conf *http2;
+    bool proxy_protocol; /* each connection starts with a PROXY header */
 };
 
 enum http_timeout_kind {
@@ -66,7 +74,25 @@ enum http2_counter {
     HTTP2_GOAWAY_PROTOCOL_ERROR,    /* malformed framing: nghttp2's verdict */
     HTTP2_GOAWAY_ENHANCE_YOUR_CALM, /* rapid reset, floods */
     HTTP2_GOAWAY_OTHER,
+    /* The defences, each counted once per connection it ends (or per
+     * stream it refuses or cuts off). */
+    HTTP2_RAPID_RESET,
+    HTTP2_SETTINGS_FLOOD,
+    HTTP2_PING_FLOOD,
+    HTTP2_EMPTY_FRAME_FLOOD,
+    HTTP2_WINDOW_UPDATE_FLOOD,
+    HTTP2_HEADER_BLOCK_TOO_LONG, /* CONTINUATION flood */
+    HTTP2_HEADER_LIST_TOO_LARGE, /* HPACK bomb, or just too many fields: 431 */
+    HTTP2_STREAMS_REFUSED,       /* beyond http2_max_concurrent_streams */
+    HTTP2_STREAMS_STALLED,       /* reset at a window shut for send_timeout */
     HTTP2_COUNTERS,
+};
+
+/* One server block's counters on one worker: how long its exchanges took,
+ * from the first byte of the request head to the end of the response, by
+ * status class. */
+struct http_server_stats {
+    struct histogram duration[STATUS_CLASSES];
 };
 
 /* Per-worker counters, written by the worker only. */
@@ -74,7 +100,16 @@ struct http_stats {
     _Atomic uint64_t responses[HTTP_MAX_STATUS];
     _Atomic uint64_t timeouts[HTTP_TIMEOUT_KINDS];
     _Atomic uint64_t http2[HTTP2_COUNTERS];
+    _Atomic uint64_t proxy_protocol[PROXY_PROTOCOL_FAILURES];
+    /* By http_vhost.stats_slot, `server_count` of them; NULL: not kept */
+    struct http_server_stats *servers;
+    unsigned server_count;
 } __attribute__((aligned(64)));
+
+/* Counts a response of `status` that `vhost` gave, `ns` after its request
+ * began, in `stats` (NULL: none). */
+void http_stats_count(struct http_stats *stats, const struct http_vhost *vhost, unsigned status,
+                      uint64_t ns);
 
 /* Finds the location for `path` in `vhost`: an exact match first, else the
  * longest prefix.  NULL if none. */

@@ -1,12 +1,18 @@
 /*
- * upstream.c: upstream groups: servers and their addresses, balancing
- * (round robin, least_conn, hash), passive health (max_fails and
- * fail_timeout), the per-worker pools of idle connections, error counters.
+ * upstream.c: upstream groups: servers and their addresses, what workers
+ * share of each server (requests in flight, health), passive health
+ * (max_fails and fail_timeout), the per-worker pools of idle connections,
+ * error counters.  Balancing is in balance.c, active checks in health.c.
  */
 #include "proto/upstream.h"
 
+#include "proto/balance.h"
+#include "proto/health.h"
+#include "proto/resolve.h"
+
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,10 +22,56 @@ const char *const proxy_error_kind_names[PROXY_ERROR_KINDS] = {
     [PROXY_ERROR_TLS] = "tls",
 };
 
+/* The servers' slots: one per address, UPSTREAM_RESOLVE_SLOTS per
+ * `resolve` server. */
+static size_t slot_count(const struct proxy_upstream_conf *conf)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < conf->server_count; i++)
+        n += conf->servers[i].resolve ? UPSTREAM_RESOLVE_SLOTS : 1;
+    return n;
+}
+
+/* A `resolve` server's NAME:PORT into its slot, which stays empty until
+ * the resolver's first answer. */
+static int resolve_slot_init(struct upstream_server *server, const char *address, unsigned slot)
+{
+    const char *colon = strrchr(address, ':');
+    char *end;
+    unsigned long port = colon != NULL ? strtoul(colon + 1, &end, 10) : 0;
+    if (colon == NULL || colon == address || *end != '\0' || port == 0 || port > 65535)
+        return -EINVAL;
+    server->resolve_name = strndup(address, (size_t)(colon - address));
+    if (server->resolve_name == NULL)
+        return -ENOMEM;
+    server->resolve_port = (uint16_t)port;
+    server->resolve_slot = slot;
+    atomic_init(&server->state, UPSTREAM_SLOT_EMPTY);
+    return 0;
+}
+
+/* A resolver's ADDRESS[:PORT], port 53 by default. */
+static int resolver_init(struct proxy_upstream *up, const char *text)
+{
+    char with_port[128];
+    if (strchr(text, ':') == NULL) {
+        if ((size_t)snprintf(with_port, sizeof(with_port), "%s:53", text) >= sizeof(with_port))
+            return -EINVAL;
+        text = with_port;
+    }
+    size_t i = up->resolver_count;
+    if (i == UPSTREAM_MAX_RESOLVERS ||
+        corral_parse_address(text, &up->resolvers[i], &up->resolver_lens[i]) != 0)
+        return -EINVAL;
+    up->resolver_count++;
+    return 0;
+}
+
 int proxy_upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
                        struct proxy_upstream **out)
 {
-    if (conf->server_count == 0 || conf->server_count > UPSTREAM_MAX_SERVERS)
+    size_t slots = slot_count(conf);
+    if (conf->server_count == 0 || slots > UPSTREAM_MAX_SERVERS)
         return -EINVAL;
     struct proxy_upstream *up = calloc(1, sizeof(*up));
     if (up == NULL)
@@ -29,28 +81,69 @@ int proxy_upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
         .keepalive = conf->keepalive,
         .idle_timeout_ms = conf->idle_timeout_ms,
         .worker_count = workers,
+        .resolve_valid_ms = conf->resolve_valid_ms,
     };
     up->name = strdup(conf->name);
-    up->servers = calloc(conf->server_count, sizeof(*up->servers));
+    up->servers = calloc(slots, sizeof(*up->servers));
     up->workers = aligned_alloc(64, workers * sizeof(*up->workers));
     if (up->name == NULL || up->servers == NULL || up->workers == NULL)
         goto nomem;
     memset(up->workers, 0, workers * sizeof(*up->workers));
     for (size_t i = 0; i < conf->server_count; i++) {
-        struct upstream_server *server = &up->servers[i];
         const struct proxy_server_conf *sc = &conf->servers[i];
-        up->server_count++;
-        server->address = strdup(sc->address);
-        if (server->address == NULL)
-            goto nomem;
-        if (corral_parse_address(sc->address, &server->addr, &server->addrlen) != 0) {
+        for (unsigned k = 0; k < (sc->resolve ? UPSTREAM_RESOLVE_SLOTS : 1u); k++) {
+            struct upstream_server *server = &up->servers[up->server_count++];
+            server->address = strdup(sc->address);
+            if (server->address == NULL)
+                goto nomem;
+            int err = sc->resolve ? resolve_slot_init(server, sc->address, k)
+                      : corral_parse_address(sc->address, &server->addr, &server->addrlen) != 0
+                          ? -EINVAL
+                          : 0;
+            if (err != 0) {
+                proxy_upstream_free(up);
+                return err;
+            }
+            server->weight = sc->weight > 0 ? sc->weight : 1;
+            server->max_fails = sc->max_fails;
+            server->fail_timeout_ms = sc->fail_timeout_ms;
+            server->backup = sc->backup;
+            server->disabled = sc->down;
+            server->max_conns = sc->max_conns;
+            server->slow_start_ms = sc->slow_start_ms;
+            up->has_backup = up->has_backup || sc->backup;
+            up->has_resolve = up->has_resolve || sc->resolve;
+        }
+    }
+    for (size_t i = 0; i < conf->resolver_count; i++) {
+        if (resolver_init(up, conf->resolvers[i]) != 0) {
             proxy_upstream_free(up);
             return -EINVAL;
         }
-        server->weight = sc->weight > 0 ? sc->weight : 1;
-        server->max_fails = sc->max_fails;
-        server->fail_timeout_ms = sc->fail_timeout_ms;
     }
+    if (up->has_resolve && up->resolver_count == 0) {
+        proxy_upstream_free(up);
+        return -EINVAL;
+    }
+    up->random_two = conf->random_two;
+    up->health = conf->health;
+    if (conf->health.enabled) {
+        up->health_uri = strdup(conf->health.uri != NULL ? conf->health.uri : "/");
+        if (up->health_uri == NULL)
+            goto nomem;
+        up->health.uri = up->health_uri;
+    }
+    if (conf->balance == PROXY_BALANCE_HASH) {
+        int err =
+            balance_key_new(conf->hash_key != NULL ? conf->hash_key : "$remote_addr", &up->key);
+        if (err != 0) {
+            proxy_upstream_free(up);
+            return err;
+        }
+    }
+    if ((conf->balance == PROXY_BALANCE_HASH || conf->balance == PROXY_BALANCE_IP_HASH) &&
+        conf->hash_consistent && balance_ring_new(up->servers, up->server_count, &up->ring) != 0)
+        goto nomem;
     up->tls = conf->tls;
     *out = up;
     return 0;
@@ -64,8 +157,15 @@ void proxy_upstream_free(struct proxy_upstream *upstream)
 {
     if (upstream == NULL)
         return;
-    for (size_t i = 0; i < upstream->server_count; i++)
+    upstream_health_stop(upstream);
+    upstream_resolve_stop(upstream);
+    balance_key_free(upstream->key);
+    balance_ring_free(upstream->ring);
+    free(upstream->health_uri);
+    for (size_t i = 0; i < upstream->server_count; i++) {
         free(upstream->servers[i].address);
+        free(upstream->servers[i].resolve_name);
+    }
     free(upstream->servers);
     free(upstream->workers);
     free(upstream->name);
@@ -92,64 +192,106 @@ struct upstream_worker *upstream_worker_of(const struct proxy_upstream *upstream
     return &upstream->workers[worker != NULL ? corral_worker_index(worker) : 0];
 }
 
-/* ---------------------------------------------------------------- balancing */
+/* ----------------------------------------------------------- per server */
 
-static uint32_t hash_text(const char *text)
+bool upstream_server_acquire(struct proxy_upstream *up, struct upstream_worker *worker,
+                             unsigned server)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *text != '\0'; text++)
-        h = (h ^ (uint8_t)*text) * 16777619u;
-    return h;
+    struct upstream_server *s = &up->servers[server];
+    if (s->max_conns == 0) {
+        atomic_fetch_add(&s->conns, 1);
+    } else {
+        /* A compare-exchange: the limit holds across workers even when two
+         * of them pick the server with one slot left. */
+        unsigned n = atomic_load_explicit(&s->conns, memory_order_relaxed);
+        do {
+            if (n >= s->max_conns)
+                return false;
+        } while (!atomic_compare_exchange_weak(&s->conns, &n, n + 1));
+    }
+    /* A slot that drains meanwhile is not used: the resolver rewrites a
+     * slot's address only once it drained and no request holds it, and
+     * this order (count, then look) is what makes that check safe. */
+    if (atomic_load(&s->state) != UPSTREAM_SLOT_ACTIVE) {
+        atomic_fetch_sub_explicit(&s->conns, 1, memory_order_relaxed);
+        return false;
+    }
+    worker->servers[server].active++;
+    return true;
 }
 
-int upstream_pick_server(struct proxy_upstream *up, struct upstream_worker *worker, uint64_t tried,
-                         const char *client, uint64_t now)
+void upstream_server_release(struct proxy_upstream *up, struct upstream_worker *worker,
+                             unsigned server)
 {
-    int best = -1;
-    int total = 0;
-    if (up->balance == PROXY_BALANCE_HASH) {
-        /* The same client address lands on the same server while it is up;
-         * otherwise the next one in weight order. */
-        unsigned weights = 0;
-        for (size_t i = 0; i < up->server_count; i++)
-            weights += up->servers[i].weight;
-        assert(weights > 0); /* conf: one server at least, weights from 1 */
-        unsigned point = hash_text(client) % weights;
-        size_t start = 0;
-        for (; start < up->server_count && point >= up->servers[start].weight; start++)
-            point -= up->servers[start].weight;
-        for (size_t n = 0; n < up->server_count; n++) {
-            size_t i = (start + n) % up->server_count;
-            if (!(tried & (1ull << i)) && worker->servers[i].down_until <= now)
-                return (int)i;
+    assert(worker->servers[server].active > 0);
+    worker->servers[server].active--;
+    /* Release: the resolver that sees the count reach zero may rewrite
+     * the slot's address, which this request has read. */
+    unsigned before =
+        atomic_fetch_sub_explicit(&up->servers[server].conns, 1, memory_order_release);
+    assert(before > 0);
+    (void)before;
+}
+
+size_t proxy_upstream_server_count(const struct proxy_upstream *upstream)
+{
+    return upstream->server_count;
+}
+
+const char *proxy_upstream_server_address(const struct proxy_upstream *upstream, size_t index)
+{
+    return upstream->servers[index].address;
+}
+
+bool proxy_upstream_server_backup(const struct proxy_upstream *upstream, size_t index)
+{
+    return upstream->servers[index].backup;
+}
+
+enum proxy_server_state proxy_upstream_server_state(const struct proxy_upstream *upstream,
+                                                    size_t index)
+{
+    const struct upstream_server *s = &upstream->servers[index];
+    if (s->disabled ||
+        atomic_load_explicit(&s->state, memory_order_relaxed) != UPSTREAM_SLOT_ACTIVE)
+        return PROXY_SERVER_DISABLED;
+    return atomic_load_explicit(&s->checked_down, memory_order_relaxed) ? PROXY_SERVER_DOWN
+                                                                        : PROXY_SERVER_UP;
+}
+
+unsigned proxy_upstream_server_slot(const struct proxy_upstream *upstream, size_t index)
+{
+    return upstream->servers[index].resolve_slot;
+}
+
+unsigned proxy_upstream_server_conns(const struct proxy_upstream *upstream, size_t index)
+{
+    return atomic_load_explicit(&upstream->servers[index].conns, memory_order_relaxed);
+}
+
+void proxy_upstream_take_health(struct proxy_upstream *upstream,
+                                const struct proxy_upstream *previous)
+{
+    for (size_t i = 0; i < upstream->server_count; i++) {
+        struct upstream_server *s = &upstream->servers[i];
+        for (size_t j = 0; j < previous->server_count; j++) {
+            const struct upstream_server *old = &previous->servers[j];
+            if (strcmp(s->address, old->address) != 0 || s->resolve_slot != old->resolve_slot)
+                continue;
+            /* A `resolve` slot keeps its address until the next answer. */
+            if (s->resolve_name != NULL && old->resolve_name != NULL &&
+                atomic_load(&old->state) == UPSTREAM_SLOT_ACTIVE) {
+                s->addr = old->addr;
+                s->addrlen = old->addrlen;
+                atomic_store(&s->state, UPSTREAM_SLOT_ACTIVE);
+            } else if ((s->resolve_name == NULL) != (old->resolve_name == NULL)) {
+                break;
+            }
+            atomic_store(&s->checked_down, atomic_load(&old->checked_down));
+            atomic_store(&s->recovered_ms, atomic_load(&old->recovered_ms));
+            break;
         }
-        return -1;
     }
-    for (size_t i = 0; i < up->server_count; i++) {
-        struct server_state *state = &worker->servers[i];
-        if ((tried & (1ull << i)) || state->down_until > now)
-            continue;
-        int weight = (int)up->servers[i].weight;
-        state->current_weight += weight;
-        total += weight;
-        if (best < 0) {
-            best = (int)i;
-            continue;
-        }
-        struct server_state *b = &worker->servers[best];
-        if (up->balance == PROXY_BALANCE_LEAST_CONN) {
-            /* Fewest requests in flight per unit of weight; ties go round robin. */
-            uint64_t mine = (uint64_t)state->active * up->servers[best].weight;
-            uint64_t theirs = (uint64_t)b->active * up->servers[i].weight;
-            if (mine < theirs || (mine == theirs && state->current_weight > b->current_weight))
-                best = (int)i;
-        } else if (state->current_weight > b->current_weight) {
-            best = (int)i;
-        }
-    }
-    if (best >= 0)
-        worker->servers[best].current_weight -= total;
-    return best;
 }
 
 void upstream_server_failed(struct proxy_upstream *up, struct upstream_worker *worker,
@@ -160,9 +302,33 @@ void upstream_server_failed(struct proxy_upstream *up, struct upstream_worker *w
     if (conf->max_fails == 0)
         return;
     if (++state->fails >= conf->max_fails) {
+        /* Once per fail_timeout at most: the 502s that follow say nothing. */
+        corral_log(CORRAL_LOG_WARN,
+                   "upstream \"%s\": %s marked down for %u ms by this worker after %u failed "
+                   "attempt(s)",
+                   up->name, conf->address, conf->fail_timeout_ms, conf->max_fails);
         state->down_until = now + conf->fail_timeout_ms;
+        atomic_store_explicit(&worker->stats[server].down_until, state->down_until,
+                              memory_order_relaxed);
         state->fails = 0;
     }
+}
+
+/* Error lines about a server (proxy_next.c), at most one a second. */
+#define LOG_INTERVAL_MS 1000
+
+bool upstream_log_turn(struct proxy_upstream *up, unsigned server, uint64_t now, unsigned *skipped)
+{
+    struct upstream_server *s = &up->servers[server];
+    uint64_t last = atomic_load_explicit(&s->log_ms, memory_order_relaxed);
+    if ((last != 0 && now - last < LOG_INTERVAL_MS) ||
+        !atomic_compare_exchange_strong_explicit(&s->log_ms, &last, now != 0 ? now : 1,
+                                                 memory_order_relaxed, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&s->log_skipped, 1, memory_order_relaxed);
+        return false;
+    }
+    *skipped = atomic_exchange_explicit(&s->log_skipped, 0, memory_order_relaxed);
+    return true;
 }
 
 /* Out of descriptors, buffers, memory or local ports: this host's
@@ -188,6 +354,7 @@ void upstream_pool_remove(struct upstream_conn *uc)
         uc->idle_next->idle_prev = uc->idle_prev;
     uc->idle_next = uc->idle_prev = NULL;
     uc->worker->idle_count--;
+    upstream_count_idle(uc->worker, uc->server, -1);
 }
 
 /* Nothing more is sent on a connection closed here and nothing it sends
@@ -211,6 +378,7 @@ void upstream_pool_release(struct upstream_conn *uc)
         state->idle->idle_prev = uc;
     state->idle = uc;
     uc->worker->idle_count++;
+    upstream_count_idle(uc->worker, uc->server, 1);
     corral_conn_resume_read(uc->conn); /* it may have been paused for a slow client */
     corral_conn_set_timeouts(uc->conn, up->idle_timeout_ms, 0);
 }
@@ -224,16 +392,26 @@ void upstream_pool_release(struct upstream_conn *uc)
  * new client connection per request). */
 struct upstream_conn *upstream_pool_take(struct upstream_worker *worker, unsigned server)
 {
-    struct upstream_conn *uc = worker->servers[server].idle;
-    if (uc != NULL)
+    struct upstream_conn *uc;
+    while ((uc = worker->servers[server].idle) != NULL) {
         upstream_pool_remove(uc);
-    return uc;
+        /* Connected to an address the resolver has replaced since. */
+        if (uc->gen ==
+            atomic_load_explicit(&uc->upstream->servers[server].gen, memory_order_relaxed))
+            return uc;
+        corral_conn_close_no_linger(uc->conn);
+    }
+    return NULL;
 }
 
 int upstream_connect(struct upstream_conn *uc, corral_loop *loop,
                      const struct corral_conn_handler *handler, void *data)
 {
     const struct upstream_server *s = &uc->upstream->servers[uc->server];
-    return corral_connect(loop, (const struct sockaddr *)&s->addr, s->addrlen, handler, data,
-                          &uc->conn);
+    uc->gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
+    int err = corral_connect(loop, (const struct sockaddr *)&s->addr, s->addrlen, handler, data,
+                             &uc->conn);
+    if (err == 0)
+        upstream_count_open(uc->worker, uc->server, 1);
+    return err;
 }

@@ -3,7 +3,7 @@
 # openssl: the TLS tests make their certificates with it; binutils: readelf,
 # with which tests/build/test_hardening.sh reads the binaries.
 corral_packages=(ninja-build pkg-config gcc clang libclang-rt-14-dev libssl-dev check node-llhttp
-                 libnghttp2-dev nghttp2-client curl wrk openssl binutils clang-format)
+                 libnghttp2-dev nghttp2-client curl wrk openssl binutils clang-format python3-h2)
 
 corral_install_deps() {
   local missing=()

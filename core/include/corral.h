@@ -277,7 +277,10 @@ struct corral_transport {
 #define CORRAL_LOW_WATERMARK  (64 * 1024)
 
 /** Replaces the connection's transport; `state` is read back with
- *  corral_conn_transport_state().  Call from on_open, before any I/O. */
+ *  corral_conn_transport_state().  Call from on_open, before any I/O; or
+ *  from on_data, when the transport so far has read nothing past what it
+ *  delivered (a preamble such as a PROXY header).  The old transport's
+ *  `destroy` is not called. */
 CORRAL_EXTERN void corral_conn_set_transport(corral_conn *conn, const struct corral_transport *ops,
                                              void *state);
 CORRAL_EXTERN void *corral_conn_transport_state(const corral_conn *conn);
@@ -375,6 +378,12 @@ CORRAL_EXTERN int corral_conn_fd(const corral_conn *conn);
  *  unix sockets. */
 CORRAL_EXTERN int corral_conn_peer(const corral_conn *conn, struct sockaddr_storage *addr,
                                    socklen_t *len);
+/** Replaces what corral_conn_peer() reports: for a connection whose client
+ *  is known from the protocol itself (a PROXY header from a load balancer
+ *  in front).  `addr` is an IPv4 or IPv6 address.  Returns 0, or -EINVAL
+ *  (another family, or `len` too short for it). */
+CORRAL_EXTERN int corral_conn_set_peer(corral_conn *conn, const struct sockaddr *addr,
+                                       socklen_t len);
 CORRAL_EXTERN corral_loop *corral_conn_loop(const corral_conn *conn);
 /** The worker that owns an accepted connection, or NULL. */
 CORRAL_EXTERN corral_worker *corral_conn_worker(const corral_conn *conn);
@@ -654,9 +663,15 @@ struct corral_worker_stats {
     uint64_t accept_wakeups;     /* times the worker woke with a listener ready */
     uint64_t accept_wasted;      /* of those, wakeups whose first accept() got EAGAIN */
     uint64_t accepts_local;      /* accepts whose SO_INCOMING_CPU is the worker's CPU */
-    uint64_t connections_active; /* open connections, accepted and outgoing */
+    uint64_t connections_active; /* open accepted connections */
     uint64_t accept_pauses;      /* times accepting paused (connection limit, EMFILE) */
     int cpu;                     /* the CPU the worker is pinned to, or -1 */
+    /* Open connections made with corral_connect() (max_connections counts
+     * them too); bytes read and written, after TLS, on accepted
+     * connections and on outgoing ones. */
+    uint64_t connections_outgoing;
+    uint64_t client_bytes_in, client_bytes_out;
+    uint64_t outgoing_bytes_in, outgoing_bytes_out;
 };
 
 /** Reads worker `index`'s counters.  Safe from any thread. */

@@ -840,7 +840,7 @@ START_TEST(metrics_keep_long_upstream_names_apart)
     ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", body, sizeof(body)), 200);
     snprintf(expected, sizeof(expected), "corral_upstream_errors_total{upstream=\"%s\",", a);
     ck_assert_msg(strstr(body, expected) != NULL, "no %s in\n%s", expected, body);
-    snprintf(expected, sizeof(expected), "upstream=\"%s\"", b);
+    snprintf(expected, sizeof(expected), "corral_upstream_errors_total{upstream=\"%s\"", b);
     ck_assert_msg(strstr(body, expected) == NULL, "%s counted for /a:\n%s", b, body);
     test_daemon_stop(&d);
     close(reserved);

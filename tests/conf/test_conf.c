@@ -173,6 +173,23 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"server.tls.ktls", tls != NULL ? tls->settings.ktls : 99},
         {"server.tls.verify_client", tls != NULL ? tls->settings.verify_client : 99},
         {"location.proxy_tls.verify", l != NULL ? l->proxy_tls.verify : 99},
+        {"location.next_upstream", l != NULL ? l->proxy.next_upstream & ~PROXY_NEXT_WRITTEN : 99},
+        {"location.next_upstream_tries", l != NULL ? l->proxy.next_upstream_tries : 99},
+        {"location.next_upstream_timeout_ms", l != NULL ? l->proxy.next_upstream_timeout_ms : 99},
+        {"upstream.hash_consistent", u != NULL ? u->upstream.hash_consistent : 99},
+        {"upstream.random_two", u != NULL ? u->upstream.random_two : 99},
+        {"upstream.health.enabled", u != NULL ? u->upstream.health.enabled : 99},
+        {"upstream.health.interval_ms", u != NULL ? u->upstream.health.interval_ms : 99},
+        {"upstream.health.fall", u != NULL ? u->upstream.health.fall : 99},
+        {"upstream.health.port", u != NULL ? u->upstream.health.port : 99},
+        {"upstream.health.match0", u != NULL ? u->upstream.health.match[0] : 99},
+        {"upstream.health.match3", u != NULL ? u->upstream.health.match[3] : 99},
+        {"upstream.server.backup", u != NULL ? u->upstream.servers[0].backup : 99},
+        {"upstream.server.down", u != NULL ? u->upstream.servers[0].down : 99},
+        {"upstream.server.max_conns", u != NULL ? u->upstream.servers[0].max_conns : 99},
+        {"upstream.server.slow_start_ms", u != NULL ? u->upstream.servers[0].slow_start_ms : 99},
+        {"upstream.server.resolve", u != NULL ? u->upstream.servers[0].resolve : 99},
+        {"upstream.resolve_valid_ms", u != NULL ? u->upstream.resolve_valid_ms : 99},
         {"location.proxy_buffer_size", l != NULL ? l->proxy.response_head_limit : 99},
         {"location.proxy_connect_timeout_ms", l != NULL ? l->proxy.connect_timeout_ms : 99},
         {"location.proxy_read_timeout_ms", l != NULL ? l->proxy.read_timeout_ms : 99},
@@ -192,6 +209,9 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
 /* A location sending to an https upstream, with `body` among its directives. */
 #define HTTPS(body)                                                                                \
     "server { listen 127.0.0.1:80; location / { proxy_pass https://127.0.0.1:8443; " body " } }\n"
+/* A location sending to a plain upstream, with `body` among its directives. */
+#define PROXY(body)                                                                                \
+    "server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1; " body " } }\n"
 
 static const struct field_case field_cases[] = {
     {"workers 8;", "workers", 8},
@@ -268,6 +288,37 @@ static const struct field_case field_cases[] = {
     {"upstream app { server 127.0.0.1:1; balance hash; }", "upstream.balance", PROXY_BALANCE_HASH},
     {"upstream app { server 127.0.0.1:1; balance round_robin; keepalive 0; }", "upstream.keepalive",
      0},
+    {UP(" backup"), "upstream.server.backup", 1},
+    {UP(" down"), "upstream.server.down", 1},
+    {UP(" max_conns=7 backup"), "upstream.server.max_conns", 7},
+    {UP(" slow_start=30s"), "upstream.server.slow_start_ms", 30000},
+    {"upstream app { resolver 127.0.0.1 [::1]:5353 valid=5s; server app.internal:80 resolve; }",
+     "upstream.resolve_valid_ms", 5000},
+    {"upstream app { resolver 127.0.0.1; server app.internal:80 resolve; }",
+     "upstream.server.resolve", 1},
+    {"upstream app { server 127.0.0.1:1; balance ip_hash; }", "upstream.balance",
+     PROXY_BALANCE_IP_HASH},
+    {"upstream app { server 127.0.0.1:1; balance hash $http_x_user consistent; }",
+     "upstream.hash_consistent", 1},
+    {"upstream app { server 127.0.0.1:1; balance random two; }", "upstream.random_two", 1},
+    {UP(""), "upstream.health.enabled", 0},
+    {"upstream app { server 127.0.0.1:1; health_check; }", "upstream.health.interval_ms", 5000},
+    {"upstream app { server 127.0.0.1:1; health_check interval=2s fall=4 port=81; }",
+     "upstream.health.fall", 4},
+    {"upstream app { server 127.0.0.1:1; health_check port=81; }", "upstream.health.port", 81},
+    /* match=204 sets bit 204 - 192 of the fourth word */
+    {"upstream app { server 127.0.0.1:1; health_check match=204; }", "upstream.health.match3",
+     1ull << 12},
+    {"upstream app { server 127.0.0.1:1; health_check match=204; }", "upstream.health.match0", 0},
+    {PROXY(""), "location.next_upstream", PROXY_NEXT_ERROR | PROXY_NEXT_TIMEOUT},
+    {PROXY("proxy_next_upstream off;"), "location.next_upstream", 0},
+    {"proxy_next_upstream http_502 error; server { listen 127.0.0.1:80; location / { proxy_pass "
+     "http://127.0.0.1:1; } }",
+     "location.next_upstream", PROXY_NEXT_HTTP_502 | PROXY_NEXT_ERROR},
+    {"server { listen 127.0.0.1:80; proxy_next_upstream_tries 2; location / { proxy_pass "
+     "http://127.0.0.1:1; proxy_next_upstream_timeout 3s; } }",
+     "location.next_upstream_tries", 2},
+    {PROXY("proxy_next_upstream_timeout 3s;"), "location.next_upstream_timeout_ms", 3000},
     /* TLS: the defaults, in servers with and without a tls listener */
     {TLS(""), "server.tls.certificate_count", 1},
     {TLS(""), "server.tls.protocols", TLS_PROTOCOL_1_2 | TLS_PROTOCOL_1_3},
@@ -651,6 +702,49 @@ START_TEST(servers_told_apart)
 }
 END_TEST
 
+/* real_ip and allow/deny: each block keeps what it writes and takes the
+ * rest from its parent, the lists as a whole (nginx's merge). */
+START_TEST(access_inheritance)
+{
+    struct conf_config *c =
+        parse_ok("set_real_ip_from 10.0.0.0/8;\nset_real_ip_from 2001:db8::1/64;\n"
+                 "real_ip_header X-Forwarded-For;\ndeny 192.0.2.1;\n"
+                 "server { listen 127.0.0.1:80 proxy_protocol; real_ip_recursive on;\n"
+                 "  location / { return 204; }\n"
+                 "  location /in { allow 10.1.2.3/16; deny all; real_ip_header proxy_protocol;\n"
+                 "    set_real_ip_from 172.16.0.0/12; return 204; }\n"
+                 "}\n"
+                 "server { listen 127.0.0.1:81; allow all; location / { return 204; } }\n");
+    const struct conf_server *s0 = &c->servers[0], *s1 = &c->servers[1];
+    const struct access_conf *top = &c->access, *a = &s0->locations[0].access,
+                             *in = &s0->locations[1].access, *b = &s1->locations[0].access;
+    ck_assert(s0->listens[0].proxy_protocol);
+    ck_assert(!s1->listens[0].proxy_protocol);
+    ck_assert_uint_eq(top->real_ip_from_count, 2);
+    ck_assert_uint_eq(top->real_ip_from[1].family, AF_INET6);
+    ck_assert_uint_eq(top->real_ip_from[1].bits, 64);
+    ck_assert_uint_eq(top->real_ip_from[1].addr[15], 0); /* host bits dropped */
+    ck_assert_uint_eq(a->real_ip_from_count, 2);
+    ck_assert_str_eq(a->real_ip_header, "X-Forwarded-For");
+    ck_assert(a->real_ip_recursive);
+    ck_assert_uint_eq(a->rule_count, 1);
+    ck_assert(!a->rules[0].allow);
+    ck_assert_uint_eq(in->real_ip_from_count, 1);
+    ck_assert_uint_eq(in->real_ip_from[0].bits, 12);
+    ck_assert(in->real_ip_proxy_protocol);
+    ck_assert(in->real_ip_recursive);
+    ck_assert_uint_eq(in->rule_count, 2);
+    ck_assert(in->rules[0].allow);
+    ck_assert_uint_eq(in->rules[0].net.addr[1], 1);
+    ck_assert_uint_eq(in->rules[0].net.addr[2], 0); /* 10.1.2.3/16 is 10.1.0.0/16 */
+    ck_assert_uint_eq(in->rules[1].net.family, AF_UNSPEC);
+    ck_assert(!b->real_ip_recursive);
+    ck_assert_uint_eq(b->rule_count, 1);
+    ck_assert(b->rules[0].allow);
+    conf_free(c);
+}
+END_TEST
+
 START_TEST(lexer_forms)
 {
     struct conf_config *c =
@@ -829,8 +923,8 @@ static const struct error_case error_cases[] = {
     /* admin */
     {"admin { }", "test.conf:1:1: \"admin\" has no \"listen\""},
     {"admin { listen nowhere; }",
-     "test.conf:1:16: invalid listen address \"nowhere\" (expected HOST:PORT, [IPV6]:PORT, *:PORT "
-     "or unix:/PATH)"},
+     "test.conf:1:16: invalid listen address \"nowhere\" (expected HOST:PORT, [IPV6]:PORT, *:PORT, "
+     "PORT or unix:/PATH)"},
     {"admin { listen [::1]:9090;\n listen [0:0::1]:9090; }",
      "test.conf:2:9: duplicate listen \"[0:0::1]:9090\" (first at line 1)"},
     {"admin { listen 127.0.0.1:9090;\n listen 127.0.0.1:9090; }",
@@ -842,10 +936,16 @@ static const struct error_case error_cases[] = {
     {"server {\n  location / { return 204; }\n}", "test.conf:1:1: server has no \"listen\""},
     {"server { listen 127.0.0.1:99999; }",
      "test.conf:1:17: invalid listen address \"127.0.0.1:99999\" (expected HOST:PORT, "
-     "[IPV6]:PORT, *:PORT or unix:/PATH)"},
+     "[IPV6]:PORT, *:PORT, PORT or unix:/PATH)"},
     {"server { listen 127.0.0.1:80 ssl; }",
      "test.conf:1:30: unknown listen parameter \"ssl\" (expected tls, http2, default_server, "
-     "deferred or backlog=N)"},
+     "deferred, proxy_protocol or backlog=N)"},
+    {"server { listen 127.0.0.1:80 proxy_protocol; server_name a; }\n"
+     "server { listen 127.0.0.1:80; server_name b; }",
+     "test.conf:2:17: listen \"127.0.0.1:80\" is not proxy_protocol here but proxy_protocol at "
+     "line 1"},
+    {"server { listen 127.0.0.1:80 proxy_protocol proxy_protocol; }",
+     "test.conf:1:45: duplicate parameter \"proxy_protocol\""},
     {"server { listen 127.0.0.1:80 http2; server_name a; }\n"
      "server { listen 127.0.0.1:80; server_name b; }",
      "test.conf:2:17: listen \"127.0.0.1:80\" is not http2 here but http2 at line 1"},
@@ -1022,13 +1122,13 @@ static const struct error_case error_cases[] = {
      "own, so give only https://UPSTREAM or https://HOST:PORT"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass https://[::1]:x; } }",
      "test.conf:1:55: invalid proxy_pass address \"[::1]:x\" (expected HOST:PORT, "
-     "[IPV6]:PORT, *:PORT or unix:/PATH)"},
+     "[IPV6]:PORT, *:PORT, PORT or unix:/PATH)"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://app/x; } }",
      "test.conf:1:55: proxy_pass \"http://app/x\" has a path; requests are passed on with their "
      "own, so give only http://UPSTREAM or http://HOST:PORT"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:port; } }",
      "test.conf:1:55: invalid proxy_pass address \"127.0.0.1:port\" (expected HOST:PORT, "
-     "[IPV6]:PORT, *:PORT or unix:/PATH)"},
+     "[IPV6]:PORT, *:PORT, PORT or unix:/PATH)"},
     {"server { listen 127.0.0.1:80; location / {\n proxy_pass http://127.0.0.1:1;\n"
      " proxy_tls_verify off; } }",
      "test.conf:3:2: \"proxy_tls_verify\" needs \"proxy_pass https://...\" in the same location"},
@@ -1067,7 +1167,7 @@ static const struct error_case error_cases[] = {
      "test.conf:2:10: duplicate upstream \"app\" (first at line 1)"},
     {"upstream app { server 127.0.0.1; }",
      "test.conf:1:23: invalid server address \"127.0.0.1\" (expected HOST:PORT, [IPV6]:PORT, "
-     "*:PORT or unix:/PATH)"},
+     "*:PORT, PORT or unix:/PATH)"},
     {"upstream app { server 127.0.0.1:1 weight=0; }",
      "test.conf:1:35: weight must be from 1 to 1000, got \"0\""},
     {"upstream app { server 127.0.0.1:1 max_fails=x; }", "test.conf:1:35: invalid number \"x\""},
@@ -1075,12 +1175,38 @@ static const struct error_case error_cases[] = {
      "test.conf:1:35: invalid duration \"1y\""},
     {"upstream app { server 127.0.0.1:1 weight=2 weight=3; }",
      "test.conf:1:44: duplicate parameter \"weight\""},
-    {"upstream app { server 127.0.0.1:1 backup; }",
-     "test.conf:1:35: unknown server parameter \"backup\" (expected weight=, max_fails= or "
-     "fail_timeout=)"},
-    {"upstream app { server 127.0.0.1:1; balance random; }",
-     "test.conf:1:44: unknown balance method \"random\" (expected round_robin, least_conn or "
-     "hash)"},
+    {"upstream app { server 127.0.0.1:1 spare; }",
+     "test.conf:1:35: unknown server parameter \"spare\" (expected weight=, max_fails=, "
+     "fail_timeout=, max_conns=, slow_start=, backup, down or resolve)"},
+    {"upstream app { server 127.0.0.1:1 backup=1; }",
+     "test.conf:1:35: unknown server parameter \"backup=1\" (expected weight=, max_fails=, "
+     "fail_timeout=, max_conns=, slow_start=, backup, down or resolve)"},
+    {"upstream app { server app.internal:8000 resolve; }",
+     "test.conf:1:23: \"resolve\" needs a \"resolver\" in the upstream block"},
+    {"upstream app { resolver 127.0.0.1; server app.internal resolve; }",
+     "test.conf:1:43: invalid server name \"app.internal\" for resolve (expected NAME:PORT)"},
+    {"upstream app { resolver dns.internal; server 127.0.0.1:1; }",
+     "test.conf:1:25: invalid resolver \"dns.internal\" (expected an IP address, with a port or "
+     "for port 53)"},
+    {"upstream app { server 127.0.0.1:1; balance fastest; }",
+     "test.conf:1:44: unknown balance method \"fastest\" (expected round_robin, least_conn, "
+     "ip_hash, hash or random)"},
+    {"upstream app { server 127.0.0.1:1; balance hash $cookie_x; }",
+     "test.conf:1:49: unsupported hash key \"$cookie_x\" (expected $remote_addr, $request_uri, "
+     "$host or $http_NAME)"},
+    {"upstream app { server 127.0.0.1:1; balance random three; }",
+     "test.conf:1:51: unexpected \"three\" after \"balance random\""},
+    {"upstream app { server 127.0.0.1:1; health_check rise=0; }",
+     "test.conf:1:49: rise must be from 1 to 1000, got \"0\""},
+    {"upstream app { server 127.0.0.1:1; health_check \"uri=/a b\"; }",
+     "test.conf:1:49: invalid health_check uri \"/a b\" (a path of at most 256 bytes, without "
+     "spaces)"},
+    {"upstream app { server 127.0.0.1:1; health_check match=2xx,6xx; }",
+     "test.conf:1:49: invalid health_check match \"2xx,6xx\" (expected statuses or classes such "
+     "as 2xx, separated by commas)"},
+    {"upstream app { server 127.0.0.1:1; health_check every=1s; }",
+     "test.conf:1:49: unknown health_check parameter \"every=1s\" (expected interval=, "
+     "timeout=, rise=, fall=, uri=, match= or port=)"},
     {"upstream app { server 127.0.0.1:1; keepalive -1; }", "test.conf:1:46: invalid number \"-1\""},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_set_header \"Bad Name\" x; } }",
@@ -1116,6 +1242,31 @@ static const struct error_case error_cases[] = {
     {"include x { }", "test.conf:1:11: \"include\" does not take a \"{ ... }\" block"},
     {"include '';", "test.conf:1:9: empty path"},
     {"include ./;", "test.conf:1:9: cannot read \".\": No such file or directory"},
+    /* real_ip, allow, deny */
+    {"set_real_ip_from 10.0.0.0/33;",
+     "test.conf:1:18: invalid prefix length in \"10.0.0.0/33\" (expected 0 to 32)"},
+    {"set_real_ip_from 2001:db8::/129;",
+     "test.conf:1:18: invalid prefix length in \"2001:db8::/129\" (expected 0 to 128)"},
+    {"set_real_ip_from all;",
+     "test.conf:1:18: invalid address \"all\" (expected an IPv4 or IPv6 address or "
+     "ADDRESS/BITS)"},
+    {"set_real_ip_from unix:;",
+     "test.conf:1:18: invalid address \"unix:\" (expected an IPv4 or IPv6 address or "
+     "ADDRESS/BITS)"},
+    {"set_real_ip_from 10.0.0.0/x;",
+     "test.conf:1:18: invalid prefix length in \"10.0.0.0/x\" (expected 0 to 32)"},
+    {"real_ip_header X-Real-IP; real_ip_header X-Forwarded-For;",
+     "test.conf:1:27: duplicate \"real_ip_header\" (first at line 1)"},
+    {"real_ip_header \"X Real\";", "test.conf:1:16: invalid header name \"X Real\""},
+    {"real_ip_recursive yes;", "test.conf:1:19: invalid value \"yes\" (expected on or off)"},
+    {"server { listen 127.0.0.1:80; location / { allow 10.0.0.300; return 204; } }",
+     "test.conf:1:50: invalid address \"10.0.0.300\" (expected an IPv4 or IPv6 address, "
+     "ADDRESS/BITS or all)"},
+    {"deny;", "test.conf:1:1: \"deny\" takes 1 argument, got 0"},
+    {"allow 10.0.0.1 10.0.0.2;", "test.conf:1:1: \"allow\" takes 1 argument, got 2"},
+    {"upstream app { server 127.0.0.1:1; deny all; }",
+     "test.conf:1:36: \"deny\" is not allowed in upstream (it belongs at top level or in "
+     "server or location)"},
 };
 
 START_TEST(error_table)
@@ -1587,6 +1738,7 @@ Suite *test_suite(void)
     tcase_add_test(valid, tls_server);
     tcase_add_test(valid, https_proxy_pass);
     tcase_add_test(valid, servers_told_apart);
+    tcase_add_test(valid, access_inheritance);
     tcase_add_test(valid, lexer_forms);
     tcase_add_test(valid, default_text_parses);
     tcase_add_test(valid, relative_paths_follow_their_file);

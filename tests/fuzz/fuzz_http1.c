@@ -20,7 +20,7 @@ static char front_path[108], back_path[108];
 
 static struct http_return ok = {200, "ok\n", 3};
 static struct http_return created = {201, "created\n", 8};
-static struct http_location back_locations[] = {{"/", 1, false, &http_return_handler, &ok}};
+static struct http_location back_locations[] = {{"/", 1, false, &http_return_handler, &ok, NULL}};
 static struct http_vhost back_vhost = {.locations = back_locations, .location_count = 1};
 static struct http_site back_site = {.vhosts = &back_vhost, .vhost_count = 1};
 
@@ -33,8 +33,8 @@ static struct proxy_location proxy = {
     .hide_headers = hide_headers,
     .hide_header_count = 1};
 static struct http_location front_locations[] = {
-    {"/p", 2, false, &proxy_handler, &proxy},
-    {"/", 1, false, &http_return_handler, &created},
+    {"/p", 2, false, &proxy_handler, &proxy, NULL},
+    {"/", 1, false, &http_return_handler, &created, NULL},
 };
 static const char *const names[] = {"example.com", "*.example.org"};
 static struct http_vhost front_vhost = {
@@ -60,7 +60,7 @@ static void start_server(void)
 
     char address[128];
     snprintf(address, sizeof(address), "unix:%s", back_path);
-    struct proxy_server_conf server = {address, 1, 0, 0};
+    struct proxy_server_conf server = {.address = address, .weight = 1};
     struct proxy_upstream_conf upstream = {.name = "back",
                                            .servers = &server,
                                            .server_count = 1,

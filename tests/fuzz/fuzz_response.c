@@ -81,7 +81,7 @@ static struct proxy_location proxy = {.conf = {.connect_timeout_ms = 2000,
                                       .set_header_count = 1,
                                       .hide_headers = hide_headers,
                                       .hide_header_count = 1};
-static struct http_location front_locations[] = {{"/p", 2, false, &proxy_handler, &proxy}};
+static struct http_location front_locations[] = {{"/p", 2, false, &proxy_handler, &proxy, NULL}};
 static const char *const names[] = {"example.com"};
 static struct http_vhost front_vhost = {
     .names = names, .name_count = 1, .locations = front_locations, .location_count = 1};
@@ -125,7 +125,7 @@ static void start_server(void)
     front_vhost.limits = limits;
     char address[128];
     snprintf(address, sizeof(address), "unix:%s", back_path);
-    struct proxy_server_conf server = {address, 1, 0, 0};
+    struct proxy_server_conf server = {.address = address, .weight = 1};
     struct proxy_upstream_conf upstream = {.name = "back",
                                            .servers = &server,
                                            .server_count = 1,

@@ -31,7 +31,7 @@ static char dir[64] = "/tmp/corral-fuzz-tls-XXXXXX";
 static char socket_path[128], ec_cert[128], ec_key[128], rsa_cert[128], rsa_key[128];
 
 static struct http_return ok = {200, "ok\n", 3};
-static struct http_location locations[] = {{"/", 1, false, &http_return_handler, &ok}};
+static struct http_location locations[] = {{"/", 1, false, &http_return_handler, &ok, NULL}};
 static const char *const example_names[] = {"example.com"};
 static const char *const wildcard_names[] = {"*.example.org"};
 static struct http_vhost vhosts[] = {

@@ -78,19 +78,19 @@ static const struct http_handler gather_handler = {
 };
 
 static const struct http_location main_locations[] = {
-    {"/", 1, false, &http_return_handler, &ret_root},
-    {"/exact", 6, true, &http_return_handler, &ret_exact},
-    {"/prefix/", 8, false, &http_return_handler, &ret_prefix},
-    {"/moved", 6, true, &http_return_handler, &ret_moved},
-    {"/moved-far", 10, true, &http_return_handler, &ret_moved_far},
-    {"/coded/", 7, false, &coded_handler, NULL},
-    {"/gather/", 8, false, &gather_handler, NULL},
+    {"/", 1, false, &http_return_handler, &ret_root, NULL},
+    {"/exact", 6, true, &http_return_handler, &ret_exact, NULL},
+    {"/prefix/", 8, false, &http_return_handler, &ret_prefix, NULL},
+    {"/moved", 6, true, &http_return_handler, &ret_moved, NULL},
+    {"/moved-far", 10, true, &http_return_handler, &ret_moved_far, NULL},
+    {"/coded/", 7, false, &coded_handler, NULL, NULL},
+    {"/gather/", 8, false, &gather_handler, NULL, NULL},
 };
 static const struct http_location wild_locations[] = {
-    {"/", 1, false, &http_return_handler, &ret_wild},
+    {"/", 1, false, &http_return_handler, &ret_wild, NULL},
 };
 static const struct http_location named_locations[] = {
-    {"/only", 5, false, &http_return_handler, &ret_named},
+    {"/only", 5, false, &http_return_handler, &ret_named, NULL},
 };
 static const char *const main_names[] = {"main.example"};
 static const char *const wild_names[] = {"*.wild.example"};
@@ -127,10 +127,22 @@ static void start(uint32_t header_timeout_ms, uint32_t keepalive_timeout_ms)
         limits.header_timeout_ms = limits.body_timeout_ms = header_timeout_ms;
     if (keepalive_timeout_ms)
         limits.keepalive_timeout_ms = keepalive_timeout_ms;
-    vhosts[0] = (struct http_vhost){main_names, 1, main_locations,
-                                    sizeof(main_locations) / sizeof(main_locations[0]), limits};
-    vhosts[1] = (struct http_vhost){wild_names, 1, wild_locations, 1, limits};
-    vhosts[2] = (struct http_vhost){named_names, 1, named_locations, 1, limits};
+    vhosts[0] =
+        (struct http_vhost){.names = main_names,
+                            .name_count = 1,
+                            .locations = main_locations,
+                            .location_count = sizeof(main_locations) / sizeof(main_locations[0]),
+                            .limits = limits};
+    vhosts[1] = (struct http_vhost){.names = wild_names,
+                                    .name_count = 1,
+                                    .locations = wild_locations,
+                                    .location_count = 1,
+                                    .limits = limits};
+    vhosts[2] = (struct http_vhost){.names = named_names,
+                                    .name_count = 1,
+                                    .locations = named_locations,
+                                    .location_count = 1,
+                                    .limits = limits};
     site = (struct http_site){
         .vhosts = vhosts, .vhost_count = 3, .stats = stats, .access_log = access_log};
 

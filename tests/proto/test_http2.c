@@ -22,7 +22,8 @@
 
 /* ------------------------------------------------------------- backend */
 
-/* Answers every request with "len=N" (N: the body's bytes) and closes; a
+/* Answers every request with "len=N" (N: the body's bytes) and closes
+ * (POST /p/sha: with the body kept in the file "received"); a
  * response of `big` bytes for /p/big, after two seconds for /p/slow;
  * for /p/hold it waits three seconds before it reads the body.  A
  * thread per connection, so that slow requests overlap. */
@@ -74,12 +75,27 @@ static void backend_serve(const struct backend_conn *b, int fd)
             memcpy(tail, n >= 5 ? buf + n - 5 : buf, n >= 5 ? 5 : (size_t)n);
         }
     } else {
+        /* /p/sha: the body is kept for the test to compare its SHA-256. */
+        FILE *keep = NULL;
+        if (strncmp(head, "POST /p/sha ", 12) == 0) {
+            char path[PATH_MAX];
+            test_daemon_file(path, sizeof(path), "received");
+            keep = fopen(path, "w");
+            if (keep != NULL)
+                fwrite(end + 4, 1, body_in_head, keep);
+        }
         while (got < length) {
             ssize_t n = recv(fd, buf, sizeof(buf), 0);
             if (n <= 0)
-                return;
+                break;
             got += (size_t)n;
+            if (keep != NULL)
+                fwrite(buf, 1, (size_t)n, keep);
         }
+        if (keep != NULL)
+            fclose(keep);
+        if (got < length)
+            return;
     }
     char reply[256];
     if (strncmp(head, "GET /p/big ", 11) == 0) {
@@ -138,7 +154,8 @@ static void *backend_run(void *arg)
     return NULL;
 }
 
-static void backend_start(struct backend *b, size_t big)
+/* Takes a port that refuses connections until backend_listen(). */
+static void backend_bind(struct backend *b, size_t big)
 {
     *b = (struct backend){.big = big};
     b->fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -146,13 +163,23 @@ static void backend_start(struct backend *b, size_t big)
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(addr);
     ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(b->fd, 128), 0);
     ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
     b->port = ntohs(addr.sin_port);
+}
+
+static void backend_listen(struct backend *b)
+{
+    ck_assert_int_eq(listen(b->fd, 128), 0);
     /* accept() wakes every 100 ms to see the stop flag. */
     struct timeval tv = {0, 100000};
     setsockopt(b->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_run, b), 0);
+}
+
+static void backend_start(struct backend *b, size_t big)
+{
+    backend_bind(b, big);
+    backend_listen(b);
 }
 
 static void backend_stop(struct backend *b)
@@ -205,6 +232,37 @@ static int run(const char *command, char *out, size_t size)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* The SHA-256 of `file` (of the test's directory) in hex. */
+static void sha256_of(const char *file, char *out, size_t size)
+{
+    char command[2 * PATH_MAX];
+    snprintf(command, sizeof(command), "cd %s && sha256sum %s | cut -c1-64", test_daemon_dir(),
+             file);
+    ck_assert_int_eq(run(command, out, size), 0);
+    out[strcspn(out, "\n")] = '\0';
+    ck_assert_uint_eq(strlen(out), 64);
+}
+
+/* Whether the backend received the body of `file` whole: same SHA-256. */
+static void check_received(const char *file)
+{
+    char sent[128], received[128];
+    sha256_of(file, sent, sizeof(sent));
+    sha256_of("received", received, sizeof(received));
+    ck_assert_str_eq(received, sent);
+}
+
+/* Makes cert.pem and key.pem in the test's directory. */
+static void make_certificate(void)
+{
+    char command[2 * PATH_MAX];
+    snprintf(command, sizeof(command),
+             "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+             "-keyout key.pem -out cert.pem -days 2 -subj /CN=localhost >/dev/null 2>&1",
+             test_daemon_dir());
+    ck_assert_int_eq(system(command), 0);
+}
+
 /* curl with `args`, against 127.0.0.1:port; prints the body, then
  * " v=VERSION code=STATUS". */
 static void curl(int port, const char *args, const char *path, char *out, size_t size)
@@ -230,6 +288,17 @@ START_TEST(prior_knowledge_get_and_http1_on_the_same_port)
     ck_assert_str_eq(out, "hello v=1.1 code=200");
     curl(d.port, "--http2-prior-knowledge", "/nothing-here/../", out, sizeof(out));
     ck_assert_str_eq(out, "hello v=2 code=200");
+    /* Both framers send the one Date formatter's value. */
+    for (int i = 0; i < 2; i++) {
+        char command[512];
+        snprintf(command, sizeof(command),
+                 "curl -s --max-time 20 %s -D - -o /dev/null http://127.0.0.1:%d/ | grep -ci "
+                 "'^date: [A-Z][a-z][a-z], [0-9][0-9] [A-Z][a-z][a-z] [0-9]\\{4\\} "
+                 "[0-9][0-9]:[0-9][0-9]:[0-9][0-9] GMT.$'",
+                 i == 0 ? "--http1.1" : "--http2-prior-knowledge", d.port);
+        run(command, out, sizeof(out));
+        ck_assert_str_eq(out, "1\n");
+    }
     test_daemon_stop(&d);
 }
 END_TEST
@@ -273,6 +342,9 @@ START_TEST(proxied_get_and_large_post)
     snprintf(command, sizeof(command), "--http2-prior-knowledge --data-binary @%s", body);
     curl(d.port, command, "/p/upload", out, sizeof(out));
     ck_assert_str_eq(out, "len=8000000\n v=2 code=200");
+    curl(d.port, command, "/p/sha", out, sizeof(out));
+    ck_assert_str_eq(out, "len=8000000\n v=2 code=200");
+    check_received("body");
     /* Without a length: the proxy sends it upstream chunked. */
     snprintf(command, sizeof(command),
              "--http2-prior-knowledge -H 'Transfer-Encoding:' --data-binary @- < %s", body);
@@ -327,12 +399,7 @@ END_TEST
 START_TEST(tls_alpn_offers_h2_and_http_1_1)
 {
     char command[2 * PATH_MAX], out[512];
-    const char *dir = test_daemon_dir();
-    snprintf(command, sizeof(command),
-             "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-             "-keyout key.pem -out cert.pem -days 2 -subj /CN=localhost >/dev/null 2>&1",
-             dir);
-    ck_assert_int_eq(system(command), 0);
+    make_certificate();
     struct test_daemon d;
     start(&d, NULL, "tls http2", "    tls_certificate cert.pem;\n    tls_certificate_key key.pem;",
           "");
@@ -350,8 +417,61 @@ START_TEST(tls_alpn_offers_h2_and_http_1_1)
 }
 END_TEST
 
-/* A client that opens its window slowly: the backend's large response
- * waits upstream, not in corral's memory. */
+/* Over TLS (ALPN h2): a proxied GET, an 8 MB POST whose SHA-256 the backend
+ * checks, and 100 concurrent streams on one connection. */
+START_TEST(tls_get_large_post_and_hundred_streams)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    make_certificate();
+    struct test_daemon d;
+    start(&d, &b, "tls http2", "    tls_certificate cert.pem;\n    tls_certificate_key key.pem;",
+          "");
+    char command[3 * PATH_MAX], out[8192], body[PATH_MAX];
+    snprintf(command, sizeof(command),
+             "curl -sk --max-time 20 --http2 -w ' v=%%{http_version} code=%%{http_code}' "
+             "https://127.0.0.1:%d/p",
+             d.port);
+    run(command, out, sizeof(out));
+    ck_assert_str_eq(out, "len=0\n v=2 code=200");
+
+    test_daemon_file(body, sizeof(body), "body");
+    snprintf(command, sizeof(command), "head -c 8000000 /dev/urandom > %s", body);
+    ck_assert_int_eq(system(command), 0);
+    snprintf(command, sizeof(command),
+             "curl -sk --max-time 30 --http2 --data-binary @%s "
+             "-w ' v=%%{http_version} code=%%{http_code}' https://127.0.0.1:%d/p/sha",
+             body, d.port);
+    run(command, out, sizeof(out));
+    ck_assert_str_eq(out, "len=8000000\n v=2 code=200");
+    check_received("body");
+
+    snprintf(command, sizeof(command), "h2load -n 100 -c 1 -m 100 https://127.0.0.1:%d/p 2>&1",
+             d.port);
+    run(command, out, sizeof(out));
+    ck_assert_msg(strstr(out, "Application protocol: h2") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "100 succeeded, 0 failed") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "status codes: 100 2xx") != NULL, "%s", out);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* `name` in the source tree, found from this program's path (build/...). */
+static void source_file(char *buf, size_t size, const char *name)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ck_assert_int_gt(n, 0);
+    self[n] = '\0';
+    char *cut = strstr(self, "/build/");
+    ck_assert_ptr_nonnull(cut);
+    *cut = '\0';
+    ck_assert_int_lt(snprintf(buf, size, "%s/%s", self, name), (int)size);
+}
+
+/* A client that opens its windows slowly (python3-h2, 5 MB/s): the
+ * backend's large response waits upstream, not in corral's memory. */
 START_TEST(slow_reader_of_a_large_response_keeps_memory_bounded)
 {
     struct backend b;
@@ -365,12 +485,11 @@ START_TEST(slow_reader_of_a_large_response_keeps_memory_bounded)
     setenv("ASAN_OPTIONS", asan, 1);
     struct test_daemon d;
     start(&d, &b, "http2", "", "");
-    char command[512], out[512];
+    char command[2 * PATH_MAX], out[512], reader[PATH_MAX];
+    source_file(reader, sizeof(reader), "tests/proto/h2/slow_reader.py");
     /* 50 MB at 5 MB/s: ten seconds, during which RSS is sampled. */
     snprintf(command, sizeof(command),
-             "curl -s --max-time 60 --http2-prior-knowledge --limit-rate 5M -o /dev/null "
-             "-w '%%{size_download}' http://127.0.0.1:%d/p/big & echo $!",
-             d.port);
+             "PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 %s %d /p/big 5000000 60", reader, d.port);
     FILE *p = popen(command, "r");
     ck_assert_ptr_nonnull(p);
     long max_rss_kb = 0;
@@ -390,7 +509,7 @@ START_TEST(slow_reader_of_a_large_response_keeps_memory_bounded)
     out[n] = '\0';
     pclose(p);
     char *log = test_daemon_log(&d);
-    ck_assert_msg(strstr(out, "52428800") != NULL, "%s\n%s", out, log);
+    ck_assert_msg(strstr(out, "status=200 bytes=52428800") != NULL, "%s\n%s", out, log);
     free(log);
     /* Far below the 50 MB body (ASan's own overhead included). */
     ck_assert_msg(max_rss_kb < 64 * 1024, "RSS reached %ld kB", max_rss_kb);
@@ -527,6 +646,10 @@ START_TEST(stream_stalled_at_a_zero_window_is_reset)
     ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", metrics, sizeof(metrics)), 200);
     ck_assert_msg(strstr(metrics, "corral_client_timeouts_total{kind=\"send\"} 1") != NULL, "%s",
                   metrics);
+    ck_assert_msg(strstr(metrics, "corral_http2_events_total{event=\"streams_stalled\"} 1") != NULL,
+                  "%s", metrics);
+    ck_assert_msg(strstr(metrics, "corral_http2_events_total{event=\"resets_sent\"} 1") != NULL,
+                  "%s", metrics);
     test_daemon_stop(&d);
 }
 END_TEST
@@ -559,7 +682,120 @@ START_TEST(idle_connection_gets_goaway_and_closes)
     ck_assert(goaway_then_close(fd, 0));
     ck_assert_uint_ge(test_now_ms() - start_ms, 900);
     close(fd);
+    char metrics[16384];
+    ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", metrics, sizeof(metrics)), 200);
+    ck_assert_msg(strstr(metrics, "corral_http2_events_total{event=\"goaway_no_error\"} 1") != NULL,
+                  "%s", metrics);
     test_daemon_stop(&d);
+}
+END_TEST
+
+/* A stream the client resets while its backend is slow is counted, and so
+ * is the stream. */
+START_TEST(client_reset_is_counted)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "");
+    /* The preface, empty SETTINGS, an ACK, GET /p/slow (HPACK: :method GET,
+     * :scheme http, :path /p/slow, :authority a) and RST_STREAM(CANCEL). */
+    static const char request[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                  "\0\0\0\4\0\0\0\0\0"
+                                  "\0\0\0\4\1\0\0\0\0"
+                                  "\0\0\x0e\1\5\0\0\0\1"
+                                  "\x82\x86\x04\x07/p/slow\x41\1a"
+                                  "\0\0\4\3\0\0\0\0\1\0\0\0\x08";
+    int fd = test_connect(d.port);
+    test_send_all(fd, request, sizeof(request) - 1);
+    char metrics[16384];
+    bool counted = false;
+    for (int i = 0; i < 200 && !counted; i++) {
+        usleep(10000);
+        ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", metrics, sizeof(metrics)), 200);
+        counted = strstr(metrics, "corral_http2_events_total{event=\"resets_received\"} 1") != NULL;
+    }
+    ck_assert_msg(counted, "%s", metrics);
+    ck_assert_msg(strstr(metrics, "corral_http2_events_total{event=\"streams_opened\"} 1") != NULL,
+                  "%s", metrics);
+    close(fd);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* Reads frames until stream `id` ends (END_STREAM on its HEADERS or DATA,
+ * or its RST_STREAM), or 10 s pass: whether it did. */
+static bool stream_ends(int fd, unsigned id)
+{
+    unsigned char frame[9], payload[16384];
+    uint64_t start_ms = test_now_ms();
+    while (test_now_ms() - start_ms < 10000 && test_recv_all(fd, frame, 9) == 9) {
+        size_t len = (size_t)frame[0] << 16 | (size_t)frame[1] << 8 | frame[2];
+        ck_assert_uint_le(len, sizeof(payload));
+        ck_assert_uint_eq(test_recv_all(fd, payload, len), len);
+        unsigned sid = (unsigned)(frame[5] & 0x7f) << 24 | (unsigned)frame[6] << 16 |
+                       (unsigned)frame[7] << 8 | frame[8];
+        bool end = (frame[3] == 0 || frame[3] == 1) && (frame[4] & 1) != 0;
+        if (sid == id && (end || frame[3] == 3))
+            return true;
+    }
+    return false;
+}
+
+/* A backend that refused the first connection and listens later: once its
+ * fail_timeout has passed, HTTP/2 requests reach it as HTTP/1.1 ones do, on
+ * the connection that saw the 502 as on a new one, and the error log says
+ * the server was marked down. */
+START_TEST(backend_up_after_a_refused_connect_serves_http2)
+{
+    struct backend b;
+    backend_bind(&b, 0);
+    char extra[256];
+    snprintf(extra, sizeof(extra), "upstream late { server 127.0.0.1:%d fail_timeout=1s; }",
+             b.port);
+    struct test_daemon d;
+    start(&d, NULL, "http2", "    location /late { proxy_pass http://late; }", extra);
+    /* The preface, empty SETTINGS, an ACK of the server's, and GET /late
+     * (HPACK: :method GET, :scheme http, :path /late, :authority a). */
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                  "\0\0\0\4\0\0\0\0\0"
+                                  "\0\0\0\4\1\0\0\0\0";
+    static const char get1[] = "\0\0\x0c\1\5\0\0\0\1"
+                               "\x82\x86\x04\x05/late\x41\1a";
+    static const char get3[] = "\0\0\x0c\1\5\0\0\0\3"
+                               "\x82\x86\x04\x05/late\x41\1a";
+    int fd = test_connect(d.port);
+    test_send_all(fd, preface, sizeof(preface) - 1);
+    test_send_all(fd, get1, sizeof(get1) - 1);
+    ck_assert(stream_ends(fd, 1));
+    char out[512];
+    curl(d.port, "--http1.1", "/late", out, sizeof(out));
+    ck_assert_msg(strstr(out, "v=1.1 code=502") != NULL, "%s", out);
+
+    backend_listen(&b);
+    usleep(1500 * 1000); /* fail_timeout */
+    test_send_all(fd, get3, sizeof(get3) - 1);
+    ck_assert(stream_ends(fd, 3));
+    close(fd);
+    curl(d.port, "--http2-prior-knowledge", "/late", out, sizeof(out));
+    ck_assert_str_eq(out, "len=0\n v=2 code=200");
+    curl(d.port, "--http1.1", "/late", out, sizeof(out));
+    ck_assert_str_eq(out, "len=0\n v=1.1 code=200");
+    test_daemon_stop(&d);
+    backend_stop(&b);
+
+    char path[PATH_MAX];
+    test_daemon_file(path, sizeof(path), "access.log");
+    char *log = test_read_file(path);
+    const char *first = strstr(log, "\"GET /late HTTP/2.0\" 502");
+    ck_assert_msg(first != NULL, "%s", log);
+    ck_assert_msg(strstr(first, "\"GET /late HTTP/2.0\" 200") != NULL, "%s", log);
+    free(log);
+    log = test_daemon_log(&d);
+    ck_assert_msg(strstr(log, "127.0.0.1:") != NULL && strstr(log, "marked down") != NULL, "%s",
+                  log);
+    free(log);
 }
 END_TEST
 
@@ -583,13 +819,16 @@ Suite *test_suite(void)
     tcase_add_test(tc, tls_alpn_offers_h2_and_http_1_1);
     tcase_add_test(tc, stream_stalled_at_a_zero_window_is_reset);
     tcase_add_test(tc, idle_connection_gets_goaway_and_closes);
+    tcase_add_test(tc, client_reset_is_counted);
 
     tc = new_case(suite, "streams", 60);
     tcase_add_test(tc, proxied_get_and_large_post);
+    tcase_add_test(tc, tls_get_large_post_and_hundred_streams);
     tcase_add_test(tc, hundred_concurrent_streams_on_one_connection);
     tcase_add_test(tc, slow_reader_of_a_large_response_keeps_memory_bounded);
     tcase_add_test(tc, reload_with_streams_in_flight_loses_none);
     tcase_add_test(tc, paused_request_body_stalls_only_its_stream);
     tcase_add_test(tc, graceful_stop_lets_open_streams_finish);
+    tcase_add_test(tc, backend_up_after_a_refused_connect_serves_http2);
     return suite;
 }

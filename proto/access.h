@@ -1,0 +1,68 @@
+/*
+ * access.h: who a request's client is and whether it may come in: the
+ * real client address behind trusted proxies (nginx's set_real_ip_from,
+ * real_ip_header, real_ip_recursive) and the allow/deny rules checked
+ * against it.  The config language fills struct access_conf; the framers
+ * call access_check() once a request's location is known.
+ */
+#ifndef CORRAL_PROTO_ACCESS_H
+#define CORRAL_PROTO_ACCESS_H
+
+#include <corral.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* An IPv4 or IPv6 network ("192.0.2.0/24"; an address alone is a /32 or
+ * /128), or every address. */
+struct access_net {
+    uint8_t family;   /* AF_INET, AF_INET6; AF_UNSPEC: all */
+    uint8_t bits;     /* the prefix length */
+    uint8_t addr[16]; /* network byte order, the bits past the prefix zero */
+};
+
+struct access_rule {
+    struct access_net net;
+    bool allow; /* else deny */
+};
+
+/* One location's settings, its server's and the top level's merged in
+ * (a list a block does not set is its parent's, as in nginx).  The
+ * config owns the arrays and the string. */
+struct access_conf {
+    struct access_net *real_ip_from; /* set_real_ip_from: trusted proxies */
+    size_t real_ip_from_count;
+    char *real_ip_header;        /* real_ip_header NAME; NULL: X-Real-IP */
+    bool real_ip_proxy_protocol; /* real_ip_header proxy_protocol */
+    bool real_ip_recursive;
+    struct access_rule *rules; /* allow and deny, in order */
+    size_t rule_count;
+    /* Whether the block wrote these itself: for inheritance, in conf/. */
+    bool has_real_ip_header, has_real_ip_recursive;
+};
+
+/* Whether `conf` asks for anything: else access_check() need not run. */
+static inline bool access_conf_active(const struct access_conf *conf)
+{
+    return conf->real_ip_from_count > 0 || conf->rule_count > 0;
+}
+
+struct exchange;
+struct http_request;
+
+/* Sets the exchange's client address (its `client`, which
+ * exchange_client_host() formats) for `req`, which came on `conn`: the
+ * connection's peer (the source of its PROXY header, if any), replaced by
+ * the address in conf's real_ip_header when that peer is trusted; then
+ * checks the allow/deny rules against it.  Returns 0, or 403 when a rule
+ * denies the client.  `conf` NULL (the location has none of these): the
+ * peer, and no rules.  Framers call it for every request they route. */
+unsigned access_check(struct exchange *ex, const corral_conn *conn, const struct access_conf *conf,
+                      const struct http_request *req);
+
+/* Whether `addr` (IPv4, or IPv6: an IPv4-mapped one counts as IPv4) is
+ * in `net`. */
+bool access_net_contains(const struct access_net *net, const struct sockaddr *addr);
+
+#endif

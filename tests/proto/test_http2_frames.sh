@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Raw-frame HTTP/2 tests (tests/proto/h2/h2frames.py): malformed requests and
+# the known HTTP/2 attacks against build/corral, then build/asan/corral (whose
+# sanitizer reports fail the run), each in front of a recording backend.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+py=/usr/bin/python3
+export PYTHONDONTWRITEBYTECODE=1 # nothing written into the tree
+harness=tests/proto/h2/h2frames.py
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$py" -c 'import h2, hpack' 2>/dev/null || fail "python3-h2 is not installed (scripts/deps.sh)"
+ninja build/corral build/asan/corral >/dev/null || fail "build"
+
+failed=0
+# Each run bounds itself (~60 s); the timeout is for a harness that hangs.
+echo "=== build/corral"
+timeout 300 "$py" "$harness" -v --daemon build/corral || failed=1
+echo "=== build/asan/corral"
+# ASan's quarantine keeps freed memory resident: no RSS bounds there.
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+  timeout 300 "$py" "$harness" -v --daemon build/asan/corral --no-rss || failed=1
+((failed == 0)) || fail "raw-frame HTTP/2 cases (above)"
+echo "PASS: raw-frame HTTP/2 cases against build/corral and build/asan/corral"

@@ -1,0 +1,1001 @@
+/*
+ * test_upstream.c: upstream groups.  Unit cases pick servers from an
+ * upstream built in memory (each algorithm's distribution, the consistent
+ * ring, slow_start, backups, max_conns); daemon cases run build/corral in
+ * front of small threaded backends written here (active health checks,
+ * backup servers, max_conns over 2 workers, the retry policy).
+ */
+#include "../daemon.h"
+#include "../helpers.h"
+#include "proto/balance.h"
+#include "proto/health.h"
+#include "proto/resolve.h"
+#include "proto/upstream.h"
+
+#include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
+
+/* ------------------------------------------------------------ in memory */
+
+static char addresses[UPSTREAM_MAX_SERVERS][32];
+
+/* An upstream of `count` servers 127.0.0.1:9001... with the given
+ * settings (NULL: defaults), for one worker. */
+static struct proxy_upstream *upstream_of(size_t count, const struct proxy_server_conf *servers,
+                                          enum proxy_balance balance, bool consistent)
+{
+    struct proxy_server_conf conf[UPSTREAM_MAX_SERVERS];
+    for (size_t i = 0; i < count; i++) {
+        conf[i] = servers != NULL ? servers[i] : PROXY_SERVER_CONF_DEFAULT;
+        snprintf(addresses[i], sizeof(addresses[i]), "127.0.0.1:%zu", 9001 + i);
+        conf[i].address = addresses[i];
+    }
+    struct proxy_upstream_conf up = PROXY_UPSTREAM_CONF_DEFAULT;
+    up.name = "u";
+    up.servers = conf;
+    up.server_count = count;
+    up.balance = balance;
+    up.hash_consistent = consistent;
+    struct proxy_upstream *out;
+    ck_assert_int_eq(proxy_upstream_new(&up, 1, &out), 0);
+    return out;
+}
+
+static int pick(struct proxy_upstream *up, uint32_t hash)
+{
+    return upstream_pick_server(up, upstream_worker_of(up, NULL), 0, hash, 1000000);
+}
+
+static uint32_t key_hash(unsigned n)
+{
+    char key[32];
+    snprintf(key, sizeof(key), "/item/%u", n);
+    struct http_request req = {.target = {key, strlen(key)}};
+    struct balance_key *k;
+    ck_assert_int_eq(balance_key_new("$request_uri", &k), 0);
+    uint32_t h = balance_key_hash(k, &req, "");
+    balance_key_free(k);
+    return h;
+}
+
+#define KEYS 20000
+
+START_TEST(consistent_hash_moves_about_one_nth_of_the_keys)
+{
+    for (size_t n = 3; n <= 8; n++) {
+        struct proxy_upstream *before = upstream_of(n, NULL, PROXY_BALANCE_HASH, true);
+        struct proxy_upstream *after = upstream_of(n + 1, NULL, PROXY_BALANCE_HASH, true);
+        unsigned moved = 0, share[UPSTREAM_MAX_SERVERS] = {0};
+        for (unsigned k = 0; k < KEYS; k++) {
+            uint32_t h = key_hash(k);
+            int a = pick(before, h), b = pick(after, h);
+            ck_assert_int_ge(a, 0);
+            share[b]++;
+            if (a != b) {
+                moved++;
+                ck_assert_int_eq(b, (int)n); /* only to the new server */
+            }
+        }
+        /* Ideally KEYS/(n+1); a ring of 160 points a server stays near it. */
+        double ideal = (double)KEYS / (double)(n + 1);
+        ck_assert_msg(moved <= ideal * 1.3 && moved >= ideal * 0.7, "%zu -> %zu servers: %u moved",
+                      n, n + 1, moved);
+        for (size_t i = 0; i <= n; i++)
+            ck_assert_msg(share[i] >= ideal * 0.7 && share[i] <= ideal * 1.3,
+                          "server %zu has %u keys", i, share[i]);
+        proxy_upstream_free(before);
+        proxy_upstream_free(after);
+    }
+}
+END_TEST
+
+START_TEST(plain_hash_spreads_and_sticks)
+{
+    struct proxy_upstream *up = upstream_of(4, NULL, PROXY_BALANCE_HASH, false);
+    unsigned share[4] = {0};
+    for (unsigned k = 0; k < KEYS; k++) {
+        int s = pick(up, key_hash(k));
+        ck_assert_int_eq(s, pick(up, key_hash(k)));
+        share[s]++;
+    }
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(share[i] >= KEYS / 4 * 0.8 && share[i] <= KEYS / 4 * 1.2, "server %d: %u", i,
+                      share[i]);
+    proxy_upstream_free(up);
+}
+END_TEST
+
+START_TEST(ip_hash_follows_the_client_address)
+{
+    struct proxy_upstream *up = upstream_of(3, NULL, PROXY_BALANCE_IP_HASH, false);
+    struct http_request req = {0};
+    unsigned share[3] = {0};
+    for (unsigned c = 0; c < 3000; c++) {
+        char client[32];
+        snprintf(client, sizeof(client), "10.0.%u.%u", c / 250, c % 250);
+        uint32_t h = balance_key_hash(NULL, &req, client);
+        int s = pick(up, h);
+        ck_assert_int_eq(s, pick(up, balance_key_hash(NULL, &req, client)));
+        share[s]++;
+    }
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(share[i] >= 800 && share[i] <= 1200, "server %d: %u", i, share[i]);
+    proxy_upstream_free(up);
+}
+END_TEST
+
+START_TEST(header_key_reads_the_named_header)
+{
+    struct balance_key *k;
+    ck_assert_int_eq(balance_key_new("$http_x_user", &k), 0);
+    struct http_header h[] = {{{"Accept", 6}, {"*/*", 3}}, {{"X-User", 6}, {" alice ", 7}}};
+    struct http_request a = {.headers = h, .header_count = 2};
+    struct http_header h2[] = {{{"x-user", 6}, {"alice", 5}}};
+    struct http_request b = {.headers = h2, .header_count = 1};
+    ck_assert_uint_eq(balance_key_hash(k, &a, "1.1.1.1"), balance_key_hash(k, &b, "2.2.2.2"));
+    balance_key_free(k);
+    ck_assert_int_eq(balance_key_new("$cookie_x", &k), -EINVAL);
+}
+END_TEST
+
+START_TEST(round_robin_follows_weights)
+{
+    struct proxy_server_conf s[2] = {PROXY_SERVER_CONF_DEFAULT, PROXY_SERVER_CONF_DEFAULT};
+    s[0].weight = 3;
+    struct proxy_upstream *up = upstream_of(2, s, PROXY_BALANCE_ROUND_ROBIN, false);
+    unsigned share[2] = {0};
+    for (int i = 0; i < 1000; i++)
+        share[pick(up, 0)]++;
+    ck_assert_uint_eq(share[0], 750);
+    proxy_upstream_free(up);
+}
+END_TEST
+
+START_TEST(random_follows_weights)
+{
+    struct proxy_server_conf s[3] = {PROXY_SERVER_CONF_DEFAULT, PROXY_SERVER_CONF_DEFAULT,
+                                     PROXY_SERVER_CONF_DEFAULT};
+    s[0].weight = 2;
+    struct proxy_upstream *up = upstream_of(3, s, PROXY_BALANCE_RANDOM, false);
+    unsigned share[3] = {0};
+    for (int i = 0; i < 8000; i++)
+        share[pick(up, 0)]++;
+    ck_assert_msg(share[0] >= 3600 && share[0] <= 4400, "%u %u %u", share[0], share[1], share[2]);
+    ck_assert_msg(share[1] >= 1600 && share[1] <= 2400, "%u %u %u", share[0], share[1], share[2]);
+    proxy_upstream_free(up);
+}
+END_TEST
+
+/* least_conn and random two steer away from a server with requests in
+ * flight (counted over all workers). */
+static const enum proxy_balance load_aware[] = {PROXY_BALANCE_LEAST_CONN, PROXY_BALANCE_RANDOM};
+
+START_TEST(load_aware_methods_avoid_the_busy_server)
+{
+    struct proxy_upstream *up = upstream_of(3, NULL, load_aware[_i], false);
+    up->random_two = true;
+    struct upstream_worker *w = upstream_worker_of(up, NULL);
+    for (int i = 0; i < 10; i++)
+        ck_assert(upstream_server_acquire(up, w, 0));
+    unsigned share[3] = {0};
+    for (int i = 0; i < 3000; i++) {
+        int s = pick(up, 0);
+        share[s]++;
+        ck_assert(upstream_server_acquire(up, w, (unsigned)s));
+        upstream_server_release(up, w, (unsigned)s);
+    }
+    ck_assert_msg(share[0] < 3000 / 10, "%u %u %u", share[0], share[1], share[2]);
+    for (int i = 0; i < 10; i++)
+        upstream_server_release(up, w, 0);
+    proxy_upstream_free(up);
+}
+END_TEST
+
+START_TEST(backup_only_when_every_primary_is_down)
+{
+    struct proxy_server_conf s[4] = {PROXY_SERVER_CONF_DEFAULT, PROXY_SERVER_CONF_DEFAULT,
+                                     PROXY_SERVER_CONF_DEFAULT, PROXY_SERVER_CONF_DEFAULT};
+    s[1].backup = true;
+    s[2].down = true;
+    struct proxy_upstream *up = upstream_of(4, s, PROXY_BALANCE_ROUND_ROBIN, false);
+    for (int i = 0; i < 20; i++) {
+        int p = pick(up, 0);
+        ck_assert_msg(p == 0 || p == 3, "picked %d", p);
+    }
+    atomic_store(&up->servers[0].checked_down, true);
+    upstream_worker_of(up, NULL)->servers[3].down_until = 2000000; /* passively */
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(pick(up, 0), 1);
+    ck_assert_int_eq(proxy_upstream_server_state(up, 0), PROXY_SERVER_DOWN);
+    ck_assert_int_eq(proxy_upstream_server_state(up, 2), PROXY_SERVER_DISABLED);
+    ck_assert(proxy_upstream_server_backup(up, 1));
+    ck_assert_uint_eq(proxy_upstream_server_count(up), 4);
+    ck_assert_str_eq(proxy_upstream_server_address(up, 3), "127.0.0.1:9004");
+    ck_assert_uint_eq(proxy_upstream_server_slot(up, 3), 0);
+    proxy_upstream_free(up);
+}
+END_TEST
+
+START_TEST(max_conns_is_a_hard_limit)
+{
+    struct proxy_server_conf s[2] = {PROXY_SERVER_CONF_DEFAULT, PROXY_SERVER_CONF_DEFAULT};
+    s[0].max_conns = 2;
+    s[1].max_conns = 1;
+    struct proxy_upstream *up = upstream_of(2, s, PROXY_BALANCE_ROUND_ROBIN, false);
+    struct upstream_worker *w = upstream_worker_of(up, NULL);
+    for (int i = 0; i < 3; i++) {
+        int p = pick(up, 0);
+        ck_assert_int_ge(p, 0);
+        ck_assert(upstream_server_acquire(up, w, (unsigned)p));
+    }
+    ck_assert_int_eq(pick(up, 0), -1);
+    ck_assert(!upstream_server_acquire(up, w, 0));
+    ck_assert_uint_eq(proxy_upstream_server_conns(up, 0), 2);
+    upstream_server_release(up, w, 0);
+    ck_assert_int_eq(pick(up, 0), 0);
+    upstream_server_release(up, w, 0);
+    upstream_server_release(up, w, 1);
+    proxy_upstream_free(up);
+}
+END_TEST
+
+START_TEST(slow_start_ramps_the_weight)
+{
+    struct proxy_server_conf s[2] = {PROXY_SERVER_CONF_DEFAULT, PROXY_SERVER_CONF_DEFAULT};
+    s[0].slow_start_ms = 10000;
+    struct proxy_upstream *up = upstream_of(2, s, PROXY_BALANCE_ROUND_ROBIN, false);
+    /* Back for a quarter of its slow start: a quarter of its weight. */
+    atomic_store(&up->servers[0].recovered_ms, 1000000 - 2500);
+    unsigned share[2] = {0};
+    for (int i = 0; i < 1000; i++)
+        share[pick(up, 0)]++;
+    ck_assert_msg(share[0] >= 180 && share[0] <= 220, "%u %u", share[0], share[1]);
+    proxy_upstream_free(up);
+}
+END_TEST
+
+START_TEST(health_match_defaults_and_lists)
+{
+    struct proxy_health_conf c = PROXY_HEALTH_CONF_DEFAULT;
+    ck_assert(upstream_health_match(&c, 200));
+    ck_assert(upstream_health_match(&c, 302));
+    ck_assert(!upstream_health_match(&c, 404));
+    c.match[204 / 64] |= 1ull << (204 % 64);
+    ck_assert(upstream_health_match(&c, 204));
+    ck_assert(!upstream_health_match(&c, 200));
+    ck_assert(!upstream_health_match(&c, 999));
+}
+END_TEST
+
+/* ------------------------------------------------------------ backends */
+
+/* A backend answering each request on its own thread, one request per
+ * connection: `status` and its name as the body, after `delay_ms`;
+ * /healthz gets `health_status` (0: the connection closes unanswered). */
+struct backend {
+    char name[16];
+    int fd, port;
+    pthread_t thread;
+    atomic_bool stop;
+    atomic_int status, health_status, delay_ms;
+    atomic_uint requests, health_requests, current, peak, live;
+};
+
+struct backend_conn {
+    struct backend *b;
+    int fd;
+};
+
+static void *backend_conn_main(void *arg)
+{
+    struct backend_conn *c = arg;
+    struct backend *b = c->b;
+    char buf[8192];
+    size_t len = 0;
+    while (len < sizeof(buf) - 1) {
+        ssize_t n = recv(c->fd, buf + len, sizeof(buf) - 1 - len, 0);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        buf[len] = '\0';
+        if (strstr(buf, "\r\n\r\n") != NULL)
+            break;
+    }
+    buf[len] = '\0';
+    if (strstr(buf, "\r\n\r\n") != NULL) {
+        int status;
+        if (strncmp(buf, "GET /healthz", 12) == 0) {
+            atomic_fetch_add(&b->health_requests, 1);
+            status = atomic_load(&b->health_status);
+        } else {
+            atomic_fetch_add(&b->requests, 1);
+            unsigned now = atomic_fetch_add(&b->current, 1) + 1;
+            unsigned peak = atomic_load(&b->peak);
+            while (now > peak && !atomic_compare_exchange_weak(&b->peak, &peak, now))
+                ;
+            int delay = atomic_load(&b->delay_ms);
+            if (delay > 0)
+                usleep((useconds_t)delay * 1000);
+            atomic_fetch_sub(&b->current, 1);
+            status = atomic_load(&b->status);
+        }
+        if (status != 0) {
+            char out[256];
+            int n = snprintf(out, sizeof(out),
+                             "HTTP/1.1 %d X\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                             status, strlen(b->name), b->name);
+            (void)!send(c->fd, out, (size_t)n, MSG_NOSIGNAL);
+        }
+    }
+    close(c->fd);
+    atomic_fetch_sub(&b->live, 1);
+    free(c);
+    return NULL;
+}
+
+static void *backend_accept_main(void *arg)
+{
+    struct backend *b = arg;
+    while (!atomic_load(&b->stop)) {
+        struct pollfd p = {.fd = b->fd, .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        int fd = accept(b->fd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        struct timeval tv = {.tv_sec = 5};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        struct backend_conn *c = malloc(sizeof(*c));
+        ck_assert_ptr_nonnull(c);
+        *c = (struct backend_conn){b, fd};
+        atomic_fetch_add(&b->live, 1);
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, backend_conn_main, c), 0);
+        pthread_detach(t);
+    }
+    return NULL;
+}
+
+/* A backend on `ip`:`port` (port 0: any). */
+static struct backend *backend_start_on(const char *name, const char *ip, int port)
+{
+    struct backend *b = calloc(1, sizeof(*b));
+    ck_assert_ptr_nonnull(b);
+    snprintf(b->name, sizeof(b->name), "%s", name);
+    atomic_store(&b->status, 200);
+    atomic_store(&b->health_status, 200);
+    /* Not inherited by the daemon, which would keep it listening. */
+    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(b->fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    ck_assert_int_eq(inet_pton(AF_INET, ip, &addr.sin_addr), 1);
+    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(b->fd, 128), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
+    b->port = ntohs(addr.sin_port);
+    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_accept_main, b), 0);
+    return b;
+}
+
+static struct backend *backend_start(const char *name)
+{
+    return backend_start_on(name, "127.0.0.1", 0);
+}
+
+static void backend_free(struct backend *b)
+{
+    atomic_store(&b->stop, true);
+    pthread_join(b->thread, NULL);
+    close(b->fd);
+    for (int i = 0; i < 500 && atomic_load(&b->live) > 0; i++)
+        usleep(10 * 1000);
+    ck_assert_uint_eq(atomic_load(&b->live), 0);
+    free(b);
+}
+
+/* ------------------------------------------------------------ daemon */
+
+/* A daemon proxying / to upstream "app" holding `upstream`; `server` and
+ * `location` go into those blocks. */
+static void start_daemon_with(struct test_daemon *d, unsigned workers, const char *upstream,
+                              const char *server, const char *location)
+{
+    test_daemon_init(d, "corral");
+    char conf[4096];
+    snprintf(conf, sizeof(conf),
+             "workers %u;\ndrain_timeout 100ms;\nadmin { listen 127.0.0.2:0; }\n"
+             "upstream app {\n%s\n}\n"
+             "server {\n    listen 127.0.0.1:0;\n%s\n"
+             "    location / {\n        proxy_pass http://app;\n%s\n    }\n}\n",
+             workers, upstream, server, location);
+    test_daemon_write_config(d, conf);
+    test_daemon_start(d);
+}
+
+static void start_daemon(struct test_daemon *d, unsigned workers, const char *upstream,
+                         const char *location)
+{
+    start_daemon_with(d, workers, upstream, "", location);
+}
+
+/* Waits up to `ms` for `text` in d's log; returns the milliseconds it
+ * took, or -1. */
+static long wait_log(const struct test_daemon *d, const char *text, unsigned ms)
+{
+    uint64_t start = test_now_ms();
+    while (test_now_ms() - start < ms) {
+        char *log = test_daemon_log(d);
+        bool found = strstr(log, text) != NULL;
+        free(log);
+        if (found)
+            return (long)(test_now_ms() - start);
+        usleep(20 * 1000);
+    }
+    return -1;
+}
+
+static int get_body(int port, char *body, size_t size)
+{
+    return test_daemon_http_get("127.0.0.1", port, "/", body, size);
+}
+
+START_TEST(failing_backend_is_marked_down_then_up)
+{
+    struct backend *a = backend_start("a"), *b = backend_start("b");
+    struct test_daemon d;
+    char upstream[512];
+    snprintf(upstream, sizeof(upstream),
+             "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d max_fails=0;\n"
+             "health_check interval=200ms timeout=150ms rise=2 fall=3 uri=/healthz;",
+             a->port, b->port);
+    start_daemon(&d, 2, upstream, "");
+    /* Checked once, not once per worker: about one probe a server per
+     * interval, 10 in 2 s (20 if each of the 2 workers probed). */
+    usleep(2000 * 1000);
+    unsigned probes = atomic_load(&a->health_requests);
+    ck_assert_msg(probes >= 5 && probes <= 14, "%u probes in 2 s", probes);
+
+    atomic_store(&a->health_status, 500);
+    char text[128];
+    snprintf(text, sizeof(text), "upstream app: 127.0.0.1:%d is down: 3 failed checks (status 500)",
+             a->port);
+    long took = wait_log(&d, text, 3000);
+    ck_assert_msg(took >= 0, "not marked down");
+    /* interval x fall = 600 ms, plus the probe under way and a loaded box. */
+    ck_assert_msg(took <= 600 + 200 + 1000, "marked down after %ld ms", took);
+    unsigned before = atomic_load(&a->requests);
+    char body[64];
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+        ck_assert_str_eq(body, "b");
+    }
+    ck_assert_uint_eq(atomic_load(&a->requests), before);
+
+    atomic_store(&a->health_status, 200);
+    snprintf(text, sizeof(text), "upstream app: 127.0.0.1:%d is up: 2 passed checks", a->port);
+    took = wait_log(&d, text, 3000);
+    ck_assert_msg(took >= 0 && took <= 400 + 200 + 1000, "marked up after %ld ms", took);
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+    ck_assert_uint_gt(atomic_load(&a->requests), before);
+    test_daemon_stop(&d);
+    backend_free(a);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(reload_keeps_the_health_state)
+{
+    struct backend *a = backend_start("a"), *b = backend_start("b");
+    struct test_daemon d;
+    char upstream[512];
+    snprintf(upstream, sizeof(upstream),
+             "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d max_fails=0;\n"
+             "health_check interval=300ms timeout=200ms rise=10 fall=1 uri=/healthz;",
+             a->port, b->port);
+    start_daemon(&d, 1, upstream, "");
+    atomic_store(&a->health_status, 0);
+    char text[128];
+    snprintf(text, sizeof(text), "127.0.0.1:%d is down", a->port);
+    ck_assert_int_ge(wait_log(&d, text, 3000), 0);
+    atomic_store(&a->health_status, 200); /* up again only after 10 passes, 3 s */
+    kill(d.pid, SIGHUP);
+    ck_assert_int_ge(wait_log(&d, "generation 1 finished", 3000), 0);
+    unsigned before = atomic_load(&a->requests);
+    char body[64];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+    ck_assert_uint_eq(atomic_load(&a->requests), before);
+    test_daemon_stop(&d);
+    backend_free(a);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(backup_gets_requests_only_when_the_primaries_are_down)
+{
+    struct backend *a = backend_start("a"), *b = backend_start("b"), *c = backend_start("c");
+    struct test_daemon d;
+    char upstream[512];
+    snprintf(upstream, sizeof(upstream),
+             "server 127.0.0.1:%d;\nserver 127.0.0.1:%d backup;\nserver 127.0.0.1:%d down;",
+             a->port, b->port, c->port);
+    start_daemon(&d, 2, upstream, "");
+    char body[64];
+    for (int i = 0; i < 10; i++) {
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+        ck_assert_str_eq(body, "a");
+    }
+    ck_assert_uint_eq(atomic_load(&b->requests), 0);
+    backend_free(a); /* refused from now on: marked down, the backup answers */
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+        ck_assert_str_eq(body, "b");
+    }
+    ck_assert_uint_eq(atomic_load(&c->requests), 0);
+    test_daemon_stop(&d);
+    backend_free(b);
+    backend_free(c);
+}
+END_TEST
+
+struct client {
+    pthread_t thread;
+    int port, status;
+};
+
+/* One GET with plain socket calls (the daemon.h clients share a buffer):
+ * the status, or 0. */
+static void *client_main(void *arg)
+{
+    struct client *c = arg;
+    c->status = 0;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)c->port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    static const char request[] = "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    char response[256] = "";
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
+        send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(request) - 1 &&
+        recv(fd, response, sizeof(response) - 1, 0) > 0)
+        sscanf(response, "HTTP/1.1 %d", &c->status);
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+START_TEST(max_conns_holds_across_two_workers)
+{
+    struct backend *a = backend_start("a");
+    atomic_store(&a->delay_ms, 600);
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream), "server 127.0.0.1:%d max_conns=2;", a->port);
+    start_daemon(&d, 2, upstream, "");
+    struct client clients[8];
+    for (int i = 0; i < COUNT(clients); i++) {
+        clients[i] = (struct client){.port = d.port};
+        ck_assert_int_eq(pthread_create(&clients[i].thread, NULL, client_main, &clients[i]), 0);
+    }
+    int ok = 0, refused = 0;
+    for (int i = 0; i < COUNT(clients); i++) {
+        pthread_join(clients[i].thread, NULL);
+        ok += clients[i].status == 200;
+        refused += clients[i].status == 502;
+    }
+    ck_assert_msg(atomic_load(&a->peak) <= 2, "%u in flight", atomic_load(&a->peak));
+    ck_assert_int_ge(ok, 2);
+    ck_assert_int_eq(ok + refused, COUNT(clients));
+    test_daemon_stop(&d);
+    backend_free(a);
+}
+END_TEST
+
+/* Three backends slower than proxy_read_timeout 1s: `location` bounds the
+ * retries; returns the status and sets the time taken and the backends
+ * asked. */
+static int slow_get(const char *location, const char *method, long *took_ms, unsigned *asked)
+{
+    struct backend *b[3];
+    char upstream[512];
+    for (int i = 0; i < 3; i++) {
+        b[i] = backend_start("slow");
+        atomic_store(&b[i]->delay_ms, 2500);
+    }
+    snprintf(upstream, sizeof(upstream),
+             "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d max_fails=0;\n"
+             "server 127.0.0.1:%d max_fails=0;",
+             b[0]->port, b[1]->port, b[2]->port);
+    struct test_daemon d;
+    start_daemon_with(&d, 1, upstream, "proxy_read_timeout 1s;", location);
+    int fd = test_connect(d.port);
+    char request[256];
+    snprintf(request, sizeof(request),
+             "%s /slow HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+             method);
+    uint64_t start = test_now_ms();
+    test_send_all(fd, request, strlen(request));
+    char response[1024] = "";
+    test_recv_all(fd, response, sizeof(response) - 1);
+    *took_ms = (long)(test_now_ms() - start);
+    close(fd);
+    int status = 0;
+    sscanf(response, "HTTP/1.1 %d", &status);
+    *asked = 0;
+    for (int i = 0; i < 3; i++)
+        *asked += atomic_load(&b[i]->requests);
+    test_daemon_stop(&d);
+    for (int i = 0; i < 3; i++)
+        backend_free(b[i]);
+    return status;
+}
+
+START_TEST(slow_get_goes_to_every_server_by_default)
+{
+    long took;
+    unsigned asked;
+    ck_assert_int_eq(slow_get("", "GET", &took, &asked), 504);
+    ck_assert_uint_eq(asked, 3);
+    ck_assert_msg(took >= 2900, "took %ld ms", took);
+}
+END_TEST
+
+START_TEST(retries_stop_at_the_configured_tries)
+{
+    long took;
+    unsigned asked;
+    ck_assert_int_eq(slow_get("proxy_next_upstream_tries 1;", "GET", &took, &asked), 504);
+    ck_assert_uint_eq(asked, 1);
+    ck_assert_msg(took >= 950 && took < 1900, "took %ld ms", took);
+}
+END_TEST
+
+START_TEST(retries_stop_at_the_configured_timeout)
+{
+    long took;
+    unsigned asked;
+    ck_assert_int_eq(slow_get("proxy_next_upstream_timeout 1500ms;", "GET", &took, &asked), 504);
+    ck_assert_uint_eq(asked, 2);
+    ck_assert_msg(took >= 1950 && took < 2900, "took %ld ms", took);
+}
+END_TEST
+
+START_TEST(timeouts_are_not_retried_when_not_listed)
+{
+    long took;
+    unsigned asked;
+    ck_assert_int_eq(slow_get("proxy_next_upstream error;", "GET", &took, &asked), 504);
+    ck_assert_uint_eq(asked, 1);
+}
+END_TEST
+
+START_TEST(post_is_not_retried_once_sent_unless_non_idempotent)
+{
+    long took;
+    unsigned asked;
+    ck_assert_int_eq(slow_get("", "POST", &took, &asked), 504);
+    ck_assert_uint_eq(asked, 1);
+    ck_assert_int_eq(
+        slow_get("proxy_next_upstream error timeout non_idempotent;", "POST", &took, &asked), 504);
+    ck_assert_uint_eq(asked, 3);
+}
+END_TEST
+
+START_TEST(listed_status_goes_to_the_next_server)
+{
+    struct backend *a = backend_start("a"), *b = backend_start("b");
+    atomic_store(&a->status, 503);
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream),
+             "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d max_fails=0;", a->port,
+             b->port);
+    start_daemon(&d, 1, upstream, "proxy_next_upstream error timeout http_503;");
+    char body[64];
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+        ck_assert_str_eq(body, "b");
+    }
+    ck_assert_uint_ge(atomic_load(&a->requests), 2);
+    /* The last server left answers as it does. */
+    atomic_store(&b->status, 503);
+    ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 503);
+    test_daemon_stop(&d);
+    backend_free(a);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(upstream_failures_are_logged_with_the_request)
+{
+    int port;
+    close(test_reserve_port(&port)); /* nothing listens there */
+    struct backend *b = backend_start("b");
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream),
+             "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d max_fails=0;", port, b->port);
+    start_daemon(&d, 1, upstream, "");
+    char body[64];
+    for (int i = 0; i < 10; i++)
+        test_daemon_http_get("127.0.0.1", d.port, "/first?x=1", body, sizeof(body));
+    char text[256];
+    snprintf(text, sizeof(text),
+             "[error] upstream app: 127.0.0.1:%d: could not connect (Connection refused), "
+             "client: 127.0.0.1, request: \"GET /first?x=1\"",
+             port);
+    ck_assert_int_ge(wait_log(&d, text, 2000), 0);
+    /* One line a second for the server; the next counts those left out. */
+    usleep(1100 * 1000);
+    test_daemon_http_get("127.0.0.1", d.port, "/second", body, sizeof(body));
+    test_daemon_http_get("127.0.0.1", d.port, "/second", body, sizeof(body));
+    ck_assert_int_ge(wait_log(&d, "request: \"GET /second\" (4 more)", 2000), 0);
+    char *log = test_daemon_log(&d);
+    unsigned lines = 0;
+    for (const char *p = log; (p = strstr(p, "could not connect")) != NULL; p++)
+        lines++;
+    free(log);
+    ck_assert_uint_eq(lines, 2);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* ------------------------------------------------------------ DNS */
+
+/* A DNS server on 127.0.0.1 answering every query with the A records of
+ * `addrs` (the first `count`), TTL 1 s. */
+struct dns_server {
+    int fd, port;
+    pthread_t thread;
+    atomic_bool stop;
+    atomic_uint count, queries;
+    _Atomic uint32_t addrs[2]; /* network order */
+};
+
+static void *dns_main(void *arg)
+{
+    struct dns_server *d = arg;
+    while (!atomic_load(&d->stop)) {
+        struct pollfd p = {.fd = d->fd, .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        uint8_t q[512], out[600];
+        struct sockaddr_storage from;
+        socklen_t from_len = sizeof(from);
+        ssize_t n = recvfrom(d->fd, q, sizeof(q), 0, (struct sockaddr *)&from, &from_len);
+        if (n < 17)
+            continue;
+        size_t pos = 12;
+        while (pos < (size_t)n && q[pos] != 0)
+            pos += q[pos] + 1u;
+        pos += 1 + 4;
+        if (pos > (size_t)n)
+            continue;
+        atomic_fetch_add(&d->queries, 1);
+        memcpy(out, q, pos);
+        out[2] = 0x81; /* a response, recursion desired */
+        out[3] = 0x80; /* recursion available, no error */
+        unsigned count = atomic_load(&d->count);
+        out[6] = 0;
+        out[7] = (uint8_t)count;
+        memset(out + 8, 0, 4);
+        for (unsigned i = 0; i < count; i++) {
+            static const uint8_t rr[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4};
+            memcpy(out + pos, rr, sizeof(rr));
+            uint32_t a = atomic_load(&d->addrs[i]);
+            memcpy(out + pos + sizeof(rr), &a, 4);
+            pos += sizeof(rr) + 4;
+        }
+        sendto(d->fd, out, pos, 0, (struct sockaddr *)&from, from_len);
+    }
+    return NULL;
+}
+
+static struct dns_server *dns_start(void)
+{
+    struct dns_server *d = calloc(1, sizeof(*d));
+    ck_assert_ptr_nonnull(d);
+    d->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(d->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(d->fd, (struct sockaddr *)&addr, &len), 0);
+    d->port = ntohs(addr.sin_port);
+    ck_assert_int_eq(pthread_create(&d->thread, NULL, dns_main, d), 0);
+    return d;
+}
+
+static void dns_answer(struct dns_server *d, const char *ip)
+{
+    struct in_addr a;
+    ck_assert_int_eq(inet_pton(AF_INET, ip, &a), 1);
+    atomic_store(&d->addrs[0], a.s_addr);
+    atomic_store(&d->count, 1);
+}
+
+static void dns_free(struct dns_server *d)
+{
+    atomic_store(&d->stop, true);
+    pthread_join(d->thread, NULL);
+    close(d->fd);
+    free(d);
+}
+
+/* GETs until one is answered by `name`, for up to `ms`: true if one was. */
+static bool answered_by(int port, const char *name, unsigned ms)
+{
+    uint64_t start = test_now_ms();
+    char body[64];
+    while (test_now_ms() - start < ms) {
+        if (test_daemon_http_try_get("127.0.0.1", port, "/", body, sizeof(body)) == 200 &&
+            strcmp(body, name) == 0)
+            return true;
+        usleep(20 * 1000);
+    }
+    return false;
+}
+
+START_TEST(changed_dns_answer_moves_traffic_without_a_reload)
+{
+    struct backend *a = backend_start_on("a", "127.0.0.1", 0);
+    struct backend *b = backend_start_on("b", "127.0.0.3", a->port);
+    struct dns_server *dns = dns_start();
+    dns_answer(dns, "127.0.0.1");
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream),
+             "resolver 127.0.0.1:%d valid=200ms;\nserver app.test:%d resolve max_fails=0;",
+             dns->port, a->port);
+    start_daemon(&d, 2, upstream, "");
+    ck_assert(answered_by(d.port, "a", 3000));
+    char body[64];
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(test_daemon_http_get("127.0.0.1", d.port, "/", body, sizeof(body)), 200);
+        ck_assert_str_eq(body, "a");
+    }
+    ck_assert_uint_eq(atomic_load(&b->requests), 0);
+
+    dns_answer(dns, "127.0.0.3");
+    ck_assert(answered_by(d.port, "b", 3000));
+    unsigned before = atomic_load(&a->requests);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(test_daemon_http_get("127.0.0.1", d.port, "/", body, sizeof(body)), 200);
+        ck_assert_str_eq(body, "b");
+    }
+    ck_assert_uint_eq(atomic_load(&a->requests), before);
+    ck_assert_int_ge(wait_log(&d, "upstream app: app.test:", 100), 0);
+    ck_assert_int_ge(wait_log(&d, "127.0.0.3 joins", 100), 0);
+    ck_assert_int_ge(wait_log(&d, "127.0.0.1 is no longer in the answer: draining", 100), 0);
+    ck_assert_uint_ge(atomic_load(&dns->queries), 2);
+    test_daemon_stop(&d);
+    dns_free(dns);
+    backend_free(a);
+    backend_free(b);
+}
+END_TEST
+
+START_TEST(resolve_server_has_empty_slots_until_an_answer)
+{
+    struct proxy_server_conf s[2] = {PROXY_SERVER_CONF_DEFAULT, PROXY_SERVER_CONF_DEFAULT};
+    s[0].address = "127.0.0.1:9001";
+    s[1].address = "app.test:8000";
+    s[1].resolve = true;
+    struct proxy_upstream_conf conf = PROXY_UPSTREAM_CONF_DEFAULT;
+    conf.name = "u";
+    conf.servers = s;
+    conf.server_count = 2;
+    struct proxy_upstream *up;
+    ck_assert_int_eq(proxy_upstream_new(&conf, 1, &up), -EINVAL); /* no resolver */
+    conf.resolvers[0] = "127.0.0.1";
+    conf.resolver_count = 1;
+    ck_assert_int_eq(proxy_upstream_new(&conf, 1, &up), 0);
+    ck_assert_uint_eq(proxy_upstream_server_count(up), 1 + UPSTREAM_RESOLVE_SLOTS);
+    for (unsigned k = 0; k < UPSTREAM_RESOLVE_SLOTS; k++) {
+        ck_assert_str_eq(proxy_upstream_server_address(up, 1 + k), "app.test:8000");
+        ck_assert_uint_eq(proxy_upstream_server_slot(up, 1 + k), k);
+        ck_assert_int_eq(proxy_upstream_server_state(up, 1 + k), PROXY_SERVER_DISABLED);
+    }
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(pick(up, 0), 0); /* the empty slots are never picked */
+    proxy_upstream_free(up);
+}
+END_TEST
+
+START_TEST(dns_answers_are_parsed)
+{
+    uint8_t q[300];
+    int len = dns_query_build("app.test", 0x1234, q, sizeof(q));
+    ck_assert_int_eq(len, 12 + 10 + 4);
+    /* The query turned into an answer with two A records and a CNAME. */
+    uint8_t m[300];
+    memcpy(m, q, (size_t)len);
+    m[2] = 0x81;
+    m[3] = 0x80;
+    m[7] = 3;
+    size_t pos = (size_t)len;
+    static const uint8_t cname[] = {0xc0, 0x0c, 0, 5, 0, 1, 0, 0, 0, 1, 0, 2, 0xc0, 0x0c};
+    static const uint8_t a1[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 10, 0, 0, 1};
+    static const uint8_t a2[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 10, 0, 0, 2};
+    memcpy(m + pos, cname, sizeof(cname));
+    pos += sizeof(cname);
+    memcpy(m + pos, a1, sizeof(a1));
+    pos += sizeof(a1);
+    memcpy(m + pos, a2, sizeof(a2));
+    pos += sizeof(a2);
+    struct in_addr out[4];
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, out, 4), 2);
+    ck_assert_uint_eq(ntohl(out[1].s_addr), 0x0a000002);
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1235, out, 4), -EINVAL);
+    ck_assert_int_eq(dns_answer_parse(m, pos - 1, 0x1234, out, 4), -EINVAL);
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, out, 1), 1);
+    m[3] = 0x83; /* NXDOMAIN */
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, out, 4), 0);
+    m[3] = 0x82; /* SERVFAIL */
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, out, 4), -EAGAIN);
+    ck_assert_int_eq(dns_query_build("a..b", 1, q, sizeof(q)), -EINVAL);
+    ck_assert_int_eq(dns_query_build("app.test", 1, q, 20), -EINVAL);
+}
+END_TEST
+
+static TCase *new_case(Suite *suite, const char *name, double timeout_s, bool daemon)
+{
+    TCase *tc = tcase_create(name);
+    if (daemon)
+        test_daemon_fixture(tc);
+    tcase_set_timeout(tc, timeout_s);
+    suite_add_tcase(suite, tc);
+    return tc;
+}
+
+Suite *test_suite(void)
+{
+    Suite *suite = suite_create("proto/upstream");
+    TCase *tc = new_case(suite, "balance", 20, false);
+    tcase_add_test(tc, consistent_hash_moves_about_one_nth_of_the_keys);
+    tcase_add_test(tc, plain_hash_spreads_and_sticks);
+    tcase_add_test(tc, ip_hash_follows_the_client_address);
+    tcase_add_test(tc, header_key_reads_the_named_header);
+    tcase_add_test(tc, round_robin_follows_weights);
+    tcase_add_test(tc, random_follows_weights);
+    tcase_add_loop_test(tc, load_aware_methods_avoid_the_busy_server, 0, COUNT(load_aware));
+    tcase_add_test(tc, backup_only_when_every_primary_is_down);
+    tcase_add_test(tc, max_conns_is_a_hard_limit);
+    tcase_add_test(tc, slow_start_ramps_the_weight);
+    tcase_add_test(tc, health_match_defaults_and_lists);
+    tcase_add_test(tc, dns_answers_are_parsed);
+    tcase_add_test(tc, resolve_server_has_empty_slots_until_an_answer);
+
+    tc = new_case(suite, "daemon", 30, true);
+    tcase_add_test(tc, failing_backend_is_marked_down_then_up);
+    tcase_add_test(tc, reload_keeps_the_health_state);
+    tcase_add_test(tc, backup_gets_requests_only_when_the_primaries_are_down);
+    tcase_add_test(tc, max_conns_holds_across_two_workers);
+    tcase_add_test(tc, changed_dns_answer_moves_traffic_without_a_reload);
+
+    tc = new_case(suite, "retry", 30, true);
+    tcase_add_test(tc, slow_get_goes_to_every_server_by_default);
+    tcase_add_test(tc, retries_stop_at_the_configured_tries);
+    tcase_add_test(tc, retries_stop_at_the_configured_timeout);
+    tcase_add_test(tc, timeouts_are_not_retried_when_not_listed);
+    tcase_add_test(tc, post_is_not_retried_once_sent_unless_non_idempotent);
+    tcase_add_test(tc, listed_status_goes_to_the_next_server);
+    tcase_add_test(tc, upstream_failures_are_logged_with_the_request);
+    return suite;
+}
