@@ -12,10 +12,12 @@
 #define MIN_BUFFER 4096
 /* Reads per wakeup before yielding to other connections (fairness). */
 #define READS_PER_TURN 16
-/* A write of at least DIRECT_WRITE_MIN bytes goes to the socket at once,
- * from the caller's memory and behind what is queued, in one writev; only
- * what the socket does not take is copied into the output buffer.  Smaller
- * writes are copied and leave together at the end of the loop iteration.
+/* A write that brings the output to at least DIRECT_WRITE_MIN bytes (what
+ * is queued counts: a response head queued before a body read in the same
+ * read is sent with it) goes to the socket at once, from the caller's
+ * memory and behind what is queued, in one writev; only what the socket
+ * does not take is copied into the output buffer.  Smaller writes are
+ * copied and leave together at the end of the loop iteration.
  * Measured with tests/bench/conn_bench.c (docs/benchmarks.md): below
  * 64 KiB a direct write costs up to 30% more CPU per MB than a copy (a
  * system call per write against one per batch); at 64 KiB the two are
@@ -23,6 +25,11 @@
  * costs a third less (and needs no buffer beyond the largest class). */
 #define DIRECT_WRITE_MIN (64 * 1024)
 size_t corral__direct_write_min = DIRECT_WRITE_MIN;
+/* The same for a layered transport (TLS): it sends a record, and makes a
+ * system call, per 16 KiB whatever the batching, so a write that fills a
+ * record gains nothing from waiting, and its copy is all the batch would
+ * cost.  Smaller ones are still gathered into full records. */
+#define DIRECT_WRITE_MIN_LAYERED (16 * 1024)
 /* Gather lists longer than this are queued: the direct write's own list
  * lives on the stack. */
 #define DIRECT_WRITE_IOV 16
@@ -412,7 +419,9 @@ void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
         return;
 
     size_t sent = 0;
-    if (total >= corral__direct_write_min && iovcnt <= DIRECT_WRITE_IOV &&
+    size_t direct_min =
+        conn->transport->layered ? DIRECT_WRITE_MIN_LAYERED : corral__direct_write_min;
+    if (conn->out_len + total >= direct_min && iovcnt <= DIRECT_WRITE_IOV &&
         conn->state == CORRAL__CONN_OPEN && conn->writable) {
         ssize_t n = conn_write_direct(conn, iov, iovcnt);
         if (n < 0) {

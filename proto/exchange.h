@@ -83,7 +83,8 @@ typedef void (*exchange_splice_cb)(struct exchange *ex, uint64_t moved, int erro
 
 /* What a framer does for its exchanges; each handler-facing function below
  * is one call through this table.  Every slot is required but `splice`,
- * which a framer that cannot move bytes inside the kernel leaves NULL. */
+ * `request_spliceable` and `request_splice`, which a framer that cannot
+ * move bytes inside the kernel leaves NULL. */
 struct exchange_ops {
     void (*begin)(struct exchange *ex, unsigned status, const char *headers, size_t headers_len,
                   int64_t content_length, struct http_str codings);
@@ -107,6 +108,9 @@ struct exchange_ops {
                   void *arg);
     /* The client's connection, for its addresses; optional. */
     const corral_conn *(*conn)(const struct exchange *ex);
+    uint64_t (*request_spliceable)(const struct exchange *ex);
+    int (*request_splice)(struct exchange *ex, corral_conn *to, uint64_t len, exchange_splice_cb cb,
+                          void *arg);
 };
 
 struct http_add_headers;
@@ -258,6 +262,40 @@ static inline bool exchange_response_started(const struct exchange *ex)
 static inline bool exchange_backed_up(const struct exchange *ex)
 {
     return ex->_ops->backed_up(ex);
+}
+
+/* How many bytes of the request body come next in the client's stream as
+ * they are, with no framing among them: the rest of a body sent with a
+ * length, or of the chunk being read.  0 when none (between chunks, the
+ * whole body read) or when they cannot move inside the kernel (a NULL slot,
+ * TLS, a framer that multiplexes), and 0 outside on_body: only there does
+ * the framer know that nothing it has read is left to deliver. */
+static inline uint64_t exchange_request_spliceable(const struct exchange *ex)
+{
+    if (ex->_ops->request_spliceable == NULL)
+        return 0;
+    return ex->_ops->request_spliceable(ex);
+}
+
+/* Sends the next `len` bytes of the request body (at most what
+ * exchange_request_spliceable() said) straight from the client's socket
+ * to `to`'s, inside the kernel (corral_conn_splice()), behind whatever the
+ * handler wrote to `to` before.  The framer counts them against the body's
+ * limits and its end as if they had been read.  Until `cb` runs, on_body
+ * is not called and the handler writes nothing to `to`; then, with
+ * `moved` == `len`, the body goes on (on_body, or on_body_end when those
+ * were its last bytes).  A shorter move with no error means the client
+ * ended its stream: the exchange is aborted after.  Returns 0 (then `cb`
+ * runs exactly once, later), or -errno and the body comes to on_body as
+ * usual: -EOPNOTSUPP (a NULL slot, TLS on either side, `len` beyond what
+ * follows raw), -EBUSY (already splicing), -EAGAIN (the loop's pipes are
+ * all in use), or corral_conn_splice()'s other errors. */
+static inline int exchange_request_splice(struct exchange *ex, corral_conn *to, uint64_t len,
+                                          exchange_splice_cb cb, void *arg)
+{
+    if (ex->_ops->request_splice == NULL)
+        return -EOPNOTSUPP;
+    return ex->_ops->request_splice(ex, to, len, cb, arg);
 }
 
 /* Stops and resumes the delivery of request body bytes to on_body (and of

@@ -32,6 +32,9 @@ struct head_scratch {
     struct http_str url;
 };
 static _Thread_local struct head_scratch scratch;
+/* The end of the input llhttp is parsing (NULL outside h1_execute()), for
+ * on_body to see that its bytes end it; per thread for the same reason. */
+static _Thread_local const char *exec_end;
 
 /* ------------------------------------------------- counters, connection steps */
 
@@ -378,19 +381,28 @@ static int on_body(llhttp_t *parser, const char *at, size_t len)
         h1->error_status = 413; /* a chunked body grew past the limit */
         return -1;
     }
-    if (ex->handler != NULL && ex->handler->on_body != NULL && !ex->response_done)
+    if (ex->handler != NULL && ex->handler->on_body != NULL && !ex->response_done) {
+        /* llhttp has counted these bytes off the body's (or the chunk's)
+         * length already: what it still expects follows them raw. */
+        ex->body_raw = at + len == exec_end && parser->content_length > 0;
         ex->handler->on_body(&ex->base, at, len);
+        ex->body_raw = false;
+    }
     return 0;
 }
 
-static int on_message_complete(llhttp_t *parser)
+void h1_request_complete(struct h1_conn *h1)
 {
-    struct h1_conn *h1 = parser->data;
     struct h1_exchange *ex = &h1->ex;
     ex->request_done = true;
     corral_conn_set_timeouts(h1->conn, 0, h1->vhost->limits.send_timeout_ms);
     if (ex->handler != NULL && ex->handler->on_body_end != NULL && !ex->response_done)
         ex->handler->on_body_end(&ex->base);
+}
+
+static int on_message_complete(llhttp_t *parser)
+{
+    h1_request_complete(parser->data);
     /* Stop here: a pipelined request waits until this one is answered. */
     return HPE_PAUSED;
 }
@@ -425,7 +437,7 @@ static bool request_line_valid(const char *head, size_t len)
     return memchr(sp2 + 1, ' ', (size_t)(eol - sp2 - 1)) == NULL;
 }
 
-static void h1_parser_free(struct h1_conn *h1)
+void h1_parser_free(struct h1_conn *h1)
 {
     free(h1->parser);
     h1->parser = NULL;
@@ -434,8 +446,11 @@ static void h1_parser_free(struct h1_conn *h1)
 /* Feeds llhttp; returns bytes consumed, or SIZE_MAX after refusing. */
 static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
 {
-    assert(h1->parser != NULL); /* from a head's start to its message's end */
+    assert(h1->parser != NULL);       /* from a head's start to its message's end */
+    const char *outer_end = exec_end; /* none: handlers parse nothing, but cheap to keep */
+    exec_end = data + len;
     llhttp_errno_t err = llhttp_execute(h1->parser, data, len);
+    exec_end = outer_end;
     if (err == HPE_OK)
         return len;
     if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) {

@@ -28,6 +28,11 @@ struct h1_exchange {
     bool response_keep;    /* the connection stays open after it */
     bool response_done;
     bool splicing; /* exchange_splice() under way */
+    /* During on_body: the bytes given end the input, and the rest of the
+     * body (or of its chunk) follows raw: exchange_request_spliceable().
+     * Bits, so that the exchange (in every connection) does not grow. */
+    bool body_raw : 1;
+    bool request_splicing : 1; /* exchange_request_splice() under way */
     unsigned status;
     uint64_t body_received;
     uint64_t body_sent;
@@ -79,5 +84,15 @@ void h1_finish_exchange(struct h1_conn *h1);
 void h1_count_response(struct h1_conn *h1, unsigned status);
 /* Writes the exchange's access log line (the site has an access log). */
 void h1_log_exchange(struct h1_conn *h1, struct h1_exchange *ex, unsigned status);
+/* The whole request body has arrived (llhttp's end of message, or the end
+ * of a spliced body): on_body_end, and the timeouts of a response. */
+void h1_request_complete(struct h1_conn *h1);
+/* Frees the parser of a message that ended. */
+void h1_parser_free(struct h1_conn *h1);
+/* Request bodies moved inside the kernel (http1_upload.c): the exchange
+ * ops. */
+uint64_t h1_ex_request_spliceable(const struct exchange *base);
+int h1_ex_request_splice(struct exchange *base, corral_conn *to, uint64_t len,
+                         exchange_splice_cb cb, void *arg);
 
 #endif

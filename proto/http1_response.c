@@ -354,4 +354,6 @@ const struct exchange_ops h1_exchange_ops = {
     .tunnel_write = h1_ex_tunnel_write,
     .tunnel_close = h1_ex_tunnel_close,
     .splice = h1_ex_splice,
+    .request_spliceable = h1_ex_request_spliceable,
+    .request_splice = h1_ex_request_splice,
 };

@@ -10,13 +10,12 @@
  */
 #include "proto/proxy.h"
 
+#include "proto/add_header.h"
 #include "proto/balance.h"
 #include "proto/counter.h"
 #include "proto/http1_client.h"
-#include "proto/add_header.h"
+#include "proto/proxy_head.h"
 #include "proto/proxy_next.h"
-#include "proto/regex.h"
-#include "proto/rewrite.h"
 #include "proto/vars.h"
 
 #include <errno.h>
@@ -47,9 +46,13 @@ struct proxy_exchange {
     bool chunked;      /* the request body goes out chunked */
     bool trailers;     /* its last chunk went with the client's trailers */
     bool body_started; /* request body bytes went to the upstream: no retry */
-    /* The response body is being spliced: px_on_spliced() runs once, and
-     * frees the exchange if the client went away meanwhile (ex NULL). */
-    bool splicing;
+    /* The response body, or the request body, is being spliced: its
+     * callback runs once, and frees the exchange if it finished meanwhile
+     * (ex NULL). */
+    bool splicing, upload_splicing;
+    /* Of a request chunk whose size line went to the upstream: the bytes
+     * still to send before its CRLF (px_splice_upload()). */
+    uint64_t upload_chunk_left;
     /* What the response may be; rq.sent: the whole request went to the
      * upstream; rq.upgrade: the client asked to switch protocols
      * (WebSocket). */
@@ -98,44 +101,6 @@ static void pause_client_if_backed_up(struct proxy_exchange *px, corral_conn *up
 {
     if (corral_conn_backed_up(upstream))
         exchange_pause_body(px->ex);
-}
-
-/* RFC 9110 7.6.1: connection-specific fields never cross a proxy, nor do
- * the fields a Connection header lists.  The framing fields are dropped
- * always (the proxy frames each message itself); fields meant for every
- * recipient are never dropped for being listed, so that
- * "Connection: close, Host" cannot strip the Host the upstream routes on. */
-static bool is_hop_by_hop(struct http_str name, const struct http_header *headers, size_t count)
-{
-    static const char *const hop[] = {
-        "connection", "keep-alive", "proxy-connection",  "te",
-        "trailer",    "upgrade",    "transfer-encoding", "content-length"};
-    static const char *const end_to_end[] = {"host", "cache-control", "content-type",
-                                             "content-encoding", "content-range"};
-    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
-        if (http_str_equal_nocase(name, hop[i]))
-            return true;
-    for (size_t i = 0; i < sizeof(end_to_end) / sizeof(end_to_end[0]); i++)
-        if (http_str_equal_nocase(name, end_to_end[i]))
-            return false;
-    for (size_t i = 0; i < count; i++)
-        if (http_str_equal_nocase(headers[i].name, "connection") &&
-            http_header_lists(headers[i].value, name))
-            return true;
-    return false;
-}
-
-static bool hidden(const struct proxy_location *loc, struct http_str name)
-{
-    static const char *const replaced[] = {"date", "server"}; /* the proxy sends its own */
-    for (size_t i = 0; i < sizeof(replaced) / sizeof(replaced[0]); i++)
-        if (http_str_equal_nocase(name, replaced[i]))
-            return true;
-    for (size_t i = 0; i < loc->hide_header_count; i++)
-        if (name.len == loc->hide_headers[i].len &&
-            strncasecmp(name.data, loc->hide_headers[i].data, name.len) == 0)
-            return true;
-    return false;
 }
 
 /* The retry policy's view of the exchange; `sent`: its bytes may have
@@ -187,23 +152,14 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
     }
     px_drop_replay(px);
     px->status = head->status;
-    struct h1_head_buf headers = {0};
-    for (size_t i = 0; i < head->header_count; i++) {
-        const struct http_header *h = &head->headers[i];
-        bool tunnel_header = head->tunnel && (http_str_equal_nocase(h->name, "upgrade") ||
-                                              http_str_equal_nocase(h->name, "connection"));
-        if (tunnel_header || (!is_hop_by_hop(h->name, head->headers, head->header_count) &&
-                              !hidden(px->loc, h->name)))
-            h1_head_add_header(&headers, h->name, h->value);
-    }
-    if (headers.failed) {
-        free(headers.data);
+    char *headers;
+    size_t len;
+    if (proxy_response_headers(px->loc, head, &headers, &len) != 0)
         return -ENOMEM;
-    }
     px->ex->upstream_status = head->status; /* $upstream_status */
-    exchange_begin_coded(px->ex, head->status, headers.data != NULL ? headers.data : "",
-                         headers.len, head->content_length, head->codings);
-    free(headers.data);
+    exchange_begin_coded(px->ex, head->status, headers != NULL ? headers : "", len,
+                         head->content_length, head->codings);
+    free(headers);
     return 0;
 }
 
@@ -388,6 +344,9 @@ static void px_finish(struct proxy_exchange *px)
         exchange_set_data(px->ex, NULL);
         px->ex->add_early = NULL;
     }
+    px->ex = NULL;
+    if (px->splicing || px->upload_splicing)
+        return; /* the exchange is the framer's again; the callback frees px */
     vars_buf_free(&px->add_early);
     free(px->replay);
     free(px->head);
@@ -486,6 +445,7 @@ static void px_fail_local(struct proxy_exchange *px, int err)
         exchange_abort(px->ex);
     } else {
         note_upstream_time(px);
+        exchange_resume_body(px->ex); /* as in px_fail */
         exchange_respond_error(px->ex, 503);
     }
     px_finish(px);
@@ -540,6 +500,9 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
             return;
     }
     note_upstream_time(px);
+    /* The rest of the request body, which nothing reads now if the
+     * upstream's backpressure had paused it, is read and dropped. */
+    exchange_resume_body(px->ex);
     exchange_respond_error(px->ex, kind == PROXY_ERROR_TIMEOUT ? 504 : send_failure_status(err));
     px_finish(px);
 }
@@ -551,108 +514,6 @@ static bool method_idempotent(struct http_str method)
         if (method.len == strlen(safe[i]) && memcmp(method.data, safe[i], method.len) == 0)
             return true;
     return false;
-}
-
-static const struct http_header *set_header(const struct proxy_location *loc, struct http_str name)
-{
-    for (size_t i = 0; i < loc->set_header_count; i++)
-        if (http_str_equal_nocase(name, loc->set_headers[i].name.data))
-            return &loc->set_headers[i];
-    return NULL;
-}
-
-/* The request head for the upstream, rebuilt from parsed fields. */
-static int build_request_head(struct proxy_exchange *px, const struct http_request *req)
-{
-    const struct proxy_location *loc = px->loc;
-    struct h1_head_buf b = {0};
-    char target_small[512];
-    struct vars_buf target;
-    vars_buf_init(&target, target_small, sizeof(target_small));
-    http_replace_prefix(req, loc->strip, loc->uri, &target);
-    b.failed |= target.failed;
-    h1_head_request_line(&b, req->method, (struct http_str){target.data, target.len});
-    vars_buf_free(&target);
-    bool has_host = false;
-    for (size_t i = 0; i < req->header_count; i++) {
-        const struct http_header *h = &req->headers[i];
-        if (is_hop_by_hop(h->name, req->headers, req->header_count) ||
-            http_str_equal_nocase(h->name, "expect") ||
-            http_str_equal_nocase(h->name, "x-forwarded-proto") ||
-            http_str_equal_nocase(h->name, "x-forwarded-for") ||
-            http_str_equal_nocase(h->name, "via") || set_header(loc, h->name) != NULL)
-            continue;
-        if (http_str_equal_nocase(h->name, "host")) {
-            has_host = true;
-            if (req->authority.len > 0) { /* the target's authority wins */
-                h1_head_add_header(&b, h->name, req->authority);
-                continue;
-            }
-        }
-        h1_head_add_header(&b, h->name, h->value);
-    }
-    struct vars_ctx ctx = {.ex = px->ex, .req = req, .escape = VARS_HEADER};
-    size_t ovector[2 * HTTP_REGEX_PAIRS];
-    if (loc->captures != NULL)
-        vars_set_captures(&ctx, loc->captures, ovector);
-    for (size_t i = 0; i < loc->set_header_count; i++) {
-        struct http_str v = loc->set_headers[i].value;
-        char small[256];
-        struct vars_buf value;
-        vars_buf_init(&value, small, sizeof(small));
-        if (loc->set_values != NULL && loc->set_values[i] != NULL) {
-            vars_eval(loc->set_values[i], &ctx, &value);
-            v = (struct http_str){value.data, value.len};
-        }
-        b.failed |= value.failed;
-        if (v.len > 0) /* as in nginx: an empty value sends no header */
-            h1_head_add_header(&b, loc->set_headers[i].name, v);
-        vars_buf_free(&value);
-    }
-    if (!has_host && set_header(loc, (struct http_str){"host", 4}) == NULL) {
-        /* An HTTP/1.0 client may send none; HTTP/1.1 needs one: the name
-         * proxy_pass gives (the upstream's name, or its address). */
-        h1_head_add_str(&b, "Host: ");
-        if (req->authority.len > 0)
-            h1_head_add(&b, req->authority.data, req->authority.len);
-        else
-            h1_head_add_str(&b, loc->upstream->name);
-        h1_head_add(&b, "\r\n", 2);
-    }
-    /* proxy_set_header wins over the proxy's own forwarding headers; else
-     * the client's hops (every such header, in order) are kept and this
-     * one appended. */
-    static const struct {
-        const char *lower, *name, *own;
-    } chains[] = {{"x-forwarded-for", "X-Forwarded-For", NULL}, {"via", "Via", "1.1 corral"}};
-    for (size_t c = 0; c < sizeof(chains) / sizeof(chains[0]); c++) {
-        struct http_str lower = {chains[c].lower, strlen(chains[c].lower)};
-        if (set_header(loc, lower) != NULL)
-            continue;
-        h1_head_add_str(&b, chains[c].name);
-        h1_head_add(&b, ": ", 2);
-        for (size_t i = 0; i < req->header_count; i++) {
-            if (!http_str_equal_nocase(req->headers[i].name, chains[c].lower))
-                continue;
-            struct http_str previous = http_trim(req->headers[i].value);
-            h1_head_add(&b, previous.data, previous.len);
-            h1_head_add(&b, ", ", 2);
-        }
-        h1_head_add_str(&b, chains[c].own != NULL ? chains[c].own : px->client);
-        h1_head_add(&b, "\r\n", 2);
-    }
-    if (set_header(loc, (struct http_str){"x-forwarded-proto", 17}) == NULL)
-        h1_head_add_str(&b, exchange_tls(px->ex) ? "X-Forwarded-Proto: https\r\n"
-                                                 : "X-Forwarded-Proto: http\r\n");
-    h1_head_request_end(&b, px->rq.upgrade ? &req->upgrade_protocol : NULL, px->chunked,
-                        req->has_body || req->has_content_length, req->content_length);
-    if (b.failed) {
-        free(b.data);
-        return -ENOMEM;
-    }
-    px->head = b.data;
-    px->head_len = b.len;
-    return 0;
 }
 
 static void proxy_on_request(struct exchange *ex, const struct http_request *req, void *data)
@@ -682,7 +543,14 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
     enum proxy_balance balance = px->loc->upstream->balance;
     if (balance == PROXY_BALANCE_HASH || balance == PROXY_BALANCE_IP_HASH)
         px->hash = balance_key_hash(px->loc->upstream->key, req, px->client);
-    if (build_request_head(px, req) != 0) {
+    const struct proxy_head_request how = {
+        .client = px->client,
+        .tls = exchange_tls(ex),
+        .chunked = px->chunked,
+        .upgrade = px->rq.upgrade,
+        .ex = ex,
+    };
+    if (proxy_request_head(px->loc, req, &how, &px->head, &px->head_len) != 0) {
         free(px);
         exchange_respond_error(ex, 500);
         return;
@@ -698,6 +566,53 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
     }
 }
 
+static void px_on_upload_spliced(struct exchange *ex, uint64_t moved, int error, void *arg)
+{
+    (void)ex;
+    struct proxy_exchange *px = arg;
+    px->upload_splicing = false;
+    if (px->ex == NULL) { /* the exchange finished meanwhile */
+        px_finish(px);
+        return;
+    }
+    /* A failed side is closed: its on_close (the upstream's, or the
+     * client's on_abort) ends the exchange. */
+    if (error != 0 || px->uc == NULL)
+        return;
+    if (px->chunked) {
+        px->upload_chunk_left -= moved; /* at most what was asked for */
+        if (px->upload_chunk_left == 0)
+            corral_conn_write(px->uc->base.conn, "\r\n", 2);
+    }
+    pause_client_if_backed_up(px, px->uc->base.conn);
+}
+
+/* The rest of the request body, or of its current chunk, moves inside the
+ * kernel when that pays, as the response's does (px_on_splice()): a chunk
+ * gets its size line first.  Called from on_body, once its bytes went. */
+static void px_splice_upload(struct proxy_exchange *px)
+{
+    struct http1_client *uc = px->uc;
+    if (!px->loc->conf.splice || px->loc->upstream->tls != NULL || uc == NULL ||
+        !uc->base.connected || px->upload_chunk_left > 0 || corral_conn_backed_up(uc->base.conn))
+        return;
+    uint64_t len = exchange_request_spliceable(px->ex);
+    if (len < PROXY_SPLICE_MIN || len > SIZE_MAX)
+        return;
+    if (px->chunked) {
+        /* If the splice does not start, the chunk stays open and
+         * proxy_on_body fills it. */
+        char size_line[HTTP_CHUNK_SIZE_LINE];
+        struct iovec iov[3];
+        http_chunk_iov(size_line, NULL, (size_t)len, iov);
+        corral_conn_write(uc->base.conn, iov[0].iov_base, iov[0].iov_len);
+        px->upload_chunk_left = len;
+    }
+    px_drop_replay(px); /* these bytes could not be sent again */
+    px->upload_splicing =
+        exchange_request_splice(px->ex, uc->base.conn, len, px_on_upload_spliced, px) == 0;
+}
+
 static void proxy_on_body(struct exchange *ex, const char *data, size_t len)
 {
     struct proxy_exchange *px = exchange_data(ex);
@@ -705,16 +620,26 @@ static void proxy_on_body(struct exchange *ex, const char *data, size_t len)
         return;
     corral_conn *upstream = px->uc->base.conn;
     px->body_started = true;
-    if (px->chunked) {
+    if (px->upload_chunk_left > 0) {
+        /* The rest of a chunk whose splice did not start. */
+        size_t n = len < px->upload_chunk_left ? len : (size_t)px->upload_chunk_left;
+        px->upload_chunk_left -= n;
+        struct iovec iov[2] = {{(void *)data, n}, {"\r\n", 2}};
+        px_write_body(px, iov, px->upload_chunk_left == 0 ? 2 : 1);
+        data += n;
+        len -= n;
+    }
+    if (len > 0 && px->chunked) {
         char size_line[HTTP_CHUNK_SIZE_LINE];
         struct iovec iov[3];
         http_chunk_iov(size_line, data, len, iov);
         px_write_body(px, iov, 3);
-    } else {
+    } else if (len > 0) {
         struct iovec iov = {(void *)data, len};
         px_write_body(px, &iov, 1);
     }
     pause_client_if_backed_up(px, upstream);
+    px_splice_upload(px);
 }
 
 /* Only a chunked body can carry them; one of known length drops them. */
@@ -766,14 +691,7 @@ static void proxy_on_abort(struct exchange *ex)
         upstream_server_release(px->uc->base.upstream, px->uc->base.worker, px->uc->base.server);
         px_detach(px); /* ends a splice too */
     }
-    if (px->splicing) {
-        /* Its callback still runs, with px: it frees px then.  The
-         * exchange is the framer's again. */
-        exchange_set_data(ex, NULL);
-        px->ex = NULL;
-        return;
-    }
-    px_finish(px);
+    px_finish(px); /* a splice's callback still runs, with px, and frees it */
 }
 
 const struct http_handler proxy_handler = {

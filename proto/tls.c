@@ -213,11 +213,28 @@ static ssize_t tls_read(corral_conn *conn, void *buf, size_t len)
         if (result != 0)
             return result;
     }
-    size_t n;
-    ERR_clear_error();
-    errno = 0;
-    int ret = SSL_read_ex(tc->ssl, buf, len, &n);
-    return ret == 1 ? (ssize_t)n : tls_result(tc, ret);
+    /* A record at a time holds at most 16 KiB: the buffer is filled with
+     * as many as are there, so that the caller forwards one large piece
+     * (a direct write from this buffer, see corral_conn_writev()) rather
+     * than small ones it would copy to batch; it stops where the socket
+     * came back short with nothing left buffered (see tls_drained()), not
+     * at a read that would only say EAGAIN.  What ends the stream, or
+     * fails, after some bytes comes again with the next read. */
+    size_t total = 0;
+    while (total < len) {
+        size_t n;
+        ERR_clear_error();
+        errno = 0;
+        int ret = SSL_read_ex(tc->ssl, (char *)buf + total, len - total, &n);
+        if (ret != 1) {
+            ssize_t result = tls_result(tc, ret);
+            return total > 0 ? (ssize_t)total : result;
+        }
+        total += n;
+        if (tc->socket_drained && !SSL_has_pending(tc->ssl))
+            break;
+    }
+    return (ssize_t)total;
 }
 
 /* Watches the socket BIO's reads: one that returned fewer bytes than
@@ -244,21 +261,29 @@ static ssize_t tls_writev(corral_conn *conn, const struct iovec *iov, int iovcnt
         if (result != 0)
             return result;
     }
+    /* With SSL_MODE_ENABLE_PARTIAL_WRITE, SSL_write_ex() returns after
+     * each record (16 KiB): it is called again until the socket is full,
+     * so that a large write leaves from the caller's memory instead of
+     * having the rest copied into the connection's output buffer.  After a
+     * refusal the same bytes come again (from that buffer: see
+     * SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER), as OpenSSL requires. */
     size_t total = 0;
     for (int i = 0; i < iovcnt; i++) {
-        size_t n;
-        ERR_clear_error();
-        errno = 0;
-        int ret = SSL_write_ex(tc->ssl, iov[i].iov_base, iov[i].iov_len, &n);
-        if (ret != 1) {
-            ssize_t result = tls_result(tc, ret);
-            if (total > 0 && result == -EAGAIN)
-                break;
-            return result == 0 ? -EPIPE : result;
+        const char *base = iov[i].iov_base;
+        for (size_t off = 0; off < iov[i].iov_len;) {
+            size_t n;
+            ERR_clear_error();
+            errno = 0;
+            int ret = SSL_write_ex(tc->ssl, base + off, iov[i].iov_len - off, &n);
+            if (ret != 1) {
+                ssize_t result = tls_result(tc, ret);
+                if (total > 0 && result == -EAGAIN)
+                    return (ssize_t)total;
+                return result == 0 ? -EPIPE : result;
+            }
+            off += n;
+            total += n;
         }
-        total += n;
-        if (n < iov[i].iov_len)
-            break;
     }
     return (ssize_t)total;
 }

@@ -79,6 +79,32 @@ START_TEST(small_writes_wait_for_the_flush_together)
 }
 END_TEST
 
+START_TEST(a_body_after_a_queued_head_leaves_with_it)
+{
+    corral_loop *loop;
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    int fd;
+    corral_conn *conn = pair_open(loop, &quiet_handler, NULL, &fd);
+    set_roomy_sndbuf(conn);
+    /* A response head, then the body that came in the same read as the
+     * backend's head: short of the threshold alone, over it with the head. */
+    static char data[64 * 1024];
+    pair_fill(data, sizeof(data), 0);
+    corral_conn_write(conn, data, 300);
+    ck_assert_uint_eq(corral_conn_pending_output(conn), 300);
+    corral_conn_write(conn, data + 300, sizeof(data) - 300);
+    /* Both went in one writev from their own buffers: the body was never
+     * copied behind the head. */
+    ck_assert_uint_eq(corral_conn_pending_output(conn), 0);
+    ck_assert_ptr_null(conn->out);
+    static char got[sizeof(data)];
+    ck_assert_uint_eq(test_recv_all(fd, got, sizeof(got)), sizeof(got));
+    ck_assert(memcmp(got, data, sizeof(data)) == 0);
+    close(fd);
+    corral_loop_free(loop);
+}
+END_TEST
+
 /* A producer that writes a stream in a fixed mix of sizes and shapes while
  * the connection is not backed up, continued from on_drain. */
 struct producer {
@@ -264,6 +290,41 @@ START_TEST(a_transport_that_takes_less_keeps_the_stream_intact)
 }
 END_TEST
 
+/* A layered transport (TLS) that passes everything to the socket. */
+static struct corral_transport layered;
+
+START_TEST(a_record_sized_write_on_a_layered_transport_leaves_at_once)
+{
+    corral_loop *loop;
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    int fd;
+    corral_conn *conn = pair_open(loop, &quiet_handler, NULL, &fd);
+    set_roomy_sndbuf(conn);
+    layered = (struct corral_transport){
+        .name = "layered",
+        .layered = true,
+        .read = corral_plain_transport.read,
+        .writev = corral_plain_transport.writev,
+        .shutdown = corral_plain_transport.shutdown,
+    };
+    corral_conn_set_transport(conn, &layered, NULL);
+    /* It makes a record per 16 KiB anyway: a write that fills one is not
+     * copied to wait for a batch.  Smaller ones still wait. */
+    static char data[16 * 1024 + 100];
+    pair_fill(data, sizeof(data), 0);
+    corral_conn_write(conn, data, 100);
+    ck_assert_uint_eq(corral_conn_pending_output(conn), 100);
+    corral_conn_write(conn, data + 100, 16 * 1024);
+    ck_assert_uint_eq(corral_conn_pending_output(conn), 0);
+    ck_assert_ptr_null(conn->out);
+    static char got[sizeof(data)];
+    ck_assert_uint_eq(test_recv_all(fd, got, sizeof(got)), sizeof(got));
+    ck_assert(memcmp(got, data, sizeof(data)) == 0);
+    close(fd);
+    corral_loop_free(loop);
+}
+END_TEST
+
 /* A large write that the socket takes only in part, then a half-close: the
  * rest is flushed before the FIN. */
 START_TEST(a_half_close_waits_for_a_partly_sent_large_write)
@@ -399,9 +460,11 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, a_large_write_leaves_at_once);
     tcase_add_test(tc, small_writes_wait_for_the_flush_together);
+    tcase_add_test(tc, a_body_after_a_queued_head_leaves_with_it);
     tcase_add_test(tc, mixed_writes_arrive_in_order_through_a_fast_reader);
     tcase_add_test(tc, mixed_writes_arrive_in_order_through_a_slow_reader);
     tcase_add_test(tc, a_transport_that_takes_less_keeps_the_stream_intact);
+    tcase_add_test(tc, a_record_sized_write_on_a_layered_transport_leaves_at_once);
     tcase_add_test(tc, a_half_close_waits_for_a_partly_sent_large_write);
     tcase_add_test(tc, buffers_come_in_fixed_classes);
     tcase_add_test(tc, freed_buffers_are_reused_up_to_a_bound_per_class);

@@ -1,7 +1,8 @@
 /*
- * test_bodies.c: bodies of 0 B to 100 MB, every framing, both ways, through
- * build/corral with proxy_splice on and off, checked by SHA-256; bounded
- * memory for a slow reader; no leak when either side goes away mid-body.
+ * test_bodies.c: bodies of 0 B to 100 MB, every framing, both ways, plain
+ * and TLS, through build/corral with proxy_splice on and off, checked by
+ * SHA-256; bounded memory for slow readers and writers on either side; no
+ * leak when either side goes away mid-body.
  */
 #include "../daemon.h"
 #include "../helpers.h"
@@ -10,6 +11,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
@@ -89,6 +92,7 @@ static void pattern_sha(uint64_t len, char hex[65])
 
 struct reader {
     int fd;
+    SSL *ssl; /* a TLS client's: client_connect() */
     char buf[64 * 1024];
     size_t off, len;
     int err; /* 0, or the errno of the read that ended the stream */
@@ -101,6 +105,17 @@ static bool rd_fill(struct reader *r)
         return true;
     r->off = r->len = 0;
     ssize_t n;
+    if (r->ssl != NULL) {
+        n = SSL_read(r->ssl, r->buf, (int)sizeof(r->buf));
+        if (n <= 0) {
+            r->err = SSL_get_error(r->ssl, (int)n) == SSL_ERROR_ZERO_RETURN ? 0
+                     : errno != 0                                           ? errno
+                                                                            : EPROTO;
+            return false;
+        }
+        r->len = (size_t)n;
+        return true;
+    }
     do
         n = recv(r->fd, r->buf, sizeof(r->buf), 0);
     while (n == -1 && errno == EINTR);
@@ -206,14 +221,29 @@ static int64_t rd_chunked(struct reader *r, EVP_MD_CTX *ctx)
 
 struct sender {
     int fd;
+    SSL *ssl;
     bool failed;
+    unsigned pause_us; /* a slow writer: this long after each piece of at most 16 KiB */
 };
 
 static void send_piece(void *arg, const unsigned char *data, size_t len)
 {
     struct sender *s = arg;
     while (len > 0 && !s->failed) {
-        ssize_t n = send(s->fd, data, len, MSG_NOSIGNAL);
+        size_t want = s->pause_us > 0 && len > 16384 ? 16384 : len;
+        if (s->pause_us > 0)
+            usleep(s->pause_us);
+        if (s->ssl != NULL) {
+            int n = SSL_write(s->ssl, data, (int)(want < INT32_MAX ? want : INT32_MAX));
+            if (n <= 0) {
+                s->failed = true;
+                return;
+            }
+            data += n;
+            len -= (size_t)n;
+            continue;
+        }
+        ssize_t n = send(s->fd, data, want, MSG_NOSIGNAL);
         if (n == -1 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -231,8 +261,10 @@ static void send_text(struct sender *s, const char *text)
 }
 
 /* Chunks of this size (a last shorter one): several go by, and each is
- * long enough for the proxy to splice its data. */
+ * long enough for the proxy to splice its data.  A case may set larger
+ * ones, whose rest after a first read still passes the threshold. */
 #define CHUNK 300000u
+static uint64_t chunk_size = CHUNK;
 
 static void send_body(struct sender *s, uint64_t len, bool chunked)
 {
@@ -240,8 +272,8 @@ static void send_body(struct sender *s, uint64_t len, bool chunked)
         pattern_pieces(0, len, send_piece, s);
         return;
     }
-    for (uint64_t at = 0; at < len && !s->failed; at += CHUNK) {
-        uint64_t n = len - at < CHUNK ? len - at : CHUNK;
+    for (uint64_t at = 0; at < len && !s->failed; at += chunk_size) {
+        uint64_t n = len - at < chunk_size ? len - at : chunk_size;
         char size_line[32];
         snprintf(size_line, sizeof(size_line), "%" PRIx64 "\r\n", n);
         send_text(s, size_line);
@@ -251,12 +283,42 @@ static void send_body(struct sender *s, uint64_t len, bool chunked)
     send_text(s, "0\r\n\r\n");
 }
 
+/* ---------------------------------------------------------------- clients */
+
+/* Set by a case whose daemon speaks TLS: its clients do too. */
+static SSL_CTX *client_ctx;
+
+static struct reader *client_connect(int port)
+{
+    struct reader *r = calloc(1, sizeof(*r));
+    ck_assert_ptr_nonnull(r);
+    r->fd = test_connect(port);
+    if (client_ctx != NULL) {
+        r->ssl = SSL_new(client_ctx);
+        ck_assert_ptr_nonnull(r->ssl);
+        SSL_set_fd(r->ssl, r->fd);
+        ck_assert_int_eq(SSL_connect(r->ssl), 1);
+    }
+    return r;
+}
+
+static void client_close(struct reader *r)
+{
+    if (r->ssl != NULL)
+        SSL_free(r->ssl);
+    close(r->fd);
+    free(r);
+}
+
 /* ---------------------------------------------------------------- backend */
 
 /* Answers, on each connection, one request after another:
  *   GET /dl/SIZE/cl|chunked|close   SIZE pattern bytes in that framing
+ *   GET /slow/SIZE                  SIZE bytes with a length, trickled
  *   GET /die/SIZE/AT                announces SIZE, sends AT, then resets
- *   POST /up                        "LENGTH SHA256" of the body received */
+ *   POST /up                        "LENGTH SHA256" of the body received
+ *   POST /stall/MS                  the same, after MS without reading
+ *   POST /dieup/AT                  reads AT bytes of the body, then resets */
 struct backend {
     int fd, port;
     pthread_t thread;
@@ -284,13 +346,31 @@ static bool backend_answer(struct reader *r, struct sender *s, const struct head
     char method[16] = "", path[128] = "";
     if (sscanf(h->first, "%15s %127s", method, path) != 2)
         return false;
+    unsigned long long size = 0, at = 0;
+    if (strcmp(method, "POST") == 0 && sscanf(path, "/dieup/%llu", &at) == 1) {
+        EVP_MD_CTX *ctx = sha_new();
+        rd_body(r, at, ctx);
+        EVP_MD_CTX_free(ctx);
+        struct linger linger = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger));
+        return false;
+    }
     if (strcmp(method, "POST") == 0) {
+        if (sscanf(path, "/stall/%llu", &at) == 1)
+            usleep((useconds_t)at * 1000);
         backend_answer_upload(r, s, h);
         return !s->failed;
     }
-    unsigned long long size = 0, at = 0;
     char framing[16] = "";
     char head[256];
+    if (sscanf(path, "/slow/%llu", &size) == 1) {
+        snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %llu\r\n\r\n", size);
+        send_text(s, head);
+        s->pause_us = 2000;
+        pattern_pieces(0, size, send_piece, s);
+        s->pause_us = 0;
+        return !s->failed;
+    }
     if (sscanf(path, "/die/%llu/%llu", &size, &at) == 2) {
         snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %llu\r\n\r\n", size);
         send_text(s, head);
@@ -367,18 +447,40 @@ static void backend_stop(struct backend *b)
 
 /* ----------------------------------------------------------------- daemon */
 
-static void daemon_start(struct test_daemon *d, const struct backend *b, bool splice)
+/* With `tls`, the clients speak TLS to it (client_connect()), with a
+ * certificate made for the case. */
+static void daemon_start_tls(struct test_daemon *d, const struct backend *b, bool splice, bool tls)
 {
     test_daemon_init(d, "corral");
+    char tls_lines[256] = "";
+    if (tls) {
+        char dir[] = "/tmp/corral-bodies-XXXXXX", cmd[512];
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(cmd, sizeof(cmd),
+                 "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+                 "-nodes -keyout t.key -out t.pem -subj /CN=t -days 1 >/dev/null 2>&1",
+                 dir);
+        ck_assert_int_eq(system(cmd), 0);
+        snprintf(tls_lines, sizeof(tls_lines),
+                 " tls;\n    tls_certificate %s/t.pem;\n    tls_certificate_key %s/t.key", dir,
+                 dir);
+        client_ctx = SSL_CTX_new(TLS_client_method());
+        ck_assert_ptr_nonnull(client_ctx);
+    }
     char conf[1024];
     snprintf(conf, sizeof(conf),
              "workers 1;\nadmin { listen 127.0.0.2:0; }\nproxy_splice %s;\n"
              "upstream b {\n    server 127.0.0.1:%d;\n    keepalive 8;\n}\n"
-             "server {\n    listen 127.0.0.1:0;\n    client_max_body_size 0;\n"
+             "server {\n    listen 127.0.0.1:0%s;\n    client_max_body_size 0;\n"
              "    location / { proxy_pass http://b; }\n}\n",
-             splice ? "on" : "off", b->port);
+             splice ? "on" : "off", b->port, tls_lines);
     test_daemon_write_config(d, conf);
     test_daemon_start(d);
+}
+
+static void daemon_start(struct test_daemon *d, const struct backend *b, bool splice)
+{
+    daemon_start_tls(d, b, splice, false);
 }
 
 static long daemon_rss_kb(const struct test_daemon *d)
@@ -411,7 +513,9 @@ static int daemon_fd_count(const struct test_daemon *d)
  * without a length or chunks ends with the stream. */
 static int64_t exchange(struct reader *r, const char *request, struct head *h, char hex[65])
 {
-    test_send_all(r->fd, request, strlen(request));
+    struct sender s = {.fd = r->fd, .ssl = r->ssl};
+    send_text(&s, request);
+    ck_assert(!s.failed);
     ck_assert_msg(rd_head(r, h), "no response head to %s", request);
     EVP_MD_CTX *ctx = sha_new();
     int64_t len;
@@ -433,9 +537,7 @@ static const char *const framings[] = {"cl", "chunked", "close"};
  * exact. */
 static void check_download(int port, uint64_t size, const char *framing, bool http10)
 {
-    struct reader *r = calloc(1, sizeof(*r));
-    ck_assert_ptr_nonnull(r);
-    r->fd = test_connect(port);
+    struct reader *r = client_connect(port);
     char request[256], hex[65], want[65];
     snprintf(request, sizeof(request), "GET /dl/%" PRIu64 "/%s HTTP/1.%d\r\nHost: t\r\n\r\n", size,
              framing, http10 ? 0 : 1);
@@ -453,27 +555,27 @@ static void check_download(int port, uint64_t size, const char *framing, bool ht
                                : "the close");
     if (!http10)
         ck_assert_int_eq((int)exchange(r, "GET /dl/5/cl HTTP/1.1\r\nHost: t\r\n\r\n", &h, hex), 5);
-    close(r->fd);
-    free(r);
+    client_close(r);
 }
 
-/* One upload, with a length (HTTP/1.1 or 1.0) or chunked. */
-static void check_upload(int port, uint64_t size, const char *framing)
+/* One upload, with a length (HTTP/1.1 or 1.0) or chunked, to `path`
+ * (see the backend), the client pausing `pause_us` after each piece. */
+static void check_upload_to(int port, const char *path, uint64_t size, const char *framing,
+                            unsigned pause_us)
 {
-    struct reader *r = calloc(1, sizeof(*r));
-    ck_assert_ptr_nonnull(r);
-    r->fd = test_connect(port);
+    struct reader *r = client_connect(port);
     bool chunked = strcmp(framing, "chunked") == 0, http10 = strcmp(framing, "1.0") == 0;
     char head[256];
     if (chunked)
         snprintf(head, sizeof(head),
-                 "POST /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+                 "POST %s HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n", path);
     else
         snprintf(head, sizeof(head),
-                 "POST /up HTTP/1.%d\r\nHost: t\r\nContent-Length: %" PRIu64 "\r\n\r\n",
+                 "POST %s HTTP/1.%d\r\nHost: t\r\nContent-Length: %" PRIu64 "\r\n\r\n", path,
                  http10 ? 0 : 1, size);
-    struct sender s = {.fd = r->fd};
+    struct sender s = {.fd = r->fd, .ssl = r->ssl};
     send_text(&s, head);
+    s.pause_us = pause_us;
     send_body(&s, size, chunked);
     ck_assert(!s.failed);
     struct head h;
@@ -487,8 +589,17 @@ static void check_upload(int port, uint64_t size, const char *framing)
     snprintf(want, sizeof(want), "%" PRIu64 " %s", size, hex);
     ck_assert_msg(strcmp(body, want) == 0, "upload of %" PRIu64 " (%s): backend got %s", size,
                   framing, body);
-    close(r->fd);
-    free(r);
+    /* The framing was exact: the connection goes on. */
+    if (!http10) {
+        char hex2[65];
+        ck_assert_int_eq((int)exchange(r, "GET /dl/5/cl HTTP/1.1\r\nHost: t\r\n\r\n", &h, hex2), 5);
+    }
+    client_close(r);
+}
+
+static void check_upload(int port, uint64_t size, const char *framing)
+{
+    check_upload_to(port, "/up", size, framing, 0);
 }
 
 /* ------------------------------------------------------------------ cases */
@@ -652,6 +763,201 @@ START_TEST(client_leaving_mid_body_frees_everything)
 }
 END_TEST
 
+/* TLS clients (never spliced: their bytes pass through OpenSSL) get and
+ * send every framing whole, whatever proxy_splice says. */
+START_TEST(tls_clients_get_and_send_whole)
+{
+    static const uint64_t tls_sizes[] = {0, 1, 64 * 1024 + 1, MB, 5 * MB + 3};
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    daemon_start_tls(&d, &b, _i == 1, true);
+    for (int s = 0; s < COUNT(tls_sizes); s++) {
+        for (int f = 0; f < COUNT(framings); f++) {
+            check_download(d.port, tls_sizes[s], framings[f], false);
+            check_download(d.port, tls_sizes[s], framings[f], true);
+        }
+        for (int f = 0; f < COUNT(upload_framings); f++)
+            check_upload(d.port, tls_sizes[s], upload_framings[f]);
+    }
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* The daemon's descriptors that are pipes (a splice's, or pooled). */
+static int daemon_pipe_count(const struct test_daemon *d)
+{
+    char cmd[128], out[32] = "";
+    snprintf(cmd, sizeof(cmd), "ls -l /proc/%d/fd | grep -c pipe:", (int)d->pid);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    if (fgets(out, sizeof(out), p) == NULL)
+        out[0] = '\0';
+    pclose(p);
+    return atoi(out);
+}
+
+struct stalled_upload {
+    int port;
+    uint64_t size;
+    bool chunked;
+    char result[128]; /* what the backend said it got */
+};
+
+static void *stalled_upload_main(void *arg)
+{
+    struct stalled_upload *u = arg;
+    struct reader *r = client_connect(u->port);
+    char head[128];
+    if (u->chunked)
+        snprintf(head, sizeof(head),
+                 "POST /stall/3000 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    else
+        snprintf(head, sizeof(head),
+                 "POST /stall/3000 HTTP/1.1\r\nHost: t\r\nContent-Length: %" PRIu64 "\r\n\r\n",
+                 u->size);
+    struct sender s = {.fd = r->fd, .ssl = r->ssl};
+    send_text(&s, head);
+    send_body(&s, u->size, u->chunked);
+    struct head h;
+    if (!s.failed && rd_head(r, &h) && h.status == 200 && h.has_length && h.length < 128)
+        for (size_t i = 0; i < h.length && rd_fill(r); i++)
+            u->result[i] = r->buf[r->off++];
+    client_close(r);
+    return NULL;
+}
+
+/* A backend that reads nothing of a 64 MB upload for 3 s: the daemon holds
+ * a bounded part of it; spliced, that part waits in a kernel pipe.  Then
+ * all of it arrives.  _i: bit 0 splice on, bit 1 chunked (8 MiB chunks,
+ * whose data is spliced after each size line). */
+START_TEST(slow_backend_reader_keeps_memory_bounded)
+{
+    bool splice = _i & 1;
+    chunk_size = 8 * MB;
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    daemon_start(&d, &b, splice);
+    check_upload(d.port, 64 * 1024 + 1, "cl"); /* buffers in use once; too short to splice */
+    long base = daemon_rss_kb(&d);
+    int pipes = daemon_pipe_count(&d);
+    struct stalled_upload u = {.port = d.port, .size = 64 * MB, .chunked = _i & 2};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, stalled_upload_main, &u), 0);
+    usleep(1000 * 1000); /* the client fills whatever the proxy lets it */
+    long held = daemon_rss_kb(&d) - base;
+    int pipes_held = daemon_pipe_count(&d) - pipes;
+    pthread_join(t, NULL);
+    ck_assert_msg(held < 24 * 1024, "the daemon grew by %ld KiB for a stalled backend", held);
+    ck_assert_msg(pipes_held == (splice ? 2 : 0), "%d pipe descriptors in use", pipes_held);
+    char hex[65], want[128];
+    pattern_sha(u.size, hex);
+    snprintf(want, sizeof(want), "%" PRIu64 " %s", u.size, hex);
+    ck_assert_msg(strcmp(u.result, want) == 0, "the backend got %s", u.result);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* A client trickling an upload and a backend trickling a download, 2 MB
+ * each, 16 KiB every 2 ms: whole, and the daemon stays small. */
+START_TEST(slow_writers_on_either_side)
+{
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    daemon_start(&d, &b, _i == 1);
+    check_download(d.port, MB, "cl", false);
+    long base = daemon_rss_kb(&d);
+    check_upload_to(d.port, "/up", 2 * MB, "cl", 2000);
+    check_upload_to(d.port, "/up", 2 * MB, "chunked", 2000);
+    struct reader *r = client_connect(d.port);
+    struct head h;
+    char hex[65], want[65];
+    int64_t got = exchange(r, "GET /slow/2097152 HTTP/1.1\r\nHost: t\r\n\r\n", &h, hex);
+    pattern_sha(2 * MB, want);
+    ck_assert_msg(got == 2 * MB && strcmp(hex, want) == 0, "%" PRId64 " bytes", got);
+    client_close(r);
+    long held = daemon_rss_kb(&d) - base;
+    ck_assert_msg(held < 24 * 1024, "the daemon grew by %ld KiB", held);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* The backend resets after 2 MB of a 16 MB upload: the client gets a 502
+ * (the response had not begun), the rest of its body is read and dropped,
+ * and the daemon's descriptors come back to their count. */
+START_TEST(backend_dying_mid_upload_answers_502)
+{
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    daemon_start(&d, &b, _i == 1);
+    check_download(d.port, MB, "cl", false);
+    int before = daemon_fd_count(&d);
+    struct reader *r = client_connect(d.port);
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(r->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    const uint64_t size = 16 * MB;
+    char head[128];
+    snprintf(head, sizeof(head),
+             "POST /dieup/2097152 HTTP/1.1\r\nHost: t\r\nContent-Length: %" PRIu64 "\r\n\r\n",
+             size);
+    struct sender s = {.fd = r->fd};
+    send_text(&s, head);
+    send_body(&s, size, false);
+    ck_assert_msg(!s.failed, "the daemon stopped reading the body: %s", strerror(errno));
+    struct head h;
+    ck_assert(rd_head(r, &h));
+    ck_assert_msg(h.status == 502, "%s", h.first);
+    client_close(r);
+    check_download(d.port, MB, "cl", false); /* a pooled connection and pipe again */
+    int after = daemon_fd_count(&d);
+    for (int i = 0; i < 50 && after != before; i++) {
+        usleep(100 * 1000);
+        after = daemon_fd_count(&d);
+    }
+    ck_assert_int_eq(after, before);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* A client that resets its connection 4 MB into a 64 MB upload: the
+ * daemon lets go of the backend connection and of the pipe. */
+START_TEST(client_leaving_mid_upload_frees_everything)
+{
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    daemon_start(&d, &b, _i == 1);
+    check_download(d.port, MB, "cl", false);
+    int before = daemon_fd_count(&d);
+    struct reader *r = client_connect(d.port);
+    const char *head = "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 67108864\r\n\r\n";
+    struct sender s = {.fd = r->fd};
+    send_text(&s, head);
+    pattern_pieces(0, 4 * MB, send_piece, &s);
+    ck_assert(!s.failed);
+    usleep(200 * 1000); /* under way on the upstream, spliced or not */
+    struct linger linger = {.l_onoff = 1, .l_linger = 0};
+    ck_assert_int_eq(setsockopt(r->fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger)), 0);
+    client_close(r);
+    check_download(d.port, MB, "cl", false);
+    int after = daemon_fd_count(&d);
+    for (int i = 0; i < 50 && after != before; i++) {
+        usleep(100 * 1000);
+        after = daemon_fd_count(&d);
+    }
+    ck_assert_int_eq(after, before);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
 static TCase *new_case(Suite *suite, const char *name, double timeout_s)
 {
     TCase *tc = tcase_create(name);
@@ -673,5 +979,11 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, slow_reader_keeps_memory_bounded, 0, 2);
     tcase_add_loop_test(tc, backend_dying_mid_body_resets_the_client, 0, 2);
     tcase_add_loop_test(tc, client_leaving_mid_body_frees_everything, 0, 2);
+    tcase_add_loop_test(tc, slow_backend_reader_keeps_memory_bounded, 0, 4);
+    tcase_add_loop_test(tc, slow_writers_on_either_side, 0, 2);
+    tcase_add_loop_test(tc, backend_dying_mid_upload_answers_502, 0, 2);
+    tcase_add_loop_test(tc, client_leaving_mid_upload_frees_everything, 0, 2);
+    tc = new_case(suite, "tls", 90);
+    tcase_add_loop_test(tc, tls_clients_get_and_send_whole, 0, 2);
     return suite;
 }
