@@ -24,8 +24,17 @@ ln -sf "libcorral.so.$version" "$libdir/libcorral.so.0"
 ln -sf "libcorral.so.0" "$libdir/libcorral.so"
 install -m 644 core/include/corral.h "$root/include/corral.h"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" core/corral.pc.in >"$libdir/pkgconfig/corral.pc"
+# A sample configuration, never over one that exists: SYSCONFDIR (default
+# /etc) is outside PREFIX, as nginx's and every distribution's is.
+etc=${DESTDIR:-}${SYSCONFDIR:-/etc}/corral
+install -d "$etc"
+if [ -e "$etc/corral.conf" ]; then
+  echo "kept the existing $etc/corral.conf"
+else
+  install -m 644 docs/examples/corral.conf "$etc/corral.conf"
+fi
 install -m 644 docs/*.md "$root/share/doc/corral/"
 install -d "$root/share/doc/corral/deploy"
 install -m 644 docs/deploy/* "$root/share/doc/corral/deploy/"
-install -m 644 docs/examples/*.c "$root/share/doc/corral/examples/"
+install -m 644 docs/examples/*.c docs/examples/corral.conf "$root/share/doc/corral/examples/"
 echo "installed corral $version in $root"

@@ -9,7 +9,7 @@ cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-PREFIX=$tmp/prefix ninja install >/dev/null
+SYSCONFDIR=$tmp/etc PREFIX=$tmp/prefix ninja install >/dev/null
 cp docs/examples/echo.c "$tmp/app.c"
 export PKG_CONFIG_PATH=$tmp/prefix/lib/pkgconfig
 cc -o "$tmp/app" "$tmp/app.c" $(pkg-config --cflags --libs corral) || fail "build with pkg-config"
@@ -34,10 +34,16 @@ cc -o "$tmp/app-static" "$tmp/app.c" $(pkg-config --cflags corral) \
   $(pkg-config --static --libs corral | sed 's/-lcorral//') || fail "build with the archive"
 if ldd "$tmp/app-static" | grep -q libcorral; then fail "the archive build links libcorral.so"; fi
 
+# The sample configuration is valid, and a second install keeps an edited one.
+"$tmp/prefix/sbin/corral" -t -c "$tmp/etc/corral/corral.conf" >/dev/null || fail "sample config"
+echo "# edited" >>"$tmp/etc/corral/corral.conf"
+SYSCONFDIR=$tmp/etc PREFIX=$tmp/prefix ninja install >/dev/null
+grep -q '^# edited$' "$tmp/etc/corral/corral.conf" || fail "install overwrote corral.conf"
+
 DESTDIR=$tmp/stage PREFIX=/usr ninja install >/dev/null
 for f in usr/lib/libcorral.a usr/lib/libcorral.so usr/include/corral.h usr/lib/pkgconfig/corral.pc \
          usr/sbin/corral usr/share/man/man8/corral.8 usr/lib/systemd/system/corral.service \
-         usr/share/doc/corral/config.md; do
+         usr/share/doc/corral/config.md etc/corral/corral.conf; do
   [ -e "$tmp/stage/$f" ] || fail "DESTDIR install lacks $f"
 done
 grep -q '^prefix=/usr$' "$tmp/stage/usr/lib/pkgconfig/corral.pc" || fail "corral.pc prefix"
