@@ -432,6 +432,9 @@ static int ebpf_attach(corral_worker *worker)
         if (err != 0) {
             while (i-- > 0)
                 corral__entry_unregister(&worker->entries[i]);
+            /* It stops on this error: the program must not choose it. */
+            if (publishing(worker))
+                __atomic_store_n(&worker->steer_slot->paused, 1, __ATOMIC_RELEASE);
             return err;
         }
     }

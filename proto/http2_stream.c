@@ -9,6 +9,7 @@
 #include "proto/http2_internal.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ int h2_buf_append(struct h2_buf *b, const void *data, size_t len)
             b->cap = cap;
         }
     }
+    assert(b->data != NULL && b->off + b->len + len <= b->cap);
     memcpy(b->data + b->off + b->len, data, len);
     b->len += len;
     return 0;

@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,9 +320,23 @@ static void client_close(struct reader *r)
  *   POST /up                        "LENGTH SHA256" of the body received
  *   POST /stall/MS                  the same, after MS without reading
  *   POST /dieup/AT                  reads AT bytes of the body, then resets */
+/* The connection threads are detached, but counted and their sockets
+ * kept, so that backend_stop() can end them and wait: a thread still in
+ * OpenSSL's digest code when the case's process exits races OpenSSL's
+ * cleanup at exit. */
+#define BACKEND_CONNS 256
 struct backend {
     int fd, port;
     pthread_t thread;
+    pthread_mutex_t lock;
+    int conns[BACKEND_CONNS]; /* -1: a free slot */
+    atomic_int live;
+};
+
+struct backend_conn_arg {
+    struct backend *b;
+    struct reader *r;
+    int slot;
 };
 
 static void backend_answer_upload(struct reader *r, struct sender *s, const struct head *h)
@@ -396,13 +411,19 @@ static bool backend_answer(struct reader *r, struct sender *s, const struct head
 
 static void *backend_conn(void *arg)
 {
-    struct reader *r = arg;
+    struct backend_conn_arg *a = arg;
+    struct reader *r = a->r;
     struct sender s = {.fd = r->fd};
     struct head h;
     for (int i = 0; i < 10000 && rd_head(r, &h) && backend_answer(r, &s, &h); i++)
         ;
+    pthread_mutex_lock(&a->b->lock);
+    a->b->conns[a->slot] = -1;
+    pthread_mutex_unlock(&a->b->lock);
     close(r->fd);
     free(r);
+    atomic_fetch_sub_explicit(&a->b->live, 1, memory_order_release);
+    free(a);
     return NULL;
 }
 
@@ -417,8 +438,22 @@ static void *backend_main(void *arg)
         if (r == NULL)
             abort();
         r->fd = fd;
+        struct backend_conn_arg *a = calloc(1, sizeof(*a));
+        if (a == NULL)
+            abort();
+        *a = (struct backend_conn_arg){.b = b, .r = r, .slot = -1};
+        pthread_mutex_lock(&b->lock);
+        for (int i = 0; i < BACKEND_CONNS && a->slot < 0; i++)
+            if (b->conns[i] == -1)
+                a->slot = i;
+        if (a->slot >= 0)
+            b->conns[a->slot] = fd;
+        pthread_mutex_unlock(&b->lock);
+        if (a->slot < 0)
+            abort(); /* more connections at once than any case opens */
+        atomic_fetch_add_explicit(&b->live, 1, memory_order_relaxed);
         pthread_t t;
-        if (pthread_create(&t, NULL, backend_conn, r) != 0)
+        if (pthread_create(&t, NULL, backend_conn, a) != 0)
             abort();
         pthread_detach(t);
     }
@@ -434,15 +469,27 @@ static void backend_start(struct backend *b)
     ck_assert_int_eq(listen(b->fd, 64), 0);
     ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
     b->port = ntohs(addr.sin_port);
+    pthread_mutex_init(&b->lock, NULL);
+    for (int i = 0; i < BACKEND_CONNS; i++)
+        b->conns[i] = -1;
+    atomic_init(&b->live, 0);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_main, b), 0);
 }
 
-/* The case's process ends after this, and its connection threads with it. */
+/* Stops accepting, ends every connection, and waits (up to 10 s) until
+ * their threads are done. */
 static void backend_stop(struct backend *b)
 {
     shutdown(b->fd, SHUT_RDWR);
     pthread_join(b->thread, NULL);
     close(b->fd);
+    pthread_mutex_lock(&b->lock);
+    for (int i = 0; i < BACKEND_CONNS; i++)
+        if (b->conns[i] != -1)
+            shutdown(b->conns[i], SHUT_RDWR);
+    pthread_mutex_unlock(&b->lock);
+    for (int i = 0; i < 1000 && atomic_load_explicit(&b->live, memory_order_acquire) > 0; i++)
+        usleep(10000);
 }
 
 /* ----------------------------------------------------------------- daemon */
