@@ -585,10 +585,13 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
         if (used != SIZE_MAX)
             return used;
     }
-    if (h1->tunnel)
+    if (h1->tunnel) {
+        /* A tunnel's exchange never ends: it lasts until the close. */
+        assert(h1->ex != NULL && h1->ex->handler != NULL);
         return h1->ex->handler->on_tunnel_data != NULL
                    ? h1->ex->handler->on_tunnel_data(&h1->ex->base, data, len)
                    : len;
+    }
     size_t used = 0;
     while (used < len && !h1->closed) {
         if (h1->ex != NULL && h1->ex->request_done)
