@@ -171,6 +171,7 @@ class Conn:
         self.data = {}  # sid -> response body bytes
         self.ended = set()  # sids whose response ended
         self.rst = {}  # sid -> error code
+        self.trailers = {}  # sid -> [(name, value)] of a header block after the response's
         self.goaway = None  # (last stream id, error code, debug data)
         self.closed = None  # why reading ended: "EOF" or an errno name
         self.frames_read = 0
@@ -234,10 +235,13 @@ class Conn:
             if flags & END_HEADERS and self.pending_block is not None:
                 s, blk, end = self.pending_block
                 self.pending_block = None
-                fields = dict(self.decoder.decode(blk, raw=True))
+                decoded = self.decoder.decode(blk, raw=True)
+                fields = dict(decoded)
                 status = fields.get(b":status")
                 if status is not None and not status.startswith(b"1"):
                     self.status[s] = int(status)
+                elif status is None and s in self.status:
+                    self.trailers[s] = decoded
                 if end:
                     self.ended.add(s)
 
@@ -319,11 +323,31 @@ def describe(outcome):
 
 # ------------------------------------------------------------------ the recording backend
 
+# The trailer sections /tr/KIND answers with.  "ok" and "split" pass, less
+# the fields that must not (framing, routing, connection-specific); the
+# others are hostile and must never reach a client.
+GOOD_TRAILERS = (b"X-Checksum: abc\r\nContent-Length: 99\r\nHost: elsewhere\r\n"
+                 b"Transfer-Encoding: gzip\r\nTE: trailers\r\nX-Empty:\r\nX-Other: 1 2\r\n")
+GOOD_TRAILERS_PASSED = [(b"x-checksum", b"abc"), (b"x-empty", b""), (b"x-other", b"1 2")]
+RESPONSE_TRAILERS = {
+    "ok": GOOD_TRAILERS,
+    "split": GOOD_TRAILERS,  # sent one byte at a time
+    # RFC 9112 5.2: a proxy may replace an obsolete line folding by spaces.
+    "fold": b"X-Checksum: abc\r\nX-Folded: a\r\n b\r\n",
+    "nul": b"X-Checksum: abc\r\nX-Bad: a\x00b\r\n",
+    "ctl": b"X-Checksum: abc\r\nX-Bad: a\x01b\r\n",
+    "bare-cr": b"X-Checksum: abc\r\nX-Bad: a\rX-Injected: 1\r\n",
+    "space-name": b"X-Checksum: abc\r\nX Bad: 1\r\n",
+    # Far over proxy_buffer_size (8k by default).
+    "big": b"".join(b"X-Big-%03d: %s\r\n" % (i, b"b" * 1000) for i in range(100)),
+}
+
 
 class Backend:
     """An HTTP/1.1 server on an ephemeral loopback port that records every
-    request head and body it receives (complete or not) and answers 200 "ok";
-    /big/N answers N bytes."""
+    request head and body it receives (complete or not), and on which of its
+    connections, and answers 200 "ok"; /big/N answers N bytes; /tr/KIND
+    answers a chunked body with a trailer section (RESPONSE_TRAILERS)."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -338,6 +362,7 @@ class Backend:
         self.port = self.listener.getsockname()[1]
         self.stopping = False
         self.conns = []
+        self.accepted = 0  # connections so far: each request records its number
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
 
@@ -367,9 +392,11 @@ class Backend:
                 return
             with self.lock:
                 self.conns.append(c)
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+                self.accepted += 1
+                number = self.accepted
+            threading.Thread(target=self._serve, args=(c, number), daemon=True).start()
 
-    def _serve(self, c):
+    def _serve(self, c, number):
         buf = b""
         c.settimeout(300)  # never closes a pooled connection during a run
         try:
@@ -380,7 +407,7 @@ class Backend:
                     chunk = c.recv(65536)
                     if not chunk:
                         if buf:
-                            self._record(buf, b"", False)
+                            self._record(number, buf, b"", False)
                         return
                     with self.lock:
                         self.bytes += len(chunk)
@@ -399,13 +426,17 @@ class Backend:
                         chunked = b"chunked" in value.lower()
                 body, complete = self._body(c, buf, length, chunked)
                 if body is None:
-                    self._record(head, buf, False)
+                    self._record(number, head, buf, False)
                     return
                 body, buf = body
-                self._record(head, body, complete, self.last_trailers if chunked else b"")
+                self._record(number, head, body, complete, self.last_trailers if chunked else b"")
                 if not complete:
                     return
                 path = head.split(b" ")[1] if head.count(b" ") >= 2 else b""
+                kind = path[4:].decode("latin-1") if path.startswith(b"/tr/") else None
+                if kind in RESPONSE_TRAILERS:
+                    self._send_trailers(c, kind)
+                    continue
                 size = 2
                 m = re.match(rb"/big/(\d+)", path)
                 payload = b"ok"
@@ -469,12 +500,27 @@ class Backend:
             body, buf = body + buf[:size], buf[size + 2:]
         return None, False
 
-    def _record(self, head, body, complete, trailers=b""):
+    def _send_trailers(self, c, kind):
+        """A chunked "hello", then (0.2 s later, in a read of its own, one
+        byte at a time for "split") the last chunk and the trailers."""
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: x-checksum\r\n\r\n"
+                  b"5\r\nhello\r\n")
+        time.sleep(0.2)
+        rest = b"0\r\n" + RESPONSE_TRAILERS[kind] + b"\r\n"
+        if kind == "split":
+            for i in range(len(rest)):
+                c.sendall(rest[i:i + 1])
+                time.sleep(0.002)
+        else:
+            c.sendall(rest)
+
+    def _record(self, number, head, body, complete, trailers=b""):
         first = head.split(b"\r\n", 1)[0].split(b" ")
         path = first[1].decode("latin-1") if len(first) >= 2 else ""
         with self.lock:
             self.requests.append({"path": path, "head": head, "body": body, "complete": complete,
-                                  "trailers": trailers})
+                                  "trailers": trailers, "conn": number})
 
     def mark(self):
         with self.lock:
@@ -1091,6 +1137,151 @@ def post_with_trailers(ctx, path, extra):
     return got, reached[0]
 
 
+# --- (2b) response trailers: a backend's chunked trailer section reaches the
+# client (HTTP/2: a HEADERS frame with END_STREAM after the DATA; HTTP/1.1:
+# the last chunk's trailer section), less the fields that must not; a
+# hostile one reaches no client, and its upstream connection is not reused.
+
+
+def h2_trailers_get(ctx, path):
+    """GET `path` in raw frames: the connection, once the stream ended or
+    was reset (or 10 s passed)."""
+    c = ctx.conn()
+    try:
+        c.send(headers_frame(1, block(base(path))))
+        c.wait(lambda: 1 in c.ended or 1 in c.rst or c.goaway is not None or c.closed is not None, 10)
+    finally:
+        c.close()
+    return c
+
+
+def trailer_case(ctx, kind, passed=GOOD_TRAILERS_PASSED):
+    mark = ctx.backend.mark()
+    c = h2_trailers_get(ctx, "/tr/" + kind)
+    got = c.trailers.get(1)
+    ctx.note("status %s, body %r, trailers %r" % (c.status.get(1), c.data.get(1, b""), got))
+    if c.status.get(1) != 200 or c.data.get(1) != b"hello" or 1 not in c.ended or 1 in c.rst:
+        raise Fail("GET /tr/%s: status %s, body %r, %s" % (kind, c.status.get(1), c.data.get(1, b""),
+                                                         "ended" if 1 in c.ended else "not ended"))
+    if got != passed:
+        raise Fail("the trailers were %r, not %r" % (got, passed))
+    check_backend(ctx, mark, ["/tr/"])
+    check_serves(ctx, "trailers-" + kind)
+
+
+@case("response-trailers", "a backend's chunked response with trailers: the client gets them in a HEADERS "
+      "frame with END_STREAM after the DATA, without content-length, host, transfer-encoding and te")
+def response_trailers(ctx):
+    trailer_case(ctx, "ok")
+
+
+@case("response-trailers-split", "the same, the trailer section sent one byte at a time")
+def response_trailers_split(ctx):
+    trailer_case(ctx, "split")
+
+
+@case("response-trailers-fold", "a trailer field folded over two lines (obs-fold): it reaches the client "
+      "as one line, its line break dropped (RFC 9112 5.2)")
+def response_trailers_fold(ctx):
+    trailer_case(ctx, "fold", [(b"x-checksum", b"abc"), (b"x-folded", b"a b")])
+
+
+def hostile_trailer_case(ctx, kind):
+    mark = ctx.backend.mark()
+    c = h2_trailers_get(ctx, "/tr/" + kind)
+    ctx.note("status %s, %s, trailers %r" % (c.status.get(1), "RST_STREAM %s" % error_name(c.rst[1])
+                                              if 1 in c.rst else "not reset", c.trailers.get(1)))
+    if 1 in c.trailers:
+        raise Fail("the client got the trailers %r" % c.trailers[1])
+    if 1 not in c.rst and c.status.get(1) != 502:
+        raise Fail("GET /tr/%s: status %s, %s: neither reset nor 502" % (
+            kind, c.status.get(1), "ended" if 1 in c.ended else "not ended"))
+    hostile = [r["conn"] for r in ctx.backend.since(mark) if r["path"] == "/tr/" + kind]
+    after = ctx.backend.mark()
+    check_serves(ctx, "trailers-" + kind)
+    reused = [r["path"] for r in ctx.backend.since(after) if r["conn"] in hostile]
+    if reused:
+        raise Fail("the upstream connection of the hostile trailers was reused for %s" % reused)
+    check_backend(ctx, mark, ["/tr/", "/ok/"])
+
+
+def register_hostile_trailers():
+    for kind in ("nul", "ctl", "bare-cr", "space-name", "big"):
+        shown = RESPONSE_TRAILERS[kind][:60].decode("latin-1").encode("unicode_escape").decode()
+        case("response-trailers-" + kind, "a backend's trailer section %s%s: the stream is reset (or 502), "
+             "no trailers reach the client, the upstream connection is not reused"
+             % (shown, "..." if len(RESPONSE_TRAILERS[kind]) > 60 else ""))(
+            lambda ctx, k=kind: hostile_trailer_case(ctx, k))
+
+
+register_hostile_trailers()
+
+
+def h1_get(port, path, timeout=10):
+    """GET over HTTP/1.1 (the same listener serves it), the connection
+    closing after: (status, body, trailer lines, whether the chunked body
+    was complete)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout)
+    raw = b""
+    try:
+        sock.sendall(b"GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n" % b(path))
+        deadline = time.monotonic() + timeout
+        for _ in range(100000):
+            if time.monotonic() > deadline:
+                break
+            try:
+                chunk = sock.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not chunk:
+                break
+            raw += chunk
+    finally:
+        sock.close()
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    status = int(head.split(b" ")[1]) if head.count(b" ") >= 2 else 0
+    body = b""
+    for _ in range(100000):
+        line, sep, rest = rest.partition(b"\r\n")
+        if not sep:
+            return status, body, None, False
+        try:
+            size = int(line.split(b";")[0], 16)
+        except ValueError:
+            return status, body, None, False
+        if size == 0:
+            if rest.startswith(b"\r\n"):
+                return status, body, [], True
+            section, sep, _ = rest.partition(b"\r\n\r\n")
+            return status, body, section.split(b"\r\n") if sep else None, bool(sep)
+        body, rest = body + rest[:size], rest[size + 2:]
+    return status, body, None, False
+
+
+@case("response-trailers-http1", "the backend's trailers to an HTTP/1.1 client (a chunked response): in the "
+      "last chunk, without content-length, host, transfer-encoding and te")
+def response_trailers_http1(ctx):
+    status, body, trailers, complete = h1_get(ctx.port, "/tr/ok")
+    ctx.note("status %d, body %r, trailers %r" % (status, body, trailers))
+    if status != 200 or body != b"hello" or not complete:
+        raise Fail("GET /tr/ok over HTTP/1.1: status %d, body %r, %s" % (
+            status, body, "complete" if complete else "incomplete"))
+    got = [(n.strip().lower(), v.strip()) for n, _, v in (t.partition(b":") for t in trailers)]
+    if got != GOOD_TRAILERS_PASSED:
+        raise Fail("the trailers were %r, not %r" % (trailers, GOOD_TRAILERS_PASSED))
+
+
+@case("response-trailers-http1-hostile", "a trailer section with a NUL, and one over proxy_buffer_size, to an "
+      "HTTP/1.1 client: the response is cut off before its last chunk, none of it reaches the client")
+def response_trailers_http1_hostile(ctx):
+    for kind in ("nul", "big"):
+        status, body, trailers, complete = h1_get(ctx.port, "/tr/" + kind)
+        ctx.note("%s: status %d, body %r, %s" % (kind, status, body, "complete" if complete else "cut off"))
+        if complete or trailers:
+            raise Fail("GET /tr/%s over HTTP/1.1 ended cleanly, trailers %r" % (kind, trailers))
+    check_serves(ctx, "trailers-http1-hostile")
+
+
 @case("control-options-star", "OPTIONS * is allowed: any response, not a stream error")
 def control_options(ctx):
     run_control(ctx, "control-options-star", pseudo_swap(base("*", "OPTIONS"), b":path", "*"), None,
@@ -1674,7 +1865,7 @@ def main():
                 break
         # A bad request forwarded late still counts.
         time.sleep(0.3)
-        allowed = ("/ok/", "/ctl/", "/rr/", "/flood/", "/big/")
+        allowed = ("/ok/", "/ctl/", "/rr/", "/flood/", "/big/", "/tr/")
         late = [r["head"].split(b"\r\n", 1)[0].decode("latin-1") for r in backend.requests
                 if not r["path"].startswith(allowed) and r["head"] != b"OPTIONS * HTTP/1.1" and
                 not r["head"].startswith(b"OPTIONS * HTTP/1.1\r\n") and
