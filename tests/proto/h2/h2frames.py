@@ -13,8 +13,10 @@ the client gets, (b) that nothing of a bad request reached the backend and
 The cases (--list says what each expects): malformed requests by RFC 9113
 8.2 and 8.3, refused with RST_STREAM PROTOCOL_ERROR or a 400 (field-*,
 name-*, value-*, pseudo-*, path-*, content-length-*); valid requests close
-to them that must pass (control-*); and the attacks, each with the defence
-the daemon must show: rapid-reset, continuation-flood, hpack-bomb*,
+to them that must pass (control-*); a backend's response trailers, good
+and hostile, to HTTP/2 and HTTP/1.1 clients (response-trailers-*); and the
+attacks, each with the defence the daemon must show: rapid-reset,
+continuation-flood, header-block-over-limit, hpack-bomb*,
 settings/ping/empty-data/empty-headers/window-update floods, zero-window
 stalls and too-many-streams.  The daemon's config sets the limits they rely
 on (corral_config below): a daemon whose directives differ fails to start,
@@ -1408,11 +1410,97 @@ def continuation_flood(ctx):
     ctx.check_rss(sampler)
     calm(ctx, c)
     ctx.check_defence(before, "header_block_too_long")
-    # corral cuts a header block off at twice http2_max_header_list_size,
-    # before nghttp2's bound of 8 CONTINUATION frames (here 128 KB).
+    # corral cuts a header block off at http2_max_header_list_size, before
+    # nghttp2's bound of 8 CONTINUATION frames (here 128 KB).
     if ctx.daemon.kind == "corral" and "header block over http2_max_header_list_size" not in \
             ctx.daemon.read_log():
         raise Fail("the header block was not cut off at its length")
+
+
+def header_block_frames(sid, fields, size, end_headers):
+    """A header block of `fields` as HEADERS and CONTINUATION frames of
+    `size` bytes (a field may straddle two)."""
+    blk = block(fields)
+    pieces = [blk[i:i + size] for i in range(0, len(blk), size)]
+    out = headers_frame(sid, pieces[0], end_headers=end_headers and len(pieces) == 1)
+    for i, piece in enumerate(pieces[1:], 1):
+        out += frame(CONTINUATION, END_HEADERS if end_headers and i == len(pieces) - 1 else 0, sid, piece)
+    return out, len(blk)
+
+
+def fields_of_block_size(path, size):
+    """Request fields whose header block (block()) is exactly `size` bytes."""
+    fields = base(path)
+    for i in range(1000):
+        left = size - len(block(fields))
+        if left <= 1100:
+            break
+        fields.append((b"x-h%03d" % i, b"a" * 1000))
+    # The last field takes what is left: its value's length prefix is one
+    # byte below 127, two above, so one of two name lengths fits.
+    for name in (b"x-last", b"x-last2"):
+        for n in range(max(0, left - 12), left):
+            if len(literal(name, b"v" * n)) == left:
+                fields.append((name, b"v" * n))
+                assert len(block(fields)) == size
+                return fields
+    raise AssertionError("no field of %d bytes" % left)
+
+
+@case("header-block-over-limit", "HEADERS and CONTINUATION frames whose header block is 1 KB longer than "
+      "http2_max_header_list_size, without END_HEADERS: cut off at the limit, with 431 on the stream "
+      "and GOAWAY ENHANCE_YOUR_CALM (a cut at twice the limit would leave it waiting), nothing upstream")
+def header_block_over_limit(ctx):
+    mark = ctx.backend.mark()
+    before = ctx.defence()
+    c = ctx.conn()
+    try:
+        fields = fields_of_block_size("/bad/header-block-over-limit", MAX_HEADER_LIST + 1024)
+        out, length = header_block_frames(1, fields, 4096, end_headers=False)
+        c.send(out)
+        c.wait(lambda: c.goaway is not None or c.closed is not None, 5)
+    finally:
+        c.close()
+    ctx.note("a block of %d bytes: status %s, GOAWAY %s" % (
+        length, c.status.get(1), error_name(c.goaway[1]) if c.goaway else "none (%s)" % c.closed))
+    if c.goaway is None and c.closed is None:
+        raise Fail("a header block of %d bytes (limit %d) without its end is still being read"
+                   % (length, MAX_HEADER_LIST))
+    if ctx.daemon.kind == "corral":
+        if c.status.get(1) != 431:
+            raise Fail("the stream got status %s, not 431" % c.status.get(1))
+        calm(ctx, c)
+        ctx.check_defence(before, "header_block_too_long")
+    check_serves(ctx, "header-block-over-limit")
+    check_backend(ctx, mark, ["/ok/"])
+
+
+@case("header-block-at-limit", "a request whose header list is exactly http2_max_header_list_size "
+      "(RFC 9113 6.5.2: name, value and 32 per field), in HEADERS and 4 CONTINUATION frames: 200 from the "
+      "backend (its block, shorter than the list, is not cut)")
+def header_block_at_limit(ctx):
+    path = "/ctl/header-block-at-limit"
+    fields = base(path)
+    for i in range(100):
+        left = MAX_HEADER_LIST - sum(len(n) + len(v) + 32 for n, v in fields)
+        if left <= 0:
+            break
+        name = b"x-h%03d" % i
+        fields.append((name, b"a" * max(0, min(left - len(name) - 32, 3000))))
+    assert sum(len(n) + len(v) + 32 for n, v in fields) == MAX_HEADER_LIST
+    mark = ctx.backend.mark()
+    c = ctx.conn()
+    try:
+        out, length = header_block_frames(1, fields, 3300, end_headers=True)
+        c.send(out)
+        got = c.outcome(1)
+    finally:
+        c.close()
+    ctx.note("a block of %d bytes: %s" % (length, describe(got)))
+    if got != ("status", 200):
+        raise Fail("a header list at the limit got %s" % describe(got))
+    if not [r for r in ctx.backend.since(mark) if r["path"] == path]:
+        raise Fail("it did not reach the backend")
 
 
 def hpack_bomb(ctx, name, frames, event):
