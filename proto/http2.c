@@ -36,6 +36,11 @@ const char *const http2_counter_names[HTTP2_COUNTERS] = {
 #define H2_MAX_SETTINGS        32
 #define H2_CONN_WINDOW_STREAMS 16
 
+/* The largest header block sent, as nghttp2_hd_deflate_bound() counts it
+ * (the fields' bytes, and 10 more for each): room for heads and trailers
+ * of 128k (proxy_buffer_size's most), and what corral adds. */
+#define H2_MAX_SEND_HEADER_BLOCK (1024 * 1024)
+
 /* The frames a client may send per interval that ask work of the server
  * and carry no request forward (nghttp2 1.52 bounds none of them for a
  * client that reads its ACKs), and the WINDOW_UPDATE frames it may send:
@@ -538,6 +543,10 @@ struct http2_conn *http2_conn_new(corral_conn *conn, const struct http_site *sit
      * also bounds queued PING/SETTINGS acks. */
     nghttp2_option_set_max_continuations(opt, 8);
     nghttp2_option_set_max_outbound_ack(opt, 1000);
+    /* A response head or trailer section as large as proxy_buffer_size
+     * lets in (128k at most) must go out: nghttp2 would fail a HEADERS
+     * frame over its 64 KiB default, leaving the stream without an end. */
+    nghttp2_option_set_max_send_header_block_length(opt, H2_MAX_SEND_HEADER_BLOCK);
     if (nghttp2_session_server_new2(&h2->session, cbs, h2, opt) != 0)
         goto fail;
     nghttp2_option_del(opt);

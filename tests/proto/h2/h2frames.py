@@ -340,8 +340,11 @@ RESPONSE_TRAILERS = {
     "ctl": b"X-Checksum: abc\r\nX-Bad: a\x01b\r\n",
     "bare-cr": b"X-Checksum: abc\r\nX-Bad: a\rX-Injected: 1\r\n",
     "space-name": b"X-Checksum: abc\r\nX Bad: 1\r\n",
-    # Far over proxy_buffer_size (8k by default).
-    "big": b"".join(b"X-Big-%03d: %s\r\n" % (i, b"b" * 1000) for i in range(100)),
+    # Over proxy_buffer_size (PROXY_BUFFER, below).
+    "big": b"".join(b"X-Big-%03d: %s\r\n" % (i, b"b" * 1000) for i in range(200)),
+    # Within it, but over nghttp2's default bound of 64 KiB on a header
+    # block it sends.
+    "large": b"".join(b"X-Large-%03d: %s\r\n" % (i, b"l" * 1000) for i in range(100)),
 }
 
 
@@ -550,6 +553,7 @@ SANITIZER = re.compile(r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime er
 # The limits the cases rely on; the same in both daemons' configs.
 MAX_STREAMS = 8
 MAX_HEADER_LIST = 16384
+PROXY_BUFFER = "128k"
 SEND_TIMEOUT_S = 2
 
 
@@ -565,8 +569,8 @@ def corral_config(backend_port):
             "server {\n    listen 127.0.0.1:0 http2;\n%s"
             "    send_timeout %ds;\n    client_header_timeout 20s;\n    client_body_timeout 20s;\n"
             "    keepalive_timeout 30s;\n    keepalive_requests 100000;\n"
-            "    location / {\n        proxy_pass http://b;\n    }\n}\n"
-            % (backend_port, h2, SEND_TIMEOUT_S))
+            "    location / {\n        proxy_pass http://b;\n        proxy_buffer_size %s;\n    }\n}\n"
+            % (backend_port, h2, SEND_TIMEOUT_S, PROXY_BUFFER))
 
 
 def nginx_config(directory, port, backend_port):
@@ -1161,12 +1165,14 @@ def trailer_case(ctx, kind, passed=GOOD_TRAILERS_PASSED):
     mark = ctx.backend.mark()
     c = h2_trailers_get(ctx, "/tr/" + kind)
     got = c.trailers.get(1)
-    ctx.note("status %s, body %r, trailers %r" % (c.status.get(1), c.data.get(1, b""), got))
+    shown = got if got is None or len(got) <= 5 else "%d fields, %d bytes" % (len(got), sum(len(n) + len(v) for n, v in got))
+    ctx.note("status %s, body %r, trailers %s" % (c.status.get(1), c.data.get(1, b""), shown))
     if c.status.get(1) != 200 or c.data.get(1) != b"hello" or 1 not in c.ended or 1 in c.rst:
         raise Fail("GET /tr/%s: status %s, body %r, %s" % (kind, c.status.get(1), c.data.get(1, b""),
                                                          "ended" if 1 in c.ended else "not ended"))
     if got != passed:
-        raise Fail("the trailers were %r, not %r" % (got, passed))
+        raise Fail("the trailers were %r, not %r" % (got, passed) if len(passed) <= 5 else
+                   "the trailers were not the %d fields sent" % len(passed))
     check_backend(ctx, mark, ["/tr/"])
     check_serves(ctx, "trailers-" + kind)
 
@@ -1180,6 +1186,12 @@ def response_trailers(ctx):
 @case("response-trailers-split", "the same, the trailer section sent one byte at a time")
 def response_trailers_split(ctx):
     trailer_case(ctx, "split")
+
+
+@case("response-trailers-large", "a trailer section of 100 KB (proxy_buffer_size is %s): it reaches the "
+      "client whole, over several frames" % PROXY_BUFFER)
+def response_trailers_large(ctx):
+    trailer_case(ctx, "large", [(b"x-large-%03d" % i, b"l" * 1000) for i in range(100)])
 
 
 @case("response-trailers-fold", "a trailer field folded over two lines (obs-fold): it reaches the client "
