@@ -3,18 +3,20 @@
 # podman and runs: unprivileged, proxying to a backend on loopback, answering
 # its probes, reloading on SIGHUP and draining on "podman stop" to exit 0.
 #
-# Not part of scripts/test: it takes minutes and root.  Skips (exit 0) where
-# podman is missing, or where the base image must be made and debootstrap is
-# missing.  The base is CORRAL_IMAGE_BASE if set (for example
+# It takes minutes and root, so it runs only when asked for with
+# CORRAL_TEST_IMAGE=1: scripts/test, which runs every tests/*/test_*.sh,
+# gets a skip.  It skips (exit 0) too where podman is missing, or where the
+# base image must be made and debootstrap is missing.
+#
+# The base is CORRAL_IMAGE_BASE if set (for example
 # docker.io/library/debian:bookworm-slim where it can be pulled), otherwise
 # localhost/bookworm-base, made once with debootstrap and kept for the next
 # run (CORRAL_DEBIAN_MIRROR and CORRAL_DEBIAN_SECURITY choose where from).
-# The image (CORRAL_IMAGE_TAG, default localhost/corral-test) is built
-# from scratch, leaving no cached layers, and removed at the end unless
-# CORRAL_IMAGE_KEEP=1.
-# CORRAL_PODMAN_OPTS replaces the global podman options (default: the vfs
-# storage driver and cgroupfs, which work inside a container or a sandbox,
-# and runc where the cgroups are hybrid).
+# The image (CORRAL_IMAGE_TAG, default localhost/corral-test) is built from
+# scratch, leaving no cached layers, and removed at the end unless
+# CORRAL_IMAGE_KEEP=1.  CORRAL_PODMAN_OPTS replaces the global podman
+# options (default: the vfs storage driver and cgroupfs, which work inside a
+# container or a sandbox, and runc where the cgroups are hybrid).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -22,6 +24,8 @@ skip() {
   echo "SKIP: $*"
   exit 0
 }
+[ "${CORRAL_TEST_IMAGE:-0}" = 1 ] ||
+  skip "builds and runs the container image (minutes, as root): CORRAL_TEST_IMAGE=1 $0"
 command -v podman >/dev/null || skip "podman is not installed (Debian: apt-get install podman)"
 for tool in curl python3; do
   command -v "$tool" >/dev/null || skip "$tool is not installed"
@@ -52,6 +56,7 @@ stopper=
 slow=
 cleanup() {
   local status=$?
+  set +e # to the end: the test's status is what this returns
   if pm container exists "$name" 2>/dev/null; then
     if ((status != 0)); then
       echo "--- the container's log:" >&2
@@ -68,6 +73,7 @@ cleanup() {
   # delete through a mount it left behind.
   findmnt -rn -o TARGET | grep "^$tmp/" | sort -r | while read -r m; do umount -l "$m" || true; done
   rm -rf --one-file-system "$tmp"
+  exit "$status"
 }
 trap cleanup EXIT
 fail() {
