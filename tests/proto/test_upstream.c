@@ -726,6 +726,79 @@ START_TEST(listed_status_goes_to_the_next_server)
 }
 END_TEST
 
+/* corral_upstream_server_up's value for 127.0.0.1:port on d's /metrics:
+ * 1, 0, or -1 when the page has no such line. */
+static int server_up(const struct test_daemon *d, int port)
+{
+    size_t size = 1 << 18;
+    char *page = malloc(size);
+    ck_assert_ptr_nonnull(page);
+    ck_assert_int_eq(test_daemon_admin_get(d, "/metrics", page, size), 200);
+    char want[128];
+    snprintf(want, sizeof(want),
+             "\ncorral_upstream_server_up{upstream=\"app\",server=\"127.0.0.1:%d\"} ", port);
+    const char *at = strstr(page, want);
+    int value = at != NULL ? atoi(at + strlen(want)) : -1;
+    free(page);
+    return value;
+}
+
+/* The gauge follows the shared health state: the active checks, for a
+ * backup too, and `down` in the config. */
+START_TEST(server_up_metric_follows_the_health_checks)
+{
+    struct backend *a = backend_start("a"), *b = backend_start("b"), *c = backend_start("c");
+    struct test_daemon d;
+    char upstream[512];
+    snprintf(upstream, sizeof(upstream),
+             "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d backup;\n"
+             "server 127.0.0.1:%d down;\n"
+             "health_check interval=200ms timeout=150ms rise=1 fall=1 uri=/healthz;",
+             a->port, b->port, c->port);
+    start_daemon(&d, 2, upstream, "");
+    ck_assert_int_eq(server_up(&d, a->port), 1);
+    ck_assert_int_eq(server_up(&d, b->port), 1);
+    ck_assert_int_eq(server_up(&d, c->port), 0);
+    atomic_store(&b->health_status, 500);
+    char text[128];
+    snprintf(text, sizeof(text), "127.0.0.1:%d is down", b->port);
+    ck_assert_int_ge(wait_log(&d, text, 3000), 0);
+    ck_assert_int_eq(server_up(&d, b->port), 0);
+    ck_assert_int_eq(server_up(&d, a->port), 1);
+    atomic_store(&b->health_status, 200);
+    snprintf(text, sizeof(text), "127.0.0.1:%d is up", b->port);
+    ck_assert_int_ge(wait_log(&d, text, 3000), 0);
+    ck_assert_int_eq(server_up(&d, b->port), 1);
+    test_daemon_stop(&d);
+    backend_free(a);
+    backend_free(b);
+    backend_free(c);
+}
+END_TEST
+
+/* And the passive failures: max_fails within fail_timeout on a worker. */
+START_TEST(server_up_metric_follows_passive_failures)
+{
+    int port;
+    close(test_reserve_port(&port)); /* nothing listens there */
+    struct backend *b = backend_start("b");
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream),
+             "server 127.0.0.1:%d max_fails=1 fail_timeout=30s;\nserver 127.0.0.1:%d;", port,
+             b->port);
+    start_daemon(&d, 1, upstream, "");
+    ck_assert_int_eq(server_up(&d, port), 1);
+    char body[64];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+    ck_assert_int_eq(server_up(&d, port), 0);
+    ck_assert_int_eq(server_up(&d, b->port), 1);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 START_TEST(upstream_failures_are_logged_with_the_request)
 {
     int port;
@@ -1062,6 +1135,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, max_conns_holds_across_two_workers);
     tcase_add_test(tc, changed_dns_answer_moves_traffic_without_a_reload);
     tcase_add_loop_test(tc, resolve_uses_ipv6_addresses_too, 0, 2);
+    tcase_add_test(tc, server_up_metric_follows_the_health_checks);
+    tcase_add_test(tc, server_up_metric_follows_passive_failures);
 
     tc = new_case(suite, "retry", 30, true);
     tcase_add_test(tc, slow_get_goes_to_every_server_by_default);
