@@ -52,6 +52,7 @@ struct generation {
     size_t upstream_count;
     struct http_stats *stats;      /* per worker */
     struct access_log *access_log; /* NULL: none */
+    corral_timer *log_flush;       /* access_log flush=: on the main loop; NULL: none */
     struct runtime_vars *vars;     /* maps and compiled values (runtime_vars.h) */
     bool stop_requested;           /* by a reload or a signal, not by its own workers */
     bool listeners_closed;         /* by the next generation's start or a stop */

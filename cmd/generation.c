@@ -219,6 +219,32 @@ static int upstreams_check_health(struct generation *gen, const struct generatio
     return 0;
 }
 
+/* Main loop: access_log flush=: each worker writes the lines it gathered. */
+static void on_log_flush(corral_timer *timer, void *arg)
+{
+    struct generation *gen = arg;
+    access_log_post_flushes(gen->access_log, gen->server);
+    corral_timer_start(timer, gen->config->access_log_flush_ms);
+}
+
+/* access_log buffer= and flush=: lines gathered per worker, and a timer
+ * on the main loop that has them written.  Returns 0 or -ENOMEM. */
+static int log_buffer_start(struct generation *gen, unsigned workers)
+{
+    const struct conf_config *config = gen->config;
+    if (config->access_log_buffer == 0)
+        return 0;
+    int err = access_log_set_buffer(gen->access_log, config->access_log_buffer, workers);
+    if (err == 0 && config->access_log_flush_ms > 0 && main_loop != NULL) {
+        err = corral_timer_new(main_loop, on_log_flush, gen, &gen->log_flush);
+        if (err == 0)
+            corral_timer_start(gen->log_flush, config->access_log_flush_ms);
+    }
+    if (err != 0)
+        log_error("access_log %s: %s", config->access_log, strerror(-err));
+    return err;
+}
+
 int generation_start(struct conf_config *config, struct generation *previous,
                      struct generation **out)
 {
@@ -268,6 +294,10 @@ int generation_start(struct conf_config *config, struct generation *previous,
             log_error("access_log %s: %s", config->access_log, strerror(-err));
             goto fail;
         }
+        access_log_set_escape(gen->access_log, runtime_vars_log_escape(gen->vars));
+        err = log_buffer_start(gen, workers);
+        if (err != 0)
+            goto fail;
     }
     for (size_t i = 0; i < gen->site_count; i++) {
         struct site *site = &gen->sites[i];

@@ -460,7 +460,8 @@ void generation_free(struct generation *gen)
 {
     if (gen == NULL)
         return;
-    corral_server_free(gen->server);
+    corral_timer_free(gen->log_flush);
+    corral_server_free(gen->server); /* its connections' last lines included */
     for (size_t i = 0; i < gen->site_count; i++)
         site_free(&gen->sites[i]);
     free(gen->sites);

@@ -20,8 +20,10 @@ struct runtime_vars;
 int runtime_vars_new(const struct conf_config *config, struct runtime_vars **out);
 void runtime_vars_free(struct runtime_vars *vars);
 
-/* The compiled log_format, or NULL for the default. */
+/* The compiled format of the access log, or NULL for the default; and how
+ * its values are escaped (log_format escape=). */
 const struct vars_template *runtime_vars_log_format(const struct runtime_vars *vars);
+enum vars_escape runtime_vars_log_escape(const struct runtime_vars *vars);
 
 /* Compiles `text`, written at `pos` by `directive`, into *out, which
  * `vars` owns: NULL when the text holds no variable.  Returns 0, -EINVAL

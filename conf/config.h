@@ -184,6 +184,21 @@ struct conf_tls {
     struct conf_pos ciphers_pos, ciphersuites_pos, client_ca_pos;
 };
 
+/* log_format NAME [escape=default|json|none] STRING...: how its values are
+ * escaped (nginx's escape=). */
+enum conf_log_escape {
+    CONF_LOG_ESCAPE_DEFAULT, /* '"', '\\', control and non-ASCII bytes as \xHH */
+    CONF_LOG_ESCAPE_JSON,    /* RFC 8259 string escapes; an empty value stays empty */
+    CONF_LOG_ESCAPE_NONE,
+};
+
+struct conf_log_format {
+    char *name;
+    char *format; /* the strings joined */
+    enum conf_log_escape escape;
+    struct conf_pos pos, format_pos;
+};
+
 struct conf_server {
     struct conf_listen *listens;
     size_t listen_count;
@@ -214,6 +229,12 @@ struct conf_config {
     char *access_log;                /* NULL = off */
     char *log_format;                /* NULL = combined */
     struct conf_pos log_format_pos;
+    struct conf_log_format *log_formats; /* log_format NAME ...: for access_log PATH NAME */
+    size_t log_format_count;
+    char *access_log_format; /* NULL: log_format's one string, else the default */
+    struct conf_pos access_log_format_pos;
+    size_t access_log_buffer;            /* buffer=SIZE: per worker; 0: a write per line */
+    uint32_t access_log_flush_ms;        /* flush=TIME: 0: when full, and at the end */
     struct conf_add_headers add_headers; /* the top level's add_header */
     struct conf_map *maps;
     size_t map_count;

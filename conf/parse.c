@@ -527,6 +527,12 @@ void conf_free(struct conf_config *config)
     free(config->error_log);
     free(config->access_log);
     free(config->log_format);
+    for (size_t i = 0; i < config->log_format_count; i++) {
+        free(config->log_formats[i].name);
+        free(config->log_formats[i].format);
+    }
+    free(config->log_formats);
+    free(config->access_log_format);
     for (size_t i = 0; i < config->admin_listen_count; i++)
         free(config->admin_listens[i]);
     free(config->admin_listens);

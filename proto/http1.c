@@ -150,15 +150,29 @@ void h1_finish_exchange(struct h1_conn *h1)
         h1_close(h1); /* the stop began while this exchange ran */
 }
 
-/* Answers a request that never became an exchange (a malformed head). */
-static void h1_reject(struct h1_conn *h1, unsigned status)
+/* Answers a request that never became an exchange (a malformed head),
+ * whose input starts at `head` (`len` bytes; NULL: gone, but a partial
+ * head's line may have been kept): its log line names the client and the
+ * request line as received. */
+static void h1_reject(struct h1_conn *h1, unsigned status, const char *head, size_t len)
 {
     h1->in_exchange = true;
     h1->ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops},
                                   .h1 = h1,
                                   .request_done = true,
                                   .http10 = true,
+                                  .started_ns = h1->head_started_ns,
                                   .upstream_ns = -1};
+    if (h1->site->access_log != NULL) {
+        char remote[64]; /* exchange_client_host() writes at most this */
+        exchange_client_host(&h1->ex.base, remote, sizeof(remote));
+        h1->ex.log_fields = head != NULL || h1->head_line == NULL
+                                ? access_log_keep_line(head, len, remote)
+                                : h1->head_line;
+        if (h1->ex.log_fields != h1->head_line)
+            free(h1->head_line);
+        h1->head_line = NULL;
+    }
     exchange_respond_error(&h1->ex.base, status);
     h1_close(h1);
 }
@@ -443,6 +457,17 @@ void h1_parser_free(struct h1_conn *h1)
     h1->parser = NULL;
 }
 
+/* A head still arriving: its request line, once whole, is kept for the
+ * log line of a 408 (its input is gone by then). */
+static void h1_keep_head_line(struct h1_conn *h1, const char *data, size_t len)
+{
+    if (h1->site->access_log == NULL || h1->head_line != NULL || memchr(data, '\n', len) == NULL)
+        return;
+    char remote[64]; /* exchange_format_client() writes at most this */
+    exchange_format_client(h1->conn, remote, sizeof(remote));
+    h1->head_line = access_log_keep_line(data, len, remote);
+}
+
 /* Feeds llhttp; returns bytes consumed, or SIZE_MAX after refusing. */
 static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
 {
@@ -474,7 +499,7 @@ static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
         if (h1->ex.handler != NULL && h1->ex.handler->on_abort != NULL)
             h1->ex.handler->on_abort(&h1->ex.base);
     } else if (!h1->in_exchange) {
-        h1_reject(h1, status);
+        h1_reject(h1, status, data, len); /* `data` starts the head */
     }
     h1_close(h1);
     return SIZE_MAX;
@@ -572,22 +597,25 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
             size_t head_len = http_head_length(data + used, len - used);
             if (head_len == 0) {
                 if (len - used > limits->max_header_size) {
-                    h1_reject(h1, 431);
+                    h1_reject(h1, 431, data + used, len - used);
                     return len;
                 }
                 if (!h1->partial_head) {
                     h1->partial_head = true;
                     h1_set_deadline(h1, limits->header_timeout_ms);
                 }
+                h1_keep_head_line(h1, data + used, len - used);
                 break;
             }
+            free(h1->head_line); /* the head is whole: not needed */
+            h1->head_line = NULL;
             if (head_len > limits->max_header_size) {
-                h1_reject(h1, 431);
+                h1_reject(h1, 431, data + used, len - used);
                 return len;
             }
             if (!http_head_lines_valid(data + used, head_len) ||
                 !request_line_valid(data + used, head_len)) {
-                h1_reject(h1, 400);
+                h1_reject(h1, 400, data + used, len - used);
                 return len;
             }
             h1->parser = malloc(sizeof(*h1->parser));
@@ -603,7 +631,7 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
             return len;
         if (n == 0 && !h1->in_exchange) {
             /* No progress on a fresh head: never spin on it. */
-            h1_reject(h1, 400);
+            h1_reject(h1, 400, data + used, len - used);
             return len;
         }
         used += n;
@@ -633,7 +661,7 @@ static void h1_on_deadline(corral_conn *conn)
         h1_end(h1, false);
     } else if (h1->partial_head && !h1->in_exchange) {
         count_timeout(h1, HTTP_TIMEOUT_HEADER);
-        h1_reject(h1, 408); /* slow or stalled request head */
+        h1_reject(h1, 408, NULL, 0); /* slow or stalled request head */
     } else
         h1_close(h1); /* idle, or silent since it connected */
 }
@@ -736,6 +764,7 @@ static void h1_on_close(corral_conn *conn, int error)
             h1_log_exchange(h1, &h1->ex, h1->ex.response_started ? h1->ex.status : 499);
     }
     free(h1->ex.log_fields);
+    free(h1->head_line);
     h1_parser_free(h1);
     free(h1);
 }

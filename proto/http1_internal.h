@@ -62,6 +62,7 @@ struct h1_conn {
     unsigned requests;        /* completed on this connection */
     unsigned error_status;    /* set by a callback that fails the request */
     bool proxy_header;        /* its PROXY header is still to come */
+    char *head_line;          /* with an access log: a partial head's line, for a 408 */
 };
 
 /* What handlers call on an HTTP/1.1 exchange (http1_response.c). */
