@@ -251,7 +251,9 @@ void access_log_write(struct access_log *log, const struct access_entry *e)
 /* Copies `s` to *p, advancing it; a NULL one (absent) stays NULL. */
 static struct http_str copy_str(char **p, struct http_str s)
 {
-    struct http_str copy = {s.data != NULL ? *p : NULL, s.len};
+    if (s.data == NULL)
+        return s;
+    struct http_str copy = {*p, s.len};
     if (s.len > 0)
         memcpy(*p, s.data, s.len);
     *p += s.len;
@@ -286,15 +288,17 @@ static char *keep(const struct http_request *req, const char *remote, struct htt
         headers[i].name = copy_str(&p, req->headers[i].name);
         headers[i].value = copy_str(&p, req->headers[i].value);
     }
-    memcpy(p, remote, remote_len);
-    kept->remote = p;
-    p += remote_len;
     kept->protocol = NULL;
     if (protocol.data != NULL) {
+        /* With its NUL, before the client's address at the block's end. */
+        assert((size_t)(p - block) + protocol.len + 1 + remote_len == total);
         memcpy(p, protocol.data, protocol.len);
-        p[protocol.len] = '\0';
+        block[total - remote_len - 1] = '\0';
         kept->protocol = p;
+        p += protocol.len + 1;
     }
+    memcpy(p, remote, remote_len);
+    kept->remote = p;
     return block;
 }
 
@@ -315,6 +319,8 @@ char *access_log_keep_line(const char *head, size_t len, const char *remote)
         const char *end = head + n;
         const char *sp1 = memchr(head, ' ', n);
         const char *sp2 = sp1 != NULL ? memrchr(sp1 + 1, ' ', (size_t)(end - sp1 - 1)) : NULL;
+        assert(sp1 == NULL || sp1 < end);
+        assert(sp2 == NULL || (sp2 > sp1 && sp2 < end));
         protocol = (struct http_str){"", 0};
         if (sp1 == NULL) {
             req.method = (struct http_str){head, n};
