@@ -24,18 +24,25 @@ static void log_path(char *path, size_t size)
 }
 
 /* A daemon with `extra` at the top level and `location` in its server's
- * "location /", which returns 200 unless `location` says otherwise. */
-static void start(struct test_daemon *d, const char *extra, const char *location)
+ * "location /", which returns 200 unless `location` says otherwise; its
+ * listen has `flags` ("http2"). */
+static void start_with(struct test_daemon *d, const char *extra, const char *location,
+                       const char *flags)
 {
     test_daemon_init(d, "corral");
     char conf[4096];
     snprintf(conf, sizeof(conf),
              "workers 2;\ndrain_timeout 200ms;\n%s\nadmin { listen 127.0.0.2:0; }\n"
-             "server {\n    listen 127.0.0.1:0;\n"
+             "server {\n    listen 127.0.0.1:0 %s;\n"
              "    location / { %s }\n}\n",
-             extra, location != NULL ? location : "return 200 \"ok\";");
+             extra, flags, location != NULL ? location : "return 200 \"ok\";");
     test_daemon_write_config(d, conf);
     test_daemon_start(d);
+}
+
+static void start(struct test_daemon *d, const char *extra, const char *location)
+{
+    start_with(d, extra, location, "");
 }
 
 /* Sends `len` bytes of `request` on a new connection and reads until the
@@ -296,6 +303,29 @@ START_TEST(client_gone_is_499_with_its_request)
 }
 END_TEST
 
+/* HTTP/2: a header list over http2_max_header_list_size is refused with
+ * 431, logged with the client and the request as far as it came. */
+START_TEST(http2_refused_header_list_is_logged_with_its_request)
+{
+    char path[256], extra[1024];
+    log_path(path, sizeof(path));
+    snprintf(extra, sizeof(extra), "http2_max_header_list_size 1k;\naccess_log %s;", path);
+    struct test_daemon d;
+    start_with(&d, extra, NULL, "http2");
+    char command[4096];
+    snprintf(command, sizeof(command),
+             "curl -s -o /dev/null --max-time 10 --http2-prior-knowledge -H 'X-Big: %02000d' "
+             "http://127.0.0.1:%d/h2big",
+             0, d.port);
+    ck_assert_int_ne(system(command), -1);
+    char *text = wait_lines(path, 1);
+    ck_assert_msg(strstr(text, "127.0.0.1 - - [") == text, "%s", text);
+    ck_assert_msg(strstr(text, "\"GET /h2big HTTP/2.0\" 431 ") != NULL, "%s", text);
+    free(text);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 static unsigned count_lines(const char *text)
 {
     unsigned n = 0;
@@ -379,6 +409,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, refused_requests_name_the_client_and_the_request, 0,
                         sizeof(refused) / sizeof(refused[0]));
     tcase_add_test(tc, client_gone_is_499_with_its_request);
+    tcase_add_test(tc, http2_refused_header_list_is_logged_with_its_request);
     tcase_add_test(tc, buffered_lines_are_written_at_the_flush_time);
     tcase_add_test(tc, buffered_lines_survive_a_reload_and_a_stop);
     suite_add_tcase(suite, tc);
