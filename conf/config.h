@@ -106,6 +106,24 @@ enum conf_handler {
     CONF_HANDLER_PROXY,
 };
 
+/* access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME]: one of a level's. */
+struct conf_access_log {
+    char *path;
+    char *format; /* a log_format's name; NULL: the default */
+    size_t buffer;
+    uint32_t flush_ms;
+    struct conf_pos pos, format_pos;
+};
+
+/* The access_log lines of one level (top, server, location).  The
+ * innermost level that has any is the one whose logs get the lines
+ * (nginx's rule); `access_log off` empties its level. */
+struct conf_access_logs {
+    struct conf_access_log *items;
+    size_t count;
+    bool set; /* the level has access_log lines */
+};
+
 struct conf_location {
     char *path;
     bool exact;    /* "location = /path": exact match; else prefix */
@@ -138,6 +156,7 @@ struct conf_location {
     struct proxy_conf proxy;
     struct conf_pos pos;
     struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
+    struct conf_access_logs access_logs;
 };
 
 struct conf_listen {
@@ -212,6 +231,7 @@ struct conf_server {
     struct conf_rewrites rewrites;
     struct conf_pos pos;
     struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
+    struct conf_access_logs access_logs;
 };
 
 struct conf_config {
@@ -235,6 +255,7 @@ struct conf_config {
     struct conf_pos access_log_format_pos;
     size_t access_log_buffer;            /* buffer=SIZE: per worker; 0: a write per line */
     uint32_t access_log_flush_ms;        /* flush=TIME: 0: when full, and at the end */
+    struct conf_access_logs access_logs; /* the top level's: the first is the fields above */
     struct conf_add_headers add_headers; /* the top level's add_header */
     struct conf_map *maps;
     size_t map_count;

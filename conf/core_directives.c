@@ -258,39 +258,64 @@ static int apply_log_format(struct conf_state *state, const struct conf_node *no
 #define ACCESS_LOG_BUFFER_DEFAULT (64 * 1024)
 
 /* access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME] | off: FORMAT is a
- * log_format's name. */
+ * log_format's name.  Each level (top, server, location) has a list; the
+ * top level's first also fills the config's access_log fields. */
 static int apply_access_log(struct conf_state *state, const struct conf_node *node,
                             const struct conf_directive *directive)
 {
     (void)directive;
     struct conf_config *config = state->config;
+    struct conf_access_logs *logs = state->location != NULL ? &state->location->access_logs
+                                    : state->server != NULL ? &state->server->access_logs
+                                                            : &config->access_logs;
+    logs->set = true;
     const struct conf_arg *path = &node->args[0];
     if (strcmp(path->text, "off") == 0) {
         if (node->arg_count > 1)
             return conf__error_at(state->error, &node->args[1].pos,
                                   "\"access_log off\" takes nothing more");
+        for (size_t i = 0; i < logs->count; i++) { /* the level's lines before it */
+            free(logs->items[i].path);
+            free(logs->items[i].format);
+        }
+        logs->count = 0;
+        if (logs == &config->access_logs) {
+            free(config->access_log);
+            free(config->access_log_format);
+            config->access_log = config->access_log_format = NULL;
+            config->access_log_buffer = 0;
+            config->access_log_flush_ms = 0;
+        }
         return 0;
     }
-    if (conf__arg_path(state, path, &config->access_log) != 0)
+    struct conf_access_log *items =
+        conf__grow(state, &path->pos, logs->items, logs->count, sizeof(*items));
+    if (items == NULL)
+        return -1;
+    logs->items = items;
+    /* Counted at once: conf_free() frees what it holds if the rest fails. */
+    struct conf_access_log *log = &items[logs->count++];
+    log->pos = path->pos;
+    if (conf__arg_path(state, path, &log->path) != 0)
         return -1;
     for (size_t i = 1; i < node->arg_count; i++) {
         const struct conf_arg *arg = &node->args[i];
         if (strncmp(arg->text, "buffer=", 7) == 0) {
             const struct conf_arg value = {arg->text + 7, arg->pos};
-            if (conf__arg_size(state, &value, &config->access_log_buffer) != 0)
+            if (conf__arg_size(state, &value, &log->buffer) != 0)
                 return -1;
-            if (config->access_log_buffer == 0)
+            if (log->buffer == 0)
                 return conf__error_at(state->error, &arg->pos, "\"buffer\" must be more than 0");
         } else if (strncmp(arg->text, "flush=", 6) == 0) {
             const struct conf_arg value = {arg->text + 6, arg->pos};
-            if (conf__arg_duration(state, &value, &config->access_log_flush_ms) != 0)
+            if (conf__arg_duration(state, &value, &log->flush_ms) != 0)
                 return -1;
-            if (config->access_log_flush_ms == 0)
+            if (log->flush_ms == 0)
                 return conf__error_at(state->error, &arg->pos, "\"flush\" must be more than 0");
         } else if (i == 1) {
-            config->access_log_format_pos = arg->pos;
-            config->access_log_format = conf__strdup(state, &arg->pos, arg->text);
-            if (config->access_log_format == NULL)
+            log->format_pos = arg->pos;
+            log->format = conf__strdup(state, &arg->pos, arg->text);
+            if (log->format == NULL)
                 return -1;
         } else {
             return conf__error_at(state->error, &arg->pos,
@@ -299,9 +324,19 @@ static int apply_access_log(struct conf_state *state, const struct conf_node *no
                                   arg->text);
         }
     }
-    if (config->access_log_flush_ms > 0 && config->access_log_buffer == 0)
-        config->access_log_buffer = ACCESS_LOG_BUFFER_DEFAULT;
-    return 0;
+    if (log->flush_ms > 0 && log->buffer == 0)
+        log->buffer = ACCESS_LOG_BUFFER_DEFAULT;
+    if (logs != &config->access_logs || config->access_log != NULL)
+        return 0;
+    config->access_log = conf__strdup(state, &path->pos, log->path);
+    config->access_log_format =
+        log->format != NULL ? conf__strdup(state, &log->format_pos, log->format) : NULL;
+    config->access_log_format_pos = log->format_pos;
+    config->access_log_buffer = log->buffer;
+    config->access_log_flush_ms = log->flush_ms;
+    return config->access_log != NULL && (log->format == NULL || config->access_log_format != NULL)
+               ? 0
+               : -1;
 }
 
 /* Each entry sets one field through conf__apply_setting(), except those
@@ -336,7 +371,8 @@ const struct conf_directive conf__core_directives[] = {
     {.name = "pid_file", MAIN_FIELD(pid_file), .kind = CONF_KIND_PATH},
     {.name = "error_log", .contexts = CONF_MAIN, .min_args = 1, .max_args = 2,
      .apply = apply_error_log},
-    {.name = "access_log", .contexts = CONF_MAIN, .min_args = 1, .max_args = 4,
+    {.name = "access_log", .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION, .min_args = 1,
+     .max_args = 4, .repeat = true,
      .apply = apply_access_log},
     {.name = "log_format", .contexts = CONF_MAIN, .min_args = 1, .max_args = CONF_ARGS_MANY,
      .repeat = true, .base = CONF_BASE_MAIN, CONF_FIELD(struct conf_config, log_format),

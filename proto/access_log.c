@@ -8,6 +8,7 @@
  */
 #include "proto/access_log.h"
 
+#include "proto/site.h"
 #include "proto/vars.h"
 
 #include <assert.h>
@@ -27,6 +28,10 @@ struct log_buffer {
 } __attribute__((aligned(64)));
 
 struct access_log {
+    /* A tee (access_log_tee()): the logs its lines go to, the caller's. */
+    bool is_tee;
+    struct access_log **tee;
+    size_t tee_count;
     int fd;
     char *path;
     struct vars_template *own; /* compiled here, else the caller's */
@@ -192,6 +197,8 @@ void access_log_set_escape(struct access_log *log, enum vars_escape escape)
 
 int access_log_reopen(struct access_log *log)
 {
+    if (log->is_tee)
+        return 0; /* its logs are reopened themselves */
     int fd = open(log->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd == -1)
         return -errno;
@@ -201,10 +208,41 @@ int access_log_reopen(struct access_log *log)
     return err;
 }
 
+int access_log_tee(struct access_log *const *logs, size_t count, struct access_log **out)
+{
+    struct access_log *log = calloc(1, sizeof(*log));
+    if (log == NULL)
+        return -ENOMEM;
+    log->is_tee = true;
+    log->fd = -1;
+    log->tee = calloc(count > 0 ? count : 1, sizeof(*log->tee));
+    if (log->tee == NULL) {
+        free(log);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < count; i++)
+        log->tee[i] = logs[i];
+    log->tee_count = count;
+    *out = log;
+    return 0;
+}
+
+struct access_log *access_log_route(const struct http_site *site, const struct http_vhost *vhost,
+                                    const struct http_location *loc)
+{
+    struct access_log *log = site->access_log;
+    if (vhost != NULL && vhost->access_log != NULL)
+        log = vhost->access_log;
+    if (loc != NULL && loc->access_log != NULL)
+        log = loc->access_log;
+    return log != NULL && log->is_tee && log->tee_count == 0 ? NULL : log; /* access_log off */
+}
+
 void access_log_free(struct access_log *log)
 {
     if (log == NULL)
         return;
+    free(log->tee);
     for (unsigned w = 0; w < log->buffer_count; w++) {
         buffer_flush(&log->buffers[w]);
         free(log->buffers[w].data);
@@ -219,6 +257,11 @@ void access_log_free(struct access_log *log)
 
 void access_log_write(struct access_log *log, const struct access_entry *e)
 {
+    if (log->is_tee) {
+        for (size_t i = 0; i < log->tee_count; i++)
+            access_log_write(log->tee[i], e);
+        return;
+    }
     const struct kept *kept = (const struct kept *)(const void *)e->kept;
     struct vars_ctx ctx = {
         .ex = e->ex,

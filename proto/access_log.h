@@ -23,6 +23,9 @@
 
 struct access_log;
 struct vars_template;
+struct http_site;
+struct http_vhost;
+struct http_location;
 
 /* Opens `path` for appending with `format` (NULL: the default).  Returns 0,
  * -EINVAL with *bad pointing at an unknown $variable, or -errno from open. */
@@ -53,6 +56,17 @@ void access_log_flush(struct access_log *log);
 /* Reopens the file under the same descriptor (after log rotation). */
 int access_log_reopen(struct access_log *log);
 void access_log_free(struct access_log *log);
+
+/* A log that writes each line to every one of `logs` (`count` of them,
+ * which must outlive it; none: `access_log off`): the access_log lines of
+ * one level.  Freeing it frees none of them.  Returns 0 or -ENOMEM. */
+int access_log_tee(struct access_log *const *logs, size_t count, struct access_log **out);
+
+/* The log of an exchange that `loc` of `vhost` (either may be NULL) on
+ * `site` serves: the innermost that has one (nginx's rule), or NULL when
+ * there is none or it is `access_log off`. */
+struct access_log *access_log_route(const struct http_site *site, const struct http_vhost *vhost,
+                                    const struct http_location *loc);
 
 /* What one exchange leaves for its log line; the framer fills it. */
 struct access_entry {

@@ -163,7 +163,8 @@ static void h1_reject(struct h1_conn *h1, unsigned status, const char *head, siz
                                   .http10 = true,
                                   .started_ns = h1->head_started_ns,
                                   .upstream_ns = -1};
-    if (h1->site->access_log != NULL) {
+    h1->ex.log = access_log_route(h1->site, h1->vhost, NULL);
+    if (h1->ex.log != NULL) {
         char remote[64]; /* exchange_client_host() writes at most this */
         exchange_client_host(&h1->ex.base, remote, sizeof(remote));
         h1->ex.log_fields = head != NULL || h1->head_line == NULL
@@ -314,6 +315,7 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
 
 void h1_log_exchange(struct h1_conn *h1, struct h1_exchange *ex, unsigned status)
 {
+    (void)h1; /* the exchange has its log (access_log_route()) */
     struct access_entry entry = {
         .ex = &ex->base,
         .protocol = ex->http10 ? "HTTP/1.0" : "HTTP/1.1",
@@ -323,7 +325,8 @@ void h1_log_exchange(struct h1_conn *h1, struct h1_exchange *ex, unsigned status
         .upstream_ns = ex->upstream_ns,
     };
     access_entry_from_kept(&entry, ex->log_fields);
-    access_log_write(h1->site->access_log, &entry);
+    if (ex->log != NULL)
+        access_log_write(ex->log, &entry);
     free(ex->log_fields);
     ex->log_fields = NULL;
 }
@@ -358,7 +361,8 @@ static int on_headers_complete(llhttp_t *parser)
     const struct http_location *loc = http_find_location(h1->vhost, req.path.data, req.path.len);
     unsigned refused =
         access_check(&ex->base, h1->conn, loc != NULL ? loc->access : h1->vhost->access, &req);
-    if (h1->site->access_log != NULL) {
+    ex->log = access_log_route(h1->site, h1->vhost, loc);
+    if (ex->log != NULL) {
         ex->started_ns = h1->head_started_ns;
         char remote[64]; /* exchange_client_host() writes at most this */
         exchange_client_host(&ex->base, remote, sizeof(remote));
@@ -461,7 +465,8 @@ void h1_parser_free(struct h1_conn *h1)
  * log line of a 408 (its input is gone by then). */
 static void h1_keep_head_line(struct h1_conn *h1, const char *data, size_t len)
 {
-    if (h1->site->access_log == NULL || h1->head_line != NULL || memchr(data, '\n', len) == NULL)
+    if (h1->head_line != NULL || access_log_route(h1->site, h1->vhost, NULL) == NULL ||
+        memchr(data, '\n', len) == NULL)
         return;
     char remote[64]; /* exchange_format_client() writes at most this */
     exchange_format_client(h1->conn, remote, sizeof(remote));
@@ -760,7 +765,7 @@ static void h1_on_close(corral_conn *conn, int error)
     if (h1->in_exchange && !h1->ex.response_done) {
         if (h1->ex.handler != NULL && h1->ex.handler->on_abort != NULL)
             h1->ex.handler->on_abort(&h1->ex.base);
-        if (h1->site->access_log != NULL)
+        if (h1->ex.log != NULL)
             h1_log_exchange(h1, &h1->ex, h1->ex.response_started ? h1->ex.status : 499);
     }
     free(h1->ex.log_fields);

@@ -83,7 +83,8 @@ void h2_log_exchange(struct h2_stream *st, unsigned status)
         .upstream_ns = st->upstream_ns,
     };
     access_entry_from_kept(&entry, st->log_fields);
-    access_log_write(st->h2->site->access_log, &entry);
+    if (st->log != NULL)
+        access_log_write(st->log, &entry);
     free(st->log_fields);
     st->log_fields = NULL;
 }
@@ -95,7 +96,7 @@ void h2_stream_free(struct h2_stream *st)
         st->handler_owns = false;
         if (st->handler->on_abort != NULL)
             st->handler->on_abort(&st->base);
-        if (h2->site->access_log != NULL)
+        if (st->log != NULL)
             h2_log_exchange(st, st->response_started ? st->status : 499);
     }
     if (st->prev != NULL)
@@ -173,10 +174,15 @@ int h2_stream_trailer(struct h2_stream *st, const uint8_t *name, size_t namelen,
     return 0;
 }
 
-/* Keeps what the stream's log line needs of `req` (with an access log). */
-static void keep_log_fields(struct h2_stream *st, const struct http_request *req)
+/* Keeps what the stream's log line needs of `req`, which `loc` (NULL:
+ * none) of its vhost serves, when it has an access log. */
+static void keep_log_fields(struct h2_stream *st, const struct http_request *req,
+                            const struct http_location *loc)
 {
-    if (st->h2->site->access_log == NULL || st->log_fields != NULL)
+    if (st->log_fields != NULL)
+        return;
+    st->log = access_log_route(st->h2->site, st->vhost, loc);
+    if (st->log == NULL)
         return;
     char remote[64]; /* exchange_client_host() writes at most this */
     exchange_client_host(&st->base, remote, sizeof(remote));
@@ -303,7 +309,7 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
     if (st->head_refused || (status != 0 && status != H2_MALFORMED)) {
         /* Logged with what of the request arrived: its pseudo-headers
          * come first. */
-        keep_log_fields(st, &req);
+        keep_log_fields(st, &req, NULL);
     }
     if (st->head_refused) {
         free(headers);
@@ -324,7 +330,7 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
         loc = http_find_location(st->vhost, req.path.data, req.path.len);
         unsigned refused =
             access_check(&st->base, h2->conn, loc != NULL ? loc->access : st->vhost->access, &req);
-        keep_log_fields(st, &req);
+        keep_log_fields(st, &req, loc);
         if (status == 0 && refused != 0)
             status = refused;
         if (status == 0 && loc == NULL)

@@ -224,6 +224,10 @@ START_TEST(named_formats_and_their_errors)
         {"log_format j '$status';\nlog_format j '$uri';", "duplicate log_format \"j\""},
         {"log_format j escape=json '$nope';", "log_format: unknown variable \"$nope\""},
         {"access_log off x;", "\"access_log off\" takes nothing more"},
+        {"server { listen 127.0.0.1:0; server_name x.test; location /x { access_log /dev/null "
+         "inner; return 200; } }",
+         "access_log: unknown log_format \"inner\""},
+        {"access_log /dev/null buffer=0;", "\"buffer\" must be more than 0"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char conf[PATH_MAX], out[2048], args[PATH_MAX + 8];
@@ -334,6 +338,61 @@ static unsigned count_lines(const char *text)
     return n;
 }
 
+/* access_log in server and location blocks: the innermost level with
+ * access_log lines gets a request's line (nginx's rule), every line of
+ * that level does, and `off` turns a level off. */
+START_TEST(levels_follow_nginx_inheritance)
+{
+    char top[256], sa1[256], sa2[256], loc[256];
+    test_daemon_file(top, sizeof(top), "top.log");
+    test_daemon_file(sa1, sizeof(sa1), "a1.log");
+    test_daemon_file(sa2, sizeof(sa2), "a2.log");
+    test_daemon_file(loc, sizeof(loc), "loc.log");
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    char conf[4096];
+    snprintf(conf, sizeof(conf),
+             "workers 2;\ndrain_timeout 200ms;\nadmin { listen 127.0.0.2:0; }\n"
+             "log_format short '$host $request_uri';\naccess_log %s;\n"
+             "server {\n    listen 127.0.0.1:0;\n    server_name a.test;\n"
+             "    access_log %s;\n    access_log %s short;\n"
+             "    location / { return 200 \"a\"; }\n"
+             "    location /loc { access_log %s short; return 200 \"loc\"; }\n"
+             "    location /off { access_log off; return 200 \"off\"; }\n}\n"
+             "server {\n    listen 127.0.0.1:0;\n    server_name b.test;\n"
+             "    location / { return 200 \"b\"; }\n}\n",
+             top, sa1, sa2, loc);
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    static const char *const requests[] = {
+        "GET /a HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n",
+        "GET /loc/x HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n",
+        "GET /off HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n",
+        "GET /b HTTP/1.1\r\nHost: b.test\r\nConnection: close\r\n\r\n",
+        "GET /bad HTTP/1.1\r\nHost: a.test\r\nNo colon\r\n\r\n", /* the default server's */
+    };
+    for (size_t i = 0; i < sizeof(requests) / sizeof(requests[0]); i++)
+        exchange_text(d.port, requests[i]);
+    test_daemon_stop(&d);
+    char *text = test_read_file(top);
+    ck_assert_msg(count_lines(text) == 1 && strstr(text, "\"GET /b HTTP/1.1\" 200 ") != NULL,
+                  "top:\n%s", text);
+    free(text);
+    text = test_read_file(sa1);
+    ck_assert_msg(count_lines(text) == 2 && strstr(text, "\"GET /a HTTP/1.1\" 200 ") != NULL &&
+                      strstr(text, "\"GET /bad HTTP/1.1\" 400 ") != NULL,
+                  "server a:\n%s", text);
+    free(text);
+    text = test_read_file(sa2);
+    ck_assert_msg(strstr(text, "a.test /a\n") == text && count_lines(text) == 2,
+                  "server a, short:\n%s", text);
+    free(text);
+    text = test_read_file(loc);
+    ck_assert_str_eq(text, "a.test /loc/x\n");
+    free(text);
+}
+END_TEST
+
 /* buffer= with flush=: a worker's lines are written within the flush
  * time, with the daemon running (buffer= alone keeps them until the end:
  * see below). */
@@ -412,6 +471,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, http2_refused_header_list_is_logged_with_its_request);
     tcase_add_test(tc, buffered_lines_are_written_at_the_flush_time);
     tcase_add_test(tc, buffered_lines_survive_a_reload_and_a_stop);
+    tcase_add_test(tc, levels_follow_nginx_inheritance);
     suite_add_tcase(suite, tc);
     return suite;
 }
