@@ -179,10 +179,12 @@ static int listen_beside(struct generation *gen, struct generation *previous)
 }
 
 /* After a layout change, once the previous generation's sockets are closed:
- * a shared socket leaves the SO_REUSEPORT group it was made in, so that
- * another process binding its port fails again. */
+ * the groups pick sockets as new ones do, and a shared socket leaves the
+ * SO_REUSEPORT group it was made in, so that another process binding its
+ * port fails again. */
 static void leave_reuseport_groups(struct generation *gen)
 {
+    corral_server_listeners_settled(gen->server);
     if (corral_server_sockets_per_listener(gen->server) != 1)
         return;
     int zero = 0;

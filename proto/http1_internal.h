@@ -42,6 +42,7 @@ struct h1_exchange {
     struct access_log *log; /* where its line goes (access_log_route()); NULL: none */
     /* What is left of a chunk whose size line h1_ex_splice() sent. */
     uint64_t chunk_left;
+    struct h1_exchange *retired_next; /* h1_conn.retired */
 };
 
 struct h1_conn {
@@ -51,8 +52,13 @@ struct h1_conn {
     /* Only from a head's start to its message's end: idle connections
      * hold none. */
     llhttp_t *parser;
-    struct h1_exchange ex;
-    bool in_exchange;
+    /* The exchange under way, from its request head until both halves
+     * are done (h1_exchange_begin(), h1_exchange_retire()); NULL between
+     * requests, so that idle connections hold none. */
+    struct h1_exchange *ex;
+    /* Retired exchanges whose deferred free could not be queued (out of
+     * memory): freed with the connection. */
+    struct h1_exchange *retired;
     bool stopping;            /* graceful stop: close after the current response */
     bool handing_over;        /* graceful stop: move to the successor once idle */
     bool partial_head;        /* part of a request head has arrived */
@@ -76,6 +82,9 @@ static inline struct h1_exchange *h1_exchange_of(const struct exchange *ex)
     return (struct h1_exchange *)ex;
 }
 
+/* The connection lets go of its exchange (both halves done, or closing);
+ * its memory goes once the handler that ended it has returned. */
+void h1_exchange_retire(struct h1_conn *h1);
 /* Parses nothing more and closes.  `linger` unless the client asked to
  * close and so sends nothing more. */
 void h1_end(struct h1_conn *h1, bool linger);
