@@ -187,15 +187,31 @@ void h1_finish_exchange(struct h1_conn *h1)
         h1_close(h1); /* the stop began while this exchange ran */
 }
 
-/* Answers a request that never became an exchange (a malformed head). */
-static void h1_reject(struct h1_conn *h1, unsigned status)
+/* Answers a request that never became an exchange (a malformed head),
+ * whose input starts at `head` (`len` bytes; NULL: gone, but a partial
+ * head's line may have been kept): its log line names the client and the
+ * request line as received. */
+static void h1_reject(struct h1_conn *h1, unsigned status, const char *head, size_t len)
 {
     struct h1_exchange *ex = h1_exchange_begin(h1);
     if (ex != NULL) {
         ex->request_done = true;
         ex->http10 = true;
+        ex->started_ns = h1->head_started_ns;
+        ex->log = access_log_route(h1->site, h1->vhost, NULL);
+        if (ex->log != NULL) {
+            char remote[64]; /* exchange_client_host() writes at most this */
+            exchange_client_host(&ex->base, remote, sizeof(remote));
+            ex->log_fields = head != NULL || h1->head_line == NULL
+                                 ? access_log_keep_line(head, len, remote)
+                                 : h1->head_line;
+            if (ex->log_fields == h1->head_line)
+                h1->head_line = NULL; /* the exchange's now */
+        }
         exchange_respond_error(&ex->base, status);
     }
+    free(h1->head_line);
+    h1->head_line = NULL;
     h1_close(h1);
 }
 
@@ -336,6 +352,7 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
 
 void h1_log_exchange(struct h1_conn *h1, struct h1_exchange *ex, unsigned status)
 {
+    (void)h1; /* the exchange has its log (access_log_route()) */
     struct access_entry entry = {
         .ex = &ex->base,
         .protocol = ex->http10 ? "HTTP/1.0" : "HTTP/1.1",
@@ -345,7 +362,8 @@ void h1_log_exchange(struct h1_conn *h1, struct h1_exchange *ex, unsigned status
         .upstream_ns = ex->upstream_ns,
     };
     access_entry_from_kept(&entry, ex->log_fields);
-    access_log_write(h1->site->access_log, &entry);
+    if (ex->log != NULL)
+        access_log_write(ex->log, &entry);
     free(ex->log_fields);
     ex->log_fields = NULL;
 }
@@ -380,7 +398,8 @@ static int on_headers_complete(llhttp_t *parser)
     const struct http_location *loc = http_find_location(h1->vhost, req.path.data, req.path.len);
     unsigned refused =
         access_check(&ex->base, h1->conn, loc != NULL ? loc->access : h1->vhost->access, &req);
-    if (h1->site->access_log != NULL) {
+    ex->log = access_log_route(h1->site, h1->vhost, loc);
+    if (ex->log != NULL) {
         ex->started_ns = h1->head_started_ns;
         char remote[64]; /* exchange_client_host() writes at most this */
         exchange_client_host(&ex->base, remote, sizeof(remote));
@@ -479,6 +498,18 @@ void h1_parser_free(struct h1_conn *h1)
     h1->parser = NULL;
 }
 
+/* A head still arriving: its request line, once whole, is kept for the
+ * log line of a 408 (its input is gone by then). */
+static void h1_keep_head_line(struct h1_conn *h1, const char *data, size_t len)
+{
+    if (h1->head_line != NULL || access_log_route(h1->site, h1->vhost, NULL) == NULL ||
+        memchr(data, '\n', len) == NULL)
+        return;
+    char remote[64]; /* exchange_format_client() writes at most this */
+    exchange_format_client(h1->conn, remote, sizeof(remote));
+    h1->head_line = access_log_keep_line(data, len, remote);
+}
+
 /* Feeds llhttp; returns bytes consumed, or SIZE_MAX after refusing. */
 static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
 {
@@ -511,7 +542,7 @@ static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
         if (h1->ex->handler != NULL && h1->ex->handler->on_abort != NULL)
             h1->ex->handler->on_abort(&h1->ex->base);
     } else if (h1->ex == NULL) {
-        h1_reject(h1, status);
+        h1_reject(h1, status, data, len); /* `data` starts the head */
     }
     h1_close(h1);
     return SIZE_MAX;
@@ -612,22 +643,25 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
             size_t head_len = http_head_length(data + used, len - used);
             if (head_len == 0) {
                 if (len - used > limits->max_header_size) {
-                    h1_reject(h1, 431);
+                    h1_reject(h1, 431, data + used, len - used);
                     return len;
                 }
                 if (!h1->partial_head) {
                     h1->partial_head = true;
                     h1_set_deadline(h1, limits->header_timeout_ms);
                 }
+                h1_keep_head_line(h1, data + used, len - used);
                 break;
             }
+            free(h1->head_line); /* the head is whole: not needed */
+            h1->head_line = NULL;
             if (head_len > limits->max_header_size) {
-                h1_reject(h1, 431);
+                h1_reject(h1, 431, data + used, len - used);
                 return len;
             }
             if (!http_head_lines_valid(data + used, head_len) ||
                 !request_line_valid(data + used, head_len)) {
-                h1_reject(h1, 400);
+                h1_reject(h1, 400, data + used, len - used);
                 return len;
             }
             h1->parser = malloc(sizeof(*h1->parser));
@@ -643,7 +677,7 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
             return len;
         if (n == 0 && h1->ex == NULL) {
             /* No progress on a fresh head: never spin on it. */
-            h1_reject(h1, 400);
+            h1_reject(h1, 400, data + used, len - used);
             return len;
         }
         used += n;
@@ -673,7 +707,7 @@ static void h1_on_deadline(corral_conn *conn)
         h1_end(h1, false);
     } else if (h1->partial_head && h1->ex == NULL) {
         count_timeout(h1, HTTP_TIMEOUT_HEADER);
-        h1_reject(h1, 408); /* slow or stalled request head */
+        h1_reject(h1, 408, NULL, 0); /* slow or stalled request head */
     } else
         h1_close(h1); /* idle, or silent since it connected */
 }
@@ -772,7 +806,7 @@ static void h1_on_close(corral_conn *conn, int error)
     if (h1->ex != NULL && !h1->ex->response_done) {
         if (h1->ex->handler != NULL && h1->ex->handler->on_abort != NULL)
             h1->ex->handler->on_abort(&h1->ex->base);
-        if (h1->site->access_log != NULL)
+        if (h1->ex->log != NULL)
             h1_log_exchange(h1, h1->ex, h1->ex->response_started ? h1->ex->status : 499);
     }
     h1_exchange_retire(h1);
@@ -781,6 +815,7 @@ static void h1_on_close(corral_conn *conn, int error)
         h1_exchange_free(h1->retired);
         h1->retired = next;
     }
+    free(h1->head_line);
     h1_parser_free(h1);
     free(h1);
 }

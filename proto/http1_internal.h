@@ -36,9 +36,10 @@ struct h1_exchange {
     unsigned status;
     uint64_t body_received;
     uint64_t body_sent;
-    uint64_t started_ns; /* when its head was parsed */
-    int64_t upstream_ns; /* -1: no upstream */
-    char *log_fields;    /* with an access log: the request's text, copied */
+    uint64_t started_ns;    /* when its head was parsed */
+    int64_t upstream_ns;    /* -1: no upstream */
+    char *log_fields;       /* with an access log: the request's text, copied */
+    struct access_log *log; /* where its line goes (access_log_route()); NULL: none */
     /* What is left of a chunk whose size line h1_ex_splice() sent. */
     uint64_t chunk_left;
     struct h1_exchange *retired_next; /* h1_conn.retired */
@@ -68,6 +69,7 @@ struct h1_conn {
     unsigned requests;        /* completed on this connection */
     unsigned error_status;    /* set by a callback that fails the request */
     bool proxy_header;        /* its PROXY header is still to come */
+    char *head_line;          /* with an access log: a partial head's line, for a 408 */
 };
 
 /* What handlers call on an HTTP/1.1 exchange (http1_response.c). */

@@ -174,7 +174,7 @@ static void h1_ex_end(struct exchange *base, const char *trailers, size_t traile
     }
     ex->response_done = true;
     h1_count_response(h1, ex->status);
-    if (h1->site->access_log != NULL)
+    if (ex->log != NULL)
         h1_log_exchange(h1, ex, ex->status);
     if (ex->response_keep) {
         if (ex->request_done)

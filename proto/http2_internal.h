@@ -64,7 +64,8 @@ struct h2_stream {
     uint64_t body_sent;
     uint64_t started_ns;
     int64_t upstream_ns;
-    char *log_fields; /* with an access log: the request's text, copied */
+    char *log_fields;       /* with an access log: the request's text, copied */
+    struct access_log *log; /* where its line goes (access_log_route()); NULL: none */
 };
 
 /* The frames a client may send only so many of per interval (http2.c). */
