@@ -420,7 +420,7 @@ static void usage(FILE *to)
             "  -b, --burst N           burst: connections per burst per client (default 32)\n"
             "  -d, --disable CAPS      pretend capabilities are missing (see corral --probe)\n"
             "  -1, --one-cpu           pin every client thread to the first CPU\n"
-            "  -S, --spill F           affinity over eBPF: the spill factor (default 1.5)\n"
+            "  -S, --spill F           affinity over eBPF: the spill factor (default 1.1)\n"
             "  -C, --closed-loop       uneven, stalled: each client waits for its answer before\n"
             "                          its next connection (default: open loop, connections\n"
             "                          start on schedule however many still wait)\n"

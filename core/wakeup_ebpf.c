@@ -22,7 +22,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 
-#define DEFAULT_SPILL 1.5
+#define DEFAULT_SPILL 1.1
 
 /* One loaded program with its maps, held by the servers that steer with it. */
 struct corral__steer {
