@@ -196,7 +196,7 @@ START_TEST(balanced_passes_over_a_busy_worker)
     /* Worker 0 is in the middle of a long callback, with nothing queued:
      * by load alone it would get the first or second of these (worker 1
      * holds each one it takes); it is busy, so it gets none. */
-    struct stall stall = {.ms = 400};
+    struct stall stall = {.ms = 1500};
     stall_start(server, 0, &stall);
     usleep(20 * 1000);
     int fds[HELD];
