@@ -6,6 +6,8 @@
  * rate, CPU per connection and the p50/p99/p99.9 latency from connect() to
  * the worker reading the first bytes.
  */
+#include "cmd/wakebench.h"
+
 #include <corral.h>
 
 #include <bpf/bpf.h>
@@ -23,22 +25,9 @@
 
 #define MAX_WORKERS 64
 #define MAX_CLIENTS 16
+#define MAX_REPEAT  15
 
-/* uneven: paced, and one connection in 50 holds its worker for 20 ms of
- * CPU; stalled: paced, and worker 0 is blocked for 200 ms every second. */
-enum scenario {
-    SCENARIO_PACED,
-    SCENARIO_BURST,
-    SCENARIO_LONG,
-    SCENARIO_UNEVEN,
-    SCENARIO_STALLED,
-    SCENARIO_COUNT
-};
 static const char *const scenario_names[] = {"paced", "burst", "long", "uneven", "stalled"};
-#define HEAVY_EVERY    50
-#define HEAVY_CPU_NS   (20 * 1000000ull)
-#define STALL_EVERY_MS 1000
-#define STALL_MS       200
 
 struct options {
     unsigned worker_counts[8];
@@ -50,8 +39,10 @@ struct options {
     unsigned rate; /* paced: connections per second, all clients together */
     unsigned burst;
     bool json;
-    bool one_cpu; /* every client on the first CPU */
-    double spill; /* wakeup affinity spill=; 0 = the library's */
+    bool one_cpu;     /* every client on the first CPU */
+    bool closed_loop; /* uneven and stalled: clients wait for each answer */
+    double spill;     /* wakeup affinity spill=; 0 = the library's */
+    unsigned repeat;  /* runs of each mode; the row is the one with the middle p99 */
     const char *disable;
 };
 
@@ -100,14 +91,6 @@ static uint64_t worker_sleeps(corral_server *server)
         usleep(1000);
     return count.total;
 }
-
-/* A client sends the CLOCK_MONOTONIC time it called connect() and whether
- * the connection is heavy; the worker records how long ago that was, burns
- * the CPU a heavy one asks for, and answers one byte. */
-struct message {
-    uint64_t started;
-    uint64_t heavy;
-};
 
 static uint64_t thread_cpu_ns(void)
 {
@@ -160,100 +143,6 @@ static void *staller_main(void *arg)
 }
 
 static const struct corral_conn_handler bench_handler = {.on_data = bench_on_data};
-
-/* ----------------------------------------------------------- the clients */
-
-struct client {
-    pthread_t thread;
-    int port;
-    int cpu;
-    enum scenario scenario;
-    unsigned connections;
-    uint64_t interval_ns; /* paced */
-    uint64_t phase_ns;    /* paced: offset of this client's slots, so clients interleave */
-    unsigned burst;
-    int *held; /* long: connections kept open until the run ends */
-    unsigned failures;
-};
-
-static int client_connect(int port, bool heavy)
-{
-    struct sockaddr_storage addr;
-    socklen_t len;
-    char text[32];
-    snprintf(text, sizeof(text), "127.0.0.1:%d", port);
-    corral_parse_address(text, &addr, &len);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd == -1)
-        return -1;
-    struct message message = {.started = corral_monotonic_ns(), .heavy = heavy};
-    if (connect(fd, (struct sockaddr *)&addr, len) == -1 ||
-        send(fd, &message, sizeof(message), MSG_NOSIGNAL) != (ssize_t)sizeof(message)) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static bool client_await_reply(int fd)
-{
-    char reply;
-    return recv(fd, &reply, 1, 0) == 1;
-}
-
-static void sleep_until(uint64_t deadline_ns)
-{
-    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
-                          .tv_nsec = (long)(deadline_ns % 1000000000u)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
-
-static void *client_main(void *arg)
-{
-    struct client *c = arg;
-    if (c->cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET((size_t)c->cpu, &set);
-        pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-    }
-    uint64_t next = corral_monotonic_ns() + c->phase_ns;
-    bool paced = c->scenario == SCENARIO_PACED || c->scenario == SCENARIO_UNEVEN ||
-                 c->scenario == SCENARIO_STALLED;
-    if (paced)
-        sleep_until(next);
-    int fds[256];
-    for (unsigned done = 0; done < c->connections;) {
-        unsigned batch = c->scenario == SCENARIO_BURST ? c->burst : 1;
-        if (batch > c->connections - done)
-            batch = c->connections - done;
-        if (batch > sizeof(fds) / sizeof(fds[0]))
-            batch = sizeof(fds) / sizeof(fds[0]);
-        for (unsigned i = 0; i < batch; i++)
-            fds[i] = client_connect(c->port, c->scenario == SCENARIO_UNEVEN &&
-                                                 (done + i) % HEAVY_EVERY == HEAVY_EVERY / 2);
-        for (unsigned i = 0; i < batch; i++) {
-            if (fds[i] == -1 || !client_await_reply(fds[i])) {
-                c->failures++;
-                if (fds[i] != -1)
-                    close(fds[i]);
-            } else if (c->scenario == SCENARIO_LONG) {
-                c->held[done + i] = fds[i];
-            } else {
-                close(fds[i]);
-            }
-        }
-        done += batch;
-        if (paced) {
-            next += c->interval_ns;
-            sleep_until(next);
-        } else if (c->scenario == SCENARIO_BURST) {
-            usleep(20000); /* let every worker go idle between bursts */
-        }
-    }
-    return NULL;
-}
 
 /* ---------------------------------------------------------------- a run */
 
@@ -374,7 +263,11 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, cons
             .port = corral_listener_port(listener),
             .cpu = caps.cpus[opt->one_cpu ? 0 : i % caps.cpu_count],
             .scenario = scenario,
+            .open_loop =
+                (scenario == SCENARIO_UNEVEN || scenario == SCENARIO_STALLED) && !opt->closed_loop,
             .connections = share,
+            .index = i,
+            .stride = clients,
             .interval_ns = (uint64_t)clients * 1000000000u / opt->rate,
             .phase_ns = (uint64_t)i * 1000000000u / opt->rate,
             .burst = opt->burst,
@@ -466,8 +359,12 @@ static void print_header(unsigned workers, enum scenario scenario, const struct 
            scenario_names[scenario], opt->connections, opt->clients);
     if (scenario == SCENARIO_PACED || scenario == SCENARIO_UNEVEN || scenario == SCENARIO_STALLED)
         printf(" at %u/s", opt->rate);
+    if (scenario == SCENARIO_UNEVEN || scenario == SCENARIO_STALLED)
+        printf(opt->closed_loop ? ", closed loop" : ", open loop");
     if (opt->one_cpu)
         printf(", all clients on one CPU");
+    if (opt->repeat > 1)
+        printf(", the middle of %u runs by p99", opt->repeat);
     if (scenario == SCENARIO_BURST)
         printf(" in bursts of %u", opt->burst);
     printf("\n%-11s %-9s %7s %9s %7s %9s %8s %8s %8s %8s %8s %8s %7s %7s %4s\n", "mode",
@@ -523,7 +420,12 @@ static void usage(FILE *to)
             "  -b, --burst N           burst: connections per burst per client (default 32)\n"
             "  -d, --disable CAPS      pretend capabilities are missing (see corral --probe)\n"
             "  -1, --one-cpu           pin every client thread to the first CPU\n"
-            "  -S, --spill F           affinity over eBPF: the spill factor (default 1.5)\n"
+            "  -S, --spill F           affinity over eBPF: the spill factor (default 1.1)\n"
+            "  -C, --closed-loop       uneven, stalled: each client waits for its answer before\n"
+            "                          its next connection (default: open loop, connections\n"
+            "                          start on schedule however many still wait)\n"
+            "  -R, --repeat N          run each mode N times, in turns, and show the run with\n"
+            "                          the middle p99 (default 1, at most 15)\n"
             "  -j, --json              machine-readable output\n");
 }
 
@@ -534,25 +436,20 @@ static int parse_options(int argc, char **argv, struct options *opt)
                             .connections = 4000,
                             .clients = 2,
                             .rate = 2000,
-                            .burst = 32};
+                            .burst = 32,
+                            .repeat = 1};
     bool any_mode = false, any_scenario = false;
     static const struct option longs[] = {
-        {"workers", required_argument, NULL, 'w'},
-        {"mode", required_argument, NULL, 'm'},
-        {"scenario", required_argument, NULL, 's'},
-        {"connections", required_argument, NULL, 'n'},
-        {"clients", required_argument, NULL, 'c'},
-        {"rate", required_argument, NULL, 'r'},
-        {"burst", required_argument, NULL, 'b'},
-        {"disable", required_argument, NULL, 'd'},
-        {"json", no_argument, NULL, 'j'},
-        {"one-cpu", no_argument, NULL, '1'},
-        {"spill", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"workers", required_argument, NULL, 'w'},  {"mode", required_argument, NULL, 'm'},
+        {"scenario", required_argument, NULL, 's'}, {"connections", required_argument, NULL, 'n'},
+        {"clients", required_argument, NULL, 'c'},  {"rate", required_argument, NULL, 'r'},
+        {"burst", required_argument, NULL, 'b'},    {"disable", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},           {"one-cpu", no_argument, NULL, '1'},
+        {"spill", required_argument, NULL, 'S'},    {"closed-loop", no_argument, NULL, 'C'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "w:m:s:n:c:r:b:d:j1S:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "w:m:s:n:c:r:b:d:j1S:CR:h", longs, NULL)) != -1) {
         switch (c) {
         case 'w': {
             opt->worker_count_count = 0;
@@ -601,15 +498,18 @@ static int parse_options(int argc, char **argv, struct options *opt)
         case 'j': opt->json = true; break;
         case '1': opt->one_cpu = true; break;
         case 'S': opt->spill = atof(optarg); break;
+        case 'C': opt->closed_loop = true; break;
+        case 'R': opt->repeat = (unsigned)atoi(optarg); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
     }
     if (opt->clients == 0 || opt->clients > MAX_CLIENTS || opt->connections == 0 ||
-        opt->burst == 0 || opt->rate == 0) {
+        opt->burst == 0 || opt->rate == 0 || opt->repeat == 0 || opt->repeat > MAX_REPEAT) {
         fprintf(stderr,
-                "corral-wakebench: clients must be 1..%d; connections, burst and rate > 0\n",
-                MAX_CLIENTS);
+                "corral-wakebench: clients must be 1..%d, repeat 1..%d; connections, burst and "
+                "rate > 0\n",
+                MAX_CLIENTS, MAX_REPEAT);
         return -1;
     }
     for (int m = CORRAL_WAKEUP_ROUNDROBIN; m <= CORRAL_WAKEUP_BALANCED; m++)
@@ -631,6 +531,24 @@ static const struct {
     {CORRAL_WAKEUP_AFFINITY, "ebpf", true}, {CORRAL_WAKEUP_EXCLUSIVE, "", false},
     {CORRAL_WAKEUP_REUSEPORT, "", false},   {CORRAL_WAKEUP_HERD, "", false},
 };
+
+#define RUN_COUNT (sizeof(runs) / sizeof(runs[0]))
+
+static int compare_p99(const void *a, const void *b)
+{
+    double x = ((const struct result *)a)->p99_ms, y = ((const struct result *)b)->p99_ms;
+    return x < y ? -1 : x > y;
+}
+
+static void print_result(const struct result *r, bool json, bool *first)
+{
+    if (json)
+        print_json(r, *first);
+    else
+        print_row(r);
+    fflush(stdout);
+    *first = false;
+}
 
 int main(int argc, char **argv)
 {
@@ -663,21 +581,29 @@ int main(int argc, char **argv)
                 continue;
             if (!opt.json)
                 print_header(opt.worker_counts[w], (enum scenario)s, &opt);
-            for (size_t k = 0; k < sizeof(runs) / sizeof(runs[0]); k++) {
-                if (!opt.modes[runs[k].mode] || (runs[k].needs_ebpf && !caps.ebpf))
-                    continue;
-                struct result r = {0};
-                if (run_one(&opt, runs[k].mode, runs[k].disable, opt.worker_counts[w],
-                            (enum scenario)s, &r) != 0) {
-                    status = 1;
-                    continue;
+            /* The modes take turns, so that a change in the machine's load
+             * hits them all alike. */
+            struct result results[RUN_COUNT][MAX_REPEAT];
+            unsigned done[RUN_COUNT] = {0};
+            for (unsigned rep = 0; rep < opt.repeat; rep++) {
+                for (size_t k = 0; k < RUN_COUNT; k++) {
+                    if (!opt.modes[runs[k].mode] || (runs[k].needs_ebpf && !caps.ebpf))
+                        continue;
+                    if (run_one(&opt, runs[k].mode, runs[k].disable, opt.worker_counts[w],
+                                (enum scenario)s, &results[k][done[k]]) != 0) {
+                        status = 1;
+                        continue;
+                    }
+                    done[k]++;
+                    if (opt.repeat == 1)
+                        print_result(&results[k][0], opt.json, &first);
                 }
-                if (opt.json)
-                    print_json(&r, first);
-                else
-                    print_row(&r);
-                fflush(stdout);
-                first = false;
+            }
+            for (size_t k = 0; opt.repeat > 1 && k < RUN_COUNT; k++) {
+                if (done[k] == 0)
+                    continue;
+                qsort(results[k], done[k], sizeof(struct result), compare_p99);
+                print_result(&results[k][done[k] / 2], opt.json, &first);
             }
         }
     }

@@ -237,7 +237,7 @@ struct conf_server {
 struct conf_config {
     unsigned workers;                /* 0 = auto: CPUs in the affinity mask */
     enum corral_wakeup_mode wakeup;  /* default auto */
-    double wakeup_spill;             /* wakeup affinity spill=F; 0 = the library's 1.5 */
+    double wakeup_spill;             /* wakeup affinity spill=F; 0 = the library's 1.1 */
     unsigned max_connections;        /* per worker; default 10000 */
     unsigned busy_poll_usecs;        /* default 0 (off) */
     uint32_t drain_timeout_ms;       /* graceful stop and reload; default 10 s */

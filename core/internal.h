@@ -434,6 +434,7 @@ bool corral__ebpf_probe(void);
 void corral__steer_accepted(corral_worker *worker);
 void corral__steer_drained(corral_worker *worker);
 void corral__steer_closed(corral_worker *worker);
+void corral__steer_busy(corral_worker *worker, bool busy); /* the loop: woke, or waits */
 
 /* Picks the ops for the server's requested mode along its fallback chain. */
 const struct corral_wakeup_ops *corral__wakeup_choose(enum corral_wakeup_mode requested,

@@ -356,6 +356,12 @@ static void post_on_event(struct corral__handle *handle, uint32_t epoll_events)
 int corral__loop_run_once(corral_loop *loop, int timeout_ms)
 {
     struct epoll_event events[EVENTS_PER_WAIT];
+    /* eBPF steering passes by a worker that has been in one iteration for
+     * long: it publishes when it wakes and when it waits again. */
+    corral_worker *steered =
+        loop->worker != NULL && loop->worker->steer_slot != NULL ? loop->worker : NULL;
+    if (steered != NULL && timeout_ms != 0)
+        corral__steer_busy(steered, false);
     int n = epoll_wait(loop->epfd, events, EVENTS_PER_WAIT, timeout_ms);
     if (n == -1 && errno != EINTR) {
         int err = -errno;
@@ -363,6 +369,8 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms)
         return err;
     }
     loop->now = corral__monotonic_ms();
+    if (steered != NULL)
+        corral__steer_busy(steered, true);
     for (int i = 0; i < n; i++) {
         struct corral__handle *handle = events[i].data.ptr;
         handle->on_event(handle, events[i].events);

@@ -22,7 +22,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 
-#define DEFAULT_SPILL 1.5
+#define DEFAULT_SPILL 1.1
 
 /* One loaded program with its maps, held by the servers that steer with it. */
 struct corral__steer {
@@ -407,6 +407,17 @@ void corral__steer_drained(corral_worker *worker)
     uint64_t accepted = __atomic_load_n(&slot->accepted, __ATOMIC_RELAXED);
     if (selected > accepted)
         add_accepted(worker, selected - accepted);
+}
+
+void corral__steer_busy(corral_worker *worker, bool busy)
+{
+    if (!publishing(worker))
+        return;
+    uint32_t *at = &worker->steer_slot->busy_at;
+    /* Idle, a worker leaves its slot's cache line alone. */
+    if (!busy && __atomic_load_n(at, __ATOMIC_RELAXED) == 0)
+        return;
+    __atomic_store_n(at, busy ? STEER_BUSY_STAMP(clock_now()) : 0, __ATOMIC_RELAXED);
 }
 
 void corral__steer_closed(corral_worker *worker)

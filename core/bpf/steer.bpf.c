@@ -65,6 +65,27 @@ static __always_inline int stalled(const struct steer_slot *s)
     return queued_on(s) > 0 && bpf_ktime_get_ns() - since > STEER_STALLED_NS;
 }
 
+/* How long the worker has been in one loop iteration, in units of
+ * 1 << STEER_BUSY_SHIFT ns, if that is longer than STEER_BUSY_NS; else 0. */
+static __always_inline __u64 busy_for(const struct steer_slot *s)
+{
+    __u32 at = s->busy_at;
+    __s32 age = (__s32)(STEER_BUSY_STAMP(bpf_ktime_get_ns()) - at);
+    return at != 0 && age > (__s32)(STEER_BUSY_NS >> STEER_BUSY_SHIFT) ? (__u64)age : 0;
+}
+
+/* How long the worker has been stalled or busy, in the same units; 0 if it
+ * is neither. */
+static __always_inline __u64 late_for(const struct steer_slot *s)
+{
+    __u64 busy = busy_for(s);
+    if (!stalled(s))
+        return busy;
+    __u64 since = s->seen_ns > s->queued_ns ? s->seen_ns : s->queued_ns;
+    __u64 stall = (bpf_ktime_get_ns() - since) >> STEER_BUSY_SHIFT;
+    return stall > busy ? stall : busy;
+}
+
 /* Connections steered here but not accepted yet are load too. */
 static __always_inline __u64 plain_load_of(__u32 w)
 {
@@ -72,11 +93,15 @@ static __always_inline __u64 plain_load_of(__u32 w)
     return s->conns + queued_on(s);
 }
 
-/* For choosing between workers: a stalled one weighs more than any other. */
+/* For choosing between workers: a stalled or busy one weighs more than
+ * any other, and more the longer it has been so (on a loaded machine many
+ * workers are a little late; the one stuck in a long request is the one
+ * to pass by). */
 static __always_inline __u64 load_of(__u32 w)
 {
     __u64 load = plain_load_of(w);
-    return stalled(slot_of(w)) ? load + STEER_STALLED_LOAD : load;
+    __u64 late = late_for(slot_of(w));
+    return late > 0 ? STEER_STALLED_LOAD + (late << 20) + load : load;
 }
 
 static __always_inline int accepting(__u32 w)

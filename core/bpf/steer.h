@@ -24,10 +24,10 @@ enum steer_mode {
  * atomically.  64 bytes, so two workers never share a cache line.
  */
 struct steer_slot {
-    __u64 conns;    /* worker: its open connections */
-    __u64 accepted; /* worker: connections taken off its queue (re-based on drain) */
-    __u32 paused;   /* worker: 1 while it does not accept (at its limit, stopping) */
-    __u32 pad;
+    __u64 conns;     /* worker: its open connections */
+    __u64 accepted;  /* worker: connections taken off its queue (re-based on drain) */
+    __u32 paused;    /* worker: 1 while it does not accept (at its limit, stopping) */
+    __u32 busy_at;   /* worker: when its loop last woke with events, 0 while it waits */
     __u64 selected;  /* program: connections steered to this worker */
     __u64 local;     /* program (affinity): kept on their arrival CPU, here */
     __u64 spills;    /* program (affinity): arrived on this worker's CPU, sent elsewhere */
@@ -41,5 +41,15 @@ struct steer_slot {
  * than a slow request. */
 #define STEER_STALLED_NS   (2 * 1000 * 1000ull)
 #define STEER_STALLED_LOAD (1ull << 32)
+
+/* A worker whose loop has been running one iteration for this long (a
+ * slow request, a blocking call, its thread preempted) will not see a new
+ * connection before that ends: balanced passes it by, as a stalled one,
+ * before any connection waits on it.  busy_at is CLOCK_MONOTONIC in units
+ * of 1024 ns, cut to 32 bits (it wraps every 73 minutes; differences are
+ * taken modulo 2^32), never 0 while busy. */
+#define STEER_BUSY_NS        (1000 * 1000ull)
+#define STEER_BUSY_SHIFT     10
+#define STEER_BUSY_STAMP(ns) ((__u32)((ns) >> STEER_BUSY_SHIFT) | 1u)
 
 #endif /* CORRAL_BPF_STEER_H */

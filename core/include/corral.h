@@ -583,7 +583,7 @@ struct corral_server_config {
     unsigned busy_poll_usecs;              /* epoll busy poll per worker loop; 0 = off */
     const struct corral_kernel_caps *caps; /* NULL: corral_probe(); copied at creation */
     double wakeup_spill; /* affinity over eBPF: a worker whose load exceeds the mean by this
-                            factor spills new connections to others; 0 = 1.5 */
+                            factor spills new connections to others; 0 = 1.1 */
 };
 
 /** Fills `config` with the defaults. */

@@ -1,6 +1,6 @@
 /*
  * test_wakeup_ebpf.c: the eBPF-steered modes: an exact rotation, the least
- * loaded of two keeping clear of a stalled worker, affinity spilling over,
+ * loaded of two keeping clear of a stalled or busy worker, affinity spilling over,
  * the load map following connections, and the queue of a socket that
  * leaves the group moving to a live one.
  */
@@ -181,6 +181,34 @@ START_TEST(balanced_keeps_clear_of_a_stalled_worker)
     ck_assert_msg(stalled < THREADS, "the stalled worker was given %lu connections",
                   (unsigned long)stalled);
     ck_assert_msg(in_window >= 150, "only %d connections served while a worker stalled", in_window);
+    test_stop_server(server);
+}
+END_TEST
+
+START_TEST(balanced_passes_over_a_busy_worker)
+{
+    enum { HELD = 8 };
+    if (!ebpf_available())
+        return;
+    corral_listener *listener;
+    int port;
+    corral_server *server = start(CORRAL_WAKEUP_BALANCED, 2, 0, &listener, &port);
+    /* Worker 0 is in the middle of a long callback, with nothing queued:
+     * by load alone it would get the first or second of these (worker 1
+     * holds each one it takes); it is busy, so it gets none. */
+    struct stall stall = {.ms = 1500};
+    stall_start(server, 0, &stall);
+    usleep(20 * 1000);
+    int fds[HELD];
+    for (int i = 0; i < HELD; i++) {
+        fds[i] = test_connect(port);
+        exchange(fds[i]);
+    }
+    ck_assert_msg(steer(server, 0).steered == 0, "the busy worker was given %lu connections",
+                  (unsigned long)steer(server, 0).steered);
+    ck_assert_uint_eq(worker_stats(server, 1).accepts, HELD);
+    for (int i = 0; i < HELD; i++)
+        close(fds[i]);
     test_stop_server(server);
 }
 END_TEST
@@ -424,6 +452,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, roundrobin_is_an_exact_rotation);
     tcase_add_test(tc, balanced_keeps_clear_of_a_stalled_worker);
+    tcase_add_test(tc, balanced_passes_over_a_busy_worker);
     tcase_add_test(tc, the_load_map_follows_connections);
     tcase_add_test(tc, affinity_spills_over_when_its_cpu_is_overloaded);
     tcase_add_test(tc, a_closing_socket_hands_its_queue_to_a_live_one);
