@@ -53,6 +53,7 @@ struct generation {
     struct http_stats *stats;      /* per worker */
     struct access_log *access_log; /* NULL: none */
     struct runtime_vars *vars;     /* maps and compiled values (runtime_vars.h) */
+    struct runtime_limits *limits; /* its limit zones (runtime_limit.h) */
     bool stop_requested;           /* by a reload or a signal, not by its own workers */
     bool listeners_closed;         /* by the next generation's start or a stop */
     struct generation *next;

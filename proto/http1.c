@@ -8,6 +8,8 @@
  */
 #include "proto/http1_internal.h"
 #include "proto/access.h"
+#include "proto/add_header.h"
+#include "proto/limit.h"
 #include "proto/http2.h"
 #include "proto/tls.h"
 #include "proto/access_log.h"
@@ -133,6 +135,7 @@ void http1_conn_rebind(corral_conn *conn, const struct http_site *site, unsigned
 /* Both halves of the exchange are done: get ready for the next request. */
 void h1_finish_exchange(struct h1_conn *h1)
 {
+    limit_exchange_end(&h1->ex.base);
     h1->in_exchange = false;
     h1->requests++;
     if (h1->stopping && !h1->closed)
@@ -159,7 +162,7 @@ static void h1_reject(struct h1_conn *h1, unsigned status)
                                   .request_done = true,
                                   .http10 = true,
                                   .upstream_ns = -1};
-    exchange_respond_error(&h1->ex.base, status);
+    exchange_respond_error_adding(&h1->ex.base, NULL, h1->vhost->add_headers, status);
     h1_close(h1);
 }
 
@@ -355,7 +358,9 @@ static int on_headers_complete(llhttp_t *parser)
                                  h1->vhost->limits.send_timeout_ms);
 
     if (refused != 0 || loc == NULL) {
-        exchange_respond_error(&ex->base, refused != 0 ? refused : 404);
+        exchange_respond_error_adding(&ex->base, &req,
+                                      loc != NULL ? loc->add_headers : h1->vhost->add_headers,
+                                      refused != 0 ? refused : 404);
         return 0;
     }
     ex->handler = loc->handler;
@@ -735,6 +740,7 @@ static void h1_on_close(corral_conn *conn, int error)
         if (h1->site->access_log != NULL)
             h1_log_exchange(h1, &h1->ex, h1->ex.response_started ? h1->ex.status : 499);
     }
+    limit_exchange_end(&h1->ex.base);
     free(h1->ex.log_fields);
     h1_parser_free(h1);
     free(h1);

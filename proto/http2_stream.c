@@ -6,6 +6,8 @@
  */
 #include "proto/access.h"
 #include "proto/access_log.h"
+#include "proto/add_header.h"
+#include "proto/limit.h"
 #include "proto/http2_internal.h"
 
 #include <arpa/inet.h>
@@ -98,6 +100,7 @@ void h2_stream_free(struct h2_stream *st)
         if (h2->site->access_log != NULL)
             h2_log_exchange(st, st->response_started ? st->status : 499);
     }
+    limit_exchange_end(&st->base);
     if (st->prev != NULL)
         st->prev->next = st->next;
     else
@@ -176,7 +179,9 @@ int h2_stream_trailer(struct h2_stream *st, const uint8_t *name, size_t namelen,
 /* Answers a request that never reaches a handler. */
 static void refuse(struct h2_stream *st, unsigned status)
 {
-    exchange_respond_error(&st->base, status);
+    const struct http_add_headers *rules = st->base.add_headers;
+    exchange_respond_error_adding(&st->base, NULL, rules != NULL ? rules : st->vhost->add_headers,
+                                  status);
 }
 
 /* build_request()'s verdict on a malformed request: a stream error, no
@@ -294,6 +299,7 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
     struct http_header *headers = NULL;
     char *cookie = NULL;
     unsigned status = build_request(st, end_stream, &req, &headers, &cookie);
+    bool built = status == 0;
     const struct http_location *loc = NULL;
     if (status == 0) {
         st->vhost = http_find_vhost(h2->site, req.host.data, req.host.len);
@@ -317,7 +323,9 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
     if (status == H2_MALFORMED) {
         nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_PROTOCOL_ERROR);
     } else if (status != 0) {
-        refuse(st, status);
+        exchange_respond_error_adding(&st->base, built ? &req : NULL,
+                                      loc != NULL ? loc->add_headers : st->vhost->add_headers,
+                                      status);
     } else {
         st->handler = loc->handler;
         st->handler_owns = true;
