@@ -241,9 +241,12 @@ static void zone_free(struct limit_zone *zone)
     size_t shards = (size_t)1 << zone->shard_bits;
     for (size_t i = 0; zone->shards != NULL && i < shards; i++) {
         struct limit_shard *shard = &zone->shards[i];
-        while (shard->oldest != NULL) {
-            assert(shard->oldest->conns == 0); /* every exchange gave its count back */
-            node_remove(shard, shard->oldest);
+        struct limit_node *node = shard->newest;
+        while (node != NULL) {
+            struct limit_node *older = node->older;
+            assert(node->conns == 0); /* every exchange gave its count back */
+            free(node);
+            node = older;
         }
         free(shard->buckets);
         pthread_mutex_destroy(&shard->lock);
