@@ -63,9 +63,10 @@ int runtime_limits_wrap(struct runtime_limits *limits, struct runtime_vars *vars
     if (loc->handler == NULL || (c->req_count == 0 && c->conn_count == 0))
         return 0;
     struct limit_location *wrap = runtime_vars_calloc(vars, 1, sizeof(*wrap));
+    struct http_handler *handler = runtime_vars_calloc(vars, 1, sizeof(*handler));
     struct limit_req *reqs = runtime_vars_calloc(vars, c->req_count + 1, sizeof(*reqs));
     struct limit_conn *conns = runtime_vars_calloc(vars, c->conn_count + 1, sizeof(*conns));
-    if (wrap == NULL || reqs == NULL || conns == NULL)
+    if (wrap == NULL || handler == NULL || reqs == NULL || conns == NULL)
         return -ENOMEM;
     const struct conf_limit_zone *zones = limits->config->limit_zones;
     for (size_t i = 0; i < c->req_count; i++) {
@@ -92,7 +93,8 @@ int runtime_limits_wrap(struct runtime_limits *limits, struct runtime_vars *vars
                                     .req_status = c->req_status,
                                     .conn_status = c->conn_status,
                                     .add_headers = add_headers};
-    loc->handler = &limit_handler;
+    limit_handler_for(loc->handler, handler);
+    loc->handler = handler;
     loc->handler_data = wrap;
     return 0;
 }

@@ -313,6 +313,21 @@ const struct http_handler limit_handler = {
     .on_tunnel_data = limit_on_tunnel_data,
 };
 
+void limit_handler_for(const struct http_handler *inner, struct http_handler *out)
+{
+    *out = limit_handler;
+    if (inner->on_body == NULL)
+        out->on_body = NULL;
+    if (inner->on_body_end == NULL)
+        out->on_body_end = NULL;
+    if (inner->on_body_trailers == NULL)
+        out->on_body_trailers = NULL;
+    if (inner->on_drain == NULL)
+        out->on_drain = NULL;
+    if (inner->on_tunnel_data == NULL)
+        out->on_tunnel_data = NULL;
+}
+
 void limit__exchange_end(struct exchange *ex)
 {
     struct limit_exchange *le = ex->limit;

@@ -110,6 +110,12 @@ struct limit_location {
  * handler (as ex->routed). */
 extern const struct http_handler limit_handler;
 
+/* limit_handler as it stands in front of `inner`: the optional callbacks
+ * that `inner` leaves NULL stay NULL, so that a framer treats the location
+ * as it would without limits (no 100 Continue, no body delivered, where
+ * the handler takes none). */
+void limit_handler_for(const struct http_handler *inner, struct http_handler *out);
+
 /* What the exchange holds (limit_conn counts, a delay): framers call
  * limit_exchange_end() once the exchange is over, ended or aborted. */
 void limit__exchange_end(struct exchange *ex);
