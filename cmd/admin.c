@@ -8,6 +8,7 @@
 #include "cmd/metrics.h"
 #include "cmd/runtime_limit.h"
 #include "proto/exchange.h"
+#include "proto/health.h"
 #include "proto/http2.h" /* http2_counter_names */
 
 #include <stdio.h>
@@ -292,8 +293,10 @@ static bool daemon_ready(void)
            !atomic_load_explicit(&daemon_state.stopping, memory_order_relaxed);
 }
 
-/* The upstreams of `gen`, each server with its passive health (down while
- * any worker skips it) and its connections.  Under daemon_state.lock. */
+/* The upstreams of `gen`, each server with its state (what
+ * corral_upstream_server_up says: the config's `down`, the health checks
+ * and passive failures together), how many workers skip it for passive
+ * failures, and its connections.  Under daemon_state.lock. */
 static void write_status_upstreams(struct text *t, const struct generation *gen, uint64_t now)
 {
     for (size_t u = 0; u < gen->upstream_count; u++) {
@@ -316,8 +319,8 @@ static void write_status_upstreams(struct text *t, const struct generation *gen,
             text_printf(t,
                         ", \"state\": \"%s\", \"down_workers\": %u, \"active\": %llu, "
                         "\"idle\": %llu}",
-                        down > 0 ? "down" : "up", down, (unsigned long long)(open - idle),
-                        (unsigned long long)idle);
+                        upstream_health_server_up(up, i, now) ? "up" : "down", down,
+                        (unsigned long long)(open - idle), (unsigned long long)idle);
         }
         text_printf(t, "]}");
     }

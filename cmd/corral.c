@@ -319,11 +319,13 @@ static void on_signal(int signo, void *arg)
         /* Every generation's access log, draining ones included: their
          * last requests belong in the new file too. */
         for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
-            int rc = g->access_log != NULL ? access_log_reopen(g->access_log) : 0;
-            if (rc != 0)
-                log_error("SIGUSR1: generation %u: reopening access_log %s failed: %s", g->number,
-                          g->config->access_log, strerror(-rc));
-            err = err != 0 ? err : rc;
+            for (size_t i = 0; i < g->log_count; i++) {
+                int rc = access_log_reopen(g->logs[i]);
+                if (rc != 0)
+                    log_error("SIGUSR1: generation %u: reopening an access_log failed: %s",
+                              g->number, strerror(-rc));
+                err = err != 0 ? err : rc;
+            }
         }
         if (err == 0)
             log_info("SIGUSR1: log reopened");

@@ -52,11 +52,18 @@ struct generation {
     size_t upstream_count;
     struct http_stats *stats;      /* per worker */
     struct access_log *access_log; /* NULL: none */
-    struct runtime_vars *vars;     /* maps and compiled values (runtime_vars.h) */
-    struct runtime_limits *limits; /* its limit zones (runtime_limit.h) */
-    bool stop_requested;           /* by a reload or a signal, not by its own workers */
-    bool listeners_closed;         /* by the next generation's start or a stop */
+    struct access_log **logs;      /* every access_log file, each level's */
+    size_t log_count;
+    struct access_log **tees; /* each level's set of them (access_log_tee()) */
+    size_t tee_count;
+    uint32_t log_flush_ms;     /* the shortest flush=; 0: none */
+    corral_timer *log_flush;   /* access_log flush=: on the main loop; NULL: none */
+    struct runtime_vars *vars; /* maps and compiled values (runtime_vars.h) */
+    bool stop_requested;       /* by a reload or a signal, not by its own workers */
+    bool listeners_closed;     /* by the next generation's start or a stop */
     struct generation *next;
+    /* Its limit zones (runtime_limit.h). */
+    struct runtime_limits *limits;
 };
 
 /* Counter totals of generations that have exited, so counters keep growing

@@ -13,6 +13,7 @@
 #include "proto/resolve.h"
 #include "proto/http1.h" /* the framer every site listens with */
 
+#include <assert.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -178,10 +179,12 @@ static int listen_beside(struct generation *gen, struct generation *previous)
 }
 
 /* After a layout change, once the previous generation's sockets are closed:
- * a shared socket leaves the SO_REUSEPORT group it was made in, so that
- * another process binding its port fails again. */
+ * the groups pick sockets as new ones do, and a shared socket leaves the
+ * SO_REUSEPORT group it was made in, so that another process binding its
+ * port fails again. */
 static void leave_reuseport_groups(struct generation *gen)
 {
+    corral_server_listeners_settled(gen->server);
     if (corral_server_sockets_per_listener(gen->server) != 1)
         return;
     int zero = 0;
@@ -217,6 +220,131 @@ static int upstreams_check_health(struct generation *gen, const struct generatio
             return err;
     }
     return 0;
+}
+
+/* Main loop: access_log flush=: each worker writes the lines it gathered. */
+static void on_log_flush(corral_timer *timer, void *arg)
+{
+    struct generation *gen = arg;
+    for (size_t i = 0; i < gen->log_count; i++)
+        access_log_post_flushes(gen->logs[i], gen->server);
+    corral_timer_start(timer, gen->log_flush_ms);
+}
+
+/* Adds `log` to the list of `gen` (`count` of them), which frees it. */
+static int logs_add(struct access_log ***list, size_t *count, struct access_log *log)
+{
+    struct access_log **grown = realloc(*list, (*count + 1) * sizeof(*grown));
+    if (grown == NULL) {
+        access_log_free(log);
+        return -ENOMEM;
+    }
+    grown[(*count)++] = log;
+    *list = grown;
+    return 0;
+}
+
+/* Opens the file of one access_log line. */
+static int log_open(struct generation *gen, const struct conf_access_log *conf, unsigned workers,
+                    struct access_log **out)
+{
+    const struct vars_template *format;
+    enum vars_escape escape;
+    int err = runtime_vars_log_format_for(gen->vars, gen->config, conf->format, &format, &escape);
+    if (err != 0)
+        return err;
+    struct access_log *log;
+    err = access_log_open_compiled(conf->path, format, &log);
+    if (err != 0) {
+        log_error("access_log %s: %s", conf->path, strerror(-err));
+        return err;
+    }
+    access_log_set_escape(log, escape);
+    if (conf->buffer > 0 && (err = access_log_set_buffer(log, conf->buffer, workers)) != 0) {
+        access_log_free(log);
+        return err;
+    }
+    if (conf->flush_ms > 0 && (gen->log_flush_ms == 0 || conf->flush_ms < gen->log_flush_ms))
+        gen->log_flush_ms = conf->flush_ms;
+    *out = log;
+    return logs_add(&gen->logs, &gen->log_count, log);
+}
+
+/* The log of one level's access_log lines (a tee over their files), NULL
+ * when the level has none (it inherits). */
+static int level_log(struct generation *gen, const struct conf_access_logs *conf, unsigned workers,
+                     struct access_log **out)
+{
+    *out = NULL;
+    if (!conf->set)
+        return 0;
+    struct access_log **files = calloc(conf->count > 0 ? conf->count : 1, sizeof(*files));
+    if (files == NULL)
+        return -ENOMEM;
+    int err = 0;
+    for (size_t i = 0; i < conf->count && err == 0; i++)
+        err = log_open(gen, &conf->items[i], workers, &files[i]);
+    struct access_log *tee = NULL;
+    if (err == 0)
+        err = access_log_tee(files, conf->count, &tee);
+    free(files);
+    if (err == 0)
+        err = logs_add(&gen->tees, &gen->tee_count, tee);
+    *out = err == 0 ? tee : NULL;
+    return err;
+}
+
+/* access_log at the top, server and location levels: each level's files
+ * opened once, and each site, vhost and location given the log of its
+ * level (NULL: the enclosing one's, see access_log_route()).  buffer= and
+ * flush=: lines gathered per worker, and a main-loop timer that has them
+ * written.  Returns 0 or -errno (logged). */
+static int logs_attach(struct generation *gen, unsigned workers)
+{
+    const struct conf_config *config = gen->config;
+    struct access_log *top;
+    int err = level_log(gen, &config->access_logs, workers, &top);
+    size_t location_total = 0;
+    for (size_t s = 0; s < config->server_count; s++)
+        location_total += config->servers[s].location_count;
+    struct access_log **servers = calloc(config->server_count + 1, sizeof(*servers));
+    struct access_log **locations = calloc(location_total + 1, sizeof(*locations));
+    if (servers == NULL || locations == NULL)
+        err = -ENOMEM;
+    for (size_t s = 0, l = 0; s < config->server_count && err == 0; s++) {
+        const struct conf_server *server = &config->servers[s];
+        err = level_log(gen, &server->access_logs, workers, &servers[s]);
+        for (size_t i = 0; i < server->location_count && err == 0; i++)
+            err = level_log(gen, &server->locations[i].access_logs, workers, &locations[l++]);
+    }
+    for (size_t i = 0; i < gen->site_count && err == 0; i++) {
+        struct site *site = &gen->sites[i];
+        if (site->admin)
+            continue;
+        site->http.access_log = top;
+        for (size_t v = 0; v < site->http.vhost_count; v++) {
+            struct http_vhost *vhost = &site->vhosts[v];
+            unsigned s = vhost->stats_slot; /* its server block */
+            assert(s < config->server_count);
+            size_t first = 0;
+            for (unsigned k = 0; k < s; k++)
+                first += config->servers[k].location_count;
+            assert(first + vhost->location_count <= location_total);
+            vhost->access_log = servers[s];
+            for (size_t l = 0; l < vhost->location_count; l++)
+                ((struct http_location *)&vhost->locations[l])->access_log = locations[first + l];
+        }
+    }
+    free(servers);
+    free(locations);
+    if (err == 0 && gen->log_flush_ms > 0 && main_loop != NULL) {
+        err = corral_timer_new(main_loop, on_log_flush, gen, &gen->log_flush);
+        if (err == 0)
+            corral_timer_start(gen->log_flush, gen->log_flush_ms);
+    }
+    if (err == -ENOMEM)
+        log_error("access_log: %s", strerror(-err));
+    return err;
 }
 
 int generation_start(struct conf_config *config, struct generation *previous,
@@ -261,19 +389,12 @@ int generation_start(struct conf_config *config, struct generation *previous,
     err = upstreams_check_health(gen, previous);
     if (err != 0)
         goto fail;
-    if (config->access_log != NULL) {
-        err = access_log_open_compiled(config->access_log, runtime_vars_log_format(gen->vars),
-                                       &gen->access_log);
-        if (err != 0) {
-            log_error("access_log %s: %s", config->access_log, strerror(-err));
-            goto fail;
-        }
-    }
+    err = logs_attach(gen, workers);
+    if (err != 0)
+        goto fail;
     for (size_t i = 0; i < gen->site_count; i++) {
         struct site *site = &gen->sites[i];
         site->http.stats = gen->stats;
-        if (!site->admin)
-            site->http.access_log = gen->access_log;
         /* Tickets issued before a reload keep resuming after it. */
         struct site *old = find_site(previous, site->address);
         if (site->http.tls != NULL && old != NULL && old->http.tls != NULL)

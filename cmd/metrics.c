@@ -7,6 +7,8 @@
  */
 #include "cmd/metrics.h"
 
+#include "proto/health.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -298,6 +300,38 @@ static void write_counter(struct text *t, const char *name, const char *help, ui
                 (unsigned long long)value);
 }
 
+/* corral_upstream_server_up of `gen`'s upstreams: every server, backups
+ * and `down` ones too, as the health checks and passive failures leave it;
+ * a `resolve` name is up while any of its addresses is. */
+static void write_server_up(struct text *t, const struct generation *gen)
+{
+    text_printf(t, "# HELP corral_upstream_server_up Whether an upstream server takes requests: "
+                   "not down in the config, by its health checks or by passive failures.\n"
+                   "# TYPE corral_upstream_server_up gauge\n");
+    uint64_t now = corral_monotonic_ns() / 1000000; /* the loops' clock */
+    struct series_table servers = {0};              /* open: up; idle: seen */
+    for (size_t u = 0; gen != NULL && u < gen->upstream_count; u++) {
+        const struct proxy_upstream *up = gen->upstreams[u].upstream;
+        for (size_t i = 0; i < up->server_count; i++) {
+            const struct upstream_server *server = &up->servers[i];
+            if (server->resolve_slot != 0)
+                continue; /* counted with the name's first slot */
+            struct series *s =
+                series_get(&servers, labels_dup("upstream", up->name, "server", server->address));
+            if (s == NULL)
+                continue;
+            s->idle = 1;
+            size_t slots = server->resolve_name != NULL ? UPSTREAM_RESOLVE_SLOTS : 1;
+            for (size_t k = 0; k < slots && i + k < up->server_count; k++)
+                s->open += upstream_health_server_up(up, i + k, now);
+        }
+    }
+    for (size_t i = 0; i < servers.count; i++)
+        text_printf(t, "corral_upstream_server_up{%s} %d\n", servers.items[i].labels,
+                    servers.items[i].open > 0);
+    series_free(&servers);
+}
+
 void metrics_write(struct text *t)
 {
     struct series_table requests = {0}, upstreams = {0}, by_upstream = {0};
@@ -345,6 +379,7 @@ void metrics_write(struct text *t)
     series_free(&by_upstream);
     series_free(&requests);
     series_free(&upstreams);
+    write_server_up(t, daemon_state.generations); /* the newest generation's */
 
     write_counter(t, "corral_client_received_bytes_total",
                   "Bytes read from client connections (after TLS).", bytes[0]);

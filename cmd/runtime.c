@@ -468,7 +468,8 @@ void generation_free(struct generation *gen)
 {
     if (gen == NULL)
         return;
-    corral_server_free(gen->server);
+    corral_timer_free(gen->log_flush);
+    corral_server_free(gen->server); /* its connections' last lines included */
     for (size_t i = 0; i < gen->site_count; i++)
         site_free(&gen->sites[i]);
     free(gen->sites);
@@ -478,6 +479,12 @@ void generation_free(struct generation *gen)
     metrics_detach(gen);
     free(gen->stats);
     access_log_free(gen->access_log);
+    for (size_t i = 0; i < gen->tee_count; i++)
+        access_log_free(gen->tees[i]);
+    free(gen->tees);
+    for (size_t i = 0; i < gen->log_count; i++)
+        access_log_free(gen->logs[i]); /* what workers gathered, written */
+    free(gen->logs);
     runtime_limits_free(gen->limits);
     runtime_vars_free(gen->vars);
     conf_free(gen->config);

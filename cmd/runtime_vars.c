@@ -14,6 +14,7 @@ struct runtime_vars {
     struct vars_map **maps;
     struct vars_maps lookup;
     struct vars_template *log_format;
+    enum vars_escape log_escape;
     struct owned *owned; /* freed with the generation */
 };
 
@@ -120,6 +121,122 @@ static int map_build(struct runtime_vars *vars, const struct conf_map *conf, str
     return 0;
 }
 
+static enum vars_escape log_escape(enum conf_log_escape escape)
+{
+    switch (escape) {
+    case CONF_LOG_ESCAPE_JSON: return VARS_JSON;
+    case CONF_LOG_ESCAPE_NONE: return VARS_RAW;
+    case CONF_LOG_ESCAPE_DEFAULT: break;
+    }
+    return VARS_LOG;
+}
+
+/* Whether `name` is a log_format of `config` (or the built-in combined). */
+static bool log_format_known(const struct conf_config *config, const char *name)
+{
+    if (strcmp(name, "combined") == 0)
+        return true;
+    for (size_t i = 0; i < config->log_format_count; i++)
+        if (strcmp(config->log_formats[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+/* Checks the format names of one level's access_log lines. */
+static int log_names_check(const struct conf_config *config, const struct conf_access_logs *logs)
+{
+    for (size_t i = 0; i < logs->count; i++) {
+        const struct conf_access_log *log = &logs->items[i];
+        if (log->format == NULL || log_format_known(config, log->format))
+            continue;
+        const struct conf_pos *pos = &log->format_pos;
+        log_error("%s:%u:%u: access_log: unknown log_format \"%s\"", pos->file, pos->line, pos->col,
+                  log->format);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Compiles the format access_log names (without a name: log_format's one
+ * string, else the default) and picks its escaping.  Every named format is
+ * compiled, so that a bad variable is found in one no log uses yet. */
+static int log_format_build(struct runtime_vars *vars, const struct conf_config *config)
+{
+    const char *want = config->access_log_format;
+    const char *text = config->log_format;
+    const struct conf_pos *pos = &config->log_format_pos;
+    struct vars_error error;
+    vars->log_escape = VARS_LOG;
+    bool found = want == NULL;
+    if (want != NULL && strcmp(want, "combined") == 0) {
+        text = ACCESS_LOG_COMBINED;
+        found = true;
+    }
+    for (size_t i = 0; i < config->log_format_count; i++) {
+        const struct conf_log_format *f = &config->log_formats[i];
+        struct vars_template *t;
+        int err = vars_compile(f->format, &vars->lookup, &t, &error);
+        if (err != 0)
+            return report(err, &f->format_pos, "log_format", &error);
+        vars_template_free(t);
+        if (want != NULL && strcmp(f->name, want) == 0) {
+            text = f->format;
+            pos = &f->format_pos;
+            vars->log_escape = log_escape(f->escape);
+            found = true;
+        }
+    }
+    if (!found) {
+        pos = &config->access_log_format_pos;
+        log_error("%s:%u:%u: access_log: unknown log_format \"%s\"", pos->file, pos->line, pos->col,
+                  want);
+        return -EINVAL;
+    }
+    int checked = log_names_check(config, &config->access_logs);
+    for (size_t s = 0; s < config->server_count && checked == 0; s++) {
+        const struct conf_server *server = &config->servers[s];
+        checked = log_names_check(config, &server->access_logs);
+        for (size_t l = 0; l < server->location_count && checked == 0; l++)
+            checked = log_names_check(config, &server->locations[l].access_logs);
+    }
+    if (checked != 0)
+        return checked;
+    if (config->log_format != NULL && text != config->log_format) {
+        /* log_format's one string is checked even when unused. */
+        struct vars_template *t;
+        int err = vars_compile(config->log_format, &vars->lookup, &t, &error);
+        if (err != 0)
+            return report(err, &config->log_format_pos, "log_format", &error);
+        vars_template_free(t);
+    }
+    if (text == NULL)
+        return 0;
+    int err = vars_compile(text, &vars->lookup, &vars->log_format, &error);
+    return err != 0 ? report(err, pos, "log_format", &error) : 0;
+}
+
+int runtime_vars_log_format_for(struct runtime_vars *vars, const struct conf_config *config,
+                                const char *name, const struct vars_template **out,
+                                enum vars_escape *escape)
+{
+    const char *text = config->log_format;
+    const struct conf_pos *pos = &config->log_format_pos;
+    *escape = VARS_LOG;
+    if (name != NULL && strcmp(name, "combined") == 0)
+        text = ACCESS_LOG_COMBINED;
+    for (size_t i = 0; name != NULL && i < config->log_format_count; i++) {
+        const struct conf_log_format *f = &config->log_formats[i];
+        if (strcmp(f->name, name) == 0) {
+            text = f->format;
+            pos = &f->format_pos;
+            *escape = log_escape(f->escape);
+        }
+    }
+    if (text == NULL)
+        text = ACCESS_LOG_COMBINED_TIMED;
+    return compile_always(vars, text, pos, "log_format", out);
+}
+
 int runtime_vars_new(const struct conf_config *config, struct runtime_vars **out)
 {
     struct runtime_vars *vars = calloc(1, sizeof(*vars));
@@ -141,13 +258,7 @@ int runtime_vars_new(const struct conf_config *config, struct runtime_vars **out
         if (err != 0)
             return err;
     }
-    if (config->log_format != NULL) {
-        struct vars_error error;
-        int err = vars_compile(config->log_format, &vars->lookup, &vars->log_format, &error);
-        if (err != 0)
-            return report(err, &config->log_format_pos, "log_format", &error);
-    }
-    return 0;
+    return log_format_build(vars, config);
 }
 
 void runtime_vars_free(struct runtime_vars *vars)
@@ -199,6 +310,11 @@ void runtime_vars_set_captures(struct runtime_vars *vars, const struct http_rege
 const struct vars_template *runtime_vars_log_format(const struct runtime_vars *vars)
 {
     return vars != NULL ? vars->log_format : NULL;
+}
+
+enum vars_escape runtime_vars_log_escape(const struct runtime_vars *vars)
+{
+    return vars != NULL ? vars->log_escape : VARS_LOG;
 }
 
 int runtime_vars_add_headers(struct runtime_vars *vars, const struct conf_config *config,

@@ -20,8 +20,17 @@ struct runtime_vars;
 int runtime_vars_new(const struct conf_config *config, struct runtime_vars **out);
 void runtime_vars_free(struct runtime_vars *vars);
 
-/* The compiled log_format, or NULL for the default. */
+/* The compiled format of the access log, or NULL for the default; and how
+ * its values are escaped (log_format escape=). */
 const struct vars_template *runtime_vars_log_format(const struct runtime_vars *vars);
+enum vars_escape runtime_vars_log_escape(const struct runtime_vars *vars);
+
+/* The compiled format named `name` (NULL: log_format's one string, else
+ * the default), owned by `vars`, and its escaping.  The names were checked
+ * by runtime_vars_new().  Returns 0, -EINVAL (logged) or -ENOMEM. */
+int runtime_vars_log_format_for(struct runtime_vars *vars, const struct conf_config *config,
+                                const char *name, const struct vars_template **out,
+                                enum vars_escape *escape);
 
 /* Compiles `text`, written at `pos` by `directive`, into *out, which
  * `vars` owns: NULL when the text holds no variable.  Returns 0, -EINVAL

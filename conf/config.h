@@ -137,6 +137,24 @@ enum conf_handler {
     CONF_HANDLER_PROXY,
 };
 
+/* access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME]: one of a level's. */
+struct conf_access_log {
+    char *path;
+    char *format; /* a log_format's name; NULL: the default */
+    size_t buffer;
+    uint32_t flush_ms;
+    struct conf_pos pos, format_pos;
+};
+
+/* The access_log lines of one level (top, server, location).  The
+ * innermost level that has any is the one whose logs get the lines
+ * (nginx's rule); `access_log off` empties its level. */
+struct conf_access_logs {
+    struct conf_access_log *items;
+    size_t count;
+    bool set; /* the level has access_log lines */
+};
+
 struct conf_location {
     char *path;
     bool exact;    /* "location = /path": exact match; else prefix */
@@ -169,6 +187,7 @@ struct conf_location {
     struct proxy_conf proxy;
     struct conf_pos pos;
     struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
+    struct conf_access_logs access_logs;
     struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
 };
 
@@ -216,6 +235,21 @@ struct conf_tls {
     struct conf_pos ciphers_pos, ciphersuites_pos, client_ca_pos;
 };
 
+/* log_format NAME [escape=default|json|none] STRING...: how its values are
+ * escaped (nginx's escape=). */
+enum conf_log_escape {
+    CONF_LOG_ESCAPE_DEFAULT, /* '"', '\\', control and non-ASCII bytes as \xHH */
+    CONF_LOG_ESCAPE_JSON,    /* RFC 8259 string escapes; an empty value stays empty */
+    CONF_LOG_ESCAPE_NONE,
+};
+
+struct conf_log_format {
+    char *name;
+    char *format; /* the strings joined */
+    enum conf_log_escape escape;
+    struct conf_pos pos, format_pos;
+};
+
 struct conf_server {
     struct conf_listen *listens;
     size_t listen_count;
@@ -229,6 +263,7 @@ struct conf_server {
     struct conf_rewrites rewrites;
     struct conf_pos pos;
     struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
+    struct conf_access_logs access_logs;
     struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
 };
 
@@ -247,6 +282,13 @@ struct conf_config {
     char *access_log;                /* NULL = off */
     char *log_format;                /* NULL = combined */
     struct conf_pos log_format_pos;
+    struct conf_log_format *log_formats; /* log_format NAME ...: for access_log PATH NAME */
+    size_t log_format_count;
+    char *access_log_format; /* NULL: log_format's one string, else the default */
+    struct conf_pos access_log_format_pos;
+    size_t access_log_buffer;            /* buffer=SIZE: per worker; 0: a write per line */
+    uint32_t access_log_flush_ms;        /* flush=TIME: 0: when full, and at the end */
+    struct conf_access_logs access_logs; /* the top level's: the first is the fields above */
     struct conf_add_headers add_headers; /* the top level's add_header */
     struct conf_map *maps;
     size_t map_count;

@@ -185,6 +185,160 @@ static int apply_admin_listen(struct conf_state *state, const struct conf_node *
     return 0;
 }
 
+static const struct conf_keyword log_escapes[] = {
+    {"default", CONF_LOG_ESCAPE_DEFAULT},
+    {"json", CONF_LOG_ESCAPE_JSON},
+    {"none", CONF_LOG_ESCAPE_NONE},
+};
+
+/* log_format STRING: the default access log line, as it always was.
+ * log_format NAME [escape=default|json|none] STRING...: a format that
+ * access_log names, its strings joined (nginx's syntax).  The daemon
+ * knows the variables, so it checks them. */
+static int apply_log_format(struct conf_state *state, const struct conf_node *node,
+                            const struct conf_directive *directive)
+{
+    struct conf_config *config = state->config;
+    if (node->arg_count == 1) {
+        if (config->log_format != NULL)
+            return conf__error_at(state->error, &node->name.pos,
+                                  "duplicate \"log_format\" without a name");
+        return conf__apply_setting(state, node, directive);
+    }
+    const struct conf_arg *name = &node->args[0];
+    char where[300];
+    if (strcmp(name->text, "combined") == 0)
+        return conf__error_at(state->error, &name->pos,
+                              "log_format \"combined\" is built in: give yours another name");
+    for (size_t i = 0; i < config->log_format_count; i++)
+        if (strcmp(config->log_formats[i].name, name->text) == 0)
+            return conf__error_at(
+                state->error, &name->pos, "duplicate log_format \"%s\" (first at %s)", name->text,
+                conf__where(where, sizeof(where), &name->pos, &config->log_formats[i].pos));
+    size_t first = 1;
+    int escape = CONF_LOG_ESCAPE_DEFAULT;
+    if (strncmp(node->args[1].text, "escape=", 7) == 0) {
+        const struct conf_arg word = {node->args[1].text + 7, node->args[1].pos};
+        if (conf__arg_keyword(state, &word, "log_format escape", log_escapes,
+                              sizeof(log_escapes) / sizeof(log_escapes[0]), &escape) != 0)
+            return -1;
+        first = 2;
+    }
+    size_t len = 0;
+    for (size_t i = first; i < node->arg_count; i++)
+        len += strlen(node->args[i].text);
+    if (len == 0)
+        return conf__error_at(state->error, &node->args[node->arg_count - 1].pos,
+                              "empty log format");
+    struct conf_log_format *formats = conf__grow(state, &name->pos, config->log_formats,
+                                                 config->log_format_count, sizeof(*formats));
+    if (formats == NULL)
+        return -1;
+    config->log_formats = formats;
+    /* Counted at once: conf_free() frees what it holds if the rest fails. */
+    struct conf_log_format *f = &formats[config->log_format_count++];
+    f->escape = (enum conf_log_escape)escape;
+    f->pos = name->pos;
+    f->format_pos = node->args[first].pos;
+    f->name = conf__strdup(state, &name->pos, name->text);
+    f->format = malloc(len + 1);
+    if (f->name == NULL || f->format == NULL)
+        return conf__error_at(state->error, &name->pos, "out of memory");
+    char *p = f->format;
+    for (size_t i = first; i < node->arg_count; i++) {
+        size_t n = strlen(node->args[i].text);
+        memcpy(p, node->args[i].text, n);
+        p += n;
+    }
+    *p = '\0';
+    return 0;
+}
+
+/* nginx's buffer when flush= comes without buffer=. */
+#define ACCESS_LOG_BUFFER_DEFAULT (64 * 1024)
+
+/* access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME] | off: FORMAT is a
+ * log_format's name.  Each level (top, server, location) has a list; the
+ * top level's first also fills the config's access_log fields. */
+static int apply_access_log(struct conf_state *state, const struct conf_node *node,
+                            const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_config *config = state->config;
+    struct conf_access_logs *logs = state->location != NULL ? &state->location->access_logs
+                                    : state->server != NULL ? &state->server->access_logs
+                                                            : &config->access_logs;
+    logs->set = true;
+    const struct conf_arg *path = &node->args[0];
+    if (strcmp(path->text, "off") == 0) {
+        if (node->arg_count > 1)
+            return conf__error_at(state->error, &node->args[1].pos,
+                                  "\"access_log off\" takes nothing more");
+        for (size_t i = 0; i < logs->count; i++) { /* the level's lines before it */
+            free(logs->items[i].path);
+            free(logs->items[i].format);
+        }
+        logs->count = 0;
+        if (logs == &config->access_logs) {
+            free(config->access_log);
+            free(config->access_log_format);
+            config->access_log = config->access_log_format = NULL;
+            config->access_log_buffer = 0;
+            config->access_log_flush_ms = 0;
+        }
+        return 0;
+    }
+    struct conf_access_log *items =
+        conf__grow(state, &path->pos, logs->items, logs->count, sizeof(*items));
+    if (items == NULL)
+        return -1;
+    logs->items = items;
+    /* Counted at once: conf_free() frees what it holds if the rest fails. */
+    struct conf_access_log *log = &items[logs->count++];
+    log->pos = path->pos;
+    if (conf__arg_path(state, path, &log->path) != 0)
+        return -1;
+    for (size_t i = 1; i < node->arg_count; i++) {
+        const struct conf_arg *arg = &node->args[i];
+        if (strncmp(arg->text, "buffer=", 7) == 0) {
+            const struct conf_arg value = {arg->text + 7, arg->pos};
+            if (conf__arg_size(state, &value, &log->buffer) != 0)
+                return -1;
+            if (log->buffer == 0)
+                return conf__error_at(state->error, &arg->pos, "\"buffer\" must be more than 0");
+        } else if (strncmp(arg->text, "flush=", 6) == 0) {
+            const struct conf_arg value = {arg->text + 6, arg->pos};
+            if (conf__arg_duration(state, &value, &log->flush_ms) != 0)
+                return -1;
+            if (log->flush_ms == 0)
+                return conf__error_at(state->error, &arg->pos, "\"flush\" must be more than 0");
+        } else if (i == 1) {
+            log->format_pos = arg->pos;
+            log->format = conf__strdup(state, &arg->pos, arg->text);
+            if (log->format == NULL)
+                return -1;
+        } else {
+            return conf__error_at(state->error, &arg->pos,
+                                  "unknown access_log parameter \"%s\" (expected buffer=SIZE "
+                                  "or flush=TIME)",
+                                  arg->text);
+        }
+    }
+    if (log->flush_ms > 0 && log->buffer == 0)
+        log->buffer = ACCESS_LOG_BUFFER_DEFAULT;
+    if (logs != &config->access_logs || config->access_log != NULL)
+        return 0;
+    config->access_log = conf__strdup(state, &path->pos, log->path);
+    config->access_log_format =
+        log->format != NULL ? conf__strdup(state, &log->format_pos, log->format) : NULL;
+    config->access_log_format_pos = log->format_pos;
+    config->access_log_buffer = log->buffer;
+    config->access_log_flush_ms = log->flush_ms;
+    return config->access_log != NULL && (log->format == NULL || config->access_log_format != NULL)
+               ? 0
+               : -1;
+}
+
 /* Each entry sets one field through conf__apply_setting(), except those
  * with an apply function: wakeup (the library owns the mode names),
  * busy_poll (a syntax of its own), error_log (two settings) and the admin
@@ -217,11 +371,13 @@ const struct conf_directive conf__core_directives[] = {
     {.name = "pid_file", MAIN_FIELD(pid_file), .kind = CONF_KIND_PATH},
     {.name = "error_log", .contexts = CONF_MAIN, .min_args = 1, .max_args = 2,
      .apply = apply_error_log},
-    {.name = "access_log", MAIN_FIELD(access_log), .kind = CONF_KIND_PATH, .zero_word = "off"},
-    /* the access log line; the daemon knows the variables, so it checks them */
-    {.name = "log_format", MAIN_FIELD(log_format), .kind = CONF_KIND_STRING,
-     .what = "log format", .keep_pos = true,
-     .pos_offset = offsetof(struct conf_config, log_format_pos)},
+    {.name = "access_log", .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION, .min_args = 1,
+     .max_args = 4, .repeat = true,
+     .apply = apply_access_log},
+    {.name = "log_format", .contexts = CONF_MAIN, .min_args = 1, .max_args = CONF_ARGS_MANY,
+     .repeat = true, .base = CONF_BASE_MAIN, CONF_FIELD(struct conf_config, log_format),
+     .kind = CONF_KIND_STRING, .what = "log format", .keep_pos = true,
+     .pos_offset = offsetof(struct conf_config, log_format_pos), .apply = apply_log_format},
     {.name = "admin", .contexts = CONF_MAIN, .block = true, .apply = apply_admin},
     {.name = "listen", .contexts = CONF_ADMIN, .min_args = 1, .max_args = 1, .repeat = true,
      .apply = apply_admin_listen},

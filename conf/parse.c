@@ -470,6 +470,15 @@ int conf_load(const char *path, struct conf_config **out, struct conf_error *err
     return rc;
 }
 
+static void access_logs_free(struct conf_access_logs *logs)
+{
+    for (size_t i = 0; i < logs->count; i++) {
+        free(logs->items[i].path);
+        free(logs->items[i].format);
+    }
+    free(logs->items);
+}
+
 static void location_free(struct conf_location *location)
 {
     free(location->path);
@@ -491,6 +500,7 @@ static void location_free(struct conf_location *location)
     conf__limits_free(&location->limits);
     conf__free_add_headers(&location->add_headers);
     conf__free_rewrites(&location->rewrites);
+    access_logs_free(&location->access_logs);
 }
 
 static void server_free(struct conf_server *server)
@@ -517,6 +527,7 @@ static void server_free(struct conf_server *server)
     conf__limits_free(&server->limits);
     conf__free_add_headers(&server->add_headers);
     conf__free_rewrites(&server->rewrites);
+    access_logs_free(&server->access_logs);
 }
 
 void conf_free(struct conf_config *config)
@@ -529,6 +540,13 @@ void conf_free(struct conf_config *config)
     free(config->error_log);
     free(config->access_log);
     free(config->log_format);
+    for (size_t i = 0; i < config->log_format_count; i++) {
+        free(config->log_formats[i].name);
+        free(config->log_formats[i].format);
+    }
+    free(config->log_formats);
+    free(config->access_log_format);
+    access_logs_free(&config->access_logs);
     for (size_t i = 0; i < config->admin_listen_count; i++)
         free(config->admin_listens[i]);
     free(config->admin_listens);

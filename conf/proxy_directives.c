@@ -123,8 +123,8 @@ static int check_resolve_name(struct conf_state *state, const struct conf_arg *a
     return 0;
 }
 
-/* resolver ADDRESS... [valid=DURATION]: IP addresses, with a port or for
- * port 53. */
+/* resolver ADDRESS... [valid=DURATION] [ipv6=on|off]: IP addresses, with
+ * a port or for port 53; ipv6=off asks for A records only. */
 static int apply_resolver(struct conf_state *state, const struct conf_node *node,
                           const struct conf_directive *directive)
 {
@@ -138,6 +138,14 @@ static int apply_resolver(struct conf_state *state, const struct conf_node *node
                 return -1;
             if (upstream->resolve_valid_ms == 0)
                 return conf__error_at(state->error, &arg->pos, "\"valid\" must be more than 0");
+            continue;
+        }
+        if (strncmp(arg->text, "ipv6=", 5) == 0) {
+            const struct conf_arg value = {.text = arg->text + 5, .pos = arg->pos};
+            bool ipv6;
+            if (conf__arg_switch(state, &value, &ipv6) != 0)
+                return -1;
+            upstream->resolve_ipv4_only = !ipv6;
             continue;
         }
         struct in_addr ip4;
@@ -671,7 +679,7 @@ const struct conf_directive conf__proxy_directives[] = {
      .apply = apply_balance},
     {.name = "health_check", .contexts = CONF_UPSTREAM, .min_args = 0, .max_args = 7,
      .apply = apply_health_check},
-    {.name = "resolver", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 5,
+    {.name = "resolver", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 6,
      .apply = apply_resolver},
     /* idle connections to the pool kept per worker; 0 closes each after
      * its response */

@@ -79,6 +79,9 @@ corral_conn *corral__conn_open_accepted(corral_worker *worker, corral_listener *
     }
     corral_conn_set_watermarks(conn, listener->options.high_watermark,
                                listener->options.low_watermark);
+    /* Before on_open, which may close it again (corral__steer_closed()). */
+    if (worker->steer_slot != NULL && listener->fds != NULL) /* a steered socket */
+        corral__steer_accepted(worker);
     corral__conn_open(conn);
     /* A stopping worker told its connections before this one came. */
     if (worker->stopping && conn->state == CORRAL__CONN_OPEN && conn->handler->on_stop != NULL)

@@ -374,6 +374,9 @@ struct corral_listener {
     int *fds;       /* per-worker sockets in a reuseport group, else NULL */
     size_t index;   /* position in the server's list */
     bool owns_path; /* a unix socket this listener created and still owns */
+    /* corral_server_listen_beside()'s program is still on the group (no
+     * mode's own steering replaced it). */
+    bool steered_beside;
 };
 
 /* Creates, binds and listens on one socket for `listener`'s address,

@@ -237,12 +237,34 @@ int corral_server_listen_beside(corral_server *server, const int *fds, unsigned 
     /* A mode that steers the group itself replaces this at its start. */
     if (err == 0)
         err = steer_to_first(group[0], need, text);
+    corral_listener *listener = NULL;
     if (err == 0)
-        err = corral_server_listen_fds(server, group, need, options, handler, data, out);
+        err = corral_server_listen_fds(server, group, need, options, handler, data, &listener);
+    if (err == 0) {
+        listener->steered_beside = true;
+        if (out != NULL)
+            *out = listener;
+    }
     for (unsigned i = kept; i < made; i++)
         close(group[i]);
     free(group);
     return err;
+}
+
+void corral_server_listeners_settled(corral_server *server)
+{
+    for (corral_listener *l = server->listeners; l != NULL; l = l->next) {
+        if (!l->steered_beside)
+            continue;
+        int fd = l->fds != NULL ? l->fds[0] : l->fd, unused = 0;
+        /* ENOENT would mean no program: nothing to take off either way. */
+        if (fd != -1 &&
+            setsockopt(fd, SOL_SOCKET, SO_DETACH_REUSEPORT_BPF, &unused, sizeof(unused)) == -1 &&
+            errno != ENOENT)
+            corral__error("setsockopt(%s, SO_DETACH_REUSEPORT_BPF): %s", l->address_text,
+                          strerror(errno));
+        l->steered_beside = false;
+    }
 }
 
 /* ------------------------------------------- draining the listening sockets */

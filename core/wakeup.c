@@ -270,28 +270,9 @@ void corral__accept_from(struct corral__accept_entry *entry)
             break;
         }
         worker->emfile_logged = false;
-        corral__stat_add(&worker->stats.accepts, 1);
         if (listener->addr.ss_family != AF_UNIX)
             count_locality(worker, fd);
-
-        corral_conn *conn;
-        if (corral__conn_new(worker->loop, fd, listener->handler, NULL, &conn) != 0) {
-            corral__warn("worker %u: out of memory for a connection on %s; closed it",
-                         worker->index, listener->address_text);
-            continue;
-        }
-        conn->listener = listener;
-        /* A peer has its listener's family; a unix socket's peer (most
-         * often unnamed) is recorded as having no address. */
-        if (peer_len <= sizeof(conn->peer) && listener->addr.ss_family != AF_UNIX) {
-            memcpy(&conn->peer, &peer, peer_len);
-            conn->peer_len = peer_len;
-        }
-        corral_conn_set_watermarks(conn, listener->options.high_watermark,
-                                   listener->options.low_watermark);
-        if (worker->steer_slot != NULL && listener->fds != NULL) /* a steered socket */
-            corral__steer_accepted(worker);
-        corral__conn_open(conn);
+        corral__conn_open_accepted(worker, listener, fd, &peer, peer_len);
         if (max > 0 && corral__stat_read(&worker->stats.connections_active) >= max)
             worker_pause(worker, CORRAL__PAUSE_FULL);
     }

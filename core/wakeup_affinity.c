@@ -83,6 +83,7 @@ static int cbpf_setup(corral_server *server)
                           strerror(errno));
             return err;
         }
+        l->steered_beside = false; /* replaced */
     }
     return 0;
 }

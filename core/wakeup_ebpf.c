@@ -212,7 +212,7 @@ static void configure(struct corral__steer *steer, const corral_server *server,
 
 /* Puts the listener's sockets in the array at [index x workers + i] and
  * attaches the program to its group. */
-static int add_listener(struct corral__steer *steer, const corral_listener *listener, unsigned n)
+static int add_listener(struct corral__steer *steer, corral_listener *listener, unsigned n)
 {
     int socks = bpf_map__fd(steer->skel->maps.socks);
     int groups = bpf_map__fd(steer->skel->maps.groups);
@@ -246,6 +246,7 @@ static int add_listener(struct corral__steer *steer, const corral_listener *list
                       strerror(errno));
         return err;
     }
+    listener->steered_beside = false; /* replaced */
     return 0;
 }
 

@@ -234,8 +234,9 @@ static inline void exchange_end(struct exchange *ex)
 
 /* Ends the response with trailer fields: header lines, each ending in CRLF.
  * They are sent only where the protocol can carry them after the body: in
- * HTTP/1.1 when the response is chunked (its length was -1); otherwise
- * they are dropped (RFC 9110 6.5 lets a recipient discard them anyway). */
+ * HTTP/1.1 when the response is chunked (its length was -1), and in
+ * HTTP/2 as a last HEADERS frame; otherwise they are dropped (RFC 9110 6.5
+ * lets a recipient discard them anyway). */
 static inline void exchange_end_trailers(struct exchange *ex, const char *trailers, size_t len)
 {
     ex->_ops->end(ex, trailers, len);

@@ -79,6 +79,16 @@ static void record(struct health_probe *probe, bool passed, const char *why)
     }
 }
 
+bool upstream_health_server_up(const struct proxy_upstream *up, size_t index, uint64_t now)
+{
+    if (proxy_upstream_server_state(up, index) != PROXY_SERVER_UP)
+        return false;
+    for (unsigned w = 0; w < up->worker_count; w++)
+        if (upstream_server_down(&up->workers[w], (unsigned)index, now))
+            return false;
+    return true;
+}
+
 int upstream_health_status_line(const char *data, size_t len, unsigned *status)
 {
     const char *eol = memchr(data, '\n', len < STATUS_LINE_MAX ? len : STATUS_LINE_MAX);

@@ -18,6 +18,14 @@ int upstream_health_start(struct proxy_upstream *up, corral_loop *loop);
  * calls it. */
 void upstream_health_stop(struct proxy_upstream *up);
 
+/* Whether server `index` of `up` takes requests at `now` (the loops'
+ * clock, corral_monotonic_ns() in ms): not `down` in the config, an
+ * address of its own (a `resolve` slot filled and not draining), not
+ * failed by the health checks, and not kept out by passive failures
+ * (max_fails) on any worker.  Any thread: what it reads may be a moment
+ * old. */
+bool upstream_health_server_up(const struct proxy_upstream *up, size_t index, uint64_t now);
+
 /* Whether `status` passes the check's `match` (by default 2xx and 3xx). */
 bool upstream_health_match(const struct proxy_health_conf *conf, unsigned status);
 

@@ -69,6 +69,44 @@ static void h1_set_deadline(struct h1_conn *h1, uint32_t ms)
     corral_conn_set_deadline(h1->conn, ms == 0 ? 0 : now + ms);
 }
 
+/* ------------------------------------------------------------ exchanges */
+
+/* A request head has arrived: its exchange, or NULL when out of memory. */
+static struct h1_exchange *h1_exchange_begin(struct h1_conn *h1)
+{
+    assert(h1->ex == NULL);
+    struct h1_exchange *ex = malloc(sizeof(*ex));
+    if (ex == NULL)
+        return NULL;
+    *ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops}, .h1 = h1, .upstream_ns = -1};
+    h1->ex = ex;
+    return ex;
+}
+
+static void h1_exchange_free(void *arg)
+{
+    struct h1_exchange *ex = arg;
+    free(ex->log_fields);
+    free(ex);
+}
+
+/* The handler that ended the response may still use the exchange until it
+ * returns (exchange.h), and so may the framer's frames below it: the
+ * memory goes at the end of the loop's iteration, when none of them is
+ * left. */
+void h1_exchange_retire(struct h1_conn *h1)
+{
+    struct h1_exchange *ex = h1->ex;
+    if (ex == NULL)
+        return;
+    limit_exchange_end(&ex->base);
+    h1->ex = NULL;
+    if (corral_loop_defer(corral_conn_loop(h1->conn), h1_exchange_free, ex) != 0) {
+        ex->retired_next = h1->retired;
+        h1->retired = ex;
+    }
+}
+
 /* Parses nothing more and closes.  `linger` unless the client asked to
  * close and so sends nothing more. */
 void h1_end(struct h1_conn *h1, bool linger)
@@ -115,7 +153,7 @@ static void h1_on_detached(corral_conn *conn, void *arg)
  * boundary of its own making), a tunnel, a close already asked for. */
 static bool h1_hand_over(struct h1_conn *h1)
 {
-    if (h1->closed || h1->tunnel || h1->h2 != NULL || h1->in_exchange || h1->partial_head)
+    if (h1->closed || h1->tunnel || h1->h2 != NULL || h1->ex != NULL || h1->partial_head)
         return false;
     if (corral_conn_transport_state(h1->conn) != NULL && !tls_established(h1->conn))
         return false;
@@ -135,8 +173,7 @@ void http1_conn_rebind(corral_conn *conn, const struct http_site *site, unsigned
 /* Both halves of the exchange are done: get ready for the next request. */
 void h1_finish_exchange(struct h1_conn *h1)
 {
-    limit_exchange_end(&h1->ex.base);
-    h1->in_exchange = false;
+    h1_exchange_retire(h1);
     h1->requests++;
     if (h1->stopping && !h1->closed)
         h1_close(h1); /* the stop began while this exchange ran */
@@ -153,16 +190,31 @@ void h1_finish_exchange(struct h1_conn *h1)
         h1_close(h1); /* the stop began while this exchange ran */
 }
 
-/* Answers a request that never became an exchange (a malformed head). */
-static void h1_reject(struct h1_conn *h1, unsigned status)
+/* Answers a request that never became an exchange (a malformed head),
+ * whose input starts at `head` (`len` bytes; NULL: gone, but a partial
+ * head's line may have been kept): its log line names the client and the
+ * request line as received. */
+static void h1_reject(struct h1_conn *h1, unsigned status, const char *head, size_t len)
 {
-    h1->in_exchange = true;
-    h1->ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops},
-                                  .h1 = h1,
-                                  .request_done = true,
-                                  .http10 = true,
-                                  .upstream_ns = -1};
-    exchange_respond_error_adding(&h1->ex.base, NULL, h1->vhost->add_headers, status);
+    struct h1_exchange *ex = h1_exchange_begin(h1);
+    if (ex != NULL) {
+        ex->request_done = true;
+        ex->http10 = true;
+        ex->started_ns = h1->head_started_ns;
+        ex->log = access_log_route(h1->site, h1->vhost, NULL);
+        if (ex->log != NULL) {
+            char remote[64]; /* exchange_client_host() writes at most this */
+            exchange_client_host(&ex->base, remote, sizeof(remote));
+            ex->log_fields = head != NULL || h1->head_line == NULL
+                                 ? access_log_keep_line(head, len, remote)
+                                 : h1->head_line;
+            if (ex->log_fields == h1->head_line)
+                h1->head_line = NULL; /* the exchange's now */
+        }
+        exchange_respond_error_adding(&ex->base, NULL, h1->vhost->add_headers, status);
+    }
+    free(h1->head_line);
+    h1->head_line = NULL;
     h1_close(h1);
 }
 
@@ -303,6 +355,7 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
 
 void h1_log_exchange(struct h1_conn *h1, struct h1_exchange *ex, unsigned status)
 {
+    (void)h1; /* the exchange has its log (access_log_route()) */
     struct access_entry entry = {
         .ex = &ex->base,
         .protocol = ex->http10 ? "HTTP/1.0" : "HTTP/1.1",
@@ -312,7 +365,8 @@ void h1_log_exchange(struct h1_conn *h1, struct h1_exchange *ex, unsigned status
         .upstream_ns = ex->upstream_ns,
     };
     access_entry_from_kept(&entry, ex->log_fields);
-    access_log_write(h1->site->access_log, &entry);
+    if (ex->log != NULL)
+        access_log_write(ex->log, &entry);
     free(ex->log_fields);
     ex->log_fields = NULL;
 }
@@ -334,20 +388,21 @@ static int on_headers_complete(llhttp_t *parser)
         return -1;
     }
 
-    struct h1_exchange *ex = &h1->ex;
+    struct h1_exchange *ex = h1_exchange_begin(h1);
+    if (ex == NULL) {
+        h1->error_status = 503;
+        return -1;
+    }
     bool keep_alive = llhttp_should_keep_alive(parser); /* what the client asked for */
-    *ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops},
-                               .h1 = h1,
-                               .head = req.head,
-                               .keep_alive = keep_alive,
-                               .client_closes = !keep_alive,
-                               .http10 = parser->http_minor == 0};
-    h1->in_exchange = true;
-    ex->upstream_ns = -1;
+    ex->head = req.head;
+    ex->keep_alive = keep_alive;
+    ex->client_closes = !keep_alive;
+    ex->http10 = parser->http_minor == 0;
     const struct http_location *loc = http_find_location(h1->vhost, req.path.data, req.path.len);
     unsigned refused =
         access_check(&ex->base, h1->conn, loc != NULL ? loc->access : h1->vhost->access, &req);
-    if (h1->site->access_log != NULL) {
+    ex->log = access_log_route(h1->site, h1->vhost, loc);
+    if (ex->log != NULL) {
         ex->started_ns = h1->head_started_ns;
         char remote[64]; /* exchange_client_host() writes at most this */
         exchange_client_host(&ex->base, remote, sizeof(remote));
@@ -379,7 +434,7 @@ static int on_headers_complete(llhttp_t *parser)
 static int on_body(llhttp_t *parser, const char *at, size_t len)
 {
     struct h1_conn *h1 = parser->data;
-    struct h1_exchange *ex = &h1->ex;
+    struct h1_exchange *ex = h1->ex;
     ex->body_received += len;
     size_t max = h1->vhost->limits.max_body_size;
     if (max > 0 && ex->body_received > max) {
@@ -398,7 +453,7 @@ static int on_body(llhttp_t *parser, const char *at, size_t len)
 
 void h1_request_complete(struct h1_conn *h1)
 {
-    struct h1_exchange *ex = &h1->ex;
+    struct h1_exchange *ex = h1->ex;
     ex->request_done = true;
     corral_conn_set_timeouts(h1->conn, 0, h1->vhost->limits.send_timeout_ms);
     if (ex->handler != NULL && ex->handler->on_body_end != NULL && !ex->response_done)
@@ -448,6 +503,18 @@ void h1_parser_free(struct h1_conn *h1)
     h1->parser = NULL;
 }
 
+/* A head still arriving: its request line, once whole, is kept for the
+ * log line of a 408 (its input is gone by then). */
+static void h1_keep_head_line(struct h1_conn *h1, const char *data, size_t len)
+{
+    if (h1->head_line != NULL || access_log_route(h1->site, h1->vhost, NULL) == NULL ||
+        memchr(data, '\n', len) == NULL)
+        return;
+    char remote[64]; /* exchange_format_client() writes at most this */
+    exchange_format_client(h1->conn, remote, sizeof(remote));
+    h1->head_line = access_log_keep_line(data, len, remote);
+}
+
 /* Feeds llhttp; returns bytes consumed, or SIZE_MAX after refusing. */
 static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
 {
@@ -464,7 +531,8 @@ static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
         if (err == HPE_PAUSED_UPGRADE || h1->parser->upgrade) {
             /* What follows is not HTTP: the connection ends with this
              * exchange, unless a 101 response turns it into a tunnel. */
-            h1->ex.keep_alive = false;
+            if (h1->ex != NULL) /* else its response ended it already */
+                h1->ex->keep_alive = false;
         }
         h1_parser_free(h1);
         return used;
@@ -473,13 +541,13 @@ static size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
     /* A callback that refused the request said why; llhttp's own errors are
      * all malformed input. */
     unsigned status = h1->error_status != 0 ? h1->error_status : 400;
-    if (h1->in_exchange && !h1->ex.response_done) {
-        h1->ex.keep_alive = false;
-        exchange_respond_error(&h1->ex.base, status); /* unless a response is already under way */
-        if (h1->ex.handler != NULL && h1->ex.handler->on_abort != NULL)
-            h1->ex.handler->on_abort(&h1->ex.base);
-    } else if (!h1->in_exchange) {
-        h1_reject(h1, status);
+    if (h1->ex != NULL && !h1->ex->response_done) {
+        h1->ex->keep_alive = false;
+        exchange_respond_error(&h1->ex->base, status); /* unless a response is already under way */
+        if (h1->ex->handler != NULL && h1->ex->handler->on_abort != NULL)
+            h1->ex->handler->on_abort(&h1->ex->base);
+    } else if (h1->ex == NULL) {
+        h1_reject(h1, status, data, len); /* `data` starts the head */
     }
     h1_close(h1);
     return SIZE_MAX;
@@ -547,22 +615,25 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
         return h1_take_proxy_header(h1, data, len);
     if (h1->h2 != NULL)
         return http2_on_data(h1->h2, data, len);
-    if (h1->site->http2 != NULL && h1->requests == 0 && !h1->in_exchange && !h1->partial_head &&
+    if (h1->site->http2 != NULL && h1->requests == 0 && h1->ex == NULL && !h1->partial_head &&
         !h1->closed) {
         size_t used = h1_detect_http2(h1, data, len);
         if (used != SIZE_MAX)
             return used;
     }
-    if (h1->tunnel)
-        return h1->ex.handler->on_tunnel_data != NULL
-                   ? h1->ex.handler->on_tunnel_data(&h1->ex.base, data, len)
+    if (h1->tunnel) {
+        /* A tunnel's exchange never ends: it lasts until the close. */
+        assert(h1->ex != NULL && h1->ex->handler != NULL);
+        return h1->ex->handler->on_tunnel_data != NULL
+                   ? h1->ex->handler->on_tunnel_data(&h1->ex->base, data, len)
                    : len;
+    }
     size_t used = 0;
     while (used < len && !h1->closed) {
-        if (h1->in_exchange && h1->ex.request_done)
+        if (h1->ex != NULL && h1->ex->request_done)
             break;
         size_t n;
-        if (h1->in_exchange) {
+        if (h1->ex != NULL) {
             n = h1_execute(h1, data + used, len - used);
         } else {
             /* Empty lines before a request line are ignored (RFC 9112 2.2),
@@ -577,22 +648,25 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
             size_t head_len = http_head_length(data + used, len - used);
             if (head_len == 0) {
                 if (len - used > limits->max_header_size) {
-                    h1_reject(h1, 431);
+                    h1_reject(h1, 431, data + used, len - used);
                     return len;
                 }
                 if (!h1->partial_head) {
                     h1->partial_head = true;
                     h1_set_deadline(h1, limits->header_timeout_ms);
                 }
+                h1_keep_head_line(h1, data + used, len - used);
                 break;
             }
+            free(h1->head_line); /* the head is whole: not needed */
+            h1->head_line = NULL;
             if (head_len > limits->max_header_size) {
-                h1_reject(h1, 431);
+                h1_reject(h1, 431, data + used, len - used);
                 return len;
             }
             if (!http_head_lines_valid(data + used, head_len) ||
                 !request_line_valid(data + used, head_len)) {
-                h1_reject(h1, 400);
+                h1_reject(h1, 400, data + used, len - used);
                 return len;
             }
             h1->parser = malloc(sizeof(*h1->parser));
@@ -606,20 +680,20 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
         }
         if (n == SIZE_MAX)
             return len;
-        if (n == 0 && !h1->in_exchange) {
+        if (n == 0 && h1->ex == NULL) {
             /* No progress on a fresh head: never spin on it. */
-            h1_reject(h1, 400);
+            h1_reject(h1, 400, data + used, len - used);
             return len;
         }
         used += n;
-        if (h1->in_exchange && h1->ex.request_done && h1->ex.response_done && !h1->closed)
+        if (h1->ex != NULL && h1->ex->request_done && h1->ex->response_done && !h1->closed)
             h1_finish_exchange(h1);
     }
     /* A complete request waits for its response before anything more is
      * read: a pipelined request stays in the socket, and a connection whose
      * request came with the handshake needs no epoll registration at all.
      * A client that closes meanwhile is seen once the response is written. */
-    if (h1->in_exchange && h1->ex.request_done && !h1->closed)
+    if (h1->ex != NULL && h1->ex->request_done && !h1->closed)
         corral_conn_pause_read(conn);
     return used;
 }
@@ -636,9 +710,9 @@ static void h1_on_deadline(corral_conn *conn)
     if (h1->proxy_header) {
         h1_proxy_header_failed(h1, PROXY_PROTOCOL_TIMEOUT);
         h1_end(h1, false);
-    } else if (h1->partial_head && !h1->in_exchange) {
+    } else if (h1->partial_head && h1->ex == NULL) {
         count_timeout(h1, HTTP_TIMEOUT_HEADER);
-        h1_reject(h1, 408); /* slow or stalled request head */
+        h1_reject(h1, 408, NULL, 0); /* slow or stalled request head */
     } else
         h1_close(h1); /* idle, or silent since it connected */
 }
@@ -686,8 +760,8 @@ static void h1_on_drain(corral_conn *conn)
         http2_on_drain(h1->h2);
         return;
     }
-    if (h1->in_exchange && h1->ex.handler != NULL && h1->ex.handler->on_drain != NULL)
-        h1->ex.handler->on_drain(&h1->ex.base);
+    if (h1->ex != NULL && h1->ex->handler != NULL && h1->ex->handler->on_drain != NULL)
+        h1->ex->handler->on_drain(&h1->ex->base);
 }
 
 static void h1_on_stop(corral_conn *conn)
@@ -701,14 +775,14 @@ static void h1_on_stop(corral_conn *conn)
         /* Served by the successor from the next request on; one under way
          * finishes here first, and is answered as keeping the connection. */
         h1->handing_over = true;
-        if (!h1->in_exchange && !h1->partial_head && h1_hand_over(h1))
+        if (h1->ex == NULL && !h1->partial_head && h1_hand_over(h1))
             return;
-        if (h1->in_exchange || h1->partial_head || h1->requests == 0)
+        if (h1->ex != NULL || h1->partial_head || h1->requests == 0)
             return; /* moves after this (or its first) exchange */
         h1->handing_over = false;
     }
     h1->stopping = true;
-    if (h1->in_exchange || h1->partial_head || h1->requests == 0)
+    if (h1->ex != NULL || h1->partial_head || h1->requests == 0)
         return; /* closes after this (or its first) exchange, or at the drain timeout */
     /* Idle, unless a request is already in the socket and its event not yet
      * handled: closing now would drop it unanswered.  Let it be read; it is
@@ -732,16 +806,21 @@ static void h1_on_close(corral_conn *conn, int error)
     }
     /* The connection's own timeouts: reading a body, or sending. */
     if (error == -ETIMEDOUT)
-        count_timeout(h1, h1->in_exchange && !h1->ex.request_done ? HTTP_TIMEOUT_BODY
+        count_timeout(h1, h1->ex != NULL && !h1->ex->request_done ? HTTP_TIMEOUT_BODY
                                                                   : HTTP_TIMEOUT_SEND);
-    if (h1->in_exchange && !h1->ex.response_done) {
-        if (h1->ex.handler != NULL && h1->ex.handler->on_abort != NULL)
-            h1->ex.handler->on_abort(&h1->ex.base);
-        if (h1->site->access_log != NULL)
-            h1_log_exchange(h1, &h1->ex, h1->ex.response_started ? h1->ex.status : 499);
+    if (h1->ex != NULL && !h1->ex->response_done) {
+        if (h1->ex->handler != NULL && h1->ex->handler->on_abort != NULL)
+            h1->ex->handler->on_abort(&h1->ex->base);
+        if (h1->ex->log != NULL)
+            h1_log_exchange(h1, h1->ex, h1->ex->response_started ? h1->ex->status : 499);
     }
-    limit_exchange_end(&h1->ex.base);
-    free(h1->ex.log_fields);
+    h1_exchange_retire(h1);
+    while (h1->retired != NULL) { /* no handler is running at on_close */
+        struct h1_exchange *next = h1->retired->retired_next;
+        h1_exchange_free(h1->retired);
+        h1->retired = next;
+    }
+    free(h1->head_line);
     h1_parser_free(h1);
     free(h1);
 }

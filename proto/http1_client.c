@@ -5,6 +5,7 @@
  */
 #include "proto/http1_client.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -94,19 +95,6 @@ static int rsp_on_message_begin(llhttp_t *parser)
     return 0;
 }
 
-static int rsp_on_header_field(llhttp_t *parser, const char *at, size_t len)
-{
-    (void)parser;
-    return http_headers_add_name(&response_headers, at, len, RESPONSE_HEADERS_CAP) ? 0 : -1;
-}
-
-static int rsp_on_header_value(llhttp_t *parser, const char *at, size_t len)
-{
-    (void)parser;
-    http_headers_add_value(&response_headers, at, len);
-    return 0;
-}
-
 /* RFC 9110 5.1: a field name is a token.  llhttp 8 lets a space inside
  * a name through ("X A: b"), which another hop may read otherwise. */
 static bool field_name_valid(struct http_str name)
@@ -120,6 +108,116 @@ static bool field_name_valid(struct http_str name)
             return false;
     }
     return true;
+}
+
+/* --------------------------------------------------------------- trailers */
+
+/* The trailer section of a chunked response (RFC 9112 7.1.2) arrives in
+ * pieces that may span reads: each field is copied into c->trailers as a
+ * header line and checked once its value is complete. */
+
+/* Appends to the trailers; -1 past the head limit, or out of memory. */
+static int trailer_add(struct http1_client *c, const char *data, size_t len)
+{
+    if (c->trailers.len + len + 2 > c->req->head_limit) /* and the line's CRLF */
+        return -1;
+    h1_head_add(&c->trailers, data, len);
+    return c->trailers.failed ? -1 : 0;
+}
+
+/* Fields a trailer section must not carry past a proxy: the framing, the
+ * routing, and what describes one connection (RFC 9110 6.5.1, 7.6.1). */
+static bool trailer_forbidden(struct http_str name)
+{
+    static const char *const names[] = {"content-length", "transfer-encoding", "host", "connection",
+                                        "keep-alive",     "proxy-connection",  "te",   "trailer",
+                                        "upgrade"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (http_str_equal_nocase(name, names[i]))
+            return true;
+    return false;
+}
+
+/* A field value: visible characters, spaces, tabs and obs-text only, so
+ * neither CR, LF nor NUL (RFC 9110 5.5). */
+static bool field_value_valid(struct http_str value)
+{
+    for (size_t i = 0; i < value.len; i++) {
+        unsigned char c = (unsigned char)value.data[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+static int trailer_on_name(struct http1_client *c, const char *at, size_t len)
+{
+    if (!c->trailer_in_name) {
+        c->trailer_start = c->trailers.len;
+        c->trailer_in_name = true;
+    }
+    return trailer_add(c, at, len);
+}
+
+static int trailer_on_name_end(struct http1_client *c)
+{
+    if (!c->trailer_in_name)
+        c->trailer_start = c->trailers.len; /* an empty name: refused below */
+    c->trailer_in_name = false;
+    return trailer_add(c, ": ", 2);
+}
+
+/* The field is complete: kept as a line, dropped, or it fails the
+ * response (a name or value no HTTP/1.1 head could carry). */
+static int trailer_on_value_end(struct http1_client *c)
+{
+    const char *line = c->trailers.data + c->trailer_start;
+    size_t len = c->trailers.len - c->trailer_start;
+    const char *colon = memchr(line, ':', len);
+    assert(colon != NULL); /* trailer_on_name_end() wrote ": " */
+    struct http_str name = {line, (size_t)(colon - line)};
+    struct http_str value = {colon + 2, len - name.len - 2};
+    if (!field_name_valid(name) || !field_value_valid(value))
+        return -1;
+    if (trailer_forbidden(name)) {
+        c->trailers.len = c->trailer_start;
+        return 0;
+    }
+    return trailer_add(c, "\r\n", 2);
+}
+
+static void trailers_free(struct http1_client *c)
+{
+    free(c->trailers.data);
+    c->trailers = (struct h1_head_buf){0};
+    c->trailer_in_name = false;
+}
+
+/* ------------------------------------------------------- response callbacks */
+
+static int rsp_on_header_field(llhttp_t *parser, const char *at, size_t len)
+{
+    if (parser->flags & F_TRAILING)
+        return trailer_on_name(parser->data, at, len);
+    return http_headers_add_name(&response_headers, at, len, RESPONSE_HEADERS_CAP) ? 0 : -1;
+}
+
+static int rsp_on_header_field_complete(llhttp_t *parser)
+{
+    return parser->flags & F_TRAILING ? trailer_on_name_end(parser->data) : 0;
+}
+
+static int rsp_on_header_value(llhttp_t *parser, const char *at, size_t len)
+{
+    if (parser->flags & F_TRAILING)
+        return trailer_add(parser->data, at, len);
+    http_headers_add_value(&response_headers, at, len);
+    return 0;
+}
+
+static int rsp_on_header_value_complete(llhttp_t *parser)
+{
+    return parser->flags & F_TRAILING ? trailer_on_value_end(parser->data) : 0;
 }
 
 static bool has_upgrade_header(void)
@@ -281,7 +379,9 @@ static int rsp_on_message_complete(llhttp_t *parser)
 static const llhttp_settings_t response_settings = {
     .on_message_begin = rsp_on_message_begin,
     .on_header_field = rsp_on_header_field,
+    .on_header_field_complete = rsp_on_header_field_complete,
     .on_header_value = rsp_on_header_value,
+    .on_header_value_complete = rsp_on_header_value_complete,
     .on_headers_complete = rsp_on_headers_complete,
     .on_body = rsp_on_body,
     .on_chunk_header = rsp_on_chunk_header,
@@ -300,6 +400,7 @@ static void h1c_release(struct http1_client *c)
     c->head_done = false;
     c->interim = 0;
     c->in_chunk = false;
+    trailers_free(c);
     llhttp_reset(&c->parser);
     upstream_pool_release(&c->base);
 }
@@ -308,7 +409,7 @@ static void h1c_release(struct http1_client *c)
  * back to the pool when `reusable`, else closes. */
 static void h1c_end(struct http1_client *c, bool reusable)
 {
-    c->ops->on_end(c->owner);
+    c->ops->on_end(c->owner, c->trailers.data, c->trailers.len);
     if (reusable)
         h1c_release(c);
     else
@@ -346,7 +447,7 @@ bool http1_client_spliced(struct http1_client *c, uint64_t moved)
     if (c->splice_len == UINT64_MAX) {
         /* The upstream closed: the end of a body delimited by the close,
          * as h1c_on_eof sees it. */
-        c->ops->on_end(c->owner);
+        c->ops->on_end(c->owner, NULL, 0);
         c->owner = NULL;
         c->req = NULL;
         corral_conn_close(c->base.conn);
@@ -475,7 +576,7 @@ static void h1c_on_eof(corral_conn *conn)
     if (c->owner != NULL && c->head_done && !(c->parser.flags & (F_CHUNKED | F_CONTENT_LENGTH))) {
         /* A body delimited by the close: complete now. */
         llhttp_finish(&c->parser);
-        c->ops->on_end(c->owner);
+        c->ops->on_end(c->owner, NULL, 0);
         c->owner = NULL;
         c->req = NULL;
         corral_conn_close(conn);
@@ -504,6 +605,7 @@ static void h1c_on_close(corral_conn *conn, int error)
                                                           : PROXY_ERROR_RESET;
         c->ops->on_close(c->owner, error, kind); /* detaches c from its owner */
     }
+    trailers_free(c);
     free(c);
 }
 

@@ -65,9 +65,12 @@ struct http1_client_ops {
     int (*on_head)(void *owner, const struct http1_client_head *head);
     /* Response body bytes, without their framing. */
     void (*on_body)(void *owner, const char *data, size_t len);
-    /* The response is complete.  The owner lets go of the connection (the
-     * client pools or closes it after this returns). */
-    void (*on_end)(void *owner);
+    /* The response is complete, with its trailer fields (`len` 0: none)
+     * as header lines each ending in CRLF, checked as a head's fields are
+     * and without those that must not follow a body (framing, Host,
+     * connection-specific fields).  The owner lets go of the connection
+     * (the client pools or closes it after this returns). */
+    void (*on_end)(void *owner, const char *trailers, size_t len);
     /* The response is not usable: fail the exchange (the owner detaches). */
     void (*on_error)(void *owner, enum proxy_error_kind kind);
     /* The connection closed while owned: `error` as on_close gives it, and
@@ -105,6 +108,12 @@ struct http1_client {
      * offered, and whether llhttp is inside a chunk's data. */
     uint64_t splice_len;
     bool in_chunk;
+    /* The trailer section of a chunked response as it parses, bounded by
+     * the head limit: the lines kept so far, where the field being read
+     * starts, and whether its name is still coming. */
+    struct h1_head_buf trailers;
+    size_t trailer_start;
+    bool trailer_in_name;
     /* The response head, held back until the rest of the read that
      * completed it has parsed: up to then nothing has reached the client,
      * and an error still gets a clean 502 (see h1c_on_data).  The headers

@@ -36,11 +36,13 @@ struct h1_exchange {
     unsigned status;
     uint64_t body_received;
     uint64_t body_sent;
-    uint64_t started_ns; /* when its head was parsed */
-    int64_t upstream_ns; /* -1: no upstream */
-    char *log_fields;    /* with an access log: the request's text, copied */
+    uint64_t started_ns;    /* when its head was parsed */
+    int64_t upstream_ns;    /* -1: no upstream */
+    char *log_fields;       /* with an access log: the request's text, copied */
+    struct access_log *log; /* where its line goes (access_log_route()); NULL: none */
     /* What is left of a chunk whose size line h1_ex_splice() sent. */
     uint64_t chunk_left;
+    struct h1_exchange *retired_next; /* h1_conn.retired */
 };
 
 struct h1_conn {
@@ -50,8 +52,13 @@ struct h1_conn {
     /* Only from a head's start to its message's end: idle connections
      * hold none. */
     llhttp_t *parser;
-    struct h1_exchange ex;
-    bool in_exchange;
+    /* The exchange under way, from its request head until both halves
+     * are done (h1_exchange_begin(), h1_exchange_retire()); NULL between
+     * requests, so that idle connections hold none. */
+    struct h1_exchange *ex;
+    /* Retired exchanges whose deferred free could not be queued (out of
+     * memory): freed with the connection. */
+    struct h1_exchange *retired;
     bool stopping;            /* graceful stop: close after the current response */
     bool handing_over;        /* graceful stop: move to the successor once idle */
     bool partial_head;        /* part of a request head has arrived */
@@ -62,6 +69,7 @@ struct h1_conn {
     unsigned requests;        /* completed on this connection */
     unsigned error_status;    /* set by a callback that fails the request */
     bool proxy_header;        /* its PROXY header is still to come */
+    char *head_line;          /* with an access log: a partial head's line, for a 408 */
 };
 
 /* What handlers call on an HTTP/1.1 exchange (http1_response.c). */
@@ -74,6 +82,9 @@ static inline struct h1_exchange *h1_exchange_of(const struct exchange *ex)
     return (struct h1_exchange *)ex;
 }
 
+/* The connection lets go of its exchange (both halves done, or closing);
+ * its memory goes once the handler that ended it has returned. */
+void h1_exchange_retire(struct h1_conn *h1);
 /* Parses nothing more and closes.  `linger` unless the client asked to
  * close and so sends nothing more. */
 void h1_end(struct h1_conn *h1, bool linger);

@@ -56,9 +56,12 @@ static void h1_request_spliced(corral_conn *from, corral_conn *to, uint64_t move
         return;
     h1_parser_free(h1);
     h1_request_complete(h1);
-    if (h1->ex.response_done && !h1->closed)
+    /* on_body_end may have ended the response, and with it the exchange. */
+    if (h1->ex != ex || h1->closed)
+        return;
+    if (ex->response_done)
         h1_finish_exchange(h1);
-    else if (!h1->closed)
+    else
         corral_conn_pause_read(h1->conn); /* a pipelined request waits */
 }
 

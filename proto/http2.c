@@ -36,6 +36,11 @@ const char *const http2_counter_names[HTTP2_COUNTERS] = {
 #define H2_MAX_SETTINGS        32
 #define H2_CONN_WINDOW_STREAMS 16
 
+/* The largest header block sent, as nghttp2_hd_deflate_bound() counts it
+ * (the fields' bytes, and 10 more for each): room for heads and trailers
+ * of 128k (proxy_buffer_size's most), and what corral adds. */
+#define H2_MAX_SEND_HEADER_BLOCK (1024 * 1024)
+
 /* The frames a client may send per interval that ask work of the server
  * and carry no request forward (nghttp2 1.52 bounds none of them for a
  * client that reads its ACKs), and the WINDOW_UPDATE frames it may send:
@@ -264,8 +269,17 @@ static void count_flood(struct http2_conn *h2, enum h2_flood kind)
         calm(h2, bounds[kind].counter, bounds[kind].what, h2->floods[kind], H2_FLOOD_INTERVAL_MS);
 }
 
+/* The bytes a HEADERS frame has before its header block fragment: the
+ * pad length and the priority fields (RFC 9113 6.2). */
+static uint32_t headers_prefix(uint8_t flags)
+{
+    return ((flags & NGHTTP2_FLAG_PADDED) != 0 ? 1 : 0) +
+           ((flags & NGHTTP2_FLAG_PRIORITY) != 0 ? 5 : 0);
+}
+
 /* One frame header from the client, before nghttp2 reads the frame. */
-static void frame_seen(struct http2_conn *h2, uint8_t type, uint8_t flags, uint32_t length)
+static void frame_seen(struct http2_conn *h2, uint8_t type, uint8_t flags, uint32_t length,
+                       int32_t stream_id)
 {
     bool ack = (flags & NGHTTP2_FLAG_ACK) != 0;
     bool end_headers = (flags & NGHTTP2_FLAG_END_HEADERS) != 0;
@@ -279,18 +293,27 @@ static void frame_seen(struct http2_conn *h2, uint8_t type, uint8_t flags, uint3
             count_flood(h2, H2_FLOOD_EMPTY);
         break;
     case NGHTTP2_HEADERS:
-    case NGHTTP2_CONTINUATION:
-        /* CVE-2024-27316: a header block is cut off once it is longer
-         * than twice the decoded list allowed (HPACK's Huffman code can
-         * make a field longer, but not that much for real requests); a
-         * shorter one over the limit is answered 431. */
-        h2->block_bytes = type == NGHTTP2_HEADERS ? length : h2->block_bytes + length;
-        if (h2->block_bytes > 2 * h2->conf->max_header_list_size)
-            calm(h2, HTTP2_HEADER_BLOCK_TOO_LONG, "a header block over http2_max_header_list_size",
-                 0, 0);
+    case NGHTTP2_CONTINUATION: {
+        /* CVE-2024-27316: a header block is cut off as soon as its bytes
+         * (the fragments, with a HEADERS frame's padding) are more than
+         * http2_max_header_list_size.  HPACK never makes a field longer
+         * than its RFC 9113 6.5.2 size (name, value and 32; a literal's
+         * own framing is a few bytes), so a block over the limit is a
+         * list over it.  A shorter block whose list is over the limit is
+         * decoded to its end, keeping nothing, and answered 431. */
+        uint32_t prefix = 0;
+        if (type == NGHTTP2_HEADERS) {
+            prefix = headers_prefix(flags);
+            h2->block_bytes = 0;
+            h2->block_stream = stream_id;
+        }
+        h2->block_bytes += length > prefix ? length - prefix : 0;
+        if (h2->block_bytes > h2->conf->max_header_list_size)
+            h2->block_cut = true;
         if (length == 0 && !end_headers)
             count_flood(h2, H2_FLOOD_EMPTY);
         break;
+    }
     case NGHTTP2_PRIORITY: count_flood(h2, H2_FLOOD_EMPTY); break;
     case NGHTTP2_RST_STREAM: count_reset(h2); break;
     case NGHTTP2_SETTINGS:
@@ -310,8 +333,11 @@ static void frame_seen(struct http2_conn *h2, uint8_t type, uint8_t flags, uint3
 
 /* Walks the frame headers in the client's bytes, ahead of nghttp2: every
  * frame is counted, including those nghttp2 would skip without a callback
- * (for a closed stream, say), whose cost to the server is the same. */
-static void scan_frames(struct http2_conn *h2, const uint8_t *data, size_t len)
+ * (for a closed stream, say), whose cost to the server is the same.
+ * Returns how many of the bytes nghttp2 may read: all of them, but for a
+ * header block over the limit, only up to its frame's fragment, so that
+ * nghttp2 opens the stream (to be answered) and decodes none of it. */
+static size_t scan_frames(struct http2_conn *h2, const uint8_t *data, size_t len)
 {
     size_t i = 0;
     while (i < len && !h2->closing) {
@@ -340,9 +366,30 @@ static void scan_frames(struct http2_conn *h2, const uint8_t *data, size_t len)
         h2->scan_have = 0;
         const uint8_t *hd = h2->scan_head;
         uint32_t length = (uint32_t)hd[0] << 16 | (uint32_t)hd[1] << 8 | hd[2];
+        int32_t stream_id = (int32_t)((uint32_t)(hd[5] & 0x7f) << 24 | (uint32_t)hd[6] << 16 |
+                                      (uint32_t)hd[7] << 8 | hd[8]);
         h2->scan_skip = h2->scan_length = length;
-        frame_seen(h2, hd[3], hd[4], length);
+        frame_seen(h2, hd[3], hd[4], length, stream_id);
+        if (h2->block_cut) {
+            size_t prefix = hd[3] == NGHTTP2_HEADERS ? headers_prefix(hd[4]) : 0;
+            return i + (prefix < len - i ? prefix : len - i);
+        }
     }
+    return len;
+}
+
+/* A header block went over http2_max_header_list_size: the connection
+ * ends, since HPACK's state cannot skip the rest of a block.  A request
+ * head still arriving gets its 431 first, sent before the GOAWAY (after
+ * it, nghttp2 sends nothing); trailers get no answer. */
+static void cut_header_block(struct http2_conn *h2)
+{
+    struct h2_stream *st = nghttp2_session_get_stream_user_data(h2->session, h2->block_stream);
+    if (st != NULL && !st->head_done && !st->response_started) {
+        exchange_respond_error(&st->base, 431);
+        h2_flush(h2);
+    }
+    calm(h2, HTTP2_HEADER_BLOCK_TOO_LONG, "a header block over http2_max_header_list_size", 0, 0);
 }
 
 /* ----------------------------------------------------- session callbacks */
@@ -399,9 +446,10 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     case NGHTTP2_HEADERS:
         if (st == NULL)
             break;
-        if (frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+        if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+            st->head_done = true;
             h2_stream_request(st, end_stream);
-        else if (end_stream)
+        } else if (end_stream)
             h2_stream_body_end(st); /* after trailers */
         break;
     case NGHTTP2_DATA:
@@ -491,9 +539,14 @@ struct http2_conn *http2_conn_new(corral_conn *conn, const struct http_site *sit
     nghttp2_option_set_no_auto_window_update(opt, 1);
     nghttp2_option_set_max_settings(opt, H2_MAX_SETTINGS);
     /* A header block in more CONTINUATION frames than this is cut off
-     * (CVE-2024-27316); nghttp2 also bounds queued PING/SETTINGS acks. */
+     * (CVE-2024-27316) as one over its length is (frame_seen()); nghttp2
+     * also bounds queued PING/SETTINGS acks. */
     nghttp2_option_set_max_continuations(opt, 8);
     nghttp2_option_set_max_outbound_ack(opt, 1000);
+    /* A response head or trailer section as large as proxy_buffer_size
+     * lets in (128k at most) must go out: nghttp2 would fail a HEADERS
+     * frame over its 64 KiB default, leaving the stream without an end. */
+    nghttp2_option_set_max_send_header_block_length(opt, H2_MAX_SEND_HEADER_BLOCK);
     if (nghttp2_session_server_new2(&h2->session, cbs, h2, opt) != 0)
         goto fail;
     nghttp2_option_del(opt);
@@ -539,8 +592,9 @@ size_t http2_on_data(struct http2_conn *h2, const char *data, size_t len)
 {
     if (h2->closing)
         return len;
-    scan_frames(h2, (const uint8_t *)data, len);
-    ssize_t n = h2->closing ? 0 : nghttp2_session_mem_recv(h2->session, (const uint8_t *)data, len);
+    size_t readable = scan_frames(h2, (const uint8_t *)data, len);
+    ssize_t n =
+        h2->closing ? 0 : nghttp2_session_mem_recv(h2->session, (const uint8_t *)data, readable);
     if (n == NGHTTP2_ERR_FLOODED) {
         /* Its ACKs (of PING or SETTINGS) piled up unread. */
         bool pings = h2->floods[H2_FLOOD_PING] >= h2->floods[H2_FLOOD_SETTINGS];
@@ -558,6 +612,8 @@ size_t http2_on_data(struct http2_conn *h2, const char *data, size_t len)
         if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC)
             nghttp2_session_terminate_session(h2->session, NGHTTP2_PROTOCOL_ERROR);
         h2->closing = true;
+    } else if (h2->block_cut) {
+        cut_header_block(h2);
     }
     h2_flush(h2);
     return len;

@@ -39,6 +39,7 @@ struct h2_stream {
     size_t field_count, field_cap;
     size_t head_size; /* RFC 9113 6.5.2's accounting, against the limit */
     bool head_refused;
+    bool head_done;    /* the request head is complete (nghttp2 said so) */
     bool handler_owns; /* on_request ran; neither the end nor on_abort yet */
     bool request_done; /* END_STREAM from the client */
     bool body_paused;
@@ -63,7 +64,8 @@ struct h2_stream {
     uint64_t body_sent;
     uint64_t started_ns;
     int64_t upstream_ns;
-    char *log_fields; /* with an access log: the request's text, copied */
+    char *log_fields;       /* with an access log: the request's text, copied */
+    struct access_log *log; /* where its line goes (access_log_route()); NULL: none */
 };
 
 /* The frames a client may send only so many of per interval (http2.c). */
@@ -101,6 +103,8 @@ struct http2_conn {
     uint32_t scan_length;               /* that frame's length */
     uint32_t scan_skip;                 /* bytes still to pass: payload, or the preface */
     size_t block_bytes;                 /* of the header block being received */
+    int32_t block_stream;               /* its stream */
+    bool block_cut;                     /* it went over the limit: see cut_header_block() */
     unsigned floods[H2_FLOODS];         /* frames of each kind in this interval */
     uint64_t floods_since_ms;
     uint64_t window_updates, data_frames_sent;

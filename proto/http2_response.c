@@ -209,7 +209,7 @@ static void h2_ex_end(struct exchange *base, const char *trailers, size_t traile
     }
     h2_count_response(h2, st);
     /* Logged here unless a handler was cut off before (then on its close) */
-    if (h2->site->access_log != NULL && (st->handler_owns || st->handler == NULL))
+    if (st->log != NULL && (st->handler_owns || st->handler == NULL))
         h2_log_exchange(st, st->status);
     st->handler_owns = false;
     h2_discard_body(st);

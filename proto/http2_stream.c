@@ -85,7 +85,8 @@ void h2_log_exchange(struct h2_stream *st, unsigned status)
         .upstream_ns = st->upstream_ns,
     };
     access_entry_from_kept(&entry, st->log_fields);
-    access_log_write(st->h2->site->access_log, &entry);
+    if (st->log != NULL)
+        access_log_write(st->log, &entry);
     free(st->log_fields);
     st->log_fields = NULL;
 }
@@ -97,7 +98,7 @@ void h2_stream_free(struct h2_stream *st)
         st->handler_owns = false;
         if (st->handler->on_abort != NULL)
             st->handler->on_abort(&st->base);
-        if (h2->site->access_log != NULL)
+        if (st->log != NULL)
             h2_log_exchange(st, st->response_started ? st->status : 499);
     }
     limit_exchange_end(&st->base);
@@ -174,6 +175,21 @@ int h2_stream_trailer(struct h2_stream *st, const uint8_t *name, size_t namelen,
         buf_free(&st->trailers_in);
     }
     return 0;
+}
+
+/* Keeps what the stream's log line needs of `req`, which `loc` (NULL:
+ * none) of its vhost serves, when it has an access log. */
+static void keep_log_fields(struct h2_stream *st, const struct http_request *req,
+                            const struct http_location *loc)
+{
+    if (st->log_fields != NULL)
+        return;
+    st->log = access_log_route(st->h2->site, st->vhost, loc);
+    if (st->log == NULL)
+        return;
+    char remote[64]; /* exchange_client_host() writes at most this */
+    exchange_client_host(&st->base, remote, sizeof(remote));
+    st->log_fields = access_log_keep(req, remote);
 }
 
 /* Answers a request that never reaches a handler. */
@@ -288,18 +304,28 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
 {
     struct http2_conn *h2 = st->h2;
     st->request_done = end_stream;
+    struct http_request req = {.method = {NULL, 0}};
+    struct http_header *headers = NULL;
+    char *cookie = NULL;
+    /* A refused head may have kept no field at all. */
+    unsigned status = st->head_refused && st->field_count == 0
+                          ? 431
+                          : build_request(st, end_stream, &req, &headers, &cookie);
+    bool built = status == 0;
+    if (st->head_refused || (status != 0 && status != H2_MALFORMED)) {
+        /* Logged with what of the request arrived: its pseudo-headers
+         * come first. */
+        keep_log_fields(st, &req, NULL);
+    }
     if (st->head_refused) {
+        free(headers);
+        free(cookie);
         buf_free(&st->head);
         h2_defence(h2, HTTP2_HEADER_LIST_TOO_LARGE,
                    "a header list over http2_max_header_list_size: 431");
         refuse(st, 431);
         return;
     }
-    struct http_request req;
-    struct http_header *headers = NULL;
-    char *cookie = NULL;
-    unsigned status = build_request(st, end_stream, &req, &headers, &cookie);
-    bool built = status == 0;
     const struct http_location *loc = NULL;
     if (status == 0) {
         st->vhost = http_find_vhost(h2->site, req.host.data, req.host.len);
@@ -310,11 +336,7 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
         loc = http_find_location(st->vhost, req.path.data, req.path.len);
         unsigned refused =
             access_check(&st->base, h2->conn, loc != NULL ? loc->access : st->vhost->access, &req);
-        if (h2->site->access_log != NULL) {
-            char remote[64]; /* exchange_client_host() writes at most this */
-            exchange_client_host(&st->base, remote, sizeof(remote));
-            st->log_fields = access_log_keep(&req, remote);
-        }
+        keep_log_fields(st, &req, loc);
         if (status == 0 && refused != 0)
             status = refused;
         if (status == 0 && loc == NULL)

@@ -170,11 +170,11 @@ static void px_on_body(void *owner, const char *data, size_t len)
     pause_upstream_if_backed_up(px);
 }
 
-static void px_on_end(void *owner)
+static void px_on_end(void *owner, const char *trailers, size_t len)
 {
     struct proxy_exchange *px = owner;
     note_upstream_time(px);
-    exchange_end(px->ex);
+    exchange_end_trailers(px->ex, trailers, len);
     struct upstream_conn *uc = &px->uc->base;
     px->uc = NULL;
     upstream_server_release(uc->upstream, uc->worker, uc->server);

@@ -15,13 +15,10 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
-#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,46 +39,6 @@ const char *tls_openssl_reason(void)
     return reason != NULL ? reason : "unknown error";
 }
 
-/* ------------------------------------------------------------ ticket keys */
-
-struct ticket_key {
-    unsigned char name[16];       /* OpenSSL's key name size; RAND_bytes() fills each by sizeof */
-    unsigned char cipher_key[32]; /* AES-256-CBC */
-    unsigned char mac_key[32];    /* HMAC-SHA256 */
-    uint64_t created_ms;
-    bool valid;
-};
-
-/* Shared by every worker: the current key seals new tickets, and tickets
- * sealed by the one before still open (and are renewed), so a ticket lives
- * for one to two rotation periods. */
-struct ticket_keys {
-    pthread_mutex_t lock;
-    struct ticket_key current, previous;
-    uint64_t rotation_ms;
-};
-
-static void ticket_key_generate(struct ticket_key *key, uint64_t now)
-{
-    key->valid = RAND_bytes(key->name, sizeof(key->name)) == 1 &&
-                 RAND_priv_bytes(key->cipher_key, sizeof(key->cipher_key)) == 1 &&
-                 RAND_priv_bytes(key->mac_key, sizeof(key->mac_key)) == 1;
-    key->created_ms = now;
-}
-
-/* Rotation happens when a key is needed, catching up on idle periods. */
-static void ticket_keys_rotate(struct ticket_keys *keys, uint64_t now)
-{
-    uint64_t age = now - keys->current.created_ms;
-    if (keys->current.valid && age < keys->rotation_ms)
-        return;
-    if (age < 2 * keys->rotation_ms)
-        keys->previous = keys->current;
-    else
-        keys->previous.valid = false;
-    ticket_key_generate(&keys->current, now);
-}
-
 struct tls_server {
     tls_sni_select_fn sni_select; /* may be NULL */
     void *sni_arg;
@@ -95,48 +52,14 @@ struct tls_server {
 
 void tls_server_take_ticket_keys(struct tls_server *server, struct tls_server *from)
 {
-    pthread_mutex_lock(&from->ticket_keys.lock);
-    server->ticket_keys.current = from->ticket_keys.current;
-    server->ticket_keys.previous = from->ticket_keys.previous;
-    pthread_mutex_unlock(&from->ticket_keys.lock);
+    tls_ticket_keys_take(&server->ticket_keys, &from->ticket_keys);
 }
 
 static int on_ticket_key(SSL *ssl, unsigned char key_name[16], unsigned char *iv,
                          EVP_CIPHER_CTX *cipher, EVP_MAC_CTX *mac, int encrypt)
 {
     struct tls_server *server = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
-    struct ticket_keys *keys = &server->ticket_keys;
-    struct ticket_key key;
-    int found = 0; /* 1: the current key, 2: the previous one (renew the ticket) */
-    pthread_mutex_lock(&keys->lock);
-    ticket_keys_rotate(keys, corral_monotonic_ns() / 1000000u);
-    if (encrypt || (keys->current.valid && memcmp(key_name, keys->current.name, 16) == 0)) {
-        key = keys->current;
-        found = key.valid;
-    } else if (keys->previous.valid && memcmp(key_name, keys->previous.name, 16) == 0) {
-        key = keys->previous;
-        found = 2;
-    }
-    pthread_mutex_unlock(&keys->lock);
-    if (!found)
-        return 0; /* no ticket issued, or a full handshake */
-    /* TLS 1.3 tickets are meant for one use (RFC 8446 appendix C.4): a
-     * resumed client gets a fresh one for its next connection. */
-    if (!encrypt && SSL_version(ssl) == TLS1_3_VERSION)
-        found = 2;
-    if (encrypt) {
-        if (RAND_bytes(iv, EVP_CIPHER_get_iv_length(EVP_aes_256_cbc())) != 1)
-            return -1;
-        memcpy(key_name, key.name, 16);
-    }
-    OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0),
-        OSSL_PARAM_construct_end(),
-    };
-    if (EVP_CipherInit_ex(cipher, EVP_aes_256_cbc(), NULL, key.cipher_key, iv, encrypt) != 1 ||
-        EVP_MAC_init(mac, key.mac_key, sizeof(key.mac_key), params) != 1)
-        return -1;
-    return found;
+    return tls_ticket_key_cb(&server->ticket_keys, ssl, key_name, iv, cipher, mac, encrypt);
 }
 
 /* -------------------------------------------------------------- transport */
@@ -629,8 +552,7 @@ int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_co
     server->sni_select = conf->sni_select;
     server->sni_arg = conf->sni_arg;
     server->handshake_timeout_ms = conf->handshake_timeout_ms;
-    server->ticket_keys.rotation_ms = conf->ticket_key_rotation_ms;
-    pthread_mutex_init(&server->ticket_keys.lock, NULL);
+    tls_ticket_keys_init(&server->ticket_keys, conf->ticket_key_rotation_ms);
     server->contexts = calloc(vhost_count ? vhost_count : 1, sizeof(*server->contexts));
     /* Cache-line aligned, so that workers counting do not share lines. */
     server->stats =
@@ -678,8 +600,7 @@ void tls_server_free(struct tls_server *server)
         SSL_CTX_free(server->contexts[i]);
     free(server->contexts);
     free(server->stats);
-    pthread_mutex_destroy(&server->ticket_keys.lock);
-    OPENSSL_cleanse(&server->ticket_keys, sizeof(server->ticket_keys));
+    tls_ticket_keys_free(&server->ticket_keys);
     free(server);
 }
 

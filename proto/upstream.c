@@ -82,6 +82,7 @@ int proxy_upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
         .idle_timeout_ms = conf->idle_timeout_ms,
         .worker_count = workers,
         .resolve_valid_ms = conf->resolve_valid_ms,
+        .resolve_ipv4_only = conf->resolve_ipv4_only,
     };
     up->name = strdup(conf->name);
     up->servers = calloc(slots, sizeof(*up->servers));

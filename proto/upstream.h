@@ -82,10 +82,11 @@ struct proxy_upstream_conf {
     bool hash_consistent;       /* balance hash KEY consistent */
     bool random_two;            /* balance random two */
     struct proxy_health_conf health;
-    /* resolver ADDRESS... [valid=TIME]: for the `resolve` servers */
+    /* resolver ADDRESS... [valid=TIME] [ipv6=off]: for the `resolve` servers */
     const char *resolvers[UPSTREAM_MAX_RESOLVERS];
     size_t resolver_count;
     uint32_t resolve_valid_ms;
+    bool resolve_ipv4_only;   /* ipv6=off: A records only, no AAAA */
     unsigned keepalive;       /* keepalive: idle connections kept per worker */
     uint32_t idle_timeout_ms; /* keepalive_timeout: an idle pooled connection is
                                  closed after this */
@@ -235,6 +236,7 @@ struct proxy_upstream {
     socklen_t resolver_lens[UPSTREAM_MAX_RESOLVERS];
     size_t resolver_count;
     uint32_t resolve_valid_ms;
+    bool resolve_ipv4_only;
     bool has_resolve;
     struct upstream_resolver *resolver; /* while re-resolving */
     unsigned keepalive;

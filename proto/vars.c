@@ -254,33 +254,11 @@ bool vars_template_is_late(const struct vars_template *t)
     return t->late;
 }
 
-/* A value from the request or the peer, escaped as the context asks. */
+/* A value from the request or the peer, escaped as the context asks
+ * (vars_escape.c). */
 static void put_value(struct vars_ctx *ctx, struct vars_buf *out, const char *data, size_t len)
 {
-    if (ctx->escape == VARS_RAW) {
-        vars_buf_add(out, data, len);
-        return;
-    }
-    if (ctx->escape == VARS_LOG && len == 0) {
-        vars_buf_add(out, "-", 1);
-        return;
-    }
-    size_t run = 0; /* bytes that need nothing, added at once */
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)data[i];
-        bool plain = ctx->escape == VARS_HEADER ? (c >= 0x20 && c != 0x7f) || c == '\t'
-                                                : c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
-        if (plain)
-            continue;
-        vars_buf_add(out, data + run, i - run);
-        run = i + 1;
-        if (ctx->escape == VARS_LOG) {
-            char hex[5]; /* "\\xHH" and the NUL snprintf adds */
-            snprintf(hex, sizeof(hex), "\\x%02X", c);
-            vars_buf_add(out, hex, 4);
-        }
-    }
-    vars_buf_add(out, data + run, len - run);
+    vars__put_value(ctx, out, data, len);
 }
 
 static void put_str(struct vars_ctx *ctx, struct vars_buf *out, struct http_str s)

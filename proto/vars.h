@@ -61,12 +61,16 @@ bool vars_template_uses_captures(const struct vars_template *t);
 
 /* How values are written: as they are, fit for a header line (control
  * bytes other than HTAB dropped, so that no value can start a line of its
- * own), or for an access log line ('"', '\\', control and non-ASCII bytes
- * as \xHH; an empty value as "-"). */
+ * own), for an access log line ('"', '\\', control and non-ASCII bytes
+ * as \xHH; an empty value as "-"), or for a JSON string (RFC 8259: '"',
+ * '\\' and control bytes escaped, valid UTF-8 as it is, each byte of an
+ * invalid sequence as \ufffd; an empty value stays empty), nginx's
+ * log_format escape=json. */
 enum vars_escape {
     VARS_RAW,
     VARS_HEADER,
     VARS_LOG,
+    VARS_JSON,
 };
 
 /* What variables read.  The caller fills what it has; what it leaves zero

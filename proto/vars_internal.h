@@ -65,6 +65,10 @@ struct vars_template {
     struct vars_part parts[];
 };
 
+/* Appends `data` (`len` bytes, a value from the request, the peer or the
+ * config) to `out`, escaped as ctx->escape says (vars_escape.c). */
+void vars__put_value(struct vars_ctx *ctx, struct vars_buf *out, const char *data, size_t len);
+
 /* Appends the value of `map` for `ctx` (vars_map.c). */
 bool vars__map_is_late(const struct vars_map *map);
 void vars__map_eval(const struct vars_map *map, struct vars_ctx *ctx, struct vars_buf *out);

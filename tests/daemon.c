@@ -242,8 +242,7 @@ char *test_daemon_log(const struct test_daemon *d)
     return test_read_file(d->log);
 }
 
-int test_daemon_http_try_get(const char *host, int port, const char *path, char *body,
-                             size_t size)
+int test_daemon_http_try_get(const char *host, int port, const char *path, char *body, size_t size)
 {
     char address[64];
     snprintf(address, sizeof(address), "%s:%d", host, port);
@@ -258,28 +257,34 @@ int test_daemon_http_try_get(const char *host, int port, const char *path, char 
     char req[256];
     int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
                      path);
-    static char response[1 << 16];
+    ck_assert_int_lt(n, (int)sizeof(req));
+    /* Each caller its own (tests call this from several threads). */
+    const size_t cap = 1 << 16;
+    char *response = malloc(cap);
+    ck_assert_ptr_nonnull(response);
     size_t len = 0;
     ssize_t got = 0;
     int err = 0;
     if (connect(fd, (struct sockaddr *)&addr, addrlen) != 0 ||
         send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
         err = errno;
-    while (err == 0 && len < sizeof(response) - 1 &&
-           (got = recv(fd, response + len, sizeof(response) - 1 - len, 0)) != 0) {
+    while (err == 0 && len < cap - 1 && (got = recv(fd, response + len, cap - 1 - len, 0)) != 0) {
         if (got < 0)
             err = errno;
         else
             len += (size_t)got;
     }
     close(fd);
-    if (err != 0)
+    if (err != 0) {
+        free(response);
         return -err;
+    }
     response[len] = '\0';
     int status = 0;
     sscanf(response, "HTTP/1.1 %d", &status);
     const char *start = strstr(response, "\r\n\r\n");
     snprintf(body, size, "%s", start != NULL ? start + 4 : "");
+    free(response);
     return status;
 }
 

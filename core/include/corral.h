@@ -651,6 +651,13 @@ CORRAL_EXTERN int corral_server_listen_beside(corral_server *server, const int *
                                               const struct corral_conn_handler *handler, void *data,
                                               corral_listener **out);
 
+/** Once the previous server's sockets in a group joined with
+ *  corral_server_listen_beside() are closed: takes the random-pick program
+ *  off the group again, so that the kernel's own choice (the 4-tuple hash)
+ *  spreads the connections, as on a group made from scratch.  A mode that
+ *  steers the group itself keeps its program.  Main thread. */
+CORRAL_EXTERN void corral_server_listeners_settled(corral_server *server);
+
 /** The listener's sockets, to hand to a successor server: sets *fds and
  *  returns their count.  From then on, freeing this server no longer
  *  removes a unix socket's file, which the successor still serves. */

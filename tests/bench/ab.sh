@@ -9,11 +9,15 @@
 # usage: tests/bench/ab.sh [-d SECONDS] [-c CONNECTIONS] [-r ROUNDS] [-C] [-b BYTES] CORRAL_A CORRAL_B
 #   -C         "Connection: close" on every request (a new connection per request)
 #   -b BYTES   the backend answers with a file of BYTES random bytes
+#   -B CONF    build B runs with CONF instead (its ports 18080 and 18084 become
+#              18180 and 18182): two configurations of one build, with the
+#              same build given twice, e.g. -B tests/bench/policy.conf
 # Ports: 18180 backend, 18181 build A, 18182 build B.
 set -u
-D=5 C=64 R=5 CLOSE= BYTES=
-while getopts "d:c:r:Cb:" o; do
-  case $o in d) D=$OPTARG;; c) C=$OPTARG;; r) R=$OPTARG;; C) CLOSE=1;; b) BYTES=$OPTARG;; *) exit 2;; esac
+D=5 C=64 R=5 CLOSE= BYTES= CONF_B=
+while getopts "d:c:r:Cb:B:" o; do
+  case $o in d) D=$OPTARG;; c) C=$OPTARG;; r) R=$OPTARG;; C) CLOSE=1;; b) BYTES=$OPTARG;; B) CONF_B=$OPTARG;;
+  *) exit 2;; esac
 done
 shift $((OPTIND - 1))
 (($# == 2)) || { echo "usage: $0 [options] CORRAL_A CORRAL_B" >&2; exit 2; }
@@ -60,6 +64,10 @@ server {
     location / { proxy_pass http://backend; }
 }
 CONF
+  if [ "$i" = 1 ] && [ -n "$CONF_B" ]; then
+    sed -e 's/127\.0\.0\.1:18080/127.0.0.1:18180/' -e 's/127\.0\.0\.1:18084/127.0.0.1:18182/' \
+      "$CONF_B" >"$tmp/corral1.conf"
+  fi
   "${builds[$i]}" -c "$tmp/corral$i.conf" >"$tmp/corral$i.log" 2>&1 &
   pids+=($!)
   roots[$i]=$!

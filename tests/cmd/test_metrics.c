@@ -570,6 +570,30 @@ START_TEST(status_shows_a_server_marked_down)
 }
 END_TEST
 
+/* A server marked `down` in the config is down on /status too, as in
+ * corral_upstream_server_up, though no worker has seen it fail. */
+START_TEST(status_shows_a_server_down_in_the_config)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    test_daemon_write_config(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+                                 "upstream app { server 127.0.0.1:1 down; server 127.0.0.1:2; }\n"
+                                 "server {\n    listen 127.0.0.1:0;\n"
+                                 "    location / { proxy_pass http://app; }\n}\n");
+    test_daemon_start(&d);
+    int status;
+    char *page = get_page(&d, "/status", &status);
+    ck_assert_int_eq(status, 200);
+    const char *expected = "{\"address\": \"127.0.0.1:1\", \"state\": \"down\", "
+                           "\"down_workers\": 0";
+    ck_assert_msg(strstr(page, expected) != NULL, "no %s in %s", expected, page);
+    ck_assert_msg(strstr(page, "{\"address\": \"127.0.0.1:2\", \"state\": \"up\"") != NULL, "%s",
+                  page);
+    free(page);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* With shutdown_delay, SIGTERM turns /readyz to 503 at once while
  * everything else still answers; the daemon then drains and exits. */
 START_TEST(readyz_fails_through_a_sigterm_drain)
@@ -614,6 +638,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, checker_refuses_what_the_format_forbids);
     tcase_add_test(tc, metrics_page_parses_strictly_and_counts_the_traffic);
     tcase_add_test(tc, status_shows_a_server_marked_down);
+    tcase_add_test(tc, status_shows_a_server_down_in_the_config);
     tcase_add_test(tc, readyz_fails_through_a_sigterm_drain);
     suite_add_tcase(suite, tc);
     return suite;

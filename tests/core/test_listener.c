@@ -190,6 +190,41 @@ START_TEST(a_socket_that_stops_listening_does_not_spin_the_worker)
 }
 END_TEST
 
+/* A layout change: the successor joins the old sockets' group with a
+ * random-pick program on it, which must come off once the old sockets are
+ * gone (a detach then finds no program: ENOENT). */
+START_TEST(a_joined_group_loses_its_program_once_settled)
+{
+    struct corral_server_config config;
+    corral_server_config_init(&config);
+    config.workers = 2;
+    config.wakeup = CORRAL_WAKEUP_REUSEPORT;
+    corral_server *old, *joined;
+    ck_assert_int_eq(corral_server_new(&config, &old), 0);
+    config.workers = 3;
+    ck_assert_int_eq(corral_server_new(&config, &joined), 0);
+    corral_listener *old_listener, *listener;
+    ck_assert_int_eq(
+        corral_server_listen(old, "127.0.0.1:0", NULL, &echo_handler, NULL, &old_listener), 0);
+    const int *old_fds, *fds;
+    unsigned count = corral_listener_fds(old_listener, &old_fds);
+    ck_assert_uint_eq(count, 2);
+    ck_assert_int_eq(
+        corral_server_listen_beside(joined, old_fds, count, NULL, &echo_handler, NULL, &listener),
+        0);
+    ck_assert_uint_eq(corral_listener_fds(listener, &fds), 3);
+    corral_server_close_listeners(old);
+    corral_server_listeners_settled(joined);
+    int unused = 0;
+    errno = 0;
+    ck_assert_int_eq(
+        setsockopt(fds[0], SOL_SOCKET, SO_DETACH_REUSEPORT_BPF, &unused, sizeof(unused)), -1);
+    ck_assert_int_eq(errno, ENOENT);
+    corral_server_free(joined);
+    corral_server_free(old);
+}
+END_TEST
+
 START_TEST(address_in_use_fails_cleanly)
 {
     struct corral_server_config config;
@@ -244,6 +279,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, unix_socket_listener);
     tcase_add_test(tc, accepted_sockets_have_nodelay);
     tcase_add_test(tc, a_socket_that_stops_listening_does_not_spin_the_worker);
+    tcase_add_test(tc, a_joined_group_loses_its_program_once_settled);
     tcase_add_test(tc, address_in_use_fails_cleanly);
     tcase_add_test(tc, bad_addresses_fail_cleanly);
     suite_add_tcase(suite, tc);

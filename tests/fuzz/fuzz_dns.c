@@ -1,8 +1,9 @@
 /*
  * fuzz_dns.c: libFuzzer over the DNS answers the `resolve` client reads
  * from a resolver: the first two bytes pick the query id it waits for, the
- * rest is the datagram.  Nothing may be read past it, and what is returned
- * must fit what was asked.
+ * rest is the datagram, read as an answer to an A and to an AAAA query.
+ * Nothing may be read past it, and what is returned must fit what was
+ * asked.
  */
 #include "proto/resolve.h"
 
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -24,10 +26,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (msg == NULL)
         return 0;
     memcpy(msg, data + 2, size);
-    struct in_addr out[3];
-    int n = dns_answer_parse(msg, size, id, out, 3);
-    if (n > 3 || (n < 0 && n != -EINVAL && n != -EAGAIN))
-        abort();
+    static const uint16_t types[] = {DNS_TYPE_A, DNS_TYPE_AAAA};
+    for (size_t t = 0; t < 2; t++) {
+        struct dns_addr out[3];
+        int n = dns_answer_parse(msg, size, id, types[t], out, 3);
+        if (n > 3 || (n < 0 && n != -EINVAL && n != -EAGAIN))
+            abort();
+        for (int i = 0; i < n; i++)
+            if (out[i].family != (types[t] == DNS_TYPE_A ? AF_INET : AF_INET6))
+                abort();
+    }
     free(msg);
     return 0;
 }

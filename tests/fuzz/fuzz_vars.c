@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     if (vars_compile(lines[0], &maps, &t, &error) == 0) {
         struct exchange ex = {._ops = &ops};
         size_t ovector[2 * HTTP_REGEX_PAIRS];
-        for (int escape = VARS_RAW; escape <= VARS_LOG; escape++) {
+        for (int escape = VARS_RAW; escape <= VARS_JSON; escape++) {
             struct vars_ctx ctx = {.ex = &ex,
                                    .req = &request,
                                    .protocol = "HTTP/1.1",

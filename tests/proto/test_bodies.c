@@ -908,6 +908,42 @@ START_TEST(slow_backend_reader_keeps_memory_bounded)
 }
 END_TEST
 
+/* With proxy_splice on, a 16 MB download to a client that stops reading:
+ * on a keep-alive connection the rest of the body waits in a kernel pipe,
+ * but the last response of a connection (the client asked to close) is
+ * copied, which measured faster.  Then all of it arrives.  _i: 1 the
+ * client sends Connection: close. */
+START_TEST(last_response_of_a_connection_is_copied)
+{
+    bool closes = _i == 1;
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    daemon_start(&d, &b, true);
+    check_download(d.port, 64 * 1024 + 1, "cl", false); /* too short to splice */
+    int pipes = daemon_pipe_count(&d);
+    struct reader *r = client_connect(d.port);
+    char request[128], hex[65], want[65];
+    snprintf(request, sizeof(request), "GET /dl/%d/cl HTTP/1.1\r\nHost: t\r\n%s\r\n", 16 * MB,
+             closes ? "Connection: close\r\n" : "");
+    struct sender s = {.fd = r->fd, .ssl = r->ssl};
+    send_text(&s, request);
+    usleep(500 * 1000); /* the proxy fills what the client's socket takes */
+    int pipes_held = daemon_pipe_count(&d) - pipes;
+    struct head h;
+    ck_assert(rd_head(r, &h));
+    EVP_MD_CTX *ctx = sha_new();
+    uint64_t got = rd_body(r, h.length, ctx);
+    sha_hex(ctx, hex);
+    pattern_sha(16 * MB, want);
+    ck_assert_msg(got == 16 * MB && strcmp(hex, want) == 0, "%" PRIu64 " bytes", got);
+    ck_assert_msg(pipes_held == (closes ? 0 : 2), "%d pipe descriptors in use", pipes_held);
+    client_close(r);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
 /* A client trickling an upload and a backend trickling a download, 2 MB
  * each, 16 KiB every 2 ms: whole, and the daemon stays small. */
 START_TEST(slow_writers_on_either_side)
@@ -1028,6 +1064,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, client_leaving_mid_body_frees_everything, 0, 2);
     tcase_add_loop_test(tc, slow_backend_reader_keeps_memory_bounded, 0, 4);
     tcase_add_loop_test(tc, slow_writers_on_either_side, 0, 2);
+    tcase_add_loop_test(tc, last_response_of_a_connection_is_copied, 0, 2);
     tcase_add_loop_test(tc, backend_dying_mid_upload_answers_502, 0, 2);
     tcase_add_loop_test(tc, client_leaving_mid_upload_frees_everything, 0, 2);
     tc = new_case(suite, "tls", 90);

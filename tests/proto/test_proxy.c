@@ -30,12 +30,12 @@
 #include <unistd.h>
 
 #define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
-#define MB (1024u * 1024u)
+#define MB           (1024u * 1024u)
 
 /* ------------------------------------------------------------ bodies */
 
 #define FNV_OFFSET 14695981039346656037ull
-#define FNV_PRIME 1099511628211ull
+#define FNV_PRIME  1099511628211ull
 
 static void *xcalloc(size_t count, size_t size)
 {
@@ -285,8 +285,8 @@ static int header_find(const char *head, const char *name, char *value, size_t s
             while (v_end > v && (v_end[-1] == ' ' || v_end[-1] == '\t'))
                 v_end--;
             if (value != NULL && used < size)
-                used += (size_t)snprintf(value + used, size - used, "%s%.*s",
-                                         count > 0 ? ", " : "", (int)(v_end - v), v);
+                used += (size_t)snprintf(value + used, size - used, "%s%.*s", count > 0 ? ", " : "",
+                                         (int)(v_end - v), v);
             count++;
         }
         line = eol;
@@ -317,10 +317,10 @@ enum cut {
     CUT_CLOSE, /* after the head and part of the body: FIN */
 };
 
-#define BACKEND_CONNS 64
+#define BACKEND_CONNS    64
 #define BACKEND_REQUESTS 512
 #define BACKEND_HEAD_MAX 32768
-#define BACKEND_KEEP 4096
+#define BACKEND_KEEP     4096
 
 struct backend_request {
     char *head;       /* request line and header fields, as received */
@@ -349,16 +349,16 @@ struct backend {
     uint64_t body_size;
     bool echo_target;
     enum framing framing;
-    unsigned delay_ms;       /* before answering */
-    bool interim;            /* "100 Continue" before the answer */
-    bool interim_split;      /* ...with the answer's head split across writes */
+    unsigned delay_ms;  /* before answering */
+    bool interim;       /* "100 Continue" before the answer */
+    bool interim_split; /* ...with the answer's head split across writes */
     enum cut cut;
     bool never_answer;
-    int close_after_ms;      /* < 0: keep-alive; else close this long after each answer */
-    bool discard_body;       /* count request body bytes, keep none */
-    bool tunnel;             /* an Upgrade request gets 101, then an echo */
-    const char *raw;         /* sent instead of a response, then the connection closes */
-    const char *raw_after;   /* ...unless this is set: sent 100 ms later, and it stays open */
+    int close_after_ms;    /* < 0: keep-alive; else close this long after each answer */
+    bool discard_body;     /* count request body bytes, keep none */
+    bool tunnel;           /* an Upgrade request gets 101, then an echo */
+    const char *raw;       /* sent instead of a response, then the connection closes */
+    const char *raw_after; /* ...unless this is set: sent 100 ms later, and it stays open */
 
     int listen_fd, port;
     pthread_t thread;
@@ -541,7 +541,7 @@ static void *backend_conn_main(void *arg)
         }
         if (b->tunnel && header_find(head, "Upgrade", NULL, 0) > 0) {
             send_str_quiet(c->fd, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\n"
-                             "Upgrade: echo\r\n\r\n");
+                                  "Upgrade: echo\r\n\r\n");
             atomic_fetch_add(&b->answered, 1);
             atomic_fetch_sub(&b->in_flight, 1);
             backend_echo(r);
@@ -749,8 +749,8 @@ static bool read_response(struct reader *r, bool head_request, struct response *
     else if (header_find(resp->head, "Transfer-Encoding", value, sizeof(value)) > 0)
         resp->complete = strcasecmp(value, "chunked") == 0 && read_chunked(r, &resp->body);
     else if (header_find(resp->head, "Content-Length", value, sizeof(value)) > 0)
-        resp->complete = reader_body(r, strtoull(value, NULL, 10), &resp->body) ==
-                         strtoull(value, NULL, 10);
+        resp->complete =
+            reader_body(r, strtoull(value, NULL, 10), &resp->body) == strtoull(value, NULL, 10);
     else
         resp->complete = reader_rest(r, &resp->body);
     return resp->complete;
@@ -840,7 +840,8 @@ static long rss_kb(pid_t pid)
 START_TEST(status_headers_and_body_pass_through)
 {
     struct backend *b = backend_new("a");
-    b->headers = "X-Test: value\r\nCache-Control: no-store\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n";
+    b->headers =
+        "X-Test: value\r\nCache-Control: no-store\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n";
     b->body = "hello from the backend\n";
     backend_start(b);
     struct test_daemon d;
@@ -977,8 +978,9 @@ START_TEST(chunked_request_body_arrives_intact)
     start_proxy(&d, b, "", "");
 
     struct reader *r = client_connect(d.port);
-    const char *request = "POST /upload HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n"
-                          "5\r\nhello\r\n1;name=value\r\n \r\n";
+    const char *request =
+        "POST /upload HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "5\r\nhello\r\n1;name=value\r\n \r\n";
     test_send_all(r->fd, request, strlen(request));
     usleep(50000); /* the rest in a later segment */
     const char *rest = "10\r\nchunked world! 0\r\nA\r\n123456789\n\r\n0\r\nX-Trailer: t\r\n\r\n"
@@ -1392,7 +1394,8 @@ START_TEST(request_headers_are_rewritten)
     /* Octets of one, two and three digits: a client bound to 127.10.200.5. */
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in from = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f0ac805)};
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d.port),
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)d.port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     ck_assert_int_eq(bind(fd, (struct sockaddr *)&from, sizeof(from)), 0);
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
@@ -1511,8 +1514,7 @@ START_TEST(empty_post_keeps_its_content_length)
     start_proxy(&d, b, "", "");
     struct response resp;
     ck_assert_uint_eq(
-        exchange(d.port, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n", &resp),
-        200);
+        exchange(d.port, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n", &resp), 200);
     response_free(&resp);
     ck_assert_str_eq(header_one(backend_request(b, 0)->head, "Content-Length"), "0");
     test_daemon_stop(&d);
@@ -1688,8 +1690,7 @@ START_TEST(upstream_cut_mid_response_cuts_the_client)
     ck_assert_msg(peer_closed(r), "%s: client connection left open", cut_cases[_i].name);
     response_free(&resp);
     client_close(r);
-    ck_assert_uint_ge(metric(&d, "corral_upstream_errors_total{upstream=\"b\",kind=\"reset\"}"),
-                      1);
+    ck_assert_uint_ge(metric(&d, "corral_upstream_errors_total{upstream=\"b\",kind=\"reset\"}"), 1);
     test_daemon_stop(&d);
     backend_free(b);
 }
@@ -1732,9 +1733,10 @@ START_TEST(closed_pooled_connection_is_retried_for_a_post)
     start_proxy(&d, b, "", "");
     struct reader *r = client_connect(d.port);
     for (int i = 0; i < 4; i++) {
-        send_str(r->fd, i % 2 == 0 ? "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello"
-                                   : "POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n"
-                                     "\r\n5\r\nhello\r\n0\r\n\r\n");
+        send_str(r->fd, i % 2 == 0
+                            ? "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello"
+                            : "POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n"
+                              "\r\n5\r\nhello\r\n0\r\n\r\n");
         struct response resp;
         ck_assert_msg(read_response(r, false, &resp), "request %d: no complete response", i);
         ck_assert_msg(resp.status == 200, "request %d: %u", i, resp.status);
@@ -1879,8 +1881,10 @@ static const struct {
     const char *name;
     const char *raw, *raw_after;
 } trailing_cases[] = {
-    {"same read", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-                  "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled", ""},
+    {"same read",
+     "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+     "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled",
+     ""},
     {"later", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
      "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled"},
 };
@@ -1918,7 +1922,8 @@ START_TEST(response_transfer_coding_is_not_lost)
 {
     struct backend *b = backend_new("a");
     b->raw = "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
-             "8\r\n\x1f\x8b\x08" "coded\r\n0\r\n\r\n";
+             "8\r\n\x1f\x8b\x08"
+             "coded\r\n0\r\n\r\n";
     backend_start(b);
     struct test_daemon d;
     start_proxy(&d, b, "", "");
@@ -2060,7 +2065,9 @@ END_TEST
 START_TEST(least_conn_avoids_the_busy_backend)
 {
     struct backend *slow = backend_new("slow"), *fast = backend_new("fast");
-    slow->delay_ms = 1500;
+    /* Long enough that the ten requests below end before it, however
+     * loaded the machine (1.5 s was not, under ASan on a busy host). */
+    slow->delay_ms = 4000; /* under the clients' 5 s read timeout */
     backend_start(slow);
     backend_start(fast);
     struct test_daemon d;
@@ -2137,8 +2144,7 @@ START_TEST(failed_server_is_skipped_then_comes_back)
     run_gets(d.port, 20);
     ck_assert_uint_lt(test_now_ms() - start, 900);
     ck_assert_uint_eq(backend_request_count(live), 20);
-    uint64_t failures =
-        metric(&d, "corral_upstream_errors_total{upstream=\"b\",kind=\"connect\"}");
+    uint64_t failures = metric(&d, "corral_upstream_errors_total{upstream=\"b\",kind=\"connect\"}");
     ck_assert_msg(failures >= 1 && failures <= 2, "%llu connect failures",
                   (unsigned long long)failures);
 
@@ -2207,8 +2213,8 @@ START_TEST(locations_share_an_upstream_and_keep_their_timeouts)
     struct response resp;
     ck_assert_uint_eq(exchange(d.port, "GET /slow HTTP/1.1\r\nHost: test\r\n\r\n", &resp), 200);
     response_free(&resp);
-    ck_assert_uint_eq(
-        exchange(d.port, "GET /slow HTTP/1.1\r\nHost: impatient.test\r\n\r\n", &resp), 504);
+    ck_assert_uint_eq(exchange(d.port, "GET /slow HTTP/1.1\r\nHost: impatient.test\r\n\r\n", &resp),
+                      504);
     response_free(&resp);
     test_daemon_stop(&d);
     close(reserved);
@@ -2255,9 +2261,18 @@ struct smuggle_case {
     size_t len; /* 0: strlen */
 };
 
-#define HEAD_CASE(name, status, text) {name, status, 0, false, text, sizeof(text) - 1}
-#define HEAD_CASE2(name, status, alt, text) {name, status, alt, false, text, sizeof(text) - 1}
-#define BODY_CASE(name, status, text) {name, status, 0, true, text, sizeof(text) - 1}
+#define HEAD_CASE(name, status, text)                                                              \
+    {                                                                                              \
+        name, status, 0, false, text, sizeof(text) - 1                                             \
+    }
+#define HEAD_CASE2(name, status, alt, text)                                                        \
+    {                                                                                              \
+        name, status, alt, false, text, sizeof(text) - 1                                           \
+    }
+#define BODY_CASE(name, status, text)                                                              \
+    {                                                                                              \
+        name, status, 0, true, text, sizeof(text) - 1                                              \
+    }
 #define H "Host: a\r\n"
 
 static const struct smuggle_case smuggle_cases[] = {
@@ -2307,7 +2322,8 @@ static const struct smuggle_case smuggle_cases[] = {
               "POST / HTTP/1.1\r\n" H "Transfer-Encoding:\tchunked\r\nContent-Length: 5\r\n\r\n"
               "0\r\n\r\n"),
     HEAD_CASE("TE with a vertical tab", 400,
-              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: \x0b" "chunked\r\n\r\n0\r\n\r\n"),
+              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: \x0b"
+              "chunked\r\n\r\n0\r\n\r\n"),
     HEAD_CASE("TE with space before colon", 400,
               "POST / HTTP/1.1\r\n" H "Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n"),
     HEAD_CASE("TE in HTTP/1.0", 400,
@@ -2387,7 +2403,8 @@ static const struct smuggle_case smuggle_cases[] = {
     BODY_CASE("chunk size with a sign", 400,
               "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n+5\r\nhello\r\n0\r\n\r\n"),
     BODY_CASE("chunk extension with bare LF", 400,
-              "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n5;ext\nhello\r\n0\r\n\r\n"),
+              "POST / HTTP/1.1\r\n" H
+              "Transfer-Encoding: chunked\r\n\r\n5;ext\nhello\r\n0\r\n\r\n"),
     BODY_CASE("chunk size line with bare LF", 400,
               "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n"),
     BODY_CASE("chunk longer than its size", 400,
@@ -2421,8 +2438,9 @@ static char *build_request(const struct smuggle_case *c, size_t *len)
         *len = strlen(text);
     } else {
         /* One chunk of 1.5 MB, past the 1 MB default. */
-        int n = snprintf(text, cap, "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n"
-                                    "180000\r\n");
+        int n = snprintf(text, cap,
+                         "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n"
+                         "180000\r\n");
         memset(text + n, 'x', 0x180000);
         *len = (size_t)n + 0x180000;
     }
@@ -2457,13 +2475,11 @@ START_TEST(malformed_request_is_refused_before_the_backend)
     unsigned long long bytes = atomic_load(&b->bytes);
     if (!c->in_body)
         ck_assert_msg(connections == 0 && bytes == 0,
-                      "%s: the backend got %u connections, %llu bytes:\n%s", c->name,
-                      connections, bytes,
-                      backend_request_count(b) > 0 ? backend_request(b, 0)->head : "");
+                      "%s: the backend got %u connections, %llu bytes:\n%s", c->name, connections,
+                      bytes, backend_request_count(b) > 0 ? backend_request(b, 0)->head : "");
     else
-        ck_assert_msg(backend_complete_count(b) == 0,
-                      "%s: the backend got a complete request:\n%s", c->name,
-                      backend_request(b, 0)->head);
+        ck_assert_msg(backend_complete_count(b) == 0, "%s: the backend got a complete request:\n%s",
+                      c->name, backend_request(b, 0)->head);
     test_daemon_stop(&d);
     backend_free(b);
 }

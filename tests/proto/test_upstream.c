@@ -368,7 +368,7 @@ static void *backend_accept_main(void *arg)
     return NULL;
 }
 
-/* A backend on `ip`:`port` (port 0: any). */
+/* A backend on `ip`:`port` (port 0: any); `ip` may be IPv6 ("::1"). */
 static struct backend *backend_start_on(const char *name, const char *ip, int port)
 {
     struct backend *b = calloc(1, sizeof(*b));
@@ -376,16 +376,20 @@ static struct backend *backend_start_on(const char *name, const char *ip, int po
     snprintf(b->name, sizeof(b->name), "%s", name);
     atomic_store(&b->status, 200);
     atomic_store(&b->health_status, 200);
+    bool v6 = strchr(ip, ':') != NULL;
     /* Not inherited by the daemon, which would keep it listening. */
-    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    b->fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(b->fd, 0);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    ck_assert_int_eq(inet_pton(AF_INET, ip, &addr.sin_addr), 1);
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    struct sockaddr_in6 addr6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port)};
+    struct sockaddr *sa = v6 ? (struct sockaddr *)&addr6 : (struct sockaddr *)&addr;
+    socklen_t len = v6 ? sizeof(addr6) : sizeof(addr);
+    ck_assert_int_eq(inet_pton(sa->sa_family, ip, v6 ? (void *)&addr6.sin6_addr : &addr.sin_addr),
+                     1);
+    ck_assert_int_eq(bind(b->fd, sa, len), 0);
     ck_assert_int_eq(listen(b->fd, 128), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
-    b->port = ntohs(addr.sin_port);
+    ck_assert_int_eq(getsockname(b->fd, sa, &len), 0);
+    b->port = ntohs(v6 ? addr6.sin6_port : addr.sin_port);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_accept_main, b), 0);
     return b;
 }
@@ -722,6 +726,79 @@ START_TEST(listed_status_goes_to_the_next_server)
 }
 END_TEST
 
+/* corral_upstream_server_up's value for 127.0.0.1:port on d's /metrics:
+ * 1, 0, or -1 when the page has no such line. */
+static int server_up(const struct test_daemon *d, int port)
+{
+    size_t size = 1 << 18;
+    char *page = malloc(size);
+    ck_assert_ptr_nonnull(page);
+    ck_assert_int_eq(test_daemon_admin_get(d, "/metrics", page, size), 200);
+    char want[128];
+    snprintf(want, sizeof(want),
+             "\ncorral_upstream_server_up{upstream=\"app\",server=\"127.0.0.1:%d\"} ", port);
+    const char *at = strstr(page, want);
+    int value = at != NULL ? atoi(at + strlen(want)) : -1;
+    free(page);
+    return value;
+}
+
+/* The gauge follows the shared health state: the active checks, for a
+ * backup too, and `down` in the config. */
+START_TEST(server_up_metric_follows_the_health_checks)
+{
+    struct backend *a = backend_start("a"), *b = backend_start("b"), *c = backend_start("c");
+    struct test_daemon d;
+    char upstream[512];
+    snprintf(upstream, sizeof(upstream),
+             "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d backup;\n"
+             "server 127.0.0.1:%d down;\n"
+             "health_check interval=200ms timeout=150ms rise=1 fall=1 uri=/healthz;",
+             a->port, b->port, c->port);
+    start_daemon(&d, 2, upstream, "");
+    ck_assert_int_eq(server_up(&d, a->port), 1);
+    ck_assert_int_eq(server_up(&d, b->port), 1);
+    ck_assert_int_eq(server_up(&d, c->port), 0);
+    atomic_store(&b->health_status, 500);
+    char text[128];
+    snprintf(text, sizeof(text), "127.0.0.1:%d is down", b->port);
+    ck_assert_int_ge(wait_log(&d, text, 3000), 0);
+    ck_assert_int_eq(server_up(&d, b->port), 0);
+    ck_assert_int_eq(server_up(&d, a->port), 1);
+    atomic_store(&b->health_status, 200);
+    snprintf(text, sizeof(text), "127.0.0.1:%d is up", b->port);
+    ck_assert_int_ge(wait_log(&d, text, 3000), 0);
+    ck_assert_int_eq(server_up(&d, b->port), 1);
+    test_daemon_stop(&d);
+    backend_free(a);
+    backend_free(b);
+    backend_free(c);
+}
+END_TEST
+
+/* And the passive failures: max_fails within fail_timeout on a worker. */
+START_TEST(server_up_metric_follows_passive_failures)
+{
+    int port;
+    close(test_reserve_port(&port)); /* nothing listens there */
+    struct backend *b = backend_start("b");
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream),
+             "server 127.0.0.1:%d max_fails=1 fail_timeout=30s;\nserver 127.0.0.1:%d;", port,
+             b->port);
+    start_daemon(&d, 1, upstream, "");
+    ck_assert_int_eq(server_up(&d, port), 1);
+    char body[64];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+    ck_assert_int_eq(server_up(&d, port), 0);
+    ck_assert_int_eq(server_up(&d, b->port), 1);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 START_TEST(upstream_failures_are_logged_with_the_request)
 {
     int port;
@@ -767,6 +844,9 @@ struct dns_server {
     atomic_bool stop;
     atomic_uint count, queries;
     _Atomic uint32_t addrs[2]; /* network order */
+    atomic_bool has_v6;        /* AAAA queries get v6, else no record */
+    uint8_t v6[16];            /* set before has_v6 */
+    atomic_uint v6_queries;
 };
 
 static void *dns_main(void *arg)
@@ -792,10 +872,19 @@ static void *dns_main(void *arg)
         memcpy(out, q, pos);
         out[2] = 0x81; /* a response, recursion desired */
         out[3] = 0x80; /* recursion available, no error */
-        unsigned count = atomic_load(&d->count);
+        bool aaaa = q[pos - 4] == 0 && q[pos - 3] == 28;
+        unsigned count = aaaa ? 0 : atomic_load(&d->count);
         out[6] = 0;
         out[7] = (uint8_t)count;
         memset(out + 8, 0, 4);
+        if (aaaa && atomic_load(&d->has_v6)) {
+            static const uint8_t rr[] = {0xc0, 0x0c, 0, 28, 0, 1, 0, 0, 0, 1, 0, 16};
+            atomic_fetch_add(&d->v6_queries, 1);
+            out[7] = 1;
+            memcpy(out + pos, rr, sizeof(rr));
+            memcpy(out + pos + sizeof(rr), d->v6, 16);
+            pos += sizeof(rr) + 16;
+        }
         for (unsigned i = 0; i < count; i++) {
             static const uint8_t rr[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4};
             memcpy(out + pos, rr, sizeof(rr));
@@ -828,6 +917,13 @@ static void dns_answer(struct dns_server *d, const char *ip)
     ck_assert_int_eq(inet_pton(AF_INET, ip, &a), 1);
     atomic_store(&d->addrs[0], a.s_addr);
     atomic_store(&d->count, 1);
+}
+
+/* AAAA queries get `ip` from now on. */
+static void dns_answer_v6(struct dns_server *d, const char *ip)
+{
+    ck_assert_int_eq(inet_pton(AF_INET6, ip, d->v6), 1);
+    atomic_store(&d->has_v6, true);
 }
 
 static void dns_free(struct dns_server *d)
@@ -891,6 +987,42 @@ START_TEST(changed_dns_answer_moves_traffic_without_a_reload)
 }
 END_TEST
 
+/* A name with an A and an AAAA record: both addresses serve (nginx
+ * resolves both), unless the resolver says ipv6=off. */
+START_TEST(resolve_uses_ipv6_addresses_too)
+{
+    struct backend *a = backend_start_on("a", "127.0.0.1", 0);
+    struct backend *b = backend_start_on("b", "::1", a->port);
+    struct dns_server *dns = dns_start();
+    dns_answer(dns, "127.0.0.1");
+    dns_answer_v6(dns, "::1");
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream),
+             "resolver 127.0.0.1:%d valid=200ms%s;\nserver app.test:%d resolve max_fails=0;",
+             dns->port, _i == 0 ? "" : " ipv6=off", a->port);
+    start_daemon(&d, 1, upstream, "");
+    ck_assert(answered_by(d.port, "a", 3000));
+    if (_i == 0) {
+        ck_assert(answered_by(d.port, "b", 3000));
+        ck_assert_int_ge(wait_log(&d, "::1 joins", 100), 0);
+    } else {
+        char body[64];
+        for (int i = 0; i < 6; i++) {
+            ck_assert_int_eq(test_daemon_http_get("127.0.0.1", d.port, "/", body, sizeof(body)),
+                             200);
+            ck_assert_str_eq(body, "a");
+        }
+        ck_assert_uint_eq(atomic_load(&dns->v6_queries), 0);
+        ck_assert_uint_eq(atomic_load(&b->requests), 0);
+    }
+    test_daemon_stop(&d);
+    dns_free(dns);
+    backend_free(a);
+    backend_free(b);
+}
+END_TEST
+
 START_TEST(resolve_server_has_empty_slots_until_an_answer)
 {
     struct proxy_server_conf s[2] = {PROXY_SERVER_CONF_DEFAULT, PROXY_SERVER_CONF_DEFAULT};
@@ -921,7 +1053,7 @@ END_TEST
 START_TEST(dns_answers_are_parsed)
 {
     uint8_t q[300];
-    int len = dns_query_build("app.test", 0x1234, q, sizeof(q));
+    int len = dns_query_build("app.test", 0x1234, DNS_TYPE_A, q, sizeof(q));
     ck_assert_int_eq(len, 12 + 10 + 4);
     /* The query turned into an answer with two A records and a CNAME. */
     uint8_t m[300];
@@ -939,18 +1071,32 @@ START_TEST(dns_answers_are_parsed)
     pos += sizeof(a1);
     memcpy(m + pos, a2, sizeof(a2));
     pos += sizeof(a2);
-    struct in_addr out[4];
-    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, out, 4), 2);
-    ck_assert_uint_eq(ntohl(out[1].s_addr), 0x0a000002);
-    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1235, out, 4), -EINVAL);
-    ck_assert_int_eq(dns_answer_parse(m, pos - 1, 0x1234, out, 4), -EINVAL);
-    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, out, 1), 1);
+    static const uint8_t aaaa[] = {0xc0, 0x0c, 0, 28, 0, 1, 0, 0, 0, 1, 0, 16, 0x20, 1,
+                                   0x0d, 0xb8, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0,  0,    9};
+    memcpy(m + pos, aaaa, sizeof(aaaa));
+    pos += sizeof(aaaa);
+    m[7] = 4;
+    struct dns_addr out[4];
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4), 2);
+    ck_assert_int_eq(out[1].family, AF_INET);
+    ck_assert_mem_eq(out[1].bytes, "\x0a\x00\x00\x02", 4);
+    /* The records of the type asked, only. */
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, DNS_TYPE_AAAA, out, 4), 1);
+    ck_assert_int_eq(out[0].family, AF_INET6);
+    ck_assert_mem_eq(out[0].bytes, aaaa + 12, 16);
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1235, DNS_TYPE_A, out, 4), -EINVAL);
+    ck_assert_int_eq(dns_answer_parse(m, pos - 1, 0x1234, DNS_TYPE_A, out, 4), -EINVAL);
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 1), 1);
     m[3] = 0x83; /* NXDOMAIN */
-    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, out, 4), 0);
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4), 0);
     m[3] = 0x82; /* SERVFAIL */
-    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, out, 4), -EAGAIN);
-    ck_assert_int_eq(dns_query_build("a..b", 1, q, sizeof(q)), -EINVAL);
-    ck_assert_int_eq(dns_query_build("app.test", 1, q, 20), -EINVAL);
+    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, DNS_TYPE_AAAA, out, 4), -EAGAIN);
+    ck_assert_int_eq(dns_query_build("a..b", 1, DNS_TYPE_A, q, sizeof(q)), -EINVAL);
+    ck_assert_int_eq(dns_query_build("app.test", 1, DNS_TYPE_A, q, 20), -EINVAL);
+    len = dns_query_build("app.test", 7, DNS_TYPE_AAAA, q, sizeof(q));
+    ck_assert_int_eq(len, 12 + 10 + 4);
+    ck_assert_int_eq(q[len - 3], 28); /* QTYPE AAAA, class IN */
+    ck_assert_int_eq(q[len - 1], 1);
 }
 END_TEST
 
@@ -988,6 +1134,9 @@ Suite *test_suite(void)
     tcase_add_test(tc, backup_gets_requests_only_when_the_primaries_are_down);
     tcase_add_test(tc, max_conns_holds_across_two_workers);
     tcase_add_test(tc, changed_dns_answer_moves_traffic_without_a_reload);
+    tcase_add_loop_test(tc, resolve_uses_ipv6_addresses_too, 0, 2);
+    tcase_add_test(tc, server_up_metric_follows_the_health_checks);
+    tcase_add_test(tc, server_up_metric_follows_passive_failures);
 
     tc = new_case(suite, "retry", 30, true);
     tcase_add_test(tc, slow_get_goes_to_every_server_by_default);
