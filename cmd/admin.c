@@ -6,6 +6,7 @@
  */
 #include "cmd/daemon.h"
 #include "cmd/metrics.h"
+#include "cmd/runtime_limit.h"
 #include "proto/exchange.h"
 #include "proto/health.h"
 #include "proto/http2.h" /* http2_counter_names */
@@ -178,6 +179,7 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
     metrics_write(&t);
     pthread_mutex_unlock(&daemon_state.lock);
     metrics_write_process(&t);
+    runtime_limits_metrics(&t);
 
     if (totals != NULL) {
         write_worker_metric(&t, "corral_accepts_total", "counter",

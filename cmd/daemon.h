@@ -62,6 +62,8 @@ struct generation {
     bool stop_requested;       /* by a reload or a signal, not by its own workers */
     bool listeners_closed;     /* by the next generation's start or a stop */
     struct generation *next;
+    /* Its limit zones (runtime_limit.h). */
+    struct runtime_limits *limits;
 };
 
 /* Counter totals of generations that have exited, so counters keep growing

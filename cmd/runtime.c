@@ -7,6 +7,7 @@
 #include "cmd/runtime.h"
 #include "cmd/metrics.h"
 
+#include "cmd/runtime_limit.h"
 #include "cmd/runtime_vars.h"
 
 #include <assert.h>
@@ -372,6 +373,10 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->locations = &site->locations[l];
             vhost->location_count = server->location_count;
             err = runtime_vars_rewrites(gen->vars, &server->rewrites, NULL, &vhost->rewrites);
+            static const struct conf_location no_location; /* the server's add_header */
+            if (err == 0)
+                err = runtime_vars_add_headers(gen->vars, config, server, &no_location,
+                                               &vhost->add_headers);
             bool has_rewrites = server->rewrites.count > 0;
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
                 const struct conf_location *conf = &server->locations[i];
@@ -393,6 +398,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                 const struct http_add_headers *add_headers = NULL;
                 if (err == 0)
                     err = runtime_vars_add_headers(gen->vars, config, server, conf, &add_headers);
+                loc->add_headers = add_headers;
                 if (err == 0 && conf->handler == CONF_HANDLER_RETURN) {
                     struct http_return *ret = &site->returns[r++];
                     *ret = (struct http_return){
@@ -417,6 +423,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     loc->handler = &proxy_handler;
                     loc->handler_data = &site->proxies[p++];
                 }
+                if (err == 0)
+                    err = runtime_limits_wrap(gen->limits, gen->vars, conf, add_headers, loc);
             }
             if (err == 0 && has_rewrites)
                 err = router_build(gen->vars, vhost);
@@ -477,6 +485,7 @@ void generation_free(struct generation *gen)
     for (size_t i = 0; i < gen->log_count; i++)
         access_log_free(gen->logs[i]); /* what workers gathered, written */
     free(gen->logs);
+    runtime_limits_free(gen->limits);
     runtime_vars_free(gen->vars);
     conf_free(gen->config);
     free(gen);
@@ -503,6 +512,8 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
         for (size_t l = 0; l < config->servers[s].location_count; l++)
             max_upstreams += config->servers[s].locations[l].handler == CONF_HANDLER_PROXY;
     int vars_err = runtime_vars_new(config, &gen->vars);
+    if (vars_err == 0)
+        vars_err = runtime_limits_new(gen->vars, config, &gen->limits);
     if (vars_err != 0)
         return vars_err;
     gen->sites = calloc(max_sites ? max_sites : 1, sizeof(*gen->sites));

@@ -98,6 +98,13 @@ static int compile_always(struct runtime_vars *vars, const char *text, const str
     return 0;
 }
 
+int runtime_vars_compile_any(struct runtime_vars *vars, const char *text,
+                             const struct conf_pos *pos, const char *directive,
+                             const struct vars_template **out)
+{
+    return compile_always(vars, text, pos, directive, out);
+}
+
 static int map_build(struct runtime_vars *vars, const struct conf_map *conf, struct vars_map *map)
 {
     struct vars_error error;

@@ -38,6 +38,12 @@ int runtime_vars_log_format_for(struct runtime_vars *vars, const struct conf_con
 int runtime_vars_compile(struct runtime_vars *vars, const char *text, const struct conf_pos *pos,
                          const char *directive, const struct vars_template **out);
 
+/* The same, a text without variables compiled too (*out never NULL on
+ * success). */
+int runtime_vars_compile_any(struct runtime_vars *vars, const char *text,
+                             const struct conf_pos *pos, const char *directive,
+                             const struct vars_template **out);
+
 /* The add_header rules of a location: its own, else its server's, else the
  * top level's (nginx's inheritance), compiled; NULL when there are none.
  * Owned by `vars`.  Returns 0, -EINVAL (logged) or -ENOMEM. */

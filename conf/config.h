@@ -53,6 +53,37 @@ struct conf_add_headers {
     size_t count;
 };
 
+/* limit_req_zone KEY zone=NAME:SIZE rate=N r/s|r/m, or
+ * limit_conn_zone KEY zone=NAME:SIZE. */
+struct conf_limit_zone {
+    char *name;
+    char *key; /* may hold $variables */
+    bool conn; /* limit_conn_zone; else limit_req_zone */
+    size_t size;
+    uint64_t rate; /* milli-requests per second (limit_req_zone) */
+    struct conf_pos pos, key_pos;
+};
+
+/* limit_req zone=NAME [burst=N] [nodelay|delay=N], or limit_conn NAME N. */
+struct conf_limit {
+    char *zone_name;
+    size_t zone;           /* its index in conf_config.limit_zones, once all are known */
+    unsigned burst, delay; /* limit_req */
+    bool nodelay;
+    unsigned max; /* limit_conn */
+    struct conf_pos pos;
+};
+
+/* A block's limits: a level with limit_req (or limit_conn) of its own
+ * does not inherit the enclosing level's (nginx's rule). */
+struct conf_limits {
+    struct conf_limit *reqs;
+    size_t req_count;
+    struct conf_limit *conns;
+    size_t conn_count;
+    unsigned req_status, conn_status; /* limit_*_status; 0: inherited, else 503 */
+};
+
 /* rewrite REGEX REPLACEMENT [last|break|redirect|permanent] */
 enum conf_rewrite_flag {
     CONF_REWRITE_NONE,
@@ -157,6 +188,7 @@ struct conf_location {
     struct conf_pos pos;
     struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
     struct conf_access_logs access_logs;
+    struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
 };
 
 struct conf_listen {
@@ -232,6 +264,7 @@ struct conf_server {
     struct conf_pos pos;
     struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
     struct conf_access_logs access_logs;
+    struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
 };
 
 struct conf_config {
@@ -270,6 +303,9 @@ struct conf_config {
     size_t upstream_count;
 
     struct access_conf access; /* real_ip, allow/deny at the top level */
+    struct conf_limits limits; /* limit_req, limit_conn at the top level */
+    struct conf_limit_zone *limit_zones;
+    size_t limit_zone_count;
 
     char *path;   /* the main file, for messages and reloads; "<built-in>" */
     char **files; /* every file read, main first, as positions name them */

@@ -497,6 +497,7 @@ static void location_free(struct conf_location *location)
         free(location->hide_headers[i]);
     free(location->hide_headers);
     conf__access_free(&location->access);
+    conf__limits_free(&location->limits);
     conf__free_add_headers(&location->add_headers);
     conf__free_rewrites(&location->rewrites);
     access_logs_free(&location->access_logs);
@@ -523,6 +524,7 @@ static void server_free(struct conf_server *server)
     free((void *)tls->settings.ciphersuites);
     free((void *)tls->settings.client_ca);
     conf__access_free(&server->access);
+    conf__limits_free(&server->limits);
     conf__free_add_headers(&server->add_headers);
     conf__free_rewrites(&server->rewrites);
     access_logs_free(&server->access_logs);
@@ -552,6 +554,8 @@ void conf_free(struct conf_config *config)
         server_free(&config->servers[i]);
     free(config->servers);
     conf__access_free(&config->access);
+    conf__limits_free(&config->limits);
+    conf__limit_zones_free(config);
     for (size_t i = 0; i < config->upstream_count; i++) {
         struct proxy_upstream_conf *upstream = &config->upstreams[i].upstream;
         free((void *)upstream->name);

@@ -136,6 +136,7 @@ extern const struct conf_directive conf__tls_directives[];
 extern const struct conf_directive conf__proxy_directives[];
 extern const struct conf_directive conf__access_directives[];
 extern const struct conf_directive conf__vars_directives[];
+extern const struct conf_directive conf__limit_directives[];
 
 /* Every module's table, in the order they are searched. */
 extern const struct conf_directive *const conf__tables[];
@@ -224,6 +225,14 @@ int conf__proxy_finish(struct conf_state *state);
  * block's. */
 int conf__access_finish(struct conf_state *state);
 void conf__access_free(struct access_conf *access);
+
+/* limit_directives.c: each limit_req and limit_conn names a zone of its
+ * kind; each server and location inherits the limits it does not set.
+ * conf__limits_free() releases a block's, conf__limit_zones_free() the
+ * zones. */
+int conf__limit_finish(struct conf_state *state);
+void conf__limits_free(struct conf_limits *limits);
+void conf__limit_zones_free(struct conf_config *config);
 
 /* tls_directives.c: what needs a server's whole block: the last
  * certificate has its key, a tls listener has a certificate, and client

@@ -85,3 +85,23 @@ void exchange__begin_adding(struct exchange *ex, unsigned status, const char *he
         ex->_ops->begin(ex, status, lines.data, lines.len, content_length, codings);
     vars_buf_free(&lines);
 }
+
+void exchange_respond_error_adding(struct exchange *ex, const struct http_request *req,
+                                   const struct http_add_headers *rules, unsigned status)
+{
+    if (rules == NULL) {
+        exchange_respond_error(ex, status);
+        return;
+    }
+    exchange_set_add_headers(ex, rules);
+    char small[256];
+    struct vars_buf early;
+    vars_buf_init(&early, small, sizeof(small));
+    if (req != NULL)
+        exchange_add_headers_early(ex, req, &early);
+    else
+        ex->add_early = NULL;
+    exchange_respond_error(ex, status);
+    ex->add_early = NULL; /* `early` goes with this frame */
+    vars_buf_free(&early);
+}

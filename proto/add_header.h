@@ -30,4 +30,12 @@ struct http_add_headers {
 void exchange_add_headers_early(struct exchange *ex, const struct http_request *req,
                                 struct vars_buf *out);
 
+/* Answers with exchange_respond_error() and `rules` (NULL: none; those
+ * without `always` apply to no error): corral's own answers get the
+ * add_header rules of the location (or server) they answer for, as in
+ * nginx.  `req` (NULL: gone) is what the values that read the request
+ * read. */
+void exchange_respond_error_adding(struct exchange *ex, const struct http_request *req,
+                                   const struct http_add_headers *rules, unsigned status);
+
 #endif

@@ -142,8 +142,11 @@ struct exchange {
     /* Their values that read the request, evaluated while it was there
      * (exchange_add_headers_early()); NULL: none. */
     const char *add_early;
-    /* The handler a rewrite routed the exchange to (rewrite.h); NULL: none. */
+    /* The handler a rewrite (rewrite.h) or the limits (limit.h) passed
+     * the exchange on to, which their callbacks forward to; NULL: none. */
     const struct http_handler *routed;
+    /* What limit_handler holds for the exchange (limit.h); NULL: nothing. */
+    struct limit_exchange *limit;
 };
 
 /* ------------------------------------------------------------- the response */

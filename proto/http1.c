@@ -8,6 +8,8 @@
  */
 #include "proto/http1_internal.h"
 #include "proto/access.h"
+#include "proto/add_header.h"
+#include "proto/limit.h"
 #include "proto/http2.h"
 #include "proto/tls.h"
 #include "proto/access_log.h"
@@ -97,6 +99,7 @@ void h1_exchange_retire(struct h1_conn *h1)
     struct h1_exchange *ex = h1->ex;
     if (ex == NULL)
         return;
+    limit_exchange_end(&ex->base);
     h1->ex = NULL;
     if (corral_loop_defer(corral_conn_loop(h1->conn), h1_exchange_free, ex) != 0) {
         ex->retired_next = h1->retired;
@@ -208,7 +211,7 @@ static void h1_reject(struct h1_conn *h1, unsigned status, const char *head, siz
             if (ex->log_fields == h1->head_line)
                 h1->head_line = NULL; /* the exchange's now */
         }
-        exchange_respond_error(&ex->base, status);
+        exchange_respond_error_adding(&ex->base, NULL, h1->vhost->add_headers, status);
     }
     free(h1->head_line);
     h1->head_line = NULL;
@@ -410,7 +413,9 @@ static int on_headers_complete(llhttp_t *parser)
                                  h1->vhost->limits.send_timeout_ms);
 
     if (refused != 0 || loc == NULL) {
-        exchange_respond_error(&ex->base, refused != 0 ? refused : 404);
+        exchange_respond_error_adding(&ex->base, &req,
+                                      loc != NULL ? loc->add_headers : h1->vhost->add_headers,
+                                      refused != 0 ? refused : 404);
         return 0;
     }
     ex->handler = loc->handler;

@@ -6,6 +6,8 @@
  */
 #include "proto/access.h"
 #include "proto/access_log.h"
+#include "proto/add_header.h"
+#include "proto/limit.h"
 #include "proto/http2_internal.h"
 
 #include <arpa/inet.h>
@@ -99,6 +101,7 @@ void h2_stream_free(struct h2_stream *st)
         if (st->log != NULL)
             h2_log_exchange(st, st->response_started ? st->status : 499);
     }
+    limit_exchange_end(&st->base);
     if (st->prev != NULL)
         st->prev->next = st->next;
     else
@@ -192,7 +195,9 @@ static void keep_log_fields(struct h2_stream *st, const struct http_request *req
 /* Answers a request that never reaches a handler. */
 static void refuse(struct h2_stream *st, unsigned status)
 {
-    exchange_respond_error(&st->base, status);
+    const struct http_add_headers *rules = st->base.add_headers;
+    exchange_respond_error_adding(&st->base, NULL, rules != NULL ? rules : st->vhost->add_headers,
+                                  status);
 }
 
 /* build_request()'s verdict on a malformed request: a stream error, no
@@ -306,6 +311,7 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
     unsigned status = st->head_refused && st->field_count == 0
                           ? 431
                           : build_request(st, end_stream, &req, &headers, &cookie);
+    bool built = status == 0;
     if (st->head_refused || (status != 0 && status != H2_MALFORMED)) {
         /* Logged with what of the request arrived: its pseudo-headers
          * come first. */
@@ -339,7 +345,9 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
     if (status == H2_MALFORMED) {
         nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_PROTOCOL_ERROR);
     } else if (status != 0) {
-        refuse(st, status);
+        exchange_respond_error_adding(&st->base, built ? &req : NULL,
+                                      loc != NULL ? loc->add_headers : st->vhost->add_headers,
+                                      status);
     } else {
         st->handler = loc->handler;
         st->handler_owns = true;

@@ -32,6 +32,8 @@ struct http_location {
     const struct http_regex *regex;       /* "~", "~*": tried in order after the prefixes */
     const struct http_rewrites *rewrites; /* NULL: none (run by the vhost's router) */
     struct access_log *access_log;        /* its access_log lines; NULL: its vhost's */
+    /* add_header for corral's own answers (403, a limit's 503); NULL: none */
+    const struct http_add_headers *add_headers;
 };
 
 struct http_rewrites;
@@ -50,6 +52,8 @@ struct http_vhost {
     const struct http_location *router;
     const struct http_rewrites *rewrites; /* the server's own; NULL: none */
     struct access_log *access_log;        /* its server's access_log lines; NULL: the site's */
+    /* add_header for the answers no location gives (404, 400...); NULL: none */
+    const struct http_add_headers *add_headers;
 };
 
 struct access_conf;

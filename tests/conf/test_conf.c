@@ -747,6 +747,48 @@ START_TEST(access_inheritance)
 }
 END_TEST
 
+/* limit_req and limit_conn: a block with any of its own does not inherit
+ * the enclosing block's (nginx's rule); the statuses default to 503. */
+START_TEST(limit_inheritance)
+{
+    struct conf_config *c =
+        parse_ok("limit_req_zone $binary_remote_addr zone=one:1m rate=30r/m;\n"
+                 "limit_req_zone $uri zone=two:64k rate=5r/s;\n"
+                 "limit_conn_zone $binary_remote_addr zone=c:1m;\n"
+                 "limit_req zone=one burst=5 nodelay;\nlimit_conn_status 429;\n"
+                 "server { listen 127.0.0.1:80; limit_conn c 3;\n"
+                 "  location / { return 204; }\n"
+                 "  location /two { limit_req zone=two delay=2 burst=4; limit_req_status 444;\n"
+                 "    return 204; }\n"
+                 "}\n");
+    ck_assert_uint_eq(c->limit_zone_count, 3);
+    ck_assert_uint_eq(c->limit_zones[0].rate, 500); /* milli-requests a second */
+    ck_assert_uint_eq(c->limit_zones[1].rate, 5000);
+    ck_assert_uint_eq(c->limit_zones[1].size, 65536);
+    ck_assert(c->limit_zones[2].conn);
+    ck_assert_str_eq(c->limit_zones[2].key, "$binary_remote_addr");
+    const struct conf_limits *a = &c->servers[0].locations[0].limits,
+                             *two = &c->servers[0].locations[1].limits;
+    ck_assert_uint_eq(a->req_count, 1);
+    ck_assert_uint_eq(a->reqs[0].zone, 0);
+    ck_assert_uint_eq(a->reqs[0].burst, 5);
+    ck_assert(a->reqs[0].nodelay);
+    ck_assert_uint_eq(a->conn_count, 1);
+    ck_assert_uint_eq(a->conns[0].zone, 2);
+    ck_assert_uint_eq(a->conns[0].max, 3);
+    ck_assert_uint_eq(a->req_status, 503);
+    ck_assert_uint_eq(a->conn_status, 429);
+    ck_assert_uint_eq(two->req_count, 1);
+    ck_assert_uint_eq(two->reqs[0].zone, 1);
+    ck_assert_uint_eq(two->reqs[0].delay, 2);
+    ck_assert_uint_eq(two->reqs[0].burst, 4);
+    ck_assert(!two->reqs[0].nodelay);
+    ck_assert_uint_eq(two->conn_count, 1);
+    ck_assert_uint_eq(two->req_status, 444);
+    conf_free(c);
+}
+END_TEST
+
 START_TEST(lexer_forms)
 {
     struct conf_config *c =
@@ -1280,7 +1322,36 @@ static const struct error_case error_cases[] = {
     {"allow 10.0.0.1 10.0.0.2;", "test.conf:1:1: \"allow\" takes 1 argument, got 2"},
     {"upstream app { server 127.0.0.1:1; deny all; }",
      "test.conf:1:36: \"deny\" is not allowed in upstream (it belongs at top level or in "
-     "server or location)"},
+     "server or location)"}, /* limit_req_zone, limit_conn_zone, limit_req, limit_conn */
+    {"limit_req_zone $binary_remote_addr zone=one rate=1r/s;",
+     "test.conf:1:36: invalid zone \"zone=one\" (expected zone=NAME:SIZE)"},
+    {"limit_req_zone $binary_remote_addr zone=one:10k rate=1r/s;",
+     "test.conf:1:45: zone \"one\" is too small (at least 32k)"},
+    {"limit_req_zone $binary_remote_addr zone=o.e:1m rate=1r/s;",
+     "test.conf:1:36: invalid zone name in \"zone=o.e:1m\" (letters, digits, \"_\" and \"-\")"},
+    {"limit_req_zone $binary_remote_addr zone=one:1m rate=1r/h;",
+     "test.conf:1:48: invalid rate \"rate=1r/h\" (expected rate=Nr/s or rate=Nr/m)"},
+    {"limit_req_zone $binary_remote_addr zone=one:1m rate=0r/s;",
+     "test.conf:1:48: rate must be from 1 to 1000000, got \"rate=0r/s\""},
+    {"limit_req_zone $binary_remote_addr b zone=one:1m;",
+     "test.conf:1:36: invalid parameter \"b\""},
+    {"limit_conn_zone zone=c:1m rate=1r/s;", "test.conf:1:27: invalid parameter \"rate=1r/s\""},
+    {"limit_req_zone $a zone=one:1m rate=1r/s;\nlimit_conn_zone $a zone=one:1m;",
+     "test.conf:2:20: zone \"one\" is already declared (line 1)"},
+    {"limit_req burst=5;", "test.conf:1:1: \"limit_req\" needs zone=NAME"},
+    {"limit_req zone=one nodelay delay=3;", "test.conf:1:28: invalid parameter \"delay=3\""},
+    {"limit_req zone=one burst=x;", "test.conf:1:26: invalid number \"x\""},
+    {"limit_req zone=two;", "test.conf:1:11: unknown limit_req zone \"two\""},
+    {"limit_conn_zone $a zone=c:1m;\nlimit_req zone=c;",
+     "test.conf:2:11: zone \"c\" is a limit_conn_zone, not a limit_req_zone"},
+    {"limit_req_zone $a zone=one:1m rate=1r/s;\nlimit_req zone=one; limit_req zone=one burst=2;",
+     "test.conf:2:31: zone \"one\" is limited twice in this block"},
+    {"limit_conn_zone $a zone=c:1m;\nlimit_conn c 0;",
+     "test.conf:2:14: \"limit_conn\" must be from 1 to 65535, got \"0\""},
+    {"limit_req_status 302;",
+     "test.conf:1:18: \"limit_req_status\" must be from 400 to 599, got \"302\""},
+    {"server { listen 127.0.0.1:80; limit_conn_zone $a zone=c:1m; }",
+     "test.conf:1:31: \"limit_conn_zone\" is not allowed in server (it belongs at top level)"},
 };
 
 START_TEST(error_table)
@@ -1753,6 +1824,7 @@ Suite *test_suite(void)
     tcase_add_test(valid, https_proxy_pass);
     tcase_add_test(valid, servers_told_apart);
     tcase_add_test(valid, access_inheritance);
+    tcase_add_test(valid, limit_inheritance);
     tcase_add_test(valid, lexer_forms);
     tcase_add_test(valid, default_text_parses);
     tcase_add_test(valid, relative_paths_follow_their_file);

@@ -1,0 +1,35 @@
+/*
+ * runtime_limit.h: the limit zones a generation uses and the locations
+ * they stand in front of (runtime_limit.c), and their metrics.
+ */
+#ifndef CORRAL_CMD_RUNTIME_LIMIT_H
+#define CORRAL_CMD_RUNTIME_LIMIT_H
+
+#include "cmd/metrics.h"
+#include "cmd/runtime_vars.h"
+#include "conf/config.h"
+#include "proto/limit.h"
+
+struct runtime_limits;
+
+/* Takes a reference on every zone the config declares (the zone of the
+ * same name, kind and size that a running generation has, else a new
+ * one) and compiles their keys.  Returns 0, -EINVAL (logged) or -ENOMEM;
+ * *out is set either way, for runtime_limits_free(). */
+int runtime_limits_new(struct runtime_vars *vars, const struct conf_config *config,
+                       struct runtime_limits **out);
+/* Drops the references (NULL: nothing).  No exchange of the generation
+ * may be left. */
+void runtime_limits_free(struct runtime_limits *limits);
+
+/* Puts limit_handler in front of `loc`'s handler when `conf` has limits;
+ * what it builds `vars` owns.  `add_headers` are the location's, for its
+ * refusals.  Returns 0 or -ENOMEM. */
+int runtime_limits_wrap(struct runtime_limits *limits, struct runtime_vars *vars,
+                        const struct conf_location *conf,
+                        const struct http_add_headers *add_headers, struct http_location *loc);
+
+/* The zones' counters, by zone. */
+void runtime_limits_metrics(struct text *t);
+
+#endif

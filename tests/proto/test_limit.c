@@ -1,0 +1,519 @@
+/*
+ * test_limit.c: limit_req and limit_conn through build/corral: rates and
+ * bursts under a paced load across two workers sharing a zone, delays,
+ * HTTP/2 streams, concurrent exchanges held by a slow backend, zones kept
+ * across a reload, the metrics, and add_header on corral's own answers.
+ */
+#include "tests/daemon.h"
+#include "tests/helpers.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ----------------------------------------------------------- the client */
+
+/* Sends a GET for `path` that asks to close, on a new connection. */
+static int send_get(int port, const char *path)
+{
+    int fd = test_connect(port);
+    char text[256];
+    int n = snprintf(text, sizeof(text), "GET %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+                     path);
+    test_send_all(fd, text, (size_t)n);
+    return fd;
+}
+
+/* Reads the whole response on `fd` and closes it: its status, the
+ * response in `out` (NULL: not kept). */
+static unsigned read_response(int fd, char *out, size_t size)
+{
+    char buf[4096];
+    if (out == NULL) {
+        out = buf;
+        size = sizeof(buf);
+    }
+    size_t len = test_recv_all(fd, out, size - 1);
+    out[len] = '\0';
+    close(fd);
+    unsigned status = 0;
+    sscanf(out, "HTTP/1.1 %u", &status);
+    return status;
+}
+
+/* A POST whose body stops half way: its exchange runs until the client
+ * goes away. */
+static int send_half_post(int port, const char *path)
+{
+    int fd = test_connect(port);
+    char text[256];
+    int n = snprintf(text, sizeof(text),
+                     "POST %s HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nhalf.", path);
+    test_send_all(fd, text, (size_t)n);
+    return fd;
+}
+
+static unsigned get(int port, const char *path, char *out, size_t size)
+{
+    return read_response(send_get(port, path), out, size);
+}
+
+/* Whether the response head has the line "name: value". */
+static bool has_header(const char *response, const char *line)
+{
+    const char *end = strstr(response, "\r\n\r\n");
+    const char *at = strcasestr(response, line);
+    return at != NULL && end != NULL && at < end && at[-1] == '\n';
+}
+
+/* A counter of /metrics: the value of the line starting `series`, or -1. */
+static long long metric(const struct test_daemon *d, const char *series)
+{
+    static char body[65536];
+    ck_assert_int_eq(test_daemon_admin_get(d, "/metrics", body, sizeof(body)), 200);
+    const char *at = strstr(body, series);
+    return at != NULL ? atoll(at + strlen(series)) : -1;
+}
+
+static void start(struct test_daemon *d, const char *text)
+{
+    test_daemon_init(d, "corral");
+    test_daemon_write_config(d, text);
+    test_daemon_start(d);
+}
+
+/* Whether `got` is within 10% of `expected` (and 2, for small counts). */
+static bool near(long got, double expected)
+{
+    double slack = expected * 0.1 > 2 ? expected * 0.1 : 2;
+    return got >= expected - slack && got <= expected + slack;
+}
+
+/* ------------------------------------------------------------- limit_req */
+
+#define LOAD_REQUESTS 150
+#define LOAD_RATE     50 /* a second: 2.5 times the zone's */
+
+/* 150 requests at 50 a second on new connections, which the two workers
+ * share; then their statuses.  Returns the seconds the sending took. */
+static double paced_load(int port, const char *path, unsigned statuses[LOAD_REQUESTS])
+{
+    static int fds[LOAD_REQUESTS];
+    uint64_t begin = test_now_ms();
+    for (int i = 0; i < LOAD_REQUESTS; i++) {
+        uint64_t due = begin + (uint64_t)i * 1000 / LOAD_RATE;
+        uint64_t now = test_now_ms();
+        if (due > now)
+            usleep((useconds_t)(due - now) * 1000);
+        fds[i] = send_get(port, path);
+    }
+    double seconds = (double)(test_now_ms() - begin) / 1000;
+    for (int i = 0; i < LOAD_REQUESTS; i++)
+        statuses[i] = read_response(fds[i], NULL, 0);
+    return seconds;
+}
+
+static const char rate_config[] =
+    "workers 2;\nadmin { listen 127.0.0.2:0; }\n"
+    "limit_req_zone $binary_remote_addr zone=one:1m rate=20r/s;\n"
+    "limit_req_zone $binary_remote_addr zone=two:1m rate=20r/s;\n"
+    "server {\n  listen 127.0.0.1:0;\n"
+    "  location /nodelay { limit_req zone=one burst=5 nodelay; return 200 ok; }\n"
+    "  location /delay { limit_req zone=two burst=10 delay=5; limit_req_status 429;\n"
+    "                    return 200 ok; }\n"
+    "}\n";
+
+/* rate=20r/s burst=5 nodelay at 50 r/s: 1 + 5 + 20 a second pass, the
+ * rest are refused with 503; both workers count in the one zone. */
+START_TEST(rate_and_burst_hold_across_workers)
+{
+    struct test_daemon d;
+    start(&d, rate_config);
+    unsigned statuses[LOAD_REQUESTS];
+    double seconds = paced_load(d.port, "/nodelay", statuses);
+    long passed = 0, refused = 0;
+    for (int i = 0; i < LOAD_REQUESTS; i++) {
+        passed += statuses[i] == 200;
+        refused += statuses[i] == 503;
+    }
+    double expected = 1 + 5 + 20 * seconds;
+    ck_assert_int_eq(passed + refused, LOAD_REQUESTS);
+    ck_assert_msg(near(passed, expected), "%ld passed in %.2f s, expected %.1f", passed, seconds,
+                  expected);
+    ck_assert_msg(near(refused, LOAD_REQUESTS - expected), "%ld refused, expected %.1f", refused,
+                  LOAD_REQUESTS - expected);
+    ck_assert_int_eq(metric(&d, "corral_limit_req_requests_total{zone=\"one\",result=\"passed\"} "),
+                     passed);
+    ck_assert_int_eq(
+        metric(&d, "corral_limit_req_requests_total{zone=\"one\",result=\"rejected\"} "), refused);
+    ck_assert_int_eq(
+        metric(&d, "corral_limit_req_requests_total{zone=\"one\",result=\"delayed\"} "), 0);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* burst=10 delay=5: the first few pass at once, the bucket's excess beyond
+ * 5 waits on a timer, beyond 10 is refused with limit_req_status. */
+START_TEST(excess_is_delayed_then_refused)
+{
+    struct test_daemon d;
+    start(&d, rate_config);
+    unsigned statuses[LOAD_REQUESTS];
+    double seconds = paced_load(d.port, "/delay", statuses);
+    long ok = 0, refused = 0;
+    for (int i = 0; i < LOAD_REQUESTS; i++) {
+        ok += statuses[i] == 200;
+        refused += statuses[i] == 429;
+    }
+    double expected = 1 + 10 + 20 * seconds;
+    ck_assert_int_eq(ok + refused, LOAD_REQUESTS);
+    ck_assert_msg(near(ok, expected), "%ld answered in %.2f s, expected %.1f", ok, seconds,
+                  expected);
+    long long passed =
+        metric(&d, "corral_limit_req_requests_total{zone=\"two\",result=\"passed\"} ");
+    long long delayed =
+        metric(&d, "corral_limit_req_requests_total{zone=\"two\",result=\"delayed\"} ");
+    ck_assert_int_eq(passed + delayed, ok);
+    /* The bucket grows by 1000 - 20000 / 50 = 600 a request when they come
+     * evenly: the first 9 are within delay=5 (5000) and pass at once; 6 at
+     * least when they come together. */
+    ck_assert_msg(passed >= 6 && passed <= 12, "%lld passed at once", passed);
+    ck_assert_msg(near((long)delayed, expected - (double)passed), "%lld delayed, expected %.1f",
+                  delayed, expected - (double)passed);
+    ck_assert_int_eq(
+        metric(&d, "corral_limit_req_requests_total{zone=\"two\",result=\"rejected\"} "), refused);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* 12 requests at once against rate=10r/s burst=10: the 1st at once, the
+ * next 10 each 100 ms after the one before, the 12th refused. */
+START_TEST(delays_follow_the_rate)
+{
+    struct test_daemon d;
+    start(&d, "workers 2;\nadmin { listen 127.0.0.2:0; }\n"
+              "limit_req_zone $remote_addr zone=slow:64k rate=10r/s;\n"
+              "server {\n  listen 127.0.0.1:0;\n"
+              "  location / { limit_req zone=slow burst=10; return 200 ok; }\n}\n");
+    int fds[12];
+    uint64_t begin = test_now_ms();
+    for (int i = 0; i < 12; i++)
+        fds[i] = send_get(d.port, "/");
+    unsigned statuses[12];
+    uint64_t done[12];
+    for (int i = 0; i < 12; i++) {
+        statuses[i] = read_response(fds[i], NULL, 0);
+        done[i] = test_now_ms() - begin;
+    }
+    int ok = 0, refused = 0;
+    for (int i = 0; i < 12; i++) {
+        ok += statuses[i] == 200;
+        refused += statuses[i] == 503;
+    }
+    ck_assert_int_eq(ok, 11);
+    ck_assert_int_eq(refused, 1);
+    /* The last delayed waited about 1 s: not less, and not much more. */
+    uint64_t last = 0;
+    for (int i = 0; i < 12; i++)
+        if (statuses[i] == 200 && done[i] > last)
+            last = done[i];
+    ck_assert_msg(last >= 900 && last < 3000, "the last answer came after %llu ms",
+                  (unsigned long long)last);
+    ck_assert_int_eq(
+        metric(&d, "corral_limit_req_requests_total{zone=\"slow\",result=\"delayed\"} "), 10);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* Five streams, one after the other, on one HTTP/2 connection (prior
+ * knowledge), and what h2load says of their statuses. */
+static void h2load(int port, const char *path, const char *expected)
+{
+    char command[256];
+    snprintf(command, sizeof(command), "h2load -n 5 -c 1 -m 1 http://127.0.0.1:%d%s 2>&1", port,
+             path);
+    FILE *p = popen(command, "r");
+    ck_assert_ptr_nonnull(p);
+    static char out[8192];
+    size_t len = fread(out, 1, sizeof(out) - 1, p);
+    out[len] = '\0';
+    pclose(p);
+    ck_assert_msg(strstr(out, expected) != NULL, "%s", out);
+}
+
+/* Streams of one HTTP/2 connection are requests like any: of 5 on one
+ * connection, 1 + burst 2 pass.  limit_conn counts each stream only while
+ * it runs. */
+START_TEST(http2_streams_are_limited)
+{
+    struct test_daemon d;
+    start(&d, "workers 2;\nadmin { listen 127.0.0.2:0; }\n"
+              "limit_req_zone $binary_remote_addr zone=h2:64k rate=1r/m;\n"
+              "limit_conn_zone $binary_remote_addr zone=h2c:64k;\n"
+              "server {\n  listen 127.0.0.1:0 http2;\n"
+              "  location /r { limit_req zone=h2 burst=2 nodelay; return 200 ok; }\n"
+              "  location /c { limit_conn h2c 1; return 200 ok; }\n}\n");
+    h2load(d.port, "/r", "status codes: 3 2xx, 0 3xx, 0 4xx, 2 5xx");
+    h2load(d.port, "/c", "status codes: 5 2xx, 0 3xx, 0 4xx, 0 5xx");
+    ck_assert_int_eq(metric(&d, "corral_limit_req_requests_total{zone=\"h2\",result=\"passed\"} "),
+                     3);
+    ck_assert_int_eq(
+        metric(&d, "corral_limit_conn_requests_total{zone=\"h2c\",result=\"passed\"} "), 5);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ limit_conn */
+
+/* A backend that holds every request until released, then answers each
+ * with 200 "ok" and closes. */
+struct slow_backend {
+    int fd, port;
+    pthread_t thread;
+    int clients[16];
+    _Atomic int held;
+    _Atomic bool release;
+};
+
+static void *slow_main(void *arg)
+{
+    struct slow_backend *b = arg;
+    int count = 0;
+    uint64_t end = test_now_ms() + 15000; /* bounded in time */
+    while (test_now_ms() < end) {
+        struct pollfd pfd = {.fd = b->fd, .events = POLLIN};
+        if (count < 16 && poll(&pfd, 1, 20) == 1) {
+            int c = accept(b->fd, NULL, NULL);
+            if (c == -1)
+                break;
+            char head[4096];
+            (void)!recv(c, head, sizeof(head), 0);
+            b->clients[count++] = c;
+            b->held = count;
+        } else if (count >= 16) {
+            usleep(20000);
+        }
+        if (b->release) {
+            for (int i = 0; i < count; i++) {
+                static const char answer[] =
+                    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+                (void)!send(b->clients[i], answer, sizeof(answer) - 1, MSG_NOSIGNAL);
+                close(b->clients[i]);
+            }
+            count = 0;
+            b->held = 0;
+            b->release = false;
+        }
+        if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
+            break;
+    }
+    for (int i = 0; i < count; i++)
+        close(b->clients[i]);
+    return NULL;
+}
+
+static void slow_start(struct slow_backend *b)
+{
+    memset(b, 0, sizeof(*b));
+    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(b->fd, 16), 0);
+    socklen_t len = sizeof(addr);
+    getsockname(b->fd, (struct sockaddr *)&addr, &len);
+    b->port = ntohs(addr.sin_port);
+    ck_assert_int_eq(pthread_create(&b->thread, NULL, slow_main, b), 0);
+}
+
+static void slow_stop(struct slow_backend *b)
+{
+    shutdown(b->fd, SHUT_RDWR);
+    pthread_join(b->thread, NULL);
+    close(b->fd);
+}
+
+/* Waits up to 5 s until the backend holds `n` requests. */
+static void wait_held(struct slow_backend *b, int n)
+{
+    for (int i = 0; i < 500 && b->held != n; i++)
+        usleep(10000);
+    ck_assert_int_eq(b->held, n);
+}
+
+/* limit_conn 2 in front of a backend that holds its requests: a third
+ * concurrent request is refused with limit_conn_status; a finished
+ * exchange and an aborted one each give their count back. */
+START_TEST(limit_conn_counts_exchanges_under_way)
+{
+    struct slow_backend b;
+    slow_start(&b);
+    struct test_daemon d;
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "workers 2;\nadmin { listen 127.0.0.2:0; }\n"
+             "limit_conn_zone $binary_remote_addr zone=addr:64k;\n"
+             "limit_conn_status 429;\n"
+             "server {\n  listen 127.0.0.1:0;\n  limit_conn addr 2;\n"
+             "  location / { proxy_pass http://127.0.0.1:%d; }\n"
+             "  location /free { limit_conn addr 100; return 200 free; }\n}\n",
+             b.port);
+    start(&d, conf);
+    int first = send_get(d.port, "/a"), second = send_half_post(d.port, "/b");
+    wait_held(&b, 2);
+    ck_assert_uint_eq(get(d.port, "/c", NULL, 0), 429);
+    /* A location that sets limit_conn of its own does not inherit. */
+    ck_assert_uint_eq(get(d.port, "/free", NULL, 0), 200);
+    /* A client that goes away (its body unfinished) gives its count back. */
+    close(second);
+    usleep(200000);
+    int third = send_get(d.port, "/d");
+    wait_held(&b, 3);
+    ck_assert_uint_eq(get(d.port, "/e", NULL, 0), 429);
+    b.release = true;
+    ck_assert_uint_eq(read_response(first, NULL, 0), 200);
+    ck_assert_uint_eq(read_response(third, NULL, 0), 200);
+    /* Both ended: two fit again. */
+    int again[2] = {send_get(d.port, "/f"), send_get(d.port, "/g")};
+    wait_held(&b, 2);
+    b.release = true;
+    ck_assert_uint_eq(read_response(again[0], NULL, 0), 200);
+    ck_assert_uint_eq(read_response(again[1], NULL, 0), 200);
+    ck_assert_int_eq(
+        metric(&d, "corral_limit_conn_requests_total{zone=\"addr\",result=\"rejected\"} "), 2);
+    test_daemon_stop(&d);
+    slow_stop(&b);
+}
+END_TEST
+
+/* --------------------------------------------------------------- reloads */
+
+static void reload_to(struct test_daemon *d, const char *text, unsigned generation)
+{
+    test_daemon_write_config(d, text);
+    kill(d->pid, SIGHUP);
+    char body[8192], want[64];
+    snprintf(want, sizeof(want), "\"config_generation\": %u", generation);
+    for (int i = 0; i < 500; i++) {
+        if (test_daemon_admin_get(d, "/status", body, sizeof(body)) == 200 &&
+            strstr(body, want) != NULL)
+            return;
+        usleep(10000);
+    }
+    ck_abort_msg("no generation %u: %s", generation, body);
+}
+
+/* A zone whose name and size stay keeps its state across a reload; one
+ * whose size changes starts empty. */
+START_TEST(zones_survive_a_reload)
+{
+    static const char conf[] = "workers 2;\nadmin { listen 127.0.0.2:0; }\n"
+                               "limit_req_zone $binary_remote_addr zone=keep:%s rate=1r/m;\n"
+                               "server {\n  listen 127.0.0.1:0;\n"
+                               "  location / { limit_req zone=keep; return 200 ok; }\n}\n";
+    char text[1024];
+    snprintf(text, sizeof(text), conf, "64k");
+    struct test_daemon d;
+    start(&d, text);
+    ck_assert_uint_eq(get(d.port, "/", NULL, 0), 200);
+    ck_assert_uint_eq(get(d.port, "/", NULL, 0), 503);
+    reload_to(&d, text, 2);
+    ck_assert_uint_eq(get(d.port, "/", NULL, 0), 503);
+    snprintf(text, sizeof(text), conf, "128k");
+    reload_to(&d, text, 3);
+    ck_assert_uint_eq(get(d.port, "/", NULL, 0), 200);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ add_header */
+
+/* add_header ... always reaches the answers corral makes itself: a
+ * limit's 503, deny's 403, a 404 no location takes, a malformed
+ * request's 400; a rule without `always` only the statuses nginx names. */
+START_TEST(add_header_always_reaches_own_answers)
+{
+    struct test_daemon d;
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "limit_req_zone $binary_remote_addr zone=one:64k rate=1r/m;\n"
+              "server {\n  listen 127.0.0.1:0;\n"
+              "  add_header X-Always \"on $host\" always;\n  add_header X-Plain yes;\n"
+              "  location /denied { deny all; return 200 no; }\n"
+              "  location /limited { limit_req zone=one; return 200 ok;\n"
+              "    add_header X-Loc here always; }\n"
+              "  location = /ok { return 200 ok; }\n}\n");
+    char response[4096];
+    ck_assert_uint_eq(get(d.port, "/ok", response, sizeof(response)), 200);
+    ck_assert_msg(has_header(response, "X-Always: on h\r\n"), "%s", response);
+    ck_assert_msg(has_header(response, "X-Plain: yes\r\n"), "%s", response);
+    ck_assert_uint_eq(get(d.port, "/denied", response, sizeof(response)), 403);
+    ck_assert_msg(has_header(response, "X-Always: on h\r\n"), "%s", response);
+    ck_assert_msg(!has_header(response, "X-Plain:"), "%s", response);
+    ck_assert_uint_eq(get(d.port, "/elsewhere", response, sizeof(response)), 404);
+    ck_assert_msg(has_header(response, "X-Always: on h\r\n"), "%s", response);
+    ck_assert_uint_eq(get(d.port, "/limited", response, sizeof(response)), 200);
+    ck_assert_msg(has_header(response, "X-Loc: here\r\n"), "%s", response);
+    ck_assert_uint_eq(get(d.port, "/limited", response, sizeof(response)), 503);
+    ck_assert_msg(has_header(response, "X-Loc: here\r\n"), "%s", response);
+    ck_assert_msg(!has_header(response, "X-Always:"), "%s", response); /* not inherited */
+    int fd = test_connect(d.port);
+    test_send_all(fd, "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 36);
+    ck_assert_uint_eq(read_response(fd, response, sizeof(response)), 400);
+    ck_assert_msg(has_header(response, "X-Always: on \r\n"), "%s", response);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- config */
+
+/* -t refuses what is wrong, at its file:line:col. */
+START_TEST(config_errors_have_positions)
+{
+    static const struct {
+        const char *text, *error;
+    } cases[] = {
+        {"limit_req_zone $binary_remote_addr zone=one:1m rate=1r/s;\n"
+         "server { listen 127.0.0.1:0;\n location / { limit_req zone=two; return 200; } }\n",
+         "corral.conf:3:25: unknown limit_req zone \"two\""},
+        {"limit_req_zone $nope zone=one:1m rate=1r/s;\n"
+         "server { listen 127.0.0.1:0;\n location / { limit_req zone=one; return 200; } }\n",
+         "corral.conf:1:16: limit_req_zone: unknown variable \"$nope\""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct test_daemon d;
+        test_daemon_init(&d, "corral");
+        test_daemon_write_config(&d, cases[i].text);
+        char out[2048], args[PATH_MAX + 8];
+        snprintf(args, sizeof(args), "-t -c %s", d.conf);
+        ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
+        ck_assert_msg(strstr(out, cases[i].error) != NULL, "%s", out);
+    }
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    Suite *s = suite_create("limit");
+    TCase *tc = tcase_create("daemon");
+    test_daemon_fixture(tc);
+    tcase_add_test(tc, rate_and_burst_hold_across_workers);
+    tcase_add_test(tc, excess_is_delayed_then_refused);
+    tcase_add_test(tc, delays_follow_the_rate);
+    tcase_add_test(tc, http2_streams_are_limited);
+    tcase_add_test(tc, limit_conn_counts_exchanges_under_way);
+    tcase_add_test(tc, zones_survive_a_reload);
+    tcase_add_test(tc, add_header_always_reaches_own_answers);
+    tcase_add_test(tc, config_errors_have_positions);
+    tcase_set_timeout(tc, 30);
+    suite_add_tcase(s, tc);
+    return s;
+}
