@@ -386,6 +386,7 @@ static void cut_header_block(struct http2_conn *h2)
 {
     struct h2_stream *st = nghttp2_session_get_stream_user_data(h2->session, h2->block_stream);
     if (st != NULL && !st->head_done && !st->response_started) {
+        h2_stream_keep_log_unread(st);
         exchange_respond_error(&st->base, 431);
         h2_flush(h2);
     }

@@ -133,6 +133,9 @@ void h2_count_response(struct http2_conn *h2, const struct h2_stream *st);
 /* http2_stream.c */
 /* Appends to `b`, growing it.  Returns 0 or -ENOMEM. */
 int h2_buf_append(struct h2_buf *b, const void *data, size_t len);
+/* For a stream refused before its head could be read (a header block cut
+ * off): its log line names the client, and "-" for the request. */
+void h2_stream_keep_log_unread(struct h2_stream *st);
 /* Writes the stream's access log line (the site has an access log). */
 void h2_log_exchange(struct h2_stream *st, unsigned status);
 /* No one takes the request body any more: what is queued is dropped and

@@ -192,6 +192,18 @@ static void keep_log_fields(struct h2_stream *st, const struct http_request *req
     st->log_fields = access_log_keep(req, remote);
 }
 
+void h2_stream_keep_log_unread(struct h2_stream *st)
+{
+    if (st->log_fields != NULL)
+        return;
+    st->log = access_log_route(st->h2->site, st->vhost, NULL);
+    if (st->log == NULL)
+        return;
+    char remote[64]; /* exchange_client_host() writes at most this */
+    exchange_client_host(&st->base, remote, sizeof(remote));
+    st->log_fields = access_log_keep_line(NULL, 0, remote);
+}
+
 /* Answers a request that never reaches a handler. */
 static void refuse(struct h2_stream *st, unsigned status)
 {
