@@ -169,6 +169,13 @@ unsigned access_check(struct exchange *ex, const corral_conn *conn, const struct
     bool known = corral_conn_peer(conn, &peer, &len) == 0 && len <= sizeof(ex->client);
     if (known)
         memcpy(&ex->client, &peer, len);
+    return access_check_routed(ex, conf, req);
+}
+
+unsigned access_check_routed(struct exchange *ex, const struct access_conf *conf,
+                             const struct http_request *req)
+{
+    bool known = ex->client.sa.sa_family != AF_UNSPEC;
     if (conf == NULL)
         return 0;
     if (known && conf->real_ip_from_count > 0)

@@ -61,6 +61,12 @@ struct http_request;
 unsigned access_check(struct exchange *ex, const corral_conn *conn, const struct access_conf *conf,
                       const struct http_request *req);
 
+/* access_check() for an exchange whose client address is set already: a
+ * request that `rewrite` routed to a location other than the one the
+ * framer checked gets that location's rules (and real_ip settings). */
+unsigned access_check_routed(struct exchange *ex, const struct access_conf *conf,
+                             const struct http_request *req);
+
 /* Whether `addr` (IPv4, or IPv6: an IPv4-mapped one counts as IPv4) is
  * in `net`. */
 bool access_net_contains(const struct access_net *net, const struct sockaddr *addr);

@@ -6,6 +6,8 @@
  */
 #include "proto/rewrite.h"
 
+#include "proto/access.h"
+#include "proto/add_header.h"
 #include "proto/regex.h"
 #include "proto/site.h"
 #include "proto/vars.h"
@@ -198,6 +200,13 @@ static void route(struct exchange *ex, const struct http_request *req,
             return;
         }
         struct http_request routed = uri_request(u, req);
+        /* The framer checked the server's rules; the location's apply now
+         * that it is known. */
+        unsigned refused = access_check_routed(ex, loc->access, &routed);
+        if (refused != 0) {
+            exchange_respond_error_adding(ex, &routed, loc->add_headers, refused);
+            return;
+        }
         ex->routed = loc->handler;
         loc->handler->on_request(ex, &routed, loc->handler_data);
         return;

@@ -847,6 +847,26 @@ END_TEST
 
 /* allow/deny in order, first match wins; a location without rules has its
  * server's, one with rules only its own; after real_ip; HTTP/2 too. */
+/* A server with rewrites routes each request itself: the rules of the
+ * location it ends in still apply, server-wide ones included. */
+START_TEST(allow_and_deny_apply_after_a_rewrite)
+{
+    struct test_daemon d;
+    start(&d, "access-rewrite",
+          ADMIN "server {\n    listen 127.0.0.1:0 proxy_protocol;\n"
+                "    rewrite ^/old$ /new;\n    deny 203.0.113.7;\n"
+                "    location / { return 200 \"served\\n\"; }\n"
+                "    location /new { deny all; return 200 \"new\\n\"; }\n"
+                "}\n");
+    const char denied[] = "PROXY TCP4 203.0.113.7 192.0.2.1 1 80\r\n";
+    const char other[] = "PROXY TCP4 203.0.113.8 192.0.2.1 1 80\r\n";
+    ck_assert_int_eq(get_after(d.port, denied, sizeof(denied) - 1, 0, 0, "/x", ""), 403);
+    ck_assert_int_eq(get_after(d.port, other, sizeof(other) - 1, 0, 0, "/x", ""), 200);
+    ck_assert_int_eq(get_after(d.port, other, sizeof(other) - 1, 0, 0, "/old", ""), 403);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(allow_and_deny_in_order)
 {
     struct backend b;
@@ -992,6 +1012,7 @@ Suite *test_suite(void)
     tcase_add_test(pp, real_ip_from_trusted_proxies_only);
     tcase_add_test(pp, real_ip_behind_a_proxy_protocol_balancer);
     tcase_add_test(pp, allow_and_deny_in_order);
+    tcase_add_test(pp, allow_and_deny_apply_after_a_rewrite);
     tcase_add_test(pp, rules_without_a_location);
     suite_add_tcase(suite, pp);
     return suite;
