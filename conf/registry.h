@@ -134,6 +134,7 @@ extern const struct conf_directive conf__core_directives[];
 extern const struct conf_directive conf__http_directives[];
 extern const struct conf_directive conf__tls_directives[];
 extern const struct conf_directive conf__proxy_directives[];
+extern const struct conf_directive conf__upstream_directives[];
 extern const struct conf_directive conf__access_directives[];
 extern const struct conf_directive conf__vars_directives[];
 extern const struct conf_directive conf__limit_directives[];
@@ -244,6 +245,12 @@ int conf__tls_check_server(struct conf_state *state, size_t index);
  * https:// proxy_pass.  Returns 0 or -1. */
 int conf__proxy_check_location(struct conf_state *state, const struct conf_location *location,
                                const struct conf_node *node);
+
+/* Upstream names cannot contain ":", so http://NAME (an upstream) and
+ * http://HOST:PORT (an address) never look alike (proxy_directives.c). */
+bool conf__valid_upstream_name(const char *name);
+/* The upstream block called `name`, or NULL. */
+const struct conf_upstream *conf__find_upstream(const struct conf_config *config, const char *name);
 
 /* proxy_directives.c: an HTTP field name (RFC 9110 token), else the error
  * at `arg`.  Returns 0 or -1. */

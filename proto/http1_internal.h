@@ -100,6 +100,21 @@ void h1_log_exchange(struct h1_conn *h1, struct h1_exchange *ex, unsigned status
 void h1_request_complete(struct h1_conn *h1);
 /* Frees the parser of a message that ended. */
 void h1_parser_free(struct h1_conn *h1);
+/* A parser for the head about to be read (http1_request.c): 0 or -ENOMEM. */
+int h1_parser_new(struct h1_conn *h1);
+/* Feeds llhttp; returns bytes consumed, or SIZE_MAX after refusing. */
+size_t h1_execute(struct h1_conn *h1, const char *data, size_t len);
+/* One space around the request-target, none elsewhere in the request line
+ * of `head` (complete, its lines valid). */
+bool h1_request_line_valid(const char *head, size_t len);
+/* A head still arriving: its request line, once whole, is kept for the log
+ * line of a 408. */
+void h1_keep_head_line(struct h1_conn *h1, const char *data, size_t len);
+/* A request head has arrived: its exchange, or NULL when out of memory. */
+struct h1_exchange *h1_exchange_begin(struct h1_conn *h1);
+/* Answers a request that never became an exchange (a malformed head that
+ * `head` starts, or NULL), and closes. */
+void h1_reject(struct h1_conn *h1, unsigned status, const char *head, size_t len);
 /* Request bodies moved inside the kernel (http1_upload.c): the exchange
  * ops. */
 uint64_t h1_ex_request_spliceable(const struct exchange *base);

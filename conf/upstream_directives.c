@@ -1,0 +1,394 @@
+/*
+ * upstream_directives.c: upstream blocks: their servers, balancing, active
+ * health checks, the resolver that re-resolves server names, and the
+ * pools' settings.
+ */
+#include "registry.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Weights are ratios between servers of one pool; a bound keeps the sums
+ * the balancer computes far from overflow. */
+#define MAX_WEIGHT 1000
+
+/* Keyword settings are stored as int: their enums must be int-sized. */
+_Static_assert(sizeof(enum proxy_balance) == sizeof(int), "an enum setting is an int");
+
+/* upstream NAME { ... } */
+static int apply_upstream(struct conf_state *state, const struct conf_node *node,
+                          const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_config *config = state->config;
+    const struct conf_arg *name = &node->args[0];
+    if (!conf__valid_upstream_name(name->text))
+        return conf__error_at(state->error, &name->pos,
+                              "invalid upstream name \"%s\" (use letters, digits, \"-\", \"_\" "
+                              "and \".\")",
+                              name->text);
+    const struct conf_upstream *other = conf__find_upstream(config, name->text);
+    if (other != NULL) {
+        char where[300];
+        return conf__error_at(state->error, &name->pos, "duplicate upstream \"%s\" (first at %s)",
+                              name->text,
+                              conf__where(where, sizeof(where), &name->pos, &other->pos));
+    }
+    struct conf_upstream *upstreams = conf__grow(state, &node->name.pos, config->upstreams,
+                                                 config->upstream_count, sizeof(*upstreams));
+    if (upstreams == NULL)
+        return -1;
+    config->upstreams = upstreams;
+    struct conf_upstream *upstream = &upstreams[config->upstream_count++];
+    upstream->upstream = PROXY_UPSTREAM_CONF_DEFAULT;
+    upstream->pos = node->name.pos;
+    upstream->upstream.name = conf__strdup(state, &name->pos, name->text);
+    if (upstream->upstream.name == NULL)
+        return -1;
+
+    state->upstream = upstream;
+    int rc = conf__apply_block(state, node, CONF_UPSTREAM);
+    state->upstream = NULL;
+    if (rc != 0)
+        return -1;
+    if (upstream->upstream.server_count == 0)
+        return conf__error_at(state->error, &node->name.pos, "upstream \"%s\" has no servers",
+                              upstream->upstream.name);
+    for (size_t i = 0; i < upstream->upstream.server_count; i++)
+        if (upstream->upstream.servers[i].resolve && upstream->upstream.resolver_count == 0)
+            return conf__error_at(state->error, &upstream->server_pos[i],
+                                  "\"resolve\" needs a \"resolver\" in the upstream block");
+    return 0;
+}
+
+/* NAME:PORT, for `server ... resolve`. */
+static int check_resolve_name(struct conf_state *state, const struct conf_arg *arg)
+{
+    const char *colon = strrchr(arg->text, ':');
+    unsigned port;
+    char name[254];
+    size_t len = colon != NULL ? (size_t)(colon - arg->text) : 0;
+    if (len > 0 && len < sizeof(name)) {
+        memcpy(name, arg->text, len);
+        name[len] = '\0';
+    }
+    if (len == 0 || len >= sizeof(name) || !conf__valid_upstream_name(name) ||
+        conf__parse_uint(colon + 1, &port) != 0 || port == 0 || port > 65535)
+        return conf__error_at(state->error, &arg->pos,
+                              "invalid server name \"%s\" for resolve (expected NAME:PORT)",
+                              arg->text);
+    return 0;
+}
+
+/* resolver ADDRESS... [valid=DURATION] [ipv6=on|off]: IP addresses, with
+ * a port or for port 53; ipv6=off asks for A records only. */
+static int apply_resolver(struct conf_state *state, const struct conf_node *node,
+                          const struct conf_directive *directive)
+{
+    (void)directive;
+    struct proxy_upstream_conf *upstream = &state->upstream->upstream;
+    for (size_t i = 0; i < node->arg_count; i++) {
+        const struct conf_arg *arg = &node->args[i];
+        if (strncmp(arg->text, "valid=", 6) == 0) {
+            const struct conf_arg value = {.text = arg->text + 6, .pos = arg->pos};
+            if (conf__arg_duration(state, &value, &upstream->resolve_valid_ms) != 0)
+                return -1;
+            if (upstream->resolve_valid_ms == 0)
+                return conf__error_at(state->error, &arg->pos, "\"valid\" must be more than 0");
+            continue;
+        }
+        if (strncmp(arg->text, "ipv6=", 5) == 0) {
+            const struct conf_arg value = {.text = arg->text + 5, .pos = arg->pos};
+            bool ipv6;
+            if (conf__arg_switch(state, &value, &ipv6) != 0)
+                return -1;
+            upstream->resolve_ipv4_only = !ipv6;
+            continue;
+        }
+        struct in_addr ip4;
+        struct sockaddr_storage addr;
+        socklen_t addr_len;
+        char with_port[128];
+        bool bare = inet_pton(AF_INET, arg->text, &ip4) == 1;
+        int n = snprintf(with_port, sizeof(with_port), bare ? "%s:53" : "%s", arg->text);
+        /* An IP literal only: a name would need a resolver itself. */
+        bool literal = (size_t)n < sizeof(with_port) &&
+                       (with_port[0] == '[' || (with_port[0] >= '0' && with_port[0] <= '9')) &&
+                       strspn(with_port, "0123456789.:[]abcdefABCDEF") == (size_t)n &&
+                       corral_parse_address(with_port, &addr, &addr_len) == 0;
+        if (!literal)
+            return conf__error_at(state->error, &arg->pos,
+                                  "invalid resolver \"%s\" (expected an IP address, with a port "
+                                  "or for port 53)",
+                                  arg->text);
+        if (upstream->resolver_count == UPSTREAM_MAX_RESOLVERS)
+            return conf__error_at(state->error, &arg->pos, "at most %d resolvers",
+                                  UPSTREAM_MAX_RESOLVERS);
+        upstream->resolvers[upstream->resolver_count] = conf__strdup(state, &arg->pos, arg->text);
+        if (upstream->resolvers[upstream->resolver_count] == NULL)
+            return -1;
+        upstream->resolver_count++;
+    }
+    if (upstream->resolver_count == 0)
+        return conf__error_at(state->error, &node->name.pos, "\"resolver\" needs an address");
+    return 0;
+}
+
+/* server ADDRESS [weight=N] [max_fails=N] [fail_timeout=DURATION] [backup]
+ * [down] [max_conns=N] [slow_start=DURATION] */
+static int apply_upstream_server(struct conf_state *state, const struct conf_node *node,
+                                 const struct conf_directive *directive)
+{
+    (void)directive;
+    struct proxy_upstream_conf *upstream = &state->upstream->upstream;
+    const struct conf_arg *address = &node->args[0];
+    struct proxy_server_conf server = PROXY_SERVER_CONF_DEFAULT;
+    static const char *const params[] = {"weight",     "max_fails", "fail_timeout", "max_conns",
+                                         "slow_start", "backup",    "down",         "resolve"};
+    bool seen[sizeof(params) / sizeof(params[0])] = {false};
+    for (size_t i = 1; i < node->arg_count; i++) {
+        const struct conf_arg *arg = &node->args[i];
+        char *equals = strchr(arg->text, '=');
+        size_t key_len = equals != NULL ? (size_t)(equals - arg->text) : strlen(arg->text);
+        size_t p = 0;
+        while (p < sizeof(params) / sizeof(params[0]) &&
+               !(strlen(params[p]) == key_len && strncmp(arg->text, params[p], key_len) == 0))
+            p++;
+        bool flag = p >= 5; /* backup, down, resolve: no value */
+        if (p == sizeof(params) / sizeof(params[0]) || flag != (equals == NULL))
+            return conf__error_at(
+                state->error, &arg->pos,
+                "unknown server parameter \"%s\" (expected weight=, max_fails=, "
+                "fail_timeout=, max_conns=, slow_start=, backup, down or resolve)",
+                arg->text);
+        if (seen[p])
+            return conf__error_at(state->error, &arg->pos, "duplicate parameter \"%.*s\"",
+                                  (int)key_len, arg->text);
+        seen[p] = true;
+        /* The value alone, for the value parsers' messages. */
+        const struct conf_arg value = {.text = flag ? arg->text : equals + 1, .pos = arg->pos};
+        int rc = 0;
+        switch (p) {
+        case 0: rc = conf__arg_uint(state, &value, "weight", 1, MAX_WEIGHT, &server.weight); break;
+        case 1:
+            rc = conf__arg_uint(state, &value, "max_fails", 0, UINT_MAX, &server.max_fails);
+            break;
+        case 2: rc = conf__arg_duration(state, &value, &server.fail_timeout_ms); break;
+        case 3:
+            rc = conf__arg_uint(state, &value, "max_conns", 0, UINT_MAX, &server.max_conns);
+            break;
+        case 4: rc = conf__arg_duration(state, &value, &server.slow_start_ms); break;
+        case 5: server.backup = true; break;
+        case 6: server.down = true; break;
+        default: server.resolve = true; break;
+        }
+        if (rc != 0)
+            return -1;
+    }
+    /* A name to resolve again and again is checked for its form only: the
+     * resolver, not this host's, knows it. */
+    if (server.resolve ? check_resolve_name(state, address) != 0
+                       : conf__arg_address(state, address, "server address") != 0)
+        return -1;
+    /* The config owns what the upstream's struct points to. */
+    struct proxy_server_conf *servers = conf__grow(state, &address->pos, (void *)upstream->servers,
+                                                   upstream->server_count, sizeof(*servers));
+    if (servers == NULL)
+        return -1;
+    upstream->servers = servers;
+    struct conf_pos *positions = conf__grow(state, &address->pos, state->upstream->server_pos,
+                                            upstream->server_count, sizeof(*positions));
+    if (positions == NULL)
+        return -1;
+    state->upstream->server_pos = positions;
+    positions[upstream->server_count] = address->pos;
+    server.address = conf__strdup(state, &address->pos, address->text);
+    if (server.address == NULL)
+        return -1;
+    servers[upstream->server_count++] = server;
+    return 0;
+}
+
+static const struct conf_keyword balance_methods[] = {
+    {"round_robin", PROXY_BALANCE_ROUND_ROBIN}, {"least_conn", PROXY_BALANCE_LEAST_CONN},
+    {"ip_hash", PROXY_BALANCE_IP_HASH},         {"hash", PROXY_BALANCE_HASH},
+    {"random", PROXY_BALANCE_RANDOM},
+};
+
+/* The keys balance hash reads until request variables come: the client's
+ * address, the target, the host, a request header. */
+static bool valid_hash_key(const char *key)
+{
+    if (strcmp(key, "$remote_addr") == 0 || strcmp(key, "$request_uri") == 0 ||
+        strcmp(key, "$host") == 0)
+        return true;
+    if (strncmp(key, "$http_", 6) != 0 || key[6] == '\0')
+        return false;
+    for (const char *p = key + 6; *p != '\0'; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '-'))
+            return false;
+    return true;
+}
+
+/* balance round_robin | least_conn | ip_hash | hash KEY [consistent] |
+ * random [two] */
+static int apply_balance(struct conf_state *state, const struct conf_node *node,
+                         const struct conf_directive *directive)
+{
+    (void)directive;
+    struct proxy_upstream_conf *upstream = &state->upstream->upstream;
+    int method;
+    if (conf__arg_keyword(state, &node->args[0], "balance method", balance_methods,
+                          sizeof(balance_methods) / sizeof(balance_methods[0]), &method) != 0)
+        return -1;
+    upstream->balance = (enum proxy_balance)method;
+    size_t next = 1;
+    /* A bare "balance hash" (corral's earlier form) hashes the client's
+     * address, as ip_hash does. */
+    if (method == PROXY_BALANCE_HASH && node->arg_count >= 2) {
+        const struct conf_arg *key = &node->args[1];
+        if (!valid_hash_key(key->text))
+            return conf__error_at(state->error, &key->pos,
+                                  "unsupported hash key \"%s\" (expected $remote_addr, "
+                                  "$request_uri, $host or $http_NAME)",
+                                  key->text);
+        upstream->hash_key = conf__strdup(state, &key->pos, key->text);
+        if (upstream->hash_key == NULL)
+            return -1;
+        next = 2;
+        if (next < node->arg_count && strcmp(node->args[next].text, "consistent") == 0) {
+            upstream->hash_consistent = true;
+            next++;
+        }
+    } else if (method == PROXY_BALANCE_RANDOM && next < node->arg_count &&
+               strcmp(node->args[next].text, "two") == 0) {
+        upstream->random_two = true;
+        next++;
+    }
+    if (next < node->arg_count)
+        return conf__error_at(state->error, &node->args[next].pos,
+                              "unexpected \"%s\" after \"balance %s\"", node->args[next].text,
+                              node->args[0].text);
+    return 0;
+}
+
+/* match=2xx,301,404: whole classes or single statuses. */
+static int parse_health_match(struct conf_state *state, const struct conf_arg *arg,
+                              struct proxy_health_conf *health)
+{
+    const char *p = arg->text;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        unsigned lo, hi;
+        if (len == 3 && p[0] >= '1' && p[0] <= '5' && p[1] == 'x' && p[2] == 'x') {
+            lo = (unsigned)(p[0] - '0') * 100;
+            hi = lo + 99;
+        } else if (len == 3 && p[0] >= '1' && p[0] <= '5' && p[1] >= '0' && p[1] <= '9' &&
+                   p[2] >= '0' && p[2] <= '9') {
+            lo = hi =
+                (unsigned)(p[0] - '0') * 100 + (unsigned)(p[1] - '0') * 10 + (unsigned)(p[2] - '0');
+        } else {
+            return conf__error_at(state->error, &arg->pos,
+                                  "invalid health_check match \"%s\" (expected statuses or "
+                                  "classes such as 2xx, separated by commas)",
+                                  arg->text);
+        }
+        for (unsigned s = lo; s <= hi; s++)
+            health->match[s / 64] |= 1ull << (s % 64);
+        if (p[len] == '\0')
+            return 0;
+        p += len + 1;
+    }
+}
+
+/* health_check [interval=T] [timeout=T] [rise=N] [fall=N] [uri=PATH]
+ * [match=...] [port=N] */
+static int apply_health_check(struct conf_state *state, const struct conf_node *node,
+                              const struct conf_directive *directive)
+{
+    (void)directive;
+    struct proxy_health_conf *health = &state->upstream->upstream.health;
+    static const char *const params[] = {"interval", "timeout", "rise", "fall",
+                                         "uri",      "match",   "port"};
+    bool seen[sizeof(params) / sizeof(params[0])] = {false};
+    health->enabled = true;
+    for (size_t i = 0; i < node->arg_count; i++) {
+        const struct conf_arg *arg = &node->args[i];
+        char *equals = strchr(arg->text, '=');
+        size_t key_len = equals != NULL ? (size_t)(equals - arg->text) : 0;
+        size_t p = 0;
+        while (p < sizeof(params) / sizeof(params[0]) &&
+               !(strlen(params[p]) == key_len && strncmp(arg->text, params[p], key_len) == 0))
+            p++;
+        if (p == sizeof(params) / sizeof(params[0]))
+            return conf__error_at(state->error, &arg->pos,
+                                  "unknown health_check parameter \"%s\" (expected interval=, "
+                                  "timeout=, rise=, fall=, uri=, match= or port=)",
+                                  arg->text);
+        if (seen[p])
+            return conf__error_at(state->error, &arg->pos, "duplicate parameter \"%.*s\"",
+                                  (int)key_len, arg->text);
+        seen[p] = true;
+        const struct conf_arg value = {.text = equals + 1, .pos = arg->pos};
+        int rc = 0;
+        switch (p) {
+        case 0: rc = conf__arg_duration(state, &value, &health->interval_ms); break;
+        case 1: rc = conf__arg_duration(state, &value, &health->timeout_ms); break;
+        case 2: rc = conf__arg_uint(state, &value, "rise", 1, 1000, &health->rise); break;
+        case 3: rc = conf__arg_uint(state, &value, "fall", 1, 1000, &health->fall); break;
+        case 4:
+            /* It goes into the request line: a path, no spaces or controls. */
+            if (value.text[0] != '/' || strlen(value.text) > 256 ||
+                strpbrk(value.text, " \t\r\n\x7f") != NULL)
+                return conf__error_at(state->error, &arg->pos,
+                                      "invalid health_check uri \"%s\" (a path of at most 256 "
+                                      "bytes, without spaces)",
+                                      value.text);
+            for (const char *c = value.text; *c != '\0'; c++)
+                if ((unsigned char)*c < 0x20)
+                    return conf__error_at(state->error, &arg->pos,
+                                          "health_check uri contains a control character");
+            health->uri = conf__strdup(state, &arg->pos, value.text);
+            rc = health->uri != NULL ? 0 : -1;
+            break;
+        case 5: rc = parse_health_match(state, &value, health); break;
+        default: rc = conf__arg_uint(state, &value, "port", 1, 65535, &health->port); break;
+        }
+        if (rc != 0)
+            return -1;
+        if (p <= 1 && (p == 0 ? health->interval_ms : health->timeout_ms) == 0)
+            return conf__error_at(state->error, &arg->pos, "\"%.*s\" must be more than 0",
+                                  (int)key_len, arg->text);
+    }
+    return 0;
+}
+
+/* One directive per entry: a table reads better than what the formatter
+ * makes of it. */
+/* clang-format off */
+#define UPSTREAM(field) .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 1, \
+    .base = CONF_BASE_UPSTREAM, CONF_FIELD(struct conf_upstream, upstream.field)
+
+const struct conf_directive conf__upstream_directives[] = {
+    {.name = "upstream", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1, .block = true,
+     .repeat = true, .apply = apply_upstream},
+    {.name = "server", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 8, .repeat = true,
+     .apply = apply_upstream_server},
+    {.name = "balance", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 3,
+     .apply = apply_balance},
+    {.name = "health_check", .contexts = CONF_UPSTREAM, .min_args = 0, .max_args = 7,
+     .apply = apply_health_check},
+    {.name = "resolver", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 6,
+     .apply = apply_resolver},
+    /* idle connections to the pool kept per worker; 0 closes each after
+     * its response */
+    {.name = "keepalive", UPSTREAM(keepalive), .kind = CONF_KIND_COUNT},
+    /* how long an idle pooled connection is kept */
+    {.name = "keepalive_timeout", UPSTREAM(idle_timeout_ms), .kind = CONF_KIND_DURATION},
+    {.name = NULL},
+};
+/* clang-format on */
