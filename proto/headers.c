@@ -274,3 +274,13 @@ void http_chunk_iov(char size_line[HTTP_CHUNK_SIZE_LINE], const char *data, size
     iov[1] = (struct iovec){(void *)data, len};
     iov[2] = (struct iovec){"\r\n", 2};
 }
+
+bool http_method_idempotent(struct http_str method)
+{
+    static const char *const idempotent[] = {"GET", "PUT", "DELETE", "HEAD", "OPTIONS", "TRACE"};
+    for (size_t i = 0; i < sizeof(idempotent) / sizeof(idempotent[0]); i++)
+        if (method.len == strlen(idempotent[i]) &&
+            memcmp(method.data, idempotent[i], method.len) == 0)
+            return true;
+    return false;
+}

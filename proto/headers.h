@@ -72,6 +72,10 @@ static inline bool http_str_equal_nocase(struct http_str s, const char *literal)
 
 /* Whether a comma-separated header value (Connection) lists `token`. */
 bool http_header_lists(struct http_str list, struct http_str token);
+
+/* Whether a request with `method` may be sent again (RFC 9110 9.2.2):
+ * GET, HEAD, PUT, DELETE, OPTIONS and TRACE. */
+bool http_method_idempotent(struct http_str method);
 struct http_str http_trim(struct http_str s);
 
 /* Field checks llhttp leaves to its caller. */

@@ -507,15 +507,6 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
     px_finish(px);
 }
 
-static bool method_idempotent(struct http_str method)
-{
-    static const char *const safe[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"};
-    for (size_t i = 0; i < sizeof(safe) / sizeof(safe[0]); i++)
-        if (method.len == strlen(safe[i]) && memcmp(method.data, safe[i], method.len) == 0)
-            return true;
-    return false;
-}
-
 static void proxy_on_request(struct exchange *ex, const struct http_request *req, void *data)
 {
     struct proxy_exchange *px = calloc(1, sizeof(*px));
@@ -526,7 +517,7 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
     px->ex = ex;
     px->loc = data;
     exchange_set_add_headers(ex, px->loc->add_headers);
-    px->idempotent = method_idempotent(req->method);
+    px->idempotent = http_method_idempotent(req->method);
     px->chunked = req->has_body && !req->has_content_length; /* its length known at its end */
     px->body_beyond_replay = px->chunked || req->content_length > REPLAY_MAX;
     px->rq = (struct http1_client_request){
