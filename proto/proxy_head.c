@@ -17,12 +17,13 @@
  * the fields a Connection header lists.  The framing fields are dropped
  * always (the proxy frames each message itself); fields meant for every
  * recipient are never dropped for being listed, so that
- * "Connection: close, Host" cannot strip the Host the upstream routes on. */
+ * "Connection: close, Host" cannot strip the Host the upstream routes on.
+ * Trailer is end to end (RFC 9110 6.6.2): a response's goes on, since the
+ * proxy passes the trailer section it announces. */
 static bool is_hop_by_hop(struct http_str name, const struct http_header *headers, size_t count)
 {
-    static const char *const hop[] = {
-        "connection", "keep-alive", "proxy-connection",  "te",
-        "trailer",    "upgrade",    "transfer-encoding", "content-length"};
+    static const char *const hop[] = {"connection", "keep-alive",        "proxy-connection", "te",
+                                      "upgrade",    "transfer-encoding", "content-length"};
     static const char *const end_to_end[] = {"host", "cache-control", "content-type",
                                              "content-encoding", "content-range"};
     for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
@@ -70,11 +71,17 @@ int proxy_request_head(const struct proxy_location *loc, const struct http_reque
     b.failed |= target.failed;
     h1_head_request_line(&b, req->method, (struct http_str){target.data, target.len});
     vars_buf_free(&target);
-    bool has_host = false;
+    bool has_host = false, te_trailers = false;
     for (size_t i = 0; i < req->header_count; i++) {
         const struct http_header *h = &req->headers[i];
+        if (http_str_equal_nocase(h->name, "te") &&
+            http_header_lists(h->value, (struct http_str){"trailers", 8}))
+            te_trailers = true;
+        /* A request's trailer section is not passed on (an HTTP/2
+         * client's aside, which goes as chunked trailers without this
+         * announcement), so neither is the field that announces it. */
         if (is_hop_by_hop(h->name, req->headers, req->header_count) ||
-            http_str_equal_nocase(h->name, "expect") ||
+            http_str_equal_nocase(h->name, "trailer") || http_str_equal_nocase(h->name, "expect") ||
             http_str_equal_nocase(h->name, "x-forwarded-proto") ||
             http_str_equal_nocase(h->name, "x-forwarded-for") ||
             http_str_equal_nocase(h->name, "via") || set_header(loc, h->name) != NULL)
@@ -138,6 +145,12 @@ int proxy_request_head(const struct proxy_location *loc, const struct http_reque
         h1_head_add_str(&b, chains[c].own != NULL ? chains[c].own : how->client);
         h1_head_add(&b, "\r\n", 2);
     }
+    /* TE is hop-by-hop, but "trailers" holds for the whole path: the
+     * client takes a trailer section and the proxy passes one on, which is
+     * what a gRPC backend waits to hear before it sends its status in one.
+     * Codings are the proxy's own business and are not passed. */
+    if (te_trailers && !how->upgrade)
+        h1_head_add_str(&b, "TE: trailers\r\nConnection: TE\r\n");
     if (set_header(loc, (struct http_str){"x-forwarded-proto", 17}) == NULL)
         h1_head_add_str(&b,
                         how->tls ? "X-Forwarded-Proto: https\r\n" : "X-Forwarded-Proto: http\r\n");

@@ -1372,14 +1372,18 @@ START_TEST(request_headers_are_rewritten)
     const char *head = backend_request(b, 0)->head;
     ck_assert_msg(strncmp(head, "GET /path?q=1 HTTP/1.1\r\n", 24) == 0, "%s", head);
     ck_assert_str_eq(header_one(head, "Host"), "example.test:8080");
-    static const char *const stripped[] = {"X-Drop-Me", "Keep-Alive", "Proxy-Connection", "TE",
+    static const char *const stripped[] = {"X-Drop-Me", "Keep-Alive", "Proxy-Connection",
                                            "Trailer",   "Upgrade",    "X-Remove"};
     for (int i = 0; i < COUNT(stripped); i++)
         ck_assert_msg(header_find(head, stripped[i], NULL, 0) == 0, "%s forwarded:\n%s",
                       stripped[i], head);
     char connection[256];
-    if (header_find(head, "Connection", connection, sizeof(connection)) > 0)
-        ck_assert_msg(strcasestr(connection, "x-drop-me") == NULL, "%s", head);
+    ck_assert_int_eq(header_find(head, "Connection", connection, sizeof(connection)), 1);
+    ck_assert_msg(strcasestr(connection, "x-drop-me") == NULL, "%s", head);
+    /* "TE: trailers" holds end to end (the proxy passes trailers on), and
+     * is announced as the hop-by-hop field it is. */
+    ck_assert_str_eq(header_one(head, "TE"), "trailers");
+    ck_assert_str_eq(connection, "TE");
     ck_assert_str_eq(header_one(head, "X-Forwarded-For"), "10.0.0.1, 127.0.0.1");
     ck_assert_str_eq(header_one(head, "X-Forwarded-Proto"), "http");
     ck_assert_str_eq(header_one(head, "Via"), "1.1 corral");
@@ -1387,9 +1391,14 @@ START_TEST(request_headers_are_rewritten)
     ck_assert_str_eq(header_one(head, "X-Replace"), "new");
     ck_assert_str_eq(header_one(head, "X-Custom"), "kept");
 
-    /* Without an X-Forwarded-For, the client's address alone. */
-    ck_assert_uint_eq(get(d.port, "/"), 200);
+    /* Without an X-Forwarded-For, the client's address alone; and a TE
+     * without "trailers" names codings, which are the proxy's own business. */
+    ck_assert_uint_eq(exchange(d.port, "GET / HTTP/1.1\r\nHost: t\r\nTE: gzip\r\n\r\n", &resp),
+                      200);
+    response_free(&resp);
     ck_assert_str_eq(header_one(backend_request(b, 1)->head, "X-Forwarded-For"), "127.0.0.1");
+    ck_assert_int_eq(header_find(backend_request(b, 1)->head, "TE", NULL, 0), 0);
+    ck_assert_int_eq(header_find(backend_request(b, 1)->head, "Connection", NULL, 0), 0);
 
     /* Octets of one, two and three digits: a client bound to 127.10.200.5. */
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -1555,6 +1564,40 @@ START_TEST(response_headers_are_rewritten)
         ck_assert_str_eq(resp.body.data, "ok");
         response_free(&resp);
     }
+    client_close(r);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* A response's Trailer field is end to end: it announces the trailer
+ * section that corral passes on after the last chunk. */
+START_TEST(response_trailer_field_is_passed)
+{
+    struct backend *b = backend_new("a");
+    b->raw = "HTTP/1.1 200 OK\r\nTrailer: X-Checksum\r\nTransfer-Encoding: chunked\r\n\r\n"
+             "2\r\nok\r\n0\r\nX-Checksum: 7\r\n\r\n";
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\nTE: trailers\r\n\r\n");
+    char line[256], head[4096] = "";
+    size_t used = 0;
+    do { /* the head, kept for header_one() */
+        ck_assert(reader_line(r, line, sizeof(line)));
+        used += (size_t)snprintf(head + used, sizeof(head) - used, "%s\r\n", line);
+        ck_assert_uint_lt(used, sizeof(head));
+    } while (line[0] != '\0');
+    ck_assert_str_eq(header_one(head, "Trailer"), "X-Checksum");
+    ck_assert_str_eq(header_one(head, "Transfer-Encoding"), "chunked");
+    bool found = false;
+    for (int i = 0; i < 8 && reader_line(r, line, sizeof(line)); i++)
+        if (strcmp(line, "X-Checksum: 7") == 0) {
+            found = true;
+            break;
+        }
+    ck_assert_msg(found, "no trailer section passed on");
     client_close(r);
     test_daemon_stop(&d);
     backend_free(b);
@@ -2602,6 +2645,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, x_forwarded_for_keeps_every_earlier_entry);
     tcase_add_test(tc, empty_post_keeps_its_content_length);
     tcase_add_test(tc, response_headers_are_rewritten);
+    tcase_add_test(tc, response_trailer_field_is_passed);
     tcase_add_test(tc, upgrade_becomes_a_tunnel);
 
     tc = new_case(suite, "failures", 20);
