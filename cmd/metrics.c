@@ -8,6 +8,7 @@
 #include "cmd/metrics.h"
 
 #include "proto/health.h"
+#include "proto/vars.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -46,17 +47,12 @@ void text_printf(struct text *t, const char *fmt, ...)
 
 void text_json_string(struct text *t, const char *s)
 {
-    text_printf(t, "\"");
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            text_printf(t, "\\%c", c);
-        else if (c < 0x20)
-            text_printf(t, "\\u%04x", c);
-        else
-            text_printf(t, "%c", c);
-    }
-    text_printf(t, "\"");
+    char small[256];
+    struct vars_buf escaped;
+    vars_buf_init(&escaped, small, sizeof(small));
+    vars_json_escape(&escaped, s, strlen(s));
+    text_printf(t, "\"%.*s\"", (int)escaped.len, escaped.data);
+    vars_buf_free(&escaped);
 }
 
 /* A label pair NAME="VALUE", the value escaped as the exposition format

@@ -17,7 +17,8 @@ struct text {
 };
 
 void text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A JSON string: quotes, backslashes and control characters escaped. */
+/* A JSON string, escaped by vars_json_escape(): valid JSON whatever the
+ * bytes (a config path is any bytes). */
 void text_json_string(struct text *t, const char *s);
 
 /* Gives each of `gen`'s `workers` http_stats room for one entry per server

@@ -113,6 +113,11 @@ void vars_buf_fixed(struct vars_buf *b, char *buf, size_t cap);
 void vars_buf_free(struct vars_buf *b);
 void vars_buf_add(struct vars_buf *b, const char *data, size_t len);
 
+/* Appends `data` to `out` as the inside of a JSON string (RFC 8259 7):
+ * what any JSON parser reads, whatever the bytes.  Valid UTF-8 stays as
+ * it is, a byte of no valid sequence becomes \ufffd. */
+void vars_json_escape(struct vars_buf *out, const char *data, size_t len);
+
 /* Appends the value of `t` for `ctx` to `out`. */
 void vars_eval(const struct vars_template *t, struct vars_ctx *ctx, struct vars_buf *out);
 

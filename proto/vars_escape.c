@@ -36,9 +36,7 @@ static size_t utf8_sequence(const unsigned char *s, size_t len)
     return n;
 }
 
-/* `data` as the inside of a JSON string (RFC 8259 7): a log line that any
- * JSON parser reads, whatever bytes the peer sent. */
-static void put_json(struct vars_buf *out, const char *data, size_t len)
+void vars_json_escape(struct vars_buf *out, const char *data, size_t len)
 {
     size_t run = 0; /* bytes that need nothing, added at once */
     size_t i = 0;
@@ -87,7 +85,7 @@ void vars__put_value(struct vars_ctx *ctx, struct vars_buf *out, const char *dat
         return;
     }
     if (ctx->escape == VARS_JSON) {
-        put_json(out, data, len);
+        vars_json_escape(out, data, len);
         return;
     }
     if (ctx->escape == VARS_LOG && len == 0) {

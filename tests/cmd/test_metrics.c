@@ -594,6 +594,25 @@ START_TEST(status_shows_a_server_down_in_the_config)
 }
 END_TEST
 
+/* /status is JSON whatever the bytes of the strings in it: the config's
+ * path may be any bytes, and invalid UTF-8 becomes U+FFFD. */
+START_TEST(status_is_json_for_any_config_path)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral\xff\x01");
+    test_daemon_write_config(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+                                 "server {\n    listen 127.0.0.1:0;\n"
+                                 "    location / { return 200; }\n}\n");
+    test_daemon_start(&d);
+    int status;
+    char *page = get_page(&d, "/status", &status);
+    ck_assert_int_eq(status, 200);
+    ck_assert_msg(strstr(page, "corral\\ufffd\\u0001.conf\"") != NULL, "%s", page);
+    free(page);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* With shutdown_delay, SIGTERM turns /readyz to 503 at once while
  * everything else still answers; the daemon then drains and exits. */
 START_TEST(readyz_fails_through_a_sigterm_drain)
@@ -638,6 +657,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, checker_refuses_what_the_format_forbids);
     tcase_add_test(tc, metrics_page_parses_strictly_and_counts_the_traffic);
     tcase_add_test(tc, status_shows_a_server_marked_down);
+    tcase_add_test(tc, status_is_json_for_any_config_path);
     tcase_add_test(tc, status_shows_a_server_down_in_the_config);
     tcase_add_test(tc, readyz_fails_through_a_sigterm_drain);
     suite_add_tcase(suite, tc);
