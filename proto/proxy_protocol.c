@@ -327,8 +327,10 @@ unsigned char proxy_protocol_encode_exchange(const struct exchange *ex, unsigned
     const corral_conn *conn = exchange_conn(ex);
     if (conn == NULL || getsockname(corral_conn_fd(conn), &local.sa, &len) == -1)
         local.sa.sa_family = AF_UNSPEC;
+    /* The unions, not their `sa`: an IPv6 address is longer than that. */
     ssize_t n =
-        proxy_protocol_encode(version, &ex->client.sa, &local.sa, buf, PROXY_PROTOCOL_SEND_MAX);
+        proxy_protocol_encode(version, (const struct sockaddr *)&ex->client,
+                              (const struct sockaddr *)&local, buf, PROXY_PROTOCOL_SEND_MAX);
     assert(n > 0 && n <= PROXY_PROTOCOL_SEND_MAX); /* the room holds any header */
     return (unsigned char)n;
 }
