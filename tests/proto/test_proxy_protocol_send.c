@@ -390,13 +390,10 @@ static void client_pair(int fd, char *buf, size_t size)
     snprintf(buf, size, "%s>%s", src, dst);
 }
 
-/* One keep-alive GET on `fd` with `extra` header lines: the status, and
- * the body into `body`.  Waits 5 s at most. */
-static int get_on(int fd, const char *extra, char *body, size_t size)
+/* Reads a response with a Content-Length on `fd`: its status, and the
+ * body into `body`.  Waits 5 s at most. */
+static int read_response(int fd, char *body, size_t size)
 {
-    char request[512];
-    int n = snprintf(request, sizeof(request), "GET / HTTP/1.1\r\nHost: front\r\n%s\r\n", extra);
-    test_send_all(fd, request, (size_t)n);
     char response[4096];
     size_t len = 0;
     uint64_t deadline = test_now_ms() + 5000;
@@ -421,6 +418,15 @@ static int get_on(int fd, const char *extra, char *body, size_t size)
     const char *end = strstr(response, "\r\n\r\n");
     snprintf(body, size, "%s", end != NULL ? end + 4 : "");
     return status;
+}
+
+/* One keep-alive GET / on `fd` with `extra` header lines. */
+static int get_on(int fd, const char *extra, char *body, size_t size)
+{
+    char request[512];
+    int n = snprintf(request, sizeof(request), "GET / HTTP/1.1\r\nHost: front\r\n%s\r\n", extra);
+    test_send_all(fd, request, (size_t)n);
+    return read_response(fd, body, size);
 }
 
 #define ADMIN "admin { listen 127.0.0.2:0; }\n"
@@ -631,6 +637,69 @@ START_TEST(tls_upstreams_get_the_header_before_the_handshake)
 }
 END_TEST
 
+/* Another corral as the backend, reading the header on a plain and on a
+ * TLS listen: it takes the header's source as its client, so its
+ * $remote_addr and $remote_port are the first corral's client's, and the
+ * TLS handshake after the header completes. */
+START_TEST(a_proxy_protocol_listen_reads_what_is_sent)
+{
+    char cmd[PATH_MAX + 256];
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+             "-keyout back.key -out back.pem -subj /CN=back -days 2 >openssl.log 2>&1",
+             test_daemon_dir());
+    ck_assert_msg(system(cmd) == 0, "openssl failed");
+    int plain_port, tls_port;
+    close(test_reserve_port(&plain_port));
+    close(test_reserve_port(&tls_port));
+    char conf[2048];
+    snprintf(conf, sizeof(conf),
+             "workers 1;\n" ADMIN "server {\n"
+             "    listen 127.0.0.1:%d proxy_protocol;\n"
+             "    listen 127.0.0.1:%d tls proxy_protocol;\n"
+             "    tls_certificate back.pem;\n    tls_certificate_key back.key;\n"
+             "    location / { return 200 \"$scheme $remote_addr:$remote_port\"; }\n"
+             "}\n",
+             plain_port, tls_port);
+    struct test_daemon back, front;
+    test_daemon_init(&back, "back");
+    test_daemon_write_config(&back, conf);
+    test_daemon_start(&back);
+    snprintf(conf, sizeof(conf),
+             "workers 1;\n" ADMIN "upstream plain {\n"
+             "    server 127.0.0.1:%d;\n    proxy_protocol on;\n    proxy_protocol_version 2;\n}\n"
+             "upstream secure {\n"
+             "    server 127.0.0.1:%d;\n    proxy_protocol on;\n}\n"
+             "server {\n"
+             "    listen 127.0.0.1:0;\n"
+             "    location /plain { proxy_pass http://plain; }\n"
+             "    location /tls { proxy_pass https://secure; proxy_tls_verify off; }\n"
+             "}\n",
+             plain_port, tls_port);
+    test_daemon_init(&front, "front");
+    test_daemon_write_config(&front, conf);
+    test_daemon_start(&front);
+    static const char *const paths[] = {"/plain", "/tls"};
+    static const char *const schemes[] = {"http", "https"};
+    for (int i = 0; i < 2; i++) {
+        int fd = client_connect("127.0.0.1", front.port);
+        char self[80], expect[128], body[512], request[128];
+        client_name(fd, true, self, sizeof(self));
+        snprintf(expect, sizeof(expect), "%s %s", schemes[i], self);
+        snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\nHost: front\r\n\r\n", paths[i]);
+        for (int k = 0; k < 2; k++) { /* the second on the pooled connection */
+            test_send_all(fd, request, strlen(request));
+            ck_assert_int_eq(read_response(fd, body, sizeof(body)), 200);
+            ck_assert_msg(strcmp(body, expect) == 0, "%s, request %d: \"%s\", not \"%s\"; log:\n%s",
+                          paths[i], k, body, expect, test_daemon_log(&back));
+        }
+        close(fd);
+    }
+    test_daemon_stop(&front);
+    test_daemon_stop(&back);
+}
+END_TEST
+
 /* A server that fails after the header: the request goes on to the next
  * server, on a new connection with a header of its own. */
 START_TEST(the_next_server_gets_a_header_of_its_own)
@@ -767,6 +836,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, ipv6_clients_send_tcp6, 0, 2);
     tcase_add_test(tc, real_ip_sets_the_source);
     tcase_add_test(tc, tls_upstreams_get_the_header_before_the_handshake);
+    tcase_add_test(tc, a_proxy_protocol_listen_reads_what_is_sent);
     tcase_add_test(tc, the_next_server_gets_a_header_of_its_own);
     tcase_add_loop_test(tc, health_checks_send_a_header_naming_no_client, 0, 2);
     tcase_add_loop_test(tc, config_errors_have_their_position, 0, COUNT(config_errors));
