@@ -537,6 +537,32 @@ START_TEST(clients_never_share_a_connection)
 }
 END_TEST
 
+/* keepalive 1: the pool holds one connection, and a newer client's
+ * takes the place of an older client's, who may be gone. */
+START_TEST(a_full_pool_keeps_the_newest)
+{
+    struct backend b;
+    backend_start(&b, BACKEND_SERVE);
+    struct test_daemon d;
+    start(&d, &b, 1, "    keepalive 1;\n", "");
+    int older = client_connect("127.0.0.1", d.port), newer = client_connect("127.0.0.1", d.port);
+    char body[512];
+    ck_assert_int_eq(get_on(older, "", body, sizeof(body)), 200);
+    ck_assert_ptr_nonnull(strstr(body, "c=0 "));
+    ck_assert_int_eq(get_on(newer, "", body, sizeof(body)), 200);
+    ck_assert_ptr_nonnull(strstr(body, "c=1 "));
+    ck_assert_int_eq(get_on(newer, "", body, sizeof(body)), 200);
+    ck_assert_msg(strstr(body, "c=1 ") != NULL, "the newer client's connection was not kept: %s",
+                  body);
+    ck_assert_int_eq(get_on(older, "", body, sizeof(body)), 200);
+    ck_assert_msg(strstr(body, "c=2 ") != NULL, "the older client's connection was kept: %s", body);
+    close(older);
+    close(newer);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
 /* An IPv6 client: a TCP6 header, v1 and v2. */
 START_TEST(ipv6_clients_send_tcp6)
 {
@@ -833,6 +859,7 @@ Suite *test_suite(void)
     test_daemon_fixture(tc);
     tcase_add_loop_test(tc, one_header_per_connection_then_requests, 0, 2);
     tcase_add_test(tc, clients_never_share_a_connection);
+    tcase_add_test(tc, a_full_pool_keeps_the_newest);
     tcase_add_loop_test(tc, ipv6_clients_send_tcp6, 0, 2);
     tcase_add_test(tc, real_ip_sets_the_source);
     tcase_add_test(tc, tls_upstreams_get_the_header_before_the_handshake);
