@@ -767,7 +767,7 @@ START_TEST(health_checks_send_a_header_naming_no_client)
     struct test_daemon d;
     start(&d, &b, version, "    health_check interval=100ms;\n", "");
     bool seen = false;
-    for (int i = 0; i < 100 && !seen; i++) {
+    for (int i = 0; i < 250 && !seen; i++) { /* 5 s */
         pthread_mutex_lock(&b.lock);
         seen = b.requests > 0;
         pthread_mutex_unlock(&b.lock);
