@@ -1,7 +1,7 @@
 /*
  * upstream_directives.c: upstream blocks: their servers, balancing, active
- * health checks, the resolver that re-resolves server names, and the
- * pools' settings.
+ * health checks, the resolver that re-resolves server names, the pools'
+ * settings, and the PROXY header sent to the servers.
  */
 #include "registry.h"
 
@@ -61,6 +61,12 @@ static int apply_upstream(struct conf_state *state, const struct conf_node *node
         if (upstream->upstream.servers[i].resolve && upstream->upstream.resolver_count == 0)
             return conf__error_at(state->error, &upstream->server_pos[i],
                                   "\"resolve\" needs a \"resolver\" in the upstream block");
+    /* A version that would silently send nothing is a mistake. */
+    for (size_t i = 0; !upstream->upstream.proxy_protocol && i < node->child_count; i++)
+        if (strcmp(node->children[i].name.text, "proxy_protocol_version") == 0)
+            return conf__error_at(state->error, &node->children[i].name.pos,
+                                  "\"proxy_protocol_version\" needs \"proxy_protocol on\" in the "
+                                  "upstream block");
     return 0;
 }
 
@@ -389,6 +395,11 @@ const struct conf_directive conf__upstream_directives[] = {
     {.name = "keepalive", UPSTREAM(keepalive), .kind = CONF_KIND_COUNT},
     /* how long an idle pooled connection is kept */
     {.name = "keepalive_timeout", UPSTREAM(idle_timeout_ms), .kind = CONF_KIND_DURATION},
+    /* a PROXY header first on each new connection to a server, naming the
+     * client; a pooled connection serves that client only */
+    {.name = "proxy_protocol", UPSTREAM(proxy_protocol), .kind = CONF_KIND_SWITCH},
+    {.name = "proxy_protocol_version", UPSTREAM(proxy_protocol_version), .kind = CONF_KIND_COUNT,
+     .min = 1, .max = 2},
     {.name = NULL},
 };
 /* clang-format on */

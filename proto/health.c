@@ -2,7 +2,8 @@
  * health.c: active health checks: per server, a timer that opens a
  * connection every interval, sends "GET uri HTTP/1.0" and reads the status
  * line; `fall` failures in a row mark the server down for every worker,
- * `rise` passes bring it back.  Transitions are logged.
+ * `rise` passes bring it back.  Transitions are logged.  To a proxy_protocol
+ * upstream, the request follows a header that names no client.
  */
 #include "proto/health.h"
 
@@ -191,19 +192,28 @@ static void probe_on_timer(corral_timer *timer, void *arg)
     corral_conn_write(probe->conn, probe->request, probe->request_len);
 }
 
-/* The request, sized from the uri and the address. */
-static char *probe_request(const char *uri, const char *host, size_t *len)
+/* The request, sized from the uri and the address.  A proxy_protocol
+ * upstream expects a PROXY header on every connection: the probe's is
+ * "PROXY UNKNOWN" (v1) or LOCAL (v2), which says the connection is the
+ * proxy's own, as HAProxy's check-send-proxy does. */
+static char *probe_request(const struct proxy_upstream *up, const char *host, size_t *len)
 {
     static const char *const fmt = "GET %s HTTP/1.0\r\nHost: %s\r\nUser-Agent: corral-health-check"
                                    "\r\nConnection: close\r\n\r\n";
-    int n = snprintf(NULL, 0, fmt, uri, host);
-    if (n < 0)
+    char header[PROXY_PROTOCOL_SEND_MAX];
+    ssize_t header_len =
+        up->proxy_protocol != 0
+            ? proxy_protocol_encode(up->proxy_protocol, NULL, NULL, header, sizeof(header))
+            : 0;
+    int n = snprintf(NULL, 0, fmt, up->health.uri, host);
+    if (n < 0 || header_len < 0)
         return NULL;
-    char *text = malloc((size_t)n + 1);
+    char *text = malloc((size_t)header_len + (size_t)n + 1);
     if (text == NULL)
         return NULL;
-    snprintf(text, (size_t)n + 1, fmt, uri, host);
-    *len = (size_t)n;
+    memcpy(text, header, (size_t)header_len);
+    snprintf(text + header_len, (size_t)n + 1, fmt, up->health.uri, host);
+    *len = (size_t)header_len + (size_t)n;
     return text;
 }
 
@@ -229,7 +239,7 @@ int upstream_health_start(struct proxy_upstream *up, corral_loop *loop)
         health->probes[health->count++] = probe;
         probe->health = health;
         probe->server = (unsigned)i;
-        probe->request = probe_request(up->health.uri, up->servers[i].address, &probe->request_len);
+        probe->request = probe_request(up, up->servers[i].address, &probe->request_len);
         if (probe->request == NULL ||
             corral_timer_new(loop, probe_on_timer, probe, &probe->timer) != 0)
             goto nomem;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #define RESPONSE_HEADERS_CAP 256
 /* Interim (1xx) responses allowed before the final one: a few are normal
@@ -549,11 +550,29 @@ void http1_client_set_timeouts(struct http1_client *c)
                              req->send_timeout_ms);
 }
 
+/* The preamble goes straight to the socket, ahead of what was queued and
+ * of any TLS record.  A new connection's socket buffer takes a hundred
+ * bytes at once: a short write is an error like any other. */
+static int h1c_send_preamble(struct http1_client *c)
+{
+    const struct upstream_preamble *p = &c->base.preamble;
+    if (p->len == 0)
+        return 0;
+    struct iovec iov = {.iov_base = (void *)p->data, .iov_len = p->len};
+    ssize_t n = corral_plain_transport.writev(c->base.conn, &iov, 1);
+    return n == (ssize_t)p->len ? 0 : n < 0 && n != -EAGAIN ? (int)n : -EIO;
+}
+
 static void h1c_on_open(corral_conn *conn)
 {
     struct http1_client *c = corral_conn_data(conn);
     struct proxy_upstream *up = c->base.upstream;
     c->base.connected = true;
+    int err = h1c_send_preamble(c);
+    if (err != 0) {
+        corral_conn_abort(conn, err);
+        return;
+    }
     if (up->tls != NULL && tls_client_connect(up->tls, conn, c->base.server) != 0) {
         corral_conn_abort(conn, -ENOMEM);
         return;
@@ -646,10 +665,11 @@ void http1_client_attach(struct http1_client *c, const struct http1_client_ops *
 }
 
 int http1_client_get(struct proxy_upstream *up, struct upstream_worker *worker, unsigned server,
-                     bool pooled, corral_loop *loop, uint32_t connect_timeout_ms,
-                     uint32_t send_timeout_ms, struct http1_client **out)
+                     bool pooled, const struct upstream_preamble *preamble, corral_loop *loop,
+                     uint32_t connect_timeout_ms, uint32_t send_timeout_ms,
+                     struct http1_client **out)
 {
-    struct upstream_conn *idle = pooled ? upstream_pool_take(worker, server) : NULL;
+    struct upstream_conn *idle = pooled ? upstream_pool_take(worker, server, preamble) : NULL;
     if (idle != NULL) {
         *out = (struct http1_client *)((char *)idle - offsetof(struct http1_client, base));
         return 0;
@@ -657,7 +677,8 @@ int http1_client_get(struct proxy_upstream *up, struct upstream_worker *worker, 
     struct http1_client *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return -ENOMEM;
-    c->base = (struct upstream_conn){.upstream = up, .worker = worker, .server = server};
+    c->base = (struct upstream_conn){
+        .upstream = up, .worker = worker, .server = server, .preamble = *preamble};
     llhttp_init(&c->parser, HTTP_RESPONSE, &response_settings);
     c->parser.data = c;
     int err = upstream_connect(&c->base, loop, &http1_client_handler, c);

@@ -126,13 +126,15 @@ struct http1_client {
     } pending;
 };
 
-/* Sets *out to an idle pooled connection to `server` when `pooled` allows,
- * or to a new one, whose connect and send timeouts are set.  Returns 0 or
- * corral_connect()'s -errno (-ENOMEM if the connection's state cannot be
- * allocated). */
+/* Sets *out to an idle pooled connection to `server` that sent
+ * `preamble` when `pooled` allows, or to a new one, whose connect and send
+ * timeouts are set and which sends `preamble` first, in the clear (before
+ * a TLS handshake), as soon as it is up.  Returns 0 or corral_connect()'s
+ * -errno (-ENOMEM if the connection's state cannot be allocated). */
 int http1_client_get(struct proxy_upstream *up, struct upstream_worker *worker, unsigned server,
-                     bool pooled, corral_loop *loop, uint32_t connect_timeout_ms,
-                     uint32_t send_timeout_ms, struct http1_client **out);
+                     bool pooled, const struct upstream_preamble *preamble, corral_loop *loop,
+                     uint32_t connect_timeout_ms, uint32_t send_timeout_ms,
+                     struct http1_client **out);
 /* Gives the connection to `owner` for one request; `req` stays the owner's. */
 void http1_client_attach(struct http1_client *c, const struct http1_client_ops *ops, void *owner,
                          const struct http1_client_request *req);

@@ -377,6 +377,9 @@ static int px_send(struct proxy_exchange *px)
     struct proxy_upstream *up = px->loc->upstream;
     struct upstream_worker *worker = px_worker(px);
     corral_loop *loop = exchange_loop(px->ex);
+    struct upstream_preamble pp = {.len = 0}; /* proxy_protocol: see upstream_pool_take() */
+    if (up->proxy_protocol != 0)
+        pp.len = proxy_protocol_encode_exchange(px->ex, up->proxy_protocol, pp.data);
     for (;;) {
         int server = upstream_pick_server(up, worker, px->tried, px->hash, corral_loop_now(loop));
         if (server < 0)
@@ -387,7 +390,7 @@ static int px_send(struct proxy_exchange *px)
         px->tries++;
         struct http1_client *uc = NULL;
         int err =
-            http1_client_get(up, worker, (unsigned)server, !px->body_beyond_replay, loop,
+            http1_client_get(up, worker, (unsigned)server, !px->body_beyond_replay, &pp, loop,
                              px->loc->conf.connect_timeout_ms, px->loc->conf.send_timeout_ms, &uc);
         if (err != 0)
             upstream_server_release(up, worker, (unsigned)server);

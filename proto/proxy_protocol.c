@@ -1,14 +1,17 @@
 /*
  * proxy_protocol.c: the PROXY protocol header, v1 and v2, as the HAProxy
- * specification (proxy-protocol.txt) defines it, parsed from bytes; and the
- * transport that takes exactly one header off a socket before TLS or HTTP.
+ * specification (proxy-protocol.txt) defines it, parsed from bytes; the
+ * transport that takes exactly one header off a socket before TLS or HTTP;
+ * and the header written for an upstream.
  */
 #include "proto/proxy_protocol.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *const proxy_protocol_failure_names[PROXY_PROTOCOL_FAILURES] = {
@@ -211,6 +214,125 @@ ssize_t proxy_protocol_parse(const char *data, size_t len, struct proxy_protocol
     if (memcmp(data, v2_signature, n) != 0)
         return -EPROTO;
     return v2_parse((const unsigned char *)data, len, out);
+}
+
+/* ----------------------------------------------------------------- encode */
+
+static bool is_ip(const struct sockaddr *addr)
+{
+    return addr != NULL && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6);
+}
+
+/* An IP address with its port, copied by its family's size. */
+static union exchange_addr addr_copy(const struct sockaddr *addr)
+{
+    union exchange_addr out;
+    memcpy(&out, addr,
+           addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+    return out;
+}
+
+/* An IPv4 address as IPv6 (::ffff:a.b.c.d), for a header whose two
+ * addresses must share a family. */
+static union exchange_addr as_ipv6(union exchange_addr addr)
+{
+    if (addr.sa.sa_family == AF_INET6)
+        return addr;
+    union exchange_addr out = {.in6 = {.sin6_family = AF_INET6, .sin6_port = addr.in.sin_port}};
+    out.in6.sin6_addr.s6_addr[10] = out.in6.sin6_addr.s6_addr[11] = 0xff;
+    memcpy(&out.in6.sin6_addr.s6_addr[12], &addr.in.sin_addr, 4);
+    return out;
+}
+
+static ssize_t v1_encode(const union exchange_addr *src, const union exchange_addr *dst, char *buf,
+                         size_t cap)
+{
+    char line[PROXY_PROTOCOL_V1_MAX + 1];
+    int n;
+    if (src == NULL) {
+        n = snprintf(line, sizeof(line), "PROXY UNKNOWN\r\n");
+    } else {
+        bool v4 = src->sa.sa_family == AF_INET;
+        int family = v4 ? AF_INET : AF_INET6;
+        char from[INET6_ADDRSTRLEN], to[INET6_ADDRSTRLEN];
+        inet_ntop(family, v4 ? (const void *)&src->in.sin_addr : &src->in6.sin6_addr, from,
+                  sizeof(from));
+        inet_ntop(family, v4 ? (const void *)&dst->in.sin_addr : &dst->in6.sin6_addr, to,
+                  sizeof(to));
+        n = snprintf(line, sizeof(line), "PROXY %s %s %s %u %u\r\n", v4 ? "TCP4" : "TCP6", from, to,
+                     ntohs(v4 ? src->in.sin_port : src->in6.sin6_port),
+                     ntohs(v4 ? dst->in.sin_port : dst->in6.sin6_port));
+    }
+    /* Past the specified bound only if inet_ntop() wrote an IPv6 address
+     * longer than its 39 hexadecimal characters, which it does not. */
+    if (n < 0 || (size_t)n >= sizeof(line) || (size_t)n > cap)
+        return -ENOSPC;
+    memcpy(buf, line, (size_t)n);
+    return n;
+}
+
+static ssize_t v2_encode(const union exchange_addr *src, const union exchange_addr *dst, char *buf,
+                         size_t cap)
+{
+    bool v4 = src != NULL && src->sa.sa_family == AF_INET;
+    size_t body = src == NULL ? 0 : v4 ? 12 : 36;
+    if (cap < V2_HEADER_LEN + body)
+        return -ENOSPC;
+    unsigned char *p = (unsigned char *)buf;
+    memcpy(p, v2_signature, sizeof(v2_signature));
+    p[12] = src == NULL ? 0x20 : 0x21;             /* version 2; LOCAL or PROXY */
+    p[13] = src == NULL ? 0x00 : v4 ? 0x11 : 0x21; /* UNSPEC, or TCP over IPv4 or IPv6 */
+    p[14] = 0;
+    p[15] = (unsigned char)body;
+    if (v4) {
+        memcpy(p + 16, &src->in.sin_addr, 4);
+        memcpy(p + 20, &dst->in.sin_addr, 4);
+        memcpy(p + 24, &src->in.sin_port, 2);
+        memcpy(p + 26, &dst->in.sin_port, 2);
+    } else if (src != NULL) {
+        memcpy(p + 16, &src->in6.sin6_addr, 16);
+        memcpy(p + 32, &dst->in6.sin6_addr, 16);
+        memcpy(p + 48, &src->in6.sin6_port, 2);
+        memcpy(p + 50, &dst->in6.sin6_port, 2);
+    }
+    return (ssize_t)(V2_HEADER_LEN + body);
+}
+
+ssize_t proxy_protocol_encode(unsigned version, const struct sockaddr *source,
+                              const struct sockaddr *destination, char *buf, size_t cap)
+{
+    assert(version == 1 || version == 2);
+    union exchange_addr src, dst;
+    bool known = is_ip(source) && is_ip(destination);
+    if (known) {
+        src = addr_copy(source);
+        dst = addr_copy(destination);
+        if (src.sa.sa_family != dst.sa.sa_family) {
+            src = as_ipv6(src);
+            dst = as_ipv6(dst);
+        }
+    }
+    return version == 1 ? v1_encode(known ? &src : NULL, known ? &dst : NULL, buf, cap)
+                        : v2_encode(known ? &src : NULL, known ? &dst : NULL, buf, cap);
+}
+
+/* A system call per request on a proxy_protocol upstream: the header of
+ * each request is what picks a pooled connection, and the client's
+ * connection keeps no copy of its local address to read instead. */
+unsigned char proxy_protocol_encode_exchange(const struct exchange *ex, unsigned version,
+                                             char buf[PROXY_PROTOCOL_SEND_MAX])
+{
+    union exchange_addr local = {.sa.sa_family = AF_UNSPEC};
+    socklen_t len = sizeof(local);
+    const corral_conn *conn = exchange_conn(ex);
+    if (conn == NULL || getsockname(corral_conn_fd(conn), &local.sa, &len) == -1)
+        local.sa.sa_family = AF_UNSPEC;
+    /* The unions, not their `sa`: an IPv6 address is longer than that. */
+    ssize_t n =
+        proxy_protocol_encode(version, (const struct sockaddr *)&ex->client,
+                              (const struct sockaddr *)&local, buf, PROXY_PROTOCOL_SEND_MAX);
+    assert(n > 0 && n <= PROXY_PROTOCOL_SEND_MAX); /* the room holds any header */
+    return (unsigned char)n;
 }
 
 /* -------------------------------------------------------------- transport */

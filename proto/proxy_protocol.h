@@ -1,10 +1,13 @@
 /*
  * proxy_protocol.h: the PROXY protocol (v1 text, v2 binary) that a load
  * balancer sends before a connection's first byte to say whose connection
- * it is: a parser, and a transport that reads exactly one header off a socket.
+ * it is: a parser, a transport that reads exactly one header off a socket,
+ * and the encoder that writes one for an upstream (`proxy_protocol on`).
  */
 #ifndef CORRAL_PROTO_PROXY_PROTOCOL_H
 #define CORRAL_PROTO_PROXY_PROTOCOL_H
+
+#include "proto/exchange.h"
 
 #include <corral.h>
 
@@ -58,5 +61,27 @@ extern const char *const proxy_protocol_failure_names[PROXY_PROTOCOL_FAILURES];
  * A read fails with -EPROTO or -EMSGSIZE for a malformed header, and with
  * -EPROTO for one cut short by the peer's close.  Set it from on_open. */
 extern const struct corral_transport proxy_protocol_transport;
+
+/* The room proxy_protocol_encode() needs for any header it writes: a v1
+ * line's specified bound (a TCP6 line takes 104 bytes at most); a v2
+ * header, without TLVs, takes 52 at most. */
+#define PROXY_PROTOCOL_SEND_MAX PROXY_PROTOCOL_V1_MAX
+
+/* Writes the header of `version` (1 or 2) for a connection from `source`
+ * to `destination` into `buf` (`cap` bytes).  IPv4 and IPv6 addresses with
+ * their ports give TCP4 or TCP6 (a mix of the two, both as IPv6, IPv4
+ * mapped); NULL or another family for either gives "PROXY UNKNOWN" (v1)
+ * or the LOCAL command (v2), which tells the receiver to keep the
+ * connection's own addresses.  No TLVs.  Returns the header's length, or
+ * -ENOSPC when `cap` is short of it; no NUL is counted or needed after it. */
+ssize_t proxy_protocol_encode(unsigned version, const struct sockaddr *source,
+                              const struct sockaddr *destination, char *buf, size_t cap);
+
+/* Writes into `buf` the header for an upstream connection opened for
+ * `ex`: from the client as $remote_addr and $remote_port see it (after
+ * real_ip) to the address the client connected to ($server_addr,
+ * $server_port).  Returns its length. */
+unsigned char proxy_protocol_encode_exchange(const struct exchange *ex, unsigned version,
+                                             char buf[PROXY_PROTOCOL_SEND_MAX]);
 
 #endif

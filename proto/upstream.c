@@ -146,6 +146,8 @@ int proxy_upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
         conf->hash_consistent && balance_ring_new(up->servers, up->server_count, &up->ring) != 0)
         goto nomem;
     up->tls = conf->tls;
+    up->proxy_protocol = conf->proxy_protocol ? conf->proxy_protocol_version : 0;
+    assert(up->proxy_protocol <= 2);
     *out = up;
     return 0;
 
@@ -358,20 +360,40 @@ void upstream_pool_remove(struct upstream_conn *uc)
     upstream_count_idle(uc->worker, uc->server, -1);
 }
 
+/* The connection of `state`'s pool released longest ago, or NULL. */
+static struct upstream_conn *pool_oldest(const struct server_state *state)
+{
+    struct upstream_conn *uc = state->idle;
+    while (uc != NULL && uc->idle_next != NULL)
+        uc = uc->idle_next;
+    return uc;
+}
+
 /* Nothing more is sent on a connection closed here and nothing it sends
  * matters, so it does not linger. */
 void upstream_pool_release(struct upstream_conn *uc)
 {
     struct proxy_upstream *up = uc->upstream;
+    struct server_state *state = &uc->worker->servers[uc->server];
     /* A stopping worker (a graceful stop or a reload) would wait its whole
      * drain timeout for pooled connections that have nothing left to do. */
     corral_worker *worker = corral_conn_worker(uc->conn);
-    if ((worker != NULL && corral_worker_stopping(worker)) ||
-        uc->worker->idle_count >= up->keepalive) {
+    if (worker != NULL && corral_worker_stopping(worker)) {
         corral_conn_close_no_linger(uc->conn);
         return;
     }
-    struct server_state *state = &uc->worker->servers[uc->server];
+    if (uc->worker->idle_count >= up->keepalive) {
+        /* With proxy_protocol an idle connection serves only the client
+         * it was opened for, who may be gone for good: the server's
+         * oldest makes room for this one, whose client was here just now. */
+        struct upstream_conn *oldest = up->proxy_protocol != 0 ? pool_oldest(state) : NULL;
+        if (oldest == NULL) {
+            corral_conn_close_no_linger(uc->conn);
+            return;
+        }
+        upstream_pool_remove(oldest);
+        corral_conn_close_no_linger(oldest->conn);
+    }
     uc->reused = true;
     uc->idle_prev = NULL;
     uc->idle_next = state->idle;
@@ -390,17 +412,35 @@ void upstream_pool_release(struct upstream_conn *uc)
  * seen, as in any proxy: a peek here would narrow that window only to the
  * next one, before the backend reads the request, for a system call on
  * every proxied request (about 6% more CPU per request, measured with a
- * new client connection per request). */
-struct upstream_conn *upstream_pool_take(struct upstream_worker *worker, unsigned server)
+ * new client connection per request).
+ *
+ * With proxy_protocol, a connection told the server once, in its PROXY
+ * header, which client it carries: it may serve only requests whose
+ * header would be the same bytes (the same client address and port, to
+ * the same local address), or one client's requests would reach the
+ * server as another's.  Without it, every preamble is empty and the first
+ * connection matches.  The pool is a list walked for a match rather than
+ * a table keyed by header: it holds `keepalive` connections at most, and
+ * a comparison of a few dozen bytes each costs less than the upkeep of a
+ * table on every release and close. */
+struct upstream_conn *upstream_pool_take(struct upstream_worker *worker, unsigned server,
+                                         const struct upstream_preamble *preamble)
 {
-    struct upstream_conn *uc;
-    while ((uc = worker->servers[server].idle) != NULL) {
-        upstream_pool_remove(uc);
+    struct upstream_conn *next;
+    for (struct upstream_conn *uc = worker->servers[server].idle; uc != NULL; uc = next) {
+        next = uc->idle_next;
         /* Connected to an address the resolver has replaced since. */
-        if (uc->gen ==
-            atomic_load_explicit(&uc->upstream->servers[server].gen, memory_order_relaxed))
+        if (uc->gen !=
+            atomic_load_explicit(&uc->upstream->servers[server].gen, memory_order_relaxed)) {
+            upstream_pool_remove(uc);
+            corral_conn_close_no_linger(uc->conn);
+            continue;
+        }
+        if (uc->preamble.len == preamble->len &&
+            memcmp(uc->preamble.data, preamble->data, preamble->len) == 0) {
+            upstream_pool_remove(uc);
             return uc;
-        corral_conn_close_no_linger(uc->conn);
+        }
     }
     return NULL;
 }

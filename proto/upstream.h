@@ -7,6 +7,7 @@
 #define CORRAL_PROTO_UPSTREAM_H
 
 #include "proto/counter.h"
+#include "proto/proxy_protocol.h"
 #include "proto/tls.h"
 
 #include <corral.h>
@@ -91,11 +92,16 @@ struct proxy_upstream_conf {
     uint32_t idle_timeout_ms; /* keepalive_timeout: an idle pooled connection is
                                  closed after this */
     struct tls_client *tls;   /* NULL: plain HTTP; the upstream owns it once created */
+    /* proxy_protocol on: each new connection starts with a PROXY header
+     * of proxy_protocol_version (1 or 2) naming the client */
+    bool proxy_protocol;
+    unsigned proxy_protocol_version;
 };
 
 #define PROXY_UPSTREAM_CONF_DEFAULT                                                                \
     ((struct proxy_upstream_conf){                                                                 \
         .balance = PROXY_BALANCE_ROUND_ROBIN,                                                      \
+        .proxy_protocol_version = 1,                                                               \
         .keepalive = 32,                                                                           \
         .idle_timeout_ms = 60 * 1000,                                                              \
         .health = PROXY_HEALTH_CONF_DEFAULT,                                                       \
@@ -243,7 +249,17 @@ struct proxy_upstream {
     uint32_t idle_timeout_ms;
     unsigned worker_count;
     struct upstream_worker *workers;
-    struct tls_client *tls; /* NULL: plain HTTP */
+    struct tls_client *tls;  /* NULL: plain HTTP */
+    unsigned proxy_protocol; /* the PROXY header's version sent; 0: none */
+};
+
+/* What a connection sent ahead of its first request: the PROXY header of
+ * the client it was opened for (proxy_protocol on), else nothing.  Each
+ * request computes the one it needs, and a pooled connection serves only
+ * a request whose preamble is the same bytes (upstream_pool_take()). */
+struct upstream_preamble {
+    unsigned char len;
+    char data[PROXY_PROTOCOL_SEND_MAX];
 };
 
 /* One connection to a server, as the pool sees it.  The protocol client
@@ -256,6 +272,7 @@ struct upstream_conn {
     unsigned gen; /* the server's address generation it connected to */
     bool connected;
     bool reused; /* served an earlier request */
+    struct upstream_preamble preamble;
     struct upstream_conn *idle_next, *idle_prev;
 };
 
@@ -296,9 +313,11 @@ bool upstream_log_turn(struct proxy_upstream *up, unsigned server, uint64_t now,
  * buffers, memory or local ports), not the upstream's. */
 bool upstream_local_error(int err);
 
-/* Takes an idle connection to `server` out of the worker's pool, closing
- * any with stray input on the way; NULL when none is left. */
-struct upstream_conn *upstream_pool_take(struct upstream_worker *worker, unsigned server);
+/* Takes an idle connection to `server` that sent `preamble` out of the
+ * worker's pool, closing any connected to an address the server no longer
+ * has on the way; NULL when none is left. */
+struct upstream_conn *upstream_pool_take(struct upstream_worker *worker, unsigned server,
+                                         const struct upstream_preamble *preamble);
 /* Puts a connection whose exchange finished cleanly into its pool, or
  * closes it when the pool is full or the worker is stopping. */
 void upstream_pool_release(struct upstream_conn *uc);
