@@ -7,6 +7,7 @@
  */
 #include "proto/health.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -32,7 +33,8 @@ struct health_probe {
     corral_conn *conn; /* the probe in flight */
     bool recorded;     /* its result is counted */
     unsigned passes, fails;
-    char *request;
+    char *request;       /* the PROXY header if any, then the HTTP request */
+    size_t preamble_len; /* the header's part: sent in the clear, before TLS */
     size_t request_len;
 };
 
@@ -152,7 +154,27 @@ static void probe_on_close(corral_conn *conn, int error)
         probe_free(probe);
 }
 
+/* As for a proxied request: the PROXY header in the clear, then TLS if
+ * the upstream is reached by https, then the request. */
+static void probe_on_open(corral_conn *conn)
+{
+    struct health_probe *probe = corral_conn_data(conn);
+    assert(probe->health != NULL); /* a stopped checker closed its probes */
+    struct proxy_upstream *up = probe->health->up;
+    int err = upstream_send_preamble(conn, probe->request, probe->preamble_len);
+    if (err == 0 && up->tls != NULL)
+        err = tls_client_connect(up->tls, conn, probe->server, false);
+    if (err != 0) {
+        record(probe, false, strerror(-err));
+        corral_conn_close(conn);
+        return;
+    }
+    corral_conn_write(conn, probe->request + probe->preamble_len,
+                      probe->request_len - probe->preamble_len);
+}
+
 static const struct corral_conn_handler probe_handler = {
+    .on_open = probe_on_open,
     .on_data = probe_on_data,
     .on_eof = probe_on_eof,
     .on_deadline = probe_on_deadline,
@@ -189,14 +211,14 @@ static void probe_on_timer(corral_timer *timer, void *arg)
         return;
     }
     corral_conn_set_deadline(probe->conn, corral_loop_now(health->loop) + up->health.timeout_ms);
-    corral_conn_write(probe->conn, probe->request, probe->request_len);
 }
 
 /* The request, sized from the uri and the address.  A proxy_protocol
  * upstream expects a PROXY header on every connection: the probe's is
  * "PROXY UNKNOWN" (v1) or LOCAL (v2), which says the connection is the
  * proxy's own, as HAProxy's check-send-proxy does. */
-static char *probe_request(const struct proxy_upstream *up, const char *host, size_t *len)
+static char *probe_request(const struct proxy_upstream *up, const char *host, size_t *preamble_len,
+                           size_t *len)
 {
     static const char *const fmt = "GET %s HTTP/1.0\r\nHost: %s\r\nUser-Agent: corral-health-check"
                                    "\r\nConnection: close\r\n\r\n";
@@ -213,6 +235,7 @@ static char *probe_request(const struct proxy_upstream *up, const char *host, si
         return NULL;
     memcpy(text, header, (size_t)header_len);
     snprintf(text + header_len, (size_t)n + 1, fmt, up->health.uri, host);
+    *preamble_len = (size_t)header_len;
     *len = (size_t)header_len + (size_t)n;
     return text;
 }
@@ -239,7 +262,8 @@ int upstream_health_start(struct proxy_upstream *up, corral_loop *loop)
         health->probes[health->count++] = probe;
         probe->health = health;
         probe->server = (unsigned)i;
-        probe->request = probe_request(up, up->servers[i].address, &probe->request_len);
+        probe->request =
+            probe_request(up, up->servers[i].address, &probe->preamble_len, &probe->request_len);
         if (probe->request == NULL ||
             corral_timer_new(loop, probe_on_timer, probe, &probe->timer) != 0)
             goto nomem;

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 
 #define RESPONSE_HEADERS_CAP 256
 /* Interim (1xx) responses allowed before the final one: a few are normal
@@ -550,30 +549,17 @@ void http1_client_set_timeouts(struct http1_client *c)
                              req->send_timeout_ms);
 }
 
-/* The preamble goes straight to the socket, ahead of what was queued and
- * of any TLS record.  A new connection's socket buffer takes a hundred
- * bytes at once: a short write is an error like any other. */
-static int h1c_send_preamble(struct http1_client *c)
-{
-    const struct upstream_preamble *p = &c->base.preamble;
-    if (p->len == 0)
-        return 0;
-    struct iovec iov = {.iov_base = (void *)p->data, .iov_len = p->len};
-    ssize_t n = corral_plain_transport.writev(c->base.conn, &iov, 1);
-    return n == (ssize_t)p->len ? 0 : n < 0 && n != -EAGAIN ? (int)n : -EIO;
-}
-
 static void h1c_on_open(corral_conn *conn)
 {
     struct http1_client *c = corral_conn_data(conn);
     struct proxy_upstream *up = c->base.upstream;
     c->base.connected = true;
-    int err = h1c_send_preamble(c);
+    int err = upstream_send_preamble(conn, c->base.preamble.data, c->base.preamble.len);
     if (err != 0) {
         corral_conn_abort(conn, err);
         return;
     }
-    if (up->tls != NULL && tls_client_connect(up->tls, conn, c->base.server) != 0) {
+    if (up->tls != NULL && tls_client_connect(up->tls, conn, c->base.server, true) != 0) {
         corral_conn_abort(conn, -ENOMEM);
         return;
     }

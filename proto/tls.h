@@ -175,8 +175,11 @@ int tls_client_new(const struct tls_client_conf *conf, unsigned workers, size_t 
 void tls_client_free(struct tls_client *client);
 
 /* Makes `conn`, just connected to server `server` of the upstream, speak
- * TLS as the client (from on_open).  Returns 0 or -ENOMEM. */
-int tls_client_connect(struct tls_client *client, corral_conn *conn, size_t server);
+ * TLS as the client (from on_open).  With `resume`, the connection offers
+ * the session its worker kept for the server and keeps its own; without,
+ * it does neither: the health checks, which run on the main loop beside
+ * the workers, must not share a worker's slot.  Returns 0 or -ENOMEM. */
+int tls_client_connect(struct tls_client *client, corral_conn *conn, size_t server, bool resume);
 
 /* Whether `conn` (speaking TLS) has finished its handshake. */
 bool tls_established(const corral_conn *conn);

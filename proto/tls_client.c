@@ -17,6 +17,8 @@
 static int on_new_session(SSL *ssl, SSL_SESSION *session)
 {
     struct tls_conn *tc = SSL_get_app_data(ssl);
+    if (tc->session == NULL)
+        return 0; /* not kept: OpenSSL frees it */
     if (*tc->session != NULL)
         SSL_SESSION_free(*tc->session);
     *tc->session = session;
@@ -80,7 +82,7 @@ void tls_client_free(struct tls_client *client)
     free(client);
 }
 
-int tls_client_connect(struct tls_client *client, corral_conn *conn, size_t server)
+int tls_client_connect(struct tls_client *client, corral_conn *conn, size_t server, bool resume)
 {
     struct tls_conn *tc = tls_conn_new(client->ctx, conn);
     if (tc == NULL)
@@ -88,7 +90,7 @@ int tls_client_connect(struct tls_client *client, corral_conn *conn, size_t serv
     corral_worker *worker = corral_conn_worker(conn);
     size_t index = worker != NULL ? corral_worker_index(worker) : 0;
     tc->client = client;
-    tc->session = &client->sessions[index * client->server_count + server];
+    tc->session = resume ? &client->sessions[index * client->server_count + server] : NULL;
     SSL *ssl = tc->ssl;
     SSL_set_connect_state(ssl);
     if (client->name_is_address) {
@@ -97,7 +99,7 @@ int tls_client_connect(struct tls_client *client, corral_conn *conn, size_t serv
         SSL_set_tlsext_host_name(ssl, client->server_name);
         SSL_set1_host(ssl, client->server_name);
     }
-    if (*tc->session != NULL)
+    if (tc->session != NULL && *tc->session != NULL)
         SSL_set_session(ssl, *tc->session);
     corral_conn_set_transport(conn, &tls_transport, tc);
     return 0;

@@ -25,7 +25,7 @@ struct tls_conn {
     corral_timer *handshake_timer;
     /* Client side */
     struct tls_client *client; /* NULL on the server side */
-    SSL_SESSION **session;     /* where this worker keeps the server's last session */
+    SSL_SESSION **session;     /* where this worker keeps the server's last session; NULL: none */
 };
 
 struct tls_client {

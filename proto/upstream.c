@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 const char *const proxy_error_kind_names[PROXY_ERROR_KINDS] = {
     [PROXY_ERROR_CONNECT] = "connect", [PROXY_ERROR_TIMEOUT] = "timeout",
@@ -358,6 +359,15 @@ void upstream_pool_remove(struct upstream_conn *uc)
     uc->idle_next = uc->idle_prev = NULL;
     uc->worker->idle_count--;
     upstream_count_idle(uc->worker, uc->server, -1);
+}
+
+int upstream_send_preamble(corral_conn *conn, const char *data, size_t len)
+{
+    if (len == 0)
+        return 0;
+    struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
+    ssize_t n = corral_plain_transport.writev(conn, &iov, 1);
+    return n == (ssize_t)len ? 0 : n < 0 && n != -EAGAIN ? (int)n : -EIO;
 }
 
 /* The connection of `state`'s pool released longest ago, or NULL. */

@@ -313,6 +313,12 @@ bool upstream_log_turn(struct proxy_upstream *up, unsigned server, uint64_t now,
  * buffers, memory or local ports), not the upstream's. */
 bool upstream_local_error(int err);
 
+/* Writes a preamble (`len` may be 0) straight to `conn`'s socket, from
+ * on_open: ahead of anything queued and of any TLS record.  A new
+ * connection's socket buffer takes a hundred bytes at once, so a short
+ * write is an error like any other.  Returns 0 or -errno. */
+int upstream_send_preamble(corral_conn *conn, const char *data, size_t len);
+
 /* Takes an idle connection to `server` that sent `preamble` out of the
  * worker's pool, closing any connected to an address the server no longer
  * has on the way; NULL when none is left. */

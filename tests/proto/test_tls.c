@@ -610,8 +610,8 @@ START_TEST(renegotiation_is_refused)
 {
     struct test_daemon d;
     start_tls_server(&d, "corral", 1, "", "once");
-    struct client c = {.min_version = TLS1_2_VERSION, .max_version = TLS1_2_VERSION,
-                       .sni = "default.test"};
+    struct client c = {
+        .min_version = TLS1_2_VERSION, .max_version = TLS1_2_VERSION, .sni = "default.test"};
     struct tls t;
     ck_assert_msg(tls_open(&t, d.port, &c), "%s", t.error);
     ck_assert_int_eq(SSL_renegotiate(t.ssl), 1);
@@ -627,9 +627,11 @@ START_TEST(tls_ciphers_are_enforced)
 {
     struct test_daemon d;
     start_tls_server(&d, "corral", 1, "    tls_ciphers ECDHE-ECDSA-AES128-GCM-SHA256;\n", "only");
-    struct client allowed = {.max_version = TLS1_2_VERSION, .sni = "default.test",
+    struct client allowed = {.max_version = TLS1_2_VERSION,
+                             .sni = "default.test",
                              .ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256"};
-    struct client other = {.max_version = TLS1_2_VERSION, .sni = "default.test",
+    struct client other = {.max_version = TLS1_2_VERSION,
+                           .sni = "default.test",
                            .ciphers = "ECDHE-ECDSA-AES256-GCM-SHA384"};
     struct tls t;
     ck_assert_msg(tls_open(&t, d.port, &allowed), "%s", t.error);
@@ -757,7 +759,8 @@ START_TEST(ticket_keys_rotate)
 {
     struct test_daemon d;
     start_tls_server(&d, "corral", 2,
-                     "    tls_session_ticket_rotation 1s;\n    tls_session_cache off;\n", "rotating");
+                     "    tls_session_ticket_rotation 1s;\n    tls_session_cache off;\n",
+                     "rotating");
     SSL_SESSION *first;
     ck_assert(!resumes(d.port, NULL, &first));
     usleep(1300 * 1000); /* the key that sealed `first` is now the previous one */
@@ -813,7 +816,8 @@ START_TEST(tls_1_3_resumption_brings_a_fresh_ticket)
     start_tls_server(&d, "corral", 1, "    tls_session_cache off;\n", "fresh");
     SSL_SESSION *session = NULL;
     for (int i = 0; i < 3; i++) {
-        struct client c = {.min_version = TLS1_3_VERSION, .sni = "default.test", .session = session};
+        struct client c = {
+            .min_version = TLS1_3_VERSION, .sni = "default.test", .session = session};
         struct tls t;
         ck_assert_msg(tls_open(&t, d.port, &c), "%s", t.error);
         char body[64];
@@ -1085,6 +1089,63 @@ START_TEST(proxy_to_an_https_upstream)
 }
 END_TEST
 
+/* Active health checks to an https upstream speak TLS, and verify as the
+ * proxied requests do: the good upstream stays up, the one whose check
+ * uri answers 503 through TLS goes down for that reason. */
+START_TEST(health_checks_speak_tls_to_an_https_upstream)
+{
+    struct test_daemon back, front;
+    start(&back, "back",
+          "workers 1;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:0 tls;\n" DEFAULT_CERT "    location /sick { return 503; }\n"
+          "    location / { return 200 \"backend\"; }\n"
+          "}\n");
+    start(&front, "front",
+          "workers 1;\n" ADMIN "upstream good {\n"
+          "    server 127.0.0.1:%d;\n"
+          "    health_check interval=100ms timeout=1s rise=1 fall=1 uri=/healthz;\n"
+          "}\n"
+          "upstream sick {\n"
+          "    server 127.0.0.1:%d;\n"
+          "    health_check interval=100ms timeout=1s rise=1 fall=1 uri=/sick;\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:0;\n"
+          "    location /good/ {\n"
+          "        proxy_pass https://good;\n"
+          "        proxy_tls_trusted_certificate certs/ca.pem;\n"
+          "        proxy_tls_name default.test;\n"
+          "    }\n"
+          "    location /sick/ {\n"
+          "        proxy_pass https://sick;\n"
+          "        proxy_tls_trusted_certificate certs/ca.pem;\n"
+          "        proxy_tls_name default.test;\n"
+          "    }\n"
+          "}\n",
+          back.port, back.port);
+    bool sick_down = false;
+    for (int i = 0; i < 150 && !sick_down; i++) {
+        char *log = test_daemon_log(&front);
+        sick_down = strstr(log, "upstream sick: 127.0.0.1:") != NULL;
+        free(log);
+        if (!sick_down)
+            usleep(20000);
+    }
+    usleep(500000); /* several more rounds of checks */
+    char *log = test_daemon_log(&front);
+    ck_assert_msg(strstr(log, "is down: 1 failed checks (status 503)") != NULL, "%s", log);
+    ck_assert_msg(strstr(log, "upstream good") == NULL, "%s", log);
+    free(log);
+    char body[256];
+    int status = test_daemon_http_get("127.0.0.1", front.port, "/good/", body, sizeof(body));
+    ck_assert_msg(status == 200 && strcmp(body, "backend") == 0, "%d \"%s\"", status, body);
+    status = test_daemon_http_get("127.0.0.1", front.port, "/sick/", body, sizeof(body));
+    ck_assert_int_eq(status, 502);
+    test_daemon_stop(&front);
+    test_daemon_stop(&back);
+}
+END_TEST
+
 /* ============================================================ corral -t */
 
 /* The certificate's argument is at line 3, column 21; the key's at line 4,
@@ -1192,6 +1253,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, garbage_and_silence_are_closed_and_counted);
     tcase_add_test(tc, client_certificates_are_verified);
     tcase_add_test(tc, proxy_to_an_https_upstream);
+    tcase_add_test(tc, health_checks_speak_tls_to_an_https_upstream);
     tcase_add_test(tc, check_reports_certificate_problems_where_they_are_named);
     tcase_add_test(tc, ktls_on_serves_either_way);
     suite_add_tcase(suite, tc);
