@@ -173,6 +173,8 @@ static void backend_stop(struct backend *b)
     "  error_page 502 503 504 /pages/50x?from=dead;\n"                                             \
     "  location /private { deny all; return 200 secret; error_page 403 /pages/403; }\n"            \
     "  location /pages/ { return 200 \"page $uri $args\\n\"; }\n"                                  \
+    "  location = /gone { return 404; }\n"                                                         \
+    "  location = /gone-text { return 404 \"own text\"; }\n"                                       \
     "  location /dead { proxy_pass http://127.0.0.1:%d; }\n"                                       \
     "}\n"
 
@@ -186,6 +188,11 @@ START_TEST(deny_and_no_location_get_their_pages)
     ck_assert(has_header(out, "X-Page: yes"));
     ck_assert_uint_eq(get(d.port, "GET", "/nowhere", out, sizeof(out)), 404);
     ck_assert_str_eq(body_of(out), "page /pages/404 \n");
+    /* `return 404;` takes the page, `return 404 TEXT` does not. */
+    ck_assert_uint_eq(get(d.port, "GET", "/gone", out, sizeof(out)), 404);
+    ck_assert_str_eq(body_of(out), "page /pages/404 \n");
+    ck_assert_uint_eq(get(d.port, "GET", "/gone-text", out, sizeof(out)), 404);
+    ck_assert_str_eq(body_of(out), "own text");
     /* HEAD stays HEAD: the page's length, no body. */
     ck_assert_uint_eq(get(d.port, "HEAD", "/nowhere", out, sizeof(out)), 404);
     ck_assert_str_eq(body_of(out), "");
