@@ -135,9 +135,11 @@ static void run_redirect(void *arg)
         state_free(st);
         return;
     }
-    if (st->cancelled)
-        return; /* the framer releases it with the exchange */
     struct exchange *ex = st->ex;
+    /* Aborted meanwhile, or answered (an error after the page's own): the
+     * framer releases the state with the exchange. */
+    if (st->cancelled || exchange_response_started(ex))
+        return;
     /* What the failed location held goes; the page's location sets its own. */
     limit_exchange_end(ex);
     ex->add_headers = NULL;
