@@ -338,6 +338,27 @@ START_TEST(failing_pages_get_the_builtin_answer)
 }
 END_TEST
 
+START_TEST(limits_and_rewrite_loops_get_pages)
+{
+    struct test_daemon d;
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "limit_req_zone $binary_remote_addr zone=one:1m rate=1r/m;\n"
+              "server {\n  listen 127.0.0.1:0;\n"
+              "  error_page 429 500 /pages/sorry;\n"
+              "  location /limited { limit_req zone=one; limit_req_status 429; return 200 ok; }\n"
+              "  location /loop { rewrite ^ /loop; return 200 x; }\n"
+              "  location /pages/ { return 200 \"page $uri\\n\"; }\n"
+              "}\n");
+    char out[4096];
+    ck_assert_uint_eq(get(d.port, "GET", "/limited", out, sizeof(out)), 200);
+    ck_assert_uint_eq(get(d.port, "GET", "/limited", out, sizeof(out)), 429);
+    ck_assert_str_eq(body_of(out), "page /pages/sorry\n");
+    ck_assert_uint_eq(get(d.port, "GET", "/loop", out, sizeof(out)), 500);
+    ck_assert_str_eq(body_of(out), "page /pages/sorry\n");
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* A POST to a dead backend, its body partly sent after the head, then a
  * second request on the same connection: the body is dropped, never read
  * as a request. */
@@ -453,6 +474,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, redirects_to_a_url);
     tcase_add_test(tc, inherited_only_without_own);
     tcase_add_test(tc, failing_pages_get_the_builtin_answer);
+    tcase_add_test(tc, limits_and_rewrite_loops_get_pages);
     tcase_add_test(tc, request_body_is_dropped_on_a_kept_connection);
     tcase_add_test(tc, http2_gets_the_same_pages);
     tcase_add_test(tc, access_log_has_what_the_client_got);
