@@ -1,7 +1,8 @@
 /*
  * error_page_directives.c: `error_page CODE... [=[RESPONSE]] URI` at top
- * level, in server and in location, as nginx writes it.  The URI is kept
- * as written; the daemon compiles its variables with the generation.
+ * level, in server and in location, as nginx writes it, and the check that
+ * each "@name" it names is a location.  The URI is kept as written; the
+ * daemon compiles its variables with the generation.
  */
 #include "registry.h"
 
@@ -43,11 +44,8 @@ static int check_uri(struct conf_state *state, const struct conf_arg *arg)
     if (arg->text[0] == '=')
         return conf__error_at(state->error, &arg->pos, "error_page needs a URI after \"%s\"",
                               arg->text);
-    if (arg->text[0] == '@')
-        return conf__error_at(state->error, &arg->pos,
-                              "named locations are not supported: \"%s\" (use a URI such as "
-                              "\"/50x.html\")",
-                              arg->text);
+    if (arg->text[0] == '@' && arg->text[1] == '\0')
+        return conf__error_at(state->error, &arg->pos, "empty location name \"@\"");
     for (const char *p = arg->text; *p != '\0'; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             return conf__error_at(state->error, &arg->pos,
@@ -95,6 +93,45 @@ static int apply_error_page(struct conf_state *state, const struct conf_node *no
         page->uri = conf__strdup(state, &uri->pos, uri->text);
         if (page->uri == NULL)
             return -1;
+    }
+    return 0;
+}
+
+/* Each "@name" of `pages` is a location of `server`. */
+static int check_named(struct conf_state *state, const struct conf_server *server,
+                       const struct conf_error_pages *pages)
+{
+    for (size_t i = 0; i < pages->count; i++) {
+        const struct conf_error_page *page = &pages->items[i];
+        if (page->uri[0] != '@')
+            continue;
+        bool found = false;
+        for (size_t j = 0; j < server->location_count && !found; j++)
+            found = strcmp(server->locations[j].path, page->uri) == 0;
+        if (!found) {
+            char where[300];
+            return conf__error_at(state->error, &page->uri_pos,
+                                  "no location \"%s\" in the server at %s", page->uri,
+                                  conf__where(where, sizeof(where), &page->uri_pos, &server->pos));
+        }
+    }
+    return 0;
+}
+
+int conf__error_pages_check(struct conf_state *state)
+{
+    const struct conf_config *config = state->config;
+    for (size_t s = 0; s < config->server_count; s++) {
+        const struct conf_server *server = &config->servers[s];
+        /* The pages each level of the server uses (nginx's inheritance). */
+        const struct conf_error_pages *own =
+            server->error_pages.count > 0 ? &server->error_pages : &config->error_pages;
+        if (check_named(state, server, own) != 0)
+            return -1;
+        for (size_t l = 0; l < server->location_count; l++)
+            if (server->locations[l].error_pages.count > 0 &&
+                check_named(state, server, &server->locations[l].error_pages) != 0)
+                return -1;
     }
     return 0;
 }

@@ -262,7 +262,10 @@ void conf__free_add_headers(struct conf_add_headers *headers);
 void conf__free_maps(struct conf_config *config);
 void conf__free_rewrites(struct conf_rewrites *rewrites);
 
-/* error_page_directives.c: frees a level's error_page lines. */
+/* error_page_directives.c: each "@name" an error_page names is a location
+ * of every server whose pages they are; conf__free_error_pages() frees a
+ * level's lines. */
+int conf__error_pages_check(struct conf_state *state);
 void conf__free_error_pages(struct conf_error_pages *pages);
 
 /* Defaults of the settings of the top level, from the modules' own. */

@@ -24,11 +24,12 @@ struct error_page_state {
     char *block;             /* req's strings (http_request_copy()) */
     char *uri;               /* the internal redirect's target, while it waits */
     size_t uri_len;
-    unsigned status_override; /* for the page's response; 0: its own */
-    bool served;              /* a page was served: errors after it get the built-in answer */
-    bool pending;             /* run_redirect() is queued: it frees an orphan */
-    bool cancelled;           /* the exchange was aborted while the redirect waited */
-    bool orphan;              /* the exchange went while the redirect waited */
+    const struct http_location *named; /* its named location; NULL: searched */
+    unsigned status_override;          /* for the page's response; 0: its own */
+    bool served;    /* a page was served: errors after it get the built-in answer */
+    bool pending;   /* run_redirect() is queued: it frees an orphan */
+    bool cancelled; /* the exchange was aborted while the redirect waited */
+    bool orphan;    /* the exchange went while the redirect waited */
 };
 
 static void state_free(struct error_page_state *st)
@@ -149,7 +150,8 @@ static void run_redirect(void *arg)
     ex->status_override = st->status_override;
     struct http_request req;
     redirected_request(st, &req);
-    const struct http_location *loc = http_find_location(st->vhost, req.path.data, req.path.len);
+    const struct http_location *loc =
+        st->named != NULL ? st->named : http_find_location(st->vhost, req.path.data, req.path.len);
     if (loc == NULL || loc->handler == NULL) {
         exchange_respond_error(ex, 404); /* built-in: a page was served */
         return;
@@ -163,17 +165,17 @@ static void run_redirect(void *arg)
     loc->handler->on_request(ex, &req, loc->handler_data);
 }
 
-/* Queues the internal redirect to `uri` (evaluated, starting with "/"). */
+/* Queues the internal redirect to `uri` (starting with "/"): searched
+ * for, or in the page's named location. */
 static bool start_redirect(struct exchange *ex, struct error_page_state *st,
-                           const struct http_error_page *page, unsigned status,
-                           const struct vars_buf *uri)
+                           const struct http_error_page *page, unsigned status, struct http_str uri)
 {
     if (ex->_ops->reroute == NULL)
         return false;
     char small[512];
     struct vars_buf target;
     vars_buf_init(&target, small, sizeof(small));
-    http_add_uri_bytes(&target, uri->data, uri->len);
+    http_add_uri_bytes(&target, uri.data, uri.len);
     free(st->uri);
     st->uri = target.failed ? NULL : malloc(target.len);
     if (st->uri != NULL) {
@@ -184,6 +186,7 @@ static bool start_redirect(struct exchange *ex, struct error_page_state *st,
     if (st->uri == NULL || corral_loop_defer(exchange_loop(ex), run_redirect, st) != 0)
         return false;
     st->pending = true;
+    st->named = page->named;
     st->status_override = page->response == ERROR_PAGE_KEEP ? status : (unsigned)page->response;
     ex->_ops->reroute(ex, &pending_handler, NULL);
     return true;
@@ -242,8 +245,10 @@ bool error_page_respond(struct exchange *ex, unsigned status)
     struct vars_ctx ctx = {.ex = ex, .req = &st->req, .status = status, .escape = VARS_HEADER};
     vars_eval(page->uri, &ctx, &value);
     bool done = false;
-    if (!value.failed && value.len > 0 && value.data[0] == '/')
-        done = start_redirect(ex, st, page, status, &value);
+    if (page->named != NULL) /* "@name": the request's own URI */
+        done = start_redirect(ex, st, page, status, st->req.target);
+    else if (!value.failed && value.len > 0 && value.data[0] == '/')
+        done = start_redirect(ex, st, page, status, (struct http_str){value.data, value.len});
     else if (!value.failed && value.len > 0 && value.data[0] != '@')
         done = send_location(ex, page, &value);
     vars_buf_free(&value);

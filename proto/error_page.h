@@ -25,6 +25,9 @@ struct http_error_page {
      * redirect to inside the server (with its own "?args", if any); else
      * the Location of a redirect of the client. */
     const struct vars_template *uri;
+    /* "@name": the named location the request goes to, its URI kept;
+     * NULL: `uri` says. */
+    const struct http_location *named;
 };
 
 #define ERROR_PAGE_KEEP (-1)

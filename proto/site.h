@@ -36,6 +36,7 @@ struct http_location {
     const struct http_add_headers *add_headers;
     /* error_page: its own, else its server's; NULL: none */
     const struct http_error_pages *error_pages;
+    bool named; /* "@name": searched for no request, reached by error_page only */
 };
 
 struct http_rewrites;

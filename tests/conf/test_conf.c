@@ -755,7 +755,8 @@ START_TEST(error_page_levels)
         parse_ok("error_page 404 /top;\n"
                  "server { listen 127.0.0.1:80; error_page 500 502 =200 /srv?x=$host;\n"
                  "  location / { error_page 403 = https://example.com/; return 204; }\n"
-                 "  location /b { return 204; }\n"
+                 "  location /b { return 204; error_page 502 = @b; }\n"
+                 "  location @b { return 204; }\n"
                  "}\n");
     ck_assert_uint_eq(c->error_pages.count, 1);
     ck_assert_uint_eq(c->error_pages.items[0].status, 404);
@@ -771,7 +772,9 @@ START_TEST(error_page_levels)
     ck_assert_uint_eq(s->error_pages.items[1].uri_pos.col, 55);
     ck_assert_uint_eq(s->locations[0].error_pages.count, 1);
     ck_assert_int_eq(s->locations[0].error_pages.items[0].response, 0);
-    ck_assert_uint_eq(s->locations[1].error_pages.count, 0);
+    ck_assert_uint_eq(s->locations[1].error_pages.count, 1);
+    ck_assert_str_eq(s->locations[1].error_pages.items[0].uri, "@b");
+    ck_assert_str_eq(s->locations[2].path, "@b");
     conf_free(c);
 }
 END_TEST
@@ -1399,8 +1402,12 @@ static const struct error_case error_cases[] = {
     {"error_page 404 \"/a\\nb\";",
      "test.conf:1:16: an error_page URI cannot hold control characters"},
     {"server { listen 127.0.0.1:80;\n location / { error_page 502 @down; return 204; } }",
-     "test.conf:2:30: named locations are not supported: \"@down\" (use a URI such as "
-     "\"/50x.html\")"},
+     "test.conf:2:30: no location \"@down\" in the server at line 1"},
+    {"error_page 404 @top;\nserver { listen 127.0.0.1:80; location / { return 204; } }",
+     "test.conf:1:16: no location \"@top\" in the server at line 2"},
+    {"error_page 404 @;", "test.conf:1:16: empty location name \"@\""},
+    {"server { listen 127.0.0.1:80; location = @a { return 204; } }",
+     "test.conf:1:42: location path must start with \"/\", got \"@a\""},
     {"upstream u { server 127.0.0.1:1; error_page 502 /x; }",
      "test.conf:1:34: \"error_page\" is not allowed in upstream (it belongs at top level or in "
      "server or location)"},

@@ -359,6 +359,39 @@ START_TEST(limits_and_rewrite_loops_get_pages)
 }
 END_TEST
 
+/* "@name": the request goes, with its own URI, to a location that no
+ * request reaches by its path. */
+START_TEST(named_locations)
+{
+    struct backend b;
+    backend_start(&b);
+    char text[2048];
+    snprintf(text, sizeof(text),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "server {\n  listen 127.0.0.1:0;\n"
+             "  location /app/ { proxy_pass http://127.0.0.1:%d; error_page 502 = @fallback; }\n"
+             "  location / { deny all; return 200 x; error_page 403 @text; }\n"
+             "  location @fallback { proxy_pass http://127.0.0.1:%d; }\n"
+             "  location @text { return 200 \"text for $uri\\n\"; }\n"
+             "}\n",
+             dead_port(), b.port);
+    struct test_daemon d;
+    start(&d, text);
+    char out[4096];
+    ck_assert_uint_eq(get(d.port, "GET", "/app/x?y=1", out, sizeof(out)), 200);
+    ck_assert_str_eq(body_of(out), "backend page\n");
+    pthread_mutex_lock(&b.lock);
+    ck_assert_msg(strncmp(b.last, "GET /app/x?y=1 HTTP/1.1\r\n", 25) == 0, "%s", b.last);
+    pthread_mutex_unlock(&b.lock);
+    ck_assert_uint_eq(get(d.port, "GET", "/other", out, sizeof(out)), 403);
+    ck_assert_str_eq(body_of(out), "text for /other\n");
+    /* A path that spells the name reaches no named location. */
+    ck_assert_uint_eq(get(d.port, "GET", "/@text", out, sizeof(out)), 403);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
 /* A POST to a dead backend, its body partly sent after the head, then a
  * second request on the same connection: the body is dropped, never read
  * as a request. */
@@ -448,7 +481,7 @@ START_TEST(config_errors_have_positions)
         {"server { listen 127.0.0.1:0;\n error_page 404 /p$nope; }\n",
          "corral.conf:2:17: error_page: unknown variable \"$nope\""},
         {"server { listen 127.0.0.1:0;\n location / { error_page 404 @fallback; return 200; } }\n",
-         "corral.conf:2:30: named locations are not supported"},
+         "corral.conf:2:30: no location \"@fallback\" in the server at line 1"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct test_daemon d;
@@ -475,6 +508,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, inherited_only_without_own);
     tcase_add_test(tc, failing_pages_get_the_builtin_answer);
     tcase_add_test(tc, limits_and_rewrite_loops_get_pages);
+    tcase_add_test(tc, named_locations);
     tcase_add_test(tc, request_body_is_dropped_on_a_kept_connection);
     tcase_add_test(tc, http2_gets_the_same_pages);
     tcase_add_test(tc, access_log_has_what_the_client_got);
