@@ -4,7 +4,6 @@
  * A `return` of an error code without text takes the error page.
  */
 #include "proto/add_header.h"
-#include "proto/error_page.h"
 #include "proto/regex.h"
 #include "proto/vars.h"
 
@@ -19,10 +18,12 @@ static void return_on_request(struct exchange *ex, const struct http_request *re
     struct vars_buf early;
     vars_buf_init(&early, early_small, sizeof(early_small));
     exchange_add_headers_early(ex, req, &early);
-    /* `return 404;` with no text is an error answer: its error page, if
-     * the location has one, as in nginx. */
-    if (ret->text == NULL && ret->status >= 400 && ex->error_pages != NULL &&
-        error_page_respond(ex, ret->status)) {
+    /* `return 404;` with no text is an error answer, as in nginx: its
+     * error page, if the location has one, else (an error page's own
+     * location among them) the built-in answer. */
+    if (ret->text == NULL && ret->status >= 400 &&
+        (ex->error_pages != NULL || ex->status_override != 0)) {
+        exchange_respond_error(ex, ret->status);
         ex->add_early = NULL;
         vars_buf_free(&early);
         return;

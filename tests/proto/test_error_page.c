@@ -324,6 +324,8 @@ START_TEST(failing_pages_get_the_builtin_answer)
                         "  location /a { proxy_pass http://dead; error_page 502 /dead-page; }\n"
                         "  location /dead-page { proxy_pass http://dead; error_page 502 /a; }\n"
                         "  location = /b { deny all; return 200 x; error_page 403 /nowhere; }\n"
+                        "  location = /c { deny all; return 200 x; error_page 403 /gone; }\n"
+                        "  location = /gone { return 404; }\n"
                         "  location = /missing/page { deny all; return 200 x; }\n"
                         "}\n");
     char out[4096];
@@ -331,6 +333,9 @@ START_TEST(failing_pages_get_the_builtin_answer)
     ck_assert_str_eq(body_of(out), "502 Bad Gateway\n");
     /* The page is not found: its own 404, built in. */
     ck_assert_uint_eq(get(d.port, "GET", "/b", out, sizeof(out)), 404);
+    ck_assert_str_eq(body_of(out), "404 Not Found\n");
+    /* The page's location answers `return 404;`: built in, 404. */
+    ck_assert_uint_eq(get(d.port, "GET", "/c", out, sizeof(out)), 404);
     ck_assert_str_eq(body_of(out), "404 Not Found\n");
     ck_assert_uint_eq(get(d.port, "GET", "/zzz", out, sizeof(out)), 403);
     ck_assert_str_eq(body_of(out), "403 Forbidden\n");
