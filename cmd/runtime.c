@@ -9,6 +9,7 @@
 
 #include "cmd/runtime_limit.h"
 #include "cmd/runtime_vars.h"
+#include "proto/error_page.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -310,9 +311,51 @@ static int router_build(struct runtime_vars *vars, struct http_vhost *vhost)
     struct http_location *router = runtime_vars_calloc(vars, 1, sizeof(*router));
     if (router == NULL)
         return -ENOMEM;
-    *router =
-        (struct http_location){.path = "", .handler = &http_rewrite_handler, .handler_data = vhost};
+    *router = (struct http_location){.path = "",
+                                     .handler = &http_rewrite_handler,
+                                     .handler_data = vhost,
+                                     .error_pages = vhost->error_pages};
     vhost->router = router;
+    return 0;
+}
+
+/* The error_page lines of location `loc` (NULL: for the server's own
+ * answers): its own, else its server's, else the top level's (nginx's
+ * inheritance), compiled, owned by `vars`; NULL when there are none.  A
+ * "@name" is the location of `vhost` at its index in the server's
+ * (checked by the parser). */
+static int error_pages_build(struct runtime_vars *vars, const struct conf_config *config,
+                             const struct conf_server *server, const struct conf_location *loc,
+                             const struct http_vhost *vhost, const struct http_error_pages **out)
+{
+    const struct conf_error_pages *conf = loc != NULL && loc->error_pages.count > 0
+                                              ? &loc->error_pages
+                                          : server->error_pages.count > 0 ? &server->error_pages
+                                                                          : &config->error_pages;
+    *out = NULL;
+    if (conf->count == 0)
+        return 0;
+    struct http_error_pages *pages = runtime_vars_calloc(vars, 1, sizeof(*pages));
+    struct http_error_page *items = runtime_vars_calloc(vars, conf->count, sizeof(*items));
+    if (pages == NULL || items == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < conf->count; i++) {
+        const struct conf_error_page *page = &conf->items[i];
+        items[i] = (struct http_error_page){.status = page->status,
+                                            .response = page->response < 0 ? ERROR_PAGE_KEEP
+                                                                           : page->response};
+        int err =
+            runtime_vars_compile_any(vars, page->uri, &page->uri_pos, "error_page", &items[i].uri);
+        if (err != 0)
+            return err;
+        for (size_t j = 0; page->uri[0] == '@' && j < server->location_count; j++)
+            if (strcmp(server->locations[j].path, page->uri) == 0)
+                items[i].named = &vhost->locations[j];
+        if (page->uri[0] == '@' && items[i].named == NULL)
+            return -EINVAL; /* the parser checked: never */
+    }
+    *pages = (struct http_error_pages){items, conf->count};
+    *out = pages;
     return 0;
 }
 
@@ -377,6 +420,9 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             if (err == 0)
                 err = runtime_vars_add_headers(gen->vars, config, server, &no_location,
                                                &vhost->add_headers);
+            if (err == 0)
+                err =
+                    error_pages_build(gen->vars, config, server, NULL, vhost, &vhost->error_pages);
             bool has_rewrites = server->rewrites.count > 0;
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
                 const struct conf_location *conf = &server->locations[i];
@@ -386,6 +432,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     .path_len = strlen(conf->path),
                     .exact = conf->exact,
                     .no_regex = conf->no_regex,
+                    .named = conf->path[0] == '@',
                     .access = access_conf_active(&conf->access) ? &conf->access : NULL};
                 if (conf->regex)
                     err = runtime_vars_regex(gen->vars, conf->path, conf->caseless, &conf->path_pos,
@@ -399,6 +446,9 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                 if (err == 0)
                     err = runtime_vars_add_headers(gen->vars, config, server, conf, &add_headers);
                 loc->add_headers = add_headers;
+                if (err == 0)
+                    err = error_pages_build(gen->vars, config, server, conf, vhost,
+                                            &loc->error_pages);
                 if (err == 0 && conf->handler == CONF_HANDLER_RETURN) {
                     struct http_return *ret = &site->returns[r++];
                     *ret = (struct http_return){

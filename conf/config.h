@@ -53,6 +53,21 @@ struct conf_add_headers {
     size_t count;
 };
 
+/* error_page CODE... [=[RESPONSE]] URI, one item per code; a level with
+ * error_page of its own does not inherit the enclosing level's (nginx's
+ * rule). */
+struct conf_error_page {
+    unsigned status;
+    int response; /* -1: no "=" (the error's status); 0: "="; else =RESPONSE */
+    char *uri;    /* may hold $variables */
+    struct conf_pos uri_pos;
+};
+
+struct conf_error_pages {
+    struct conf_error_page *items;
+    size_t count;
+};
+
 /* limit_req_zone KEY zone=NAME:SIZE rate=N r/s|r/m, or
  * limit_conn_zone KEY zone=NAME:SIZE. */
 struct conf_limit_zone {
@@ -189,6 +204,8 @@ struct conf_location {
     struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
     struct conf_access_logs access_logs;
     struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
+    /* error_page: its own, not the server's */
+    struct conf_error_pages error_pages;
 };
 
 struct conf_listen {
@@ -265,6 +282,8 @@ struct conf_server {
     struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
     struct conf_access_logs access_logs;
     struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
+    /* error_page: its own, not the top level's */
+    struct conf_error_pages error_pages;
 };
 
 struct conf_config {
@@ -290,6 +309,7 @@ struct conf_config {
     uint32_t access_log_flush_ms;        /* flush=TIME: 0: when full, and at the end */
     struct conf_access_logs access_logs; /* the top level's: the first is the fields above */
     struct conf_add_headers add_headers; /* the top level's add_header */
+    struct conf_error_pages error_pages; /* the top level's error_page */
     struct conf_map *maps;
     size_t map_count;
 

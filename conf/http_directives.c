@@ -265,7 +265,9 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
         return conf__error_at(state->error, &node->args[0].pos,
                               "unknown location modifier \"%s\" (expected =, ~, ~* or ^~)",
                               modifier);
-    if (!regex && path->text[0] != '/')
+    /* "@name": a named location, which only error_page reaches. */
+    bool named = node->arg_count == 1 && path->text[0] == '@' && path->text[1] != '\0';
+    if (!regex && !named && path->text[0] != '/')
         return conf__error_at(state->error, &path->pos,
                               "location path must start with \"/\", got \"%s\"", path->text);
     if (regex && path->text[0] == '\0')
@@ -380,6 +382,8 @@ int conf__http_finish(struct conf_state *state)
      * is written before or after the server. */
     for (size_t i = 0; i < config->server_count; i++)
         conf__inherit_settings(state, i);
+    if (conf__error_pages_check(state) != 0)
+        return -1;
     return check_admin_listens(state);
 }
 

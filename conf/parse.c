@@ -501,6 +501,7 @@ static void location_free(struct conf_location *location)
     conf__free_add_headers(&location->add_headers);
     conf__free_rewrites(&location->rewrites);
     access_logs_free(&location->access_logs);
+    conf__free_error_pages(&location->error_pages);
 }
 
 static void server_free(struct conf_server *server)
@@ -528,6 +529,7 @@ static void server_free(struct conf_server *server)
     conf__free_add_headers(&server->add_headers);
     conf__free_rewrites(&server->rewrites);
     access_logs_free(&server->access_logs);
+    conf__free_error_pages(&server->error_pages);
 }
 
 void conf_free(struct conf_config *config)
@@ -570,6 +572,7 @@ void conf_free(struct conf_config *config)
     }
     free(config->upstreams);
     conf__free_add_headers(&config->add_headers);
+    conf__free_error_pages(&config->error_pages);
     conf__free_maps(config);
     for (size_t i = 0; i < config->file_count; i++)
         free(config->files[i]);

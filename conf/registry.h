@@ -138,6 +138,7 @@ extern const struct conf_directive conf__upstream_directives[];
 extern const struct conf_directive conf__access_directives[];
 extern const struct conf_directive conf__vars_directives[];
 extern const struct conf_directive conf__limit_directives[];
+extern const struct conf_directive conf__error_page_directives[];
 
 /* Every module's table, in the order they are searched. */
 extern const struct conf_directive *const conf__tables[];
@@ -260,6 +261,12 @@ int conf__check_header_name(struct conf_state *state, const struct conf_arg *arg
 void conf__free_add_headers(struct conf_add_headers *headers);
 void conf__free_maps(struct conf_config *config);
 void conf__free_rewrites(struct conf_rewrites *rewrites);
+
+/* error_page_directives.c: each "@name" an error_page names is a location
+ * of every server whose pages they are; conf__free_error_pages() frees a
+ * level's lines. */
+int conf__error_pages_check(struct conf_state *state);
+void conf__free_error_pages(struct conf_error_pages *pages);
 
 /* Defaults of the settings of the top level, from the modules' own. */
 void conf__core_defaults(struct conf_config *config);

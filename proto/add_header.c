@@ -2,7 +2,7 @@
  * add_header.c: applies a location's add_header rules when its response
  * begins: each value is evaluated (it may read $status, $upstream_* and
  * the exchange's other variables) and appended to the handler's header
- * lines.
+ * lines; and an error page's status, which replaces the handler's.
  */
 #include "proto/add_header.h"
 
@@ -50,6 +50,12 @@ void exchange__begin_adding(struct exchange *ex, unsigned status, const char *he
                             size_t headers_len, int64_t content_length, struct http_str codings)
 {
     const struct http_add_headers *rules = ex->add_headers;
+    if (ex->status_override != 0) /* an error page's response: see error_page.h */
+        status = ex->status_override;
+    if (rules == NULL) {
+        ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);
+        return;
+    }
     char small[1024];
     struct vars_buf lines;
     vars_buf_init(&lines, small, sizeof(small));

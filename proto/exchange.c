@@ -1,13 +1,16 @@
 /*
  * exchange.c: the parts of the exchange API that are the same for every
- * framer, built on its ops table: whole responses and error answers; and
- * the client address every framer reports.
+ * framer, built on its ops table: whole responses and error answers; the
+ * client address every framer reports; a request copied to outlive its
+ * head.
  */
 #include "proto/exchange.h"
+#include "proto/error_page.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -23,6 +26,14 @@ void exchange_respond(struct exchange *ex, unsigned status, const char *headers,
 
 void exchange_respond_error(struct exchange *ex, unsigned status)
 {
+    if (ex->error_pages != NULL && error_page_respond(ex, status))
+        return;
+    exchange_respond_builtin(ex, status);
+}
+
+void exchange_respond_builtin(struct exchange *ex, unsigned status)
+{
+    ex->status_override = 0; /* an error page's status is for the page only */
     /* 10 digits and a reason of 31 characters at most; cut, never overrun */
     char body[64];
     int n = snprintf(body, sizeof(body), "%u %s\n", status, http_reason(status));
@@ -65,4 +76,41 @@ void exchange_format_client(const corral_conn *conn, char *buf, size_t len)
     if (corral_conn_peer(conn, &peer, &peer_len) == 0 && peer_len <= sizeof(addr))
         memcpy(&addr, &peer, peer_len);
     exchange_format_addr(&addr, buf, len);
+}
+
+char *http_request_copy(const struct http_request *req, struct http_request *out)
+{
+    size_t size = req->header_count * sizeof(struct http_header);
+    size += req->method.len + req->target.len + req->path.len + req->host.len + req->authority.len +
+            req->upgrade_protocol.len;
+    for (size_t i = 0; i < req->header_count; i++)
+        size += req->headers[i].name.len + req->headers[i].value.len;
+    char *block = malloc(size + 1);
+    if (block == NULL)
+        return NULL;
+    *out = *req;
+    struct http_header *headers = (struct http_header *)(void *)block;
+    char *p = block + req->header_count * sizeof(struct http_header);
+#define COPY(field)                                                                                \
+    do {                                                                                           \
+        if ((field).data != NULL) {                                                                \
+            memcpy(p, (field).data, (field).len);                                                  \
+            (field).data = p;                                                                      \
+            p += (field).len;                                                                      \
+        }                                                                                          \
+    } while (0)
+    COPY(out->method);
+    COPY(out->target);
+    COPY(out->path);
+    COPY(out->host);
+    COPY(out->authority);
+    COPY(out->upgrade_protocol);
+    for (size_t i = 0; i < req->header_count; i++) {
+        headers[i] = req->headers[i];
+        COPY(headers[i].name);
+        COPY(headers[i].value);
+    }
+#undef COPY
+    out->headers = headers;
+    return block;
 }

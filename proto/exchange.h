@@ -111,9 +111,17 @@ struct exchange_ops {
     uint64_t (*request_spliceable)(const struct exchange *ex);
     int (*request_splice)(struct exchange *ex, corral_conn *to, uint64_t len, exchange_splice_cb cb,
                           void *arg);
+    /* Hands the exchange, whose response has not begun, to `handler`
+     * (`data` its handler_data): its callbacks from now on, but for
+     * on_request, which the caller makes.  No request body goes to it:
+     * what is left is read and dropped.  Optional (error_page.h: no
+     * internal redirects without it). */
+    void (*reroute)(struct exchange *ex, const struct http_handler *handler, void *data);
 };
 
 struct http_add_headers;
+struct http_error_pages;
+struct error_page_state;
 
 /* An IPv4 or IPv6 address with its port. */
 union exchange_addr {
@@ -147,6 +155,15 @@ struct exchange {
     const struct http_handler *routed;
     /* What limit_handler holds for the exchange (limit.h); NULL: nothing. */
     struct limit_exchange *limit;
+    /* The error_page lines of the location (or server) that answers
+     * (error_page.h); NULL: none.  Set by error_page_route(). */
+    const struct http_error_pages *error_pages;
+    /* What an error page needs of the request, kept by error_page_route();
+     * NULL: nothing. */
+    struct error_page_state *error_page;
+    /* The status the response goes out with, whatever its handler says:
+     * an error page's; 0: the handler's. */
+    unsigned status_override;
 };
 
 /* ------------------------------------------------------------- the response */
@@ -158,21 +175,33 @@ struct exchange {
 void exchange_respond(struct exchange *ex, unsigned status, const char *headers, const char *body,
                       size_t body_len);
 
-/* Answers with a short text/plain body: "404 Not Found\n" etc. */
+/* Answers an error of corral's own: with the exchange's error page for
+ * `status` (error_page.h) when it has one, else with a short text/plain
+ * body: "404 Not Found\n" etc. */
 void exchange_respond_error(struct exchange *ex, unsigned status);
+
+/* The built-in answer only, never an error page: for a framer about to
+ * close the connection. */
+void exchange_respond_builtin(struct exchange *ex, unsigned status);
+
+/* Copies the strings of `req` into one malloc'd block (the caller frees
+ * it) and points *out at them: a request outlives on_request this way.
+ * Returns the block, or NULL when out of memory. */
+char *http_request_copy(const struct http_request *req, struct http_request *out);
 
 /* Begins a streamed response: the status, extra header lines (each ending
  * in CRLF) and the body length, or -1 if unknown (then the framer frames it:
  * HTTP/1.1 chunked, or until the connection closes for an HTTP/1.0 client).
  * No body is sent for HEAD, 1xx, 204, 304.  Only the first call counts. */
-/* exchange_begin() for an exchange with add_header rules (add_header.c). */
+/* exchange_begin() for an exchange with add_header rules or a status
+ * override (add_header.c). */
 void exchange__begin_adding(struct exchange *ex, unsigned status, const char *headers,
                             size_t headers_len, int64_t content_length, struct http_str codings);
 
 static inline void exchange_begin(struct exchange *ex, unsigned status, const char *headers,
                                   size_t headers_len, int64_t content_length)
 {
-    if (ex->add_headers != NULL)
+    if (ex->add_headers != NULL || ex->status_override != 0)
         exchange__begin_adding(ex, status, headers, headers_len, content_length,
                                (struct http_str){NULL, 0});
     else
@@ -187,7 +216,7 @@ static inline void exchange_begin_coded(struct exchange *ex, unsigned status, co
                                         size_t headers_len, int64_t content_length,
                                         struct http_str codings)
 {
-    if (ex->add_headers != NULL)
+    if (ex->add_headers != NULL || ex->status_override != 0)
         exchange__begin_adding(ex, status, headers, headers_len, content_length, codings);
     else
         ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);

@@ -9,6 +9,7 @@
 #include "proto/http1_internal.h"
 #include "proto/access.h"
 #include "proto/add_header.h"
+#include "proto/error_page.h"
 #include "proto/limit.h"
 #include "proto/http2.h"
 #include "proto/tls.h"
@@ -71,6 +72,7 @@ struct h1_exchange *h1_exchange_begin(struct h1_conn *h1)
 static void h1_exchange_free(void *arg)
 {
     struct h1_exchange *ex = arg;
+    error_page_release(&ex->base);
     free(ex->log_fields);
     free(ex);
 }
@@ -90,6 +92,18 @@ void h1_exchange_retire(struct h1_conn *h1)
         ex->retired_next = h1->retired;
         h1->retired = ex;
     }
+}
+
+void h1_ex_reroute(struct exchange *base, const struct http_handler *handler, void *data)
+{
+    struct h1_exchange *ex = h1_exchange_of(base);
+    assert(!ex->response_started);
+    ex->handler = handler;
+    ex->handler_data = data;
+    ex->body_dropped = true;
+    /* A body the failed handler had paused is read on, and dropped. */
+    if (!ex->request_done)
+        corral_conn_resume_read(ex->h1->conn);
 }
 
 /* Parses nothing more and closes.  `linger` unless the client asked to

@@ -33,6 +33,7 @@ struct h1_exchange {
      * Bits, so that the exchange (in every connection) does not grow. */
     bool body_raw : 1;
     bool request_splicing : 1; /* exchange_request_splice() under way */
+    bool body_dropped : 1;     /* rerouted (an error page): the body goes to no handler */
     unsigned status;
     uint64_t body_received;
     uint64_t body_sent;
@@ -120,5 +121,7 @@ void h1_reject(struct h1_conn *h1, unsigned status, const char *head, size_t len
 uint64_t h1_ex_request_spliceable(const struct exchange *base);
 int h1_ex_request_splice(struct exchange *base, corral_conn *to, uint64_t len,
                          exchange_splice_cb cb, void *arg);
+/* The reroute op (http1.c). */
+void h1_ex_reroute(struct exchange *base, const struct http_handler *handler, void *data);
 
 #endif

@@ -8,6 +8,7 @@
 #include "proto/access.h"
 #include "proto/access_log.h"
 #include "proto/add_header.h"
+#include "proto/error_page.h"
 #include "proto/limit.h"
 
 #include <assert.h>
@@ -215,6 +216,7 @@ static int on_headers_complete(llhttp_t *parser)
     const struct http_location *loc = http_find_location(h1->vhost, req.path.data, req.path.len);
     unsigned refused =
         access_check(&ex->base, h1->conn, loc != NULL ? loc->access : h1->vhost->access, &req);
+    error_page_route(&ex->base, h1->vhost, loc, &req);
     ex->log = access_log_route(h1->site, h1->vhost, loc);
     if (ex->log != NULL) {
         ex->started_ns = h1->head_started_ns;
@@ -255,7 +257,8 @@ static int on_body(llhttp_t *parser, const char *at, size_t len)
         h1->error_status = 413; /* a chunked body grew past the limit */
         return -1;
     }
-    if (ex->handler != NULL && ex->handler->on_body != NULL && !ex->response_done) {
+    if (ex->handler != NULL && ex->handler->on_body != NULL && !ex->response_done &&
+        !ex->body_dropped) {
         /* llhttp has counted these bytes off the body's (or the chunk's)
          * length already: what it still expects follows them raw. */
         ex->body_raw = at + len == exec_end && parser->content_length > 0;
@@ -270,7 +273,8 @@ void h1_request_complete(struct h1_conn *h1)
     struct h1_exchange *ex = h1->ex;
     ex->request_done = true;
     corral_conn_set_timeouts(h1->conn, 0, h1->vhost->limits.send_timeout_ms);
-    if (ex->handler != NULL && ex->handler->on_body_end != NULL && !ex->response_done)
+    if (ex->handler != NULL && ex->handler->on_body_end != NULL && !ex->response_done &&
+        !ex->body_dropped)
         ex->handler->on_body_end(&ex->base);
 }
 
@@ -357,7 +361,9 @@ size_t h1_execute(struct h1_conn *h1, const char *data, size_t len)
     unsigned status = h1->error_status != 0 ? h1->error_status : 400;
     if (h1->ex != NULL && !h1->ex->response_done) {
         h1->ex->keep_alive = false;
-        exchange_respond_error(&h1->ex->base, status); /* unless a response is already under way */
+        /* Built-in, unless a response is already under way: no error page
+         * can be served on a connection that closes now. */
+        exchange_respond_builtin(&h1->ex->base, status);
         if (h1->ex->handler != NULL && h1->ex->handler->on_abort != NULL)
             h1->ex->handler->on_abort(&h1->ex->base);
     } else if (h1->ex == NULL) {

@@ -44,7 +44,8 @@ struct h2_stream {
     bool request_done; /* END_STREAM from the client */
     bool body_paused;
     bool body_end_delivered;
-    struct h2_buf in; /* body bytes the handler has not taken (paused) */
+    bool body_dropped; /* rerouted (an error page): the body goes to no handler */
+    struct h2_buf in;  /* body bytes the handler has not taken (paused) */
     /* Trailer fields after the body, as CRLF lines, for on_body_trailers;
      * their RFC 9113 6.5.2 size, against the header list limit. */
     struct h2_buf trailers_in;
@@ -118,6 +119,9 @@ static inline struct h2_stream *h2_stream_of(const struct exchange *ex)
 _Static_assert(offsetof(struct h2_stream, base) == 0, "h2_stream_of() casts");
 
 extern const struct exchange_ops h2_exchange_ops;
+
+/* The reroute op (http2_stream.c). */
+void h2_ex_reroute(struct exchange *base, const struct http_handler *handler, void *data);
 
 /* http2.c */
 /* Sends what the session has queued, at the end of the loop's turn. */

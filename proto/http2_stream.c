@@ -7,6 +7,7 @@
 #include "proto/access.h"
 #include "proto/access_log.h"
 #include "proto/add_header.h"
+#include "proto/error_page.h"
 #include "proto/limit.h"
 #include "proto/http2_internal.h"
 
@@ -116,6 +117,7 @@ void h2_stream_free(struct h2_stream *st)
     free(st->fields);
     free(st->trailers);
     free(st->log_fields);
+    error_page_release(&st->base);
     free(st);
 }
 
@@ -152,7 +154,7 @@ int h2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namelen,
 int h2_stream_trailer(struct h2_stream *st, const uint8_t *name, size_t namelen,
                       const uint8_t *value, size_t valuelen)
 {
-    if (!st->handler_owns || st->handler->on_body_trailers == NULL)
+    if (!st->handler_owns || st->body_dropped || st->handler->on_body_trailers == NULL)
         return 0;
     /* Framing and routing are settled by the head (RFC 9110 6.5.1). */
     struct http_str field = {(const char *)name, namelen};
@@ -349,6 +351,7 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
         unsigned refused =
             access_check(&st->base, h2->conn, loc != NULL ? loc->access : st->vhost->access, &req);
         keep_log_fields(st, &req, loc);
+        error_page_route(&st->base, st->vhost, loc, &req);
         if (status == 0 && refused != 0)
             status = refused;
         if (status == 0 && loc == NULL)
@@ -376,12 +379,25 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
     h2_schedule(h2);
 }
 
+void h2_ex_reroute(struct exchange *base, const struct http_handler *handler, void *data)
+{
+    (void)data; /* on_request gets it; nothing else here does */
+    struct h2_stream *st = h2_stream_of(base);
+    assert(!st->response_started);
+    st->handler = handler;
+    st->handler_owns = true;
+    st->body_dropped = true;
+    st->body_paused = false;
+    h2_discard_body(st);
+    h2_schedule(st->h2); /* the WINDOW_UPDATE for what was dropped */
+}
+
 /* Hands queued body bytes to the handler while it takes them, and gives
  * their window back to the client. */
 void h2_deliver_body(struct h2_stream *st)
 {
     nghttp2_session *session = st->h2->session;
-    while (st->in.len > 0 && !st->body_paused && st->handler_owns) {
+    while (st->in.len > 0 && !st->body_paused && st->handler_owns && !st->body_dropped) {
         const char *data = st->in.data + st->in.off;
         size_t len = st->in.len;
         st->in.off += len;
@@ -391,12 +407,12 @@ void h2_deliver_body(struct h2_stream *st)
     }
     if (st->in.len == 0 && st->request_done && !st->body_end_delivered) {
         st->body_end_delivered = true;
-        if (st->handler_owns && st->trailers_in.len > 0 &&
+        if (st->handler_owns && !st->body_dropped && st->trailers_in.len > 0 &&
             st->trailers_size <= st->h2->conf->max_header_list_size)
             st->handler->on_body_trailers(&st->base, st->trailers_in.data + st->trailers_in.off,
                                           st->trailers_in.len);
         buf_free(&st->trailers_in);
-        if (st->handler_owns && st->handler->on_body_end != NULL)
+        if (st->handler_owns && !st->body_dropped && st->handler->on_body_end != NULL)
             st->handler->on_body_end(&st->base);
     }
 }
@@ -417,9 +433,11 @@ void h2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len)
     nghttp2_session_consume_connection(session, len);
     st->body_received += len;
     size_t max = st->vhost->limits.max_body_size;
-    if (st->handler_owns && max > 0 && st->body_received > max) {
-        /* A body longer than it said, or than the limit. */
+    if (st->handler_owns && !st->body_dropped && max > 0 && st->body_received > max) {
+        /* A body longer than it said, or than the limit: the built-in
+         * answer, as on HTTP/1.1, where the connection closes. */
         st->handler_owns = false;
+        st->base.error_pages = NULL;
         if (!st->response_started)
             refuse(st, 413);
         else
@@ -428,7 +446,7 @@ void h2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len)
             st->handler->on_abort(&st->base);
         h2_discard_body(st);
     }
-    if (!st->handler_owns || st->handler->on_body == NULL) {
+    if (!st->handler_owns || st->body_dropped || st->handler->on_body == NULL) {
         nghttp2_session_consume_stream(session, st->id, len);
         return;
     }

@@ -98,45 +98,6 @@ static void pass(struct exchange *ex, const struct http_request *req,
     loc->handler->on_request(ex, req, loc->handler_data);
 }
 
-/* The request's strings in one block of its own: they are the framer's
- * only during on_request. */
-static char *copy_request(const struct http_request *req, struct http_request *out)
-{
-    size_t size = req->header_count * sizeof(struct http_header);
-    size += req->method.len + req->target.len + req->path.len + req->host.len + req->authority.len +
-            req->upgrade_protocol.len;
-    for (size_t i = 0; i < req->header_count; i++)
-        size += req->headers[i].name.len + req->headers[i].value.len;
-    char *block = malloc(size + 1);
-    if (block == NULL)
-        return NULL;
-    *out = *req;
-    struct http_header *headers = (struct http_header *)(void *)block;
-    char *p = block + req->header_count * sizeof(struct http_header);
-#define COPY(field)                                                                                \
-    do {                                                                                           \
-        if ((field).data != NULL) {                                                                \
-            memcpy(p, (field).data, (field).len);                                                  \
-            (field).data = p;                                                                      \
-            p += (field).len;                                                                      \
-        }                                                                                          \
-    } while (0)
-    COPY(out->method);
-    COPY(out->target);
-    COPY(out->path);
-    COPY(out->host);
-    COPY(out->authority);
-    COPY(out->upgrade_protocol);
-    for (size_t i = 0; i < req->header_count; i++) {
-        headers[i] = req->headers[i];
-        COPY(headers[i].name);
-        COPY(headers[i].value);
-    }
-#undef COPY
-    out->headers = headers;
-    return block;
-}
-
 static void free_wait(struct limit_exchange *le)
 {
     le->waiting = false;
@@ -182,7 +143,7 @@ static void wait_for(struct exchange *ex, const struct http_request *req,
                      const struct limit_location *loc, uint64_t ms)
 {
     struct limit_exchange *le = state_of(ex, loc);
-    if (le == NULL || (le->req_block = copy_request(req, &le->req)) == NULL ||
+    if (le == NULL || (le->req_block = http_request_copy(req, &le->req)) == NULL ||
         corral_timer_new(exchange_loop(ex), on_waited, ex, &le->timer) != 0) {
         if (le != NULL)
             free_wait(le);

@@ -1,6 +1,7 @@
 /*
  * return.c: the handler of `return CODE ["TEXT"]`: a fixed response, or a
  * redirect whose text is where it points; the text may hold $variables.
+ * A `return` of an error code without text takes the error page.
  */
 #include "proto/add_header.h"
 #include "proto/regex.h"
@@ -17,6 +18,16 @@ static void return_on_request(struct exchange *ex, const struct http_request *re
     struct vars_buf early;
     vars_buf_init(&early, early_small, sizeof(early_small));
     exchange_add_headers_early(ex, req, &early);
+    /* `return 404;` with no text is an error answer, as in nginx: its
+     * error page, if the location has one, else (an error page's own
+     * location among them) the built-in answer. */
+    if (ret->text == NULL && ret->status >= 400 &&
+        (ex->error_pages != NULL || ex->status_override != 0)) {
+        exchange_respond_error(ex, ret->status);
+        ex->add_early = NULL;
+        vars_buf_free(&early);
+        return;
+    }
     bool redirect = ret->status == 301 || ret->status == 302 || ret->status == 303 ||
                     ret->status == 307 || ret->status == 308;
     /* The text, its variables evaluated: a redirect's fit for its

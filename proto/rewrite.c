@@ -8,6 +8,7 @@
 
 #include "proto/access.h"
 #include "proto/add_header.h"
+#include "proto/error_page.h"
 #include "proto/regex.h"
 #include "proto/site.h"
 #include "proto/vars.h"
@@ -86,10 +87,7 @@ static void redirect(struct exchange *ex, const struct http_rewrite *rule, struc
     vars_buf_free(&line);
 }
 
-/* Appends `len` bytes of a URI, percent-encoding what a request line
- * cannot carry (spaces, control and non-ASCII bytes): a replacement may
- * hold a header's value. */
-static void add_uri_bytes(struct vars_buf *b, const char *data, size_t len)
+void http_add_uri_bytes(struct vars_buf *b, const char *data, size_t len)
 {
     size_t run = 0;
     for (size_t i = 0; i < len; i++) {
@@ -112,14 +110,14 @@ static bool replace_uri(struct uri *u, struct vars_buf *value)
     struct vars_buf *next = &u->bufs[1 - u->cur];
     next->len = 0;
     const char *q = memchr(value->data, '?', value->len);
-    add_uri_bytes(next, value->data, q != NULL ? (size_t)(q - value->data) : value->len);
+    http_add_uri_bytes(next, value->data, q != NULL ? (size_t)(q - value->data) : value->len);
     size_t path_len = next->len;
     if (q == NULL && old_args.len > 0) {
         vars_buf_add(next, "?", 1);
         vars_buf_add(next, old_args.data, old_args.len);
     } else if (q != NULL && q + 1 < value->data + value->len) {
         vars_buf_add(next, "?", 1);
-        add_uri_bytes(next, q + 1, (size_t)(value->data + value->len - q - 1));
+        http_add_uri_bytes(next, q + 1, (size_t)(value->data + value->len - q - 1));
         if (old_args.len > 0) {
             vars_buf_add(next, "&", 1);
             vars_buf_add(next, old_args.data, old_args.len);
@@ -200,6 +198,7 @@ static void route(struct exchange *ex, const struct http_request *req,
             return;
         }
         struct http_request routed = uri_request(u, req);
+        error_page_route(ex, vhost, loc, &routed);
         /* The framer checked the server's rules; the location's apply now
          * that it is known. */
         unsigned refused = access_check_routed(ex, loc->access, &routed);

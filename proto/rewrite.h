@@ -49,6 +49,11 @@ struct vars_buf;
 void http_replace_prefix(const struct http_request *req, struct http_str strip, struct http_str uri,
                          struct vars_buf *out);
 
+/* Appends `len` bytes of a URI to `b`, percent-encoding what a request
+ * line cannot carry (spaces, control and non-ASCII bytes): a value with
+ * variables may hold a header's. */
+void http_add_uri_bytes(struct vars_buf *b, const char *data, size_t len);
+
 /* The handler of a vhost's routing location (http_vhost.router):
  * handler_data is the struct http_vhost.  It forwards the exchange's other
  * callbacks to the handler it routed to. */

@@ -63,6 +63,8 @@ const struct http_location *http_search_location(const struct http_vhost *vhost,
         const struct http_location *loc = &vhost->locations[i];
         if (loc->regex != NULL) {
             any_regex = true;
+        } else if (loc->named) {
+            continue;
         } else if (loc->exact) {
             if (loc->path_len == len && memcmp(loc->path, path, len) == 0)
                 return loc;

@@ -34,6 +34,9 @@ struct http_location {
     struct access_log *access_log;        /* its access_log lines; NULL: its vhost's */
     /* add_header for corral's own answers (403, a limit's 503); NULL: none */
     const struct http_add_headers *add_headers;
+    /* error_page: its own, else its server's; NULL: none */
+    const struct http_error_pages *error_pages;
+    bool named; /* "@name": searched for no request, reached by error_page only */
 };
 
 struct http_rewrites;
@@ -54,6 +57,8 @@ struct http_vhost {
     struct access_log *access_log;        /* its server's access_log lines; NULL: the site's */
     /* add_header for the answers no location gives (404, 400...); NULL: none */
     const struct http_add_headers *add_headers;
+    /* error_page for the answers no location gives; NULL: none */
+    const struct http_error_pages *error_pages;
 };
 
 struct access_conf;

@@ -747,6 +747,38 @@ START_TEST(access_inheritance)
 }
 END_TEST
 
+/* error_page at each level, each code an item, "=" and "=N" kept; what
+ * is inherited is settled when the daemon builds its sites. */
+START_TEST(error_page_levels)
+{
+    struct conf_config *c =
+        parse_ok("error_page 404 /top;\n"
+                 "server { listen 127.0.0.1:80; error_page 500 502 =200 /srv?x=$host;\n"
+                 "  location / { error_page 403 = https://example.com/; return 204; }\n"
+                 "  location /b { return 204; error_page 502 = @b; }\n"
+                 "  location @b { return 204; }\n"
+                 "}\n");
+    ck_assert_uint_eq(c->error_pages.count, 1);
+    ck_assert_uint_eq(c->error_pages.items[0].status, 404);
+    ck_assert_int_eq(c->error_pages.items[0].response, -1);
+    ck_assert_str_eq(c->error_pages.items[0].uri, "/top");
+    const struct conf_server *s = &c->servers[0];
+    ck_assert_uint_eq(s->error_pages.count, 2);
+    ck_assert_uint_eq(s->error_pages.items[0].status, 500);
+    ck_assert_uint_eq(s->error_pages.items[1].status, 502);
+    ck_assert_int_eq(s->error_pages.items[1].response, 200);
+    ck_assert_str_eq(s->error_pages.items[1].uri, "/srv?x=$host");
+    ck_assert_uint_eq(s->error_pages.items[1].uri_pos.line, 2);
+    ck_assert_uint_eq(s->error_pages.items[1].uri_pos.col, 55);
+    ck_assert_uint_eq(s->locations[0].error_pages.count, 1);
+    ck_assert_int_eq(s->locations[0].error_pages.items[0].response, 0);
+    ck_assert_uint_eq(s->locations[1].error_pages.count, 1);
+    ck_assert_str_eq(s->locations[1].error_pages.items[0].uri, "@b");
+    ck_assert_str_eq(s->locations[2].path, "@b");
+    conf_free(c);
+}
+END_TEST
+
 /* limit_req and limit_conn: a block with any of its own does not inherit
  * the enclosing block's (nginx's rule); the statuses default to 503. */
 START_TEST(limit_inheritance)
@@ -1352,6 +1384,33 @@ static const struct error_case error_cases[] = {
      "test.conf:1:18: \"limit_req_status\" must be from 400 to 599, got \"302\""},
     {"server { listen 127.0.0.1:80; limit_conn_zone $a zone=c:1m; }",
      "test.conf:1:31: \"limit_conn_zone\" is not allowed in server (it belongs at top level)"},
+    /* error_page */
+    {"error_page 404;", "test.conf:1:1: \"error_page\" takes at least 2 arguments, got 1"},
+    {"error_page 200 /x;",
+     "test.conf:1:12: invalid error_page code \"200\" (expected 300 to 599, not 499)"},
+    {"error_page 404 499 /x;",
+     "test.conf:1:16: invalid error_page code \"499\" (expected 300 to 599, not 499)"},
+    {"error_page 404 600 /x;",
+     "test.conf:1:16: invalid error_page code \"600\" (expected 300 to 599, not 499)"},
+    {"error_page = /x;", "test.conf:1:12: error_page needs a status code before \"=\""},
+    {"error_page 404 =abc /x;",
+     "test.conf:1:16: invalid response code \"=abc\" (expected \"=\" or =200 to =599)"},
+    {"error_page 404 =199 /x;",
+     "test.conf:1:16: invalid response code \"=199\" (expected \"=\" or =200 to =599)"},
+    {"error_page 404 =200;", "test.conf:1:16: error_page needs a URI after \"=200\""},
+    {"error_page 404 \"\";", "test.conf:1:16: empty error_page URI"},
+    {"error_page 404 \"/a\\nb\";",
+     "test.conf:1:16: an error_page URI cannot hold control characters"},
+    {"server { listen 127.0.0.1:80;\n location / { error_page 502 @down; return 204; } }",
+     "test.conf:2:30: no location \"@down\" in the server at line 1"},
+    {"error_page 404 @top;\nserver { listen 127.0.0.1:80; location / { return 204; } }",
+     "test.conf:1:16: no location \"@top\" in the server at line 2"},
+    {"error_page 404 @;", "test.conf:1:16: empty location name \"@\""},
+    {"server { listen 127.0.0.1:80; location = @a { return 204; } }",
+     "test.conf:1:42: location path must start with \"/\", got \"@a\""},
+    {"upstream u { server 127.0.0.1:1; error_page 502 /x; }",
+     "test.conf:1:34: \"error_page\" is not allowed in upstream (it belongs at top level or in "
+     "server or location)"},
 };
 
 START_TEST(error_table)
@@ -1825,6 +1884,7 @@ Suite *test_suite(void)
     tcase_add_test(valid, servers_told_apart);
     tcase_add_test(valid, access_inheritance);
     tcase_add_test(valid, limit_inheritance);
+    tcase_add_test(valid, error_page_levels);
     tcase_add_test(valid, lexer_forms);
     tcase_add_test(valid, default_text_parses);
     tcase_add_test(valid, relative_paths_follow_their_file);
