@@ -20,7 +20,7 @@ R=3 D=10 Q=500 N=88
 while getopts "r:d:q:n:" o; do
   case $o in r) R=$OPTARG;; d) D=$OPTARG;; q) Q=$OPTARG;; n) N=$OPTARG;; *) exit 2;; esac
 done
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 command -v nginx >/dev/null || { echo "accept-uneven: needs nginx (apt-get install nginx-light)" >&2; exit 2; }
 [ -x build/corral ] || ninja build/corral >/dev/null || exit 2
 bench=tests/bench
