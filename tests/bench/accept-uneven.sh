@@ -14,7 +14,7 @@
 # usage: tests/bench/accept-uneven.sh [-r ROUNDS] [-d SECONDS] [-q RATE] [-n A_COUNT]
 #   -q   connections per second in all (default 500; at 1000 a 2-CPU machine
 #        shared with builds fell behind: p99 of 80 ms to 7 s); -n the heavy path's
-#        length in a's (default 88, about 20 ms here)
+#        length in a's (default 88, about 21 ms of CPU here)
 set -u
 R=3 D=10 Q=500 N=88
 while getopts "r:d:q:n:" o; do
