@@ -6,12 +6,14 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "proto/regex.h"
 
+#include <corral.h>
 #include <errno.h>
 #include <pcre2.h>
 #include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct http_regex {
     pcre2_code *code;
@@ -72,8 +74,23 @@ static void arena_free(void *p, void *data)
     (void)data;
 }
 
-size_t http_regex_match(const struct http_regex *re, const char *subject, size_t len,
-                        size_t ovector[2 * HTTP_REGEX_PAIRS])
+/* Every request can fail the same way: one line a second is enough. */
+static void log_gave_up(int rc, size_t len)
+{
+    static _Thread_local time_t logged;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    if (logged != 0 && now.tv_sec == logged)
+        return;
+    logged = now.tv_sec != 0 ? now.tv_sec : 1;
+    PCRE2_UCHAR text[120];
+    pcre2_get_error_message(rc, text, sizeof(text));
+    corral_log(CORRAL_LOG_ERROR, "regex match on a %zu-byte subject gave up: %s", len,
+               (const char *)text);
+}
+
+int http_regex_match(const struct http_regex *re, const char *subject, size_t len,
+                     size_t ovector[2 * HTTP_REGEX_PAIRS])
 {
     struct arena arena = {.used = 0};
     pcre2_general_context *gc = pcre2_general_context_create(arena_malloc, arena_free, &arena);
@@ -81,12 +98,16 @@ size_t http_regex_match(const struct http_regex *re, const char *subject, size_t
     if (md == NULL)
         return 0; /* cannot happen: the arena is sized for both */
     int rc = pcre2_match(re->code, (PCRE2_SPTR)subject, len, 0, 0, md, NULL);
-    if (rc < 0)
+    if (rc == PCRE2_ERROR_NOMATCH || rc == PCRE2_ERROR_PARTIAL)
         return 0;
+    if (rc < 0) {
+        log_gave_up(rc, len);
+        return HTTP_REGEX_GAVE_UP;
+    }
     /* rc 0: more groups than pairs; every pair is set then. */
-    size_t pairs = rc == 0 ? HTTP_REGEX_PAIRS : (size_t)rc;
+    int pairs = rc == 0 ? HTTP_REGEX_PAIRS : rc;
     const PCRE2_SIZE *v = pcre2_get_ovector_pointer(md);
-    for (size_t i = 0; i < pairs; i++) {
+    for (int i = 0; i < pairs; i++) {
         bool unset = v[2 * i] == PCRE2_UNSET;
         ovector[2 * i] = unset ? 1 : v[2 * i]; /* start > end: unset */
         ovector[2 * i + 1] = unset ? 0 : v[2 * i + 1];

@@ -20,9 +20,16 @@ int http_regex_compile(const char *pattern, bool caseless, struct http_regex **o
 void http_regex_free(struct http_regex *re);
 
 /* Matches `subject`: the number of pairs set in `ovector` (start and end
- * offsets; unset groups have start > end), 0 when it does not match. */
-size_t http_regex_match(const struct http_regex *re, const char *subject, size_t len,
-                        size_t ovector[2 * HTTP_REGEX_PAIRS]);
+ * offsets; unset groups have start > end), 0 when it does not match, or
+ * HTTP_REGEX_GAVE_UP when PCRE2 stopped before knowing (its match or depth
+ * limit, which a crafted subject can reach in a backtracking pattern; the
+ * error is logged, at most once a second per thread).  A caller that
+ * routes or rewrites by the result must not read that as "no match": the
+ * next location or rule would get a request meant for this one.  nginx
+ * answers 500 there, and so does corral. */
+#define HTTP_REGEX_GAVE_UP (-1)
+int http_regex_match(const struct http_regex *re, const char *subject, size_t len,
+                     size_t ovector[2 * HTTP_REGEX_PAIRS]);
 
 /* The group number of a named group, or -1. */
 int http_regex_group(const struct http_regex *re, const char *name, size_t len);

@@ -57,7 +57,7 @@ enum outcome {
     CHANGED,      /* on to a new search */
     CHANGED_STAY, /* break: this location */
     ANSWERED,     /* a redirect was sent */
-    FAILED,       /* out of memory */
+    FAILED,       /* out of memory, or a regex that gave up: 500 */
 };
 
 /* Sends the redirect to `value`, with the request's arguments unless the
@@ -140,7 +140,8 @@ static enum outcome run(struct exchange *ex, const struct http_request *req,
         struct http_request current = uri_request(u, req);
         size_t ovector[2 * HTTP_REGEX_PAIRS];
         struct vars_ctx ctx = {.ex = ex, .req = &current, .escape = VARS_HEADER};
-        vars_set_captures(&ctx, rule->regex, ovector);
+        if (!vars_set_captures(&ctx, rule->regex, ovector))
+            return FAILED; /* as nginx: a 500, never the next rule */
         if (ctx.capture_count == 0)
             continue;
         char small[512];

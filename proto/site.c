@@ -54,6 +54,26 @@ const struct http_location *http_find_location(const struct http_vhost *vhost, c
     return vhost->router != NULL ? vhost->router : http_search_location(vhost, path, len);
 }
 
+/* Where a request goes whose regex location search gave up: a 500, as
+ * in nginx, rather than the longest prefix, which may be a location with
+ * other rules (allow/deny, limits) than the regex meant to apply. */
+static void answer_regex_failure(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)req;
+    (void)data;
+    exchange_respond_error(ex, 500);
+}
+
+static const struct http_handler regex_failure_handler = {
+    .name = "regex-failure",
+    .on_request = answer_regex_failure,
+};
+
+const struct http_location http_location_regex_failure = {
+    .path = "",
+    .handler = &regex_failure_handler,
+};
+
 const struct http_location *http_search_location(const struct http_vhost *vhost, const char *path,
                                                  size_t len)
 {
@@ -78,7 +98,10 @@ const struct http_location *http_search_location(const struct http_vhost *vhost,
     for (size_t i = 0; i < vhost->location_count; i++) {
         const struct http_location *loc = &vhost->locations[i];
         size_t ovector[2 * HTTP_REGEX_PAIRS];
-        if (loc->regex != NULL && http_regex_match(loc->regex, path, len, ovector) > 0)
+        int matched = loc->regex != NULL ? http_regex_match(loc->regex, path, len, ovector) : 0;
+        if (matched == HTTP_REGEX_GAVE_UP)
+            return &http_location_regex_failure;
+        if (matched > 0)
             return loc;
     }
     return best;

@@ -141,7 +141,10 @@ const struct http_location *http_find_location(const struct http_vhost *vhost, c
 
 /* Finds the location for `path` in `vhost` as nginx does: an exact match;
  * else the longest prefix if it is "^~"; else the first regex that
- * matches, in order; else the longest prefix.  NULL if none. */
+ * matches, in order; else the longest prefix.  NULL if none, and
+ * &http_location_regex_failure (which answers 500) when a regex gave up
+ * before knowing whether it matches. */
+extern const struct http_location http_location_regex_failure;
 const struct http_location *http_search_location(const struct http_vhost *vhost, const char *path,
                                                  size_t len);
 

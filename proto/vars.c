@@ -235,13 +235,15 @@ bool vars_template_uses_captures(const struct vars_template *t)
     return false;
 }
 
-void vars_set_captures(struct vars_ctx *ctx, const struct http_regex *re, size_t *ovector)
+bool vars_set_captures(struct vars_ctx *ctx, const struct http_regex *re, size_t *ovector)
 {
     if (ctx->req == NULL || ctx->req->path.data == NULL)
-        return;
+        return true;
     ctx->subject = ctx->req->path.data;
     ctx->ovector = ovector;
-    ctx->capture_count = http_regex_match(re, ctx->req->path.data, ctx->req->path.len, ovector);
+    int pairs = http_regex_match(re, ctx->req->path.data, ctx->req->path.len, ovector);
+    ctx->capture_count = pairs > 0 ? (size_t)pairs : 0;
+    return pairs != HTTP_REGEX_GAVE_UP;
 }
 
 bool vars_template_reads_request(const struct vars_template *t)

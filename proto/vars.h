@@ -149,8 +149,9 @@ int vars_map_add(struct vars_map *map, const char *key, const char *value,
 /* ----------------------------------------------------------------- helpers */
 
 /* Sets the captures of `ctx` to those of `re` matched against the path of
- * ctx->req, in `ovector` (2 * HTTP_REGEX_PAIRS items, the caller's). */
-void vars_set_captures(struct vars_ctx *ctx, const struct http_regex *re, size_t *ovector);
+ * ctx->req, in `ovector` (2 * HTTP_REGEX_PAIRS items, the caller's).
+ * False when the regex gave up (HTTP_REGEX_GAVE_UP): no captures then. */
+bool vars_set_captures(struct vars_ctx *ctx, const struct http_regex *re, size_t *ovector);
 
 /* Fills `out` (33 bytes) with the exchange's $request_id: 128 random bits
  * in hex, drawn once per exchange. */

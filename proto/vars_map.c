@@ -158,7 +158,11 @@ void vars__map_eval(const struct vars_map *map, struct vars_ctx *ctx, struct var
         for (size_t i = 0; i < map->count && !found; i++) {
             const struct map_entry *e = &map->entries[i];
             size_t ovector[2 * HTTP_REGEX_PAIRS];
-            if (e->re != NULL && http_regex_match(e->re, source.data, source.len, ovector) > 0) {
+            int matched =
+                e->re != NULL ? http_regex_match(e->re, source.data, source.len, ovector) : 0;
+            if (matched == HTTP_REGEX_GAVE_UP)
+                break; /* the default, as nginx gives: the later entries were not meant to see it */
+            if (matched > 0) {
                 result = e->value;
                 found = true;
             }

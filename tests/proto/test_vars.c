@@ -767,6 +767,55 @@ START_TEST(locations_are_picked_in_nginx_order)
 }
 END_TEST
 
+/* A backtracking regex that PCRE2 gives up on (its match limit) neither
+ * matches nor fails to: the request gets 500, as in nginx, not the next
+ * location or rewrite rule; and the error log says why.  A map falls back
+ * to its default. */
+START_TEST(a_regex_that_gives_up_answers_500)
+{
+    struct test_daemon d;
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "map $uri $m { ~^/m/(a+)+$ regex; ~. other; default dflt; }\n"
+              "server {\n  listen 127.0.0.1:0;\n"
+              "  location ~ ^/private/(a+)+$ { return 403; }\n"
+              "  location /r/ { rewrite ^/r/(a+)+$ /private last; return 200 \"r\"; }\n"
+              "  location / { return 200 \"open $m\"; }\n"
+              "}\n");
+    /* 40 a's and a near miss: far past the default match limit of 10^7. */
+    char many[64];
+    memset(many, 'a', 40);
+    strcpy(many + 40, "!");
+    static const struct {
+        const char *prefix, *host;
+        unsigned status;
+        const char *body;
+    } cases[] = {
+        {"/private/", "h", 500, NULL},
+        {"/private/aaa", "h", 403, NULL},
+        {"/other/", "h", 200, "open other"},
+        {"/m/", "h", 200, "open dflt"},
+        {"/r/", "h", 500, NULL},
+        {"/r/b", "h", 200, "r"},
+    };
+    char response[4096], request_text[512];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        bool long_path = cases[i].prefix[strlen(cases[i].prefix) - 1] == '/';
+        snprintf(request_text, sizeof(request_text),
+                 "GET %s%s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", cases[i].prefix,
+                 long_path ? many : "", cases[i].host);
+        unsigned status = request(d.port, request_text, response, sizeof(response));
+        ck_assert_msg(status == cases[i].status, "%s: %u %s", request_text, status, response);
+        if (cases[i].body != NULL)
+            ck_assert_msg(strcmp(body_of(response), cases[i].body) == 0, "%s: got \"%s\"",
+                          cases[i].prefix, body_of(response));
+    }
+    char *log = test_daemon_log(&d);
+    ck_assert_msg(strstr(log, "gave up") != NULL, "%s", log);
+    free(log);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(rewrites_follow_nginx)
 {
     struct backend b;
@@ -989,6 +1038,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, tls_variables_name_the_session);
     tcase_add_test(tc, log_format_uses_the_same_variables);
     tcase_add_test(tc, locations_are_picked_in_nginx_order);
+    tcase_add_test(tc, a_regex_that_gives_up_answers_500);
     tcase_add_test(tc, rewrites_follow_nginx);
     tcase_add_test(tc, proxy_pass_with_a_path_replaces_the_prefix);
     tcase_add_loop_test(tc, config_errors_have_their_position, 0,
