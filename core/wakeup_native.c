@@ -159,6 +159,13 @@ static void nested_on_event(struct corral__handle *handle, uint32_t epoll_events
         return;
     struct epoll_event ready[READY_PER_WAKEUP];
     int n = epoll_wait(worker->server->nested_epfd, ready, READY_PER_WAKEUP, 0);
+    if (n <= 0) {
+        /* Woken for nothing: another worker took the connection first.
+         * Counted like an accept() that finds the queue empty. */
+        corral__stat_add(&worker->stats.accept_wakeups, 1);
+        corral__stat_add(&worker->stats.accept_wasted, 1);
+        return;
+    }
     for (int i = 0; i < n && worker->attached; i++) {
         corral_listener *listener = ready[i].data.ptr;
         corral__accept_from(&worker->entries[listener->index]);
