@@ -90,7 +90,7 @@ static bool native_probe(const struct native_kind *kind, bool cap,
         *why = "native round-robin epoll is turned off (CORRAL_CAPS_DISABLE=epoll_rotate)";
     else
         *why = "native CPU-affinity epoll is turned off (CORRAL_CAPS_DISABLE=epoll_affinity)";
-    return cap;
+    return cap && caps->epoll_exclusive; /* the shared set is taken with it */
 }
 
 static bool native_rotate_probe(const struct corral_kernel_caps *caps, const char **why)
