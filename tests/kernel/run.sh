@@ -10,6 +10,7 @@
 #
 # Environment: CORRAL_KERNEL_CACHE (default ${XDG_CACHE_HOME:-/var/cache}/corral-kernel),
 # CORRAL_KERNEL_TIMEOUT (seconds the guest may run, default 3600),
+# CORRAL_KERNEL_IMAGE (a bzImage to boot instead of building one),
 # CORRAL_KERNEL_SMP (guest CPUs, default 4), CORRAL_WAKEBENCH_ARGS (more
 # arguments for every corral-wakebench run in the guest, default -n 2000).
 set -euo pipefail
@@ -46,7 +47,9 @@ obj=$work/build
 kernel=$obj/arch/x86/boot/bzImage
 mkdir -p "$work"
 started=$SECONDS
-if [[ ! -e $work/built ]]; then
+if [[ -n ${CORRAL_KERNEL_IMAGE:-} ]]; then
+  kernel=$CORRAL_KERNEL_IMAGE # built elsewhere, from these patches
+elif [[ ! -e $work/built ]]; then
   if [[ ! -e $work/patched ]]; then
     rm -rf "$src"
     mkdir -p "$src"
@@ -82,7 +85,7 @@ ninja -C "$repo" build/corral build/corral-wakebench build/tests/core/test_nativ
   build/tests/core/test_wakeup build/tests/core/test_wakeup_ebpf >/dev/null
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
-mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,root,corral/tests}
+mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,root,corral/tests/core}
 cp /bin/busybox "$root/bin/busybox"
 binaries=(build/corral build/corral-wakebench build/tests/core/test_native
   build/tests/core/test_wakeup build/tests/core/test_wakeup_ebpf)
