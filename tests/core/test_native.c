@@ -173,9 +173,10 @@ START_TEST(one_connection_wakes_one_worker)
     ck_assert_uint_eq(t.accepts, CONNECTIONS);
     ck_assert_uint_eq(t.wasted, 0);
     ck_assert_uint_eq(t.wakeups, CONNECTIONS);
-    /* About two per connection (2.2 to 2.3 measured), one per worker
-     * for reading the counters; a herd needs WORKERS more per connection. */
-    ck_assert_msg(sleeps <= 3 * CONNECTIONS + WORKERS, "%lu worker sleeps for %d connections",
+    /* Two or three per connection (2.2 to 3.0 measured in the test
+     * kernel), one per worker for reading the counters; a plain nested
+     * set, a herd, took 9.2 per connection there. */
+    ck_assert_msg(sleeps <= 4 * CONNECTIONS + WORKERS, "%lu worker sleeps for %d connections",
                   (unsigned long)sleeps, CONNECTIONS);
     test_stop_server(server);
 }
