@@ -175,7 +175,7 @@ START_TEST(one_connection_wakes_one_worker)
     ck_assert_uint_eq(t.wakeups, CONNECTIONS);
     /* Two or three per connection (2.2 to 3.0 measured in the test
      * kernel), one per worker for reading the counters; a plain nested
-     * set, a herd, took 9.2 per connection there. */
+     * set, a herd, took 9.2 per connection there (on one CPU). */
     ck_assert_msg(sleeps <= 4 * CONNECTIONS + WORKERS, "%lu worker sleeps for %d connections",
                   (unsigned long)sleeps, CONNECTIONS);
     test_stop_server(server);
