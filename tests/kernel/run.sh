@@ -37,10 +37,12 @@ if ((${#missing[@]})); then
 fi
 
 # ----------------------------------------------------- the kernel, cached
-# Keyed by the patches and the config fragment, so an edit of either
-# builds afresh; the tree and the build stay outside the repository.
+# Keyed by the patches' code (not their messages) and the config fragment,
+# so an edit of either builds afresh; the tree and the build stay outside
+# the repository.
 cache=${CORRAL_KERNEL_CACHE:-${XDG_CACHE_HOME:-/var/cache}/corral-kernel}
-key=$(cat "$here"/patches/*.patch "$here/config.fragment" | sha256sum | cut -c1-16)
+key=$( (for p in "$here"/patches/*.patch; do sed -n '/^diff --git/,$p' "$p"; done
+  cat "$here/config.fragment") | sha256sum | cut -c1-16)
 work=$cache/$key
 src=$work/linux
 obj=$work/build
