@@ -541,6 +541,10 @@ void corral__worker_conn_closed(corral_worker *worker);
  * they are closed (server.c).  Main thread. */
 void corral__server_drain_listeners(corral_server *server);
 
+/* Whether the kernel has round-robin and CPU-affinity epoll sets, asked
+ * once (wakeup_native.c); the native ops explain a refusal. */
+void corral__native_probe(bool *rotate, bool *affinity);
+
 /* Kernel capabilities, in probe.c. */
 /* How many workers share one CPU's slot in affinity mode (CPU `slot` of
  * `cpus_used` hosts workers slot, slot + cpus_used, ...). */

@@ -41,17 +41,6 @@ static bool probe_epoll_exclusive(void)
     return ok;
 }
 
-#if defined(EPOLL_ROTATE) || defined(EPOLL_AFFINITY)
-static bool probe_epoll_create_flag(int flag)
-{
-    int epfd = epoll_create1(EPOLL_CLOEXEC | flag);
-    if (epfd == -1)
-        return false;
-    close(epfd);
-    return true;
-}
-#endif
-
 static bool probe_busy_poll(void)
 {
     int epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -104,14 +93,12 @@ static void probe_kernel(void)
 {
     probed.epoll_exclusive = probe_epoll_exclusive();
     /* Round-robin and CPU-affinity epoll sets were proposed upstream but
-     * never merged; they are used only where the system headers name them
-     * and the kernel accepts them. */
-#ifdef EPOLL_ROTATE
-    probed.epoll_rotate = probed.epoll_exclusive && probe_epoll_create_flag(EPOLL_ROTATE);
-#endif
-#ifdef EPOLL_AFFINITY
-    probed.epoll_affinity = probed.epoll_exclusive && probe_epoll_create_flag(EPOLL_AFFINITY);
-#endif
+     * never merged (tests/kernel/ has them as patches): asked of the
+     * kernel itself, which on mainline refuses them. */
+    bool rotate, affinity;
+    corral__native_probe(&rotate, &affinity);
+    probed.epoll_rotate = probed.epoll_exclusive && rotate;
+    probed.epoll_affinity = probed.epoll_exclusive && affinity;
     probed.busy_poll = probe_busy_poll();
     probe_sockets(&probed);
     probe_cpus(&probed);

@@ -7,44 +7,108 @@
  * without the kernel's support, nesting turns exclusive wakeups back into a
  * broadcast, which is why the emulated modes never do it.
  *
- * Mainline kernels have neither flag; the probe reports them missing unless
- * the system headers define them and the kernel accepts them.
+ * Mainline kernels have neither flag (tests/kernel/ patches them into
+ * Linux): the probe asks the kernel at run time and explains a refusal.
  */
 #include "internal.h"
 
-#include <errno.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <unistd.h>
+#include "epoll_native.h"
 
-#ifdef EPOLL_ROTATE
-#define ROTATE_FLAG    EPOLL_ROTATE
-#define ROTATE_MISSING "the kernel refused EPOLL_ROTATE"
-#else
-#define ROTATE_FLAG    0
-#define ROTATE_MISSING "no native round-robin epoll (EPOLL_ROTATE is not in the system headers)"
-#endif
-#ifdef EPOLL_AFFINITY
-#define AFFINITY_FLAG    EPOLL_AFFINITY
-#define AFFINITY_MISSING "the kernel refused EPOLL_AFFINITY"
-#else
-#define AFFINITY_FLAG 0
-#define AFFINITY_MISSING                                                                           \
-    "no native CPU-affinity epoll (EPOLL_AFFINITY is not in the system headers)"
-#endif
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #define READY_PER_WAKEUP 16
 
+struct native_kind {
+    int flag;
+    const char *flag_name, *what;
+    bool works;
+    char why[160]; /* why the kernel refused it; "" if it did not */
+};
+
+static struct native_kind rotate_kind = {
+    .flag = EPOLL_ROTATE, .flag_name = "EPOLL_ROTATE", .what = "round-robin"};
+static struct native_kind affinity_kind = {
+    .flag = EPOLL_AFFINITY, .flag_name = "EPOLL_AFFINITY", .what = "CPU-affinity"};
+static pthread_once_t native_once = PTHREAD_ONCE_INIT;
+
+/* The whole arrangement the modes rely on: a set created with the flag, and
+ * another set taking it with EPOLLEXCLUSIVE, which mainline refuses. */
+static void probe_kind(struct native_kind *kind)
+{
+    int upper = -1, set = epoll_create1(EPOLL_CLOEXEC | kind->flag);
+    if (set == -1) {
+        snprintf(kind->why, sizeof(kind->why),
+                 "the kernel has no %s epoll sets (epoll_create1(%s): %s; mainline Linux lacks "
+                 "them)",
+                 kind->what, kind->flag_name, strerror(errno));
+        return;
+    }
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE};
+    upper = epoll_create1(EPOLL_CLOEXEC);
+    if (upper == -1 || epoll_ctl(upper, EPOLL_CTL_ADD, set, &ev) == -1)
+        snprintf(kind->why, sizeof(kind->why),
+                 "the kernel refused EPOLLEXCLUSIVE on a %s epoll set (%s: %s)", kind->what,
+                 upper == -1 ? "epoll_create1" : "epoll_ctl", strerror(errno));
+    else
+        kind->works = true;
+    if (upper != -1)
+        close(upper);
+    close(set);
+}
+
+static void probe_kinds(void)
+{
+    probe_kind(&rotate_kind);
+    probe_kind(&affinity_kind);
+}
+
+/* The kind, asked of the kernel if it was not yet. */
+static const struct native_kind *probed(const struct native_kind *kind)
+{
+    pthread_once(&native_once, probe_kinds);
+    return kind;
+}
+
+void corral__native_probe(bool *rotate, bool *affinity)
+{
+    pthread_once(&native_once, probe_kinds);
+    *rotate = rotate_kind.works;
+    *affinity = affinity_kind.works;
+}
+
+static bool native_probe(const struct native_kind *kind, bool cap,
+                         const struct corral_kernel_caps *caps, const char **why)
+{
+    if (probed(kind)->why[0] != '\0')
+        *why = kind->why;
+    else if (!caps->epoll_exclusive)
+        *why = "EPOLLEXCLUSIVE is not supported";
+    else if (kind == &rotate_kind)
+        *why = "native round-robin epoll is turned off (CORRAL_CAPS_DISABLE=epoll_rotate)";
+    else
+        *why = "native CPU-affinity epoll is turned off (CORRAL_CAPS_DISABLE=epoll_affinity)";
+    return cap && caps->epoll_exclusive; /* the shared set is taken with it */
+}
+
 static bool native_rotate_probe(const struct corral_kernel_caps *caps, const char **why)
 {
-    *why = ROTATE_MISSING;
-    return caps->epoll_rotate;
+    return native_probe(&rotate_kind, caps->epoll_rotate, caps, why);
 }
 
 static bool native_affinity_probe(const struct corral_kernel_caps *caps, const char **why)
 {
-    *why = AFFINITY_MISSING;
-    return caps->epoll_affinity;
+    return native_probe(&affinity_kind, caps->epoll_affinity, caps, why);
+}
+
+/* The flag to create the shared set with: 0 where the kernel lacks it and
+ * the capability was forced on (tests only), which gives a plain nested set
+ * that wakes every worker but still exercises this path. */
+static int kernel_flag(const struct native_kind *kind)
+{
+    return probed(kind)->works ? kind->flag : 0;
 }
 
 static int nested_setup(corral_server *server, int flag)
@@ -70,12 +134,12 @@ static int nested_setup(corral_server *server, int flag)
 
 static int native_rotate_setup(corral_server *server)
 {
-    return nested_setup(server, ROTATE_FLAG);
+    return nested_setup(server, kernel_flag(&rotate_kind));
 }
 
 static int native_affinity_setup(corral_server *server)
 {
-    return nested_setup(server, AFFINITY_FLAG);
+    return nested_setup(server, kernel_flag(&affinity_kind));
 }
 
 static void nested_teardown(corral_server *server)
@@ -95,6 +159,13 @@ static void nested_on_event(struct corral__handle *handle, uint32_t epoll_events
         return;
     struct epoll_event ready[READY_PER_WAKEUP];
     int n = epoll_wait(worker->server->nested_epfd, ready, READY_PER_WAKEUP, 0);
+    if (n <= 0) {
+        /* Woken for nothing: another worker took the connection first.
+         * Counted like an accept() that finds the queue empty. */
+        corral__stat_add(&worker->stats.accept_wakeups, 1);
+        corral__stat_add(&worker->stats.accept_wasted, 1);
+        return;
+    }
     for (int i = 0; i < n && worker->attached; i++) {
         corral_listener *listener = ready[i].data.ptr;
         corral__accept_from(&worker->entries[listener->index]);
@@ -102,9 +173,8 @@ static void nested_on_event(struct corral__handle *handle, uint32_t epoll_events
 }
 
 /* Mainline refuses EPOLLEXCLUSIVE on an epoll fd; a kernel with the native
- * flag is expected to take it for its rotate and affinity sets.  Built
- * without the flag, a forced capability (tests only) gets a plain nested
- * set, which wakes every worker but still exercises this path. */
+ * flag takes it for its rotate and affinity sets, and then wakes one
+ * worker per connection. */
 static int nested_attach(corral_worker *worker, int kernel_flag)
 {
     worker->nested_handle.on_event = nested_on_event;
@@ -115,12 +185,12 @@ static int nested_attach(corral_worker *worker, int kernel_flag)
 
 static int native_rotate_attach(corral_worker *worker)
 {
-    return nested_attach(worker, ROTATE_FLAG);
+    return nested_attach(worker, kernel_flag(&rotate_kind));
 }
 
 static int native_affinity_attach(corral_worker *worker)
 {
-    return nested_attach(worker, AFFINITY_FLAG);
+    return nested_attach(worker, kernel_flag(&affinity_kind));
 }
 
 static void nested_detach(corral_worker *worker)
