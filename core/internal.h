@@ -407,6 +407,10 @@ struct corral_wakeup_ops {
     const char *description;
     bool per_worker_sockets; /* each worker gets its own socket per listener */
     bool pins_workers;       /* worker i runs on the i-th allowed CPU */
+    /* Connections taken per accept wakeup; 0 means the default batch.  A
+     * mechanism whose kernel wakes one worker per connection sets 1, so a
+     * woken worker does not take what was meant for the next one. */
+    unsigned accept_batch;
     /* Returns true when `caps` can run this mechanism, else sets *why. */
     bool (*probe)(const struct corral_kernel_caps *caps, const char **why);
     int (*setup)(corral_server *server);

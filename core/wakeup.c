@@ -247,9 +247,13 @@ void corral__accept_from(struct corral__accept_entry *entry)
     corral_listener *listener = entry->listener;
     unsigned max = worker->server->config.max_connections;
 
+    unsigned batch = worker->server->wakeup->accept_batch;
+    if (batch == 0)
+        batch = ACCEPT_BATCH;
+
     corral__stat_add(&worker->stats.accept_wakeups, 1);
     bool drained = false;
-    for (int i = 0; i < ACCEPT_BATCH && worker->pause_reasons == 0; i++) {
+    for (unsigned i = 0; i < batch && worker->pause_reasons == 0; i++) {
         struct sockaddr_storage peer;
         socklen_t peer_len = sizeof(peer);
         int fd =
