@@ -423,7 +423,7 @@ void corral__steer_drained(corral_worker *worker)
     struct steer_slot *slot = worker->steer_slot;
     publish_seen(slot);
     /* A compare-and-swap: another worker may be taking one of them. */
-    uint64_t accepted = __atomic_load_n(&slot->accepted, __ATOMIC_RELAXED);
+    __u64 accepted = __atomic_load_n(&slot->accepted, __ATOMIC_RELAXED);
     for (;;) {
         uint64_t selected = __atomic_load_n(&slot->selected, __ATOMIC_RELAXED);
         if (selected <= accepted)
