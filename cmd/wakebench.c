@@ -44,13 +44,23 @@ struct options {
     double spill;     /* wakeup affinity spill=; 0 = the library's */
     unsigned repeat;  /* runs of each mode; the row is the one with the middle p99 */
     const char *disable;
+    const char *trace; /* per-connection timings written here, for the last run */
 };
 
 /* ------------------------------------------------------------ the server */
 
+/* What --trace records of a connection, CLOCK_MONOTONIC ns: when the
+ * client called connect(), when the worker accepted it, when it read the
+ * first bytes and when it had answered (after the heavy work, if any). */
+struct trace_entry {
+    uint64_t started, accepted, read, answered;
+    uint64_t heavy;
+};
+
 /* Latencies recorded by each worker into its own array: no sharing. */
 struct worker_samples {
     uint64_t *latency_ns;
+    struct trace_entry *trace; /* with --trace */
     size_t count, cap;
 } __attribute__((aligned(64)));
 
@@ -107,15 +117,34 @@ static size_t bench_on_data(corral_conn *conn, const char *data, size_t len)
     memcpy(&message, data, sizeof(message));
     struct bench_server *bench = corral_conn_listener_data(conn);
     struct worker_samples *samples = &bench->samples[corral_worker_index(corral_conn_worker(conn))];
-    if (samples->count < samples->cap)
-        samples->latency_ns[samples->count++] = corral_monotonic_ns() - message.started;
+    uint64_t now = corral_monotonic_ns();
+    struct trace_entry *trace = NULL;
+    if (samples->count < samples->cap) {
+        if (samples->trace != NULL)
+            trace = &samples->trace[samples->count];
+        samples->latency_ns[samples->count++] = now - message.started;
+    }
     if (message.heavy) {
         uint64_t until = thread_cpu_ns() + HEAVY_CPU_NS;
         while (thread_cpu_ns() < until)
             ;
     }
     corral_conn_write(conn, "k", 1);
+    if (trace != NULL)
+        *trace = (struct trace_entry){
+            .started = message.started,
+            .accepted = (uint64_t)(uintptr_t)corral_conn_data(conn),
+            .read = now,
+            .answered = corral_monotonic_ns(),
+            .heavy = message.heavy,
+        };
     return sizeof(message);
+}
+
+/* --trace: the accept time rides in the connection's data pointer. */
+static void bench_on_open(corral_conn *conn)
+{
+    corral_conn_set_data(conn, (void *)(uintptr_t)corral_monotonic_ns());
 }
 
 /* stalled: worker 0 sleeps STALL_MS, posted every STALL_EVERY_MS. */
@@ -143,6 +172,8 @@ static void *staller_main(void *arg)
 }
 
 static const struct corral_conn_handler bench_handler = {.on_data = bench_on_data};
+static const struct corral_conn_handler trace_handler = {.on_open = bench_on_open,
+                                                         .on_data = bench_on_data};
 
 /* ---------------------------------------------------------------- a run */
 
@@ -152,6 +183,7 @@ struct result {
     const char *scenario;
     unsigned workers;
     uint64_t accepts, wakeups, wasted, local, sleeps;
+    uint64_t taken; /* balanced: accepted off another worker's queue */
     double max_over_mean;
     double seconds;
     double p50_ms, p99_ms, p999_ms;
@@ -211,6 +243,35 @@ static double percentile_ms(const uint64_t *sorted, size_t n, unsigned per_mille
     return (double)sorted[i < n ? i : n - 1] / 1e6;
 }
 
+/* Appends one line per connection: run, mode, mechanism, workers, worker,
+ * heavy, then connect, accept, first read and answer in microseconds from
+ * the run's start. */
+static void write_trace(const char *path, const struct bench_server *bench, unsigned workers,
+                        uint64_t start, const struct result *r)
+{
+    static unsigned run;
+    FILE *f = fopen(path, run == 0 ? "w" : "a");
+    if (f == NULL) {
+        fprintf(stderr, "corral-wakebench: %s: %s\n", path, strerror(errno));
+        return;
+    }
+    if (run == 0)
+        fprintf(f, "run,mode,mechanism,workers,worker,heavy,connect_us,accept_us,read_us,"
+                   "answer_us\n");
+    for (unsigned w = 0; w < workers; w++) {
+        for (size_t k = 0; k < bench->samples[w].count; k++) {
+            const struct trace_entry *t = &bench->samples[w].trace[k];
+            fprintf(f, "%u,%s,%s,%u,%u,%u,%.1f,%.1f,%.1f,%.1f\n", run, r->mode, r->impl, workers, w,
+                    (unsigned)t->heavy, (double)((int64_t)(t->started - start)) / 1e3,
+                    (double)((int64_t)(t->accepted - start)) / 1e3,
+                    (double)((int64_t)(t->read - start)) / 1e3,
+                    (double)((int64_t)(t->answered - start)) / 1e3);
+        }
+    }
+    fclose(f);
+    run++;
+}
+
 static int run_one(const struct options *opt, enum corral_wakeup_mode mode, const char *disable,
                    unsigned workers, enum scenario scenario, struct result *out)
 {
@@ -235,12 +296,15 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, cons
     for (unsigned i = 0; i < workers; i++) {
         bench->samples[i].cap = opt->connections;
         bench->samples[i].latency_ns = calloc(opt->connections, sizeof(uint64_t));
+        if (opt->trace != NULL)
+            bench->samples[i].trace = calloc(opt->connections, sizeof(struct trace_entry));
     }
     struct corral_listen_options listen_options;
     corral_listen_options_init(&listen_options);
     listen_options.backlog = 4096;
     corral_listener *listener;
-    err = corral_server_listen(bench->server, "127.0.0.1:0", &listen_options, &bench_handler, bench,
+    err = corral_server_listen(bench->server, "127.0.0.1:0", &listen_options,
+                               opt->trace != NULL ? &trace_handler : &bench_handler, bench,
                                &listener);
     if (err == 0)
         err = corral_server_start(bench->server);
@@ -307,6 +371,9 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, cons
         out->wakeups += stats.accept_wakeups;
         out->wasted += stats.accept_wasted;
         out->local += stats.accepts_local;
+        struct corral_steer_stats steer;
+        if (corral_server_steer_stats(bench->server, i, &steer) == 0)
+            out->taken += steer.taken;
         if (stats.accepts > out->max_accepts)
             out->max_accepts = (unsigned)stats.accepts;
         if (stats.accepts < out->min_accepts)
@@ -334,6 +401,8 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, cons
         memcpy(all + n, bench->samples[i].latency_ns, bench->samples[i].count * sizeof(uint64_t));
         n += bench->samples[i].count;
     }
+    if (opt->trace != NULL)
+        write_trace(opt->trace, bench, workers, start, out);
     qsort(all, n, sizeof(uint64_t), compare_u64);
     out->p50_ms = percentile_ms(all, n, 500);
     out->p99_ms = percentile_ms(all, n, 990);
@@ -344,8 +413,10 @@ out:
     if (err != 0)
         fprintf(stderr, "corral-wakebench: %s: %s\n", corral_wakeup_mode_name(mode),
                 strerror(-err));
-    for (unsigned i = 0; i < workers && i < MAX_WORKERS; i++)
+    for (unsigned i = 0; i < workers && i < MAX_WORKERS; i++) {
         free(bench->samples[i].latency_ns);
+        free(bench->samples[i].trace);
+    }
     corral_server_free(bench->server);
     free(bench);
     return err;
@@ -367,9 +438,9 @@ static void print_header(unsigned workers, enum scenario scenario, const struct 
         printf(", the middle of %u runs by p99", opt->repeat);
     if (scenario == SCENARIO_BURST)
         printf(" in bursts of %u", opt->burst);
-    printf("\n%-11s %-9s %7s %9s %7s %9s %8s %8s %8s %8s %8s %8s %7s %7s %4s\n", "mode",
+    printf("\n%-11s %-9s %7s %9s %7s %9s %8s %8s %8s %8s %8s %8s %7s %7s %6s %4s\n", "mode",
            "mechanism", "accepts", "wakeup/ac", "wasted%", "sleeps/ac", "max/mean", "locality",
-           "conn/s", "p50 ms", "p99 ms", "p99.9 ms", "cpu us", "bpf ns", "fail");
+           "conn/s", "p50 ms", "p99 ms", "p99.9 ms", "cpu us", "bpf ns", "taken%", "fail");
 }
 
 static void print_row(const struct result *r)
@@ -378,11 +449,12 @@ static void print_row(const struct result *r)
     double wasted = r->wakeups ? 100.0 * (double)r->wasted / (double)r->wakeups : 0;
     double locality = r->accepts ? (double)r->local / (double)r->accepts : 0;
     double sleeps = r->accepts ? (double)r->sleeps / (double)r->accepts : 0;
+    double taken = r->accepts ? 100.0 * (double)r->taken / (double)r->accepts : 0;
     printf("%-11s %-9s %7lu %9.2f %7.1f %9.2f %8.2f %8.2f %8.0f %8.3f %8.3f %8.3f %7.1f %7.0f "
-           "%4u\n",
+           "%6.1f %4u\n",
            r->mode, r->impl, (unsigned long)r->accepts, per_accept, wasted, sleeps,
            r->max_over_mean, locality, (double)r->accepts / r->seconds, r->p50_ms, r->p99_ms,
-           r->p999_ms, r->cpu_us, r->bpf_ns, r->failures);
+           r->p999_ms, r->cpu_us, r->bpf_ns, taken, r->failures);
 }
 
 static void print_json(const struct result *r, bool first)
@@ -393,14 +465,14 @@ static void print_json(const struct result *r, bool first)
            "\"min_accepts\": %u, \"max_accepts\": %u, \"locality\": %.4f, "
            "\"connections_per_second\": %.1f, \"p50_ms\": %.4f, \"p99_ms\": %.4f, "
            "\"p999_ms\": %.4f, \"cpu_us_per_connection\": %.2f, \"bpf_ns_per_run\": %.1f, "
-           "\"failures\": %u}",
+           "\"taken\": %lu, \"failures\": %u}",
            first ? "" : ",", r->workers, r->scenario, r->mode, r->impl, (unsigned long)r->accepts,
            (unsigned long)r->wakeups, (unsigned long)r->wasted, (unsigned long)r->local,
            (unsigned long)r->sleeps, r->accepts ? (double)r->wakeups / (double)r->accepts : 0,
            r->wakeups ? (double)r->wasted / (double)r->wakeups : 0, r->max_over_mean,
            r->min_accepts, r->max_accepts, r->accepts ? (double)r->local / (double)r->accepts : 0,
            (double)r->accepts / r->seconds, r->p50_ms, r->p99_ms, r->p999_ms, r->cpu_us, r->bpf_ns,
-           r->failures);
+           (unsigned long)r->taken, r->failures);
 }
 
 /* -------------------------------------------------------------- options */
@@ -426,6 +498,8 @@ static void usage(FILE *to)
             "                          start on schedule however many still wait)\n"
             "  -R, --repeat N          run each mode N times, in turns, and show the run with\n"
             "                          the middle p99 (default 1, at most 15)\n"
+            "  -t, --trace FILE        write every connection's connect, accept, first read and\n"
+            "                          answer times (CSV, one line each, all runs) to FILE\n"
             "  -j, --json              machine-readable output\n");
 }
 
@@ -446,10 +520,11 @@ static int parse_options(int argc, char **argv, struct options *opt)
         {"burst", required_argument, NULL, 'b'},    {"disable", required_argument, NULL, 'd'},
         {"json", no_argument, NULL, 'j'},           {"one-cpu", no_argument, NULL, '1'},
         {"spill", required_argument, NULL, 'S'},    {"closed-loop", no_argument, NULL, 'C'},
+        {"trace", required_argument, NULL, 't'},    {"repeat", required_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "w:m:s:n:c:r:b:d:j1S:CR:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "w:m:s:n:c:r:b:d:j1S:CR:t:h", longs, NULL)) != -1) {
         switch (c) {
         case 'w': {
             opt->worker_count_count = 0;
@@ -500,6 +575,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
         case 'S': opt->spill = atof(optarg); break;
         case 'C': opt->closed_loop = true; break;
         case 'R': opt->repeat = (unsigned)atoi(optarg); break;
+        case 't': opt->trace = optarg; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
@@ -569,7 +645,8 @@ int main(int argc, char **argv)
                "worker's accepts over the mean, locality = accepts on the CPU the connection "
                "arrived on, p50/p99/p99.9 = connect() to the worker reading the first bytes, "
                "cpu us = process CPU per connection (workers, clients and kernel), bpf ns = the "
-               "steering program's run time per run\n",
+               "steering program's run time per run, taken%% = accepted off another worker's queue "
+               "(balanced)\n",
                caps.cpu_count);
     else
         printf("[");

@@ -439,6 +439,12 @@ void corral__steer_accepted(corral_worker *worker);
 void corral__steer_drained(corral_worker *worker);
 void corral__steer_closed(corral_worker *worker);
 void corral__steer_busy(corral_worker *worker, bool busy); /* the loop: woke, or waits */
+/* The loop, before it waits: balanced takes the connections left waiting
+ * on other workers' sockets; returns whether it took any. */
+bool corral__steer_take(corral_worker *worker);
+/* Counts an accepted connection in accepts_local if it arrived on the
+ * worker's CPU. */
+void corral__count_locality(corral_worker *worker, int fd);
 
 /* Picks the ops for the server's requested mode along its fallback chain. */
 const struct corral_wakeup_ops *corral__wakeup_choose(enum corral_wakeup_mode requested,

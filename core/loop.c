@@ -360,8 +360,12 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms)
      * long: it publishes when it wakes and when it waits again. */
     corral_worker *steered =
         loop->worker != NULL && loop->worker->steer_slot != NULL ? loop->worker : NULL;
-    if (steered != NULL && timeout_ms != 0)
-        corral__steer_busy(steered, false);
+    if (steered != NULL && timeout_ms != 0) {
+        if (corral__steer_take(steered))
+            timeout_ms = 0; /* took connections off others' queues: serve them now */
+        else
+            corral__steer_busy(steered, false);
+    }
     int n = epoll_wait(loop->epfd, events, EVENTS_PER_WAIT, timeout_ms);
     if (n == -1 && errno != EINTR) {
         int err = -errno;

@@ -207,7 +207,7 @@ void corral__worker_pin(corral_worker *worker)
                      strerror(rc));
 }
 
-static void count_locality(corral_worker *worker, int fd)
+void corral__count_locality(corral_worker *worker, int fd)
 {
     int incoming_cpu;
     socklen_t len = sizeof(incoming_cpu);
@@ -275,7 +275,7 @@ void corral__accept_from(struct corral__accept_entry *entry)
         }
         worker->emfile_logged = false;
         if (listener->addr.ss_family != AF_UNIX)
-            count_locality(worker, fd);
+            corral__count_locality(worker, fd);
         corral__conn_open_accepted(worker, listener, fd, &peer, peer_len);
         if (max > 0 && corral__stat_read(&worker->stats.connections_active) >= max)
             worker_pause(worker, CORRAL__PAUSE_FULL);

@@ -16,6 +16,7 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -23,6 +24,13 @@
 #include <time.h>
 
 #define DEFAULT_SPILL 1.1
+
+/* At most this many other workers' queues looked at each time a balanced
+ * worker is about to wait. */
+#define TAKE_SCAN 64
+
+_Static_assert(sizeof(struct steer_slot) == 128 && offsetof(struct steer_slot, taken) == 64,
+               "a steering slot is two cache lines, its hot fields in the first");
 
 /* One loaded program with its maps, held by the servers that steer with it. */
 struct corral__steer {
@@ -350,8 +358,9 @@ static bool publishing(const corral_worker *worker)
            worker->server;
 }
 
-/* The worker is its slot's only writer, so its fields change by plain
- * stores; the sums are shared by all workers and change by atomic adds. */
+/* The worker is its slot's only writer, so most of its fields change by
+ * plain stores; `accepted`, which a worker taking another's connections
+ * adds to, and the sums shared by all workers change by atomic adds. */
 static void publish_conns(corral_worker *worker)
 {
     struct steer_slot *slot = worker->steer_slot;
@@ -364,11 +373,9 @@ static void publish_conns(corral_worker *worker)
                        __ATOMIC_RELAXED);
 }
 
-static void add_accepted(corral_worker *worker, uint64_t count)
+static void add_accepted(corral_worker *worker, struct steer_slot *slot, uint64_t count)
 {
-    struct steer_slot *slot = worker->steer_slot;
-    __atomic_store_n(&slot->accepted, __atomic_load_n(&slot->accepted, __ATOMIC_RELAXED) + count,
-                     __ATOMIC_RELAXED);
+    __atomic_fetch_add(&slot->accepted, count, __ATOMIC_RELAXED);
     __atomic_fetch_add(&worker->server->steer->skel->bss->total_accepted, count, __ATOMIC_RELAXED);
 }
 
@@ -385,12 +392,24 @@ static void publish_seen(struct steer_slot *slot)
     __atomic_store_n(&slot->seen_ns, clock_now(), __ATOMIC_RELAXED);
 }
 
+/* While a worker takes a connection off another worker's queue: that
+ * worker's slot, whose count of accepted connections it adds to. */
+static _Thread_local struct steer_slot *taking_from;
+
 void corral__steer_accepted(corral_worker *worker)
 {
     if (!publishing(worker))
         return;
-    publish_seen(worker->steer_slot);
-    add_accepted(worker, 1);
+    if (taking_from != NULL) {
+        /* Not the owner's seen_ns: a worker that stalls stays stalled. */
+        add_accepted(worker, taking_from, 1);
+        struct steer_slot *slot = worker->steer_slot;
+        __atomic_store_n(&slot->taken, __atomic_load_n(&slot->taken, __ATOMIC_RELAXED) + 1,
+                         __ATOMIC_RELAXED);
+    } else {
+        publish_seen(worker->steer_slot);
+        add_accepted(worker, worker->steer_slot, 1);
+    }
     publish_conns(worker);
 }
 
@@ -403,10 +422,90 @@ void corral__steer_drained(corral_worker *worker)
         return;
     struct steer_slot *slot = worker->steer_slot;
     publish_seen(slot);
-    uint64_t selected = __atomic_load_n(&slot->selected, __ATOMIC_RELAXED);
-    uint64_t accepted = __atomic_load_n(&slot->accepted, __ATOMIC_RELAXED);
-    if (selected > accepted)
-        add_accepted(worker, selected - accepted);
+    /* A compare-and-swap: another worker may be taking one of them. */
+    __u64 accepted = __atomic_load_n(&slot->accepted, __ATOMIC_RELAXED);
+    for (;;) {
+        uint64_t selected = __atomic_load_n(&slot->selected, __ATOMIC_RELAXED);
+        if (selected <= accepted)
+            return;
+        if (__atomic_compare_exchange_n(&slot->accepted, &accepted, selected, false,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            __atomic_fetch_add(&worker->server->steer->skel->bss->total_accepted,
+                               selected - accepted, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+}
+
+/* Takes up to `max` connections queued on worker `owner`'s sockets. */
+static unsigned take_from(corral_worker *worker, unsigned owner, unsigned max)
+{
+    unsigned taken = 0, limit = worker->server->config.max_connections;
+    struct steer_slot *slot = &worker->server->steer->skel->bss->slots[owner];
+    for (size_t i = 0; i < worker->entry_count && taken < max; i++) {
+        corral_listener *listener = worker->entries[i].listener;
+        if (listener->fds == NULL)
+            continue; /* shared by every worker: no queue of another's */
+        while (taken < max) {
+            /* Below the limit after this one, so no pause is needed. */
+            if (limit > 0 && corral__stat_read(&worker->stats.connections_active) + 1 >= limit)
+                return taken;
+            struct sockaddr_storage peer;
+            socklen_t peer_len = sizeof(peer);
+            int fd = accept4(listener->fds[owner], (struct sockaddr *)&peer, &peer_len,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd == -1) {
+                if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM)
+                    continue;
+                break; /* EAGAIN: empty; anything else is the owner's to handle */
+            }
+            taken++;
+            corral__count_locality(worker, fd);
+            taking_from = slot;
+            corral__conn_open_accepted(worker, listener, fd, &peer, peer_len);
+            taking_from = NULL;
+        }
+    }
+    return taken;
+}
+
+/* balanced: before waiting, a worker takes the connections that have
+ * waited STEER_TAKE_NS on other workers' sockets, so that no connection
+ * waits for one worker while another is idle: a worker in a long request,
+ * or whose thread the kernel does not run, cannot accept them; any worker
+ * could have, with one shared queue.  A connection the owner has already
+ * accepted is not taken: only the queue. */
+bool corral__steer_take(corral_worker *worker)
+{
+    corral_server *server = worker->server;
+    if (server->wakeup != &corral__wakeup_ebpf_balanced || worker->pause_reasons != 0 ||
+        !worker->attached || !publishing(worker))
+        return false;
+    struct steer_bpf__bss *bss = server->steer->skel->bss;
+    /* One shared line says whether anything waits anywhere. */
+    if (__atomic_load_n(&bss->total_selected, __ATOMIC_RELAXED) <=
+        __atomic_load_n(&bss->total_accepted, __ATOMIC_RELAXED))
+        return false;
+    unsigned taken = 0;
+    unsigned n = server->worker_count;
+    uint64_t now = clock_now();
+    for (unsigned k = 1; k < n && k <= TAKE_SCAN; k++) {
+        unsigned owner = (worker->index + k) % n;
+        const struct steer_slot *slot = &bss->slots[owner];
+        uint64_t selected = __atomic_load_n(&slot->selected, __ATOMIC_RELAXED);
+        uint64_t accepted = __atomic_load_n(&slot->accepted, __ATOMIC_RELAXED);
+        if (selected <= accepted)
+            continue;
+        uint64_t since = __atomic_load_n(&slot->seen_ns, __ATOMIC_RELAXED);
+        uint64_t queued_ns = __atomic_load_n(&slot->queued_ns, __ATOMIC_RELAXED);
+        if (queued_ns > since)
+            since = queued_ns;
+        if (now - since < STEER_TAKE_NS || now < since)
+            continue;
+        uint64_t waiting = selected - accepted;
+        taken += take_from(worker, owner, waiting < 4 ? (unsigned)waiting : 4);
+    }
+    return taken > 0;
 }
 
 void corral__steer_busy(corral_worker *worker, bool busy)
@@ -500,6 +599,7 @@ int corral_server_steer_stats(const corral_server *server, unsigned index,
                 (selected > accepted ? selected - accepted : 0),
         .stalled = selected > accepted && clock_now() - since > STEER_STALLED_NS,
         .accepting = __atomic_load_n(&slot->paused, __ATOMIC_RELAXED) == 0,
+        .taken = __atomic_load_n(&slot->taken, __ATOMIC_RELAXED),
     };
     return 0;
 }

@@ -21,7 +21,9 @@ enum steer_mode {
 /*
  * One per worker, in a memory-mapped array: the worker writes its fields
  * with plain stores (no system call), the program adds to its own fields
- * atomically.  64 bytes, so two workers never share a cache line.
+ * atomically.  128 bytes, so two workers never share a cache line (nor
+ * the adjacent line the CPU may fetch with it).  `accepted` is also added
+ * to by other workers (balanced), atomically.
  */
 struct steer_slot {
     __u64 conns;     /* worker: its open connections */
@@ -33,6 +35,8 @@ struct steer_slot {
     __u64 spills;    /* program (affinity): arrived on this worker's CPU, sent elsewhere */
     __u64 seen_ns;   /* worker: CLOCK_MONOTONIC of its last accept or drain */
     __u64 queued_ns; /* program: when a connection was steered to its empty queue */
+    __u64 taken;     /* worker (balanced): connections it took off other workers' queues */
+    __u64 pad[7];
 };
 
 /* A worker that has had connections queued, and accepted none, for this
@@ -51,5 +55,12 @@ struct steer_slot {
 #define STEER_BUSY_NS        (1000 * 1000ull)
 #define STEER_BUSY_SHIFT     10
 #define STEER_BUSY_STAMP(ns) ((__u32)((ns) >> STEER_BUSY_SHIFT) | 1u)
+
+/* balanced: a worker about to wait for events takes the connections that
+ * have been queued this long on another worker's socket, which has not
+ * taken them (it is in a long request, or its thread is not running).
+ * Far longer than an idle worker takes to wake and accept; far shorter
+ * than a slow request. */
+#define STEER_TAKE_NS (200 * 1000ull)
 
 #endif /* CORRAL_BPF_STEER_H */

@@ -764,6 +764,7 @@ struct corral_steer_stats {
     uint64_t load;    /* what the program weighs: open connections + steered, not accepted */
     bool accepting;   /* the program may choose this worker */
     bool stalled;     /* connections have waited on it, none accepted, for 2 ms */
+    uint64_t taken;   /* balanced: connections it took off other workers' queues */
 };
 
 /** Reads worker `index`'s steering counters.  Returns 0, -ENOTSUP when the

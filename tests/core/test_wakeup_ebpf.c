@@ -1,8 +1,9 @@
 /*
  * test_wakeup_ebpf.c: the eBPF-steered modes: an exact rotation, the least
- * loaded of two keeping clear of a stalled or busy worker, affinity spilling over,
- * the load map following connections, and the queue of a socket that
- * leaves the group moving to a live one.
+ * loaded of two keeping clear of a stalled or busy worker and taking what
+ * waits on one, affinity spilling over, the load map following
+ * connections, and the queue of a socket that leaves the group moving to a
+ * live one.
  */
 #include "../helpers.h"
 
@@ -225,6 +226,43 @@ static void wait_load(corral_server *server, unsigned w, uint64_t want)
     }
     ck_abort_msg("worker %u: load %lu, want %lu", w, (unsigned long)load, (unsigned long)want);
 }
+
+START_TEST(balanced_takes_what_waits_on_a_busy_worker)
+{
+    if (!ebpf_available())
+        return;
+    corral_listener *listener;
+    int port;
+    corral_server *server = start(CORRAL_WAKEUP_BALANCED, 2, 0, &listener, &port);
+    /* Both workers busy: worker 1 since earlier, for 300 ms; worker 0
+     * since later, for 3 s.  The program picks the one busy for less long,
+     * worker 0, and the connection queues behind its long callback.  When
+     * worker 1 is done it is about to wait with a connection waiting on
+     * another's socket: it takes it, and the client is answered at once
+     * rather than after worker 0's 3 s. */
+    struct stall long_stall = {.ms = 3000}, short_stall = {.ms = 300};
+    stall_start(server, 1, &short_stall);
+    usleep(100 * 1000);
+    stall_start(server, 0, &long_stall);
+    usleep(20 * 1000);
+    uint64_t started = test_now_ms();
+    int fd = test_connect(port);
+    exchange(fd);
+    uint64_t took = test_now_ms() - started;
+    ck_assert_uint_eq(steer(server, 0).steered, 1);
+    ck_assert_msg(took < 1500, "answered after %lu ms, behind the busy worker",
+                  (unsigned long)took);
+    ck_assert_uint_eq(steer(server, 1).taken, 1);
+    ck_assert_uint_eq(worker_stats(server, 1).accepts, 1);
+    ck_assert_uint_eq(worker_stats(server, 0).accepts, 0);
+    /* The owner's count of accepted connections has the taken one: once
+     * it is closed, neither worker shows any load. */
+    close(fd);
+    wait_load(server, 1, 0);
+    wait_load(server, 0, 0);
+    test_stop_server(server);
+}
+END_TEST
 
 START_TEST(the_load_map_follows_connections)
 {
@@ -453,6 +491,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, roundrobin_is_an_exact_rotation);
     tcase_add_test(tc, balanced_keeps_clear_of_a_stalled_worker);
     tcase_add_test(tc, balanced_passes_over_a_busy_worker);
+    tcase_add_test(tc, balanced_takes_what_waits_on_a_busy_worker);
     tcase_add_test(tc, the_load_map_follows_connections);
     tcase_add_test(tc, affinity_spills_over_when_its_cpu_is_overloaded);
     tcase_add_test(tc, a_closing_socket_hands_its_queue_to_a_live_one);
