@@ -19,7 +19,7 @@
 
 struct worker_totals {
     uint64_t accepts, wakeups, wasted, local, active;
-    uint64_t steered, steer_local, spills, load; /* eBPF steering, running generations */
+    uint64_t steered, steer_local, spills, taken, load; /* eBPF steering, running generations */
 };
 
 /* Per-worker counters of every generation, by worker index; *steering
@@ -37,6 +37,7 @@ static unsigned sum_workers(struct worker_totals *totals, bool *steering)
                                            retired->accept_wakeups[i],
                                            retired->accept_wasted[i],
                                            retired->accepts_local[i],
+                                           0,
                                            0,
                                            0,
                                            0,
@@ -60,6 +61,7 @@ static unsigned sum_workers(struct worker_totals *totals, bool *steering)
                 totals[i].steered += steer.steered;
                 totals[i].steer_local += steer.local;
                 totals[i].spills += steer.spills;
+                totals[i].taken += steer.taken;
                 totals[i].load += steer.load;
             }
         }
@@ -216,6 +218,10 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
                             "wakeup affinity over eBPF: connections that arrived on the worker's "
                             "CPU and went to a less loaded worker.",
                             totals, count, offsetof(struct worker_totals, spills));
+        write_worker_metric(&t, "corral_steer_taken_total", "counter",
+                            "wakeup balanced: connections the worker took off other workers' "
+                            "queues because they had waited there.",
+                            totals, count, offsetof(struct worker_totals, taken));
         write_worker_metric(&t, "corral_steer_load", "gauge",
                             "The load each worker publishes to the eBPF program: open "
                             "connections plus connections steered to it and not yet accepted.",

@@ -131,12 +131,17 @@ START_TEST(wakeup_mode_from_config_shows_in_metrics)
     snprintf(extra, sizeof(extra), "wakeup %s;", modes[_i]);
     write_config(&d, extra, "ok");
     test_daemon_start(&d);
-    char body[8192], expected[128];
+    char body[32768], expected[128];
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
     ck_assert_int_eq(test_daemon_admin_get(&d, "/metrics", body, sizeof(body)), 200);
     snprintf(expected, sizeof(expected), "corral_wakeup_mode_info{requested=\"%s\",mode=\"%s\",",
              modes[_i], modes[_i]);
     ck_assert_msg(strstr(body, expected) != NULL, "no %s in\n%s", expected, body);
+    /* balanced runs only over eBPF, and shows its steering per worker. */
+    if (strcmp(modes[_i], "balanced") == 0) {
+        ck_assert_ptr_nonnull(strstr(body, "corral_steered_total{worker=\"0\"}"));
+        ck_assert_ptr_nonnull(strstr(body, "corral_steer_taken_total{worker=\"0\"} 0\n"));
+    }
     test_daemon_stop(&d);
 }
 END_TEST
