@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct native_kind {
@@ -161,6 +162,15 @@ static void nested_on_event(struct corral__handle *handle, uint32_t epoll_events
         return;
     struct epoll_event ready;
     int n = epoll_wait(worker->server->nested_epfd, &ready, 1, 0);
+    if (n == 0) {
+        /* With no timeout, epoll_wait() looks at the ready list without
+         * its lock and misses it while another worker's scan has it in
+         * hand; with one, it looks again under the lock.  The kernel just
+         * said the set is ready, so a second look that finds nothing is
+         * rare, and then returns within microseconds. */
+        static const struct timespec a_moment = {.tv_nsec = 1};
+        n = epoll_pwait2(worker->server->nested_epfd, &ready, 1, &a_moment, NULL);
+    }
     if (n <= 0) {
         /* Woken for nothing: another worker took the connection first.
          * Counted like an accept() that finds the queue empty. */
