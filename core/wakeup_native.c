@@ -17,9 +17,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
-
-#define READY_PER_WAKEUP 16
 
 struct native_kind {
     int flag;
@@ -149,7 +148,11 @@ static void nested_teardown(corral_server *server)
     server->nested_epfd = -1;
 }
 
-/* The worker was chosen: ask the shared set which listeners are ready. */
+/* The worker was chosen for one connection: ask the shared set for one
+ * ready listener and accept one connection from it (accept_batch 1).  The
+ * set hands out its listeners in turn (they are level-triggered in it), and
+ * taking no more than was announced leaves the next connection to the
+ * worker the kernel tells about it. */
 static void nested_on_event(struct corral__handle *handle, uint32_t epoll_events)
 {
     (void)epoll_events;
@@ -157,8 +160,17 @@ static void nested_on_event(struct corral__handle *handle, uint32_t epoll_events
         (corral_worker *)((char *)handle - offsetof(corral_worker, nested_handle));
     if (!worker->attached)
         return;
-    struct epoll_event ready[READY_PER_WAKEUP];
-    int n = epoll_wait(worker->server->nested_epfd, ready, READY_PER_WAKEUP, 0);
+    struct epoll_event ready;
+    int n = epoll_wait(worker->server->nested_epfd, &ready, 1, 0);
+    if (n == 0) {
+        /* With no timeout, epoll_wait() looks at the ready list without
+         * its lock and misses it while another worker's scan has it in
+         * hand; with one, it looks again under the lock.  The kernel just
+         * said the set is ready, so a second look that finds nothing is
+         * rare, and then returns within microseconds. */
+        static const struct timespec a_moment = {.tv_nsec = 1};
+        n = epoll_pwait2(worker->server->nested_epfd, &ready, 1, &a_moment, NULL);
+    }
     if (n <= 0) {
         /* Woken for nothing: another worker took the connection first.
          * Counted like an accept() that finds the queue empty. */
@@ -166,21 +178,27 @@ static void nested_on_event(struct corral__handle *handle, uint32_t epoll_events
         corral__stat_add(&worker->stats.accept_wasted, 1);
         return;
     }
-    for (int i = 0; i < n && worker->attached; i++) {
-        corral_listener *listener = ready[i].data.ptr;
-        corral__accept_from(&worker->entries[listener->index]);
-    }
+    corral_listener *listener = ready.data.ptr;
+    corral__accept_from(&worker->entries[listener->index]);
 }
 
 /* Mainline refuses EPOLLEXCLUSIVE on an epoll fd; a kernel with the native
- * flag takes it for its rotate and affinity sets, and then wakes one
- * worker per connection. */
+ * flag takes it for its rotate and affinity sets, and then tells one worker
+ * per connection.  Edge-triggered, so that a worker hears of a connection
+ * only when the kernel chose it: level-triggered, the shared set would stay
+ * queued in the worker's epoll after each delivery, and the worker would
+ * take the connections announced to the next ones, which then wake for
+ * nothing.  The kernel keeps the count exact: an event that merges into a
+ * notification still queued is delivered once more, and one queued in a
+ * worker that leaves (EPOLL_CTL_DEL) is passed to another, so none is left
+ * waiting for the next arrival.  The plain nested set (kernel_flag 0, tests
+ * only) wakes every worker and stays level-triggered. */
 static int nested_attach(corral_worker *worker, int kernel_flag)
 {
     worker->nested_handle.on_event = nested_on_event;
-    uint32_t exclusive = kernel_flag != 0 ? EPOLLEXCLUSIVE : 0;
+    uint32_t one_each = kernel_flag != 0 ? EPOLLEXCLUSIVE | EPOLLET : 0;
     return corral__loop_watch(worker->loop, worker->server->nested_epfd, &worker->nested_handle,
-                              EPOLLIN | exclusive);
+                              EPOLLIN | one_each);
 }
 
 static int native_rotate_attach(corral_worker *worker)
@@ -202,6 +220,7 @@ const struct corral_wakeup_ops corral__wakeup_native_rotate = {
     .mode = CORRAL_WAKEUP_ROUNDROBIN,
     .impl = "native",
     .description = "kernel round-robin epoll set shared by the workers",
+    .accept_batch = 1,
     .probe = native_rotate_probe,
     .setup = native_rotate_setup,
     .teardown = nested_teardown,
@@ -213,6 +232,7 @@ const struct corral_wakeup_ops corral__wakeup_native_affinity = {
     .mode = CORRAL_WAKEUP_AFFINITY,
     .impl = "native",
     .description = "kernel CPU-affinity epoll set shared by pinned workers",
+    .accept_batch = 1,
     .pins_workers = true,
     .probe = native_affinity_probe,
     .setup = native_affinity_setup,

@@ -6,6 +6,11 @@
  */
 #include "../helpers.h"
 
+#include "epoll_native.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -216,6 +221,161 @@ START_TEST(affinity_wakes_the_worker_on_the_arrival_cpu)
 }
 END_TEST
 
+/* Holds every worker of a server in a posted callback until released, as a
+ * burst of requests on other connections would. */
+struct hold {
+    atomic_uint held;
+    atomic_bool release;
+};
+
+static void hold_worker(void *arg)
+{
+    struct hold *hold = arg;
+    atomic_fetch_add(&hold->held, 1);
+    while (!atomic_load(&hold->release))
+        usleep(1000);
+}
+
+/* Connections that arrive while every worker is busy are all accepted as
+ * soon as the workers come back, none left for the next arrival, and no
+ * worker is told of a connection another one takes: the kernel tells one
+ * worker per connection, each takes one per notification, and an event
+ * that merges into a notification still queued is delivered once more. */
+START_TEST(a_burst_while_every_worker_is_busy_is_accepted_at_once)
+{
+    enum { WORKERS = 4, CONNECTIONS = 24 };
+    enum corral_wakeup_mode mode = native_modes[_i];
+    if (!native_or_skip(mode))
+        return;
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    int port;
+    corral_server *server = start(mode, &caps, WORKERS, &port);
+    struct hold hold = {0};
+    for (unsigned i = 0; i < WORKERS; i++)
+        ck_assert_int_eq(corral_worker_post(corral_server_worker(server, i), hold_worker, &hold),
+                         0);
+    for (int waited = 0; atomic_load(&hold.held) < WORKERS; waited++) {
+        ck_assert_msg(waited < 10000, "workers were not held within 10 s");
+        usleep(1000);
+    }
+    int fds[CONNECTIONS];
+    for (int i = 0; i < CONNECTIONS; i++) {
+        fds[i] = test_connect(port);
+        test_send_all(fds[i], "ping", 4);
+    }
+    usleep(100000); /* every connection queued, every notification out */
+    atomic_store(&hold.release, true);
+    for (int i = 0; i < CONNECTIONS; i++) {
+        /* The 5 s receive timeout: far longer than the workers need,
+         * far shorter than a wait for a next arrival that never comes. */
+        char reply[2];
+        ck_assert_msg(test_recv_all(fds[i], reply, 2) == 2, "connection %d was not answered", i);
+        close(fds[i]);
+    }
+    struct totals t = sum_stats(server);
+    fprintf(stderr,
+            "native %s, %d workers busy, burst of %d: %lu wakeups, %lu wasted, %lu..%lu each\n",
+            corral_wakeup_mode_name(mode), WORKERS, CONNECTIONS, (unsigned long)t.wakeups,
+            (unsigned long)t.wasted, (unsigned long)t.min, (unsigned long)t.max);
+    ck_assert_uint_eq(t.accepts, CONNECTIONS);
+    ck_assert_uint_eq(t.wasted, 0);
+    ck_assert_uint_eq(t.wakeups, CONNECTIONS);
+    test_stop_server(server);
+}
+END_TEST
+
+/* A listening socket on 127.0.0.1 in a new set created with `flag`, and
+ * `count` sets that add that set with EPOLLEXCLUSIVE | EPOLLET, as corral's
+ * workers do.  False (and a SKIP line) where the kernel refuses. */
+static bool raw_sets(int flag, int *listener, int *port, int *shared, int *upper, int count)
+{
+    *shared = epoll_create1(EPOLL_CLOEXEC | flag);
+    if (*shared == -1) {
+        fprintf(stderr, "SKIP: epoll_create1(0x%x): %s\n", flag, strerror(errno));
+        return false;
+    }
+    *listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(bind(*listener, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(*listener, 64), 0);
+    ck_assert_int_eq(getsockname(*listener, (struct sockaddr *)&addr, &len), 0);
+    *port = ntohs(addr.sin_port);
+    struct epoll_event ev = {.events = EPOLLIN};
+    ck_assert_int_eq(epoll_ctl(*shared, EPOLL_CTL_ADD, *listener, &ev), 0);
+    for (int i = 0; i < count; i++) {
+        upper[i] = epoll_create1(EPOLL_CLOEXEC);
+        ev = (struct epoll_event){.events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLET};
+        if (epoll_ctl(upper[i], EPOLL_CTL_ADD, *shared, &ev) == -1) {
+            fprintf(stderr, "SKIP: EPOLLEXCLUSIVE | EPOLLET on a 0x%x set: %s\n", flag,
+                    strerror(errno));
+            return false;
+        }
+    }
+    return true;
+}
+
+/* How many times `upper` reports the shared set now, without blocking. */
+static int deliveries(int upper)
+{
+    int n = 0;
+    struct epoll_event ev;
+    while (epoll_wait(upper, &ev, 1, 0) == 1)
+        n++;
+    return n;
+}
+
+/* With no task waiting in any upper set, each connection is told to the
+ * next upper set in turn, even one whose notification is still queued, and
+ * each set then delivers once per connection it was told of, not once for
+ * all of them: in turn, 3 and 2.  Nothing is accepted here, so the shared
+ * set stays ready. */
+START_TEST(an_event_is_told_once_and_never_merged_away)
+{
+    enum { UPPER = 2, CONNECTIONS = 5 };
+    int listener, port, shared, upper[UPPER];
+    if (!raw_sets(EPOLL_ROTATE, &listener, &port, &shared, upper, UPPER))
+        return;
+    int clients[CONNECTIONS];
+    for (int i = 0; i < CONNECTIONS; i++)
+        clients[i] = test_connect(port);
+    usleep(50000);
+    int first = deliveries(upper[0]), second = deliveries(upper[1]);
+    fprintf(stderr, "%d connections, no task waiting: %d and %d deliveries\n", CONNECTIONS, first,
+            second);
+    ck_assert_int_eq(first, CONNECTIONS - CONNECTIONS / UPPER);
+    ck_assert_int_eq(second, CONNECTIONS / UPPER);
+    for (int i = 0; i < CONNECTIONS; i++)
+        close(clients[i]);
+    for (int i = 0; i < UPPER; i++)
+        close(upper[i]);
+    close(shared);
+    close(listener);
+}
+END_TEST
+
+/* A set that leaves (EPOLL_CTL_DEL) with a notification still queued
+ * passes it to another, so the connection does not wait for the next. */
+START_TEST(a_set_that_leaves_passes_its_event_on)
+{
+    enum { UPPER = 2 };
+    int listener, port, shared, upper[UPPER];
+    if (!raw_sets(EPOLL_ROTATE, &listener, &port, &shared, upper, UPPER))
+        return;
+    int client = test_connect(port);
+    usleep(50000);
+    /* The first upper set in turn was told of it. */
+    ck_assert_int_eq(epoll_ctl(upper[0], EPOLL_CTL_DEL, shared, NULL), 0);
+    ck_assert_int_eq(deliveries(upper[1]), 1);
+    close(client);
+    for (int i = 0; i < UPPER; i++)
+        close(upper[i]);
+    close(shared);
+    close(listener);
+}
+END_TEST
+
 static char wakeup_line[512]; /* the server's "wakeup ..." log line */
 
 static void keep_wakeup_line(enum corral_log_level level, const char *message, void *arg)
@@ -266,6 +426,9 @@ Suite *test_suite(void)
     tcase_add_test(tc, connections_are_shared_evenly);
     tcase_add_loop_test(tc, one_connection_wakes_one_worker, 0, 2);
     tcase_add_test(tc, affinity_wakes_the_worker_on_the_arrival_cpu);
+    tcase_add_loop_test(tc, a_burst_while_every_worker_is_busy_is_accepted_at_once, 0, 2);
+    tcase_add_test(tc, an_event_is_told_once_and_never_merged_away);
+    tcase_add_test(tc, a_set_that_leaves_passes_its_event_on);
     tcase_add_loop_test(tc, a_refused_native_set_falls_back_to_an_emulation, 0, 2);
     suite_add_tcase(suite, tc);
     return suite;
