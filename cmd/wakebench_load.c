@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +27,10 @@ static int client_connect(int port, bool heavy)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd == -1)
         return -1;
+    /* A connection no worker ever serves counts as a failure after this
+     * long, rather than hanging the run. */
+    static const struct timeval reply_timeout = {.tv_sec = 10};
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &reply_timeout, sizeof(reply_timeout));
     struct message message = {.started = corral_monotonic_ns(), .heavy = heavy};
     if (connect(fd, (struct sockaddr *)&addr, len) == -1 ||
         send(fd, &message, sizeof(message), MSG_NOSIGNAL) != (ssize_t)sizeof(message)) {
