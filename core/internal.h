@@ -445,6 +445,9 @@ bool corral__steer_take(corral_worker *worker);
 /* Counts an accepted connection in accepts_local if it arrived on the
  * worker's CPU. */
 void corral__count_locality(corral_worker *worker, int fd);
+/* Whether an accept4() error concerns only the connection it took off the
+ * queue (or an interruption), so that the next accept may still succeed. */
+bool corral__accept_error_passes(int err);
 
 /* Picks the ops for the server's requested mode along its fallback chain. */
 const struct corral_wakeup_ops *corral__wakeup_choose(enum corral_wakeup_mode requested,

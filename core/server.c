@@ -340,8 +340,7 @@ void corral__server_drain_listeners(corral_server *server)
                 int conn_fd =
                     accept4(fd, (struct sockaddr *)&peer, &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (conn_fd == -1) {
-                    if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO ||
-                        errno == EPERM)
+                    if (corral__accept_error_passes(errno))
                         continue;
                     break; /* EAGAIN: empty; anything else: nothing more to take */
                 }

@@ -240,6 +240,12 @@ static void accept_failed(corral_worker *worker, struct corral__accept_entry *en
     corral__entry_unregister(entry);
 }
 
+bool corral__accept_error_passes(int err)
+{
+    /* EPERM: a firewall rule refused this one connection. */
+    return err == EINTR || err == ECONNABORTED || err == EPROTO || err == EPERM;
+}
+
 void corral__accept_from(struct corral__accept_entry *entry)
 {
     corral_worker *worker = entry->worker;
@@ -259,8 +265,7 @@ void corral__accept_from(struct corral__accept_entry *entry)
         int fd =
             accept4(entry->fd, (struct sockaddr *)&peer, &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd == -1) {
-            /* EPERM: a firewall rule refused this one connection. */
-            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM)
+            if (corral__accept_error_passes(errno))
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 if (i == 0)

@@ -455,7 +455,7 @@ static unsigned take_from(corral_worker *worker, unsigned owner, unsigned max)
             int fd = accept4(listener->fds[owner], (struct sockaddr *)&peer, &peer_len,
                              SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd == -1) {
-                if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM)
+                if (corral__accept_error_passes(errno))
                     continue;
                 break; /* EAGAIN: empty; anything else is the owner's to handle */
             }
