@@ -115,6 +115,17 @@ size_t test_recv_all(int fd, void *buf, size_t len)
     return got;
 }
 
+static size_t ok_on_data(corral_conn *conn, const char *data, size_t len)
+{
+    (void)data;
+    if (len < 4)
+        return 0;
+    corral_conn_write(conn, "ok", 2);
+    return 4;
+}
+
+const struct corral_conn_handler test_ok_handler = {.on_data = ok_on_data};
+
 int test_start_server(corral_server *server, const struct corral_conn_handler *handler, void *data)
 {
     corral_listener *listener;

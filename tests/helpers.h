@@ -44,6 +44,10 @@ size_t test_recv_all(int fd, void *buf, size_t len);
 int test_start_server(corral_server *server, const struct corral_conn_handler *handler,
                       void *data);
 
+/* A handler that answers "ok" to each 4-byte request and keeps the
+ * connection until the client closes it. */
+extern const struct corral_conn_handler test_ok_handler;
+
 /* Stops a started server at once, waits for its workers, frees it. */
 void test_stop_server(corral_server *server);
 

@@ -32,18 +32,6 @@ static bool native_or_skip(enum corral_wakeup_mode mode)
     return false;
 }
 
-/* Answers "ok" to each 4-byte request. */
-static size_t ok_on_data(corral_conn *conn, const char *data, size_t len)
-{
-    (void)data;
-    if (len < 4)
-        return 0;
-    corral_conn_write(conn, "ok", 2);
-    return 4;
-}
-
-static const struct corral_conn_handler ok_handler = {.on_data = ok_on_data};
-
 static corral_server *start(enum corral_wakeup_mode mode, const struct corral_kernel_caps *caps,
                             unsigned workers, int *port)
 {
@@ -54,7 +42,7 @@ static corral_server *start(enum corral_wakeup_mode mode, const struct corral_ke
     config.caps = caps;
     corral_server *server;
     ck_assert_int_eq(corral_server_new(&config, &server), 0);
-    *port = test_start_server(server, &ok_handler, NULL);
+    *port = test_start_server(server, &test_ok_handler, NULL);
     return server;
 }
 

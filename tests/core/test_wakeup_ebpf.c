@@ -31,19 +31,6 @@ static bool ebpf_available(void)
     return false;
 }
 
-/* Each client sends 4 bytes; the server answers "ok" and keeps the
- * connection until the client closes it. */
-static size_t ok_on_data(corral_conn *conn, const char *data, size_t len)
-{
-    (void)data;
-    if (len < 4)
-        return 0;
-    corral_conn_write(conn, "ok", 2);
-    return 4;
-}
-
-static const struct corral_conn_handler ok_handler = {.on_data = ok_on_data};
-
 static corral_server *start(enum corral_wakeup_mode mode, unsigned workers, double spill,
                             corral_listener **listener, int *port)
 {
@@ -54,8 +41,8 @@ static corral_server *start(enum corral_wakeup_mode mode, unsigned workers, doub
     config.wakeup_spill = spill;
     corral_server *server;
     ck_assert_int_eq(corral_server_new(&config, &server), 0);
-    ck_assert_int_eq(corral_server_listen(server, "127.0.0.1:0", NULL, &ok_handler, NULL, listener),
-                     0);
+    ck_assert_int_eq(
+        corral_server_listen(server, "127.0.0.1:0", NULL, &test_ok_handler, NULL, listener), 0);
     *port = corral_listener_port(*listener);
     ck_assert_int_eq(corral_server_start(server), 0);
     struct corral_wakeup_info info;
@@ -427,7 +414,7 @@ START_TEST(a_shared_socket_wakes_one_worker)
     config.wakeup = CORRAL_WAKEUP_BALANCED;
     corral_server *server;
     ck_assert_int_eq(corral_server_new(&config, &server), 0);
-    ck_assert_int_eq(corral_server_listen(server, address, NULL, &ok_handler, NULL, NULL), 0);
+    ck_assert_int_eq(corral_server_listen(server, address, NULL, &test_ok_handler, NULL, NULL), 0);
     ck_assert_int_eq(corral_server_start(server), 0);
     unsigned long before = worker_sleeps(server);
     for (int i = 0; i < CONNECTIONS; i++) {
@@ -465,7 +452,7 @@ START_TEST(without_ebpf_every_mode_falls_back_and_serves)
         config.caps = &caps;
         corral_server *server;
         ck_assert_int_eq(corral_server_new(&config, &server), 0);
-        int port = test_start_server(server, &ok_handler, NULL);
+        int port = test_start_server(server, &test_ok_handler, NULL);
         struct corral_wakeup_info info;
         corral_server_wakeup(server, &info);
         ck_assert_str_eq(info.impl, impls[m]);
