@@ -616,6 +616,48 @@ static int compare_p99(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* balanced's p99 over another mode's, as the median of the ratios of runs
+ * made in the same turn: the machine's load drifts between turns, and a
+ * ratio within one turn cancels most of it.  Before the rows are sorted. */
+static void print_paired(struct result (*results)[MAX_REPEAT], const unsigned *done,
+                         unsigned repeat)
+{
+    size_t balanced = 0;
+    while (runs[balanced].mode != CORRAL_WAKEUP_BALANCED)
+        balanced++;
+    if (done[balanced] != repeat)
+        return;
+    for (size_t k = 0; k < RUN_COUNT; k++) {
+        if (done[k] != repeat)
+            continue;
+        /* The marks balanced is judged against: round-robin without eBPF
+         * (the shared queue) and reuseport hashing. */
+        bool mark =
+            (runs[k].mode == CORRAL_WAKEUP_ROUNDROBIN && strcmp(results[k][0].impl, "ebpf") != 0) ||
+            runs[k].mode == CORRAL_WAKEUP_REUSEPORT;
+        if (!mark)
+            continue;
+        double ratio[MAX_REPEAT];
+        unsigned n = 0;
+        for (unsigned rep = 0; rep < repeat; rep++)
+            if (results[k][rep].p99_ms > 0)
+                ratio[n++] = results[balanced][rep].p99_ms / results[k][rep].p99_ms;
+        if (n == 0)
+            continue;
+        qsort(ratio, n, sizeof(double), compare_double);
+        printf("paired p99: balanced / %s (%s) %.2f, the median of %u turns (%.2f to %.2f)\n",
+               results[k][0].mode, results[k][0].impl,
+               n % 2 ? ratio[n / 2] : (ratio[n / 2 - 1] + ratio[n / 2]) / 2, n, ratio[0],
+               ratio[n - 1]);
+    }
+}
+
 static void print_result(const struct result *r, bool json, bool *first)
 {
     if (json)
@@ -676,6 +718,8 @@ int main(int argc, char **argv)
                         print_result(&results[k][0], opt.json, &first);
                 }
             }
+            if (opt.repeat > 1 && !opt.json)
+                print_paired(results, done, opt.repeat);
             for (size_t k = 0; opt.repeat > 1 && k < RUN_COUNT; k++) {
                 if (done[k] == 0)
                     continue;
