@@ -100,8 +100,11 @@ static __always_inline __u64 plain_load_of(__u32 w)
 static __always_inline __u64 load_of(__u32 w)
 {
     __u64 load = plain_load_of(w);
-    __u64 late = late_for(slot_of(w));
-    return late > 0 ? STEER_STALLED_LOAD + (late << 20) + load : load;
+    struct steer_slot *s = slot_of(w);
+    __u64 late = late_for(s);
+    if (late > 0)
+        return STEER_STALLED_LOAD + (late << 20) + load;
+    return load * 2 + (s->busy_at != 0);
 }
 
 static __always_inline int accepting(__u32 w)
@@ -123,6 +126,16 @@ static __always_inline __u32 next_in_turn(__u32 n)
     return n;
 }
 
+/* Of workers a and b, the less loaded one that accepts (a on a tie), or n
+ * if neither does. */
+static __always_inline __u32 less_loaded(__u32 a, __u32 b, __u32 n)
+{
+    int ok_a = a < n && accepting(a), ok_b = b < n && accepting(b);
+    if (ok_a && ok_b)
+        return load_of(b) < load_of(a) ? b : a;
+    return ok_a ? a : ok_b ? b : n;
+}
+
 static __always_inline __u32 less_loaded_of_two(__u32 n)
 {
     if (n == 1)
@@ -131,14 +144,28 @@ static __always_inline __u32 less_loaded_of_two(__u32 n)
      * worker one connection in n^2 whatever its load. */
     __u32 a = bpf_get_prandom_u32() % n;
     __u32 b = (a + 1 + bpf_get_prandom_u32() % (n - 1)) % n;
-    int ok_a = accepting(a), ok_b = accepting(b);
-    if (ok_a && ok_b)
-        return load_of(a) <= load_of(b) ? a : b;
-    if (ok_a)
-        return a;
-    if (ok_b)
-        return b;
-    return next_in_turn(n);
+    __u32 w = less_loaded(a, b, n);
+    return w < n ? w : next_in_turn(n);
+}
+
+/* A random worker pinned to another CPU than the one at `home` (an index
+ * into the stride of CPUs): worker w runs on CPU w % cpu_stride. */
+static __always_inline __u32 elsewhere(__u32 n, __u32 home)
+{
+    __u32 stride = cpu_stride;
+    __u32 cpu = (home + 1 + bpf_get_prandom_u32() % (stride - 1)) % stride;
+    __u32 on_it = (n - cpu + stride - 1) / stride;
+    return cpu + stride * (bpf_get_prandom_u32() % on_it);
+}
+
+/* The less loaded of two workers on other CPUs: the arrival CPU's workers
+ * were just found overloaded together. */
+static __always_inline __u32 spill_from(__u32 n, __u32 home)
+{
+    if (cpu_stride < 2 || cpu_stride > n || home >= cpu_stride)
+        return less_loaded_of_two(n);
+    __u32 w = less_loaded(elsewhere(n, home), elsewhere(n, home), n);
+    return w < n ? w : less_loaded_of_two(n);
 }
 
 static __always_inline __u32 on_arrival_cpu(__u32 n)
@@ -150,26 +177,41 @@ static __always_inline __u32 on_arrival_cpu(__u32 n)
     if (first == 0 || count == 0)
         return next_in_turn(n); /* nobody on this CPU */
     __u32 local = first - 1;
-    if (count > 1)
-        local += cpu_stride * (bpf_get_prandom_u32() % count);
+    if (count > 1) {
+        /* The less loaded of two of the CPU's workers: with one drawn at
+         * random, one of them runs ahead of its neighbours in a burst. */
+        __u32 i = bpf_get_prandom_u32() % count;
+        __u32 j = (i + 1 + bpf_get_prandom_u32() % (count - 1)) % count;
+        __u32 a = local + cpu_stride * i, w = less_loaded(a, local + cpu_stride * j, n);
+        local = w < n ? w : a;
+    }
     if (local >= n || !accepting(local))
         return less_loaded_of_two(n);
     __u64 selected = total_selected, accepted = total_accepted;
     __u64 sum = total_conns + (selected > accepted ? selected - accepted : 0);
     struct steer_slot *here = slot_of(local);
-    /* Spills when load > factor x mean, and by more than one connection:
-     * with a handful of connections a difference of one is noise, and
-     * spilling on it would give up locality for nothing. */
-    /* The plain load: a worker late by a few ms on a busy machine is no
-     * reason to give up locality; one that stays stalled builds a queue,
-     * which is load. */
-    __u64 load = plain_load_of(local);
-    if (load * n * 16 <= (__u64)spill_x16 * sum || load * n <= sum + n) {
+    /* The load of the CPU's workers against their share of the whole: with
+     * several workers on a CPU, a margin for each would let them all run
+     * ahead of the rest together.  The plain load: a worker late by a few
+     * ms on a busy machine is no reason to give up locality; one that
+     * stays stalled builds a queue, which is load. */
+    __u32 m = count < STEER_CPU_SCAN ? count : STEER_CPU_SCAN;
+    __u64 load = 0;
+    for (__u32 k = 0; k < STEER_CPU_SCAN && k < m; k++) {
+        __u32 w = first - 1 + cpu_stride * k;
+        if (w < n)
+            load += plain_load_of(w);
+    }
+    /* Spills when the load is above factor x share, and by more than one
+     * connection: with a handful of connections a difference of one is
+     * noise, and spilling on it would give up locality for nothing. */
+    __u64 share = sum * m; /* x n */
+    if (load * n * 16 <= (__u64)spill_x16 * share || load * n <= share + n) {
         __sync_fetch_and_add(&here->local, 1);
         return local;
     }
     __sync_fetch_and_add(&here->spills, 1);
-    return less_loaded_of_two(n);
+    return spill_from(n, first - 1);
 }
 
 SEC("sk_reuseport/migrate")

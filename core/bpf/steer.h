@@ -56,11 +56,16 @@ struct steer_slot {
 #define STEER_BUSY_SHIFT     10
 #define STEER_BUSY_STAMP(ns) ((__u32)((ns) >> STEER_BUSY_SHIFT) | 1u)
 
+/* affinity: the arrival CPU's workers whose load is weighed against their
+ * share; on a CPU with more, the first this many stand for them all. */
+#define STEER_CPU_SCAN 64
+
 /* balanced: a worker about to wait for events takes the connections that
  * have been queued this long on another worker's socket, which has not
  * taken them (it is in a long request, or its thread is not running).
- * Far longer than an idle worker takes to wake and accept; far shorter
- * than a slow request. */
-#define STEER_TAKE_NS (200 * 1000ull)
+ * About what a woken idle worker takes to reach accept() when it gets a
+ * CPU at once; far shorter than a slow request.  Taking one too early
+ * costs the owner a wakeup that finds nothing, counted as wasted. */
+#define STEER_TAKE_NS (50 * 1000ull)
 
 #endif /* CORRAL_BPF_STEER_H */

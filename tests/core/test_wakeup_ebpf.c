@@ -327,6 +327,44 @@ START_TEST(affinity_spills_over_when_its_cpu_is_overloaded)
 }
 END_TEST
 
+START_TEST(affinity_weighs_the_arrival_cpu_as_a_whole)
+{
+    enum { WORKERS = 8, HELD = 16 };
+    if (!ebpf_available())
+        return;
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    if (caps.cpu_count < 2) {
+        fprintf(stderr, "SKIPPED: one CPU only, nowhere to spill to\n");
+        return;
+    }
+    /* Several workers on each CPU, every client on the first.  The first
+     * CPU's workers together keep at most their share of the load (half)
+     * plus one connection, and what they spill goes to the other CPU: 9 of
+     * 16 at most stay.  A margin of one for each worker would have let
+     * them keep about 12. */
+    corral_listener *listener;
+    int port;
+    corral_server *server = start(CORRAL_WAKEUP_AFFINITY, WORKERS, 1.1, &listener, &port);
+    int fds[HELD];
+    connect_from_cpu(port, caps.cpus[0], fds, HELD);
+    uint64_t here = 0, elsewhere = 0;
+    for (unsigned w = 0; w < WORKERS; w++) {
+        struct corral_worker_stats stats = worker_stats(server, w);
+        if (stats.cpu == caps.cpus[0])
+            here += stats.accepts;
+        else
+            elsewhere += stats.accepts;
+    }
+    ck_assert_uint_eq(here + elsewhere, HELD);
+    ck_assert_msg(here <= HELD / 2 + 1, "%lu of %d stayed on the arrival CPU",
+                  (unsigned long)here, HELD);
+    for (int i = 0; i < HELD; i++)
+        close(fds[i]);
+    test_stop_server(server);
+}
+END_TEST
+
 START_TEST(a_closing_socket_hands_its_queue_to_a_live_one)
 {
     enum { CONNECTIONS = 10 };
@@ -481,6 +519,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, balanced_takes_what_waits_on_a_busy_worker);
     tcase_add_test(tc, the_load_map_follows_connections);
     tcase_add_test(tc, affinity_spills_over_when_its_cpu_is_overloaded);
+    tcase_add_test(tc, affinity_weighs_the_arrival_cpu_as_a_whole);
     tcase_add_test(tc, a_closing_socket_hands_its_queue_to_a_live_one);
     tcase_add_test(tc, a_shared_socket_wakes_one_worker);
     tcase_add_test(tc, without_ebpf_every_mode_falls_back_and_serves);
