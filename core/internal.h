@@ -440,8 +440,14 @@ void corral__steer_drained(corral_worker *worker);
 void corral__steer_closed(corral_worker *worker);
 void corral__steer_busy(corral_worker *worker, bool busy); /* the loop: woke, or waits */
 /* The loop, before it waits: balanced takes the connections left waiting
- * on other workers' sockets; returns whether it took any. */
-bool corral__steer_take(corral_worker *worker);
+ * on other workers' sockets; returns whether it took any.  If some wait
+ * that are not old enough to take yet, *look_again_ns is set to when they
+ * will be (else 0), and the wait should end then. */
+bool corral__steer_take(corral_worker *worker, uint64_t *look_again_ns);
+/* How long a connection waits on a busy worker's socket before balanced
+ * takes it: STEER_TAKE_NS; tests lengthen it, before the server starts, to
+ * see a worker end its wait for one. */
+extern uint64_t corral__steer_take_ns;
 /* Counts an accepted connection in accepts_local if it arrived on the
  * worker's CPU. */
 void corral__count_locality(corral_worker *worker, int fd);

@@ -353,6 +353,19 @@ static void post_on_event(struct corral__handle *handle, uint32_t epoll_events)
 
 /* ------------------------------------------------------------------ run */
 
+/* epoll_wait() for at most `ns`: a millisecond is far too long to wait for
+ * a connection that will be ready to take in microseconds.  Kernels before
+ * 5.11 lack epoll_pwait2(); they get the millisecond. */
+static int wait_ns(corral_loop *loop, struct epoll_event *events, uint64_t ns)
+{
+    struct timespec timeout = {.tv_sec = (time_t)(ns / 1000000000),
+                               .tv_nsec = (long)(ns % 1000000000)};
+    int n = epoll_pwait2(loop->epfd, events, EVENTS_PER_WAIT, &timeout, NULL);
+    if (n == -1 && errno == ENOSYS)
+        n = epoll_wait(loop->epfd, events, EVENTS_PER_WAIT, 1);
+    return n;
+}
+
 int corral__loop_run_once(corral_loop *loop, int timeout_ms)
 {
     struct epoll_event events[EVENTS_PER_WAIT];
@@ -360,13 +373,16 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms)
      * long: it publishes when it wakes and when it waits again. */
     corral_worker *steered =
         loop->worker != NULL && loop->worker->steer_slot != NULL ? loop->worker : NULL;
+    uint64_t look_again_ns = 0;
     if (steered != NULL && timeout_ms != 0) {
-        if (corral__steer_take(steered))
+        if (corral__steer_take(steered, &look_again_ns))
             timeout_ms = 0; /* took connections off others' queues: serve them now */
         else
             corral__steer_busy(steered, false);
     }
-    int n = epoll_wait(loop->epfd, events, EVENTS_PER_WAIT, timeout_ms);
+    int n = look_again_ns > 0 && (timeout_ms < 0 || look_again_ns < (uint64_t)timeout_ms * 1000000)
+                ? wait_ns(loop, events, look_again_ns)
+                : epoll_wait(loop->epfd, events, EVENTS_PER_WAIT, timeout_ms);
     if (n == -1 && errno != EINTR) {
         int err = -errno;
         corral__error("epoll_wait: %s", strerror(errno));

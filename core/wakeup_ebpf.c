@@ -469,14 +469,17 @@ static unsigned take_from(corral_worker *worker, unsigned owner, unsigned max)
     return taken;
 }
 
+uint64_t corral__steer_take_ns = STEER_TAKE_NS;
+
 /* balanced: before waiting, a worker takes the connections that have
  * waited STEER_TAKE_NS on other workers' sockets, so that no connection
  * waits for one worker while another is idle: a worker in a long request,
  * or whose thread the kernel does not run, cannot accept them; any worker
  * could have, with one shared queue.  A connection the owner has already
  * accepted is not taken: only the queue. */
-bool corral__steer_take(corral_worker *worker)
+bool corral__steer_take(corral_worker *worker, uint64_t *look_again_ns)
 {
+    *look_again_ns = 0;
     corral_server *server = worker->server;
     if (server->wakeup != &corral__wakeup_ebpf_balanced || worker->pause_reasons != 0 ||
         !worker->attached || !publishing(worker))
@@ -500,8 +503,16 @@ bool corral__steer_take(corral_worker *worker)
         uint64_t queued_ns = __atomic_load_n(&slot->queued_ns, __ATOMIC_RELAXED);
         if (queued_ns > since)
             since = queued_ns;
-        if (now - since < STEER_TAKE_NS || now < since)
+        if (now < since)
             continue;
+        if (now - since < corral__steer_take_ns) {
+            /* Not yet: this worker may go to sleep now, and nobody else
+             * may come back to its loop before the owner does. */
+            uint64_t left = corral__steer_take_ns - (now - since);
+            if (*look_again_ns == 0 || left < *look_again_ns)
+                *look_again_ns = left;
+            continue;
+        }
         uint64_t waiting = selected - accepted;
         taken += take_from(worker, owner, waiting < 4 ? (unsigned)waiting : 4);
     }

@@ -1,13 +1,16 @@
 /*
  * test_wakeup_ebpf.c: the eBPF-steered modes: an exact rotation, the least
  * loaded of two keeping clear of a stalled or busy worker and taking what
- * waits on one, affinity spilling over, the load map following
+ * waits on one (waking up for it if need be), affinity spilling over, the load map following
  * connections, and the queue of a socket that leaves the group moving to a
  * live one.
  */
 #include "../helpers.h"
+#include "internal.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -247,6 +250,69 @@ START_TEST(balanced_takes_what_waits_on_a_busy_worker)
     close(fd);
     wait_load(server, 1, 0);
     wait_load(server, 0, 0);
+    test_stop_server(server);
+}
+END_TEST
+
+/* Keeps a worker busy for `ms`, then, in the same loop iteration, connects
+ * to `port` from the worker's own thread. */
+struct busy_connect {
+    unsigned ms;
+    int port;
+    int fd;
+    atomic_bool done;
+};
+
+static void busy_then_connect(void *arg)
+{
+    struct busy_connect *b = arg;
+    usleep(b->ms * 1000);
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)b->port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    b->fd = fd;
+    atomic_store(&b->done, true);
+}
+
+START_TEST(balanced_wakes_up_to_take_what_waits_on_a_busy_worker)
+{
+    if (!ebpf_available())
+        return;
+    /* Worker 1 is busy for 300 ms and then connects; worker 0 has been
+     * busy for 200 ms of a 3 s callback by then, the shorter time, so the
+     * connection is steered to it.  Worker 1 goes back to wait at once,
+     * when the connection is too young to take (taking is put off for
+     * 300 ms here, so that it surely is), and nothing else will wake it:
+     * it must end its wait when the connection is old enough, and take
+     * it, rather than leave it behind the 3 s. */
+    corral__steer_take_ns = 300 * 1000 * 1000;
+    corral_listener *listener;
+    int port;
+    corral_server *server = start(CORRAL_WAKEUP_BALANCED, 2, 0, &listener, &port);
+    struct busy_connect b = {.ms = 300, .port = port, .fd = -1};
+    ck_assert_int_eq(corral_worker_post(corral_server_worker(server, 1), busy_then_connect, &b),
+                     0);
+    usleep(100 * 1000);
+    struct stall long_stall = {.ms = 3000};
+    stall_start(server, 0, &long_stall);
+    for (int i = 0; i < 2000 && !atomic_load(&b.done); i++)
+        usleep(1000);
+    ck_assert(atomic_load(&b.done));
+    ck_assert_int_ge(b.fd, 0);
+    uint64_t started = test_now_ms();
+    exchange(b.fd);
+    uint64_t took = test_now_ms() - started;
+    ck_assert_uint_eq(steer(server, 0).steered, 1);
+    ck_assert_msg(took < 1500, "answered after %lu ms, behind the busy worker",
+                  (unsigned long)took);
+    ck_assert_msg(took >= 200, "answered after %lu ms: taken too young", (unsigned long)took);
+    ck_assert_uint_eq(steer(server, 1).taken, 1);
+    close(b.fd);
     test_stop_server(server);
 }
 END_TEST
@@ -517,6 +583,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, balanced_keeps_clear_of_a_stalled_worker);
     tcase_add_test(tc, balanced_passes_over_a_busy_worker);
     tcase_add_test(tc, balanced_takes_what_waits_on_a_busy_worker);
+    tcase_add_test(tc, balanced_wakes_up_to_take_what_waits_on_a_busy_worker);
     tcase_add_test(tc, the_load_map_follows_connections);
     tcase_add_test(tc, affinity_spills_over_when_its_cpu_is_overloaded);
     tcase_add_test(tc, affinity_weighs_the_arrival_cpu_as_a_whole);
