@@ -176,32 +176,40 @@ static __always_inline __u32 on_arrival_cpu(__u32 n)
     __u32 first = cpu_first[cpu], count = cpu_count[cpu];
     if (first == 0 || count == 0)
         return next_in_turn(n); /* nobody on this CPU */
-    __u32 local = first - 1;
-    if (count > 1) {
-        /* The less loaded of two of the CPU's workers: with one drawn at
-         * random, one of them runs ahead of its neighbours in a burst. */
-        __u32 i = bpf_get_prandom_u32() % count;
-        __u32 j = (i + 1 + bpf_get_prandom_u32() % (count - 1)) % count;
-        __u32 a = local + cpu_stride * i, w = less_loaded(a, local + cpu_stride * j, n);
-        local = w < n ? w : a;
+    /* The CPU's workers: their load together, weighed against their share
+     * of the whole below, and the least loaded of them that accepts (one
+     * of them running ahead of its neighbours would be the busiest),
+     * looked at from a random one on, so that a tie goes to any of them.
+     * By plain load: on a CPU crowded by a burst most of its workers are
+     * late, and the one late the shortest time would get all of it; one
+     * that stays stalled builds a queue, which is load. */
+    __u32 m = count < STEER_CPU_SCAN ? count : STEER_CPU_SCAN;
+    __u32 from = bpf_get_prandom_u32() % m;
+    __u64 load = 0, least = ~0ull;
+    __u32 local = n;
+    for (__u32 k = 0; k < STEER_CPU_SCAN && k < m; k++) {
+        __u32 w = first - 1 + cpu_stride * ((from + k) % m);
+        if (w >= n)
+            break;
+        __u64 plain = plain_load_of(w);
+        load += plain;
+        /* A tie goes to one waiting for events, which the connection wakes. */
+        __u64 weight = plain * 2 + (slot_of(w)->busy_at != 0);
+        if (accepting(w) && weight < least) {
+            least = weight;
+            local = w;
+        }
     }
-    if (local >= n || !accepting(local))
+    if (local >= n)
         return less_loaded_of_two(n);
     __u64 selected = total_selected, accepted = total_accepted;
     __u64 sum = total_conns + (selected > accepted ? selected - accepted : 0);
     struct steer_slot *here = slot_of(local);
-    /* The load of the CPU's workers against their share of the whole: with
-     * several workers on a CPU, a margin for each would let them all run
-     * ahead of the rest together.  The plain load: a worker late by a few
-     * ms on a busy machine is no reason to give up locality; one that
-     * stays stalled builds a queue, which is load. */
-    __u32 m = count < STEER_CPU_SCAN ? count : STEER_CPU_SCAN;
-    __u64 load = 0;
-    for (__u32 k = 0; k < STEER_CPU_SCAN && k < m; k++) {
-        __u32 w = first - 1 + cpu_stride * k;
-        if (w < n)
-            load += plain_load_of(w);
-    }
+    /* Weighed together, because a margin for each of several workers on a
+     * CPU would let them all run ahead of the rest at once.  The plain
+     * load: a worker late by a few ms on a busy machine is no reason to
+     * give up locality; one that stays stalled builds a queue, which is
+     * load. */
     /* Spills when the load is above factor x share, and by more than one
      * connection: with a handful of connections a difference of one is
      * noise, and spilling on it would give up locality for nothing. */
