@@ -31,8 +31,8 @@ void conf__core_defaults(struct conf_config *config)
 }
 
 /* wakeup auto|roundrobin|affinity|exclusive|reuseport|herd|balanced [spill=F]
- * spill: affinity over eBPF, how far above the mean load a worker may go
- * before its CPU's connections spill to others (1 < F <= 100). */
+ * spill: affinity over eBPF, how far above their share of the load a CPU's
+ * workers may go before its connections spill to others (1 < F <= 100). */
 static int apply_wakeup(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
 {

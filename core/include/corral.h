@@ -582,8 +582,8 @@ struct corral_server_config {
     unsigned max_connections;              /* per worker; 0 = unlimited */
     unsigned busy_poll_usecs;              /* epoll busy poll per worker loop; 0 = off */
     const struct corral_kernel_caps *caps; /* NULL: corral_probe(); copied at creation */
-    double wakeup_spill; /* affinity over eBPF: a worker whose load exceeds the mean by this
-                            factor spills new connections to others; 0 = 1.1 */
+    double wakeup_spill; /* affinity over eBPF: a CPU whose workers' load exceeds their share
+                            by this factor spills new connections to others; 0 = 1.1 */
 };
 
 /** Fills `config` with the defaults. */

@@ -1,7 +1,8 @@
 /*
  * test_wakeup_ebpf.c: the eBPF-steered modes: an exact rotation, the least
  * loaded of two keeping clear of a stalled or busy worker and taking what
- * waits on one (waking up for it if need be), affinity spilling over, the load map following
+ * waits on one (waking up for it if need be), affinity spilling over and
+ * weighing the arrival CPU's workers together, the load map following
  * connections, and the queue of a socket that leaves the group moving to a
  * live one.
  */
@@ -295,8 +296,7 @@ START_TEST(balanced_wakes_up_to_take_what_waits_on_a_busy_worker)
     int port;
     corral_server *server = start(CORRAL_WAKEUP_BALANCED, 2, 0, &listener, &port);
     struct busy_connect b = {.ms = 300, .port = port, .fd = -1};
-    ck_assert_int_eq(corral_worker_post(corral_server_worker(server, 1), busy_then_connect, &b),
-                     0);
+    ck_assert_int_eq(corral_worker_post(corral_server_worker(server, 1), busy_then_connect, &b), 0);
     usleep(100 * 1000);
     struct stall long_stall = {.ms = 3000};
     stall_start(server, 0, &long_stall);
@@ -356,17 +356,26 @@ static void connect_from_cpu(int port, int cpu, int *fds, int count)
     pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
 }
 
+/* eBPF steering and two CPUs at least, for affinity to spill from one to
+ * another; says so loudly if not. */
+static bool ebpf_on_two_cpus(struct corral_kernel_caps *caps)
+{
+    if (!ebpf_available())
+        return false;
+    corral_probe(caps);
+    if (caps->cpu_count < 2) {
+        fprintf(stderr, "SKIPPED: one CPU only, nowhere to spill to\n");
+        return false;
+    }
+    return true;
+}
+
 START_TEST(affinity_spills_over_when_its_cpu_is_overloaded)
 {
     enum { HELD = 30 };
-    if (!ebpf_available())
-        return;
     struct corral_kernel_caps caps;
-    corral_probe(&caps);
-    if (caps.cpu_count < 2) {
-        fprintf(stderr, "SKIPPED: one CPU only, nowhere to spill to\n");
+    if (!ebpf_on_two_cpus(&caps))
         return;
-    }
     /* One worker per CPU; every client on the first CPU. */
     for (int run = 0; run < 2; run++) {
         double spill = run == 0 ? 1.5 : 100;
@@ -396,14 +405,9 @@ END_TEST
 START_TEST(affinity_weighs_the_arrival_cpu_as_a_whole)
 {
     enum { WORKERS = 8, HELD = 16 };
-    if (!ebpf_available())
-        return;
     struct corral_kernel_caps caps;
-    corral_probe(&caps);
-    if (caps.cpu_count < 2) {
-        fprintf(stderr, "SKIPPED: one CPU only, nowhere to spill to\n");
+    if (!ebpf_on_two_cpus(&caps))
         return;
-    }
     /* Several workers on each CPU, every client on the first.  The first
      * CPU's workers together keep at most their share of the load (half)
      * plus one connection, and what they spill goes to the other CPU: 9 of
@@ -423,8 +427,8 @@ START_TEST(affinity_weighs_the_arrival_cpu_as_a_whole)
             elsewhere += stats.accepts;
     }
     ck_assert_uint_eq(here + elsewhere, HELD);
-    ck_assert_msg(here <= HELD / 2 + 1, "%lu of %d stayed on the arrival CPU",
-                  (unsigned long)here, HELD);
+    ck_assert_msg(here <= HELD / 2 + 1, "%lu of %d stayed on the arrival CPU", (unsigned long)here,
+                  HELD);
     for (int i = 0; i < HELD; i++)
         close(fds[i]);
     test_stop_server(server);
