@@ -497,7 +497,9 @@ static void usage(FILE *to)
             "                          its next connection (default: open loop, connections\n"
             "                          start on schedule however many still wait)\n"
             "  -R, --repeat N          run each mode N times, in turns, and show the run with\n"
-            "                          the middle p99 (default 1, at most 15)\n"
+            "                          the middle p99 (default 1, at most 15); also prints\n"
+            "                          balanced's p99 over round-robin's (without eBPF) and\n"
+            "                          reuseport's, the median of the ratios of each turn\n"
             "  -t, --trace FILE        write every connection's connect, accept, first read and\n"
             "                          answer times (CSV, one line each, all runs) to FILE\n"
             "  -j, --json              machine-readable output\n");

@@ -205,14 +205,13 @@ static __always_inline __u32 on_arrival_cpu(__u32 n)
     __u64 selected = total_selected, accepted = total_accepted;
     __u64 sum = total_conns + (selected > accepted ? selected - accepted : 0);
     struct steer_slot *here = slot_of(local);
-    /* Weighed together, because a margin for each of several workers on a
-     * CPU would let them all run ahead of the rest at once.  The plain
-     * load: a worker late by a few ms on a busy machine is no reason to
-     * give up locality; one that stays stalled builds a queue, which is
-     * load. */
-    /* Spills when the load is above factor x share, and by more than one
-     * connection: with a handful of connections a difference of one is
-     * noise, and spilling on it would give up locality for nothing. */
+    /* Spills when the CPU's load is above factor x its share, and by more
+     * than one connection: with a handful of connections a difference of
+     * one is noise, and spilling on it would give up locality for
+     * nothing.  The CPU's, not the worker's: a margin for each of several
+     * workers on a CPU would let them all run ahead of the rest at once.
+     * The plain load: a worker late by a few ms on a busy machine is no
+     * reason to give up locality. */
     __u64 share = sum * m; /* x n */
     if (load * n * 16 <= (__u64)spill_x16 * share || load * n <= share + n) {
         __sync_fetch_and_add(&here->local, 1);
