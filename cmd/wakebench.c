@@ -631,9 +631,9 @@ static void print_paired(struct result (*results)[MAX_REPEAT], const unsigned *d
                          unsigned repeat)
 {
     size_t balanced = 0;
-    while (runs[balanced].mode != CORRAL_WAKEUP_BALANCED)
+    while (balanced < RUN_COUNT && runs[balanced].mode != CORRAL_WAKEUP_BALANCED)
         balanced++;
-    if (done[balanced] != repeat)
+    if (balanced == RUN_COUNT || done[balanced] != repeat)
         return;
     for (size_t k = 0; k < RUN_COUNT; k++) {
         if (done[k] != repeat)
@@ -653,8 +653,9 @@ static void print_paired(struct result (*results)[MAX_REPEAT], const unsigned *d
         if (n == 0)
             continue;
         qsort(ratio, n, sizeof(double), compare_double);
-        printf("paired p99: balanced / %s (%s) %.2f, the median of %u turns (%.2f to %.2f)\n",
-               results[k][0].mode, results[k][0].impl,
+        printf("paired p99: balanced (%s) / %s (%s) %.2f, the median of %u turns (%.2f to "
+               "%.2f)\n",
+               results[balanced][0].impl, results[k][0].mode, results[k][0].impl,
                n % 2 ? ratio[n / 2] : (ratio[n / 2 - 1] + ratio[n / 2]) / 2, n, ratio[0],
                ratio[n - 1]);
     }

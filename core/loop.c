@@ -353,17 +353,25 @@ static void post_on_event(struct corral__handle *handle, uint32_t epoll_events)
 
 /* ------------------------------------------------------------------ run */
 
+/* Set once epoll_pwait2() has failed other than by a signal: kernels
+ * before 5.11 lack it, and a seccomp filter may refuse it (EPERM). */
+static atomic_bool pwait2_refused;
+
 /* epoll_wait() for at most `ns`: a millisecond is far too long to wait for
- * a connection that will be ready to take in microseconds.  Kernels before
- * 5.11 lack epoll_pwait2(); they get the millisecond. */
+ * a connection that will be ready to take in microseconds.  Where
+ * epoll_pwait2() is refused, the millisecond it is. */
 static int wait_ns(corral_loop *loop, struct epoll_event *events, uint64_t ns)
 {
-    struct timespec timeout = {.tv_sec = (time_t)(ns / 1000000000),
-                               .tv_nsec = (long)(ns % 1000000000)};
-    int n = epoll_pwait2(loop->epfd, events, EVENTS_PER_WAIT, &timeout, NULL);
-    if (n == -1 && errno == ENOSYS)
-        n = epoll_wait(loop->epfd, events, EVENTS_PER_WAIT, 1);
-    return n;
+    if (!atomic_load_explicit(&pwait2_refused, memory_order_relaxed)) {
+        struct timespec timeout = {.tv_sec = (time_t)(ns / 1000000000),
+                                   .tv_nsec = (long)(ns % 1000000000)};
+        int n = epoll_pwait2(loop->epfd, events, EVENTS_PER_WAIT, &timeout, NULL);
+        if (n != -1 || errno == EINTR)
+            return n;
+        corral__warn("epoll_pwait2: %s; waiting a millisecond instead", strerror(errno));
+        atomic_store_explicit(&pwait2_refused, true, memory_order_relaxed);
+    }
+    return epoll_wait(loop->epfd, events, EVENTS_PER_WAIT, 1);
 }
 
 int corral__loop_run_once(corral_loop *loop, int timeout_ms)

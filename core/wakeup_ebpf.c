@@ -472,7 +472,7 @@ static unsigned take_from(corral_worker *worker, unsigned owner, unsigned max)
 uint64_t corral__steer_take_ns = STEER_TAKE_NS;
 
 /* balanced: before waiting, a worker takes the connections that have
- * waited STEER_TAKE_NS on other workers' sockets, so that no connection
+ * waited corral__steer_take_ns on other workers' sockets, so that no connection
  * waits for one worker while another is idle: a worker in a long request,
  * or whose thread the kernel does not run, cannot accept them; any worker
  * could have, with one shared queue.  A connection the owner has already
@@ -491,7 +491,7 @@ bool corral__steer_take(corral_worker *worker, uint64_t *look_again_ns)
         return false;
     unsigned taken = 0;
     unsigned n = server->worker_count;
-    uint64_t now = clock_now();
+    uint64_t now = clock_now(), take_ns = corral__steer_take_ns;
     for (unsigned k = 1; k < n && k <= TAKE_SCAN; k++) {
         unsigned owner = (worker->index + k) % n;
         const struct steer_slot *slot = &bss->slots[owner];
@@ -505,12 +505,18 @@ bool corral__steer_take(corral_worker *worker, uint64_t *look_again_ns)
             since = queued_ns;
         if (now < since)
             continue;
-        if (now - since < corral__steer_take_ns) {
-            /* Not yet: this worker may go to sleep now, and nobody else
-             * may come back to its loop before the owner does. */
-            uint64_t left = corral__steer_take_ns - (now - since);
-            if (*look_again_ns == 0 || left < *look_again_ns)
-                *look_again_ns = left;
+        if (now - since < take_ns) {
+            /* Not yet.  This worker may go to sleep now, and nobody else
+             * may come back to its loop before the owner does, so it looks
+             * again then: only if the connection went to an empty queue
+             * that the owner, busy, has not accepted from since (an owner
+             * waiting for events is woken for it; one accepting is
+             * draining its queue). */
+            if (since == queued_ns && __atomic_load_n(&slot->busy_at, __ATOMIC_RELAXED) != 0) {
+                uint64_t left = take_ns - (now - since);
+                if (*look_again_ns == 0 || left < *look_again_ns)
+                    *look_again_ns = left;
+            }
             continue;
         }
         uint64_t waiting = selected - accepted;

@@ -164,7 +164,10 @@ static __always_inline __u32 spill_from(__u32 n, __u32 home)
 {
     if (cpu_stride < 2 || cpu_stride > n || home >= cpu_stride)
         return less_loaded_of_two(n);
-    __u32 w = less_loaded(elsewhere(n, home), elsewhere(n, home), n);
+    __u32 stride = cpu_stride, a = elsewhere(n, home), b = elsewhere(n, home);
+    if (b == a) /* two different workers, where that CPU has two */
+        b = a + stride < n ? a + stride : a % stride;
+    __u32 w = less_loaded(a, b, n);
     return w < n ? w : less_loaded_of_two(n);
 }
 
