@@ -508,11 +508,10 @@ bool corral__steer_take(corral_worker *worker, uint64_t *look_again_ns)
         if (now - since < take_ns) {
             /* Not yet.  This worker may go to sleep now, and nobody else
              * may come back to its loop before the owner does, so it looks
-             * again then: only if the connection went to an empty queue
-             * that the owner, busy, has not accepted from since (an owner
-             * waiting for events is woken for it; one accepting is
-             * draining its queue). */
-            if (since == queued_ns && __atomic_load_n(&slot->busy_at, __ATOMIC_RELAXED) != 0) {
+             * again then, if the connection went to an empty queue the
+             * owner has not accepted from since: one accepting is draining
+             * its queue, but one woken for it may not be running. */
+            if (since == queued_ns) {
                 uint64_t left = take_ns - (now - since);
                 if (*look_again_ns == 0 || left < *look_again_ns)
                     *look_again_ns = left;

@@ -137,10 +137,12 @@ START_TEST(wakeup_mode_from_config_shows_in_metrics)
     snprintf(expected, sizeof(expected), "corral_wakeup_mode_info{requested=\"%s\",mode=\"%s\",",
              modes[_i], modes[_i]);
     ck_assert_msg(strstr(body, expected) != NULL, "no %s in\n%s", expected, body);
-    /* balanced runs only over eBPF, and shows its steering per worker. */
+    /* balanced runs only over eBPF, and shows its steering per worker
+     * (whether a worker took the request off another's queue depends on
+     * timing, so not how many it took). */
     if (strcmp(modes[_i], "balanced") == 0) {
         ck_assert_ptr_nonnull(strstr(body, "corral_steered_total{worker=\"0\"}"));
-        ck_assert_ptr_nonnull(strstr(body, "corral_steer_taken_total{worker=\"0\"} 0\n"));
+        ck_assert_ptr_nonnull(strstr(body, "corral_steer_taken_total{worker=\"0\"} "));
     }
     test_daemon_stop(&d);
 }
