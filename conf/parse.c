@@ -515,15 +515,7 @@ static void server_free(struct conf_server *server)
     for (size_t i = 0; i < server->location_count; i++)
         location_free(&server->locations[i]);
     free(server->locations);
-    struct conf_tls *tls = &server->tls;
-    for (size_t i = 0; i < tls->certificate_count; i++) {
-        free(tls->certificates[i].certificate);
-        free(tls->certificates[i].key);
-    }
-    free(tls->certificates);
-    free((void *)tls->settings.ciphers);
-    free((void *)tls->settings.ciphersuites);
-    free((void *)tls->settings.client_ca);
+    conf__tls_free(&server->tls);
     conf__access_free(&server->access);
     conf__limits_free(&server->limits);
     conf__free_add_headers(&server->add_headers);
@@ -552,6 +544,7 @@ void conf_free(struct conf_config *config)
     for (size_t i = 0; i < config->admin_listen_count; i++)
         free(config->admin_listens[i]);
     free(config->admin_listens);
+    conf__admin_free(config);
     for (size_t i = 0; i < config->server_count; i++)
         server_free(&config->servers[i]);
     free(config->servers);

@@ -451,6 +451,42 @@ START_TEST(admin_block)
     ck_assert_uint_eq(c->admin_listen_count, 2);
     ck_assert_str_eq(c->admin_listens[0], "127.0.0.1:9090");
     ck_assert_str_eq(c->admin_listens[1], "[::1]:9090");
+    ck_assert(!c->admin.listens[0].tls && !c->admin.listens[1].tls);
+    ck_assert_uint_eq(c->admin.access.rule_count, 0);
+    ck_assert_ptr_null(c->admin.token_file);
+    conf_free(c);
+}
+END_TEST
+
+/* Who may read it: allow/deny of its own (the top level's are not
+ * inherited), a token file, TLS with client certificates. */
+START_TEST(admin_block_access)
+{
+    struct conf_config *c = parse_ok("deny 192.0.2.1;\n"
+                                     "admin {\n"
+                                     "    listen 127.0.0.1:9090;\n"
+                                     "    listen *:9443 tls;\n"
+                                     "    allow 10.0.0.0/8;\n"
+                                     "    deny all;\n"
+                                     "    auth_token_file secrets/admin.token;\n"
+                                     "    tls_certificate admin.pem;\n"
+                                     "    tls_certificate_key admin.key;\n"
+                                     "    tls_client_certificate ca.pem;\n"
+                                     "}\n");
+    ck_assert_uint_eq(c->admin_listen_count, 2);
+    ck_assert(!c->admin.listens[0].tls && c->admin.listens[1].tls);
+    ck_assert_uint_eq(c->admin.listens[1].pos.line, 4);
+    ck_assert_uint_eq(c->admin.access.rule_count, 2);
+    ck_assert(c->admin.access.rules[0].allow && c->admin.access.rules[0].net.bits == 8);
+    ck_assert(!c->admin.access.rules[1].allow && c->admin.access.rules[1].net.family == AF_UNSPEC);
+    ck_assert_uint_eq(c->access.rule_count, 1);
+    ck_assert_str_eq(c->admin.token_file, "secrets/admin.token");
+    ck_assert_uint_eq(c->admin.token_file_pos.line, 7);
+    ck_assert_uint_eq(c->admin.tls.certificate_count, 1);
+    ck_assert_str_eq(c->admin.tls.certificates[0].key, "admin.key");
+    ck_assert_str_eq(c->admin.tls.settings.client_ca, "ca.pem");
+    /* as in a server: a CA file alone turns verification on */
+    ck_assert_int_eq(c->admin.tls.settings.verify_client, TLS_VERIFY_CLIENT_ON);
     conf_free(c);
 }
 END_TEST
@@ -1012,6 +1048,28 @@ static const struct error_case error_cases[] = {
     {"admin { listen 127.0.0.1:9090; }\n"
      "server { listen 127.0.0.1:9090; location / { return 204; } }",
      "test.conf:1:16: admin listen \"127.0.0.1:9090\" is also a server's listen (at line 2)"},
+    {"admin { listen 127.0.0.1:9090 ssl; }",
+     "test.conf:1:31: unknown admin listen parameter \"ssl\" (expected tls)"},
+    {"admin { listen 127.0.0.1:9090 tls; }",
+     "test.conf:1:16: listen \"127.0.0.1:9090\" is tls but the admin block has no "
+     "\"tls_certificate\""},
+    {"admin { listen 127.0.0.1:9090; tls_verify_client optional; }",
+     "test.conf:1:50: \"tls_verify_client optional\" needs a \"tls_client_certificate\" in the "
+     "same admin block"},
+    {"admin { listen 127.0.0.1:9090; tls_certificate_key a.key; }",
+     "test.conf:1:32: \"tls_certificate_key\" needs a \"tls_certificate\" in the same admin "
+     "block"},
+    {"admin { listen 127.0.0.1:9090; tls_certificate a.pem; }",
+     "test.conf:1:32: \"tls_certificate\" needs a \"tls_certificate_key\" in the same admin "
+     "block"},
+    {"admin { listen 127.0.0.1:9090; allow 10.0.0.0/33; }",
+     "test.conf:1:38: invalid prefix length in \"10.0.0.0/33\" (expected 0 to 32)"},
+    {"admin { listen 127.0.0.1:9090; real_ip_header X-Real-IP; }",
+     "test.conf:1:32: \"real_ip_header\" is not allowed in admin (it belongs at top level or in "
+     "server or location)"},
+    {"admin { listen 127.0.0.1:9090; auth_token_file \"\"; }", "test.conf:1:48: empty path"},
+    {"auth_token_file t;",
+     "test.conf:1:1: \"auth_token_file\" is not allowed at top level (it belongs in admin)"},
     /* servers */
     {"server {\n  location / { return 204; }\n}", "test.conf:1:1: server has no \"listen\""},
     {"server { listen 127.0.0.1:99999; }",
@@ -1086,8 +1144,8 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:443 tls;\n tls_certificate ''; }", "test.conf:2:18: empty path"},
     {"server { listen 127.0.0.1:443 tls;\n tls_certificate a.pem; tls_certificate_key \"\"; }",
      "test.conf:2:45: empty path"},
-    {"tls_certificate a.pem;",
-     "test.conf:1:1: \"tls_certificate\" is not allowed at top level (it belongs in server)"},
+    {"tls_certificate a.pem;", "test.conf:1:1: \"tls_certificate\" is not allowed at top level (it "
+                               "belongs in server or admin)"},
     {"server { listen 127.0.0.1:80;\n tls_protocols TLSv1.2 TLSv1.1; }",
      "test.conf:2:24: unknown TLS protocol \"TLSv1.1\" (expected TLSv1.2 or TLSv1.3)"},
     {"server { listen 127.0.0.1:80;\n tls_protocols SSLv3; }",
@@ -1138,9 +1196,10 @@ static const struct error_case error_cases[] = {
      "test.conf:2:20: \"tls_verify_client optional\" needs a \"tls_client_certificate\" in the "
      "same server"},
     {"server { listen 127.0.0.1:80; location / { return 204;\n tls_verify_client off; } }",
-     "test.conf:2:2: \"tls_verify_client\" is not allowed in location (it belongs in server)"},
+     "test.conf:2:2: \"tls_verify_client\" is not allowed in location (it belongs in server or "
+     "admin)"},
     {"tls_ktls on;",
-     "test.conf:1:1: \"tls_ktls\" is not allowed at top level (it belongs in server)"},
+     "test.conf:1:1: \"tls_ktls\" is not allowed at top level (it belongs in server or admin)"},
     {"server { listen 127.0.0.1:80; tls_sesion_cache 10; }",
      "test.conf:1:31: unknown directive \"tls_sesion_cache\" (did you mean "
      "\"tls_session_cache\"?)"},
@@ -1354,7 +1413,7 @@ static const struct error_case error_cases[] = {
     {"allow 10.0.0.1 10.0.0.2;", "test.conf:1:1: \"allow\" takes 1 argument, got 2"},
     {"upstream app { server 127.0.0.1:1; deny all; }",
      "test.conf:1:36: \"deny\" is not allowed in upstream (it belongs at top level or in "
-     "server or location)"}, /* limit_req_zone, limit_conn_zone, limit_req, limit_conn */
+     "server, location or admin)"}, /* limit_req_zone, limit_conn_zone, limit_req, limit_conn */
     {"limit_req_zone $binary_remote_addr zone=one rate=1r/s;",
      "test.conf:1:36: invalid zone \"zone=one\" (expected zone=NAME:SIZE)"},
     {"limit_req_zone $binary_remote_addr zone=one:10k rate=1r/s;",
@@ -1878,6 +1937,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(valid, field_table, 0, COUNT(field_cases));
     tcase_add_test(valid, core_strings);
     tcase_add_test(valid, admin_block);
+    tcase_add_test(valid, admin_block_access);
     tcase_add_test(valid, full_server);
     tcase_add_test(valid, tls_server);
     tcase_add_test(valid, https_proxy_pass);

@@ -1009,6 +1009,74 @@ START_TEST(client_certificates_are_verified)
 }
 END_TEST
 
+/* ============================================================ the admin listener */
+
+#define ADMIN_TLS(listen, verify)                                                                  \
+    "admin {\n    listen " listen " tls;\n" DEFAULT_CERT                                           \
+    "    tls_client_certificate certs/ca.pem;\n" verify "}\n"
+#define PLAIN_SERVER "server {\n    listen 127.0.0.3:0;\n    location / { return 200 \"ok\"; }\n}\n"
+
+/* An admin listener on TLS with client certificates: one from the CA gets
+ * in; none, or one from another CA, does not get past the handshake. */
+START_TEST(the_admin_listener_verifies_client_certificates)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    test_daemon_write_config(&d, "workers 1;\n" ADMIN_TLS("127.0.0.1:0", "") PLAIN_SERVER);
+    test_daemon_start(&d);
+    static const int versions[] = {TLS1_2_VERSION, TLS1_3_VERSION};
+    for (int v = 0; v < COUNT(versions); v++) {
+        struct client known = {.min_version = versions[v],
+                               .max_version = versions[v],
+                               .sni = "default.test",
+                               .certificate = "client",
+                               .trust = "ca"};
+        struct tls t;
+        ck_assert_msg(tls_open(&t, d.admin_port, &known), "%s: %s", version_name(versions[v]),
+                      t.error);
+        char body[8192];
+        ck_assert_int_eq(tls_get(&t, "admin", "/status", body, sizeof(body)), 200);
+        ck_assert_msg(strstr(body, "\"pid\"") != NULL, "%s", body);
+        tls_close(&t);
+        char why[512];
+        struct client none = {
+            .min_version = versions[v], .max_version = versions[v], .sni = "default.test"};
+        ck_assert_msg(refused(d.admin_port, &none, why, sizeof(why)), "%s, no certificate: %s",
+                      version_name(versions[v]), why);
+        struct client stranger = none;
+        stranger.certificate = "other-client";
+        ck_assert_msg(refused(d.admin_port, &stranger, why, sizeof(why)),
+                      "%s, a certificate from another CA: %s", version_name(versions[v]), why);
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A TLS admin listener on every address counts as guarded only when it
+ * requires a client certificate. */
+START_TEST(a_public_admin_listener_needs_verification_not_to_be_warned)
+{
+    static const struct {
+        const char *conf;
+        bool warned;
+    } cases[] = {
+        {ADMIN_TLS("*:9443", ""), false},
+        {ADMIN_TLS("*:9443", "    tls_verify_client on;\n"), false},
+        {ADMIN_TLS("*:9443", "    tls_verify_client optional;\n"), true},
+        {ADMIN_TLS("*:9443", "    tls_verify_client off;\n"), true},
+    };
+    for (int i = 0; i < COUNT(cases); i++) {
+        char path[PATH_MAX], args[PATH_MAX + 16], out[4096];
+        test_daemon_file(path, sizeof(path), "check.conf");
+        test_write_file(path, cases[i].conf);
+        snprintf(args, sizeof(args), "-t -c '%s'", path);
+        ck_assert_msg(test_daemon_run(args, out, sizeof(out)) == 0, "%s: %s", cases[i].conf, out);
+        bool warned = strstr(out, "admin listen \"*:9443\" is not a loopback address") != NULL;
+        ck_assert_msg(warned == cases[i].warned, "%s: %s", cases[i].conf, out);
+    }
+}
+END_TEST
+
 /* ============================================================ upstream TLS */
 
 /* A second corral as the TLS backend.  The front's locations differ in what
@@ -1252,6 +1320,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, sigpipe_does_not_end_the_daemon);
     tcase_add_test(tc, garbage_and_silence_are_closed_and_counted);
     tcase_add_test(tc, client_certificates_are_verified);
+    tcase_add_test(tc, the_admin_listener_verifies_client_certificates);
+    tcase_add_test(tc, a_public_admin_listener_needs_verification_not_to_be_warned);
     tcase_add_test(tc, proxy_to_an_https_upstream);
     tcase_add_test(tc, health_checks_speak_tls_to_an_https_upstream);
     tcase_add_test(tc, check_reports_certificate_problems_where_they_are_named);
