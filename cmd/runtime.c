@@ -217,6 +217,9 @@ static int proxy_build(struct site *site, struct runtime_vars *vars, size_t inde
         .set_header_count = loc->set_header_count,
         .hide_headers = hides,
         .hide_header_count = loc->hide_header_count,
+        .upgrades = loc->upgrade_set ? (const char *const *)loc->upgrades : proxy_upgrade_default,
+        .upgrade_count = loc->upgrade_set ? loc->upgrade_count : 1,
+        .upgrade_any = loc->upgrade_any,
         .set_values = values,
         .captures = captures,
         .strip = {loc->path, strlen(loc->path)},
@@ -292,6 +295,68 @@ static void report_admin_tls_problem(void *arg, enum tls_conf_item item, size_t 
     (void)vhost;
     const struct conf_admin *admin = &((const struct conf_config *)arg)->admin;
     log_tls_problem(&admin->tls, &admin->pos, item, index, warning, message);
+}
+
+/* Orders server blocks by their TLS settings, which give a vhost its TLS
+ * group: the certificate and key files (as written, in order), the client
+ * certificates' CA file and tls_verify_client. */
+struct tls_member {
+    const struct conf_tls *tls;
+    size_t vhost;
+};
+
+static int strcmp_null(const char *a, const char *b)
+{
+    return a == NULL || b == NULL ? (a != NULL) - (b != NULL) : strcmp(a, b);
+}
+
+static int tls_settings_compare(const struct conf_tls *a, const struct conf_tls *b)
+{
+    if (a->certificate_count != b->certificate_count)
+        return a->certificate_count < b->certificate_count ? -1 : 1;
+    for (size_t i = 0; i < a->certificate_count; i++) {
+        int c = strcmp_null(a->certificates[i].certificate, b->certificates[i].certificate);
+        if (c == 0)
+            c = strcmp_null(a->certificates[i].key, b->certificates[i].key);
+        if (c != 0)
+            return c;
+    }
+    int c = strcmp_null(a->settings.client_ca, b->settings.client_ca);
+    if (c != 0)
+        return c;
+    if (a->settings.verify_client != b->settings.verify_client)
+        return a->settings.verify_client < b->settings.verify_client ? -1 : 1;
+    return 0;
+}
+
+/* By settings, then by vhost: a group's first member is its first vhost. */
+static int tls_member_compare(const void *left, const void *right)
+{
+    const struct tls_member *a = left, *b = right;
+    int c = tls_settings_compare(a->tls, b->tls);
+    return c != 0 ? c : a->vhost < b->vhost ? -1 : a->vhost > b->vhost;
+}
+
+/* Gives each vhost of a TLS site its TLS group: the index of the first vhost
+ * with the same settings.  Sorted, so that many server blocks on one
+ * address cost n log n, not n squared. */
+static int site_tls_groups(struct site *site, const struct conf_server **vhost_servers)
+{
+    size_t count = site->http.vhost_count;
+    struct tls_member *members = calloc(count, sizeof(*members));
+    if (members == NULL)
+        return -ENOMEM;
+    for (size_t v = 0; v < count; v++)
+        members[v] = (struct tls_member){&vhost_servers[v]->tls, v};
+    qsort(members, count, sizeof(*members), tls_member_compare);
+    size_t first = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (tls_settings_compare(members[i].tls, members[first].tls) != 0)
+            first = i;
+        site->vhosts[members[i].vhost].tls_group = (unsigned)members[first].vhost;
+    }
+    free(members);
+    return 0;
 }
 
 /* The site's TLS: each vhost's certificates, and the rest of the settings
@@ -515,6 +580,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
         site->http.http2 = &vhost_servers[0]->http.http2;
     if (err == 0 && site_is_tls(config, address))
         err = site_tls_build(site, vhost_servers, workers);
+    if (err == 0 && site_is_tls(config, address))
+        err = site_tls_groups(site, vhost_servers);
     free(vhost_servers);
     return err;
 }

@@ -194,6 +194,14 @@ struct conf_location {
     size_t set_header_count;
     char **hide_headers; /* proxy_hide_header NAME */
     size_t hide_header_count;
+    /* proxy_upgrade PROTOCOL... | off: the Upgrade protocols passed on
+     * (upgrade_set false: websocket); upgrade_any: every protocol but the
+     * HTTP versions, which nginx's "proxy_set_header Upgrade $http_upgrade"
+     * says. */
+    char **upgrades;
+    size_t upgrade_count;
+    bool upgrade_set, upgrade_any;
+    bool connection_set;                 /* proxy_set_header Connection, which goes with it */
     struct conf_add_headers add_headers; /* its own, not the server's */
     struct conf_rewrites rewrites;
     /* Once parsed, the location's effective proxy settings: its server's,

@@ -496,6 +496,9 @@ static void location_free(struct conf_location *location)
     for (size_t i = 0; i < location->hide_header_count; i++)
         free(location->hide_headers[i]);
     free(location->hide_headers);
+    for (size_t i = 0; i < location->upgrade_count; i++)
+        free(location->upgrades[i]);
+    free(location->upgrades);
     conf__access_free(&location->access);
     conf__limits_free(&location->limits);
     conf__free_add_headers(&location->add_headers);

@@ -342,7 +342,7 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
     }
     const struct http_location *loc = NULL;
     if (status == 0) {
-        st->vhost = http_find_vhost(h2->site, req.host.data, req.host.len);
+        st->vhost = http_route_vhost(h2->site, h2->conn, req.host.data, req.host.len, &status);
         size_t max = st->vhost->limits.max_body_size;
         if (max > 0 && req.content_length > max)
             status = 413;

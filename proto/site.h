@@ -59,6 +59,10 @@ struct http_vhost {
     const struct http_add_headers *add_headers;
     /* error_page for the answers no location gives; NULL: none */
     const struct http_error_pages *error_pages;
+    /* Vhosts of a TLS site with the same TLS settings (certificates, client
+     * certificates) share it: a connection that SNI gave one may ask any of
+     * its group (http_route_vhost()).  0 for every vhost of a plain site. */
+    unsigned tls_group;
 };
 
 struct access_conf;
@@ -152,6 +156,15 @@ const struct http_location *http_search_location(const struct http_vhost *vhost,
  * longest matching wildcard, else the site's first. */
 const struct http_vhost *http_find_vhost(const struct http_site *site, const char *host,
                                          size_t len);
+
+/* The virtual host for a request to `host` (without port) on `conn`,
+ * picked as http_find_vhost() does, unless the client named by SNI a vhost
+ * of another TLS group (struct http_vhost): then the request is misdirected
+ * (RFC 9110 15.5.20): *status becomes 421 and the vhost returned is SNI's,
+ * to which the connection belongs.  *status is left alone otherwise, and
+ * for a connection without TLS or without SNI. */
+const struct http_vhost *http_route_vhost(const struct http_site *site, const corral_conn *conn,
+                                          const char *host, size_t len, unsigned *status);
 
 /* A tls_sni_select_fn for a site's TLS server (`site` is the http_site):
  * SNI picks the certificates of the vhost that Host would pick. */

@@ -723,6 +723,34 @@ START_TEST(https_proxy_pass)
 }
 END_TEST
 
+/* proxy_upgrade lists the upgrades a location passes on; nginx's idiom,
+ * proxy_set_header Upgrade $http_upgrade with its Connection line, says
+ * any, and sets no header of its own. */
+START_TEST(proxy_upgrade_settings)
+{
+    struct conf_config *c =
+        parse_ok("server {\n"
+                 "    listen 127.0.0.1:80;\n"
+                 "    location /a { proxy_pass http://127.0.0.1:1; }\n"
+                 "    location /b { proxy_pass http://127.0.0.1:1; proxy_upgrade websocket foo; }\n"
+                 "    location /c { proxy_pass http://127.0.0.1:1; proxy_upgrade off; }\n"
+                 "    location /d { proxy_pass http://127.0.0.1:1;\n"
+                 "        proxy_set_header Upgrade $http_upgrade;\n"
+                 "        proxy_set_header Connection $connection_upgrade; }\n"
+                 "}\n");
+    const struct conf_location *l = c->servers[0].locations;
+    ck_assert(!l[0].upgrade_set && !l[0].upgrade_any);
+    ck_assert(l[1].upgrade_set && !l[1].upgrade_any);
+    ck_assert_uint_eq(l[1].upgrade_count, 2);
+    ck_assert_str_eq(l[1].upgrades[0], "websocket");
+    ck_assert_str_eq(l[1].upgrades[1], "foo");
+    ck_assert(l[2].upgrade_set && l[2].upgrade_count == 0);
+    ck_assert(!l[3].upgrade_set && l[3].upgrade_any);
+    ck_assert_uint_eq(l[3].set_header_count, 0);
+    conf_free(c);
+}
+END_TEST
+
 START_TEST(servers_told_apart)
 {
     /* Same address with different names, different addresses without
@@ -1370,6 +1398,41 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_hide_header \"\"; } }",
      "test.conf:2:20: invalid header name \"\""},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_upgrade websocket H2C; } }",
+     "test.conf:2:26: proxy_upgrade cannot allow \"H2C\": an HTTP version through a tunnel "
+     "would pass requests that the proxy never checks"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_upgrade http; } }",
+     "test.conf:2:16: proxy_upgrade cannot allow \"http\": an HTTP version through a tunnel "
+     "would pass requests that the proxy never checks"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_upgrade websocket/13; } }",
+     "test.conf:2:16: invalid proxy_upgrade protocol \"websocket/13\" (expected a name such as "
+     "websocket, without a version)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_upgrade websocket off; } }",
+     "test.conf:2:26: \"off\" cannot be combined with protocols"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_upgrade websocket; proxy_set_header Upgrade $http_upgrade; } }",
+     "test.conf:2:44: \"proxy_upgrade\" and \"proxy_set_header Upgrade $http_upgrade\" both "
+     "say which upgrades pass; keep one"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_set_header Upgrade $http_upgrade; proxy_upgrade websocket; } }",
+     "test.conf:2:42: \"proxy_upgrade\" and \"proxy_set_header Upgrade $http_upgrade\" both "
+     "say which upgrades pass; keep one"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_set_header Upgrade \"h2c\"; } }",
+     "test.conf:2:19: proxy_set_header cannot set \"Upgrade\": the proxy derives it"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_set_header Connection close; } }",
+     "test.conf:2:19: proxy_set_header cannot set \"Connection\": the proxy derives it"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_set_header Connection upgrade; proxy_set_header connection \"\"; } }",
+     "test.conf:2:56: duplicate proxy_set_header \"connection\" in this location"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_upgrade websocket; proxy_upgrade foo; } }",
+     "test.conf:2:27: duplicate \"proxy_upgrade\" (first at line 2)"},
     {"proxy_buffer_size 1000;",
      "test.conf:1:19: \"proxy_buffer_size\" must be between 1k and 128k, "
      "got \"1000\""},
@@ -1942,6 +2005,7 @@ Suite *test_suite(void)
     tcase_add_test(valid, tls_server);
     tcase_add_test(valid, https_proxy_pass);
     tcase_add_test(valid, servers_told_apart);
+    tcase_add_test(valid, proxy_upgrade_settings);
     tcase_add_test(valid, access_inheritance);
     tcase_add_test(valid, limit_inheritance);
     tcase_add_test(valid, error_page_levels);

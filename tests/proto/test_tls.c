@@ -542,6 +542,117 @@ START_TEST(sni_picks_the_server_blocks_certificate)
 }
 END_TEST
 
+/* Requests whose Host names another server block than SNI did.  a.test and
+ * shared.test share their certificate and settings, a-verify.test has it
+ * too but asks for client certificates, *.b.test and default.test have
+ * their own. */
+static const struct {
+    const char *sni;  /* NULL: none */
+    const char *host; /* the request's Host, or :authority */
+    int status;
+    const char *body; /* of a 200 */
+} misdirected_cases[] = {
+    {"a.test", "a.test", 200, "a"},
+    {"a.test", "A.Test:443", 200, "a"},
+    {"a.test", "shared.test", 200, "shared"},
+    {"x.b.test", "y.b.test", 200, "b"},
+    {"a.test", "x.b.test", 421, NULL},
+    {"a.test", "default.test", 421, NULL},
+    {"a.test", "a-verify.test", 421, NULL},
+    {"x.b.test", "a.test", 421, NULL},
+    {"unknown.test", "default.test", 200, "default"},
+    {"unknown.test", "other.test", 200, "default"},
+    {"unknown.test", "a.test", 421, NULL},
+    {NULL, "a.test", 200, "a"},
+};
+
+/* A TLS connection belongs to the server block SNI picked: a request on it
+ * for a block with other TLS settings (certificates, client certificates)
+ * gets 421 Misdirected Request, over HTTP/1.1 and HTTP/2 alike, so that the
+ * client asks again on a connection of its own for that name. */
+START_TEST(misdirected_requests_get_421)
+{
+    int port = free_port();
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 1;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:%d tls http2;\n"
+          "    server_name a.test;\n"
+          "    tls_certificate certs/a.pem;\n"
+          "    tls_certificate_key certs/a.key;\n"
+          "    location / { return 200 \"a\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls http2;\n"
+          "    server_name shared.test;\n"
+          "    tls_certificate certs/a.pem;\n"
+          "    tls_certificate_key certs/a.key;\n"
+          "    location / { return 200 \"shared\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls http2;\n"
+          "    server_name a-verify.test;\n"
+          "    tls_certificate certs/a.pem;\n"
+          "    tls_certificate_key certs/a.key;\n"
+          "    tls_client_certificate certs/ca.pem;\n"
+          "    tls_verify_client optional;\n"
+          "    location / { return 200 \"a-verify\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls http2;\n"
+          "    server_name *.b.test;\n"
+          "    tls_certificate certs/b.pem;\n"
+          "    tls_certificate_key certs/b.key;\n"
+          "    location / { return 200 \"b\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls http2 default_server;\n"
+          "    server_name default.test;\n" DEFAULT_CERT
+          "    location / { return 200 \"default\"; }\n"
+          "}\n",
+          port, port, port, port, port);
+    for (int i = 0; i < COUNT(misdirected_cases); i++) {
+        const char *sni = misdirected_cases[i].sni;
+        const char *host = misdirected_cases[i].host;
+        int expected = misdirected_cases[i].status;
+        struct client c = {.sni = sni};
+        struct tls t;
+        ck_assert_msg(tls_open(&t, port, &c), "SNI %s: %s", sni, t.error);
+        char body[64];
+        int status = tls_get(&t, host, "/", body, sizeof(body));
+        ck_assert_msg(status == expected, "HTTP/1.1, SNI %s, Host %s: %d \"%s\" %s, expected %d",
+                      sni, host, status, body, status == 0 ? t.error : "", expected);
+        if (expected == 200)
+            ck_assert_str_eq(body, misdirected_cases[i].body);
+        tls_close(&t);
+        if (sni == NULL)
+            continue; /* curl sends the URL's name */
+
+        /* HTTP/2: SNI from the URL's name, :authority from Host. */
+        char command[512], out[256];
+        snprintf(command, sizeof(command),
+                 "curl -sk --max-time 10 --http2 --resolve %s:%d:127.0.0.1 -H 'Host: %s' "
+                 "-w ' v=%%{http_version} code=%%{http_code}' https://%s:%d/",
+                 sni, port, host, sni, port);
+        FILE *curl = popen(command, "r");
+        ck_assert_ptr_nonnull(curl);
+        size_t len = fread(out, 1, sizeof(out) - 1, curl);
+        out[len] = '\0';
+        pclose(curl);
+        char want[64];
+        snprintf(want, sizeof(want), " v=2 code=%d", expected);
+        ck_assert_msg(strstr(out, want) != NULL, "HTTP/2, SNI %s, :authority %s: \"%s\"", sni, host,
+                      out);
+        if (expected == 200)
+            ck_assert_msg(
+                strncmp(out, misdirected_cases[i].body, strlen(misdirected_cases[i].body)) == 0 &&
+                    out[strlen(misdirected_cases[i].body)] == ' ',
+                "HTTP/2, SNI %s, :authority %s: \"%s\"", sni, host, out);
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(rsa_and_ecdsa_certificates_side_by_side)
 {
     struct test_daemon d;
@@ -1307,6 +1418,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, tls_1_2_and_1_3_are_served_and_older_versions_refused);
     tcase_add_test(tc, sni_picks_the_server_blocks_certificate);
+    tcase_add_test(tc, misdirected_requests_get_421);
     tcase_add_test(tc, rsa_and_ecdsa_certificates_side_by_side);
     tcase_add_test(tc, the_chain_file_is_sent);
     tcase_add_test(tc, renegotiation_is_refused);
