@@ -28,6 +28,8 @@ const char *const http2_counter_names[HTTP2_COUNTERS] = {
     [HTTP2_HEADER_LIST_TOO_LARGE] = "header_list_too_large",
     [HTTP2_STREAMS_REFUSED] = "streams_refused",
     [HTTP2_STREAMS_STALLED] = "streams_stalled",
+    [HTTP2_HEADER_TIMEOUT] = "header_timeout",
+    [HTTP2_PARTIAL_FRAME_TIMEOUT] = "partial_frame_timeout",
 };
 
 /* SETTINGS frames a client may leave unacknowledged, and the window of the
@@ -113,16 +115,47 @@ static uint64_t stall_deadline(const struct http2_conn *h2)
     return at;
 }
 
-/* Idle (no stream open): the idle timeout runs; else the earliest stall
- * deadline of a stream. */
+/* The connection's client_header_timeout: its default server's, since a
+ * header block's server is not known before it is decoded; 0: none. */
+static uint32_t header_timeout_ms(const struct http2_conn *h2)
+{
+    return h2->site->vhosts[0].limits.header_timeout_ms;
+}
+
+/* When the client's bytes in progress are due: a frame header begun, a
+ * header block begun, a request waiting for its END_STREAM, each within
+ * client_header_timeout of its first byte; 0: none. */
+static uint64_t header_deadline(const struct http2_conn *h2)
+{
+    uint32_t ms = header_timeout_ms(h2);
+    uint64_t at = 0;
+    if (ms == 0)
+        return 0;
+    if (h2->scan_have > 0)
+        at = h2->frame_started_ms + ms;
+    if (h2->block_open && (at == 0 || h2->block_started_ms + ms < at))
+        at = h2->block_started_ms + ms;
+    for (const struct h2_stream *st = h2->streams; st != NULL; st = st->next)
+        if (st->awaits_end && (at == 0 || st->head_started_ms + ms < at))
+            at = st->head_started_ms + ms;
+    return at;
+}
+
+/* The earliest of: the header deadline; with no stream open, the idle
+ * timeout from the last whole frame (bytes that complete none are no
+ * progress); else the stall deadline of a stream. */
 static void h2_set_deadline(struct http2_conn *h2)
 {
     uint32_t ms = h2->conf->idle_timeout_ms;
-    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
+    uint64_t at = header_deadline(h2);
+    uint64_t other = 0;
     if (h2->stream_count > 0)
-        corral_conn_set_deadline(h2->conn, stall_deadline(h2));
-    else
-        corral_conn_set_deadline(h2->conn, ms == 0 ? 0 : now + ms);
+        other = stall_deadline(h2);
+    else if (ms != 0)
+        other = h2->idle_from_ms + ms;
+    if (other != 0 && (at == 0 || other < at))
+        at = other;
+    corral_conn_set_deadline(h2->conn, at);
 }
 
 /* One frame from nghttp2 into the connection's output.  Our SETTINGS go
@@ -306,7 +339,10 @@ static void frame_seen(struct http2_conn *h2, uint8_t type, uint8_t flags, uint3
             prefix = headers_prefix(flags);
             h2->block_bytes = 0;
             h2->block_stream = stream_id;
+            h2->block_open = true;
+            h2->block_started_ms = h2->frame_started_ms;
         }
+        h2->scan_ends_block = end_headers;
         h2->block_bytes += length > prefix ? length - prefix : 0;
         if (h2->block_bytes > h2->conf->max_header_list_size)
             h2->block_cut = true;
@@ -331,14 +367,30 @@ static void frame_seen(struct http2_conn *h2, uint8_t type, uint8_t flags, uint3
     }
 }
 
+/* A frame has passed whole: progress, for the idle timeout.  Returns
+ * whether it ended a header block. */
+static bool frame_done(struct http2_conn *h2, uint64_t now)
+{
+    h2->idle_from_ms = now;
+    if (!h2->scan_ends_block)
+        return false;
+    h2->scan_ends_block = false;
+    h2->block_open = false;
+    return true;
+}
+
 /* Walks the frame headers in the client's bytes, ahead of nghttp2: every
  * frame is counted, including those nghttp2 would skip without a callback
- * (for a closed stream, say), whose cost to the server is the same.
- * Returns how many of the bytes nghttp2 may read: all of them, but for a
+ * (for a closed stream, say), whose cost to the server is the same; and
+ * timed: when a frame header and a header block began, and when a whole
+ * frame last passed.  Returns how many of the bytes nghttp2 may read: up
+ * to the end of the first header block that ends in them, so that the
+ * block's times are still those of the block nghttp2 reads; and for a
  * header block over the limit, only up to its frame's fragment, so that
  * nghttp2 opens the stream (to be answered) and decodes none of it. */
 static size_t scan_frames(struct http2_conn *h2, const uint8_t *data, size_t len)
 {
+    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
     size_t i = 0;
     while (i < len && !h2->closing) {
         if (h2->scan_pad) {
@@ -353,8 +405,12 @@ static size_t scan_frames(struct http2_conn *h2, const uint8_t *data, size_t len
             size_t n = len - i < h2->scan_skip ? len - i : h2->scan_skip;
             h2->scan_skip -= (uint32_t)n;
             i += n;
+            if (h2->scan_skip == 0 && frame_done(h2, now))
+                return i;
             continue;
         }
+        if (h2->scan_have == 0)
+            h2->frame_started_ms = now;
         size_t n = H2_FRAME_HEADER - h2->scan_have;
         if (n > len - i)
             n = len - i;
@@ -374,6 +430,8 @@ static size_t scan_frames(struct http2_conn *h2, const uint8_t *data, size_t len
             size_t prefix = hd[3] == NGHTTP2_HEADERS ? headers_prefix(hd[4]) : 0;
             return i + (prefix < len - i ? prefix : len - i);
         }
+        if (length == 0 && frame_done(h2, now))
+            return i;
     }
     return len;
 }
@@ -415,6 +473,8 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     struct h2_stream *st = h2_stream_new(h2, frame->hd.stream_id);
     if (st == NULL)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
+    /* scan_frames() stops at the end of each block: this is its start. */
+    st->head_started_ms = h2->block_started_ms;
     nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, st);
     h2_count(h2, HTTP2_STREAMS_OPENED);
     return 0;
@@ -438,6 +498,17 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     return h2_stream_header(st, name, namelen, value, valuelen);
 }
 
+/* The client ended its half of the stream. */
+static void stream_end(struct h2_stream *st)
+{
+    if (st->awaits_end) {
+        st->awaits_end = false;
+        h2_stream_request(st, true);
+    } else {
+        h2_stream_body_end(st);
+    }
+}
+
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
     struct http2_conn *h2 = user;
@@ -449,13 +520,17 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
             break;
         if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
             st->head_done = true;
-            h2_stream_request(st, end_stream);
-        } else if (end_stream)
-            h2_stream_body_end(st); /* after trailers */
+            if (!end_stream && h2_stream_empty_body(st))
+                st->awaits_end = true;
+            else
+                h2_stream_request(st, end_stream);
+        } else if (end_stream) {
+            stream_end(st); /* after trailers */
+        }
         break;
     case NGHTTP2_DATA:
         if (st != NULL && end_stream)
-            h2_stream_body_end(st);
+            stream_end(st);
         break;
     case NGHTTP2_RST_STREAM: h2_count(h2, HTTP2_RESETS_RECEIVED); break;
     default: break;
@@ -481,8 +556,10 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
                            void *user)
 {
+    struct http2_conn *h2 = user;
     (void)error_code;
-    (void)user;
+    /* The last stream's end starts the idle timeout. */
+    h2->idle_from_ms = corral_loop_now(corral_conn_loop(h2->conn));
     struct h2_stream *st = nghttp2_session_get_stream_user_data(session, stream_id);
     if (st != NULL) {
         nghttp2_session_set_stream_user_data(session, stream_id, NULL);
@@ -573,7 +650,8 @@ struct http2_conn *http2_conn_new(corral_conn *conn, const struct http_site *sit
         nghttp2_session_set_local_window_size(h2->session, NGHTTP2_FLAG_NONE, 0,
                                               (int32_t)conn_window) != 0)
         goto fail;
-    h2->resets_since_ms = h2->floods_since_ms = corral_loop_now(corral_conn_loop(conn));
+    h2->resets_since_ms = h2->floods_since_ms = h2->idle_from_ms =
+        corral_loop_now(corral_conn_loop(conn));
     h2->scan_skip = HTTP2_PREFACE_LEN;
     corral_conn_set_timeouts(conn, 0, site->vhosts[0].limits.send_timeout_ms);
     h2_set_deadline(h2);
@@ -591,30 +669,32 @@ fail:
 
 size_t http2_on_data(struct http2_conn *h2, const char *data, size_t len)
 {
-    if (h2->closing)
-        return len;
-    size_t readable = scan_frames(h2, (const uint8_t *)data, len);
-    ssize_t n =
-        h2->closing ? 0 : nghttp2_session_mem_recv(h2->session, (const uint8_t *)data, readable);
-    if (n == NGHTTP2_ERR_FLOODED) {
-        /* Its ACKs (of PING or SETTINGS) piled up unread. */
-        bool pings = h2->floods[H2_FLOOD_PING] >= h2->floods[H2_FLOOD_SETTINGS];
-        calm(h2, pings ? HTTP2_PING_FLOOD : HTTP2_SETTINGS_FLOOD,
-             pings ? "PING frames, their ACKs unread" : "SETTINGS frames, their ACKs unread", 0, 0);
-    } else if (n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS) {
-        calm(h2, HTTP2_HEADER_BLOCK_TOO_LONG, nghttp2_strerror((int)n), 0, 0);
-    } else if (n < 0) {
-        /* A bad preface or a framing error: nghttp2 has queued the GOAWAY
-         * where it can.  Once per connection, since it ends. */
-        char client[64];
-        exchange_format_client(h2->conn, client, sizeof(client));
-        corral_log(CORRAL_LOG_INFO, "http2: %s: %s: closing the connection", client,
-                   nghttp2_strerror((int)n));
-        if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC)
-            nghttp2_session_terminate_session(h2->session, NGHTTP2_PROTOCOL_ERROR);
-        h2->closing = true;
-    } else if (h2->block_cut) {
-        cut_header_block(h2);
+    const uint8_t *in = (const uint8_t *)data;
+    for (size_t off = 0; off < len && !h2->closing;) {
+        size_t readable = scan_frames(h2, in + off, len - off);
+        ssize_t n = h2->closing ? 0 : nghttp2_session_mem_recv(h2->session, in + off, readable);
+        off += readable;
+        if (n == NGHTTP2_ERR_FLOODED) {
+            /* Its ACKs (of PING or SETTINGS) piled up unread. */
+            bool pings = h2->floods[H2_FLOOD_PING] >= h2->floods[H2_FLOOD_SETTINGS];
+            calm(h2, pings ? HTTP2_PING_FLOOD : HTTP2_SETTINGS_FLOOD,
+                 pings ? "PING frames, their ACKs unread" : "SETTINGS frames, their ACKs unread", 0,
+                 0);
+        } else if (n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS) {
+            calm(h2, HTTP2_HEADER_BLOCK_TOO_LONG, nghttp2_strerror((int)n), 0, 0);
+        } else if (n < 0) {
+            /* A bad preface or a framing error: nghttp2 has queued the
+             * GOAWAY where it can.  Once per connection, since it ends. */
+            char client[64];
+            exchange_format_client(h2->conn, client, sizeof(client));
+            corral_log(CORRAL_LOG_INFO, "http2: %s: %s: closing the connection", client,
+                       nghttp2_strerror((int)n));
+            if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC)
+                nghttp2_session_terminate_session(h2->session, NGHTTP2_PROTOCOL_ERROR);
+            h2->closing = true;
+        } else if (h2->block_cut) {
+            cut_header_block(h2);
+        }
     }
     h2_flush(h2);
     return len;
@@ -634,20 +714,54 @@ void http2_on_drain(struct http2_conn *h2)
     h2_flush(h2);
 }
 
+/* A header timeout: the client's request heads come too slowly. */
+static void header_timeout(struct http2_conn *h2, const char *what)
+{
+    struct http_stats *stats = h2_stats(h2);
+    if (stats != NULL)
+        counter_inc(&stats->timeouts[HTTP_TIMEOUT_HEADER]);
+    h2_defence(h2, HTTP2_HEADER_TIMEOUT, what);
+}
+
 void http2_on_deadline(struct http2_conn *h2)
 {
-    if (h2->stream_count == 0) {
-        /* Idle: no stream open since the timeout began. */
-        nghttp2_session_terminate_session(h2->session, NGHTTP2_NO_ERROR);
+    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
+    uint32_t header_ms = header_timeout_ms(h2);
+    if (header_ms != 0 && ((h2->scan_have > 0 && h2->frame_started_ms + header_ms <= now) ||
+                           (h2->block_open && h2->block_started_ms + header_ms <= now))) {
+        /* A frame header or header block left unfinished: HPACK's state
+         * waits on the block, so the connection ends, as nginx ends it. */
+        header_timeout(h2, "a header block not complete within client_header_timeout: "
+                           "closing the connection");
+        nghttp2_session_terminate_session(h2->session, NGHTTP2_PROTOCOL_ERROR);
         h2->closing = true;
         h2_flush(h2);
         return;
     }
-    /* A client that keeps a window shut stalls its streams' producers: cut
-     * off each stream that made no progress for its send_timeout. */
-    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
+    uint32_t idle_ms = h2->conf->idle_timeout_ms;
+    if (h2->stream_count == 0) {
+        if (idle_ms != 0 && h2->idle_from_ms + idle_ms <= now) {
+            /* Idle: no stream open, and no whole frame since the timeout
+             * began; bytes of a frame that never ends hold nothing off. */
+            if (h2->scan_have > 0 || h2->scan_skip > 0)
+                h2_count(h2, HTTP2_PARTIAL_FRAME_TIMEOUT);
+            nghttp2_session_terminate_session(h2->session, NGHTTP2_NO_ERROR);
+            h2->closing = true;
+        }
+        h2_flush(h2);
+        return;
+    }
     struct http_stats *stats = h2_stats(h2);
     for (struct h2_stream *st = h2->streams; st != NULL; st = st->next) {
+        if (st->awaits_end && header_ms != 0 && st->head_started_ms + header_ms <= now) {
+            /* Its head is whole, so only the stream ends. */
+            st->awaits_end = false;
+            header_timeout(h2, "a request's END_STREAM not within client_header_timeout: reset");
+            nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+            continue;
+        }
+        /* A client that keeps a window shut stalls its streams' producers:
+         * cut off each stream that made no progress for its send_timeout. */
         uint32_t ms = st->vhost->limits.send_timeout_ms;
         if (st->out.len == 0 || ms == 0 || st->progress_ms + ms > now)
             continue;

@@ -227,6 +227,20 @@ static uint64_t parse_length(struct http_str s)
     return n;
 }
 
+bool h2_stream_empty_body(const struct h2_stream *st)
+{
+    if (st->head_refused || st->field_count == 0)
+        return false;
+    const char *base = st->head.data + st->head.off;
+    for (size_t i = 0; i < st->field_count; i++) {
+        const struct h2_field *f = &st->fields[i];
+        struct http_str name = {base + f->name, f->name_len};
+        if (http_str_equal_nocase(name, "content-length"))
+            return parse_length((struct http_str){base + f->value, f->value_len}) == 0;
+    }
+    return false;
+}
+
 /* Builds the request from the collected fields: pseudo-headers out, a Host
  * from :authority first, cookies joined into one field (RFC 9113 8.2.3),
  * which is what an HTTP/1.1 backend expects.  Returns 0, the status to

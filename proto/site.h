@@ -108,6 +108,8 @@ enum http2_counter {
     HTTP2_HEADER_LIST_TOO_LARGE, /* HPACK bomb, or just too many fields: 431 */
     HTTP2_STREAMS_REFUSED,       /* beyond http2_max_concurrent_streams */
     HTTP2_STREAMS_STALLED,       /* reset at a window shut for send_timeout */
+    HTTP2_HEADER_TIMEOUT,        /* a header block or request head over client_header_timeout */
+    HTTP2_PARTIAL_FRAME_TIMEOUT, /* idle with a frame left partial */
     HTTP2_COUNTERS,
 };
 
