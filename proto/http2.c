@@ -30,6 +30,7 @@ const char *const http2_counter_names[HTTP2_COUNTERS] = {
     [HTTP2_STREAMS_STALLED] = "streams_stalled",
     [HTTP2_HEADER_TIMEOUT] = "header_timeout",
     [HTTP2_PARTIAL_FRAME_TIMEOUT] = "partial_frame_timeout",
+    [HTTP2_TRAILER_FIELDS_DROPPED] = "trailer_fields_dropped",
 };
 
 /* SETTINGS frames a client may leave unacknowledged, and the window of the

@@ -156,10 +156,12 @@ int h2_stream_trailer(struct h2_stream *st, const uint8_t *name, size_t namelen,
 {
     if (!st->handler_owns || st->body_dropped || st->handler->on_body_trailers == NULL)
         return 0;
-    /* Framing and routing are settled by the head (RFC 9110 6.5.1). */
-    struct http_str field = {(const char *)name, namelen};
-    if (http_str_equal_nocase(field, "content-length") || http_str_equal_nocase(field, "host"))
+    /* Framing, routing, credentials and the like are settled by the head
+     * (RFC 9110 6.5.1). */
+    if (!http_trailer_allowed((struct http_str){(const char *)name, namelen})) {
+        h2_count(st->h2, HTTP2_TRAILER_FIELDS_DROPPED);
         return 0;
+    }
     /* Beyond the header list's limit the trailers are dropped, all of them. */
     size_t limit = st->h2->conf->max_header_list_size;
     if (st->trailers_size > limit)
