@@ -113,10 +113,20 @@ struct http2_conn {
     size_t block_bytes;                 /* of the header block being received */
     int32_t block_stream;               /* its stream */
     bool block_cut;                     /* it went over the limit: see cut_header_block() */
-    bool block_open;                    /* a header block has begun and not ended */
-    uint64_t block_started_ms;          /* its HEADERS frame's first byte */
-    uint64_t idle_from_ms;              /* the last whole frame, or the last stream's end */
-    unsigned floods[H2_FLOODS];         /* frames of each kind in this interval */
+    bool block_cut_field;               /* by one field's announced length (scan_hpack()) */
+    /* The header block fragment in the frame passing, walked for the
+     * lengths HPACK announces (scan_hpack()). */
+    uint8_t frag_prefix;        /* HEADERS: pad length and priority bytes still to pass */
+    bool frag_padded;           /* the first of them is the pad length */
+    uint32_t frag_left;         /* fragment bytes still to pass */
+    uint8_t hp_state;           /* enum h2_hpack_state (http2.c) */
+    uint8_t hp_strings;         /* strings still to come in this field representation */
+    uint8_t hp_shift;           /* of the next byte of a string's length */
+    uint64_t hp_len;            /* that length so far, then the string's bytes left */
+    bool block_open;            /* a header block has begun and not ended */
+    uint64_t block_started_ms;  /* its HEADERS frame's first byte */
+    uint64_t idle_from_ms;      /* the last whole frame, or the last stream's end */
+    unsigned floods[H2_FLOODS]; /* frames of each kind in this interval */
     uint64_t floods_since_ms;
     uint64_t window_updates, data_frames_sent;
 };

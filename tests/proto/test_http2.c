@@ -811,6 +811,8 @@ struct h2_seen {
     int rst[16];         /* by stream id / 2: RST_STREAM's code; -1: none */
     unsigned status[16]; /* by stream id / 2: the first HEADERS seen (1: some) */
     bool ended[16];      /* by stream id / 2: END_STREAM seen */
+    char body[4096];     /* stream 1's response body (its start) */
+    size_t body_len;
     bool eof;
 };
 
@@ -856,6 +858,13 @@ static bool seen_read(int fd, struct h2_seen *s, int wait_ms)
             s->status[sid / 2] = 1;
         if (sid / 2 < 16 && (f[3] == 0 || f[3] == 1) && (f[4] & 1) != 0)
             s->ended[sid / 2] = true;
+        if (sid == 1 && f[3] == 0) {
+            size_t n1 =
+                len < sizeof(s->body) - 1 - s->body_len ? len : sizeof(s->body) - 1 - s->body_len;
+            memcpy(s->body + s->body_len, pl, n1);
+            s->body_len += n1;
+            s->body[s->body_len] = '\0';
+        }
         off += 9 + len;
     }
     memmove(s->buf, s->buf + off, s->have - off);
@@ -1113,6 +1122,108 @@ START_TEST(partial_frame_does_not_keep_an_idle_connection)
 }
 END_TEST
 
+/* ------------------------------------------------- one large field */
+
+/* GET / with one more field, "x", whose value is `value_len` bytes of 'v'
+ * (a literal without indexing or Huffman coding, so that its length is
+ * what HPACK announces), as HEADERS and CONTINUATION frames of 16 KiB into
+ * `out` (malloc'd); returns its length, and in *first that of the HEADERS
+ * frame alone. */
+static size_t large_field_request(size_t value_len, char **out, size_t *first)
+{
+    size_t cap = value_len + 1024;
+    char *block = malloc(cap);
+    ck_assert_ptr_nonnull(block);
+    size_t n = sizeof(get_block) - 1;
+    memcpy(block, get_block, n);
+    block[n++] = 0x00; /* a literal without indexing, a new name */
+    block[n++] = 0x01;
+    block[n++] = 'x';
+    if (value_len < 127) {
+        block[n++] = (char)value_len;
+    } else {
+        block[n++] = 0x7f;
+        size_t rest = value_len - 127;
+        for (; rest >= 128; rest /= 128)
+            block[n++] = (char)(rest % 128 + 128);
+        block[n++] = (char)rest;
+    }
+    memset(block + n, 'v', value_len);
+    n += value_len;
+    *out = malloc(n + (n / 16384 + 1) * 9);
+    ck_assert_ptr_nonnull(*out);
+    size_t len = 0;
+    for (size_t off = 0; off < n; off += 16384) {
+        size_t piece = n - off < 16384 ? n - off : 16384;
+        bool last = off + piece == n;
+        /* HEADERS with END_STREAM, then CONTINUATION; END_HEADERS on the last. */
+        len += frame(*out + len, off == 0 ? 1 : 9, (off == 0 ? 1u : 0u) | (last ? 4u : 0u), 1,
+                     block + off, piece);
+        if (off == 0)
+            *first = len;
+    }
+    free(block);
+    return len;
+}
+
+/* Sends GET / with a field of `value_len` bytes (only its HEADERS frame
+ * when `whole` is false) and reads until stream 1 ends or the server
+ * closes. */
+static void large_field_exchange(int port, size_t value_len, bool whole, struct h2_seen *s)
+{
+    char *req;
+    size_t first;
+    size_t len = large_field_request(value_len, &req, &first);
+    int fd = test_connect(port);
+    test_send_all(fd, h2_start, sizeof(h2_start) - 1);
+    seen_init(s);
+    test_send_all(fd, req, whole ? len : first);
+    free(req);
+    uint64_t start_ms = test_now_ms();
+    while (test_now_ms() - start_ms < 5000 && !s->ended[0] && seen_read(fd, s, 50))
+        ;
+    if (s->ended[0] && s->goaway == -1)
+        seen_read(fd, s, 200); /* a GOAWAY right behind the answer */
+    close(fd);
+}
+
+/* A field far over http2_max_header_list_size (1 MB, announced in the
+ * first frame): 431, then GOAWAY (ENHANCE_YOUR_CALM), as for any header
+ * block over the limit; not libnghttp2's COMPRESSION_ERROR. */
+START_TEST(megabyte_field_is_answered_431)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "");
+    struct h2_seen s;
+    large_field_exchange(d.port, 1 << 20, false, &s);
+    ck_assert_msg(strstr(s.body, "431") != NULL, "body: %s (GOAWAY %d)", s.body, s.goaway);
+    ck_assert_int_eq(s.goaway, 11);
+    /* Within the limit (32k), a large field is served. */
+    large_field_exchange(d.port, 30000, true, &s);
+    ck_assert_str_eq(s.body, "hello");
+    ck_assert_int_eq(s.goaway, -1);
+    check_metric(&d, "corral_http2_events_total{event=\"header_block_too_long\"} 1");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* libnghttp2 decodes no HPACK string over 64 KiB, whatever the limit: with
+ * a limit of 1m, a value of 65536 bytes is served, one of 65537 answered
+ * 431 (then GOAWAY), the documented bound. */
+START_TEST(field_over_64k_is_answered_431_whatever_the_limit)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "http2_max_header_list_size 1m;");
+    struct h2_seen s;
+    large_field_exchange(d.port, 65536, true, &s);
+    ck_assert_msg(strcmp(s.body, "hello") == 0, "body: %s (GOAWAY %d)", s.body, s.goaway);
+    large_field_exchange(d.port, 65537, false, &s);
+    ck_assert_msg(strstr(s.body, "431") != NULL, "body: %s (GOAWAY %d)", s.body, s.goaway);
+    ck_assert_int_eq(s.goaway, 11);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 static TCase *new_case(Suite *suite, const char *name, double timeout_s)
 {
     TCase *tc = tcase_create(name);
@@ -1142,6 +1253,10 @@ Suite *test_suite(void)
     tcase_add_test(tc, slow_blocks_over_many_streams);
     tcase_add_test(tc, empty_body_request_waiting_for_its_end_times_out);
     tcase_add_test(tc, partial_frame_does_not_keep_an_idle_connection);
+
+    tc = new_case(suite, "large fields", 30);
+    tcase_add_test(tc, megabyte_field_is_answered_431);
+    tcase_add_test(tc, field_over_64k_is_answered_431_whatever_the_limit);
 
     tc = new_case(suite, "streams", 60);
     tcase_add_test(tc, proxied_get_and_large_post);

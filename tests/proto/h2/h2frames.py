@@ -1527,6 +1527,58 @@ def header_block_over_limit(ctx):
     check_backend(ctx, mark, ["/ok/"])
 
 
+def large_field_case(ctx, name, flags, split):
+    """GET with a field whose value HPACK announces as 1 MB, in a HEADERS
+    frame of 16 KB (`flags`: PADDED 0x8, PRIORITY 0x20); with `split`, the
+    frame up to the value's length is sent a byte at a time."""
+    mark = ctx.backend.mark()
+    before = ctx.defence()
+    path = "/bad/" + name
+    blk = block(base(path)) + literal(b"x-big", b"v" * (1 << 20))
+    prefix = (b"\x04" if flags & 0x8 else b"") + (b"\x00\x00\x00\x00\x10" if flags & 0x20 else b"")
+    payload = prefix + blk[:16384 - len(prefix) - (4 if flags & 0x8 else 0)] + (b"\0" * 4 if flags & 0x8 else b"")
+    out = frame(HEADERS, END_STREAM | flags, 1, payload)
+    c = ctx.conn()
+    try:
+        if split:
+            # The frame header, the prefix, the fields before x-big whole;
+            # then x-big's representation and length a byte at a time.
+            cut = 9 + len(prefix) + len(block(base(path)))
+            c.send(out[:cut])
+            for i in range(cut, cut + 10):
+                c.send(out[i:i + 1])
+                c.wait(lambda: False, 0.02)
+            c.send(out[cut + 10:])
+        else:
+            c.send(out)
+        c.wait(lambda: c.goaway is not None or c.closed is not None, 5)
+    finally:
+        c.close()
+    ctx.note("status %s, GOAWAY %s" % (c.status.get(1), error_name(c.goaway[1]) if c.goaway else
+                                       "none (%s)" % c.closed))
+    if c.goaway is None and c.closed is None:
+        raise Fail("still open")
+    if ctx.daemon.kind == "corral":
+        if c.status.get(1) != 431:
+            raise Fail("the stream got status %s, not 431" % c.status.get(1))
+        calm(ctx, c)
+        ctx.check_defence(before, "header_block_too_long")
+    check_serves(ctx, name)
+    check_backend(ctx, mark, ["/ok/"])
+
+
+@case("header-field-1mb", "a field whose value HPACK announces as 1 MB, in the first HEADERS frame (16 KB, "
+      "within the limit): 431 on the stream, then GOAWAY ENHANCE_YOUR_CALM (not COMPRESSION_ERROR), "
+      "nothing upstream")
+def header_field_1mb(ctx):
+    large_field_case(ctx, "header-field-1mb", 0, False)
+
+
+@case("header-field-1mb-split", "the same with padding and priority, its length sent a byte at a time")
+def header_field_1mb_split(ctx):
+    large_field_case(ctx, "header-field-1mb-split", 0x8 | 0x20, True)
+
+
 @case("header-block-at-limit", "a request whose header list is exactly http2_max_header_list_size "
       "(RFC 9113 6.5.2: name, value and 32 per field), in HEADERS and 4 CONTINUATION frames: 200 from the "
       "backend (its block, shorter than the list, is not cut)")
