@@ -31,6 +31,7 @@ const char *const http2_counter_names[HTTP2_COUNTERS] = {
     [HTTP2_HEADER_TIMEOUT] = "header_timeout",
     [HTTP2_PARTIAL_FRAME_TIMEOUT] = "partial_frame_timeout",
     [HTTP2_TRAILER_FIELDS_DROPPED] = "trailer_fields_dropped",
+    [HTTP2_BODY_TIMEOUT] = "body_timeout",
 };
 
 /* SETTINGS frames a client may leave unacknowledged, and the window of the
@@ -100,6 +101,19 @@ static void h2_free(struct http2_conn *h2)
     free(h2);
 }
 
+/* When the stream's request body is due, as client_body_timeout has it
+ * between two reads of an HTTP/1.1 body: once its head went to a handler,
+ * while the client could send (all it sent was taken, so its window is
+ * open) and has not ended its half; 0: not due. */
+static uint64_t body_deadline(const struct h2_stream *st)
+{
+    uint32_t ms = st->vhost->limits.body_timeout_ms;
+    if (ms == 0 || !st->head_done || st->awaits_end || st->request_done || st->body_timed_out ||
+        st->body_paused || st->in.len > 0)
+        return 0;
+    return st->body_progress_ms + ms;
+}
+
 /* When a stream whose response waits for the client's window (the
  * stream's or the connection's) has made no progress for its server's
  * send_timeout; 0: none waits. */
@@ -107,6 +121,9 @@ static uint64_t stall_deadline(const struct http2_conn *h2)
 {
     uint64_t at = 0;
     for (const struct h2_stream *st = h2->streams; st != NULL; st = st->next) {
+        uint64_t body = body_deadline(st);
+        if (body != 0 && (at == 0 || body < at))
+            at = body;
         uint32_t ms = st->vhost->limits.send_timeout_ms;
         if (st->out.len == 0 || ms == 0)
             continue;
@@ -885,6 +902,18 @@ void http2_on_deadline(struct http2_conn *h2)
             /* Its head is whole, so only the stream ends. */
             st->awaits_end = false;
             header_timeout(h2, "a request's END_STREAM not within client_header_timeout: reset");
+            nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+            continue;
+        }
+        uint64_t body = body_deadline(st);
+        if (body != 0 && body <= now) {
+            /* A body that stops coming holds its handler (and a proxied
+             * request's backend connection): reset, as HTTP/1.1 closes. */
+            st->body_timed_out = true;
+            if (stats != NULL)
+                counter_inc(&stats->timeouts[HTTP_TIMEOUT_BODY]);
+            h2_defence(h2, HTTP2_BODY_TIMEOUT,
+                       "a request body stalled for client_body_timeout: reset");
             nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
             continue;
         }

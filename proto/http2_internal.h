@@ -56,6 +56,8 @@ struct h2_stream {
     struct h2_buf trailers_in;
     size_t trailers_size;
     uint64_t body_received;
+    uint64_t body_progress_ms; /* the head's delivery, or the last DATA taken (loop clock) */
+    bool body_timed_out;       /* reset for client_body_timeout */
     bool response_started;
     bool response_body; /* the response has a body: DATA frames follow */
     bool response_done; /* the handler ended it (exchange_end) */

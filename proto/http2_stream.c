@@ -334,6 +334,7 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
 {
     struct http2_conn *h2 = st->h2;
     st->request_done = end_stream;
+    st->body_progress_ms = corral_loop_now(corral_conn_loop(h2->conn));
     struct http_request req = {.method = {NULL, 0}};
     struct http_header *headers = NULL;
     char *cookie = NULL;
@@ -448,6 +449,7 @@ void h2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len)
      * stream must not use up the window of all the others. */
     nghttp2_session_consume_connection(session, len);
     st->body_received += len;
+    st->body_progress_ms = corral_loop_now(corral_conn_loop(st->h2->conn));
     size_t max = st->vhost->limits.max_body_size;
     if (st->handler_owns && !st->body_dropped && max > 0 && st->body_received > max) {
         /* A body longer than it said, or than the limit: the built-in

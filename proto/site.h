@@ -111,6 +111,7 @@ enum http2_counter {
     HTTP2_HEADER_TIMEOUT,         /* a header block or request head over client_header_timeout */
     HTTP2_PARTIAL_FRAME_TIMEOUT,  /* idle with a frame left partial */
     HTTP2_TRAILER_FIELDS_DROPPED, /* request trailer fields that belong in a head */
+    HTTP2_BODY_TIMEOUT,           /* a request body stalled for client_body_timeout */
     HTTP2_COUNTERS,
 };
 

@@ -1122,6 +1122,51 @@ START_TEST(partial_frame_does_not_keep_an_idle_connection)
 }
 END_TEST
 
+/* A request body that stops coming: client_body_timeout applies to each
+ * stream as between two reads of an HTTP/1.1 body.  A body whose pieces
+ * come 300 ms apart, 1.5 s in all, is served; one that stops after 2 of
+ * its 5 bytes is reset (CANCEL) 1 s after its last DATA, and counted. */
+START_TEST(stalled_request_body_times_out)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "client_body_timeout 1s;");
+    int fd = test_connect(d.port);
+    test_send_all(fd, h2_start, sizeof(h2_start) - 1);
+    struct h2_seen s;
+    seen_init(&s);
+    /* :method POST, :scheme http, :path /p, :authority a, content-length 5 */
+    static const char post[] = "\x83\x86\x04\x02/p\x41\1a\x0f\x0d\x01"
+                               "5";
+    char f[64];
+    test_send_all(fd, f, frame(f, 1, 4, 1, post, sizeof(post) - 1));
+    for (int i = 0; i < 5; i++) {
+        test_send_all(fd, f, frame(f, 0, i == 4 ? 1 : 0, 1, "x", 1));
+        uint64_t until = test_now_ms() + 300;
+        while (test_now_ms() < until && seen_read(fd, &s, 50))
+            ;
+    }
+    for (int i = 0; i < 60 && !s.ended[0]; i++)
+        seen_read(fd, &s, 50);
+    ck_assert_msg(s.ended[0] && s.rst[0] == -1, "the slow body was not served (rst %d)", s.rst[0]);
+    ck_assert_str_eq(s.body, "len=5\n");
+
+    test_send_all(fd, f, frame(f, 1, 4, 3, post, sizeof(post) - 1));
+    test_send_all(fd, f, frame(f, 0, 0, 3, "xx", 2));
+    uint64_t start_ms = test_now_ms();
+    for (int i = 0; i < 60 && s.rst[1] == -1 && !s.eof; i++)
+        seen_read(fd, &s, 50);
+    ck_assert_int_eq(s.rst[1], 8);
+    ck_assert_uint_ge(test_now_ms() - start_ms, 900);
+    close(fd);
+    check_metric(&d, "corral_client_timeouts_total{kind=\"body\"} 1");
+    check_metric(&d, "corral_http2_events_total{event=\"body_timeout\"} 1");
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
 /* ------------------------------------------------- one large field */
 
 /* GET / with one more field, "x", whose value is `value_len` bytes of 'v'
@@ -1253,6 +1298,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, slow_blocks_over_many_streams);
     tcase_add_test(tc, empty_body_request_waiting_for_its_end_times_out);
     tcase_add_test(tc, partial_frame_does_not_keep_an_idle_connection);
+    tcase_add_test(tc, stalled_request_body_times_out);
 
     tc = new_case(suite, "large fields", 30);
     tcase_add_test(tc, megabyte_field_is_answered_431);
