@@ -397,9 +397,10 @@ static size_t scan_hpack(struct http2_conn *h2, const uint8_t *p, size_t n)
             /* Each byte adds to the length: cut at the first that takes
              * it past the bound.  nghttp2 refuses a length of more than
              * 32 bits itself. */
-            if (h2->hp_shift < 32)
+            if (h2->hp_shift < 32) {
                 h2->hp_len += (uint64_t)(b & 0x7f) << h2->hp_shift;
-            h2->hp_shift = (uint8_t)(h2->hp_shift + 7);
+                h2->hp_shift = (uint8_t)(h2->hp_shift + 7);
+            }
             if (h2->hp_len > bound) {
                 h2->block_cut = h2->block_cut_field = true;
                 return i;
@@ -814,6 +815,8 @@ fail:
 
 size_t http2_on_data(struct http2_conn *h2, const char *data, size_t len)
 {
+    if (h2->closing)
+        return len;
     const uint8_t *in = (const uint8_t *)data;
     for (size_t off = 0; off < len && !h2->closing;) {
         size_t readable = scan_frames(h2, in + off, len - off);
