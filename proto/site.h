@@ -108,10 +108,14 @@ enum http2_counter {
     HTTP2_PING_FLOOD,
     HTTP2_EMPTY_FRAME_FLOOD,
     HTTP2_WINDOW_UPDATE_FLOOD,
-    HTTP2_HEADER_BLOCK_TOO_LONG, /* CONTINUATION flood */
-    HTTP2_HEADER_LIST_TOO_LARGE, /* HPACK bomb, or just too many fields: 431 */
-    HTTP2_STREAMS_REFUSED,       /* beyond http2_max_concurrent_streams */
-    HTTP2_STREAMS_STALLED,       /* reset at a window shut for send_timeout */
+    HTTP2_HEADER_BLOCK_TOO_LONG,  /* CONTINUATION flood */
+    HTTP2_HEADER_LIST_TOO_LARGE,  /* HPACK bomb, or just too many fields: 431 */
+    HTTP2_STREAMS_REFUSED,        /* beyond http2_max_concurrent_streams */
+    HTTP2_STREAMS_STALLED,        /* reset at a window shut for send_timeout */
+    HTTP2_HEADER_TIMEOUT,         /* a header block or request head over client_header_timeout */
+    HTTP2_PARTIAL_FRAME_TIMEOUT,  /* idle with a frame left partial */
+    HTTP2_TRAILER_FIELDS_DROPPED, /* request trailer fields that belong in a head */
+    HTTP2_BODY_TIMEOUT,           /* a request body stalled for client_body_timeout */
     HTTP2_COUNTERS,
 };
 
