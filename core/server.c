@@ -227,7 +227,7 @@ int corral_server_listen_beside(corral_server *server, const int *fds, unsigned 
     for (unsigned i = 0; i < kept; i++)
         group[i] = fds[i];
     for (; made < need && err == 0; made++) {
-        int fd = corral__listen_socket(&model, true); /* logs its failure */
+        int fd = corral__listen_socket(&model, CORRAL__REUSEPORT_JOIN); /* logs its failure */
         if (fd < 0) {
             err = fd;
             break;

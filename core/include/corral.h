@@ -610,8 +610,12 @@ CORRAL_EXTERN void corral_listen_options_init(struct corral_listen_options *opti
 /** Binds and listens on `address` (see corral_parse_address(); port 0 picks
  *  an ephemeral port) before the server starts.  Accepted connections run
  *  `handler` with corral_conn_listener_data() returning `data`.  `options`
- *  may be NULL for the defaults.  Returns -EADDRINUSE, -EINVAL, ... with no
- *  socket left open on failure. */
+ *  may be NULL for the defaults.  The address must be free: where any
+ *  other socket listens on it, a SO_REUSEPORT group of the same user
+ *  included, this fails with -EADDRINUSE rather than join it (a successor
+ *  server shares sockets through corral_server_listen_fds() or
+ *  corral_server_listen_beside()).  Returns -EADDRINUSE, -EINVAL, ... with
+ *  no socket left open on failure. */
 CORRAL_EXTERN int corral_server_listen(corral_server *server, const char *address,
                                        const struct corral_listen_options *options,
                                        const struct corral_conn_handler *handler, void *data,

@@ -225,17 +225,25 @@ START_TEST(a_joined_group_loses_its_program_once_settled)
 }
 END_TEST
 
+/* Another server's listener holds the port, however many sockets each has:
+ * a new group must not join a group it did not make (SO_REUSEPORT would let
+ * it, for the same user), which would split the port's connections. */
 START_TEST(address_in_use_fails_cleanly)
 {
+    static const unsigned workers[] = {1, 2, 4};
     struct corral_server_config config;
     corral_server_config_init(&config);
-    config.workers = 1;
+    config.workers = workers[_i % 3];
+    config.wakeup = CORRAL_WAKEUP_REUSEPORT;
     corral_server *first, *second;
     ck_assert_int_eq(corral_server_new(&config, &first), 0);
+    /* The same count, then (IPv6) another. */
+    config.workers = workers[(_i + _i / 3) % 3];
     ck_assert_int_eq(corral_server_new(&config, &second), 0);
     corral_listener *listener;
-    ck_assert_int_eq(
-        corral_server_listen(first, "127.0.0.1:0", NULL, &echo_handler, NULL, &listener), 0);
+    ck_assert_int_eq(corral_server_listen(first, _i < 3 ? "127.0.0.1:0" : "[::1]:0", NULL,
+                                          &echo_handler, NULL, &listener),
+                     0);
     char bound[64];
     corral_listener_address(listener, bound, sizeof(bound));
 
@@ -280,7 +288,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, accepted_sockets_have_nodelay);
     tcase_add_test(tc, a_socket_that_stops_listening_does_not_spin_the_worker);
     tcase_add_test(tc, a_joined_group_loses_its_program_once_settled);
-    tcase_add_test(tc, address_in_use_fails_cleanly);
+    tcase_add_loop_test(tc, address_in_use_fails_cleanly, 0, 6);
     tcase_add_test(tc, bad_addresses_fail_cleanly);
     suite_add_tcase(suite, tc);
     return suite;
