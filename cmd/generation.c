@@ -406,10 +406,19 @@ int generation_start(struct conf_config *config, struct generation *previous,
     bool layout_changed = false;
     for (size_t i = 0; i < gen->site_count; i++) {
         struct site *site = &gen->sites[i];
+        const struct site *old = find_site(previous, site->address);
         err = site_listen(gen, site, previous);
-        if (err == -EADDRINUSE && previous != NULL) {
+        if (err == -EADDRINUSE && old != NULL && old->listener != NULL) {
             layout_changed = true;
             continue;
+        }
+        /* A new socket's port is held by a socket this process does not
+         * have: another corral, or another service.  Joining its
+         * SO_REUSEPORT group would split the port's connections with it. */
+        if (err == -EADDRINUSE) {
+            log_error("listen %s: address already in use (another process listens there)",
+                      site->address);
+            goto fail;
         }
         if (err != 0) {
             log_error("listen %s: %s", site->address, strerror(-err));
