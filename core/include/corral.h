@@ -441,6 +441,16 @@ CORRAL_EXTERN size_t corral_conn_kept_input(const corral_conn *conn);
  *  runs.  Returns 0, or -ENOMEM with `fd` left to the caller. */
 CORRAL_EXTERN int corral_listener_adopt(corral_listener *listener, int fd);
 
+/** Empties `fd`, a listening socket of `listener`'s address that the
+ *  server does not hold and that is about to be closed (one passed by
+ *  another process, which the server's own sockets replace): accepts what
+ *  it queued, made non-blocking first, and has the server's workers serve
+ *  it as corral_listener_adopt() does, so that closing the socket resets
+ *  no connection the kernel completed.  The caller keeps `fd`.  Main
+ *  thread, while the server runs.  Returns 0, or -EINVAL if the server is
+ *  not running. */
+CORRAL_EXTERN int corral_listener_take_queue(corral_listener *listener, int fd);
+
 /** Closes a detached connection on the calling thread (a FIN; no transport
  *  end-of-stream), runs on_close with `error`, and frees it. */
 CORRAL_EXTERN void corral_conn_close_detached(corral_conn *conn, int error);
