@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <netinet/in.h>
 
 struct daemon_state daemon_state = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -143,6 +144,50 @@ static int site_listen(struct generation *gen, struct site *site, struct generat
                                            &http1_server_handler, &site->http, &site->listener);
     return corral_server_listen(gen->server, site->address, &site->listen_options,
                                 &http1_server_handler, &site->http, &site->listener);
+}
+
+/* The listen of `gen` or `previous` (NULL: none) other than `site` whose
+ * socket has `port`, or NULL. */
+static const struct site *site_on_port(const struct generation *gen, const struct site *site,
+                                       int port)
+{
+    for (size_t i = 0; gen != NULL && i < gen->site_count; i++)
+        if (&gen->sites[i] != site && gen->sites[i].listener != NULL &&
+            corral_listener_port(gen->sites[i].listener) == port)
+            return &gen->sites[i];
+    return NULL;
+}
+
+/* A new socket for `site` found its port taken.  By a listen of this
+ * configuration, or of the running one, on an overlapping address (`*:80`
+ * and `127.0.0.1:80`), as nginx refuses it too.  Otherwise by a socket
+ * this process does not have: another corral or another service, whose
+ * SO_REUSEPORT group corral does not join, as that would split the port's
+ * connections with it. */
+static void log_address_in_use(const struct generation *gen, const struct site *site,
+                               const struct generation *previous)
+{
+    struct sockaddr_storage addr;
+    socklen_t len;
+    int port = 0;
+    if (corral_parse_address(site->address, &addr, &len) != 0)
+        addr.ss_family = AF_UNSPEC;
+    if (addr.ss_family == AF_INET)
+        port = ntohs(((const struct sockaddr_in *)&addr)->sin_port);
+    else if (addr.ss_family == AF_INET6)
+        port = ntohs(((const struct sockaddr_in6 *)&addr)->sin6_port);
+    const struct site *own = port != 0 ? site_on_port(gen, site, port) : NULL;
+    const struct site *running =
+        port != 0 && own == NULL ? site_on_port(previous, site, port) : NULL;
+    if (own != NULL)
+        log_error("listen %s: address already in use (by listen %s of this configuration)",
+                  site->address, own->address);
+    else if (running != NULL)
+        log_error("listen %s: address already in use (by listen %s of the running configuration)",
+                  site->address, running->address);
+    else
+        log_error("listen %s: address already in use (another process listens there)",
+                  site->address);
 }
 
 /* After the previous generation closed its sockets: new ones on the very
@@ -480,12 +525,8 @@ int generation_start(struct conf_config *config, struct generation *previous,
             layout_changed = true;
             continue;
         }
-        /* A new socket's port is held by a socket this process does not
-         * have: another corral, or another service.  Joining its
-         * SO_REUSEPORT group would split the port's connections with it. */
         if (err == -EADDRINUSE) {
-            log_error("listen %s: address already in use (another process listens there)",
-                      site->address);
+            log_address_in_use(gen, site, previous);
             goto fail;
         }
         if (err != 0) {

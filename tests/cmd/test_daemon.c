@@ -1057,6 +1057,73 @@ START_TEST(a_second_daemon_cannot_take_a_listened_address)
 }
 END_TEST
 
+/* d's log, polled up to 5 s until it has `text`; fails the test if not. */
+static void wait_log(const struct test_daemon *d, const char *text)
+{
+    char *log = NULL;
+    for (int i = 0; i < 500; i++) {
+        free(log);
+        log = test_daemon_log(d);
+        if (strstr(log, text) != NULL)
+            break;
+        usleep(10000);
+    }
+    ck_assert_msg(strstr(log, text) != NULL, "no \"%s\" in:\n%s", text, log);
+    free(log);
+}
+
+/* A listen that overlaps another on the same port (`*:PORT` beside
+ * `127.0.0.1:PORT`) is refused at start and on a reload, naming the listen
+ * it overlaps, with a shared socket or one per worker alike.  The wildcard
+ * never binds: it comes second. */
+START_TEST(an_overlapping_listen_is_refused_and_named)
+{
+    unsigned workers = _i == 0 ? 1 : 2;
+    int port;
+    close(test_reserve_port(&port));
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    char conf[1024], expected[256];
+    snprintf(conf, sizeof(conf),
+             "workers %u;\nadmin { listen 127.0.0.2:0; }\n"
+             "server { listen 127.0.0.1:%d; location / { return 200 \"one\"; } }\n"
+             "server { listen *:%d; location / { return 200 \"two\"; } }\n",
+             workers, port, port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_spawn(&d, -1);
+    int status = test_wait_exit(d.pid, 5000);
+    d.pid = -1;
+    ck_assert_int_eq(status, 1);
+    snprintf(expected, sizeof(expected),
+             "listen *:%d: address already in use (by listen 127.0.0.1:%d of this configuration)",
+             port, port);
+    wait_log(&d, expected);
+
+    snprintf(conf, sizeof(conf),
+             "workers %u;\nadmin { listen 127.0.0.2:0; }\n"
+             "server { listen 127.0.0.1:%d; location / { return 200 \"one\"; } }\n",
+             workers, port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    snprintf(conf, sizeof(conf),
+             "workers %u;\nadmin { listen 127.0.0.2:0; }\n"
+             "server { listen *:%d; location / { return 200 \"two\"; } }\n",
+             workers, port);
+    test_daemon_write_config(&d, conf);
+    ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
+    snprintf(expected, sizeof(expected),
+             "listen *:%d: address already in use (by listen 127.0.0.1:%d of the running "
+             "configuration)",
+             port, port);
+    wait_log(&d, expected);
+    wait_log(&d, "keeps serving");
+    char body[256];
+    ck_assert_int_eq(http_get(port, "/", body, sizeof(body)), 200);
+    ck_assert_str_eq(body, "one");
+    test_daemon_stop(&d);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/daemon");
@@ -1092,6 +1159,7 @@ Suite *test_suite(void)
     tcase_add_test(states, a_pid_file_that_cannot_be_removed_is_logged);
     tcase_add_test(states, metrics_keep_long_upstream_names_apart);
     tcase_add_loop_test(states, a_second_daemon_cannot_take_a_listened_address, 0, 3);
+    tcase_add_loop_test(states, an_overlapping_listen_is_refused_and_named, 0, 2);
     suite_add_tcase(suite, states);
 
     TCase *log = tcase_create("log");

@@ -658,6 +658,11 @@ START_TEST(an_upgrade_then_a_layout_change_leave_no_socket_behind)
     check_answered(d.port, 20);
     ck_assert_int_eq(kill(pid, SIGTERM), 0);
     ck_assert(daemon_gone(pid, 15000));
+    char *log = test_daemon_log(&d);
+    ck_assert_msg(strstr(log, "[error]") == NULL && strstr(log, "Sanitizer") == NULL &&
+                      strstr(log, "runtime error") == NULL && strstr(log, "no longer used") != NULL,
+                  "%s", log);
+    free(log);
 }
 END_TEST
 
