@@ -359,8 +359,8 @@ static int site_tls_groups(struct site *site, const struct conf_server **vhost_s
     return 0;
 }
 
-/* The site's TLS: each vhost's certificates, and the rest of the settings
- * from its default server (vhost 0). */
+/* The site's TLS: each vhost's certificates and client verification, and
+ * the rest of the settings from its default server (vhost 0). */
 static int site_tls_build(struct site *site, const struct conf_server **vhost_servers,
                           unsigned workers)
 {
@@ -378,7 +378,8 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
     struct tls_certificate_files *next = files;
     for (size_t v = 0; v < count; v++) {
         const struct conf_tls *tls = &vhost_servers[v]->tls;
-        vhosts[v] = (struct tls_vhost_conf){next, tls->certificate_count};
+        vhosts[v] = (struct tls_vhost_conf){next, tls->certificate_count, tls->settings.client_ca,
+                                            tls->settings.verify_client};
         for (size_t i = 0; i < tls->certificate_count; i++) {
             assert(next < files + files_count);
             *next++ = (struct tls_certificate_files){tls->certificates[i].certificate,
@@ -597,7 +598,8 @@ static int admin_tls_build(struct site *site, const struct conf_config *config, 
     for (size_t i = 0; i < tls->certificate_count; i++)
         files[i] = (struct tls_certificate_files){tls->certificates[i].certificate,
                                                   tls->certificates[i].key};
-    struct tls_vhost_conf vhost = {files, tls->certificate_count};
+    struct tls_vhost_conf vhost = {files, tls->certificate_count, tls->settings.client_ca,
+                                   tls->settings.verify_client};
     struct tls_report report = {report_admin_tls_problem, (void *)config};
     int err = tls_server_new(&tls->settings, &vhost, 1, workers, &report, &site->http.tls);
     free(files);

@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -348,20 +349,73 @@ void tls_conn_rebind(corral_conn *conn, struct tls_server *server, unsigned work
     tc->stats = server != NULL && worker < server->workers ? &server->stats[worker] : NULL;
 }
 
-/* SNI picks the virtual host's certificates, by the selector's rules. */
-static int on_server_name(SSL *ssl, int *alert, void *arg)
+/* The host_name in a ClientHello's server_name extension (RFC 6066 §3), or
+ * false when there is none or it is malformed (the default vhost's; OpenSSL
+ * refuses a malformed one when it parses the extension itself). */
+static bool client_hello_server_name(SSL *ssl, const char **name, size_t *len)
+{
+    const unsigned char *p;
+    size_t left;
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &left) != 1 || left < 2)
+        return false;
+    size_t list = (size_t)p[0] << 8 | p[1];
+    if (list != left - 2)
+        return false;
+    p += 2;
+    left -= 2;
+    while (left >= 3) {
+        size_t n = (size_t)p[1] << 8 | p[2];
+        if (n > left - 3)
+            return false;
+        if (p[0] == TLSEXT_NAMETYPE_host_name) {
+            *name = (const char *)p + 3;
+            *len = n;
+            return n > 0;
+        }
+        p += 3 + n;
+        left -= 3 + n;
+    }
+    return false;
+}
+
+/* SNI picks the virtual host's certificates and client verification, by
+ * the selector's rules.  This runs on the ClientHello before OpenSSL looks
+ * at the session it offers (the servername callback runs after), and
+ * SSL_set_SSL_CTX() gives the SSL the new context's session id context: a
+ * session resumes only if it was made under the picked vhost's (see
+ * session_id_context()). */
+static int on_client_hello(SSL *ssl, int *alert, void *arg)
 {
     struct tls_server *server = arg;
-    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    if (name == NULL || server->sni_select == NULL)
-        return SSL_TLSEXT_ERR_OK; /* the default server's */
-    size_t index = server->sni_select(server->sni_arg, name, strlen(name));
+    const char *name;
+    size_t len, index = 0;
+    if (server->sni_select != NULL && client_hello_server_name(ssl, &name, &len))
+        index = server->sni_select(server->sni_arg, name, len);
     if (index >= server->context_count)
         index = 0; /* a selector's mistake gets the default, not a crash */
-    if (index != 0 && SSL_set_SSL_CTX(ssl, server->contexts[index]) == NULL) {
+    SSL_CTX *ctx = server->contexts[index];
+    /* Called again after a HelloRetryRequest, with the same name. */
+    if (SSL_get_SSL_CTX(ssl) != ctx && SSL_set_SSL_CTX(ssl, ctx) == NULL) {
         *alert = SSL_AD_INTERNAL_ERROR;
-        return SSL_TLSEXT_ERR_ALERT_FATAL;
+        return SSL_CLIENT_HELLO_ERROR;
     }
+    /* SSL_set_SSL_CTX() takes the certificates, the CA store that verifies
+     * the client's and the CA list sent to it (the SSL has none of its
+     * own) from the new context, but not the verify mode, which the SSL
+     * copied from the first when it was made. */
+    SSL_set_verify(ssl, SSL_CTX_get_verify_mode(ctx), SSL_CTX_get_verify_callback(ctx));
+    SSL_set_verify_depth(ssl, SSL_CTX_get_verify_depth(ctx));
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+/* The vhost was chosen on the ClientHello; this only accepts the name, so
+ * that the client is told and a TLS 1.2 session keeps it (for
+ * SSL_get_servername()). */
+static int on_server_name(SSL *ssl, int *alert, void *arg)
+{
+    (void)ssl;
+    (void)alert;
+    (void)arg;
     return SSL_TLSEXT_ERR_OK;
 }
 
@@ -464,11 +518,50 @@ static int load_certificate(SSL_CTX *ctx, const struct loader *loader,
     return err;
 }
 
-/* Everything but the certificates is the same in every context of an
- * address: OpenSSL takes some settings from the context the handshake began
- * with and others from the one SNI switched to. */
+/* Sessions resume only where they were made with the same client
+ * verification: a session from a vhost that asks for no certificate must
+ * not let a client into one that does (a resumption asks for none).  The
+ * id is "corral" without verification, the one every context had before
+ * there was any, else a SHA-256 of the mode and the CA certificates, so
+ * that it stays the same across a reload that keeps them. */
+static int session_id_context(SSL_CTX *ctx)
+{
+    int mode = SSL_CTX_get_verify_mode(ctx);
+    if (mode == SSL_VERIFY_NONE)
+        return SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"corral", 6) == 1
+                   ? 0
+                   : -EINVAL;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned char digest[EVP_MAX_MD_SIZE], mode_byte = (unsigned char)mode;
+    unsigned digest_len = 0;
+    int err = md != NULL && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 &&
+                      EVP_DigestUpdate(md, &mode_byte, 1) == 1
+                  ? 0
+                  : -EINVAL;
+    /* The store's objects are sorted, so the same certificates hash alike. */
+    STACK_OF(X509_OBJECT) *objects = X509_STORE_get0_objects(SSL_CTX_get_cert_store(ctx));
+    for (int i = 0; err == 0 && i < sk_X509_OBJECT_num(objects); i++) {
+        X509 *cert = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objects, i));
+        unsigned char *der = NULL;
+        int len = cert != NULL ? i2d_X509(cert, &der) : 0;
+        if (len < 0 || EVP_DigestUpdate(md, der, (size_t)len) != 1)
+            err = -EINVAL;
+        OPENSSL_free(der);
+    }
+    if (err == 0 &&
+        (EVP_DigestFinal_ex(md, digest, &digest_len) != 1 || digest_len > SSL_MAX_SID_CTX_LENGTH ||
+         SSL_CTX_set_session_id_context(ctx, digest, digest_len) != 1))
+        err = -EINVAL;
+    EVP_MD_CTX_free(md);
+    return err;
+}
+
+/* Everything but the certificates and client verification is the same in
+ * every context of an address: OpenSSL takes some settings from the
+ * context the handshake began with and others from the one SNI switched
+ * to. */
 static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_server_conf *conf,
-                                   const struct loader *loader)
+                                   const struct tls_vhost_conf *vhost, const struct loader *loader)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (ctx == NULL)
@@ -489,11 +582,10 @@ static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_s
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_read_ahead(ctx, 1);
+    SSL_CTX_set_client_hello_cb(ctx, on_client_hello, server);
     SSL_CTX_set_tlsext_servername_callback(ctx, on_server_name);
-    SSL_CTX_set_tlsext_servername_arg(ctx, server);
     /* The argument only says whether h2 is offered too. */
     SSL_CTX_set_alpn_select_cb(ctx, on_alpn, conf->http2 ? (void *)alpn_h2_http11 : NULL);
-    SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"corral", 6);
     if (conf->session_cache > 0) {
         SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
         SSL_CTX_sess_set_cache_size(ctx, conf->session_cache);
@@ -518,23 +610,28 @@ static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_s
                conf->ciphersuites);
         goto fail;
     }
-    if (conf->client_ca != NULL) {
-        if (!readable(loader, TLS_CONF_CLIENT_CA, conf->client_ca))
+    if (vhost->client_ca != NULL) {
+        if (!readable(loader, TLS_CONF_CLIENT_CA, vhost->client_ca))
             goto fail;
-        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(conf->client_ca);
-        if (names == NULL || SSL_CTX_load_verify_locations(ctx, conf->client_ca, NULL) != 1) {
+        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(vhost->client_ca);
+        if (names == NULL || SSL_CTX_load_verify_locations(ctx, vhost->client_ca, NULL) != 1) {
             sk_X509_NAME_pop_free(names, X509_NAME_free);
             report(loader, TLS_CONF_CLIENT_CA, false, "cannot load CA certificates from \"%s\": %s",
-                   conf->client_ca, tls_openssl_reason());
+                   vhost->client_ca, tls_openssl_reason());
             goto fail;
         }
         SSL_CTX_set_client_CA_list(ctx, names);
-        if (conf->verify_client != TLS_VERIFY_CLIENT_OFF)
+        if (vhost->verify_client != TLS_VERIFY_CLIENT_OFF)
             SSL_CTX_set_verify(ctx,
-                               SSL_VERIFY_PEER | (conf->verify_client == TLS_VERIFY_CLIENT_ON
+                               SSL_VERIFY_PEER | (vhost->verify_client == TLS_VERIFY_CLIENT_ON
                                                       ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT
                                                       : 0),
                                NULL);
+    }
+    if (session_id_context(ctx) != 0) {
+        report(loader, TLS_CONF_CLIENT_CA, false, "cannot hash the CA certificates of \"%s\": %s",
+               vhost->client_ca != NULL ? vhost->client_ca : "", tls_openssl_reason());
+        goto fail;
     }
     return ctx;
 fail:
@@ -566,7 +663,7 @@ int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_co
     int err = 0;
     for (size_t v = 0; v < vhost_count && err == 0; v++) {
         struct loader loader = {.report = report_to, .vhost = v};
-        SSL_CTX *ctx = server_context_new(server, conf, &loader);
+        SSL_CTX *ctx = server_context_new(server, conf, &vhosts[v], &loader);
         if (ctx == NULL) {
             err = -EINVAL;
             break;

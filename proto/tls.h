@@ -53,10 +53,13 @@ struct tls_certificate_files {
     const char *key;
 };
 
-/* The certificates of one virtual host (the first is the default). */
+/* What differs between the virtual hosts of one address: their
+ * certificates (the first is the default) and how they verify clients'. */
 struct tls_vhost_conf {
     const struct tls_certificate_files *certificates;
     size_t certificate_count;
+    const char *client_ca;                /* tls_client_certificate; NULL: no client certificates */
+    enum tls_verify_client verify_client; /* tls_verify_client */
 };
 
 /* Picks the virtual host whose certificates answer a client that sent
@@ -75,14 +78,17 @@ struct tls_server_conf {
     /* tls_ciphers (TLS 1.2, OpenSSL syntax) and tls_ciphersuites (TLS 1.3);
      * NULL: the defaults */
     const char *ciphers, *ciphersuites;
-    bool session_tickets;                 /* tls_session_tickets */
-    uint32_t ticket_key_rotation_ms;      /* tls_session_ticket_rotation */
-    unsigned session_cache;               /* tls_session_cache: sessions; 0 = no cache */
-    uint32_t session_timeout_ms;          /* tls_session_timeout: whole seconds, at least 1 */
-    uint32_t handshake_timeout_ms;        /* tls_handshake_timeout */
-    bool ktls;                            /* tls_ktls */
-    const char *client_ca;                /* tls_client_certificate; NULL: no client certificates */
-    enum tls_verify_client verify_client; /* tls_verify_client */
+    bool session_tickets;            /* tls_session_tickets */
+    uint32_t ticket_key_rotation_ms; /* tls_session_ticket_rotation */
+    unsigned session_cache;          /* tls_session_cache: sessions; 0 = no cache */
+    uint32_t session_timeout_ms;     /* tls_session_timeout: whole seconds, at least 1 */
+    uint32_t handshake_timeout_ms;   /* tls_handshake_timeout */
+    bool ktls;                       /* tls_ktls */
+    /* tls_client_certificate (NULL: none) and tls_verify_client, as the
+     * block set them; tls_server_new() takes each vhost's from its
+     * tls_vhost_conf instead. */
+    const char *client_ca;
+    enum tls_verify_client verify_client;
     bool http2; /* ALPN offers h2 before http/1.1 (listen ... tls http2) */
 };
 
@@ -120,7 +126,9 @@ struct tls_server;
 
 /* Loads the certificates and settings for one listening address with
  * `vhost_count` virtual hosts (`vhosts`, the first the default), served by
- * `workers` workers (each gets its counters).  Problems go to `report`
+ * `workers` workers (each gets its counters).  A client gets the
+ * certificates and client verification of the vhost its SNI selects, the
+ * first's without SNI; everything else in `conf` is the same for all.  Problems go to `report`
  * (warnings too: an expired certificate); returns 0, -EINVAL after an error
  * report, or -ENOMEM. */
 int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_conf *vhosts,

@@ -132,7 +132,9 @@ static void start_server(void)
     /* The default host has both key types, so that the client's offer
      * picks one. */
     const struct tls_certificate_files both[] = {{ec_cert, ec_key}, {rsa_cert, rsa_key}};
-    const struct tls_vhost_conf tls_vhosts[] = {{both, 2}, {both, 1}, {both + 1, 1}};
+    const struct tls_vhost_conf tls_vhosts[] = {{both, 2, ec_cert, TLS_VERIFY_CLIENT_OPTIONAL},
+                                                {both, 1, NULL, TLS_VERIFY_CLIENT_OFF},
+                                                {both + 1, 1, ec_cert, TLS_VERIFY_CLIENT_OPTIONAL}};
     struct tls_server_conf conf = {
         .sni_select = http_site_sni_select,
         .sni_arg = &site,
@@ -142,8 +144,6 @@ static void start_server(void)
         .session_cache = 64,
         .session_timeout_ms = 300 * 1000,
         .handshake_timeout_ms = 2000,
-        .client_ca = ec_cert,
-        .verify_client = TLS_VERIFY_CLIENT_OPTIONAL,
     };
     struct tls_report report = {on_report, NULL};
     if (tls_server_new(&conf, tls_vhosts, 3, 1, &report, &site.tls) != 0)

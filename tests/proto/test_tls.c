@@ -399,16 +399,18 @@ static void expect_body(int port, const struct client *c, const char *host, cons
 }
 
 /* Whether the server refuses `c`: the handshake fails, or the first request
- * gets no response (in TLS 1.3 the client finishes its handshake before the
- * server has judged the client's certificate).  An HTTP answer is not a
- * refusal.  What happened goes to `why`. */
+ * (Host: the SNI name, else default.test) gets no response (in TLS 1.3 the
+ * client finishes its handshake before the server has judged the client's
+ * certificate).  An HTTP answer is not a refusal.  What happened goes to
+ * `why`. */
 static bool refused(int port, const struct client *c, char *why, size_t size)
 {
     struct tls t;
     bool no = !tls_open(&t, port, c);
     if (!no) {
         char body[256];
-        int status = tls_get(&t, "default.test", "/", body, sizeof(body));
+        const char *host = c->sni != NULL ? c->sni : "default.test";
+        int status = tls_get(&t, host, "/", body, sizeof(body));
         no = status == 0;
         if (!no)
             snprintf(t.error, sizeof(t.error), "answered %d \"%s\"", status, body);
@@ -1120,6 +1122,187 @@ START_TEST(client_certificates_are_verified)
 }
 END_TEST
 
+/* ============================================================ client certificates by SNI */
+
+/* Two server blocks on one address, default.test (the default) and a.test,
+ * each with its own client verification: SNI picks the block whose
+ * verification applies, no SNI (or an unknown name) the default's. */
+struct sni_verify_case {
+    const char *sni;         /* NULL: none */
+    const char *certificate; /* the client's; NULL: none */
+    bool served;
+};
+
+#define VERIFY_ON "    tls_client_certificate certs/ca.pem;\n    tls_verify_client on;\n"
+#define VERIFY_OPTIONAL                                                                            \
+    "    tls_client_certificate certs/ca.pem;\n    tls_verify_client optional;\n"
+
+static const struct sni_verify_case a_verifies[] = {
+    {"a.test", NULL, false},      {"a.test", "client", true},   {"a.test", "other-client", false},
+    {"default.test", NULL, true}, {"unknown.test", NULL, true}, {NULL, NULL, true},
+};
+static const struct sni_verify_case a_verifies_optionally[] = {
+    {"a.test", NULL, true},
+    {"a.test", "client", true},
+    {"a.test", "other-client", false},
+    {"default.test", NULL, true},
+};
+static const struct sni_verify_case default_verifies[] = {
+    {"a.test", NULL, true},
+    {"a.test", "other-client", true},
+    {"default.test", NULL, false},
+    {"default.test", "client", true},
+    {"default.test", "other-client", false},
+    {"unknown.test", NULL, false},
+    {NULL, NULL, false},
+    {NULL, "client", true},
+};
+
+static const struct {
+    const char *name;
+    const char *default_verify, *a_verify; /* lines in each block */
+    const struct sni_verify_case *cases;
+    int count;
+} sni_verify_configs[] = {
+    {"a.test verifies", "", VERIFY_ON, a_verifies, COUNT(a_verifies)},
+    {"a.test verifies optionally", "", VERIFY_OPTIONAL, a_verifies_optionally,
+     COUNT(a_verifies_optionally)},
+    {"the default verifies, a.test does not", VERIFY_ON, "", default_verifies,
+     COUNT(default_verifies)},
+};
+
+static void start_sni_verify(struct test_daemon *d, const char *default_verify,
+                             const char *a_verify)
+{
+    int port = free_port();
+    start(d, "corral",
+          "workers 1;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:%d tls default_server;\n"
+          "    server_name default.test;\n" DEFAULT_CERT "%s"
+          "    location / { return 200 \"default\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    server_name a.test;\n"
+          "    tls_certificate certs/a.pem;\n"
+          "    tls_certificate_key certs/a.key;\n%s"
+          "    location / { return 200 \"a\"; }\n"
+          "}\n",
+          port, default_verify, port, a_verify);
+    ck_assert_int_eq(d->port, port);
+}
+
+/* The CA names the server asked for a certificate from, as the client got
+ * them: "corral test CA", or "" when none was asked for. */
+static void requested_ca(struct tls *t, char *name, size_t size)
+{
+    STACK_OF(X509_NAME) *names = SSL_get_client_CA_list(t->ssl);
+    name[0] = '\0';
+    if (names != NULL && sk_X509_NAME_num(names) > 0)
+        X509_NAME_get_text_by_NID(sk_X509_NAME_value(names, 0), NID_commonName, name, (int)size);
+}
+
+START_TEST(sni_picks_the_server_blocks_client_verification)
+{
+    struct test_daemon d;
+    start_sni_verify(&d, sni_verify_configs[_i].default_verify, sni_verify_configs[_i].a_verify);
+    static const int versions[] = {TLS1_2_VERSION, TLS1_3_VERSION};
+    const char *config = sni_verify_configs[_i].name;
+    for (int i = 0; i < sni_verify_configs[_i].count; i++) {
+        const struct sni_verify_case *k = &sni_verify_configs[_i].cases[i];
+        const char *host = k->sni != NULL ? k->sni : "default.test";
+        bool to_a = strcmp(host, "a.test") == 0;
+        const char *verify =
+            to_a ? sni_verify_configs[_i].a_verify : sni_verify_configs[_i].default_verify;
+        for (int v = 0; v < COUNT(versions); v++) {
+            struct client c = {.min_version = versions[v],
+                               .max_version = versions[v],
+                               .sni = k->sni,
+                               .certificate = k->certificate};
+            char what[256];
+            snprintf(what, sizeof(what), "%s, %s, SNI %s, %s certificate", config,
+                     version_name(versions[v]), k->sni != NULL ? k->sni : "(none)",
+                     k->certificate != NULL ? k->certificate : "no");
+            if (!k->served) {
+                char why[512];
+                ck_assert_msg(refused(d.port, &c, why, sizeof(why)), "%s: not refused: %s", what,
+                              why);
+                continue;
+            }
+            struct tls t;
+            ck_assert_msg(tls_open(&t, d.port, &c), "%s: %s", what, t.error);
+            char got[64];
+            int status = tls_get(&t, host, "/", got, sizeof(got));
+            ck_assert_msg(status == 200 && strcmp(got, to_a ? "a" : "default") == 0,
+                          "%s: %d \"%s\" %s", what, status, got, t.error);
+            /* The CA list sent is the picked block's too. */
+            char ca[128];
+            requested_ca(&t, ca, sizeof(ca));
+            ck_assert_msg(strcmp(ca, verify[0] != '\0' ? "corral test CA" : "") == 0,
+                          "%s: asked for a certificate from \"%s\"", what, ca);
+            tls_close(&t);
+        }
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A session from a block that asks for no client certificate does not let
+ * a client into one that requires one (a resumption asks for none), in TLS
+ * 1.2 and 1.3; one from the verifying block itself still resumes there. */
+START_TEST(a_session_does_not_skip_another_blocks_verification)
+{
+    struct test_daemon d;
+    start_sni_verify(&d, "", VERIFY_ON);
+    static const int versions[] = {TLS1_2_VERSION, TLS1_3_VERSION};
+    for (int v = 0; v < COUNT(versions); v++) {
+        const char *version = version_name(versions[v]);
+        SSL_SESSION *plain = NULL, *verified = NULL;
+        struct {
+            const char *sni, *certificate;
+            SSL_SESSION **session;
+        } sources[] = {{"default.test", NULL, &plain}, {"a.test", "client", &verified}};
+        for (int s = 0; s < COUNT(sources); s++) {
+            struct client c = {.min_version = versions[v],
+                               .max_version = versions[v],
+                               .sni = sources[s].sni,
+                               .certificate = sources[s].certificate};
+            struct tls t;
+            ck_assert_msg(tls_open(&t, d.port, &c), "%s, SNI %s: %s", version, c.sni, t.error);
+            char body[64];
+            /* A whole request: TLS 1.3 tickets come after the handshake. */
+            ck_assert_msg(tls_get(&t, c.sni, "/", body, sizeof(body)) == 200, "%s, SNI %s: %s",
+                          version, c.sni, t.error);
+            *sources[s].session = SSL_get1_session(t.ssl);
+            tls_close(&t);
+        }
+        struct client thief = {.min_version = versions[v],
+                               .max_version = versions[v],
+                               .sni = "a.test",
+                               .session = plain};
+        char why[512];
+        ck_assert_msg(refused(d.port, &thief, why, sizeof(why)),
+                      "%s, SNI a.test with default.test's session: not refused: %s", version, why);
+        struct client again = {.min_version = versions[v],
+                               .max_version = versions[v],
+                               .sni = "a.test",
+                               .certificate = "client",
+                               .session = verified};
+        struct tls t;
+        ck_assert_msg(tls_open(&t, d.port, &again), "%s, resuming a.test: %s", version, t.error);
+        char body[64];
+        ck_assert_msg(tls_get(&t, "a.test", "/", body, sizeof(body)) == 200, "%s: %s", version,
+                      t.error);
+        ck_assert_msg(SSL_session_reused(t.ssl), "%s: a.test's own session did not resume",
+                      version);
+        tls_close(&t);
+        SSL_SESSION_free(plain);
+        SSL_SESSION_free(verified);
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* ============================================================ the admin listener */
 
 #define ADMIN_TLS(listen, verify)                                                                  \
@@ -1432,6 +1615,9 @@ Suite *test_suite(void)
     tcase_add_test(tc, sigpipe_does_not_end_the_daemon);
     tcase_add_test(tc, garbage_and_silence_are_closed_and_counted);
     tcase_add_test(tc, client_certificates_are_verified);
+    tcase_add_loop_test(tc, sni_picks_the_server_blocks_client_verification, 0,
+                        COUNT(sni_verify_configs));
+    tcase_add_test(tc, a_session_does_not_skip_another_blocks_verification);
     tcase_add_test(tc, the_admin_listener_verifies_client_certificates);
     tcase_add_test(tc, a_public_admin_listener_needs_verification_not_to_be_warned);
     tcase_add_test(tc, proxy_to_an_https_upstream);
