@@ -41,7 +41,40 @@ extern "C" {
 #define CORRAL_EXTERN
 #endif
 
-#define CORRAL_VERSION "0.1.0"
+/* ---------------------------------------------------------------- version */
+
+/*
+ * The version of this header, MAJOR.MINOR.PATCH.  These three numbers are
+ * the one place the version is written: the build takes the shared
+ * library's soname (libcorral.so.MAJOR) from them, and the install its file
+ * name and the pkg-config version.  A program built against one MAJOR runs
+ * with a library of the same MAJOR and the same or a later MINOR; a MAJOR
+ * changes when a function's contract or a public struct's layout does.
+ */
+#define CORRAL_VERSION_MAJOR 0
+#define CORRAL_VERSION_MINOR 1
+#define CORRAL_VERSION_PATCH 0
+
+/* The version as one number, (major << 16) | (minor << 8) | patch, for
+ * comparisons such as #if CORRAL_VERSION_HEX >= 0x000200. */
+#define CORRAL_VERSION_HEX                                                                         \
+    ((CORRAL_VERSION_MAJOR << 16) | (CORRAL_VERSION_MINOR << 8) | CORRAL_VERSION_PATCH)
+
+#define CORRAL_STRINGIFY_(x) #x
+#define CORRAL_STRINGIFY(x)  CORRAL_STRINGIFY_(x)
+/* The version as a string literal, "0.1.0". */
+#define CORRAL_VERSION                                                                             \
+    CORRAL_STRINGIFY(CORRAL_VERSION_MAJOR)                                                         \
+    "." CORRAL_STRINGIFY(CORRAL_VERSION_MINOR) "." CORRAL_STRINGIFY(CORRAL_VERSION_PATCH)
+
+/** The version of the library the program runs with, as CORRAL_VERSION_HEX
+ *  encodes it: the library's own, which may be later than the header's the
+ *  program was built with.  Any thread, any time. */
+CORRAL_EXTERN unsigned corral_version(void);
+
+/** The same as a string, "MAJOR.MINOR.PATCH" (static storage, never
+ *  freed).  Any thread, any time. */
+CORRAL_EXTERN const char *corral_version_string(void);
 
 typedef struct corral_loop corral_loop;
 typedef struct corral_io corral_io;
