@@ -25,6 +25,27 @@
 /* The most a connection queues in either direction: 1 GiB. */
 #define CORRAL__BUFFER_MAX (1u << 30)
 
+/* Whether a public struct's reserved space (an array member, given whole)
+ * is all zero: a member that a later corral.h placed there, set by a
+ * program built against it, is refused rather than ignored (corral.h, "How
+ * public structs grow"). */
+#define CORRAL__RESERVED_CLEAR(array) corral__zero(array, sizeof(array))
+static inline bool corral__zero(const void *bytes, size_t size)
+{
+    const unsigned char *p = bytes;
+    for (size_t i = 0; i < size; i++)
+        if (p[i] != 0)
+            return false;
+    return true;
+}
+/* The checks of corral_server_listen*()'s arguments; `options` may be NULL. */
+static inline bool corral__listen_args_clear(const struct corral_listen_options *options,
+                                             const struct corral_conn_handler *handler)
+{
+    return (options == NULL || CORRAL__RESERVED_CLEAR(options->reserved)) &&
+           CORRAL__RESERVED_CLEAR(handler->reserved);
+}
+
 /* ---------------------------------------------------------------- logging */
 
 #define corral__error(...) corral_log(CORRAL_LOG_ERROR, __VA_ARGS__)
