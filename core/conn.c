@@ -340,6 +340,7 @@ void corral_conn_adopt(corral_worker *worker, corral_conn *conn, corral_listener
 
 void corral_conn_set_transport(corral_conn *conn, const struct corral_transport *ops, void *state)
 {
+    assert(CORRAL__RESERVED_CLEAR(ops->reserved)); /* from a later corral.h */
     conn->transport = ops;
     conn->transport_state = state;
 }

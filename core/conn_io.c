@@ -24,7 +24,6 @@
  * within a few percent of each other, and from 256 KiB on the direct write
  * costs a third less (and needs no buffer beyond the largest class). */
 #define DIRECT_WRITE_MIN (64 * 1024)
-size_t corral__direct_write_min = DIRECT_WRITE_MIN;
 /* The same for a layered transport (TLS): it sends a record, and makes a
  * system call, per 16 KiB whatever the batching, so a write that fills a
  * record gains nothing from waiting, and its copy is all the batch would
@@ -33,6 +32,12 @@ size_t corral__direct_write_min = DIRECT_WRITE_MIN;
 /* Gather lists longer than this are queued: the direct write's own list
  * lives on the stack. */
 #define DIRECT_WRITE_IOV 16
+
+void corral__loop_set_direct_write_min(corral_loop *loop, size_t min)
+{
+    assert(corral__loop_owned(loop));
+    loop->direct_write_min = min;
+}
 
 /* ------------------------------------------------------------------ input */
 
@@ -419,8 +424,9 @@ void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
         return;
 
     size_t sent = 0;
-    size_t direct_min =
-        conn->transport->layered ? DIRECT_WRITE_MIN_LAYERED : corral__direct_write_min;
+    size_t direct_min = conn->transport->layered            ? DIRECT_WRITE_MIN_LAYERED
+                        : conn->loop->direct_write_min != 0 ? conn->loop->direct_write_min
+                                                            : DIRECT_WRITE_MIN;
     if (conn->out_len + total >= direct_min && iovcnt <= DIRECT_WRITE_IOV &&
         conn->state == CORRAL__CONN_OPEN && conn->writable) {
         ssize_t n = conn_write_direct(conn, iov, iovcnt);

@@ -92,6 +92,8 @@ corral_conn *corral__conn_open_accepted(corral_worker *worker, corral_listener *
 int corral_connect(corral_loop *loop, const struct sockaddr *addr, socklen_t addrlen,
                    const struct corral_conn_handler *handler, void *data, corral_conn **out)
 {
+    if (!CORRAL__RESERVED_CLEAR(handler->reserved))
+        return -EINVAL;
     int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd == -1)
         return -errno;

@@ -25,6 +25,27 @@
 /* The most a connection queues in either direction: 1 GiB. */
 #define CORRAL__BUFFER_MAX (1u << 30)
 
+/* Whether a public struct's reserved space (an array member, given whole)
+ * is all zero: a member that a later corral.h placed there, set by a
+ * program built against it, is refused rather than ignored (corral.h, "How
+ * public structs grow"). */
+#define CORRAL__RESERVED_CLEAR(array) corral__zero(array, sizeof(array))
+static inline bool corral__zero(const void *bytes, size_t size)
+{
+    const unsigned char *p = bytes;
+    for (size_t i = 0; i < size; i++)
+        if (p[i] != 0)
+            return false;
+    return true;
+}
+/* The checks of corral_server_listen*()'s arguments; `options` may be NULL. */
+static inline bool corral__listen_args_clear(const struct corral_listen_options *options,
+                                             const struct corral_conn_handler *handler)
+{
+    return (options == NULL || CORRAL__RESERVED_CLEAR(options->reserved)) &&
+           CORRAL__RESERVED_CLEAR(handler->reserved);
+}
+
 /* ---------------------------------------------------------------- logging */
 
 #define corral__error(...) corral_log(CORRAL_LOG_ERROR, __VA_ARGS__)
@@ -121,6 +142,9 @@ struct corral_loop {
     int pipes[CORRAL__PIPE_POOL][2];
     size_t pipe_count;
     struct corral__splice *splices_done;
+
+    /* corral__loop_set_direct_write_min(); 0: the default. */
+    size_t direct_write_min;
 
     corral_worker *worker; /* the worker running this loop, or NULL */
 };
@@ -316,9 +340,10 @@ void corral__conn_kick(corral_conn *conn);
 void corral__loop_flush(corral_loop *loop);
 void corral__loop_kick(corral_loop *loop);
 
-/* The size from which a write goes out at once (conn_io.c); a variable
- * only so that the benchmark can compare both paths at every size. */
-extern size_t corral__direct_write_min;
+/* Sets the size from which a plain transport's write goes out at once on
+ * `loop` (conn_io.c; 0: the default, 64 KiB), so that the benchmark can
+ * compare both paths at every size.  Loop thread, or before it runs. */
+void corral__loop_set_direct_write_min(corral_loop *loop, size_t min);
 
 /* Registers the connection in the epoll set once it has to wait. */
 void corral__conn_register_if_waiting(corral_conn *conn);
@@ -455,10 +480,10 @@ void corral__steer_busy(corral_worker *worker, bool busy); /* the loop: woke, or
  * that are not old enough to take yet, *look_again_ns is set to when they
  * will be (else 0), and the wait should end then. */
 bool corral__steer_take(corral_worker *worker, uint64_t *look_again_ns);
-/* How long a connection waits on a busy worker's socket before balanced
- * takes it: STEER_TAKE_NS; tests lengthen it, before the server starts, to
- * see a worker end its wait for one. */
-extern uint64_t corral__steer_take_ns;
+/* Sets how long a connection waits on a busy worker's socket before
+ * balanced takes it (0: STEER_TAKE_NS), so that a test can lengthen it to
+ * see a worker end its wait for one.  Before corral_server_start(). */
+void corral__steer_set_take_ns(corral_server *server, uint64_t take_ns);
 /* Counts an accepted connection in accepts_local if it arrived on the
  * worker's CPU. */
 void corral__count_locality(corral_worker *worker, int fd);
@@ -533,6 +558,7 @@ struct corral_server {
     corral_loop *exit_loop;        /* corral_server_on_exit() */
     struct corral__post exit_post; /* embedded: the last worker out cannot fail to post it */
     unsigned next_adopter;         /* corral_listener_adopt()'s turn, main thread */
+    uint64_t steer_take_ns;        /* corral__steer_set_take_ns(); 0: the default */
 };
 
 enum {

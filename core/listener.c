@@ -283,6 +283,8 @@ int corral_server_listen(corral_server *server, const char *address,
 {
     if (atomic_load_explicit(&server->started, memory_order_relaxed)) /* main thread only */
         return -EBUSY;
+    if (!corral__listen_args_clear(options, handler))
+        return -EINVAL;
     int err;
     corral_listener *listener = listener_new(server, options, handler, data);
     if (listener == NULL)
@@ -377,7 +379,8 @@ int corral_server_listen_fds(corral_server *server, const int *fds, unsigned cou
 {
     if (atomic_load_explicit(&server->started, memory_order_relaxed)) /* main thread only */
         return -EBUSY;
-    if (count == 0 || (count != 1 && count != corral_server_sockets_per_listener(server)))
+    if (count == 0 || (count != 1 && count != corral_server_sockets_per_listener(server)) ||
+        !corral__listen_args_clear(options, handler))
         return -EINVAL;
     for (unsigned i = 0; i < count; i++)
         if (!is_listening_stream(fds[i]))

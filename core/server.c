@@ -30,6 +30,8 @@ void corral_server_config_init(struct corral_server_config *config)
 
 int corral_server_new(const struct corral_server_config *config, corral_server **out)
 {
+    if (!CORRAL__RESERVED_CLEAR(config->reserved))
+        return -EINVAL;
     corral_server *server = calloc(1, sizeof(*server));
     if (server == NULL)
         return -ENOMEM;
@@ -197,7 +199,7 @@ int corral_server_listen_beside(corral_server *server, const int *fds, unsigned 
                                 corral_listener **out)
 {
     unsigned need = corral_server_sockets_per_listener(server);
-    if (count == 0)
+    if (count == 0 || !corral__listen_args_clear(options, handler))
         return -EINVAL;
     /* A stand-in listener for the new sockets: the address and options. */
     corral_listener model = {.fd = -1, .addrlen = sizeof(model.addr)};

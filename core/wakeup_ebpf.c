@@ -469,10 +469,14 @@ static unsigned take_from(corral_worker *worker, unsigned owner, unsigned max)
     return taken;
 }
 
-uint64_t corral__steer_take_ns = STEER_TAKE_NS;
+void corral__steer_set_take_ns(corral_server *server, uint64_t take_ns)
+{
+    assert(!atomic_load(&server->started)); /* the workers read it unlocked */
+    server->steer_take_ns = take_ns;
+}
 
 /* balanced: before waiting, a worker takes the connections that have
- * waited corral__steer_take_ns on other workers' sockets, so that no connection
+ * waited STEER_TAKE_NS (or the server's own time) on other workers' sockets, so that no connection
  * waits for one worker while another is idle: a worker in a long request,
  * or whose thread the kernel does not run, cannot accept them; any worker
  * could have, with one shared queue.  A connection the owner has already
@@ -491,7 +495,8 @@ bool corral__steer_take(corral_worker *worker, uint64_t *look_again_ns)
         return false;
     unsigned taken = 0;
     unsigned n = server->worker_count;
-    uint64_t now = clock_now(), take_ns = corral__steer_take_ns;
+    uint64_t now = clock_now();
+    uint64_t take_ns = server->steer_take_ns != 0 ? server->steer_take_ns : STEER_TAKE_NS;
     for (unsigned k = 1; k < n && k <= TAKE_SCAN; k++) {
         unsigned owner = (worker->index + k) % n;
         const struct steer_slot *slot = &bss->slots[owner];

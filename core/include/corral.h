@@ -20,6 +20,23 @@
  * which thread owns a loop) are checked with assert() in builds without
  * NDEBUG: a failed one is a bug in the library or a broken contract, such
  * as a loop's object used from a thread other than the one running it.
+ *
+ * How public structs grow: every struct here that a program allocates (the
+ * options it fills, the callback tables it defines, the results the
+ * library fills in) ends in reserved space, and a later minor version adds
+ * a member by taking some of it, so that no struct's size or members'
+ * offsets change within a major version (see CORRAL_VERSION_MAJOR).  A
+ * program fills an options struct with its _init function before setting
+ * members (corral_server_config_init(), corral_listen_options_init()),
+ * defines a callback table with designated initializers, so that what it
+ * does not name is NULL, and never writes reserved space: a zero or NULL
+ * member that a program does not know of means what the version it was
+ * built for did.  A function given an options struct or a callback table
+ * whose reserved space is not zero (from a program built against a later
+ * header, using a member this library lacks) returns -EINVAL rather than
+ * ignore the member (corral_conn_set_transport(), which returns nothing,
+ * asserts it).  The library zeroes the reserved space of what it
+ * fills in.
  */
 #ifndef CORRAL_H
 #define CORRAL_H
@@ -41,7 +58,40 @@ extern "C" {
 #define CORRAL_EXTERN
 #endif
 
-#define CORRAL_VERSION "0.1.0"
+/* ---------------------------------------------------------------- version */
+
+/*
+ * The version of this header, MAJOR.MINOR.PATCH.  These three numbers are
+ * the one place the version is written: the build takes the shared
+ * library's soname (libcorral.so.MAJOR) from them, and the install its file
+ * name and the pkg-config version.  A program built against one MAJOR runs
+ * with a library of the same MAJOR and the same or a later MINOR; a MAJOR
+ * changes when a function's contract or a public struct's layout does.
+ */
+#define CORRAL_VERSION_MAJOR 0
+#define CORRAL_VERSION_MINOR 1
+#define CORRAL_VERSION_PATCH 0
+
+/* The version as one number, (major << 16) | (minor << 8) | patch, for
+ * comparisons such as #if CORRAL_VERSION_HEX >= 0x000200. */
+#define CORRAL_VERSION_HEX                                                                         \
+    ((CORRAL_VERSION_MAJOR << 16) | (CORRAL_VERSION_MINOR << 8) | CORRAL_VERSION_PATCH)
+
+#define CORRAL_STRINGIFY_(x) #x
+#define CORRAL_STRINGIFY(x)  CORRAL_STRINGIFY_(x)
+/* The version as a string literal, "0.1.0". */
+#define CORRAL_VERSION                                                                             \
+    CORRAL_STRINGIFY(CORRAL_VERSION_MAJOR)                                                         \
+    "." CORRAL_STRINGIFY(CORRAL_VERSION_MINOR) "." CORRAL_STRINGIFY(CORRAL_VERSION_PATCH)
+
+/** The version of the library the program runs with, as CORRAL_VERSION_HEX
+ *  encodes it: the library's own, which may be later than the header's the
+ *  program was built with.  Any thread, any time. */
+CORRAL_EXTERN unsigned corral_version(void);
+
+/** The same as a string, "MAJOR.MINOR.PATCH" (static storage, never
+ *  freed).  Any thread, any time. */
+CORRAL_EXTERN const char *corral_version_string(void);
 
 typedef struct corral_loop corral_loop;
 typedef struct corral_io corral_io;
@@ -237,6 +287,7 @@ struct corral_conn_handler {
      *  connection has returned: at the end of the loop's iteration, or in
      *  corral_loop_free().  The connection is freed after it returns. */
     void (*on_close)(corral_conn *conn, int error);
+    void (*reserved[4])(void); /* NULL (see "How public structs grow" above) */
 };
 
 /*
@@ -270,6 +321,7 @@ struct corral_transport {
      *  EAGAIN can wait for the next edge.  Optional: NULL judges by a short
      *  read for a plain transport and never skips for a layered one. */
     bool (*drained)(const corral_conn *conn);
+    void (*reserved[4])(void); /* NULL */
 };
 
 /* The default backpressure watermarks, bytes (corral_conn_set_watermarks()). */
@@ -280,7 +332,7 @@ struct corral_transport {
  *  corral_conn_transport_state().  Call from on_open, before any I/O; or
  *  from on_data, when the transport so far has read nothing past what it
  *  delivered (a preamble such as a PROXY header).  The old transport's
- *  `destroy` is not called. */
+ *  `destroy` is not called.  `ops`'s reserved space must be NULL. */
 CORRAL_EXTERN void corral_conn_set_transport(corral_conn *conn, const struct corral_transport *ops,
                                              void *state);
 CORRAL_EXTERN void *corral_conn_transport_state(const corral_conn *conn);
@@ -392,7 +444,8 @@ CORRAL_EXTERN corral_worker *corral_conn_worker(const corral_conn *conn);
  *  *out, after which handler->on_open runs once connected and on_close runs
  *  exactly once, a later failure reaching it with -ECONNREFUSED etc.  Or
  *  returns -errno for a failure found at once (socket(), connect(),
- *  registering with the loop; -ENOMEM): then nothing was created, no
+ *  registering with the loop; -ENOMEM; -EINVAL for reserved space in
+ *  `handler` that is not zero): then nothing was created, no
  *  callback ever runs, and the caller still owns `data`.  Writes made
  *  before the connection is established are queued. */
 CORRAL_EXTERN int corral_connect(corral_loop *loop, const struct sockaddr *addr, socklen_t addrlen,
@@ -544,6 +597,7 @@ struct corral_wakeup_info {
     enum corral_wakeup_mode mode; /* the mode really in use after fallbacks */
     const char *impl;             /* the mechanism: "native", "ebpf", "rotate", "cbpf-cpu", ... */
     const char *reason;           /* why the mechanism preferred to it was passed over, or "" */
+    uint64_t reserved[4];         /* zeroed by the library */
 };
 
 #define CORRAL_MAX_CPUS 1024
@@ -564,6 +618,7 @@ struct corral_kernel_caps {
     bool ebpf;            /* an sk_reuseport eBPF program loads (CAP_BPF, Linux 5.14) */
     unsigned cpu_count;   /* CPUs in the process's affinity mask */
     unsigned short cpus[CORRAL_MAX_CPUS]; /* their numbers, ascending */
+    uint64_t reserved[4];                 /* zeroed by corral_probe() */
 };
 
 /** Fills `caps` with this process's capabilities.  The kernel is asked once;
@@ -592,14 +647,17 @@ struct corral_server_config {
     unsigned max_connections;              /* per worker; 0 = unlimited */
     unsigned busy_poll_usecs;              /* epoll busy poll per worker loop; 0 = off */
     const struct corral_kernel_caps *caps; /* NULL: corral_probe(); copied at creation */
-    double wakeup_spill; /* affinity over eBPF: a CPU whose workers' load exceeds their share
-                            by this factor spills new connections to others; 0 = 1.1 */
+    double wakeup_spill;  /* affinity over eBPF: a CPU whose workers' load exceeds their share
+                             by this factor spills new connections to others; 0 = 1.1 */
+    uint64_t reserved[8]; /* zero, as corral_server_config_init() leaves it */
 };
 
-/** Fills `config` with the defaults. */
+/** Fills `config` with the defaults, its reserved space zero.  Call it
+ *  before setting members. */
 CORRAL_EXTERN void corral_server_config_init(struct corral_server_config *config);
 
-/** Creates a server (a pool of worker threads, not yet started). */
+/** Creates a server (a pool of worker threads, not yet started).  Returns
+ *  0, -EINVAL (reserved space in `config` not zero), -ENOMEM, ... */
 CORRAL_EXTERN int corral_server_new(const struct corral_server_config *config, corral_server **out);
 
 /** Frees a server that is stopped (or was never started), closing its
@@ -612,9 +670,11 @@ struct corral_listen_options {
     unsigned defer_accept_s; /* TCP_DEFER_ACCEPT seconds; 0 = off */
     size_t high_watermark;   /* backpressure, bytes; default 256 KiB */
     size_t low_watermark;    /* default 64 KiB */
+    uint64_t reserved[8];    /* zero, as corral_listen_options_init() leaves it */
 };
 
-/** Fills `options` with the defaults. */
+/** Fills `options` with the defaults, its reserved space zero.  Call it
+ *  before setting members. */
 CORRAL_EXTERN void corral_listen_options_init(struct corral_listen_options *options);
 
 /** Binds and listens on `address` (see corral_parse_address(); port 0 picks
@@ -624,7 +684,9 @@ CORRAL_EXTERN void corral_listen_options_init(struct corral_listen_options *opti
  *  other socket listens on it, a SO_REUSEPORT group of the same user
  *  included, this fails with -EADDRINUSE rather than join it (a successor
  *  server shares sockets through corral_server_listen_fds() or
- *  corral_server_listen_beside()).  Returns -EADDRINUSE, -EINVAL, ... with
+ *  corral_server_listen_beside()).  Returns -EADDRINUSE, -EINVAL (also for
+ *  reserved space in `options` or `handler` that is not zero; so do
+ *  corral_server_listen_fds() and corral_server_listen_beside()), ... with
  *  no socket left open on failure. */
 CORRAL_EXTERN int corral_server_listen(corral_server *server, const char *address,
                                        const struct corral_listen_options *options,
@@ -763,6 +825,7 @@ struct corral_worker_stats {
     uint64_t connections_outgoing;
     uint64_t client_bytes_in, client_bytes_out;
     uint64_t outgoing_bytes_in, outgoing_bytes_out;
+    uint64_t reserved[8]; /* zeroed by corral_server_stats() */
 };
 
 /** Reads worker `index`'s counters.  Safe from any thread. */
@@ -772,13 +835,14 @@ CORRAL_EXTERN void corral_server_stats(const corral_server *server, unsigned ind
 /** What the eBPF steering program did for one worker (wakeup mechanism
  *  "ebpf"); the program and the worker write these, any thread may read. */
 struct corral_steer_stats {
-    uint64_t steered; /* connections the program sent to this worker */
-    uint64_t local;   /* affinity: kept on their arrival CPU, which is this worker's */
-    uint64_t spills;  /* affinity: arrived on this worker's CPU, sent to a less loaded one */
-    uint64_t load;    /* what the program weighs: open connections + steered, not accepted */
-    bool accepting;   /* the program may choose this worker */
-    bool stalled;     /* connections have waited on it, none accepted, for 2 ms */
-    uint64_t taken;   /* balanced: connections it took off other workers' queues */
+    uint64_t steered;     /* connections the program sent to this worker */
+    uint64_t local;       /* affinity: kept on their arrival CPU, which is this worker's */
+    uint64_t spills;      /* affinity: arrived on this worker's CPU, sent to a less loaded one */
+    uint64_t load;        /* what the program weighs: open connections + steered, not accepted */
+    bool accepting;       /* the program may choose this worker */
+    bool stalled;         /* connections have waited on it, none accepted, for 2 ms */
+    uint64_t taken;       /* balanced: connections it took off other workers' queues */
+    uint64_t reserved[4]; /* zeroed by corral_server_steer_stats() */
 };
 
 /** Reads worker `index`'s steering counters.  Returns 0, -ENOTSUP when the

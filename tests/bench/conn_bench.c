@@ -206,7 +206,7 @@ static void run(enum mode mode, size_t block, uint64_t total)
     b.from = open_pair(&b, &from_handler, &b.from_peer);
     b.to = open_pair(&b, &to_handler, &b.to_peer);
     /* Copies: every write below the threshold; direct: every write at it. */
-    corral__direct_write_min = mode == COPY || mode == GEN_COPY ? SIZE_MAX : 1;
+    corral__loop_set_direct_write_min(b.loop, mode == COPY || mode == GEN_COPY ? SIZE_MAX : 1);
 
     pthread_t sender, receiver;
     uint64_t wall0 = ns(CLOCK_MONOTONIC), cpu0 = ns(CLOCK_THREAD_CPUTIME_ID);
@@ -234,7 +234,6 @@ static void run(enum mode mode, size_t block, uint64_t total)
     close(b.from_peer);
     close(b.to_peer);
     corral_loop_free(b.loop);
-    corral__direct_write_min = 16 * 1024;
 }
 
 /* ------------------------------------------------------------ MSG_ZEROCOPY */

@@ -36,9 +36,10 @@ static bool ebpf_available(void)
 }
 
 /* Starts a server in `mode` over eBPF; caps NULL: probed. */
-static corral_server *start_on(const struct corral_kernel_caps *caps, enum corral_wakeup_mode mode,
-                               unsigned workers, double spill, corral_listener **listener,
-                               int *port)
+/* A server listening on an ephemeral port, not started yet. */
+static corral_server *create_on(const struct corral_kernel_caps *caps, enum corral_wakeup_mode mode,
+                                unsigned workers, double spill, corral_listener **listener,
+                                int *port)
 {
     struct corral_server_config config;
     corral_server_config_init(&config);
@@ -51,11 +52,25 @@ static corral_server *start_on(const struct corral_kernel_caps *caps, enum corra
     ck_assert_int_eq(
         corral_server_listen(server, "127.0.0.1:0", NULL, &test_ok_handler, NULL, listener), 0);
     *port = corral_listener_port(*listener);
+    return server;
+}
+
+/* Starts it, steered by the eBPF program in `mode`. */
+static void start_steered(corral_server *server, enum corral_wakeup_mode mode)
+{
     ck_assert_int_eq(corral_server_start(server), 0);
     struct corral_wakeup_info info;
     corral_server_wakeup(server, &info);
     ck_assert_int_eq(info.mode, mode);
     ck_assert_str_eq(info.impl, "ebpf");
+}
+
+static corral_server *start_on(const struct corral_kernel_caps *caps, enum corral_wakeup_mode mode,
+                               unsigned workers, double spill, corral_listener **listener,
+                               int *port)
+{
+    corral_server *server = create_on(caps, mode, workers, spill, listener, port);
+    start_steered(server, mode);
     return server;
 }
 
@@ -302,10 +317,11 @@ START_TEST(balanced_wakes_up_to_take_what_waits_on_a_busy_worker)
      * 300 ms here, so that it surely is), and nothing else will wake it:
      * it must end its wait when the connection is old enough, and take
      * it, rather than leave it behind the 3 s. */
-    corral__steer_take_ns = 300 * 1000 * 1000;
     corral_listener *listener;
     int port;
-    corral_server *server = start(CORRAL_WAKEUP_BALANCED, 2, 0, &listener, &port);
+    corral_server *server = create_on(NULL, CORRAL_WAKEUP_BALANCED, 2, 0, &listener, &port);
+    corral__steer_set_take_ns(server, 300 * 1000 * 1000);
+    start_steered(server, CORRAL_WAKEUP_BALANCED);
     struct busy_connect b = {.ms = 300, .port = port, .fd = -1};
     ck_assert_int_eq(corral_worker_post(corral_server_worker(server, 1), busy_then_connect, &b), 0);
     usleep(100 * 1000);
@@ -429,8 +445,7 @@ START_TEST(affinity_weighs_the_arrival_cpu_as_a_whole)
     caps.cpu_count = 2;
     corral_listener *listener;
     int port;
-    corral_server *server =
-        start_on(&caps, CORRAL_WAKEUP_AFFINITY, WORKERS, 1.1, &listener, &port);
+    corral_server *server = start_on(&caps, CORRAL_WAKEUP_AFFINITY, WORKERS, 1.1, &listener, &port);
     int fds[HELD];
     connect_from_cpu(port, caps.cpus[0], fds, HELD);
     uint64_t here = 0, elsewhere = 0;

@@ -14,6 +14,39 @@ cp docs/examples/echo.c "$tmp/app.c"
 export PKG_CONFIG_PATH=$tmp/prefix/lib/pkgconfig
 cc -o "$tmp/app" "$tmp/app.c" $(pkg-config --cflags --libs corral) || fail "build with pkg-config"
 
+# The shared library: the file named for the full version, the soname
+# (libcorral.so.MAJOR) and the link-time name as links to it, and a program
+# linked with -lcorral records the soname.
+version=$(scripts/version.sh)
+major=$(scripts/version.sh major)
+lib=$tmp/prefix/lib
+[ -f "$lib/libcorral.so.$version" ] && [ ! -L "$lib/libcorral.so.$version" ] ||
+  fail "no libcorral.so.$version file"
+[ "$(readlink "$lib/libcorral.so.$major")" = "libcorral.so.$version" ] ||
+  fail "libcorral.so.$major does not link to libcorral.so.$version"
+[ "$(readlink "$lib/libcorral.so")" = "libcorral.so.$major" ] ||
+  fail "libcorral.so does not link to libcorral.so.$major"
+readelf -dW "$lib/libcorral.so.$version" | grep -q "(SONAME).*\[libcorral.so.$major\]" ||
+  fail "soname is not libcorral.so.$major"
+readelf -dW "$tmp/app" | grep -q "(NEEDED).*\[libcorral.so.$major\]" ||
+  fail "the program does not record libcorral.so.$major"
+[ "$(pkg-config --modversion corral)" = "$version" ] || fail "pkg-config version"
+
+# The installed library reports the installed header's version.
+cat >"$tmp/version.c" <<'C'
+#include <corral.h>
+#include <stdio.h>
+#include <string.h>
+int main(void)
+{
+    printf("%s %x\n", corral_version_string(), corral_version());
+    return corral_version() == CORRAL_VERSION_HEX && strcmp(corral_version_string(), CORRAL_VERSION) == 0 ? 0 : 1;
+}
+C
+cc -o "$tmp/version" "$tmp/version.c" $(pkg-config --cflags --libs corral) || fail "build version.c"
+LD_LIBRARY_PATH=$lib "$tmp/version" >"$tmp/version.out" || fail "versions differ: $(cat "$tmp/version.out")"
+grep -q "^$version " "$tmp/version.out" || fail "corral_version_string(): $(cat "$tmp/version.out")"
+
 LD_LIBRARY_PATH=$tmp/prefix/lib "$tmp/app" 127.0.0.1:0 1 >"$tmp/out" 2>&1 &
 pid=$!
 for _ in $(seq 50); do grep -q listening "$tmp/out" && break; sleep 0.1; done
@@ -41,13 +74,15 @@ SYSCONFDIR=$tmp/etc PREFIX=$tmp/prefix ninja install >/dev/null
 grep -q '^# edited$' "$tmp/etc/corral/corral.conf" || fail "install overwrote corral.conf"
 
 DESTDIR=$tmp/stage PREFIX=/usr ninja install >/dev/null
-for f in usr/lib/libcorral.a usr/lib/libcorral.so usr/include/corral.h usr/lib/pkgconfig/corral.pc \
+for f in usr/lib/libcorral.a usr/lib/libcorral.so "usr/lib/libcorral.so.$major" \
+         "usr/lib/libcorral.so.$version" usr/include/corral.h usr/lib/pkgconfig/corral.pc \
          usr/sbin/corral usr/share/man/man8/corral.8 usr/lib/systemd/system/corral.service \
          usr/share/doc/corral/config.md etc/corral/corral.conf; do
   [ -e "$tmp/stage/$f" ] || fail "DESTDIR install lacks $f"
 done
 grep -q '^prefix=/usr$' "$tmp/stage/usr/lib/pkgconfig/corral.pc" || fail "corral.pc prefix"
 grep -q '/usr/share/doc/corral/' "$tmp/stage/usr/share/man/man8/corral.8" || fail "man page doc path"
+head -1 "$tmp/stage/usr/share/man/man8/corral.8" | grep -q "\"corral $version\"" || fail "man page version"
 grep -q 'ExecStart=/usr/sbin/corral' "$tmp/stage/usr/lib/systemd/system/corral.service" || fail "unit path"
 "$tmp/stage/usr/sbin/corral" -V | grep -q '^corral ' || fail "installed daemon does not run"
 echo "PASS: pkg-config build and DESTDIR install (library, daemon, man page, unit, docs)"
