@@ -199,6 +199,18 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
     if (server.resolve ? check_resolve_name(state, address) != 0
                        : conf__arg_address(state, address, "server address") != 0)
         return -1;
+    /* The balancer keeps the servers a request has tried as the bits of
+     * one word (proto/upstream.h), and a resolve server holds a slot for
+     * each address it may have at once. */
+    size_t slots = server.resolve ? UPSTREAM_RESOLVE_SLOTS : 1;
+    for (size_t i = 0; i < upstream->server_count; i++)
+        slots += upstream->servers[i].resolve ? UPSTREAM_RESOLVE_SLOTS : 1;
+    if (slots > UPSTREAM_MAX_SERVERS)
+        return conf__error_at(state->error, &address->pos,
+                              "upstream \"%s\" has more than %d servers (at most %d addresses, a "
+                              "server with \"resolve\" counting as %d)",
+                              upstream->name, UPSTREAM_MAX_SERVERS, UPSTREAM_MAX_SERVERS,
+                              UPSTREAM_RESOLVE_SLOTS);
     /* The config owns what the upstream's struct points to. */
     struct proxy_server_conf *servers = conf__grow(state, &address->pos, (void *)upstream->servers,
                                                    upstream->server_count, sizeof(*servers));

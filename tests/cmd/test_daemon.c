@@ -85,6 +85,33 @@ START_TEST(check_config_exit_codes)
 }
 END_TEST
 
+/* One server more than an upstream holds: named with its position by -t
+ * and by a start alike, not an exit without a word or EINVAL. */
+START_TEST(too_many_upstream_servers_are_named)
+{
+    char conf[PATH_MAX], text[8192], out[4096], args[PATH_MAX + 8];
+    test_daemon_file(conf, sizeof(conf), "up.conf");
+    size_t used = (size_t)snprintf(text, sizeof(text), "upstream many {\n");
+    for (int i = 0; i < 65; i++)
+        used += (size_t)snprintf(text + used, sizeof(text) - used, "    server 127.0.0.1:%d;\n",
+                                 20000 + i);
+    snprintf(text + used, sizeof(text) - used,
+             "}\nserver {\n    listen 127.0.0.1:0;\n"
+             "    location / { proxy_pass http://many; }\n}\n");
+    test_write_file(conf, text);
+    char expected[PATH_MAX + 64];
+    snprintf(expected, sizeof(expected), "%s:66:12: upstream \"many\" has more than 64 servers",
+             conf);
+    snprintf(args, sizeof(args), "-t -c %s", conf);
+    ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 1);
+    ck_assert_msg(strstr(out, expected) != NULL, "no \"%s\" in:\n%s", expected, out);
+    snprintf(args, sizeof(args), "-c %s", conf);
+    ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 1);
+    ck_assert_msg(strstr(out, expected) != NULL, "no \"%s\" in:\n%s", expected, out);
+    ck_assert_msg(strstr(out, "Invalid argument") == NULL, "%s", out);
+}
+END_TEST
+
 START_TEST(probe_and_version)
 {
     char out[8192];
@@ -959,6 +986,7 @@ Suite *test_suite(void)
     test_daemon_fixture(tc);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, check_config_exit_codes);
+    tcase_add_test(tc, too_many_upstream_servers_are_named);
     tcase_add_test(tc, probe_and_version);
     tcase_add_test(tc, serves_and_reports_metrics);
     tcase_add_loop_test(tc, wakeup_mode_from_config_shows_in_metrics, 0,

@@ -7,6 +7,7 @@
 #include "conf/config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1848,6 +1849,50 @@ START_TEST(duration_table)
 }
 END_TEST
 
+/* ------------------------------------------------------------- bounds */
+
+/* An upstream of `count` servers, each `extra` (e.g. " resolve"), the
+ * server lines starting on line 2. */
+static char *upstream_text(unsigned count, const char *extra)
+{
+    size_t size = 64 + count * (48 + strlen(extra));
+    char *text = malloc(size);
+    ck_assert_ptr_nonnull(text);
+    size_t used = (size_t)snprintf(text, size, "upstream u {\n resolver 127.0.0.1;\n");
+    for (unsigned i = 0; i < count; i++)
+        used += (size_t)snprintf(text + used, size - used, "  server 127.0.0.%u:%u%s;\n",
+                                 1 + i / 250, 1000 + i, extra);
+    snprintf(text + used, size - used, "}\n");
+    return text;
+}
+
+/* The servers of an upstream are bounded (the balancer keeps the ones a
+ * request tried as bits): one too many is named where it is written, and
+ * a resolve server counts for the addresses it may hold at once. */
+START_TEST(upstream_server_count_is_bounded)
+{
+    char *text = upstream_text(64, "");
+    conf_free(parse_ok(text));
+    free(text);
+
+    struct conf_error error;
+    text = upstream_text(65, "");
+    ck_assert_str_eq(parse_error(text, NULL, &error),
+                     "test.conf:67:10: upstream \"u\" has more than 64 servers (at most 64 "
+                     "addresses, a server with \"resolve\" counting as 4)");
+    free(text);
+
+    text = upstream_text(16, " resolve");
+    conf_free(parse_ok(text));
+    free(text);
+    text = upstream_text(17, " resolve");
+    ck_assert_str_eq(parse_error(text, NULL, &error),
+                     "test.conf:19:10: upstream \"u\" has more than 64 servers (at most 64 "
+                     "addresses, a server with \"resolve\" counting as 4)");
+    free(text);
+}
+END_TEST
+
 #define COUNT(table) ((int)(sizeof(table) / sizeof(table[0])))
 
 /* One comparison of addresses for the parser's duplicate checks and the
@@ -1912,6 +1957,7 @@ Suite *test_suite(void)
     tcase_set_timeout(values, 20);
     tcase_add_loop_test(values, size_table, 0, COUNT(size_cases));
     tcase_add_loop_test(values, duration_table, 0, COUNT(duration_cases));
+    tcase_add_test(values, upstream_server_count_is_bounded);
     suite_add_tcase(suite, values);
     return suite;
 }
