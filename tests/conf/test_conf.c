@@ -1729,7 +1729,8 @@ START_TEST(glob_errors)
     /* A directory matched by a glob is not a config file. */
     write_file(&dir, "main.conf", "include s*;\n");
     ck_assert_int_eq(load(&dir, "main.conf", &c, &error), -1);
-    snprintf(expect, sizeof(expect), "%s/main.conf:1:9: cannot read \"%s/sites\": Is a directory",
+    snprintf(expect, sizeof(expect),
+             "%s/main.conf:1:9: cannot include \"%s/sites\": a directory, not a regular file",
              dir.path, dir.path);
     ck_assert_str_eq(error.text, expect);
 
@@ -1893,6 +1894,53 @@ START_TEST(upstream_server_count_is_bounded)
 }
 END_TEST
 
+/* include names config files: a FIFO would block the parser for good, a
+ * device would be read forever or as garbage.  Each is refused by name,
+ * by a plain name or through a glob, without opening it for long. */
+START_TEST(include_refuses_what_is_not_a_regular_file)
+{
+    struct tmpdir dir;
+    make_tmpdir(&dir);
+    char path[256], expect[768];
+    snprintf(path, sizeof(path), "%s/sites/fifo.conf", dir.path);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    struct conf_config *c;
+    struct conf_error error;
+    /* A blocking open would hang here: the case's timeout bounds it. */
+    write_file(&dir, "main.conf", "workers 2;\ninclude sites/fifo.conf;\n");
+    ck_assert_int_eq(load(&dir, "main.conf", &c, &error), -1);
+    ck_assert_ptr_null(c);
+    snprintf(expect, sizeof(expect),
+             "%s/main.conf:2:9: cannot include \"%s\": a FIFO, not a regular file", dir.path, path);
+    ck_assert_str_eq(error.text, expect);
+
+    write_file(&dir, "main.conf", "include sites/*.conf;\n");
+    ck_assert_int_eq(load(&dir, "main.conf", &c, &error), -1);
+    snprintf(expect, sizeof(expect),
+             "%s/main.conf:1:9: cannot include \"%s\": a FIFO, not a regular file", dir.path, path);
+    ck_assert_str_eq(error.text, expect);
+
+    write_file(&dir, "main.conf", "include /dev/zero;\n");
+    ck_assert_int_eq(load(&dir, "main.conf", &c, &error), -1);
+    snprintf(expect, sizeof(expect),
+             "%s/main.conf:1:9: cannot include \"/dev/zero\": a character device, not a "
+             "regular file",
+             dir.path);
+    ck_assert_str_eq(error.text, expect);
+
+    /* A symlink to a regular file is a regular file. */
+    ck_assert_int_eq(unlink(path), 0);
+    write_file(&dir, "real.conf", "workers 3;\n");
+    snprintf(expect, sizeof(expect), "%s/real.conf", dir.path);
+    ck_assert_int_eq(symlink(expect, path), 0);
+    write_file(&dir, "main.conf", "include sites/*.conf;\n");
+    ck_assert_int_eq(load(&dir, "main.conf", &c, &error), 0);
+    ck_assert_uint_eq(c->workers, 3);
+    conf_free(c);
+    remove_tmpdir(&dir);
+}
+END_TEST
+
 #define COUNT(table) ((int)(sizeof(table) / sizeof(table[0])))
 
 /* One comparison of addresses for the parser's duplicate checks and the
@@ -1951,6 +1999,7 @@ Suite *test_suite(void)
     tcase_add_test(include, glob_includes_in_sorted_order);
     tcase_add_test(include, glob_errors);
     tcase_add_test(include, large_files);
+    tcase_add_test(include, include_refuses_what_is_not_a_regular_file);
     suite_add_tcase(suite, include);
 
     TCase *values = tcase_create("values");
