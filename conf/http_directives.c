@@ -406,8 +406,9 @@ const struct conf_directive conf__http_directives[] = {
     {.name = "keepalive_timeout", LIMIT(keepalive_timeout_ms), .kind = CONF_KIND_DURATION},
     {.name = "keepalive_requests", LIMIT(keepalive_requests), .kind = CONF_KIND_COUNT, .min = 1},
     /* A header section must fit its request line at least; 0 would refuse
-     * every request. */
-    {.name = "client_max_header_size", LIMIT(max_header_size), .kind = CONF_KIND_SIZE, .min = 1},
+     * every request.  A connection holds up to this much of a head. */
+    {.name = "client_max_header_size", LIMIT(max_header_size), .kind = CONF_KIND_SIZE, .min = 1,
+     .max = HTTP_MAX_HEADER_SIZE_MAX},
     {.name = "client_max_headers", LIMIT(max_headers), .kind = CONF_KIND_COUNT, .min = 1},
     {.name = "client_max_body_size", LIMIT(max_body_size), .kind = CONF_KIND_SIZE},
     {.name = "proxy_connect_timeout", PROXY(connect_timeout_ms), .kind = CONF_KIND_DURATION},

@@ -277,6 +277,9 @@ int conf__parse_uint(const char *text, unsigned *out); /* -1 with errno EINVAL o
 int conf__arg_uint(struct conf_state *state, const struct conf_arg *arg, const char *what,
                    unsigned min, unsigned max, unsigned *out);
 int conf__arg_size(struct conf_state *state, const struct conf_arg *arg, size_t *out);
+/* This machine's physical memory in bytes, the bound of the sizes that
+ * become memory shared by every worker (the limit zones). */
+uint64_t conf__physical_memory(void);
 int conf__arg_duration(struct conf_state *state, const struct conf_arg *arg, uint32_t *out_ms);
 int conf__arg_switch(struct conf_state *state, const struct conf_arg *arg, bool *out); /* on|off */
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 /*
  * Reads the leading decimal digits of *p.  Returns 0 with *p past them, or
@@ -146,6 +147,14 @@ int conf__arg_size(struct conf_state *state, const struct conf_arg *arg, size_t 
     if (errno == ERANGE)
         return conf__error_at(state->error, &arg->pos, "size \"%s\" is too large", arg->text);
     return conf__error_at(state->error, &arg->pos, "invalid size \"%s\"", arg->text);
+}
+
+uint64_t conf__physical_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0)
+        return UINT64_MAX; /* unknown: no bound but the type's */
+    return (uint64_t)pages * (uint64_t)page;
 }
 
 int conf__arg_duration(struct conf_state *state, const struct conf_arg *arg, uint32_t *out_ms)

@@ -962,7 +962,7 @@ static const struct error_case error_cases[] = {
     {"client_max_body_size -1;", "test.conf:1:22: invalid size \"-1\""},
     {"client_max_body_size 99999999999g;", "test.conf:1:22: size \"99999999999g\" is too large"},
     {"client_max_header_size 0;",
-     "test.conf:1:24: \"client_max_header_size\" must be at least 1, got \"0\""},
+     "test.conf:1:24: \"client_max_header_size\" must be between 1 and 16384k, got \"0\""},
     {"keepalive_timeout 5x;", "test.conf:1:19: invalid duration \"5x\""},
     {"keepalive_timeout 50d;", "test.conf:1:19: duration \"50d\" is too large (at most 49 days)"},
     {"wakeup fast;",
@@ -1941,6 +1941,51 @@ START_TEST(include_refuses_what_is_not_a_regular_file)
 }
 END_TEST
 
+/* This machine's memory, as the parser bounds zones by it. */
+static uint64_t physical_memory(void)
+{
+    return (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Sizes that become memory are bounded: a zone by this machine's memory,
+ * a buffer by a fixed ceiling, each saying its bound. */
+START_TEST(sizes_that_allocate_are_bounded)
+{
+    struct conf_error error;
+    char text[256], expect[512];
+    uint64_t memory = physical_memory();
+    static const char *const zones[][2] = {
+        {"limit_req_zone $binary_remote_addr zone=z:", " rate=1r/s;"},
+        {"limit_conn_zone $binary_remote_addr zone=z:", ";"}};
+    for (size_t i = 0; i < 2; i++) {
+        char size[32];
+        snprintf(size, sizeof(size), "%" PRIu64 "k", memory / 1024);
+        snprintf(text, sizeof(text), "%s%s%s", zones[i][0], size, zones[i][1]);
+        conf_free(parse_ok(text));
+        snprintf(size, sizeof(size), "%" PRIu64 "k", memory / 1024 + 1);
+        snprintf(text, sizeof(text), "%s%s%s", zones[i][0], size, zones[i][1]);
+        snprintf(expect, sizeof(expect),
+                 "test.conf:1:%d: zone \"z\" of %s is larger than this machine's memory "
+                 "(%" PRIu64 "k)",
+                 i == 0 ? 43 : 44, size, memory / 1024);
+        ck_assert_str_eq(parse_error(text, NULL, &error), expect);
+        snprintf(text, sizeof(text), "%s1000g%s", zones[i][0], zones[i][1]);
+        ck_assert_ptr_nonnull(strstr(parse_error(text, NULL, &error), "larger than this machine"));
+    }
+
+    conf_free(parse_ok("access_log /tmp/a.log buffer=16m;"));
+    ck_assert_str_eq(parse_error("access_log /tmp/a.log buffer=1000g;", NULL, &error),
+                     "test.conf:1:23: access_log buffer=1000g is too large (at most 16m)");
+    ck_assert_str_eq(parse_error("access_log /tmp/a.log buffer=16385k;", NULL, &error),
+                     "test.conf:1:23: access_log buffer=16385k is too large (at most 16m)");
+
+    conf_free(parse_ok("client_max_header_size 16m;"));
+    ck_assert_str_eq(parse_error("client_max_header_size 1000g;", NULL, &error),
+                     "test.conf:1:24: \"client_max_header_size\" must be between 1 and 16384k, got "
+                     "\"1000g\"");
+}
+END_TEST
+
 #define COUNT(table) ((int)(sizeof(table) / sizeof(table[0])))
 
 /* One comparison of addresses for the parser's duplicate checks and the
@@ -2007,6 +2052,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(values, size_table, 0, COUNT(size_cases));
     tcase_add_loop_test(values, duration_table, 0, COUNT(duration_cases));
     tcase_add_test(values, upstream_server_count_is_bounded);
+    tcase_add_test(values, sizes_that_allocate_are_bounded);
     suite_add_tcase(suite, values);
     return suite;
 }
