@@ -38,54 +38,45 @@ static void site_free(struct site *site)
     free(site->returns);
 }
 
-/* The same address, as the kernel reports it, whatever the spelling. */
-static bool server_listens_on(const struct conf_server *server, const char *address)
+/* A server listening on a site's address: the server's index and its
+ * listen there (a server has one listen per address). */
+struct site_server {
+    size_t server, listen;
+};
+
+static const struct conf_listen *site_listen(const struct conf_config *config,
+                                             const struct site_server *entry)
 {
-    for (size_t i = 0; i < server->listen_count; i++)
-        if (conf_same_address(server->listens[i].address, address))
-            return true;
-    return false;
+    return &config->servers[entry->server].listens[entry->listen];
 }
 
-static bool server_is_default_on(const struct conf_server *server, const char *address)
-{
-    for (size_t i = 0; i < server->listen_count; i++)
-        if (server->listens[i].default_server &&
-            conf_same_address(server->listens[i].address, address))
-            return true;
-    return false;
-}
-
-/* The socket options of `address`: the library's defaults unless one of its
+/* The socket options of the site: the library's defaults unless one of its
  * listen directives sets deferred or backlog (only one may).  A deferred
  * accept waits for the first bytes up to the header timeout, as the server
  * would close a silent connection then anyway. */
-static void listen_options_from(const struct conf_config *config, const char *address,
-                                struct corral_listen_options *options)
+static void listen_options_from(const struct conf_config *config, const struct site_server *entries,
+                                size_t count, struct corral_listen_options *options)
 {
     corral_listen_options_init(options);
-    for (size_t s = 0; s < config->server_count; s++) {
-        const struct conf_server *server = &config->servers[s];
-        for (size_t i = 0; i < server->listen_count; i++) {
-            const struct conf_listen *listen = &server->listens[i];
-            if (!listen->has_socket_options || !conf_same_address(listen->address, address))
-                continue;
-            if (listen->backlog != 0)
-                options->backlog = (int)listen->backlog;
-            if (listen->deferred)
-                options->defer_accept_s = (server->http.limits.header_timeout_ms + 999) / 1000;
-            return;
-        }
+    for (size_t e = 0; e < count; e++) {
+        const struct conf_listen *listen = site_listen(config, &entries[e]);
+        if (!listen->has_socket_options)
+            continue;
+        if (listen->backlog != 0)
+            options->backlog = (int)listen->backlog;
+        if (listen->deferred)
+            options->defer_accept_s =
+                (config->servers[entries[e].server].http.limits.header_timeout_ms + 999) / 1000;
+        return;
     }
 }
 
-static const struct conf_upstream *find_upstream(const struct conf_config *config, const char *name)
-{
-    for (size_t i = 0; i < config->upstream_count; i++)
-        if (strcmp(config->upstreams[i].upstream.name, name) == 0)
-            return &config->upstreams[i];
-    return NULL;
-}
+/* The generation's upstreams by proxy_pass string (conf_location's
+ * proxy_target): the first of each, chained through `next` to the others
+ * of the same string with other TLS settings; SIZE_MAX ends a chain. */
+struct upstream_chains {
+    size_t *first, *next;
+};
 
 /* TLS towards the upstream of an https:// proxy_pass.  The name checked in
  * its certificate (and sent as SNI) is proxy_tls_name, else the host that
@@ -134,9 +125,9 @@ static bool same_upstream(const struct conf_location *a, const struct conf_locat
  * or the single address proxy_pass names. */
 static int upstream_get(struct generation *gen, const struct conf_config *config,
                         const struct conf_location *loc, unsigned workers,
-                        struct proxy_upstream **out)
+                        struct upstream_chains *chains, struct proxy_upstream **out)
 {
-    for (size_t i = 0; i < gen->upstream_count; i++) {
+    for (size_t i = chains->first[loc->proxy_target]; i != SIZE_MAX; i = chains->next[i]) {
         if (same_upstream(gen->upstreams[i].first, loc)) {
             *out = gen->upstreams[i].upstream;
             return 0;
@@ -144,7 +135,8 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
     }
     bool https = strncmp(loc->proxy_pass, "https://", 8) == 0;
     const char *target = loc->proxy_pass + (https ? strlen("https://") : strlen("http://"));
-    const struct conf_upstream *named = find_upstream(config, target);
+    const struct conf_upstream *named =
+        loc->proxy_upstream != SIZE_MAX ? &config->upstreams[loc->proxy_upstream] : NULL;
     /* An address rather than an upstream block: a pool of that one server,
      * with the upstream module's defaults. */
     struct proxy_server_conf single = PROXY_SERVER_CONF_DEFAULT;
@@ -164,6 +156,8 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
         tls_client_free(conf.tls);
         return err;
     }
+    chains->next[gen->upstream_count] = chains->first[loc->proxy_target];
+    chains->first[loc->proxy_target] = gen->upstream_count;
     gen->upstreams[gen->upstream_count++] = (struct shared_upstream){*out, loc};
     return 0;
 }
@@ -214,38 +208,6 @@ static int proxy_build(struct site *site, struct runtime_vars *vars, size_t inde
         .uri = {loc->proxy_uri, loc->proxy_uri != NULL ? strlen(loc->proxy_uri) : 0},
     };
     return 0;
-}
-
-static bool site_is_tls(const struct conf_config *config, const char *address)
-{
-    for (size_t s = 0; s < config->server_count; s++)
-        for (size_t i = 0; i < config->servers[s].listen_count; i++)
-            if (config->servers[s].listens[i].tls &&
-                conf_same_address(config->servers[s].listens[i].address, address))
-                return true;
-    return false;
-}
-
-/* The config makes every listen of an address agree on http2. */
-static bool site_is_http2(const struct conf_config *config, const char *address)
-{
-    for (size_t s = 0; s < config->server_count; s++)
-        for (size_t i = 0; i < config->servers[s].listen_count; i++)
-            if (config->servers[s].listens[i].http2 &&
-                conf_same_address(config->servers[s].listens[i].address, address))
-                return true;
-    return false;
-}
-
-/* The config makes every listen of an address agree on proxy_protocol. */
-static bool site_is_proxy_protocol(const struct conf_config *config, const char *address)
-{
-    for (size_t s = 0; s < config->server_count; s++)
-        for (size_t i = 0; i < config->servers[s].listen_count; i++)
-            if (config->servers[s].listens[i].proxy_protocol &&
-                conf_same_address(config->servers[s].listens[i].address, address))
-                return true;
-    return false;
 }
 
 /* Points a TLS loading problem at the directive behind it. */
@@ -359,17 +321,18 @@ static int error_pages_build(struct runtime_vars *vars, const struct conf_config
     return 0;
 }
 
-/* Builds the site for `address` from every server block listening there;
- * the default server (or the first) becomes vhost 0. */
+/* Builds the site for `address` from the server blocks listening there
+ * (`entries`, in the config's order); the default server (or the first)
+ * becomes vhost 0.  The config makes every listen of an address agree on
+ * tls, http2 and proxy_protocol. */
 static int site_build(struct site *site, struct generation *gen, const struct conf_config *config,
-                      const char *address, unsigned workers)
+                      const char *address, const struct site_server *entries, size_t entry_count,
+                      struct upstream_chains *chains, unsigned workers)
 {
     size_t vhost_count = 0, location_count = 0, return_count = 0, proxy_count = 0;
     size_t header_count = 0, hide_count = 0;
-    for (size_t s = 0; s < config->server_count; s++) {
-        const struct conf_server *server = &config->servers[s];
-        if (!server_listens_on(server, address))
-            continue;
+    for (size_t e = 0; e < entry_count; e++) {
+        const struct conf_server *server = &config->servers[entries[e].server];
         vhost_count++;
         location_count += server->location_count;
         for (size_t l = 0; l < server->location_count; l++) {
@@ -380,7 +343,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             hide_count += loc->hide_header_count;
         }
     }
-    listen_options_from(config, address, &site->listen_options);
+    listen_options_from(config, entries, entry_count, &site->listen_options);
     site->address = strdup(address);
     assert(vhost_count > 0); /* `address` is one that a server listens on */
     site->vhosts = calloc(vhost_count, sizeof(*site->vhosts));
@@ -400,10 +363,10 @@ static int site_build(struct site *site, struct generation *gen, const struct co
     size_t v = 0, l = 0, r = 0, p = 0, headers_used = 0, hides_used = 0;
     int err = 0;
     for (int pass = 0; pass < 2; pass++) {
-        for (size_t s = 0; s < config->server_count && err == 0; s++) {
+        for (size_t e = 0; e < entry_count && err == 0; e++) {
+            size_t s = entries[e].server;
             const struct conf_server *server = &config->servers[s];
-            bool is_default = server_is_default_on(server, address);
-            if (!server_listens_on(server, address) || is_default != (pass == 0))
+            if (site_listen(config, &entries[e])->default_server != (pass == 0))
                 continue;
             assert(v < vhost_count);
             vhost_servers[v] = server;
@@ -465,7 +428,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     loc->handler_data = ret;
                 } else if (err == 0 && conf->handler == CONF_HANDLER_PROXY) {
                     struct proxy_upstream *upstream;
-                    err = upstream_get(gen, config, conf, workers, &upstream);
+                    err = upstream_get(gen, config, conf, workers, chains, &upstream);
                     if (err == 0)
                         err = proxy_build(site, gen->vars, p, conf, loc->regex, upstream,
                                           &headers_used, &hides_used);
@@ -480,14 +443,15 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                 err = router_build(gen->vars, vhost);
         }
     }
+    const struct conf_listen *first = site_listen(config, &entries[0]);
     site->http = (struct http_site){.vhosts = site->vhosts,
                                     .vhost_count = vhost_count,
-                                    .proxy_protocol = site_is_proxy_protocol(config, address)};
+                                    .proxy_protocol = first->proxy_protocol};
     /* The connection's settings are its default server's: which vhost a
      * stream is for is known only from its :authority. */
-    if (site_is_http2(config, address))
+    if (first->http2)
         site->http.http2 = &vhost_servers[0]->http.http2;
-    if (err == 0 && site_is_tls(config, address))
+    if (err == 0 && first->tls)
         err = site_tls_build(site, vhost_servers, workers);
     free(vhost_servers);
     return err;
@@ -549,44 +513,67 @@ struct site *find_site(struct generation *gen, const char *address)
     return NULL;
 }
 
-/* Builds a site for every distinct listen address, then the admin ones:
- * everything a configuration names is loaded here (certificates, keys, CA
- * files, upstream addresses), so `-t` and a reload catch what a start would. */
+/* Builds a site for every distinct listen address, in the order they
+ * first appear, then the admin ones: everything a configuration names is
+ * loaded here (certificates, keys, CA files, upstream addresses), so `-t`
+ * and a reload catch what a start would. */
 int sites_build(struct generation *gen, const struct conf_config *config, unsigned workers)
 {
-    size_t max_sites = config->admin_listen_count;
-    for (size_t s = 0; s < config->server_count; s++)
-        max_sites += config->servers[s].listen_count;
+    size_t addresses = config->listen_address_count, listens = 0;
     size_t max_upstreams = 0;
-    for (size_t s = 0; s < config->server_count; s++)
+    for (size_t s = 0; s < config->server_count; s++) {
+        listens += config->servers[s].listen_count;
         for (size_t l = 0; l < config->servers[s].location_count; l++)
             max_upstreams += config->servers[s].locations[l].handler == CONF_HANDLER_PROXY;
+    }
     int vars_err = runtime_vars_new(config, &gen->vars);
     if (vars_err == 0)
         vars_err = runtime_limits_new(gen->vars, config, &gen->limits);
     if (vars_err != 0)
         return vars_err;
-    gen->sites = calloc(max_sites ? max_sites : 1, sizeof(*gen->sites));
+    gen->sites = calloc(addresses + config->admin_listen_count + 1, sizeof(*gen->sites));
     gen->upstreams = calloc(max_upstreams ? max_upstreams : 1, sizeof(*gen->upstreams));
-    if (gen->sites == NULL || gen->upstreams == NULL)
-        return -ENOMEM;
-    for (size_t s = 0; s < config->server_count; s++) {
+    /* The servers of each address, grouped by a counting sort on the
+     * address's index: each site is built from its own servers only. */
+    size_t *starts = calloc(addresses + 1, sizeof(*starts));
+    struct site_server *entries = calloc(listens ? listens : 1, sizeof(*entries));
+    struct upstream_chains chains = {
+        .first = malloc((config->proxy_target_count + 1) * sizeof(size_t)),
+        .next = malloc((max_upstreams + 1) * sizeof(size_t)),
+    };
+    int err = gen->sites == NULL || gen->upstreams == NULL || starts == NULL || entries == NULL ||
+                      chains.first == NULL || chains.next == NULL
+                  ? -ENOMEM
+                  : 0;
+    for (size_t t = 0; err == 0 && t < config->proxy_target_count; t++)
+        chains.first[t] = SIZE_MAX;
+    for (size_t s = 0; err == 0 && s < config->server_count; s++)
+        for (size_t i = 0; i < config->servers[s].listen_count; i++)
+            starts[config->servers[s].listens[i].address_index + 1]++;
+    for (size_t a = 0; err == 0 && a < addresses; a++)
+        starts[a + 1] += starts[a];
+    for (size_t s = 0; err == 0 && s < config->server_count; s++) {
         for (size_t i = 0; i < config->servers[s].listen_count; i++) {
-            const char *address = config->servers[s].listens[i].address;
-            if (find_site(gen, address) != NULL)
-                continue;
-            int err = site_build(&gen->sites[gen->site_count++], gen, config, address, workers);
-            if (err != 0)
-                return err;
+            size_t a = config->servers[s].listens[i].address_index;
+            assert(a < addresses);
+            entries[starts[a]++] = (struct site_server){s, i};
         }
     }
-    for (size_t i = 0; i < config->admin_listen_count; i++) {
-        int err =
-            admin_site_build(&gen->sites[gen->site_count++], config, config->admin_listens[i]);
-        if (err != 0)
-            return err;
+    /* Each start has moved to the next address's: its own is the previous. */
+    for (size_t a = 0; err == 0 && a < addresses; a++) {
+        size_t begin = a == 0 ? 0 : starts[a - 1], count = starts[a] - begin;
+        assert(count > 0); /* an address has an index once a listen names it */
+        err = site_build(&gen->sites[gen->site_count++], gen, config,
+                         site_listen(config, &entries[begin])->address, &entries[begin], count,
+                         &chains, workers);
     }
-    return 0;
+    free(chains.first);
+    free(chains.next);
+    free(starts);
+    free(entries);
+    for (size_t i = 0; err == 0 && i < config->admin_listen_count; i++)
+        err = admin_site_build(&gen->sites[gen->site_count++], config, config->admin_listens[i]);
+    return err;
 }
 
 /* `-t`: builds what the configuration names, without listening. */

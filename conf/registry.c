@@ -262,5 +262,11 @@ int conf__apply(struct conf_config *config, const struct conf_node *root, struct
         rc = conf__limit_finish(&state);
     free(state.server_nodes);
     free(state.proxy_refs);
+    conf__index_free(&state.locations);
+    conf__index_free(&state.addresses);
+    conf__index_free(&state.names);
+    conf__index_free(&state.upstream_names);
+    conf__index_free(&state.proxy_targets);
+    free(state.address_uses);
     return rc;
 }

@@ -30,12 +30,16 @@ static int apply_upstream(struct conf_state *state, const struct conf_node *node
                               "invalid upstream name \"%s\" (use letters, digits, \"-\", \"_\" "
                               "and \".\")",
                               name->text);
-    const struct conf_upstream *other = conf__find_upstream(config, name->text);
-    if (other != NULL) {
+    size_t first;
+    int added = conf__index_add(&state->upstream_names, name->text, strlen(name->text),
+                                config->upstream_count, &first);
+    if (added < 0)
+        return conf__error_at(state->error, &name->pos, "out of memory");
+    if (added == 1) {
         char where[300];
-        return conf__error_at(state->error, &name->pos, "duplicate upstream \"%s\" (first at %s)",
-                              name->text,
-                              conf__where(where, sizeof(where), &name->pos, &other->pos));
+        return conf__error_at(
+            state->error, &name->pos, "duplicate upstream \"%s\" (first at %s)", name->text,
+            conf__where(where, sizeof(where), &name->pos, &config->upstreams[first].pos));
     }
     struct conf_upstream *upstreams = conf__grow(state, &node->name.pos, config->upstreams,
                                                  config->upstream_count, sizeof(*upstreams));

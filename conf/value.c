@@ -217,6 +217,48 @@ int conf__arg_address(struct conf_state *state, const struct conf_arg *arg, cons
                           kind, arg->text);
 }
 
+int conf__address_key(const char *text, struct conf_address_key *key)
+{
+    struct sockaddr_storage addr;
+    socklen_t len;
+    if (corral_parse_address(text, &addr, &len) != 0)
+        return -1;
+    unsigned char *p = key->bytes;
+    *p++ = (unsigned char)addr.ss_family;
+    /* The fields conf_same_address() compares, and nothing else: the
+     * resolver does not promise to zero the padding. */
+    switch (addr.ss_family) {
+    case AF_INET: {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&addr;
+        memcpy(p, &in->sin_port, sizeof(in->sin_port));
+        p += sizeof(in->sin_port);
+        memcpy(p, &in->sin_addr, sizeof(in->sin_addr));
+        p += sizeof(in->sin_addr);
+        break;
+    }
+    case AF_INET6: {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&addr;
+        memcpy(p, &in6->sin6_port, sizeof(in6->sin6_port));
+        p += sizeof(in6->sin6_port);
+        memcpy(p, &in6->sin6_scope_id, sizeof(in6->sin6_scope_id));
+        p += sizeof(in6->sin6_scope_id);
+        memcpy(p, &in6->sin6_addr, sizeof(in6->sin6_addr));
+        p += sizeof(in6->sin6_addr);
+        break;
+    }
+    case AF_UNIX: {
+        const char *path = ((const struct sockaddr_un *)&addr)->sun_path;
+        size_t n = strnlen(path, sizeof(((const struct sockaddr_un *)&addr)->sun_path));
+        memcpy(p, path, n);
+        p += n;
+        break;
+    }
+    default: return -1;
+    }
+    key->len = (size_t)(p - key->bytes);
+    return 0;
+}
+
 bool conf_same_address(const char *a, const char *b)
 {
     struct sockaddr_storage x, y;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------- helpers */
@@ -702,6 +703,82 @@ START_TEST(servers_told_apart)
     ck_assert_uint_eq(c->server_count, 4);
     ck_assert_uint_eq(c->servers[2].server_name_count, 0);
     conf_free(c);
+}
+END_TEST
+
+/* What the daemon groups by, numbered by the parser: each distinct listen
+ * address (whatever its spelling), each distinct proxy_pass string, and
+ * the upstream block a proxy_pass names. */
+START_TEST(addresses_and_proxy_targets_are_numbered)
+{
+    struct conf_config *c =
+        parse_ok("upstream b { server 127.0.0.1:9001; }\n"
+                 "upstream a { server 127.0.0.1:9000; }\n"
+                 "server { listen 127.0.0.1:80; listen *:81; server_name x.example;\n"
+                 "  location / { proxy_pass http://a; }\n"
+                 "  location /b { proxy_pass http://b/; }\n"
+                 "  location /c { proxy_pass http://127.0.0.1:9002; } }\n"
+                 "server { listen 0.0.0.0:81; listen 127.000.0.1:80; server_name y.example;\n"
+                 "  location / { proxy_pass http://a/x/; }\n"
+                 "  location /s { proxy_pass https://a; } }\n"
+                 "server { listen [::1]:80; location / { return 204; } }\n");
+    ck_assert_uint_eq(c->listen_address_count, 3);
+    ck_assert_uint_eq(c->servers[0].listens[0].address_index, 0);
+    ck_assert_uint_eq(c->servers[0].listens[1].address_index, 1);
+    ck_assert_uint_eq(c->servers[1].listens[0].address_index, 1);
+    ck_assert_uint_eq(c->servers[1].listens[1].address_index, 0);
+    ck_assert_uint_eq(c->servers[2].listens[0].address_index, 2);
+    const struct conf_location *l0 = c->servers[0].locations, *l1 = c->servers[1].locations;
+    ck_assert_uint_eq(c->proxy_target_count, 4);
+    ck_assert_uint_eq(l0[0].proxy_target, 0);
+    ck_assert_uint_eq(l0[1].proxy_target, 1);
+    ck_assert_uint_eq(l0[2].proxy_target, 2);
+    ck_assert_uint_eq(l1[0].proxy_target, 0); /* the path is not part of it */
+    ck_assert_uint_eq(l1[1].proxy_target, 3);
+    ck_assert_uint_eq(l0[0].proxy_upstream, 1);
+    ck_assert_uint_eq(l0[1].proxy_upstream, 0);
+    ck_assert_uint_eq(l0[2].proxy_upstream, SIZE_MAX);
+    ck_assert_uint_eq(l1[1].proxy_upstream, 1);
+    conf_free(c);
+}
+END_TEST
+
+static double seconds_since(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
+}
+
+/* Parsing grows linearly: each location, listen and server name is checked
+ * against the earlier ones through an index.  Comparing each with every
+ * earlier one took seconds here (tests/bench/conf-scale.sh measures it). */
+START_TEST(many_locations_and_servers_parse_quickly)
+{
+    enum { LOCATIONS = 30000, SERVERS = 8000 };
+    size_t size = (size_t)LOCATIONS * 48 + (size_t)SERVERS * 120 + 64;
+    char *text = malloc(size);
+    ck_assert_ptr_nonnull(text);
+    size_t used = (size_t)snprintf(text, size, "server { listen 127.0.0.1:80;\n");
+    for (int i = 0; i < LOCATIONS; i++)
+        used += (size_t)snprintf(text + used, size - used, "location /p%d { return 204; }\n", i);
+    used += (size_t)snprintf(text + used, size - used, "}\n");
+    for (int i = 0; i < SERVERS; i++)
+        used += (size_t)snprintf(text + used, size - used,
+                                 "server { listen 127.0.0.1:80; server_name s%d.example; "
+                                 "location / { return 204; } }\n",
+                                 i);
+    ck_assert_uint_lt(used, size - 1);
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    struct conf_config *c = parse_ok(text);
+    double took = seconds_since(&start);
+    ck_assert_uint_eq(c->servers[0].location_count, LOCATIONS);
+    ck_assert_uint_eq(c->server_count, SERVERS + 1);
+    conf_free(c);
+    free(text);
+    /* Linear: well under 1 s, ASan included; quadratic: over 8 s. */
+    ck_assert_msg(took < 4.0, "parsing took %.2f s", took);
 }
 END_TEST
 
@@ -2020,6 +2097,8 @@ Suite *test_suite(void)
     tcase_add_test(valid, tls_server);
     tcase_add_test(valid, https_proxy_pass);
     tcase_add_test(valid, servers_told_apart);
+    tcase_add_test(valid, addresses_and_proxy_targets_are_numbered);
+    tcase_add_test(valid, many_locations_and_servers_parse_quickly);
     tcase_add_test(valid, access_inheritance);
     tcase_add_test(valid, limit_inheritance);
     tcase_add_test(valid, error_page_levels);
