@@ -213,13 +213,14 @@ struct upstream_server_stats {
     struct histogram response[STATUS_CLASSES];
 };
 
+/* servers and stats have one entry per server slot of the upstream. */
 struct upstream_worker {
-    struct server_state servers[UPSTREAM_MAX_SERVERS];
+    struct server_state *servers;
     unsigned idle_count;
     uint64_t random;                            /* xorshift state for balance random */
     uint64_t local_error_logged_ms;             /* loop clock; 0: never */
     _Atomic uint64_t errors[PROXY_ERROR_KINDS]; /* written by the worker only */
-    struct upstream_server_stats stats[UPSTREAM_MAX_SERVERS];
+    struct upstream_server_stats *stats;
 } __attribute__((aligned(64)));
 
 struct balance_ring;
