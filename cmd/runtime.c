@@ -285,9 +285,11 @@ static int router_build(struct runtime_vars *vars, struct http_vhost *vhost)
  * answers): its own, else its server's, else the top level's (nginx's
  * inheritance), compiled, owned by `vars`; NULL when there are none.  A
  * "@name" is the location of `vhost` at its index in the server's
- * (checked by the parser). */
+ * (checked by the parser), found among the server's `named` locations
+ * (their indexes), not among all of them. */
 static int error_pages_build(struct runtime_vars *vars, const struct conf_config *config,
                              const struct conf_server *server, const struct conf_location *loc,
+                             const size_t *named, size_t named_count,
                              const struct http_vhost *vhost, const struct http_error_pages **out)
 {
     const struct conf_error_pages *conf = loc != NULL && loc->error_pages.count > 0
@@ -310,9 +312,9 @@ static int error_pages_build(struct runtime_vars *vars, const struct conf_config
             runtime_vars_compile_any(vars, page->uri, &page->uri_pos, "error_page", &items[i].uri);
         if (err != 0)
             return err;
-        for (size_t j = 0; page->uri[0] == '@' && j < server->location_count; j++)
-            if (strcmp(server->locations[j].path, page->uri) == 0)
-                items[i].named = &vhost->locations[j];
+        for (size_t j = 0; page->uri[0] == '@' && j < named_count; j++)
+            if (strcmp(server->locations[named[j]].path, page->uri) == 0)
+                items[i].named = &vhost->locations[named[j]];
         if (page->uri[0] == '@' && items[i].named == NULL)
             return -EINVAL; /* the parser checked: never */
     }
@@ -358,8 +360,16 @@ static int site_build(struct site *site, struct generation *gen, const struct co
         return -ENOMEM;
 
     const struct conf_server **vhost_servers = calloc(vhost_count, sizeof(*vhost_servers));
-    if (vhost_servers == NULL)
+    size_t max_locations = 0;
+    for (size_t e = 0; e < entry_count; e++)
+        if (config->servers[entries[e].server].location_count > max_locations)
+            max_locations = config->servers[entries[e].server].location_count;
+    size_t *named = malloc((max_locations + 1) * sizeof(*named));
+    if (vhost_servers == NULL || named == NULL) {
+        free(vhost_servers);
+        free(named);
         return -ENOMEM;
+    }
     size_t v = 0, l = 0, r = 0, p = 0, headers_used = 0, hides_used = 0;
     int err = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -383,9 +393,13 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             if (err == 0)
                 err = runtime_vars_add_headers(gen->vars, config, server, &no_location,
                                                &vhost->add_headers);
+            size_t named_count = 0;
+            for (size_t i = 0; i < server->location_count; i++)
+                if (server->locations[i].path[0] == '@')
+                    named[named_count++] = i;
             if (err == 0)
-                err =
-                    error_pages_build(gen->vars, config, server, NULL, vhost, &vhost->error_pages);
+                err = error_pages_build(gen->vars, config, server, NULL, named, named_count, vhost,
+                                        &vhost->error_pages);
             bool has_rewrites = server->rewrites.count > 0;
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
                 const struct conf_location *conf = &server->locations[i];
@@ -410,8 +424,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     err = runtime_vars_add_headers(gen->vars, config, server, conf, &add_headers);
                 loc->add_headers = add_headers;
                 if (err == 0)
-                    err = error_pages_build(gen->vars, config, server, conf, vhost,
-                                            &loc->error_pages);
+                    err = error_pages_build(gen->vars, config, server, conf, named, named_count,
+                                            vhost, &loc->error_pages);
                 if (err == 0 && conf->handler == CONF_HANDLER_RETURN) {
                     struct http_return *ret = &site->returns[r++];
                     *ret = (struct http_return){
@@ -454,6 +468,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
     if (err == 0 && first->tls)
         err = site_tls_build(site, vhost_servers, workers);
     free(vhost_servers);
+    free(named);
     return err;
 }
 
