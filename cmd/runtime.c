@@ -550,33 +550,42 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
     gen->upstreams = calloc(max_upstreams ? max_upstreams : 1, sizeof(*gen->upstreams));
     /* The servers of each address, grouped by a counting sort on the
      * address's index: each site is built from its own servers only. */
-    size_t *starts = calloc(addresses + 1, sizeof(*starts));
+    size_t *ends = calloc(addresses ? addresses : 1, sizeof(*ends));
     struct site_server *entries = calloc(listens ? listens : 1, sizeof(*entries));
     struct upstream_chains chains = {
         .first = malloc((config->proxy_target_count + 1) * sizeof(size_t)),
         .next = malloc((max_upstreams + 1) * sizeof(size_t)),
     };
-    int err = gen->sites == NULL || gen->upstreams == NULL || starts == NULL || entries == NULL ||
+    int err = gen->sites == NULL || gen->upstreams == NULL || ends == NULL || entries == NULL ||
                       chains.first == NULL || chains.next == NULL
                   ? -ENOMEM
                   : 0;
     for (size_t t = 0; err == 0 && t < config->proxy_target_count; t++)
         chains.first[t] = SIZE_MAX;
-    for (size_t s = 0; err == 0 && s < config->server_count; s++)
-        for (size_t i = 0; i < config->servers[s].listen_count; i++)
-            starts[config->servers[s].listens[i].address_index + 1]++;
-    for (size_t a = 0; err == 0 && a < addresses; a++)
-        starts[a + 1] += starts[a];
+    for (size_t s = 0; err == 0 && s < config->server_count; s++) {
+        for (size_t i = 0; err == 0 && i < config->servers[s].listen_count; i++) {
+            size_t a = config->servers[s].listens[i].address_index;
+            if (a >= addresses)
+                err = -EINVAL; /* not a config from the parser */
+            else
+                ends[a]++;
+        }
+    }
+    /* Each address's count becomes where its entries start, then, once
+     * they are placed, where they end. */
+    for (size_t a = 0, sum = 0; err == 0 && a < addresses; a++) {
+        size_t count = ends[a];
+        ends[a] = sum;
+        sum += count;
+    }
     for (size_t s = 0; err == 0 && s < config->server_count; s++) {
         for (size_t i = 0; i < config->servers[s].listen_count; i++) {
             size_t a = config->servers[s].listens[i].address_index;
-            assert(a < addresses);
-            entries[starts[a]++] = (struct site_server){s, i};
+            entries[ends[a]++] = (struct site_server){s, i};
         }
     }
-    /* Each start has moved to the next address's: its own is the previous. */
     for (size_t a = 0; err == 0 && a < addresses; a++) {
-        size_t begin = a == 0 ? 0 : starts[a - 1], count = starts[a] - begin;
+        size_t begin = a == 0 ? 0 : ends[a - 1], count = ends[a] - begin;
         assert(count > 0); /* an address has an index once a listen names it */
         err = site_build(&gen->sites[gen->site_count++], gen, config,
                          site_listen(config, &entries[begin])->address, &entries[begin], count,
@@ -584,7 +593,7 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
     }
     free(chains.first);
     free(chains.next);
-    free(starts);
+    free(ends);
     free(entries);
     for (size_t i = 0; err == 0 && i < config->admin_listen_count; i++)
         err = admin_site_build(&gen->sites[gen->site_count++], config, config->admin_listens[i]);
