@@ -1945,28 +1945,30 @@ static char *upstream_text(unsigned count, const char *extra)
     return text;
 }
 
-/* The servers of an upstream are bounded (the balancer keeps the ones a
- * request tried as bits): one too many is named where it is written, and
- * a resolve server counts for the addresses it may hold at once. */
+/* The servers of an upstream are bounded (a request keeps the ones it
+ * tried as bits): one too many is named where it is written, and a
+ * resolve server counts for the addresses it may hold at once. */
 START_TEST(upstream_server_count_is_bounded)
 {
-    char *text = upstream_text(64, "");
-    conf_free(parse_ok(text));
+    char *text = upstream_text(1024, "");
+    struct conf_config *c = parse_ok(text);
+    ck_assert_uint_eq(c->upstreams[0].upstream.server_count, 1024);
+    conf_free(c);
     free(text);
 
     struct conf_error error;
-    text = upstream_text(65, "");
+    text = upstream_text(1025, "");
     ck_assert_str_eq(parse_error(text, NULL, &error),
-                     "test.conf:67:10: upstream \"u\" has more than 64 servers (at most 64 "
+                     "test.conf:1027:10: upstream \"u\" has more than 1024 servers (at most 1024 "
                      "addresses, a server with \"resolve\" counting as 4)");
     free(text);
 
-    text = upstream_text(16, " resolve");
+    text = upstream_text(256, " resolve");
     conf_free(parse_ok(text));
     free(text);
-    text = upstream_text(17, " resolve");
+    text = upstream_text(257, " resolve");
     ck_assert_str_eq(parse_error(text, NULL, &error),
-                     "test.conf:19:10: upstream \"u\" has more than 64 servers (at most 64 "
+                     "test.conf:259:10: upstream \"u\" has more than 1024 servers (at most 1024 "
                      "addresses, a server with \"resolve\" counting as 4)");
     free(text);
 }
