@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # How `corral -t` scales with the size of a configuration: generates large
 # configurations (many locations, many server blocks, many listen
-# addresses) and prints the wall-clock time `corral -t` takes on each.
+# addresses, upstreams, inherited error pages) and prints the wall-clock
+# and CPU time and the peak memory of `corral -t` on each.
 # Parsing and building should grow linearly: doubling a count should about
 # double its time.
 #
