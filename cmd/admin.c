@@ -3,6 +3,7 @@
  * Prometheus text format, GET /status in JSON.  Counters are summed over the
  * running generations plus the totals of the ones that have exited, under
  * the daemon lock: admin requests are rare, the workers never take it.
+ * Before any of them, the admin block's allow/deny and bearer token.
  */
 #include "cmd/daemon.h"
 #include "cmd/metrics.h"
@@ -11,11 +12,178 @@
 #include "proto/health.h"
 #include "proto/http2.h" /* http2_counter_names */
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* ------------------------------------------------------------ the gate */
+
+enum admin_refusal {
+    ADMIN_REFUSED_ADDRESS, /* allow/deny: 403 */
+    ADMIN_REFUSED_TOKEN,   /* bearer token missing or wrong: 401 */
+    ADMIN_REFUSALS,
+};
+static const char *const admin_refusal_names[ADMIN_REFUSALS] = {"address", "token"};
+
+/* Daemon-wide and never reset, so that they keep growing across reloads;
+ * refusals are rare enough for one shared counter. */
+static _Atomic uint64_t admin_refused[ADMIN_REFUSALS];
+
+/* RFC 6750 b64token: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=" */
+static bool is_token_char(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_' || c == '~' || c == '+' || c == '/';
+}
+
+static bool is_b64token(const char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len && is_token_char(s[i]))
+        i++;
+    if (i == 0)
+        return false;
+    while (i < len && s[i] == '=')
+        i++;
+    return i == len;
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* Reads at most ADMIN_TOKEN_MAX + 1 bytes of `fd` into `buf`: the count,
+ * or -errno. */
+static ssize_t read_bounded(int fd, char *buf)
+{
+    size_t n = 0;
+    while (n <= ADMIN_TOKEN_MAX) {
+        ssize_t got = read(fd, buf + n, ADMIN_TOKEN_MAX + 1 - n);
+        if (got == -1 && errno == EINTR)
+            continue;
+        if (got == -1)
+            return -errno;
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    return (ssize_t)n;
+}
+
+int admin_token_read(const char *path, const struct conf_pos *pos, char *token, size_t *len)
+{
+    const char *problem = NULL;
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    ssize_t got = 0;
+    if (fd == -1 || fstat(fd, &st) == -1)
+        problem = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        problem = "not a regular file";
+    else if ((got = read_bounded(fd, token)) < 0)
+        problem = strerror((int)-got);
+    else if (got > ADMIN_TOKEN_MAX)
+        problem = "longer than 4096 bytes";
+    if (fd != -1)
+        close(fd);
+    size_t start = 0, end = got > 0 ? (size_t)got : 0;
+    while (start < end && is_space(token[start]))
+        start++;
+    while (end > start && is_space(token[end - 1]))
+        end--;
+    if (problem == NULL && start == end)
+        problem = "no token in the file";
+    else if (problem == NULL && !is_b64token(token + start, end - start))
+        problem = "a token is one word of A-Z a-z 0-9 - . _ ~ + / then = signs (RFC 6750)";
+    if (problem != NULL) {
+        log_error("%s:%u:%u: auth_token_file %s: %s", pos->file, pos->line, pos->col, path,
+                  problem);
+        return -EINVAL;
+    }
+    if (st.st_mode & S_IROTH)
+        log_warn("%s:%u:%u: auth_token_file %s is readable by any user", pos->file, pos->line,
+                 pos->col, path);
+    memmove(token, token + start, end - start);
+    token[end - start] = '\0';
+    *len = end - start;
+    return 0;
+}
+
+/* Whether `given` is `token`, in a time that depends only on the token's
+ * length: neither on its bytes nor on where the two differ. */
+static bool token_equal(const char *given, size_t given_len, const char *token, size_t token_len)
+{
+    unsigned char diff = given_len != token_len;
+    for (size_t i = 0; i < token_len; i++)
+        diff |= (unsigned char)(token[i] ^ (i < given_len ? given[i] : 0));
+    return diff == 0;
+}
+
+/* The bearer token `req` carries (RFC 6750 2.1: "Authorization: Bearer
+ * TOKEN", the scheme in any case); false when it carries none. */
+static bool bearer_token(const struct http_request *req, struct http_str *out)
+{
+    for (size_t i = 0; i < req->header_count; i++) {
+        const struct http_header *h = &req->headers[i];
+        if (!http_str_equal_nocase(h->name, "authorization"))
+            continue;
+        const char *v = h->value.data;
+        size_t len = h->value.len, at = 6;
+        if (len <= at || strncasecmp(v, "bearer", 6) != 0 || v[at] != ' ')
+            return false;
+        while (at < len && v[at] == ' ')
+            at++;
+        while (len > at && is_space(v[len - 1]))
+            len--;
+        *out = (struct http_str){v + at, len - at};
+        return out->len > 0;
+    }
+    return false;
+}
+
+static void gate_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    const struct admin_gate *gate = data;
+    if (gate->access != NULL && access_check_routed(ex, gate->access, req) != 0) {
+        atomic_fetch_add_explicit(&admin_refused[ADMIN_REFUSED_ADDRESS], 1, memory_order_relaxed);
+        exchange_respond_error(ex, 403);
+        return;
+    }
+    if (gate->token != NULL) {
+        struct http_str given;
+        bool carried = bearer_token(req, &given);
+        if (!carried || !token_equal(given.data, given.len, gate->token, gate->token_len)) {
+            atomic_fetch_add_explicit(&admin_refused[ADMIN_REFUSED_TOKEN], 1, memory_order_relaxed);
+            /* RFC 6750 3: the scheme, and an error only for a token that
+             * was sent and is wrong. */
+            exchange_respond(ex, 401,
+                             carried ? "WWW-Authenticate: Bearer realm=\"corral admin\", "
+                                       "error=\"invalid_token\"\r\n"
+                                       "Content-Type: text/plain\r\n"
+                                     : "WWW-Authenticate: Bearer realm=\"corral admin\"\r\n"
+                                       "Content-Type: text/plain\r\n",
+                             "401 Unauthorized\n", 17);
+            return;
+        }
+    }
+    if (gate->next == NULL)
+        exchange_respond_error(ex, 404);
+    else
+        gate->next->on_request(ex, req, NULL);
+}
+
+const struct http_handler admin_gate_handler = {
+    .name = "admin",
+    .on_request = gate_on_request,
+};
 
 struct worker_totals {
     uint64_t accepts, wakeups, wasted, local, active;
@@ -274,6 +442,13 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
                 text_printf(&t, "corral_upstream_errors_total{upstream=\"%s\",kind=\"%s\"} %llu\n",
                             upstreams[i].name, proxy_error_kind_names[k],
                             (unsigned long long)upstreams[i].errors[k]);
+    text_printf(&t, "# HELP corral_admin_denied_total Admin requests refused: by the admin "
+                    "block's allow/deny (403), or for a missing or wrong bearer token (401).\n"
+                    "# TYPE corral_admin_denied_total counter\n");
+    for (int k = 0; k < ADMIN_REFUSALS; k++)
+        text_printf(
+            &t, "corral_admin_denied_total{reason=\"%s\"} %llu\n", admin_refusal_names[k],
+            (unsigned long long)atomic_load_explicit(&admin_refused[k], memory_order_relaxed));
     text_printf(&t,
                 "# HELP corral_config_generation Configurations loaded since start.\n"
                 "# TYPE corral_config_generation gauge\ncorral_config_generation %u\n",

@@ -464,6 +464,7 @@ int main(int argc, char **argv)
         corral_listener_address(gen->sites[i].listener, bound, sizeof(bound));
         log_info("listening on %s%s", bound, gen->sites[i].admin ? " (admin)" : "");
     }
+    generations_release_passed();
     bool started =
         (pid_file == NULL || write_pid_file(pid_file) == 0) && drop_privileges(gen->config) == 0;
     if (!started)

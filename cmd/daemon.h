@@ -125,6 +125,26 @@ extern const struct http_handler admin_status_handler;
 extern const struct http_handler admin_healthz_handler;
 extern const struct http_handler admin_readyz_handler;
 
+/* What an admin location checks before its endpoint answers (admin.c):
+ * the admin block's allow/deny (403), then, where `token` is set, the
+ * bearer token (401).  Each refusal is counted for /metrics. */
+struct admin_gate {
+    const struct http_handler *next;  /* the endpoint; NULL: 404 */
+    const struct access_conf *access; /* NULL: no rules */
+    const char *token;                /* NULL: no token needed here */
+    size_t token_len;
+};
+extern const struct http_handler admin_gate_handler; /* its data: a struct admin_gate */
+
+#define ADMIN_TOKEN_MAX 4096
+
+/* Reads the token of `auth_token_file path` (written at `pos`) into
+ * `token`, ADMIN_TOKEN_MAX + 1 bytes: the file's one word, without the
+ * white space around it, which must be an RFC 6750 b64token.  Refuses
+ * what is not a regular file (a FIFO would never end); warns when any user
+ * may read it.  Returns 0 with *len set, or -EINVAL (logged at `pos`). */
+int admin_token_read(const char *path, const struct conf_pos *pos, char *token, size_t *len);
+
 /* Log sink (log.c): stderr or a file, reopened on SIGUSR1.  It becomes the
  * library's logger, so the library's lines and the daemon's own (through
  * corral_log(), filtered by corral_set_log_level()) share it. */

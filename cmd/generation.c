@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <netinet/in.h>
 
 struct daemon_state daemon_state = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -144,6 +146,50 @@ static int site_listen(struct generation *gen, struct site *site, struct generat
                                 &http1_server_handler, &site->http, &site->listener);
 }
 
+/* The listen of `gen` or `previous` (NULL: none) other than `site` whose
+ * socket has `port`, or NULL. */
+static const struct site *site_on_port(const struct generation *gen, const struct site *site,
+                                       int port)
+{
+    for (size_t i = 0; gen != NULL && i < gen->site_count; i++)
+        if (&gen->sites[i] != site && gen->sites[i].listener != NULL &&
+            corral_listener_port(gen->sites[i].listener) == port)
+            return &gen->sites[i];
+    return NULL;
+}
+
+/* A new socket for `site` found its port taken.  By a listen of this
+ * configuration, or of the running one, on an overlapping address (`*:80`
+ * and `127.0.0.1:80`), as nginx refuses it too.  Otherwise by a socket
+ * this process does not have: another corral or another service, whose
+ * SO_REUSEPORT group corral does not join, as that would split the port's
+ * connections with it. */
+static void log_address_in_use(const struct generation *gen, const struct site *site,
+                               const struct generation *previous)
+{
+    struct sockaddr_storage addr;
+    socklen_t len;
+    int port = 0;
+    if (corral_parse_address(site->address, &addr, &len) != 0)
+        addr.ss_family = AF_UNSPEC;
+    if (addr.ss_family == AF_INET)
+        port = ntohs(((const struct sockaddr_in *)&addr)->sin_port);
+    else if (addr.ss_family == AF_INET6)
+        port = ntohs(((const struct sockaddr_in6 *)&addr)->sin6_port);
+    const struct site *own = port != 0 ? site_on_port(gen, site, port) : NULL;
+    const struct site *running =
+        port != 0 && own == NULL ? site_on_port(previous, site, port) : NULL;
+    if (own != NULL)
+        log_error("listen %s: address already in use (by listen %s of this configuration)",
+                  site->address, own->address);
+    else if (running != NULL)
+        log_error("listen %s: address already in use (by listen %s of the running configuration)",
+                  site->address, running->address);
+    else
+        log_error("listen %s: address already in use (another process listens there)",
+                  site->address);
+}
+
 /* After the previous generation closed its sockets: new ones on the very
  * address it had bound (the same port even where the config says 0). */
 static int site_relisten(struct generation *gen, struct site *site, struct generation *previous)
@@ -194,6 +240,73 @@ static void leave_reuseport_groups(struct generation *gen)
             corral_listener_fds(gen->sites[i].listener, &fds) == 1)
             setsockopt(fds[0], SOL_SOCKET, SO_REUSEPORT, &zero, sizeof(zero));
     }
+}
+
+/* Whether `fd` is a socket of one of `gen`'s TCP listeners: the same
+ * socket through another descriptor (a generation listens on copies). */
+static bool generation_holds(const struct generation *gen, int fd)
+{
+    struct stat passed;
+    if (fstat(fd, &passed) != 0)
+        return false;
+    for (size_t i = 0; i < gen->site_count; i++) {
+        const int *fds;
+        /* corral_listener_fds() on a unix listener would disown its file. */
+        if (gen->sites[i].listener == NULL || corral_listener_port(gen->sites[i].listener) == 0)
+            continue;
+        unsigned count = corral_listener_fds(gen->sites[i].listener, &fds);
+        for (unsigned k = 0; k < count; k++) {
+            struct stat held;
+            if (fds[k] != -1 && fstat(fds[k], &held) == 0 && held.st_dev == passed.st_dev &&
+                held.st_ino == passed.st_ino)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* The listener of `gen` bound to `address` (as the kernel reports it), or
+ * NULL. */
+static corral_listener *generation_listener_at(const struct generation *gen, const char *address)
+{
+    for (size_t i = 0; i < gen->site_count; i++) {
+        char bound[128];
+        if (gen->sites[i].listener != NULL &&
+            corral_listener_address(gen->sites[i].listener, bound, sizeof(bound)) == 0 &&
+            strcmp(bound, address) == 0)
+            return gen->sites[i].listener;
+    }
+    return NULL;
+}
+
+/* activated_sockets_release() for the generation `arg`, the newest.  A
+ * passed socket it does not hold must not stay open: in a SO_REUSEPORT
+ * group it would take its share of the port's new connections, which no
+ * one accepts.  This happens when the new process of a binary upgrade, or a
+ * reload after one, changes the socket layout and keeps fewer sockets than
+ * were passed.  What such a socket queued goes to the generation's own
+ * listener on the address first.  A passed socket whose address it does
+ * not serve is closed too when an upgrade passed it; one from systemd is
+ * kept (systemd holds and queues on it anyway) for a later reload that
+ * listens there again.  Unix sockets are never in a group, and stay. */
+static bool passed_socket_unused(int fd, const char *address, bool upgraded, void *arg)
+{
+    const struct generation *gen = arg;
+    if (strncmp(address, "unix:", 5) == 0 || generation_holds(gen, fd))
+        return false;
+    corral_listener *listener = generation_listener_at(gen, address);
+    if (listener == NULL)
+        return upgraded;
+    /* -EINVAL before the generation starts (re-created sockets): the
+     * queue is reset, as the re-creation refuses connections anyway. */
+    corral_listener_take_queue(listener, fd);
+    return true;
+}
+
+void generations_release_passed(void)
+{
+    if (daemon_state.generations != NULL)
+        activated_sockets_release(passed_socket_unused, daemon_state.generations);
 }
 
 static void on_generation_exit(void *arg);
@@ -406,10 +519,15 @@ int generation_start(struct conf_config *config, struct generation *previous,
     bool layout_changed = false;
     for (size_t i = 0; i < gen->site_count; i++) {
         struct site *site = &gen->sites[i];
+        const struct site *old = find_site(previous, site->address);
         err = site_listen(gen, site, previous);
-        if (err == -EADDRINUSE && previous != NULL) {
+        if (err == -EADDRINUSE && old != NULL && old->listener != NULL) {
             layout_changed = true;
             continue;
+        }
+        if (err == -EADDRINUSE) {
+            log_address_in_use(gen, site, previous);
+            goto fail;
         }
         if (err != 0) {
             log_error("listen %s: %s", site->address, strerror(-err));
@@ -426,6 +544,8 @@ int generation_start(struct conf_config *config, struct generation *previous,
                  "sockets to re-create them; connections arriving meanwhile are refused");
         corral_server_close_listeners(previous->server);
         previous->listeners_closed = true;
+        /* The copies passed in by an upgrade would hold the ports. */
+        activated_sockets_release(passed_socket_unused, gen);
         for (size_t i = 0; i < gen->site_count; i++) {
             struct site *site = &gen->sites[i];
             if (site->listener != NULL)
@@ -603,6 +723,9 @@ static void reload_generation(void)
     log_info("generation %u: draining (up to %u ms)", previous->number,
              previous->config->drain_timeout_ms);
     generation_stop(previous, previous->config->drain_timeout_ms);
+    /* Before the random-pick program comes off: until then, no new
+     * connection goes to a socket the new generation does not hold. */
+    generations_release_passed();
     if (listened_beside)
         leave_reuseport_groups(gen);
 }

@@ -37,6 +37,11 @@ void log_wakeup(const struct generation *gen);
  * then READY. */
 void reload(void);
 
+/* Closes the sockets passed in (by systemd or the process this one
+ * upgrades) that the newest generation does not use, once what they
+ * queued is handed to it.  After a start or a reload. */
+void generations_release_passed(void);
+
 /* A binary upgrade's new process serves: from now on, stopping hands it
  * the idle plain connections over `channel` (a unix socket) instead of
  * closing them. */

@@ -32,6 +32,7 @@ struct activated_socket {
 static struct activated_socket *activated;
 static int *activated_fds;
 static size_t activated_count;
+static bool activated_by_upgrade; /* the process this one upgrades passed them, not systemd */
 
 /* systemd socket activation: LISTEN_PID is us, LISTEN_FDS sockets from 3. */
 void collect_activated_sockets(void)
@@ -40,6 +41,7 @@ void collect_activated_sockets(void)
     if (pid == NULL || fds == NULL || atol(pid) != (long)getpid())
         return;
     int count = atoi(fds);
+    activated_by_upgrade = getenv("CORRAL_UPGRADE_FD") != NULL;
     size_t slots = (size_t)(count > 0 ? count : 1);
     activated = calloc(slots, sizeof(*activated));
     activated_fds = calloc(slots, sizeof(*activated_fds));
@@ -101,6 +103,23 @@ unsigned activated_sockets_find(const char *address, const int **fds)
         n++;
     *fds = &activated_fds[i];
     return (unsigned)n;
+}
+
+void activated_sockets_release(activated_unused_fn *unused, void *arg)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < activated_count; i++) {
+        if (unused(activated_fds[i], activated[i].address, activated_by_upgrade, arg)) {
+            log_info("closing %s (fd %d): passed in, no longer used", activated[i].address,
+                     activated_fds[i]);
+            close(activated_fds[i]);
+            continue;
+        }
+        /* In order: a group's sockets stay next to each other. */
+        activated[kept] = activated[i];
+        activated_fds[kept++] = activated_fds[i];
+    }
+    activated_count = kept;
 }
 
 void activated_sockets_close(void)

@@ -21,6 +21,14 @@ void collect_activated_sockets(void);
  * activated_sockets_close(). */
 unsigned activated_sockets_find(const char *address, const int **fds);
 
+/* Whether the passed socket `fd`, bound to `address` (as the kernel reports
+ * it), can be closed; `upgraded`: the process this one upgrades passed it,
+ * not systemd. */
+typedef bool activated_unused_fn(int fd, const char *address, bool upgraded, void *arg);
+
+/* Closes and forgets each passed socket for which `unused` says so. */
+void activated_sockets_release(activated_unused_fn *unused, void *arg);
+
 /* Closes the passed sockets, once no generation will take them over, and
  * forgets them.  Called again, does nothing. */
 void activated_sockets_close(void);

@@ -11,6 +11,7 @@
 #include "cmd/runtime_vars.h"
 #include "proto/error_page.h"
 
+#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
@@ -19,12 +20,20 @@
 
 /* ------------------------------------------------------------ sites */
 
-static const struct http_location admin_locations[] = {
-    {.path = "/metrics", .path_len = 8, .exact = true, .handler = &admin_metrics_handler},
-    {.path = "/status", .path_len = 7, .exact = true, .handler = &admin_status_handler},
-    {.path = "/healthz", .path_len = 8, .exact = true, .handler = &admin_healthz_handler},
-    {.path = "/readyz", .path_len = 7, .exact = true, .handler = &admin_readyz_handler},
+/* The admin endpoints.  The token guards what tells about the daemon;
+ * /healthz and /readyz tell only that it lives, for load balancers' probes,
+ * which cannot always send a header. */
+static const struct {
+    const char *path;
+    const struct http_handler *handler;
+    bool token;
+} admin_endpoints[] = {
+    {"/metrics", &admin_metrics_handler, true},
+    {"/status", &admin_status_handler, true},
+    {"/healthz", &admin_healthz_handler, false},
+    {"/readyz", &admin_readyz_handler, false},
 };
+#define ADMIN_ENDPOINTS (sizeof(admin_endpoints) / sizeof(admin_endpoints[0]))
 
 static void site_free(struct site *site)
 {
@@ -202,6 +211,9 @@ static int proxy_build(struct site *site, struct runtime_vars *vars, size_t inde
         .set_header_count = loc->set_header_count,
         .hide_headers = hides,
         .hide_header_count = loc->hide_header_count,
+        .upgrades = loc->upgrade_set ? (const char *const *)loc->upgrades : proxy_upgrade_default,
+        .upgrade_count = loc->upgrade_set ? loc->upgrade_count : 1,
+        .upgrade_any = loc->upgrade_any,
         .set_values = values,
         .captures = captures,
         .strip = {loc->path, strlen(loc->path)},
@@ -210,24 +222,103 @@ static int proxy_build(struct site *site, struct runtime_vars *vars, size_t inde
     return 0;
 }
 
-/* Points a TLS loading problem at the directive behind it. */
-static void report_tls_problem(void *arg, enum tls_conf_item item, size_t vhost, size_t index,
-                               bool warning, const char *message)
+/* Logs a TLS loading problem at the directive of `tls` behind it, else
+ * (a built-in default) at `block`. */
+static void log_tls_problem(const struct conf_tls *tls, const struct conf_pos *block,
+                            enum tls_conf_item item, size_t index, bool warning,
+                            const char *message)
 {
-    const struct conf_server *const *servers = arg;
-    const struct conf_tls *tls = &servers[vhost]->tls;
     const struct conf_pos *pos = item == TLS_CONF_CERTIFICATE
                                      ? &tls->certificates[index].certificate_pos
                                  : item == TLS_CONF_KEY          ? &tls->certificates[index].key_pos
                                  : item == TLS_CONF_CIPHERS      ? &tls->ciphers_pos
                                  : item == TLS_CONF_CIPHERSUITES ? &tls->ciphersuites_pos
                                                                  : &tls->client_ca_pos;
-    if (pos->file == NULL) /* a built-in default: point at the server block */
-        pos = &servers[vhost]->pos;
+    if (pos->file == NULL)
+        pos = block;
     if (warning)
         log_warn("%s:%u:%u: %s", pos->file, pos->line, pos->col, message);
     else
         log_error("%s:%u:%u: %s", pos->file, pos->line, pos->col, message);
+}
+
+/* Points a TLS loading problem at the directive behind it. */
+static void report_tls_problem(void *arg, enum tls_conf_item item, size_t vhost, size_t index,
+                               bool warning, const char *message)
+{
+    const struct conf_server *const *servers = arg;
+    log_tls_problem(&servers[vhost]->tls, &servers[vhost]->pos, item, index, warning, message);
+}
+
+/* The same in the admin block (`arg` is the config). */
+static void report_admin_tls_problem(void *arg, enum tls_conf_item item, size_t vhost, size_t index,
+                                     bool warning, const char *message)
+{
+    (void)vhost;
+    const struct conf_admin *admin = &((const struct conf_config *)arg)->admin;
+    log_tls_problem(&admin->tls, &admin->pos, item, index, warning, message);
+}
+
+/* Orders server blocks by their TLS settings, which give a vhost its TLS
+ * group: the certificate and key files (as written, in order), the client
+ * certificates' CA file and tls_verify_client. */
+struct tls_member {
+    const struct conf_tls *tls;
+    size_t vhost;
+};
+
+static int strcmp_null(const char *a, const char *b)
+{
+    return a == NULL || b == NULL ? (a != NULL) - (b != NULL) : strcmp(a, b);
+}
+
+static int tls_settings_compare(const struct conf_tls *a, const struct conf_tls *b)
+{
+    if (a->certificate_count != b->certificate_count)
+        return a->certificate_count < b->certificate_count ? -1 : 1;
+    for (size_t i = 0; i < a->certificate_count; i++) {
+        int c = strcmp_null(a->certificates[i].certificate, b->certificates[i].certificate);
+        if (c == 0)
+            c = strcmp_null(a->certificates[i].key, b->certificates[i].key);
+        if (c != 0)
+            return c;
+    }
+    int c = strcmp_null(a->settings.client_ca, b->settings.client_ca);
+    if (c != 0)
+        return c;
+    if (a->settings.verify_client != b->settings.verify_client)
+        return a->settings.verify_client < b->settings.verify_client ? -1 : 1;
+    return 0;
+}
+
+/* By settings, then by vhost: a group's first member is its first vhost. */
+static int tls_member_compare(const void *left, const void *right)
+{
+    const struct tls_member *a = left, *b = right;
+    int c = tls_settings_compare(a->tls, b->tls);
+    return c != 0 ? c : a->vhost < b->vhost ? -1 : a->vhost > b->vhost;
+}
+
+/* Gives each vhost of a TLS site its TLS group: the index of the first vhost
+ * with the same settings.  Sorted, so that many server blocks on one
+ * address cost n log n, not n squared. */
+static int site_tls_groups(struct site *site, const struct conf_server **vhost_servers)
+{
+    size_t count = site->http.vhost_count;
+    struct tls_member *members = calloc(count, sizeof(*members));
+    if (members == NULL)
+        return -ENOMEM;
+    for (size_t v = 0; v < count; v++)
+        members[v] = (struct tls_member){&vhost_servers[v]->tls, v};
+    qsort(members, count, sizeof(*members), tls_member_compare);
+    size_t first = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (tls_settings_compare(members[i].tls, members[first].tls) != 0)
+            first = i;
+        site->vhosts[members[i].vhost].tls_group = (unsigned)members[first].vhost;
+    }
+    free(members);
+    return 0;
 }
 
 /* The site's TLS: each vhost's certificates, and the rest of the settings
@@ -331,11 +422,11 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                       const char *address, const struct site_server *entries, size_t entry_count,
                       struct upstream_chains *chains, unsigned workers)
 {
-    size_t vhost_count = 0, location_count = 0, return_count = 0, proxy_count = 0;
+    /* A vhost for each server listening here. */
+    size_t vhost_count = entry_count, location_count = 0, return_count = 0, proxy_count = 0;
     size_t header_count = 0, hide_count = 0;
     for (size_t e = 0; e < entry_count; e++) {
         const struct conf_server *server = &config->servers[entries[e].server];
-        vhost_count++;
         location_count += server->location_count;
         for (size_t l = 0; l < server->location_count; l++) {
             const struct conf_location *loc = &server->locations[l];
@@ -467,28 +558,104 @@ static int site_build(struct site *site, struct generation *gen, const struct co
         site->http.http2 = &vhost_servers[0]->http.http2;
     if (err == 0 && first->tls)
         err = site_tls_build(site, vhost_servers, workers);
+    assert(site->http.vhost_count == vhost_count); /* vhost_servers' length */
+    if (err == 0 && first->tls)
+        err = site_tls_groups(site, vhost_servers);
     free(vhost_servers);
     free(named);
     return err;
 }
 
-static int admin_site_build(struct site *site, const struct conf_config *config,
-                            const char *address)
+/* TLS for an admin `listen ... tls`: the admin block's certificates and
+ * settings. */
+static int admin_tls_build(struct site *site, const struct conf_config *config, unsigned workers)
 {
+    const struct conf_tls *tls = &config->admin.tls;
+    struct tls_certificate_files *files = calloc(tls->certificate_count, sizeof(*files));
+    if (files == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < tls->certificate_count; i++)
+        files[i] = (struct tls_certificate_files){tls->certificates[i].certificate,
+                                                  tls->certificates[i].key};
+    struct tls_vhost_conf vhost = {files, tls->certificate_count};
+    struct tls_report report = {report_admin_tls_problem, (void *)config};
+    int err = tls_server_new(&tls->settings, &vhost, 1, workers, &report, &site->http.tls);
+    free(files);
+    return err;
+}
+
+/* Whether only this machine can reach `address`: a loopback address or a
+ * unix socket. */
+static bool admin_address_is_local(const char *address)
+{
+    struct sockaddr_storage addr;
+    socklen_t len;
+    if (corral_parse_address(address, &addr, &len) != 0)
+        return false;
+    if (addr.ss_family == AF_UNIX)
+        return true;
+    if (addr.ss_family == AF_INET)
+        return ((const uint8_t *)&((const struct sockaddr_in *)&addr)->sin_addr)[0] == 127;
+    const struct in6_addr *in6 = &((const struct sockaddr_in6 *)&addr)->sin6_addr;
+    return addr.ss_family == AF_INET6 &&
+           (IN6_IS_ADDR_LOOPBACK(in6) || (IN6_IS_ADDR_V4MAPPED(in6) && in6->s6_addr[12] == 127));
+}
+
+/* Admin listen `index`: its endpoints, each behind a gate with the admin
+ * block's rules and `token` (NULL: none), and a last location that answers
+ * 404 behind the rules, so that a refusal is counted whatever the path. */
+static int admin_site_build(struct site *site, struct generation *gen,
+                            const struct conf_config *config, size_t index, const char *token,
+                            size_t token_len, unsigned workers)
+{
+    const char *address = config->admin_listens[index];
+    const struct conf_admin *admin = &config->admin;
+    const struct access_conf *access = admin->access.rule_count > 0 ? &admin->access : NULL;
+    bool tls = admin->listens[index].tls;
+    bool verified = tls && admin->tls.settings.verify_client == TLS_VERIFY_CLIENT_ON;
+    if (access == NULL && token == NULL && !verified && !admin_address_is_local(address)) {
+        const struct conf_pos *pos = &admin->listens[index].pos;
+        log_warn("%s:%u:%u: admin listen \"%s\" is not a loopback address and has no access "
+                 "control: whoever reaches it reads /metrics and /status (the pid, the config "
+                 "path, the upstream addresses); add \"allow\" and \"deny\", "
+                 "\"auth_token_file\", or \"listen ... tls\" with \"tls_verify_client on\" to "
+                 "the admin block",
+                 pos->file, pos->line, pos->col, address);
+    }
     corral_listen_options_init(&site->listen_options);
     site->address = strdup(address);
     site->vhosts = calloc(1, sizeof(*site->vhosts));
-    if (site->address == NULL || site->vhosts == NULL)
+    site->locations = calloc(ADMIN_ENDPOINTS + 1, sizeof(*site->locations));
+    struct admin_gate *gates = runtime_vars_calloc(gen->vars, ADMIN_ENDPOINTS + 1, sizeof(*gates));
+    if (site->address == NULL || site->vhosts == NULL || site->locations == NULL || gates == NULL)
         return -ENOMEM;
+    for (size_t i = 0; i < ADMIN_ENDPOINTS; i++) {
+        gates[i] = (struct admin_gate){.next = admin_endpoints[i].handler,
+                                       .access = access,
+                                       .token = admin_endpoints[i].token ? token : NULL,
+                                       .token_len = token_len};
+        site->locations[i] = (struct http_location){.path = admin_endpoints[i].path,
+                                                    .path_len = strlen(admin_endpoints[i].path),
+                                                    .exact = true,
+                                                    .handler = &admin_gate_handler,
+                                                    .handler_data = &gates[i]};
+    }
+    gates[ADMIN_ENDPOINTS] = (struct admin_gate){.access = access};
+    site->locations[ADMIN_ENDPOINTS] =
+        (struct http_location){.path = "/",
+                               .path_len = 1,
+                               .handler = &admin_gate_handler,
+                               .handler_data = &gates[ADMIN_ENDPOINTS]};
     site->vhosts[0] = (struct http_vhost){
-        .locations = admin_locations,
-        .location_count = sizeof(admin_locations) / sizeof(admin_locations[0]),
+        .locations = site->locations,
+        .location_count = ADMIN_ENDPOINTS + 1,
         .limits = config->http.limits,
+        .access = access,                             /* a path that is not one ("*") */
         .stats_slot = (unsigned)config->server_count, /* after the server blocks' */
     };
     site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = 1};
     site->admin = true;
-    return 0;
+    return tls ? admin_tls_build(site, config, workers) : 0;
 }
 
 /* ------------------------------------------------------------ generations */
@@ -595,9 +762,26 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
     free(chains.next);
     free(ends);
     free(entries);
-    for (size_t i = 0; err == 0 && i < config->admin_listen_count; i++)
-        err = admin_site_build(&gen->sites[gen->site_count++], config, config->admin_listens[i]);
-    return err;
+    if (err != 0)
+        return err;
+    char *token = NULL;
+    size_t token_len = 0;
+    if (config->admin_listen_count > 0 && config->admin.token_file != NULL) {
+        token = runtime_vars_calloc(gen->vars, 1, ADMIN_TOKEN_MAX + 1);
+        if (token == NULL)
+            return -ENOMEM;
+        err = admin_token_read(config->admin.token_file, &config->admin.token_file_pos, token,
+                               &token_len);
+        if (err != 0)
+            return err;
+    }
+    for (size_t i = 0; i < config->admin_listen_count; i++) {
+        err = admin_site_build(&gen->sites[gen->site_count++], gen, config, i, token, token_len,
+                               workers);
+        if (err != 0)
+            return err;
+    }
+    return 0;
 }
 
 /* `-t`: builds what the configuration names, without listening. */

@@ -2,7 +2,8 @@
  * access_directives.c: the client's real address and access rules, as
  * nginx's realip and access modules spell them: set_real_ip_from,
  * real_ip_header, real_ip_recursive, allow and deny, at the top level, in
- * a server and in a location, each block inheriting what it does not set.
+ * a server and in a location, each block inheriting what it does not set;
+ * allow and deny in the admin block too, which inherits nothing.
  */
 #include "registry.h"
 
@@ -16,6 +17,8 @@
 /* The block a directive of this module is written in. */
 static struct access_conf *block_access(struct conf_state *state)
 {
+    if (state->in_admin)
+        return &state->config->admin.access;
     if (state->location != NULL)
         return &state->location->access;
     if (state->server != NULL)
@@ -156,13 +159,13 @@ const struct conf_directive conf__access_directives[] = {
      .max_args = 1,
      .apply = apply_real_ip_recursive},
     {.name = "allow",
-     .contexts = ACCESS_CONTEXTS,
+     .contexts = ACCESS_CONTEXTS | CONF_ADMIN,
      .min_args = 1,
      .max_args = 1,
      .repeat = true,
      .apply = apply_rule},
     {.name = "deny",
-     .contexts = ACCESS_CONTEXTS,
+     .contexts = ACCESS_CONTEXTS | CONF_ADMIN,
      .min_args = 1,
      .max_args = 1,
      .repeat = true,

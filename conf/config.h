@@ -198,6 +198,14 @@ struct conf_location {
     size_t set_header_count;
     char **hide_headers; /* proxy_hide_header NAME */
     size_t hide_header_count;
+    /* proxy_upgrade PROTOCOL... | off: the Upgrade protocols passed on
+     * (upgrade_set false: websocket); upgrade_any: every protocol but the
+     * HTTP versions, which nginx's "proxy_set_header Upgrade $http_upgrade"
+     * says. */
+    char **upgrades;
+    size_t upgrade_count;
+    bool upgrade_set, upgrade_any;
+    bool connection_set;                 /* proxy_set_header Connection, which goes with it */
     struct conf_add_headers add_headers; /* its own, not the server's */
     struct conf_rewrites rewrites;
     /* Once parsed, the location's effective proxy settings: its server's,
@@ -293,6 +301,23 @@ struct conf_server {
     struct conf_error_pages error_pages;
 };
 
+/* One admin listen beyond its address (conf_config.admin_listens). */
+struct conf_admin_listen {
+    bool tls;
+    struct conf_pos pos;
+};
+
+/* Who may read the admin listener: the admin block's own allow/deny (not
+ * the top level's), a bearer token, and TLS with client certificates. */
+struct conf_admin {
+    struct conf_admin_listen *listens; /* one per conf_config.admin_listens */
+    struct access_conf access;         /* allow, deny */
+    char *token_file;                  /* auth_token_file, resolved; NULL: none */
+    struct conf_pos token_file_pos;
+    struct conf_tls tls; /* for its tls listens */
+    struct conf_pos pos;
+};
+
 struct conf_config {
     unsigned workers;                /* 0 = auto: CPUs in the affinity mask */
     enum corral_wakeup_mode wakeup;  /* default auto */
@@ -320,8 +345,9 @@ struct conf_config {
     struct conf_map *maps;
     size_t map_count;
 
-    char **admin_listens; /* admin { listen ADDR; } */
+    char **admin_listens; /* admin { listen ADDR [tls]; } */
     size_t admin_listen_count;
+    struct conf_admin admin; /* the rest of the admin block */
 
     struct conf_http http;
     struct conf_server *servers;

@@ -143,17 +143,24 @@ static int apply_error_log(struct conf_state *state, const struct conf_node *nod
     return conf__arg_path(state, &node->args[0], &config->error_log);
 }
 
-/* admin { listen ADDR; ... }: where /metrics and /status are served. */
+/* admin { listen ADDR [tls]; ... }: where /metrics, /status, /healthz and
+ * /readyz are served, and who may read them. */
 static int apply_admin(struct conf_state *state, const struct conf_node *node,
                        const struct conf_directive *directive)
 {
     (void)directive;
+    struct conf_admin *admin = &state->config->admin;
     state->admin_node = node;
-    if (conf__apply_block(state, node, CONF_ADMIN) != 0)
+    admin->pos = node->name.pos;
+    admin->tls.settings = TLS_SERVER_CONF_DEFAULT;
+    state->in_admin = true;
+    int err = conf__apply_block(state, node, CONF_ADMIN);
+    state->in_admin = false;
+    if (err != 0)
         return -1;
     if (state->config->admin_listen_count == 0)
         return conf__error_at(state->error, &node->name.pos, "\"admin\" has no \"listen\"");
-    return 0;
+    return conf__tls_check_admin(state);
 }
 
 static int apply_admin_listen(struct conf_state *state, const struct conf_node *node,
@@ -164,6 +171,10 @@ static int apply_admin_listen(struct conf_state *state, const struct conf_node *
     const struct conf_arg *arg = &node->args[0];
     if (conf__arg_address(state, arg, "listen address") != 0)
         return -1;
+    if (node->arg_count > 1 && strcmp(node->args[1].text, "tls") != 0)
+        return conf__error_at(state->error, &node->args[1].pos,
+                              "unknown admin listen parameter \"%s\" (expected tls)",
+                              node->args[1].text);
     for (const struct conf_node *earlier = state->admin_node->children; earlier < node; earlier++) {
         if (strcmp(earlier->name.text, "listen") != 0 ||
             !conf_same_address(earlier->args[0].text, arg->text))
@@ -178,11 +189,25 @@ static int apply_admin_listen(struct conf_state *state, const struct conf_node *
     if (listens == NULL)
         return -1;
     config->admin_listens = listens;
+    struct conf_admin_listen *more = conf__grow(state, &arg->pos, config->admin.listens,
+                                                config->admin_listen_count, sizeof(*more));
+    if (more == NULL)
+        return -1;
+    config->admin.listens = more;
+    more[config->admin_listen_count] = (struct conf_admin_listen){node->arg_count > 1, arg->pos};
     listens[config->admin_listen_count] = conf__strdup(state, &arg->pos, arg->text);
     if (listens[config->admin_listen_count] == NULL)
         return -1;
     config->admin_listen_count++;
     return 0;
+}
+
+void conf__admin_free(struct conf_config *config)
+{
+    free(config->admin.listens);
+    conf__access_free(&config->admin.access);
+    free(config->admin.token_file);
+    conf__tls_free(&config->admin.tls);
 }
 
 static const struct conf_keyword log_escapes[] = {
@@ -387,8 +412,14 @@ const struct conf_directive conf__core_directives[] = {
      .kind = CONF_KIND_STRING, .what = "log format", .keep_pos = true,
      .pos_offset = offsetof(struct conf_config, log_format_pos), .apply = apply_log_format},
     {.name = "admin", .contexts = CONF_MAIN, .block = true, .apply = apply_admin},
-    {.name = "listen", .contexts = CONF_ADMIN, .min_args = 1, .max_args = 1, .repeat = true,
+    {.name = "listen", .contexts = CONF_ADMIN, .min_args = 1, .max_args = 2, .repeat = true,
      .apply = apply_admin_listen},
+    /* the bearer token /metrics and /status want; read by the daemon at
+     * each start and reload, so that a secret stays out of the config */
+    {.name = "auth_token_file", .contexts = CONF_ADMIN, .min_args = 1, .max_args = 1,
+     .base = CONF_BASE_MAIN, CONF_FIELD(struct conf_config, admin.token_file),
+     .kind = CONF_KIND_PATH, .keep_pos = true,
+     .pos_offset = offsetof(struct conf_config, admin.token_file_pos)},
     {.name = NULL},
 };
 /* clang-format on */

@@ -525,6 +525,9 @@ static void location_free(struct conf_location *location)
     for (size_t i = 0; i < location->hide_header_count; i++)
         free(location->hide_headers[i]);
     free(location->hide_headers);
+    for (size_t i = 0; i < location->upgrade_count; i++)
+        free(location->upgrades[i]);
+    free(location->upgrades);
     conf__access_free(&location->access);
     conf__limits_free(&location->limits);
     conf__free_add_headers(&location->add_headers);
@@ -544,15 +547,7 @@ static void server_free(struct conf_server *server)
     for (size_t i = 0; i < server->location_count; i++)
         location_free(&server->locations[i]);
     free(server->locations);
-    struct conf_tls *tls = &server->tls;
-    for (size_t i = 0; i < tls->certificate_count; i++) {
-        free(tls->certificates[i].certificate);
-        free(tls->certificates[i].key);
-    }
-    free(tls->certificates);
-    free((void *)tls->settings.ciphers);
-    free((void *)tls->settings.ciphersuites);
-    free((void *)tls->settings.client_ca);
+    conf__tls_free(&server->tls);
     conf__access_free(&server->access);
     conf__limits_free(&server->limits);
     conf__free_add_headers(&server->add_headers);
@@ -581,6 +576,7 @@ void conf_free(struct conf_config *config)
     for (size_t i = 0; i < config->admin_listen_count; i++)
         free(config->admin_listens[i]);
     free(config->admin_listens);
+    conf__admin_free(config);
     for (size_t i = 0; i < config->server_count; i++)
         server_free(&config->servers[i]);
     free(config->servers);

@@ -181,6 +181,92 @@ int conf__check_header_name(struct conf_state *state, const struct conf_arg *arg
     return conf__error_at(state->error, &arg->pos, "invalid header name \"%s\"", arg->text);
 }
 
+/* An HTTP version as an Upgrade protocol: what a tunnel past the proxy's
+ * checks would carry (h2c smuggling). */
+static bool upgrade_is_http(const char *protocol)
+{
+    return strcasecmp(protocol, "h2c") == 0 || strcasecmp(protocol, "h2") == 0 ||
+           strcasecmp(protocol, "http") == 0;
+}
+
+static int upgrade_conflict(struct conf_state *state, const struct conf_pos *pos)
+{
+    return conf__error_at(state->error, pos,
+                          "\"proxy_upgrade\" and \"proxy_set_header Upgrade $http_upgrade\" "
+                          "both say which upgrades pass; keep one");
+}
+
+/* nginx passes an upgrade on only where the config says
+ *     proxy_set_header Upgrade $http_upgrade;
+ *     proxy_set_header Connection "upgrade";   (or a map's $connection_upgrade)
+ * corral derives both fields itself: the pair says "pass any upgrade", the
+ * HTTP versions aside.  Returns 0 when it took the line, -1 on an error, 1
+ * when the line is not part of the idiom. */
+static int apply_upgrade_idiom(struct conf_state *state, const struct conf_arg *name,
+                               const struct conf_arg *value)
+{
+    struct conf_location *location = state->location;
+    if (strcasecmp(name->text, "upgrade") == 0 && strcmp(value->text, "$http_upgrade") == 0) {
+        if (location->upgrade_any)
+            return conf__error_at(state->error, &name->pos,
+                                  "duplicate proxy_set_header \"%s\" in this location", name->text);
+        if (location->upgrade_set)
+            return upgrade_conflict(state, &name->pos);
+        location->upgrade_any = true;
+        return 0;
+    }
+    /* Connection goes with the upgrade, and is sent when one is; nginx's
+     * "" (for keep-alive to the upstream) is what corral does anyway. */
+    if (strcasecmp(name->text, "connection") == 0 &&
+        (strcasecmp(value->text, "upgrade") == 0 || value->text[0] == '$' ||
+         value->text[0] == '\0')) {
+        if (location->connection_set)
+            return conf__error_at(state->error, &name->pos,
+                                  "duplicate proxy_set_header \"%s\" in this location", name->text);
+        location->connection_set = true;
+        return 0;
+    }
+    return 1;
+}
+
+/* proxy_upgrade PROTOCOL... | off */
+static int apply_proxy_upgrade(struct conf_state *state, const struct conf_node *node,
+                               const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_location *location = state->location;
+    if (location->upgrade_any)
+        return upgrade_conflict(state, &node->name.pos);
+    location->upgrade_set = true;
+    if (node->arg_count == 1 && strcmp(node->args[0].text, "off") == 0)
+        return 0;
+    char **upgrades = calloc(node->arg_count, sizeof(*upgrades));
+    if (upgrades == NULL)
+        return conf__error_at(state->error, &node->name.pos, "out of memory");
+    location->upgrades = upgrades; /* the config frees what is counted */
+    for (size_t i = 0; i < node->arg_count; i++) {
+        const struct conf_arg *arg = &node->args[i];
+        if (strcmp(arg->text, "off") == 0)
+            return conf__error_at(state->error, &arg->pos,
+                                  "\"off\" cannot be combined with protocols");
+        if (!valid_header_name(arg->text)) /* a token, without a version */
+            return conf__error_at(state->error, &arg->pos,
+                                  "invalid proxy_upgrade protocol \"%s\" (expected a name such "
+                                  "as websocket, without a version)",
+                                  arg->text);
+        if (upgrade_is_http(arg->text))
+            return conf__error_at(state->error, &arg->pos,
+                                  "proxy_upgrade cannot allow \"%s\": an HTTP version through a "
+                                  "tunnel would pass requests that the proxy never checks",
+                                  arg->text);
+        upgrades[i] = conf__strdup(state, &arg->pos, arg->text);
+        if (upgrades[i] == NULL)
+            return -1;
+        location->upgrade_count = i + 1;
+    }
+    return 0;
+}
+
 /* proxy_set_header NAME VALUE */
 static int apply_proxy_set_header(struct conf_state *state, const struct conf_node *node,
                                   const struct conf_directive *directive)
@@ -190,6 +276,9 @@ static int apply_proxy_set_header(struct conf_state *state, const struct conf_no
     const struct conf_arg *name = &node->args[0], *value = &node->args[1];
     if (conf__check_header_name(state, name) != 0)
         return -1;
+    int idiom = apply_upgrade_idiom(state, name, value);
+    if (idiom <= 0)
+        return idiom;
     /* The proxy derives the message framing and connection handling itself;
      * a second Content-Length or Transfer-Encoding would make the request
      * ambiguous to the upstream. */
@@ -332,6 +421,9 @@ const struct conf_directive conf__proxy_directives[] = {
      .repeat = true, .apply = apply_proxy_set_header},
     {.name = "proxy_hide_header", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
      .repeat = true, .apply = apply_proxy_hide_header},
+    /* which client upgrades go on to the upstream; the default: websocket */
+    {.name = "proxy_upgrade", .contexts = CONF_LOCATION, .min_args = 1,
+     .max_args = CONF_ARGS_MANY, .apply = apply_proxy_upgrade},
     /* in a location, a server or at the top level; conf__proxy_finish()
      * gives each location its effective value */
     {.name = "proxy_buffer_size", ONE_ARG(CONF_MAIN | CONF_SERVER | CONF_LOCATION),

@@ -201,6 +201,7 @@ struct conf_state {
     struct conf_location *location;
     struct conf_upstream *upstream;
     const struct conf_node *admin_node;
+    bool in_admin;                         /* the admin block is being applied */
     const struct conf_node **server_nodes; /* one per config->servers, same order */
     struct conf_proxy_ref *proxy_refs;
     size_t proxy_ref_count;
@@ -284,6 +285,16 @@ void conf__limit_zones_free(struct conf_config *config);
  * certificate has its key, a tls listener has a certificate, and client
  * verification has a CA file (which settles its default). */
 int conf__tls_check_server(struct conf_state *state, size_t index);
+/* The same for the admin block, whose tls listens need a certificate. */
+int conf__tls_check_admin(struct conf_state *state);
+/* The block being applied's TLS settings: its server's, or the admin
+ * block's. */
+struct conf_tls *conf__block_tls(struct conf_state *state);
+/* Frees what a block's TLS settings hold. */
+void conf__tls_free(struct conf_tls *tls);
+
+/* core_directives.c: frees the admin block's settings. */
+void conf__admin_free(struct conf_config *config);
 
 /* Checks what the proxy module needs of a whole location block `node`,
  * once its directives are applied to `location`: proxy_tls_* only with an

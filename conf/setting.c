@@ -25,7 +25,7 @@ static char *base_of(struct conf_state *state, enum conf_base base)
     case CONF_BASE_HTTP2:
         return (char *)(state->server != NULL ? &state->server->http.http2
                                               : &state->config->http.http2);
-    case CONF_BASE_TLS: return (char *)&state->server->tls;
+    case CONF_BASE_TLS: return (char *)conf__block_tls(state);
     case CONF_BASE_LOCATION: return (char *)state->location;
     case CONF_BASE_UPSTREAM: return (char *)state->upstream;
     }

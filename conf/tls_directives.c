@@ -1,11 +1,40 @@
 /*
- * tls_directives.c: a server block's TLS settings: its certificate and key
- * pairs, and the tls_* settings of the TLS module's own struct, with the
- * checks that need the whole block.
+ * tls_directives.c: a server block's TLS settings (or the admin block's):
+ * its certificate and key pairs, and the tls_* settings of the TLS
+ * module's own struct, with the checks that need the whole block.
  */
 #include "registry.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+struct conf_tls *conf__block_tls(struct conf_state *state)
+{
+    return state->in_admin ? &state->config->admin.tls : &state->server->tls;
+}
+
+/* The block being applied, and its name in messages. */
+static const struct conf_node *block_node(const struct conf_state *state, const char **name)
+{
+    if (state->in_admin) {
+        *name = "admin block";
+        return state->admin_node;
+    }
+    *name = "server";
+    return state->server_nodes[state->server - state->config->servers];
+}
+
+void conf__tls_free(struct conf_tls *tls)
+{
+    for (size_t i = 0; i < tls->certificate_count; i++) {
+        free(tls->certificates[i].certificate);
+        free(tls->certificates[i].key);
+    }
+    free(tls->certificates);
+    free((void *)tls->settings.ciphers);
+    free((void *)tls->settings.ciphersuites);
+    free((void *)tls->settings.client_ca);
+}
 
 /* tls_certificate FILE: starts a pair that the next tls_certificate_key
  * completes.  The files are opened by the daemon, not here, so that a
@@ -14,7 +43,7 @@ static int apply_tls_certificate(struct conf_state *state, const struct conf_nod
                                  const struct conf_directive *directive)
 {
     (void)directive;
-    struct conf_tls *tls = &state->server->tls;
+    struct conf_tls *tls = conf__block_tls(state);
     const struct conf_arg *arg = &node->args[0];
     if (tls->certificate_count > 0 && tls->certificates[tls->certificate_count - 1].key == NULL) {
         const struct conf_pos *last =
@@ -40,14 +69,15 @@ static int apply_tls_certificate_key(struct conf_state *state, const struct conf
                                      const struct conf_directive *directive)
 {
     (void)directive;
-    struct conf_tls *tls = &state->server->tls;
+    struct conf_tls *tls = conf__block_tls(state);
     const struct conf_arg *arg = &node->args[0];
     if (tls->certificate_count == 0) {
-        size_t index = (size_t)(state->server - state->config->servers);
-        if (conf__find_child(state->server_nodes[index], "tls_certificate") == NULL)
+        const char *block;
+        if (conf__find_child(block_node(state, &block), "tls_certificate") == NULL)
             return conf__error_at(state->error, &node->name.pos,
                                   "\"tls_certificate_key\" needs a \"tls_certificate\" in the "
-                                  "same server");
+                                  "same %s",
+                                  block);
         return conf__error_at(state->error, &node->name.pos,
                               "\"tls_certificate_key\" must come after its \"tls_certificate\"");
     }
@@ -63,26 +93,21 @@ static int apply_tls_certificate_key(struct conf_state *state, const struct conf
     return conf__arg_path(state, arg, &pair->key);
 }
 
-int conf__tls_check_server(struct conf_state *state, size_t index)
+/* What needs the whole block `node` (named `block` in messages): the last
+ * certificate has its key, and client verification has a CA file, which
+ * settles its default. */
+static int check_block(struct conf_state *state, struct conf_tls *tls, const struct conf_node *node,
+                       const char *block)
 {
-    struct conf_server *server = &state->config->servers[index];
-    struct conf_tls *tls = &server->tls;
-    const struct conf_node *node = state->server_nodes[index];
     if (tls->certificate_count > 0 && tls->certificates[tls->certificate_count - 1].key == NULL) {
         const struct conf_node *cert = NULL;
         for (size_t i = 0; i < node->child_count; i++)
             if (strcmp(node->children[i].name.text, "tls_certificate") == 0)
                 cert = &node->children[i];
         return conf__error_at(state->error, &cert->name.pos,
-                              "\"tls_certificate\" needs a \"tls_certificate_key\" in the same "
-                              "server");
+                              "\"tls_certificate\" needs a \"tls_certificate_key\" in the same %s",
+                              block);
     }
-    for (size_t i = 0; i < server->listen_count; i++)
-        if (server->listens[i].tls && tls->certificate_count == 0)
-            return conf__error_at(state->error, &server->listens[i].pos,
-                                  "listen \"%s\" is tls but the server has no \"tls_certificate\"",
-                                  server->listens[i].address);
-
     const struct conf_node *verify = conf__find_child(node, "tls_verify_client");
     if (verify == NULL)
         tls->settings.verify_client =
@@ -91,8 +116,35 @@ int conf__tls_check_server(struct conf_state *state, size_t index)
              tls->settings.client_ca == NULL)
         return conf__error_at(state->error, &verify->args[0].pos,
                               "\"tls_verify_client %s\" needs a \"tls_client_certificate\" in the "
-                              "same server",
-                              verify->args[0].text);
+                              "same %s",
+                              verify->args[0].text, block);
+    return 0;
+}
+
+int conf__tls_check_server(struct conf_state *state, size_t index)
+{
+    struct conf_server *server = &state->config->servers[index];
+    if (check_block(state, &server->tls, state->server_nodes[index], "server") != 0)
+        return -1;
+    for (size_t i = 0; i < server->listen_count; i++)
+        if (server->listens[i].tls && server->tls.certificate_count == 0)
+            return conf__error_at(state->error, &server->listens[i].pos,
+                                  "listen \"%s\" is tls but the server has no \"tls_certificate\"",
+                                  server->listens[i].address);
+    return 0;
+}
+
+int conf__tls_check_admin(struct conf_state *state)
+{
+    struct conf_config *config = state->config;
+    if (check_block(state, &config->admin.tls, state->admin_node, "admin block") != 0)
+        return -1;
+    for (size_t i = 0; i < config->admin_listen_count; i++)
+        if (config->admin.listens[i].tls && config->admin.tls.certificate_count == 0)
+            return conf__error_at(state->error, &config->admin.listens[i].pos,
+                                  "listen \"%s\" is tls but the admin block has no "
+                                  "\"tls_certificate\"",
+                                  config->admin_listens[i]);
     return 0;
 }
 
@@ -115,16 +167,17 @@ static const struct conf_keyword verify_modes[] = {
  * of pairs.  One directive per entry: a table reads better than what the
  * formatter makes of it. */
 /* clang-format off */
-#define TLS_FIELD(field) .contexts = CONF_SERVER, .min_args = 1, .max_args = 1, \
+#define TLS_CONTEXTS (CONF_SERVER | CONF_ADMIN)
+#define TLS_FIELD(field) .contexts = TLS_CONTEXTS, .min_args = 1, .max_args = 1, \
     .base = CONF_BASE_TLS, CONF_FIELD(struct conf_tls, settings.field)
 #define TLS_POS(field) .keep_pos = true, .pos_offset = offsetof(struct conf_tls, field)
 
 const struct conf_directive conf__tls_directives[] = {
-    {.name = "tls_certificate", .contexts = CONF_SERVER, .min_args = 1, .max_args = 1,
+    {.name = "tls_certificate", .contexts = TLS_CONTEXTS, .min_args = 1, .max_args = 1,
      .repeat = true, .apply = apply_tls_certificate},
-    {.name = "tls_certificate_key", .contexts = CONF_SERVER, .min_args = 1, .max_args = 1,
+    {.name = "tls_certificate_key", .contexts = TLS_CONTEXTS, .min_args = 1, .max_args = 1,
      .repeat = true, .apply = apply_tls_certificate_key},
-    {.name = "tls_protocols", .contexts = CONF_SERVER, .min_args = 1, .max_args = CONF_ARGS_MANY,
+    {.name = "tls_protocols", .contexts = TLS_CONTEXTS, .min_args = 1, .max_args = CONF_ARGS_MANY,
      .base = CONF_BASE_TLS, CONF_FIELD(struct conf_tls, settings.protocols),
      .kind = CONF_KIND_FLAGS, CONF_KEYWORDS(protocols), .what = "TLS protocol",
      .repeated = "protocol"},

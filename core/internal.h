@@ -379,9 +379,20 @@ struct corral_listener {
     bool steered_beside;
 };
 
-/* Creates, binds and listens on one socket for `listener`'s address,
- * `reuseport` adding it to a SO_REUSEPORT group.  Returns the fd or -errno. */
-int corral__listen_socket(const corral_listener *listener, bool reuseport);
+/* What corral__listen_socket() does with SO_REUSEPORT. */
+enum corral__reuseport {
+    CORRAL__REUSEPORT_NONE, /* a socket alone on its port */
+    /* The first socket of a new group: bound without SO_REUSEPORT, which
+     * fails with EADDRINUSE where any other socket listens (another
+     * process's group of the same user would otherwise be joined), and set
+     * before listen() so that the rest of the group can join it. */
+    CORRAL__REUSEPORT_FIRST,
+    CORRAL__REUSEPORT_JOIN, /* joins the group listening on the port */
+};
+
+/* Creates, binds and listens on one socket for `listener`'s address, in a
+ * SO_REUSEPORT group as `reuseport` says.  Returns the fd or -errno. */
+int corral__listen_socket(const corral_listener *listener, enum corral__reuseport reuseport);
 
 /* Sets on a TCP listening socket what accepted sockets inherit from it:
  * TCP_NODELAY and TCP_DEFER_ACCEPT, as listener->options say. */

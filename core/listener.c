@@ -134,7 +134,7 @@ int corral__set_accept_options(const corral_listener *listener, int fd)
     return err;
 }
 
-int corral__listen_socket(const corral_listener *listener, bool reuseport)
+int corral__listen_socket(const corral_listener *listener, enum corral__reuseport reuseport)
 {
     const struct sockaddr *addr = (const struct sockaddr *)&listener->addr;
     bool tcp = addr->sa_family != AF_UNIX;
@@ -147,7 +147,8 @@ int corral__listen_socket(const corral_listener *listener, bool reuseport)
     }
     if (tcp && (err = set_int_option(fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR")) != 0)
         goto fail;
-    if (reuseport && (err = set_int_option(fd, SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT")) != 0)
+    if (reuseport == CORRAL__REUSEPORT_JOIN &&
+        (err = set_int_option(fd, SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT")) != 0)
         goto fail;
     if (addr->sa_family == AF_INET6 &&
         (err = set_int_option(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1, "IPV6_V6ONLY")) != 0)
@@ -159,6 +160,11 @@ int corral__listen_socket(const corral_listener *listener, bool reuseport)
         corral__error("bind(%s): %s", listener->address_text, strerror(errno));
         goto fail;
     }
+    /* The kernel makes the group at listen(), from the sockets that have
+     * SO_REUSEPORT by then: the rest can join this one from now on. */
+    if (reuseport == CORRAL__REUSEPORT_FIRST &&
+        (err = set_int_option(fd, SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT")) != 0)
+        goto fail;
     if (listen(fd, listener->options.backlog) == -1) {
         err = -errno;
         corral__error("listen(%s): %s", listener->address_text, strerror(errno));
@@ -300,10 +306,12 @@ int corral_server_listen(corral_server *server, const char *address,
         }
         for (unsigned i = 0; i < server->worker_count; i++)
             listener->fds[i] = -1;
-        /* The first socket fixes the port (an ephemeral one if 0); the rest
-         * join its reuseport group on that port. */
+        /* The first socket fixes the port (an ephemeral one if 0) and,
+         * bound alone, makes sure no one else listens there; the rest join
+         * its reuseport group on that port. */
         for (unsigned i = 0; i < server->worker_count; i++) {
-            int fd = corral__listen_socket(listener, true);
+            int fd = corral__listen_socket(listener, i == 0 ? CORRAL__REUSEPORT_FIRST
+                                                            : CORRAL__REUSEPORT_JOIN);
             if (fd < 0) {
                 err = fd;
                 goto fail;
@@ -315,7 +323,7 @@ int corral_server_listen(corral_server *server, const char *address,
             }
         }
     } else {
-        int fd = corral__listen_socket(listener, false);
+        int fd = corral__listen_socket(listener, CORRAL__REUSEPORT_NONE);
         if (fd < 0) {
             err = fd;
             goto fail;

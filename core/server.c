@@ -6,6 +6,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -227,7 +228,7 @@ int corral_server_listen_beside(corral_server *server, const int *fds, unsigned 
     for (unsigned i = 0; i < kept; i++)
         group[i] = fds[i];
     for (; made < need && err == 0; made++) {
-        int fd = corral__listen_socket(&model, true); /* logs its failure */
+        int fd = corral__listen_socket(&model, CORRAL__REUSEPORT_JOIN); /* logs its failure */
         if (fd < 0) {
             err = fd;
             break;
@@ -328,29 +329,49 @@ int corral_listener_adopt(corral_listener *listener, int fd)
  * answer.  Taking them first makes closing a socket (a reload that changes
  * the socket layout, a stop) lose none of them: the workers, even stopping
  * ones, serve them as any others. */
+static void drain_socket(corral_listener *l, int fd)
+{
+    for (int taken = 0; taken < DRAIN_MAX; taken++) {
+        struct sockaddr_storage peer;
+        socklen_t peer_len = sizeof(peer);
+        int conn_fd =
+            accept4(fd, (struct sockaddr *)&peer, &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (conn_fd == -1) {
+            if (corral__accept_error_passes(errno))
+                continue;
+            break; /* EAGAIN: empty; anything else: nothing more to take */
+        }
+        if (queue_socket(l, conn_fd, &peer, peer_len) != 0) {
+            close(conn_fd);
+            break;
+        }
+    }
+}
+
 void corral__server_drain_listeners(corral_server *server)
 {
     for (corral_listener *l = server->listeners; l != NULL; l = l->next) {
         unsigned count = l->fds != NULL ? server->worker_count : 1;
         for (unsigned i = 0; i < count; i++) {
             int fd = l->fds != NULL ? l->fds[i] : l->fd;
-            for (int taken = 0; fd != -1 && taken < DRAIN_MAX; taken++) {
-                struct sockaddr_storage peer;
-                socklen_t peer_len = sizeof(peer);
-                int conn_fd =
-                    accept4(fd, (struct sockaddr *)&peer, &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-                if (conn_fd == -1) {
-                    if (corral__accept_error_passes(errno))
-                        continue;
-                    break; /* EAGAIN: empty; anything else: nothing more to take */
-                }
-                if (queue_socket(l, conn_fd, &peer, peer_len) != 0) {
-                    close(conn_fd);
-                    break;
-                }
-            }
+            if (fd != -1)
+                drain_socket(l, fd);
         }
     }
+}
+
+int corral_listener_take_queue(corral_listener *listener, int fd)
+{
+    /* The workers' loops exist from the start on. */
+    if (!atomic_load_explicit(&listener->server->started, memory_order_relaxed))
+        return -EINVAL;
+    /* A socket passed in may block (systemd's, or one this server never
+     * took), and an empty queue must not stop the main thread. */
+    int flags = fcntl(fd, F_GETFL);
+    if (flags == -1 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1)
+        return -errno;
+    drain_socket(listener, fd);
+    return 0;
 }
 
 /* -------------------------------------------------------------- accessors */

@@ -151,7 +151,8 @@ struct exchange {
      * (exchange_add_headers_early()); NULL: none. */
     const char *add_early;
     /* The handler a rewrite (rewrite.h) or the limits (limit.h) passed
-     * the exchange on to, which their callbacks forward to; NULL: none. */
+     * the exchange on to, which their callbacks forward to
+     * (EXCHANGE_FORWARD_CALLBACKS); NULL: none. */
     const struct http_handler *routed;
     /* What limit_handler holds for the exchange (limit.h); NULL: nothing. */
     struct limit_exchange *limit;
@@ -443,6 +444,39 @@ static inline void exchange_tunnel_close(struct exchange *ex)
 /* The peer of `conn` as text ("192.0.2.1", "::1"), or "-": what a framer's
  * client_host op gives.  `len` is at least INET6_ADDRSTRLEN. */
 void exchange_format_client(const corral_conn *conn, char *buf, size_t len);
+
+/* ---------------------------------------------- handlers in front of others */
+
+/* A handler may stand in front of the one that answers (rewrite.h,
+ * limit.h): its on_request picks that handler, sets ex->routed to it and
+ * calls its on_request, and every other callback goes on to ex->routed
+ * (nowhere while it is NULL or leaves that callback NULL).  These
+ * forward one callback each; EXCHANGE_FORWARD_CALLBACKS names them all for
+ * such a handler's table, after its .name and .on_request:
+ *
+ *     {.name = "x", .on_request = x_on_request, EXCHANGE_FORWARD_CALLBACKS}
+ *
+ * so that every front handler forwards every callback of struct
+ * http_handler, one added later too. */
+void exchange_forward_body(struct exchange *ex, const char *data, size_t len);
+void exchange_forward_body_end(struct exchange *ex);
+void exchange_forward_body_trailers(struct exchange *ex, const char *lines, size_t len);
+void exchange_forward_abort(struct exchange *ex);
+void exchange_forward_drain(struct exchange *ex);
+size_t exchange_forward_tunnel_data(struct exchange *ex, const char *data, size_t len);
+
+#define EXCHANGE_FORWARD_CALLBACKS                                                                 \
+    .on_body = exchange_forward_body, .on_body_end = exchange_forward_body_end,                    \
+    .on_body_trailers = exchange_forward_body_trailers, .on_abort = exchange_forward_abort,        \
+    .on_drain = exchange_forward_drain, .on_tunnel_data = exchange_forward_tunnel_data
+
+/* `front` (a table with EXCHANGE_FORWARD_CALLBACKS) as it stands in front
+ * of `inner` alone: the optional callbacks that `inner` leaves NULL are
+ * NULL in `out` too, so that a framer treats the exchange as it would
+ * `inner`'s (no 100 Continue, no body delivered, where it takes none);
+ * on_abort stays, for `front`'s own state. */
+void exchange_forward_for(const struct http_handler *front, const struct http_handler *inner,
+                          struct http_handler *out);
 
 /* ------------------------------------------------------- built-in handlers */
 

@@ -275,6 +275,35 @@ void http_chunk_iov(char size_line[HTTP_CHUNK_SIZE_LINE], const char *data, size
     iov[2] = (struct iovec){"\r\n", 2};
 }
 
+bool http_trailer_allowed(struct http_str name)
+{
+    /* A backend that read them in a trailer section could take a client's
+     * trailer for what the proxy set or checked in the head. */
+    static const char *const forbidden[] = {
+        /* framing, and what describes one connection */
+        "content-length", "transfer-encoding", "trailer", "te", "connection", "keep-alive",
+        "proxy-connection", "upgrade",
+        /* routing, and what the proxy adds about the client */
+        "host", "forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto",
+        "x-forwarded-port", "x-real-ip", "via", "max-forwards",
+        /* request modifiers: controls, conditionals, range, negotiation */
+        "cache-control", "pragma", "expect", "range", "if-match", "if-none-match",
+        "if-modified-since", "if-unmodified-since", "if-range", "accept", "accept-encoding",
+        "accept-language", "accept-charset", "prefer",
+        /* authentication and state */
+        "authorization", "proxy-authorization", "cookie", "www-authenticate", "proxy-authenticate",
+        "set-cookie",
+        /* response control */
+        "age", "date", "expires", "location", "retry-after", "vary",
+        /* how to process the content */
+        "content-type", "content-encoding", "content-range", "content-language",
+        "content-location"};
+    for (size_t i = 0; i < sizeof(forbidden) / sizeof(forbidden[0]); i++)
+        if (http_str_equal_nocase(name, forbidden[i]))
+            return false;
+    return true;
+}
+
 bool http_method_idempotent(struct http_str method)
 {
     static const char *const idempotent[] = {"GET", "PUT", "DELETE", "HEAD", "OPTIONS", "TRACE"};

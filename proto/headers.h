@@ -73,6 +73,12 @@ static inline bool http_str_equal_nocase(struct http_str s, const char *literal)
 /* Whether a comma-separated header value (Connection) lists `token`. */
 bool http_header_lists(struct http_str list, struct http_str token);
 
+/* Whether a request's trailer section may carry the field `name` on to a
+ * handler: not one that RFC 9110 6.5.1 keeps to the header section
+ * (framing, routing, request modifiers, authentication, response control,
+ * how to process the content) nor a connection-specific one. */
+bool http_trailer_allowed(struct http_str name);
+
 /* Whether a request with `method` may be sent again (RFC 9110 9.2.2):
  * GET, HEAD, PUT, DELETE, OPTIONS and TRACE. */
 bool http_method_idempotent(struct http_str method);

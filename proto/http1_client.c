@@ -125,19 +125,6 @@ static int trailer_add(struct http1_client *c, const char *data, size_t len)
     return c->trailers.failed ? -1 : 0;
 }
 
-/* Fields a trailer section must not carry past a proxy: the framing, the
- * routing, and what describes one connection (RFC 9110 6.5.1, 7.6.1). */
-static bool trailer_forbidden(struct http_str name)
-{
-    static const char *const names[] = {"content-length", "transfer-encoding", "host", "connection",
-                                        "keep-alive",     "proxy-connection",  "te",   "trailer",
-                                        "upgrade"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (http_str_equal_nocase(name, names[i]))
-            return true;
-    return false;
-}
-
 /* A field value: visible characters, spaces, tabs and obs-text only, so
  * neither CR, LF nor NUL (RFC 9110 5.5). */
 static bool field_value_valid(struct http_str value)
@@ -179,7 +166,7 @@ static int trailer_on_value_end(struct http1_client *c)
     struct http_str value = {colon + 2, len - name.len - 2};
     if (!field_name_valid(name) || !field_value_valid(value))
         return -1;
-    if (trailer_forbidden(name)) {
+    if (!http_trailer_allowed(name)) {
         c->trailers.len = c->trailer_start;
         return 0;
     }

@@ -193,7 +193,7 @@ static int on_headers_complete(llhttp_t *parser)
     struct http_request req;
     unsigned status = build_request(h1, &req);
     if (status == 0) {
-        h1->vhost = http_find_vhost(h1->site, req.host.data, req.host.len);
+        h1->vhost = http_route_vhost(h1->site, h1->conn, req.host.data, req.host.len, &status);
         const struct http_limits *limits = &h1->vhost->limits;
         if (limits->max_body_size > 0 && req.content_length > limits->max_body_size)
             status = 413;

@@ -28,6 +28,10 @@ const char *const http2_counter_names[HTTP2_COUNTERS] = {
     [HTTP2_HEADER_LIST_TOO_LARGE] = "header_list_too_large",
     [HTTP2_STREAMS_REFUSED] = "streams_refused",
     [HTTP2_STREAMS_STALLED] = "streams_stalled",
+    [HTTP2_HEADER_TIMEOUT] = "header_timeout",
+    [HTTP2_PARTIAL_FRAME_TIMEOUT] = "partial_frame_timeout",
+    [HTTP2_TRAILER_FIELDS_DROPPED] = "trailer_fields_dropped",
+    [HTTP2_BODY_TIMEOUT] = "body_timeout",
 };
 
 /* SETTINGS frames a client may leave unacknowledged, and the window of the
@@ -97,6 +101,19 @@ static void h2_free(struct http2_conn *h2)
     free(h2);
 }
 
+/* When the stream's request body is due, as client_body_timeout has it
+ * between two reads of an HTTP/1.1 body: once its head went to a handler,
+ * while the client could send (all it sent was taken, so its window is
+ * open) and has not ended its half; 0: not due. */
+static uint64_t body_deadline(const struct h2_stream *st)
+{
+    uint32_t ms = st->vhost->limits.body_timeout_ms;
+    if (ms == 0 || !st->head_done || st->awaits_end || st->request_done || st->body_timed_out ||
+        st->body_paused || st->in.len > 0)
+        return 0;
+    return st->body_progress_ms + ms;
+}
+
 /* When a stream whose response waits for the client's window (the
  * stream's or the connection's) has made no progress for its server's
  * send_timeout; 0: none waits. */
@@ -104,6 +121,9 @@ static uint64_t stall_deadline(const struct http2_conn *h2)
 {
     uint64_t at = 0;
     for (const struct h2_stream *st = h2->streams; st != NULL; st = st->next) {
+        uint64_t body = body_deadline(st);
+        if (body != 0 && (at == 0 || body < at))
+            at = body;
         uint32_t ms = st->vhost->limits.send_timeout_ms;
         if (st->out.len == 0 || ms == 0)
             continue;
@@ -113,16 +133,47 @@ static uint64_t stall_deadline(const struct http2_conn *h2)
     return at;
 }
 
-/* Idle (no stream open): the idle timeout runs; else the earliest stall
- * deadline of a stream. */
+/* The connection's client_header_timeout: its default server's, since a
+ * header block's server is not known before it is decoded; 0: none. */
+static uint32_t header_timeout_ms(const struct http2_conn *h2)
+{
+    return h2->site->vhosts[0].limits.header_timeout_ms;
+}
+
+/* When the client's bytes in progress are due: a frame header begun, a
+ * header block begun, a request waiting for its END_STREAM, each within
+ * client_header_timeout of its first byte; 0: none. */
+static uint64_t header_deadline(const struct http2_conn *h2)
+{
+    uint32_t ms = header_timeout_ms(h2);
+    uint64_t at = 0;
+    if (ms == 0)
+        return 0;
+    if (h2->scan_have > 0)
+        at = h2->frame_started_ms + ms;
+    if (h2->block_open && (at == 0 || h2->block_started_ms + ms < at))
+        at = h2->block_started_ms + ms;
+    for (const struct h2_stream *st = h2->streams; st != NULL; st = st->next)
+        if (st->awaits_end && (at == 0 || st->head_started_ms + ms < at))
+            at = st->head_started_ms + ms;
+    return at;
+}
+
+/* The earliest of: the header deadline; with no stream open, the idle
+ * timeout from the last whole frame (bytes that complete none are no
+ * progress); else the stall deadline of a stream. */
 static void h2_set_deadline(struct http2_conn *h2)
 {
     uint32_t ms = h2->conf->idle_timeout_ms;
-    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
+    uint64_t at = header_deadline(h2);
+    uint64_t other = 0;
     if (h2->stream_count > 0)
-        corral_conn_set_deadline(h2->conn, stall_deadline(h2));
-    else
-        corral_conn_set_deadline(h2->conn, ms == 0 ? 0 : now + ms);
+        other = stall_deadline(h2);
+    else if (ms != 0)
+        other = h2->idle_from_ms + ms;
+    if (other != 0 && (at == 0 || other < at))
+        at = other;
+    corral_conn_set_deadline(h2->conn, at);
 }
 
 /* One frame from nghttp2 into the connection's output.  Our SETTINGS go
@@ -277,12 +328,128 @@ static uint32_t headers_prefix(uint8_t flags)
            ((flags & NGHTTP2_FLAG_PRIORITY) != 0 ? 5 : 0);
 }
 
+/* The longest HPACK string libnghttp2 decodes (NGHTTP2_HD_MAX_NV in its
+ * lib/nghttp2_hd.h, not exported): a longer one is a COMPRESSION_ERROR
+ * for the connection. */
+#define H2_MAX_HPACK_STRING 65536
+
+/* Where scan_hpack() is in a field representation (RFC 7541 6). */
+enum h2_hpack_state {
+    HP_FIELD,    /* its first byte */
+    HP_INDEX,    /* an integer's continuation bytes: an index, a table size */
+    HP_LEN,      /* a string's first byte: H and the length's prefix */
+    HP_LEN_MORE, /* the length's continuation bytes */
+    HP_STRING,   /* the string's bytes */
+};
+
+/* The string after the one whose length has just been read. */
+static void hpack_string_read(struct http2_conn *h2)
+{
+    h2->hp_strings--;
+    if (h2->hp_len > 0)
+        h2->hp_state = HP_STRING;
+    else
+        h2->hp_state = h2->hp_strings > 0 ? HP_LEN : HP_FIELD;
+}
+
+/* Walks `n` bytes of a header block fragment as far as HPACK's framing
+ * goes (no table, no Huffman): enough to read the length each string
+ * announces.  One longer than the header list's limit makes the block
+ * longer than the limit; one longer than libnghttp2 decodes would end the
+ * connection with COMPRESSION_ERROR and no answer.  Either way the block
+ * is cut off (block_cut) before the byte that says so: returns how many
+ * bytes pass (`n` when none is too long). */
+static size_t scan_hpack(struct http2_conn *h2, const uint8_t *p, size_t n)
+{
+    uint64_t bound = h2->conf->max_header_list_size;
+    if (bound > H2_MAX_HPACK_STRING)
+        bound = H2_MAX_HPACK_STRING;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b = p[i];
+        switch (h2->hp_state) {
+        case HP_FIELD:
+            h2->hp_strings = 0;
+            if ((b & 0x80) != 0) { /* indexed: a 7-bit prefix */
+                if ((b & 0x7f) == 0x7f)
+                    h2->hp_state = HP_INDEX;
+            } else if ((b & 0xe0) == 0x20) { /* a table size update: 5 bits */
+                if ((b & 0x1f) == 0x1f)
+                    h2->hp_state = HP_INDEX;
+            } else { /* a literal: a 6-bit index with indexing, else 4 */
+                uint8_t mask = (b & 0x40) != 0 ? 0x3f : 0x0f;
+                h2->hp_strings = (b & mask) == 0 ? 2 : 1; /* index 0: a new name */
+                h2->hp_state = (b & mask) == mask ? HP_INDEX : HP_LEN;
+            }
+            break;
+        case HP_INDEX:
+            if ((b & 0x80) == 0)
+                h2->hp_state = h2->hp_strings > 0 ? HP_LEN : HP_FIELD;
+            break;
+        case HP_LEN:
+            h2->hp_len = b & 0x7f;
+            h2->hp_shift = 0;
+            if (h2->hp_len == 0x7f)
+                h2->hp_state = HP_LEN_MORE;
+            else
+                hpack_string_read(h2);
+            break;
+        case HP_LEN_MORE:
+            /* Each byte adds to the length: cut at the first that takes
+             * it past the bound.  nghttp2 refuses a length of more than
+             * 32 bits itself. */
+            if (h2->hp_shift < 32) {
+                h2->hp_len += (uint64_t)(b & 0x7f) << h2->hp_shift;
+                h2->hp_shift = (uint8_t)(h2->hp_shift + 7);
+            }
+            if (h2->hp_len > bound) {
+                h2->block_cut = h2->block_cut_field = true;
+                return i;
+            }
+            if ((b & 0x80) == 0)
+                hpack_string_read(h2);
+            break;
+        case HP_STRING: {
+            size_t k = n - i < h2->hp_len ? n - i : (size_t)h2->hp_len;
+            h2->hp_len -= k;
+            i += k - 1;
+            if (h2->hp_len == 0)
+                h2->hp_state = h2->hp_strings > 0 ? HP_LEN : HP_FIELD;
+            break;
+        }
+        default: break;
+        }
+    }
+    return n;
+}
+
+/* Passes `n` bytes of a HEADERS or CONTINUATION frame's payload: the pad
+ * length and priority, the fragment (to scan_hpack()), the padding.
+ * Returns how many pass before a cut. */
+static size_t scan_fragment(struct http2_conn *h2, const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    for (; i < n && h2->frag_prefix > 0; i++, h2->frag_prefix--) {
+        if (h2->frag_padded) {
+            /* nghttp2 refuses padding longer than the frame. */
+            h2->frag_padded = false;
+            h2->frag_left = h2->frag_left > p[i] ? h2->frag_left - p[i] : 0;
+        }
+    }
+    size_t k = n - i < h2->frag_left ? n - i : h2->frag_left;
+    size_t passed = scan_hpack(h2, p + i, k);
+    h2->frag_left -= (uint32_t)passed;
+    return i + passed;
+}
+
 /* One frame header from the client, before nghttp2 reads the frame. */
 static void frame_seen(struct http2_conn *h2, uint8_t type, uint8_t flags, uint32_t length,
                        int32_t stream_id)
 {
     bool ack = (flags & NGHTTP2_FLAG_ACK) != 0;
     bool end_headers = (flags & NGHTTP2_FLAG_END_HEADERS) != 0;
+    h2->frag_prefix = 0;
+    h2->frag_padded = false;
+    h2->frag_left = 0;
     switch (type) {
     case NGHTTP2_DATA:
         if ((flags & NGHTTP2_FLAG_END_STREAM) != 0)
@@ -306,7 +473,14 @@ static void frame_seen(struct http2_conn *h2, uint8_t type, uint8_t flags, uint3
             prefix = headers_prefix(flags);
             h2->block_bytes = 0;
             h2->block_stream = stream_id;
+            h2->block_open = true;
+            h2->block_started_ms = h2->frame_started_ms;
+            h2->hp_state = HP_FIELD;
+            h2->frag_prefix = (uint8_t)prefix;
+            h2->frag_padded = (flags & NGHTTP2_FLAG_PADDED) != 0;
         }
+        h2->frag_left = length > prefix ? length - prefix : 0;
+        h2->scan_ends_block = end_headers;
         h2->block_bytes += length > prefix ? length - prefix : 0;
         if (h2->block_bytes > h2->conf->max_header_list_size)
             h2->block_cut = true;
@@ -331,14 +505,30 @@ static void frame_seen(struct http2_conn *h2, uint8_t type, uint8_t flags, uint3
     }
 }
 
+/* A frame has passed whole: progress, for the idle timeout.  Returns
+ * whether it ended a header block. */
+static bool frame_done(struct http2_conn *h2, uint64_t now)
+{
+    h2->idle_from_ms = now;
+    if (!h2->scan_ends_block)
+        return false;
+    h2->scan_ends_block = false;
+    h2->block_open = false;
+    return true;
+}
+
 /* Walks the frame headers in the client's bytes, ahead of nghttp2: every
  * frame is counted, including those nghttp2 would skip without a callback
- * (for a closed stream, say), whose cost to the server is the same.
- * Returns how many of the bytes nghttp2 may read: all of them, but for a
+ * (for a closed stream, say), whose cost to the server is the same; and
+ * timed: when a frame header and a header block began, and when a whole
+ * frame last passed.  Returns how many of the bytes nghttp2 may read: up
+ * to the end of the first header block that ends in them, so that the
+ * block's times are still those of the block nghttp2 reads; and for a
  * header block over the limit, only up to its frame's fragment, so that
  * nghttp2 opens the stream (to be answered) and decodes none of it. */
 static size_t scan_frames(struct http2_conn *h2, const uint8_t *data, size_t len)
 {
+    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
     size_t i = 0;
     while (i < len && !h2->closing) {
         if (h2->scan_pad) {
@@ -351,10 +541,19 @@ static size_t scan_frames(struct http2_conn *h2, const uint8_t *data, size_t len
         }
         if (h2->scan_skip > 0) {
             size_t n = len - i < h2->scan_skip ? len - i : h2->scan_skip;
+            if (h2->frag_prefix > 0 || h2->frag_left > 0) {
+                size_t passed = scan_fragment(h2, data + i, n);
+                if (h2->block_cut)
+                    return i + passed;
+            }
             h2->scan_skip -= (uint32_t)n;
             i += n;
+            if (h2->scan_skip == 0 && frame_done(h2, now))
+                return i;
             continue;
         }
+        if (h2->scan_have == 0)
+            h2->frame_started_ms = now;
         size_t n = H2_FRAME_HEADER - h2->scan_have;
         if (n > len - i)
             n = len - i;
@@ -374,6 +573,8 @@ static size_t scan_frames(struct http2_conn *h2, const uint8_t *data, size_t len
             size_t prefix = hd[3] == NGHTTP2_HEADERS ? headers_prefix(hd[4]) : 0;
             return i + (prefix < len - i ? prefix : len - i);
         }
+        if (length == 0 && frame_done(h2, now))
+            return i;
     }
     return len;
 }
@@ -390,7 +591,10 @@ static void cut_header_block(struct http2_conn *h2)
         exchange_respond_error(&st->base, 431);
         h2_flush(h2);
     }
-    calm(h2, HTTP2_HEADER_BLOCK_TOO_LONG, "a header block over http2_max_header_list_size", 0, 0);
+    calm(h2, HTTP2_HEADER_BLOCK_TOO_LONG,
+         h2->block_cut_field ? "a header field longer than http2_max_header_list_size or 64 KiB"
+                             : "a header block over http2_max_header_list_size",
+         0, 0);
 }
 
 /* ----------------------------------------------------- session callbacks */
@@ -415,6 +619,8 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     struct h2_stream *st = h2_stream_new(h2, frame->hd.stream_id);
     if (st == NULL)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
+    /* scan_frames() stops at the end of each block: this is its start. */
+    st->head_started_ms = h2->block_started_ms;
     nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, st);
     h2_count(h2, HTTP2_STREAMS_OPENED);
     return 0;
@@ -438,6 +644,17 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     return h2_stream_header(st, name, namelen, value, valuelen);
 }
 
+/* The client ended its half of the stream. */
+static void stream_end(struct h2_stream *st)
+{
+    if (st->awaits_end) {
+        st->awaits_end = false;
+        h2_stream_request(st, true);
+    } else {
+        h2_stream_body_end(st);
+    }
+}
+
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
     struct http2_conn *h2 = user;
@@ -449,13 +666,17 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
             break;
         if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
             st->head_done = true;
-            h2_stream_request(st, end_stream);
-        } else if (end_stream)
-            h2_stream_body_end(st); /* after trailers */
+            if (!end_stream && h2_stream_empty_body(st))
+                st->awaits_end = true;
+            else
+                h2_stream_request(st, end_stream);
+        } else if (end_stream) {
+            stream_end(st); /* after trailers */
+        }
         break;
     case NGHTTP2_DATA:
         if (st != NULL && end_stream)
-            h2_stream_body_end(st);
+            stream_end(st);
         break;
     case NGHTTP2_RST_STREAM: h2_count(h2, HTTP2_RESETS_RECEIVED); break;
     default: break;
@@ -481,8 +702,10 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
                            void *user)
 {
+    struct http2_conn *h2 = user;
     (void)error_code;
-    (void)user;
+    /* The last stream's end starts the idle timeout. */
+    h2->idle_from_ms = corral_loop_now(corral_conn_loop(h2->conn));
     struct h2_stream *st = nghttp2_session_get_stream_user_data(session, stream_id);
     if (st != NULL) {
         nghttp2_session_set_stream_user_data(session, stream_id, NULL);
@@ -573,7 +796,8 @@ struct http2_conn *http2_conn_new(corral_conn *conn, const struct http_site *sit
         nghttp2_session_set_local_window_size(h2->session, NGHTTP2_FLAG_NONE, 0,
                                               (int32_t)conn_window) != 0)
         goto fail;
-    h2->resets_since_ms = h2->floods_since_ms = corral_loop_now(corral_conn_loop(conn));
+    h2->resets_since_ms = h2->floods_since_ms = h2->idle_from_ms =
+        corral_loop_now(corral_conn_loop(conn));
     h2->scan_skip = HTTP2_PREFACE_LEN;
     corral_conn_set_timeouts(conn, 0, site->vhosts[0].limits.send_timeout_ms);
     h2_set_deadline(h2);
@@ -593,28 +817,32 @@ size_t http2_on_data(struct http2_conn *h2, const char *data, size_t len)
 {
     if (h2->closing)
         return len;
-    size_t readable = scan_frames(h2, (const uint8_t *)data, len);
-    ssize_t n =
-        h2->closing ? 0 : nghttp2_session_mem_recv(h2->session, (const uint8_t *)data, readable);
-    if (n == NGHTTP2_ERR_FLOODED) {
-        /* Its ACKs (of PING or SETTINGS) piled up unread. */
-        bool pings = h2->floods[H2_FLOOD_PING] >= h2->floods[H2_FLOOD_SETTINGS];
-        calm(h2, pings ? HTTP2_PING_FLOOD : HTTP2_SETTINGS_FLOOD,
-             pings ? "PING frames, their ACKs unread" : "SETTINGS frames, their ACKs unread", 0, 0);
-    } else if (n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS) {
-        calm(h2, HTTP2_HEADER_BLOCK_TOO_LONG, nghttp2_strerror((int)n), 0, 0);
-    } else if (n < 0) {
-        /* A bad preface or a framing error: nghttp2 has queued the GOAWAY
-         * where it can.  Once per connection, since it ends. */
-        char client[64];
-        exchange_format_client(h2->conn, client, sizeof(client));
-        corral_log(CORRAL_LOG_INFO, "http2: %s: %s: closing the connection", client,
-                   nghttp2_strerror((int)n));
-        if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC)
-            nghttp2_session_terminate_session(h2->session, NGHTTP2_PROTOCOL_ERROR);
-        h2->closing = true;
-    } else if (h2->block_cut) {
-        cut_header_block(h2);
+    const uint8_t *in = (const uint8_t *)data;
+    for (size_t off = 0; off < len && !h2->closing;) {
+        size_t readable = scan_frames(h2, in + off, len - off);
+        ssize_t n = h2->closing ? 0 : nghttp2_session_mem_recv(h2->session, in + off, readable);
+        off += readable;
+        if (n == NGHTTP2_ERR_FLOODED) {
+            /* Its ACKs (of PING or SETTINGS) piled up unread. */
+            bool pings = h2->floods[H2_FLOOD_PING] >= h2->floods[H2_FLOOD_SETTINGS];
+            calm(h2, pings ? HTTP2_PING_FLOOD : HTTP2_SETTINGS_FLOOD,
+                 pings ? "PING frames, their ACKs unread" : "SETTINGS frames, their ACKs unread", 0,
+                 0);
+        } else if (n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS) {
+            calm(h2, HTTP2_HEADER_BLOCK_TOO_LONG, nghttp2_strerror((int)n), 0, 0);
+        } else if (n < 0) {
+            /* A bad preface or a framing error: nghttp2 has queued the
+             * GOAWAY where it can.  Once per connection, since it ends. */
+            char client[64];
+            exchange_format_client(h2->conn, client, sizeof(client));
+            corral_log(CORRAL_LOG_INFO, "http2: %s: %s: closing the connection", client,
+                       nghttp2_strerror((int)n));
+            if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC)
+                nghttp2_session_terminate_session(h2->session, NGHTTP2_PROTOCOL_ERROR);
+            h2->closing = true;
+        } else if (h2->block_cut) {
+            cut_header_block(h2);
+        }
     }
     h2_flush(h2);
     return len;
@@ -634,20 +862,66 @@ void http2_on_drain(struct http2_conn *h2)
     h2_flush(h2);
 }
 
+/* A header timeout: the client's request heads come too slowly. */
+static void header_timeout(struct http2_conn *h2, const char *what)
+{
+    struct http_stats *stats = h2_stats(h2);
+    if (stats != NULL)
+        counter_inc(&stats->timeouts[HTTP_TIMEOUT_HEADER]);
+    h2_defence(h2, HTTP2_HEADER_TIMEOUT, what);
+}
+
 void http2_on_deadline(struct http2_conn *h2)
 {
-    if (h2->stream_count == 0) {
-        /* Idle: no stream open since the timeout began. */
-        nghttp2_session_terminate_session(h2->session, NGHTTP2_NO_ERROR);
+    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
+    uint32_t header_ms = header_timeout_ms(h2);
+    if (header_ms != 0 && ((h2->scan_have > 0 && h2->frame_started_ms + header_ms <= now) ||
+                           (h2->block_open && h2->block_started_ms + header_ms <= now))) {
+        /* A frame header or header block left unfinished: HPACK's state
+         * waits on the block, so the connection ends, as nginx ends it. */
+        header_timeout(h2, "a header block not complete within client_header_timeout: "
+                           "closing the connection");
+        nghttp2_session_terminate_session(h2->session, NGHTTP2_PROTOCOL_ERROR);
         h2->closing = true;
         h2_flush(h2);
         return;
     }
-    /* A client that keeps a window shut stalls its streams' producers: cut
-     * off each stream that made no progress for its send_timeout. */
-    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
+    uint32_t idle_ms = h2->conf->idle_timeout_ms;
+    if (h2->stream_count == 0) {
+        if (idle_ms != 0 && h2->idle_from_ms + idle_ms <= now) {
+            /* Idle: no stream open, and no whole frame since the timeout
+             * began; bytes of a frame that never ends hold nothing off. */
+            if (h2->scan_have > 0 || h2->scan_skip > 0)
+                h2_count(h2, HTTP2_PARTIAL_FRAME_TIMEOUT);
+            nghttp2_session_terminate_session(h2->session, NGHTTP2_NO_ERROR);
+            h2->closing = true;
+        }
+        h2_flush(h2);
+        return;
+    }
     struct http_stats *stats = h2_stats(h2);
     for (struct h2_stream *st = h2->streams; st != NULL; st = st->next) {
+        if (st->awaits_end && header_ms != 0 && st->head_started_ms + header_ms <= now) {
+            /* Its head is whole, so only the stream ends. */
+            st->awaits_end = false;
+            header_timeout(h2, "a request's END_STREAM not within client_header_timeout: reset");
+            nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+            continue;
+        }
+        uint64_t body = body_deadline(st);
+        if (body != 0 && body <= now) {
+            /* A body that stops coming holds its handler (and a proxied
+             * request's backend connection): reset, as HTTP/1.1 closes. */
+            st->body_timed_out = true;
+            if (stats != NULL)
+                counter_inc(&stats->timeouts[HTTP_TIMEOUT_BODY]);
+            h2_defence(h2, HTTP2_BODY_TIMEOUT,
+                       "a request body stalled for client_body_timeout: reset");
+            nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+            continue;
+        }
+        /* A client that keeps a window shut stalls its streams' producers:
+         * cut off each stream that made no progress for its send_timeout. */
         uint32_t ms = st->vhost->limits.send_timeout_ms;
         if (st->out.len == 0 || ms == 0 || st->progress_ms + ms > now)
             continue;

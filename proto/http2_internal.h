@@ -39,9 +39,14 @@ struct h2_stream {
     size_t field_count, field_cap;
     size_t head_size; /* RFC 9113 6.5.2's accounting, against the limit */
     bool head_refused;
-    bool head_done;    /* the request head is complete (nghttp2 said so) */
-    bool handler_owns; /* on_request ran; neither the end nor on_abort yet */
-    bool request_done; /* END_STREAM from the client */
+    bool head_done; /* the request head is complete (nghttp2 said so) */
+    /* The head said content-length 0 without END_STREAM: the request waits
+     * for the END_STREAM, since DATA would make it malformed (RFC 9113
+     * 8.1.1), within client_header_timeout of head_started_ms. */
+    bool awaits_end;
+    uint64_t head_started_ms; /* its HEADERS frame's first byte (loop clock) */
+    bool handler_owns;        /* on_request ran; neither the end nor on_abort yet */
+    bool request_done;        /* END_STREAM from the client */
     bool body_paused;
     bool body_end_delivered;
     bool body_dropped; /* rerouted (an error page): the body goes to no handler */
@@ -51,6 +56,8 @@ struct h2_stream {
     struct h2_buf trailers_in;
     size_t trailers_size;
     uint64_t body_received;
+    uint64_t body_progress_ms; /* the head's delivery, or the last DATA taken (loop clock) */
+    bool body_timed_out;       /* reset for client_body_timeout */
     bool response_started;
     bool response_body; /* the response has a body: DATA frames follow */
     bool response_done; /* the handler ended it (exchange_end) */
@@ -103,10 +110,25 @@ struct http2_conn {
     bool scan_pad;                      /* next: a DATA frame's pad length byte */
     uint32_t scan_length;               /* that frame's length */
     uint32_t scan_skip;                 /* bytes still to pass: payload, or the preface */
+    bool scan_ends_block;               /* that frame ends a header block (END_HEADERS) */
+    uint64_t frame_started_ms;          /* when the frame header being read began */
     size_t block_bytes;                 /* of the header block being received */
     int32_t block_stream;               /* its stream */
     bool block_cut;                     /* it went over the limit: see cut_header_block() */
-    unsigned floods[H2_FLOODS];         /* frames of each kind in this interval */
+    bool block_cut_field;               /* by one field's announced length (scan_hpack()) */
+    /* The header block fragment in the frame passing, walked for the
+     * lengths HPACK announces (scan_hpack()). */
+    uint8_t frag_prefix;        /* HEADERS: pad length and priority bytes still to pass */
+    bool frag_padded;           /* the first of them is the pad length */
+    uint32_t frag_left;         /* fragment bytes still to pass */
+    uint8_t hp_state;           /* enum h2_hpack_state (http2.c) */
+    uint8_t hp_strings;         /* strings still to come in this field representation */
+    uint8_t hp_shift;           /* of the next byte of a string's length */
+    uint64_t hp_len;            /* that length so far, then the string's bytes left */
+    bool block_open;            /* a header block has begun and not ended */
+    uint64_t block_started_ms;  /* its HEADERS frame's first byte */
+    uint64_t idle_from_ms;      /* the last whole frame, or the last stream's end */
+    unsigned floods[H2_FLOODS]; /* frames of each kind in this interval */
     uint64_t floods_since_ms;
     uint64_t window_updates, data_frames_sent;
 };
@@ -158,6 +180,8 @@ int h2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namelen,
  * checks header fields).  Returns 0. */
 int h2_stream_trailer(struct h2_stream *st, const uint8_t *name, size_t namelen,
                       const uint8_t *value, size_t valuelen);
+/* Whether the request head says content-length 0. */
+bool h2_stream_empty_body(const struct h2_stream *st);
 /* The request head is complete: route it and run its handler. */
 void h2_stream_request(struct h2_stream *st, bool end_stream);
 /* Request body bytes. */

@@ -263,6 +263,8 @@ static void h2_ex_resume_body(struct exchange *base)
     if (!st->body_paused)
         return;
     st->body_paused = false;
+    /* The client could not send while the window waited on the handler. */
+    st->body_progress_ms = corral_loop_now(corral_conn_loop(st->h2->conn));
     h2_deliver_body(st);
     h2_schedule(st->h2); /* the WINDOW_UPDATE */
 }

@@ -156,10 +156,12 @@ int h2_stream_trailer(struct h2_stream *st, const uint8_t *name, size_t namelen,
 {
     if (!st->handler_owns || st->body_dropped || st->handler->on_body_trailers == NULL)
         return 0;
-    /* Framing and routing are settled by the head (RFC 9110 6.5.1). */
-    struct http_str field = {(const char *)name, namelen};
-    if (http_str_equal_nocase(field, "content-length") || http_str_equal_nocase(field, "host"))
+    /* Framing, routing, credentials and the like are settled by the head
+     * (RFC 9110 6.5.1). */
+    if (!http_trailer_allowed((struct http_str){(const char *)name, namelen})) {
+        h2_count(st->h2, HTTP2_TRAILER_FIELDS_DROPPED);
         return 0;
+    }
     /* Beyond the header list's limit the trailers are dropped, all of them. */
     size_t limit = st->h2->conf->max_header_list_size;
     if (st->trailers_size > limit)
@@ -225,6 +227,20 @@ static uint64_t parse_length(struct http_str s)
     for (size_t i = 0; i < s.len && n <= UINT64_MAX / 10 - 10; i++)
         n = n * 10 + (uint64_t)(s.data[i] - '0');
     return n;
+}
+
+bool h2_stream_empty_body(const struct h2_stream *st)
+{
+    if (st->head_refused || st->field_count == 0)
+        return false;
+    const char *base = st->head.data + st->head.off;
+    for (size_t i = 0; i < st->field_count; i++) {
+        const struct h2_field *f = &st->fields[i];
+        struct http_str name = {base + f->name, f->name_len};
+        if (http_str_equal_nocase(name, "content-length"))
+            return parse_length((struct http_str){base + f->value, f->value_len}) == 0;
+    }
+    return false;
 }
 
 /* Builds the request from the collected fields: pseudo-headers out, a Host
@@ -318,6 +334,7 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
 {
     struct http2_conn *h2 = st->h2;
     st->request_done = end_stream;
+    st->body_progress_ms = corral_loop_now(corral_conn_loop(h2->conn));
     struct http_request req = {.method = {NULL, 0}};
     struct http_header *headers = NULL;
     char *cookie = NULL;
@@ -342,7 +359,7 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
     }
     const struct http_location *loc = NULL;
     if (status == 0) {
-        st->vhost = http_find_vhost(h2->site, req.host.data, req.host.len);
+        st->vhost = http_route_vhost(h2->site, h2->conn, req.host.data, req.host.len, &status);
         size_t max = st->vhost->limits.max_body_size;
         if (max > 0 && req.content_length > max)
             status = 413;
@@ -432,6 +449,7 @@ void h2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len)
      * stream must not use up the window of all the others. */
     nghttp2_session_consume_connection(session, len);
     st->body_received += len;
+    st->body_progress_ms = corral_loop_now(corral_conn_loop(st->h2->conn));
     size_t max = st->vhost->limits.max_body_size;
     if (st->handler_owns && !st->body_dropped && max > 0 && st->body_received > max) {
         /* A body longer than it said, or than the limit: the built-in

@@ -29,6 +29,8 @@ struct limit_exchange {
     char *req_block;
     char *body;
     size_t body_len, body_cap;
+    char *trailers; /* NULL: none came */
+    size_t trailers_len;
     bool body_ended;
     bool waiting;  /* the body that comes is kept */
     bool in_timer; /* the timer's callback runs: it frees this after */
@@ -109,6 +111,9 @@ static void free_wait(struct limit_exchange *le)
     free(le->body);
     le->body = NULL;
     le->body_len = le->body_cap = 0;
+    free(le->trailers);
+    le->trailers = NULL;
+    le->trailers_len = 0;
 }
 
 static void on_waited(corral_timer *timer, void *arg)
@@ -126,16 +131,20 @@ static void on_waited(corral_timer *timer, void *arg)
         le->waiting = false;
         pass(ex, &le->req, le->loc);
         /* What the body brought meanwhile, as the framer would have. */
-        if (!le->ended && ex->routed != NULL && ex->routed->on_body != NULL && le->body_len > 0)
-            ex->routed->on_body(ex, le->body, le->body_len);
-        if (!le->ended && ex->routed != NULL && ex->routed->on_body_end != NULL && le->body_ended)
-            ex->routed->on_body_end(ex);
+        if (!le->ended && le->body_len > 0)
+            exchange_forward_body(ex, le->body, le->body_len);
+        if (!le->ended && le->trailers != NULL)
+            exchange_forward_body_trailers(ex, le->trailers, le->trailers_len);
+        if (!le->ended && le->body_ended)
+            exchange_forward_body_end(ex);
     }
     free_wait(le);
     le->in_timer = false;
     if (le->ended)
         free(le);
 }
+
+static const struct http_handler waiting_handler;
 
 /* Holds the request for `ms`: a timer on the exchange's loop, the
  * request copied, the body paused. */
@@ -150,9 +159,9 @@ static void wait_for(struct exchange *ex, const struct http_request *req,
         refuse(ex, req, loc, 500);
         return;
     }
-    /* A rewrite in front forwards to ex->routed: to this handler while
-     * the request waits. */
-    ex->routed = &limit_handler;
+    /* What stands in front (limit_handler, a rewrite) forwards to
+     * ex->routed: to what keeps the body while the request waits. */
+    ex->routed = &waiting_handler;
     le->waiting = true;
     corral_timer_start(le->timer, ms);
     exchange_pause_body(ex);
@@ -183,11 +192,6 @@ static void limit_on_request(struct exchange *ex, const struct http_request *req
         pass(ex, req, loc);
 }
 
-static bool waiting(const struct exchange *ex)
-{
-    return ex->limit != NULL && ex->limit->waiting;
-}
-
 /* A waiting request that cannot wait on: answered with `status`. */
 static void give_up(struct exchange *ex, unsigned status)
 {
@@ -197,96 +201,81 @@ static void give_up(struct exchange *ex, unsigned status)
     exchange_respond_error_adding(ex, NULL, add_headers, status);
 }
 
-static void limit_on_body(struct exchange *ex, const char *data, size_t len)
+/* ex->routed while a request waits: what comes of its body is kept for
+ * the handler that gets the request after (on_waited()). */
+static void waiting_on_body(struct exchange *ex, const char *data, size_t len)
 {
-    if (waiting(ex)) {
-        struct limit_exchange *le = ex->limit;
-        if (len > WAIT_BODY_MAX - le->body_len) {
-            give_up(ex, 503);
+    struct limit_exchange *le = ex->limit;
+    if (le == NULL)
+        return;
+    if (len > WAIT_BODY_MAX - le->body_len) {
+        give_up(ex, 503);
+        return;
+    }
+    if (le->body_len + len > le->body_cap) {
+        size_t cap = le->body_cap > 0 ? le->body_cap : 4096;
+        while (cap < le->body_len + len)
+            cap *= 2;
+        char *grown = realloc(le->body, cap);
+        if (grown == NULL) {
+            give_up(ex, 500);
             return;
         }
-        if (le->body_len + len > le->body_cap) {
-            size_t cap = le->body_cap > 0 ? le->body_cap : 4096;
-            while (cap < le->body_len + len)
-                cap *= 2;
-            char *grown = realloc(le->body, cap);
-            if (grown == NULL) {
-                give_up(ex, 500);
-                return;
-            }
-            le->body = grown;
-            le->body_cap = cap;
-        }
-        memcpy(le->body + le->body_len, data, len);
-        le->body_len += len;
-    } else if (ex->routed != NULL && ex->routed->on_body != NULL) {
-        ex->routed->on_body(ex, data, len);
+        le->body = grown;
+        le->body_cap = cap;
     }
+    memcpy(le->body + le->body_len, data, len);
+    le->body_len += len;
 }
 
-static void limit_on_body_end(struct exchange *ex)
+static void waiting_on_body_end(struct exchange *ex)
 {
-    if (waiting(ex))
+    if (ex->limit != NULL)
         ex->limit->body_ended = true;
-    else if (ex->routed != NULL && ex->routed->on_body_end != NULL)
-        ex->routed->on_body_end(ex);
 }
 
-static void limit_on_body_trailers(struct exchange *ex, const char *lines, size_t len)
+/* The framer bounds them (HTTP/2: by the header list's limit). */
+static void waiting_on_body_trailers(struct exchange *ex, const char *lines, size_t len)
 {
-    /* Trailers that come while a request waits are dropped, as the framer
-     * drops those its handler does not take. */
-    if (!waiting(ex) && ex->routed != NULL && ex->routed->on_body_trailers != NULL)
-        ex->routed->on_body_trailers(ex, lines, len);
-}
-
-static void limit_on_abort(struct exchange *ex)
-{
-    if (waiting(ex)) {
-        free_wait(ex->limit);
-        ex->routed = NULL;
-    } else if (ex->routed != NULL && ex->routed->on_abort != NULL) {
-        ex->routed->on_abort(ex);
+    struct limit_exchange *le = ex->limit;
+    if (le == NULL || le->trailers != NULL) /* one section per request */
+        return;
+    le->trailers = malloc(len > 0 ? len : 1);
+    if (le->trailers == NULL) {
+        give_up(ex, 500);
+        return;
     }
+    memcpy(le->trailers, lines, len);
+    le->trailers_len = len;
 }
 
-static void limit_on_drain(struct exchange *ex)
+static void waiting_on_abort(struct exchange *ex)
 {
-    if (ex->routed != NULL && ex->routed->on_drain != NULL)
-        ex->routed->on_drain(ex);
+    if (ex->limit != NULL)
+        free_wait(ex->limit);
+    ex->routed = NULL;
 }
 
-static size_t limit_on_tunnel_data(struct exchange *ex, const char *data, size_t len)
-{
-    if (ex->routed != NULL && ex->routed->on_tunnel_data != NULL)
-        return ex->routed->on_tunnel_data(ex, data, len);
-    return len;
-}
+/* Never a location's handler: no on_request. */
+static const struct http_handler waiting_handler = {
+    .name = "limit delay",
+    .on_body = waiting_on_body,
+    .on_body_end = waiting_on_body_end,
+    .on_body_trailers = waiting_on_body_trailers,
+    .on_abort = waiting_on_abort,
+};
 
+/* Its limits checked, the exchange goes on to ex->routed: the location's
+ * handler, or waiting_handler while it waits. */
 const struct http_handler limit_handler = {
     .name = "limit",
     .on_request = limit_on_request,
-    .on_body = limit_on_body,
-    .on_body_end = limit_on_body_end,
-    .on_body_trailers = limit_on_body_trailers,
-    .on_abort = limit_on_abort,
-    .on_drain = limit_on_drain,
-    .on_tunnel_data = limit_on_tunnel_data,
+    EXCHANGE_FORWARD_CALLBACKS,
 };
 
 void limit_handler_for(const struct http_handler *inner, struct http_handler *out)
 {
-    *out = limit_handler;
-    if (inner->on_body == NULL)
-        out->on_body = NULL;
-    if (inner->on_body_end == NULL)
-        out->on_body_end = NULL;
-    if (inner->on_body_trailers == NULL)
-        out->on_body_trailers = NULL;
-    if (inner->on_drain == NULL)
-        out->on_drain = NULL;
-    if (inner->on_tunnel_data == NULL)
-        out->on_tunnel_data = NULL;
+    exchange_forward_for(&limit_handler, inner, out);
 }
 
 void limit__exchange_end(struct exchange *ex)

@@ -529,7 +529,9 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
         .head_limit = px->loc->conf.response_head_limit > 0 ? px->loc->conf.response_head_limit
                                                             : PROXY_RESPONSE_HEAD_LIMIT,
         .head = req->head,
-        .upgrade = req->upgrade,
+        /* Else the request goes on as an ordinary one, its Upgrade
+         * dropped, and a 101 for it is refused as unasked for. */
+        .upgrade = req->upgrade && proxy_upgrade_allowed(px->loc, req->upgrade_protocol),
         .sent = !req->has_body,
     };
     px->started_ms = corral_loop_now(exchange_loop(ex));

@@ -32,7 +32,16 @@ struct proxy_location {
     const struct http_regex *captures;   /* the location's regex, when a value reads its groups */
     const struct http_str *hide_headers; /* proxy_hide_header: response headers to drop */
     size_t hide_header_count;
+    /* proxy_upgrade: the Upgrade protocols passed on (proxy_upgrade_allowed());
+     * none when upgrade_count is 0, unless upgrade_any: every protocol but
+     * the HTTP versions (nginx's proxy_set_header Upgrade $http_upgrade). */
+    const char *const *upgrades;
+    size_t upgrade_count;
+    bool upgrade_any;
 };
+
+/* What proxy_upgrade allows when a location does not say. */
+extern const char *const proxy_upgrade_default[1];
 
 /* The `proxy_pass` handler: handler_data is a struct proxy_location. */
 extern const struct http_handler proxy_handler;

@@ -14,16 +14,17 @@
 #include <strings.h>
 
 /* RFC 9110 7.6.1: connection-specific fields never cross a proxy, nor do
- * the fields a Connection header lists.  The framing fields are dropped
- * always (the proxy frames each message itself); fields meant for every
- * recipient are never dropped for being listed, so that
- * "Connection: close, Host" cannot strip the Host the upstream routes on.
- * Trailer is end to end (RFC 9110 6.6.2): a response's goes on, since the
- * proxy passes the trailer section it announces. */
+ * the fields a Connection header lists.  HTTP2-Settings belongs to an
+ * Upgrade to h2c, which never goes on, listed or not (RFC 7540 3.2.1).  The framing fields are
+ * dropped always (the proxy frames each message itself); fields meant for every recipient are never
+ * dropped for being listed, so that "Connection: close, Host" cannot strip the Host the upstream
+ * routes on. Trailer is end to end (RFC 9110 6.6.2): a response's goes on, since the proxy passes
+ * the trailer section it announces. */
 static bool is_hop_by_hop(struct http_str name, const struct http_header *headers, size_t count)
 {
-    static const char *const hop[] = {"connection", "keep-alive",        "proxy-connection", "te",
-                                      "upgrade",    "transfer-encoding", "content-length"};
+    static const char *const hop[] = {
+        "connection", "keep-alive",        "proxy-connection", "te",
+        "upgrade",    "transfer-encoding", "content-length",   "http2-settings"};
     static const char *const end_to_end[] = {"host", "cache-control", "content-type",
                                              "content-encoding", "content-range"};
     for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
@@ -37,6 +38,45 @@ static bool is_hop_by_hop(struct http_str name, const struct http_header *header
             http_header_lists(headers[i].value, name))
             return true;
     return false;
+}
+
+const char *const proxy_upgrade_default[1] = {"websocket"};
+
+/* One protocol of an Upgrade list, its version aside. */
+static bool upgrade_protocol_allowed(const struct proxy_location *loc, struct http_str protocol)
+{
+    const char *slash = memchr(protocol.data, '/', protocol.len);
+    struct http_str name = {protocol.data,
+                            slash != NULL ? (size_t)(slash - protocol.data) : protocol.len};
+    /* An HTTP version through a tunnel is requests the proxy never reads:
+     * h2c smuggling.  No setting lets it through. */
+    if (http_str_equal_nocase(name, "h2c") || http_str_equal_nocase(name, "h2") ||
+        http_str_equal_nocase(name, "http"))
+        return false;
+    if (loc->upgrade_any)
+        return true;
+    for (size_t i = 0; i < loc->upgrade_count; i++)
+        if (http_str_equal_nocase(name, loc->upgrades[i]))
+            return true;
+    return false;
+}
+
+bool proxy_upgrade_allowed(const struct proxy_location *loc, struct http_str upgrade)
+{
+    size_t protocols = 0;
+    const char *p = upgrade.data, *end = upgrade.data + upgrade.len;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma != NULL ? comma : end;
+        struct http_str protocol = http_trim((struct http_str){p, (size_t)(stop - p)});
+        p = comma != NULL ? comma + 1 : end;
+        if (protocol.len == 0) /* an empty list element (RFC 9110 5.6.1) */
+            continue;
+        if (!upgrade_protocol_allowed(loc, protocol))
+            return false;
+        protocols++;
+    }
+    return protocols > 0;
 }
 
 static bool hidden(const struct proxy_location *loc, struct http_str name)

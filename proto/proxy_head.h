@@ -17,6 +17,12 @@ struct proxy_head_request {
     struct exchange *ex; /* what proxy_set_header's variables read */
 };
 
+/* Whether an upgrade to `upgrade` (a client's Upgrade value, a list of
+ * protocols) goes on to `loc`'s upstream: every protocol listed must be
+ * allowed, and none is an HTTP version (h2c, h2, HTTP/x), which would
+ * open a tunnel that the proxy's own checks never see. */
+bool proxy_upgrade_allowed(const struct proxy_location *loc, struct http_str upgrade);
+
 /* The request head for the upstream, rebuilt from parsed fields: the
  * hop-by-hop fields dropped (RFC 9110 7.6.1), proxy_set_header applied,
  * Host, X-Forwarded-For, Via and X-Forwarded-Proto, then the framing.

@@ -242,43 +242,8 @@ void http_replace_prefix(const struct http_request *req, struct http_str strip, 
 }
 
 /* The rest goes to the handler routed to, if any. */
-static void rewrite_on_body(struct exchange *ex, const char *data, size_t len)
-{
-    if (ex->routed != NULL && ex->routed->on_body != NULL)
-        ex->routed->on_body(ex, data, len);
-}
-
-static void rewrite_on_body_end(struct exchange *ex)
-{
-    if (ex->routed != NULL && ex->routed->on_body_end != NULL)
-        ex->routed->on_body_end(ex);
-}
-
-static void rewrite_on_abort(struct exchange *ex)
-{
-    if (ex->routed != NULL && ex->routed->on_abort != NULL)
-        ex->routed->on_abort(ex);
-}
-
-static void rewrite_on_drain(struct exchange *ex)
-{
-    if (ex->routed != NULL && ex->routed->on_drain != NULL)
-        ex->routed->on_drain(ex);
-}
-
-static size_t rewrite_on_tunnel_data(struct exchange *ex, const char *data, size_t len)
-{
-    if (ex->routed != NULL && ex->routed->on_tunnel_data != NULL)
-        return ex->routed->on_tunnel_data(ex, data, len);
-    return len;
-}
-
 const struct http_handler http_rewrite_handler = {
     .name = "rewrite",
     .on_request = rewrite_on_request,
-    .on_body = rewrite_on_body,
-    .on_body_end = rewrite_on_body_end,
-    .on_abort = rewrite_on_abort,
-    .on_drain = rewrite_on_drain,
-    .on_tunnel_data = rewrite_on_tunnel_data,
+    EXCHANGE_FORWARD_CALLBACKS,
 };

@@ -1,11 +1,13 @@
 /*
  * site.c: which virtual host and location of a site serve a request: by
- * Host (or SNI) name, exact or wildcard, then by path, exact, prefix or
- * regex; and the names of the site's counters.
+ * Host (or SNI) name, exact or wildcard, refusing a request that Host
+ * sends to another TLS server block than SNI did; then by path, exact,
+ * prefix or regex; and the names of the site's counters.
  */
 #include "proto/site.h"
 
 #include "proto/regex.h"
+#include "proto/tls.h"
 
 #include <string.h>
 #include <strings.h>
@@ -40,6 +42,22 @@ const struct http_vhost *http_find_vhost(const struct http_site *site, const cha
         }
     }
     return wildcard != NULL ? wildcard : &site->vhosts[0];
+}
+
+const struct http_vhost *http_route_vhost(const struct http_site *site, const corral_conn *conn,
+                                          const char *host, size_t len, unsigned *status)
+{
+    const struct http_vhost *vhost = http_find_vhost(site, host, len);
+    /* A client without SNI got the default server's certificates, as one
+     * that names no server does; nginx checks only where SNI was sent. */
+    const char *sni = tls_conn_server_name(conn);
+    if (sni == NULL)
+        return vhost;
+    const struct http_vhost *negotiated = http_find_vhost(site, sni, strlen(sni));
+    if (negotiated->tls_group == vhost->tls_group)
+        return vhost;
+    *status = 421;
+    return negotiated;
 }
 
 size_t http_site_sni_select(void *site, const char *name, size_t len)

@@ -59,6 +59,10 @@ struct http_vhost {
     const struct http_add_headers *add_headers;
     /* error_page for the answers no location gives; NULL: none */
     const struct http_error_pages *error_pages;
+    /* Vhosts of a TLS site with the same TLS settings (certificates, client
+     * certificates) share it: a connection that SNI gave one may ask any of
+     * its group (http_route_vhost()).  0 for every vhost of a plain site. */
+    unsigned tls_group;
 };
 
 struct access_conf;
@@ -104,10 +108,14 @@ enum http2_counter {
     HTTP2_PING_FLOOD,
     HTTP2_EMPTY_FRAME_FLOOD,
     HTTP2_WINDOW_UPDATE_FLOOD,
-    HTTP2_HEADER_BLOCK_TOO_LONG, /* CONTINUATION flood */
-    HTTP2_HEADER_LIST_TOO_LARGE, /* HPACK bomb, or just too many fields: 431 */
-    HTTP2_STREAMS_REFUSED,       /* beyond http2_max_concurrent_streams */
-    HTTP2_STREAMS_STALLED,       /* reset at a window shut for send_timeout */
+    HTTP2_HEADER_BLOCK_TOO_LONG,  /* CONTINUATION flood */
+    HTTP2_HEADER_LIST_TOO_LARGE,  /* HPACK bomb, or just too many fields: 431 */
+    HTTP2_STREAMS_REFUSED,        /* beyond http2_max_concurrent_streams */
+    HTTP2_STREAMS_STALLED,        /* reset at a window shut for send_timeout */
+    HTTP2_HEADER_TIMEOUT,         /* a header block or request head over client_header_timeout */
+    HTTP2_PARTIAL_FRAME_TIMEOUT,  /* idle with a frame left partial */
+    HTTP2_TRAILER_FIELDS_DROPPED, /* request trailer fields that belong in a head */
+    HTTP2_BODY_TIMEOUT,           /* a request body stalled for client_body_timeout */
     HTTP2_COUNTERS,
 };
 
@@ -152,6 +160,15 @@ const struct http_location *http_search_location(const struct http_vhost *vhost,
  * longest matching wildcard, else the site's first. */
 const struct http_vhost *http_find_vhost(const struct http_site *site, const char *host,
                                          size_t len);
+
+/* The virtual host for a request to `host` (without port) on `conn`,
+ * picked as http_find_vhost() does, unless the client named by SNI a vhost
+ * of another TLS group (struct http_vhost): then the request is misdirected
+ * (RFC 9110 15.5.20): *status becomes 421 and the vhost returned is SNI's,
+ * to which the connection belongs.  *status is left alone otherwise, and
+ * for a connection without TLS or without SNI. */
+const struct http_vhost *http_route_vhost(const struct http_site *site, const corral_conn *conn,
+                                          const char *host, size_t len, unsigned *status);
 
 /* A tls_sni_select_fn for a site's TLS server (`site` is the http_site):
  * SNI picks the certificates of the vhost that Host would pick. */

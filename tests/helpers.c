@@ -79,6 +79,25 @@ int test_reserve_port(int *port)
     return fd;
 }
 
+int test_listen_sockets(const char *host, int port)
+{
+    struct in_addr want;
+    ck_assert_int_eq(inet_pton(AF_INET, host, &want), 1);
+    FILE *table = fopen("/proc/net/tcp", "re");
+    ck_assert_ptr_nonnull(table);
+    char line[512];
+    int count = 0;
+    while (fgets(line, sizeof(line), table) != NULL) {
+        unsigned address, local_port, state;
+        /* The address is the raw network-order word printed in hex. */
+        if (sscanf(line, " %*u: %x:%x %*x:%*x %x", &address, &local_port, &state) == 3 &&
+            address == want.s_addr && (int)local_port == port && state == 0x0A)
+            count++;
+    }
+    fclose(table);
+    return count;
+}
+
 int test_connect(int port)
 {
     char address[32];
@@ -129,7 +148,8 @@ const struct corral_conn_handler test_ok_handler = {.on_data = ok_on_data};
 int test_start_server(corral_server *server, const struct corral_conn_handler *handler, void *data)
 {
     corral_listener *listener;
-    ck_assert_int_eq(corral_server_listen(server, "127.0.0.1:0", NULL, handler, data, &listener), 0);
+    ck_assert_int_eq(corral_server_listen(server, "127.0.0.1:0", NULL, handler, data, &listener),
+                     0);
     int port = corral_listener_port(listener);
     ck_assert_int_gt(port, 0);
     ck_assert_int_eq(corral_server_start(server), 0);

@@ -32,6 +32,11 @@ int test_connect_address(const char *address);
  * hand the port to a config.  Fails the test on error. */
 int test_reserve_port(int *port);
 
+/* The TCP sockets listening on IPv4 `host`:port in this network namespace
+ * (/proc/net/tcp): each socket once, however many descriptors, processes
+ * or generations hold it. */
+int test_listen_sockets(const char *host, int port);
+
 /* Sends all of buf; fails the test on error. */
 void test_send_all(int fd, const void *buf, size_t len);
 
@@ -41,8 +46,7 @@ size_t test_recv_all(int fd, void *buf, size_t len);
 
 /* Starts `server` with one listener for `handler` on 127.0.0.1:0 and returns
  * the port. */
-int test_start_server(corral_server *server, const struct corral_conn_handler *handler,
-                      void *data);
+int test_start_server(corral_server *server, const struct corral_conn_handler *handler, void *data);
 
 /* A handler that answers "ok" to each 4-byte request and keeps the
  * connection until the client closes it. */

@@ -441,6 +441,16 @@ CORRAL_EXTERN size_t corral_conn_kept_input(const corral_conn *conn);
  *  runs.  Returns 0, or -ENOMEM with `fd` left to the caller. */
 CORRAL_EXTERN int corral_listener_adopt(corral_listener *listener, int fd);
 
+/** Empties `fd`, a listening socket of `listener`'s address that the
+ *  server does not hold and that is about to be closed (one passed by
+ *  another process, which the server's own sockets replace): accepts what
+ *  it queued, made non-blocking first, and has the server's workers serve
+ *  it as corral_listener_adopt() does, so that closing the socket resets
+ *  no connection the kernel completed.  The caller keeps `fd`.  Main
+ *  thread, while the server runs.  Returns 0, or -EINVAL if the server is
+ *  not running. */
+CORRAL_EXTERN int corral_listener_take_queue(corral_listener *listener, int fd);
+
 /** Closes a detached connection on the calling thread (a FIN; no transport
  *  end-of-stream), runs on_close with `error`, and frees it. */
 CORRAL_EXTERN void corral_conn_close_detached(corral_conn *conn, int error);
@@ -610,8 +620,12 @@ CORRAL_EXTERN void corral_listen_options_init(struct corral_listen_options *opti
 /** Binds and listens on `address` (see corral_parse_address(); port 0 picks
  *  an ephemeral port) before the server starts.  Accepted connections run
  *  `handler` with corral_conn_listener_data() returning `data`.  `options`
- *  may be NULL for the defaults.  Returns -EADDRINUSE, -EINVAL, ... with no
- *  socket left open on failure. */
+ *  may be NULL for the defaults.  The address must be free: where any
+ *  other socket listens on it, a SO_REUSEPORT group of the same user
+ *  included, this fails with -EADDRINUSE rather than join it (a successor
+ *  server shares sockets through corral_server_listen_fds() or
+ *  corral_server_listen_beside()).  Returns -EADDRINUSE, -EINVAL, ... with
+ *  no socket left open on failure. */
 CORRAL_EXTERN int corral_server_listen(corral_server *server, const char *address,
                                        const struct corral_listen_options *options,
                                        const struct corral_conn_handler *handler, void *data,

@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/ssl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -1003,6 +1004,177 @@ START_TEST(a_pid_file_that_cannot_be_removed_is_logged)
 }
 END_TEST
 
+/* ------------------------------------------------------- a second daemon */
+
+/* The port of the first "listening on `host`:" line in d's log, or 0. */
+static int logged_port(const struct test_daemon *d, const char *host)
+{
+    char *log = test_daemon_log(d), key[64];
+    snprintf(key, sizeof(key), "listening on %s:", host);
+    const char *at = strstr(log, key);
+    int port = at != NULL ? atoi(at + strlen(key)) : 0;
+    free(log);
+    return port;
+}
+
+/* `workers`, a plain listener on 127.0.0.1, a TLS one on 127.0.0.3 and the
+ * admin one on 127.0.0.2, at ports[0], [1] and [2] (0: ephemeral). */
+static void write_three_listeners(struct test_daemon *d, unsigned workers, const int ports[3],
+                                  const char *text)
+{
+    char conf[PATH_MAX * 2 + 1024];
+    snprintf(conf, sizeof(conf),
+             "workers %u;\nadmin { listen 127.0.0.2:%d; }\n"
+             "server {\n    listen 127.0.0.1:%d;\n    location / { return 200 \"%s\"; }\n}\n"
+             "server {\n    listen 127.0.0.3:%d tls;\n"
+             "    tls_certificate %s/cert.pem;\n    tls_certificate_key %s/key.pem;\n"
+             "    location / { return 200 \"%s\"; }\n}\n",
+             workers, ports[2], ports[0], text, ports[1], test_daemon_dir(), test_daemon_dir(),
+             text);
+    test_daemon_write_config(d, conf);
+}
+
+/* A TLS handshake with 127.0.0.3:port completes. */
+static void check_tls_handshake(int port)
+{
+    char address[32];
+    snprintf(address, sizeof(address), "127.0.0.3:%d", port);
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    ck_assert_ptr_nonnull(ctx);
+    int fd = test_connect_address(address);
+    SSL *ssl = SSL_new(ctx);
+    ck_assert_ptr_nonnull(ssl);
+    SSL_set_fd(ssl, fd);
+    ck_assert_int_eq(SSL_connect(ssl), 1);
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    close(fd);
+}
+
+/* A second daemon configured with an address the first listens on fails to
+ * start and says which address, whatever the worker count (a per-worker
+ * SO_REUSEPORT group would otherwise let it join and take connections),
+ * for a plain, a TLS and the admin listener; the first keeps every socket
+ * and serves on. */
+START_TEST(a_second_daemon_cannot_take_a_listened_address)
+{
+    static const unsigned counts[] = {1, 2, 4};
+    unsigned workers = counts[_i];
+    char command[PATH_MAX + 256];
+    snprintf(command, sizeof(command),
+             "cd '%s' && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+             "-keyout key.pem -out cert.pem -subj /CN=t -days 2 >/dev/null 2>&1",
+             test_daemon_dir());
+    ck_assert_int_eq(system(command), 0);
+    struct test_daemon first;
+    test_daemon_init(&first, "first");
+    const int ephemeral[3] = {0, 0, 0};
+    write_three_listeners(&first, workers, ephemeral, "first");
+    test_daemon_start(&first);
+    const char *hosts[3] = {"127.0.0.1", "127.0.0.3", "127.0.0.2"};
+    /* first.port is the last listener's: either of the two. */
+    const int taken[3] = {logged_port(&first, "127.0.0.1"), logged_port(&first, "127.0.0.3"),
+                          first.admin_port};
+    ck_assert_int_gt(taken[0], 0);
+    ck_assert_int_gt(taken[1], 0);
+    for (int kind = 0; kind < 3; kind++) {
+        int sockets = test_listen_sockets(hosts[kind], taken[kind]);
+        ck_assert_int_ge(sockets, 1);
+        struct test_daemon second;
+        test_daemon_init(&second, "second");
+        int ports[3] = {0, 0, 0};
+        ports[kind] = taken[kind];
+        write_three_listeners(&second, workers, ports, "second");
+        test_daemon_spawn(&second, -1);
+        int status = test_wait_exit(second.pid, 5000);
+        second.pid = -1;
+        char *log = test_daemon_log(&second), expected[128];
+        snprintf(expected, sizeof(expected),
+                 "%s:%d: address already in use (another process listens there)", hosts[kind],
+                 taken[kind]);
+        ck_assert_msg(status == 1 && strstr(log, expected) != NULL,
+                      "workers %u: status %d, no \"%s\" in:\n%s", workers, status, expected, log);
+        free(log);
+        ck_assert_int_eq(test_listen_sockets(hosts[kind], taken[kind]), sockets);
+        for (int i = 0; i < 8; i++) {
+            char body[256];
+            ck_assert_int_eq(http_get(taken[0], "/", body, sizeof(body)), 200);
+            ck_assert_str_eq(body, "first");
+            ck_assert_int_eq(test_daemon_admin_get(&first, "/healthz", body, sizeof(body)), 200);
+            check_tls_handshake(taken[1]);
+        }
+    }
+    test_daemon_stop(&first);
+}
+END_TEST
+
+/* d's log, polled up to 5 s until it has `text`; fails the test if not. */
+static void wait_log(const struct test_daemon *d, const char *text)
+{
+    char *log = NULL;
+    for (int i = 0; i < 500; i++) {
+        free(log);
+        log = test_daemon_log(d);
+        if (strstr(log, text) != NULL)
+            break;
+        usleep(10000);
+    }
+    ck_assert_msg(strstr(log, text) != NULL, "no \"%s\" in:\n%s", text, log);
+    free(log);
+}
+
+/* A listen that overlaps another on the same port (`*:PORT` beside
+ * `127.0.0.1:PORT`) is refused at start and on a reload, naming the listen
+ * it overlaps, with a shared socket or one per worker alike.  The wildcard
+ * never binds: it comes second. */
+START_TEST(an_overlapping_listen_is_refused_and_named)
+{
+    unsigned workers = _i == 0 ? 1 : 2;
+    int port;
+    close(test_reserve_port(&port));
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    char conf[1024], expected[256];
+    snprintf(conf, sizeof(conf),
+             "workers %u;\nadmin { listen 127.0.0.2:0; }\n"
+             "server { listen 127.0.0.1:%d; location / { return 200 \"one\"; } }\n"
+             "server { listen *:%d; location / { return 200 \"two\"; } }\n",
+             workers, port, port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_spawn(&d, -1);
+    int status = test_wait_exit(d.pid, 5000);
+    d.pid = -1;
+    ck_assert_int_eq(status, 1);
+    snprintf(expected, sizeof(expected),
+             "listen *:%d: address already in use (by listen 127.0.0.1:%d of this configuration)",
+             port, port);
+    wait_log(&d, expected);
+
+    snprintf(conf, sizeof(conf),
+             "workers %u;\nadmin { listen 127.0.0.2:0; }\n"
+             "server { listen 127.0.0.1:%d; location / { return 200 \"one\"; } }\n",
+             workers, port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    snprintf(conf, sizeof(conf),
+             "workers %u;\nadmin { listen 127.0.0.2:0; }\n"
+             "server { listen *:%d; location / { return 200 \"two\"; } }\n",
+             workers, port);
+    test_daemon_write_config(&d, conf);
+    ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
+    snprintf(expected, sizeof(expected),
+             "listen *:%d: address already in use (by listen 127.0.0.1:%d of the running "
+             "configuration)",
+             port, port);
+    wait_log(&d, expected);
+    wait_log(&d, "keeps serving");
+    char body[256];
+    ck_assert_int_eq(http_get(port, "/", body, sizeof(body)), 200);
+    ck_assert_str_eq(body, "one");
+    test_daemon_stop(&d);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("cmd/daemon");
@@ -1038,6 +1210,8 @@ Suite *test_suite(void)
     tcase_add_test(states, pid_file_goes_after_dropping_privileges);
     tcase_add_test(states, a_pid_file_that_cannot_be_removed_is_logged);
     tcase_add_test(states, metrics_keep_long_upstream_names_apart);
+    tcase_add_loop_test(states, a_second_daemon_cannot_take_a_listened_address, 0, 3);
+    tcase_add_loop_test(states, an_overlapping_listen_is_refused_and_named, 0, 2);
     suite_add_tcase(suite, states);
 
     TCase *log = tcase_create("log");

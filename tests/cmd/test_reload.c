@@ -173,15 +173,23 @@ static void loaders_check(struct loaders *l, bool both_answers)
 
 /* ----------------------------------------------------------------- cases */
 
-/* A config answering `text` on an ephemeral port, with `extra` directives. */
-static void write_config(struct test_daemon *d, const char *extra, const char *text)
+/* A config of `workers` answering `text` on an ephemeral port, with `extra`
+ * directives. */
+static void write_workers_config(struct test_daemon *d, unsigned workers, const char *extra,
+                                 const char *text)
 {
     char conf[PATH_MAX + 1024];
     snprintf(conf, sizeof(conf),
-             "workers 2;\n%s\nadmin { listen 127.0.0.2:0; }\n"
+             "workers %u;\n%s\nadmin { listen 127.0.0.2:0; }\n"
              "server {\n    listen 127.0.0.1:0;\n    location / { return 200 \"%s\"; }\n}\n",
-             extra, text);
+             workers, extra, text);
     test_daemon_write_config(d, conf);
+}
+
+/* The same with 2 workers. */
+static void write_config(struct test_daemon *d, const char *extra, const char *text)
+{
+    write_workers_config(d, 2, extra, text);
 }
 
 START_TEST(ten_reloads_under_load_fail_no_request)
@@ -565,6 +573,145 @@ START_TEST(three_upgrades_under_load_fail_no_request)
 }
 END_TEST
 
+/* Waits up to 5 s until d's /status shows configuration generation `n`
+ * (a new process counts from 1). */
+static void wait_generation(const struct test_daemon *d, unsigned n)
+{
+    char expected[64], body[8192] = "";
+    snprintf(expected, sizeof(expected), "\"config_generation\": %u,", n);
+    uint64_t deadline = test_now_ms() + 5000;
+    while (test_now_ms() < deadline) {
+        if (test_daemon_admin_get(d, "/status", body, sizeof(body)) == 200 &&
+            strstr(body, expected) != NULL)
+            return;
+        usleep(10000);
+    }
+    char *log = test_daemon_log(d);
+    ck_abort_msg("no %s in /status:\n%s\nlog:\n%s", expected, body, log);
+}
+
+/* Waits up to 3 s until exactly `want` sockets listen on d's port and
+ * admin port each; fails the test with the counts if not.  A socket too
+ * many is one whose queue no one accepts from. */
+static void wait_listen_sockets(const struct test_daemon *d, int want)
+{
+    int plain = -1, admin = -1;
+    uint64_t deadline = test_now_ms() + 3000;
+    while (test_now_ms() < deadline) {
+        plain = test_listen_sockets("127.0.0.1", d->port);
+        admin = test_listen_sockets("127.0.0.2", d->admin_port);
+        if (plain == want && admin == want)
+            return;
+        usleep(10000);
+    }
+    ck_abort_msg("%d and %d sockets listen on the port and the admin port, not %d", plain, admin,
+                 want);
+}
+
+/* `count` requests on new connections: each answered within 2 s. */
+static void check_answered(int port, int count)
+{
+    const char req[] = "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    for (int i = 0; i < count; i++) {
+        int fd = load_connect(port);
+        ck_assert_int_ge(fd, 0);
+        struct timeval tv = {.tv_sec = 2};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        ck_assert_int_eq(send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(req) - 1);
+        char response[1024];
+        ssize_t len = read_response(fd, response, sizeof(response));
+        ck_assert_msg(len > 0 && strncmp(response, "HTTP/1.1 200", 12) == 0, "request %d of %d: %s",
+                      i + 1, count, len < 0 ? strerror((int)-len) : "closed");
+        close(fd);
+    }
+}
+
+/* The new process of an upgrade serves on the sockets it inherited; a
+ * reload that changes the socket layout then keeps those it needs (_i 3:
+ * the upgrade itself changes it).  The others must close: one left
+ * listening in the SO_REUSEPORT group gets its share of new connections,
+ * and no one accepts them. */
+START_TEST(an_upgrade_then_a_layout_change_leave_no_socket_behind)
+{
+    /* One worker, or one socket the workers share. */
+    static const struct {
+        unsigned workers;
+        const char *wakeup;
+    } changes[] = {{1, ""}, {2, "wakeup exclusive;"}, {2, "wakeup herd;"}, {1, ""}};
+    bool with_upgrade = _i == 3;
+    ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    char binary[PATH_MAX], pid_file[PATH_MAX];
+    test_daemon_file(binary, sizeof(binary), "corral");
+    test_daemon_file(pid_file, sizeof(pid_file), "corral.pid");
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_upgrade_config(&d, pid_file, "one");
+    spawn_copy(&d, binary);
+    wait_listen_sockets(&d, 2); /* one per worker */
+    char extra[PATH_MAX + 64];
+    snprintf(extra, sizeof(extra), "pid_file %s;\n%s", pid_file, changes[_i].wakeup);
+    if (with_upgrade)
+        write_workers_config(&d, changes[_i].workers, extra, "one");
+    pid_t pid = upgrade(&d, pid_file, d.pid);
+    wait_listen_sockets(&d, with_upgrade ? 1 : 2);
+
+    if (!with_upgrade) {
+        write_workers_config(&d, changes[_i].workers, extra, "one");
+        ck_assert_int_eq(kill(pid, SIGHUP), 0);
+        wait_generation(&d, 2);
+        wait_listen_sockets(&d, 1);
+    }
+    check_answered(d.port, 20);
+    ck_assert_int_eq(kill(pid, SIGTERM), 0);
+    ck_assert(daemon_gone(pid, 15000));
+    char *log = test_daemon_log(&d);
+    ck_assert_msg(strstr(log, "[error]") == NULL && strstr(log, "Sanitizer") == NULL &&
+                      strstr(log, "runtime error") == NULL && strstr(log, "no longer used") != NULL,
+                  "%s", log);
+    free(log);
+}
+END_TEST
+
+/* Upgrades and socket layout changes in turn, under load: nothing is lost,
+ * and each time exactly the sockets of the newest layout listen. */
+START_TEST(upgrades_and_layout_changes_under_load_fail_no_request)
+{
+    ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    char binary[PATH_MAX], pid_file[PATH_MAX];
+    test_daemon_file(binary, sizeof(binary), "corral");
+    test_daemon_file(pid_file, sizeof(pid_file), "corral.pid");
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_upgrade_config(&d, pid_file, "one");
+    spawn_copy(&d, binary);
+    struct loaders l;
+    loaders_start(&l, d.port);
+    pid_t pid = d.pid;
+    char extra[PATH_MAX + 64];
+    for (int i = 0; i < 2; i++) {
+        usleep(100000);
+        pid = upgrade(&d, pid_file, pid);
+        wait_generation(&d, 1);
+        /* Between 2 workers with a socket each, and 1. */
+        snprintf(extra, sizeof(extra), "pid_file %s;", pid_file);
+        write_workers_config(&d, i == 0 ? 1 : 2, extra, "one");
+        ck_assert_int_eq(kill(pid, SIGHUP), 0);
+        wait_generation(&d, 2);
+        wait_listen_sockets(&d, i == 0 ? 1 : 2);
+    }
+    usleep(100000);
+    loaders_check(&l, false);
+    wait_listen_sockets(&d, 2);
+    ck_assert_int_eq(kill(pid, SIGTERM), 0);
+    ck_assert(daemon_gone(pid, 15000));
+    char *log = test_daemon_log(&d);
+    ck_assert_msg(strstr(log, "[error]") == NULL && strstr(log, "Sanitizer") == NULL &&
+                      strstr(log, "runtime error") == NULL,
+                  "%s", log);
+    free(log);
+}
+END_TEST
+
 /* A binary that cannot run, then a config that does not load: each upgrade
  * fails, and the old process keeps serving with its pid file in place. */
 START_TEST(a_failed_upgrade_leaves_the_old_process_serving)
@@ -626,6 +773,8 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, notifies_ready_reloading_ready_stopping, 0, 2);
     tcase_add_test(tc, three_upgrades_under_load_fail_no_request);
     tcase_add_test(tc, a_failed_upgrade_leaves_the_old_process_serving);
+    tcase_add_loop_test(tc, an_upgrade_then_a_layout_change_leave_no_socket_behind, 0, 4);
+    tcase_add_test(tc, upgrades_and_layout_changes_under_load_fail_no_request);
     suite_add_tcase(suite, tc);
     return suite;
 }

@@ -453,6 +453,42 @@ START_TEST(admin_block)
     ck_assert_uint_eq(c->admin_listen_count, 2);
     ck_assert_str_eq(c->admin_listens[0], "127.0.0.1:9090");
     ck_assert_str_eq(c->admin_listens[1], "[::1]:9090");
+    ck_assert(!c->admin.listens[0].tls && !c->admin.listens[1].tls);
+    ck_assert_uint_eq(c->admin.access.rule_count, 0);
+    ck_assert_ptr_null(c->admin.token_file);
+    conf_free(c);
+}
+END_TEST
+
+/* Who may read it: allow/deny of its own (the top level's are not
+ * inherited), a token file, TLS with client certificates. */
+START_TEST(admin_block_access)
+{
+    struct conf_config *c = parse_ok("deny 192.0.2.1;\n"
+                                     "admin {\n"
+                                     "    listen 127.0.0.1:9090;\n"
+                                     "    listen *:9443 tls;\n"
+                                     "    allow 10.0.0.0/8;\n"
+                                     "    deny all;\n"
+                                     "    auth_token_file secrets/admin.token;\n"
+                                     "    tls_certificate admin.pem;\n"
+                                     "    tls_certificate_key admin.key;\n"
+                                     "    tls_client_certificate ca.pem;\n"
+                                     "}\n");
+    ck_assert_uint_eq(c->admin_listen_count, 2);
+    ck_assert(!c->admin.listens[0].tls && c->admin.listens[1].tls);
+    ck_assert_uint_eq(c->admin.listens[1].pos.line, 4);
+    ck_assert_uint_eq(c->admin.access.rule_count, 2);
+    ck_assert(c->admin.access.rules[0].allow && c->admin.access.rules[0].net.bits == 8);
+    ck_assert(!c->admin.access.rules[1].allow && c->admin.access.rules[1].net.family == AF_UNSPEC);
+    ck_assert_uint_eq(c->access.rule_count, 1);
+    ck_assert_str_eq(c->admin.token_file, "secrets/admin.token");
+    ck_assert_uint_eq(c->admin.token_file_pos.line, 7);
+    ck_assert_uint_eq(c->admin.tls.certificate_count, 1);
+    ck_assert_str_eq(c->admin.tls.certificates[0].key, "admin.key");
+    ck_assert_str_eq(c->admin.tls.settings.client_ca, "ca.pem");
+    /* as in a server: a CA file alone turns verification on */
+    ck_assert_int_eq(c->admin.tls.settings.verify_client, TLS_VERIFY_CLIENT_ON);
     conf_free(c);
 }
 END_TEST
@@ -685,6 +721,34 @@ START_TEST(https_proxy_pass)
     ck_assert_str_eq(l->proxy_pass, "http://app");
     ck_assert(l->proxy_tls.verify);
     ck_assert_ptr_null(l->proxy_tls.server_name);
+    conf_free(c);
+}
+END_TEST
+
+/* proxy_upgrade lists the upgrades a location passes on; nginx's idiom,
+ * proxy_set_header Upgrade $http_upgrade with its Connection line, says
+ * any, and sets no header of its own. */
+START_TEST(proxy_upgrade_settings)
+{
+    struct conf_config *c =
+        parse_ok("server {\n"
+                 "    listen 127.0.0.1:80;\n"
+                 "    location /a { proxy_pass http://127.0.0.1:1; }\n"
+                 "    location /b { proxy_pass http://127.0.0.1:1; proxy_upgrade websocket foo; }\n"
+                 "    location /c { proxy_pass http://127.0.0.1:1; proxy_upgrade off; }\n"
+                 "    location /d { proxy_pass http://127.0.0.1:1;\n"
+                 "        proxy_set_header Upgrade $http_upgrade;\n"
+                 "        proxy_set_header Connection $connection_upgrade; }\n"
+                 "}\n");
+    const struct conf_location *l = c->servers[0].locations;
+    ck_assert(!l[0].upgrade_set && !l[0].upgrade_any);
+    ck_assert(l[1].upgrade_set && !l[1].upgrade_any);
+    ck_assert_uint_eq(l[1].upgrade_count, 2);
+    ck_assert_str_eq(l[1].upgrades[0], "websocket");
+    ck_assert_str_eq(l[1].upgrades[1], "foo");
+    ck_assert(l[2].upgrade_set && l[2].upgrade_count == 0);
+    ck_assert(!l[3].upgrade_set && l[3].upgrade_any);
+    ck_assert_uint_eq(l[3].set_header_count, 0);
     conf_free(c);
 }
 END_TEST
@@ -1091,6 +1155,28 @@ static const struct error_case error_cases[] = {
     {"admin { listen 127.0.0.1:9090; }\n"
      "server { listen 127.0.0.1:9090; location / { return 204; } }",
      "test.conf:1:16: admin listen \"127.0.0.1:9090\" is also a server's listen (at line 2)"},
+    {"admin { listen 127.0.0.1:9090 ssl; }",
+     "test.conf:1:31: unknown admin listen parameter \"ssl\" (expected tls)"},
+    {"admin { listen 127.0.0.1:9090 tls; }",
+     "test.conf:1:16: listen \"127.0.0.1:9090\" is tls but the admin block has no "
+     "\"tls_certificate\""},
+    {"admin { listen 127.0.0.1:9090; tls_verify_client optional; }",
+     "test.conf:1:50: \"tls_verify_client optional\" needs a \"tls_client_certificate\" in the "
+     "same admin block"},
+    {"admin { listen 127.0.0.1:9090; tls_certificate_key a.key; }",
+     "test.conf:1:32: \"tls_certificate_key\" needs a \"tls_certificate\" in the same admin "
+     "block"},
+    {"admin { listen 127.0.0.1:9090; tls_certificate a.pem; }",
+     "test.conf:1:32: \"tls_certificate\" needs a \"tls_certificate_key\" in the same admin "
+     "block"},
+    {"admin { listen 127.0.0.1:9090; allow 10.0.0.0/33; }",
+     "test.conf:1:38: invalid prefix length in \"10.0.0.0/33\" (expected 0 to 32)"},
+    {"admin { listen 127.0.0.1:9090; real_ip_header X-Real-IP; }",
+     "test.conf:1:32: \"real_ip_header\" is not allowed in admin (it belongs at top level or in "
+     "server or location)"},
+    {"admin { listen 127.0.0.1:9090; auth_token_file \"\"; }", "test.conf:1:48: empty path"},
+    {"auth_token_file t;",
+     "test.conf:1:1: \"auth_token_file\" is not allowed at top level (it belongs in admin)"},
     /* servers */
     {"server {\n  location / { return 204; }\n}", "test.conf:1:1: server has no \"listen\""},
     {"server { listen 127.0.0.1:99999; }",
@@ -1165,8 +1251,8 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:443 tls;\n tls_certificate ''; }", "test.conf:2:18: empty path"},
     {"server { listen 127.0.0.1:443 tls;\n tls_certificate a.pem; tls_certificate_key \"\"; }",
      "test.conf:2:45: empty path"},
-    {"tls_certificate a.pem;",
-     "test.conf:1:1: \"tls_certificate\" is not allowed at top level (it belongs in server)"},
+    {"tls_certificate a.pem;", "test.conf:1:1: \"tls_certificate\" is not allowed at top level (it "
+                               "belongs in server or admin)"},
     {"server { listen 127.0.0.1:80;\n tls_protocols TLSv1.2 TLSv1.1; }",
      "test.conf:2:24: unknown TLS protocol \"TLSv1.1\" (expected TLSv1.2 or TLSv1.3)"},
     {"server { listen 127.0.0.1:80;\n tls_protocols SSLv3; }",
@@ -1217,9 +1303,10 @@ static const struct error_case error_cases[] = {
      "test.conf:2:20: \"tls_verify_client optional\" needs a \"tls_client_certificate\" in the "
      "same server"},
     {"server { listen 127.0.0.1:80; location / { return 204;\n tls_verify_client off; } }",
-     "test.conf:2:2: \"tls_verify_client\" is not allowed in location (it belongs in server)"},
+     "test.conf:2:2: \"tls_verify_client\" is not allowed in location (it belongs in server or "
+     "admin)"},
     {"tls_ktls on;",
-     "test.conf:1:1: \"tls_ktls\" is not allowed at top level (it belongs in server)"},
+     "test.conf:1:1: \"tls_ktls\" is not allowed at top level (it belongs in server or admin)"},
     {"server { listen 127.0.0.1:80; tls_sesion_cache 10; }",
      "test.conf:1:31: unknown directive \"tls_sesion_cache\" (did you mean "
      "\"tls_session_cache\"?)"},
@@ -1390,6 +1477,41 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_hide_header \"\"; } }",
      "test.conf:2:20: invalid header name \"\""},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_upgrade websocket H2C; } }",
+     "test.conf:2:26: proxy_upgrade cannot allow \"H2C\": an HTTP version through a tunnel "
+     "would pass requests that the proxy never checks"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_upgrade http; } }",
+     "test.conf:2:16: proxy_upgrade cannot allow \"http\": an HTTP version through a tunnel "
+     "would pass requests that the proxy never checks"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_upgrade websocket/13; } }",
+     "test.conf:2:16: invalid proxy_upgrade protocol \"websocket/13\" (expected a name such as "
+     "websocket, without a version)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_upgrade websocket off; } }",
+     "test.conf:2:26: \"off\" cannot be combined with protocols"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_upgrade websocket; proxy_set_header Upgrade $http_upgrade; } }",
+     "test.conf:2:44: \"proxy_upgrade\" and \"proxy_set_header Upgrade $http_upgrade\" both "
+     "say which upgrades pass; keep one"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_set_header Upgrade $http_upgrade; proxy_upgrade websocket; } }",
+     "test.conf:2:42: \"proxy_upgrade\" and \"proxy_set_header Upgrade $http_upgrade\" both "
+     "say which upgrades pass; keep one"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_set_header Upgrade \"h2c\"; } }",
+     "test.conf:2:19: proxy_set_header cannot set \"Upgrade\": the proxy derives it"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_set_header Connection close; } }",
+     "test.conf:2:19: proxy_set_header cannot set \"Connection\": the proxy derives it"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_set_header Connection upgrade; proxy_set_header connection \"\"; } }",
+     "test.conf:2:56: duplicate proxy_set_header \"connection\" in this location"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_upgrade websocket; proxy_upgrade foo; } }",
+     "test.conf:2:27: duplicate \"proxy_upgrade\" (first at line 2)"},
     {"proxy_buffer_size 1000;",
      "test.conf:1:19: \"proxy_buffer_size\" must be between 1k and 128k, "
      "got \"1000\""},
@@ -1433,7 +1555,7 @@ static const struct error_case error_cases[] = {
     {"allow 10.0.0.1 10.0.0.2;", "test.conf:1:1: \"allow\" takes 1 argument, got 2"},
     {"upstream app { server 127.0.0.1:1; deny all; }",
      "test.conf:1:36: \"deny\" is not allowed in upstream (it belongs at top level or in "
-     "server or location)"}, /* limit_req_zone, limit_conn_zone, limit_req, limit_conn */
+     "server, location or admin)"}, /* limit_req_zone, limit_conn_zone, limit_req, limit_conn */
     {"limit_req_zone $binary_remote_addr zone=one rate=1r/s;",
      "test.conf:1:36: invalid zone \"zone=one\" (expected zone=NAME:SIZE)"},
     {"limit_req_zone $binary_remote_addr zone=one:10k rate=1r/s;",
@@ -2096,12 +2218,14 @@ Suite *test_suite(void)
     tcase_add_loop_test(valid, field_table, 0, COUNT(field_cases));
     tcase_add_test(valid, core_strings);
     tcase_add_test(valid, admin_block);
+    tcase_add_test(valid, admin_block_access);
     tcase_add_test(valid, full_server);
     tcase_add_test(valid, tls_server);
     tcase_add_test(valid, https_proxy_pass);
     tcase_add_test(valid, servers_told_apart);
     tcase_add_test(valid, addresses_and_proxy_targets_are_numbered);
     tcase_add_test(valid, many_locations_and_servers_parse_quickly);
+    tcase_add_test(valid, proxy_upgrade_settings);
     tcase_add_test(valid, access_inheritance);
     tcase_add_test(valid, limit_inheritance);
     tcase_add_test(valid, error_page_levels);

@@ -225,17 +225,66 @@ START_TEST(a_joined_group_loses_its_program_once_settled)
 }
 END_TEST
 
-START_TEST(address_in_use_fails_cleanly)
+/* Another server's listener holds the port, however many sockets each has:
+ * a new group must not join a group it did not make (SO_REUSEPORT would let
+ * it, for the same user), which would split the port's connections. */
+/* A listening socket the server does not hold, about to be closed (one a
+ * binary upgrade passed in and a new layout no longer needs): what it
+ * queued is served by the server's workers, and an empty one, even a
+ * blocking one, returns at once. */
+START_TEST(take_queue_serves_what_a_foreign_socket_queued)
 {
     struct corral_server_config config;
     corral_server_config_init(&config);
-    config.workers = 1;
-    corral_server *first, *second;
-    ck_assert_int_eq(corral_server_new(&config, &first), 0);
-    ck_assert_int_eq(corral_server_new(&config, &second), 0);
+    config.workers = 2;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&config, &server), 0);
     corral_listener *listener;
     ck_assert_int_eq(
-        corral_server_listen(first, "127.0.0.1:0", NULL, &echo_handler, NULL, &listener), 0);
+        corral_server_listen(server, "127.0.0.1:0", NULL, &echo_handler, NULL, &listener), 0);
+    int other = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); /* blocking */
+    ck_assert_int_ge(other, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(bind(other, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(other, 16), 0);
+    ck_assert_int_eq(getsockname(other, (struct sockaddr *)&addr, &len), 0);
+    ck_assert_int_eq(corral_listener_take_queue(listener, other), -EINVAL); /* not running */
+
+    ck_assert_int_eq(corral_server_start(server), 0);
+    int clients[3];
+    for (int i = 0; i < 3; i++)
+        clients[i] = test_connect(ntohs(addr.sin_port));
+    ck_assert_int_eq(corral_listener_take_queue(listener, other), 0);
+    ck_assert_int_eq(corral_listener_take_queue(listener, other), 0); /* empty */
+    close(other);
+    for (int i = 0; i < 3; i++) {
+        char reply[4];
+        test_send_all(clients[i], "take", 4);
+        ck_assert_uint_eq(test_recv_all(clients[i], reply, 4), 4);
+        ck_assert(memcmp(reply, "take", 4) == 0);
+        close(clients[i]);
+    }
+    test_stop_server(server);
+}
+END_TEST
+
+START_TEST(address_in_use_fails_cleanly)
+{
+    static const unsigned workers[] = {1, 2, 4};
+    struct corral_server_config config;
+    corral_server_config_init(&config);
+    config.workers = workers[_i % 3];
+    config.wakeup = CORRAL_WAKEUP_REUSEPORT;
+    corral_server *first, *second;
+    ck_assert_int_eq(corral_server_new(&config, &first), 0);
+    /* The same count, then (IPv6) another. */
+    config.workers = workers[(_i + _i / 3) % 3];
+    ck_assert_int_eq(corral_server_new(&config, &second), 0);
+    corral_listener *listener;
+    ck_assert_int_eq(corral_server_listen(first, _i < 3 ? "127.0.0.1:0" : "[::1]:0", NULL,
+                                          &echo_handler, NULL, &listener),
+                     0);
     char bound[64];
     corral_listener_address(listener, bound, sizeof(bound));
 
@@ -280,7 +329,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, accepted_sockets_have_nodelay);
     tcase_add_test(tc, a_socket_that_stops_listening_does_not_spin_the_worker);
     tcase_add_test(tc, a_joined_group_loses_its_program_once_settled);
-    tcase_add_test(tc, address_in_use_fails_cleanly);
+    tcase_add_test(tc, take_queue_serves_what_a_foreign_socket_queued);
+    tcase_add_loop_test(tc, address_in_use_fails_cleanly, 0, 6);
     tcase_add_test(tc, bad_addresses_fail_cleanly);
     suite_add_tcase(suite, tc);
     return suite;

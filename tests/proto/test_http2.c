@@ -7,7 +7,9 @@
 #include "../daemon.h"
 #include "../helpers.h"
 
+#include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -799,6 +801,474 @@ START_TEST(backend_up_after_a_refused_connect_serves_http2)
 }
 END_TEST
 
+/* ------------------------------------------------- raw frames, slowly */
+
+/* What a raw client saw of the server: GOAWAY, resets, responses, EOF. */
+struct h2_seen {
+    unsigned char buf[65536 + 9];
+    size_t have;
+    int goaway;          /* its error code; -1: none */
+    int rst[16];         /* by stream id / 2: RST_STREAM's code; -1: none */
+    unsigned status[16]; /* by stream id / 2: the first HEADERS seen (1: some) */
+    bool ended[16];      /* by stream id / 2: END_STREAM seen */
+    char body[4096];     /* stream 1's response body (its start) */
+    size_t body_len;
+    bool eof;
+};
+
+static void seen_init(struct h2_seen *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->goaway = -1;
+    for (size_t i = 0; i < 16; i++)
+        s->rst[i] = -1;
+}
+
+/* Reads what arrives within `wait_ms` (0: only what is there) and records
+ * the frames; false once the server has closed. */
+static bool seen_read(int fd, struct h2_seen *s, int wait_ms)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    if (s->eof)
+        return false;
+    if (poll(&p, 1, wait_ms) <= 0)
+        return true;
+    ssize_t n = recv(fd, s->buf + s->have, sizeof(s->buf) - s->have, MSG_DONTWAIT);
+    if (n <= 0) {
+        s->eof = n == 0 || (errno != EAGAIN && errno != EINTR);
+        return !s->eof;
+    }
+    s->have += (size_t)n;
+    size_t off = 0;
+    while (s->have - off >= 9) {
+        const unsigned char *f = s->buf + off;
+        size_t len = (size_t)f[0] << 16 | (size_t)f[1] << 8 | f[2];
+        ck_assert_uint_le(len, sizeof(s->buf) - 9);
+        if (s->have - off < 9 + len)
+            break;
+        unsigned sid =
+            (unsigned)(f[5] & 0x7f) << 24 | (unsigned)f[6] << 16 | (unsigned)f[7] << 8 | f[8];
+        const unsigned char *pl = f + 9;
+        if (f[3] == 7 && len >= 8)
+            s->goaway =
+                (int)((unsigned)pl[4] << 24 | (unsigned)pl[5] << 16 | (unsigned)pl[6] << 8 | pl[7]);
+        if (sid / 2 < 16 && f[3] == 3 && len == 4 && s->rst[sid / 2] == -1)
+            s->rst[sid / 2] = pl[3];
+        if (sid / 2 < 16 && f[3] == 1)
+            s->status[sid / 2] = 1;
+        if (sid / 2 < 16 && (f[3] == 0 || f[3] == 1) && (f[4] & 1) != 0)
+            s->ended[sid / 2] = true;
+        if (sid == 1 && f[3] == 0) {
+            size_t n1 =
+                len < sizeof(s->body) - 1 - s->body_len ? len : sizeof(s->body) - 1 - s->body_len;
+            memcpy(s->body + s->body_len, pl, n1);
+            s->body_len += n1;
+            s->body[s->body_len] = '\0';
+        }
+        off += 9 + len;
+    }
+    memmove(s->buf, s->buf + off, s->have - off);
+    s->have -= off;
+    return true;
+}
+
+/* Reads until the server closes or `ms` pass: how long it took (ms), or
+ * UINT64_MAX when it stayed open. */
+static uint64_t seen_until_close(int fd, struct h2_seen *s, uint64_t ms)
+{
+    uint64_t start_ms = test_now_ms();
+    while (test_now_ms() - start_ms < ms)
+        if (!seen_read(fd, s, 50))
+            return test_now_ms() - start_ms;
+    return UINT64_MAX;
+}
+
+/* Sends `data` `step` bytes every `interval_ms`, reading what comes back;
+ * stops early once the server closes.  Returns how many bytes went out. */
+static size_t trickle(int fd, struct h2_seen *s, const char *data, size_t len, size_t step,
+                      int interval_ms)
+{
+    size_t sent = 0;
+    while (sent < len && !s->eof) {
+        size_t n = len - sent < step ? len - sent : step;
+        if (send(fd, data + sent, n, MSG_NOSIGNAL) != (ssize_t)n)
+            break;
+        sent += n;
+        uint64_t until = test_now_ms() + (uint64_t)interval_ms;
+        while (test_now_ms() < until && seen_read(fd, s, (int)(until - test_now_ms())))
+            ;
+    }
+    return sent;
+}
+
+/* A frame's 9-byte header in front of `payload`, into `out`; its length. */
+static size_t frame(char *out, unsigned type, unsigned flags, unsigned sid, const char *payload,
+                    size_t len)
+{
+    unsigned char h[9] = {
+        (unsigned char)(len >> 16), (unsigned char)(len >> 8), (unsigned char)len,
+        (unsigned char)type,        (unsigned char)flags,      (unsigned char)(sid >> 24),
+        (unsigned char)(sid >> 16), (unsigned char)(sid >> 8), (unsigned char)sid};
+    memcpy(out, h, 9);
+    memcpy(out + 9, payload, len);
+    return 9 + len;
+}
+
+/* The preface, empty SETTINGS and an ACK of the server's. */
+static const char h2_start[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                               "\0\0\0\4\0\0\0\0\0"
+                               "\0\0\0\4\1\0\0\0\0";
+/* HPACK: :method GET, :scheme http, :path /, :authority a. */
+static const char get_block[] = "\x82\x86\x84\x41\1a";
+
+/* The metric line `line` is in /metrics. */
+static void check_metric(const struct test_daemon *d, const char *line)
+{
+    char metrics[16384];
+    ck_assert_int_eq(test_daemon_admin_get(d, "/metrics", metrics, sizeof(metrics)), 200);
+    ck_assert_msg(strstr(metrics, line) != NULL, "no %s in:\n%s", line, metrics);
+}
+
+#define HEADERS_END_STREAM_END_HEADERS 5
+
+/* client_header_timeout 1s, and an idle timeout far beyond it. */
+static int start_slow(struct test_daemon *d)
+{
+    start(d, NULL, "http2", "", "client_header_timeout 1s;\nhttp2_idle_timeout 30s;");
+    int fd = test_connect(d->port);
+    test_send_all(fd, h2_start, sizeof(h2_start) - 1);
+    return fd;
+}
+
+/* The first bytes of a HEADERS frame and nothing more: GOAWAY
+ * (PROTOCOL_ERROR) and closed once client_header_timeout has passed from
+ * the frame's first byte, counted. */
+START_TEST(partial_headers_frame_times_out)
+{
+    struct test_daemon d;
+    int fd = start_slow(&d);
+    char f[64];
+    size_t n = frame(f, 1, HEADERS_END_STREAM_END_HEADERS, 1, get_block, sizeof(get_block) - 1);
+    struct h2_seen s;
+    seen_init(&s);
+    test_send_all(fd, f, n - 3);
+    uint64_t took = seen_until_close(fd, &s, 5000);
+    ck_assert_msg(took != UINT64_MAX, "still open after 5 s");
+    ck_assert_uint_ge(took, 900);
+    ck_assert_int_eq(s.goaway, 1);
+    ck_assert_uint_eq(s.status[0], 0);
+    close(fd);
+    /* A frame header cut short, its type not even known. */
+    fd = test_connect(d.port);
+    test_send_all(fd, h2_start, sizeof(h2_start) - 1);
+    seen_init(&s);
+    test_send_all(fd, f, 3);
+    took = seen_until_close(fd, &s, 5000);
+    ck_assert_msg(took != UINT64_MAX, "still open after 5 s");
+    close(fd);
+    check_metric(&d, "corral_http2_events_total{event=\"header_timeout\"} 2");
+    check_metric(&d, "corral_client_timeouts_total{kind=\"header\"} 2");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A whole HEADERS frame without END_HEADERS, its CONTINUATION never sent. */
+START_TEST(header_block_without_end_times_out)
+{
+    struct test_daemon d;
+    int fd = start_slow(&d);
+    char f[64];
+    size_t n = frame(f, 1, 1, 1, get_block, sizeof(get_block) - 1);
+    struct h2_seen s;
+    seen_init(&s);
+    test_send_all(fd, f, n);
+    uint64_t took = seen_until_close(fd, &s, 5000);
+    ck_assert_msg(took != UINT64_MAX, "still open after 5 s");
+    ck_assert_uint_ge(took, 900);
+    ck_assert_int_eq(s.goaway, 1);
+    close(fd);
+    check_metric(&d, "corral_http2_events_total{event=\"header_timeout\"} 1");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A HEADERS frame sent a byte every 100 ms, 2.4 s in all: cut off at 1 s,
+ * never answered. */
+START_TEST(headers_frame_trickled_times_out)
+{
+    struct test_daemon d;
+    int fd = start_slow(&d);
+    char block[64], f[96];
+    memcpy(block, get_block, sizeof(get_block) - 1);
+    memcpy(block + sizeof(get_block) - 1, "\x40\x03x-a\x05hello", 11); /* x-a: hello */
+    size_t n = frame(f, 1, HEADERS_END_STREAM_END_HEADERS, 1, block, sizeof(get_block) - 1 + 11);
+    struct h2_seen s;
+    seen_init(&s);
+    uint64_t start_ms = test_now_ms();
+    size_t sent = trickle(fd, &s, f, n, 1, 100);
+    seen_until_close(fd, &s, 3000);
+    ck_assert_msg(s.eof, "still open");
+    ck_assert_uint_lt(sent, n);
+    ck_assert_uint_lt(test_now_ms() - start_ms, 2000);
+    ck_assert_uint_eq(s.status[0], 0);
+    close(fd);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* Header blocks each slow but within the bound, one after another on one
+ * connection, are served: each is timed from its own first byte, not from
+ * the connection's.  A block then spread over CONTINUATION frames that
+ * each arrive whole, 300 ms apart, never ending: cut off 1 s after its
+ * HEADERS frame began, though no frame was ever left partial. */
+START_TEST(slow_blocks_over_many_streams)
+{
+    struct test_daemon d;
+    int fd = start_slow(&d);
+    struct h2_seen s;
+    seen_init(&s);
+    char f[64];
+    for (unsigned sid = 1; sid <= 5; sid += 2) {
+        size_t n =
+            frame(f, 1, HEADERS_END_STREAM_END_HEADERS, sid, get_block, sizeof(get_block) - 1);
+        ck_assert_uint_eq(trickle(fd, &s, f, n, 2, 60), n); /* ~0.5 s each */
+        for (int i = 0; i < 40 && !s.ended[sid / 2]; i++)
+            seen_read(fd, &s, 50);
+        ck_assert_msg(s.ended[sid / 2] && s.rst[sid / 2] == -1, "stream %u not served", sid);
+    }
+    size_t n = frame(f, 1, 1, 7, get_block, sizeof(get_block) - 1);
+    uint64_t start_ms = test_now_ms();
+    test_send_all(fd, f, n);
+    char c[32];
+    size_t cn = frame(c, 9, 0, 7, "\x40\x01x\x01y", 5); /* CONTINUATION x: y */
+    for (int i = 0; i < 20 && !s.eof; i++) {
+        if (send(fd, c, cn, MSG_NOSIGNAL) != (ssize_t)cn)
+            break;
+        uint64_t until = test_now_ms() + 300;
+        while (test_now_ms() < until && seen_read(fd, &s, 50))
+            ;
+    }
+    seen_until_close(fd, &s, 2000);
+    ck_assert_msg(s.eof, "still open");
+    uint64_t took = test_now_ms() - start_ms;
+    ck_assert_uint_ge(took, 900);
+    ck_assert_uint_lt(took, 2500);
+    ck_assert_int_eq(s.goaway, 1);
+    ck_assert_uint_eq(s.status[3], 0);
+    close(fd);
+    check_metric(&d, "corral_http2_events_total{event=\"header_timeout\"} 1");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A request that says content-length 0 but does not end its stream waits
+ * for the END_STREAM (DATA would make it malformed), and that wait is part
+ * of its head's time: reset (CANCEL) 1 s after it began; the connection
+ * stays and serves the next stream. */
+START_TEST(empty_body_request_waiting_for_its_end_times_out)
+{
+    struct test_daemon d;
+    int fd = start_slow(&d);
+    struct h2_seen s;
+    seen_init(&s);
+    /* :method POST, :scheme http, :path /, :authority a, content-length 0 */
+    static const char post[] = "\x83\x86\x84\x41\1a\x0f\x0d\x01"
+                               "0";
+    char f[64];
+    size_t n = frame(f, 1, 4, 1, post, sizeof(post) - 1);
+    uint64_t start_ms = test_now_ms();
+    test_send_all(fd, f, n);
+    for (int i = 0; i < 60 && s.rst[0] == -1 && !s.eof; i++)
+        seen_read(fd, &s, 50);
+    ck_assert_int_eq(s.rst[0], 8);
+    ck_assert_uint_ge(test_now_ms() - start_ms, 900);
+    ck_assert_uint_eq(s.status[0], 0);
+    n = frame(f, 1, HEADERS_END_STREAM_END_HEADERS, 3, get_block, sizeof(get_block) - 1);
+    test_send_all(fd, f, n);
+    for (int i = 0; i < 40 && !s.ended[1]; i++)
+        seen_read(fd, &s, 50);
+    ck_assert(s.ended[1]);
+    close(fd);
+    check_metric(&d, "corral_http2_events_total{event=\"header_timeout\"} 1");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* With no stream open, bytes of a frame that never completes (of a type
+ * the server ignores, one every 100 ms) do not hold the idle timeout off:
+ * GOAWAY (NO_ERROR) 1 s after the last whole frame, counted. */
+START_TEST(partial_frame_does_not_keep_an_idle_connection)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "client_header_timeout 30s;\nhttp2_idle_timeout 1s;");
+    int fd = test_connect(d.port);
+    test_send_all(fd, h2_start, sizeof(h2_start) - 1);
+    struct h2_seen s;
+    seen_init(&s);
+    char f[256], payload[200];
+    memset(payload, 'p', sizeof(payload));
+    size_t n = frame(f, 0xfa, 0, 0, payload, sizeof(payload));
+    uint64_t start_ms = test_now_ms();
+    trickle(fd, &s, f, n, 1, 100);
+    seen_until_close(fd, &s, 2000);
+    ck_assert_msg(s.eof, "still open");
+    uint64_t took = test_now_ms() - start_ms;
+    ck_assert_uint_ge(took, 900);
+    ck_assert_uint_lt(took, 2500);
+    ck_assert_int_eq(s.goaway, 0);
+    close(fd);
+    check_metric(&d, "corral_http2_events_total{event=\"partial_frame_timeout\"} 1");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A request body that stops coming: client_body_timeout applies to each
+ * stream as between two reads of an HTTP/1.1 body.  A body whose pieces
+ * come 300 ms apart, 1.5 s in all, is served; one that stops after 2 of
+ * its 5 bytes is reset (CANCEL) 1 s after its last DATA, and counted. */
+START_TEST(stalled_request_body_times_out)
+{
+    struct backend b;
+    backend_start(&b, 0);
+    struct test_daemon d;
+    start(&d, &b, "http2", "", "client_body_timeout 1s;");
+    int fd = test_connect(d.port);
+    test_send_all(fd, h2_start, sizeof(h2_start) - 1);
+    struct h2_seen s;
+    seen_init(&s);
+    /* :method POST, :scheme http, :path /p, :authority a, content-length 5 */
+    static const char post[] = "\x83\x86\x04\x02/p\x41\1a\x0f\x0d\x01"
+                               "5";
+    char f[64];
+    test_send_all(fd, f, frame(f, 1, 4, 1, post, sizeof(post) - 1));
+    for (int i = 0; i < 5; i++) {
+        test_send_all(fd, f, frame(f, 0, i == 4 ? 1 : 0, 1, "x", 1));
+        uint64_t until = test_now_ms() + 300;
+        while (test_now_ms() < until && seen_read(fd, &s, 50))
+            ;
+    }
+    for (int i = 0; i < 60 && !s.ended[0]; i++)
+        seen_read(fd, &s, 50);
+    ck_assert_msg(s.ended[0] && s.rst[0] == -1, "the slow body was not served (rst %d)", s.rst[0]);
+    ck_assert_str_eq(s.body, "len=5\n");
+
+    test_send_all(fd, f, frame(f, 1, 4, 3, post, sizeof(post) - 1));
+    test_send_all(fd, f, frame(f, 0, 0, 3, "xx", 2));
+    uint64_t start_ms = test_now_ms();
+    for (int i = 0; i < 60 && s.rst[1] == -1 && !s.eof; i++)
+        seen_read(fd, &s, 50);
+    ck_assert_int_eq(s.rst[1], 8);
+    ck_assert_uint_ge(test_now_ms() - start_ms, 900);
+    close(fd);
+    check_metric(&d, "corral_client_timeouts_total{kind=\"body\"} 1");
+    check_metric(&d, "corral_http2_events_total{event=\"body_timeout\"} 1");
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* ------------------------------------------------- one large field */
+
+/* GET / with one more field, "x", whose value is `value_len` bytes of 'v'
+ * (a literal without indexing or Huffman coding, so that its length is
+ * what HPACK announces), as HEADERS and CONTINUATION frames of 16 KiB into
+ * `out` (malloc'd); returns its length, and in *first that of the HEADERS
+ * frame alone. */
+static size_t large_field_request(size_t value_len, char **out, size_t *first)
+{
+    size_t cap = value_len + 1024;
+    char *block = malloc(cap);
+    ck_assert_ptr_nonnull(block);
+    size_t n = sizeof(get_block) - 1;
+    memcpy(block, get_block, n);
+    block[n++] = 0x00; /* a literal without indexing, a new name */
+    block[n++] = 0x01;
+    block[n++] = 'x';
+    if (value_len < 127) {
+        block[n++] = (char)value_len;
+    } else {
+        block[n++] = 0x7f;
+        size_t rest = value_len - 127;
+        for (; rest >= 128; rest /= 128)
+            block[n++] = (char)(rest % 128 + 128);
+        block[n++] = (char)rest;
+    }
+    memset(block + n, 'v', value_len);
+    n += value_len;
+    *out = malloc(n + (n / 16384 + 1) * 9);
+    ck_assert_ptr_nonnull(*out);
+    size_t len = 0;
+    for (size_t off = 0; off < n; off += 16384) {
+        size_t piece = n - off < 16384 ? n - off : 16384;
+        bool last = off + piece == n;
+        /* HEADERS with END_STREAM, then CONTINUATION; END_HEADERS on the last. */
+        len += frame(*out + len, off == 0 ? 1 : 9, (off == 0 ? 1u : 0u) | (last ? 4u : 0u), 1,
+                     block + off, piece);
+        if (off == 0)
+            *first = len;
+    }
+    free(block);
+    return len;
+}
+
+/* Sends GET / with a field of `value_len` bytes (only its HEADERS frame
+ * when `whole` is false) and reads until stream 1 ends or the server
+ * closes. */
+static void large_field_exchange(int port, size_t value_len, bool whole, struct h2_seen *s)
+{
+    char *req;
+    size_t first;
+    size_t len = large_field_request(value_len, &req, &first);
+    int fd = test_connect(port);
+    test_send_all(fd, h2_start, sizeof(h2_start) - 1);
+    seen_init(s);
+    test_send_all(fd, req, whole ? len : first);
+    free(req);
+    uint64_t start_ms = test_now_ms();
+    while (test_now_ms() - start_ms < 5000 && !s->ended[0] && seen_read(fd, s, 50))
+        ;
+    if (s->ended[0] && s->goaway == -1)
+        seen_read(fd, s, 200); /* a GOAWAY right behind the answer */
+    close(fd);
+}
+
+/* A field far over http2_max_header_list_size (1 MB, announced in the
+ * first frame): 431, then GOAWAY (ENHANCE_YOUR_CALM), as for any header
+ * block over the limit; not libnghttp2's COMPRESSION_ERROR. */
+START_TEST(megabyte_field_is_answered_431)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "");
+    struct h2_seen s;
+    large_field_exchange(d.port, 1 << 20, false, &s);
+    ck_assert_msg(strstr(s.body, "431") != NULL, "body: %s (GOAWAY %d)", s.body, s.goaway);
+    ck_assert_int_eq(s.goaway, 11);
+    /* Within the limit (32k), a large field is served. */
+    large_field_exchange(d.port, 30000, true, &s);
+    ck_assert_str_eq(s.body, "hello");
+    ck_assert_int_eq(s.goaway, -1);
+    check_metric(&d, "corral_http2_events_total{event=\"header_block_too_long\"} 1");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* libnghttp2 decodes no HPACK string over 64 KiB, whatever the limit: with
+ * a limit of 1m, a value of 65536 bytes is served, one of 65537 answered
+ * 431 (then GOAWAY), the documented bound. */
+START_TEST(field_over_64k_is_answered_431_whatever_the_limit)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "http2_max_header_list_size 1m;");
+    struct h2_seen s;
+    large_field_exchange(d.port, 65536, true, &s);
+    ck_assert_msg(strcmp(s.body, "hello") == 0, "body: %s (GOAWAY %d)", s.body, s.goaway);
+    large_field_exchange(d.port, 65537, false, &s);
+    ck_assert_msg(strstr(s.body, "431") != NULL, "body: %s (GOAWAY %d)", s.body, s.goaway);
+    ck_assert_int_eq(s.goaway, 11);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 static TCase *new_case(Suite *suite, const char *name, double timeout_s)
 {
     TCase *tc = tcase_create(name);
@@ -820,6 +1290,19 @@ Suite *test_suite(void)
     tcase_add_test(tc, stream_stalled_at_a_zero_window_is_reset);
     tcase_add_test(tc, idle_connection_gets_goaway_and_closes);
     tcase_add_test(tc, client_reset_is_counted);
+
+    tc = new_case(suite, "slowloris", 30);
+    tcase_add_test(tc, partial_headers_frame_times_out);
+    tcase_add_test(tc, header_block_without_end_times_out);
+    tcase_add_test(tc, headers_frame_trickled_times_out);
+    tcase_add_test(tc, slow_blocks_over_many_streams);
+    tcase_add_test(tc, empty_body_request_waiting_for_its_end_times_out);
+    tcase_add_test(tc, partial_frame_does_not_keep_an_idle_connection);
+    tcase_add_test(tc, stalled_request_body_times_out);
+
+    tc = new_case(suite, "large fields", 30);
+    tcase_add_test(tc, megabyte_field_is_answered_431);
+    tcase_add_test(tc, field_over_64k_is_answered_431_whatever_the_limit);
 
     tc = new_case(suite, "streams", 60);
     tcase_add_test(tc, proxied_get_and_large_post);

@@ -1,8 +1,9 @@
 /*
  * test_limit.c: limit_req and limit_conn through build/corral: rates and
  * bursts under a paced load across two workers sharing a zone, delays,
- * HTTP/2 streams, concurrent exchanges held by a slow backend, zones kept
- * across a reload, the metrics, and add_header on corral's own answers.
+ * HTTP/2 streams, concurrent exchanges held by a slow backend, an HTTP/2
+ * request's trailers through limits and rewrites, zones kept across a
+ * reload, the metrics, and add_header on corral's own answers.
  */
 #include "tests/daemon.h"
 #include "tests/helpers.h"
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 /* ----------------------------------------------------------- the client */
@@ -71,9 +73,12 @@ static unsigned get(int port, const char *path, char *out, size_t size)
 /* Whether the response head has the line "name: value". */
 static bool has_header(const char *response, const char *line)
 {
+    char needle[256]; /* the line, at the start of one */
+    ck_assert_uint_lt(strlen(line) + 1, sizeof(needle));
+    snprintf(needle, sizeof(needle), "\n%s", line);
     const char *end = strstr(response, "\r\n\r\n");
-    const char *at = strcasestr(response, line);
-    return at != NULL && end != NULL && at < end && at[-1] == '\n';
+    const char *at = strcasestr(response, needle);
+    return at != NULL && end != NULL && at < end;
 }
 
 /* A counter of /metrics: the value of the line starting `series`, or -1. */
@@ -395,6 +400,256 @@ START_TEST(limit_conn_counts_exchanges_under_way)
 }
 END_TEST
 
+/* -------------------------------------------------------------- trailers */
+
+/* A backend that keeps what each request brought (head, body, trailer
+ * section: up to 16 requests of 2 kB) and answers 200 "ok". */
+struct record_backend {
+    int fd, port;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    char got[16][2048];
+    int count;
+};
+
+/* Whether `buf` (NUL-terminated) holds a whole request: its head, and a
+ * body of its Content-Length or a chunked one with its trailer section. */
+static bool request_whole(const char *buf, size_t len)
+{
+    const char *end = strstr(buf, "\r\n\r\n");
+    if (end == NULL)
+        return false;
+    if (strcasestr(buf, "\r\ntransfer-encoding: chunked\r\n") == NULL) {
+        const char *cl = strcasestr(buf, "\r\ncontent-length:");
+        unsigned long long want = cl != NULL && cl < end ? strtoull(cl + 17, NULL, 10) : 0;
+        return (size_t)(buf + len - (end + 4)) >= want;
+    }
+    const char *last = strstr(end + 2, "\r\n0\r\n"); /* the body here is "hello" */
+    if (last == NULL)
+        return false;
+    return strncmp(last + 5, "\r\n", 2) == 0 || strstr(last + 5, "\r\n\r\n") != NULL;
+}
+
+static void *record_main(void *arg)
+{
+    struct record_backend *b = arg;
+    uint64_t end = test_now_ms() + 15000; /* bounded in time */
+    while (test_now_ms() < end) {
+        struct pollfd pfd = {.fd = b->fd, .events = POLLIN};
+        if (poll(&pfd, 1, 20) != 1)
+            continue;
+        if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
+            break;
+        int c = accept(b->fd, NULL, NULL);
+        if (c == -1)
+            break;
+        struct timeval tv = {.tv_sec = 2};
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        char buf[2048];
+        size_t len = 0;
+        buf[0] = '\0';
+        while (len < sizeof(buf) - 1 && !request_whole(buf, len)) {
+            ssize_t n = recv(c, buf + len, sizeof(buf) - 1 - len, 0);
+            if (n <= 0)
+                break;
+            len += (size_t)n;
+            buf[len] = '\0';
+        }
+        pthread_mutex_lock(&b->lock);
+        if (b->count < 16)
+            memcpy(b->got[b->count++], buf, len + 1);
+        pthread_mutex_unlock(&b->lock);
+        static const char answer[] =
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+        (void)!send(c, answer, sizeof(answer) - 1, MSG_NOSIGNAL);
+        close(c);
+    }
+    return NULL;
+}
+
+static void record_start(struct record_backend *b)
+{
+    memset(b, 0, sizeof(*b));
+    pthread_mutex_init(&b->lock, NULL);
+    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(b->fd, 16), 0);
+    socklen_t len = sizeof(addr);
+    getsockname(b->fd, (struct sockaddr *)&addr, &len);
+    b->port = ntohs(addr.sin_port);
+    ck_assert_int_eq(pthread_create(&b->thread, NULL, record_main, b), 0);
+}
+
+static void record_stop(struct record_backend *b)
+{
+    shutdown(b->fd, SHUT_RDWR);
+    pthread_join(b->thread, NULL);
+    close(b->fd);
+    pthread_mutex_destroy(&b->lock);
+}
+
+/* What the backend received of the request whose target holds `token`;
+ * "" when none came. */
+static void record_of(struct record_backend *b, const char *token, char *out, size_t size)
+{
+    out[0] = '\0';
+    pthread_mutex_lock(&b->lock);
+    for (int i = 0; i < b->count; i++) {
+        const char *line_end = strstr(b->got[i], "\r\n");
+        const char *at = strstr(b->got[i], token);
+        if (at != NULL && line_end != NULL && at < line_end)
+            snprintf(out, size, "%s", b->got[i]);
+    }
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* Appends an HTTP/2 frame to out[*len]. */
+static void h2_frame(char *out, size_t *len, size_t size, unsigned type, unsigned flags,
+                     unsigned sid, const void *payload, size_t payload_len)
+{
+    ck_assert_uint_le(*len + 9 + payload_len, size);
+    unsigned char *h = (unsigned char *)out + *len;
+    h[0] = (unsigned char)(payload_len >> 16);
+    h[1] = (unsigned char)(payload_len >> 8);
+    h[2] = (unsigned char)payload_len;
+    h[3] = (unsigned char)type;
+    h[4] = (unsigned char)flags;
+    h[5] = (unsigned char)(sid >> 24);
+    h[6] = (unsigned char)(sid >> 16);
+    h[7] = (unsigned char)(sid >> 8);
+    h[8] = (unsigned char)sid;
+    memcpy(out + *len + 9, payload, payload_len);
+    *len += 9 + payload_len;
+}
+
+/* On one HTTP/2 connection (prior knowledge), one stream for each of
+ * `paths` (at most 8): POST with :authority `authority`, no length, DATA
+ * "hello", then the trailer field "x-checksum: abc" (HEADERS with
+ * END_STREAM).  Fills the status of each: 200, 1 for another, 0 for none
+ * (reset, or no answer in 10 s). */
+static void h2_post_with_trailers(int port, const char *authority, const char *const *paths,
+                                  int count, unsigned *statuses)
+{
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                  "\0\0\0\4\0\0\0\0\0"  /* SETTINGS */
+                                  "\0\0\0\4\1\0\0\0\0"; /* an ACK of the server's */
+    static const unsigned char trailers[] = "\x00\x0ax-checksum\x03"
+                                            "abc";
+    char out[4096];
+    size_t len = sizeof(preface) - 1;
+    memcpy(out, preface, len);
+    ck_assert_int_le(count, 8);
+    for (int i = 0; i < count; i++) {
+        unsigned sid = 2 * (unsigned)i + 1;
+        /* HPACK: :method POST, :scheme http, then :path and :authority as
+         * literals without indexing, of an indexed name. */
+        unsigned char head[256];
+        size_t path_len = strlen(paths[i]), auth_len = strlen(authority), n = 0;
+        ck_assert_uint_lt(path_len + auth_len, 200);
+        head[n++] = 0x83;
+        head[n++] = 0x86;
+        head[n++] = 0x04;
+        head[n++] = (unsigned char)path_len;
+        memcpy(head + n, paths[i], path_len);
+        n += path_len;
+        head[n++] = 0x01;
+        head[n++] = (unsigned char)auth_len;
+        memcpy(head + n, authority, auth_len);
+        n += auth_len;
+        h2_frame(out, &len, sizeof(out), 1, 0x4, sid, head, n);
+        h2_frame(out, &len, sizeof(out), 0, 0, sid, "hello", 5);
+        h2_frame(out, &len, sizeof(out), 1, 0x5, sid, trailers, sizeof(trailers) - 1);
+        statuses[i] = 0;
+    }
+    int fd = test_connect(port);
+    test_send_all(fd, out, len);
+    int ended = 0;
+    unsigned char frame[9], payload[16384];
+    uint64_t begin = test_now_ms();
+    while (ended < count && test_now_ms() - begin < 10000 && test_recv_all(fd, frame, 9) == 9) {
+        size_t plen = (size_t)frame[0] << 16 | (size_t)frame[1] << 8 | frame[2];
+        ck_assert_uint_le(plen, sizeof(payload));
+        ck_assert_uint_eq(test_recv_all(fd, payload, plen), plen);
+        unsigned sid = (unsigned)(frame[5] & 0x7f) << 24 | (unsigned)frame[6] << 16 |
+                       (unsigned)frame[7] << 8 | frame[8];
+        if (frame[3] == 7) /* GOAWAY */
+            break;
+        if (sid == 0 || sid % 2 == 0 || (sid - 1) / 2 >= (unsigned)count)
+            continue;
+        unsigned *status = &statuses[(sid - 1) / 2];
+        if (frame[3] == 1 && *status == 0 && plen > 0)
+            *status = payload[0] == 0x88 ? 200 : 1; /* :status 200, indexed */
+        if (((frame[3] == 0 || frame[3] == 1) && (frame[4] & 1) != 0) || frame[3] == 3)
+            ended++;
+    }
+    close(fd);
+}
+
+/* An HTTP/2 request's trailer fields reach the backend (after the last
+ * chunk) whatever stands in front of proxy_pass: a server's rewrite, a
+ * location's, limit_req and limit_conn, behind a rewrite or not, and a
+ * limit_req delay that holds the request while its trailers come. */
+START_TEST(http2_request_trailers_pass_rewrite_and_limits)
+{
+    struct record_backend b;
+    record_start(&b);
+    char conf[2048];
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "limit_req_zone $binary_remote_addr zone=r:64k rate=1r/m;\n"
+             "limit_req_zone $binary_remote_addr zone=w:64k rate=10r/s;\n"
+             "limit_conn_zone $binary_remote_addr zone=c:64k;\n"
+             "server {\n  listen 127.0.0.1:0 http2;\n"
+             "  rewrite ^/old/(.*)$ /new/$1 last;\n"
+             "  location /new/ { proxy_pass http://127.0.0.1:%d; }\n"
+             "  location /loc/ { rewrite ^/loc/(.*)$ /moved/$1 break;\n"
+             "                  proxy_pass http://127.0.0.1:%d; }\n"
+             "  location /lim/ { limit_req zone=r burst=10 nodelay; limit_conn c 10;\n"
+             "                  proxy_pass http://127.0.0.1:%d; }\n"
+             "  location /wait/ { limit_req zone=w burst=10; proxy_pass http://127.0.0.1:%d; }\n"
+             "}\n"
+             "server {\n  listen 127.0.0.1:0 http2;\n  server_name plain;\n"
+             "  location /p/ { proxy_pass http://127.0.0.1:%d; }\n"
+             "  location /lim/ { limit_req zone=r burst=10 nodelay; limit_conn c 10;\n"
+             "                  proxy_pass http://127.0.0.1:%d; }\n"
+             "  location /wait/ { limit_req zone=w burst=10; proxy_pass http://127.0.0.1:%d; }\n"
+             "}\n",
+             b.port, b.port, b.port, b.port, b.port, b.port, b.port);
+    struct test_daemon d;
+    start(&d, conf);
+    /* Two streams to /wait/ sent together: the second waits its turn. */
+    static const char *const rewritten[] = {"/old/t1", "/loc/t2", "/lim/t3", "/wait/t4",
+                                            "/wait/t5"};
+    static const char *const plain[] = {"/p/t6", "/lim/t7", "/wait/t8", "/wait/t9"};
+    unsigned statuses[8];
+    h2_post_with_trailers(d.port, "a", rewritten, 5, statuses);
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg(statuses[i] == 200, "%s: %u", rewritten[i], statuses[i]);
+    h2_post_with_trailers(d.port, "plain", plain, 4, statuses);
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(statuses[i] == 200, "%s: %u", plain[i], statuses[i]);
+    /* Every request that came without its trailers, to name them all. */
+    char missing[128] = "", first[2048] = "", got[2048];
+    for (int i = 1; i <= 9; i++) {
+        char token[16];
+        snprintf(token, sizeof(token), "/t%d ", i);
+        record_of(&b, token, got, sizeof(got));
+        if (strcasestr(got, "\r\ntransfer-encoding: chunked\r\n") == NULL ||
+            strstr(got, "\r\n\r\n5\r\nhello\r\n0\r\nx-checksum: abc\r\n\r\n") == NULL) {
+            if (missing[0] == '\0')
+                snprintf(first, sizeof(first), "%s", got);
+            snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), " t%d", i);
+        }
+    }
+    ck_assert_msg(missing[0] == '\0', "without their trailers:%s; the first: %s", missing, first);
+    ck_assert_int_ge(metric(&d, "corral_limit_req_requests_total{zone=\"w\",result=\"delayed\"} "),
+                     2);
+    test_daemon_stop(&d);
+    record_stop(&b);
+}
+END_TEST
+
 /* --------------------------------------------------------------- reloads */
 
 static void reload_to(struct test_daemon *d, const char *text, unsigned generation)
@@ -513,6 +768,11 @@ Suite *test_suite(void)
     tcase_add_test(tc, zones_survive_a_reload);
     tcase_add_test(tc, add_header_always_reaches_own_answers);
     tcase_add_test(tc, config_errors_have_positions);
+    tcase_set_timeout(tc, 30);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("trailers");
+    test_daemon_fixture(tc);
+    tcase_add_test(tc, http2_request_trailers_pass_rewrite_and_limits);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
     return s;

@@ -354,11 +354,12 @@ struct backend {
     bool interim_split; /* ...with the answer's head split across writes */
     enum cut cut;
     bool never_answer;
-    int close_after_ms;    /* < 0: keep-alive; else close this long after each answer */
-    bool discard_body;     /* count request body bytes, keep none */
-    bool tunnel;           /* an Upgrade request gets 101, then an echo */
-    const char *raw;       /* sent instead of a response, then the connection closes */
-    const char *raw_after; /* ...unless this is set: sent 100 ms later, and it stays open */
+    int close_after_ms;       /* < 0: keep-alive; else close this long after each answer */
+    bool discard_body;        /* count request body bytes, keep none */
+    bool tunnel;              /* an Upgrade request gets 101, then an echo */
+    const char *tunnel_reply; /* ...or this answer to whatever comes through the tunnel */
+    const char *raw;          /* sent instead of a response, then the connection closes */
+    const char *raw_after;    /* ...unless this is set: sent 100 ms later, and it stays open */
 
     int listen_fd, port;
     pthread_t thread;
@@ -482,11 +483,13 @@ static bool backend_read_body(struct reader *r, const char *head, struct body *b
     return true;
 }
 
-/* After a 101: sends back every byte until the peer closes. */
-static void backend_echo(struct reader *r)
+/* After a 101: sends back every byte until the peer closes, or `reply`
+ * (when not NULL) for every read that brings something. */
+static void backend_echo(struct reader *r, const char *reply)
 {
     do {
-        if (!send_quiet(r->fd, r->buf + r->start, r->end - r->start))
+        if (r->end > r->start && !send_quiet(r->fd, reply != NULL ? reply : r->buf + r->start,
+                                             reply != NULL ? strlen(reply) : r->end - r->start))
             return;
         r->start = r->end;
     } while (reader_fill(r) > 0);
@@ -544,7 +547,7 @@ static void *backend_conn_main(void *arg)
                                   "Upgrade: echo\r\n\r\n");
             atomic_fetch_add(&b->answered, 1);
             atomic_fetch_sub(&b->in_flight, 1);
-            backend_echo(r);
+            backend_echo(r, b->tunnel_reply);
             break;
         }
         if (b->never_answer)
@@ -675,6 +678,9 @@ static const struct backend_request *backend_request(struct backend *b, size_t i
  * graceful_stop_does_not_wait_for_idle_upstream_connections). */
 static const char *drain_timeout = "100ms";
 
+/* What follows the address in the server's listen (" http2"). */
+static const char *listen_params = "";
+
 /* The daemon's config: upstream "b" holding `upstream`, and one server on
  * an ephemeral port whose location / proxies to it; `server` and `location`
  * are added to those blocks. */
@@ -686,9 +692,9 @@ static void write_config(struct test_daemon *d, unsigned workers, const char *up
     snprintf(conf, sizeof(conf),
              "workers %u;\ndrain_timeout %s;\nadmin { listen 127.0.0.2:0; }\n"
              "upstream b {\n%s\n}\n"
-             "server {\n    listen 127.0.0.1:0;\n%s\n"
+             "server {\n    listen 127.0.0.1:0%s;\n%s\n"
              "    location / {\n        proxy_pass http://b;\n%s\n    }\n}\n",
-             workers, drain_timeout, upstream, server, location);
+             workers, drain_timeout, upstream, listen_params, server, location);
     test_daemon_write_config(d, conf);
 }
 
@@ -1571,12 +1577,15 @@ START_TEST(response_headers_are_rewritten)
 END_TEST
 
 /* A response's Trailer field is end to end: it announces the trailer
- * section that corral passes on after the last chunk. */
+ * section that corral passes on after the last chunk, less the fields
+ * RFC 9110 6.5.1 keeps out of trailers (a client could take a trailing
+ * Set-Cookie or Location for the head's). */
 START_TEST(response_trailer_field_is_passed)
 {
     struct backend *b = backend_new("a");
     b->raw = "HTTP/1.1 200 OK\r\nTrailer: X-Checksum\r\nTransfer-Encoding: chunked\r\n\r\n"
-             "2\r\nok\r\n0\r\nX-Checksum: 7\r\n\r\n";
+             "2\r\nok\r\n0\r\nSet-Cookie: s=1\r\nLocation: /x\r\nauthorization: a\r\n"
+             "Content-Type: text/x\r\ngrpc-status: 0\r\nVary: *\r\nX-Checksum: 7\r\n\r\n";
     backend_start(b);
     struct test_daemon d;
     start_proxy(&d, b, "", "");
@@ -1591,13 +1600,18 @@ START_TEST(response_trailer_field_is_passed)
     } while (line[0] != '\0');
     ck_assert_str_eq(header_one(head, "Trailer"), "X-Checksum");
     ck_assert_str_eq(header_one(head, "Transfer-Encoding"), "chunked");
-    bool found = false;
-    for (int i = 0; i < 8 && reader_line(r, line, sizeof(line)); i++)
-        if (strcmp(line, "X-Checksum: 7") == 0) {
-            found = true;
-            break;
-        }
-    ck_assert_msg(found, "no trailer section passed on");
+    /* The last chunk, then the trailer section that corral passed on. */
+    ck_assert(reader_line(r, line, sizeof(line)));
+    ck_assert_str_eq(line, "2");
+    ck_assert(reader_line(r, line, sizeof(line)));
+    ck_assert_str_eq(line, "ok");
+    ck_assert(reader_line(r, line, sizeof(line)));
+    ck_assert_str_eq(line, "0");
+    static const char *const passed[] = {"grpc-status: 0", "X-Checksum: 7", ""};
+    for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]); i++) {
+        ck_assert(reader_line(r, line, sizeof(line)));
+        ck_assert_str_eq(line, passed[i]);
+    }
     client_close(r);
     test_daemon_stop(&d);
     backend_free(b);
@@ -1645,6 +1659,215 @@ START_TEST(upgrade_becomes_a_tunnel)
     shutdown(r->fd, SHUT_WR);
     ck_assert_msg(peer_closed(r), "the tunnel stayed open after both sides ended");
     client_close(r);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* The h2c smuggling attack: a client asks a proxied location to switch to
+ * h2c, and a backend that agrees would give it a tunnel past every access
+ * rule of the proxy (here the deny on /internal/).  Neither the Upgrade nor
+ * HTTP2-Settings reaches the backend, no 101 reaches the client, and the
+ * request after it is the proxy's to check. */
+START_TEST(h2c_upgrade_is_not_forwarded)
+{
+    struct backend *b = backend_new("a");
+    b->tunnel = true;
+    b->tunnel_reply = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret";
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "    location /internal/ { deny all; proxy_pass http://b; }\n", "");
+    ck_assert_uint_eq(get(d.port, "/internal/secret"), 403);
+
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "GET /public/x HTTP/1.1\r\nHost: test\r\nConnection: Upgrade\r\n"
+                    "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n");
+    struct response resp;
+    ck_assert(read_response(r, false, &resp));
+    ck_assert_msg(resp.status == 200, "%s", resp.head);
+    ck_assert_str_eq(resp.body.data, "ok");
+    response_free(&resp);
+    const char *forwarded = backend_request(b, 0)->head;
+    ck_assert_msg(header_find(forwarded, "Upgrade", NULL, 0) == 0, "%s", forwarded);
+    ck_assert_msg(header_find(forwarded, "HTTP2-Settings", NULL, 0) == 0, "%s", forwarded);
+    char connection[256] = "";
+    header_find(forwarded, "Connection", connection, sizeof(connection));
+    ck_assert_msg(strcasestr(connection, "upgrade") == NULL, "%s", forwarded);
+
+    /* What the client sends next is HTTP to the proxy, or nothing at all:
+     * never a request the backend gets unchecked. */
+    if (send_str_quiet(r->fd, "GET /internal/secret HTTP/1.1\r\nHost: test\r\n\r\n")) {
+        bool complete = read_response(r, false, &resp);
+        ck_assert_msg(!complete || resp.status == 403, "%s", resp.head);
+        ck_assert_ptr_null(strstr(resp.body.data, "secret"));
+        response_free(&resp);
+    }
+    client_close(r);
+    ck_assert_uint_eq(backend_request_count(b), 1);
+    ck_assert_uint_eq(atomic_load(&b->bytes), strlen(forwarded));
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* An Upgrade value, and whether the location lets it through: each request
+ * asks with Connection: Upgrade and carries HTTP2-Settings, unlisted. */
+static const struct upgrade_case {
+    const char *path, *upgrade;
+    bool passes;
+} upgrade_cases[] = {
+    {"/", "websocket", true},
+    {"/", "WebSocket", true},
+    {"/", "websocket/13", true},
+    {"/", "h2c", false},
+    {"/", "H2C", false},
+    {"/", "H2c", false},
+    {"/", "h2c, websocket", false},
+    {"/", "websocket, h2c", false},
+    {"/", "websocket,h2c", false},
+    {"/", "websocket, foo", false},
+    {"/", "foo", false},
+    {"/", "HTTP/2.0", false},
+    {"/", ",", false},
+    {"/listed/", "foo", true},
+    {"/listed/", "FOO, websocket", true},
+    {"/listed/", "bar", false},
+    {"/listed/", "foo, h2c", false},
+    {"/off/", "websocket", false},
+    {"/any/", "bar", true},
+    {"/any/", "bar, websocket/13", true},
+    {"/any/", "h2c", false},
+    {"/any/", "bar, H2C", false},
+};
+
+/* proxy_upgrade names what a location passes on (websocket by default, no
+ * more); nginx's proxy_set_header Upgrade $http_upgrade says any but h2c.
+ * What is not allowed goes on as an ordinary request, and HTTP2-Settings
+ * never goes on. */
+START_TEST(only_allowed_upgrades_are_forwarded)
+{
+    const struct upgrade_case *row = &upgrade_cases[_i];
+    struct backend *b = backend_new("a");
+    b->tunnel = true;
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b,
+                "    location /listed/ { proxy_pass http://b; proxy_upgrade websocket foo; }\n"
+                "    location /off/ { proxy_pass http://b; proxy_upgrade off; }\n"
+                "    location /any/ { proxy_pass http://b;\n"
+                "        proxy_set_header Upgrade $http_upgrade;\n"
+                "        proxy_set_header Connection \"upgrade\"; }\n",
+                "");
+    struct reader *r = client_connect(d.port);
+    char request[512];
+    snprintf(request, sizeof(request),
+             "GET %s HTTP/1.1\r\nHost: test\r\nConnection: Upgrade\r\nUpgrade: %s\r\n"
+             "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
+             row->path, row->upgrade);
+    send_str(r->fd, request);
+    struct response resp;
+    read_response(r, false, &resp);
+    const char *forwarded = backend_request(b, 0)->head;
+    ck_assert_msg(header_find(forwarded, "HTTP2-Settings", NULL, 0) == 0, "%s", forwarded);
+    if (row->passes) {
+        ck_assert_msg(resp.status == 101, "%s", resp.head);
+        ck_assert_str_eq(header_one(forwarded, "Upgrade"), row->upgrade);
+        ck_assert_ptr_nonnull(strcasestr(header_one(forwarded, "Connection"), "upgrade"));
+        send_str(r->fd, "ping");
+        struct body echo;
+        body_init(&echo, 16, false);
+        ck_assert_uint_eq(reader_body(r, 4, &echo), 4);
+        ck_assert_str_eq(echo.data, "ping");
+        body_free(&echo);
+    } else {
+        ck_assert_msg(resp.status == 200, "%s", resp.head);
+        ck_assert_msg(header_find(forwarded, "Upgrade", NULL, 0) == 0, "%s", forwarded);
+        char connection[256] = "";
+        header_find(forwarded, "Connection", connection, sizeof(connection));
+        ck_assert_msg(strcasestr(connection, "upgrade") == NULL, "%s", forwarded);
+    }
+    response_free(&resp);
+    client_close(r);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* HTTP2-Settings only means something beside an Upgrade to h2c: it never
+ * goes on, listed in Connection or not, upgrade or not. */
+START_TEST(http2_settings_alone_is_not_forwarded)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    struct response resp;
+    ck_assert_uint_eq(exchange(d.port,
+                               "GET / HTTP/1.1\r\nHost: test\r\n"
+                               "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
+                               &resp),
+                      200);
+    response_free(&resp);
+    ck_assert_uint_eq(exchange(d.port,
+                               "GET / HTTP/1.1\r\nHost: test\r\nUpgrade: h2c\r\n"
+                               "http2-settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
+                               &resp),
+                      200);
+    response_free(&resp);
+    for (size_t i = 0; i < 2; i++) {
+        const char *forwarded = backend_request(b, i)->head;
+        ck_assert_msg(header_find(forwarded, "HTTP2-Settings", NULL, 0) == 0, "%s", forwarded);
+        ck_assert_msg(header_find(forwarded, "Upgrade", NULL, 0) == 0, "%s", forwarded);
+    }
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* A backend that switches protocols on a request whose upgrade was not
+ * passed on is not believed: the client gets a 502, never a tunnel. */
+START_TEST(unforwarded_upgrade_gets_no_101)
+{
+    struct backend *b = backend_new("a");
+    b->raw = "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n";
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    struct response resp;
+    ck_assert_uint_eq(exchange(d.port,
+                               "GET / HTTP/1.1\r\nHost: test\r\nConnection: Upgrade\r\n"
+                               "Upgrade: h2c\r\n\r\n",
+                               &resp),
+                      502);
+    response_free(&resp);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* A listener that speaks HTTP/2 by its connection preface does not offer
+ * the HTTP/1.1 Upgrade to h2c: the request is answered as HTTP/1.1, and
+ * the Upgrade goes nowhere. */
+START_TEST(h2c_upgrade_on_an_http2_listener_is_ignored)
+{
+    listen_params = " http2";
+    struct backend *b = backend_new("a");
+    b->tunnel = true;
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    struct response resp;
+    ck_assert_uint_eq(
+        exchange(d.port,
+                 "GET / HTTP/1.1\r\nHost: test\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                 "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
+                 &resp),
+        200);
+    ck_assert_str_eq(resp.body.data, "ok");
+    response_free(&resp);
+    const char *forwarded = backend_request(b, 0)->head;
+    ck_assert_msg(header_find(forwarded, "Upgrade", NULL, 0) == 0, "%s", forwarded);
+    ck_assert_msg(header_find(forwarded, "HTTP2-Settings", NULL, 0) == 0, "%s", forwarded);
     test_daemon_stop(&d);
     backend_free(b);
 }
@@ -2647,6 +2870,13 @@ Suite *test_suite(void)
     tcase_add_test(tc, response_headers_are_rewritten);
     tcase_add_test(tc, response_trailer_field_is_passed);
     tcase_add_test(tc, upgrade_becomes_a_tunnel);
+
+    tc = new_case(suite, "upgrades", 20);
+    tcase_add_test(tc, h2c_upgrade_is_not_forwarded);
+    tcase_add_loop_test(tc, only_allowed_upgrades_are_forwarded, 0, COUNT(upgrade_cases));
+    tcase_add_test(tc, http2_settings_alone_is_not_forwarded);
+    tcase_add_test(tc, unforwarded_upgrade_gets_no_101);
+    tcase_add_test(tc, h2c_upgrade_on_an_http2_listener_is_ignored);
 
     tc = new_case(suite, "failures", 20);
     tcase_add_test(tc, upstream_down_gives_502);

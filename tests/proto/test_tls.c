@@ -542,6 +542,117 @@ START_TEST(sni_picks_the_server_blocks_certificate)
 }
 END_TEST
 
+/* Requests whose Host names another server block than SNI did.  a.test and
+ * shared.test share their certificate and settings, a-verify.test has it
+ * too but asks for client certificates, *.b.test and default.test have
+ * their own. */
+static const struct {
+    const char *sni;  /* NULL: none */
+    const char *host; /* the request's Host, or :authority */
+    int status;
+    const char *body; /* of a 200 */
+} misdirected_cases[] = {
+    {"a.test", "a.test", 200, "a"},
+    {"a.test", "A.Test:443", 200, "a"},
+    {"a.test", "shared.test", 200, "shared"},
+    {"x.b.test", "y.b.test", 200, "b"},
+    {"a.test", "x.b.test", 421, NULL},
+    {"a.test", "default.test", 421, NULL},
+    {"a.test", "a-verify.test", 421, NULL},
+    {"x.b.test", "a.test", 421, NULL},
+    {"unknown.test", "default.test", 200, "default"},
+    {"unknown.test", "other.test", 200, "default"},
+    {"unknown.test", "a.test", 421, NULL},
+    {NULL, "a.test", 200, "a"},
+};
+
+/* A TLS connection belongs to the server block SNI picked: a request on it
+ * for a block with other TLS settings (certificates, client certificates)
+ * gets 421 Misdirected Request, over HTTP/1.1 and HTTP/2 alike, so that the
+ * client asks again on a connection of its own for that name. */
+START_TEST(misdirected_requests_get_421)
+{
+    int port = free_port();
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 1;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:%d tls http2;\n"
+          "    server_name a.test;\n"
+          "    tls_certificate certs/a.pem;\n"
+          "    tls_certificate_key certs/a.key;\n"
+          "    location / { return 200 \"a\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls http2;\n"
+          "    server_name shared.test;\n"
+          "    tls_certificate certs/a.pem;\n"
+          "    tls_certificate_key certs/a.key;\n"
+          "    location / { return 200 \"shared\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls http2;\n"
+          "    server_name a-verify.test;\n"
+          "    tls_certificate certs/a.pem;\n"
+          "    tls_certificate_key certs/a.key;\n"
+          "    tls_client_certificate certs/ca.pem;\n"
+          "    tls_verify_client optional;\n"
+          "    location / { return 200 \"a-verify\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls http2;\n"
+          "    server_name *.b.test;\n"
+          "    tls_certificate certs/b.pem;\n"
+          "    tls_certificate_key certs/b.key;\n"
+          "    location / { return 200 \"b\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls http2 default_server;\n"
+          "    server_name default.test;\n" DEFAULT_CERT
+          "    location / { return 200 \"default\"; }\n"
+          "}\n",
+          port, port, port, port, port);
+    for (int i = 0; i < COUNT(misdirected_cases); i++) {
+        const char *sni = misdirected_cases[i].sni;
+        const char *host = misdirected_cases[i].host;
+        int expected = misdirected_cases[i].status;
+        struct client c = {.sni = sni};
+        struct tls t;
+        ck_assert_msg(tls_open(&t, port, &c), "SNI %s: %s", sni, t.error);
+        char body[64];
+        int status = tls_get(&t, host, "/", body, sizeof(body));
+        ck_assert_msg(status == expected, "HTTP/1.1, SNI %s, Host %s: %d \"%s\" %s, expected %d",
+                      sni, host, status, body, status == 0 ? t.error : "", expected);
+        if (expected == 200)
+            ck_assert_str_eq(body, misdirected_cases[i].body);
+        tls_close(&t);
+        if (sni == NULL)
+            continue; /* curl sends the URL's name */
+
+        /* HTTP/2: SNI from the URL's name, :authority from Host. */
+        char command[512], out[256];
+        snprintf(command, sizeof(command),
+                 "curl -sk --max-time 10 --http2 --resolve %s:%d:127.0.0.1 -H 'Host: %s' "
+                 "-w ' v=%%{http_version} code=%%{http_code}' https://%s:%d/",
+                 sni, port, host, sni, port);
+        FILE *curl = popen(command, "r");
+        ck_assert_ptr_nonnull(curl);
+        size_t len = fread(out, 1, sizeof(out) - 1, curl);
+        out[len] = '\0';
+        pclose(curl);
+        char want[64];
+        snprintf(want, sizeof(want), " v=2 code=%d", expected);
+        ck_assert_msg(strstr(out, want) != NULL, "HTTP/2, SNI %s, :authority %s: \"%s\"", sni, host,
+                      out);
+        if (expected == 200)
+            ck_assert_msg(
+                strncmp(out, misdirected_cases[i].body, strlen(misdirected_cases[i].body)) == 0 &&
+                    out[strlen(misdirected_cases[i].body)] == ' ',
+                "HTTP/2, SNI %s, :authority %s: \"%s\"", sni, host, out);
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(rsa_and_ecdsa_certificates_side_by_side)
 {
     struct test_daemon d;
@@ -1009,6 +1120,74 @@ START_TEST(client_certificates_are_verified)
 }
 END_TEST
 
+/* ============================================================ the admin listener */
+
+#define ADMIN_TLS(listen, verify)                                                                  \
+    "admin {\n    listen " listen " tls;\n" DEFAULT_CERT                                           \
+    "    tls_client_certificate certs/ca.pem;\n" verify "}\n"
+#define PLAIN_SERVER "server {\n    listen 127.0.0.3:0;\n    location / { return 200 \"ok\"; }\n}\n"
+
+/* An admin listener on TLS with client certificates: one from the CA gets
+ * in; none, or one from another CA, does not get past the handshake. */
+START_TEST(the_admin_listener_verifies_client_certificates)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    test_daemon_write_config(&d, "workers 1;\n" ADMIN_TLS("127.0.0.1:0", "") PLAIN_SERVER);
+    test_daemon_start(&d);
+    static const int versions[] = {TLS1_2_VERSION, TLS1_3_VERSION};
+    for (int v = 0; v < COUNT(versions); v++) {
+        struct client known = {.min_version = versions[v],
+                               .max_version = versions[v],
+                               .sni = "default.test",
+                               .certificate = "client",
+                               .trust = "ca"};
+        struct tls t;
+        ck_assert_msg(tls_open(&t, d.admin_port, &known), "%s: %s", version_name(versions[v]),
+                      t.error);
+        char body[8192];
+        ck_assert_int_eq(tls_get(&t, "admin", "/status", body, sizeof(body)), 200);
+        ck_assert_msg(strstr(body, "\"pid\"") != NULL, "%s", body);
+        tls_close(&t);
+        char why[512];
+        struct client none = {
+            .min_version = versions[v], .max_version = versions[v], .sni = "default.test"};
+        ck_assert_msg(refused(d.admin_port, &none, why, sizeof(why)), "%s, no certificate: %s",
+                      version_name(versions[v]), why);
+        struct client stranger = none;
+        stranger.certificate = "other-client";
+        ck_assert_msg(refused(d.admin_port, &stranger, why, sizeof(why)),
+                      "%s, a certificate from another CA: %s", version_name(versions[v]), why);
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A TLS admin listener on every address counts as guarded only when it
+ * requires a client certificate. */
+START_TEST(a_public_admin_listener_needs_verification_not_to_be_warned)
+{
+    static const struct {
+        const char *conf;
+        bool warned;
+    } cases[] = {
+        {ADMIN_TLS("*:9443", ""), false},
+        {ADMIN_TLS("*:9443", "    tls_verify_client on;\n"), false},
+        {ADMIN_TLS("*:9443", "    tls_verify_client optional;\n"), true},
+        {ADMIN_TLS("*:9443", "    tls_verify_client off;\n"), true},
+    };
+    for (int i = 0; i < COUNT(cases); i++) {
+        char path[PATH_MAX], args[PATH_MAX + 16], out[4096];
+        test_daemon_file(path, sizeof(path), "check.conf");
+        test_write_file(path, cases[i].conf);
+        snprintf(args, sizeof(args), "-t -c '%s'", path);
+        ck_assert_msg(test_daemon_run(args, out, sizeof(out)) == 0, "%s: %s", cases[i].conf, out);
+        bool warned = strstr(out, "admin listen \"*:9443\" is not a loopback address") != NULL;
+        ck_assert_msg(warned == cases[i].warned, "%s: %s", cases[i].conf, out);
+    }
+}
+END_TEST
+
 /* ============================================================ upstream TLS */
 
 /* A second corral as the TLS backend.  The front's locations differ in what
@@ -1239,6 +1418,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, tls_1_2_and_1_3_are_served_and_older_versions_refused);
     tcase_add_test(tc, sni_picks_the_server_blocks_certificate);
+    tcase_add_test(tc, misdirected_requests_get_421);
     tcase_add_test(tc, rsa_and_ecdsa_certificates_side_by_side);
     tcase_add_test(tc, the_chain_file_is_sent);
     tcase_add_test(tc, renegotiation_is_refused);
@@ -1252,6 +1432,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, sigpipe_does_not_end_the_daemon);
     tcase_add_test(tc, garbage_and_silence_are_closed_and_counted);
     tcase_add_test(tc, client_certificates_are_verified);
+    tcase_add_test(tc, the_admin_listener_verifies_client_certificates);
+    tcase_add_test(tc, a_public_admin_listener_needs_verification_not_to_be_warned);
     tcase_add_test(tc, proxy_to_an_https_upstream);
     tcase_add_test(tc, health_checks_speak_tls_to_an_https_upstream);
     tcase_add_test(tc, check_reports_certificate_problems_where_they_are_named);

@@ -973,7 +973,8 @@ def malformed_table():
     # the whole request is there at once: nothing of it may go upstream.
     for n, declared, body in [("content-length-more-data", 5, b"0123456789"),
                               ("content-length-less-data", 10, b"01234"),
-                              ("content-length-no-data", 5, b"")]:
+                              ("content-length-no-data", 5, b""),
+                              ("content-length-zero-data", 0, b"x" * 40)]:
         t.append((n, base(p(n), "POST", [("content-length", str(declared))]), body, declared))
     n = "content-length-invalid"
     t.append((n, base(p(n), "POST", [("content-length", "5, 6")]), b"01234", None))
@@ -1035,6 +1036,13 @@ def cl_more_split(ctx):
       "request, and the 5 bytes are not taken as the start of the next request")
 def cl_less_split(ctx):
     cl_split(ctx, "content-length-less-data-split", 10, [b"01234", b""])
+
+
+@case("content-length-zero-data-split",
+      "POST content-length 0 without END_STREAM, then (later) DATA of 40: refused (RST_STREAM PROTOCOL_ERROR), "
+      "not a 200 with the body dropped; the backend never gets the request")
+def cl_zero_split(ctx):
+    cl_split(ctx, "content-length-zero-data-split", 0, [b"x" * 40])
 
 
 def cl_split(ctx, name, declared, chunks):
@@ -1119,13 +1127,45 @@ def control_request_trailers_length(ctx):
     post_with_trailers(ctx, "/ctl/trailers-length", [("content-length", "5")])
 
 
-def post_with_trailers(ctx, path, extra):
+# RFC 9110 6.5.1: fields a trailer section must not carry on, each of
+# which a backend could take for what the proxy set or checked in the head.
+FORBIDDEN_TRAILERS = [(b"te", b"trailers"), (b"authorization", b"Basic c2VjcmV0"),
+                      (b"cookie", b"session=stolen"), (b"x-forwarded-for", b"10.0.0.1"),
+                      (b"via", b"1.1 elsewhere"), (b"expect", b"100-continue"),
+                      (b"content-type", b"text/evil"), (b"content-encoding", b"gzip"),
+                      (b"forwarded", b"for=10.0.0.1"), (b"x-real-ip", b"10.0.0.1"),
+                      (b"proxy-authorization", b"Basic c2VjcmV0"), (b"range", b"bytes=0-1"),
+                      (b"if-none-match", b"*"), (b"cache-control", b"no-cache"),
+                      (b"x-forwarded-host", b"evil"), (b"max-forwards", b"0"),
+                      (b"trailer", b"x-checksum"), (b"content-range", b"bytes 0-1/2")]
+
+
+@case("request-trailers-forbidden", "POST without a length, DATA, then trailers with x-checksum and %d fields "
+      "RFC 9110 6.5.1 keeps to the head (te, authorization, cookie, x-forwarded-for, via, expect, ...): "
+      "200, the backend gets x-checksum alone, and corral counts each field dropped"
+      % len(FORBIDDEN_TRAILERS))
+def request_trailers_forbidden(ctx):
+    before = events(ctx.daemon)
+    got, reached = post_with_trailers(ctx, "/ctl/trailers-forbidden", [], FORBIDDEN_TRAILERS)
+    if ctx.daemon.kind != "corral":
+        return
+    if reached["trailers"] != b"x-checksum: abc":
+        raise Fail("the backend got the trailers %r, not %r" % (reached["trailers"], b"x-checksum: abc"))
+    dropped = events(ctx.daemon).get("trailer_fields_dropped", 0) - before.get("trailer_fields_dropped", 0)
+    ctx.note("trailer_fields_dropped +%d" % dropped)
+    # host is one too (post_with_trailers sends it).
+    if dropped != len(FORBIDDEN_TRAILERS) + 1:
+        raise Fail("/metrics counted %d trailer fields dropped, not %d" % (dropped, len(FORBIDDEN_TRAILERS) + 1))
+
+
+def post_with_trailers(ctx, path, extra, more_trailers=()):
     mark = ctx.backend.mark()
     c = ctx.conn()
     try:
         c.send(headers_frame(1, block(base(path, "POST", extra)), end_stream=False) +
                data_frame(1, b"hello") +
-               headers_frame(1, block([(b"x-checksum", b"abc"), (b"host", b"elsewhere")])))
+               headers_frame(1, block([(b"x-checksum", b"abc"), (b"host", b"elsewhere")] +
+                                      list(more_trailers))))
         got = c.outcome(1)
     finally:
         c.close()
@@ -1485,6 +1525,58 @@ def header_block_over_limit(ctx):
         ctx.check_defence(before, "header_block_too_long")
     check_serves(ctx, "header-block-over-limit")
     check_backend(ctx, mark, ["/ok/"])
+
+
+def large_field_case(ctx, name, flags, split):
+    """GET with a field whose value HPACK announces as 1 MB, in a HEADERS
+    frame of 16 KB (`flags`: PADDED 0x8, PRIORITY 0x20); with `split`, the
+    frame up to the value's length is sent a byte at a time."""
+    mark = ctx.backend.mark()
+    before = ctx.defence()
+    path = "/bad/" + name
+    blk = block(base(path)) + literal(b"x-big", b"v" * (1 << 20))
+    prefix = (b"\x04" if flags & 0x8 else b"") + (b"\x00\x00\x00\x00\x10" if flags & 0x20 else b"")
+    payload = prefix + blk[:16384 - len(prefix) - (4 if flags & 0x8 else 0)] + (b"\0" * 4 if flags & 0x8 else b"")
+    out = frame(HEADERS, END_STREAM | flags, 1, payload)
+    c = ctx.conn()
+    try:
+        if split:
+            # The frame header, the prefix, the fields before x-big whole;
+            # then x-big's representation and length a byte at a time.
+            cut = 9 + len(prefix) + len(block(base(path)))
+            c.send(out[:cut])
+            for i in range(cut, cut + 10):
+                c.send(out[i:i + 1])
+                c.wait(lambda: False, 0.02)
+            c.send(out[cut + 10:])
+        else:
+            c.send(out)
+        c.wait(lambda: c.goaway is not None or c.closed is not None, 5)
+    finally:
+        c.close()
+    ctx.note("status %s, GOAWAY %s" % (c.status.get(1), error_name(c.goaway[1]) if c.goaway else
+                                       "none (%s)" % c.closed))
+    if c.goaway is None and c.closed is None:
+        raise Fail("still open")
+    if ctx.daemon.kind == "corral":
+        if c.status.get(1) != 431:
+            raise Fail("the stream got status %s, not 431" % c.status.get(1))
+        calm(ctx, c)
+        ctx.check_defence(before, "header_block_too_long")
+    check_serves(ctx, name)
+    check_backend(ctx, mark, ["/ok/"])
+
+
+@case("header-field-1mb", "a field whose value HPACK announces as 1 MB, in the first HEADERS frame (16 KB, "
+      "within the limit): 431 on the stream, then GOAWAY ENHANCE_YOUR_CALM (not COMPRESSION_ERROR), "
+      "nothing upstream")
+def header_field_1mb(ctx):
+    large_field_case(ctx, "header-field-1mb", 0, False)
+
+
+@case("header-field-1mb-split", "the same with padding and priority, its length sent a byte at a time")
+def header_field_1mb_split(ctx):
+    large_field_case(ctx, "header-field-1mb-split", 0x8 | 0x20, True)
 
 
 @case("header-block-at-limit", "a request whose header list is exactly http2_max_header_list_size "
