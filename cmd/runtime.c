@@ -47,54 +47,45 @@ static void site_free(struct site *site)
     free(site->returns);
 }
 
-/* The same address, as the kernel reports it, whatever the spelling. */
-static bool server_listens_on(const struct conf_server *server, const char *address)
+/* A server listening on a site's address: the server's index and its
+ * listen there (a server has one listen per address). */
+struct site_server {
+    size_t server, listen;
+};
+
+static const struct conf_listen *site_listen(const struct conf_config *config,
+                                             const struct site_server *entry)
 {
-    for (size_t i = 0; i < server->listen_count; i++)
-        if (conf_same_address(server->listens[i].address, address))
-            return true;
-    return false;
+    return &config->servers[entry->server].listens[entry->listen];
 }
 
-static bool server_is_default_on(const struct conf_server *server, const char *address)
-{
-    for (size_t i = 0; i < server->listen_count; i++)
-        if (server->listens[i].default_server &&
-            conf_same_address(server->listens[i].address, address))
-            return true;
-    return false;
-}
-
-/* The socket options of `address`: the library's defaults unless one of its
+/* The socket options of the site: the library's defaults unless one of its
  * listen directives sets deferred or backlog (only one may).  A deferred
  * accept waits for the first bytes up to the header timeout, as the server
  * would close a silent connection then anyway. */
-static void listen_options_from(const struct conf_config *config, const char *address,
-                                struct corral_listen_options *options)
+static void listen_options_from(const struct conf_config *config, const struct site_server *entries,
+                                size_t count, struct corral_listen_options *options)
 {
     corral_listen_options_init(options);
-    for (size_t s = 0; s < config->server_count; s++) {
-        const struct conf_server *server = &config->servers[s];
-        for (size_t i = 0; i < server->listen_count; i++) {
-            const struct conf_listen *listen = &server->listens[i];
-            if (!listen->has_socket_options || !conf_same_address(listen->address, address))
-                continue;
-            if (listen->backlog != 0)
-                options->backlog = (int)listen->backlog;
-            if (listen->deferred)
-                options->defer_accept_s = (server->http.limits.header_timeout_ms + 999) / 1000;
-            return;
-        }
+    for (size_t e = 0; e < count; e++) {
+        const struct conf_listen *listen = site_listen(config, &entries[e]);
+        if (!listen->has_socket_options)
+            continue;
+        if (listen->backlog != 0)
+            options->backlog = (int)listen->backlog;
+        if (listen->deferred)
+            options->defer_accept_s =
+                (config->servers[entries[e].server].http.limits.header_timeout_ms + 999) / 1000;
+        return;
     }
 }
 
-static const struct conf_upstream *find_upstream(const struct conf_config *config, const char *name)
-{
-    for (size_t i = 0; i < config->upstream_count; i++)
-        if (strcmp(config->upstreams[i].upstream.name, name) == 0)
-            return &config->upstreams[i];
-    return NULL;
-}
+/* The generation's upstreams by proxy_pass string (conf_location's
+ * proxy_target): the first of each, chained through `next` to the others
+ * of the same string with other TLS settings; SIZE_MAX ends a chain. */
+struct upstream_chains {
+    size_t *first, *next;
+};
 
 /* TLS towards the upstream of an https:// proxy_pass.  The name checked in
  * its certificate (and sent as SNI) is proxy_tls_name, else the host that
@@ -143,9 +134,9 @@ static bool same_upstream(const struct conf_location *a, const struct conf_locat
  * or the single address proxy_pass names. */
 static int upstream_get(struct generation *gen, const struct conf_config *config,
                         const struct conf_location *loc, unsigned workers,
-                        struct proxy_upstream **out)
+                        struct upstream_chains *chains, struct proxy_upstream **out)
 {
-    for (size_t i = 0; i < gen->upstream_count; i++) {
+    for (size_t i = chains->first[loc->proxy_target]; i != SIZE_MAX; i = chains->next[i]) {
         if (same_upstream(gen->upstreams[i].first, loc)) {
             *out = gen->upstreams[i].upstream;
             return 0;
@@ -153,7 +144,8 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
     }
     bool https = strncmp(loc->proxy_pass, "https://", 8) == 0;
     const char *target = loc->proxy_pass + (https ? strlen("https://") : strlen("http://"));
-    const struct conf_upstream *named = find_upstream(config, target);
+    const struct conf_upstream *named =
+        loc->proxy_upstream != SIZE_MAX ? &config->upstreams[loc->proxy_upstream] : NULL;
     /* An address rather than an upstream block: a pool of that one server,
      * with the upstream module's defaults. */
     struct proxy_server_conf single = PROXY_SERVER_CONF_DEFAULT;
@@ -173,6 +165,8 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
         tls_client_free(conf.tls);
         return err;
     }
+    chains->next[gen->upstream_count] = chains->first[loc->proxy_target];
+    chains->first[loc->proxy_target] = gen->upstream_count;
     gen->upstreams[gen->upstream_count++] = (struct shared_upstream){*out, loc};
     return 0;
 }
@@ -226,38 +220,6 @@ static int proxy_build(struct site *site, struct runtime_vars *vars, size_t inde
         .uri = {loc->proxy_uri, loc->proxy_uri != NULL ? strlen(loc->proxy_uri) : 0},
     };
     return 0;
-}
-
-static bool site_is_tls(const struct conf_config *config, const char *address)
-{
-    for (size_t s = 0; s < config->server_count; s++)
-        for (size_t i = 0; i < config->servers[s].listen_count; i++)
-            if (config->servers[s].listens[i].tls &&
-                conf_same_address(config->servers[s].listens[i].address, address))
-                return true;
-    return false;
-}
-
-/* The config makes every listen of an address agree on http2. */
-static bool site_is_http2(const struct conf_config *config, const char *address)
-{
-    for (size_t s = 0; s < config->server_count; s++)
-        for (size_t i = 0; i < config->servers[s].listen_count; i++)
-            if (config->servers[s].listens[i].http2 &&
-                conf_same_address(config->servers[s].listens[i].address, address))
-                return true;
-    return false;
-}
-
-/* The config makes every listen of an address agree on proxy_protocol. */
-static bool site_is_proxy_protocol(const struct conf_config *config, const char *address)
-{
-    for (size_t s = 0; s < config->server_count; s++)
-        for (size_t i = 0; i < config->servers[s].listen_count; i++)
-            if (config->servers[s].listens[i].proxy_protocol &&
-                conf_same_address(config->servers[s].listens[i].address, address))
-                return true;
-    return false;
 }
 
 /* Logs a TLS loading problem at the directive of `tls` behind it, else
@@ -415,9 +377,11 @@ static int router_build(struct runtime_vars *vars, struct http_vhost *vhost)
  * answers): its own, else its server's, else the top level's (nginx's
  * inheritance), compiled, owned by `vars`; NULL when there are none.  A
  * "@name" is the location of `vhost` at its index in the server's
- * (checked by the parser). */
+ * (checked by the parser), found among the server's `named` locations
+ * (their indexes), not among all of them. */
 static int error_pages_build(struct runtime_vars *vars, const struct conf_config *config,
                              const struct conf_server *server, const struct conf_location *loc,
+                             const size_t *named, size_t named_count,
                              const struct http_vhost *vhost, const struct http_error_pages **out)
 {
     const struct conf_error_pages *conf = loc != NULL && loc->error_pages.count > 0
@@ -440,9 +404,9 @@ static int error_pages_build(struct runtime_vars *vars, const struct conf_config
             runtime_vars_compile_any(vars, page->uri, &page->uri_pos, "error_page", &items[i].uri);
         if (err != 0)
             return err;
-        for (size_t j = 0; page->uri[0] == '@' && j < server->location_count; j++)
-            if (strcmp(server->locations[j].path, page->uri) == 0)
-                items[i].named = &vhost->locations[j];
+        for (size_t j = 0; page->uri[0] == '@' && j < named_count; j++)
+            if (strcmp(server->locations[named[j]].path, page->uri) == 0)
+                items[i].named = &vhost->locations[named[j]];
         if (page->uri[0] == '@' && items[i].named == NULL)
             return -EINVAL; /* the parser checked: never */
     }
@@ -451,18 +415,19 @@ static int error_pages_build(struct runtime_vars *vars, const struct conf_config
     return 0;
 }
 
-/* Builds the site for `address` from every server block listening there;
- * the default server (or the first) becomes vhost 0. */
+/* Builds the site for `address` from the server blocks listening there
+ * (`entries`, in the config's order); the default server (or the first)
+ * becomes vhost 0.  The config makes every listen of an address agree on
+ * tls, http2 and proxy_protocol. */
 static int site_build(struct site *site, struct generation *gen, const struct conf_config *config,
-                      const char *address, unsigned workers)
+                      const char *address, const struct site_server *entries, size_t entry_count,
+                      struct upstream_chains *chains, unsigned workers)
 {
-    size_t vhost_count = 0, location_count = 0, return_count = 0, proxy_count = 0;
+    /* A vhost for each server listening here. */
+    size_t vhost_count = entry_count, location_count = 0, return_count = 0, proxy_count = 0;
     size_t header_count = 0, hide_count = 0;
-    for (size_t s = 0; s < config->server_count; s++) {
-        const struct conf_server *server = &config->servers[s];
-        if (!server_listens_on(server, address))
-            continue;
-        vhost_count++;
+    for (size_t e = 0; e < entry_count; e++) {
+        const struct conf_server *server = &config->servers[entries[e].server];
         location_count += server->location_count;
         for (size_t l = 0; l < server->location_count; l++) {
             const struct conf_location *loc = &server->locations[l];
@@ -472,7 +437,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             hide_count += loc->hide_header_count;
         }
     }
-    listen_options_from(config, address, &site->listen_options);
+    listen_options_from(config, entries, entry_count, &site->listen_options);
     site->address = strdup(address);
     assert(vhost_count > 0); /* `address` is one that a server listens on */
     site->vhosts = calloc(vhost_count, sizeof(*site->vhosts));
@@ -487,15 +452,23 @@ static int site_build(struct site *site, struct generation *gen, const struct co
         return -ENOMEM;
 
     const struct conf_server **vhost_servers = calloc(vhost_count, sizeof(*vhost_servers));
-    if (vhost_servers == NULL)
+    size_t max_locations = 0;
+    for (size_t e = 0; e < entry_count; e++)
+        if (config->servers[entries[e].server].location_count > max_locations)
+            max_locations = config->servers[entries[e].server].location_count;
+    size_t *named = malloc((max_locations + 1) * sizeof(*named));
+    if (vhost_servers == NULL || named == NULL) {
+        free(vhost_servers);
+        free(named);
         return -ENOMEM;
+    }
     size_t v = 0, l = 0, r = 0, p = 0, headers_used = 0, hides_used = 0;
     int err = 0;
     for (int pass = 0; pass < 2; pass++) {
-        for (size_t s = 0; s < config->server_count && err == 0; s++) {
+        for (size_t e = 0; e < entry_count && err == 0; e++) {
+            size_t s = entries[e].server;
             const struct conf_server *server = &config->servers[s];
-            bool is_default = server_is_default_on(server, address);
-            if (!server_listens_on(server, address) || is_default != (pass == 0))
+            if (site_listen(config, &entries[e])->default_server != (pass == 0))
                 continue;
             assert(v < vhost_count);
             vhost_servers[v] = server;
@@ -512,9 +485,13 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             if (err == 0)
                 err = runtime_vars_add_headers(gen->vars, config, server, &no_location,
                                                &vhost->add_headers);
+            size_t named_count = 0;
+            for (size_t i = 0; i < server->location_count; i++)
+                if (server->locations[i].path[0] == '@')
+                    named[named_count++] = i;
             if (err == 0)
-                err =
-                    error_pages_build(gen->vars, config, server, NULL, vhost, &vhost->error_pages);
+                err = error_pages_build(gen->vars, config, server, NULL, named, named_count, vhost,
+                                        &vhost->error_pages);
             bool has_rewrites = server->rewrites.count > 0;
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
                 const struct conf_location *conf = &server->locations[i];
@@ -539,8 +516,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     err = runtime_vars_add_headers(gen->vars, config, server, conf, &add_headers);
                 loc->add_headers = add_headers;
                 if (err == 0)
-                    err = error_pages_build(gen->vars, config, server, conf, vhost,
-                                            &loc->error_pages);
+                    err = error_pages_build(gen->vars, config, server, conf, named, named_count,
+                                            vhost, &loc->error_pages);
                 if (err == 0 && conf->handler == CONF_HANDLER_RETURN) {
                     struct http_return *ret = &site->returns[r++];
                     *ret = (struct http_return){
@@ -557,7 +534,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     loc->handler_data = ret;
                 } else if (err == 0 && conf->handler == CONF_HANDLER_PROXY) {
                     struct proxy_upstream *upstream;
-                    err = upstream_get(gen, config, conf, workers, &upstream);
+                    err = upstream_get(gen, config, conf, workers, chains, &upstream);
                     if (err == 0)
                         err = proxy_build(site, gen->vars, p, conf, loc->regex, upstream,
                                           &headers_used, &hides_used);
@@ -572,18 +549,21 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                 err = router_build(gen->vars, vhost);
         }
     }
+    const struct conf_listen *first = site_listen(config, &entries[0]);
     site->http = (struct http_site){.vhosts = site->vhosts,
                                     .vhost_count = vhost_count,
-                                    .proxy_protocol = site_is_proxy_protocol(config, address)};
+                                    .proxy_protocol = first->proxy_protocol};
     /* The connection's settings are its default server's: which vhost a
      * stream is for is known only from its :authority. */
-    if (site_is_http2(config, address))
+    if (first->http2)
         site->http.http2 = &vhost_servers[0]->http.http2;
-    if (err == 0 && site_is_tls(config, address))
+    if (err == 0 && first->tls)
         err = site_tls_build(site, vhost_servers, workers);
-    if (err == 0 && site_is_tls(config, address))
+    assert(site->http.vhost_count == vhost_count); /* vhost_servers' length */
+    if (err == 0 && first->tls)
         err = site_tls_groups(site, vhost_servers);
     free(vhost_servers);
+    free(named);
     return err;
 }
 
@@ -717,51 +697,89 @@ struct site *find_site(struct generation *gen, const char *address)
     return NULL;
 }
 
-/* Builds a site for every distinct listen address, then the admin ones:
- * everything a configuration names is loaded here (certificates, keys, CA
- * files, upstream addresses), so `-t` and a reload catch what a start would. */
+/* Builds a site for every distinct listen address, in the order they
+ * first appear, then the admin ones: everything a configuration names is
+ * loaded here (certificates, keys, CA files, upstream addresses), so `-t`
+ * and a reload catch what a start would. */
 int sites_build(struct generation *gen, const struct conf_config *config, unsigned workers)
 {
-    size_t max_sites = config->admin_listen_count;
-    for (size_t s = 0; s < config->server_count; s++)
-        max_sites += config->servers[s].listen_count;
+    size_t addresses = config->listen_address_count, listens = 0;
     size_t max_upstreams = 0;
-    for (size_t s = 0; s < config->server_count; s++)
+    for (size_t s = 0; s < config->server_count; s++) {
+        listens += config->servers[s].listen_count;
         for (size_t l = 0; l < config->servers[s].location_count; l++)
             max_upstreams += config->servers[s].locations[l].handler == CONF_HANDLER_PROXY;
+    }
     int vars_err = runtime_vars_new(config, &gen->vars);
     if (vars_err == 0)
         vars_err = runtime_limits_new(gen->vars, config, &gen->limits);
     if (vars_err != 0)
         return vars_err;
-    gen->sites = calloc(max_sites ? max_sites : 1, sizeof(*gen->sites));
+    gen->sites = calloc(addresses + config->admin_listen_count + 1, sizeof(*gen->sites));
     gen->upstreams = calloc(max_upstreams ? max_upstreams : 1, sizeof(*gen->upstreams));
-    if (gen->sites == NULL || gen->upstreams == NULL)
-        return -ENOMEM;
-    for (size_t s = 0; s < config->server_count; s++) {
-        for (size_t i = 0; i < config->servers[s].listen_count; i++) {
-            const char *address = config->servers[s].listens[i].address;
-            if (find_site(gen, address) != NULL)
-                continue;
-            int err = site_build(&gen->sites[gen->site_count++], gen, config, address, workers);
-            if (err != 0)
-                return err;
+    /* The servers of each address, grouped by a counting sort on the
+     * address's index: each site is built from its own servers only. */
+    size_t *ends = calloc(addresses ? addresses : 1, sizeof(*ends));
+    struct site_server *entries = calloc(listens ? listens : 1, sizeof(*entries));
+    struct upstream_chains chains = {
+        .first = malloc((config->proxy_target_count + 1) * sizeof(size_t)),
+        .next = malloc((max_upstreams + 1) * sizeof(size_t)),
+    };
+    int err = gen->sites == NULL || gen->upstreams == NULL || ends == NULL || entries == NULL ||
+                      chains.first == NULL || chains.next == NULL
+                  ? -ENOMEM
+                  : 0;
+    for (size_t t = 0; err == 0 && t < config->proxy_target_count; t++)
+        chains.first[t] = SIZE_MAX;
+    for (size_t s = 0; err == 0 && s < config->server_count; s++) {
+        for (size_t i = 0; err == 0 && i < config->servers[s].listen_count; i++) {
+            size_t a = config->servers[s].listens[i].address_index;
+            if (a >= addresses)
+                err = -EINVAL; /* not a config from the parser */
+            else
+                ends[a]++;
         }
     }
+    /* Each address's count becomes where its entries start, then, once
+     * they are placed, where they end. */
+    for (size_t a = 0, sum = 0; err == 0 && a < addresses; a++) {
+        size_t count = ends[a];
+        ends[a] = sum;
+        sum += count;
+    }
+    for (size_t s = 0; err == 0 && s < config->server_count; s++) {
+        for (size_t i = 0; i < config->servers[s].listen_count; i++) {
+            size_t a = config->servers[s].listens[i].address_index;
+            entries[ends[a]++] = (struct site_server){s, i};
+        }
+    }
+    for (size_t a = 0; err == 0 && a < addresses; a++) {
+        size_t begin = a == 0 ? 0 : ends[a - 1], count = ends[a] - begin;
+        assert(count > 0); /* an address has an index once a listen names it */
+        err = site_build(&gen->sites[gen->site_count++], gen, config,
+                         site_listen(config, &entries[begin])->address, &entries[begin], count,
+                         &chains, workers);
+    }
+    free(chains.first);
+    free(chains.next);
+    free(ends);
+    free(entries);
+    if (err != 0)
+        return err;
     char *token = NULL;
     size_t token_len = 0;
     if (config->admin_listen_count > 0 && config->admin.token_file != NULL) {
         token = runtime_vars_calloc(gen->vars, 1, ADMIN_TOKEN_MAX + 1);
         if (token == NULL)
             return -ENOMEM;
-        int err = admin_token_read(config->admin.token_file, &config->admin.token_file_pos, token,
-                                   &token_len);
+        err = admin_token_read(config->admin.token_file, &config->admin.token_file_pos, token,
+                               &token_len);
         if (err != 0)
             return err;
     }
     for (size_t i = 0; i < config->admin_listen_count; i++) {
-        int err = admin_site_build(&gen->sites[gen->site_count++], gen, config, i, token, token_len,
-                                   workers);
+        err = admin_site_build(&gen->sites[gen->site_count++], gen, config, i, token, token_len,
+                               workers);
         if (err != 0)
             return err;
     }

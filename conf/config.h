@@ -182,8 +182,12 @@ struct conf_location {
     char *return_text;    /* may be NULL (empty body); may hold $variables */
     struct conf_pos return_text_pos;
     char *proxy_pass; /* "http[s]://name_or_address[:port]" as written, without a path */
-    char *proxy_uri;  /* the path after it ("/", "/app/"), which replaces the part of the
-                         request's path the location matched; NULL: none */
+    /* Which of the config's distinct proxy_pass strings it is (0 to
+     * conf_config.proxy_target_count - 1), and the upstream block it names
+     * (an index into conf_config.upstreams; SIZE_MAX: an address). */
+    size_t proxy_target, proxy_upstream;
+    char *proxy_uri; /* the path after it ("/", "/app/"), which replaces the part of the
+                        request's path the location matched; NULL: none */
     /* TLS towards the upstream, used when proxy_pass is https:// (the parser
      * refuses proxy_tls_* otherwise).  ca_file is resolved against the config
      * file's directory; a NULL server_name stands for the host in proxy_pass
@@ -218,6 +222,9 @@ struct conf_location {
 
 struct conf_listen {
     char *address;
+    /* The same for every listen on the same address, whatever its
+     * spelling: from 0 to conf_config.listen_address_count - 1. */
+    size_t address_index;
     bool tls;
     bool http2; /* HTTP/2 too: by ALPN with tls, else by its connection preface */
     bool default_server;
@@ -345,6 +352,8 @@ struct conf_config {
     struct conf_http http;
     struct conf_server *servers;
     size_t server_count;
+    size_t listen_address_count; /* distinct listen addresses of the servers */
+    size_t proxy_target_count;   /* distinct proxy_pass strings of the locations */
     struct conf_upstream *upstreams;
     size_t upstream_count;
 

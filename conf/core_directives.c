@@ -281,6 +281,9 @@ static int apply_log_format(struct conf_state *state, const struct conf_node *no
 
 /* nginx's buffer when flush= comes without buffer=. */
 #define ACCESS_LOG_BUFFER_DEFAULT (64 * 1024)
+/* A ceiling, not the machine's memory: every worker has a buffer, and one
+ * much larger than a second of lines only delays them. */
+#define ACCESS_LOG_BUFFER_MAX (16u * 1024 * 1024)
 
 /* access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME] | off: FORMAT is a
  * log_format's name.  Each level (top, server, location) has a list; the
@@ -331,6 +334,11 @@ static int apply_access_log(struct conf_state *state, const struct conf_node *no
                 return -1;
             if (log->buffer == 0)
                 return conf__error_at(state->error, &arg->pos, "\"buffer\" must be more than 0");
+            /* Each worker allocates one at its first line. */
+            if (log->buffer > ACCESS_LOG_BUFFER_MAX)
+                return conf__error_at(state->error, &arg->pos,
+                                      "access_log %s is too large (at most %um)", arg->text,
+                                      ACCESS_LOG_BUFFER_MAX / (1024 * 1024));
         } else if (strncmp(arg->text, "flush=", 6) == 0) {
             const struct conf_arg value = {arg->text + 6, arg->pos};
             if (conf__arg_duration(state, &value, &log->flush_ms) != 0)

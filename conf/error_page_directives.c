@@ -97,17 +97,25 @@ static int apply_error_page(struct conf_state *state, const struct conf_node *no
     return 0;
 }
 
+/* The server's named locations ("@name"), by index: a few, among what may
+ * be many thousands of locations, each of which may have error_page lines
+ * to check against them. */
+struct named_locations {
+    size_t *index;
+    size_t count;
+};
+
 /* Each "@name" of `pages` is a location of `server`. */
 static int check_named(struct conf_state *state, const struct conf_server *server,
-                       const struct conf_error_pages *pages)
+                       const struct named_locations *named, const struct conf_error_pages *pages)
 {
     for (size_t i = 0; i < pages->count; i++) {
         const struct conf_error_page *page = &pages->items[i];
         if (page->uri[0] != '@')
             continue;
         bool found = false;
-        for (size_t j = 0; j < server->location_count && !found; j++)
-            found = strcmp(server->locations[j].path, page->uri) == 0;
+        for (size_t j = 0; j < named->count && !found; j++)
+            found = strcmp(server->locations[named->index[j]].path, page->uri) == 0;
         if (!found) {
             char where[300];
             return conf__error_at(state->error, &page->uri_pos,
@@ -126,12 +134,20 @@ int conf__error_pages_check(struct conf_state *state)
         /* The pages each level of the server uses (nginx's inheritance). */
         const struct conf_error_pages *own =
             server->error_pages.count > 0 ? &server->error_pages : &config->error_pages;
-        if (check_named(state, server, own) != 0)
-            return -1;
+        struct named_locations named = {
+            .index = malloc((server->location_count + 1) * sizeof(*named.index))};
+        if (named.index == NULL)
+            return conf__error_at(state->error, &server->pos, "out of memory");
         for (size_t l = 0; l < server->location_count; l++)
-            if (server->locations[l].error_pages.count > 0 &&
-                check_named(state, server, &server->locations[l].error_pages) != 0)
-                return -1;
+            if (server->locations[l].path[0] == '@')
+                named.index[named.count++] = l;
+        int rc = check_named(state, server, &named, own);
+        for (size_t l = 0; l < server->location_count && rc == 0; l++)
+            if (server->locations[l].error_pages.count > 0)
+                rc = check_named(state, server, &named, &server->locations[l].error_pages);
+        free(named.index);
+        if (rc != 0)
+            return -1;
     }
     return 0;
 }

@@ -7,6 +7,7 @@
 #include "registry.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -100,6 +101,92 @@ static int check_listen_conflict(struct conf_state *state, size_t index,
                           name, listen->address, conf__where(where, sizeof(where), here, there));
 }
 
+/* The key of a server name on one address: the address's index and the
+ * name in lower case (names are case-insensitive).  Malloc'd; NULL when out
+ * of memory. */
+static char *name_key(size_t address_index, const char *name, size_t *len)
+{
+    size_t name_len = strlen(name);
+    char *key = malloc(sizeof(address_index) + name_len);
+    if (key == NULL)
+        return NULL;
+    memcpy(key, &address_index, sizeof(address_index));
+    for (size_t i = 0; i < name_len; i++)
+        key[sizeof(address_index) + i] =
+            name[i] >= 'A' && name[i] <= 'Z' ? (char)(name[i] - 'A' + 'a') : name[i];
+    *len = sizeof(address_index) + name_len;
+    return key;
+}
+
+static size_t earlier(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The first earlier server that `listen` of server `index` conflicts with
+ * (as check_listen_conflict() sees it), or SIZE_MAX: from what the earlier
+ * servers left on the address, not by comparing with each of them. */
+static int first_conflict(struct conf_state *state, size_t index, const struct conf_listen *listen,
+                          size_t *out)
+{
+    const struct conf_server *server = &state->config->servers[index];
+    const struct conf_address_use *use = &state->address_uses[listen->address_index];
+    size_t found = SIZE_MAX;
+    if (use->first_server != SIZE_MAX) {
+        const struct conf_listen *first =
+            &state->config->servers[use->first_server].listens[use->first_listen];
+        if (first->tls != listen->tls || first->http2 != listen->http2 ||
+            first->proxy_protocol != listen->proxy_protocol)
+            found = use->first_server; /* every earlier one agrees with the first */
+    }
+    if (listen->default_server)
+        found = earlier(found, use->default_server);
+    if (listen->has_socket_options)
+        found = earlier(found, use->options_server);
+    if (server->server_name_count == 0)
+        found = earlier(found, use->nameless_server);
+    for (size_t i = 0; i < server->server_name_count; i++) {
+        size_t len, other;
+        char *key = name_key(listen->address_index, server->server_names[i], &len);
+        if (key == NULL)
+            return conf__error_at(state->error, &listen->pos, "out of memory");
+        if (conf__index_find(&state->names, key, len, &other))
+            found = earlier(found, other);
+        free(key);
+    }
+    *out = found;
+    return 0;
+}
+
+/* Records what server `index`, checked, leaves on its addresses. */
+static int note_server(struct conf_state *state, size_t index)
+{
+    const struct conf_server *server = &state->config->servers[index];
+    for (size_t i = 0; i < server->listen_count; i++) {
+        const struct conf_listen *listen = &server->listens[i];
+        struct conf_address_use *use = &state->address_uses[listen->address_index];
+        if (use->first_server == SIZE_MAX) {
+            use->first_server = index;
+            use->first_listen = i;
+        }
+        if (listen->default_server)
+            use->default_server = index;
+        if (listen->has_socket_options)
+            use->options_server = index;
+        if (server->server_name_count == 0 && use->nameless_server == SIZE_MAX)
+            use->nameless_server = index;
+        for (size_t n = 0; n < server->server_name_count; n++) {
+            size_t len;
+            char *key = name_key(listen->address_index, server->server_names[n], &len);
+            int rc = key != NULL ? conf__index_add(&state->names, key, len, index, NULL) : -ENOMEM;
+            free(key);
+            if (rc < 0)
+                return conf__error_at(state->error, &listen->pos, "out of memory");
+        }
+    }
+    return 0;
+}
+
 static int check_server(struct conf_state *state, size_t index)
 {
     const struct conf_server *server = &state->config->servers[index];
@@ -110,15 +197,19 @@ static int check_server(struct conf_state *state, size_t index)
 
     for (size_t i = 0; i < server->listen_count; i++) {
         const struct conf_listen *listen = &server->listens[i];
-        for (size_t j = 0; j < index; j++) {
-            const struct conf_server *other = &state->config->servers[j];
-            for (size_t k = 0; k < other->listen_count; k++)
-                if (conf_same_address(listen->address, other->listens[k].address) &&
-                    check_listen_conflict(state, index, listen, j, &other->listens[k]) != 0)
-                    return -1;
-        }
+        size_t j = SIZE_MAX;
+        if (first_conflict(state, index, listen, &j) != 0)
+            return -1;
+        if (j == SIZE_MAX)
+            continue;
+        const struct conf_server *other = &state->config->servers[j];
+        for (size_t k = 0; k < other->listen_count; k++)
+            if (other->listens[k].address_index == listen->address_index &&
+                check_listen_conflict(state, index, listen, j, &other->listens[k]) != 0)
+                return -1;
+        assert(false); /* first_conflict() found one */
     }
-    return 0;
+    return note_server(state, index);
 }
 
 /* server { ... } */
@@ -152,6 +243,7 @@ static int apply_server(struct conf_state *state, const struct conf_node *node,
     state->server = server;
     int rc = conf__apply_block(state, node, CONF_SERVER);
     state->server = NULL;
+    conf__index_free(&state->locations);
     if (rc != 0)
         return -1;
     return check_server(state, index);
@@ -205,14 +297,41 @@ static int apply_listen(struct conf_state *state, const struct conf_node *node,
     for (size_t i = 1; i < node->arg_count; i++)
         if (listen_parameter(state, &node->args[i], &parsed) != 0)
             return -1;
-    for (size_t i = 0; i < server->listen_count; i++) {
-        if (!conf_same_address(server->listens[i].address, address->text))
-            continue;
-        char where[300];
-        return conf__error_at(
-            state->error, &address->pos, "duplicate listen \"%s\" (first at %s)", address->text,
-            conf__where(where, sizeof(where), &address->pos, &server->listens[i].pos));
+    /* Each distinct address gets an index, the same for all its listens,
+     * which the checks between servers and the daemon's sites use. */
+    struct conf_config *config = state->config;
+    size_t server_index = (size_t)(server - config->servers);
+    struct conf_address_key key;
+    if (conf__address_key(address->text, &key) != 0) /* conf__arg_address() read it */
+        return conf__error_at(state->error, &address->pos, "invalid listen address");
+    int added = conf__index_add(&state->addresses, key.bytes, key.len, config->listen_address_count,
+                                &parsed.address_index);
+    if (added < 0)
+        return conf__error_at(state->error, &address->pos, "out of memory");
+    if (added == 0) {
+        struct conf_address_use *uses = conf__grow(state, &address->pos, state->address_uses,
+                                                   config->listen_address_count, sizeof(*uses));
+        if (uses == NULL)
+            return -1;
+        state->address_uses = uses;
+        parsed.address_index = config->listen_address_count++;
+        uses[parsed.address_index] = (struct conf_address_use){
+            .last_server = SIZE_MAX,
+            .first_server = SIZE_MAX,
+            .default_server = SIZE_MAX,
+            .options_server = SIZE_MAX,
+            .nameless_server = SIZE_MAX,
+        };
     }
+    struct conf_address_use *use = &state->address_uses[parsed.address_index];
+    if (use->last_server == server_index) {
+        char where[300];
+        return conf__error_at(state->error, &address->pos, "duplicate listen \"%s\" (first at %s)",
+                              address->text,
+                              conf__where(where, sizeof(where), &address->pos, &use->last_pos));
+    }
+    use->last_server = server_index;
+    use->last_pos = parsed.pos;
     struct conf_listen *listens =
         conf__grow(state, &address->pos, server->listens, server->listen_count, sizeof(*listens));
     if (listens == NULL)
@@ -272,17 +391,26 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
                               "location path must start with \"/\", got \"%s\"", path->text);
     if (regex && path->text[0] == '\0')
         return conf__error_at(state->error, &path->pos, "empty location regex");
-    for (size_t i = 0; i < server->location_count; i++) {
-        const struct conf_location *other = &server->locations[i];
-        /* "^~ /a" and "/a" are the same prefix, as in nginx. */
-        if (other->exact != exact || other->regex != regex || other->caseless != caseless ||
-            strcmp(other->path, path->text) != 0)
-            continue;
+    /* The kind and the path: "^~ /a" and "/a" are the same prefix, as in
+     * nginx. */
+    size_t path_len = strlen(path->text);
+    char *key = malloc(path_len + 1);
+    if (key == NULL)
+        return conf__error_at(state->error, &path->pos, "out of memory");
+    key[0] = (char)('0' + exact + 2 * regex + 4 * caseless);
+    memcpy(key + 1, path->text, path_len);
+    size_t first;
+    int added =
+        conf__index_add(&state->locations, key, path_len + 1, server->location_count, &first);
+    free(key);
+    if (added < 0)
+        return conf__error_at(state->error, &path->pos, "out of memory");
+    if (added == 1) {
         char where[300];
-        return conf__error_at(state->error, &path->pos,
-                              "duplicate location \"%s%s%s\" (first at %s)", modifier,
-                              node->arg_count == 2 ? " " : "", path->text,
-                              conf__where(where, sizeof(where), &path->pos, &other->pos));
+        return conf__error_at(
+            state->error, &path->pos, "duplicate location \"%s%s%s\" (first at %s)", modifier,
+            node->arg_count == 2 ? " " : "", path->text,
+            conf__where(where, sizeof(where), &path->pos, &server->locations[first].pos));
     }
     struct conf_location *locations = conf__grow(state, &node->name.pos, server->locations,
                                                  server->location_count, sizeof(*locations));
@@ -360,18 +488,19 @@ static int check_admin_listens(struct conf_state *state)
         if (strcmp(state->admin_node->children[i].name.text, "listen") != 0)
             continue;
         const struct conf_arg *address = &state->admin_node->children[i].args[0];
-        for (size_t j = 0; j < config->server_count; j++) {
-            for (size_t k = 0; k < config->servers[j].listen_count; k++) {
-                const struct conf_listen *listen = &config->servers[j].listens[k];
-                if (!conf_same_address(address->text, listen->address))
-                    continue;
-                char where[300];
-                return conf__error_at(
-                    state->error, &address->pos,
-                    "admin listen \"%s\" is also a server's listen (at %s)", address->text,
-                    conf__where(where, sizeof(where), &address->pos, &listen->pos));
-            }
-        }
+        struct conf_address_key key;
+        size_t index;
+        if (conf__address_key(address->text, &key) != 0 ||
+            !conf__index_find(&state->addresses, key.bytes, key.len, &index))
+            continue;
+        /* The first server listening there: the servers are all checked. */
+        const struct conf_address_use *use = &state->address_uses[index];
+        const struct conf_listen *listen =
+            &config->servers[use->first_server].listens[use->first_listen];
+        char where[300];
+        return conf__error_at(
+            state->error, &address->pos, "admin listen \"%s\" is also a server's listen (at %s)",
+            address->text, conf__where(where, sizeof(where), &address->pos, &listen->pos));
     }
     return 0;
 }
@@ -408,8 +537,9 @@ const struct conf_directive conf__http_directives[] = {
     {.name = "keepalive_timeout", LIMIT(keepalive_timeout_ms), .kind = CONF_KIND_DURATION},
     {.name = "keepalive_requests", LIMIT(keepalive_requests), .kind = CONF_KIND_COUNT, .min = 1},
     /* A header section must fit its request line at least; 0 would refuse
-     * every request. */
-    {.name = "client_max_header_size", LIMIT(max_header_size), .kind = CONF_KIND_SIZE, .min = 1},
+     * every request.  A connection holds up to this much of a head. */
+    {.name = "client_max_header_size", LIMIT(max_header_size), .kind = CONF_KIND_SIZE, .min = 1,
+     .max = HTTP_MAX_HEADER_SIZE_MAX},
     {.name = "client_max_headers", LIMIT(max_headers), .kind = CONF_KIND_COUNT, .min = 1},
     {.name = "client_max_body_size", LIMIT(max_body_size), .kind = CONF_KIND_SIZE},
     {.name = "proxy_connect_timeout", PROXY(connect_timeout_ms), .kind = CONF_KIND_DURATION},

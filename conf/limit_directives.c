@@ -8,6 +8,7 @@
 
 #include "proto/limit.h" /* LIMIT_ZONE_MIN_SIZE */
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,22 @@ static int arg_zone(struct conf_state *state, const struct conf_arg *arg,
     if (zone->size < LIMIT_ZONE_MIN_SIZE)
         return conf__error_at(state->error, &size.pos, "zone \"%.*s\" is too small (at least %uk)",
                               (int)name_len, spec, LIMIT_ZONE_MIN_SIZE / 1024);
+    /* A zone fills up to its size under a flood of new keys: more than the
+     * machine has would end in the kernel's OOM killer, not in evictions.
+     * The zones together are bounded the same way. */
+    uint64_t memory = conf__physical_memory(), total = zone->size;
+    for (size_t i = 0; i < state->config->limit_zone_count; i++)
+        total += state->config->limit_zones[i].size;
+    if (zone->size > memory)
+        return conf__error_at(state->error, &size.pos,
+                              "zone \"%.*s\" of %s is larger than this machine's memory "
+                              "(%" PRIu64 "k)",
+                              (int)name_len, spec, size.text, memory / 1024);
+    if (total > memory)
+        return conf__error_at(state->error, &size.pos,
+                              "zones of %" PRIu64 "k in all are more than this machine's memory "
+                              "(%" PRIu64 "k)",
+                              total / 1024, memory / 1024);
     zone->name = strndup(spec, name_len);
     if (zone->name == NULL)
         return conf__error_at(state->error, &arg->pos, "out of memory");

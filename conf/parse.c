@@ -128,19 +128,34 @@ static const char *file_name(struct parser *ps, const char *path)
     return files[config->file_count++];
 }
 
-/* The file-system reader: a conf_read_file_fn. */
-static char *read_fs(const char *path, size_t *len, void *arg)
+/* What a file that is not a regular one is, for a message. */
+static const char *file_type(mode_t mode)
 {
-    (void)arg;
+    return S_ISDIR(mode)    ? "a directory"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISSOCK(mode) ? "a socket"
+                            : "not a file";
+}
+
+/* Reads a file whole.  With `regular_only` (an include) anything but a
+ * regular file is refused, and *mode says what it was: the open does not
+ * block, as it would on a FIFO without a writer.  The main file may be a
+ * pipe (/dev/stdin). */
+static char *read_file_whole(const char *path, size_t *len, bool regular_only, mode_t *mode)
+{
     char *buf = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | (regular_only ? O_NONBLOCK : 0));
     if (fd == -1)
         return NULL;
     struct stat st;
     if (fstat(fd, &st) == -1)
         goto fail;
-    if (S_ISDIR(st.st_mode)) {
-        errno = EISDIR;
+    if (S_ISDIR(st.st_mode) || (regular_only && !S_ISREG(st.st_mode))) {
+        if (mode != NULL)
+            *mode = st.st_mode;
+        errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
         goto fail;
     }
     /* Read to end of file rather than trusting st_size: /dev/stdin and
@@ -180,6 +195,13 @@ fail:;
     close(fd);
     errno = err;
     return NULL;
+}
+
+/* The file-system reader: a conf_read_file_fn. */
+static char *read_fs(const char *path, size_t *len, void *arg)
+{
+    (void)arg;
+    return read_file_whole(path, len, false, NULL);
 }
 
 /* ----------------------------------------------------------------- parser */
@@ -267,7 +289,14 @@ static int include_file(struct parser *ps, struct conf_node *parent, const struc
         goto out;
     size_t len;
     errno = 0;
-    text = ps->read_file(path, &len, ps->read_arg);
+    mode_t mode = 0;
+    text = ps->glob ? read_file_whole(path, &len, true, &mode)
+                    : ps->read_file(path, &len, ps->read_arg);
+    if (text == NULL && mode != 0) {
+        conf__error_at(ps->error, &pattern->pos, "cannot include \"%s\": %s, not a regular file",
+                       path, file_type(mode));
+        goto out;
+    }
     if (text == NULL) {
         conf__error_at(ps->error, &pattern->pos, "cannot read \"%s\": %s", path,
                        strerror(errno != 0 ? errno : EIO));

@@ -125,6 +125,16 @@ static int apply_proxy_pass(struct conf_state *state, const struct conf_node *no
     if (location->proxy_pass == NULL)
         return conf__error_at(state->error, &arg->pos, "out of memory");
     char *host = location->proxy_pass + scheme;
+    /* Locations with the same proxy_pass may share an upstream: the daemon
+     * finds the others by this number rather than by comparing strings. */
+    struct conf_config *config = state->config;
+    int added = conf__index_add(&state->proxy_targets, location->proxy_pass, pass_len,
+                                config->proxy_target_count, &location->proxy_target);
+    if (added < 0)
+        return conf__error_at(state->error, &arg->pos, "out of memory");
+    if (added == 0)
+        location->proxy_target = config->proxy_target_count++;
+    location->proxy_upstream = SIZE_MAX;
     /* An address is complete now; a name may be an upstream defined
      * later, so it waits for conf__proxy_finish(). */
     struct conf_proxy_ref *refs = NULL;
@@ -144,6 +154,8 @@ static int apply_proxy_pass(struct conf_state *state, const struct conf_node *no
         refs[state->proxy_ref_count++] = (struct conf_proxy_ref){
             .url = location->proxy_pass,
             .pos = arg->pos,
+            .server = (size_t)(state->server - config->servers),
+            .location = (size_t)(location - state->server->locations),
         };
     return 0;
 }
@@ -382,11 +394,13 @@ int conf__proxy_finish(struct conf_state *state)
         const struct conf_proxy_ref *ref = &state->proxy_refs[i];
         int scheme = (int)scheme_length(ref->url);
         const char *name = ref->url + scheme;
-        if (conf__find_upstream(state->config, name) == NULL)
+        size_t index;
+        if (!conf__index_find(&state->upstream_names, name, strlen(name), &index))
             return conf__error_at(state->error, &ref->pos,
                                   "no upstream named \"%s\" (an address needs a port: "
                                   "%.*sHOST:PORT)",
                                   name, scheme, ref->url);
+        state->config->servers[ref->server].locations[ref->location].proxy_upstream = index;
     }
     return 0;
 }

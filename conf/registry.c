@@ -6,6 +6,7 @@
  */
 #include "registry.h"
 
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,9 +55,15 @@ char *conf__strdup(struct conf_state *state, const struct conf_pos *pos, const c
 void *conf__grow(struct conf_state *state, const struct conf_pos *pos, void *array, size_t count,
                  size_t size)
 {
-    /* One item at a time: config arrays hold a handful of entries, and
-     * their owners keep no capacity field. */
-    char *grown = count < SIZE_MAX / size - 1 ? realloc(array, (count + 1) * size) : NULL;
+    /* The arrays' owners keep no capacity field: the allocation's own size
+     * is the capacity, so an array allocated some other way is grown
+     * safely too.  Doubling keeps 100k locations from being copied 100k
+     * times (glibc's mremap hides that cost; other allocators do not). */
+    char *grown = array;
+    if (count >= SIZE_MAX / size / 2 - 4)
+        grown = NULL;
+    else if (array == NULL || (count + 1) * size > malloc_usable_size(array))
+        grown = realloc(array, (count < 4 ? 4 : count * 2) * size);
     if (grown == NULL) {
         conf__error_at(state->error, pos, "out of memory");
         return NULL;
@@ -262,5 +269,11 @@ int conf__apply(struct conf_config *config, const struct conf_node *root, struct
         rc = conf__limit_finish(&state);
     free(state.server_nodes);
     free(state.proxy_refs);
+    conf__index_free(&state.locations);
+    conf__index_free(&state.addresses);
+    conf__index_free(&state.names);
+    conf__index_free(&state.upstream_names);
+    conf__index_free(&state.proxy_targets);
+    free(state.address_uses);
     return rc;
 }

@@ -148,6 +148,7 @@ extern const size_t conf__table_count;
 struct conf_proxy_ref {
     const char *url; /* the location's proxy_pass string */
     struct conf_pos pos;
+    size_t server, location; /* the location, by its indexes */
 };
 
 /*
@@ -156,6 +157,43 @@ struct conf_proxy_ref {
  * config's arrays; those arrays only grow from the enclosing block, so the
  * pointers stay valid for the whole block.
  */
+/* A hash index from byte strings to numbers (index.c).  Zeroed: empty. */
+struct conf_index {
+    struct conf_index_slot *slots;
+    size_t mask, count;
+};
+
+/* Whether `key` is in `index`, and its value in *value if so. */
+bool conf__index_find(const struct conf_index *index, const void *key, size_t len, size_t *value);
+
+/* Adds `key` (copied) with `value`: 0; or, when it is there already, 1
+ * with its value in *existing (if not NULL); or -ENOMEM. */
+int conf__index_add(struct conf_index *index, const void *key, size_t len, size_t value,
+                    size_t *existing);
+
+void conf__index_free(struct conf_index *index);
+
+/* An address as the kernel sees it, whatever its spelling, as bytes to
+ * index: the family, port and address, or the socket path. */
+struct conf_address_key {
+    unsigned char bytes[1 + sizeof(struct sockaddr_storage)];
+    size_t len;
+};
+
+/* The key of `text`; -1 when it cannot be read as an address. */
+int conf__address_key(const char *text, struct conf_address_key *key);
+
+/* What the servers checked so far have on one listen address (indexed by
+ * conf_listen.address_index), so that a server is checked against them in
+ * constant time; SIZE_MAX: none. */
+struct conf_address_use {
+    size_t last_server;       /* the last server with a listen there, */
+    struct conf_pos last_pos; /* and that listen: a second in one server is a duplicate */
+    size_t first_server;      /* the flags every listen there must agree with */
+    size_t first_listen;      /* its listen's index in that server */
+    size_t default_server, options_server, nameless_server;
+};
+
 struct conf_state {
     struct conf_config *config;
     struct conf_error *error;
@@ -167,6 +205,12 @@ struct conf_state {
     const struct conf_node **server_nodes; /* one per config->servers, same order */
     struct conf_proxy_ref *proxy_refs;
     size_t proxy_ref_count;
+    struct conf_index locations; /* the server's: kind and path -> index */
+    struct conf_index addresses; /* listen addresses (conf_address_key) -> address_index */
+    struct conf_address_use *address_uses;
+    struct conf_index names;          /* address_index and lower-case server_name -> server */
+    struct conf_index upstream_names; /* -> index in config->upstreams */
+    struct conf_index proxy_targets;  /* proxy_pass strings -> conf_location.proxy_target */
 };
 
 /* registry.c */
@@ -288,6 +332,9 @@ int conf__parse_uint(const char *text, unsigned *out); /* -1 with errno EINVAL o
 int conf__arg_uint(struct conf_state *state, const struct conf_arg *arg, const char *what,
                    unsigned min, unsigned max, unsigned *out);
 int conf__arg_size(struct conf_state *state, const struct conf_arg *arg, size_t *out);
+/* This machine's physical memory in bytes, the bound of the sizes that
+ * become memory shared by every worker (the limit zones). */
+uint64_t conf__physical_memory(void);
 int conf__arg_duration(struct conf_state *state, const struct conf_arg *arg, uint32_t *out_ms);
 int conf__arg_switch(struct conf_state *state, const struct conf_arg *arg, bool *out); /* on|off */
 

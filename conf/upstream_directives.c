@@ -30,12 +30,16 @@ static int apply_upstream(struct conf_state *state, const struct conf_node *node
                               "invalid upstream name \"%s\" (use letters, digits, \"-\", \"_\" "
                               "and \".\")",
                               name->text);
-    const struct conf_upstream *other = conf__find_upstream(config, name->text);
-    if (other != NULL) {
+    size_t first;
+    int added = conf__index_add(&state->upstream_names, name->text, strlen(name->text),
+                                config->upstream_count, &first);
+    if (added < 0)
+        return conf__error_at(state->error, &name->pos, "out of memory");
+    if (added == 1) {
         char where[300];
-        return conf__error_at(state->error, &name->pos, "duplicate upstream \"%s\" (first at %s)",
-                              name->text,
-                              conf__where(where, sizeof(where), &name->pos, &other->pos));
+        return conf__error_at(
+            state->error, &name->pos, "duplicate upstream \"%s\" (first at %s)", name->text,
+            conf__where(where, sizeof(where), &name->pos, &config->upstreams[first].pos));
     }
     struct conf_upstream *upstreams = conf__grow(state, &node->name.pos, config->upstreams,
                                                  config->upstream_count, sizeof(*upstreams));
@@ -199,6 +203,18 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
     if (server.resolve ? check_resolve_name(state, address) != 0
                        : conf__arg_address(state, address, "server address") != 0)
         return -1;
+    /* The balancer keeps the servers a request has tried as the bits of
+     * one word (proto/upstream.h), and a resolve server holds a slot for
+     * each address it may have at once. */
+    size_t slots = server.resolve ? UPSTREAM_RESOLVE_SLOTS : 1;
+    for (size_t i = 0; i < upstream->server_count; i++)
+        slots += upstream->servers[i].resolve ? UPSTREAM_RESOLVE_SLOTS : 1;
+    if (slots > UPSTREAM_MAX_SERVERS)
+        return conf__error_at(state->error, &address->pos,
+                              "upstream \"%s\" has more than %d servers (at most %d addresses, a "
+                              "server with \"resolve\" counting as %d)",
+                              upstream->name, UPSTREAM_MAX_SERVERS, UPSTREAM_MAX_SERVERS,
+                              UPSTREAM_RESOLVE_SLOTS);
     /* The config owns what the upstream's struct points to. */
     struct proxy_server_conf *servers = conf__grow(state, &address->pos, (void *)upstream->servers,
                                                    upstream->server_count, sizeof(*servers));

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 /*
  * Reads the leading decimal digits of *p.  Returns 0 with *p past them, or
@@ -148,6 +149,14 @@ int conf__arg_size(struct conf_state *state, const struct conf_arg *arg, size_t 
     return conf__error_at(state->error, &arg->pos, "invalid size \"%s\"", arg->text);
 }
 
+uint64_t conf__physical_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0)
+        return UINT64_MAX; /* unknown: no bound but the type's */
+    return (uint64_t)pages * (uint64_t)page;
+}
+
 int conf__arg_duration(struct conf_state *state, const struct conf_arg *arg, uint32_t *out_ms)
 {
     if (conf_parse_duration(arg->text, out_ms) == 0)
@@ -206,6 +215,48 @@ int conf__arg_address(struct conf_state *state, const struct conf_arg *arg, cons
                           "invalid %s \"%s\" (expected HOST:PORT, [IPV6]:PORT, *:PORT, PORT or "
                           "unix:/PATH)",
                           kind, arg->text);
+}
+
+int conf__address_key(const char *text, struct conf_address_key *key)
+{
+    struct sockaddr_storage addr;
+    socklen_t len;
+    if (corral_parse_address(text, &addr, &len) != 0)
+        return -1;
+    unsigned char *p = key->bytes;
+    *p++ = (unsigned char)addr.ss_family;
+    /* The fields conf_same_address() compares, and nothing else: the
+     * resolver does not promise to zero the padding. */
+    switch (addr.ss_family) {
+    case AF_INET: {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&addr;
+        memcpy(p, &in->sin_port, sizeof(in->sin_port));
+        p += sizeof(in->sin_port);
+        memcpy(p, &in->sin_addr, sizeof(in->sin_addr));
+        p += sizeof(in->sin_addr);
+        break;
+    }
+    case AF_INET6: {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&addr;
+        memcpy(p, &in6->sin6_port, sizeof(in6->sin6_port));
+        p += sizeof(in6->sin6_port);
+        memcpy(p, &in6->sin6_scope_id, sizeof(in6->sin6_scope_id));
+        p += sizeof(in6->sin6_scope_id);
+        memcpy(p, &in6->sin6_addr, sizeof(in6->sin6_addr));
+        p += sizeof(in6->sin6_addr);
+        break;
+    }
+    case AF_UNIX: {
+        const char *path = ((const struct sockaddr_un *)&addr)->sun_path;
+        size_t n = strnlen(path, sizeof(((const struct sockaddr_un *)&addr)->sun_path));
+        memcpy(p, path, n);
+        p += n;
+        break;
+    }
+    default: return -1;
+    }
+    key->len = (size_t)(p - key->bytes);
+    return 0;
 }
 
 bool conf_same_address(const char *a, const char *b)

@@ -193,10 +193,10 @@ void balance_ring_free(struct balance_ring *ring)
 /* ---------------------------------------------------------------- picking */
 
 static bool usable(const struct proxy_upstream *up, const struct upstream_worker *worker, size_t i,
-                   uint64_t tried, uint64_t now)
+                   const struct upstream_tried *tried, uint64_t now)
 {
     const struct upstream_server *s = &up->servers[i];
-    return !(tried & (1ull << i)) && !s->disabled && worker->servers[i].down_until <= now &&
+    return !upstream_tried_has(tried, i) && !s->disabled && worker->servers[i].down_until <= now &&
            atomic_load_explicit(&s->state, memory_order_relaxed) == UPSTREAM_SLOT_ACTIVE &&
            !atomic_load_explicit(&s->checked_down, memory_order_relaxed) &&
            (s->max_conns == 0 ||
@@ -238,7 +238,8 @@ static int load_order(const struct proxy_upstream *up, const struct upstream_wor
 /* Smooth weighted round robin (nginx's), or least_conn with ties going
  * round robin. */
 static int pick_round_robin(struct proxy_upstream *up, struct upstream_worker *worker,
-                            uint64_t tried, bool backup, bool least_conn, uint64_t now)
+                            const struct upstream_tried *tried, bool backup, bool least_conn,
+                            uint64_t now)
 {
     int best = -1;
     int total = 0;
@@ -265,8 +266,8 @@ static int pick_round_robin(struct proxy_upstream *up, struct upstream_worker *w
 
 /* The same key lands on the same server while it is usable; else on the
  * next one in weight order. */
-static int pick_hash(struct proxy_upstream *up, struct upstream_worker *worker, uint64_t tried,
-                     uint32_t hash, uint64_t now)
+static int pick_hash(struct proxy_upstream *up, struct upstream_worker *worker,
+                     const struct upstream_tried *tried, uint32_t hash, uint64_t now)
 {
     unsigned weights = 0;
     for (size_t i = 0; i < up->server_count; i++)
@@ -293,8 +294,8 @@ static int pick_hash(struct proxy_upstream *up, struct upstream_worker *worker, 
 
 /* The first point at or after `hash`, then the following ones: a server
  * that is not usable passes its keys to the next servers on the ring. */
-static int pick_ring(struct proxy_upstream *up, struct upstream_worker *worker, uint64_t tried,
-                     uint32_t hash, uint64_t now)
+static int pick_ring(struct proxy_upstream *up, struct upstream_worker *worker,
+                     const struct upstream_tried *tried, uint32_t hash, uint64_t now)
 {
     const struct balance_ring *ring = up->ring;
     if (ring->count == 0)
@@ -307,14 +308,14 @@ static int pick_ring(struct proxy_upstream *up, struct upstream_worker *worker, 
         else
             hi = mid;
     }
-    uint64_t seen = 0;
+    struct upstream_tried seen = {{0}}; /* found not usable: their other points are skipped */
     for (size_t n = 0; n < ring->count; n++) {
         unsigned s = ring->points[(lo + n) % ring->count].server;
-        if (seen & (1ull << s))
+        if (upstream_tried_has(&seen, s))
             continue;
         if (usable(up, worker, s, tried, now))
             return (int)s;
-        seen |= 1ull << s;
+        upstream_tried_add(&seen, s);
     }
     return -1;
 }
@@ -331,18 +332,19 @@ static uint64_t next_random(struct upstream_worker *worker)
     return x * 0x2545f4914f6cdd1dull;
 }
 
+/* A random usable primary, by weight, other than `other` (-1: none). */
 static int pick_one_random(struct proxy_upstream *up, struct upstream_worker *worker,
-                           uint64_t tried, uint64_t now)
+                           const struct upstream_tried *tried, int other, uint64_t now)
 {
     uint64_t total = 0;
     for (size_t i = 0; i < up->server_count; i++)
-        if (!up->servers[i].backup && usable(up, worker, i, tried, now))
+        if (!up->servers[i].backup && (int)i != other && usable(up, worker, i, tried, now))
             total += weight_now(up, worker, i, now);
     if (total == 0)
         return -1;
     uint64_t point = (next_random(worker) >> 11) % total;
     for (size_t i = 0; i < up->server_count; i++) {
-        if (up->servers[i].backup || !usable(up, worker, i, tried, now))
+        if (up->servers[i].backup || (int)i == other || !usable(up, worker, i, tried, now))
             continue;
         unsigned w = weight_now(up, worker, i, now);
         if (point < w)
@@ -355,20 +357,20 @@ static int pick_one_random(struct proxy_upstream *up, struct upstream_worker *wo
 /* random two: the less loaded of two random picks, which spreads load
  * nearly as well as least_conn without every worker herding onto the
  * same least loaded server. */
-static int pick_random(struct proxy_upstream *up, struct upstream_worker *worker, uint64_t tried,
-                       uint64_t now)
+static int pick_random(struct proxy_upstream *up, struct upstream_worker *worker,
+                       const struct upstream_tried *tried, uint64_t now)
 {
-    int first = pick_one_random(up, worker, tried, now);
+    int first = pick_one_random(up, worker, tried, -1, now);
     if (first < 0 || !up->random_two)
         return first;
-    int second = pick_one_random(up, worker, tried | (1ull << first), now);
+    int second = pick_one_random(up, worker, tried, first, now);
     if (second < 0)
         return first;
     return load_order(up, worker, (size_t)second, (size_t)first, now) < 0 ? second : first;
 }
 
-int upstream_pick_server(struct proxy_upstream *up, struct upstream_worker *worker, uint64_t tried,
-                         uint32_t hash, uint64_t now)
+int upstream_pick_server(struct proxy_upstream *up, struct upstream_worker *worker,
+                         const struct upstream_tried *tried, uint32_t hash, uint64_t now)
 {
     int server;
     switch (up->balance) {
@@ -393,7 +395,7 @@ int upstream_pick_server(struct proxy_upstream *up, struct upstream_worker *work
 }
 
 bool upstream_any_usable(const struct proxy_upstream *up, const struct upstream_worker *worker,
-                         uint64_t tried, uint64_t now)
+                         const struct upstream_tried *tried, uint64_t now)
 {
     for (size_t i = 0; i < up->server_count; i++)
         if (usable(up, worker, i, tried, now))

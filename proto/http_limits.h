@@ -20,6 +20,10 @@ struct http_limits {
     size_t max_body_size;   /* 0 = unlimited; larger: 413 */
 };
 
+/* The largest client_max_header_size: a connection may hold a head this
+ * large, and HTTP/2's header list has the same ceiling. */
+#define HTTP_MAX_HEADER_SIZE_MAX (16u * 1024 * 1024)
+
 /* The defaults, as docs/config.md gives them. */
 #define HTTP_LIMITS_DEFAULT                                                                        \
     ((struct http_limits){                                                                         \

@@ -35,9 +35,9 @@ struct proxy_exchange {
     char *head; /* the request head as forwarded, kept for a retry */
     size_t head_len;
     char client[80]; /* the client's address, for X-Forwarded-For and hash */
-    uint64_t tried;  /* servers tried, as bits */
-    uint32_t hash;   /* of the balancing key (hash, ip_hash) */
-    unsigned tries;  /* servers asked, for proxy_next_upstream_tries */
+    struct upstream_tried tried;
+    uint32_t hash;  /* of the balancing key (hash, ip_hash) */
+    unsigned tries; /* servers asked, for proxy_next_upstream_tries */
     /* A response status proxy_next_upstream lists, while px_fail() sends
      * the request on; 0 otherwise. */
     unsigned next_status;
@@ -123,7 +123,7 @@ static bool px_retry_status(struct proxy_exchange *px, unsigned status)
 {
     return proxy_next_status_condition(status) != 0 && !px->body_started &&
            px_may_retry(px, proxy_next_status_condition(status), true) &&
-           upstream_any_usable(px->loc->upstream, px_worker(px), px->tried,
+           upstream_any_usable(px->loc->upstream, px_worker(px), &px->tried,
                                corral_loop_now(exchange_loop(px->ex)));
 }
 
@@ -381,10 +381,10 @@ static int px_send(struct proxy_exchange *px)
     if (up->proxy_protocol != 0)
         pp.len = proxy_protocol_encode_exchange(px->ex, up->proxy_protocol, pp.data);
     for (;;) {
-        int server = upstream_pick_server(up, worker, px->tried, px->hash, corral_loop_now(loop));
+        int server = upstream_pick_server(up, worker, &px->tried, px->hash, corral_loop_now(loop));
         if (server < 0)
             return -EHOSTUNREACH;
-        px->tried |= 1ull << server;
+        upstream_tried_add(&px->tried, (size_t)server);
         if (!upstream_server_acquire(up, worker, (unsigned)server))
             continue; /* its max_conns filled meanwhile */
         px->tries++;
@@ -486,7 +486,7 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
         return;
     }
     if (stale) { /* not a try: the pooled connection was dead already */
-        px->tried &= ~(1ull << server);
+        upstream_tried_remove(&px->tried, server);
         px->tries--;
     }
     /* A connection that never opened, or a pooled one the upstream had

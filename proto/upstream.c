@@ -88,9 +88,25 @@ int proxy_upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
     up->name = strdup(conf->name);
     up->servers = calloc(slots, sizeof(*up->servers));
     up->workers = aligned_alloc(64, workers * sizeof(*up->workers));
+    if (up->workers != NULL)
+        memset(up->workers, 0, workers * sizeof(*up->workers));
     if (up->name == NULL || up->servers == NULL || up->workers == NULL)
         goto nomem;
-    memset(up->workers, 0, workers * sizeof(*up->workers));
+    /* Each worker's view of the servers, as many as this upstream has: an
+     * upstream of one server costs a few hundred bytes per worker, not
+     * the most an upstream may hold.  Cache-line aligned, as other threads
+     * read the stats. */
+    for (unsigned w = 0; w < workers; w++) {
+        struct upstream_worker *uw = &up->workers[w];
+        size_t servers_size = (slots * sizeof(*uw->servers) + 63) & ~(size_t)63;
+        size_t stats_size = (slots * sizeof(*uw->stats) + 63) & ~(size_t)63;
+        uw->servers = aligned_alloc(64, servers_size);
+        uw->stats = aligned_alloc(64, stats_size);
+        if (uw->servers == NULL || uw->stats == NULL)
+            goto nomem;
+        memset(uw->servers, 0, servers_size);
+        memset(uw->stats, 0, stats_size);
+    }
     for (size_t i = 0; i < conf->server_count; i++) {
         const struct proxy_server_conf *sc = &conf->servers[i];
         for (unsigned k = 0; k < (sc->resolve ? UPSTREAM_RESOLVE_SLOTS : 1u); k++) {
@@ -171,6 +187,10 @@ void proxy_upstream_free(struct proxy_upstream *upstream)
         free(upstream->servers[i].resolve_name);
     }
     free(upstream->servers);
+    for (unsigned w = 0; upstream->workers != NULL && w < upstream->worker_count; w++) {
+        free(upstream->workers[w].servers);
+        free(upstream->workers[w].stats);
+    }
     free(upstream->workers);
     free(upstream->name);
     tls_client_free(upstream->tls);

@@ -152,8 +152,9 @@ void proxy_upstream_take_health(struct proxy_upstream *upstream,
  * Everything per worker is touched by that worker's thread only, except the
  * error counters, which other threads read. */
 
-/* Servers in one upstream: tried servers are kept as bits of a uint64_t. */
-#define UPSTREAM_MAX_SERVERS 64
+/* Server slots in one upstream: a request keeps the ones it tried as bits
+ * (struct upstream_tried), inside its own state. */
+#define UPSTREAM_MAX_SERVERS 1024
 /* The addresses a `resolve` server may have at once: each is a slot of
  * the upstream's servers. */
 #define UPSTREAM_RESOLVE_SLOTS 4
@@ -195,6 +196,26 @@ struct upstream_server {
 
 struct upstream_conn;
 
+/* The servers one request has tried, as bits; zeroed: none. */
+struct upstream_tried {
+    uint64_t bits[UPSTREAM_MAX_SERVERS / 64];
+};
+
+static inline bool upstream_tried_has(const struct upstream_tried *tried, size_t server)
+{
+    return (tried->bits[server / 64] >> (server % 64)) & 1;
+}
+
+static inline void upstream_tried_add(struct upstream_tried *tried, size_t server)
+{
+    tried->bits[server / 64] |= 1ull << (server % 64);
+}
+
+static inline void upstream_tried_remove(struct upstream_tried *tried, size_t server)
+{
+    tried->bits[server / 64] &= ~(1ull << (server % 64));
+}
+
 /* A worker's view of one server: balancing, health and its idle pool. */
 struct server_state {
     int current_weight; /* smooth weighted round robin */
@@ -213,13 +234,14 @@ struct upstream_server_stats {
     struct histogram response[STATUS_CLASSES];
 };
 
+/* servers and stats have one entry per server slot of the upstream. */
 struct upstream_worker {
-    struct server_state servers[UPSTREAM_MAX_SERVERS];
+    struct server_state *servers;
     unsigned idle_count;
     uint64_t random;                            /* xorshift state for balance random */
     uint64_t local_error_logged_ms;             /* loop clock; 0: never */
     _Atomic uint64_t errors[PROXY_ERROR_KINDS]; /* written by the worker only */
-    struct upstream_server_stats stats[UPSTREAM_MAX_SERVERS];
+    struct upstream_server_stats *stats;
 } __attribute__((aligned(64)));
 
 struct balance_ring;
@@ -281,16 +303,16 @@ struct upstream_conn {
 struct upstream_worker *upstream_worker_of(const struct proxy_upstream *upstream,
                                            const corral_worker *worker);
 
-/* Picks a server not in `tried` (bits), usable (not down, under its
- * max_conns), or -1; a backup only when no other is usable.  `hash` is
- * the request's key hash (balance_key_hash()) for hash and ip_hash. */
-int upstream_pick_server(struct proxy_upstream *up, struct upstream_worker *worker, uint64_t tried,
-                         uint32_t hash, uint64_t now);
+/* Picks a server not in `tried`, usable (not down, under its max_conns),
+ * or -1; a backup only when no other is usable.  `hash` is the request's
+ * key hash (balance_key_hash()) for hash and ip_hash. */
+int upstream_pick_server(struct proxy_upstream *up, struct upstream_worker *worker,
+                         const struct upstream_tried *tried, uint32_t hash, uint64_t now);
 
 /* Whether upstream_pick_server() would find a server, without taking a
  * balancing turn. */
 bool upstream_any_usable(const struct proxy_upstream *up, const struct upstream_worker *worker,
-                         uint64_t tried, uint64_t now);
+                         const struct upstream_tried *tried, uint64_t now);
 
 /* Counts a request in flight to `server`; false when that would pass its
  * max_conns (another worker took the last slot meanwhile). */

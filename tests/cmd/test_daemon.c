@@ -86,6 +86,57 @@ START_TEST(check_config_exit_codes)
 }
 END_TEST
 
+/* A config of an upstream of `count` servers proxied to, in `path`. */
+static void write_upstream_config(const char *path, int count)
+{
+    size_t size = 256 + (size_t)count * 40;
+    char *text = malloc(size);
+    ck_assert_ptr_nonnull(text);
+    size_t used = (size_t)snprintf(text, size,
+                                   "workers 2;\nadmin { listen 127.0.0.2:0; }\nupstream many {\n");
+    for (int i = 0; i < count; i++)
+        used += (size_t)snprintf(text + used, size - used, "    server 127.0.%d.%d:%d;\n", i / 250,
+                                 1 + i % 250, 20000 + i);
+    snprintf(text + used, size - used,
+             "}\nserver {\n    listen 127.0.0.1:0;\n"
+             "    location / { proxy_pass http://many; }\n}\n");
+    test_write_file(path, text);
+    free(text);
+}
+
+/* More than 64 servers in an upstream (the bound once was 64, and -t then
+ * exited without a word): -t and a start take them; one server more than
+ * the bound is named with its position by -t and by a start alike. */
+START_TEST(upstream_server_bound_is_named)
+{
+    char conf[PATH_MAX], out[4096], args[PATH_MAX + 8];
+    test_daemon_file(conf, sizeof(conf), "up.conf");
+    write_upstream_config(conf, 65);
+    snprintf(args, sizeof(args), "-t -c %s", conf);
+    ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 0);
+    struct test_daemon d;
+    test_daemon_init(&d, "up");
+    write_upstream_config(d.conf, 1024);
+    test_daemon_start(&d);
+    /* No server listens: the request goes to each of the 1024 in turn,
+     * each tried once, then gets 502. */
+    char body[256];
+    ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 502);
+    test_daemon_stop(&d);
+
+    write_upstream_config(conf, 1025);
+    char expected[PATH_MAX + 64];
+    snprintf(expected, sizeof(expected), "%s:1028:12: upstream \"many\" has more than 1024 servers",
+             conf);
+    ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 1);
+    ck_assert_msg(strstr(out, expected) != NULL, "no \"%s\" in:\n%s", expected, out);
+    snprintf(args, sizeof(args), "-c %s", conf);
+    ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 1);
+    ck_assert_msg(strstr(out, expected) != NULL, "no \"%s\" in:\n%s", expected, out);
+    ck_assert_msg(strstr(out, "Invalid argument") == NULL, "%s", out);
+}
+END_TEST
+
 START_TEST(probe_and_version)
 {
     char out[8192];
@@ -1131,6 +1182,7 @@ Suite *test_suite(void)
     test_daemon_fixture(tc);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, check_config_exit_codes);
+    tcase_add_test(tc, upstream_server_bound_is_named);
     tcase_add_test(tc, probe_and_version);
     tcase_add_test(tc, serves_and_reports_metrics);
     tcase_add_loop_test(tc, wakeup_mode_from_config_shows_in_metrics, 0,

@@ -7,10 +7,12 @@
 #include "conf/config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------- helpers */
@@ -768,6 +770,83 @@ START_TEST(servers_told_apart)
 }
 END_TEST
 
+/* What the daemon groups by, numbered by the parser: each distinct listen
+ * address (whatever its spelling), each distinct proxy_pass string, and
+ * the upstream block a proxy_pass names. */
+START_TEST(addresses_and_proxy_targets_are_numbered)
+{
+    struct conf_config *c =
+        parse_ok("upstream b { server 127.0.0.1:9001; }\n"
+                 "upstream a { server 127.0.0.1:9000; }\n"
+                 "server { listen 127.0.0.1:80; listen *:81; server_name x.example;\n"
+                 "  location / { proxy_pass http://a; }\n"
+                 "  location /b { proxy_pass http://b/; }\n"
+                 "  location /c { proxy_pass http://127.0.0.1:9002; } }\n"
+                 "server { listen 0.0.0.0:81; listen 127.000.0.1:80; server_name y.example;\n"
+                 "  location / { proxy_pass http://a/x/; }\n"
+                 "  location /s { proxy_pass https://a; } }\n"
+                 "server { listen [::1]:80; location / { return 204; } }\n");
+    ck_assert_uint_eq(c->listen_address_count, 3);
+    ck_assert_uint_eq(c->servers[0].listens[0].address_index, 0);
+    ck_assert_uint_eq(c->servers[0].listens[1].address_index, 1);
+    ck_assert_uint_eq(c->servers[1].listens[0].address_index, 1);
+    ck_assert_uint_eq(c->servers[1].listens[1].address_index, 0);
+    ck_assert_uint_eq(c->servers[2].listens[0].address_index, 2);
+    const struct conf_location *l0 = c->servers[0].locations, *l1 = c->servers[1].locations;
+    ck_assert_uint_eq(c->proxy_target_count, 4);
+    ck_assert_uint_eq(l0[0].proxy_target, 0);
+    ck_assert_uint_eq(l0[1].proxy_target, 1);
+    ck_assert_uint_eq(l0[2].proxy_target, 2);
+    ck_assert_uint_eq(l1[0].proxy_target, 0); /* the path is not part of it */
+    ck_assert_uint_eq(l1[1].proxy_target, 3);
+    ck_assert_uint_eq(l0[0].proxy_upstream, 1);
+    ck_assert_uint_eq(l0[1].proxy_upstream, 0);
+    ck_assert_uint_eq(l0[2].proxy_upstream, SIZE_MAX);
+    ck_assert_uint_eq(l1[1].proxy_upstream, 1);
+    conf_free(c);
+}
+END_TEST
+
+/* CPU time, which other processes on the machine do not stretch. */
+static double cpu_seconds_since(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+    return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
+}
+
+/* Parsing grows linearly: each location, listen and server name is checked
+ * against the earlier ones through an index.  Comparing each with every
+ * earlier one took seconds here (tests/bench/conf-scale.sh measures it). */
+START_TEST(many_locations_and_servers_parse_quickly)
+{
+    enum { LOCATIONS = 30000, SERVERS = 8000 };
+    size_t size = (size_t)LOCATIONS * 48 + (size_t)SERVERS * 120 + 64;
+    char *text = malloc(size);
+    ck_assert_ptr_nonnull(text);
+    size_t used = (size_t)snprintf(text, size, "server { listen 127.0.0.1:80;\n");
+    for (int i = 0; i < LOCATIONS; i++)
+        used += (size_t)snprintf(text + used, size - used, "location /p%d { return 204; }\n", i);
+    used += (size_t)snprintf(text + used, size - used, "}\n");
+    for (int i = 0; i < SERVERS; i++)
+        used += (size_t)snprintf(text + used, size - used,
+                                 "server { listen 127.0.0.1:80; server_name s%d.example; "
+                                 "location / { return 204; } }\n",
+                                 i);
+    ck_assert_uint_lt(used, size - 1);
+    struct timespec start;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &start);
+    struct conf_config *c = parse_ok(text);
+    double took = cpu_seconds_since(&start);
+    ck_assert_uint_eq(c->servers[0].location_count, LOCATIONS);
+    ck_assert_uint_eq(c->server_count, SERVERS + 1);
+    conf_free(c);
+    free(text);
+    /* Linear: well under 1 s of CPU, ASan included; quadratic: over 7 s. */
+    ck_assert_msg(took < 4.0, "parsing took %.2f s of CPU", took);
+}
+END_TEST
+
 /* real_ip and allow/deny: each block keeps what it writes and takes the
  * rest from its parent, the lists as a whole (nginx's merge). */
 START_TEST(access_inheritance)
@@ -1025,7 +1104,7 @@ static const struct error_case error_cases[] = {
     {"client_max_body_size -1;", "test.conf:1:22: invalid size \"-1\""},
     {"client_max_body_size 99999999999g;", "test.conf:1:22: size \"99999999999g\" is too large"},
     {"client_max_header_size 0;",
-     "test.conf:1:24: \"client_max_header_size\" must be at least 1, got \"0\""},
+     "test.conf:1:24: \"client_max_header_size\" must be between 1 and 16384k, got \"0\""},
     {"keepalive_timeout 5x;", "test.conf:1:19: invalid duration \"5x\""},
     {"keepalive_timeout 50d;", "test.conf:1:19: duration \"50d\" is too large (at most 49 days)"},
     {"wakeup fast;",
@@ -1850,7 +1929,8 @@ START_TEST(glob_errors)
     /* A directory matched by a glob is not a config file. */
     write_file(&dir, "main.conf", "include s*;\n");
     ck_assert_int_eq(load(&dir, "main.conf", &c, &error), -1);
-    snprintf(expect, sizeof(expect), "%s/main.conf:1:9: cannot read \"%s/sites\": Is a directory",
+    snprintf(expect, sizeof(expect),
+             "%s/main.conf:1:9: cannot include \"%s/sites\": a directory, not a regular file",
              dir.path, dir.path);
     ck_assert_str_eq(error.text, expect);
 
@@ -1970,6 +2050,144 @@ START_TEST(duration_table)
 }
 END_TEST
 
+/* ------------------------------------------------------------- bounds */
+
+/* An upstream of `count` servers, each `extra` (e.g. " resolve"), the
+ * server lines starting on line 2. */
+static char *upstream_text(unsigned count, const char *extra)
+{
+    size_t size = 64 + count * (48 + strlen(extra));
+    char *text = malloc(size);
+    ck_assert_ptr_nonnull(text);
+    size_t used = (size_t)snprintf(text, size, "upstream u {\n resolver 127.0.0.1;\n");
+    for (unsigned i = 0; i < count; i++)
+        used += (size_t)snprintf(text + used, size - used, "  server 127.0.0.%u:%u%s;\n",
+                                 1 + i / 250, 1000 + i, extra);
+    snprintf(text + used, size - used, "}\n");
+    return text;
+}
+
+/* The servers of an upstream are bounded (a request keeps the ones it
+ * tried as bits): one too many is named where it is written, and a
+ * resolve server counts for the addresses it may hold at once. */
+START_TEST(upstream_server_count_is_bounded)
+{
+    char *text = upstream_text(1024, "");
+    struct conf_config *c = parse_ok(text);
+    ck_assert_uint_eq(c->upstreams[0].upstream.server_count, 1024);
+    conf_free(c);
+    free(text);
+
+    struct conf_error error;
+    text = upstream_text(1025, "");
+    ck_assert_str_eq(parse_error(text, NULL, &error),
+                     "test.conf:1027:10: upstream \"u\" has more than 1024 servers (at most 1024 "
+                     "addresses, a server with \"resolve\" counting as 4)");
+    free(text);
+
+    text = upstream_text(256, " resolve");
+    conf_free(parse_ok(text));
+    free(text);
+    text = upstream_text(257, " resolve");
+    ck_assert_str_eq(parse_error(text, NULL, &error),
+                     "test.conf:259:10: upstream \"u\" has more than 1024 servers (at most 1024 "
+                     "addresses, a server with \"resolve\" counting as 4)");
+    free(text);
+}
+END_TEST
+
+/* include names config files: a FIFO would block the parser for good, a
+ * device would be read forever or as garbage.  Each is refused by name,
+ * by a plain name or through a glob, without opening it for long. */
+START_TEST(include_refuses_what_is_not_a_regular_file)
+{
+    struct tmpdir dir;
+    make_tmpdir(&dir);
+    char path[256], expect[768];
+    snprintf(path, sizeof(path), "%s/sites/fifo.conf", dir.path);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    struct conf_config *c;
+    struct conf_error error;
+    /* A blocking open would hang here: the case's timeout bounds it. */
+    write_file(&dir, "main.conf", "workers 2;\ninclude sites/fifo.conf;\n");
+    ck_assert_int_eq(load(&dir, "main.conf", &c, &error), -1);
+    ck_assert_ptr_null(c);
+    snprintf(expect, sizeof(expect),
+             "%s/main.conf:2:9: cannot include \"%s\": a FIFO, not a regular file", dir.path, path);
+    ck_assert_str_eq(error.text, expect);
+
+    write_file(&dir, "main.conf", "include sites/*.conf;\n");
+    ck_assert_int_eq(load(&dir, "main.conf", &c, &error), -1);
+    snprintf(expect, sizeof(expect),
+             "%s/main.conf:1:9: cannot include \"%s\": a FIFO, not a regular file", dir.path, path);
+    ck_assert_str_eq(error.text, expect);
+
+    write_file(&dir, "main.conf", "include /dev/zero;\n");
+    ck_assert_int_eq(load(&dir, "main.conf", &c, &error), -1);
+    snprintf(expect, sizeof(expect),
+             "%s/main.conf:1:9: cannot include \"/dev/zero\": a character device, not a "
+             "regular file",
+             dir.path);
+    ck_assert_str_eq(error.text, expect);
+
+    /* A symlink to a regular file is a regular file. */
+    ck_assert_int_eq(unlink(path), 0);
+    write_file(&dir, "real.conf", "workers 3;\n");
+    snprintf(expect, sizeof(expect), "%s/real.conf", dir.path);
+    ck_assert_int_eq(symlink(expect, path), 0);
+    write_file(&dir, "main.conf", "include sites/*.conf;\n");
+    ck_assert_int_eq(load(&dir, "main.conf", &c, &error), 0);
+    ck_assert_uint_eq(c->workers, 3);
+    conf_free(c);
+    remove_tmpdir(&dir);
+}
+END_TEST
+
+/* This machine's memory, as the parser bounds zones by it. */
+static uint64_t physical_memory(void)
+{
+    return (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Sizes that become memory are bounded: a zone by this machine's memory,
+ * a buffer by a fixed ceiling, each saying its bound. */
+START_TEST(sizes_that_allocate_are_bounded)
+{
+    struct conf_error error;
+    char text[256], expect[512];
+    uint64_t memory = physical_memory();
+    static const char *const zones[][2] = {
+        {"limit_req_zone $binary_remote_addr zone=z:", " rate=1r/s;"},
+        {"limit_conn_zone $binary_remote_addr zone=z:", ";"}};
+    for (size_t i = 0; i < 2; i++) {
+        char size[32];
+        snprintf(size, sizeof(size), "%" PRIu64 "k", memory / 1024);
+        snprintf(text, sizeof(text), "%s%s%s", zones[i][0], size, zones[i][1]);
+        conf_free(parse_ok(text));
+        snprintf(size, sizeof(size), "%" PRIu64 "k", memory / 1024 + 1);
+        snprintf(text, sizeof(text), "%s%s%s", zones[i][0], size, zones[i][1]);
+        snprintf(expect, sizeof(expect),
+                 "test.conf:1:%d: zone \"z\" of %s is larger than this machine's memory "
+                 "(%" PRIu64 "k)",
+                 i == 0 ? 43 : 44, size, memory / 1024);
+        ck_assert_str_eq(parse_error(text, NULL, &error), expect);
+        snprintf(text, sizeof(text), "%s1000g%s", zones[i][0], zones[i][1]);
+        ck_assert_ptr_nonnull(strstr(parse_error(text, NULL, &error), "larger than this machine"));
+    }
+
+    conf_free(parse_ok("access_log /tmp/a.log buffer=16m;"));
+    ck_assert_str_eq(parse_error("access_log /tmp/a.log buffer=1000g;", NULL, &error),
+                     "test.conf:1:23: access_log buffer=1000g is too large (at most 16m)");
+    ck_assert_str_eq(parse_error("access_log /tmp/a.log buffer=16385k;", NULL, &error),
+                     "test.conf:1:23: access_log buffer=16385k is too large (at most 16m)");
+
+    conf_free(parse_ok("client_max_header_size 16m;"));
+    ck_assert_str_eq(parse_error("client_max_header_size 1000g;", NULL, &error),
+                     "test.conf:1:24: \"client_max_header_size\" must be between 1 and 16384k, got "
+                     "\"1000g\"");
+}
+END_TEST
+
 #define COUNT(table) ((int)(sizeof(table) / sizeof(table[0])))
 
 /* One comparison of addresses for the parser's duplicate checks and the
@@ -2005,6 +2223,8 @@ Suite *test_suite(void)
     tcase_add_test(valid, tls_server);
     tcase_add_test(valid, https_proxy_pass);
     tcase_add_test(valid, servers_told_apart);
+    tcase_add_test(valid, addresses_and_proxy_targets_are_numbered);
+    tcase_add_test(valid, many_locations_and_servers_parse_quickly);
     tcase_add_test(valid, proxy_upgrade_settings);
     tcase_add_test(valid, access_inheritance);
     tcase_add_test(valid, limit_inheritance);
@@ -2030,12 +2250,15 @@ Suite *test_suite(void)
     tcase_add_test(include, glob_includes_in_sorted_order);
     tcase_add_test(include, glob_errors);
     tcase_add_test(include, large_files);
+    tcase_add_test(include, include_refuses_what_is_not_a_regular_file);
     suite_add_tcase(suite, include);
 
     TCase *values = tcase_create("values");
     tcase_set_timeout(values, 20);
     tcase_add_loop_test(values, size_table, 0, COUNT(size_cases));
     tcase_add_loop_test(values, duration_table, 0, COUNT(duration_cases));
+    tcase_add_test(values, upstream_server_count_is_bounded);
+    tcase_add_test(values, sizes_that_allocate_are_bounded);
     suite_add_tcase(suite, values);
     return suite;
 }

@@ -55,7 +55,8 @@ static struct proxy_upstream *upstream_of(size_t count, const struct proxy_serve
 
 static int pick(struct proxy_upstream *up, uint32_t hash)
 {
-    return upstream_pick_server(up, upstream_worker_of(up, NULL), 0, hash, 1000000);
+    static const struct upstream_tried none;
+    return upstream_pick_server(up, upstream_worker_of(up, NULL), &none, hash, 1000000);
 }
 
 static uint32_t key_hash(unsigned n)
@@ -97,6 +98,46 @@ START_TEST(consistent_hash_moves_about_one_nth_of_the_keys)
                           "server %zu has %u keys", i, share[i]);
         proxy_upstream_free(before);
         proxy_upstream_free(after);
+    }
+}
+END_TEST
+
+/* A request's tried servers are bits past the first 64 too: with every
+ * method, the only server not tried yet is the one picked, and none once
+ * all are tried. */
+START_TEST(tried_servers_past_the_64th)
+{
+    static const struct {
+        enum proxy_balance balance;
+        bool consistent;
+    } methods[] = {{PROXY_BALANCE_ROUND_ROBIN, false},
+                   {PROXY_BALANCE_LEAST_CONN, false},
+                   {PROXY_BALANCE_RANDOM, false},
+                   {PROXY_BALANCE_HASH, false},
+                   {PROXY_BALANCE_HASH, true}};
+    enum { SERVERS = 200 };
+    for (int m = 0; m < COUNT(methods); m++) {
+        struct proxy_upstream *up =
+            upstream_of(SERVERS, NULL, methods[m].balance, methods[m].consistent);
+        struct upstream_worker *worker = upstream_worker_of(up, NULL);
+        for (size_t last = 0; last < SERVERS; last += 63) {
+            struct upstream_tried tried = {{0}};
+            for (size_t i = 0; i < SERVERS; i++)
+                if (i != last)
+                    upstream_tried_add(&tried, i);
+            for (uint32_t hash = 0; hash < 20; hash++)
+                ck_assert_int_eq(
+                    upstream_pick_server(up, worker, &tried, hash * 2654435761u, 1000000),
+                    (int)last);
+            ck_assert(upstream_any_usable(up, worker, &tried, 1000000));
+            upstream_tried_add(&tried, last);
+            ck_assert_int_eq(upstream_pick_server(up, worker, &tried, 7, 1000000), -1);
+            ck_assert(!upstream_any_usable(up, worker, &tried, 1000000));
+            upstream_tried_remove(&tried, last);
+            ck_assert(upstream_tried_has(&tried, last == 0 ? 1 : 0) &&
+                      !upstream_tried_has(&tried, last));
+        }
+        proxy_upstream_free(up);
     }
 }
 END_TEST
@@ -1116,6 +1157,7 @@ Suite *test_suite(void)
     TCase *tc = new_case(suite, "balance", 20, false);
     tcase_add_test(tc, consistent_hash_moves_about_one_nth_of_the_keys);
     tcase_add_test(tc, plain_hash_spreads_and_sticks);
+    tcase_add_test(tc, tried_servers_past_the_64th);
     tcase_add_test(tc, ip_hash_follows_the_client_address);
     tcase_add_test(tc, header_key_reads_the_named_header);
     tcase_add_test(tc, round_robin_follows_weights);
