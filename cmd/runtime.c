@@ -91,7 +91,7 @@ struct upstream_chains {
  * its certificate (and sent as SNI) is proxy_tls_name, else the host that
  * proxy_pass names: the upstream block's name, or the address's host. */
 static int upstream_tls_build(const struct conf_location *loc, const char *target, unsigned workers,
-                              size_t server_count, struct tls_client **out)
+                              size_t slots, struct tls_client **out)
 {
     char host[256];
     if (target[0] == '[')
@@ -102,7 +102,7 @@ static int upstream_tls_build(const struct conf_location *loc, const char *targe
     if (conf.server_name == NULL)
         conf.server_name = host;
     char error[512];
-    int err = tls_client_new(&conf, workers, server_count, out, error, sizeof(error));
+    int err = tls_client_new(&conf, workers, slots, out, error, sizeof(error));
     if (err == -EINVAL) {
         const struct conf_pos *pos =
             loc->proxy_tls.ca_file != NULL ? &loc->proxy_tls_ca_pos : &loc->pos;
@@ -158,7 +158,9 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
         conf.servers = &single;
         conf.server_count = 1;
     }
-    int err = https ? upstream_tls_build(loc, target, workers, conf.server_count, &conf.tls) : 0;
+    int err = https ? upstream_tls_build(loc, target, workers, proxy_upstream_conf_slots(&conf),
+                                         &conf.tls)
+                    : 0;
     if (err == 0)
         err = proxy_upstream_new(&conf, workers, out);
     if (err != 0) {

@@ -6,6 +6,7 @@
 #include "proto/tls_internal.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
@@ -89,6 +90,7 @@ int tls_client_connect(struct tls_client *client, corral_conn *conn, size_t serv
         return -ENOMEM;
     corral_worker *worker = corral_conn_worker(conn);
     size_t index = worker != NULL ? corral_worker_index(worker) : 0;
+    assert(index < client->workers && server < client->server_count);
     tc->client = client;
     tc->session = resume ? &client->sessions[index * client->server_count + server] : NULL;
     SSL *ssl = tc->ssl;

@@ -23,9 +23,7 @@ const char *const proxy_error_kind_names[PROXY_ERROR_KINDS] = {
     [PROXY_ERROR_TLS] = "tls",
 };
 
-/* The servers' slots: one per address, UPSTREAM_RESOLVE_SLOTS per
- * `resolve` server. */
-static size_t slot_count(const struct proxy_upstream_conf *conf)
+size_t proxy_upstream_conf_slots(const struct proxy_upstream_conf *conf)
 {
     size_t n = 0;
     for (size_t i = 0; i < conf->server_count; i++)
@@ -71,7 +69,7 @@ static int resolver_init(struct proxy_upstream *up, const char *text)
 int proxy_upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
                        struct proxy_upstream **out)
 {
-    size_t slots = slot_count(conf);
+    size_t slots = proxy_upstream_conf_slots(conf);
     if (conf->server_count == 0 || slots > UPSTREAM_MAX_SERVERS)
         return -EINVAL;
     struct proxy_upstream *up = calloc(1, sizeof(*up));

@@ -129,6 +129,11 @@ enum proxy_server_state {
     PROXY_SERVER_DISABLED, /* `down` in the config */
 };
 size_t proxy_upstream_server_count(const struct proxy_upstream *upstream);
+
+/* The server slots an upstream made from `conf` has: one per address,
+ * UPSTREAM_RESOLVE_SLOTS per `resolve` server.  Whatever is kept per server
+ * (TLS sessions, stats) is indexed by slot, so sized by this. */
+size_t proxy_upstream_conf_slots(const struct proxy_upstream_conf *conf);
 const char *proxy_upstream_server_address(const struct proxy_upstream *upstream, size_t index);
 bool proxy_upstream_server_backup(const struct proxy_upstream *upstream, size_t index);
 enum proxy_server_state proxy_upstream_server_state(const struct proxy_upstream *upstream,

@@ -1080,6 +1080,8 @@ START_TEST(resolve_server_has_empty_slots_until_an_answer)
     conf.resolver_count = 1;
     ck_assert_int_eq(proxy_upstream_new(&conf, 1, &up), 0);
     ck_assert_uint_eq(proxy_upstream_server_count(up), 1 + UPSTREAM_RESOLVE_SLOTS);
+    /* What sizes the per-slot TLS sessions, known before the upstream is. */
+    ck_assert_uint_eq(proxy_upstream_conf_slots(&conf), proxy_upstream_server_count(up));
     for (unsigned k = 0; k < UPSTREAM_RESOLVE_SLOTS; k++) {
         ck_assert_str_eq(proxy_upstream_server_address(up, 1 + k), "app.test:8000");
         ck_assert_uint_eq(proxy_upstream_server_slot(up, 1 + k), k);
