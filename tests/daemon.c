@@ -232,19 +232,7 @@ void test_daemon_wait_generation(const struct test_daemon *d, unsigned n)
 
 char *test_daemon_wait_log(const struct test_daemon *d, const char *text)
 {
-    char *log = NULL;
-    uint64_t deadline = test_now_ms() + TEST_WAIT_MS;
-    for (int i = 0; i <= TEST_WAIT_MS / TEST_POLL_MS; i++) {
-        free(log);
-        log = test_daemon_log(d);
-        if (strstr(log, text) != NULL)
-            return log;
-        if (test_now_ms() >= deadline)
-            break;
-        test_sleep_ms(TEST_POLL_MS);
-    }
-    ck_abort_msg("no \"%s\" in the log after %d ms:\n%s", text, TEST_WAIT_MS, log);
-    return log;
+    return test_wait_file(d->log, text, TEST_WAIT_MS);
 }
 
 void test_daemon_stop(struct test_daemon *d)

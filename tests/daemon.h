@@ -91,8 +91,7 @@ int test_daemon_http_get(const char *host, int port, const char *path, char *bod
 
 /* The same, but a connection that fails or is reset returns -errno, for a
  * caller that expects that may happen and tries again. */
-int test_daemon_http_try_get(const char *host, int port, const char *path, char *body,
-                             size_t size);
+int test_daemon_http_try_get(const char *host, int port, const char *path, char *body, size_t size);
 
 /* The same to d's admin listener, which is on 127.0.0.2. */
 int test_daemon_admin_get(const struct test_daemon *d, const char *path, char *body, size_t size);

@@ -242,3 +242,20 @@ char *test_read_file(const char *path)
     fclose(f);
     return text;
 }
+
+char *test_wait_file(const char *path, const char *text, int timeout_ms)
+{
+    char *content = NULL;
+    uint64_t deadline = test_now_ms() + (uint64_t)timeout_ms;
+    for (int i = 0; i <= timeout_ms / TEST_POLL_MS; i++) {
+        free(content);
+        content = test_read_file(path);
+        if (strstr(content, text) != NULL)
+            return content;
+        if (test_now_ms() >= deadline)
+            break;
+        test_sleep_ms(TEST_POLL_MS);
+    }
+    ck_abort_msg("no \"%s\" in %s after %d ms:\n%s", text, path, timeout_ms, content);
+    return content;
+}

@@ -33,9 +33,9 @@ bool test_poll_until(bool (*cond)(void *arg), void *arg, int timeout_ms);
  * fails the test with the printf-style message that follows. */
 #define test_wait_for(expr, timeout_ms, ...)                                                       \
     do {                                                                                           \
-        uint64_t test_deadline_ = test_now_ms() + (uint64_t)(timeout_ms);                         \
+        uint64_t test_deadline_ = test_now_ms() + (uint64_t)(timeout_ms);                          \
         bool test_held_ = false;                                                                   \
-        for (int test_i_ = 0; test_i_ <= (timeout_ms) / TEST_POLL_MS && !(test_held_ = (expr));  \
+        for (int test_i_ = 0; test_i_ <= (timeout_ms) / TEST_POLL_MS && !(test_held_ = (expr));    \
              test_i_++) {                                                                          \
             if (test_now_ms() >= test_deadline_)                                                   \
                 break;                                                                             \
@@ -99,5 +99,9 @@ void test_daemon_path(char *buf, size_t size);
  * the result). */
 void test_write_file(const char *path, const char *text);
 char *test_read_file(const char *path);
+
+/* Waits up to timeout_ms until the file at `path` holds `text`; fails the
+ * test with what it holds if not.  Returns the whole file (free it). */
+char *test_wait_file(const char *path, const char *text, int timeout_ms);
 
 #endif
