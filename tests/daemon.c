@@ -154,7 +154,7 @@ void test_daemon_wait_listening(struct test_daemon *d)
 {
     d->port = d->admin_port = 0;
     uint64_t deadline = test_now_ms() + 5000;
-    for (int i = 0; i < 1000 && (d->port == 0 || d->admin_port == 0); i++) {
+    for (int i = 0; i < 5000 / TEST_POLL_MS && (d->port == 0 || d->admin_port == 0); i++) {
         if (test_now_ms() > deadline)
             break;
         int status;
@@ -163,7 +163,7 @@ void test_daemon_wait_listening(struct test_daemon *d)
             ck_abort_msg("daemon exited (status 0x%x) instead of starting:\n%s", status,
                          test_read_file(d->log));
         }
-        usleep(5000);
+        test_sleep_ms(TEST_POLL_MS);
         char *log = test_read_file(d->log);
         char *save = NULL;
         for (char *line = strtok_r(log, "\n", &save); line != NULL;
@@ -197,7 +197,7 @@ bool test_daemon_wait_port(int port, int timeout_ms)
     snprintf(address, sizeof(address), "127.0.0.1:%d", port);
     ck_assert_int_eq(corral_parse_address(address, &addr, &len), 0);
     uint64_t deadline = test_now_ms() + (uint64_t)timeout_ms;
-    for (int i = 0; i < 10000; i++) {
+    for (int i = 0; i <= timeout_ms / TEST_POLL_MS; i++) {
         int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         ck_assert_int_ge(fd, 0);
         int rc = connect(fd, (struct sockaddr *)&addr, len);
@@ -206,15 +206,40 @@ bool test_daemon_wait_port(int port, int timeout_ms)
             return true;
         if (test_now_ms() >= deadline)
             break;
-        usleep(10000);
+        test_sleep_ms(TEST_POLL_MS);
     }
     return false;
+}
+
+void test_daemon_wait_generation(const struct test_daemon *d, unsigned n)
+{
+    char expected[64], body[8192] = "";
+    snprintf(expected, sizeof(expected), "\"config_generation\": %u,", n);
+    uint64_t deadline = test_now_ms() + TEST_WAIT_MS;
+    /* Every 5 ms, not every TEST_POLL_MS: each look is a request the
+     * daemon serves, and some callers load it already. */
+    for (int i = 0; i < TEST_WAIT_MS / 5; i++) {
+        if (test_daemon_admin_get(d, "/status", body, sizeof(body)) == 200 &&
+            strstr(body, expected) != NULL)
+            return;
+        if (test_now_ms() >= deadline)
+            break;
+        test_sleep_ms(5);
+    }
+    ck_abort_msg("no %s in /status after %d ms:\n%s\nlog:\n%s", expected, TEST_WAIT_MS, body,
+                 test_daemon_log(d));
+}
+
+char *test_daemon_wait_log(const struct test_daemon *d, const char *text)
+{
+    return test_wait_file(d->log, text, TEST_WAIT_MS);
 }
 
 void test_daemon_stop(struct test_daemon *d)
 {
     kill(d->pid, SIGTERM);
-    for (int waited = 0; waited < 15000; waited += 10) {
+    uint64_t deadline = test_now_ms() + 15000;
+    for (int i = 0; i <= 15000 / TEST_POLL_MS && test_now_ms() < deadline; i++) {
         int status;
         if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
             d->pid = -1;
@@ -222,7 +247,7 @@ void test_daemon_stop(struct test_daemon *d)
                           "daemon exit status 0x%x; log:\n%s", status, test_read_file(d->log));
             return;
         }
-        usleep(10000);
+        test_sleep_ms(TEST_POLL_MS);
     }
     test_daemon_kill(d);
     ck_abort_msg("daemon did not stop on SIGTERM; log:\n%s", test_read_file(d->log));

@@ -65,6 +65,15 @@ void test_daemon_start(struct test_daemon *d);
 /* Waits up to `timeout_ms` until 127.0.0.1:port accepts a connection. */
 bool test_daemon_wait_port(int port, int timeout_ms);
 
+/* Waits up to TEST_WAIT_MS until d's /status shows configuration
+ * generation `n` (a new process counts from 1); fails the test with the
+ * page and the log if not. */
+void test_daemon_wait_generation(const struct test_daemon *d, unsigned n);
+
+/* Waits up to TEST_WAIT_MS until d's log holds `text`; fails the test with
+ * the log if not.  Returns the log (free it). */
+char *test_daemon_wait_log(const struct test_daemon *d, const char *text);
+
 /* SIGTERM, then waits up to 15 s: fails the test (with the log) unless the
  * daemon exits with status 0; kills it if it does not exit. */
 void test_daemon_stop(struct test_daemon *d);
@@ -82,8 +91,7 @@ int test_daemon_http_get(const char *host, int port, const char *path, char *bod
 
 /* The same, but a connection that fails or is reset returns -errno, for a
  * caller that expects that may happen and tries again. */
-int test_daemon_http_try_get(const char *host, int port, const char *path, char *body,
-                             size_t size);
+int test_daemon_http_try_get(const char *host, int port, const char *path, char *body, size_t size);
 
 /* The same to d's admin listener, which is on 127.0.0.2. */
 int test_daemon_admin_get(const struct test_daemon *d, const char *path, char *body, size_t size);

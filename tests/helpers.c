@@ -34,6 +34,26 @@ uint64_t test_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+void test_sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}
+
+bool test_poll_until(bool (*cond)(void *arg), void *arg, int timeout_ms)
+{
+    uint64_t deadline = test_now_ms() + (uint64_t)timeout_ms;
+    for (int i = 0; i <= timeout_ms / TEST_POLL_MS; i++) {
+        if (cond(arg))
+            return true;
+        if (test_now_ms() >= deadline)
+            break;
+        test_sleep_ms(TEST_POLL_MS);
+    }
+    return cond(arg);
+}
+
 int test_fd_count(void)
 {
     DIR *dir = opendir("/proc/self/fd");
@@ -165,11 +185,14 @@ void test_stop_server(corral_server *server)
 
 int test_wait_exit(pid_t pid, int timeout_ms)
 {
-    for (int waited = 0; waited < timeout_ms; waited += 10) {
+    uint64_t deadline = test_now_ms() + (uint64_t)timeout_ms;
+    for (int i = 0; i <= timeout_ms / TEST_POLL_MS; i++) {
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid)
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        usleep(10000);
+        if (test_now_ms() >= deadline)
+            break;
+        test_sleep_ms(TEST_POLL_MS);
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -218,4 +241,21 @@ char *test_read_file(const char *path)
     text[n] = '\0';
     fclose(f);
     return text;
+}
+
+char *test_wait_file(const char *path, const char *text, int timeout_ms)
+{
+    char *content = NULL;
+    uint64_t deadline = test_now_ms() + (uint64_t)timeout_ms;
+    for (int i = 0; i <= timeout_ms / TEST_POLL_MS; i++) {
+        free(content);
+        content = test_read_file(path);
+        if (strstr(content, text) != NULL)
+            return content;
+        if (test_now_ms() >= deadline)
+            break;
+        test_sleep_ms(TEST_POLL_MS);
+    }
+    ck_abort_msg("no \"%s\" in %s after %d ms:\n%s", text, path, timeout_ms, content);
+    return content;
 }

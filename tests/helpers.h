@@ -19,6 +19,35 @@ Suite *test_suite(void);
 /* Monotonic milliseconds. */
 uint64_t test_now_ms(void);
 
+/* How long a test waits for a state it expects, and how often it looks:
+ * generous, for sanitizer builds on a loaded machine; a state that comes
+ * sooner ends the wait sooner. */
+#define TEST_WAIT_MS 10000
+#define TEST_POLL_MS 2
+
+/* Calls cond(arg) every TEST_POLL_MS until it returns true (then true) or
+ * timeout_ms has passed (then false). */
+bool test_poll_until(bool (*cond)(void *arg), void *arg, int timeout_ms);
+
+/* Evaluates `expr` every TEST_POLL_MS until it is true; after timeout_ms,
+ * fails the test with the printf-style message that follows. */
+#define test_wait_for(expr, timeout_ms, ...)                                                       \
+    do {                                                                                           \
+        uint64_t test_deadline_ = test_now_ms() + (uint64_t)(timeout_ms);                          \
+        bool test_held_ = false;                                                                   \
+        for (int test_i_ = 0; test_i_ <= (timeout_ms) / TEST_POLL_MS && !(test_held_ = (expr));    \
+             test_i_++) {                                                                          \
+            if (test_now_ms() >= test_deadline_)                                                   \
+                break;                                                                             \
+            test_sleep_ms(TEST_POLL_MS);                                                           \
+        }                                                                                          \
+        ck_assert_msg(test_held_, __VA_ARGS__);                                                    \
+    } while (0)
+
+/* Sleeps `ms` milliseconds (EINTR restarts it): only to pace a loop, or
+ * where a test must let time pass to show that nothing happens. */
+void test_sleep_ms(int ms);
+
 /* Open file descriptors of this process. */
 int test_fd_count(void);
 
@@ -70,5 +99,9 @@ void test_daemon_path(char *buf, size_t size);
  * the result). */
 void test_write_file(const char *path, const char *text);
 char *test_read_file(const char *path);
+
+/* Waits up to timeout_ms until the file at `path` holds `text`; fails the
+ * test with what it holds if not.  Returns the whole file (free it). */
+char *test_wait_file(const char *path, const char *text, int timeout_ms);
 
 #endif

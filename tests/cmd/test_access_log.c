@@ -9,6 +9,7 @@
 #include "../helpers.h"
 
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,7 +70,8 @@ static void exchange_text(int port, const char *request)
 static char *wait_lines(const char *path, unsigned lines)
 {
     char *text = NULL;
-    for (int i = 0; i < 500; i++) {
+    uint64_t deadline = test_now_ms() + TEST_WAIT_MS;
+    for (int i = 0; i <= TEST_WAIT_MS / TEST_POLL_MS && test_now_ms() < deadline; i++) {
         free(text);
         text = test_read_file(path);
         unsigned n = 0;
@@ -77,7 +79,7 @@ static char *wait_lines(const char *path, unsigned lines)
             n++;
         if (n >= lines)
             return text;
-        usleep(10 * 1000);
+        test_sleep_ms(TEST_POLL_MS);
     }
     ck_abort_msg("fewer than %u lines in %s:\n%s", lines, path, text != NULL ? text : "");
     return NULL;
@@ -296,7 +298,10 @@ START_TEST(client_gone_is_499_with_its_request)
     int fd = test_connect(d.port);
     const char *request = "POST /gone?x=1 HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n0123";
     test_send_all(fd, request, strlen(request));
-    usleep(200 * 1000);
+    /* The client goes once the request is being proxied: the daemon has
+     * connected to the upstream. */
+    struct pollfd upstream = {.fd = silent, .events = POLLIN};
+    ck_assert_msg(poll(&upstream, 1, TEST_WAIT_MS) == 1, "the request was not proxied");
     close(fd);
     char *text = wait_lines(path, 1);
     ck_assert_msg(strstr(text, "127.0.0.1 - - [") == text, "%s", text);
@@ -424,7 +429,10 @@ START_TEST(buffered_lines_survive_a_reload_and_a_stop)
     start(&d, extra, NULL);
     for (int i = 0; i < 6; i++)
         exchange_text(d.port, "GET /before HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
-    usleep(100 * 1000);
+    /* Each line is logged as its response goes out: the first five had
+     * the time of the requests after them to show.  Nothing marks that the
+     * last was held back rather than late: a short pause for it. */
+    test_sleep_ms(20);
     char *text = test_read_file(path);
     ck_assert_msg(text[0] == '\0', "written before the buffer filled:\n%s", text);
     free(text);

@@ -171,15 +171,7 @@ START_TEST(a_loopback_admin_listener_is_not_warned)
     test_daemon_write_config(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n" SERVER);
     test_daemon_start(&d);
     ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
-    char *log = NULL;
-    for (int i = 0; i < 250; i++) { /* the reload's new listeners, at most 5 s */
-        free(log);
-        log = test_daemon_log(&d);
-        if (strstr(log, "generation 1: draining") != NULL)
-            break;
-        usleep(20000);
-    }
-    ck_assert_msg(strstr(log, "generation 1: draining") != NULL, "no reload: %s", log);
+    char *log = test_daemon_wait_log(&d, "generation 1: draining"); /* the reload's listeners */
     ck_assert_msg(strstr(log, "access control") == NULL, "%s", log);
     free(log);
     test_daemon_stop(&d);
@@ -344,13 +336,10 @@ START_TEST(a_reload_rotates_the_token)
     write_secret("admin.token", "new-token\n", 0600);
     ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
     int status = 0;
-    for (int i = 0; i < 250 && status != 200; i++) { /* at most 5 s */
-        status = admin_from(&d, "127.0.0.1", "/status", "Authorization: Bearer new-token\r\n",
-                            response, sizeof(response));
-        if (status != 200)
-            usleep(20000);
-    }
-    ck_assert_int_eq(status, 200);
+    test_wait_for(
+        (status = admin_from(&d, "127.0.0.1", "/status", "Authorization: Bearer new-token\r\n",
+                             response, sizeof(response))) == 200,
+        TEST_WAIT_MS, "status %d with the new token", status);
     ck_assert_int_eq(admin_from(&d, "127.0.0.1", "/status", "Authorization: Bearer old-token\r\n",
                                 response, sizeof(response)),
                      401);

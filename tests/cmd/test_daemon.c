@@ -200,19 +200,21 @@ START_TEST(wakeup_mode_from_config_shows_in_metrics)
 }
 END_TEST
 
-/* Whether GET / answers `expected` within 2 s.  A reset fails the test,
+/* Whether GET / answers `expected` within TEST_WAIT_MS.  A reset fails the test,
  * unless `layout_changes`: a reload that changes the socket layout may reset
  * a connection queued at that instant (a documented limit). */
 static bool answers(int port, const char *expected, bool layout_changes)
 {
     char body[256];
-    for (int i = 0; i < 100; i++) {
+    uint64_t deadline = test_now_ms() + TEST_WAIT_MS;
+    /* Every 5 ms, not every TEST_POLL_MS: each look is a request. */
+    for (int i = 0; i < TEST_WAIT_MS / 5 && test_now_ms() < deadline; i++) {
         int status = layout_changes
                          ? test_daemon_http_try_get("127.0.0.1", port, "/", body, sizeof(body))
                          : http_get(port, "/", body, sizeof(body));
         if (status == 200 && strcmp(body, expected) == 0)
             return true;
-        usleep(20000);
+        test_sleep_ms(5);
     }
     return false;
 }
@@ -238,7 +240,8 @@ START_TEST(reload_changes_the_answer_and_a_bad_one_keeps_it)
 
     test_write_file(d.conf, "workers 2;\nserver {\n    listen 127.0.0.1:0\n}\n");
     kill(d.pid, SIGHUP);
-    usleep(300000);
+    /* The refusal is logged once the reload is over. */
+    free(test_daemon_wait_log(&d, "keeps serving"));
     ck_assert(answers(d.port, "three", false));
     char *log = test_read_file(d.log);
     char expected[PATH_MAX + 16];
@@ -253,20 +256,21 @@ START_TEST(reload_changes_the_answer_and_a_bad_one_keeps_it)
 }
 END_TEST
 
-/* Waits up to 5 s until the daemon's workers hold `count` connections
+/* Waits up to TEST_WAIT_MS until the daemon's workers hold `count` connections
  * besides the admin request asking: one still queued unaccepted would be
  * reset when a stop closes the listening sockets. */
 static void wait_accepted(const struct test_daemon *d, int count)
 {
     char body[8192], expected[64];
     snprintf(expected, sizeof(expected), "\"connections_active\": %d}", count + 1);
-    for (int i = 0; i < 250; i++) {
+    uint64_t deadline = test_now_ms() + TEST_WAIT_MS;
+    for (int i = 0; i < TEST_WAIT_MS / 5 && test_now_ms() < deadline; i++) {
         if (test_daemon_admin_get(d, "/status", body, sizeof(body)) == 200 &&
             strstr(body, expected) != NULL)
             return;
-        usleep(20000);
+        test_sleep_ms(5);
     }
-    ck_abort_msg("not %d connections after 5 s: %s", count, body);
+    ck_abort_msg("not %d connections after %d ms: %s", count, TEST_WAIT_MS, body);
 }
 
 START_TEST(sigterm_lets_an_in_flight_request_finish)
@@ -280,8 +284,9 @@ START_TEST(sigterm_lets_an_in_flight_request_finish)
     test_send_all(fd, head, strlen(head));
     wait_accepted(&d, 1);
     kill(d.pid, SIGTERM);
-    usleep(300000);
-    /* Still running: a request is in flight. */
+    /* Still running once the stop has begun: a request is in flight (and
+     * is answered below, which a daemon gone could not do). */
+    free(test_daemon_wait_log(&d, "stopping gracefully"));
     ck_assert_int_eq(waitpid(d.pid, NULL, WNOHANG), 0);
     test_send_all(fd, "rest.", 5);
     char response[1024];
@@ -360,6 +365,33 @@ static void *load_main(void *arg)
     return NULL;
 }
 
+static unsigned loads_ok(struct load *loads, int count)
+{
+    unsigned ok = 0;
+    for (int i = 0; i < count; i++)
+        ok += atomic_load(&loads[i].ok);
+    return ok;
+}
+
+static unsigned loads_failed(struct load *loads, int count)
+{
+    unsigned failed = 0;
+    for (int i = 0; i < count; i++)
+        failed += atomic_load(&loads[i].failed);
+    return failed;
+}
+
+/* Waits until the load has had `more` requests answered, so that what
+ * comes next happens under load; a failed request ends the wait (the
+ * case reports it). */
+static void loads_wait_progress(struct load *loads, int count, unsigned more)
+{
+    unsigned from = loads_ok(loads, count);
+    test_wait_for(loads_ok(loads, count) - from >= more || loads_failed(loads, count) > 0,
+                  TEST_WAIT_MS, "only %u requests answered in %d ms", loads_ok(loads, count) - from,
+                  TEST_WAIT_MS);
+}
+
 START_TEST(five_reloads_under_load_lose_nothing)
 {
     struct test_daemon d;
@@ -373,11 +405,15 @@ START_TEST(five_reloads_under_load_lose_nothing)
         ck_assert_int_eq(pthread_create(&threads[i], NULL, load_main, &loads[i]), 0);
     }
     for (int r = 0; r < 5; r++) {
-        usleep(300000);
+        /* Each reload under load, once the one before has taken (signals
+         * sent closer together would merge into one). */
+        loads_wait_progress(loads, 4, 20);
         write_config(&d, "", r % 2 == 0 ? "two" : "one");
         kill(d.pid, SIGHUP);
+        test_daemon_wait_generation(&d, (unsigned)r + 2);
     }
-    usleep(300000);
+    loads_wait_progress(loads, 4, 20);
+    test_wait_for(loads_ok(loads, 4) > 100, TEST_WAIT_MS, "only %u requests", loads_ok(loads, 4));
     unsigned ok = 0, failed = 0;
     for (int i = 0; i < 4; i++) {
         atomic_store(&loads[i].stop, true);
@@ -387,9 +423,7 @@ START_TEST(five_reloads_under_load_lose_nothing)
     }
     ck_assert_uint_gt(ok, 100);
     ck_assert_msg(failed == 0, "%u of %u requests failed", failed, ok + failed);
-    char body[8192];
-    ck_assert_int_eq(test_daemon_admin_get(&d, "/status", body, sizeof(body)), 200);
-    ck_assert_ptr_nonnull(strstr(body, "\"config_generation\": 6"));
+    test_daemon_wait_generation(&d, 6);
     test_daemon_stop(&d);
 }
 END_TEST
@@ -489,8 +523,11 @@ START_TEST(deferred_listen_accepts_when_the_request_arrives)
     socklen_t len = sizeof(client);
     ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&client, &len), 0);
     /* The handshake's last ACK is held back: the connection stays a request
-     * in SYN_RECV, not a socket for the daemon to accept. */
-    usleep(200000);
+     * in SYN_RECV, not a socket for the daemon to accept.  (The ACK went
+     * out before connect() returned; the pause gives a kernel that would
+     * complete the handshake the time to show it, since no event marks
+     * that it did not.) */
+    test_sleep_ms(20);
     ck_assert_int_eq(server_side_state(d.port, ntohs(client.sin_port)), 3);
     const char request[] = "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
     test_send_all(fd, request, sizeof(request) - 1);
@@ -518,31 +555,15 @@ START_TEST(pid_file_log_file_and_reopen)
     test_daemon_spawn(&d, -1);
     strcpy(d.log, log_file);
     /* The file exists before its line is written. */
-    char *pid_text = NULL;
-    for (int i = 0; i < 500; i++) {
-        free(pid_text);
-        pid_text = test_read_file(pid_file);
-        if (strchr(pid_text, '\n') != NULL)
-            break;
-        usleep(10000);
-    }
+    char *pid_text = test_wait_file(pid_file, "\n", TEST_WAIT_MS);
     ck_assert_int_eq(atoi(pid_text), d.pid);
     free(pid_text);
 
     ck_assert_int_eq(rename(log_file, rotated), 0);
     kill(d.pid, SIGUSR1);
     /* The file exists before the line saying so is written. */
-    char *log = NULL;
-    for (int i = 0; i < 200; i++) {
-        free(log);
-        log = test_read_file(log_file);
-        if (strstr(log, "SIGUSR1: log reopened") != NULL)
-            break;
-        usleep(10000);
-    }
-    ck_assert_msg(strstr(log, "SIGUSR1: log reopened") != NULL, "new log:\n%s", log);
-    free(log);
-    log = test_read_file(rotated);
+    free(test_daemon_wait_log(&d, "SIGUSR1: log reopened")); /* d.log is log_file */
+    char *log = test_read_file(rotated);
     ck_assert_ptr_nonnull(strstr(log, "listening on"));
     free(log);
     test_daemon_stop(&d);
@@ -568,8 +589,8 @@ START_TEST(access_log_lines_formats_and_reopen)
     char response[512];
     test_recv_all(fd, response, sizeof(response));
     close(fd);
-    usleep(100000);
-    char *log = test_read_file(log_file);
+    /* The line is written once the response is out. */
+    char *log = test_wait_file(log_file, "\n", TEST_WAIT_MS);
     /* Combined format plus request and upstream time; quotes escaped. */
     ck_assert_msg(strstr(log, "127.0.0.1 - - [") == log, "log:\n%s", log);
     ck_assert_msg(strstr(log, "] \"GET /a?b=1 HTTP/1.1\" 200 2 \"http://r/\" "
@@ -581,13 +602,11 @@ START_TEST(access_log_lines_formats_and_reopen)
     /* Rotation: the old file keeps its lines, SIGUSR1 starts a new one. */
     ck_assert_int_eq(rename(log_file, rotated), 0);
     kill(d.pid, SIGUSR1);
-    usleep(200000);
+    /* Logged once every log is reopened. */
+    free(test_daemon_wait_log(&d, "SIGUSR1: log reopened"));
     char body[64];
     ck_assert_int_eq(http_get(d.port, "/exact", body, sizeof(body)), 201);
-    usleep(100000);
-    log = test_read_file(log_file);
-    ck_assert_msg(strstr(log, "\"GET /exact HTTP/1.1\" 201 ") != NULL, "new log:\n%s", log);
-    free(log);
+    free(test_wait_file(log_file, "\"GET /exact HTTP/1.1\" 201 ", TEST_WAIT_MS));
     test_daemon_stop(&d);
 
     /* log_format picks the fields; an unknown variable is refused. */
@@ -598,8 +617,7 @@ START_TEST(access_log_lines_formats_and_reopen)
     unlink(d.log); /* the first daemon's ports must not be read as the second's */
     test_daemon_start(&d);
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
-    usleep(100000);
-    log = test_read_file(log_file);
+    log = test_wait_file(log_file, "\n", TEST_WAIT_MS);
     ck_assert_str_eq(log, "200 GET test\n");
     free(log);
     test_daemon_stop(&d);
@@ -629,17 +647,12 @@ START_TEST(drops_privileges_after_binding)
     /* The drop follows the start (workers may answer just before it). */
     char status_path[64];
     snprintf(status_path, sizeof(status_path), "/proc/%d/status", (int)d.pid);
-    int uid = 0;
-    for (int i = 0; i < 100 && uid == 0; i++) {
-        char *status = test_read_file(status_path);
-        char *line = strstr(status, "\nUid:");
-        ck_assert_ptr_nonnull(line);
-        uid = atoi(line + 5);
-        free(status);
-        if (uid == 0)
-            usleep(20000);
-    }
-    ck_assert_int_ne(uid, 0);
+    free(test_daemon_wait_log(&d, "running as uid"));
+    char *status = test_read_file(status_path);
+    char *line = strstr(status, "\nUid:");
+    ck_assert_ptr_nonnull(line);
+    ck_assert_int_ne(atoi(line + 5), 0);
+    free(status);
     test_daemon_stop(&d);
 }
 END_TEST
@@ -712,13 +725,14 @@ static void spawn_refusing_listeners(struct test_daemon *d, const char *mode)
  * signal, or -1 if it still runs. */
 static int wait_own_exit(struct test_daemon *d)
 {
-    for (int waited = 0; waited < 10000; waited += 10) {
+    uint64_t deadline = test_now_ms() + 10000;
+    for (int i = 0; i <= 10000 / TEST_POLL_MS && test_now_ms() < deadline; i++) {
         int raw;
         if (waitpid(d->pid, &raw, WNOHANG) == d->pid) {
             d->pid = -1;
             return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
         }
-        usleep(10000);
+        test_sleep_ms(TEST_POLL_MS);
     }
     return -1;
 }
@@ -736,7 +750,7 @@ START_TEST(exits_with_an_error_when_every_worker_stops_on_its_own)
     if (status == -1) {
         /* Still running without a worker: reload and stop must be safe. */
         kill(d.pid, SIGHUP);
-        usleep(300000);
+        test_sleep_ms(300); /* only after a failure already: what the reload does */
         kill(d.pid, SIGTERM);
         status = test_wait_exit(d.pid, 5000);
         d.pid = -1;
@@ -783,8 +797,7 @@ START_TEST(sigterm_refuses_new_clients_while_draining)
     kill(d.pid, SIGTERM);
     /* Refused, not queued where no worker will accept it. */
     int err = 0;
-    for (int i = 0; i < 100 && (err = try_connect(d.port)) == 0; i++)
-        usleep(20000);
+    test_wait_for((err = try_connect(d.port)) != 0, TEST_WAIT_MS, "still connects");
     ck_assert_msg(err == ECONNREFUSED, "a new client during the drain: %s",
                   err != 0 ? strerror(err) : "connected");
     ck_assert_int_eq(waitpid(d.pid, NULL, WNOHANG), 0);
@@ -815,26 +828,22 @@ START_TEST(sigusr1_reopens_the_access_log_of_a_draining_generation)
     int fd = test_connect(d.port);
     const char *head = "GET /draining HTTP/1.1\r\nHost: t\r\nConnection: close\r\n";
     test_send_all(fd, head, strlen(head));
-    usleep(100000);
+    wait_accepted(&d, 1);
     write_config(&d, extra, "two");
     kill(d.pid, SIGHUP);
     ck_assert(answers(d.port, "two", false));
 
     ck_assert_int_eq(rename(log_file, rotated), 0);
     kill(d.pid, SIGUSR1);
-    for (int i = 0; i < 200 && access(log_file, F_OK) != 0; i++)
-        usleep(10000);
-    usleep(100000);
+    /* Logged once every generation's logs are reopened. */
+    free(test_daemon_wait_log(&d, "SIGUSR1: log reopened"));
     test_send_all(fd, "\r\n", 2);
     char response[1024];
     size_t len = test_recv_all(fd, response, sizeof(response) - 1);
     response[len] = '\0';
     ck_assert_msg(strstr(response, "\r\n\r\none") != NULL, "%s", response);
     close(fd);
-    usleep(100000);
-    char *log = test_read_file(log_file);
-    ck_assert_msg(strstr(log, "\"GET /draining HTTP/1.1\" 200 ") != NULL, "new log:\n%s", log);
-    free(log);
+    free(test_wait_file(log_file, "\"GET /draining HTTP/1.1\" 200 ", TEST_WAIT_MS));
     test_daemon_stop(&d);
 }
 END_TEST
@@ -854,21 +863,12 @@ START_TEST(pid_file_goes_after_dropping_privileges)
     snprintf(extra, sizeof(extra), "user nobody;\ngroup nogroup;\npid_file %s;", pid_file);
     write_config(&d, extra, "dropped");
     test_daemon_start(&d);
-    char *log = NULL;
-    for (int i = 0; i < 200; i++) {
-        free(log);
-        log = test_read_file(d.log);
-        if (strstr(log, "running as uid") != NULL)
-            break;
-        usleep(10000);
-    }
-    ck_assert_msg(strstr(log, "running as uid") != NULL, "%s", log);
-    free(log);
+    free(test_daemon_wait_log(&d, "running as uid"));
     char *pid_text = test_read_file(pid_file);
     ck_assert_int_eq(atoi(pid_text), d.pid);
     free(pid_text);
     test_daemon_stop(&d);
-    log = test_read_file(d.log);
+    char *log = test_read_file(d.log);
     ck_assert_msg(access(pid_file, F_OK) != 0, "the pid file is left behind:\n%s", log);
     ck_assert_msg(strstr(log, "[error]") == NULL, "%s", log);
     free(log);
@@ -917,17 +917,11 @@ START_TEST(stops_when_some_workers_stopped_on_their_own)
     write_config(&d, "", "ok");
     spawn_refusing_listeners(&d, "all-but-one");
     test_daemon_wait_listening(&d);
+    /* The request once the other workers are gone: one that came before
+     * could wait in the queue of a worker about to stop. */
+    free(test_daemon_wait_log(&d, ": stopped on error"));
     char body[256];
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
-    char *log = NULL;
-    for (int i = 0; i < 250; i++) {
-        free(log);
-        log = test_read_file(d.log);
-        if (strstr(log, ": stopped on error") != NULL)
-            break;
-        usleep(20000);
-    }
-    free(log);
     /* The workers left close the sockets and stop; those gone must not be
      * waited for. */
     test_daemon_stop(&d);
@@ -992,8 +986,7 @@ START_TEST(a_pid_file_that_cannot_be_removed_is_logged)
         _exit(127);
     }
     test_daemon_wait_listening(&d);
-    for (int i = 0; i < 200 && access(pid_file, F_OK) != 0; i++)
-        usleep(10000);
+    test_wait_for(access(pid_file, F_OK) == 0, TEST_WAIT_MS, "no %s", pid_file);
     ck_assert_int_eq(chmod(run, 0555), 0);
     test_daemon_stop(&d);
     char *log = test_read_file(d.log);
@@ -1111,16 +1104,7 @@ END_TEST
 /* d's log, polled up to 5 s until it has `text`; fails the test if not. */
 static void wait_log(const struct test_daemon *d, const char *text)
 {
-    char *log = NULL;
-    for (int i = 0; i < 500; i++) {
-        free(log);
-        log = test_daemon_log(d);
-        if (strstr(log, text) != NULL)
-            break;
-        usleep(10000);
-    }
-    ck_assert_msg(strstr(log, text) != NULL, "no \"%s\" in:\n%s", text, log);
-    free(log);
+    free(test_daemon_wait_log(d, text));
 }
 
 /* A listen that overlaps another on the same port (`*:PORT` beside

@@ -148,6 +148,32 @@ static void loaders_start(struct loaders *l, int port)
     }
 }
 
+static unsigned loaders_ok(struct loaders *l)
+{
+    unsigned ok = 0;
+    for (int i = 0; i < LOADERS; i++)
+        ok += atomic_load(&l->load[i].ok);
+    return ok;
+}
+
+static unsigned loaders_failed(struct loaders *l)
+{
+    unsigned failed = 0;
+    for (int i = 0; i < LOADERS; i++)
+        failed += atomic_load(&l->load[i].failed);
+    return failed;
+}
+
+/* Waits until the load has had `count` more requests answered, so that
+ * what comes next happens under load; a failed request ends the wait
+ * (loaders_check() reports it). */
+static void loaders_wait_progress(struct loaders *l, unsigned count)
+{
+    unsigned from = loaders_ok(l);
+    test_wait_for(loaders_ok(l) - from >= count || loaders_failed(l) > 0, TEST_WAIT_MS,
+                  "only %u requests answered in %d ms", loaders_ok(l) - from, TEST_WAIT_MS);
+}
+
 /* Stops the load and checks that nothing failed, that there was load, and
  * that both answers were seen. */
 static void loaders_check(struct loaders *l, bool both_answers)
@@ -201,7 +227,9 @@ START_TEST(ten_reloads_under_load_fail_no_request)
     struct loaders l;
     loaders_start(&l, d.port);
     for (int r = 0; r < 10; r++) {
-        usleep(250000);
+        /* Each reload under load, once the one before has taken (signals
+         * sent closer together would merge into one). */
+        loaders_wait_progress(&l, 25);
         /* Every other reload switches between a shared socket and one per
          * worker, which re-creates the listening sockets. */
         if (r % 2 == 0)
@@ -209,12 +237,11 @@ START_TEST(ten_reloads_under_load_fail_no_request)
         else
             write_config(&d, "", "one");
         kill(d.pid, SIGHUP);
+        test_daemon_wait_generation(&d, (unsigned)r + 2);
     }
-    usleep(250000);
+    loaders_wait_progress(&l, 25);
+    test_wait_for(loaders_ok(&l) > 200, TEST_WAIT_MS, "only %u requests", loaders_ok(&l));
     loaders_check(&l, true);
-    char body[8192];
-    ck_assert_int_eq(test_daemon_admin_get(&d, "/status", body, sizeof(body)), 200);
-    ck_assert_ptr_nonnull(strstr(body, "\"config_generation\": 11"));
     test_daemon_stop(&d);
 }
 END_TEST
@@ -329,8 +356,10 @@ START_TEST(a_tls_keep_alive_connection_survives_a_reload)
     kill(d.pid, SIGHUP);
     struct tls_client fresh = {0};
     bool served = false;
-    for (int i = 0; i < 100 && !served; i++) {
-        usleep(20000);
+    uint64_t deadline = test_now_ms() + TEST_WAIT_MS;
+    for (int i = 0; i < TEST_WAIT_MS / 10 && !served && test_now_ms() < deadline; i++) {
+        if (i > 0)
+            test_sleep_ms(10); /* each try is a handshake: not every TEST_POLL_MS */
         tls_client_open(&fresh, d.port);
         tls_get(&fresh, body, sizeof(body));
         served = strcmp(body, "two") == 0;
@@ -447,12 +476,15 @@ static void track_daemon(pid_t pid)
 /* Whether `pid` has exited (and is reaped) within `ms`. */
 static bool daemon_gone(pid_t pid, int ms)
 {
-    for (int i = 0; i < ms / 10; i++) {
+    uint64_t deadline = test_now_ms() + (uint64_t)ms;
+    for (int i = 0; i <= ms / TEST_POLL_MS; i++) {
         int status;
         pid_t rc = waitpid(pid, &status, WNOHANG);
         if (rc == pid || (rc == -1 && errno == ECHILD && kill(pid, 0) == -1 && errno == ESRCH))
             return true;
-        usleep(10000);
+        if (test_now_ms() >= deadline)
+            break;
+        test_sleep_ms(TEST_POLL_MS);
     }
     return false;
 }
@@ -502,8 +534,11 @@ static pid_t upgrade(const struct test_daemon *d, const char *pid_file, pid_t ol
 {
     ck_assert_int_eq(kill(old, SIGUSR2), 0);
     pid_t pid = -1;
-    for (int i = 0; i < 1000 && (pid == -1 || pid == old); i++) {
-        usleep(10000);
+    uint64_t deadline = test_now_ms() + TEST_WAIT_MS;
+    for (int i = 0; i <= TEST_WAIT_MS / TEST_POLL_MS && (pid == -1 || pid == old); i++) {
+        if (test_now_ms() >= deadline)
+            break;
+        test_sleep_ms(TEST_POLL_MS);
         pid = read_pid(pid_file);
     }
     char *log = test_daemon_log(d);
@@ -542,10 +577,14 @@ START_TEST(three_upgrades_under_load_fail_no_request)
     loaders_start(&l, port);
     pid_t pid = d.pid;
     for (int i = 0; i < 3; i++) {
-        usleep(250000);
+        loaders_wait_progress(&l, 25); /* each upgrade under load */
         pid_t old = pid;
         pid = upgrade(&d, pid_file, old);
-        ck_assert_int_ne(access(oldbin, F_OK), 0); /* the old process removed it on exit */
+        /* The old process removed it on exit.  (Waited for, not looked at
+         * once: whatever the order in which the file goes and the process
+         * is seen gone, the file must go.) */
+        test_wait_for(access(oldbin, F_OK) != 0, TEST_WAIT_MS, "%s still there:\n%s", oldbin,
+                      test_daemon_log(&d));
         /* The service manager learns the new main process from the old. */
         char message[512], expected[64];
         snprintf(expected, sizeof(expected), "MAINPID=%d\n", (int)pid);
@@ -555,7 +594,8 @@ START_TEST(three_upgrades_under_load_fail_no_request)
         ck_assert_msg(strstr(message, expected) != NULL, "no %s", expected);
     }
     close(sock);
-    usleep(250000);
+    loaders_wait_progress(&l, 25);
+    test_wait_for(loaders_ok(&l) > 200, TEST_WAIT_MS, "only %u requests", loaders_ok(&l));
     loaders_check(&l, false);
     ck_assert_int_eq(read_pid(pid_file), pid);
     char body[64];
@@ -573,36 +613,19 @@ START_TEST(three_upgrades_under_load_fail_no_request)
 }
 END_TEST
 
-/* Waits up to 5 s until d's /status shows configuration generation `n`
- * (a new process counts from 1). */
-static void wait_generation(const struct test_daemon *d, unsigned n)
-{
-    char expected[64], body[8192] = "";
-    snprintf(expected, sizeof(expected), "\"config_generation\": %u,", n);
-    uint64_t deadline = test_now_ms() + 5000;
-    while (test_now_ms() < deadline) {
-        if (test_daemon_admin_get(d, "/status", body, sizeof(body)) == 200 &&
-            strstr(body, expected) != NULL)
-            return;
-        usleep(10000);
-    }
-    char *log = test_daemon_log(d);
-    ck_abort_msg("no %s in /status:\n%s\nlog:\n%s", expected, body, log);
-}
-
-/* Waits up to 3 s until exactly `want` sockets listen on d's port and
+/* Waits up to TEST_WAIT_MS until exactly `want` sockets listen on d's port and
  * admin port each; fails the test with the counts if not.  A socket too
  * many is one whose queue no one accepts from. */
 static void wait_listen_sockets(const struct test_daemon *d, int want)
 {
     int plain = -1, admin = -1;
-    uint64_t deadline = test_now_ms() + 3000;
-    while (test_now_ms() < deadline) {
+    uint64_t deadline = test_now_ms() + TEST_WAIT_MS;
+    for (int i = 0; i <= TEST_WAIT_MS / TEST_POLL_MS && test_now_ms() < deadline; i++) {
         plain = test_listen_sockets("127.0.0.1", d->port);
         admin = test_listen_sockets("127.0.0.2", d->admin_port);
         if (plain == want && admin == want)
             return;
-        usleep(10000);
+        test_sleep_ms(TEST_POLL_MS);
     }
     ck_abort_msg("%d and %d sockets listen on the port and the admin port, not %d", plain, admin,
                  want);
@@ -658,7 +681,7 @@ START_TEST(an_upgrade_then_a_layout_change_leave_no_socket_behind)
     if (!with_upgrade) {
         write_workers_config(&d, changes[_i].workers, extra, "one");
         ck_assert_int_eq(kill(pid, SIGHUP), 0);
-        wait_generation(&d, 2);
+        test_daemon_wait_generation(&d, 2);
         wait_listen_sockets(&d, 1);
     }
     check_answered(d.port, 20);
@@ -689,17 +712,18 @@ START_TEST(upgrades_and_layout_changes_under_load_fail_no_request)
     pid_t pid = d.pid;
     char extra[PATH_MAX + 64];
     for (int i = 0; i < 2; i++) {
-        usleep(100000);
+        loaders_wait_progress(&l, 25); /* each upgrade under load */
         pid = upgrade(&d, pid_file, pid);
-        wait_generation(&d, 1);
+        test_daemon_wait_generation(&d, 1);
         /* Between 2 workers with a socket each, and 1. */
         snprintf(extra, sizeof(extra), "pid_file %s;", pid_file);
         write_workers_config(&d, i == 0 ? 1 : 2, extra, "one");
         ck_assert_int_eq(kill(pid, SIGHUP), 0);
-        wait_generation(&d, 2);
+        test_daemon_wait_generation(&d, 2);
         wait_listen_sockets(&d, i == 0 ? 1 : 2);
     }
-    usleep(100000);
+    loaders_wait_progress(&l, 25);
+    test_wait_for(loaders_ok(&l) > 200, TEST_WAIT_MS, "only %u requests", loaders_ok(&l));
     loaders_check(&l, false);
     wait_listen_sockets(&d, 2);
     ck_assert_int_eq(kill(pid, SIGTERM), 0);
@@ -725,9 +749,8 @@ START_TEST(a_failed_upgrade_leaves_the_old_process_serving)
     test_daemon_init(&d, "corral");
     write_upgrade_config(&d, pid_file, "one");
     spawn_copy(&d, binary);
-    for (int i = 0; i < 200 && read_pid(pid_file) != d.pid; i++)
-        usleep(10000);
-    ck_assert_int_eq(read_pid(pid_file), d.pid);
+    test_wait_for(read_pid(pid_file) == d.pid, TEST_WAIT_MS, "%s does not name process %d",
+                  pid_file, (int)d.pid);
 
     /* Replaced by something that is not a program. */
     ck_assert_int_eq(unlink(binary), 0);
@@ -742,16 +765,7 @@ START_TEST(a_failed_upgrade_leaves_the_old_process_serving)
             test_write_file(d.conf, "workers 2;\nserver {\n    listen 127.0.0.1:0\n}\n");
         }
         kill(d.pid, SIGUSR2);
-        char *log = NULL;
-        for (int k = 0; k < 500; k++) {
-            usleep(20000);
-            free(log);
-            log = test_daemon_log(&d);
-            if (strstr(log, expected[i]) != NULL)
-                break;
-        }
-        ck_assert_msg(strstr(log, expected[i]) != NULL, "no \"%s\" in:\n%s", expected[i], log);
-        free(log);
+        free(test_daemon_wait_log(&d, expected[i]));
         ck_assert_int_eq(read_pid(pid_file), d.pid);
         ck_assert_int_ne(access(oldbin, F_OK), 0);
         char body[64];
