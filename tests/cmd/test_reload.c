@@ -362,13 +362,14 @@ START_TEST(a_tls_keep_alive_connection_survives_a_reload)
             test_sleep_ms(10); /* each try is a handshake: not every TEST_POLL_MS */
         tls_client_open(&fresh, d.port);
         tls_get(&fresh, body, sizeof(body));
-        served = strcmp(body, "two") == 0;
-        if (served)
-            tls_peer_name(&fresh, name, sizeof(name));
+        /* A connection the old generation accepted just before the reload
+         * has its certificate and moves to the new one for its request:
+         * the reload has taken when a new handshake gets the new one. */
+        tls_peer_name(&fresh, name, sizeof(name));
+        served = strcmp(body, "two") == 0 && strcmp(name, "two") == 0;
         tls_client_close(&fresh);
     }
     ck_assert_msg(served, "the reload did not take");
-    ck_assert_str_eq(name, "two");
     /* The old connection is served by the new configuration. */
     tls_get(&c, body, sizeof(body));
     ck_assert_str_eq(body, "two");
