@@ -22,7 +22,7 @@ static void return_on_request(struct exchange *ex, const struct http_request *re
      * error page, if the location has one, else (an error page's own
      * location among them) the built-in answer. */
     if (ret->text == NULL && ret->status >= 400 &&
-        (ex->error_pages != NULL || ex->status_override != 0)) {
+        (ex->error_hook != NULL || ex->status_override != 0)) {
         exchange_respond_error(ex, ret->status);
         ex->add_early = NULL;
         vars_buf_free(&early);
