@@ -57,13 +57,12 @@ struct http_request;
  * the address in conf's real_ip_header when that peer is trusted; then
  * checks the allow/deny rules against it.  Returns 0, or 403 when a rule
  * denies the client.  `conf` NULL (the location has none of these): the
- * peer, and no rules.  Framers call it for every request they route. */
+ * peer, and no rules.  The router calls it for every request it routes. */
 unsigned access_check(struct exchange *ex, const corral_conn *conn, const struct access_conf *conf,
                       const struct http_request *req);
 
-/* access_check() for an exchange whose client address is set already: a
- * request that `rewrite` routed to a location other than the one the
- * framer checked gets that location's rules (and real_ip settings). */
+/* access_check() for an exchange whose client address is set already:
+ * the location's rules (and real_ip settings), once it is known. */
 unsigned access_check_routed(struct exchange *ex, const struct access_conf *conf,
                              const struct http_request *req);
 

@@ -145,10 +145,10 @@ union exchange_addr {
 struct exchange {
     const struct exchange_ops *_ops;
     void *data; /* the handler's: exchange_data() */
-    /* The client's address for this request, set by the framer with
-     * access_check() (access.h) once the request is routed: the
-     * connection's peer, or what a trusted proxy's header says.  AF_UNSPEC
-     * before that, and for a unix socket's client. */
+    /* The client's address for this request, set by the router's access
+     * phases (access.h): the connection's peer, or what a trusted proxy's
+     * header says.  AF_UNSPEC before that, and for a unix socket's
+     * client. */
     union exchange_addr client;
     /* What variables (vars.h) read that only the exchange knows. */
     uint64_t request_id[2];    /* $request_id, drawn when first read; 0: not yet */

@@ -38,7 +38,7 @@ struct limit_exchange {
     bool req_checked; /* limit_req passed it (after its delay) */
     bool waiting;     /* the body that comes is kept */
     bool in_timer;    /* the timer's callback runs: it frees this after */
-    bool ended;       /* limit__exchange_end() came during it */
+    bool ended;       /* limit_release() came during it */
     size_t hold_count;
     struct limit_hold holds[];
 };

@@ -132,7 +132,7 @@ static struct vars_template *template(const char *text, const struct http_regex 
     return t;
 }
 
-enum { LOC_OLD, LOC_NEW, LOC_LOOP, LOC_DENIED, LOC_NAMED, LOC_BREAK, LOC_COUNT };
+enum { LOC_OLD, LOC_NEW, LOC_LOOP, LOC_DENIED, LOC_NAMED, LOC_BREAK, LOC_NAMED_RW, LOC_COUNT };
 
 static struct http_regex *old_re, *loop_re, *break_re, *server_re;
 static struct vars_template *old_to, *loop_to, *break_to, *server_to;
@@ -173,6 +173,9 @@ static void setup(void)
         .path = "@fallback", .path_len = 9, .handler = &content, .named = true};
     locs[LOC_BREAK] = (struct http_location){
         .path = "/break/", .path_len = 7, .handler = &content, .rewrites = &break_rules};
+    /* A named location whose rewrites send the request elsewhere. */
+    locs[LOC_NAMED_RW] = (struct http_location){
+        .path = "@rewriting", .path_len = 10, .named = true, .rewrites = &old_rules};
     vhost = (struct http_vhost){.locations = locs, .location_count = LOC_COUNT};
 }
 
@@ -326,6 +329,12 @@ START_TEST(redirect_walks_again)
     ck_assert_str_eq(seen.trace, "RHQHQHQ");
     ck_assert_ptr_eq(ex.loc, &locs[LOC_NAMED]);
     ck_assert_str_eq(seen.target, "/anything");
+    /* A named location's rewrites run, as in nginx. */
+    req = request("/old/third");
+    router_redirect(&ex, &req, &locs[LOC_NAMED_RW]);
+    ck_assert_str_eq(seen.trace, "RHQHQHQHQ");
+    ck_assert_ptr_eq(ex.loc, &locs[LOC_NEW]);
+    ck_assert_str_eq(seen.target, "/new/third");
     router_end(&ex);
 }
 END_TEST
