@@ -120,8 +120,9 @@ struct exchange_ops {
      * an upgrade). */
     void (*set_handler)(struct exchange *ex, const struct http_handler *handler);
     /* The router has found where the request goes (ex->vhost, ex->loc;
-     * `req` as it stands routed): the framer picks its access log and keeps
-     * what its line needs.  Once per exchange, before it is answered. */
+     * `req` as the client sent it, before any rewrite): the framer picks
+     * its access log and keeps what its line needs.  Once per exchange,
+     * before it is answered. */
     void (*routed)(struct exchange *ex, const struct http_request *req);
 };
 

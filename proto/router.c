@@ -19,7 +19,7 @@ void router_routed(struct router_walk *w)
     if (ex->_routed)
         return;
     ex->_routed = true;
-    ex->_ops->routed(ex, &w->req);
+    ex->_ops->routed(ex, w->received);
 }
 
 static void answer(struct router_walk *w, unsigned status)
@@ -45,6 +45,7 @@ static void walk_init(struct router_walk *w, struct exchange *ex, const struct h
 {
     w->ex = ex;
     w->req = *req;
+    w->received = req;
     w->refuse = 0;
     w->searches = 0;
     w->uri_changed = false;

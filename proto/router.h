@@ -55,10 +55,11 @@ struct router_uri {
  * phase handlers run. */
 struct router_walk {
     struct exchange *ex;
-    struct http_request req; /* as the walk has it: its URI maybe rewritten */
-    unsigned refuse;         /* the framer refuses the request (413): answered once found */
-    unsigned searches;       /* location searches so far */
-    bool uri_changed;        /* a location's rewrite changed the URI: search again */
+    struct http_request req;             /* as the walk has it: its URI maybe rewritten */
+    const struct http_request *received; /* as the walk got it: for the log */
+    unsigned refuse;   /* the framer refuses the request (413): answered once found */
+    unsigned searches; /* location searches so far */
+    bool uri_changed;  /* a location's rewrite changed the URI: search again */
     struct router_uri uri;
 };
 
