@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What the exchange keeps for its error page (its ROUTER_SLOT_ERROR_PAGE). */
+/* What the exchange keeps for its error page (its EXCHANGE_SLOT_ERROR_PAGE). */
 struct error_page_state {
     struct exchange *ex;     /* NULL once the exchange is gone */
     struct http_request req; /* as routed, without its body's fields */
@@ -58,7 +58,7 @@ static bool respond(struct exchange *ex, unsigned status);
 int error_page_phase(struct router_walk *w)
 {
     struct exchange *ex = w->ex;
-    if (pages_of(ex) == NULL || exchange_ctx(ex, ROUTER_SLOT_ERROR_PAGE) != NULL)
+    if (pages_of(ex) == NULL || exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE) != NULL)
         return ROUTER_DECLINED;
     struct error_page_state *st = calloc(1, sizeof(*st));
     if (st != NULL)
@@ -75,17 +75,17 @@ int error_page_phase(struct router_walk *w)
             headers[kept++] = headers[i];
     st->req.header_count = kept;
     st->ex = ex;
-    exchange_set_ctx(ex, ROUTER_SLOT_ERROR_PAGE, st);
+    exchange_set_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE, st);
     ex->error_hook = respond;
     return ROUTER_DECLINED;
 }
 
 void error_page_release(struct exchange *ex)
 {
-    struct error_page_state *st = exchange_ctx(ex, ROUTER_SLOT_ERROR_PAGE);
+    struct error_page_state *st = exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE);
     if (st == NULL)
         return;
-    exchange_set_ctx(ex, ROUTER_SLOT_ERROR_PAGE, NULL);
+    exchange_set_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE, NULL);
     ex->error_hook = NULL;
     if (st->pending) {
         st->orphan = true; /* run_redirect() frees it */
@@ -108,7 +108,7 @@ static void pending_on_request(struct exchange *ex, const struct http_request *r
 
 static void pending_on_abort(struct exchange *ex)
 {
-    struct error_page_state *st = exchange_ctx(ex, ROUTER_SLOT_ERROR_PAGE);
+    struct error_page_state *st = exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE);
     if (st != NULL)
         st->cancelled = true;
 }
@@ -217,7 +217,7 @@ static bool send_location(struct exchange *ex, const struct http_error_page *pag
 /* ex->error_hook. */
 static bool respond(struct exchange *ex, unsigned status)
 {
-    struct error_page_state *st = exchange_ctx(ex, ROUTER_SLOT_ERROR_PAGE);
+    struct error_page_state *st = exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE);
     const struct http_error_pages *pages = pages_of(ex);
     if (st == NULL || pages == NULL || st->served || st->pending || exchange_response_started(ex))
         return false;

@@ -23,6 +23,17 @@ void exchange_respond(struct exchange *ex, unsigned status, const char *headers,
     exchange_end(ex);
 }
 
+void exchange__begin_filtered(struct exchange *ex, unsigned status, const char *headers,
+                              size_t headers_len, int64_t content_length, struct http_str codings)
+{
+    if (ex->status_override != 0) /* an error page's response: see error_page.h */
+        status = ex->status_override;
+    if (ex->begin_filter != NULL)
+        ex->begin_filter(ex, status, headers, headers_len, content_length, codings);
+    else
+        ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);
+}
+
 void exchange_respond_error(struct exchange *ex, unsigned status)
 {
     if (ex->error_hook != NULL && ex->error_hook(ex, status))

@@ -130,8 +130,8 @@ struct http_add_headers;
 struct http_vhost;
 struct http_location;
 
-/* The per-exchange state slots of modules (router.h: enum router_slot),
- * as nginx's r->ctx[]: the exchange knows none of them. */
+/* The per-exchange state slots of modules (exchange_slots.h), as nginx's
+ * r->ctx[]: the exchange knows none of them. */
 #define EXCHANGE_CTX_SLOTS 4
 
 /* An IPv4 or IPv6 address with its port. */
@@ -155,12 +155,10 @@ struct exchange {
     uint64_t request_id[2];    /* $request_id, drawn when first read; 0: not yet */
     const char *upstream_addr; /* $upstream_addr: the server last tried; NULL: none */
     unsigned upstream_status;  /* $upstream_status; 0: none */
-    /* The location's add_header rules, which exchange_begin() applies;
-     * NULL: none.  Set by the handler (exchange_set_add_headers()). */
-    const struct http_add_headers *add_headers;
-    /* Their values that read the request, evaluated while it was there
-     * (exchange_add_headers_early()); NULL: none. */
-    const char *add_early;
+    /* Rewrites the response head on its way to the framer (add_header.c
+     * sets it with the location's add_header rules); NULL: none. */
+    void (*begin_filter)(struct exchange *ex, unsigned status, const char *headers,
+                         size_t headers_len, int64_t content_length, struct http_str codings);
     /* Where the router (router.h) routed the exchange: its vhost, and its
      * location (NULL: none yet, or none found). */
     const struct http_vhost *vhost;
@@ -171,10 +169,10 @@ struct exchange {
      * (error_page.h sets it); returns false to leave it to the built-in
      * one.  NULL: none. */
     bool (*error_hook)(struct exchange *ex, unsigned status);
-    /* Each module's state, by its slot (router.h); NULL: none. */
+    /* Each module's state, by its slot (exchange_slots.h); NULL: none. */
     void *ctx[EXCHANGE_CTX_SLOTS];
     /* The status the response goes out with, whatever its handler says:
-     * an error page's; 0: the handler's. */
+     * an error page's (as nginx's err_status); 0: the handler's. */
     unsigned status_override;
 };
 
@@ -205,17 +203,17 @@ char *http_request_copy(const struct http_request *req, struct http_request *out
  * in CRLF) and the body length, or -1 if unknown (then the framer frames it:
  * HTTP/1.1 chunked, or until the connection closes for an HTTP/1.0 client).
  * No body is sent for HEAD, 1xx, 204, 304.  Only the first call counts. */
-/* exchange_begin() for an exchange with add_header rules or a status
- * override (add_header.c). */
-void exchange__begin_adding(struct exchange *ex, unsigned status, const char *headers,
-                            size_t headers_len, int64_t content_length, struct http_str codings);
+/* exchange_begin() for an exchange with a begin_filter or a status
+ * override. */
+void exchange__begin_filtered(struct exchange *ex, unsigned status, const char *headers,
+                              size_t headers_len, int64_t content_length, struct http_str codings);
 
 static inline void exchange_begin(struct exchange *ex, unsigned status, const char *headers,
                                   size_t headers_len, int64_t content_length)
 {
-    if (ex->add_headers != NULL || ex->status_override != 0)
-        exchange__begin_adding(ex, status, headers, headers_len, content_length,
-                               (struct http_str){NULL, 0});
+    if (ex->begin_filter != NULL || ex->status_override != 0)
+        exchange__begin_filtered(ex, status, headers, headers_len, content_length,
+                                 (struct http_str){NULL, 0});
     else
         ex->_ops->begin(ex, status, headers, headers_len, content_length,
                         (struct http_str){NULL, 0});
@@ -228,8 +226,8 @@ static inline void exchange_begin_coded(struct exchange *ex, unsigned status, co
                                         size_t headers_len, int64_t content_length,
                                         struct http_str codings)
 {
-    if (ex->add_headers != NULL || ex->status_override != 0)
-        exchange__begin_adding(ex, status, headers, headers_len, content_length, codings);
+    if (ex->begin_filter != NULL || ex->status_override != 0)
+        exchange__begin_filtered(ex, status, headers, headers_len, content_length, codings);
     else
         ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);
 }
@@ -410,14 +408,7 @@ static inline const corral_conn *exchange_conn(const struct exchange *ex)
     return ex->_ops->conn != NULL ? ex->_ops->conn(ex) : NULL;
 }
 
-/* The add_header rules exchange_begin() applies to the response. */
-static inline void exchange_set_add_headers(struct exchange *ex,
-                                            const struct http_add_headers *rules)
-{
-    ex->add_headers = rules;
-}
-
-/* A module's per-exchange state, by its slot (router.h). */
+/* A module's per-exchange state, by its slot (exchange_slots.h). */
 static inline void *exchange_ctx(const struct exchange *ex, unsigned slot)
 {
     return ex->ctx[slot];

@@ -208,7 +208,7 @@ void h2_stream_keep_log_unread(struct h2_stream *st)
 /* Answers a request that never reaches a handler. */
 static void refuse(struct h2_stream *st, unsigned status)
 {
-    const struct http_add_headers *rules = st->base.add_headers;
+    const struct http_add_headers *rules = exchange_add_headers(&st->base);
     exchange_respond_error_adding(&st->base, NULL, rules != NULL ? rules : st->vhost->add_headers,
                                   status);
 }

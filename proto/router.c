@@ -118,8 +118,6 @@ void router_redirect(struct exchange *ex, const struct http_request *req,
                      const struct http_location *named)
 {
     release(ex, true);
-    ex->add_headers = NULL;
-    ex->add_early = NULL;
     ex->data = NULL;
     ex->redirected = true;
     struct router_walk w;

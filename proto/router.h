@@ -18,6 +18,7 @@
 #define CORRAL_PROTO_ROUTER_H
 
 #include "proto/exchange.h"
+#include "proto/exchange_slots.h"
 #include "proto/vars.h"
 
 #include <stdbool.h>
@@ -83,14 +84,7 @@ struct router_release {
 extern const struct router_release router_releases[];
 extern const size_t router_release_count;
 
-/* The slots of struct exchange's ctx[], one per module with per-exchange
- * state (exchange_ctx()). */
-enum router_slot {
-    ROUTER_SLOT_LIMIT,      /* struct limit_exchange */
-    ROUTER_SLOT_ERROR_PAGE, /* struct error_page_state */
-    ROUTER_SLOTS,
-};
-_Static_assert(ROUTER_SLOTS <= EXCHANGE_CTX_SLOTS, "more module slots than struct exchange has");
+_Static_assert(EXCHANGE_SLOTS <= EXCHANGE_CTX_SLOTS, "more module slots than struct exchange has");
 
 struct http_vhost;
 struct http_location;

@@ -6,6 +6,7 @@
 #include "proto/router.h"
 
 #include "proto/access.h"
+#include "proto/add_header.h"
 #include "proto/error_page.h"
 #include "proto/limit.h"
 #include "proto/rewrite.h"
@@ -28,6 +29,7 @@ const size_t router_step_count = sizeof(router_steps) / sizeof(router_steps[0]);
 
 const struct router_release router_releases[] = {
     {limit_release, true},
+    {add_header_release, true},
     {error_page_release, false},
 };
 const size_t router_release_count = sizeof(router_releases) / sizeof(router_releases[0]);

@@ -6,6 +6,7 @@
  */
 #include "../helpers.h"
 #include "proto/access.h"
+#include "proto/add_header.h"
 #include "proto/regex.h"
 #include "proto/rewrite.h"
 #include "proto/router.h"
@@ -340,6 +341,25 @@ START_TEST(redirect_walks_again)
 }
 END_TEST
 
+/* What the old location set for its response goes with a redirect: the
+ * page's location sets its own. */
+START_TEST(redirect_releases_the_location_state)
+{
+    struct exchange ex = route("/new/first", 0);
+    static const struct http_add_headers rules = {.count = 0};
+    exchange_set_add_headers(&ex, &rules);
+    ck_assert_ptr_eq(exchange_add_headers(&ex), &rules);
+    ck_assert_ptr_nonnull(ex.begin_filter);
+    struct http_request req = request("/new/second");
+    router_redirect(&ex, &req, NULL);
+    ck_assert_ptr_null(exchange_add_headers(&ex));
+    ck_assert_ptr_null(ex.begin_filter);
+    for (size_t i = 0; i < EXCHANGE_CTX_SLOTS; i++)
+        ck_assert_ptr_null(ex.ctx[i]);
+    router_end(&ex);
+}
+END_TEST
+
 /* A phase handler's verdicts: the walk goes on in its phase after
  * DECLINED, skips the rest of its phase after NEXT, stops after DONE;
  * router_resume() goes on from a phase. */
@@ -383,6 +403,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, access_denies_before_content);
     tcase_add_test(tc, refusal_is_answered_at_the_location);
     tcase_add_test(tc, redirect_walks_again);
+    tcase_add_test(tc, redirect_releases_the_location_state);
     tcase_add_test(tc, resume_goes_on_from_the_phase);
     tcase_add_test(tc, steps_are_in_phase_order);
     suite_add_tcase(suite, tc);
