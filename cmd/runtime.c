@@ -361,20 +361,6 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
     return err;
 }
 
-/* With rewrites, the vhost's requests go through the rewrite handler. */
-static int router_build(struct runtime_vars *vars, struct http_vhost *vhost)
-{
-    struct http_location *router = runtime_vars_calloc(vars, 1, sizeof(*router));
-    if (router == NULL)
-        return -ENOMEM;
-    *router = (struct http_location){.path = "",
-                                     .handler = &http_rewrite_handler,
-                                     .handler_data = vhost,
-                                     .error_pages = vhost->error_pages};
-    vhost->router = router;
-    return 0;
-}
-
 /* The error_page lines of location `loc` (NULL: for the server's own
  * answers): its own, else its server's, else the top level's (nginx's
  * inheritance), compiled, owned by `vars`; NULL when there are none.  A
@@ -494,7 +480,6 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             if (err == 0)
                 err = error_pages_build(gen->vars, config, server, NULL, named, named_count, vhost,
                                         &vhost->error_pages);
-            bool has_rewrites = server->rewrites.count > 0;
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
                 const struct conf_location *conf = &server->locations[i];
                 struct http_location *loc = &site->locations[l++];
@@ -512,7 +497,6 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                 if (err == 0)
                     err = runtime_vars_rewrites(gen->vars, &conf->rewrites, loc->regex,
                                                 &loc->rewrites);
-                has_rewrites |= conf->rewrites.count > 0;
                 const struct http_add_headers *add_headers = NULL;
                 if (err == 0)
                     err = runtime_vars_add_headers(gen->vars, config, server, conf, &add_headers);
@@ -545,10 +529,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     loc->handler_data = &site->proxies[p++];
                 }
                 if (err == 0)
-                    err = runtime_limits_wrap(gen->limits, gen->vars, conf, add_headers, loc);
+                    err = runtime_limits_build(gen->limits, gen->vars, conf, loc);
             }
-            if (err == 0 && has_rewrites)
-                err = router_build(gen->vars, vhost);
         }
     }
     const struct conf_listen *first = site_listen(config, &entries[0]);

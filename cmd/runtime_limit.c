@@ -55,18 +55,16 @@ void runtime_limits_free(struct runtime_limits *limits)
     free(limits);
 }
 
-int runtime_limits_wrap(struct runtime_limits *limits, struct runtime_vars *vars,
-                        const struct conf_location *conf,
-                        const struct http_add_headers *add_headers, struct http_location *loc)
+int runtime_limits_build(struct runtime_limits *limits, struct runtime_vars *vars,
+                         const struct conf_location *conf, struct http_location *loc)
 {
     const struct conf_limits *c = &conf->limits;
     if (loc->handler == NULL || (c->req_count == 0 && c->conn_count == 0))
         return 0;
-    struct limit_location *wrap = runtime_vars_calloc(vars, 1, sizeof(*wrap));
-    struct http_handler *handler = runtime_vars_calloc(vars, 1, sizeof(*handler));
+    struct limit_location *ll = runtime_vars_calloc(vars, 1, sizeof(*ll));
     struct limit_req *reqs = runtime_vars_calloc(vars, c->req_count + 1, sizeof(*reqs));
     struct limit_conn *conns = runtime_vars_calloc(vars, c->conn_count + 1, sizeof(*conns));
-    if (wrap == NULL || handler == NULL || reqs == NULL || conns == NULL)
+    if (ll == NULL || reqs == NULL || conns == NULL)
         return -ENOMEM;
     const struct conf_limit_zone *zones = limits->config->limit_zones;
     for (size_t i = 0; i < c->req_count; i++) {
@@ -84,18 +82,13 @@ int runtime_limits_wrap(struct runtime_limits *limits, struct runtime_vars *vars
         conns[i] = (struct limit_conn){
             .zone = limits->zones[n->zone], .key = limits->keys[n->zone], .max = n->max};
     }
-    *wrap = (struct limit_location){.handler = loc->handler,
-                                    .handler_data = loc->handler_data,
-                                    .reqs = reqs,
-                                    .req_count = c->req_count,
-                                    .conns = conns,
-                                    .conn_count = c->conn_count,
-                                    .req_status = c->req_status,
-                                    .conn_status = c->conn_status,
-                                    .add_headers = add_headers};
-    limit_handler_for(loc->handler, handler);
-    loc->handler = handler;
-    loc->handler_data = wrap;
+    *ll = (struct limit_location){.reqs = reqs,
+                                  .req_count = c->req_count,
+                                  .conns = conns,
+                                  .conn_count = c->conn_count,
+                                  .req_status = c->req_status,
+                                  .conn_status = c->conn_status};
+    loc->limits = ll;
     return 0;
 }
 

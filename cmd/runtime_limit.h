@@ -1,6 +1,6 @@
 /*
- * runtime_limit.h: the limit zones a generation uses and the locations
- * they stand in front of (runtime_limit.c), and their metrics.
+ * runtime_limit.h: the limit zones a generation uses, the locations'
+ * limits (runtime_limit.c), and their metrics.
  */
 #ifndef CORRAL_CMD_RUNTIME_LIMIT_H
 #define CORRAL_CMD_RUNTIME_LIMIT_H
@@ -22,12 +22,10 @@ int runtime_limits_new(struct runtime_vars *vars, const struct conf_config *conf
  * may be left. */
 void runtime_limits_free(struct runtime_limits *limits);
 
-/* Puts limit_handler in front of `loc`'s handler when `conf` has limits;
- * what it builds `vars` owns.  `add_headers` are the location's, for its
- * refusals.  Returns 0 or -ENOMEM. */
-int runtime_limits_wrap(struct runtime_limits *limits, struct runtime_vars *vars,
-                        const struct conf_location *conf,
-                        const struct http_add_headers *add_headers, struct http_location *loc);
+/* Sets `loc`'s limits (loc->limits) when `conf` has some and `loc` a
+ * handler; what it builds `vars` owns.  Returns 0 or -ENOMEM. */
+int runtime_limits_build(struct runtime_limits *limits, struct runtime_vars *vars,
+                         const struct conf_location *conf, struct http_location *loc);
 
 /* The zones' counters, by zone. */
 void runtime_limits_metrics(struct text *t);

@@ -5,6 +5,8 @@
  */
 #include "proto/access.h"
 #include "proto/exchange.h"
+#include "proto/router.h"
+#include "proto/site.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -166,7 +168,8 @@ unsigned access_check(struct exchange *ex, const corral_conn *conn, const struct
     struct sockaddr_storage peer;
     socklen_t len;
     /* A unix socket's peer has no address: only "all" applies to it. */
-    bool known = corral_conn_peer(conn, &peer, &len) == 0 && len <= sizeof(ex->client);
+    bool known =
+        conn != NULL && corral_conn_peer(conn, &peer, &len) == 0 && len <= sizeof(ex->client);
     if (known)
         memcpy(&ex->client, &peer, len);
     return access_check_routed(ex, conf, req);
@@ -186,4 +189,18 @@ unsigned access_check_routed(struct exchange *ex, const struct access_conf *conf
             return rule->allow ? 0 : 403;
     }
     return 0;
+}
+
+int access_peer_phase(struct router_walk *w)
+{
+    access_check(w->ex, exchange_conn(w->ex), NULL, &w->req);
+    return ROUTER_NEXT;
+}
+
+int access_phase(struct router_walk *w)
+{
+    struct exchange *ex = w->ex;
+    const struct access_conf *conf = ex->loc != NULL ? ex->loc->access : ex->vhost->access;
+    unsigned refused = access_check_routed(ex, conf, &w->req);
+    return refused != 0 ? (int)refused : ROUTER_NEXT;
 }

@@ -2,8 +2,8 @@
  * access.h: who a request's client is and whether it may come in: the
  * real client address behind trusted proxies (nginx's set_real_ip_from,
  * real_ip_header, real_ip_recursive) and the allow/deny rules checked
- * against it.  The config language fills struct access_conf; the framers
- * call access_check() once a request's location is known.
+ * against it.  The config language fills struct access_conf; the router
+ * runs the checks (access_phase()) once a request's location is known.
  */
 #ifndef CORRAL_PROTO_ACCESS_H
 #define CORRAL_PROTO_ACCESS_H
@@ -57,15 +57,21 @@ struct http_request;
  * the address in conf's real_ip_header when that peer is trusted; then
  * checks the allow/deny rules against it.  Returns 0, or 403 when a rule
  * denies the client.  `conf` NULL (the location has none of these): the
- * peer, and no rules.  Framers call it for every request they route. */
+ * peer, and no rules.  The router calls it for every request it routes. */
 unsigned access_check(struct exchange *ex, const corral_conn *conn, const struct access_conf *conf,
                       const struct http_request *req);
 
-/* access_check() for an exchange whose client address is set already: a
- * request that `rewrite` routed to a location other than the one the
- * framer checked gets that location's rules (and real_ip settings). */
+/* access_check() for an exchange whose client address is set already:
+ * the location's rules (and real_ip settings), once it is known. */
 unsigned access_check_routed(struct exchange *ex, const struct access_conf *conf,
                              const struct http_request *req);
+
+/* The router's phase handlers (router.h): the connection's peer as the
+ * client's address (post-read), then the location's (or, with none, the
+ * server's) real_ip and allow/deny (access): 403 when a rule denies. */
+struct router_walk;
+int access_peer_phase(struct router_walk *w);
+int access_phase(struct router_walk *w);
 
 /* Whether `addr` (IPv4, or IPv6: an IPv4-mapped one counts as IPv4) is
  * in `net`. */

@@ -2,10 +2,12 @@
  * add_header.c: applies a location's add_header rules when its response
  * begins: each value is evaluated (it may read $status, $upstream_* and
  * the exchange's other variables) and appended to the handler's header
- * lines; and an error page's status, which replaces the handler's.
+ * lines, by the exchange's begin_filter; its state in the exchange's slots.
  */
 #include "proto/add_header.h"
+#include "proto/exchange_slots.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* nginx adds headers without `always` to these only. */
@@ -26,11 +28,21 @@ static bool status_takes_headers(unsigned status)
     }
 }
 
+const struct http_add_headers *exchange_add_headers(const struct exchange *ex)
+{
+    return exchange_ctx(ex, EXCHANGE_SLOT_ADD_HEADER);
+}
+
+void exchange_forget_add_early(struct exchange *ex)
+{
+    exchange_set_ctx(ex, EXCHANGE_SLOT_ADD_EARLY, NULL);
+}
+
 void exchange_add_headers_early(struct exchange *ex, const struct http_request *req,
                                 struct vars_buf *out)
 {
-    const struct http_add_headers *rules = ex->add_headers;
-    ex->add_early = NULL;
+    const struct http_add_headers *rules = exchange_add_headers(ex);
+    exchange_forget_add_early(ex);
     if (rules == NULL || !rules->early)
         return;
     /* One value per rule, each ending in a NUL (header values hold none):
@@ -43,26 +55,21 @@ void exchange_add_headers_early(struct exchange *ex, const struct http_request *
         vars_buf_add(out, "", 1);
     }
     if (!out->failed)
-        ex->add_early = out->data;
+        exchange_set_ctx(ex, EXCHANGE_SLOT_ADD_EARLY, out->data);
 }
 
-void exchange__begin_adding(struct exchange *ex, unsigned status, const char *headers,
-                            size_t headers_len, int64_t content_length, struct http_str codings)
+/* The exchange's begin_filter while it has rules. */
+static void begin_adding(struct exchange *ex, unsigned status, const char *headers,
+                         size_t headers_len, int64_t content_length, struct http_str codings)
 {
-    const struct http_add_headers *rules = ex->add_headers;
-    if (ex->status_override != 0) /* an error page's response: see error_page.h */
-        status = ex->status_override;
-    if (rules == NULL) {
-        ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);
-        return;
-    }
+    const struct http_add_headers *rules = exchange_add_headers(ex);
     char small[1024];
     struct vars_buf lines;
     vars_buf_init(&lines, small, sizeof(small));
     vars_buf_add(&lines, headers, headers_len);
     struct vars_ctx ctx = {.ex = ex, .status = status, .escape = VARS_HEADER};
     bool takes = status_takes_headers(status);
-    const char *early = ex->add_early;
+    const char *early = exchange_ctx(ex, EXCHANGE_SLOT_ADD_EARLY);
     for (size_t i = 0; i < rules->count; i++) {
         const struct http_add_header *h = &rules->items[i];
         const char *value = early;
@@ -106,8 +113,21 @@ void exchange_respond_error_adding(struct exchange *ex, const struct http_reques
     if (req != NULL)
         exchange_add_headers_early(ex, req, &early);
     else
-        ex->add_early = NULL;
+        exchange_forget_add_early(ex);
     exchange_respond_error(ex, status);
-    ex->add_early = NULL; /* `early` goes with this frame */
+    exchange_forget_add_early(ex); /* `early` goes with this frame */
     vars_buf_free(&early);
+}
+
+void exchange_set_add_headers(struct exchange *ex, const struct http_add_headers *rules)
+{
+    /* The slot holds any module's state; these rules stay the config's. */
+    exchange_set_ctx(ex, EXCHANGE_SLOT_ADD_HEADER, (void *)(uintptr_t)rules);
+    ex->begin_filter = rules != NULL ? begin_adding : NULL;
+}
+
+void add_header_release(struct exchange *ex)
+{
+    exchange_set_add_headers(ex, NULL);
+    exchange_forget_add_early(ex);
 }

@@ -22,6 +22,12 @@ struct http_add_headers {
     bool early; /* some value reads the request and nothing late: see below */
 };
 
+/* The add_header rules the response gets when it begins (NULL: none):
+ * the exchange's begin_filter is set to apply them. */
+void exchange_set_add_headers(struct exchange *ex, const struct http_add_headers *rules);
+/* The rules set; NULL: none. */
+const struct http_add_headers *exchange_add_headers(const struct exchange *ex);
+
 /* The request's strings are gone when a proxied response begins: the
  * values of the exchange's rules that read the request (and nothing known
  * only then, such as $status) are evaluated now, while `req` is valid, into
@@ -37,5 +43,12 @@ void exchange_add_headers_early(struct exchange *ex, const struct http_request *
  * read. */
 void exchange_respond_error_adding(struct exchange *ex, const struct http_request *req,
                                    const struct http_add_headers *rules, unsigned status);
+
+/* Forgets the values exchange_add_headers_early() kept, before `out` goes. */
+void exchange_forget_add_early(struct exchange *ex);
+
+/* Forgets the exchange's rules and values: the router calls it when the
+ * exchange is redirected or ends. */
+void add_header_release(struct exchange *ex);
 
 #endif

@@ -5,9 +5,8 @@
  */
 #include "proto/error_page.h"
 
-#include "proto/access.h"
-#include "proto/limit.h"
 #include "proto/rewrite.h"
+#include "proto/router.h"
 #include "proto/site.h"
 #include "proto/vars.h"
 
@@ -16,10 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What the exchange keeps for its error page (exchange.error_page). */
+/* What the exchange keeps for its error page (its EXCHANGE_SLOT_ERROR_PAGE). */
 struct error_page_state {
-    struct exchange *ex; /* NULL once the exchange is gone */
-    const struct http_vhost *vhost;
+    struct exchange *ex;     /* NULL once the exchange is gone */
     struct http_request req; /* as routed, without its body's fields */
     char *block;             /* req's strings (http_request_copy()) */
     char *uri;               /* the internal redirect's target, while it waits */
@@ -48,19 +46,26 @@ static bool frames_body(struct http_str name)
            http_str_equal_nocase(name, "expect");
 }
 
-void error_page_route(struct exchange *ex, const struct http_vhost *vhost,
-                      const struct http_location *loc, const struct http_request *req)
+/* The error_page lines for the exchange's answers: its location's (or,
+ * with none, its server's). */
+static const struct http_error_pages *pages_of(const struct exchange *ex)
 {
-    ex->error_pages = loc != NULL ? loc->error_pages : vhost->error_pages;
-    if (ex->error_pages == NULL || ex->error_page != NULL)
-        return;
+    return ex->loc != NULL ? ex->loc->error_pages : ex->vhost->error_pages;
+}
+
+static bool respond(struct exchange *ex, unsigned status);
+
+int error_page_phase(struct router_walk *w)
+{
+    struct exchange *ex = w->ex;
+    if (pages_of(ex) == NULL || exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE) != NULL)
+        return ROUTER_DECLINED;
     struct error_page_state *st = calloc(1, sizeof(*st));
     if (st != NULL)
-        st->block = http_request_copy(req, &st->req);
+        st->block = http_request_copy(&w->req, &st->req);
     if (st == NULL || st->block == NULL) {
         free(st);
-        ex->error_pages = NULL; /* the built-in answers, then */
-        return;
+        return ROUTER_DECLINED; /* the built-in answers, then */
     }
     /* The copy's header array starts its block, which is ours to change. */
     struct http_header *headers = (struct http_header *)(void *)st->block;
@@ -70,16 +75,18 @@ void error_page_route(struct exchange *ex, const struct http_vhost *vhost,
             headers[kept++] = headers[i];
     st->req.header_count = kept;
     st->ex = ex;
-    st->vhost = vhost;
-    ex->error_page = st;
+    exchange_set_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE, st);
+    ex->error_hook = respond;
+    return ROUTER_DECLINED;
 }
 
 void error_page_release(struct exchange *ex)
 {
-    struct error_page_state *st = ex->error_page;
+    struct error_page_state *st = exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE);
     if (st == NULL)
         return;
-    ex->error_page = NULL;
+    exchange_set_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE, NULL);
+    ex->error_hook = NULL;
     if (st->pending) {
         st->orphan = true; /* run_redirect() frees it */
         st->ex = NULL;
@@ -101,8 +108,9 @@ static void pending_on_request(struct exchange *ex, const struct http_request *r
 
 static void pending_on_abort(struct exchange *ex)
 {
-    if (ex->error_page != NULL)
-        ex->error_page->cancelled = true;
+    struct error_page_state *st = exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE);
+    if (st != NULL)
+        st->cancelled = true;
 }
 
 static const struct http_handler pending_handler = {
@@ -141,28 +149,11 @@ static void run_redirect(void *arg)
      * framer releases the state with the exchange. */
     if (st->cancelled || exchange_response_started(ex))
         return;
-    /* What the failed location held goes; the page's location sets its own. */
-    limit_exchange_end(ex);
-    ex->add_headers = NULL;
-    ex->add_early = NULL;
-    ex->routed = NULL;
-    ex->data = NULL;
     ex->status_override = st->status_override;
     struct http_request req;
     redirected_request(st, &req);
-    const struct http_location *loc =
-        st->named != NULL ? st->named : http_find_location(st->vhost, req.path.data, req.path.len);
-    if (loc == NULL || loc->handler == NULL) {
-        exchange_respond_error(ex, 404); /* built-in: a page was served */
-        return;
-    }
-    unsigned refused = access_check_routed(ex, loc->access, &req);
-    if (refused != 0) {
-        exchange_respond_error(ex, refused);
-        return;
-    }
-    ex->_ops->reroute(ex, loc->handler, loc->handler_data);
-    loc->handler->on_request(ex, &req, loc->handler_data);
+    /* Errors on the way get the built-in answer: a page was served. */
+    router_redirect(ex, &req, st->named);
 }
 
 /* Queues the internal redirect to `uri` (starting with "/"): searched
@@ -170,8 +161,6 @@ static void run_redirect(void *arg)
 static bool start_redirect(struct exchange *ex, struct error_page_state *st,
                            const struct http_error_page *page, unsigned status, struct http_str uri)
 {
-    if (ex->_ops->reroute == NULL)
-        return false;
     char small[512];
     struct vars_buf target;
     vars_buf_init(&target, small, sizeof(small));
@@ -188,7 +177,8 @@ static bool start_redirect(struct exchange *ex, struct error_page_state *st,
     st->pending = true;
     st->named = page->named;
     st->status_override = page->response == ERROR_PAGE_KEEP ? status : (unsigned)page->response;
-    ex->_ops->reroute(ex, &pending_handler, NULL);
+    ex->redirected = true;
+    ex->_ops->set_handler(ex, &pending_handler);
     return true;
 }
 
@@ -224,12 +214,13 @@ static bool send_location(struct exchange *ex, const struct http_error_page *pag
     return sent;
 }
 
-bool error_page_respond(struct exchange *ex, unsigned status)
+/* ex->error_hook. */
+static bool respond(struct exchange *ex, unsigned status)
 {
-    struct error_page_state *st = ex->error_page;
-    if (st == NULL || st->served || st->pending || exchange_response_started(ex))
+    struct error_page_state *st = exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE);
+    const struct http_error_pages *pages = pages_of(ex);
+    if (st == NULL || pages == NULL || st->served || st->pending || exchange_response_started(ex))
         return false;
-    const struct http_error_pages *pages = ex->error_pages;
     const struct http_error_page *page = NULL;
     for (size_t i = 0; i < pages->count && page == NULL; i++)
         if (pages->items[i].status == status)

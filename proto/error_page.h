@@ -12,7 +12,6 @@
 #include <stddef.h>
 
 struct vars_template;
-struct http_vhost;
 struct http_location;
 
 /* One code's page. */
@@ -38,26 +37,23 @@ struct http_error_pages {
     size_t count;
 };
 
-/* The exchange is routed to `loc` (NULL: no location) of `vhost`: its
- * error pages are then the location's (or the server's, with none).  When
- * there are some, what a redirect needs of `req` is copied, once per
- * exchange: the request is gone when, say, a proxy fails.  Framers call it
- * once the location is known, and the rewrite handler once more with the
- * location it settles on. */
-void error_page_route(struct exchange *ex, const struct http_vhost *vhost,
-                      const struct http_location *loc, const struct http_request *req);
+/* The router's phase handler (router.h), once the server and again once
+ * the location is known: when the exchange has error pages (its
+ * location's, or its server's with none), keeps what a redirect needs of
+ * the request, once per exchange (the request is gone when, say, a proxy
+ * fails), and becomes the exchange's error_hook.  That answers `status`
+ * with the exchange's error page, when it has one for it and none was
+ * served for the exchange yet (nginx's recursive_error_pages off).  An
+ * internal redirect runs from the loop, after the caller has returned:
+ * the handler that failed lets go of the exchange as after any answer,
+ * and the router walks again with the page's URI (router_redirect(): no
+ * request body).  The hook returns false when the built-in answer is the
+ * one to send. */
+struct router_walk;
+int error_page_phase(struct router_walk *w);
 
-/* Answers `status` with the exchange's error page, when it has one for it
- * and none was served for the exchange yet (nginx's recursive_error_pages
- * off).  An internal redirect runs from the loop, after the caller has
- * returned: the handler that failed lets go of the exchange as after any
- * answer, and the framer hands the exchange (with no request body: what
- * is left of it is dropped) to the redirected location's handler.  Returns
- * false when the built-in answer is the one to send. */
-bool error_page_respond(struct exchange *ex, unsigned status);
-
-/* The exchange ends: frees what error_page_route() kept.  Framers call it
- * when they free the exchange. */
+/* The exchange ends: frees what error_page_phase() kept.  The router calls
+ * it (router_end()). */
 void error_page_release(struct exchange *ex);
 
 #endif

@@ -2,10 +2,9 @@
  * exchange.c: the parts of the exchange API that are the same for every
  * framer, built on its ops table: whole responses and error answers; the
  * client address every framer reports; a request copied to outlive its
- * head; the forwarding of a handler that stands in front of another.
+ * head.
  */
 #include "proto/exchange.h"
-#include "proto/error_page.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,9 +23,20 @@ void exchange_respond(struct exchange *ex, unsigned status, const char *headers,
     exchange_end(ex);
 }
 
+void exchange__begin_filtered(struct exchange *ex, unsigned status, const char *headers,
+                              size_t headers_len, int64_t content_length, struct http_str codings)
+{
+    if (ex->status_override != 0) /* an error page's response: see error_page.h */
+        status = ex->status_override;
+    if (ex->begin_filter != NULL)
+        ex->begin_filter(ex, status, headers, headers_len, content_length, codings);
+    else
+        ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);
+}
+
 void exchange_respond_error(struct exchange *ex, unsigned status)
 {
-    if (ex->error_pages != NULL && error_page_respond(ex, status))
+    if (ex->error_hook != NULL && ex->error_hook(ex, status))
         return;
     exchange_respond_builtin(ex, status);
 }
@@ -113,65 +123,4 @@ char *http_request_copy(const struct http_request *req, struct http_request *out
 #undef COPY
     out->headers = headers;
     return block;
-}
-
-/* ------------------------------------------------ handlers in front of others */
-
-/* Each callback of struct http_handler has its forwarder below, its entry
- * in EXCHANGE_FORWARD_CALLBACKS and its line in exchange_forward_for():
- * this fails to compile when a callback is added, until it has them. */
-_Static_assert(sizeof(struct http_handler) == sizeof(const char *) + 7 * sizeof(void (*)(void)),
-               "a new http_handler callback: forward it here and in exchange.h");
-
-void exchange_forward_body(struct exchange *ex, const char *data, size_t len)
-{
-    if (ex->routed != NULL && ex->routed->on_body != NULL)
-        ex->routed->on_body(ex, data, len);
-}
-
-void exchange_forward_body_end(struct exchange *ex)
-{
-    if (ex->routed != NULL && ex->routed->on_body_end != NULL)
-        ex->routed->on_body_end(ex);
-}
-
-void exchange_forward_body_trailers(struct exchange *ex, const char *lines, size_t len)
-{
-    if (ex->routed != NULL && ex->routed->on_body_trailers != NULL)
-        ex->routed->on_body_trailers(ex, lines, len);
-}
-
-void exchange_forward_abort(struct exchange *ex)
-{
-    if (ex->routed != NULL && ex->routed->on_abort != NULL)
-        ex->routed->on_abort(ex);
-}
-
-void exchange_forward_drain(struct exchange *ex)
-{
-    if (ex->routed != NULL && ex->routed->on_drain != NULL)
-        ex->routed->on_drain(ex);
-}
-
-size_t exchange_forward_tunnel_data(struct exchange *ex, const char *data, size_t len)
-{
-    if (ex->routed != NULL && ex->routed->on_tunnel_data != NULL)
-        return ex->routed->on_tunnel_data(ex, data, len);
-    return len; /* taken, and dropped */
-}
-
-void exchange_forward_for(const struct http_handler *front, const struct http_handler *inner,
-                          struct http_handler *out)
-{
-    *out = *front;
-    if (inner->on_body == NULL)
-        out->on_body = NULL;
-    if (inner->on_body_end == NULL)
-        out->on_body_end = NULL;
-    if (inner->on_body_trailers == NULL)
-        out->on_body_trailers = NULL;
-    if (inner->on_drain == NULL)
-        out->on_drain = NULL;
-    if (inner->on_tunnel_data == NULL)
-        out->on_tunnel_data = NULL;
 }

@@ -111,17 +111,28 @@ struct exchange_ops {
     uint64_t (*request_spliceable)(const struct exchange *ex);
     int (*request_splice)(struct exchange *ex, corral_conn *to, uint64_t len, exchange_splice_cb cb,
                           void *arg);
-    /* Hands the exchange, whose response has not begun, to `handler`
-     * (`data` its handler_data): its callbacks from now on, but for
-     * on_request, which the caller makes.  No request body goes to it:
-     * what is left is read and dropped.  Optional (error_page.h: no
-     * internal redirects without it). */
-    void (*reroute)(struct exchange *ex, const struct http_handler *handler, void *data);
+    /* The router (router.h) hands the exchange, whose response has not
+     * begun, to `handler`: its callbacks from now on, but for on_request,
+     * which the router makes.  After an internal redirect (ex->redirected)
+     * no request body goes to it: what is left is read and dropped.  A
+     * handler without on_request only holds the exchange for a while (a
+     * limit's delay): the framer decides nothing from it (100 Continue,
+     * an upgrade). */
+    void (*set_handler)(struct exchange *ex, const struct http_handler *handler);
+    /* The router has found where the request goes (ex->vhost, ex->loc;
+     * `req` as the client sent it, before any rewrite): the framer picks
+     * its access log and keeps what its line needs.  Once per exchange,
+     * before it is answered. */
+    void (*routed)(struct exchange *ex, const struct http_request *req);
 };
 
 struct http_add_headers;
-struct http_error_pages;
-struct error_page_state;
+struct http_vhost;
+struct http_location;
+
+/* The per-exchange state slots of modules (exchange_slots.h), as nginx's
+ * r->ctx[]: the exchange knows none of them. */
+#define EXCHANGE_CTX_SLOTS 4
 
 /* An IPv4 or IPv6 address with its port. */
 union exchange_addr {
@@ -135,35 +146,33 @@ union exchange_addr {
 struct exchange {
     const struct exchange_ops *_ops;
     void *data; /* the handler's: exchange_data() */
-    /* The client's address for this request, set by the framer with
-     * access_check() (access.h) once the request is routed: the
-     * connection's peer, or what a trusted proxy's header says.  AF_UNSPEC
-     * before that, and for a unix socket's client. */
+    /* The client's address for this request, set by the router's access
+     * phases (access.h): the connection's peer, or what a trusted proxy's
+     * header says.  AF_UNSPEC before that, and for a unix socket's
+     * client. */
     union exchange_addr client;
     /* What variables (vars.h) read that only the exchange knows. */
     uint64_t request_id[2];    /* $request_id, drawn when first read; 0: not yet */
     const char *upstream_addr; /* $upstream_addr: the server last tried; NULL: none */
     unsigned upstream_status;  /* $upstream_status; 0: none */
-    /* The location's add_header rules, which exchange_begin() applies;
-     * NULL: none.  Set by the handler (exchange_set_add_headers()). */
-    const struct http_add_headers *add_headers;
-    /* Their values that read the request, evaluated while it was there
-     * (exchange_add_headers_early()); NULL: none. */
-    const char *add_early;
-    /* The handler a rewrite (rewrite.h) or the limits (limit.h) passed
-     * the exchange on to, which their callbacks forward to
-     * (EXCHANGE_FORWARD_CALLBACKS); NULL: none. */
-    const struct http_handler *routed;
-    /* What limit_handler holds for the exchange (limit.h); NULL: nothing. */
-    struct limit_exchange *limit;
-    /* The error_page lines of the location (or server) that answers
-     * (error_page.h); NULL: none.  Set by error_page_route(). */
-    const struct http_error_pages *error_pages;
-    /* What an error page needs of the request, kept by error_page_route();
-     * NULL: nothing. */
-    struct error_page_state *error_page;
+    /* Rewrites the response head on its way to the framer (add_header.c
+     * sets it with the location's add_header rules); NULL: none. */
+    void (*begin_filter)(struct exchange *ex, unsigned status, const char *headers,
+                         size_t headers_len, int64_t content_length, struct http_str codings);
+    /* Where the router (router.h) routed the exchange: its vhost, and its
+     * location (NULL: none yet, or none found). */
+    const struct http_vhost *vhost;
+    const struct http_location *loc;
+    bool redirected; /* an internal redirect (error_page) took it: no body */
+    bool _routed;    /* the router told the framer (exchange_ops.routed) */
+    /* Answers an error of corral's own instead of the built-in answer
+     * (error_page.h sets it); returns false to leave it to the built-in
+     * one.  NULL: none. */
+    bool (*error_hook)(struct exchange *ex, unsigned status);
+    /* Each module's state, by its slot (exchange_slots.h); NULL: none. */
+    void *ctx[EXCHANGE_CTX_SLOTS];
     /* The status the response goes out with, whatever its handler says:
-     * an error page's; 0: the handler's. */
+     * an error page's (as nginx's err_status); 0: the handler's. */
     unsigned status_override;
 };
 
@@ -176,8 +185,8 @@ struct exchange {
 void exchange_respond(struct exchange *ex, unsigned status, const char *headers, const char *body,
                       size_t body_len);
 
-/* Answers an error of corral's own: with the exchange's error page for
- * `status` (error_page.h) when it has one, else with a short text/plain
+/* Answers an error of corral's own: through ex->error_hook (the
+ * exchange's error page for `status`, error_page.h) when it takes it, else with a short text/plain
  * body: "404 Not Found\n" etc. */
 void exchange_respond_error(struct exchange *ex, unsigned status);
 
@@ -194,17 +203,17 @@ char *http_request_copy(const struct http_request *req, struct http_request *out
  * in CRLF) and the body length, or -1 if unknown (then the framer frames it:
  * HTTP/1.1 chunked, or until the connection closes for an HTTP/1.0 client).
  * No body is sent for HEAD, 1xx, 204, 304.  Only the first call counts. */
-/* exchange_begin() for an exchange with add_header rules or a status
- * override (add_header.c). */
-void exchange__begin_adding(struct exchange *ex, unsigned status, const char *headers,
-                            size_t headers_len, int64_t content_length, struct http_str codings);
+/* exchange_begin() for an exchange with a begin_filter or a status
+ * override. */
+void exchange__begin_filtered(struct exchange *ex, unsigned status, const char *headers,
+                              size_t headers_len, int64_t content_length, struct http_str codings);
 
 static inline void exchange_begin(struct exchange *ex, unsigned status, const char *headers,
                                   size_t headers_len, int64_t content_length)
 {
-    if (ex->add_headers != NULL || ex->status_override != 0)
-        exchange__begin_adding(ex, status, headers, headers_len, content_length,
-                               (struct http_str){NULL, 0});
+    if (ex->begin_filter != NULL || ex->status_override != 0)
+        exchange__begin_filtered(ex, status, headers, headers_len, content_length,
+                                 (struct http_str){NULL, 0});
     else
         ex->_ops->begin(ex, status, headers, headers_len, content_length,
                         (struct http_str){NULL, 0});
@@ -217,8 +226,8 @@ static inline void exchange_begin_coded(struct exchange *ex, unsigned status, co
                                         size_t headers_len, int64_t content_length,
                                         struct http_str codings)
 {
-    if (ex->add_headers != NULL || ex->status_override != 0)
-        exchange__begin_adding(ex, status, headers, headers_len, content_length, codings);
+    if (ex->begin_filter != NULL || ex->status_override != 0)
+        exchange__begin_filtered(ex, status, headers, headers_len, content_length, codings);
     else
         ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);
 }
@@ -399,11 +408,15 @@ static inline const corral_conn *exchange_conn(const struct exchange *ex)
     return ex->_ops->conn != NULL ? ex->_ops->conn(ex) : NULL;
 }
 
-/* The add_header rules exchange_begin() applies to the response. */
-static inline void exchange_set_add_headers(struct exchange *ex,
-                                            const struct http_add_headers *rules)
+/* A module's per-exchange state, by its slot (exchange_slots.h). */
+static inline void *exchange_ctx(const struct exchange *ex, unsigned slot)
 {
-    ex->add_headers = rules;
+    return ex->ctx[slot];
+}
+
+static inline void exchange_set_ctx(struct exchange *ex, unsigned slot, void *state)
+{
+    ex->ctx[slot] = state;
 }
 
 /* The handler's per-exchange state. */
@@ -444,39 +457,6 @@ static inline void exchange_tunnel_close(struct exchange *ex)
 /* The peer of `conn` as text ("192.0.2.1", "::1"), or "-": what a framer's
  * client_host op gives.  `len` is at least INET6_ADDRSTRLEN. */
 void exchange_format_client(const corral_conn *conn, char *buf, size_t len);
-
-/* ---------------------------------------------- handlers in front of others */
-
-/* A handler may stand in front of the one that answers (rewrite.h,
- * limit.h): its on_request picks that handler, sets ex->routed to it and
- * calls its on_request, and every other callback goes on to ex->routed
- * (nowhere while it is NULL or leaves that callback NULL).  These
- * forward one callback each; EXCHANGE_FORWARD_CALLBACKS names them all for
- * such a handler's table, after its .name and .on_request:
- *
- *     {.name = "x", .on_request = x_on_request, EXCHANGE_FORWARD_CALLBACKS}
- *
- * so that every front handler forwards every callback of struct
- * http_handler, one added later too. */
-void exchange_forward_body(struct exchange *ex, const char *data, size_t len);
-void exchange_forward_body_end(struct exchange *ex);
-void exchange_forward_body_trailers(struct exchange *ex, const char *lines, size_t len);
-void exchange_forward_abort(struct exchange *ex);
-void exchange_forward_drain(struct exchange *ex);
-size_t exchange_forward_tunnel_data(struct exchange *ex, const char *data, size_t len);
-
-#define EXCHANGE_FORWARD_CALLBACKS                                                                 \
-    .on_body = exchange_forward_body, .on_body_end = exchange_forward_body_end,                    \
-    .on_body_trailers = exchange_forward_body_trailers, .on_abort = exchange_forward_abort,        \
-    .on_drain = exchange_forward_drain, .on_tunnel_data = exchange_forward_tunnel_data
-
-/* `front` (a table with EXCHANGE_FORWARD_CALLBACKS) as it stands in front
- * of `inner` alone: the optional callbacks that `inner` leaves NULL are
- * NULL in `out` too, so that a framer treats the exchange as it would
- * `inner`'s (no 100 Continue, no body delivered, where it takes none);
- * on_abort stays, for `front`'s own state. */
-void exchange_forward_for(const struct http_handler *front, const struct http_handler *inner,
-                          struct http_handler *out);
 
 /* ------------------------------------------------------- built-in handlers */
 

@@ -7,11 +7,9 @@
  * before them is complete, which keeps responses in order for free.
  */
 #include "proto/http1_internal.h"
-#include "proto/access.h"
 #include "proto/add_header.h"
-#include "proto/error_page.h"
-#include "proto/limit.h"
 #include "proto/http2.h"
+#include "proto/router.h"
 #include "proto/tls.h"
 #include "proto/access_log.h"
 #include "proto/proxy_protocol.h"
@@ -72,7 +70,6 @@ struct h1_exchange *h1_exchange_begin(struct h1_conn *h1)
 static void h1_exchange_free(void *arg)
 {
     struct h1_exchange *ex = arg;
-    error_page_release(&ex->base);
     free(ex->log_fields);
     free(ex);
 }
@@ -86,7 +83,7 @@ void h1_exchange_retire(struct h1_conn *h1)
     struct h1_exchange *ex = h1->ex;
     if (ex == NULL)
         return;
-    limit_exchange_end(&ex->base);
+    router_end(&ex->base);
     h1->ex = NULL;
     if (corral_loop_defer(corral_conn_loop(h1->conn), h1_exchange_free, ex) != 0) {
         ex->retired_next = h1->retired;
@@ -94,16 +91,41 @@ void h1_exchange_retire(struct h1_conn *h1)
     }
 }
 
-void h1_ex_reroute(struct exchange *base, const struct http_handler *handler, void *data)
+void h1_ex_set_handler(struct exchange *base, const struct http_handler *handler)
 {
     struct h1_exchange *ex = h1_exchange_of(base);
     assert(!ex->response_started);
     ex->handler = handler;
-    ex->handler_data = data;
-    ex->body_dropped = true;
-    /* A body the failed handler had paused is read on, and dropped. */
-    if (!ex->request_done)
-        corral_conn_resume_read(ex->h1->conn);
+    if (base->redirected) {
+        ex->body_dropped = true;
+        /* A body the failed handler had paused is read on, and dropped. */
+        if (!ex->request_done)
+            corral_conn_resume_read(ex->h1->conn);
+        return;
+    }
+    if (handler->on_request == NULL)
+        return; /* it holds the exchange only: the handler after decides */
+    if (ex->upgrade && handler->on_tunnel_data == NULL)
+        ex->keep_alive = false; /* what follows the head will not be HTTP */
+    /* Never to an HTTP/1.0 client, which need not understand a 1xx and
+     * sends its body regardless (RFC 9110 10.1.1, 15.2). */
+    if (ex->expect_continue && handler->on_body != NULL) {
+        ex->expect_continue = false;
+        corral_conn_write(ex->h1->conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    }
+}
+
+void h1_ex_routed(struct exchange *base, const struct http_request *req)
+{
+    struct h1_exchange *ex = h1_exchange_of(base);
+    struct h1_conn *h1 = ex->h1;
+    ex->log = access_log_route(h1->site, base->vhost, base->loc);
+    if (ex->log == NULL)
+        return;
+    ex->started_ns = h1->head_started_ns;
+    char remote[64]; /* exchange_client_host() writes at most this */
+    exchange_client_host(base, remote, sizeof(remote));
+    ex->log_fields = access_log_keep(req, remote);
 }
 
 /* Parses nothing more and closes.  `linger` unless the client asked to

@@ -16,7 +16,6 @@ struct h1_exchange {
     struct exchange base; /* what handlers get */
     struct h1_conn *h1;
     const struct http_handler *handler;
-    void *handler_data;
     bool head;          /* HEAD request: responses carry no body */
     bool keep_alive;    /* the client allows reusing the connection */
     bool http10;        /* an HTTP/1.0 client: no chunked responses */
@@ -34,6 +33,8 @@ struct h1_exchange {
     bool body_raw : 1;
     bool request_splicing : 1; /* exchange_request_splice() under way */
     bool body_dropped : 1;     /* rerouted (an error page): the body goes to no handler */
+    bool expect_continue : 1;  /* an HTTP/1.1 body behind "Expect: 100-continue" */
+    bool upgrade : 1;          /* the request asks to switch protocols */
     unsigned status;
     uint64_t body_received;
     uint64_t body_sent;
@@ -121,7 +122,8 @@ void h1_reject(struct h1_conn *h1, unsigned status, const char *head, size_t len
 uint64_t h1_ex_request_spliceable(const struct exchange *base);
 int h1_ex_request_splice(struct exchange *base, corral_conn *to, uint64_t len,
                          exchange_splice_cb cb, void *arg);
-/* The reroute op (http1.c). */
-void h1_ex_reroute(struct exchange *base, const struct http_handler *handler, void *data);
+/* The set_handler and routed ops (http1.c). */
+void h1_ex_set_handler(struct exchange *base, const struct http_handler *handler);
+void h1_ex_routed(struct exchange *base, const struct http_request *req);
 
 #endif

@@ -5,11 +5,8 @@
  * caller, and the body handed on as it streams.
  */
 #include "proto/http1_internal.h"
-#include "proto/access.h"
 #include "proto/access_log.h"
-#include "proto/add_header.h"
-#include "proto/error_page.h"
-#include "proto/limit.h"
+#include "proto/router.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -213,37 +210,12 @@ static int on_headers_complete(llhttp_t *parser)
     ex->keep_alive = keep_alive;
     ex->client_closes = !keep_alive;
     ex->http10 = parser->http_minor == 0;
-    const struct http_location *loc = http_find_location(h1->vhost, req.path.data, req.path.len);
-    unsigned refused =
-        access_check(&ex->base, h1->conn, loc != NULL ? loc->access : h1->vhost->access, &req);
-    error_page_route(&ex->base, h1->vhost, loc, &req);
-    ex->log = access_log_route(h1->site, h1->vhost, loc);
-    if (ex->log != NULL) {
-        ex->started_ns = h1->head_started_ns;
-        char remote[64]; /* exchange_client_host() writes at most this */
-        exchange_client_host(&ex->base, remote, sizeof(remote));
-        ex->log_fields = access_log_keep(&req, remote);
-    }
+    ex->upgrade = req.upgrade;
+    ex->expect_continue = req.expect_continue && req.has_body && parser->http_minor >= 1;
     if (req.has_body)
         corral_conn_set_timeouts(h1->conn, h1->vhost->limits.body_timeout_ms,
                                  h1->vhost->limits.send_timeout_ms);
-
-    if (refused != 0 || loc == NULL) {
-        exchange_respond_error_adding(&ex->base, &req,
-                                      loc != NULL ? loc->add_headers : h1->vhost->add_headers,
-                                      refused != 0 ? refused : 404);
-        return 0;
-    }
-    ex->handler = loc->handler;
-    ex->handler_data = loc->handler_data;
-    if (req.upgrade && ex->handler->on_tunnel_data == NULL)
-        ex->keep_alive = false; /* what follows the head will not be HTTP */
-    /* Never to an HTTP/1.0 client, which need not understand a 1xx and
-     * sends its body regardless (RFC 9110 10.1.1, 15.2). */
-    if (req.expect_continue && req.has_body && parser->http_minor >= 1 &&
-        ex->handler->on_body != NULL)
-        corral_conn_write(h1->conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-    ex->handler->on_request(&ex->base, &req, loc->handler_data);
+    router_start(&ex->base, h1->vhost, &req, 0);
     return 0;
 }
 

@@ -363,5 +363,6 @@ const struct exchange_ops h1_exchange_ops = {
     .splice = h1_ex_splice,
     .request_spliceable = h1_ex_request_spliceable,
     .request_splice = h1_ex_request_splice,
-    .reroute = h1_ex_reroute,
+    .set_handler = h1_ex_set_handler,
+    .routed = h1_ex_routed,
 };

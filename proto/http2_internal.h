@@ -142,8 +142,9 @@ _Static_assert(offsetof(struct h2_stream, base) == 0, "h2_stream_of() casts");
 
 extern const struct exchange_ops h2_exchange_ops;
 
-/* The reroute op (http2_stream.c). */
-void h2_ex_reroute(struct exchange *base, const struct http_handler *handler, void *data);
+/* The set_handler and routed ops (http2_stream.c). */
+void h2_ex_set_handler(struct exchange *base, const struct http_handler *handler);
+void h2_ex_routed(struct exchange *base, const struct http_request *req);
 
 /* http2.c */
 /* Sends what the session has queued, at the end of the loop's turn. */

@@ -337,5 +337,6 @@ const struct exchange_ops h2_exchange_ops = {
     .tunnel = h2_ex_tunnel,
     .tunnel_write = h2_ex_tunnel_write,
     .tunnel_close = h2_ex_tunnel_close,
-    .reroute = h2_ex_reroute,
+    .set_handler = h2_ex_set_handler,
+    .routed = h2_ex_routed,
 };

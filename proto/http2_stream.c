@@ -4,12 +4,10 @@
  * pace, and the response (HEADERS, DATA from a per-stream queue, trailers):
  * the HTTP/2 implementation of struct exchange_ops.
  */
-#include "proto/access.h"
 #include "proto/access_log.h"
 #include "proto/add_header.h"
-#include "proto/error_page.h"
-#include "proto/limit.h"
 #include "proto/http2_internal.h"
+#include "proto/router.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -102,7 +100,7 @@ void h2_stream_free(struct h2_stream *st)
         if (st->log != NULL)
             h2_log_exchange(st, st->response_started ? st->status : 499);
     }
-    limit_exchange_end(&st->base);
+    router_end(&st->base);
     if (st->prev != NULL)
         st->prev->next = st->next;
     else
@@ -117,7 +115,6 @@ void h2_stream_free(struct h2_stream *st)
     free(st->fields);
     free(st->trailers);
     free(st->log_fields);
-    error_page_release(&st->base);
     free(st);
 }
 
@@ -211,7 +208,7 @@ void h2_stream_keep_log_unread(struct h2_stream *st)
 /* Answers a request that never reaches a handler. */
 static void refuse(struct h2_stream *st, unsigned status)
 {
-    const struct http_add_headers *rules = st->base.add_headers;
+    const struct http_add_headers *rules = exchange_add_headers(&st->base);
     exchange_respond_error_adding(&st->base, NULL, rules != NULL ? rules : st->vhost->add_headers,
                                   status);
 }
@@ -342,7 +339,6 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
     unsigned status = st->head_refused && st->field_count == 0
                           ? 431
                           : build_request(st, end_stream, &req, &headers, &cookie);
-    bool built = status == 0;
     if (st->head_refused || (status != 0 && status != H2_MALFORMED)) {
         /* Logged with what of the request arrived: its pseudo-headers
          * come first. */
@@ -357,33 +353,19 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
         refuse(st, 431);
         return;
     }
-    const struct http_location *loc = NULL;
     if (status == 0) {
         st->vhost = http_route_vhost(h2->site, h2->conn, req.host.data, req.host.len, &status);
         size_t max = st->vhost->limits.max_body_size;
         if (max > 0 && req.content_length > max)
             status = 413;
         st->head_method = req.head;
-        loc = http_find_location(st->vhost, req.path.data, req.path.len);
-        unsigned refused =
-            access_check(&st->base, h2->conn, loc != NULL ? loc->access : st->vhost->access, &req);
-        keep_log_fields(st, &req, loc);
-        error_page_route(&st->base, st->vhost, loc, &req);
-        if (status == 0 && refused != 0)
-            status = refused;
-        if (status == 0 && loc == NULL)
-            status = 404;
-    }
-    if (status == H2_MALFORMED) {
+        /* A misdirected or too long request is routed too, for its
+         * location's error page and log. */
+        router_start(&st->base, st->vhost, &req, status);
+    } else if (status == H2_MALFORMED) {
         nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_PROTOCOL_ERROR);
-    } else if (status != 0) {
-        exchange_respond_error_adding(&st->base, built ? &req : NULL,
-                                      loc != NULL ? loc->add_headers : st->vhost->add_headers,
-                                      status);
     } else {
-        st->handler = loc->handler;
-        st->handler_owns = true;
-        st->handler->on_request(&st->base, &req, loc->handler_data);
+        exchange_respond_error_adding(&st->base, NULL, st->vhost->add_headers, status);
     }
     free(headers);
     free(cookie);
@@ -396,17 +378,24 @@ void h2_stream_request(struct h2_stream *st, bool end_stream)
     h2_schedule(h2);
 }
 
-void h2_ex_reroute(struct exchange *base, const struct http_handler *handler, void *data)
+void h2_ex_set_handler(struct exchange *base, const struct http_handler *handler)
 {
-    (void)data; /* on_request gets it; nothing else here does */
     struct h2_stream *st = h2_stream_of(base);
     assert(!st->response_started);
     st->handler = handler;
     st->handler_owns = true;
+    if (!base->redirected)
+        return;
     st->body_dropped = true;
     st->body_paused = false;
     h2_discard_body(st);
     h2_schedule(st->h2); /* the WINDOW_UPDATE for what was dropped */
+}
+
+void h2_ex_routed(struct exchange *base, const struct http_request *req)
+{
+    struct h2_stream *st = h2_stream_of(base);
+    keep_log_fields(st, req, base->loc);
 }
 
 /* Hands queued body bytes to the handler while it takes them, and gives
@@ -455,7 +444,7 @@ void h2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len)
         /* A body longer than it said, or than the limit: the built-in
          * answer, as on HTTP/1.1, where the connection closes. */
         st->handler_owns = false;
-        st->base.error_pages = NULL;
+        st->base.error_hook = NULL;
         if (!st->response_started)
             refuse(st, 413);
         else

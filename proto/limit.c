@@ -1,10 +1,13 @@
 /*
- * limit.c: the handler in front of a location with limit_req or
- * limit_conn: refuses, delays on a loop timer (the request kept, its body
- * held), or counts the exchange in and hands it to the location's handler.
+ * limit.c: the limits phase of the router (router.h), for a location with
+ * limit_req or limit_conn: refuses, delays on a loop timer (the request
+ * kept, its body held) and then goes on with the walk, or counts the
+ * exchange in.
  */
 #include "proto/limit.h"
 #include "proto/add_header.h"
+#include "proto/router.h"
+#include "proto/site.h"
 #include "proto/vars.h"
 
 #include <stdlib.h>
@@ -32,9 +35,10 @@ struct limit_exchange {
     char *trailers; /* NULL: none came */
     size_t trailers_len;
     bool body_ended;
-    bool waiting;  /* the body that comes is kept */
-    bool in_timer; /* the timer's callback runs: it frees this after */
-    bool ended;    /* limit__exchange_end() came during it */
+    bool req_checked; /* limit_req passed it (after its delay) */
+    bool waiting;     /* the body that comes is kept */
+    bool in_timer;    /* the timer's callback runs: it frees this after */
+    bool ended;       /* limit_release() came during it */
     size_t hold_count;
     struct limit_hold holds[];
 };
@@ -49,21 +53,16 @@ static size_t eval_key(struct exchange *ex, const struct http_request *req,
     return len == 0 || len > LIMIT_KEY_MAX ? SIZE_MAX : len;
 }
 
-static void refuse(struct exchange *ex, const struct http_request *req,
-                   const struct limit_location *loc, unsigned status)
-{
-    ex->routed = NULL; /* the body that follows goes nowhere */
-    exchange_respond_error_adding(ex, req, loc->add_headers, status);
-}
-
 static struct limit_exchange *state_of(struct exchange *ex, const struct limit_location *loc)
 {
-    if (ex->limit == NULL) {
-        ex->limit = calloc(1, sizeof(*ex->limit) + loc->conn_count * sizeof(struct limit_hold));
-        if (ex->limit != NULL)
-            ex->limit->loc = loc;
+    struct limit_exchange *le = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
+    if (le == NULL) {
+        le = calloc(1, sizeof(*le) + loc->conn_count * sizeof(struct limit_hold));
+        if (le != NULL)
+            le->loc = loc;
+        exchange_set_ctx(ex, EXCHANGE_SLOT_LIMIT, le);
     }
-    return ex->limit;
+    return le;
 }
 
 static void release_holds(struct limit_exchange *le)
@@ -73,31 +72,27 @@ static void release_holds(struct limit_exchange *le)
     le->hold_count = 0;
 }
 
-/* limit_conn, then the location's handler. */
-static void pass(struct exchange *ex, const struct http_request *req,
-                 const struct limit_location *loc)
+/* limit_conn: on to the next phase, or a refusal. */
+static int count_in(struct router_walk *w, const struct limit_location *loc)
 {
+    struct exchange *ex = w->ex;
     char key[LIMIT_KEY_MAX];
     for (size_t i = 0; i < loc->conn_count; i++) {
         const struct limit_conn *c = &loc->conns[i];
-        size_t len = eval_key(ex, req, c->key, key);
+        size_t len = eval_key(ex, &w->req, c->key, key);
         if (len == SIZE_MAX)
             continue;
         struct limit_exchange *le = state_of(ex, loc);
-        if (le == NULL) {
-            refuse(ex, req, loc, 500);
-            return;
-        }
+        if (le == NULL)
+            return 500;
         struct limit_node *node = limit_zone_conn(c->zone, key, len, c->max);
         if (node == NULL) {
             release_holds(le);
-            refuse(ex, req, loc, loc->conn_status);
-            return;
+            return (int)loc->conn_status;
         }
         le->holds[le->hold_count++] = (struct limit_hold){c->zone, node};
     }
-    ex->routed = loc->handler;
-    loc->handler->on_request(ex, req, loc->handler_data);
+    return ROUTER_NEXT;
 }
 
 static void free_wait(struct limit_exchange *le)
@@ -120,7 +115,7 @@ static void on_waited(corral_timer *timer, void *arg)
 {
     (void)timer;
     struct exchange *ex = arg;
-    struct limit_exchange *le = ex->limit;
+    struct limit_exchange *le = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
     corral_timer_free(le->timer); /* safe inside its own callback */
     le->timer = NULL;
     le->in_timer = true;
@@ -129,14 +124,15 @@ static void on_waited(corral_timer *timer, void *arg)
     exchange_resume_body(ex);
     if (le->waiting && !le->ended) {
         le->waiting = false;
-        pass(ex, &le->req, le->loc);
+        bool handed = router_resume(ex, &le->req, ROUTER_LIMITS);
         /* What the body brought meanwhile, as the framer would have. */
-        if (!le->ended && le->body_len > 0)
-            exchange_forward_body(ex, le->body, le->body_len);
-        if (!le->ended && le->trailers != NULL)
-            exchange_forward_body_trailers(ex, le->trailers, le->trailers_len);
-        if (!le->ended && le->body_ended)
-            exchange_forward_body_end(ex);
+        const struct http_handler *h = handed ? ex->loc->handler : NULL;
+        if (h != NULL && !le->ended && le->body_len > 0 && h->on_body != NULL)
+            h->on_body(ex, le->body, le->body_len);
+        if (h != NULL && !le->ended && le->trailers != NULL && h->on_body_trailers != NULL)
+            h->on_body_trailers(ex, le->trailers, le->trailers_len);
+        if (h != NULL && !le->ended && le->body_ended && h->on_body_end != NULL)
+            h->on_body_end(ex);
     }
     free_wait(le);
     le->in_timer = false;
@@ -144,68 +140,70 @@ static void on_waited(corral_timer *timer, void *arg)
         free(le);
 }
 
-static const struct http_handler waiting_handler;
+static const struct http_handler waiting_handler, waiting_bodyless;
 
 /* Holds the request for `ms`: a timer on the exchange's loop, the
  * request copied, the body paused. */
-static void wait_for(struct exchange *ex, const struct http_request *req,
-                     const struct limit_location *loc, uint64_t ms)
+static int wait_for(struct router_walk *w, const struct limit_location *loc, uint64_t ms)
 {
+    struct exchange *ex = w->ex;
     struct limit_exchange *le = state_of(ex, loc);
-    if (le == NULL || (le->req_block = http_request_copy(req, &le->req)) == NULL ||
+    if (le == NULL || (le->req_block = http_request_copy(&w->req, &le->req)) == NULL ||
         corral_timer_new(exchange_loop(ex), on_waited, ex, &le->timer) != 0) {
         if (le != NULL)
             free_wait(le);
-        refuse(ex, req, loc, 500);
-        return;
+        return 500;
     }
-    /* What stands in front (limit_handler, a rewrite) forwards to
-     * ex->routed: to what keeps the body while the request waits. */
-    ex->routed = &waiting_handler;
+    /* What comes of the body meanwhile is kept, if the handler takes one. */
+    ex->_ops->set_handler(ex,
+                          ex->loc->handler->on_body != NULL ? &waiting_handler : &waiting_bodyless);
+    le->req_checked = true;
     le->waiting = true;
     corral_timer_start(le->timer, ms);
     exchange_pause_body(ex);
+    return ROUTER_DONE;
 }
 
-static void limit_on_request(struct exchange *ex, const struct http_request *req, void *data)
+int limit_phase(struct router_walk *w)
 {
-    const struct limit_location *loc = data;
+    struct exchange *ex = w->ex;
+    const struct limit_location *loc = ex->loc != NULL ? ex->loc->limits : NULL;
+    if (loc == NULL || ex->loc->handler == NULL)
+        return ROUTER_NEXT;
+    const struct limit_exchange *held = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
+    if (held != NULL && held->req_checked)
+        return count_in(w, loc); /* back from its delay */
     uint64_t now_ms = corral_monotonic_ns() / 1000000;
     int64_t delay = 0;
     char key[LIMIT_KEY_MAX];
     for (size_t i = 0; i < loc->req_count; i++) {
         const struct limit_req *r = &loc->reqs[i];
-        size_t len = eval_key(ex, req, r->key, key);
+        size_t len = eval_key(ex, &w->req, r->key, key);
         if (len == SIZE_MAX)
             continue;
         int64_t ms = limit_zone_req(r->zone, key, len, now_ms, r->rate, r->burst, r->delay);
-        if (ms < 0) {
-            refuse(ex, req, loc, loc->req_status);
-            return;
-        }
+        if (ms < 0)
+            return (int)loc->req_status;
         if (ms > delay)
             delay = ms;
     }
     if (delay > 0)
-        wait_for(ex, req, loc, (uint64_t)delay);
-    else
-        pass(ex, req, loc);
+        return wait_for(w, loc, (uint64_t)delay);
+    return count_in(w, loc);
 }
 
 /* A waiting request that cannot wait on: answered with `status`. */
 static void give_up(struct exchange *ex, unsigned status)
 {
-    const struct http_add_headers *add_headers = ex->limit->loc->add_headers;
-    free_wait(ex->limit);
-    ex->routed = NULL;
-    exchange_respond_error_adding(ex, NULL, add_headers, status);
+    free_wait(exchange_ctx(ex, EXCHANGE_SLOT_LIMIT));
+    exchange_respond_error_adding(ex, NULL, ex->loc->add_headers, status);
 }
 
-/* ex->routed while a request waits: what comes of its body is kept for
- * the handler that gets the request after (on_waited()). */
+/* The exchange's handler while its request waits: what comes of its body
+ * is kept for the handler that gets the request after (on_waited()). */
 static void waiting_on_body(struct exchange *ex, const char *data, size_t len)
 {
-    struct limit_exchange *le = ex->limit;
+    struct limit_exchange *le = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
     if (le == NULL)
         return;
     if (len > WAIT_BODY_MAX - le->body_len) {
@@ -230,14 +228,15 @@ static void waiting_on_body(struct exchange *ex, const char *data, size_t len)
 
 static void waiting_on_body_end(struct exchange *ex)
 {
-    if (ex->limit != NULL)
-        ex->limit->body_ended = true;
+    struct limit_exchange *le = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
+    if (le != NULL)
+        le->body_ended = true;
 }
 
 /* The framer bounds them (HTTP/2: by the header list's limit). */
 static void waiting_on_body_trailers(struct exchange *ex, const char *lines, size_t len)
 {
-    struct limit_exchange *le = ex->limit;
+    struct limit_exchange *le = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
     if (le == NULL || le->trailers != NULL) /* one section per request */
         return;
     le->trailers = malloc(len > 0 ? len : 1);
@@ -251,9 +250,9 @@ static void waiting_on_body_trailers(struct exchange *ex, const char *lines, siz
 
 static void waiting_on_abort(struct exchange *ex)
 {
-    if (ex->limit != NULL)
-        free_wait(ex->limit);
-    ex->routed = NULL;
+    struct limit_exchange *le = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
+    if (le != NULL)
+        free_wait(le);
 }
 
 /* Never a location's handler: no on_request. */
@@ -265,23 +264,18 @@ static const struct http_handler waiting_handler = {
     .on_abort = waiting_on_abort,
 };
 
-/* Its limits checked, the exchange goes on to ex->routed: the location's
- * handler, or waiting_handler while it waits. */
-const struct http_handler limit_handler = {
-    .name = "limit",
-    .on_request = limit_on_request,
-    EXCHANGE_FORWARD_CALLBACKS,
+/* The same before a handler that takes no body: the framer drops it. */
+static const struct http_handler waiting_bodyless = {
+    .name = "limit delay",
+    .on_abort = waiting_on_abort,
 };
 
-void limit_handler_for(const struct http_handler *inner, struct http_handler *out)
+void limit_release(struct exchange *ex)
 {
-    exchange_forward_for(&limit_handler, inner, out);
-}
-
-void limit__exchange_end(struct exchange *ex)
-{
-    struct limit_exchange *le = ex->limit;
-    ex->limit = NULL;
+    struct limit_exchange *le = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
+    if (le == NULL)
+        return;
+    exchange_set_ctx(ex, EXCHANGE_SLOT_LIMIT, NULL);
     release_holds(le);
     if (le->in_timer) {
         le->ended = true; /* on_waited() frees it */

@@ -1,7 +1,7 @@
 /*
  * limit.h: nginx's limit_req and limit_conn.  Zones of per-key state that
- * every worker shares (limit_zone.c), and the handler that checks a
- * location's limits before its own handler gets the request (limit.c).
+ * every worker shares (limit_zone.c), and the router's phase that checks a
+ * location's limits before its handler gets the request (limit.c).
  */
 #ifndef CORRAL_PROTO_LIMIT_H
 #define CORRAL_PROTO_LIMIT_H
@@ -73,7 +73,6 @@ void limit_zone_conn_end(struct limit_zone *zone, struct limit_node *node);
 /* --------------------------------------------------------------- handler */
 
 struct vars_template;
-struct http_add_headers;
 
 /* limit_req zone=NAME [burst=N] [nodelay | delay=N], its zone's key and
  * rate. */
@@ -92,38 +91,23 @@ struct limit_conn {
     unsigned max;
 };
 
-/* A location's limits and the handler they stand in front of: the
- * handler_data of limit_handler. */
+/* A location's limits (http_location.limits). */
 struct limit_location {
-    const struct http_handler *handler;
-    void *handler_data;
     const struct limit_req *reqs;
     size_t req_count;
     const struct limit_conn *conns;
     size_t conn_count;
     unsigned req_status, conn_status;
-    const struct http_add_headers *add_headers; /* on a refusal; NULL: none */
 };
 
-/* Checks the location's limit_req (refusing, delaying on a loop timer, or
- * passing), then its limit_conn, then hands the exchange to the location's
- * handler (as ex->routed). */
-extern const struct http_handler limit_handler;
+/* The router's limits phase (router.h): checks the location's limit_req
+ * (refusing, holding the exchange on a loop timer and then going on with
+ * the walk, or passing), then its limit_conn. */
+struct router_walk;
+int limit_phase(struct router_walk *w);
 
-/* limit_handler as it stands in front of `inner`: the optional callbacks
- * that `inner` leaves NULL stay NULL, so that a framer treats the location
- * as it would without limits (no 100 Continue, no body delivered, where
- * the handler takes none). */
-void limit_handler_for(const struct http_handler *inner, struct http_handler *out);
-
-/* What the exchange holds (limit_conn counts, a delay): framers call
- * limit_exchange_end() once the exchange is over, ended or aborted. */
-void limit__exchange_end(struct exchange *ex);
-
-static inline void limit_exchange_end(struct exchange *ex)
-{
-    if (ex->limit != NULL)
-        limit__exchange_end(ex);
-}
+/* Lets go of what the exchange holds (limit_conn counts, a delay): the
+ * router calls it when the exchange ends or is redirected. */
+void limit_release(struct exchange *ex);
 
 #endif

@@ -342,7 +342,7 @@ static void px_finish(struct proxy_exchange *px)
 {
     if (px->ex != NULL) {
         exchange_set_data(px->ex, NULL);
-        px->ex->add_early = NULL;
+        exchange_forget_add_early(px->ex);
     }
     px->ex = NULL;
     if (px->splicing || px->upload_splicing)

@@ -22,9 +22,9 @@ static void return_on_request(struct exchange *ex, const struct http_request *re
      * error page, if the location has one, else (an error page's own
      * location among them) the built-in answer. */
     if (ret->text == NULL && ret->status >= 400 &&
-        (ex->error_pages != NULL || ex->status_override != 0)) {
+        (ex->error_hook != NULL || ex->status_override != 0)) {
         exchange_respond_error(ex, ret->status);
-        ex->add_early = NULL;
+        exchange_forget_add_early(ex);
         vars_buf_free(&early);
         return;
     }
@@ -47,7 +47,7 @@ static void return_on_request(struct exchange *ex, const struct http_request *re
     if (text.failed) {
         vars_buf_free(&text);
         exchange_respond_error(ex, 500);
-        ex->add_early = NULL;
+        exchange_forget_add_early(ex);
         vars_buf_free(&early);
         return;
     }
@@ -69,7 +69,7 @@ static void return_on_request(struct exchange *ex, const struct http_request *re
                          text.data, text.len);
     }
     vars_buf_free(&text);
-    ex->add_early = NULL; /* `early` goes with this frame */
+    exchange_forget_add_early(ex); /* `early` goes with this frame */
     vars_buf_free(&early);
 }
 

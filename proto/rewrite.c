@@ -1,41 +1,32 @@
 /*
- * rewrite.c: the rewrite handler, a vhost's router when it has rewrites:
- * the server's rewrites, the location search, the location's rewrites and
- * a new search while they say so (at most HTTP_REWRITE_CYCLES_MAX times),
- * then the request, with its rewritten target, to the location's handler.
+ * rewrite.c: the rewrite phases of the router (router.h): the server's
+ * rewrites before the location search, the location's after it; a URI
+ * they change is the walk's request's, and the router searches again
+ * while a location's rewrites change it.
  */
 #include "proto/rewrite.h"
 
-#include "proto/access.h"
-#include "proto/add_header.h"
-#include "proto/error_page.h"
 #include "proto/regex.h"
+#include "proto/router.h"
 #include "proto/site.h"
 #include "proto/vars.h"
 
 #include <string.h>
 
-/* The URI being rewritten: path, then "?args" when it has arguments.  Two
- * buffers take turns, as a replacement reads the URI it replaces. */
-struct uri {
-    struct vars_buf bufs[2];
-    int cur;
-    size_t path_len;
-    char small[2][512];
-};
-
-static struct vars_buf *uri_buf(struct uri *u)
+/* The URI being rewritten (router.h): path, then "?args" when it has
+ * arguments. */
+static struct vars_buf *uri_buf(struct router_uri *u)
 {
     return &u->bufs[u->cur];
 }
 
-static struct http_str uri_path(struct uri *u)
+static struct http_str uri_path(struct router_uri *u)
 {
     return (struct http_str){uri_buf(u)->data, u->path_len};
 }
 
 /* The arguments, without the "?"; empty when there are none. */
-static struct http_str uri_args(struct uri *u)
+static struct http_str uri_args(struct router_uri *u)
 {
     struct vars_buf *b = uri_buf(u);
     if (b->len <= u->path_len)
@@ -43,13 +34,19 @@ static struct http_str uri_args(struct uri *u)
     return (struct http_str){b->data + u->path_len + 1, b->len - u->path_len - 1};
 }
 
-/* `req` with the current URI as its target and path. */
-static struct http_request uri_request(struct uri *u, const struct http_request *req)
+/* Sets up the walk's URI buffers with its request's target, once. */
+static bool uri_init(struct router_walk *w)
 {
-    struct http_request r = *req;
-    r.target = (struct http_str){uri_buf(u)->data, uri_buf(u)->len};
-    r.path = uri_path(u);
-    return r;
+    struct router_uri *u = &w->uri;
+    if (u->used)
+        return true;
+    u->used = true;
+    u->cur = 0;
+    vars_buf_init(&u->bufs[0], u->small[0], sizeof(u->small[0]));
+    vars_buf_init(&u->bufs[1], u->small[1], sizeof(u->small[1]));
+    vars_buf_add(&u->bufs[0], w->req.target.data, w->req.target.len);
+    u->path_len = w->req.path.len;
+    return !u->bufs[0].failed;
 }
 
 enum outcome {
@@ -62,7 +59,7 @@ enum outcome {
 
 /* Sends the redirect to `value`, with the request's arguments unless the
  * value has its own or ends with "?" (then that "?" is dropped). */
-static void redirect(struct exchange *ex, const struct http_rewrite *rule, struct vars_buf *value,
+static bool redirect(struct router_walk *w, const struct http_rewrite *rule, struct vars_buf *value,
                      struct http_str args)
 {
     char small[512];
@@ -80,11 +77,13 @@ static void redirect(struct exchange *ex, const struct http_rewrite *rule, struc
         }
     }
     vars_buf_add(&line, "\r\n", 3); /* with its NUL */
-    if (line.failed)
-        exchange_respond_error(ex, 500);
-    else
-        exchange_respond(ex, rule->flag == HTTP_REWRITE_PERMANENT ? 301 : 302, line.data, "", 0);
+    bool sent = !line.failed;
+    if (sent) {
+        router_routed(w);
+        exchange_respond(w->ex, rule->flag == HTTP_REWRITE_PERMANENT ? 301 : 302, line.data, "", 0);
+    }
     vars_buf_free(&line);
+    return sent;
 }
 
 void http_add_uri_bytes(struct vars_buf *b, const char *data, size_t len)
@@ -104,7 +103,7 @@ void http_add_uri_bytes(struct vars_buf *b, const char *data, size_t len)
 
 /* Makes `value` the URI: its path, and its arguments if it has any (then
  * the old ones follow them, unless it ends with "?"). */
-static bool replace_uri(struct uri *u, struct vars_buf *value)
+static bool replace_uri(struct router_uri *u, struct vars_buf *value)
 {
     struct http_str old_args = uri_args(u);
     struct vars_buf *next = &u->bufs[1 - u->cur];
@@ -130,16 +129,17 @@ static bool replace_uri(struct uri *u, struct vars_buf *value)
     return true;
 }
 
-/* Runs `rules` on the URI. */
-static enum outcome run(struct exchange *ex, const struct http_request *req,
-                        const struct http_rewrites *rules, struct uri *u)
+/* Runs `rules` on the walk's URI, which becomes its request's. */
+static enum outcome run(struct router_walk *w, const struct http_rewrites *rules)
 {
+    struct router_uri *u = &w->uri;
+    if (!uri_init(w))
+        return FAILED;
     enum outcome outcome = UNCHANGED;
-    for (size_t i = 0; rules != NULL && i < rules->count; i++) {
+    for (size_t i = 0; i < rules->count; i++) {
         const struct http_rewrite *rule = &rules->items[i];
-        struct http_request current = uri_request(u, req);
         size_t ovector[2 * HTTP_REGEX_PAIRS];
-        struct vars_ctx ctx = {.ex = ex, .req = &current, .escape = VARS_HEADER};
+        struct vars_ctx ctx = {.ex = w->ex, .req = &w->req, .escape = VARS_HEADER};
         if (!vars_set_captures(&ctx, rule->regex, ovector))
             return FAILED; /* as nginx: a 500, never the next rule */
         if (ctx.capture_count == 0)
@@ -151,14 +151,15 @@ static enum outcome run(struct exchange *ex, const struct http_request *req,
         enum outcome step = value.failed ? FAILED : CHANGED;
         if (step == CHANGED && (rule->absolute || rule->flag == HTTP_REWRITE_REDIRECT ||
                                 rule->flag == HTTP_REWRITE_PERMANENT)) {
-            redirect(ex, rule, &value, uri_args(u));
-            step = ANSWERED;
+            step = redirect(w, rule, &value, uri_args(u)) ? ANSWERED : FAILED;
         } else if (step == CHANGED && !replace_uri(u, &value)) {
             step = FAILED;
         }
         vars_buf_free(&value);
         if (step != CHANGED)
             return step;
+        w->req.target = (struct http_str){uri_buf(u)->data, uri_buf(u)->len};
+        w->req.path = uri_path(u);
         outcome = CHANGED;
         if (rule->flag == HTTP_REWRITE_LAST)
             return CHANGED;
@@ -168,65 +169,31 @@ static enum outcome run(struct exchange *ex, const struct http_request *req,
     return outcome;
 }
 
-static void route(struct exchange *ex, const struct http_request *req,
-                  const struct http_vhost *vhost, struct uri *u)
+/* The server's rewrites run once, before the first search; a "last"
+ * among them only ends them. */
+int rewrite_server_phase(struct router_walk *w)
 {
-    /* The server's rewrites run once, before the first search; a "last"
-     * among them only ends them. */
-    enum outcome outcome = run(ex, req, vhost->rewrites, u);
-    if (outcome == ANSWERED)
-        return;
-    for (int cycle = 0; outcome != FAILED; cycle++) {
-        if (cycle > HTTP_REWRITE_CYCLES_MAX) {
-            exchange_respond_error(ex, 500); /* a rewrite loop */
-            return;
-        }
-        struct http_str path = uri_path(u);
-        const struct http_location *loc = http_search_location(vhost, path.data, path.len);
-        if (loc == NULL) {
-            exchange_respond_error(ex, 404);
-            return;
-        }
-        outcome = run(ex, req, loc->rewrites, u);
-        if (outcome == ANSWERED)
-            return;
-        if (outcome == CHANGED)
-            continue;
-        if (outcome == FAILED)
-            break;
-        if (loc->handler == NULL) { /* a location of rewrites only, none of which applied */
-            exchange_respond_error(ex, 404);
-            return;
-        }
-        struct http_request routed = uri_request(u, req);
-        error_page_route(ex, vhost, loc, &routed);
-        /* The framer checked the server's rules; the location's apply now
-         * that it is known. */
-        unsigned refused = access_check_routed(ex, loc->access, &routed);
-        if (refused != 0) {
-            exchange_respond_error_adding(ex, &routed, loc->add_headers, refused);
-            return;
-        }
-        ex->routed = loc->handler;
-        loc->handler->on_request(ex, &routed, loc->handler_data);
-        return;
+    const struct http_rewrites *rules = w->ex->vhost->rewrites;
+    if (rules == NULL)
+        return ROUTER_NEXT;
+    switch (run(w, rules)) {
+    case ANSWERED: return ROUTER_DONE;
+    case FAILED: return 500;
+    default: return ROUTER_NEXT;
     }
-    exchange_respond_error(ex, 500);
 }
 
-static void rewrite_on_request(struct exchange *ex, const struct http_request *req, void *data)
+int rewrite_location_phase(struct router_walk *w)
 {
-    struct uri u = {.cur = 0};
-    vars_buf_init(&u.bufs[0], u.small[0], sizeof(u.small[0]));
-    vars_buf_init(&u.bufs[1], u.small[1], sizeof(u.small[1]));
-    vars_buf_add(&u.bufs[0], req->target.data, req->target.len);
-    u.path_len = req->path.len;
-    if (u.bufs[0].failed)
-        exchange_respond_error(ex, 500);
-    else
-        route(ex, req, data, &u);
-    vars_buf_free(&u.bufs[0]);
-    vars_buf_free(&u.bufs[1]);
+    const struct http_location *loc = w->ex->loc;
+    if (loc == NULL || loc->rewrites == NULL)
+        return ROUTER_NEXT;
+    switch (run(w, loc->rewrites)) {
+    case ANSWERED: return ROUTER_DONE;
+    case FAILED: return 500;
+    case CHANGED: w->uri_changed = true; return ROUTER_NEXT;
+    default: return ROUTER_NEXT;
+    }
 }
 
 void http_replace_prefix(const struct http_request *req, struct http_str strip, struct http_str uri,
@@ -240,10 +207,3 @@ void http_replace_prefix(const struct http_request *req, struct http_str strip, 
         vars_buf_add(out, req->target.data, req->target.len);
     }
 }
-
-/* The rest goes to the handler routed to, if any. */
-const struct http_handler http_rewrite_handler = {
-    .name = "rewrite",
-    .on_request = rewrite_on_request,
-    EXCHANGE_FORWARD_CALLBACKS,
-};

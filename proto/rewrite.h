@@ -1,8 +1,7 @@
 /*
  * rewrite.h: `rewrite REGEX REPLACEMENT [last|break|redirect|permanent]`
- * at server and location level, as nginx runs them: a vhost with any
- * rewrite routes its requests through the rewrite handler, which rewrites
- * the URI, searches the locations again and hands the request on.
+ * at server and location level, as nginx runs them: phases of the router,
+ * which searches the locations again for a URI they changed.
  */
 #ifndef CORRAL_PROTO_REWRITE_H
 #define CORRAL_PROTO_REWRITE_H
@@ -11,10 +10,6 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-
-/* A URI may be rewritten and its location searched again this many times;
- * one more is a loop, answered 500 as nginx does. */
-#define HTTP_REWRITE_CYCLES_MAX 10
 
 enum http_rewrite_flag {
     HTTP_REWRITE_NEXT,      /* no flag: on to the next rewrite, then search again */
@@ -54,9 +49,11 @@ void http_replace_prefix(const struct http_request *req, struct http_str strip, 
  * variables may hold a header's. */
 void http_add_uri_bytes(struct vars_buf *b, const char *data, size_t len);
 
-/* The handler of a vhost's routing location (http_vhost.router):
- * handler_data is the struct http_vhost.  It forwards the exchange's other
- * callbacks to the handler it routed to. */
-extern const struct http_handler http_rewrite_handler;
+/* The router's phase handlers (router.h): the server's rewrites, and the
+ * location's, which ask for a new search when they change the URI
+ * (without `break`).  A redirect is answered; a regex that gave up, 500. */
+struct router_walk;
+int rewrite_server_phase(struct router_walk *w);
+int rewrite_location_phase(struct router_walk *w);
 
 #endif

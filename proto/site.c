@@ -66,12 +66,6 @@ size_t http_site_sni_select(void *site, const char *name, size_t len)
     return (size_t)(http_find_vhost(s, name, len) - s->vhosts);
 }
 
-const struct http_location *http_find_location(const struct http_vhost *vhost, const char *path,
-                                               size_t len)
-{
-    return vhost->router != NULL ? vhost->router : http_search_location(vhost, path, len);
-}
-
 /* Where a request goes whose regex location search gave up: a 500, as
  * in nginx, rather than the longest prefix, which may be a location with
  * other rules (allow/deny, limits) than the regex meant to apply. */

@@ -20,6 +20,7 @@
 #define HTTP_MAX_STATUS 600
 
 struct http_regex;
+struct limit_location;
 
 struct http_location {
     const char *path; /* the prefix or exact path; for a regex, as written */
@@ -30,7 +31,8 @@ struct http_location {
     const struct access_conf *access;     /* real_ip, allow/deny; NULL: none */
     bool no_regex;                        /* "^~": as the longest prefix, no regex is tried */
     const struct http_regex *regex;       /* "~", "~*": tried in order after the prefixes */
-    const struct http_rewrites *rewrites; /* NULL: none (run by the vhost's router) */
+    const struct http_rewrites *rewrites; /* NULL: none */
+    const struct limit_location *limits;  /* limit_req, limit_conn; NULL: none */
     struct access_log *access_log;        /* its access_log lines; NULL: its vhost's */
     /* add_header for corral's own answers (403, a limit's 503); NULL: none */
     const struct http_add_headers *add_headers;
@@ -47,12 +49,8 @@ struct http_vhost {
     const struct http_location *locations;
     size_t location_count;
     struct http_limits limits;
-    const struct access_conf *access; /* for requests no location takes; NULL: none */
-    unsigned stats_slot;              /* its server's entry in http_stats.servers */
-    /* With rewrites (the server's, or any location's), every request goes
-     * to this location first, whose handler (rewrite.h) rewrites and routes
-     * it; NULL: none. */
-    const struct http_location *router;
+    const struct access_conf *access;     /* for requests no location takes; NULL: none */
+    unsigned stats_slot;                  /* its server's entry in http_stats.servers */
     const struct http_rewrites *rewrites; /* the server's own; NULL: none */
     struct access_log *access_log;        /* its server's access_log lines; NULL: the site's */
     /* add_header for the answers no location gives (404, 400...); NULL: none */
@@ -141,11 +139,6 @@ struct http_stats {
  * began, in `stats` (NULL: none). */
 void http_stats_count(struct http_stats *stats, const struct http_vhost *vhost, unsigned status,
                       uint64_t ns);
-
-/* The location to hand a request for `path` in `vhost` to: the vhost's
- * router when it has one, else http_search_location()'s. */
-const struct http_location *http_find_location(const struct http_vhost *vhost, const char *path,
-                                               size_t len);
 
 /* Finds the location for `path` in `vhost` as nginx does: an exact match;
  * else the longest prefix if it is "^~"; else the first regex that

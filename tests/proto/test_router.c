@@ -1,0 +1,411 @@
+/*
+ * test_router.c: the router's walk through its phases, without sockets: a
+ * fake framer records what the router asks of it (the handler it sets, when
+ * it learns the route, the status it answers with), for locations with
+ * rewrites, allow/deny, a framer's refusal and internal redirects.
+ */
+#include "../helpers.h"
+#include "proto/access.h"
+#include "proto/add_header.h"
+#include "proto/regex.h"
+#include "proto/rewrite.h"
+#include "proto/router.h"
+#include "proto/site.h"
+
+#include <string.h>
+#include <sys/socket.h>
+
+/* ------------------------------------------------------------ fake framer */
+
+/* What the framer saw, in order: "R" routed, "H" set_handler, "Q" a
+ * handler's on_request, "B" a response began. */
+static struct {
+    char trace[32];
+    size_t steps;
+    unsigned status;
+    const struct http_handler *handler;
+    bool redirected;
+    char target[256]; /* what on_request got */
+    char routed_target[256];
+    const struct http_location *routed_loc;
+    int requests;
+} seen;
+
+static void note(char c)
+{
+    if (seen.steps + 1 < sizeof(seen.trace))
+        seen.trace[seen.steps++] = c;
+}
+
+static void copy_str(char *to, size_t size, struct http_str s)
+{
+    size_t n = s.len < size - 1 ? s.len : size - 1;
+    memcpy(to, s.data, n);
+    to[n] = '\0';
+}
+
+static void fake_begin(struct exchange *ex, unsigned status, const char *headers, size_t len,
+                       int64_t content_length, struct http_str codings)
+{
+    (void)ex, (void)headers, (void)len, (void)content_length, (void)codings;
+    if (seen.status == 0)
+        seen.status = status;
+    note('B');
+}
+
+static void fake_write(struct exchange *ex, const char *data, size_t len)
+{
+    (void)ex, (void)data, (void)len;
+}
+
+static void fake_end(struct exchange *ex, const char *trailers, size_t len)
+{
+    (void)ex, (void)trailers, (void)len;
+}
+
+static bool fake_started(const struct exchange *ex)
+{
+    (void)ex;
+    return seen.status != 0;
+}
+
+static void fake_set_handler(struct exchange *ex, const struct http_handler *handler)
+{
+    seen.handler = handler;
+    seen.redirected = ex->redirected;
+    note('H');
+}
+
+static void fake_routed(struct exchange *ex, const struct http_request *req)
+{
+    seen.routed_loc = ex->loc;
+    copy_str(seen.routed_target, sizeof(seen.routed_target), req->target);
+    note('R');
+}
+
+static const struct exchange_ops fake_ops = {
+    .begin = fake_begin,
+    .write = fake_write,
+    .end = fake_end,
+    .response_started = fake_started,
+    .set_handler = fake_set_handler,
+    .routed = fake_routed,
+};
+
+/* ------------------------------------------------------------- handlers */
+
+static void content_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)ex, (void)data;
+    seen.requests++;
+    copy_str(seen.target, sizeof(seen.target), req->target);
+    note('Q');
+}
+
+static void content_on_body(struct exchange *ex, const char *data, size_t len)
+{
+    (void)ex, (void)data, (void)len;
+}
+
+static const struct http_handler content = {
+    .name = "content",
+    .on_request = content_on_request,
+    .on_body = content_on_body,
+};
+
+/* ------------------------------------------------------------- the site */
+
+static struct http_regex *regex(const char *pattern)
+{
+    struct http_regex *re = NULL;
+    char message[128];
+    size_t offset;
+    ck_assert_int_eq(http_regex_compile(pattern, false, &re, message, sizeof(message), &offset), 0);
+    return re;
+}
+
+static struct vars_template *template(const char *text, const struct http_regex *captures)
+{
+    struct vars_maps maps = {.captures = captures};
+    struct vars_template *t = NULL;
+    struct vars_error error;
+    ck_assert_int_eq(vars_compile(text, &maps, &t, &error), 0);
+    return t;
+}
+
+enum { LOC_OLD, LOC_NEW, LOC_LOOP, LOC_DENIED, LOC_NAMED, LOC_BREAK, LOC_NAMED_RW, LOC_COUNT };
+
+static struct http_regex *old_re, *loop_re, *break_re, *server_re;
+static struct vars_template *old_to, *loop_to, *break_to, *server_to;
+static struct http_rewrite old_rule, loop_rule, break_rule, server_rule;
+static struct http_rewrites old_rules, loop_rules, break_rules, server_rules;
+static struct access_rule deny_all = {.net = {.family = AF_UNSPEC}, .allow = false};
+static struct access_conf denied = {.rules = &deny_all, .rule_count = 1};
+static struct http_location locs[LOC_COUNT];
+static struct http_vhost vhost;
+
+static void setup(void)
+{
+    memset(&seen, 0, sizeof(seen));
+    old_re = regex("^/old/(.*)$");
+    old_to = template("/new/$1", old_re);
+    old_rule = (struct http_rewrite){old_re, old_to, HTTP_REWRITE_LAST, false};
+    old_rules = (struct http_rewrites){&old_rule, 1};
+    loop_re = regex("^/loop(.*)$");
+    loop_to = template("/loop$1", loop_re);
+    loop_rule = (struct http_rewrite){loop_re, loop_to, HTTP_REWRITE_NEXT, false};
+    loop_rules = (struct http_rewrites){&loop_rule, 1};
+    break_re = regex("^/break/(.*)$");
+    break_to = template("/stay/$1", break_re);
+    break_rule = (struct http_rewrite){break_re, break_to, HTTP_REWRITE_BREAK, false};
+    break_rules = (struct http_rewrites){&break_rule, 1};
+    server_re = regex("^/legacy/(.*)$");
+    server_to = template("/old/$1", server_re);
+    server_rule = (struct http_rewrite){server_re, server_to, HTTP_REWRITE_LAST, false};
+    server_rules = (struct http_rewrites){&server_rule, 1};
+    /* Prefix locations; "/old/" rewrites only, it has no handler. */
+    locs[LOC_OLD] = (struct http_location){.path = "/old/", .path_len = 5, .rewrites = &old_rules};
+    locs[LOC_NEW] = (struct http_location){.path = "/new/", .path_len = 5, .handler = &content};
+    locs[LOC_LOOP] = (struct http_location){
+        .path = "/loop", .path_len = 5, .handler = &content, .rewrites = &loop_rules};
+    locs[LOC_DENIED] = (struct http_location){
+        .path = "/denied", .path_len = 7, .handler = &content, .access = &denied};
+    locs[LOC_NAMED] = (struct http_location){
+        .path = "@fallback", .path_len = 9, .handler = &content, .named = true};
+    locs[LOC_BREAK] = (struct http_location){
+        .path = "/break/", .path_len = 7, .handler = &content, .rewrites = &break_rules};
+    /* A named location whose rewrites send the request elsewhere. */
+    locs[LOC_NAMED_RW] = (struct http_location){
+        .path = "@rewriting", .path_len = 10, .named = true, .rewrites = &old_rules};
+    vhost = (struct http_vhost){.locations = locs, .location_count = LOC_COUNT};
+}
+
+static void teardown(void)
+{
+    vars_template_free(old_to);
+    vars_template_free(loop_to);
+    vars_template_free(break_to);
+    vars_template_free(server_to);
+    http_regex_free(old_re);
+    http_regex_free(loop_re);
+    http_regex_free(break_re);
+    http_regex_free(server_re);
+}
+
+static struct http_request request(const char *target)
+{
+    struct http_request req = {.method = {"GET", 3}, .target = {target, strlen(target)}};
+    const char *q = strchr(target, '?');
+    req.path = (struct http_str){target, q != NULL ? (size_t)(q - target) : strlen(target)};
+    return req;
+}
+
+/* Routes `target` on a fresh exchange; returns it for a look after. */
+static struct exchange route(const char *target, unsigned refuse)
+{
+    struct exchange ex;
+    memset(&ex, 0, sizeof(ex));
+    ex._ops = &fake_ops;
+    struct http_request req = request(target);
+    router_start(&ex, &vhost, &req, refuse);
+    return ex;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/* The framer learns the route, then the handler is set, then it gets the
+ * request: with the location found for its path. */
+START_TEST(walks_to_the_location_handler)
+{
+    struct exchange ex = route("/new/page?x=1", 0);
+    ck_assert_str_eq(seen.trace, "RHQ");
+    ck_assert_ptr_eq(ex.loc, &locs[LOC_NEW]);
+    ck_assert_ptr_eq(seen.routed_loc, &locs[LOC_NEW]);
+    ck_assert_ptr_eq(seen.handler, &content);
+    ck_assert(!seen.redirected);
+    ck_assert_str_eq(seen.target, "/new/page?x=1");
+    ck_assert_uint_eq(seen.status, 0);
+    router_end(&ex);
+}
+END_TEST
+
+/* No location: 404, after the framer learnt the route (its log). */
+START_TEST(no_location_is_404)
+{
+    struct exchange ex = route("/nowhere", 0);
+    ck_assert_str_eq(seen.trace, "RB");
+    ck_assert_ptr_null(ex.loc);
+    ck_assert_uint_eq(seen.status, 404);
+    router_end(&ex);
+}
+END_TEST
+
+/* `rewrite ... last` in a location sends the new URI back to the search:
+ * the location it finds answers, with the rewritten target, its
+ * arguments kept. */
+START_TEST(rewrite_last_searches_again)
+{
+    struct exchange ex = route("/old/a?q=2", 0);
+    ck_assert_str_eq(seen.trace, "RHQ");
+    ck_assert_ptr_eq(ex.loc, &locs[LOC_NEW]);
+    ck_assert_str_eq(seen.target, "/new/a?q=2");
+    /* The framer's log gets the request as the client sent it. */
+    ck_assert_str_eq(seen.routed_target, "/old/a?q=2");
+    router_end(&ex);
+}
+END_TEST
+
+/* `break` stays in the location, its URI rewritten. */
+START_TEST(rewrite_break_stays)
+{
+    struct exchange ex = route("/break/b", 0);
+    ck_assert_str_eq(seen.trace, "RHQ");
+    ck_assert_ptr_eq(ex.loc, &locs[LOC_BREAK]);
+    ck_assert_str_eq(seen.target, "/stay/b");
+    router_end(&ex);
+}
+END_TEST
+
+/* A URI that keeps changing is a loop: 500 after the bounded searches,
+ * and no handler gets it. */
+START_TEST(rewrite_loop_is_500)
+{
+    struct exchange ex = route("/loop/x", 0);
+    ck_assert_uint_eq(seen.status, 500);
+    ck_assert_int_eq(seen.requests, 0);
+    ck_assert_ptr_null(seen.handler);
+    router_end(&ex);
+}
+END_TEST
+
+/* The server's rewrites run before the first search. */
+START_TEST(server_rewrite_runs_first)
+{
+    vhost.rewrites = &server_rules;
+    struct exchange ex = route("/legacy/c", 0);
+    ck_assert_str_eq(seen.trace, "RHQ");
+    ck_assert_ptr_eq(ex.loc, &locs[LOC_NEW]); /* legacy -> old -> new */
+    ck_assert_str_eq(seen.target, "/new/c");
+    router_end(&ex);
+}
+END_TEST
+
+/* allow/deny answers 403 before the limits and the handler. */
+START_TEST(access_denies_before_content)
+{
+    struct exchange ex = route("/denied/x", 0);
+    ck_assert_str_eq(seen.trace, "RB");
+    ck_assert_uint_eq(seen.status, 403);
+    ck_assert_int_eq(seen.requests, 0);
+    router_end(&ex);
+}
+END_TEST
+
+/* The framer's refusal (413) is answered once the location is known. */
+START_TEST(refusal_is_answered_at_the_location)
+{
+    struct exchange ex = route("/new/big", 413);
+    ck_assert_str_eq(seen.trace, "RB");
+    ck_assert_ptr_eq(ex.loc, &locs[LOC_NEW]);
+    ck_assert_uint_eq(seen.status, 413);
+    ck_assert_int_eq(seen.requests, 0);
+    router_end(&ex);
+}
+END_TEST
+
+/* An internal redirect walks again, from the search or in a named
+ * location; the framer hears of the route once, and the handler set is
+ * told that no body comes. */
+START_TEST(redirect_walks_again)
+{
+    struct exchange ex = route("/new/first", 0);
+    ck_assert_str_eq(seen.trace, "RHQ");
+    struct http_request req = request("/old/second");
+    router_redirect(&ex, &req, NULL);
+    ck_assert_str_eq(seen.trace, "RHQHQ");
+    ck_assert(seen.redirected);
+    ck_assert_ptr_eq(ex.loc, &locs[LOC_NEW]);
+    ck_assert_str_eq(seen.target, "/new/second");
+    req = request("/anything");
+    router_redirect(&ex, &req, &locs[LOC_NAMED]);
+    ck_assert_str_eq(seen.trace, "RHQHQHQ");
+    ck_assert_ptr_eq(ex.loc, &locs[LOC_NAMED]);
+    ck_assert_str_eq(seen.target, "/anything");
+    /* A named location's rewrites run, as in nginx. */
+    req = request("/old/third");
+    router_redirect(&ex, &req, &locs[LOC_NAMED_RW]);
+    ck_assert_str_eq(seen.trace, "RHQHQHQHQ");
+    ck_assert_ptr_eq(ex.loc, &locs[LOC_NEW]);
+    ck_assert_str_eq(seen.target, "/new/third");
+    router_end(&ex);
+}
+END_TEST
+
+/* What the old location set for its response goes with a redirect: the
+ * page's location sets its own. */
+START_TEST(redirect_releases_the_location_state)
+{
+    struct exchange ex = route("/new/first", 0);
+    static const struct http_add_headers rules = {.count = 0};
+    exchange_set_add_headers(&ex, &rules);
+    ck_assert_ptr_eq(exchange_add_headers(&ex), &rules);
+    ck_assert_ptr_nonnull(ex.begin_filter);
+    struct http_request req = request("/new/second");
+    router_redirect(&ex, &req, NULL);
+    ck_assert_ptr_null(exchange_add_headers(&ex));
+    ck_assert_ptr_null(ex.begin_filter);
+    for (size_t i = 0; i < EXCHANGE_CTX_SLOTS; i++)
+        ck_assert_ptr_null(ex.ctx[i]);
+    router_end(&ex);
+}
+END_TEST
+
+/* A phase handler's verdicts: the walk goes on in its phase after
+ * DECLINED, skips the rest of its phase after NEXT, stops after DONE;
+ * router_resume() goes on from a phase. */
+START_TEST(resume_goes_on_from_the_phase)
+{
+    struct exchange ex;
+    memset(&ex, 0, sizeof(ex));
+    ex._ops = &fake_ops;
+    ex.vhost = &vhost;
+    ex.loc = &locs[LOC_NEW];
+    struct http_request req = request("/new/held");
+    ck_assert(router_resume(&ex, &req, ROUTER_LIMITS));
+    ck_assert_str_eq(seen.trace, "RHQ");
+    ck_assert_str_eq(seen.target, "/new/held");
+    router_end(&ex);
+}
+END_TEST
+
+/* The phases are in order, each handler in its phase's group. */
+START_TEST(steps_are_in_phase_order)
+{
+    ck_assert_uint_gt(router_step_count, 0);
+    for (size_t i = 1; i < router_step_count; i++)
+        ck_assert_int_le(router_steps[i - 1].phase, router_steps[i].phase);
+    ck_assert_int_eq(router_steps[router_step_count - 1].phase, ROUTER_CONTENT);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    Suite *suite = suite_create("proto/router");
+    TCase *tc = tcase_create("walk");
+    tcase_set_timeout(tc, 10);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, walks_to_the_location_handler);
+    tcase_add_test(tc, no_location_is_404);
+    tcase_add_test(tc, rewrite_last_searches_again);
+    tcase_add_test(tc, rewrite_break_stays);
+    tcase_add_test(tc, rewrite_loop_is_500);
+    tcase_add_test(tc, server_rewrite_runs_first);
+    tcase_add_test(tc, access_denies_before_content);
+    tcase_add_test(tc, refusal_is_answered_at_the_location);
+    tcase_add_test(tc, redirect_walks_again);
+    tcase_add_test(tc, redirect_releases_the_location_state);
+    tcase_add_test(tc, resume_goes_on_from_the_phase);
+    tcase_add_test(tc, steps_are_in_phase_order);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
