@@ -6,9 +6,15 @@ corral_packages=(ninja-build pkg-config gcc clang libclang-rt-14-dev libssl-dev 
                  libnghttp2-dev libpcre2-dev nghttp2-client curl wrk openssl binutils clang-format
                  python3-h2 libbpf-dev bpftool)
 
-corral_install_deps() {
+# The peers and load generators of the benchmarks (tests/bench/ and
+# ../shared/bench/peers/): not needed by the tests.
+corral_bench_packages=(nginx-light haproxy h2o wrk nghttp2-client curl)
+
+corral_install_deps() { # [package...]: corral_packages by default
   local missing=()
-  for p in "${corral_packages[@]}"; do
+  local wanted=("$@")
+  ((${#wanted[@]} > 0)) || wanted=("${corral_packages[@]}")
+  for p in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
   ((${#missing[@]} == 0)) && return 0
