@@ -379,11 +379,9 @@ static const char *lines_with(const char *page, const char *needle)
         const char *end = strchr(l, '\n');
         size_t len = end != NULL ? (size_t)(end - l) : strlen(l);
         const char *hit = memmem(l, len, needle, strlen(needle));
-        if (hit != NULL && used + len + 2 < sizeof(out)) {
-            memcpy(out + used, l, len);
-            used += len;
-            out[used++] = '\n';
-            out[used] = '\0';
+        if (hit != NULL && len + 2 < sizeof(out) - used) {
+            int n = snprintf(out + used, sizeof(out) - used, "%.*s\n", (int)len, l);
+            used += n > 0 ? (size_t)n : 0;
         }
         l += len + (end != NULL);
     }
@@ -440,7 +438,7 @@ START_TEST(metrics_page_parses_strictly_and_counts_the_traffic)
     struct checker c = {0};
     for (int i = 0; i < 250; i++) {
         if (page != NULL) {
-            usleep(20000);
+            test_sleep_ms(20); /* between scrapes */
             free(c.samples);
             free(page);
             free(copy);
@@ -517,7 +515,7 @@ START_TEST(metrics_page_parses_strictly_and_counts_the_traffic)
         one_left = strstr(page, "\"config_generation\": 2, \"generations_running\": 1,") != NULL;
         free(page);
         if (!one_left)
-            usleep(20000);
+            test_sleep_ms(20); /* between scrapes */
     }
     ck_assert_msg(one_left, "the old generation is still running after 5 s");
     ck_assert_int_eq(test_daemon_http_get("127.0.0.1", front.port, "/", body, sizeof(body)), 200);
@@ -633,7 +631,7 @@ START_TEST(readyz_fails_through_a_sigterm_drain)
     for (int i = 0; i < 100 && ready == 200; i++) {
         ready = test_daemon_admin_get(&d, "/readyz", body, sizeof(body));
         if (ready == 200)
-            usleep(10000);
+            test_sleep_ms(10); /* between probes */
     }
     ck_assert_int_eq(ready, 503);
     /* Still alive and serving while load balancers take note. */

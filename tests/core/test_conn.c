@@ -9,6 +9,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -119,7 +120,7 @@ START_TEST(ten_megabytes_through_a_slow_reader_stay_bounded)
     bool intact = true;
     for (int reads = 0; received < BIG; reads++) {
         if (reads < 100)
-            usleep(2000); /* slow at first, while the sender is far ahead */
+            test_sleep_ms(2); /* slow at first, while the sender is far ahead */
         ssize_t n = recv(fd, buf, sizeof(buf), 0);
         ck_assert_msg(n > 0, "recv after %zu bytes: %s", received,
                       n == 0 ? "EOF" : strerror(errno));
@@ -146,7 +147,9 @@ START_TEST(a_client_that_speaks_late_is_heard)
     int port;
     corral_server *server = start_echo(1, &echo_handler, &port);
     int fd = test_connect(port);
-    usleep(50000); /* the server has accepted, read nothing, and must wait */
+    /* The server has accepted, read nothing, and must wait: only time
+     * shows that it waits rather than giving up. */
+    test_sleep_ms(50);
     test_send_all(fd, "late", 4);
     char reply[4];
     ck_assert_uint_eq(test_recv_all(fd, reply, sizeof(reply)), 4);
@@ -182,7 +185,9 @@ START_TEST(output_larger_than_the_socket_is_flushed_later)
     int port;
     corral_server *server = start_echo(1, &greeting_handler, &port);
     int fd = test_connect(port);
-    usleep(50000); /* let the server fill the socket and wait */
+    /* Let the server fill the socket and wait for output room: the wait
+     * has no event of its own to watch for. */
+    test_sleep_ms(50);
     static unsigned char buf[65536];
     size_t received = 0;
     bool intact = true;
@@ -249,8 +254,14 @@ START_TEST(deadline_fires_once_unless_cleared)
     test_send_all(talker, "x", 1);
     ck_assert_uint_eq(test_recv_all(talker, reply, 7), 7);
     ck_assert(memcmp(reply, "cleared", 7) == 0);
-    usleep(200000);
-    ck_assert_int_eq(atomic_load(&deadlines_fired), 1);
+    /* A later connection's deadline fires after the talker's would have:
+     * timers run in (deadline, start) order on the one worker, so once it
+     * has fired, the talker's cleared one has had its chance. */
+    int later = test_connect(port);
+    ck_assert_uint_eq(test_recv_all(later, reply, 8), 8);
+    ck_assert(memcmp(reply, "deadline", 8) == 0);
+    ck_assert_int_eq(atomic_load(&deadlines_fired), 2);
+    close(later);
     close(talker);
     test_stop_server(server);
 }
@@ -267,8 +278,7 @@ START_TEST(half_close_flushes_then_closes)
     ck_assert_uint_eq(test_recv_all(fd, reply, sizeof(reply)), 10);
     ck_assert(memcmp(reply, "last words", 10) == 0);
     close(fd);
-    for (int i = 0; i < 100 && atomic_load(&closes) == 0; i++)
-        usleep(10000);
+    test_wait_for(atomic_load(&closes) != 0, TEST_WAIT_MS, "the connection did not close");
     ck_assert_int_eq(atomic_load(&last_close_error), 0);
     test_stop_server(server);
 }
@@ -296,7 +306,10 @@ START_TEST(close_lingers_so_the_peer_reads_everything)
     corral_server *server = start_echo(1, &bye_handler, &port);
     int fd = test_connect(port);
     test_send_all(fd, "hello", 5);
-    usleep(20000);
+    /* "bye" has arrived once the server has read "hello" and closed: the
+     * junk then stays unread. */
+    struct pollfd readable = {.fd = fd, .events = POLLIN};
+    ck_assert_int_eq(poll(&readable, 1, TEST_WAIT_MS), 1);
     char junk[4096];
     memset(junk, 'j', sizeof(junk));
     test_send_all(fd, junk, sizeof(junk)); /* unread by the server */
@@ -305,8 +318,7 @@ START_TEST(close_lingers_so_the_peer_reads_everything)
     ck_assert(memcmp(reply, "bye", 3) == 0);
     ck_assert_int_eq(recv(fd, reply, sizeof(reply), 0), 0); /* FIN, not a reset */
     close(fd);
-    for (int i = 0; i < 100 && atomic_load(&closes) == 0; i++)
-        usleep(10000);
+    test_wait_for(atomic_load(&closes) != 0, TEST_WAIT_MS, "the connection did not close");
     ck_assert_int_eq(atomic_load(&closes), 1);
     ck_assert_int_eq(atomic_load(&last_close_error), 0);
     test_stop_server(server);
@@ -331,7 +343,7 @@ START_TEST(read_timeout_closes_an_idle_connection)
     int fd = test_connect(port);
     /* Activity keeps it open past the timeout... */
     for (int i = 0; i < 5; i++) {
-        usleep(50000);
+        test_sleep_ms(50); /* idle for half the read timeout */
         char reply[1];
         test_send_all(fd, "x", 1);
         ck_assert_uint_eq(test_recv_all(fd, reply, 1), 1);
@@ -343,8 +355,7 @@ START_TEST(read_timeout_closes_an_idle_connection)
     uint64_t waited = test_now_ms() - start;
     ck_assert_uint_ge(waited, 80);
     ck_assert_uint_le(waited, 1000);
-    for (int i = 0; i < 100 && atomic_load(&closes) == 0; i++)
-        usleep(10000);
+    test_wait_for(atomic_load(&closes) != 0, TEST_WAIT_MS, "the connection did not close");
     ck_assert_int_eq(atomic_load(&last_close_error), -ETIMEDOUT);
     close(fd);
     test_stop_server(server);
@@ -387,8 +398,7 @@ START_TEST(write_timeout_closes_a_stalled_reader)
     int small = 16 * 1024;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
     test_send_all(fd, "go", 2); /* 4 MiB come back; this client never reads */
-    for (int i = 0; i < 200 && atomic_load(&closes) == 0; i++)
-        usleep(10000);
+    test_wait_for(atomic_load(&closes) != 0, TEST_WAIT_MS, "the connection did not close");
     ck_assert_int_eq(atomic_load(&closes), 1);
     ck_assert_int_eq(atomic_load(&last_close_error), -ETIMEDOUT);
     close(fd);
@@ -640,8 +650,7 @@ static int read_after_partial(int port, char *rest, size_t rest_size, size_t *re
 
 static void wait_for_close(void)
 {
-    for (int i = 0; i < 100 && atomic_load(&closes) == 0; i++)
-        usleep(10000);
+    test_wait_for(atomic_load(&closes) != 0, TEST_WAIT_MS, "the connection did not close");
     ck_assert_int_eq(atomic_load(&closes), 1);
 }
 
@@ -699,8 +708,7 @@ START_TEST(a_write_timeout_resets_the_peer)
     int small = 16 * 1024;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
     test_send_all(fd, "go", 2);
-    for (int i = 0; i < 200 && atomic_load(&closes) == 0; i++)
-        usleep(10000);
+    test_wait_for(atomic_load(&closes) != 0, TEST_WAIT_MS, "the connection did not close");
     ck_assert_int_eq(atomic_load(&closes), 1);
     ck_assert_int_eq(atomic_load(&last_close_error), -ETIMEDOUT);
     static char buf[65536];
@@ -752,8 +760,7 @@ static void check_oversized_write(int kind)
     corral_server *server = start_echo(1, &oversized_handler, &port);
     int fd = test_connect(port);
     test_send_all(fd, "go", 2);
-    for (int i = 0; i < 200 && atomic_load(&closes) == 0; i++)
-        usleep(10000);
+    test_wait_for(atomic_load(&closes) != 0, TEST_WAIT_MS, "the connection did not close");
     ck_assert_int_eq(atomic_load(&closes), 1);
     ck_assert_int_eq(atomic_load(&last_close_error), -ENOBUFS);
     char byte;
@@ -810,8 +817,7 @@ START_TEST(backed_up_follows_the_connections_own_watermark)
     corral_server *server = start_echo(1, &own_watermark_handler, &port);
     int fd = test_connect(port);
     test_send_all(fd, "go", 2);
-    for (int i = 0; i < 200 && atomic_load(&backed_up_above) == -1; i++)
-        usleep(10000);
+    test_wait_for(atomic_load(&backed_up_above) != -1, TEST_WAIT_MS, "never backed up");
     ck_assert_int_eq(atomic_load(&backed_up_below), 0);
     ck_assert_int_eq(atomic_load(&backed_up_above), 1);
     close(fd);

@@ -182,7 +182,7 @@ static void *read_stream(void *arg)
     r->intact = true;
     for (int reads = 0;; reads++) {
         if (reads < r->slow_reads)
-            usleep(1000);
+            test_sleep_ms(1); /* slow at first, so that output backs up */
         ssize_t n = recv(r->fd, buf, reads % 2 ? sizeof(buf) : 700, 0);
         if (n <= 0)
             break;

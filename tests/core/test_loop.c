@@ -253,9 +253,7 @@ START_TEST(using_a_running_loop_from_another_thread_aborts)
     ck_assert_int_eq(corral_loop_new(&loop), 0);
     pthread_t thread;
     ck_assert_int_eq(pthread_create(&thread, NULL, run_loop, loop), 0);
-    for (int i = 0; i < 500 && !atomic_load(&loop->running); i++)
-        usleep(10000);
-    ck_assert(atomic_load(&loop->running));
+    test_wait_for(atomic_load(&loop->running), TEST_WAIT_MS, "the loop did not start");
     corral_loop_defer(loop, nothing, NULL); /* not the loop's thread */
     ck_abort_msg("no assertion fired");
 }

@@ -4,6 +4,7 @@
  * descriptors, signals, and per-worker counters.
  */
 #include "../helpers.h"
+#include "internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -56,6 +57,16 @@ static uint64_t total_accepts(corral_server *server)
     return sum;
 }
 
+/* Every worker has taken the stop request queued for it (its stop post
+ * clears the flag first thing). */
+static bool stop_begun(corral_server *server)
+{
+    for (unsigned i = 0; i < server->worker_count; i++)
+        if (atomic_load(&server->workers[i].stop_queued))
+            return false;
+    return true;
+}
+
 struct stopper {
     corral_server *server;
     uint32_t graceful_ms;
@@ -65,7 +76,7 @@ struct stopper {
 static void *stop_later(void *arg)
 {
     struct stopper *s = arg;
-    usleep((useconds_t)s->delay_ms * 1000);
+    test_sleep_ms(s->delay_ms);
     corral_server_stop(s->server, s->graceful_ms);
     return NULL;
 }
@@ -80,7 +91,7 @@ START_TEST(graceful_stop_lets_open_connections_finish)
         round_trip(fds[i]);
     }
     corral_server_stop(server, 5000);
-    usleep(50000);
+    test_wait_for(stop_begun(server), TEST_WAIT_MS, "the workers did not begin the stop");
     /* In-flight connections are still served after the stop began... */
     for (int i = 0; i < 4; i++)
         round_trip(fds[i]);
@@ -230,13 +241,16 @@ START_TEST(out_of_fds_pauses_instead_of_spinning)
         filler_count++;
     ck_assert_int_eq(errno, EMFILE);
 
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)port),
                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     for (int i = 0; i < CLIENTS; i++) {
         ck_assert_int_eq(connect(fds[i], (struct sockaddr *)&addr, sizeof(addr)), 0);
         test_send_all(fds[i], "ping", 4);
     }
-    usleep(500000);
+    /* Only time shows that the paused accepts are retried slowly rather
+     * than spun on, so this waits out five retry periods. */
+    test_sleep_ms(500);
     struct corral_worker_stats stats;
     corral_server_stats(server, 0, &stats);
     ck_assert_uint_eq(stats.accepts, 0);
@@ -336,7 +350,9 @@ START_TEST(signals_reach_the_main_loop)
     round_trip(fd); /* a custom handler leaves the server running */
 
     kill(pid, SIGTERM);
-    usleep(100000);
+    /* The child shows nothing when its stop begins: give the signal time
+     * to arrive, so that the round trip below runs during the stop. */
+    test_sleep_ms(100);
     round_trip(fd); /* graceful: the open connection is still served */
     close(fd);
     ck_assert_int_eq(test_wait_exit(pid, 5000), 0);
@@ -404,10 +420,8 @@ START_TEST(a_stop_from_a_worker_during_start_reaches_every_worker)
         struct waiter w = {.server = server};
         pthread_t thread;
         ck_assert_int_eq(pthread_create(&thread, NULL, wait_for_workers, &w), 0);
-        for (int i = 0; i < 500 && !atomic_load(&w.done); i++)
-            usleep(10000);
-        ck_assert_msg(atomic_load(&w.done), "round %d: workers still running 5 s after the stop",
-                      rounds);
+        test_wait_for(atomic_load(&w.done), TEST_WAIT_MS,
+                      "round %d: workers still running 10 s after the stop", rounds);
         pthread_join(thread, NULL);
         close(fd);
         corral_server_free(server);
@@ -441,17 +455,15 @@ START_TEST(closing_listeners_does_not_wait_for_a_worker_that_exited)
     int port = test_start_server(server, &echo_handler, NULL);
     corral_worker *first = corral_server_worker(server, 0);
     ck_assert_int_eq(corral_worker_post(first, stop_own_loop, corral_worker_loop(first)), 0);
-    for (int i = 0; i < 500 && !atomic_load(&first_worker_stopping); i++)
-        usleep(10000);
-    ck_assert(atomic_load(&first_worker_stopping));
-    usleep(100000); /* worker 0 ends its last iteration and exits */
+    test_wait_for(atomic_load(&first_worker_stopping), TEST_WAIT_MS, "worker 0 did not stop");
+    /* Worker 0 ends its last iteration and exits. */
+    test_wait_for(atomic_load(&server->workers_running) == 1, TEST_WAIT_MS,
+                  "worker 0 did not exit");
 
     struct waiter w = {.server = server};
     pthread_t thread;
     ck_assert_int_eq(pthread_create(&thread, NULL, close_listeners, &w), 0);
-    for (int i = 0; i < 500 && !atomic_load(&w.done); i++)
-        usleep(10000);
-    ck_assert_msg(atomic_load(&w.done), "close_listeners still waiting after 5 s");
+    test_wait_for(atomic_load(&w.done), TEST_WAIT_MS, "close_listeners still waiting after 10 s");
     pthread_join(thread, NULL);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in addr = {.sin_family = AF_INET,

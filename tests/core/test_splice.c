@@ -110,7 +110,7 @@ static void *receive_stream(void *arg)
     static char buf[64 * 1024];
     for (int reads = 0; r->got < r->expect; reads++) {
         if (reads < r->slow_reads)
-            usleep(2000);
+            test_sleep_ms(2); /* slow at first, so that the pipe fills */
         size_t want = r->expect - r->got < sizeof(buf) ? (size_t)(r->expect - r->got) : sizeof(buf);
         if (reads < r->slow_reads && want > 4096)
             want = 4096;

@@ -102,27 +102,36 @@ static struct corral_worker_stats worker_stats(corral_server *server, unsigned w
     return stats;
 }
 
-/* Blocks a worker's loop, as a slow request or a page fault storm would. */
+/* Blocks a worker's loop, as a slow request or a page fault storm would,
+ * for `ms` or until stall_end(): a test ends the stall once it has seen
+ * what it looks for, rather than have the server's stop wait it out. */
 struct stall {
     unsigned ms;
     atomic_bool started;
+    atomic_bool ended;
 };
 
 static void stall_worker(void *arg)
 {
     struct stall *stall = arg;
     atomic_store(&stall->started, true);
-    usleep(stall->ms * 1000);
+    uint64_t until = test_now_ms() + stall->ms;
+    while (!atomic_load(&stall->ended) && test_now_ms() < until)
+        test_sleep_ms(1);
+}
+
+static void stall_end(struct stall *stall)
+{
+    atomic_store(&stall->ended, true);
 }
 
 static void stall_start(corral_server *server, unsigned worker, struct stall *stall)
 {
     atomic_store(&stall->started, false);
+    atomic_store(&stall->ended, false);
     ck_assert_int_eq(corral_worker_post(corral_server_worker(server, worker), stall_worker, stall),
                      0);
-    for (int i = 0; i < 500 && !atomic_load(&stall->started); i++)
-        usleep(1000);
-    ck_assert(atomic_load(&stall->started));
+    test_wait_for(atomic_load(&stall->started), TEST_WAIT_MS, "worker %u did not stall", worker);
 }
 
 START_TEST(roundrobin_is_an_exact_rotation)
@@ -184,7 +193,7 @@ START_TEST(balanced_keeps_clear_of_a_stalled_worker)
     pthread_t threads[THREADS];
     for (int i = 0; i < THREADS; i++)
         ck_assert_int_eq(pthread_create(&threads[i], NULL, window_client_main, &client), 0);
-    usleep(WINDOW_MS * 1000);
+    test_sleep_ms(WINDOW_MS); /* the clients count what is served in the window */
     int in_window = atomic_load(&served);
     uint64_t stalled = steer(server, 0).steered;
     for (int i = 0; i < THREADS; i++)
@@ -197,6 +206,7 @@ START_TEST(balanced_keeps_clear_of_a_stalled_worker)
     ck_assert_msg(stalled < THREADS, "the stalled worker was given %lu connections",
                   (unsigned long)stalled);
     ck_assert_msg(in_window >= 150, "only %d connections served while a worker stalled", in_window);
+    stall_end(&stall);
     test_stop_server(server);
 }
 END_TEST
@@ -214,7 +224,7 @@ START_TEST(balanced_passes_over_a_busy_worker)
      * holds each one it takes); it is busy, so it gets none. */
     struct stall stall = {.ms = 1500};
     stall_start(server, 0, &stall);
-    usleep(20 * 1000);
+    test_sleep_ms(20); /* busy for a while: there is no event for that */
     int fds[HELD];
     for (int i = 0; i < HELD; i++) {
         fds[i] = test_connect(port);
@@ -225,6 +235,7 @@ START_TEST(balanced_passes_over_a_busy_worker)
     ck_assert_uint_eq(worker_stats(server, 1).accepts, HELD);
     for (int i = 0; i < HELD; i++)
         close(fds[i]);
+    stall_end(&stall);
     test_stop_server(server);
 }
 END_TEST
@@ -237,7 +248,7 @@ static void wait_load(corral_server *server, unsigned w, uint64_t want)
         load = steer(server, w).load;
         if (load == want)
             return;
-        usleep(10000);
+        test_sleep_ms(10);
     }
     ck_abort_msg("worker %u: load %lu, want %lu", w, (unsigned long)load, (unsigned long)want);
 }
@@ -257,9 +268,9 @@ START_TEST(balanced_takes_what_waits_on_a_busy_worker)
      * rather than after worker 0's 3 s. */
     struct stall long_stall = {.ms = 3000}, short_stall = {.ms = 300};
     stall_start(server, 1, &short_stall);
-    usleep(100 * 1000);
+    test_sleep_ms(100); /* worker 1 busy for longer than worker 0 will be */
     stall_start(server, 0, &long_stall);
-    usleep(20 * 1000);
+    test_sleep_ms(20); /* both busy for a while: there is no event for that */
     uint64_t started = test_now_ms();
     int fd = test_connect(port);
     exchange(fd);
@@ -275,6 +286,8 @@ START_TEST(balanced_takes_what_waits_on_a_busy_worker)
     close(fd);
     wait_load(server, 1, 0);
     wait_load(server, 0, 0);
+    stall_end(&short_stall);
+    stall_end(&long_stall);
     test_stop_server(server);
 }
 END_TEST
@@ -292,7 +305,7 @@ struct busy_connect {
 static void busy_then_connect(void *arg)
 {
     struct busy_connect *b = arg;
-    usleep(b->ms * 1000);
+    test_sleep_ms((int)b->ms); /* busy, as a long callback */
     struct sockaddr_in addr = {.sin_family = AF_INET,
                                .sin_port = htons((uint16_t)b->port),
                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -324,12 +337,10 @@ START_TEST(balanced_wakes_up_to_take_what_waits_on_a_busy_worker)
     start_steered(server, CORRAL_WAKEUP_BALANCED);
     struct busy_connect b = {.ms = 300, .port = port, .fd = -1};
     ck_assert_int_eq(corral_worker_post(corral_server_worker(server, 1), busy_then_connect, &b), 0);
-    usleep(100 * 1000);
+    test_sleep_ms(100); /* worker 1 busy for longer than worker 0 will be */
     struct stall long_stall = {.ms = 3000};
     stall_start(server, 0, &long_stall);
-    for (int i = 0; i < 2000 && !atomic_load(&b.done); i++)
-        usleep(1000);
-    ck_assert(atomic_load(&b.done));
+    test_wait_for(atomic_load(&b.done), TEST_WAIT_MS, "worker 1 did not connect");
     ck_assert_int_ge(b.fd, 0);
     exchange(b.fd);
     uint64_t took = test_now_ms() - b.connected_ms;
@@ -339,6 +350,7 @@ START_TEST(balanced_wakes_up_to_take_what_waits_on_a_busy_worker)
     ck_assert_msg(took >= 200, "answered after %lu ms: taken too young", (unsigned long)took);
     ck_assert_uint_eq(steer(server, 1).taken, 1);
     close(b.fd);
+    stall_end(&long_stall);
     test_stop_server(server);
 }
 END_TEST
@@ -500,6 +512,7 @@ START_TEST(a_closing_socket_hands_its_queue_to_a_live_one)
     ck_assert_uint_lt(test_now_ms() - start, 1000);
     ck_assert_uint_eq(worker_stats(server, 1).accepts, CONNECTIONS);
     ck_assert_uint_eq(worker_stats(server, 0).accepts, 0);
+    stall_end(&stall);
     test_stop_server(server);
 }
 END_TEST
@@ -528,9 +541,7 @@ static unsigned long worker_sleeps(corral_server *server)
     for (unsigned w = 0; w < workers; w++)
         ck_assert_int_eq(corral_worker_post(corral_server_worker(server, w), add_sleeps, &sleeps),
                          0);
-    for (int i = 0; i < 2000 && atomic_load(&sleeps.pending) > 0; i++)
-        usleep(1000);
-    ck_assert_uint_eq(atomic_load(&sleeps.pending), 0);
+    test_wait_for(atomic_load(&sleeps.pending) == 0, TEST_WAIT_MS, "workers did not answer");
     return atomic_load(&sleeps.total);
 }
 
