@@ -2,7 +2,7 @@
  * add_header.c: applies a location's add_header rules when its response
  * begins: each value is evaluated (it may read $status, $upstream_* and
  * the exchange's other variables) and appended to the handler's header
- * lines, by the exchange's begin_filter; its state in the exchange's slots.
+ * lines, by a header filter (exchange.h); its state in the exchange's slots.
  */
 #include "proto/add_header.h"
 #include "proto/exchange_slots.h"
@@ -58,15 +58,16 @@ void exchange_add_headers_early(struct exchange *ex, const struct http_request *
         exchange_set_ctx(ex, EXCHANGE_SLOT_ADD_EARLY, out->data);
 }
 
-/* The exchange's begin_filter while it has rules. */
-static void begin_adding(struct exchange *ex, unsigned status, const char *headers,
-                         size_t headers_len, int64_t content_length, struct http_str codings)
+/* add_header's header filter, on while the exchange has rules. */
+static void begin_adding(struct exchange *ex, const struct exchange_filter *self,
+                         const struct exchange_head *head)
 {
+    unsigned status = head->status;
     const struct http_add_headers *rules = exchange_add_headers(ex);
     char small[1024];
     struct vars_buf lines;
     vars_buf_init(&lines, small, sizeof(small));
-    vars_buf_add(&lines, headers, headers_len);
+    vars_buf_add(&lines, head->headers, head->headers_len);
     struct vars_ctx ctx = {.ex = ex, .status = status, .escape = VARS_HEADER};
     bool takes = status_takes_headers(status);
     const char *early = exchange_ctx(ex, EXCHANGE_SLOT_ADD_EARLY);
@@ -92,12 +93,22 @@ static void begin_adding(struct exchange *ex, unsigned status, const char *heade
         }
         vars_buf_add(&lines, "\r\n", 2);
     }
-    if (lines.failed) /* out of memory: the handler's own lines only */
-        ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);
-    else
-        ex->_ops->begin(ex, status, lines.data, lines.len, content_length, codings);
+    if (lines.failed) { /* out of memory: the handler's own lines only */
+        exchange_filter_begin_next(ex, self, head);
+    } else {
+        struct exchange_head added = *head;
+        added.headers = lines.data;
+        added.headers_len = lines.len;
+        exchange_filter_begin_next(ex, self, &added);
+    }
     vars_buf_free(&lines);
 }
+
+static const struct exchange_filter add_header_filter = {
+    .name = "add_header",
+    .order = EXCHANGE_FILTER_ADD_HEADER,
+    .begin = begin_adding,
+};
 
 void exchange_respond_error_adding(struct exchange *ex, const struct http_request *req,
                                    const struct http_add_headers *rules, unsigned status)
@@ -123,7 +134,10 @@ void exchange_set_add_headers(struct exchange *ex, const struct http_add_headers
 {
     /* The slot holds any module's state; these rules stay the config's. */
     exchange_set_ctx(ex, EXCHANGE_SLOT_ADD_HEADER, (void *)(uintptr_t)rules);
-    ex->begin_filter = rules != NULL ? begin_adding : NULL;
+    if (rules != NULL)
+        exchange_add_filter(ex, &add_header_filter);
+    else
+        exchange_remove_filter(ex, &add_header_filter);
 }
 
 void add_header_release(struct exchange *ex)

@@ -23,7 +23,7 @@ struct http_add_headers {
 };
 
 /* The add_header rules the response gets when it begins (NULL: none):
- * the exchange's begin_filter is set to apply them. */
+ * add_header's header filter is turned on to apply them. */
 void exchange_set_add_headers(struct exchange *ex, const struct http_add_headers *rules);
 /* The rules set; NULL: none. */
 const struct http_add_headers *exchange_add_headers(const struct exchange *ex);

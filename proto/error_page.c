@@ -97,6 +97,27 @@ void error_page_release(struct exchange *ex)
 
 /* ------------------------------------------------------ internal redirect */
 
+/* The error page's header filter: its response goes out with the
+ * status the page was for (ex->status_override), as nginx's err_status;
+ * it steps aside once that is cleared (a built-in answer after it). */
+static void begin_with_status(struct exchange *ex, const struct exchange_filter *self,
+                              const struct exchange_head *head)
+{
+    if (ex->status_override == 0) {
+        exchange_filter_begin_next(ex, self, head);
+        return;
+    }
+    struct exchange_head h = *head;
+    h.status = ex->status_override;
+    exchange_filter_begin_next(ex, self, &h);
+}
+
+static const struct exchange_filter error_page_status_filter = {
+    .name = "error_page",
+    .order = EXCHANGE_FILTER_STATUS,
+    .begin = begin_with_status,
+};
+
 /* The framer's handler while the redirect waits: it takes no body, and an
  * abort meanwhile cancels the redirect. */
 static void pending_on_request(struct exchange *ex, const struct http_request *req, void *data)
@@ -150,6 +171,7 @@ static void run_redirect(void *arg)
     if (st->cancelled || exchange_response_started(ex))
         return;
     ex->status_override = st->status_override;
+    exchange_add_filter(ex, &error_page_status_filter);
     struct http_request req;
     redirected_request(st, &req);
     /* Errors on the way get the built-in answer: a page was served. */

@@ -1,11 +1,12 @@
 /*
  * exchange.c: the parts of the exchange API that are the same for every
  * framer, built on its ops table: whole responses and error answers; the
- * client address every framer reports; a request copied to outlive its
- * head.
+ * response filter chain; the client address every framer reports; a
+ * request copied to outlive its head.
  */
 #include "proto/exchange.h"
 
+#include <assert.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -23,15 +24,116 @@ void exchange_respond(struct exchange *ex, unsigned status, const char *headers,
     exchange_end(ex);
 }
 
+/* ------------------------------------------------------ the filter chain */
+
+void exchange_add_filter(struct exchange *ex, const struct exchange_filter *f)
+{
+    assert(f->order < EXCHANGE_FILTER_MAX);
+    uint8_t bit = (uint8_t)(1u << f->order);
+    ex->filters[f->order] = f;
+    ex->head_filters = (uint8_t)(ex->head_filters & ~bit);
+    ex->body_filters = (uint8_t)(ex->body_filters & ~bit);
+    if (f->begin != NULL)
+        ex->head_filters |= bit;
+    if (f->write != NULL || f->end != NULL)
+        ex->body_filters |= bit;
+}
+
+void exchange_remove_filter(struct exchange *ex, const struct exchange_filter *f)
+{
+    assert(f->order < EXCHANGE_FILTER_MAX);
+    if (ex->filters[f->order] != f) /* off, or another one holds the place */
+        return;
+    uint8_t bit = (uint8_t)(1u << f->order);
+    ex->filters[f->order] = NULL;
+    ex->head_filters = (uint8_t)(ex->head_filters & ~bit);
+    ex->body_filters = (uint8_t)(ex->body_filters & ~bit);
+}
+
+/* The first filter in `mask` at `from` or after; NULL: the framer next. */
+static const struct exchange_filter *filter_at_or_after(const struct exchange *ex, unsigned mask,
+                                                        unsigned from)
+{
+    mask &= ~((1u << from) - 1);
+    if (mask == 0)
+        return NULL;
+    return ex->filters[__builtin_ctz(mask)];
+}
+
+static void begin_from(struct exchange *ex, unsigned from, const struct exchange_head *h)
+{
+    const struct exchange_filter *f = filter_at_or_after(ex, ex->head_filters, from);
+    if (f != NULL)
+        f->begin(ex, f, h);
+    else
+        ex->_ops->begin(ex, h->status, h->headers, h->headers_len, h->content_length, h->codings);
+}
+
+/* A body filter may have a `write` but no `end`, or the other way round. */
+static void write_from(struct exchange *ex, unsigned from, const char *data, size_t len)
+{
+    const struct exchange_filter *f = filter_at_or_after(ex, ex->body_filters, from);
+    while (f != NULL && f->write == NULL)
+        f = filter_at_or_after(ex, ex->body_filters, f->order + 1);
+    if (f != NULL)
+        f->write(ex, f, data, len);
+    else
+        ex->_ops->write(ex, data, len);
+}
+
+static void end_from(struct exchange *ex, unsigned from, const char *trailers, size_t len)
+{
+    const struct exchange_filter *f = filter_at_or_after(ex, ex->body_filters, from);
+    while (f != NULL && f->end == NULL)
+        f = filter_at_or_after(ex, ex->body_filters, f->order + 1);
+    if (f != NULL)
+        f->end(ex, f, trailers, len);
+    else
+        ex->_ops->end(ex, trailers, len);
+}
+
+void exchange_filter_begin_next(struct exchange *ex, const struct exchange_filter *self,
+                                const struct exchange_head *head)
+{
+    begin_from(ex, self->order + 1, head);
+}
+
+void exchange_filter_write_next(struct exchange *ex, const struct exchange_filter *self,
+                                const char *data, size_t len)
+{
+    if (len > 0)
+        write_from(ex, self->order + 1, data, len);
+}
+
+void exchange_filter_end_next(struct exchange *ex, const struct exchange_filter *self,
+                              const char *trailers, size_t len)
+{
+    end_from(ex, self->order + 1, trailers, len);
+}
+
 void exchange__begin_filtered(struct exchange *ex, unsigned status, const char *headers,
                               size_t headers_len, int64_t content_length, struct http_str codings)
 {
-    if (ex->status_override != 0) /* an error page's response: see error_page.h */
-        status = ex->status_override;
-    if (ex->begin_filter != NULL)
-        ex->begin_filter(ex, status, headers, headers_len, content_length, codings);
-    else
-        ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);
+    struct exchange_head h = {status, headers, headers_len, content_length, codings};
+    begin_from(ex, 0, &h);
+}
+
+void exchange__write_filtered(struct exchange *ex, const char *data, size_t len)
+{
+    if (len > 0)
+        write_from(ex, 0, data, len);
+}
+
+void exchange__writev_filtered(struct exchange *ex, const struct iovec *iov, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (iov[i].iov_len > 0)
+            write_from(ex, 0, iov[i].iov_base, iov[i].iov_len);
+}
+
+void exchange__end_filtered(struct exchange *ex, const char *trailers, size_t len)
+{
+    end_from(ex, 0, trailers, len);
 }
 
 void exchange_respond_error(struct exchange *ex, unsigned status)

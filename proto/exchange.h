@@ -134,6 +134,66 @@ struct http_location;
  * r->ctx[]: the exchange knows none of them. */
 #define EXCHANGE_CTX_SLOTS 4
 
+/* ------------------------------------------------------ the filter chain */
+
+/* A response head on its way through the header filters. */
+struct exchange_head {
+    unsigned status;
+    const char *headers; /* extra header lines, each ending in CRLF */
+    size_t headers_len;
+    int64_t content_length; /* -1: unknown */
+    struct http_str codings;
+};
+
+/* One module's stage on the response's way from the handler to the
+ * framer, as nginx's header and body filters.  A module turns its filter
+ * on for one exchange (exchange_add_filter()) only when it has something
+ * to do there: a response no filter wants goes straight to the framer
+ * (and may be spliced).  Every callback passes its input on to the next
+ * stage, changed or not, with exchange_filter_begin_next() etc.; a NULL
+ * callback passes it on unchanged.  A filter with a `write` or an `end`
+ * is a body filter: while it is on, exchange_splice() refuses with
+ * -EOPNOTSUPP, so that every body byte goes through it. */
+struct exchange_filter {
+    const char *name;
+    unsigned order; /* its place in the chain: enum exchange_filter_order */
+    void (*begin)(struct exchange *ex, const struct exchange_filter *self,
+                  const struct exchange_head *head);
+    /* A piece of the body (never empty); exchange_writev() hands each of
+     * its buffers in turn. */
+    void (*write)(struct exchange *ex, const struct exchange_filter *self, const char *data,
+                  size_t len);
+    /* The end of the response, with its trailer lines (len 0: none):
+     * the last chance to write what the filter holds back. */
+    void (*end)(struct exchange *ex, const struct exchange_filter *self, const char *trailers,
+                size_t len);
+};
+
+/* How many places the chain has (exchange_slots.h names those in use). */
+#define EXCHANGE_FILTER_MAX 8
+
+/* Turns `f` on for this exchange, in its place (replacing what was
+ * there), or off.  Call exchange_add_filter() before the response
+ * begins; a body filter may turn itself off from its own callbacks. */
+void exchange_add_filter(struct exchange *ex, const struct exchange_filter *f);
+void exchange_remove_filter(struct exchange *ex, const struct exchange_filter *f);
+
+/* Passes the head, a piece of the body, or the end on from `self` to the
+ * next filter that is on, or to the framer. */
+void exchange_filter_begin_next(struct exchange *ex, const struct exchange_filter *self,
+                                const struct exchange_head *head);
+void exchange_filter_write_next(struct exchange *ex, const struct exchange_filter *self,
+                                const char *data, size_t len);
+void exchange_filter_end_next(struct exchange *ex, const struct exchange_filter *self,
+                              const char *trailers, size_t len);
+
+/* The entries of the chain for exchange_begin() and friends below. */
+void exchange__begin_filtered(struct exchange *ex, unsigned status, const char *headers,
+                              size_t headers_len, int64_t content_length, struct http_str codings);
+void exchange__write_filtered(struct exchange *ex, const char *data, size_t len);
+void exchange__writev_filtered(struct exchange *ex, const struct iovec *iov, int count);
+void exchange__end_filtered(struct exchange *ex, const char *trailers, size_t len);
+
 /* An IPv4 or IPv6 address with its port. */
 union exchange_addr {
     struct sockaddr sa; /* sa_family AF_UNSPEC: none */
@@ -155,10 +215,6 @@ struct exchange {
     uint64_t request_id[2];    /* $request_id, drawn when first read; 0: not yet */
     const char *upstream_addr; /* $upstream_addr: the server last tried; NULL: none */
     unsigned upstream_status;  /* $upstream_status; 0: none */
-    /* Rewrites the response head on its way to the framer (add_header.c
-     * sets it with the location's add_header rules); NULL: none. */
-    void (*begin_filter)(struct exchange *ex, unsigned status, const char *headers,
-                         size_t headers_len, int64_t content_length, struct http_str codings);
     /* Where the router (router.h) routed the exchange: its vhost, and its
      * location (NULL: none yet, or none found). */
     const struct http_vhost *vhost;
@@ -172,9 +228,24 @@ struct exchange {
     /* Each module's state, by its slot (exchange_slots.h); NULL: none. */
     void *ctx[EXCHANGE_CTX_SLOTS];
     /* The status the response goes out with, whatever its handler says:
-     * an error page's (as nginx's err_status); 0: the handler's. */
+     * an error page's (as nginx's err_status), applied by error_page.c's
+     * header filter; 0: the handler's. */
     unsigned status_override;
+    /* The response filters on for this exchange, by their place in the
+     * chain (enum exchange_filter_order); NULL: that one is off. */
+    const struct exchange_filter *filters[EXCHANGE_FILTER_MAX];
+    /* One bit per place above whose filter has a `begin`, and one per
+     * place whose filter has a `write` or an `end`: 0 sends the response
+     * straight to the framer, as with no filter at all. */
+    uint8_t head_filters;
+    uint8_t body_filters;
 };
+
+/* Whether the filter at `order` is on. */
+static inline bool exchange_has_filter(const struct exchange *ex, unsigned order)
+{
+    return order < EXCHANGE_FILTER_MAX && ex->filters[order] != NULL;
+}
 
 /* ------------------------------------------------------------- the response */
 
@@ -203,15 +274,10 @@ char *http_request_copy(const struct http_request *req, struct http_request *out
  * in CRLF) and the body length, or -1 if unknown (then the framer frames it:
  * HTTP/1.1 chunked, or until the connection closes for an HTTP/1.0 client).
  * No body is sent for HEAD, 1xx, 204, 304.  Only the first call counts. */
-/* exchange_begin() for an exchange with a begin_filter or a status
- * override. */
-void exchange__begin_filtered(struct exchange *ex, unsigned status, const char *headers,
-                              size_t headers_len, int64_t content_length, struct http_str codings);
-
 static inline void exchange_begin(struct exchange *ex, unsigned status, const char *headers,
                                   size_t headers_len, int64_t content_length)
 {
-    if (ex->begin_filter != NULL || ex->status_override != 0)
+    if (ex->head_filters != 0)
         exchange__begin_filtered(ex, status, headers, headers_len, content_length,
                                  (struct http_str){NULL, 0});
     else
@@ -226,7 +292,7 @@ static inline void exchange_begin_coded(struct exchange *ex, unsigned status, co
                                         size_t headers_len, int64_t content_length,
                                         struct http_str codings)
 {
-    if (ex->begin_filter != NULL || ex->status_override != 0)
+    if (ex->head_filters != 0)
         exchange__begin_filtered(ex, status, headers, headers_len, content_length, codings);
     else
         ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);
@@ -236,7 +302,10 @@ static inline void exchange_begin_coded(struct exchange *ex, unsigned status, co
  * in the framer's buffer: see exchange_backed_up() and on_drain. */
 static inline void exchange_write(struct exchange *ex, const char *data, size_t len)
 {
-    ex->_ops->write(ex, data, len);
+    if (ex->body_filters != 0)
+        exchange__write_filtered(ex, data, len);
+    else
+        ex->_ops->write(ex, data, len);
 }
 
 /* A piece of the response body gathered from `count` buffers, sent without
@@ -244,7 +313,10 @@ static inline void exchange_write(struct exchange *ex, const char *data, size_t 
  * long list).  Empty buffers are ignored. */
 static inline void exchange_writev(struct exchange *ex, const struct iovec *iov, int count)
 {
-    ex->_ops->writev(ex, iov, count);
+    if (ex->body_filters != 0)
+        exchange__writev_filtered(ex, iov, count);
+    else
+        ex->_ops->writev(ex, iov, count);
 }
 
 /* Sends the next `max` bytes of the response body (UINT64_MAX: until
@@ -260,7 +332,7 @@ static inline void exchange_writev(struct exchange *ex, const struct iovec *iov,
 static inline int exchange_splice(struct exchange *ex, corral_conn *from, uint64_t max,
                                   exchange_splice_cb cb, void *arg)
 {
-    if (ex->_ops->splice == NULL)
+    if (ex->_ops->splice == NULL || ex->body_filters != 0)
         return -EOPNOTSUPP;
     return ex->_ops->splice(ex, from, max, cb, arg);
 }
@@ -268,7 +340,10 @@ static inline int exchange_splice(struct exchange *ex, corral_conn *from, uint64
 /* Ends the response; the exchange is the framer's again. */
 static inline void exchange_end(struct exchange *ex)
 {
-    ex->_ops->end(ex, NULL, 0);
+    if (ex->body_filters != 0)
+        exchange__end_filtered(ex, NULL, 0);
+    else
+        ex->_ops->end(ex, NULL, 0);
 }
 
 /* Ends the response with trailer fields: header lines, each ending in CRLF.
@@ -278,7 +353,10 @@ static inline void exchange_end(struct exchange *ex)
  * lets a recipient discard them anyway). */
 static inline void exchange_end_trailers(struct exchange *ex, const char *trailers, size_t len)
 {
-    ex->_ops->end(ex, trailers, len);
+    if (ex->body_filters != 0)
+        exchange__end_filtered(ex, trailers, len);
+    else
+        ex->_ops->end(ex, trailers, len);
 }
 
 /* Cuts the exchange off after its response began, so that the client sees

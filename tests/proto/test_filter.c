@@ -1,0 +1,348 @@
+/*
+ * test_filter.c: the response filter chain (exchange.h), without sockets:
+ * a fake framer records the head, body and end that reach it, through
+ * filters turned on in another order than theirs, a filter that steps
+ * aside, and body filters that change and hold back the body.
+ */
+#include "../helpers.h"
+#include "proto/add_header.h"
+#include "proto/exchange.h"
+#include "proto/exchange_slots.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ fake framer */
+
+static struct {
+    unsigned status;
+    char headers[256];
+    int64_t content_length;
+    char body[256];
+    size_t body_len;
+    int writes;
+    char trailers[128];
+    int ends;
+    int splices;
+} seen;
+
+static void fake_begin(struct exchange *ex, unsigned status, const char *headers, size_t len,
+                       int64_t content_length, struct http_str codings)
+{
+    (void)ex, (void)codings;
+    seen.status = status;
+    ck_assert_uint_lt(len, sizeof(seen.headers));
+    memcpy(seen.headers, headers, len);
+    seen.headers[len] = '\0';
+    seen.content_length = content_length;
+}
+
+static void fake_write(struct exchange *ex, const char *data, size_t len)
+{
+    (void)ex;
+    if (len == 0)
+        return;
+    ck_assert_uint_lt(seen.body_len + len, sizeof(seen.body));
+    memcpy(seen.body + seen.body_len, data, len);
+    seen.body_len += len;
+    seen.writes++;
+}
+
+static void fake_writev(struct exchange *ex, const struct iovec *iov, int count)
+{
+    for (int i = 0; i < count; i++)
+        fake_write(ex, iov[i].iov_base, iov[i].iov_len);
+}
+
+static void fake_end(struct exchange *ex, const char *trailers, size_t len)
+{
+    (void)ex;
+    ck_assert_uint_lt(len, sizeof(seen.trailers));
+    memcpy(seen.trailers, trailers != NULL ? trailers : "", len);
+    seen.trailers[len] = '\0';
+    seen.ends++;
+}
+
+static int fake_splice(struct exchange *ex, corral_conn *from, uint64_t max, exchange_splice_cb cb,
+                       void *arg)
+{
+    (void)ex, (void)from, (void)max, (void)cb, (void)arg;
+    seen.splices++;
+    return 0;
+}
+
+static bool fake_started(const struct exchange *ex)
+{
+    (void)ex;
+    return seen.status != 0;
+}
+
+static const struct exchange_ops fake_ops = {
+    .response_started = fake_started,
+    .begin = fake_begin,
+    .write = fake_write,
+    .writev = fake_writev,
+    .end = fake_end,
+    .splice = fake_splice,
+};
+
+static struct exchange fresh(void)
+{
+    memset(&seen, 0, sizeof(seen));
+    struct exchange ex;
+    memset(&ex, 0, sizeof(ex));
+    ex._ops = &fake_ops;
+    return ex;
+}
+
+/* ---------------------------------------------------------------- filters */
+
+/* Header filters that each add a line naming themselves and the status
+ * they saw; `first` also turns the status 200 into 203. */
+static void add_line(struct exchange *ex, const struct exchange_filter *self,
+                     const struct exchange_head *head, unsigned status)
+{
+    char lines[256];
+    int n = snprintf(lines, sizeof(lines), "%.*sX-%s: %u\r\n", (int)head->headers_len,
+                     head->headers, self->name, head->status);
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_lt(n, (int)sizeof(lines));
+    struct exchange_head h = *head;
+    h.status = status;
+    h.headers = lines;
+    h.headers_len = (size_t)n;
+    exchange_filter_begin_next(ex, self, &h);
+}
+
+static void first_begin(struct exchange *ex, const struct exchange_filter *self,
+                        const struct exchange_head *head)
+{
+    add_line(ex, self, head, head->status == 200 ? 203 : head->status);
+}
+
+static void second_begin(struct exchange *ex, const struct exchange_filter *self,
+                         const struct exchange_head *head)
+{
+    add_line(ex, self, head, head->status);
+}
+
+static const struct exchange_filter first = {.name = "First", .order = 2, .begin = first_begin};
+static const struct exchange_filter second = {.name = "Second", .order = 5, .begin = second_begin};
+
+/* A body filter that upper-cases the body and stamps the trailers. */
+static void upper_write(struct exchange *ex, const struct exchange_filter *self, const char *data,
+                        size_t len)
+{
+    char out[64];
+    ck_assert_uint_le(len, sizeof(out));
+    for (size_t i = 0; i < len; i++)
+        out[i] = (char)toupper((unsigned char)data[i]);
+    exchange_filter_write_next(ex, self, out, len);
+}
+
+static void upper_end(struct exchange *ex, const struct exchange_filter *self, const char *trailers,
+                      size_t len)
+{
+    char out[128];
+    int n = snprintf(out, sizeof(out), "%.*sX-Upper: 1\r\n", (int)len,
+                     trailers != NULL ? trailers : "");
+    ck_assert_int_gt(n, 0);
+    exchange_filter_end_next(ex, self, out, (size_t)n);
+}
+
+static const struct exchange_filter upper = {
+    .name = "upper", .order = 3, .write = upper_write, .end = upper_end};
+
+/* A body filter that holds the body back and writes it whole, framed in
+ * brackets, at the end: the end passes on after it. */
+static char held[128];
+static size_t held_len;
+
+static void hold_write(struct exchange *ex, const struct exchange_filter *self, const char *data,
+                       size_t len)
+{
+    (void)ex, (void)self;
+    ck_assert_uint_lt(held_len + len, sizeof(held));
+    memcpy(held + held_len, data, len);
+    held_len += len;
+}
+
+static void hold_end(struct exchange *ex, const struct exchange_filter *self, const char *trailers,
+                     size_t len)
+{
+    exchange_filter_write_next(ex, self, "[", 1);
+    exchange_filter_write_next(ex, self, held, held_len);
+    exchange_filter_write_next(ex, self, "]", 1);
+    held_len = 0;
+    exchange_filter_end_next(ex, self, trailers, len);
+}
+
+static const struct exchange_filter hold = {
+    .name = "hold", .order = 6, .write = hold_write, .end = hold_end};
+
+/* A header filter that decides from the head that it has nothing to do
+ * with this response: it turns its body half off and steps aside. */
+static int aside_bodies;
+
+static void aside_begin(struct exchange *ex, const struct exchange_filter *self,
+                        const struct exchange_head *head)
+{
+    if (head->status != 200)
+        exchange_remove_filter(ex, self);
+    exchange_filter_begin_next(ex, self, head);
+}
+
+static void aside_write(struct exchange *ex, const struct exchange_filter *self, const char *data,
+                        size_t len)
+{
+    aside_bodies++;
+    exchange_filter_write_next(ex, self, data, len);
+}
+
+static const struct exchange_filter aside = {
+    .name = "aside", .order = 1, .begin = aside_begin, .write = aside_write};
+
+/* ------------------------------------------------------------------ tests */
+
+/* With no filter the response goes to the framer as it is, and may be
+ * spliced. */
+START_TEST(no_filter_goes_straight)
+{
+    struct exchange ex = fresh();
+    exchange_begin(&ex, 200, "A: b\r\n", 6, 5);
+    exchange_write(&ex, "hello", 5);
+    ck_assert_int_eq(exchange_splice(&ex, NULL, 10, NULL, NULL), 0);
+    exchange_end(&ex);
+    ck_assert_uint_eq(seen.status, 200);
+    ck_assert_str_eq(seen.headers, "A: b\r\n");
+    ck_assert_int_eq(seen.content_length, 5);
+    ck_assert_int_eq(seen.body_len, 5);
+    ck_assert_int_eq(seen.splices, 1);
+    ck_assert_int_eq(seen.ends, 1);
+}
+END_TEST
+
+/* Header filters run in their places' order, whatever order they were
+ * turned on in; each sees what the one before made of the head. */
+START_TEST(header_filters_run_in_order)
+{
+    struct exchange ex = fresh();
+    exchange_add_filter(&ex, &second);
+    exchange_add_filter(&ex, &first);
+    ck_assert(exchange_has_filter(&ex, 2));
+    ck_assert(exchange_has_filter(&ex, 5));
+    ck_assert_int_eq(ex.body_filters, 0);
+    exchange_begin(&ex, 200, "A: b\r\n", 6, -1);
+    ck_assert_uint_eq(seen.status, 203);
+    ck_assert_str_eq(seen.headers, "A: b\r\nX-First: 200\r\nX-Second: 203\r\n");
+    ck_assert_int_eq(seen.content_length, -1);
+    /* Header filters alone leave the body path alone: splice as before. */
+    exchange_write(&ex, "x", 1);
+    ck_assert_int_eq(exchange_splice(&ex, NULL, 10, NULL, NULL), 0);
+    exchange_end(&ex);
+    ck_assert_int_eq(seen.body_len, 1);
+    ck_assert_int_eq(seen.ends, 1);
+    /* Off again: straight to the framer. */
+    exchange_remove_filter(&ex, &first);
+    exchange_remove_filter(&ex, &second);
+    ck_assert_int_eq(ex.head_filters, 0);
+    ck_assert(!exchange_has_filter(&ex, 2));
+}
+END_TEST
+
+/* The modules' places are in the documented order, within the chain. */
+START_TEST(module_order_is_documented)
+{
+    ck_assert_int_lt(EXCHANGE_FILTER_STATUS, EXCHANGE_FILTER_ADD_HEADER);
+    ck_assert_int_le(EXCHANGE_FILTERS, EXCHANGE_FILTER_MAX);
+    /* add_header's filter is on exactly while the exchange has rules. */
+    struct exchange ex = fresh();
+    static const struct http_add_headers none = {.count = 0};
+    exchange_set_add_headers(&ex, &none);
+    ck_assert(exchange_has_filter(&ex, EXCHANGE_FILTER_ADD_HEADER));
+    exchange_respond(&ex, 404, "", "gone", 4);
+    ck_assert_uint_eq(seen.status, 404);
+    ck_assert_str_eq(seen.headers, "");
+    ck_assert_str_eq(seen.body, "gone");
+    add_header_release(&ex);
+    ck_assert(!exchange_has_filter(&ex, EXCHANGE_FILTER_ADD_HEADER));
+    ck_assert_int_eq(ex.head_filters, 0);
+}
+END_TEST
+
+/* A filter that has nothing to do with a response turns itself off from
+ * its header filter: the body goes past it, and may be spliced again. */
+START_TEST(filter_steps_aside)
+{
+    struct exchange ex = fresh();
+    aside_bodies = 0;
+    exchange_add_filter(&ex, &aside);
+    ck_assert_int_eq(exchange_splice(&ex, NULL, 10, NULL, NULL), -EOPNOTSUPP);
+    exchange_begin(&ex, 304, "", 0, 0);
+    ck_assert_uint_eq(seen.status, 304);
+    ck_assert_int_eq(ex.head_filters, 0);
+    ck_assert_int_eq(ex.body_filters, 0);
+    exchange_write(&ex, "abc", 3);
+    ck_assert_int_eq(aside_bodies, 0);
+    ck_assert_int_eq(exchange_splice(&ex, NULL, 10, NULL, NULL), 0);
+    exchange_end(&ex);
+    ck_assert_int_eq(seen.ends, 1);
+    /* And one that keeps on sees the body. */
+    ex = fresh();
+    exchange_add_filter(&ex, &aside);
+    exchange_begin(&ex, 200, "", 0, 3);
+    exchange_write(&ex, "abc", 3);
+    ck_assert_int_eq(aside_bodies, 1);
+    ck_assert_int_eq(seen.body_len, 3);
+}
+END_TEST
+
+/* Body filters change each piece in turn (writev's buffers one by one),
+ * may hold pieces back until the end, and pass the end and its trailers
+ * on after what they held. */
+START_TEST(body_filters_transform_and_pass_the_end)
+{
+    struct exchange ex = fresh();
+    held_len = 0;
+    exchange_add_filter(&ex, &hold);
+    exchange_add_filter(&ex, &upper);
+    ck_assert_int_eq(exchange_splice(&ex, NULL, 10, NULL, NULL), -EOPNOTSUPP);
+    ck_assert_int_eq(seen.splices, 0);
+    exchange_begin(&ex, 200, "", 0, -1); /* no header filter: straight on */
+    ck_assert_uint_eq(seen.status, 200);
+    exchange_write(&ex, "ab", 2);
+    exchange_write(&ex, "", 0);
+    struct iovec iov[3] = {{(void *)"cd", 2}, {(void *)"", 0}, {(void *)"ef", 2}};
+    exchange_writev(&ex, iov, 3);
+    ck_assert_int_eq(seen.writes, 0); /* all held back */
+    exchange_end_trailers(&ex, "T: 1\r\n", 6);
+    seen.body[seen.body_len] = '\0';
+    ck_assert_str_eq(seen.body, "[ABCDEF]");
+    ck_assert_str_eq(seen.trailers, "T: 1\r\nX-Upper: 1\r\n");
+    ck_assert_int_eq(seen.ends, 1);
+    /* A plain end passes too, with the trailers a filter adds. */
+    ex = fresh();
+    exchange_add_filter(&ex, &upper);
+    exchange_write(&ex, "xy", 2);
+    exchange_end(&ex);
+    ck_assert_int_eq(seen.body_len, 2);
+    ck_assert_int_eq(memcmp(seen.body, "XY", 2), 0);
+    ck_assert_str_eq(seen.trailers, "X-Upper: 1\r\n");
+    ck_assert_int_eq(seen.ends, 1);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    Suite *suite = suite_create("proto/filter");
+    TCase *tc = tcase_create("chain");
+    tcase_set_timeout(tc, 10);
+    tcase_add_test(tc, no_filter_goes_straight);
+    tcase_add_test(tc, header_filters_run_in_order);
+    tcase_add_test(tc, module_order_is_documented);
+    tcase_add_test(tc, filter_steps_aside);
+    tcase_add_test(tc, body_filters_transform_and_pass_the_end);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
