@@ -370,9 +370,11 @@ START_TEST(a_tls_keep_alive_connection_survives_a_reload)
         tls_client_close(&fresh);
     }
     ck_assert_msg(served, "the reload did not take");
-    /* The old connection is served by the new configuration. */
-    tls_get(&c, body, sizeof(body));
-    ck_assert_str_eq(body, "two");
+    /* The old connection is served by the new configuration, once its
+     * old generation has handed it over (a request that comes first is
+     * the old one's to answer, with its configuration). */
+    test_wait_for((tls_get(&c, body, sizeof(body)), strcmp(body, "two") == 0), TEST_WAIT_MS,
+                  "the kept connection still answers \"%s\"", body);
     tls_get(&c, body, sizeof(body));
     ck_assert_str_eq(body, "two");
     tls_client_close(&c);
@@ -557,6 +559,23 @@ static void write_upgrade_config(struct test_daemon *d, const char *pid_file, co
     write_config(d, extra, text);
 }
 
+/* The first problem a daemon's log reports (an error, a sanitizer's or
+ * UBSan's report), with what comes before it, for a failure message that
+ * fits; NULL if there is none. */
+static const char *log_problem(const char *log)
+{
+    static const char *const marks[] = {"[error]", "Sanitizer", "runtime error"};
+    const char *first = NULL;
+    for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++) {
+        const char *at = strstr(log, marks[i]);
+        if (at != NULL && (first == NULL || at < first))
+            first = at;
+    }
+    if (first == NULL)
+        return NULL;
+    return first - log > 1000 ? first - 1000 : log;
+}
+
 START_TEST(three_upgrades_under_load_fail_no_request)
 {
     ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
@@ -607,9 +626,7 @@ START_TEST(three_upgrades_under_load_fail_no_request)
     /* Nor did any of the processes report an error, or a sanitizer a
      * problem (their exit statuses are not this test's to read). */
     char *log = test_daemon_log(&d);
-    ck_assert_msg(strstr(log, "[error]") == NULL && strstr(log, "Sanitizer") == NULL &&
-                      strstr(log, "runtime error") == NULL,
-                  "%s", log);
+    ck_assert_msg(log_problem(log) == NULL, "%.4000s", log_problem(log));
     free(log);
 }
 END_TEST
@@ -689,9 +706,8 @@ START_TEST(an_upgrade_then_a_layout_change_leave_no_socket_behind)
     ck_assert_int_eq(kill(pid, SIGTERM), 0);
     ck_assert(daemon_gone(pid, 15000));
     char *log = test_daemon_log(&d);
-    ck_assert_msg(strstr(log, "[error]") == NULL && strstr(log, "Sanitizer") == NULL &&
-                      strstr(log, "runtime error") == NULL && strstr(log, "no longer used") != NULL,
-                  "%s", log);
+    ck_assert_msg(log_problem(log) == NULL, "%.4000s", log_problem(log));
+    ck_assert_msg(strstr(log, "no longer used") != NULL, "%.4000s", log);
     free(log);
 }
 END_TEST
@@ -730,9 +746,7 @@ START_TEST(upgrades_and_layout_changes_under_load_fail_no_request)
     ck_assert_int_eq(kill(pid, SIGTERM), 0);
     ck_assert(daemon_gone(pid, 15000));
     char *log = test_daemon_log(&d);
-    ck_assert_msg(strstr(log, "[error]") == NULL && strstr(log, "Sanitizer") == NULL &&
-                      strstr(log, "runtime error") == NULL,
-                  "%s", log);
+    ck_assert_msg(log_problem(log) == NULL, "%.4000s", log_problem(log));
     free(log);
 }
 END_TEST
