@@ -8,9 +8,9 @@
 #include "cmd/daemon.h"
 #include "cmd/metrics.h"
 #include "cmd/runtime_limit.h"
-#include "proto/exchange.h"
-#include "proto/health.h"
-#include "proto/http2.h" /* http2_counter_names */
+#include "proto/http/exchange.h"
+#include "proto/upstream/health.h"
+#include "proto/http2/http2.h" /* http2_counter_names */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -240,7 +240,7 @@ static unsigned sum_workers(struct worker_totals *totals, bool *steering)
 void upstream_errors_add(struct retired_upstream *slots, size_t *count,
                          const struct proxy_upstream *upstream)
 {
-    const char *name = proxy_upstream_name(upstream);
+    const char *name = upstream_name(upstream);
     struct retired_upstream *slot = NULL;
     for (size_t i = 0; i < *count && slot == NULL; i++)
         if (strcmp(slots[i].name, name) == 0)
@@ -255,7 +255,7 @@ void upstream_errors_add(struct retired_upstream *slots, size_t *count,
         }
     }
     for (int k = 0; slot != NULL && k < PROXY_ERROR_KINDS; k++)
-        slot->errors[k] += proxy_upstream_errors(upstream, (enum proxy_error_kind)k);
+        slot->errors[k] += upstream_errors(upstream, (enum proxy_error_kind)k);
 }
 
 /* Upstream errors by upstream name: exited generations' plus running ones'.
@@ -500,7 +500,7 @@ static void write_status_upstreams(struct text *t, const struct generation *gen,
             text_printf(t,
                         ", \"state\": \"%s\", \"down_workers\": %u, \"active\": %llu, "
                         "\"idle\": %llu}",
-                        upstream_health_server_up(up, i, now) ? "up" : "down", down,
+                        health_server_up(up, i, now) ? "up" : "down", down,
                         (unsigned long long)(open - idle), (unsigned long long)idle);
         }
         text_printf(t, "]}");

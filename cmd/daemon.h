@@ -6,9 +6,9 @@
 #define CORRAL_CMD_DAEMON_H
 
 #include "conf/config.h"
-#include "proto/access_log.h"
-#include "proto/site.h"
-#include "proto/proxy.h"
+#include "proto/policy/access_log.h"
+#include "proto/http/site.h"
+#include "proto/upstream/proxy.h"
 
 #include <corral.h>
 #include <pthread.h>

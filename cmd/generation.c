@@ -9,9 +9,9 @@
 #include "cmd/process.h"
 #include "cmd/runtime.h"
 #include "cmd/runtime_vars.h"
-#include "proto/health.h"
-#include "proto/resolve.h"
-#include "proto/http1.h" /* the framer every site listens with */
+#include "proto/upstream/health.h"
+#include "proto/upstream/resolve.h"
+#include "proto/http1/http1.h" /* the framer every site listens with */
 
 #include <assert.h>
 #include <errno.h>
@@ -321,14 +321,14 @@ static int upstreams_check_health(struct generation *gen, const struct generatio
         struct proxy_upstream *up = gen->upstreams[i].upstream;
         for (size_t j = 0; previous != NULL && j < previous->upstream_count; j++) {
             const struct proxy_upstream *old = previous->upstreams[j].upstream;
-            if (strcmp(proxy_upstream_name(old), proxy_upstream_name(up)) == 0) {
-                proxy_upstream_take_health(up, old);
+            if (strcmp(upstream_name(old), upstream_name(up)) == 0) {
+                upstream_take_health(up, old);
                 break;
             }
         }
-        int err = upstream_health_start(up, main_loop);
+        int err = health_start(up, main_loop);
         if (err == 0)
-            err = upstream_resolve_start(up, main_loop);
+            err = resolve_start(up, main_loop);
         if (err != 0)
             return err;
     }
@@ -672,8 +672,8 @@ static void generation_stop(struct generation *gen, uint32_t graceful_ms)
     pthread_mutex_unlock(&daemon_state.lock);
     /* The newer generation checks the servers now. */
     for (size_t i = 0; i < gen->upstream_count; i++) {
-        upstream_health_stop(gen->upstreams[i].upstream);
-        upstream_resolve_stop(gen->upstreams[i].upstream);
+        health_stop(gen->upstreams[i].upstream);
+        resolve_stop(gen->upstreams[i].upstream);
     }
     corral_server_stop(gen->server, graceful_ms);
 }

@@ -7,8 +7,8 @@
  */
 #include "cmd/metrics.h"
 
-#include "proto/health.h"
-#include "proto/vars.h"
+#include "proto/upstream/health.h"
+#include "proto/http/vars.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -50,7 +50,7 @@ void text_json_string(struct text *t, const char *s)
     char small[256];
     struct vars_buf escaped;
     vars_buf_init(&escaped, small, sizeof(small));
-    vars_json_escape(&escaped, s, strlen(s));
+    vars_escape_json(&escaped, s, strlen(s));
     text_printf(t, "\"%.*s\"", (int)escaped.len, escaped.data);
     vars_buf_free(&escaped);
 }
@@ -319,7 +319,7 @@ static void write_server_up(struct text *t, const struct generation *gen)
             s->idle = 1;
             size_t slots = server->resolve_name != NULL ? UPSTREAM_RESOLVE_SLOTS : 1;
             for (size_t k = 0; k < slots && i + k < up->server_count; k++)
-                s->open += upstream_health_server_up(up, i + k, now);
+                s->open += health_server_up(up, i + k, now);
         }
     }
     for (size_t i = 0; i < servers.count; i++)

@@ -17,7 +17,7 @@ struct text {
 };
 
 void text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A JSON string, escaped by vars_json_escape(): valid JSON whatever the
+/* A JSON string, escaped by vars_escape_json(): valid JSON whatever the
  * bytes (a config path is any bytes). */
 void text_json_string(struct text *t, const char *s);
 

@@ -9,7 +9,7 @@
 
 #include "cmd/runtime_limit.h"
 #include "cmd/runtime_vars.h"
-#include "proto/error_page.h"
+#include "proto/policy/error_page.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -158,11 +158,10 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
         conf.servers = &single;
         conf.server_count = 1;
     }
-    int err = https ? upstream_tls_build(loc, target, workers, proxy_upstream_conf_slots(&conf),
-                                         &conf.tls)
-                    : 0;
+    int err =
+        https ? upstream_tls_build(loc, target, workers, upstream_conf_slots(&conf), &conf.tls) : 0;
     if (err == 0)
-        err = proxy_upstream_new(&conf, workers, out);
+        err = upstream_new(&conf, workers, out);
     if (err != 0) {
         tls_client_free(conf.tls);
         return err;
@@ -352,7 +351,7 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
     }
     struct tls_server_conf conf = vhost_servers[0]->tls.settings;
     conf.http2 = site->http.http2 != NULL;
-    conf.sni_select = http_site_sni_select;
+    conf.sni_select = site_sni_select;
     conf.sni_arg = &site->http;
     struct tls_report report = {report_tls_problem, vhost_servers};
     int err = tls_server_new(&conf, vhosts, count, workers, &report, &site->http.tls);
@@ -656,7 +655,7 @@ void generation_free(struct generation *gen)
         site_free(&gen->sites[i]);
     free(gen->sites);
     for (size_t i = 0; i < gen->upstream_count; i++)
-        proxy_upstream_free(gen->upstreams[i].upstream);
+        upstream_free(gen->upstreams[i].upstream);
     free(gen->upstreams);
     metrics_detach(gen);
     free(gen->stats);

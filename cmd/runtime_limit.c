@@ -124,10 +124,10 @@ void runtime_limits_metrics(struct text *t)
                    "limit_req zone: passed at once, delayed, or rejected.\n"
                    "# TYPE corral_limit_req_requests_total counter\n");
     struct metrics_pass pass = {t, LIMIT_ZONE_REQ};
-    limit_zones_each(write_zone, &pass);
+    limit_zone_each(write_zone, &pass);
     text_printf(t, "# HELP corral_limit_conn_requests_total Requests checked against each "
                    "limit_conn zone: passed, or rejected at the limit.\n"
                    "# TYPE corral_limit_conn_requests_total counter\n");
     pass.kind = LIMIT_ZONE_CONN;
-    limit_zones_each(write_zone, &pass);
+    limit_zone_each(write_zone, &pass);
 }

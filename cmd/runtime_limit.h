@@ -8,7 +8,7 @@
 #include "cmd/metrics.h"
 #include "cmd/runtime_vars.h"
 #include "conf/config.h"
-#include "proto/limit.h"
+#include "proto/policy/limit.h"
 
 struct runtime_limits;
 

@@ -22,7 +22,7 @@ struct runtime_vars {
 struct owned {
     struct owned *next;
     void *p;
-    bool regex; /* http_regex_free() it; else free() */
+    bool regex; /* regex_free() it; else free() */
 };
 
 static int own_as(struct runtime_vars *vars, void *p, bool regex)
@@ -269,7 +269,7 @@ void runtime_vars_free(struct runtime_vars *vars)
         struct owned *o = vars->owned;
         vars->owned = o->next;
         if (o->regex)
-            http_regex_free(o->p);
+            regex_free(o->p);
         else
             free(o->p); /* a template is one allocation */
         free(o);
@@ -288,14 +288,14 @@ int runtime_vars_regex(struct runtime_vars *vars, const char *pattern, bool case
     char message[120];
     size_t offset;
     struct http_regex *re;
-    int err = http_regex_compile(pattern, caseless, &re, message, sizeof(message), &offset);
+    int err = regex_compile(pattern, caseless, &re, message, sizeof(message), &offset);
     if (err == -EINVAL)
         log_error("%s:%u:%u: %s: invalid regex \"%s\": %s at offset %zu", pos->file, pos->line,
                   pos->col, directive, pattern, message, offset);
     if (err != 0)
         return err;
     if (own_as(vars, re, true) != 0) {
-        http_regex_free(re);
+        regex_free(re);
         return -ENOMEM;
     }
     *out = re;

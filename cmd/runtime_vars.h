@@ -7,10 +7,10 @@
 #define CORRAL_CMD_RUNTIME_VARS_H
 
 #include "conf/config.h"
-#include "proto/add_header.h"
-#include "proto/regex.h"
-#include "proto/rewrite.h"
-#include "proto/vars.h"
+#include "proto/policy/add_header.h"
+#include "proto/http/regex.h"
+#include "proto/policy/rewrite.h"
+#include "proto/http/vars.h"
 
 struct runtime_vars;
 

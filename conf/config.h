@@ -11,12 +11,12 @@
 #include <corral.h>
 
 /* Types and defaults only: conf/ calls no proto function. */
-#include "proto/access.h"
-#include "proto/http2_conf.h"
-#include "proto/http_limits.h"
-#include "proto/proxy_conf.h"
-#include "proto/tls.h"
-#include "proto/upstream.h"
+#include "proto/policy/access.h"
+#include "proto/http2/http2_conf.h"
+#include "proto/http/http_limits.h"
+#include "proto/upstream/proxy_conf.h"
+#include "proto/tls/tls.h"
+#include "proto/upstream/upstream.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -6,7 +6,7 @@
  */
 #include "registry.h"
 
-#include "proto/limit.h" /* LIMIT_ZONE_MIN_SIZE */
+#include "proto/policy/limit.h" /* LIMIT_ZONE_MIN_SIZE */
 
 #include <inttypes.h>
 #include <stdio.h>

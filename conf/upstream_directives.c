@@ -204,7 +204,7 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
                        : conf__arg_address(state, address, "server address") != 0)
         return -1;
     /* The balancer keeps the servers a request has tried as the bits of
-     * one word (proto/upstream.h), and a resolve server holds a slot for
+     * one word (proto/upstream/upstream.h), and a resolve server holds a slot for
      * each address it may have at once. */
     size_t slots = server.resolve ? UPSTREAM_RESOLVE_SLOTS : 1;
     for (size_t i = 0; i < upstream->server_count; i++)

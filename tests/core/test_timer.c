@@ -89,7 +89,7 @@ START_TEST(stopped_and_rearmed_timers)
     ck_assert(corral_timer_active(a));
     corral_timer_stop(a);
     ck_assert(!corral_timer_active(a));
-    corral_timer_stop(a); /* stopping twice is harmless */
+    corral_timer_stop(a);      /* stopping twice is harmless */
     corral_timer_start(b, 50); /* re-arming moves it behind c */
     ck_assert_int_eq(corral_loop_run(loop), 0);
     ck_assert_int_eq(fired.count, 2);

@@ -5,7 +5,7 @@
  * Nothing may be read past it, and what is returned must fit what was
  * asked.
  */
-#include "proto/resolve.h"
+#include "proto/upstream/resolve.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const uint16_t types[] = {DNS_TYPE_A, DNS_TYPE_AAAA};
     for (size_t t = 0; t < 2; t++) {
         struct dns_addr out[3];
-        int n = dns_answer_parse(msg, size, id, types[t], out, 3);
+        int n = resolve_answer_parse(msg, size, id, types[t], out, 3);
         if (n > 3 || (n < 0 && n != -EINVAL && n != -EAGAIN))
             abort();
         for (int i = 0; i < n; i++)

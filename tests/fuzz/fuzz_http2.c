@@ -5,9 +5,9 @@
  * listener over HTTP/1.1.  Sanitizers watch; the output is read until the
  * server closes.
  */
-#include "proto/http1.h"
-#include "proto/http2.h"
-#include "proto/proxy.h"
+#include "proto/http1/http1.h"
+#include "proto/http2/http2.h"
+#include "proto/upstream/proxy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,8 +88,7 @@ static void start_server(void)
     corral_server_config_init(&config);
     config.workers = 1;
     corral_server *srv;
-    if (corral_server_new(&config, &srv) != 0 ||
-        proxy_upstream_new(&upstream, 1, &proxy.upstream) != 0 ||
+    if (corral_server_new(&config, &srv) != 0 || upstream_new(&upstream, 1, &proxy.upstream) != 0 ||
         corral_server_listen(srv, address, NULL, &http1_server_handler, &back_site, NULL) != 0)
         abort();
     snprintf(address, sizeof(address), "unix:%s", front_path);

@@ -8,7 +8,7 @@
  * parse back to the same addresses; the input's first bytes, taken as two
  * addresses of either family, must too.
  */
-#include "proto/proxy_protocol.h"
+#include "proto/http/proxy_protocol.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -33,8 +33,8 @@
  * gets must be valid HTTP with no response more than it asked for (see
  * check_bytes); FUZZ_RESPONSE_LAX set turns that check off.
  */
-#include "proto/http1.h"
-#include "proto/proxy.h"
+#include "proto/http1/http1.h"
+#include "proto/upstream/proxy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -139,8 +139,7 @@ static void start_server(void)
     corral_server_config_init(&config);
     config.workers = 1;
     corral_server *srv;
-    if (corral_server_new(&config, &srv) != 0 ||
-        proxy_upstream_new(&upstream, 1, &proxy.upstream) != 0)
+    if (corral_server_new(&config, &srv) != 0 || upstream_new(&upstream, 1, &proxy.upstream) != 0)
         abort();
     snprintf(address, sizeof(address), "unix:%s", front_path);
     if (corral_server_listen(srv, address, NULL, &http1_server_handler, &front_site, NULL) != 0 ||

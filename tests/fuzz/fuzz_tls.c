@@ -7,8 +7,8 @@
  * in a temporary directory.  The reply is read until the server closes; a
  * server that never closes is wedged: abort.
  */
-#include "proto/http1.h"
-#include "proto/tls.h"
+#include "proto/http1/http1.h"
+#include "proto/tls/tls.h"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -136,7 +136,7 @@ static void start_server(void)
                                                 {both, 1, NULL, TLS_VERIFY_CLIENT_OFF},
                                                 {both + 1, 1, ec_cert, TLS_VERIFY_CLIENT_OPTIONAL}};
     struct tls_server_conf conf = {
-        .sni_select = http_site_sni_select,
+        .sni_select = site_sni_select,
         .sni_arg = &site,
         .protocols = TLS_PROTOCOL_1_2 | TLS_PROTOCOL_1_3,
         .session_tickets = true,

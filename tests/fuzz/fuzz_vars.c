@@ -4,8 +4,8 @@
  * ("KEY VALUE", KEY "default" or ~REGEX); what compiles is evaluated for a
  * fixed request, into a growing buffer and into a small fixed one.
  */
-#include "proto/regex.h"
-#include "proto/vars.h"
+#include "proto/http/regex.h"
+#include "proto/http/vars.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -69,8 +69,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     struct http_regex *location = NULL;
     char message[120];
     size_t offset;
-    (void)http_regex_compile("^/(?<dir>[^/]+)/(.*)$", false, &location, message, sizeof(message),
-                             &offset);
+    (void)regex_compile("^/(?<dir>[^/]+)/(.*)$", false, &location, message, sizeof(message),
+                        &offset);
     struct vars_maps maps = {.maps = map_list, .count = map != NULL, .captures = location};
     struct vars_error error;
     if (map != NULL && count > 1 && vars_map_set_source(map, lines[1], &maps, &error) == 0) {
@@ -108,7 +108,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     } else if (error.offset > strlen(lines[0])) {
         abort(); /* the offset points into the text */
     }
-    http_regex_free(location);
+    regex_free(location);
     vars_map_free(map);
     free(text);
     return 0;

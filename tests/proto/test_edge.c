@@ -7,9 +7,9 @@
  */
 #include "../daemon.h"
 #include "../helpers.h"
-#include "proto/access.h"
-#include "proto/exchange.h"
-#include "proto/proxy_protocol.h"
+#include "proto/policy/access.h"
+#include "proto/http/exchange.h"
+#include "proto/http/proxy_protocol.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -5,9 +5,9 @@
  * aside, and body filters that change and hold back the body.
  */
 #include "../helpers.h"
-#include "proto/add_header.h"
-#include "proto/exchange.h"
-#include "proto/exchange_slots.h"
+#include "proto/policy/add_header.h"
+#include "proto/http/exchange.h"
+#include "proto/http/exchange_slots.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -259,7 +259,7 @@ START_TEST(module_order_is_documented)
     /* add_header's filter is on exactly while the exchange has rules. */
     struct exchange ex = fresh();
     static const struct http_add_headers none = {.count = 0};
-    exchange_set_add_headers(&ex, &none);
+    add_header_set_rules(&ex, &none);
     ck_assert(exchange_has_filter(&ex, EXCHANGE_FILTER_ADD_HEADER));
     exchange_respond(&ex, 404, "", "gone", 4);
     ck_assert_uint_eq(seen.status, 404);

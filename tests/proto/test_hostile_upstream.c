@@ -824,10 +824,10 @@ END_TEST
  * tunnel bytes as HTTP: a second response could follow the first. */
 START_TEST(switch_without_upgrade_header_gives_502)
 {
-    static struct step steps[] = {
-        {.reply = "HTTP/1.1 101 Switching\r\n\r\n"
-                  "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                  "Connection: Upgrade\r\n\r\n" SMUGGLED}};
+    static struct step steps[] = {{.reply =
+                                       "HTTP/1.1 101 Switching\r\n\r\n"
+                                       "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                                       "Connection: Upgrade\r\n\r\n" SMUGGLED}};
     struct backend *b = backend_start(steps, 1);
     struct test_daemon d;
     start_daemon(&d, b, "2s", "", "");

@@ -6,8 +6,8 @@
  * Valid requests are fed whole, byte by byte, and in random splits.
  */
 #include "../helpers.h"
-#include "proto/access_log.h"
-#include "proto/http1.h"
+#include "proto/policy/access_log.h"
+#include "proto/http1/http1.h"
 
 #include <errno.h>
 #include <stdatomic.h>

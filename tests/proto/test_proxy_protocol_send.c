@@ -5,7 +5,7 @@
  * Each connection carries one header, naming its own client, ahead of the
  * request or the TLS handshake; a pooled connection serves no other client.
  */
-#include "proto/proxy_protocol.h"
+#include "proto/http/proxy_protocol.h"
 
 #include "tests/daemon.h"
 #include "tests/helpers.h"

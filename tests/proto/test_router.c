@@ -5,12 +5,12 @@
  * rewrites, allow/deny, a framer's refusal and internal redirects.
  */
 #include "../helpers.h"
-#include "proto/access.h"
-#include "proto/add_header.h"
-#include "proto/regex.h"
-#include "proto/rewrite.h"
-#include "proto/router.h"
-#include "proto/site.h"
+#include "proto/policy/access.h"
+#include "proto/policy/add_header.h"
+#include "proto/http/regex.h"
+#include "proto/policy/rewrite.h"
+#include "proto/http/router.h"
+#include "proto/http/site.h"
 
 #include <string.h>
 #include <sys/socket.h>
@@ -120,7 +120,7 @@ static struct http_regex *regex(const char *pattern)
     struct http_regex *re = NULL;
     char message[128];
     size_t offset;
-    ck_assert_int_eq(http_regex_compile(pattern, false, &re, message, sizeof(message), &offset), 0);
+    ck_assert_int_eq(regex_compile(pattern, false, &re, message, sizeof(message), &offset), 0);
     return re;
 }
 
@@ -186,10 +186,10 @@ static void teardown(void)
     vars_template_free(loop_to);
     vars_template_free(break_to);
     vars_template_free(server_to);
-    http_regex_free(old_re);
-    http_regex_free(loop_re);
-    http_regex_free(break_re);
-    http_regex_free(server_re);
+    regex_free(old_re);
+    regex_free(loop_re);
+    regex_free(break_re);
+    regex_free(server_re);
 }
 
 static struct http_request request(const char *target)
@@ -347,12 +347,12 @@ START_TEST(redirect_releases_the_location_state)
 {
     struct exchange ex = route("/new/first", 0);
     static const struct http_add_headers rules = {.count = 0};
-    exchange_set_add_headers(&ex, &rules);
-    ck_assert_ptr_eq(exchange_add_headers(&ex), &rules);
+    add_header_set_rules(&ex, &rules);
+    ck_assert_ptr_eq(add_header_rules(&ex), &rules);
     ck_assert(exchange_has_filter(&ex, EXCHANGE_FILTER_ADD_HEADER));
     struct http_request req = request("/new/second");
     router_redirect(&ex, &req, NULL);
-    ck_assert_ptr_null(exchange_add_headers(&ex));
+    ck_assert_ptr_null(add_header_rules(&ex));
     ck_assert(!exchange_has_filter(&ex, EXCHANGE_FILTER_ADD_HEADER));
     for (size_t i = 0; i < EXCHANGE_CTX_SLOTS; i++)
         ck_assert_ptr_null(ex.ctx[i]);

@@ -7,10 +7,10 @@
  */
 #include "../daemon.h"
 #include "../helpers.h"
-#include "proto/balance.h"
-#include "proto/health.h"
-#include "proto/resolve.h"
-#include "proto/upstream.h"
+#include "proto/upstream/balance.h"
+#include "proto/upstream/health.h"
+#include "proto/upstream/resolve.h"
+#include "proto/upstream/upstream.h"
 
 #include <errno.h>
 #include <arpa/inet.h>
@@ -49,14 +49,14 @@ static struct proxy_upstream *upstream_of(size_t count, const struct proxy_serve
     up.balance = balance;
     up.hash_consistent = consistent;
     struct proxy_upstream *out;
-    ck_assert_int_eq(proxy_upstream_new(&up, 1, &out), 0);
+    ck_assert_int_eq(upstream_new(&up, 1, &out), 0);
     return out;
 }
 
 static int pick(struct proxy_upstream *up, uint32_t hash)
 {
     static const struct upstream_tried none;
-    return upstream_pick_server(up, upstream_worker_of(up, NULL), &none, hash, 1000000);
+    return balance_pick_server(up, upstream_worker_of(up, NULL), &none, hash, 1000000);
 }
 
 static uint32_t key_hash(unsigned n)
@@ -96,8 +96,8 @@ START_TEST(consistent_hash_moves_about_one_nth_of_the_keys)
         for (size_t i = 0; i <= n; i++)
             ck_assert_msg(share[i] >= ideal * 0.7 && share[i] <= ideal * 1.3,
                           "server %zu has %u keys", i, share[i]);
-        proxy_upstream_free(before);
-        proxy_upstream_free(after);
+        upstream_free(before);
+        upstream_free(after);
     }
 }
 END_TEST
@@ -127,17 +127,17 @@ START_TEST(tried_servers_past_the_64th)
                     upstream_tried_add(&tried, i);
             for (uint32_t hash = 0; hash < 20; hash++)
                 ck_assert_int_eq(
-                    upstream_pick_server(up, worker, &tried, hash * 2654435761u, 1000000),
+                    balance_pick_server(up, worker, &tried, hash * 2654435761u, 1000000),
                     (int)last);
-            ck_assert(upstream_any_usable(up, worker, &tried, 1000000));
+            ck_assert(balance_any_usable(up, worker, &tried, 1000000));
             upstream_tried_add(&tried, last);
-            ck_assert_int_eq(upstream_pick_server(up, worker, &tried, 7, 1000000), -1);
-            ck_assert(!upstream_any_usable(up, worker, &tried, 1000000));
+            ck_assert_int_eq(balance_pick_server(up, worker, &tried, 7, 1000000), -1);
+            ck_assert(!balance_any_usable(up, worker, &tried, 1000000));
             upstream_tried_remove(&tried, last);
             ck_assert(upstream_tried_has(&tried, last == 0 ? 1 : 0) &&
                       !upstream_tried_has(&tried, last));
         }
-        proxy_upstream_free(up);
+        upstream_free(up);
     }
 }
 END_TEST
@@ -154,7 +154,7 @@ START_TEST(plain_hash_spreads_and_sticks)
     for (int i = 0; i < 4; i++)
         ck_assert_msg(share[i] >= KEYS / 4 * 0.8 && share[i] <= KEYS / 4 * 1.2, "server %d: %u", i,
                       share[i]);
-    proxy_upstream_free(up);
+    upstream_free(up);
 }
 END_TEST
 
@@ -173,7 +173,7 @@ START_TEST(ip_hash_follows_the_client_address)
     }
     for (int i = 0; i < 3; i++)
         ck_assert_msg(share[i] >= 800 && share[i] <= 1200, "server %d: %u", i, share[i]);
-    proxy_upstream_free(up);
+    upstream_free(up);
 }
 END_TEST
 
@@ -200,7 +200,7 @@ START_TEST(round_robin_follows_weights)
     for (int i = 0; i < 1000; i++)
         share[pick(up, 0)]++;
     ck_assert_uint_eq(share[0], 750);
-    proxy_upstream_free(up);
+    upstream_free(up);
 }
 END_TEST
 
@@ -215,7 +215,7 @@ START_TEST(random_follows_weights)
         share[pick(up, 0)]++;
     ck_assert_msg(share[0] >= 3600 && share[0] <= 4400, "%u %u %u", share[0], share[1], share[2]);
     ck_assert_msg(share[1] >= 1600 && share[1] <= 2400, "%u %u %u", share[0], share[1], share[2]);
-    proxy_upstream_free(up);
+    upstream_free(up);
 }
 END_TEST
 
@@ -240,7 +240,7 @@ START_TEST(load_aware_methods_avoid_the_busy_server)
     ck_assert_msg(share[0] < 3000 / 10, "%u %u %u", share[0], share[1], share[2]);
     for (int i = 0; i < 10; i++)
         upstream_server_release(up, w, 0);
-    proxy_upstream_free(up);
+    upstream_free(up);
 }
 END_TEST
 
@@ -259,13 +259,13 @@ START_TEST(backup_only_when_every_primary_is_down)
     upstream_worker_of(up, NULL)->servers[3].down_until = 2000000; /* passively */
     for (int i = 0; i < 5; i++)
         ck_assert_int_eq(pick(up, 0), 1);
-    ck_assert_int_eq(proxy_upstream_server_state(up, 0), PROXY_SERVER_DOWN);
-    ck_assert_int_eq(proxy_upstream_server_state(up, 2), PROXY_SERVER_DISABLED);
-    ck_assert(proxy_upstream_server_backup(up, 1));
-    ck_assert_uint_eq(proxy_upstream_server_count(up), 4);
-    ck_assert_str_eq(proxy_upstream_server_address(up, 3), "127.0.0.1:9004");
-    ck_assert_uint_eq(proxy_upstream_server_slot(up, 3), 0);
-    proxy_upstream_free(up);
+    ck_assert_int_eq(upstream_server_state(up, 0), PROXY_SERVER_DOWN);
+    ck_assert_int_eq(upstream_server_state(up, 2), PROXY_SERVER_DISABLED);
+    ck_assert(upstream_server_backup(up, 1));
+    ck_assert_uint_eq(upstream_server_count(up), 4);
+    ck_assert_str_eq(upstream_server_address(up, 3), "127.0.0.1:9004");
+    ck_assert_uint_eq(upstream_server_slot(up, 3), 0);
+    upstream_free(up);
 }
 END_TEST
 
@@ -283,12 +283,12 @@ START_TEST(max_conns_is_a_hard_limit)
     }
     ck_assert_int_eq(pick(up, 0), -1);
     ck_assert(!upstream_server_acquire(up, w, 0));
-    ck_assert_uint_eq(proxy_upstream_server_conns(up, 0), 2);
+    ck_assert_uint_eq(upstream_server_conns(up, 0), 2);
     upstream_server_release(up, w, 0);
     ck_assert_int_eq(pick(up, 0), 0);
     upstream_server_release(up, w, 0);
     upstream_server_release(up, w, 1);
-    proxy_upstream_free(up);
+    upstream_free(up);
 }
 END_TEST
 
@@ -303,20 +303,20 @@ START_TEST(slow_start_ramps_the_weight)
     for (int i = 0; i < 1000; i++)
         share[pick(up, 0)]++;
     ck_assert_msg(share[0] >= 180 && share[0] <= 220, "%u %u", share[0], share[1]);
-    proxy_upstream_free(up);
+    upstream_free(up);
 }
 END_TEST
 
 START_TEST(health_match_defaults_and_lists)
 {
     struct proxy_health_conf c = PROXY_HEALTH_CONF_DEFAULT;
-    ck_assert(upstream_health_match(&c, 200));
-    ck_assert(upstream_health_match(&c, 302));
-    ck_assert(!upstream_health_match(&c, 404));
+    ck_assert(health_match(&c, 200));
+    ck_assert(health_match(&c, 302));
+    ck_assert(!health_match(&c, 404));
     c.match[204 / 64] |= 1ull << (204 % 64);
-    ck_assert(upstream_health_match(&c, 204));
-    ck_assert(!upstream_health_match(&c, 200));
-    ck_assert(!upstream_health_match(&c, 999));
+    ck_assert(health_match(&c, 204));
+    ck_assert(!health_match(&c, 200));
+    ck_assert(!health_match(&c, 999));
 }
 END_TEST
 
@@ -1080,28 +1080,28 @@ START_TEST(resolve_server_has_empty_slots_until_an_answer)
     conf.servers = s;
     conf.server_count = 2;
     struct proxy_upstream *up;
-    ck_assert_int_eq(proxy_upstream_new(&conf, 1, &up), -EINVAL); /* no resolver */
+    ck_assert_int_eq(upstream_new(&conf, 1, &up), -EINVAL); /* no resolver */
     conf.resolvers[0] = "127.0.0.1";
     conf.resolver_count = 1;
-    ck_assert_int_eq(proxy_upstream_new(&conf, 1, &up), 0);
-    ck_assert_uint_eq(proxy_upstream_server_count(up), 1 + UPSTREAM_RESOLVE_SLOTS);
+    ck_assert_int_eq(upstream_new(&conf, 1, &up), 0);
+    ck_assert_uint_eq(upstream_server_count(up), 1 + UPSTREAM_RESOLVE_SLOTS);
     /* What sizes the per-slot TLS sessions, known before the upstream is. */
-    ck_assert_uint_eq(proxy_upstream_conf_slots(&conf), proxy_upstream_server_count(up));
+    ck_assert_uint_eq(upstream_conf_slots(&conf), upstream_server_count(up));
     for (unsigned k = 0; k < UPSTREAM_RESOLVE_SLOTS; k++) {
-        ck_assert_str_eq(proxy_upstream_server_address(up, 1 + k), "app.test:8000");
-        ck_assert_uint_eq(proxy_upstream_server_slot(up, 1 + k), k);
-        ck_assert_int_eq(proxy_upstream_server_state(up, 1 + k), PROXY_SERVER_DISABLED);
+        ck_assert_str_eq(upstream_server_address(up, 1 + k), "app.test:8000");
+        ck_assert_uint_eq(upstream_server_slot(up, 1 + k), k);
+        ck_assert_int_eq(upstream_server_state(up, 1 + k), PROXY_SERVER_DISABLED);
     }
     for (int i = 0; i < 5; i++)
         ck_assert_int_eq(pick(up, 0), 0); /* the empty slots are never picked */
-    proxy_upstream_free(up);
+    upstream_free(up);
 }
 END_TEST
 
 START_TEST(dns_answers_are_parsed)
 {
     uint8_t q[300];
-    int len = dns_query_build("app.test", 0x1234, DNS_TYPE_A, q, sizeof(q));
+    int len = resolve_query_build("app.test", 0x1234, DNS_TYPE_A, q, sizeof(q));
     ck_assert_int_eq(len, 12 + 10 + 4);
     /* The query turned into an answer with two A records and a CNAME. */
     uint8_t m[300];
@@ -1125,23 +1125,23 @@ START_TEST(dns_answers_are_parsed)
     pos += sizeof(aaaa);
     m[7] = 4;
     struct dns_addr out[4];
-    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4), 2);
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4), 2);
     ck_assert_int_eq(out[1].family, AF_INET);
     ck_assert_mem_eq(out[1].bytes, "\x0a\x00\x00\x02", 4);
     /* The records of the type asked, only. */
-    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, DNS_TYPE_AAAA, out, 4), 1);
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_AAAA, out, 4), 1);
     ck_assert_int_eq(out[0].family, AF_INET6);
     ck_assert_mem_eq(out[0].bytes, aaaa + 12, 16);
-    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1235, DNS_TYPE_A, out, 4), -EINVAL);
-    ck_assert_int_eq(dns_answer_parse(m, pos - 1, 0x1234, DNS_TYPE_A, out, 4), -EINVAL);
-    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 1), 1);
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1235, DNS_TYPE_A, out, 4), -EINVAL);
+    ck_assert_int_eq(resolve_answer_parse(m, pos - 1, 0x1234, DNS_TYPE_A, out, 4), -EINVAL);
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 1), 1);
     m[3] = 0x83; /* NXDOMAIN */
-    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4), 0);
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4), 0);
     m[3] = 0x82; /* SERVFAIL */
-    ck_assert_int_eq(dns_answer_parse(m, pos, 0x1234, DNS_TYPE_AAAA, out, 4), -EAGAIN);
-    ck_assert_int_eq(dns_query_build("a..b", 1, DNS_TYPE_A, q, sizeof(q)), -EINVAL);
-    ck_assert_int_eq(dns_query_build("app.test", 1, DNS_TYPE_A, q, 20), -EINVAL);
-    len = dns_query_build("app.test", 7, DNS_TYPE_AAAA, q, sizeof(q));
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_AAAA, out, 4), -EAGAIN);
+    ck_assert_int_eq(resolve_query_build("a..b", 1, DNS_TYPE_A, q, sizeof(q)), -EINVAL);
+    ck_assert_int_eq(resolve_query_build("app.test", 1, DNS_TYPE_A, q, 20), -EINVAL);
+    len = resolve_query_build("app.test", 7, DNS_TYPE_AAAA, q, sizeof(q));
     ck_assert_int_eq(len, 12 + 10 + 4);
     ck_assert_int_eq(q[len - 3], 28); /* QTYPE AAAA, class IN */
     ck_assert_int_eq(q[len - 1], 1);

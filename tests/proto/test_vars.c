@@ -4,7 +4,7 @@
  * map and log_format with variables, and the config errors with their
  * positions.
  */
-#include "proto/vars.h"
+#include "proto/http/vars.h"
 
 #include "tests/daemon.h"
 #include "tests/helpers.h"

@@ -1,0 +1,554 @@
+/*
+ * exchange.h: one request and its response, whatever protocol carries them.
+ * A framer (HTTP/1.1: http1.c) parses requests, makes exchanges and
+ * implements struct exchange_ops; handlers (return, proxy, admin) see only
+ * this header, never a connection or a protocol's framing.
+ */
+#ifndef CORRAL_PROTO_EXCHANGE_H
+#define CORRAL_PROTO_EXCHANGE_H
+
+#include "proto/http/http.h"
+
+#include <corral.h>
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+/* One request and its response.  The framer allocates and frees it.  A
+ * handler may use it from on_request until on_abort, or until it ends the
+ * response (exchange_end(), exchange_respond()...) and then returns to the
+ * framer: within that callback it may still, say, clear exchange_data(). */
+struct exchange;
+
+/* A parsed request head, the same for every protocol.  Its strings are
+ * valid only during on_request. */
+struct http_request {
+    struct http_str method;
+    struct http_str target;    /* "/path?query" (also when sent in absolute-form) */
+    struct http_str path;      /* target without the query */
+    struct http_str host;      /* Host (or the authority's host) without the port; may be empty */
+    struct http_str authority; /* an absolute-form target's host[:port], which
+                                  stands for Host (RFC 9112 3.2.2); else empty */
+    /* Every header as the client sent it, those of the connection too
+     * (Connection, Transfer-Encoding...): a proxy drops those itself. */
+    const struct http_header *headers;
+    size_t header_count;
+    bool head;               /* HEAD: the response has no body */
+    bool has_body;           /* a body follows: content_length > 0, or of unknown length */
+    bool has_content_length; /* the length was given, even as 0; else a body's
+                                length is known only at its end */
+    uint64_t content_length;
+    bool expect_continue;             /* the framer answers it; for the record */
+    bool upgrade;                     /* asks to switch protocols (WebSocket) */
+    struct http_str upgrade_protocol; /* what to switch to */
+};
+
+/* What a location does with a request.  Every callback runs on the worker
+ * that owns the exchange. */
+struct http_handler {
+    const char *name;
+    /* A request head arrived: answer now with exchange_respond(), or later. */
+    void (*on_request)(struct exchange *ex, const struct http_request *req, void *data);
+    /* Request body bytes; optional (NULL discards them).  Stops while the
+     * handler has paused the body (exchange_pause_body()). */
+    void (*on_body)(struct exchange *ex, const char *data, size_t len);
+    /* The whole request body has arrived; optional. */
+    void (*on_body_end)(struct exchange *ex);
+    /* Trailer fields after the request body, as header lines each ending
+     * in CRLF, just before on_body_end; optional (NULL drops them).  Only
+     * HTTP/2 delivers them, checked as header fields are. */
+    void (*on_body_trailers)(struct exchange *ex, const char *lines, size_t len);
+    /* The client went away before the response was complete, or the
+     * handler cut it off (exchange_abort(), exchange_tunnel_close()):
+     * release whatever the exchange holds.  Optional. */
+    void (*on_abort)(struct exchange *ex);
+    /* The response output, after exchange_backed_up() said so, went below
+     * the low watermark: resume the producer.  Optional. */
+    void (*on_drain)(struct exchange *ex);
+    /* After exchange_tunnel(): raw bytes from the client.  Returns how many
+     * were taken; the rest comes again.  Optional. */
+    size_t (*on_tunnel_data)(struct exchange *ex, const char *data, size_t len);
+};
+
+/* How an exchange_splice() ended: `moved` bytes of the body reached the
+ * client; `error` is 0 when `max` bytes went, or when `from` reached the
+ * end of its stream first (then `moved` < `max`), else -errno (either
+ * side failed or closed: see corral_splice_cb).  The exchange is valid
+ * during the callback, which may end or abort it. */
+typedef void (*exchange_splice_cb)(struct exchange *ex, uint64_t moved, int error, void *arg);
+
+/* What a framer does for its exchanges; each handler-facing function below
+ * is one call through this table.  Every slot is required but `splice`,
+ * `request_spliceable` and `request_splice`, which a framer that cannot
+ * move bytes inside the kernel leaves NULL. */
+struct exchange_ops {
+    void (*begin)(struct exchange *ex, unsigned status, const char *headers, size_t headers_len,
+                  int64_t content_length, struct http_str codings);
+    void (*write)(struct exchange *ex, const char *data, size_t len);
+    void (*writev)(struct exchange *ex, const struct iovec *iov, int count);
+    void (*end)(struct exchange *ex, const char *trailers, size_t trailers_len);
+    void (*abort)(struct exchange *ex);
+    bool (*response_started)(const struct exchange *ex);
+    bool (*backed_up)(const struct exchange *ex);
+    void (*pause_body)(struct exchange *ex);
+    void (*resume_body)(struct exchange *ex);
+    corral_loop *(*loop)(const struct exchange *ex);
+    corral_worker *(*worker)(const struct exchange *ex);
+    void (*client_host)(const struct exchange *ex, char *buf, size_t len);
+    bool (*tls)(const struct exchange *ex);
+    void (*note_upstream_time)(struct exchange *ex, uint64_t ns);
+    void (*tunnel)(struct exchange *ex);
+    void (*tunnel_write)(struct exchange *ex, const char *data, size_t len);
+    void (*tunnel_close)(struct exchange *ex);
+    int (*splice)(struct exchange *ex, corral_conn *from, uint64_t max, exchange_splice_cb cb,
+                  void *arg);
+    /* The client's connection, for its addresses; optional. */
+    const corral_conn *(*conn)(const struct exchange *ex);
+    uint64_t (*request_spliceable)(const struct exchange *ex);
+    int (*request_splice)(struct exchange *ex, corral_conn *to, uint64_t len, exchange_splice_cb cb,
+                          void *arg);
+    /* The router (router.h) hands the exchange, whose response has not
+     * begun, to `handler`: its callbacks from now on, but for on_request,
+     * which the router makes.  After an internal redirect (ex->redirected)
+     * no request body goes to it: what is left is read and dropped.  A
+     * handler without on_request only holds the exchange for a while (a
+     * limit's delay): the framer decides nothing from it (100 Continue,
+     * an upgrade). */
+    void (*set_handler)(struct exchange *ex, const struct http_handler *handler);
+    /* The router has found where the request goes (ex->vhost, ex->loc;
+     * `req` as the client sent it, before any rewrite): the framer picks
+     * its access log and keeps what its line needs.  Once per exchange,
+     * before it is answered. */
+    void (*routed)(struct exchange *ex, const struct http_request *req);
+};
+
+struct http_add_headers;
+struct http_vhost;
+struct http_location;
+
+/* The per-exchange state slots of modules (exchange_slots.h), as nginx's
+ * r->ctx[]: the exchange knows none of them. */
+#define EXCHANGE_CTX_SLOTS 4
+
+/* ------------------------------------------------------ the filter chain */
+
+/* A response head on its way through the header filters. */
+struct exchange_head {
+    unsigned status;
+    const char *headers; /* extra header lines, each ending in CRLF */
+    size_t headers_len;
+    int64_t content_length; /* -1: unknown */
+    struct http_str codings;
+};
+
+/* One module's stage on the response's way from the handler to the
+ * framer, as nginx's header and body filters.  A module turns its filter
+ * on for one exchange (exchange_add_filter()) only when it has something
+ * to do there: a response no filter wants goes straight to the framer
+ * (and may be spliced).  Every callback passes its input on to the next
+ * stage, changed or not, with exchange_filter_begin_next() etc.; a NULL
+ * callback passes it on unchanged.  A filter with a `write` or an `end`
+ * is a body filter: while it is on, exchange_splice() refuses with
+ * -EOPNOTSUPP, so that every body byte goes through it. */
+struct exchange_filter {
+    const char *name;
+    unsigned order; /* its place in the chain: enum exchange_filter_order */
+    void (*begin)(struct exchange *ex, const struct exchange_filter *self,
+                  const struct exchange_head *head);
+    /* A piece of the body (never empty); exchange_writev() hands each of
+     * its buffers in turn. */
+    void (*write)(struct exchange *ex, const struct exchange_filter *self, const char *data,
+                  size_t len);
+    /* The end of the response, with its trailer lines (len 0: none):
+     * the last chance to write what the filter holds back. */
+    void (*end)(struct exchange *ex, const struct exchange_filter *self, const char *trailers,
+                size_t len);
+};
+
+/* How many places the chain has (exchange_slots.h names those in use). */
+#define EXCHANGE_FILTER_MAX 8
+
+/* Turns `f` on for this exchange, in its place (replacing what was
+ * there), or off.  Call exchange_add_filter() before the response
+ * begins; a body filter may turn itself off from its own callbacks. */
+void exchange_add_filter(struct exchange *ex, const struct exchange_filter *f);
+void exchange_remove_filter(struct exchange *ex, const struct exchange_filter *f);
+
+/* Passes the head, a piece of the body, or the end on from `self` to the
+ * next filter that is on, or to the framer. */
+void exchange_filter_begin_next(struct exchange *ex, const struct exchange_filter *self,
+                                const struct exchange_head *head);
+void exchange_filter_write_next(struct exchange *ex, const struct exchange_filter *self,
+                                const char *data, size_t len);
+void exchange_filter_end_next(struct exchange *ex, const struct exchange_filter *self,
+                              const char *trailers, size_t len);
+
+/* The entries of the chain for exchange_begin() and friends below. */
+void exchange__begin_filtered(struct exchange *ex, unsigned status, const char *headers,
+                              size_t headers_len, int64_t content_length, struct http_str codings);
+void exchange__write_filtered(struct exchange *ex, const char *data, size_t len);
+void exchange__writev_filtered(struct exchange *ex, const struct iovec *iov, int count);
+void exchange__end_filtered(struct exchange *ex, const char *trailers, size_t len);
+
+/* An IPv4 or IPv6 address with its port. */
+union exchange_addr {
+    struct sockaddr sa; /* sa_family AF_UNSPEC: none */
+    struct sockaddr_in in;
+    struct sockaddr_in6 in6;
+};
+
+/* The part every framer's exchange starts with.  Fields starting with `_`
+ * are the framer's. */
+struct exchange {
+    const struct exchange_ops *_ops;
+    void *data; /* the handler's: exchange_data() */
+    /* The client's address for this request, set by the router's access
+     * phases (access.h): the connection's peer, or what a trusted proxy's
+     * header says.  AF_UNSPEC before that, and for a unix socket's
+     * client. */
+    union exchange_addr client;
+    /* What variables (vars.h) read that only the exchange knows. */
+    uint64_t request_id[2];    /* $request_id, drawn when first read; 0: not yet */
+    const char *upstream_addr; /* $upstream_addr: the server last tried; NULL: none */
+    unsigned upstream_status;  /* $upstream_status; 0: none */
+    /* Where the router (router.h) routed the exchange: its vhost, and its
+     * location (NULL: none yet, or none found). */
+    const struct http_vhost *vhost;
+    const struct http_location *loc;
+    bool redirected; /* an internal redirect (error_page) took it: no body */
+    bool _routed;    /* the router told the framer (exchange_ops.routed) */
+    /* Answers an error of corral's own instead of the built-in answer
+     * (error_page.h sets it); returns false to leave it to the built-in
+     * one.  NULL: none. */
+    bool (*error_hook)(struct exchange *ex, unsigned status);
+    /* Each module's state, by its slot (exchange_slots.h); NULL: none. */
+    void *ctx[EXCHANGE_CTX_SLOTS];
+    /* The status the response goes out with, whatever its handler says:
+     * an error page's (as nginx's err_status), applied by error_page.c's
+     * header filter; 0: the handler's. */
+    unsigned status_override;
+    /* The response filters on for this exchange, by their place in the
+     * chain (enum exchange_filter_order); NULL: that one is off. */
+    const struct exchange_filter *filters[EXCHANGE_FILTER_MAX];
+    /* One bit per place above whose filter has a `begin`, and one per
+     * place whose filter has a `write` or an `end`: 0 sends the response
+     * straight to the framer, as with no filter at all. */
+    uint8_t head_filters;
+    uint8_t body_filters;
+};
+
+/* Whether the filter at `order` is on. */
+static inline bool exchange_has_filter(const struct exchange *ex, unsigned order)
+{
+    return order < EXCHANGE_FILTER_MAX && ex->filters[order] != NULL;
+}
+
+/* ------------------------------------------------------------- the response */
+
+/* Answers with a complete response.  `headers` holds extra header lines,
+ * each ending in CRLF ("" for none); the framer adds the length, Date,
+ * Server and its own framing.  The body is left out for HEAD.  Does
+ * nothing once a response has begun. */
+void exchange_respond(struct exchange *ex, unsigned status, const char *headers, const char *body,
+                      size_t body_len);
+
+/* Answers an error of corral's own: through ex->error_hook (the
+ * exchange's error page for `status`, error_page.h) when it takes it, else with a short text/plain
+ * body: "404 Not Found\n" etc. */
+void exchange_respond_error(struct exchange *ex, unsigned status);
+
+/* The built-in answer only, never an error page: for a framer about to
+ * close the connection. */
+void exchange_respond_builtin(struct exchange *ex, unsigned status);
+
+/* Copies the strings of `req` into one malloc'd block (the caller frees
+ * it) and points *out at them: a request outlives on_request this way.
+ * Returns the block, or NULL when out of memory. */
+char *exchange_request_copy(const struct http_request *req, struct http_request *out);
+
+/* Begins a streamed response: the status, extra header lines (each ending
+ * in CRLF) and the body length, or -1 if unknown (then the framer frames it:
+ * HTTP/1.1 chunked, or until the connection closes for an HTTP/1.0 client).
+ * No body is sent for HEAD, 1xx, 204, 304.  Only the first call counts. */
+static inline void exchange_begin(struct exchange *ex, unsigned status, const char *headers,
+                                  size_t headers_len, int64_t content_length)
+{
+    if (ex->head_filters != 0)
+        exchange__begin_filtered(ex, status, headers, headers_len, content_length,
+                                 (struct http_str){NULL, 0});
+    else
+        ex->_ops->begin(ex, status, headers, headers_len, content_length,
+                        (struct http_str){NULL, 0});
+}
+
+/* The same, for a body that carries transfer codings of its own ("gzip"):
+ * HTTP/1.1 announces them before the chunked coding it adds, and the
+ * length is then never sent. */
+static inline void exchange_begin_coded(struct exchange *ex, unsigned status, const char *headers,
+                                        size_t headers_len, int64_t content_length,
+                                        struct http_str codings)
+{
+    if (ex->head_filters != 0)
+        exchange__begin_filtered(ex, status, headers, headers_len, content_length, codings);
+    else
+        ex->_ops->begin(ex, status, headers, headers_len, content_length, codings);
+}
+
+/* A piece of the response body (an empty one is ignored).  Output backs up
+ * in the framer's buffer: see exchange_backed_up() and on_drain. */
+static inline void exchange_write(struct exchange *ex, const char *data, size_t len)
+{
+    if (ex->body_filters != 0)
+        exchange__write_filtered(ex, data, len);
+    else
+        ex->_ops->write(ex, data, len);
+}
+
+/* A piece of the response body gathered from `count` buffers, sent without
+ * copying them together (HTTP/1.1 chunked: as one chunk, or a few for a
+ * long list).  Empty buffers are ignored. */
+static inline void exchange_writev(struct exchange *ex, const struct iovec *iov, int count)
+{
+    if (ex->body_filters != 0)
+        exchange__writev_filtered(ex, iov, count);
+    else
+        ex->_ops->writev(ex, iov, count);
+}
+
+/* Sends the next `max` bytes of the response body (UINT64_MAX: until
+ * `from`'s stream ends) straight from `from`'s socket to the client's,
+ * inside the kernel (corral_conn_splice()).  The handler has consumed
+ * what `from` had read already and written it to the exchange.  Until
+ * `cb` runs, the handler writes nothing to the exchange and `from` is not
+ * read.  Returns 0 (then `cb` runs exactly once, later), or -errno and
+ * the handler goes on writing as usual: -EOPNOTSUPP when the framer or
+ * either transport cannot (a NULL slot, TLS, a response it frames in a
+ * way the length does not fit), -EAGAIN when the loop's pipes are all in
+ * use, or corral_conn_splice()'s other errors. */
+static inline int exchange_splice(struct exchange *ex, corral_conn *from, uint64_t max,
+                                  exchange_splice_cb cb, void *arg)
+{
+    if (ex->_ops->splice == NULL || ex->body_filters != 0)
+        return -EOPNOTSUPP;
+    return ex->_ops->splice(ex, from, max, cb, arg);
+}
+
+/* Ends the response; the exchange is the framer's again. */
+static inline void exchange_end(struct exchange *ex)
+{
+    if (ex->body_filters != 0)
+        exchange__end_filtered(ex, NULL, 0);
+    else
+        ex->_ops->end(ex, NULL, 0);
+}
+
+/* Ends the response with trailer fields: header lines, each ending in CRLF.
+ * They are sent only where the protocol can carry them after the body: in
+ * HTTP/1.1 when the response is chunked (its length was -1), and in
+ * HTTP/2 as a last HEADERS frame; otherwise they are dropped (RFC 9110 6.5
+ * lets a recipient discard them anyway). */
+static inline void exchange_end_trailers(struct exchange *ex, const char *trailers, size_t len)
+{
+    if (ex->body_filters != 0)
+        exchange__end_filtered(ex, trailers, len);
+    else
+        ex->_ops->end(ex, trailers, len);
+}
+
+/* Cuts the exchange off after its response began, so that the client sees
+ * it incomplete (HTTP/1.1: a reset of the connection).  on_abort follows,
+ * later, from the loop: a handler that frees its state first clears
+ * exchange_data(). */
+static inline void exchange_abort(struct exchange *ex)
+{
+    ex->_ops->abort(ex);
+}
+
+/* Whether the response has begun: after that, a failure can only cut the
+ * exchange off (exchange_abort()), not answer it. */
+static inline bool exchange_response_started(const struct exchange *ex)
+{
+    return ex->_ops->response_started(ex);
+}
+
+/* ------------------------------------------------------------- backpressure */
+
+/* Whether the response output went over the framer's high watermark (the
+ * client connection's own) and has not yet drained: stop producing until
+ * on_drain. */
+static inline bool exchange_backed_up(const struct exchange *ex)
+{
+    return ex->_ops->backed_up(ex);
+}
+
+/* How many bytes of the request body come next in the client's stream as
+ * they are, with no framing among them: the rest of a body sent with a
+ * length, or of the chunk being read.  0 when none (between chunks, the
+ * whole body read) or when they cannot move inside the kernel (a NULL slot,
+ * TLS, a framer that multiplexes), and 0 outside on_body: only there does
+ * the framer know that nothing it has read is left to deliver. */
+static inline uint64_t exchange_request_spliceable(const struct exchange *ex)
+{
+    if (ex->_ops->request_spliceable == NULL)
+        return 0;
+    return ex->_ops->request_spliceable(ex);
+}
+
+/* Sends the next `len` bytes of the request body (at most what
+ * exchange_request_spliceable() said) straight from the client's socket
+ * to `to`'s, inside the kernel (corral_conn_splice()), behind whatever the
+ * handler wrote to `to` before.  The framer counts them against the body's
+ * limits and its end as if they had been read.  Until `cb` runs, on_body
+ * is not called and the handler writes nothing to `to`; then, with
+ * `moved` == `len`, the body goes on (on_body, or on_body_end when those
+ * were its last bytes).  A shorter move with no error means the client
+ * ended its stream: the exchange is aborted after.  Returns 0 (then `cb`
+ * runs exactly once, later), or -errno and the body comes to on_body as
+ * usual: -EOPNOTSUPP (a NULL slot, TLS on either side, `len` beyond what
+ * follows raw), -EBUSY (already splicing), -EAGAIN (the loop's pipes are
+ * all in use), or corral_conn_splice()'s other errors. */
+static inline int exchange_request_splice(struct exchange *ex, corral_conn *to, uint64_t len,
+                                          exchange_splice_cb cb, void *arg)
+{
+    if (ex->_ops->request_splice == NULL)
+        return -EOPNOTSUPP;
+    return ex->_ops->request_splice(ex, to, len, cb, arg);
+}
+
+/* Stops and resumes the delivery of request body bytes to on_body (and of
+ * tunnel bytes to on_tunnel_data), while what they feed is backed up. */
+static inline void exchange_pause_body(struct exchange *ex)
+{
+    ex->_ops->pause_body(ex);
+}
+
+static inline void exchange_resume_body(struct exchange *ex)
+{
+    ex->_ops->resume_body(ex);
+}
+
+/* ------------------------------------------------- what the exchange runs on */
+
+/* The loop of the worker that runs the exchange: for its clock, its timers
+ * and the connections a handler opens. */
+static inline corral_loop *exchange_loop(const struct exchange *ex)
+{
+    return ex->_ops->loop(ex);
+}
+
+/* The worker that runs the exchange; NULL when it runs on a bare loop. */
+static inline corral_worker *exchange_worker(const struct exchange *ex)
+{
+    return ex->_ops->worker(ex);
+}
+
+/* `addr` as text ("192.0.2.1", "::1"), or "-"; `len` is at least
+ * INET6_ADDRSTRLEN. */
+void exchange_format_addr(const union exchange_addr *addr, char *buf, size_t len);
+
+/* The client's IP address as text ("192.0.2.1", "::1"), or "-"; `len` is at
+ * least INET6_ADDRSTRLEN: nginx's $remote_addr, after real_ip. */
+static inline void exchange_client_host(const struct exchange *ex, char *buf, size_t len)
+{
+    if (ex->client.sa.sa_family != AF_UNSPEC)
+        exchange_format_addr(&ex->client, buf, len);
+    else
+        ex->_ops->client_host(ex, buf, len);
+}
+
+/* The address the connection came from (its PROXY header's source, if it
+ * had one), before real_ip: nginx's $realip_remote_addr. */
+static inline void exchange_connection_host(const struct exchange *ex, char *buf, size_t len)
+{
+    ex->_ops->client_host(ex, buf, len);
+}
+
+/* Whether the client speaks TLS to us. */
+static inline bool exchange_tls(const struct exchange *ex)
+{
+    return ex->_ops->tls(ex);
+}
+
+/* For the access log's $upstream_response_time. */
+static inline void exchange_note_upstream_time(struct exchange *ex, uint64_t ns)
+{
+    ex->_ops->note_upstream_time(ex, ns);
+}
+
+/* The client's connection (for its addresses), or NULL when the framer
+ * does not tell. */
+static inline const corral_conn *exchange_conn(const struct exchange *ex)
+{
+    return ex->_ops->conn != NULL ? ex->_ops->conn(ex) : NULL;
+}
+
+/* A module's per-exchange state, by its slot (exchange_slots.h). */
+static inline void *exchange_ctx(const struct exchange *ex, unsigned slot)
+{
+    return ex->ctx[slot];
+}
+
+static inline void exchange_set_ctx(struct exchange *ex, unsigned slot, void *state)
+{
+    ex->ctx[slot] = state;
+}
+
+/* The handler's per-exchange state. */
+static inline void exchange_set_data(struct exchange *ex, void *data)
+{
+    ex->data = data;
+}
+
+static inline void *exchange_data(const struct exchange *ex)
+{
+    return ex->data;
+}
+
+/* ------------------------------------------------------------------ tunnels */
+
+/* After a "101 Switching Protocols" response: the client stops speaking
+ * HTTP and its bytes go to the handler's on_tunnel_data, until it closes
+ * (then on_abort). */
+static inline void exchange_tunnel(struct exchange *ex)
+{
+    ex->_ops->tunnel(ex);
+}
+
+/* Bytes to the client through the tunnel; exchange_backed_up() applies. */
+static inline void exchange_tunnel_write(struct exchange *ex, const char *data, size_t len)
+{
+    ex->_ops->tunnel_write(ex, data, len);
+}
+
+/* Ends the tunnel once what was written is sent: on_abort follows, later. */
+static inline void exchange_tunnel_close(struct exchange *ex)
+{
+    ex->_ops->tunnel_close(ex);
+}
+
+/* ------------------------------------------------------------- for framers */
+
+/* The peer of `conn` as text ("192.0.2.1", "::1"), or "-": what a framer's
+ * client_host op gives.  `len` is at least INET6_ADDRSTRLEN. */
+void exchange_format_client(const corral_conn *conn, char *buf, size_t len);
+
+/* ------------------------------------------------------- built-in handlers */
+
+/* The handler of `return CODE "TEXT"`: handler_data is a struct http_return. */
+struct vars_template;
+struct http_regex;
+struct http_return {
+    unsigned status;
+    const char *text;
+    size_t text_len;
+    const struct vars_template *value;          /* the text with $variables; NULL: none */
+    const struct http_add_headers *add_headers; /* NULL: none */
+    const struct http_regex *captures; /* the location's regex, when `value` reads its groups */
+};
+extern const struct http_handler http_return_handler;
+
+#endif

@@ -1,0 +1,165 @@
+/*
+ * router.c: the walk through the phases (router.h): each phase handler in
+ * turn, as its verdict says; the location search and the content phase,
+ * which are the router's own; answers with a status; the walk that goes
+ * on after a hold, and the one an internal redirect starts.
+ */
+#include "proto/http/router.h"
+
+#include "proto/policy/add_header.h"
+#include "proto/http/site.h"
+
+/* A URI may be changed and its location searched again this many times;
+ * one more is a loop, answered 500 as nginx does. */
+#define URI_CHANGES_MAX 10
+
+void router_routed(struct router_walk *w)
+{
+    struct exchange *ex = w->ex;
+    if (ex->_routed)
+        return;
+    ex->_routed = true;
+    ex->_ops->routed(ex, w->received);
+}
+
+static void answer(struct router_walk *w, unsigned status)
+{
+    struct exchange *ex = w->ex;
+    router_routed(w);
+    const struct http_add_headers *rules =
+        ex->loc != NULL ? ex->loc->add_headers : ex->vhost->add_headers;
+    add_header_respond_error(ex, &w->req, rules, status);
+}
+
+/* The index of the first step of `phase` (or of a later one). */
+static size_t phase_start(enum router_phase phase)
+{
+    size_t i = 0;
+    while (i < router_step_count && router_steps[i].phase < phase)
+        i++;
+    return i;
+}
+
+/* Fields only: the URI buffers are set up when a rewrite needs them. */
+static void walk_init(struct router_walk *w, struct exchange *ex, const struct http_request *req)
+{
+    w->ex = ex;
+    w->req = *req;
+    w->received = req;
+    w->refuse = 0;
+    w->searches = 0;
+    w->uri_changed = false;
+    w->uri.used = false;
+}
+
+/* Runs the steps from `i`.  Returns whether the content handler got the
+ * request. */
+static bool walk(struct router_walk *w, size_t i)
+{
+    bool content = false;
+    while (i < router_step_count) {
+        const struct router_step *step = &router_steps[i];
+        if (step->phase >= ROUTER_LIMITS)
+            router_routed(w);
+        int verdict = step->fn(w);
+        if (verdict == ROUTER_DONE) {
+            content = step->phase == ROUTER_CONTENT;
+            break;
+        }
+        if (verdict != ROUTER_NEXT && verdict != ROUTER_DECLINED) {
+            answer(w, (unsigned)verdict);
+            break;
+        }
+        size_t next = i + 1;
+        if (verdict == ROUTER_NEXT)
+            while (next < router_step_count && router_steps[next].phase == step->phase)
+                next++;
+        /* Leaving the rewrites with a changed URI: search again. */
+        if (step->phase == ROUTER_REWRITE && w->uri_changed &&
+            (next == router_step_count || router_steps[next].phase != ROUTER_REWRITE)) {
+            w->uri_changed = false;
+            next = phase_start(ROUTER_FIND_LOCATION);
+        }
+        i = next;
+    }
+    if (w->uri.used) {
+        vars_buf_free(&w->uri.bufs[0]);
+        vars_buf_free(&w->uri.bufs[1]);
+    }
+    return content;
+}
+
+void router_start(struct exchange *ex, const struct http_vhost *vhost,
+                  const struct http_request *req, unsigned refuse)
+{
+    struct router_walk w;
+    walk_init(&w, ex, req);
+    w.refuse = refuse;
+    ex->vhost = vhost;
+    ex->loc = NULL;
+    walk(&w, 0);
+}
+
+bool router_resume(struct exchange *ex, const struct http_request *req, enum router_phase phase)
+{
+    struct router_walk w;
+    walk_init(&w, ex, req);
+    return walk(&w, phase_start(phase));
+}
+
+static void release(struct exchange *ex, bool location_only)
+{
+    for (size_t i = 0; i < router_release_count; i++)
+        if (router_releases[i].location || !location_only)
+            router_releases[i].fn(ex);
+}
+
+void router_redirect(struct exchange *ex, const struct http_request *req,
+                     const struct http_location *named)
+{
+    release(ex, true);
+    ex->data = NULL;
+    ex->redirected = true;
+    struct router_walk w;
+    walk_init(&w, ex, req);
+    if (named != NULL) {
+        ex->loc = named;
+        walk(&w, phase_start(ROUTER_REWRITE));
+    } else {
+        ex->loc = NULL;
+        walk(&w, phase_start(ROUTER_SERVER_REWRITE));
+    }
+}
+
+void router_end(struct exchange *ex)
+{
+    release(ex, false);
+}
+
+/* ------------------------------------------------------- the core phases */
+
+int router_find_location(struct router_walk *w)
+{
+    struct exchange *ex = w->ex;
+    if (++w->searches > URI_CHANGES_MAX + 1)
+        return 500; /* a rewrite loop */
+    ex->loc = site_search_location(ex->vhost, w->req.path.data, w->req.path.len);
+    return ROUTER_DECLINED; /* the phase's other handlers see it */
+}
+
+int router_refuse(struct router_walk *w)
+{
+    return w->refuse != 0 ? (int)w->refuse : ROUTER_NEXT;
+}
+
+int router_content(struct router_walk *w)
+{
+    struct exchange *ex = w->ex;
+    const struct http_location *loc = ex->loc;
+    /* None found, or a location of rewrites only, none of which applied. */
+    if (loc == NULL || loc->handler == NULL)
+        return 404;
+    ex->_ops->set_handler(ex, loc->handler);
+    loc->handler->on_request(ex, &w->req, loc->handler_data);
+    return ROUTER_DONE;
+}

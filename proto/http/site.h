@@ -1,0 +1,170 @@
+/*
+ * site.h: what an HTTP listening address serves, whatever the protocol
+ * (HTTP/1.1 and later framers route the same way): its virtual hosts and
+ * their locations, each with a handler (exchange.h), and the per-worker
+ * counters of its responses, and the routing (site.c).
+ */
+#ifndef CORRAL_PROTO_SITE_H
+#define CORRAL_PROTO_SITE_H
+
+#include "proto/counter.h"
+#include "proto/http/exchange.h"
+#include "proto/http/http_limits.h"    /* struct http_limits, in each vhost */
+#include "proto/http/proxy_protocol.h" /* enum proxy_protocol_failure, counted */
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HTTP_MAX_STATUS 600
+
+struct http_regex;
+struct limit_location;
+
+struct http_location {
+    const char *path; /* the prefix or exact path; for a regex, as written */
+    size_t path_len;
+    bool exact;
+    const struct http_handler *handler;
+    void *handler_data;
+    const struct access_conf *access;     /* real_ip, allow/deny; NULL: none */
+    bool no_regex;                        /* "^~": as the longest prefix, no regex is tried */
+    const struct http_regex *regex;       /* "~", "~*": tried in order after the prefixes */
+    const struct http_rewrites *rewrites; /* NULL: none */
+    const struct limit_location *limits;  /* limit_req, limit_conn; NULL: none */
+    struct access_log *access_log;        /* its access_log lines; NULL: its vhost's */
+    /* add_header for corral's own answers (403, a limit's 503); NULL: none */
+    const struct http_add_headers *add_headers;
+    /* error_page: its own, else its server's; NULL: none */
+    const struct http_error_pages *error_pages;
+    bool named; /* "@name": searched for no request, reached by error_page only */
+};
+
+struct http_rewrites;
+
+struct http_vhost {
+    const char *const *names; /* exact names, "*.suffix" wildcards */
+    size_t name_count;
+    const struct http_location *locations;
+    size_t location_count;
+    struct http_limits limits;
+    const struct access_conf *access;     /* for requests no location takes; NULL: none */
+    unsigned stats_slot;                  /* its server's entry in http_stats.servers */
+    const struct http_rewrites *rewrites; /* the server's own; NULL: none */
+    struct access_log *access_log;        /* its server's access_log lines; NULL: the site's */
+    /* add_header for the answers no location gives (404, 400...); NULL: none */
+    const struct http_add_headers *add_headers;
+    /* error_page for the answers no location gives; NULL: none */
+    const struct http_error_pages *error_pages;
+    /* Vhosts of a TLS site with the same TLS settings (certificates, client
+     * certificates) share it: a connection that SNI gave one may ask any of
+     * its group (site_route_vhost()).  0 for every vhost of a plain site. */
+    unsigned tls_group;
+};
+
+struct access_conf;
+
+/* Everything served on one listening address: its virtual hosts (the first
+ * is the default) and per-worker counters. */
+struct access_log;
+struct tls_server;
+struct http2_conf;
+
+struct http_site {
+    const struct http_vhost *vhosts;
+    size_t vhost_count;
+    struct tls_server *tls;        /* NULL: plain HTTP */
+    struct access_log *access_log; /* NULL: none */
+    struct http_stats *stats;      /* one per worker, indexed by corral_worker_index() */
+    /* NULL: HTTP/1.1 only; else HTTP/2 too, with these settings (http2.h) */
+    const struct http2_conf *http2;
+    bool proxy_protocol; /* each connection starts with a PROXY header */
+};
+
+enum http_timeout_kind {
+    HTTP_TIMEOUT_HEADER, /* the request head took too long: 408 */
+    HTTP_TIMEOUT_BODY,   /* the request body stalled: closed */
+    HTTP_TIMEOUT_SEND,   /* the client stopped reading the response: closed */
+    HTTP_TIMEOUT_KINDS,
+};
+extern const char *const http_timeout_kind_names[HTTP_TIMEOUT_KINDS];
+
+/* HTTP/2 events, counted per worker (names in http2.h). */
+enum http2_counter {
+    HTTP2_STREAMS_OPENED,
+    HTTP2_RESETS_RECEIVED,
+    HTTP2_RESETS_SENT,
+    HTTP2_GOAWAY_NO_ERROR,          /* graceful stop, reload, idle */
+    HTTP2_GOAWAY_PROTOCOL_ERROR,    /* malformed framing: nghttp2's verdict */
+    HTTP2_GOAWAY_ENHANCE_YOUR_CALM, /* rapid reset, floods */
+    HTTP2_GOAWAY_OTHER,
+    /* The defences, each counted once per connection it ends (or per
+     * stream it refuses or cuts off). */
+    HTTP2_RAPID_RESET,
+    HTTP2_SETTINGS_FLOOD,
+    HTTP2_PING_FLOOD,
+    HTTP2_EMPTY_FRAME_FLOOD,
+    HTTP2_WINDOW_UPDATE_FLOOD,
+    HTTP2_HEADER_BLOCK_TOO_LONG,  /* CONTINUATION flood */
+    HTTP2_HEADER_LIST_TOO_LARGE,  /* HPACK bomb, or just too many fields: 431 */
+    HTTP2_STREAMS_REFUSED,        /* beyond http2_max_concurrent_streams */
+    HTTP2_STREAMS_STALLED,        /* reset at a window shut for send_timeout */
+    HTTP2_HEADER_TIMEOUT,         /* a header block or request head over client_header_timeout */
+    HTTP2_PARTIAL_FRAME_TIMEOUT,  /* idle with a frame left partial */
+    HTTP2_TRAILER_FIELDS_DROPPED, /* request trailer fields that belong in a head */
+    HTTP2_BODY_TIMEOUT,           /* a request body stalled for client_body_timeout */
+    HTTP2_COUNTERS,
+};
+
+/* One server block's counters on one worker: how long its exchanges took,
+ * from the first byte of the request head to the end of the response, by
+ * status class. */
+struct http_server_stats {
+    struct histogram duration[STATUS_CLASSES];
+};
+
+/* Per-worker counters, written by the worker only. */
+struct http_stats {
+    _Atomic uint64_t responses[HTTP_MAX_STATUS];
+    _Atomic uint64_t timeouts[HTTP_TIMEOUT_KINDS];
+    _Atomic uint64_t http2[HTTP2_COUNTERS];
+    _Atomic uint64_t proxy_protocol[PROXY_PROTOCOL_FAILURES];
+    /* By http_vhost.stats_slot, `server_count` of them; NULL: not kept */
+    struct http_server_stats *servers;
+    unsigned server_count;
+} __attribute__((aligned(64)));
+
+/* Counts a response of `status` that `vhost` gave, `ns` after its request
+ * began, in `stats` (NULL: none). */
+void site_stats_count(struct http_stats *stats, const struct http_vhost *vhost, unsigned status,
+                      uint64_t ns);
+
+/* Finds the location for `path` in `vhost` as nginx does: an exact match;
+ * else the longest prefix if it is "^~"; else the first regex that
+ * matches, in order; else the longest prefix.  NULL if none, and
+ * &http_location_regex_failure (which answers 500) when a regex gave up
+ * before knowing whether it matches. */
+extern const struct http_location http_location_regex_failure;
+const struct http_location *site_search_location(const struct http_vhost *vhost, const char *path,
+                                                 size_t len);
+
+/* Picks the virtual host for `host` (without port): an exact name, then the
+ * longest matching wildcard, else the site's first. */
+const struct http_vhost *site_find_vhost(const struct http_site *site, const char *host,
+                                         size_t len);
+
+/* The virtual host for a request to `host` (without port) on `conn`,
+ * picked as site_find_vhost() does, unless the client named by SNI a vhost
+ * of another TLS group (struct http_vhost): then the request is misdirected
+ * (RFC 9110 15.5.20): *status becomes 421 and the vhost returned is SNI's,
+ * to which the connection belongs.  *status is left alone otherwise, and
+ * for a connection without TLS or without SNI. */
+const struct http_vhost *site_route_vhost(const struct http_site *site, const corral_conn *conn,
+                                          const char *host, size_t len, unsigned *status);
+
+/* A tls_sni_select_fn for a site's TLS server (`site` is the http_site):
+ * SNI picks the certificates of the vhost that Host would pick. */
+size_t site_sni_select(void *site, const char *name, size_t len);
+
+#endif

@@ -1,0 +1,160 @@
+/*
+ * vars.h: nginx-style $variables.  A value written in the config
+ * ("https://$host$request_uri") is compiled once, at load, into literal and
+ * variable parts; a request evaluates it into a caller's buffer.  `map`
+ * blocks are variables the config defines, evaluated lazily.
+ */
+#ifndef CORRAL_PROTO_VARS_H
+#define CORRAL_PROTO_VARS_H
+
+#include "proto/http/exchange.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct vars_template;
+struct vars_map;
+
+struct http_regex;
+
+/* What else $names may be: the maps a config defines, and the named
+ * groups of a location's regex.  The caller owns them. */
+struct vars_maps {
+    struct vars_map *const *maps;
+    size_t count;
+    const struct http_regex *captures; /* NULL: none */
+};
+
+/* Why a compile failed: `offset` is the byte of the text at fault. */
+struct vars_error {
+    size_t offset;
+    char message[200];
+};
+
+/* ---------------------------------------------------------------- templates */
+
+/* Compiles `text`: "$name" and "${name}" are variables (names are
+ * [A-Za-z0-9_], case-insensitive), everything else is literal.  As in
+ * nginx there is no escape: a "$" that starts no name is an error.
+ * `maps` (may be NULL) names the maps $names may refer to.  Returns 0 with
+ * *out (vars_template_free() it), -EINVAL with `error` written, or -ENOMEM. */
+int vars_compile(const char *text, const struct vars_maps *maps, struct vars_template **out,
+                 struct vars_error *error);
+void vars_template_free(struct vars_template *t);
+
+/* Whether `t` holds no variable: its value is its text. */
+bool vars_template_is_literal(const struct vars_template *t);
+
+/* Whether `t` reads something known only once the response is under way
+ * ($status, $upstream_*, $request_time, $bytes_sent). */
+bool vars_template_is_late(const struct vars_template *t);
+
+/* Whether `t` reads the request's head ($host, $http_*, $arg_*, $uri...,
+ * or a map), which is gone once the request's handler has returned. */
+bool vars_template_reads_request(const struct vars_template *t);
+
+/* Whether `t` reads a regex capture ($1..$9 or a named group). */
+bool vars_template_uses_captures(const struct vars_template *t);
+
+/* ------------------------------------------------------------- evaluation */
+
+/* How values are written: as they are, fit for a header line (control
+ * bytes other than HTAB dropped, so that no value can start a line of its
+ * own), for an access log line ('"', '\\', control and non-ASCII bytes
+ * as \xHH; an empty value as "-"), or for a JSON string (RFC 8259: '"',
+ * '\\' and control bytes escaped, valid UTF-8 as it is, each byte of an
+ * invalid sequence as \ufffd; an empty value stays empty), nginx's
+ * log_format escape=json. */
+enum vars_escape {
+    VARS_RAW,
+    VARS_HEADER,
+    VARS_LOG,
+    VARS_JSON,
+};
+
+/* What variables read.  The caller fills what it has; what it leaves zero
+ * (NULL) evaluates empty. */
+struct vars_ctx {
+    struct exchange *ex;            /* the connection's and the exchange's variables */
+    const struct http_request *req; /* the request's */
+    const char *remote_addr;        /* overrides exchange_client_host() (the log's copy) */
+    const char *protocol;           /* "HTTP/1.1": $server_protocol, $request */
+    /* The captures of the location's regex ($1..$9, named): `subject`
+     * and the offsets of `capture_count` pairs (regex_match()). */
+    const char *subject;
+    const size_t *ovector;
+    size_t capture_count;
+    /* Known once the response is under way. */
+    unsigned status;
+    uint64_t bytes_sent;
+    uint64_t request_ns;
+    int64_t upstream_ns; /* -1 or 0 with no upstream: "-" */
+    enum vars_escape escape;
+    unsigned _depth;                 /* maps evaluating maps */
+    const struct vars_map *_open[8]; /* those being evaluated: a cycle reads empty */
+};
+
+/* A buffer the evaluation appends to.  It starts in caller-owned memory
+ * (`stack`, `cap` bytes) and moves to the heap when it outgrows it, unless
+ * it was made with vars_buf_fixed(); then it keeps what fits and `len`
+ * still counts every byte the value has. */
+struct vars_buf {
+    char *data;
+    size_t len, cap;
+    bool fixed;
+    bool failed; /* out of memory: `data` holds what fit */
+    char *_stack;
+    size_t _stack_cap;
+};
+
+void vars_buf_init(struct vars_buf *b, char *stack, size_t cap);
+void vars_buf_fixed(struct vars_buf *b, char *buf, size_t cap);
+void vars_buf_free(struct vars_buf *b);
+void vars_buf_add(struct vars_buf *b, const char *data, size_t len);
+
+/* Appends `data` to `out` as the inside of a JSON string (RFC 8259 7):
+ * what any JSON parser reads, whatever the bytes.  Valid UTF-8 stays as
+ * it is, a byte of no valid sequence becomes \ufffd. */
+void vars_escape_json(struct vars_buf *out, const char *data, size_t len);
+
+/* Appends the value of `t` for `ctx` to `out`. */
+void vars_eval(const struct vars_template *t, struct vars_ctx *ctx, struct vars_buf *out);
+
+/* The value of `t` in `buf` (no NUL added): the length of the whole value,
+ * of which `cap` bytes at most are written.  For keys (limit zones) and
+ * other callers with a buffer of their own. */
+size_t vars_eval_into(const struct vars_template *t, struct vars_ctx *ctx, char *buf, size_t cap);
+
+/* --------------------------------------------------------------------- maps */
+
+/* A map $source $name { ... }: `name` without its "$".  NULL when out of
+ * memory.  Free with vars_map_free(). */
+struct vars_map *vars_map_new(const char *name);
+void vars_map_free(struct vars_map *map);
+const char *vars_map_name(const struct vars_map *map);
+
+/* The value to look up, compiled as any template.  Returns as vars_compile(). */
+int vars_map_set_source(struct vars_map *map, const char *text, const struct vars_maps *maps,
+                        struct vars_error *error);
+
+/* One entry: `key` is an exact value, "~REGEX" or "~*REGEX" (caseless);
+ * `value` a template.  A NULL key is the default.  Exact keys are tried
+ * first, then the regexes in the order given.  Returns 0, -ENOMEM, or
+ * -EINVAL with `error` written and *in_value telling whether its offset is
+ * into `value` (a bad template) or into `key` (a bad regex: PCRE2's message). */
+int vars_map_add(struct vars_map *map, const char *key, const char *value,
+                 const struct vars_maps *maps, struct vars_error *error, bool *in_value);
+
+/* ----------------------------------------------------------------- helpers */
+
+/* Sets the captures of `ctx` to those of `re` matched against the path of
+ * ctx->req, in `ovector` (2 * HTTP_REGEX_PAIRS items, the caller's).
+ * False when the regex gave up (HTTP_REGEX_GAVE_UP): no captures then. */
+bool vars_set_captures(struct vars_ctx *ctx, const struct http_regex *re, size_t *ovector);
+
+/* Fills `out` (33 bytes) with the exchange's $request_id: 128 random bits
+ * in hex, drawn once per exchange. */
+void vars_request_id(struct exchange *ex, char out[33]);
+
+#endif

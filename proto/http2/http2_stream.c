@@ -1,0 +1,476 @@
+/*
+ * http2_stream.c: HTTP/2 streams as exchanges: the request head collected
+ * and routed, the body delivered with flow control tied to the handler's
+ * pace, and the response (HEADERS, DATA from a per-stream queue, trailers):
+ * the HTTP/2 implementation of struct exchange_ops.
+ */
+#include "proto/policy/access_log.h"
+#include "proto/policy/add_header.h"
+#include "proto/http2/http2_internal.h"
+#include "proto/http/router.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* ------------------------------------------------------------- buffers */
+
+int http2_stream_buf_append(struct h2_buf *b, const void *data, size_t len)
+{
+    if (len == 0)
+        return 0;
+    if (b->off + b->len + len > b->cap) {
+        if (b->off > 0) {
+            memmove(b->data, b->data + b->off, b->len);
+            b->off = 0;
+        }
+        if (b->len + len > b->cap) {
+            /* From 512 bytes: a request's fields then usually fit at once. */
+            size_t cap = b->cap * 2 > b->len + len ? b->cap * 2 : b->len + len;
+            if (cap < 512)
+                cap = 512;
+            char *grown = realloc(b->data, cap);
+            if (grown == NULL)
+                return -ENOMEM;
+            b->data = grown;
+            b->cap = cap;
+        }
+    }
+    assert(b->data != NULL && b->off + b->len + len <= b->cap);
+    memcpy(b->data + b->off + b->len, data, len);
+    b->len += len;
+    return 0;
+}
+
+static void buf_free(struct h2_buf *b)
+{
+    free(b->data);
+    *b = (struct h2_buf){0};
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+struct h2_stream *http2_stream_new(struct http2_conn *h2, int32_t id)
+{
+    struct h2_stream *st = calloc(1, sizeof(*st));
+    if (st == NULL)
+        return NULL;
+    st->base._ops = &h2_exchange_ops;
+    st->h2 = h2;
+    st->id = id;
+    st->vhost = &h2->site->vhosts[0];
+    st->upstream_ns = -1;
+    st->started_ns = corral_monotonic_ns(); /* for the access log and the metrics */
+    st->next = h2->streams;
+    if (h2->streams != NULL)
+        h2->streams->prev = st;
+    h2->streams = st;
+    h2->stream_count++;
+    return st;
+}
+
+void http2_stream_log(struct h2_stream *st, unsigned status)
+{
+    struct access_entry entry = {
+        .ex = &st->base,
+        .protocol = "HTTP/2.0",
+        .status = status,
+        .body_bytes_sent = st->body_sent,
+        .request_ns = st->started_ns ? corral_monotonic_ns() - st->started_ns : 0,
+        .upstream_ns = st->upstream_ns,
+    };
+    access_log_entry_from_kept(&entry, st->log_fields);
+    if (st->log != NULL)
+        access_log_write(st->log, &entry);
+    free(st->log_fields);
+    st->log_fields = NULL;
+}
+
+void http2_stream_free(struct h2_stream *st)
+{
+    struct http2_conn *h2 = st->h2;
+    if (st->handler_owns) {
+        st->handler_owns = false;
+        if (st->handler->on_abort != NULL)
+            st->handler->on_abort(&st->base);
+        if (st->log != NULL)
+            http2_stream_log(st, st->response_started ? st->status : 499);
+    }
+    router_end(&st->base);
+    if (st->prev != NULL)
+        st->prev->next = st->next;
+    else
+        h2->streams = st->next;
+    if (st->next != NULL)
+        st->next->prev = st->prev;
+    h2->stream_count--;
+    buf_free(&st->head);
+    buf_free(&st->in);
+    buf_free(&st->trailers_in);
+    buf_free(&st->out);
+    free(st->fields);
+    free(st->trailers);
+    free(st->log_fields);
+    free(st);
+}
+
+/* ---------------------------------------------------------- the request */
+
+int http2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namelen,
+                        const uint8_t *value, size_t valuelen)
+{
+    if (st->head_refused)
+        return 0;
+    /* RFC 9113 6.5.2: each field counts its name, its value and 32. */
+    st->head_size += namelen + valuelen + 32;
+    unsigned max_headers = st->vhost->limits.max_headers + 4; /* and the pseudo-headers */
+    if (st->head_size > st->h2->conf->max_header_list_size || st->field_count >= max_headers) {
+        st->head_refused = true; /* answered 431 once complete; nothing more kept */
+        return 0;
+    }
+    if (st->field_count == st->field_cap) {
+        size_t cap = st->field_cap ? st->field_cap * 2 : 16;
+        struct h2_field *grown = realloc(st->fields, cap * sizeof(*grown));
+        if (grown == NULL)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        st->fields = grown;
+        st->field_cap = cap;
+    }
+    size_t at = st->head.len;
+    if (http2_stream_buf_append(&st->head, name, namelen) != 0 ||
+        http2_stream_buf_append(&st->head, value, valuelen) != 0)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    st->fields[st->field_count++] = (struct h2_field){at, namelen, at + namelen, valuelen};
+    return 0;
+}
+
+int http2_stream_trailer(struct h2_stream *st, const uint8_t *name, size_t namelen,
+                         const uint8_t *value, size_t valuelen)
+{
+    if (!st->handler_owns || st->body_dropped || st->handler->on_body_trailers == NULL)
+        return 0;
+    /* Framing, routing, credentials and the like are settled by the head
+     * (RFC 9110 6.5.1). */
+    if (!http_trailer_allowed((struct http_str){(const char *)name, namelen})) {
+        http2_count(st->h2, HTTP2_TRAILER_FIELDS_DROPPED);
+        return 0;
+    }
+    /* Beyond the header list's limit the trailers are dropped, all of them. */
+    size_t limit = st->h2->conf->max_header_list_size;
+    if (st->trailers_size > limit)
+        return 0; /* dropped already */
+    st->trailers_size += namelen + valuelen + 32;
+    if (st->trailers_size > limit) {
+        buf_free(&st->trailers_in);
+        return 0;
+    }
+    if (http2_stream_buf_append(&st->trailers_in, name, namelen) != 0 ||
+        http2_stream_buf_append(&st->trailers_in, ": ", 2) != 0 ||
+        http2_stream_buf_append(&st->trailers_in, value, valuelen) != 0 ||
+        http2_stream_buf_append(&st->trailers_in, "\r\n", 2) != 0) {
+        st->trailers_size = SIZE_MAX; /* dropped */
+        buf_free(&st->trailers_in);
+    }
+    return 0;
+}
+
+/* Keeps what the stream's log line needs of `req`, which `loc` (NULL:
+ * none) of its vhost serves, when it has an access log. */
+static void keep_log_fields(struct h2_stream *st, const struct http_request *req,
+                            const struct http_location *loc)
+{
+    if (st->log_fields != NULL)
+        return;
+    st->log = access_log_route(st->h2->site, st->vhost, loc);
+    if (st->log == NULL)
+        return;
+    char remote[64]; /* exchange_client_host() writes at most this */
+    exchange_client_host(&st->base, remote, sizeof(remote));
+    st->log_fields = access_log_keep(req, remote);
+}
+
+void http2_stream_keep_log_unread(struct h2_stream *st)
+{
+    if (st->log_fields != NULL)
+        return;
+    st->log = access_log_route(st->h2->site, st->vhost, NULL);
+    if (st->log == NULL)
+        return;
+    char remote[64]; /* exchange_client_host() writes at most this */
+    exchange_client_host(&st->base, remote, sizeof(remote));
+    st->log_fields = access_log_keep_line(NULL, 0, remote);
+}
+
+/* Answers a request that never reaches a handler. */
+static void refuse(struct h2_stream *st, unsigned status)
+{
+    const struct http_add_headers *rules = add_header_rules(&st->base);
+    add_header_respond_error(&st->base, NULL, rules != NULL ? rules : st->vhost->add_headers,
+                             status);
+}
+
+/* build_request()'s verdict on a malformed request: a stream error, no
+ * response (RFC 9113 8.1.1). */
+#define H2_MALFORMED 1
+
+/* Decimal digits only (nghttp2 checked content-length's syntax already). */
+static uint64_t parse_length(struct http_str s)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < s.len && n <= UINT64_MAX / 10 - 10; i++)
+        n = n * 10 + (uint64_t)(s.data[i] - '0');
+    return n;
+}
+
+bool http2_stream_empty_body(const struct h2_stream *st)
+{
+    if (st->head_refused || st->field_count == 0)
+        return false;
+    const char *base = st->head.data + st->head.off;
+    for (size_t i = 0; i < st->field_count; i++) {
+        const struct h2_field *f = &st->fields[i];
+        struct http_str name = {base + f->name, f->name_len};
+        if (http_str_equal_nocase(name, "content-length"))
+            return parse_length((struct http_str){base + f->value, f->value_len}) == 0;
+    }
+    return false;
+}
+
+/* Builds the request from the collected fields: pseudo-headers out, a Host
+ * from :authority first, cookies joined into one field (RFC 9113 8.2.3),
+ * which is what an HTTP/1.1 backend expects.  Returns 0, the status to
+ * answer with, or H2_MALFORMED; *headers and *cookie are malloc'd. */
+static unsigned build_request(struct h2_stream *st, bool end_stream, struct http_request *req,
+                              struct http_header **headers, char **cookie)
+{
+    const char *base = st->head.data + st->head.off;
+    size_t fields = st->field_count, cookie_len = 0, cookies = 0;
+    struct http_str authority = {NULL, 0}, host_field = {NULL, 0};
+    *req = (struct http_request){.method = {NULL, 0}};
+    *headers = calloc(fields + 2, sizeof(**headers));
+    if (*headers == NULL)
+        return 500;
+    size_t count = 1; /* [0] is Host */
+    for (size_t i = 0; i < fields; i++) {
+        const struct h2_field *f = &st->fields[i];
+        struct http_str name = {base + f->name, f->name_len};
+        struct http_str value = {base + f->value, f->value_len};
+        if (name.len > 0 && name.data[0] == ':') {
+            if (http_str_equal_nocase(name, ":method"))
+                req->method = value;
+            else if (http_str_equal_nocase(name, ":path"))
+                req->target = value;
+            else if (http_str_equal_nocase(name, ":authority"))
+                authority = value;
+            continue; /* :scheme: the connection says it */
+        }
+        if (http_str_equal_nocase(name, "cookie")) {
+            cookie_len += value.len + 2;
+            cookies++;
+            continue;
+        }
+        if (http_str_equal_nocase(name, "host")) {
+            host_field = value; /* one Host goes first, from :authority if any */
+            continue;
+        }
+        if (http_str_equal_nocase(name, "content-length")) {
+            req->has_content_length = true;
+            req->content_length = parse_length(value);
+        }
+        (*headers)[count++] = (struct http_header){name, value};
+    }
+    if (cookies > 0) {
+        char *p = *cookie = malloc(cookie_len);
+        if (p == NULL)
+            return 500;
+        for (size_t i = 0; i < fields; i++) {
+            const struct h2_field *f = &st->fields[i];
+            struct http_str name = {base + f->name, f->name_len};
+            if (!http_str_equal_nocase(name, "cookie"))
+                continue;
+            if (p != *cookie) {
+                memcpy(p, "; ", 2);
+                p += 2;
+            }
+            memcpy(p, base + f->value, f->value_len);
+            p += f->value_len;
+        }
+        (*headers)[count++] = (struct http_header){{"cookie", 6}, {*cookie, (size_t)(p - *cookie)}};
+    }
+    if (req->method.len == 0 || req->target.len == 0)
+        return 501; /* CONNECT: no tunnels over HTTP/2 here */
+    /* :authority stands for Host (RFC 9113 8.3.1); a Host field is the
+     * fallback, and is dropped in favour of :authority. */
+    if (authority.len == 0)
+        authority = host_field;
+    size_t first = authority.len > 0 ? 0 : 1;
+    (*headers)[0] = (struct http_header){{"host", 4}, authority};
+    /* nghttp2 checks these too (RFC 9113 8.3.1); a backend must never see
+     * a target it would split differently. */
+    if (authority.len > 0 && !http_authority_valid(authority, &req->host))
+        return H2_MALFORMED;
+    bool asterisk = req->target.len == 1 && req->target.data[0] == '*';
+    if (req->target.data[0] != '/' && !(asterisk && http_str_equal_nocase(req->method, "OPTIONS")))
+        return H2_MALFORMED;
+    req->headers = *headers + first;
+    req->header_count = count - first;
+    req->path = req->target;
+    const char *query = memchr(req->target.data, '?', req->target.len);
+    if (query != NULL)
+        req->path.len = (size_t)(query - req->target.data);
+    req->head = http_str_equal_nocase(req->method, "HEAD");
+    req->has_body = !end_stream && (!req->has_content_length || req->content_length > 0);
+    return 0;
+}
+
+void http2_stream_request(struct h2_stream *st, bool end_stream)
+{
+    struct http2_conn *h2 = st->h2;
+    st->request_done = end_stream;
+    st->body_progress_ms = corral_loop_now(corral_conn_loop(h2->conn));
+    struct http_request req = {.method = {NULL, 0}};
+    struct http_header *headers = NULL;
+    char *cookie = NULL;
+    /* A refused head may have kept no field at all. */
+    unsigned status = st->head_refused && st->field_count == 0
+                          ? 431
+                          : build_request(st, end_stream, &req, &headers, &cookie);
+    if (st->head_refused || (status != 0 && status != H2_MALFORMED)) {
+        /* Logged with what of the request arrived: its pseudo-headers
+         * come first. */
+        keep_log_fields(st, &req, NULL);
+    }
+    if (st->head_refused) {
+        free(headers);
+        free(cookie);
+        buf_free(&st->head);
+        http2_defence(h2, HTTP2_HEADER_LIST_TOO_LARGE,
+                      "a header list over http2_max_header_list_size: 431");
+        refuse(st, 431);
+        return;
+    }
+    if (status == 0) {
+        st->vhost = site_route_vhost(h2->site, h2->conn, req.host.data, req.host.len, &status);
+        size_t max = st->vhost->limits.max_body_size;
+        if (max > 0 && req.content_length > max)
+            status = 413;
+        st->head_method = req.head;
+        /* A misdirected or too long request is routed too, for its
+         * location's error page and log. */
+        router_start(&st->base, st->vhost, &req, status);
+    } else if (status == H2_MALFORMED) {
+        nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_PROTOCOL_ERROR);
+    } else {
+        add_header_respond_error(&st->base, NULL, st->vhost->add_headers, status);
+    }
+    free(headers);
+    free(cookie);
+    buf_free(&st->head);
+    free(st->fields);
+    st->fields = NULL;
+    st->field_count = st->field_cap = 0;
+    if (end_stream)
+        http2_stream_body_end(st);
+    http2_schedule(h2);
+}
+
+void http2_stream_set_handler(struct exchange *base, const struct http_handler *handler)
+{
+    struct h2_stream *st = h2_stream_of(base);
+    assert(!st->response_started);
+    st->handler = handler;
+    st->handler_owns = true;
+    if (!base->redirected)
+        return;
+    st->body_dropped = true;
+    st->body_paused = false;
+    http2_stream_discard_body(st);
+    http2_schedule(st->h2); /* the WINDOW_UPDATE for what was dropped */
+}
+
+void http2_stream_routed(struct exchange *base, const struct http_request *req)
+{
+    struct h2_stream *st = h2_stream_of(base);
+    keep_log_fields(st, req, base->loc);
+}
+
+/* Hands queued body bytes to the handler while it takes them, and gives
+ * their window back to the client. */
+void http2_stream_deliver_body(struct h2_stream *st)
+{
+    nghttp2_session *session = st->h2->session;
+    while (st->in.len > 0 && !st->body_paused && st->handler_owns && !st->body_dropped) {
+        const char *data = st->in.data + st->in.off;
+        size_t len = st->in.len;
+        st->in.off += len;
+        st->in.len = 0;
+        st->handler->on_body(&st->base, data, len);
+        nghttp2_session_consume_stream(session, st->id, len);
+    }
+    if (st->in.len == 0 && st->request_done && !st->body_end_delivered) {
+        st->body_end_delivered = true;
+        if (st->handler_owns && !st->body_dropped && st->trailers_in.len > 0 &&
+            st->trailers_size <= st->h2->conf->max_header_list_size)
+            st->handler->on_body_trailers(&st->base, st->trailers_in.data + st->trailers_in.off,
+                                          st->trailers_in.len);
+        buf_free(&st->trailers_in);
+        if (st->handler_owns && !st->body_dropped && st->handler->on_body_end != NULL)
+            st->handler->on_body_end(&st->base);
+    }
+}
+
+void http2_stream_discard_body(struct h2_stream *st)
+{
+    if (st->in.len > 0)
+        nghttp2_session_consume_stream(st->h2->session, st->id, st->in.len);
+    buf_free(&st->in);
+}
+
+void http2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len)
+{
+    nghttp2_session *session = st->h2->session;
+    /* The connection's window is given back at once: what waits for a
+     * paused handler is bounded by its stream's window, and one paused
+     * stream must not use up the window of all the others. */
+    nghttp2_session_consume_connection(session, len);
+    st->body_received += len;
+    st->body_progress_ms = corral_loop_now(corral_conn_loop(st->h2->conn));
+    size_t max = st->vhost->limits.max_body_size;
+    if (st->handler_owns && !st->body_dropped && max > 0 && st->body_received > max) {
+        /* A body longer than it said, or than the limit: the built-in
+         * answer, as on HTTP/1.1, where the connection closes. */
+        st->handler_owns = false;
+        st->base.error_hook = NULL;
+        if (!st->response_started)
+            refuse(st, 413);
+        else
+            nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+        if (st->handler->on_abort != NULL)
+            st->handler->on_abort(&st->base);
+        http2_stream_discard_body(st);
+    }
+    if (!st->handler_owns || st->body_dropped || st->handler->on_body == NULL) {
+        nghttp2_session_consume_stream(session, st->id, len);
+        return;
+    }
+    /* Kept while the handler pauses: the window bounds it, since what is
+     * kept is not given back. */
+    if (http2_stream_buf_append(&st->in, data, len) != 0) {
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+        nghttp2_session_consume_stream(session, st->id, len);
+        return;
+    }
+    http2_stream_deliver_body(st);
+}
+
+void http2_stream_body_end(struct h2_stream *st)
+{
+    st->request_done = true;
+    if (st->handler == NULL || st->handler->on_body == NULL)
+        st->in.len = 0;
+    http2_stream_deliver_body(st);
+}

@@ -1,0 +1,146 @@
+/*
+ * add_header.c: applies a location's add_header rules when its response
+ * begins: each value is evaluated (it may read $status, $upstream_* and
+ * the exchange's other variables) and appended to the handler's header
+ * lines, by a header filter (exchange.h); its state in the exchange's slots.
+ */
+#include "proto/policy/add_header.h"
+#include "proto/http/exchange_slots.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* nginx adds headers without `always` to these only. */
+static bool status_takes_headers(unsigned status)
+{
+    switch (status) {
+    case 200:
+    case 201:
+    case 204:
+    case 206:
+    case 301:
+    case 302:
+    case 303:
+    case 304:
+    case 307:
+    case 308: return true;
+    default: return false;
+    }
+}
+
+const struct http_add_headers *add_header_rules(const struct exchange *ex)
+{
+    return exchange_ctx(ex, EXCHANGE_SLOT_ADD_HEADER);
+}
+
+void add_header_forget_early(struct exchange *ex)
+{
+    exchange_set_ctx(ex, EXCHANGE_SLOT_ADD_EARLY, NULL);
+}
+
+void add_header_early(struct exchange *ex, const struct http_request *req, struct vars_buf *out)
+{
+    const struct http_add_headers *rules = add_header_rules(ex);
+    add_header_forget_early(ex);
+    if (rules == NULL || !rules->early)
+        return;
+    /* One value per rule, each ending in a NUL (header values hold none):
+     * empty for those evaluated when the response begins. */
+    struct vars_ctx ctx = {.ex = ex, .req = req, .escape = VARS_HEADER};
+    for (size_t i = 0; i < rules->count; i++) {
+        const struct vars_template *t = rules->items[i].value;
+        if (vars_template_reads_request(t) && !vars_template_is_late(t))
+            vars_eval(t, &ctx, out);
+        vars_buf_add(out, "", 1);
+    }
+    if (!out->failed)
+        exchange_set_ctx(ex, EXCHANGE_SLOT_ADD_EARLY, out->data);
+}
+
+/* add_header's header filter, on while the exchange has rules. */
+static void begin_adding(struct exchange *ex, const struct exchange_filter *self,
+                         const struct exchange_head *head)
+{
+    unsigned status = head->status;
+    const struct http_add_headers *rules = add_header_rules(ex);
+    char small[1024];
+    struct vars_buf lines;
+    vars_buf_init(&lines, small, sizeof(small));
+    vars_buf_add(&lines, head->headers, head->headers_len);
+    struct vars_ctx ctx = {.ex = ex, .status = status, .escape = VARS_HEADER};
+    bool takes = status_takes_headers(status);
+    const char *early = exchange_ctx(ex, EXCHANGE_SLOT_ADD_EARLY);
+    for (size_t i = 0; i < rules->count; i++) {
+        const struct http_add_header *h = &rules->items[i];
+        const char *value = early;
+        if (early != NULL)
+            early += strlen(early) + 1;
+        if (!takes && !h->always)
+            continue;
+        size_t start = lines.len;
+        vars_buf_add(&lines, h->name.data, h->name.len);
+        vars_buf_add(&lines, ": ", 2);
+        size_t value_start = lines.len;
+        if (value != NULL && vars_template_reads_request(h->value) &&
+            !vars_template_is_late(h->value))
+            vars_buf_add(&lines, value, strlen(value));
+        else
+            vars_eval(h->value, &ctx, &lines);
+        if (lines.len == value_start) { /* empty: no line, as in nginx */
+            lines.len = start;
+            continue;
+        }
+        vars_buf_add(&lines, "\r\n", 2);
+    }
+    if (lines.failed) { /* out of memory: the handler's own lines only */
+        exchange_filter_begin_next(ex, self, head);
+    } else {
+        struct exchange_head added = *head;
+        added.headers = lines.data;
+        added.headers_len = lines.len;
+        exchange_filter_begin_next(ex, self, &added);
+    }
+    vars_buf_free(&lines);
+}
+
+static const struct exchange_filter add_header_filter = {
+    .name = "add_header",
+    .order = EXCHANGE_FILTER_ADD_HEADER,
+    .begin = begin_adding,
+};
+
+void add_header_respond_error(struct exchange *ex, const struct http_request *req,
+                              const struct http_add_headers *rules, unsigned status)
+{
+    if (rules == NULL) {
+        exchange_respond_error(ex, status);
+        return;
+    }
+    add_header_set_rules(ex, rules);
+    char small[256];
+    struct vars_buf early;
+    vars_buf_init(&early, small, sizeof(small));
+    if (req != NULL)
+        add_header_early(ex, req, &early);
+    else
+        add_header_forget_early(ex);
+    exchange_respond_error(ex, status);
+    add_header_forget_early(ex); /* `early` goes with this frame */
+    vars_buf_free(&early);
+}
+
+void add_header_set_rules(struct exchange *ex, const struct http_add_headers *rules)
+{
+    /* The slot holds any module's state; these rules stay the config's. */
+    exchange_set_ctx(ex, EXCHANGE_SLOT_ADD_HEADER, (void *)(uintptr_t)rules);
+    if (rules != NULL)
+        exchange_add_filter(ex, &add_header_filter);
+    else
+        exchange_remove_filter(ex, &add_header_filter);
+}
+
+void add_header_release(struct exchange *ex)
+{
+    add_header_set_rules(ex, NULL);
+    add_header_forget_early(ex);
+}

@@ -1,0 +1,269 @@
+/*
+ * error_page.c: error pages for corral's own answers: the request kept for
+ * them, the redirect of the client to a URL, and the internal redirect,
+ * run from the loop once the handler that failed has let go.
+ */
+#include "proto/policy/error_page.h"
+
+#include "proto/http/uri.h"
+#include "proto/http/router.h"
+#include "proto/http/site.h"
+#include "proto/http/vars.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What the exchange keeps for its error page (its EXCHANGE_SLOT_ERROR_PAGE). */
+struct error_page_state {
+    struct exchange *ex;     /* NULL once the exchange is gone */
+    struct http_request req; /* as routed, without its body's fields */
+    char *block;             /* req's strings (exchange_request_copy()) */
+    char *uri;               /* the internal redirect's target, while it waits */
+    size_t uri_len;
+    const struct http_location *named; /* its named location; NULL: searched */
+    unsigned status_override;          /* for the page's response; 0: its own */
+    bool served;    /* a page was served: errors after it get the built-in answer */
+    bool pending;   /* run_redirect() is queued: it frees an orphan */
+    bool cancelled; /* the exchange was aborted while the redirect waited */
+    bool orphan;    /* the exchange went while the redirect waited */
+};
+
+static void state_free(struct error_page_state *st)
+{
+    free(st->block);
+    free(st->uri);
+    free(st);
+}
+
+/* A redirected request has no body: the fields that frame one stay out
+ * of what a handler (a proxy) forwards. */
+static bool frames_body(struct http_str name)
+{
+    return http_str_equal_nocase(name, "content-length") ||
+           http_str_equal_nocase(name, "transfer-encoding") ||
+           http_str_equal_nocase(name, "expect");
+}
+
+/* The error_page lines for the exchange's answers: its location's (or,
+ * with none, its server's). */
+static const struct http_error_pages *pages_of(const struct exchange *ex)
+{
+    return ex->loc != NULL ? ex->loc->error_pages : ex->vhost->error_pages;
+}
+
+static bool respond(struct exchange *ex, unsigned status);
+
+int error_page_phase(struct router_walk *w)
+{
+    struct exchange *ex = w->ex;
+    if (pages_of(ex) == NULL || exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE) != NULL)
+        return ROUTER_DECLINED;
+    struct error_page_state *st = calloc(1, sizeof(*st));
+    if (st != NULL)
+        st->block = exchange_request_copy(&w->req, &st->req);
+    if (st == NULL || st->block == NULL) {
+        free(st);
+        return ROUTER_DECLINED; /* the built-in answers, then */
+    }
+    /* The copy's header array starts its block, which is ours to change. */
+    struct http_header *headers = (struct http_header *)(void *)st->block;
+    size_t kept = 0;
+    for (size_t i = 0; i < st->req.header_count; i++)
+        if (!frames_body(headers[i].name))
+            headers[kept++] = headers[i];
+    st->req.header_count = kept;
+    st->ex = ex;
+    exchange_set_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE, st);
+    ex->error_hook = respond;
+    return ROUTER_DECLINED;
+}
+
+void error_page_release(struct exchange *ex)
+{
+    struct error_page_state *st = exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE);
+    if (st == NULL)
+        return;
+    exchange_set_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE, NULL);
+    ex->error_hook = NULL;
+    if (st->pending) {
+        st->orphan = true; /* run_redirect() frees it */
+        st->ex = NULL;
+        return;
+    }
+    state_free(st);
+}
+
+/* ------------------------------------------------------ internal redirect */
+
+/* The error page's header filter: its response goes out with the
+ * status the page was for (ex->status_override), as nginx's err_status;
+ * it steps aside once that is cleared (a built-in answer after it). */
+static void begin_with_status(struct exchange *ex, const struct exchange_filter *self,
+                              const struct exchange_head *head)
+{
+    if (ex->status_override == 0) {
+        exchange_filter_begin_next(ex, self, head);
+        return;
+    }
+    struct exchange_head h = *head;
+    h.status = ex->status_override;
+    exchange_filter_begin_next(ex, self, &h);
+}
+
+static const struct exchange_filter error_page_status_filter = {
+    .name = "error_page",
+    .order = EXCHANGE_FILTER_STATUS,
+    .begin = begin_with_status,
+};
+
+/* The framer's handler while the redirect waits: it takes no body, and an
+ * abort meanwhile cancels the redirect. */
+static void pending_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)req;
+    (void)data;
+    exchange_respond_builtin(ex, 500); /* never called: the framer routed already */
+}
+
+static void pending_on_abort(struct exchange *ex)
+{
+    struct error_page_state *st = exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE);
+    if (st != NULL)
+        st->cancelled = true;
+}
+
+static const struct http_handler pending_handler = {
+    .name = "error_page",
+    .on_request = pending_on_request,
+    .on_abort = pending_on_abort,
+};
+
+/* The request to the error page's URI: GET (HEAD stays HEAD), no body,
+ * the original's headers, host and connection. */
+static void redirected_request(const struct error_page_state *st, struct http_request *req)
+{
+    *req = st->req;
+    req->method = st->req.head ? (struct http_str){"HEAD", 4} : (struct http_str){"GET", 3};
+    req->target = (struct http_str){st->uri, st->uri_len};
+    const char *query = memchr(st->uri, '?', st->uri_len);
+    req->path = (struct http_str){st->uri, query != NULL ? (size_t)(query - st->uri) : st->uri_len};
+    req->has_body = false;
+    req->has_content_length = false;
+    req->content_length = 0;
+    req->expect_continue = false;
+    req->upgrade = false;
+    req->upgrade_protocol = (struct http_str){NULL, 0};
+}
+
+static void run_redirect(void *arg)
+{
+    struct error_page_state *st = arg;
+    st->pending = false;
+    if (st->orphan) {
+        state_free(st);
+        return;
+    }
+    struct exchange *ex = st->ex;
+    /* Aborted meanwhile, or answered (an error after the page's own): the
+     * framer releases the state with the exchange. */
+    if (st->cancelled || exchange_response_started(ex))
+        return;
+    ex->status_override = st->status_override;
+    exchange_add_filter(ex, &error_page_status_filter);
+    struct http_request req;
+    redirected_request(st, &req);
+    /* Errors on the way get the built-in answer: a page was served. */
+    router_redirect(ex, &req, st->named);
+}
+
+/* Queues the internal redirect to `uri` (starting with "/"): searched
+ * for, or in the page's named location. */
+static bool start_redirect(struct exchange *ex, struct error_page_state *st,
+                           const struct http_error_page *page, unsigned status, struct http_str uri)
+{
+    char small[512];
+    struct vars_buf target;
+    vars_buf_init(&target, small, sizeof(small));
+    uri_add_bytes(&target, uri.data, uri.len);
+    free(st->uri);
+    st->uri = target.failed ? NULL : malloc(target.len);
+    if (st->uri != NULL) {
+        memcpy(st->uri, target.data, target.len);
+        st->uri_len = target.len;
+    }
+    vars_buf_free(&target);
+    if (st->uri == NULL || corral_loop_defer(exchange_loop(ex), run_redirect, st) != 0)
+        return false;
+    st->pending = true;
+    st->named = page->named;
+    st->status_override = page->response == ERROR_PAGE_KEEP ? status : (unsigned)page->response;
+    ex->redirected = true;
+    ex->_ops->set_handler(ex, &pending_handler);
+    return true;
+}
+
+/* Sends the client to `url`: 302, or the redirect status "=RESPONSE"
+ * gives, as nginx does. */
+static bool send_location(struct exchange *ex, const struct http_error_page *page,
+                          const struct vars_buf *url)
+{
+    unsigned code = 302;
+    switch (page->response) {
+    case 301:
+    case 302:
+    case 303:
+    case 307:
+    case 308: code = (unsigned)page->response; break;
+    default: break;
+    }
+    char small[512];
+    struct vars_buf line;
+    vars_buf_init(&line, small, sizeof(small));
+    vars_buf_add(&line, "Content-Type: text/plain\r\nLocation: ", 36);
+    vars_buf_add(&line, url->data, url->len);
+    vars_buf_add(&line, "\r\n", 3); /* with its NUL */
+    bool sent = !line.failed;
+    if (sent) {
+        char body[64]; /* as exchange_respond_builtin()'s */
+        int n = snprintf(body, sizeof(body), "%u %s\n", code, http_reason(code));
+        if (n < 0 || (size_t)n >= sizeof(body))
+            n = (int)sizeof(body) - 1;
+        exchange_respond(ex, code, line.data, body, (size_t)n);
+    }
+    vars_buf_free(&line);
+    return sent;
+}
+
+/* ex->error_hook. */
+static bool respond(struct exchange *ex, unsigned status)
+{
+    struct error_page_state *st = exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE);
+    const struct http_error_pages *pages = pages_of(ex);
+    if (st == NULL || pages == NULL || st->served || st->pending || exchange_response_started(ex))
+        return false;
+    const struct http_error_page *page = NULL;
+    for (size_t i = 0; i < pages->count && page == NULL; i++)
+        if (pages->items[i].status == status)
+            page = &pages->items[i];
+    if (page == NULL)
+        return false;
+    st->served = true;
+    char small[512];
+    struct vars_buf value;
+    vars_buf_init(&value, small, sizeof(small));
+    /* Header-escaped: a Location line, or a URI whose control bytes are
+     * percent-encoded after. */
+    struct vars_ctx ctx = {.ex = ex, .req = &st->req, .status = status, .escape = VARS_HEADER};
+    vars_eval(page->uri, &ctx, &value);
+    bool done = false;
+    if (page->named != NULL) /* "@name": the request's own URI */
+        done = start_redirect(ex, st, page, status, st->req.target);
+    else if (!value.failed && value.len > 0 && value.data[0] == '/')
+        done = start_redirect(ex, st, page, status, (struct http_str){value.data, value.len});
+    else if (!value.failed && value.len > 0 && value.data[0] != '@')
+        done = send_location(ex, page, &value);
+    vars_buf_free(&value);
+    return done;
+}

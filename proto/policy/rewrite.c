@@ -1,0 +1,183 @@
+/*
+ * rewrite.c: the rewrite phases of the router (router.h): the server's
+ * rewrites before the location search, the location's after it; a URI
+ * they change is the walk's request's, and the router searches again
+ * while a location's rewrites change it.
+ */
+#include "proto/policy/rewrite.h"
+
+#include "proto/http/regex.h"
+#include "proto/http/router.h"
+#include "proto/http/site.h"
+#include "proto/http/uri.h"
+#include "proto/http/vars.h"
+
+#include <string.h>
+
+/* The URI being rewritten (router.h): path, then "?args" when it has
+ * arguments. */
+static struct vars_buf *uri_buf(struct router_uri *u)
+{
+    return &u->bufs[u->cur];
+}
+
+static struct http_str uri_path(struct router_uri *u)
+{
+    return (struct http_str){uri_buf(u)->data, u->path_len};
+}
+
+/* The arguments, without the "?"; empty when there are none. */
+static struct http_str uri_args(struct router_uri *u)
+{
+    struct vars_buf *b = uri_buf(u);
+    if (b->len <= u->path_len)
+        return (struct http_str){"", 0};
+    return (struct http_str){b->data + u->path_len + 1, b->len - u->path_len - 1};
+}
+
+/* Sets up the walk's URI buffers with its request's target, once. */
+static bool uri_init(struct router_walk *w)
+{
+    struct router_uri *u = &w->uri;
+    if (u->used)
+        return true;
+    u->used = true;
+    u->cur = 0;
+    vars_buf_init(&u->bufs[0], u->small[0], sizeof(u->small[0]));
+    vars_buf_init(&u->bufs[1], u->small[1], sizeof(u->small[1]));
+    vars_buf_add(&u->bufs[0], w->req.target.data, w->req.target.len);
+    u->path_len = w->req.path.len;
+    return !u->bufs[0].failed;
+}
+
+enum outcome {
+    UNCHANGED,
+    CHANGED,      /* on to a new search */
+    CHANGED_STAY, /* break: this location */
+    ANSWERED,     /* a redirect was sent */
+    FAILED,       /* out of memory, or a regex that gave up: 500 */
+};
+
+/* Sends the redirect to `value`, with the request's arguments unless the
+ * value has its own or ends with "?" (then that "?" is dropped). */
+static bool redirect(struct router_walk *w, const struct http_rewrite *rule, struct vars_buf *value,
+                     struct http_str args)
+{
+    char small[512];
+    struct vars_buf line;
+    vars_buf_init(&line, small, sizeof(small));
+    vars_buf_add(&line, "Location: ", 10);
+    const char *q = memchr(value->data, '?', value->len);
+    if (q != NULL && q == value->data + value->len - 1) {
+        vars_buf_add(&line, value->data, value->len - 1);
+    } else {
+        vars_buf_add(&line, value->data, value->len);
+        if (q == NULL && args.len > 0) {
+            vars_buf_add(&line, "?", 1);
+            vars_buf_add(&line, args.data, args.len);
+        }
+    }
+    vars_buf_add(&line, "\r\n", 3); /* with its NUL */
+    bool sent = !line.failed;
+    if (sent) {
+        router_routed(w);
+        exchange_respond(w->ex, rule->flag == HTTP_REWRITE_PERMANENT ? 301 : 302, line.data, "", 0);
+    }
+    vars_buf_free(&line);
+    return sent;
+}
+
+/* Makes `value` the URI: its path, and its arguments if it has any (then
+ * the old ones follow them, unless it ends with "?"). */
+static bool replace_uri(struct router_uri *u, struct vars_buf *value)
+{
+    struct http_str old_args = uri_args(u);
+    struct vars_buf *next = &u->bufs[1 - u->cur];
+    next->len = 0;
+    const char *q = memchr(value->data, '?', value->len);
+    uri_add_bytes(next, value->data, q != NULL ? (size_t)(q - value->data) : value->len);
+    size_t path_len = next->len;
+    if (q == NULL && old_args.len > 0) {
+        vars_buf_add(next, "?", 1);
+        vars_buf_add(next, old_args.data, old_args.len);
+    } else if (q != NULL && q + 1 < value->data + value->len) {
+        vars_buf_add(next, "?", 1);
+        uri_add_bytes(next, q + 1, (size_t)(value->data + value->len - q - 1));
+        if (old_args.len > 0) {
+            vars_buf_add(next, "&", 1);
+            vars_buf_add(next, old_args.data, old_args.len);
+        }
+    }
+    if (next->failed)
+        return false;
+    u->cur = 1 - u->cur;
+    u->path_len = path_len;
+    return true;
+}
+
+/* Runs `rules` on the walk's URI, which becomes its request's. */
+static enum outcome run(struct router_walk *w, const struct http_rewrites *rules)
+{
+    struct router_uri *u = &w->uri;
+    if (!uri_init(w))
+        return FAILED;
+    enum outcome outcome = UNCHANGED;
+    for (size_t i = 0; i < rules->count; i++) {
+        const struct http_rewrite *rule = &rules->items[i];
+        size_t ovector[2 * HTTP_REGEX_PAIRS];
+        struct vars_ctx ctx = {.ex = w->ex, .req = &w->req, .escape = VARS_HEADER};
+        if (!vars_set_captures(&ctx, rule->regex, ovector))
+            return FAILED; /* as nginx: a 500, never the next rule */
+        if (ctx.capture_count == 0)
+            continue;
+        char small[512];
+        struct vars_buf value;
+        vars_buf_init(&value, small, sizeof(small));
+        vars_eval(rule->replacement, &ctx, &value);
+        enum outcome step = value.failed ? FAILED : CHANGED;
+        if (step == CHANGED && (rule->absolute || rule->flag == HTTP_REWRITE_REDIRECT ||
+                                rule->flag == HTTP_REWRITE_PERMANENT)) {
+            step = redirect(w, rule, &value, uri_args(u)) ? ANSWERED : FAILED;
+        } else if (step == CHANGED && !replace_uri(u, &value)) {
+            step = FAILED;
+        }
+        vars_buf_free(&value);
+        if (step != CHANGED)
+            return step;
+        w->req.target = (struct http_str){uri_buf(u)->data, uri_buf(u)->len};
+        w->req.path = uri_path(u);
+        outcome = CHANGED;
+        if (rule->flag == HTTP_REWRITE_LAST)
+            return CHANGED;
+        if (rule->flag == HTTP_REWRITE_BREAK)
+            return CHANGED_STAY;
+    }
+    return outcome;
+}
+
+/* The server's rewrites run once, before the first search; a "last"
+ * among them only ends them. */
+int rewrite_server_phase(struct router_walk *w)
+{
+    const struct http_rewrites *rules = w->ex->vhost->rewrites;
+    if (rules == NULL)
+        return ROUTER_NEXT;
+    switch (run(w, rules)) {
+    case ANSWERED: return ROUTER_DONE;
+    case FAILED: return 500;
+    default: return ROUTER_NEXT;
+    }
+}
+
+int rewrite_location_phase(struct router_walk *w)
+{
+    const struct http_location *loc = w->ex->loc;
+    if (loc == NULL || loc->rewrites == NULL)
+        return ROUTER_NEXT;
+    switch (run(w, loc->rewrites)) {
+    case ANSWERED: return ROUTER_DONE;
+    case FAILED: return 500;
+    case CHANGED: w->uri_changed = true; return ROUTER_NEXT;
+    default: return ROUTER_NEXT;
+    }
+}

@@ -1,0 +1,721 @@
+/*
+ * tls.c: TLS over OpenSSL as a libcorral transport.  OpenSSL reads and
+ * writes the non-blocking socket itself (a socket BIO, which is what lets it
+ * hand record encryption to the kernel); the handshake is driven from
+ * whichever of read or write the connection tries first, and WANT_READ or
+ * WANT_WRITE become -EAGAIN, so the connection simply waits for the socket
+ * like it would for plain bytes.  The transport and the server side are
+ * here; the client side is in tls_client.c.
+ */
+#include "proto/tls/tls_internal.h"
+#include "proto/counter.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *const tls_handshake_kind_names[TLS_HANDSHAKE_KINDS] = {"full", "resumed"};
+const char *const tls_error_kind_names[TLS_ERROR_KINDS] = {"protocol", "timeout"};
+
+/* TLS 1.2 suites with forward secrecy and AEAD only. */
+#define DEFAULT_CIPHERS "ECDHE+AESGCM:ECDHE+CHACHA20"
+
+const char *tls_openssl_reason(void)
+{
+    const char *reason = ERR_reason_error_string(ERR_peek_last_error());
+    return reason != NULL ? reason : "unknown error";
+}
+
+struct tls_server {
+    tls_sni_select_fn sni_select; /* may be NULL */
+    void *sni_arg;
+    SSL_CTX **contexts; /* one per vhost */
+    size_t context_count;
+    struct tls_stats *stats; /* one per worker */
+    unsigned workers;
+    uint32_t handshake_timeout_ms;
+    struct ticket_keys ticket_keys;
+};
+
+void tls_server_take_ticket_keys(struct tls_server *server, struct tls_server *from)
+{
+    tls_tickets_take(&server->ticket_keys, &from->ticket_keys);
+}
+
+static int on_ticket_key(SSL *ssl, unsigned char key_name[16], unsigned char *iv,
+                         EVP_CIPHER_CTX *cipher, EVP_MAC_CTX *mac, int encrypt)
+{
+    struct tls_server *server = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    return tls_tickets_key_cb(&server->ticket_keys, ssl, key_name, iv, cipher, mac, encrypt);
+}
+
+/* -------------------------------------------------------------- transport */
+
+/* Maps a failed OpenSSL call to the transport's return values. */
+static ssize_t tls_result(struct tls_conn *tc, int ret)
+{
+    int saved_errno = errno;
+    switch (SSL_get_error(tc->ssl, ret)) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE: return -EAGAIN;
+    case SSL_ERROR_ZERO_RETURN: return 0;
+    case SSL_ERROR_SYSCALL: return saved_errno != 0 ? -saved_errno : -ECONNRESET;
+    default: return -EPROTO;
+    }
+}
+
+static void tls_on_established(struct tls_conn *tc)
+{
+    tc->established = true;
+    if (tc->client != NULL)
+        return;
+    corral_timer_stop(tc->handshake_timer);
+    if (tc->stats == NULL)
+        return;
+    counter_inc(&tc->stats->handshakes[SSL_session_reused(tc->ssl) ? TLS_HANDSHAKE_RESUMED
+                                                                   : TLS_HANDSHAKE_FULL]);
+    if (BIO_get_ktls_send(SSL_get_wbio(tc->ssl)))
+        counter_inc(&tc->stats->ktls);
+}
+
+static void tls_on_handshake_failed(struct tls_conn *tc)
+{
+    if (tc->client == NULL) {
+        if (tc->stats != NULL)
+            counter_inc(&tc->stats->errors[TLS_ERROR_PROTOCOL]);
+        corral_log(CORRAL_LOG_DEBUG, "TLS handshake failed: %s", tls_openssl_reason());
+        return;
+    }
+    const char *name = tc->client->server_name;
+    long verify = SSL_get_verify_result(tc->ssl);
+    if (verify != X509_V_OK)
+        corral_log(CORRAL_LOG_ERROR, "upstream TLS: certificate verify failed for \"%s\": %s", name,
+                   X509_verify_cert_error_string(verify));
+    else
+        corral_log(CORRAL_LOG_ERROR, "upstream TLS handshake with \"%s\" failed: %s", name,
+                   tls_openssl_reason());
+}
+
+/* 0 once established, -EAGAIN while it waits for the socket, or an error
+ * (never 0 for end of stream: a peer gone mid-handshake is a reset). */
+static ssize_t tls_handshake(struct tls_conn *tc)
+{
+    ERR_clear_error();
+    errno = 0;
+    int ret = SSL_do_handshake(tc->ssl);
+    if (ret == 1) {
+        tls_on_established(tc);
+        return 0;
+    }
+    ssize_t result = tls_result(tc, ret);
+    if (result == -EAGAIN)
+        return result;
+    if (result == -EPROTO)
+        tls_on_handshake_failed(tc);
+    return result == 0 ? -ECONNRESET : result;
+}
+
+static ssize_t tls_read(corral_conn *conn, void *buf, size_t len)
+{
+    struct tls_conn *tc = corral_conn_transport_state(conn);
+    if (!tc->established) {
+        ssize_t result = tls_handshake(tc);
+        if (result != 0)
+            return result;
+    }
+    /* A record at a time holds at most 16 KiB: the buffer is filled with
+     * as many as are there, so that the caller forwards one large piece
+     * (a direct write from this buffer, see corral_conn_writev()) rather
+     * than small ones it would copy to batch; it stops where the socket
+     * came back short with nothing left buffered (see tls_drained()), not
+     * at a read that would only say EAGAIN.  What ends the stream, or
+     * fails, after some bytes comes again with the next read. */
+    size_t total = 0;
+    while (total < len) {
+        size_t n;
+        ERR_clear_error();
+        errno = 0;
+        int ret = SSL_read_ex(tc->ssl, (char *)buf + total, len - total, &n);
+        if (ret != 1) {
+            ssize_t result = tls_result(tc, ret);
+            return total > 0 ? (ssize_t)total : result;
+        }
+        total += n;
+        if (tc->socket_drained && !SSL_has_pending(tc->ssl))
+            break;
+    }
+    return (ssize_t)total;
+}
+
+/* Watches the socket BIO's reads: one that returned fewer bytes than
+ * OpenSSL asked for (with read-ahead, the room left in its record buffer)
+ * emptied the socket. */
+static long tls_observe_bio(BIO *bio, int oper, const char *argp, size_t len, int argi, long argl,
+                            int ret, size_t *processed)
+{
+    (void)argp;
+    (void)argi;
+    (void)argl;
+    if (oper == (BIO_CB_READ | BIO_CB_RETURN)) {
+        struct tls_conn *tc = (struct tls_conn *)BIO_get_callback_arg(bio);
+        tc->socket_drained = ret > 0 && processed != NULL && *processed < len;
+    }
+    return ret;
+}
+
+static ssize_t tls_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
+{
+    struct tls_conn *tc = corral_conn_transport_state(conn);
+    if (!tc->established) {
+        ssize_t result = tls_handshake(tc);
+        if (result != 0)
+            return result;
+    }
+    /* With SSL_MODE_ENABLE_PARTIAL_WRITE, SSL_write_ex() returns after
+     * each record (16 KiB): it is called again until the socket is full,
+     * so that a large write leaves from the caller's memory instead of
+     * having the rest copied into the connection's output buffer.  After a
+     * refusal the same bytes come again (from that buffer: see
+     * SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER), as OpenSSL requires. */
+    size_t total = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        const char *base = iov[i].iov_base;
+        for (size_t off = 0; off < iov[i].iov_len;) {
+            size_t n;
+            ERR_clear_error();
+            errno = 0;
+            int ret = SSL_write_ex(tc->ssl, base + off, iov[i].iov_len - off, &n);
+            if (ret != 1) {
+                ssize_t result = tls_result(tc, ret);
+                if (total > 0 && result == -EAGAIN)
+                    return (ssize_t)total;
+                return result == 0 ? -EPIPE : result;
+            }
+            off += n;
+            total += n;
+        }
+    }
+    return (ssize_t)total;
+}
+
+/* close_notify, then the TCP half-close; the peer's close_notify is not
+ * waited for. */
+static int tls_shutdown(corral_conn *conn)
+{
+    struct tls_conn *tc = corral_conn_transport_state(conn);
+    if (tc->established) {
+        ERR_clear_error();
+        SSL_shutdown(tc->ssl);
+    }
+    return corral_plain_transport.shutdown(conn);
+}
+
+static void tls_destroy(corral_conn *conn)
+{
+    struct tls_conn *tc = corral_conn_transport_state(conn);
+    /* A connection closed without close_notify (the peer left first, or a
+     * close without lingering) is still a good session: OpenSSL would drop
+     * it from the cache, and stop a client from resuming it, unless told
+     * the shutdown happened. */
+    if (tc->established)
+        SSL_set_shutdown(tc->ssl, SSL_get_shutdown(tc->ssl) | SSL_SENT_SHUTDOWN);
+    SSL_free(tc->ssl);
+    corral_timer_free(tc->handshake_timer);
+    free(tc);
+}
+
+/* Records OpenSSL has read but not yet returned count as input: the socket
+ * may be empty while a whole request waits decrypted. */
+static bool tls_input_pending(const corral_conn *conn)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    return SSL_has_pending(tc->ssl) || corral_plain_transport.input_pending(conn);
+}
+
+/* Nothing decrypted or buffered is left and the socket came back short:
+ * another SSL_read would only read EAGAIN from it. */
+static bool tls_drained(const corral_conn *conn)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    return tc->socket_drained && !SSL_has_pending(tc->ssl);
+}
+
+const struct corral_transport tls_transport = {
+    .name = "tls",
+    .layered = true,
+    .read = tls_read,
+    .writev = tls_writev,
+    .shutdown = tls_shutdown,
+    .destroy = tls_destroy,
+    .input_pending = tls_input_pending,
+    .drained = tls_drained,
+};
+
+struct tls_conn *tls_conn_new(SSL_CTX *ctx, corral_conn *conn)
+{
+    struct tls_conn *tc = calloc(1, sizeof(*tc));
+    if (tc == NULL)
+        return NULL;
+    tc->conn = conn;
+    tc->ssl = SSL_new(ctx);
+    if (tc->ssl == NULL || SSL_set_fd(tc->ssl, corral_conn_fd(conn)) != 1) {
+        SSL_free(tc->ssl);
+        free(tc);
+        return NULL;
+    }
+    SSL_set_app_data(tc->ssl, tc);
+    BIO *rbio = SSL_get_rbio(tc->ssl);
+    BIO_set_callback_arg(rbio, (char *)tc);
+    BIO_set_callback_ex(rbio, tls_observe_bio);
+    return tc;
+}
+
+bool tls_established(const corral_conn *conn)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    return tc != NULL && tc->established;
+}
+
+const char *tls_conn_protocol(const corral_conn *conn)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    return tc != NULL && tc->established ? SSL_get_version(tc->ssl) : NULL;
+}
+
+const char *tls_conn_server_name(const corral_conn *conn)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    return tc != NULL && tc->established ? SSL_get_servername(tc->ssl, TLSEXT_NAMETYPE_host_name)
+                                         : NULL;
+}
+
+/* ----------------------------------------------------------------- server */
+
+static void on_handshake_timeout(corral_timer *timer, void *arg)
+{
+    (void)timer;
+    struct tls_conn *tc = arg;
+    if (tc->stats != NULL)
+        counter_inc(&tc->stats->errors[TLS_ERROR_TIMEOUT]);
+    corral_conn_abort(tc->conn, -ECONNABORTED);
+}
+
+const struct tls_stats *tls_server_stats(const struct tls_server *server, unsigned worker)
+{
+    return worker < server->workers ? &server->stats[worker] : NULL;
+}
+
+int tls_server_accept(struct tls_server *server, corral_conn *conn)
+{
+    struct tls_conn *tc = tls_conn_new(server->contexts[0], conn);
+    if (tc == NULL)
+        return -ENOMEM;
+    if (corral_timer_new(corral_conn_loop(conn), on_handshake_timeout, tc, &tc->handshake_timer) !=
+        0) {
+        SSL_free(tc->ssl);
+        free(tc);
+        return -ENOMEM;
+    }
+    corral_worker *worker = corral_conn_worker(conn);
+    if (worker != NULL && corral_worker_index(worker) < server->workers)
+        tc->stats = &server->stats[corral_worker_index(worker)];
+    SSL_set_accept_state(tc->ssl);
+    corral_timer_start(tc->handshake_timer, server->handshake_timeout_ms);
+    corral_conn_set_transport(conn, &tls_transport, tc);
+    return 0;
+}
+
+void tls_conn_rebind(corral_conn *conn, struct tls_server *server, unsigned worker)
+{
+    struct tls_conn *tc = corral_conn_transport_state(conn);
+    assert(tc->established && tc->client == NULL);
+    /* Stopped at the handshake's end; it belongs to the loop left behind. */
+    corral_timer_free(tc->handshake_timer);
+    tc->handshake_timer = NULL;
+    tc->stats = server != NULL && worker < server->workers ? &server->stats[worker] : NULL;
+}
+
+/* The host_name in a ClientHello's server_name extension (RFC 6066 §3), or
+ * false when there is none or it is malformed (the default vhost's; OpenSSL
+ * refuses a malformed one when it parses the extension itself). */
+static bool client_hello_server_name(SSL *ssl, const char **name, size_t *len)
+{
+    const unsigned char *p;
+    size_t left;
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &left) != 1 || left < 2)
+        return false;
+    size_t list = (size_t)p[0] << 8 | p[1];
+    if (list != left - 2)
+        return false;
+    p += 2;
+    left -= 2;
+    while (left >= 3) {
+        size_t n = (size_t)p[1] << 8 | p[2];
+        if (n > left - 3)
+            return false;
+        if (p[0] == TLSEXT_NAMETYPE_host_name) {
+            *name = (const char *)p + 3;
+            *len = n;
+            return n > 0;
+        }
+        p += 3 + n;
+        left -= 3 + n;
+    }
+    return false;
+}
+
+/* SNI picks the virtual host's certificates and client verification, by
+ * the selector's rules.  This runs on the ClientHello before OpenSSL looks
+ * at the session it offers (the servername callback runs after), and
+ * SSL_set_SSL_CTX() gives the SSL the new context's session id context: a
+ * session resumes only if it was made under the picked vhost's (see
+ * session_id_context()). */
+static int on_client_hello(SSL *ssl, int *alert, void *arg)
+{
+    struct tls_server *server = arg;
+    const char *name;
+    size_t len, index = 0;
+    if (server->sni_select != NULL && client_hello_server_name(ssl, &name, &len))
+        index = server->sni_select(server->sni_arg, name, len);
+    if (index >= server->context_count)
+        index = 0; /* a selector's mistake gets the default, not a crash */
+    SSL_CTX *ctx = server->contexts[index];
+    /* Called again after a HelloRetryRequest, with the same name. */
+    if (SSL_get_SSL_CTX(ssl) != ctx && SSL_set_SSL_CTX(ssl, ctx) == NULL) {
+        *alert = SSL_AD_INTERNAL_ERROR;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    /* SSL_set_SSL_CTX() takes the certificates, the CA store that verifies
+     * the client's and the CA list sent to it (the SSL has none of its
+     * own) from the new context, but not the verify mode, which the SSL
+     * copied from the first when it was made. */
+    SSL_set_verify(ssl, SSL_CTX_get_verify_mode(ctx), SSL_CTX_get_verify_callback(ctx));
+    SSL_set_verify_depth(ssl, SSL_CTX_get_verify_depth(ctx));
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+/* The vhost was chosen on the ClientHello; this only accepts the name, so
+ * that the client is told and a TLS 1.2 session keeps it (for
+ * SSL_get_servername()). */
+static int on_server_name(SSL *ssl, int *alert, void *arg)
+{
+    (void)ssl;
+    (void)alert;
+    (void)arg;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* What the server offers, most preferred first: `arg` is one of these. */
+static const unsigned char alpn_h2_http11[] = "\x02h2\x08http/1.1";
+
+static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *out_len,
+                   const unsigned char *offered, unsigned int offered_len, void *arg)
+{
+    (void)ssl;
+    const unsigned char *ours = arg != NULL ? alpn_h2_http11 : alpn_http11;
+    unsigned ours_len = arg != NULL ? sizeof(alpn_h2_http11) - 1 : sizeof(alpn_http11) - 1;
+    unsigned char *selected;
+    if (SSL_select_next_proto(&selected, out_len, ours, ours_len, offered, offered_len) !=
+        OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_NOACK; /* go on without ALPN, as HTTP/1.1 */
+    *out = selected;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+struct loader {
+    const struct tls_report *report;
+    size_t vhost, index;
+};
+
+static void report(const struct loader *loader, enum tls_conf_item item, bool warning,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void report(const struct loader *loader, enum tls_conf_item item, bool warning,
+                   const char *fmt, ...)
+{
+    char message[512]; /* vsnprintf() cuts a long path in it, never overruns */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    loader->report->report(loader->report->arg, item, loader->vhost, loader->index, warning,
+                           message);
+}
+
+static bool readable(const struct loader *loader, enum tls_conf_item item, const char *path)
+{
+    if (access(path, R_OK) == 0)
+        return true;
+    report(loader, item, false, "cannot read \"%s\": %s", path, strerror(errno));
+    return false;
+}
+
+static void check_validity(const struct loader *loader, X509 *cert, const char *path)
+{
+    if (X509_cmp_current_time(X509_get0_notAfter(cert)) < 0)
+        report(loader, TLS_CONF_CERTIFICATE, true, "certificate \"%s\" has expired", path);
+    else if (X509_cmp_current_time(X509_get0_notBefore(cert)) > 0)
+        report(loader, TLS_CONF_CERTIFICATE, true, "certificate \"%s\" is not valid yet", path);
+}
+
+static EVP_PKEY *read_key(const char *path)
+{
+    BIO *bio = BIO_new_file(path, "r");
+    if (bio == NULL)
+        return NULL;
+    EVP_PKEY *key = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
+    BIO_free(bio);
+    return key;
+}
+
+static int load_certificate(SSL_CTX *ctx, const struct loader *loader,
+                            const struct tls_certificate_files *files)
+{
+    if (!readable(loader, TLS_CONF_CERTIFICATE, files->certificate))
+        return -EINVAL;
+    ERR_clear_error();
+    if (SSL_CTX_use_certificate_chain_file(ctx, files->certificate) != 1) {
+        report(loader, TLS_CONF_CERTIFICATE, false, "cannot load certificate \"%s\": %s",
+               files->certificate, tls_openssl_reason());
+        return -EINVAL;
+    }
+    X509 *cert = SSL_CTX_get0_certificate(ctx);
+    check_validity(loader, cert, files->certificate);
+    if (!readable(loader, TLS_CONF_KEY, files->key))
+        return -EINVAL;
+    ERR_clear_error();
+    EVP_PKEY *key = read_key(files->key);
+    if (key == NULL) {
+        report(loader, TLS_CONF_KEY, false, "cannot load key \"%s\": %s", files->key,
+               tls_openssl_reason());
+        return -EINVAL;
+    }
+    int err = 0;
+    if (X509_check_private_key(cert, key) != 1) {
+        report(loader, TLS_CONF_KEY, false, "key \"%s\" does not match certificate \"%s\"",
+               files->key, files->certificate);
+        err = -EINVAL;
+    } else if (SSL_CTX_use_PrivateKey(ctx, key) != 1) {
+        report(loader, TLS_CONF_KEY, false, "cannot use key \"%s\": %s", files->key,
+               tls_openssl_reason());
+        err = -EINVAL;
+    }
+    EVP_PKEY_free(key);
+    return err;
+}
+
+/* Sessions resume only where they were made with the same client
+ * verification: a session from a vhost that asks for no certificate must
+ * not let a client into one that does (a resumption asks for none).  The
+ * id is "corral" without verification, the one every context had before
+ * there was any, else a SHA-256 of the mode and the CA certificates, so
+ * that it stays the same across a reload that keeps them. */
+static int session_id_context(SSL_CTX *ctx)
+{
+    int mode = SSL_CTX_get_verify_mode(ctx);
+    if (mode == SSL_VERIFY_NONE)
+        return SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"corral", 6) == 1
+                   ? 0
+                   : -EINVAL;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned char digest[EVP_MAX_MD_SIZE], mode_byte = (unsigned char)mode;
+    unsigned digest_len = 0;
+    int err = md != NULL && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 &&
+                      EVP_DigestUpdate(md, &mode_byte, 1) == 1
+                  ? 0
+                  : -EINVAL;
+    /* The store's objects are sorted, so the same certificates hash alike. */
+    STACK_OF(X509_OBJECT) *objects = X509_STORE_get0_objects(SSL_CTX_get_cert_store(ctx));
+    for (int i = 0; err == 0 && i < sk_X509_OBJECT_num(objects); i++) {
+        X509 *cert = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objects, i));
+        unsigned char *der = NULL;
+        int len = cert != NULL ? i2d_X509(cert, &der) : 0;
+        if (len < 0 || EVP_DigestUpdate(md, der, (size_t)len) != 1)
+            err = -EINVAL;
+        OPENSSL_free(der);
+    }
+    if (err == 0 &&
+        (EVP_DigestFinal_ex(md, digest, &digest_len) != 1 || digest_len > SSL_MAX_SID_CTX_LENGTH ||
+         SSL_CTX_set_session_id_context(ctx, digest, digest_len) != 1))
+        err = -EINVAL;
+    EVP_MD_CTX_free(md);
+    return err;
+}
+
+/* Everything but the certificates and client verification is the same in
+ * every context of an address: OpenSSL takes some settings from the
+ * context the handshake began with and others from the one SNI switched
+ * to. */
+static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_server_conf *conf,
+                                   const struct tls_vhost_conf *vhost, const struct loader *loader)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == NULL)
+        return NULL;
+    SSL_CTX_set_app_data(ctx, server);
+    SSL_CTX_set_min_proto_version(ctx, conf->protocols & TLS_PROTOCOL_1_2 ? TLS1_2_VERSION
+                                                                          : TLS1_3_VERSION);
+    SSL_CTX_set_max_proto_version(ctx, conf->protocols & TLS_PROTOCOL_1_3 ? TLS1_3_VERSION
+                                                                          : TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
+                                 SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF |
+                                 (conf->ktls ? SSL_OP_ENABLE_KTLS : 0) |
+                                 (conf->session_tickets ? 0 : SSL_OP_NO_TICKET));
+    /* The connection retries a write with its buffer wherever it then is;
+     * idle connections give their record buffers back.  Read-ahead takes
+     * whatever the socket holds in one read instead of a record header and
+     * then its body, and a short read then says the socket is empty. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                              SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_read_ahead(ctx, 1);
+    SSL_CTX_set_client_hello_cb(ctx, on_client_hello, server);
+    SSL_CTX_set_tlsext_servername_callback(ctx, on_server_name);
+    /* The argument only says whether h2 is offered too. */
+    SSL_CTX_set_alpn_select_cb(ctx, on_alpn, conf->http2 ? (void *)alpn_h2_http11 : NULL);
+    if (conf->session_cache > 0) {
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+        SSL_CTX_sess_set_cache_size(ctx, conf->session_cache);
+    } else {
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    }
+    SSL_CTX_set_timeout(ctx,
+                        conf->session_timeout_ms >= 1000 ? conf->session_timeout_ms / 1000 : 1);
+    if (conf->session_tickets)
+        SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, on_ticket_key);
+    else if (conf->session_cache == 0)
+        SSL_CTX_set_num_tickets(ctx, 0);
+
+    ERR_clear_error();
+    if (SSL_CTX_set_cipher_list(ctx, conf->ciphers != NULL ? conf->ciphers : DEFAULT_CIPHERS) !=
+        1) {
+        report(loader, TLS_CONF_CIPHERS, false, "no usable cipher in \"%s\"", conf->ciphers);
+        goto fail;
+    }
+    if (conf->ciphersuites != NULL && SSL_CTX_set_ciphersuites(ctx, conf->ciphersuites) != 1) {
+        report(loader, TLS_CONF_CIPHERSUITES, false, "no usable TLS 1.3 cipher suite in \"%s\"",
+               conf->ciphersuites);
+        goto fail;
+    }
+    if (vhost->client_ca != NULL) {
+        if (!readable(loader, TLS_CONF_CLIENT_CA, vhost->client_ca))
+            goto fail;
+        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(vhost->client_ca);
+        if (names == NULL || SSL_CTX_load_verify_locations(ctx, vhost->client_ca, NULL) != 1) {
+            sk_X509_NAME_pop_free(names, X509_NAME_free);
+            report(loader, TLS_CONF_CLIENT_CA, false, "cannot load CA certificates from \"%s\": %s",
+                   vhost->client_ca, tls_openssl_reason());
+            goto fail;
+        }
+        SSL_CTX_set_client_CA_list(ctx, names);
+        if (vhost->verify_client != TLS_VERIFY_CLIENT_OFF)
+            SSL_CTX_set_verify(ctx,
+                               SSL_VERIFY_PEER | (vhost->verify_client == TLS_VERIFY_CLIENT_ON
+                                                      ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT
+                                                      : 0),
+                               NULL);
+    }
+    if (session_id_context(ctx) != 0) {
+        report(loader, TLS_CONF_CLIENT_CA, false, "cannot hash the CA certificates of \"%s\": %s",
+               vhost->client_ca != NULL ? vhost->client_ca : "", tls_openssl_reason());
+        goto fail;
+    }
+    return ctx;
+fail:
+    SSL_CTX_free(ctx);
+    return NULL;
+}
+
+int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_conf *vhosts,
+                   size_t vhost_count, unsigned workers, const struct tls_report *report_to,
+                   struct tls_server **out)
+{
+    struct tls_server *server = calloc(1, sizeof(*server));
+    if (server == NULL)
+        return -ENOMEM;
+    server->sni_select = conf->sni_select;
+    server->sni_arg = conf->sni_arg;
+    server->handshake_timeout_ms = conf->handshake_timeout_ms;
+    tls_tickets_init(&server->ticket_keys, conf->ticket_key_rotation_ms);
+    server->contexts = calloc(vhost_count ? vhost_count : 1, sizeof(*server->contexts));
+    /* Cache-line aligned, so that workers counting do not share lines. */
+    server->stats =
+        aligned_alloc(_Alignof(struct tls_stats), (workers ? workers : 1) * sizeof(*server->stats));
+    if (server->contexts == NULL || server->stats == NULL) {
+        tls_server_free(server);
+        return -ENOMEM;
+    }
+    memset(server->stats, 0, (workers ? workers : 1) * sizeof(*server->stats));
+    server->workers = workers;
+    int err = 0;
+    for (size_t v = 0; v < vhost_count && err == 0; v++) {
+        struct loader loader = {.report = report_to, .vhost = v};
+        SSL_CTX *ctx = server_context_new(server, conf, &vhosts[v], &loader);
+        if (ctx == NULL) {
+            err = -EINVAL;
+            break;
+        }
+        server->contexts[server->context_count++] = ctx;
+        for (size_t i = 0; i < vhosts[v].certificate_count && err == 0; i++) {
+            loader.index = i;
+            err = load_certificate(ctx, &loader, &vhosts[v].certificates[i]);
+        }
+    }
+    if (err != 0) {
+        tls_server_free(server);
+        return err;
+    }
+    if (conf->ktls) {
+        const char *why = tls_ktls_unavailable();
+        if (why != NULL)
+            corral_log(CORRAL_LOG_WARN,
+                       "tls_ktls on: kernel TLS is unavailable (%s); OpenSSL encrypts records",
+                       why);
+    }
+    *out = server;
+    return 0;
+}
+
+void tls_server_free(struct tls_server *server)
+{
+    if (server == NULL)
+        return;
+    for (size_t i = 0; i < server->context_count; i++)
+        SSL_CTX_free(server->contexts[i]);
+    free(server->contexts);
+    free(server->stats);
+    tls_tickets_free(&server->ticket_keys);
+    free(server);
+}
+
+const char *tls_ktls_unavailable(void)
+{
+#ifdef OPENSSL_NO_KTLS
+    return "OpenSSL was built without it";
+#else
+    /* Asking for the TLS upper layer on a socket that is not connected loads
+     * the kernel module if it can, then fails with ENOTCONN if it exists. */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd == -1)
+        return "no socket to probe with";
+    int rc = setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls"));
+    int err = errno;
+    close(fd);
+    if (rc == 0 || err == ENOTCONN)
+        return NULL;
+    return err == ENOENT ? "the kernel has no tls module" : "the kernel refused the tls layer";
+#endif
+}

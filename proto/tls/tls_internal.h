@@ -1,0 +1,77 @@
+/*
+ * tls_internal.h: what tls.c (the transport and the server side) and
+ * tls_client.c (the client side) share: a connection's TLS state, the
+ * transport, and the ALPN list both offer.
+ */
+#ifndef CORRAL_PROTO_TLS_INTERNAL_H
+#define CORRAL_PROTO_TLS_INTERNAL_H
+
+#include "proto/tls/tls.h"
+
+#include <openssl/ssl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+static const unsigned char alpn_http11[] = "\x08http/1.1";
+
+struct tls_conn {
+    SSL *ssl;
+    corral_conn *conn;
+    bool established;
+    bool socket_drained; /* the last read of the socket came back short */
+    /* Server side */
+    struct tls_stats *stats; /* may be NULL */
+    corral_timer *handshake_timer;
+    /* Client side */
+    struct tls_client *client; /* NULL on the server side */
+    SSL_SESSION **session;     /* where this worker keeps the server's last session; NULL: none */
+};
+
+struct tls_client {
+    SSL_CTX *ctx;
+    char *server_name;
+    bool name_is_address;
+    size_t server_count;
+    unsigned workers;
+    SSL_SESSION **sessions; /* [worker][server] */
+};
+
+/* The transport of a connection speaking TLS; its state is a tls_conn. */
+extern const struct corral_transport tls_transport;
+
+/* A TLS connection over `conn`'s socket with the settings of `ctx`, not yet
+ * set as its transport.  NULL when out of memory. */
+struct tls_conn *tls_conn_new(SSL_CTX *ctx, corral_conn *conn);
+
+/* Session ticket keys (tls_tickets.c). */
+struct ticket_key {
+    unsigned char name[16];       /* OpenSSL's key name size; RAND_bytes() fills each by sizeof */
+    unsigned char cipher_key[32]; /* AES-256-CBC */
+    unsigned char mac_key[32];    /* HMAC-SHA256 */
+    uint64_t created_ms;
+    bool valid;
+};
+
+/* Shared by every worker: the current key seals new tickets, and tickets
+ * sealed by the one before still open (and are renewed), so a ticket lives
+ * for one to two rotation periods. */
+struct ticket_keys {
+    pthread_mutex_t lock;
+    struct ticket_key current, previous;
+    uint64_t rotation_ms;
+};
+
+void tls_tickets_init(struct ticket_keys *keys, uint64_t rotation_ms);
+void tls_tickets_free(struct ticket_keys *keys);
+/* A new generation's server opens the tickets the previous one sealed. */
+void tls_tickets_take(struct ticket_keys *keys, struct ticket_keys *from);
+/* OpenSSL's ticket key callback (SSL_CTX_set_tlsext_ticket_key_evp_cb()),
+ * on `keys`. */
+int tls_tickets_key_cb(struct ticket_keys *keys, SSL *ssl, unsigned char key_name[16],
+                       unsigned char *iv, EVP_CIPHER_CTX *cipher, EVP_MAC_CTX *mac, int encrypt);
+
+/* The reason of OpenSSL's latest error, for messages. */
+const char *tls_openssl_reason(void);
+
+#endif

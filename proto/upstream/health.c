@@ -1,0 +1,297 @@
+/*
+ * health.c: active health checks: per server, a timer that opens a
+ * connection every interval, sends "GET uri HTTP/1.0" and reads the status
+ * line; `fall` failures in a row mark the server down for every worker,
+ * `rise` passes bring it back.  Transitions are logged.  To a proxy_protocol
+ * upstream, the request follows a header that names no client.
+ */
+#include "proto/upstream/health.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A status line longer than this is not one. */
+#define STATUS_LINE_MAX 512
+
+struct upstream_health {
+    struct proxy_upstream *up;
+    corral_loop *loop;
+    struct health_probe **probes; /* one per server checked */
+    size_t count;
+};
+
+/* One server's checks.  It outlives the checker while a probe's
+ * connection closes: then `health` is NULL and on_close frees it. */
+struct health_probe {
+    struct upstream_health *health;
+    unsigned server;
+    corral_timer *timer;
+    corral_conn *conn; /* the probe in flight */
+    bool recorded;     /* its result is counted */
+    unsigned passes, fails;
+    char *request;       /* the PROXY header if any, then the HTTP request */
+    size_t preamble_len; /* the header's part: sent in the clear, before TLS */
+    size_t request_len;
+};
+
+bool health_match(const struct proxy_health_conf *conf, unsigned status)
+{
+    bool any = false;
+    for (size_t i = 0; i < sizeof(conf->match) / sizeof(conf->match[0]); i++)
+        any = any || conf->match[i] != 0;
+    if (!any)
+        return status >= 200 && status < 400;
+    return status < HEALTH_MATCH_CODES && ((conf->match[status / 64] >> (status % 64)) & 1);
+}
+
+static void probe_free(struct health_probe *probe)
+{
+    free(probe->request);
+    free(probe);
+}
+
+static void record(struct health_probe *probe, bool passed, const char *why)
+{
+    if (probe->recorded || probe->health == NULL)
+        return;
+    probe->recorded = true;
+    struct proxy_upstream *up = probe->health->up;
+    struct upstream_server *s = &up->servers[probe->server];
+    bool down = atomic_load(&s->checked_down);
+    if (passed) {
+        probe->fails = 0;
+        probe->passes++;
+        if (down && probe->passes >= up->health.rise) {
+            atomic_store(&s->recovered_ms, corral_loop_now(probe->health->loop));
+            atomic_store(&s->checked_down, false);
+            corral_log(CORRAL_LOG_WARN, "upstream %s: %s is up: %u passed checks", up->name,
+                       s->address, probe->passes);
+        }
+        return;
+    }
+    probe->passes = 0;
+    probe->fails++;
+    if (!down && probe->fails >= up->health.fall) {
+        atomic_store(&s->checked_down, true);
+        corral_log(CORRAL_LOG_ERROR, "upstream %s: %s is down: %u failed checks (%s)", up->name,
+                   s->address, probe->fails, why);
+    }
+}
+
+bool health_server_up(const struct proxy_upstream *up, size_t index, uint64_t now)
+{
+    if (upstream_server_state(up, index) != PROXY_SERVER_UP)
+        return false;
+    for (unsigned w = 0; w < up->worker_count; w++)
+        if (upstream_server_down(&up->workers[w], (unsigned)index, now))
+            return false;
+    return true;
+}
+
+int health_status_line(const char *data, size_t len, unsigned *status)
+{
+    const char *eol = memchr(data, '\n', len < STATUS_LINE_MAX ? len : STATUS_LINE_MAX);
+    if (eol == NULL)
+        return len < STATUS_LINE_MAX ? 0 : -1;
+    /* "HTTP/1.x NNN" and a reason or nothing */
+    if (eol - data < 12 || memcmp(data, "HTTP/1.", 7) != 0 || data[8] != ' ' ||
+        (eol - data > 12 && data[12] != ' ' && data[12] != '\r'))
+        return -1;
+    unsigned code = 0;
+    for (int i = 9; i < 12; i++) {
+        if (data[i] < '0' || data[i] > '9')
+            return -1;
+        code = code * 10 + (unsigned)(data[i] - '0');
+    }
+    if (code < 100)
+        return -1;
+    *status = code;
+    return 1;
+}
+
+static size_t probe_on_data(corral_conn *conn, const char *data, size_t len)
+{
+    struct health_probe *probe = corral_conn_data(conn);
+    unsigned status = 0;
+    int rc = health_status_line(data, len, &status);
+    if (rc == 0)
+        return 0; /* the status line is not whole yet */
+    if (rc < 0) {
+        record(probe, false, "invalid response");
+    } else if (probe->health != NULL && health_match(&probe->health->up->health, status)) {
+        record(probe, true, NULL);
+    } else {
+        char why[32];
+        snprintf(why, sizeof(why), "status %u", status);
+        record(probe, false, why);
+    }
+    corral_conn_close(conn);
+    return len;
+}
+
+static void probe_on_deadline(corral_conn *conn)
+{
+    record(corral_conn_data(conn), false, "timeout");
+    corral_conn_close(conn);
+}
+
+static void probe_on_eof(corral_conn *conn)
+{
+    record(corral_conn_data(conn), false, "closed without a status line");
+    corral_conn_close(conn);
+}
+
+static void probe_on_close(corral_conn *conn, int error)
+{
+    struct health_probe *probe = corral_conn_data(conn);
+    record(probe, false, error != 0 ? strerror(-error) : "closed without a status line");
+    probe->conn = NULL;
+    if (probe->health == NULL)
+        probe_free(probe);
+}
+
+/* As for a proxied request: the PROXY header in the clear, then TLS if
+ * the upstream is reached by https, then the request. */
+static void probe_on_open(corral_conn *conn)
+{
+    struct health_probe *probe = corral_conn_data(conn);
+    assert(probe->health != NULL); /* a stopped checker closed its probes */
+    struct proxy_upstream *up = probe->health->up;
+    int err = upstream_send_preamble(conn, probe->request, probe->preamble_len);
+    if (err == 0 && up->tls != NULL)
+        err = tls_client_connect(up->tls, conn, probe->server, false);
+    if (err != 0) {
+        record(probe, false, strerror(-err));
+        corral_conn_close(conn);
+        return;
+    }
+    corral_conn_write(conn, probe->request + probe->preamble_len,
+                      probe->request_len - probe->preamble_len);
+}
+
+static const struct corral_conn_handler probe_handler = {
+    .on_open = probe_on_open,
+    .on_data = probe_on_data,
+    .on_eof = probe_on_eof,
+    .on_deadline = probe_on_deadline,
+    .on_close = probe_on_close,
+};
+
+/* Every interval, from the start of one probe to the next, so that a
+ * server is found down within interval x fall; a probe still running then
+ * (a timeout longer than the interval) skips a turn. */
+static void probe_on_timer(corral_timer *timer, void *arg)
+{
+    struct health_probe *probe = arg;
+    struct upstream_health *health = probe->health;
+    struct proxy_upstream *up = health->up;
+    corral_timer_start(timer, up->health.interval_ms);
+    const struct upstream_server *s = &up->servers[probe->server];
+    /* A `resolve` slot without an address has nothing to probe; this loop
+     * is the one that writes slot addresses, so reading one is safe. */
+    if (probe->conn != NULL || atomic_load(&s->state) != UPSTREAM_SLOT_ACTIVE)
+        return;
+    struct sockaddr_storage addr = s->addr;
+    if (up->health.port != 0) {
+        if (addr.ss_family == AF_INET)
+            ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)up->health.port);
+        else if (addr.ss_family == AF_INET6)
+            ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)up->health.port);
+    }
+    probe->recorded = false;
+    int err = corral_connect(health->loop, (const struct sockaddr *)&addr, s->addrlen,
+                             &probe_handler, probe, &probe->conn);
+    if (err != 0) {
+        probe->conn = NULL;
+        record(probe, false, strerror(-err));
+        return;
+    }
+    corral_conn_set_deadline(probe->conn, corral_loop_now(health->loop) + up->health.timeout_ms);
+}
+
+/* The request, sized from the uri and the address.  A proxy_protocol
+ * upstream expects a PROXY header on every connection: the probe's is
+ * "PROXY UNKNOWN" (v1) or LOCAL (v2), which says the connection is the
+ * proxy's own, as HAProxy's check-send-proxy does. */
+static char *probe_request(const struct proxy_upstream *up, const char *host, size_t *preamble_len,
+                           size_t *len)
+{
+    static const char *const fmt = "GET %s HTTP/1.0\r\nHost: %s\r\nUser-Agent: corral-health-check"
+                                   "\r\nConnection: close\r\n\r\n";
+    char header[PROXY_PROTOCOL_SEND_MAX];
+    ssize_t header_len =
+        up->proxy_protocol != 0
+            ? proxy_protocol_encode(up->proxy_protocol, NULL, NULL, header, sizeof(header))
+            : 0;
+    int n = snprintf(NULL, 0, fmt, up->health.uri, host);
+    if (n < 0 || header_len < 0)
+        return NULL;
+    char *text = malloc((size_t)header_len + (size_t)n + 1);
+    if (text == NULL)
+        return NULL;
+    memcpy(text, header, (size_t)header_len);
+    snprintf(text + header_len, (size_t)n + 1, fmt, up->health.uri, host);
+    *preamble_len = (size_t)header_len;
+    *len = (size_t)header_len + (size_t)n;
+    return text;
+}
+
+int health_start(struct proxy_upstream *up, corral_loop *loop)
+{
+    if (!up->health.enabled || up->checker != NULL)
+        return 0;
+    struct upstream_health *health = calloc(1, sizeof(*health));
+    if (health == NULL)
+        return -ENOMEM;
+    health->up = up;
+    health->loop = loop;
+    health->probes = calloc(up->server_count, sizeof(*health->probes));
+    up->checker = health;
+    if (health->probes == NULL)
+        goto nomem;
+    for (size_t i = 0; i < up->server_count; i++) {
+        if (up->servers[i].disabled)
+            continue;
+        struct health_probe *probe = calloc(1, sizeof(*probe));
+        if (probe == NULL)
+            goto nomem;
+        health->probes[health->count++] = probe;
+        probe->health = health;
+        probe->server = (unsigned)i;
+        probe->request =
+            probe_request(up, up->servers[i].address, &probe->preamble_len, &probe->request_len);
+        if (probe->request == NULL ||
+            corral_timer_new(loop, probe_on_timer, probe, &probe->timer) != 0)
+            goto nomem;
+        corral_timer_start(probe->timer, 0); /* the first check at once */
+    }
+    return 0;
+
+nomem:
+    health_stop(up);
+    return -ENOMEM;
+}
+
+void health_stop(struct proxy_upstream *up)
+{
+    struct upstream_health *health = up->checker;
+    if (health == NULL)
+        return;
+    up->checker = NULL;
+    for (size_t i = 0; i < health->count; i++) {
+        struct health_probe *probe = health->probes[i];
+        if (probe->timer != NULL)
+            corral_timer_free(probe->timer);
+        probe->health = NULL;
+        if (probe->conn != NULL)
+            corral_conn_close_no_linger(probe->conn); /* its on_close frees it */
+        else
+            probe_free(probe);
+    }
+    free(health->probes);
+    free(health);
+}

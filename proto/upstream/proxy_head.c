@@ -1,0 +1,227 @@
+/*
+ * proxy_head.c: the heads the proxy forwards: the request head for the
+ * upstream, rebuilt from the parsed request (never copied raw), and the
+ * fields of the upstream's response head that reach the client.
+ */
+#include "proto/upstream/proxy_head.h"
+#include "proto/http/regex.h"
+#include "proto/http/uri.h"
+#include "proto/http/vars.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* RFC 9110 7.6.1: connection-specific fields never cross a proxy, nor do
+ * the fields a Connection header lists.  HTTP2-Settings belongs to an
+ * Upgrade to h2c, which never goes on, listed or not (RFC 7540 3.2.1).  The framing fields are
+ * dropped always (the proxy frames each message itself); fields meant for every recipient are never
+ * dropped for being listed, so that "Connection: close, Host" cannot strip the Host the upstream
+ * routes on. Trailer is end to end (RFC 9110 6.6.2): a response's goes on, since the proxy passes
+ * the trailer section it announces. */
+static bool is_hop_by_hop(struct http_str name, const struct http_header *headers, size_t count)
+{
+    static const char *const hop[] = {
+        "connection", "keep-alive",        "proxy-connection", "te",
+        "upgrade",    "transfer-encoding", "content-length",   "http2-settings"};
+    static const char *const end_to_end[] = {"host", "cache-control", "content-type",
+                                             "content-encoding", "content-range"};
+    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
+        if (http_str_equal_nocase(name, hop[i]))
+            return true;
+    for (size_t i = 0; i < sizeof(end_to_end) / sizeof(end_to_end[0]); i++)
+        if (http_str_equal_nocase(name, end_to_end[i]))
+            return false;
+    for (size_t i = 0; i < count; i++)
+        if (http_str_equal_nocase(headers[i].name, "connection") &&
+            http_header_lists(headers[i].value, name))
+            return true;
+    return false;
+}
+
+const char *const proxy_upgrade_default[1] = {"websocket"};
+
+/* One protocol of an Upgrade list, its version aside. */
+static bool upgrade_protocol_allowed(const struct proxy_location *loc, struct http_str protocol)
+{
+    const char *slash = memchr(protocol.data, '/', protocol.len);
+    struct http_str name = {protocol.data,
+                            slash != NULL ? (size_t)(slash - protocol.data) : protocol.len};
+    /* An HTTP version through a tunnel is requests the proxy never reads:
+     * h2c smuggling.  No setting lets it through. */
+    if (http_str_equal_nocase(name, "h2c") || http_str_equal_nocase(name, "h2") ||
+        http_str_equal_nocase(name, "http"))
+        return false;
+    if (loc->upgrade_any)
+        return true;
+    for (size_t i = 0; i < loc->upgrade_count; i++)
+        if (http_str_equal_nocase(name, loc->upgrades[i]))
+            return true;
+    return false;
+}
+
+bool proxy_head_upgrade_allowed(const struct proxy_location *loc, struct http_str upgrade)
+{
+    size_t protocols = 0;
+    const char *p = upgrade.data, *end = upgrade.data + upgrade.len;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma != NULL ? comma : end;
+        struct http_str protocol = http_trim((struct http_str){p, (size_t)(stop - p)});
+        p = comma != NULL ? comma + 1 : end;
+        if (protocol.len == 0) /* an empty list element (RFC 9110 5.6.1) */
+            continue;
+        if (!upgrade_protocol_allowed(loc, protocol))
+            return false;
+        protocols++;
+    }
+    return protocols > 0;
+}
+
+static bool hidden(const struct proxy_location *loc, struct http_str name)
+{
+    static const char *const replaced[] = {"date", "server"}; /* the proxy sends its own */
+    for (size_t i = 0; i < sizeof(replaced) / sizeof(replaced[0]); i++)
+        if (http_str_equal_nocase(name, replaced[i]))
+            return true;
+    for (size_t i = 0; i < loc->hide_header_count; i++)
+        if (name.len == loc->hide_headers[i].len &&
+            strncasecmp(name.data, loc->hide_headers[i].data, name.len) == 0)
+            return true;
+    return false;
+}
+
+static const struct http_header *set_header(const struct proxy_location *loc, struct http_str name)
+{
+    for (size_t i = 0; i < loc->set_header_count; i++)
+        if (http_str_equal_nocase(name, loc->set_headers[i].name.data))
+            return &loc->set_headers[i];
+    return NULL;
+}
+
+int proxy_head_build(const struct proxy_location *loc, const struct http_request *req,
+                     const struct proxy_head_request *how, char **head, size_t *len)
+{
+    struct h1_head_buf b = {0};
+    char target_small[512];
+    struct vars_buf target;
+    vars_buf_init(&target, target_small, sizeof(target_small));
+    uri_replace_prefix(req, loc->strip, loc->uri, &target);
+    b.failed |= target.failed;
+    http1_client_head_request_line(&b, req->method, (struct http_str){target.data, target.len});
+    vars_buf_free(&target);
+    bool has_host = false, te_trailers = false;
+    for (size_t i = 0; i < req->header_count; i++) {
+        const struct http_header *h = &req->headers[i];
+        if (http_str_equal_nocase(h->name, "te") &&
+            http_header_lists(h->value, (struct http_str){"trailers", 8}))
+            te_trailers = true;
+        /* A request's trailer section is not passed on (an HTTP/2
+         * client's aside, which goes as chunked trailers without this
+         * announcement), so neither is the field that announces it. */
+        if (is_hop_by_hop(h->name, req->headers, req->header_count) ||
+            http_str_equal_nocase(h->name, "trailer") || http_str_equal_nocase(h->name, "expect") ||
+            http_str_equal_nocase(h->name, "x-forwarded-proto") ||
+            http_str_equal_nocase(h->name, "x-forwarded-for") ||
+            http_str_equal_nocase(h->name, "via") || set_header(loc, h->name) != NULL)
+            continue;
+        if (http_str_equal_nocase(h->name, "host")) {
+            has_host = true;
+            if (req->authority.len > 0) { /* the target's authority wins */
+                http1_client_head_add_header(&b, h->name, req->authority);
+                continue;
+            }
+        }
+        http1_client_head_add_header(&b, h->name, h->value);
+    }
+    struct vars_ctx ctx = {.ex = how->ex, .req = req, .escape = VARS_HEADER};
+    size_t ovector[2 * HTTP_REGEX_PAIRS];
+    if (loc->captures != NULL)
+        vars_set_captures(&ctx, loc->captures, ovector);
+    for (size_t i = 0; i < loc->set_header_count; i++) {
+        struct http_str v = loc->set_headers[i].value;
+        char small[256];
+        struct vars_buf value;
+        vars_buf_init(&value, small, sizeof(small));
+        if (loc->set_values != NULL && loc->set_values[i] != NULL) {
+            vars_eval(loc->set_values[i], &ctx, &value);
+            v = (struct http_str){value.data, value.len};
+        }
+        b.failed |= value.failed;
+        if (v.len > 0) /* as in nginx: an empty value sends no header */
+            http1_client_head_add_header(&b, loc->set_headers[i].name, v);
+        vars_buf_free(&value);
+    }
+    if (!has_host && set_header(loc, (struct http_str){"host", 4}) == NULL) {
+        /* An HTTP/1.0 client may send none; HTTP/1.1 needs one: the name
+         * proxy_pass gives (the upstream's name, or its address). */
+        http1_client_head_add_str(&b, "Host: ");
+        if (req->authority.len > 0)
+            http1_client_head_add(&b, req->authority.data, req->authority.len);
+        else
+            http1_client_head_add_str(&b, loc->upstream->name);
+        http1_client_head_add(&b, "\r\n", 2);
+    }
+    /* proxy_set_header wins over the proxy's own forwarding headers; else
+     * the client's hops (every such header, in order) are kept and this
+     * one appended. */
+    static const struct {
+        const char *lower, *name, *own;
+    } chains[] = {{"x-forwarded-for", "X-Forwarded-For", NULL}, {"via", "Via", "1.1 corral"}};
+    for (size_t c = 0; c < sizeof(chains) / sizeof(chains[0]); c++) {
+        struct http_str lower = {chains[c].lower, strlen(chains[c].lower)};
+        if (set_header(loc, lower) != NULL)
+            continue;
+        http1_client_head_add_str(&b, chains[c].name);
+        http1_client_head_add(&b, ": ", 2);
+        for (size_t i = 0; i < req->header_count; i++) {
+            if (!http_str_equal_nocase(req->headers[i].name, chains[c].lower))
+                continue;
+            struct http_str previous = http_trim(req->headers[i].value);
+            http1_client_head_add(&b, previous.data, previous.len);
+            http1_client_head_add(&b, ", ", 2);
+        }
+        http1_client_head_add_str(&b, chains[c].own != NULL ? chains[c].own : how->client);
+        http1_client_head_add(&b, "\r\n", 2);
+    }
+    /* TE is hop-by-hop, but "trailers" holds for the whole path: the
+     * client takes a trailer section and the proxy passes one on, which is
+     * what a gRPC backend waits to hear before it sends its status in one.
+     * Codings are the proxy's own business and are not passed. */
+    if (te_trailers && !how->upgrade)
+        http1_client_head_add_str(&b, "TE: trailers\r\nConnection: TE\r\n");
+    if (set_header(loc, (struct http_str){"x-forwarded-proto", 17}) == NULL)
+        http1_client_head_add_str(&b, how->tls ? "X-Forwarded-Proto: https\r\n"
+                                               : "X-Forwarded-Proto: http\r\n");
+    http1_client_head_end(&b, how->upgrade ? &req->upgrade_protocol : NULL, how->chunked,
+                          req->has_body || req->has_content_length, req->content_length);
+    if (b.failed) {
+        free(b.data);
+        return -ENOMEM;
+    }
+    *head = b.data;
+    *len = b.len;
+    return 0;
+}
+
+int proxy_head_response(const struct proxy_location *loc, const struct http1_client_head *head,
+                        char **headers, size_t *len)
+{
+    struct h1_head_buf b = {0};
+    for (size_t i = 0; i < head->header_count; i++) {
+        const struct http_header *h = &head->headers[i];
+        bool tunnel_header = head->tunnel && (http_str_equal_nocase(h->name, "upgrade") ||
+                                              http_str_equal_nocase(h->name, "connection"));
+        if (tunnel_header ||
+            (!is_hop_by_hop(h->name, head->headers, head->header_count) && !hidden(loc, h->name)))
+            http1_client_head_add_header(&b, h->name, h->value);
+    }
+    if (b.failed) {
+        free(b.data);
+        return -ENOMEM;
+    }
+    *headers = b.data;
+    *len = b.len;
+    return 0;
+}

@@ -1,0 +1,41 @@
+/*
+ * proxy_head.h: the heads the proxy forwards (proxy_head.c): the request
+ * head it sends the upstream and the response fields it passes on.
+ */
+#ifndef CORRAL_PROTO_PROXY_HEAD_H
+#define CORRAL_PROTO_PROXY_HEAD_H
+
+#include "proto/upstream/http1_client.h"
+#include "proto/upstream/proxy.h"
+
+/* What shapes a forwarded request head besides the request itself. */
+struct proxy_head_request {
+    const char *client;  /* the client's address, appended to X-Forwarded-For */
+    bool tls;            /* the client speaks TLS: X-Forwarded-Proto: https */
+    bool chunked;        /* the body goes out chunked, else with its length */
+    bool upgrade;        /* the client asks to switch protocols */
+    struct exchange *ex; /* what proxy_set_header's variables read */
+};
+
+/* Whether an upgrade to `upgrade` (a client's Upgrade value, a list of
+ * protocols) goes on to `loc`'s upstream: every protocol listed must be
+ * allowed, and none is an HTTP version (h2c, h2, HTTP/x), which would
+ * open a tunnel that the proxy's own checks never see. */
+bool proxy_head_upgrade_allowed(const struct proxy_location *loc, struct http_str upgrade);
+
+/* The request head for the upstream, rebuilt from parsed fields: the
+ * hop-by-hop fields dropped (RFC 9110 7.6.1), proxy_set_header applied,
+ * Host, X-Forwarded-For, Via and X-Forwarded-Proto, then the framing.
+ * Sets *head (malloc'd, the caller frees it) and *len; returns 0 or
+ * -ENOMEM. */
+int proxy_head_build(const struct proxy_location *loc, const struct http_request *req,
+                     const struct proxy_head_request *how, char **head, size_t *len);
+
+/* The response head's fields for the client: the upstream's, less the
+ * hop-by-hop ones and those corral replaces or proxy_hide_header hides (a
+ * 101 keeps its Upgrade and Connection).  Sets *headers (malloc'd, NULL
+ * when there are none) and *len; returns 0 or -ENOMEM. */
+int proxy_head_response(const struct proxy_location *loc, const struct http1_client_head *head,
+                        char **headers, size_t *len);
+
+#endif
