@@ -31,15 +31,18 @@ static uint64_t conn_deadline(const corral_conn *conn)
 }
 
 /* Activity only moves timestamps; the one timer fires at the earliest
- * possible deadline and re-arms itself if activity pushed it back. */
+ * possible deadline and re-arms itself if activity pushed it back.  A
+ * timer armed earlier than needed, or when nothing is due any more, stays
+ * in the heap: it fires, finds nothing due and re-arms or not.  A keep-alive
+ * connection moves between "no deadline" (a request being answered) and a
+ * later one (the next idle period) on every request, and a heap removal
+ * and insertion each time cost more than one early wake-up per period. */
 void corral__conn_update_timer(corral_conn *conn)
 {
     uint64_t deadline = conn_deadline(conn);
-    if (deadline == UINT64_MAX) {
-        corral_timer_stop(&conn->timer);
-        return;
-    }
     if (corral_timer_active(&conn->timer) && conn->timer.deadline <= deadline)
+        return;
+    if (deadline == UINT64_MAX)
         return;
     uint64_t now = conn->loop->now;
     corral_timer_start(&conn->timer, deadline > now ? deadline - now : 0);
