@@ -62,7 +62,7 @@ struct h1_exchange *http1_exchange_begin(struct h1_conn *h1)
     struct h1_exchange *ex = malloc(sizeof(*ex));
     if (ex == NULL)
         return NULL;
-    *ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops}, .h1 = h1, .upstream_ns = -1};
+    *ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops}, .h1 = h1};
     h1->ex = ex;
     return ex;
 }

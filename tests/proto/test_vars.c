@@ -76,8 +76,7 @@ static void eval_text(const char *text, enum vars_escape escape, char *out, size
                            .escape = escape,
                            .status = 204,
                            .bytes_sent = 42,
-                           .request_ns = 1500000000,
-                           .upstream_ns = -1};
+                           .request_ns = 1500000000};
     size_t len = vars_eval_into(t, &ctx, out, size - 1);
     ck_assert_uint_lt(len, size);
     out[len] = '\0';
@@ -705,6 +704,51 @@ START_TEST(log_format_uses_the_same_variables)
 }
 END_TEST
 
+/* A fast backend's times are "0.000", not "-" (no upstream), and never
+ * longer than the request's: nginx's $upstream_*_time. */
+START_TEST(upstream_times_of_a_fast_backend)
+{
+    struct backend b;
+    backend_start(&b, 200);
+    struct test_daemon d;
+    char log_file[PATH_MAX], conf[PATH_MAX + 1024];
+    test_daemon_file(log_file, sizeof(log_file), "access.log");
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "access_log %s;\n"
+             "log_format '$request_time $upstream_response_time $upstream_header_time "
+             "$upstream_connect_time';\n"
+             "server {\n  listen 127.0.0.1:0;\n"
+             "  location / {\n    proxy_pass http://127.0.0.1:%d;\n  }\n"
+             "}\n",
+             log_file, b.port);
+    start(&d, conf);
+    char response[4096];
+    for (int i = 0; i < 3; i++)
+        ck_assert_uint_eq(request(d.port, "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+                                  response, sizeof(response)),
+                          200);
+    test_daemon_stop(&d);
+    char *log = test_read_file(log_file);
+    const char *line = log;
+    for (int i = 0; i < 3; i++) {
+        unsigned s[4], ms[4];
+        int used = 0;
+        ck_assert_msg(sscanf(line, "%u.%3u %u.%3u %u.%3u %u.%3u\n%n", &s[0], &ms[0], &s[1], &ms[1],
+                             &s[2], &ms[2], &s[3], &ms[3], &used) == 8 &&
+                          used > 0,
+                      "%s", log);
+        uint64_t t[4];
+        for (int k = 0; k < 4; k++)
+            t[k] = s[k] * 1000u + ms[k];
+        ck_assert_msg(t[0] >= t[1] && t[1] >= t[2] && t[2] >= t[3], "%s", log);
+        line += used;
+    }
+    free(log);
+    backend_stop(&b);
+}
+END_TEST
+
 /* The body of a response (after its head), or "". */
 static const char *body_of(const char *response)
 {
@@ -1037,6 +1081,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, add_header_reaches_http2_clients);
     tcase_add_test(tc, tls_variables_name_the_session);
     tcase_add_test(tc, log_format_uses_the_same_variables);
+    tcase_add_test(tc, upstream_times_of_a_fast_backend);
     tcase_add_test(tc, locations_are_picked_in_nginx_order);
     tcase_add_test(tc, a_regex_that_gives_up_answers_500);
     tcase_add_test(tc, rewrites_follow_nginx);
