@@ -6,6 +6,7 @@
 #include "proto/http/vars.h"
 
 #include "proto/http/regex.h"
+#include "proto/http/site.h"
 #include "proto/tls/tls.h"
 #include "proto/http/vars_internal.h"
 
@@ -420,6 +421,16 @@ static void put_arg(struct vars_ctx *ctx, struct vars_buf *out, const char *name
     put_value(ctx, out, "", 0);
 }
 
+/* The first server_name of the server the request went to, as nginx's
+ * $host reads without a Host (HTTP/1.0); "" when it has none. */
+static struct http_str server_name(const struct exchange *ex)
+{
+    const struct http_vhost *vhost = ex != NULL ? ex->vhost : NULL;
+    if (vhost == NULL || vhost->name_count == 0)
+        return (struct http_str){"", 0};
+    return (struct http_str){vhost->names[0], strlen(vhost->names[0])};
+}
+
 /* ---------------------------------------------------- connection variables */
 
 static void remote_addr(struct vars_ctx *ctx, char *buf, size_t len)
@@ -559,6 +570,8 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
     case VARS_HOST: {
         /* nginx's $host is lowercase */
         struct http_str host = req != NULL ? req->host : (struct http_str){"", 0};
+        if (host.len == 0)
+            host = server_name(ctx->ex);
         char small[256];
         if (host.len <= sizeof(small)) {
             for (size_t i = 0; i < host.len; i++)

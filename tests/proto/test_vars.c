@@ -541,6 +541,30 @@ START_TEST(return_evaluates_its_text)
 }
 END_TEST
 
+/* Without a Host (HTTP/1.0), $host is the server's first server_name, as
+ * in nginx: a redirect names a host. */
+START_TEST(host_falls_back_to_the_server_name)
+{
+    struct test_daemon d;
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "server {\n  listen 127.0.0.1:0;\n  server_name site.example www.site.example;\n"
+              "  location /old { return 301 https://$host$request_uri; }\n"
+              "}\n");
+    char response[4096], value[512];
+    ck_assert_uint_eq(request(d.port, "GET /old/x HTTP/1.0\r\n\r\n", response, sizeof(response)),
+                      301);
+    response_header(response, "Location", value, sizeof(value));
+    ck_assert_str_eq(value, "https://site.example/old/x");
+    /* A Host still wins. */
+    ck_assert_uint_eq(request(d.port, "GET /old/y HTTP/1.0\r\nHost: www.site.example\r\n\r\n",
+                              response, sizeof(response)),
+                      301);
+    response_header(response, "Location", value, sizeof(value));
+    ck_assert_str_eq(value, "https://www.site.example/old/y");
+    test_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(add_header_follows_nginx_inheritance)
 {
     struct backend b;
@@ -1077,6 +1101,7 @@ Suite *test_suite(void)
     test_daemon_fixture(tc);
     tcase_add_test(tc, proxy_set_header_sends_values);
     tcase_add_test(tc, return_evaluates_its_text);
+    tcase_add_test(tc, host_falls_back_to_the_server_name);
     tcase_add_test(tc, add_header_follows_nginx_inheritance);
     tcase_add_test(tc, add_header_reaches_http2_clients);
     tcase_add_test(tc, tls_variables_name_the_session);
