@@ -496,7 +496,9 @@ int generation_start(struct conf_config *config, struct generation *previous,
     if (err != 0)
         goto fail;
 
+    privileged_reads(true); /* certificates and keys; no thread starts meanwhile */
     err = sites_build(gen, config, workers);
+    privileged_reads(false);
     if (err != 0)
         goto fail;
     err = upstreams_check_health(gen, previous);
@@ -685,7 +687,10 @@ static void reload_generation(void)
     struct conf_config *config;
     log_info("SIGHUP: reloading %s",
              daemon_state.config_path ? daemon_state.config_path : "the built-in configuration");
-    if (load_config(daemon_state.config_path, &config) != 0) {
+    privileged_reads(true);
+    int loaded = load_config(daemon_state.config_path, &config);
+    privileged_reads(false);
+    if (loaded != 0) {
         log_error("reload failed; generation %u keeps serving", previous->number);
         return;
     }

@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -496,10 +497,15 @@ static void report(const struct loader *loader, enum tls_conf_item item, bool wa
                            message);
 }
 
+/* Opened, not access(): access() judges by the real uid without the
+ * capabilities a reload reads with after a privilege drop. */
 static bool readable(const struct loader *loader, enum tls_conf_item item, const char *path)
 {
-    if (access(path, R_OK) == 0)
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd != -1) {
+        close(fd);
         return true;
+    }
     report(loader, item, false, "cannot read \"%s\": %s", path, strerror(errno));
     return false;
 }
