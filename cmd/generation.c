@@ -718,6 +718,13 @@ static void warn_start_only(const struct generation *previous, struct generation
     }
 }
 
+/* For corral_reloads_total and /status. */
+static void count_reload(bool ok)
+{
+    atomic_fetch_add(ok ? &daemon_state.reloads_ok : &daemon_state.reloads_failed, 1);
+    atomic_store(&daemon_state.last_reload_failed, !ok);
+}
+
 /* SIGHUP, once the daemon is known to be serving. */
 static void reload_generation(void)
 {
@@ -730,6 +737,7 @@ static void reload_generation(void)
     privileged_reads(false);
     if (loaded != 0) {
         log_error("reload failed; generation %u keeps serving", previous->number);
+        count_reload(false);
         return;
     }
     int err = generation_start(config, previous, &gen);
@@ -740,18 +748,21 @@ static void reload_generation(void)
         log_error("reload failed (%s); generation %u no longer accepts; stopping", strerror(-err),
                   previous->number);
         exit_status = 1;
+        count_reload(false);
         stop_all(previous->config->drain_timeout_ms);
         return;
     }
     if (err != 0) {
         log_error("reload failed (%s); generation %u keeps serving", strerror(-err),
                   previous->number);
+        count_reload(false);
         return;
     }
     pthread_mutex_lock(&daemon_state.lock);
     gen->next = daemon_state.generations;
     daemon_state.generations = gen;
     pthread_mutex_unlock(&daemon_state.lock);
+    count_reload(true);
     log_wakeup(gen);
     warn_start_only(previous, gen);
     for (size_t i = 0; i < gen->site_count; i++) {
