@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pcre2.h>
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,23 @@
 struct http_regex {
     pcre2_code *code;
 };
+
+/* PCRE2's JIT needs memory that is written, then executed, which a
+ * sandbox may forbid (systemd's MemoryDenyWriteExecute=yes): the
+ * interpreter then matches, slower.  Said once per process, not per
+ * regex or per reload. */
+static void note_jit(int rc)
+{
+    static atomic_bool told;
+    if (rc == 0 || atomic_exchange(&told, true))
+        return;
+    PCRE2_UCHAR text[120];
+    pcre2_get_error_message(rc, text, sizeof(text));
+    corral_log(CORRAL_LOG_WARN,
+               "regex: PCRE2's JIT is unavailable (%s); regexes run in the interpreter, slower "
+               "(under systemd, MemoryDenyWriteExecute=yes does this)",
+               (const char *)text);
+}
 
 int regex_compile(const char *pattern, bool caseless, struct http_regex **out, char *message,
                   size_t size, size_t *offset)
@@ -38,7 +56,7 @@ int regex_compile(const char *pattern, bool caseless, struct http_regex **out, c
         *offset = (size_t)at;
         return code == PCRE2_ERROR_NOMEMORY ? -ENOMEM : -EINVAL;
     }
-    (void)pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE); /* else the interpreter */
+    note_jit(pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE)); /* else the interpreter */
     *out = re;
     return 0;
 }
