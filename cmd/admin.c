@@ -453,6 +453,13 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
                 "# HELP corral_config_generation Configurations loaded since start.\n"
                 "# TYPE corral_config_generation gauge\ncorral_config_generation %u\n",
                 generation);
+    text_printf(
+        &t,
+        "# HELP corral_reloads_total Reloads (SIGHUP): ok started a new generation, "
+        "failed left the one before serving (or stopped).\n"
+        "# TYPE corral_reloads_total counter\n"
+        "corral_reloads_total{result=\"ok\"} %u\ncorral_reloads_total{result=\"failed\"} %u\n",
+        atomic_load(&daemon_state.reloads_ok), atomic_load(&daemon_state.reloads_failed));
     text_printf(&t,
                 "# HELP corral_start_time_seconds When the daemon started (Unix time).\n"
                 "# TYPE corral_start_time_seconds gauge\ncorral_start_time_seconds %llu\n",
@@ -544,7 +551,14 @@ static void status_on_request(struct exchange *ex, const struct http_request *re
         corral_wakeup_mode_name(wakeup.requested), corral_wakeup_mode_name(wakeup.mode),
         wakeup.impl);
     text_json_string(&t, wakeup.reason);
-    text_printf(&t, "}, \"ready\": %s, \"upstreams\": [", daemon_ready() ? "true" : "false");
+    unsigned reloads_ok = atomic_load(&daemon_state.reloads_ok);
+    unsigned reloads_failed = atomic_load(&daemon_state.reloads_failed);
+    text_printf(&t, "}, \"reloads\": {\"ok\": %u, \"failed\": %u, \"last\": %s}", reloads_ok,
+                reloads_failed,
+                reloads_ok + reloads_failed == 0                ? "null"
+                : atomic_load(&daemon_state.last_reload_failed) ? "\"failed\""
+                                                                : "\"ok\"");
+    text_printf(&t, ", \"ready\": %s, \"upstreams\": [", daemon_ready() ? "true" : "false");
     write_status_upstreams(&t, current, corral_loop_now(exchange_loop(ex)));
     text_printf(&t, "], \"connections_active\": %llu}\n", (unsigned long long)active);
     pthread_mutex_unlock(&daemon_state.lock);

@@ -101,6 +101,10 @@ struct daemon_state {
     struct retired_totals retired;
     unsigned generation_count;
     uint64_t started_at; /* wall-clock seconds */
+    /* Reloads (SIGHUP) that started a new generation, and those that
+     * failed (it kept serving, or stopped); the last one's result. */
+    _Atomic unsigned reloads_ok, reloads_failed;
+    _Atomic bool last_reload_failed;
     const char *config_path;
     _Atomic bool stopping; /* a SIGTERM or SIGINT arrived: /readyz says 503 */
 };

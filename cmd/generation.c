@@ -496,7 +496,9 @@ int generation_start(struct conf_config *config, struct generation *previous,
     if (err != 0)
         goto fail;
 
+    privileged_reads(true); /* certificates and keys; no thread starts meanwhile */
     err = sites_build(gen, config, workers);
+    privileged_reads(false);
     if (err != 0)
         goto fail;
     err = upstreams_check_health(gen, previous);
@@ -678,6 +680,51 @@ static void generation_stop(struct generation *gen, uint32_t graceful_ms)
     corral_server_stop(gen->server, graceful_ms);
 }
 
+/* Whether two optional strings of a config differ. */
+static bool setting_changed(const char *was, const char *now)
+{
+    return (was == NULL) != (now == NULL) || (was != NULL && strcmp(was, now) != 0);
+}
+
+/* A reload leaves what is read at start as it was: each such directive it
+ * changes is named, with what to do, rather than ignored in silence. */
+static void warn_start_only(const struct generation *previous, struct generation *gen)
+{
+    const struct conf_config *was = previous->config, *now = gen->config;
+    static const char fix[] = "read at start only: restart corral (or upgrade it, SIGUSR2) to "
+                              "apply it";
+    const struct {
+        const char *name, *was, *now;
+    } settings[] = {
+        {"user", was->user, now->user},
+        {"group", was->group, now->group},
+        {"pid_file", was->pid_file, now->pid_file},
+        {"error_log", was->error_log, now->error_log}, /* its level applies */
+    };
+    for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
+        if (setting_changed(settings[i].was, settings[i].now))
+            log_warn("reload: \"%s\" changed from %s to %s; it is %s", settings[i].name,
+                     settings[i].was != NULL ? settings[i].was : "none",
+                     settings[i].now != NULL ? settings[i].now : "none", fix);
+    /* A removed address closes with the reload, unless systemd passed its
+     * socket: systemd keeps it open, and clients queue there unanswered. */
+    for (size_t i = 0; i < previous->site_count; i++) {
+        const char *address = previous->sites[i].address;
+        const int *fds;
+        if (find_site(gen, address) == NULL && activated_sockets_find(address, &fds) > 0)
+            log_warn("reload: listen %s was removed, but its socket is systemd's and stays "
+                     "open; remove it from the .socket unit and restart corral",
+                     address);
+    }
+}
+
+/* For corral_reloads_total and /status. */
+static void count_reload(bool ok)
+{
+    atomic_fetch_add(ok ? &daemon_state.reloads_ok : &daemon_state.reloads_failed, 1);
+    atomic_store(&daemon_state.last_reload_failed, !ok);
+}
+
 /* SIGHUP, once the daemon is known to be serving. */
 static void reload_generation(void)
 {
@@ -685,8 +732,12 @@ static void reload_generation(void)
     struct conf_config *config;
     log_info("SIGHUP: reloading %s",
              daemon_state.config_path ? daemon_state.config_path : "the built-in configuration");
-    if (load_config(daemon_state.config_path, &config) != 0) {
+    privileged_reads(true);
+    int loaded = load_config(daemon_state.config_path, &config);
+    privileged_reads(false);
+    if (loaded != 0) {
         log_error("reload failed; generation %u keeps serving", previous->number);
+        count_reload(false);
         return;
     }
     int err = generation_start(config, previous, &gen);
@@ -697,19 +748,23 @@ static void reload_generation(void)
         log_error("reload failed (%s); generation %u no longer accepts; stopping", strerror(-err),
                   previous->number);
         exit_status = 1;
+        count_reload(false);
         stop_all(previous->config->drain_timeout_ms);
         return;
     }
     if (err != 0) {
         log_error("reload failed (%s); generation %u keeps serving", strerror(-err),
                   previous->number);
+        count_reload(false);
         return;
     }
     pthread_mutex_lock(&daemon_state.lock);
     gen->next = daemon_state.generations;
     daemon_state.generations = gen;
     pthread_mutex_unlock(&daemon_state.lock);
+    count_reload(true);
     log_wakeup(gen);
+    warn_start_only(previous, gen);
     for (size_t i = 0; i < gen->site_count; i++) {
         if (find_site(previous, gen->sites[i].address) != NULL)
             continue;

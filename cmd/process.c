@@ -1,7 +1,8 @@
 /*
  * process.c: the daemon's process set-up: sockets passed by systemd
- * (LISTEN_FDS), the open files limit, the privilege drop, and the pid file
- * with the process that removes it once privileges are gone.
+ * (LISTEN_FDS), the open files limit, the privilege drop (keeping the
+ * right to read root's files for reloads), and the pid file with the
+ * process that removes it once privileges are gone.
  */
 #include "cmd/process.h"
 #include "cmd/runtime.h"
@@ -9,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <netinet/in.h>
 #include <limits.h>
 #include <pwd.h>
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,6 +157,51 @@ void raise_fd_limit(const struct conf_config *config, unsigned workers)
                  (unsigned long long)target, config->max_connections, workers);
 }
 
+/*
+ * A reload runs in this process, after the privilege drop, and must read
+ * what root may read: certificates and keys renewed as root, mode 0600 (the
+ * certbot case), which nginx's master reads because it stays root.  Only
+ * CAP_DAC_READ_SEARCH is kept, and only by the thread that drops (the main
+ * one: glibc's setuid() takes every other thread's capabilities), in its
+ * permitted set; it is effective only while a reload reads its files
+ * (privileged_reads()).  Worker threads a reload creates inherit the
+ * permitted set: see docs/deployment.md.
+ */
+static bool read_capability_kept;
+
+static int capability_sets(struct __user_cap_data_struct data[2], bool set)
+{
+    struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    return (int)syscall(set ? SYS_capset : SYS_capget, &header, data);
+}
+
+/* After setuid() with PR_SET_KEEPCAPS: CAP_DAC_READ_SEARCH alone stays,
+ * permitted but not effective. */
+static void keep_read_capability(void)
+{
+    struct __user_cap_data_struct data[2] = {{0}};
+    const unsigned bit = CAP_DAC_READ_SEARCH;
+    data[bit / 32].permitted = 1u << (bit % 32);
+    if (capability_sets(data, true) != 0) {
+        log_warn("capset(CAP_DAC_READ_SEARCH): %s; a reload reads files as uid %u", strerror(errno),
+                 (unsigned)getuid());
+        return;
+    }
+    read_capability_kept = true;
+}
+
+void privileged_reads(bool on)
+{
+    if (!read_capability_kept)
+        return;
+    struct __user_cap_data_struct data[2] = {{0}};
+    const unsigned bit = CAP_DAC_READ_SEARCH;
+    data[bit / 32].permitted = 1u << (bit % 32);
+    data[bit / 32].effective = on ? 1u << (bit % 32) : 0;
+    if (capability_sets(data, true) != 0)
+        log_warn("capset(CAP_DAC_READ_SEARCH %s): %s", on ? "on" : "off", strerror(errno));
+}
+
 int drop_privileges(const struct conf_config *config)
 {
     if (config->user == NULL && config->group == NULL)
@@ -182,12 +230,18 @@ int drop_privileges(const struct conf_config *config)
         log_error("setgroups: %s", strerror(errno));
         return -1;
     }
+    bool keep = geteuid() == 0 && uid != 0 && prctl(PR_SET_KEEPCAPS, 1L, 0L, 0L, 0L) == 0;
     if (setgid(gid) != 0 || setuid(uid) != 0) {
         log_error("dropping privileges to %s:%s: %s", config->user ? config->user : "-",
                   config->group ? config->group : "-", strerror(errno));
         return -1;
     }
-    log_info("running as uid %u gid %u", (unsigned)uid, (unsigned)gid);
+    if (keep) {
+        prctl(PR_SET_KEEPCAPS, 0L, 0L, 0L, 0L);
+        keep_read_capability();
+    }
+    log_info("running as uid %u gid %u%s", (unsigned)uid, (unsigned)gid,
+             read_capability_kept ? " (reloads keep reading root's files)" : "");
     return 0;
 }
 

@@ -38,9 +38,16 @@ void activated_sockets_close(void);
  * logged, not an error). */
 void raise_fd_limit(const struct conf_config *config, unsigned workers);
 
-/* Switches to the configured user and group, if any.  Returns 0 or -1
- * (logged). */
+/* Switches to the configured user and group, if any.  Started as root,
+ * the calling thread keeps the right to read any file (for reloads, see
+ * privileged_reads()).  Returns 0 or -1 (logged). */
 int drop_privileges(const struct conf_config *config);
+
+/* Turns the right to read any file kept by drop_privileges() on or off
+ * for the calling thread: on while a reload reads its configuration,
+ * certificates and keys, off before it starts workers.  Nothing without
+ * a privilege drop. */
+void privileged_reads(bool on);
 
 /* Writes this process's pid to `path`.  Returns 0 or -1 (logged). */
 int write_pid_file(const char *path);

@@ -446,6 +446,10 @@ const struct conf_directive conf__proxy_directives[] = {
      * the kernel (both plain); in a server or at the top level */
     {.name = "proxy_splice", ONE_ARG(CONF_MAIN | CONF_SERVER), .base = CONF_BASE_PROXY,
      CONF_FIELD(struct proxy_conf, splice), .kind = CONF_KIND_SWITCH},
+    /* "Via: 1.1 corral" on forwarded requests (off, as nginx, which never
+     * adds one: a Via turns off gzip on an nginx backend, gzip_proxied) */
+    {.name = "proxy_via", ONE_ARG(CONF_MAIN | CONF_SERVER), .base = CONF_BASE_PROXY,
+     CONF_FIELD(struct proxy_conf, via), .kind = CONF_KIND_SWITCH},
     /* whether the upstream's certificate must chain to a trusted CA and
      * match the name */
     {.name = "proxy_tls_verify", PROXY_TLS(verify), .kind = CONF_KIND_SWITCH},

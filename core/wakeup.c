@@ -106,6 +106,18 @@ void corral_wakeup_resolve(enum corral_wakeup_mode requested, const struct corra
     corral__wakeup_choose(requested, caps, info);
 }
 
+/* Whether the mechanism passed over just ahead of `chosen` is the patched
+ * kernel's native epoll set: on a mainline kernel that is the normal case,
+ * and `chosen` is the best there is, not a shortfall. */
+static bool only_native_passed_over(enum corral_wakeup_mode requested,
+                                    const struct corral_wakeup_ops *chosen)
+{
+    if ((unsigned)requested >= sizeof(chains) / sizeof(chains[0]))
+        return false;
+    const struct corral_wakeup_ops *const *chain = chains[requested];
+    return chain[0] != NULL && chain[1] == chosen && strcmp(chain[0]->impl, "native") == 0;
+}
+
 int corral__wakeup_setup(corral_server *server)
 {
     const struct corral_wakeup_info *info = &server->wakeup_info;
@@ -116,6 +128,11 @@ int corral__wakeup_setup(corral_server *server)
         corral__warn("wakeup %s: falling back to %s (%s, %s) because %s; %u workers",
                      corral_wakeup_mode_name(info->requested), mode, info->impl,
                      server->wakeup->description, info->reason, server->worker_count);
+    else if (info->reason[0] != '\0' && only_native_passed_over(info->requested, server->wakeup))
+        corral__info("wakeup %s: %s (%s), the best this kernel offers; %u workers (the native "
+                     "epoll sets, which need a patched kernel, are not here: %s)",
+                     corral_wakeup_mode_name(info->requested), info->impl,
+                     server->wakeup->description, server->worker_count, info->reason);
     else if (info->reason[0] != '\0')
         corral__info("wakeup %s: %s (%s); preferred mechanism unavailable: %s; %u workers",
                      corral_wakeup_mode_name(info->requested), info->impl,

@@ -40,7 +40,8 @@ struct corral__steer {
     unsigned keys;                  /* socket array entries in use: listeners x workers */
 };
 
-/* Loading needs CAP_BPF, which a daemon drops after its first start: a
+/* Loading needs CAP_BPF and CAP_PERFMON (for the verifier, the program's
+ * pointer arithmetic), which a daemon drops after its first start: a
  * server started later (a reload) takes over the most recently loaded
  * program when it cannot load its own. */
 static pthread_mutex_t steer_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -105,7 +106,9 @@ static int steer_load(struct steer_bpf **out, char *why, size_t len)
     if (err > 0)
         err = -err;
     if (verifier_error[0] != '\0')
-        snprintf(why, len, "the verifier refused the eBPF program: %s", verifier_error);
+        snprintf(why, len, "the verifier refused the eBPF program: %s%s", verifier_error,
+                 strstr(verifier_error, "!root") != NULL ? " (it needs CAP_PERFMON with CAP_BPF)"
+                                                         : "");
     else if (err == -EPERM || err == -EACCES)
         snprintf(why, len, "no CAP_BPF or CAP_SYS_ADMIN to load the eBPF program");
     else if (kernel_older_than(5, 14))

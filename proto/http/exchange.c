@@ -2,7 +2,7 @@
  * exchange.c: the parts of the exchange API that are the same for every
  * framer, built on its ops table: whole responses and error answers; the
  * response filter chain; the client address every framer reports; a
- * request copied to outlive its head.
+ * request copied to outlive its head; the servers an exchange asked.
  */
 #include "proto/http/exchange.h"
 
@@ -22,6 +22,33 @@ void exchange_respond(struct exchange *ex, unsigned status, const char *headers,
     exchange_begin(ex, status, headers, strlen(headers), (int64_t)body_len);
     exchange_write(ex, body, body_len);
     exchange_end(ex);
+}
+
+/* ------------------------------------------------------ the servers asked */
+
+struct exchange_upstream_try *exchange_upstream_ask(struct exchange *ex, const char *addr,
+                                                    bool first_of_pass)
+{
+    bool new_pass = first_of_pass && ex->upstream_try_count > 0;
+    if (ex->upstream_try_count < EXCHANGE_UPSTREAM_TRIES)
+        ex->upstream_try_count++;
+    else /* the overwritten entry's separator stays */
+        new_pass = new_pass || ex->upstream_tries[EXCHANGE_UPSTREAM_TRIES - 1].new_pass;
+    struct exchange_upstream_try *t = &ex->upstream_tries[ex->upstream_try_count - 1];
+    *t = (struct exchange_upstream_try){
+        .addr = addr,
+        .connect_ms = EXCHANGE_UPSTREAM_UNKNOWN,
+        .header_ms = EXCHANGE_UPSTREAM_UNKNOWN,
+        .response_ms = EXCHANGE_UPSTREAM_UNKNOWN,
+        .new_pass = new_pass,
+    };
+    return t;
+}
+
+uint32_t exchange_upstream_ms_since(uint64_t start_ns)
+{
+    uint64_t ms = (corral_monotonic_ns() - start_ns) / 1000000u;
+    return ms < EXCHANGE_UPSTREAM_UNKNOWN ? (uint32_t)ms : EXCHANGE_UPSTREAM_UNKNOWN - 1;
 }
 
 /* ------------------------------------------------------ the filter chain */

@@ -100,7 +100,6 @@ struct exchange_ops {
     corral_worker *(*worker)(const struct exchange *ex);
     void (*client_host)(const struct exchange *ex, char *buf, size_t len);
     bool (*tls)(const struct exchange *ex);
-    void (*note_upstream_time)(struct exchange *ex, uint64_t ns);
     void (*tunnel)(struct exchange *ex);
     void (*tunnel_write)(struct exchange *ex, const char *data, size_t len);
     void (*tunnel_close)(struct exchange *ex);
@@ -201,6 +200,25 @@ union exchange_addr {
     struct sockaddr_in6 in6;
 };
 
+/* One server asked for the exchange, as nginx keeps it in
+ * r->upstream_states: what $upstream_addr, $upstream_status and the
+ * $upstream_*_time variables list, one entry per server. */
+struct exchange_upstream_try {
+    const char *addr; /* the server's address as configured */
+    /* Milliseconds from the server being asked to its connection being
+     * up, its response head, the end of its response (or its failure);
+     * EXCHANGE_UPSTREAM_UNKNOWN until then, or never (logged "-"). */
+    uint32_t connect_ms, header_ms, response_ms;
+    uint16_t status; /* its response's status, 502 or 504 when it failed; 0: none yet */
+    /* The first server of a new upstream pass after an internal redirect
+     * (error_page): nginx writes " : " before it, ", " before others. */
+    bool new_pass;
+};
+#define EXCHANGE_UPSTREAM_UNKNOWN UINT32_MAX
+/* The servers an exchange logs, at most: past them the last entry is
+ * overwritten, so that the server that answered is always there. */
+#define EXCHANGE_UPSTREAM_TRIES 8
+
 /* The part every framer's exchange starts with.  Fields starting with `_`
  * are the framer's. */
 struct exchange {
@@ -212,9 +230,10 @@ struct exchange {
      * client. */
     union exchange_addr client;
     /* What variables (vars.h) read that only the exchange knows. */
-    uint64_t request_id[2];    /* $request_id, drawn when first read; 0: not yet */
-    const char *upstream_addr; /* $upstream_addr: the server last tried; NULL: none */
-    unsigned upstream_status;  /* $upstream_status; 0: none */
+    uint64_t request_id[2]; /* $request_id, drawn when first read; 0: not yet */
+    /* The servers asked, in order (exchange_upstream_ask()). */
+    struct exchange_upstream_try upstream_tries[EXCHANGE_UPSTREAM_TRIES];
+    uint8_t upstream_try_count;
     /* Where the router (router.h) routed the exchange: its vhost, and its
      * location (NULL: none yet, or none found). */
     const struct http_vhost *vhost;
@@ -473,11 +492,16 @@ static inline bool exchange_tls(const struct exchange *ex)
     return ex->_ops->tls(ex);
 }
 
-/* For the access log's $upstream_response_time. */
-static inline void exchange_note_upstream_time(struct exchange *ex, uint64_t ns)
-{
-    ex->_ops->note_upstream_time(ex, ns);
-}
+/* Records that `addr` is asked for the exchange, `first_of_pass` when it
+ * is the first server of this handler's pass, and returns its entry (the
+ * last one, overwritten, when the list is full). */
+struct exchange_upstream_try *exchange_upstream_ask(struct exchange *ex, const char *addr,
+                                                    bool first_of_pass);
+
+/* Milliseconds from `start_ns` (corral_monotonic_ns()) to now, for an
+ * exchange_upstream_try: truncated, as $request_time is, so that a time
+ * never exceeds the request's own. */
+uint32_t exchange_upstream_ms_since(uint64_t start_ns);
 
 /* The client's connection (for its addresses), or NULL when the framer
  * does not tell. */

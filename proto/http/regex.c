@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <pcre2.h>
 #include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,23 @@
 struct http_regex {
     pcre2_code *code;
 };
+
+/* PCRE2's JIT needs memory that is written, then executed, which a
+ * sandbox may forbid (systemd's MemoryDenyWriteExecute=yes): the
+ * interpreter then matches, slower.  Said once per process, not per
+ * regex or per reload. */
+static void note_jit(int rc)
+{
+    static atomic_bool told;
+    if (rc == 0 || atomic_exchange(&told, true))
+        return;
+    PCRE2_UCHAR text[120];
+    pcre2_get_error_message(rc, text, sizeof(text));
+    corral_log(CORRAL_LOG_WARN,
+               "regex: PCRE2's JIT is unavailable (%s); regexes run in the interpreter, slower "
+               "(under systemd, MemoryDenyWriteExecute=yes does this)",
+               (const char *)text);
+}
 
 int regex_compile(const char *pattern, bool caseless, struct http_regex **out, char *message,
                   size_t size, size_t *offset)
@@ -37,7 +56,7 @@ int regex_compile(const char *pattern, bool caseless, struct http_regex **out, c
         *offset = (size_t)at;
         return code == PCRE2_ERROR_NOMEMORY ? -ENOMEM : -EINVAL;
     }
-    (void)pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE); /* else the interpreter */
+    note_jit(pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE)); /* else the interpreter */
     *out = re;
     return 0;
 }
@@ -57,12 +76,16 @@ struct arena {
     size_t used;
 };
 
+/* Past the arena, the heap: without the JIT (a sandbox that forbids
+ * executable memory), PCRE2's interpreter keeps its backtracking frames
+ * (20 KiB at least) through this context, and a match that could not have
+ * them would fail every request. */
 static void *arena_malloc(size_t size, void *data)
 {
     struct arena *a = data;
     size = (size + alignof(max_align_t) - 1) & ~(alignof(max_align_t) - 1);
     if (size > sizeof(a->bytes) - a->used)
-        return NULL;
+        return malloc(size);
     void *p = a->bytes + a->used;
     a->used += size;
     return p;
@@ -70,8 +93,12 @@ static void *arena_malloc(size_t size, void *data)
 
 static void arena_free(void *p, void *data)
 {
-    (void)p; /* the arena goes with the caller's frame */
-    (void)data;
+    /* The arena goes with the caller's frame; what came from the heap
+     * goes back there. */
+    struct arena *a = data;
+    uintptr_t at = (uintptr_t)p, start = (uintptr_t)a->bytes;
+    if (p != NULL && (at < start || at >= start + sizeof(a->bytes)))
+        free(p);
 }
 
 /* Every request can fail the same way: one line a second is enough. */
@@ -98,20 +125,23 @@ int regex_match(const struct http_regex *re, const char *subject, size_t len,
     if (md == NULL)
         return 0; /* cannot happen: the arena is sized for both */
     int rc = pcre2_match(re->code, (PCRE2_SPTR)subject, len, 0, 0, md, NULL);
-    if (rc == PCRE2_ERROR_NOMATCH || rc == PCRE2_ERROR_PARTIAL)
-        return 0;
-    if (rc < 0) {
+    int pairs = 0;
+    if (rc == PCRE2_ERROR_NOMATCH || rc == PCRE2_ERROR_PARTIAL) {
+        pairs = 0;
+    } else if (rc < 0) {
         log_gave_up(rc, len);
-        return HTTP_REGEX_GAVE_UP;
+        pairs = HTTP_REGEX_GAVE_UP;
+    } else {
+        /* rc 0: more groups than pairs; every pair is set then. */
+        pairs = rc == 0 ? HTTP_REGEX_PAIRS : rc;
+        const PCRE2_SIZE *v = pcre2_get_ovector_pointer(md);
+        for (int i = 0; i < pairs; i++) {
+            bool unset = v[2 * i] == PCRE2_UNSET;
+            ovector[2 * i] = unset ? 1 : v[2 * i]; /* start > end: unset */
+            ovector[2 * i + 1] = unset ? 0 : v[2 * i + 1];
+        }
     }
-    /* rc 0: more groups than pairs; every pair is set then. */
-    int pairs = rc == 0 ? HTTP_REGEX_PAIRS : rc;
-    const PCRE2_SIZE *v = pcre2_get_ovector_pointer(md);
-    for (int i = 0; i < pairs; i++) {
-        bool unset = v[2 * i] == PCRE2_UNSET;
-        ovector[2 * i] = unset ? 1 : v[2 * i]; /* start > end: unset */
-        ovector[2 * i + 1] = unset ? 0 : v[2 * i + 1];
-    }
+    pcre2_match_data_free(md); /* the interpreter's frames, if on the heap */
     return pairs;
 }
 

@@ -6,6 +6,7 @@
 #include "proto/http/vars.h"
 
 #include "proto/http/regex.h"
+#include "proto/http/site.h"
 #include "proto/tls/tls.h"
 #include "proto/http/vars_internal.h"
 
@@ -59,6 +60,8 @@ static const struct {
     {"upstream_addr", VARS_UPSTREAM_ADDR, true},
     {"upstream_status", VARS_UPSTREAM_STATUS, true},
     {"upstream_response_time", VARS_UPSTREAM_RESPONSE_TIME, true},
+    {"upstream_connect_time", VARS_UPSTREAM_CONNECT_TIME, true},
+    {"upstream_header_time", VARS_UPSTREAM_HEADER_TIME, true},
     {"ssl_protocol", VARS_SSL_PROTOCOL, false},
     {"ssl_server_name", VARS_SSL_SERVER_NAME, false},
 };
@@ -285,6 +288,49 @@ static void put_seconds(struct vars_ctx *ctx, struct vars_buf *out, uint64_t ns)
         put_value(ctx, out, text, (size_t)len);
 }
 
+/* One field of one server asked ("-" when unknown): $upstream_*. */
+static void put_upstream_field(struct vars_buf *out, const struct exchange_upstream_try *t,
+                               enum vars_id id)
+{
+    if (id == VARS_UPSTREAM_ADDR) {
+        vars_buf_add(out, t->addr, strlen(t->addr));
+        return;
+    }
+    uint32_t ms = id == VARS_UPSTREAM_CONNECT_TIME  ? t->connect_ms
+                  : id == VARS_UPSTREAM_HEADER_TIME ? t->header_ms
+                                                    : t->response_ms;
+    char text[24];
+    int len;
+    if (id == VARS_UPSTREAM_STATUS && t->status != 0)
+        len = snprintf(text, sizeof(text), "%u", (unsigned)t->status);
+    else if (id != VARS_UPSTREAM_STATUS && ms != EXCHANGE_UPSTREAM_UNKNOWN)
+        len = snprintf(text, sizeof(text), "%u.%03u", ms / 1000u, ms % 1000u);
+    else
+        len = snprintf(text, sizeof(text), "-");
+    if (len > 0 && (size_t)len < sizeof(text)) /* 14 characters at most */
+        vars_buf_add(out, text, (size_t)len);
+}
+
+/* $upstream_addr, $upstream_status and the $upstream_*_time variables:
+ * one value per server asked, joined as nginx joins them (", " within one
+ * upstream pass, " : " before the pass an error_page started); empty when
+ * no server was asked.  The values are corral's own (addresses from the
+ * config, numbers): they need no escaping. */
+static void put_upstream(struct vars_ctx *ctx, struct vars_buf *out, enum vars_id id)
+{
+    const struct exchange *ex = ctx->ex;
+    if (ex == NULL || ex->upstream_try_count == 0) {
+        put_value(ctx, out, "", 0);
+        return;
+    }
+    for (unsigned i = 0; i < ex->upstream_try_count; i++) {
+        const struct exchange_upstream_try *t = &ex->upstream_tries[i];
+        if (i > 0)
+            vars_buf_add(out, t->new_pass ? " : " : ", ", t->new_pass ? 3 : 2);
+        put_upstream_field(out, t, id);
+    }
+}
+
 /* ------------------------------------------------------- request variables */
 
 /* The value of header `name` (variable spelling: '_' for '-'); several
@@ -373,6 +419,16 @@ static void put_arg(struct vars_ctx *ctx, struct vars_buf *out, const char *name
         p = pair_end + (pair_end < end);
     }
     put_value(ctx, out, "", 0);
+}
+
+/* The first server_name of the server the request went to, as nginx's
+ * $host reads without a Host (HTTP/1.0); "" when it has none. */
+static struct http_str server_name(const struct exchange *ex)
+{
+    const struct http_vhost *vhost = ex != NULL ? ex->vhost : NULL;
+    if (vhost == NULL || vhost->name_count == 0)
+        return (struct http_str){"", 0};
+    return (struct http_str){vhost->names[0], strlen(vhost->names[0])};
 }
 
 /* ---------------------------------------------------- connection variables */
@@ -514,6 +570,8 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
     case VARS_HOST: {
         /* nginx's $host is lowercase */
         struct http_str host = req != NULL ? req->host : (struct http_str){"", 0};
+        if (host.len == 0)
+            host = server_name(ctx->ex);
         char small[256];
         if (host.len <= sizeof(small)) {
             for (size_t i = 0; i < host.len; i++)
@@ -593,23 +651,11 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
         break;
     case VARS_BODY_BYTES_SENT: put_uint(ctx, out, ctx->bytes_sent); break;
     case VARS_REQUEST_TIME: put_seconds(ctx, out, ctx->request_ns); break;
-    case VARS_UPSTREAM_ADDR: {
-        const char *addr = ctx->ex != NULL ? ctx->ex->upstream_addr : NULL;
-        put_value(ctx, out, addr != NULL ? addr : "", addr != NULL ? strlen(addr) : 0);
-        break;
-    }
+    case VARS_UPSTREAM_ADDR:
     case VARS_UPSTREAM_STATUS:
-        if (ctx->ex == NULL || ctx->ex->upstream_status == 0)
-            put_value(ctx, out, "", 0);
-        else
-            put_uint(ctx, out, ctx->ex->upstream_status);
-        break;
     case VARS_UPSTREAM_RESPONSE_TIME:
-        if (ctx->upstream_ns <= 0)
-            put_value(ctx, out, "", 0);
-        else
-            put_seconds(ctx, out, (uint64_t)ctx->upstream_ns);
-        break;
+    case VARS_UPSTREAM_CONNECT_TIME:
+    case VARS_UPSTREAM_HEADER_TIME: put_upstream(ctx, out, part->id); break;
     case VARS_SSL_PROTOCOL:
     case VARS_SSL_SERVER_NAME: {
         const corral_conn *conn =

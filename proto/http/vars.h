@@ -89,7 +89,6 @@ struct vars_ctx {
     unsigned status;
     uint64_t bytes_sent;
     uint64_t request_ns;
-    int64_t upstream_ns; /* -1 or 0 with no upstream: "-" */
     enum vars_escape escape;
     unsigned _depth;                 /* maps evaluating maps */
     const struct vars_map *_open[8]; /* those being evaluated: a cycle reads empty */

@@ -62,7 +62,7 @@ struct h1_exchange *http1_exchange_begin(struct h1_conn *h1)
     struct h1_exchange *ex = malloc(sizeof(*ex));
     if (ex == NULL)
         return NULL;
-    *ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops}, .h1 = h1, .upstream_ns = -1};
+    *ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops}, .h1 = h1};
     h1->ex = ex;
     return ex;
 }
@@ -215,7 +215,7 @@ void http1_finish_exchange(struct h1_conn *h1)
  * whose input starts at `head` (`len` bytes; NULL: gone, but a partial
  * head's line may have been kept): its log line names the client and the
  * request line as received. */
-void http1_reject(struct h1_conn *h1, unsigned status, const char *head, size_t len)
+static struct h1_exchange *reject_begin(struct h1_conn *h1, const char *head, size_t len)
 {
     struct h1_exchange *ex = http1_exchange_begin(h1);
     if (ex != NULL) {
@@ -232,11 +232,36 @@ void http1_reject(struct h1_conn *h1, unsigned status, const char *head, size_t 
             if (ex->log_fields == h1->head_line)
                 h1->head_line = NULL; /* the exchange's now */
         }
-        add_header_respond_error(&ex->base, NULL, h1->vhost->add_headers, status);
     }
+    return ex;
+}
+
+static void reject_end(struct h1_conn *h1)
+{
     free(h1->head_line);
     h1->head_line = NULL;
     http1_close(h1);
+}
+
+void http1_reject(struct h1_conn *h1, unsigned status, const char *head, size_t len)
+{
+    struct h1_exchange *ex = reject_begin(h1, head, len);
+    if (ex != NULL)
+        add_header_respond_error(&ex->base, NULL, h1->vhost->add_headers, status);
+    reject_end(h1);
+}
+
+/* Plain HTTP sent to a TLS port (tls_conn_plaintext()): nginx's 400 and
+ * its words, then the close (which reads what the client sends until it
+ * closes, so that the answer is not lost to a reset). */
+static size_t h1_reject_plaintext(struct h1_conn *h1, const char *data, size_t len)
+{
+    static const char body[] = "The plain HTTP request was sent to HTTPS port\n";
+    struct h1_exchange *ex = reject_begin(h1, data, len);
+    if (ex != NULL)
+        exchange_respond(&ex->base, 400, "Content-Type: text/plain\r\n", body, sizeof(body) - 1);
+    reject_end(h1);
+    return len;
 }
 
 /* HTTP/2 with prior knowledge (or after ALPN h2) starts with its preface
@@ -301,6 +326,9 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
         return h1_take_proxy_header(h1, data, len);
     if (h1->h2 != NULL)
         return http2_on_data(h1->h2, data, len);
+    if (h1->requests == 0 && h1->ex == NULL && h1->site->tls != NULL && !h1->closed &&
+        tls_conn_plaintext(conn))
+        return h1_reject_plaintext(h1, data, len);
     if (h1->site->http2 != NULL && h1->requests == 0 && h1->ex == NULL && !h1->partial_head &&
         !h1->closed) {
         size_t used = h1_detect_http2(h1, data, len);

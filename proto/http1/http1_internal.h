@@ -39,7 +39,6 @@ struct h1_exchange {
     uint64_t body_received;
     uint64_t body_sent;
     uint64_t started_ns;    /* when its head was parsed */
-    int64_t upstream_ns;    /* -1: no upstream */
     char *log_fields;       /* with an access log: the request's text, copied */
     struct access_log *log; /* where its line goes (access_log_route()); NULL: none */
     /* What is left of a chunk whose size line h1_ex_splice() sent. */

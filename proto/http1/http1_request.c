@@ -174,7 +174,6 @@ void http1_request_log(struct h1_conn *h1, struct h1_exchange *ex, unsigned stat
         .status = status,
         .body_bytes_sent = ex->body_sent,
         .request_ns = ex->started_ns ? corral_monotonic_ns() - ex->started_ns : 0,
-        .upstream_ns = ex->upstream_ns,
     };
     access_log_entry_from_kept(&entry, ex->log_fields);
     if (ex->log != NULL)

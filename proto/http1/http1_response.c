@@ -239,11 +239,6 @@ static const corral_conn *h1_ex_conn(const struct exchange *base)
     return h1_exchange_of(base)->h1->conn;
 }
 
-static void h1_ex_note_upstream_time(struct exchange *base, uint64_t ns)
-{
-    h1_exchange_of(base)->upstream_ns = (int64_t)ns;
-}
-
 static void h1_ex_tunnel(struct exchange *base)
 {
     struct h1_conn *h1 = h1_exchange_of(base)->h1;
@@ -356,7 +351,6 @@ const struct exchange_ops h1_exchange_ops = {
     .client_host = h1_ex_client_host,
     .conn = h1_ex_conn,
     .tls = h1_ex_tls,
-    .note_upstream_time = h1_ex_note_upstream_time,
     .tunnel = h1_ex_tunnel,
     .tunnel_write = h1_ex_tunnel_write,
     .tunnel_close = h1_ex_tunnel_close,

@@ -71,7 +71,6 @@ struct h2_stream {
     size_t trailers_len;
     uint64_t body_sent;
     uint64_t started_ns;
-    int64_t upstream_ns;
     char *log_fields;       /* with an access log: the request's text, copied */
     struct access_log *log; /* where its line goes (access_log_route()); NULL: none */
 };

@@ -294,11 +294,6 @@ static const corral_conn *h2_ex_conn(const struct exchange *base)
     return h2_stream_of(base)->h2->conn;
 }
 
-static void h2_ex_note_upstream_time(struct exchange *base, uint64_t ns)
-{
-    h2_stream_of(base)->upstream_ns = (int64_t)ns;
-}
-
 /* No protocol switch over HTTP/2 (extended CONNECT is not offered), so a
  * request never asks for one; a handler that tries anyway ends the stream. */
 static void h2_ex_tunnel(struct exchange *base)
@@ -333,7 +328,6 @@ const struct exchange_ops h2_exchange_ops = {
     .client_host = h2_ex_client_host,
     .conn = h2_ex_conn,
     .tls = h2_ex_tls,
-    .note_upstream_time = h2_ex_note_upstream_time,
     .tunnel = h2_ex_tunnel,
     .tunnel_write = h2_ex_tunnel_write,
     .tunnel_close = h2_ex_tunnel_close,

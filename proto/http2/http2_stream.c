@@ -63,7 +63,6 @@ struct h2_stream *http2_stream_new(struct http2_conn *h2, int32_t id)
     st->h2 = h2;
     st->id = id;
     st->vhost = &h2->site->vhosts[0];
-    st->upstream_ns = -1;
     st->started_ns = corral_monotonic_ns(); /* for the access log and the metrics */
     st->next = h2->streams;
     if (h2->streams != NULL)
@@ -81,7 +80,6 @@ void http2_stream_log(struct h2_stream *st, unsigned status)
         .status = status,
         .body_bytes_sent = st->body_sent,
         .request_ns = st->started_ns ? corral_monotonic_ns() - st->started_ns : 0,
-        .upstream_ns = st->upstream_ns,
     };
     access_log_entry_from_kept(&entry, st->log_fields);
     if (st->log != NULL)

@@ -271,7 +271,6 @@ void access_log_write(struct access_log *log, const struct access_entry *e)
         .status = e->status,
         .bytes_sent = e->body_bytes_sent,
         .request_ns = e->request_ns,
-        .upstream_ns = e->upstream_ns,
         .escape = log->escape,
     };
     /* On the stack, and the heap for a long line: a request's fields

@@ -76,7 +76,6 @@ struct access_entry {
     unsigned status;
     uint64_t body_bytes_sent;
     uint64_t request_ns; /* from the first byte of the head to the end */
-    int64_t upstream_ns; /* -1: no upstream */
 };
 
 void access_log_write(struct access_log *log, const struct access_entry *entry);

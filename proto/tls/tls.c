@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -114,6 +115,7 @@ static void tls_on_handshake_failed(struct tls_conn *tc)
  * (never 0 for end of stream: a peer gone mid-handshake is a reset). */
 static ssize_t tls_handshake(struct tls_conn *tc)
 {
+    tc->first_seen = true; /* OpenSSL reads from here on */
     ERR_clear_error();
     errno = 0;
     int ret = SSL_do_handshake(tc->ssl);
@@ -129,9 +131,40 @@ static ssize_t tls_handshake(struct tls_conn *tc)
     return result == 0 ? -ECONNRESET : result;
 }
 
+/* Looks at the client's first byte, still in the socket, before OpenSSL
+ * reads anything: a handshake record (0x16) or an SSLv2-style hello (high
+ * bit set) is TLS, anything else (a method's first letter) is plain text,
+ * as nginx tells them apart.  Returns -EAGAIN while there is no byte yet:
+ * OpenSSL must not read past it meanwhile, or a later record's first byte
+ * would be the one looked at. */
+static int look_at_first_byte(struct tls_conn *tc)
+{
+    unsigned char first;
+    ssize_t n;
+    while ((n = recv(corral_conn_fd(tc->conn), &first, 1, MSG_PEEK)) == -1 && errno == EINTR)
+        ;
+    if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return -EAGAIN;
+    tc->first_seen = true;
+    if (n != 1 || first == 0x16 || (first & 0x80) != 0)
+        return 0; /* TLS, or gone: the handshake tells */
+    tc->plaintext = true;
+    corral_timer_stop(tc->handshake_timer); /* the layer above times it now */
+    if (tc->stats != NULL)
+        counter_inc(&tc->stats->errors[TLS_ERROR_PROTOCOL]);
+    return 0;
+}
+
 static ssize_t tls_read(corral_conn *conn, void *buf, size_t len)
 {
     struct tls_conn *tc = corral_conn_transport_state(conn);
+    if (!tc->first_seen && tc->client == NULL) {
+        int err = look_at_first_byte(tc);
+        if (err != 0)
+            return err;
+    }
+    if (tc->plaintext)
+        return corral_plain_transport.read(conn, buf, len);
     if (!tc->established) {
         ssize_t result = tls_handshake(tc);
         if (result != 0)
@@ -180,6 +213,8 @@ static long tls_observe_bio(BIO *bio, int oper, const char *argp, size_t len, in
 static ssize_t tls_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
 {
     struct tls_conn *tc = corral_conn_transport_state(conn);
+    if (tc->plaintext)
+        return corral_plain_transport.writev(conn, iov, iovcnt);
     if (!tc->established) {
         ssize_t result = tls_handshake(tc);
         if (result != 0)
@@ -282,6 +317,12 @@ struct tls_conn *tls_conn_new(SSL_CTX *ctx, corral_conn *conn)
     BIO_set_callback_arg(rbio, (char *)tc);
     BIO_set_callback_ex(rbio, tls_observe_bio);
     return tc;
+}
+
+bool tls_conn_plaintext(const corral_conn *conn)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    return tc != NULL && tc->plaintext;
 }
 
 bool tls_established(const corral_conn *conn)
@@ -456,10 +497,15 @@ static void report(const struct loader *loader, enum tls_conf_item item, bool wa
                            message);
 }
 
+/* Opened, not access(): access() judges by the real uid without the
+ * capabilities a reload reads with after a privilege drop. */
 static bool readable(const struct loader *loader, enum tls_conf_item item, const char *path)
 {
-    if (access(path, R_OK) == 0)
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd != -1) {
+        close(fd);
         return true;
+    }
     report(loader, item, false, "cannot read \"%s\": %s", path, strerror(errno));
     return false;
 }

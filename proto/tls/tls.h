@@ -192,6 +192,12 @@ int tls_client_connect(struct tls_client *client, corral_conn *conn, size_t serv
 /* Whether `conn` (speaking TLS) has finished its handshake. */
 bool tls_established(const corral_conn *conn);
 
+/* Whether the client of a TLS server connection began with bytes that
+ * cannot start a TLS record (plain HTTP to the TLS port): its bytes then
+ * pass unencrypted both ways, so that the layer above can answer and
+ * close, as nginx answers 400.  False for other connections. */
+bool tls_conn_plaintext(const corral_conn *conn);
+
 /* The protocol of `conn`'s TLS session ("TLSv1.3") and the name the client
  * sent by SNI: NULL for a connection without TLS, before its handshake, or
  * (the name) when the client sent none.  For $ssl_protocol and

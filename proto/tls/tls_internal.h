@@ -21,6 +21,8 @@ struct tls_conn {
     bool established;
     bool socket_drained; /* the last read of the socket came back short */
     /* Server side */
+    bool first_seen;         /* the client's first byte was looked at */
+    bool plaintext;          /* it cannot start a TLS record: tls_conn_plaintext() */
     struct tls_stats *stats; /* may be NULL */
     corral_timer *handshake_timer;
     /* Client side */

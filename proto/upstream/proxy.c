@@ -61,8 +61,11 @@ struct proxy_exchange {
      * goes on a new connection, which the upstream cannot have closed
      * already as it may a pooled one. */
     bool body_beyond_replay;
-    uint64_t started_ms;       /* loop clock, for $upstream_response_time */
-    uint64_t attempt_ns;       /* when the current server got the request */
+    uint64_t started_ms; /* loop clock, for proxy_next_upstream_timeout */
+    uint64_t attempt_ns; /* when the current server was asked */
+    /* The current server's entry in the exchange's list, for the
+     * $upstream_* variables; NULL before the first. */
+    struct exchange_upstream_try *attempt;
     unsigned status;           /* the current server's response status */
     struct vars_buf add_early; /* add_header_early()'s values */
     /* The body bytes sent on a pooled connection, kept (up to REPLAY_MAX)
@@ -75,7 +78,7 @@ struct proxy_exchange {
 
 static void px_finish(struct proxy_exchange *px);
 static void px_drop_replay(struct proxy_exchange *px);
-static void note_upstream_time(struct proxy_exchange *px);
+static void px_attempt_end(struct proxy_exchange *px, unsigned status);
 static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind);
 static void px_fail_local(struct proxy_exchange *px, int err);
 static int px_send(struct proxy_exchange *px);
@@ -138,7 +141,9 @@ static void px_log_failure(struct proxy_exchange *px, unsigned server, enum prox
 
 static void px_on_open(void *owner)
 {
-    px_drop_replay(owner); /* what was queued goes out now */
+    struct proxy_exchange *px = owner;
+    px->attempt->connect_ms = exchange_upstream_ms_since(px->attempt_ns);
+    px_drop_replay(px); /* what was queued goes out now */
 }
 
 /* The response head for the client: the upstream's headers less the
@@ -146,6 +151,8 @@ static void px_on_open(void *owner)
 static int px_on_head(void *owner, const struct http1_client_head *head)
 {
     struct proxy_exchange *px = owner;
+    px->attempt->header_ms = exchange_upstream_ms_since(px->attempt_ns);
+    px->attempt->status = (uint16_t)head->status; /* $upstream_status */
     if (px_retry_status(px, head->status)) {
         px->next_status = head->status;
         return -EAGAIN; /* px_fail() goes on to the next server */
@@ -156,7 +163,6 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
     size_t len;
     if (proxy_head_response(px->loc, head, &headers, &len) != 0)
         return -ENOMEM;
-    px->ex->upstream_status = head->status; /* $upstream_status */
     exchange_begin_coded(px->ex, head->status, headers != NULL ? headers : "", len,
                          head->content_length, head->codings);
     free(headers);
@@ -173,7 +179,7 @@ static void px_on_body(void *owner, const char *data, size_t len)
 static void px_on_end(void *owner, const char *trailers, size_t len)
 {
     struct proxy_exchange *px = owner;
-    note_upstream_time(px);
+    px_attempt_end(px, 0);
     exchange_end_trailers(px->ex, trailers, len);
     struct upstream_conn *uc = &px->uc->base;
     px->uc = NULL;
@@ -293,10 +299,17 @@ static struct upstream_worker *px_worker(const struct proxy_exchange *px)
     return upstream_worker_of(px->loc->upstream, exchange_worker(px->ex));
 }
 
-static void note_upstream_time(struct proxy_exchange *px)
+/* The current server is done with: its entry gets `status` if it has none
+ * (its response's, or 502/504 for a failure, as nginx logs it) and the
+ * time its response took. */
+static void px_attempt_end(struct proxy_exchange *px, unsigned status)
 {
-    uint64_t now = corral_loop_now(exchange_loop(px->ex));
-    exchange_note_upstream_time(px->ex, (now - px->started_ms) * 1000000u);
+    struct exchange_upstream_try *t = px->attempt;
+    if (t == NULL || t->response_ms != EXCHANGE_UPSTREAM_UNKNOWN)
+        return;
+    if (t->status == 0)
+        t->status = (uint16_t)status;
+    t->response_ms = exchange_upstream_ms_since(px->attempt_ns);
 }
 
 static void px_drop_replay(struct proxy_exchange *px)
@@ -341,6 +354,7 @@ static void px_detach(struct proxy_exchange *px)
 static void px_finish(struct proxy_exchange *px)
 {
     if (px->ex != NULL) {
+        px_attempt_end(px, 0); /* the client went away: nginx logs "-" for its status */
         exchange_set_data(px->ex, NULL);
         add_header_forget_early(px->ex);
     }
@@ -389,6 +403,7 @@ static int px_send(struct proxy_exchange *px)
             continue; /* its max_conns filled meanwhile */
         px->tries++;
         struct http1_client *uc = NULL;
+        uint64_t asked_ns = corral_monotonic_ns();
         int err =
             http1_client_get(up, worker, (unsigned)server, !px->body_beyond_replay, &pp, loop,
                              px->loc->conf.connect_timeout_ms, px->loc->conf.send_timeout_ms, &uc);
@@ -398,7 +413,11 @@ static int px_send(struct proxy_exchange *px)
             note_local_error(px, (unsigned)server, err);
             return err;
         }
+        px->attempt =
+            exchange_upstream_ask(px->ex, up->servers[server].address, px->attempt == NULL);
+        px->attempt_ns = asked_ns;
         if (err != 0) {
+            px_attempt_end(px, 502);
             count_error(worker, PROXY_ERROR_CONNECT);
             upstream_server_failed(up, worker, (unsigned)server, corral_loop_now(loop));
             px->error = err;
@@ -409,10 +428,10 @@ static int px_send(struct proxy_exchange *px)
         }
         http1_client_attach(uc, &px_client_ops, px, &px->rq);
         px->uc = uc;
-        px->attempt_ns = corral_monotonic_ns();
-        px->ex->upstream_addr = up->servers[server].address; /* $upstream_addr */
-        if (uc->base.connected)
+        if (uc->base.connected) {
+            px->attempt->connect_ms = exchange_upstream_ms_since(asked_ns);
             http1_client_set_timeouts(uc);
+        }
         corral_conn_write(uc->base.conn, px->head, px->head_len);
         if (px->replay_len > 0)
             corral_conn_write(uc->base.conn, px->replay, px->replay_len);
@@ -447,7 +466,6 @@ static void px_fail_local(struct proxy_exchange *px, int err)
     if (exchange_response_started(px->ex)) {
         exchange_abort(px->ex);
     } else {
-        note_upstream_time(px);
         exchange_resume_body(px->ex); /* as in px_fail */
         exchange_respond_error(px->ex, 503);
     }
@@ -470,6 +488,7 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
         px_detach(px);
     }
     unsigned status = px->next_status;
+    px_attempt_end(px, kind == PROXY_ERROR_TIMEOUT ? 504 : 502);
     if (!stale && uc != NULL)
         px_log_failure(px, server, kind);
     px->next_status = 0;
@@ -502,7 +521,6 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
         if (err == 0)
             return;
     }
-    note_upstream_time(px);
     /* The rest of the request body, which nothing reads now if the
      * upstream's backpressure had paused it, is read and dropped. */
     exchange_resume_body(px->ex);

@@ -52,6 +52,7 @@ struct proxy_conf {
                                           head (status line and headers) may take */
     bool splice;                       /* proxy_splice: response bodies move inside
                                           the kernel where both sides are plain */
+    bool via;                          /* proxy_via: add "Via: 1.1 corral" to requests */
     unsigned next_upstream;            /* proxy_next_upstream: PROXY_NEXT_* bits */
     unsigned next_upstream_tries;      /* proxy_next_upstream_tries: 0 = no limit */
     uint32_t next_upstream_timeout_ms; /* proxy_next_upstream_timeout: 0 = no limit */

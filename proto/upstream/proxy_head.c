@@ -165,7 +165,8 @@ int proxy_head_build(const struct proxy_location *loc, const struct http_request
     }
     /* proxy_set_header wins over the proxy's own forwarding headers; else
      * the client's hops (every such header, in order) are kept and this
-     * one appended. */
+     * one appended.  Without proxy_via, the client's Via goes on as it is,
+     * as nginx passes it. */
     static const struct {
         const char *lower, *name, *own;
     } chains[] = {{"x-forwarded-for", "X-Forwarded-For", NULL}, {"via", "Via", "1.1 corral"}};
@@ -173,6 +174,12 @@ int proxy_head_build(const struct proxy_location *loc, const struct http_request
         struct http_str lower = {chains[c].lower, strlen(chains[c].lower)};
         if (set_header(loc, lower) != NULL)
             continue;
+        if (chains[c].own != NULL && !loc->conf.via) {
+            for (size_t i = 0; i < req->header_count; i++)
+                if (http_str_equal_nocase(req->headers[i].name, chains[c].lower))
+                    http1_client_head_add_header(&b, req->headers[i].name, req->headers[i].value);
+            continue;
+        }
         http1_client_head_add_str(&b, chains[c].name);
         http1_client_head_add(&b, ": ", 2);
         for (size_t i = 0; i < req->header_count; i++) {

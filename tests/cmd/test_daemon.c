@@ -657,6 +657,50 @@ START_TEST(drops_privileges_after_binding)
 }
 END_TEST
 
+/* The certbot case: a key only root may read, renewed, then a reload by a
+ * daemon that runs as nobody.  As nginx's master reads it, so does the
+ * reload; the configuration's directory is root's only too. */
+START_TEST(reload_after_the_drop_reads_root_only_keys)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "privilege drop: not root, skipped\n");
+        return;
+    }
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    chmod(test_daemon_dir(), 0700);
+    char cert[PATH_MAX], key[PATH_MAX], command[5 * PATH_MAX];
+    test_daemon_file(cert, sizeof(cert), "cert.pem");
+    test_daemon_file(key, sizeof(key), "key.pem");
+    snprintf(command, sizeof(command),
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
+             "-subj /CN=test -keyout %s -out %s >/dev/null 2>&1 && chmod 600 %s %s",
+             key, cert, key, cert);
+    ck_assert_int_eq(system(command), 0);
+    char conf[3 * PATH_MAX];
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nuser nobody;\ngroup nogroup;\nadmin { listen 127.0.0.2:0; }\n"
+             "server {\n    listen 127.0.0.4:0 tls;\n    tls_certificate %s;\n"
+             "    tls_certificate_key %s;\n    location / { return 200 \"tls\"; }\n}\n"
+             "server {\n    listen 127.0.0.1:0;\n    location / { return 200 \"plain\"; }\n}\n",
+             cert, key);
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    free(test_daemon_wait_log(&d, "running as uid"));
+    /* Renewed: a new key and certificate in place, root's only. */
+    ck_assert_int_eq(system(command), 0);
+    kill(d.pid, SIGHUP);
+    char *log = test_daemon_wait_log(&d, "generation 1: draining");
+    ck_assert_msg(strstr(log, "reload failed") == NULL && strstr(log, "cannot read") == NULL, "%s",
+                  log);
+    free(log);
+    char body[64];
+    ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
+    ck_assert_str_eq(body, "plain");
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* ------------------------------------------------------------- error log */
 
 /* Writes a line of `len` bytes of message through the daemon's logger into
@@ -1180,6 +1224,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, pid_file_log_file_and_reopen);
     tcase_add_test(tc, access_log_lines_formats_and_reopen);
     tcase_add_test(tc, drops_privileges_after_binding);
+    tcase_add_test(tc, reload_after_the_drop_reads_root_only_keys);
     suite_add_tcase(suite, tc);
 
     /* Stops, reloads and signals in unusual states. */

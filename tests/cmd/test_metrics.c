@@ -536,6 +536,54 @@ START_TEST(metrics_page_parses_strictly_and_counts_the_traffic)
 }
 END_TEST
 
+/* A reload that fails is counted beside those that worked, and /status
+ * shows the last one's result. */
+START_TEST(failed_reloads_are_counted_and_shown)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    static const char good[] = "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+                               "server {\n    listen 127.0.0.1:0;\n"
+                               "    location / { return 200 \"hello\"; }\n}\n";
+    test_daemon_write_config(&d, good);
+    test_daemon_start(&d);
+    int status;
+    char *page = get_page(&d, "/status", &status);
+    ck_assert_msg(strstr(page, "\"reloads\": {\"ok\": 0, \"failed\": 0, \"last\": null}") != NULL,
+                  "%s", page);
+    free(page);
+
+    test_daemon_write_config(&d, "workers 1;\nnonsense;\n");
+    ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
+    free(test_daemon_wait_log(&d, "reload failed"));
+    page = get_page(&d, "/metrics", &status);
+    ck_assert_int_eq(status, 200);
+    char *copy = strdup(page);
+    struct checker c = {0};
+    ck_assert_msg(check_exposition(&c, page), "%s", c.error);
+    ck_assert_msg(sample_value(&c, "corral_reloads_total", "result=failed") == 1 &&
+                      sample_value(&c, "corral_reloads_total", "result=ok") == 0,
+                  "%s", lines_with(copy, "corral_reloads_total"));
+    free(c.samples);
+    free(page);
+    free(copy);
+    page = get_page(&d, "/status", &status);
+    ck_assert_msg(strstr(page, "\"reloads\": {\"ok\": 0, \"failed\": 1, \"last\": \"failed\"}") !=
+                      NULL,
+                  "%s", page);
+    free(page);
+
+    test_daemon_write_config(&d, good);
+    ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
+    free(test_daemon_wait_log(&d, "generation 1: draining"));
+    page = get_page(&d, "/status", &status);
+    ck_assert_msg(strstr(page, "\"reloads\": {\"ok\": 1, \"failed\": 1, \"last\": \"ok\"}") != NULL,
+                  "%s", page);
+    free(page);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* A server that passive health marks down shows so on /status. */
 START_TEST(status_shows_a_server_marked_down)
 {
@@ -656,6 +704,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, metrics_page_parses_strictly_and_counts_the_traffic);
     tcase_add_test(tc, status_shows_a_server_marked_down);
     tcase_add_test(tc, status_is_json_for_any_config_path);
+    tcase_add_test(tc, failed_reloads_are_counted_and_shown);
     tcase_add_test(tc, status_shows_a_server_down_in_the_config);
     tcase_add_test(tc, readyz_fails_through_a_sigterm_drain);
     suite_add_tcase(suite, tc);

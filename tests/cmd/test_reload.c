@@ -218,6 +218,33 @@ static void write_config(struct test_daemon *d, const char *extra, const char *t
     write_workers_config(d, 2, extra, text);
 }
 
+/* pid_file is read at start only: a reload that changes it says so. */
+START_TEST(a_reload_names_what_needs_a_restart)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    char first[PATH_MAX], second[PATH_MAX], extra[PATH_MAX + 16];
+    test_daemon_file(first, sizeof(first), "first.pid");
+    test_daemon_file(second, sizeof(second), "second.pid");
+    snprintf(extra, sizeof(extra), "pid_file %s;", first);
+    write_config(&d, extra, "one");
+    test_daemon_start(&d);
+    snprintf(extra, sizeof(extra), "pid_file %s;", second);
+    write_config(&d, extra, "two");
+    kill(d.pid, SIGHUP);
+    char *log = test_daemon_wait_log(&d, "generation 1: draining");
+    char expected[3 * PATH_MAX];
+    snprintf(expected, sizeof(expected),
+             "[warn] reload: \"pid_file\" changed from %s to %s; it is read at start only: "
+             "restart corral",
+             first, second);
+    ck_assert_msg(strstr(log, expected) != NULL, "%s", log);
+    ck_assert_msg(strstr(log, "\"user\" changed") == NULL, "%s", log);
+    free(log);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(ten_reloads_under_load_fail_no_request)
 {
     struct test_daemon d;
@@ -798,6 +825,7 @@ Suite *test_suite(void)
     test_daemon_fixture(tc);
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, ten_reloads_under_load_fail_no_request);
+    tcase_add_test(tc, a_reload_names_what_needs_a_restart);
     tcase_add_test(tc, a_tls_keep_alive_connection_survives_a_reload);
     tcase_add_loop_test(tc, notifies_ready_reloading_ready_stopping, 0, 2);
     tcase_add_test(tc, three_upgrades_under_load_fail_no_request);

@@ -426,6 +426,44 @@ START_TEST(busy_poll_is_set_or_warned_about)
 }
 END_TEST
 
+static char wakeup_line[1024];
+
+static void keep_wakeup_line(enum corral_log_level level, const char *message, void *arg)
+{
+    (void)level;
+    (void)arg;
+    if (strncmp(message, "wakeup ", 7) == 0)
+        snprintf(wakeup_line, sizeof(wakeup_line), "%s", message);
+}
+
+/* On a mainline kernel with eBPF, the eBPF path is the best there is: the
+ * start line says so, and still names the choice and why the native sets
+ * were passed over, without reading like an error. */
+START_TEST(the_start_line_calls_ebpf_the_best_on_mainline)
+{
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    if (!caps.ebpf || caps.epoll_rotate) {
+        fprintf(stderr, "start line: not a mainline kernel with eBPF, skipped\n");
+        return;
+    }
+    corral_set_logger(keep_wakeup_line, NULL);
+    struct corral_server_config config;
+    corral_server_config_init(&config);
+    config.workers = 2;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&config, &server), 0);
+    int port = test_start_server(server, &id_handler, NULL);
+    (void)port;
+    test_stop_server(server);
+    corral_set_logger(NULL, NULL);
+    ck_assert_msg(strstr(wakeup_line, "wakeup auto: ebpf (") == wakeup_line, "%s", wakeup_line);
+    ck_assert_msg(strstr(wakeup_line, "the best this kernel offers") != NULL, "%s", wakeup_line);
+    ck_assert_msg(strstr(wakeup_line, "EPOLL_ROTATE") != NULL, "%s", wakeup_line);
+    ck_assert_msg(strstr(wakeup_line, "unavailable") == NULL, "%s", wakeup_line);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("core/wakeup");
@@ -444,6 +482,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, affinity_serves_connections_on_their_cpu);
     tcase_add_loop_test(tc, connection_limit_pauses_and_rejoins_in_every_mechanism, 0, (int)count);
     tcase_add_test(tc, busy_poll_is_set_or_warned_about);
+    tcase_add_test(tc, the_start_line_calls_ebpf_the_best_on_mainline);
     suite_add_tcase(suite, tc);
     return suite;
 }

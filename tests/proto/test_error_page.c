@@ -480,6 +480,67 @@ START_TEST(access_log_has_what_the_client_got)
 }
 END_TEST
 
+/* The first line of the file `path`, in `line`. */
+static void first_line(const char *path, char *line, size_t size)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    line[0] = '\0';
+    ck_assert_ptr_nonnull(fgets(line, (int)size, f));
+    fclose(f);
+}
+
+/* As nginx's: every server asked is logged, ", " between the servers of
+ * one upstream pass, " : " before the pass an error_page started. */
+START_TEST(access_log_lists_every_server_asked)
+{
+    struct backend b;
+    backend_start(&b);
+    int dead = dead_port(), dead2 = dead_port();
+    char text[4096 + PATH_MAX], log[PATH_MAX];
+    test_daemon_file(log, sizeof(log), "access.log");
+    snprintf(text, sizeof(text),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "log_format ups \"$status $upstream_addr|$upstream_status|$upstream_response_time|"
+             "$upstream_header_time\";\n"
+             "upstream two {\n  server 127.0.0.1:%d;\n  server 127.0.0.1:%d;\n}\n"
+             "server {\n  listen 127.0.0.1:0;\n  access_log %s ups;\n"
+             "  location /dead { proxy_pass http://two; error_page 502 /static/sorry; }\n"
+             "  location /static/ { proxy_pass http://127.0.0.1:%d; }\n"
+             "}\n",
+             dead, dead2, log, b.port);
+    struct test_daemon d;
+    start(&d, text);
+    char out[4096];
+    ck_assert_uint_eq(get(d.port, "GET", "/dead/x", out, sizeof(out)), 502);
+    ck_assert_str_eq(body_of(out), "backend page\n");
+    test_daemon_stop(&d);
+    char line[512], addrs[256];
+    first_line(log, line, sizeof(line));
+    /* Either dead server may be asked first. */
+    char *bar = strchr(line, '|');
+    ck_assert_ptr_nonnull(bar);
+    size_t len = (size_t)(bar - line);
+    ck_assert_uint_lt(len, sizeof(addrs));
+    memcpy(addrs, line, len);
+    addrs[len] = '\0';
+    char expected[256], swapped[256];
+    snprintf(expected, sizeof(expected), "502 127.0.0.1:%d, 127.0.0.1:%d : 127.0.0.1:%d", dead,
+             dead2, b.port);
+    snprintf(swapped, sizeof(swapped), "502 127.0.0.1:%d, 127.0.0.1:%d : 127.0.0.1:%d", dead2, dead,
+             b.port);
+    ck_assert_msg(strcmp(addrs, expected) == 0 || strcmp(addrs, swapped) == 0, "%s", line);
+    /* Times for all three, a head from the live one only. */
+    unsigned sec[4], ms[4];
+    char end;
+    ck_assert_msg(sscanf(bar + 1, "502, 502 : 200|%u.%3u, %u.%3u : %u.%3u|-, - : %u.%3u%c", &sec[0],
+                         &ms[0], &sec[1], &ms[1], &sec[2], &ms[2], &sec[3], &ms[3], &end) == 9 &&
+                      end == '\n',
+                  "%s", line);
+    backend_stop(&b);
+}
+END_TEST
+
 START_TEST(config_errors_have_positions)
 {
     static const struct {
@@ -519,6 +580,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, request_body_is_dropped_on_a_kept_connection);
     tcase_add_test(tc, http2_gets_the_same_pages);
     tcase_add_test(tc, access_log_has_what_the_client_got);
+    tcase_add_test(tc, access_log_lists_every_server_asked);
     tcase_add_test(tc, config_errors_have_positions);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);

@@ -12,7 +12,10 @@
 #include "proto/http/router.h"
 #include "proto/http/site.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 
 /* ------------------------------------------------------------ fake framer */
@@ -388,6 +391,41 @@ START_TEST(steps_are_in_phase_order)
 }
 END_TEST
 
+static int jit_warnings;
+
+static void count_jit_warnings(enum corral_log_level level, const char *message, void *arg)
+{
+    (void)arg;
+    if (level == CORRAL_LOG_WARN && strstr(message, "PCRE2's JIT is unavailable") != NULL)
+        jit_warnings++;
+}
+
+#ifndef PR_SET_MDWE
+#define PR_SET_MDWE              65
+#define PR_MDWE_REFUSE_EXEC_GAIN 1
+#endif
+
+/* Where memory may not be written and executed (systemd's
+ * MemoryDenyWriteExecute), PCRE2's JIT fails: regexes still match, in its
+ * interpreter, and the log says so once. */
+START_TEST(regexes_without_the_jit_match_and_say_so_once)
+{
+    if (prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0L, 0L, 0L) != 0) {
+        fprintf(stderr, "PR_SET_MDWE: %s, skipped\n", strerror(errno));
+        return;
+    }
+    corral_set_logger(count_jit_warnings, NULL);
+    struct http_regex *a = regex("^/a/(\\d+)$"), *b = regex("\\.png$");
+    corral_set_logger(NULL, NULL);
+    ck_assert_int_eq(jit_warnings, 1);
+    size_t ovector[2 * HTTP_REGEX_PAIRS];
+    ck_assert_int_gt(regex_match(a, "/a/42", 5, ovector), 0);
+    ck_assert_int_le(regex_match(b, "/x.gif", 6, ovector), 0);
+    regex_free(a);
+    regex_free(b);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/router");
@@ -406,6 +444,11 @@ Suite *test_suite(void)
     tcase_add_test(tc, redirect_releases_the_location_state);
     tcase_add_test(tc, resume_goes_on_from_the_phase);
     tcase_add_test(tc, steps_are_in_phase_order);
+    suite_add_tcase(suite, tc);
+    /* Without the fixture: the JIT must not have made its memory yet. */
+    tc = tcase_create("regex");
+    tcase_set_timeout(tc, 10);
+    tcase_add_test(tc, regexes_without_the_jit_match_and_say_so_once);
     suite_add_tcase(suite, tc);
     return suite;
 }

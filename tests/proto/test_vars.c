@@ -76,8 +76,7 @@ static void eval_text(const char *text, enum vars_escape escape, char *out, size
                            .escape = escape,
                            .status = 204,
                            .bytes_sent = 42,
-                           .request_ns = 1500000000,
-                           .upstream_ns = -1};
+                           .request_ns = 1500000000};
     size_t len = vars_eval_into(t, &ctx, out, size - 1);
     ck_assert_uint_lt(len, size);
     out[len] = '\0';
@@ -542,6 +541,30 @@ START_TEST(return_evaluates_its_text)
 }
 END_TEST
 
+/* Without a Host (HTTP/1.0), $host is the server's first server_name, as
+ * in nginx: a redirect names a host. */
+START_TEST(host_falls_back_to_the_server_name)
+{
+    struct test_daemon d;
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "server {\n  listen 127.0.0.1:0;\n  server_name site.example www.site.example;\n"
+              "  location /old { return 301 https://$host$request_uri; }\n"
+              "}\n");
+    char response[4096], value[512];
+    ck_assert_uint_eq(request(d.port, "GET /old/x HTTP/1.0\r\n\r\n", response, sizeof(response)),
+                      301);
+    response_header(response, "Location", value, sizeof(value));
+    ck_assert_str_eq(value, "https://site.example/old/x");
+    /* A Host still wins. */
+    ck_assert_uint_eq(request(d.port, "GET /old/y HTTP/1.0\r\nHost: www.site.example\r\n\r\n",
+                              response, sizeof(response)),
+                      301);
+    response_header(response, "Location", value, sizeof(value));
+    ck_assert_str_eq(value, "https://www.site.example/old/y");
+    test_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(add_header_follows_nginx_inheritance)
 {
     struct backend b;
@@ -700,6 +723,51 @@ START_TEST(log_format_uses_the_same_variables)
              "202|202|127.0.0.1:%d|va|\\x221\\x22|cv|Y|GET /x?q=\\x221\\x22&m=yes HTTP/1.1|%s\n",
              b.port, id);
     ck_assert_str_eq(log, expected);
+    free(log);
+    backend_stop(&b);
+}
+END_TEST
+
+/* A fast backend's times are "0.000", not "-" (no upstream), and never
+ * longer than the request's: nginx's $upstream_*_time. */
+START_TEST(upstream_times_of_a_fast_backend)
+{
+    struct backend b;
+    backend_start(&b, 200);
+    struct test_daemon d;
+    char log_file[PATH_MAX], conf[PATH_MAX + 1024];
+    test_daemon_file(log_file, sizeof(log_file), "access.log");
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "access_log %s;\n"
+             "log_format '$request_time $upstream_response_time $upstream_header_time "
+             "$upstream_connect_time';\n"
+             "server {\n  listen 127.0.0.1:0;\n"
+             "  location / {\n    proxy_pass http://127.0.0.1:%d;\n  }\n"
+             "}\n",
+             log_file, b.port);
+    start(&d, conf);
+    char response[4096];
+    for (int i = 0; i < 3; i++)
+        ck_assert_uint_eq(request(d.port, "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+                                  response, sizeof(response)),
+                          200);
+    test_daemon_stop(&d);
+    char *log = test_read_file(log_file);
+    const char *line = log;
+    for (int i = 0; i < 3; i++) {
+        unsigned s[4], ms[4];
+        int used = 0;
+        ck_assert_msg(sscanf(line, "%u.%3u %u.%3u %u.%3u %u.%3u\n%n", &s[0], &ms[0], &s[1], &ms[1],
+                             &s[2], &ms[2], &s[3], &ms[3], &used) == 8 &&
+                          used > 0,
+                      "%s", log);
+        uint64_t t[4];
+        for (int k = 0; k < 4; k++)
+            t[k] = s[k] * 1000u + ms[k];
+        ck_assert_msg(t[0] >= t[1] && t[1] >= t[2] && t[2] >= t[3], "%s", log);
+        line += used;
+    }
     free(log);
     backend_stop(&b);
 }
@@ -1033,10 +1101,12 @@ Suite *test_suite(void)
     test_daemon_fixture(tc);
     tcase_add_test(tc, proxy_set_header_sends_values);
     tcase_add_test(tc, return_evaluates_its_text);
+    tcase_add_test(tc, host_falls_back_to_the_server_name);
     tcase_add_test(tc, add_header_follows_nginx_inheritance);
     tcase_add_test(tc, add_header_reaches_http2_clients);
     tcase_add_test(tc, tls_variables_name_the_session);
     tcase_add_test(tc, log_format_uses_the_same_variables);
+    tcase_add_test(tc, upstream_times_of_a_fast_backend);
     tcase_add_test(tc, locations_are_picked_in_nginx_order);
     tcase_add_test(tc, a_regex_that_gives_up_answers_500);
     tcase_add_test(tc, rewrites_follow_nginx);
