@@ -88,8 +88,9 @@ enum h2_flood {
 #define H2_FRAME_HEADER 9
 
 struct http2_conn {
-    corral_conn *conn;
-    const struct http_site *site;
+    /* The connection (its data, from http2_conn_new() on): first, so that
+     * h2_conn_of() finds the rest. */
+    struct http_conn c;
     const struct http2_conf *conf;
     nghttp2_session *session;
     struct h2_stream *streams; /* open ones */
@@ -132,6 +133,13 @@ struct http2_conn {
     uint64_t floods_since_ms;
     uint64_t window_updates, data_frames_sent;
 };
+
+_Static_assert(offsetof(struct http2_conn, c) == 0, "h2_conn_of() casts");
+
+static inline struct http2_conn *h2_conn_of(struct http_conn *c)
+{
+    return (struct http2_conn *)c;
+}
 
 /* The stream of `ex`. */
 static inline struct h2_stream *h2_stream_of(const struct exchange *ex)

@@ -77,7 +77,7 @@ static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *b
     size_t n = st->out.len < length ? st->out.len : length;
     if (n > 0) {
         memcpy(buf, st->out.data + st->out.off, n);
-        st->progress_ms = corral_loop_now(corral_conn_loop(st->h2->conn));
+        st->progress_ms = corral_loop_now(corral_conn_loop(st->h2->c.sock));
     }
     st->out.off += n;
     st->out.len -= n;
@@ -179,7 +179,7 @@ static void h2_ex_write(struct exchange *base, const char *data, size_t len)
     if (!st->response_body || st->response_done || len == 0)
         return;
     if (st->out.len == 0) /* a stall is counted from here */
-        st->progress_ms = corral_loop_now(corral_conn_loop(st->h2->conn));
+        st->progress_ms = corral_loop_now(corral_conn_loop(st->h2->c.sock));
     if (http2_stream_buf_append(&st->out, data, len) != 0) {
         nghttp2_submit_rst_stream(st->h2->session, NGHTTP2_FLAG_NONE, st->id,
                                   NGHTTP2_INTERNAL_ERROR);
@@ -236,7 +236,7 @@ static bool h2_ex_backed_up(const struct exchange *base)
 {
     struct h2_stream *st = h2_stream_of(base);
     bool backed_up =
-        st->out.len >= st->h2->conf->stream_buffer_size || corral_conn_backed_up(st->h2->conn);
+        st->out.len >= st->h2->conf->stream_buffer_size || corral_conn_backed_up(st->h2->c.sock);
     if (backed_up)
         st->was_backed_up = true; /* on_drain is owed */
     return backed_up;
@@ -245,7 +245,7 @@ static bool h2_ex_backed_up(const struct exchange *base)
 void http2_response_drain(struct h2_stream *st)
 {
     if (!st->was_backed_up || !st->handler_owns ||
-        st->out.len > st->h2->conf->stream_buffer_size / 2 || corral_conn_backed_up(st->h2->conn))
+        st->out.len > st->h2->conf->stream_buffer_size / 2 || corral_conn_backed_up(st->h2->c.sock))
         return;
     st->was_backed_up = false;
     if (st->handler->on_drain != NULL)
@@ -264,34 +264,9 @@ static void h2_ex_resume_body(struct exchange *base)
         return;
     st->body_paused = false;
     /* The client could not send while the window waited on the handler. */
-    st->body_progress_ms = corral_loop_now(corral_conn_loop(st->h2->conn));
+    st->body_progress_ms = corral_loop_now(corral_conn_loop(st->h2->c.sock));
     http2_stream_deliver_body(st);
     http2_schedule(st->h2); /* the WINDOW_UPDATE */
-}
-
-static corral_loop *h2_ex_loop(const struct exchange *base)
-{
-    return corral_conn_loop(h2_stream_of(base)->h2->conn);
-}
-
-static corral_worker *h2_ex_worker(const struct exchange *base)
-{
-    return corral_conn_worker(h2_stream_of(base)->h2->conn);
-}
-
-static bool h2_ex_tls(const struct exchange *base)
-{
-    return h2_stream_of(base)->h2->site->tls != NULL;
-}
-
-static void h2_ex_client_host(const struct exchange *base, char *buf, size_t len)
-{
-    exchange_format_client(h2_stream_of(base)->h2->conn, buf, len);
-}
-
-static const corral_conn *h2_ex_conn(const struct exchange *base)
-{
-    return h2_stream_of(base)->h2->conn;
 }
 
 static void h2_ex_note_upstream_time(struct exchange *base, uint64_t ns)
@@ -328,11 +303,6 @@ const struct exchange_ops h2_exchange_ops = {
     .backed_up = h2_ex_backed_up,
     .pause_body = h2_ex_pause_body,
     .resume_body = h2_ex_resume_body,
-    .loop = h2_ex_loop,
-    .worker = h2_ex_worker,
-    .client_host = h2_ex_client_host,
-    .conn = h2_ex_conn,
-    .tls = h2_ex_tls,
     .note_upstream_time = h2_ex_note_upstream_time,
     .tunnel = h2_ex_tunnel,
     .tunnel_write = h2_ex_tunnel_write,

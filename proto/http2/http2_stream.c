@@ -60,9 +60,10 @@ struct h2_stream *http2_stream_new(struct http2_conn *h2, int32_t id)
     if (st == NULL)
         return NULL;
     st->base._ops = &h2_exchange_ops;
+    st->base.conn = &h2->c;
     st->h2 = h2;
     st->id = id;
-    st->vhost = &h2->site->vhosts[0];
+    st->vhost = &h2->c.site->vhosts[0];
     st->upstream_ns = -1;
     st->started_ns = corral_monotonic_ns(); /* for the access log and the metrics */
     st->next = h2->streams;
@@ -185,7 +186,7 @@ static void keep_log_fields(struct h2_stream *st, const struct http_request *req
 {
     if (st->log_fields != NULL)
         return;
-    st->log = access_log_route(st->h2->site, st->vhost, loc);
+    st->log = access_log_route(st->h2->c.site, st->vhost, loc);
     if (st->log == NULL)
         return;
     char remote[64]; /* exchange_client_host() writes at most this */
@@ -197,7 +198,7 @@ void http2_stream_keep_log_unread(struct h2_stream *st)
 {
     if (st->log_fields != NULL)
         return;
-    st->log = access_log_route(st->h2->site, st->vhost, NULL);
+    st->log = access_log_route(st->h2->c.site, st->vhost, NULL);
     if (st->log == NULL)
         return;
     char remote[64]; /* exchange_client_host() writes at most this */
@@ -331,7 +332,7 @@ void http2_stream_request(struct h2_stream *st, bool end_stream)
 {
     struct http2_conn *h2 = st->h2;
     st->request_done = end_stream;
-    st->body_progress_ms = corral_loop_now(corral_conn_loop(h2->conn));
+    st->body_progress_ms = corral_loop_now(corral_conn_loop(h2->c.sock));
     struct http_request req = {.method = {NULL, 0}};
     struct http_header *headers = NULL;
     char *cookie = NULL;
@@ -354,7 +355,7 @@ void http2_stream_request(struct h2_stream *st, bool end_stream)
         return;
     }
     if (status == 0) {
-        st->vhost = site_route_vhost(h2->site, h2->conn, req.host.data, req.host.len, &status);
+        st->vhost = site_route_vhost(h2->c.site, h2->c.sock, req.host.data, req.host.len, &status);
         size_t max = st->vhost->limits.max_body_size;
         if (max > 0 && req.content_length > max)
             status = 413;
@@ -438,7 +439,7 @@ void http2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len)
      * stream must not use up the window of all the others. */
     nghttp2_session_consume_connection(session, len);
     st->body_received += len;
-    st->body_progress_ms = corral_loop_now(corral_conn_loop(st->h2->conn));
+    st->body_progress_ms = corral_loop_now(corral_conn_loop(st->h2->c.sock));
     size_t max = st->vhost->limits.max_body_size;
     if (st->handler_owns && !st->body_dropped && max > 0 && st->body_received > max) {
         /* A body longer than it said, or than the limit: the built-in
