@@ -60,8 +60,8 @@ struct h1_exchange *http1_exchange_begin(struct h1_conn *h1)
     struct h1_exchange *ex = malloc(sizeof(*ex));
     if (ex == NULL)
         return NULL;
-    *ex = (struct h1_exchange){
-        .base = {._ops = &h1_exchange_ops, .conn = &h1->c}, .h1 = h1, .upstream_ns = -1};
+    *ex =
+        (struct h1_exchange){.base = {._ops = &h1_exchange_ops, .conn = &h1->c}, .upstream_ns = -1};
     h1->ex = ex;
     return ex;
 }
@@ -99,7 +99,7 @@ void http1_set_handler(struct exchange *base, const struct http_handler *handler
         ex->body_dropped = true;
         /* A body the failed handler had paused is read on, and dropped. */
         if (!ex->request_done)
-            corral_conn_resume_read(ex->h1->c.sock);
+            corral_conn_resume_read(h1_exchange_conn(ex)->c.sock);
         return;
     }
     if (handler->on_request == NULL)
@@ -110,14 +110,14 @@ void http1_set_handler(struct exchange *base, const struct http_handler *handler
      * sends its body regardless (RFC 9110 10.1.1, 15.2). */
     if (ex->expect_continue && handler->on_body != NULL) {
         ex->expect_continue = false;
-        corral_conn_write(ex->h1->c.sock, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        corral_conn_write(h1_exchange_conn(ex)->c.sock, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     }
 }
 
 void http1_routed(struct exchange *base, const struct http_request *req)
 {
     struct h1_exchange *ex = h1_exchange_of(base);
-    struct h1_conn *h1 = ex->h1;
+    struct h1_conn *h1 = h1_exchange_conn(ex);
     ex->log = access_log_route(h1->c.site, base->vhost, base->loc);
     if (ex->log == NULL)
         return;

@@ -13,8 +13,7 @@
 
 /* An exchange on an HTTP/1.1 connection: one at a time per connection. */
 struct h1_exchange {
-    struct exchange base; /* what handlers get */
-    struct h1_conn *h1;
+    struct exchange base; /* what handlers get; base.conn is its h1_conn's */
     const struct http_handler *handler;
     bool head;          /* HEAD request: responses carry no body */
     bool keep_alive;    /* the client allows reusing the connection */
@@ -87,6 +86,12 @@ _Static_assert(offsetof(struct h1_conn, c) == 0, "h1_conn_of() casts");
 static inline struct h1_conn *h1_conn_of(struct http_conn *c)
 {
     return (struct h1_conn *)c;
+}
+
+/* The connection of `ex`. */
+static inline struct h1_conn *h1_exchange_conn(const struct h1_exchange *ex)
+{
+    return h1_conn_of(ex->base.conn);
 }
 
 /* The connection lets go of its exchange (both halves done, or closing);

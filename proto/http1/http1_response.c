@@ -37,7 +37,7 @@ static void h1_ex_begin(struct exchange *base, unsigned status, const char *head
                         size_t headers_len, int64_t content_length, struct http_str codings)
 {
     struct h1_exchange *ex = h1_exchange_of(base);
-    struct h1_conn *h1 = ex->h1;
+    struct h1_conn *h1 = h1_exchange_conn(ex);
     if (ex->response_started)
         return;
     ex->response_started = true;
@@ -107,7 +107,7 @@ static void h1_ex_write(struct exchange *base, const char *data, size_t len)
         ex->chunk_left -= n;
         ex->body_sent += n;
         struct iovec iov[2] = {{(void *)data, n}, {"\r\n", 2}};
-        corral_conn_writev(ex->h1->c.sock, iov, ex->chunk_left == 0 ? 2 : 1);
+        corral_conn_writev(h1_exchange_conn(ex)->c.sock, iov, ex->chunk_left == 0 ? 2 : 1);
         if (n == len)
             return;
         data += n;
@@ -115,13 +115,13 @@ static void h1_ex_write(struct exchange *base, const char *data, size_t len)
     }
     ex->body_sent += len;
     if (!ex->response_chunked) {
-        corral_conn_write(ex->h1->c.sock, data, len);
+        corral_conn_write(h1_exchange_conn(ex)->c.sock, data, len);
         return;
     }
     char size_line[HTTP_CHUNK_SIZE_LINE];
     struct iovec iov[3];
     http_chunk_iov(size_line, data, len, iov);
-    corral_conn_writev(ex->h1->c.sock, iov, 3);
+    corral_conn_writev(h1_exchange_conn(ex)->c.sock, iov, 3);
 }
 
 /* Buffers gathered into one chunk at most: its size line, these and its
@@ -142,7 +142,7 @@ static void h1_ex_writev(struct exchange *base, const struct iovec *iov, int cou
             len += iov[i].iov_len;
         if (len > 0 && !ex->response_chunked) {
             ex->body_sent += len;
-            corral_conn_writev(ex->h1->c.sock, iov, n);
+            corral_conn_writev(h1_exchange_conn(ex)->c.sock, iov, n);
         } else if (len > 0) { /* an empty chunk would end the body */
             ex->body_sent += len;
             char size_line[HTTP_CHUNK_SIZE_LINE];
@@ -151,7 +151,7 @@ static void h1_ex_writev(struct exchange *base, const struct iovec *iov, int cou
             chunk[0] = framing[0];
             memcpy(chunk + 1, iov, (size_t)n * sizeof(*iov));
             chunk[n + 1] = framing[2];
-            corral_conn_writev(ex->h1->c.sock, chunk, n + 2);
+            corral_conn_writev(h1_exchange_conn(ex)->c.sock, chunk, n + 2);
         }
         iov += n;
         count -= n;
@@ -163,7 +163,7 @@ static void h1_ex_writev(struct exchange *base, const struct iovec *iov, int cou
 static void h1_ex_end(struct exchange *base, const char *trailers, size_t trailers_len)
 {
     struct h1_exchange *ex = h1_exchange_of(base);
-    struct h1_conn *h1 = ex->h1;
+    struct h1_conn *h1 = h1_exchange_conn(ex);
     if (ex->response_done || !ex->response_started)
         return;
     if (ex->response_chunked && trailers_len > 0) {
@@ -188,7 +188,7 @@ static void h1_ex_end(struct exchange *base, const char *trailers, size_t traile
 
 static void h1_ex_abort(struct exchange *base)
 {
-    corral_conn_abort(h1_exchange_of(base)->h1->c.sock, -ECONNRESET);
+    corral_conn_abort(h1_exchange_conn(h1_exchange_of(base))->c.sock, -ECONNRESET);
 }
 
 static bool h1_ex_response_started(const struct exchange *base)
@@ -198,7 +198,7 @@ static bool h1_ex_response_started(const struct exchange *base)
 
 static bool h1_ex_backed_up(const struct exchange *base)
 {
-    return corral_conn_backed_up(h1_exchange_of(base)->h1->c.sock);
+    return corral_conn_backed_up(h1_exchange_conn(h1_exchange_of(base))->c.sock);
 }
 
 /* The body and the next request share the connection's input: pausing one
@@ -206,12 +206,12 @@ static bool h1_ex_backed_up(const struct exchange *base)
  * until the response is done. */
 static void h1_ex_pause_body(struct exchange *base)
 {
-    corral_conn_pause_read(h1_exchange_of(base)->h1->c.sock);
+    corral_conn_pause_read(h1_exchange_conn(h1_exchange_of(base))->c.sock);
 }
 
 static void h1_ex_resume_body(struct exchange *base)
 {
-    corral_conn_resume_read(h1_exchange_of(base)->h1->c.sock);
+    corral_conn_resume_read(h1_exchange_conn(h1_exchange_of(base))->c.sock);
 }
 
 static void h1_ex_note_upstream_time(struct exchange *base, uint64_t ns)
@@ -221,7 +221,7 @@ static void h1_ex_note_upstream_time(struct exchange *base, uint64_t ns)
 
 static void h1_ex_tunnel(struct exchange *base)
 {
-    struct h1_conn *h1 = h1_exchange_of(base)->h1;
+    struct h1_conn *h1 = h1_exchange_conn(h1_exchange_of(base));
     h1->tunnel = true;
     corral_conn_set_deadline(h1->c.sock, 0);
     corral_conn_set_timeouts(h1->c.sock, 0, 0); /* the protocol inside has its own */
@@ -230,14 +230,14 @@ static void h1_ex_tunnel(struct exchange *base)
 
 static void h1_ex_tunnel_write(struct exchange *base, const char *data, size_t len)
 {
-    corral_conn_write(h1_exchange_of(base)->h1->c.sock, data, len);
+    corral_conn_write(h1_exchange_conn(h1_exchange_of(base))->c.sock, data, len);
 }
 
 /* Closes the connection once the output is sent; h1_on_close then reports
  * on_abort, as for a client that closes. */
 static void h1_ex_tunnel_close(struct exchange *base)
 {
-    corral_conn_close(h1_exchange_of(base)->h1->c.sock);
+    corral_conn_close(h1_exchange_conn(h1_exchange_of(base))->c.sock);
 }
 
 /* A splice under way, allocated only then: an idle connection's exchange
@@ -262,7 +262,7 @@ static void h1_ex_spliced(corral_conn *from, corral_conn *to, uint64_t moved, in
     if (ex->chunk_left > 0) {
         ex->chunk_left -= moved; /* at most what the splice was asked to move */
         if (ex->chunk_left == 0)
-            corral_conn_write(ex->h1->c.sock, "\r\n", 2);
+            corral_conn_write(h1_exchange_conn(ex)->c.sock, "\r\n", 2);
     }
     sp.cb(&ex->base, moved, error, sp.arg);
 }
@@ -276,7 +276,7 @@ static int h1_ex_splice(struct exchange *base, corral_conn *from, uint64_t max,
                         exchange_splice_cb cb, void *arg)
 {
     struct h1_exchange *ex = h1_exchange_of(base);
-    struct h1_conn *h1 = ex->h1;
+    struct h1_conn *h1 = h1_exchange_conn(ex);
     if (!ex->response_body || ex->response_done || max == 0 ||
         (ex->response_chunked && max == UINT64_MAX) || h1->c.tls)
         return -EOPNOTSUPP;

@@ -26,8 +26,7 @@ struct h2_field {
 
 /* One stream, one exchange. */
 struct h2_stream {
-    struct exchange base; /* what handlers get */
-    struct http2_conn *h2;
+    struct exchange base;          /* what handlers get; base.conn is its http2_conn's */
     struct h2_stream *prev, *next; /* the connection's open streams */
     int32_t id;
     const struct http_vhost *vhost;
@@ -147,6 +146,12 @@ static inline struct h2_stream *h2_stream_of(const struct exchange *ex)
     return (struct h2_stream *)ex;
 }
 _Static_assert(offsetof(struct h2_stream, base) == 0, "h2_stream_of() casts");
+
+/* The connection of `st`. */
+static inline struct http2_conn *h2_stream_conn(const struct h2_stream *st)
+{
+    return h2_conn_of(st->base.conn);
+}
 
 extern const struct exchange_ops h2_exchange_ops;
 
