@@ -83,8 +83,10 @@ struct http_handler {
  * during the callback, which may end or abort it. */
 typedef void (*exchange_splice_cb)(struct exchange *ex, uint64_t moved, int error, void *arg);
 
-/* What a framer does for its exchanges; each handler-facing function below
- * is one call through this table.  Every slot is required but `splice`,
+/* What a framer does for each of its exchanges; each handler-facing
+ * function below is one call through this table, but those that read the
+ * connection (ex->conn: its loop, worker, addresses, TLS), which is the
+ * same for every protocol.  Every slot is required but `splice`,
  * `request_spliceable` and `request_splice`, which a framer that cannot
  * move bytes inside the kernel leaves NULL. */
 struct exchange_ops {
@@ -432,6 +434,9 @@ static inline void exchange_resume_body(struct exchange *ex)
 }
 
 /* ------------------------------------------------- what the exchange runs on */
+
+/* These read the connection the exchange came on (ex->conn, http_conn.h),
+ * not the framer. */
 
 /* The loop of the worker that runs the exchange: for its clock, its timers
  * and the connections a handler opens. */
