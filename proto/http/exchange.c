@@ -1,8 +1,8 @@
 /*
  * exchange.c: the parts of the exchange API that are the same for every
  * framer, built on its ops table: whole responses and error answers; the
- * response filter chain; the client address every framer reports; a
- * request copied to outlive its head; the servers an exchange asked.
+ * response filter chain; the client address as text; a request copied to
+ * outlive its head; the servers an exchange asked.
  */
 #include "proto/http/exchange.h"
 
@@ -207,12 +207,12 @@ void exchange_format_addr(const union exchange_addr *addr, char *buf, size_t len
         inet_ntop(AF_INET6, &addr->in6.sin6_addr, buf, (socklen_t)len);
 }
 
-void exchange_format_client(const corral_conn *conn, char *buf, size_t len)
+void exchange_format_peer(const struct http_conn *c, char *buf, size_t len)
 {
     struct sockaddr_storage peer;
     socklen_t peer_len;
     union exchange_addr addr = {.sa.sa_family = AF_UNSPEC};
-    if (corral_conn_peer(conn, &peer, &peer_len) == 0 && peer_len <= sizeof(addr))
+    if (c != NULL && http_conn_peer(c, &peer, &peer_len) && peer_len <= sizeof(addr))
         memcpy(&addr, &peer, peer_len);
     exchange_format_addr(&addr, buf, len);
 }

@@ -2,12 +2,14 @@
  * exchange.h: one request and its response, whatever protocol carries them.
  * A framer (HTTP/1.1: http1.c) parses requests, makes exchanges and
  * implements struct exchange_ops; handlers (return, proxy, admin) see only
- * this header, never a connection or a protocol's framing.
+ * this header and the connection the exchange came on (http_conn.h), never
+ * a protocol's framing.
  */
 #ifndef CORRAL_PROTO_EXCHANGE_H
 #define CORRAL_PROTO_EXCHANGE_H
 
 #include "proto/http/http.h"
+#include "proto/http/http_conn.h"
 
 #include <corral.h>
 
@@ -81,8 +83,10 @@ struct http_handler {
  * during the callback, which may end or abort it. */
 typedef void (*exchange_splice_cb)(struct exchange *ex, uint64_t moved, int error, void *arg);
 
-/* What a framer does for its exchanges; each handler-facing function below
- * is one call through this table.  Every slot is required but `splice`,
+/* What a framer does for each of its exchanges; each handler-facing
+ * function below is one call through this table, but those that read the
+ * connection (ex->conn: its loop, worker, addresses, TLS), which is the
+ * same for every protocol.  Every slot is required but `splice`,
  * `request_spliceable` and `request_splice`, which a framer that cannot
  * move bytes inside the kernel leaves NULL. */
 struct exchange_ops {
@@ -96,17 +100,11 @@ struct exchange_ops {
     bool (*backed_up)(const struct exchange *ex);
     void (*pause_body)(struct exchange *ex);
     void (*resume_body)(struct exchange *ex);
-    corral_loop *(*loop)(const struct exchange *ex);
-    corral_worker *(*worker)(const struct exchange *ex);
-    void (*client_host)(const struct exchange *ex, char *buf, size_t len);
-    bool (*tls)(const struct exchange *ex);
     void (*tunnel)(struct exchange *ex);
     void (*tunnel_write)(struct exchange *ex, const char *data, size_t len);
     void (*tunnel_close)(struct exchange *ex);
     int (*splice)(struct exchange *ex, corral_conn *from, uint64_t max, exchange_splice_cb cb,
                   void *arg);
-    /* The client's connection, for its addresses; optional. */
-    const corral_conn *(*conn)(const struct exchange *ex);
     uint64_t (*request_spliceable)(const struct exchange *ex);
     int (*request_splice)(struct exchange *ex, corral_conn *to, uint64_t len, exchange_splice_cb cb,
                           void *arg);
@@ -223,6 +221,10 @@ struct exchange_upstream_try {
  * are the framer's. */
 struct exchange {
     const struct exchange_ops *_ops;
+    /* The connection it came on, for as long as the exchange lives: its
+     * addresses, TLS, loop and worker are the connection's, not the
+     * framer's to tell per request. */
+    struct http_conn *conn;
     void *data; /* the handler's: exchange_data() */
     /* The client's address for this request, set by the router's access
      * phases (access.h): the connection's peer, or what a trusted proxy's
@@ -452,22 +454,29 @@ static inline void exchange_resume_body(struct exchange *ex)
 
 /* ------------------------------------------------- what the exchange runs on */
 
+/* These read the connection the exchange came on (ex->conn, http_conn.h),
+ * not the framer. */
+
 /* The loop of the worker that runs the exchange: for its clock, its timers
  * and the connections a handler opens. */
 static inline corral_loop *exchange_loop(const struct exchange *ex)
 {
-    return ex->_ops->loop(ex);
+    return http_conn_loop(ex->conn);
 }
 
 /* The worker that runs the exchange; NULL when it runs on a bare loop. */
 static inline corral_worker *exchange_worker(const struct exchange *ex)
 {
-    return ex->_ops->worker(ex);
+    return http_conn_worker(ex->conn);
 }
 
 /* `addr` as text ("192.0.2.1", "::1"), or "-"; `len` is at least
  * INET6_ADDRSTRLEN. */
 void exchange_format_addr(const union exchange_addr *addr, char *buf, size_t len);
+
+/* The peer of `c` (its PROXY header's source, if it had one) as text
+ * ("192.0.2.1", "::1"), or "-".  `len` is at least INET6_ADDRSTRLEN. */
+void exchange_format_peer(const struct http_conn *c, char *buf, size_t len);
 
 /* The client's IP address as text ("192.0.2.1", "::1"), or "-"; `len` is at
  * least INET6_ADDRSTRLEN: nginx's $remote_addr, after real_ip. */
@@ -476,20 +485,20 @@ static inline void exchange_client_host(const struct exchange *ex, char *buf, si
     if (ex->client.sa.sa_family != AF_UNSPEC)
         exchange_format_addr(&ex->client, buf, len);
     else
-        ex->_ops->client_host(ex, buf, len);
+        exchange_format_peer(ex->conn, buf, len);
 }
 
 /* The address the connection came from (its PROXY header's source, if it
  * had one), before real_ip: nginx's $realip_remote_addr. */
 static inline void exchange_connection_host(const struct exchange *ex, char *buf, size_t len)
 {
-    ex->_ops->client_host(ex, buf, len);
+    exchange_format_peer(ex->conn, buf, len);
 }
 
 /* Whether the client speaks TLS to us. */
 static inline bool exchange_tls(const struct exchange *ex)
 {
-    return ex->_ops->tls(ex);
+    return ex->conn->tls;
 }
 
 /* Records that `addr` is asked for the exchange, `first_of_pass` when it
@@ -503,11 +512,11 @@ struct exchange_upstream_try *exchange_upstream_ask(struct exchange *ex, const c
  * never exceeds the request's own. */
 uint32_t exchange_upstream_ms_since(uint64_t start_ns);
 
-/* The client's connection (for its addresses), or NULL when the framer
- * does not tell. */
+/* The client's transport connection (for its socket), or NULL for a fake
+ * exchange without one. */
 static inline const corral_conn *exchange_conn(const struct exchange *ex)
 {
-    return ex->_ops->conn != NULL ? ex->_ops->conn(ex) : NULL;
+    return ex->conn != NULL ? ex->conn->sock : NULL;
 }
 
 /* A module's per-exchange state, by its slot (exchange_slots.h). */
@@ -553,12 +562,6 @@ static inline void exchange_tunnel_close(struct exchange *ex)
 {
     ex->_ops->tunnel_close(ex);
 }
-
-/* ------------------------------------------------------------- for framers */
-
-/* The peer of `conn` as text ("192.0.2.1", "::1"), or "-": what a framer's
- * client_host op gives.  `len` is at least INET6_ADDRSTRLEN. */
-void exchange_format_client(const corral_conn *conn, char *buf, size_t len);
 
 /* ------------------------------------------------------- built-in handlers */
 

@@ -323,10 +323,10 @@ unsigned char proxy_protocol_encode_exchange(const struct exchange *ex, unsigned
                                              char buf[PROXY_PROTOCOL_SEND_MAX])
 {
     union exchange_addr local = {.sa.sa_family = AF_UNSPEC};
-    socklen_t len = sizeof(local);
-    const corral_conn *conn = exchange_conn(ex);
-    if (conn == NULL || getsockname(corral_conn_fd(conn), &local.sa, &len) == -1)
-        local.sa.sa_family = AF_UNSPEC;
+    struct sockaddr_storage addr;
+    socklen_t len;
+    if (ex->conn != NULL && http_conn_local(ex->conn, &addr, &len) && len <= sizeof(local))
+        memcpy(&local, &addr, len);
     /* The unions, not their `sa`: an IPv6 address is longer than that. */
     ssize_t n =
         proxy_protocol_encode(version, (const struct sockaddr *)&ex->client,

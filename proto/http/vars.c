@@ -7,7 +7,6 @@
 
 #include "proto/http/regex.h"
 #include "proto/http/site.h"
-#include "proto/tls/tls.h"
 #include "proto/http/vars_internal.h"
 
 #include <arpa/inet.h>
@@ -446,13 +445,11 @@ static void remote_addr(struct vars_ctx *ctx, char *buf, size_t len)
 /* The connection's peer or local address; false when unknown. */
 static bool conn_address(struct vars_ctx *ctx, bool local, struct sockaddr_storage *addr)
 {
-    const corral_conn *conn = ctx->ex != NULL ? exchange_conn(ctx->ex) : NULL;
-    if (conn == NULL)
+    const struct http_conn *c = ctx->ex != NULL ? ctx->ex->conn : NULL;
+    socklen_t len;
+    if (c == NULL)
         return false;
-    socklen_t len = sizeof(*addr);
-    if (local)
-        return getsockname(corral_conn_fd(conn), (struct sockaddr *)addr, &len) == 0;
-    return corral_conn_peer(conn, addr, &len) == 0;
+    return local ? http_conn_local(c, addr, &len) : http_conn_peer(c, addr, &len);
 }
 
 static void put_address(struct vars_ctx *ctx, struct vars_buf *out, bool local, bool port)
@@ -658,11 +655,10 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
     case VARS_UPSTREAM_HEADER_TIME: put_upstream(ctx, out, part->id); break;
     case VARS_SSL_PROTOCOL:
     case VARS_SSL_SERVER_NAME: {
-        const corral_conn *conn =
-            ctx->ex != NULL && exchange_tls(ctx->ex) ? exchange_conn(ctx->ex) : NULL;
-        const char *text = conn == NULL                    ? NULL
-                           : part->id == VARS_SSL_PROTOCOL ? tls_conn_protocol(conn)
-                                                           : tls_conn_server_name(conn);
+        const struct http_conn *c = ctx->ex != NULL ? ctx->ex->conn : NULL;
+        const char *text = c == NULL                       ? NULL
+                           : part->id == VARS_SSL_PROTOCOL ? http_conn_tls_protocol(c)
+                                                           : http_conn_server_name(c);
         put_value(ctx, out, text != NULL ? text : "", text != NULL ? strlen(text) : 0);
         break;
     }

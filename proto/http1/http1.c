@@ -8,11 +8,9 @@
  */
 #include "proto/http1/http1_internal.h"
 #include "proto/policy/add_header.h"
-#include "proto/http2/http2.h"
 #include "proto/http/router.h"
 #include "proto/tls/tls.h"
 #include "proto/policy/access_log.h"
-#include "proto/http/proxy_protocol.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -26,10 +24,10 @@
 
 static struct http_stats *worker_stats(const struct h1_conn *h1)
 {
-    corral_worker *worker = corral_conn_worker(h1->conn);
-    if (worker == NULL || h1->site->stats == NULL)
+    corral_worker *worker = corral_conn_worker(h1->c.sock);
+    if (worker == NULL || h1->c.site->stats == NULL)
         return NULL;
-    return &h1->site->stats[corral_worker_index(worker)];
+    return &h1->c.site->stats[corral_worker_index(worker)];
 }
 
 void http1_count_response(struct h1_conn *h1, unsigned status)
@@ -49,8 +47,8 @@ static void count_timeout(struct h1_conn *h1, enum http_timeout_kind kind)
  * deadline (0 ms: none). */
 static void h1_set_deadline(struct h1_conn *h1, uint32_t ms)
 {
-    uint64_t now = corral_loop_now(corral_conn_loop(h1->conn));
-    corral_conn_set_deadline(h1->conn, ms == 0 ? 0 : now + ms);
+    uint64_t now = corral_loop_now(corral_conn_loop(h1->c.sock));
+    corral_conn_set_deadline(h1->c.sock, ms == 0 ? 0 : now + ms);
 }
 
 /* ------------------------------------------------------------ exchanges */
@@ -62,7 +60,7 @@ struct h1_exchange *http1_exchange_begin(struct h1_conn *h1)
     struct h1_exchange *ex = malloc(sizeof(*ex));
     if (ex == NULL)
         return NULL;
-    *ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops}, .h1 = h1};
+    *ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops, .conn = &h1->c}};
     h1->ex = ex;
     return ex;
 }
@@ -85,7 +83,7 @@ void http1_exchange_retire(struct h1_conn *h1)
         return;
     router_end(&ex->base);
     h1->ex = NULL;
-    if (corral_loop_defer(corral_conn_loop(h1->conn), h1_exchange_free, ex) != 0) {
+    if (corral_loop_defer(corral_conn_loop(h1->c.sock), h1_exchange_free, ex) != 0) {
         ex->retired_next = h1->retired;
         h1->retired = ex;
     }
@@ -100,7 +98,7 @@ void http1_set_handler(struct exchange *base, const struct http_handler *handler
         ex->body_dropped = true;
         /* A body the failed handler had paused is read on, and dropped. */
         if (!ex->request_done)
-            corral_conn_resume_read(ex->h1->conn);
+            corral_conn_resume_read(h1_exchange_conn(ex)->c.sock);
         return;
     }
     if (handler->on_request == NULL)
@@ -111,15 +109,15 @@ void http1_set_handler(struct exchange *base, const struct http_handler *handler
      * sends its body regardless (RFC 9110 10.1.1, 15.2). */
     if (ex->expect_continue && handler->on_body != NULL) {
         ex->expect_continue = false;
-        corral_conn_write(ex->h1->conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        corral_conn_write(h1_exchange_conn(ex)->c.sock, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     }
 }
 
 void http1_routed(struct exchange *base, const struct http_request *req)
 {
     struct h1_exchange *ex = h1_exchange_of(base);
-    struct h1_conn *h1 = ex->h1;
-    ex->log = access_log_route(h1->site, base->vhost, base->loc);
+    struct h1_conn *h1 = h1_exchange_conn(ex);
+    ex->log = access_log_route(h1->c.site, base->vhost, base->loc);
     if (ex->log == NULL)
         return;
     ex->started_ns = h1->head_started_ns;
@@ -133,11 +131,11 @@ void http1_routed(struct exchange *base, const struct http_request *req)
 void http1_end(struct h1_conn *h1, bool linger)
 {
     h1->closed = true;
-    corral_conn_set_deadline(h1->conn, 0);
+    corral_conn_set_deadline(h1->c.sock, 0);
     if (linger)
-        corral_conn_close(h1->conn);
+        corral_conn_close(h1->c.sock);
     else
-        corral_conn_close_no_linger(h1->conn);
+        corral_conn_close_no_linger(h1->c.sock);
 }
 
 void http1_close(struct h1_conn *h1)
@@ -159,13 +157,13 @@ void http1_set_handover(http1_handover_fn fn)
 static bool h1_may_hand_over(struct h1_conn *h1)
 {
     return handover != NULL && !h1->closed && !h1->tunnel &&
-           handover(h1->site, h1->conn, false) == 0;
+           handover(h1->c.site, h1->c.sock, false) == 0;
 }
 
 static void h1_on_detached(corral_conn *conn, void *arg)
 {
     struct h1_conn *h1 = arg;
-    if (handover(h1->site, conn, true) != 0)
+    if (handover(h1->c.site, conn, true) != 0)
         corral_conn_close_detached(conn, 0); /* the successor went away meanwhile */
 }
 
@@ -174,19 +172,19 @@ static void h1_on_detached(corral_conn *conn, void *arg)
  * boundary of its own making), a tunnel, a close already asked for. */
 static bool h1_hand_over(struct h1_conn *h1)
 {
-    if (h1->closed || h1->tunnel || h1->h2 != NULL || h1->ex != NULL || h1->partial_head)
+    if (h1->closed || h1->tunnel || h1->ex != NULL || h1->partial_head)
         return false;
-    if (corral_conn_transport_state(h1->conn) != NULL && !tls_established(h1->conn))
+    if (corral_conn_transport_state(h1->c.sock) != NULL && !tls_established(h1->c.sock))
         return false;
-    return corral_conn_detach(h1->conn, h1_on_detached, h1) == 0;
+    return corral_conn_detach(h1->c.sock, h1_on_detached, h1) == 0;
 }
 
 void http1_conn_rebind(corral_conn *conn, const struct http_site *site, unsigned worker)
 {
-    struct h1_conn *h1 = corral_conn_data(conn);
+    struct h1_conn *h1 = h1_conn_of(corral_conn_data(conn));
     if (tls_established(conn))
         tls_conn_rebind(conn, site->tls, worker);
-    h1->site = site;
+    h1->c.site = site;
     h1->vhost = &site->vhosts[0];
     h1->handing_over = false;
 }
@@ -195,18 +193,18 @@ void http1_conn_rebind(corral_conn *conn, const struct http_site *site, unsigned
 void http1_finish_exchange(struct h1_conn *h1)
 {
     http1_exchange_retire(h1);
-    h1->requests++;
+    h1->c.requests++;
     if (h1->stopping && !h1->closed)
         http1_close(h1); /* the stop began while this exchange ran */
     if (h1->closed)
         return;
     /* Idle under this request's server; the next head is read under the
      * default server's limits, since whose it is is known only once read. */
-    corral_conn_set_timeouts(h1->conn, 0, h1->vhost->limits.send_timeout_ms);
+    corral_conn_set_timeouts(h1->c.sock, 0, h1->vhost->limits.send_timeout_ms);
     h1_set_deadline(h1, h1->vhost->limits.keepalive_timeout_ms);
-    h1->vhost = &h1->site->vhosts[0];
+    h1->vhost = &h1->c.site->vhosts[0];
     /* Pipelined requests waited unread while the response was pending. */
-    corral_conn_resume_read(h1->conn);
+    corral_conn_resume_read(h1->c.sock);
     if (h1->handing_over && !h1_hand_over(h1))
         http1_close(h1); /* the stop began while this exchange ran */
 }
@@ -222,7 +220,7 @@ static struct h1_exchange *reject_begin(struct h1_conn *h1, const char *head, si
         ex->request_done = true;
         ex->http10 = true;
         ex->started_ns = h1->head_started_ns;
-        ex->log = access_log_route(h1->site, h1->vhost, NULL);
+        ex->log = access_log_route(h1->c.site, h1->vhost, NULL);
         if (ex->log != NULL) {
             char remote[64]; /* exchange_client_host() writes at most this */
             exchange_client_host(&ex->base, remote, sizeof(remote));
@@ -251,12 +249,10 @@ void http1_reject(struct h1_conn *h1, unsigned status, const char *head, size_t 
     reject_end(h1);
 }
 
-/* Plain HTTP sent to a TLS port (tls_conn_plaintext()): nginx's 400 and
- * its words, then the close (which reads what the client sends until it
- * closes, so that the answer is not lost to a reset). */
-static size_t h1_reject_plaintext(struct h1_conn *h1, const char *data, size_t len)
+size_t http1_reject_plaintext(struct http_conn *c, const char *data, size_t len)
 {
     static const char body[] = "The plain HTTP request was sent to HTTPS port\n";
+    struct h1_conn *h1 = h1_conn_of(c);
     struct h1_exchange *ex = reject_begin(h1, data, len);
     if (ex != NULL)
         exchange_respond(&ex->base, 400, "Content-Type: text/plain\r\n", body, sizeof(body) - 1);
@@ -264,77 +260,10 @@ static size_t h1_reject_plaintext(struct h1_conn *h1, const char *data, size_t l
     return len;
 }
 
-/* HTTP/2 with prior knowledge (or after ALPN h2) starts with its preface
- * (RFC 9113 3.4), which no HTTP/1.1 request line matches: on a site that
- * speaks both, the first bytes of a connection decide.  Returns SIZE_MAX
- * for HTTP/1.1, 0 to wait for the rest of the preface, else what HTTP/2
- * consumed. */
-static size_t h1_detect_http2(struct h1_conn *h1, const char *data, size_t len)
+static size_t h1_on_data(struct http_conn *c, const char *data, size_t len)
 {
-    size_t n = len < HTTP2_PREFACE_LEN ? len : HTTP2_PREFACE_LEN;
-    if (memcmp(data, HTTP2_PREFACE, n) != 0)
-        return SIZE_MAX;
-    if (n < HTTP2_PREFACE_LEN)
-        return 0;
-    h1->h2 = http2_conn_new(h1->conn, h1->site);
-    if (h1->h2 == NULL) {
-        corral_conn_abort(h1->conn, -ENOMEM);
-        return len;
-    }
-    return http2_on_data(h1->h2, data, len);
-}
-
-/* A connection's PROXY header was refused: logged and counted. */
-static void h1_proxy_header_failed(struct h1_conn *h1, enum proxy_protocol_failure why)
-{
-    struct http_stats *stats = worker_stats(h1);
-    if (stats != NULL)
-        counter_inc(&stats->proxy_protocol[why]);
-    char peer[64]; /* exchange_format_client() writes at most this */
-    exchange_format_client(h1->conn, peer, sizeof(peer));
-    corral_log(CORRAL_LOG_INFO, "PROXY header from %s: %s, connection closed", peer,
-               proxy_protocol_failure_names[why]);
-}
-
-/* The PROXY header, which proxy_protocol_transport delivers alone: its
- * source becomes the connection's peer, then TLS or HTTP begins on the
- * bytes still in the socket. */
-static size_t h1_take_proxy_header(struct h1_conn *h1, const char *data, size_t len)
-{
-    struct proxy_protocol_header header;
-    ssize_t used = proxy_protocol_parse(data, len, &header);
-    assert(used != 0); /* the transport delivers complete headers only */
-    h1->proxy_header = false;
-    if (used <= 0) {
-        h1_proxy_header_failed(h1, PROXY_PROTOCOL_MALFORMED);
-        corral_conn_abort(h1->conn, (int)used);
-        return len;
-    }
-    if (header.has_address)
-        corral_conn_set_peer(h1->conn, &header.source.sa, header.address_len);
-    if (h1->site->tls == NULL)
-        corral_conn_set_transport(h1->conn, &corral_plain_transport, NULL);
-    else if (tls_server_accept(h1->site->tls, h1->conn) != 0)
-        corral_conn_abort(h1->conn, -ENOMEM);
-    return (size_t)used;
-}
-
-static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
-{
-    struct h1_conn *h1 = corral_conn_data(conn);
-    if (h1->proxy_header)
-        return h1_take_proxy_header(h1, data, len);
-    if (h1->h2 != NULL)
-        return http2_on_data(h1->h2, data, len);
-    if (h1->requests == 0 && h1->ex == NULL && h1->site->tls != NULL && !h1->closed &&
-        tls_conn_plaintext(conn))
-        return h1_reject_plaintext(h1, data, len);
-    if (h1->site->http2 != NULL && h1->requests == 0 && h1->ex == NULL && !h1->partial_head &&
-        !h1->closed) {
-        size_t used = h1_detect_http2(h1, data, len);
-        if (used != SIZE_MAX)
-            return used;
-    }
+    struct h1_conn *h1 = h1_conn_of(c);
+    corral_conn *conn = c->sock;
     if (h1->tunnel) {
         /* A tunnel's exchange never ends: it lasts until the close. */
         assert(h1->ex != NULL && h1->ex->handler != NULL);
@@ -411,110 +340,78 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
 
 /* ------------------------------------------------------- connection events */
 
-static void h1_on_deadline(corral_conn *conn)
+static void h1_on_deadline(struct http_conn *c)
 {
-    struct h1_conn *h1 = corral_conn_data(conn);
-    if (h1->h2 != NULL) {
-        http2_on_deadline(h1->h2);
-        return;
-    }
-    if (h1->proxy_header) {
-        h1_proxy_header_failed(h1, PROXY_PROTOCOL_TIMEOUT);
-        http1_end(h1, false);
-    } else if (h1->partial_head && h1->ex == NULL) {
+    struct h1_conn *h1 = h1_conn_of(c);
+    if (h1->partial_head && h1->ex == NULL) {
         count_timeout(h1, HTTP_TIMEOUT_HEADER);
         http1_reject(h1, 408, NULL, 0); /* slow or stalled request head */
     } else
         http1_close(h1); /* idle, or silent since it connected */
 }
 
-static void h1_on_open(corral_conn *conn)
+struct http_conn *http1_conn_new(corral_conn *conn, const struct http_site *site)
 {
-    const struct http_site *site = corral_conn_listener_data(conn);
     struct h1_conn *h1 = calloc(1, sizeof(*h1));
-    if (h1 == NULL) {
-        corral_conn_abort(conn, -ENOMEM);
-        return;
-    }
-    h1->conn = conn;
-    h1->site = site;
+    if (h1 == NULL)
+        return NULL;
+    h1->c = (struct http_conn){.sock = conn, .site = site, .framer = &http1_framer};
     h1->vhost = &site->vhosts[0];
-    corral_conn_set_data(conn, h1);
-    /* A PROXY header comes first, before a TLS ClientHello too. */
-    h1->proxy_header = site->proxy_protocol;
-    if (h1->proxy_header)
-        corral_conn_set_transport(conn, &proxy_protocol_transport, NULL);
-    else if (site->tls != NULL && tls_server_accept(site->tls, conn) != 0) {
-        corral_conn_abort(conn, -ENOMEM);
-        return;
-    }
+    corral_conn_set_data(conn, &h1->c);
     corral_conn_set_timeouts(conn, 0, h1->vhost->limits.send_timeout_ms);
     h1_set_deadline(h1, h1->vhost->limits.header_timeout_ms);
+    return &h1->c;
+}
+
+void http1_conn_free(struct http_conn *c)
+{
+    struct h1_conn *h1 = h1_conn_of(c);
+    assert(h1->ex == NULL && h1->retired == NULL && h1->parser == NULL && h1->head_line == NULL);
+    free(h1);
 }
 
 /* The client shut its sending side.  A complete request still gets its
  * response: reading stops once a request is complete, so its EOF is seen
  * only after that response. */
-static void h1_on_eof(corral_conn *conn)
+static void h1_on_eof(struct http_conn *c)
 {
-    struct h1_conn *h1 = corral_conn_data(conn);
-    if (h1->h2 != NULL)
-        http2_on_eof(h1->h2);
-    else
-        http1_end(h1, false);
+    http1_end(h1_conn_of(c), false);
 }
 
-static void h1_on_drain(corral_conn *conn)
+static void h1_on_drain(struct http_conn *c)
 {
-    struct h1_conn *h1 = corral_conn_data(conn);
-    if (h1->h2 != NULL) {
-        http2_on_drain(h1->h2);
-        return;
-    }
+    struct h1_conn *h1 = h1_conn_of(c);
     if (h1->ex != NULL && h1->ex->handler != NULL && h1->ex->handler->on_drain != NULL)
         h1->ex->handler->on_drain(&h1->ex->base);
 }
 
-static void h1_on_stop(corral_conn *conn)
+static void h1_on_stop(struct http_conn *c)
 {
-    struct h1_conn *h1 = corral_conn_data(conn);
-    if (h1->h2 != NULL) {
-        http2_on_stop(h1->h2);
-        return;
-    }
+    struct h1_conn *h1 = h1_conn_of(c);
     if (h1_may_hand_over(h1)) {
         /* Served by the successor from the next request on; one under way
          * finishes here first, and is answered as keeping the connection. */
         h1->handing_over = true;
         if (h1->ex == NULL && !h1->partial_head && h1_hand_over(h1))
             return;
-        if (h1->ex != NULL || h1->partial_head || h1->requests == 0)
+        if (h1->ex != NULL || h1->partial_head || h1->c.requests == 0)
             return; /* moves after this (or its first) exchange */
         h1->handing_over = false;
     }
     h1->stopping = true;
-    if (h1->ex != NULL || h1->partial_head || h1->requests == 0)
+    if (h1->ex != NULL || h1->partial_head || h1->c.requests == 0)
         return; /* closes after this (or its first) exchange, or at the drain timeout */
     /* Idle, unless a request is already in the socket and its event not yet
      * handled: closing now would drop it unanswered.  Let it be read; it is
      * answered with "Connection: close". */
-    if (corral_conn_input_pending(conn))
+    if (corral_conn_input_pending(c->sock))
         return;
     http1_close(h1);
 }
 
-static void h1_on_close(corral_conn *conn, int error)
+static void h1_on_close(struct http_conn *c, int error)
 {
-    struct h1_conn *h1 = corral_conn_data(conn);
-    if (h1 == NULL)
-        return;
-    if (h1->proxy_header && (error == -EPROTO || error == -EMSGSIZE))
-        h1_proxy_header_failed(h1, PROXY_PROTOCOL_MALFORMED);
-    if (h1->h2 != NULL) {
-        http2_on_close(h1->h2, error);
-        free(h1);
-        return;
-    }
+    struct h1_conn *h1 = h1_conn_of(c);
     /* The connection's own timeouts: reading a body, or sending. */
     if (error == -ETIMEDOUT)
         count_timeout(h1, h1->ex != NULL && !h1->ex->request_done ? HTTP_TIMEOUT_BODY
@@ -536,8 +433,8 @@ static void h1_on_close(corral_conn *conn, int error)
     free(h1);
 }
 
-const struct corral_conn_handler http1_server_handler = {
-    .on_open = h1_on_open,
+const struct http_framer http1_framer = {
+    .name = "HTTP/1.1",
     .on_data = h1_on_data,
     .on_eof = h1_on_eof,
     .on_deadline = h1_on_deadline,

@@ -5,7 +5,8 @@
  * pipelining, timeouts and response framing.  It routes requests by the
  * site it listens for (site.h); handlers plug in through struct
  * http_handler (exchange.h).  Implemented by http1.c (the
- * connection) and http1_response.c (responses).
+ * connection) and http1_response.c (responses).  proto/serve/ gives it the
+ * connections that speak HTTP/1.1.
  */
 #ifndef CORRAL_PROTO_HTTP1_H
 #define CORRAL_PROTO_HTTP1_H
@@ -24,9 +25,23 @@
 #include <string.h>
 #include <strings.h>
 
-/* The connection handler to give corral_server_listen() with an http_site
- * as its data. */
-extern const struct corral_conn_handler http1_server_handler;
+/* The HTTP/1.1 framer, which proto/serve/ gives a connection. */
+extern const struct http_framer http1_framer;
+
+/* Serves `conn`, just accepted for `site`, with HTTP/1.1: the connection
+ * object (struct http_conn, set as `conn`'s data), with http1_framer as
+ * its framer and the timeouts of a connection waiting for its first
+ * request.  NULL when out of memory. */
+struct http_conn *http1_conn_new(corral_conn *conn, const struct http_site *site);
+
+/* Frees the HTTP/1.1 state of a connection that another framer serves
+ * before it read anything, and nothing else: the connection goes on. */
+void http1_conn_free(struct http_conn *c);
+
+/* Answers plain HTTP sent to a TLS port (tls_conn_plaintext()) with
+ * nginx's 400 and its words, then closes (reading what the client still
+ * sends, so that the answer is not lost to a reset).  Returns `len`. */
+size_t http1_reject_plaintext(struct http_conn *c, const char *data, size_t len);
 
 /* Where a stopping site's connections go on (a reload: the site of the new
  * configuration for the same address; a binary upgrade: the new process),

@@ -13,8 +13,7 @@
 
 /* An exchange on an HTTP/1.1 connection: one at a time per connection. */
 struct h1_exchange {
-    struct exchange base; /* what handlers get */
-    struct h1_conn *h1;
+    struct exchange base; /* what handlers get; base.conn is its h1_conn's */
     const struct http_handler *handler;
     bool head;          /* HEAD request: responses carry no body */
     bool keep_alive;    /* the client allows reusing the connection */
@@ -47,8 +46,9 @@ struct h1_exchange {
 };
 
 struct h1_conn {
-    corral_conn *conn;
-    const struct http_site *site;
+    /* The connection (its data, from http1_conn_new() on): first, so that
+     * h1_conn_of() finds the rest. */
+    struct http_conn c;
     const struct http_vhost *vhost; /* whose limits apply */
     /* Only from a head's start to its message's end: idle connections
      * hold none. */
@@ -66,10 +66,7 @@ struct h1_conn {
     bool tunnel;              /* switched protocols: bytes pass through raw */
     uint64_t head_started_ns; /* when this head began */
     bool closed;              /* close requested: parse nothing more */
-    struct http2_conn *h2;    /* the client spoke HTTP/2: it has the connection */
-    unsigned requests;        /* completed on this connection */
     unsigned error_status;    /* set by a callback that fails the request */
-    bool proxy_header;        /* its PROXY header is still to come */
     char *head_line;          /* with an access log: a partial head's line, for a 408 */
 };
 
@@ -81,6 +78,19 @@ _Static_assert(offsetof(struct h1_exchange, base) == 0, "h1_exchange_of() casts"
 static inline struct h1_exchange *h1_exchange_of(const struct exchange *ex)
 {
     return (struct h1_exchange *)ex;
+}
+
+_Static_assert(offsetof(struct h1_conn, c) == 0, "h1_conn_of() casts");
+
+static inline struct h1_conn *h1_conn_of(struct http_conn *c)
+{
+    return (struct h1_conn *)c;
+}
+
+/* The connection of `ex`. */
+static inline struct h1_conn *h1_exchange_conn(const struct h1_exchange *ex)
+{
+    return h1_conn_of(ex->base.conn);
 }
 
 /* The connection lets go of its exchange (both halves done, or closing);

@@ -185,11 +185,11 @@ void http1_request_log(struct h1_conn *h1, struct h1_exchange *ex, unsigned stat
 static int on_headers_complete(llhttp_t *parser)
 {
     struct h1_conn *h1 = parser->data;
-    corral_conn_set_deadline(h1->conn, 0);
+    corral_conn_set_deadline(h1->c.sock, 0);
     struct http_request req;
     unsigned status = build_request(h1, &req);
     if (status == 0) {
-        h1->vhost = site_route_vhost(h1->site, h1->conn, req.host.data, req.host.len, &status);
+        h1->vhost = site_route_vhost(h1->c.site, h1->c.sock, req.host.data, req.host.len, &status);
         const struct http_limits *limits = &h1->vhost->limits;
         if (limits->max_body_size > 0 && req.content_length > limits->max_body_size)
             status = 413;
@@ -212,7 +212,7 @@ static int on_headers_complete(llhttp_t *parser)
     ex->upgrade = req.upgrade;
     ex->expect_continue = req.expect_continue && req.has_body && parser->http_minor >= 1;
     if (req.has_body)
-        corral_conn_set_timeouts(h1->conn, h1->vhost->limits.body_timeout_ms,
+        corral_conn_set_timeouts(h1->c.sock, h1->vhost->limits.body_timeout_ms,
                                  h1->vhost->limits.send_timeout_ms);
     router_start(&ex->base, h1->vhost, &req, 0);
     return 0;
@@ -243,7 +243,7 @@ void http1_request_complete(struct h1_conn *h1)
 {
     struct h1_exchange *ex = h1->ex;
     ex->request_done = true;
-    corral_conn_set_timeouts(h1->conn, 0, h1->vhost->limits.send_timeout_ms);
+    corral_conn_set_timeouts(h1->c.sock, 0, h1->vhost->limits.send_timeout_ms);
     if (ex->handler != NULL && ex->handler->on_body_end != NULL && !ex->response_done &&
         !ex->body_dropped)
         ex->handler->on_body_end(&ex->base);
@@ -296,11 +296,11 @@ void http1_request_parser_free(struct h1_conn *h1)
  * log line of a 408 (its input is gone by then). */
 void http1_request_keep_head_line(struct h1_conn *h1, const char *data, size_t len)
 {
-    if (h1->head_line != NULL || access_log_route(h1->site, h1->vhost, NULL) == NULL ||
+    if (h1->head_line != NULL || access_log_route(h1->c.site, h1->vhost, NULL) == NULL ||
         memchr(data, '\n', len) == NULL)
         return;
-    char remote[64]; /* exchange_format_client() writes at most this */
-    exchange_format_client(h1->conn, remote, sizeof(remote));
+    char remote[64]; /* exchange_format_peer() writes at most this */
+    exchange_format_peer(&h1->c, remote, sizeof(remote));
     h1->head_line = access_log_keep_line(data, len, remote);
 }
 

@@ -19,7 +19,7 @@ static bool h1_keep_alive(const struct h1_conn *h1, const struct h1_exchange *ex
 {
     const struct http_limits *limits = &h1->vhost->limits;
     return ex->keep_alive && !h1->stopping && limits->keepalive_timeout_ms > 0 &&
-           h1->requests + 1 < limits->keepalive_requests;
+           h1->c.requests + 1 < limits->keepalive_requests;
 }
 
 static char *append(char *p, const char *text, size_t len)
@@ -37,7 +37,7 @@ static void h1_ex_begin(struct exchange *base, unsigned status, const char *head
                         size_t headers_len, int64_t content_length, struct http_str codings)
 {
     struct h1_exchange *ex = h1_exchange_of(base);
-    struct h1_conn *h1 = ex->h1;
+    struct h1_conn *h1 = h1_exchange_conn(ex);
     if (ex->response_started)
         return;
     ex->response_started = true;
@@ -64,7 +64,7 @@ static void h1_ex_begin(struct exchange *base, unsigned status, const char *head
                   sizeof("Connection: close\r\n") + headers_len + sizeof("\r\n");
     char small[512], *head = small;
     if (need > sizeof(small) && (head = malloc(need)) == NULL) {
-        corral_conn_abort(h1->conn, -ENOMEM);
+        corral_conn_abort(h1->c.sock, -ENOMEM);
         return;
     }
     char *p = append(head, "HTTP/1.1 ", 9);
@@ -92,7 +92,7 @@ static void h1_ex_begin(struct exchange *base, unsigned status, const char *head
     p = append(p, headers, headers_len);
     p = append(p, "\r\n", 2);
     assert((size_t)(p - head) <= need);
-    corral_conn_write(h1->conn, head, (size_t)(p - head));
+    corral_conn_write(h1->c.sock, head, (size_t)(p - head));
     if (head != small)
         free(head);
 }
@@ -107,7 +107,7 @@ static void h1_ex_write(struct exchange *base, const char *data, size_t len)
         ex->chunk_left -= n;
         ex->body_sent += n;
         struct iovec iov[2] = {{(void *)data, n}, {"\r\n", 2}};
-        corral_conn_writev(ex->h1->conn, iov, ex->chunk_left == 0 ? 2 : 1);
+        corral_conn_writev(h1_exchange_conn(ex)->c.sock, iov, ex->chunk_left == 0 ? 2 : 1);
         if (n == len)
             return;
         data += n;
@@ -115,13 +115,13 @@ static void h1_ex_write(struct exchange *base, const char *data, size_t len)
     }
     ex->body_sent += len;
     if (!ex->response_chunked) {
-        corral_conn_write(ex->h1->conn, data, len);
+        corral_conn_write(h1_exchange_conn(ex)->c.sock, data, len);
         return;
     }
     char size_line[HTTP_CHUNK_SIZE_LINE];
     struct iovec iov[3];
     http_chunk_iov(size_line, data, len, iov);
-    corral_conn_writev(ex->h1->conn, iov, 3);
+    corral_conn_writev(h1_exchange_conn(ex)->c.sock, iov, 3);
 }
 
 /* Buffers gathered into one chunk at most: its size line, these and its
@@ -142,7 +142,7 @@ static void h1_ex_writev(struct exchange *base, const struct iovec *iov, int cou
             len += iov[i].iov_len;
         if (len > 0 && !ex->response_chunked) {
             ex->body_sent += len;
-            corral_conn_writev(ex->h1->conn, iov, n);
+            corral_conn_writev(h1_exchange_conn(ex)->c.sock, iov, n);
         } else if (len > 0) { /* an empty chunk would end the body */
             ex->body_sent += len;
             char size_line[HTTP_CHUNK_SIZE_LINE];
@@ -151,7 +151,7 @@ static void h1_ex_writev(struct exchange *base, const struct iovec *iov, int cou
             chunk[0] = framing[0];
             memcpy(chunk + 1, iov, (size_t)n * sizeof(*iov));
             chunk[n + 1] = framing[2];
-            corral_conn_writev(ex->h1->conn, chunk, n + 2);
+            corral_conn_writev(h1_exchange_conn(ex)->c.sock, chunk, n + 2);
         }
         iov += n;
         count -= n;
@@ -163,14 +163,14 @@ static void h1_ex_writev(struct exchange *base, const struct iovec *iov, int cou
 static void h1_ex_end(struct exchange *base, const char *trailers, size_t trailers_len)
 {
     struct h1_exchange *ex = h1_exchange_of(base);
-    struct h1_conn *h1 = ex->h1;
+    struct h1_conn *h1 = h1_exchange_conn(ex);
     if (ex->response_done || !ex->response_started)
         return;
     if (ex->response_chunked && trailers_len > 0) {
         struct iovec last[3] = {{"0\r\n", 3}, {(void *)trailers, trailers_len}, {"\r\n", 2}};
-        corral_conn_writev(h1->conn, last, 3);
+        corral_conn_writev(h1->c.sock, last, 3);
     } else if (ex->response_chunked) {
-        corral_conn_write(h1->conn, "0\r\n\r\n", 5);
+        corral_conn_write(h1->c.sock, "0\r\n\r\n", 5);
     }
     ex->response_done = true;
     http1_count_response(h1, ex->status);
@@ -188,7 +188,7 @@ static void h1_ex_end(struct exchange *base, const char *trailers, size_t traile
 
 static void h1_ex_abort(struct exchange *base)
 {
-    corral_conn_abort(h1_exchange_of(base)->h1->conn, -ECONNRESET);
+    corral_conn_abort(h1_exchange_conn(h1_exchange_of(base))->c.sock, -ECONNRESET);
 }
 
 static bool h1_ex_response_started(const struct exchange *base)
@@ -198,7 +198,7 @@ static bool h1_ex_response_started(const struct exchange *base)
 
 static bool h1_ex_backed_up(const struct exchange *base)
 {
-    return corral_conn_backed_up(h1_exchange_of(base)->h1->conn);
+    return corral_conn_backed_up(h1_exchange_conn(h1_exchange_of(base))->c.sock);
 }
 
 /* The body and the next request share the connection's input: pausing one
@@ -206,58 +206,33 @@ static bool h1_ex_backed_up(const struct exchange *base)
  * until the response is done. */
 static void h1_ex_pause_body(struct exchange *base)
 {
-    corral_conn_pause_read(h1_exchange_of(base)->h1->conn);
+    corral_conn_pause_read(h1_exchange_conn(h1_exchange_of(base))->c.sock);
 }
 
 static void h1_ex_resume_body(struct exchange *base)
 {
-    corral_conn_resume_read(h1_exchange_of(base)->h1->conn);
-}
-
-static corral_loop *h1_ex_loop(const struct exchange *base)
-{
-    return corral_conn_loop(h1_exchange_of(base)->h1->conn);
-}
-
-static corral_worker *h1_ex_worker(const struct exchange *base)
-{
-    return corral_conn_worker(h1_exchange_of(base)->h1->conn);
-}
-
-static bool h1_ex_tls(const struct exchange *base)
-{
-    return h1_exchange_of(base)->h1->site->tls != NULL;
-}
-
-static void h1_ex_client_host(const struct exchange *base, char *buf, size_t len)
-{
-    exchange_format_client(h1_exchange_of(base)->h1->conn, buf, len);
-}
-
-static const corral_conn *h1_ex_conn(const struct exchange *base)
-{
-    return h1_exchange_of(base)->h1->conn;
+    corral_conn_resume_read(h1_exchange_conn(h1_exchange_of(base))->c.sock);
 }
 
 static void h1_ex_tunnel(struct exchange *base)
 {
-    struct h1_conn *h1 = h1_exchange_of(base)->h1;
+    struct h1_conn *h1 = h1_exchange_conn(h1_exchange_of(base));
     h1->tunnel = true;
-    corral_conn_set_deadline(h1->conn, 0);
-    corral_conn_set_timeouts(h1->conn, 0, 0); /* the protocol inside has its own */
-    corral_conn_resume_read(h1->conn);        /* bytes that came early are waiting */
+    corral_conn_set_deadline(h1->c.sock, 0);
+    corral_conn_set_timeouts(h1->c.sock, 0, 0); /* the protocol inside has its own */
+    corral_conn_resume_read(h1->c.sock);        /* bytes that came early are waiting */
 }
 
 static void h1_ex_tunnel_write(struct exchange *base, const char *data, size_t len)
 {
-    corral_conn_write(h1_exchange_of(base)->h1->conn, data, len);
+    corral_conn_write(h1_exchange_conn(h1_exchange_of(base))->c.sock, data, len);
 }
 
 /* Closes the connection once the output is sent; h1_on_close then reports
  * on_abort, as for a client that closes. */
 static void h1_ex_tunnel_close(struct exchange *base)
 {
-    corral_conn_close(h1_exchange_of(base)->h1->conn);
+    corral_conn_close(h1_exchange_conn(h1_exchange_of(base))->c.sock);
 }
 
 /* A splice under way, allocated only then: an idle connection's exchange
@@ -282,7 +257,7 @@ static void h1_ex_spliced(corral_conn *from, corral_conn *to, uint64_t moved, in
     if (ex->chunk_left > 0) {
         ex->chunk_left -= moved; /* at most what the splice was asked to move */
         if (ex->chunk_left == 0)
-            corral_conn_write(ex->h1->conn, "\r\n", 2);
+            corral_conn_write(h1_exchange_conn(ex)->c.sock, "\r\n", 2);
     }
     sp.cb(&ex->base, moved, error, sp.arg);
 }
@@ -296,9 +271,9 @@ static int h1_ex_splice(struct exchange *base, corral_conn *from, uint64_t max,
                         exchange_splice_cb cb, void *arg)
 {
     struct h1_exchange *ex = h1_exchange_of(base);
-    struct h1_conn *h1 = ex->h1;
+    struct h1_conn *h1 = h1_exchange_conn(ex);
     if (!ex->response_body || ex->response_done || max == 0 ||
-        (ex->response_chunked && max == UINT64_MAX) || h1->site->tls != NULL)
+        (ex->response_chunked && max == UINT64_MAX) || h1->c.tls)
         return -EOPNOTSUPP;
     /* The last response of a connection, when its length is known, is
      * copied: spliced and then closed at once, 1 MB responses to clients
@@ -324,10 +299,10 @@ static int h1_ex_splice(struct exchange *base, corral_conn *from, uint64_t max,
         char size_line[HTTP_CHUNK_SIZE_LINE];
         struct iovec iov[3];
         http_chunk_iov(size_line, NULL, (size_t)max, iov);
-        corral_conn_write(h1->conn, iov[0].iov_base, iov[0].iov_len);
+        corral_conn_write(h1->c.sock, iov[0].iov_base, iov[0].iov_len);
         ex->chunk_left = max;
     }
-    int err = corral_conn_splice(from, h1->conn, max, h1_ex_spliced, sp);
+    int err = corral_conn_splice(from, h1->c.sock, max, h1_ex_spliced, sp);
     if (err != 0) {
         free(sp);
         return err;
@@ -346,11 +321,6 @@ const struct exchange_ops h1_exchange_ops = {
     .backed_up = h1_ex_backed_up,
     .pause_body = h1_ex_pause_body,
     .resume_body = h1_ex_resume_body,
-    .loop = h1_ex_loop,
-    .worker = h1_ex_worker,
-    .client_host = h1_ex_client_host,
-    .conn = h1_ex_conn,
-    .tls = h1_ex_tls,
     .tunnel = h1_ex_tunnel,
     .tunnel_write = h1_ex_tunnel_write,
     .tunnel_close = h1_ex_tunnel_close,

@@ -12,10 +12,10 @@
 uint64_t http1_upload_spliceable(const struct exchange *base)
 {
     const struct h1_exchange *ex = h1_exchange_of(base);
-    const struct h1_conn *h1 = ex->h1;
+    const struct h1_conn *h1 = h1_exchange_conn(ex);
     /* body_raw: inside on_body, with llhttp inside the body's bytes.  An
      * upgrade's bytes after the body are another protocol's: not moved. */
-    if (!ex->body_raw || ex->request_splicing || h1->site->tls != NULL || h1->parser == NULL ||
+    if (!ex->body_raw || ex->request_splicing || h1->c.tls || h1->parser == NULL ||
         h1->parser->upgrade)
         return 0;
     uint64_t rest = h1->parser->content_length;
@@ -43,7 +43,7 @@ static void h1_request_spliced(corral_conn *from, corral_conn *to, uint64_t move
     struct h1_request_splice sp = *(struct h1_request_splice *)arg;
     free(arg);
     struct h1_exchange *ex = sp.ex;
-    struct h1_conn *h1 = ex->h1;
+    struct h1_conn *h1 = h1_exchange_conn(ex);
     ex->request_splicing = false;
     ex->body_received += moved;
     /* The parser lives until the message ends, which only this can say. */
@@ -62,7 +62,7 @@ static void h1_request_spliced(corral_conn *from, corral_conn *to, uint64_t move
     if (ex->response_done)
         http1_finish_exchange(h1);
     else
-        corral_conn_pause_read(h1->conn); /* a pipelined request waits */
+        corral_conn_pause_read(h1->c.sock); /* a pipelined request waits */
 }
 
 int http1_upload_splice(struct exchange *base, corral_conn *to, uint64_t len, exchange_splice_cb cb,
@@ -77,7 +77,7 @@ int http1_upload_splice(struct exchange *base, corral_conn *to, uint64_t len, ex
     if (sp == NULL)
         return -ENOMEM;
     *sp = (struct h1_request_splice){.ex = ex, .cb = cb, .arg = arg};
-    int err = corral_conn_splice(ex->h1->conn, to, len, h1_request_spliced, sp);
+    int err = corral_conn_splice(h1_exchange_conn(ex)->c.sock, to, len, h1_request_spliced, sp);
     if (err != 0) {
         free(sp);
         return err;

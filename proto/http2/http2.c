@@ -58,10 +58,10 @@ const char *const http2_counter_names[HTTP2_COUNTERS] = {
 
 static struct http_stats *h2_stats(const struct http2_conn *h2)
 {
-    corral_worker *worker = corral_conn_worker(h2->conn);
-    if (worker == NULL || h2->site->stats == NULL)
+    corral_worker *worker = corral_conn_worker(h2->c.sock);
+    if (worker == NULL || h2->c.site->stats == NULL)
         return NULL;
-    return &h2->site->stats[corral_worker_index(worker)];
+    return &h2->c.site->stats[corral_worker_index(worker)];
 }
 
 void http2_count(struct http2_conn *h2, enum http2_counter counter)
@@ -79,7 +79,7 @@ void http2_defence(struct http2_conn *h2, enum http2_counter counter, const char
         return;
     h2->logged |= 1u << counter;
     char client[64];
-    exchange_format_client(h2->conn, client, sizeof(client));
+    exchange_format_peer(&h2->c, client, sizeof(client));
     corral_log(CORRAL_LOG_WARN, "http2: %s: %s (logged once per connection)", client, what);
 }
 
@@ -87,6 +87,7 @@ void http2_count_response(struct http2_conn *h2, const struct h2_stream *st)
 {
     uint64_t ns = corral_monotonic_ns() - st->started_ns;
     site_stats_count(h2_stats(h2), st->vhost, st->status, ns);
+    h2->c.requests++;
 }
 
 /* ------------------------------------------------------------- the output */
@@ -137,7 +138,7 @@ static uint64_t stall_deadline(const struct http2_conn *h2)
  * header block's server is not known before it is decoded; 0: none. */
 static uint32_t header_timeout_ms(const struct http2_conn *h2)
 {
-    return h2->site->vhosts[0].limits.header_timeout_ms;
+    return h2->c.site->vhosts[0].limits.header_timeout_ms;
 }
 
 /* When the client's bytes in progress are due: a frame header begun, a
@@ -173,7 +174,7 @@ static void h2_set_deadline(struct http2_conn *h2)
         other = h2->idle_from_ms + ms;
     if (other != 0 && (at == 0 || other < at))
         at = other;
-    corral_conn_set_deadline(h2->conn, at);
+    corral_conn_set_deadline(h2->c.sock, at);
 }
 
 /* One frame from nghttp2 into the connection's output.  Our SETTINGS go
@@ -186,7 +187,7 @@ static void write_frame(struct http2_conn *h2, const uint8_t *data, size_t n)
     uint8_t frame[H2_FRAME_HEADER + 6 * 8];
     if (h2->settings_sent || n < H2_FRAME_HEADER || data[3] != NGHTTP2_SETTINGS ||
         (data[4] & NGHTTP2_FLAG_ACK) != 0) {
-        corral_conn_write(h2->conn, data, n);
+        corral_conn_write(h2->c.sock, data, n);
         return;
     }
     /* nghttp2_session_mem_send() hands out one frame at a time, and this
@@ -203,18 +204,18 @@ static void write_frame(struct http2_conn *h2, const uint8_t *data, size_t n)
         frame[i + 4] = (uint8_t)(max >> 8);
         frame[i + 5] = (uint8_t)max;
     }
-    corral_conn_write(h2->conn, frame, n);
+    corral_conn_write(h2->c.sock, frame, n);
 }
 
 /* Frames what the session has queued into the connection's output, as far
  * as its watermark lets it: the rest follows on_drain. */
 static void h2_flush(struct http2_conn *h2)
 {
-    while (!corral_conn_backed_up(h2->conn)) {
+    while (!corral_conn_backed_up(h2->c.sock)) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(h2->session, &data);
         if (n < 0) {
-            corral_conn_abort(h2->conn, -EPROTO);
+            corral_conn_abort(h2->c.sock, -EPROTO);
             h2->closing = true;
             return;
         }
@@ -233,9 +234,9 @@ static void h2_flush(struct http2_conn *h2)
     }
     bool done = !nghttp2_session_want_read(h2->session) && !nghttp2_session_want_write(h2->session);
     if ((done || ((h2->closing || h2->stopping) && h2->stream_count == 0)) &&
-        !corral_conn_backed_up(h2->conn)) {
+        !corral_conn_backed_up(h2->c.sock)) {
         h2->closing = true;
-        corral_conn_close(h2->conn);
+        corral_conn_close(h2->c.sock);
         return;
     }
     h2_set_deadline(h2);
@@ -256,8 +257,8 @@ void http2_schedule(struct http2_conn *h2)
 {
     if (h2->flush_scheduled || h2->gone)
         return;
-    if (corral_loop_defer(corral_conn_loop(h2->conn), h2_flush_deferred, h2) != 0) {
-        corral_conn_abort(h2->conn, -ENOMEM);
+    if (corral_loop_defer(corral_conn_loop(h2->c.sock), h2_flush_deferred, h2) != 0) {
+        corral_conn_abort(h2->c.sock, -ENOMEM);
         return;
     }
     h2->flush_scheduled = true;
@@ -275,7 +276,7 @@ static void calm(struct http2_conn *h2, enum http2_counter counter, const char *
         return;
     http2_count(h2, counter);
     char client[64];
-    exchange_format_client(h2->conn, client, sizeof(client));
+    exchange_format_peer(&h2->c, client, sizeof(client));
     if (interval_ms > 0)
         corral_log(CORRAL_LOG_WARN, "http2: %s: %u %s within %u ms: closing the connection", client,
                    count, what, interval_ms);
@@ -289,7 +290,7 @@ static void calm(struct http2_conn *h2, enum http2_counter counter, const char *
  * (CVE-2023-44487), where each reset stream costs the server a request. */
 static void count_reset(struct http2_conn *h2)
 {
-    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
+    uint64_t now = corral_loop_now(corral_conn_loop(h2->c.sock));
     if (now - h2->resets_since_ms >= h2->conf->reset_interval_ms) {
         h2->resets_since_ms = now;
         h2->resets = 0;
@@ -311,7 +312,7 @@ static void count_flood(struct http2_conn *h2, enum h2_flood kind)
         [H2_FLOOD_EMPTY] = {H2_MAX_EMPTY_FRAMES, HTTP2_EMPTY_FRAME_FLOOD,
                             "empty DATA, HEADERS, CONTINUATION or PRIORITY frames"},
     };
-    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
+    uint64_t now = corral_loop_now(corral_conn_loop(h2->c.sock));
     if (now - h2->floods_since_ms >= H2_FLOOD_INTERVAL_MS) {
         h2->floods_since_ms = now;
         memset(h2->floods, 0, sizeof(h2->floods));
@@ -528,7 +529,7 @@ static bool frame_done(struct http2_conn *h2, uint64_t now)
  * nghttp2 opens the stream (to be answered) and decodes none of it. */
 static size_t scan_frames(struct http2_conn *h2, const uint8_t *data, size_t len)
 {
-    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
+    uint64_t now = corral_loop_now(corral_conn_loop(h2->c.sock));
     size_t i = 0;
     while (i < len && !h2->closing) {
         if (h2->scan_pad) {
@@ -705,7 +706,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     struct http2_conn *h2 = user;
     (void)error_code;
     /* The last stream's end starts the idle timeout. */
-    h2->idle_from_ms = corral_loop_now(corral_conn_loop(h2->conn));
+    h2->idle_from_ms = corral_loop_now(corral_conn_loop(h2->c.sock));
     struct h2_stream *st = nghttp2_session_get_stream_user_data(session, stream_id);
     if (st != NULL) {
         nghttp2_session_set_stream_user_data(session, stream_id, NULL);
@@ -748,15 +749,17 @@ static nghttp2_session_callbacks *session_callbacks(void)
 
 /* ------------------------------------------------------------ connection */
 
-struct http2_conn *http2_conn_new(corral_conn *conn, const struct http_site *site)
+struct http_conn *http2_conn_new(const struct http_conn *from)
 {
     struct http2_conn *h2 = calloc(1, sizeof(*h2));
     nghttp2_session_callbacks *cbs = session_callbacks();
     nghttp2_option *opt = NULL;
     if (h2 == NULL || cbs == NULL || nghttp2_option_new(&opt) != 0)
         goto fail;
-    h2->conn = conn;
-    h2->site = site;
+    corral_conn *conn = from->sock;
+    const struct http_site *site = from->site;
+    h2->c = *from;
+    h2->c.framer = &http2_framer;
     h2->conf = site->http2;
     /* Window updates follow what handlers take, so that a paused request
      * body stalls its stream only (exchange_pause_body()). */
@@ -799,9 +802,10 @@ struct http2_conn *http2_conn_new(corral_conn *conn, const struct http_site *sit
     h2->resets_since_ms = h2->floods_since_ms = h2->idle_from_ms =
         corral_loop_now(corral_conn_loop(conn));
     h2->scan_skip = HTTP2_PREFACE_LEN;
+    corral_conn_set_data(conn, &h2->c);
     corral_conn_set_timeouts(conn, 0, site->vhosts[0].limits.send_timeout_ms);
     h2_set_deadline(h2);
-    return h2;
+    return &h2->c;
 
 fail:
     nghttp2_option_del(opt);
@@ -813,8 +817,9 @@ fail:
     return NULL;
 }
 
-size_t http2_on_data(struct http2_conn *h2, const char *data, size_t len)
+static size_t h2_on_data(struct http_conn *c, const char *data, size_t len)
 {
+    struct http2_conn *h2 = h2_conn_of(c);
     if (h2->closing)
         return len;
     const uint8_t *in = (const uint8_t *)data;
@@ -834,7 +839,7 @@ size_t http2_on_data(struct http2_conn *h2, const char *data, size_t len)
             /* A bad preface or a framing error: nghttp2 has queued the
              * GOAWAY where it can.  Once per connection, since it ends. */
             char client[64];
-            exchange_format_client(h2->conn, client, sizeof(client));
+            exchange_format_peer(&h2->c, client, sizeof(client));
             corral_log(CORRAL_LOG_INFO, "http2: %s: %s: closing the connection", client,
                        nghttp2_strerror((int)n));
             if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC)
@@ -848,16 +853,18 @@ size_t http2_on_data(struct http2_conn *h2, const char *data, size_t len)
     return len;
 }
 
-void http2_on_eof(struct http2_conn *h2)
+static void h2_on_eof(struct http_conn *c)
 {
+    struct http2_conn *h2 = h2_conn_of(c);
     /* A client that closes its half reads nothing more either: a response
      * would go nowhere. */
     h2->closing = true;
-    corral_conn_close(h2->conn);
+    corral_conn_close(h2->c.sock);
 }
 
-void http2_on_drain(struct http2_conn *h2)
+static void h2_on_drain(struct http_conn *c)
 {
+    struct http2_conn *h2 = h2_conn_of(c);
     h2->drains_owed = true;
     h2_flush(h2);
 }
@@ -871,9 +878,10 @@ static void header_timeout(struct http2_conn *h2, const char *what)
     http2_defence(h2, HTTP2_HEADER_TIMEOUT, what);
 }
 
-void http2_on_deadline(struct http2_conn *h2)
+static void h2_on_deadline(struct http_conn *c)
 {
-    uint64_t now = corral_loop_now(corral_conn_loop(h2->conn));
+    struct http2_conn *h2 = h2_conn_of(c);
+    uint64_t now = corral_loop_now(corral_conn_loop(h2->c.sock));
     uint32_t header_ms = header_timeout_ms(h2);
     if (header_ms != 0 && ((h2->scan_have > 0 && h2->frame_started_ms + header_ms <= now) ||
                            (h2->block_open && h2->block_started_ms + header_ms <= now))) {
@@ -935,8 +943,9 @@ void http2_on_deadline(struct http2_conn *h2)
     h2_flush(h2);
 }
 
-void http2_on_stop(struct http2_conn *h2)
+static void h2_on_stop(struct http_conn *c)
 {
+    struct http2_conn *h2 = h2_conn_of(c);
     /* The streams up to the last one processed run to their end; the
      * client retries later ones elsewhere (RFC 9113 6.8). */
     h2->stopping = true;
@@ -946,9 +955,10 @@ void http2_on_stop(struct http2_conn *h2)
     h2_flush(h2);
 }
 
-void http2_on_close(struct http2_conn *h2, int error)
+static void h2_on_close(struct http_conn *c, int error)
 {
     (void)error;
+    struct http2_conn *h2 = h2_conn_of(c);
     /* Handlers told of the abort below may call back: nothing more is
      * scheduled from here on. */
     bool deferred = h2->flush_scheduled;
@@ -958,3 +968,13 @@ void http2_on_close(struct http2_conn *h2, int error)
     if (!deferred)
         h2_free(h2); /* else the deferred flush, which holds a pointer, frees */
 }
+
+const struct http_framer http2_framer = {
+    .name = "HTTP/2",
+    .on_data = h2_on_data,
+    .on_eof = h2_on_eof,
+    .on_drain = h2_on_drain,
+    .on_deadline = h2_on_deadline,
+    .on_stop = h2_on_stop,
+    .on_close = h2_on_close,
+};

@@ -1,9 +1,9 @@
 /*
  * http2.h: the server side of HTTP/2 (RFC 9113) over libnghttp2, the second
  * framer of proto/http/exchange.h: every stream is one exchange, routed by the
- * site (site.h) as HTTP/1.1 routes a request.  An HTTP/1.1 connection of a
- * site with HTTP/2 on hands itself over when its first bytes are the
- * connection preface (after ALPN h2, or with prior knowledge).
+ * site (site.h) as HTTP/1.1 routes a request.  proto/serve/ gives it the
+ * connections that chose it: ALPN h2, or the connection preface on a
+ * cleartext port of a site with HTTP/2 on.
  */
 #ifndef CORRAL_PROTO_HTTP2_H
 #define CORRAL_PROTO_HTTP2_H
@@ -24,21 +24,15 @@
 /* /metrics names of enum http2_counter (site.h). */
 extern const char *const http2_counter_names[HTTP2_COUNTERS];
 
-/* One HTTP/2 connection; it lives inside the connection that handed over. */
-struct http2_conn;
+/* The HTTP/2 framer (struct http_framer): its on_close aborts the
+ * streams still open and frees the connection's state. */
+extern const struct http_framer http2_framer;
 
-/* Takes over `conn` (of `site`, whose http2 settings are set) for HTTP/2:
- * the caller hands it every event of the connection from then on, starting
- * with the input, preface included.  Returns NULL when out of memory. */
-struct http2_conn *http2_conn_new(corral_conn *conn, const struct http_site *site);
-
-/* The connection's events, as struct corral_conn_handler has them. */
-size_t http2_on_data(struct http2_conn *h2, const char *data, size_t len);
-void http2_on_eof(struct http2_conn *h2);
-void http2_on_drain(struct http2_conn *h2);
-void http2_on_deadline(struct http2_conn *h2);
-void http2_on_stop(struct http2_conn *h2);
-/* The last one: aborts the streams still open and frees `h2`. */
-void http2_on_close(struct http2_conn *h2, int error);
+/* Serves the connection `from` describes (of a site whose http2 settings
+ * are set) with HTTP/2, from its next input on, preface included: a new
+ * connection object, a copy of `from` with http2_framer as its framer, set
+ * as the transport connection's data.  The caller frees `from`'s framer
+ * state.  Returns NULL when out of memory, `from` unchanged. */
+struct http_conn *http2_conn_new(const struct http_conn *from);
 
 #endif

@@ -26,8 +26,7 @@ struct h2_field {
 
 /* One stream, one exchange. */
 struct h2_stream {
-    struct exchange base; /* what handlers get */
-    struct http2_conn *h2;
+    struct exchange base;          /* what handlers get; base.conn is its http2_conn's */
     struct h2_stream *prev, *next; /* the connection's open streams */
     int32_t id;
     const struct http_vhost *vhost;
@@ -87,8 +86,9 @@ enum h2_flood {
 #define H2_FRAME_HEADER 9
 
 struct http2_conn {
-    corral_conn *conn;
-    const struct http_site *site;
+    /* The connection (its data, from http2_conn_new() on): first, so that
+     * h2_conn_of() finds the rest. */
+    struct http_conn c;
     const struct http2_conf *conf;
     nghttp2_session *session;
     struct h2_stream *streams; /* open ones */
@@ -132,12 +132,25 @@ struct http2_conn {
     uint64_t window_updates, data_frames_sent;
 };
 
+_Static_assert(offsetof(struct http2_conn, c) == 0, "h2_conn_of() casts");
+
+static inline struct http2_conn *h2_conn_of(struct http_conn *c)
+{
+    return (struct http2_conn *)c;
+}
+
 /* The stream of `ex`. */
 static inline struct h2_stream *h2_stream_of(const struct exchange *ex)
 {
     return (struct h2_stream *)ex;
 }
 _Static_assert(offsetof(struct h2_stream, base) == 0, "h2_stream_of() casts");
+
+/* The connection of `st`. */
+static inline struct http2_conn *h2_stream_conn(const struct h2_stream *st)
+{
+    return h2_conn_of(st->base.conn);
+}
 
 extern const struct exchange_ops h2_exchange_ops;
 

@@ -77,12 +77,12 @@ static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *b
     size_t n = st->out.len < length ? st->out.len : length;
     if (n > 0) {
         memcpy(buf, st->out.data + st->out.off, n);
-        st->progress_ms = corral_loop_now(corral_conn_loop(st->h2->conn));
+        st->progress_ms = corral_loop_now(corral_conn_loop(h2_stream_conn(st)->c.sock));
     }
     st->out.off += n;
     st->out.len -= n;
-    if (st->was_backed_up && st->out.len <= st->h2->conf->stream_buffer_size / 2)
-        st->h2->drains_owed = true;
+    if (st->was_backed_up && st->out.len <= h2_stream_conn(st)->conf->stream_buffer_size / 2)
+        h2_stream_conn(st)->drains_owed = true;
     if (st->out.len > 0 || !st->response_done) {
         if (n == 0)
             return NGHTTP2_ERR_DEFERRED;
@@ -108,7 +108,7 @@ static void h2_ex_begin(struct exchange *base, unsigned status, const char *head
                         size_t headers_len, int64_t content_length, struct http_str codings)
 {
     struct h2_stream *st = h2_stream_of(base);
-    struct http2_conn *h2 = st->h2;
+    struct http2_conn *h2 = h2_stream_conn(st);
     if (st->response_started)
         return;
     bool informational = status < 200;
@@ -169,8 +169,8 @@ static void h2_ex_begin(struct exchange *base, unsigned status, const char *head
 void http2_response_resume(struct h2_stream *st)
 {
     /* An error only says the stream was not deferred. */
-    nghttp2_session_resume_data(st->h2->session, st->id);
-    http2_schedule(st->h2);
+    nghttp2_session_resume_data(h2_stream_conn(st)->session, st->id);
+    http2_schedule(h2_stream_conn(st));
 }
 
 static void h2_ex_write(struct exchange *base, const char *data, size_t len)
@@ -179,11 +179,11 @@ static void h2_ex_write(struct exchange *base, const char *data, size_t len)
     if (!st->response_body || st->response_done || len == 0)
         return;
     if (st->out.len == 0) /* a stall is counted from here */
-        st->progress_ms = corral_loop_now(corral_conn_loop(st->h2->conn));
+        st->progress_ms = corral_loop_now(corral_conn_loop(h2_stream_conn(st)->c.sock));
     if (http2_stream_buf_append(&st->out, data, len) != 0) {
-        nghttp2_submit_rst_stream(st->h2->session, NGHTTP2_FLAG_NONE, st->id,
+        nghttp2_submit_rst_stream(h2_stream_conn(st)->session, NGHTTP2_FLAG_NONE, st->id,
                                   NGHTTP2_INTERNAL_ERROR);
-        http2_schedule(st->h2);
+        http2_schedule(h2_stream_conn(st));
         return;
     }
     st->body_sent += len;
@@ -199,7 +199,7 @@ static void h2_ex_writev(struct exchange *base, const struct iovec *iov, int cou
 static void h2_ex_end(struct exchange *base, const char *trailers, size_t trailers_len)
 {
     struct h2_stream *st = h2_stream_of(base);
-    struct http2_conn *h2 = st->h2;
+    struct http2_conn *h2 = h2_stream_conn(st);
     if (st->response_done || !st->response_started)
         return;
     st->response_done = true;
@@ -223,8 +223,9 @@ static void h2_ex_abort(struct exchange *base)
 {
     struct h2_stream *st = h2_stream_of(base);
     /* on_abort follows from the stream's close, in the next flush. */
-    nghttp2_submit_rst_stream(st->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-    http2_schedule(st->h2);
+    nghttp2_submit_rst_stream(h2_stream_conn(st)->session, NGHTTP2_FLAG_NONE, st->id,
+                              NGHTTP2_INTERNAL_ERROR);
+    http2_schedule(h2_stream_conn(st));
 }
 
 static bool h2_ex_response_started(const struct exchange *base)
@@ -235,8 +236,8 @@ static bool h2_ex_response_started(const struct exchange *base)
 static bool h2_ex_backed_up(const struct exchange *base)
 {
     struct h2_stream *st = h2_stream_of(base);
-    bool backed_up =
-        st->out.len >= st->h2->conf->stream_buffer_size || corral_conn_backed_up(st->h2->conn);
+    bool backed_up = st->out.len >= h2_stream_conn(st)->conf->stream_buffer_size ||
+                     corral_conn_backed_up(h2_stream_conn(st)->c.sock);
     if (backed_up)
         st->was_backed_up = true; /* on_drain is owed */
     return backed_up;
@@ -245,7 +246,8 @@ static bool h2_ex_backed_up(const struct exchange *base)
 void http2_response_drain(struct h2_stream *st)
 {
     if (!st->was_backed_up || !st->handler_owns ||
-        st->out.len > st->h2->conf->stream_buffer_size / 2 || corral_conn_backed_up(st->h2->conn))
+        st->out.len > h2_stream_conn(st)->conf->stream_buffer_size / 2 ||
+        corral_conn_backed_up(h2_stream_conn(st)->c.sock))
         return;
     st->was_backed_up = false;
     if (st->handler->on_drain != NULL)
@@ -264,34 +266,9 @@ static void h2_ex_resume_body(struct exchange *base)
         return;
     st->body_paused = false;
     /* The client could not send while the window waited on the handler. */
-    st->body_progress_ms = corral_loop_now(corral_conn_loop(st->h2->conn));
+    st->body_progress_ms = corral_loop_now(corral_conn_loop(h2_stream_conn(st)->c.sock));
     http2_stream_deliver_body(st);
-    http2_schedule(st->h2); /* the WINDOW_UPDATE */
-}
-
-static corral_loop *h2_ex_loop(const struct exchange *base)
-{
-    return corral_conn_loop(h2_stream_of(base)->h2->conn);
-}
-
-static corral_worker *h2_ex_worker(const struct exchange *base)
-{
-    return corral_conn_worker(h2_stream_of(base)->h2->conn);
-}
-
-static bool h2_ex_tls(const struct exchange *base)
-{
-    return h2_stream_of(base)->h2->site->tls != NULL;
-}
-
-static void h2_ex_client_host(const struct exchange *base, char *buf, size_t len)
-{
-    exchange_format_client(h2_stream_of(base)->h2->conn, buf, len);
-}
-
-static const corral_conn *h2_ex_conn(const struct exchange *base)
-{
-    return h2_stream_of(base)->h2->conn;
+    http2_schedule(h2_stream_conn(st)); /* the WINDOW_UPDATE */
 }
 
 /* No protocol switch over HTTP/2 (extended CONNECT is not offered), so a
@@ -323,11 +300,6 @@ const struct exchange_ops h2_exchange_ops = {
     .backed_up = h2_ex_backed_up,
     .pause_body = h2_ex_pause_body,
     .resume_body = h2_ex_resume_body,
-    .loop = h2_ex_loop,
-    .worker = h2_ex_worker,
-    .client_host = h2_ex_client_host,
-    .conn = h2_ex_conn,
-    .tls = h2_ex_tls,
     .tunnel = h2_ex_tunnel,
     .tunnel_write = h2_ex_tunnel_write,
     .tunnel_close = h2_ex_tunnel_close,

@@ -60,9 +60,9 @@ struct h2_stream *http2_stream_new(struct http2_conn *h2, int32_t id)
     if (st == NULL)
         return NULL;
     st->base._ops = &h2_exchange_ops;
-    st->h2 = h2;
+    st->base.conn = &h2->c;
     st->id = id;
-    st->vhost = &h2->site->vhosts[0];
+    st->vhost = &h2->c.site->vhosts[0];
     st->started_ns = corral_monotonic_ns(); /* for the access log and the metrics */
     st->next = h2->streams;
     if (h2->streams != NULL)
@@ -90,7 +90,7 @@ void http2_stream_log(struct h2_stream *st, unsigned status)
 
 void http2_stream_free(struct h2_stream *st)
 {
-    struct http2_conn *h2 = st->h2;
+    struct http2_conn *h2 = h2_stream_conn(st);
     if (st->handler_owns) {
         st->handler_owns = false;
         if (st->handler->on_abort != NULL)
@@ -126,7 +126,8 @@ int http2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namele
     /* RFC 9113 6.5.2: each field counts its name, its value and 32. */
     st->head_size += namelen + valuelen + 32;
     unsigned max_headers = st->vhost->limits.max_headers + 4; /* and the pseudo-headers */
-    if (st->head_size > st->h2->conf->max_header_list_size || st->field_count >= max_headers) {
+    if (st->head_size > h2_stream_conn(st)->conf->max_header_list_size ||
+        st->field_count >= max_headers) {
         st->head_refused = true; /* answered 431 once complete; nothing more kept */
         return 0;
     }
@@ -154,11 +155,11 @@ int http2_stream_trailer(struct h2_stream *st, const uint8_t *name, size_t namel
     /* Framing, routing, credentials and the like are settled by the head
      * (RFC 9110 6.5.1). */
     if (!http_trailer_allowed((struct http_str){(const char *)name, namelen})) {
-        http2_count(st->h2, HTTP2_TRAILER_FIELDS_DROPPED);
+        http2_count(h2_stream_conn(st), HTTP2_TRAILER_FIELDS_DROPPED);
         return 0;
     }
     /* Beyond the header list's limit the trailers are dropped, all of them. */
-    size_t limit = st->h2->conf->max_header_list_size;
+    size_t limit = h2_stream_conn(st)->conf->max_header_list_size;
     if (st->trailers_size > limit)
         return 0; /* dropped already */
     st->trailers_size += namelen + valuelen + 32;
@@ -183,7 +184,7 @@ static void keep_log_fields(struct h2_stream *st, const struct http_request *req
 {
     if (st->log_fields != NULL)
         return;
-    st->log = access_log_route(st->h2->site, st->vhost, loc);
+    st->log = access_log_route(h2_stream_conn(st)->c.site, st->vhost, loc);
     if (st->log == NULL)
         return;
     char remote[64]; /* exchange_client_host() writes at most this */
@@ -195,7 +196,7 @@ void http2_stream_keep_log_unread(struct h2_stream *st)
 {
     if (st->log_fields != NULL)
         return;
-    st->log = access_log_route(st->h2->site, st->vhost, NULL);
+    st->log = access_log_route(h2_stream_conn(st)->c.site, st->vhost, NULL);
     if (st->log == NULL)
         return;
     char remote[64]; /* exchange_client_host() writes at most this */
@@ -327,9 +328,9 @@ static unsigned build_request(struct h2_stream *st, bool end_stream, struct http
 
 void http2_stream_request(struct h2_stream *st, bool end_stream)
 {
-    struct http2_conn *h2 = st->h2;
+    struct http2_conn *h2 = h2_stream_conn(st);
     st->request_done = end_stream;
-    st->body_progress_ms = corral_loop_now(corral_conn_loop(h2->conn));
+    st->body_progress_ms = corral_loop_now(corral_conn_loop(h2->c.sock));
     struct http_request req = {.method = {NULL, 0}};
     struct http_header *headers = NULL;
     char *cookie = NULL;
@@ -352,7 +353,7 @@ void http2_stream_request(struct h2_stream *st, bool end_stream)
         return;
     }
     if (status == 0) {
-        st->vhost = site_route_vhost(h2->site, h2->conn, req.host.data, req.host.len, &status);
+        st->vhost = site_route_vhost(h2->c.site, h2->c.sock, req.host.data, req.host.len, &status);
         size_t max = st->vhost->limits.max_body_size;
         if (max > 0 && req.content_length > max)
             status = 413;
@@ -387,7 +388,7 @@ void http2_stream_set_handler(struct exchange *base, const struct http_handler *
     st->body_dropped = true;
     st->body_paused = false;
     http2_stream_discard_body(st);
-    http2_schedule(st->h2); /* the WINDOW_UPDATE for what was dropped */
+    http2_schedule(h2_stream_conn(st)); /* the WINDOW_UPDATE for what was dropped */
 }
 
 void http2_stream_routed(struct exchange *base, const struct http_request *req)
@@ -400,7 +401,7 @@ void http2_stream_routed(struct exchange *base, const struct http_request *req)
  * their window back to the client. */
 void http2_stream_deliver_body(struct h2_stream *st)
 {
-    nghttp2_session *session = st->h2->session;
+    nghttp2_session *session = h2_stream_conn(st)->session;
     while (st->in.len > 0 && !st->body_paused && st->handler_owns && !st->body_dropped) {
         const char *data = st->in.data + st->in.off;
         size_t len = st->in.len;
@@ -412,7 +413,7 @@ void http2_stream_deliver_body(struct h2_stream *st)
     if (st->in.len == 0 && st->request_done && !st->body_end_delivered) {
         st->body_end_delivered = true;
         if (st->handler_owns && !st->body_dropped && st->trailers_in.len > 0 &&
-            st->trailers_size <= st->h2->conf->max_header_list_size)
+            st->trailers_size <= h2_stream_conn(st)->conf->max_header_list_size)
             st->handler->on_body_trailers(&st->base, st->trailers_in.data + st->trailers_in.off,
                                           st->trailers_in.len);
         buf_free(&st->trailers_in);
@@ -424,19 +425,19 @@ void http2_stream_deliver_body(struct h2_stream *st)
 void http2_stream_discard_body(struct h2_stream *st)
 {
     if (st->in.len > 0)
-        nghttp2_session_consume_stream(st->h2->session, st->id, st->in.len);
+        nghttp2_session_consume_stream(h2_stream_conn(st)->session, st->id, st->in.len);
     buf_free(&st->in);
 }
 
 void http2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len)
 {
-    nghttp2_session *session = st->h2->session;
+    nghttp2_session *session = h2_stream_conn(st)->session;
     /* The connection's window is given back at once: what waits for a
      * paused handler is bounded by its stream's window, and one paused
      * stream must not use up the window of all the others. */
     nghttp2_session_consume_connection(session, len);
     st->body_received += len;
-    st->body_progress_ms = corral_loop_now(corral_conn_loop(st->h2->conn));
+    st->body_progress_ms = corral_loop_now(corral_conn_loop(h2_stream_conn(st)->c.sock));
     size_t max = st->vhost->limits.max_body_size;
     if (st->handler_owns && !st->body_dropped && max > 0 && st->body_received > max) {
         /* A body longer than it said, or than the limit: the built-in

@@ -344,6 +344,17 @@ const char *tls_conn_server_name(const corral_conn *conn)
                                          : NULL;
 }
 
+bool tls_conn_alpn_is(const corral_conn *conn, const char *name)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    if (tc == NULL || !tc->established)
+        return false;
+    const unsigned char *alpn;
+    unsigned len;
+    SSL_get0_alpn_selected(tc->ssl, &alpn, &len);
+    return alpn != NULL && len == strlen(name) && memcmp(alpn, name, len) == 0;
+}
+
 /* ----------------------------------------------------------------- server */
 
 static void on_handshake_timeout(corral_timer *timer, void *arg)

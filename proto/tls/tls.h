@@ -205,4 +205,9 @@ bool tls_conn_plaintext(const corral_conn *conn);
 const char *tls_conn_protocol(const corral_conn *conn);
 const char *tls_conn_server_name(const corral_conn *conn);
 
+/* Whether the established TLS session of `conn` agreed on ALPN `name`
+ * ("h2"): false without TLS, before the handshake, or when the client
+ * offered nothing we speak. */
+bool tls_conn_alpn_is(const corral_conn *conn, const char *name);
+
 #endif

@@ -273,6 +273,51 @@ START_TEST(ten_reloads_under_load_fail_no_request)
 }
 END_TEST
 
+/* A config of 2 workers answering on an ephemeral port that listens with
+ * `flags` (" http2", or ""). */
+static void write_listen_config(struct test_daemon *d, const char *flags)
+{
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "workers 2;\nadmin { listen 127.0.0.2:0; }\n"
+             "server {\n    listen 127.0.0.1:0%s;\n    location / { return 200 \"ok\"; }\n}\n",
+             flags);
+    test_daemon_write_config(d, conf);
+}
+
+/* A connection that has sent only part of the HTTP/2 preface is still
+ * choosing its protocol when a reload hands it over: it chooses under the
+ * configuration it moves to, where HTTP/2 is off, so the whole preface is
+ * an HTTP/1.1 request line there, refused. */
+START_TEST(a_connection_still_choosing_chooses_under_its_new_site)
+{
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_listen_config(&d, " http2");
+    test_daemon_start(&d);
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    int fd = test_connect(d.port);
+    test_send_all(fd, preface, 16);
+    write_listen_config(&d, "");
+    kill(d.pid, SIGHUP);
+    test_daemon_wait_generation(&d, 2);
+    /* The old generation ends once its connection has moved. */
+    free(test_daemon_wait_log(&d, "generation 1 finished"));
+    test_send_all(fd, preface + 16, sizeof(preface) - 1 - 16);
+    char response[512];
+    size_t len = 0;
+    ssize_t n;
+    while (len < sizeof(response) - 1 &&
+           ((n = recv(fd, response + len, sizeof(response) - 1 - len, 0)) > 0 ||
+            (n == -1 && errno == EINTR)))
+        len += n > 0 ? (size_t)n : 0;
+    response[len] = '\0';
+    ck_assert_msg(strncmp(response, "HTTP/1.1 400 ", 13) == 0, "%s", response);
+    close(fd);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* ------------------------------------------------------------------- TLS */
 
 /* Self-signed certificates CN=one and CN=two in the case's directory,
@@ -827,6 +872,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, ten_reloads_under_load_fail_no_request);
     tcase_add_test(tc, a_reload_names_what_needs_a_restart);
     tcase_add_test(tc, a_tls_keep_alive_connection_survives_a_reload);
+    tcase_add_test(tc, a_connection_still_choosing_chooses_under_its_new_site);
     tcase_add_loop_test(tc, notifies_ready_reloading_ready_stopping, 0, 2);
     tcase_add_test(tc, three_upgrades_under_load_fail_no_request);
     tcase_add_test(tc, a_failed_upgrade_leaves_the_old_process_serving);

@@ -5,7 +5,7 @@
  * and the response parsing all run on every input.  Sanitizers watch; the
  * input's response is read until the server closes.
  */
-#include "proto/http1/http1.h"
+#include "proto/serve/serve.h"
 #include "proto/upstream/proxy.h"
 
 #include <stdio.h>
@@ -83,10 +83,10 @@ static void start_server(void)
     config.workers = 1;
     corral_server *srv;
     if (corral_server_new(&config, &srv) != 0 || upstream_new(&upstream, 1, &proxy.upstream) != 0 ||
-        corral_server_listen(srv, address, NULL, &http1_server_handler, &back_site, NULL) != 0)
+        corral_server_listen(srv, address, NULL, &serve_handler, &back_site, NULL) != 0)
         abort();
     snprintf(address, sizeof(address), "unix:%s", front_path);
-    if (corral_server_listen(srv, address, NULL, &http1_server_handler, &front_site, NULL) != 0 ||
+    if (corral_server_listen(srv, address, NULL, &serve_handler, &front_site, NULL) != 0 ||
         corral_server_start(srv) != 0)
         abort();
 }

@@ -33,7 +33,7 @@
  * gets must be valid HTTP with no response more than it asked for (see
  * check_bytes); FUZZ_RESPONSE_LAX set turns that check off.
  */
-#include "proto/http1/http1.h"
+#include "proto/serve/serve.h"
 #include "proto/upstream/proxy.h"
 
 #include <errno.h>
@@ -142,7 +142,7 @@ static void start_server(void)
     if (corral_server_new(&config, &srv) != 0 || upstream_new(&upstream, 1, &proxy.upstream) != 0)
         abort();
     snprintf(address, sizeof(address), "unix:%s", front_path);
-    if (corral_server_listen(srv, address, NULL, &http1_server_handler, &front_site, NULL) != 0 ||
+    if (corral_server_listen(srv, address, NULL, &serve_handler, &front_site, NULL) != 0 ||
         corral_server_start(srv) != 0)
         abort();
 }

@@ -7,7 +7,7 @@
  * in a temporary directory.  The reply is read until the server closes; a
  * server that never closes is wedged: abort.
  */
-#include "proto/http1/http1.h"
+#include "proto/serve/serve.h"
 #include "proto/tls/tls.h"
 
 #include <openssl/evp.h>
@@ -156,7 +156,7 @@ static void start_server(void)
     char address[160];
     snprintf(address, sizeof(address), "unix:%s", socket_path);
     if (corral_server_new(&config, &srv) != 0 ||
-        corral_server_listen(srv, address, NULL, &http1_server_handler, &site, NULL) != 0 ||
+        corral_server_listen(srv, address, NULL, &serve_handler, &site, NULL) != 0 ||
         corral_server_start(srv) != 0)
         abort();
 }

@@ -7,23 +7,15 @@
 #include "proto/http/regex.h"
 #include "proto/http/vars.h"
 
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void fake_client_host(const struct exchange *ex, char *buf, size_t len)
-{
-    (void)ex;
-    strncpy(buf, "2001:db8::1", len);
-    buf[len - 1] = '\0';
-}
+static const struct exchange_ops ops = {0};
 
-static bool fake_tls(const struct exchange *ex)
-{
-    (void)ex;
-    return false;
-}
-
-static const struct exchange_ops ops = {.client_host = fake_client_host, .tls = fake_tls};
+/* A connection without a socket: the client's address is the exchange's
+ * own, as real_ip would have set it. */
+static struct http_conn conn;
 
 static const struct http_header headers[] = {
     {{"Host", 4}, {"example.com", 11}},
@@ -86,7 +78,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     }
     struct vars_template *t;
     if (vars_compile(lines[0], &maps, &t, &error) == 0) {
-        struct exchange ex = {._ops = &ops};
+        struct exchange ex = {._ops = &ops, .conn = &conn};
+        ex.client.in6.sin6_family = AF_INET6;
+        inet_pton(AF_INET6, "2001:db8::1", &ex.client.in6.sin6_addr);
         size_t ovector[2 * HTTP_REGEX_PAIRS];
         for (int escape = VARS_RAW; escape <= VARS_JSON; escape++) {
             struct vars_ctx ctx = {.ex = &ex,

@@ -668,8 +668,13 @@ static void certs_make(void)
     ck_assert_int_eq(system(cmd), 0);
 }
 
-/* The header in the clear, then TLS, then a GET: the response's status. */
-static int tls_get_after(int port, const char *pre, size_t pre_len, const char *alpn)
+/* The header in the clear, then TLS offering `alpn` (NULL: no ALPN), then
+ * `request`: into `response`, what comes back until the server closes or
+ * `want` bytes have come.  Returns the bytes read, or -1 when the
+ * handshake failed. */
+static int tls_send_after(int port, const char *pre, size_t pre_len, const char *alpn,
+                          const char *request, size_t request_len, char *response, int size,
+                          int want)
 {
     int fd = test_connect(port);
     test_send_all(fd, pre, pre_len);
@@ -680,24 +685,67 @@ static int tls_get_after(int port, const char *pre, size_t pre_len, const char *
     SSL_set_tlsext_host_name(ssl, "a.test");
     if (alpn != NULL)
         SSL_set_alpn_protos(ssl, (const unsigned char *)alpn, (unsigned)strlen(alpn));
-    int status = 0;
+    int used = -1, n;
     if (SSL_connect(ssl) == 1) {
-        static const char get[] = "GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n";
-        ck_assert_int_eq(SSL_write(ssl, get, sizeof(get) - 1), (int)sizeof(get) - 1);
-        char response[4096];
-        int used = 0, n;
-        while (used < (int)sizeof(response) - 1 &&
-               (n = SSL_read(ssl, response + used, (int)sizeof(response) - 1 - used)) > 0)
+        ck_assert_int_eq(SSL_write(ssl, request, (int)request_len), (int)request_len);
+        used = 0;
+        while (used < size - 1 && used < want &&
+               (n = SSL_read(ssl, response + used, size - 1 - used)) > 0)
             used += n;
-        response[used] = '\0';
-        if (sscanf(response, "HTTP/1.1 %d", &status) != 1)
-            status = 0;
     }
+    response[used > 0 ? used : 0] = '\0';
     SSL_free(ssl);
     SSL_CTX_free(ctx);
     close(fd);
+    return used;
+}
+
+/* The same with a GET: the response's status. */
+static int tls_get_after(int port, const char *pre, size_t pre_len, const char *alpn)
+{
+    static const char get[] = "GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n";
+    char response[4096];
+    int status;
+    if (tls_send_after(port, pre, pre_len, alpn, get, sizeof(get) - 1, response, sizeof(response),
+                       (int)sizeof(response)) < 0 ||
+        sscanf(response, "HTTP/1.1 %d", &status) != 1)
+        status = 0;
     return status;
 }
+
+/* Over TLS, ALPN alone chooses HTTP/2: the preface with ALPN http/1.1,
+ * or with none, is an HTTP/1.1 request line like any other, refused. */
+START_TEST(tls_alpn_chooses_the_protocol)
+{
+    struct backend b;
+    backend_start(&b);
+    struct test_daemon d;
+    char tls[PATH_MAX * 2 + 128];
+    snprintf(tls, sizeof(tls),
+             "    tls_certificate %s/cert.pem;\n    tls_certificate_key %s/key.pem;\n", certs_dir,
+             certs_dir);
+    start_pp(&d, &b, "tls http2", tls);
+    static const char v1[] = "PROXY TCP4 203.0.113.7 192.0.2.1 51000 443\r\n";
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    char response[4096];
+    ck_assert_int_gt(tls_send_after(d.port, v1, sizeof(v1) - 1, "\x08http/1.1", preface,
+                                    sizeof(preface) - 1, response, sizeof(response), 4096),
+                     0);
+    ck_assert_msg(strncmp(response, "HTTP/1.1 400 ", 13) == 0, "%s", response);
+    ck_assert_int_gt(tls_send_after(d.port, v1, sizeof(v1) - 1, NULL, preface, sizeof(preface) - 1,
+                                    response, sizeof(response), 4096),
+                     0);
+    ck_assert_msg(strncmp(response, "HTTP/1.1 400 ", 13) == 0, "%s", response);
+    /* With h2, the server's SETTINGS frame (RFC 9113 3.4) answers it. */
+    ck_assert_int_ge(tls_send_after(d.port, v1, sizeof(v1) - 1, "\x02h2", preface,
+                                    sizeof(preface) - 1, response, sizeof(response), 9),
+                     9);
+    ck_assert_int_eq((unsigned char)response[3], 0x04); /* SETTINGS */
+    ck_assert_int_eq((unsigned char)response[8], 0);    /* stream 0 */
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
 
 START_TEST(tls_after_the_header)
 {
@@ -1009,6 +1057,7 @@ Suite *test_suite(void)
     tcase_add_test(pp, without_the_parameter_a_header_is_refused);
     tcase_add_test(pp, http2_prior_knowledge_after_the_header);
     tcase_add_test(pp, tls_after_the_header);
+    tcase_add_test(pp, tls_alpn_chooses_the_protocol);
     tcase_add_test(pp, real_ip_from_trusted_proxies_only);
     tcase_add_test(pp, real_ip_behind_a_proxy_protocol_balancer);
     tcase_add_test(pp, allow_and_deny_in_order);

@@ -7,7 +7,7 @@
  */
 #include "../helpers.h"
 #include "proto/policy/access_log.h"
-#include "proto/http1/http1.h"
+#include "proto/serve/serve.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -188,7 +188,7 @@ static void start(uint32_t header_timeout_ms, uint32_t keepalive_timeout_ms)
     corral_server_config_init(&config);
     config.workers = 2;
     ck_assert_int_eq(corral_server_new(&config, &server), 0);
-    port = test_start_server(server, &http1_server_handler, &site);
+    port = test_start_server(server, &serve_handler, &site);
 }
 
 static void stop(void)

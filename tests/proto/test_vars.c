@@ -24,22 +24,18 @@
 
 static bool fake_tls;
 
-static void fake_client_host(const struct exchange *ex, char *buf, size_t len)
-{
-    (void)ex;
-    snprintf(buf, len, "%s", "192.0.2.7");
-}
+static const struct exchange_ops fake_ops = {0};
 
-static bool fake_is_tls(const struct exchange *ex)
-{
-    (void)ex;
-    return fake_tls;
-}
+/* A connection without a socket: its addresses are unknown, and the
+ * client's is the exchange's own (as real_ip would have set it). */
+static struct http_conn fake_conn;
 
-static const struct exchange_ops fake_ops = {
-    .client_host = fake_client_host,
-    .tls = fake_is_tls,
-};
+static union exchange_addr fake_client(void)
+{
+    union exchange_addr addr = {.in = {.sin_family = AF_INET}};
+    inet_pton(AF_INET, "192.0.2.7", &addr.in.sin_addr);
+    return addr;
+}
 
 static const struct http_header fake_headers[] = {
     {{"Host", 4}, {"Example.COM:8080", 16}},
@@ -66,7 +62,8 @@ static const struct http_request fake_request = {
 /* The value of `text` for the fake request, in `out`. */
 static void eval_text(const char *text, enum vars_escape escape, char *out, size_t size)
 {
-    struct exchange ex = {._ops = &fake_ops};
+    fake_conn = (struct http_conn){.tls = fake_tls};
+    struct exchange ex = {._ops = &fake_ops, .conn = &fake_conn, .client = fake_client()};
     struct vars_template *t;
     struct vars_error error;
     ck_assert_msg(vars_compile(text, NULL, &t, &error) == 0, "%s: %s", text, error.message);
@@ -190,7 +187,8 @@ START_TEST(into_a_small_buffer_counts_the_whole)
     struct vars_template *t;
     struct vars_error error;
     ck_assert_int_eq(vars_compile("$request_uri", NULL, &t, &error), 0);
-    struct exchange ex = {._ops = &fake_ops};
+    fake_conn = (struct http_conn){.tls = fake_tls};
+    struct exchange ex = {._ops = &fake_ops, .conn = &fake_conn, .client = fake_client()};
     struct vars_ctx ctx = {.ex = &ex, .req = &fake_request};
     char buf[8] = "";
     ck_assert_uint_eq(vars_eval_into(t, &ctx, buf, 4), 28);

@@ -1,0 +1,16 @@
+/*
+ * http_conn.c: what a client connection tells of its TLS session, asked of
+ * the TLS layer (the rest is inline in http_conn.h).
+ */
+#include "proto/http/http_conn.h"
+#include "proto/tls/tls.h"
+
+const char *http_conn_tls_protocol(const struct http_conn *c)
+{
+    return c->tls && c->sock != NULL ? tls_conn_protocol(c->sock) : NULL;
+}
+
+const char *http_conn_server_name(const struct http_conn *c)
+{
+    return c->tls && c->sock != NULL ? tls_conn_server_name(c->sock) : NULL;
+}
