@@ -386,6 +386,27 @@ int conf_parse(const char *path, const char *text, size_t len, conf_read_file_fn
 /* Reads `path` from the file system and parses it. */
 int conf_load(const char *path, struct conf_config **out, struct conf_error *error);
 
+/* The most errors one parse reports: past this many, the rest are mostly
+ * consequences of the first ones. */
+#define CONF_ERRORS_MAX 50
+
+/* Called once per error, in the order found, with "file:line:col: message". */
+typedef void (*conf_report_fn)(void *arg, const char *message);
+
+/*
+ * As conf_parse() and conf_load(), but a directive that fails does not end
+ * the parse: each error goes to `report` (when not NULL) and the parse goes
+ * on with the next directive, up to CONF_ERRORS_MAX errors.  A syntax error
+ * still ends it (the structure after it is unknown), and the checks that
+ * need the whole config (listen conflicts, upstream and zone names) run only
+ * when every directive applied.  `error` holds the first error.
+ */
+int conf_parse_each(const char *path, const char *text, size_t len, conf_read_file_fn read_file,
+                    void *read_arg, conf_report_fn report, void *report_arg,
+                    struct conf_config **out, struct conf_error *error);
+int conf_load_each(const char *path, conf_report_fn report, void *report_arg,
+                   struct conf_config **out, struct conf_error *error);
+
 /* The built-in default config, used when the daemon is given no -c. */
 extern const char conf_default_text[];
 

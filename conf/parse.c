@@ -448,6 +448,13 @@ static int parse_file(struct parser *ps, const char *key, const char *name, cons
 int conf_parse(const char *path, const char *text, size_t len, conf_read_file_fn read_file,
                void *read_arg, struct conf_config **out, struct conf_error *error)
 {
+    return conf_parse_each(path, text, len, read_file, read_arg, NULL, NULL, out, error);
+}
+
+int conf_parse_each(const char *path, const char *text, size_t len, conf_read_file_fn read_file,
+                    void *read_arg, conf_report_fn report, void *report_arg,
+                    struct conf_config **out, struct conf_error *error)
+{
     struct conf_pos start = {.file = path, .line = 1, .col = 1};
     struct conf_node root = {0};
     struct parser ps = {
@@ -468,8 +475,12 @@ int conf_parse(const char *path, const char *text, size_t len, conf_read_file_fn
     const char *name = file_name(&ps, path);
     if (config->path == NULL || key == NULL || name == NULL)
         goto out_of_memory;
-    if (parse_file(&ps, key, name, text, len, &root, 0) != 0 ||
-        conf__apply(config, &root, error) != 0)
+    if (parse_file(&ps, key, name, text, len, &root, 0) != 0) {
+        if (report != NULL)
+            report(report_arg, error->text);
+        goto fail;
+    }
+    if (conf__apply(config, &root, error, report, report_arg) != 0)
         goto fail;
     free(key);
     node_free(&root);
@@ -478,6 +489,8 @@ int conf_parse(const char *path, const char *text, size_t len, conf_read_file_fn
 
 out_of_memory:
     conf__error_at(error, &start, "out of memory");
+    if (report != NULL)
+        report(report_arg, error->text);
 fail:
     free(key);
     node_free(&root);
@@ -487,14 +500,23 @@ fail:
 
 int conf_load(const char *path, struct conf_config **out, struct conf_error *error)
 {
+    return conf_load_each(path, NULL, NULL, out, error);
+}
+
+int conf_load_each(const char *path, conf_report_fn report, void *report_arg,
+                   struct conf_config **out, struct conf_error *error)
+{
     *out = NULL;
     size_t len;
     char *text = read_fs(path, &len, NULL);
     if (text == NULL) {
         struct conf_pos start = {.file = path, .line = 1, .col = 1};
-        return conf__error_at(error, &start, "cannot read: %s", strerror(errno));
+        conf__error_at(error, &start, "cannot read: %s", strerror(errno));
+        if (report != NULL)
+            report(report_arg, error->text);
+        return -1;
     }
-    int rc = conf_parse(path, text, len, NULL, NULL, out, error);
+    int rc = conf_parse_each(path, text, len, NULL, NULL, report, report_arg, out, error);
     free(text);
     return rc;
 }

@@ -224,41 +224,71 @@ static int check_unknown(struct conf_state *state, const struct conf_node *node,
     return conf__error_at(state->error, &node->name.pos, "unknown directive \"%s\"", name);
 }
 
-int conf__apply_block(struct conf_state *state, const struct conf_node *block, unsigned context)
+/* Hands the error just written on to the report, once: a block directive
+ * that fails because a child did finds the text already taken. */
+static void record_error(struct conf_state *state)
 {
-    for (size_t i = 0; i < block->child_count; i++) {
-        const struct conf_node *node = &block->children[i];
-        unsigned elsewhere;
-        const struct conf_directive *directive = find(node->name.text, context, &elsewhere);
-        if (directive == NULL)
-            return check_unknown(state, node, context, elsewhere);
-        if (conf__check_form(state->error, node, directive) != 0)
-            return -1;
-        if (!directive->repeat) {
-            /* Earlier siblings of the same name passed these checks, so
-             * they are the same directive. */
-            for (size_t j = 0; j < i; j++) {
-                const struct conf_node *first = &block->children[j];
-                if (strcmp(first->name.text, node->name.text) != 0)
-                    continue;
-                char where[300];
-                return conf__error_at(
-                    state->error, &node->name.pos, "duplicate \"%s\" (first at %s)",
-                    node->name.text,
-                    conf__where(where, sizeof(where), &node->name.pos, &first->name.pos));
-            }
-        }
-        conf_apply_fn apply = directive->apply != NULL ? directive->apply : conf__apply_setting;
-        if (apply(state, node, directive) != 0)
-            return -1;
-    }
-    return 0;
+    char *text = state->error->text;
+    if (text[0] == '\0')
+        return;
+    if (state->error_count == 0)
+        memcpy(state->first_error, text, sizeof(state->first_error));
+    state->error_count++;
+    if (state->report != NULL)
+        state->report(state->report_arg, text);
+    text[0] = '\0';
 }
 
-int conf__apply(struct conf_config *config, const struct conf_node *root, struct conf_error *error)
+/* Checks and applies one child of a block; 0 or -1 with the error written. */
+static int apply_child(struct conf_state *state, const struct conf_node *block, size_t i,
+                       unsigned context)
 {
-    struct conf_state state = {.config = config, .error = error};
+    const struct conf_node *node = &block->children[i];
+    unsigned elsewhere;
+    const struct conf_directive *directive = find(node->name.text, context, &elsewhere);
+    if (directive == NULL)
+        return check_unknown(state, node, context, elsewhere);
+    if (conf__check_form(state->error, node, directive) != 0)
+        return -1;
+    if (!directive->repeat) {
+        /* Earlier siblings of the same name passed these checks, so
+         * they are the same directive. */
+        for (size_t j = 0; j < i; j++) {
+            const struct conf_node *first = &block->children[j];
+            if (strcmp(first->name.text, node->name.text) != 0)
+                continue;
+            char where[300];
+            return conf__error_at(
+                state->error, &node->name.pos, "duplicate \"%s\" (first at %s)", node->name.text,
+                conf__where(where, sizeof(where), &node->name.pos, &first->name.pos));
+        }
+    }
+    conf_apply_fn apply = directive->apply != NULL ? directive->apply : conf__apply_setting;
+    return apply(state, node, directive);
+}
+
+int conf__apply_block(struct conf_state *state, const struct conf_node *block, unsigned context)
+{
+    int rc = 0;
+    for (size_t i = 0; i < block->child_count; i++) {
+        if (apply_child(state, block, i, context) == 0)
+            continue;
+        rc = -1;
+        record_error(state);
+        if (state->error_count >= CONF_ERRORS_MAX)
+            break;
+    }
+    return rc;
+}
+
+int conf__apply(struct conf_config *config, const struct conf_node *root, struct conf_error *error,
+                conf_report_fn report, void *report_arg)
+{
+    struct conf_state state = {
+        .config = config, .error = error, .report = report, .report_arg = report_arg};
+    error->text[0] = '\0';
     int rc = conf__apply_block(&state, root, CONF_MAIN);
+    /* The whole-config passes assume every directive applied. */
     if (rc == 0)
         rc = conf__http_finish(&state);
     if (rc == 0)
@@ -267,6 +297,11 @@ int conf__apply(struct conf_config *config, const struct conf_node *root, struct
         rc = conf__access_finish(&state);
     if (rc == 0)
         rc = conf__limit_finish(&state);
+    if (rc != 0) {
+        record_error(&state);
+        if (state.error_count > 0)
+            memcpy(error->text, state.first_error, sizeof(error->text));
+    }
     free(state.server_nodes);
     free(state.proxy_refs);
     conf__index_free(&state.locations);

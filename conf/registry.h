@@ -211,16 +211,26 @@ struct conf_state {
     struct conf_index names;          /* address_index and lower-case server_name -> server */
     struct conf_index upstream_names; /* -> index in config->upstreams */
     struct conf_index proxy_targets;  /* proxy_pass strings -> conf_location.proxy_target */
+    /* Every error goes to report; the first is kept to be error's text at
+     * the end. */
+    conf_report_fn report;
+    void *report_arg;
+    unsigned error_count;
+    char first_error[sizeof(((struct conf_error *)0)->text)];
 };
 
 /* registry.c */
 
 /* Applies the directives of the main block `root` to `config`, then runs
  * the checks that need the whole config.  Returns 0, or -1 with `error`
- * written; `config` then holds what was applied so far (conf_free() it). */
-int conf__apply(struct conf_config *config, const struct conf_node *root, struct conf_error *error);
+ * holding the first error, each error having gone to `report` (if not
+ * NULL); `config` then holds what was applied so far (conf_free() it). */
+int conf__apply(struct conf_config *config, const struct conf_node *root, struct conf_error *error,
+                conf_report_fn report, void *report_arg);
 
-/* Applies the children of `block`, which is a block of kind `context`. */
+/* Applies the children of `block`, which is a block of kind `context`.  A
+ * child that fails is reported and the next one applied, up to
+ * CONF_ERRORS_MAX errors; returns -1 if any failed. */
 int conf__apply_block(struct conf_state *state, const struct conf_node *block, unsigned context);
 
 /* Checks a node against an entry's argument count and block form, as for

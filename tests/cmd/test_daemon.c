@@ -64,6 +64,15 @@ START_TEST(check_config_exit_codes)
     snprintf(expected, sizeof(expected), "%s:2:8: ", bad);
     ck_assert_msg(strstr(out, expected) != NULL, "no \"%s\" in:\n%s", expected, out);
 
+    /* Every error, not the first only, then how many. */
+    test_write_file(bad, "workers 2;\nwakeup sideways;\nserver {\n    lisen x;\n}\n");
+    snprintf(args, sizeof(args), "-t -c %s", bad);
+    ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
+    snprintf(expected, sizeof(expected), "%s:4:5: unknown directive \"lisen\"", bad);
+    ck_assert_msg(strstr(out, ":2:8: ") != NULL && strstr(out, expected) != NULL &&
+                      strstr(out, ": 2 errors") != NULL,
+                  "not every error in:\n%s", out);
+
     snprintf(args, sizeof(args), "-t -c %s/missing.conf", test_daemon_dir());
     ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
 

@@ -1622,6 +1622,87 @@ START_TEST(error_table)
 }
 END_TEST
 
+/* ------------------------------------------------------- every error */
+
+/* Collects what conf_parse_each() reports, one message a line. */
+struct reported {
+    char text[8192];
+    unsigned count;
+};
+
+static void collect_report(void *arg, const char *message)
+{
+    struct reported *r = arg;
+    size_t used = strlen(r->text);
+    snprintf(r->text + used, sizeof(r->text) - used, "%s\n", message);
+    r->count++;
+}
+
+/* One row per config with several errors: every message, in order. */
+struct each_case {
+    const char *text;
+    const char *errors;
+};
+
+static const struct each_case each_cases[] = {
+    /* siblings at top level, each reported */
+    {"wrokers 4;\nmax_connections 0;\nbusy_poll x;\n",
+     "test.conf:1:1: unknown directive \"wrokers\" (did you mean \"workers\"?)\n"
+     "test.conf:2:17: \"max_connections\" must be at least 1, got \"0\"\n"
+     "test.conf:3:11: invalid busy_poll time \"x\" (expected microseconds such as 50 or 50us, "
+     "a duration such as 1ms, or off)\n"},
+    /* errors inside a server and a location, once each, then the next
+     * server's */
+    {"server {\n listen 127.0.0.1:80;\n lisen x;\n location / { retrun 200; }\n}\n"
+     "server {\n listen 127.0.0.1:81 ssl2;\n}\n",
+     "test.conf:3:2: unknown directive \"lisen\" (did you mean \"listen\"?)\n"
+     "test.conf:4:15: unknown directive \"retrun\" (did you mean \"return\"?)\n"
+     "test.conf:7:22: unknown listen parameter \"ssl2\" (expected tls, http2, default_server, "
+     "deferred, proxy_protocol or backlog=N)\n"},
+    /* a whole-config check runs once every directive applied */
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://nowhere; } }\n",
+     "test.conf:1:55: no upstream named \"nowhere\" (an address needs a port: "
+     "http://HOST:PORT)\n"},
+    /* a syntax error ends the parse */
+    {"wrokers 4;\nworkers 4\n",
+     "test.conf:3:1: unexpected end of file, expecting \";\" or \"}\"\n"},
+};
+
+START_TEST(every_error_reported)
+{
+    const struct each_case *row = &each_cases[_i];
+    struct reported r = {.text = ""};
+    struct conf_config *config = (struct conf_config *)1;
+    struct conf_error error;
+    int rc = conf_parse_each("test.conf", row->text, strlen(row->text), read_memory, NULL,
+                             collect_report, &r, &config, &error);
+    ck_assert_int_eq(rc, -1);
+    ck_assert_ptr_null(config);
+    ck_assert_str_eq(r.text, row->errors);
+    /* error holds the first, as conf_parse() gives it */
+    const char *newline = strchr(row->errors, '\n');
+    ck_assert_int_eq((int)strlen(error.text), (int)(newline - row->errors));
+    ck_assert(strncmp(error.text, row->errors, strlen(error.text)) == 0);
+}
+END_TEST
+
+/* Past CONF_ERRORS_MAX errors the parse stops. */
+START_TEST(errors_are_capped)
+{
+    char text[4096] = "";
+    for (int i = 0; i < CONF_ERRORS_MAX + 20; i++)
+        strcat(text, "nope;\n");
+    struct reported r = {.text = ""};
+    struct conf_config *config;
+    struct conf_error error;
+    ck_assert_int_eq(conf_parse_each("test.conf", text, strlen(text), read_memory, NULL,
+                                     collect_report, &r, &config, &error),
+                     -1);
+    ck_assert_uint_eq(r.count, CONF_ERRORS_MAX);
+    ck_assert_str_eq(error.text, "test.conf:1:1: unknown directive \"nope\"");
+}
+END_TEST
+
 /* Every prefix of a full config either parses or fails with a well-formed
  * message pointing inside the text, and frees what it built. */
 START_TEST(every_prefix_fails_cleanly)
@@ -2238,6 +2319,8 @@ Suite *test_suite(void)
     tcase_set_timeout(invalid, 20);
     tcase_add_loop_test(invalid, error_table, 0, COUNT(error_cases));
     tcase_add_test(invalid, every_prefix_fails_cleanly);
+    tcase_add_loop_test(invalid, every_error_reported, 0, COUNT(each_cases));
+    tcase_add_test(invalid, errors_are_capped);
     tcase_add_test(invalid, nul_byte_is_an_error);
     suite_add_tcase(suite, invalid);
 
