@@ -318,6 +318,13 @@ struct conf_admin {
     struct conf_pos pos;
 };
 
+/* types { TYPE EXTENSION...; }: the type of files with one extension
+ * (nginx's mime.types), for static files. */
+struct conf_mime_type {
+    char *extension;
+    char *type;
+};
+
 struct conf_config {
     unsigned workers;                /* 0 = auto: CPUs in the affinity mask */
     enum corral_wakeup_mode wakeup;  /* default auto */
@@ -362,6 +369,13 @@ struct conf_config {
     struct conf_limit_zone *limit_zones;
     size_t limit_zone_count;
 
+    struct conf_mime_type *mime_types; /* types { }: one per extension */
+    size_t mime_type_count;
+    char *default_type; /* default_type at top level; NULL: none */
+    /* TLS settings written at top level (nginx's ssl_* in http { }), which
+     * each server takes for those it does not write; no certificates. */
+    struct conf_tls tls;
+
     char *path;   /* the main file, for messages and reloads; "<built-in>" */
     char **files; /* every file read, main first, as positions name them */
     size_t file_count;
@@ -382,6 +396,11 @@ typedef char *(*conf_read_file_fn)(const char *path, size_t *len, void *arg);
  * file system; a custom `read_file` is handed them as they are. */
 int conf_parse(const char *path, const char *text, size_t len, conf_read_file_fn read_file,
                void *read_arg, struct conf_config **out, struct conf_error *error);
+
+/* What to write instead of nginx's variable `name` (without "$"), which
+ * corral does not have: the message in `buf`, or NULL when it is no nginx
+ * variable (conf/nginx_porting.c). */
+const char *conf_nginx_variable_note(const char *name, char *buf, size_t len);
 
 /* Reads `path` from the file system and parses it. */
 int conf_load(const char *path, struct conf_config **out, struct conf_error *error);

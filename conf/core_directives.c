@@ -28,6 +28,7 @@ void conf__core_defaults(struct conf_config *config)
     config->http.limits = HTTP_LIMITS_DEFAULT;
     config->http.proxy = PROXY_CONF_DEFAULT;
     config->http.http2 = HTTP2_CONF_DEFAULT;
+    config->tls.settings = TLS_SERVER_CONF_DEFAULT;
 }
 
 /* wakeup auto|roundrobin|affinity|exclusive|reuseport|herd|balanced [spill=F]
@@ -372,6 +373,22 @@ static int apply_access_log(struct conf_state *state, const struct conf_node *no
                : -1;
 }
 
+/* user NAME [GROUP]: nginx's form sets the group too. */
+static int apply_user(struct conf_state *state, const struct conf_node *node,
+                      const struct conf_directive *directive)
+{
+    if (conf__apply_setting(state, node, directive) != 0)
+        return -1;
+    if (node->arg_count < 2)
+        return 0;
+    struct conf_config *config = state->config;
+    if (conf__find_child(state->root, "group") != NULL)
+        return conf__error_at(state->error, &node->args[1].pos,
+                              "the group is set twice (here and by \"group\")");
+    config->group = conf__strdup(state, &node->args[1].pos, node->args[1].text);
+    return config->group != NULL ? 0 : -1;
+}
+
 /* Each entry sets one field through conf__apply_setting(), except those
  * with an apply function: wakeup (the library owns the mode names),
  * busy_poll (a syntax of its own), error_log (two settings) and the admin
@@ -396,7 +413,9 @@ const struct conf_directive conf__core_directives[] = {
     {.name = "shutdown_delay", MAIN_FIELD(shutdown_delay_ms), .kind = CONF_KIND_DURATION},
     /* looked up by the daemon when it drops privileges, so that a config
      * can be checked on a machine without those accounts */
-    {.name = "user", MAIN_FIELD(user), .kind = CONF_KIND_STRING, .what = "user name"},
+    {.name = "user", .contexts = CONF_MAIN, .min_args = 1, .max_args = 2,
+     .base = CONF_BASE_MAIN, CONF_FIELD(struct conf_config, user), .kind = CONF_KIND_STRING,
+     .what = "user name", .apply = apply_user},
     {.name = "group", MAIN_FIELD(group), .kind = CONF_KIND_STRING, .what = "group name"},
     /* Relative paths, here and in every directive naming a file, are
      * relative to the directory of the config file they are written in,

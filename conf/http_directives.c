@@ -246,6 +246,7 @@ static int apply_server(struct conf_state *state, const struct conf_node *node,
     conf__index_free(&state->locations);
     if (rc != 0)
         return -1;
+    conf__nginx_server_http2(state, node, server);
     return check_server(state, index);
 }
 
@@ -264,8 +265,9 @@ static int listen_parameter(struct conf_state *state, const struct conf_arg *arg
         listen->has_socket_options = true;
         return conf__arg_uint(state, &value, "backlog", 1, INT_MAX, &listen->backlog);
     }
-    bool *flag = strcmp(arg->text, "tls") == 0              ? &listen->tls
-                 : strcmp(arg->text, "http2") == 0          ? &listen->http2
+    /* "ssl" is nginx's name of it */
+    bool *flag = strcmp(arg->text, "tls") == 0 || strcmp(arg->text, "ssl") == 0 ? &listen->tls
+                 : strcmp(arg->text, "http2") == 0                              ? &listen->http2
                  : strcmp(arg->text, "default_server") == 0 ? &listen->default_server
                  : strcmp(arg->text, "deferred") == 0       ? &listen->deferred
                  : strcmp(arg->text, "proxy_protocol") == 0 ? &listen->proxy_protocol

@@ -37,6 +37,7 @@ struct parser {
     const char *reading[MAX_INCLUDE_DEPTH + 1];
     const char *shown[MAX_INCLUDE_DEPTH + 1];
     size_t depth;
+    struct conf_node *root; /* the main block */
 };
 
 /* `include` is expanded by the parser, but its form is checked like any
@@ -395,6 +396,15 @@ static int parse_statement(struct parser *ps, struct lexer *lx, struct conf_node
     }
     if (strcmp(node->name.text, "include") == 0)
         return include(ps, parent, node, depth);
+    /* nginx's "http { ... }" at top level holds what corral writes at top
+     * level: its directives join the main block where it stands. */
+    if (parent == ps->root && node->block && node->arg_count == 0 &&
+        strcmp(node->name.text, "http") == 0) {
+        for (size_t i = 0; i < node->child_count; i++)
+            if (add_child(ps, parent, &node->children[i]) != 0)
+                return -1;
+        return 0;
+    }
     return add_child(ps, parent, node);
 }
 
@@ -475,6 +485,7 @@ int conf_parse_each(const char *path, const char *text, size_t len, conf_read_fi
     const char *name = file_name(&ps, path);
     if (config->path == NULL || key == NULL || name == NULL)
         goto out_of_memory;
+    ps.root = &root;
     if (parse_file(&ps, key, name, text, len, &root, 0) != 0) {
         if (report != NULL)
             report(report_arg, error->text);
@@ -621,6 +632,13 @@ void conf_free(struct conf_config *config)
     conf__free_add_headers(&config->add_headers);
     conf__free_error_pages(&config->error_pages);
     conf__free_maps(config);
+    for (size_t i = 0; i < config->mime_type_count; i++) {
+        free(config->mime_types[i].extension);
+        free(config->mime_types[i].type);
+    }
+    free(config->mime_types);
+    free(config->default_type);
+    conf__tls_free(&config->tls);
     for (size_t i = 0; i < config->file_count; i++)
         free(config->files[i]);
     free(config->files);

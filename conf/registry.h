@@ -42,6 +42,7 @@ enum {
     CONF_LOCATION = 1u << 2,
     CONF_UPSTREAM = 1u << 3,
     CONF_ADMIN = 1u << 4,
+    CONF_EVENTS = 1u << 5, /* nginx's events { } (nginx_directives.c) */
 };
 
 #define CONF_ARGS_MANY UINT_MAX
@@ -139,6 +140,24 @@ extern const struct conf_directive conf__access_directives[];
 extern const struct conf_directive conf__vars_directives[];
 extern const struct conf_directive conf__limit_directives[];
 extern const struct conf_directive conf__error_page_directives[];
+extern const struct conf_directive conf__nginx_directives[];
+
+/* nginx_directives.c: nginx's name of a corral directive, spelt
+ * differently but meaning the same ("ssl_certificate" for
+ * "tls_certificate"): the corral name, or NULL.  conf__nginx_alias_of()
+ * is the other way: the nginx name of corral's `name`, or NULL. */
+const char *conf__nginx_alias(const char *name);
+const char *conf__nginx_alias_of(const char *name);
+
+/* Gives each listen of `server` HTTP/2 when nginx's "http2 on;" is
+ * written in its block, or at top level and not in its block.  Returns 0. */
+int conf__nginx_server_http2(struct conf_state *state, const struct conf_node *server_node,
+                             struct conf_server *server);
+
+/* nginx_porting.c: what to write instead of nginx's directive `name`,
+ * which corral does not have: the message in `buf`, or NULL when `name`
+ * is no nginx directive. */
+const char *conf__nginx_directive_note(const char *name, char *buf, size_t len);
 
 /* Every module's table, in the order they are searched. */
 extern const struct conf_directive *const conf__tables[];
@@ -213,6 +232,7 @@ struct conf_state {
     struct conf_index proxy_targets;  /* proxy_pass strings -> conf_location.proxy_target */
     /* Every error goes to report; the first is kept to be error's text at
      * the end. */
+    const struct conf_node *root; /* the main block */
     conf_report_fn report;
     void *report_arg;
     unsigned error_count;

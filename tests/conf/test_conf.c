@@ -1182,9 +1182,12 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:99999; }",
      "test.conf:1:17: invalid listen address \"127.0.0.1:99999\" (expected HOST:PORT, "
      "[IPV6]:PORT, *:PORT, PORT or unix:/PATH)"},
+    /* "ssl" is nginx's "tls" */
     {"server { listen 127.0.0.1:80 ssl; }",
-     "test.conf:1:30: unknown listen parameter \"ssl\" (expected tls, http2, default_server, "
-     "deferred, proxy_protocol or backlog=N)"},
+     "test.conf:1:17: listen \"127.0.0.1:80\" is tls but the server has no \"tls_certificate\""},
+    {"server { listen 127.0.0.1:80 reuseport; }",
+     "test.conf:1:30: unknown listen parameter \"reuseport\" (expected tls, http2, "
+     "default_server, deferred, proxy_protocol or backlog=N)"},
     {"server { listen 127.0.0.1:80 proxy_protocol; server_name a; }\n"
      "server { listen 127.0.0.1:80; server_name b; }",
      "test.conf:2:17: listen \"127.0.0.1:80\" is not proxy_protocol here but proxy_protocol at "
@@ -1305,8 +1308,9 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80; location / { return 204;\n tls_verify_client off; } }",
      "test.conf:2:2: \"tls_verify_client\" is not allowed in location (it belongs in server or "
      "admin)"},
-    {"tls_ktls on;",
-     "test.conf:1:1: \"tls_ktls\" is not allowed at top level (it belongs in server or admin)"},
+    {"tls_certificate a.pem;",
+     "test.conf:1:1: \"tls_certificate\" is not allowed at top level (it belongs in server or "
+     "admin)"},
     {"server { listen 127.0.0.1:80; tls_sesion_cache 10; }",
      "test.conf:1:31: unknown directive \"tls_sesion_cache\" (did you mean "
      "\"tls_session_cache\"?)"},
@@ -1619,6 +1623,129 @@ START_TEST(error_table)
     const struct error_case *row = &error_cases[_i];
     struct conf_error error;
     ck_assert_str_eq(parse_error(row->text, NULL, &error), row->error);
+}
+END_TEST
+
+/* --------------------------------------------------------- nginx forms */
+
+/* nginx's boilerplate and spellings load, and mean what corral's do. */
+START_TEST(nginx_boilerplate)
+{
+    struct conf_config *c = parse_ok(
+        "user www-data adm;\nworker_processes auto;\npid /run/nginx.pid;\n"
+        "worker_rlimit_nofile 65535;\n"
+        "events { worker_connections 768; multi_accept on; use epoll; }\n"
+        "http {\n"
+        "    sendfile on; tcp_nopush on; tcp_nodelay on; server_tokens off;\n"
+        "    types_hash_max_size 2048; server_names_hash_bucket_size 64;\n"
+        "    keepalive_timeout 65;\n"
+        "    types { text/html html htm shtml; text/css css; image/png png; text/x-html html; }\n"
+        "    default_type application/octet-stream;\n"
+        "    ssl_protocols TLSv1 TLSv1.1 TLSv1.2; ssl_prefer_server_ciphers on;\n"
+        "    ssl_session_cache shared:SSL:10m; ssl_session_timeout 1d;\n"
+        "    ssl_ciphers HIGH:!aNULL;\n"
+        "    http2 on;\n"
+        "    server {\n"
+        "        listen 127.0.0.1:443 ssl default_server;\n"
+        "        ssl_certificate a.pem; ssl_certificate_key a.key;\n"
+        "        ssl_session_cache off;\n"
+        "        location / { proxy_http_version 1.1; proxy_buffering off; return 204; }\n"
+        "    }\n"
+        "    server {\n"
+        "        listen 127.0.0.1:444 ssl; http2 off;\n"
+        "        ssl_certificate b.pem; ssl_certificate_key b.key;\n"
+        "        ssl_protocols TLSv1.3; ssl_client_certificate ca.pem;\n"
+        "        location / { return 204; }\n"
+        "    }\n"
+        "}\n");
+    ck_assert_str_eq(c->user, "www-data");
+    ck_assert_str_eq(c->group, "adm");
+    ck_assert_uint_eq(c->workers, 0);
+    ck_assert_str_eq(c->pid_file, "/run/nginx.pid");
+    ck_assert_uint_eq(c->max_connections, 768);
+    ck_assert_uint_eq(c->http.limits.keepalive_timeout_ms, 65000);
+    ck_assert_uint_eq(c->mime_type_count, 5);
+    ck_assert_str_eq(c->mime_types[0].extension, "html");
+    ck_assert_str_eq(c->mime_types[0].type, "text/x-html"); /* the later line wins */
+    ck_assert_str_eq(c->mime_types[4].type, "image/png");
+    ck_assert_str_eq(c->default_type, "application/octet-stream");
+    ck_assert_uint_eq(c->server_count, 2);
+    const struct conf_server *a = &c->servers[0], *b = &c->servers[1];
+    ck_assert(a->listens[0].tls && a->listens[0].http2 && a->listens[0].default_server);
+    ck_assert(b->listens[0].tls && !b->listens[0].http2);
+    ck_assert_uint_eq(a->tls.certificate_count, 1);
+    /* the top level's ssl_* settings, unless the server writes its own */
+    ck_assert_uint_eq(a->tls.settings.protocols, TLS_PROTOCOL_1_2);
+    ck_assert_uint_eq(b->tls.settings.protocols, TLS_PROTOCOL_1_3);
+    ck_assert_uint_eq(a->tls.settings.session_cache, 0);
+    ck_assert_uint_eq(b->tls.settings.session_cache, 10 * 1024 * 1024 / 256);
+    ck_assert_uint_eq(b->tls.settings.session_timeout_ms, 86400000);
+    ck_assert_str_eq(a->tls.settings.ciphers, "HIGH:!aNULL");
+    ck_assert_str_eq(b->tls.settings.ciphers, "HIGH:!aNULL");
+    /* nginx's ssl_client_certificate alone verifies nothing */
+    ck_assert_int_eq(b->tls.settings.verify_client, TLS_VERIFY_CLIENT_OFF);
+    conf_free(c);
+}
+END_TEST
+
+/* Each nginx word corral lacks gets a message saying what to do; a
+ * spelling written twice is a duplicate. */
+static const struct error_case nginx_cases[] = {
+    {"gzip on;", "test.conf:1:1: \"gzip\": corral has no compression yet (see \"static "
+                 "files and compression\" in the roadmap, docs/config.md)"},
+    {"server { listen 127.0.0.1:80; root /var/www; }",
+     "test.conf:1:31: \"root\": corral has no serving files yet (see \"static files and "
+     "compression\" in the roadmap, docs/config.md)"},
+    {"upstream u { server 127.0.0.1:1; least_conn; }",
+     "test.conf:1:34: \"least_conn\" is nginx's: in corral, \"balance least_conn;\" in the "
+     "upstream block"},
+    {"daemon off;", "test.conf:1:1: \"daemon\" is not needed: corral runs in the foreground; "
+                    "systemd (docs/corral.service) or your supervisor runs it as a service; "
+                    "delete the line"},
+    {"server { listen 127.0.0.1:80; location / { fastcgi_pass 127.0.0.1:9000; } }",
+     "test.conf:1:44: \"fastcgi_pass\" is nginx's: corral proxies to HTTP backends: put your "
+     "FastCGI application behind an HTTP server (php-fpm with Caddy, Apache, or a language's "
+     "own HTTP server) or give it an HTTP listener"},
+    {"stream { }", "test.conf:1:1: \"stream\": corral has no proxying TCP and UDP yet (see "
+                   "\"stream proxy\" in the roadmap, docs/config.md)"},
+    {"server { listen 127.0.0.1:80; ssl_protocols TLSv1 TLSv1.1; }",
+     "test.conf:1:45: no protocol corral speaks: it has TLSv1.2 and TLSv1.3 only"},
+    {"server { listen 127.0.0.1:80; ssl_session_cache shared:SSL; }",
+     "test.conf:1:49: invalid ssl_session_cache \"shared:SSL\" (expected off, none, "
+     "builtin[:N] or shared:NAME:SIZE)"},
+    {"workers 2;\nworker_processes 4;",
+     "test.conf:2:1: duplicate \"worker_processes\" (first at line 1)"},
+    {"events { worker_connections 0; }",
+     "test.conf:1:29: \"worker_connections\" must be at least 1, got \"0\""},
+    {"events { workers 2; }",
+     "test.conf:1:10: \"workers\" is not allowed in events (it belongs at top level)"},
+    {"events { use kqueue2; }",
+     "test.conf:1:14: unknown event method \"kqueue2\" (nginx's are epoll, poll, select, kqueue, "
+     "eventport and /dev/poll; corral uses epoll whatever it says)"},
+    {"types { html; }",
+     "test.conf:1:9: expected \"TYPE EXTENSION...;\" in types, such as \"text/html html htm;\""},
+    {"sendfile yes;", "test.conf:1:10: invalid value \"yes\" (expected on or off)"},
+    {"server { listen 127.0.0.1:80; location / { return 204; }\n http { } }",
+     "test.conf:2:2: \"http\" is nginx's: in corral, \"http { ... }\" may be written at top "
+     "level only"},
+};
+
+START_TEST(nginx_table)
+{
+    const struct error_case *row = &nginx_cases[_i];
+    struct conf_error error;
+    ck_assert_str_eq(parse_error(row->text, NULL, &error), row->error);
+}
+END_TEST
+
+START_TEST(nginx_variable_notes)
+{
+    char buf[400];
+    ck_assert_ptr_null(conf_nginx_variable_note("no_such_thing", buf, sizeof(buf)));
+    ck_assert_str_eq(conf_nginx_variable_note("remote_user", buf, sizeof(buf)),
+                     "\"$remote_user\": corral has no authentication yet (see \"auth and "
+                     "tracing\" in the roadmap, docs/config.md)");
+    ck_assert_ptr_nonnull(conf_nginx_variable_note("upstream_http_x_foo", buf, sizeof(buf)));
 }
 END_TEST
 
@@ -2313,6 +2440,9 @@ Suite *test_suite(void)
     tcase_add_test(valid, lexer_forms);
     tcase_add_test(valid, default_text_parses);
     tcase_add_test(valid, relative_paths_follow_their_file);
+    tcase_add_test(valid, nginx_boilerplate);
+    tcase_add_loop_test(valid, nginx_table, 0, COUNT(nginx_cases));
+    tcase_add_test(valid, nginx_variable_notes);
     suite_add_tcase(suite, valid);
 
     TCase *invalid = tcase_create("invalid");
