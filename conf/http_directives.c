@@ -241,6 +241,8 @@ static int apply_server(struct conf_state *state, const struct conf_node *node,
     server->tls.settings = TLS_SERVER_CONF_DEFAULT;
 
     state->server = server;
+    state->server_return = conf__find_child(node, "return");
+    conf__proxy_server_start(state, node);
     int rc = conf__apply_block(state, node, CONF_SERVER);
     state->server = NULL;
     conf__index_free(&state->locations);
@@ -388,6 +390,12 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
                               modifier);
     /* "@name": a named location, which only error_page reaches. */
     bool named = node->arg_count == 1 && path->text[0] == '@' && path->text[1] != '\0';
+    const struct conf_node *server_return = state->server_return;
+    if (server_return != NULL && server_return < node)
+        return conf__error_at(state->error, &node->name.pos,
+                              "the server's \"return\" at line %u answers every request, so this "
+                              "location would never be used",
+                              server_return->name.pos.line);
     if (!regex && !named && path->text[0] != '/')
         return conf__error_at(state->error, &path->pos,
                               "location path must start with \"/\", got \"%s\"", path->text);
@@ -427,12 +435,15 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
     location->path_pos = path->pos;
     location->pos = node->name.pos;
     location->proxy_tls = TLS_CLIENT_CONF_DEFAULT;
+    conf__proxy_location_start(location);
     location->path = conf__strdup(state, &path->pos, path->text);
     if (location->path == NULL)
         return -1;
 
     state->location = location;
     int rc = conf__apply_block(state, node, CONF_LOCATION);
+    if (rc == 0)
+        rc = conf__proxy_inherit_headers(state, node);
     state->location = NULL;
     if (rc != 0)
         return -1;
@@ -446,11 +457,45 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
 }
 
 /* return CODE ["TEXT"] */
+/* The location a server-level return answers from: "/", which every
+ * path matches, as nginx answers every request of the server. */
+static struct conf_location *add_server_return_location(struct conf_state *state,
+                                                        const struct conf_node *node)
+{
+    struct conf_server *server = state->server;
+    if (server->location_count > 0)
+        return conf__error_at(state->error, &node->name.pos,
+                              "a \"return\" in the server answers every request, so the "
+                              "server's locations would never be used: move it into a location"),
+               NULL;
+    static const char key[] = "0/"; /* as apply_location() indexes a prefix "/" */
+    if (conf__index_add(&state->locations, key, sizeof(key) - 1, 0, NULL) < 0) {
+        conf__error_at(state->error, &node->name.pos, "out of memory");
+        return NULL;
+    }
+    struct conf_location *locations =
+        conf__grow(state, &node->name.pos, server->locations, 0, sizeof(*locations));
+    if (locations == NULL)
+        return NULL;
+    server->locations = locations;
+    server->location_count = 1;
+    struct conf_location *location = &locations[0];
+    location->path_pos = node->name.pos;
+    location->pos = node->name.pos;
+    location->proxy_tls = TLS_CLIENT_CONF_DEFAULT;
+    conf__proxy_location_start(location);
+    location->path = conf__strdup(state, &node->name.pos, "/");
+    return location->path != NULL ? location : NULL;
+}
+
 static int apply_return(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
 {
     (void)directive;
-    struct conf_location *location = state->location;
+    struct conf_location *location =
+        state->location != NULL ? state->location : add_server_return_location(state, node);
+    if (location == NULL)
+        return -1;
     const struct conf_arg *code = &node->args[0];
     if (location->handler == CONF_HANDLER_PROXY)
         return conf__error_at(state->error, &node->name.pos,
@@ -526,10 +571,15 @@ int conf__http_finish(struct conf_state *state)
  * build structure, so they have apply functions.  One directive per entry:
  * a table reads better than what the formatter makes of it. */
 /* clang-format off */
-#define HTTP_FIELD(base_, type, field) .contexts = CONF_MAIN | CONF_SERVER, .min_args = 1, \
+#define HTTP_FIELD(base_, type, field) HTTP_FIELD_IN(CONF_MAIN | CONF_SERVER, base_, type, field)
+#define HTTP_FIELD_IN(where, base_, type, field) .contexts = where, .min_args = 1, \
     .max_args = 1, .base = base_, CONF_FIELD(type, field)
 #define LIMIT(field) HTTP_FIELD(CONF_BASE_LIMITS, struct http_limits, field)
-#define PROXY(field) HTTP_FIELD(CONF_BASE_PROXY, struct proxy_conf, field)
+/* in a location too, as in nginx; conf__proxy_finish() settles them, and
+ * takes the longest duration there is for "not written" */
+#define PROXY_TIMEOUT_MAX (UINT32_MAX - 1)
+#define PROXY(field) HTTP_FIELD_IN(CONF_MAIN | CONF_SERVER | CONF_LOCATION, CONF_BASE_PROXY, \
+    struct proxy_conf, field)
 #define HTTP2(field) HTTP_FIELD(CONF_BASE_HTTP2, struct http2_conf, field)
 
 const struct conf_directive conf__http_directives[] = {
@@ -544,9 +594,12 @@ const struct conf_directive conf__http_directives[] = {
      .max = HTTP_MAX_HEADER_SIZE_MAX},
     {.name = "client_max_headers", LIMIT(max_headers), .kind = CONF_KIND_COUNT, .min = 1},
     {.name = "client_max_body_size", LIMIT(max_body_size), .kind = CONF_KIND_SIZE},
-    {.name = "proxy_connect_timeout", PROXY(connect_timeout_ms), .kind = CONF_KIND_DURATION},
-    {.name = "proxy_read_timeout", PROXY(read_timeout_ms), .kind = CONF_KIND_DURATION},
-    {.name = "proxy_send_timeout", PROXY(send_timeout_ms), .kind = CONF_KIND_DURATION},
+    {.name = "proxy_connect_timeout", PROXY(connect_timeout_ms), .kind = CONF_KIND_DURATION,
+     .max = PROXY_TIMEOUT_MAX},
+    {.name = "proxy_read_timeout", PROXY(read_timeout_ms), .kind = CONF_KIND_DURATION,
+     .max = PROXY_TIMEOUT_MAX},
+    {.name = "proxy_send_timeout", PROXY(send_timeout_ms), .kind = CONF_KIND_DURATION,
+     .max = PROXY_TIMEOUT_MAX},
     /* HTTP/2 (2^31-1: the largest window RFC 9113 6.9.2 allows; a header
      * list smaller than 1k refuses ordinary requests). */
     {.name = "http2_max_concurrent_streams", HTTP2(max_concurrent_streams),
@@ -569,7 +622,7 @@ const struct conf_directive conf__http_directives[] = {
      .apply = apply_server_name},
     {.name = "location", .contexts = CONF_SERVER, .min_args = 1, .max_args = 2, .block = true,
      .repeat = true, .apply = apply_location},
-    {.name = "return", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 2,
+    {.name = "return", .contexts = CONF_SERVER | CONF_LOCATION, .min_args = 1, .max_args = 2,
      .apply = apply_return},
     {.name = NULL},
 };

@@ -76,6 +76,15 @@ static int apply_sizes_only(struct conf_state *state, const struct conf_node *no
     return 0;
 }
 
+static int apply_nothing(struct conf_state *state, const struct conf_node *node,
+                         const struct conf_directive *directive)
+{
+    (void)state;
+    (void)node;
+    (void)directive;
+    return 0;
+}
+
 /* events { worker_connections N; use METHOD; multi_accept on|off; } */
 static int apply_events(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
@@ -288,8 +297,8 @@ int conf__nginx_server_http2(struct conf_state *state, const struct conf_node *s
                              struct conf_server *server)
 {
     const struct conf_node *http2 = conf__find_child(server_node, "http2");
-    if (http2 == NULL && state->root != NULL)
-        http2 = conf__find_child(state->root, "http2");
+    if (http2 == NULL)
+        http2 = state->root_http2;
     if (http2 == NULL || http2->arg_count != 1 || strcmp(http2->args[0].text, "on") != 0)
         return 0;
     for (size_t i = 0; i < server->listen_count; i++)
@@ -313,6 +322,10 @@ const struct conf_directive conf__nginx_directives[] = {
      .kind = CONF_KIND_COUNT, .min = 1},
     {.name = "use", .contexts = CONF_EVENTS, .min_args = 1, .max_args = 1, .apply = apply_use},
     SWITCH_ONLY("multi_accept", CONF_EVENTS),
+    /* Debian's modules-enabled/ holds these: corral has no modules to
+     * load, and a module's directives get their own message where used */
+    {.name = "load_module", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
+     .repeat = true, .apply = apply_nothing},
     /* corral raises its descriptor limit to what its connections need */
     SIZES_ONLY("worker_rlimit_nofile", CONF_MAIN, 1),
     {.name = "types", .contexts = CONF_MAIN, .block = true, .repeat = true,

@@ -74,7 +74,6 @@ static const struct porting_entry directives[] = {
     USE("worker_shutdown_timeout", "\"drain_timeout TIME;\""),
     NONE("working_directory", "relative paths are relative to the config file's directory"),
     NONE("env", "corral reads no environment variables from its config"),
-    NONE("load_module", "corral has no dynamic modules: what it has is built in"),
     BUILTIN("lock_file", "corral needs no lock file"),
     BUILTIN("pcre_jit", "corral uses the PCRE2 JIT whenever it is available"),
     NONE("ssl_engine", "corral uses OpenSSL's default provider"),

@@ -308,6 +308,8 @@ int conf__apply(struct conf_config *config, const struct conf_node *root, struct
     struct conf_state state = {
         .config = config, .error = error, .root = root, .report = report, .report_arg = report_arg};
     error->text[0] = '\0';
+    state.root_http2 = conf__find_child(root, "http2");
+    state.root_headers = conf__find_child(root, "proxy_set_header") != NULL;
     int rc = conf__apply_block(&state, root, CONF_MAIN);
     /* The whole-config passes assume every directive applied. */
     if (rc == 0)

@@ -118,7 +118,7 @@ struct conf_directive {
     size_t offset;                       /* of the field in the base struct */
     bool keep_pos;                       /* the argument's position goes to pos_offset too */
     size_t pos_offset;                   /* of a struct conf_pos in the base struct */
-    uint64_t min, max;                   /* bounds of a count or size; max 0: none */
+    uint64_t min, max;                   /* bounds of a count, size or duration; max 0: none */
     const char *what;                    /* the value's noun in messages ("worker count") */
     const char *zero_word;               /* a word that stands for 0 or none ("auto", "off") */
     const char *repeated;                /* CONF_KIND_FLAGS: the noun for a word given twice */
@@ -233,6 +233,13 @@ struct conf_state {
     /* Every error goes to report; the first is kept to be error's text at
      * the end. */
     const struct conf_node *root; /* the main block */
+    /* Looked up once, not once per server or location: the top level's
+     * "http2", and whether it has proxy_set_header lines; the server's own
+     * "return" and the block whose proxy_set_header lines its locations
+     * inherit (set by apply_server() for the server being applied). */
+    const struct conf_node *root_http2;
+    bool root_headers;
+    const struct conf_node *server_return, *server_headers;
     conf_report_fn report;
     void *report_arg;
     unsigned error_count;
@@ -331,6 +338,19 @@ void conf__admin_free(struct conf_config *config);
  * https:// proxy_pass.  Returns 0 or -1. */
 int conf__proxy_check_location(struct conf_state *state, const struct conf_location *location,
                                const struct conf_node *node);
+
+/* Applies to the location being applied (state->location), whose block is
+ * `location_node`, the proxy_set_header lines of its server, or else of
+ * the top level, when it writes none (nginx's rule).  Returns 0 or -1. */
+int conf__proxy_inherit_headers(struct conf_state *state, const struct conf_node *location_node);
+
+/* Finds, once per server block `node`, the block whose proxy_set_header
+ * lines its locations inherit (state->server_headers). */
+void conf__proxy_server_start(struct conf_state *state, const struct conf_node *node);
+
+/* Marks the proxy settings a new location may write as not written, for
+ * conf__proxy_finish() to tell them from its server's. */
+void conf__proxy_location_start(struct conf_location *location);
 
 /* Upstream names cannot contain ":", so http://NAME (an upstream) and
  * http://HOST:PORT (an address) never look alike (proxy_directives.c). */

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1077,7 +1078,8 @@ static const struct error_case error_cases[] = {
     {"listen 127.0.0.1:80;",
      "test.conf:1:1: \"listen\" is not allowed at top level (it belongs in server or admin)"},
     {"upstream app { server 127.0.0.1:1; return 200; }",
-     "test.conf:1:36: \"return\" is not allowed in upstream (it belongs in location)"},
+     "test.conf:1:36: \"return\" is not allowed in upstream (it belongs in server or "
+     "location)"},
     {"server { workers 2; }",
      "test.conf:1:10: \"workers\" is not allowed in server (it belongs at top level)"},
     {"server { listen 127.0.0.1:80; location / { keepalive_timeout 1s; } }",
@@ -1090,8 +1092,10 @@ static const struct error_case error_cases[] = {
     {"server { server_name; }", "test.conf:1:10: \"server_name\" takes at least 1 argument, got 0"},
     {"server { listen 127.0.0.1:80 tls http2 default_server deferred backlog=1 x; }",
      "test.conf:1:10: \"listen\" takes 1 to 6 arguments, got 7"},
-    {"proxy_set_header X;",
-     "test.conf:1:1: \"proxy_set_header\" is not allowed at top level (it belongs in location)"},
+    {"proxy_set_header X;", "test.conf:1:1: \"proxy_set_header\" takes 2 arguments, got 1"},
+    {"upstream u { server 127.0.0.1:1; proxy_set_header X y; }",
+     "test.conf:1:34: \"proxy_set_header\" is not allowed in upstream (it belongs at top level "
+     "or in server or location)"},
     {"wakeup auto;\nworkers 2;\nwakeup herd;",
      "test.conf:3:1: duplicate \"wakeup\" (first at line 1)"},
     {"admin { listen 127.0.0.1:9090; }\nadmin { listen 127.0.0.1:9091; }",
@@ -1688,6 +1692,58 @@ START_TEST(nginx_boilerplate)
 }
 END_TEST
 
+/* nginx's levels: return in a server answers every request; proxy
+ * timeouts in a location; proxy_set_header inherited by a location that
+ * writes none, from its server, else from the top level. */
+START_TEST(nginx_levels)
+{
+    struct conf_config *c =
+        parse_ok("proxy_set_header X-Top top;\n"
+                 "proxy_read_timeout 30s;\n"
+                 "server { listen 127.0.0.1:80; return 301 https://$host$request_uri; }\n"
+                 "server {\n"
+                 "    listen 127.0.0.1:81;\n"
+                 "    proxy_connect_timeout 2s;\n"
+                 "    location /a/ { proxy_pass http://127.0.0.1:9; proxy_read_timeout 5s; }\n"
+                 "    location /b/ { proxy_pass http://127.0.0.1:9;\n"
+                 "                   proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
+                 "                   proxy_set_header Connection \"\"; }\n"
+                 "}\n"
+                 "server {\n"
+                 "    listen 127.0.0.1:82;\n"
+                 "    location / { proxy_pass http://127.0.0.1:9; }\n"
+                 "    proxy_set_header Host $host;\n"
+                 "    proxy_set_header X-Real-IP $remote_addr;\n"
+                 "}\n");
+    ck_assert_uint_eq(c->server_count, 3);
+    const struct conf_server *redirect = &c->servers[0];
+    ck_assert_uint_eq(redirect->location_count, 1);
+    ck_assert_str_eq(redirect->locations[0].path, "/");
+    ck_assert(!redirect->locations[0].exact && !redirect->locations[0].regex);
+    ck_assert_int_eq(redirect->locations[0].handler, CONF_HANDLER_RETURN);
+    ck_assert_uint_eq(redirect->locations[0].return_code, 301);
+    ck_assert_str_eq(redirect->locations[0].return_text, "https://$host$request_uri");
+
+    const struct conf_location *a = &c->servers[1].locations[0], *b = &c->servers[1].locations[1];
+    ck_assert_uint_eq(a->proxy.read_timeout_ms, 5000);    /* its own */
+    ck_assert_uint_eq(a->proxy.connect_timeout_ms, 2000); /* its server's */
+    ck_assert_uint_eq(b->proxy.read_timeout_ms, 30000);   /* the top level's */
+    ck_assert_uint_eq(b->proxy.send_timeout_ms, 60000);   /* the default */
+    /* a: none of its own, none in its server: the top level's */
+    ck_assert_uint_eq(a->set_header_count, 1);
+    ck_assert_str_eq(a->set_headers[0].name, "X-Top");
+    /* b: lines of its own (which corral does anyway), so nothing inherited */
+    ck_assert_uint_eq(b->set_header_count, 0);
+    ck_assert(b->connection_set);
+    /* the server's lines, written after the location */
+    const struct conf_location *l = &c->servers[2].locations[0];
+    ck_assert_uint_eq(l->set_header_count, 2);
+    ck_assert_str_eq(l->set_headers[0].name, "Host");
+    ck_assert_str_eq(l->set_headers[1].value, "$remote_addr");
+    conf_free(c);
+}
+END_TEST
+
 /* Each nginx word corral lacks gets a message saying what to do; a
  * spelling written twice is a duplicate. */
 static const struct error_case nginx_cases[] = {
@@ -1719,6 +1775,23 @@ static const struct error_case nginx_cases[] = {
      "test.conf:1:29: \"worker_connections\" must be at least 1, got \"0\""},
     {"events { workers 2; }",
      "test.conf:1:10: \"workers\" is not allowed in events (it belongs at top level)"},
+    {"server { listen 127.0.0.1:80; location / { return 204; } return 301 /x; }",
+     "test.conf:1:58: a \"return\" in the server answers every request, so the server's "
+     "locations would never be used: move it into a location"},
+    {"server { listen 127.0.0.1:80; return 301 /x; location / { return 204; } }",
+     "test.conf:1:46: the server's \"return\" at line 1 answers every request, so this location "
+     "would never be used"},
+    {"server { listen 127.0.0.1:80; proxy_set_header Content-Length 1;\n"
+     "location / { proxy_pass http://127.0.0.1:9; } location /a { return 204; } }",
+     "test.conf:1:48: proxy_set_header cannot set \"Content-Length\": the proxy derives it"},
+    {"proxy_set_header X a;\nproxy_set_header x b;\n",
+     "test.conf:2:18: duplicate proxy_set_header \"x\" in this location"},
+    {"server { listen 127.0.0.1:80; location / { proxy_read_timeout 4294967295ms; } }",
+     "test.conf:1:63: \"proxy_read_timeout\" must be at most 4294967294ms, got "
+     "\"4294967295ms\""},
+    {"map $host $m { hostnames; default 0; }",
+     "test.conf:1:16: \"hostnames\" is nginx's: corral's map has no host name patterns; list "
+     "the names, or write a regex such as ~^(.+\\.)?example\\.com$"},
     {"events { use kqueue2; }",
      "test.conf:1:14: unknown event method \"kqueue2\" (nginx's are epoll, poll, select, kqueue, "
      "eventport and /dev/poll; corral uses epoll whatever it says)"},
@@ -1827,6 +1900,112 @@ START_TEST(errors_are_capped)
                      -1);
     ck_assert_uint_eq(r.count, CONF_ERRORS_MAX);
     ck_assert_str_eq(error.text, "test.conf:1:1: unknown directive \"nope\"");
+}
+END_TEST
+
+/* ------------------------------------------------------ nginx corpus */
+
+/* Reads the corpus: /etc/nginx/... is tests/conf/nginx/debian/...; an
+ * include pattern (handed over as written) matches what Debian's package
+ * enables: the default site, and no module or conf.d file. */
+static char *read_corpus(const char *path, size_t *len, void *arg)
+{
+    const char *dir = arg;
+    char real[PATH_MAX];
+    if (strcmp(path, "/etc/nginx/conf.d/*.conf") == 0) {
+        *len = 0;
+        return strdup("");
+    }
+    if (strcmp(path, "/etc/nginx/modules-enabled/*.conf") == 0)
+        path = "/etc/nginx/modules-enabled/50-mod-http-echo.conf";
+    if (strcmp(path, "/etc/nginx/sites-enabled/*") == 0)
+        path = "/etc/nginx/sites-available/default";
+    if (strncmp(path, "/etc/nginx/", 11) == 0)
+        ck_assert_int_lt(snprintf(real, sizeof(real), "%s/debian/%s", dir, path + 11),
+                         (int)sizeof(real));
+    else
+        ck_assert_int_lt(snprintf(real, sizeof(real), "%s", path), (int)sizeof(real));
+    FILE *f = fopen(real, "r");
+    if (f == NULL)
+        return NULL;
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    *len = n;
+    return strdup(text);
+}
+
+/* Each corpus file loads unchanged, or fails only on features the
+ * roadmap lists, with their messages. */
+struct corpus_case {
+    const char *file;
+    const char *errors; /* "": loads */
+};
+
+static const struct corpus_case corpus_cases[] = {
+    /* Debian 12's own files (nginx-common 1.22.1), with nginx-light's
+     * module: every error is a feature on the roadmap */
+    {"debian/nginx.conf",
+     "debian/nginx.conf:46:2: \"gzip\": corral has no compression yet (see \"static files and "
+     "compression\" in the roadmap, docs/config.md)\n"
+     "/etc/nginx/sites-enabled/*:41:2: \"root\": corral has no serving files yet (see "
+     "\"static files and compression\" in the roadmap, docs/config.md)\n"
+     "/etc/nginx/sites-enabled/*:44:2: \"index\": corral has no serving files yet (see "
+     "\"static files and compression\" in the roadmap, docs/config.md)\n"
+     "/etc/nginx/sites-enabled/*:51:3: \"try_files\": corral has no serving files yet (see "
+     "\"static files and compression\" in the roadmap, docs/config.md)\n"},
+    {"proxy.conf", ""},
+    {"tls.conf", ""},
+    {"missing.conf",
+     "missing.conf:4:5: \"gzip\": corral has no compression yet (see \"static files and "
+     "compression\" in the roadmap, docs/config.md)\n"
+     "missing.conf:5:5: \"gzip_types\": corral has no compression yet (see \"static files and "
+     "compression\" in the roadmap, docs/config.md)\n"
+     "missing.conf:6:5: \"proxy_cache_path\": corral has no caching yet (see \"cache\" in the "
+     "roadmap, docs/config.md)\n"
+     "missing.conf:11:9: \"root\": corral has no serving files yet (see \"static files and "
+     "compression\" in the roadmap, docs/config.md)\n"
+     "missing.conf:12:9: \"ssl_stapling\": corral has no OCSP stapling yet (see \"ACME and "
+     "OCSP\" in the roadmap, docs/config.md)\n"
+     "missing.conf:15:13: \"try_files\": corral has no serving files yet (see \"static files "
+     "and compression\" in the roadmap, docs/config.md)\n"
+     "missing.conf:18:13: \"auth_basic\": corral has no authentication yet (see \"auth and "
+     "tracing\" in the roadmap, docs/config.md)\n"
+     "missing.conf:19:13: \"auth_basic_user_file\": corral has no authentication yet (see "
+     "\"auth and tracing\" in the roadmap, docs/config.md)\n"
+     "missing.conf:23:13: \"proxy_cache\": corral has no caching yet (see \"cache\" in the "
+     "roadmap, docs/config.md)\n"},
+    {"maps.conf",
+     "maps.conf:17:9: \"hostnames\" is nginx's: corral's map has no host name patterns; list "
+     "the names, or write a regex such as ~^(.+\\.)?example\\.com$\n"},
+};
+
+START_TEST(nginx_corpus)
+{
+    const struct corpus_case *row = &corpus_cases[_i];
+    char self[PATH_MAX], dir[PATH_MAX + 32], path[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ck_assert_int_gt(n, 0);
+    self[n] = '\0';
+    char *cut = strstr(self, "/build/");
+    ck_assert_ptr_nonnull(cut);
+    *cut = '\0';
+    snprintf(dir, sizeof(dir), "%s/tests/conf/nginx", self);
+    ck_assert_int_eq(chdir(dir), 0); /* positions name the files as written here */
+    size_t len;
+    char *text = read_corpus(row->file, &len, dir);
+    ck_assert_ptr_nonnull(text);
+    snprintf(path, sizeof(path), "%s", row->file);
+    struct reported r = {.text = ""};
+    struct conf_config *config = NULL;
+    struct conf_error error;
+    int rc =
+        conf_parse_each(path, text, len, read_corpus, dir, collect_report, &r, &config, &error);
+    free(text);
+    ck_assert_str_eq(r.text, row->errors);
+    ck_assert_int_eq(rc, row->errors[0] == '\0' ? 0 : -1);
+    conf_free(config);
 }
 END_TEST
 
@@ -2441,8 +2620,10 @@ Suite *test_suite(void)
     tcase_add_test(valid, default_text_parses);
     tcase_add_test(valid, relative_paths_follow_their_file);
     tcase_add_test(valid, nginx_boilerplate);
+    tcase_add_test(valid, nginx_levels);
     tcase_add_loop_test(valid, nginx_table, 0, COUNT(nginx_cases));
     tcase_add_test(valid, nginx_variable_notes);
+    tcase_add_loop_test(valid, nginx_corpus, 0, COUNT(corpus_cases));
     suite_add_tcase(suite, valid);
 
     TCase *invalid = tcase_create("invalid");
