@@ -61,6 +61,7 @@ static const struct {
     {"upstream_response_time", VARS_UPSTREAM_RESPONSE_TIME, true},
     {"ssl_protocol", VARS_SSL_PROTOCOL, false},
     {"ssl_server_name", VARS_SSL_SERVER_NAME, false},
+    {"ssl_cipher", VARS_SSL_CIPHER, false},
 };
 
 /* Variables named by a prefix and what follows it. */
@@ -611,11 +612,13 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
             put_seconds(ctx, out, (uint64_t)ctx->upstream_ns);
         break;
     case VARS_SSL_PROTOCOL:
+    case VARS_SSL_CIPHER:
     case VARS_SSL_SERVER_NAME: {
         const corral_conn *conn =
             ctx->ex != NULL && exchange_tls(ctx->ex) ? exchange_conn(ctx->ex) : NULL;
         const char *text = conn == NULL                    ? NULL
                            : part->id == VARS_SSL_PROTOCOL ? tls_conn_protocol(conn)
+                           : part->id == VARS_SSL_CIPHER   ? tls_conn_cipher(conn)
                                                            : tls_conn_server_name(conn);
         put_value(ctx, out, text != NULL ? text : "", text != NULL ? strlen(text) : 0);
         break;

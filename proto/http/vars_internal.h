@@ -39,6 +39,7 @@ enum vars_id {
     VARS_UPSTREAM_RESPONSE_TIME,
     VARS_SSL_PROTOCOL,
     VARS_SSL_SERVER_NAME,
+    VARS_SSL_CIPHER,
     VARS_HTTP,    /* $http_NAME: `text` is NAME */
     VARS_COOKIE,  /* $cookie_NAME */
     VARS_ARG,     /* $arg_NAME */

@@ -192,11 +192,13 @@ int tls_client_connect(struct tls_client *client, corral_conn *conn, size_t serv
 /* Whether `conn` (speaking TLS) has finished its handshake. */
 bool tls_established(const corral_conn *conn);
 
-/* The protocol of `conn`'s TLS session ("TLSv1.3") and the name the client
- * sent by SNI: NULL for a connection without TLS, before its handshake, or
- * (the name) when the client sent none.  For $ssl_protocol and
+/* The protocol of `conn`'s TLS session ("TLSv1.3"), its cipher in
+ * OpenSSL's name ("TLS_AES_128_GCM_SHA256") and the name the client sent
+ * by SNI: NULL for a connection without TLS, before its handshake, or (the
+ * name) when the client sent none.  For $ssl_protocol, $ssl_cipher and
  * $ssl_server_name. */
 const char *tls_conn_protocol(const corral_conn *conn);
+const char *tls_conn_cipher(const corral_conn *conn);
 const char *tls_conn_server_name(const corral_conn *conn);
 
 #endif

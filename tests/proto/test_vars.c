@@ -113,7 +113,7 @@ static const struct {
     {"$1", ""},
     {"$10|$2x", "0|x"},                           /* nginx: a capture's name is one digit */
     {"$remote_port$server_addr$server_port", ""}, /* no connection */
-    {"[$ssl_protocol][$ssl_server_name]", "[][]"},
+    {"[$ssl_protocol][$ssl_server_name][$ssl_cipher]", "[][][]"},
 };
 
 START_TEST(each_variable_has_its_value)
@@ -650,11 +650,12 @@ START_TEST(tls_variables_name_the_session)
     start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
               "server {\n  listen 127.0.0.1:0 tls;\n"
               "  tls_certificate cert.pem;\n  tls_certificate_key key.pem;\n"
-              "  location / { return 200 \"$scheme $https $ssl_protocol $ssl_server_name\"; }\n"
+              "  location / { return 200 \"$scheme $https $ssl_protocol $ssl_server_name "
+              "$ssl_cipher\"; }\n"
               "}\n");
     snprintf(cmd, sizeof(cmd),
-             "curl -sk --max-time 5 --tlsv1.3 --resolve a.example:%d:127.0.0.1 "
-             "https://a.example:%d/",
+             "curl -sk --max-time 5 --tlsv1.3 --tls13-ciphers TLS_CHACHA20_POLY1305_SHA256 "
+             "--resolve a.example:%d:127.0.0.1 https://a.example:%d/",
              d.port, d.port);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
@@ -662,7 +663,7 @@ START_TEST(tls_variables_name_the_session)
     size_t len = fread(body, 1, sizeof(body) - 1, p);
     body[len] = '\0';
     pclose(p);
-    ck_assert_str_eq(body, "https on TLSv1.3 a.example");
+    ck_assert_str_eq(body, "https on TLSv1.3 a.example TLS_CHACHA20_POLY1305_SHA256");
     test_daemon_stop(&d);
 }
 END_TEST
@@ -956,6 +957,9 @@ static const struct {
      "server {\n listen 127.0.0.1:0;\n location / { return 200; }\n}\n",
      "corral.conf:3:10: duplicate map \"$M\" (first at line 1)"},
     {"map $host $m {\n hostnames;\n}\n"
+     "server {\n listen 127.0.0.1:0;\n location / { return 200; }\n}\n",
+     "corral.conf:2:2: \"hostnames\" is nginx's: corral's map has no host name patterns"},
+    {"map $host $m {\n foo;\n}\n"
      "server {\n listen 127.0.0.1:0;\n location / { return 200; }\n}\n",
      "corral.conf:2:2: a map entry is KEY VALUE (got 1 words)"},
     {"map $host $m {\n a b c;\n}\n"
