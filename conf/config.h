@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Where a directive or argument was written: for error messages. */
 struct conf_pos {
@@ -425,6 +426,22 @@ int conf_parse_each(const char *path, const char *text, size_t len, conf_read_fi
                     struct conf_config **out, struct conf_error *error);
 int conf_load_each(const char *path, conf_report_fn report, void *report_arg,
                    struct conf_config **out, struct conf_error *error);
+
+/*
+ * `corral --from-nginx`: writes `text` (`len` bytes of the nginx config file
+ * `path`) to `out` in corral's spelling, keeping its comments and layout,
+ * with a "# corral: ..." line above each line it changed
+ * (conf/nginx_translate.c).  A directive corral lacks is commented out
+ * under its porting message and sent to `report` (when not NULL) as
+ * "path:line: message".  Included files are not read.  Returns how many
+ * directives could not be translated (0: all were), or -1 with `error`
+ * written when the text is not a config (a syntax error).
+ */
+int conf_from_nginx(const char *path, const char *text, size_t len, FILE *out,
+                    conf_report_fn report, void *report_arg, struct conf_error *error);
+/* The same, reading the file `path`. */
+int conf_from_nginx_file(const char *path, FILE *out, conf_report_fn report, void *report_arg,
+                         struct conf_error *error);
 
 /* The built-in default config, used when the daemon is given no -c. */
 extern const char conf_default_text[];

@@ -205,6 +205,11 @@ static char *read_fs(const char *path, size_t *len, void *arg)
     return read_file_whole(path, len, false, NULL);
 }
 
+char *conf__read_file(const char *path, size_t *len)
+{
+    return read_fs(path, len, NULL);
+}
+
 /* ----------------------------------------------------------------- parser */
 
 static void node_free(struct conf_node *node)

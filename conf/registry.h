@@ -373,6 +373,10 @@ void conf__free_rewrites(struct conf_rewrites *rewrites);
 int conf__error_pages_check(struct conf_state *state);
 void conf__free_error_pages(struct conf_error_pages *pages);
 
+/* parse.c: the whole of the file `path`, malloc'd, and its length in
+ * *len; or NULL with errno set. */
+char *conf__read_file(const char *path, size_t *len);
+
 /* Defaults of the settings of the top level, from the modules' own. */
 void conf__core_defaults(struct conf_config *config);
 
