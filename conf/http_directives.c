@@ -39,9 +39,25 @@ static const struct conf_pos *server_name_pos(const struct conf_node *server_nod
 {
     const struct conf_node *directive = conf__find_child(server_node, "server_name");
     size_t i = 0;
-    while (strcasecmp(directive->args[i].text, name) != 0)
+    /* nginx's ".example.com" stands for "example.com" and "*.example.com" */
+    while (strcasecmp(directive->args[i].text, name) != 0 &&
+           !(directive->args[i].text[0] == '.' &&
+             (strcasecmp(directive->args[i].text + 1, name) == 0 ||
+              (name[0] == '*' && strcasecmp(directive->args[i].text, name + 1) == 0))))
         i++;
+    assert(i < directive->arg_count);
     return &directive->args[i].pos;
+}
+
+/* What nginx's server names corral lacks need: a message, or NULL. */
+static const char *server_name_lack(const char *name)
+{
+    if (name[0] == '~')
+        return "regex server names";
+    size_t len = strlen(name);
+    if (len > 2 && strcmp(name + len - 2, ".*") == 0)
+        return "trailing wildcards (\"www.example.*\")";
+    return NULL;
 }
 
 /* A name the two servers share (names are case-insensitive), or NULL. */
@@ -353,21 +369,45 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
 {
     (void)directive;
     struct conf_server *server = state->server;
-    for (size_t i = 0; i < node->arg_count; i++)
-        if (!valid_server_name(node->args[i].text))
+    size_t names = 0;
+    for (size_t i = 0; i < node->arg_count; i++) {
+        const char *name = node->args[i].text;
+        const char *lack = server_name_lack(name);
+        if (lack != NULL)
             return conf__error_at(state->error, &node->args[i].pos,
-                                  "invalid server name \"%s\" (expected a host name or "
-                                  "*.domain)",
-                                  node->args[i].text);
-    assert(node->arg_count > 0); /* min_args, checked before apply */
-    server->server_names = calloc(node->arg_count, sizeof(*server->server_names));
+                                  "server name \"%s\": corral has no %s yet (see \"if, set and "
+                                  "regex server names\" in the roadmap, docs/config.md)",
+                                  name, lack);
+        /* nginx's "" (requests without a Host) is what the address's
+         * default server answers in corral */
+        if (name[0] == '\0')
+            continue;
+        bool dotted = name[0] == '.' && name[1] != '.' && name[1] != '\0';
+        if (!valid_server_name(dotted ? name + 1 : name) ||
+            (dotted && strncmp(name + 1, "*.", 2) == 0))
+            return conf__error_at(state->error, &node->args[i].pos,
+                                  "invalid server name \"%s\" (expected a host name, "
+                                  "*.domain or .domain)",
+                                  name);
+        names += dotted ? 2 : 1;
+    }
+    if (names == 0)
+        return 0;
+    server->server_names = calloc(names, sizeof(*server->server_names));
     if (server->server_names == NULL)
         return conf__error_at(state->error, &node->name.pos, "out of memory");
     for (size_t i = 0; i < node->arg_count; i++) {
-        server->server_names[i] = conf__strdup(state, &node->args[i].pos, node->args[i].text);
-        if (server->server_names[i] == NULL)
-            return -1;
-        server->server_name_count++;
+        const char *name = node->args[i].text;
+        if (name[0] == '\0')
+            continue;
+        /* ".example.com": "example.com" and "*.example.com", as in nginx */
+        for (int part = name[0] == '.' ? 0 : 1; part < 2; part++) {
+            char *copy = NULL;
+            if (part == 0 ? asprintf(&copy, "*%s", name) < 0
+                          : (copy = strdup(name + (name[0] == '.'))) == NULL)
+                return conf__error_at(state->error, &node->args[i].pos, "out of memory");
+            server->server_names[server->server_name_count++] = copy;
+        }
     }
     return 0;
 }

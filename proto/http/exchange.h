@@ -538,7 +538,9 @@ void exchange_format_client(const corral_conn *conn, char *buf, size_t len);
 
 /* ------------------------------------------------------- built-in handlers */
 
-/* The handler of `return CODE "TEXT"`: handler_data is a struct http_return. */
+/* The handler of `return CODE "TEXT"`: handler_data is a struct http_return.
+ * HTTP_RETURN_CLOSE (nginx's 444) ends the exchange unanswered. */
+#define HTTP_RETURN_CLOSE 444
 struct vars_template;
 struct http_regex;
 struct http_return {

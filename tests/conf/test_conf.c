@@ -1319,11 +1319,12 @@ static const struct error_case error_cases[] = {
      "test.conf:1:31: unknown directive \"tls_sesion_cache\" (did you mean "
      "\"tls_session_cache\"?)"},
     {"server { listen 127.0.0.1:80; server_name a..b bad/name; }",
-     "test.conf:1:48: invalid server name \"bad/name\" (expected a host name or *.domain)"},
+     "test.conf:1:48: invalid server name \"bad/name\" (expected a host name, *.domain or "
+     ".domain)"},
     {"server { listen 127.0.0.1:80; server_name *; }",
-     "test.conf:1:43: invalid server name \"*\" (expected a host name or *.domain)"},
+     "test.conf:1:43: invalid server name \"*\" (expected a host name, *.domain or .domain)"},
     {"server { listen 127.0.0.1:80; server_name *.; }",
-     "test.conf:1:43: invalid server name \"*.\" (expected a host name or *.domain)"},
+     "test.conf:1:43: invalid server name \"*.\" (expected a host name, *.domain or .domain)"},
     /* locations */
     {"server { listen 127.0.0.1:80;\n location /a { return 204; }\n location /a { return 200; } }",
      "test.conf:3:11: duplicate location \"/a\" (first at line 2)"},
@@ -1703,6 +1704,7 @@ START_TEST(nginx_levels)
                  "server { listen 127.0.0.1:80; return 301 https://$host$request_uri; }\n"
                  "server {\n"
                  "    listen 127.0.0.1:81;\n"
+                 "    server_name .example.com \"\" _;\n"
                  "    proxy_connect_timeout 2s;\n"
                  "    location /a/ { proxy_pass http://127.0.0.1:9; proxy_read_timeout 5s; }\n"
                  "    location /b/ { proxy_pass http://127.0.0.1:9;\n"
@@ -1717,6 +1719,11 @@ START_TEST(nginx_levels)
                  "}\n");
     ck_assert_uint_eq(c->server_count, 3);
     const struct conf_server *redirect = &c->servers[0];
+    /* ".example.com" is both names, "" none */
+    ck_assert_uint_eq(c->servers[1].server_name_count, 3);
+    ck_assert_str_eq(c->servers[1].server_names[0], "*.example.com");
+    ck_assert_str_eq(c->servers[1].server_names[1], "example.com");
+    ck_assert_str_eq(c->servers[1].server_names[2], "_");
     ck_assert_uint_eq(redirect->location_count, 1);
     ck_assert_str_eq(redirect->locations[0].path, "/");
     ck_assert(!redirect->locations[0].exact && !redirect->locations[0].regex);
@@ -1792,6 +1799,20 @@ static const struct error_case nginx_cases[] = {
     {"map $host $m { hostnames; default 0; }",
      "test.conf:1:16: \"hostnames\" is nginx's: corral's map has no host name patterns; list "
      "the names, or write a regex such as ~^(.+\\.)?example\\.com$"},
+    {"server { listen 127.0.0.1:80; server_name ~^(?<sub>.+)\\.example\\.com$; }",
+     "test.conf:1:43: server name \"~^(?<sub>.+)\\.example\\.com$\": corral has no regex server "
+     "names yet (see \"if, set and regex server names\" in the roadmap, docs/config.md)"},
+    {"server { listen 127.0.0.1:80; server_name www.example.*; }",
+     "test.conf:1:43: server name \"www.example.*\": corral has no trailing wildcards "
+     "(\"www.example.*\") yet (see \"if, set and regex server names\" in the roadmap, "
+     "docs/config.md)"},
+    {"server { listen 127.0.0.1:80; server_name .*.a; }",
+     "test.conf:1:43: invalid server name \".*.a\" (expected a host name, *.domain or "
+     ".domain)"},
+    {"server { listen 127.0.0.1:80; server_name example; location / { return 204; } }\n"
+     "server { listen 127.0.0.1:80; server_name .example; location / { return 204; } }",
+     "test.conf:2:43: server_name \"example\" on \"127.0.0.1:80\" is already used at "
+     "line 1"},
     {"events { use kqueue2; }",
      "test.conf:1:14: unknown event method \"kqueue2\" (nginx's are epoll, poll, select, kqueue, "
      "eventport and /dev/poll; corral uses epoll whatever it says)"},
