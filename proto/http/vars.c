@@ -62,6 +62,10 @@ static const struct {
     {"ssl_protocol", VARS_SSL_PROTOCOL, false},
     {"ssl_server_name", VARS_SSL_SERVER_NAME, false},
     {"ssl_cipher", VARS_SSL_CIPHER, false},
+    {"connection_requests", VARS_CONNECTION_REQUESTS, false},
+    {"pipe", VARS_PIPE, false},
+    {"proxy_protocol_addr", VARS_PROXY_PROTOCOL_ADDR, false},
+    {"proxy_protocol_port", VARS_PROXY_PROTOCOL_PORT, false},
 };
 
 /* Variables named by a prefix and what follows it. */
@@ -510,6 +514,23 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
         break;
     }
     case VARS_REMOTE_PORT: put_address(ctx, out, false, true); break;
+    case VARS_CONNECTION_REQUESTS:
+    case VARS_PIPE:
+    case VARS_PROXY_PROTOCOL_ADDR:
+    case VARS_PROXY_PROTOCOL_PORT: {
+        struct exchange_conn_facts facts = {0};
+        if (ctx->ex != NULL)
+            exchange_conn_facts(ctx->ex, &facts);
+        if (part->id == VARS_CONNECTION_REQUESTS)
+            put_uint(ctx, out, facts.requests);
+        else if (part->id == VARS_PIPE)
+            put_value(ctx, out, facts.pipelined ? "p" : ".", 1);
+        else if (facts.proxy_protocol) /* the peer is the header's source */
+            put_address(ctx, out, false, part->id == VARS_PROXY_PROTOCOL_PORT);
+        else
+            put_value(ctx, out, "", 0);
+        break;
+    }
     case VARS_SERVER_ADDR: put_address(ctx, out, true, false); break;
     case VARS_SERVER_PORT: put_address(ctx, out, true, true); break;
     case VARS_HOST: {

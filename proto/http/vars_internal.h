@@ -40,6 +40,10 @@ enum vars_id {
     VARS_SSL_PROTOCOL,
     VARS_SSL_SERVER_NAME,
     VARS_SSL_CIPHER,
+    VARS_CONNECTION_REQUESTS,
+    VARS_PIPE,
+    VARS_PROXY_PROTOCOL_ADDR,
+    VARS_PROXY_PROTOCOL_PORT,
     VARS_HTTP,    /* $http_NAME: `text` is NAME */
     VARS_COOKIE,  /* $cookie_NAME */
     VARS_ARG,     /* $arg_NAME */

@@ -62,7 +62,8 @@ struct h1_exchange *http1_exchange_begin(struct h1_conn *h1)
     struct h1_exchange *ex = malloc(sizeof(*ex));
     if (ex == NULL)
         return NULL;
-    *ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops}, .h1 = h1, .upstream_ns = -1};
+    *ex = (struct h1_exchange){
+        .base = {._ops = &h1_exchange_ops}, .h1 = h1, .upstream_ns = -1, .pipelined = h1->behind};
     h1->ex = ex;
     return ex;
 }
@@ -252,6 +253,8 @@ static size_t h1_detect_http2(struct h1_conn *h1, const char *data, size_t len)
     if (n < HTTP2_PREFACE_LEN)
         return 0;
     h1->h2 = http2_conn_new(h1->conn, h1->site);
+    if (h1->h2 != NULL && h1->proxy_address)
+        http2_conn_note_proxy_address(h1->h2);
     if (h1->h2 == NULL) {
         corral_conn_abort(h1->conn, -ENOMEM);
         return len;
@@ -285,8 +288,10 @@ static size_t h1_take_proxy_header(struct h1_conn *h1, const char *data, size_t 
         corral_conn_abort(h1->conn, (int)used);
         return len;
     }
-    if (header.has_address)
+    if (header.has_address) {
         corral_conn_set_peer(h1->conn, &header.source.sa, header.address_len);
+        h1->proxy_address = true;
+    }
     if (h1->site->tls == NULL)
         corral_conn_set_transport(h1->conn, &corral_plain_transport, NULL);
     else if (tls_server_accept(h1->site->tls, h1->conn) != 0)
@@ -315,6 +320,9 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
                    : len;
     }
     size_t used = 0;
+    /* Bytes held back while a request was answered, or read with the end of
+     * one that is answered now, were sent before its answer: pipelined. */
+    bool behind = h1->held;
     while (used < len && !h1->closed) {
         if (h1->ex != NULL && h1->ex->request_done)
             break;
@@ -329,8 +337,10 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
             if (used == len)
                 break;
             const struct http_limits *limits = &h1->vhost->limits;
-            if (!h1->partial_head) /* for the access log and the metrics */
+            if (!h1->partial_head) { /* for the access log and the metrics */
                 h1->head_started_ns = corral_monotonic_ns();
+                h1->behind = behind;
+            }
             size_t head_len = http_head_length(data + used, len - used);
             if (head_len == 0) {
                 if (len - used > limits->max_header_size) {
@@ -369,9 +379,12 @@ static size_t h1_on_data(corral_conn *conn, const char *data, size_t len)
             return len;
         }
         used += n;
-        if (h1->ex != NULL && h1->ex->request_done && h1->ex->response_done && !h1->closed)
+        if (h1->ex != NULL && h1->ex->request_done && h1->ex->response_done && !h1->closed) {
             http1_finish_exchange(h1);
+            behind = true;
+        }
     }
+    h1->held = used < len && h1->ex != NULL;
     /* A complete request waits for its response before anything more is
      * read: a pipelined request stays in the socket, and a connection whose
      * request came with the handshake needs no epoll registration at all.

@@ -239,6 +239,14 @@ static const corral_conn *h1_ex_conn(const struct exchange *base)
     return h1_exchange_of(base)->h1->conn;
 }
 
+static void h1_ex_conn_facts(const struct exchange *base, struct exchange_conn_facts *out)
+{
+    const struct h1_exchange *ex = h1_exchange_of(base);
+    out->requests = ex->h1->requests + 1; /* those completed, and this one */
+    out->pipelined = ex->pipelined;
+    out->proxy_protocol = ex->h1->proxy_address;
+}
+
 static void h1_ex_note_upstream_time(struct exchange *base, uint64_t ns)
 {
     h1_exchange_of(base)->upstream_ns = (int64_t)ns;
@@ -355,6 +363,7 @@ const struct exchange_ops h1_exchange_ops = {
     .worker = h1_ex_worker,
     .client_host = h1_ex_client_host,
     .conn = h1_ex_conn,
+    .conn_facts = h1_ex_conn_facts,
     .tls = h1_ex_tls,
     .note_upstream_time = h1_ex_note_upstream_time,
     .tunnel = h1_ex_tunnel,

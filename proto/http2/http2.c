@@ -748,6 +748,11 @@ static nghttp2_session_callbacks *session_callbacks(void)
 
 /* ------------------------------------------------------------ connection */
 
+void http2_conn_note_proxy_address(struct http2_conn *h2)
+{
+    h2->proxy_address = true;
+}
+
 struct http2_conn *http2_conn_new(corral_conn *conn, const struct http_site *site)
 {
     struct http2_conn *h2 = calloc(1, sizeof(*h2));

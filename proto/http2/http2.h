@@ -32,6 +32,10 @@ struct http2_conn;
  * with the input, preface included.  Returns NULL when out of memory. */
 struct http2_conn *http2_conn_new(corral_conn *conn, const struct http_site *site);
 
+/* Tells the HTTP/2 connection that its peer address came from a PROXY
+ * header, for $proxy_protocol_addr. */
+void http2_conn_note_proxy_address(struct http2_conn *h2);
+
 /* The connection's events, as struct corral_conn_handler has them. */
 size_t http2_on_data(struct http2_conn *h2, const char *data, size_t len);
 void http2_on_eof(struct http2_conn *h2);

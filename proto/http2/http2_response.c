@@ -294,6 +294,13 @@ static const corral_conn *h2_ex_conn(const struct exchange *base)
     return h2_stream_of(base)->h2->conn;
 }
 
+static void h2_ex_conn_facts(const struct exchange *base, struct exchange_conn_facts *out)
+{
+    const struct h2_stream *st = h2_stream_of(base);
+    out->requests = st->number;
+    out->proxy_protocol = st->h2->proxy_address;
+}
+
 static void h2_ex_note_upstream_time(struct exchange *base, uint64_t ns)
 {
     h2_stream_of(base)->upstream_ns = (int64_t)ns;
@@ -332,6 +339,7 @@ const struct exchange_ops h2_exchange_ops = {
     .worker = h2_ex_worker,
     .client_host = h2_ex_client_host,
     .conn = h2_ex_conn,
+    .conn_facts = h2_ex_conn_facts,
     .tls = h2_ex_tls,
     .note_upstream_time = h2_ex_note_upstream_time,
     .tunnel = h2_ex_tunnel,

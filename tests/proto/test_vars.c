@@ -114,6 +114,7 @@ static const struct {
     {"$10|$2x", "0|x"},                           /* nginx: a capture's name is one digit */
     {"$remote_port$server_addr$server_port", ""}, /* no connection */
     {"[$ssl_protocol][$ssl_server_name][$ssl_cipher]", "[][][]"},
+    {"[$connection_requests$pipe][$proxy_protocol_addr][$proxy_protocol_port]", "[0.][][]"},
 };
 
 START_TEST(each_variable_has_its_value)
@@ -668,6 +669,76 @@ START_TEST(tls_variables_name_the_session)
 }
 END_TEST
 
+/* $connection_requests counts a connection's requests; $pipe says which
+ * came behind an unanswered one; $proxy_protocol_* are the PROXY
+ * header's source, and empty without one. */
+START_TEST(connection_variables)
+{
+    struct test_daemon d;
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "server {\n  listen 127.0.0.1:0;\n"
+              "  location / { return 200 \"[$connection_requests$pipe|$proxy_protocol_addr|"
+              "$proxy_protocol_port]\"; }\n}\n");
+    char response[4096];
+    /* two requests in one write, then a third after the answers */
+    int fd = test_connect(d.port);
+    const char *two = "GET / HTTP/1.1\r\nHost: h\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n";
+    test_send_all(fd, two, strlen(two));
+    size_t len = 0;
+    while (len < sizeof(response) - 1) {
+        ssize_t n = read(fd, response + len, sizeof(response) - 1 - len);
+        ck_assert_int_gt(n, 0);
+        len += (size_t)n;
+        response[len] = '\0';
+        if (strstr(response, "[2p||]") != NULL)
+            break;
+    }
+    ck_assert_msg(strstr(response, "[1.||]") != NULL, "%s", response);
+    const char *third = "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+    test_send_all(fd, third, strlen(third));
+    len = test_recv_all(fd, response, sizeof(response) - 1);
+    response[len] = '\0';
+    ck_assert_msg(strstr(response, "[3.||]") != NULL, "%s", response);
+    close(fd);
+    test_daemon_stop(&d);
+
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "server {\n  listen 127.0.0.1:0 proxy_protocol;\n"
+              "  location / { return 200 \"[$proxy_protocol_addr|$proxy_protocol_port|"
+              "$remote_addr]\"; }\n}\n");
+    ck_assert_uint_eq(request(d.port,
+                              "PROXY TCP4 192.0.2.1 192.0.2.2 1234 80\r\n"
+                              "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+                              response, sizeof(response)),
+                      200);
+    ck_assert_msg(strstr(response, "[192.0.2.1|1234|192.0.2.1]") != NULL, "%s", response);
+    ck_assert_uint_eq(request(d.port,
+                              "PROXY UNKNOWN\r\n"
+                              "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+                              response, sizeof(response)),
+                      200);
+    ck_assert_msg(strstr(response, "[||127.0.0.1]") != NULL, "%s", response);
+    test_daemon_stop(&d);
+
+    /* HTTP/2: a connection's streams are its requests, none pipelined */
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "server {\n  listen 127.0.0.1:0 http2;\n"
+              "  location / { return 200 \"[$connection_requests$pipe]\"; }\n}\n");
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "timeout 10 nghttp http://127.0.0.1:%d/a http://127.0.0.1:%d/b",
+             d.port, d.port);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    len = fread(response, 1, sizeof(response) - 1, p);
+    response[len] = '\0';
+    pclose(p);
+    ck_assert_msg(strlen(response) == 8 && strstr(response, "[1.]") != NULL &&
+                      strstr(response, "[2.]") != NULL,
+                  "%s", response);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(log_format_uses_the_same_variables)
 {
     struct backend b;
@@ -1040,6 +1111,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, add_header_follows_nginx_inheritance);
     tcase_add_test(tc, add_header_reaches_http2_clients);
     tcase_add_test(tc, tls_variables_name_the_session);
+    tcase_add_test(tc, connection_variables);
     tcase_add_test(tc, log_format_uses_the_same_variables);
     tcase_add_test(tc, locations_are_picked_in_nginx_order);
     tcase_add_test(tc, a_regex_that_gives_up_answers_500);
