@@ -230,10 +230,6 @@ static const struct porting_entry directives[] = {
     NONE("scgi_*", "corral proxies to HTTP backends: give the application an HTTP listener"),
     NONE("memcached_*", "corral proxies to HTTP backends only"),
     /* upstream */
-    USE("least_conn", "\"balance least_conn;\" in the upstream block"),
-    USE("ip_hash", "\"balance hash $remote_addr;\" in the upstream block"),
-    USE("hash", "\"balance hash KEY;\" in the upstream block"),
-    USE("random", "\"balance random;\" in the upstream block"),
     USE("least_time", "\"balance least_conn;\" in the upstream block"),
     BUILTIN("zone", "corral's upstream state is shared by every worker"),
     NONE("keepalive_time", "corral reuses upstream connections until \"keepalive_timeout\""),

@@ -357,6 +357,15 @@ static void translate(struct translator *tr, const struct statement *st, const c
         }
         return;
     }
+    if (strcmp(context, "upstream") == 0 &&
+        (strcmp(name, "least_conn") == 0 || strcmp(name, "ip_hash") == 0 ||
+         strcmp(name, "hash") == 0 || strcmp(name, "random") == 0)) {
+        char balance[64];
+        snprintf(balance, sizeof(balance), "balance %s", name);
+        if (swap_word(tr, &st->name, balance))
+            note(tr, st->name.pos.line, "# corral: nginx's \"%s\" is \"%s\"", name, balance);
+        return;
+    }
     const char *alias = conf__nginx_alias(name);
     if (alias != NULL) {
         if (swap_word(tr, &st->name, alias))

@@ -1650,6 +1650,9 @@ START_TEST(nginx_boilerplate)
         "    ssl_session_cache shared:SSL:10m; ssl_session_timeout 1d;\n"
         "    ssl_ciphers HIGH:!aNULL;\n"
         "    http2 on;\n"
+        "    upstream a { least_conn; server 127.0.0.1:1; }\n"
+        "    upstream b { hash $request_uri consistent; server 127.0.0.1:1; }\n"
+        "    upstream c { random two; server 127.0.0.1:1; }\n"
         "    server {\n"
         "        listen 127.0.0.1:443 ssl default_server;\n"
         "        ssl_certificate a.pem; ssl_certificate_key a.key;\n"
@@ -1674,6 +1677,14 @@ START_TEST(nginx_boilerplate)
     ck_assert_str_eq(c->mime_types[0].type, "text/x-html"); /* the later line wins */
     ck_assert_str_eq(c->mime_types[4].type, "image/png");
     ck_assert_str_eq(c->default_type, "application/octet-stream");
+    /* nginx's names of the balancing methods */
+    ck_assert_uint_eq(c->upstream_count, 3);
+    ck_assert_int_eq(c->upstreams[0].upstream.balance, PROXY_BALANCE_LEAST_CONN);
+    ck_assert_int_eq(c->upstreams[1].upstream.balance, PROXY_BALANCE_HASH);
+    ck_assert_str_eq(c->upstreams[1].upstream.hash_key, "$request_uri");
+    ck_assert(c->upstreams[1].upstream.hash_consistent);
+    ck_assert_int_eq(c->upstreams[2].upstream.balance, PROXY_BALANCE_RANDOM);
+    ck_assert(c->upstreams[2].upstream.random_two);
     ck_assert_uint_eq(c->server_count, 2);
     const struct conf_server *a = &c->servers[0], *b = &c->servers[1];
     ck_assert(a->listens[0].tls && a->listens[0].http2 && a->listens[0].default_server);
@@ -1759,9 +1770,12 @@ static const struct error_case nginx_cases[] = {
     {"server { listen 127.0.0.1:80; root /var/www; }",
      "test.conf:1:31: \"root\": corral has no serving files yet (see \"static files and "
      "compression\" in the roadmap, docs/config.md)"},
-    {"upstream u { server 127.0.0.1:1; least_conn; }",
-     "test.conf:1:34: \"least_conn\" is nginx's: in corral, \"balance least_conn;\" in the "
+    {"upstream u { server 127.0.0.1:1; least_time header; }",
+     "test.conf:1:34: \"least_time\" is nginx's: in corral, \"balance least_conn;\" in the "
      "upstream block"},
+    {"upstream u { server 127.0.0.1:1; hash $cookie_x; }",
+     "test.conf:1:39: unsupported hash key \"$cookie_x\" (expected $remote_addr, $request_uri, "
+     "$host or $http_NAME)"},
     {"daemon off;", "test.conf:1:1: \"daemon\" is not needed: corral runs in the foreground; "
                     "systemd (docs/corral.service) or your supervisor runs it as a service; "
                     "delete the line"},
@@ -2099,6 +2113,11 @@ static const struct translate_case translate_cases[] = {
      "$proxy_add_x_forwarded_for\n  # proxy_set_header X-Forwarded-For "
      "$proxy_add_x_forwarded_for;\n  # corral: does this by itself: Connection \"\"\n"
      "  # proxy_set_header Connection \"\";\n  proxy_set_header Upgrade $http_upgrade;\n}\n",
+     0},
+    {"upstream u {\n  least_conn;\n  hash $host consistent;\n}\n",
+     "upstream u {\n  # corral: nginx's \"least_conn\" is \"balance least_conn\"\n"
+     "  balance least_conn;\n  # corral: nginx's \"hash\" is \"balance hash\"\n"
+     "  balance hash $host consistent;\n}\n",
      0},
     {"", "", 0},
 };
