@@ -83,6 +83,10 @@ static const struct porting_entry directives[] = {
     BUILTIN("accept_mutex_delay", "\"wakeup\" says how workers share new connections"),
     USE("debug_connection", "\"error_log FILE debug;\""),
     BUILTIN("worker_aio_requests", "corral does no file AIO"),
+    BUILTIN("debug_points", "corral's asserts are its debug points"),
+    USE("resolver_timeout", "\"resolver\" belongs in an upstream block, which times its "
+        "lookups itself"),
+    STATIC("sendfile_max_chunk"),
     /* structure */
     USE("http", "\"http { ... }\" may be written at top level only"),
     MISSING("stream", "proxying TCP and UDP", R_STREAM),

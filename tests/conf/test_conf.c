@@ -2044,6 +2044,42 @@ START_TEST(nginx_corpus)
 }
 END_TEST
 
+/* No nginx directive gets a bare "unknown directive": each is corral's,
+ * accepted, or has its porting message. */
+START_TEST(nginx_directives_have_messages)
+{
+    char self[PATH_MAX], path[PATH_MAX + 64];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ck_assert_int_gt(n, 0);
+    self[n] = '\0';
+    char *cut = strstr(self, "/build/");
+    ck_assert_ptr_nonnull(cut);
+    *cut = '\0';
+    snprintf(path, sizeof(path), "%s/tests/conf/nginx/directives.txt", self);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[128];
+    unsigned names = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0] == '#' || line[0] == '\0')
+            continue;
+        names++;
+        char text[2 * sizeof(line) + 32];
+        snprintf(text, sizeof(text), "%s;\nserver { %s; }\n", line, line);
+        struct reported r = {.text = ""};
+        struct conf_config *config = NULL;
+        struct conf_error error;
+        conf_parse_each("test.conf", text, strlen(text), read_memory, NULL, collect_report, &r,
+                        &config, &error);
+        conf_free(config);
+        ck_assert_msg(strstr(r.text, "unknown directive") == NULL, "%s: %s", line, r.text);
+    }
+    fclose(f);
+    ck_assert_uint_gt(names, 250);
+}
+END_TEST
+
 /* ------------------------------------------------------ --from-nginx */
 
 /* Translates `text`: the output (malloc'd) and the count of what could not
@@ -2802,6 +2838,7 @@ Suite *test_suite(void)
     tcase_add_test(valid, nginx_variable_notes);
     tcase_add_loop_test(valid, nginx_corpus, 0, COUNT(corpus_cases));
     tcase_add_loop_test(valid, translate_table, 0, COUNT(translate_cases));
+    tcase_add_test(valid, nginx_directives_have_messages);
     tcase_add_loop_test(valid, translate_corpus_round_trip, 0, COUNT(round_trip_cases));
     suite_add_tcase(suite, valid);
 
