@@ -129,15 +129,31 @@ static int apply_error_log(struct conf_state *state, const struct conf_node *nod
         const struct conf_arg *level = &node->args[1];
         static const enum corral_log_level levels[] = {CORRAL_LOG_ERROR, CORRAL_LOG_WARN,
                                                        CORRAL_LOG_INFO, CORRAL_LOG_DEBUG};
+        /* nginx's levels that corral folds into its own */
+        static const struct {
+            const char *nginx;
+            enum corral_log_level level;
+        } nginx_levels[] = {{"notice", CORRAL_LOG_INFO},
+                            {"crit", CORRAL_LOG_ERROR},
+                            {"alert", CORRAL_LOG_ERROR},
+                            {"emerg", CORRAL_LOG_ERROR}};
         size_t i = 0;
         while (i < sizeof(levels) / sizeof(levels[0]) &&
                strcmp(level->text, corral_log_level_name(levels[i])) != 0)
             i++;
-        if (i == sizeof(levels) / sizeof(levels[0]))
+        size_t k = 0;
+        while (i == sizeof(levels) / sizeof(levels[0]) &&
+               k < sizeof(nginx_levels) / sizeof(nginx_levels[0]) &&
+               strcmp(level->text, nginx_levels[k].nginx) != 0)
+            k++;
+        if (i == sizeof(levels) / sizeof(levels[0]) &&
+            k == sizeof(nginx_levels) / sizeof(nginx_levels[0]))
             return conf__error_at(state->error, &level->pos,
-                                  "unknown log level \"%s\" (expected error, warn, info or debug)",
+                                  "unknown log level \"%s\" (expected error, warn, info or debug; "
+                                  "nginx's notice, crit, alert and emerg are taken too)",
                                   level->text);
-        config->log_level = levels[i];
+        config->log_level =
+            i < sizeof(levels) / sizeof(levels[0]) ? levels[i] : nginx_levels[k].level;
     }
     if (strcmp(node->args[0].text, "stderr") == 0)
         return 0;

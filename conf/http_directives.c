@@ -268,6 +268,35 @@ static int apply_server(struct conf_state *state, const struct conf_node *node,
     return check_server(state, index);
 }
 
+/* nginx's listen parameters that are not corral's: 0 when accepted
+ * without effect, -1 with the error written, 1 when `arg` is none. */
+static int nginx_listen_parameter(struct conf_state *state, const struct conf_arg *arg)
+{
+    const char *text = arg->text;
+    /* corral binds each address it listens on by itself, and its wakeup
+     * mode decides on SO_REUSEPORT; a [::] listen is IPv6 only */
+    if (strcmp(text, "reuseport") == 0 || strcmp(text, "bind") == 0 ||
+        strcmp(text, "ipv6only=on") == 0)
+        return 0;
+    if (strcmp(text, "ipv6only=off") == 0)
+        return conf__error_at(state->error, &arg->pos,
+                              "\"ipv6only=off\" is nginx's: corral's [::] listens take IPv6 "
+                              "only; add a listen on 0.0.0.0 for IPv4");
+    if (strcmp(text, "quic") == 0)
+        return conf__error_at(state->error, &arg->pos,
+                              "\"quic\": corral has no HTTP/3 yet (see \"HTTP/3\" in the roadmap, "
+                              "docs/config.md)");
+    static const char *const socket_options[] = {
+        "so_keepalive=", "fastopen=", "rcvbuf=", "sndbuf=", "setfib=", "accept_filter="};
+    for (size_t i = 0; i < sizeof(socket_options) / sizeof(socket_options[0]); i++)
+        if (strncmp(text, socket_options[i], strlen(socket_options[i])) == 0)
+            return conf__error_at(state->error, &arg->pos,
+                                  "\"%.*s\" is nginx's: corral sets no such socket option (it "
+                                  "has deferred and backlog=N); remove it",
+                                  (int)strlen(socket_options[i]) - 1, text);
+    return 1;
+}
+
 /* One listen parameter: a flag (tls, http2, default_server, deferred,
  * proxy_protocol) or backlog=N. */
 static int listen_parameter(struct conf_state *state, const struct conf_arg *arg,
@@ -283,10 +312,14 @@ static int listen_parameter(struct conf_state *state, const struct conf_arg *arg
         listen->has_socket_options = true;
         return conf__arg_uint(state, &value, "backlog", 1, INT_MAX, &listen->backlog);
     }
-    /* "ssl" is nginx's name of it */
+    int nginx = nginx_listen_parameter(state, arg);
+    if (nginx <= 0)
+        return nginx;
+    /* "ssl" is nginx's name of tls, "default" an old one of default_server */
     bool *flag = strcmp(arg->text, "tls") == 0 || strcmp(arg->text, "ssl") == 0 ? &listen->tls
                  : strcmp(arg->text, "http2") == 0                              ? &listen->http2
-                 : strcmp(arg->text, "default_server") == 0 ? &listen->default_server
+                 : strcmp(arg->text, "default_server") == 0 || strcmp(arg->text, "default") == 0
+                     ? &listen->default_server
                  : strcmp(arg->text, "deferred") == 0       ? &listen->deferred
                  : strcmp(arg->text, "proxy_protocol") == 0 ? &listen->proxy_protocol
                                                             : NULL;
@@ -562,6 +595,16 @@ static int apply_return(struct conf_state *state, const struct conf_node *node,
     return location->return_text != NULL ? 0 : -1;
 }
 
+/* keepalive_timeout TIME [HEADER_TIME] */
+static int apply_keepalive_timeout(struct conf_state *state, const struct conf_node *node,
+                                   const struct conf_directive *directive)
+{
+    uint32_t header_ms;
+    if (node->arg_count == 2 && conf__arg_duration(state, &node->args[1], &header_ms) != 0)
+        return -1;
+    return conf__apply_setting(state, node, directive);
+}
+
 /* ------------------------------------------------------------------ finish */
 
 /* Admin and server listeners must not share an address: under reuseport
@@ -626,7 +669,11 @@ const struct conf_directive conf__http_directives[] = {
     {.name = "client_header_timeout", LIMIT(header_timeout_ms), .kind = CONF_KIND_DURATION},
     {.name = "client_body_timeout", LIMIT(body_timeout_ms), .kind = CONF_KIND_DURATION},
     {.name = "send_timeout", LIMIT(send_timeout_ms), .kind = CONF_KIND_DURATION},
-    {.name = "keepalive_timeout", LIMIT(keepalive_timeout_ms), .kind = CONF_KIND_DURATION},
+    /* nginx's second argument, a Keep-Alive header's timeout, is checked
+     * and unused: corral sends no Keep-Alive header */
+    {.name = "keepalive_timeout", .contexts = CONF_MAIN | CONF_SERVER, .min_args = 1,
+     .max_args = 2, .base = CONF_BASE_LIMITS, CONF_FIELD(struct http_limits, keepalive_timeout_ms),
+     .kind = CONF_KIND_DURATION, .apply = apply_keepalive_timeout},
     {.name = "keepalive_requests", LIMIT(keepalive_requests), .kind = CONF_KIND_COUNT, .min = 1},
     /* A header section must fit its request line at least; 0 would refuse
      * every request.  A connection holds up to this much of a head. */

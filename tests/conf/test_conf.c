@@ -1143,7 +1143,8 @@ static const struct error_case error_cases[] = {
      "test.conf:1:11: invalid busy_poll time \"5.5us\" (expected microseconds such as 50 or 50us, "
      "a duration such as 1ms, or off)"},
     {"error_log /tmp/e.log loud;",
-     "test.conf:1:22: unknown log level \"loud\" (expected error, warn, info or debug)"},
+     "test.conf:1:22: unknown log level \"loud\" (expected error, warn, info or debug; nginx's "
+     "notice, crit, alert and emerg are taken too)"},
     {"user \"\";", "test.conf:1:6: empty user name"},
     {"pid_file '';", "test.conf:1:10: empty path"},
     {"log_format \"\";", "test.conf:1:12: empty log format"},
@@ -1189,9 +1190,22 @@ static const struct error_case error_cases[] = {
     /* "ssl" is nginx's "tls" */
     {"server { listen 127.0.0.1:80 ssl; }",
      "test.conf:1:17: listen \"127.0.0.1:80\" is tls but the server has no \"tls_certificate\""},
-    {"server { listen 127.0.0.1:80 reuseport; }",
-     "test.conf:1:30: unknown listen parameter \"reuseport\" (expected tls, http2, "
+    {"server { listen 127.0.0.1:80 reuseport2; }",
+     "test.conf:1:30: unknown listen parameter \"reuseport2\" (expected tls, http2, "
      "default_server, deferred, proxy_protocol or backlog=N)"},
+    {"server { listen [::]:80 ipv6only=off; }",
+     "test.conf:1:25: \"ipv6only=off\" is nginx's: corral's [::] listens take IPv6 only; add a "
+     "listen on 0.0.0.0 for IPv4"},
+    {"server { listen 127.0.0.1:443 ssl quic; }",
+     "test.conf:1:35: \"quic\": corral has no HTTP/3 yet (see \"HTTP/3\" in the roadmap, "
+     "docs/config.md)"},
+    {"server { listen 127.0.0.1:80 so_keepalive=on; }",
+     "test.conf:1:30: \"so_keepalive\" is nginx's: corral sets no such socket option (it has "
+     "deferred and backlog=N); remove it"},
+    {"error_log stderr verbose;",
+     "test.conf:1:18: unknown log level \"verbose\" (expected error, warn, info or debug; "
+     "nginx's notice, crit, alert and emerg are taken too)"},
+    {"keepalive_timeout 65 6x;", "test.conf:1:22: invalid duration \"6x\""},
     {"server { listen 127.0.0.1:80 proxy_protocol; server_name a; }\n"
      "server { listen 127.0.0.1:80; server_name b; }",
      "test.conf:2:17: listen \"127.0.0.1:80\" is not proxy_protocol here but proxy_protocol at "
@@ -1643,7 +1657,8 @@ START_TEST(nginx_boilerplate)
         "http {\n"
         "    sendfile on; tcp_nopush on; tcp_nodelay on; server_tokens off;\n"
         "    types_hash_max_size 2048; server_names_hash_bucket_size 64;\n"
-        "    keepalive_timeout 65;\n"
+        "    keepalive_timeout 65 60;\n"
+        "    error_log /var/log/nginx/error.log crit;\n"
         "    types { text/html html htm shtml; text/css css; image/png png; text/x-html html; }\n"
         "    default_type application/octet-stream;\n"
         "    ssl_protocols TLSv1 TLSv1.1 TLSv1.2; ssl_prefer_server_ciphers on;\n"
@@ -1654,7 +1669,7 @@ START_TEST(nginx_boilerplate)
         "    upstream b { hash $request_uri consistent; server 127.0.0.1:1; }\n"
         "    upstream c { random two; server 127.0.0.1:1; }\n"
         "    server {\n"
-        "        listen 127.0.0.1:443 ssl default_server;\n"
+        "        listen 127.0.0.1:443 ssl default reuseport bind;\n"
         "        ssl_certificate a.pem; ssl_certificate_key a.key;\n"
         "        ssl_session_cache off;\n"
         "        location / { proxy_http_version 1.1; proxy_buffering off; return 204; }\n"
@@ -1672,6 +1687,7 @@ START_TEST(nginx_boilerplate)
     ck_assert_str_eq(c->pid_file, "/run/nginx.pid");
     ck_assert_uint_eq(c->max_connections, 768);
     ck_assert_uint_eq(c->http.limits.keepalive_timeout_ms, 65000);
+    ck_assert_int_eq(c->log_level, CORRAL_LOG_ERROR); /* nginx's crit */
     ck_assert_uint_eq(c->mime_type_count, 5);
     ck_assert_str_eq(c->mime_types[0].extension, "html");
     ck_assert_str_eq(c->mime_types[0].type, "text/x-html"); /* the later line wins */
