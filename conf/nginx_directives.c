@@ -25,6 +25,7 @@ static const struct {
     {"ssl_ciphers", "tls_ciphers"},
     {"ssl_session_tickets", "tls_session_tickets"},
     {"ssl_session_timeout", "tls_session_timeout"},
+    {"ssl_handshake_timeout", "tls_handshake_timeout"},
     {"ssl_client_certificate", "tls_client_certificate"},
     {"ssl_verify_client", "tls_verify_client"},
     {"proxy_ssl_verify", "proxy_tls_verify"},
@@ -233,6 +234,34 @@ static int apply_ssl_protocols(struct conf_state *state, const struct conf_node 
     return 0;
 }
 
+/* ssl_conf_command NAME VALUE: the two OpenSSL commands corral has a
+ * directive for, Ciphersuites (tls_ciphersuites) and Options KTLS
+ * (tls_ktls on). */
+static int apply_ssl_conf_command(struct conf_state *state, const struct conf_node *node,
+                                  const struct conf_directive *directive)
+{
+    (void)directive;
+    const struct conf_arg *name = &node->args[0], *value = &node->args[1];
+    struct conf_tls *tls = conf__block_tls(state);
+    if (strcasecmp(name->text, "Ciphersuites") == 0) {
+        char *copy = conf__strdup(state, &value->pos, value->text);
+        if (copy == NULL)
+            return -1;
+        free((void *)tls->settings.ciphersuites);
+        tls->settings.ciphersuites = copy;
+        tls->ciphersuites_pos = value->pos;
+        return 0;
+    }
+    if (strcasecmp(name->text, "Options") == 0 && strcasecmp(value->text, "KTLS") == 0) {
+        tls->settings.ktls = true;
+        return 0;
+    }
+    return conf__error_at(state->error, &name->pos,
+                          "ssl_conf_command \"%s\": corral sets no raw OpenSSL commands but "
+                          "Ciphersuites (tls_ciphersuites) and Options KTLS (tls_ktls on)",
+                          name->text);
+}
+
 /* nginx counts about 4000 sessions in a megabyte of shared cache. */
 #define SSL_SESSION_BYTES 256
 /* nginx's builtin cache without a size. */
@@ -363,6 +392,8 @@ const struct conf_directive conf__nginx_directives[] = {
      CONF_FIELD(struct conf_tls, settings.session_cache), .kind = CONF_KIND_COUNT},
     {.name = "http2", .contexts = CONF_MAIN | CONF_SERVER, .min_args = 1, .max_args = 1,
      .apply = apply_http2},
+    {.name = "ssl_conf_command", .contexts = CONF_MAIN | CONF_SERVER | CONF_ADMIN, .min_args = 2,
+     .max_args = 2, .repeat = true, .apply = apply_ssl_conf_command},
     {.name = NULL},
 };
 /* clang-format on */

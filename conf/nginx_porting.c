@@ -243,8 +243,6 @@ static const struct porting_entry directives[] = {
     /* TLS */
     USE("ssl", "write \"ssl\" (or \"tls\") on the listen: \"listen 443 ssl;\""),
     BUILTIN("ssl_buffer_size", "corral sizes TLS records itself"),
-    NONE("ssl_conf_command", "corral sets no raw OpenSSL commands; tls_ciphersuites sets the "
-         "TLS 1.3 suites"),
     MISSING("ssl_crl", "CRLs", R_ACME),
     BUILTIN("ssl_dhparam", "corral offers ECDHE key exchange, which needs no DH parameters"),
     MISSING("ssl_early_data", "TLS 1.3 early data", R_H3),

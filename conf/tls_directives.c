@@ -5,8 +5,10 @@
  */
 #include "registry.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct conf_tls *conf__block_tls(struct conf_state *state)
 {
@@ -134,6 +136,18 @@ static int check_block(struct conf_state *state, struct conf_tls *tls, const str
  * under any of the names that set it. */
 static bool writes_tls_field(const struct conf_node *node, size_t offset)
 {
+    /* nginx's ssl_conf_command sets two of them */
+    for (size_t i = 0; i < node->child_count; i++) {
+        const struct conf_node *line = &node->children[i];
+        if (strcmp(line->name.text, "ssl_conf_command") != 0 || line->arg_count != 2)
+            continue;
+        if ((offset == offsetof(struct conf_tls, settings.ciphersuites) &&
+             strcasecmp(line->args[0].text, "Ciphersuites") == 0) ||
+            (offset == offsetof(struct conf_tls, settings.ktls) &&
+             strcasecmp(line->args[0].text, "Options") == 0 &&
+             strcasecmp(line->args[1].text, "KTLS") == 0))
+            return true;
+    }
     const struct conf_directive *const tables[] = {conf__tls_directives, conf__nginx_directives};
     for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
         for (const struct conf_directive *d = tables[t]; d->name != NULL; d++) {

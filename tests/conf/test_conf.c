@@ -1664,6 +1664,9 @@ START_TEST(nginx_boilerplate)
         "    ssl_protocols TLSv1 TLSv1.1 TLSv1.2; ssl_prefer_server_ciphers on;\n"
         "    ssl_session_cache shared:SSL:10m; ssl_session_timeout 1d;\n"
         "    ssl_ciphers HIGH:!aNULL;\n"
+        "    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256;\n"
+        "    ssl_conf_command Options KTLS;\n"
+        "    ssl_handshake_timeout 5s;\n"
         "    http2 on;\n"
         "    upstream a { least_conn; server 127.0.0.1:1; }\n"
         "    upstream b { hash $request_uri consistent; server 127.0.0.1:1; }\n"
@@ -1678,6 +1681,7 @@ START_TEST(nginx_boilerplate)
         "        listen 127.0.0.1:444 ssl; http2 off;\n"
         "        ssl_certificate b.pem; ssl_certificate_key b.key;\n"
         "        ssl_protocols TLSv1.3; ssl_client_certificate ca.pem;\n"
+        "        ssl_conf_command Ciphersuites TLS_CHACHA20_POLY1305_SHA256;\n"
         "        location / { return 204; }\n"
         "    }\n"
         "}\n");
@@ -1714,6 +1718,10 @@ START_TEST(nginx_boilerplate)
     ck_assert_uint_eq(b->tls.settings.session_timeout_ms, 86400000);
     ck_assert_str_eq(a->tls.settings.ciphers, "HIGH:!aNULL");
     ck_assert_str_eq(b->tls.settings.ciphers, "HIGH:!aNULL");
+    ck_assert_str_eq(a->tls.settings.ciphersuites, "TLS_AES_128_GCM_SHA256");
+    ck_assert_str_eq(b->tls.settings.ciphersuites, "TLS_CHACHA20_POLY1305_SHA256");
+    ck_assert(b->tls.settings.ktls);
+    ck_assert_uint_eq(b->tls.settings.handshake_timeout_ms, 5000);
     /* nginx's ssl_client_certificate alone verifies nothing */
     ck_assert_int_eq(b->tls.settings.verify_client, TLS_VERIFY_CLIENT_OFF);
     conf_free(c);
@@ -1843,6 +1851,9 @@ static const struct error_case nginx_cases[] = {
      "server { listen 127.0.0.1:80; server_name .example; location / { return 204; } }",
      "test.conf:2:43: server_name \"example\" on \"127.0.0.1:80\" is already used at "
      "line 1"},
+    {"ssl_conf_command Options -SessionTicket;",
+     "test.conf:1:18: ssl_conf_command \"Options\": corral sets no raw OpenSSL commands but "
+     "Ciphersuites (tls_ciphersuites) and Options KTLS (tls_ktls on)"},
     {"events { use kqueue2; }",
      "test.conf:1:14: unknown event method \"kqueue2\" (nginx's are epoll, poll, select, kqueue, "
      "eventport and /dev/poll; corral uses epoll whatever it says)"},
