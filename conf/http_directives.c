@@ -284,7 +284,7 @@ static int nginx_listen_parameter(struct conf_state *state, const struct conf_ar
                               "only; add a listen on 0.0.0.0 for IPv4");
     if (strcmp(text, "quic") == 0)
         return conf__error_at(state->error, &arg->pos,
-                              "\"quic\": corral has no HTTP/3 yet (see \"HTTP/3\" in the roadmap, "
+                              "\"quic\": not in corral yet: HTTP/3 (see \"HTTP/3\" in the roadmap, "
                               "docs/config.md)");
     static const char *const socket_options[] = {
         "so_keepalive=", "fastopen=", "rcvbuf=", "sndbuf=", "setfib=", "accept_filter="};
@@ -408,7 +408,7 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
         const char *lack = server_name_lack(name);
         if (lack != NULL)
             return conf__error_at(state->error, &node->args[i].pos,
-                                  "server name \"%s\": corral has no %s yet (see \"if, set and "
+                                  "server name \"%s\": not in corral yet: %s (see \"if, set and "
                                   "regex server names\" in the roadmap, docs/config.md)",
                                   name, lack);
         /* nginx's "" (requests without a Host) is what the address's

@@ -150,11 +150,11 @@ static const struct porting_entry directives[] = {
     BUILTIN("open_log_file_cache", "corral keeps its log files open"),
     BUILTIN("log_subrequest", "corral makes no subrequests"),
     /* rewrite */
-    MISSING("if", "\"if\" blocks (for now, \"map\" computes a value from variables and "
-            "\"location\" chooses by path)", R_SCRIPT),
-    MISSING("set", "\"set\" (for now, \"map $x $name { default VALUE; }\" defines a "
-            "variable)", R_SCRIPT),
-    MISSING("break", "\"break\" outside \"rewrite\" (for now, use \"rewrite ... break;\")",
+    MISSING("if", "\"if\" blocks; for now, \"map\" computes a value from variables and "
+            "\"location\" chooses by path", R_SCRIPT),
+    MISSING("set", "\"set\"; for now, \"map $x $name { default VALUE; }\" defines a "
+            "variable", R_SCRIPT),
+    MISSING("break", "\"break\" outside \"rewrite\"; for now, write \"rewrite ... break;\"",
             R_SCRIPT),
     BUILTIN("rewrite_log", "\"error_log FILE debug;\" logs each rewrite"),
     BUILTIN("uninitialized_variable_warn", "corral refuses unknown variables when it starts"),
@@ -327,7 +327,7 @@ static const char *describe(const struct porting_entry *e, const char *shown, ch
     case PORT_MISSING:
         if (e->roadmap != NULL)
             snprintf(buf, len,
-                     "%s: corral has no %s yet (see \"%s\" in the roadmap, docs/config.md)", shown,
+                     "%s: not in corral yet: %s (see \"%s\" in the roadmap, docs/config.md)", shown,
                      e->text, e->roadmap);
         else
             snprintf(buf, len, "%s: corral has no %s", shown, e->text);

@@ -78,8 +78,8 @@ START_TEST(check_config_exit_codes)
                          "    location / { return 200 \"$remote_user\"; }\n}\n");
     snprintf(args, sizeof(args), "-t -c %s", bad);
     ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
-    ck_assert_msg(strstr(out, ":3:29: return: \"$remote_user\": corral has no authentication "
-                              "yet (see \"auth and tracing\" in the roadmap") != NULL,
+    ck_assert_msg(strstr(out, ":3:29: return: \"$remote_user\": not in corral yet: "
+                              "authentication (see \"auth and tracing\" in the roadmap") != NULL,
                   "%s", out);
 
     snprintf(args, sizeof(args), "-t -c %s/missing.conf", test_daemon_dir());
@@ -126,7 +126,7 @@ START_TEST(from_nginx_exit_codes)
     test_write_file(nginx, "http {\n    gzip on;\n}\n");
     snprintf(args, sizeof(args), "--from-nginx %s", nginx);
     ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 1);
-    ck_assert_msg(strstr(out, "nginx.conf:2:5: \"gzip\": corral has no compression yet") != NULL,
+    ck_assert_msg(strstr(out, "nginx.conf:2:5: \"gzip\": not in corral yet: compression") != NULL,
                   "%s", out);
 
     test_write_file(nginx, "http {\n");

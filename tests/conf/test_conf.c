@@ -1197,7 +1197,7 @@ static const struct error_case error_cases[] = {
      "test.conf:1:25: \"ipv6only=off\" is nginx's: corral's [::] listens take IPv6 only; add a "
      "listen on 0.0.0.0 for IPv4"},
     {"server { listen 127.0.0.1:443 ssl quic; }",
-     "test.conf:1:35: \"quic\": corral has no HTTP/3 yet (see \"HTTP/3\" in the roadmap, "
+     "test.conf:1:35: \"quic\": not in corral yet: HTTP/3 (see \"HTTP/3\" in the roadmap, "
      "docs/config.md)"},
     {"server { listen 127.0.0.1:80 so_keepalive=on; }",
      "test.conf:1:30: \"so_keepalive\" is nginx's: corral sets no such socket option (it has "
@@ -1789,10 +1789,10 @@ END_TEST
 /* Each nginx word corral lacks gets a message saying what to do; a
  * spelling written twice is a duplicate. */
 static const struct error_case nginx_cases[] = {
-    {"gzip on;", "test.conf:1:1: \"gzip\": corral has no compression yet (see \"static "
+    {"gzip on;", "test.conf:1:1: \"gzip\": not in corral yet: compression (see \"static "
                  "files and compression\" in the roadmap, docs/config.md)"},
     {"server { listen 127.0.0.1:80; root /var/www; }",
-     "test.conf:1:31: \"root\": corral has no serving files yet (see \"static files and "
+     "test.conf:1:31: \"root\": not in corral yet: serving files (see \"static files and "
      "compression\" in the roadmap, docs/config.md)"},
     {"upstream u { server 127.0.0.1:1; least_time header; }",
      "test.conf:1:34: \"least_time\" is nginx's: in corral, \"balance least_conn;\" in the "
@@ -1807,7 +1807,7 @@ static const struct error_case nginx_cases[] = {
      "test.conf:1:44: \"fastcgi_pass\" is nginx's: corral proxies to HTTP backends: put your "
      "FastCGI application behind an HTTP server (php-fpm with Caddy, Apache, or a language's "
      "own HTTP server) or give it an HTTP listener"},
-    {"stream { }", "test.conf:1:1: \"stream\": corral has no proxying TCP and UDP yet (see "
+    {"stream { }", "test.conf:1:1: \"stream\": not in corral yet: proxying TCP and UDP (see "
                    "\"stream proxy\" in the roadmap, docs/config.md)"},
     {"server { listen 127.0.0.1:80; ssl_protocols TLSv1 TLSv1.1; }",
      "test.conf:1:45: no protocol corral speaks: it has TLSv1.2 and TLSv1.3 only"},
@@ -1838,11 +1838,11 @@ static const struct error_case nginx_cases[] = {
      "test.conf:1:16: \"hostnames\" is nginx's: corral's map has no host name patterns; list "
      "the names, or write a regex such as ~^(.+\\.)?example\\.com$"},
     {"server { listen 127.0.0.1:80; server_name ~^(?<sub>.+)\\.example\\.com$; }",
-     "test.conf:1:43: server name \"~^(?<sub>.+)\\.example\\.com$\": corral has no regex server "
-     "names yet (see \"if, set and regex server names\" in the roadmap, docs/config.md)"},
+     "test.conf:1:43: server name \"~^(?<sub>.+)\\.example\\.com$\": not in corral yet: regex "
+     "server names (see \"if, set and regex server names\" in the roadmap, docs/config.md)"},
     {"server { listen 127.0.0.1:80; server_name www.example.*; }",
-     "test.conf:1:43: server name \"www.example.*\": corral has no trailing wildcards "
-     "(\"www.example.*\") yet (see \"if, set and regex server names\" in the roadmap, "
+     "test.conf:1:43: server name \"www.example.*\": not in corral yet: trailing wildcards "
+     "(\"www.example.*\") (see \"if, set and regex server names\" in the roadmap, "
      "docs/config.md)"},
     {"server { listen 127.0.0.1:80; server_name .*.a; }",
      "test.conf:1:43: invalid server name \".*.a\" (expected a host name, *.domain or "
@@ -1878,7 +1878,7 @@ START_TEST(nginx_variable_notes)
     char buf[400];
     ck_assert_ptr_null(conf_nginx_variable_note("no_such_thing", buf, sizeof(buf)));
     ck_assert_str_eq(conf_nginx_variable_note("remote_user", buf, sizeof(buf)),
-                     "\"$remote_user\": corral has no authentication yet (see \"auth and "
+                     "\"$remote_user\": not in corral yet: authentication (see \"auth and "
                      "tracing\" in the roadmap, docs/config.md)");
     ck_assert_ptr_nonnull(conf_nginx_variable_note("upstream_http_x_foo", buf, sizeof(buf)));
 }
@@ -2009,34 +2009,34 @@ static const struct corpus_case corpus_cases[] = {
     /* Debian 12's own files (nginx-common 1.22.1), with nginx-light's
      * module: every error is a feature on the roadmap */
     {"debian/nginx.conf",
-     "debian/nginx.conf:46:2: \"gzip\": corral has no compression yet (see \"static files and "
+     "debian/nginx.conf:46:2: \"gzip\": not in corral yet: compression (see \"static files and "
      "compression\" in the roadmap, docs/config.md)\n"
-     "/etc/nginx/sites-enabled/*:41:2: \"root\": corral has no serving files yet (see "
+     "/etc/nginx/sites-enabled/*:41:2: \"root\": not in corral yet: serving files (see "
      "\"static files and compression\" in the roadmap, docs/config.md)\n"
-     "/etc/nginx/sites-enabled/*:44:2: \"index\": corral has no serving files yet (see "
+     "/etc/nginx/sites-enabled/*:44:2: \"index\": not in corral yet: serving files (see "
      "\"static files and compression\" in the roadmap, docs/config.md)\n"
-     "/etc/nginx/sites-enabled/*:51:3: \"try_files\": corral has no serving files yet (see "
+     "/etc/nginx/sites-enabled/*:51:3: \"try_files\": not in corral yet: serving files (see "
      "\"static files and compression\" in the roadmap, docs/config.md)\n"},
     {"proxy.conf", ""},
     {"tls.conf", ""},
     {"missing.conf",
-     "missing.conf:4:5: \"gzip\": corral has no compression yet (see \"static files and "
+     "missing.conf:4:5: \"gzip\": not in corral yet: compression (see \"static files and "
      "compression\" in the roadmap, docs/config.md)\n"
-     "missing.conf:5:5: \"gzip_types\": corral has no compression yet (see \"static files and "
+     "missing.conf:5:5: \"gzip_types\": not in corral yet: compression (see \"static files and "
      "compression\" in the roadmap, docs/config.md)\n"
-     "missing.conf:6:5: \"proxy_cache_path\": corral has no caching yet (see \"cache\" in the "
+     "missing.conf:6:5: \"proxy_cache_path\": not in corral yet: caching (see \"cache\" in the "
      "roadmap, docs/config.md)\n"
-     "missing.conf:11:9: \"root\": corral has no serving files yet (see \"static files and "
+     "missing.conf:11:9: \"root\": not in corral yet: serving files (see \"static files and "
      "compression\" in the roadmap, docs/config.md)\n"
-     "missing.conf:12:9: \"ssl_stapling\": corral has no OCSP stapling yet (see \"ACME and "
+     "missing.conf:12:9: \"ssl_stapling\": not in corral yet: OCSP stapling (see \"ACME and "
      "OCSP\" in the roadmap, docs/config.md)\n"
-     "missing.conf:15:13: \"try_files\": corral has no serving files yet (see \"static files "
+     "missing.conf:15:13: \"try_files\": not in corral yet: serving files (see \"static files "
      "and compression\" in the roadmap, docs/config.md)\n"
-     "missing.conf:18:13: \"auth_basic\": corral has no authentication yet (see \"auth and "
+     "missing.conf:18:13: \"auth_basic\": not in corral yet: authentication (see \"auth and "
      "tracing\" in the roadmap, docs/config.md)\n"
-     "missing.conf:19:13: \"auth_basic_user_file\": corral has no authentication yet (see "
+     "missing.conf:19:13: \"auth_basic_user_file\": not in corral yet: authentication (see "
      "\"auth and tracing\" in the roadmap, docs/config.md)\n"
-     "missing.conf:23:13: \"proxy_cache\": corral has no caching yet (see \"cache\" in the "
+     "missing.conf:23:13: \"proxy_cache\": not in corral yet: caching (see \"cache\" in the "
      "roadmap, docs/config.md)\n"},
     {"maps.conf",
      "maps.conf:17:9: \"hostnames\" is nginx's: corral's map has no host name patterns; list "
@@ -2162,12 +2162,12 @@ static const struct translate_case translate_cases[] = {
     /* lacking: commented out with its message on its own lines, else the
      * message only; either way it counts */
     {"gzip on;\nstream {\n  server { listen 53 udp; }\n}\nlocation_x { } root /a;\n",
-     "# corral: NOT TRANSLATED: \"gzip\": corral has no compression yet (see \"static files "
+     "# corral: NOT TRANSLATED: \"gzip\": not in corral yet: compression (see \"static files "
      "and compression\" in the roadmap, docs/config.md)\n# gzip on;\n"
-     "# corral: NOT TRANSLATED: \"stream\": corral has no proxying TCP and UDP yet (see "
+     "# corral: NOT TRANSLATED: \"stream\": not in corral yet: proxying TCP and UDP (see "
      "\"stream proxy\" in the roadmap, docs/config.md)\n# stream {\n"
      "  # server { listen 53 udp; }\n# }\n"
-     "# corral: NOT TRANSLATED: \"root\": corral has no serving files yet (see \"static files "
+     "# corral: NOT TRANSLATED: \"root\": not in corral yet: serving files (see \"static files "
      "and compression\" in the roadmap, docs/config.md)\nlocation_x { } root /a;\n",
      3},
     {"location / {\n  proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
