@@ -115,11 +115,11 @@ static const struct porting_entry directives[] = {
     STATIC("open_file_cache*"), STATIC("disable_symlinks"), STATIC("etag"),
     STATIC("if_modified_since"), STATIC("max_ranges"), STATIC("read_ahead"), STATIC("expires"),
     STATIC("log_not_found"), STATIC("random_index"), STATIC("mp4*"), STATIC("flv"),
-    STATIC("internal"), STATIC("gzip_static"),
+    STATIC("gzip_static"),
     GZIP("gzip"), GZIP("gzip_*"), GZIP("gunzip*"), GZIP("brotli*"),
     BUILTIN("chunked_transfer_encoding", "corral chunks a response of unknown length for "
             "HTTP/1.1 clients"),
-    BUILTIN("ignore_invalid_headers", "corral refuses invalid header names"),
+    NONE("ignore_invalid_headers", "corral refuses a request with an invalid header name (400), where nginx's on drops the header"),
     NONE("underscores_in_headers", "corral passes header names with underscores on"),
     BUILTIN("lingering_close", "corral drains a request it refused before closing"),
     BUILTIN("lingering_time", "corral drains a request it refused before closing"),
@@ -146,6 +146,7 @@ static const struct porting_entry directives[] = {
     MISSING("otel_*", "tracing", R_AUTH),
     MISSING("stub_status", "nginx's status page (corral's admin block serves /metrics and "
             "/status)", R_AUTH),
+    USE("internal", "a named location (\"location @name { ... }\") is reachable from error_page only"),
     /* log */
     BUILTIN("open_log_file_cache", "corral keeps its log files open"),
     BUILTIN("log_subrequest", "corral makes no subrequests"),
@@ -191,17 +192,15 @@ static const struct porting_entry directives[] = {
     NONE("mirror*", "corral does not mirror requests"),
     NONE("slice", "corral does not split requests"),
     /* proxy */
-    BUILTIN("proxy_pass_request_headers", "corral passes the request's headers on"),
-    BUILTIN("proxy_pass_request_body", "corral passes the request's body on"),
-    BUILTIN("proxy_request_buffering", "corral streams request bodies to the upstream"),
+    NONE("proxy_pass_request_headers", "corral always passes the request's headers on, as nginx's on does"),
+    NONE("proxy_pass_request_body", "corral always passes the request's body on, as nginx's on does"),
+    NONE("proxy_request_buffering", "corral streams request bodies to the upstream, as nginx's off does"),
     NO_FILES("proxy_temp_path"),
     NO_FILES("proxy_max_temp_file_size"),
     NO_FILES("proxy_temp_file_write_size"),
-    USE("proxy_pass_header", "corral passes the upstream's headers on; \"proxy_hide_header\" "
-        "drops one"),
+    NONE("proxy_pass_header", "corral passes the upstream's headers on; \"proxy_hide_header\" drops one"),
     NONE("proxy_ignore_headers", "corral caches nothing, so no header changes how it caches"),
-    BUILTIN("proxy_ignore_client_abort", "corral closes the upstream request when the client "
-            "leaves"),
+    NONE("proxy_ignore_client_abort", "corral always closes the upstream request when the client leaves, as nginx's off does"),
     MISSING("proxy_redirect", "rewriting the upstream's Location header", R_H2UP),
     MISSING("proxy_intercept_errors", "answering the upstream's errors with error_page",
             R_H2UP),
@@ -226,9 +225,7 @@ static const struct porting_entry directives[] = {
     MISSING("proxy_ssl_crl", "CRLs", R_ACME),
     NONE("proxy_ssl_conf_command", "corral sets no raw OpenSSL commands"),
     MISSING("grpc_*", "gRPC to backends", R_H2UP),
-    NONE("fastcgi_*", "corral proxies to HTTP backends: put your FastCGI application behind "
-         "an HTTP server (php-fpm with Caddy, Apache, or a language's own HTTP server) or give "
-         "it an HTTP listener"),
+    NONE("fastcgi_*", "corral speaks HTTP to backends, not FastCGI: give the application an HTTP listener (its language's HTTP server, or a FastCGI-to-HTTP gateway) and proxy_pass to it"),
     NONE("uwsgi_*", "corral proxies to HTTP backends: run uWSGI with --http-socket and "
          "proxy_pass to it"),
     NONE("scgi_*", "corral proxies to HTTP backends: give the application an HTTP listener"),

@@ -1804,9 +1804,9 @@ static const struct error_case nginx_cases[] = {
                     "systemd (docs/corral.service) or your supervisor runs it as a service; "
                     "delete the line"},
     {"server { listen 127.0.0.1:80; location / { fastcgi_pass 127.0.0.1:9000; } }",
-     "test.conf:1:44: \"fastcgi_pass\" is nginx's: corral proxies to HTTP backends: put your "
-     "FastCGI application behind an HTTP server (php-fpm with Caddy, Apache, or a language's "
-     "own HTTP server) or give it an HTTP listener"},
+     "test.conf:1:44: \"fastcgi_pass\" is nginx's: corral speaks HTTP to backends, not "
+     "FastCGI: give the application an HTTP listener (its language's HTTP server, or a "
+     "FastCGI-to-HTTP gateway) and proxy_pass to it"},
     {"stream { }", "test.conf:1:1: \"stream\": not in corral yet: proxying TCP and UDP (see "
                    "\"stream proxy\" in the roadmap, docs/config.md)"},
     {"server { listen 127.0.0.1:80; ssl_protocols TLSv1 TLSv1.1; }",
