@@ -136,7 +136,7 @@ static const struct porting_entry directives[] = {
     BUILTIN("server_name_in_redirect", "corral's redirects are as written in \"return\""),
     NONE("msie_padding", "corral adds nothing for old browsers"),
     NONE("msie_refresh", "corral adds nothing for old browsers"),
-    USE("recursive_error_pages", "corral's error_page does not recurse"),
+    NONE("recursive_error_pages", "corral's error_page does not recurse, as nginx's off"),
     MISSING("satisfy", "authentication", R_AUTH),
     MISSING("auth_basic*", "authentication", R_AUTH),
     MISSING("auth_request*", "authentication", R_AUTH),
@@ -245,7 +245,7 @@ static const struct porting_entry directives[] = {
     MISSING("ssl_early_data", "TLS 1.3 early data", R_H3),
     BUILTIN("ssl_ecdh_curve", "corral uses OpenSSL's default groups (X25519, P-256 and "
             "others)"),
-    OCSP("ssl_stapling*"), OCSP("ssl_ocsp*"),
+    OCSP("ssl_stapling*"), MISSING("ssl_ocsp*", "OCSP checks of client certificates", R_ACME),
     MISSING("ssl_trusted_certificate", "OCSP stapling (the only use of this file in corral's "
             "plans)", R_ACME),
     MISSING("ssl_password_file", "encrypted keys (store the key unencrypted, mode 0600)",
