@@ -362,6 +362,16 @@ static int apply_access_log(struct conf_state *state, const struct conf_node *no
                 return -1;
             if (log->flush_ms == 0)
                 return conf__error_at(state->error, &arg->pos, "\"flush\" must be more than 0");
+        } else if (strncmp(arg->text, "if=", 3) == 0) {
+            return conf__error_at(state->error, &arg->pos,
+                                  "\"if=\" is nginx's: corral has no conditional logging; a "
+                                  "location's own access_log (or access_log off) chooses what is "
+                                  "logged");
+        } else if (strncmp(arg->text, "gzip", 4) == 0 &&
+                   (arg->text[4] == '\0' || arg->text[4] == '=')) {
+            return conf__error_at(state->error, &arg->pos,
+                                  "\"gzip\" is nginx's: corral writes its logs uncompressed; "
+                                  "compress them when they rotate");
         } else if (i == 1) {
             log->format_pos = arg->pos;
             log->format = conf__strdup(state, &arg->pos, arg->text);

@@ -73,6 +73,20 @@ static int apply_next_upstream(struct conf_state *state, const struct conf_node 
         if (strcmp(node->args[i].text, "off") == 0)
             return conf__error_at(state->error, &node->args[i].pos,
                                   "\"off\" cannot be combined with other conditions");
+    /* nginx's conditions corral lacks */
+    for (size_t i = 0; i < node->arg_count; i++) {
+        const char *word = node->args[i].text;
+        if (strcmp(word, "http_403") == 0 || strcmp(word, "http_404") == 0)
+            return conf__error_at(
+                state->error, &node->args[i].pos,
+                "\"%s\" is nginx's: corral tries the next server on 429, 500, 502, 503 "
+                "and 504 answers only",
+                word);
+        if (strcmp(word, "updating") == 0)
+            return conf__error_at(state->error, &node->args[i].pos,
+                                  "\"updating\": not in corral yet: caching (see \"cache\" in the "
+                                  "roadmap, docs/config.md)");
+    }
     if (conf__apply_setting(state, node, directive) != 0)
         return -1;
     struct proxy_conf *proxy = state->location != NULL ? &state->location->proxy

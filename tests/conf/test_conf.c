@@ -1854,6 +1854,15 @@ static const struct error_case nginx_cases[] = {
     {"ssl_conf_command Options -SessionTicket;",
      "test.conf:1:18: ssl_conf_command \"Options\": corral sets no raw OpenSSL commands but "
      "Ciphersuites (tls_ciphersuites) and Options KTLS (tls_ktls on)"},
+    {"access_log /var/log/a.log combined if=$loggable;",
+     "test.conf:1:36: \"if=\" is nginx's: corral has no conditional logging; a location's own "
+     "access_log (or access_log off) chooses what is logged"},
+    {"access_log /var/log/a.log combined gzip=9;",
+     "test.conf:1:36: \"gzip\" is nginx's: corral writes its logs uncompressed; compress them "
+     "when they rotate"},
+    {"proxy_next_upstream error http_404;",
+     "test.conf:1:27: \"http_404\" is nginx's: corral tries the next server on 429, 500, 502, 503 "
+     "and 504 answers only"},
     {"events { use kqueue2; }",
      "test.conf:1:14: unknown event method \"kqueue2\" (nginx's are epoll, poll, select, kqueue, "
      "eventport and /dev/poll; corral uses epoll whatever it says)"},
