@@ -348,13 +348,43 @@ static bool listens_anywhere(const struct conf_config *config)
     return config->admin_listen_count > 0;
 }
 
+/* Prints what could not be translated on stderr. */
+static void print_untranslated(void *arg, const char *message)
+{
+    (void)arg;
+    fprintf(stderr, "corral: not translated: %s\n", message);
+}
+
+/* --from-nginx FILE: 0 when every directive was translated, 1 when some
+ * were not (they are commented out in the output), 2 when FILE cannot be
+ * read as a config. */
+static int from_nginx(const char *path)
+{
+    struct conf_error error;
+    int rc = conf_from_nginx_file(path, stdout, print_untranslated, NULL, &error);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "corral: writing the translation: %s\n", strerror(errno));
+        return 2;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "%s\n", error.text);
+        return 2;
+    }
+    if (rc > 0)
+        fprintf(stderr, "corral: %d directive%s of %s could not be translated\n", rc,
+                rc == 1 ? "" : "s", path);
+    return rc > 0 ? 1 : 0;
+}
+
 static void usage(FILE *to)
 {
-    fprintf(to, "usage: corral [-c FILE] [-t] [--probe] [-V] [-h]\n"
+    fprintf(to, "usage: corral [-c FILE] [-t] [--from-nginx FILE] [--probe] [-V] [-h]\n"
                 "  -c FILE    configuration file (default: the built-in configuration:\n"
                 "             127.0.0.1:8080 answers \"corral is running\", metrics on\n"
                 "             127.0.0.1:9090)\n"
                 "  -t         check the configuration and exit (0 if valid)\n"
+                "  --from-nginx FILE  print FILE, an nginx config, in corral's spelling\n"
+                "             (exit 1 if a directive could not be translated)\n"
                 "  --probe    print the kernel's capabilities and each wakeup mode's resolution\n"
                 "  -V, --version  print the version\n"
                 "signals: HUP reload, TERM/INT graceful stop, QUIT fast stop, USR1 reopen logs,\n"
@@ -364,6 +394,7 @@ static void usage(FILE *to)
 int main(int argc, char **argv)
 {
     static const struct option longs[] = {{"probe", no_argument, NULL, 'P'},
+                                          {"from-nginx", required_argument, NULL, 'N'},
                                           {"help", no_argument, NULL, 'h'},
                                           {"version", no_argument, NULL, 'V'},
                                           {NULL, 0, NULL, 0}};
@@ -376,6 +407,7 @@ int main(int argc, char **argv)
         case 't': test_only = true; break;
         case 'V': printf("corral %s\n", CORRAL_VERSION); return 0;
         case 'P': print_probe(); return 0;
+        case 'N': return from_nginx(optarg);
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -639,14 +639,29 @@ void log_wakeup(const struct generation *gen)
              corral_wakeup_mode_name(info.mode), info.impl);
 }
 
+/* Logs each error of a config as the parser finds it. */
+static void log_config_error(void *arg, const char *message)
+{
+    unsigned *count = arg;
+    ++*count;
+    log_error("%s", message);
+}
+
 int load_config(const char *path, struct conf_config **out)
 {
     struct conf_error error;
-    int rc = path != NULL ? conf_load(path, out, &error)
-                          : conf_parse("<built-in>", conf_default_text, strlen(conf_default_text),
-                                       NULL, NULL, out, &error);
+    unsigned count = 0;
+    int rc = path != NULL
+                 ? conf_load_each(path, log_config_error, &count, out, &error)
+                 : conf_parse_each("<built-in>", conf_default_text, strlen(conf_default_text), NULL,
+                                   NULL, log_config_error, &count, out, &error);
     if (rc != 0) {
-        log_error("%s", error.text);
+        if (count == 0)
+            log_error("%s", error.text[0] != '\0' ? error.text : "invalid configuration");
+        else if (count >= CONF_ERRORS_MAX)
+            log_error("%s: stopped after %u errors", path != NULL ? path : "<built-in>", count);
+        else if (count > 1)
+            log_error("%s: %u errors", path != NULL ? path : "<built-in>", count);
         return -EINVAL;
     }
     if (check_servable(*out) != 0) {

@@ -56,8 +56,23 @@ void *runtime_vars_calloc(struct runtime_vars *vars, size_t count, size_t size)
 static int report(int err, const struct conf_pos *pos, const char *directive,
                   const struct vars_error *error)
 {
-    if (err == -EINVAL)
-        log_error("%s:%u:%u: %s: %s", pos->file, pos->line, pos->col, directive, error->message);
+    if (err != -EINVAL)
+        return err;
+    /* An nginx variable corral lacks: say what to write instead. */
+    static const char unknown[] = "unknown variable \"$";
+    char name[64], note[400];
+    const char *start = error->message + sizeof(unknown) - 1;
+    size_t len = strncmp(error->message, unknown, sizeof(unknown) - 1) == 0 ? strcspn(start, "\"")
+                                                                            : sizeof(name);
+    if (len < sizeof(name)) {
+        memcpy(name, start, len);
+        name[len] = '\0';
+        if (conf_nginx_variable_note(name, note, sizeof(note)) != NULL) {
+            log_error("%s:%u:%u: %s: %s", pos->file, pos->line, pos->col, directive, note);
+            return err;
+        }
+    }
+    log_error("%s:%u:%u: %s: %s", pos->file, pos->line, pos->col, directive, error->message);
     return err;
 }
 

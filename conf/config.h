@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Where a directive or argument was written: for error messages. */
 struct conf_pos {
@@ -318,6 +319,13 @@ struct conf_admin {
     struct conf_pos pos;
 };
 
+/* types { TYPE EXTENSION...; }: the type of files with one extension
+ * (nginx's mime.types), for static files. */
+struct conf_mime_type {
+    char *extension;
+    char *type;
+};
+
 struct conf_config {
     unsigned workers;                /* 0 = auto: CPUs in the affinity mask */
     enum corral_wakeup_mode wakeup;  /* default auto */
@@ -362,6 +370,13 @@ struct conf_config {
     struct conf_limit_zone *limit_zones;
     size_t limit_zone_count;
 
+    struct conf_mime_type *mime_types; /* types { }: one per extension */
+    size_t mime_type_count;
+    char *default_type; /* default_type at top level; NULL: none */
+    /* TLS settings written at top level (nginx's ssl_* in http { }), which
+     * each server takes for those it does not write; no certificates. */
+    struct conf_tls tls;
+
     char *path;   /* the main file, for messages and reloads; "<built-in>" */
     char **files; /* every file read, main first, as positions name them */
     size_t file_count;
@@ -383,8 +398,50 @@ typedef char *(*conf_read_file_fn)(const char *path, size_t *len, void *arg);
 int conf_parse(const char *path, const char *text, size_t len, conf_read_file_fn read_file,
                void *read_arg, struct conf_config **out, struct conf_error *error);
 
+/* What to write instead of nginx's variable `name` (without "$"), which
+ * corral does not have: the message in `buf`, or NULL when it is no nginx
+ * variable (conf/nginx_porting.c). */
+const char *conf_nginx_variable_note(const char *name, char *buf, size_t len);
+
 /* Reads `path` from the file system and parses it. */
 int conf_load(const char *path, struct conf_config **out, struct conf_error *error);
+
+/* The most errors one parse reports: past this many, the rest are mostly
+ * consequences of the first ones. */
+#define CONF_ERRORS_MAX 50
+
+/* Called once per error, in the order found, with "file:line:col: message". */
+typedef void (*conf_report_fn)(void *arg, const char *message);
+
+/*
+ * As conf_parse() and conf_load(), but a directive that fails does not end
+ * the parse: each error goes to `report` (when not NULL) and the parse goes
+ * on with the next directive, up to CONF_ERRORS_MAX errors.  A syntax error
+ * still ends it (the structure after it is unknown), and the checks that
+ * need the whole config (listen conflicts, upstream and zone names) run only
+ * when every directive applied.  `error` holds the first error.
+ */
+int conf_parse_each(const char *path, const char *text, size_t len, conf_read_file_fn read_file,
+                    void *read_arg, conf_report_fn report, void *report_arg,
+                    struct conf_config **out, struct conf_error *error);
+int conf_load_each(const char *path, conf_report_fn report, void *report_arg,
+                   struct conf_config **out, struct conf_error *error);
+
+/*
+ * `corral --from-nginx`: writes `text` (`len` bytes of the nginx config file
+ * `path`) to `out` in corral's spelling, keeping its comments and layout,
+ * with a "# corral: ..." line above each line it changed
+ * (conf/nginx_translate.c).  A directive corral lacks is commented out
+ * under its porting message and sent to `report` (when not NULL) as
+ * "path:line: message".  Included files are not read.  Returns how many
+ * directives could not be translated (0: all were), or -1 with `error`
+ * written when the text is not a config (a syntax error).
+ */
+int conf_from_nginx(const char *path, const char *text, size_t len, FILE *out,
+                    conf_report_fn report, void *report_arg, struct conf_error *error);
+/* The same, reading the file `path`. */
+int conf_from_nginx_file(const char *path, FILE *out, conf_report_fn report, void *report_arg,
+                         struct conf_error *error);
 
 /* The built-in default config, used when the daemon is given no -c. */
 extern const char conf_default_text[];

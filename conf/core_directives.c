@@ -28,6 +28,7 @@ void conf__core_defaults(struct conf_config *config)
     config->http.limits = HTTP_LIMITS_DEFAULT;
     config->http.proxy = PROXY_CONF_DEFAULT;
     config->http.http2 = HTTP2_CONF_DEFAULT;
+    config->tls.settings = TLS_SERVER_CONF_DEFAULT;
 }
 
 /* wakeup auto|roundrobin|affinity|exclusive|reuseport|herd|balanced [spill=F]
@@ -128,15 +129,31 @@ static int apply_error_log(struct conf_state *state, const struct conf_node *nod
         const struct conf_arg *level = &node->args[1];
         static const enum corral_log_level levels[] = {CORRAL_LOG_ERROR, CORRAL_LOG_WARN,
                                                        CORRAL_LOG_INFO, CORRAL_LOG_DEBUG};
+        /* nginx's levels that corral folds into its own */
+        static const struct {
+            const char *nginx;
+            enum corral_log_level level;
+        } nginx_levels[] = {{"notice", CORRAL_LOG_INFO},
+                            {"crit", CORRAL_LOG_ERROR},
+                            {"alert", CORRAL_LOG_ERROR},
+                            {"emerg", CORRAL_LOG_ERROR}};
         size_t i = 0;
         while (i < sizeof(levels) / sizeof(levels[0]) &&
                strcmp(level->text, corral_log_level_name(levels[i])) != 0)
             i++;
-        if (i == sizeof(levels) / sizeof(levels[0]))
+        size_t k = 0;
+        while (i == sizeof(levels) / sizeof(levels[0]) &&
+               k < sizeof(nginx_levels) / sizeof(nginx_levels[0]) &&
+               strcmp(level->text, nginx_levels[k].nginx) != 0)
+            k++;
+        if (i == sizeof(levels) / sizeof(levels[0]) &&
+            k == sizeof(nginx_levels) / sizeof(nginx_levels[0]))
             return conf__error_at(state->error, &level->pos,
-                                  "unknown log level \"%s\" (expected error, warn, info or debug)",
+                                  "unknown log level \"%s\" (expected error, warn, info or debug; "
+                                  "nginx's notice, crit, alert and emerg are taken too)",
                                   level->text);
-        config->log_level = levels[i];
+        config->log_level =
+            i < sizeof(levels) / sizeof(levels[0]) ? levels[i] : nginx_levels[k].level;
     }
     if (strcmp(node->args[0].text, "stderr") == 0)
         return 0;
@@ -345,6 +362,16 @@ static int apply_access_log(struct conf_state *state, const struct conf_node *no
                 return -1;
             if (log->flush_ms == 0)
                 return conf__error_at(state->error, &arg->pos, "\"flush\" must be more than 0");
+        } else if (strncmp(arg->text, "if=", 3) == 0) {
+            return conf__error_at(state->error, &arg->pos,
+                                  "\"if=\" is nginx's: corral has no conditional logging; a "
+                                  "location's own access_log (or access_log off) chooses what is "
+                                  "logged");
+        } else if (strncmp(arg->text, "gzip", 4) == 0 &&
+                   (arg->text[4] == '\0' || arg->text[4] == '=')) {
+            return conf__error_at(state->error, &arg->pos,
+                                  "\"gzip\" is nginx's: corral writes its logs uncompressed; "
+                                  "compress them when they rotate");
         } else if (i == 1) {
             log->format_pos = arg->pos;
             log->format = conf__strdup(state, &arg->pos, arg->text);
@@ -372,6 +399,22 @@ static int apply_access_log(struct conf_state *state, const struct conf_node *no
                : -1;
 }
 
+/* user NAME [GROUP]: nginx's form sets the group too. */
+static int apply_user(struct conf_state *state, const struct conf_node *node,
+                      const struct conf_directive *directive)
+{
+    if (conf__apply_setting(state, node, directive) != 0)
+        return -1;
+    if (node->arg_count < 2)
+        return 0;
+    struct conf_config *config = state->config;
+    if (conf__find_child(state->root, "group") != NULL)
+        return conf__error_at(state->error, &node->args[1].pos,
+                              "the group is set twice (here and by \"group\")");
+    config->group = conf__strdup(state, &node->args[1].pos, node->args[1].text);
+    return config->group != NULL ? 0 : -1;
+}
+
 /* Each entry sets one field through conf__apply_setting(), except those
  * with an apply function: wakeup (the library owns the mode names),
  * busy_poll (a syntax of its own), error_log (two settings) and the admin
@@ -396,7 +439,9 @@ const struct conf_directive conf__core_directives[] = {
     {.name = "shutdown_delay", MAIN_FIELD(shutdown_delay_ms), .kind = CONF_KIND_DURATION},
     /* looked up by the daemon when it drops privileges, so that a config
      * can be checked on a machine without those accounts */
-    {.name = "user", MAIN_FIELD(user), .kind = CONF_KIND_STRING, .what = "user name"},
+    {.name = "user", .contexts = CONF_MAIN, .min_args = 1, .max_args = 2,
+     .base = CONF_BASE_MAIN, CONF_FIELD(struct conf_config, user), .kind = CONF_KIND_STRING,
+     .what = "user name", .apply = apply_user},
     {.name = "group", MAIN_FIELD(group), .kind = CONF_KIND_STRING, .what = "group name"},
     /* Relative paths, here and in every directive naming a file, are
      * relative to the directory of the config file they are written in,

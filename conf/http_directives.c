@@ -39,9 +39,25 @@ static const struct conf_pos *server_name_pos(const struct conf_node *server_nod
 {
     const struct conf_node *directive = conf__find_child(server_node, "server_name");
     size_t i = 0;
-    while (strcasecmp(directive->args[i].text, name) != 0)
+    /* nginx's ".example.com" stands for "example.com" and "*.example.com" */
+    while (strcasecmp(directive->args[i].text, name) != 0 &&
+           !(directive->args[i].text[0] == '.' &&
+             (strcasecmp(directive->args[i].text + 1, name) == 0 ||
+              (name[0] == '*' && strcasecmp(directive->args[i].text, name + 1) == 0))))
         i++;
+    assert(i < directive->arg_count);
     return &directive->args[i].pos;
+}
+
+/* What nginx's server names corral lacks need: a message, or NULL. */
+static const char *server_name_lack(const char *name)
+{
+    if (name[0] == '~')
+        return "regex server names";
+    size_t len = strlen(name);
+    if (len > 2 && strcmp(name + len - 2, ".*") == 0)
+        return "trailing wildcards (\"www.example.*\")";
+    return NULL;
 }
 
 /* A name the two servers share (names are case-insensitive), or NULL. */
@@ -241,12 +257,44 @@ static int apply_server(struct conf_state *state, const struct conf_node *node,
     server->tls.settings = TLS_SERVER_CONF_DEFAULT;
 
     state->server = server;
+    state->server_return = conf__find_child(node, "return");
+    conf__proxy_server_start(state, node);
     int rc = conf__apply_block(state, node, CONF_SERVER);
     state->server = NULL;
     conf__index_free(&state->locations);
     if (rc != 0)
         return -1;
+    conf__nginx_server_http2(state, node, server);
     return check_server(state, index);
+}
+
+/* nginx's listen parameters that are not corral's: 0 when accepted
+ * without effect, -1 with the error written, 1 when `arg` is none. */
+static int nginx_listen_parameter(struct conf_state *state, const struct conf_arg *arg)
+{
+    const char *text = arg->text;
+    /* corral binds each address it listens on by itself, and its wakeup
+     * mode decides on SO_REUSEPORT; a [::] listen is IPv6 only */
+    if (strcmp(text, "reuseport") == 0 || strcmp(text, "bind") == 0 ||
+        strcmp(text, "ipv6only=on") == 0)
+        return 0;
+    if (strcmp(text, "ipv6only=off") == 0)
+        return conf__error_at(state->error, &arg->pos,
+                              "\"ipv6only=off\" is nginx's: corral's [::] listens take IPv6 "
+                              "only; add a listen on 0.0.0.0 for IPv4");
+    if (strcmp(text, "quic") == 0)
+        return conf__error_at(state->error, &arg->pos,
+                              "\"quic\": not in corral yet: HTTP/3 (see \"HTTP/3\" in the roadmap, "
+                              "docs/config.md)");
+    static const char *const socket_options[] = {
+        "so_keepalive=", "fastopen=", "rcvbuf=", "sndbuf=", "setfib=", "accept_filter="};
+    for (size_t i = 0; i < sizeof(socket_options) / sizeof(socket_options[0]); i++)
+        if (strncmp(text, socket_options[i], strlen(socket_options[i])) == 0)
+            return conf__error_at(state->error, &arg->pos,
+                                  "\"%.*s\" is nginx's: corral sets no such socket option (it "
+                                  "has deferred and backlog=N); remove it",
+                                  (int)strlen(socket_options[i]) - 1, text);
+    return 1;
 }
 
 /* One listen parameter: a flag (tls, http2, default_server, deferred,
@@ -264,9 +312,14 @@ static int listen_parameter(struct conf_state *state, const struct conf_arg *arg
         listen->has_socket_options = true;
         return conf__arg_uint(state, &value, "backlog", 1, INT_MAX, &listen->backlog);
     }
-    bool *flag = strcmp(arg->text, "tls") == 0              ? &listen->tls
-                 : strcmp(arg->text, "http2") == 0          ? &listen->http2
-                 : strcmp(arg->text, "default_server") == 0 ? &listen->default_server
+    int nginx = nginx_listen_parameter(state, arg);
+    if (nginx <= 0)
+        return nginx;
+    /* "ssl" is nginx's name of tls, "default" an old one of default_server */
+    bool *flag = strcmp(arg->text, "tls") == 0 || strcmp(arg->text, "ssl") == 0 ? &listen->tls
+                 : strcmp(arg->text, "http2") == 0                              ? &listen->http2
+                 : strcmp(arg->text, "default_server") == 0 || strcmp(arg->text, "default") == 0
+                     ? &listen->default_server
                  : strcmp(arg->text, "deferred") == 0       ? &listen->deferred
                  : strcmp(arg->text, "proxy_protocol") == 0 ? &listen->proxy_protocol
                                                             : NULL;
@@ -349,21 +402,45 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
 {
     (void)directive;
     struct conf_server *server = state->server;
-    for (size_t i = 0; i < node->arg_count; i++)
-        if (!valid_server_name(node->args[i].text))
+    size_t names = 0;
+    for (size_t i = 0; i < node->arg_count; i++) {
+        const char *name = node->args[i].text;
+        const char *lack = server_name_lack(name);
+        if (lack != NULL)
             return conf__error_at(state->error, &node->args[i].pos,
-                                  "invalid server name \"%s\" (expected a host name or "
-                                  "*.domain)",
-                                  node->args[i].text);
-    assert(node->arg_count > 0); /* min_args, checked before apply */
-    server->server_names = calloc(node->arg_count, sizeof(*server->server_names));
+                                  "server name \"%s\": not in corral yet: %s (see \"if, set and "
+                                  "regex server names\" in the roadmap, docs/config.md)",
+                                  name, lack);
+        /* nginx's "" (requests without a Host) is what the address's
+         * default server answers in corral */
+        if (name[0] == '\0')
+            continue;
+        bool dotted = name[0] == '.' && name[1] != '.' && name[1] != '\0';
+        if (!valid_server_name(dotted ? name + 1 : name) ||
+            (dotted && strncmp(name + 1, "*.", 2) == 0))
+            return conf__error_at(state->error, &node->args[i].pos,
+                                  "invalid server name \"%s\" (expected a host name, "
+                                  "*.domain or .domain)",
+                                  name);
+        names += dotted ? 2 : 1;
+    }
+    if (names == 0)
+        return 0;
+    server->server_names = calloc(names, sizeof(*server->server_names));
     if (server->server_names == NULL)
         return conf__error_at(state->error, &node->name.pos, "out of memory");
     for (size_t i = 0; i < node->arg_count; i++) {
-        server->server_names[i] = conf__strdup(state, &node->args[i].pos, node->args[i].text);
-        if (server->server_names[i] == NULL)
-            return -1;
-        server->server_name_count++;
+        const char *name = node->args[i].text;
+        if (name[0] == '\0')
+            continue;
+        /* ".example.com": "example.com" and "*.example.com", as in nginx */
+        for (int part = name[0] == '.' ? 0 : 1; part < 2; part++) {
+            char *copy = NULL;
+            if (part == 0 ? asprintf(&copy, "*%s", name) < 0
+                          : (copy = strdup(name + (name[0] == '.'))) == NULL)
+                return conf__error_at(state->error, &node->args[i].pos, "out of memory");
+            server->server_names[server->server_name_count++] = copy;
+        }
     }
     return 0;
 }
@@ -386,6 +463,12 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
                               modifier);
     /* "@name": a named location, which only error_page reaches. */
     bool named = node->arg_count == 1 && path->text[0] == '@' && path->text[1] != '\0';
+    const struct conf_node *server_return = state->server_return;
+    if (server_return != NULL && server_return < node)
+        return conf__error_at(state->error, &node->name.pos,
+                              "the server's \"return\" at line %u answers every request, so this "
+                              "location would never be used",
+                              server_return->name.pos.line);
     if (!regex && !named && path->text[0] != '/')
         return conf__error_at(state->error, &path->pos,
                               "location path must start with \"/\", got \"%s\"", path->text);
@@ -425,12 +508,15 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
     location->path_pos = path->pos;
     location->pos = node->name.pos;
     location->proxy_tls = TLS_CLIENT_CONF_DEFAULT;
+    conf__proxy_location_start(location);
     location->path = conf__strdup(state, &path->pos, path->text);
     if (location->path == NULL)
         return -1;
 
     state->location = location;
     int rc = conf__apply_block(state, node, CONF_LOCATION);
+    if (rc == 0)
+        rc = conf__proxy_inherit_headers(state, node);
     state->location = NULL;
     if (rc != 0)
         return -1;
@@ -444,11 +530,45 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
 }
 
 /* return CODE ["TEXT"] */
+/* The location a server-level return answers from: "/", which every
+ * path matches, as nginx answers every request of the server. */
+static struct conf_location *add_server_return_location(struct conf_state *state,
+                                                        const struct conf_node *node)
+{
+    struct conf_server *server = state->server;
+    if (server->location_count > 0)
+        return conf__error_at(state->error, &node->name.pos,
+                              "a \"return\" in the server answers every request, so the "
+                              "server's locations would never be used: move it into a location"),
+               NULL;
+    static const char key[] = "0/"; /* as apply_location() indexes a prefix "/" */
+    if (conf__index_add(&state->locations, key, sizeof(key) - 1, 0, NULL) < 0) {
+        conf__error_at(state->error, &node->name.pos, "out of memory");
+        return NULL;
+    }
+    struct conf_location *locations =
+        conf__grow(state, &node->name.pos, server->locations, 0, sizeof(*locations));
+    if (locations == NULL)
+        return NULL;
+    server->locations = locations;
+    server->location_count = 1;
+    struct conf_location *location = &locations[0];
+    location->path_pos = node->name.pos;
+    location->pos = node->name.pos;
+    location->proxy_tls = TLS_CLIENT_CONF_DEFAULT;
+    conf__proxy_location_start(location);
+    location->path = conf__strdup(state, &node->name.pos, "/");
+    return location->path != NULL ? location : NULL;
+}
+
 static int apply_return(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
 {
     (void)directive;
-    struct conf_location *location = state->location;
+    struct conf_location *location =
+        state->location != NULL ? state->location : add_server_return_location(state, node);
+    if (location == NULL)
+        return -1;
     const struct conf_arg *code = &node->args[0];
     if (location->handler == CONF_HANDLER_PROXY)
         return conf__error_at(state->error, &node->name.pos,
@@ -473,6 +593,16 @@ static int apply_return(struct conf_state *state, const struct conf_node *node,
     location->return_text_pos = node->args[1].pos;
     location->return_text = conf__strdup(state, &node->args[1].pos, node->args[1].text);
     return location->return_text != NULL ? 0 : -1;
+}
+
+/* keepalive_timeout TIME [HEADER_TIME] */
+static int apply_keepalive_timeout(struct conf_state *state, const struct conf_node *node,
+                                   const struct conf_directive *directive)
+{
+    uint32_t header_ms;
+    if (node->arg_count == 2 && conf__arg_duration(state, &node->args[1], &header_ms) != 0)
+        return -1;
+    return conf__apply_setting(state, node, directive);
 }
 
 /* ------------------------------------------------------------------ finish */
@@ -524,17 +654,26 @@ int conf__http_finish(struct conf_state *state)
  * build structure, so they have apply functions.  One directive per entry:
  * a table reads better than what the formatter makes of it. */
 /* clang-format off */
-#define HTTP_FIELD(base_, type, field) .contexts = CONF_MAIN | CONF_SERVER, .min_args = 1, \
+#define HTTP_FIELD(base_, type, field) HTTP_FIELD_IN(CONF_MAIN | CONF_SERVER, base_, type, field)
+#define HTTP_FIELD_IN(where, base_, type, field) .contexts = where, .min_args = 1, \
     .max_args = 1, .base = base_, CONF_FIELD(type, field)
 #define LIMIT(field) HTTP_FIELD(CONF_BASE_LIMITS, struct http_limits, field)
-#define PROXY(field) HTTP_FIELD(CONF_BASE_PROXY, struct proxy_conf, field)
+/* in a location too, as in nginx; conf__proxy_finish() settles them, and
+ * takes the longest duration there is for "not written" */
+#define PROXY_TIMEOUT_MAX (UINT32_MAX - 1)
+#define PROXY(field) HTTP_FIELD_IN(CONF_MAIN | CONF_SERVER | CONF_LOCATION, CONF_BASE_PROXY, \
+    struct proxy_conf, field)
 #define HTTP2(field) HTTP_FIELD(CONF_BASE_HTTP2, struct http2_conf, field)
 
 const struct conf_directive conf__http_directives[] = {
     {.name = "client_header_timeout", LIMIT(header_timeout_ms), .kind = CONF_KIND_DURATION},
     {.name = "client_body_timeout", LIMIT(body_timeout_ms), .kind = CONF_KIND_DURATION},
     {.name = "send_timeout", LIMIT(send_timeout_ms), .kind = CONF_KIND_DURATION},
-    {.name = "keepalive_timeout", LIMIT(keepalive_timeout_ms), .kind = CONF_KIND_DURATION},
+    /* nginx's second argument, a Keep-Alive header's timeout, is checked
+     * and unused: corral sends no Keep-Alive header */
+    {.name = "keepalive_timeout", .contexts = CONF_MAIN | CONF_SERVER, .min_args = 1,
+     .max_args = 2, .base = CONF_BASE_LIMITS, CONF_FIELD(struct http_limits, keepalive_timeout_ms),
+     .kind = CONF_KIND_DURATION, .apply = apply_keepalive_timeout},
     {.name = "keepalive_requests", LIMIT(keepalive_requests), .kind = CONF_KIND_COUNT, .min = 1},
     /* A header section must fit its request line at least; 0 would refuse
      * every request.  A connection holds up to this much of a head. */
@@ -542,9 +681,12 @@ const struct conf_directive conf__http_directives[] = {
      .max = HTTP_MAX_HEADER_SIZE_MAX},
     {.name = "client_max_headers", LIMIT(max_headers), .kind = CONF_KIND_COUNT, .min = 1},
     {.name = "client_max_body_size", LIMIT(max_body_size), .kind = CONF_KIND_SIZE},
-    {.name = "proxy_connect_timeout", PROXY(connect_timeout_ms), .kind = CONF_KIND_DURATION},
-    {.name = "proxy_read_timeout", PROXY(read_timeout_ms), .kind = CONF_KIND_DURATION},
-    {.name = "proxy_send_timeout", PROXY(send_timeout_ms), .kind = CONF_KIND_DURATION},
+    {.name = "proxy_connect_timeout", PROXY(connect_timeout_ms), .kind = CONF_KIND_DURATION,
+     .max = PROXY_TIMEOUT_MAX},
+    {.name = "proxy_read_timeout", PROXY(read_timeout_ms), .kind = CONF_KIND_DURATION,
+     .max = PROXY_TIMEOUT_MAX},
+    {.name = "proxy_send_timeout", PROXY(send_timeout_ms), .kind = CONF_KIND_DURATION,
+     .max = PROXY_TIMEOUT_MAX},
     /* HTTP/2 (2^31-1: the largest window RFC 9113 6.9.2 allows; a header
      * list smaller than 1k refuses ordinary requests). */
     {.name = "http2_max_concurrent_streams", HTTP2(max_concurrent_streams),
@@ -567,7 +709,7 @@ const struct conf_directive conf__http_directives[] = {
      .apply = apply_server_name},
     {.name = "location", .contexts = CONF_SERVER, .min_args = 1, .max_args = 2, .block = true,
      .repeat = true, .apply = apply_location},
-    {.name = "return", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 2,
+    {.name = "return", .contexts = CONF_SERVER | CONF_LOCATION, .min_args = 1, .max_args = 2,
      .apply = apply_return},
     {.name = NULL},
 };

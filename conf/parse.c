@@ -37,6 +37,7 @@ struct parser {
     const char *reading[MAX_INCLUDE_DEPTH + 1];
     const char *shown[MAX_INCLUDE_DEPTH + 1];
     size_t depth;
+    struct conf_node *root; /* the main block */
 };
 
 /* `include` is expanded by the parser, but its form is checked like any
@@ -202,6 +203,11 @@ static char *read_fs(const char *path, size_t *len, void *arg)
 {
     (void)arg;
     return read_file_whole(path, len, false, NULL);
+}
+
+char *conf__read_file(const char *path, size_t *len)
+{
+    return read_fs(path, len, NULL);
 }
 
 /* ----------------------------------------------------------------- parser */
@@ -395,6 +401,15 @@ static int parse_statement(struct parser *ps, struct lexer *lx, struct conf_node
     }
     if (strcmp(node->name.text, "include") == 0)
         return include(ps, parent, node, depth);
+    /* nginx's "http { ... }" at top level holds what corral writes at top
+     * level: its directives join the main block where it stands. */
+    if (parent == ps->root && node->block && node->arg_count == 0 &&
+        strcmp(node->name.text, "http") == 0) {
+        for (size_t i = 0; i < node->child_count; i++)
+            if (add_child(ps, parent, &node->children[i]) != 0)
+                return -1;
+        return 0;
+    }
     return add_child(ps, parent, node);
 }
 
@@ -448,6 +463,13 @@ static int parse_file(struct parser *ps, const char *key, const char *name, cons
 int conf_parse(const char *path, const char *text, size_t len, conf_read_file_fn read_file,
                void *read_arg, struct conf_config **out, struct conf_error *error)
 {
+    return conf_parse_each(path, text, len, read_file, read_arg, NULL, NULL, out, error);
+}
+
+int conf_parse_each(const char *path, const char *text, size_t len, conf_read_file_fn read_file,
+                    void *read_arg, conf_report_fn report, void *report_arg,
+                    struct conf_config **out, struct conf_error *error)
+{
     struct conf_pos start = {.file = path, .line = 1, .col = 1};
     struct conf_node root = {0};
     struct parser ps = {
@@ -468,8 +490,13 @@ int conf_parse(const char *path, const char *text, size_t len, conf_read_file_fn
     const char *name = file_name(&ps, path);
     if (config->path == NULL || key == NULL || name == NULL)
         goto out_of_memory;
-    if (parse_file(&ps, key, name, text, len, &root, 0) != 0 ||
-        conf__apply(config, &root, error) != 0)
+    ps.root = &root;
+    if (parse_file(&ps, key, name, text, len, &root, 0) != 0) {
+        if (report != NULL)
+            report(report_arg, error->text);
+        goto fail;
+    }
+    if (conf__apply(config, &root, error, report, report_arg) != 0)
         goto fail;
     free(key);
     node_free(&root);
@@ -478,6 +505,8 @@ int conf_parse(const char *path, const char *text, size_t len, conf_read_file_fn
 
 out_of_memory:
     conf__error_at(error, &start, "out of memory");
+    if (report != NULL)
+        report(report_arg, error->text);
 fail:
     free(key);
     node_free(&root);
@@ -487,14 +516,23 @@ fail:
 
 int conf_load(const char *path, struct conf_config **out, struct conf_error *error)
 {
+    return conf_load_each(path, NULL, NULL, out, error);
+}
+
+int conf_load_each(const char *path, conf_report_fn report, void *report_arg,
+                   struct conf_config **out, struct conf_error *error)
+{
     *out = NULL;
     size_t len;
     char *text = read_fs(path, &len, NULL);
     if (text == NULL) {
         struct conf_pos start = {.file = path, .line = 1, .col = 1};
-        return conf__error_at(error, &start, "cannot read: %s", strerror(errno));
+        conf__error_at(error, &start, "cannot read: %s", strerror(errno));
+        if (report != NULL)
+            report(report_arg, error->text);
+        return -1;
     }
-    int rc = conf_parse(path, text, len, NULL, NULL, out, error);
+    int rc = conf_parse_each(path, text, len, NULL, NULL, report, report_arg, out, error);
     free(text);
     return rc;
 }
@@ -599,6 +637,13 @@ void conf_free(struct conf_config *config)
     conf__free_add_headers(&config->add_headers);
     conf__free_error_pages(&config->error_pages);
     conf__free_maps(config);
+    for (size_t i = 0; i < config->mime_type_count; i++) {
+        free(config->mime_types[i].extension);
+        free(config->mime_types[i].type);
+    }
+    free(config->mime_types);
+    free(config->default_type);
+    conf__tls_free(&config->tls);
     for (size_t i = 0; i < config->file_count; i++)
         free(config->files[i]);
     free(config->files);

@@ -73,6 +73,20 @@ static int apply_next_upstream(struct conf_state *state, const struct conf_node 
         if (strcmp(node->args[i].text, "off") == 0)
             return conf__error_at(state->error, &node->args[i].pos,
                                   "\"off\" cannot be combined with other conditions");
+    /* nginx's conditions corral lacks */
+    for (size_t i = 0; i < node->arg_count; i++) {
+        const char *word = node->args[i].text;
+        if (strcmp(word, "http_403") == 0 || strcmp(word, "http_404") == 0)
+            return conf__error_at(
+                state->error, &node->args[i].pos,
+                "\"%s\" is nginx's: corral tries the next server on 429, 500, 502, 503 "
+                "and 504 answers only",
+                word);
+        if (strcmp(word, "updating") == 0)
+            return conf__error_at(state->error, &node->args[i].pos,
+                                  "\"updating\": not in corral yet: caching (see \"cache\" in the "
+                                  "roadmap, docs/config.md)");
+    }
     if (conf__apply_setting(state, node, directive) != 0)
         return -1;
     struct proxy_conf *proxy = state->location != NULL ? &state->location->proxy
@@ -206,6 +220,11 @@ static int apply_upgrade_idiom(struct conf_state *state, const struct conf_arg *
                                const struct conf_arg *value)
 {
     struct conf_location *location = state->location;
+    /* nginx's way to append the client to X-Forwarded-For, which corral
+     * does without being asked. */
+    if (strcasecmp(name->text, "x-forwarded-for") == 0 &&
+        strcmp(value->text, "$proxy_add_x_forwarded_for") == 0)
+        return 0;
     if (strcasecmp(name->text, "upgrade") == 0 && strcmp(value->text, "$http_upgrade") == 0) {
         if (location->upgrade_any)
             return conf__error_at(state->error, &name->pos,
@@ -268,10 +287,68 @@ static int apply_proxy_upgrade(struct conf_state *state, const struct conf_node 
 }
 
 /* proxy_set_header NAME VALUE */
+static int apply_location_header(struct conf_state *state, const struct conf_node *node);
+
+/* proxy_set_header in a server or at top level: its lines are applied to
+ * each location that writes none (conf__proxy_inherit_headers()); here they
+ * are checked once, together with the lines before them in the block, as
+ * a location would take them. */
+static int check_level_header(struct conf_state *state, const struct conf_node *node)
+{
+    const struct conf_node *block =
+        state->server != NULL ? state->server_nodes[state->server - state->config->servers]
+                              : state->root;
+    struct conf_location scratch = {0};
+    state->location = &scratch;
+    int rc = 0;
+    for (const struct conf_node *line = block->children; line <= node; line++) {
+        if (strcmp(line->name.text, "proxy_set_header") != 0 || line->arg_count != 2)
+            continue;
+        rc = apply_location_header(state, line);
+        if (line != node && rc != 0)
+            state->error->text[0] = '\0'; /* reported with its own line */
+    }
+    state->location = NULL;
+    for (size_t i = 0; i < scratch.set_header_count; i++) {
+        free(scratch.set_headers[i].name);
+        free(scratch.set_headers[i].value);
+    }
+    free(scratch.set_headers);
+    return rc;
+}
+
+void conf__proxy_server_start(struct conf_state *state, const struct conf_node *node)
+{
+    state->server_headers = conf__find_child(node, "proxy_set_header") != NULL ? node
+                            : state->root_headers                              ? state->root
+                                                                               : NULL;
+}
+
+int conf__proxy_inherit_headers(struct conf_state *state, const struct conf_node *location_node)
+{
+    const struct conf_node *from = state->server_headers;
+    if (from == NULL || conf__find_child(location_node, "proxy_set_header") != NULL)
+        return 0;
+    for (size_t i = 0; i < from->child_count; i++) {
+        const struct conf_node *line = &from->children[i];
+        if (strcmp(line->name.text, "proxy_set_header") == 0 &&
+            apply_location_header(state, line) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int apply_proxy_set_header(struct conf_state *state, const struct conf_node *node,
                                   const struct conf_directive *directive)
 {
     (void)directive;
+    if (state->location == NULL)
+        return check_level_header(state, node);
+    return apply_location_header(state, node);
+}
+
+static int apply_location_header(struct conf_state *state, const struct conf_node *node)
+{
     struct conf_location *location = state->location;
     const struct conf_arg *name = &node->args[0], *value = &node->args[1];
     if (conf__check_header_name(state, name) != 0)
@@ -367,11 +444,22 @@ int conf__proxy_check_location(struct conf_state *state, const struct conf_locat
     return 0;
 }
 
+/* A location's proxy timeout it does not write: no duration the parser
+ * takes is this long. */
+#define TIMEOUT_UNSET UINT32_MAX
+
+void conf__proxy_location_start(struct conf_location *location)
+{
+    location->proxy.connect_timeout_ms = TIMEOUT_UNSET;
+    location->proxy.read_timeout_ms = TIMEOUT_UNSET;
+    location->proxy.send_timeout_ms = TIMEOUT_UNSET;
+}
+
 int conf__proxy_finish(struct conf_state *state)
 {
     /* A location takes its server's settings, which hold the top level's
      * where the server sets none (conf__http_finish() ran first), and
-     * keeps its own proxy_buffer_size and proxy_next_upstream*: a tries
+     * keeps its own timeouts, proxy_buffer_size and proxy_next_upstream*: a tries
      * or timeout of 0 (no limit) in a location takes the server's. */
     const struct conf_config *config = state->config;
     for (size_t s = 0; s < config->server_count; s++) {
@@ -388,6 +476,12 @@ int conf__proxy_finish(struct conf_state *state)
                 location->proxy.next_upstream_tries = own.next_upstream_tries;
             if (own.next_upstream_timeout_ms != 0)
                 location->proxy.next_upstream_timeout_ms = own.next_upstream_timeout_ms;
+            if (own.connect_timeout_ms != TIMEOUT_UNSET)
+                location->proxy.connect_timeout_ms = own.connect_timeout_ms;
+            if (own.read_timeout_ms != TIMEOUT_UNSET)
+                location->proxy.read_timeout_ms = own.read_timeout_ms;
+            if (own.send_timeout_ms != TIMEOUT_UNSET)
+                location->proxy.send_timeout_ms = own.send_timeout_ms;
         }
     }
     for (size_t i = 0; i < state->proxy_ref_count; i++) {
@@ -417,7 +511,9 @@ int conf__proxy_finish(struct conf_state *state)
 const struct conf_directive conf__proxy_directives[] = {
     {.name = "proxy_pass", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
      .apply = apply_proxy_pass},
-    {.name = "proxy_set_header", .contexts = CONF_LOCATION, .min_args = 2, .max_args = 2,
+    /* in a server or at top level, for the locations that write none */
+    {.name = "proxy_set_header", .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION,
+     .min_args = 2, .max_args = 2,
      .repeat = true, .apply = apply_proxy_set_header},
     {.name = "proxy_hide_header", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
      .repeat = true, .apply = apply_proxy_hide_header},

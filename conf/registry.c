@@ -16,6 +16,7 @@ const struct conf_directive *const conf__tables[] = {
     conf__core_directives,  conf__http_directives,     conf__tls_directives,
     conf__proxy_directives, conf__access_directives,   conf__vars_directives,
     conf__limit_directives, conf__upstream_directives, conf__error_page_directives,
+    conf__nginx_directives,
 };
 
 const size_t conf__table_count = sizeof(conf__tables) / sizeof(conf__tables[0]);
@@ -76,7 +77,8 @@ void *conf__grow(struct conf_state *state, const struct conf_pos *pos, void *arr
 
 /* The entry for `name` in `context`, or NULL; *elsewhere collects the
  * contexts where an entry of that name would have been allowed. */
-static const struct conf_directive *find(const char *name, unsigned context, unsigned *elsewhere)
+static const struct conf_directive *find_name(const char *name, unsigned context,
+                                              unsigned *elsewhere)
 {
     *elsewhere = 0;
     for (size_t t = 0; t < conf__table_count; t++) {
@@ -153,10 +155,8 @@ static const char *describe_contexts(char *buf, size_t len, unsigned contexts)
         unsigned context;
         const char *name;
     } names[] = {
-        {CONF_SERVER, "server"},
-        {CONF_LOCATION, "location"},
-        {CONF_UPSTREAM, "upstream"},
-        {CONF_ADMIN, "admin"},
+        {CONF_SERVER, "server"}, {CONF_LOCATION, "location"}, {CONF_UPSTREAM, "upstream"},
+        {CONF_ADMIN, "admin"},   {CONF_EVENTS, "events"},
     };
     const char *listed[sizeof(names) / sizeof(names[0])];
     size_t count = 0;
@@ -177,12 +177,27 @@ static const char *describe_contexts(char *buf, size_t len, unsigned contexts)
     return buf;
 }
 
+/* As find_name(), trying the corral name of an nginx spelling too. */
+static const struct conf_directive *find(const char *name, unsigned context, unsigned *elsewhere)
+{
+    const struct conf_directive *found = find_name(name, context, elsewhere);
+    const char *alias = found == NULL && *elsewhere == 0 ? conf__nginx_alias(name) : NULL;
+    return alias != NULL ? find_name(alias, context, elsewhere) : found;
+}
+
+/* Whether two sibling directives are the same one, spelt alike or one as
+ * nginx spells it. */
+static bool same_directive(const char *a, const char *b, const char *b_alias)
+{
+    return strcmp(a, b) == 0 || (b_alias != NULL && strcmp(a, b_alias) == 0);
+}
+
 /* ------------------------------------------------------------------ checks */
 
 int conf__check_form(struct conf_error *error, const struct conf_node *node,
                      const struct conf_directive *directive)
 {
-    const char *name = directive->name;
+    const char *name = node->name.text; /* as written: it may be nginx's spelling */
     if (directive->block && !node->block)
         return conf__error_at(error, &node->name.pos, "\"%s\" needs a \"{ ... }\" block", name);
     if (!directive->block && node->block)
@@ -211,7 +226,9 @@ static int check_unknown(struct conf_state *state, const struct conf_node *node,
                          unsigned elsewhere)
 {
     const char *name = node->name.text;
-    char here[96], there[96];
+    char here[96], there[96], note[400];
+    if (elsewhere == 0 && conf__nginx_directive_note(name, note, sizeof(note)) != NULL)
+        return conf__error_at(state->error, &node->name.pos, "%s", note);
     if (elsewhere != 0)
         return conf__error_at(state->error, &node->name.pos,
                               "\"%s\" is not allowed %s (it belongs %s)", name,
@@ -224,41 +241,77 @@ static int check_unknown(struct conf_state *state, const struct conf_node *node,
     return conf__error_at(state->error, &node->name.pos, "unknown directive \"%s\"", name);
 }
 
-int conf__apply_block(struct conf_state *state, const struct conf_node *block, unsigned context)
+/* Hands the error just written on to the report, once: a block directive
+ * that fails because a child did finds the text already taken. */
+static void record_error(struct conf_state *state)
 {
-    for (size_t i = 0; i < block->child_count; i++) {
-        const struct conf_node *node = &block->children[i];
-        unsigned elsewhere;
-        const struct conf_directive *directive = find(node->name.text, context, &elsewhere);
-        if (directive == NULL)
-            return check_unknown(state, node, context, elsewhere);
-        if (conf__check_form(state->error, node, directive) != 0)
-            return -1;
-        if (!directive->repeat) {
-            /* Earlier siblings of the same name passed these checks, so
-             * they are the same directive. */
-            for (size_t j = 0; j < i; j++) {
-                const struct conf_node *first = &block->children[j];
-                if (strcmp(first->name.text, node->name.text) != 0)
-                    continue;
-                char where[300];
-                return conf__error_at(
-                    state->error, &node->name.pos, "duplicate \"%s\" (first at %s)",
-                    node->name.text,
-                    conf__where(where, sizeof(where), &node->name.pos, &first->name.pos));
-            }
-        }
-        conf_apply_fn apply = directive->apply != NULL ? directive->apply : conf__apply_setting;
-        if (apply(state, node, directive) != 0)
-            return -1;
-    }
-    return 0;
+    char *text = state->error->text;
+    if (text[0] == '\0')
+        return;
+    if (state->error_count == 0)
+        memcpy(state->first_error, text, sizeof(state->first_error));
+    state->error_count++;
+    if (state->report != NULL)
+        state->report(state->report_arg, text);
+    text[0] = '\0';
 }
 
-int conf__apply(struct conf_config *config, const struct conf_node *root, struct conf_error *error)
+/* Checks and applies one child of a block; 0 or -1 with the error written. */
+static int apply_child(struct conf_state *state, const struct conf_node *block, size_t i,
+                       unsigned context)
 {
-    struct conf_state state = {.config = config, .error = error};
+    const struct conf_node *node = &block->children[i];
+    unsigned elsewhere;
+    const struct conf_directive *directive = find(node->name.text, context, &elsewhere);
+    if (directive == NULL)
+        return check_unknown(state, node, context, elsewhere);
+    if (conf__check_form(state->error, node, directive) != 0)
+        return -1;
+    if (!directive->repeat) {
+        /* Earlier siblings of the same name passed these checks, so
+         * they are the same directive; so are those with its other
+         * spelling. */
+        const char *other = strcmp(node->name.text, directive->name) != 0
+                                ? directive->name
+                                : conf__nginx_alias_of(directive->name);
+        for (size_t j = 0; j < i; j++) {
+            const struct conf_node *first = &block->children[j];
+            if (!same_directive(first->name.text, node->name.text, other))
+                continue;
+            char where[300];
+            return conf__error_at(
+                state->error, &node->name.pos, "duplicate \"%s\" (first at %s)", node->name.text,
+                conf__where(where, sizeof(where), &node->name.pos, &first->name.pos));
+        }
+    }
+    conf_apply_fn apply = directive->apply != NULL ? directive->apply : conf__apply_setting;
+    return apply(state, node, directive);
+}
+
+int conf__apply_block(struct conf_state *state, const struct conf_node *block, unsigned context)
+{
+    int rc = 0;
+    for (size_t i = 0; i < block->child_count; i++) {
+        if (apply_child(state, block, i, context) == 0)
+            continue;
+        rc = -1;
+        record_error(state);
+        if (state->error_count >= CONF_ERRORS_MAX)
+            break;
+    }
+    return rc;
+}
+
+int conf__apply(struct conf_config *config, const struct conf_node *root, struct conf_error *error,
+                conf_report_fn report, void *report_arg)
+{
+    struct conf_state state = {
+        .config = config, .error = error, .root = root, .report = report, .report_arg = report_arg};
+    error->text[0] = '\0';
+    state.root_http2 = conf__find_child(root, "http2");
+    state.root_headers = conf__find_child(root, "proxy_set_header") != NULL;
     int rc = conf__apply_block(&state, root, CONF_MAIN);
+    /* The whole-config passes assume every directive applied. */
     if (rc == 0)
         rc = conf__http_finish(&state);
     if (rc == 0)
@@ -267,6 +320,11 @@ int conf__apply(struct conf_config *config, const struct conf_node *root, struct
         rc = conf__access_finish(&state);
     if (rc == 0)
         rc = conf__limit_finish(&state);
+    if (rc != 0) {
+        record_error(&state);
+        if (state.error_count > 0)
+            memcpy(error->text, state.first_error, sizeof(error->text));
+    }
     free(state.server_nodes);
     free(state.proxy_refs);
     conf__index_free(&state.locations);

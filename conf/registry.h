@@ -42,6 +42,7 @@ enum {
     CONF_LOCATION = 1u << 2,
     CONF_UPSTREAM = 1u << 3,
     CONF_ADMIN = 1u << 4,
+    CONF_EVENTS = 1u << 5, /* nginx's events { } (nginx_directives.c) */
 };
 
 #define CONF_ARGS_MANY UINT_MAX
@@ -117,7 +118,7 @@ struct conf_directive {
     size_t offset;                       /* of the field in the base struct */
     bool keep_pos;                       /* the argument's position goes to pos_offset too */
     size_t pos_offset;                   /* of a struct conf_pos in the base struct */
-    uint64_t min, max;                   /* bounds of a count or size; max 0: none */
+    uint64_t min, max;                   /* bounds of a count, size or duration; max 0: none */
     const char *what;                    /* the value's noun in messages ("worker count") */
     const char *zero_word;               /* a word that stands for 0 or none ("auto", "off") */
     const char *repeated;                /* CONF_KIND_FLAGS: the noun for a word given twice */
@@ -139,6 +140,24 @@ extern const struct conf_directive conf__access_directives[];
 extern const struct conf_directive conf__vars_directives[];
 extern const struct conf_directive conf__limit_directives[];
 extern const struct conf_directive conf__error_page_directives[];
+extern const struct conf_directive conf__nginx_directives[];
+
+/* nginx_directives.c: nginx's name of a corral directive, spelt
+ * differently but meaning the same ("ssl_certificate" for
+ * "tls_certificate"): the corral name, or NULL.  conf__nginx_alias_of()
+ * is the other way: the nginx name of corral's `name`, or NULL. */
+const char *conf__nginx_alias(const char *name);
+const char *conf__nginx_alias_of(const char *name);
+
+/* Gives each listen of `server` HTTP/2 when nginx's "http2 on;" is
+ * written in its block, or at top level and not in its block.  Returns 0. */
+int conf__nginx_server_http2(struct conf_state *state, const struct conf_node *server_node,
+                             struct conf_server *server);
+
+/* nginx_porting.c: what to write instead of nginx's directive `name`,
+ * which corral does not have: the message in `buf`, or NULL when `name`
+ * is no nginx directive. */
+const char *conf__nginx_directive_note(const char *name, char *buf, size_t len);
 
 /* Every module's table, in the order they are searched. */
 extern const struct conf_directive *const conf__tables[];
@@ -211,16 +230,34 @@ struct conf_state {
     struct conf_index names;          /* address_index and lower-case server_name -> server */
     struct conf_index upstream_names; /* -> index in config->upstreams */
     struct conf_index proxy_targets;  /* proxy_pass strings -> conf_location.proxy_target */
+    /* Every error goes to report; the first is kept to be error's text at
+     * the end. */
+    const struct conf_node *root; /* the main block */
+    /* Looked up once, not once per server or location: the top level's
+     * "http2", and whether it has proxy_set_header lines; the server's own
+     * "return" and the block whose proxy_set_header lines its locations
+     * inherit (set by apply_server() for the server being applied). */
+    const struct conf_node *root_http2;
+    bool root_headers;
+    const struct conf_node *server_return, *server_headers;
+    conf_report_fn report;
+    void *report_arg;
+    unsigned error_count;
+    char first_error[sizeof(((struct conf_error *)0)->text)];
 };
 
 /* registry.c */
 
 /* Applies the directives of the main block `root` to `config`, then runs
  * the checks that need the whole config.  Returns 0, or -1 with `error`
- * written; `config` then holds what was applied so far (conf_free() it). */
-int conf__apply(struct conf_config *config, const struct conf_node *root, struct conf_error *error);
+ * holding the first error, each error having gone to `report` (if not
+ * NULL); `config` then holds what was applied so far (conf_free() it). */
+int conf__apply(struct conf_config *config, const struct conf_node *root, struct conf_error *error,
+                conf_report_fn report, void *report_arg);
 
-/* Applies the children of `block`, which is a block of kind `context`. */
+/* Applies the children of `block`, which is a block of kind `context`.  A
+ * child that fails is reported and the next one applied, up to
+ * CONF_ERRORS_MAX errors; returns -1 if any failed. */
 int conf__apply_block(struct conf_state *state, const struct conf_node *block, unsigned context);
 
 /* Checks a node against an entry's argument count and block form, as for
@@ -302,6 +339,19 @@ void conf__admin_free(struct conf_config *config);
 int conf__proxy_check_location(struct conf_state *state, const struct conf_location *location,
                                const struct conf_node *node);
 
+/* Applies to the location being applied (state->location), whose block is
+ * `location_node`, the proxy_set_header lines of its server, or else of
+ * the top level, when it writes none (nginx's rule).  Returns 0 or -1. */
+int conf__proxy_inherit_headers(struct conf_state *state, const struct conf_node *location_node);
+
+/* Finds, once per server block `node`, the block whose proxy_set_header
+ * lines its locations inherit (state->server_headers). */
+void conf__proxy_server_start(struct conf_state *state, const struct conf_node *node);
+
+/* Marks the proxy settings a new location may write as not written, for
+ * conf__proxy_finish() to tell them from its server's. */
+void conf__proxy_location_start(struct conf_location *location);
+
 /* Upstream names cannot contain ":", so http://NAME (an upstream) and
  * http://HOST:PORT (an address) never look alike (proxy_directives.c). */
 bool conf__valid_upstream_name(const char *name);
@@ -322,6 +372,10 @@ void conf__free_rewrites(struct conf_rewrites *rewrites);
  * level's lines. */
 int conf__error_pages_check(struct conf_state *state);
 void conf__free_error_pages(struct conf_error_pages *pages);
+
+/* parse.c: the whole of the file `path`, malloc'd, and its length in
+ * *len; or NULL with errno set. */
+char *conf__read_file(const char *path, size_t *len);
 
 /* Defaults of the settings of the top level, from the modules' own. */
 void conf__core_defaults(struct conf_config *config);

@@ -63,6 +63,12 @@ static int set_duration(struct conf_state *state, const struct conf_directive *d
                               directive->name, show_duration(least, sizeof(least), directive->min),
                               arg->text);
     }
+    if (directive->max != 0 && ms > directive->max) {
+        char most[32];
+        return conf__error_at(state->error, &arg->pos, "\"%s\" must be at most %s, got \"%s\"",
+                              directive->name, show_duration(most, sizeof(most), directive->max),
+                              arg->text);
+    }
     *(uint32_t *)(void *)field = ms;
     return 0;
 }

@@ -5,12 +5,16 @@
  */
 #include "registry.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct conf_tls *conf__block_tls(struct conf_state *state)
 {
-    return state->in_admin ? &state->config->admin.tls : &state->server->tls;
+    if (state->in_admin)
+        return &state->config->admin.tls;
+    return state->server != NULL ? &state->server->tls : &state->config->tls;
 }
 
 /* The block being applied, and its name in messages. */
@@ -102,7 +106,8 @@ static int check_block(struct conf_state *state, struct conf_tls *tls, const str
     if (tls->certificate_count > 0 && tls->certificates[tls->certificate_count - 1].key == NULL) {
         const struct conf_node *cert = NULL;
         for (size_t i = 0; i < node->child_count; i++)
-            if (strcmp(node->children[i].name.text, "tls_certificate") == 0)
+            if (strcmp(node->children[i].name.text, "tls_certificate") == 0 ||
+                strcmp(node->children[i].name.text, "ssl_certificate") == 0)
                 cert = &node->children[i];
         return conf__error_at(state->error, &cert->name.pos,
                               "\"tls_certificate\" needs a \"tls_certificate_key\" in the same %s",
@@ -110,8 +115,14 @@ static int check_block(struct conf_state *state, struct conf_tls *tls, const str
     }
     const struct conf_node *verify = conf__find_child(node, "tls_verify_client");
     if (verify == NULL)
-        tls->settings.verify_client =
-            tls->settings.client_ca != NULL ? TLS_VERIFY_CLIENT_ON : TLS_VERIFY_CLIENT_OFF;
+        verify = conf__find_child(node, "ssl_verify_client");
+    /* nginx's ssl_client_certificate alone verifies nothing: its
+     * ssl_verify_client is off unless written. */
+    bool nginx_ca = conf__find_child(node, "ssl_client_certificate") != NULL;
+    if (verify == NULL)
+        tls->settings.verify_client = tls->settings.client_ca != NULL && !nginx_ca
+                                          ? TLS_VERIFY_CLIENT_ON
+                                          : TLS_VERIFY_CLIENT_OFF;
     else if (tls->settings.verify_client != TLS_VERIFY_CLIENT_OFF &&
              tls->settings.client_ca == NULL)
         return conf__error_at(state->error, &verify->args[0].pos,
@@ -121,9 +132,79 @@ static int check_block(struct conf_state *state, struct conf_tls *tls, const str
     return 0;
 }
 
+/* Whether the server block `node` writes the TLS setting at `offset`,
+ * under any of the names that set it. */
+static bool writes_tls_field(const struct conf_node *node, size_t offset)
+{
+    /* nginx's ssl_conf_command sets two of them */
+    for (size_t i = 0; i < node->child_count; i++) {
+        const struct conf_node *line = &node->children[i];
+        if (strcmp(line->name.text, "ssl_conf_command") != 0 || line->arg_count != 2)
+            continue;
+        if ((offset == offsetof(struct conf_tls, settings.ciphersuites) &&
+             strcasecmp(line->args[0].text, "Ciphersuites") == 0) ||
+            (offset == offsetof(struct conf_tls, settings.ktls) &&
+             strcasecmp(line->args[0].text, "Options") == 0 &&
+             strcasecmp(line->args[1].text, "KTLS") == 0))
+            return true;
+    }
+    const struct conf_directive *const tables[] = {conf__tls_directives, conf__nginx_directives};
+    for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
+        for (const struct conf_directive *d = tables[t]; d->name != NULL; d++) {
+            if (d->base != CONF_BASE_TLS || d->offset != offset)
+                continue;
+            const char *alias = conf__nginx_alias_of(d->name);
+            if (conf__find_child(node, d->name) != NULL ||
+                (alias != NULL && conf__find_child(node, alias) != NULL))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Gives the server the top level's TLS settings it does not write. */
+static int inherit_tls(struct conf_state *state, struct conf_tls *tls, const struct conf_node *node)
+{
+    const struct conf_tls *top = &state->config->tls;
+    for (const struct conf_directive *d = conf__tls_directives; d->name != NULL; d++) {
+        if (d->base != CONF_BASE_TLS || !(d->contexts & CONF_MAIN) ||
+            writes_tls_field(node, d->offset))
+            continue;
+        char *to = (char *)tls + d->offset;
+        const char *from = (const char *)top + d->offset;
+        switch (d->kind) {
+        case CONF_KIND_STRING:
+        case CONF_KIND_PATH: {
+            const char *text = *(char *const *)from;
+            if (text == NULL)
+                break;
+            char *copy = conf__strdup(state, &node->name.pos, text);
+            if (copy == NULL)
+                return -1;
+            free(*(char **)to);
+            *(char **)to = copy;
+            if (d->keep_pos)
+                memcpy((char *)tls + d->pos_offset, (const char *)top + d->pos_offset,
+                       sizeof(struct conf_pos));
+            break;
+        }
+        case CONF_KIND_DURATION: memcpy(to, from, sizeof(uint32_t)); break;
+        case CONF_KIND_SIZE: memcpy(to, from, sizeof(size_t)); break;
+        case CONF_KIND_COUNT:
+        case CONF_KIND_FLAGS: memcpy(to, from, sizeof(unsigned)); break;
+        case CONF_KIND_SWITCH: memcpy(to, from, sizeof(bool)); break;
+        case CONF_KIND_KEYWORD: memcpy(to, from, sizeof(int)); break;
+        case CONF_KIND_NONE: break;
+        }
+    }
+    return 0;
+}
+
 int conf__tls_check_server(struct conf_state *state, size_t index)
 {
     struct conf_server *server = &state->config->servers[index];
+    if (inherit_tls(state, &server->tls, state->server_nodes[index]) != 0)
+        return -1;
     if (check_block(state, &server->tls, state->server_nodes[index], "server") != 0)
         return -1;
     for (size_t i = 0; i < server->listen_count; i++)
@@ -168,7 +249,10 @@ static const struct conf_keyword verify_modes[] = {
  * formatter makes of it. */
 /* clang-format off */
 #define TLS_CONTEXTS (CONF_SERVER | CONF_ADMIN)
-#define TLS_FIELD(field) .contexts = TLS_CONTEXTS, .min_args = 1, .max_args = 1, \
+/* The settings may be written at top level too, as nginx's ssl_* in
+ * http { }; a server takes those it does not write. */
+#define TLS_FIELD(field) TLS_FIELD_IN(TLS_CONTEXTS | CONF_MAIN, field)
+#define TLS_FIELD_IN(where, field) .contexts = where, .min_args = 1, .max_args = 1, \
     .base = CONF_BASE_TLS, CONF_FIELD(struct conf_tls, settings.field)
 #define TLS_POS(field) .keep_pos = true, .pos_offset = offsetof(struct conf_tls, field)
 
@@ -177,7 +261,7 @@ const struct conf_directive conf__tls_directives[] = {
      .repeat = true, .apply = apply_tls_certificate},
     {.name = "tls_certificate_key", .contexts = TLS_CONTEXTS, .min_args = 1, .max_args = 1,
      .repeat = true, .apply = apply_tls_certificate_key},
-    {.name = "tls_protocols", .contexts = TLS_CONTEXTS, .min_args = 1, .max_args = CONF_ARGS_MANY,
+    {.name = "tls_protocols", .contexts = TLS_CONTEXTS | CONF_MAIN, .min_args = 1, .max_args = CONF_ARGS_MANY,
      .base = CONF_BASE_TLS, CONF_FIELD(struct conf_tls, settings.protocols),
      .kind = CONF_KIND_FLAGS, CONF_KEYWORDS(protocols), .what = "TLS protocol",
      .repeated = "protocol"},
@@ -200,11 +284,11 @@ const struct conf_directive conf__tls_directives[] = {
      .kind = CONF_KIND_DURATION, .min = 1},
     {.name = "tls_ktls", TLS_FIELD(ktls), .kind = CONF_KIND_SWITCH},
     /* the CAs that client certificates must chain to */
-    {.name = "tls_client_certificate", TLS_FIELD(client_ca), .kind = CONF_KIND_PATH,
+    {.name = "tls_client_certificate", TLS_FIELD_IN(TLS_CONTEXTS, client_ca), .kind = CONF_KIND_PATH,
      TLS_POS(client_ca_pos)},
     /* checked against the CA file by conf__tls_check_server(), which may
      * come later in the block */
-    {.name = "tls_verify_client", TLS_FIELD(verify_client), .kind = CONF_KIND_KEYWORD,
+    {.name = "tls_verify_client", TLS_FIELD_IN(TLS_CONTEXTS, verify_client), .kind = CONF_KIND_KEYWORD,
      CONF_KEYWORDS(verify_modes), .what = "client verification"},
     {.name = NULL},
 };

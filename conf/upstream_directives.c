@@ -5,6 +5,8 @@
  */
 #include "registry.h"
 
+#include <assert.h>
+
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,6 +258,25 @@ static bool valid_hash_key(const char *key)
     return true;
 }
 
+/* nginx's spellings: least_conn; ip_hash; hash KEY [consistent];
+ * random [two]; are "balance" with the method first. */
+static int apply_balance(struct conf_state *state, const struct conf_node *node,
+                         const struct conf_directive *directive);
+
+static int apply_nginx_balance(struct conf_state *state, const struct conf_node *node,
+                               const struct conf_directive *directive)
+{
+    struct conf_arg args[3];
+    assert(node->arg_count + 1 <= sizeof(args) / sizeof(args[0])); /* max_args */
+    args[0] = (struct conf_arg){.text = node->name.text, .pos = node->name.pos};
+    for (size_t i = 0; i < node->arg_count; i++)
+        args[i + 1] = node->args[i];
+    struct conf_node balance = *node;
+    balance.args = args;
+    balance.arg_count = node->arg_count + 1;
+    return apply_balance(state, &balance, directive);
+}
+
 /* balance round_robin | least_conn | ip_hash | hash KEY [consistent] |
  * random [two] */
 static int apply_balance(struct conf_state *state, const struct conf_node *node,
@@ -402,6 +423,12 @@ const struct conf_directive conf__upstream_directives[] = {
      .apply = apply_upstream_server},
     {.name = "balance", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 3,
      .apply = apply_balance},
+    /* nginx's names of the methods */
+    {.name = "least_conn", .contexts = CONF_UPSTREAM, .apply = apply_nginx_balance},
+    {.name = "ip_hash", .contexts = CONF_UPSTREAM, .apply = apply_nginx_balance},
+    {.name = "hash", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 2,
+     .apply = apply_nginx_balance},
+    {.name = "random", .contexts = CONF_UPSTREAM, .max_args = 1, .apply = apply_nginx_balance},
     {.name = "health_check", .contexts = CONF_UPSTREAM, .min_args = 0, .max_args = 7,
      .apply = apply_health_check},
     {.name = "resolver", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 6,

@@ -138,6 +138,13 @@ static int map_entry(struct conf_state *state, struct conf_map *map, const struc
 {
     if (line->block)
         return conf__error_at(state->error, &line->block_pos, "unexpected \"{\" in a map");
+    /* nginx's map parameters, which are single words */
+    if (line->arg_count == 0 && strcmp(line->name.text, "volatile") == 0)
+        return 0; /* corral evaluates a map each time it is read, as volatile asks */
+    if (line->arg_count == 0 && strcmp(line->name.text, "hostnames") == 0)
+        return conf__error_at(state->error, &line->name.pos,
+                              "\"hostnames\" is nginx's: corral's map has no host name patterns; "
+                              "list the names, or write a regex such as ~^(.+\\.)?example\\.com$");
     if (line->arg_count != 1)
         return conf__error_at(state->error, &line->name.pos,
                               "a map entry is KEY VALUE (got %zu words)", line->arg_count + 1);

@@ -89,6 +89,14 @@ typedef void (*exchange_splice_cb)(struct exchange *ex, uint64_t moved, int erro
  * same for every protocol.  Every slot is required but `splice`,
  * `request_spliceable` and `request_splice`, which a framer that cannot
  * move bytes inside the kernel leaves NULL. */
+/* What $connection_requests, $pipe and $proxy_protocol_* read of the
+ * client's connection (exchange_conn_facts()). */
+struct exchange_conn_facts {
+    unsigned requests;   /* this request's number on its connection, from 1 */
+    bool pipelined;      /* HTTP/1.1: it came behind a request not yet answered */
+    bool proxy_protocol; /* the connection's peer is its PROXY header's source */
+};
+
 struct exchange_ops {
     void (*begin)(struct exchange *ex, unsigned status, const char *headers, size_t headers_len,
                   int64_t content_length, struct http_str codings);
@@ -121,6 +129,8 @@ struct exchange_ops {
      * its access log and keeps what its line needs.  Once per exchange,
      * before it is answered. */
     void (*routed)(struct exchange *ex, const struct http_request *req);
+    /* Fills what the framer knows of the connection; optional. */
+    void (*conn_facts)(const struct exchange *ex, struct exchange_conn_facts *out);
 };
 
 struct http_add_headers;
@@ -519,6 +529,15 @@ static inline const corral_conn *exchange_conn(const struct exchange *ex)
     return ex->conn != NULL ? ex->conn->sock : NULL;
 }
 
+/* What the framer knows of the client's connection; zero when it does not
+ * tell. */
+static inline void exchange_conn_facts(const struct exchange *ex, struct exchange_conn_facts *out)
+{
+    *out = (struct exchange_conn_facts){0};
+    if (ex->_ops->conn_facts != NULL)
+        ex->_ops->conn_facts(ex, out);
+}
+
 /* A module's per-exchange state, by its slot (exchange_slots.h). */
 static inline void *exchange_ctx(const struct exchange *ex, unsigned slot)
 {
@@ -565,7 +584,9 @@ static inline void exchange_tunnel_close(struct exchange *ex)
 
 /* ------------------------------------------------------- built-in handlers */
 
-/* The handler of `return CODE "TEXT"`: handler_data is a struct http_return. */
+/* The handler of `return CODE "TEXT"`: handler_data is a struct http_return.
+ * HTTP_RETURN_CLOSE (nginx's 444) ends the exchange unanswered. */
+#define HTTP_RETURN_CLOSE 444
 struct vars_template;
 struct http_regex;
 struct http_return {

@@ -10,6 +10,11 @@ const char *http_conn_tls_protocol(const struct http_conn *c)
     return c->tls && c->sock != NULL ? tls_conn_protocol(c->sock) : NULL;
 }
 
+const char *http_conn_tls_cipher(const struct http_conn *c)
+{
+    return c->tls && c->sock != NULL ? tls_conn_cipher(c->sock) : NULL;
+}
+
 const char *http_conn_server_name(const struct http_conn *c)
 {
     return c->tls && c->sock != NULL ? tls_conn_server_name(c->sock) : NULL;

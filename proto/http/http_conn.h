@@ -42,7 +42,8 @@ struct http_conn {
     /* It speaks TLS (its transport is proto/tls's): its SNI and protocol
      * are the TLS layer's to tell (http_conn_server_name()). */
     bool tls;
-    bool proxy_header; /* its PROXY header is still to come: the peer is the balancer */
+    bool proxy_header;  /* its PROXY header is still to come: the peer is the balancer */
+    bool proxy_address; /* its peer is its PROXY header's source ($proxy_protocol_addr) */
     /* Its protocol is still to be chosen (proto/serve/): events go to
      * `framer`, HTTP/1.1's, as for an idle connection, but its input goes
      * first to the choice. */
@@ -83,10 +84,11 @@ static inline bool http_conn_local(const struct http_conn *c, struct sockaddr_st
            getsockname(corral_conn_fd(c->sock), (struct sockaddr *)addr, len) == 0;
 }
 
-/* The protocol of its TLS session ("TLSv1.3"), and the name the client
- * sent by SNI: NULL without TLS, before the handshake, or (the name) when
- * the client sent none. */
+/* The protocol of its TLS session ("TLSv1.3"), its cipher in OpenSSL's
+ * name, and the name the client sent by SNI: NULL without TLS, before the
+ * handshake, or (the name) when the client sent none. */
 const char *http_conn_tls_protocol(const struct http_conn *c);
+const char *http_conn_tls_cipher(const struct http_conn *c);
 const char *http_conn_server_name(const struct http_conn *c);
 
 #endif

@@ -63,6 +63,11 @@ static const struct {
     {"upstream_header_time", VARS_UPSTREAM_HEADER_TIME, true},
     {"ssl_protocol", VARS_SSL_PROTOCOL, false},
     {"ssl_server_name", VARS_SSL_SERVER_NAME, false},
+    {"ssl_cipher", VARS_SSL_CIPHER, false},
+    {"connection_requests", VARS_CONNECTION_REQUESTS, false},
+    {"pipe", VARS_PIPE, false},
+    {"proxy_protocol_addr", VARS_PROXY_PROTOCOL_ADDR, false},
+    {"proxy_protocol_port", VARS_PROXY_PROTOCOL_PORT, false},
 };
 
 /* Variables named by a prefix and what follows it. */
@@ -562,6 +567,23 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
         break;
     }
     case VARS_REMOTE_PORT: put_address(ctx, out, false, true); break;
+    case VARS_CONNECTION_REQUESTS:
+    case VARS_PIPE:
+    case VARS_PROXY_PROTOCOL_ADDR:
+    case VARS_PROXY_PROTOCOL_PORT: {
+        struct exchange_conn_facts facts = {0};
+        if (ctx->ex != NULL)
+            exchange_conn_facts(ctx->ex, &facts);
+        if (part->id == VARS_CONNECTION_REQUESTS)
+            put_uint(ctx, out, facts.requests);
+        else if (part->id == VARS_PIPE)
+            put_value(ctx, out, facts.pipelined ? "p" : ".", 1);
+        else if (facts.proxy_protocol) /* the peer is the header's source */
+            put_address(ctx, out, false, part->id == VARS_PROXY_PROTOCOL_PORT);
+        else
+            put_value(ctx, out, "", 0);
+        break;
+    }
     case VARS_SERVER_ADDR: put_address(ctx, out, true, false); break;
     case VARS_SERVER_PORT: put_address(ctx, out, true, true); break;
     case VARS_HOST: {
@@ -654,10 +676,12 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
     case VARS_UPSTREAM_CONNECT_TIME:
     case VARS_UPSTREAM_HEADER_TIME: put_upstream(ctx, out, part->id); break;
     case VARS_SSL_PROTOCOL:
+    case VARS_SSL_CIPHER:
     case VARS_SSL_SERVER_NAME: {
         const struct http_conn *c = ctx->ex != NULL ? ctx->ex->conn : NULL;
         const char *text = c == NULL                       ? NULL
                            : part->id == VARS_SSL_PROTOCOL ? http_conn_tls_protocol(c)
+                           : part->id == VARS_SSL_CIPHER   ? http_conn_tls_cipher(c)
                                                            : http_conn_server_name(c);
         put_value(ctx, out, text != NULL ? text : "", text != NULL ? strlen(text) : 0);
         break;

@@ -60,7 +60,8 @@ struct h1_exchange *http1_exchange_begin(struct h1_conn *h1)
     struct h1_exchange *ex = malloc(sizeof(*ex));
     if (ex == NULL)
         return NULL;
-    *ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops, .conn = &h1->c}};
+    *ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops, .conn = &h1->c},
+                               .pipelined = h1->behind};
     h1->ex = ex;
     return ex;
 }
@@ -272,6 +273,9 @@ static size_t h1_on_data(struct http_conn *c, const char *data, size_t len)
                    : len;
     }
     size_t used = 0;
+    /* Bytes held back while a request was answered, or read with the end of
+     * one that is answered now, were sent before its answer: pipelined. */
+    bool behind = h1->held;
     while (used < len && !h1->closed) {
         if (h1->ex != NULL && h1->ex->request_done)
             break;
@@ -286,8 +290,10 @@ static size_t h1_on_data(struct http_conn *c, const char *data, size_t len)
             if (used == len)
                 break;
             const struct http_limits *limits = &h1->vhost->limits;
-            if (!h1->partial_head) /* for the access log and the metrics */
+            if (!h1->partial_head) { /* for the access log and the metrics */
                 h1->head_started_ns = corral_monotonic_ns();
+                h1->behind = behind;
+            }
             size_t head_len = http_head_length(data + used, len - used);
             if (head_len == 0) {
                 if (len - used > limits->max_header_size) {
@@ -326,9 +332,12 @@ static size_t h1_on_data(struct http_conn *c, const char *data, size_t len)
             return len;
         }
         used += n;
-        if (h1->ex != NULL && h1->ex->request_done && h1->ex->response_done && !h1->closed)
+        if (h1->ex != NULL && h1->ex->request_done && h1->ex->response_done && !h1->closed) {
             http1_finish_exchange(h1);
+            behind = true;
+        }
     }
+    h1->held = used < len && h1->ex != NULL;
     /* A complete request waits for its response before anything more is
      * read: a pipelined request stays in the socket, and a connection whose
      * request came with the handshake needs no epoll registration at all.

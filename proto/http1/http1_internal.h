@@ -34,6 +34,7 @@ struct h1_exchange {
     bool body_dropped : 1;     /* rerouted (an error page): the body goes to no handler */
     bool expect_continue : 1;  /* an HTTP/1.1 body behind "Expect: 100-continue" */
     bool upgrade : 1;          /* the request asks to switch protocols */
+    bool pipelined : 1;        /* its head came behind an unanswered request ($pipe) */
     unsigned status;
     uint64_t body_received;
     uint64_t body_sent;
@@ -67,7 +68,10 @@ struct h1_conn {
     uint64_t head_started_ns; /* when this head began */
     bool closed;              /* close requested: parse nothing more */
     unsigned error_status;    /* set by a callback that fails the request */
-    char *head_line;          /* with an access log: a partial head's line, for a 408 */
+    /* The input starts with bytes left unread behind an unanswered
+     * request; the head being read came behind one ($pipe). */
+    bool held, behind;
+    char *head_line; /* with an access log: a partial head's line, for a 408 */
 };
 
 /* What handlers call on an HTTP/1.1 exchange (http1_response.c). */

@@ -214,6 +214,13 @@ static void h1_ex_resume_body(struct exchange *base)
     corral_conn_resume_read(h1_exchange_conn(h1_exchange_of(base))->c.sock);
 }
 
+static void h1_ex_conn_facts(const struct exchange *base, struct exchange_conn_facts *out)
+{
+    out->requests = base->conn->requests + 1; /* those completed, and this one */
+    out->pipelined = h1_exchange_of(base)->pipelined;
+    out->proxy_protocol = base->conn->proxy_address;
+}
+
 static void h1_ex_tunnel(struct exchange *base)
 {
     struct h1_conn *h1 = h1_exchange_conn(h1_exchange_of(base));
@@ -321,6 +328,7 @@ const struct exchange_ops h1_exchange_ops = {
     .backed_up = h1_ex_backed_up,
     .pause_body = h1_ex_pause_body,
     .resume_body = h1_ex_resume_body,
+    .conn_facts = h1_ex_conn_facts,
     .tunnel = h1_ex_tunnel,
     .tunnel_write = h1_ex_tunnel_write,
     .tunnel_close = h1_ex_tunnel_close,

@@ -29,6 +29,7 @@ struct h2_stream {
     struct exchange base;          /* what handlers get; base.conn is its http2_conn's */
     struct h2_stream *prev, *next; /* the connection's open streams */
     int32_t id;
+    unsigned number; /* of the connection's streams, from 1 */
     const struct http_vhost *vhost;
     const struct http_handler *handler;
     /* The request head as it arrives: names and values back to back, and
@@ -93,14 +94,15 @@ struct http2_conn {
     nghttp2_session *session;
     struct h2_stream *streams; /* open ones */
     size_t stream_count;
-    bool flush_scheduled; /* h2_flush() is deferred to the loop's turn */
-    bool gone;            /* the connection closed while a flush was pending */
-    bool closing;         /* asked to close: no more input */
-    bool stopping;        /* GOAWAY sent for a graceful stop */
-    bool drains_owed;     /* some stream's output drained: on_drain to deliver */
-    bool settings_sent;   /* ours went out, with the configured stream limit */
-    uint32_t logged;      /* 1 << enum http2_counter: the defences logged once */
-    unsigned resets;      /* RST_STREAM from the client in this interval */
+    unsigned streams_begun; /* ever: $connection_requests */
+    bool flush_scheduled;   /* h2_flush() is deferred to the loop's turn */
+    bool gone;              /* the connection closed while a flush was pending */
+    bool closing;           /* asked to close: no more input */
+    bool stopping;          /* GOAWAY sent for a graceful stop */
+    bool drains_owed;       /* some stream's output drained: on_drain to deliver */
+    bool settings_sent;     /* ours went out, with the configured stream limit */
+    uint32_t logged;        /* 1 << enum http2_counter: the defences logged once */
+    unsigned resets;        /* RST_STREAM from the client in this interval */
     uint64_t resets_since_ms;
     /* The client's frames as scanned ahead of nghttp2 (http2.c): where the
      * scan is, and what it counted. */

@@ -271,6 +271,12 @@ static void h2_ex_resume_body(struct exchange *base)
     http2_schedule(h2_stream_conn(st)); /* the WINDOW_UPDATE */
 }
 
+static void h2_ex_conn_facts(const struct exchange *base, struct exchange_conn_facts *out)
+{
+    out->requests = h2_stream_of(base)->number;
+    out->proxy_protocol = base->conn->proxy_address;
+}
+
 /* No protocol switch over HTTP/2 (extended CONNECT is not offered), so a
  * request never asks for one; a handler that tries anyway ends the stream. */
 static void h2_ex_tunnel(struct exchange *base)
@@ -300,6 +306,7 @@ const struct exchange_ops h2_exchange_ops = {
     .backed_up = h2_ex_backed_up,
     .pause_body = h2_ex_pause_body,
     .resume_body = h2_ex_resume_body,
+    .conn_facts = h2_ex_conn_facts,
     .tunnel = h2_ex_tunnel,
     .tunnel_write = h2_ex_tunnel_write,
     .tunnel_close = h2_ex_tunnel_close,

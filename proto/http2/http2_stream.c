@@ -69,6 +69,7 @@ struct h2_stream *http2_stream_new(struct http2_conn *h2, int32_t id)
         h2->streams->prev = st;
     h2->streams = st;
     h2->stream_count++;
+    st->number = ++h2->streams_begun;
     return st;
 }
 

@@ -13,6 +13,11 @@
 static void return_on_request(struct exchange *ex, const struct http_request *req, void *data)
 {
     const struct http_return *ret = data;
+    /* nginx's 444: end the connection (HTTP/2: the stream) unanswered */
+    if (ret->status == HTTP_RETURN_CLOSE) {
+        exchange_abort(ex);
+        return;
+    }
     add_header_set_rules(ex, ret->add_headers);
     char early_small[256];
     struct vars_buf early;

@@ -86,8 +86,10 @@ static size_t serve_take_proxy_header(struct http_conn *c, const char *data, siz
         corral_conn_abort(c->sock, (int)used);
         return len;
     }
-    if (header.has_address)
+    if (header.has_address) {
         corral_conn_set_peer(c->sock, &header.source.sa, header.address_len);
+        c->proxy_address = true;
+    }
     if (c->site->tls == NULL)
         corral_conn_set_transport(c->sock, &corral_plain_transport, NULL);
     else if (serve_start_transport(c) != 0)

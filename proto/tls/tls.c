@@ -337,6 +337,12 @@ const char *tls_conn_protocol(const corral_conn *conn)
     return tc != NULL && tc->established ? SSL_get_version(tc->ssl) : NULL;
 }
 
+const char *tls_conn_cipher(const corral_conn *conn)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    return tc != NULL && tc->established ? SSL_get_cipher_name(tc->ssl) : NULL;
+}
+
 const char *tls_conn_server_name(const corral_conn *conn)
 {
     const struct tls_conn *tc = corral_conn_transport_state(conn);

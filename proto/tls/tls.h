@@ -198,11 +198,13 @@ bool tls_established(const corral_conn *conn);
  * close, as nginx answers 400.  False for other connections. */
 bool tls_conn_plaintext(const corral_conn *conn);
 
-/* The protocol of `conn`'s TLS session ("TLSv1.3") and the name the client
- * sent by SNI: NULL for a connection without TLS, before its handshake, or
- * (the name) when the client sent none.  For $ssl_protocol and
+/* The protocol of `conn`'s TLS session ("TLSv1.3"), its cipher in
+ * OpenSSL's name ("TLS_AES_128_GCM_SHA256") and the name the client sent
+ * by SNI: NULL for a connection without TLS, before its handshake, or (the
+ * name) when the client sent none.  For $ssl_protocol, $ssl_cipher and
  * $ssl_server_name. */
 const char *tls_conn_protocol(const corral_conn *conn);
+const char *tls_conn_cipher(const corral_conn *conn);
 const char *tls_conn_server_name(const corral_conn *conn);
 
 /* Whether the established TLS session of `conn` agreed on ALPN `name`

@@ -64,6 +64,24 @@ START_TEST(check_config_exit_codes)
     snprintf(expected, sizeof(expected), "%s:2:8: ", bad);
     ck_assert_msg(strstr(out, expected) != NULL, "no \"%s\" in:\n%s", expected, out);
 
+    /* Every error, not the first only, then how many. */
+    test_write_file(bad, "workers 2;\nwakeup sideways;\nserver {\n    lisen x;\n}\n");
+    snprintf(args, sizeof(args), "-t -c %s", bad);
+    ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
+    snprintf(expected, sizeof(expected), "%s:4:5: unknown directive \"lisen\"", bad);
+    ck_assert_msg(strstr(out, ":2:8: ") != NULL && strstr(out, expected) != NULL &&
+                      strstr(out, ": 2 errors") != NULL,
+                  "not every error in:\n%s", out);
+
+    /* An nginx variable corral lacks says what to do. */
+    test_write_file(bad, "server {\n    listen 127.0.0.1:0;\n"
+                         "    location / { return 200 \"$remote_user\"; }\n}\n");
+    snprintf(args, sizeof(args), "-t -c %s", bad);
+    ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
+    ck_assert_msg(strstr(out, ":3:29: return: \"$remote_user\": not in corral yet: "
+                              "authentication (see \"auth and tracing\" in the roadmap") != NULL,
+                  "%s", out);
+
     snprintf(args, sizeof(args), "-t -c %s/missing.conf", test_daemon_dir());
     ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
 
@@ -83,6 +101,38 @@ START_TEST(check_config_exit_codes)
     ck_assert_msg(
         strstr(out, ":2:12: listen address \"no-such-host.invalid:80\": host not found") != NULL,
         "%s", out);
+}
+END_TEST
+
+/* --from-nginx: 0 when all is translated, and the output passes -t; 1
+ * when something was not, named on stderr; 2 when it is not a config. */
+START_TEST(from_nginx_exit_codes)
+{
+    char nginx[PATH_MAX], corral[PATH_MAX], out[8192], args[2 * PATH_MAX + 32];
+    test_daemon_file(nginx, sizeof(nginx), "nginx.conf");
+    test_daemon_file(corral, sizeof(corral), "translated.conf");
+    test_write_file(nginx, "worker_processes 2;\nevents {\n    worker_connections 64;\n}\n"
+                           "http {\n    sendfile on;\n    server {\n        listen 127.0.0.1:0;\n"
+                           "        location / { return 204; }\n    }\n}\n");
+    snprintf(args, sizeof(args), "--from-nginx %s > %s", nginx, corral);
+    ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 0);
+    char *text = test_read_file(corral);
+    ck_assert_msg(strstr(text, "\nworkers 2;\n") != NULL && strstr(text, "max_connections 64;"),
+                  "%s", text);
+    free(text);
+    snprintf(args, sizeof(args), "-t -c %s", corral);
+    ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 0);
+
+    test_write_file(nginx, "http {\n    gzip on;\n}\n");
+    snprintf(args, sizeof(args), "--from-nginx %s", nginx);
+    ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 1);
+    ck_assert_msg(strstr(out, "nginx.conf:2:5: \"gzip\": not in corral yet: compression") != NULL,
+                  "%s", out);
+
+    test_write_file(nginx, "http {\n");
+    ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 2);
+    snprintf(args, sizeof(args), "--from-nginx %s/missing.conf", test_daemon_dir());
+    ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 2);
 }
 END_TEST
 
@@ -1210,6 +1260,7 @@ Suite *test_suite(void)
     test_daemon_fixture(tc);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, check_config_exit_codes);
+    tcase_add_test(tc, from_nginx_exit_codes);
     tcase_add_test(tc, upstream_server_bound_is_named);
     tcase_add_test(tc, probe_and_version);
     tcase_add_test(tc, serves_and_reports_metrics);

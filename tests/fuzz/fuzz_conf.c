@@ -50,6 +50,15 @@ static char *read_file(const char *path, size_t *len, void *arg)
     return NULL;
 }
 
+/* Counts the errors reported: every failure reports at least one, and
+ * never more than the cap. */
+static void count_error(void *arg, const char *message)
+{
+    if (memchr(message, '\0', sizeof(((struct conf_error *)0)->text)) == NULL)
+        abort();
+    ++*(unsigned *)arg;
+}
+
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
@@ -64,10 +73,21 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     };
     struct conf_config *config;
     struct conf_error error;
-    if (conf_parse("fuzz.conf", files.main, files.main_len, read_file, &files, &config, &error) ==
-        0)
+    unsigned reported = 0;
+    if (conf_parse_each("fuzz.conf", files.main, files.main_len, read_file, &files, count_error,
+                        &reported, &config, &error) == 0)
         conf_free(config);
-    else if (memchr(error.text, '\0', sizeof(error.text)) == NULL)
-        abort(); /* the message must always be a terminated string */
+    else if (memchr(error.text, '\0', sizeof(error.text)) == NULL || reported == 0 ||
+             reported > CONF_ERRORS_MAX)
+        abort(); /* a failure is reported, and its message is a terminated string */
+    /* --from-nginx reads the same text; its output goes nowhere */
+    FILE *sink = fopen("/dev/null", "w");
+    if (sink != NULL) {
+        if (conf_from_nginx("fuzz.conf", files.main, files.main_len, sink, NULL, NULL, &error) <
+                0 &&
+            memchr(error.text, '\0', sizeof(error.text)) == NULL)
+            abort();
+        fclose(sink);
+    }
     return 0;
 }

@@ -24,6 +24,7 @@ static struct http_return ret_wild = {.status = 203, .text = "wild\n", .text_len
 static struct http_return ret_named = {.status = 204, .text = NULL, .text_len = 0};
 static struct http_return ret_moved = {
     .status = 301, .text = "https://main.example/new", .text_len = 24};
+static struct http_return ret_drop = {.status = 444, .text = NULL, .text_len = 0};
 static char far_url[5000];
 static struct http_return ret_moved_far = {
     .status = 302, .text = far_url, .text_len = 0}; /* set in start() */
@@ -100,6 +101,11 @@ static const struct http_location main_locations[] = {
      .exact = true,
      .handler = &http_return_handler,
      .handler_data = &ret_moved},
+    {.path = "/drop",
+     .path_len = 5,
+     .exact = true,
+     .handler = &http_return_handler,
+     .handler_data = &ret_drop},
     {.path = "/moved-far",
      .path_len = 10,
      .exact = true,
@@ -310,6 +316,23 @@ START_TEST(return_redirect_sets_location)
     ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 301);
     ck_assert_ptr_nonnull(strstr(head, "\r\nLocation: https://main.example/new\r\n"));
     ck_assert_ptr_nonnull(strstr(head, "\r\nContent-Length: 0\r\n"));
+    close(fd);
+}
+END_TEST
+
+/* nginx's 444: the connection ends without an answer. */
+START_TEST(return_444_closes_without_answering)
+{
+    int fd = test_connect(port);
+    const char *req = "GET /drop HTTP/1.1\r\nHost: main.example\r\n\r\n";
+    test_send_all(fd, req, strlen(req));
+    char buf[256];
+    ssize_t n;
+    do
+        n = read(fd, buf, sizeof(buf));
+    while (n == -1 && errno == EINTR);
+    ck_assert_msg(n == 0 || (n == -1 && errno == ECONNRESET), "read %zd bytes: %.*s", n,
+                  n > 0 ? (int)n : 0, buf);
     close(fd);
 }
 END_TEST
@@ -758,6 +781,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, valid_requests_whole_and_split);
     tcase_add_test(tc, return_redirect_sets_location);
+    tcase_add_test(tc, return_444_closes_without_answering);
     tcase_add_test(tc, return_redirect_keeps_a_long_location);
     tcase_add_test(tc, response_head_of_any_size_is_written_whole);
     tcase_add_test(tc, gathered_body_and_trailers);

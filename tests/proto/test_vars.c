@@ -109,7 +109,8 @@ static const struct {
     {"$1", ""},
     {"$10|$2x", "0|x"},                           /* nginx: a capture's name is one digit */
     {"$remote_port$server_addr$server_port", ""}, /* no connection */
-    {"[$ssl_protocol][$ssl_server_name]", "[][]"},
+    {"[$ssl_protocol][$ssl_server_name][$ssl_cipher]", "[][][]"},
+    {"[$connection_requests$pipe][$proxy_protocol_addr][$proxy_protocol_port]", "[0.][][]"},
 };
 
 START_TEST(each_variable_has_its_value)
@@ -671,11 +672,12 @@ START_TEST(tls_variables_name_the_session)
     start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
               "server {\n  listen 127.0.0.1:0 tls;\n"
               "  tls_certificate cert.pem;\n  tls_certificate_key key.pem;\n"
-              "  location / { return 200 \"$scheme $https $ssl_protocol $ssl_server_name\"; }\n"
+              "  location / { return 200 \"$scheme $https $ssl_protocol $ssl_server_name "
+              "$ssl_cipher\"; }\n"
               "}\n");
     snprintf(cmd, sizeof(cmd),
-             "curl -sk --max-time 5 --tlsv1.3 --resolve a.example:%d:127.0.0.1 "
-             "https://a.example:%d/",
+             "curl -sk --max-time 5 --tlsv1.3 --tls13-ciphers TLS_CHACHA20_POLY1305_SHA256 "
+             "--resolve a.example:%d:127.0.0.1 https://a.example:%d/",
              d.port, d.port);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
@@ -683,7 +685,77 @@ START_TEST(tls_variables_name_the_session)
     size_t len = fread(body, 1, sizeof(body) - 1, p);
     body[len] = '\0';
     pclose(p);
-    ck_assert_str_eq(body, "https on TLSv1.3 a.example");
+    ck_assert_str_eq(body, "https on TLSv1.3 a.example TLS_CHACHA20_POLY1305_SHA256");
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* $connection_requests counts a connection's requests; $pipe says which
+ * came behind an unanswered one; $proxy_protocol_* are the PROXY
+ * header's source, and empty without one. */
+START_TEST(connection_variables)
+{
+    struct test_daemon d;
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "server {\n  listen 127.0.0.1:0;\n"
+              "  location / { return 200 \"[$connection_requests$pipe|$proxy_protocol_addr|"
+              "$proxy_protocol_port]\"; }\n}\n");
+    char response[4096];
+    /* two requests in one write, then a third after the answers */
+    int fd = test_connect(d.port);
+    const char *two = "GET / HTTP/1.1\r\nHost: h\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n";
+    test_send_all(fd, two, strlen(two));
+    size_t len = 0;
+    while (len < sizeof(response) - 1) {
+        ssize_t n = read(fd, response + len, sizeof(response) - 1 - len);
+        ck_assert_int_gt(n, 0);
+        len += (size_t)n;
+        response[len] = '\0';
+        if (strstr(response, "[2p||]") != NULL)
+            break;
+    }
+    ck_assert_msg(strstr(response, "[1.||]") != NULL, "%s", response);
+    const char *third = "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+    test_send_all(fd, third, strlen(third));
+    len = test_recv_all(fd, response, sizeof(response) - 1);
+    response[len] = '\0';
+    ck_assert_msg(strstr(response, "[3.||]") != NULL, "%s", response);
+    close(fd);
+    test_daemon_stop(&d);
+
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "server {\n  listen 127.0.0.1:0 proxy_protocol;\n"
+              "  location / { return 200 \"[$proxy_protocol_addr|$proxy_protocol_port|"
+              "$remote_addr]\"; }\n}\n");
+    ck_assert_uint_eq(request(d.port,
+                              "PROXY TCP4 192.0.2.1 192.0.2.2 1234 80\r\n"
+                              "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+                              response, sizeof(response)),
+                      200);
+    ck_assert_msg(strstr(response, "[192.0.2.1|1234|192.0.2.1]") != NULL, "%s", response);
+    ck_assert_uint_eq(request(d.port,
+                              "PROXY UNKNOWN\r\n"
+                              "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+                              response, sizeof(response)),
+                      200);
+    ck_assert_msg(strstr(response, "[||127.0.0.1]") != NULL, "%s", response);
+    test_daemon_stop(&d);
+
+    /* HTTP/2: a connection's streams are its requests, none pipelined */
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "server {\n  listen 127.0.0.1:0 http2;\n"
+              "  location / { return 200 \"[$connection_requests$pipe]\"; }\n}\n");
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "timeout 10 nghttp http://127.0.0.1:%d/a http://127.0.0.1:%d/b",
+             d.port, d.port);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    len = fread(response, 1, sizeof(response) - 1, p);
+    response[len] = '\0';
+    pclose(p);
+    ck_assert_msg(strlen(response) == 8 && strstr(response, "[1.]") != NULL &&
+                      strstr(response, "[2.]") != NULL,
+                  "%s", response);
     test_daemon_stop(&d);
 }
 END_TEST
@@ -1023,6 +1095,9 @@ static const struct {
      "corral.conf:3:10: duplicate map \"$M\" (first at line 1)"},
     {"map $host $m {\n hostnames;\n}\n"
      "server {\n listen 127.0.0.1:0;\n location / { return 200; }\n}\n",
+     "corral.conf:2:2: \"hostnames\" is nginx's: corral's map has no host name patterns"},
+    {"map $host $m {\n foo;\n}\n"
+     "server {\n listen 127.0.0.1:0;\n location / { return 200; }\n}\n",
      "corral.conf:2:2: a map entry is KEY VALUE (got 1 words)"},
     {"map $host $m {\n a b c;\n}\n"
      "server {\n listen 127.0.0.1:0;\n location / { return 200; }\n}\n",
@@ -1103,6 +1178,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, add_header_follows_nginx_inheritance);
     tcase_add_test(tc, add_header_reaches_http2_clients);
     tcase_add_test(tc, tls_variables_name_the_session);
+    tcase_add_test(tc, connection_variables);
     tcase_add_test(tc, log_format_uses_the_same_variables);
     tcase_add_test(tc, upstream_times_of_a_fast_backend);
     tcase_add_test(tc, locations_are_picked_in_nginx_order);
