@@ -9,6 +9,7 @@
 
 #include "cmd/runtime_limit.h"
 #include "cmd/runtime_vars.h"
+#include "proto/modules.h"
 #include "proto/policy/error_page.h"
 
 #include <arpa/inet.h>
@@ -686,6 +687,7 @@ struct site *find_site(struct generation *gen, const char *address)
  * and a reload catch what a start would. */
 int sites_build(struct generation *gen, const struct conf_config *config, unsigned workers)
 {
+    modules_init(); /* once: the router's steps, the filters' places */
     size_t addresses = config->listen_address_count, listens = 0;
     size_t max_upstreams = 0;
     for (size_t s = 0; s < config->server_count; s++) {

@@ -156,7 +156,7 @@ struct exchange_head {
  * -EOPNOTSUPP, so that every body byte goes through it. */
 struct exchange_filter {
     const char *name;
-    unsigned order; /* its place in the chain: enum exchange_filter_order */
+    unsigned order; /* its place in the chain: set by http_module_init() (module.h) */
     void (*begin)(struct exchange *ex, const struct exchange_filter *self,
                   const struct exchange_head *head);
     /* A piece of the body (never empty); exchange_writev() hands each of
@@ -169,7 +169,7 @@ struct exchange_filter {
                 size_t len);
 };
 
-/* How many places the chain has (exchange_slots.h names those in use). */
+/* How many places the chain has: modules with a filter, at most. */
 #define EXCHANGE_FILTER_MAX 8
 
 /* Turns `f` on for this exchange, in its place (replacing what was

@@ -14,18 +14,10 @@ enum exchange_slot {
     EXCHANGE_SLOTS,
 };
 
-/* The order of the response filter chain (exchange.h): a response head
- * goes through the header filters, its body through the body filters,
- * from the first place to the last, then to the framer.  A filter sees
- * what those before it made of the response. */
-enum exchange_filter_order {
-    /* error_page.c: an error page goes out with the error's status (or
-     * the "=code" given): first, so that what follows sees that status. */
-    EXCHANGE_FILTER_STATUS,
-    /* add_header.c: the location's add_header lines, chosen by the final
-     * status. */
-    EXCHANGE_FILTER_ADD_HEADER,
-    EXCHANGE_FILTERS,
-};
+/* The order of the response filter chain (exchange.h) is the order of
+ * the modules that have a filter in the list of modules (proto/modules.c):
+ * a response head goes through the header filters, its body through the
+ * body filters, from the first place to the last, then to the framer, and
+ * a filter sees what those before it made of the response. */
 
 #endif

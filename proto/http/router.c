@@ -6,8 +6,11 @@
  */
 #include "proto/http/router.h"
 
-#include "proto/policy/add_header.h"
 #include "proto/http/site.h"
+
+#include <assert.h>
+
+struct router_table router_table;
 
 /* A URI may be changed and its location searched again this many times;
  * one more is a loop, answered 500 as nginx does. */
@@ -26,16 +29,17 @@ static void answer(struct router_walk *w, unsigned status)
 {
     struct exchange *ex = w->ex;
     router_routed(w);
-    const struct http_add_headers *rules =
-        ex->loc != NULL ? ex->loc->add_headers : ex->vhost->add_headers;
-    add_header_respond_error(ex, &w->req, rules, status);
+    if (router_table.answer != NULL)
+        router_table.answer(ex, &w->req, status);
+    else
+        exchange_respond_error(ex, status);
 }
 
 /* The index of the first step of `phase` (or of a later one). */
 static size_t phase_start(enum router_phase phase)
 {
     size_t i = 0;
-    while (i < router_step_count && router_steps[i].phase < phase)
+    while (i < router_table.step_count && router_table.steps[i].phase < phase)
         i++;
     return i;
 }
@@ -57,8 +61,8 @@ static void walk_init(struct router_walk *w, struct exchange *ex, const struct h
 static bool walk(struct router_walk *w, size_t i)
 {
     bool content = false;
-    while (i < router_step_count) {
-        const struct router_step *step = &router_steps[i];
+    while (i < router_table.step_count) {
+        const struct router_step *step = &router_table.steps[i];
         if (step->phase >= ROUTER_LIMITS)
             router_routed(w);
         int verdict = step->fn(w);
@@ -72,11 +76,11 @@ static bool walk(struct router_walk *w, size_t i)
         }
         size_t next = i + 1;
         if (verdict == ROUTER_NEXT)
-            while (next < router_step_count && router_steps[next].phase == step->phase)
+            while (next < router_table.step_count && router_table.steps[next].phase == step->phase)
                 next++;
         /* Leaving the rewrites with a changed URI: search again. */
         if (step->phase == ROUTER_REWRITE && w->uri_changed &&
-            (next == router_step_count || router_steps[next].phase != ROUTER_REWRITE)) {
+            (next == router_table.step_count || router_table.steps[next].phase != ROUTER_REWRITE)) {
             w->uri_changed = false;
             next = phase_start(ROUTER_FIND_LOCATION);
         }
@@ -92,6 +96,7 @@ static bool walk(struct router_walk *w, size_t i)
 void router_start(struct exchange *ex, const struct http_vhost *vhost,
                   const struct http_request *req, unsigned refuse)
 {
+    assert(router_table.step_count > 0); /* http_module_init() ran */
     struct router_walk w;
     walk_init(&w, ex, req);
     w.refuse = refuse;
@@ -109,9 +114,9 @@ bool router_resume(struct exchange *ex, const struct http_request *req, enum rou
 
 static void release(struct exchange *ex, bool location_only)
 {
-    for (size_t i = 0; i < router_release_count; i++)
-        if (router_releases[i].location || !location_only)
-            router_releases[i].fn(ex);
+    for (size_t i = 0; i < router_table.release_count; i++)
+        if (router_table.releases[i].location || !location_only)
+            router_table.releases[i].fn(ex);
 }
 
 void router_redirect(struct exchange *ex, const struct http_request *req,

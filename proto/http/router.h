@@ -1,7 +1,8 @@
 /*
  * router.h: the one way a request goes from its head to the handler that
  * answers it, whatever framer parsed it: a walk through ordered phases,
- * each a list of phase handlers (router_steps, in router_phases.c):
+ * each a list of phase handlers that the modules declare (module.h; the
+ * list of modules is proto/modules.c):
  *
  *     post-read -> server rewrite -> find location -> rewrite
  *               -> access -> limits -> content
@@ -71,18 +72,27 @@ struct router_step {
     router_phase_fn fn;
 };
 
-/* The phase handlers in the order they run, grouped by phase, and what
- * each module releases when an exchange ends or is redirected
- * (router_phases.c: the one place that names the modules). */
-extern const struct router_step router_steps[];
-extern const size_t router_step_count;
-
 struct router_release {
     void (*fn)(struct exchange *ex);
     bool location; /* it holds it for the location: an internal redirect lets go too */
 };
-extern const struct router_release router_releases[];
-extern const size_t router_release_count;
+
+#define ROUTER_STEPS_MAX    32
+#define ROUTER_RELEASES_MAX 16
+
+/* What the router walks, built once from the list of modules
+ * (http_module_init(), module.h) before any exchange: the phase handlers
+ * in the order they run, grouped by phase; what each module releases when
+ * an exchange ends or is redirected; and the module that makes the
+ * router's own answers (NULL: exchange_respond_error()). */
+struct router_table {
+    struct router_step steps[ROUTER_STEPS_MAX];
+    size_t step_count;
+    struct router_release releases[ROUTER_RELEASES_MAX];
+    size_t release_count;
+    void (*answer)(struct exchange *ex, const struct http_request *req, unsigned status);
+};
+extern struct router_table router_table;
 
 _Static_assert(EXCHANGE_SLOTS <= EXCHANGE_CTX_SLOTS, "more module slots than struct exchange has");
 

@@ -6,6 +6,8 @@
  */
 #include "proto/policy/add_header.h"
 #include "proto/http/exchange_slots.h"
+#include "proto/http/module.h"
+#include "proto/http/site.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -103,9 +105,8 @@ static void begin_adding(struct exchange *ex, const struct exchange_filter *self
     vars_buf_free(&lines);
 }
 
-static const struct exchange_filter add_header_filter = {
+static struct exchange_filter add_header_filter = {
     .name = "add_header",
-    .order = EXCHANGE_FILTER_ADD_HEADER,
     .begin = begin_adding,
 };
 
@@ -144,3 +145,19 @@ void add_header_release(struct exchange *ex)
     add_header_set_rules(ex, NULL);
     add_header_forget_early(ex);
 }
+
+/* The router's own answers (403, 404...) get the add_header lines of
+ * the location they answer for, else of its server, as in nginx. */
+static void answer_with_rules(struct exchange *ex, const struct http_request *req, unsigned status)
+{
+    add_header_respond_error(
+        ex, req, ex->loc != NULL ? ex->loc->add_headers : ex->vhost->add_headers, status);
+}
+
+const struct http_module add_header_module = {
+    .name = "add_header",
+    .filter = &add_header_filter,
+    .release = add_header_release,
+    .release_on_redirect = true,
+    .answer = answer_with_rules,
+};

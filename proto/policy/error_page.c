@@ -6,6 +6,7 @@
 #include "proto/policy/error_page.h"
 
 #include "proto/http/uri.h"
+#include "proto/http/module.h"
 #include "proto/http/router.h"
 #include "proto/http/site.h"
 #include "proto/http/vars.h"
@@ -112,9 +113,8 @@ static void begin_with_status(struct exchange *ex, const struct exchange_filter 
     exchange_filter_begin_next(ex, self, &h);
 }
 
-static const struct exchange_filter error_page_status_filter = {
+static struct exchange_filter error_page_status_filter = {
     .name = "error_page",
-    .order = EXCHANGE_FILTER_STATUS,
     .begin = begin_with_status,
 };
 
@@ -267,3 +267,19 @@ static bool respond(struct exchange *ex, unsigned status)
     vars_buf_free(&value);
     return done;
 }
+
+/* The server's pages for what its rewrites answer, then the location's
+ * once it is found. */
+static const struct http_phase_handler error_page_phases[] = {
+    {ROUTER_SERVER_REWRITE, error_page_phase},
+    {ROUTER_FIND_LOCATION, error_page_phase},
+};
+
+const struct http_module error_page_module = {
+    .name = "error_page",
+    .phases = error_page_phases,
+    .phase_count = sizeof(error_page_phases) / sizeof(error_page_phases[0]),
+    /* Its status filter is first: what follows sees the final status. */
+    .filter = &error_page_status_filter,
+    .release = error_page_release,
+};

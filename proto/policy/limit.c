@@ -6,6 +6,7 @@
  */
 #include "proto/policy/limit.h"
 #include "proto/policy/add_header.h"
+#include "proto/http/module.h"
 #include "proto/http/router.h"
 #include "proto/http/site.h"
 #include "proto/http/vars.h"
@@ -284,3 +285,15 @@ void limit_release(struct exchange *ex)
     free_wait(le);
     free(le);
 }
+
+static const struct http_phase_handler limit_phases[] = {
+    {ROUTER_LIMITS, limit_phase},
+};
+
+const struct http_module limit_module = {
+    .name = "limit",
+    .phases = limit_phases,
+    .phase_count = 1,
+    .release = limit_release,
+    .release_on_redirect = true,
+};

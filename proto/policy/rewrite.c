@@ -7,6 +7,7 @@
 #include "proto/policy/rewrite.h"
 
 #include "proto/http/regex.h"
+#include "proto/http/module.h"
 #include "proto/http/router.h"
 #include "proto/http/site.h"
 #include "proto/http/uri.h"
@@ -181,3 +182,14 @@ int rewrite_location_phase(struct router_walk *w)
     default: return ROUTER_NEXT;
     }
 }
+
+static const struct http_phase_handler rewrite_phases[] = {
+    {ROUTER_SERVER_REWRITE, rewrite_server_phase},
+    {ROUTER_REWRITE, rewrite_location_phase},
+};
+
+const struct http_module rewrite_module = {
+    .name = "rewrite",
+    .phases = rewrite_phases,
+    .phase_count = sizeof(rewrite_phases) / sizeof(rewrite_phases[0]),
+};

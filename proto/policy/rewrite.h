@@ -45,4 +45,8 @@ struct router_walk;
 int rewrite_server_phase(struct router_walk *w);
 int rewrite_location_phase(struct router_walk *w);
 
+/* The module (module.h): the server's and the location's rewrite phases. */
+struct http_module;
+extern const struct http_module rewrite_module;
+
 #endif

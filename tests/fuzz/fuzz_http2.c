@@ -5,6 +5,7 @@
  * listener over HTTP/1.1.  Sanitizers watch; the output is read until the
  * server closes.
  */
+#include "proto/modules.h"
 #include "proto/http1/http1.h"
 #include "proto/http2/http2.h"
 #include "proto/upstream/proxy.h"
@@ -85,6 +86,7 @@ static void start_server(void)
                                            .keepalive = 4,
                                            .idle_timeout_ms = 2000};
     struct corral_server_config config;
+    modules_init();
     corral_server_config_init(&config);
     config.workers = 1;
     corral_server *srv;

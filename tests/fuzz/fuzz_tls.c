@@ -7,6 +7,7 @@
  * in a temporary directory.  The reply is read until the server closes; a
  * server that never closes is wedged: abort.
  */
+#include "proto/modules.h"
 #include "proto/http1/http1.h"
 #include "proto/tls/tls.h"
 
@@ -150,6 +151,7 @@ static void start_server(void)
         abort();
 
     struct corral_server_config config;
+    modules_init();
     corral_server_config_init(&config);
     config.workers = 1;
     corral_server *srv;

@@ -5,8 +5,11 @@
  * rewrites, allow/deny, a framer's refusal and internal redirects.
  */
 #include "../helpers.h"
+#include "proto/modules.h"
 #include "proto/policy/access.h"
 #include "proto/policy/add_header.h"
+#include "proto/policy/error_page.h"
+#include "proto/http/module.h"
 #include "proto/http/regex.h"
 #include "proto/policy/rewrite.h"
 #include "proto/http/router.h"
@@ -349,11 +352,11 @@ START_TEST(redirect_releases_the_location_state)
     static const struct http_add_headers rules = {.count = 0};
     add_header_set_rules(&ex, &rules);
     ck_assert_ptr_eq(add_header_rules(&ex), &rules);
-    ck_assert(exchange_has_filter(&ex, EXCHANGE_FILTER_ADD_HEADER));
+    ck_assert(exchange_has_filter(&ex, add_header_module.filter->order));
     struct http_request req = request("/new/second");
     router_redirect(&ex, &req, NULL);
     ck_assert_ptr_null(add_header_rules(&ex));
-    ck_assert(!exchange_has_filter(&ex, EXCHANGE_FILTER_ADD_HEADER));
+    ck_assert(!exchange_has_filter(&ex, add_header_module.filter->order));
     for (size_t i = 0; i < EXCHANGE_CTX_SLOTS; i++)
         ck_assert_ptr_null(ex.ctx[i]);
     router_end(&ex);
@@ -378,18 +381,64 @@ START_TEST(resume_goes_on_from_the_phase)
 }
 END_TEST
 
-/* The phases are in order, each handler in its phase's group. */
+/* The phases are in order, each handler in its phase's group; within a
+ * phase the modules' handlers run in the list's order, framed by the
+ * router's own. */
+static size_t step_of(router_phase_fn fn, enum router_phase phase)
+{
+    for (size_t i = 0; i < router_table.step_count; i++)
+        if (router_table.steps[i].fn == fn && router_table.steps[i].phase == phase)
+            return i;
+    ck_abort_msg("no such step");
+    return 0;
+}
+
 START_TEST(steps_are_in_phase_order)
 {
-    ck_assert_uint_gt(router_step_count, 0);
-    for (size_t i = 1; i < router_step_count; i++)
-        ck_assert_int_le(router_steps[i - 1].phase, router_steps[i].phase);
-    ck_assert_int_eq(router_steps[router_step_count - 1].phase, ROUTER_CONTENT);
+    size_t n = router_table.step_count;
+    ck_assert_uint_gt(n, 0);
+    for (size_t i = 1; i < n; i++)
+        ck_assert_int_le(router_table.steps[i - 1].phase, router_table.steps[i].phase);
+    ck_assert(router_table.steps[n - 1].fn == router_content);
+    ck_assert_uint_lt(step_of(error_page_phase, ROUTER_SERVER_REWRITE),
+                      step_of(rewrite_server_phase, ROUTER_SERVER_REWRITE));
+    size_t find = step_of(router_find_location, ROUTER_FIND_LOCATION);
+    ck_assert_uint_lt(find, step_of(error_page_phase, ROUTER_FIND_LOCATION));
+    ck_assert_uint_lt(step_of(error_page_phase, ROUTER_FIND_LOCATION),
+                      step_of(router_refuse, ROUTER_FIND_LOCATION));
+}
+END_TEST
+
+/* A module's phase handler runs in its phase: the registry takes any
+ * list of modules. */
+static int seen_phase_calls;
+static int count_phase(struct router_walk *w)
+{
+    (void)w;
+    seen_phase_calls++;
+    return 418;
+}
+
+START_TEST(module_phase_handler_runs)
+{
+    static const struct http_phase_handler phases[] = {{ROUTER_ACCESS, count_phase}};
+    static const struct http_module teapot = {
+        .name = "teapot", .phases = phases, .phase_count = 1};
+    const struct http_module *const list[] = {&teapot, &access_module};
+    http_module_init(list, 2);
+    ck_assert(router_table.answer == NULL); /* no add_header in this list */
+    struct exchange ex = route("/new/page", 0);
+    ck_assert_ptr_eq(ex.loc, &locs[LOC_NEW]);
+    ck_assert_int_eq(seen_phase_calls, 1);
+    ck_assert_uint_eq(seen.status, 418);
+    ck_assert_ptr_null(seen.handler);
+    router_end(&ex);
 }
 END_TEST
 
 Suite *test_suite(void)
 {
+    modules_init(); /* the router's steps and the filters' places, before the forks */
     Suite *suite = suite_create("proto/router");
     TCase *tc = tcase_create("walk");
     tcase_set_timeout(tc, 10);
@@ -406,6 +455,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, redirect_releases_the_location_state);
     tcase_add_test(tc, resume_goes_on_from_the_phase);
     tcase_add_test(tc, steps_are_in_phase_order);
+    tcase_add_test(tc, module_phase_handler_runs);
     suite_add_tcase(suite, tc);
     return suite;
 }

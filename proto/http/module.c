@@ -1,0 +1,59 @@
+/*
+ * module.c: from the list of modules to what the router and the filter
+ * chain walk per request: the lists are built once, so that a request
+ * walks a flat array of steps as before, with nothing looked up.
+ */
+#include "proto/http/module.h"
+
+#include <assert.h>
+#include <stdlib.h>
+
+static void add_step(enum router_phase phase, router_phase_fn fn)
+{
+    /* A fixed table: its size is a build-time fact, not an input. */
+    if (router_table.step_count >= ROUTER_STEPS_MAX)
+        abort();
+    router_table.steps[router_table.step_count++] = (struct router_step){phase, fn};
+}
+
+void http_module_init(const struct http_module *const *modules, size_t count)
+{
+    router_table.step_count = 0;
+    for (unsigned p = 0; p < ROUTER_PHASES; p++) {
+        enum router_phase phase = (enum router_phase)p;
+        if (phase == ROUTER_FIND_LOCATION)
+            add_step(phase, router_find_location);
+        for (size_t m = 0; m < count; m++)
+            for (size_t h = 0; h < modules[m]->phase_count; h++)
+                if (modules[m]->phases[h].phase == phase)
+                    add_step(phase, modules[m]->phases[h].fn);
+        /* The refusal waits for the location's error pages. */
+        if (phase == ROUTER_FIND_LOCATION)
+            add_step(phase, router_refuse);
+        if (phase == ROUTER_CONTENT)
+            add_step(phase, router_content);
+    }
+
+    router_table.release_count = 0;
+    router_table.answer = NULL;
+    unsigned place = 0;
+    for (size_t m = 0; m < count; m++) {
+        const struct http_module *mod = modules[m];
+        if (mod->release != NULL) {
+            if (router_table.release_count >= ROUTER_RELEASES_MAX)
+                abort();
+            router_table.releases[router_table.release_count++] =
+                (struct router_release){mod->release, mod->release_on_redirect};
+        }
+        if (mod->answer != NULL) {
+            assert(router_table.answer == NULL); /* one module decorates them */
+            router_table.answer = mod->answer;
+        }
+        if (mod->filter != NULL) {
+            /* One bit per place in struct exchange's filter masks. */
+            if (place >= EXCHANGE_FILTER_MAX)
+                abort();
+            mod->filter->order = place++;
+        }
+    }
+}

@@ -1,0 +1,55 @@
+/*
+ * module.h: what an HTTP module declares, as nginx's ngx_module_t with its
+ * ngx_http_module_t and h2o's handler and filter lists, in one struct: its
+ * phase handlers (router.h), its response filter (exchange.h), what it
+ * releases when an exchange ends, and the router's own error answers it
+ * decorates.  proto/modules.c holds the one list of modules; its order is
+ * the order of the phase handlers within a phase and of the filters.
+ */
+#ifndef CORRAL_PROTO_MODULE_H
+#define CORRAL_PROTO_MODULE_H
+
+#include "proto/http/exchange.h"
+#include "proto/http/router.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* One phase handler of a module. */
+struct http_phase_handler {
+    enum router_phase phase;
+    router_phase_fn fn;
+};
+
+struct http_module {
+    const char *name;
+    /* Its phase handlers, in the order they run within their phase. */
+    const struct http_phase_handler *phases;
+    size_t phase_count;
+    /* Its response filter, or NULL.  Its place in the chain (`order`) is
+     * given by http_module_init(), from the module's place in the list:
+     * the filter struct is the module's, written once, before any
+     * exchange. */
+    struct exchange_filter *filter;
+    /* Releases what the module holds for an exchange (its context slot):
+     * when the exchange ends and, if `release_on_redirect`, when an
+     * internal redirect leaves its location.  NULL: nothing. */
+    void (*release)(struct exchange *ex);
+    bool release_on_redirect;
+    /* The router's own answers with a status (a phase handler's 403,
+     * the 404 of no location) go through this instead of
+     * exchange_respond_error(), so that the module adds to them (the
+     * location's add_header lines).  One module at most; NULL: none.
+     * `req` is the request as the walk has it. */
+    void (*answer)(struct exchange *ex, const struct http_request *req, unsigned status);
+};
+
+/* Builds the router's step list (router.h) from `modules`' phase handlers,
+ * phase by phase and, within a phase, in the modules' order, framed by the
+ * router's own steps (the location search first in its phase, the
+ * framer's refusal last in it, the content handler last of all); the
+ * release list; the answer hook; and gives each filter its place.  Call
+ * once before any exchange (proto/modules.c does, under pthread_once). */
+void http_module_init(const struct http_module *const *modules, size_t count);
+
+#endif
