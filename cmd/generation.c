@@ -638,6 +638,7 @@ void log_wakeup(const struct generation *gen)
 
 int load_config(const char *path, struct conf_config **out)
 {
+    runtime_modules_init(); /* the modules' directives, before the first parse */
     struct conf_error error;
     int rc = path != NULL ? conf_load(path, out, &error)
                           : conf_parse("<built-in>", conf_default_text, strlen(conf_default_text),

@@ -9,15 +9,66 @@
 
 #include "cmd/runtime_limit.h"
 #include "cmd/runtime_vars.h"
+#include "proto/http/module.h"
 #include "proto/modules.h"
 #include "proto/policy/error_page.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---------------------------------------------------------- modules */
+
+static void modules_register(void)
+{
+    modules_init();
+    for (size_t m = 0; m < modules_count; m++) {
+        int err = modules_list[m]->conf.size != 0 || modules_list[m]->conf.directives != NULL
+                      ? conf_module_register(&modules_list[m]->conf)
+                      : 0;
+        /* The list is the build's: a clash is a mistake in it. */
+        if (err != 0) {
+            log_error("module %s: cannot register its configuration: %s", modules_list[m]->name,
+                      strerror(-err));
+            abort();
+        }
+    }
+}
+
+void runtime_modules_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, modules_register);
+}
+
+static void *arena_calloc(void *arena, size_t count, size_t size)
+{
+    return runtime_vars_calloc(arena, count, size);
+}
+
+/* What each module builds for one level, a location or a server's own
+ * answers, from its merged struct in `block` (conf_module_conf()): by
+ * the module's build step, else the struct itself, which the config
+ * keeps as long as the generation. */
+static int modules_build(struct runtime_vars *vars, const void *block, const void **out)
+{
+    struct http_module_arena arena = {arena_calloc, vars};
+    for (size_t m = 0; m < modules_count; m++) {
+        const struct http_module *mod = modules_list[m];
+        const void *conf = conf_module_conf(block, &mod->conf);
+        if (conf == NULL)
+            continue;
+        out[mod->index] = conf;
+        int err = mod->build != NULL ? mod->build(conf, &arena, &out[mod->index]) : 0;
+        if (err != 0)
+            return err;
+    }
+    return 0;
+}
 
 /* ------------------------------------------------------------ sites */
 
@@ -469,6 +520,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->locations = &site->locations[l];
             vhost->location_count = server->location_count;
             err = runtime_vars_rewrites(gen->vars, &server->rewrites, NULL, &vhost->rewrites);
+            if (err == 0)
+                err = modules_build(gen->vars, server->modules, vhost->modules);
             static const struct conf_location no_location; /* the server's add_header */
             if (err == 0)
                 err = runtime_vars_add_headers(gen->vars, config, server, &no_location,
@@ -530,6 +583,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                 }
                 if (err == 0)
                     err = runtime_limits_build(gen->limits, gen->vars, conf, loc);
+                if (err == 0)
+                    err = modules_build(gen->vars, conf->modules, loc->modules);
             }
         }
     }
@@ -687,7 +742,7 @@ struct site *find_site(struct generation *gen, const char *address)
  * and a reload catch what a start would. */
 int sites_build(struct generation *gen, const struct conf_config *config, unsigned workers)
 {
-    modules_init(); /* once: the router's steps, the filters' places */
+    runtime_modules_init(); /* once: the router's steps, the filters' places */
     size_t addresses = config->listen_address_count, listens = 0;
     size_t max_upstreams = 0;
     for (size_t s = 0; s < config->server_count; s++) {

@@ -10,6 +10,8 @@
 
 #include <corral.h>
 
+#include "conf/directive.h" /* struct conf_pos, struct conf_module */
+
 /* Types and defaults only: conf/ calls no proto function. */
 #include "proto/policy/access.h"
 #include "proto/http2/http2_conf.h"
@@ -21,12 +23,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* Where a directive or argument was written: for error messages. */
-struct conf_pos {
-    const char *file;   /* owned by the config (or the parse), never NULL */
-    unsigned line, col; /* 1-based */
-};
 
 /* A parse or validation failure: "file:line:col: message". */
 struct conf_error {
@@ -218,6 +214,9 @@ struct conf_location {
     struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
     /* error_page: its own, not the server's */
     struct conf_error_pages error_pages;
+    /* The registered modules' structs (conf_module_conf(), directive.h):
+     * its own settings, then inherited; NULL when none is registered. */
+    void *modules;
 };
 
 struct conf_listen {
@@ -299,6 +298,7 @@ struct conf_server {
     struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
     /* error_page: its own, not the top level's */
     struct conf_error_pages error_pages;
+    void *modules; /* the registered modules' structs, as a location's */
 };
 
 /* One admin listen beyond its address (conf_config.admin_listens). */
@@ -361,6 +361,7 @@ struct conf_config {
     struct conf_limits limits; /* limit_req, limit_conn at the top level */
     struct conf_limit_zone *limit_zones;
     size_t limit_zone_count;
+    void *modules; /* the registered modules' structs at the top level */
 
     char *path;   /* the main file, for messages and reloads; "<built-in>" */
     char **files; /* every file read, main first, as positions name them */

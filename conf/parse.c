@@ -560,6 +560,7 @@ void conf_free(struct conf_config *config)
 {
     if (config == NULL)
         return;
+    conf__modules_free(config); /* before the servers and locations go */
     free(config->user);
     free(config->group);
     free(config->pid_file);

@@ -74,13 +74,19 @@ void *conf__grow(struct conf_state *state, const struct conf_pos *pos, void *arr
 
 /* ----------------------------------------------------------------- lookup */
 
+/* conf/'s own tables, then the registered modules'. */
+static const struct conf_directive *table(size_t t)
+{
+    return t < conf__table_count ? conf__tables[t] : conf__module_table(t - conf__table_count);
+}
+
 /* The entry for `name` in `context`, or NULL; *elsewhere collects the
  * contexts where an entry of that name would have been allowed. */
 static const struct conf_directive *find(const char *name, unsigned context, unsigned *elsewhere)
 {
     *elsewhere = 0;
-    for (size_t t = 0; t < conf__table_count; t++) {
-        for (const struct conf_directive *d = conf__tables[t]; d->name != NULL; d++) {
+    for (size_t t = 0; t < conf__table_count + conf__module_table_count(); t++) {
+        for (const struct conf_directive *d = table(t); d->name != NULL; d++) {
             if (strcmp(d->name, name) != 0)
                 continue;
             if (d->contexts & context)
@@ -130,8 +136,8 @@ static const char *suggest(const char *name, unsigned context)
     unsigned limit = len < 5 ? 1 : 2;
     const char *best = NULL;
     unsigned best_score = UINT_MAX;
-    for (size_t t = 0; t < conf__table_count; t++) {
-        for (const struct conf_directive *d = conf__tables[t]; d->name != NULL; d++) {
+    for (size_t t = 0; t < conf__table_count + conf__module_table_count(); t++) {
+        for (const struct conf_directive *d = table(t); d->name != NULL; d++) {
             unsigned distance = edit_distance(name, d->name);
             if (distance > limit)
                 continue;
@@ -267,6 +273,8 @@ int conf__apply(struct conf_config *config, const struct conf_node *root, struct
         rc = conf__access_finish(&state);
     if (rc == 0)
         rc = conf__limit_finish(&state);
+    if (rc == 0)
+        rc = conf__modules_finish(&state);
     free(state.server_nodes);
     free(state.proxy_refs);
     conf__index_free(&state.locations);

@@ -35,101 +35,6 @@ struct conf_node {
 
 /* ------------------------------------------------------------- directives */
 
-/* The blocks a directive may appear in (bit set). */
-enum {
-    CONF_MAIN = 1u << 0,
-    CONF_SERVER = 1u << 1,
-    CONF_LOCATION = 1u << 2,
-    CONF_UPSTREAM = 1u << 3,
-    CONF_ADMIN = 1u << 4,
-};
-
-#define CONF_ARGS_MANY UINT_MAX
-
-struct conf_state;
-struct conf_directive;
-
-/* Applies one directive that passed the generic checks.  Returns 0, or -1
- * with the error written (see conf__error_at()). */
-typedef int (*conf_apply_fn)(struct conf_state *state, const struct conf_node *node,
-                             const struct conf_directive *directive);
-
-/* An extra check of an argument before the generic setter reads it.
- * Returns 0, or -1 with the error written. */
-typedef int (*conf_check_fn)(struct conf_state *state, const struct conf_arg *arg);
-
-/* What a directive's argument is, for the generic setter; the field's C
- * type follows from it. */
-enum conf_kind {
-    CONF_KIND_NONE,     /* the entry has an apply function of its own */
-    CONF_KIND_DURATION, /* uint32_t milliseconds, at least `min` */
-    CONF_KIND_SIZE,     /* size_t bytes, from `min` to `max` */
-    CONF_KIND_COUNT,    /* unsigned, from `min` to `max`; `zero_word` stands for 0 */
-    CONF_KIND_SWITCH,   /* bool: on|off */
-    CONF_KIND_KEYWORD,  /* an enum: the value of one of `keywords` */
-    CONF_KIND_FLAGS,    /* unsigned: one or more of `keywords`, their values or'ed */
-    CONF_KIND_STRING,   /* char *, malloc'd; empty refused when `what` is set */
-    CONF_KIND_PATH,     /* char *, resolved against the directory of its file;
-                           `zero_word` leaves it NULL */
-};
-
-/* The struct a field's offset is relative to; the block being applied
- * picks which one. */
-enum conf_base {
-    CONF_BASE_MAIN,     /* struct conf_config */
-    CONF_BASE_LIMITS,   /* struct http_limits: the server's, else the top level's */
-    CONF_BASE_PROXY,    /* struct proxy_conf: the location's, else the server's,
-                           else the top level's */
-    CONF_BASE_HTTP2,    /* struct http2_conf: the server's, else the top level's */
-    CONF_BASE_TLS,      /* struct conf_tls of the server */
-    CONF_BASE_LOCATION, /* struct conf_location */
-    CONF_BASE_UPSTREAM, /* struct conf_upstream */
-};
-
-/* One word a directive takes, and what it stands for. */
-struct conf_keyword {
-    const char *name;
-    int value;
-};
-
-/*
- * A table entry.  The same name may appear in several entries with disjoint
- * contexts ("listen" in server and in admin, "server" at top level and in
- * upstream); the context picks the entry.  Each module's table ends with an
- * entry whose name is NULL.
- *
- * An entry that sets one field says which (base, offset) and what its
- * argument is (kind and bounds), and conf__apply_setting() sets it, as
- * nginx's ngx_command_t does.  A directive that builds structure (a block,
- * a list, several fields at once) has its own apply function.
- */
-struct conf_directive {
-    const char *name;
-    unsigned contexts;           /* CONF_MAIN | ... */
-    unsigned min_args, max_args; /* max CONF_ARGS_MANY: no limit */
-    bool block;                  /* must be followed by "{ ... }"; otherwise by ";" */
-    bool repeat;                 /* may appear more than once in one block */
-    conf_apply_fn apply;         /* NULL: conf__apply_setting() */
-
-    /* For conf__apply_setting(): */
-    enum conf_kind kind;
-    enum conf_base base;
-    size_t offset;                       /* of the field in the base struct */
-    bool keep_pos;                       /* the argument's position goes to pos_offset too */
-    size_t pos_offset;                   /* of a struct conf_pos in the base struct */
-    uint64_t min, max;                   /* bounds of a count or size; max 0: none */
-    const char *what;                    /* the value's noun in messages ("worker count") */
-    const char *zero_word;               /* a word that stands for 0 or none ("auto", "off") */
-    const char *repeated;                /* CONF_KIND_FLAGS: the noun for a word given twice */
-    const struct conf_keyword *keywords; /* CONF_KIND_KEYWORD, CONF_KIND_FLAGS */
-    size_t keyword_count;
-    conf_check_fn check; /* NULL: none */
-};
-
-/* Table entries for conf__apply_setting(), one field each. */
-#define CONF_FIELD(type, field) .offset = offsetof(type, field)
-#define CONF_KEYWORDS(list)     .keywords = list, .keyword_count = sizeof(list) / sizeof(list[0])
-
 extern const struct conf_directive conf__core_directives[];
 extern const struct conf_directive conf__http_directives[];
 extern const struct conf_directive conf__tls_directives[];
@@ -263,6 +168,17 @@ void conf__inherit_settings(struct conf_state *state, size_t index);
 
 /* The child of `block` named `name` (the first), or NULL. */
 const struct conf_node *conf__find_child(const struct conf_node *block, const char *name);
+
+/* module.c: the registered modules' tables, searched after conf__tables
+ * (conf__module_table(), conf__module_table_count() of them); the struct
+ * a CONF_BASE_MODULE entry sets, in the block being applied (NULL: out of
+ * memory); the merge of every level once the config is applied; and
+ * freeing the structs of a config. */
+size_t conf__module_table_count(void);
+const struct conf_directive *conf__module_table(size_t index);
+char *conf__module_base(struct conf_state *state, const struct conf_directive *directive);
+int conf__modules_finish(struct conf_state *state);
+void conf__modules_free(struct conf_config *config);
 
 /* Finishing passes of the modules, run by conf__apply() in this order. */
 int conf__http_finish(struct conf_state *state);

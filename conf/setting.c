@@ -28,6 +28,7 @@ static char *base_of(struct conf_state *state, enum conf_base base)
     case CONF_BASE_TLS: return (char *)conf__block_tls(state);
     case CONF_BASE_LOCATION: return (char *)state->location;
     case CONF_BASE_UPSTREAM: return (char *)state->upstream;
+    case CONF_BASE_MODULE: break; /* conf__apply_setting() asks module.c */
     }
     return NULL;
 }
@@ -131,7 +132,10 @@ static int set_flags(struct conf_state *state, const struct conf_directive *dire
 int conf__apply_setting(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
 {
-    char *base = base_of(state, directive->base);
+    char *base = directive->base == CONF_BASE_MODULE ? conf__module_base(state, directive)
+                                                     : base_of(state, directive->base);
+    if (base == NULL)
+        return conf__error_at(state->error, &node->name.pos, "out of memory");
     char *field = base + directive->offset;
     const struct conf_arg *arg = &node->args[0];
     if (directive->check != NULL && directive->check(state, arg) != 0)

@@ -12,10 +12,11 @@
 #include "proto/policy/error_page.h"
 #include "proto/policy/limit.h"
 #include "proto/policy/rewrite.h"
+#include "proto/policy/server_timing.h"
 
 #include <pthread.h>
 
-const struct http_module *const modules_list[] = {
+struct http_module *const modules_list[] = {
     /* post-read, access: the client's address, then allow/deny */
     &access_module,
     /* server rewrite, find location: pages for what follows; its status
@@ -28,6 +29,8 @@ const struct http_module *const modules_list[] = {
     &limit_module,
     /* filter: the location's add_header lines; the router's own answers */
     &add_header_module,
+    /* filter: Server-Timing, after add_header, timing the head as sent */
+    &server_timing_module,
 };
 const size_t modules_count = sizeof(modules_list) / sizeof(modules_list[0]);
 

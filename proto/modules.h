@@ -11,7 +11,7 @@ struct http_module;
 
 /* Every module, in order: the order of their phase handlers within a
  * phase and of their response filters. */
-extern const struct http_module *const modules_list[];
+extern struct http_module *const modules_list[];
 extern const size_t modules_count;
 
 /* Builds what the router and the filter chain walk from modules_list

@@ -130,9 +130,13 @@ struct http_add_headers;
 struct http_vhost;
 struct http_location;
 
+/* How many modules (module.h) a build may have: each has its place in a
+ * location's and a vhost's `modules` (site.h). */
+#define HTTP_MODULES_MAX 16
+
 /* The per-exchange state slots of modules (exchange_slots.h), as nginx's
  * r->ctx[]: the exchange knows none of them. */
-#define EXCHANGE_CTX_SLOTS 4
+#define EXCHANGE_CTX_SLOTS 5
 
 /* ------------------------------------------------------ the filter chain */
 
@@ -215,6 +219,9 @@ struct exchange {
     uint64_t request_id[2];    /* $request_id, drawn when first read; 0: not yet */
     const char *upstream_addr; /* $upstream_addr: the server last tried; NULL: none */
     unsigned upstream_status;  /* $upstream_status; 0: none */
+    /* How long the upstream took to send that status's head, from the
+     * first try (loop clock); valid while upstream_status is not 0. */
+    uint64_t upstream_header_ms;
     /* Where the router (router.h) routed the exchange: its vhost, and its
      * location (NULL: none yet, or none found). */
     const struct http_vhost *vhost;

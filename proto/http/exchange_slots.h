@@ -11,7 +11,7 @@ enum exchange_slot {
     EXCHANGE_SLOT_ERROR_PAGE, /* error_page.c: struct error_page_state */
     EXCHANGE_SLOT_ADD_HEADER, /* add_header.c: the rules (struct http_add_headers) */
     EXCHANGE_SLOT_ADD_EARLY,  /* add_header.c: their values read early */
-    EXCHANGE_SLOTS,
+    EXCHANGE_SLOTS,           /* then those http_module_init() gives (module.h) */
 };
 
 /* The order of the response filter chain (exchange.h) is the order of

@@ -4,6 +4,7 @@
  * walks a flat array of steps as before, with nothing looked up.
  */
 #include "proto/http/module.h"
+#include "proto/http/exchange_slots.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -16,8 +17,10 @@ static void add_step(enum router_phase phase, router_phase_fn fn)
     router_table.steps[router_table.step_count++] = (struct router_step){phase, fn};
 }
 
-void http_module_init(const struct http_module *const *modules, size_t count)
+void http_module_init(struct http_module *const *modules, size_t count)
 {
+    if (count > HTTP_MODULES_MAX)
+        abort();
     router_table.step_count = 0;
     for (unsigned p = 0; p < ROUTER_PHASES; p++) {
         enum router_phase phase = (enum router_phase)p;
@@ -36,9 +39,15 @@ void http_module_init(const struct http_module *const *modules, size_t count)
 
     router_table.release_count = 0;
     router_table.answer = NULL;
-    unsigned place = 0;
+    unsigned place = 0, slot = EXCHANGE_SLOTS;
     for (size_t m = 0; m < count; m++) {
-        const struct http_module *mod = modules[m];
+        struct http_module *mod = modules[m];
+        mod->index = (unsigned)m;
+        if (mod->has_slot) {
+            if (slot >= EXCHANGE_CTX_SLOTS)
+                abort(); /* struct exchange's ctx[] is to grow */
+            mod->slot = slot++;
+        }
         if (mod->release != NULL) {
             if (router_table.release_count >= ROUTER_RELEASES_MAX)
                 abort();

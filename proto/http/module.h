@@ -3,14 +3,19 @@
  * ngx_http_module_t and h2o's handler and filter lists, in one struct: its
  * phase handlers (router.h), its response filter (exchange.h), what it
  * releases when an exchange ends, and the router's own error answers it
- * decorates.  proto/modules.c holds the one list of modules; its order is
+ * decorates; its configuration (its directive table and its struct per
+ * level, created and merged by conf/) and the build step that turns a
+ * level's struct into what its handlers read per request.
+ * proto/modules.c holds the one list of modules; its order is
  * the order of the phase handlers within a phase and of the filters.
  */
 #ifndef CORRAL_PROTO_MODULE_H
 #define CORRAL_PROTO_MODULE_H
 
+#include "conf/directive.h" /* struct conf_module: no proto/ type, no cycle */
 #include "proto/http/exchange.h"
 #include "proto/http/router.h"
+#include "proto/http/site.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,11 +26,36 @@ struct http_phase_handler {
     router_phase_fn fn;
 };
 
+/* What a build step may allocate from: memory that lives as long as the
+ * sites it builds for. */
+struct http_module_arena {
+    void *(*calloc)(void *arena, size_t count, size_t size);
+    void *arena;
+};
+
 struct http_module {
     const char *name;
+    /* Its place in the list, given by http_module_init(): where its
+     * build lands in http_location.modules and http_vhost.modules. */
+    unsigned index;
+    /* Its directives and its struct per level (conf/directive.h), which
+     * the daemon registers with conf/ before parsing; conf.size 0: it
+     * has no configuration. */
+    struct conf_module conf;
+    /* From the merged struct of a location (or, for the answers no
+     * location gives, of a server) to what the module reads for its
+     * requests, into *out (NULL: nothing to do there).  NULL: *out is
+     * the struct itself, which the config keeps as long as the sites.
+     * Returns 0 or -errno, having logged why. */
+    int (*build)(const void *conf, const struct http_module_arena *arena, const void **out);
     /* Its phase handlers, in the order they run within their phase. */
     const struct http_phase_handler *phases;
     size_t phase_count;
+    /* It keeps state per exchange: http_module_init() gives it a context
+     * slot of its own (exchange_ctx()), after those enum exchange_slot
+     * names. */
+    bool has_slot;
+    unsigned slot;
     /* Its response filter, or NULL.  Its place in the chain (`order`) is
      * given by http_module_init(), from the module's place in the list:
      * the filter struct is the module's, written once, before any
@@ -50,6 +80,14 @@ struct http_module {
  * framer's refusal last in it, the content handler last of all); the
  * release list; the answer hook; and gives each filter its place.  Call
  * once before any exchange (proto/modules.c does, under pthread_once). */
-void http_module_init(const struct http_module *const *modules, size_t count);
+void http_module_init(struct http_module *const *modules, size_t count);
+
+/* What `module` built for the exchange's location, else (none found
+ * yet, or none) for its vhost; NULL: nothing. */
+static inline const void *http_module_built(const struct exchange *ex,
+                                            const struct http_module *module)
+{
+    return ex->loc != NULL ? ex->loc->modules[module->index] : ex->vhost->modules[module->index];
+}
 
 #endif

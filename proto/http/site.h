@@ -39,6 +39,9 @@ struct http_location {
     /* error_page: its own, else its server's; NULL: none */
     const struct http_error_pages *error_pages;
     bool named; /* "@name": searched for no request, reached by error_page only */
+    /* What each module built for it (module.h), by the module's index;
+     * NULL: nothing. */
+    const void *modules[HTTP_MODULES_MAX];
 };
 
 struct http_rewrites;
@@ -61,6 +64,9 @@ struct http_vhost {
      * certificates) share it: a connection that SNI gave one may ask any of
      * its group (site_route_vhost()).  0 for every vhost of a plain site. */
     unsigned tls_group;
+    /* What each module built for the answers no location gives, by the
+     * module's index (module.h); NULL: nothing. */
+    const void *modules[HTTP_MODULES_MAX];
 };
 
 struct access_conf;

@@ -211,7 +211,7 @@ static const struct http_phase_handler access_phases[] = {
     {ROUTER_ACCESS, access_phase},
 };
 
-const struct http_module access_module = {
+struct http_module access_module = {
     .name = "access",
     .phases = access_phases,
     .phase_count = sizeof(access_phases) / sizeof(access_phases[0]),

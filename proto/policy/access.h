@@ -79,6 +79,6 @@ bool access_net_contains(const struct access_net *net, const struct sockaddr *ad
 
 /* The module (module.h): the real client address (post-read) and allow/deny (access phase). */
 struct http_module;
-extern const struct http_module access_module;
+extern struct http_module access_module;
 
 #endif

@@ -154,7 +154,7 @@ static void answer_with_rules(struct exchange *ex, const struct http_request *re
         ex, req, ex->loc != NULL ? ex->loc->add_headers : ex->vhost->add_headers, status);
 }
 
-const struct http_module add_header_module = {
+struct http_module add_header_module = {
     .name = "add_header",
     .filter = &add_header_filter,
     .release = add_header_release,

@@ -53,6 +53,6 @@ void add_header_release(struct exchange *ex);
 /* The module (module.h): its header filter, and the router's own answers with the location's lines.
  */
 struct http_module;
-extern const struct http_module add_header_module;
+extern struct http_module add_header_module;
 
 #endif

@@ -275,7 +275,7 @@ static const struct http_phase_handler error_page_phases[] = {
     {ROUTER_FIND_LOCATION, error_page_phase},
 };
 
-const struct http_module error_page_module = {
+struct http_module error_page_module = {
     .name = "error_page",
     .phases = error_page_phases,
     .phase_count = sizeof(error_page_phases) / sizeof(error_page_phases[0]),

@@ -58,6 +58,6 @@ void error_page_release(struct exchange *ex);
 
 /* The module (module.h): its phase handler, its status filter, what it keeps per exchange. */
 struct http_module;
-extern const struct http_module error_page_module;
+extern struct http_module error_page_module;
 
 #endif

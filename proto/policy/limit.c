@@ -290,7 +290,7 @@ static const struct http_phase_handler limit_phases[] = {
     {ROUTER_LIMITS, limit_phase},
 };
 
-const struct http_module limit_module = {
+struct http_module limit_module = {
     .name = "limit",
     .phases = limit_phases,
     .phase_count = 1,

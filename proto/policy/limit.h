@@ -112,6 +112,6 @@ void limit_release(struct exchange *ex);
 
 /* The module (module.h): the limits phase and what a delay holds. */
 struct http_module;
-extern const struct http_module limit_module;
+extern struct http_module limit_module;
 
 #endif

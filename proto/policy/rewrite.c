@@ -188,7 +188,7 @@ static const struct http_phase_handler rewrite_phases[] = {
     {ROUTER_REWRITE, rewrite_location_phase},
 };
 
-const struct http_module rewrite_module = {
+struct http_module rewrite_module = {
     .name = "rewrite",
     .phases = rewrite_phases,
     .phase_count = sizeof(rewrite_phases) / sizeof(rewrite_phases[0]),

@@ -47,6 +47,6 @@ int rewrite_location_phase(struct router_walk *w);
 
 /* The module (module.h): the server's and the location's rewrite phases. */
 struct http_module;
-extern const struct http_module rewrite_module;
+extern struct http_module rewrite_module;
 
 #endif

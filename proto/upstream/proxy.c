@@ -157,6 +157,7 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
     if (proxy_head_response(px->loc, head, &headers, &len) != 0)
         return -ENOMEM;
     px->ex->upstream_status = head->status; /* $upstream_status */
+    px->ex->upstream_header_ms = corral_loop_now(exchange_loop(px->ex)) - px->started_ms;
     exchange_begin_coded(px->ex, head->status, headers != NULL ? headers : "", len,
                          head->content_length, head->codings);
     free(headers);

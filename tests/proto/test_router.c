@@ -422,9 +422,9 @@ static int count_phase(struct router_walk *w)
 START_TEST(module_phase_handler_runs)
 {
     static const struct http_phase_handler phases[] = {{ROUTER_ACCESS, count_phase}};
-    static const struct http_module teapot = {
+    static struct http_module teapot = {
         .name = "teapot", .phases = phases, .phase_count = 1};
-    const struct http_module *const list[] = {&teapot, &access_module};
+    struct http_module *const list[] = {&teapot, &access_module};
     http_module_init(list, 2);
     ck_assert(router_table.answer == NULL); /* no add_header in this list */
     struct exchange ex = route("/new/page", 0);
