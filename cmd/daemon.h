@@ -21,7 +21,6 @@ struct site {
     struct http_site http;
     struct http_vhost *vhosts;
     struct http_location *locations;   /* all vhosts' locations, one array */
-    struct http_return *returns;       /* one per return location */
     struct proxy_location *proxies;    /* one per proxy_pass location */
     struct http_header *proxy_headers; /* proxy_set_header of all of them */
     struct http_str *proxy_hides;      /* proxy_hide_header of all of them */

@@ -50,22 +50,36 @@ static void *arena_calloc(void *arena, size_t count, size_t size)
     return runtime_vars_calloc(arena, count, size);
 }
 
-/* What each module builds for one level, a location or a server's own
- * answers, from its merged struct in `block` (conf_module_conf()): by
- * the module's build step, else the struct itself, which the config
- * keeps as long as the generation. */
-static int modules_build(struct runtime_vars *vars, const void *block, const void **out)
+static int arena_compile(void *arena, const char *text, const struct conf_pos *pos,
+                         const char *directive, const struct vars_template **out)
 {
-    struct http_module_arena arena = {arena_calloc, vars};
+    return runtime_vars_compile(arena, text, pos, directive, out);
+}
+
+/* What each module builds for one level, a location (`loc`) or a
+ * server's own answers (`loc` NULL), from its merged struct in `block`
+ * (conf_module_conf()): by the module's build step, else the struct
+ * itself, which the config keeps as long as the generation.  A module
+ * with a content handler that builds something for a location gives it
+ * its handler. */
+static int modules_build(struct runtime_vars *vars, const void *block, const void **out,
+                         struct http_location *loc)
+{
+    struct http_module_build b = {arena_calloc, arena_compile, vars, loc};
     for (size_t m = 0; m < modules_count; m++) {
         const struct http_module *mod = modules_list[m];
         const void *conf = conf_module_conf(block, &mod->conf);
         if (conf == NULL)
             continue;
         out[mod->index] = conf;
-        int err = mod->build != NULL ? mod->build(conf, &arena, &out[mod->index]) : 0;
+        int err = mod->build != NULL ? mod->build(conf, &b, &out[mod->index]) : 0;
         if (err != 0)
             return err;
+        if (mod->content != NULL && loc != NULL && out[mod->index] != NULL) {
+            assert(loc->handler == NULL); /* conf/ allows one content directive */
+            loc->handler = mod->content;
+            loc->handler_data = (void *)(uintptr_t)out[mod->index];
+        }
     }
     return 0;
 }
@@ -96,7 +110,6 @@ static void site_free(struct site *site)
     free(site->address);
     free(site->vhosts);
     free(site->locations);
-    free(site->returns);
 }
 
 /* A server listening on a site's address: the server's index and its
@@ -463,15 +476,14 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                       struct upstream_chains *chains, unsigned workers)
 {
     /* A vhost for each server listening here. */
-    size_t vhost_count = entry_count, location_count = 0, return_count = 0, proxy_count = 0;
+    size_t vhost_count = entry_count, location_count = 0, proxy_count = 0;
     size_t header_count = 0, hide_count = 0;
     for (size_t e = 0; e < entry_count; e++) {
         const struct conf_server *server = &config->servers[entries[e].server];
         location_count += server->location_count;
         for (size_t l = 0; l < server->location_count; l++) {
             const struct conf_location *loc = &server->locations[l];
-            return_count += loc->handler == CONF_HANDLER_RETURN;
-            proxy_count += loc->handler == CONF_HANDLER_PROXY;
+            proxy_count += loc->proxy_pass != NULL;
             header_count += loc->set_header_count;
             hide_count += loc->hide_header_count;
         }
@@ -481,13 +493,11 @@ static int site_build(struct site *site, struct generation *gen, const struct co
     assert(vhost_count > 0); /* `address` is one that a server listens on */
     site->vhosts = calloc(vhost_count, sizeof(*site->vhosts));
     site->locations = calloc(location_count ? location_count : 1, sizeof(*site->locations));
-    site->returns = calloc(return_count ? return_count : 1, sizeof(*site->returns));
     site->proxies = calloc(proxy_count ? proxy_count : 1, sizeof(*site->proxies));
     site->proxy_headers = calloc(header_count ? header_count : 1, sizeof(*site->proxy_headers));
     site->proxy_hides = calloc(hide_count ? hide_count : 1, sizeof(*site->proxy_hides));
     if (site->address == NULL || site->vhosts == NULL || site->locations == NULL ||
-        site->returns == NULL || site->proxies == NULL || site->proxy_headers == NULL ||
-        site->proxy_hides == NULL)
+        site->proxies == NULL || site->proxy_headers == NULL || site->proxy_hides == NULL)
         return -ENOMEM;
 
     const struct conf_server **vhost_servers = calloc(vhost_count, sizeof(*vhost_servers));
@@ -501,7 +511,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
         free(named);
         return -ENOMEM;
     }
-    size_t v = 0, l = 0, r = 0, p = 0, headers_used = 0, hides_used = 0;
+    size_t v = 0, l = 0, p = 0, headers_used = 0, hides_used = 0;
     int err = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (size_t e = 0; e < entry_count && err == 0; e++) {
@@ -521,7 +531,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->location_count = server->location_count;
             err = runtime_vars_rewrites(gen->vars, &server->rewrites, NULL, &vhost->rewrites);
             if (err == 0)
-                err = modules_build(gen->vars, server->modules, vhost->modules);
+                err = modules_build(gen->vars, server->modules, vhost->modules, NULL);
             static const struct conf_location no_location; /* the server's add_header */
             if (err == 0)
                 err = runtime_vars_add_headers(gen->vars, config, server, &no_location,
@@ -557,21 +567,9 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                 if (err == 0)
                     err = error_pages_build(gen->vars, config, server, conf, named, named_count,
                                             vhost, &loc->error_pages);
-                if (err == 0 && conf->handler == CONF_HANDLER_RETURN) {
-                    struct http_return *ret = &site->returns[r++];
-                    *ret = (struct http_return){
-                        .status = conf->return_code,
-                        .text = conf->return_text,
-                        .text_len = conf->return_text ? strlen(conf->return_text) : 0,
-                        .add_headers = add_headers};
-                    if (conf->return_text != NULL)
-                        err = runtime_vars_compile(gen->vars, conf->return_text,
-                                                   &conf->return_text_pos, "return", &ret->value);
-                    if (err == 0 && ret->value != NULL && vars_template_uses_captures(ret->value))
-                        ret->captures = loc->regex;
-                    loc->handler = &http_return_handler;
-                    loc->handler_data = ret;
-                } else if (err == 0 && conf->handler == CONF_HANDLER_PROXY) {
+                /* proxy_pass: its upstreams are the generation's, shared by
+                 * the locations that name the same one. */
+                if (err == 0 && conf->proxy_pass != NULL) {
                     struct proxy_upstream *upstream;
                     err = upstream_get(gen, config, conf, workers, chains, &upstream);
                     if (err == 0)
@@ -581,10 +579,11 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     loc->handler = &proxy_handler;
                     loc->handler_data = &site->proxies[p++];
                 }
+                /* Its handler is known before the limits look at it. */
+                if (err == 0)
+                    err = modules_build(gen->vars, conf->modules, loc->modules, loc);
                 if (err == 0)
                     err = runtime_limits_build(gen->limits, gen->vars, conf, loc);
-                if (err == 0)
-                    err = modules_build(gen->vars, conf->modules, loc->modules);
             }
         }
     }
@@ -748,7 +747,7 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
     for (size_t s = 0; s < config->server_count; s++) {
         listens += config->servers[s].listen_count;
         for (size_t l = 0; l < config->servers[s].location_count; l++)
-            max_upstreams += config->servers[s].locations[l].handler == CONF_HANDLER_PROXY;
+            max_upstreams += config->servers[s].locations[l].proxy_pass != NULL;
     }
     int vars_err = runtime_vars_new(config, &gen->vars);
     if (vars_err == 0)

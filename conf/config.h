@@ -142,12 +142,6 @@ struct conf_upstream {
     struct conf_pos pos;
 };
 
-enum conf_handler {
-    CONF_HANDLER_NONE,
-    CONF_HANDLER_RETURN,
-    CONF_HANDLER_PROXY,
-};
-
 /* access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME]: one of a level's. */
 struct conf_access_log {
     char *path;
@@ -173,10 +167,10 @@ struct conf_location {
     bool regex;    /* "location ~ RE" (caseless: "~* RE"): path is the regex */
     bool caseless;
     struct conf_pos path_pos;
-    enum conf_handler handler;
-    unsigned return_code; /* return CODE ["TEXT"] */
-    char *return_text;    /* may be NULL (empty body); may hold $variables */
-    struct conf_pos return_text_pos;
+    /* The directive that gives it its content handler ("return",
+     * "proxy_pass": those whose entry says `content`); NULL: none. */
+    const char *content;
+    struct conf_pos content_pos;
     char *proxy_pass; /* "http[s]://name_or_address[:port]" as written, without a path */
     /* Which of the config's distinct proxy_pass strings it is (0 to
      * conf_config.proxy_target_count - 1), and the upstream block it names

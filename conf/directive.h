@@ -15,13 +15,33 @@
 #include <stdint.h>
 
 struct conf_node;
-struct conf_arg;
 
 /* Where a directive or argument was written: for error messages. */
 struct conf_pos {
     const char *file;   /* owned by the config (or the parse), never NULL */
     unsigned line, col; /* 1-based */
 };
+
+/* A word as written, unescaped, and where it starts. */
+struct conf_arg {
+    char *text;
+    struct conf_pos pos;
+};
+
+/* What a module's own apply function (conf_directive.module_apply) finds
+ * wrong: `message`, reported at `at` (one of its arguments' positions;
+ * NULL: the directive's name). */
+struct conf_module_error {
+    char message[256];
+    const struct conf_pos *at;
+};
+
+/* Applies a directive of a module that sets more than one field, to the
+ * module's struct at the level it is written at (`conf`), once the
+ * generic checks passed (its form, its argument count, where it may be).
+ * Returns 0, or -1 with `error` filled in. */
+typedef int (*conf_module_apply_fn)(void *conf, const struct conf_arg *args, size_t count,
+                                    struct conf_module_error *error);
 
 /* The blocks a directive may appear in (bit set). */
 enum {
@@ -100,6 +120,12 @@ struct conf_directive {
     bool block;                  /* must be followed by "{ ... }"; otherwise by ";" */
     bool repeat;                 /* may appear more than once in one block */
     conf_apply_fn apply;         /* NULL: conf__apply_setting() */
+    /* It gives a location its content handler (return, proxy_pass): one
+     * of them per location, which conf_location.content names. */
+    bool content;
+    /* CONF_BASE_MODULE entries that set several fields: the module's own
+     * apply function, given its struct; NULL: the generic setter. */
+    conf_module_apply_fn module_apply;
 
     /* For conf__apply_setting(): */
     enum conf_kind kind;

@@ -435,44 +435,12 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
     if (rc != 0)
         return -1;
     /* One with rewrites only hands its requests on (or answers 404). */
-    if (location->handler == CONF_HANDLER_NONE && location->rewrites.count == 0)
+    if (location->content == NULL && location->rewrites.count == 0)
         return conf__error_at(state->error, &node->name.pos,
                               "location \"%s\" has no \"return\", \"proxy_pass\" or "
                               "\"rewrite\"",
                               path->text);
     return conf__proxy_check_location(state, location, node);
-}
-
-/* return CODE ["TEXT"] */
-static int apply_return(struct conf_state *state, const struct conf_node *node,
-                        const struct conf_directive *directive)
-{
-    (void)directive;
-    struct conf_location *location = state->location;
-    const struct conf_arg *code = &node->args[0];
-    if (location->handler == CONF_HANDLER_PROXY)
-        return conf__error_at(state->error, &node->name.pos,
-                              "\"return\" cannot be combined with \"proxy_pass\" in one location");
-    /* A 1xx status never ends an exchange: the client would wait for the
-     * final response. */
-    if (conf__parse_uint(code->text, &location->return_code) != 0 || location->return_code < 200 ||
-        location->return_code > 599)
-        return conf__error_at(state->error, &code->pos,
-                              "invalid status code \"%s\" (expected 200 to 599)", code->text);
-    location->handler = CONF_HANDLER_RETURN;
-    if (node->arg_count == 1)
-        return 0;
-    /* A redirect's text becomes its Location line: a CR or LF in it would
-     * start header lines of its own. */
-    unsigned c = location->return_code;
-    bool redirect = c == 301 || c == 302 || c == 303 || c == 307 || c == 308;
-    for (const char *p = node->args[1].text; redirect && *p != '\0'; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            return conf__error_at(state->error, &node->args[1].pos,
-                                  "a redirect target cannot hold control characters");
-    location->return_text_pos = node->args[1].pos;
-    location->return_text = conf__strdup(state, &node->args[1].pos, node->args[1].text);
-    return location->return_text != NULL ? 0 : -1;
 }
 
 /* ------------------------------------------------------------------ finish */
@@ -567,8 +535,6 @@ const struct conf_directive conf__http_directives[] = {
      .apply = apply_server_name},
     {.name = "location", .contexts = CONF_SERVER, .min_args = 1, .max_args = 2, .block = true,
      .repeat = true, .apply = apply_location},
-    {.name = "return", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 2,
-     .apply = apply_return},
     {.name = NULL},
 };
 /* clang-format on */

@@ -511,7 +511,6 @@ static void access_logs_free(struct conf_access_logs *logs)
 static void location_free(struct conf_location *location)
 {
     free(location->path);
-    free(location->return_text);
     free(location->proxy_pass);
     free(location->proxy_uri);
     /* The module's struct holds const pointers; the config owns them. */

@@ -89,9 +89,6 @@ static int apply_proxy_pass(struct conf_state *state, const struct conf_node *no
     (void)directive;
     struct conf_location *location = state->location;
     const struct conf_arg *arg = &node->args[0];
-    if (location->handler == CONF_HANDLER_RETURN)
-        return conf__error_at(state->error, &node->name.pos,
-                              "\"proxy_pass\" cannot be combined with \"return\" in one location");
     int scheme = (int)scheme_length(arg->text);
     const char *authority = arg->text + scheme;
     if (scheme == 0 || *authority == '\0')
@@ -149,7 +146,6 @@ static int apply_proxy_pass(struct conf_state *state, const struct conf_node *no
             return -1;
         state->proxy_refs = refs;
     }
-    location->handler = CONF_HANDLER_PROXY;
     if (refs != NULL)
         refs[state->proxy_ref_count++] = (struct conf_proxy_ref){
             .url = location->proxy_pass,
@@ -416,7 +412,7 @@ int conf__proxy_finish(struct conf_state *state)
 
 const struct conf_directive conf__proxy_directives[] = {
     {.name = "proxy_pass", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
-     .apply = apply_proxy_pass},
+     .content = true, .apply = apply_proxy_pass},
     {.name = "proxy_set_header", .contexts = CONF_LOCATION, .min_args = 2, .max_args = 2,
      .repeat = true, .apply = apply_proxy_set_header},
     {.name = "proxy_hide_header", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,

@@ -230,6 +230,23 @@ static int check_unknown(struct conf_state *state, const struct conf_node *node,
     return conf__error_at(state->error, &node->name.pos, "unknown directive \"%s\"", name);
 }
 
+/* A location has one content handler: the directive that gives it one is
+ * the only one of its kind there. */
+static int check_content(struct conf_state *state, const struct conf_node *node,
+                         const struct conf_directive *directive)
+{
+    struct conf_location *location = state->location;
+    if (location == NULL)
+        return 0;
+    if (location->content != NULL)
+        return conf__error_at(state->error, &node->name.pos,
+                              "\"%s\" cannot be combined with \"%s\" in one location",
+                              directive->name, location->content);
+    location->content = directive->name;
+    location->content_pos = node->name.pos;
+    return 0;
+}
+
 int conf__apply_block(struct conf_state *state, const struct conf_node *block, unsigned context)
 {
     for (size_t i = 0; i < block->child_count; i++) {
@@ -254,6 +271,8 @@ int conf__apply_block(struct conf_state *state, const struct conf_node *block, u
                     conf__where(where, sizeof(where), &node->name.pos, &first->name.pos));
             }
         }
+        if (directive->content && check_content(state, node, directive) != 0)
+            return -1;
         conf_apply_fn apply = directive->apply != NULL ? directive->apply : conf__apply_setting;
         if (apply(state, node, directive) != 0)
             return -1;

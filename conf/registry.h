@@ -12,12 +12,6 @@
 
 /* ------------------------------------------------------------------ tree */
 
-/* A word as written, unescaped, and where it starts. */
-struct conf_arg {
-    char *text;
-    struct conf_pos pos;
-};
-
 /*
  * One directive: `name args;` or `name args { children }`.  Included files
  * are already spliced in, so a block's children may come from several files

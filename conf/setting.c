@@ -136,6 +136,13 @@ int conf__apply_setting(struct conf_state *state, const struct conf_node *node,
                                                      : base_of(state, directive->base);
     if (base == NULL)
         return conf__error_at(state->error, &node->name.pos, "out of memory");
+    if (directive->module_apply != NULL) {
+        struct conf_module_error error = {.at = NULL};
+        if (directive->module_apply(base, node->args, node->arg_count, &error) == 0)
+            return 0;
+        return conf__error_at(state->error, error.at != NULL ? error.at : &node->name.pos, "%s",
+                              error.message);
+    }
     char *field = base + directive->offset;
     const struct conf_arg *arg = &node->args[0];
     if (directive->check != NULL && directive->check(state, arg) != 0)

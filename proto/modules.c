@@ -11,6 +11,7 @@
 #include "proto/policy/add_header.h"
 #include "proto/policy/error_page.h"
 #include "proto/policy/limit.h"
+#include "proto/policy/return.h"
 #include "proto/policy/rewrite.h"
 #include "proto/policy/server_timing.h"
 
@@ -31,6 +32,8 @@ struct http_module *const modules_list[] = {
     &add_header_module,
     /* filter: Server-Timing, after add_header, timing the head as sent */
     &server_timing_module,
+    /* content: return CODE ["TEXT"] */
+    &return_module,
 };
 const size_t modules_count = sizeof(modules_list) / sizeof(modules_list[0]);
 

@@ -543,19 +543,4 @@ static inline void exchange_tunnel_close(struct exchange *ex)
  * client_host op gives.  `len` is at least INET6_ADDRSTRLEN. */
 void exchange_format_client(const corral_conn *conn, char *buf, size_t len);
 
-/* ------------------------------------------------------- built-in handlers */
-
-/* The handler of `return CODE "TEXT"`: handler_data is a struct http_return. */
-struct vars_template;
-struct http_regex;
-struct http_return {
-    unsigned status;
-    const char *text;
-    size_t text_len;
-    const struct vars_template *value;          /* the text with $variables; NULL: none */
-    const struct http_add_headers *add_headers; /* NULL: none */
-    const struct http_regex *captures; /* the location's regex, when `value` reads its groups */
-};
-extern const struct http_handler http_return_handler;
-
 #endif

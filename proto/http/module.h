@@ -26,11 +26,20 @@ struct http_phase_handler {
     router_phase_fn fn;
 };
 
-/* What a build step may allocate from: memory that lives as long as the
- * sites it builds for. */
-struct http_module_arena {
+/* What a build step gets besides its module's struct. */
+struct vars_template;
+struct http_module_build {
+    /* Memory that lives as long as the sites it builds for. */
     void *(*calloc)(void *arena, size_t count, size_t size);
+    /* Compiles `text`, which may hold $variables, written at `pos` for
+     * `directive` (its name in messages): *out NULL when it holds none.
+     * Returns 0 or -errno, the problem logged at `pos`. */
+    int (*compile)(void *arena, const char *text, const struct conf_pos *pos, const char *directive,
+                   const struct vars_template **out);
     void *arena;
+    /* The location being built, its regex and add_header lines set; NULL
+     * when a server's own answers are. */
+    const struct http_location *loc;
 };
 
 struct http_module {
@@ -47,7 +56,11 @@ struct http_module {
      * requests, into *out (NULL: nothing to do there).  NULL: *out is
      * the struct itself, which the config keeps as long as the sites.
      * Returns 0 or -errno, having logged why. */
-    int (*build)(const void *conf, const struct http_module_arena *arena, const void **out);
+    int (*build)(const void *conf, const struct http_module_build *b, const void **out);
+    /* Its content handler, or NULL: a location for which build gives
+     * something gets it, with that as handler_data (one per location:
+     * conf/ refuses a second directive with `content` in its entry). */
+    const struct http_handler *content;
     /* Its phase handlers, in the order they run within their phase. */
     const struct http_phase_handler *phases;
     size_t phase_count;

@@ -5,6 +5,9 @@
  */
 #include "../helpers.h"
 #include "conf/config.h"
+#include "proto/http/module.h"
+#include "proto/modules.h"
+#include "proto/policy/return.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,6 +19,14 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------- helpers */
+
+/* A location's return, which the return module's struct holds. */
+static const struct return_conf *return_of(const struct conf_location *l)
+{
+    const struct return_conf *r = conf_module_conf(l->modules, &return_module.conf);
+    ck_assert_ptr_nonnull(r);
+    return r;
+}
 
 /* In-memory files for include; the list ends with a NULL path. */
 struct memfile {
@@ -570,19 +581,19 @@ START_TEST(full_server)
     const struct conf_location *l = &s->locations[0];
     ck_assert_str_eq(l->path, "/healthz");
     ck_assert(!l->exact);
-    ck_assert_int_eq(l->handler, CONF_HANDLER_RETURN);
-    ck_assert_uint_eq(l->return_code, 200);
-    ck_assert_str_eq(l->return_text, "ok\n");
+    ck_assert_str_eq(l->content, "return");
+    ck_assert_uint_eq(return_of(l)->code, 200);
+    ck_assert_str_eq(return_of(l)->text, "ok\n");
     ck_assert_uint_eq(l->pos.line, 13);
     ck_assert_uint_eq(l->pos.col, 5);
     l = &s->locations[1];
     ck_assert_str_eq(l->path, "/empty");
     ck_assert(l->exact);
-    ck_assert_uint_eq(l->return_code, 204);
-    ck_assert_ptr_null(l->return_text);
+    ck_assert_uint_eq(return_of(l)->code, 204);
+    ck_assert_ptr_null(return_of(l)->text);
     l = &s->locations[2];
     ck_assert_str_eq(l->path, "/");
-    ck_assert_int_eq(l->handler, CONF_HANDLER_PROXY);
+    ck_assert_str_eq(l->content, "proxy_pass");
     ck_assert_str_eq(l->proxy_pass, "http://app");
     ck_assert_uint_eq(l->set_header_count, 2);
     ck_assert_str_eq(l->set_headers[0].name, "X-Real-IP");
@@ -701,7 +712,7 @@ START_TEST(https_proxy_pass)
     const struct conf_server *s = &c->servers[0];
     ck_assert_uint_eq(s->location_count, 4);
     const struct conf_location *l = &s->locations[0];
-    ck_assert_int_eq(l->handler, CONF_HANDLER_PROXY);
+    ck_assert_str_eq(l->content, "proxy_pass");
     ck_assert_str_eq(l->proxy_pass, "https://app");
     ck_assert(l->proxy_tls.verify);
     ck_assert_str_eq(l->proxy_tls.server_name, "app.internal");
@@ -974,7 +985,7 @@ START_TEST(lexer_forms)
                  "\tworkers\t2 ;\r\n");
     ck_assert_str_eq(c->log_format, "single \"quoted\" 'x' \\ \t end");
     ck_assert_str_eq(c->servers[0].locations[0].path, "/a#b");
-    ck_assert_str_eq(c->servers[0].locations[0].return_text, "two\nlines");
+    ck_assert_str_eq(return_of(&c->servers[0].locations[0])->text, "two\nlines");
     ck_assert_uint_eq(c->workers, 2);
     conf_free(c);
 }
@@ -998,9 +1009,9 @@ START_TEST(default_text_parses)
     ck_assert_uint_eq(c->servers[0].location_count, 1);
     const struct conf_location *l = &c->servers[0].locations[0];
     ck_assert_str_eq(l->path, "/");
-    ck_assert_int_eq(l->handler, CONF_HANDLER_RETURN);
-    ck_assert_uint_eq(l->return_code, 200);
-    ck_assert_str_eq(l->return_text, "corral is running\n");
+    ck_assert_str_eq(l->content, "return");
+    ck_assert_uint_eq(return_of(l)->code, 200);
+    ck_assert_str_eq(return_of(l)->text, "corral is running\n");
     conf_free(c);
 }
 END_TEST
@@ -1702,7 +1713,7 @@ START_TEST(nested_includes_from_memory)
     ck_assert_str_eq(c->servers[0].listens[0].pos.file, "conf/sites/app.conf");
     ck_assert_uint_eq(c->servers[0].listens[0].pos.line, 1);
     ck_assert_uint_eq(c->servers[0].listens[0].pos.col, 8);
-    ck_assert_str_eq(c->servers[0].locations[0].return_text, "included");
+    ck_assert_str_eq(return_of(&c->servers[0].locations[0])->text, "included");
     ck_assert_uint_eq(c->file_count, 5);
     ck_assert_str_eq(c->files[0], "conf/main.conf");
     ck_assert_str_eq(c->files[1], "conf/conf.d/core.conf");
@@ -2208,6 +2219,12 @@ END_TEST
 
 Suite *test_suite(void)
 {
+    /* The modules that bring their directives (return...), as the daemon
+     * registers them before its first parse. */
+    modules_init();
+    for (size_t m = 0; m < modules_count; m++)
+        if (conf_module_register(&modules_list[m]->conf) != 0)
+            abort();
     Suite *suite = suite_create("conf");
 
     TCase *valid = tcase_create("valid");

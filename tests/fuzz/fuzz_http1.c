@@ -6,6 +6,7 @@
  * input's response is read until the server closes.
  */
 #include "proto/modules.h"
+#include "proto/policy/return.h"
 #include "proto/http1/http1.h"
 #include "proto/upstream/proxy.h"
 

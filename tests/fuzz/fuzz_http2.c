@@ -6,6 +6,7 @@
  * server closes.
  */
 #include "proto/modules.h"
+#include "proto/policy/return.h"
 #include "proto/http1/http1.h"
 #include "proto/http2/http2.h"
 #include "proto/upstream/proxy.h"

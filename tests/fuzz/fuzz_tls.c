@@ -8,6 +8,7 @@
  * server that never closes is wedged: abort.
  */
 #include "proto/modules.h"
+#include "proto/policy/return.h"
 #include "proto/http1/http1.h"
 #include "proto/tls/tls.h"
 

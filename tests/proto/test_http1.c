@@ -7,6 +7,7 @@
  */
 #include "../helpers.h"
 #include "proto/modules.h"
+#include "proto/policy/return.h"
 #include "proto/policy/access_log.h"
 #include "proto/http1/http1.h"
 
