@@ -122,19 +122,20 @@ char *conf__module_base(struct conf_state *state, const struct conf_directive *d
     return NULL; /* not a registered module's entry: a table's mistake */
 }
 
-/* Merges each module's struct of `block` with `parent`'s (NULL: defaults);
- * a module's complaint is reported at `pos`. */
-static int merge(struct conf_state *state, void **slot, const void *parent,
-                 const struct conf_pos *pos)
+/* Merges each module's struct of the block at `slot` with `parent`'s
+ * (NULL: defaults); a module's complaint is reported at `pos`. */
+static int merge(struct conf_state *state, const struct conf_pos *pos, void *slot,
+                 const void *parent_slot)
 {
     char *block = block_of(slot);
     if (block == NULL)
         return conf__error_at(state->error, pos, "out of memory");
+    const char *parent = parent_slot != NULL ? *(char *const *)parent_slot : NULL;
     for (size_t m = 0; m < block_count(block); m++) {
         if (modules[m]->merge == NULL)
             continue;
         char message[256] = "";
-        const char *from = parent != NULL ? (const char *)parent + offsets[m] : NULL;
+        const char *from = parent != NULL ? parent + offsets[m] : NULL;
         if (modules[m]->merge(block + offsets[m], from, message, sizeof(message)) != 0)
             return conf__error_at(state->error, pos, "%s", message);
     }
@@ -147,19 +148,15 @@ int conf__modules_finish(struct conf_state *state)
     if (module_count == 0)
         return 0;
     struct conf_pos top = {config->path != NULL ? config->path : "<config>", 1, 1};
-    if (merge(state, &config->modules, NULL, &top) != 0)
+    if (merge(state, &top, &config->modules, NULL) != 0)
         return -1;
-    for (size_t s = 0; s < config->server_count; s++) {
-        struct conf_server *server = &config->servers[s];
-        if (merge(state, &server->modules, config->modules, &server->pos) != 0)
-            return -1;
-        for (size_t l = 0; l < server->location_count; l++) {
-            struct conf_location *location = &server->locations[l];
-            if (merge(state, &location->modules, server->modules, &location->pos) != 0)
-                return -1;
-        }
-    }
-    return 0;
+    static const struct conf_levels levels = {
+        offsetof(struct conf_config, modules),
+        offsetof(struct conf_server, modules),
+        offsetof(struct conf_location, modules),
+        merge,
+    };
+    return conf__levels_merge(state, &levels);
 }
 
 static void block_free(void *block)

@@ -363,29 +363,38 @@ int conf__proxy_check_location(struct conf_state *state, const struct conf_locat
     return 0;
 }
 
+static int inherit(struct conf_state *state, const struct conf_pos *pos, void *child,
+                   const void *parent)
+{
+    (void)state, (void)pos;
+    struct proxy_conf *location = child;
+    struct proxy_conf own = *location;
+    *location = *(const struct proxy_conf *)parent;
+    if (own.response_head_limit != 0)
+        location->response_head_limit = own.response_head_limit;
+    if (own.next_upstream & PROXY_NEXT_WRITTEN)
+        location->next_upstream = own.next_upstream;
+    if (own.next_upstream_tries != 0)
+        location->next_upstream_tries = own.next_upstream_tries;
+    if (own.next_upstream_timeout_ms != 0)
+        location->next_upstream_timeout_ms = own.next_upstream_timeout_ms;
+    return 0;
+}
+
 int conf__proxy_finish(struct conf_state *state)
 {
     /* A location takes its server's settings, which hold the top level's
      * where the server sets none (conf__http_finish() ran first), and
      * keeps its own proxy_buffer_size and proxy_next_upstream*: a tries
      * or timeout of 0 (no limit) in a location takes the server's. */
-    const struct conf_config *config = state->config;
-    for (size_t s = 0; s < config->server_count; s++) {
-        const struct conf_server *server = &config->servers[s];
-        for (size_t l = 0; l < server->location_count; l++) {
-            struct conf_location *location = &server->locations[l];
-            struct proxy_conf own = location->proxy;
-            location->proxy = server->http.proxy;
-            if (own.response_head_limit != 0)
-                location->proxy.response_head_limit = own.response_head_limit;
-            if (own.next_upstream & PROXY_NEXT_WRITTEN)
-                location->proxy.next_upstream = own.next_upstream;
-            if (own.next_upstream_tries != 0)
-                location->proxy.next_upstream_tries = own.next_upstream_tries;
-            if (own.next_upstream_timeout_ms != 0)
-                location->proxy.next_upstream_timeout_ms = own.next_upstream_timeout_ms;
-        }
-    }
+    static const struct conf_levels levels = {
+        SIZE_MAX, /* a server's are merged setting by setting (conf__inherit_settings()) */
+        offsetof(struct conf_server, http.proxy),
+        offsetof(struct conf_location, proxy),
+        inherit,
+    };
+    if (conf__levels_merge(state, &levels) != 0)
+        return -1;
     for (size_t i = 0; i < state->proxy_ref_count; i++) {
         const struct conf_proxy_ref *ref = &state->proxy_refs[i];
         int scheme = (int)scheme_length(ref->url);

@@ -163,6 +163,18 @@ void conf__inherit_settings(struct conf_state *state, size_t index);
 /* The child of `block` named `name` (the first), or NULL. */
 const struct conf_node *conf__find_child(const struct conf_node *block, const char *name);
 
+/* levels.c: a struct that each level holds at these offsets, merged by
+ * conf__levels_merge(): each server's with the top level's (none when
+ * in_config is SIZE_MAX: the servers' need no merge), then each
+ * location's with its server's, by `merge` (`pos`: the child's block,
+ * for messages).  The top level's own is its owner's to finish first. */
+struct conf_levels {
+    size_t in_config, in_server, in_location;
+    int (*merge)(struct conf_state *state, const struct conf_pos *pos, void *child,
+                 const void *parent);
+};
+int conf__levels_merge(struct conf_state *state, const struct conf_levels *levels);
+
 /* module.c: the registered modules' tables, searched after conf__tables
  * (conf__module_table(), conf__module_table_count() of them); the struct
  * a CONF_BASE_MODULE entry sets, in the block being applied (NULL: out of
