@@ -7,6 +7,7 @@
 
 #include "conf/config.h"
 #include "proto/policy/access_log.h"
+#include "proto/http/router.h"
 #include "proto/http/site.h"
 #include "proto/upstream/proxy.h"
 
@@ -21,6 +22,7 @@ struct site {
     struct http_site http;
     struct http_vhost *vhosts;
     struct http_location *locations;   /* all vhosts' locations, one array */
+    struct router_table router;        /* its vhosts' steps: the modules it uses */
     struct proxy_location *proxies;    /* one per proxy_pass location */
     struct http_header *proxy_headers; /* proxy_set_header of all of them */
     struct http_str *proxy_hides;      /* proxy_hide_header of all of them */

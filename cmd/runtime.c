@@ -63,7 +63,7 @@ static int arena_compile(void *arena, const char *text, const struct conf_pos *p
  * with a content handler that builds something for a location gives it
  * its handler. */
 static int modules_build(struct runtime_vars *vars, const void *block, const void **out,
-                         struct http_location *loc)
+                         struct http_location *loc, uint32_t *used)
 {
     struct http_module_build b = {arena_calloc, arena_compile, vars, loc};
     for (size_t m = 0; m < modules_count; m++) {
@@ -75,6 +75,8 @@ static int modules_build(struct runtime_vars *vars, const void *block, const voi
         int err = mod->build != NULL ? mod->build(conf, &b, &out[mod->index]) : 0;
         if (err != 0)
             return err;
+        if (out[mod->index] != NULL)
+            *used |= UINT32_C(1) << mod->index;
         if (mod->content != NULL && loc != NULL && out[mod->index] != NULL) {
             assert(loc->handler == NULL); /* conf/ allows one content directive */
             loc->handler = mod->content;
@@ -513,6 +515,12 @@ static int site_build(struct site *site, struct generation *gen, const struct co
     }
     size_t v = 0, l = 0, p = 0, headers_used = 0, hides_used = 0;
     int err = 0;
+    /* The modules in the site's steps: those without a configuration,
+     * and those that build something for one of its vhosts or locations. */
+    uint32_t used = 0;
+    for (size_t m = 0; m < modules_count; m++)
+        if (modules_list[m]->conf.size == 0)
+            used |= UINT32_C(1) << m;
     for (int pass = 0; pass < 2; pass++) {
         for (size_t e = 0; e < entry_count && err == 0; e++) {
             size_t s = entries[e].server;
@@ -531,7 +539,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->location_count = server->location_count;
             err = runtime_vars_rewrites(gen->vars, &server->rewrites, NULL, &vhost->rewrites);
             if (err == 0)
-                err = modules_build(gen->vars, server->modules, vhost->modules, NULL);
+                err = modules_build(gen->vars, server->modules, vhost->modules, NULL, &used);
             static const struct conf_location no_location; /* the server's add_header */
             if (err == 0)
                 err = runtime_vars_add_headers(gen->vars, config, server, &no_location,
@@ -581,12 +589,15 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                 }
                 /* Its handler is known before the limits look at it. */
                 if (err == 0)
-                    err = modules_build(gen->vars, conf->modules, loc->modules, loc);
+                    err = modules_build(gen->vars, conf->modules, loc->modules, loc, &used);
                 if (err == 0)
                     err = runtime_limits_build(gen->limits, gen->vars, conf, loc);
             }
         }
     }
+    http_module_table(&site->router, modules_list, modules_count, used);
+    for (size_t i = 0; i < vhost_count; i++)
+        site->vhosts[i].router = &site->router;
     const struct conf_listen *first = site_listen(config, &entries[0]);
     site->http = (struct http_site){.vhosts = site->vhosts,
                                     .vhost_count = vhost_count,

@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* One phase handler of a module. */
 struct http_phase_handler {
@@ -55,6 +56,8 @@ struct http_module {
      * location gives, of a server) to what the module reads for its
      * requests, into *out (NULL: nothing to do there).  NULL: *out is
      * the struct itself, which the config keeps as long as the sites.
+     * A module with a configuration for which no vhost or location of a
+     * site builds anything is left out of that site's steps.
      * Returns 0 or -errno, having logged why. */
     int (*build)(const void *conf, const struct http_module_build *b, const void **out);
     /* Its content handler, or NULL: a location for which build gives
@@ -94,6 +97,13 @@ struct http_module {
  * release list; the answer hook; and gives each filter its place.  Call
  * once before any exchange (proto/modules.c does, under pthread_once). */
 void http_module_init(struct http_module *const *modules, size_t count);
+
+/* Builds into `t` the router's steps, releases and answer hook of the
+ * modules whose bit (by index) is set in `used`, in the same order as
+ * http_module_init() does for all of them (which must have run): a
+ * site's own table, without what its config never turns on. */
+void http_module_table(struct router_table *t, struct http_module *const *modules, size_t count,
+                       uint32_t used);
 
 /* What `module` built for the exchange's location, else (none found
  * yet, or none) for its vhost; NULL: nothing. */

@@ -53,10 +53,13 @@ struct router_uri {
     char small[2][512];
 };
 
+struct router_table;
+
 /* One walk, on the stack of whoever started it: valid only while its
  * phase handlers run. */
 struct router_walk {
     struct exchange *ex;
+    const struct router_table *table;    /* the vhost's (http_vhost.router), else router_table */
     struct http_request req;             /* as the walk has it: its URI maybe rewritten */
     const struct http_request *received; /* as the walk got it: for the log */
     unsigned refuse;   /* the framer refuses the request (413): answered once found */
@@ -80,11 +83,14 @@ struct router_release {
 #define ROUTER_STEPS_MAX    32
 #define ROUTER_RELEASES_MAX 16
 
-/* What the router walks, built once from the list of modules
- * (http_module_init(), module.h) before any exchange: the phase handlers
- * in the order they run, grouped by phase; what each module releases when
- * an exchange ends or is redirected; and the module that makes the
- * router's own answers (NULL: exchange_respond_error()). */
+/* What the router walks, built from the list of modules (module.h): the
+ * phase handlers in the order they run, grouped by phase; what each
+ * module releases when an exchange ends or is redirected; and the module
+ * that makes the router's own answers (NULL: exchange_respond_error()).
+ * `router_table`, with every module, is built once before any exchange
+ * (http_module_init()); a site may have its own without the modules its
+ * config leaves off (http_module_table(), http_vhost.router), so that a
+ * module nothing turns on costs its requests nothing. */
 struct router_table {
     struct router_step steps[ROUTER_STEPS_MAX];
     size_t step_count;

@@ -21,6 +21,7 @@
 
 struct http_regex;
 struct limit_location;
+struct router_table;
 
 struct http_location {
     const char *path; /* the prefix or exact path; for a regex, as written */
@@ -64,6 +65,10 @@ struct http_vhost {
      * certificates) share it: a connection that SNI gave one may ask any of
      * its group (site_route_vhost()).  0 for every vhost of a plain site. */
     unsigned tls_group;
+    /* The router's steps for its requests: its site's, without the
+     * modules none of its site's vhosts turns on (module.h); NULL: the
+     * one with every module. */
+    const struct router_table *router;
     /* What each module built for the answers no location gives, by the
      * module's index (module.h); NULL: nothing. */
     const void *modules[HTTP_MODULES_MAX];

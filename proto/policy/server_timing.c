@@ -38,6 +38,15 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
     return 0;
 }
 
+/* Where it is off there is nothing to do: a site where it is on nowhere
+ * leaves the module out of its steps. */
+static int build(const void *conf, const struct http_module_build *b, const void **out)
+{
+    (void)b;
+    *out = ((const struct server_timing_conf *)conf)->on ? conf : NULL;
+    return 0;
+}
+
 /* ----------------------------------------------------------- per request */
 
 /* The filter's header line: how long since the walk reached the module
@@ -113,6 +122,7 @@ struct http_module server_timing_module = {
             .size = sizeof(struct server_timing_conf),
             .merge = merge,
         },
+    .build = build,
     .has_slot = true,
     .phases = server_timing_phases,
     .phase_count = 1,

@@ -287,6 +287,26 @@ START_TEST(router_answer_is_timed)
 }
 END_TEST
 
+/* A site whose config turns the module on nowhere has a table without
+ * it: one step fewer, and its requests never see the module, whatever a
+ * location holds. */
+START_TEST(site_without_it_leaves_it_out)
+{
+    static struct router_table all, without;
+    http_module_table(&all, modules_list, modules_count, UINT32_MAX);
+    http_module_table(&without, modules_list, modules_count,
+                      ~(UINT32_C(1) << server_timing_module.index));
+    ck_assert_uint_eq(without.step_count + 1, all.step_count);
+    vhost.router = &without;
+    route("/on");
+    ck_assert_str_eq(seen.headers, "X-Handler: 1\r\n");
+    memset(&seen, 0, sizeof(seen));
+    vhost.router = &all;
+    route("/on");
+    check_timing_line(seen.headers, "\r\n");
+}
+END_TEST
+
 /* The module's filter comes after add_header's: it times the head as
  * the filters before it made it. */
 START_TEST(filter_follows_add_header)
@@ -318,6 +338,7 @@ Suite *test_suite(void)
     tcase_add_test(filter, interim_head_is_left_alone);
     tcase_add_test(filter, router_answer_is_timed);
     tcase_add_test(filter, filter_follows_add_header);
+    tcase_add_test(filter, site_without_it_leaves_it_out);
     suite_add_tcase(suite, filter);
     return suite;
 }
