@@ -62,27 +62,33 @@ static int arena_compile(void *arena, const char *text, const struct conf_pos *p
  * itself, which the config keeps as long as the generation.  A module
  * with a content handler that builds something for a location gives it
  * its handler. */
-static int modules_build(struct runtime_vars *vars, const void *block, const void **out,
+static int modules_build(struct runtime_vars *vars, const void *block, const void *const **modules,
                          struct http_location *loc, uint32_t *used)
 {
     struct http_module_build b = {arena_calloc, arena_compile, vars, loc};
+    const void **out = NULL; /* made when a module first builds something */
     for (size_t m = 0; m < modules_count; m++) {
         const struct http_module *mod = modules_list[m];
         const void *conf = conf_module_conf(block, &mod->conf);
         if (conf == NULL)
             continue;
-        out[mod->index] = conf;
-        int err = mod->build != NULL ? mod->build(conf, &b, &out[mod->index]) : 0;
+        const void *built = conf;
+        int err = mod->build != NULL ? mod->build(conf, &b, &built) : 0;
         if (err != 0)
             return err;
-        if (out[mod->index] != NULL)
-            *used |= UINT32_C(1) << mod->index;
-        if (mod->content != NULL && loc != NULL && out[mod->index] != NULL) {
+        if (built == NULL)
+            continue;
+        if (out == NULL && (out = runtime_vars_calloc(vars, modules_count, sizeof(*out))) == NULL)
+            return -ENOMEM;
+        out[mod->index] = built;
+        *used |= UINT32_C(1) << mod->index;
+        if (mod->content != NULL && loc != NULL) {
             assert(loc->handler == NULL); /* conf/ allows one content directive */
             loc->handler = mod->content;
-            loc->handler_data = (void *)(uintptr_t)out[mod->index];
+            loc->handler_data = (void *)(uintptr_t)built;
         }
     }
+    *modules = out;
     return 0;
 }
 
@@ -106,9 +112,6 @@ static const struct {
 static void site_free(struct site *site)
 {
     tls_server_free(site->http.tls);
-    free(site->proxies);
-    free(site->proxy_headers);
-    free(site->proxy_hides);
     free(site->address);
     free(site->vhosts);
     free(site->locations);
@@ -240,10 +243,11 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
 }
 
 /* One proxy_pass location on `upstream`, with its settings and its own
- * header rewriting. */
-static int proxy_build(struct site *site, struct runtime_vars *vars, size_t index,
-                       const struct conf_location *loc, const struct http_regex *location_regex,
-                       struct proxy_upstream *upstream, size_t *headers_used, size_t *hides_used)
+ * header rewriting, into *out: owned by `vars`, as long as the
+ * generation. */
+static int proxy_build(struct runtime_vars *vars, const struct conf_location *loc,
+                       const struct http_regex *location_regex, struct proxy_upstream *upstream,
+                       const struct http_add_headers *add_headers, struct proxy_location **out)
 {
     const struct vars_template **values = NULL;
     for (size_t i = 0; i < loc->set_header_count; i++) {
@@ -262,17 +266,19 @@ static int proxy_build(struct site *site, struct runtime_vars *vars, size_t inde
     for (size_t i = 0; values != NULL && i < loc->set_header_count; i++)
         if (values[i] != NULL && vars_template_uses_captures(values[i]))
             captures = location_regex;
-    struct http_header *headers = &site->proxy_headers[*headers_used];
+    struct proxy_location *px = runtime_vars_calloc(vars, 1, sizeof(*px));
+    struct http_header *headers =
+        runtime_vars_calloc(vars, loc->set_header_count + 1, sizeof(*headers));
+    struct http_str *hides = runtime_vars_calloc(vars, loc->hide_header_count + 1, sizeof(*hides));
+    if (px == NULL || headers == NULL || hides == NULL)
+        return -ENOMEM;
     for (size_t i = 0; i < loc->set_header_count; i++)
         headers[i] =
             (struct http_header){{loc->set_headers[i].name, strlen(loc->set_headers[i].name)},
                                  {loc->set_headers[i].value, strlen(loc->set_headers[i].value)}};
-    struct http_str *hides = &site->proxy_hides[*hides_used];
     for (size_t i = 0; i < loc->hide_header_count; i++)
         hides[i] = (struct http_str){loc->hide_headers[i], strlen(loc->hide_headers[i])};
-    *headers_used += loc->set_header_count;
-    *hides_used += loc->hide_header_count;
-    site->proxies[index] = (struct proxy_location){
+    *px = (struct proxy_location){
         .upstream = upstream,
         .conf = loc->proxy,
         .set_headers = headers,
@@ -286,7 +292,9 @@ static int proxy_build(struct site *site, struct runtime_vars *vars, size_t inde
         .captures = captures,
         .strip = {loc->path, strlen(loc->path)},
         .uri = {loc->proxy_uri, loc->proxy_uri != NULL ? strlen(loc->proxy_uri) : 0},
+        .add_headers = add_headers,
     };
+    *out = px;
     return 0;
 }
 
@@ -478,28 +486,15 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                       struct upstream_chains *chains, unsigned workers)
 {
     /* A vhost for each server listening here. */
-    size_t vhost_count = entry_count, location_count = 0, proxy_count = 0;
-    size_t header_count = 0, hide_count = 0;
-    for (size_t e = 0; e < entry_count; e++) {
-        const struct conf_server *server = &config->servers[entries[e].server];
-        location_count += server->location_count;
-        for (size_t l = 0; l < server->location_count; l++) {
-            const struct conf_location *loc = &server->locations[l];
-            proxy_count += loc->proxy_pass != NULL;
-            header_count += loc->set_header_count;
-            hide_count += loc->hide_header_count;
-        }
-    }
+    size_t vhost_count = entry_count, location_count = 0;
+    for (size_t e = 0; e < entry_count; e++)
+        location_count += config->servers[entries[e].server].location_count;
     listen_options_from(config, entries, entry_count, &site->listen_options);
     site->address = strdup(address);
     assert(vhost_count > 0); /* `address` is one that a server listens on */
     site->vhosts = calloc(vhost_count, sizeof(*site->vhosts));
     site->locations = calloc(location_count ? location_count : 1, sizeof(*site->locations));
-    site->proxies = calloc(proxy_count ? proxy_count : 1, sizeof(*site->proxies));
-    site->proxy_headers = calloc(header_count ? header_count : 1, sizeof(*site->proxy_headers));
-    site->proxy_hides = calloc(hide_count ? hide_count : 1, sizeof(*site->proxy_hides));
-    if (site->address == NULL || site->vhosts == NULL || site->locations == NULL ||
-        site->proxies == NULL || site->proxy_headers == NULL || site->proxy_hides == NULL)
+    if (site->address == NULL || site->vhosts == NULL || site->locations == NULL)
         return -ENOMEM;
 
     const struct conf_server **vhost_servers = calloc(vhost_count, sizeof(*vhost_servers));
@@ -513,7 +508,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
         free(named);
         return -ENOMEM;
     }
-    size_t v = 0, l = 0, p = 0, headers_used = 0, hides_used = 0;
+    size_t v = 0, l = 0;
     int err = 0;
     /* The modules in the site's steps: those without a configuration,
      * and those that build something for one of its vhosts or locations. */
@@ -539,7 +534,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->location_count = server->location_count;
             err = runtime_vars_rewrites(gen->vars, &server->rewrites, NULL, &vhost->rewrites);
             if (err == 0)
-                err = modules_build(gen->vars, server->modules, vhost->modules, NULL, &used);
+                err = modules_build(gen->vars, server->modules, &vhost->modules, NULL, &used);
             static const struct conf_location no_location; /* the server's add_header */
             if (err == 0)
                 err = runtime_vars_add_headers(gen->vars, config, server, &no_location,
@@ -579,17 +574,16 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                  * the locations that name the same one. */
                 if (err == 0 && conf->proxy_pass != NULL) {
                     struct proxy_upstream *upstream;
+                    struct proxy_location *px = NULL;
                     err = upstream_get(gen, config, conf, workers, chains, &upstream);
                     if (err == 0)
-                        err = proxy_build(site, gen->vars, p, conf, loc->regex, upstream,
-                                          &headers_used, &hides_used);
-                    site->proxies[p].add_headers = add_headers;
+                        err = proxy_build(gen->vars, conf, loc->regex, upstream, add_headers, &px);
                     loc->handler = &proxy_handler;
-                    loc->handler_data = &site->proxies[p++];
+                    loc->handler_data = px;
                 }
                 /* Its handler is known before the limits look at it. */
                 if (err == 0)
-                    err = modules_build(gen->vars, conf->modules, loc->modules, loc, &used);
+                    err = modules_build(gen->vars, conf->modules, &loc->modules, loc, &used);
                 if (err == 0)
                     err = runtime_limits_build(gen->limits, gen->vars, conf, loc);
             }

@@ -110,7 +110,8 @@ void http_module_table(struct router_table *t, struct http_module *const *module
 static inline const void *http_module_built(const struct exchange *ex,
                                             const struct http_module *module)
 {
-    return ex->loc != NULL ? ex->loc->modules[module->index] : ex->vhost->modules[module->index];
+    const void *const *built = ex->loc != NULL ? ex->loc->modules : ex->vhost->modules;
+    return built != NULL ? built[module->index] : NULL;
 }
 
 #endif

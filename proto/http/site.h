@@ -40,9 +40,10 @@ struct http_location {
     /* error_page: its own, else its server's; NULL: none */
     const struct http_error_pages *error_pages;
     bool named; /* "@name": searched for no request, reached by error_page only */
-    /* What each module built for it (module.h), by the module's index;
-     * NULL: nothing. */
-    const void *modules[HTTP_MODULES_MAX];
+    /* What each module built for it (module.h), by the module's index
+     * (each NULL: nothing); NULL when no module built anything.  A
+     * pointer, so that the location search's array stays small. */
+    const void *const *modules;
 };
 
 struct http_rewrites;
@@ -69,9 +70,9 @@ struct http_vhost {
      * modules none of its site's vhosts turns on (module.h); NULL: the
      * one with every module. */
     const struct router_table *router;
-    /* What each module built for the answers no location gives, by the
-     * module's index (module.h); NULL: nothing. */
-    const void *modules[HTTP_MODULES_MAX];
+    /* What each module built for the answers no location gives, as a
+     * location's `modules`. */
+    const void *const *modules;
 };
 
 struct access_conf;

@@ -204,21 +204,34 @@ static void setup(void)
     plain = (struct answer){0};
     proxied = (struct answer){.upstream = true};
     interim = (struct answer){.interim = true};
-    locs[LOC_ON] = (struct http_location){
-        .path = "/on", .path_len = 3, .handler = &answer_handler, .handler_data = &plain};
-    locs[LOC_ON].modules[m] = &on;
-    locs[LOC_OFF] = (struct http_location){
-        .path = "/off", .path_len = 4, .handler = &answer_handler, .handler_data = &plain};
-    locs[LOC_OFF].modules[m] = &off;
-    locs[LOC_PROXIED] = (struct http_location){
-        .path = "/proxied", .path_len = 8, .handler = &answer_handler, .handler_data = &proxied};
-    locs[LOC_PROXIED].modules[m] = &on;
-    locs[LOC_INTERIM] = (struct http_location){
-        .path = "/interim", .path_len = 8, .handler = &answer_handler, .handler_data = &interim};
-    locs[LOC_INTERIM].modules[m] = &on;
+    /* What the build gives: the struct where it is on (NULL where off;
+     * the struct saying off is taken as off too). */
+    static const void *built_on[HTTP_MODULES_MAX], *built_off[HTTP_MODULES_MAX];
+    built_on[m] = &on;
+    built_off[m] = &off;
+    locs[LOC_ON] = (struct http_location){.path = "/on",
+                                          .path_len = 3,
+                                          .handler = &answer_handler,
+                                          .handler_data = &plain,
+                                          .modules = built_on};
+    locs[LOC_OFF] = (struct http_location){.path = "/off",
+                                           .path_len = 4,
+                                           .handler = &answer_handler,
+                                           .handler_data = &plain,
+                                           .modules = built_off};
+    locs[LOC_PROXIED] = (struct http_location){.path = "/proxied",
+                                               .path_len = 8,
+                                               .handler = &answer_handler,
+                                               .handler_data = &proxied,
+                                               .modules = built_on};
+    locs[LOC_INTERIM] = (struct http_location){.path = "/interim",
+                                               .path_len = 8,
+                                               .handler = &answer_handler,
+                                               .handler_data = &interim,
+                                               .modules = built_on};
     /* The server says on: what no location takes (404) is timed too. */
-    vhost = (struct http_vhost){.locations = locs, .location_count = LOC_COUNT};
-    vhost.modules[m] = &on;
+    vhost =
+        (struct http_vhost){.locations = locs, .location_count = LOC_COUNT, .modules = built_on};
 }
 
 static void route(const char *target)
