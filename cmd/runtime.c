@@ -45,15 +45,42 @@ void runtime_modules_init(void)
     pthread_once(&once, modules_register);
 }
 
+/* What a module's build step allocates from and compiles with: the
+ * generation's, for the level being built (its location's regex groups
+ * are what $1... read unless a build says otherwise). */
+struct build_arena {
+    struct runtime_vars *vars;
+    const struct http_regex *captures; /* the location's regex; NULL: none */
+};
+
 static void *arena_calloc(void *arena, size_t count, size_t size)
 {
-    return runtime_vars_calloc(arena, count, size);
+    return runtime_vars_calloc(((struct build_arena *)arena)->vars, count, size);
+}
+
+static int arena_compile_with(void *arena, const char *text, const struct conf_pos *pos,
+                              const char *directive, const struct http_regex *captures, bool always,
+                              const struct vars_template **out)
+{
+    struct build_arena *a = arena;
+    runtime_vars_set_captures(a->vars, captures != NULL ? captures : a->captures);
+    int err = always ? runtime_vars_compile_any(a->vars, text, pos, directive, out)
+                     : runtime_vars_compile(a->vars, text, pos, directive, out);
+    runtime_vars_set_captures(a->vars, a->captures);
+    return err;
 }
 
 static int arena_compile(void *arena, const char *text, const struct conf_pos *pos,
                          const char *directive, const struct vars_template **out)
 {
-    return runtime_vars_compile(arena, text, pos, directive, out);
+    return arena_compile_with(arena, text, pos, directive, NULL, false, out);
+}
+
+static int arena_regex(void *arena, const char *pattern, bool caseless, const struct conf_pos *pos,
+                       const char *directive, const struct http_regex **out)
+{
+    return runtime_vars_regex(((struct build_arena *)arena)->vars, pattern, caseless, pos,
+                              directive, out);
 }
 
 /* What each module builds for one level, a location (`loc`) or a
@@ -65,7 +92,13 @@ static int arena_compile(void *arena, const char *text, const struct conf_pos *p
 static int modules_build(struct runtime_vars *vars, const void *block, const void *const **modules,
                          struct http_location *loc, uint32_t *used)
 {
-    struct http_module_build b = {arena_calloc, arena_compile, vars, loc};
+    struct build_arena arena = {vars, loc != NULL ? loc->regex : NULL};
+    struct http_module_build b = {.calloc = arena_calloc,
+                                  .compile = arena_compile,
+                                  .compile_with = arena_compile_with,
+                                  .regex = arena_regex,
+                                  .arena = &arena,
+                                  .loc = loc};
     const void **out = NULL; /* made when a module first builds something */
     for (size_t m = 0; m < modules_count; m++) {
         const struct http_module *mod = modules_list[m];
@@ -532,9 +565,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->access = access_conf_active(&server->access) ? &server->access : NULL;
             vhost->locations = &site->locations[l];
             vhost->location_count = server->location_count;
-            err = runtime_vars_rewrites(gen->vars, &server->rewrites, NULL, &vhost->rewrites);
-            if (err == 0)
-                err = modules_build(gen->vars, server->modules, &vhost->modules, NULL, &used);
+            err = modules_build(gen->vars, server->modules, &vhost->modules, NULL, &used);
             static const struct conf_location no_location; /* the server's add_header */
             if (err == 0)
                 err = runtime_vars_add_headers(gen->vars, config, server, &no_location,
@@ -560,9 +591,6 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     err = runtime_vars_regex(gen->vars, conf->path, conf->caseless, &conf->path_pos,
                                              "location", &loc->regex);
                 runtime_vars_set_captures(gen->vars, loc->regex);
-                if (err == 0)
-                    err = runtime_vars_rewrites(gen->vars, &conf->rewrites, loc->regex,
-                                                &loc->rewrites);
                 const struct http_add_headers *add_headers = NULL;
                 if (err == 0)
                     err = runtime_vars_add_headers(gen->vars, config, server, conf, &add_headers);

@@ -57,14 +57,6 @@ int runtime_vars_regex(struct runtime_vars *vars, const char *pattern, bool case
                        const struct conf_pos *pos, const char *directive,
                        const struct http_regex **out);
 
-/* The compiled rewrites of a server or location (NULL when there are
- * none), owned by `vars`; `location_regex` is the one whose groups the
- * location's other values read, restored after.  Returns 0, -EINVAL
- * (logged) or -ENOMEM. */
-int runtime_vars_rewrites(struct runtime_vars *vars, const struct conf_rewrites *conf,
-                          const struct http_regex *location_regex,
-                          const struct http_rewrites **out);
-
 /* The regex whose named groups are variables for the values compiled from
  * now on (one location's); NULL: none. */
 void runtime_vars_set_captures(struct runtime_vars *vars, const struct http_regex *re);

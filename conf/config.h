@@ -95,27 +95,6 @@ struct conf_limits {
     unsigned req_status, conn_status; /* limit_*_status; 0: inherited, else 503 */
 };
 
-/* rewrite REGEX REPLACEMENT [last|break|redirect|permanent] */
-enum conf_rewrite_flag {
-    CONF_REWRITE_NONE,
-    CONF_REWRITE_LAST,
-    CONF_REWRITE_BREAK,
-    CONF_REWRITE_REDIRECT,
-    CONF_REWRITE_PERMANENT,
-};
-
-struct conf_rewrite {
-    char *regex;
-    char *replacement; /* may hold $variables and the regex's groups */
-    enum conf_rewrite_flag flag;
-    struct conf_pos regex_pos, replacement_pos;
-};
-
-struct conf_rewrites {
-    struct conf_rewrite *items;
-    size_t count;
-};
-
 /* map $source $name { KEY VALUE; ... default VALUE; }: KEY is an exact
  * value, ~REGEX or ~*REGEX. */
 struct conf_map_entry {
@@ -171,6 +150,7 @@ struct conf_location {
      * "proxy_pass": those whose entry says `content`); NULL: none. */
     const char *content;
     struct conf_pos content_pos;
+    bool passes;      /* it has a directive that hands requests on (rewrite) */
     char *proxy_pass; /* "http[s]://name_or_address[:port]" as written, without a path */
     /* Which of the config's distinct proxy_pass strings it is (0 to
      * conf_config.proxy_target_count - 1), and the upstream block it names
@@ -197,7 +177,6 @@ struct conf_location {
     bool upgrade_set, upgrade_any;
     bool connection_set;                 /* proxy_set_header Connection, which goes with it */
     struct conf_add_headers add_headers; /* its own, not the server's */
-    struct conf_rewrites rewrites;
     /* Once parsed, the location's effective proxy settings: its server's,
      * with its own proxy_buffer_size if it has one (while parsing, 0 when
      * it has none). */
@@ -285,7 +264,6 @@ struct conf_server {
     struct conf_http http;
     struct conf_tls tls;
     struct conf_add_headers add_headers; /* its own, not the top level's */
-    struct conf_rewrites rewrites;
     struct conf_pos pos;
     struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
     struct conf_access_logs access_logs;

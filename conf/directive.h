@@ -123,6 +123,9 @@ struct conf_directive {
     /* It gives a location its content handler (return, proxy_pass): one
      * of them per location, which conf_location.content names. */
     bool content;
+    /* It may hand a location's requests on elsewhere (rewrite): a
+     * location with it needs no content handler (conf_location.passes). */
+    bool passes;
     /* CONF_BASE_MODULE entries that set several fields: the module's own
      * apply function, given its struct; NULL: the generic setter. */
     conf_module_apply_fn module_apply;

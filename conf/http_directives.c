@@ -435,7 +435,7 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
     if (rc != 0)
         return -1;
     /* One with rewrites only hands its requests on (or answers 404). */
-    if (location->content == NULL && location->rewrites.count == 0)
+    if (location->content == NULL && !location->passes)
         return conf__error_at(state->error, &node->name.pos,
                               "location \"%s\" has no \"return\", \"proxy_pass\" or "
                               "\"rewrite\"",

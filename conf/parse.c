@@ -530,7 +530,6 @@ static void location_free(struct conf_location *location)
     conf__access_free(&location->access);
     conf__limits_free(&location->limits);
     conf__free_add_headers(&location->add_headers);
-    conf__free_rewrites(&location->rewrites);
     access_logs_free(&location->access_logs);
     conf__free_error_pages(&location->error_pages);
 }
@@ -550,7 +549,6 @@ static void server_free(struct conf_server *server)
     conf__access_free(&server->access);
     conf__limits_free(&server->limits);
     conf__free_add_headers(&server->add_headers);
-    conf__free_rewrites(&server->rewrites);
     access_logs_free(&server->access_logs);
     conf__free_error_pages(&server->error_pages);
 }

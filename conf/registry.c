@@ -273,6 +273,8 @@ int conf__apply_block(struct conf_state *state, const struct conf_node *block, u
         }
         if (directive->content && check_content(state, node, directive) != 0)
             return -1;
+        if (directive->passes && state->location != NULL)
+            state->location->passes = true;
         conf_apply_fn apply = directive->apply != NULL ? directive->apply : conf__apply_setting;
         if (apply(state, node, directive) != 0)
             return -1;

@@ -237,7 +237,6 @@ int conf__check_header_name(struct conf_state *state, const struct conf_arg *arg
 /* vars_directives.c: frees what map and add_header hold. */
 void conf__free_add_headers(struct conf_add_headers *headers);
 void conf__free_maps(struct conf_config *config);
-void conf__free_rewrites(struct conf_rewrites *rewrites);
 
 /* error_page_directives.c: each "@name" an error_page names is a location
  * of every server whose pages they are; conf__free_error_pages() frees a

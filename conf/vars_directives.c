@@ -1,7 +1,7 @@
 /*
  * vars_directives.c: the directives whose values hold variables: `map`
- * blocks (top level), `add_header` (top level, server, location) and
- * `rewrite` (server, location).
+ * blocks (top level) and `add_header` (top level, server, location);
+ * `rewrite` is its module's (proto/policy/rewrite.c).
  * Their values are kept as written; the daemon compiles them, with every
  * $variable resolved, when it builds a generation.
  */
@@ -70,54 +70,6 @@ void conf__free_add_headers(struct conf_add_headers *headers)
     }
     free(headers->items);
     *headers = (struct conf_add_headers){0};
-}
-
-/* ------------------------------------------------------------------ rewrite */
-
-/* rewrite REGEX REPLACEMENT [last|break|redirect|permanent] */
-static int apply_rewrite(struct conf_state *state, const struct conf_node *node,
-                         const struct conf_directive *directive)
-{
-    (void)directive;
-    static const struct conf_keyword flags[] = {
-        {"last", CONF_REWRITE_LAST},
-        {"break", CONF_REWRITE_BREAK},
-        {"redirect", CONF_REWRITE_REDIRECT},
-        {"permanent", CONF_REWRITE_PERMANENT},
-    };
-    int flag = CONF_REWRITE_NONE;
-    if (node->arg_count == 3 && conf__arg_keyword(state, &node->args[2], "rewrite flag", flags,
-                                                  sizeof(flags) / sizeof(flags[0]), &flag) != 0)
-        return -1;
-    const struct conf_arg *regex = &node->args[0], *replacement = &node->args[1];
-    if (regex->text[0] == '\0')
-        return conf__error_at(state->error, &regex->pos, "empty rewrite regex");
-    if (check_value(state, replacement) != 0)
-        return -1;
-    struct conf_rewrites *list =
-        state->location != NULL ? &state->location->rewrites : &state->server->rewrites;
-    struct conf_rewrite *items =
-        conf__grow(state, &regex->pos, list->items, list->count, sizeof(*items));
-    if (items == NULL)
-        return -1;
-    list->items = items;
-    struct conf_rewrite *r = &items[list->count++];
-    r->flag = (enum conf_rewrite_flag)flag;
-    r->regex_pos = regex->pos;
-    r->replacement_pos = replacement->pos;
-    r->regex = conf__strdup(state, &regex->pos, regex->text);
-    r->replacement = conf__strdup(state, &replacement->pos, replacement->text);
-    return r->regex != NULL && r->replacement != NULL ? 0 : -1;
-}
-
-void conf__free_rewrites(struct conf_rewrites *rewrites)
-{
-    for (size_t i = 0; i < rewrites->count; i++) {
-        free(rewrites->items[i].regex);
-        free(rewrites->items[i].replacement);
-    }
-    free(rewrites->items);
-    *rewrites = (struct conf_rewrites){0};
 }
 
 /* ---------------------------------------------------------------------- map */
@@ -230,8 +182,6 @@ const struct conf_directive conf__vars_directives[] = {
      .repeat = true, .apply = apply_map},
     {.name = "add_header", .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION, .min_args = 2,
      .max_args = 3, .repeat = true, .apply = apply_add_header},
-    {.name = "rewrite", .contexts = CONF_SERVER | CONF_LOCATION, .min_args = 2, .max_args = 3,
-     .repeat = true, .apply = apply_rewrite},
     {.name = NULL},
 };
 /* clang-format on */

@@ -29,14 +29,24 @@ struct http_phase_handler {
 
 /* What a build step gets besides its module's struct. */
 struct vars_template;
+struct http_regex;
 struct http_module_build {
     /* Memory that lives as long as the sites it builds for. */
     void *(*calloc)(void *arena, size_t count, size_t size);
     /* Compiles `text`, which may hold $variables, written at `pos` for
-     * `directive` (its name in messages): *out NULL when it holds none.
-     * Returns 0 or -errno, the problem logged at `pos`. */
+     * `directive` (its name in messages), its $1... the location regex's
+     * groups: *out NULL when it holds none.  Returns 0 or -errno, the
+     * problem logged at `pos`. */
     int (*compile)(void *arena, const char *text, const struct conf_pos *pos, const char *directive,
                    const struct vars_template **out);
+    /* The same, its $1... the groups of `captures`, and *out never NULL
+     * with `always`. */
+    int (*compile_with)(void *arena, const char *text, const struct conf_pos *pos,
+                        const char *directive, const struct http_regex *captures, bool always,
+                        const struct vars_template **out);
+    /* Compiles the regex `pattern`, as compile() a text. */
+    int (*regex)(void *arena, const char *pattern, bool caseless, const struct conf_pos *pos,
+                 const char *directive, const struct http_regex **out);
     void *arena;
     /* The location being built, its regex and add_header lines set; NULL
      * when a server's own answers are. */

@@ -29,12 +29,11 @@ struct http_location {
     bool exact;
     const struct http_handler *handler;
     void *handler_data;
-    const struct access_conf *access;     /* real_ip, allow/deny; NULL: none */
-    bool no_regex;                        /* "^~": as the longest prefix, no regex is tried */
-    const struct http_regex *regex;       /* "~", "~*": tried in order after the prefixes */
-    const struct http_rewrites *rewrites; /* NULL: none */
-    const struct limit_location *limits;  /* limit_req, limit_conn; NULL: none */
-    struct access_log *access_log;        /* its access_log lines; NULL: its vhost's */
+    const struct access_conf *access;    /* real_ip, allow/deny; NULL: none */
+    bool no_regex;                       /* "^~": as the longest prefix, no regex is tried */
+    const struct http_regex *regex;      /* "~", "~*": tried in order after the prefixes */
+    const struct limit_location *limits; /* limit_req, limit_conn; NULL: none */
+    struct access_log *access_log;       /* its access_log lines; NULL: its vhost's */
     /* add_header for corral's own answers (403, a limit's 503); NULL: none */
     const struct http_add_headers *add_headers;
     /* error_page: its own, else its server's; NULL: none */
@@ -46,18 +45,15 @@ struct http_location {
     const void *const *modules;
 };
 
-struct http_rewrites;
-
 struct http_vhost {
     const char *const *names; /* exact names, "*.suffix" wildcards */
     size_t name_count;
     const struct http_location *locations;
     size_t location_count;
     struct http_limits limits;
-    const struct access_conf *access;     /* for requests no location takes; NULL: none */
-    unsigned stats_slot;                  /* its server's entry in http_stats.servers */
-    const struct http_rewrites *rewrites; /* the server's own; NULL: none */
-    struct access_log *access_log;        /* its server's access_log lines; NULL: the site's */
+    const struct access_conf *access; /* for requests no location takes; NULL: none */
+    unsigned stats_slot;              /* its server's entry in http_stats.servers */
+    struct access_log *access_log;    /* its server's access_log lines; NULL: the site's */
     /* add_header for the answers no location gives (404, 400...); NULL: none */
     const struct http_add_headers *add_headers;
     /* error_page for the answers no location gives; NULL: none */

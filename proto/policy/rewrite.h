@@ -6,6 +6,7 @@
 #ifndef CORRAL_PROTO_REWRITE_H
 #define CORRAL_PROTO_REWRITE_H
 
+#include "conf/directive.h"
 #include "proto/http/exchange.h"
 
 #include <stdbool.h>
@@ -33,6 +34,19 @@ struct http_rewrite {
 
 struct http_rewrites {
     const struct http_rewrite *items;
+    size_t count;
+};
+
+/* The rewrite lines of one level (server, location) as written: not
+ * inherited, as in nginx (a server's run in their own phase). */
+struct rewrite_line {
+    char *regex, *replacement; /* malloc'd; the replacement may hold $variables and $1... */
+    enum http_rewrite_flag flag;
+    struct conf_pos regex_pos, replacement_pos;
+};
+
+struct rewrite_conf {
+    struct rewrite_line *items;
     size_t count;
 };
 

@@ -8,6 +8,7 @@
 #include "proto/http/module.h"
 #include "proto/modules.h"
 #include "proto/policy/return.h"
+#include "proto/policy/rewrite.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -74,6 +75,41 @@ static const char *parse_error(const char *text, const struct memfile *files,
 }
 
 /* ------------------------------------------------------- valid configs */
+
+/* rewrite belongs to its module (proto/policy/rewrite.c), which conf/
+ * learns of by its registration: the lines of each level are the
+ * module's struct there, not inherited, and a location with rewrites
+ * only needs no content handler. */
+START_TEST(rewrite_is_its_modules)
+{
+    struct conf_config *c =
+        parse_ok("server {\n"
+                 "    listen 127.0.0.1:80;\n"
+                 "    rewrite ^/a(.*) /b$1 last;\n"
+                 "    location /old/ { rewrite ^/old/(.*)$ /new/$1; }\n"
+                 "    location / { rewrite ^ https://x/ permanent; return 200; }\n"
+                 "}\n");
+    const struct conf_server *s = &c->servers[0];
+    const struct rewrite_conf *r = conf_module_conf(s->modules, &rewrite_module.conf);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_uint_eq(r->count, 1);
+    ck_assert_str_eq(r->items[0].regex, "^/a(.*)");
+    ck_assert_str_eq(r->items[0].replacement, "/b$1");
+    ck_assert_int_eq(r->items[0].flag, HTTP_REWRITE_LAST);
+    ck_assert_uint_eq(r->items[0].regex_pos.line, 3);
+    ck_assert_uint_eq(r->items[0].regex_pos.col, 13);
+    r = conf_module_conf(s->locations[0].modules, &rewrite_module.conf);
+    ck_assert_uint_eq(r->count, 1);
+    ck_assert_int_eq(r->items[0].flag, HTTP_REWRITE_NEXT);
+    ck_assert(s->locations[0].passes);
+    ck_assert_ptr_null(s->locations[0].content);
+    r = conf_module_conf(s->locations[1].modules, &rewrite_module.conf);
+    ck_assert_uint_eq(r->count, 1);
+    ck_assert_int_eq(r->items[0].flag, HTTP_REWRITE_PERMANENT);
+    ck_assert_str_eq(s->locations[1].content, "return");
+    conf_free(c);
+}
+END_TEST
 
 START_TEST(defaults_when_absent)
 {
@@ -1062,6 +1098,17 @@ struct error_case {
 };
 
 static const struct error_case error_cases[] = {
+    /* the modules' directives, with conf/'s checks and messages */
+    {"server { listen 127.0.0.1:80; location / { rewrite ^ /b stop; } }",
+     "test.conf:1:57: unknown rewrite flag \"stop\" (expected last, break, redirect or permanent)"},
+    {"server { listen 127.0.0.1:80; location / { rewrite \"\" /b; } }",
+     "test.conf:1:52: empty rewrite regex"},
+    {"server { listen 127.0.0.1:80; location / { rewrite ^ /b c d; } }",
+     "test.conf:1:44: \"rewrite\" takes 2 or 3 arguments, got 4"},
+    {"rewrite ^ /b;", "test.conf:1:1: \"rewrite\" is not allowed at top level (it belongs in "
+                      "server or location)"},
+    {"server { listen 127.0.0.1:80; location / { return 99; } }",
+     "test.conf:1:51: invalid status code \"99\" (expected 200 to 599)"},
     /* syntax */
     {"workers 4", "test.conf:1:10: unexpected end of file, expecting \";\" or \"}\""},
     {"server {\n    listen 127.0.0.1:80;\n",
@@ -2230,6 +2277,7 @@ Suite *test_suite(void)
     TCase *valid = tcase_create("valid");
     tcase_set_timeout(valid, 20);
     tcase_add_test(valid, defaults_when_absent);
+    tcase_add_test(valid, rewrite_is_its_modules);
     tcase_add_test(valid, empty_text);
     tcase_add_test(valid, same_address_whatever_the_spelling);
     tcase_add_loop_test(valid, field_table, 0, COUNT(field_cases));

@@ -147,6 +147,15 @@ static struct access_conf denied = {.rules = &deny_all, .rule_count = 1};
 static struct http_location locs[LOC_COUNT];
 static struct http_vhost vhost;
 
+/* What the rewrite module builds for a level: its rules (`n`: which of
+ * the arrays). */
+static const void *const *rewrites_of(int n, const struct http_rewrites *rules)
+{
+    static const void *built[5][HTTP_MODULES_MAX];
+    built[n][rewrite_module.index] = rules;
+    return built[n];
+}
+
 static void setup(void)
 {
     memset(&seen, 0, sizeof(seen));
@@ -167,19 +176,24 @@ static void setup(void)
     server_rule = (struct http_rewrite){server_re, server_to, HTTP_REWRITE_LAST, false};
     server_rules = (struct http_rewrites){&server_rule, 1};
     /* Prefix locations; "/old/" rewrites only, it has no handler. */
-    locs[LOC_OLD] = (struct http_location){.path = "/old/", .path_len = 5, .rewrites = &old_rules};
+    locs[LOC_OLD] = (struct http_location){
+        .path = "/old/", .path_len = 5, .modules = rewrites_of(0, &old_rules)};
     locs[LOC_NEW] = (struct http_location){.path = "/new/", .path_len = 5, .handler = &content};
-    locs[LOC_LOOP] = (struct http_location){
-        .path = "/loop", .path_len = 5, .handler = &content, .rewrites = &loop_rules};
+    locs[LOC_LOOP] = (struct http_location){.path = "/loop",
+                                            .path_len = 5,
+                                            .handler = &content,
+                                            .modules = rewrites_of(1, &loop_rules)};
     locs[LOC_DENIED] = (struct http_location){
         .path = "/denied", .path_len = 7, .handler = &content, .access = &denied};
     locs[LOC_NAMED] = (struct http_location){
         .path = "@fallback", .path_len = 9, .handler = &content, .named = true};
-    locs[LOC_BREAK] = (struct http_location){
-        .path = "/break/", .path_len = 7, .handler = &content, .rewrites = &break_rules};
+    locs[LOC_BREAK] = (struct http_location){.path = "/break/",
+                                             .path_len = 7,
+                                             .handler = &content,
+                                             .modules = rewrites_of(2, &break_rules)};
     /* A named location whose rewrites send the request elsewhere. */
     locs[LOC_NAMED_RW] = (struct http_location){
-        .path = "@rewriting", .path_len = 10, .named = true, .rewrites = &old_rules};
+        .path = "@rewriting", .path_len = 10, .named = true, .modules = rewrites_of(3, &old_rules)};
     vhost = (struct http_vhost){.locations = locs, .location_count = LOC_COUNT};
 }
 
@@ -284,7 +298,7 @@ END_TEST
 /* The server's rewrites run before the first search. */
 START_TEST(server_rewrite_runs_first)
 {
-    vhost.rewrites = &server_rules;
+    vhost.modules = rewrites_of(4, &server_rules);
     struct exchange ex = route("/legacy/c", 0);
     ck_assert_str_eq(seen.trace, "RHQ");
     ck_assert_ptr_eq(ex.loc, &locs[LOC_NEW]); /* legacy -> old -> new */
@@ -422,8 +436,7 @@ static int count_phase(struct router_walk *w)
 START_TEST(module_phase_handler_runs)
 {
     static const struct http_phase_handler phases[] = {{ROUTER_ACCESS, count_phase}};
-    static struct http_module teapot = {
-        .name = "teapot", .phases = phases, .phase_count = 1};
+    static struct http_module teapot = {.name = "teapot", .phases = phases, .phase_count = 1};
     struct http_module *const list[] = {&teapot, &access_module};
     http_module_init(list, 2);
     ck_assert(router_table.answer == NULL); /* no add_header in this list */
