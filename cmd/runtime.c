@@ -11,6 +11,7 @@
 #include "cmd/runtime_vars.h"
 #include "proto/http/module.h"
 #include "proto/modules.h"
+#include "proto/policy/add_header.h"
 #include "proto/policy/error_page.h"
 
 #include <arpa/inet.h>
@@ -100,6 +101,7 @@ static int modules_build(struct runtime_vars *vars, const void *block, const voi
                                   .arena = &arena,
                                   .loc = loc};
     const void **out = NULL; /* made when a module first builds something */
+    *modules = NULL;
     for (size_t m = 0; m < modules_count; m++) {
         const struct http_module *mod = modules_list[m];
         const void *conf = conf_module_conf(block, &mod->conf);
@@ -111,8 +113,11 @@ static int modules_build(struct runtime_vars *vars, const void *block, const voi
             return err;
         if (built == NULL)
             continue;
-        if (out == NULL && (out = runtime_vars_calloc(vars, modules_count, sizeof(*out))) == NULL)
-            return -ENOMEM;
+        if (out == NULL) {
+            if ((out = runtime_vars_calloc(vars, modules_count, sizeof(*out))) == NULL)
+                return -ENOMEM;
+            *modules = out; /* the modules after this one see what it built */
+        }
         out[mod->index] = built;
         *used |= UINT32_C(1) << mod->index;
         if (mod->content != NULL && loc != NULL) {
@@ -121,7 +126,6 @@ static int modules_build(struct runtime_vars *vars, const void *block, const voi
             loc->handler_data = (void *)(uintptr_t)built;
         }
     }
-    *modules = out;
     return 0;
 }
 
@@ -566,10 +570,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->locations = &site->locations[l];
             vhost->location_count = server->location_count;
             err = modules_build(gen->vars, server->modules, &vhost->modules, NULL, &used);
-            static const struct conf_location no_location; /* the server's add_header */
-            if (err == 0)
-                err = runtime_vars_add_headers(gen->vars, config, server, &no_location,
-                                               &vhost->add_headers);
+            /* The framers answer with them before a location is known. */
+            vhost->add_headers = http_module_built_in(vhost->modules, &add_header_module);
             size_t named_count = 0;
             for (size_t i = 0; i < server->location_count; i++)
                 if (server->locations[i].path[0] == '@')
@@ -591,10 +593,10 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     err = runtime_vars_regex(gen->vars, conf->path, conf->caseless, &conf->path_pos,
                                              "location", &loc->regex);
                 runtime_vars_set_captures(gen->vars, loc->regex);
-                const struct http_add_headers *add_headers = NULL;
                 if (err == 0)
-                    err = runtime_vars_add_headers(gen->vars, config, server, conf, &add_headers);
-                loc->add_headers = add_headers;
+                    err = modules_build(gen->vars, conf->modules, &loc->modules, loc, &used);
+                /* For the router's and the limits' own answers, and the proxy's. */
+                loc->add_headers = http_module_built_in(loc->modules, &add_header_module);
                 if (err == 0)
                     err = error_pages_build(gen->vars, config, server, conf, named, named_count,
                                             vhost, &loc->error_pages);
@@ -605,13 +607,12 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     struct proxy_location *px = NULL;
                     err = upstream_get(gen, config, conf, workers, chains, &upstream);
                     if (err == 0)
-                        err = proxy_build(gen->vars, conf, loc->regex, upstream, add_headers, &px);
+                        err = proxy_build(gen->vars, conf, loc->regex, upstream, loc->add_headers,
+                                          &px);
                     loc->handler = &proxy_handler;
                     loc->handler_data = px;
                 }
                 /* Its handler is known before the limits look at it. */
-                if (err == 0)
-                    err = modules_build(gen->vars, conf->modules, &loc->modules, loc, &used);
                 if (err == 0)
                     err = runtime_limits_build(gen->limits, gen->vars, conf, loc);
             }

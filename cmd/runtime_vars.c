@@ -316,32 +316,3 @@ enum vars_escape runtime_vars_log_escape(const struct runtime_vars *vars)
 {
     return vars != NULL ? vars->log_escape : VARS_LOG;
 }
-
-int runtime_vars_add_headers(struct runtime_vars *vars, const struct conf_config *config,
-                             const struct conf_server *server, const struct conf_location *loc,
-                             const struct http_add_headers **out)
-{
-    const struct conf_add_headers *conf = loc->add_headers.count > 0      ? &loc->add_headers
-                                          : server->add_headers.count > 0 ? &server->add_headers
-                                                                          : &config->add_headers;
-    *out = NULL;
-    if (conf->count == 0)
-        return 0;
-    struct http_add_headers *rules = runtime_vars_calloc(vars, 1, sizeof(*rules));
-    struct http_add_header *items = runtime_vars_calloc(vars, conf->count, sizeof(*items));
-    if (rules == NULL || items == NULL)
-        return -ENOMEM;
-    bool early = false;
-    for (size_t i = 0; i < conf->count; i++) {
-        const struct conf_add_header *h = &conf->items[i];
-        const struct vars_template *value;
-        int err = compile_always(vars, h->value, &h->value_pos, "add_header", &value);
-        if (err != 0)
-            return err;
-        items[i] = (struct http_add_header){{h->name, strlen(h->name)}, value, h->always};
-        early |= vars_template_reads_request(value) && !vars_template_is_late(value);
-    }
-    *rules = (struct http_add_headers){items, conf->count, early};
-    *out = rules;
-    return 0;
-}

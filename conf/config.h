@@ -35,20 +35,6 @@ struct conf_header {
     struct conf_pos value_pos;
 };
 
-/* add_header NAME VALUE [always]; a level with add_header of its own does
- * not inherit the enclosing level's (nginx's rule). */
-struct conf_add_header {
-    char *name;
-    char *value; /* may hold $variables */
-    bool always;
-    struct conf_pos value_pos;
-};
-
-struct conf_add_headers {
-    struct conf_add_header *items;
-    size_t count;
-};
-
 /* error_page CODE... [=[RESPONSE]] URI, one item per code; a level with
  * error_page of its own does not inherit the enclosing level's (nginx's
  * rule). */
@@ -175,8 +161,7 @@ struct conf_location {
     char **upgrades;
     size_t upgrade_count;
     bool upgrade_set, upgrade_any;
-    bool connection_set;                 /* proxy_set_header Connection, which goes with it */
-    struct conf_add_headers add_headers; /* its own, not the server's */
+    bool connection_set; /* proxy_set_header Connection, which goes with it */
     /* Once parsed, the location's effective proxy settings: its server's,
      * with its own proxy_buffer_size if it has one (while parsing, 0 when
      * it has none). */
@@ -263,7 +248,6 @@ struct conf_server {
     size_t location_count;
     struct conf_http http;
     struct conf_tls tls;
-    struct conf_add_headers add_headers; /* its own, not the top level's */
     struct conf_pos pos;
     struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
     struct conf_access_logs access_logs;
@@ -312,7 +296,6 @@ struct conf_config {
     size_t access_log_buffer;            /* buffer=SIZE: per worker; 0: a write per line */
     uint32_t access_log_flush_ms;        /* flush=TIME: 0: when full, and at the end */
     struct conf_access_logs access_logs; /* the top level's: the first is the fields above */
-    struct conf_add_headers add_headers; /* the top level's add_header */
     struct conf_error_pages error_pages; /* the top level's error_page */
     struct conf_map *maps;
     size_t map_count;

@@ -529,7 +529,6 @@ static void location_free(struct conf_location *location)
     free(location->upgrades);
     conf__access_free(&location->access);
     conf__limits_free(&location->limits);
-    conf__free_add_headers(&location->add_headers);
     access_logs_free(&location->access_logs);
     conf__free_error_pages(&location->error_pages);
 }
@@ -548,7 +547,6 @@ static void server_free(struct conf_server *server)
     conf__tls_free(&server->tls);
     conf__access_free(&server->access);
     conf__limits_free(&server->limits);
-    conf__free_add_headers(&server->add_headers);
     access_logs_free(&server->access_logs);
     conf__free_error_pages(&server->error_pages);
 }
@@ -594,7 +592,6 @@ void conf_free(struct conf_config *config)
         free(config->upstreams[i].server_pos);
     }
     free(config->upstreams);
-    conf__free_add_headers(&config->add_headers);
     conf__free_error_pages(&config->error_pages);
     conf__free_maps(config);
     for (size_t i = 0; i < config->file_count; i++)

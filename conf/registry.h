@@ -234,8 +234,7 @@ const struct conf_upstream *conf__find_upstream(const struct conf_config *config
  * at `arg`.  Returns 0 or -1. */
 int conf__check_header_name(struct conf_state *state, const struct conf_arg *arg);
 
-/* vars_directives.c: frees what map and add_header hold. */
-void conf__free_add_headers(struct conf_add_headers *headers);
+/* vars_directives.c: frees what the maps hold. */
 void conf__free_maps(struct conf_config *config);
 
 /* error_page_directives.c: each "@name" an error_page names is a location

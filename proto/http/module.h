@@ -48,8 +48,9 @@ struct http_module_build {
     int (*regex)(void *arena, const char *pattern, bool caseless, const struct conf_pos *pos,
                  const char *directive, const struct http_regex **out);
     void *arena;
-    /* The location being built, its regex and add_header lines set; NULL
-     * when a server's own answers are. */
+    /* The location being built, its regex set, and in its `modules` what
+     * the modules before this one in the list built for it; NULL when a
+     * server's own answers are. */
     const struct http_location *loc;
 };
 
@@ -115,13 +116,20 @@ void http_module_init(struct http_module *const *modules, size_t count);
 void http_module_table(struct router_table *t, struct http_module *const *modules, size_t count,
                        uint32_t used);
 
+/* What `module` built, in a location's or vhost's `modules` (NULL:
+ * nothing built there); NULL: nothing. */
+static inline const void *http_module_built_in(const void *const *built,
+                                               const struct http_module *module)
+{
+    return built != NULL ? built[module->index] : NULL;
+}
+
 /* What `module` built for the exchange's location, else (none found
  * yet, or none) for its vhost; NULL: nothing. */
 static inline const void *http_module_built(const struct exchange *ex,
                                             const struct http_module *module)
 {
-    const void *const *built = ex->loc != NULL ? ex->loc->modules : ex->vhost->modules;
-    return built != NULL ? built[module->index] : NULL;
+    return http_module_built_in(ex->loc != NULL ? ex->loc->modules : ex->vhost->modules, module);
 }
 
 #endif

@@ -3,13 +3,18 @@
  * begins: each value is evaluated (it may read $status, $upstream_* and
  * the exchange's other variables) and appended to the handler's header
  * lines, by a header filter (exchange.h); its state in the exchange's slots.
+ * Its directive, its lines per level and their build are the module's too.
  */
 #include "proto/policy/add_header.h"
 #include "proto/http/exchange_slots.h"
 #include "proto/http/module.h"
 #include "proto/http/site.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* nginx adds headers without `always` to these only. */
@@ -154,8 +159,120 @@ static void answer_with_rules(struct exchange *ex, const struct http_request *re
         ex, req, ex->loc != NULL ? ex->loc->add_headers : ex->vhost->add_headers, status);
 }
 
+/* ------------------------------------------------------- configuration */
+
+__attribute__((format(printf, 3, 4))) static int
+fail(struct conf_module_error *error, const struct conf_pos *at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error->message, sizeof(error->message), fmt, ap);
+    va_end(ap);
+    error->at = at;
+    return -1;
+}
+
+/* add_header NAME VALUE [always] */
+static int apply(void *conf, const struct conf_arg *args, size_t count,
+                 struct conf_module_error *error)
+{
+    struct add_header_conf *c = conf;
+    const struct conf_arg *name = &args[0], *value = &args[1];
+    if (!http_is_token((struct http_str){name->text, strlen(name->text)}))
+        return fail(error, &name->pos, "invalid header name \"%s\"", name->text);
+    for (const char *p = value->text; *p != '\0'; p++)
+        if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
+            return fail(error, &value->pos, "%s", "header value contains a control character");
+    if (count == 3 && strcmp(args[2].text, "always") != 0)
+        return fail(error, &args[2].pos, "unknown add_header parameter \"%s\" (expected always)",
+                    args[2].text);
+    struct add_header_line *items = realloc(c->items, (c->count + 1) * sizeof(*items));
+    if (items == NULL)
+        return fail(error, &name->pos, "%s", "out of memory");
+    c->items = items;
+    struct add_header_line *line = &items[c->count++]; /* freed with the rest, whole or not */
+    *line = (struct add_header_line){.name = strdup(name->text),
+                                     .value = strdup(value->text),
+                                     .always = count == 3,
+                                     .value_pos = value->pos};
+    if (line->name == NULL || line->value == NULL)
+        return fail(error, &name->pos, "%s", "out of memory");
+    return 0;
+}
+
+static int merge(void *conf, const void *parent, char *error, size_t len)
+{
+    (void)error, (void)len;
+    struct add_header_conf *c = conf;
+    const struct add_header_conf *p = parent;
+    if (c->count == 0 && p != NULL && p->count > 0)
+        *c = (struct add_header_conf){p->items, p->count, true};
+    return 0;
+}
+
+static void conf_free(void *conf)
+{
+    struct add_header_conf *c = conf;
+    if (c->inherited)
+        return;
+    for (size_t i = 0; i < c->count; i++) {
+        free(c->items[i].name);
+        free(c->items[i].value);
+    }
+    free(c->items);
+}
+
+static const struct conf_directive add_header_directives[] = {
+    {.name = "add_header",
+     .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION,
+     .min_args = 2,
+     .max_args = 3,
+     .repeat = true,
+     .base = CONF_BASE_MODULE,
+     .module_apply = apply},
+    {.name = NULL},
+};
+
+/* A level's lines compiled (a value's $1... the location regex's
+ * groups), and whether a value must be read while the request is there
+ * (add_header_early()); none: nothing. */
+static int build(const void *conf, const struct http_module_build *b, const void **out)
+{
+    const struct add_header_conf *c = conf;
+    *out = NULL;
+    if (c->count == 0)
+        return 0;
+    struct http_add_headers *rules = b->calloc(b->arena, 1, sizeof(*rules));
+    struct http_add_header *items = b->calloc(b->arena, c->count, sizeof(*items));
+    if (rules == NULL || items == NULL)
+        return -ENOMEM;
+    bool early = false;
+    for (size_t i = 0; i < c->count; i++) {
+        const struct add_header_line *line = &c->items[i];
+        const struct vars_template *value;
+        int err = b->compile_with(b->arena, line->value, &line->value_pos, "add_header", NULL, true,
+                                  &value);
+        if (err != 0)
+            return err;
+        items[i] = (struct http_add_header){{line->name, strlen(line->name)}, value, line->always};
+        early |= vars_template_reads_request(value) && !vars_template_is_late(value);
+    }
+    *rules = (struct http_add_headers){items, c->count, early};
+    *out = rules;
+    return 0;
+}
+
 struct http_module add_header_module = {
     .name = "add_header",
+    .conf =
+        {
+            .name = "add_header",
+            .directives = add_header_directives,
+            .size = sizeof(struct add_header_conf),
+            .merge = merge,
+            .free = conf_free,
+        },
+    .build = build,
     .filter = &add_header_filter,
     .release = add_header_release,
     .release_on_redirect = true,

@@ -160,7 +160,8 @@ static int build(const void *conf, const struct http_module_build *b, const void
     *ret = (struct http_return){.status = c->code,
                                 .text = c->text,
                                 .text_len = c->text != NULL ? strlen(c->text) : 0,
-                                .add_headers = b->loc->add_headers};
+                                .add_headers =
+                                    http_module_built_in(b->loc->modules, &add_header_module)};
     if (c->text != NULL) {
         int err = b->compile(b->arena, c->text, &c->text_pos, "return", &ret->value);
         if (err != 0)

@@ -7,6 +7,7 @@
 #include "conf/config.h"
 #include "proto/http/module.h"
 #include "proto/modules.h"
+#include "proto/policy/add_header.h"
 #include "proto/policy/return.h"
 #include "proto/policy/rewrite.h"
 
@@ -75,6 +76,40 @@ static const char *parse_error(const char *text, const struct memfile *files,
 }
 
 /* ------------------------------------------------------- valid configs */
+
+/* add_header belongs to its module (proto/policy/add_header.c): a level
+ * with lines of its own keeps only those, one without takes its
+ * parent's (nginx's rule), through conf/'s one inheritance walk. */
+START_TEST(add_header_is_its_modules)
+{
+    struct conf_config *c = parse_ok("add_header X-Top 1;\n"
+                                     "server { listen 127.0.0.1:80;\n"
+                                     "  location /a { return 200; }\n"
+                                     "  location /b { add_header X-B 2 always; return 200; } }\n"
+                                     "server { listen 127.0.0.1:81; add_header X-S 3;\n"
+                                     "  location /c { return 200; } }\n");
+    const struct add_header_conf *h = conf_module_conf(c->modules, &add_header_module.conf);
+    ck_assert_uint_eq(h->count, 1);
+    ck_assert_str_eq(h->items[0].name, "X-Top");
+    ck_assert(!h->items[0].always);
+    ck_assert(!h->inherited);
+    h = conf_module_conf(c->servers[0].modules, &add_header_module.conf);
+    ck_assert_str_eq(h->items[0].name, "X-Top");
+    ck_assert(h->inherited);
+    h = conf_module_conf(c->servers[0].locations[0].modules, &add_header_module.conf);
+    ck_assert_str_eq(h->items[0].name, "X-Top");
+    h = conf_module_conf(c->servers[0].locations[1].modules, &add_header_module.conf);
+    ck_assert_uint_eq(h->count, 1);
+    ck_assert_str_eq(h->items[0].name, "X-B");
+    ck_assert_str_eq(h->items[0].value, "2");
+    ck_assert(h->items[0].always);
+    ck_assert(!h->inherited);
+    h = conf_module_conf(c->servers[1].locations[0].modules, &add_header_module.conf);
+    ck_assert_uint_eq(h->count, 1);
+    ck_assert_str_eq(h->items[0].name, "X-S");
+    conf_free(c);
+}
+END_TEST
 
 /* rewrite belongs to its module (proto/policy/rewrite.c), which conf/
  * learns of by its registration: the lines of each level are the
@@ -1099,6 +1134,10 @@ struct error_case {
 
 static const struct error_case error_cases[] = {
     /* the modules' directives, with conf/'s checks and messages */
+    {"add_header \"Bad Name\" x;", "test.conf:1:12: invalid header name \"Bad Name\""},
+    {"add_header X-A \"a\\nb\";", "test.conf:1:16: header value contains a control character"},
+    {"add_header X-A b sometimes;",
+     "test.conf:1:18: unknown add_header parameter \"sometimes\" (expected always)"},
     {"server { listen 127.0.0.1:80; location / { rewrite ^ /b stop; } }",
      "test.conf:1:57: unknown rewrite flag \"stop\" (expected last, break, redirect or permanent)"},
     {"server { listen 127.0.0.1:80; location / { rewrite \"\" /b; } }",
@@ -2278,6 +2317,7 @@ Suite *test_suite(void)
     tcase_set_timeout(valid, 20);
     tcase_add_test(valid, defaults_when_absent);
     tcase_add_test(valid, rewrite_is_its_modules);
+    tcase_add_test(valid, add_header_is_its_modules);
     tcase_add_test(valid, empty_text);
     tcase_add_test(valid, same_address_whatever_the_spelling);
     tcase_add_loop_test(valid, field_table, 0, COUNT(field_cases));
