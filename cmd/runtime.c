@@ -573,6 +573,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             /* The framers answer with them before a location is known. */
             vhost->add_headers = http_module_built_in(vhost->modules, &add_header_module);
             size_t named_count = 0;
+            assert(server->location_count <= max_locations); /* `named`'s size */
             for (size_t i = 0; i < server->location_count; i++)
                 if (server->locations[i].path[0] == '@')
                     named[named_count++] = i;
