@@ -101,18 +101,19 @@ struct http_module {
     void (*answer)(struct exchange *ex, const struct http_request *req, unsigned status);
 };
 
-/* Builds the router's step list (router.h) from `modules`' phase handlers,
- * phase by phase and, within a phase, in the modules' order, framed by the
- * router's own steps (the location search first in its phase, the
- * framer's refusal last in it, the content handler last of all); the
- * release list; the answer hook; and gives each filter its place.  Call
+/* Gives each module its index (its place in `modules`), its context slot
+ * if it wants one, and its filter its place in the chain; then builds
+ * router_table (router.h) with every module (http_module_table()).  Call
  * once before any exchange (proto/modules.c does, under pthread_once). */
 void http_module_init(struct http_module *const *modules, size_t count);
 
-/* Builds into `t` the router's steps, releases and answer hook of the
- * modules whose bit (by index) is set in `used`, in the same order as
- * http_module_init() does for all of them (which must have run): a
- * site's own table, without what its config never turns on. */
+/* Builds into `t` the router's step list from the phase handlers of the
+ * modules whose bit (by index) is set in `used`: phase by phase and,
+ * within a phase, in the modules' order, framed by the router's own steps
+ * (the location search first in its phase, the framer's refusal last in
+ * it, the content handler last of all); their releases; the answer hook.
+ * With every bit, router_table; with fewer, a site's own, without what
+ * its config never turns on. */
 void http_module_table(struct router_table *t, struct http_module *const *modules, size_t count,
                        uint32_t used);
 
