@@ -134,8 +134,9 @@ struct http_location;
  * location's and a vhost's `modules` (site.h). */
 #define HTTP_MODULES_MAX 16
 
-/* The per-exchange state slots of modules (exchange_slots.h), as nginx's
- * r->ctx[]: the exchange knows none of them. */
+/* The per-exchange state slots of modules, as nginx's r->ctx[]: the
+ * exchange knows none of them; each module has its own (`slot` in
+ * struct http_module, module.h).  As many as the modules keep. */
 #define EXCHANGE_CTX_SLOTS 5
 
 /* ------------------------------------------------------ the filter chain */
@@ -173,7 +174,12 @@ struct exchange_filter {
                 size_t len);
 };
 
-/* How many places the chain has: modules with a filter, at most. */
+/* How many places the chain has: modules with a filter, at most.  The
+ * order is the order of those modules in the list of modules
+ * (proto/modules.c): a response head goes through the header filters,
+ * its body through the body filters, from the first place to the last,
+ * then to the framer, and a filter sees what those before it made of the
+ * response. */
 #define EXCHANGE_FILTER_MAX 8
 
 /* Turns `f` on for this exchange, in its place (replacing what was
@@ -232,7 +238,7 @@ struct exchange {
      * (error_page.h sets it); returns false to leave it to the built-in
      * one.  NULL: none. */
     bool (*error_hook)(struct exchange *ex, unsigned status);
-    /* Each module's state, by its slot (exchange_slots.h); NULL: none. */
+    /* Each module's state, by its slot (module.h); NULL: none. */
     void *ctx[EXCHANGE_CTX_SLOTS];
     /* The status the response goes out with, whatever its handler says:
      * an error page's (as nginx's err_status), applied by error_page.c's
@@ -493,7 +499,7 @@ static inline const corral_conn *exchange_conn(const struct exchange *ex)
     return ex->_ops->conn != NULL ? ex->_ops->conn(ex) : NULL;
 }
 
-/* A module's per-exchange state, by its slot (exchange_slots.h). */
+/* A module's per-exchange state, by its slot (module.h). */
 static inline void *exchange_ctx(const struct exchange *ex, unsigned slot)
 {
     return ex->ctx[slot];

@@ -4,7 +4,6 @@
  * walks a flat array of steps as before, with nothing looked up.
  */
 #include "proto/http/module.h"
-#include "proto/http/exchange_slots.h"
 
 #include <assert.h>
 #include <stdint.h>
@@ -59,15 +58,15 @@ void http_module_init(struct http_module *const *modules, size_t count)
 {
     if (count > HTTP_MODULES_MAX)
         abort();
-    unsigned place = 0, slot = EXCHANGE_SLOTS;
+    unsigned place = 0, slot = 0;
     for (size_t m = 0; m < count; m++) {
         struct http_module *mod = modules[m];
         mod->index = (unsigned)m;
-        if (mod->has_slot) {
-            if (slot >= EXCHANGE_CTX_SLOTS)
-                abort(); /* struct exchange's ctx[] is to grow */
-            mod->slot = slot++;
-        }
+        /* struct exchange's ctx[] is to grow for more. */
+        if (mod->slots > EXCHANGE_CTX_SLOTS - slot)
+            abort();
+        mod->slot = slot;
+        slot += mod->slots;
         if (mod->filter != NULL) {
             /* One bit per place in struct exchange's filter masks. */
             if (place >= EXCHANGE_FILTER_MAX)

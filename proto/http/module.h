@@ -78,10 +78,11 @@ struct http_module {
     /* Its phase handlers, in the order they run within their phase. */
     const struct http_phase_handler *phases;
     size_t phase_count;
-    /* It keeps state per exchange: http_module_init() gives it a context
-     * slot of its own (exchange_ctx()), after those enum exchange_slot
-     * names. */
-    bool has_slot;
+    /* How many context slots it keeps state in per exchange
+     * (exchange_ctx()), as nginx's ctx_index: http_module_init() gives it
+     * `slots` of them from `slot` on, so that the exchange names no
+     * module. */
+    unsigned slots;
     unsigned slot;
     /* Its response filter, or NULL.  Its place in the chain (`order`) is
      * given by http_module_init(), from the module's place in the list:

@@ -19,7 +19,6 @@
 #define CORRAL_PROTO_ROUTER_H
 
 #include "proto/http/exchange.h"
-#include "proto/http/exchange_slots.h"
 #include "proto/http/vars.h"
 
 #include <stdbool.h>
@@ -99,8 +98,6 @@ struct router_table {
     void (*answer)(struct exchange *ex, const struct http_request *req, unsigned status);
 };
 extern struct router_table router_table;
-
-_Static_assert(EXCHANGE_SLOTS <= EXCHANGE_CTX_SLOTS, "more module slots than struct exchange has");
 
 struct http_vhost;
 struct http_location;

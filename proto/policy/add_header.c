@@ -6,7 +6,6 @@
  * Its directive, its lines per level and their build are the module's too.
  */
 #include "proto/policy/add_header.h"
-#include "proto/http/exchange_slots.h"
 #include "proto/http/module.h"
 #include "proto/http/site.h"
 
@@ -37,12 +36,12 @@ static bool status_takes_headers(unsigned status)
 
 const struct http_add_headers *add_header_rules(const struct exchange *ex)
 {
-    return exchange_ctx(ex, EXCHANGE_SLOT_ADD_HEADER);
+    return exchange_ctx(ex, add_header_module.slot);
 }
 
 void add_header_forget_early(struct exchange *ex)
 {
-    exchange_set_ctx(ex, EXCHANGE_SLOT_ADD_EARLY, NULL);
+    exchange_set_ctx(ex, add_header_module.slot + 1, NULL);
 }
 
 void add_header_early(struct exchange *ex, const struct http_request *req, struct vars_buf *out)
@@ -61,7 +60,7 @@ void add_header_early(struct exchange *ex, const struct http_request *req, struc
         vars_buf_add(out, "", 1);
     }
     if (!out->failed)
-        exchange_set_ctx(ex, EXCHANGE_SLOT_ADD_EARLY, out->data);
+        exchange_set_ctx(ex, add_header_module.slot + 1, out->data);
 }
 
 /* add_header's header filter, on while the exchange has rules. */
@@ -76,7 +75,7 @@ static void begin_adding(struct exchange *ex, const struct exchange_filter *self
     vars_buf_add(&lines, head->headers, head->headers_len);
     struct vars_ctx ctx = {.ex = ex, .status = status, .escape = VARS_HEADER};
     bool takes = status_takes_headers(status);
-    const char *early = exchange_ctx(ex, EXCHANGE_SLOT_ADD_EARLY);
+    const char *early = exchange_ctx(ex, add_header_module.slot + 1);
     for (size_t i = 0; i < rules->count; i++) {
         const struct http_add_header *h = &rules->items[i];
         const char *value = early;
@@ -138,7 +137,7 @@ void add_header_respond_error(struct exchange *ex, const struct http_request *re
 void add_header_set_rules(struct exchange *ex, const struct http_add_headers *rules)
 {
     /* The slot holds any module's state; these rules stay the config's. */
-    exchange_set_ctx(ex, EXCHANGE_SLOT_ADD_HEADER, (void *)(uintptr_t)rules);
+    exchange_set_ctx(ex, add_header_module.slot, (void *)(uintptr_t)rules);
     if (rules != NULL)
         exchange_add_filter(ex, &add_header_filter);
     else
@@ -273,6 +272,7 @@ struct http_module add_header_module = {
             .free = conf_free,
         },
     .build = build,
+    .slots = 2, /* the rules; their values read early */
     .filter = &add_header_filter,
     .release = add_header_release,
     .release_on_redirect = true,

@@ -123,7 +123,7 @@ struct http_module server_timing_module = {
             .merge = merge,
         },
     .build = build,
-    .has_slot = true,
+    .slots = 1,
     .phases = server_timing_phases,
     .phase_count = 1,
     .filter = &server_timing_filter,

@@ -10,7 +10,6 @@
 #include "proto/policy/error_page.h"
 #include "proto/http/module.h"
 #include "proto/http/exchange.h"
-#include "proto/http/exchange_slots.h"
 
 #include <ctype.h>
 #include <stdio.h>
