@@ -7,6 +7,7 @@
 
 #include "conf/config.h"
 #include "proto/policy/access_log.h"
+#include "proto/http/router.h"
 #include "proto/http/site.h"
 #include "proto/upstream/proxy.h"
 
@@ -20,11 +21,8 @@ struct site {
     char *address; /* as configured */
     struct http_site http;
     struct http_vhost *vhosts;
-    struct http_location *locations;   /* all vhosts' locations, one array */
-    struct http_return *returns;       /* one per return location */
-    struct proxy_location *proxies;    /* one per proxy_pass location */
-    struct http_header *proxy_headers; /* proxy_set_header of all of them */
-    struct http_str *proxy_hides;      /* proxy_hide_header of all of them */
+    struct http_location *locations; /* all vhosts' locations, one array */
+    struct router_table router;      /* its vhosts' steps: the modules it uses */
     struct corral_listen_options listen_options;
     corral_listener *listener;
     bool admin; /* serves the admin endpoints, which are not access-logged */

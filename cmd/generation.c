@@ -649,6 +649,7 @@ static void log_config_error(void *arg, const char *message)
 
 int load_config(const char *path, struct conf_config **out)
 {
+    runtime_modules_init(); /* the modules' directives, before the first parse */
     struct conf_error error;
     unsigned count = 0;
     int rc = path != NULL

@@ -9,14 +9,126 @@
 
 #include "cmd/runtime_limit.h"
 #include "cmd/runtime_vars.h"
+#include "proto/http/module.h"
+#include "proto/modules.h"
+#include "proto/policy/add_header.h"
 #include "proto/policy/error_page.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---------------------------------------------------------- modules */
+
+static void modules_register(void)
+{
+    modules_init();
+    for (size_t m = 0; m < modules_count; m++) {
+        int err = modules_list[m]->conf.size != 0 || modules_list[m]->conf.directives != NULL
+                      ? conf_module_register(&modules_list[m]->conf)
+                      : 0;
+        /* The list is the build's: a clash is a mistake in it. */
+        if (err != 0) {
+            log_error("module %s: cannot register its configuration: %s", modules_list[m]->name,
+                      strerror(-err));
+            abort();
+        }
+    }
+}
+
+void runtime_modules_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, modules_register);
+}
+
+/* What a module's build step allocates from and compiles with: the
+ * generation's, for the level being built (its location's regex groups
+ * are what $1... read unless a build says otherwise). */
+struct build_arena {
+    struct runtime_vars *vars;
+    const struct http_regex *captures; /* the location's regex; NULL: none */
+};
+
+static void *arena_calloc(void *arena, size_t count, size_t size)
+{
+    return runtime_vars_calloc(((struct build_arena *)arena)->vars, count, size);
+}
+
+static int arena_compile_with(void *arena, const char *text, const struct conf_pos *pos,
+                              const char *directive, const struct http_regex *captures, bool always,
+                              const struct vars_template **out)
+{
+    struct build_arena *a = arena;
+    runtime_vars_set_captures(a->vars, captures != NULL ? captures : a->captures);
+    int err = always ? runtime_vars_compile_any(a->vars, text, pos, directive, out)
+                     : runtime_vars_compile(a->vars, text, pos, directive, out);
+    runtime_vars_set_captures(a->vars, a->captures);
+    return err;
+}
+
+static int arena_compile(void *arena, const char *text, const struct conf_pos *pos,
+                         const char *directive, const struct vars_template **out)
+{
+    return arena_compile_with(arena, text, pos, directive, NULL, false, out);
+}
+
+static int arena_regex(void *arena, const char *pattern, bool caseless, const struct conf_pos *pos,
+                       const char *directive, const struct http_regex **out)
+{
+    return runtime_vars_regex(((struct build_arena *)arena)->vars, pattern, caseless, pos,
+                              directive, out);
+}
+
+/* What each module builds for one level, a location (`loc`) or a
+ * server's own answers (`loc` NULL), from its merged struct in `block`
+ * (conf_module_conf()): by the module's build step, else the struct
+ * itself, which the config keeps as long as the generation.  A module
+ * with a content handler that builds something for a location gives it
+ * its handler. */
+static int modules_build(struct runtime_vars *vars, const void *block, const void *const **modules,
+                         struct http_location *loc, uint32_t *used)
+{
+    struct build_arena arena = {vars, loc != NULL ? loc->regex : NULL};
+    struct http_module_build b = {.calloc = arena_calloc,
+                                  .compile = arena_compile,
+                                  .compile_with = arena_compile_with,
+                                  .regex = arena_regex,
+                                  .arena = &arena,
+                                  .loc = loc,
+                                  .built = modules};
+    const void **out = NULL; /* made when a module first builds something */
+    *modules = NULL;
+    for (size_t m = 0; m < modules_count; m++) {
+        const struct http_module *mod = modules_list[m];
+        const void *conf = conf_module_conf(block, &mod->conf);
+        if (conf == NULL)
+            continue;
+        const void *built = conf;
+        int err = mod->build != NULL ? mod->build(conf, &b, &built) : 0;
+        if (err != 0)
+            return err;
+        if (built == NULL)
+            continue;
+        if (out == NULL) {
+            if ((out = runtime_vars_calloc(vars, modules_count, sizeof(*out))) == NULL)
+                return -ENOMEM;
+            *modules = out; /* the modules after this one see what it built */
+        }
+        out[mod->index] = built;
+        *used |= UINT32_C(1) << mod->index;
+        if (mod->content != NULL && loc != NULL) {
+            assert(loc->handler == NULL); /* conf/ allows one content directive */
+            loc->handler = mod->content;
+            loc->handler_data = (void *)(uintptr_t)built;
+        }
+    }
+    return 0;
+}
 
 /* ------------------------------------------------------------ sites */
 
@@ -38,13 +150,9 @@ static const struct {
 static void site_free(struct site *site)
 {
     tls_server_free(site->http.tls);
-    free(site->proxies);
-    free(site->proxy_headers);
-    free(site->proxy_hides);
     free(site->address);
     free(site->vhosts);
     free(site->locations);
-    free(site->returns);
 }
 
 /* A server listening on a site's address: the server's index and its
@@ -173,10 +281,11 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
 }
 
 /* One proxy_pass location on `upstream`, with its settings and its own
- * header rewriting. */
-static int proxy_build(struct site *site, struct runtime_vars *vars, size_t index,
-                       const struct conf_location *loc, const struct http_regex *location_regex,
-                       struct proxy_upstream *upstream, size_t *headers_used, size_t *hides_used)
+ * header rewriting, into *out: owned by `vars`, as long as the
+ * generation. */
+static int proxy_build(struct runtime_vars *vars, const struct conf_location *loc,
+                       const struct http_regex *location_regex, struct proxy_upstream *upstream,
+                       const struct http_add_headers *add_headers, struct proxy_location **out)
 {
     const struct vars_template **values = NULL;
     for (size_t i = 0; i < loc->set_header_count; i++) {
@@ -195,17 +304,19 @@ static int proxy_build(struct site *site, struct runtime_vars *vars, size_t inde
     for (size_t i = 0; values != NULL && i < loc->set_header_count; i++)
         if (values[i] != NULL && vars_template_uses_captures(values[i]))
             captures = location_regex;
-    struct http_header *headers = &site->proxy_headers[*headers_used];
+    struct proxy_location *px = runtime_vars_calloc(vars, 1, sizeof(*px));
+    struct http_header *headers =
+        runtime_vars_calloc(vars, loc->set_header_count + 1, sizeof(*headers));
+    struct http_str *hides = runtime_vars_calloc(vars, loc->hide_header_count + 1, sizeof(*hides));
+    if (px == NULL || headers == NULL || hides == NULL)
+        return -ENOMEM;
     for (size_t i = 0; i < loc->set_header_count; i++)
         headers[i] =
             (struct http_header){{loc->set_headers[i].name, strlen(loc->set_headers[i].name)},
                                  {loc->set_headers[i].value, strlen(loc->set_headers[i].value)}};
-    struct http_str *hides = &site->proxy_hides[*hides_used];
     for (size_t i = 0; i < loc->hide_header_count; i++)
         hides[i] = (struct http_str){loc->hide_headers[i], strlen(loc->hide_headers[i])};
-    *headers_used += loc->set_header_count;
-    *hides_used += loc->hide_header_count;
-    site->proxies[index] = (struct proxy_location){
+    *px = (struct proxy_location){
         .upstream = upstream,
         .conf = loc->proxy,
         .set_headers = headers,
@@ -219,7 +330,9 @@ static int proxy_build(struct site *site, struct runtime_vars *vars, size_t inde
         .captures = captures,
         .strip = {loc->path, strlen(loc->path)},
         .uri = {loc->proxy_uri, loc->proxy_uri != NULL ? strlen(loc->proxy_uri) : 0},
+        .add_headers = add_headers,
     };
+    *out = px;
     return 0;
 }
 
@@ -411,31 +524,15 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                       struct upstream_chains *chains, unsigned workers)
 {
     /* A vhost for each server listening here. */
-    size_t vhost_count = entry_count, location_count = 0, return_count = 0, proxy_count = 0;
-    size_t header_count = 0, hide_count = 0;
-    for (size_t e = 0; e < entry_count; e++) {
-        const struct conf_server *server = &config->servers[entries[e].server];
-        location_count += server->location_count;
-        for (size_t l = 0; l < server->location_count; l++) {
-            const struct conf_location *loc = &server->locations[l];
-            return_count += loc->handler == CONF_HANDLER_RETURN;
-            proxy_count += loc->handler == CONF_HANDLER_PROXY;
-            header_count += loc->set_header_count;
-            hide_count += loc->hide_header_count;
-        }
-    }
+    size_t vhost_count = entry_count, location_count = 0;
+    for (size_t e = 0; e < entry_count; e++)
+        location_count += config->servers[entries[e].server].location_count;
     listen_options_from(config, entries, entry_count, &site->listen_options);
     site->address = strdup(address);
     assert(vhost_count > 0); /* `address` is one that a server listens on */
     site->vhosts = calloc(vhost_count, sizeof(*site->vhosts));
     site->locations = calloc(location_count ? location_count : 1, sizeof(*site->locations));
-    site->returns = calloc(return_count ? return_count : 1, sizeof(*site->returns));
-    site->proxies = calloc(proxy_count ? proxy_count : 1, sizeof(*site->proxies));
-    site->proxy_headers = calloc(header_count ? header_count : 1, sizeof(*site->proxy_headers));
-    site->proxy_hides = calloc(hide_count ? hide_count : 1, sizeof(*site->proxy_hides));
-    if (site->address == NULL || site->vhosts == NULL || site->locations == NULL ||
-        site->returns == NULL || site->proxies == NULL || site->proxy_headers == NULL ||
-        site->proxy_hides == NULL)
+    if (site->address == NULL || site->vhosts == NULL || site->locations == NULL)
         return -ENOMEM;
 
     const struct conf_server **vhost_servers = calloc(vhost_count, sizeof(*vhost_servers));
@@ -449,8 +546,14 @@ static int site_build(struct site *site, struct generation *gen, const struct co
         free(named);
         return -ENOMEM;
     }
-    size_t v = 0, l = 0, r = 0, p = 0, headers_used = 0, hides_used = 0;
+    size_t v = 0, l = 0;
     int err = 0;
+    /* The modules in the site's steps: those without a configuration,
+     * and those that build something for one of its vhosts or locations. */
+    uint32_t used = 0;
+    for (size_t m = 0; m < modules_count; m++)
+        if (modules_list[m]->conf.size == 0)
+            used |= UINT32_C(1) << m;
     for (int pass = 0; pass < 2; pass++) {
         for (size_t e = 0; e < entry_count && err == 0; e++) {
             size_t s = entries[e].server;
@@ -467,12 +570,11 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->access = access_conf_active(&server->access) ? &server->access : NULL;
             vhost->locations = &site->locations[l];
             vhost->location_count = server->location_count;
-            err = runtime_vars_rewrites(gen->vars, &server->rewrites, NULL, &vhost->rewrites);
-            static const struct conf_location no_location; /* the server's add_header */
-            if (err == 0)
-                err = runtime_vars_add_headers(gen->vars, config, server, &no_location,
-                                               &vhost->add_headers);
+            err = modules_build(gen->vars, server->modules, &vhost->modules, NULL, &used);
+            /* The framers answer with them before a location is known. */
+            vhost->add_headers = http_module_built_in(vhost->modules, &add_header_module);
             size_t named_count = 0;
+            assert(server->location_count <= max_locations); /* `named`'s size */
             for (size_t i = 0; i < server->location_count; i++)
                 if (server->locations[i].path[0] == '@')
                     named[named_count++] = i;
@@ -494,44 +596,33 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                                              "location", &loc->regex);
                 runtime_vars_set_captures(gen->vars, loc->regex);
                 if (err == 0)
-                    err = runtime_vars_rewrites(gen->vars, &conf->rewrites, loc->regex,
-                                                &loc->rewrites);
-                const struct http_add_headers *add_headers = NULL;
-                if (err == 0)
-                    err = runtime_vars_add_headers(gen->vars, config, server, conf, &add_headers);
-                loc->add_headers = add_headers;
+                    err = modules_build(gen->vars, conf->modules, &loc->modules, loc, &used);
+                /* For the router's and the limits' own answers, and the proxy's. */
+                loc->add_headers = http_module_built_in(loc->modules, &add_header_module);
                 if (err == 0)
                     err = error_pages_build(gen->vars, config, server, conf, named, named_count,
                                             vhost, &loc->error_pages);
-                if (err == 0 && conf->handler == CONF_HANDLER_RETURN) {
-                    struct http_return *ret = &site->returns[r++];
-                    *ret = (struct http_return){
-                        .status = conf->return_code,
-                        .text = conf->return_text,
-                        .text_len = conf->return_text ? strlen(conf->return_text) : 0,
-                        .add_headers = add_headers};
-                    if (conf->return_text != NULL)
-                        err = runtime_vars_compile(gen->vars, conf->return_text,
-                                                   &conf->return_text_pos, "return", &ret->value);
-                    if (err == 0 && ret->value != NULL && vars_template_uses_captures(ret->value))
-                        ret->captures = loc->regex;
-                    loc->handler = &http_return_handler;
-                    loc->handler_data = ret;
-                } else if (err == 0 && conf->handler == CONF_HANDLER_PROXY) {
+                /* proxy_pass: its upstreams are the generation's, shared by
+                 * the locations that name the same one. */
+                if (err == 0 && conf->proxy_pass != NULL) {
                     struct proxy_upstream *upstream;
+                    struct proxy_location *px = NULL;
                     err = upstream_get(gen, config, conf, workers, chains, &upstream);
                     if (err == 0)
-                        err = proxy_build(site, gen->vars, p, conf, loc->regex, upstream,
-                                          &headers_used, &hides_used);
-                    site->proxies[p].add_headers = add_headers;
+                        err = proxy_build(gen->vars, conf, loc->regex, upstream, loc->add_headers,
+                                          &px);
                     loc->handler = &proxy_handler;
-                    loc->handler_data = &site->proxies[p++];
+                    loc->handler_data = px;
                 }
+                /* Its handler is known before the limits look at it. */
                 if (err == 0)
                     err = runtime_limits_build(gen->limits, gen->vars, conf, loc);
             }
         }
     }
+    http_module_table(&site->router, modules_list, modules_count, used);
+    for (size_t i = 0; i < vhost_count; i++)
+        site->vhosts[i].router = &site->router;
     const struct conf_listen *first = site_listen(config, &entries[0]);
     site->http = (struct http_site){.vhosts = site->vhosts,
                                     .vhost_count = vhost_count,
@@ -686,12 +777,13 @@ struct site *find_site(struct generation *gen, const char *address)
  * and a reload catch what a start would. */
 int sites_build(struct generation *gen, const struct conf_config *config, unsigned workers)
 {
+    runtime_modules_init(); /* once: the router's steps, the filters' places */
     size_t addresses = config->listen_address_count, listens = 0;
     size_t max_upstreams = 0;
     for (size_t s = 0; s < config->server_count; s++) {
         listens += config->servers[s].listen_count;
         for (size_t l = 0; l < config->servers[s].location_count; l++)
-            max_upstreams += config->servers[s].locations[l].handler == CONF_HANDLER_PROXY;
+            max_upstreams += config->servers[s].locations[l].proxy_pass != NULL;
     }
     int vars_err = runtime_vars_new(config, &gen->vars);
     if (vars_err == 0)

@@ -7,6 +7,11 @@
 
 #include "cmd/daemon.h"
 
+/* Registers every module's configuration with conf/ (its directives, its
+ * struct per level) and builds the router's lists: once, whoever calls
+ * first, before the first config is parsed. */
+void runtime_modules_init(void);
+
 /* Builds into `gen` a site for every distinct listen address, then the
  * admin ones, with the upstreams their proxy locations use, for `workers`
  * workers: everything the configuration names is loaded (certificates,

@@ -44,26 +44,11 @@ int runtime_vars_compile_any(struct runtime_vars *vars, const char *text,
                              const struct conf_pos *pos, const char *directive,
                              const struct vars_template **out);
 
-/* The add_header rules of a location: its own, else its server's, else the
- * top level's (nginx's inheritance), compiled; NULL when there are none.
- * Owned by `vars`.  Returns 0, -EINVAL (logged) or -ENOMEM. */
-int runtime_vars_add_headers(struct runtime_vars *vars, const struct conf_config *config,
-                             const struct conf_server *server, const struct conf_location *loc,
-                             const struct http_add_headers **out);
-
 /* Compiles a location's regex into *out, which `vars` owns; a bad one is
  * reported at `pos` with PCRE2's message.  Returns 0, -EINVAL or -ENOMEM. */
 int runtime_vars_regex(struct runtime_vars *vars, const char *pattern, bool caseless,
                        const struct conf_pos *pos, const char *directive,
                        const struct http_regex **out);
-
-/* The compiled rewrites of a server or location (NULL when there are
- * none), owned by `vars`; `location_regex` is the one whose groups the
- * location's other values read, restored after.  Returns 0, -EINVAL
- * (logged) or -ENOMEM. */
-int runtime_vars_rewrites(struct runtime_vars *vars, const struct conf_rewrites *conf,
-                          const struct http_regex *location_regex,
-                          const struct http_rewrites **out);
 
 /* The regex whose named groups are variables for the values compiled from
  * now on (one location's); NULL: none. */

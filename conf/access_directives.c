@@ -187,9 +187,11 @@ static void *copy_array(const void *array, size_t count, size_t size)
 /* Gives `child` what it does not set of `parent`'s, as nginx merges: the
  * trusted list and the rules as a whole, the other two one by one.  The
  * child gets copies, so that each block owns what it holds. */
-static int inherit(struct conf_state *state, const struct conf_pos *pos, struct access_conf *child,
-                   const struct access_conf *parent)
+static int inherit(struct conf_state *state, const struct conf_pos *pos, void *own,
+                   const void *from)
 {
+    struct access_conf *child = own;
+    const struct access_conf *parent = from;
     if (child->real_ip_from_count == 0 && parent->real_ip_from_count > 0) {
         child->real_ip_from = copy_array(parent->real_ip_from, parent->real_ip_from_count,
                                          sizeof(*parent->real_ip_from));
@@ -221,18 +223,13 @@ static int inherit(struct conf_state *state, const struct conf_pos *pos, struct 
 
 int conf__access_finish(struct conf_state *state)
 {
-    struct conf_config *config = state->config;
-    for (size_t s = 0; s < config->server_count; s++) {
-        struct conf_server *server = &config->servers[s];
-        if (inherit(state, &server->pos, &server->access, &config->access) != 0)
-            return -1;
-        for (size_t l = 0; l < server->location_count; l++) {
-            struct conf_location *location = &server->locations[l];
-            if (inherit(state, &location->pos, &location->access, &server->access) != 0)
-                return -1;
-        }
-    }
-    return 0;
+    static const struct conf_levels levels = {
+        offsetof(struct conf_config, access),
+        offsetof(struct conf_server, access),
+        offsetof(struct conf_location, access),
+        inherit,
+    };
+    return conf__levels_merge(state, &levels);
 }
 
 void conf__access_free(struct access_conf *access)

@@ -10,6 +10,8 @@
 
 #include <corral.h>
 
+#include "conf/directive.h" /* struct conf_pos, struct conf_module */
+
 /* Types and defaults only: conf/ calls no proto function. */
 #include "proto/policy/access.h"
 #include "proto/http2/http2_conf.h"
@@ -23,12 +25,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Where a directive or argument was written: for error messages. */
-struct conf_pos {
-    const char *file;   /* owned by the config (or the parse), never NULL */
-    unsigned line, col; /* 1-based */
-};
-
 /* A parse or validation failure: "file:line:col: message". */
 struct conf_error {
     char text[512];
@@ -38,20 +34,6 @@ struct conf_header {
     char *name;
     char *value; /* may hold $variables */
     struct conf_pos value_pos;
-};
-
-/* add_header NAME VALUE [always]; a level with add_header of its own does
- * not inherit the enclosing level's (nginx's rule). */
-struct conf_add_header {
-    char *name;
-    char *value; /* may hold $variables */
-    bool always;
-    struct conf_pos value_pos;
-};
-
-struct conf_add_headers {
-    struct conf_add_header *items;
-    size_t count;
 };
 
 /* error_page CODE... [=[RESPONSE]] URI, one item per code; a level with
@@ -100,27 +82,6 @@ struct conf_limits {
     unsigned req_status, conn_status; /* limit_*_status; 0: inherited, else 503 */
 };
 
-/* rewrite REGEX REPLACEMENT [last|break|redirect|permanent] */
-enum conf_rewrite_flag {
-    CONF_REWRITE_NONE,
-    CONF_REWRITE_LAST,
-    CONF_REWRITE_BREAK,
-    CONF_REWRITE_REDIRECT,
-    CONF_REWRITE_PERMANENT,
-};
-
-struct conf_rewrite {
-    char *regex;
-    char *replacement; /* may hold $variables and the regex's groups */
-    enum conf_rewrite_flag flag;
-    struct conf_pos regex_pos, replacement_pos;
-};
-
-struct conf_rewrites {
-    struct conf_rewrite *items;
-    size_t count;
-};
-
 /* map $source $name { KEY VALUE; ... default VALUE; }: KEY is an exact
  * value, ~REGEX or ~*REGEX. */
 struct conf_map_entry {
@@ -145,12 +106,6 @@ struct conf_upstream {
     struct proxy_upstream_conf upstream;
     struct conf_pos *server_pos; /* where each of upstream.servers is written */
     struct conf_pos pos;
-};
-
-enum conf_handler {
-    CONF_HANDLER_NONE,
-    CONF_HANDLER_RETURN,
-    CONF_HANDLER_PROXY,
 };
 
 /* access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME]: one of a level's. */
@@ -178,10 +133,11 @@ struct conf_location {
     bool regex;    /* "location ~ RE" (caseless: "~* RE"): path is the regex */
     bool caseless;
     struct conf_pos path_pos;
-    enum conf_handler handler;
-    unsigned return_code; /* return CODE ["TEXT"] */
-    char *return_text;    /* may be NULL (empty body); may hold $variables */
-    struct conf_pos return_text_pos;
+    /* The directive that gives it its content handler ("return",
+     * "proxy_pass": those whose entry says `content`); NULL: none. */
+    const char *content;
+    struct conf_pos content_pos;
+    bool passes;      /* it has a directive that hands requests on (rewrite) */
     char *proxy_pass; /* "http[s]://name_or_address[:port]" as written, without a path */
     /* Which of the config's distinct proxy_pass strings it is (0 to
      * conf_config.proxy_target_count - 1), and the upstream block it names
@@ -206,9 +162,7 @@ struct conf_location {
     char **upgrades;
     size_t upgrade_count;
     bool upgrade_set, upgrade_any;
-    bool connection_set;                 /* proxy_set_header Connection, which goes with it */
-    struct conf_add_headers add_headers; /* its own, not the server's */
-    struct conf_rewrites rewrites;
+    bool connection_set; /* proxy_set_header Connection, which goes with it */
     /* Once parsed, the location's effective proxy settings: its server's,
      * with its own proxy_buffer_size if it has one (while parsing, 0 when
      * it has none). */
@@ -219,6 +173,9 @@ struct conf_location {
     struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
     /* error_page: its own, not the server's */
     struct conf_error_pages error_pages;
+    /* The registered modules' structs (conf_module_conf(), directive.h):
+     * its own settings, then inherited; NULL when none is registered. */
+    void *modules;
 };
 
 struct conf_listen {
@@ -292,14 +249,13 @@ struct conf_server {
     size_t location_count;
     struct conf_http http;
     struct conf_tls tls;
-    struct conf_add_headers add_headers; /* its own, not the top level's */
-    struct conf_rewrites rewrites;
     struct conf_pos pos;
     struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
     struct conf_access_logs access_logs;
     struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
     /* error_page: its own, not the top level's */
     struct conf_error_pages error_pages;
+    void *modules; /* the registered modules' structs, as a location's */
 };
 
 /* One admin listen beyond its address (conf_config.admin_listens). */
@@ -348,7 +304,6 @@ struct conf_config {
     size_t access_log_buffer;            /* buffer=SIZE: per worker; 0: a write per line */
     uint32_t access_log_flush_ms;        /* flush=TIME: 0: when full, and at the end */
     struct conf_access_logs access_logs; /* the top level's: the first is the fields above */
-    struct conf_add_headers add_headers; /* the top level's add_header */
     struct conf_error_pages error_pages; /* the top level's error_page */
     struct conf_map *maps;
     size_t map_count;
@@ -369,6 +324,7 @@ struct conf_config {
     struct conf_limits limits; /* limit_req, limit_conn at the top level */
     struct conf_limit_zone *limit_zones;
     size_t limit_zone_count;
+    void *modules; /* the registered modules' structs at the top level */
 
     struct conf_mime_type *mime_types; /* types { }: one per extension */
     size_t mime_type_count;

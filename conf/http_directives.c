@@ -257,7 +257,6 @@ static int apply_server(struct conf_state *state, const struct conf_node *node,
     server->tls.settings = TLS_SERVER_CONF_DEFAULT;
 
     state->server = server;
-    state->server_return = conf__find_child(node, "return");
     conf__proxy_server_start(state, node);
     int rc = conf__apply_block(state, node, CONF_SERVER);
     state->server = NULL;
@@ -463,12 +462,6 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
                               modifier);
     /* "@name": a named location, which only error_page reaches. */
     bool named = node->arg_count == 1 && path->text[0] == '@' && path->text[1] != '\0';
-    const struct conf_node *server_return = state->server_return;
-    if (server_return != NULL && server_return < node)
-        return conf__error_at(state->error, &node->name.pos,
-                              "the server's \"return\" at line %u answers every request, so this "
-                              "location would never be used",
-                              server_return->name.pos.line);
     if (!regex && !named && path->text[0] != '/')
         return conf__error_at(state->error, &path->pos,
                               "location path must start with \"/\", got \"%s\"", path->text);
@@ -521,78 +514,12 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
     if (rc != 0)
         return -1;
     /* One with rewrites only hands its requests on (or answers 404). */
-    if (location->handler == CONF_HANDLER_NONE && location->rewrites.count == 0)
+    if (location->content == NULL && !location->passes)
         return conf__error_at(state->error, &node->name.pos,
                               "location \"%s\" has no \"return\", \"proxy_pass\" or "
                               "\"rewrite\"",
                               path->text);
     return conf__proxy_check_location(state, location, node);
-}
-
-/* return CODE ["TEXT"] */
-/* The location a server-level return answers from: "/", which every
- * path matches, as nginx answers every request of the server. */
-static struct conf_location *add_server_return_location(struct conf_state *state,
-                                                        const struct conf_node *node)
-{
-    struct conf_server *server = state->server;
-    if (server->location_count > 0)
-        return conf__error_at(state->error, &node->name.pos,
-                              "a \"return\" in the server answers every request, so the "
-                              "server's locations would never be used: move it into a location"),
-               NULL;
-    static const char key[] = "0/"; /* as apply_location() indexes a prefix "/" */
-    if (conf__index_add(&state->locations, key, sizeof(key) - 1, 0, NULL) < 0) {
-        conf__error_at(state->error, &node->name.pos, "out of memory");
-        return NULL;
-    }
-    struct conf_location *locations =
-        conf__grow(state, &node->name.pos, server->locations, 0, sizeof(*locations));
-    if (locations == NULL)
-        return NULL;
-    server->locations = locations;
-    server->location_count = 1;
-    struct conf_location *location = &locations[0];
-    location->path_pos = node->name.pos;
-    location->pos = node->name.pos;
-    location->proxy_tls = TLS_CLIENT_CONF_DEFAULT;
-    conf__proxy_location_start(location);
-    location->path = conf__strdup(state, &node->name.pos, "/");
-    return location->path != NULL ? location : NULL;
-}
-
-static int apply_return(struct conf_state *state, const struct conf_node *node,
-                        const struct conf_directive *directive)
-{
-    (void)directive;
-    struct conf_location *location =
-        state->location != NULL ? state->location : add_server_return_location(state, node);
-    if (location == NULL)
-        return -1;
-    const struct conf_arg *code = &node->args[0];
-    if (location->handler == CONF_HANDLER_PROXY)
-        return conf__error_at(state->error, &node->name.pos,
-                              "\"return\" cannot be combined with \"proxy_pass\" in one location");
-    /* A 1xx status never ends an exchange: the client would wait for the
-     * final response. */
-    if (conf__parse_uint(code->text, &location->return_code) != 0 || location->return_code < 200 ||
-        location->return_code > 599)
-        return conf__error_at(state->error, &code->pos,
-                              "invalid status code \"%s\" (expected 200 to 599)", code->text);
-    location->handler = CONF_HANDLER_RETURN;
-    if (node->arg_count == 1)
-        return 0;
-    /* A redirect's text becomes its Location line: a CR or LF in it would
-     * start header lines of its own. */
-    unsigned c = location->return_code;
-    bool redirect = c == 301 || c == 302 || c == 303 || c == 307 || c == 308;
-    for (const char *p = node->args[1].text; redirect && *p != '\0'; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            return conf__error_at(state->error, &node->args[1].pos,
-                                  "a redirect target cannot hold control characters");
-    location->return_text_pos = node->args[1].pos;
-    location->return_text = conf__strdup(state, &node->args[1].pos, node->args[1].text);
-    return location->return_text != NULL ? 0 : -1;
 }
 
 /* keepalive_timeout TIME [HEADER_TIME] */
@@ -709,8 +636,6 @@ const struct conf_directive conf__http_directives[] = {
      .apply = apply_server_name},
     {.name = "location", .contexts = CONF_SERVER, .min_args = 1, .max_args = 2, .block = true,
      .repeat = true, .apply = apply_location},
-    {.name = "return", .contexts = CONF_SERVER | CONF_LOCATION, .min_args = 1, .max_args = 2,
-     .apply = apply_return},
     {.name = NULL},
 };
 /* clang-format on */

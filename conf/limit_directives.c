@@ -355,9 +355,11 @@ static int copy_limits(struct conf_state *state, const struct conf_pos *pos,
     return 0;
 }
 
-static int inherit(struct conf_state *state, const struct conf_pos *pos, struct conf_limits *child,
-                   const struct conf_limits *parent)
+static int inherit(struct conf_state *state, const struct conf_pos *pos, void *own,
+                   const void *from)
 {
+    struct conf_limits *child = own;
+    const struct conf_limits *parent = from;
     if (resolve_block(state, child) != 0)
         return -1;
     if (child->req_count == 0 && copy_limits(state, pos, &child->reqs, &child->req_count,
@@ -382,17 +384,13 @@ int conf__limit_finish(struct conf_state *state)
         config->limits.req_status = 503;
     if (config->limits.conn_status == 0)
         config->limits.conn_status = 503;
-    for (size_t s = 0; s < config->server_count; s++) {
-        struct conf_server *server = &config->servers[s];
-        if (inherit(state, &server->pos, &server->limits, &config->limits) != 0)
-            return -1;
-        for (size_t l = 0; l < server->location_count; l++) {
-            struct conf_location *location = &server->locations[l];
-            if (inherit(state, &location->pos, &location->limits, &server->limits) != 0)
-                return -1;
-        }
-    }
-    return 0;
+    static const struct conf_levels levels = {
+        offsetof(struct conf_config, limits),
+        offsetof(struct conf_server, limits),
+        offsetof(struct conf_location, limits),
+        inherit,
+    };
+    return conf__levels_merge(state, &levels);
 }
 
 void conf__limits_free(struct conf_limits *limits)

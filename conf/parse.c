@@ -549,7 +549,6 @@ static void access_logs_free(struct conf_access_logs *logs)
 static void location_free(struct conf_location *location)
 {
     free(location->path);
-    free(location->return_text);
     free(location->proxy_pass);
     free(location->proxy_uri);
     /* The module's struct holds const pointers; the config owns them. */
@@ -568,8 +567,6 @@ static void location_free(struct conf_location *location)
     free(location->upgrades);
     conf__access_free(&location->access);
     conf__limits_free(&location->limits);
-    conf__free_add_headers(&location->add_headers);
-    conf__free_rewrites(&location->rewrites);
     access_logs_free(&location->access_logs);
     conf__free_error_pages(&location->error_pages);
 }
@@ -588,8 +585,6 @@ static void server_free(struct conf_server *server)
     conf__tls_free(&server->tls);
     conf__access_free(&server->access);
     conf__limits_free(&server->limits);
-    conf__free_add_headers(&server->add_headers);
-    conf__free_rewrites(&server->rewrites);
     access_logs_free(&server->access_logs);
     conf__free_error_pages(&server->error_pages);
 }
@@ -598,6 +593,7 @@ void conf_free(struct conf_config *config)
 {
     if (config == NULL)
         return;
+    conf__modules_free(config); /* before the servers and locations go */
     free(config->user);
     free(config->group);
     free(config->pid_file);
@@ -634,7 +630,6 @@ void conf_free(struct conf_config *config)
         free(config->upstreams[i].server_pos);
     }
     free(config->upstreams);
-    conf__free_add_headers(&config->add_headers);
     conf__free_error_pages(&config->error_pages);
     conf__free_maps(config);
     for (size_t i = 0; i < config->mime_type_count; i++) {

@@ -103,9 +103,6 @@ static int apply_proxy_pass(struct conf_state *state, const struct conf_node *no
     (void)directive;
     struct conf_location *location = state->location;
     const struct conf_arg *arg = &node->args[0];
-    if (location->handler == CONF_HANDLER_RETURN)
-        return conf__error_at(state->error, &node->name.pos,
-                              "\"proxy_pass\" cannot be combined with \"return\" in one location");
     int scheme = (int)scheme_length(arg->text);
     const char *authority = arg->text + scheme;
     if (scheme == 0 || *authority == '\0')
@@ -163,7 +160,6 @@ static int apply_proxy_pass(struct conf_state *state, const struct conf_node *no
             return -1;
         state->proxy_refs = refs;
     }
-    location->handler = CONF_HANDLER_PROXY;
     if (refs != NULL)
         refs[state->proxy_ref_count++] = (struct conf_proxy_ref){
             .url = location->proxy_pass,
@@ -455,35 +451,44 @@ void conf__proxy_location_start(struct conf_location *location)
     location->proxy.send_timeout_ms = TIMEOUT_UNSET;
 }
 
+static int inherit(struct conf_state *state, const struct conf_pos *pos, void *child,
+                   const void *parent)
+{
+    (void)state, (void)pos;
+    struct proxy_conf *location = child;
+    struct proxy_conf own = *location;
+    *location = *(const struct proxy_conf *)parent;
+    if (own.response_head_limit != 0)
+        location->response_head_limit = own.response_head_limit;
+    if (own.next_upstream & PROXY_NEXT_WRITTEN)
+        location->next_upstream = own.next_upstream;
+    if (own.next_upstream_tries != 0)
+        location->next_upstream_tries = own.next_upstream_tries;
+    if (own.next_upstream_timeout_ms != 0)
+        location->next_upstream_timeout_ms = own.next_upstream_timeout_ms;
+    if (own.connect_timeout_ms != TIMEOUT_UNSET)
+        location->connect_timeout_ms = own.connect_timeout_ms;
+    if (own.read_timeout_ms != TIMEOUT_UNSET)
+        location->read_timeout_ms = own.read_timeout_ms;
+    if (own.send_timeout_ms != TIMEOUT_UNSET)
+        location->send_timeout_ms = own.send_timeout_ms;
+    return 0;
+}
+
 int conf__proxy_finish(struct conf_state *state)
 {
     /* A location takes its server's settings, which hold the top level's
      * where the server sets none (conf__http_finish() ran first), and
      * keeps its own timeouts, proxy_buffer_size and proxy_next_upstream*: a tries
      * or timeout of 0 (no limit) in a location takes the server's. */
-    const struct conf_config *config = state->config;
-    for (size_t s = 0; s < config->server_count; s++) {
-        const struct conf_server *server = &config->servers[s];
-        for (size_t l = 0; l < server->location_count; l++) {
-            struct conf_location *location = &server->locations[l];
-            struct proxy_conf own = location->proxy;
-            location->proxy = server->http.proxy;
-            if (own.response_head_limit != 0)
-                location->proxy.response_head_limit = own.response_head_limit;
-            if (own.next_upstream & PROXY_NEXT_WRITTEN)
-                location->proxy.next_upstream = own.next_upstream;
-            if (own.next_upstream_tries != 0)
-                location->proxy.next_upstream_tries = own.next_upstream_tries;
-            if (own.next_upstream_timeout_ms != 0)
-                location->proxy.next_upstream_timeout_ms = own.next_upstream_timeout_ms;
-            if (own.connect_timeout_ms != TIMEOUT_UNSET)
-                location->proxy.connect_timeout_ms = own.connect_timeout_ms;
-            if (own.read_timeout_ms != TIMEOUT_UNSET)
-                location->proxy.read_timeout_ms = own.read_timeout_ms;
-            if (own.send_timeout_ms != TIMEOUT_UNSET)
-                location->proxy.send_timeout_ms = own.send_timeout_ms;
-        }
-    }
+    static const struct conf_levels levels = {
+        SIZE_MAX, /* a server's are merged setting by setting (conf__inherit_settings()) */
+        offsetof(struct conf_server, http.proxy),
+        offsetof(struct conf_location, proxy),
+        inherit,
+    };
+    if (conf__levels_merge(state, &levels) != 0)
+        return -1;
     for (size_t i = 0; i < state->proxy_ref_count; i++) {
         const struct conf_proxy_ref *ref = &state->proxy_refs[i];
         int scheme = (int)scheme_length(ref->url);
@@ -510,7 +515,7 @@ int conf__proxy_finish(struct conf_state *state)
 
 const struct conf_directive conf__proxy_directives[] = {
     {.name = "proxy_pass", .contexts = CONF_LOCATION, .min_args = 1, .max_args = 1,
-     .apply = apply_proxy_pass},
+     .content = true, .apply = apply_proxy_pass},
     /* in a server or at top level, for the locations that write none */
     {.name = "proxy_set_header", .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION,
      .min_args = 2, .max_args = 2,

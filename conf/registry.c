@@ -75,14 +75,20 @@ void *conf__grow(struct conf_state *state, const struct conf_pos *pos, void *arr
 
 /* ----------------------------------------------------------------- lookup */
 
+/* conf/'s own tables, then the registered modules'. */
+static const struct conf_directive *table(size_t t)
+{
+    return t < conf__table_count ? conf__tables[t] : conf__module_table(t - conf__table_count);
+}
+
 /* The entry for `name` in `context`, or NULL; *elsewhere collects the
  * contexts where an entry of that name would have been allowed. */
 static const struct conf_directive *find_name(const char *name, unsigned context,
                                               unsigned *elsewhere)
 {
     *elsewhere = 0;
-    for (size_t t = 0; t < conf__table_count; t++) {
-        for (const struct conf_directive *d = conf__tables[t]; d->name != NULL; d++) {
+    for (size_t t = 0; t < conf__table_count + conf__module_table_count(); t++) {
+        for (const struct conf_directive *d = table(t); d->name != NULL; d++) {
             if (strcmp(d->name, name) != 0)
                 continue;
             if (d->contexts & context)
@@ -132,8 +138,8 @@ static const char *suggest(const char *name, unsigned context)
     unsigned limit = len < 5 ? 1 : 2;
     const char *best = NULL;
     unsigned best_score = UINT_MAX;
-    for (size_t t = 0; t < conf__table_count; t++) {
-        for (const struct conf_directive *d = conf__tables[t]; d->name != NULL; d++) {
+    for (size_t t = 0; t < conf__table_count + conf__module_table_count(); t++) {
+        for (const struct conf_directive *d = table(t); d->name != NULL; d++) {
             unsigned distance = edit_distance(name, d->name);
             if (distance > limit)
                 continue;
@@ -256,6 +262,23 @@ static void record_error(struct conf_state *state)
     text[0] = '\0';
 }
 
+/* A location has one content handler: the directive that gives it one is
+ * the only one of its kind there. */
+static int check_content(struct conf_state *state, const struct conf_node *node,
+                         const struct conf_directive *directive)
+{
+    struct conf_location *location = state->location;
+    if (location == NULL)
+        return 0;
+    if (location->content != NULL)
+        return conf__error_at(state->error, &node->name.pos,
+                              "\"%s\" cannot be combined with \"%s\" in one location",
+                              directive->name, location->content);
+    location->content = directive->name;
+    location->content_pos = node->name.pos;
+    return 0;
+}
+
 /* Checks and applies one child of a block; 0 or -1 with the error written. */
 static int apply_child(struct conf_state *state, const struct conf_node *block, size_t i,
                        unsigned context)
@@ -284,6 +307,10 @@ static int apply_child(struct conf_state *state, const struct conf_node *block, 
                 conf__where(where, sizeof(where), &node->name.pos, &first->name.pos));
         }
     }
+    if (directive->content && check_content(state, node, directive) != 0)
+        return -1;
+    if (directive->passes && state->location != NULL)
+        state->location->passes = true;
     conf_apply_fn apply = directive->apply != NULL ? directive->apply : conf__apply_setting;
     return apply(state, node, directive);
 }
@@ -320,6 +347,8 @@ int conf__apply(struct conf_config *config, const struct conf_node *root, struct
         rc = conf__access_finish(&state);
     if (rc == 0)
         rc = conf__limit_finish(&state);
+    if (rc == 0)
+        rc = conf__modules_finish(&state);
     if (rc != 0) {
         record_error(&state);
         if (state.error_count > 0)

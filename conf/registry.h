@@ -12,12 +12,6 @@
 
 /* ------------------------------------------------------------------ tree */
 
-/* A word as written, unescaped, and where it starts. */
-struct conf_arg {
-    char *text;
-    struct conf_pos pos;
-};
-
 /*
  * One directive: `name args;` or `name args { children }`.  Included files
  * are already spliced in, so a block's children may come from several files
@@ -34,102 +28,6 @@ struct conf_node {
 };
 
 /* ------------------------------------------------------------- directives */
-
-/* The blocks a directive may appear in (bit set). */
-enum {
-    CONF_MAIN = 1u << 0,
-    CONF_SERVER = 1u << 1,
-    CONF_LOCATION = 1u << 2,
-    CONF_UPSTREAM = 1u << 3,
-    CONF_ADMIN = 1u << 4,
-    CONF_EVENTS = 1u << 5, /* nginx's events { } (nginx_directives.c) */
-};
-
-#define CONF_ARGS_MANY UINT_MAX
-
-struct conf_state;
-struct conf_directive;
-
-/* Applies one directive that passed the generic checks.  Returns 0, or -1
- * with the error written (see conf__error_at()). */
-typedef int (*conf_apply_fn)(struct conf_state *state, const struct conf_node *node,
-                             const struct conf_directive *directive);
-
-/* An extra check of an argument before the generic setter reads it.
- * Returns 0, or -1 with the error written. */
-typedef int (*conf_check_fn)(struct conf_state *state, const struct conf_arg *arg);
-
-/* What a directive's argument is, for the generic setter; the field's C
- * type follows from it. */
-enum conf_kind {
-    CONF_KIND_NONE,     /* the entry has an apply function of its own */
-    CONF_KIND_DURATION, /* uint32_t milliseconds, at least `min` */
-    CONF_KIND_SIZE,     /* size_t bytes, from `min` to `max` */
-    CONF_KIND_COUNT,    /* unsigned, from `min` to `max`; `zero_word` stands for 0 */
-    CONF_KIND_SWITCH,   /* bool: on|off */
-    CONF_KIND_KEYWORD,  /* an enum: the value of one of `keywords` */
-    CONF_KIND_FLAGS,    /* unsigned: one or more of `keywords`, their values or'ed */
-    CONF_KIND_STRING,   /* char *, malloc'd; empty refused when `what` is set */
-    CONF_KIND_PATH,     /* char *, resolved against the directory of its file;
-                           `zero_word` leaves it NULL */
-};
-
-/* The struct a field's offset is relative to; the block being applied
- * picks which one. */
-enum conf_base {
-    CONF_BASE_MAIN,     /* struct conf_config */
-    CONF_BASE_LIMITS,   /* struct http_limits: the server's, else the top level's */
-    CONF_BASE_PROXY,    /* struct proxy_conf: the location's, else the server's,
-                           else the top level's */
-    CONF_BASE_HTTP2,    /* struct http2_conf: the server's, else the top level's */
-    CONF_BASE_TLS,      /* struct conf_tls of the server */
-    CONF_BASE_LOCATION, /* struct conf_location */
-    CONF_BASE_UPSTREAM, /* struct conf_upstream */
-};
-
-/* One word a directive takes, and what it stands for. */
-struct conf_keyword {
-    const char *name;
-    int value;
-};
-
-/*
- * A table entry.  The same name may appear in several entries with disjoint
- * contexts ("listen" in server and in admin, "server" at top level and in
- * upstream); the context picks the entry.  Each module's table ends with an
- * entry whose name is NULL.
- *
- * An entry that sets one field says which (base, offset) and what its
- * argument is (kind and bounds), and conf__apply_setting() sets it, as
- * nginx's ngx_command_t does.  A directive that builds structure (a block,
- * a list, several fields at once) has its own apply function.
- */
-struct conf_directive {
-    const char *name;
-    unsigned contexts;           /* CONF_MAIN | ... */
-    unsigned min_args, max_args; /* max CONF_ARGS_MANY: no limit */
-    bool block;                  /* must be followed by "{ ... }"; otherwise by ";" */
-    bool repeat;                 /* may appear more than once in one block */
-    conf_apply_fn apply;         /* NULL: conf__apply_setting() */
-
-    /* For conf__apply_setting(): */
-    enum conf_kind kind;
-    enum conf_base base;
-    size_t offset;                       /* of the field in the base struct */
-    bool keep_pos;                       /* the argument's position goes to pos_offset too */
-    size_t pos_offset;                   /* of a struct conf_pos in the base struct */
-    uint64_t min, max;                   /* bounds of a count, size or duration; max 0: none */
-    const char *what;                    /* the value's noun in messages ("worker count") */
-    const char *zero_word;               /* a word that stands for 0 or none ("auto", "off") */
-    const char *repeated;                /* CONF_KIND_FLAGS: the noun for a word given twice */
-    const struct conf_keyword *keywords; /* CONF_KIND_KEYWORD, CONF_KIND_FLAGS */
-    size_t keyword_count;
-    conf_check_fn check; /* NULL: none */
-};
-
-/* Table entries for conf__apply_setting(), one field each. */
-#define CONF_FIELD(type, field) .offset = offsetof(type, field)
-#define CONF_KEYWORDS(list)     .keywords = list, .keyword_count = sizeof(list) / sizeof(list[0])
 
 extern const struct conf_directive conf__core_directives[];
 extern const struct conf_directive conf__http_directives[];
@@ -234,12 +132,12 @@ struct conf_state {
      * the end. */
     const struct conf_node *root; /* the main block */
     /* Looked up once, not once per server or location: the top level's
-     * "http2", and whether it has proxy_set_header lines; the server's own
-     * "return" and the block whose proxy_set_header lines its locations
-     * inherit (set by apply_server() for the server being applied). */
+     * "http2", and whether it has proxy_set_header lines; the block whose
+     * proxy_set_header lines the server's locations inherit (set by
+     * apply_server() for the server being applied). */
     const struct conf_node *root_http2;
     bool root_headers;
-    const struct conf_node *server_return, *server_headers;
+    const struct conf_node *server_headers;
     conf_report_fn report;
     void *report_arg;
     unsigned error_count;
@@ -300,6 +198,29 @@ void conf__inherit_settings(struct conf_state *state, size_t index);
 
 /* The child of `block` named `name` (the first), or NULL. */
 const struct conf_node *conf__find_child(const struct conf_node *block, const char *name);
+
+/* levels.c: a struct that each level holds at these offsets, merged by
+ * conf__levels_merge(): each server's with the top level's (none when
+ * in_config is SIZE_MAX: the servers' need no merge), then each
+ * location's with its server's, by `merge` (`pos`: the child's block,
+ * for messages).  The top level's own is its owner's to finish first. */
+struct conf_levels {
+    size_t in_config, in_server, in_location;
+    int (*merge)(struct conf_state *state, const struct conf_pos *pos, void *child,
+                 const void *parent);
+};
+int conf__levels_merge(struct conf_state *state, const struct conf_levels *levels);
+
+/* module.c: the registered modules' tables, searched after conf__tables
+ * (conf__module_table(), conf__module_table_count() of them); the struct
+ * a CONF_BASE_MODULE entry sets, in the block being applied (NULL: out of
+ * memory); the merge of every level once the config is applied; and
+ * freeing the structs of a config. */
+size_t conf__module_table_count(void);
+const struct conf_directive *conf__module_table(size_t index);
+char *conf__module_base(struct conf_state *state, const struct conf_directive *directive);
+int conf__modules_finish(struct conf_state *state);
+void conf__modules_free(struct conf_config *config);
 
 /* Finishing passes of the modules, run by conf__apply() in this order. */
 int conf__http_finish(struct conf_state *state);
@@ -362,10 +283,8 @@ const struct conf_upstream *conf__find_upstream(const struct conf_config *config
  * at `arg`.  Returns 0 or -1. */
 int conf__check_header_name(struct conf_state *state, const struct conf_arg *arg);
 
-/* vars_directives.c: frees what map and add_header hold. */
-void conf__free_add_headers(struct conf_add_headers *headers);
+/* vars_directives.c: frees what the maps hold. */
 void conf__free_maps(struct conf_config *config);
-void conf__free_rewrites(struct conf_rewrites *rewrites);
 
 /* error_page_directives.c: each "@name" an error_page names is a location
  * of every server whose pages they are; conf__free_error_pages() frees a

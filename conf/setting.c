@@ -28,6 +28,7 @@ static char *base_of(struct conf_state *state, enum conf_base base)
     case CONF_BASE_TLS: return (char *)conf__block_tls(state);
     case CONF_BASE_LOCATION: return (char *)state->location;
     case CONF_BASE_UPSTREAM: return (char *)state->upstream;
+    case CONF_BASE_MODULE: break; /* conf__apply_setting() asks module.c */
     }
     return NULL;
 }
@@ -137,7 +138,17 @@ static int set_flags(struct conf_state *state, const struct conf_directive *dire
 int conf__apply_setting(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
 {
-    char *base = base_of(state, directive->base);
+    char *base = directive->base == CONF_BASE_MODULE ? conf__module_base(state, directive)
+                                                     : base_of(state, directive->base);
+    if (base == NULL)
+        return conf__error_at(state->error, &node->name.pos, "out of memory");
+    if (directive->module_apply != NULL) {
+        struct conf_module_error error = {.at = NULL};
+        if (directive->module_apply(base, node->args, node->arg_count, &error) == 0)
+            return 0;
+        return conf__error_at(state->error, error.at != NULL ? error.at : &node->name.pos, "%s",
+                              error.message);
+    }
     char *field = base + directive->offset;
     const struct conf_arg *arg = &node->args[0];
     if (directive->check != NULL && directive->check(state, arg) != 0)

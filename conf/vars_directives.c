@@ -1,124 +1,14 @@
 /*
- * vars_directives.c: the directives whose values hold variables: `map`
- * blocks (top level), `add_header` (top level, server, location) and
- * `rewrite` (server, location).
- * Their values are kept as written; the daemon compiles them, with every
- * $variable resolved, when it builds a generation.
+ * vars_directives.c: `map` blocks (top level), whose values hold
+ * variables: kept as written; the daemon compiles them, with every
+ * $variable resolved, when it builds a generation.  `add_header` and
+ * `rewrite` are their modules' (proto/policy/).
  */
 #include "registry.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/* A header value is visible characters, spaces and tabs: a CR or LF would
- * let the config split the response it is added to. */
-static int check_value(struct conf_state *state, const struct conf_arg *arg)
-{
-    for (const char *p = arg->text; *p != '\0'; p++)
-        if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
-            return conf__error_at(state->error, &arg->pos,
-                                  "header value contains a control character");
-    return 0;
-}
-
-/* The list add_header appends to: the block being applied. */
-static struct conf_add_headers *add_headers_here(struct conf_state *state)
-{
-    if (state->location != NULL)
-        return &state->location->add_headers;
-    if (state->server != NULL)
-        return &state->server->add_headers;
-    return &state->config->add_headers;
-}
-
-/* add_header NAME VALUE [always] */
-static int apply_add_header(struct conf_state *state, const struct conf_node *node,
-                            const struct conf_directive *directive)
-{
-    (void)directive;
-    const struct conf_arg *name = &node->args[0], *value = &node->args[1];
-    if (conf__check_header_name(state, name) != 0 || check_value(state, value) != 0)
-        return -1;
-    bool always = false;
-    if (node->arg_count == 3) {
-        if (strcmp(node->args[2].text, "always") != 0)
-            return conf__error_at(state->error, &node->args[2].pos,
-                                  "unknown add_header parameter \"%s\" (expected always)",
-                                  node->args[2].text);
-        always = true;
-    }
-    struct conf_add_headers *list = add_headers_here(state);
-    struct conf_add_header *items =
-        conf__grow(state, &name->pos, list->items, list->count, sizeof(*items));
-    if (items == NULL)
-        return -1;
-    list->items = items;
-    struct conf_add_header *h = &items[list->count++];
-    h->always = always;
-    h->value_pos = value->pos;
-    h->name = conf__strdup(state, &name->pos, name->text);
-    h->value = conf__strdup(state, &value->pos, value->text);
-    return h->name != NULL && h->value != NULL ? 0 : -1;
-}
-
-void conf__free_add_headers(struct conf_add_headers *headers)
-{
-    for (size_t i = 0; i < headers->count; i++) {
-        free(headers->items[i].name);
-        free(headers->items[i].value);
-    }
-    free(headers->items);
-    *headers = (struct conf_add_headers){0};
-}
-
-/* ------------------------------------------------------------------ rewrite */
-
-/* rewrite REGEX REPLACEMENT [last|break|redirect|permanent] */
-static int apply_rewrite(struct conf_state *state, const struct conf_node *node,
-                         const struct conf_directive *directive)
-{
-    (void)directive;
-    static const struct conf_keyword flags[] = {
-        {"last", CONF_REWRITE_LAST},
-        {"break", CONF_REWRITE_BREAK},
-        {"redirect", CONF_REWRITE_REDIRECT},
-        {"permanent", CONF_REWRITE_PERMANENT},
-    };
-    int flag = CONF_REWRITE_NONE;
-    if (node->arg_count == 3 && conf__arg_keyword(state, &node->args[2], "rewrite flag", flags,
-                                                  sizeof(flags) / sizeof(flags[0]), &flag) != 0)
-        return -1;
-    const struct conf_arg *regex = &node->args[0], *replacement = &node->args[1];
-    if (regex->text[0] == '\0')
-        return conf__error_at(state->error, &regex->pos, "empty rewrite regex");
-    if (check_value(state, replacement) != 0)
-        return -1;
-    struct conf_rewrites *list =
-        state->location != NULL ? &state->location->rewrites : &state->server->rewrites;
-    struct conf_rewrite *items =
-        conf__grow(state, &regex->pos, list->items, list->count, sizeof(*items));
-    if (items == NULL)
-        return -1;
-    list->items = items;
-    struct conf_rewrite *r = &items[list->count++];
-    r->flag = (enum conf_rewrite_flag)flag;
-    r->regex_pos = regex->pos;
-    r->replacement_pos = replacement->pos;
-    r->regex = conf__strdup(state, &regex->pos, regex->text);
-    r->replacement = conf__strdup(state, &replacement->pos, replacement->text);
-    return r->regex != NULL && r->replacement != NULL ? 0 : -1;
-}
-
-void conf__free_rewrites(struct conf_rewrites *rewrites)
-{
-    for (size_t i = 0; i < rewrites->count; i++) {
-        free(rewrites->items[i].regex);
-        free(rewrites->items[i].replacement);
-    }
-    free(rewrites->items);
-    *rewrites = (struct conf_rewrites){0};
-}
 
 /* ---------------------------------------------------------------------- map */
 
@@ -235,10 +125,6 @@ void conf__free_maps(struct conf_config *config)
 const struct conf_directive conf__vars_directives[] = {
     {.name = "map", .contexts = CONF_MAIN, .min_args = 2, .max_args = 2, .block = true,
      .repeat = true, .apply = apply_map},
-    {.name = "add_header", .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION, .min_args = 2,
-     .max_args = 3, .repeat = true, .apply = apply_add_header},
-    {.name = "rewrite", .contexts = CONF_SERVER | CONF_LOCATION, .min_args = 2, .max_args = 3,
-     .repeat = true, .apply = apply_rewrite},
     {.name = NULL},
 };
 /* clang-format on */

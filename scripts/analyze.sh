@@ -33,7 +33,7 @@ analyzer=(-Xclang -analyzer-output=text
 if (($# > 0)); then
   sources=("$@")
 else
-  mapfile -t sources < <(ls core/*.c proto/*/*.c conf/*.c cmd/*.c)
+  mapfile -t sources < <(ls core/*.c proto/*.c proto/*/*.c conf/*.c cmd/*.c)
 fi
 
 out=$(mktemp -d)

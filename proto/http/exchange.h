@@ -137,9 +137,14 @@ struct http_add_headers;
 struct http_vhost;
 struct http_location;
 
-/* The per-exchange state slots of modules (exchange_slots.h), as nginx's
- * r->ctx[]: the exchange knows none of them. */
-#define EXCHANGE_CTX_SLOTS 4
+/* How many modules (module.h) a build may have: each has its place in a
+ * location's and a vhost's `modules` (site.h). */
+#define HTTP_MODULES_MAX 16
+
+/* The per-exchange state slots of modules, as nginx's r->ctx[]: the
+ * exchange knows none of them; each module has its own (`slot` in
+ * struct http_module, module.h).  As many as the modules keep. */
+#define EXCHANGE_CTX_SLOTS 5
 
 /* ------------------------------------------------------ the filter chain */
 
@@ -163,7 +168,7 @@ struct exchange_head {
  * -EOPNOTSUPP, so that every body byte goes through it. */
 struct exchange_filter {
     const char *name;
-    unsigned order; /* its place in the chain: enum exchange_filter_order */
+    unsigned order; /* its place in the chain: set by http_module_init() (module.h) */
     void (*begin)(struct exchange *ex, const struct exchange_filter *self,
                   const struct exchange_head *head);
     /* A piece of the body (never empty); exchange_writev() hands each of
@@ -176,7 +181,12 @@ struct exchange_filter {
                 size_t len);
 };
 
-/* How many places the chain has (exchange_slots.h names those in use). */
+/* How many places the chain has: modules with a filter, at most.  The
+ * order is the order of those modules in the list of modules
+ * (proto/modules.c): a response head goes through the header filters,
+ * its body through the body filters, from the first place to the last,
+ * then to the framer, and a filter sees what those before it made of the
+ * response. */
 #define EXCHANGE_FILTER_MAX 8
 
 /* Turns `f` on for this exchange, in its place (replacing what was
@@ -256,7 +266,7 @@ struct exchange {
      * (error_page.h sets it); returns false to leave it to the built-in
      * one.  NULL: none. */
     bool (*error_hook)(struct exchange *ex, unsigned status);
-    /* Each module's state, by its slot (exchange_slots.h); NULL: none. */
+    /* Each module's state, by its slot (module.h); NULL: none. */
     void *ctx[EXCHANGE_CTX_SLOTS];
     /* The status the response goes out with, whatever its handler says:
      * an error page's (as nginx's err_status), applied by error_page.c's
@@ -538,7 +548,7 @@ static inline void exchange_conn_facts(const struct exchange *ex, struct exchang
         ex->_ops->conn_facts(ex, out);
 }
 
-/* A module's per-exchange state, by its slot (exchange_slots.h). */
+/* A module's per-exchange state, by its slot (module.h). */
 static inline void *exchange_ctx(const struct exchange *ex, unsigned slot)
 {
     return ex->ctx[slot];
@@ -582,21 +592,5 @@ static inline void exchange_tunnel_close(struct exchange *ex)
     ex->_ops->tunnel_close(ex);
 }
 
-/* ------------------------------------------------------- built-in handlers */
-
-/* The handler of `return CODE "TEXT"`: handler_data is a struct http_return.
- * HTTP_RETURN_CLOSE (nginx's 444) ends the exchange unanswered. */
-#define HTTP_RETURN_CLOSE 444
-struct vars_template;
-struct http_regex;
-struct http_return {
-    unsigned status;
-    const char *text;
-    size_t text_len;
-    const struct vars_template *value;          /* the text with $variables; NULL: none */
-    const struct http_add_headers *add_headers; /* NULL: none */
-    const struct http_regex *captures; /* the location's regex, when `value` reads its groups */
-};
-extern const struct http_handler http_return_handler;
 
 #endif

@@ -6,8 +6,17 @@
  */
 #include "proto/http/router.h"
 
-#include "proto/policy/add_header.h"
 #include "proto/http/site.h"
+
+#include <assert.h>
+
+struct router_table router_table;
+
+/* The vhost's own table, or the one with every module. */
+static const struct router_table *table_of(const struct http_vhost *vhost)
+{
+    return vhost != NULL && vhost->router != NULL ? vhost->router : &router_table;
+}
 
 /* A URI may be changed and its location searched again this many times;
  * one more is a loop, answered 500 as nginx does. */
@@ -26,16 +35,17 @@ static void answer(struct router_walk *w, unsigned status)
 {
     struct exchange *ex = w->ex;
     router_routed(w);
-    const struct http_add_headers *rules =
-        ex->loc != NULL ? ex->loc->add_headers : ex->vhost->add_headers;
-    add_header_respond_error(ex, &w->req, rules, status);
+    if (w->table->answer != NULL)
+        w->table->answer(ex, &w->req, status);
+    else
+        exchange_respond_error(ex, status);
 }
 
 /* The index of the first step of `phase` (or of a later one). */
-static size_t phase_start(enum router_phase phase)
+static size_t phase_start(const struct router_table *t, enum router_phase phase)
 {
     size_t i = 0;
-    while (i < router_step_count && router_steps[i].phase < phase)
+    while (i < t->step_count && t->steps[i].phase < phase)
         i++;
     return i;
 }
@@ -44,6 +54,7 @@ static size_t phase_start(enum router_phase phase)
 static void walk_init(struct router_walk *w, struct exchange *ex, const struct http_request *req)
 {
     w->ex = ex;
+    w->table = table_of(ex->vhost);
     w->req = *req;
     w->received = req;
     w->refuse = 0;
@@ -57,8 +68,9 @@ static void walk_init(struct router_walk *w, struct exchange *ex, const struct h
 static bool walk(struct router_walk *w, size_t i)
 {
     bool content = false;
-    while (i < router_step_count) {
-        const struct router_step *step = &router_steps[i];
+    const struct router_table *t = w->table;
+    while (i < t->step_count) {
+        const struct router_step *step = &t->steps[i];
         if (step->phase >= ROUTER_LIMITS)
             router_routed(w);
         int verdict = step->fn(w);
@@ -72,13 +84,13 @@ static bool walk(struct router_walk *w, size_t i)
         }
         size_t next = i + 1;
         if (verdict == ROUTER_NEXT)
-            while (next < router_step_count && router_steps[next].phase == step->phase)
+            while (next < t->step_count && t->steps[next].phase == step->phase)
                 next++;
         /* Leaving the rewrites with a changed URI: search again. */
         if (step->phase == ROUTER_REWRITE && w->uri_changed &&
-            (next == router_step_count || router_steps[next].phase != ROUTER_REWRITE)) {
+            (next == t->step_count || t->steps[next].phase != ROUTER_REWRITE)) {
             w->uri_changed = false;
-            next = phase_start(ROUTER_FIND_LOCATION);
+            next = phase_start(t, ROUTER_FIND_LOCATION);
         }
         i = next;
     }
@@ -92,11 +104,12 @@ static bool walk(struct router_walk *w, size_t i)
 void router_start(struct exchange *ex, const struct http_vhost *vhost,
                   const struct http_request *req, unsigned refuse)
 {
-    struct router_walk w;
-    walk_init(&w, ex, req);
-    w.refuse = refuse;
     ex->vhost = vhost;
     ex->loc = NULL;
+    struct router_walk w;
+    walk_init(&w, ex, req);
+    assert(w.table->step_count > 0); /* http_module_init() ran */
+    w.refuse = refuse;
     walk(&w, 0);
 }
 
@@ -104,14 +117,15 @@ bool router_resume(struct exchange *ex, const struct http_request *req, enum rou
 {
     struct router_walk w;
     walk_init(&w, ex, req);
-    return walk(&w, phase_start(phase));
+    return walk(&w, phase_start(w.table, phase));
 }
 
 static void release(struct exchange *ex, bool location_only)
 {
-    for (size_t i = 0; i < router_release_count; i++)
-        if (router_releases[i].location || !location_only)
-            router_releases[i].fn(ex);
+    const struct router_table *t = table_of(ex->vhost);
+    for (size_t i = 0; i < t->release_count; i++)
+        if (t->releases[i].location || !location_only)
+            t->releases[i].fn(ex);
 }
 
 void router_redirect(struct exchange *ex, const struct http_request *req,
@@ -124,10 +138,10 @@ void router_redirect(struct exchange *ex, const struct http_request *req,
     walk_init(&w, ex, req);
     if (named != NULL) {
         ex->loc = named;
-        walk(&w, phase_start(ROUTER_REWRITE));
+        walk(&w, phase_start(w.table, ROUTER_REWRITE));
     } else {
         ex->loc = NULL;
-        walk(&w, phase_start(ROUTER_SERVER_REWRITE));
+        walk(&w, phase_start(w.table, ROUTER_SERVER_REWRITE));
     }
 }
 

@@ -1,7 +1,8 @@
 /*
  * router.h: the one way a request goes from its head to the handler that
  * answers it, whatever framer parsed it: a walk through ordered phases,
- * each a list of phase handlers (router_steps, in router_phases.c):
+ * each a list of phase handlers that the modules declare (module.h; the
+ * list of modules is proto/modules.c):
  *
  *     post-read -> server rewrite -> find location -> rewrite
  *               -> access -> limits -> content
@@ -18,7 +19,6 @@
 #define CORRAL_PROTO_ROUTER_H
 
 #include "proto/http/exchange.h"
-#include "proto/http/exchange_slots.h"
 #include "proto/http/vars.h"
 
 #include <stdbool.h>
@@ -52,10 +52,13 @@ struct router_uri {
     char small[2][512];
 };
 
+struct router_table;
+
 /* One walk, on the stack of whoever started it: valid only while its
  * phase handlers run. */
 struct router_walk {
     struct exchange *ex;
+    const struct router_table *table;    /* the vhost's (http_vhost.router), else router_table */
     struct http_request req;             /* as the walk has it: its URI maybe rewritten */
     const struct http_request *received; /* as the walk got it: for the log */
     unsigned refuse;   /* the framer refuses the request (413): answered once found */
@@ -71,20 +74,30 @@ struct router_step {
     router_phase_fn fn;
 };
 
-/* The phase handlers in the order they run, grouped by phase, and what
- * each module releases when an exchange ends or is redirected
- * (router_phases.c: the one place that names the modules). */
-extern const struct router_step router_steps[];
-extern const size_t router_step_count;
-
 struct router_release {
     void (*fn)(struct exchange *ex);
     bool location; /* it holds it for the location: an internal redirect lets go too */
 };
-extern const struct router_release router_releases[];
-extern const size_t router_release_count;
 
-_Static_assert(EXCHANGE_SLOTS <= EXCHANGE_CTX_SLOTS, "more module slots than struct exchange has");
+#define ROUTER_STEPS_MAX    32
+#define ROUTER_RELEASES_MAX 16
+
+/* What the router walks, built from the list of modules (module.h): the
+ * phase handlers in the order they run, grouped by phase; what each
+ * module releases when an exchange ends or is redirected; and the module
+ * that makes the router's own answers (NULL: exchange_respond_error()).
+ * `router_table`, with every module, is built once before any exchange
+ * (http_module_init()); a site may have its own without the modules its
+ * config leaves off (http_module_table(), http_vhost.router), so that a
+ * module nothing turns on costs its requests nothing. */
+struct router_table {
+    struct router_step steps[ROUTER_STEPS_MAX];
+    size_t step_count;
+    struct router_release releases[ROUTER_RELEASES_MAX];
+    size_t release_count;
+    void (*answer)(struct exchange *ex, const struct http_request *req, unsigned status);
+};
+extern struct router_table router_table;
 
 struct http_vhost;
 struct http_location;

@@ -21,6 +21,7 @@
 
 struct http_regex;
 struct limit_location;
+struct router_table;
 
 struct http_location {
     const char *path; /* the prefix or exact path; for a regex, as written */
@@ -28,20 +29,21 @@ struct http_location {
     bool exact;
     const struct http_handler *handler;
     void *handler_data;
-    const struct access_conf *access;     /* real_ip, allow/deny; NULL: none */
-    bool no_regex;                        /* "^~": as the longest prefix, no regex is tried */
-    const struct http_regex *regex;       /* "~", "~*": tried in order after the prefixes */
-    const struct http_rewrites *rewrites; /* NULL: none */
-    const struct limit_location *limits;  /* limit_req, limit_conn; NULL: none */
-    struct access_log *access_log;        /* its access_log lines; NULL: its vhost's */
+    const struct access_conf *access;    /* real_ip, allow/deny; NULL: none */
+    bool no_regex;                       /* "^~": as the longest prefix, no regex is tried */
+    const struct http_regex *regex;      /* "~", "~*": tried in order after the prefixes */
+    const struct limit_location *limits; /* limit_req, limit_conn; NULL: none */
+    struct access_log *access_log;       /* its access_log lines; NULL: its vhost's */
     /* add_header for corral's own answers (403, a limit's 503); NULL: none */
     const struct http_add_headers *add_headers;
     /* error_page: its own, else its server's; NULL: none */
     const struct http_error_pages *error_pages;
     bool named; /* "@name": searched for no request, reached by error_page only */
+    /* What each module built for it (module.h), by the module's index
+     * (each NULL: nothing); NULL when no module built anything.  A
+     * pointer, so that the location search's array stays small. */
+    const void *const *modules;
 };
-
-struct http_rewrites;
 
 struct http_vhost {
     const char *const *names; /* exact names, "*.suffix" wildcards */
@@ -49,10 +51,9 @@ struct http_vhost {
     const struct http_location *locations;
     size_t location_count;
     struct http_limits limits;
-    const struct access_conf *access;     /* for requests no location takes; NULL: none */
-    unsigned stats_slot;                  /* its server's entry in http_stats.servers */
-    const struct http_rewrites *rewrites; /* the server's own; NULL: none */
-    struct access_log *access_log;        /* its server's access_log lines; NULL: the site's */
+    const struct access_conf *access; /* for requests no location takes; NULL: none */
+    unsigned stats_slot;              /* its server's entry in http_stats.servers */
+    struct access_log *access_log;    /* its server's access_log lines; NULL: the site's */
     /* add_header for the answers no location gives (404, 400...); NULL: none */
     const struct http_add_headers *add_headers;
     /* error_page for the answers no location gives; NULL: none */
@@ -61,6 +62,13 @@ struct http_vhost {
      * certificates) share it: a connection that SNI gave one may ask any of
      * its group (site_route_vhost()).  0 for every vhost of a plain site. */
     unsigned tls_group;
+    /* The router's steps for its requests: its site's, without the
+     * modules none of its site's vhosts turns on (module.h); NULL: the
+     * one with every module. */
+    const struct router_table *router;
+    /* What each module built for the answers no location gives, as a
+     * location's `modules`. */
+    const void *const *modules;
 };
 
 struct access_conf;

@@ -5,6 +5,7 @@
  */
 #include "proto/policy/access.h"
 #include "proto/http/exchange.h"
+#include "proto/http/module.h"
 #include "proto/http/router.h"
 #include "proto/http/site.h"
 
@@ -204,3 +205,14 @@ int access_phase(struct router_walk *w)
     unsigned refused = access_check_routed(ex, conf, &w->req);
     return refused != 0 ? (int)refused : ROUTER_NEXT;
 }
+
+static const struct http_phase_handler access_phases[] = {
+    {ROUTER_POST_READ, access_peer_phase},
+    {ROUTER_ACCESS, access_phase},
+};
+
+struct http_module access_module = {
+    .name = "access",
+    .phases = access_phases,
+    .phase_count = sizeof(access_phases) / sizeof(access_phases[0]),
+};

@@ -77,4 +77,8 @@ int access_phase(struct router_walk *w);
  * in `net`. */
 bool access_net_contains(const struct access_net *net, const struct sockaddr *addr);
 
+/* The module (module.h): the real client address (post-read) and allow/deny (access phase). */
+struct http_module;
+extern struct http_module access_module;
+
 #endif

@@ -3,11 +3,17 @@
  * begins: each value is evaluated (it may read $status, $upstream_* and
  * the exchange's other variables) and appended to the handler's header
  * lines, by a header filter (exchange.h); its state in the exchange's slots.
+ * Its directive, its lines per level and their build are the module's too.
  */
 #include "proto/policy/add_header.h"
-#include "proto/http/exchange_slots.h"
+#include "proto/http/module.h"
+#include "proto/http/site.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* nginx adds headers without `always` to these only. */
@@ -30,12 +36,12 @@ static bool status_takes_headers(unsigned status)
 
 const struct http_add_headers *add_header_rules(const struct exchange *ex)
 {
-    return exchange_ctx(ex, EXCHANGE_SLOT_ADD_HEADER);
+    return exchange_ctx(ex, add_header_module.slot);
 }
 
 void add_header_forget_early(struct exchange *ex)
 {
-    exchange_set_ctx(ex, EXCHANGE_SLOT_ADD_EARLY, NULL);
+    exchange_set_ctx(ex, add_header_module.slot + 1, NULL);
 }
 
 void add_header_early(struct exchange *ex, const struct http_request *req, struct vars_buf *out)
@@ -54,7 +60,7 @@ void add_header_early(struct exchange *ex, const struct http_request *req, struc
         vars_buf_add(out, "", 1);
     }
     if (!out->failed)
-        exchange_set_ctx(ex, EXCHANGE_SLOT_ADD_EARLY, out->data);
+        exchange_set_ctx(ex, add_header_module.slot + 1, out->data);
 }
 
 /* add_header's header filter, on while the exchange has rules. */
@@ -69,7 +75,7 @@ static void begin_adding(struct exchange *ex, const struct exchange_filter *self
     vars_buf_add(&lines, head->headers, head->headers_len);
     struct vars_ctx ctx = {.ex = ex, .status = status, .escape = VARS_HEADER};
     bool takes = status_takes_headers(status);
-    const char *early = exchange_ctx(ex, EXCHANGE_SLOT_ADD_EARLY);
+    const char *early = exchange_ctx(ex, add_header_module.slot + 1);
     for (size_t i = 0; i < rules->count; i++) {
         const struct http_add_header *h = &rules->items[i];
         const char *value = early;
@@ -103,9 +109,8 @@ static void begin_adding(struct exchange *ex, const struct exchange_filter *self
     vars_buf_free(&lines);
 }
 
-static const struct exchange_filter add_header_filter = {
+static struct exchange_filter add_header_filter = {
     .name = "add_header",
-    .order = EXCHANGE_FILTER_ADD_HEADER,
     .begin = begin_adding,
 };
 
@@ -132,7 +137,7 @@ void add_header_respond_error(struct exchange *ex, const struct http_request *re
 void add_header_set_rules(struct exchange *ex, const struct http_add_headers *rules)
 {
     /* The slot holds any module's state; these rules stay the config's. */
-    exchange_set_ctx(ex, EXCHANGE_SLOT_ADD_HEADER, (void *)(uintptr_t)rules);
+    exchange_set_ctx(ex, add_header_module.slot, (void *)(uintptr_t)rules);
     if (rules != NULL)
         exchange_add_filter(ex, &add_header_filter);
     else
@@ -144,3 +149,132 @@ void add_header_release(struct exchange *ex)
     add_header_set_rules(ex, NULL);
     add_header_forget_early(ex);
 }
+
+/* The router's own answers (403, 404...) get the add_header lines of
+ * the location they answer for, else of its server, as in nginx. */
+static void answer_with_rules(struct exchange *ex, const struct http_request *req, unsigned status)
+{
+    add_header_respond_error(
+        ex, req, ex->loc != NULL ? ex->loc->add_headers : ex->vhost->add_headers, status);
+}
+
+/* ------------------------------------------------------- configuration */
+
+__attribute__((format(printf, 3, 4))) static int
+fail(struct conf_module_error *error, const struct conf_pos *at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error->message, sizeof(error->message), fmt, ap);
+    va_end(ap);
+    error->at = at;
+    return -1;
+}
+
+/* add_header NAME VALUE [always] */
+static int apply(void *conf, const struct conf_arg *args, size_t count,
+                 struct conf_module_error *error)
+{
+    struct add_header_conf *c = conf;
+    const struct conf_arg *name = &args[0], *value = &args[1];
+    if (!http_is_token((struct http_str){name->text, strlen(name->text)}))
+        return fail(error, &name->pos, "invalid header name \"%s\"", name->text);
+    for (const char *p = value->text; *p != '\0'; p++)
+        if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
+            return fail(error, &value->pos, "%s", "header value contains a control character");
+    if (count == 3 && strcmp(args[2].text, "always") != 0)
+        return fail(error, &args[2].pos, "unknown add_header parameter \"%s\" (expected always)",
+                    args[2].text);
+    struct add_header_line *items = realloc(c->items, (c->count + 1) * sizeof(*items));
+    if (items == NULL)
+        return fail(error, &name->pos, "%s", "out of memory");
+    c->items = items;
+    struct add_header_line *line = &items[c->count++]; /* freed with the rest, whole or not */
+    *line = (struct add_header_line){.name = strdup(name->text),
+                                     .value = strdup(value->text),
+                                     .always = count == 3,
+                                     .value_pos = value->pos};
+    if (line->name == NULL || line->value == NULL)
+        return fail(error, &name->pos, "%s", "out of memory");
+    return 0;
+}
+
+static int merge(void *conf, const void *parent, char *error, size_t len)
+{
+    (void)error, (void)len;
+    struct add_header_conf *c = conf;
+    const struct add_header_conf *p = parent;
+    if (c->count == 0 && p != NULL && p->count > 0)
+        *c = (struct add_header_conf){p->items, p->count, true};
+    return 0;
+}
+
+static void conf_free(void *conf)
+{
+    struct add_header_conf *c = conf;
+    if (c->inherited)
+        return;
+    for (size_t i = 0; i < c->count; i++) {
+        free(c->items[i].name);
+        free(c->items[i].value);
+    }
+    free(c->items);
+}
+
+static const struct conf_directive add_header_directives[] = {
+    {.name = "add_header",
+     .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION,
+     .min_args = 2,
+     .max_args = 3,
+     .repeat = true,
+     .base = CONF_BASE_MODULE,
+     .module_apply = apply},
+    {.name = NULL},
+};
+
+/* A level's lines compiled (a value's $1... the location regex's
+ * groups), and whether a value must be read while the request is there
+ * (add_header_early()); none: nothing. */
+static int build(const void *conf, const struct http_module_build *b, const void **out)
+{
+    const struct add_header_conf *c = conf;
+    *out = NULL;
+    if (c->count == 0)
+        return 0;
+    struct http_add_headers *rules = b->calloc(b->arena, 1, sizeof(*rules));
+    struct http_add_header *items = b->calloc(b->arena, c->count, sizeof(*items));
+    if (rules == NULL || items == NULL)
+        return -ENOMEM;
+    bool early = false;
+    for (size_t i = 0; i < c->count; i++) {
+        const struct add_header_line *line = &c->items[i];
+        const struct vars_template *value;
+        int err = b->compile_with(b->arena, line->value, &line->value_pos, "add_header", NULL, true,
+                                  &value);
+        if (err != 0)
+            return err;
+        items[i] = (struct http_add_header){{line->name, strlen(line->name)}, value, line->always};
+        early |= vars_template_reads_request(value) && !vars_template_is_late(value);
+    }
+    *rules = (struct http_add_headers){items, c->count, early};
+    *out = rules;
+    return 0;
+}
+
+struct http_module add_header_module = {
+    .name = "add_header",
+    .conf =
+        {
+            .name = "add_header",
+            .directives = add_header_directives,
+            .size = sizeof(struct add_header_conf),
+            .merge = merge,
+            .free = conf_free,
+        },
+    .build = build,
+    .slots = 2, /* the rules; their values read early */
+    .filter = &add_header_filter,
+    .release = add_header_release,
+    .release_on_redirect = true,
+    .answer = answer_with_rules,
+};

@@ -6,6 +6,7 @@
 #ifndef CORRAL_PROTO_ADD_HEADER_H
 #define CORRAL_PROTO_ADD_HEADER_H
 
+#include "conf/directive.h"
 #include "proto/http/exchange.h"
 #include "proto/http/vars.h"
 
@@ -13,6 +14,22 @@ struct http_add_header {
     struct http_str name;
     const struct vars_template *value; /* an empty value adds no line */
     bool always; /* every status; else 200, 201, 204, 206, 301, 302, 303, 304, 307, 308 */
+};
+
+/* add_header NAME VALUE [always] as written, one level's lines (top
+ * level, server, location).  A level with none takes its parent's
+ * (nginx's rule: one with lines of its own takes none of its parent's),
+ * which it then does not own (`inherited`). */
+struct add_header_line {
+    char *name, *value; /* malloc'd; the value may hold $variables */
+    bool always;
+    struct conf_pos value_pos;
+};
+
+struct add_header_conf {
+    struct add_header_line *items;
+    size_t count;
+    bool inherited;
 };
 
 /* A location's rules, as the location (or its server) writes them. */
@@ -49,5 +66,10 @@ void add_header_forget_early(struct exchange *ex);
 /* Forgets the exchange's rules and values: the router calls it when the
  * exchange is redirected or ends. */
 void add_header_release(struct exchange *ex);
+
+/* The module (module.h): its header filter, and the router's own answers with the location's lines.
+ */
+struct http_module;
+extern struct http_module add_header_module;
 
 #endif

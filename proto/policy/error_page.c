@@ -6,6 +6,7 @@
 #include "proto/policy/error_page.h"
 
 #include "proto/http/uri.h"
+#include "proto/http/module.h"
 #include "proto/http/router.h"
 #include "proto/http/site.h"
 #include "proto/http/vars.h"
@@ -15,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What the exchange keeps for its error page (its EXCHANGE_SLOT_ERROR_PAGE). */
+/* What the exchange keeps for its error page (its slot). */
 struct error_page_state {
     struct exchange *ex;     /* NULL once the exchange is gone */
     struct http_request req; /* as routed, without its body's fields */
@@ -58,7 +59,7 @@ static bool respond(struct exchange *ex, unsigned status);
 int error_page_phase(struct router_walk *w)
 {
     struct exchange *ex = w->ex;
-    if (pages_of(ex) == NULL || exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE) != NULL)
+    if (pages_of(ex) == NULL || exchange_ctx(ex, error_page_module.slot) != NULL)
         return ROUTER_DECLINED;
     struct error_page_state *st = calloc(1, sizeof(*st));
     if (st != NULL)
@@ -75,17 +76,17 @@ int error_page_phase(struct router_walk *w)
             headers[kept++] = headers[i];
     st->req.header_count = kept;
     st->ex = ex;
-    exchange_set_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE, st);
+    exchange_set_ctx(ex, error_page_module.slot, st);
     ex->error_hook = respond;
     return ROUTER_DECLINED;
 }
 
 void error_page_release(struct exchange *ex)
 {
-    struct error_page_state *st = exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE);
+    struct error_page_state *st = exchange_ctx(ex, error_page_module.slot);
     if (st == NULL)
         return;
-    exchange_set_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE, NULL);
+    exchange_set_ctx(ex, error_page_module.slot, NULL);
     ex->error_hook = NULL;
     if (st->pending) {
         st->orphan = true; /* run_redirect() frees it */
@@ -112,9 +113,8 @@ static void begin_with_status(struct exchange *ex, const struct exchange_filter 
     exchange_filter_begin_next(ex, self, &h);
 }
 
-static const struct exchange_filter error_page_status_filter = {
+static struct exchange_filter error_page_status_filter = {
     .name = "error_page",
-    .order = EXCHANGE_FILTER_STATUS,
     .begin = begin_with_status,
 };
 
@@ -129,7 +129,7 @@ static void pending_on_request(struct exchange *ex, const struct http_request *r
 
 static void pending_on_abort(struct exchange *ex)
 {
-    struct error_page_state *st = exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE);
+    struct error_page_state *st = exchange_ctx(ex, error_page_module.slot);
     if (st != NULL)
         st->cancelled = true;
 }
@@ -239,7 +239,7 @@ static bool send_location(struct exchange *ex, const struct http_error_page *pag
 /* ex->error_hook. */
 static bool respond(struct exchange *ex, unsigned status)
 {
-    struct error_page_state *st = exchange_ctx(ex, EXCHANGE_SLOT_ERROR_PAGE);
+    struct error_page_state *st = exchange_ctx(ex, error_page_module.slot);
     const struct http_error_pages *pages = pages_of(ex);
     if (st == NULL || pages == NULL || st->served || st->pending || exchange_response_started(ex))
         return false;
@@ -267,3 +267,20 @@ static bool respond(struct exchange *ex, unsigned status)
     vars_buf_free(&value);
     return done;
 }
+
+/* The server's pages for what its rewrites answer, then the location's
+ * once it is found. */
+static const struct http_phase_handler error_page_phases[] = {
+    {ROUTER_SERVER_REWRITE, error_page_phase},
+    {ROUTER_FIND_LOCATION, error_page_phase},
+};
+
+struct http_module error_page_module = {
+    .name = "error_page",
+    .phases = error_page_phases,
+    .phase_count = sizeof(error_page_phases) / sizeof(error_page_phases[0]),
+    /* Its status filter is first: what follows sees the final status. */
+    .filter = &error_page_status_filter,
+    .slots = 1,
+    .release = error_page_release,
+};

@@ -56,4 +56,8 @@ int error_page_phase(struct router_walk *w);
  * it (router_end()). */
 void error_page_release(struct exchange *ex);
 
+/* The module (module.h): its phase handler, its status filter, what it keeps per exchange. */
+struct http_module;
+extern struct http_module error_page_module;
+
 #endif

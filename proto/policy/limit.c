@@ -6,6 +6,7 @@
  */
 #include "proto/policy/limit.h"
 #include "proto/policy/add_header.h"
+#include "proto/http/module.h"
 #include "proto/http/router.h"
 #include "proto/http/site.h"
 #include "proto/http/vars.h"
@@ -55,12 +56,12 @@ static size_t eval_key(struct exchange *ex, const struct http_request *req,
 
 static struct limit_exchange *state_of(struct exchange *ex, const struct limit_location *loc)
 {
-    struct limit_exchange *le = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
+    struct limit_exchange *le = exchange_ctx(ex, limit_module.slot);
     if (le == NULL) {
         le = calloc(1, sizeof(*le) + loc->conn_count * sizeof(struct limit_hold));
         if (le != NULL)
             le->loc = loc;
-        exchange_set_ctx(ex, EXCHANGE_SLOT_LIMIT, le);
+        exchange_set_ctx(ex, limit_module.slot, le);
     }
     return le;
 }
@@ -115,7 +116,7 @@ static void on_waited(corral_timer *timer, void *arg)
 {
     (void)timer;
     struct exchange *ex = arg;
-    struct limit_exchange *le = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
+    struct limit_exchange *le = exchange_ctx(ex, limit_module.slot);
     corral_timer_free(le->timer); /* safe inside its own callback */
     le->timer = NULL;
     le->in_timer = true;
@@ -170,7 +171,7 @@ int limit_phase(struct router_walk *w)
     const struct limit_location *loc = ex->loc != NULL ? ex->loc->limits : NULL;
     if (loc == NULL || ex->loc->handler == NULL)
         return ROUTER_NEXT;
-    const struct limit_exchange *held = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
+    const struct limit_exchange *held = exchange_ctx(ex, limit_module.slot);
     if (held != NULL && held->req_checked)
         return count_in(w, loc); /* back from its delay */
     uint64_t now_ms = corral_monotonic_ns() / 1000000;
@@ -195,7 +196,7 @@ int limit_phase(struct router_walk *w)
 /* A waiting request that cannot wait on: answered with `status`. */
 static void give_up(struct exchange *ex, unsigned status)
 {
-    free_wait(exchange_ctx(ex, EXCHANGE_SLOT_LIMIT));
+    free_wait(exchange_ctx(ex, limit_module.slot));
     add_header_respond_error(ex, NULL, ex->loc->add_headers, status);
 }
 
@@ -203,7 +204,7 @@ static void give_up(struct exchange *ex, unsigned status)
  * is kept for the handler that gets the request after (on_waited()). */
 static void waiting_on_body(struct exchange *ex, const char *data, size_t len)
 {
-    struct limit_exchange *le = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
+    struct limit_exchange *le = exchange_ctx(ex, limit_module.slot);
     if (le == NULL)
         return;
     if (len > WAIT_BODY_MAX - le->body_len) {
@@ -228,7 +229,7 @@ static void waiting_on_body(struct exchange *ex, const char *data, size_t len)
 
 static void waiting_on_body_end(struct exchange *ex)
 {
-    struct limit_exchange *le = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
+    struct limit_exchange *le = exchange_ctx(ex, limit_module.slot);
     if (le != NULL)
         le->body_ended = true;
 }
@@ -236,7 +237,7 @@ static void waiting_on_body_end(struct exchange *ex)
 /* The framer bounds them (HTTP/2: by the header list's limit). */
 static void waiting_on_body_trailers(struct exchange *ex, const char *lines, size_t len)
 {
-    struct limit_exchange *le = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
+    struct limit_exchange *le = exchange_ctx(ex, limit_module.slot);
     if (le == NULL || le->trailers != NULL) /* one section per request */
         return;
     le->trailers = malloc(len > 0 ? len : 1);
@@ -250,7 +251,7 @@ static void waiting_on_body_trailers(struct exchange *ex, const char *lines, siz
 
 static void waiting_on_abort(struct exchange *ex)
 {
-    struct limit_exchange *le = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
+    struct limit_exchange *le = exchange_ctx(ex, limit_module.slot);
     if (le != NULL)
         free_wait(le);
 }
@@ -272,10 +273,10 @@ static const struct http_handler waiting_bodyless = {
 
 void limit_release(struct exchange *ex)
 {
-    struct limit_exchange *le = exchange_ctx(ex, EXCHANGE_SLOT_LIMIT);
+    struct limit_exchange *le = exchange_ctx(ex, limit_module.slot);
     if (le == NULL)
         return;
-    exchange_set_ctx(ex, EXCHANGE_SLOT_LIMIT, NULL);
+    exchange_set_ctx(ex, limit_module.slot, NULL);
     release_holds(le);
     if (le->in_timer) {
         le->ended = true; /* on_waited() frees it */
@@ -284,3 +285,16 @@ void limit_release(struct exchange *ex)
     free_wait(le);
     free(le);
 }
+
+static const struct http_phase_handler limit_phases[] = {
+    {ROUTER_LIMITS, limit_phase},
+};
+
+struct http_module limit_module = {
+    .name = "limit",
+    .phases = limit_phases,
+    .phase_count = 1,
+    .slots = 1,
+    .release = limit_release,
+    .release_on_redirect = true,
+};

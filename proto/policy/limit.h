@@ -110,4 +110,8 @@ int limit_phase(struct router_walk *w);
  * router calls it when the exchange ends or is redirected. */
 void limit_release(struct exchange *ex);
 
+/* The module (module.h): the limits phase and what a delay holds. */
+struct http_module;
+extern struct http_module limit_module;
+
 #endif

@@ -1,12 +1,18 @@
 /*
- * return.c: the handler of `return CODE ["TEXT"]`: a fixed response, or a
+ * return.c: the module of `return CODE ["TEXT"]`: its directive, what a
+ * location's becomes at build, and its handler: a fixed response, or a
  * redirect whose text is where it points; the text may hold $variables.
  * A `return` of an error code without text takes the error page.
  */
-#include "proto/policy/add_header.h"
+#include "proto/policy/return.h"
+
+#include "proto/http/module.h"
 #include "proto/http/regex.h"
 #include "proto/http/vars.h"
+#include "proto/policy/add_header.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,4 +87,123 @@ static void return_on_request(struct exchange *ex, const struct http_request *re
 const struct http_handler http_return_handler = {
     .name = "return",
     .on_request = return_on_request,
+};
+
+/* A server's own `return` answers every request of the server in its
+ * rewrite phase, after its rewrites and before any location is searched,
+ * as nginx's does. */
+static int return_server_phase(struct router_walk *w)
+{
+    const struct http_return *ret = http_module_built_in(w->ex->vhost->modules, &return_module);
+    if (ret == NULL)
+        return ROUTER_NEXT;
+    router_routed(w);
+    return_on_request(w->ex, &w->req, (void *)(uintptr_t)ret);
+    return ROUTER_DONE;
+}
+
+static const struct http_phase_handler return_phases[] = {
+    {ROUTER_SERVER_REWRITE, return_server_phase},
+};
+
+/* ------------------------------------------------------- configuration */
+
+static int apply(void *conf, const struct conf_arg *args, size_t count,
+                 struct conf_module_error *error)
+{
+    struct return_conf *c = conf;
+    const char *code = args[0].text;
+    /* A 1xx status never ends an exchange: the client would wait for the
+     * final response. */
+    unsigned status = 0;
+    size_t digits = strspn(code, "0123456789");
+    if (digits >= 1 && digits <= 3 && code[digits] == '\0')
+        status = (unsigned)strtoul(code, NULL, 10);
+    if (status < 200 || status > 599) {
+        snprintf(error->message, sizeof(error->message),
+                 "invalid status code \"%s\" (expected 200 to 599)", code);
+        error->at = &args[0].pos;
+        return -1;
+    }
+    c->code = status;
+    if (count == 1)
+        return 0;
+    /* A redirect's text becomes its Location line: a CR or LF in it would
+     * start header lines of its own. */
+    bool redirect =
+        status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+    for (const char *p = args[1].text; redirect && *p != '\0'; p++) {
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            snprintf(error->message, sizeof(error->message),
+                     "a redirect target cannot hold control characters");
+            error->at = &args[1].pos;
+            return -1;
+        }
+    }
+    c->text_pos = args[1].pos;
+    c->text = strdup(args[1].text);
+    if (c->text == NULL) {
+        snprintf(error->message, sizeof(error->message), "out of memory");
+        error->at = &args[1].pos;
+        return -1;
+    }
+    return 0;
+}
+
+static void conf_free(void *conf)
+{
+    free(((struct return_conf *)conf)->text);
+}
+
+static const struct conf_directive return_directives[] = {
+    {.name = "return",
+     .contexts = CONF_SERVER | CONF_LOCATION,
+     .min_args = 1,
+     .max_args = 2,
+     .content = true,
+     .base = CONF_BASE_MODULE,
+     .module_apply = apply},
+    {.name = NULL},
+};
+
+/* A location's or a server's return: what it answers with, its text
+ * compiled, with the level's add_header lines and, when the text reads
+ * the location's regex groups, that regex.  None written: nothing. */
+static int build(const void *conf, const struct http_module_build *b, const void **out)
+{
+    const struct return_conf *c = conf;
+    *out = NULL;
+    if (c->code == 0)
+        return 0;
+    struct http_return *ret = b->calloc(b->arena, 1, sizeof(*ret));
+    if (ret == NULL)
+        return -ENOMEM;
+    *ret = (struct http_return){.status = c->code,
+                                .text = c->text,
+                                .text_len = c->text != NULL ? strlen(c->text) : 0,
+                                .add_headers = http_module_built_in(*b->built, &add_header_module)};
+    if (c->text != NULL) {
+        int err = b->compile(b->arena, c->text, &c->text_pos, "return", &ret->value);
+        if (err != 0)
+            return err;
+    }
+    if (ret->value != NULL && b->loc != NULL && vars_template_uses_captures(ret->value))
+        ret->captures = b->loc->regex;
+    *out = ret;
+    return 0;
+}
+
+struct http_module return_module = {
+    .name = "return",
+    .conf =
+        {
+            .name = "return",
+            .directives = return_directives,
+            .size = sizeof(struct return_conf),
+            .free = conf_free,
+        },
+    .build = build,
+    .content = &http_return_handler,
+    .phases = return_phases,
+    .phase_count = sizeof(return_phases) / sizeof(return_phases[0]),
 };

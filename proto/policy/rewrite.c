@@ -7,11 +7,15 @@
 #include "proto/policy/rewrite.h"
 
 #include "proto/http/regex.h"
+#include "proto/http/module.h"
 #include "proto/http/router.h"
 #include "proto/http/site.h"
 #include "proto/http/uri.h"
 #include "proto/http/vars.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The URI being rewritten (router.h): path, then "?args" when it has
@@ -159,7 +163,7 @@ static enum outcome run(struct router_walk *w, const struct http_rewrites *rules
  * among them only ends them. */
 int rewrite_server_phase(struct router_walk *w)
 {
-    const struct http_rewrites *rules = w->ex->vhost->rewrites;
+    const struct http_rewrites *rules = http_module_built(w->ex, &rewrite_module);
     if (rules == NULL)
         return ROUTER_NEXT;
     switch (run(w, rules)) {
@@ -171,13 +175,148 @@ int rewrite_server_phase(struct router_walk *w)
 
 int rewrite_location_phase(struct router_walk *w)
 {
-    const struct http_location *loc = w->ex->loc;
-    if (loc == NULL || loc->rewrites == NULL)
+    const struct http_rewrites *rules =
+        w->ex->loc != NULL ? http_module_built(w->ex, &rewrite_module) : NULL;
+    if (rules == NULL)
         return ROUTER_NEXT;
-    switch (run(w, loc->rewrites)) {
+    switch (run(w, rules)) {
     case ANSWERED: return ROUTER_DONE;
     case FAILED: return 500;
     case CHANGED: w->uri_changed = true; return ROUTER_NEXT;
     default: return ROUTER_NEXT;
     }
 }
+
+static const struct http_phase_handler rewrite_phases[] = {
+    {ROUTER_SERVER_REWRITE, rewrite_server_phase},
+    {ROUTER_REWRITE, rewrite_location_phase},
+};
+
+/* ------------------------------------------------------- configuration */
+
+static int fail(struct conf_module_error *error, const struct conf_pos *at, const char *message)
+{
+    snprintf(error->message, sizeof(error->message), "%s", message);
+    error->at = at;
+    return -1;
+}
+
+/* rewrite REGEX REPLACEMENT [last|break|redirect|permanent] */
+static int apply(void *conf, const struct conf_arg *args, size_t count,
+                 struct conf_module_error *error)
+{
+    struct rewrite_conf *c = conf;
+    static const struct {
+        const char *name;
+        enum http_rewrite_flag flag;
+    } flags[] = {
+        {"last", HTTP_REWRITE_LAST},
+        {"break", HTTP_REWRITE_BREAK},
+        {"redirect", HTTP_REWRITE_REDIRECT},
+        {"permanent", HTTP_REWRITE_PERMANENT},
+    };
+    enum http_rewrite_flag flag = HTTP_REWRITE_NEXT;
+    if (count == 3) {
+        size_t i = 0;
+        while (i < sizeof(flags) / sizeof(flags[0]) && strcmp(args[2].text, flags[i].name) != 0)
+            i++;
+        if (i == sizeof(flags) / sizeof(flags[0])) {
+            snprintf(error->message, sizeof(error->message),
+                     "unknown rewrite flag \"%s\" (expected last, break, redirect or permanent)",
+                     args[2].text);
+            error->at = &args[2].pos;
+            return -1;
+        }
+        flag = flags[i].flag;
+    }
+    const struct conf_arg *regex = &args[0], *replacement = &args[1];
+    if (regex->text[0] == '\0')
+        return fail(error, &regex->pos, "empty rewrite regex");
+    for (const char *p = replacement->text; *p != '\0'; p++)
+        if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
+            return fail(error, &replacement->pos, "header value contains a control character");
+    struct rewrite_line *items = realloc(c->items, (c->count + 1) * sizeof(*items));
+    if (items == NULL)
+        return fail(error, &regex->pos, "out of memory");
+    c->items = items;
+    struct rewrite_line *line = &items[c->count];
+    *line = (struct rewrite_line){.regex = strdup(regex->text),
+                                  .replacement = strdup(replacement->text),
+                                  .flag = flag,
+                                  .regex_pos = regex->pos,
+                                  .replacement_pos = replacement->pos};
+    c->count++; /* freed with the rest, whole or not */
+    if (line->regex == NULL || line->replacement == NULL)
+        return fail(error, &regex->pos, "out of memory");
+    return 0;
+}
+
+static void conf_free(void *conf)
+{
+    struct rewrite_conf *c = conf;
+    for (size_t i = 0; i < c->count; i++) {
+        free(c->items[i].regex);
+        free(c->items[i].replacement);
+    }
+    free(c->items);
+}
+
+static const struct conf_directive rewrite_directives[] = {
+    {.name = "rewrite",
+     .contexts = CONF_SERVER | CONF_LOCATION,
+     .min_args = 2,
+     .max_args = 3,
+     .repeat = true,
+     .passes = true,
+     .base = CONF_BASE_MODULE,
+     .module_apply = apply},
+    {.name = NULL},
+};
+
+/* A level's lines compiled: each regex, and its replacement, whose $1...
+ * are that regex's groups.  None: nothing, and a site with none anywhere
+ * walks without the rewrite phases. */
+static int build(const void *conf, const struct http_module_build *b, const void **out)
+{
+    const struct rewrite_conf *c = conf;
+    *out = NULL;
+    if (c->count == 0)
+        return 0;
+    struct http_rewrites *rules = b->calloc(b->arena, 1, sizeof(*rules));
+    struct http_rewrite *items = b->calloc(b->arena, c->count, sizeof(*items));
+    if (rules == NULL || items == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < c->count; i++) {
+        const struct rewrite_line *line = &c->items[i];
+        struct http_rewrite *rule = &items[i];
+        int err = b->regex(b->arena, line->regex, false, &line->regex_pos, "rewrite", &rule->regex);
+        if (err == 0)
+            err = b->compile_with(b->arena, line->replacement, &line->replacement_pos, "rewrite",
+                                  rule->regex, true, &rule->replacement);
+        if (err != 0)
+            return err;
+        rule->flag = line->flag;
+        /* A redirect (302 without a flag) when it names a scheme, as in
+         * nginx. */
+        rule->absolute = strncmp(line->replacement, "http://", 7) == 0 ||
+                         strncmp(line->replacement, "https://", 8) == 0 ||
+                         strncmp(line->replacement, "$scheme", 7) == 0;
+    }
+    *rules = (struct http_rewrites){items, c->count};
+    *out = rules;
+    return 0;
+}
+
+struct http_module rewrite_module = {
+    .name = "rewrite",
+    .conf =
+        {
+            .name = "rewrite",
+            .directives = rewrite_directives,
+            .size = sizeof(struct rewrite_conf),
+            .free = conf_free,
+        },
+    .build = build,
+    .phases = rewrite_phases,
+    .phase_count = sizeof(rewrite_phases) / sizeof(rewrite_phases[0]),
+};

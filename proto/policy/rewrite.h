@@ -6,6 +6,7 @@
 #ifndef CORRAL_PROTO_REWRITE_H
 #define CORRAL_PROTO_REWRITE_H
 
+#include "conf/directive.h"
 #include "proto/http/exchange.h"
 
 #include <stdbool.h>
@@ -36,6 +37,19 @@ struct http_rewrites {
     size_t count;
 };
 
+/* The rewrite lines of one level (server, location) as written: not
+ * inherited, as in nginx (a server's run in their own phase). */
+struct rewrite_line {
+    char *regex, *replacement; /* malloc'd; the replacement may hold $variables and $1... */
+    enum http_rewrite_flag flag;
+    struct conf_pos regex_pos, replacement_pos;
+};
+
+struct rewrite_conf {
+    struct rewrite_line *items;
+    size_t count;
+};
+
 struct vars_buf;
 
 /* The router's phase handlers (router.h): the server's rewrites, and the
@@ -44,5 +58,9 @@ struct vars_buf;
 struct router_walk;
 int rewrite_server_phase(struct router_walk *w);
 int rewrite_location_phase(struct router_walk *w);
+
+/* The module (module.h): the server's and the location's rewrite phases. */
+struct http_module;
+extern struct http_module rewrite_module;
 
 #endif

@@ -19,9 +19,7 @@ known_modules = [
     ["upstream/balance", "upstream/health", "upstream/resolve", "upstream/upstream"],
     ["upstream/proxy", "upstream/proxy_head"],
 ]
-known_folders = [
-    ["http", "policy"],
-]
+known_folders = []
 mod_edges, dir_edges = {}, {}
 for f in files:
     with open(f) as fh:

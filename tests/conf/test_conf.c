@@ -5,6 +5,11 @@
  */
 #include "../helpers.h"
 #include "conf/config.h"
+#include "proto/http/module.h"
+#include "proto/modules.h"
+#include "proto/policy/add_header.h"
+#include "proto/policy/return.h"
+#include "proto/policy/rewrite.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -17,6 +22,14 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------- helpers */
+
+/* A location's return, which the return module's struct holds. */
+static const struct return_conf *return_of(const struct conf_location *l)
+{
+    const struct return_conf *r = conf_module_conf(l->modules, &return_module.conf);
+    ck_assert_ptr_nonnull(r);
+    return r;
+}
 
 /* In-memory files for include; the list ends with a NULL path. */
 struct memfile {
@@ -64,6 +77,75 @@ static const char *parse_error(const char *text, const struct memfile *files,
 }
 
 /* ------------------------------------------------------- valid configs */
+
+/* add_header belongs to its module (proto/policy/add_header.c): a level
+ * with lines of its own keeps only those, one without takes its
+ * parent's (nginx's rule), through conf/'s one inheritance walk. */
+START_TEST(add_header_is_its_modules)
+{
+    struct conf_config *c = parse_ok("add_header X-Top 1;\n"
+                                     "server { listen 127.0.0.1:80;\n"
+                                     "  location /a { return 200; }\n"
+                                     "  location /b { add_header X-B 2 always; return 200; } }\n"
+                                     "server { listen 127.0.0.1:81; add_header X-S 3;\n"
+                                     "  location /c { return 200; } }\n");
+    const struct add_header_conf *h = conf_module_conf(c->modules, &add_header_module.conf);
+    ck_assert_uint_eq(h->count, 1);
+    ck_assert_str_eq(h->items[0].name, "X-Top");
+    ck_assert(!h->items[0].always);
+    ck_assert(!h->inherited);
+    h = conf_module_conf(c->servers[0].modules, &add_header_module.conf);
+    ck_assert_str_eq(h->items[0].name, "X-Top");
+    ck_assert(h->inherited);
+    h = conf_module_conf(c->servers[0].locations[0].modules, &add_header_module.conf);
+    ck_assert_str_eq(h->items[0].name, "X-Top");
+    h = conf_module_conf(c->servers[0].locations[1].modules, &add_header_module.conf);
+    ck_assert_uint_eq(h->count, 1);
+    ck_assert_str_eq(h->items[0].name, "X-B");
+    ck_assert_str_eq(h->items[0].value, "2");
+    ck_assert(h->items[0].always);
+    ck_assert(!h->inherited);
+    h = conf_module_conf(c->servers[1].locations[0].modules, &add_header_module.conf);
+    ck_assert_uint_eq(h->count, 1);
+    ck_assert_str_eq(h->items[0].name, "X-S");
+    conf_free(c);
+}
+END_TEST
+
+/* rewrite belongs to its module (proto/policy/rewrite.c), which conf/
+ * learns of by its registration: the lines of each level are the
+ * module's struct there, not inherited, and a location with rewrites
+ * only needs no content handler. */
+START_TEST(rewrite_is_its_modules)
+{
+    struct conf_config *c =
+        parse_ok("server {\n"
+                 "    listen 127.0.0.1:80;\n"
+                 "    rewrite ^/a(.*) /b$1 last;\n"
+                 "    location /old/ { rewrite ^/old/(.*)$ /new/$1; }\n"
+                 "    location / { rewrite ^ https://x/ permanent; return 200; }\n"
+                 "}\n");
+    const struct conf_server *s = &c->servers[0];
+    const struct rewrite_conf *r = conf_module_conf(s->modules, &rewrite_module.conf);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_uint_eq(r->count, 1);
+    ck_assert_str_eq(r->items[0].regex, "^/a(.*)");
+    ck_assert_str_eq(r->items[0].replacement, "/b$1");
+    ck_assert_int_eq(r->items[0].flag, HTTP_REWRITE_LAST);
+    ck_assert_uint_eq(r->items[0].regex_pos.line, 3);
+    ck_assert_uint_eq(r->items[0].regex_pos.col, 13);
+    r = conf_module_conf(s->locations[0].modules, &rewrite_module.conf);
+    ck_assert_uint_eq(r->count, 1);
+    ck_assert_int_eq(r->items[0].flag, HTTP_REWRITE_NEXT);
+    ck_assert(s->locations[0].passes);
+    ck_assert_ptr_null(s->locations[0].content);
+    r = conf_module_conf(s->locations[1].modules, &rewrite_module.conf);
+    ck_assert_uint_eq(r->count, 1);
+    ck_assert_int_eq(r->items[0].flag, HTTP_REWRITE_PERMANENT);
+    ck_assert_str_eq(s->locations[1].content, "return");
+    conf_free(c);
+}
+END_TEST
 
 START_TEST(defaults_when_absent)
 {
@@ -571,19 +653,19 @@ START_TEST(full_server)
     const struct conf_location *l = &s->locations[0];
     ck_assert_str_eq(l->path, "/healthz");
     ck_assert(!l->exact);
-    ck_assert_int_eq(l->handler, CONF_HANDLER_RETURN);
-    ck_assert_uint_eq(l->return_code, 200);
-    ck_assert_str_eq(l->return_text, "ok\n");
+    ck_assert_str_eq(l->content, "return");
+    ck_assert_uint_eq(return_of(l)->code, 200);
+    ck_assert_str_eq(return_of(l)->text, "ok\n");
     ck_assert_uint_eq(l->pos.line, 13);
     ck_assert_uint_eq(l->pos.col, 5);
     l = &s->locations[1];
     ck_assert_str_eq(l->path, "/empty");
     ck_assert(l->exact);
-    ck_assert_uint_eq(l->return_code, 204);
-    ck_assert_ptr_null(l->return_text);
+    ck_assert_uint_eq(return_of(l)->code, 204);
+    ck_assert_ptr_null(return_of(l)->text);
     l = &s->locations[2];
     ck_assert_str_eq(l->path, "/");
-    ck_assert_int_eq(l->handler, CONF_HANDLER_PROXY);
+    ck_assert_str_eq(l->content, "proxy_pass");
     ck_assert_str_eq(l->proxy_pass, "http://app");
     ck_assert_uint_eq(l->set_header_count, 2);
     ck_assert_str_eq(l->set_headers[0].name, "X-Real-IP");
@@ -702,7 +784,7 @@ START_TEST(https_proxy_pass)
     const struct conf_server *s = &c->servers[0];
     ck_assert_uint_eq(s->location_count, 4);
     const struct conf_location *l = &s->locations[0];
-    ck_assert_int_eq(l->handler, CONF_HANDLER_PROXY);
+    ck_assert_str_eq(l->content, "proxy_pass");
     ck_assert_str_eq(l->proxy_pass, "https://app");
     ck_assert(l->proxy_tls.verify);
     ck_assert_str_eq(l->proxy_tls.server_name, "app.internal");
@@ -975,7 +1057,7 @@ START_TEST(lexer_forms)
                  "\tworkers\t2 ;\r\n");
     ck_assert_str_eq(c->log_format, "single \"quoted\" 'x' \\ \t end");
     ck_assert_str_eq(c->servers[0].locations[0].path, "/a#b");
-    ck_assert_str_eq(c->servers[0].locations[0].return_text, "two\nlines");
+    ck_assert_str_eq(return_of(&c->servers[0].locations[0])->text, "two\nlines");
     ck_assert_uint_eq(c->workers, 2);
     conf_free(c);
 }
@@ -999,9 +1081,9 @@ START_TEST(default_text_parses)
     ck_assert_uint_eq(c->servers[0].location_count, 1);
     const struct conf_location *l = &c->servers[0].locations[0];
     ck_assert_str_eq(l->path, "/");
-    ck_assert_int_eq(l->handler, CONF_HANDLER_RETURN);
-    ck_assert_uint_eq(l->return_code, 200);
-    ck_assert_str_eq(l->return_text, "corral is running\n");
+    ck_assert_str_eq(l->content, "return");
+    ck_assert_uint_eq(return_of(l)->code, 200);
+    ck_assert_str_eq(return_of(l)->text, "corral is running\n");
     conf_free(c);
 }
 END_TEST
@@ -1052,6 +1134,21 @@ struct error_case {
 };
 
 static const struct error_case error_cases[] = {
+    /* the modules' directives, with conf/'s checks and messages */
+    {"add_header \"Bad Name\" x;", "test.conf:1:12: invalid header name \"Bad Name\""},
+    {"add_header X-A \"a\\nb\";", "test.conf:1:16: header value contains a control character"},
+    {"add_header X-A b sometimes;",
+     "test.conf:1:18: unknown add_header parameter \"sometimes\" (expected always)"},
+    {"server { listen 127.0.0.1:80; location / { rewrite ^ /b stop; } }",
+     "test.conf:1:57: unknown rewrite flag \"stop\" (expected last, break, redirect or permanent)"},
+    {"server { listen 127.0.0.1:80; location / { rewrite \"\" /b; } }",
+     "test.conf:1:52: empty rewrite regex"},
+    {"server { listen 127.0.0.1:80; location / { rewrite ^ /b c d; } }",
+     "test.conf:1:44: \"rewrite\" takes 2 or 3 arguments, got 4"},
+    {"rewrite ^ /b;", "test.conf:1:1: \"rewrite\" is not allowed at top level (it belongs in "
+                      "server or location)"},
+    {"server { listen 127.0.0.1:80; location / { return 99; } }",
+     "test.conf:1:51: invalid status code \"99\" (expected 200 to 599)"},
     /* syntax */
     {"workers 4", "test.conf:1:10: unexpected end of file, expecting \";\" or \"}\""},
     {"server {\n    listen 127.0.0.1:80;\n",
@@ -1759,12 +1856,12 @@ START_TEST(nginx_levels)
     ck_assert_str_eq(c->servers[1].server_names[0], "*.example.com");
     ck_assert_str_eq(c->servers[1].server_names[1], "example.com");
     ck_assert_str_eq(c->servers[1].server_names[2], "_");
-    ck_assert_uint_eq(redirect->location_count, 1);
-    ck_assert_str_eq(redirect->locations[0].path, "/");
-    ck_assert(!redirect->locations[0].exact && !redirect->locations[0].regex);
-    ck_assert_int_eq(redirect->locations[0].handler, CONF_HANDLER_RETURN);
-    ck_assert_uint_eq(redirect->locations[0].return_code, 301);
-    ck_assert_str_eq(redirect->locations[0].return_text, "https://$host$request_uri");
+    /* the server's own return, which its rewrite phase answers with */
+    ck_assert_uint_eq(redirect->location_count, 0);
+    const struct return_conf *r = conf_module_conf(redirect->modules, &return_module.conf);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_uint_eq(r->code, 301);
+    ck_assert_str_eq(r->text, "https://$host$request_uri");
 
     const struct conf_location *a = &c->servers[1].locations[0], *b = &c->servers[1].locations[1];
     ck_assert_uint_eq(a->proxy.read_timeout_ms, 5000);    /* its own */
@@ -1820,12 +1917,6 @@ static const struct error_case nginx_cases[] = {
      "test.conf:1:29: \"worker_connections\" must be at least 1, got \"0\""},
     {"events { workers 2; }",
      "test.conf:1:10: \"workers\" is not allowed in events (it belongs at top level)"},
-    {"server { listen 127.0.0.1:80; location / { return 204; } return 301 /x; }",
-     "test.conf:1:58: a \"return\" in the server answers every request, so the server's "
-     "locations would never be used: move it into a location"},
-    {"server { listen 127.0.0.1:80; return 301 /x; location / { return 204; } }",
-     "test.conf:1:46: the server's \"return\" at line 1 answers every request, so this location "
-     "would never be used"},
     {"server { listen 127.0.0.1:80; proxy_set_header Content-Length 1;\n"
      "location / { proxy_pass http://127.0.0.1:9; } location /a { return 204; } }",
      "test.conf:1:48: proxy_set_header cannot set \"Content-Length\": the proxy derives it"},
@@ -2338,7 +2429,7 @@ START_TEST(nested_includes_from_memory)
     ck_assert_str_eq(c->servers[0].listens[0].pos.file, "conf/sites/app.conf");
     ck_assert_uint_eq(c->servers[0].listens[0].pos.line, 1);
     ck_assert_uint_eq(c->servers[0].listens[0].pos.col, 8);
-    ck_assert_str_eq(c->servers[0].locations[0].return_text, "included");
+    ck_assert_str_eq(return_of(&c->servers[0].locations[0])->text, "included");
     ck_assert_uint_eq(c->file_count, 5);
     ck_assert_str_eq(c->files[0], "conf/main.conf");
     ck_assert_str_eq(c->files[1], "conf/conf.d/core.conf");
@@ -2844,11 +2935,19 @@ END_TEST
 
 Suite *test_suite(void)
 {
+    /* The modules that bring their directives (return...), as the daemon
+     * registers them before its first parse. */
+    modules_init();
+    for (size_t m = 0; m < modules_count; m++)
+        if (conf_module_register(&modules_list[m]->conf) != 0)
+            abort();
     Suite *suite = suite_create("conf");
 
     TCase *valid = tcase_create("valid");
     tcase_set_timeout(valid, 20);
     tcase_add_test(valid, defaults_when_absent);
+    tcase_add_test(valid, rewrite_is_its_modules);
+    tcase_add_test(valid, add_header_is_its_modules);
     tcase_add_test(valid, empty_text);
     tcase_add_test(valid, same_address_whatever_the_spelling);
     tcase_add_loop_test(valid, field_table, 0, COUNT(field_cases));

@@ -5,6 +5,8 @@
  * so include, include loops and errors inside included files are reached.
  */
 #include "conf/config.h"
+#include "proto/http/module.h"
+#include "proto/modules.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -61,8 +63,22 @@ static void count_error(void *arg, const char *message)
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
+/* The modules that bring their directives (return...), registered once
+ * as the daemon does before its first parse. */
+static void register_modules(void)
+{
+    static bool done;
+    if (done)
+        return;
+    done = true;
+    for (size_t m = 0; m < modules_count; m++)
+        if (conf_module_register(&modules_list[m]->conf) != 0)
+            abort();
+}
+
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
+    register_modules();
     const char *text = (const char *)data;
     const char *nul = memchr(text, '\0', size);
     struct files files = {

@@ -6,6 +6,9 @@
  * server closes.
  */
 #include "proto/serve/serve.h"
+#include "proto/modules.h"
+#include "proto/policy/return.h"
+#include "proto/http1/http1.h"
 #include "proto/http2/http2.h"
 #include "proto/upstream/proxy.h"
 
@@ -85,6 +88,7 @@ static void start_server(void)
                                            .keepalive = 4,
                                            .idle_timeout_ms = 2000};
     struct corral_server_config config;
+    modules_init();
     corral_server_config_init(&config);
     config.workers = 1;
     corral_server *srv;

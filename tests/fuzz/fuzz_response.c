@@ -34,6 +34,8 @@
  * check_bytes); FUZZ_RESPONSE_LAX set turns that check off.
  */
 #include "proto/serve/serve.h"
+#include "proto/modules.h"
+#include "proto/http1/http1.h"
 #include "proto/upstream/proxy.h"
 
 #include <errno.h>
@@ -136,6 +138,7 @@ static void start_server(void)
                                            .keepalive = 4,
                                            .idle_timeout_ms = 2000};
     struct corral_server_config config;
+    modules_init();
     corral_server_config_init(&config);
     config.workers = 1;
     corral_server *srv;

@@ -215,6 +215,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     snprintf(main_path, sizeof(main_path), "%s/fuzz.conf", dir);
     struct conf_config *config;
     struct conf_error error;
+    runtime_modules_init();
     if (conf_parse(main_path, files.main, files.main_len, read_file, &files, &config, &error) != 0)
         return 0;
     if (!harmless_files(config) || check_servable(config) != 0) {

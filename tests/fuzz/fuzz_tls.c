@@ -8,6 +8,9 @@
  * server that never closes is wedged: abort.
  */
 #include "proto/serve/serve.h"
+#include "proto/modules.h"
+#include "proto/policy/return.h"
+#include "proto/http1/http1.h"
 #include "proto/tls/tls.h"
 
 #include <openssl/evp.h>
@@ -150,6 +153,7 @@ static void start_server(void)
         abort();
 
     struct corral_server_config config;
+    modules_init();
     corral_server_config_init(&config);
     config.workers = 1;
     corral_server *srv;

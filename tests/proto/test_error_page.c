@@ -397,6 +397,27 @@ START_TEST(named_locations)
 }
 END_TEST
 
+/* A server's own return answers every request of the server, in its
+ * rewrite phase: a location beside it is never searched (nginx's classic
+ * redirect server), and the server's add_header lines go with it. */
+START_TEST(server_return_answers_every_request)
+{
+    struct test_daemon d;
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "server {\n  listen 127.0.0.1:0;\n"
+              "  add_header X-Server yes always;\n"
+              "  return 301 https://example.com$request_uri;\n"
+              "  location / { return 200 never; }\n"
+              "}\n");
+    char out[4096];
+    ck_assert_uint_eq(get(d.port, "GET", "/a?b=1", out, sizeof(out)), 301);
+    ck_assert_msg(strstr(out, "\r\nLocation: https://example.com/a?b=1\r\n") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "\r\nX-Server: yes\r\n") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "never") == NULL, "%s", out);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* A POST to a dead backend, its body partly sent after the head, then a
  * second request on the same connection: the body is dropped, never read
  * as a request. */
@@ -577,6 +598,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, failing_pages_get_the_builtin_answer);
     tcase_add_test(tc, limits_and_rewrite_loops_get_pages);
     tcase_add_test(tc, named_locations);
+    tcase_add_test(tc, server_return_answers_every_request);
     tcase_add_test(tc, request_body_is_dropped_on_a_kept_connection);
     tcase_add_test(tc, http2_gets_the_same_pages);
     tcase_add_test(tc, access_log_has_what_the_client_got);

@@ -6,6 +6,8 @@
  * Valid requests are fed whole, byte by byte, and in random splits.
  */
 #include "../helpers.h"
+#include "proto/modules.h"
+#include "proto/policy/return.h"
 #include "proto/policy/access_log.h"
 #include "proto/serve/serve.h"
 
@@ -775,6 +777,7 @@ END_TEST
 
 Suite *test_suite(void)
 {
+    modules_init(); /* the router's steps and the filters' places, before the forks */
     Suite *suite = suite_create("proto/http1");
     TCase *tc = tcase_create("http1");
     tcase_add_checked_fixture(tc, setup, stop);

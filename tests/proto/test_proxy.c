@@ -2836,6 +2836,47 @@ START_TEST(request_inside_a_body_stays_body)
 }
 END_TEST
 
+/* server_timing on: a proxied response says how long the backend took to
+ * its head (at least its 50 ms delay) and the total, which is no less; a
+ * location that turns it off says nothing. */
+START_TEST(server_timing_times_the_upstream)
+{
+    struct backend *b = backend_new("a");
+    b->body = "timed\n";
+    b->delay_ms = 50;
+    backend_start(b);
+    struct test_daemon d;
+    char upstream[128];
+    snprintf(upstream, sizeof(upstream), "    server 127.0.0.1:%d;", b->port);
+    write_config(&d, 1, upstream,
+                 "    server_timing on;\n    location /quiet { server_timing off; "
+                 "return 200 \"quiet\\n\"; }",
+                 "");
+    test_daemon_start(&d);
+
+    struct response resp;
+    ck_assert_uint_eq(
+        exchange(d.port, "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", &resp), 200);
+    const char *timing = header_one(resp.head, "Server-Timing");
+    unsigned long total_ms, total_frac, upstream_ms;
+    ck_assert_int_eq(sscanf(timing, "total;dur=%lu.%3lu, upstream;dur=%lu", &total_ms, &total_frac,
+                            &upstream_ms),
+                     3);
+    ck_assert_uint_ge(upstream_ms, 50);
+    ck_assert_uint_ge(total_ms + 1, upstream_ms); /* the loop clock counts whole ms */
+    response_free(&resp);
+
+    ck_assert_uint_eq(
+        exchange(d.port, "GET /quiet HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", &resp),
+        200);
+    char none[64];
+    ck_assert_int_eq(header_find(resp.head, "Server-Timing", none, sizeof(none)), 0);
+    response_free(&resp);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 /* A test case group with the daemon fixture and a timeout, added to `suite`. */
 static TCase *new_case(Suite *suite, const char *name, double timeout_s)
 {
@@ -2853,6 +2894,7 @@ Suite *test_suite(void)
 
     TCase *tc = new_case(suite, "conformance", 30);
     tcase_add_test(tc, status_headers_and_body_pass_through);
+    tcase_add_test(tc, server_timing_times_the_upstream);
     tcase_add_test(tc, keep_alive_on_both_sides);
     tcase_add_test(tc, idle_pooled_connection_is_closed_after_keepalive_timeout);
     tcase_add_test(tc, pipelined_requests_are_answered_in_order);

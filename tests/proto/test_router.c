@@ -5,8 +5,11 @@
  * rewrites, allow/deny, a framer's refusal and internal redirects.
  */
 #include "../helpers.h"
+#include "proto/modules.h"
 #include "proto/policy/access.h"
 #include "proto/policy/add_header.h"
+#include "proto/policy/error_page.h"
+#include "proto/http/module.h"
 #include "proto/http/regex.h"
 #include "proto/policy/rewrite.h"
 #include "proto/http/router.h"
@@ -147,6 +150,15 @@ static struct access_conf denied = {.rules = &deny_all, .rule_count = 1};
 static struct http_location locs[LOC_COUNT];
 static struct http_vhost vhost;
 
+/* What the rewrite module builds for a level: its rules (`n`: which of
+ * the arrays). */
+static const void *const *rewrites_of(int n, const struct http_rewrites *rules)
+{
+    static const void *built[5][HTTP_MODULES_MAX];
+    built[n][rewrite_module.index] = rules;
+    return built[n];
+}
+
 static void setup(void)
 {
     memset(&seen, 0, sizeof(seen));
@@ -167,19 +179,24 @@ static void setup(void)
     server_rule = (struct http_rewrite){server_re, server_to, HTTP_REWRITE_LAST, false};
     server_rules = (struct http_rewrites){&server_rule, 1};
     /* Prefix locations; "/old/" rewrites only, it has no handler. */
-    locs[LOC_OLD] = (struct http_location){.path = "/old/", .path_len = 5, .rewrites = &old_rules};
+    locs[LOC_OLD] = (struct http_location){
+        .path = "/old/", .path_len = 5, .modules = rewrites_of(0, &old_rules)};
     locs[LOC_NEW] = (struct http_location){.path = "/new/", .path_len = 5, .handler = &content};
-    locs[LOC_LOOP] = (struct http_location){
-        .path = "/loop", .path_len = 5, .handler = &content, .rewrites = &loop_rules};
+    locs[LOC_LOOP] = (struct http_location){.path = "/loop",
+                                            .path_len = 5,
+                                            .handler = &content,
+                                            .modules = rewrites_of(1, &loop_rules)};
     locs[LOC_DENIED] = (struct http_location){
         .path = "/denied", .path_len = 7, .handler = &content, .access = &denied};
     locs[LOC_NAMED] = (struct http_location){
         .path = "@fallback", .path_len = 9, .handler = &content, .named = true};
-    locs[LOC_BREAK] = (struct http_location){
-        .path = "/break/", .path_len = 7, .handler = &content, .rewrites = &break_rules};
+    locs[LOC_BREAK] = (struct http_location){.path = "/break/",
+                                             .path_len = 7,
+                                             .handler = &content,
+                                             .modules = rewrites_of(2, &break_rules)};
     /* A named location whose rewrites send the request elsewhere. */
     locs[LOC_NAMED_RW] = (struct http_location){
-        .path = "@rewriting", .path_len = 10, .named = true, .rewrites = &old_rules};
+        .path = "@rewriting", .path_len = 10, .named = true, .modules = rewrites_of(3, &old_rules)};
     vhost = (struct http_vhost){.locations = locs, .location_count = LOC_COUNT};
 }
 
@@ -284,7 +301,7 @@ END_TEST
 /* The server's rewrites run before the first search. */
 START_TEST(server_rewrite_runs_first)
 {
-    vhost.rewrites = &server_rules;
+    vhost.modules = rewrites_of(4, &server_rules);
     struct exchange ex = route("/legacy/c", 0);
     ck_assert_str_eq(seen.trace, "RHQ");
     ck_assert_ptr_eq(ex.loc, &locs[LOC_NEW]); /* legacy -> old -> new */
@@ -352,11 +369,11 @@ START_TEST(redirect_releases_the_location_state)
     static const struct http_add_headers rules = {.count = 0};
     add_header_set_rules(&ex, &rules);
     ck_assert_ptr_eq(add_header_rules(&ex), &rules);
-    ck_assert(exchange_has_filter(&ex, EXCHANGE_FILTER_ADD_HEADER));
+    ck_assert(exchange_has_filter(&ex, add_header_module.filter->order));
     struct http_request req = request("/new/second");
     router_redirect(&ex, &req, NULL);
     ck_assert_ptr_null(add_header_rules(&ex));
-    ck_assert(!exchange_has_filter(&ex, EXCHANGE_FILTER_ADD_HEADER));
+    ck_assert(!exchange_has_filter(&ex, add_header_module.filter->order));
     for (size_t i = 0; i < EXCHANGE_CTX_SLOTS; i++)
         ck_assert_ptr_null(ex.ctx[i]);
     router_end(&ex);
@@ -381,13 +398,57 @@ START_TEST(resume_goes_on_from_the_phase)
 }
 END_TEST
 
-/* The phases are in order, each handler in its phase's group. */
+/* The phases are in order, each handler in its phase's group; within a
+ * phase the modules' handlers run in the list's order, framed by the
+ * router's own. */
+static size_t step_of(router_phase_fn fn, enum router_phase phase)
+{
+    for (size_t i = 0; i < router_table.step_count; i++)
+        if (router_table.steps[i].fn == fn && router_table.steps[i].phase == phase)
+            return i;
+    ck_abort_msg("no such step");
+    return 0;
+}
+
 START_TEST(steps_are_in_phase_order)
 {
-    ck_assert_uint_gt(router_step_count, 0);
-    for (size_t i = 1; i < router_step_count; i++)
-        ck_assert_int_le(router_steps[i - 1].phase, router_steps[i].phase);
-    ck_assert_int_eq(router_steps[router_step_count - 1].phase, ROUTER_CONTENT);
+    size_t n = router_table.step_count;
+    ck_assert_uint_gt(n, 0);
+    for (size_t i = 1; i < n; i++)
+        ck_assert_int_le(router_table.steps[i - 1].phase, router_table.steps[i].phase);
+    ck_assert(router_table.steps[n - 1].fn == router_content);
+    ck_assert_uint_lt(step_of(error_page_phase, ROUTER_SERVER_REWRITE),
+                      step_of(rewrite_server_phase, ROUTER_SERVER_REWRITE));
+    size_t find = step_of(router_find_location, ROUTER_FIND_LOCATION);
+    ck_assert_uint_lt(find, step_of(error_page_phase, ROUTER_FIND_LOCATION));
+    ck_assert_uint_lt(step_of(error_page_phase, ROUTER_FIND_LOCATION),
+                      step_of(router_refuse, ROUTER_FIND_LOCATION));
+}
+END_TEST
+
+/* A module's phase handler runs in its phase: the registry takes any
+ * list of modules. */
+static int seen_phase_calls;
+static int count_phase(struct router_walk *w)
+{
+    (void)w;
+    seen_phase_calls++;
+    return 418;
+}
+
+START_TEST(module_phase_handler_runs)
+{
+    static const struct http_phase_handler phases[] = {{ROUTER_ACCESS, count_phase}};
+    static struct http_module teapot = {.name = "teapot", .phases = phases, .phase_count = 1};
+    struct http_module *const list[] = {&teapot, &access_module};
+    http_module_init(list, 2);
+    ck_assert(router_table.answer == NULL); /* no add_header in this list */
+    struct exchange ex = route("/new/page", 0);
+    ck_assert_ptr_eq(ex.loc, &locs[LOC_NEW]);
+    ck_assert_int_eq(seen_phase_calls, 1);
+    ck_assert_uint_eq(seen.status, 418);
+    ck_assert_ptr_null(seen.handler);
+    router_end(&ex);
 }
 END_TEST
 
@@ -428,6 +489,7 @@ END_TEST
 
 Suite *test_suite(void)
 {
+    modules_init(); /* the router's steps and the filters' places, before the forks */
     Suite *suite = suite_create("proto/router");
     TCase *tc = tcase_create("walk");
     tcase_set_timeout(tc, 10);
@@ -444,6 +506,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, redirect_releases_the_location_state);
     tcase_add_test(tc, resume_goes_on_from_the_phase);
     tcase_add_test(tc, steps_are_in_phase_order);
+    tcase_add_test(tc, module_phase_handler_runs);
     suite_add_tcase(suite, tc);
     /* Without the fixture: the JIT must not have made its memory yet. */
     tc = tcase_create("regex");

@@ -1,0 +1,192 @@
+/*
+ * directive.h: what a directive table is (struct conf_directive, the
+ * generic setter's kinds) and what a module's configuration is (struct
+ * conf_module, created and merged per level as nginx's create_loc_conf
+ * and merge_loc_conf), for conf/'s own tables and for the modules
+ * outside conf/ that bring theirs (conf_module_register()).  It includes
+ * nothing of proto/, so that a module there may declare its table.
+ */
+#ifndef CORRAL_CONF_DIRECTIVE_H
+#define CORRAL_CONF_DIRECTIVE_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct conf_node;
+
+/* Where a directive or argument was written: for error messages. */
+struct conf_pos {
+    const char *file;   /* owned by the config (or the parse), never NULL */
+    unsigned line, col; /* 1-based */
+};
+
+/* A word as written, unescaped, and where it starts. */
+struct conf_arg {
+    char *text;
+    struct conf_pos pos;
+};
+
+/* What a module's own apply function (conf_directive.module_apply) finds
+ * wrong: `message`, reported at `at` (one of its arguments' positions;
+ * NULL: the directive's name). */
+struct conf_module_error {
+    char message[256];
+    const struct conf_pos *at;
+};
+
+/* Applies a directive of a module that sets more than one field, to the
+ * module's struct at the level it is written at (`conf`), once the
+ * generic checks passed (its form, its argument count, where it may be).
+ * Returns 0, or -1 with `error` filled in. */
+typedef int (*conf_module_apply_fn)(void *conf, const struct conf_arg *args, size_t count,
+                                    struct conf_module_error *error);
+
+/* The blocks a directive may appear in (bit set). */
+enum {
+    CONF_MAIN = 1u << 0,
+    CONF_SERVER = 1u << 1,
+    CONF_LOCATION = 1u << 2,
+    CONF_UPSTREAM = 1u << 3,
+    CONF_ADMIN = 1u << 4,
+    CONF_EVENTS = 1u << 5, /* nginx's events { } (nginx_directives.c) */
+};
+
+#define CONF_ARGS_MANY UINT_MAX
+
+struct conf_state;
+struct conf_directive;
+
+/* Applies one directive that passed the generic checks.  Returns 0, or -1
+ * with the error written (see conf__error_at()). */
+typedef int (*conf_apply_fn)(struct conf_state *state, const struct conf_node *node,
+                             const struct conf_directive *directive);
+
+/* An extra check of an argument before the generic setter reads it.
+ * Returns 0, or -1 with the error written. */
+typedef int (*conf_check_fn)(struct conf_state *state, const struct conf_arg *arg);
+
+/* What a directive's argument is, for the generic setter; the field's C
+ * type follows from it. */
+enum conf_kind {
+    CONF_KIND_NONE,     /* the entry has an apply function of its own */
+    CONF_KIND_DURATION, /* uint32_t milliseconds, at least `min` */
+    CONF_KIND_SIZE,     /* size_t bytes, from `min` to `max` */
+    CONF_KIND_COUNT,    /* unsigned, from `min` to `max`; `zero_word` stands for 0 */
+    CONF_KIND_SWITCH,   /* bool: on|off */
+    CONF_KIND_KEYWORD,  /* an enum: the value of one of `keywords` */
+    CONF_KIND_FLAGS,    /* unsigned: one or more of `keywords`, their values or'ed */
+    CONF_KIND_STRING,   /* char *, malloc'd; empty refused when `what` is set */
+    CONF_KIND_PATH,     /* char *, resolved against the directory of its file;
+                           `zero_word` leaves it NULL */
+};
+
+/* The struct a field's offset is relative to; the block being applied
+ * picks which one. */
+enum conf_base {
+    CONF_BASE_MAIN,     /* struct conf_config */
+    CONF_BASE_LIMITS,   /* struct http_limits: the server's, else the top level's */
+    CONF_BASE_PROXY,    /* struct proxy_conf: the location's, else the server's,
+                           else the top level's */
+    CONF_BASE_HTTP2,    /* struct http2_conf: the server's, else the top level's */
+    CONF_BASE_TLS,      /* struct conf_tls of the server */
+    CONF_BASE_LOCATION, /* struct conf_location */
+    CONF_BASE_UPSTREAM, /* struct conf_upstream */
+    CONF_BASE_MODULE,   /* the struct of the module whose table has the entry
+                           (struct conf_module), at the block's level */
+};
+
+/* One word a directive takes, and what it stands for. */
+struct conf_keyword {
+    const char *name;
+    int value;
+};
+
+/*
+ * A table entry.  The same name may appear in several entries with disjoint
+ * contexts ("listen" in server and in admin, "server" at top level and in
+ * upstream); the context picks the entry.  Each module's table ends with an
+ * entry whose name is NULL.
+ *
+ * An entry that sets one field says which (base, offset) and what its
+ * argument is (kind and bounds), and conf__apply_setting() sets it, as
+ * nginx's ngx_command_t does.  A directive that builds structure (a block,
+ * a list, several fields at once) has its own apply function.
+ */
+struct conf_directive {
+    const char *name;
+    unsigned contexts;           /* CONF_MAIN | ... */
+    unsigned min_args, max_args; /* max CONF_ARGS_MANY: no limit */
+    bool block;                  /* must be followed by "{ ... }"; otherwise by ";" */
+    bool repeat;                 /* may appear more than once in one block */
+    conf_apply_fn apply;         /* NULL: conf__apply_setting() */
+    /* It gives a location its content handler (return, proxy_pass): one
+     * of them per location, which conf_location.content names. */
+    bool content;
+    /* It may hand a location's requests on elsewhere (rewrite): a
+     * location with it needs no content handler (conf_location.passes). */
+    bool passes;
+    /* CONF_BASE_MODULE entries that set several fields: the module's own
+     * apply function, given its struct; NULL: the generic setter. */
+    conf_module_apply_fn module_apply;
+
+    /* For conf__apply_setting(): */
+    enum conf_kind kind;
+    enum conf_base base;
+    size_t offset;                       /* of the field in the base struct */
+    bool keep_pos;                       /* the argument's position goes to pos_offset too */
+    size_t pos_offset;                   /* of a struct conf_pos in the base struct */
+    uint64_t min, max;                   /* bounds of a count or size; max 0: none */
+    const char *what;                    /* the value's noun in messages ("worker count") */
+    const char *zero_word;               /* a word that stands for 0 or none ("auto", "off") */
+    const char *repeated;                /* CONF_KIND_FLAGS: the noun for a word given twice */
+    const struct conf_keyword *keywords; /* CONF_KIND_KEYWORD, CONF_KIND_FLAGS */
+    size_t keyword_count;
+    conf_check_fn check; /* NULL: none */
+};
+
+/* Table entries for conf__apply_setting(), one field each. */
+#define CONF_FIELD(type, field) .offset = offsetof(type, field)
+#define CONF_KEYWORDS(list)     .keywords = list, .keyword_count = sizeof(list) / sizeof(list[0])
+
+/*
+ * A module's configuration, one struct of `size` bytes at each level (top
+ * level, server, location), which the CONF_BASE_MODULE entries of its
+ * table set at the level they are written at.  conf/ writes inheritance
+ * once for every module: once the whole config is applied, the top
+ * level's struct is merged with NULL (the module's defaults for what is
+ * unset), each server's with the top level's, and each location's with
+ * its server's.  A struct is there at every level of a parsed config.
+ */
+struct conf_module {
+    const char *name;
+    const struct conf_directive *directives; /* ends with a NULL name; NULL: none */
+    size_t size;                             /* of its struct; 0: it has none */
+    /* Marks every field unset, before a level's directives are applied
+     * (the struct starts zeroed). */
+    void (*init)(void *conf);
+    /* Gives each field still unset `parent`'s value, or with `parent`
+     * NULL (the top level) the module's default.  May check what the
+     * level's fields say together: returns 0, or -1 with a message in
+     * `error` (`len` bytes), reported at the level's block. */
+    int (*merge)(void *conf, const void *parent, char *error, size_t len);
+    /* Frees what the fields own; NULL: nothing. */
+    void (*free)(void *conf);
+};
+
+/* Adds `module` to those every later parse knows: its directives are
+ * accepted where their contexts say, and its struct is made at each
+ * level.  Call before parsing, from one thread (the daemon's start);
+ * registering one twice does nothing.  Returns 0, or -ENOSPC past
+ * CONF_MODULES_MAX, -EEXIST when one of its directives has the name and a
+ * context of a directive already known. */
+#define CONF_MODULES_MAX 16
+int conf_module_register(const struct conf_module *module);
+
+/* `module`'s struct in a level's block of module structs (conf_config,
+ * conf_server and conf_location's `modules`), or NULL when the config was
+ * parsed before `module` was registered. */
+const void *conf_module_conf(const void *modules, const struct conf_module *module);
+
+#endif

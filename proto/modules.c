@@ -1,0 +1,50 @@
+/*
+ * modules.c: the list of HTTP modules, the one place that names them all.
+ * Adding a module is its file and a line here; where its line goes is
+ * where its phase handlers run within their phases and where its filter
+ * sits in the response filter chain.
+ */
+#include "proto/modules.h"
+
+#include "proto/http/module.h"
+#include "proto/policy/access.h"
+#include "proto/policy/add_header.h"
+#include "proto/policy/error_page.h"
+#include "proto/policy/limit.h"
+#include "proto/policy/return.h"
+#include "proto/policy/rewrite.h"
+#include "proto/policy/server_timing.h"
+
+#include <pthread.h>
+
+struct http_module *const modules_list[] = {
+    /* post-read, access: the client's address, then allow/deny */
+    &access_module,
+    /* server rewrite, find location: pages for what follows; its status
+     * filter comes first, so that the filters after it see the final
+     * status */
+    &error_page_module,
+    /* server rewrite, rewrite */
+    &rewrite_module,
+    /* limits */
+    &limit_module,
+    /* filter: the location's add_header lines; the router's own answers */
+    &add_header_module,
+    /* filter: Server-Timing, after add_header, timing the head as sent */
+    &server_timing_module,
+    /* content: return CODE ["TEXT"] */
+    &return_module,
+};
+const size_t modules_count = sizeof(modules_list) / sizeof(modules_list[0]);
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void init(void)
+{
+    http_module_init(modules_list, modules_count);
+}
+
+void modules_init(void)
+{
+    pthread_once(&once, init);
+}
