@@ -592,5 +592,4 @@ static inline void exchange_tunnel_close(struct exchange *ex)
     ex->_ops->tunnel_close(ex);
 }
 
-
 #endif
