@@ -395,6 +395,13 @@ static int apply_listen(struct conf_state *state, const struct conf_node *node,
     return listen->address != NULL ? 0 : -1;
 }
 
+/* nginx's ".example.com", which stands for "example.com" and
+ * "*.example.com". */
+static bool server_name_dotted(const char *name)
+{
+    return name[0] == '.' && name[1] != '.' && name[1] != '\0';
+}
+
 /* server_name NAME...: exact names and "*.example.com" wildcards. */
 static int apply_server_name(struct conf_state *state, const struct conf_node *node,
                              const struct conf_directive *directive)
@@ -414,7 +421,7 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
          * default server answers in corral */
         if (name[0] == '\0')
             continue;
-        bool dotted = name[0] == '.' && name[1] != '.' && name[1] != '\0';
+        bool dotted = server_name_dotted(name);
         if (!valid_server_name(dotted ? name + 1 : name) ||
             (dotted && strncmp(name + 1, "*.", 2) == 0))
             return conf__error_at(state->error, &node->args[i].pos,
@@ -433,11 +440,13 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
         if (name[0] == '\0')
             continue;
         /* ".example.com": "example.com" and "*.example.com", as in nginx */
-        for (int part = name[0] == '.' ? 0 : 1; part < 2; part++) {
+        bool dotted = server_name_dotted(name);
+        for (int part = dotted ? 0 : 1; part < 2; part++) {
             char *copy = NULL;
             if (part == 0 ? asprintf(&copy, "*%s", name) < 0
-                          : (copy = strdup(name + (name[0] == '.'))) == NULL)
+                          : (copy = strdup(name + dotted)) == NULL)
                 return conf__error_at(state->error, &node->args[i].pos, "out of memory");
+            assert(server->server_name_count < names);
             server->server_names[server->server_name_count++] = copy;
         }
     }

@@ -1854,6 +1854,11 @@ START_TEST(nginx_levels)
     /* ".example.com" is both names, "" none */
     ck_assert_uint_eq(c->servers[1].server_name_count, 3);
     ck_assert_str_eq(c->servers[1].server_names[0], "*.example.com");
+    /* a name that starts with two dots is one name, not nginx's ".name" */
+    struct conf_config *dots = parse_ok("server { listen 127.0.0.1:83; server_name a ..b; }\n");
+    ck_assert_uint_eq(dots->servers[0].server_name_count, 2);
+    ck_assert_str_eq(dots->servers[0].server_names[1], "..b");
+    conf_free(dots);
     ck_assert_str_eq(c->servers[1].server_names[1], "example.com");
     ck_assert_str_eq(c->servers[1].server_names[2], "_");
     /* the server's own return, which its rewrite phase answers with */
