@@ -432,6 +432,9 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
     }
     if (names == 0)
         return 0;
+    /* One server_name per server (the entry does not repeat). */
+    assert(server->server_names == NULL);
+    server->server_name_count = 0;
     server->server_names = calloc(names, sizeof(*server->server_names));
     if (server->server_names == NULL)
         return conf__error_at(state->error, &node->name.pos, "out of memory");

@@ -267,7 +267,11 @@ static int apply_nginx_balance(struct conf_state *state, const struct conf_node 
                                const struct conf_directive *directive)
 {
     struct conf_arg args[3];
-    assert(node->arg_count + 1 <= sizeof(args) / sizeof(args[0])); /* max_args */
+    /* The entries' max_args keep this from failing; checked, not assumed,
+     * since the words come from the file. */
+    if (node->arg_count + 1 > sizeof(args) / sizeof(args[0]))
+        return conf__error_at(state->error, &node->name.pos, "too many arguments to \"%s\"",
+                              node->name.text);
     args[0] = (struct conf_arg){.text = node->name.text, .pos = node->name.pos};
     for (size_t i = 0; i < node->arg_count; i++)
         args[i + 1] = node->args[i];
