@@ -216,8 +216,25 @@ static void configure(struct corral__steer *steer, const corral_server *server,
             bss->cpu_count[cpu] = (n - slot + used - 1) / used;
         }
     }
-    memset(bss->slots, 0, n * sizeof(bss->slots[0]));
-    bss->total_conns = bss->total_selected = bss->total_accepted = 0;
+    /* A reload that takes the program over configures it while the old
+     * server's workers may still publish into the same slots: every field
+     * a worker touches is cleared by an atomic store, as they write them. */
+    for (unsigned i = 0; i < n; i++) {
+        struct steer_slot *slot = &bss->slots[i];
+        __atomic_store_n(&slot->conns, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->accepted, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->paused, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->busy_at, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->selected, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->local, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->spills, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->seen_ns, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->queued_ns, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->taken, 0, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&bss->total_conns, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&bss->total_selected, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&bss->total_accepted, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&bss->workers, n, __ATOMIC_RELEASE);
 }
 
