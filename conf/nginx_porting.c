@@ -144,8 +144,6 @@ static const struct porting_entry directives[] = {
     MISSING("auth_delay", "authentication", R_AUTH),
     MISSING("opentelemetry*", "tracing", R_AUTH),
     MISSING("otel_*", "tracing", R_AUTH),
-    MISSING("stub_status", "nginx's status page (corral's admin block serves /metrics and "
-            "/status)", R_AUTH),
     USE("internal", "a named location (\"location @name { ... }\") is reachable from error_page only"),
     /* log */
     BUILTIN("open_log_file_cache", "corral keeps its log files open"),
