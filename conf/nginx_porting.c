@@ -151,8 +151,6 @@ static const struct porting_entry directives[] = {
     /* rewrite */
     MISSING("if", "\"if\" blocks; for now, \"map\" computes a value from variables and "
             "\"location\" chooses by path", R_SCRIPT),
-    MISSING("set", "\"set\"; for now, \"map $x $name { default VALUE; }\" defines a "
-            "variable", R_SCRIPT),
     MISSING("break", "\"break\" outside \"rewrite\"; for now, write \"rewrite ... break;\"",
             R_SCRIPT),
     BUILTIN("rewrite_log", "\"error_log FILE debug;\" logs each rewrite"),

@@ -120,6 +120,15 @@ static int resolve(const char *name, size_t len, const struct vars_maps *maps,
             return 0;
         }
     }
+    for (size_t i = 0; maps != NULL && i < maps->user_count; i++) {
+        const char *user = maps->user_names[i];
+        if (strlen(user) == len && strncasecmp(user, name, len) == 0) {
+            part->id = VARS_USER;
+            part->index = (unsigned)i;
+            part->slot = maps->user_slot;
+            return 0;
+        }
+    }
     int group =
         maps != NULL && maps->captures != NULL ? regex_group(maps->captures, name, len) : -1;
     if (group > 0 && group < HTTP_REGEX_PAIRS) {
@@ -251,6 +260,22 @@ bool vars_set_captures(struct vars_ctx *ctx, const struct http_regex *re, size_t
     int pairs = regex_match(re, ctx->req->path.data, ctx->req->path.len, ovector);
     ctx->capture_count = pairs > 0 ? (size_t)pairs : 0;
     return pairs != HTTP_REGEX_GAVE_UP;
+}
+
+bool vars_name_is_builtin(const char *name, size_t len)
+{
+    struct vars_part part;
+    char lower[64];
+    if (len == 0 || len > sizeof(lower))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        lower[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] - 'A' + 'a' : name[i]);
+    return resolve(lower, len, NULL, &part) == 0;
+}
+
+int vars_template_user_index(const struct vars_template *t)
+{
+    return t->count == 1 && t->parts[0].id == VARS_USER ? (int)t->parts[0].index : -1;
 }
 
 bool vars_template_reads_request(const struct vars_template *t)
@@ -691,6 +716,13 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
     case VARS_ARG: put_arg(ctx, out, part->text, part->len); break;
     case VARS_CAPTURE: put_capture(ctx, out, part->index); break;
     case VARS_MAP: vars_map_eval(part->map, ctx, out); break;
+    case VARS_USER: {
+        struct http_str value = {"", 0};
+        if (ctx->ex != NULL)
+            vars_user_get(ctx->ex, part->slot, part->index, &value);
+        put_value(ctx, out, value.data, value.len);
+        break;
+    }
     }
 }
 

@@ -51,6 +51,7 @@ enum vars_id {
     VARS_ARG,     /* $arg_NAME */
     VARS_CAPTURE, /* $1..$9: `index` */
     VARS_MAP,     /* a map's name: `map` */
+    VARS_USER,    /* a variable `set` defines: `index`, its values in `slot` */
 };
 
 struct vars_part {
@@ -59,6 +60,7 @@ struct vars_part {
     const char *text; /* into the template's copy of its text */
     size_t len;
     unsigned index;
+    unsigned slot;
     const struct vars_map *map;
 };
 

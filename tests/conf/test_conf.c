@@ -1135,6 +1135,19 @@ struct error_case {
 
 static const struct error_case error_cases[] = {
     /* the modules' directives, with conf/'s checks and messages */
+    {"server { listen 127.0.0.1:80; set a 1; }",
+     "test.conf:1:35: invalid variable name \"a\" (expected $ and letters, digits or _)"},
+    {"server { listen 127.0.0.1:80; set $a-b 1; }",
+     "test.conf:1:35: invalid variable name \"$a-b\" (expected $ and letters, digits or _)"},
+    {"server { listen 127.0.0.1:80; location / { set $Host x; return 200; } }",
+     "test.conf:1:48: \"$Host\" is corral's own variable: set another name"},
+    {"server { listen 127.0.0.1:80; set $http_x x; }",
+     "test.conf:1:35: \"$http_x\" is corral's own variable: set another name"},
+    {"server { listen 127.0.0.1:80; set $a; }", "test.conf:1:31: \"set\" takes 2 arguments, got 1"},
+    {"set $a 1;", "test.conf:1:1: \"set\" is not allowed at top level (it belongs in server or "
+                  "location)"},
+    {"server { listen 127.0.0.1:80; location / { stub_status x; } }",
+     "test.conf:1:56: invalid value \"x\" (stub_status takes no argument, or \"on\")"},
     {"add_header \"Bad Name\" x;", "test.conf:1:12: invalid header name \"Bad Name\""},
     {"add_header X-A \"a\\nb\";", "test.conf:1:16: header value contains a control character"},
     {"add_header X-A b sometimes;",

@@ -154,7 +154,7 @@ static struct http_vhost vhost;
  * the arrays). */
 static const void *const *rewrites_of(int n, const struct http_rewrites *rules)
 {
-    static const void *built[5][HTTP_MODULES_MAX];
+    static const void *built[6][HTTP_MODULES_MAX];
     built[n][rewrite_module.index] = rules;
     return built[n];
 }
@@ -164,19 +164,23 @@ static void setup(void)
     memset(&seen, 0, sizeof(seen));
     old_re = regex("^/old/(.*)$");
     old_to = template("/new/$1", old_re);
-    old_rule = (struct http_rewrite){old_re, old_to, HTTP_REWRITE_LAST, false};
+    old_rule =
+        (struct http_rewrite){.regex = old_re, .replacement = old_to, .flag = HTTP_REWRITE_LAST};
     old_rules = (struct http_rewrites){&old_rule, 1};
     loop_re = regex("^/loop(.*)$");
     loop_to = template("/loop$1", loop_re);
-    loop_rule = (struct http_rewrite){loop_re, loop_to, HTTP_REWRITE_NEXT, false};
+    loop_rule =
+        (struct http_rewrite){.regex = loop_re, .replacement = loop_to, .flag = HTTP_REWRITE_NEXT};
     loop_rules = (struct http_rewrites){&loop_rule, 1};
     break_re = regex("^/break/(.*)$");
     break_to = template("/stay/$1", break_re);
-    break_rule = (struct http_rewrite){break_re, break_to, HTTP_REWRITE_BREAK, false};
+    break_rule = (struct http_rewrite){
+        .regex = break_re, .replacement = break_to, .flag = HTTP_REWRITE_BREAK};
     break_rules = (struct http_rewrites){&break_rule, 1};
     server_re = regex("^/legacy/(.*)$");
     server_to = template("/old/$1", server_re);
-    server_rule = (struct http_rewrite){server_re, server_to, HTTP_REWRITE_LAST, false};
+    server_rule = (struct http_rewrite){
+        .regex = server_re, .replacement = server_to, .flag = HTTP_REWRITE_LAST};
     server_rules = (struct http_rewrites){&server_rule, 1};
     /* Prefix locations; "/old/" rewrites only, it has no handler. */
     locs[LOC_OLD] = (struct http_location){
@@ -272,6 +276,56 @@ START_TEST(rewrite_last_searches_again)
     /* The framer's log gets the request as the client sent it. */
     ck_assert_str_eq(seen.routed_target, "/old/a?q=2");
     router_end(&ex);
+}
+END_TEST
+
+/* `set` runs in order with `rewrite`, the server's lines first: a value
+ * reads what was set before it and the URI as rewritten so far, a later
+ * line reads it, and nothing after a `last` runs.  The values last until
+ * the exchange ends, then go. */
+START_TEST(set_runs_in_order_with_rewrite)
+{
+    static const char *const names[] = {"who", "v"};
+    struct vars_maps maps = {
+        .user_names = names, .user_count = 2, .user_slot = rewrite_module.slot};
+    struct vars_template *who_value = NULL, *v_value = NULL, *late_value = NULL, *to = NULL;
+    struct vars_error error;
+    ck_assert_int_eq(vars_compile("srv-$uri", &maps, &who_value, &error), 0);
+    ck_assert_int_eq(vars_compile("[$who]", &maps, &v_value, &error), 0);
+    ck_assert_int_eq(vars_compile("late", &maps, &late_value, &error), 0);
+    struct http_regex *re = regex("^/set/(.*)$");
+    maps.captures = re;
+    ck_assert_int_eq(vars_compile("/new/$1?v=$v", &maps, &to, &error), 0);
+    struct http_rewrite server_items[] = {{.set = true, .set_index = 0, .replacement = who_value}};
+    struct http_rewrite loc_items[] = {
+        {.set = true, .set_index = 1, .replacement = v_value},
+        {.regex = re, .replacement = to, .flag = HTTP_REWRITE_LAST},
+        {.set = true, .set_index = 1, .replacement = late_value},
+    };
+    struct http_rewrites server_set = {server_items, 1}, loc_set = {loc_items, 3};
+    struct http_location set_locs[] = {
+        {.path = "/set/", .path_len = 5, .modules = rewrites_of(4, &loc_set)},
+        {.path = "/new/", .path_len = 5, .handler = &content},
+    };
+    static const void *server_built[HTTP_MODULES_MAX];
+    server_built[rewrite_module.index] = &server_set;
+    vhost =
+        (struct http_vhost){.locations = set_locs, .location_count = 2, .modules = server_built};
+    struct exchange ex = route("/set/x?q=1", 0);
+    ck_assert_ptr_eq(ex.loc, &set_locs[1]);
+    ck_assert_str_eq(seen.target, "/new/x?v=[srv-/set/x]&q=1");
+    struct http_str value;
+    ck_assert(vars_user_get(&ex, rewrite_module.slot, 1, &value));
+    ck_assert_int_eq((int)value.len, 12);
+    ck_assert(memcmp(value.data, "[srv-/set/x]", 12) == 0);
+    ck_assert(vars_user_get(&ex, rewrite_module.slot, 0, &value));
+    router_end(&ex);
+    ck_assert_ptr_null(exchange_ctx(&ex, rewrite_module.slot));
+    vars_template_free(who_value);
+    vars_template_free(v_value);
+    vars_template_free(late_value);
+    vars_template_free(to);
+    regex_free(re);
 }
 END_TEST
 
@@ -498,6 +552,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, no_location_is_404);
     tcase_add_test(tc, rewrite_last_searches_again);
     tcase_add_test(tc, rewrite_break_stays);
+    tcase_add_test(tc, set_runs_in_order_with_rewrite);
     tcase_add_test(tc, rewrite_loop_is_500);
     tcase_add_test(tc, server_rewrite_runs_first);
     tcase_add_test(tc, access_denies_before_content);
