@@ -398,6 +398,13 @@ void runtime_vars_set_captures(struct runtime_vars *vars, const struct http_rege
     vars->lookup.captures = re;
 }
 
+void runtime_vars_set_host_regexes(struct runtime_vars *vars, const struct http_regex *const *res,
+                                   size_t count)
+{
+    vars->lookup.host_regexes = res;
+    vars->lookup.host_regex_count = count;
+}
+
 const struct vars_template *runtime_vars_log_format(const struct runtime_vars *vars)
 {
     return vars != NULL ? vars->log_format : NULL;

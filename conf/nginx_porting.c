@@ -25,7 +25,7 @@ enum porting_kind {
 #define R_ACME   "ACME and OCSP"
 #define R_AUTH   "auth and tracing"
 #define R_STREAM "stream proxy"
-#define R_SCRIPT "if, set and regex server names"
+#define R_SCRIPT "if"
 
 /* A name ending in "*" stands for every name with that prefix.  For
  * PORT_MISSING, `text` is the feature and `roadmap` its part; otherwise

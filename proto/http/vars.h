@@ -30,6 +30,11 @@ struct vars_maps {
     const char *const *user_names;
     size_t user_count;
     unsigned user_slot;
+    /* The server's regex names (site.h): their named groups are
+     * variables, and so are $1...$9 where no location regex is
+     * (`captures` NULL); read from the host of the exchange's vhost. */
+    const struct http_regex *const *host_regexes;
+    size_t host_regex_count;
 };
 
 /* Why a compile failed: `offset` is the byte of the text at fault. */

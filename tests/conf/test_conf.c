@@ -1443,12 +1443,14 @@ static const struct error_case error_cases[] = {
      "test.conf:1:31: unknown directive \"tls_sesion_cache\" (did you mean "
      "\"tls_session_cache\"?)"},
     {"server { listen 127.0.0.1:80; server_name a..b bad/name; }",
-     "test.conf:1:48: invalid server name \"bad/name\" (expected a host name, *.domain or "
-     ".domain)"},
+     "test.conf:1:48: invalid server name \"bad/name\" (expected a host name, *.domain, "
+     "name.*, .domain or ~REGEX)"},
     {"server { listen 127.0.0.1:80; server_name *; }",
-     "test.conf:1:43: invalid server name \"*\" (expected a host name, *.domain or .domain)"},
+     "test.conf:1:43: invalid server name \"*\" (expected a host name, *.domain, name.*, .domain "
+     "or ~REGEX)"},
     {"server { listen 127.0.0.1:80; server_name *.; }",
-     "test.conf:1:43: invalid server name \"*.\" (expected a host name, *.domain or .domain)"},
+     "test.conf:1:43: invalid server name \"*.\" (expected a host name, *.domain, name.*, .domain "
+     "or ~REGEX)"},
     /* locations */
     {"server { listen 127.0.0.1:80;\n location /a { return 204; }\n location /a { return 200; } }",
      "test.conf:3:11: duplicate location \"/a\" (first at line 2)"},
@@ -1941,16 +1943,16 @@ static const struct error_case nginx_cases[] = {
     {"map $host $m { hostnames; default 0; }",
      "test.conf:1:16: \"hostnames\" is nginx's: corral's map has no host name patterns; list "
      "the names, or write a regex such as ~^(.+\\.)?example\\.com$"},
-    {"server { listen 127.0.0.1:80; server_name ~^(?<sub>.+)\\.example\\.com$; }",
-     "test.conf:1:43: server name \"~^(?<sub>.+)\\.example\\.com$\": not in corral yet: regex "
-     "server names (see \"if, set and regex server names\" in the roadmap, docs/config.md)"},
-    {"server { listen 127.0.0.1:80; server_name www.example.*; }",
-     "test.conf:1:43: server name \"www.example.*\": not in corral yet: trailing wildcards "
-     "(\"www.example.*\") (see \"if, set and regex server names\" in the roadmap, "
-     "docs/config.md)"},
+    {"server { listen 127.0.0.1:80; server_name ~; }", "test.conf:1:43: empty server name regex"},
+    {"server { listen 127.0.0.1:80; server_name .example.*; }",
+     "test.conf:1:43: invalid server name \".example.*\" (expected a host name, *.domain, "
+     "name.*, .domain or ~REGEX)"},
+    {"server { listen 127.0.0.1:80; server_name *.example.*; }",
+     "test.conf:1:43: invalid server name \"*.example.*\" (expected a host name, *.domain, "
+     "name.*, .domain or ~REGEX)"},
     {"server { listen 127.0.0.1:80; server_name .*.a; }",
-     "test.conf:1:43: invalid server name \".*.a\" (expected a host name, *.domain or "
-     ".domain)"},
+     "test.conf:1:43: invalid server name \".*.a\" (expected a host name, *.domain, "
+     "name.*, .domain or ~REGEX)"},
     {"server { listen 127.0.0.1:80; server_name example; location / { return 204; } }\n"
      "server { listen 127.0.0.1:80; server_name .example; location / { return 204; } }",
      "test.conf:2:43: server_name \"example\" on \"127.0.0.1:80\" is already used at "
