@@ -2274,6 +2274,12 @@ static const struct translate_case translate_cases[] = {
      "  # corral: nginx's \"ssl_protocols\"; corral speaks TLSv1.2 and TLSv1.3 only\n"
      "  tls_protocols  TLSv1.2;\n}\n",
      0},
+    /* set, stub_status and regex server names are corral's: unchanged */
+    {"server {\n  server_name ~^(?<sub>.+)\\.example\\.com$ www.example.*;\n  set $a \"$sub\";\n"
+     "  location = /s { stub_status; }\n}\n",
+     "server {\n  server_name ~^(?<sub>.+)\\.example\\.com$ www.example.*;\n  set $a \"$sub\";\n"
+     "  location = /s { stub_status; }\n}\n",
+     0},
     /* lacking: commented out with its message on its own lines, else the
      * message only; either way it counts */
     {"gzip on;\nstream {\n  server { listen 53 udp; }\n}\nlocation_x { } root /a;\n",
