@@ -2134,6 +2134,7 @@ static const struct corpus_case corpus_cases[] = {
      "\"static files and compression\" in the roadmap, docs/config.md)\n"},
     {"proxy.conf", ""},
     {"tls.conf", ""},
+    {"names.conf", ""},
     {"missing.conf",
      "missing.conf:4:5: \"gzip\": not in corral yet: compression (see \"static files and "
      "compression\" in the roadmap, docs/config.md)\n"
