@@ -388,6 +388,12 @@ static int apply_listen(struct conf_state *state, const struct conf_node *node,
     return listen->address != NULL ? 0 : -1;
 }
 
+/* nginx's ".example.com", which stands for two names. */
+static bool server_name_dotted(const char *name)
+{
+    return name[0] == '.' && name[1] != '.' && name[1] != '\0';
+}
+
 /* server_name NAME...: exact names, "*.example.com" and "www.example.*"
  * wildcards, "~REGEX" names. */
 static int apply_server_name(struct conf_state *state, const struct conf_node *node,
@@ -409,7 +415,7 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
             names++;
             continue;
         }
-        bool dotted = name[0] == '.' && name[1] != '.' && name[1] != '\0';
+        bool dotted = server_name_dotted(name);
         if (!valid_server_name(dotted ? name + 1 : name) ||
             (dotted && (strncmp(name + 1, "*.", 2) == 0 || name[strlen(name) - 1] == '*')))
             return conf__error_at(state->error, &node->args[i].pos,
@@ -428,11 +434,13 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
         const char *name = node->args[i].text;
         if (name[0] == '\0')
             continue;
-        /* ".example.com": "example.com" and "*.example.com", as in nginx */
-        for (int part = name[0] == '.' ? 0 : 1; part < 2; part++) {
+        /* ".example.com": "example.com" and "*.example.com", as in nginx;
+         * as many names as counted above */
+        bool dotted = server_name_dotted(name);
+        for (int part = dotted ? 0 : 1; part < 2; part++) {
             char *copy = NULL;
             if (part == 0 ? asprintf(&copy, "*%s", name) < 0
-                          : (copy = strdup(name + (name[0] == '.'))) == NULL)
+                          : (copy = strdup(name + dotted)) == NULL)
                 return conf__error_at(state->error, &node->args[i].pos, "out of memory");
             server->server_name_pos[server->server_name_count] = node->args[i].pos;
             server->server_names[server->server_name_count++] = copy;

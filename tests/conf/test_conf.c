@@ -1943,6 +1943,10 @@ static const struct error_case nginx_cases[] = {
     {"map $host $m { hostnames; default 0; }",
      "test.conf:1:16: \"hostnames\" is nginx's: corral's map has no host name patterns; list "
      "the names, or write a regex such as ~^(.+\\.)?example\\.com$"},
+    /* dots only: one name, not two (it overflowed the names) */
+    {"server { listen 127.0.0.1:80; server_name a ...; location / { return 204; } }\n"
+     "server { listen 127.0.0.1:80; server_name ...; location / { return 204; } }",
+     "test.conf:2:43: server_name \"...\" on \"127.0.0.1:80\" is already used at line 1"},
     {"server { listen 127.0.0.1:80; server_name ~; }", "test.conf:1:43: empty server name regex"},
     {"server { listen 127.0.0.1:80; server_name .example.*; }",
      "test.conf:1:43: invalid server name \".example.*\" (expected a host name, *.domain, "
