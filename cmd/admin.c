@@ -11,6 +11,7 @@
 #include "proto/http/exchange.h"
 #include "proto/upstream/health.h"
 #include "proto/http2/http2.h" /* http2_counter_names */
+#include "proto/policy/stub_status.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -475,6 +476,42 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
 
 /* Whether the daemon takes new work: a generation serves and no SIGTERM
  * has asked it to stop. */
+/* stub_status's counts (stub_status.h): every generation's, as /metrics
+ * sums them.  corral does not count its connections by state: each open
+ * one counts as Writing, as documented. */
+bool admin_stub_status_counts(struct stub_status_counts *out)
+{
+    *out = (struct stub_status_counts){0};
+    pthread_mutex_lock(&daemon_state.lock);
+    if (daemon_state.generations == NULL) {
+        pthread_mutex_unlock(&daemon_state.lock);
+        return false;
+    }
+    const struct retired_totals *retired = &daemon_state.retired;
+    for (unsigned i = 0; i < DAEMON_MAX_WORKERS; i++)
+        out->accepts += retired->accepts[i];
+    for (unsigned s = 0; s < HTTP_MAX_STATUS; s++)
+        out->requests += retired->responses[s];
+    for (struct generation *g = daemon_state.generations; g != NULL; g = g->next) {
+        for (unsigned w = 0; w < corral_server_worker_count(g->server); w++) {
+            struct corral_worker_stats stats;
+            corral_server_stats(g->server, w, &stats);
+            out->accepts += stats.accepts;
+            out->active += stats.connections_active;
+            for (unsigned s = 0; s < HTTP_MAX_STATUS; s++)
+                out->requests +=
+                    atomic_load_explicit(&g->stats[w].responses[s], memory_order_relaxed);
+        }
+    }
+    pthread_mutex_unlock(&daemon_state.lock);
+    /* corral closes no accepted connection for want of resources before
+     * it serves it: every accepted one is handled, as in nginx without
+     * worker_connections reached. */
+    out->handled = out->accepts;
+    out->writing = out->active;
+    return true;
+}
+
 static bool daemon_ready(void)
 {
     return daemon_state.generations != NULL &&

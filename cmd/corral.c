@@ -12,6 +12,7 @@
 #include "cmd/probe_print.h"
 #include "cmd/process.h"
 #include "cmd/runtime.h"
+#include "proto/policy/stub_status.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -478,6 +479,7 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    stub_status_set_source(admin_stub_status_counts); /* before any worker serves */
     struct generation *gen;
     int err = generation_start(config, NULL, &gen);
     if (err != 0) {

@@ -120,6 +120,10 @@ void tls_totals_add(struct tls_totals *totals, const struct generation *gen, uns
 void upstream_errors_add(struct retired_upstream *slots, size_t *count,
                          const struct proxy_upstream *upstream);
 
+/* stub_status's counts (admin.c), a stub_status_source_fn. */
+struct stub_status_counts;
+bool admin_stub_status_counts(struct stub_status_counts *out);
+
 /* Admin endpoints (admin.c): GET /metrics and GET /status. */
 extern const struct http_handler admin_metrics_handler;
 extern const struct http_handler admin_status_handler;

@@ -84,6 +84,36 @@ static int arena_regex(void *arena, const char *pattern, bool caseless, const st
                               directive, out);
 }
 
+/* A server's "~REGEX" names compiled (caseless, as nginx's), in the order
+ * written, for its vhost's search (site.h); from here to the server's
+ * end, their groups are variables of its values. */
+static int name_regexes_build(struct runtime_vars *vars, const struct conf_server *server,
+                              struct http_vhost *vhost)
+{
+    size_t count = 0;
+    for (size_t n = 0; n < server->server_name_count; n++)
+        count += server->server_names[n][0] == '~';
+    vhost->name_regexes = NULL;
+    vhost->name_regex_count = 0;
+    if (count > 0) {
+        const struct http_regex **items = runtime_vars_calloc(vars, count, sizeof(*items));
+        if (items == NULL)
+            return -ENOMEM;
+        for (size_t n = 0, k = 0; n < server->server_name_count; n++) {
+            if (server->server_names[n][0] != '~')
+                continue;
+            int err = runtime_vars_regex(vars, server->server_names[n] + 1, true,
+                                         &server->server_name_pos[n], "server_name", &items[k++]);
+            if (err != 0)
+                return err;
+        }
+        vhost->name_regexes = items;
+        vhost->name_regex_count = count;
+    }
+    runtime_vars_set_host_regexes(vars, vhost->name_regexes, vhost->name_regex_count);
+    return 0;
+}
+
 /* What each module builds for one level, a location (`loc`) or a
  * server's own answers (`loc` NULL), from its merged struct in `block`
  * (conf_module_conf()): by the module's build step, else the struct
@@ -570,7 +600,9 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->access = access_conf_active(&server->access) ? &server->access : NULL;
             vhost->locations = &site->locations[l];
             vhost->location_count = server->location_count;
-            err = modules_build(gen->vars, server->modules, &vhost->modules, NULL, &used);
+            err = name_regexes_build(gen->vars, server, vhost);
+            if (err == 0)
+                err = modules_build(gen->vars, server->modules, &vhost->modules, NULL, &used);
             /* The framers answer with them before a location is known. */
             vhost->add_headers = http_module_built_in(vhost->modules, &add_header_module);
             size_t named_count = 0;
@@ -618,6 +650,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                 if (err == 0)
                     err = runtime_limits_build(gen->limits, gen->vars, conf, loc);
             }
+            runtime_vars_set_host_regexes(gen->vars, NULL, 0); /* the next server's own */
         }
     }
     http_module_table(&site->router, modules_list, modules_count, used);

@@ -5,13 +5,20 @@
 #include "cmd/runtime_vars.h"
 
 #include "cmd/daemon.h"
+#include "proto/http/module.h"
+#include "proto/modules.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct runtime_vars {
     struct vars_map **maps;
+    char **user_names; /* the variables `set` defines */
+    size_t user_count;
+    int user_err;
+    const struct conf_config *config;
     struct vars_maps lookup;
     struct vars_template *log_format;
     enum vars_escape log_escape;
@@ -252,6 +259,67 @@ int runtime_vars_log_format_for(struct runtime_vars *vars, const struct conf_con
     return compile_always(vars, text, pos, "log_format", out);
 }
 
+/* One variable a `set` line defines: once, whatever its case and however
+ * many lines set it; never a map's name. */
+static void user_variable(void *arg, const char *name, const struct conf_pos *pos)
+{
+    struct runtime_vars *vars = arg;
+    if (vars->user_err != 0)
+        return;
+    for (size_t i = 0; i < vars->config->map_count; i++)
+        if (strcasecmp(vars->config->maps[i].name, name) == 0) {
+            const struct conf_pos *map = &vars->config->maps[i].pos;
+            bool here = strcmp(map->file, pos->file) == 0;
+            log_error("%s:%u:%u: set: \"$%s\" is a map's variable (map at %s%s%u)", pos->file,
+                      pos->line, pos->col, name, here ? "line " : map->file, here ? "" : ":",
+                      map->line);
+            vars->user_err = -EINVAL;
+            return;
+        }
+    for (size_t i = 0; i < vars->user_count; i++)
+        if (strcasecmp(vars->user_names[i], name) == 0)
+            return;
+    char **names = realloc(vars->user_names, (vars->user_count + 1) * sizeof(*names));
+    char *copy = strdup(name);
+    if (names == NULL || copy == NULL) {
+        free(copy);
+        vars->user_err = -ENOMEM;
+        if (names != NULL)
+            vars->user_names = names;
+        return;
+    }
+    vars->user_names = names;
+    vars->user_names[vars->user_count++] = copy;
+}
+
+/* Every variable a module defines (`set`), at every level, before any
+ * value is compiled: a value may read one set anywhere, as in nginx. */
+static int user_variables(struct runtime_vars *vars, const struct conf_config *config)
+{
+    vars->config = config;
+    for (size_t m = 0; m < modules_count; m++) {
+        const struct http_module *module = modules_list[m];
+        if (module->variables == NULL)
+            continue;
+        const void *c = conf_module_conf(config->modules, &module->conf);
+        if (c != NULL)
+            module->variables(c, user_variable, vars);
+        for (size_t s = 0; s < config->server_count; s++) {
+            const struct conf_server *server = &config->servers[s];
+            if ((c = conf_module_conf(server->modules, &module->conf)) != NULL)
+                module->variables(c, user_variable, vars);
+            for (size_t l = 0; l < server->location_count; l++)
+                if ((c = conf_module_conf(server->locations[l].modules, &module->conf)) != NULL)
+                    module->variables(c, user_variable, vars);
+        }
+        vars->lookup.user_names = (const char *const *)vars->user_names;
+        vars->lookup.user_count = vars->user_count;
+        vars->lookup.user_slot = module->slot;
+    }
+    vars->config = NULL;
+    return vars->user_err;
+}
+
 int runtime_vars_new(const struct conf_config *config, struct runtime_vars **out)
 {
     struct runtime_vars *vars = calloc(1, sizeof(*vars));
@@ -261,13 +329,18 @@ int runtime_vars_new(const struct conf_config *config, struct runtime_vars **out
     vars->maps = calloc(config->map_count ? config->map_count : 1, sizeof(*vars->maps));
     if (vars->maps == NULL)
         return -ENOMEM;
-    /* Every name first: a map's values may read maps defined after it. */
+    /* Every name first: a map's values may read maps defined after it,
+     * and variables set anywhere. */
     for (size_t i = 0; i < config->map_count; i++) {
         vars->maps[i] = vars_map_new(config->maps[i].name);
         if (vars->maps[i] == NULL)
             return -ENOMEM;
-        vars->lookup = (struct vars_maps){.maps = vars->maps, .count = i + 1};
+        vars->lookup.maps = vars->maps;
+        vars->lookup.count = i + 1;
     }
+    int users = user_variables(vars, config);
+    if (users != 0)
+        return users;
     for (size_t i = 0; i < config->map_count; i++) {
         int err = map_build(vars, &config->maps[i], vars->maps[i]);
         if (err != 0)
@@ -291,6 +364,9 @@ void runtime_vars_free(struct runtime_vars *vars)
     }
     for (size_t i = 0; vars->maps != NULL && i < vars->lookup.count; i++)
         vars_map_free(vars->maps[i]);
+    for (size_t i = 0; i < vars->user_count; i++)
+        free(vars->user_names[i]);
+    free(vars->user_names);
     free(vars->maps);
     vars_template_free(vars->log_format);
     free(vars);
@@ -320,6 +396,13 @@ int runtime_vars_regex(struct runtime_vars *vars, const char *pattern, bool case
 void runtime_vars_set_captures(struct runtime_vars *vars, const struct http_regex *re)
 {
     vars->lookup.captures = re;
+}
+
+void runtime_vars_set_host_regexes(struct runtime_vars *vars, const struct http_regex *const *res,
+                                   size_t count)
+{
+    vars->lookup.host_regexes = res;
+    vars->lookup.host_regex_count = count;
 }
 
 const struct vars_template *runtime_vars_log_format(const struct runtime_vars *vars)

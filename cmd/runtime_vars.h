@@ -54,6 +54,11 @@ int runtime_vars_regex(struct runtime_vars *vars, const char *pattern, bool case
  * now on (one location's); NULL: none. */
 void runtime_vars_set_captures(struct runtime_vars *vars, const struct http_regex *re);
 
+/* The server regex names whose groups the values compiled from now on
+ * may read (vars.h's host_regexes); NULL, 0: none. */
+void runtime_vars_set_host_regexes(struct runtime_vars *vars, const struct http_regex *const *res,
+                                   size_t count);
+
 /* `count` zeroed items of `size` bytes that `vars` owns; NULL when out of
  * memory. */
 void *runtime_vars_calloc(struct runtime_vars *vars, size_t count, size_t size);

@@ -243,7 +243,11 @@ struct conf_log_format {
 struct conf_server {
     struct conf_listen *listens;
     size_t listen_count;
-    char **server_names; /* exact names and "*.example.com" wildcards */
+    /* Exact names, "*.example.com" and "www.example.*" wildcards and
+     * "~REGEX" names, as written; and where
+     * each is written. */
+    char **server_names;
+    struct conf_pos *server_name_pos;
     size_t server_name_count;
     struct conf_location *locations;
     size_t location_count;

@@ -20,11 +20,15 @@
 static bool valid_server_name(const char *name)
 {
     const char *p = name;
+    size_t len = strlen(name);
+    /* "*.example.com" or "www.example.*", not both */
     if (strncmp(p, "*.", 2) == 0)
         p += 2;
+    else if (len > 2 && strcmp(name + len - 2, ".*") == 0)
+        len -= 2;
     if (*p == '\0')
         return false;
-    for (; *p != '\0'; p++) {
+    for (; p < name + len; p++) {
         char c = *p;
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '-' || c == '.' || c == '_'))
@@ -47,17 +51,6 @@ static const struct conf_pos *server_name_pos(const struct conf_node *server_nod
         i++;
     assert(i < directive->arg_count);
     return &directive->args[i].pos;
-}
-
-/* What nginx's server names corral lacks need: a message, or NULL. */
-static const char *server_name_lack(const char *name)
-{
-    if (name[0] == '~')
-        return "regex server names";
-    size_t len = strlen(name);
-    if (len > 2 && strcmp(name + len - 2, ".*") == 0)
-        return "trailing wildcards (\"www.example.*\")";
-    return NULL;
 }
 
 /* A name the two servers share (names are case-insensitive), or NULL. */
@@ -395,14 +388,14 @@ static int apply_listen(struct conf_state *state, const struct conf_node *node,
     return listen->address != NULL ? 0 : -1;
 }
 
-/* nginx's ".example.com", which stands for "example.com" and
- * "*.example.com". */
+/* nginx's ".example.com", which stands for two names. */
 static bool server_name_dotted(const char *name)
 {
     return name[0] == '.' && name[1] != '.' && name[1] != '\0';
 }
 
-/* server_name NAME...: exact names and "*.example.com" wildcards. */
+/* server_name NAME...: exact names, "*.example.com" and "www.example.*"
+ * wildcards, "~REGEX" names. */
 static int apply_server_name(struct conf_state *state, const struct conf_node *node,
                              const struct conf_directive *directive)
 {
@@ -411,22 +404,23 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
     size_t names = 0;
     for (size_t i = 0; i < node->arg_count; i++) {
         const char *name = node->args[i].text;
-        const char *lack = server_name_lack(name);
-        if (lack != NULL)
-            return conf__error_at(state->error, &node->args[i].pos,
-                                  "server name \"%s\": not in corral yet: %s (see \"if, set and "
-                                  "regex server names\" in the roadmap, docs/config.md)",
-                                  name, lack);
         /* nginx's "" (requests without a Host) is what the address's
          * default server answers in corral */
         if (name[0] == '\0')
             continue;
+        /* A regex, compiled (and its errors reported) with the sites. */
+        if (name[0] == '~') {
+            if (name[1] == '\0')
+                return conf__error_at(state->error, &node->args[i].pos, "empty server name regex");
+            names++;
+            continue;
+        }
         bool dotted = server_name_dotted(name);
         if (!valid_server_name(dotted ? name + 1 : name) ||
-            (dotted && strncmp(name + 1, "*.", 2) == 0))
+            (dotted && (strncmp(name + 1, "*.", 2) == 0 || name[strlen(name) - 1] == '*')))
             return conf__error_at(state->error, &node->args[i].pos,
                                   "invalid server name \"%s\" (expected a host name, "
-                                  "*.domain or .domain)",
+                                  "*.domain, name.*, .domain or ~REGEX)",
                                   name);
         names += dotted ? 2 : 1;
     }
@@ -436,13 +430,15 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
     assert(server->server_names == NULL);
     server->server_name_count = 0;
     server->server_names = calloc(names, sizeof(*server->server_names));
-    if (server->server_names == NULL)
+    server->server_name_pos = calloc(names, sizeof(*server->server_name_pos));
+    if (server->server_names == NULL || server->server_name_pos == NULL)
         return conf__error_at(state->error, &node->name.pos, "out of memory");
     for (size_t i = 0; i < node->arg_count; i++) {
         const char *name = node->args[i].text;
         if (name[0] == '\0')
             continue;
-        /* ".example.com": "example.com" and "*.example.com", as in nginx */
+        /* ".example.com": "example.com" and "*.example.com", as in nginx;
+         * as many names as counted above */
         bool dotted = server_name_dotted(name);
         for (int part = dotted ? 0 : 1; part < 2; part++) {
             char *copy = NULL;
@@ -450,6 +446,7 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
                           : (copy = strdup(name + dotted)) == NULL)
                 return conf__error_at(state->error, &node->args[i].pos, "out of memory");
             assert(server->server_name_count < names);
+            server->server_name_pos[server->server_name_count] = node->args[i].pos;
             server->server_names[server->server_name_count++] = copy;
         }
     }

@@ -25,7 +25,7 @@ enum porting_kind {
 #define R_ACME   "ACME and OCSP"
 #define R_AUTH   "auth and tracing"
 #define R_STREAM "stream proxy"
-#define R_SCRIPT "if, set and regex server names"
+#define R_SCRIPT "if"
 
 /* A name ending in "*" stands for every name with that prefix.  For
  * PORT_MISSING, `text` is the feature and `roadmap` its part; otherwise
@@ -144,8 +144,6 @@ static const struct porting_entry directives[] = {
     MISSING("auth_delay", "authentication", R_AUTH),
     MISSING("opentelemetry*", "tracing", R_AUTH),
     MISSING("otel_*", "tracing", R_AUTH),
-    MISSING("stub_status", "nginx's status page (corral's admin block serves /metrics and "
-            "/status)", R_AUTH),
     USE("internal", "a named location (\"location @name { ... }\") is reachable from error_page only"),
     /* log */
     BUILTIN("open_log_file_cache", "corral keeps its log files open"),
@@ -153,8 +151,6 @@ static const struct porting_entry directives[] = {
     /* rewrite */
     MISSING("if", "\"if\" blocks; for now, \"map\" computes a value from variables and "
             "\"location\" chooses by path", R_SCRIPT),
-    MISSING("set", "\"set\"; for now, \"map $x $name { default VALUE; }\" defines a "
-            "variable", R_SCRIPT),
     MISSING("break", "\"break\" outside \"rewrite\"; for now, write \"rewrite ... break;\"",
             R_SCRIPT),
     BUILTIN("rewrite_log", "\"error_log FILE debug;\" logs each rewrite"),

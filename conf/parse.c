@@ -579,6 +579,7 @@ static void server_free(struct conf_server *server)
     for (size_t i = 0; i < server->server_name_count; i++)
         free(server->server_names[i]);
     free(server->server_names);
+    free(server->server_name_pos);
     for (size_t i = 0; i < server->location_count; i++)
         location_free(&server->locations[i]);
     free(server->locations);

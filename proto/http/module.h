@@ -103,6 +103,14 @@ struct http_module {
      * location's add_header lines).  One module at most; NULL: none.
      * `req` is the request as the walk has it. */
     void (*answer)(struct exchange *ex, const struct http_request *req, unsigned status);
+    /* The variables its struct at one level (`conf`) defines, nginx's
+     * `set`: each given to `fn` with where it is written, before any
+     * value of the config is compiled, so that every value may read them
+     * (vars.h's user variables); their values per exchange are in its
+     * first context slot.  One module at most; NULL: none. */
+    void (*variables)(const void *conf,
+                      void (*fn)(void *arg, const char *name, const struct conf_pos *pos),
+                      void *arg);
 };
 
 /* Gives each module its index (its place in `modules`), its context slot

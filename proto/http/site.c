@@ -12,36 +12,94 @@
 #include <string.h>
 #include <strings.h>
 
-static bool host_matches(const char *name, const char *host, size_t len)
+/* How `name` matches `host`: 0 not at all, else by kind (as nginx ranks
+ * them, the lower the better), the length that ranks it within a kind
+ * in *weight. */
+enum name_match {
+    NAME_NONE,
+    NAME_EXACT,
+    NAME_LEADING,  /* "*.example.com" */
+    NAME_TRAILING, /* "www.example.*" */
+};
+
+static enum name_match host_matches(const char *name, const char *host, size_t len, size_t *weight)
 {
     size_t name_len = strlen(name);
+    *weight = name_len;
+    if (name[0] == '~')
+        return NAME_NONE; /* a regex: site_name_regex_match() */
     if (name[0] == '*' && name[1] == '.') {
         /* "*.example.com" matches "a.example.com", not "example.com". */
         size_t suffix = name_len - 1;
-        return len > suffix && strncasecmp(host + len - suffix, name + 1, suffix) == 0;
+        return len > suffix && strncasecmp(host + len - suffix, name + 1, suffix) == 0
+                   ? NAME_LEADING
+                   : NAME_NONE;
     }
-    return name_len == len && strncasecmp(name, host, len) == 0;
+    if (name_len > 2 && name[name_len - 1] == '*' && name[name_len - 2] == '.') {
+        /* "www.example.*" matches "www.example.org", not "www.example". */
+        size_t prefix = name_len - 1;
+        return len > prefix && strncasecmp(host, name, prefix) == 0 ? NAME_TRAILING : NAME_NONE;
+    }
+    return name_len == len && strncasecmp(name, host, len) == 0 ? NAME_EXACT : NAME_NONE;
+}
+
+int site_name_regex_match(const struct http_vhost *vhost, const char *host, size_t len, char *buf,
+                          size_t *ovector, int *pairs)
+{
+    if (vhost->name_regex_count == 0 || len >= SITE_HOST_MAX)
+        return -1;
+    /* nginx matches the host lowercased */
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (char)(host[i] >= 'A' && host[i] <= 'Z' ? host[i] - 'A' + 'a' : host[i]);
+    buf[len] = '\0';
+    for (size_t i = 0; i < vhost->name_regex_count; i++) {
+        int matched = regex_match(vhost->name_regexes[i], buf, len, ovector);
+        if (matched > 0) {
+            *pairs = matched;
+            return (int)i;
+        }
+        /* one that gave up (HTTP_REGEX_GAVE_UP) matches nothing */
+    }
+    return -1;
 }
 
 const struct http_vhost *site_find_vhost(const struct http_site *site, const char *host, size_t len)
 {
-    const struct http_vhost *wildcard = NULL;
-    size_t wildcard_len = 0;
+    const struct http_vhost *best = NULL;
+    enum name_match best_kind = NAME_NONE;
+    size_t best_weight = 0;
+    bool any_regex = false;
     for (size_t i = 0; i < site->vhost_count; i++) {
         const struct http_vhost *vhost = &site->vhosts[i];
+        any_regex |= vhost->name_regex_count > 0;
         for (size_t n = 0; n < vhost->name_count; n++) {
-            const char *name = vhost->names[n];
-            if (!host_matches(name, host, len))
-                continue;
-            if (name[0] != '*')
+            size_t weight;
+            enum name_match kind = host_matches(vhost->names[n], host, len, &weight);
+            if (kind == NAME_EXACT)
                 return vhost;
-            if (strlen(name) > wildcard_len) {
-                wildcard = vhost;
-                wildcard_len = strlen(name);
+            if (kind != NAME_NONE &&
+                (best == NULL || kind < best_kind || (kind == best_kind && weight > best_weight))) {
+                best = vhost;
+                best_kind = kind;
+                best_weight = weight;
             }
         }
     }
-    return wildcard != NULL ? wildcard : &site->vhosts[0];
+    if (best != NULL || !any_regex)
+        return best != NULL ? best : &site->vhosts[0];
+    /* The regexes, in the order of the servers in the config (the
+     * default server comes first among the vhosts). */
+    const struct http_vhost *first = NULL;
+    char buf[SITE_HOST_MAX];
+    size_t ovector[2 * HTTP_REGEX_PAIRS];
+    int pairs;
+    for (size_t i = 0; i < site->vhost_count; i++) {
+        const struct http_vhost *vhost = &site->vhosts[i];
+        if ((first == NULL || vhost->stats_slot < first->stats_slot) &&
+            site_name_regex_match(vhost, host, len, buf, ovector, &pairs) >= 0)
+            first = vhost;
+    }
+    return first != NULL ? first : &site->vhosts[0];
 }
 
 const struct http_vhost *site_route_vhost(const struct http_site *site, const corral_conn *conn,

@@ -46,8 +46,12 @@ struct http_location {
 };
 
 struct http_vhost {
-    const char *const *names; /* exact names, "*.suffix" wildcards */
+    /* exact names, "*.suffix" and "prefix.*" wildcards, "~REGEX" names */
+    const char *const *names;
     size_t name_count;
+    /* Its "~REGEX" names compiled (caseless), in the order written. */
+    const struct http_regex *const *name_regexes;
+    size_t name_regex_count;
     const struct http_location *locations;
     size_t location_count;
     struct http_limits limits;
@@ -157,10 +161,24 @@ extern const struct http_location http_location_regex_failure;
 const struct http_location *site_search_location(const struct http_vhost *vhost, const char *path,
                                                  size_t len);
 
-/* Picks the virtual host for `host` (without port): an exact name, then the
- * longest matching wildcard, else the site's first. */
+/* Picks the virtual host for `host` (without port) as nginx does: an
+ * exact name, else the longest leading wildcard ("*.example.com"), else
+ * the longest trailing one ("www.example.*"), else the first regex name
+ * that matches, in the order of the config's servers; else the site's
+ * first. */
 const struct http_vhost *site_find_vhost(const struct http_site *site, const char *host,
                                          size_t len);
+
+/* The longest host a regex name is matched against (DNS's 253, and
+ * room): a longer one matches none. */
+#define SITE_HOST_MAX 256
+
+/* Matches `host` (`len` bytes), lowercased into `buf` (SITE_HOST_MAX
+ * bytes: the subject of the groups), against `vhost`'s regex names in
+ * order: the index of the first that matches, its groups in `ovector`
+ * (2 * HTTP_REGEX_PAIRS) and their count in *pairs; -1 when none does. */
+int site_name_regex_match(const struct http_vhost *vhost, const char *host, size_t len, char *buf,
+                          size_t *ovector, int *pairs);
 
 /* The virtual host for a request to `host` (without port) on `conn`,
  * picked as site_find_vhost() does, unless the client named by SNI a vhost

@@ -100,6 +100,12 @@ static int fail(struct vars_error *error, size_t offset, const char *what, const
 static int resolve(const char *name, size_t len, const struct vars_maps *maps,
                    struct vars_part *part)
 {
+    if (len == 1 && name[0] >= '1' && name[0] <= '9' && maps != NULL && maps->captures == NULL &&
+        maps->host_regex_count > 0) {
+        part->id = VARS_HOST_CAPTURE;
+        part->index = (unsigned)(name[0] - '0');
+        return 0;
+    }
     if (len == 1 && name[0] >= '1' && name[0] <= '9') {
         part->id = VARS_CAPTURE;
         part->index = (unsigned)(name[0] - '0');
@@ -120,6 +126,15 @@ static int resolve(const char *name, size_t len, const struct vars_maps *maps,
             return 0;
         }
     }
+    for (size_t i = 0; maps != NULL && i < maps->user_count; i++) {
+        const char *user = maps->user_names[i];
+        if (strlen(user) == len && strncasecmp(user, name, len) == 0) {
+            part->id = VARS_USER;
+            part->index = (unsigned)i;
+            part->slot = maps->user_slot;
+            return 0;
+        }
+    }
     int group =
         maps != NULL && maps->captures != NULL ? regex_group(maps->captures, name, len) : -1;
     if (group > 0 && group < HTTP_REGEX_PAIRS) {
@@ -127,6 +142,13 @@ static int resolve(const char *name, size_t len, const struct vars_maps *maps,
         part->index = (unsigned)group;
         return 0;
     }
+    for (size_t i = 0; maps != NULL && i < maps->host_regex_count; i++)
+        if (regex_group(maps->host_regexes[i], name, len) > 0) {
+            part->id = VARS_HOST_CAPTURE;
+            part->text = name; /* the caller keeps the text */
+            part->len = len;
+            return 0;
+        }
     for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
         size_t n = strlen(prefixes[i].prefix);
         if (len > n && memcmp(name, prefixes[i].prefix, n) == 0) {
@@ -157,6 +179,7 @@ static bool reads_request(enum vars_id id)
     case VARS_COOKIE:
     case VARS_ARG:
     case VARS_CAPTURE:
+    case VARS_HOST_CAPTURE:
     case VARS_MAP: return true;
     default: return false;
     }
@@ -251,6 +274,22 @@ bool vars_set_captures(struct vars_ctx *ctx, const struct http_regex *re, size_t
     int pairs = regex_match(re, ctx->req->path.data, ctx->req->path.len, ovector);
     ctx->capture_count = pairs > 0 ? (size_t)pairs : 0;
     return pairs != HTTP_REGEX_GAVE_UP;
+}
+
+bool vars_name_is_builtin(const char *name, size_t len)
+{
+    struct vars_part part;
+    char lower[64];
+    if (len == 0 || len > sizeof(lower))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        lower[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] - 'A' + 'a' : name[i]);
+    return resolve(lower, len, NULL, &part) == 0;
+}
+
+int vars_template_user_index(const struct vars_template *t)
+{
+    return t->count == 1 && t->parts[0].id == VARS_USER ? (int)t->parts[0].index : -1;
 }
 
 bool vars_template_reads_request(const struct vars_template *t)
@@ -430,9 +469,11 @@ static void put_arg(struct vars_ctx *ctx, struct vars_buf *out, const char *name
 static struct http_str server_name(const struct exchange *ex)
 {
     const struct http_vhost *vhost = ex != NULL ? ex->vhost : NULL;
-    if (vhost == NULL || vhost->name_count == 0)
-        return (struct http_str){"", 0};
-    return (struct http_str){vhost->names[0], strlen(vhost->names[0])};
+    /* its first name that is a name, not a regex */
+    for (size_t i = 0; vhost != NULL && i < vhost->name_count; i++)
+        if (vhost->names[i][0] != '~')
+            return (struct http_str){vhost->names[i], strlen(vhost->names[i])};
+    return (struct http_str){"", 0};
 }
 
 /* ---------------------------------------------------- connection variables */
@@ -530,6 +571,29 @@ static void put_capture(struct vars_ctx *ctx, struct vars_buf *out, unsigned ind
     }
     size_t start = ctx->ovector[2 * index], end = ctx->ovector[2 * index + 1];
     put_value(ctx, out, ctx->subject + start, end - start);
+}
+
+/* A group of the server name regex that matches the request's host,
+ * matched again: only the values that read one pay for it. */
+static void put_host_capture(struct vars_ctx *ctx, struct vars_buf *out,
+                             const struct vars_part *part)
+{
+    const struct http_vhost *vhost = ctx->ex != NULL ? ctx->ex->vhost : NULL;
+    struct http_str host = ctx->req != NULL ? ctx->req->host : (struct http_str){"", 0};
+    char buf[SITE_HOST_MAX];
+    size_t ovector[2 * HTTP_REGEX_PAIRS];
+    int pairs = 0;
+    int i = vhost != NULL && host.data != NULL
+                ? site_name_regex_match(vhost, host.data, host.len, buf, ovector, &pairs)
+                : -1;
+    int group = i < 0                ? -1
+                : part->text != NULL ? regex_group(vhost->name_regexes[i], part->text, part->len)
+                                     : (int)part->index;
+    if (group <= 0 || group >= pairs || ovector[2 * group] > ovector[2 * group + 1]) {
+        put_value(ctx, out, "", 0);
+        return;
+    }
+    put_value(ctx, out, buf + ovector[2 * group], ovector[2 * group + 1] - ovector[2 * group]);
 }
 
 static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct vars_buf *out)
@@ -690,7 +754,15 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
     case VARS_COOKIE: put_cookie(ctx, out, part->text, part->len); break;
     case VARS_ARG: put_arg(ctx, out, part->text, part->len); break;
     case VARS_CAPTURE: put_capture(ctx, out, part->index); break;
+    case VARS_HOST_CAPTURE: put_host_capture(ctx, out, part); break;
     case VARS_MAP: vars_map_eval(part->map, ctx, out); break;
+    case VARS_USER: {
+        struct http_str value = {"", 0};
+        if (ctx->ex != NULL)
+            vars_user_get(ctx->ex, part->slot, part->index, &value);
+        put_value(ctx, out, value.data, value.len);
+        break;
+    }
     }
 }
 

@@ -24,6 +24,17 @@ struct vars_maps {
     struct vars_map *const *maps;
     size_t count;
     const struct http_regex *captures; /* NULL: none */
+    /* The variables `set` defines (nginx's user variables): their names,
+     * without "$", each one's index its place here; their values for an
+     * exchange are in its context slot `user_slot` (vars_user_set()). */
+    const char *const *user_names;
+    size_t user_count;
+    unsigned user_slot;
+    /* The server's regex names (site.h): their named groups are
+     * variables, and so are $1...$9 where no location regex is
+     * (`captures` NULL); read from the host of the exchange's vhost. */
+    const struct http_regex *const *host_regexes;
+    size_t host_regex_count;
 };
 
 /* Why a compile failed: `offset` is the byte of the text at fault. */
@@ -144,6 +155,27 @@ int vars_map_set_source(struct vars_map *map, const char *text, const struct var
  * into `value` (a bad template) or into `key` (a bad regex: PCRE2's message). */
 int vars_map_add(struct vars_map *map, const char *key, const char *value,
                  const struct vars_maps *maps, struct vars_error *error, bool *in_value);
+
+/* ------------------------------------------------------- user variables */
+
+/* Whether `name` (`len` bytes, without "$") is one of corral's own
+ * variables ($host, $http_NAME, $1...), which `set` may not change. */
+bool vars_name_is_builtin(const char *name, size_t len);
+
+/* The index of the user variable `t` is made of alone ("$name"), or -1
+ * when it is anything else. */
+int vars_template_user_index(const struct vars_template *t);
+
+/* Gives user variable `index` of `ex` the value `data` (`len` bytes, copied);
+ * the values live in context slot `slot` until vars_user_release().
+ * Returns false when out of memory (the old value stays). */
+bool vars_user_set(struct exchange *ex, unsigned slot, size_t index, const char *data, size_t len);
+
+/* The value of user variable `index` of `ex`; false when never set. */
+bool vars_user_get(const struct exchange *ex, unsigned slot, size_t index, struct http_str *out);
+
+/* Frees the values of `ex` in `slot`. */
+void vars_user_release(struct exchange *ex, unsigned slot);
 
 /* ----------------------------------------------------------------- helpers */
 

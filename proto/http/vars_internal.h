@@ -46,11 +46,13 @@ enum vars_id {
     VARS_PIPE,
     VARS_PROXY_PROTOCOL_ADDR,
     VARS_PROXY_PROTOCOL_PORT,
-    VARS_HTTP,    /* $http_NAME: `text` is NAME */
-    VARS_COOKIE,  /* $cookie_NAME */
-    VARS_ARG,     /* $arg_NAME */
-    VARS_CAPTURE, /* $1..$9: `index` */
-    VARS_MAP,     /* a map's name: `map` */
+    VARS_HTTP,         /* $http_NAME: `text` is NAME */
+    VARS_COOKIE,       /* $cookie_NAME */
+    VARS_ARG,          /* $arg_NAME */
+    VARS_CAPTURE,      /* $1..$9: `index` */
+    VARS_MAP,          /* a map's name: `map` */
+    VARS_USER,         /* a variable `set` defines: `index`, its values in `slot` */
+    VARS_HOST_CAPTURE, /* a group of a server name regex: `index`, or named by `text` */
 };
 
 struct vars_part {
@@ -59,6 +61,7 @@ struct vars_part {
     const char *text; /* into the template's copy of its text */
     size_t len;
     unsigned index;
+    unsigned slot;
     const struct vars_map *map;
 };
 

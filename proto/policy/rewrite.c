@@ -1,8 +1,9 @@
 /*
  * rewrite.c: the rewrite phases of the router (router.h): the server's
- * rewrites before the location search, the location's after it; a URI
- * they change is the walk's request's, and the router searches again
- * while a location's rewrites change it.
+ * rewrite and set lines before the location search, the location's after
+ * it, in the order written; a URI they change is the walk's request's,
+ * and the router searches again while a location's rewrites change it;
+ * a value `set` gives lasts the exchange (vars.h's user variables).
  */
 #include "proto/policy/rewrite.h"
 
@@ -13,6 +14,7 @@
 #include "proto/http/uri.h"
 #include "proto/http/vars.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +121,24 @@ static bool replace_uri(struct router_uri *u, struct vars_buf *value)
     return true;
 }
 
+/* A `set` line: its value, evaluated now, becomes its variable's for the
+ * rest of the exchange. */
+static bool set_value(struct router_walk *w, const struct http_rewrite *rule)
+{
+    struct vars_ctx ctx = {.ex = w->ex, .req = &w->req, .escape = VARS_RAW};
+    size_t ovector[2 * HTTP_REGEX_PAIRS];
+    if (rule->captures != NULL && !vars_set_captures(&ctx, rule->captures, ovector))
+        return false;
+    char small[256];
+    struct vars_buf value;
+    vars_buf_init(&value, small, sizeof(small));
+    vars_eval(rule->replacement, &ctx, &value);
+    bool ok = !value.failed &&
+              vars_user_set(w->ex, rewrite_module.slot, rule->set_index, value.data, value.len);
+    vars_buf_free(&value);
+    return ok;
+}
+
 /* Runs `rules` on the walk's URI, which becomes its request's. */
 static enum outcome run(struct router_walk *w, const struct http_rewrites *rules)
 {
@@ -128,6 +148,11 @@ static enum outcome run(struct router_walk *w, const struct http_rewrites *rules
     enum outcome outcome = UNCHANGED;
     for (size_t i = 0; i < rules->count; i++) {
         const struct http_rewrite *rule = &rules->items[i];
+        if (rule->set) {
+            if (!set_value(w, rule))
+                return FAILED;
+            continue;
+        }
         size_t ovector[2 * HTTP_REGEX_PAIRS];
         struct vars_ctx ctx = {.ex = w->ex, .req = &w->req, .escape = VARS_HEADER};
         if (!vars_set_captures(&ctx, rule->regex, ovector))
@@ -251,10 +276,48 @@ static int apply(void *conf, const struct conf_arg *args, size_t count,
     return 0;
 }
 
+/* set $name VALUE */
+static int apply_set(void *conf, const struct conf_arg *args, size_t count,
+                     struct conf_module_error *error)
+{
+    (void)count;
+    struct rewrite_conf *c = conf;
+    const char *name = args[0].text;
+    size_t len = strlen(name);
+    if (name[0] != '$' || len == 1 ||
+        strspn(name + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                         "0123456789_") != len - 1) {
+        snprintf(error->message, sizeof(error->message),
+                 "invalid variable name \"%s\" (expected $ and letters, digits or _)", name);
+        error->at = &args[0].pos;
+        return -1;
+    }
+    if (vars_name_is_builtin(name + 1, len - 1)) {
+        snprintf(error->message, sizeof(error->message),
+                 "\"%s\" is corral's own variable: set another name", name);
+        error->at = &args[0].pos;
+        return -1;
+    }
+    struct rewrite_line *items = realloc(c->items, (c->count + 1) * sizeof(*items));
+    if (items == NULL)
+        return fail(error, &args[0].pos, "out of memory");
+    c->items = items;
+    struct rewrite_line *line = &items[c->count];
+    *line = (struct rewrite_line){.name = strdup(name),
+                                  .replacement = strdup(args[1].text),
+                                  .regex_pos = args[0].pos,
+                                  .replacement_pos = args[1].pos};
+    c->count++; /* freed with the rest, whole or not */
+    if (line->name == NULL || line->replacement == NULL)
+        return fail(error, &args[0].pos, "out of memory");
+    return 0;
+}
+
 static void conf_free(void *conf)
 {
     struct rewrite_conf *c = conf;
     for (size_t i = 0; i < c->count; i++) {
+        free(c->items[i].name);
         free(c->items[i].regex);
         free(c->items[i].replacement);
     }
@@ -270,6 +333,13 @@ static const struct conf_directive rewrite_directives[] = {
      .passes = true,
      .base = CONF_BASE_MODULE,
      .module_apply = apply},
+    {.name = "set",
+     .contexts = CONF_SERVER | CONF_LOCATION,
+     .min_args = 2,
+     .max_args = 2,
+     .repeat = true,
+     .base = CONF_BASE_MODULE,
+     .module_apply = apply_set},
     {.name = NULL},
 };
 
@@ -289,6 +359,24 @@ static int build(const void *conf, const struct http_module_build *b, const void
     for (size_t i = 0; i < c->count; i++) {
         const struct rewrite_line *line = &c->items[i];
         struct http_rewrite *rule = &items[i];
+        if (line->name != NULL) {
+            /* Its variable's index: "$name" compiled is that variable. */
+            const struct vars_template *target;
+            int err = b->compile(b->arena, line->name, &line->regex_pos, "set", &target);
+            if (err != 0)
+                return err;
+            assert(target != NULL && vars_template_user_index(target) >= 0);
+            rule->set = true;
+            rule->set_index = (unsigned)vars_template_user_index(target);
+            const struct http_regex *captures = b->loc != NULL ? b->loc->regex : NULL;
+            err = b->compile_with(b->arena, line->replacement, &line->replacement_pos, "set",
+                                  captures, true, &rule->replacement);
+            if (err != 0)
+                return err;
+            if (vars_template_uses_captures(rule->replacement))
+                rule->captures = captures;
+            continue;
+        }
         int err = b->regex(b->arena, line->regex, false, &line->regex_pos, "rewrite", &rule->regex);
         if (err == 0)
             err = b->compile_with(b->arena, line->replacement, &line->replacement_pos, "rewrite",
@@ -307,6 +395,24 @@ static int build(const void *conf, const struct http_module_build *b, const void
     return 0;
 }
 
+/* The variables a level's `set` lines define. */
+static void variables(const void *conf,
+                      void (*fn)(void *arg, const char *name, const struct conf_pos *pos),
+                      void *arg)
+{
+    const struct rewrite_conf *c = conf;
+    for (size_t i = 0; i < c->count; i++)
+        if (c->items[i].name != NULL)
+            fn(arg, c->items[i].name + 1, &c->items[i].regex_pos);
+}
+
+/* The values `set` gave: they last the whole exchange, internal
+ * redirects included, as in nginx. */
+static void release(struct exchange *ex)
+{
+    vars_user_release(ex, rewrite_module.slot);
+}
+
 struct http_module rewrite_module = {
     .name = "rewrite",
     .conf =
@@ -319,4 +425,7 @@ struct http_module rewrite_module = {
     .build = build,
     .phases = rewrite_phases,
     .phase_count = sizeof(rewrite_phases) / sizeof(rewrite_phases[0]),
+    .slots = 1,
+    .release = release,
+    .variables = variables,
 };

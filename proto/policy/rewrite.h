@@ -30,6 +30,12 @@ struct http_rewrite {
     /* The replacement starts with http://, https:// or $scheme: a redirect
      * (302 without a flag), as in nginx. */
     bool absolute;
+    /* A `set $name VALUE` line (regex NULL): `replacement` is the value,
+     * given to user variable `set_index` (vars.h); its $1... are the
+     * groups of `captures` (the location's regex), NULL: none. */
+    bool set;
+    unsigned set_index;
+    const struct http_regex *captures;
 };
 
 struct http_rewrites {
@@ -41,6 +47,8 @@ struct http_rewrites {
  * inherited, as in nginx (a server's run in their own phase). */
 struct rewrite_line {
     char *regex, *replacement; /* malloc'd; the replacement may hold $variables and $1... */
+    char *name;                /* `set $name VALUE`: name ("$name"), replacement is VALUE;
+                                  regex NULL.  NULL: a rewrite line */
     enum http_rewrite_flag flag;
     struct conf_pos regex_pos, replacement_pos;
 };

@@ -1135,6 +1135,19 @@ struct error_case {
 
 static const struct error_case error_cases[] = {
     /* the modules' directives, with conf/'s checks and messages */
+    {"server { listen 127.0.0.1:80; set a 1; }",
+     "test.conf:1:35: invalid variable name \"a\" (expected $ and letters, digits or _)"},
+    {"server { listen 127.0.0.1:80; set $a-b 1; }",
+     "test.conf:1:35: invalid variable name \"$a-b\" (expected $ and letters, digits or _)"},
+    {"server { listen 127.0.0.1:80; location / { set $Host x; return 200; } }",
+     "test.conf:1:48: \"$Host\" is corral's own variable: set another name"},
+    {"server { listen 127.0.0.1:80; set $http_x x; }",
+     "test.conf:1:35: \"$http_x\" is corral's own variable: set another name"},
+    {"server { listen 127.0.0.1:80; set $a; }", "test.conf:1:31: \"set\" takes 2 arguments, got 1"},
+    {"set $a 1;", "test.conf:1:1: \"set\" is not allowed at top level (it belongs in server or "
+                  "location)"},
+    {"server { listen 127.0.0.1:80; location / { stub_status x; } }",
+     "test.conf:1:56: invalid value \"x\" (stub_status takes no argument, or \"on\")"},
     {"add_header \"Bad Name\" x;", "test.conf:1:12: invalid header name \"Bad Name\""},
     {"add_header X-A \"a\\nb\";", "test.conf:1:16: header value contains a control character"},
     {"add_header X-A b sometimes;",
@@ -1430,12 +1443,14 @@ static const struct error_case error_cases[] = {
      "test.conf:1:31: unknown directive \"tls_sesion_cache\" (did you mean "
      "\"tls_session_cache\"?)"},
     {"server { listen 127.0.0.1:80; server_name a..b bad/name; }",
-     "test.conf:1:48: invalid server name \"bad/name\" (expected a host name, *.domain or "
-     ".domain)"},
+     "test.conf:1:48: invalid server name \"bad/name\" (expected a host name, *.domain, "
+     "name.*, .domain or ~REGEX)"},
     {"server { listen 127.0.0.1:80; server_name *; }",
-     "test.conf:1:43: invalid server name \"*\" (expected a host name, *.domain or .domain)"},
+     "test.conf:1:43: invalid server name \"*\" (expected a host name, *.domain, name.*, .domain "
+     "or ~REGEX)"},
     {"server { listen 127.0.0.1:80; server_name *.; }",
-     "test.conf:1:43: invalid server name \"*.\" (expected a host name, *.domain or .domain)"},
+     "test.conf:1:43: invalid server name \"*.\" (expected a host name, *.domain, name.*, .domain "
+     "or ~REGEX)"},
     /* locations */
     {"server { listen 127.0.0.1:80;\n location /a { return 204; }\n location /a { return 200; } }",
      "test.conf:3:11: duplicate location \"/a\" (first at line 2)"},
@@ -1933,16 +1948,20 @@ static const struct error_case nginx_cases[] = {
     {"map $host $m { hostnames; default 0; }",
      "test.conf:1:16: \"hostnames\" is nginx's: corral's map has no host name patterns; list "
      "the names, or write a regex such as ~^(.+\\.)?example\\.com$"},
-    {"server { listen 127.0.0.1:80; server_name ~^(?<sub>.+)\\.example\\.com$; }",
-     "test.conf:1:43: server name \"~^(?<sub>.+)\\.example\\.com$\": not in corral yet: regex "
-     "server names (see \"if, set and regex server names\" in the roadmap, docs/config.md)"},
-    {"server { listen 127.0.0.1:80; server_name www.example.*; }",
-     "test.conf:1:43: server name \"www.example.*\": not in corral yet: trailing wildcards "
-     "(\"www.example.*\") (see \"if, set and regex server names\" in the roadmap, "
-     "docs/config.md)"},
+    /* dots only: one name, not two (it overflowed the names) */
+    {"server { listen 127.0.0.1:80; server_name a ...; location / { return 204; } }\n"
+     "server { listen 127.0.0.1:80; server_name ...; location / { return 204; } }",
+     "test.conf:2:43: server_name \"...\" on \"127.0.0.1:80\" is already used at line 1"},
+    {"server { listen 127.0.0.1:80; server_name ~; }", "test.conf:1:43: empty server name regex"},
+    {"server { listen 127.0.0.1:80; server_name .example.*; }",
+     "test.conf:1:43: invalid server name \".example.*\" (expected a host name, *.domain, "
+     "name.*, .domain or ~REGEX)"},
+    {"server { listen 127.0.0.1:80; server_name *.example.*; }",
+     "test.conf:1:43: invalid server name \"*.example.*\" (expected a host name, *.domain, "
+     "name.*, .domain or ~REGEX)"},
     {"server { listen 127.0.0.1:80; server_name .*.a; }",
-     "test.conf:1:43: invalid server name \".*.a\" (expected a host name, *.domain or "
-     ".domain)"},
+     "test.conf:1:43: invalid server name \".*.a\" (expected a host name, *.domain, "
+     "name.*, .domain or ~REGEX)"},
     {"server { listen 127.0.0.1:80; server_name example; location / { return 204; } }\n"
      "server { listen 127.0.0.1:80; server_name .example; location / { return 204; } }",
      "test.conf:2:43: server_name \"example\" on \"127.0.0.1:80\" is already used at "
@@ -2124,6 +2143,7 @@ static const struct corpus_case corpus_cases[] = {
      "\"static files and compression\" in the roadmap, docs/config.md)\n"},
     {"proxy.conf", ""},
     {"tls.conf", ""},
+    {"names.conf", ""},
     {"missing.conf",
      "missing.conf:4:5: \"gzip\": not in corral yet: compression (see \"static files and "
      "compression\" in the roadmap, docs/config.md)\n"
@@ -2263,6 +2283,12 @@ static const struct translate_case translate_cases[] = {
      "  tls_client_certificate ca.pem;\n"
      "  # corral: nginx's \"ssl_protocols\"; corral speaks TLSv1.2 and TLSv1.3 only\n"
      "  tls_protocols  TLSv1.2;\n}\n",
+     0},
+    /* set, stub_status and regex server names are corral's: unchanged */
+    {"server {\n  server_name ~^(?<sub>.+)\\.example\\.com$ www.example.*;\n  set $a \"$sub\";\n"
+     "  location = /s { stub_status; }\n}\n",
+     "server {\n  server_name ~^(?<sub>.+)\\.example\\.com$ www.example.*;\n  set $a \"$sub\";\n"
+     "  location = /s { stub_status; }\n}\n",
      0},
     /* lacking: commented out with its message on its own lines, else the
      * message only; either way it counts */

@@ -154,7 +154,7 @@ static struct http_vhost vhost;
  * the arrays). */
 static const void *const *rewrites_of(int n, const struct http_rewrites *rules)
 {
-    static const void *built[5][HTTP_MODULES_MAX];
+    static const void *built[6][HTTP_MODULES_MAX];
     built[n][rewrite_module.index] = rules;
     return built[n];
 }
@@ -164,19 +164,23 @@ static void setup(void)
     memset(&seen, 0, sizeof(seen));
     old_re = regex("^/old/(.*)$");
     old_to = template("/new/$1", old_re);
-    old_rule = (struct http_rewrite){old_re, old_to, HTTP_REWRITE_LAST, false};
+    old_rule =
+        (struct http_rewrite){.regex = old_re, .replacement = old_to, .flag = HTTP_REWRITE_LAST};
     old_rules = (struct http_rewrites){&old_rule, 1};
     loop_re = regex("^/loop(.*)$");
     loop_to = template("/loop$1", loop_re);
-    loop_rule = (struct http_rewrite){loop_re, loop_to, HTTP_REWRITE_NEXT, false};
+    loop_rule =
+        (struct http_rewrite){.regex = loop_re, .replacement = loop_to, .flag = HTTP_REWRITE_NEXT};
     loop_rules = (struct http_rewrites){&loop_rule, 1};
     break_re = regex("^/break/(.*)$");
     break_to = template("/stay/$1", break_re);
-    break_rule = (struct http_rewrite){break_re, break_to, HTTP_REWRITE_BREAK, false};
+    break_rule = (struct http_rewrite){
+        .regex = break_re, .replacement = break_to, .flag = HTTP_REWRITE_BREAK};
     break_rules = (struct http_rewrites){&break_rule, 1};
     server_re = regex("^/legacy/(.*)$");
     server_to = template("/old/$1", server_re);
-    server_rule = (struct http_rewrite){server_re, server_to, HTTP_REWRITE_LAST, false};
+    server_rule = (struct http_rewrite){
+        .regex = server_re, .replacement = server_to, .flag = HTTP_REWRITE_LAST};
     server_rules = (struct http_rewrites){&server_rule, 1};
     /* Prefix locations; "/old/" rewrites only, it has no handler. */
     locs[LOC_OLD] = (struct http_location){
@@ -272,6 +276,56 @@ START_TEST(rewrite_last_searches_again)
     /* The framer's log gets the request as the client sent it. */
     ck_assert_str_eq(seen.routed_target, "/old/a?q=2");
     router_end(&ex);
+}
+END_TEST
+
+/* `set` runs in order with `rewrite`, the server's lines first: a value
+ * reads what was set before it and the URI as rewritten so far, a later
+ * line reads it, and nothing after a `last` runs.  The values last until
+ * the exchange ends, then go. */
+START_TEST(set_runs_in_order_with_rewrite)
+{
+    static const char *const names[] = {"who", "v"};
+    struct vars_maps maps = {
+        .user_names = names, .user_count = 2, .user_slot = rewrite_module.slot};
+    struct vars_template *who_value = NULL, *v_value = NULL, *late_value = NULL, *to = NULL;
+    struct vars_error error;
+    ck_assert_int_eq(vars_compile("srv-$uri", &maps, &who_value, &error), 0);
+    ck_assert_int_eq(vars_compile("[$who]", &maps, &v_value, &error), 0);
+    ck_assert_int_eq(vars_compile("late", &maps, &late_value, &error), 0);
+    struct http_regex *re = regex("^/set/(.*)$");
+    maps.captures = re;
+    ck_assert_int_eq(vars_compile("/new/$1?v=$v", &maps, &to, &error), 0);
+    struct http_rewrite server_items[] = {{.set = true, .set_index = 0, .replacement = who_value}};
+    struct http_rewrite loc_items[] = {
+        {.set = true, .set_index = 1, .replacement = v_value},
+        {.regex = re, .replacement = to, .flag = HTTP_REWRITE_LAST},
+        {.set = true, .set_index = 1, .replacement = late_value},
+    };
+    struct http_rewrites server_set = {server_items, 1}, loc_set = {loc_items, 3};
+    struct http_location set_locs[] = {
+        {.path = "/set/", .path_len = 5, .modules = rewrites_of(4, &loc_set)},
+        {.path = "/new/", .path_len = 5, .handler = &content},
+    };
+    static const void *server_built[HTTP_MODULES_MAX];
+    server_built[rewrite_module.index] = &server_set;
+    vhost =
+        (struct http_vhost){.locations = set_locs, .location_count = 2, .modules = server_built};
+    struct exchange ex = route("/set/x?q=1", 0);
+    ck_assert_ptr_eq(ex.loc, &set_locs[1]);
+    ck_assert_str_eq(seen.target, "/new/x?v=[srv-/set/x]&q=1");
+    struct http_str value;
+    ck_assert(vars_user_get(&ex, rewrite_module.slot, 1, &value));
+    ck_assert_int_eq((int)value.len, 12);
+    ck_assert(memcmp(value.data, "[srv-/set/x]", 12) == 0);
+    ck_assert(vars_user_get(&ex, rewrite_module.slot, 0, &value));
+    router_end(&ex);
+    ck_assert_ptr_null(exchange_ctx(&ex, rewrite_module.slot));
+    vars_template_free(who_value);
+    vars_template_free(v_value);
+    vars_template_free(late_value);
+    vars_template_free(to);
+    regex_free(re);
 }
 END_TEST
 
@@ -487,6 +541,104 @@ START_TEST(regexes_without_the_jit_match_and_say_so_once)
 }
 END_TEST
 
+/* ------------------------------------------------------- server names */
+
+static struct http_regex *caseless(const char *pattern)
+{
+    struct http_regex *re = NULL;
+    char message[128];
+    size_t offset;
+    ck_assert_int_eq(regex_compile(pattern, true, &re, message, sizeof(message), &offset), 0);
+    return re;
+}
+
+static size_t vhost_for(const struct http_site *site, const char *host)
+{
+    return (size_t)(site_find_vhost(site, host, strlen(host)) - site->vhosts);
+}
+
+/* nginx's order: the exact name; the longest leading wildcard; the
+ * longest trailing one; the first regex in the config's order (not the
+ * vhosts', whose default comes first), matched caseless on the host
+ * lowercased; else the default.  A regex's groups are variables, named
+ * and numbered, read from the host of the exchange's vhost. */
+START_TEST(server_names_in_nginx_order)
+{
+    static const char *const n_default[] = {"default.example"};
+    static const char *const n_leading[] = {"*.example.com"};
+    static const char *const n_longer[] = {"*.b.example.com"};
+    static const char *const n_trailing[] = {"www.example.*"};
+    static const char *const n_exact[] = {"a.example.com"};
+    static const char *const n_later[] = {"~^(?<sub>.+)\\.example\\.net$"};
+    static const char *const n_first[] = {"~^www\\.", "~^(?<sub>[a-z]+)\\.example\\.net$"};
+    const struct http_regex *later[] = {caseless("^(?<sub>.+)\\.example\\.net$")};
+    const struct http_regex *first[] = {caseless("^www\\."),
+                                        caseless("^(?<sub>[a-z]+)\\.example\\.net$")};
+    struct http_vhost vhosts[] = {
+        {.names = n_default, .name_count = 1, .stats_slot = 6},
+        {.names = n_later,
+         .name_count = 1,
+         .name_regexes = later,
+         .name_regex_count = 1,
+         .stats_slot = 5},
+        {.names = n_leading, .name_count = 1, .stats_slot = 0},
+        {.names = n_longer, .name_count = 1, .stats_slot = 1},
+        {.names = n_trailing, .name_count = 1, .stats_slot = 2},
+        {.names = n_exact, .name_count = 1, .stats_slot = 3},
+        {.names = n_first,
+         .name_count = 2,
+         .name_regexes = first,
+         .name_regex_count = 2,
+         .stats_slot = 4},
+    };
+    struct http_site site = {.vhosts = vhosts, .vhost_count = 7};
+    ck_assert_uint_eq(vhost_for(&site, "a.example.com"), 5);
+    ck_assert_uint_eq(vhost_for(&site, "A.Example.COM"), 5);
+    ck_assert_uint_eq(vhost_for(&site, "x.b.example.com"), 3);
+    ck_assert_uint_eq(vhost_for(&site, "x.example.com"), 2);
+    ck_assert_uint_eq(vhost_for(&site, "example.com"), 0);
+    ck_assert_uint_eq(vhost_for(&site, "www.example.org"), 4); /* not the regex ^www\. */
+    ck_assert_uint_eq(vhost_for(&site, "www.example"), 6);     /* the regex: ".*" needs more */
+    ck_assert_uint_eq(vhost_for(&site, "foo.example.net"), 6); /* first in the config */
+    ck_assert_uint_eq(vhost_for(&site, "FOO.Example.NET"), 6);
+    ck_assert_uint_eq(vhost_for(&site, "1.example.net"), 1);
+    ck_assert_uint_eq(vhost_for(&site, "nothing"), 0);
+
+    /* $sub and $1 in that server's values */
+    struct vars_maps maps = {.host_regexes = first, .host_regex_count = 2};
+    struct vars_template *t = NULL;
+    struct vars_error error;
+    ck_assert_int_eq(vars_compile("[$sub|$1|$2]", &maps, &t, &error), 0);
+    struct exchange ex;
+    memset(&ex, 0, sizeof(ex));
+    ex.vhost = &vhosts[6];
+    struct http_request req = request("/");
+    req.host = (struct http_str){"Foo.example.net", 15};
+    struct vars_ctx ctx = {.ex = &ex, .req = &req};
+    char buf[64];
+    size_t len = vars_eval_into(t, &ctx, buf, sizeof(buf));
+    ck_assert_str_eq((buf[len] = '\0', buf), "[foo|foo|]");
+    /* A host none of its regexes matches (its vhost picked otherwise). */
+    req.host = (struct http_str){"www.example.org", 15};
+    len = vars_eval_into(t, &ctx, buf, sizeof(buf));
+    ck_assert_str_eq((buf[len] = '\0', buf), "[||]");
+    vars_template_free(t);
+    /* Where the location has a regex, $1 is the location's. */
+    struct http_regex *loc_re = regex("^/(x)$");
+    maps.captures = loc_re;
+    ck_assert_int_eq(vars_compile("$1", &maps, &t, &error), 0);
+    ck_assert(vars_template_uses_captures(t));
+    vars_template_free(t);
+    /* A name no regex has is unknown. */
+    maps.captures = NULL;
+    ck_assert_int_eq(vars_compile("$nosuch", &maps, &t, &error), -EINVAL);
+    regex_free(loc_re);
+    regex_free((struct http_regex *)later[0]);
+    regex_free((struct http_regex *)first[0]);
+    regex_free((struct http_regex *)first[1]);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     modules_init(); /* the router's steps and the filters' places, before the forks */
@@ -498,6 +650,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, no_location_is_404);
     tcase_add_test(tc, rewrite_last_searches_again);
     tcase_add_test(tc, rewrite_break_stays);
+    tcase_add_test(tc, set_runs_in_order_with_rewrite);
+    tcase_add_test(tc, server_names_in_nginx_order);
     tcase_add_test(tc, rewrite_loop_is_500);
     tcase_add_test(tc, server_rewrite_runs_first);
     tcase_add_test(tc, access_denies_before_content);

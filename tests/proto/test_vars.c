@@ -798,6 +798,98 @@ START_TEST(log_format_uses_the_same_variables)
 }
 END_TEST
 
+/* A variable `set` gives is read by every later use: another set, a
+ * rewrite, return's text, add_header, proxy_set_header and the access
+ * log; the server's lines run before the location's, with the location
+ * regex's named groups; a variable set nowhere on a request's way is
+ * empty. */
+START_TEST(set_variables_reach_every_use)
+{
+    struct backend b;
+    backend_start(&b, 200);
+    struct test_daemon d;
+    char log_file[PATH_MAX], conf[PATH_MAX + 1024];
+    test_daemon_file(log_file, sizeof(log_file), "access.log");
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "access_log %s;\n"
+             "log_format '$uri|$who|$greet|$Backend_Tag';\n"
+             "server {\n  listen 127.0.0.1:0;\n  set $who srv;\n"
+             "  location ~ ^/u/(?<name>[a-z]+)$ {\n"
+             "    set $greet \"hi-$name-$who\";\n    set $greet \"<$greet>\";\n"
+             "    add_header X-Greet $greet;\n    return 200 \"$greet\";\n  }\n"
+             "  location /p/ {\n    set $backend_tag \"t-$arg_t\";\n"
+             "    rewrite ^/p/(.*)$ /q/$1?tag=$backend_tag break;\n"
+             "    proxy_pass http://127.0.0.1:%d;\n"
+             "    proxy_set_header X-Tag $backend_tag;\n  }\n"
+             "}\n",
+             log_file, b.port);
+    start(&d, conf);
+    char response[4096], value[512];
+    ck_assert_uint_eq(request(d.port, "GET /u/bob HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+                              response, sizeof(response)),
+                      200);
+    ck_assert(response_header(response, "X-Greet", value, sizeof(value)));
+    ck_assert_str_eq(value, "<hi-bob-srv>");
+    ck_assert_ptr_nonnull(strstr(response, "\r\n\r\n<hi-bob-srv>"));
+    ck_assert_uint_eq(request(d.port,
+                              "GET /p/z?t=7 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+                              response, sizeof(response)),
+                      200);
+    ck_assert(backend_header(&b, "X-Tag", value, sizeof(value)));
+    ck_assert_str_eq(value, "t-7");
+    ck_assert_msg(strncmp(b.head, "GET /q/z?tag=t-7&t=7 HTTP/1.1\r\n", 31) == 0, "%s", b.head);
+    test_daemon_stop(&d);
+    char *log = test_read_file(log_file);
+    ck_assert_str_eq(log, "/u/bob|srv|<hi-bob-srv>|-\n/p/z|srv|-|t-7\n");
+    free(log);
+    backend_stop(&b);
+}
+END_TEST
+
+/* Regex server names: the server is picked after the exact names and
+ * the wildcards, and its named and numbered groups are variables in its
+ * values (return, add_header); trailing wildcards too. */
+START_TEST(regex_server_names_give_their_groups)
+{
+    struct test_daemon d;
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "server {\n  listen 127.0.0.1:0;\n  server_name default.example;\n"
+              "  return 200 default;\n}\n"
+              "server {\n  listen 127.0.0.1:0;\n"
+              "  server_name ~^(?<sub>[a-z]+)\\.(?<zone>example\\.(com|net))$;\n"
+              "  add_header X-Sub $sub;\n"
+              "  location / { return 200 \"sub=$sub zone=$zone 3=$3 uri=$uri\"; }\n"
+              "  location ~ ^/r/(.*)$ { return 200 \"loc=$1 sub=$sub\"; }\n}\n"
+              "server {\n  listen 127.0.0.1:0;\n  server_name exact.example.com www.example.*;\n"
+              "  return 200 \"named $host\";\n}\n");
+    static const struct {
+        const char *host, *target, *body;
+    } cases[] = {
+        {"Shop.Example.net", "/p", "sub=shop zone=example.net 3=net uri=/p"},
+        {"shop.example.com", "/r/x", "loc=x sub=shop"},
+        {"exact.example.com", "/", "named exact.example.com"},
+        {"www.example.com", "/", "named www.example.com"},
+        {"x1.example.com", "/", "default"},
+        {"other", "/", "default"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256], response[4096], value[128];
+        snprintf(text, sizeof(text), "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
+                 cases[i].target, cases[i].host);
+        ck_assert_uint_eq(request(d.port, text, response, sizeof(response)), 200);
+        const char *body = strstr(response, "\r\n\r\n");
+        ck_assert_ptr_nonnull(body);
+        ck_assert_msg(strcmp(body + 4, cases[i].body) == 0, "%s: %s", cases[i].host, body + 4);
+        if (i == 0) {
+            ck_assert(response_header(response, "X-Sub", value, sizeof(value)));
+            ck_assert_str_eq(value, "shop");
+        }
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* A fast backend's times are "0.000", not "-" (no upstream), and never
  * longer than the request's: nginx's $upstream_*_time. */
 START_TEST(upstream_times_of_a_fast_backend)
@@ -1121,6 +1213,15 @@ static const struct {
      "corral.conf:1:1: \"rewrite\" is not allowed at top level"},
     {"server {\n listen 127.0.0.1:0;\n location / { map $a $b {} return 200; }\n}\n",
      "corral.conf:3:15: \"map\" is not allowed in location"},
+    {"map $host $m { default 1; }\nserver {\n listen 127.0.0.1:0;\n set $M 2;\n"
+     " location / { return 200; }\n}\n",
+     "corral.conf:4:6: set: \"$M\" is a map's variable (map at line 1)"},
+    {"server {\n listen 127.0.0.1:0;\n location / { set $a $b; return 200; }\n}\n",
+     "corral.conf:3:22: set: unknown variable \"$b\""},
+    {"server {\n listen 127.0.0.1:0;\n server_name ~^(a;\n return 200;\n}\n",
+     "corral.conf:3:14: server_name: invalid regex \"^(a\": missing closing parenthesis"},
+    {"server {\n listen 127.0.0.1:0;\n server_name ~^(?<sub>a)$;\n return 200 $sb;\n}\n",
+     "corral.conf:4:13: return: unknown variable \"$sb\""},
 };
 
 START_TEST(config_errors_have_their_position)
@@ -1180,6 +1281,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, tls_variables_name_the_session);
     tcase_add_test(tc, connection_variables);
     tcase_add_test(tc, log_format_uses_the_same_variables);
+    tcase_add_test(tc, set_variables_reach_every_use);
+    tcase_add_test(tc, regex_server_names_give_their_groups);
     tcase_add_test(tc, upstream_times_of_a_fast_backend);
     tcase_add_test(tc, locations_are_picked_in_nginx_order);
     tcase_add_test(tc, a_regex_that_gives_up_answers_500);
