@@ -366,8 +366,9 @@ struct backend {
     bool running;
     atomic_bool stop;
     atomic_uint connections, in_flight, answered;
-    atomic_uint closed;  /* connections the backend has closed */
-    atomic_ullong bytes; /* every byte received */
+    atomic_uint closed;   /* connections the backend has closed */
+    atomic_uint raw_sent; /* times raw_after was sent */
+    atomic_ullong bytes;  /* every byte received */
     pthread_mutex_t lock;
     struct backend_conn conns[BACKEND_CONNS];
     size_t conn_count;
@@ -422,7 +423,9 @@ static bool backend_answer(struct backend *b, int fd, const char *request_head)
         if (b->raw_after == NULL)
             return false;
         usleep(100000);
-        return send_str_quiet(fd, b->raw_after);
+        bool sent = send_str_quiet(fd, b->raw_after);
+        atomic_fetch_add(&b->raw_sent, 1);
+        return sent;
     }
     char method[16] = "", target[1024] = "";
     sscanf(request_head, "%15s %1023s", method, target);
@@ -2206,7 +2209,9 @@ START_TEST(upstream_bytes_after_a_response_are_dropped)
                       "%s, request %d: %u \"%s\"", trailing_cases[_i].name, i, resp.status,
                       resp.body.data);
         response_free(&resp);
-        usleep(150000); /* the later bytes arrive meanwhile */
+        /* The later bytes arrive meanwhile. */
+        test_wait_for(atomic_load(&b->raw_sent) == (unsigned)i + 1, TEST_WAIT_MS,
+                      "%s, request %d: the later bytes not sent", trailing_cases[_i].name, i);
     }
     client_close(r);
     test_daemon_stop(&d);
