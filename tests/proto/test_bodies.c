@@ -96,7 +96,8 @@ struct reader {
     SSL *ssl; /* a TLS client's: client_connect() */
     char buf[64 * 1024];
     size_t off, len;
-    int err; /* 0, or the errno of the read that ended the stream */
+    int err;                /* 0, or the errno of the read that ended the stream */
+    atomic_ullong *counter; /* bytes received, or NULL */
 };
 
 /* More bytes into an empty buffer; false at the end of the stream. */
@@ -125,6 +126,8 @@ static bool rd_fill(struct reader *r)
         return false;
     }
     r->len = (size_t)n;
+    if (r->counter != NULL)
+        atomic_fetch_add(r->counter, (unsigned long long)n);
     return true;
 }
 
@@ -331,6 +334,7 @@ struct backend {
     pthread_mutex_t lock;
     int conns[BACKEND_CONNS]; /* -1: a free slot */
     atomic_int live;
+    atomic_ullong received; /* every byte received */
 };
 
 struct backend_conn_arg {
@@ -438,6 +442,7 @@ static void *backend_main(void *arg)
         if (r == NULL)
             abort();
         r->fd = fd;
+        r->counter = &b->received;
         struct backend_conn_arg *a = calloc(1, sizeof(*a));
         if (a == NULL)
             abort();
@@ -473,6 +478,7 @@ static void backend_start(struct backend *b)
     for (int i = 0; i < BACKEND_CONNS; i++)
         b->conns[i] = -1;
     atomic_init(&b->live, 0);
+    atomic_init(&b->received, 0);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_main, b), 0);
 }
 
@@ -762,12 +768,8 @@ START_TEST(backend_dying_mid_body_resets_the_client)
     free(r);
     /* Back to one pooled upstream connection and one pooled pipe. */
     check_download(d.port, MB, "cl", false);
-    int after = daemon_fd_count(&d);
-    for (int i = 0; i < 50 && after != before; i++) {
-        usleep(100 * 1000);
-        after = daemon_fd_count(&d);
-    }
-    ck_assert_int_eq(after, before);
+    test_wait_for(daemon_fd_count(&d) == before, 5000, "%d descriptors, %d before",
+                  daemon_fd_count(&d), before);
     test_daemon_stop(&d);
     backend_stop(&b);
 }
@@ -799,12 +801,8 @@ START_TEST(client_leaving_mid_body_frees_everything)
     close(r->fd);
     free(r);
     check_download(d.port, MB, "cl", false);
-    int after = daemon_fd_count(&d);
-    for (int i = 0; i < 50 && after != before; i++) {
-        usleep(100 * 1000);
-        after = daemon_fd_count(&d);
-    }
-    ck_assert_int_eq(after, before);
+    test_wait_for(daemon_fd_count(&d) == before, 5000, "%d descriptors, %d before",
+                  daemon_fd_count(&d), before);
     test_daemon_stop(&d);
     backend_stop(&b);
 }
@@ -928,8 +926,13 @@ START_TEST(last_response_of_a_connection_is_copied)
              closes ? "Connection: close\r\n" : "");
     struct sender s = {.fd = r->fd, .ssl = r->ssl};
     send_text(&s, request);
-    usleep(500 * 1000); /* the proxy fills what the client's socket takes */
-    int pipes_held = daemon_pipe_count(&d) - pipes;
+    /* The proxy fills what the client's socket takes: 500 ms for the
+     * copy to show it holds no pipe; a splice shows its pipe at once. */
+    int pipes_held = 0;
+    for (uint64_t end = test_now_ms() + 500; pipes_held != 2 && test_now_ms() < end;) {
+        test_sleep_ms(TEST_POLL_MS);
+        pipes_held = daemon_pipe_count(&d) - pipes;
+    }
     struct head h;
     ck_assert(rd_head(r, &h));
     EVP_MD_CTX *ctx = sha_new();
@@ -998,12 +1001,8 @@ START_TEST(backend_dying_mid_upload_answers_502)
     ck_assert_msg(h.status == 502, "%s", h.first);
     client_close(r);
     check_download(d.port, MB, "cl", false); /* a pooled connection and pipe again */
-    int after = daemon_fd_count(&d);
-    for (int i = 0; i < 50 && after != before; i++) {
-        usleep(100 * 1000);
-        after = daemon_fd_count(&d);
-    }
-    ck_assert_int_eq(after, before);
+    test_wait_for(daemon_fd_count(&d) == before, 5000, "%d descriptors, %d before",
+                  daemon_fd_count(&d), before);
     test_daemon_stop(&d);
     backend_stop(&b);
 }
@@ -1021,21 +1020,20 @@ START_TEST(client_leaving_mid_upload_frees_everything)
     int before = daemon_fd_count(&d);
     struct reader *r = client_connect(d.port);
     const char *head = "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 67108864\r\n\r\n";
+    unsigned long long upstream = atomic_load(&b.received);
     struct sender s = {.fd = r->fd};
     send_text(&s, head);
     pattern_pieces(0, 4 * MB, send_piece, &s);
     ck_assert(!s.failed);
-    usleep(200 * 1000); /* under way on the upstream, spliced or not */
+    /* Under way on the upstream, spliced or not. */
+    test_wait_for(atomic_load(&b.received) >= upstream + MB, TEST_WAIT_MS,
+                  "%llu bytes of the upload at the backend", atomic_load(&b.received) - upstream);
     struct linger linger = {.l_onoff = 1, .l_linger = 0};
     ck_assert_int_eq(setsockopt(r->fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger)), 0);
     client_close(r);
     check_download(d.port, MB, "cl", false);
-    int after = daemon_fd_count(&d);
-    for (int i = 0; i < 50 && after != before; i++) {
-        usleep(100 * 1000);
-        after = daemon_fd_count(&d);
-    }
-    ck_assert_int_eq(after, before);
+    test_wait_for(daemon_fd_count(&d) == before, 5000, "%d descriptors, %d before",
+                  daemon_fd_count(&d), before);
     test_daemon_stop(&d);
     backend_stop(&b);
 }

@@ -632,15 +632,14 @@ START_TEST(http2_prior_knowledge_after_the_header)
     char xff[256];
     const char v1[] = "PROXY TCP4 203.0.113.7 192.0.2.1 51000 80\r\n";
     h2_get_after(d.port, v1, sizeof(v1) - 1);
-    for (int i = 0; i < 500 && backend_requests(&b) == 0; i++)
-        usleep(10 * 1000);
+    test_wait_for(backend_requests(&b) > 0, 5000, "no request at the backend");
     backend_header(&b, "X-Forwarded-For", xff, sizeof(xff));
     ck_assert_str_eq(xff, "203.0.113.7");
     char v2[64];
     size_t len = v2_ipv6(v2, "2001:db8::9", 1);
     h2_get_after(d.port, v2, len);
-    for (int i = 0; i < 500 && backend_requests(&b) < 2; i++)
-        usleep(10 * 1000);
+    test_wait_for(backend_requests(&b) >= 2, 5000, "%d requests at the backend",
+                  backend_requests(&b));
     backend_header(&b, "X-Forwarded-For", xff, sizeof(xff));
     ck_assert_str_eq(xff, "2001:db8::9");
     /* HTTP/1.1 on the same port still works after the header. */
@@ -957,8 +956,8 @@ START_TEST(allow_and_deny_in_order)
     h2_get_after(d.port, denied, sizeof(denied) - 1);
     const char allowed[] = "PROXY TCP4 203.0.113.9 192.0.2.1 1 80\r\n";
     h2_get_after(d.port, allowed, sizeof(allowed) - 1);
-    for (int i = 0; i < 500 && backend_requests(&b) < 3; i++)
-        usleep(10 * 1000);
+    test_wait_for(backend_requests(&b) >= 3, 5000, "%d requests at the backend",
+                  backend_requests(&b));
     ck_assert_int_eq(backend_requests(&b), 3);
     test_daemon_stop(&d);
     /* Refusals are logged with the client's address. */

@@ -768,9 +768,7 @@ START_TEST(graceful_stop_ends_with_the_last_request)
     start_daemon(&d, b, "20s", "", "    keepalive 8;");
     int fd = test_connect(d.port);
     send_request(fd, "GET", "/slow", "");
-    for (int i = 0; i < 200 && backend_seen(b, "/slow") == NULL; i++)
-        usleep(10000);
-    ck_assert_ptr_nonnull(backend_seen(b, "/slow"));
+    test_wait_for(backend_seen(b, "/slow") != NULL, 2000, "/slow did not reach the backend");
     uint64_t start = test_now_ms();
     kill(d.pid, SIGTERM);
     struct response resp;
@@ -782,6 +780,30 @@ START_TEST(graceful_stop_ends_with_the_last_request)
     backend_stop(b);
 }
 END_TEST
+
+/* The bytes sent on the loopback client socket `fd` that the other end
+ * has not read yet (its receive queue in /proc/net/tcp), or -1 if that end
+ * is not there. */
+static long peer_unread(int fd, int server_port)
+{
+    struct sockaddr_in self;
+    socklen_t len = sizeof(self);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&self, &len), 0);
+    FILE *table = fopen("/proc/net/tcp", "re");
+    ck_assert_ptr_nonnull(table);
+    char line[512];
+    long unread = -1;
+    while (unread < 0 && fgets(line, sizeof(line), table) != NULL) {
+        unsigned local_port, remote_port;
+        unsigned long queued;
+        if (sscanf(line, " %*u: %*x:%x %*x:%x %*x %*x:%lx", &local_port, &remote_port, &queued) ==
+                3 &&
+            (int)local_port == server_port && remote_port == ntohs(self.sin_port))
+            unread = (long)queued;
+    }
+    fclose(table);
+    return unread;
+}
 
 /* A request whose head completes after the stop began opens the worker's
  * first upstream connection during the drain: that one is not pooled
@@ -805,10 +827,14 @@ START_TEST(graceful_stop_does_not_pool_a_connection_opened_while_draining)
     test_daemon_start(&d);
     int fd = test_connect(d.port);
     test_send_all(fd, "GET /late HTTP/1.1\r\nHost: hostile.test\r\n", 40);
-    usleep(200000); /* the head is partly in when the stop begins */
+    /* The head is partly in when the stop begins. */
+    test_wait_for(peer_unread(fd, d.port) == 0, TEST_WAIT_MS, "the daemon has not read %ld bytes",
+                  peer_unread(fd, d.port));
     uint64_t start = test_now_ms();
     kill(d.pid, SIGTERM);
-    usleep(200000);
+    /* The stop has begun once no worker listens any more. */
+    test_wait_for(test_listen_sockets("127.0.0.1", d.port) == 0, TEST_WAIT_MS,
+                  "still listening after SIGTERM");
     test_send_all(fd, "\r\n", 2);
     struct response resp;
     read_response(fd, false, &resp);

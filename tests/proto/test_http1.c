@@ -633,7 +633,7 @@ START_TEST(stalled_request_body_is_closed_and_counted)
     ck_assert(peer_closed(fd));
     ck_assert_uint_ge(test_now_ms() - started, 100);
     close(fd);
-    usleep(50000);
+    test_wait_for(timeouts_counted(HTTP_TIMEOUT_BODY) > 0, TEST_WAIT_MS, "no body timeout counted");
     ck_assert_uint_eq(timeouts_counted(HTTP_TIMEOUT_BODY), 1);
 }
 END_TEST

@@ -536,16 +536,9 @@ START_TEST(graceful_stop_lets_open_streams_finish)
     run(command, out, sizeof(out));
     ck_assert_msg(strstr(out, "100 succeeded, 0 failed, 0 errored") != NULL, "%s", out);
     /* It stops by itself (a second SIGTERM would not be graceful). */
-    int status = -1;
-    for (int waited = 0; waited < 15000 && status == -1; waited += 10) {
-        if (waitpid(d.pid, &status, WNOHANG) != d.pid) {
-            status = -1;
-            usleep(10000);
-        }
-    }
-    ck_assert_msg(status != -1, "the daemon did not stop");
+    int status = test_wait_exit(d.pid, 15000);
     d.pid = -1;
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status 0x%x", status);
+    ck_assert_msg(status == 0, "exit status %d (-1: the daemon did not stop)", status);
     backend_stop(&b);
 }
 END_TEST
@@ -776,7 +769,7 @@ START_TEST(backend_up_after_a_refused_connect_serves_http2)
     ck_assert_msg(strstr(out, "v=1.1 code=502") != NULL, "%s", out);
 
     backend_listen(&b);
-    usleep(1500 * 1000); /* fail_timeout */
+    usleep(1100 * 1000); /* fail_timeout=1s since the failure, before the sleep */
     test_send_all(fd, get3, sizeof(get3) - 1);
     ck_assert(stream_ends(fd, 3));
     close(fd);

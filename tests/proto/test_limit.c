@@ -350,9 +350,7 @@ static void slow_stop(struct slow_backend *b)
 /* Waits up to 5 s until the backend holds `n` requests. */
 static void wait_held(struct slow_backend *b, int n)
 {
-    for (int i = 0; i < 500 && b->held != n; i++)
-        usleep(10000);
-    ck_assert_int_eq(b->held, n);
+    test_wait_for(b->held == n, 5000, "the backend holds %d requests, not %d", b->held, n);
 }
 
 /* limit_conn 2 in front of a backend that holds its requests: a third
@@ -380,8 +378,17 @@ START_TEST(limit_conn_counts_exchanges_under_way)
     ck_assert_uint_eq(get(d.port, "/free", NULL, 0), 200);
     /* A client that goes away (its body unfinished) gives its count back. */
     close(second);
-    usleep(200000);
-    int third = send_get(d.port, "/d");
+    /* Until the daemon has seen it go, a third is refused at once: ask
+     * again until one is held. */
+    int third = send_get(d.port, "/d"), refused = 0;
+    for (uint64_t end = test_now_ms() + 5000; b.held != 3 && test_now_ms() < end;) {
+        struct pollfd answer = {.fd = third, .events = POLLIN};
+        if (poll(&answer, 1, TEST_POLL_MS) == 1) {
+            ck_assert_uint_eq(read_response(third, NULL, 0), 429);
+            refused++;
+            third = send_get(d.port, "/d");
+        }
+    }
     wait_held(&b, 3);
     ck_assert_uint_eq(get(d.port, "/e", NULL, 0), 429);
     b.release = true;
@@ -394,7 +401,8 @@ START_TEST(limit_conn_counts_exchanges_under_way)
     ck_assert_uint_eq(read_response(again[0], NULL, 0), 200);
     ck_assert_uint_eq(read_response(again[1], NULL, 0), 200);
     ck_assert_int_eq(
-        metric(&d, "corral_limit_conn_requests_total{zone=\"addr\",result=\"rejected\"} "), 2);
+        metric(&d, "corral_limit_conn_requests_total{zone=\"addr\",result=\"rejected\"} "),
+        2 + refused);
     test_daemon_stop(&d);
     slow_stop(&b);
 }

@@ -366,7 +366,9 @@ struct backend {
     bool running;
     atomic_bool stop;
     atomic_uint connections, in_flight, answered;
-    atomic_ullong bytes; /* every byte received */
+    atomic_uint closed;   /* connections the backend has closed */
+    atomic_uint raw_sent; /* times raw_after was sent */
+    atomic_ullong bytes;  /* every byte received */
     pthread_mutex_t lock;
     struct backend_conn conns[BACKEND_CONNS];
     size_t conn_count;
@@ -421,7 +423,9 @@ static bool backend_answer(struct backend *b, int fd, const char *request_head)
         if (b->raw_after == NULL)
             return false;
         usleep(100000);
-        return send_str_quiet(fd, b->raw_after);
+        bool sent = send_str_quiet(fd, b->raw_after);
+        atomic_fetch_add(&b->raw_sent, 1);
+        return sent;
     }
     char method[16] = "", target[1024] = "";
     sscanf(request_head, "%15s %1023s", method, target);
@@ -505,6 +509,7 @@ static void backend_close_conn(struct backend *b, struct backend_conn *c, bool r
         }
         close(c->fd);
         c->fd = -1;
+        atomic_fetch_add(&b->closed, 1);
     }
     pthread_mutex_unlock(&b->lock);
 }
@@ -589,13 +594,16 @@ static void *backend_accept_main(void *arg)
         pthread_mutex_lock(&b->lock);
         if (b->conn_count == BACKEND_CONNS) {
             close(fd);
+            atomic_fetch_add(&b->closed, 1);
         } else {
             struct backend_conn *c = &b->conns[b->conn_count];
             *c = (struct backend_conn){.backend = b, .fd = fd};
-            if (pthread_create(&c->thread, NULL, backend_conn_main, c) == 0)
+            if (pthread_create(&c->thread, NULL, backend_conn_main, c) == 0) {
                 b->conn_count++;
-            else
+            } else {
                 close(fd);
+                atomic_fetch_add(&b->closed, 1);
+            }
         }
         pthread_mutex_unlock(&b->lock);
     }
@@ -662,6 +670,26 @@ static size_t backend_complete_count(struct backend *b)
         count += b->requests[i].complete;
     pthread_mutex_unlock(&b->lock);
     return count;
+}
+
+/* Once the daemon has exited: waits until the backend has accepted and
+ * served to the end every connection the daemon made, so that everything
+ * the daemon sent is counted.  A connection of its own marks the end of
+ * the accept queue, which is first in, first out; it is then taken off
+ * the counts. */
+static void backend_settle(struct backend *b)
+{
+    int fd = test_connect(b->port);
+    shutdown(fd, SHUT_WR);
+    char byte;
+    ck_assert_int_eq(recv(fd, &byte, 1, 0), 0); /* the backend closed it: it was accepted */
+    close(fd);
+    test_wait_for(atomic_load(&b->closed) == atomic_load(&b->connections), TEST_WAIT_MS,
+                  "the backend still serves %u of %u connections",
+                  atomic_load(&b->connections) - atomic_load(&b->closed),
+                  atomic_load(&b->connections));
+    atomic_fetch_sub(&b->connections, 1);
+    atomic_fetch_sub(&b->closed, 1);
 }
 
 /* Request i as received; the test waits for its answer before looking. */
@@ -2181,7 +2209,9 @@ START_TEST(upstream_bytes_after_a_response_are_dropped)
                       "%s, request %d: %u \"%s\"", trailing_cases[_i].name, i, resp.status,
                       resp.body.data);
         response_free(&resp);
-        usleep(150000); /* the later bytes arrive meanwhile */
+        /* The later bytes arrive meanwhile. */
+        test_wait_for(atomic_load(&b->raw_sent) == (unsigned)i + 1, TEST_WAIT_MS,
+                      "%s, request %d: the later bytes not sent", trailing_cases[_i].name, i);
     }
     client_close(r);
     test_daemon_stop(&d);
@@ -2744,7 +2774,8 @@ START_TEST(malformed_request_is_refused_before_the_backend)
     response_free(&resp);
     client_close(r);
 
-    usleep(100000); /* for anything on its way to the backend */
+    test_daemon_stop(&d);
+    backend_settle(b); /* anything that was on its way to the backend is in */
     unsigned connections = atomic_load(&b->connections);
     unsigned long long bytes = atomic_load(&b->bytes);
     if (!c->in_body)
@@ -2754,7 +2785,6 @@ START_TEST(malformed_request_is_refused_before_the_backend)
     else
         ck_assert_msg(backend_complete_count(b) == 0, "%s: the backend got a complete request:\n%s",
                       c->name, backend_request(b, 0)->head);
-    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -2782,10 +2812,10 @@ START_TEST(malformed_request_after_a_valid_one_is_not_forwarded)
     response_free(&resp);
     ck_assert(peer_closed(r));
     client_close(r);
-    usleep(100000);
+    test_daemon_stop(&d);
+    backend_settle(b);
     ck_assert_uint_eq(backend_request_count(b), 1);
     ck_assert_str_eq(strtok(backend_request(b, 0)->head, "\r"), "GET /first HTTP/1.1");
-    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST
@@ -2826,12 +2856,12 @@ START_TEST(request_inside_a_body_stays_body)
     ck_assert_msg(resp.status != 200, "an incomplete request was answered 200");
     response_free(&resp);
     client_close(r);
-    usleep(200000);
+    test_daemon_stop(&d);
+    backend_settle(b);
     for (size_t i = 0; i < backend_request_count(b); i++)
         ck_assert_msg(strstr(backend_request(b, i)->head, "/smuggled") == NULL,
                       "the body became a request:\n%s", backend_request(b, i)->head);
     ck_assert_uint_eq(backend_complete_count(b), 1);
-    test_daemon_stop(&d);
     backend_free(b);
 }
 END_TEST

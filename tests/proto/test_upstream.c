@@ -445,9 +445,8 @@ static void backend_free(struct backend *b)
     atomic_store(&b->stop, true);
     pthread_join(b->thread, NULL);
     close(b->fd);
-    for (int i = 0; i < 500 && atomic_load(&b->live) > 0; i++)
-        usleep(10 * 1000);
-    ck_assert_uint_eq(atomic_load(&b->live), 0);
+    test_wait_for(atomic_load(&b->live) == 0, 5000, "%u backend connections live",
+                  (unsigned)atomic_load(&b->live));
     free(b);
 }
 
