@@ -14,6 +14,7 @@
 #include "proto/policy/return.h"
 #include "proto/policy/rewrite.h"
 #include "proto/policy/server_timing.h"
+#include "proto/upstream/proxy_module.h"
 
 #include <pthread.h>
 
@@ -34,6 +35,8 @@ struct http_module *const modules_list[] = {
     &server_timing_module,
     /* content: return CODE ["TEXT"] */
     &return_module,
+    /* content: proxy_pass, its add_header lines (add_header's build) */
+    &proxy_module,
 };
 const size_t modules_count = sizeof(modules_list) / sizeof(modules_list[0]);
 
