@@ -419,6 +419,16 @@ static const struct field_case field_cases[] = {
      "http://127.0.0.1:1; proxy_next_upstream_timeout 3s; } }",
      "location.next_upstream_tries", 2},
     {PROXY("proxy_next_upstream_timeout 3s;"), "location.next_upstream_timeout_ms", 3000},
+    /* a location's 0 (no limit) takes its server's; a server's stays */
+    {"server { listen 127.0.0.1:80; proxy_next_upstream_tries 2; location / { proxy_pass "
+     "http://127.0.0.1:1; proxy_next_upstream_tries 0; } }",
+     "location.next_upstream_tries", 2},
+    {"proxy_next_upstream_tries 3; server { listen 127.0.0.1:80; proxy_next_upstream_tries 0; "
+     "location / { proxy_pass http://127.0.0.1:1; } }",
+     "location.next_upstream_tries", 0},
+    {"proxy_next_upstream_timeout 5s; server { listen 127.0.0.1:80; location / { proxy_pass "
+     "http://127.0.0.1:1; proxy_next_upstream_timeout 0; } }",
+     "location.next_upstream_timeout_ms", 5000},
     /* TLS: the defaults, in servers with and without a tls listener */
     {TLS(""), "server.tls.certificate_count", 1},
     {TLS(""), "server.tls.protocols", TLS_PROTOCOL_1_2 | TLS_PROTOCOL_1_3},
@@ -1526,6 +1536,13 @@ static const struct error_case error_cases[] = {
      " proxy_tls_trusted_certificate ca.pem; } }",
      "test.conf:3:2: \"proxy_tls_trusted_certificate\" needs \"proxy_pass https://...\" in the "
      "same location"},
+    /* as written: nginx's spelling */
+    {"server { listen 127.0.0.1:80; location / {\n proxy_pass http://127.0.0.1:1;\n"
+     " proxy_ssl_verify off; } }",
+     "test.conf:3:2: \"proxy_ssl_verify\" needs \"proxy_pass https://...\" in the same location"},
+    {"server { listen 127.0.0.1:80; location / {\n proxy_pass http://127.0.0.1:1;\n"
+     " proxy_tls_name a.example; proxy_tls_verify off; } }",
+     "test.conf:3:2: \"proxy_tls_name\" needs \"proxy_pass https://...\" in the same location"},
     {"server { listen 127.0.0.1:80; location / { proxy_tls_name a.example; } }",
      "test.conf:1:31: location \"/\" has no \"return\", \"proxy_pass\" or \"rewrite\""},
     {"server { listen 127.0.0.1:80; location / { proxy_pass https://127.0.0.1:1;\n"
@@ -1628,6 +1645,11 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_upgrade websocket; proxy_set_header Upgrade $http_upgrade; } }",
      "test.conf:2:44: \"proxy_upgrade\" and \"proxy_set_header Upgrade $http_upgrade\" both "
+     "say which upgrades pass; keep one"},
+    /* the server's line, which the location takes */
+    {"server { listen 127.0.0.1:80;\n proxy_set_header Upgrade $http_upgrade;\n"
+     " location / { proxy_pass http://127.0.0.1:1; proxy_upgrade websocket; } }",
+     "test.conf:2:19: \"proxy_upgrade\" and \"proxy_set_header Upgrade $http_upgrade\" both "
      "say which upgrades pass; keep one"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_set_header Upgrade $http_upgrade; proxy_upgrade websocket; } }",
