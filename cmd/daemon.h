@@ -30,7 +30,10 @@ struct site {
 
 struct shared_upstream {
     struct proxy_upstream *upstream;
-    const struct conf_location *first; /* the location it was built for */
+    /* What it was built for: a proxy_pass target and, for https, its TLS
+     * settings (NULL: http), the config's. */
+    const char *target;
+    const struct tls_client_conf *tls;
 };
 
 /*

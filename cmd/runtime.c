@@ -13,6 +13,7 @@
 #include "proto/modules.h"
 #include "proto/policy/add_header.h"
 #include "proto/policy/error_page.h"
+#include "proto/upstream/proxy_module.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -46,13 +47,29 @@ void runtime_modules_init(void)
     pthread_once(&once, modules_register);
 }
 
-/* What a module's build step allocates from and compiles with: the
- * generation's, for the level being built (its location's regex groups
- * are what $1... read unless a build says otherwise). */
+/* The generation's upstreams by proxy_pass target: in buckets by the
+ * target's hash, the first of each chained through `next` to the others
+ * of the bucket; SIZE_MAX ends a chain. */
+struct upstream_chains {
+    size_t *first, *next;
+    size_t mask; /* buckets - 1, a power of two less one */
+};
+
+/* What a module's build step allocates from, compiles with and takes
+ * upstream groups from: the generation's, for the level being built (its
+ * location's regex groups are what $1... read unless a build says
+ * otherwise). */
 struct build_arena {
     struct runtime_vars *vars;
     const struct http_regex *captures; /* the location's regex; NULL: none */
+    struct generation *gen;
+    const struct conf_config *config;
+    struct upstream_chains *chains;
+    unsigned workers;
 };
+
+static int arena_upstream(void *arena, const char *target, const struct tls_client_conf *tls,
+                          const struct conf_pos *tls_pos, struct proxy_upstream **out);
 
 static void *arena_calloc(void *arena, size_t count, size_t size)
 {
@@ -120,14 +137,17 @@ static int name_regexes_build(struct runtime_vars *vars, const struct conf_serve
  * itself, which the config keeps as long as the generation.  A module
  * with a content handler that builds something for a location gives it
  * its handler. */
-static int modules_build(struct runtime_vars *vars, const void *block, const void *const **modules,
-                         struct http_location *loc, uint32_t *used)
+static int modules_build(const struct build_arena *site, const void *block,
+                         const void *const **modules, struct http_location *loc, uint32_t *used)
 {
-    struct build_arena arena = {vars, loc != NULL ? loc->regex : NULL};
+    struct runtime_vars *vars = site->vars;
+    struct build_arena arena = *site;
+    arena.captures = loc != NULL ? loc->regex : NULL;
     struct http_module_build b = {.calloc = arena_calloc,
                                   .compile = arena_compile,
                                   .compile_with = arena_compile_with,
                                   .regex = arena_regex,
+                                  .upstream = arena_upstream,
                                   .arena = &arena,
                                   .loc = loc,
                                   .built = modules};
@@ -218,34 +238,25 @@ static void listen_options_from(const struct conf_config *config, const struct s
     }
 }
 
-/* The generation's upstreams by proxy_pass string (conf_location's
- * proxy_target): the first of each, chained through `next` to the others
- * of the same string with other TLS settings; SIZE_MAX ends a chain. */
-struct upstream_chains {
-    size_t *first, *next;
-};
-
 /* TLS towards the upstream of an https:// proxy_pass.  The name checked in
  * its certificate (and sent as SNI) is proxy_tls_name, else the host that
  * proxy_pass names: the upstream block's name, or the address's host. */
-static int upstream_tls_build(const struct conf_location *loc, const char *target, unsigned workers,
-                              size_t slots, struct tls_client **out)
+static int upstream_tls_build(const struct tls_client_conf *tls, const struct conf_pos *tls_pos,
+                              const char *target, unsigned workers, size_t slots,
+                              struct tls_client **out)
 {
     char host[256];
     if (target[0] == '[')
         snprintf(host, sizeof(host), "%.*s", (int)strcspn(target + 1, "]"), target + 1);
     else
         snprintf(host, sizeof(host), "%.*s", (int)strcspn(target, ":"), target);
-    struct tls_client_conf conf = loc->proxy_tls;
+    struct tls_client_conf conf = *tls;
     if (conf.server_name == NULL)
         conf.server_name = host;
     char error[512];
     int err = tls_client_new(&conf, workers, slots, out, error, sizeof(error));
-    if (err == -EINVAL) {
-        const struct conf_pos *pos =
-            loc->proxy_tls.ca_file != NULL ? &loc->proxy_tls_ca_pos : &loc->pos;
-        log_error("%s:%u:%u: %s", pos->file, pos->line, pos->col, error);
-    }
+    if (err == -EINVAL)
+        log_error("%s:%u:%u: %s", tls_pos->file, tls_pos->line, tls_pos->col, error);
     return err;
 }
 
@@ -254,36 +265,57 @@ static bool same_optional_text(const char *a, const char *b)
     return a == NULL || b == NULL ? a == b : strcmp(a, b) == 0;
 }
 
-/* Whether two proxy_pass locations can share an upstream: the same target
- * and, for https, the same TLS settings. */
-static bool same_upstream(const struct conf_location *a, const struct conf_location *b)
+/* Whether a proxy_pass can share `shared`: the same target and, for https,
+ * the same TLS settings. */
+static bool same_upstream(const struct shared_upstream *shared, const char *target,
+                          const struct tls_client_conf *tls)
 {
-    if (strcmp(a->proxy_pass, b->proxy_pass) != 0)
+    if (strcmp(shared->target, target) != 0)
         return false;
-    return strncmp(a->proxy_pass, "https://", 8) != 0 ||
-           (a->proxy_tls.verify == b->proxy_tls.verify &&
-            same_optional_text(a->proxy_tls.ca_file, b->proxy_tls.ca_file) &&
-            same_optional_text(a->proxy_tls.server_name, b->proxy_tls.server_name));
+    return tls == NULL || (shared->tls->verify == tls->verify &&
+                           same_optional_text(shared->tls->ca_file, tls->ca_file) &&
+                           same_optional_text(shared->tls->server_name, tls->server_name));
 }
 
-/* The upstream for a proxy_pass location: the generation's one for the same
- * target, as nginx shares an upstream block's connections and health state
- * among the locations that name it, or a new one: a named upstream block,
- * or the single address proxy_pass names. */
-static int upstream_get(struct generation *gen, const struct conf_config *config,
-                        const struct conf_location *loc, unsigned workers,
-                        struct upstream_chains *chains, struct proxy_upstream **out)
+/* FNV-1a: a target's bucket. */
+static size_t target_hash(const char *target)
 {
-    for (size_t i = chains->first[loc->proxy_target]; i != SIZE_MAX; i = chains->next[i]) {
-        if (same_upstream(gen->upstreams[i].first, loc)) {
+    uint64_t h = 14695981039346656037u;
+    for (const unsigned char *p = (const unsigned char *)target; *p != '\0'; p++)
+        h = (h ^ *p) * 1099511628211u;
+    return (size_t)h;
+}
+
+/* The upstream of a proxy_pass (http_module_build.upstream): the
+ * generation's one for the same target, as nginx shares an upstream
+ * block's connections and health state among the locations that name
+ * it, or a new one: a named upstream block, or the single address
+ * proxy_pass names. */
+static int arena_upstream(void *arena, const char *url, const struct tls_client_conf *tls,
+                          const struct conf_pos *tls_pos, struct proxy_upstream **out)
+{
+    const struct build_arena *a = arena;
+    struct generation *gen = a->gen;
+    struct upstream_chains *chains = a->chains;
+    size_t bucket = target_hash(url) & chains->mask;
+    for (size_t i = chains->first[bucket]; i != SIZE_MAX; i = chains->next[i]) {
+        if (same_upstream(&gen->upstreams[i], url, tls)) {
             *out = gen->upstreams[i].upstream;
             return 0;
         }
     }
-    bool https = strncmp(loc->proxy_pass, "https://", 8) == 0;
-    const char *target = loc->proxy_pass + (https ? strlen("https://") : strlen("http://"));
-    const struct conf_upstream *named =
-        loc->proxy_upstream != SIZE_MAX ? &config->upstreams[loc->proxy_upstream] : NULL;
+    bool https = strncmp(url, "https://", 8) == 0;
+    assert(https == (tls != NULL));
+    const char *target = url + (https ? strlen("https://") : strlen("http://"));
+    const struct conf_upstream *named = NULL;
+    for (size_t i = 0; strchr(target, ':') == NULL && i < a->config->upstream_count; i++)
+        if (strcmp(a->config->upstreams[i].upstream.name, target) == 0)
+            named = &a->config->upstreams[i];
+    /* The parser checked the name (proxy_module.c): a config from elsewhere. */
+    if (strchr(target, ':') == NULL && named == NULL) {
+        log_error("no upstream named \"%s\"", target);
+        return -EINVAL;
+    }
     /* An address rather than an upstream block: a pool of that one server,
      * with the upstream module's defaults. */
     struct proxy_server_conf single = PROXY_SERVER_CONF_DEFAULT;
@@ -296,73 +328,18 @@ static int upstream_get(struct generation *gen, const struct conf_config *config
         conf.servers = &single;
         conf.server_count = 1;
     }
-    int err =
-        https ? upstream_tls_build(loc, target, workers, upstream_conf_slots(&conf), &conf.tls) : 0;
+    int err = https ? upstream_tls_build(tls, tls_pos, target, a->workers,
+                                         upstream_conf_slots(&conf), &conf.tls)
+                    : 0;
     if (err == 0)
-        err = upstream_new(&conf, workers, out);
+        err = upstream_new(&conf, a->workers, out);
     if (err != 0) {
         tls_client_free(conf.tls);
         return err;
     }
-    chains->next[gen->upstream_count] = chains->first[loc->proxy_target];
-    chains->first[loc->proxy_target] = gen->upstream_count;
-    gen->upstreams[gen->upstream_count++] = (struct shared_upstream){*out, loc};
-    return 0;
-}
-
-/* One proxy_pass location on `upstream`, with its settings and its own
- * header rewriting, into *out: owned by `vars`, as long as the
- * generation. */
-static int proxy_build(struct runtime_vars *vars, const struct conf_location *loc,
-                       const struct http_regex *location_regex, struct proxy_upstream *upstream,
-                       const struct http_add_headers *add_headers, struct proxy_location **out)
-{
-    const struct vars_template **values = NULL;
-    for (size_t i = 0; i < loc->set_header_count; i++) {
-        const struct vars_template *t;
-        int err = runtime_vars_compile(vars, loc->set_headers[i].value,
-                                       &loc->set_headers[i].value_pos, "proxy_set_header", &t);
-        if (err != 0)
-            return err;
-        if (t != NULL && values == NULL &&
-            (values = runtime_vars_calloc(vars, loc->set_header_count, sizeof(*values))) == NULL)
-            return -ENOMEM;
-        if (values != NULL)
-            values[i] = t;
-    }
-    const struct http_regex *captures = NULL;
-    for (size_t i = 0; values != NULL && i < loc->set_header_count; i++)
-        if (values[i] != NULL && vars_template_uses_captures(values[i]))
-            captures = location_regex;
-    struct proxy_location *px = runtime_vars_calloc(vars, 1, sizeof(*px));
-    struct http_header *headers =
-        runtime_vars_calloc(vars, loc->set_header_count + 1, sizeof(*headers));
-    struct http_str *hides = runtime_vars_calloc(vars, loc->hide_header_count + 1, sizeof(*hides));
-    if (px == NULL || headers == NULL || hides == NULL)
-        return -ENOMEM;
-    for (size_t i = 0; i < loc->set_header_count; i++)
-        headers[i] =
-            (struct http_header){{loc->set_headers[i].name, strlen(loc->set_headers[i].name)},
-                                 {loc->set_headers[i].value, strlen(loc->set_headers[i].value)}};
-    for (size_t i = 0; i < loc->hide_header_count; i++)
-        hides[i] = (struct http_str){loc->hide_headers[i], strlen(loc->hide_headers[i])};
-    *px = (struct proxy_location){
-        .upstream = upstream,
-        .conf = loc->proxy,
-        .set_headers = headers,
-        .set_header_count = loc->set_header_count,
-        .hide_headers = hides,
-        .hide_header_count = loc->hide_header_count,
-        .upgrades = loc->upgrade_set ? (const char *const *)loc->upgrades : proxy_upgrade_default,
-        .upgrade_count = loc->upgrade_set ? loc->upgrade_count : 1,
-        .upgrade_any = loc->upgrade_any,
-        .set_values = values,
-        .captures = captures,
-        .strip = {loc->path, strlen(loc->path)},
-        .uri = {loc->proxy_uri, loc->proxy_uri != NULL ? strlen(loc->proxy_uri) : 0},
-        .add_headers = add_headers,
-    };
-    *out = px;
+    chains->next[gen->upstream_count] = chains->first[bucket];
+    chains->first[bucket] = gen->upstream_count;
+    gen->upstreams[gen->upstream_count++] = (struct shared_upstream){*out, url, tls};
     return 0;
 }
 
@@ -578,6 +555,8 @@ static int site_build(struct site *site, struct generation *gen, const struct co
     }
     size_t v = 0, l = 0;
     int err = 0;
+    const struct build_arena arena = {
+        .vars = gen->vars, .gen = gen, .config = config, .chains = chains, .workers = workers};
     /* The modules in the site's steps: those without a configuration,
      * and those that build something for one of its vhosts or locations. */
     uint32_t used = 0;
@@ -602,7 +581,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->location_count = server->location_count;
             err = name_regexes_build(gen->vars, server, vhost);
             if (err == 0)
-                err = modules_build(gen->vars, server->modules, &vhost->modules, NULL, &used);
+                err = modules_build(&arena, server->modules, &vhost->modules, NULL, &used);
             /* The framers answer with them before a location is known. */
             vhost->add_headers = http_module_built_in(vhost->modules, &add_header_module);
             size_t named_count = 0;
@@ -628,24 +607,12 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                                              "location", &loc->regex);
                 runtime_vars_set_captures(gen->vars, loc->regex);
                 if (err == 0)
-                    err = modules_build(gen->vars, conf->modules, &loc->modules, loc, &used);
+                    err = modules_build(&arena, conf->modules, &loc->modules, loc, &used);
                 /* For the router's and the limits' own answers, and the proxy's. */
                 loc->add_headers = http_module_built_in(loc->modules, &add_header_module);
                 if (err == 0)
                     err = error_pages_build(gen->vars, config, server, conf, named, named_count,
                                             vhost, &loc->error_pages);
-                /* proxy_pass: its upstreams are the generation's, shared by
-                 * the locations that name the same one. */
-                if (err == 0 && conf->proxy_pass != NULL) {
-                    struct proxy_upstream *upstream;
-                    struct proxy_location *px = NULL;
-                    err = upstream_get(gen, config, conf, workers, chains, &upstream);
-                    if (err == 0)
-                        err = proxy_build(gen->vars, conf, loc->regex, upstream, loc->add_headers,
-                                          &px);
-                    loc->handler = &proxy_handler;
-                    loc->handler_data = px;
-                }
                 /* Its handler is known before the limits look at it. */
                 if (err == 0)
                     err = runtime_limits_build(gen->limits, gen->vars, conf, loc);
@@ -804,6 +771,13 @@ struct site *find_site(struct generation *gen, const char *address)
     return NULL;
 }
 
+/* A location's proxy_pass target, or NULL. */
+static const char *proxy_pass_of(const struct conf_location *loc)
+{
+    const struct proxy_module_conf *proxy = conf_module_conf(loc->modules, &proxy_module.conf);
+    return proxy != NULL ? proxy->pass : NULL;
+}
+
 /* Builds a site for every distinct listen address, in the order they
  * first appear, then the admin ones: everything a configuration names is
  * loaded here (certificates, keys, CA files, upstream addresses), so `-t`
@@ -816,8 +790,11 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
     for (size_t s = 0; s < config->server_count; s++) {
         listens += config->servers[s].listen_count;
         for (size_t l = 0; l < config->servers[s].location_count; l++)
-            max_upstreams += config->servers[s].locations[l].proxy_pass != NULL;
+            max_upstreams += proxy_pass_of(&config->servers[s].locations[l]) != NULL;
     }
+    size_t buckets = 1;
+    while (buckets < 2 * max_upstreams)
+        buckets *= 2;
     int vars_err = runtime_vars_new(config, &gen->vars);
     if (vars_err == 0)
         vars_err = runtime_limits_new(gen->vars, config, &gen->limits);
@@ -830,15 +807,16 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
     size_t *ends = calloc(addresses ? addresses : 1, sizeof(*ends));
     struct site_server *entries = calloc(listens ? listens : 1, sizeof(*entries));
     struct upstream_chains chains = {
-        .first = malloc((config->proxy_target_count + 1) * sizeof(size_t)),
+        .first = malloc(buckets * sizeof(size_t)),
         .next = malloc((max_upstreams + 1) * sizeof(size_t)),
+        .mask = buckets - 1,
     };
     int err = gen->sites == NULL || gen->upstreams == NULL || ends == NULL || entries == NULL ||
                       chains.first == NULL || chains.next == NULL
                   ? -ENOMEM
                   : 0;
-    for (size_t t = 0; err == 0 && t < config->proxy_target_count; t++)
-        chains.first[t] = SIZE_MAX;
+    for (size_t b = 0; err == 0 && b < buckets; b++)
+        chains.first[b] = SIZE_MAX;
     for (size_t s = 0; err == 0 && s < config->server_count; s++) {
         for (size_t i = 0; err == 0 && i < config->servers[s].listen_count; i++) {
             size_t a = config->servers[s].listens[i].address_index;

@@ -16,7 +16,6 @@
 #include "proto/policy/access.h"
 #include "proto/http2/http2_conf.h"
 #include "proto/http/http_limits.h"
-#include "proto/upstream/proxy_conf.h"
 #include "proto/tls/tls.h"
 #include "proto/upstream/upstream.h"
 
@@ -28,12 +27,6 @@
 /* A parse or validation failure: "file:line:col: message". */
 struct conf_error {
     char text[512];
-};
-
-struct conf_header {
-    char *name;
-    char *value; /* may hold $variables */
-    struct conf_pos value_pos;
 };
 
 /* error_page CODE... [=[RESPONSE]] URI, one item per code; a level with
@@ -137,36 +130,7 @@ struct conf_location {
      * "proxy_pass": those whose entry says `content`); NULL: none. */
     const char *content;
     struct conf_pos content_pos;
-    bool passes;      /* it has a directive that hands requests on (rewrite) */
-    char *proxy_pass; /* "http[s]://name_or_address[:port]" as written, without a path */
-    /* Which of the config's distinct proxy_pass strings it is (0 to
-     * conf_config.proxy_target_count - 1), and the upstream block it names
-     * (an index into conf_config.upstreams; SIZE_MAX: an address). */
-    size_t proxy_target, proxy_upstream;
-    char *proxy_uri; /* the path after it ("/", "/app/"), which replaces the part of the
-                        request's path the location matched; NULL: none */
-    /* TLS towards the upstream, used when proxy_pass is https:// (the parser
-     * refuses proxy_tls_* otherwise).  ca_file is resolved against the config
-     * file's directory; a NULL server_name stands for the host in proxy_pass
-     * (an upstream's name, or the address's host; no SNI for IP literals). */
-    struct tls_client_conf proxy_tls;
-    struct conf_pos proxy_tls_ca_pos; /* where proxy_tls_trusted_certificate is */
-    struct conf_header *set_headers;  /* proxy_set_header NAME VALUE */
-    size_t set_header_count;
-    char **hide_headers; /* proxy_hide_header NAME */
-    size_t hide_header_count;
-    /* proxy_upgrade PROTOCOL... | off: the Upgrade protocols passed on
-     * (upgrade_set false: websocket); upgrade_any: every protocol but the
-     * HTTP versions, which nginx's "proxy_set_header Upgrade $http_upgrade"
-     * says. */
-    char **upgrades;
-    size_t upgrade_count;
-    bool upgrade_set, upgrade_any;
-    bool connection_set; /* proxy_set_header Connection, which goes with it */
-    /* Once parsed, the location's effective proxy settings: its server's,
-     * with its own proxy_buffer_size if it has one (while parsing, 0 when
-     * it has none). */
-    struct proxy_conf proxy;
+    bool passes; /* it has a directive that hands requests on (rewrite) */
     struct conf_pos pos;
     struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
     struct conf_access_logs access_logs;
@@ -194,12 +158,11 @@ struct conf_listen {
     struct conf_pos pos;
 };
 
-/* Client-side HTTP limits and the proxy's settings; set in main and
+/* Client-side HTTP limits and HTTP/2 settings; set in main and
  * overridable per server (a server takes main's value of what it does not
  * set, wherever main sets it). */
 struct conf_http {
     struct http_limits limits; /* client_*, send_timeout, keepalive_* */
-    struct proxy_conf proxy;   /* proxy_*_timeout, proxy_buffer_size */
     struct http2_conf http2;   /* http2_*: an address takes its default server's */
 };
 
@@ -320,7 +283,6 @@ struct conf_config {
     struct conf_server *servers;
     size_t server_count;
     size_t listen_address_count; /* distinct listen addresses of the servers */
-    size_t proxy_target_count;   /* distinct proxy_pass strings of the locations */
     struct conf_upstream *upstreams;
     size_t upstream_count;
 

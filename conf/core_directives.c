@@ -26,7 +26,6 @@ void conf__core_defaults(struct conf_config *config)
     config->log_level = CORRAL_LOG_INFO;
     /* What a server does not set; the modules own these defaults. */
     config->http.limits = HTTP_LIMITS_DEFAULT;
-    config->http.proxy = PROXY_CONF_DEFAULT;
     config->http.http2 = HTTP2_CONF_DEFAULT;
     config->tls.settings = TLS_SERVER_CONF_DEFAULT;
 }

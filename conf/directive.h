@@ -28,12 +28,29 @@ struct conf_arg {
     struct conf_pos pos;
 };
 
-/* What a module's own apply function (conf_directive.module_apply) finds
- * wrong: `message`, reported at `at` (one of its arguments' positions;
- * NULL: the directive's name). */
+/* Where a module's directive is applied, or a level of its struct is
+ * checked (conf_module.check). */
+struct conf_module_where {
+    unsigned context; /* CONF_MAIN, CONF_SERVER or CONF_LOCATION */
+    const char *name; /* the directive as written (an nginx spelling, say) */
+    bool regex;       /* a regex location's */
+    /* The directive's name; for a check, the level's block (the top
+     * level's: the config file's start). */
+    const struct conf_pos *pos;
+    /* For a check only, once the whole config is known: whether it has an
+     * upstream block `name`. */
+    bool (*has_upstream)(const struct conf_module_where *where, const char *name);
+    void *arg; /* has_upstream's */
+};
+
+/* What a module's own apply function (conf_directive.module_apply) or
+ * check finds wrong: `message`, reported at `at` (one of its arguments'
+ * positions; NULL: the directive's name, or for a check the level's
+ * block).  `where` is filled in before the call. */
 struct conf_module_error {
     char message[256];
     const struct conf_pos *at;
+    const struct conf_module_where *where;
 };
 
 /* Applies a directive of a module that sets more than one field, to the
@@ -87,8 +104,6 @@ enum conf_kind {
 enum conf_base {
     CONF_BASE_MAIN,     /* struct conf_config */
     CONF_BASE_LIMITS,   /* struct http_limits: the server's, else the top level's */
-    CONF_BASE_PROXY,    /* struct proxy_conf: the location's, else the server's,
-                           else the top level's */
     CONF_BASE_HTTP2,    /* struct http2_conf: the server's, else the top level's */
     CONF_BASE_TLS,      /* struct conf_tls of the server */
     CONF_BASE_LOCATION, /* struct conf_location */
@@ -128,7 +143,9 @@ struct conf_directive {
      * location with it needs no content handler (conf_location.passes). */
     bool passes;
     /* CONF_BASE_MODULE entries that set several fields: the module's own
-     * apply function, given its struct; NULL: the generic setter. */
+     * apply function, given its struct; NULL: the generic setter.  With a
+     * `kind`, a check of its own before the generic setter, which sets
+     * the field once it returns 0. */
     conf_module_apply_fn module_apply;
 
     /* For conf__apply_setting(): */
@@ -171,6 +188,11 @@ struct conf_module {
      * level's fields say together: returns 0, or -1 with a message in
      * `error` (`len` bytes), reported at the level's block. */
     int (*merge)(void *conf, const void *parent, char *error, size_t len);
+    /* Once every level is merged, checks what a level's struct says
+     * against the rest of the config (error->where says which level) and
+     * settles what depends on the level.  Returns 0, or -1 with `error`
+     * filled in.  NULL: nothing to check. */
+    int (*check)(void *conf, struct conf_module_error *error);
     /* Frees what the fields own; NULL: nothing. */
     void (*free)(void *conf);
 };

@@ -250,7 +250,6 @@ static int apply_server(struct conf_state *state, const struct conf_node *node,
     server->tls.settings = TLS_SERVER_CONF_DEFAULT;
 
     state->server = server;
-    conf__proxy_server_start(state, node);
     int rc = conf__apply_block(state, node, CONF_SERVER);
     state->server = NULL;
     conf__index_free(&state->locations);
@@ -509,16 +508,12 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
     location->caseless = caseless;
     location->path_pos = path->pos;
     location->pos = node->name.pos;
-    location->proxy_tls = TLS_CLIENT_CONF_DEFAULT;
-    conf__proxy_location_start(location);
     location->path = conf__strdup(state, &path->pos, path->text);
     if (location->path == NULL)
         return -1;
 
     state->location = location;
     int rc = conf__apply_block(state, node, CONF_LOCATION);
-    if (rc == 0)
-        rc = conf__proxy_inherit_headers(state, node);
     state->location = NULL;
     if (rc != 0)
         return -1;
@@ -528,7 +523,7 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
                               "location \"%s\" has no \"return\", \"proxy_pass\" or "
                               "\"rewrite\"",
                               path->text);
-    return conf__proxy_check_location(state, location, node);
+    return 0;
 }
 
 /* keepalive_timeout TIME [HEADER_TIME] */
@@ -585,20 +580,15 @@ int conf__http_finish(struct conf_state *state)
 }
 
 /* The limits set one field of struct http_limits (the server's, else the
- * top level's) through conf__apply_setting(); the proxy's timeouts, one of
- * struct proxy_conf.  server, listen, server_name, location and return
- * build structure, so they have apply functions.  One directive per entry:
- * a table reads better than what the formatter makes of it. */
+ * top level's) through conf__apply_setting().  server, listen,
+ * server_name, location and return build structure, so they have apply
+ * functions.  One directive per entry: a table reads better than what
+ * the formatter makes of it. */
 /* clang-format off */
 #define HTTP_FIELD(base_, type, field) HTTP_FIELD_IN(CONF_MAIN | CONF_SERVER, base_, type, field)
 #define HTTP_FIELD_IN(where, base_, type, field) .contexts = where, .min_args = 1, \
     .max_args = 1, .base = base_, CONF_FIELD(type, field)
 #define LIMIT(field) HTTP_FIELD(CONF_BASE_LIMITS, struct http_limits, field)
-/* in a location too, as in nginx; conf__proxy_finish() settles them, and
- * takes the longest duration there is for "not written" */
-#define PROXY_TIMEOUT_MAX (UINT32_MAX - 1)
-#define PROXY(field) HTTP_FIELD_IN(CONF_MAIN | CONF_SERVER | CONF_LOCATION, CONF_BASE_PROXY, \
-    struct proxy_conf, field)
 #define HTTP2(field) HTTP_FIELD(CONF_BASE_HTTP2, struct http2_conf, field)
 
 const struct conf_directive conf__http_directives[] = {
@@ -617,12 +607,6 @@ const struct conf_directive conf__http_directives[] = {
      .max = HTTP_MAX_HEADER_SIZE_MAX},
     {.name = "client_max_headers", LIMIT(max_headers), .kind = CONF_KIND_COUNT, .min = 1},
     {.name = "client_max_body_size", LIMIT(max_body_size), .kind = CONF_KIND_SIZE},
-    {.name = "proxy_connect_timeout", PROXY(connect_timeout_ms), .kind = CONF_KIND_DURATION,
-     .max = PROXY_TIMEOUT_MAX},
-    {.name = "proxy_read_timeout", PROXY(read_timeout_ms), .kind = CONF_KIND_DURATION,
-     .max = PROXY_TIMEOUT_MAX},
-    {.name = "proxy_send_timeout", PROXY(send_timeout_ms), .kind = CONF_KIND_DURATION,
-     .max = PROXY_TIMEOUT_MAX},
     /* HTTP/2 (2^31-1: the largest window RFC 9113 6.9.2 allows; a header
      * list smaller than 1k refuses ordinary requests). */
     {.name = "http2_max_concurrent_streams", HTTP2(max_concurrent_streams),

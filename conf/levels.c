@@ -1,6 +1,6 @@
 /*
  * levels.c: inheritance, written once: a struct that the top level, each
- * server and each location hold (access, limits, proxy settings, the
+ * server and each location hold (access, limits, the
  * registered modules' block) is merged level by level, each server's
  * with the top level's and each location's with its server's, by the
  * merge function of its owner.

@@ -142,6 +142,58 @@ static int merge(struct conf_state *state, const struct conf_pos *pos, void *slo
     return 0;
 }
 
+static bool has_upstream(const struct conf_module_where *where, const char *name)
+{
+    const struct conf_state *state = where->arg;
+    size_t index;
+    return conf__index_find(&state->upstream_names, name, strlen(name), &index);
+}
+
+/* Runs each module's check on its struct in `block`, a level's merged
+ * block, as `where` says. */
+static int check(struct conf_state *state, void *block, const struct conf_module_where *where)
+{
+    for (size_t m = 0; block != NULL && m < block_count(block); m++) {
+        if (modules[m]->check == NULL)
+            continue;
+        struct conf_module_error error = {.at = NULL, .where = where};
+        if (modules[m]->check((char *)block + offsets[m], &error) != 0)
+            return conf__error_at(state->error, error.at != NULL ? error.at : where->pos, "%s",
+                                  error.message);
+    }
+    return 0;
+}
+
+/* Every level's check, once every level is merged. */
+static int check_levels(struct conf_state *state, const struct conf_pos *top)
+{
+    struct conf_config *config = state->config;
+    struct conf_module_where where = {
+        .context = CONF_MAIN, .pos = top, .has_upstream = has_upstream, .arg = state};
+    if (check(state, config->modules, &where) != 0)
+        return -1;
+    for (size_t s = 0; s < config->server_count; s++) {
+        struct conf_server *server = &config->servers[s];
+        where = (struct conf_module_where){.context = CONF_SERVER,
+                                           .pos = &server->pos,
+                                           .has_upstream = has_upstream,
+                                           .arg = state};
+        if (check(state, server->modules, &where) != 0)
+            return -1;
+        for (size_t l = 0; l < server->location_count; l++) {
+            struct conf_location *location = &server->locations[l];
+            where = (struct conf_module_where){.context = CONF_LOCATION,
+                                               .regex = location->regex,
+                                               .pos = &location->pos,
+                                               .has_upstream = has_upstream,
+                                               .arg = state};
+            if (check(state, location->modules, &where) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 int conf__modules_finish(struct conf_state *state)
 {
     struct conf_config *config = state->config;
@@ -156,7 +208,9 @@ int conf__modules_finish(struct conf_state *state)
         offsetof(struct conf_location, modules),
         merge,
     };
-    return conf__levels_merge(state, &levels);
+    if (conf__levels_merge(state, &levels) != 0)
+        return -1;
+    return check_levels(state, &top);
 }
 
 static void block_free(void *block)

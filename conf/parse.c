@@ -549,22 +549,6 @@ static void access_logs_free(struct conf_access_logs *logs)
 static void location_free(struct conf_location *location)
 {
     free(location->path);
-    free(location->proxy_pass);
-    free(location->proxy_uri);
-    /* The module's struct holds const pointers; the config owns them. */
-    free((void *)location->proxy_tls.ca_file);
-    free((void *)location->proxy_tls.server_name);
-    for (size_t i = 0; i < location->set_header_count; i++) {
-        free(location->set_headers[i].name);
-        free(location->set_headers[i].value);
-    }
-    free(location->set_headers);
-    for (size_t i = 0; i < location->hide_header_count; i++)
-        free(location->hide_headers[i]);
-    free(location->hide_headers);
-    for (size_t i = 0; i < location->upgrade_count; i++)
-        free(location->upgrades[i]);
-    free(location->upgrades);
     conf__access_free(&location->access);
     conf__limits_free(&location->limits);
     access_logs_free(&location->access_logs);

@@ -13,10 +13,9 @@
 #include <string.h>
 
 const struct conf_directive *const conf__tables[] = {
-    conf__core_directives,  conf__http_directives,     conf__tls_directives,
-    conf__proxy_directives, conf__access_directives,   conf__vars_directives,
-    conf__limit_directives, conf__upstream_directives, conf__error_page_directives,
-    conf__nginx_directives,
+    conf__core_directives,     conf__http_directives,       conf__tls_directives,
+    conf__access_directives,   conf__vars_directives,       conf__limit_directives,
+    conf__upstream_directives, conf__error_page_directives, conf__nginx_directives,
 };
 
 const size_t conf__table_count = sizeof(conf__tables) / sizeof(conf__tables[0]);
@@ -336,13 +335,10 @@ int conf__apply(struct conf_config *config, const struct conf_node *root, struct
         .config = config, .error = error, .root = root, .report = report, .report_arg = report_arg};
     error->text[0] = '\0';
     state.root_http2 = conf__find_child(root, "http2");
-    state.root_headers = conf__find_child(root, "proxy_set_header") != NULL;
     int rc = conf__apply_block(&state, root, CONF_MAIN);
     /* The whole-config passes assume every directive applied. */
     if (rc == 0)
         rc = conf__http_finish(&state);
-    if (rc == 0)
-        rc = conf__proxy_finish(&state);
     if (rc == 0)
         rc = conf__access_finish(&state);
     if (rc == 0)
@@ -355,12 +351,10 @@ int conf__apply(struct conf_config *config, const struct conf_node *root, struct
             memcpy(error->text, state.first_error, sizeof(error->text));
     }
     free(state.server_nodes);
-    free(state.proxy_refs);
     conf__index_free(&state.locations);
     conf__index_free(&state.addresses);
     conf__index_free(&state.names);
     conf__index_free(&state.upstream_names);
-    conf__index_free(&state.proxy_targets);
     free(state.address_uses);
     return rc;
 }

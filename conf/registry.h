@@ -32,7 +32,6 @@ struct conf_node {
 extern const struct conf_directive conf__core_directives[];
 extern const struct conf_directive conf__http_directives[];
 extern const struct conf_directive conf__tls_directives[];
-extern const struct conf_directive conf__proxy_directives[];
 extern const struct conf_directive conf__upstream_directives[];
 extern const struct conf_directive conf__access_directives[];
 extern const struct conf_directive conf__vars_directives[];
@@ -60,13 +59,6 @@ const char *conf__nginx_directive_note(const char *name, char *buf, size_t len);
 /* Every module's table, in the order they are searched. */
 extern const struct conf_directive *const conf__tables[];
 extern const size_t conf__table_count;
-
-/* A proxy_pass target, checked once every upstream is known. */
-struct conf_proxy_ref {
-    const char *url; /* the location's proxy_pass string */
-    struct conf_pos pos;
-    size_t server, location; /* the location, by its indexes */
-};
 
 /*
  * What the directives fill in while the tree is applied.  The object
@@ -120,24 +112,16 @@ struct conf_state {
     const struct conf_node *admin_node;
     bool in_admin;                         /* the admin block is being applied */
     const struct conf_node **server_nodes; /* one per config->servers, same order */
-    struct conf_proxy_ref *proxy_refs;
-    size_t proxy_ref_count;
-    struct conf_index locations; /* the server's: kind and path -> index */
+    struct conf_index locations;           /* the server's: kind and path -> index */
     struct conf_index addresses; /* listen addresses (conf_address_key) -> address_index */
     struct conf_address_use *address_uses;
     struct conf_index names;          /* address_index and lower-case server_name -> server */
     struct conf_index upstream_names; /* -> index in config->upstreams */
-    struct conf_index proxy_targets;  /* proxy_pass strings -> conf_location.proxy_target */
     /* Every error goes to report; the first is kept to be error's text at
      * the end. */
     const struct conf_node *root; /* the main block */
-    /* Looked up once, not once per server or location: the top level's
-     * "http2", and whether it has proxy_set_header lines; the block whose
-     * proxy_set_header lines the server's locations inherit (set by
-     * apply_server() for the server being applied). */
+    /* Looked up once, not once per server: the top level's "http2". */
     const struct conf_node *root_http2;
-    bool root_headers;
-    const struct conf_node *server_headers;
     conf_report_fn report;
     void *report_arg;
     unsigned error_count;
@@ -224,7 +208,6 @@ void conf__modules_free(struct conf_config *config);
 
 /* Finishing passes of the modules, run by conf__apply() in this order. */
 int conf__http_finish(struct conf_state *state);
-int conf__proxy_finish(struct conf_state *state);
 /* access_directives.c: each server and location inherits the real_ip and
  * allow/deny settings it does not write; conf__access_free() releases a
  * block's. */
@@ -254,34 +237,10 @@ void conf__tls_free(struct conf_tls *tls);
 /* core_directives.c: frees the admin block's settings. */
 void conf__admin_free(struct conf_config *config);
 
-/* Checks what the proxy module needs of a whole location block `node`,
- * once its directives are applied to `location`: proxy_tls_* only with an
- * https:// proxy_pass.  Returns 0 or -1. */
-int conf__proxy_check_location(struct conf_state *state, const struct conf_location *location,
-                               const struct conf_node *node);
-
-/* Applies to the location being applied (state->location), whose block is
- * `location_node`, the proxy_set_header lines of its server, or else of
- * the top level, when it writes none (nginx's rule).  Returns 0 or -1. */
-int conf__proxy_inherit_headers(struct conf_state *state, const struct conf_node *location_node);
-
-/* Finds, once per server block `node`, the block whose proxy_set_header
- * lines its locations inherit (state->server_headers). */
-void conf__proxy_server_start(struct conf_state *state, const struct conf_node *node);
-
-/* Marks the proxy settings a new location may write as not written, for
- * conf__proxy_finish() to tell them from its server's. */
-void conf__proxy_location_start(struct conf_location *location);
-
-/* Upstream names cannot contain ":", so http://NAME (an upstream) and
- * http://HOST:PORT (an address) never look alike (proxy_directives.c). */
+/* upstream_directives.c: upstream names cannot contain ":", so
+ * http://NAME (an upstream) and http://HOST:PORT (an address) never look
+ * alike in a proxy_pass. */
 bool conf__valid_upstream_name(const char *name);
-/* The upstream block called `name`, or NULL. */
-const struct conf_upstream *conf__find_upstream(const struct conf_config *config, const char *name);
-
-/* proxy_directives.c: an HTTP field name (RFC 9110 token), else the error
- * at `arg`.  Returns 0 or -1. */
-int conf__check_header_name(struct conf_state *state, const struct conf_arg *arg);
 
 /* vars_directives.c: frees what the maps hold. */
 void conf__free_maps(struct conf_config *config);

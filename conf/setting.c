@@ -17,11 +17,6 @@ static char *base_of(struct conf_state *state, enum conf_base base)
     case CONF_BASE_LIMITS:
         return (char *)(state->server != NULL ? &state->server->http.limits
                                               : &state->config->http.limits);
-    case CONF_BASE_PROXY:
-        if (state->location != NULL)
-            return (char *)&state->location->proxy;
-        return (char *)(state->server != NULL ? &state->server->http.proxy
-                                              : &state->config->http.proxy);
     case CONF_BASE_HTTP2:
         return (char *)(state->server != NULL ? &state->server->http.http2
                                               : &state->config->http.http2);
@@ -143,11 +138,20 @@ int conf__apply_setting(struct conf_state *state, const struct conf_node *node,
     if (base == NULL)
         return conf__error_at(state->error, &node->name.pos, "out of memory");
     if (directive->module_apply != NULL) {
-        struct conf_module_error error = {.at = NULL};
-        if (directive->module_apply(base, node->args, node->arg_count, &error) == 0)
+        const struct conf_module_where where = {
+            .context = state->location != NULL ? CONF_LOCATION
+                       : state->server != NULL ? CONF_SERVER
+                                               : CONF_MAIN,
+            .regex = state->location != NULL && state->location->regex,
+            .name = node->name.text,
+            .pos = &node->name.pos,
+        };
+        struct conf_module_error error = {.at = NULL, .where = &where};
+        if (directive->module_apply(base, node->args, node->arg_count, &error) != 0)
+            return conf__error_at(state->error, error.at != NULL ? error.at : &node->name.pos, "%s",
+                                  error.message);
+        if (directive->kind == CONF_KIND_NONE)
             return 0;
-        return conf__error_at(state->error, error.at != NULL ? error.at : &node->name.pos, "%s",
-                              error.message);
     }
     char *field = base + directive->offset;
     const struct conf_arg *arg = &node->args[0];
@@ -212,9 +216,6 @@ void conf__inherit_settings(struct conf_state *state, size_t index)
             if (d->base == CONF_BASE_LIMITS) {
                 from = (const char *)&state->config->http.limits;
                 to = (char *)&server->http.limits;
-            } else if (d->base == CONF_BASE_PROXY) {
-                from = (const char *)&state->config->http.proxy;
-                to = (char *)&server->http.proxy;
             } else if (d->base == CONF_BASE_HTTP2) {
                 from = (const char *)&state->config->http.http2;
                 to = (char *)&server->http.http2;

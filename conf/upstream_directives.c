@@ -13,6 +13,21 @@
 #include <string.h>
 #include <strings.h>
 
+/* Upstream names cannot contain ":", so http://NAME (an upstream) and
+ * http://HOST:PORT (an address) never look alike. */
+bool conf__valid_upstream_name(const char *name)
+{
+    if (*name == '\0')
+        return false;
+    for (const char *p = name; *p != '\0'; p++) {
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '.' || c == '_'))
+            return false;
+    }
+    return true;
+}
+
 /* Weights are ratios between servers of one pool; a bound keeps the sums
  * the balancer computes far from overflow. */
 #define MAX_WEIGHT 1000

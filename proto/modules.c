@@ -15,6 +15,7 @@
 #include "proto/policy/rewrite.h"
 #include "proto/policy/server_timing.h"
 #include "proto/policy/stub_status.h"
+#include "proto/upstream/proxy_module.h"
 
 #include <pthread.h>
 
@@ -37,6 +38,8 @@ struct http_module *const modules_list[] = {
     &return_module,
     /* content: stub_status */
     &stub_status_module,
+    /* content: proxy_pass, its add_header lines (add_header's build) */
+    &proxy_module,
 };
 const size_t modules_count = sizeof(modules_list) / sizeof(modules_list[0]);
 

@@ -30,6 +30,8 @@ struct http_phase_handler {
 /* What a build step gets besides its module's struct. */
 struct vars_template;
 struct http_regex;
+struct tls_client_conf;
+struct proxy_upstream;
 struct http_module_build {
     /* Memory that lives as long as the sites it builds for. */
     void *(*calloc)(void *arena, size_t count, size_t size);
@@ -47,6 +49,14 @@ struct http_module_build {
     /* Compiles the regex `pattern`, as compile() a text. */
     int (*regex)(void *arena, const char *pattern, bool caseless, const struct conf_pos *pos,
                  const char *directive, const struct http_regex **out);
+    /* The generation's upstream group for a proxy_pass `target`
+     * ("http[s]://NAME", an upstream block, or "http[s]://HOST:PORT",
+     * without its path) with, for https, `tls`: one per target and TLS
+     * settings, shared by the locations that name it, as nginx shares an
+     * upstream block's connections and health state.  A TLS problem is
+     * logged at `tls_pos`.  Returns 0 or -errno, having logged why. */
+    int (*upstream)(void *arena, const char *target, const struct tls_client_conf *tls,
+                    const struct conf_pos *tls_pos, struct proxy_upstream **out);
     void *arena;
     /* The location being built, its regex set, and in its `modules` what
      * the modules before this one in the list built for it; NULL when a

@@ -10,6 +10,7 @@
 #include "proto/policy/add_header.h"
 #include "proto/policy/return.h"
 #include "proto/policy/rewrite.h"
+#include "proto/upstream/proxy_module.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -29,6 +30,15 @@ static const struct return_conf *return_of(const struct conf_location *l)
     const struct return_conf *r = conf_module_conf(l->modules, &return_module.conf);
     ck_assert_ptr_nonnull(r);
     return r;
+}
+
+/* A level's proxy settings, which the proxy module's struct holds (NULL
+ * when the level is NULL). */
+static const struct proxy_module_conf *proxy_of(const void *modules)
+{
+    const struct proxy_module_conf *p = conf_module_conf(modules, &proxy_module.conf);
+    ck_assert_ptr_nonnull(p);
+    return p;
 }
 
 /* In-memory files for include; the list ends with a NULL path. */
@@ -173,9 +183,9 @@ START_TEST(defaults_when_absent)
     ck_assert_uint_eq(c->http.limits.max_header_size, 8192);
     ck_assert_uint_eq(c->http.limits.max_headers, 100);
     ck_assert_uint_eq(c->http.limits.max_body_size, 1048576);
-    ck_assert_uint_eq(c->http.proxy.connect_timeout_ms, 60000);
-    ck_assert_uint_eq(c->http.proxy.read_timeout_ms, 60000);
-    ck_assert_uint_eq(c->http.proxy.send_timeout_ms, 60000);
+    ck_assert_uint_eq(proxy_of(c->modules)->proxy.connect_timeout_ms, 60000);
+    ck_assert_uint_eq(proxy_of(c->modules)->proxy.read_timeout_ms, 60000);
+    ck_assert_uint_eq(proxy_of(c->modules)->proxy.send_timeout_ms, 60000);
     ck_assert_str_eq(c->path, "test.conf");
     ck_assert_uint_eq(c->file_count, 1);
     ck_assert_str_eq(c->files[0], "test.conf");
@@ -212,9 +222,12 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
     const struct conf_location *l = s != NULL && s->location_count > 0 ? &s->locations[0] : NULL;
     static const char server_http[] = "server.http.";
     const struct conf_http *http = &c->http;
+    const struct proxy_module_conf *proxy = proxy_of(c->modules);
+    const struct proxy_module_conf *lp = l != NULL ? proxy_of(l->modules) : NULL;
     if (strncmp(field, server_http, strlen(server_http)) == 0) {
         ck_assert_ptr_nonnull(s);
         http = &s->http;
+        proxy = proxy_of(s->modules);
         field += strlen(server_http);
     } else if (strncmp(field, "http.", 5) == 0) {
         field += 5;
@@ -237,9 +250,9 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"client_max_header_size", http->limits.max_header_size},
         {"client_max_headers", http->limits.max_headers},
         {"client_max_body_size", http->limits.max_body_size},
-        {"proxy_connect_timeout_ms", http->proxy.connect_timeout_ms},
-        {"proxy_read_timeout_ms", http->proxy.read_timeout_ms},
-        {"proxy_send_timeout_ms", http->proxy.send_timeout_ms},
+        {"proxy_connect_timeout_ms", proxy->proxy.connect_timeout_ms},
+        {"proxy_read_timeout_ms", proxy->proxy.read_timeout_ms},
+        {"proxy_send_timeout_ms", proxy->proxy.send_timeout_ms},
         {"upstream.balance", u != NULL ? u->upstream.balance : 99},
         {"upstream.keepalive", u != NULL ? u->upstream.keepalive : 99},
         {"upstream.keepalive_timeout_ms", u != NULL ? u->upstream.idle_timeout_ms : 99},
@@ -257,10 +270,10 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"server.tls.handshake_timeout_ms", tls != NULL ? tls->settings.handshake_timeout_ms : 99},
         {"server.tls.ktls", tls != NULL ? tls->settings.ktls : 99},
         {"server.tls.verify_client", tls != NULL ? tls->settings.verify_client : 99},
-        {"location.proxy_tls.verify", l != NULL ? l->proxy_tls.verify : 99},
-        {"location.next_upstream", l != NULL ? l->proxy.next_upstream & ~PROXY_NEXT_WRITTEN : 99},
-        {"location.next_upstream_tries", l != NULL ? l->proxy.next_upstream_tries : 99},
-        {"location.next_upstream_timeout_ms", l != NULL ? l->proxy.next_upstream_timeout_ms : 99},
+        {"location.proxy_tls.verify", lp != NULL ? lp->tls.verify : 99},
+        {"location.next_upstream", lp != NULL ? lp->proxy.next_upstream & ~PROXY_NEXT_WRITTEN : 99},
+        {"location.next_upstream_tries", lp != NULL ? lp->proxy.next_upstream_tries : 99},
+        {"location.next_upstream_timeout_ms", lp != NULL ? lp->proxy.next_upstream_timeout_ms : 99},
         {"upstream.hash_consistent", u != NULL ? u->upstream.hash_consistent : 99},
         {"upstream.random_two", u != NULL ? u->upstream.random_two : 99},
         {"upstream.health.enabled", u != NULL ? u->upstream.health.enabled : 99},
@@ -275,9 +288,9 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"upstream.server.slow_start_ms", u != NULL ? u->upstream.servers[0].slow_start_ms : 99},
         {"upstream.server.resolve", u != NULL ? u->upstream.servers[0].resolve : 99},
         {"upstream.resolve_valid_ms", u != NULL ? u->upstream.resolve_valid_ms : 99},
-        {"location.proxy_buffer_size", l != NULL ? l->proxy.response_head_limit : 99},
-        {"location.proxy_connect_timeout_ms", l != NULL ? l->proxy.connect_timeout_ms : 99},
-        {"location.proxy_read_timeout_ms", l != NULL ? l->proxy.read_timeout_ms : 99},
+        {"location.proxy_buffer_size", lp != NULL ? lp->proxy.response_head_limit : 99},
+        {"location.proxy_connect_timeout_ms", lp != NULL ? lp->proxy.connect_timeout_ms : 99},
+        {"location.proxy_read_timeout_ms", lp != NULL ? lp->proxy.read_timeout_ms : 99},
     };
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (strcmp(fields[i].name, field) == 0)
@@ -406,6 +419,16 @@ static const struct field_case field_cases[] = {
      "http://127.0.0.1:1; proxy_next_upstream_timeout 3s; } }",
      "location.next_upstream_tries", 2},
     {PROXY("proxy_next_upstream_timeout 3s;"), "location.next_upstream_timeout_ms", 3000},
+    /* a location's 0 (no limit) takes its server's; a server's stays */
+    {"server { listen 127.0.0.1:80; proxy_next_upstream_tries 2; location / { proxy_pass "
+     "http://127.0.0.1:1; proxy_next_upstream_tries 0; } }",
+     "location.next_upstream_tries", 2},
+    {"proxy_next_upstream_tries 3; server { listen 127.0.0.1:80; proxy_next_upstream_tries 0; "
+     "location / { proxy_pass http://127.0.0.1:1; } }",
+     "location.next_upstream_tries", 0},
+    {"proxy_next_upstream_timeout 5s; server { listen 127.0.0.1:80; location / { proxy_pass "
+     "http://127.0.0.1:1; proxy_next_upstream_timeout 0; } }",
+     "location.next_upstream_timeout_ms", 5000},
     /* TLS: the defaults, in servers with and without a tls listener */
     {TLS(""), "server.tls.certificate_count", 1},
     {TLS(""), "server.tls.protocols", TLS_PROTOCOL_1_2 | TLS_PROTOCOL_1_3},
@@ -666,16 +689,16 @@ START_TEST(full_server)
     l = &s->locations[2];
     ck_assert_str_eq(l->path, "/");
     ck_assert_str_eq(l->content, "proxy_pass");
-    ck_assert_str_eq(l->proxy_pass, "http://app");
-    ck_assert_uint_eq(l->set_header_count, 2);
-    ck_assert_str_eq(l->set_headers[0].name, "X-Real-IP");
-    ck_assert_str_eq(l->set_headers[0].value, "$remote_addr");
-    ck_assert_str_eq(l->set_headers[1].name, "Host");
-    ck_assert_str_eq(l->set_headers[1].value, "example.com");
-    ck_assert_uint_eq(l->hide_header_count, 1);
-    ck_assert_str_eq(l->hide_headers[0], "Server");
+    ck_assert_str_eq(proxy_of(l->modules)->pass, "http://app");
+    ck_assert_uint_eq(proxy_of(l->modules)->set_header_count, 2);
+    ck_assert_str_eq(proxy_of(l->modules)->set_headers[0].name, "X-Real-IP");
+    ck_assert_str_eq(proxy_of(l->modules)->set_headers[0].value, "$remote_addr");
+    ck_assert_str_eq(proxy_of(l->modules)->set_headers[1].name, "Host");
+    ck_assert_str_eq(proxy_of(l->modules)->set_headers[1].value, "example.com");
+    ck_assert_uint_eq(proxy_of(l->modules)->hide_header_count, 1);
+    ck_assert_str_eq(proxy_of(l->modules)->hide_headers[0], "Server");
     l = &s->locations[3];
-    ck_assert_str_eq(l->proxy_pass, "http://127.0.0.1:3000");
+    ck_assert_str_eq(proxy_of(l->modules)->pass, "http://127.0.0.1:3000");
     conf_free(c);
 }
 END_TEST
@@ -785,25 +808,25 @@ START_TEST(https_proxy_pass)
     ck_assert_uint_eq(s->location_count, 4);
     const struct conf_location *l = &s->locations[0];
     ck_assert_str_eq(l->content, "proxy_pass");
-    ck_assert_str_eq(l->proxy_pass, "https://app");
-    ck_assert(l->proxy_tls.verify);
-    ck_assert_str_eq(l->proxy_tls.server_name, "app.internal");
-    ck_assert_str_eq(l->proxy_tls.ca_file, "/etc/corral/ca/internal.pem");
-    ck_assert_uint_eq(l->proxy_tls_ca_pos.line, 7);
-    ck_assert_uint_eq(l->proxy_tls_ca_pos.col, 39);
+    ck_assert_str_eq(proxy_of(l->modules)->pass, "https://app");
+    ck_assert(proxy_of(l->modules)->tls.verify);
+    ck_assert_str_eq(proxy_of(l->modules)->tls.server_name, "app.internal");
+    ck_assert_str_eq(proxy_of(l->modules)->tls.ca_file, "/etc/corral/ca/internal.pem");
+    ck_assert_uint_eq(proxy_of(l->modules)->tls_ca_pos.line, 7);
+    ck_assert_uint_eq(proxy_of(l->modules)->tls_ca_pos.col, 39);
     l = &s->locations[1];
-    ck_assert_str_eq(l->proxy_pass, "https://127.0.0.1:8443");
-    ck_assert(!l->proxy_tls.verify);
-    ck_assert_ptr_null(l->proxy_tls.server_name);
-    ck_assert_ptr_null(l->proxy_tls.ca_file);
+    ck_assert_str_eq(proxy_of(l->modules)->pass, "https://127.0.0.1:8443");
+    ck_assert(!proxy_of(l->modules)->tls.verify);
+    ck_assert_ptr_null(proxy_of(l->modules)->tls.server_name);
+    ck_assert_ptr_null(proxy_of(l->modules)->tls.ca_file);
     l = &s->locations[2];
-    ck_assert_str_eq(l->proxy_pass, "https://[::1]:8443");
-    ck_assert_str_eq(l->proxy_tls.server_name, "::1");
-    ck_assert(l->proxy_tls.verify);
+    ck_assert_str_eq(proxy_of(l->modules)->pass, "https://[::1]:8443");
+    ck_assert_str_eq(proxy_of(l->modules)->tls.server_name, "::1");
+    ck_assert(proxy_of(l->modules)->tls.verify);
     l = &s->locations[3];
-    ck_assert_str_eq(l->proxy_pass, "http://app");
-    ck_assert(l->proxy_tls.verify);
-    ck_assert_ptr_null(l->proxy_tls.server_name);
+    ck_assert_str_eq(proxy_of(l->modules)->pass, "http://app");
+    ck_assert(proxy_of(l->modules)->tls.verify);
+    ck_assert_ptr_null(proxy_of(l->modules)->tls.server_name);
     conf_free(c);
 }
 END_TEST
@@ -824,14 +847,14 @@ START_TEST(proxy_upgrade_settings)
                  "        proxy_set_header Connection $connection_upgrade; }\n"
                  "}\n");
     const struct conf_location *l = c->servers[0].locations;
-    ck_assert(!l[0].upgrade_set && !l[0].upgrade_any);
-    ck_assert(l[1].upgrade_set && !l[1].upgrade_any);
-    ck_assert_uint_eq(l[1].upgrade_count, 2);
-    ck_assert_str_eq(l[1].upgrades[0], "websocket");
-    ck_assert_str_eq(l[1].upgrades[1], "foo");
-    ck_assert(l[2].upgrade_set && l[2].upgrade_count == 0);
-    ck_assert(!l[3].upgrade_set && l[3].upgrade_any);
-    ck_assert_uint_eq(l[3].set_header_count, 0);
+    ck_assert(!proxy_of(l[0].modules)->upgrade_set && !proxy_of(l[0].modules)->upgrade_any);
+    ck_assert(proxy_of(l[1].modules)->upgrade_set && !proxy_of(l[1].modules)->upgrade_any);
+    ck_assert_uint_eq(proxy_of(l[1].modules)->upgrade_count, 2);
+    ck_assert_str_eq(proxy_of(l[1].modules)->upgrades[0], "websocket");
+    ck_assert_str_eq(proxy_of(l[1].modules)->upgrades[1], "foo");
+    ck_assert(proxy_of(l[2].modules)->upgrade_set && proxy_of(l[2].modules)->upgrade_count == 0);
+    ck_assert(!proxy_of(l[3].modules)->upgrade_set && proxy_of(l[3].modules)->upgrade_any);
+    ck_assert_uint_eq(proxy_of(l[3].modules)->set_header_count, 0);
     conf_free(c);
 }
 END_TEST
@@ -853,9 +876,8 @@ START_TEST(servers_told_apart)
 }
 END_TEST
 
-/* What the daemon groups by, numbered by the parser: each distinct listen
- * address (whatever its spelling), each distinct proxy_pass string, and
- * the upstream block a proxy_pass names. */
+/* What the daemon groups by: each distinct listen address (whatever its
+ * spelling), numbered by the parser, and each proxy_pass target. */
 START_TEST(addresses_and_proxy_targets_are_numbered)
 {
     struct conf_config *c =
@@ -876,16 +898,16 @@ START_TEST(addresses_and_proxy_targets_are_numbered)
     ck_assert_uint_eq(c->servers[1].listens[1].address_index, 0);
     ck_assert_uint_eq(c->servers[2].listens[0].address_index, 2);
     const struct conf_location *l0 = c->servers[0].locations, *l1 = c->servers[1].locations;
-    ck_assert_uint_eq(c->proxy_target_count, 4);
-    ck_assert_uint_eq(l0[0].proxy_target, 0);
-    ck_assert_uint_eq(l0[1].proxy_target, 1);
-    ck_assert_uint_eq(l0[2].proxy_target, 2);
-    ck_assert_uint_eq(l1[0].proxy_target, 0); /* the path is not part of it */
-    ck_assert_uint_eq(l1[1].proxy_target, 3);
-    ck_assert_uint_eq(l0[0].proxy_upstream, 1);
-    ck_assert_uint_eq(l0[1].proxy_upstream, 0);
-    ck_assert_uint_eq(l0[2].proxy_upstream, SIZE_MAX);
-    ck_assert_uint_eq(l1[1].proxy_upstream, 1);
+    /* What the daemon shares an upstream group by: the target without
+     * its path (the names are checked at the end: "a" and "b" are
+     * upstream blocks). */
+    ck_assert_str_eq(proxy_of(l0[0].modules)->pass, "http://a");
+    ck_assert_str_eq(proxy_of(l0[1].modules)->pass, "http://b");
+    ck_assert_str_eq(proxy_of(l0[1].modules)->uri, "/");
+    ck_assert_str_eq(proxy_of(l0[2].modules)->pass, "http://127.0.0.1:9002");
+    ck_assert_str_eq(proxy_of(l1[0].modules)->pass, "http://a"); /* the path is not part of it */
+    ck_assert_str_eq(proxy_of(l1[0].modules)->uri, "/x/");
+    ck_assert_str_eq(proxy_of(l1[1].modules)->pass, "https://a");
     conf_free(c);
 }
 END_TEST
@@ -1111,7 +1133,8 @@ START_TEST(relative_paths_follow_their_file)
     ck_assert_str_eq(a->certificates[0].certificate_pos.file, "/etc/corral/sites/a.conf");
     ck_assert_str_eq(a->settings.client_ca, "/etc/corral/sites/ca/clients.pem");
     ck_assert_str_eq(a->client_ca_pos.file, "/etc/corral/sites/a.conf");
-    ck_assert_str_eq(c->servers[0].locations[0].proxy_tls.ca_file, "/etc/corral/sites/ca/app.pem");
+    ck_assert_str_eq(proxy_of(c->servers[0].locations[0].modules)->tls.ca_file,
+                     "/etc/corral/sites/ca/app.pem");
     ck_assert_str_eq(c->servers[0].pos.file, "/etc/corral/sites/a.conf");
     ck_assert_str_eq(b->certificates[0].certificate, "/etc/corral/b.pem");
     ck_assert_str_eq(b->certificates[0].key, "/k/b.key");
@@ -1528,6 +1551,13 @@ static const struct error_case error_cases[] = {
      " proxy_tls_trusted_certificate ca.pem; } }",
      "test.conf:3:2: \"proxy_tls_trusted_certificate\" needs \"proxy_pass https://...\" in the "
      "same location"},
+    /* as written: nginx's spelling */
+    {"server { listen 127.0.0.1:80; location / {\n proxy_pass http://127.0.0.1:1;\n"
+     " proxy_ssl_verify off; } }",
+     "test.conf:3:2: \"proxy_ssl_verify\" needs \"proxy_pass https://...\" in the same location"},
+    {"server { listen 127.0.0.1:80; location / {\n proxy_pass http://127.0.0.1:1;\n"
+     " proxy_tls_name a.example; proxy_tls_verify off; } }",
+     "test.conf:3:2: \"proxy_tls_name\" needs \"proxy_pass https://...\" in the same location"},
     {"server { listen 127.0.0.1:80; location / { proxy_tls_name a.example; } }",
      "test.conf:1:31: location \"/\" has no \"return\", \"proxy_pass\" or \"rewrite\""},
     {"server { listen 127.0.0.1:80; location / { proxy_pass https://127.0.0.1:1;\n"
@@ -1630,6 +1660,11 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_upgrade websocket; proxy_set_header Upgrade $http_upgrade; } }",
      "test.conf:2:44: \"proxy_upgrade\" and \"proxy_set_header Upgrade $http_upgrade\" both "
+     "say which upgrades pass; keep one"},
+    /* the server's line, which the location takes */
+    {"server { listen 127.0.0.1:80;\n proxy_set_header Upgrade $http_upgrade;\n"
+     " location / { proxy_pass http://127.0.0.1:1; proxy_upgrade websocket; } }",
+     "test.conf:2:19: \"proxy_upgrade\" and \"proxy_set_header Upgrade $http_upgrade\" both "
      "say which upgrades pass; keep one"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_set_header Upgrade $http_upgrade; proxy_upgrade websocket; } }",
@@ -1884,21 +1919,21 @@ START_TEST(nginx_levels)
     ck_assert_str_eq(r->text, "https://$host$request_uri");
 
     const struct conf_location *a = &c->servers[1].locations[0], *b = &c->servers[1].locations[1];
-    ck_assert_uint_eq(a->proxy.read_timeout_ms, 5000);    /* its own */
-    ck_assert_uint_eq(a->proxy.connect_timeout_ms, 2000); /* its server's */
-    ck_assert_uint_eq(b->proxy.read_timeout_ms, 30000);   /* the top level's */
-    ck_assert_uint_eq(b->proxy.send_timeout_ms, 60000);   /* the default */
+    ck_assert_uint_eq(proxy_of(a->modules)->proxy.read_timeout_ms, 5000);    /* its own */
+    ck_assert_uint_eq(proxy_of(a->modules)->proxy.connect_timeout_ms, 2000); /* its server's */
+    ck_assert_uint_eq(proxy_of(b->modules)->proxy.read_timeout_ms, 30000);   /* the top level's */
+    ck_assert_uint_eq(proxy_of(b->modules)->proxy.send_timeout_ms, 60000);   /* the default */
     /* a: none of its own, none in its server: the top level's */
-    ck_assert_uint_eq(a->set_header_count, 1);
-    ck_assert_str_eq(a->set_headers[0].name, "X-Top");
+    ck_assert_uint_eq(proxy_of(a->modules)->set_header_count, 1);
+    ck_assert_str_eq(proxy_of(a->modules)->set_headers[0].name, "X-Top");
     /* b: lines of its own (which corral does anyway), so nothing inherited */
-    ck_assert_uint_eq(b->set_header_count, 0);
-    ck_assert(b->connection_set);
+    ck_assert_uint_eq(proxy_of(b->modules)->set_header_count, 0);
+    ck_assert(proxy_of(b->modules)->connection_set);
     /* the server's lines, written after the location */
     const struct conf_location *l = &c->servers[2].locations[0];
-    ck_assert_uint_eq(l->set_header_count, 2);
-    ck_assert_str_eq(l->set_headers[0].name, "Host");
-    ck_assert_str_eq(l->set_headers[1].value, "$remote_addr");
+    ck_assert_uint_eq(proxy_of(l->modules)->set_header_count, 2);
+    ck_assert_str_eq(proxy_of(l->modules)->set_headers[0].name, "Host");
+    ck_assert_str_eq(proxy_of(l->modules)->set_headers[1].value, "$remote_addr");
     conf_free(c);
 }
 END_TEST

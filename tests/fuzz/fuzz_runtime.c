@@ -12,6 +12,8 @@
  */
 #include "cmd/runtime.h"
 #include "cmd/runtime_vars.h"
+#include "proto/http/module.h"
+#include "proto/upstream/proxy_module.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -192,9 +194,12 @@ static bool harmless_files(const struct conf_config *config)
             if (!harmless_file(tls->certificates[i].certificate) ||
                 !harmless_file(tls->certificates[i].key))
                 return false;
-        for (size_t l = 0; l < server->location_count; l++)
-            if (!harmless_file(server->locations[l].proxy_tls.ca_file))
+        for (size_t l = 0; l < server->location_count; l++) {
+            const struct proxy_module_conf *proxy =
+                conf_module_conf(server->locations[l].modules, &proxy_module.conf);
+            if (proxy != NULL && !harmless_file(proxy->tls.ca_file))
                 return false;
+        }
     }
     return true;
 }
