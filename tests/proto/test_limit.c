@@ -104,6 +104,19 @@ static bool near(long got, double expected)
     return got >= expected - slack && got <= expected + slack;
 }
 
+/* For what a limit lets through of a paced load: never more than the rate
+ * allows over the time the load took to send (10% slack), but possibly
+ * less when the machine is busy: a daemon that reads the paced requests
+ * late sees them closer together than they were sent, and more of them
+ * are excess.  So the floor is wider (25%): a limit that refused far too
+ * much still fails. */
+static bool near_paced(long got, double expected)
+{
+    double slack = expected * 0.1 > 2 ? expected * 0.1 : 2;
+    double floor = expected * 0.25 > 2 ? expected * 0.25 : 2;
+    return got >= expected - floor && got <= expected + slack;
+}
+
 /* ------------------------------------------------------------- limit_req */
 
 #define LOAD_REQUESTS 150
@@ -153,10 +166,9 @@ START_TEST(rate_and_burst_hold_across_workers)
     }
     double expected = 1 + 5 + 20 * seconds;
     ck_assert_int_eq(passed + refused, LOAD_REQUESTS);
-    ck_assert_msg(near(passed, expected), "%ld passed in %.2f s, expected %.1f", passed, seconds,
-                  expected);
-    ck_assert_msg(near(refused, LOAD_REQUESTS - expected), "%ld refused, expected %.1f", refused,
-                  LOAD_REQUESTS - expected);
+    ck_assert_msg(near_paced(passed, expected), "%ld passed in %.2f s, expected %.1f", passed,
+                  seconds, expected);
+    ck_assert_int_eq(passed + refused, LOAD_REQUESTS); /* so refused is as near */
     ck_assert_int_eq(metric(&d, "corral_limit_req_requests_total{zone=\"one\",result=\"passed\"} "),
                      passed);
     ck_assert_int_eq(
@@ -182,7 +194,7 @@ START_TEST(excess_is_delayed_then_refused)
     }
     double expected = 1 + 10 + 20 * seconds;
     ck_assert_int_eq(ok + refused, LOAD_REQUESTS);
-    ck_assert_msg(near(ok, expected), "%ld answered in %.2f s, expected %.1f", ok, seconds,
+    ck_assert_msg(near_paced(ok, expected), "%ld answered in %.2f s, expected %.1f", ok, seconds,
                   expected);
     long long passed =
         metric(&d, "corral_limit_req_requests_total{zone=\"two\",result=\"passed\"} ");
@@ -193,8 +205,8 @@ START_TEST(excess_is_delayed_then_refused)
      * evenly: the first 9 are within delay=5 (5000) and pass at once; 6 at
      * least when they come together. */
     ck_assert_msg(passed >= 6 && passed <= 12, "%lld passed at once", passed);
-    ck_assert_msg(near((long)delayed, expected - (double)passed), "%lld delayed, expected %.1f",
-                  delayed, expected - (double)passed);
+    ck_assert_msg(near_paced((long)delayed, expected - (double)passed),
+                  "%lld delayed, expected %.1f", delayed, expected - (double)passed);
     ck_assert_int_eq(
         metric(&d, "corral_limit_req_requests_total{zone=\"two\",result=\"rejected\"} "), refused);
     test_daemon_stop(&d);
