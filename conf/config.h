@@ -36,21 +36,6 @@ struct conf_header {
     struct conf_pos value_pos;
 };
 
-/* error_page CODE... [=[RESPONSE]] URI, one item per code; a level with
- * error_page of its own does not inherit the enclosing level's (nginx's
- * rule). */
-struct conf_error_page {
-    unsigned status;
-    int response; /* -1: no "=" (the error's status); 0: "="; else =RESPONSE */
-    char *uri;    /* may hold $variables */
-    struct conf_pos uri_pos;
-};
-
-struct conf_error_pages {
-    struct conf_error_page *items;
-    size_t count;
-};
-
 /* limit_req_zone KEY zone=NAME:SIZE rate=N r/s|r/m, or
  * limit_conn_zone KEY zone=NAME:SIZE. */
 struct conf_limit_zone {
@@ -168,11 +153,8 @@ struct conf_location {
      * it has none). */
     struct proxy_conf proxy;
     struct conf_pos pos;
-    struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
     struct conf_access_logs access_logs;
     struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
-    /* error_page: its own, not the server's */
-    struct conf_error_pages error_pages;
     /* The registered modules' structs (conf_module_conf(), directive.h):
      * its own settings, then inherited; NULL when none is registered. */
     void *modules;
@@ -250,12 +232,9 @@ struct conf_server {
     struct conf_http http;
     struct conf_tls tls;
     struct conf_pos pos;
-    struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
     struct conf_access_logs access_logs;
     struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
-    /* error_page: its own, not the top level's */
-    struct conf_error_pages error_pages;
-    void *modules; /* the registered modules' structs, as a location's */
+    void *modules;             /* the registered modules' structs, as a location's */
 };
 
 /* One admin listen beyond its address (conf_config.admin_listens). */
@@ -304,7 +283,6 @@ struct conf_config {
     size_t access_log_buffer;            /* buffer=SIZE: per worker; 0: a write per line */
     uint32_t access_log_flush_ms;        /* flush=TIME: 0: when full, and at the end */
     struct conf_access_logs access_logs; /* the top level's: the first is the fields above */
-    struct conf_error_pages error_pages; /* the top level's error_page */
     struct conf_map *maps;
     size_t map_count;
 
@@ -320,7 +298,6 @@ struct conf_config {
     struct conf_upstream *upstreams;
     size_t upstream_count;
 
-    struct access_conf access; /* real_ip, allow/deny at the top level */
     struct conf_limits limits; /* limit_req, limit_conn at the top level */
     struct conf_limit_zone *limit_zones;
     size_t limit_zone_count;

@@ -9,6 +9,7 @@
 #ifndef CORRAL_CONF_DIRECTIVE_H
 #define CORRAL_CONF_DIRECTIVE_H
 
+#include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -183,6 +184,32 @@ struct conf_module {
  * context of a directive already known. */
 #define CONF_MODULES_MAX 16
 int conf_module_register(const struct conf_module *module);
+
+/* Reads `text`, decimal digits only, into *out: for conf/'s own tables
+ * and for a module's apply function (inline: a module outside conf/
+ * links none of it).  Returns 0, or -1 with errno EINVAL (not digits) or
+ * ERANGE (past UINT_MAX). */
+static inline int conf_parse_uint(const char *text, unsigned *out)
+{
+    unsigned long long n = 0; /* past UINT_MAX it stops growing: no overflow */
+    if (!(*text >= '0' && *text <= '9')) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (; *text >= '0' && *text <= '9'; text++)
+        if (n <= UINT_MAX)
+            n = n * 10 + (unsigned)(*text - '0');
+    if (*text != '\0') {
+        errno = EINVAL;
+        return -1;
+    }
+    if (n > UINT_MAX) {
+        errno = ERANGE;
+        return -1;
+    }
+    *out = (unsigned)n;
+    return 0;
+}
 
 /* `module`'s struct in a level's block of module structs (conf_config,
  * conf_server and conf_location's `modules`), or NULL when the config was

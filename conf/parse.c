@@ -565,10 +565,8 @@ static void location_free(struct conf_location *location)
     for (size_t i = 0; i < location->upgrade_count; i++)
         free(location->upgrades[i]);
     free(location->upgrades);
-    conf__access_free(&location->access);
     conf__limits_free(&location->limits);
     access_logs_free(&location->access_logs);
-    conf__free_error_pages(&location->error_pages);
 }
 
 static void server_free(struct conf_server *server)
@@ -583,10 +581,8 @@ static void server_free(struct conf_server *server)
         location_free(&server->locations[i]);
     free(server->locations);
     conf__tls_free(&server->tls);
-    conf__access_free(&server->access);
     conf__limits_free(&server->limits);
     access_logs_free(&server->access_logs);
-    conf__free_error_pages(&server->error_pages);
 }
 
 void conf_free(struct conf_config *config)
@@ -614,7 +610,6 @@ void conf_free(struct conf_config *config)
     for (size_t i = 0; i < config->server_count; i++)
         server_free(&config->servers[i]);
     free(config->servers);
-    conf__access_free(&config->access);
     conf__limits_free(&config->limits);
     conf__limit_zones_free(config);
     for (size_t i = 0; i < config->upstream_count; i++) {
@@ -630,7 +625,6 @@ void conf_free(struct conf_config *config)
         free(config->upstreams[i].server_pos);
     }
     free(config->upstreams);
-    conf__free_error_pages(&config->error_pages);
     conf__free_maps(config);
     for (size_t i = 0; i < config->mime_type_count; i++) {
         free(config->mime_types[i].extension);

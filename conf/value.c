@@ -49,20 +49,6 @@ static int scale(uint64_t n, bool overflow, uint64_t unit, uint64_t max, uint64_
     return 0;
 }
 
-int conf__parse_uint(const char *text, unsigned *out)
-{
-    uint64_t n;
-    bool overflow;
-    if (read_digits(&text, &n, &overflow) != 0 || *text != '\0') {
-        errno = EINVAL;
-        return -1;
-    }
-    if (scale(n, overflow, 1, UINT_MAX, &n) != 0)
-        return -1;
-    *out = (unsigned)n;
-    return 0;
-}
-
 int conf_parse_size(const char *text, size_t *out)
 {
     uint64_t n, unit;

@@ -48,6 +48,9 @@ struct http_module_build {
     int (*regex)(void *arena, const char *pattern, bool caseless, const struct conf_pos *pos,
                  const char *directive, const struct http_regex **out);
     void *arena;
+    /* The named location `name` ("@name") of the server being built;
+     * NULL: it has none of that name. */
+    const struct http_location *(*named)(void *arena, const char *name);
     /* The location being built, its regex set, and in its `modules` what
      * the modules before this one in the list built for it; NULL when a
      * server's own answers are. */

@@ -159,6 +159,14 @@ static const void *const *rewrites_of(int n, const struct http_rewrites *rules)
     return built[n];
 }
 
+/* What the access module builds for a location that denies all. */
+static const void *const *denied_built(void)
+{
+    static const void *built[HTTP_MODULES_MAX];
+    built[access_module.index] = &denied;
+    return built;
+}
+
 static void setup(void)
 {
     memset(&seen, 0, sizeof(seen));
@@ -187,7 +195,7 @@ static void setup(void)
                                             .handler = &content,
                                             .modules = rewrites_of(1, &loop_rules)};
     locs[LOC_DENIED] = (struct http_location){
-        .path = "/denied", .path_len = 7, .handler = &content, .access = &denied};
+        .path = "/denied", .path_len = 7, .handler = &content, .modules = denied_built()};
     locs[LOC_NAMED] = (struct http_location){
         .path = "@fallback", .path_len = 9, .handler = &content, .named = true};
     locs[LOC_BREAK] = (struct http_location){.path = "/break/",
