@@ -60,6 +60,7 @@ struct named_locations {
  * are what $1... read unless a build says otherwise). */
 struct build_arena {
     struct runtime_vars *vars;
+    const struct runtime_limits *limits;
     const struct http_regex *captures; /* the location's regex; NULL: none */
     const struct named_locations *named;
 };
@@ -71,6 +72,12 @@ static const struct http_location *arena_named(void *arena, const char *name)
         if (strcmp(named->server->locations[named->index[j]].path, name) == 0)
             return &named->vhost->locations[named->index[j]];
     return NULL;
+}
+
+static int arena_limit_zone(void *arena, const char *name, struct limit_zone **zone,
+                            const struct vars_template **key, uint64_t *rate)
+{
+    return runtime_limits_find(((struct build_arena *)arena)->limits, name, zone, key, rate);
 }
 
 static void *arena_calloc(void *arena, size_t count, size_t size)
@@ -109,17 +116,19 @@ static int arena_regex(void *arena, const char *pattern, bool caseless, const st
  * itself, which the config keeps as long as the generation.  A module
  * with a content handler that builds something for a location gives it
  * its handler. */
-static int modules_build(struct runtime_vars *vars, const struct named_locations *named,
+static int modules_build(struct generation *gen, const struct named_locations *named,
                          const void *block, const void *const **modules, struct http_location *loc,
                          uint32_t *used)
 {
-    struct build_arena arena = {vars, loc != NULL ? loc->regex : NULL, named};
+    struct runtime_vars *vars = gen->vars;
+    struct build_arena arena = {vars, gen->limits, loc != NULL ? loc->regex : NULL, named};
     struct http_module_build b = {.calloc = arena_calloc,
                                   .compile = arena_compile,
                                   .compile_with = arena_compile_with,
                                   .regex = arena_regex,
                                   .arena = &arena,
                                   .named = arena_named,
+                                  .limit_zone = arena_limit_zone,
                                   .loc = loc,
                                   .built = modules};
     const void **out = NULL; /* made when a module first builds something */
@@ -553,8 +562,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             for (size_t i = 0; i < server->location_count; i++)
                 if (server->locations[i].path[0] == '@')
                     named[named_here.count++] = i;
-            err = modules_build(gen->vars, &named_here, server->modules, &vhost->modules, NULL,
-                                &used);
+            err = modules_build(gen, &named_here, server->modules, &vhost->modules, NULL, &used);
             /* The framers answer with them before a location is known. */
             vhost->add_headers = http_module_built_in(vhost->modules, &add_header_module);
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
@@ -570,8 +578,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                                              "location", &loc->regex);
                 runtime_vars_set_captures(gen->vars, loc->regex);
                 if (err == 0)
-                    err = modules_build(gen->vars, &named_here, conf->modules, &loc->modules, loc,
-                                        &used);
+                    err = modules_build(gen, &named_here, conf->modules, &loc->modules, loc, &used);
                 /* For the router's and the limits' own answers, and the proxy's. */
                 loc->add_headers = http_module_built_in(loc->modules, &add_header_module);
                 /* proxy_pass: its upstreams are the generation's, shared by
@@ -586,9 +593,6 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     loc->handler = &proxy_handler;
                     loc->handler_data = px;
                 }
-                /* Its handler is known before the limits look at it. */
-                if (err == 0)
-                    err = runtime_limits_build(gen->limits, gen->vars, conf, loc);
             }
         }
     }

@@ -47,26 +47,6 @@ struct conf_limit_zone {
     struct conf_pos pos, key_pos;
 };
 
-/* limit_req zone=NAME [burst=N] [nodelay|delay=N], or limit_conn NAME N. */
-struct conf_limit {
-    char *zone_name;
-    size_t zone;           /* its index in conf_config.limit_zones, once all are known */
-    unsigned burst, delay; /* limit_req */
-    bool nodelay;
-    unsigned max; /* limit_conn */
-    struct conf_pos pos;
-};
-
-/* A block's limits: a level with limit_req (or limit_conn) of its own
- * does not inherit the enclosing level's (nginx's rule). */
-struct conf_limits {
-    struct conf_limit *reqs;
-    size_t req_count;
-    struct conf_limit *conns;
-    size_t conn_count;
-    unsigned req_status, conn_status; /* limit_*_status; 0: inherited, else 503 */
-};
-
 /* map $source $name { KEY VALUE; ... default VALUE; }: KEY is an exact
  * value, ~REGEX or ~*REGEX. */
 struct conf_map_entry {
@@ -154,7 +134,6 @@ struct conf_location {
     struct proxy_conf proxy;
     struct conf_pos pos;
     struct conf_access_logs access_logs;
-    struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
     /* The registered modules' structs (conf_module_conf(), directive.h):
      * its own settings, then inherited; NULL when none is registered. */
     void *modules;
@@ -233,8 +212,7 @@ struct conf_server {
     struct conf_tls tls;
     struct conf_pos pos;
     struct conf_access_logs access_logs;
-    struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
-    void *modules;             /* the registered modules' structs, as a location's */
+    void *modules; /* the registered modules' structs, as a location's */
 };
 
 /* One admin listen beyond its address (conf_config.admin_listens). */
@@ -298,7 +276,6 @@ struct conf_config {
     struct conf_upstream *upstreams;
     size_t upstream_count;
 
-    struct conf_limits limits; /* limit_req, limit_conn at the top level */
     struct conf_limit_zone *limit_zones;
     size_t limit_zone_count;
     void *modules; /* the registered modules' structs at the top level */

@@ -11,9 +11,11 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct conf_node;
 
@@ -35,6 +37,9 @@ struct conf_arg {
 struct conf_module_error {
     char message[256];
     const struct conf_pos *at;
+    /* A position inside an argument (its "value" after "name="), for `at`
+     * to point at. */
+    struct conf_pos at_inside;
 };
 
 /* Applies a directive of a module that sets more than one field, to the
@@ -209,6 +214,55 @@ static inline int conf_parse_uint(const char *text, unsigned *out)
     }
     *out = (unsigned)n;
     return 0;
+}
+
+/* Fills in `error` for a module's apply function: the message, and the
+ * argument's position it is reported at (NULL: the directive's name).
+ * Returns -1, for `return conf_module_fail(...)`. */
+__attribute__((format(printf, 3, 4))) static inline int
+conf_module_fail(struct conf_module_error *error, const struct conf_pos *at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error->message, sizeof(error->message), fmt, ap);
+    va_end(ap);
+    error->at = at;
+    return -1;
+}
+
+/* The part of `arg` from byte `offset` on, with its position: the value
+ * of a "name=value" argument. */
+static inline struct conf_arg conf_arg_tail(const struct conf_arg *arg, size_t offset)
+{
+    struct conf_arg tail = {.text = arg->text + offset, .pos = arg->pos};
+    tail.pos.col += (unsigned)offset;
+    return tail;
+}
+
+/* Reads `arg` as a number from `min` to `max` into *out, as conf/'s own
+ * directives do.  Returns 0, or -1 with why in `error` (`what` names the
+ * setting in range messages, e.g. "\"limit_conn\""). */
+static inline int conf_arg_uint(const struct conf_arg *arg, const char *what, unsigned min,
+                                unsigned max, unsigned *out, struct conf_module_error *error)
+{
+    unsigned n;
+    int rc = conf_parse_uint(arg->text, &n);
+    if (rc == 0 && n >= min && n <= max) {
+        *out = n;
+        return 0;
+    }
+    error->at = &arg->pos;
+    if (rc != 0 && errno == EINVAL)
+        snprintf(error->message, sizeof(error->message), "invalid number \"%s\"", arg->text);
+    else if (max < UINT_MAX)
+        snprintf(error->message, sizeof(error->message), "%s must be from %u to %u, got \"%s\"",
+                 what, min, max, arg->text);
+    else if (rc != 0)
+        snprintf(error->message, sizeof(error->message), "number \"%s\" is too large", arg->text);
+    else
+        snprintf(error->message, sizeof(error->message), "%s must be at least %u, got \"%s\"", what,
+                 min, arg->text);
+    return -1;
 }
 
 /* `module`'s struct in a level's block of module structs (conf_config,

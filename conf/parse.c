@@ -565,7 +565,6 @@ static void location_free(struct conf_location *location)
     for (size_t i = 0; i < location->upgrade_count; i++)
         free(location->upgrades[i]);
     free(location->upgrades);
-    conf__limits_free(&location->limits);
     access_logs_free(&location->access_logs);
 }
 
@@ -581,7 +580,6 @@ static void server_free(struct conf_server *server)
         location_free(&server->locations[i]);
     free(server->locations);
     conf__tls_free(&server->tls);
-    conf__limits_free(&server->limits);
     access_logs_free(&server->access_logs);
 }
 
@@ -610,7 +608,6 @@ void conf_free(struct conf_config *config)
     for (size_t i = 0; i < config->server_count; i++)
         server_free(&config->servers[i]);
     free(config->servers);
-    conf__limits_free(&config->limits);
     conf__limit_zones_free(config);
     for (size_t i = 0; i < config->upstream_count; i++) {
         struct proxy_upstream_conf *upstream = &config->upstreams[i].upstream;

@@ -225,12 +225,9 @@ void conf__modules_free(struct conf_config *config);
 int conf__http_finish(struct conf_state *state);
 int conf__proxy_finish(struct conf_state *state);
 
-/* limit_directives.c: each limit_req and limit_conn names a zone of its
- * kind; each server and location inherits the limits it does not set.
- * conf__limits_free() releases a block's, conf__limit_zones_free() the
- * zones. */
+/* limit_directives.c: each limit_req and limit_conn (the limit module's)
+ * names a zone of its kind; conf__limit_zones_free() frees the zones. */
 int conf__limit_finish(struct conf_state *state);
-void conf__limits_free(struct conf_limits *limits);
 void conf__limit_zones_free(struct conf_config *config);
 
 /* tls_directives.c: what needs a server's whole block: the last

@@ -20,7 +20,6 @@
 #define HTTP_MAX_STATUS 600
 
 struct http_regex;
-struct limit_location;
 struct router_table;
 
 struct http_location {
@@ -29,10 +28,9 @@ struct http_location {
     bool exact;
     const struct http_handler *handler;
     void *handler_data;
-    bool no_regex;                       /* "^~": as the longest prefix, no regex is tried */
-    const struct http_regex *regex;      /* "~", "~*": tried in order after the prefixes */
-    const struct limit_location *limits; /* limit_req, limit_conn; NULL: none */
-    struct access_log *access_log;       /* its access_log lines; NULL: its vhost's */
+    bool no_regex;                  /* "^~": as the longest prefix, no regex is tried */
+    const struct http_regex *regex; /* "~", "~*": tried in order after the prefixes */
+    struct access_log *access_log;  /* its access_log lines; NULL: its vhost's */
     /* add_header for corral's own answers (403, a limit's 503); NULL: none */
     const struct http_add_headers *add_headers;
     bool named; /* "@name": searched for no request, reached by error_page only */

@@ -13,7 +13,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,17 +277,6 @@ void access_conf_free(struct access_conf *conf)
         free(conf->rules);
 }
 
-__attribute__((format(printf, 3, 4))) static int
-fail(struct conf_module_error *error, const struct conf_pos *at, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(error->message, sizeof(error->message), fmt, ap);
-    va_end(ap);
-    error->at = at;
-    return -1;
-}
-
 /* set_real_ip_from CIDR; */
 static int apply_real_ip_from(void *conf, const struct conf_arg *args, size_t count,
                               struct conf_module_error *error)
@@ -302,7 +290,7 @@ static int apply_real_ip_from(void *conf, const struct conf_arg *args, size_t co
     }
     struct access_net *nets = realloc(c->real_ip_from, (c->real_ip_from_count + 1) * sizeof(*nets));
     if (nets == NULL)
-        return fail(error, &args[0].pos, "%s", "out of memory");
+        return conf_module_fail(error, &args[0].pos, "%s", "out of memory");
     c->real_ip_from = nets;
     nets[c->real_ip_from_count++] = net;
     return 0;
@@ -322,11 +310,12 @@ static int apply_real_ip_header(void *conf, const struct conf_arg *args, size_t 
     }
     for (const char *p = arg->text; *p != '\0'; p++)
         if (*p <= ' ' || *p == ':' || *p >= 0x7f)
-            return fail(error, &arg->pos, "invalid header name \"%s\"", arg->text);
+            return conf_module_fail(error, &arg->pos, "invalid header name \"%s\"", arg->text);
     if (arg->text[0] == '\0')
-        return fail(error, &arg->pos, "%s", "invalid header name \"\"");
+        return conf_module_fail(error, &arg->pos, "%s", "invalid header name \"\"");
     c->real_ip_header = strdup(arg->text);
-    return c->real_ip_header != NULL ? 0 : fail(error, &arg->pos, "%s", "out of memory");
+    return c->real_ip_header != NULL ? 0
+                                     : conf_module_fail(error, &arg->pos, "%s", "out of memory");
 }
 
 /* allow ADDRESS|CIDR|all; and deny the same, in one list, in order. */
@@ -339,7 +328,7 @@ static int apply_rule(struct access_conf *c, bool allow, const struct conf_arg *
         return -1;
     }
     if (access_rule_add(c, allow, &net) != 0)
-        return fail(error, &arg->pos, "%s", "out of memory");
+        return conf_module_fail(error, &arg->pos, "%s", "out of memory");
     return 0;
 }
 

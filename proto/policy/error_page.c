@@ -14,7 +14,6 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,17 +272,6 @@ static bool respond(struct exchange *ex, unsigned status)
 
 /* ------------------------------------------------------- configuration */
 
-__attribute__((format(printf, 3, 4))) static int
-fail(struct conf_module_error *error, const struct conf_pos *at, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(error->message, sizeof(error->message), fmt, ap);
-    va_end(ap);
-    error->at = at;
-    return -1;
-}
-
 /* "=" (0) or "=RESPONSE" (200 to 599) into *out. */
 static int parse_response(const struct conf_arg *arg, int *out, struct conf_module_error *error)
 {
@@ -292,8 +280,9 @@ static int parse_response(const struct conf_arg *arg, int *out, struct conf_modu
         return 0;
     unsigned code;
     if (conf_parse_uint(arg->text + 1, &code) != 0 || code < 200 || code > 599)
-        return fail(error, &arg->pos,
-                    "invalid response code \"%s\" (expected \"=\" or =200 to =599)", arg->text);
+        return conf_module_fail(error, &arg->pos,
+                                "invalid response code \"%s\" (expected \"=\" or =200 to =599)",
+                                arg->text);
     *out = (int)code;
     return 0;
 }
@@ -304,14 +293,15 @@ static int parse_response(const struct conf_arg *arg, int *out, struct conf_modu
 static int check_uri(const struct conf_arg *arg, struct conf_module_error *error)
 {
     if (arg->text[0] == '\0')
-        return fail(error, &arg->pos, "%s", "empty error_page URI");
+        return conf_module_fail(error, &arg->pos, "%s", "empty error_page URI");
     if (arg->text[0] == '=')
-        return fail(error, &arg->pos, "error_page needs a URI after \"%s\"", arg->text);
+        return conf_module_fail(error, &arg->pos, "error_page needs a URI after \"%s\"", arg->text);
     if (arg->text[0] == '@' && arg->text[1] == '\0')
-        return fail(error, &arg->pos, "%s", "empty location name \"@\"");
+        return conf_module_fail(error, &arg->pos, "%s", "empty location name \"@\"");
     for (const char *p = arg->text; *p != '\0'; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            return fail(error, &arg->pos, "%s", "an error_page URI cannot hold control characters");
+            return conf_module_fail(error, &arg->pos, "%s",
+                                    "an error_page URI cannot hold control characters");
     return 0;
 }
 
@@ -325,8 +315,8 @@ static int apply(void *conf, const struct conf_arg *args, size_t count,
     int response = -1;
     if (args[last - 1].text[0] == '=') {
         if (last - 1 == 0)
-            return fail(error, &args[0].pos, "error_page needs a status code before \"%s\"",
-                        args[0].text);
+            return conf_module_fail(error, &args[0].pos,
+                                    "error_page needs a status code before \"%s\"", args[0].text);
         if (parse_response(&args[last - 1], &response, error) != 0)
             return -1;
         codes = last - 1;
@@ -338,17 +328,17 @@ static int apply(void *conf, const struct conf_arg *args, size_t count,
         unsigned status;
         if (conf_parse_uint(code->text, &status) != 0 || status < 300 || status > 599 ||
             status == 499)
-            return fail(error, &code->pos,
-                        "invalid error_page code \"%s\" (expected 300 to 599, not 499)",
-                        code->text);
+            return conf_module_fail(error, &code->pos,
+                                    "invalid error_page code \"%s\" (expected 300 to 599, not 499)",
+                                    code->text);
         struct error_page_line *items = realloc(c->items, (c->count + 1) * sizeof(*items));
         if (items == NULL)
-            return fail(error, &code->pos, "%s", "out of memory");
+            return conf_module_fail(error, &code->pos, "%s", "out of memory");
         c->items = items;
         struct error_page_line *page = &items[c->count++]; /* freed with the rest */
         *page = (struct error_page_line){status, response, strdup(uri->text), uri->pos};
         if (page->uri == NULL)
-            return fail(error, &uri->pos, "%s", "out of memory");
+            return conf_module_fail(error, &uri->pos, "%s", "out of memory");
     }
     return 0;
 }

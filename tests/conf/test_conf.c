@@ -9,6 +9,7 @@
 #include "proto/modules.h"
 #include "proto/policy/add_header.h"
 #include "proto/policy/error_page.h"
+#include "proto/policy/limit.h"
 #include "proto/policy/return.h"
 #include "proto/policy/rewrite.h"
 
@@ -1040,19 +1041,21 @@ START_TEST(limit_inheritance)
     ck_assert_uint_eq(c->limit_zones[1].size, 65536);
     ck_assert(c->limit_zones[2].conn);
     ck_assert_str_eq(c->limit_zones[2].key, "$binary_remote_addr");
-    const struct conf_limits *a = &c->servers[0].locations[0].limits,
-                             *two = &c->servers[0].locations[1].limits;
+    const struct limit_conf *a = conf_module_conf(c->servers[0].locations[0].modules,
+                                                  &limit_module.conf),
+                            *two = conf_module_conf(c->servers[0].locations[1].modules,
+                                                    &limit_module.conf);
     ck_assert_uint_eq(a->req_count, 1);
-    ck_assert_uint_eq(a->reqs[0].zone, 0);
+    ck_assert_str_eq(a->reqs[0].zone_name, "one");
     ck_assert_uint_eq(a->reqs[0].burst, 5);
     ck_assert(a->reqs[0].nodelay);
     ck_assert_uint_eq(a->conn_count, 1);
-    ck_assert_uint_eq(a->conns[0].zone, 2);
+    ck_assert_str_eq(a->conns[0].zone_name, "c");
     ck_assert_uint_eq(a->conns[0].max, 3);
     ck_assert_uint_eq(a->req_status, 503);
     ck_assert_uint_eq(a->conn_status, 429);
     ck_assert_uint_eq(two->req_count, 1);
-    ck_assert_uint_eq(two->reqs[0].zone, 1);
+    ck_assert_str_eq(two->reqs[0].zone_name, "two");
     ck_assert_uint_eq(two->reqs[0].delay, 2);
     ck_assert_uint_eq(two->reqs[0].burst, 4);
     ck_assert(!two->reqs[0].nodelay);
