@@ -11,8 +11,8 @@
 #include "cmd/runtime_vars.h"
 #include "proto/http/module.h"
 #include "proto/modules.h"
+#include "proto/policy/access.h"
 #include "proto/policy/add_header.h"
-#include "proto/policy/error_page.h"
 #include "proto/upstream/proxy_module.h"
 
 #include <arpa/inet.h>
@@ -55,21 +55,47 @@ struct upstream_chains {
     size_t mask; /* buckets - 1, a power of two less one */
 };
 
+/* The named locations ("@name") of the server being built, by their
+ * index in it: a few, among what may be many thousands of locations. */
+struct named_locations {
+    const struct conf_server *server;
+    const struct http_vhost *vhost; /* its locations, where they will be */
+    const size_t *index;
+    size_t count;
+};
+
 /* What a module's build step allocates from, compiles with and takes
- * upstream groups from: the generation's, for the level being built (its
- * location's regex groups are what $1... read unless a build says
- * otherwise). */
+ * upstream groups, limit zones and named locations from: the generation's,
+ * for the level being built (its location's regex groups are what $1...
+ * read unless a build says otherwise). */
 struct build_arena {
     struct runtime_vars *vars;
+    const struct runtime_limits *limits;
     const struct http_regex *captures; /* the location's regex; NULL: none */
     struct generation *gen;
     const struct conf_config *config;
     struct upstream_chains *chains;
     unsigned workers;
+    const struct named_locations *named;
 };
 
 static int arena_upstream(void *arena, const char *target, const struct tls_client_conf *tls,
                           const struct conf_pos *tls_pos, struct proxy_upstream **out);
+
+static const struct http_location *arena_named(void *arena, const char *name)
+{
+    const struct named_locations *named = ((struct build_arena *)arena)->named;
+    for (size_t j = 0; j < named->count; j++)
+        if (strcmp(named->server->locations[named->index[j]].path, name) == 0)
+            return &named->vhost->locations[named->index[j]];
+    return NULL;
+}
+
+static int arena_limit_zone(void *arena, const char *name, struct limit_zone **zone,
+                            const struct vars_template **key, uint64_t *rate)
+{
+    return runtime_limits_find(((struct build_arena *)arena)->limits, name, zone, key, rate);
+}
 
 static void *arena_calloc(void *arena, size_t count, size_t size)
 {
@@ -149,6 +175,8 @@ static int modules_build(const struct build_arena *site, const void *block,
                                   .regex = arena_regex,
                                   .upstream = arena_upstream,
                                   .arena = &arena,
+                                  .named = arena_named,
+                                  .limit_zone = arena_limit_zone,
                                   .loc = loc,
                                   .built = modules};
     const void **out = NULL; /* made when a module first builds something */
@@ -480,48 +508,6 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
     return err;
 }
 
-/* The error_page lines of location `loc` (NULL: for the server's own
- * answers): its own, else its server's, else the top level's (nginx's
- * inheritance), compiled, owned by `vars`; NULL when there are none.  A
- * "@name" is the location of `vhost` at its index in the server's
- * (checked by the parser), found among the server's `named` locations
- * (their indexes), not among all of them. */
-static int error_pages_build(struct runtime_vars *vars, const struct conf_config *config,
-                             const struct conf_server *server, const struct conf_location *loc,
-                             const size_t *named, size_t named_count,
-                             const struct http_vhost *vhost, const struct http_error_pages **out)
-{
-    const struct conf_error_pages *conf = loc != NULL && loc->error_pages.count > 0
-                                              ? &loc->error_pages
-                                          : server->error_pages.count > 0 ? &server->error_pages
-                                                                          : &config->error_pages;
-    *out = NULL;
-    if (conf->count == 0)
-        return 0;
-    struct http_error_pages *pages = runtime_vars_calloc(vars, 1, sizeof(*pages));
-    struct http_error_page *items = runtime_vars_calloc(vars, conf->count, sizeof(*items));
-    if (pages == NULL || items == NULL)
-        return -ENOMEM;
-    for (size_t i = 0; i < conf->count; i++) {
-        const struct conf_error_page *page = &conf->items[i];
-        items[i] = (struct http_error_page){.status = page->status,
-                                            .response = page->response < 0 ? ERROR_PAGE_KEEP
-                                                                           : page->response};
-        int err =
-            runtime_vars_compile_any(vars, page->uri, &page->uri_pos, "error_page", &items[i].uri);
-        if (err != 0)
-            return err;
-        for (size_t j = 0; page->uri[0] == '@' && j < named_count; j++)
-            if (strcmp(server->locations[named[j]].path, page->uri) == 0)
-                items[i].named = &vhost->locations[named[j]];
-        if (page->uri[0] == '@' && items[i].named == NULL)
-            return -EINVAL; /* the parser checked: never */
-    }
-    *pages = (struct http_error_pages){items, conf->count};
-    *out = pages;
-    return 0;
-}
-
 /* Builds the site for `address` from the server blocks listening there
  * (`entries`, in the config's order); the default server (or the first)
  * becomes vhost 0.  The config makes every listen of an address agree on
@@ -555,8 +541,12 @@ static int site_build(struct site *site, struct generation *gen, const struct co
     }
     size_t v = 0, l = 0;
     int err = 0;
-    const struct build_arena arena = {
-        .vars = gen->vars, .gen = gen, .config = config, .chains = chains, .workers = workers};
+    const struct build_arena arena = {.vars = gen->vars,
+                                      .limits = gen->limits,
+                                      .gen = gen,
+                                      .config = config,
+                                      .chains = chains,
+                                      .workers = workers};
     /* The modules in the site's steps: those without a configuration,
      * and those that build something for one of its vhosts or locations. */
     uint32_t used = 0;
@@ -576,46 +566,36 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->names = (const char *const *)server->server_names;
             vhost->name_count = server->server_name_count;
             vhost->limits = server->http.limits;
-            vhost->access = access_conf_active(&server->access) ? &server->access : NULL;
             vhost->locations = &site->locations[l];
             vhost->location_count = server->location_count;
             err = name_regexes_build(gen->vars, server, vhost);
-            if (err == 0)
-                err = modules_build(&arena, server->modules, &vhost->modules, NULL, &used);
-            /* The framers answer with them before a location is known. */
-            vhost->add_headers = http_module_built_in(vhost->modules, &add_header_module);
-            size_t named_count = 0;
+            struct named_locations named_here = {server, vhost, named, 0};
+            struct build_arena here = arena;
+            here.named = &named_here;
             assert(server->location_count <= max_locations); /* `named`'s size */
             for (size_t i = 0; i < server->location_count; i++)
                 if (server->locations[i].path[0] == '@')
-                    named[named_count++] = i;
+                    named[named_here.count++] = i;
             if (err == 0)
-                err = error_pages_build(gen->vars, config, server, NULL, named, named_count, vhost,
-                                        &vhost->error_pages);
+                err = modules_build(&here, server->modules, &vhost->modules, NULL, &used);
+            /* The framers answer with them before a location is known. */
+            vhost->add_headers = http_module_built_in(vhost->modules, &add_header_module);
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
                 const struct conf_location *conf = &server->locations[i];
                 struct http_location *loc = &site->locations[l++];
-                *loc = (struct http_location){
-                    .path = conf->path,
-                    .path_len = strlen(conf->path),
-                    .exact = conf->exact,
-                    .no_regex = conf->no_regex,
-                    .named = conf->path[0] == '@',
-                    .access = access_conf_active(&conf->access) ? &conf->access : NULL};
+                *loc = (struct http_location){.path = conf->path,
+                                              .path_len = strlen(conf->path),
+                                              .exact = conf->exact,
+                                              .no_regex = conf->no_regex,
+                                              .named = conf->path[0] == '@'};
                 if (conf->regex)
                     err = runtime_vars_regex(gen->vars, conf->path, conf->caseless, &conf->path_pos,
                                              "location", &loc->regex);
                 runtime_vars_set_captures(gen->vars, loc->regex);
                 if (err == 0)
-                    err = modules_build(&arena, conf->modules, &loc->modules, loc, &used);
+                    err = modules_build(&here, conf->modules, &loc->modules, loc, &used);
                 /* For the router's and the limits' own answers, and the proxy's. */
                 loc->add_headers = http_module_built_in(loc->modules, &add_header_module);
-                if (err == 0)
-                    err = error_pages_build(gen->vars, config, server, conf, named, named_count,
-                                            vhost, &loc->error_pages);
-                /* Its handler is known before the limits look at it. */
-                if (err == 0)
-                    err = runtime_limits_build(gen->limits, gen->vars, conf, loc);
             }
             runtime_vars_set_host_regexes(gen->vars, NULL, 0); /* the next server's own */
         }
@@ -722,12 +702,18 @@ static int admin_site_build(struct site *site, struct generation *gen,
                                .path_len = 1,
                                .handler = &admin_gate_handler,
                                .handler_data = &gates[ADMIN_ENDPOINTS]};
+    /* The rules for a path that is not one ("*"), as the access module
+     * reads a vhost's. */
+    const void **built = runtime_vars_calloc(gen->vars, modules_count, sizeof(*built));
+    if (built == NULL)
+        return -ENOMEM;
+    built[access_module.index] = access;
     site->vhosts[0] = (struct http_vhost){
         .locations = site->locations,
         .location_count = ADMIN_ENDPOINTS + 1,
         .limits = config->http.limits,
-        .access = access,                             /* a path that is not one ("*") */
         .stats_slot = (unsigned)config->server_count, /* after the server blocks' */
+        .modules = built,
     };
     site->http = (struct http_site){.vhosts = site->vhosts, .vhost_count = 1};
     site->admin = true;

@@ -1,12 +1,13 @@
 /*
  * runtime_limit.c: a generation's limit zones, taken from the process's
- * (so that a reload keeps their state), the limit handler put in front of
- * the locations that have limits, and the zones' metrics.
+ * (so that a reload keeps their state), found by name for the limit
+ * module's build step, and the zones' metrics.
  */
 #include "cmd/runtime_limit.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct runtime_limits {
     struct limit_zone **zones; /* by index in conf_config.limit_zones */
@@ -55,41 +56,19 @@ void runtime_limits_free(struct runtime_limits *limits)
     free(limits);
 }
 
-int runtime_limits_build(struct runtime_limits *limits, struct runtime_vars *vars,
-                         const struct conf_location *conf, struct http_location *loc)
+int runtime_limits_find(const struct runtime_limits *limits, const char *name,
+                        struct limit_zone **zone, const struct vars_template **key, uint64_t *rate)
 {
-    const struct conf_limits *c = &conf->limits;
-    if (loc->handler == NULL || (c->req_count == 0 && c->conn_count == 0))
-        return 0;
-    struct limit_location *ll = runtime_vars_calloc(vars, 1, sizeof(*ll));
-    struct limit_req *reqs = runtime_vars_calloc(vars, c->req_count + 1, sizeof(*reqs));
-    struct limit_conn *conns = runtime_vars_calloc(vars, c->conn_count + 1, sizeof(*conns));
-    if (ll == NULL || reqs == NULL || conns == NULL)
-        return -ENOMEM;
     const struct conf_limit_zone *zones = limits->config->limit_zones;
-    for (size_t i = 0; i < c->req_count; i++) {
-        const struct conf_limit *r = &c->reqs[i];
-        reqs[i] = (struct limit_req){
-            .zone = limits->zones[r->zone],
-            .key = limits->keys[r->zone],
-            .rate = zones[r->zone].rate,
-            .burst = (uint64_t)r->burst * 1000,
-            .delay = r->nodelay ? UINT64_MAX : (uint64_t)r->delay * 1000,
-        };
+    for (size_t i = 0; i < limits->count; i++) {
+        if (strcmp(zones[i].name, name) != 0)
+            continue;
+        *zone = limits->zones[i];
+        *key = limits->keys[i];
+        *rate = zones[i].rate;
+        return 0;
     }
-    for (size_t i = 0; i < c->conn_count; i++) {
-        const struct conf_limit *n = &c->conns[i];
-        conns[i] = (struct limit_conn){
-            .zone = limits->zones[n->zone], .key = limits->keys[n->zone], .max = n->max};
-    }
-    *ll = (struct limit_location){.reqs = reqs,
-                                  .req_count = c->req_count,
-                                  .conns = conns,
-                                  .conn_count = c->conn_count,
-                                  .req_status = c->req_status,
-                                  .conn_status = c->conn_status};
-    loc->limits = ll;
-    return 0;
+    return -ENOENT;
 }
 
 /* ----------------------------------------------------------------- metrics */

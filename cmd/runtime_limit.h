@@ -1,6 +1,6 @@
 /*
- * runtime_limit.h: the limit zones a generation uses, the locations'
- * limits (runtime_limit.c), and their metrics.
+ * runtime_limit.h: the limit zones a generation uses (runtime_limit.c),
+ * found by name, and their metrics.
  */
 #ifndef CORRAL_CMD_RUNTIME_LIMIT_H
 #define CORRAL_CMD_RUNTIME_LIMIT_H
@@ -22,10 +22,11 @@ int runtime_limits_new(struct runtime_vars *vars, const struct conf_config *conf
  * may be left. */
 void runtime_limits_free(struct runtime_limits *limits);
 
-/* Sets `loc`'s limits (loc->limits) when `conf` has some and `loc` a
- * handler; what it builds `vars` owns.  Returns 0 or -ENOMEM. */
-int runtime_limits_build(struct runtime_limits *limits, struct runtime_vars *vars,
-                         const struct conf_location *conf, struct http_location *loc);
+/* The zone `name` (its reference is the generation's), its compiled key
+ * and its rate (0: a limit_conn_zone), for the limit module's build
+ * (http_module_build.limit_zone).  Returns 0, or -ENOENT: none. */
+int runtime_limits_find(const struct runtime_limits *limits, const char *name,
+                        struct limit_zone **zone, const struct vars_template **key, uint64_t *rate);
 
 /* The zones' counters, by zone. */
 void runtime_limits_metrics(struct text *t);

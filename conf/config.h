@@ -29,21 +29,6 @@ struct conf_error {
     char text[512];
 };
 
-/* error_page CODE... [=[RESPONSE]] URI, one item per code; a level with
- * error_page of its own does not inherit the enclosing level's (nginx's
- * rule). */
-struct conf_error_page {
-    unsigned status;
-    int response; /* -1: no "=" (the error's status); 0: "="; else =RESPONSE */
-    char *uri;    /* may hold $variables */
-    struct conf_pos uri_pos;
-};
-
-struct conf_error_pages {
-    struct conf_error_page *items;
-    size_t count;
-};
-
 /* limit_req_zone KEY zone=NAME:SIZE rate=N r/s|r/m, or
  * limit_conn_zone KEY zone=NAME:SIZE. */
 struct conf_limit_zone {
@@ -53,26 +38,6 @@ struct conf_limit_zone {
     size_t size;
     uint64_t rate; /* milli-requests per second (limit_req_zone) */
     struct conf_pos pos, key_pos;
-};
-
-/* limit_req zone=NAME [burst=N] [nodelay|delay=N], or limit_conn NAME N. */
-struct conf_limit {
-    char *zone_name;
-    size_t zone;           /* its index in conf_config.limit_zones, once all are known */
-    unsigned burst, delay; /* limit_req */
-    bool nodelay;
-    unsigned max; /* limit_conn */
-    struct conf_pos pos;
-};
-
-/* A block's limits: a level with limit_req (or limit_conn) of its own
- * does not inherit the enclosing level's (nginx's rule). */
-struct conf_limits {
-    struct conf_limit *reqs;
-    size_t req_count;
-    struct conf_limit *conns;
-    size_t conn_count;
-    unsigned req_status, conn_status; /* limit_*_status; 0: inherited, else 503 */
 };
 
 /* map $source $name { KEY VALUE; ... default VALUE; }: KEY is an exact
@@ -132,11 +97,7 @@ struct conf_location {
     struct conf_pos content_pos;
     bool passes; /* it has a directive that hands requests on (rewrite) */
     struct conf_pos pos;
-    struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
     struct conf_access_logs access_logs;
-    struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
-    /* error_page: its own, not the server's */
-    struct conf_error_pages error_pages;
     /* The registered modules' structs (conf_module_conf(), directive.h):
      * its own settings, then inherited; NULL when none is registered. */
     void *modules;
@@ -217,11 +178,7 @@ struct conf_server {
     struct conf_http http;
     struct conf_tls tls;
     struct conf_pos pos;
-    struct access_conf access; /* real_ip, allow/deny: its own, then inherited */
     struct conf_access_logs access_logs;
-    struct conf_limits limits; /* limit_req, limit_conn: its own, then inherited */
-    /* error_page: its own, not the top level's */
-    struct conf_error_pages error_pages;
     void *modules; /* the registered modules' structs, as a location's */
 };
 
@@ -271,7 +228,6 @@ struct conf_config {
     size_t access_log_buffer;            /* buffer=SIZE: per worker; 0: a write per line */
     uint32_t access_log_flush_ms;        /* flush=TIME: 0: when full, and at the end */
     struct conf_access_logs access_logs; /* the top level's: the first is the fields above */
-    struct conf_error_pages error_pages; /* the top level's error_page */
     struct conf_map *maps;
     size_t map_count;
 
@@ -286,8 +242,6 @@ struct conf_config {
     struct conf_upstream *upstreams;
     size_t upstream_count;
 
-    struct access_conf access; /* real_ip, allow/deny at the top level */
-    struct conf_limits limits; /* limit_req, limit_conn at the top level */
     struct conf_limit_zone *limit_zones;
     size_t limit_zone_count;
     void *modules; /* the registered modules' structs at the top level */

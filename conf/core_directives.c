@@ -221,7 +221,7 @@ static int apply_admin_listen(struct conf_state *state, const struct conf_node *
 void conf__admin_free(struct conf_config *config)
 {
     free(config->admin.listens);
-    conf__access_free(&config->admin.access);
+    access_conf_free(&config->admin.access);
     free(config->admin.token_file);
     conf__tls_free(&config->admin.tls);
 }

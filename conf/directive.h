@@ -9,10 +9,13 @@
 #ifndef CORRAL_CONF_DIRECTIVE_H
 #define CORRAL_CONF_DIRECTIVE_H
 
+#include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct conf_node;
 
@@ -51,6 +54,9 @@ struct conf_module_error {
     char message[256];
     const struct conf_pos *at;
     const struct conf_module_where *where;
+    /* A position inside an argument (its "value" after "name="), for `at`
+     * to point at. */
+    struct conf_pos at_inside;
 };
 
 /* Applies a directive of a module that sets more than one field, to the
@@ -205,6 +211,81 @@ struct conf_module {
  * context of a directive already known. */
 #define CONF_MODULES_MAX 16
 int conf_module_register(const struct conf_module *module);
+
+/* Reads `text`, decimal digits only, into *out: for conf/'s own tables
+ * and for a module's apply function (inline: a module outside conf/
+ * links none of it).  Returns 0, or -1 with errno EINVAL (not digits) or
+ * ERANGE (past UINT_MAX). */
+static inline int conf_parse_uint(const char *text, unsigned *out)
+{
+    unsigned long long n = 0; /* past UINT_MAX it stops growing: no overflow */
+    if (!(*text >= '0' && *text <= '9')) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (; *text >= '0' && *text <= '9'; text++)
+        if (n <= UINT_MAX)
+            n = n * 10 + (unsigned)(*text - '0');
+    if (*text != '\0') {
+        errno = EINVAL;
+        return -1;
+    }
+    if (n > UINT_MAX) {
+        errno = ERANGE;
+        return -1;
+    }
+    *out = (unsigned)n;
+    return 0;
+}
+
+/* Fills in `error` for a module's apply function: the message, and the
+ * argument's position it is reported at (NULL: the directive's name).
+ * Returns -1, for `return conf_module_fail(...)`. */
+__attribute__((format(printf, 3, 4))) static inline int
+conf_module_fail(struct conf_module_error *error, const struct conf_pos *at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error->message, sizeof(error->message), fmt, ap);
+    va_end(ap);
+    error->at = at;
+    return -1;
+}
+
+/* The part of `arg` from byte `offset` on, with its position: the value
+ * of a "name=value" argument. */
+static inline struct conf_arg conf_arg_tail(const struct conf_arg *arg, size_t offset)
+{
+    struct conf_arg tail = {.text = arg->text + offset, .pos = arg->pos};
+    tail.pos.col += (unsigned)offset;
+    return tail;
+}
+
+/* Reads `arg` as a number from `min` to `max` into *out, as conf/'s own
+ * directives do.  Returns 0, or -1 with why in `error` (`what` names the
+ * setting in range messages, e.g. "\"limit_conn\""). */
+static inline int conf_arg_uint(const struct conf_arg *arg, const char *what, unsigned min,
+                                unsigned max, unsigned *out, struct conf_module_error *error)
+{
+    unsigned n;
+    int rc = conf_parse_uint(arg->text, &n);
+    if (rc == 0 && n >= min && n <= max) {
+        *out = n;
+        return 0;
+    }
+    error->at = &arg->pos;
+    if (rc != 0 && errno == EINVAL)
+        snprintf(error->message, sizeof(error->message), "invalid number \"%s\"", arg->text);
+    else if (max < UINT_MAX)
+        snprintf(error->message, sizeof(error->message), "%s must be from %u to %u, got \"%s\"",
+                 what, min, max, arg->text);
+    else if (rc != 0)
+        snprintf(error->message, sizeof(error->message), "number \"%s\" is too large", arg->text);
+    else
+        snprintf(error->message, sizeof(error->message), "%s must be at least %u, got \"%s\"", what,
+                 min, arg->text);
+    return -1;
+}
 
 /* `module`'s struct in a level's block of module structs (conf_config,
  * conf_server and conf_location's `modules`), or NULL when the config was

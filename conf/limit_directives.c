@@ -1,54 +1,25 @@
 /*
- * limit_directives.c: rate and connection limits as nginx spells them:
- * limit_req_zone and limit_conn_zone at the top level; limit_req,
- * limit_conn and their _status at the top level, in a server and in a
- * location, each block inheriting what it does not set.
+ * limit_directives.c: the zones of nginx's rate and connection limits,
+ * limit_req_zone and limit_conn_zone, at the top level: shared by the
+ * workers and kept by the process across reloads (cmd/runtime_limit.c),
+ * so the config's, not a level's.  limit_req, limit_conn and their
+ * _status are the limit module's (proto/policy/limit.c); the check that
+ * each names a zone of its kind is here, where the zones are known.
  */
 #include "registry.h"
 
-#include "proto/policy/limit.h" /* LIMIT_ZONE_MIN_SIZE */
+#include "proto/http/module.h"
+#include "proto/policy/limit.h"
 
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define RATE_MAX  1000000u /* requests a second or a minute */
-#define BURST_MAX 1000000u
-
-static struct conf_limits *block_limits(struct conf_state *state)
-{
-    if (state->location != NULL)
-        return &state->location->limits;
-    if (state->server != NULL)
-        return &state->server->limits;
-    return &state->config->limits;
-}
-
-/* The part of `arg` from byte `offset` on, with its position. */
-static struct conf_arg sub_arg(const struct conf_arg *arg, size_t offset)
-{
-    struct conf_arg sub = {.text = arg->text + offset, .pos = arg->pos};
-    sub.pos.col += (unsigned)offset;
-    return sub;
-}
+#define RATE_MAX 1000000u /* requests a second or a minute */
 
 static bool has_prefix(const char *text, const char *prefix)
 {
     return strncmp(text, prefix, strlen(prefix)) == 0;
-}
-
-static bool valid_zone_name(const char *name, size_t len)
-{
-    if (len == 0)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-'))
-            return false;
-    }
-    return true;
 }
 
 /* zone=NAME:SIZE */
@@ -61,7 +32,7 @@ static int arg_zone(struct conf_state *state, const struct conf_arg *arg,
         return conf__error_at(state->error, &arg->pos,
                               "invalid zone \"%s\" (expected zone=NAME:SIZE)", arg->text);
     size_t name_len = (size_t)(colon - spec);
-    if (!valid_zone_name(spec, name_len))
+    if (!limit_zone_name_valid(spec, name_len))
         return conf__error_at(state->error, &arg->pos,
                               "invalid zone name in \"%s\" (letters, digits, \"_\" and \"-\")",
                               arg->text);
@@ -74,7 +45,7 @@ static int arg_zone(struct conf_state *state, const struct conf_arg *arg,
                                   conf__where(where, sizeof(where), &arg->pos, &other->pos));
         }
     }
-    struct conf_arg size = sub_arg(arg, 5 + name_len + 1);
+    struct conf_arg size = conf_arg_tail(arg, 5 + name_len + 1);
     if (conf__arg_size(state, &size, &zone->size) != 0)
         return -1;
     if (zone->size < LIMIT_ZONE_MIN_SIZE)
@@ -176,98 +147,6 @@ static int apply_zone(struct conf_state *state, const struct conf_node *node,
     return 0;
 }
 
-/* Adds `limit` to `list`, refusing a zone it names already. */
-static int add_limit(struct conf_state *state, const struct conf_node *node,
-                     struct conf_limit **list, size_t *count, struct conf_limit *limit)
-{
-    for (size_t i = 0; i < *count; i++)
-        if (strcmp((*list)[i].zone_name, limit->zone_name) == 0) {
-            conf__error_at(state->error, &limit->pos, "zone \"%s\" is limited twice in this block",
-                           limit->zone_name);
-            goto fail;
-        }
-    struct conf_limit *grown = conf__grow(state, &node->name.pos, *list, *count, sizeof(**list));
-    if (grown == NULL)
-        goto fail;
-    *list = grown;
-    grown[(*count)++] = *limit;
-    return 0;
-fail:
-    free(limit->zone_name);
-    return -1;
-}
-
-/* limit_req zone=NAME [burst=N] [nodelay | delay=N]; */
-static int apply_limit_req(struct conf_state *state, const struct conf_node *node,
-                           const struct conf_directive *directive)
-{
-    (void)directive;
-    struct conf_limit limit = {0};
-    bool has_delay = false;
-    const struct conf_arg *zone_arg = NULL;
-    for (size_t i = 0; i < node->arg_count; i++) {
-        const struct conf_arg *arg = &node->args[i];
-        size_t eq = strcspn(arg->text, "=");
-        struct conf_arg value = sub_arg(arg, arg->text[eq] == '=' ? eq + 1 : eq);
-        int rc = 0;
-        if (has_prefix(arg->text, "zone=") && zone_arg == NULL) {
-            zone_arg = arg;
-            if (!valid_zone_name(value.text, strlen(value.text)))
-                rc = conf__error_at(state->error, &arg->pos, "invalid zone name in \"%s\"",
-                                    arg->text);
-        } else if (has_prefix(arg->text, "burst=")) {
-            rc = conf__arg_uint(state, &value, "burst", 0, BURST_MAX, &limit.burst);
-        } else if (has_prefix(arg->text, "delay=") && !has_delay) {
-            has_delay = true;
-            rc = conf__arg_uint(state, &value, "delay", 0, BURST_MAX, &limit.delay);
-        } else if (strcmp(arg->text, "nodelay") == 0 && !has_delay) {
-            has_delay = true;
-            limit.nodelay = true;
-        } else {
-            rc = conf__error_at(state->error, &arg->pos, "invalid parameter \"%s\"", arg->text);
-        }
-        if (rc != 0)
-            return -1;
-    }
-    if (zone_arg == NULL)
-        return conf__error_at(state->error, &node->name.pos, "\"limit_req\" needs zone=NAME");
-    limit.pos = zone_arg->pos;
-    limit.zone_name = conf__strdup(state, &zone_arg->pos, zone_arg->text + 5);
-    if (limit.zone_name == NULL)
-        return -1;
-    struct conf_limits *limits = block_limits(state);
-    return add_limit(state, node, &limits->reqs, &limits->req_count, &limit);
-}
-
-/* limit_conn NAME N; */
-static int apply_limit_conn(struct conf_state *state, const struct conf_node *node,
-                            const struct conf_directive *directive)
-{
-    (void)directive;
-    struct conf_limit limit = {.pos = node->args[0].pos};
-    if (conf__arg_uint(state, &node->args[1], "\"limit_conn\"", 1, 65535, &limit.max) != 0)
-        return -1;
-    limit.zone_name = conf__strdup(state, &node->args[0].pos, node->args[0].text);
-    if (limit.zone_name == NULL)
-        return -1;
-    struct conf_limits *limits = block_limits(state);
-    return add_limit(state, node, &limits->conns, &limits->conn_count, &limit);
-}
-
-/* limit_req_status CODE; limit_conn_status CODE; (400 to 599, as nginx) */
-static int apply_status(struct conf_state *state, const struct conf_node *node,
-                        const struct conf_directive *directive)
-{
-    struct conf_limits *limits = block_limits(state);
-    bool req = strcmp(directive->name, "limit_req_status") == 0;
-    char what[32];
-    snprintf(what, sizeof(what), "\"%s\"", directive->name);
-    return conf__arg_uint(state, &node->args[0], what, 400, 599,
-                          req ? &limits->req_status : &limits->conn_status);
-}
-
-#define LIMIT_CONTEXTS (CONF_MAIN | CONF_SERVER | CONF_LOCATION)
-
 const struct conf_directive conf__limit_directives[] = {
     {.name = "limit_req_zone",
      .contexts = CONF_MAIN,
@@ -281,39 +160,17 @@ const struct conf_directive conf__limit_directives[] = {
      .max_args = 2,
      .repeat = true,
      .apply = apply_zone},
-    {.name = "limit_req",
-     .contexts = LIMIT_CONTEXTS,
-     .min_args = 1,
-     .max_args = 3,
-     .repeat = true,
-     .apply = apply_limit_req},
-    {.name = "limit_conn",
-     .contexts = LIMIT_CONTEXTS,
-     .min_args = 2,
-     .max_args = 2,
-     .repeat = true,
-     .apply = apply_limit_conn},
-    {.name = "limit_req_status",
-     .contexts = LIMIT_CONTEXTS,
-     .min_args = 1,
-     .max_args = 1,
-     .apply = apply_status},
-    {.name = "limit_conn_status",
-     .contexts = LIMIT_CONTEXTS,
-     .min_args = 1,
-     .max_args = 1,
-     .apply = apply_status},
     {.name = NULL},
 };
 
 /* ------------------------------------------------------------ finishing */
 
-/* Each limit names a zone of its kind: its index goes in `zone`. */
-static int resolve(struct conf_state *state, struct conf_limit *list, size_t count, bool conn)
+/* Each limit of `list` names a zone of its kind. */
+static int check(struct conf_state *state, const struct limit_line *list, size_t count, bool conn)
 {
     const struct conf_config *config = state->config;
     for (size_t i = 0; i < count; i++) {
-        struct conf_limit *limit = &list[i];
+        const struct limit_line *limit = &list[i];
         size_t z = 0;
         while (z < config->limit_zone_count &&
                strcmp(config->limit_zones[z].name, limit->zone_name) != 0)
@@ -325,82 +182,36 @@ static int resolve(struct conf_state *state, struct conf_limit *list, size_t cou
             return conf__error_at(state->error, &limit->pos, "zone \"%s\" is a %s, not a %s",
                                   limit->zone_name, conn ? "limit_req_zone" : "limit_conn_zone",
                                   conn ? "limit_conn_zone" : "limit_req_zone");
-        limit->zone = z;
     }
     return 0;
 }
 
-static int resolve_block(struct conf_state *state, struct conf_limits *limits)
+/* The limits a level writes (its block of module structs), before they
+ * are merged. */
+static int check_level(struct conf_state *state, const void *modules)
 {
-    if (resolve(state, limits->reqs, limits->req_count, false) != 0)
-        return -1;
-    return resolve(state, limits->conns, limits->conn_count, true);
-}
-
-/* A copy of `count` limits without their names (resolved already). */
-static int copy_limits(struct conf_state *state, const struct conf_pos *pos,
-                       struct conf_limit **out, size_t *out_count, const struct conf_limit *list,
-                       size_t count)
-{
-    if (count == 0)
+    const struct limit_conf *c = conf_module_conf(modules, &limit_module.conf);
+    if (c == NULL)
         return 0;
-    *out = calloc(count, sizeof(**out));
-    if (*out == NULL)
-        return conf__error_at(state->error, pos, "out of memory");
-    for (size_t i = 0; i < count; i++) {
-        (*out)[i] = list[i];
-        (*out)[i].zone_name = NULL;
-    }
-    *out_count = count;
-    return 0;
-}
-
-static int inherit(struct conf_state *state, const struct conf_pos *pos, void *own,
-                   const void *from)
-{
-    struct conf_limits *child = own;
-    const struct conf_limits *parent = from;
-    if (resolve_block(state, child) != 0)
+    if (check(state, c->reqs, c->req_count, false) != 0)
         return -1;
-    if (child->req_count == 0 && copy_limits(state, pos, &child->reqs, &child->req_count,
-                                             parent->reqs, parent->req_count) != 0)
-        return -1;
-    if (child->conn_count == 0 && copy_limits(state, pos, &child->conns, &child->conn_count,
-                                              parent->conns, parent->conn_count) != 0)
-        return -1;
-    if (child->req_status == 0)
-        child->req_status = parent->req_status;
-    if (child->conn_status == 0)
-        child->conn_status = parent->conn_status;
-    return 0;
+    return check(state, c->conns, c->conn_count, true);
 }
 
 int conf__limit_finish(struct conf_state *state)
 {
-    struct conf_config *config = state->config;
-    if (resolve_block(state, &config->limits) != 0)
+    const struct conf_config *config = state->config;
+    if (check_level(state, config->modules) != 0)
         return -1;
-    if (config->limits.req_status == 0)
-        config->limits.req_status = 503;
-    if (config->limits.conn_status == 0)
-        config->limits.conn_status = 503;
-    static const struct conf_levels levels = {
-        offsetof(struct conf_config, limits),
-        offsetof(struct conf_server, limits),
-        offsetof(struct conf_location, limits),
-        inherit,
-    };
-    return conf__levels_merge(state, &levels);
-}
-
-void conf__limits_free(struct conf_limits *limits)
-{
-    for (size_t i = 0; i < limits->req_count; i++)
-        free(limits->reqs[i].zone_name);
-    free(limits->reqs);
-    for (size_t i = 0; i < limits->conn_count; i++)
-        free(limits->conns[i].zone_name);
-    free(limits->conns);
+    for (size_t s = 0; s < config->server_count; s++) {
+        const struct conf_server *server = &config->servers[s];
+        if (check_level(state, server->modules) != 0)
+            return -1;
+        for (size_t l = 0; l < server->location_count; l++)
+            if (check_level(state, server->locations[l].modules) != 0)
+                return -1;
+    }
+    return 0;
 }
 
 void conf__limit_zones_free(struct conf_config *config)

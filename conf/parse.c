@@ -549,10 +549,7 @@ static void access_logs_free(struct conf_access_logs *logs)
 static void location_free(struct conf_location *location)
 {
     free(location->path);
-    conf__access_free(&location->access);
-    conf__limits_free(&location->limits);
     access_logs_free(&location->access_logs);
-    conf__free_error_pages(&location->error_pages);
 }
 
 static void server_free(struct conf_server *server)
@@ -568,10 +565,7 @@ static void server_free(struct conf_server *server)
         location_free(&server->locations[i]);
     free(server->locations);
     conf__tls_free(&server->tls);
-    conf__access_free(&server->access);
-    conf__limits_free(&server->limits);
     access_logs_free(&server->access_logs);
-    conf__free_error_pages(&server->error_pages);
 }
 
 void conf_free(struct conf_config *config)
@@ -599,8 +593,6 @@ void conf_free(struct conf_config *config)
     for (size_t i = 0; i < config->server_count; i++)
         server_free(&config->servers[i]);
     free(config->servers);
-    conf__access_free(&config->access);
-    conf__limits_free(&config->limits);
     conf__limit_zones_free(config);
     for (size_t i = 0; i < config->upstream_count; i++) {
         struct proxy_upstream_conf *upstream = &config->upstreams[i].upstream;
@@ -615,7 +607,6 @@ void conf_free(struct conf_config *config)
         free(config->upstreams[i].server_pos);
     }
     free(config->upstreams);
-    conf__free_error_pages(&config->error_pages);
     conf__free_maps(config);
     for (size_t i = 0; i < config->mime_type_count; i++) {
         free(config->mime_types[i].extension);

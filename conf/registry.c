@@ -13,9 +13,9 @@
 #include <string.h>
 
 const struct conf_directive *const conf__tables[] = {
-    conf__core_directives,     conf__http_directives,       conf__tls_directives,
-    conf__access_directives,   conf__vars_directives,       conf__limit_directives,
-    conf__upstream_directives, conf__error_page_directives, conf__nginx_directives,
+    conf__core_directives,     conf__http_directives,  conf__tls_directives,
+    conf__access_directives,   conf__vars_directives,  conf__limit_directives,
+    conf__upstream_directives, conf__nginx_directives,
 };
 
 const size_t conf__table_count = sizeof(conf__tables) / sizeof(conf__tables[0]);
@@ -340,9 +340,8 @@ int conf__apply(struct conf_config *config, const struct conf_node *root, struct
     if (rc == 0)
         rc = conf__http_finish(&state);
     if (rc == 0)
-        rc = conf__access_finish(&state);
-    if (rc == 0)
-        rc = conf__limit_finish(&state);
+        if (rc == 0)
+            rc = conf__limit_finish(&state);
     if (rc == 0)
         rc = conf__modules_finish(&state);
     if (rc != 0) {

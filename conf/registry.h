@@ -36,7 +36,6 @@ extern const struct conf_directive conf__upstream_directives[];
 extern const struct conf_directive conf__access_directives[];
 extern const struct conf_directive conf__vars_directives[];
 extern const struct conf_directive conf__limit_directives[];
-extern const struct conf_directive conf__error_page_directives[];
 extern const struct conf_directive conf__nginx_directives[];
 
 /* nginx_directives.c: nginx's name of a corral directive, spelt
@@ -208,18 +207,10 @@ void conf__modules_free(struct conf_config *config);
 
 /* Finishing passes of the modules, run by conf__apply() in this order. */
 int conf__http_finish(struct conf_state *state);
-/* access_directives.c: each server and location inherits the real_ip and
- * allow/deny settings it does not write; conf__access_free() releases a
- * block's. */
-int conf__access_finish(struct conf_state *state);
-void conf__access_free(struct access_conf *access);
 
-/* limit_directives.c: each limit_req and limit_conn names a zone of its
- * kind; each server and location inherits the limits it does not set.
- * conf__limits_free() releases a block's, conf__limit_zones_free() the
- * zones. */
+/* limit_directives.c: each limit_req and limit_conn (the limit module's)
+ * names a zone of its kind; conf__limit_zones_free() frees the zones. */
 int conf__limit_finish(struct conf_state *state);
-void conf__limits_free(struct conf_limits *limits);
 void conf__limit_zones_free(struct conf_config *config);
 
 /* tls_directives.c: what needs a server's whole block: the last
@@ -246,10 +237,8 @@ bool conf__valid_upstream_name(const char *name);
 void conf__free_maps(struct conf_config *config);
 
 /* error_page_directives.c: each "@name" an error_page names is a location
- * of every server whose pages they are; conf__free_error_pages() frees a
- * level's lines. */
+ * of every server whose pages they are. */
 int conf__error_pages_check(struct conf_state *state);
-void conf__free_error_pages(struct conf_error_pages *pages);
 
 /* parse.c: the whole of the file `path`, malloc'd, and its length in
  * *len; or NULL with errno set. */
@@ -260,7 +249,7 @@ void conf__core_defaults(struct conf_config *config);
 
 /* value.c: argument parsers that report their own errors at the argument.
  * `what` names the setting in range messages, e.g. "\"workers\"". */
-int conf__parse_uint(const char *text, unsigned *out); /* -1 with errno EINVAL or ERANGE */
+#define conf__parse_uint conf_parse_uint /* directive.h: modules parse with it too */
 int conf__arg_uint(struct conf_state *state, const struct conf_arg *arg, const char *what,
                    unsigned min, unsigned max, unsigned *out);
 int conf__arg_size(struct conf_state *state, const struct conf_arg *arg, size_t *out);

@@ -49,20 +49,6 @@ static int scale(uint64_t n, bool overflow, uint64_t unit, uint64_t max, uint64_
     return 0;
 }
 
-int conf__parse_uint(const char *text, unsigned *out)
-{
-    uint64_t n;
-    bool overflow;
-    if (read_digits(&text, &n, &overflow) != 0 || *text != '\0') {
-        errno = EINVAL;
-        return -1;
-    }
-    if (scale(n, overflow, 1, UINT_MAX, &n) != 0)
-        return -1;
-    *out = (unsigned)n;
-    return 0;
-}
-
 int conf_parse_size(const char *text, size_t *out)
 {
     uint64_t n, unit;
@@ -123,21 +109,10 @@ int conf_parse_duration(const char *text, uint32_t *out_ms)
 int conf__arg_uint(struct conf_state *state, const struct conf_arg *arg, const char *what,
                    unsigned min, unsigned max, unsigned *out)
 {
-    unsigned n;
-    int rc = conf__parse_uint(arg->text, &n);
-    if (rc == 0 && n >= min && n <= max) {
-        *out = n;
+    struct conf_module_error error;
+    if (conf_arg_uint(arg, what, min, max, out, &error) == 0)
         return 0;
-    }
-    if (rc != 0 && errno == EINVAL)
-        return conf__error_at(state->error, &arg->pos, "invalid number \"%s\"", arg->text);
-    if (max < UINT_MAX)
-        return conf__error_at(state->error, &arg->pos, "%s must be from %u to %u, got \"%s\"", what,
-                              min, max, arg->text);
-    if (rc != 0)
-        return conf__error_at(state->error, &arg->pos, "number \"%s\" is too large", arg->text);
-    return conf__error_at(state->error, &arg->pos, "%s must be at least %u, got \"%s\"", what, min,
-                          arg->text);
+    return conf__error_at(state->error, error.at, "%s", error.message);
 }
 
 int conf__arg_size(struct conf_state *state, const struct conf_arg *arg, size_t *out)

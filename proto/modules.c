@@ -20,7 +20,9 @@
 #include <pthread.h>
 
 struct http_module *const modules_list[] = {
-    /* post-read, access: the client's address, then allow/deny */
+    /* post-read: the connection's peer as the client's address */
+    &access_peer_module,
+    /* access: real_ip, then allow/deny */
     &access_module,
     /* server rewrite, find location: pages for what follows; its status
      * filter comes first, so that the filters after it see the final

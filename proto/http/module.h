@@ -32,6 +32,7 @@ struct vars_template;
 struct http_regex;
 struct tls_client_conf;
 struct proxy_upstream;
+struct limit_zone;
 struct http_module_build {
     /* Memory that lives as long as the sites it builds for. */
     void *(*calloc)(void *arena, size_t count, size_t size);
@@ -58,6 +59,15 @@ struct http_module_build {
     int (*upstream)(void *arena, const char *target, const struct tls_client_conf *tls,
                     const struct conf_pos *tls_pos, struct proxy_upstream **out);
     void *arena;
+    /* The named location `name` ("@name") of the server being built;
+     * NULL: it has none of that name. */
+    const struct http_location *(*named)(void *arena, const char *name);
+    /* The zone `name` the config's top level declares (limit_req_zone,
+     * limit_conn_zone), which the process keeps across reloads, with its
+     * key compiled and its rate (0 for limit_conn_zone).  Returns 0, or
+     * -ENOENT when there is none of that name. */
+    int (*limit_zone)(void *arena, const char *name, struct limit_zone **zone,
+                      const struct vars_template **key, uint64_t *rate);
     /* The location being built, its regex set, and in its `modules` what
      * the modules before this one in the list built for it; NULL when a
      * server's own answers are. */

@@ -20,7 +20,6 @@
 #define HTTP_MAX_STATUS 600
 
 struct http_regex;
-struct limit_location;
 struct router_table;
 
 struct http_location {
@@ -29,15 +28,11 @@ struct http_location {
     bool exact;
     const struct http_handler *handler;
     void *handler_data;
-    const struct access_conf *access;    /* real_ip, allow/deny; NULL: none */
-    bool no_regex;                       /* "^~": as the longest prefix, no regex is tried */
-    const struct http_regex *regex;      /* "~", "~*": tried in order after the prefixes */
-    const struct limit_location *limits; /* limit_req, limit_conn; NULL: none */
-    struct access_log *access_log;       /* its access_log lines; NULL: its vhost's */
+    bool no_regex;                  /* "^~": as the longest prefix, no regex is tried */
+    const struct http_regex *regex; /* "~", "~*": tried in order after the prefixes */
+    struct access_log *access_log;  /* its access_log lines; NULL: its vhost's */
     /* add_header for corral's own answers (403, a limit's 503); NULL: none */
     const struct http_add_headers *add_headers;
-    /* error_page: its own, else its server's; NULL: none */
-    const struct http_error_pages *error_pages;
     bool named; /* "@name": searched for no request, reached by error_page only */
     /* What each module built for it (module.h), by the module's index
      * (each NULL: nothing); NULL when no module built anything.  A
@@ -55,13 +50,10 @@ struct http_vhost {
     const struct http_location *locations;
     size_t location_count;
     struct http_limits limits;
-    const struct access_conf *access; /* for requests no location takes; NULL: none */
-    unsigned stats_slot;              /* its server's entry in http_stats.servers */
-    struct access_log *access_log;    /* its server's access_log lines; NULL: the site's */
+    unsigned stats_slot;           /* its server's entry in http_stats.servers */
+    struct access_log *access_log; /* its server's access_log lines; NULL: the site's */
     /* add_header for the answers no location gives (404, 400...); NULL: none */
     const struct http_add_headers *add_headers;
-    /* error_page for the answers no location gives; NULL: none */
-    const struct http_error_pages *error_pages;
     /* Vhosts of a TLS site with the same TLS settings (certificates, client
      * certificates) share it: a connection that SNI gave one may ask any of
      * its group (site_route_vhost()).  0 for every vhost of a plain site. */
@@ -74,8 +66,6 @@ struct http_vhost {
      * location's `modules`. */
     const void *const *modules;
 };
-
-struct access_conf;
 
 /* Everything served on one listening address: its virtual hosts (the first
  * is the default) and per-worker counters. */

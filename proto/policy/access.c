@@ -2,6 +2,8 @@
  * access.c: a request's real client address behind trusted proxies, with
  * nginx's realip rules (the rightmost address not trusted, walking left
  * only with real_ip_recursive), and the allow/deny rules, first match wins.
+ * Their directives, their struct per level and its merge are the
+ * module's too.
  */
 #include "proto/policy/access.h"
 #include "proto/http/exchange.h"
@@ -11,6 +13,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* An IPv4-mapped IPv6 address is its IPv4 address, as in nginx. */
@@ -201,18 +205,265 @@ int access_peer_phase(struct router_walk *w)
 int access_phase(struct router_walk *w)
 {
     struct exchange *ex = w->ex;
-    const struct access_conf *conf = ex->loc != NULL ? ex->loc->access : ex->vhost->access;
-    unsigned refused = access_check_routed(ex, conf, &w->req);
+    unsigned refused = access_check_routed(ex, http_module_built(ex, &access_module), &w->req);
     return refused != 0 ? (int)refused : ROUTER_NEXT;
 }
 
-static const struct http_phase_handler access_phases[] = {
+/* ------------------------------------------------------- configuration */
+
+int access_net_parse(const char *text, bool all_ok, struct access_net *out, char *message,
+                     size_t len)
+{
+    *out = (struct access_net){.family = AF_UNSPEC};
+    if (all_ok && strcmp(text, "all") == 0)
+        return 0;
+    char host[INET6_ADDRSTRLEN + 8];
+    const char *slash = strchr(text, '/');
+    size_t host_len = slash != NULL ? (size_t)(slash - text) : strlen(text);
+    unsigned max_bits = 0;
+    if (host_len > 0 && host_len < sizeof(host)) {
+        memcpy(host, text, host_len);
+        host[host_len] = '\0';
+        if (inet_pton(AF_INET, host, out->addr) == 1) {
+            out->family = AF_INET;
+            max_bits = 32;
+        } else if (inet_pton(AF_INET6, host, out->addr) == 1) {
+            out->family = AF_INET6;
+            max_bits = 128;
+        }
+    }
+    if (max_bits == 0) {
+        snprintf(message, len,
+                 all_ok ? "invalid address \"%s\" (expected an IPv4 or IPv6 address, "
+                          "ADDRESS/BITS or all)"
+                        : "invalid address \"%s\" (expected an IPv4 or IPv6 address "
+                          "or ADDRESS/BITS)",
+                 text);
+        return -1;
+    }
+    unsigned bits = max_bits;
+    if (slash != NULL) {
+        if (conf_parse_uint(slash + 1, &bits) != 0 || bits > max_bits) {
+            snprintf(message, len, "invalid prefix length in \"%s\" (expected 0 to %u)", text,
+                     max_bits);
+            return -1;
+        }
+    }
+    out->bits = (uint8_t)bits;
+    for (unsigned i = 0; i < 16; i++) {
+        unsigned keep = bits >= 8 * (i + 1) ? 8 : bits > 8 * i ? bits - 8 * i : 0;
+        out->addr[i] &= (uint8_t)(0xff00u >> keep);
+    }
+    return 0;
+}
+
+int access_rule_add(struct access_conf *conf, bool allow, const struct access_net *net)
+{
+    struct access_rule *rules = realloc(conf->rules, (conf->rule_count + 1) * sizeof(*rules));
+    if (rules == NULL)
+        return -1;
+    conf->rules = rules;
+    rules[conf->rule_count++] = (struct access_rule){*net, allow};
+    return 0;
+}
+
+void access_conf_free(struct access_conf *conf)
+{
+    if (!conf->inherited_real_ip_from)
+        free(conf->real_ip_from);
+    if (!conf->inherited_real_ip_header)
+        free(conf->real_ip_header);
+    if (!conf->inherited_rules)
+        free(conf->rules);
+}
+
+/* set_real_ip_from CIDR; */
+static int apply_real_ip_from(void *conf, const struct conf_arg *args, size_t count,
+                              struct conf_module_error *error)
+{
+    (void)count;
+    struct access_conf *c = conf;
+    struct access_net net;
+    if (access_net_parse(args[0].text, false, &net, error->message, sizeof(error->message)) != 0) {
+        error->at = &args[0].pos;
+        return -1;
+    }
+    struct access_net *nets = realloc(c->real_ip_from, (c->real_ip_from_count + 1) * sizeof(*nets));
+    if (nets == NULL)
+        return conf_module_fail(error, &args[0].pos, "%s", "out of memory");
+    c->real_ip_from = nets;
+    nets[c->real_ip_from_count++] = net;
+    return 0;
+}
+
+/* real_ip_header X-Real-IP | X-Forwarded-For | proxy_protocol | NAME; */
+static int apply_real_ip_header(void *conf, const struct conf_arg *args, size_t count,
+                                struct conf_module_error *error)
+{
+    (void)count;
+    struct access_conf *c = conf;
+    const struct conf_arg *arg = &args[0];
+    c->has_real_ip_header = true;
+    if (strcmp(arg->text, "proxy_protocol") == 0) {
+        c->real_ip_proxy_protocol = true;
+        return 0;
+    }
+    for (const char *p = arg->text; *p != '\0'; p++)
+        if (*p <= ' ' || *p == ':' || *p >= 0x7f)
+            return conf_module_fail(error, &arg->pos, "invalid header name \"%s\"", arg->text);
+    if (arg->text[0] == '\0')
+        return conf_module_fail(error, &arg->pos, "%s", "invalid header name \"\"");
+    c->real_ip_header = strdup(arg->text);
+    return c->real_ip_header != NULL ? 0
+                                     : conf_module_fail(error, &arg->pos, "%s", "out of memory");
+}
+
+/* allow ADDRESS|CIDR|all; and deny the same, in one list, in order. */
+static int apply_rule(struct access_conf *c, bool allow, const struct conf_arg *arg,
+                      struct conf_module_error *error)
+{
+    struct access_net net;
+    if (access_net_parse(arg->text, true, &net, error->message, sizeof(error->message)) != 0) {
+        error->at = &arg->pos;
+        return -1;
+    }
+    if (access_rule_add(c, allow, &net) != 0)
+        return conf_module_fail(error, &arg->pos, "%s", "out of memory");
+    return 0;
+}
+
+static int apply_allow(void *conf, const struct conf_arg *args, size_t count,
+                       struct conf_module_error *error)
+{
+    (void)count;
+    return apply_rule(conf, true, &args[0], error);
+}
+
+static int apply_deny(void *conf, const struct conf_arg *args, size_t count,
+                      struct conf_module_error *error)
+{
+    (void)count;
+    return apply_rule(conf, false, &args[0], error);
+}
+
+/* Gives `conf` what it does not write of `parent`'s, as nginx merges:
+ * the trusted list and the rules as a whole, the other two one by one;
+ * shared, not copied (the parent outlives it: conf/ frees every level's
+ * struct together). */
+static int merge(void *conf, const void *parent, char *error, size_t len)
+{
+    (void)error, (void)len;
+    struct access_conf *c = conf;
+    const struct access_conf *p = parent;
+    if (p == NULL)
+        return 0;
+    if (c->real_ip_from_count == 0 && p->real_ip_from_count > 0) {
+        c->real_ip_from = p->real_ip_from;
+        c->real_ip_from_count = p->real_ip_from_count;
+        c->inherited_real_ip_from = true;
+    }
+    if (!c->has_real_ip_header && p->has_real_ip_header) {
+        c->has_real_ip_header = true;
+        c->real_ip_proxy_protocol = p->real_ip_proxy_protocol;
+        c->real_ip_header = p->real_ip_header;
+        c->inherited_real_ip_header = true;
+    }
+    if (c->real_ip_recursive_pos.file == NULL && p->real_ip_recursive_pos.file != NULL) {
+        c->real_ip_recursive_pos = p->real_ip_recursive_pos;
+        c->real_ip_recursive = p->real_ip_recursive;
+    }
+    if (c->rule_count == 0 && p->rule_count > 0) {
+        c->rules = p->rules;
+        c->rule_count = p->rule_count;
+        c->inherited_rules = true;
+    }
+    return 0;
+}
+
+static void conf_free(void *conf)
+{
+    access_conf_free(conf);
+}
+
+/* What the access phase reads: the level's merged struct, when it asks
+ * for anything. */
+static int build(const void *conf, const struct http_module_build *b, const void **out)
+{
+    (void)b;
+    *out = access_conf_active(conf) ? conf : NULL;
+    return 0;
+}
+
+#define ACCESS_CONTEXTS (CONF_MAIN | CONF_SERVER | CONF_LOCATION)
+
+/* allow and deny in the admin block are conf/'s (access_directives.c):
+ * that block has no levels and inherits nothing. */
+static const struct conf_directive access_directives[] = {
+    {.name = "set_real_ip_from",
+     .contexts = ACCESS_CONTEXTS,
+     .min_args = 1,
+     .max_args = 1,
+     .repeat = true,
+     .base = CONF_BASE_MODULE,
+     .module_apply = apply_real_ip_from},
+    {.name = "real_ip_header",
+     .contexts = ACCESS_CONTEXTS,
+     .min_args = 1,
+     .max_args = 1,
+     .base = CONF_BASE_MODULE,
+     .module_apply = apply_real_ip_header},
+    {.name = "real_ip_recursive",
+     .contexts = ACCESS_CONTEXTS,
+     .min_args = 1,
+     .max_args = 1,
+     .kind = CONF_KIND_SWITCH,
+     .base = CONF_BASE_MODULE,
+     CONF_FIELD(struct access_conf, real_ip_recursive),
+     .keep_pos = true,
+     .pos_offset = offsetof(struct access_conf, real_ip_recursive_pos)},
+    {.name = "allow",
+     .contexts = ACCESS_CONTEXTS,
+     .min_args = 1,
+     .max_args = 1,
+     .repeat = true,
+     .base = CONF_BASE_MODULE,
+     .module_apply = apply_allow},
+    {.name = "deny",
+     .contexts = ACCESS_CONTEXTS,
+     .min_args = 1,
+     .max_args = 1,
+     .repeat = true,
+     .base = CONF_BASE_MODULE,
+     .module_apply = apply_deny},
+    {.name = NULL},
+};
+
+static const struct http_phase_handler access_peer_phases[] = {
     {ROUTER_POST_READ, access_peer_phase},
+};
+
+/* No configuration: in every site's steps, as $remote_addr needs it. */
+struct http_module access_peer_module = {
+    .name = "access_peer",
+    .phases = access_peer_phases,
+    .phase_count = 1,
+};
+
+static const struct http_phase_handler access_phases[] = {
     {ROUTER_ACCESS, access_phase},
 };
 
 struct http_module access_module = {
     .name = "access",
+    .conf =
+        {
+            .name = "access",
+            .directives = access_directives,
+            .size = sizeof(struct access_conf),
+            .merge = merge,
+            .free = conf_free,
+        },
+    .build = build,
     .phases = access_phases,
-    .phase_count = sizeof(access_phases) / sizeof(access_phases[0]),
+    .phase_count = 1,
 };

@@ -8,6 +8,8 @@
 #ifndef CORRAL_PROTO_ACCESS_H
 #define CORRAL_PROTO_ACCESS_H
 
+#include "conf/directive.h"
+
 #include <corral.h>
 
 #include <stdbool.h>
@@ -27,9 +29,12 @@ struct access_rule {
     bool allow; /* else deny */
 };
 
-/* One location's settings, its server's and the top level's merged in
- * (a list a block does not set is its parent's, as in nginx).  The
- * config owns the arrays and the string. */
+/* One level's settings (top level, server, location; the admin block's
+ * allow/deny, which inherit nothing), its parents' merged in by the
+ * module's merge: a list a level does not write is its parent's as a
+ * whole, as in nginx, and so are real_ip_header and real_ip_recursive.
+ * The config owns the arrays and the string: the level that wrote them,
+ * not those that inherit them (`inherited`). */
 struct access_conf {
     struct access_net *real_ip_from; /* set_real_ip_from: trusted proxies */
     size_t real_ip_from_count;
@@ -38,8 +43,12 @@ struct access_conf {
     bool real_ip_recursive;
     struct access_rule *rules; /* allow and deny, in order */
     size_t rule_count;
-    /* Whether the block wrote these itself: for inheritance, in conf/. */
-    bool has_real_ip_header, has_real_ip_recursive;
+    /* Whether the level wrote real_ip_header itself; where it wrote
+     * real_ip_recursive (file NULL: it did not). */
+    bool has_real_ip_header;
+    struct conf_pos real_ip_recursive_pos;
+    /* What it holds of its parent's, which it does not free. */
+    bool inherited_real_ip_from, inherited_real_ip_header, inherited_rules;
 };
 
 /* Whether `conf` asks for anything: else access_check() need not run. */
@@ -73,12 +82,31 @@ struct router_walk;
 int access_peer_phase(struct router_walk *w);
 int access_phase(struct router_walk *w);
 
+/* Parses "192.0.2.0/24", "2001:db8::/32", an address alone, or (with
+ * `all_ok`) "all" into *out, dropping the bits past the prefix, as nginx
+ * does.  Returns 0, or -1 with why in `message` (`len` bytes).  The
+ * module's allow/deny and set_real_ip_from and the admin block's
+ * allow/deny (conf/) read their addresses with it. */
+int access_net_parse(const char *text, bool all_ok, struct access_net *out, char *message,
+                     size_t len);
+
+/* Adds an allow (else deny) rule for `net` to `conf`'s list.  Returns 0,
+ * or -1 when out of memory. */
+int access_rule_add(struct access_conf *conf, bool allow, const struct access_net *net);
+
+/* Frees what `conf` owns. */
+void access_conf_free(struct access_conf *conf);
+
 /* Whether `addr` (IPv4, or IPv6: an IPv4-mapped one counts as IPv4) is
  * in `net`. */
 bool access_net_contains(const struct access_net *net, const struct sockaddr *addr);
 
-/* The module (module.h): the real client address (post-read) and allow/deny (access phase). */
+/* The modules (module.h): the connection's peer as the client's address
+ * (post-read), in every site; and the configured real_ip and allow/deny
+ * (access phase), its struct per level a struct access_conf, built for
+ * the levels that set something (access_conf_active()). */
 struct http_module;
+extern struct http_module access_peer_module;
 extern struct http_module access_module;
 
 #endif

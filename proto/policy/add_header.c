@@ -10,7 +10,6 @@
 #include "proto/http/site.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,17 +159,6 @@ static void answer_with_rules(struct exchange *ex, const struct http_request *re
 
 /* ------------------------------------------------------- configuration */
 
-__attribute__((format(printf, 3, 4))) static int
-fail(struct conf_module_error *error, const struct conf_pos *at, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(error->message, sizeof(error->message), fmt, ap);
-    va_end(ap);
-    error->at = at;
-    return -1;
-}
-
 /* add_header NAME VALUE [always] */
 static int apply(void *conf, const struct conf_arg *args, size_t count,
                  struct conf_module_error *error)
@@ -178,16 +166,18 @@ static int apply(void *conf, const struct conf_arg *args, size_t count,
     struct add_header_conf *c = conf;
     const struct conf_arg *name = &args[0], *value = &args[1];
     if (!http_is_token((struct http_str){name->text, strlen(name->text)}))
-        return fail(error, &name->pos, "invalid header name \"%s\"", name->text);
+        return conf_module_fail(error, &name->pos, "invalid header name \"%s\"", name->text);
     for (const char *p = value->text; *p != '\0'; p++)
         if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
-            return fail(error, &value->pos, "%s", "header value contains a control character");
+            return conf_module_fail(error, &value->pos, "%s",
+                                    "header value contains a control character");
     if (count == 3 && strcmp(args[2].text, "always") != 0)
-        return fail(error, &args[2].pos, "unknown add_header parameter \"%s\" (expected always)",
-                    args[2].text);
+        return conf_module_fail(error, &args[2].pos,
+                                "unknown add_header parameter \"%s\" (expected always)",
+                                args[2].text);
     struct add_header_line *items = realloc(c->items, (c->count + 1) * sizeof(*items));
     if (items == NULL)
-        return fail(error, &name->pos, "%s", "out of memory");
+        return conf_module_fail(error, &name->pos, "%s", "out of memory");
     c->items = items;
     struct add_header_line *line = &items[c->count++]; /* freed with the rest, whole or not */
     *line = (struct add_header_line){.name = strdup(name->text),
@@ -195,7 +185,7 @@ static int apply(void *conf, const struct conf_arg *args, size_t count,
                                      .always = count == 3,
                                      .value_pos = value->pos};
     if (line->name == NULL || line->value == NULL)
-        return fail(error, &name->pos, "%s", "out of memory");
+        return conf_module_fail(error, &name->pos, "%s", "out of memory");
     return 0;
 }
 

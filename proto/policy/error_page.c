@@ -1,7 +1,8 @@
 /*
  * error_page.c: error pages for corral's own answers: the request kept for
  * them, the redirect of the client to a URL, and the internal redirect,
- * run from the loop once the handler that failed has let go.
+ * run from the loop once the handler that failed has let go.  Its
+ * directive, its pages per level and their build are the module's too.
  */
 #include "proto/policy/error_page.h"
 
@@ -12,6 +13,7 @@
 #include "proto/http/vars.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +53,7 @@ static bool frames_body(struct http_str name)
  * with none, its server's). */
 static const struct http_error_pages *pages_of(const struct exchange *ex)
 {
-    return ex->loc != NULL ? ex->loc->error_pages : ex->vhost->error_pages;
+    return http_module_built(ex, &error_page_module);
 }
 
 static bool respond(struct exchange *ex, unsigned status);
@@ -268,6 +270,139 @@ static bool respond(struct exchange *ex, unsigned status)
     return done;
 }
 
+/* ------------------------------------------------------- configuration */
+
+/* "=" (0) or "=RESPONSE" (200 to 599) into *out. */
+static int parse_response(const struct conf_arg *arg, int *out, struct conf_module_error *error)
+{
+    *out = 0;
+    if (arg->text[1] == '\0')
+        return 0;
+    unsigned code;
+    if (conf_parse_uint(arg->text + 1, &code) != 0 || code < 200 || code > 599)
+        return conf_module_fail(error, &arg->pos,
+                                "invalid response code \"%s\" (expected \"=\" or =200 to =599)",
+                                arg->text);
+    *out = (int)code;
+    return 0;
+}
+
+/* The URI: a path of this server (internal redirect), or else the URL a
+ * client is redirected to.  A control byte would split the request line
+ * or the Location line it goes into. */
+static int check_uri(const struct conf_arg *arg, struct conf_module_error *error)
+{
+    if (arg->text[0] == '\0')
+        return conf_module_fail(error, &arg->pos, "%s", "empty error_page URI");
+    if (arg->text[0] == '=')
+        return conf_module_fail(error, &arg->pos, "error_page needs a URI after \"%s\"", arg->text);
+    if (arg->text[0] == '@' && arg->text[1] == '\0')
+        return conf_module_fail(error, &arg->pos, "%s", "empty location name \"@\"");
+    for (const char *p = arg->text; *p != '\0'; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return conf_module_fail(error, &arg->pos, "%s",
+                                    "an error_page URI cannot hold control characters");
+    return 0;
+}
+
+/* error_page CODE... [=[RESPONSE]] URI */
+static int apply(void *conf, const struct conf_arg *args, size_t count,
+                 struct conf_module_error *error)
+{
+    struct error_page_conf *c = conf;
+    size_t last = count - 1, codes = last;
+    const struct conf_arg *uri = &args[last];
+    int response = -1;
+    if (args[last - 1].text[0] == '=') {
+        if (last - 1 == 0)
+            return conf_module_fail(error, &args[0].pos,
+                                    "error_page needs a status code before \"%s\"", args[0].text);
+        if (parse_response(&args[last - 1], &response, error) != 0)
+            return -1;
+        codes = last - 1;
+    }
+    if (check_uri(uri, error) != 0)
+        return -1;
+    for (size_t i = 0; i < codes; i++) {
+        const struct conf_arg *code = &args[i];
+        unsigned status;
+        if (conf_parse_uint(code->text, &status) != 0 || status < 300 || status > 599 ||
+            status == 499)
+            return conf_module_fail(error, &code->pos,
+                                    "invalid error_page code \"%s\" (expected 300 to 599, not 499)",
+                                    code->text);
+        struct error_page_line *items = realloc(c->items, (c->count + 1) * sizeof(*items));
+        if (items == NULL)
+            return conf_module_fail(error, &code->pos, "%s", "out of memory");
+        c->items = items;
+        struct error_page_line *page = &items[c->count++]; /* freed with the rest */
+        *page = (struct error_page_line){status, response, strdup(uri->text), uri->pos};
+        if (page->uri == NULL)
+            return conf_module_fail(error, &uri->pos, "%s", "out of memory");
+    }
+    return 0;
+}
+
+static int merge(void *conf, const void *parent, char *error, size_t len)
+{
+    (void)error, (void)len;
+    struct error_page_conf *c = conf;
+    const struct error_page_conf *p = parent;
+    if (c->count == 0 && p != NULL && p->count > 0)
+        *c = (struct error_page_conf){p->items, p->count, true};
+    return 0;
+}
+
+static void conf_free(void *conf)
+{
+    struct error_page_conf *c = conf;
+    if (c->inherited)
+        return;
+    for (size_t i = 0; i < c->count; i++)
+        free(c->items[i].uri);
+    free(c->items);
+}
+
+/* A level's pages compiled, its "@name"s the server's named locations
+ * (conf/ checked that they are there); none: nothing. */
+static int build(const void *conf, const struct http_module_build *b, const void **out)
+{
+    const struct error_page_conf *c = conf;
+    *out = NULL;
+    if (c->count == 0)
+        return 0;
+    struct http_error_pages *pages = b->calloc(b->arena, 1, sizeof(*pages));
+    struct http_error_page *items = b->calloc(b->arena, c->count, sizeof(*items));
+    if (pages == NULL || items == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < c->count; i++) {
+        const struct error_page_line *page = &c->items[i];
+        items[i] = (struct http_error_page){.status = page->status,
+                                            .response = page->response < 0 ? ERROR_PAGE_KEEP
+                                                                           : page->response};
+        int err = b->compile_with(b->arena, page->uri, &page->uri_pos, "error_page", NULL, true,
+                                  &items[i].uri);
+        if (err != 0)
+            return err;
+        if (page->uri[0] == '@' && (items[i].named = b->named(b->arena, page->uri)) == NULL)
+            return -EINVAL; /* conf/ checked: never */
+    }
+    *pages = (struct http_error_pages){items, c->count};
+    *out = pages;
+    return 0;
+}
+
+static const struct conf_directive error_page_directives[] = {
+    {.name = "error_page",
+     .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION,
+     .min_args = 2,
+     .max_args = CONF_ARGS_MANY,
+     .repeat = true,
+     .base = CONF_BASE_MODULE,
+     .module_apply = apply},
+    {.name = NULL},
+};
+
 /* The server's pages for what its rewrites answer, then the location's
  * once it is found. */
 static const struct http_phase_handler error_page_phases[] = {
@@ -277,6 +412,15 @@ static const struct http_phase_handler error_page_phases[] = {
 
 struct http_module error_page_module = {
     .name = "error_page",
+    .conf =
+        {
+            .name = "error_page",
+            .directives = error_page_directives,
+            .size = sizeof(struct error_page_conf),
+            .merge = merge,
+            .free = conf_free,
+        },
+    .build = build,
     .phases = error_page_phases,
     .phase_count = sizeof(error_page_phases) / sizeof(error_page_phases[0]),
     /* Its status filter is first: what follows sees the final status. */

@@ -6,6 +6,7 @@
 #ifndef CORRAL_PROTO_ERROR_PAGE_H
 #define CORRAL_PROTO_ERROR_PAGE_H
 
+#include "conf/directive.h"
 #include "proto/http/exchange.h"
 
 #include <stdbool.h>
@@ -37,6 +38,25 @@ struct http_error_pages {
     size_t count;
 };
 
+/* error_page CODE... [=[RESPONSE]] URI as written, one item per code,
+ * one level's (top level, server, location).  A level with none takes
+ * its parent's (nginx's rule: one with error_page of its own takes none
+ * of its parent's), which it then does not own (`inherited`).  The
+ * "@name" an item names is checked by conf/ (error_page_directives.c):
+ * a location of each server whose pages they are. */
+struct error_page_line {
+    unsigned status;
+    int response; /* -1: no "=" (the error's status); 0: "="; else =RESPONSE */
+    char *uri;    /* malloc'd; may hold $variables */
+    struct conf_pos uri_pos;
+};
+
+struct error_page_conf {
+    struct error_page_line *items;
+    size_t count;
+    bool inherited;
+};
+
 /* The router's phase handler (router.h), once the server and again once
  * the location is known: when the exchange has error pages (its
  * location's, or its server's with none), keeps what a redirect needs of
@@ -56,7 +76,10 @@ int error_page_phase(struct router_walk *w);
  * it (router_end()). */
 void error_page_release(struct exchange *ex);
 
-/* The module (module.h): its phase handler, its status filter, what it keeps per exchange. */
+/* The module (module.h): its directive, its struct per level, the pages
+ * it builds for each location and server (a "@name" found with
+ * http_module_build.named), its phase handler, its status filter, what
+ * it keeps per exchange. */
 struct http_module;
 extern struct http_module error_page_module;
 

@@ -6,6 +6,7 @@
 #ifndef CORRAL_PROTO_LIMIT_H
 #define CORRAL_PROTO_LIMIT_H
 
+#include "conf/directive.h"
 #include "proto/http/exchange.h"
 
 #include <stdbool.h>
@@ -29,6 +30,11 @@ enum limit_zone_kind {
 /* What an entry costs against the zone's size, its key aside: the node
  * and the allocator's own bytes. */
 size_t limit_zone_entry_bytes(void);
+
+/* Whether `len` bytes at `name` are a zone name: letters, digits, '_'
+ * and '-' (so that a metrics label needs no escaping).  For conf/'s
+ * limit_*_zone and the module's limit_req. */
+bool limit_zone_name_valid(const char *name, size_t len);
 
 /* The smallest size a zone may have. */
 #define LIMIT_ZONE_MIN_SIZE (32u * 1024)
@@ -91,13 +97,41 @@ struct limit_conn {
     unsigned max;
 };
 
-/* A location's limits (http_location.limits). */
+/* A location's limits, as the module builds them. */
 struct limit_location {
     const struct limit_req *reqs;
     size_t req_count;
     const struct limit_conn *conns;
     size_t conn_count;
     unsigned req_status, conn_status;
+};
+
+/* limit_req zone=NAME [burst=N] [nodelay | delay=N] or limit_conn NAME
+ * N as written, its zone by name: the zones are the config's top level's
+ * (limit_req_zone, limit_conn_zone, conf/), shared by the workers and
+ * kept across reloads by the process (cmd/); conf/ checks that each
+ * name is a zone of its kind, and the build finds it
+ * (http_module_build.limit_zone). */
+struct limit_line {
+    char *zone_name;       /* malloc'd */
+    unsigned burst, delay; /* limit_req */
+    bool nodelay;
+    unsigned max; /* limit_conn */
+    struct conf_pos pos;
+};
+
+/* One level's limits (top level, server, location).  A level with
+ * limit_req (or limit_conn) of its own takes none of its parent's
+ * (nginx's rule); else it takes them whole, which it then does not own
+ * (`inherited_*`).  The statuses: 0 until merged, then the parent's, at
+ * the top level 503. */
+struct limit_conf {
+    struct limit_line *reqs;
+    size_t req_count;
+    struct limit_line *conns;
+    size_t conn_count;
+    unsigned req_status, conn_status;
+    bool inherited_reqs, inherited_conns;
 };
 
 /* The router's limits phase (router.h): checks the location's limit_req
@@ -110,7 +144,9 @@ int limit_phase(struct router_walk *w);
  * router calls it when the exchange ends or is redirected. */
 void limit_release(struct exchange *ex);
 
-/* The module (module.h): the limits phase and what a delay holds. */
+/* The module (module.h): its directives (limit_req, limit_conn and
+ * their _status), its struct per level, the limits it builds for each
+ * location, the limits phase and what a delay holds. */
 struct http_module;
 extern struct http_module limit_module;
 

@@ -54,6 +54,19 @@ static struct limit_zone *registry;
  * holds, before giving up (limit_conn). */
 #define EVICT_SCAN 16
 
+bool limit_zone_name_valid(const char *name, size_t len)
+{
+    if (len == 0)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
 size_t limit_zone_entry_bytes(void)
 {
     return sizeof(struct limit_node) + 16; /* malloc's header, rounded */

@@ -8,6 +8,8 @@
 #include "proto/http/module.h"
 #include "proto/modules.h"
 #include "proto/policy/add_header.h"
+#include "proto/policy/error_page.h"
+#include "proto/policy/limit.h"
 #include "proto/policy/return.h"
 #include "proto/policy/rewrite.h"
 #include "proto/upstream/proxy_module.h"
@@ -587,7 +589,8 @@ START_TEST(admin_block_access)
     ck_assert_uint_eq(c->admin.access.rule_count, 2);
     ck_assert(c->admin.access.rules[0].allow && c->admin.access.rules[0].net.bits == 8);
     ck_assert(!c->admin.access.rules[1].allow && c->admin.access.rules[1].net.family == AF_UNSPEC);
-    ck_assert_uint_eq(c->access.rule_count, 1);
+    const struct access_conf *top = conf_module_conf(c->modules, &access_module.conf);
+    ck_assert_uint_eq(top->rule_count, 1);
     ck_assert_str_eq(c->admin.token_file, "secrets/admin.token");
     ck_assert_uint_eq(c->admin.token_file_pos.line, 7);
     ck_assert_uint_eq(c->admin.tls.certificate_count, 1);
@@ -966,8 +969,10 @@ START_TEST(access_inheritance)
                  "}\n"
                  "server { listen 127.0.0.1:81; allow all; location / { return 204; } }\n");
     const struct conf_server *s0 = &c->servers[0], *s1 = &c->servers[1];
-    const struct access_conf *top = &c->access, *a = &s0->locations[0].access,
-                             *in = &s0->locations[1].access, *b = &s1->locations[0].access;
+    const struct access_conf *top = conf_module_conf(c->modules, &access_module.conf),
+                             *a = conf_module_conf(s0->locations[0].modules, &access_module.conf),
+                             *in = conf_module_conf(s0->locations[1].modules, &access_module.conf),
+                             *b = conf_module_conf(s1->locations[0].modules, &access_module.conf);
     ck_assert(s0->listens[0].proxy_protocol);
     ck_assert(!s1->listens[0].proxy_protocol);
     ck_assert_uint_eq(top->real_ip_from_count, 2);
@@ -995,8 +1000,8 @@ START_TEST(access_inheritance)
 }
 END_TEST
 
-/* error_page at each level, each code an item, "=" and "=N" kept; what
- * is inherited is settled when the daemon builds its sites. */
+/* error_page at each level, each code an item, "=" and "=N" kept; a
+ * level with none takes its parent's whole (the module's merge). */
 START_TEST(error_page_levels)
 {
     struct conf_config *c =
@@ -1006,22 +1011,33 @@ START_TEST(error_page_levels)
                  "  location /b { return 204; error_page 502 = @b; }\n"
                  "  location @b { return 204; }\n"
                  "}\n");
-    ck_assert_uint_eq(c->error_pages.count, 1);
-    ck_assert_uint_eq(c->error_pages.items[0].status, 404);
-    ck_assert_int_eq(c->error_pages.items[0].response, -1);
-    ck_assert_str_eq(c->error_pages.items[0].uri, "/top");
+    const struct error_page_conf *top = conf_module_conf(c->modules, &error_page_module.conf);
+    ck_assert_uint_eq(top->count, 1);
+    ck_assert_uint_eq(top->items[0].status, 404);
+    ck_assert_int_eq(top->items[0].response, -1);
+    ck_assert_str_eq(top->items[0].uri, "/top");
     const struct conf_server *s = &c->servers[0];
-    ck_assert_uint_eq(s->error_pages.count, 2);
-    ck_assert_uint_eq(s->error_pages.items[0].status, 500);
-    ck_assert_uint_eq(s->error_pages.items[1].status, 502);
-    ck_assert_int_eq(s->error_pages.items[1].response, 200);
-    ck_assert_str_eq(s->error_pages.items[1].uri, "/srv?x=$host");
-    ck_assert_uint_eq(s->error_pages.items[1].uri_pos.line, 2);
-    ck_assert_uint_eq(s->error_pages.items[1].uri_pos.col, 55);
-    ck_assert_uint_eq(s->locations[0].error_pages.count, 1);
-    ck_assert_int_eq(s->locations[0].error_pages.items[0].response, 0);
-    ck_assert_uint_eq(s->locations[1].error_pages.count, 1);
-    ck_assert_str_eq(s->locations[1].error_pages.items[0].uri, "@b");
+    const struct error_page_conf *srv = conf_module_conf(s->modules, &error_page_module.conf);
+    ck_assert_uint_eq(srv->count, 2);
+    ck_assert_uint_eq(srv->items[0].status, 500);
+    ck_assert_uint_eq(srv->items[1].status, 502);
+    ck_assert_int_eq(srv->items[1].response, 200);
+    ck_assert_str_eq(srv->items[1].uri, "/srv?x=$host");
+    ck_assert_uint_eq(srv->items[1].uri_pos.line, 2);
+    ck_assert_uint_eq(srv->items[1].uri_pos.col, 55);
+    const struct error_page_conf *l0 =
+        conf_module_conf(s->locations[0].modules, &error_page_module.conf);
+    ck_assert_uint_eq(l0->count, 1);
+    ck_assert_int_eq(l0->items[0].response, 0);
+    const struct error_page_conf *l1 =
+        conf_module_conf(s->locations[1].modules, &error_page_module.conf);
+    ck_assert_uint_eq(l1->count, 1);
+    ck_assert_str_eq(l1->items[0].uri, "@b");
+    /* one with none of its own takes its server's, none of the top level's */
+    const struct error_page_conf *l2 =
+        conf_module_conf(s->locations[2].modules, &error_page_module.conf);
+    ck_assert_ptr_eq(l2->items, srv->items);
+    ck_assert_uint_eq(l2->count, 2);
     ck_assert_str_eq(s->locations[2].path, "@b");
     conf_free(c);
 }
@@ -1047,19 +1063,21 @@ START_TEST(limit_inheritance)
     ck_assert_uint_eq(c->limit_zones[1].size, 65536);
     ck_assert(c->limit_zones[2].conn);
     ck_assert_str_eq(c->limit_zones[2].key, "$binary_remote_addr");
-    const struct conf_limits *a = &c->servers[0].locations[0].limits,
-                             *two = &c->servers[0].locations[1].limits;
+    const struct limit_conf *a = conf_module_conf(c->servers[0].locations[0].modules,
+                                                  &limit_module.conf),
+                            *two = conf_module_conf(c->servers[0].locations[1].modules,
+                                                    &limit_module.conf);
     ck_assert_uint_eq(a->req_count, 1);
-    ck_assert_uint_eq(a->reqs[0].zone, 0);
+    ck_assert_str_eq(a->reqs[0].zone_name, "one");
     ck_assert_uint_eq(a->reqs[0].burst, 5);
     ck_assert(a->reqs[0].nodelay);
     ck_assert_uint_eq(a->conn_count, 1);
-    ck_assert_uint_eq(a->conns[0].zone, 2);
+    ck_assert_str_eq(a->conns[0].zone_name, "c");
     ck_assert_uint_eq(a->conns[0].max, 3);
     ck_assert_uint_eq(a->req_status, 503);
     ck_assert_uint_eq(a->conn_status, 429);
     ck_assert_uint_eq(two->req_count, 1);
-    ck_assert_uint_eq(two->reqs[0].zone, 1);
+    ck_assert_str_eq(two->reqs[0].zone_name, "two");
     ck_assert_uint_eq(two->reqs[0].delay, 2);
     ck_assert_uint_eq(two->reqs[0].burst, 4);
     ck_assert(!two->reqs[0].nodelay);

@@ -97,13 +97,6 @@ static void start(struct test_daemon *d, const char *text)
     test_daemon_start(d);
 }
 
-/* Whether `got` is within 10% of `expected` (and 2, for small counts). */
-static bool near(long got, double expected)
-{
-    double slack = expected * 0.1 > 2 ? expected * 0.1 : 2;
-    return got >= expected - slack && got <= expected + slack;
-}
-
 /* For what a limit lets through of a paced load: never more than the rate
  * allows over the time the load took to send (10% slack), but possibly
  * less when the machine is busy: a daemon that reads the paced requests

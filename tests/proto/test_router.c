@@ -9,6 +9,7 @@
 #include "proto/policy/access.h"
 #include "proto/policy/add_header.h"
 #include "proto/policy/error_page.h"
+#include "proto/policy/limit.h"
 #include "proto/http/module.h"
 #include "proto/http/regex.h"
 #include "proto/policy/rewrite.h"
@@ -159,6 +160,14 @@ static const void *const *rewrites_of(int n, const struct http_rewrites *rules)
     return built[n];
 }
 
+/* What the access module builds for a location that denies all. */
+static const void *const *denied_built(void)
+{
+    static const void *built[HTTP_MODULES_MAX];
+    built[access_module.index] = &denied;
+    return built;
+}
+
 static void setup(void)
 {
     memset(&seen, 0, sizeof(seen));
@@ -191,7 +200,7 @@ static void setup(void)
                                             .handler = &content,
                                             .modules = rewrites_of(1, &loop_rules)};
     locs[LOC_DENIED] = (struct http_location){
-        .path = "/denied", .path_len = 7, .handler = &content, .access = &denied};
+        .path = "/denied", .path_len = 7, .handler = &content, .modules = denied_built()};
     locs[LOC_NAMED] = (struct http_location){
         .path = "@fallback", .path_len = 9, .handler = &content, .named = true};
     locs[LOC_BREAK] = (struct http_location){.path = "/break/",
@@ -480,6 +489,34 @@ START_TEST(steps_are_in_phase_order)
 }
 END_TEST
 
+/* A site whose config has no allow/deny or real_ip walks without the
+ * access phase's handler, but still sets the client's address (the
+ * peer module has no configuration); one without error_page or limits,
+ * without theirs. */
+static bool table_has(const struct router_table *t, router_phase_fn fn)
+{
+    for (size_t i = 0; i < t->step_count; i++)
+        if (t->steps[i].fn == fn)
+            return true;
+    return false;
+}
+
+START_TEST(unused_modules_leave_the_steps)
+{
+    uint32_t unused = UINT32_C(1) << access_module.index | UINT32_C(1) << error_page_module.index |
+                      UINT32_C(1) << limit_module.index;
+    static struct router_table without;
+    http_module_table(&without, modules_list, modules_count, UINT32_MAX & ~unused);
+    ck_assert(table_has(&router_table, access_phase));
+    ck_assert(table_has(&router_table, error_page_phase));
+    ck_assert(table_has(&router_table, limit_phase));
+    ck_assert(table_has(&without, access_peer_phase));
+    ck_assert(!table_has(&without, access_phase));
+    ck_assert(!table_has(&without, error_page_phase));
+    ck_assert(!table_has(&without, limit_phase));
+}
+END_TEST
+
 /* A module's phase handler runs in its phase: the registry takes any
  * list of modules. */
 static int seen_phase_calls;
@@ -647,6 +684,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 10);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, walks_to_the_location_handler);
+    tcase_add_test(tc, unused_modules_leave_the_steps);
     tcase_add_test(tc, no_location_is_404);
     tcase_add_test(tc, rewrite_last_searches_again);
     tcase_add_test(tc, rewrite_break_stays);
