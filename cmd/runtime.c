@@ -472,11 +472,11 @@ static int site_tls_groups(struct site *site, const struct conf_server **vhost_s
 
 /* The site's TLS: each vhost's certificates and client verification, and
  * the rest of the settings from its default server (vhost 0). */
-static int site_tls_build(struct site *site, const struct conf_server **vhost_servers,
+static int site_tls_build(struct site *site, const struct conf_server **vhost_servers, size_t count,
                           unsigned workers)
 {
-    size_t count = site->http.vhost_count, files_count = 0;
-    assert(count > 0); /* a site has a vhost for each server listening on it */
+    size_t files_count = 0;
+    assert(count > 0 && count == site->http.vhost_count); /* a vhost per server listening */
     for (size_t v = 0; v < count; v++)
         files_count += vhost_servers[v]->tls.certificate_count;
     struct tls_vhost_conf *vhosts = calloc(count, sizeof(*vhosts));
@@ -612,7 +612,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
     if (first->http2)
         site->http.http2 = &vhost_servers[0]->http.http2;
     if (err == 0 && first->tls)
-        err = site_tls_build(site, vhost_servers, workers);
+        err = site_tls_build(site, vhost_servers, vhost_count, workers);
     assert(site->http.vhost_count == vhost_count); /* vhost_servers' length */
     if (err == 0 && first->tls)
         err = site_tls_groups(site, vhost_servers);

@@ -284,7 +284,7 @@ static int apply_nginx_balance(struct conf_state *state, const struct conf_node 
     struct conf_arg args[3];
     /* The entries' max_args keep this from failing; checked, not assumed,
      * since the words come from the file. */
-    if (node->arg_count + 1 > sizeof(args) / sizeof(args[0]))
+    if (node->arg_count > sizeof(args) / sizeof(args[0]) - 1)
         return conf__error_at(state->error, &node->name.pos, "too many arguments to \"%s\"",
                               node->name.text);
     args[0] = (struct conf_arg){.text = node->name.text, .pos = node->name.pos};

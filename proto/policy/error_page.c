@@ -331,11 +331,14 @@ static int apply(void *conf, const struct conf_arg *args, size_t count,
             return conf_module_fail(error, &code->pos,
                                     "invalid error_page code \"%s\" (expected 300 to 599, not 499)",
                                     code->text);
-        struct error_page_line *items = realloc(c->items, (c->count + 1) * sizeof(*items));
+        size_t n = c->count;
+        struct error_page_line *items =
+            n < SIZE_MAX / sizeof(*items) - 1 ? realloc(c->items, (n + 1) * sizeof(*items)) : NULL;
         if (items == NULL)
             return conf_module_fail(error, &code->pos, "%s", "out of memory");
         c->items = items;
-        struct error_page_line *page = &items[c->count++]; /* freed with the rest */
+        c->count = n + 1;
+        struct error_page_line *page = &items[n]; /* freed with the rest */
         *page = (struct error_page_line){status, response, strdup(uri->text), uri->pos};
         if (page->uri == NULL)
             return conf_module_fail(error, &uri->pos, "%s", "out of memory");
