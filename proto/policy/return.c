@@ -120,10 +120,8 @@ static int apply(void *conf, const struct conf_arg *args, size_t count,
     if (digits >= 1 && digits <= 3 && code[digits] == '\0')
         status = (unsigned)strtoul(code, NULL, 10);
     if (status < 200 || status > 599) {
-        snprintf(error->message, sizeof(error->message),
-                 "invalid status code \"%s\" (expected 200 to 599)", code);
-        error->at = &args[0].pos;
-        return -1;
+        return conf_module_fail(error, &args[0].pos,
+                                "invalid status code \"%s\" (expected 200 to 599)", code);
     }
     c->code = status;
     if (count == 1)
@@ -134,18 +132,14 @@ static int apply(void *conf, const struct conf_arg *args, size_t count,
         status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
     for (const char *p = args[1].text; redirect && *p != '\0'; p++) {
         if ((unsigned char)*p < 0x20 || *p == 0x7f) {
-            snprintf(error->message, sizeof(error->message),
-                     "a redirect target cannot hold control characters");
-            error->at = &args[1].pos;
-            return -1;
+            return conf_module_fail(error, &args[1].pos, "%s",
+                                    "a redirect target cannot hold control characters");
         }
     }
     c->text_pos = args[1].pos;
     c->text = strdup(args[1].text);
     if (c->text == NULL) {
-        snprintf(error->message, sizeof(error->message), "out of memory");
-        error->at = &args[1].pos;
-        return -1;
+        return conf_module_fail(error, &args[1].pos, "%s", "out of memory");
     }
     return 0;
 }

@@ -219,13 +219,6 @@ static const struct http_phase_handler rewrite_phases[] = {
 
 /* ------------------------------------------------------- configuration */
 
-static int fail(struct conf_module_error *error, const struct conf_pos *at, const char *message)
-{
-    snprintf(error->message, sizeof(error->message), "%s", message);
-    error->at = at;
-    return -1;
-}
-
 /* rewrite REGEX REPLACEMENT [last|break|redirect|permanent] */
 static int apply(void *conf, const struct conf_arg *args, size_t count,
                  struct conf_module_error *error)
@@ -256,13 +249,14 @@ static int apply(void *conf, const struct conf_arg *args, size_t count,
     }
     const struct conf_arg *regex = &args[0], *replacement = &args[1];
     if (regex->text[0] == '\0')
-        return fail(error, &regex->pos, "empty rewrite regex");
+        return conf_module_fail(error, &regex->pos, "%s", "empty rewrite regex");
     for (const char *p = replacement->text; *p != '\0'; p++)
         if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
-            return fail(error, &replacement->pos, "header value contains a control character");
+            return conf_module_fail(error, &replacement->pos, "%s",
+                                    "header value contains a control character");
     struct rewrite_line *items = realloc(c->items, (c->count + 1) * sizeof(*items));
     if (items == NULL)
-        return fail(error, &regex->pos, "out of memory");
+        return conf_module_fail(error, &regex->pos, "%s", "out of memory");
     c->items = items;
     struct rewrite_line *line = &items[c->count];
     *line = (struct rewrite_line){.regex = strdup(regex->text),
@@ -272,7 +266,7 @@ static int apply(void *conf, const struct conf_arg *args, size_t count,
                                   .replacement_pos = replacement->pos};
     c->count++; /* freed with the rest, whole or not */
     if (line->regex == NULL || line->replacement == NULL)
-        return fail(error, &regex->pos, "out of memory");
+        return conf_module_fail(error, &regex->pos, "%s", "out of memory");
     return 0;
 }
 
@@ -300,7 +294,7 @@ static int apply_set(void *conf, const struct conf_arg *args, size_t count,
     }
     struct rewrite_line *items = realloc(c->items, (c->count + 1) * sizeof(*items));
     if (items == NULL)
-        return fail(error, &args[0].pos, "out of memory");
+        return conf_module_fail(error, &args[0].pos, "%s", "out of memory");
     c->items = items;
     struct rewrite_line *line = &items[c->count];
     *line = (struct rewrite_line){.name = strdup(name),
@@ -309,7 +303,7 @@ static int apply_set(void *conf, const struct conf_arg *args, size_t count,
                                   .replacement_pos = args[1].pos};
     c->count++; /* freed with the rest, whole or not */
     if (line->name == NULL || line->replacement == NULL)
-        return fail(error, &args[0].pos, "out of memory");
+        return conf_module_fail(error, &args[0].pos, "%s", "out of memory");
     return 0;
 }
 

@@ -26,17 +26,6 @@
 #include <string.h>
 #include <strings.h>
 
-__attribute__((format(printf, 3, 4))) static int
-fail(struct conf_module_error *error, const struct conf_pos *at, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(error->message, sizeof(error->message), fmt, ap);
-    va_end(ap);
-    error->at = at;
-    return -1;
-}
-
 static bool is_token(const char *text)
 {
     return http_is_token((struct http_str){text, strlen(text)});
@@ -68,34 +57,35 @@ static int apply_pass(void *conf, const struct conf_arg *args, size_t count,
     int scheme = (int)scheme_length(arg->text);
     const char *authority = arg->text + scheme;
     if (scheme == 0 || *authority == '\0')
-        return fail(error, &arg->pos,
-                    "invalid proxy_pass \"%s\" (expected http[s]://UPSTREAM or "
-                    "http[s]://HOST:PORT)",
-                    arg->text);
+        return conf_module_fail(error, &arg->pos,
+                                "invalid proxy_pass \"%s\" (expected http[s]://UPSTREAM or "
+                                "http[s]://HOST:PORT)",
+                                arg->text);
     if (strpbrk(authority, "?#") != NULL)
-        return fail(error, &arg->pos,
-                    "proxy_pass \"%s\" has a query; give %.*sUPSTREAM[/PATH] or "
-                    "%.*sHOST:PORT[/PATH]",
-                    arg->text, scheme, arg->text, scheme, arg->text);
+        return conf_module_fail(error, &arg->pos,
+                                "proxy_pass \"%s\" has a query; give %.*sUPSTREAM[/PATH] or "
+                                "%.*sHOST:PORT[/PATH]",
+                                arg->text, scheme, arg->text, scheme, arg->text);
     /* A path replaces the part of the request's path that the location
      * matched, as in nginx; a regex says nothing about what that part is. */
     const char *slash = strchr(authority, '/');
     if (slash != NULL && error->where->regex)
-        return fail(error, &arg->pos,
-                    "proxy_pass \"%s\" has a path, which a regex location cannot replace its "
-                    "match with",
-                    arg->text);
+        return conf_module_fail(
+            error, &arg->pos,
+            "proxy_pass \"%s\" has a path, which a regex location cannot replace its "
+            "match with",
+            arg->text);
     if (slash == authority)
-        return fail(error, &arg->pos,
-                    "invalid proxy_pass \"%s\" (expected http[s]://UPSTREAM or "
-                    "http[s]://HOST:PORT)",
-                    arg->text);
+        return conf_module_fail(error, &arg->pos,
+                                "invalid proxy_pass \"%s\" (expected http[s]://UPSTREAM or "
+                                "http[s]://HOST:PORT)",
+                                arg->text);
     if (slash != NULL && (c->uri = strdup(slash)) == NULL)
-        return fail(error, &arg->pos, "%s", "out of memory");
+        return conf_module_fail(error, &arg->pos, "%s", "out of memory");
     /* What names the upstream: the URL without its path. */
     size_t pass_len = slash != NULL ? (size_t)(slash - arg->text) : strlen(arg->text);
     if ((c->pass = strndup(arg->text, pass_len)) == NULL)
-        return fail(error, &arg->pos, "%s", "out of memory");
+        return conf_module_fail(error, &arg->pos, "%s", "out of memory");
     c->pass_pos = arg->pos;
     /* An address is complete now; a name may be an upstream defined
      * later, so it waits for check(). */
@@ -106,26 +96,29 @@ static int apply_pass(void *conf, const struct conf_arg *args, size_t count,
     socklen_t len;
     int err = corral_parse_address(host, &addr, &len);
     if (err == -ENOENT)
-        return fail(error, &arg->pos, "proxy_pass address \"%s\": host not found", host);
+        return conf_module_fail(error, &arg->pos, "proxy_pass address \"%s\": host not found",
+                                host);
     if (err != 0)
-        return fail(error, &arg->pos,
-                    "invalid proxy_pass address \"%s\" (expected HOST:PORT, [IPV6]:PORT, "
-                    "*:PORT, PORT or unix:/PATH)",
-                    host);
+        return conf_module_fail(
+            error, &arg->pos,
+            "invalid proxy_pass address \"%s\" (expected HOST:PORT, [IPV6]:PORT, "
+            "*:PORT, PORT or unix:/PATH)",
+            host);
     return 0;
 }
 
 static int upgrade_conflict(struct conf_module_error *error, const struct conf_pos *at)
 {
-    return fail(error, at, "%s",
-                "\"proxy_upgrade\" and \"proxy_set_header Upgrade $http_upgrade\" both say "
-                "which upgrades pass; keep one");
+    return conf_module_fail(
+        error, at, "%s",
+        "\"proxy_upgrade\" and \"proxy_set_header Upgrade $http_upgrade\" both say "
+        "which upgrades pass; keep one");
 }
 
 static int duplicate_header(struct conf_module_error *error, const struct conf_arg *name)
 {
-    return fail(error, &name->pos, "duplicate proxy_set_header \"%s\" in this location",
-                name->text);
+    return conf_module_fail(error, &name->pos, "duplicate proxy_set_header \"%s\" in this location",
+                            name->text);
 }
 
 /* nginx passes an upgrade on only where the config says
@@ -175,7 +168,7 @@ static int apply_set_header(void *conf, const struct conf_arg *args, size_t coun
     const struct conf_arg *name = &args[0], *value = &args[1];
     c->headers_written = true;
     if (!is_token(name->text))
-        return fail(error, &name->pos, "invalid header name \"%s\"", name->text);
+        return conf_module_fail(error, &name->pos, "invalid header name \"%s\"", name->text);
     int idiom = apply_upgrade_idiom(c, name, value, error);
     if (idiom <= 0)
         return idiom;
@@ -187,26 +180,28 @@ static int apply_set_header(void *conf, const struct conf_arg *args, size_t coun
         "keep-alive",     "trailer",           "proxy-connection"};
     for (size_t i = 0; i < sizeof(derived) / sizeof(derived[0]); i++)
         if (strcasecmp(name->text, derived[i]) == 0)
-            return fail(error, &name->pos,
-                        "proxy_set_header cannot set \"%s\": the proxy derives it", name->text);
+            return conf_module_fail(error, &name->pos,
+                                    "proxy_set_header cannot set \"%s\": the proxy derives it",
+                                    name->text);
     /* A field value is visible characters, spaces and tabs: a CR or LF
      * here would let the config split the request it is added to. */
     for (const char *p = value->text; *p != '\0'; p++)
         if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
-            return fail(error, &value->pos, "%s", "header value contains a control character");
+            return conf_module_fail(error, &value->pos, "%s",
+                                    "header value contains a control character");
     for (size_t i = 0; i < c->set_header_count; i++)
         if (strcasecmp(c->set_headers[i].name, name->text) == 0)
             return duplicate_header(error, name);
     struct proxy_set_header_conf *headers =
         realloc(c->set_headers, (c->set_header_count + 1) * sizeof(*headers));
     if (headers == NULL)
-        return fail(error, &name->pos, "%s", "out of memory");
+        return conf_module_fail(error, &name->pos, "%s", "out of memory");
     c->set_headers = headers;
     struct proxy_set_header_conf *header = &headers[c->set_header_count++]; /* freed whole or not */
     *header = (struct proxy_set_header_conf){
         .name = strdup(name->text), .value = strdup(value->text), .value_pos = value->pos};
     if (header->name == NULL || header->value == NULL)
-        return fail(error, &name->pos, "%s", "out of memory");
+        return conf_module_fail(error, &name->pos, "%s", "out of memory");
     return 0;
 }
 
@@ -218,13 +213,13 @@ static int apply_hide_header(void *conf, const struct conf_arg *args, size_t cou
     struct proxy_module_conf *c = conf;
     const struct conf_arg *name = &args[0];
     if (!is_token(name->text))
-        return fail(error, &name->pos, "invalid header name \"%s\"", name->text);
+        return conf_module_fail(error, &name->pos, "invalid header name \"%s\"", name->text);
     char **names = realloc(c->hide_headers, (c->hide_header_count + 1) * sizeof(*names));
     if (names == NULL)
-        return fail(error, &name->pos, "%s", "out of memory");
+        return conf_module_fail(error, &name->pos, "%s", "out of memory");
     c->hide_headers = names;
     if ((names[c->hide_header_count] = strdup(name->text)) == NULL)
-        return fail(error, &name->pos, "%s", "out of memory");
+        return conf_module_fail(error, &name->pos, "%s", "out of memory");
     c->hide_header_count++;
     return 0;
 }
@@ -249,24 +244,27 @@ static int apply_upgrade(void *conf, const struct conf_arg *args, size_t count,
         return 0;
     char **upgrades = calloc(count, sizeof(*upgrades));
     if (upgrades == NULL)
-        return fail(error, NULL, "%s", "out of memory");
+        return conf_module_fail(error, NULL, "%s", "out of memory");
     c->upgrades = upgrades; /* free() frees what is counted */
     for (size_t i = 0; i < count; i++) {
         const struct conf_arg *arg = &args[i];
         if (strcmp(arg->text, "off") == 0)
-            return fail(error, &arg->pos, "%s", "\"off\" cannot be combined with protocols");
+            return conf_module_fail(error, &arg->pos, "%s",
+                                    "\"off\" cannot be combined with protocols");
         if (!is_token(arg->text)) /* a token, without a version */
-            return fail(error, &arg->pos,
-                        "invalid proxy_upgrade protocol \"%s\" (expected a name such as "
-                        "websocket, without a version)",
-                        arg->text);
+            return conf_module_fail(
+                error, &arg->pos,
+                "invalid proxy_upgrade protocol \"%s\" (expected a name such as "
+                "websocket, without a version)",
+                arg->text);
         if (upgrade_is_http(arg->text))
-            return fail(error, &arg->pos,
-                        "proxy_upgrade cannot allow \"%s\": an HTTP version through a tunnel "
-                        "would pass requests that the proxy never checks",
-                        arg->text);
+            return conf_module_fail(
+                error, &arg->pos,
+                "proxy_upgrade cannot allow \"%s\": an HTTP version through a tunnel "
+                "would pass requests that the proxy never checks",
+                arg->text);
         if ((upgrades[i] = strdup(arg->text)) == NULL)
-            return fail(error, &arg->pos, "%s", "out of memory");
+            return conf_module_fail(error, &arg->pos, "%s", "out of memory");
         c->upgrade_count = i + 1;
     }
     return 0;
@@ -280,20 +278,22 @@ static int check_next_upstream(void *conf, const struct conf_arg *args, size_t c
     (void)conf;
     for (size_t i = 0; count > 1 && i < count; i++)
         if (strcmp(args[i].text, "off") == 0)
-            return fail(error, &args[i].pos, "%s",
-                        "\"off\" cannot be combined with other conditions");
+            return conf_module_fail(error, &args[i].pos, "%s",
+                                    "\"off\" cannot be combined with other conditions");
     /* nginx's conditions corral lacks */
     for (size_t i = 0; i < count; i++) {
         const char *word = args[i].text;
         if (strcmp(word, "http_403") == 0 || strcmp(word, "http_404") == 0)
-            return fail(error, &args[i].pos,
-                        "\"%s\" is nginx's: corral tries the next server on 429, 500, 502, 503 "
-                        "and 504 answers only",
-                        word);
+            return conf_module_fail(
+                error, &args[i].pos,
+                "\"%s\" is nginx's: corral tries the next server on 429, 500, 502, 503 "
+                "and 504 answers only",
+                word);
         if (strcmp(word, "updating") == 0)
-            return fail(error, &args[i].pos, "%s",
-                        "\"updating\": not in corral yet: caching (see \"cache\" in the roadmap, "
-                        "docs/config.md)");
+            return conf_module_fail(
+                error, &args[i].pos, "%s",
+                "\"updating\": not in corral yet: caching (see \"cache\" in the roadmap, "
+                "docs/config.md)");
     }
     return 0;
 }
@@ -345,9 +345,9 @@ static int check_tls_name(void *conf, const struct conf_arg *args, size_t count,
     struct proxy_module_conf *c = conf;
     struct in6_addr ipv6;
     if (!host_name(args[0].text) && inet_pton(AF_INET6, args[0].text, &ipv6) != 1)
-        return fail(error, &args[0].pos,
-                    "invalid proxy_tls_name \"%s\" (expected a host name or an IP address)",
-                    args[0].text);
+        return conf_module_fail(
+            error, &args[0].pos,
+            "invalid proxy_tls_name \"%s\" (expected a host name or an IP address)", args[0].text);
     note_tls(error, &c->tls_name_at, &c->tls_name_nginx);
     return 0;
 }
@@ -529,8 +529,8 @@ static int check(void *conf, struct conf_module_error *error)
     const char *name = NULL;
     const struct conf_pos *tls = first_tls(c, &name);
     if (tls != NULL && (c->pass == NULL || !url_is_https(c->pass)))
-        return fail(error, tls, "\"%s\" needs \"proxy_pass https://...\" in the same location",
-                    name);
+        return conf_module_fail(
+            error, tls, "\"%s\" needs \"proxy_pass https://...\" in the same location", name);
     /* Its own proxy_upgrade and its server's Upgrade line. */
     if (c->upgrade_set && c->upgrade_any)
         return upgrade_conflict(error, &c->upgrade_any_pos);
@@ -539,9 +539,9 @@ static int check(void *conf, struct conf_module_error *error)
     int scheme = (int)scheme_length(c->pass);
     const char *host = c->pass + scheme;
     if (strchr(host, ':') == NULL && !where->has_upstream(where, host))
-        return fail(error, &c->pass_pos,
-                    "no upstream named \"%s\" (an address needs a port: %.*sHOST:PORT)", host,
-                    scheme, c->pass);
+        return conf_module_fail(error, &c->pass_pos,
+                                "no upstream named \"%s\" (an address needs a port: %.*sHOST:PORT)",
+                                host, scheme, c->pass);
     return 0;
 }
 
