@@ -155,29 +155,44 @@ unsigned http_check_transfer_encoding(struct http_str value)
     return comma != NULL ? 501 : 0;
 }
 
-/* RFC 9110 5.6.2: a field name is a token. */
+/* Character classes, looked up rather than searched for: both checks run
+ * on every request's header names and Host.  A token's characters (RFC
+ * 9110 5.6.2); a reg-name's (RFC 3986 3.2.2: unreserved and sub-delims),
+ * without pct-encoded: a percent-encoded host means something different to
+ * each reader of it, and no DNS name needs one. */
+#define HTTP_TOKEN    1u
+#define HTTP_REG_NAME 2u
+#define HTTP_ALNUM(c)                                                                              \
+    (((c) >= '0' && (c) <= '9') || ((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z'))
+#define HTTP_CLASS(c)                                                                              \
+    ((HTTP_ALNUM(c) || (c) == '!' || (c) == '#' || (c) == '$' || (c) == '%' || (c) == '&' ||       \
+              (c) == '\'' || (c) == '*' || (c) == '+' || (c) == '-' || (c) == '.' || (c) == '^' || \
+              (c) == '_' || (c) == '`' || (c) == '|' || (c) == '~'                                 \
+          ? HTTP_TOKEN                                                                             \
+          : 0u) |                                                                                  \
+     (HTTP_ALNUM(c) || (c) == '-' || (c) == '.' || (c) == '_' || (c) == '~' || (c) == '!' ||       \
+              (c) == '$' || (c) == '&' || (c) == '\'' || (c) == '(' || (c) == ')' || (c) == '*' || \
+              (c) == '+' || (c) == ',' || (c) == ';' || (c) == '='                                 \
+          ? HTTP_REG_NAME                                                                          \
+          : 0u))
+#define HTTP_C4(n)  HTTP_CLASS(n), HTTP_CLASS(n + 1), HTTP_CLASS(n + 2), HTTP_CLASS(n + 3)
+#define HTTP_C16(n) HTTP_C4(n), HTTP_C4(n + 4), HTTP_C4(n + 8), HTTP_C4(n + 12)
+#define HTTP_C64(n) HTTP_C16(n), HTTP_C16(n + 16), HTTP_C16(n + 32), HTTP_C16(n + 48)
+static const uint8_t char_class[256] = {HTTP_C64(0), HTTP_C64(64), HTTP_C64(128), HTTP_C64(192)};
+
 bool http_is_token(struct http_str s)
 {
-    static const char extra[] = "!#$%&'*+-.^_`|~";
     if (s.len == 0)
         return false;
-    for (size_t i = 0; i < s.len; i++) {
-        char c = s.data[i];
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c != '\0' && strchr(extra, c) != NULL)))
+    for (size_t i = 0; i < s.len; i++)
+        if ((char_class[(unsigned char)s.data[i]] & HTTP_TOKEN) == 0)
             return false;
-    }
     return true;
 }
 
-/* RFC 3986 3.2.2: a reg-name's characters (unreserved and sub-delims),
- * without pct-encoded: a percent-encoded host means something different to
- * each reader of it, and no DNS name needs one. */
 static bool reg_name_char(char c)
 {
-    static const char extra[] = "-._~!$&'()*+,;=";
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           (c != '\0' && strchr(extra, c) != NULL);
+    return (char_class[(unsigned char)c] & HTTP_REG_NAME) != 0;
 }
 
 /* uri-host [":" port] (RFC 9110 7.2, RFC 3986 3.2.2-3.2.3), the form of a
