@@ -329,102 +329,8 @@ static uint32_t headers_prefix(uint8_t flags)
            ((flags & NGHTTP2_FLAG_PRIORITY) != 0 ? 5 : 0);
 }
 
-/* The longest HPACK string libnghttp2 decodes (NGHTTP2_HD_MAX_NV in its
- * lib/nghttp2_hd.h, not exported): a longer one is a COMPRESSION_ERROR
- * for the connection. */
-#define H2_MAX_HPACK_STRING 65536
-
-/* Where scan_hpack() is in a field representation (RFC 7541 6). */
-enum h2_hpack_state {
-    HP_FIELD,    /* its first byte */
-    HP_INDEX,    /* an integer's continuation bytes: an index, a table size */
-    HP_LEN,      /* a string's first byte: H and the length's prefix */
-    HP_LEN_MORE, /* the length's continuation bytes */
-    HP_STRING,   /* the string's bytes */
-};
-
-/* The string after the one whose length has just been read. */
-static void hpack_string_read(struct http2_conn *h2)
-{
-    h2->hp_strings--;
-    if (h2->hp_len > 0)
-        h2->hp_state = HP_STRING;
-    else
-        h2->hp_state = h2->hp_strings > 0 ? HP_LEN : HP_FIELD;
-}
-
-/* Walks `n` bytes of a header block fragment as far as HPACK's framing
- * goes (no table, no Huffman): enough to read the length each string
- * announces.  One longer than the header list's limit makes the block
- * longer than the limit; one longer than libnghttp2 decodes would end the
- * connection with COMPRESSION_ERROR and no answer.  Either way the block
- * is cut off (block_cut) before the byte that says so: returns how many
- * bytes pass (`n` when none is too long). */
-static size_t scan_hpack(struct http2_conn *h2, const uint8_t *p, size_t n)
-{
-    uint64_t bound = h2->conf->max_header_list_size;
-    if (bound > H2_MAX_HPACK_STRING)
-        bound = H2_MAX_HPACK_STRING;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t b = p[i];
-        switch (h2->hp_state) {
-        case HP_FIELD:
-            h2->hp_strings = 0;
-            if ((b & 0x80) != 0) { /* indexed: a 7-bit prefix */
-                if ((b & 0x7f) == 0x7f)
-                    h2->hp_state = HP_INDEX;
-            } else if ((b & 0xe0) == 0x20) { /* a table size update: 5 bits */
-                if ((b & 0x1f) == 0x1f)
-                    h2->hp_state = HP_INDEX;
-            } else { /* a literal: a 6-bit index with indexing, else 4 */
-                uint8_t mask = (b & 0x40) != 0 ? 0x3f : 0x0f;
-                h2->hp_strings = (b & mask) == 0 ? 2 : 1; /* index 0: a new name */
-                h2->hp_state = (b & mask) == mask ? HP_INDEX : HP_LEN;
-            }
-            break;
-        case HP_INDEX:
-            if ((b & 0x80) == 0)
-                h2->hp_state = h2->hp_strings > 0 ? HP_LEN : HP_FIELD;
-            break;
-        case HP_LEN:
-            h2->hp_len = b & 0x7f;
-            h2->hp_shift = 0;
-            if (h2->hp_len == 0x7f)
-                h2->hp_state = HP_LEN_MORE;
-            else
-                hpack_string_read(h2);
-            break;
-        case HP_LEN_MORE:
-            /* Each byte adds to the length: cut at the first that takes
-             * it past the bound.  nghttp2 refuses a length of more than
-             * 32 bits itself. */
-            if (h2->hp_shift < 32) {
-                h2->hp_len += (uint64_t)(b & 0x7f) << h2->hp_shift;
-                h2->hp_shift = (uint8_t)(h2->hp_shift + 7);
-            }
-            if (h2->hp_len > bound) {
-                h2->block_cut = h2->block_cut_field = true;
-                return i;
-            }
-            if ((b & 0x80) == 0)
-                hpack_string_read(h2);
-            break;
-        case HP_STRING: {
-            size_t k = n - i < h2->hp_len ? n - i : (size_t)h2->hp_len;
-            h2->hp_len -= k;
-            i += k - 1;
-            if (h2->hp_len == 0)
-                h2->hp_state = h2->hp_strings > 0 ? HP_LEN : HP_FIELD;
-            break;
-        }
-        default: break;
-        }
-    }
-    return n;
-}
-
 /* Passes `n` bytes of a HEADERS or CONTINUATION frame's payload: the pad
- * length and priority, the fragment (to scan_hpack()), the padding.
+ * length and priority, the fragment (to http2_hpack_scan()), the padding.
  * Returns how many pass before a cut. */
 static size_t scan_fragment(struct http2_conn *h2, const uint8_t *p, size_t n)
 {
@@ -437,7 +343,13 @@ static size_t scan_fragment(struct http2_conn *h2, const uint8_t *p, size_t n)
         }
     }
     size_t k = n - i < h2->frag_left ? n - i : h2->frag_left;
-    size_t passed = scan_hpack(h2, p + i, k);
+    uint64_t bound = h2->conf->max_header_list_size;
+    if (bound > HTTP2_HPACK_MAX_STRING)
+        bound = HTTP2_HPACK_MAX_STRING;
+    bool too_long;
+    size_t passed = http2_hpack_scan(&h2->hpack_scan, bound, p + i, k, &too_long);
+    if (too_long)
+        h2->block_cut = h2->block_cut_field = true;
     h2->frag_left -= (uint32_t)passed;
     return i + passed;
 }
@@ -476,7 +388,7 @@ static void frame_seen(struct http2_conn *h2, uint8_t type, uint8_t flags, uint3
             h2->block_stream = stream_id;
             h2->block_open = true;
             h2->block_started_ms = h2->frame_started_ms;
-            h2->hp_state = HP_FIELD;
+            http2_hpack_scan_start(&h2->hpack_scan);
             h2->frag_prefix = (uint8_t)prefix;
             h2->frag_padded = (flags & NGHTTP2_FLAG_PADDED) != 0;
         }

@@ -8,6 +8,7 @@
 #define CORRAL_PROTO_HTTP2_INTERNAL_H
 
 #include "proto/http2/http2.h"
+#include "proto/http2/http2_hpack_scan.h"
 
 #include <nghttp2/nghttp2.h>
 
@@ -116,16 +117,13 @@ struct http2_conn {
     size_t block_bytes;                 /* of the header block being received */
     int32_t block_stream;               /* its stream */
     bool block_cut;                     /* it went over the limit: see cut_header_block() */
-    bool block_cut_field;               /* by one field's announced length (scan_hpack()) */
+    bool block_cut_field;               /* by one field's announced length (http2_hpack_scan()) */
     /* The header block fragment in the frame passing, walked for the
-     * lengths HPACK announces (scan_hpack()). */
-    uint8_t frag_prefix;        /* HEADERS: pad length and priority bytes still to pass */
-    bool frag_padded;           /* the first of them is the pad length */
-    uint32_t frag_left;         /* fragment bytes still to pass */
-    uint8_t hp_state;           /* enum h2_hpack_state (http2.c) */
-    uint8_t hp_strings;         /* strings still to come in this field representation */
-    uint8_t hp_shift;           /* of the next byte of a string's length */
-    uint64_t hp_len;            /* that length so far, then the string's bytes left */
+     * lengths HPACK announces (http2_hpack_scan()). */
+    uint8_t frag_prefix; /* HEADERS: pad length and priority bytes still to pass */
+    bool frag_padded;    /* the first of them is the pad length */
+    uint32_t frag_left;  /* fragment bytes still to pass */
+    struct http2_hpack_scan hpack_scan;
     bool block_open;            /* a header block has begun and not ended */
     uint64_t block_started_ms;  /* its HEADERS frame's first byte */
     uint64_t idle_from_ms;      /* the last whole frame, or the last stream's end */
