@@ -74,6 +74,10 @@ struct proxy_exchange {
     char *replay;
     size_t replay_len;
     bool replay_ok;
+    /* The request, kept for proxy_redirect values that read it (the
+     * location says so): it is gone once on_request returns. */
+    struct http_request req;
+    char *req_block;
 };
 
 static void px_finish(struct proxy_exchange *px);
@@ -161,7 +165,8 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
     px->status = head->status;
     char *headers;
     size_t len;
-    if (proxy_head_response(px->loc, head, &headers, &len) != 0)
+    struct vars_ctx ctx = {.ex = px->ex, .req = px->req_block != NULL ? &px->req : NULL};
+    if (proxy_head_response(px->loc, head, &ctx, &headers, &len) != 0)
         return -ENOMEM;
     exchange_begin_coded(px->ex, head->status, headers != NULL ? headers : "", len,
                          head->content_length, head->codings);
@@ -364,6 +369,7 @@ static void px_finish(struct proxy_exchange *px)
     vars_buf_free(&px->add_early);
     free(px->replay);
     free(px->head);
+    free(px->req_block);
     free(px);
 }
 
@@ -564,7 +570,10 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
         .upgrade = px->rq.upgrade,
         .ex = ex,
     };
-    if (proxy_head_build(px->loc, req, &how, &px->head, &px->head_len) != 0) {
+    if (proxy_head_build(px->loc, req, &how, &px->head, &px->head_len) != 0 ||
+        (px->loc->redirects_read_request &&
+         (px->req_block = exchange_request_copy(req, &px->req)) == NULL)) {
+        free(px->head);
         free(px);
         exchange_respond_error(ex, 500);
         return;

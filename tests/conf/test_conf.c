@@ -1698,6 +1698,27 @@ static const struct error_case error_cases[] = {
      " proxy_set_header Connection upgrade; proxy_set_header connection \"\"; } }",
      "test.conf:2:56: duplicate proxy_set_header \"connection\" in this location"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_redirect default; proxy_redirect off; } }",
+     "test.conf:2:41: \"proxy_redirect off\" cannot be combined with other proxy_redirect "
+     "lines"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_redirect off; proxy_redirect / /x/; } }",
+     "test.conf:2:37: \"proxy_redirect off\" cannot be combined with other proxy_redirect "
+     "lines"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_redirect on; } }",
+     "test.conf:2:17: invalid proxy_redirect \"on\" (expected default, off, or REDIRECT "
+     "REPLACEMENT)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_redirect ~* /; } }",
+     "test.conf:2:17: empty proxy_redirect regex"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_redirect / \"/a\\nb\"; } }",
+     "test.conf:2:19: header value contains a control character"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_redirect / /a/b c; } }",
+     "test.conf:2:2: \"proxy_redirect\" takes 1 or 2 arguments, got 3"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_upgrade websocket; proxy_upgrade foo; } }",
      "test.conf:2:27: duplicate \"proxy_upgrade\" (first at line 2)"},
     {"proxy_buffer_size 1000;",

@@ -1612,6 +1612,53 @@ START_TEST(response_headers_are_rewritten)
 }
 END_TEST
 
+/* proxy_redirect: the server's line where a location has none, `default`
+ * (proxy_pass's URL to the location's prefix), off, and a regex whose
+ * replacement reads the request ($host, once the request's head is gone)
+ * and the groups; Refresh too, and no other header. */
+START_TEST(proxy_redirect_rewrites_location_and_refresh)
+{
+    struct backend *b = backend_new("a");
+    b->headers = "Location: http://b/two/z?q=1\r\nRefresh: 5; url=http://b/two/r\r\n"
+                 "Content-Location: http://b/two/c\r\n";
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b,
+                "    proxy_redirect http://b/two/ /srv/;\n"
+                "    location /one/ { proxy_pass http://b/two/; proxy_redirect default; }\n"
+                "    location /off/ { proxy_pass http://b; proxy_redirect off; }\n"
+                "    location /re/ { proxy_pass http://b;\n"
+                "        proxy_redirect http://nomatch/ /x/;\n"
+                "        proxy_redirect ~^http://b/two/(.*)$ https://$host/re/$1; }\n",
+                "");
+    static const struct {
+        const char *path, *location, *refresh;
+    } cases[] = {
+        {"/", "/srv/z?q=1", "5; url=/srv/r"}, /* the server's line */
+        {"/one/a", "/one/z?q=1", "5; url=/one/r"},
+        {"/off/a", "http://b/two/z?q=1", "5; url=http://b/two/r"},
+        {"/re/a", "https://test/re/z?q=1", "5; url=https://test/re/r"},
+    };
+    struct reader *r = client_connect(d.port);
+    for (int i = 0; i < COUNT(cases); i++) {
+        char request[256];
+        snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\nHost: Test\r\n\r\n",
+                 cases[i].path);
+        send_str(r->fd, request);
+        struct response resp;
+        ck_assert(read_response(r, false, &resp));
+        ck_assert_uint_eq(resp.status, 200);
+        ck_assert_str_eq(header_one(resp.head, "Location"), cases[i].location);
+        ck_assert_str_eq(header_one(resp.head, "Refresh"), cases[i].refresh);
+        ck_assert_str_eq(header_one(resp.head, "Content-Location"), "http://b/two/c");
+        response_free(&resp);
+    }
+    client_close(r);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 /* A response's Trailer field is end to end: it announces the trailer
  * section that corral passes on after the last chunk, less the fields
  * RFC 9110 6.5.1 keeps out of trailers (a client could take a trailing
@@ -2924,6 +2971,7 @@ Suite *test_suite(void)
 
     TCase *tc = new_case(suite, "conformance", 30);
     tcase_add_test(tc, status_headers_and_body_pass_through);
+    tcase_add_test(tc, proxy_redirect_rewrites_location_and_refresh);
     tcase_add_test(tc, server_timing_times_the_upstream);
     tcase_add_test(tc, keep_alive_on_both_sides);
     tcase_add_test(tc, idle_pooled_connection_is_closed_after_keepalive_timeout);
