@@ -197,8 +197,6 @@ static const struct porting_entry directives[] = {
     NONE("proxy_pass_header", "corral passes the upstream's headers on; \"proxy_hide_header\" drops one"),
     NONE("proxy_ignore_headers", "corral caches nothing, so no header changes how it caches"),
     NONE("proxy_ignore_client_abort", "corral always closes the upstream request when the client leaves, as nginx's off does"),
-    MISSING("proxy_intercept_errors", "answering the upstream's errors with error_page",
-            R_H2UP),
     MISSING("proxy_cookie_*", "rewriting the upstream's Set-Cookie", R_H2UP),
     NONE("proxy_method", "corral sends the client's method"),
     NONE("proxy_set_body", "corral sends the client's body"),

@@ -150,8 +150,25 @@ static void px_on_open(void *owner)
     px_drop_replay(px); /* what was queued goes out now */
 }
 
+/* The location's error page took the response (proxy_intercept_errors),
+ * as nginx's: the backend's body is never read, and its connection, which
+ * still holds it, is closed rather than pooled.  What is left of the
+ * request body is read and dropped. */
+static void px_intercepted(struct proxy_exchange *px, unsigned status)
+{
+    px_drop_replay(px);
+    px_attempt_end(px, 0);
+    struct upstream_conn *uc = &px->uc->base;
+    upstream_server_release(uc->upstream, uc->worker, uc->server);
+    upstream_count_response(uc->worker, uc->server, status, corral_monotonic_ns() - px->attempt_ns);
+    px_detach(px);
+    exchange_resume_body(px->ex);
+    px_finish(px);
+}
+
 /* The response head for the client: the upstream's headers less the
- * hop-by-hop and hidden ones (a 101 keeps its Upgrade and Connection). */
+ * hop-by-hop and hidden ones (a 101 keeps its Upgrade and Connection);
+ * or, with proxy_intercept_errors, the location's error page for it. */
 static int px_on_head(void *owner, const struct http1_client_head *head)
 {
     struct proxy_exchange *px = owner;
@@ -160,6 +177,11 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
     if (px_retry_status(px, head->status)) {
         px->next_status = head->status;
         return -EAGAIN; /* px_fail() goes on to the next server */
+    }
+    if (px->loc->conf.intercept_errors && head->status >= 300 && !head->tunnel &&
+        exchange_error_page(px->ex, head->status)) {
+        px_intercepted(px, head->status);
+        return 0;
     }
     px_drop_replay(px);
     px->status = head->status;

@@ -466,6 +466,9 @@ static const struct conf_directive proxy_directives[] = {
      * the kernel (both plain); in a server or at the top level */
     {.name = "proxy_splice", ONE_ARG(CONF_MAIN | CONF_SERVER), FIELD(proxy.splice, splice_at),
      .kind = CONF_KIND_SWITCH},
+    /* a backend's error answered with the location's error_page */
+    {.name = "proxy_intercept_errors", ONE_ARG(ANY_LEVEL),
+     FIELD(proxy.intercept_errors, intercept_at), .kind = CONF_KIND_SWITCH},
     /* "Via: 1.1 corral" on forwarded requests (off, as nginx, which never
      * adds one: a Via turns off gzip on an nginx backend, gzip_proxied) */
     {.name = "proxy_via", ONE_ARG(CONF_MAIN | CONF_SERVER), FIELD(proxy.via, via_at),
@@ -517,6 +520,8 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
         to->splice = from.splice;
     if (!written(&c->via_at))
         to->via = from.via;
+    if (!written(&c->intercept_at))
+        to->intercept_errors = from.intercept_errors;
     if (written(&c->next_at))
         to->next_upstream |= PROXY_NEXT_WRITTEN; /* `off` included */
     else

@@ -75,7 +75,7 @@ struct proxy_module_conf {
     struct proxy_conf proxy;
     /* Where each of proxy's settings is written (file NULL: it is not). */
     struct conf_pos connect_at, read_at, send_at, buffer_at, next_at, tries_at, next_timeout_at,
-        splice_at, via_at;
+        splice_at, via_at, intercept_at;
     /* The parent's tries and timeout: a location's 0 (no limit) takes
      * them (check()). */
     unsigned parent_tries;

@@ -862,6 +862,37 @@ START_TEST(proxy_upgrade_settings)
 }
 END_TEST
 
+/* proxy_intercept_errors and proxy_redirect: a level without its own
+ * takes its parent's. */
+START_TEST(proxy_intercept_and_redirect_inherit)
+{
+    struct conf_config *c =
+        parse_ok("proxy_intercept_errors on;\n"
+                 "server {\n"
+                 "    listen 127.0.0.1:80;\n"
+                 "    proxy_redirect http://a/ /b/;\n"
+                 "    location /a { proxy_pass http://127.0.0.1:1; }\n"
+                 "    location /b { proxy_pass http://127.0.0.1:1; proxy_intercept_errors off;\n"
+                 "        proxy_redirect off; }\n"
+                 "    location /c { proxy_pass http://127.0.0.1:1; proxy_redirect default;\n"
+                 "        proxy_redirect ~^http://x(.*)$ $1; }\n"
+                 "}\n");
+    const struct conf_location *l = c->servers[0].locations;
+    ck_assert(proxy_of(l[0].modules)->proxy.intercept_errors);
+    ck_assert_uint_eq(proxy_of(l[0].modules)->redirect_count, 1);
+    ck_assert_str_eq(proxy_of(l[0].modules)->redirects[0].from, "http://a/");
+    ck_assert_str_eq(proxy_of(l[0].modules)->redirects[0].to, "/b/");
+    ck_assert(!proxy_of(l[1].modules)->proxy.intercept_errors);
+    ck_assert(proxy_of(l[1].modules)->redirects_off);
+    ck_assert(proxy_of(l[2].modules)->proxy.intercept_errors);
+    ck_assert(!proxy_of(l[2].modules)->redirects_off);
+    ck_assert_uint_eq(proxy_of(l[2].modules)->redirect_count, 2);
+    ck_assert_ptr_null(proxy_of(l[2].modules)->redirects[0].from); /* default */
+    ck_assert_str_eq(proxy_of(l[2].modules)->redirects[1].from, "~^http://x(.*)$");
+    conf_free(c);
+}
+END_TEST
+
 START_TEST(servers_told_apart)
 {
     /* Same address with different names, different addresses without
@@ -1697,6 +1728,9 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_set_header Connection upgrade; proxy_set_header connection \"\"; } }",
      "test.conf:2:56: duplicate proxy_set_header \"connection\" in this location"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_intercept_errors yes; } }",
+     "test.conf:2:25: invalid value \"yes\" (expected on or off)"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_redirect default; proxy_redirect off; } }",
      "test.conf:2:41: \"proxy_redirect off\" cannot be combined with other proxy_redirect "
@@ -3066,6 +3100,7 @@ Suite *test_suite(void)
     tcase_add_test(valid, addresses_and_proxy_targets_are_numbered);
     tcase_add_test(valid, many_locations_and_servers_parse_quickly);
     tcase_add_test(valid, proxy_upgrade_settings);
+    tcase_add_test(valid, proxy_intercept_and_redirect_inherit);
     tcase_add_test(valid, access_inheritance);
     tcase_add_test(valid, limit_inheritance);
     tcase_add_test(valid, error_page_levels);
