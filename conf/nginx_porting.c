@@ -25,7 +25,6 @@ enum porting_kind {
 #define R_ACME   "ACME and OCSP"
 #define R_AUTH   "auth and tracing"
 #define R_STREAM "stream proxy"
-#define R_SCRIPT "if"
 
 /* A name ending in "*" stands for every name with that prefix.  For
  * PORT_MISSING, `text` is the feature and `roadmap` its part; otherwise
@@ -149,10 +148,6 @@ static const struct porting_entry directives[] = {
     BUILTIN("open_log_file_cache", "corral keeps its log files open"),
     BUILTIN("log_subrequest", "corral makes no subrequests"),
     /* rewrite */
-    MISSING("if", "\"if\" blocks; for now, \"map\" computes a value from variables and "
-            "\"location\" chooses by path", R_SCRIPT),
-    MISSING("break", "\"break\" outside \"rewrite\"; for now, write \"rewrite ... break;\"",
-            R_SCRIPT),
     BUILTIN("rewrite_log", "\"error_log FILE debug;\" logs each rewrite"),
     BUILTIN("uninitialized_variable_warn", "corral refuses unknown variables when it starts"),
     /* limits */
