@@ -1659,6 +1659,27 @@ START_TEST(proxy_redirect_rewrites_location_and_refresh)
 }
 END_TEST
 
+/* With no proxy_redirect anywhere, nginx's default: a proxy_pass
+ * without a path makes its URL and "/" into "/". */
+START_TEST(proxy_redirect_default_without_lines)
+{
+    struct backend *b = backend_new("a");
+    b->headers = "Location: http://b/x/y\r\n";
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+    struct response resp;
+    ck_assert(read_response(r, false, &resp));
+    ck_assert_str_eq(header_one(resp.head, "Location"), "/x/y");
+    response_free(&resp);
+    client_close(r);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 /* proxy_intercept_errors: with it on, a backend's error for which the
  * location has an error_page gets the page (a URI answered by `return`,
  * a named location with "=", "=200"), the backend's body never reaching
@@ -3070,6 +3091,7 @@ Suite *test_suite(void)
     TCase *tc = new_case(suite, "conformance", 30);
     tcase_add_test(tc, status_headers_and_body_pass_through);
     tcase_add_test(tc, proxy_redirect_rewrites_location_and_refresh);
+    tcase_add_test(tc, proxy_redirect_default_without_lines);
     tcase_add_test(tc, intercept_errors_serves_the_error_page);
     tcase_add_test(tc, intercept_errors_over_http2);
     tcase_add_test(tc, server_timing_times_the_upstream);
