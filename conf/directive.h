@@ -74,6 +74,7 @@ enum {
     CONF_UPSTREAM = 1u << 3,
     CONF_ADMIN = 1u << 4,
     CONF_EVENTS = 1u << 5, /* nginx's events { } (nginx_directives.c) */
+    CONF_IF = 1u << 6,     /* nginx's if (...) { } in a server or location (rewrite.c) */
 };
 
 #define CONF_ARGS_MANY UINT_MAX
@@ -153,6 +154,12 @@ struct conf_directive {
      * `kind`, a check of its own before the generic setter, which sets
      * the field once it returns 0. */
     conf_module_apply_fn module_apply;
+    /* A CONF_BASE_MODULE entry with `block` and a `module_apply` (nginx's
+     * if): once module_apply took its arguments, the block's directives
+     * are applied, in context `block_context`, to the same level's
+     * structs, then `module_close` gets the module's struct again. */
+    unsigned block_context;
+    void (*module_close)(void *conf);
 
     /* For conf__apply_setting(): */
     enum conf_kind kind;

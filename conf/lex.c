@@ -100,8 +100,9 @@ static int lex_string(struct conf_error *error, struct lexer *lx, struct token *
     advance(lx);
     text[len] = '\0';
     /* `"a"b` is almost certainly a mistake; nothing may touch a string but
-     * what ends a word. */
-    if (lx->p < lx->end && !ends_word(*lx->p) && *lx->p != '#') {
+     * what ends a word, and, as in nginx, the ")" that closes an if's
+     * condition (`if ($a ~ "b c")`), a word of its own. */
+    if (lx->p < lx->end && !ends_word(*lx->p) && *lx->p != '#' && *lx->p != ')') {
         free(text);
         return conf__error_at(error, &lx->pos, "unexpected %s after a quoted string",
                               show_byte(*lx->p, shown));

@@ -25,7 +25,6 @@ enum porting_kind {
 #define R_ACME   "ACME and OCSP"
 #define R_AUTH   "auth and tracing"
 #define R_STREAM "stream proxy"
-#define R_SCRIPT "if"
 
 /* A name ending in "*" stands for every name with that prefix.  For
  * PORT_MISSING, `text` is the feature and `roadmap` its part; otherwise
@@ -149,10 +148,6 @@ static const struct porting_entry directives[] = {
     BUILTIN("open_log_file_cache", "corral keeps its log files open"),
     BUILTIN("log_subrequest", "corral makes no subrequests"),
     /* rewrite */
-    MISSING("if", "\"if\" blocks; for now, \"map\" computes a value from variables and "
-            "\"location\" chooses by path", R_SCRIPT),
-    MISSING("break", "\"break\" outside \"rewrite\"; for now, write \"rewrite ... break;\"",
-            R_SCRIPT),
     BUILTIN("rewrite_log", "\"error_log FILE debug;\" logs each rewrite"),
     BUILTIN("uninitialized_variable_warn", "corral refuses unknown variables when it starts"),
     /* limits */
@@ -197,9 +192,6 @@ static const struct porting_entry directives[] = {
     NONE("proxy_pass_header", "corral passes the upstream's headers on; \"proxy_hide_header\" drops one"),
     NONE("proxy_ignore_headers", "corral caches nothing, so no header changes how it caches"),
     NONE("proxy_ignore_client_abort", "corral always closes the upstream request when the client leaves, as nginx's off does"),
-    MISSING("proxy_redirect", "rewriting the upstream's Location header", R_H2UP),
-    MISSING("proxy_intercept_errors", "answering the upstream's errors with error_page",
-            R_H2UP),
     MISSING("proxy_cookie_*", "rewriting the upstream's Set-Cookie", R_H2UP),
     NONE("proxy_method", "corral sends the client's method"),
     NONE("proxy_set_body", "corral sends the client's body"),

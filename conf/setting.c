@@ -150,6 +150,13 @@ int conf__apply_setting(struct conf_state *state, const struct conf_node *node,
         if (directive->module_apply(base, node->args, node->arg_count, &error) != 0)
             return conf__error_at(state->error, error.at != NULL ? error.at : &node->name.pos, "%s",
                                   error.message);
+        if (directive->block) {
+            /* Its directives' errors are reported as they happen. */
+            int rc = conf__apply_block(state, node, directive->block_context);
+            if (directive->module_close != NULL)
+                directive->module_close(base);
+            return rc;
+        }
         if (directive->kind == CONF_KIND_NONE)
             return 0;
     }

@@ -163,9 +163,14 @@ void exchange__end_filtered(struct exchange *ex, const char *trailers, size_t le
     end_from(ex, 0, trailers, len);
 }
 
+bool exchange_error_page(struct exchange *ex, unsigned status)
+{
+    return ex->error_hook != NULL && ex->error_hook(ex, status);
+}
+
 void exchange_respond_error(struct exchange *ex, unsigned status)
 {
-    if (ex->error_hook != NULL && ex->error_hook(ex, status))
+    if (exchange_error_page(ex, status))
         return;
     exchange_respond_builtin(ex, status);
 }

@@ -302,6 +302,12 @@ void exchange_respond(struct exchange *ex, unsigned status, const char *headers,
  * body: "404 Not Found\n" etc. */
 void exchange_respond_error(struct exchange *ex, unsigned status);
 
+/* Answers with the exchange's error page for `status` (ex->error_hook,
+ * error_page.h) when it has one for it: true.  False: it has none, and
+ * the response is the caller's to send (the proxy's
+ * proxy_intercept_errors passes the backend's on). */
+bool exchange_error_page(struct exchange *ex, unsigned status);
+
 /* The built-in answer only, never an error page: for a framer about to
  * close the connection. */
 void exchange_respond_builtin(struct exchange *ex, unsigned status);

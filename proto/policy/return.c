@@ -16,9 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void return_on_request(struct exchange *ex, const struct http_request *req, void *data)
+/* Answers with `ret`; its text's $1... are the groups `ovector` gives
+ * (`count` pairs) of `subject`. */
+static void answer(struct exchange *ex, const struct http_request *req,
+                   const struct http_return *ret, const char *subject, const size_t *ovector,
+                   size_t count)
 {
-    const struct http_return *ret = data;
     /* nginx's 444: end the connection (HTTP/2: the stream) unanswered */
     if (ret->status == HTTP_RETURN_CLOSE) {
         exchange_abort(ex);
@@ -47,10 +50,12 @@ static void return_on_request(struct exchange *ex, const struct http_request *re
     struct vars_buf text;
     vars_buf_init(&text, small, sizeof(small));
     if (ret->value != NULL) {
-        struct vars_ctx ctx = {.ex = ex, .req = req, .escape = redirect ? VARS_HEADER : VARS_RAW};
-        size_t ovector[2 * HTTP_REGEX_PAIRS];
-        if (ret->captures != NULL)
-            vars_set_captures(&ctx, ret->captures, ovector);
+        struct vars_ctx ctx = {.ex = ex,
+                               .req = req,
+                               .escape = redirect ? VARS_HEADER : VARS_RAW,
+                               .subject = subject,
+                               .ovector = ovector,
+                               .capture_count = count};
         vars_eval(ret->value, &ctx, &text);
     } else {
         vars_buf_add(&text, ret->text, ret->text_len);
@@ -84,6 +89,25 @@ static void return_on_request(struct exchange *ex, const struct http_request *re
     vars_buf_free(&early);
 }
 
+static void return_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    const struct http_return *ret = data;
+    struct vars_ctx ctx = {.req = req};
+    size_t ovector[2 * HTTP_REGEX_PAIRS];
+    if (ret->value != NULL && ret->captures != NULL)
+        vars_set_captures(&ctx, ret->captures, ovector);
+    answer(ex, req, ret, ctx.subject, ctx.ovector, ctx.capture_count);
+}
+
+void return_answer(struct router_walk *w, const struct http_return *ret, const char *subject,
+                   const size_t *ovector, size_t count)
+{
+    struct http_return at_level = *ret;
+    at_level.add_headers = http_module_built(w->ex, &add_header_module);
+    router_routed(w);
+    answer(w->ex, &w->req, &at_level, subject, ovector, count);
+}
+
 const struct http_handler http_return_handler = {
     .name = "return",
     .on_request = return_on_request,
@@ -108,10 +132,9 @@ static const struct http_phase_handler return_phases[] = {
 
 /* ------------------------------------------------------- configuration */
 
-static int apply(void *conf, const struct conf_arg *args, size_t count,
+int return_parse(struct return_conf *c, const struct conf_arg *args, size_t count,
                  struct conf_module_error *error)
 {
-    struct return_conf *c = conf;
     const char *code = args[0].text;
     /* A 1xx status never ends an exchange: the client would wait for the
      * final response. */
@@ -144,6 +167,12 @@ static int apply(void *conf, const struct conf_arg *args, size_t count,
     return 0;
 }
 
+static int apply(void *conf, const struct conf_arg *args, size_t count,
+                 struct conf_module_error *error)
+{
+    return return_parse(conf, args, count, error);
+}
+
 static void conf_free(void *conf)
 {
     free(((struct return_conf *)conf)->text);
@@ -163,26 +192,37 @@ static const struct conf_directive return_directives[] = {
 /* A location's or a server's return: what it answers with, its text
  * compiled, with the level's add_header lines and, when the text reads
  * the location's regex groups, that regex.  None written: nothing. */
+int return_compile(const struct return_conf *c, const struct http_module_build *b,
+                   const struct http_regex *captures, struct http_return **out)
+{
+    struct http_return *ret = b->calloc(b->arena, 1, sizeof(*ret));
+    if (ret == NULL)
+        return -ENOMEM;
+    *ret = (struct http_return){
+        .status = c->code, .text = c->text, .text_len = c->text != NULL ? strlen(c->text) : 0};
+    if (c->text != NULL) {
+        int err = b->compile_with(b->arena, c->text, &c->text_pos, "return", captures, false,
+                                  &ret->value);
+        if (err != 0)
+            return err;
+    }
+    if (ret->value != NULL && vars_template_uses_captures(ret->value))
+        ret->captures = captures;
+    *out = ret;
+    return 0;
+}
+
 static int build(const void *conf, const struct http_module_build *b, const void **out)
 {
     const struct return_conf *c = conf;
     *out = NULL;
     if (c->code == 0)
         return 0;
-    struct http_return *ret = b->calloc(b->arena, 1, sizeof(*ret));
-    if (ret == NULL)
-        return -ENOMEM;
-    *ret = (struct http_return){.status = c->code,
-                                .text = c->text,
-                                .text_len = c->text != NULL ? strlen(c->text) : 0,
-                                .add_headers = http_module_built_in(*b->built, &add_header_module)};
-    if (c->text != NULL) {
-        int err = b->compile(b->arena, c->text, &c->text_pos, "return", &ret->value);
-        if (err != 0)
-            return err;
-    }
-    if (ret->value != NULL && b->loc != NULL && vars_template_uses_captures(ret->value))
-        ret->captures = b->loc->regex;
+    struct http_return *ret;
+    int err = return_compile(c, b, b->loc != NULL ? b->loc->regex : NULL, &ret);
+    if (err != 0)
+        return err;
+    ret->add_headers = http_module_built_in(*b->built, &add_header_module);
     *out = ret;
     return 0;
 }

@@ -32,6 +32,27 @@ struct http_return {
 };
 extern const struct http_handler http_return_handler;
 
+/* Reads `return CODE ["TEXT"]`'s arguments into `c` (its text
+ * malloc'd).  Returns 0, or -1 with `error` filled in.  For the return
+ * module's directive and for a `return` inside an `if` (rewrite.c). */
+int return_parse(struct return_conf *c, const struct conf_arg *args, size_t count,
+                 struct conf_module_error *error);
+
+/* What `c` answers with, its text compiled, its $1... the groups of
+ * `captures` (NULL: none), in the build's memory; no add_header lines.
+ * Returns 0 or -errno, having logged why. */
+struct http_module_build;
+int return_compile(const struct return_conf *c, const struct http_module_build *b,
+                   const struct http_regex *captures, struct http_return **out);
+
+/* Answers the walk's exchange with `ret` (a `return` inside an `if`), as
+ * a location's return does, with the add_header lines of the level the
+ * walk is at; its text's $1... are the groups `ovector` gives (`count`
+ * pairs) of `subject`. */
+struct router_walk;
+void return_answer(struct router_walk *w, const struct http_return *ret, const char *subject,
+                   const size_t *ovector, size_t count);
+
 /* The module. */
 struct http_module;
 extern struct http_module return_module;

@@ -501,6 +501,8 @@ static size_t h1c_on_data(corral_conn *conn, const char *data, size_t len)
             h1c_fail(c, PROXY_ERROR_INVALID);
             return len;
         }
+        if (c->owner == NULL)
+            return len; /* the owner let go in on_head: the connection is closing */
     }
     if (err == HPE_OK) {
         if (used < len)

@@ -63,7 +63,9 @@ struct http1_client_ops {
     /* The connection is up: what was queued goes out now. */
     void (*on_open)(void *owner);
     /* The response head: forward it.  Nonzero fails the exchange with
-     * PROXY_ERROR_INVALID (nothing has reached the client yet). */
+     * PROXY_ERROR_INVALID (nothing has reached the client yet).  The
+     * owner may detach meanwhile (it answered otherwise, and the rest of
+     * the response is not read): nothing more is called then. */
     int (*on_head)(void *owner, const struct http1_client_head *head);
     /* Response body bytes, without their framing. */
     void (*on_body)(void *owner, const char *data, size_t len);

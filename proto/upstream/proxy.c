@@ -74,6 +74,10 @@ struct proxy_exchange {
     char *replay;
     size_t replay_len;
     bool replay_ok;
+    /* The request, kept for proxy_redirect values that read it (the
+     * location says so): it is gone once on_request returns. */
+    struct http_request req;
+    char *req_block;
 };
 
 static void px_finish(struct proxy_exchange *px);
@@ -146,8 +150,25 @@ static void px_on_open(void *owner)
     px_drop_replay(px); /* what was queued goes out now */
 }
 
+/* The location's error page took the response (proxy_intercept_errors),
+ * as nginx's: the backend's body is never read, and its connection, which
+ * still holds it, is closed rather than pooled.  What is left of the
+ * request body is read and dropped. */
+static void px_intercepted(struct proxy_exchange *px, unsigned status)
+{
+    px_drop_replay(px);
+    px_attempt_end(px, 0);
+    struct upstream_conn *uc = &px->uc->base;
+    upstream_server_release(uc->upstream, uc->worker, uc->server);
+    upstream_count_response(uc->worker, uc->server, status, corral_monotonic_ns() - px->attempt_ns);
+    px_detach(px);
+    exchange_resume_body(px->ex);
+    px_finish(px);
+}
+
 /* The response head for the client: the upstream's headers less the
- * hop-by-hop and hidden ones (a 101 keeps its Upgrade and Connection). */
+ * hop-by-hop and hidden ones (a 101 keeps its Upgrade and Connection);
+ * or, with proxy_intercept_errors, the location's error page for it. */
 static int px_on_head(void *owner, const struct http1_client_head *head)
 {
     struct proxy_exchange *px = owner;
@@ -157,11 +178,17 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
         px->next_status = head->status;
         return -EAGAIN; /* px_fail() goes on to the next server */
     }
+    if (px->loc->conf.intercept_errors && head->status >= 300 && !head->tunnel &&
+        exchange_error_page(px->ex, head->status)) {
+        px_intercepted(px, head->status);
+        return 0;
+    }
     px_drop_replay(px);
     px->status = head->status;
     char *headers;
     size_t len;
-    if (proxy_head_response(px->loc, head, &headers, &len) != 0)
+    struct vars_ctx ctx = {.ex = px->ex, .req = px->req_block != NULL ? &px->req : NULL};
+    if (proxy_head_response(px->loc, head, &ctx, &headers, &len) != 0)
         return -ENOMEM;
     exchange_begin_coded(px->ex, head->status, headers != NULL ? headers : "", len,
                          head->content_length, head->codings);
@@ -364,6 +391,7 @@ static void px_finish(struct proxy_exchange *px)
     vars_buf_free(&px->add_early);
     free(px->replay);
     free(px->head);
+    free(px->req_block);
     free(px);
 }
 
@@ -564,7 +592,10 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
         .upgrade = px->rq.upgrade,
         .ex = ex,
     };
-    if (proxy_head_build(px->loc, req, &how, &px->head, &px->head_len) != 0) {
+    if (proxy_head_build(px->loc, req, &how, &px->head, &px->head_len) != 0 ||
+        (px->loc->redirects_read_request &&
+         (px->req_block = exchange_request_copy(req, &px->req)) == NULL)) {
+        free(px->head);
         free(px);
         exchange_respond_error(ex, 500);
         return;

@@ -13,6 +13,7 @@
 
 struct vars_template;
 struct http_regex;
+struct proxy_redirects;
 
 /* One proxy_pass location.  Locations may share an upstream, and with it
  * its pools and health state; the timeouts are each location's own. */
@@ -38,6 +39,11 @@ struct proxy_location {
     const char *const *upgrades;
     size_t upgrade_count;
     bool upgrade_any;
+    /* proxy_redirect: the rules for the response's Location and Refresh
+     * (proxy_redirect.h); NULL: off.  `redirects_read_request`: some value
+     * reads the request, which the exchange then keeps a copy of. */
+    const struct proxy_redirects *redirects;
+    bool redirects_read_request;
 };
 
 /* What proxy_upgrade allows when a location does not say. */

@@ -56,6 +56,9 @@ struct proxy_conf {
     unsigned next_upstream;            /* proxy_next_upstream: PROXY_NEXT_* bits */
     unsigned next_upstream_tries;      /* proxy_next_upstream_tries: 0 = no limit */
     uint32_t next_upstream_timeout_ms; /* proxy_next_upstream_timeout: 0 = no limit */
+    bool intercept_errors;             /* proxy_intercept_errors: a response of 300 or more
+                                          for which the location has an error_page gets
+                                          that page instead */
 };
 
 #define PROXY_CONF_DEFAULT                                                                         \

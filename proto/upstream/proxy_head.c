@@ -4,6 +4,7 @@
  * fields of the upstream's response head that reach the client.
  */
 #include "proto/upstream/proxy_head.h"
+#include "proto/upstream/proxy_redirect.h"
 #include "proto/http/regex.h"
 #include "proto/http/uri.h"
 #include "proto/http/vars.h"
@@ -212,17 +213,42 @@ int proxy_head_build(const struct proxy_location *loc, const struct http_request
     return 0;
 }
 
+/* Whether `name` may be one that proxy_redirect rewrites: a first look
+ * that keeps the full comparison off most headers. */
+static bool may_redirect(struct http_str name)
+{
+    return name.len > 0 && (name.data[0] == 'l' || name.data[0] == 'L' || name.data[0] == 'r' ||
+                            name.data[0] == 'R');
+}
+
 int proxy_head_response(const struct proxy_location *loc, const struct http1_client_head *head,
-                        char **headers, size_t *len)
+                        struct vars_ctx *ctx, char **headers, size_t *len)
 {
     struct h1_head_buf b = {0};
     for (size_t i = 0; i < head->header_count; i++) {
         const struct http_header *h = &head->headers[i];
         bool tunnel_header = head->tunnel && (http_str_equal_nocase(h->name, "upgrade") ||
                                               http_str_equal_nocase(h->name, "connection"));
-        if (tunnel_header ||
-            (!is_hop_by_hop(h->name, head->headers, head->header_count) && !hidden(loc, h->name)))
-            http1_client_head_add_header(&b, h->name, h->value);
+        if (!tunnel_header &&
+            (is_hop_by_hop(h->name, head->headers, head->header_count) || hidden(loc, h->name)))
+            continue;
+        if (loc->redirects != NULL && may_redirect(h->name)) {
+            char small[512];
+            struct vars_buf value;
+            vars_buf_init(&value, small, sizeof(small));
+            /* Header-escaped: a value cannot start a line of its own. */
+            enum vars_escape escape = ctx->escape;
+            ctx->escape = VARS_HEADER;
+            bool rewritten = proxy_redirect_header(loc->redirects, h->name, h->value, ctx, &value);
+            ctx->escape = escape;
+            b.failed |= value.failed;
+            if (rewritten)
+                http1_client_head_add_header(&b, h->name, (struct http_str){value.data, value.len});
+            vars_buf_free(&value);
+            if (rewritten)
+                continue;
+        }
+        http1_client_head_add_header(&b, h->name, h->value);
     }
     if (b.failed) {
         free(b.data);

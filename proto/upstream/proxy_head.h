@@ -8,6 +8,8 @@
 #include "proto/upstream/http1_client.h"
 #include "proto/upstream/proxy.h"
 
+struct vars_ctx;
+
 /* What shapes a forwarded request head besides the request itself. */
 struct proxy_head_request {
     const char *client;  /* the client's address, appended to X-Forwarded-For */
@@ -33,9 +35,10 @@ int proxy_head_build(const struct proxy_location *loc, const struct http_request
 
 /* The response head's fields for the client: the upstream's, less the
  * hop-by-hop ones and those corral replaces or proxy_hide_header hides (a
- * 101 keeps its Upgrade and Connection).  Sets *headers (malloc'd, NULL
- * when there are none) and *len; returns 0 or -ENOMEM. */
+ * 101 keeps its Upgrade and Connection), its Location and Refresh
+ * rewritten by proxy_redirect, whose variables read `ctx`.  Sets *headers
+ * (malloc'd, NULL when there are none) and *len; returns 0 or -ENOMEM. */
 int proxy_head_response(const struct proxy_location *loc, const struct http1_client_head *head,
-                        char **headers, size_t *len);
+                        struct vars_ctx *ctx, char **headers, size_t *len);
 
 #endif

@@ -14,6 +14,7 @@
 #include "proto/http/vars.h"
 #include "proto/policy/add_header.h"
 #include "proto/upstream/proxy.h"
+#include "proto/upstream/proxy_redirect.h"
 
 #include <corral.h>
 
@@ -224,6 +225,54 @@ static int apply_hide_header(void *conf, const struct conf_arg *args, size_t cou
     return 0;
 }
 
+/* proxy_redirect default | off | REDIRECT REPLACEMENT, several lines at
+ * a level, as nginx's. */
+static int apply_redirect(void *conf, const struct conf_arg *args, size_t count,
+                          struct conf_module_error *error)
+{
+    struct proxy_module_conf *c = conf;
+    const struct conf_arg *from = &args[0];
+    bool off = count == 1 && strcmp(from->text, "off") == 0;
+    if (c->redirects_off || (off && c->redirect_count > 0))
+        return conf_module_fail(error, &from->pos, "%s",
+                                "\"proxy_redirect off\" cannot be combined with other "
+                                "proxy_redirect lines");
+    c->redirects_written = true;
+    if (off) {
+        c->redirects_off = true;
+        return 0;
+    }
+    if (count == 1 && strcmp(from->text, "default") != 0)
+        return conf_module_fail(error, &from->pos,
+                                "invalid proxy_redirect \"%s\" (expected default, off, or "
+                                "REDIRECT REPLACEMENT)",
+                                from->text);
+    if (count == 2) {
+        if (strcmp(from->text, "~") == 0 || strcmp(from->text, "~*") == 0)
+            return conf_module_fail(error, &from->pos, "%s", "empty proxy_redirect regex");
+        /* The replacement goes into a header line. */
+        for (const char *p = args[1].text; *p != '\0'; p++)
+            if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
+                return conf_module_fail(error, &args[1].pos, "%s",
+                                        "header value contains a control character");
+    }
+    struct proxy_redirect_conf *items =
+        realloc(c->redirects, (c->redirect_count + 1) * sizeof(*items));
+    if (items == NULL)
+        return conf_module_fail(error, &from->pos, "%s", "out of memory");
+    c->redirects = items;
+    struct proxy_redirect_conf *line = &items[c->redirect_count++]; /* freed whole or not */
+    *line = (struct proxy_redirect_conf){.from_pos = from->pos};
+    if (count == 1)
+        return 0;
+    line->to_pos = args[1].pos;
+    line->from = strdup(from->text);
+    line->to = strdup(args[1].text);
+    if (line->from == NULL || line->to == NULL)
+        return conf_module_fail(error, &from->pos, "%s", "out of memory");
+    return 0;
+}
+
 /* An HTTP version as an Upgrade protocol: what a tunnel past the proxy's
  * checks would carry (h2c smuggling). */
 static bool upgrade_is_http(const char *protocol)
@@ -387,6 +436,10 @@ static const struct conf_directive proxy_directives[] = {
      .repeat = true, .base = CONF_BASE_MODULE, .module_apply = apply_set_header},
     {.name = "proxy_hide_header", ONE_ARG(CONF_LOCATION), .repeat = true,
      .base = CONF_BASE_MODULE, .module_apply = apply_hide_header},
+    /* the response's Location and Refresh; a level without any takes its
+     * parent's; none anywhere: default */
+    {.name = "proxy_redirect", .contexts = ANY_LEVEL, .min_args = 1, .max_args = 2,
+     .repeat = true, .base = CONF_BASE_MODULE, .module_apply = apply_redirect},
     /* which client upgrades go on to the upstream; the default: websocket */
     {.name = "proxy_upgrade", .contexts = CONF_LOCATION, .min_args = 1,
      .max_args = CONF_ARGS_MANY, .base = CONF_BASE_MODULE, .module_apply = apply_upgrade},
@@ -413,6 +466,9 @@ static const struct conf_directive proxy_directives[] = {
      * the kernel (both plain); in a server or at the top level */
     {.name = "proxy_splice", ONE_ARG(CONF_MAIN | CONF_SERVER), FIELD(proxy.splice, splice_at),
      .kind = CONF_KIND_SWITCH},
+    /* a backend's error answered with the location's error_page */
+    {.name = "proxy_intercept_errors", ONE_ARG(ANY_LEVEL),
+     FIELD(proxy.intercept_errors, intercept_at), .kind = CONF_KIND_SWITCH},
     /* "Via: 1.1 corral" on forwarded requests (off, as nginx, which never
      * adds one: a Via turns off gzip on an nginx backend, gzip_proxied) */
     {.name = "proxy_via", ONE_ARG(CONF_MAIN | CONF_SERVER), FIELD(proxy.via, via_at),
@@ -464,6 +520,8 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
         to->splice = from.splice;
     if (!written(&c->via_at))
         to->via = from.via;
+    if (!written(&c->intercept_at))
+        to->intercept_errors = from.intercept_errors;
     if (written(&c->next_at))
         to->next_upstream |= PROXY_NEXT_WRITTEN; /* `off` included */
     else
@@ -481,6 +539,12 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
         c->upgrade_any = p->upgrade_any;
         c->upgrade_any_pos = p->upgrade_any_pos;
         c->connection_set = p->connection_set;
+    }
+    if (!c->redirects_written && p != NULL) {
+        /* borrowed: free() leaves them to their level */
+        c->redirects = p->redirects;
+        c->redirect_count = p->redirect_count;
+        c->redirects_off = p->redirects_off;
     }
     return 0;
 }
@@ -564,9 +628,86 @@ static void conf_free(void *conf)
     for (size_t i = 0; i < c->upgrade_count; i++)
         free(c->upgrades[i]);
     free(c->upgrades);
+    for (size_t i = 0; c->redirects_written && i < c->redirect_count; i++) {
+        free(c->redirects[i].from);
+        free(c->redirects[i].to);
+    }
+    if (c->redirects_written)
+        free(c->redirects);
 }
 
 /* ----------------------------------------------------------------- build */
+
+/* `default`: proxy_pass's URL replaced by the location's prefix when
+ * proxy_pass has a path, else the URL and "/" by "/", as nginx's. */
+static int build_default(const struct proxy_module_conf *c, const struct http_module_build *b,
+                         struct proxy_redirect *rule)
+{
+    const char *uri = c->uri != NULL ? c->uri : "/";
+    size_t pass_len = strlen(c->pass), uri_len = strlen(uri);
+    char *text = b->calloc(b->arena, pass_len + uri_len + 1, 1);
+    if (text == NULL)
+        return -ENOMEM;
+    memcpy(text, c->pass, pass_len);
+    memcpy(text + pass_len, uri, uri_len);
+    rule->text = (struct http_str){text, pass_len + uri_len};
+    const char *to = "/";
+    if (c->uri != NULL) {
+        char *path = b->calloc(b->arena, b->loc->path_len + 1, 1);
+        if (path == NULL)
+            return -ENOMEM;
+        memcpy(path, b->loc->path, b->loc->path_len);
+        to = path;
+    }
+    return b->compile_with(b->arena, to, &c->location_pos, "proxy_redirect", NULL, true,
+                           &rule->replacement);
+}
+
+/* A location's proxy_redirect lines compiled (off: NULL); *reads: some
+ * value reads the request. */
+static int build_redirects(const struct proxy_module_conf *c, const struct http_module_build *b,
+                           const struct proxy_redirects **out, bool *reads)
+{
+    *out = NULL;
+    *reads = false;
+    if (c->redirects_off)
+        return 0;
+    size_t count = c->redirect_count > 0 ? c->redirect_count : 1;
+    struct proxy_redirects *rules = b->calloc(b->arena, 1, sizeof(*rules));
+    struct proxy_redirect *items = b->calloc(b->arena, count, sizeof(*items));
+    if (rules == NULL || items == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < count; i++) {
+        const struct proxy_redirect_conf *line = c->redirect_count > 0 ? &c->redirects[i] : NULL;
+        struct proxy_redirect *rule = &items[i];
+        int err;
+        if (line == NULL || line->from == NULL) {
+            err = build_default(c, b, rule);
+        } else if (line->from[0] == '~') {
+            bool caseless = line->from[1] == '*';
+            err = b->regex(b->arena, line->from + (caseless ? 2 : 1), caseless, &line->from_pos,
+                           "proxy_redirect", &rule->regex);
+            if (err == 0)
+                err = b->compile_with(b->arena, line->to, &line->to_pos, "proxy_redirect",
+                                      rule->regex, true, &rule->replacement);
+        } else {
+            rule->text = (struct http_str){line->from, strlen(line->from)};
+            err =
+                b->compile(b->arena, line->from, &line->from_pos, "proxy_redirect", &rule->pattern);
+            if (err == 0)
+                err = b->compile_with(b->arena, line->to, &line->to_pos, "proxy_redirect", NULL,
+                                      true, &rule->replacement);
+        }
+        if (err != 0)
+            return err;
+        if (vars_template_reads_request(rule->replacement) ||
+            (rule->pattern != NULL && vars_template_reads_request(rule->pattern)))
+            *reads = true;
+    }
+    *rules = (struct proxy_redirects){items, count};
+    *out = rules;
+    return 0;
+}
 
 /* A proxy_pass location: its upstream group (the generation's, shared),
  * its settings and its own header rewriting, as proxy_handler reads
@@ -600,6 +741,11 @@ static int build(const void *conf, const struct http_module_build *b, const void
     for (size_t i = 0; values != NULL && i < count; i++)
         if (values[i] != NULL && vars_template_uses_captures(values[i]))
             captures = b->loc->regex;
+    const struct proxy_redirects *redirects;
+    bool redirects_read_request;
+    err = build_redirects(c, b, &redirects, &redirects_read_request);
+    if (err != 0)
+        return err;
     struct proxy_location *px = b->calloc(b->arena, 1, sizeof(*px));
     struct http_header *headers = b->calloc(b->arena, count + 1, sizeof(*headers));
     struct http_str *hides = b->calloc(b->arena, c->hide_header_count + 1, sizeof(*hides));
@@ -626,6 +772,8 @@ static int build(const void *conf, const struct http_module_build *b, const void
         .strip = {b->loc->path, b->loc->path_len},
         .uri = {c->uri, c->uri != NULL ? strlen(c->uri) : 0},
         .add_headers = http_module_built_in(*b->built, &add_header_module),
+        .redirects = redirects,
+        .redirects_read_request = redirects_read_request,
     };
     *out = px;
     return 0;

@@ -20,6 +20,12 @@ struct proxy_set_header_conf {
     struct conf_pos value_pos;
 };
 
+/* proxy_redirect REDIRECT REPLACEMENT as written, or `default`. */
+struct proxy_redirect_conf {
+    char *from, *to; /* malloc'd; NULL for default */
+    struct conf_pos from_pos, to_pos;
+};
+
 /* The proxy's directives at one level (top level, server, location).  The
  * settings of struct proxy_conf are merged field by field, each written
  * one keeping its position; a level with no proxy_set_header line of its
@@ -59,11 +65,17 @@ struct proxy_module_conf {
     bool upgrade_set, upgrade_any;
     bool connection_set; /* proxy_set_header Connection, which goes with it */
     struct conf_pos upgrade_any_pos;
+    /* proxy_redirect lines (`redirects_written`: the level has some, or
+     * off; else it holds its parent's, which it does not own).  Off:
+     * none apply; none at all: `default`. */
+    struct proxy_redirect_conf *redirects;
+    size_t redirect_count;
+    bool redirects_written, redirects_off;
     /* Once merged, the level's effective settings. */
     struct proxy_conf proxy;
     /* Where each of proxy's settings is written (file NULL: it is not). */
     struct conf_pos connect_at, read_at, send_at, buffer_at, next_at, tries_at, next_timeout_at,
-        splice_at, via_at;
+        splice_at, via_at, intercept_at;
     /* The parent's tries and timeout: a location's 0 (no limit) takes
      * them (check()). */
     unsigned parent_tries;

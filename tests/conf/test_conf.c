@@ -159,6 +159,69 @@ START_TEST(rewrite_is_its_modules)
 }
 END_TEST
 
+/* if (CONDITION) { ... } is a line of the rewrite module's list, its
+ * block the lines after it up to `end`; nginx's parentheses come off the
+ * words, spaced or not, a quoted regex may touch the ")", and a location
+ * with only an if needs no content handler. */
+START_TEST(if_is_a_jump_in_the_rewrite_lines)
+{
+    struct conf_config *c =
+        parse_ok("server {\n"
+                 "    listen 127.0.0.1:80;\n"
+                 "    if ($http_user_agent ~* \"bot|spider\") { return 403; }\n"
+                 "    location /a {\n"
+                 "        set $x 1;\n"
+                 "        if ( $request_method = POST ) { set $x 2; rewrite ^ /b last; }\n"
+                 "        if (!-f /srv$uri) { break; }\n"
+                 "        if ($x) { return 301 https://$host$request_uri; }\n"
+                 "        if ($x != \"\") {}\n"
+                 "        if ($uri !~ ^/a/(.*)$) { return 404; }\n"
+                 "    }\n"
+                 "}\n");
+    const struct conf_server *s = &c->servers[0];
+    const struct rewrite_conf *r = conf_module_conf(s->modules, &rewrite_module.conf);
+    ck_assert_uint_eq(r->count, 2);
+    ck_assert_int_eq(r->items[0].kind, HTTP_STEP_IF);
+    ck_assert_int_eq(r->items[0].op, HTTP_IF_MATCH);
+    ck_assert(r->items[0].caseless && !r->items[0].negate);
+    ck_assert_str_eq(r->items[0].name, "$http_user_agent");
+    ck_assert_str_eq(r->items[0].regex, "bot|spider");
+    ck_assert_uint_eq(r->items[0].end, 2);
+    ck_assert_int_eq(r->items[1].kind, HTTP_STEP_RETURN);
+    ck_assert_uint_eq(r->items[1].ret.code, 403);
+    r = conf_module_conf(s->locations[0].modules, &rewrite_module.conf);
+    ck_assert_uint_eq(r->count, 11);
+    ck_assert_int_eq(r->items[0].kind, HTTP_STEP_SET);
+    ck_assert_int_eq(r->items[1].kind, HTTP_STEP_IF);
+    ck_assert_int_eq(r->items[1].op, HTTP_IF_EQUAL);
+    ck_assert_str_eq(r->items[1].name, "$request_method");
+    ck_assert_str_eq(r->items[1].replacement, "POST");
+    ck_assert_uint_eq(r->items[1].regex_pos.col, 14); /* "$request_method", after "( " */
+    ck_assert_uint_eq(r->items[1].end, 4);
+    ck_assert_int_eq(r->items[2].kind, HTTP_STEP_SET);
+    ck_assert_int_eq(r->items[3].kind, HTTP_STEP_REWRITE);
+    ck_assert_int_eq(r->items[4].op, HTTP_IF_FILE);
+    ck_assert(r->items[4].negate);
+    ck_assert_str_eq(r->items[4].name, "/srv$uri");
+    ck_assert_int_eq(r->items[5].kind, HTTP_STEP_BREAK);
+    ck_assert_int_eq(r->items[6].op, HTTP_IF_VALUE);
+    ck_assert_int_eq(r->items[7].kind, HTTP_STEP_RETURN);
+    ck_assert_str_eq(r->items[7].ret.text, "https://$host$request_uri");
+    ck_assert_int_eq(r->items[8].op, HTTP_IF_EQUAL);
+    ck_assert(r->items[8].negate);
+    ck_assert_str_eq(r->items[8].replacement, "");
+    ck_assert_uint_eq(r->items[8].end, 9); /* an empty block */
+    ck_assert_int_eq(r->items[9].op, HTTP_IF_MATCH);
+    ck_assert(r->items[9].negate && !r->items[9].caseless);
+    ck_assert_str_eq(r->items[9].regex, "^/a/(.*)$");
+    ck_assert_uint_eq(r->items[9].end, 11);
+    ck_assert_int_eq(r->items[10].kind, HTTP_STEP_RETURN);
+    ck_assert(s->locations[0].passes);
+    ck_assert_ptr_null(s->locations[0].content);
+    conf_free(c);
+}
+END_TEST
+
 START_TEST(defaults_when_absent)
 {
     struct conf_config *c = parse_ok("# nothing but a comment\n");
@@ -862,6 +925,37 @@ START_TEST(proxy_upgrade_settings)
 }
 END_TEST
 
+/* proxy_intercept_errors and proxy_redirect: a level without its own
+ * takes its parent's. */
+START_TEST(proxy_intercept_and_redirect_inherit)
+{
+    struct conf_config *c =
+        parse_ok("proxy_intercept_errors on;\n"
+                 "server {\n"
+                 "    listen 127.0.0.1:80;\n"
+                 "    proxy_redirect http://a/ /b/;\n"
+                 "    location /a { proxy_pass http://127.0.0.1:1; }\n"
+                 "    location /b { proxy_pass http://127.0.0.1:1; proxy_intercept_errors off;\n"
+                 "        proxy_redirect off; }\n"
+                 "    location /c { proxy_pass http://127.0.0.1:1; proxy_redirect default;\n"
+                 "        proxy_redirect ~^http://x(.*)$ $1; }\n"
+                 "}\n");
+    const struct conf_location *l = c->servers[0].locations;
+    ck_assert(proxy_of(l[0].modules)->proxy.intercept_errors);
+    ck_assert_uint_eq(proxy_of(l[0].modules)->redirect_count, 1);
+    ck_assert_str_eq(proxy_of(l[0].modules)->redirects[0].from, "http://a/");
+    ck_assert_str_eq(proxy_of(l[0].modules)->redirects[0].to, "/b/");
+    ck_assert(!proxy_of(l[1].modules)->proxy.intercept_errors);
+    ck_assert(proxy_of(l[1].modules)->redirects_off);
+    ck_assert(proxy_of(l[2].modules)->proxy.intercept_errors);
+    ck_assert(!proxy_of(l[2].modules)->redirects_off);
+    ck_assert_uint_eq(proxy_of(l[2].modules)->redirect_count, 2);
+    ck_assert_ptr_null(proxy_of(l[2].modules)->redirects[0].from); /* default */
+    ck_assert_str_eq(proxy_of(l[2].modules)->redirects[1].from, "~^http://x(.*)$");
+    conf_free(c);
+}
+END_TEST
+
 START_TEST(servers_told_apart)
 {
     /* Same address with different names, different addresses without
@@ -1185,8 +1279,8 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80; set $http_x x; }",
      "test.conf:1:35: \"$http_x\" is corral's own variable: set another name"},
     {"server { listen 127.0.0.1:80; set $a; }", "test.conf:1:31: \"set\" takes 2 arguments, got 1"},
-    {"set $a 1;", "test.conf:1:1: \"set\" is not allowed at top level (it belongs in server or "
-                  "location)"},
+    {"set $a 1;", "test.conf:1:1: \"set\" is not allowed at top level (it belongs in server, "
+                  "location or if)"},
     {"server { listen 127.0.0.1:80; location / { stub_status x; } }",
      "test.conf:1:56: invalid value \"x\" (stub_status takes no argument, or \"on\")"},
     {"add_header \"Bad Name\" x;", "test.conf:1:12: invalid header name \"Bad Name\""},
@@ -1195,12 +1289,54 @@ static const struct error_case error_cases[] = {
      "test.conf:1:18: unknown add_header parameter \"sometimes\" (expected always)"},
     {"server { listen 127.0.0.1:80; location / { rewrite ^ /b stop; } }",
      "test.conf:1:57: unknown rewrite flag \"stop\" (expected last, break, redirect or permanent)"},
+    /* if */
+    {"server { listen 127.0.0.1:80; location / { if ($a) { proxy_pass http://127.0.0.1:1; }\n"
+     " return 200; } }",
+
+     "test.conf:1:54: \"proxy_pass\" is not allowed inside \"if\": corral's \"if\" "
+     "takes return, rewrite, set and break only; put \"proxy_pass\" in a location "
+     "that a \"rewrite ... last\" in the \"if\" leads to"},
+    {"server { listen 127.0.0.1:80; if ($a) { if ($b) { return 403; } } }",
+     "test.conf:1:41: \"if\" cannot be nested: combine the conditions with a \"map\", "
+     "or \"set\" a variable in the first \"if\" and test it in a second one after it"},
+    {"server { listen 127.0.0.1:80; if $a { return 403; } }",
+     "test.conf:1:34: invalid condition \"$a\" (expected \"(\" before it)"},
+    {"server { listen 127.0.0.1:80; if ($a { return 403; } }",
+     "test.conf:1:34: invalid condition \"($a\" (expected \")\" after it)"},
+    {"server { listen 127.0.0.1:80; if ($a == b) { return 403; } }",
+     "test.conf:1:38: unexpected \"==\" in condition (expected =, !=, ~, ~*, !~ or "
+     "!~*)"},
+    {"server { listen 127.0.0.1:80; if (-f) { return 403; } }",
+     "test.conf:1:35: \"-f\" needs a path after it"},
+    {"server { listen 127.0.0.1:80; if ($a = ) { return 403; } }",
+     "test.conf:1:38: \"=\" needs a value after it"},
+    /* a second if after one refused is read as any other */
+    {"server { listen 127.0.0.1:80; if (a = b) { return 403; } if ($x) { return 4; } }",
+     "test.conf:1:35: invalid condition \"a\""},
+    {"server { listen 127.0.0.1:80; if (a = b) { return 403; } }",
+     "test.conf:1:35: invalid condition \"a\""},
+    {"server { listen 127.0.0.1:80; if ($a = b c) { return 403; } }",
+     "test.conf:1:42: invalid condition \"c\""},
+    {"server { listen 127.0.0.1:80; if () { return 403; } }", "test.conf:1:34: empty condition"},
+    {"server { listen 127.0.0.1:80; if ($a) { return 99; } }",
+     "test.conf:1:48: invalid status code \"99\" (expected 200 to 599)"},
+    {"server { listen 127.0.0.1:80; if ($a) return 403; }",
+     "test.conf:1:31: \"if\" needs a \"{ ... }\" block"},
+    {"if ($a) { return 403; }",
+     "test.conf:1:1: \"if\" is not allowed at top level (it belongs in server or "
+     "location)"},
+    {"server { listen 127.0.0.1:80; break now; }",
+     "test.conf:1:31: \"break\" takes no arguments, got 1"},
+    {"server { listen 127.0.0.1:80; if ($a) { add_header X-A b; } }",
+     "test.conf:1:41: \"add_header\" is not allowed inside \"if\": corral's \"if\" "
+     "takes return, rewrite, set and break only; put \"add_header\" in a location "
+     "that a \"rewrite ... last\" in the \"if\" leads to"},
     {"server { listen 127.0.0.1:80; location / { rewrite \"\" /b; } }",
      "test.conf:1:52: empty rewrite regex"},
     {"server { listen 127.0.0.1:80; location / { rewrite ^ /b c d; } }",
      "test.conf:1:44: \"rewrite\" takes 2 or 3 arguments, got 4"},
     {"rewrite ^ /b;", "test.conf:1:1: \"rewrite\" is not allowed at top level (it belongs in "
-                      "server or location)"},
+                      "server, location or if)"},
     {"server { listen 127.0.0.1:80; location / { return 99; } }",
      "test.conf:1:51: invalid status code \"99\" (expected 200 to 599)"},
     /* syntax */
@@ -1229,8 +1365,8 @@ static const struct error_case error_cases[] = {
     {"listen 127.0.0.1:80;",
      "test.conf:1:1: \"listen\" is not allowed at top level (it belongs in server or admin)"},
     {"upstream app { server 127.0.0.1:1; return 200; }",
-     "test.conf:1:36: \"return\" is not allowed in upstream (it belongs in server or "
-     "location)"},
+     "test.conf:1:36: \"return\" is not allowed in upstream (it belongs in server, "
+     "location or if)"},
     {"server { workers 2; }",
      "test.conf:1:10: \"workers\" is not allowed in server (it belongs at top level)"},
     {"server { listen 127.0.0.1:80; location / { keepalive_timeout 1s; } }",
@@ -1697,6 +1833,30 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_set_header Connection upgrade; proxy_set_header connection \"\"; } }",
      "test.conf:2:56: duplicate proxy_set_header \"connection\" in this location"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_intercept_errors yes; } }",
+     "test.conf:2:25: invalid value \"yes\" (expected on or off)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_redirect default; proxy_redirect off; } }",
+     "test.conf:2:41: \"proxy_redirect off\" cannot be combined with other proxy_redirect "
+     "lines"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_redirect off; proxy_redirect / /x/; } }",
+     "test.conf:2:37: \"proxy_redirect off\" cannot be combined with other proxy_redirect "
+     "lines"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_redirect on; } }",
+     "test.conf:2:17: invalid proxy_redirect \"on\" (expected default, off, or REDIRECT "
+     "REPLACEMENT)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_redirect ~* /; } }",
+     "test.conf:2:17: empty proxy_redirect regex"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_redirect / \"/a\\nb\"; } }",
+     "test.conf:2:19: header value contains a control character"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_redirect / /a/b c; } }",
+     "test.conf:2:2: \"proxy_redirect\" takes 1 or 2 arguments, got 3"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_upgrade websocket; proxy_upgrade foo; } }",
      "test.conf:2:27: duplicate \"proxy_upgrade\" (first at line 2)"},
@@ -3031,6 +3191,7 @@ Suite *test_suite(void)
     tcase_set_timeout(valid, 20);
     tcase_add_test(valid, defaults_when_absent);
     tcase_add_test(valid, rewrite_is_its_modules);
+    tcase_add_test(valid, if_is_a_jump_in_the_rewrite_lines);
     tcase_add_test(valid, add_header_is_its_modules);
     tcase_add_test(valid, empty_text);
     tcase_add_test(valid, same_address_whatever_the_spelling);
@@ -3045,6 +3206,7 @@ Suite *test_suite(void)
     tcase_add_test(valid, addresses_and_proxy_targets_are_numbered);
     tcase_add_test(valid, many_locations_and_servers_parse_quickly);
     tcase_add_test(valid, proxy_upgrade_settings);
+    tcase_add_test(valid, proxy_intercept_and_redirect_inherit);
     tcase_add_test(valid, access_inheritance);
     tcase_add_test(valid, limit_inheritance);
     tcase_add_test(valid, error_page_levels);

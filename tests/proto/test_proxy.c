@@ -1612,6 +1612,172 @@ START_TEST(response_headers_are_rewritten)
 }
 END_TEST
 
+/* proxy_redirect: the server's line where a location has none, `default`
+ * (proxy_pass's URL to the location's prefix), off, and a regex whose
+ * replacement reads the request ($host, once the request's head is gone)
+ * and the groups; Refresh too, and no other header. */
+START_TEST(proxy_redirect_rewrites_location_and_refresh)
+{
+    struct backend *b = backend_new("a");
+    b->headers = "Location: http://b/two/z?q=1\r\nRefresh: 5; url=http://b/two/r\r\n"
+                 "Content-Location: http://b/two/c\r\n";
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b,
+                "    proxy_redirect http://b/two/ /srv/;\n"
+                "    location /one/ { proxy_pass http://b/two/; proxy_redirect default; }\n"
+                "    location /off/ { proxy_pass http://b; proxy_redirect off; }\n"
+                "    location /re/ { proxy_pass http://b;\n"
+                "        proxy_redirect http://nomatch/ /x/;\n"
+                "        proxy_redirect ~^http://b/two/(.*)$ https://$host/re/$1; }\n",
+                "");
+    static const struct {
+        const char *path, *location, *refresh;
+    } cases[] = {
+        {"/", "/srv/z?q=1", "5; url=/srv/r"}, /* the server's line */
+        {"/one/a", "/one/z?q=1", "5; url=/one/r"},
+        {"/off/a", "http://b/two/z?q=1", "5; url=http://b/two/r"},
+        {"/re/a", "https://test/re/z?q=1", "5; url=https://test/re/r"},
+    };
+    struct reader *r = client_connect(d.port);
+    for (int i = 0; i < COUNT(cases); i++) {
+        char request[256];
+        snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\nHost: Test\r\n\r\n",
+                 cases[i].path);
+        send_str(r->fd, request);
+        struct response resp;
+        ck_assert(read_response(r, false, &resp));
+        ck_assert_uint_eq(resp.status, 200);
+        ck_assert_str_eq(header_one(resp.head, "Location"), cases[i].location);
+        ck_assert_str_eq(header_one(resp.head, "Refresh"), cases[i].refresh);
+        ck_assert_str_eq(header_one(resp.head, "Content-Location"), "http://b/two/c");
+        response_free(&resp);
+    }
+    client_close(r);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* With no proxy_redirect anywhere, nginx's default: a proxy_pass
+ * without a path makes its URL and "/" into "/". */
+START_TEST(proxy_redirect_default_without_lines)
+{
+    struct backend *b = backend_new("a");
+    b->headers = "Location: http://b/x/y\r\n";
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+    struct response resp;
+    ck_assert(read_response(r, false, &resp));
+    ck_assert_str_eq(header_one(resp.head, "Location"), "/x/y");
+    response_free(&resp);
+    client_close(r);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* proxy_intercept_errors: with it on, a backend's error for which the
+ * location has an error_page gets the page (a URI answered by `return`,
+ * a named location with "=", "=200"), the backend's body never reaching
+ * the client nor, as leftover bytes, the next request on its connection;
+ * an error without a page, and every error with it off, goes through. */
+static const char intercept_server[] =
+    "    location = /page { return 200 \"local page\\n\"; }\n"
+    "    location @named { return 200 \"named page\\n\"; }\n"
+    "    location /on/ { proxy_pass http://b/; proxy_intercept_errors on;\n"
+    "        error_page 404 /page; error_page 502 = @named; error_page 503 =200 /page; }\n"
+    "    location /off/ { proxy_pass http://b/; error_page 404 /page; }\n";
+
+static const struct {
+    const char *path;
+    unsigned status;
+    const char *body;
+} intercept_cases[] = {
+    {"/on/status/404", 404, "local page\n"},
+    {"/on/status/200", 200, "the backend's own body, long enough to be left unread\n"},
+    {"/on/status/502", 200, "named page\n"},
+    {"/on/status/503", 200, "local page\n"},
+    {"/on/status/410", 410, "the backend's own body, long enough to be left unread\n"},
+    {"/off/status/404", 404, "the backend's own body, long enough to be left unread\n"},
+    {"/on/status/404", 404, "local page\n"},
+    {"/on/status/200", 200, "the backend's own body, long enough to be left unread\n"},
+};
+
+START_TEST(intercept_errors_serves_the_error_page)
+{
+    struct backend *b = backend_new("a");
+    b->body = "the backend's own body, long enough to be left unread\n";
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, intercept_server, "");
+    struct reader *r = client_connect(d.port);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < COUNT(intercept_cases); i++) {
+            char request[256];
+            snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\nHost: test\r\n\r\n",
+                     intercept_cases[i].path);
+            send_str(r->fd, request);
+            struct response resp;
+            ck_assert_msg(read_response(r, false, &resp), "%s", intercept_cases[i].path);
+            ck_assert_uint_eq(resp.status, intercept_cases[i].status);
+            ck_assert_str_eq(resp.body.data, intercept_cases[i].body);
+            /* the page's own head, not the backend's */
+            ck_assert_int_eq(header_find(resp.head, "X-Backend", NULL, 0),
+                             strstr(intercept_cases[i].body, "backend") != NULL);
+            response_free(&resp);
+        }
+    }
+    client_close(r);
+    /* every request reached the backend, and each intercepted one closed
+     * its connection (4 of each round's 8), which a pooled one would not */
+    ck_assert_uint_eq(backend_request_count(b), 2 * COUNT(intercept_cases));
+    test_wait_for(atomic_load(&b->connections) >= 8, TEST_WAIT_MS, "connections: %u",
+                  atomic_load(&b->connections));
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* The same over HTTP/2, with a request body the page goes without. */
+START_TEST(intercept_errors_over_http2)
+{
+    struct backend *b = backend_new("a");
+    b->body = "the backend's own body\n";
+    backend_start(b);
+    listen_params = " http2";
+    struct test_daemon d;
+    start_proxy(&d, b, intercept_server, "");
+    static const struct {
+        const char *args, *expected;
+    } cases[] = {
+        {"/on/status/404", "local page\n v=2 code=404"},
+        {"/on/status/502 -d body=1", "named page\n v=2 code=200"},
+        {"/on/status/410", "the backend's own body\n v=2 code=410"},
+        {"/off/status/404", "the backend's own body\n v=2 code=404"},
+    };
+    for (int i = 0; i < COUNT(cases); i++) {
+        char command[512];
+        snprintf(command, sizeof(command),
+                 "curl -s --max-time 20 --http2-prior-knowledge -w ' v=%%{http_version} "
+                 "code=%%{http_code}' http://127.0.0.1:%d%s",
+                 d.port, cases[i].args);
+        FILE *p = popen(command, "r");
+        ck_assert_ptr_nonnull(p);
+        char out[1024];
+        size_t len = fread(out, 1, sizeof(out) - 1, p);
+        out[len] = '\0';
+        pclose(p);
+        ck_assert_str_eq(out, cases[i].expected);
+    }
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 /* A response's Trailer field is end to end: it announces the trailer
  * section that corral passes on after the last chunk, less the fields
  * RFC 9110 6.5.1 keeps out of trailers (a client could take a trailing
@@ -2924,6 +3090,10 @@ Suite *test_suite(void)
 
     TCase *tc = new_case(suite, "conformance", 30);
     tcase_add_test(tc, status_headers_and_body_pass_through);
+    tcase_add_test(tc, proxy_redirect_rewrites_location_and_refresh);
+    tcase_add_test(tc, proxy_redirect_default_without_lines);
+    tcase_add_test(tc, intercept_errors_serves_the_error_page);
+    tcase_add_test(tc, intercept_errors_over_http2);
     tcase_add_test(tc, server_timing_times_the_upstream);
     tcase_add_test(tc, keep_alive_on_both_sides);
     tcase_add_test(tc, idle_pooled_connection_is_closed_after_keepalive_timeout);

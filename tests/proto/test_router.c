@@ -12,15 +12,19 @@
 #include "proto/policy/limit.h"
 #include "proto/http/module.h"
 #include "proto/http/regex.h"
+#include "proto/policy/return.h"
 #include "proto/policy/rewrite.h"
 #include "proto/http/router.h"
 #include "proto/http/site.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------ fake framer */
 
@@ -155,7 +159,7 @@ static struct http_vhost vhost;
  * the arrays). */
 static const void *const *rewrites_of(int n, const struct http_rewrites *rules)
 {
-    static const void *built[6][HTTP_MODULES_MAX];
+    static const void *built[8][HTTP_MODULES_MAX];
     built[n][rewrite_module.index] = rules;
     return built[n];
 }
@@ -305,11 +309,12 @@ START_TEST(set_runs_in_order_with_rewrite)
     struct http_regex *re = regex("^/set/(.*)$");
     maps.captures = re;
     ck_assert_int_eq(vars_compile("/new/$1?v=$v", &maps, &to, &error), 0);
-    struct http_rewrite server_items[] = {{.set = true, .set_index = 0, .replacement = who_value}};
+    struct http_rewrite server_items[] = {
+        {.kind = HTTP_STEP_SET, .set_index = 0, .replacement = who_value}};
     struct http_rewrite loc_items[] = {
-        {.set = true, .set_index = 1, .replacement = v_value},
+        {.kind = HTTP_STEP_SET, .set_index = 1, .replacement = v_value},
         {.regex = re, .replacement = to, .flag = HTTP_REWRITE_LAST},
-        {.set = true, .set_index = 1, .replacement = late_value},
+        {.kind = HTTP_STEP_SET, .set_index = 1, .replacement = late_value},
     };
     struct http_rewrites server_set = {server_items, 1}, loc_set = {loc_items, 3};
     struct http_location set_locs[] = {
@@ -335,6 +340,112 @@ START_TEST(set_runs_in_order_with_rewrite)
     vars_template_free(late_value);
     vars_template_free(to);
     regex_free(re);
+}
+END_TEST
+
+/* if: a condition false jumps over its block; a return in it answers;
+ * a regex's groups reach the set in its block; break stays; and a file
+ * test asks the file system.  Steps as the rewrite module builds them for
+ *     location /if/ {
+ *         if ($request_method = POST) { return 405; }
+ *         if ($uri ~ ^/if/(\w+)$) { set $v got-$1; break; }
+ *         if (!-f DIR$uri) { rewrite ^ /new/fallback last; }
+ *     }                                                              */
+START_TEST(if_jumps_over_its_block)
+{
+    char dir[] = "/tmp/corral-if-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char sub[64], file[96];
+    snprintf(sub, sizeof(sub), "%s/if", dir);
+    snprintf(file, sizeof(file), "%s/if/a-b", dir);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+
+    static const char *const names[] = {"v"};
+    struct vars_maps maps = {
+        .user_names = names, .user_count = 1, .user_slot = rewrite_module.slot};
+    struct http_regex *word = regex("^/if/(\\w+)$"), *any = regex("^");
+    struct vars_template *method = template("$request_method", NULL);
+    struct vars_template *post = template("POST", NULL), *uri = template("$uri", NULL);
+    struct vars_template *to = template("/new/fallback", any), *value = NULL, *path = NULL;
+    struct vars_error error;
+    maps.captures = word;
+    ck_assert_int_eq(vars_compile("got-$1", &maps, &value, &error), 0);
+    char path_text[64];
+    snprintf(path_text, sizeof(path_text), "%s$uri", dir);
+    path = template(path_text, NULL);
+    struct http_if is_post = {.op = HTTP_IF_EQUAL, .subject = method, .value = post, .end = 2};
+    struct http_if is_word = {.op = HTTP_IF_MATCH, .subject = uri, .regex = word, .end = 5};
+    struct http_if no_file = {.op = HTTP_IF_FILE, .negate = true, .subject = path, .end = 7};
+    struct http_return refuse = {.status = 405};
+    struct http_rewrite steps[] = {
+        {.kind = HTTP_STEP_IF, .cond = &is_post},
+        {.kind = HTTP_STEP_RETURN, .answer = &refuse},
+        {.kind = HTTP_STEP_IF, .cond = &is_word},
+        {.kind = HTTP_STEP_SET, .set_index = 0, .replacement = value, .if_groups = true},
+        {.kind = HTTP_STEP_BREAK},
+        {.kind = HTTP_STEP_IF, .cond = &no_file},
+        {.regex = any, .replacement = to, .flag = HTTP_REWRITE_LAST},
+    };
+    struct http_rewrites rules = {steps, sizeof(steps) / sizeof(steps[0])};
+    struct http_location if_locs[] = {
+        {.path = "/if/", .path_len = 4, .handler = &content, .modules = rewrites_of(5, &rules)},
+        {.path = "/new/", .path_len = 5, .handler = &content},
+    };
+    vhost = (struct http_vhost){.locations = if_locs, .location_count = 2};
+
+    /* POST: the first block's return */
+    struct exchange ex;
+    memset(&ex, 0, sizeof(ex));
+    ex._ops = &fake_ops;
+    struct http_request req = request("/if/x");
+    req.method = (struct http_str){"POST", 4};
+    router_start(&ex, &vhost, &req, 0);
+    ck_assert_str_eq(seen.trace, "RB");
+    ck_assert_uint_eq(seen.status, 405);
+    ck_assert_int_eq(seen.requests, 0);
+    router_end(&ex);
+
+    /* a word: its group set, then break, in this location */
+    memset(&seen, 0, sizeof(seen));
+    ex = route("/if/abc?q=1", 0);
+    ck_assert_str_eq(seen.trace, "RHQ");
+    ck_assert_ptr_eq(ex.loc, &if_locs[0]);
+    struct http_str got;
+    ck_assert(vars_user_get(&ex, rewrite_module.slot, 0, &got));
+    ck_assert_int_eq((int)got.len, 7);
+    ck_assert(memcmp(got.data, "got-abc", 7) == 0);
+    router_end(&ex);
+
+    /* no word, and a file that is there: nothing to do */
+    memset(&seen, 0, sizeof(seen));
+    ex = route("/if/a-b", 0);
+    ck_assert_str_eq(seen.trace, "RHQ");
+    ck_assert_ptr_eq(ex.loc, &if_locs[0]);
+    ck_assert(!vars_user_get(&ex, rewrite_module.slot, 0, &got));
+    router_end(&ex);
+
+    /* no word, no file: the rewrite */
+    memset(&seen, 0, sizeof(seen));
+    ex = route("/if/c-d", 0);
+    ck_assert_str_eq(seen.trace, "RHQ");
+    ck_assert_ptr_eq(ex.loc, &if_locs[1]);
+    ck_assert_str_eq(seen.target, "/new/fallback");
+    router_end(&ex);
+
+    unlink(file);
+    rmdir(sub);
+    rmdir(dir);
+    vars_template_free(method);
+    vars_template_free(post);
+    vars_template_free(uri);
+    vars_template_free(to);
+    vars_template_free(value);
+    vars_template_free(path);
+    regex_free(word);
+    regex_free(any);
 }
 END_TEST
 
@@ -684,6 +795,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 10);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, walks_to_the_location_handler);
+    tcase_add_test(tc, if_jumps_over_its_block);
     tcase_add_test(tc, unused_modules_leave_the_steps);
     tcase_add_test(tc, no_location_is_404);
     tcase_add_test(tc, rewrite_last_searches_again);

@@ -12,12 +12,14 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------- a fake exchange */
@@ -1113,6 +1115,92 @@ START_TEST(rewrites_follow_nginx)
 }
 END_TEST
 
+/* if, with nginx's common uses: a method refused, a bot's User-Agent
+ * refused at server level, a file test that sends what is missing to a
+ * front controller, http to https, set inside an if with the if's
+ * groups, a quoted regex, spaced parentheses, != "", break. */
+START_TEST(if_follows_nginx)
+{
+    char dir[PATH_MAX], file[PATH_MAX + 32];
+    test_daemon_file(dir, sizeof(dir), "files");
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(file, sizeof(file), "%s/app/there.html", dir);
+    char app[PATH_MAX + 8];
+    snprintf(app, sizeof(app), "%s/app", dir);
+    ck_assert_int_eq(mkdir(app, 0755), 0);
+    test_write_file(file, "x");
+    struct test_daemon d;
+    char conf[PATH_MAX + 4096];
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "server {\n  listen 127.0.0.1:0;\n"
+             "  if ($http_user_agent ~* bot) { return 403; }\n"
+             "  location /form {\n"
+             "    if ($request_method = POST) { return 405; }\n"
+             "    return 200 \"form $request_method\";\n  }\n"
+             "  location /app/ {\n"
+             "    if (!-f %s$uri) { rewrite ^ /index.php last; }\n"
+             "    return 200 \"file $uri\";\n  }\n"
+             "  location = /index.php { return 200 \"front $uri $args\"; }\n"
+             "  location /secure {\n"
+             "    if ($scheme = http) { return 301 https://$host$request_uri; }\n"
+             "    return 200 \"secure\";\n  }\n"
+             "  location /who {\n"
+             "    set $who anon;\n"
+             "    if ($arg_name ~ ^([a-z]+)-(?<tag>[0-9]+)$) { set $who \"$1 $tag\"; }\n"
+             "    return 200 \"who $who\";\n  }\n"
+             "  location /quoted {\n"
+             "    if ($http_x_y ~ \"a b\") { return 200 \"spaced\"; }\n"
+             "    if ( $http_x_z ) { return 204; }\n"
+             "    if ($http_x_w != \"\") { return 202 \"w=$http_x_w\"; }\n"
+             "    return 200 \"plain\";\n  }\n"
+             "  location /brk {\n"
+             "    if ($arg_b) { rewrite ^ /moved; break; }\n"
+             "    return 200 \"brk $uri\";\n  }\n"
+             "}\n",
+             dir);
+    start(&d, conf);
+    static const struct {
+        const char *method, *target, *headers;
+        unsigned status;
+        const char *body, *location;
+    } cases[] = {
+        {"GET", "/form", "", 200, "form GET", NULL},
+        {"POST", "/form", "Content-Length: 0\r\n", 405, NULL, NULL},
+        {"GET", "/form", "User-Agent: GoogleBot/2.1\r\n", 403, NULL, NULL},
+        {"GET", "/app/there.html", "", 200, "file /app/there.html", NULL},
+        {"GET", "/app/missing?x=1", "", 200, "front /index.php x=1", NULL},
+        {"GET", "/app/", "", 200, "front /index.php ", NULL}, /* a directory */
+        {"GET", "/secure?a=b", "", 301, "", "https://h/secure?a=b"},
+        {"GET", "/who", "", 200, "who anon", NULL},
+        {"GET", "/who?name=ann-42", "", 200, "who ann 42", NULL},
+        {"GET", "/who?name=Ann-42", "", 200, "who anon", NULL},
+        {"GET", "/quoted", "X-Y: xa bx\r\n", 200, "spaced", NULL},
+        {"GET", "/quoted", "X-Z: 1\r\n", 204, NULL, NULL},
+        {"GET", "/quoted", "X-Z: 0\r\nX-W: v\r\n", 202, "w=v", NULL},
+        {"GET", "/quoted", "X-Y: ab\r\n", 200, "plain", NULL},
+        {"GET", "/brk", "", 200, "brk /brk", NULL},
+        {"GET", "/brk?b=1", "", 200, "brk /moved", NULL},
+    };
+    char response[4096], request_text[512], value[256];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(request_text, sizeof(request_text),
+                 "%s %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n%s\r\n", cases[i].method,
+                 cases[i].target, cases[i].headers);
+        ck_assert_msg(request(d.port, request_text, response, sizeof(response)) == cases[i].status,
+                      "%s %s: %s", cases[i].method, cases[i].target, response);
+        if (cases[i].body != NULL)
+            ck_assert_msg(strcmp(body_of(response), cases[i].body) == 0, "%s: got \"%s\"",
+                          cases[i].target, body_of(response));
+        if (cases[i].location != NULL) {
+            response_header(response, "Location", value, sizeof(value));
+            ck_assert_str_eq(value, cases[i].location);
+        }
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(proxy_pass_with_a_path_replaces_the_prefix)
 {
     struct backend b;
@@ -1287,6 +1375,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, locations_are_picked_in_nginx_order);
     tcase_add_test(tc, a_regex_that_gives_up_answers_500);
     tcase_add_test(tc, rewrites_follow_nginx);
+    tcase_add_test(tc, if_follows_nginx);
     tcase_add_test(tc, proxy_pass_with_a_path_replaces_the_prefix);
     tcase_add_loop_test(tc, config_errors_have_their_position, 0,
                         sizeof(config_errors) / sizeof(config_errors[0]));
