@@ -50,6 +50,7 @@ struct proxy_exchange {
      * callback runs once, and frees the exchange if it finished meanwhile
      * (ex NULL). */
     bool splicing, upload_splicing;
+    bool unflushed; /* body went to the exchange since its last exchange_flush() */
     /* Of a request chunk whose size line went to the upstream: the bytes
      * still to send before its CRLF (px_splice_upload()). */
     uint64_t upload_chunk_left;
@@ -166,6 +167,10 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
     exchange_begin_coded(px->ex, head->status, headers != NULL ? headers : "", len,
                          head->content_length, head->codings);
     free(headers);
+    /* A filter that holds body bytes back (compression) is flushed when
+     * the upstream pauses, so that a slow or streaming backend's bytes
+     * reach the client as they come: only then is the pause watched. */
+    px->uc->watch_pauses = exchange_wants_flush(px->ex);
     return 0;
 }
 
@@ -173,7 +178,17 @@ static void px_on_body(void *owner, const char *data, size_t len)
 {
     struct proxy_exchange *px = owner;
     exchange_write(px->ex, data, len);
+    px->unflushed = true;
     pause_upstream_if_backed_up(px);
+}
+
+static void px_on_paused(void *owner)
+{
+    struct proxy_exchange *px = owner;
+    if (!px->unflushed)
+        return;
+    px->unflushed = false;
+    exchange_flush(px->ex);
 }
 
 static void px_on_end(void *owner, const char *trailers, size_t len)
@@ -290,6 +305,7 @@ static const struct http1_client_ops px_client_ops = {
     .on_tunnel_end = px_on_tunnel_end,
     .on_drain = px_on_upstream_drain,
     .on_splice = px_on_splice,
+    .on_paused = px_on_paused,
 };
 
 /* ----------------------------------------------------------------- exchanges */

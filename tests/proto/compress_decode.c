@@ -103,7 +103,9 @@ bool compress_decoder_feed(struct compress_decoder *d, const char *data, size_t 
                 ok = false;
                 break;
             }
-            if (rc == BROTLI_DECODER_RESULT_NEEDS_MORE_INPUT)
+            /* libbrotlidec 1.0.9 may ask for input while it still holds
+             * output for a small output buffer: drain it first. */
+            if (rc == BROTLI_DECODER_RESULT_NEEDS_MORE_INPUT && !BrotliDecoderHasMoreOutput(d->br))
                 break;
         }
         break;
