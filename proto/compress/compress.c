@@ -13,6 +13,7 @@
 #include "proto/http/module.h"
 #include "proto/http/vars.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -68,6 +69,7 @@ static int compress_phase(struct router_walk *w)
     }
     enum compress_coding order[COMPRESS_CODINGS];
     size_t n = compress_accept_order(&accept, order);
+    assert(n <= COMPRESS_CODINGS);
     for (size_t i = 0; i < n; i++)
         facts |= (uintptr_t)(order[i] + 1) << (ORDER_SHIFT + 2 * i);
     exchange_set_ctx(ex, compress_module.slot, (void *)facts);

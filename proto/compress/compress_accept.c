@@ -5,6 +5,7 @@
  */
 #include "proto/compress/compress_accept.h"
 
+#include <assert.h>
 #include <strings.h>
 
 static const char *const names[COMPRESS_CODINGS] = {
@@ -189,6 +190,7 @@ size_t compress_accept_order(const struct compress_accept *a,
             order[at] = order[at - 1];
             at--;
         }
+        assert(n < COMPRESS_CODINGS); /* each coding once */
         order[at] = (enum compress_coding)c;
         n++;
     }
@@ -199,6 +201,7 @@ int compress_accept_choose(const struct compress_accept *a, unsigned offered)
 {
     enum compress_coding order[COMPRESS_CODINGS];
     size_t n = compress_accept_order(a, order);
+    assert(n <= COMPRESS_CODINGS);
     for (size_t i = 0; i < n; i++)
         if (offered & (1u << order[i]))
             return (int)order[i];

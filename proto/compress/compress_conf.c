@@ -31,15 +31,17 @@ void compress_conf_init(void *conf)
     c->proxied = UINT_MAX;
 }
 
-/* gzip_types TYPE... (brotli_types, zstd_types): the offset of the
- * coding's struct is found from the directive's own name. */
+/* gzip_types TYPE... (brotli_types, zstd_types: each has an apply of its
+ * own below, which hands this its coding's struct). */
 static int apply_types(struct compress_coding_conf *c, const struct conf_arg *args, size_t count,
                        struct conf_module_error *error)
 {
     c->types_set = true; /* once per level: conf/ refuses a second */
-    c->types = calloc(count, sizeof(*c->types));
-    if (c->types == NULL)
+    char **types = calloc(count, sizeof(*types));
+    if (types == NULL)
         return conf_module_fail(error, NULL, "%s", "out of memory");
+    c->types = types; /* freed with the level, whole or not */
+    size_t n = 0;
     for (size_t i = 0; i < count; i++) {
         const char *t = args[i].text;
         if (strcmp(t, "*") == 0) {
@@ -55,7 +57,8 @@ static int apply_types(struct compress_coding_conf *c, const struct conf_arg *ar
         for (char *p = copy; *p != '\0'; p++)
             if (*p >= 'A' && *p <= 'Z')
                 *p = (char)(*p - 'A' + 'a');
-        c->types[c->type_count++] = copy;
+        types[n++] = copy;
+        c->type_count = n;
     }
     return 0;
 }

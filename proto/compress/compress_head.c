@@ -16,10 +16,11 @@ static const char *next_line(const char *p, const char *end, struct http_str *na
                              struct http_str *value)
 {
     const char *eol = memchr(p, '\n', (size_t)(end - p));
+    size_t len = eol != NULL ? (size_t)(eol - p) : (size_t)(end - p);
     const char *next = eol != NULL ? eol + 1 : end;
-    const char *stop = eol != NULL ? eol : end;
-    if (stop > p && stop[-1] == '\r')
-        stop--;
+    if (len > 0 && p[len - 1] == '\r')
+        len--;
+    const char *stop = p + len;
     const char *colon = memchr(p, ':', (size_t)(stop - p));
     if (colon == NULL) {
         *name = (struct http_str){p, 0};
