@@ -400,6 +400,53 @@ START_TEST(streaming_backend_is_flushed)
 }
 END_TEST
 
+/* The same over HTTP/2, curl decoding as the bytes come (-N): the first
+ * event is out of curl, decoded, before the backend sends the second. */
+START_TEST(streaming_over_http2_is_flushed)
+{
+    start();
+    static const char *const accept[] = {"gzip", "br", "zstd"};
+    for (int c = 0; c < 3; c++) {
+        atomic_store(&stream_release, false);
+        atomic_store(&stream_finished, false);
+        char command[512];
+        snprintf(command, sizeof(command),
+                 "curl -sN --max-time 20 --http2-prior-knowledge --compressed "
+                 "-H 'Accept-Encoding: %s' -D - http://127.0.0.1:%d/stream",
+                 accept[c], daemon_.port);
+        FILE *p = popen(command, "r");
+        ck_assert_ptr_nonnull(p);
+        int fd = fileno(p);
+        char out[4096] = "";
+        size_t have = 0;
+        uint64_t deadline = test_now_ms() + TEST_WAIT_MS;
+        while (strstr(out, "data: first event\n") == NULL && test_now_ms() < deadline) {
+            struct pollfd pfd = {fd, POLLIN, 0};
+            if (poll(&pfd, 1, TEST_POLL_MS * 10) <= 0)
+                continue;
+            ssize_t got = read(fd, out + have, sizeof(out) - 1 - have);
+            ck_assert_int_gt(got, 0);
+            have += (size_t)got;
+            out[have] = '\0';
+        }
+        ck_assert_msg(strstr(out, "data: first event\n") != NULL, "%s: %s", accept[c], out);
+        ck_assert(!atomic_load(&stream_finished));
+        char line[64];
+        snprintf(line, sizeof(line), "content-encoding: %s\r\n", accept[c]);
+        ck_assert_msg(strcasestr(out, line) != NULL, "%s", out);
+        atomic_store(&stream_release, true);
+        ssize_t got;
+        while ((got = read(fd, out + have, sizeof(out) - 1 - have)) > 0)
+            have += (size_t)got;
+        out[have] = '\0';
+        ck_assert_int_eq(pclose(p), 0);
+        ck_assert_msg(strstr(out, "\r\n\r\ndata: first event\ndata: second event\n") != NULL, "%s",
+                      out);
+    }
+    stop();
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/compress_daemon");
@@ -409,6 +456,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, each_coding_decodes_to_the_original);
     tcase_add_test(tc, head_and_what_is_left_alone);
     tcase_add_test(tc, streaming_backend_is_flushed);
+    tcase_add_test(tc, streaming_over_http2_is_flushed);
     suite_add_tcase(suite, tc);
     return suite;
 }
