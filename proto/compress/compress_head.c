@@ -82,7 +82,7 @@ void compress_head_read(const char *lines, size_t len, struct compress_head *out
             out->content_type = http_trim((struct http_str){
                 value.data, semi != NULL ? (size_t)(semi - value.data) : value.len});
         } else if (http_str_equal_nocase(name, "content-encoding")) {
-            out->encoded |= value.len > 0 && !http_str_equal_nocase(value, "identity");
+            out->encoded |= value.len > 0; /* even "identity", as nginx */
         } else if (http_str_equal_nocase(name, "cache-control")) {
             out->cache_control = true;
             out->no_transform |= lists(value, "no-transform");
@@ -112,9 +112,12 @@ void compress_head_write(const char *lines, size_t len, const char *coding, bool
         p = next_line(p, end, &name, &value);
         if (coding != NULL && http_str_equal_nocase(name, "accept-ranges"))
             continue; /* ranges of the coded body are not those of the original */
-        if (coding != NULL && http_str_equal_nocase(name, "etag") && value.len > 0 &&
-            value.data[0] == '"') {
-            /* The coded body is not the same bytes: a weak validator. */
+        if (coding != NULL && http_str_equal_nocase(name, "etag") &&
+            !(value.len >= 2 && value.data[0] == 'W' && value.data[1] == '/')) {
+            /* The coded body is not the same bytes: a weak validator; one
+             * that is not an entity-tag goes, as nginx drops it. */
+            if (value.len == 0 || value.data[0] != '"')
+                continue;
             vars_buf_add(out, name.data, name.len);
             vars_buf_add(out, ": W/", 4);
             vars_buf_add(out, value.data, value.len);

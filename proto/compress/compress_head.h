@@ -33,7 +33,8 @@ void compress_head_read(const char *lines, size_t len, struct compress_head *out
 
 /* Appends `lines` to `out` as they go with a body coded with `coding`
  * (a Content-Encoding token; NULL: not coded): when coded, without
- * Accept-Ranges and with a strong ETag made weak (W/"..."), then
+ * Accept-Ranges and with a strong ETag made weak (W/"...", and one that
+ * is no entity-tag dropped), then
  * "Content-Encoding: coding"; then, with `vary`, "Vary: Accept-Encoding"
  * (vary is false when a Vary line already lists it). */
 void compress_head_write(const char *lines, size_t len, const char *coding, bool vary,

@@ -295,6 +295,7 @@ START_TEST(left_alone_by_the_head)
 {
     static const char *const heads[] = {
         "Content-Type: text/html\r\nContent-Encoding: br\r\n",
+        "Content-Type: text/html\r\nContent-Encoding: identity\r\n",
         "Content-Type: text/html\r\nCache-Control: public, no-transform\r\n",
         "Content-Type: text/plain\r\n",
         "Content-Type: application/json\r\n",
@@ -357,7 +358,8 @@ START_TEST(min_length_decides)
 END_TEST
 
 /* A coded body is not the same bytes: a strong ETag turns weak, a weak
- * one stays, and Accept-Ranges goes. */
+ * one stays, one that is no entity-tag goes (nginx), and so does
+ * Accept-Ranges. */
 START_TEST(head_of_a_coded_response)
 {
     answer.headers = "Content-Type: text/html\r\nETag: \"abc\"\r\nAccept-Ranges: bytes\r\n"
@@ -370,6 +372,9 @@ START_TEST(head_of_a_coded_response)
     request("gzip");
     ck_assert_str_eq(fake_seen.headers,
                      "Content-Type: text/html\r\nETag: W/\"abc\"\r\nContent-Encoding: gzip\r\n");
+    answer.headers = "Content-Type: text/html\r\nETag: abc\r\n";
+    request("gzip");
+    ck_assert_str_eq(fake_seen.headers, "Content-Type: text/html\r\nContent-Encoding: gzip\r\n");
 }
 END_TEST
 
