@@ -505,9 +505,8 @@ static size_t h1c_on_data(corral_conn *conn, const char *data, size_t len)
     if (err == HPE_OK) {
         if (used < len)
             err = llhttp_execute(&c->parser, data + used, len - used);
-        if (c->owner != NULL && err == HPE_OK && c->watch_pauses && c->head_done &&
-            !corral_conn_input_pending(conn))
-            c->ops->on_paused(c->owner);
+        if (c->owner != NULL && err == HPE_OK && c->watch_pauses && c->head_done)
+            c->ops->on_read_done(c->owner, conn);
         if (c->owner != NULL && err == HPE_OK)
             h1c_offer_splice(c);
         if (c->owner == NULL || err == HPE_OK)

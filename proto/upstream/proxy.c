@@ -182,10 +182,12 @@ static void px_on_body(void *owner, const char *data, size_t len)
     pause_upstream_if_backed_up(px);
 }
 
-static void px_on_paused(void *owner)
+/* After a read with body bytes, when the upstream's socket has nothing
+ * more (it paused): what the filters hold goes to the client. */
+static void px_on_read_done(void *owner, corral_conn *conn)
 {
     struct proxy_exchange *px = owner;
-    if (!px->unflushed)
+    if (!px->unflushed || corral_conn_input_pending(conn))
         return;
     px->unflushed = false;
     exchange_flush(px->ex);
@@ -305,7 +307,7 @@ static const struct http1_client_ops px_client_ops = {
     .on_tunnel_end = px_on_tunnel_end,
     .on_drain = px_on_upstream_drain,
     .on_splice = px_on_splice,
-    .on_paused = px_on_paused,
+    .on_read_done = px_on_read_done,
 };
 
 /* ----------------------------------------------------------------- exchanges */
