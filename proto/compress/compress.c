@@ -11,6 +11,7 @@
 #include "proto/compress/compress_codec.h"
 #include "proto/compress/compress_head.h"
 #include "proto/http/module.h"
+#include "proto/http/regex.h"
 #include "proto/http/vars.h"
 
 #include <assert.h>
@@ -25,6 +26,7 @@
 #define FACT_HEAD   ((uintptr_t)1 << 7)
 #define FACT_VIA    ((uintptr_t)1 << 8)
 #define FACT_AUTH   ((uintptr_t)1 << 9)
+#define FACT_OFF    ((uintptr_t)1 << 10) /* gzip_disable took its User-Agent */
 #define ORDER_SHIFT 1 /* then COMPRESS_CODINGS fields of 2 bits: coding + 1, best first */
 
 static struct exchange_filter compress_filter;
@@ -43,6 +45,17 @@ static void compress_release(struct exchange *ex)
 
 /* --------------------------------------------------------- the request */
 
+/* Whether gzip_disable takes this User-Agent; a regex that gives up on a
+ * crafted value takes it too: nothing is lost but the compression. */
+static bool user_agent_disabled(const struct compress_built *built, const struct http_header *h)
+{
+    size_t ovector[2 * HTTP_REGEX_PAIRS];
+    for (size_t i = 0; i < built->disable_count; i++)
+        if (regex_match(built->disable[i], h->value.data, h->value.len, ovector) != 0)
+            return true;
+    return false;
+}
+
 /* Once the location is known: where some coding is on, the filter is on
  * (also for a client that accepts none: the response may still need its
  * Vary), with what the request says that the head will need. */
@@ -50,8 +63,8 @@ static int compress_phase(struct router_walk *w)
 {
     struct exchange *ex = w->ex;
     compress_release(ex);
-    const struct compress_conf *conf = http_module_built(ex, &compress_module);
-    if (conf == NULL) {
+    const struct compress_built *built = http_module_built(ex, &compress_module);
+    if (built == NULL) {
         exchange_remove_filter(ex, &compress_filter);
         return ROUTER_DECLINED;
     }
@@ -66,6 +79,8 @@ static int compress_phase(struct router_walk *w)
             facts |= FACT_VIA;
         else if (http_str_equal_nocase(h->name, "authorization"))
             facts |= FACT_AUTH;
+        else if (http_str_equal_nocase(h->name, "user-agent") && user_agent_disabled(built, h))
+            facts |= FACT_OFF;
     }
     enum compress_coding order[COMPRESS_CODINGS];
     size_t n = compress_accept_order(&accept, order);
@@ -162,18 +177,19 @@ static void begin_compressing(struct exchange *ex, const struct exchange_filter 
                               const struct exchange_head *head)
 {
     uintptr_t facts = (uintptr_t)exchange_ctx(ex, compress_module.slot);
-    const struct compress_conf *conf = http_module_built(ex, &compress_module);
-    if (head->status < 200 || !(facts & FACT_TAG) || conf == NULL) {
+    const struct compress_built *built = http_module_built(ex, &compress_module);
+    if (head->status < 200 || !(facts & FACT_TAG) || built == NULL) {
         /* interim (the final head comes later), or a second head */
         exchange_filter_begin_next(ex, self, head);
         return;
     }
+    const struct compress_conf *conf = built->conf;
     struct compress_head h;
     compress_head_read(head->headers, head->headers_len, &h);
     unsigned eligible = eligible_codings(conf, head, &h);
     /* From here on the filter has a body to code or nothing more to do. */
     int chosen = -1;
-    if (eligible != 0 && proxied_allows(conf->proxied, facts, &h))
+    if (eligible != 0 && !(facts & FACT_OFF) && proxied_allows(conf->proxied, facts, &h))
         for (size_t i = 0; i < COMPRESS_CODINGS && chosen < 0; i++) {
             unsigned c = (unsigned)(facts >> (ORDER_SHIFT + 2 * i)) & 3u;
             if (c != 0 && (eligible & (1u << (c - 1))))

@@ -55,6 +55,23 @@ struct compress_conf {
     bool vary; /* gzip_vary, for every coding */
     struct conf_pos vary_pos;
     unsigned proxied; /* gzip_proxied, for every coding; UINT_MAX: unset */
+    /* gzip_disable's regexes as written ("msie6" among them), for every
+     * coding; `disable_inherited`: the parent's, not freed here. */
+    char **disable;
+    struct conf_pos *disable_pos;
+    size_t disable_count;
+    bool disable_inherited;
+};
+
+/* What the module's build makes of a level where some coding is on, and
+ * what its handlers read per request. */
+struct http_regex;
+struct compress_built {
+    const struct compress_conf *conf;
+    /* gzip_disable's, compiled caseless: a User-Agent one matches gets
+     * no coding ("msie6": nginx's, MSIE 4 and 5, and 6 without SV1). */
+    const struct http_regex **disable;
+    size_t disable_count;
 };
 
 /* Whether `type` (a media type without parameters, any case) is among

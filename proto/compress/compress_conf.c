@@ -8,6 +8,7 @@
 
 #include "proto/http/module.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -81,9 +82,9 @@ static int apply_zstd_types(void *conf, const struct conf_arg *args, size_t coun
     return apply_types(&((struct compress_conf *)conf)->coding[COMPRESS_ZSTD], args, count, error);
 }
 
-/* gzip_buffers NUMBER SIZE, gzip_http_version 1.0|1.1, gzip_disable
- * REGEX...: accepted for nginx's configs, with no effect
- * (docs/config.md says why); their form is checked all the same. */
+/* gzip_buffers NUMBER SIZE, gzip_http_version 1.0|1.1: accepted for
+ * nginx's configs, with no effect (docs/config.md says why); their form
+ * is checked all the same. */
 static int apply_buffers(void *conf, const struct conf_arg *args, size_t count,
                          struct conf_module_error *error)
 {
@@ -109,10 +110,25 @@ static int apply_http_version(void *conf, const struct conf_arg *args, size_t co
     return 0;
 }
 
+/* gzip_disable REGEX...: compiled by the build, where a bad one is
+ * reported at its position. */
 static int apply_disable(void *conf, const struct conf_arg *args, size_t count,
                          struct conf_module_error *error)
 {
-    (void)conf, (void)args, (void)count, (void)error;
+    struct compress_conf *c = conf;
+    char **list = calloc(count, sizeof(*list));
+    struct conf_pos *pos = calloc(count, sizeof(*pos));
+    c->disable = list; /* freed with the level, whole or not */
+    c->disable_pos = pos;
+    if (list == NULL || pos == NULL)
+        return conf_module_fail(error, NULL, "%s", "out of memory");
+    for (size_t i = 0; i < count; i++) {
+        list[i] = strdup(args[i].text);
+        if (list[i] == NULL)
+            return conf_module_fail(error, &args[i].pos, "%s", "out of memory");
+        pos[i] = args[i].pos;
+        c->disable_count = i + 1;
+    }
     return 0;
 }
 
@@ -225,6 +241,12 @@ int compress_conf_merge(void *conf, const void *parent, char *error, size_t len)
         c->vary = p->vary;
     if (c->proxied == UINT_MAX)
         c->proxied = p != NULL ? p->proxied : COMPRESS_PROXIED_OFF;
+    if (c->disable == NULL && p != NULL && p->disable_count > 0) {
+        c->disable = p->disable;
+        c->disable_pos = p->disable_pos;
+        c->disable_count = p->disable_count;
+        c->disable_inherited = true;
+    }
     return 0;
 }
 
@@ -239,16 +261,45 @@ void compress_conf_free(void *conf)
             free(k->types[t]);
         free(k->types);
     }
+    if (c->disable_inherited)
+        return;
+    for (size_t i = 0; i < c->disable_count; i++)
+        free(c->disable[i]);
+    free(c->disable);
+    free(c->disable_pos);
 }
+
+/* nginx's "msie6" (ngx_http_request.c): MSIE 4 and 5, and 6 but for
+ * its SV1 builds, which decode gzip. */
+#define MSIE6 "MSIE [45]\\.|MSIE 6\\.(?!.*SV1)"
 
 int compress_conf_build(const void *conf, const struct http_module_build *b, const void **out)
 {
-    (void)b;
     const struct compress_conf *c = conf;
     *out = NULL;
+    bool on = false;
     for (int i = 0; i < COMPRESS_CODINGS; i++)
-        if (c->coding[i].on)
-            *out = conf;
+        on |= c->coding[i].on;
+    if (!on)
+        return 0;
+    struct compress_built *built = b->calloc(b->arena, 1, sizeof(*built));
+    if (built == NULL)
+        return -ENOMEM;
+    built->conf = c;
+    if (c->disable_count > 0) {
+        built->disable = b->calloc(b->arena, c->disable_count, sizeof(*built->disable));
+        if (built->disable == NULL)
+            return -ENOMEM;
+        for (size_t i = 0; i < c->disable_count; i++) {
+            const char *pattern = strcmp(c->disable[i], "msie6") == 0 ? MSIE6 : c->disable[i];
+            int err = b->regex(b->arena, pattern, true, &c->disable_pos[i], "gzip_disable",
+                               &built->disable[i]);
+            if (err != 0)
+                return err;
+        }
+        built->disable_count = c->disable_count;
+    }
+    *out = built;
     return 0;
 }
 

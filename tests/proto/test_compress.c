@@ -12,6 +12,7 @@
 #include "fake_framer.h"
 #include "proto/compress/compress.h"
 #include "proto/http/module.h"
+#include "proto/http/regex.h"
 #include "proto/modules.h"
 #include "proto/policy/add_header.h"
 #include "proto/policy/server_timing.h"
@@ -80,13 +81,22 @@ START_TEST(directives_default_and_inherit)
     ck_assert_uint_eq(b->proxied, COMPRESS_PROXIED_EXPIRED | COMPRESS_PROXIED_NO_CACHE);
     conf_free(config);
 
-    config = parse("gzip_buffers 32 4k; gzip_http_version 1.0; gzip_disable \"msie6\";\n"
-                   "server { listen 127.0.0.1:8080; location / { return 200; } }\n",
+    config = parse("gzip_buffers 32 4k; gzip_http_version 1.0; gzip_disable \"msie6\" curl;\n"
+                   "server { listen 127.0.0.1:8080; location / { return 200; }\n"
+                   "  location /b { gzip_disable Wget; return 200; } }\n",
                    &error);
     ck_assert_msg(config != NULL, "%s", error.text);
     top = conf_of(config->modules);
     ck_assert(!top->coding[COMPRESS_GZIP].on);
     ck_assert_uint_eq(top->proxied, COMPRESS_PROXIED_OFF);
+    ck_assert_uint_eq(top->disable_count, 2);
+    ck_assert_str_eq(top->disable[1], "curl");
+    const struct compress_conf *loc_a = conf_of(config->servers[0].locations[0].modules);
+    ck_assert_uint_eq(loc_a->disable_count, 2);
+    ck_assert_str_eq(loc_a->disable[0], "msie6");
+    const struct compress_conf *loc_b = conf_of(config->servers[0].locations[1].modules);
+    ck_assert_uint_eq(loc_b->disable_count, 1);
+    ck_assert_str_eq(loc_b->disable[0], "Wget");
     conf_free(config);
 }
 END_TEST
@@ -156,6 +166,7 @@ static const struct http_handler answer_handler = {
 };
 
 static struct compress_conf conf;
+static struct compress_built conf_built;
 static const void *built[HTTP_MODULES_MAX];
 static struct http_location loc;
 static struct http_vhost vhost;
@@ -170,7 +181,8 @@ static void setup(void)
     conf.coding[COMPRESS_GZIP].on = true;
     conf.coding[COMPRESS_GZIP].types = css_types;
     conf.coding[COMPRESS_GZIP].type_count = 1;
-    built[compress_module.index] = &conf;
+    conf_built = (struct compress_built){.conf = &conf};
+    built[compress_module.index] = &conf_built;
     loc = (struct http_location){
         .path = "/", .path_len = 1, .handler = &answer_handler, .modules = built};
     vhost = (struct http_vhost){.locations = &loc, .location_count = 1};
@@ -495,6 +507,78 @@ START_TEST(proxied_requests)
 }
 END_TEST
 
+/* What the module's build gets to compile gzip_disable's regexes. */
+static struct http_regex *compiled[4];
+static size_t compiled_count;
+
+static void *test_calloc(void *arena, size_t count, size_t size)
+{
+    (void)arena;
+    return calloc(count, size);
+}
+
+static int test_regex(void *arena, const char *pattern, bool caseless, const struct conf_pos *pos,
+                      const char *directive, const struct http_regex **out)
+{
+    (void)arena, (void)pos, (void)directive;
+    char message[128];
+    size_t offset;
+    ck_assert_uint_lt(compiled_count, 4);
+    int err = regex_compile(pattern, caseless, &compiled[compiled_count], message, sizeof(message),
+                            &offset);
+    ck_assert_msg(err == 0, "%s: %s", pattern, message);
+    *out = compiled[compiled_count++];
+    return 0;
+}
+
+/* gzip_disable, as the build compiles it: a User-Agent one of its
+ * regexes takes (caseless) gets no coding, but the Vary all the same, as
+ * in nginx; "msie6" is nginx's: MSIE 4 to 6 but 6's SV1 builds. */
+START_TEST(disabled_by_user_agent)
+{
+    char *patterns[] = {"^curl/", "msie6"};
+    struct conf_pos pos[2] = {{"t", 1, 1}, {"t", 1, 2}};
+    conf.disable = patterns;
+    conf.disable_pos = pos;
+    conf.disable_count = 2;
+    conf.vary = true;
+    struct http_module_build b = {.calloc = test_calloc, .regex = test_regex};
+    const void *out;
+    ck_assert_int_eq(compress_conf_build(&conf, &b, &out), 0);
+    struct compress_built *made = (struct compress_built *)out;
+    ck_assert_ptr_eq(made->conf, &conf);
+    ck_assert_uint_eq(made->disable_count, 2);
+    built[compress_module.index] = made;
+    static const struct {
+        const char *agent;
+        bool coded;
+    } cases[] = {
+        {"CURL/8.0", false},
+        {"Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1)", false},
+        {"Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1; SV1)", true},
+        {"Mozilla/4.0 (compatible; MSIE 5.5; Windows 98)", false},
+        {"Mozilla/5.0 (compatible; MSIE 10.0)", true},
+        {"Wget/1.21", true},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *headers[] = {"User-Agent", cases[i].agent, "Accept-Encoding", "gzip", NULL};
+        request_with("GET", headers, true);
+        ck_assert_msg(has_line("Content-Encoding: gzip\r\n") == cases[i].coded, "%s: %s",
+                      cases[i].agent, fake_seen.headers);
+        ck_assert(has_line("Vary: Accept-Encoding\r\n"));
+    }
+    /* Where every coding is off the build gives nothing. */
+    conf.coding[COMPRESS_GZIP].on = false;
+    const void *none;
+    ck_assert_int_eq(compress_conf_build(&conf, &b, &none), 0);
+    ck_assert_ptr_null(none);
+    for (size_t i = 0; i < compiled_count; i++)
+        regex_free(compiled[i]);
+    free(made->disable);
+    free(made);
+}
+END_TEST
+
 /* A body of 2 MB written in many pieces, flushed now and then, in each
  * coding: before the end, after each flush, everything written so far
  * decodes; the whole decodes byte for byte; splicing is refused while the
@@ -614,6 +698,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, choice_among_codings);
     tcase_add_test(tc, transfer_coded_left_alone);
     tcase_add_test(tc, proxied_requests);
+    tcase_add_test(tc, disabled_by_user_agent);
     tcase_add_test(tc, streamed_and_flushed);
     tcase_add_test(tc, released_when_cut_off);
     tcase_add_test(tc, filter_comes_last);
