@@ -28,6 +28,8 @@
 #define FACT_AUTH   ((uintptr_t)1 << 9)
 #define FACT_OFF    ((uintptr_t)1 << 10) /* gzip_disable took its User-Agent */
 #define ORDER_SHIFT 1 /* then COMPRESS_CODINGS fields of 2 bits: coding + 1, best first */
+_Static_assert(ORDER_SHIFT + 2 * COMPRESS_CODINGS <= 7 && COMPRESS_CODINGS < 4,
+               "the order's fields fit below FACT_HEAD, each coding + 1 in 2 bits");
 
 static struct exchange_filter compress_filter;
 
