@@ -114,8 +114,8 @@ static const struct porting_entry directives[] = {
     STATIC("open_file_cache*"), STATIC("disable_symlinks"), STATIC("etag"),
     STATIC("if_modified_since"), STATIC("max_ranges"), STATIC("read_ahead"), STATIC("expires"),
     STATIC("log_not_found"), STATIC("random_index"), STATIC("mp4*"), STATIC("flv"),
-    STATIC("gzip_static"),
-    GZIP("gzip"), GZIP("gzip_*"), GZIP("gunzip*"), GZIP("brotli*"),
+    STATIC("gzip_static"), STATIC("brotli_static"), STATIC("zstd_static"),
+    GZIP("gunzip*"),
     BUILTIN("chunked_transfer_encoding", "corral chunks a response of unknown length for "
             "HTTP/1.1 clients"),
     NONE("ignore_invalid_headers", "corral refuses a request with an invalid header name (400), where nginx's on drops the header"),

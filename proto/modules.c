@@ -6,6 +6,7 @@
  */
 #include "proto/modules.h"
 
+#include "proto/compress/compress.h"
 #include "proto/http/module.h"
 #include "proto/policy/access.h"
 #include "proto/policy/add_header.h"
@@ -36,6 +37,13 @@ struct http_module *const modules_list[] = {
     &add_header_module,
     /* filter: Server-Timing, after add_header, timing the head as sent */
     &server_timing_module,
+    /* filter: gzip, brotli, zstd.  After error_page's status, add_header's
+     * lines (a Cache-Control: no-transform, a Content-Type) and the
+     * handler's, as nginx's gzip filter runs after its headers filter:
+     * it decides by the head as it goes out, and its Content-Encoding,
+     * Vary and weak ETag are the last word.  A cache of responses would
+     * sit after it, keeping what it coded, by its Vary. */
+    &compress_module,
     /* content: return CODE ["TEXT"] */
     &return_module,
     /* content: stub_status */

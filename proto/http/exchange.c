@@ -60,10 +60,13 @@ void exchange_add_filter(struct exchange *ex, const struct exchange_filter *f)
     ex->filters[f->order] = f;
     ex->head_filters = (uint8_t)(ex->head_filters & ~bit);
     ex->body_filters = (uint8_t)(ex->body_filters & ~bit);
+    ex->flush_filters = (uint8_t)(ex->flush_filters & ~bit);
     if (f->begin != NULL)
         ex->head_filters |= bit;
     if (f->write != NULL || f->end != NULL)
         ex->body_filters |= bit;
+    if (f->flush != NULL)
+        ex->flush_filters |= bit;
 }
 
 void exchange_remove_filter(struct exchange *ex, const struct exchange_filter *f)
@@ -75,6 +78,7 @@ void exchange_remove_filter(struct exchange *ex, const struct exchange_filter *f
     ex->filters[f->order] = NULL;
     ex->head_filters = (uint8_t)(ex->head_filters & ~bit);
     ex->body_filters = (uint8_t)(ex->body_filters & ~bit);
+    ex->flush_filters = (uint8_t)(ex->flush_filters & ~bit);
 }
 
 /* The first filter in `mask` at `from` or after; NULL: the framer next. */
@@ -119,6 +123,15 @@ static void end_from(struct exchange *ex, unsigned from, const char *trailers, s
         ex->_ops->end(ex, trailers, len);
 }
 
+/* Only the filters with a `flush` are in their mask: past the last the
+ * flush ends, the framers sending what they hold at the end of the turn. */
+static void flush_from(struct exchange *ex, unsigned from)
+{
+    const struct exchange_filter *f = filter_at_or_after(ex, ex->flush_filters, from);
+    if (f != NULL)
+        f->flush(ex, f);
+}
+
 void exchange_filter_begin_next(struct exchange *ex, const struct exchange_filter *self,
                                 const struct exchange_head *head)
 {
@@ -136,6 +149,11 @@ void exchange_filter_end_next(struct exchange *ex, const struct exchange_filter 
                               const char *trailers, size_t len)
 {
     end_from(ex, self->order + 1, trailers, len);
+}
+
+void exchange_filter_flush_next(struct exchange *ex, const struct exchange_filter *self)
+{
+    flush_from(ex, self->order + 1);
 }
 
 void exchange__begin_filtered(struct exchange *ex, unsigned status, const char *headers,
@@ -161,6 +179,11 @@ void exchange__writev_filtered(struct exchange *ex, const struct iovec *iov, int
 void exchange__end_filtered(struct exchange *ex, const char *trailers, size_t len)
 {
     end_from(ex, 0, trailers, len);
+}
+
+void exchange__flush_filtered(struct exchange *ex)
+{
+    flush_from(ex, 0);
 }
 
 bool exchange_error_page(struct exchange *ex, unsigned status)

@@ -144,7 +144,7 @@ struct http_location;
 /* The per-exchange state slots of modules, as nginx's r->ctx[]: the
  * exchange knows none of them; each module has its own (`slot` in
  * struct http_module, module.h).  As many as the modules keep. */
-#define EXCHANGE_CTX_SLOTS 6
+#define EXCHANGE_CTX_SLOTS 7
 
 /* ------------------------------------------------------ the filter chain */
 
@@ -179,6 +179,11 @@ struct exchange_filter {
      * the last chance to write what the filter holds back. */
     void (*end)(struct exchange *ex, const struct exchange_filter *self, const char *trailers,
                 size_t len);
+    /* The producer has nothing more to write for now (exchange_flush():
+     * the proxy's upstream paused): write on what the filter holds back,
+     * so that the client sees the body so far, then pass the flush on
+     * (exchange_filter_flush_next()).  NULL: passed on. */
+    void (*flush)(struct exchange *ex, const struct exchange_filter *self);
 };
 
 /* How many places the chain has: modules with a filter, at most.  The
@@ -203,6 +208,7 @@ void exchange_filter_write_next(struct exchange *ex, const struct exchange_filte
                                 const char *data, size_t len);
 void exchange_filter_end_next(struct exchange *ex, const struct exchange_filter *self,
                               const char *trailers, size_t len);
+void exchange_filter_flush_next(struct exchange *ex, const struct exchange_filter *self);
 
 /* The entries of the chain for exchange_begin() and friends below. */
 void exchange__begin_filtered(struct exchange *ex, unsigned status, const char *headers,
@@ -210,6 +216,7 @@ void exchange__begin_filtered(struct exchange *ex, unsigned status, const char *
 void exchange__write_filtered(struct exchange *ex, const char *data, size_t len);
 void exchange__writev_filtered(struct exchange *ex, const struct iovec *iov, int count);
 void exchange__end_filtered(struct exchange *ex, const char *trailers, size_t len);
+void exchange__flush_filtered(struct exchange *ex);
 
 /* An IPv4 or IPv6 address with its port. */
 union exchange_addr {
@@ -280,6 +287,8 @@ struct exchange {
      * straight to the framer, as with no filter at all. */
     uint8_t head_filters;
     uint8_t body_filters;
+    /* One bit per place whose filter has a `flush`. */
+    uint8_t flush_filters;
 };
 
 /* Whether the filter at `order` is on. */
@@ -404,6 +413,26 @@ static inline void exchange_end_trailers(struct exchange *ex, const char *traile
         exchange__end_filtered(ex, trailers, len);
     else
         ex->_ops->end(ex, trailers, len);
+}
+
+/* Whether some filter on for this exchange holds body bytes back until
+ * told (exchange_flush()): a producer asks before it watches for pauses,
+ * so that the response no filter holds costs it nothing. */
+static inline bool exchange_wants_flush(const struct exchange *ex)
+{
+    return ex->flush_filters != 0;
+}
+
+/* The producer has written all it has for now and more may take a
+ * while (the proxy: its read from the upstream found nothing more):
+ * the body filters that hold bytes back (compression) write them on, so
+ * that what was written so far reaches the client.  The framers send
+ * what they are given at the end of the loop's turn anyway: nothing
+ * reaches them.  Costs one test when no filter wants it. */
+static inline void exchange_flush(struct exchange *ex)
+{
+    if (ex->flush_filters != 0)
+        exchange__flush_filtered(ex);
 }
 
 /* Cuts the exchange off after its response began, so that the client sees

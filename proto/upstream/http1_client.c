@@ -507,6 +507,8 @@ static size_t h1c_on_data(corral_conn *conn, const char *data, size_t len)
     if (err == HPE_OK) {
         if (used < len)
             err = llhttp_execute(&c->parser, data + used, len - used);
+        if (c->owner != NULL && err == HPE_OK && c->watch_pauses && c->head_done)
+            c->ops->on_read_done(c->owner, conn);
         if (c->owner != NULL && err == HPE_OK)
             h1c_offer_splice(c);
         if (c->owner == NULL || err == HPE_OK)
@@ -639,6 +641,7 @@ void http1_client_attach(struct http1_client *c, const struct http1_client_ops *
     c->ops = ops;
     c->owner = owner;
     c->req = req;
+    c->watch_pauses = false;
 }
 
 int http1_client_get(struct proxy_upstream *up, struct upstream_worker *worker, unsigned server,

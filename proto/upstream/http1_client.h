@@ -96,6 +96,12 @@ struct http1_client_ops {
      * http1_client_spliced(); or return nonzero, and the body is read and
      * passed to on_body as usual. */
     int (*on_splice)(void *owner, corral_conn *conn, uint64_t len);
+    /* Optional, and only while `watch_pauses` is set: a read of the body
+     * ended and everything it brought went to on_body.  Whether the
+     * upstream paused there (a slow backend, or server-sent events between
+     * two events) the owner may ask of `conn` (corral_conn_input_pending(),
+     * a system call: only when it has something to do about it). */
+    void (*on_read_done)(void *owner, corral_conn *conn);
 };
 
 /* One upstream connection: owned by an exchange, or idle in a pool. */
@@ -112,6 +118,10 @@ struct http1_client {
      * offered, and whether llhttp is inside a chunk's data. */
     uint64_t splice_len;
     bool in_chunk;
+    /* The owner wants on_read_done: set while a response filter holds
+     * bytes back (exchange_flush()), so that no other response pays for
+     * the call.  Cleared by http1_client_attach(). */
+    bool watch_pauses;
     /* The trailer section of a chunked response as it parses, bounded by
      * the head limit: the lines kept so far, where the field being read
      * starts, and whether its name is still coming. */

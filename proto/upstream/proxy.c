@@ -50,6 +50,7 @@ struct proxy_exchange {
      * callback runs once, and frees the exchange if it finished meanwhile
      * (ex NULL). */
     bool splicing, upload_splicing;
+    bool unflushed; /* body went to the exchange since its last exchange_flush() */
     /* Of a request chunk whose size line went to the upstream: the bytes
      * still to send before its CRLF (px_splice_upload()). */
     uint64_t upload_chunk_left;
@@ -193,6 +194,10 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
     exchange_begin_coded(px->ex, head->status, headers != NULL ? headers : "", len,
                          head->content_length, head->codings);
     free(headers);
+    /* A filter that holds body bytes back (compression) is flushed when
+     * the upstream pauses, so that a slow or streaming backend's bytes
+     * reach the client as they come: only then is the pause watched. */
+    px->uc->watch_pauses = exchange_wants_flush(px->ex);
     return 0;
 }
 
@@ -200,7 +205,19 @@ static void px_on_body(void *owner, const char *data, size_t len)
 {
     struct proxy_exchange *px = owner;
     exchange_write(px->ex, data, len);
+    px->unflushed = true;
     pause_upstream_if_backed_up(px);
+}
+
+/* After a read with body bytes, when the upstream's socket has nothing
+ * more (it paused): what the filters hold goes to the client. */
+static void px_on_read_done(void *owner, corral_conn *conn)
+{
+    struct proxy_exchange *px = owner;
+    if (!px->unflushed || corral_conn_input_pending(conn))
+        return;
+    px->unflushed = false;
+    exchange_flush(px->ex);
 }
 
 static void px_on_end(void *owner, const char *trailers, size_t len)
@@ -317,6 +334,7 @@ static const struct http1_client_ops px_client_ops = {
     .on_tunnel_end = px_on_tunnel_end,
     .on_drain = px_on_upstream_drain,
     .on_splice = px_on_splice,
+    .on_read_done = px_on_read_done,
 };
 
 /* ----------------------------------------------------------------- exchanges */

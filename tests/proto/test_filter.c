@@ -2,9 +2,10 @@
  * test_filter.c: the response filter chain (exchange.h), without sockets:
  * a fake framer records the head, body and end that reach it, through
  * filters turned on in another order than theirs, a filter that steps
- * aside, and body filters that change and hold back the body.
+ * aside, body filters that change and hold back the body, and flushes.
  */
 #include "../helpers.h"
+#include "fake_framer.h"
 #include "proto/modules.h"
 #include "proto/policy/add_header.h"
 #include "proto/policy/error_page.h"
@@ -14,89 +15,6 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
-
-/* ------------------------------------------------------------ fake framer */
-
-static struct {
-    unsigned status;
-    char headers[256];
-    int64_t content_length;
-    char body[256];
-    size_t body_len;
-    int writes;
-    char trailers[128];
-    int ends;
-    int splices;
-} seen;
-
-static void fake_begin(struct exchange *ex, unsigned status, const char *headers, size_t len,
-                       int64_t content_length, struct http_str codings)
-{
-    (void)ex, (void)codings;
-    seen.status = status;
-    ck_assert_uint_lt(len, sizeof(seen.headers));
-    memcpy(seen.headers, headers, len);
-    seen.headers[len] = '\0';
-    seen.content_length = content_length;
-}
-
-static void fake_write(struct exchange *ex, const char *data, size_t len)
-{
-    (void)ex;
-    if (len == 0)
-        return;
-    ck_assert_uint_lt(seen.body_len + len, sizeof(seen.body));
-    memcpy(seen.body + seen.body_len, data, len);
-    seen.body_len += len;
-    seen.writes++;
-}
-
-static void fake_writev(struct exchange *ex, const struct iovec *iov, int count)
-{
-    for (int i = 0; i < count; i++)
-        fake_write(ex, iov[i].iov_base, iov[i].iov_len);
-}
-
-static void fake_end(struct exchange *ex, const char *trailers, size_t len)
-{
-    (void)ex;
-    ck_assert_uint_lt(len, sizeof(seen.trailers));
-    memcpy(seen.trailers, trailers != NULL ? trailers : "", len);
-    seen.trailers[len] = '\0';
-    seen.ends++;
-}
-
-static int fake_splice(struct exchange *ex, corral_conn *from, uint64_t max, exchange_splice_cb cb,
-                       void *arg)
-{
-    (void)ex, (void)from, (void)max, (void)cb, (void)arg;
-    seen.splices++;
-    return 0;
-}
-
-static bool fake_started(const struct exchange *ex)
-{
-    (void)ex;
-    return seen.status != 0;
-}
-
-static const struct exchange_ops fake_ops = {
-    .response_started = fake_started,
-    .begin = fake_begin,
-    .write = fake_write,
-    .writev = fake_writev,
-    .end = fake_end,
-    .splice = fake_splice,
-};
-
-static struct exchange fresh(void)
-{
-    memset(&seen, 0, sizeof(seen));
-    struct exchange ex;
-    memset(&ex, 0, sizeof(ex));
-    ex._ops = &fake_ops;
-    return ex;
-}
 
 /* ---------------------------------------------------------------- filters */
 
@@ -211,17 +129,17 @@ static const struct exchange_filter aside = {
  * spliced. */
 START_TEST(no_filter_goes_straight)
 {
-    struct exchange ex = fresh();
+    struct exchange ex = fake_exchange();
     exchange_begin(&ex, 200, "A: b\r\n", 6, 5);
     exchange_write(&ex, "hello", 5);
     ck_assert_int_eq(exchange_splice(&ex, NULL, 10, NULL, NULL), 0);
     exchange_end(&ex);
-    ck_assert_uint_eq(seen.status, 200);
-    ck_assert_str_eq(seen.headers, "A: b\r\n");
-    ck_assert_int_eq(seen.content_length, 5);
-    ck_assert_int_eq(seen.body_len, 5);
-    ck_assert_int_eq(seen.splices, 1);
-    ck_assert_int_eq(seen.ends, 1);
+    ck_assert_uint_eq(fake_seen.status, 200);
+    ck_assert_str_eq(fake_seen.headers, "A: b\r\n");
+    ck_assert_int_eq(fake_seen.content_length, 5);
+    ck_assert_int_eq(fake_seen.body_len, 5);
+    ck_assert_int_eq(fake_seen.splices, 1);
+    ck_assert_int_eq(fake_seen.ends, 1);
 }
 END_TEST
 
@@ -229,22 +147,22 @@ END_TEST
  * turned on in; each sees what the one before made of the head. */
 START_TEST(header_filters_run_in_order)
 {
-    struct exchange ex = fresh();
+    struct exchange ex = fake_exchange();
     exchange_add_filter(&ex, &second);
     exchange_add_filter(&ex, &first);
     ck_assert(exchange_has_filter(&ex, 2));
     ck_assert(exchange_has_filter(&ex, 5));
     ck_assert_int_eq(ex.body_filters, 0);
     exchange_begin(&ex, 200, "A: b\r\n", 6, -1);
-    ck_assert_uint_eq(seen.status, 203);
-    ck_assert_str_eq(seen.headers, "A: b\r\nX-First: 200\r\nX-Second: 203\r\n");
-    ck_assert_int_eq(seen.content_length, -1);
+    ck_assert_uint_eq(fake_seen.status, 203);
+    ck_assert_str_eq(fake_seen.headers, "A: b\r\nX-First: 200\r\nX-Second: 203\r\n");
+    ck_assert_int_eq(fake_seen.content_length, -1);
     /* Header filters alone leave the body path alone: splice as before. */
     exchange_write(&ex, "x", 1);
     ck_assert_int_eq(exchange_splice(&ex, NULL, 10, NULL, NULL), 0);
     exchange_end(&ex);
-    ck_assert_int_eq(seen.body_len, 1);
-    ck_assert_int_eq(seen.ends, 1);
+    ck_assert_int_eq(fake_seen.body_len, 1);
+    ck_assert_int_eq(fake_seen.ends, 1);
     /* Off again: straight to the framer. */
     exchange_remove_filter(&ex, &first);
     exchange_remove_filter(&ex, &second);
@@ -268,14 +186,14 @@ START_TEST(module_order_is_documented)
     ck_assert_uint_le(places, EXCHANGE_FILTER_MAX);
     ck_assert_uint_lt(error_page_module.filter->order, add_header_module.filter->order);
     /* add_header's filter is on exactly while the exchange has rules. */
-    struct exchange ex = fresh();
+    struct exchange ex = fake_exchange();
     static const struct http_add_headers none = {.count = 0};
     add_header_set_rules(&ex, &none);
     ck_assert(exchange_has_filter(&ex, add_header_module.filter->order));
     exchange_respond(&ex, 404, "", "gone", 4);
-    ck_assert_uint_eq(seen.status, 404);
-    ck_assert_str_eq(seen.headers, "");
-    ck_assert_str_eq(seen.body, "gone");
+    ck_assert_uint_eq(fake_seen.status, 404);
+    ck_assert_str_eq(fake_seen.headers, "");
+    ck_assert_str_eq(fake_seen.body, "gone");
     add_header_release(&ex);
     ck_assert(!exchange_has_filter(&ex, add_header_module.filter->order));
     ck_assert_int_eq(ex.head_filters, 0);
@@ -286,26 +204,26 @@ END_TEST
  * its header filter: the body goes past it, and may be spliced again. */
 START_TEST(filter_steps_aside)
 {
-    struct exchange ex = fresh();
+    struct exchange ex = fake_exchange();
     aside_bodies = 0;
     exchange_add_filter(&ex, &aside);
     ck_assert_int_eq(exchange_splice(&ex, NULL, 10, NULL, NULL), -EOPNOTSUPP);
     exchange_begin(&ex, 304, "", 0, 0);
-    ck_assert_uint_eq(seen.status, 304);
+    ck_assert_uint_eq(fake_seen.status, 304);
     ck_assert_int_eq(ex.head_filters, 0);
     ck_assert_int_eq(ex.body_filters, 0);
     exchange_write(&ex, "abc", 3);
     ck_assert_int_eq(aside_bodies, 0);
     ck_assert_int_eq(exchange_splice(&ex, NULL, 10, NULL, NULL), 0);
     exchange_end(&ex);
-    ck_assert_int_eq(seen.ends, 1);
+    ck_assert_int_eq(fake_seen.ends, 1);
     /* And one that keeps on sees the body. */
-    ex = fresh();
+    ex = fake_exchange();
     exchange_add_filter(&ex, &aside);
     exchange_begin(&ex, 200, "", 0, 3);
     exchange_write(&ex, "abc", 3);
     ck_assert_int_eq(aside_bodies, 1);
-    ck_assert_int_eq(seen.body_len, 3);
+    ck_assert_int_eq(fake_seen.body_len, 3);
 }
 END_TEST
 
@@ -314,33 +232,100 @@ END_TEST
  * on after what they held. */
 START_TEST(body_filters_transform_and_pass_the_end)
 {
-    struct exchange ex = fresh();
+    struct exchange ex = fake_exchange();
     held_len = 0;
     exchange_add_filter(&ex, &hold);
     exchange_add_filter(&ex, &upper);
     ck_assert_int_eq(exchange_splice(&ex, NULL, 10, NULL, NULL), -EOPNOTSUPP);
-    ck_assert_int_eq(seen.splices, 0);
+    ck_assert_int_eq(fake_seen.splices, 0);
     exchange_begin(&ex, 200, "", 0, -1); /* no header filter: straight on */
-    ck_assert_uint_eq(seen.status, 200);
+    ck_assert_uint_eq(fake_seen.status, 200);
     exchange_write(&ex, "ab", 2);
     exchange_write(&ex, "", 0);
     struct iovec iov[3] = {{(void *)"cd", 2}, {(void *)"", 0}, {(void *)"ef", 2}};
     exchange_writev(&ex, iov, 3);
-    ck_assert_int_eq(seen.writes, 0); /* all held back */
+    ck_assert_int_eq(fake_seen.writes, 0); /* all held back */
     exchange_end_trailers(&ex, "T: 1\r\n", 6);
-    seen.body[seen.body_len] = '\0';
-    ck_assert_str_eq(seen.body, "[ABCDEF]");
-    ck_assert_str_eq(seen.trailers, "T: 1\r\nX-Upper: 1\r\n");
-    ck_assert_int_eq(seen.ends, 1);
+    fake_seen.body[fake_seen.body_len] = '\0';
+    ck_assert_str_eq(fake_seen.body, "[ABCDEF]");
+    ck_assert_str_eq(fake_seen.trailers, "T: 1\r\nX-Upper: 1\r\n");
+    ck_assert_int_eq(fake_seen.ends, 1);
     /* A plain end passes too, with the trailers a filter adds. */
-    ex = fresh();
+    ex = fake_exchange();
     exchange_add_filter(&ex, &upper);
     exchange_write(&ex, "xy", 2);
     exchange_end(&ex);
-    ck_assert_int_eq(seen.body_len, 2);
-    ck_assert_int_eq(memcmp(seen.body, "XY", 2), 0);
-    ck_assert_str_eq(seen.trailers, "X-Upper: 1\r\n");
-    ck_assert_int_eq(seen.ends, 1);
+    ck_assert_int_eq(fake_seen.body_len, 2);
+    ck_assert_int_eq(memcmp(fake_seen.body, "XY", 2), 0);
+    ck_assert_str_eq(fake_seen.trailers, "X-Upper: 1\r\n");
+    ck_assert_int_eq(fake_seen.ends, 1);
+}
+END_TEST
+
+/* A filter that holds the body back until a flush or the end, then
+ * writes it on framed in braces; and one that only counts flushes. */
+static char kept[64];
+static size_t kept_len;
+static int counted_flushes;
+
+static void keep_write(struct exchange *ex, const struct exchange_filter *self, const char *data,
+                       size_t len)
+{
+    (void)ex, (void)self;
+    ck_assert_uint_lt(kept_len + len, sizeof(kept));
+    memcpy(kept + kept_len, data, len);
+    kept_len += len;
+}
+
+static void keep_flush(struct exchange *ex, const struct exchange_filter *self)
+{
+    exchange_filter_write_next(ex, self, "{", 1);
+    exchange_filter_write_next(ex, self, kept, kept_len);
+    exchange_filter_write_next(ex, self, "}", 1);
+    kept_len = 0;
+    exchange_filter_flush_next(ex, self);
+}
+
+static void count_flush(struct exchange *ex, const struct exchange_filter *self)
+{
+    counted_flushes++;
+    exchange_filter_flush_next(ex, self);
+}
+
+static const struct exchange_filter keep = {
+    .name = "keep", .order = 2, .write = keep_write, .flush = keep_flush};
+static const struct exchange_filter counter = {.name = "counter", .order = 7, .flush = count_flush};
+
+/* A flush goes through the filters that have one, in order, past those
+ * that have none (upper, after keep), and ends there; with none that
+ * wants it, it does nothing and the producer is told not to ask. */
+START_TEST(flush_reaches_the_filters_that_hold)
+{
+    struct exchange ex = fake_exchange();
+    kept_len = 0;
+    counted_flushes = 0;
+    ck_assert(!exchange_wants_flush(&ex));
+    exchange_flush(&ex);
+    exchange_add_filter(&ex, &upper);
+    ck_assert(!exchange_wants_flush(&ex));
+    exchange_add_filter(&ex, &keep);
+    exchange_add_filter(&ex, &counter);
+    ck_assert(exchange_wants_flush(&ex));
+    exchange_begin(&ex, 200, "", 0, -1);
+    exchange_write(&ex, "ab", 2);
+    exchange_write(&ex, "c", 1);
+    ck_assert_uint_eq(fake_seen.body_len, 0);
+    exchange_flush(&ex);
+    ck_assert_str_eq(fake_seen.body, "{ABC}");
+    ck_assert_int_eq(counted_flushes, 1);
+    exchange_flush(&ex); /* nothing new: an empty pair, and the flush goes on */
+    ck_assert_str_eq(fake_seen.body, "{ABC}{}");
+    ck_assert_int_eq(counted_flushes, 2);
+    exchange_remove_filter(&ex, &keep);
+    exchange_remove_filter(&ex, &counter);
+    ck_assert(!exchange_wants_flush(&ex));
+    exchange_flush(&ex);
+    ck_assert_int_eq(counted_flushes, 2);
 }
 END_TEST
 
@@ -355,6 +340,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, module_order_is_documented);
     tcase_add_test(tc, filter_steps_aside);
     tcase_add_test(tc, body_filters_transform_and_pass_the_end);
+    tcase_add_test(tc, flush_reaches_the_filters_that_hold);
     suite_add_tcase(suite, tc);
     return suite;
 }

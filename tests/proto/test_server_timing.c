@@ -6,6 +6,7 @@
  * that says off, a proxied response and an interim one.
  */
 #include "../helpers.h"
+#include "fake_framer.h"
 #include "conf/config.h"
 #include "proto/http/module.h"
 #include "proto/modules.h"
@@ -108,60 +109,6 @@ START_TEST(registry_refuses_a_clash)
 }
 END_TEST
 
-/* ------------------------------------------------------------ fake framer */
-
-static struct {
-    unsigned status;
-    char headers[512];
-    int begins;
-} seen;
-
-static void fake_begin(struct exchange *ex, unsigned status, const char *headers, size_t len,
-                       int64_t content_length, struct http_str codings)
-{
-    (void)ex, (void)content_length, (void)codings;
-    seen.status = status;
-    ck_assert_uint_lt(len, sizeof(seen.headers));
-    memcpy(seen.headers, headers, len);
-    seen.headers[len] = '\0';
-    seen.begins++;
-}
-
-static void fake_write(struct exchange *ex, const char *data, size_t len)
-{
-    (void)ex, (void)data, (void)len;
-}
-
-static void fake_end(struct exchange *ex, const char *trailers, size_t len)
-{
-    (void)ex, (void)trailers, (void)len;
-}
-
-static bool fake_started(const struct exchange *ex)
-{
-    (void)ex;
-    return seen.begins > 0;
-}
-
-static void fake_set_handler(struct exchange *ex, const struct http_handler *handler)
-{
-    (void)ex, (void)handler;
-}
-
-static void fake_routed(struct exchange *ex, const struct http_request *req)
-{
-    (void)ex, (void)req;
-}
-
-static const struct exchange_ops fake_ops = {
-    .begin = fake_begin,
-    .write = fake_write,
-    .end = fake_end,
-    .response_started = fake_started,
-    .set_handler = fake_set_handler,
-    .routed = fake_routed,
-};
-
 /* ------------------------------------------------------------- the site */
 
 /* Answers as a proxy would once its upstream's head came (`data` says
@@ -200,7 +147,6 @@ static struct http_vhost vhost;
 
 static void setup(void)
 {
-    memset(&seen, 0, sizeof(seen));
     unsigned m = server_timing_module.index;
     plain = (struct answer){0};
     proxied = (struct answer){.upstream = true};
@@ -237,9 +183,7 @@ static void setup(void)
 
 static void route(const char *target)
 {
-    struct exchange ex;
-    memset(&ex, 0, sizeof(ex));
-    ex._ops = &fake_ops;
+    struct exchange ex = fake_exchange();
     struct http_request req = {
         .method = {"GET", 3}, .target = {target, strlen(target)}, .path = {target, strlen(target)}};
     router_start(&ex, &vhost, &req, 0);
@@ -261,24 +205,24 @@ static void check_timing_line(const char *headers, const char *rest)
 START_TEST(on_adds_the_header)
 {
     route("/on");
-    ck_assert_uint_eq(seen.status, 200);
-    ck_assert(strncmp(seen.headers, "X-Handler: 1\r\n", 14) == 0);
-    check_timing_line(seen.headers, "\r\n");
+    ck_assert_uint_eq(fake_seen.status, 200);
+    ck_assert(strncmp(fake_seen.headers, "X-Handler: 1\r\n", 14) == 0);
+    check_timing_line(fake_seen.headers, "\r\n");
 }
 END_TEST
 
 START_TEST(off_adds_nothing)
 {
     route("/off");
-    ck_assert_uint_eq(seen.status, 200);
-    ck_assert_str_eq(seen.headers, "X-Handler: 1\r\n");
+    ck_assert_uint_eq(fake_seen.status, 200);
+    ck_assert_str_eq(fake_seen.headers, "X-Handler: 1\r\n");
 }
 END_TEST
 
 START_TEST(proxied_says_the_upstream_time)
 {
     route("/proxied");
-    check_timing_line(seen.headers, ", upstream;dur=12\r\n");
+    check_timing_line(fake_seen.headers, ", upstream;dur=12\r\n");
 }
 END_TEST
 
@@ -286,9 +230,9 @@ END_TEST
 START_TEST(interim_head_is_left_alone)
 {
     route("/interim");
-    ck_assert_int_eq(seen.begins, 2);
-    ck_assert_uint_eq(seen.status, 200);
-    check_timing_line(seen.headers, "\r\n");
+    ck_assert_int_eq(fake_seen.begins, 2);
+    ck_assert_uint_eq(fake_seen.status, 200);
+    check_timing_line(fake_seen.headers, "\r\n");
 }
 END_TEST
 
@@ -296,8 +240,8 @@ END_TEST
 START_TEST(router_answer_is_timed)
 {
     route("/nowhere");
-    ck_assert_uint_eq(seen.status, 404);
-    check_timing_line(seen.headers, "\r\n");
+    ck_assert_uint_eq(fake_seen.status, 404);
+    check_timing_line(fake_seen.headers, "\r\n");
 }
 END_TEST
 
@@ -313,11 +257,10 @@ START_TEST(site_without_it_leaves_it_out)
     ck_assert_uint_eq(without.step_count + 1, all.step_count);
     vhost.router = &without;
     route("/on");
-    ck_assert_str_eq(seen.headers, "X-Handler: 1\r\n");
-    memset(&seen, 0, sizeof(seen));
+    ck_assert_str_eq(fake_seen.headers, "X-Handler: 1\r\n");
     vhost.router = &all;
     route("/on");
-    check_timing_line(seen.headers, "\r\n");
+    check_timing_line(fake_seen.headers, "\r\n");
 }
 END_TEST
 
