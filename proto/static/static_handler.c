@@ -197,7 +197,7 @@ static void serve_file(struct exchange *ex, const struct http_request *req,
         }
     }
     add_text(&h, "Accept-Ranges: bytes\r\n");
-    char boundary[24];
+    char boundary[24] = "";
     char line[160];
     if (count > 1) {
         make_boundary(boundary, sizeof(boundary));
@@ -221,8 +221,11 @@ static void serve_file(struct exchange *ex, const struct http_request *req,
         exchange_respond_error(ex, 500);
         return;
     }
-    struct static_send_plan plan = {
-        .size = v.size, .ranges = ranges, .count = count, .type = type, .boundary = boundary};
+    struct static_send_plan plan = {.size = v.size,
+                                    .ranges = ranges,
+                                    .count = count,
+                                    .type = type,
+                                    .boundary = count > 1 ? boundary : NULL};
     uint64_t length = static_send_length(&plan);
     exchange_begin(ex, count > 0 ? 206 : 200, h.data, h.len, (int64_t)length);
     vars_buf_free(&h);

@@ -61,6 +61,34 @@ static int parse_time(const char *text, int64_t *out)
     return 0;
 }
 
+/* alias PATH: kept as written, its trailing slash too, since it replaces
+ * the location's prefix as text ("/i/" by "/data/img/"); a relative one
+ * is resolved against the directory of the file it is written in, as
+ * root is. */
+static int apply_alias(void *conf, const struct conf_arg *args, size_t count,
+                       struct conf_module_error *error)
+{
+    (void)count;
+    struct static_conf *c = conf;
+    const char *text = args[0].text;
+    if (text[0] == '\0')
+        return conf_module_fail(error, &args[0].pos, "%s", "empty alias");
+    size_t dir_len = 0;
+    if (text[0] != '/') {
+        const char *slash = strrchr(args[0].pos.file, '/');
+        dir_len = slash != NULL ? (size_t)(slash - args[0].pos.file) + 1 : 0;
+    }
+    char *alias = malloc(dir_len + strlen(text) + 1);
+    if (alias == NULL)
+        return conf_module_fail(error, &args[0].pos, "%s", "out of memory");
+    memcpy(alias, args[0].pos.file, dir_len);
+    strcpy(alias + dir_len, text);
+    free(c->alias);
+    c->alias = alias;
+    c->alias_pos = args[0].pos;
+    return 0;
+}
+
 /* index NAME...: file names, tried in order in a directory. */
 static int apply_index(void *conf, const struct conf_arg *args, size_t count,
                        struct conf_module_error *error)
@@ -196,11 +224,8 @@ static const struct conf_directive static_directives[] = {
      .min_args = 1,
      .max_args = 1,
      .passes = true,
-     .kind = CONF_KIND_PATH,
      .base = CONF_BASE_MODULE,
-     CONF_FIELD(struct static_conf, alias),
-     .keep_pos = true,
-     .pos_offset = offsetof(struct static_conf, alias_pos)},
+     .module_apply = apply_alias},
     {.name = "index",
      .contexts = ANYWHERE,
      .min_args = 1,
@@ -408,17 +433,16 @@ static int build(const void *conf, const struct http_module_build *b, const void
         return -ENOMEM;
     if (base == NULL)
         base = "";
-    sl->base = trim_slashes(base, &sl->base_len);
     sl->alias = c->alias != NULL;
     if (sl->alias) {
+        /* nginx's alias replaces the prefix as text: "/i/" by "/data/i/";
+         * what that makes is checked for dot segments per request. */
+        sl->base = base;
+        sl->base_len = strlen(base);
         sl->prefix = b->loc->path;
         sl->prefix_len = b->loc->path_len;
-        /* nginx's alias replaces the prefix as written: "/i/" by
-         * "/data/i/"; keep the slash that separates them. */
-        size_t alias_len = strlen(c->alias);
-        if (alias_len > 0 && c->alias[alias_len - 1] == '/' && sl->prefix_len > 0 &&
-            sl->prefix[sl->prefix_len - 1] == '/')
-            sl->prefix_len--;
+    } else {
+        sl->base = trim_slashes(base, &sl->base_len);
     }
     if (c->index_count > 0) {
         sl->index = (const char *const *)c->index;
