@@ -22,7 +22,6 @@ static const struct {
     const char *name;
     const char *why;
 } no_effect[] = {
-    {"sendfile", "corral serves no files"},
     {"tcp_nopush", "corral serves no files"},
     {"tcp_nodelay", "corral always sets TCP_NODELAY"},
     {"server_tokens", "corral never sends its version"},

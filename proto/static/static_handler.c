@@ -225,7 +225,8 @@ static void serve_file(struct exchange *ex, const struct http_request *req,
                                     .ranges = ranges,
                                     .count = count,
                                     .type = type,
-                                    .boundary = count > 1 ? boundary : NULL};
+                                    .boundary = count > 1 ? boundary : NULL,
+                                    .sendfile = sl->sendfile};
     uint64_t length = static_send_length(&plan);
     exchange_begin(ex, count > 0 ? 206 : 200, h.data, h.len, (int64_t)length);
     vars_buf_free(&h);

@@ -279,6 +279,16 @@ static const struct conf_directive static_directives[] = {
      CONF_FIELD(struct static_conf, no_symlinks),
      .keep_pos = true,
      .pos_offset = offsetof(struct static_conf, no_symlinks_pos)},
+    {.name = "sendfile",
+     .contexts = ANYWHERE,
+     .min_args = 1,
+     .max_args = 1,
+     .passes = true,
+     .kind = CONF_KIND_SWITCH,
+     .base = CONF_BASE_MODULE,
+     CONF_FIELD(struct static_conf, sendfile),
+     .keep_pos = true,
+     .pos_offset = offsetof(struct static_conf, sendfile_pos)},
     {.name = "open_file_cache",
      .contexts = ANYWHERE,
      .min_args = 1,
@@ -303,6 +313,8 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
             c->ims = STATIC_IMS_EXACT;
         if (c->cache_pos.file == NULL)
             c->cache = (struct static_file_cache_conf){.max = 0, .inactive_ms = 60000};
+        if (c->sendfile_pos.file == NULL)
+            c->sendfile = true;
         return 0;
     }
     /* Strings taken from the parent stay the parent's to free. */
@@ -337,6 +349,10 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
     if (c->cache_pos.file == NULL) {
         c->cache = p->cache;
         c->cache_pos = p->cache_pos;
+    }
+    if (c->sendfile_pos.file == NULL) {
+        c->sendfile = p->sendfile;
+        c->sendfile_pos = p->sendfile_pos;
     }
     return 0;
 }
@@ -457,6 +473,7 @@ static int build(const void *conf, const struct http_module_build *b, const void
     sl->ims = (enum static_ims)c->ims;
     sl->no_symlinks = c->no_symlinks;
     sl->cache = c->cache;
+    sl->sendfile = c->sendfile;
     sl->mime = (struct static_mime){
         .types = b->mime_type_count > 0 ? b->mime_types : NULL,
         .count = b->mime_type_count,

@@ -1,7 +1,7 @@
 /*
  * static_module.h: static files as a content handler, with nginx's
  * directives (root, alias, index, try_files, expires, etag,
- * if_modified_since, disable_symlinks, open_file_cache): the module
+ * if_modified_since, disable_symlinks, open_file_cache, sendfile): the module
  * (module.h), its struct per level and what a location's becomes at
  * build (static_module.c).
  */
@@ -53,6 +53,8 @@ struct static_conf {
     struct conf_pos no_symlinks_pos;
     struct static_file_cache_conf cache;
     struct conf_pos cache_pos;
+    bool sendfile; /* on by default */
+    struct conf_pos sendfile_pos;
 };
 
 /* One try_files element as built. */
@@ -90,6 +92,7 @@ struct static_location {
     enum static_ims ims;
     bool no_symlinks;
     struct static_file_cache_conf cache;
+    bool sendfile;
     struct static_mime mime;
     const struct http_add_headers *add_headers;
 };

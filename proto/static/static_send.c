@@ -1,11 +1,11 @@
 /*
- * static_send.c: a static file's body (static_send.h).  The file is read
- * with pread() at 64-bit offsets into one buffer per response and written
- * through exchange_write(), so that body filters see every byte and the
- * framers count them; output beyond the connection's watermark waits for
- * on_drain, and a turn of the loop sends at most SEND_TURN_MAX bytes
- * before posting the rest, so that one fast client of a large file does
- * not hold the worker.
+ * static_send.c: a static file's body (static_send.h).  Each range goes by
+ * exchange_sendfile() when the framer can (plain HTTP/1.1, no body
+ * filter), else the file is read with pread() at 64-bit offsets into one
+ * buffer per response and written through exchange_write(), so that body
+ * filters see every byte; the framers count both; output beyond the connection's watermark waits
+ * for on_drain, and a turn of the loop sends at most SEND_TURN_MAX bytes before posting the rest,
+ * so that one fast client of a large file does not hold the worker.
  */
 #include "proto/static/static_send.h"
 
@@ -31,8 +31,10 @@ struct static_send {
     const char *type;
     char boundary[33];
     bool in_pump, posted;
-    bool aborted; /* on_abort came: the exchange is gone */
-    bool over;    /* ended or cut off by us: only freeing is left */
+    bool sendfile;  /* try exchange_sendfile() for each range */
+    bool in_flight; /* a sendfile is under way: its callback is to come */
+    bool aborted;   /* on_abort came: the exchange is gone */
+    bool over;      /* ended or cut off by us: only freeing is left */
     char buf[SEND_BUF];
 };
 
@@ -76,7 +78,7 @@ static void send_free(struct static_send *s)
  * pending, and the exchange ended or gone. */
 static void maybe_free(struct static_send *s)
 {
-    if (!s->in_pump && !s->posted && (s->aborted || s->over))
+    if (!s->in_pump && !s->posted && !s->in_flight && (s->aborted || s->over))
         send_free(s);
 }
 
@@ -103,6 +105,29 @@ static void finish(struct static_send *s)
 }
 
 static void posted(void *arg);
+static void pump(struct static_send *s);
+
+/* A range sent by the framer from the file: on to the next, unless it
+ * stopped short (the file shrank, or the client went). */
+static void range_sent(struct exchange *ex, uint64_t moved, int error, void *arg)
+{
+    (void)ex;
+    struct static_send *s = arg;
+    s->in_flight = false;
+    if (s->aborted || s->over) {
+        maybe_free(s);
+        return;
+    }
+    s->off += moved;
+    if (error != 0 || s->off <= s->ranges[s->cur].last) {
+        s->in_pump = true; /* cut_off() must not free `s` under it */
+        cut_off(s);
+        s->in_pump = false;
+        maybe_free(s);
+        return;
+    }
+    pump(s);
+}
 
 /* Writes what the client takes, up to SEND_TURN_MAX bytes this turn. */
 static void pump(struct static_send *s)
@@ -142,6 +167,13 @@ static void pump(struct static_send *s)
             sent = 0; /* no memory to wait with: go on now */
         }
         uint64_t left = r->last - s->off + 1;
+        if (s->sendfile) {
+            if (exchange_sendfile(ex, s->file.fd, s->off, left, range_sent, s) == 0) {
+                s->in_flight = true;
+                break;
+            }
+            s->sendfile = false; /* the framer cannot: copy the rest */
+        }
         size_t want = left < sizeof(s->buf) ? (size_t)left : sizeof(s->buf);
         ssize_t n;
         do
@@ -197,7 +229,8 @@ void static_send_start(struct exchange *ex, struct static_file *file,
     s->cur = 0;
     s->off = s->ranges[0].first;
     s->part_started = false;
-    s->in_pump = s->posted = s->aborted = s->over = false;
+    s->in_pump = s->posted = s->aborted = s->over = s->in_flight = false;
+    s->sendfile = plan->sendfile;
     exchange_set_data(ex, s);
     pump(s);
 }
@@ -205,7 +238,7 @@ void static_send_start(struct exchange *ex, struct static_file *file,
 void static_send_on_drain(struct exchange *ex)
 {
     struct static_send *s = exchange_data(ex);
-    if (s != NULL && !s->in_pump && !s->over && !s->aborted)
+    if (s != NULL && !s->in_pump && !s->in_flight && !s->over && !s->aborted)
         pump(s);
 }
 

@@ -24,6 +24,7 @@ struct static_send_plan {
     size_t count;
     const char *type;
     const char *boundary; /* at most 32 bytes */
+    bool sendfile;        /* the ranges' bytes by exchange_sendfile() where it can */
 };
 
 /* The body's length for `plan`. */

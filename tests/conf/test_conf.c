@@ -2311,7 +2311,7 @@ static const struct translate_case translate_cases[] = {
      "connections\n  # use epoll;\n"
      "# corral: the end of \"events { }\"\n# }\n"
      "# corral: nginx's \"http { }\": its lines are corral's top level\n# http {\n"
-     "  # corral: no effect here: corral serves no files\n  # sendfile on; # fast\n"
+     "  sendfile on; # fast\n"
      "# corral: the end of \"http { }\"\n# }\n",
      0},
     /* a wrapper sharing a line stays, as corral reads it; so does

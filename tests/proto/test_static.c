@@ -682,6 +682,62 @@ START_TEST(open_file_cache_sees_changes)
 }
 END_TEST
 
+/* $body_bytes_sent counts what each path sent: sendfile(2) (on by
+ * default), copies (sendfile off), ranges, HEAD's nothing; over HTTP/2
+ * too. */
+START_TEST(body_bytes_sent_logged)
+{
+    char log[PATH_MAX], top[PATH_MAX + 128];
+    test_daemon_file(log, sizeof(log), "access.log");
+    snprintf(top, sizeof(top),
+             "log_format bytes '$request_uri $status $body_bytes_sent';\n"
+             "access_log %s bytes;",
+             log);
+    test_daemon_file(www, sizeof(www), "www"); /* make_tree() makes it */
+    char server[PATH_MAX + 128];
+    snprintf(server, sizeof(server),
+             "    location / { index index.html; }\n"
+             "    location /copy/ { alias %s/; sendfile off; }",
+             www);
+    struct test_daemon d;
+    start(&d, top, " http2", server);
+    patterned("www/p.bin", 300000);
+    char out[4096];
+    ck_assert_uint_eq(ask(d.port, "GET", "/a.txt", "", out, sizeof(out)), 200);
+    ck_assert_uint_eq(ask(d.port, "HEAD", "/a.txt", "", out, sizeof(out)), 200);
+    ck_assert_uint_eq(ask(d.port, "GET", "/a.txt?r", "Range: bytes=0-1,5-6\r\n", out, sizeof(out)),
+                      206);
+    ck_assert_uint_eq(ask(d.port, "GET", "/copy/a.txt", "", out, sizeof(out)), 200);
+    ck_assert_str_eq(body_of(out), "hello, world\n");
+    char cmd[PATH_MAX * 2], res[256];
+    snprintf(cmd, sizeof(cmd),
+             "curl -s --max-time 20 --http2-prior-knowledge http://127.0.0.1:%d/p.bin | wc -c",
+             d.port);
+    run(cmd, res, sizeof(res));
+    ck_assert_uint_eq(strtoul(res, NULL, 10), 300000);
+    /* what the big one sent through the socket, copied or not */
+    int fd = test_connect(d.port);
+    const char *req = "GET /p.bin HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+    test_send_all(fd, req, strlen(req));
+    static char big[400000];
+    size_t got = test_recv_all(fd, big, sizeof(big));
+    close(fd);
+    ck_assert_ptr_nonnull(strstr(big, "\r\n\r\n"));
+    ck_assert_uint_eq(got - (size_t)(strstr(big, "\r\n\r\n") + 4 - big), 300000);
+    char *text = test_wait_file(log, "/p.bin 200 300000\n/p.bin 200 300000\n", 10000);
+    free(text);
+    text = test_read_file(log);
+    ck_assert_ptr_nonnull(strstr(text, "/a.txt 200 13\n/a.txt 200 0\n"));
+    ck_assert_ptr_nonnull(strstr(text, "/copy/a.txt 200 13\n"));
+    /* the multipart body, its boundaries and part heads included */
+    char *r = strstr(text, "/a.txt?r 206 ");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_uint_gt(strtoul(r + 13, NULL, 10), 4);
+    free(text);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     /* As the daemon does before its first parse (runtime_modules_init()). */
@@ -711,6 +767,7 @@ Suite *test_suite(void)
     tcase_add_test(daemon, http2_and_ranges);
     tcase_add_test(daemon, over_tls);
     tcase_add_test(daemon, open_file_cache_sees_changes);
+    tcase_add_test(daemon, body_bytes_sent_logged);
     suite_add_tcase(suite, daemon);
     return suite;
 }
