@@ -660,6 +660,32 @@ START_TEST(sendfile_sends_a_part_of_a_file_after_queued_output)
 }
 END_TEST
 
+/* More than a wakeup's rounds to a fast reader: the send yields and goes
+ * on by itself, with no event from the socket. */
+START_TEST(sendfile_yields_and_goes_on)
+{
+    struct run run;
+    run_open(&run);
+    char path[] = "/tmp/corral-sendfile-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    uint64_t len = 64ull << 20;
+    ck_assert_int_eq(ftruncate(fd, (off_t)len), 0);
+    struct receiver r = {.fd = run.to_peer, .expect = len};
+    pthread_t rt;
+    ck_assert_int_eq(pthread_create(&rt, NULL, receive_stream, &r), 0);
+    ck_assert_int_eq(corral_conn_sendfile(run.to, fd, 0, len, file_done, &run), 0);
+    pair_run_until(run.loop, splice_over, &run, 30000);
+    pthread_join(rt, NULL);
+    ck_assert_int_eq(run.error, 0);
+    ck_assert_uint_eq(run.moved, len);
+    ck_assert_uint_eq(r.got, len);
+    close(fd);
+    run_close(&run);
+}
+END_TEST
+
 START_TEST(sendfile_reads_past_4gb)
 {
     struct run run;
@@ -759,6 +785,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, refused_for_layered_transports_and_busy_connections);
     tcase_add_test(tc, input_left_unconsumed_ends_the_splice_with_ebusy);
     tcase_add_test(tc, sendfile_sends_a_part_of_a_file_after_queued_output);
+    tcase_add_test(tc, sendfile_yields_and_goes_on);
     tcase_add_test(tc, sendfile_reads_past_4gb);
     tcase_add_test(tc, sendfile_of_a_file_that_shrank_ends_short);
     tcase_add_test(tc, sendfile_to_a_stalled_destination_times_out);

@@ -682,6 +682,38 @@ START_TEST(open_file_cache_sees_changes)
 }
 END_TEST
 
+/* A file larger than a loop turn's share, whole, by sendfile and by
+ * copying: it goes on without an event from the socket. */
+START_TEST(large_file_whole)
+{
+    test_daemon_file(www, sizeof(www), "www"); /* make_tree() makes it */
+    char server[PATH_MAX + 128];
+    snprintf(server, sizeof(server),
+             "    location / { index index.html; }\n"
+             "    location /copy/ { alias %s/; sendfile off; }",
+             www);
+    struct test_daemon d;
+    start(&d, "", "", server);
+    char path[PATH_MAX];
+    test_daemon_file(path, sizeof(path), "www/large.bin");
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, 40 << 20), 0);
+    close(fd);
+    const char *paths[] = {"/large.bin", "/copy/large.bin"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[512], out[128];
+        snprintf(cmd, sizeof(cmd),
+                 "curl -s --max-time 20 -o /dev/null -w '%%{http_code} %%{size_download}' "
+                 "http://127.0.0.1:%d%s",
+                 d.port, paths[i]);
+        run(cmd, out, sizeof(out));
+        ck_assert_str_eq(out, "200 41943040");
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* $body_bytes_sent counts what each path sent: sendfile(2) (on by
  * default), copies (sendfile off), ranges, HEAD's nothing; over HTTP/2
  * too. */
@@ -768,6 +800,7 @@ Suite *test_suite(void)
     tcase_add_test(daemon, over_tls);
     tcase_add_test(daemon, open_file_cache_sees_changes);
     tcase_add_test(daemon, body_bytes_sent_logged);
+    tcase_add_test(daemon, large_file_whole);
     suite_add_tcase(suite, daemon);
     return suite;
 }
