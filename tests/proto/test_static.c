@@ -533,18 +533,19 @@ END_TEST
 
 /* A file cut short while it is sent: the response stops short of its
  * length and the connection ends; no other byte stands in. */
-START_TEST(file_truncated_while_sent)
+/* Asks for `uri`, a sparse file of `size` bytes at `path`, reads the
+ * head, cuts the file to 1 MiB, and reads on: the body stops short and
+ * the connection ends (reset or closed), with only the file's zeros. */
+static void cut_while_sent(int port, const char *path, const char *uri)
 {
-    struct test_daemon d;
-    start(&d, "", "", "    location / { index index.html; }");
-    char path[PATH_MAX];
-    test_daemon_file(path, sizeof(path), "www/shrinks.bin");
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ck_assert_int_ge(fd, 0);
     const off_t size = 256 << 20, kept = 1 << 20;
     ck_assert_int_eq(ftruncate(fd, size), 0); /* sparse: zeros */
-    int c = test_connect(d.port);
-    const char *request = "GET /shrinks.bin HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+    int c = test_connect(port);
+    char request[256];
+    snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+             uri);
     test_send_all(c, request, strlen(request));
     /* the head, and whatever came with it */
     char buf[65536];
@@ -566,7 +567,23 @@ START_TEST(file_truncated_while_sent)
         body += (uint64_t)n;
     }
     close(c);
-    ck_assert_uint_lt(body, (uint64_t)size);
+    ck_assert_msg(body < (uint64_t)size, "%s: %llu bytes", uri, (unsigned long long)body);
+}
+
+START_TEST(file_truncated_while_sent)
+{
+    test_daemon_file(www, sizeof(www), "www"); /* make_tree() makes it */
+    char server[PATH_MAX + 128];
+    snprintf(server, sizeof(server),
+             "    location / { index index.html; }\n"
+             "    location /copy/ { alias %s/; sendfile off; }",
+             www);
+    struct test_daemon d;
+    start(&d, "", "", server);
+    char path[PATH_MAX];
+    test_daemon_file(path, sizeof(path), "www/shrinks.bin");
+    cut_while_sent(d.port, path, "/shrinks.bin");      /* sendfile(2) */
+    cut_while_sent(d.port, path, "/copy/shrinks.bin"); /* pread() */
     /* the daemon goes on serving */
     char out[4096];
     ck_assert_uint_eq(ask(d.port, "GET", "/a.txt", "", out, sizeof(out)), 200);
