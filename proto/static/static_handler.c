@@ -6,6 +6,7 @@
  * head, and the body through static_send.c.
  */
 #include "proto/http/module.h"
+#include "proto/http/regex.h"
 #include "proto/http/router.h"
 #include "proto/http/vars.h"
 #include "proto/policy/add_header.h"
@@ -264,14 +265,18 @@ static void redirect_to_slash(struct exchange *ex, const struct http_request *re
 /* Serves the normalised `uri`: a file, a directory's index, or the
  * redirect of a directory to its slash. */
 static void serve_uri(struct exchange *ex, const struct http_request *req,
-                      const struct static_location *sl, const char *uri, size_t len)
+                      const struct static_location *sl, const char *uri, size_t len, bool mapped)
 {
     if (!method_is(req->method, "GET") && !method_is(req->method, "HEAD")) {
         exchange_respond(ex, 405, "Allow: GET, HEAD\r\n", "", 0);
         return;
     }
     char path[PATH_MAX];
-    unsigned status = map_path(sl, uri, len, path, sizeof(path));
+    unsigned status = 0;
+    if (mapped) /* a regex location's alias: `uri` is the file's path */
+        memcpy(path, uri, len + 1);
+    else
+        status = map_path(sl, uri, len, path, sizeof(path));
     if (status != 0) {
         exchange_respond_error(ex, status);
         return;
@@ -402,6 +407,37 @@ static void try_fallback(struct exchange *ex, const struct http_request *req,
     vars_buf_free(&target);
 }
 
+/* A regex location's alias, its $1... the groups the location's regex
+ * matched in the path as sent: the value, decoded and normalised as a
+ * request path is (the groups are the client's bytes), must stay under
+ * the alias's own directory, the part before its first variable.
+ * Returns 0 with the file's path in `out`, -EINVAL (400), -EACCES (403)
+ * or -ENAMETOOLONG. */
+static int regex_alias(struct exchange *ex, const struct http_request *req,
+                       const struct static_location *sl, char *out, size_t cap, size_t *len)
+{
+    char small[512];
+    struct vars_buf value;
+    vars_buf_init(&value, small, sizeof(small));
+    struct vars_ctx ctx = {.ex = ex, .req = req, .escape = VARS_RAW};
+    size_t ovector[2 * HTTP_REGEX_PAIRS];
+    int err = 0;
+    if (sl->captures != NULL && !vars_set_captures(&ctx, sl->captures, ovector))
+        err = -EINVAL;
+    if (err == 0)
+        vars_eval(sl->alias_value, &ctx, &value);
+    if (err == 0 && value.failed)
+        err = -ENAMETOOLONG;
+    if (err == 0)
+        err = static_path_normalise(value.data, value.len, out, cap, len);
+    vars_buf_free(&value);
+    if (err != 0)
+        return err;
+    if (*len < sl->base_len || memcmp(out, sl->base, sl->base_len) != 0)
+        return -EACCES;
+    return 0;
+}
+
 static void static_on_request(struct exchange *ex, const struct http_request *req, void *data)
 {
     const struct static_location *sl = data;
@@ -435,12 +471,17 @@ static void static_on_request(struct exchange *ex, const struct http_request *re
         vars_buf_free(&early);
         return;
     }
-    if (sl->try_count == 0)
+    bool mapped = false;
+    if (sl->try_count == 0 && sl->alias_value != NULL) {
+        err = regex_alias(ex, req, sl, uri, sizeof(uri), &len);
+        mapped = true;
+    } else if (sl->try_count == 0) {
         err = static_path_normalise(req->path.data, req->path.len, uri, sizeof(uri), &len);
+    }
     if (err != 0)
-        exchange_respond_error(ex, err == -EINVAL ? 400 : 414);
+        exchange_respond_error(ex, err == -EINVAL ? 400 : err == -EACCES ? 403 : 414);
     else
-        serve_uri(ex, req, sl, uri, len);
+        serve_uri(ex, req, sl, uri, len, mapped);
     add_header_forget_early(ex);
     vars_buf_free(&early);
 }

@@ -7,6 +7,7 @@
 
 #include "proto/http/module.h"
 #include "proto/http/site.h"
+#include "proto/http/vars.h"
 #include "proto/policy/add_header.h"
 
 #include <errno.h>
@@ -376,9 +377,10 @@ static int check(void *conf, struct conf_module_error *error)
     if (c->alias != NULL && c->root != NULL && !c->root_inherited)
         return conf_module_fail(error, &c->alias_pos, "%s",
                                 "\"alias\" cannot be combined with \"root\" in one location");
-    if (c->alias != NULL && error->where->regex)
+    if (c->alias != NULL && error->where->regex && c->try_count > 0)
         return conf_module_fail(error, &c->alias_pos, "%s",
-                                "\"alias\" in a regex location is not supported");
+                                "\"alias\" in a regex location cannot be combined with "
+                                "\"try_files\"");
     return 0;
 }
 
@@ -450,7 +452,26 @@ static int build(const void *conf, const struct http_module_build *b, const void
     if (base == NULL)
         base = "";
     sl->alias = c->alias != NULL;
-    if (sl->alias) {
+    if (sl->alias && b->loc->regex != NULL) {
+        /* The whole path, $1... from the regex: it must stay under the
+         * directory its text names before its first variable. */
+        int err = b->compile(b->arena, c->alias, &c->alias_pos, "alias", &sl->alias_value);
+        if (err != 0)
+            return err;
+        if (sl->alias_value == NULL) {
+            err = b->compile_with(b->arena, c->alias, &c->alias_pos, "alias", NULL, true,
+                                  &sl->alias_value);
+            if (err != 0)
+                return err;
+        }
+        if (vars_template_uses_captures(sl->alias_value))
+            sl->captures = b->loc->regex;
+        size_t fixed = strcspn(c->alias, "$");
+        while (fixed > 0 && c->alias[fixed - 1] != '/')
+            fixed--;
+        sl->base = c->alias;
+        sl->base_len = fixed;
+    } else if (sl->alias) {
         /* nginx's alias replaces the prefix as text: "/i/" by "/data/i/";
          * what that makes is checked for dot segments per request. */
         sl->base = base;

@@ -65,6 +65,7 @@ enum static_try_kind {
     STATIC_TRY_URI,   /* last: an internal redirect to the URI */
 };
 struct vars_template;
+struct http_regex;
 struct http_location;
 struct http_add_headers;
 struct static_try {
@@ -82,6 +83,11 @@ struct static_location {
     bool alias;
     const char *prefix; /* the location's prefix that alias replaces */
     size_t prefix_len;
+    /* A regex location's alias, the file's whole path, with its $1...
+     * (`captures`: the location's regex; NULL: it reads none); `base`
+     * is then the directory it must stay under. */
+    const struct vars_template *alias_value;
+    const struct http_regex *captures;
     const char *const *index;
     size_t index_count;
     const struct static_try *tries;

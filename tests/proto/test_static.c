@@ -101,6 +101,8 @@ START_TEST(directive_errors)
          "test.conf:1:68: invalid parameter \"big\" (expected max=N, inactive=TIME)"},
         {"server { listen 127.0.0.1:1; location / { root /a; if_modified_since never; } }",
          "test.conf:1:70: unknown if_modified_since \"never\" (expected exact, before or off)"},
+        {"server { listen 127.0.0.1:1; location ~ ^/(.*)$ { alias /a/$1; try_files $uri =404; } }",
+         "test.conf:1:57: \"alias\" in a regex location cannot be combined with \"try_files\""},
         {"server { listen 127.0.0.1:1; alias /a; }",
          "test.conf:1:30: \"alias\" is not allowed in server (it belongs in location)"},
     };
@@ -456,12 +458,13 @@ START_TEST(nothing_outside_the_root)
 {
     struct test_daemon d;
     test_daemon_file(www, sizeof(www), "www"); /* make_tree() makes it */
-    char server[2 * PATH_MAX + 256];
+    char server[3 * PATH_MAX + 256];
     int n = snprintf(server, sizeof(server),
                      "    location / { index index.html; }\n"
                      "    location /al { alias %s/al/; }\n"
-                     "    location /safe/ { disable_symlinks on; alias %s/; }",
-                     www, www);
+                     "    location /safe/ { disable_symlinks on; alias %s/; }\n"
+                     "    location ~ ^/rx/(.*)$ { alias %s/al/$1; }",
+                     www, www, www);
     ck_assert_int_lt(n, (int)sizeof(server));
     start(&d, "", "", server);
     static const char *const attempts[] = {
@@ -481,6 +484,10 @@ START_TEST(nothing_outside_the_root)
         "/al/%2e%2e/%2e%2e/secret.txt",
         "/safe/link.txt",
         "/safe/../secret.txt",
+        "/rx/../../secret.txt",
+        "/rx/%2e%2e/%2e%2e/secret.txt",
+        "/rx/..%2f..%2fsecret.txt",
+        "/rx/%2e%2e%2f%2e%2e%2fsecret.txt",
     };
     char out[4096];
     for (size_t i = 0; i < sizeof(attempts) / sizeof(attempts[0]); i++) {
@@ -494,6 +501,10 @@ START_TEST(nothing_outside_the_root)
     ck_assert_uint_eq(ask(d.port, "GET", "/safe/a.txt", "", out, sizeof(out)), 200);
     ck_assert_uint_eq(ask(d.port, "GET", "/link.txt", "", out, sizeof(out)), 200);
     ck_assert_uint_eq(ask(d.port, "GET", "/al/in.txt", "", out, sizeof(out)), 200);
+    ck_assert_str_eq(body_of(out), "in alias\n");
+    ck_assert_uint_eq(ask(d.port, "GET", "/rx/in.txt", "", out, sizeof(out)), 200);
+    ck_assert_str_eq(body_of(out), "in alias\n");
+    ck_assert_uint_eq(ask(d.port, "GET", "/rx/%69n.txt", "", out, sizeof(out)), 200);
     ck_assert_str_eq(body_of(out), "in alias\n");
     ck_assert_uint_eq(ask(d.port, "GET", "/sub/../a.txt", "", out, sizeof(out)), 200);
     ck_assert_str_eq(body_of(out), "hello, world\n");
