@@ -110,7 +110,7 @@ static const struct porting_entry directives[] = {
     TUNING("postpone_output"),
     TUNING("send_lowat"),
     TUNING("subrequest_output_buffer_size"),
-    STATIC("autoindex*"), STATIC("aio"), STATIC("aio_write"), STATIC("directio*"),
+    STATIC("autoindex_*"), STATIC("aio"), STATIC("aio_write"), STATIC("directio*"),
     STATIC("open_file_cache_*"), STATIC("max_ranges"), STATIC("read_ahead"),
     STATIC("log_not_found"), STATIC("random_index"), STATIC("mp4*"), STATIC("flv"),
     STATIC("gzip_static"),

@@ -10,6 +10,7 @@
 #include "proto/http/router.h"
 #include "proto/http/vars.h"
 #include "proto/policy/add_header.h"
+#include "proto/static/static_autoindex.h"
 #include "proto/static/static_module.h"
 #include "proto/static/static_path.h"
 #include "proto/static/static_send.h"
@@ -262,8 +263,24 @@ static void redirect_to_slash(struct exchange *ex, const struct http_request *re
     vars_buf_free(&b);
 }
 
-/* Serves the normalised `uri`: a file, a directory's index, or the
- * redirect of a directory to its slash. */
+/* autoindex: the listing of the directory open as `f`, which it takes. */
+static void list_directory(struct exchange *ex, const struct http_request *req,
+                           struct static_file *f)
+{
+    char small[4096];
+    struct vars_buf page;
+    vars_buf_init(&page, small, sizeof(small));
+    int err = static_autoindex_page(f->fd, req->path.data, req->path.len, &page);
+    f->fd = -1; /* closed with the listing */
+    if (err != 0 || page.failed)
+        exchange_respond_error(ex, err == -EACCES ? 403 : 500);
+    else
+        exchange_respond(ex, 200, "Content-Type: text/html\r\n", page.data, page.len);
+    vars_buf_free(&page);
+}
+
+/* Serves the normalised `uri`: a file, a directory's index (or listing),
+ * or the redirect of a directory to its slash. */
 static void serve_uri(struct exchange *ex, const struct http_request *req,
                       const struct static_location *sl, const char *uri, size_t len, bool mapped)
 {
@@ -309,7 +326,9 @@ static void serve_uri(struct exchange *ex, const struct http_request *req,
         /* No index: nginx's 403 without autoindex, when the directory is
          * there. */
         int err = static_file_open(path, sl->no_symlinks, NULL, 0, &f);
-        if (err == 0) {
+        if (err == 0 && S_ISDIR(f.st.st_mode) && sl->autoindex) {
+            list_directory(ex, req, &f);
+        } else if (err == 0) {
             bool dir = S_ISDIR(f.st.st_mode);
             static_file_close(&f);
             exchange_respond_error(ex, dir ? 403 : 404);

@@ -290,6 +290,16 @@ static const struct conf_directive static_directives[] = {
      CONF_FIELD(struct static_conf, sendfile),
      .keep_pos = true,
      .pos_offset = offsetof(struct static_conf, sendfile_pos)},
+    {.name = "autoindex",
+     .contexts = ANYWHERE,
+     .min_args = 1,
+     .max_args = 1,
+     .passes = true,
+     .kind = CONF_KIND_SWITCH,
+     .base = CONF_BASE_MODULE,
+     CONF_FIELD(struct static_conf, autoindex),
+     .keep_pos = true,
+     .pos_offset = offsetof(struct static_conf, autoindex_pos)},
     {.name = "open_file_cache",
      .contexts = ANYWHERE,
      .min_args = 1,
@@ -354,6 +364,10 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
     if (c->sendfile_pos.file == NULL) {
         c->sendfile = p->sendfile;
         c->sendfile_pos = p->sendfile_pos;
+    }
+    if (c->autoindex_pos.file == NULL) {
+        c->autoindex = p->autoindex;
+        c->autoindex_pos = p->autoindex_pos;
     }
     return 0;
 }
@@ -495,6 +509,7 @@ static int build(const void *conf, const struct http_module_build *b, const void
     sl->no_symlinks = c->no_symlinks;
     sl->cache = c->cache;
     sl->sendfile = c->sendfile;
+    sl->autoindex = c->autoindex;
     sl->mime = (struct static_mime){
         .types = b->mime_type_count > 0 ? b->mime_types : NULL,
         .count = b->mime_type_count,

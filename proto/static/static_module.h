@@ -1,7 +1,8 @@
 /*
  * static_module.h: static files as a content handler, with nginx's
  * directives (root, alias, index, try_files, expires, etag,
- * if_modified_since, disable_symlinks, open_file_cache, sendfile): the module
+ * if_modified_since, disable_symlinks, open_file_cache, sendfile,
+ * autoindex): the module
  * (module.h), its struct per level and what a location's becomes at
  * build (static_module.c).
  */
@@ -55,6 +56,8 @@ struct static_conf {
     struct conf_pos cache_pos;
     bool sendfile; /* on by default */
     struct conf_pos sendfile_pos;
+    bool autoindex;
+    struct conf_pos autoindex_pos;
 };
 
 /* One try_files element as built. */
@@ -99,6 +102,7 @@ struct static_location {
     bool no_symlinks;
     struct static_file_cache_conf cache;
     bool sendfile;
+    bool autoindex;
     struct static_mime mime;
     const struct http_add_headers *add_headers;
 };

@@ -1961,8 +1961,8 @@ END_TEST
 static const struct error_case nginx_cases[] = {
     {"gzip on;", "test.conf:1:1: \"gzip\": not in corral yet: compression (see \"static "
                  "files and compression\" in the roadmap, docs/config.md)"},
-    {"server { listen 127.0.0.1:80; autoindex on; }",
-     "test.conf:1:31: \"autoindex\": not in corral yet: serving files (see \"static files and "
+    {"server { listen 127.0.0.1:80; gzip_static on; }",
+     "test.conf:1:31: \"gzip_static\": not in corral yet: serving files (see \"static files and "
      "compression\" in the roadmap, docs/config.md)"},
     {"upstream u { server 127.0.0.1:1; least_time header; }",
      "test.conf:1:34: \"least_time\" is nginx's: in corral, \"balance least_conn;\" in the "
@@ -2335,14 +2335,14 @@ static const struct translate_case translate_cases[] = {
      0},
     /* lacking: commented out with its message on its own lines, else the
      * message only; either way it counts */
-    {"gzip on;\nstream {\n  server { listen 53 udp; }\n}\nlocation_x { } autoindex on;\n",
+    {"gzip on;\nstream {\n  server { listen 53 udp; }\n}\nlocation_x { } gzip_static on;\n",
      "# corral: NOT TRANSLATED: \"gzip\": not in corral yet: compression (see \"static files "
      "and compression\" in the roadmap, docs/config.md)\n# gzip on;\n"
      "# corral: NOT TRANSLATED: \"stream\": not in corral yet: proxying TCP and UDP (see "
      "\"stream proxy\" in the roadmap, docs/config.md)\n# stream {\n"
      "  # server { listen 53 udp; }\n# }\n"
-     "# corral: NOT TRANSLATED: \"autoindex\": not in corral yet: serving files (see \"static "
-     "files and compression\" in the roadmap, docs/config.md)\nlocation_x { } autoindex on;\n",
+     "# corral: NOT TRANSLATED: \"gzip_static\": not in corral yet: serving files (see \"static "
+     "files and compression\" in the roadmap, docs/config.md)\nlocation_x { } gzip_static on;\n",
      3},
     {"location / {\n  proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
      "  proxy_set_header Connection \"\";\n  proxy_set_header Upgrade $http_upgrade;\n}\n",

@@ -710,6 +710,37 @@ START_TEST(open_file_cache_sees_changes)
 }
 END_TEST
 
+START_TEST(autoindex_lists_a_directory)
+{
+    struct test_daemon d;
+    start(&d, "", "", "    location / { index index.html; autoindex on; }");
+    char path[PATH_MAX];
+    test_daemon_file(path, sizeof(path), "www/listing");
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    test_daemon_file(path, sizeof(path), "www/listing/zdir");
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    file_at("www/listing/b.txt", "abc");
+    file_at("www/listing/a&<b>.txt", "x");
+    file_at("www/listing/.hidden", "x");
+    char out[8192];
+    ck_assert_uint_eq(ask(d.port, "GET", "/listing/", "", out, sizeof(out)), 200);
+    const char *page = body_of(out);
+    ck_assert_ptr_nonnull(strstr(page, "<title>Index of /listing/</title>"));
+    ck_assert_ptr_nonnull(strstr(page, "<a href=\"../\">../</a>"));
+    const char *dir = strstr(page, "<a href=\"zdir/\">zdir/</a>");
+    const char *odd = strstr(page, "<a href=\"a%26%3Cb%3E.txt\">a&amp;&lt;b&gt;.txt</a>");
+    const char *b = strstr(page, "<a href=\"b.txt\">b.txt</a>");
+    ck_assert_msg(dir != NULL && odd != NULL && b != NULL, "%s", page);
+    ck_assert(dir < odd && odd < b); /* directories first, then by name */
+    ck_assert_ptr_nonnull(strstr(b, "                   3\r\n"));
+    ck_assert_ptr_null(strstr(page, "hidden"));
+    /* a directory with an index file still gets it */
+    ck_assert_uint_eq(ask(d.port, "GET", "/sub/", "", out, sizeof(out)), 200);
+    ck_assert_str_eq(body_of(out), "sub index\n");
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* A file larger than a loop turn's share, whole, by sendfile and by
  * copying: it goes on without an event from the socket. */
 START_TEST(large_file_whole)
@@ -829,6 +860,7 @@ Suite *test_suite(void)
     tcase_add_test(daemon, open_file_cache_sees_changes);
     tcase_add_test(daemon, body_bytes_sent_logged);
     tcase_add_test(daemon, large_file_whole);
+    tcase_add_test(daemon, autoindex_lists_a_directory);
     suite_add_tcase(suite, daemon);
     return suite;
 }
