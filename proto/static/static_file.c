@@ -8,6 +8,7 @@
  */
 #include "proto/static/static_file.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -73,6 +74,7 @@ static int open_no_symlinks(const char *path)
         close(dir);
         if (err != 0)
             return err;
+        assert(fd >= 0);
         if (last)
             return fd;
         dir = fd;
@@ -214,7 +216,7 @@ int static_file_open(const char *path, bool no_symlinks, const struct static_fil
             continue;
         struct stat now;
         bool fresh = now_ms - e->used_ms < conf->inactive_ms &&
-                     fstatat(AT_FDCWD, path, &now, no_symlinks ? AT_SYMLINK_NOFOLLOW : 0) == 0 &&
+                     (no_symlinks ? lstat(path, &now) : stat(path, &now)) == 0 &&
                      same_file(&now, &e->st);
         if (!fresh) {
             detach(c, e);
@@ -246,7 +248,9 @@ int static_file_open(const char *path, bool no_symlinks, const struct static_fil
     lru_push(c, e);
     c->count++;
     out->_entry = e;
-    while (c->count > conf->max)
+    /* One in, one out: the cache holds at most the largest max that a
+     * location using it asked for. */
+    if (c->count > conf->max)
         detach(c, c->lru.prev);
     return 0;
 }

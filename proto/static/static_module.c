@@ -79,11 +79,12 @@ static int apply_alias(void *conf, const struct conf_arg *args, size_t count,
         const char *slash = strrchr(args[0].pos.file, '/');
         dir_len = slash != NULL ? (size_t)(slash - args[0].pos.file) + 1 : 0;
     }
-    char *alias = malloc(dir_len + strlen(text) + 1);
+    size_t text_len = strlen(text);
+    char *alias = malloc(dir_len + text_len + 1);
     if (alias == NULL)
         return conf_module_fail(error, &args[0].pos, "%s", "out of memory");
     memcpy(alias, args[0].pos.file, dir_len);
-    strcpy(alias + dir_len, text);
+    memcpy(alias + dir_len, text, text_len + 1);
     free(c->alias);
     c->alias = alias;
     c->alias_pos = args[0].pos;
