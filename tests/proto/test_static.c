@@ -368,6 +368,11 @@ START_TEST(directories_and_index)
     ck_assert_uint_eq(ask(d.port, "GET", "/empty/", "", out, sizeof(out)), 403);
     ck_assert_uint_eq(ask(d.port, "GET", "/nodir/", "", out, sizeof(out)), 404);
     ck_assert_uint_eq(ask(d.port, "GET", "/a.txt/", "", out, sizeof(out)), 404);
+    /* only regular files: a FIFO is refused, and nothing waits on it */
+    char fifo[PATH_MAX];
+    test_daemon_file(fifo, sizeof(fifo), "www/fifo");
+    ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+    ck_assert_uint_eq(ask(d.port, "GET", "/fifo", "", out, sizeof(out)), 403);
     test_daemon_stop(&d);
 }
 END_TEST
