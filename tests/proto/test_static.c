@@ -661,6 +661,62 @@ START_TEST(http2_and_ranges)
 }
 END_TEST
 
+/* Over HTTP/2 a file cut short resets its stream: the client holds the
+ * window shut until the response began, cuts the file, opens the window
+ * and must see RST_STREAM, never the stream's end. */
+START_TEST(http2_file_truncated_resets_the_stream)
+{
+    struct test_daemon d;
+    start(&d, "", " http2", "    location / { index index.html; }");
+    char path[PATH_MAX];
+    test_daemon_file(path, sizeof(path), "www/shrinks.bin");
+    int file = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(file, 0);
+    ck_assert_int_eq(ftruncate(file, 256 << 20), 0);
+    /* The preface, empty SETTINGS, an ACK, and GET /shrinks.bin (HPACK:
+     * :method GET, :scheme http, :path, :authority a). */
+    static const char request[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                  "\0\0\0\4\0\0\0\0\0"
+                                  "\0\0\0\4\1\0\0\0\0"
+                                  "\0\0\x13\1\5\0\0\0\1"
+                                  "\x82\x86\x04\x0c/shrinks.bin\x41\1a";
+    static const char windows[] = "\0\0\4\x08\0\0\0\0\0\x7f\xff\0\0"
+                                  "\0\0\4\x08\0\0\0\0\1\x7f\xff\0\0";
+    int fd = test_connect(d.port);
+    test_send_all(fd, request, sizeof(request) - 1);
+    bool headers = false, reset = false, ended = false;
+    unsigned char frame[9];
+    static unsigned char payload[1 << 16];
+    uint64_t start_ms = test_now_ms();
+    while (!reset && !ended && test_now_ms() - start_ms < 10000 &&
+           test_recv_all(fd, frame, 9) == 9) {
+        size_t len = (size_t)frame[0] << 16 | (size_t)frame[1] << 8 | frame[2];
+        ck_assert_uint_le(len, sizeof(payload));
+        ck_assert_uint_eq(test_recv_all(fd, payload, len), len);
+        unsigned sid = (unsigned)(frame[5] & 0x7f) << 24 | (unsigned)frame[6] << 16 |
+                       (unsigned)frame[7] << 8 | frame[8];
+        if (sid != 1)
+            continue;
+        if (frame[3] == 1 && !headers) { /* the response began: cut, then open */
+            headers = true;
+            ck_assert_int_eq(ftruncate(file, 1), 0);
+            test_send_all(fd, windows, sizeof(windows) - 1);
+        }
+        if (frame[3] == 0 && (frame[4] & 1) != 0)
+            ended = true;
+        if (frame[3] == 3)
+            reset = true;
+    }
+    close(fd);
+    close(file);
+    ck_assert(headers);
+    ck_assert_msg(reset && !ended, "reset %d, ended %d", reset, ended);
+    char out[4096];
+    ck_assert_uint_eq(ask(d.port, "GET", "/a.txt", "", out, sizeof(out)), 200);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(over_tls)
 {
     char dir[PATH_MAX], cmd[PATH_MAX * 3], out[512];
@@ -861,6 +917,7 @@ Suite *test_suite(void)
     tcase_add_test(daemon, sparse_file_past_4gb);
     tcase_add_test(daemon, file_truncated_while_sent);
     tcase_add_test(daemon, http2_and_ranges);
+    tcase_add_test(daemon, http2_file_truncated_resets_the_stream);
     tcase_add_test(daemon, over_tls);
     tcase_add_test(daemon, open_file_cache_sees_changes);
     tcase_add_test(daemon, body_bytes_sent_logged);
