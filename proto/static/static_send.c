@@ -35,7 +35,7 @@ struct static_send {
     bool in_flight; /* a sendfile is under way: its callback is to come */
     bool aborted;   /* on_abort came: the exchange is gone */
     bool over;      /* ended or cut off by us: only freeing is left */
-    char buf[SEND_BUF];
+    char *buf;      /* SEND_BUF bytes, made when a range is first copied */
 };
 
 /* A part's head: its boundary, type and range. */
@@ -71,6 +71,7 @@ uint64_t static_send_length(const struct static_send_plan *plan)
 static void send_free(struct static_send *s)
 {
     static_file_close(&s->file);
+    free(s->buf);
     free(s);
 }
 
@@ -174,7 +175,11 @@ static void pump(struct static_send *s)
             }
             s->sendfile = false; /* the framer cannot: copy the rest */
         }
-        size_t want = left < sizeof(s->buf) ? (size_t)left : sizeof(s->buf);
+        if (s->buf == NULL && (s->buf = malloc(SEND_BUF)) == NULL) {
+            cut_off(s);
+            break;
+        }
+        size_t want = left < SEND_BUF ? (size_t)left : SEND_BUF;
         ssize_t n;
         do
             n = pread(s->file.fd, s->buf, want, (off_t)s->off);
@@ -231,6 +236,7 @@ void static_send_start(struct exchange *ex, struct static_file *file,
     s->part_started = false;
     s->in_pump = s->posted = s->aborted = s->over = s->in_flight = false;
     s->sendfile = plan->sendfile;
+    s->buf = NULL;
     exchange_set_data(ex, s);
     pump(s);
 }
