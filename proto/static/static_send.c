@@ -3,9 +3,10 @@
  * exchange_sendfile() when the framer can (plain HTTP/1.1, no body
  * filter), else the file is read with pread() at 64-bit offsets into one
  * buffer per response and written through exchange_write(), so that body
- * filters see every byte; the framers count both; output beyond the connection's watermark waits
- * for on_drain, and a turn of the loop sends at most SEND_TURN_MAX bytes before posting the rest,
- * so that one fast client of a large file does not hold the worker.
+ * filters see every byte; the framers count both.  Output beyond the
+ * connection's watermark waits for on_drain, and a turn of the loop sends
+ * at most SEND_TURN_MAX bytes before posting the rest, so that one fast
+ * client of a large file does not hold the worker.
  */
 #include "proto/static/static_send.h"
 
