@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---------------------------------------------------------- modules */
 
@@ -77,10 +78,18 @@ struct build_arena {
     struct upstream_chains *chains;
     unsigned workers;
     const struct named_locations *named;
+    const struct http_mime_type *mime_types; /* the config's types { }, sorted */
 };
 
 static int arena_upstream(void *arena, const char *target, const struct tls_client_conf *tls,
                           const struct conf_pos *tls_pos, struct proxy_upstream **out);
+
+/* For the sorted copy of types { } that static files search. */
+static int mime_type_cmp(const void *a, const void *b)
+{
+    return strcasecmp(((const struct http_mime_type *)a)->extension,
+                      ((const struct http_mime_type *)b)->extension);
+}
 
 static const struct http_location *arena_named(void *arena, const char *name)
 {
@@ -178,7 +187,10 @@ static int modules_build(const struct build_arena *site, const void *block,
                                   .named = arena_named,
                                   .limit_zone = arena_limit_zone,
                                   .loc = loc,
-                                  .built = modules};
+                                  .built = modules,
+                                  .mime_types = site->mime_types,
+                                  .mime_type_count = site->config->mime_type_count,
+                                  .default_type = site->config->default_type};
     const void **out = NULL; /* made when a module first builds something */
     *modules = NULL;
     for (size_t m = 0; m < modules_count; m++) {
@@ -541,7 +553,21 @@ static int site_build(struct site *site, struct generation *gen, const struct co
     }
     size_t v = 0, l = 0;
     int err = 0;
+    struct http_mime_type *mime_types = NULL;
+    if (config->mime_type_count > 0) {
+        mime_types = runtime_vars_calloc(gen->vars, config->mime_type_count, sizeof(*mime_types));
+        if (mime_types == NULL) {
+            free(vhost_servers);
+            free(named);
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < config->mime_type_count; i++)
+            mime_types[i] = (struct http_mime_type){config->mime_types[i].extension,
+                                                    config->mime_types[i].type};
+        qsort(mime_types, config->mime_type_count, sizeof(*mime_types), mime_type_cmp);
+    }
     const struct build_arena arena = {.vars = gen->vars,
+                                      .mime_types = mime_types,
                                       .limits = gen->limits,
                                       .gen = gen,
                                       .config = config,

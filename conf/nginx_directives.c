@@ -362,7 +362,6 @@ const struct conf_directive conf__nginx_directives[] = {
     {.name = "default_type", .contexts = ANYWHERE, .min_args = 1, .max_args = 1,
      .base = CONF_BASE_MAIN, CONF_FIELD(struct conf_config, default_type),
      .kind = CONF_KIND_STRING, .what = "type", .apply = apply_default_type},
-    SWITCH_ONLY("sendfile", ANYWHERE),
     SWITCH_ONLY("tcp_nopush", ANYWHERE),
     SWITCH_ONLY("tcp_nodelay", ANYWHERE),
     SWITCH_ONLY("server_tokens", ANYWHERE),

@@ -22,8 +22,7 @@ static const struct {
     const char *name;
     const char *why;
 } no_effect[] = {
-    {"sendfile", "corral serves no files"},
-    {"tcp_nopush", "corral serves no files"},
+    {"tcp_nopush", "corral does not cork its sockets"},
     {"tcp_nodelay", "corral always sets TCP_NODELAY"},
     {"server_tokens", "corral never sends its version"},
     {"types_hash_max_size", "corral sizes its tables itself"},

@@ -221,10 +221,13 @@ void corral__loop_kick(corral_loop *loop)
     while (conn != NULL) {
         corral_conn *next = conn->kick_next;
         conn->in_kick_list = false;
-        if (conn->state == CORRAL__CONN_OPEN && conn->splicing_from)
+        /* A file sent to it yields after its turn too (splice.c): it
+         * waits for no event, the socket still having room. */
+        bool from = conn->splicing_from;
+        if (conn->state == CORRAL__CONN_OPEN && (from || conn->splicing_to))
             corral__splice_on_event(conn);
-        else if (conn->state == CORRAL__CONN_OPEN && conn->in_len > 0 &&
-                 corral__conn_reading_active(conn))
+        if (!from && conn->state == CORRAL__CONN_OPEN && conn->in_len > 0 &&
+            corral__conn_reading_active(conn))
             conn_deliver(conn, conn->in, conn->in_len);
         if (conn->state != CORRAL__CONN_CLOSED)
             conn_read(conn);

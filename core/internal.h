@@ -354,7 +354,9 @@ struct corral__splice_link {
 };
 struct corral__splice {
     corral_loop *loop;
-    corral_conn *from, *to;
+    corral_conn *from, *to; /* `from` NULL: a file's bytes (corral_conn_sendfile()) */
+    int file_fd;
+    off_t file_off;
     uint64_t max;
     uint64_t moved_in, moved_out; /* into the pipe, out of it */
     corral_splice_cb cb;

@@ -1,13 +1,16 @@
 /*
  * splice.c: moving bytes from one connection's socket to another's inside
  * the kernel, through a pipe from the loop's pool, driven by both sockets'
- * readiness events.
+ * readiness events; and from a file to a connection's socket with
+ * sendfile(2), driven by the socket's, with the same links, end and
+ * callback.
  */
 #include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <unistd.h>
 
 /* The pipe's size: the default high watermark, so that a pipe the
@@ -110,7 +113,13 @@ size_t corral__splice_pending(const corral_conn *conn)
     if (!conn->splicing_to)
         return 0;
     const struct corral__splice *sp = conn_link(conn)->as_to;
-    return sp->done ? 0 : pipe_bytes(sp);
+    if (sp->done)
+        return 0;
+    if (sp->from == NULL) { /* the rest of the file waits for the socket */
+        uint64_t left = sp->max - sp->moved_out;
+        return left < SIZE_MAX ? (size_t)left : SIZE_MAX;
+    }
+    return pipe_bytes(sp);
 }
 
 bool corral__splice_waits_for_input(const corral_conn *conn)
@@ -156,9 +165,11 @@ void corral__loop_splices_done(corral_loop *loop)
     while (sp != NULL) {
         struct corral__splice *next = sp->done_next;
         corral_conn *from = sp->from, *to = sp->to;
-        conn_link(from)->as_from = NULL;
-        from->splicing_from = false;
-        conn_link_drop(from);
+        if (from != NULL) {
+            conn_link(from)->as_from = NULL;
+            from->splicing_from = false;
+            conn_link_drop(from);
+        }
         conn_link(to)->as_to = NULL;
         to->splicing_to = false;
         conn_link_drop(to);
@@ -171,7 +182,7 @@ void corral__loop_splices_done(corral_loop *loop)
         cb(from, to, moved, error, arg);
         /* `from` is read as usual again; its end of stream, if the splice
          * met it, is read again too. */
-        if (from->state == CORRAL__CONN_OPEN && !from->splicing_from) {
+        if (from != NULL && from->state == CORRAL__CONN_OPEN && !from->splicing_from) {
             from->readable = true;
             corral__conn_kick(from);
         }
@@ -289,12 +300,119 @@ static void splice_pump(struct corral__splice *sp)
     }
 }
 
+/* ------------------------------------------------------------- files */
+
+/* The most one sendfile(2) is asked for: what a socket's buffer may take
+ * at once, so that a round returns to the loop often. */
+#define SENDFILE_CHUNK (1024 * 1024)
+
+/* File to `to`, once `to`'s queued output is out, which goes first. */
+static ssize_t file_out(struct corral__splice *sp)
+{
+    corral_conn *to = sp->to;
+    if (to->out_len > 0 || !to->writable || sp->moved_out == sp->max)
+        return 0;
+    uint64_t left = sp->max - sp->moved_out;
+    size_t want = left < SENDFILE_CHUNK ? (size_t)left : SENDFILE_CHUNK;
+    for (;;) {
+        ssize_t n = sendfile(to->fd, sp->file_fd, &sp->file_off, want);
+        if (n > 0) {
+            sp->moved_out += (uint64_t)n;
+            sp->moved_in = sp->moved_out; /* no pipe between */
+            corral__stat_bytes(to, true, (size_t)n);
+            to->last_write = to->loop->now;
+            return n;
+        }
+        if (n == 0) { /* the file ends before `max`: it shrank */
+            sp->from_eof = true;
+            return 0;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN) {
+            to->writable = false;
+            return 0;
+        }
+        int err = -errno;
+        splice_finish(sp, err);
+        corral__conn_destroy(to, err);
+        return err;
+    }
+}
+
+static void file_pump(struct corral__splice *sp)
+{
+    corral_conn *to = sp->to;
+    for (int round = 0; !sp->done; round++) {
+        if (round == ROUNDS_PER_TURN) {
+            corral__conn_kick(to); /* the rest next iteration */
+            break;
+        }
+        ssize_t out = file_out(sp);
+        if (sp->done)
+            break;
+        if (sp->moved_out == sp->max || sp->from_eof) {
+            splice_finish(sp, 0);
+            break;
+        }
+        if (out <= 0)
+            break;
+    }
+    if (to->state == CORRAL__CONN_OPEN) {
+        corral__conn_register_if_waiting(to);
+        if (to->state == CORRAL__CONN_OPEN)
+            corral__conn_update_timer(to);
+    }
+}
+
+int corral_conn_sendfile(corral_conn *to, int fd, uint64_t offset, uint64_t len,
+                         corral_splice_cb cb, void *arg)
+{
+    corral_loop *loop = to->loop;
+    assert(corral__loop_owned(loop));
+    if (to->transport != &corral_plain_transport)
+        return -EOPNOTSUPP;
+    if (offset > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - offset)
+        return -EINVAL;
+    if (to->state != CORRAL__CONN_OPEN || to->shutdown_pending)
+        return -EPIPE;
+    if (to->splicing_to)
+        return -EBUSY;
+    if (loop->splices_active == CORRAL__SPLICES_MAX)
+        return -EAGAIN;
+    if (loop->splice_links == NULL) {
+        loop->splice_links = calloc(CORRAL__SPLICES_MAX * 2, sizeof(*loop->splice_links));
+        if (loop->splice_links == NULL)
+            return -ENOMEM;
+    }
+    struct corral__splice *sp = calloc(1, sizeof(*sp));
+    if (sp == NULL)
+        return -ENOMEM;
+    *sp = (struct corral__splice){.loop = loop,
+                                  .to = to,
+                                  .file_fd = fd,
+                                  .file_off = (off_t)offset,
+                                  .max = len,
+                                  .cb = cb,
+                                  .arg = arg,
+                                  .pipe = {-1, -1}};
+    loop->splices_active++;
+    conn_link_take(loop, to)->as_to = sp;
+    to->splicing_to = true;
+    file_pump(sp);
+    return 0;
+}
+
 void corral__splice_on_event(corral_conn *conn)
 {
     struct corral__splice_link *link = conn_link(conn);
     if (link == NULL)
         return;
     struct corral__splice *as_from = link->as_from, *as_to = link->as_to;
+    if (as_to != NULL && !as_to->done && as_to->from == NULL) {
+        file_pump(as_to);
+        as_to = NULL;
+    }
     if (as_to != NULL && !as_to->done)
         splice_pump(as_to);
     if (as_from != NULL && !as_from->done && as_from != as_to)

@@ -16,6 +16,7 @@
 #include "proto/policy/rewrite.h"
 #include "proto/policy/server_timing.h"
 #include "proto/policy/stub_status.h"
+#include "proto/static/static_module.h"
 #include "proto/upstream/proxy_module.h"
 
 #include <pthread.h>
@@ -50,6 +51,9 @@ struct http_module *const modules_list[] = {
     &stub_status_module,
     /* content: proxy_pass, its add_header lines (add_header's build) */
     &proxy_module,
+    /* content: static files, for a location that no module before it
+     * answers (its build reads whether one did) */
+    &static_module,
 };
 const size_t modules_count = sizeof(modules_list) / sizeof(modules_list[0]);
 

@@ -556,6 +556,21 @@ typedef void (*corral_splice_cb)(corral_conn *from, corral_conn *to, uint64_t mo
 CORRAL_EXTERN int corral_conn_splice(corral_conn *from, corral_conn *to, uint64_t max,
                                      corral_splice_cb cb, void *arg);
 
+/** Sends `len` bytes of the file `fd` from `offset` to `to`'s socket inside
+ *  the kernel (sendfile(2)), as a server sends a static file, driven by
+ *  `to`'s write readiness: output queued on `to` goes out first, and until
+ *  `cb` runs the caller writes nothing to `to`.  `cb` gets `from` NULL and
+ *  `moved`, the bytes sent; `error` 0 with `moved` < `len` means the file
+ *  ended first (it shrank), else as for corral_conn_splice().  The rest of
+ *  the file counts in corral_conn_pending_output(to) and toward `to`'s
+ *  write timeout.  `fd` stays the caller's: it is not closed, and must stay
+ *  open until `cb`.  Returns 0 (then `cb` runs exactly once, later),
+ *  -EOPNOTSUPP (a layered transport), -EINVAL (past 2^63), -EBUSY (`to` is
+ *  already a splice's destination), -EPIPE (`to` is not open, or
+ *  half-closed), -EAGAIN (the loop's splices are all in use) or -ENOMEM. */
+CORRAL_EXTERN int corral_conn_sendfile(corral_conn *to, int fd, uint64_t offset, uint64_t len,
+                                       corral_splice_cb cb, void *arg);
+
 /* -------------------------------------------------------------- addresses */
 
 /** Parses "127.0.0.1:8080", "[::1]:8080", "*:8080" or "8080" (all IPv4

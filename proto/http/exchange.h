@@ -113,6 +113,8 @@ struct exchange_ops {
     void (*tunnel_close)(struct exchange *ex);
     int (*splice)(struct exchange *ex, corral_conn *from, uint64_t max, exchange_splice_cb cb,
                   void *arg);
+    int (*sendfile)(struct exchange *ex, int fd, uint64_t offset, uint64_t len,
+                    exchange_splice_cb cb, void *arg);
     uint64_t (*request_spliceable)(const struct exchange *ex);
     int (*request_splice)(struct exchange *ex, corral_conn *to, uint64_t len, exchange_splice_cb cb,
                           void *arg);
@@ -391,6 +393,26 @@ static inline int exchange_splice(struct exchange *ex, corral_conn *from, uint64
     if (ex->_ops->splice == NULL || ex->body_filters != 0)
         return -EOPNOTSUPP;
     return ex->_ops->splice(ex, from, max, cb, arg);
+}
+
+/* Sends the next `len` bytes of the response body from the file `fd` at
+ * `offset` straight to the client's socket, inside the kernel
+ * (corral_conn_sendfile()).  Until `cb` runs, the handler writes nothing
+ * to the exchange; `fd` stays the handler's and open until then.  `cb`
+ * gets the bytes sent (the framer counts them in the body's), and
+ * `error` 0 with `moved` < `len` when the file ended first (it shrank):
+ * the handler then cuts the exchange off.  Returns 0 (then `cb` runs
+ * exactly once, later), or -errno and the handler sends the bytes itself
+ * (pread() and exchange_write()): -EOPNOTSUPP when a body filter is on
+ * or the framer cannot (a NULL slot: HTTP/2; TLS; a response without a
+ * body, HEAD), -EBUSY, -EAGAIN, or corral_conn_sendfile()'s other
+ * errors. */
+static inline int exchange_sendfile(struct exchange *ex, int fd, uint64_t offset, uint64_t len,
+                                    exchange_splice_cb cb, void *arg)
+{
+    if (ex->_ops->sendfile == NULL || ex->body_filters != 0)
+        return -EOPNOTSUPP;
+    return ex->_ops->sendfile(ex, fd, offset, len, cb, arg);
 }
 
 /* Ends the response; the exchange is the framer's again. */

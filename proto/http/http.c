@@ -66,9 +66,11 @@ const char *http_reason(unsigned status)
     case 409: return "Conflict";
     case 410: return "Gone";
     case 411: return "Length Required";
+    case 412: return "Precondition Failed";
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
+    case 416: return "Range Not Satisfiable";
     case 417: return "Expectation Failed";
     case 421: return "Misdirected Request";
     case 426: return "Upgrade Required";

@@ -27,6 +27,13 @@ struct http_phase_handler {
     router_phase_fn fn;
 };
 
+/* One `types { }` entry of the config: the type of files with an
+ * extension (nginx's mime.types). */
+struct http_mime_type {
+    const char *extension;
+    const char *type;
+};
+
 /* What a build step gets besides its module's struct. */
 struct vars_template;
 struct http_regex;
@@ -75,6 +82,12 @@ struct http_module_build {
     /* What the modules before this one in the list built for the same
      * level, location or server (http_module_built_in(*built, module)). */
     const void *const *const *built;
+    /* The config's `types { }`, sorted by extension (strcasecmp), as
+     * long as the sites (count 0: none written), and its top level's
+     * default_type (NULL: none written). */
+    const struct http_mime_type *mime_types;
+    size_t mime_type_count;
+    const char *default_type;
 };
 
 struct http_module {

@@ -318,6 +318,42 @@ static int h1_ex_splice(struct exchange *base, corral_conn *from, uint64_t max,
     return 0;
 }
 
+/* A file's bytes as the body, or one chunk of a chunked one, its size
+ * line first (queued output leaves ahead of the file's bytes), as a
+ * splice's; the connection waits for the callback as for a splice. */
+static int h1_ex_sendfile(struct exchange *base, int fd, uint64_t offset, uint64_t len,
+                          exchange_splice_cb cb, void *arg)
+{
+    struct h1_exchange *ex = h1_exchange_of(base);
+    struct h1_conn *h1 = h1_exchange_conn(ex);
+    if (!ex->response_body || ex->response_done || len == 0 || h1->c.tls)
+        return -EOPNOTSUPP;
+    if (ex->splicing)
+        return -EBUSY;
+    if (ex->chunk_left > 0 && len != ex->chunk_left)
+        return -EOPNOTSUPP;
+    struct h1_splice *sp = malloc(sizeof(*sp));
+    if (sp == NULL)
+        return -ENOMEM;
+    *sp = (struct h1_splice){.ex = ex, .cb = cb, .arg = arg};
+    if (ex->response_chunked && ex->chunk_left == 0) {
+        /* If the send does not start, the chunk stays open and the
+         * handler's writes fill it (h1_ex_write). */
+        char size_line[HTTP_CHUNK_SIZE_LINE];
+        struct iovec iov[3];
+        http_chunk_iov(size_line, NULL, (size_t)len, iov);
+        corral_conn_write(h1->c.sock, iov[0].iov_base, iov[0].iov_len);
+        ex->chunk_left = len;
+    }
+    int err = corral_conn_sendfile(h1->c.sock, fd, offset, len, h1_ex_spliced, sp);
+    if (err != 0) {
+        free(sp);
+        return err;
+    }
+    ex->splicing = true;
+    return 0;
+}
+
 const struct exchange_ops h1_exchange_ops = {
     .begin = h1_ex_begin,
     .write = h1_ex_write,
@@ -333,6 +369,7 @@ const struct exchange_ops h1_exchange_ops = {
     .tunnel_write = h1_ex_tunnel_write,
     .tunnel_close = h1_ex_tunnel_close,
     .splice = h1_ex_splice,
+    .sendfile = h1_ex_sendfile,
     .request_spliceable = http1_upload_spliceable,
     .request_splice = http1_upload_splice,
     .set_handler = http1_set_handler,

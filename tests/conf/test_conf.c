@@ -2121,10 +2121,8 @@ END_TEST
 static const struct error_case nginx_cases[] = {
     {"gunzip on;", "test.conf:1:1: \"gunzip\": not in corral yet: compression (see \"static "
                    "files and compression\" in the roadmap, docs/config.md)"},
-    {"gzip_static on;", "test.conf:1:1: \"gzip_static\": not in corral yet: serving files (see "
-                        "\"static files and compression\" in the roadmap, docs/config.md)"},
-    {"server { listen 127.0.0.1:80; root /var/www; }",
-     "test.conf:1:31: \"root\": not in corral yet: serving files (see \"static files and "
+    {"server { listen 127.0.0.1:80; gzip_static on; }",
+     "test.conf:1:31: \"gzip_static\": not in corral yet: serving files (see \"static files and "
      "compression\" in the roadmap, docs/config.md)"},
     {"upstream u { server 127.0.0.1:1; least_time header; }",
      "test.conf:1:34: \"least_time\" is nginx's: in corral, \"balance least_conn;\" in the "
@@ -2347,25 +2345,15 @@ struct corpus_case {
 static const struct corpus_case corpus_cases[] = {
     /* Debian 12's own files (nginx-common 1.22.1), with nginx-light's
      * module: every error is a feature on the roadmap */
-    {"debian/nginx.conf",
-     "/etc/nginx/sites-enabled/*:41:2: \"root\": not in corral yet: serving files (see "
-     "\"static files and compression\" in the roadmap, docs/config.md)\n"
-     "/etc/nginx/sites-enabled/*:44:2: \"index\": not in corral yet: serving files (see "
-     "\"static files and compression\" in the roadmap, docs/config.md)\n"
-     "/etc/nginx/sites-enabled/*:51:3: \"try_files\": not in corral yet: serving files (see "
-     "\"static files and compression\" in the roadmap, docs/config.md)\n"},
+    {"debian/nginx.conf", ""},
     {"proxy.conf", ""},
     {"tls.conf", ""},
     {"names.conf", ""},
     {"missing.conf",
      "missing.conf:6:5: \"proxy_cache_path\": not in corral yet: caching (see \"cache\" in the "
      "roadmap, docs/config.md)\n"
-     "missing.conf:11:9: \"root\": not in corral yet: serving files (see \"static files and "
-     "compression\" in the roadmap, docs/config.md)\n"
      "missing.conf:12:9: \"ssl_stapling\": not in corral yet: OCSP stapling (see \"ACME and "
      "OCSP\" in the roadmap, docs/config.md)\n"
-     "missing.conf:15:13: \"try_files\": not in corral yet: serving files (see \"static files "
-     "and compression\" in the roadmap, docs/config.md)\n"
      "missing.conf:18:13: \"auth_basic\": not in corral yet: authentication (see \"auth and "
      "tracing\" in the roadmap, docs/config.md)\n"
      "missing.conf:19:13: \"auth_basic_user_file\": not in corral yet: authentication (see "
@@ -2477,7 +2465,7 @@ static const struct translate_case translate_cases[] = {
      "connections\n  # use epoll;\n"
      "# corral: the end of \"events { }\"\n# }\n"
      "# corral: nginx's \"http { }\": its lines are corral's top level\n# http {\n"
-     "  # corral: no effect here: corral serves no files\n  # sendfile on; # fast\n"
+     "  sendfile on; # fast\n"
      "# corral: the end of \"http { }\"\n# }\n",
      0},
     /* a wrapper sharing a line stays, as corral reads it; so does
@@ -2501,14 +2489,14 @@ static const struct translate_case translate_cases[] = {
      0},
     /* lacking: commented out with its message on its own lines, else the
      * message only; either way it counts */
-    {"gunzip on;\nstream {\n  server { listen 53 udp; }\n}\nlocation_x { } root /a;\n",
+    {"gunzip on;\nstream {\n  server { listen 53 udp; }\n}\nlocation_x { } gzip_static on;\n",
      "# corral: NOT TRANSLATED: \"gunzip\": not in corral yet: compression (see \"static files "
      "and compression\" in the roadmap, docs/config.md)\n# gunzip on;\n"
      "# corral: NOT TRANSLATED: \"stream\": not in corral yet: proxying TCP and UDP (see "
      "\"stream proxy\" in the roadmap, docs/config.md)\n# stream {\n"
      "  # server { listen 53 udp; }\n# }\n"
-     "# corral: NOT TRANSLATED: \"root\": not in corral yet: serving files (see \"static files "
-     "and compression\" in the roadmap, docs/config.md)\nlocation_x { } root /a;\n",
+     "# corral: NOT TRANSLATED: \"gzip_static\": not in corral yet: serving files (see \"static "
+     "files and compression\" in the roadmap, docs/config.md)\nlocation_x { } gzip_static on;\n",
      3},
     {"location / {\n  proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
      "  proxy_set_header Connection \"\";\n  proxy_set_header Upgrade $http_upgrade;\n}\n",

@@ -2,7 +2,9 @@
  * test_splice.c: corral_conn_splice() between two loopback TCP pairs: the
  * bytes arrive intact (SHA-256) for sizes from 0 B to 100 MB, a slow reader
  * keeps the pipe and the pending output bounded, either side dying mid-way
- * ends the splice, and no pipe or socket is left open.
+ * ends the splice, and no pipe or socket is left open; and
+ * corral_conn_sendfile() from a file: its bytes after the queued ones, at
+ * offsets past 4 GB, a file that shrinks, a stalled destination.
  */
 #include "../helpers.h"
 #include "internal.h"
@@ -581,6 +583,186 @@ START_TEST(input_left_unconsumed_ends_the_splice_with_ebusy)
 }
 END_TEST
 
+/* ------------------------------------------------------------- sendfile */
+
+static void file_done(corral_conn *from, corral_conn *to, uint64_t moved, int error, void *arg)
+{
+    struct run *run = arg;
+    ck_assert_ptr_null(from);
+    ck_assert_ptr_eq(to, run->to);
+    run->done = true;
+    run->moved = moved;
+    run->error = error;
+    run->calls++;
+}
+
+/* A file of `len` bytes of the test pattern, unlinked: its descriptor. */
+static int pattern_file(uint64_t len)
+{
+    char path[] = "/tmp/corral-sendfile-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    static char buf[64 * 1024];
+    for (uint64_t off = 0; off < len;) {
+        size_t n = len - off < sizeof(buf) ? (size_t)(len - off) : sizeof(buf);
+        pair_fill(buf, n, off);
+        ck_assert_int_eq(pwrite(fd, buf, n, (off_t)off), (ssize_t)n);
+        off += n;
+    }
+    return fd;
+}
+
+static void sha_of_pattern(uint64_t offset, uint64_t len, unsigned char *out)
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    static char buf[64 * 1024];
+    for (uint64_t done = 0; done < len;) {
+        size_t n = len - done < sizeof(buf) ? (size_t)(len - done) : sizeof(buf);
+        pair_fill(buf, n, offset + done);
+        EVP_DigestUpdate(ctx, buf, n);
+        done += n;
+    }
+    EVP_DigestFinal_ex(ctx, out, NULL);
+    EVP_MD_CTX_free(ctx);
+}
+
+START_TEST(sendfile_sends_a_part_of_a_file_after_queued_output)
+{
+    int fds_before = test_fd_count();
+    struct run run;
+    run_open(&run);
+    int fd = pattern_file(3 << 20);
+    int fds_open = test_fd_count();
+    uint64_t offset = 1000, len = (2 << 20) + 1;
+    struct receiver r = {.fd = run.to_peer, .expect = len, .prefix = "HEAD", .slow_reads = 50};
+    corral_conn_write(run.to, "HEAD", 4);
+    pthread_t rt;
+    ck_assert_int_eq(pthread_create(&rt, NULL, receive_stream, &r), 0);
+    ck_assert_int_eq(corral_conn_sendfile(run.to, fd, offset, len, file_done, &run), 0);
+    ck_assert_int_eq(run.calls, 0); /* later, from the loop */
+    ck_assert_int_eq(corral_conn_sendfile(run.to, fd, 0, 1, file_done, &run), -EBUSY);
+    pair_run_until(run.loop, splice_over, &run, 30000);
+    pthread_join(rt, NULL);
+    ck_assert_int_eq(run.calls, 1);
+    ck_assert_int_eq(run.error, 0);
+    ck_assert_uint_eq(run.moved, len);
+    ck_assert(r.prefix_ok);
+    ck_assert_uint_eq(r.got, len);
+    unsigned char want[32];
+    sha_of_pattern(offset, len, want);
+    ck_assert(memcmp(r.sha, want, sizeof(want)) == 0);
+    ck_assert_int_le(run.max_fds, fds_open); /* no pipe */
+    close(fd);
+    run_close(&run);
+    ck_assert_int_eq(test_fd_count(), fds_before);
+}
+END_TEST
+
+/* More than a wakeup's rounds to a fast reader: the send yields and goes
+ * on by itself, with no event from the socket. */
+START_TEST(sendfile_yields_and_goes_on)
+{
+    struct run run;
+    run_open(&run);
+    char path[] = "/tmp/corral-sendfile-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    uint64_t len = 64ull << 20;
+    ck_assert_int_eq(ftruncate(fd, (off_t)len), 0);
+    struct receiver r = {.fd = run.to_peer, .expect = len};
+    pthread_t rt;
+    ck_assert_int_eq(pthread_create(&rt, NULL, receive_stream, &r), 0);
+    ck_assert_int_eq(corral_conn_sendfile(run.to, fd, 0, len, file_done, &run), 0);
+    pair_run_until(run.loop, splice_over, &run, 30000);
+    pthread_join(rt, NULL);
+    ck_assert_int_eq(run.error, 0);
+    ck_assert_uint_eq(run.moved, len);
+    ck_assert_uint_eq(r.got, len);
+    close(fd);
+    run_close(&run);
+}
+END_TEST
+
+START_TEST(sendfile_reads_past_4gb)
+{
+    struct run run;
+    run_open(&run);
+    char path[] = "/tmp/corral-sendfile-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    const uint64_t at = (4ull << 30) + 100;
+    ck_assert_int_eq(ftruncate(fd, (off_t)(5ull << 30)), 0);
+    ck_assert_int_eq(pwrite(fd, "past-4GB", 8, (off_t)at), 8);
+    ck_assert_int_eq(corral_conn_sendfile(run.to, fd, at, 8, file_done, &run), 0);
+    pair_run_until(run.loop, splice_over, &run, 10000);
+    ck_assert_int_eq(run.error, 0);
+    ck_assert_uint_eq(run.moved, 8);
+    char got[8];
+    ck_assert_uint_eq(test_recv_all(run.to_peer, got, 8), 8);
+    ck_assert(memcmp(got, "past-4GB", 8) == 0);
+    close(fd);
+    run_close(&run);
+}
+END_TEST
+
+/* The file ends before `len`: no error, what was sent, and the
+ * connection stays open for its owner to decide. */
+START_TEST(sendfile_of_a_file_that_shrank_ends_short)
+{
+    struct run run;
+    run_open(&run);
+    int fd = pattern_file(100 * 1000);
+    ck_assert_int_eq(corral_conn_sendfile(run.to, fd, 0, 300 * 1000, file_done, &run), 0);
+    pair_run_until(run.loop, splice_over, &run, 10000);
+    ck_assert_int_eq(run.error, 0);
+    ck_assert_uint_eq(run.moved, 100 * 1000);
+    ck_assert_ptr_nonnull(run.to);
+    ck_assert_int_eq(run.to->state, CORRAL__CONN_OPEN);
+    close(fd);
+    run_close(&run);
+}
+END_TEST
+
+START_TEST(sendfile_to_a_stalled_destination_times_out)
+{
+    int fds_before = test_fd_count();
+    struct run run;
+    run_open(&run);
+    int fd = pattern_file(16 << 20);
+    int small = 64 * 1024;
+    setsockopt(corral_conn_fd(run.to), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+    setsockopt(run.to_peer, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    corral_conn_set_timeouts(run.to, 0, 300);
+    ck_assert_int_eq(corral_conn_sendfile(run.to, fd, 0, 16 << 20, file_done, &run), 0);
+    pair_run_until(run.loop, splice_over, &run, 10000);
+    ck_assert_int_eq(run.error, -ETIMEDOUT);
+    ck_assert_uint_lt(run.moved, 16 << 20);
+    /* what was left counted as pending output meanwhile */
+    ck_assert_uint_gt(run.max_pending, 0);
+    close(fd);
+    run_close(&run);
+    ck_assert_int_eq(test_fd_count(), fds_before);
+}
+END_TEST
+
+START_TEST(sendfile_refused_for_layered_transports)
+{
+    struct run run;
+    run_open(&run);
+    int fd = pattern_file(10);
+    ck_assert_int_eq(corral_conn_sendfile(run.to, fd, UINT64_MAX - 1, 10, file_done, &run),
+                     -EINVAL);
+    use_layered(run.to);
+    ck_assert_int_eq(corral_conn_sendfile(run.to, fd, 0, 10, file_done, &run), -EOPNOTSUPP);
+    close(fd);
+    run_close(&run);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     signal(SIGPIPE, SIG_IGN); /* see corral_conn_splice(); the cases inherit it */
@@ -602,6 +784,12 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_silent_source_times_out);
     tcase_add_test(tc, refused_for_layered_transports_and_busy_connections);
     tcase_add_test(tc, input_left_unconsumed_ends_the_splice_with_ebusy);
+    tcase_add_test(tc, sendfile_sends_a_part_of_a_file_after_queued_output);
+    tcase_add_test(tc, sendfile_yields_and_goes_on);
+    tcase_add_test(tc, sendfile_reads_past_4gb);
+    tcase_add_test(tc, sendfile_of_a_file_that_shrank_ends_short);
+    tcase_add_test(tc, sendfile_to_a_stalled_destination_times_out);
+    tcase_add_test(tc, sendfile_refused_for_layered_transports);
     suite_add_tcase(suite, tc);
     return suite;
 }
