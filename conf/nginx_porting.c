@@ -137,8 +137,6 @@ static const struct porting_entry directives[] = {
     NONE("msie_padding", "corral adds nothing for old browsers"),
     NONE("msie_refresh", "corral adds nothing for old browsers"),
     NONE("recursive_error_pages", "corral's error_page does not recurse, as nginx's off"),
-    MISSING("satisfy", "authentication", R_AUTH),
-    MISSING("auth_basic*", "authentication", R_AUTH),
     MISSING("auth_request*", "authentication", R_AUTH),
     MISSING("auth_jwt*", "authentication", R_AUTH),
     MISSING("auth_delay", "authentication", R_AUTH),
@@ -269,7 +267,6 @@ static const struct porting_entry directives[] = {
 
 /* Variables nginx has and corral does not. */
 static const struct porting_entry variables[] = {
-    MISSING("remote_user", "authentication", R_AUTH),
     MISSING("request_filename", "serving files", R_STATIC),
     MISSING("document_root", "serving files", R_STATIC),
     MISSING("realpath_root", "serving files", R_STATIC),

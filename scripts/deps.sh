@@ -1,10 +1,13 @@
 # deps.sh: sourced by scripts/run and scripts/test.  Installs the Debian
 # packages corral needs that are missing, then nothing else.
 # openssl: the TLS tests make their certificates with it; binutils: readelf,
-# with which tests/build/test_hardening.sh reads the binaries.
+# with which tests/build/test_hardening.sh reads the binaries.  libcrypt-dev
+# (libxcrypt) and libjansson-dev: auth_basic's hashes and auth_jwt's JSON;
+# apache2-utils: htpasswd, with which the auth tests make their files.
 corral_packages=(ninja-build pkg-config gcc clang libclang-rt-14-dev libssl-dev check node-llhttp
                  libnghttp2-dev libpcre2-dev nghttp2-client curl wrk openssl binutils clang-format
-                 python3-h2 libbpf-dev bpftool)
+                 python3-h2 libbpf-dev bpftool libcrypt-dev libjansson-dev
+                 apache2-utils)
 
 # The peers and load generators of the benchmarks (tests/bench/ and
 # ../shared/bench/peers/): not needed by the tests.
