@@ -10,6 +10,7 @@
 #include "proto/policy/access.h"
 #include "proto/policy/add_header.h"
 #include "proto/policy/auth_basic.h"
+#include "proto/policy/auth_jwt.h"
 #include "proto/policy/error_page.h"
 #include "proto/policy/limit.h"
 #include "proto/policy/return.h"
@@ -28,6 +29,8 @@ struct http_module *const modules_list[] = {
     &access_module,
     /* access: Basic authentication, $remote_user */
     &auth_basic_module,
+    /* access: JWT authentication, $jwt_claim_NAME */
+    &auth_jwt_module,
     /* access, last: under satisfy any, the denial nothing overruled */
     &satisfy_module,
     /* server rewrite, find location: pages for what follows; its status

@@ -217,16 +217,9 @@ static int apply_user_file(void *conf, const struct conf_arg *args, size_t count
     const struct conf_arg *arg = &args[0];
     if (arg->text[0] == '\0')
         return conf_module_fail(error, &arg->pos, "%s", "empty file name");
-    /* Relative to the directory of the config file it is written in. */
-    const char *file = arg->pos.file;
-    const char *slash = strrchr(file, '/');
-    size_t dir_len = arg->text[0] == '/' || slash == NULL ? 0 : (size_t)(slash - file) + 1;
-    size_t len = strlen(arg->text);
-    char *path = malloc(dir_len + len + 1);
+    char *path = conf_path_join(arg->pos.file, arg->text);
     if (path == NULL)
         return conf_module_fail(error, &arg->pos, "%s", "out of memory");
-    memcpy(path, file, dir_len);
-    memcpy(path + dir_len, arg->text, len + 1);
     int rc = htpasswd_load(path, &c->users, error->message, sizeof(error->message));
     free(path);
     if (rc != 0)

@@ -1,9 +1,10 @@
 /*
  * test_auth.c: authentication through build/corral: auth_basic in front
  * of proxy_pass over HTTP/1.1 and HTTP/2 (curl), with $remote_user passed
- * on; satisfy any and all with allow/deny; auth_basic_fail_limit.  The
- * user file is made by htpasswd and openssl passwd in the case's
- * directory.
+ * on; satisfy any and all with allow/deny; auth_basic_fail_limit;
+ * auth_jwt with its variables, over both protocols.  The user file is
+ * made by htpasswd and openssl passwd in the case's directory; the JWTs
+ * and their keys are jwt/vectors.h's.
  */
 #include "tests/daemon.h"
 #include "tests/helpers.h"
@@ -14,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+
+#include "jwt/vectors.h"
 
 /* Runs `command` through the shell, its output into `out`. */
 static void run(const char *command, char *out, size_t size)
@@ -35,7 +38,7 @@ static void run(const char *command, char *out, size_t size)
  * prints, then " code=STATUS". */
 static void curl(int port, const char *args, const char *path, char *out, size_t size)
 {
-    char command[1024];
+    static char command[8192];
     snprintf(command, sizeof(command),
              "curl -s --max-time 20 %s -w ' code=%%{http_code}' http://127.0.0.1:%d%s", args, port,
              path);
@@ -225,6 +228,66 @@ START_TEST(bad_user_files_fail_the_config)
 }
 END_TEST
 
+/* A bearer token in front of the handler, over HTTP/1.1 and HTTP/2: the
+ * claims and header as variables; an expired, forged or missing token
+ * is answered 401 with the Bearer challenge; token=$cookie_NAME; the
+ * issuer and audience checks. */
+START_TEST(jwt_over_http1_and_http2)
+{
+    char keys[PATH_MAX], text[PATH_MAX * 3 + 2048];
+    test_daemon_file(keys, sizeof(keys), "jwks.json");
+    test_write_file(keys, jwt_jwks);
+    snprintf(text, sizeof(text),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "server {\n  listen 127.0.0.1:0 http2;\n"
+             "  auth_jwt_key_file %s;\n"
+             "  location / { auth_jwt api; auth_jwt_audience web;\n"
+             "    return 200 \"$jwt_claim_sub $jwt_claim_admin $jwt_claim_level $jwt_claim_groups "
+             "$jwt_header_kid $jwt_claim_none.\"; }\n"
+             "  location /cookie { auth_jwt api token=$cookie_auth; return 200 $jwt_claim_sub; }\n"
+             "  location /issuer { auth_jwt api; auth_jwt_issuer https://other.example;\n"
+             "                     return 200 in; }\n"
+             "}\n",
+             keys);
+    struct test_daemon d;
+    start(&d, "corral", text);
+    static const char *const protocols[] = {"--http1.1", "--http2-prior-knowledge"};
+    static char args[4096], out[4096];
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof(args), "%s -H 'Authorization: Bearer %s'", protocols[i], jwt_es256);
+        curl(d.port, args, "/", out, sizeof(out));
+        ck_assert_str_eq(out, "alice true 7 [\"a\",\"b\"] ec256 . code=200");
+        snprintf(args, sizeof(args), "%s -H 'Authorization: Bearer %s'", protocols[i], jwt_rs256);
+        curl(d.port, args, "/", out, sizeof(out));
+        ck_assert_str_eq(out, "alice true 7 [\"a\",\"b\"] rsa1 . code=200");
+        snprintf(args, sizeof(args), "%s -H 'Authorization: Bearer %s'", protocols[i], jwt_expired);
+        curl(d.port, args, "/", out, sizeof(out));
+        ck_assert_str_eq(out, "401 Unauthorized\n code=401");
+        snprintf(args, sizeof(args), "%s -i -H 'Authorization: Bearer %s'", protocols[i],
+                 jwt_confused);
+        curl(d.port, args, "/", out, sizeof(out));
+        ck_assert_msg(strcasestr(out, "\nwww-authenticate: Bearer realm=\"api\", "
+                                      "error=\"invalid_token\"\r\n") != NULL,
+                      "%s", out);
+        snprintf(args, sizeof(args), "%s -i", protocols[i]);
+        curl(d.port, args, "/", out, sizeof(out));
+        ck_assert_msg(strcasestr(out, "\nwww-authenticate: Bearer realm=\"api\"\r\n") != NULL, "%s",
+                      out);
+        snprintf(args, sizeof(args), "%s -b 'auth=%s'", protocols[i], jwt_eddsa);
+        curl(d.port, args, "/cookie", out, sizeof(out));
+        ck_assert_str_eq(out, "alice code=200");
+        snprintf(args, sizeof(args), "%s -H 'Authorization: Bearer %s'", protocols[i], jwt_hs256);
+        curl(d.port, args, "/issuer", out, sizeof(out));
+        ck_assert_str_eq(out, "401 Unauthorized\n code=401");
+    }
+    /* No audience "web" in it. */
+    snprintf(args, sizeof(args), "-H 'Authorization: Bearer %s'", jwt_no_times);
+    curl(d.port, args, "/", out, sizeof(out));
+    ck_assert_str_eq(out, "401 Unauthorized\n code=401");
+    test_daemon_stop(&d);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/auth");
@@ -235,6 +298,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, satisfy_any_and_all);
     tcase_add_test(tc, failures_are_rate_limited);
     tcase_add_test(tc, bad_user_files_fail_the_config);
+    tcase_add_test(tc, jwt_over_http1_and_http2);
     suite_add_tcase(suite, tc);
     return suite;
 }
