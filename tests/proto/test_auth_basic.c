@@ -126,7 +126,9 @@ START_TEST(files_load_from_disk)
     ck_assert_int_eq(htpasswd_load(path, &again, message, sizeof(message)), 0);
     ck_assert_uint_ne(h->generation, again->generation); /* each load its own */
     unlink(path);
+    htpasswd_free(h);
     ck_assert_int_eq(htpasswd_load(path, &h, message, sizeof(message)), -1);
+    ck_assert_ptr_null(h);
     ck_assert(strstr(message, "cannot open") != NULL);
     htpasswd_free(again);
 }
