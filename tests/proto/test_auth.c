@@ -73,10 +73,12 @@ START_TEST(basic_auth_before_proxy_over_http1_and_http2)
     start(&backend, "backend",
           "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
           "server { listen 127.0.0.1:0; location / { return 200 \"user=$http_x_user\"; } }\n");
-    char users[PATH_MAX], text[PATH_MAX + 2048];
+    char users[PATH_MAX], log[PATH_MAX], text[2 * PATH_MAX + 2048];
     write_users(users, sizeof(users));
+    test_daemon_file(log, sizeof(log), "access.log");
     snprintf(text, sizeof(text),
              "workers 2;\nadmin { listen 127.0.0.2:0; }\n"
+             "access_log %s combined;\n"
              "auth_basic_user_file %s;\n"
              "server {\n  listen 127.0.0.1:0 http2;\n"
              "  auth_basic \"Area \\\"51\\\"\";\n"
@@ -84,7 +86,7 @@ START_TEST(basic_auth_before_proxy_over_http1_and_http2)
              "               proxy_set_header X-User $remote_user; }\n"
              "  location /open { auth_basic off; return 200 open; }\n"
              "}\n",
-             users, backend.port);
+             log, users, backend.port);
     start(&d, "corral", text);
     char out[2048];
     static const char *const protocols[] = {"--http1.1", "--http2-prior-knowledge"};
@@ -115,6 +117,14 @@ START_TEST(basic_auth_before_proxy_over_http1_and_http2)
     }
     test_daemon_stop(&d);
     test_daemon_stop(&backend);
+    /* The combined format's user: who passed, "-" for the others. */
+    char *lines = test_read_file(log);
+    ck_assert_ptr_nonnull(lines);
+    ck_assert_msg(strstr(lines, "127.0.0.1 - alice [") != NULL, "%s", lines);
+    ck_assert_msg(strstr(lines, "127.0.0.1 - carol [") != NULL, "%s", lines);
+    ck_assert_msg(strstr(lines, "127.0.0.1 - - [") != NULL, "%s", lines);
+    ck_assert_msg(strstr(lines, "127.0.0.1 - nobody [") == NULL, "%s", lines);
+    free(lines);
 }
 END_TEST
 
