@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Made with `htpasswd -nbB -C 4`, `htpasswd -nbm`, `openssl passwd -6,
@@ -254,6 +255,33 @@ START_TEST(challenge_escapes_the_realm)
 }
 END_TEST
 
+/* CPU time of auth_basic_check() on `value`, in ns. */
+static uint64_t cpu_ns(const struct htpasswd *h, const char *value)
+{
+    char user[AUTH_BASIC_CREDENTIALS_MAX];
+    struct timespec a, b;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+    check(h, value, NULL, 0, user);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+    return (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)b.tv_nsec - (uint64_t)a.tv_nsec;
+}
+
+/* An unknown user costs a bcrypt check too (cost 8: milliseconds), so
+ * that timing tells no user names; without it, microseconds. */
+START_TEST(unknown_users_cost_a_check)
+{
+    struct htpasswd *h =
+        load("slow:$2y$08$4vgiKjFvswygYAq/xKnvNurbtRFS2ER/42rWluUF332Zu0IRz21eu\n");
+    /* slow:wrong, nobody:wrong */
+    uint64_t known = cpu_ns(h, "Basic c2xvdzp3cm9uZw==");
+    uint64_t unknown = cpu_ns(h, "Basic bm9ib2R5Ondyb25n");
+    ck_assert_msg(unknown > known / 3, "unknown user: %llu ns, known: %llu ns",
+                  (unsigned long long)unknown, (unsigned long long)known);
+    ck_assert_uint_gt(known, 1000000); /* bcrypt did its work */
+    htpasswd_free(h);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/auth_basic");
@@ -268,6 +296,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, cache_keeps_successes_for_a_while);
     tcase_add_test(tc, cache_is_bounded);
     tcase_add_test(tc, challenge_escapes_the_realm);
+    tcase_add_test(tc, unknown_users_cost_a_check);
     suite_add_tcase(suite, tc);
     return suite;
 }
