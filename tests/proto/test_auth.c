@@ -11,6 +11,7 @@
 
 #include <check.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,6 +299,35 @@ START_TEST(jwt_over_http1_and_http2)
 }
 END_TEST
 
+/* A reload reads the user file again: a changed password takes effect
+ * at once, though the old one was in the workers' caches. */
+START_TEST(reload_reads_the_user_file_again)
+{
+    char users[PATH_MAX], text[PATH_MAX + 2048], command[2 * PATH_MAX], out[1024];
+    write_users(users, sizeof(users));
+    snprintf(text, sizeof(text),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "server { listen 127.0.0.1:0; auth_basic a; auth_basic_user_file %s;\n"
+             "  location / { return 200 $remote_user; } }\n",
+             users);
+    struct test_daemon d;
+    start(&d, "corral", text);
+    curl(d.port, "-u alice:secret", "/", out, sizeof(out));
+    ck_assert_str_eq(out, "alice code=200");
+    curl(d.port, "-u alice:secret", "/", out, sizeof(out)); /* from the cache */
+    ck_assert_str_eq(out, "alice code=200");
+    snprintf(command, sizeof(command), "htpasswd -bB -C 4 '%s' alice changed 2>&1", users);
+    run(command, out, sizeof(out));
+    ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
+    test_daemon_wait_generation(&d, 2);
+    curl(d.port, "-u alice:secret", "/", out, sizeof(out));
+    ck_assert_str_eq(out, "401 Unauthorized\n code=401");
+    curl(d.port, "-u alice:changed", "/", out, sizeof(out));
+    ck_assert_str_eq(out, "alice code=200");
+    test_daemon_stop(&d);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/auth");
@@ -309,6 +339,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, failures_are_rate_limited);
     tcase_add_test(tc, bad_user_files_fail_the_config);
     tcase_add_test(tc, jwt_over_http1_and_http2);
+    tcase_add_test(tc, reload_reads_the_user_file_again);
     suite_add_tcase(suite, tc);
     return suite;
 }
