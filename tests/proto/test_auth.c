@@ -236,6 +236,27 @@ START_TEST(bad_user_files_fail_the_config)
                     "server { listen 127.0.0.1:0; location / { auth_basic a; return 200; } }\n");
     ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
     ck_assert_msg(strstr(out, "no \"auth_basic_user_file\"") != NULL, "%s", out);
+    /* The failure limit's zone must be a limit_req_zone. */
+    test_write_file(users, "alice:$1$q1w2e3r4$rl1hveYwqCOI62HnfjoM7.\n");
+    snprintf(text, sizeof(text),
+             "limit_conn_zone $binary_remote_addr zone=conns:1m;\n"
+             "server { listen 127.0.0.1:0; auth_basic a; auth_basic_user_file %s;\n"
+             "  location / { auth_basic_fail_limit zone=nope; return 200; }\n"
+             "  location /c { auth_basic_fail_limit zone=conns; return 200; } }\n",
+             users);
+    test_write_file(conf, text);
+    ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
+    ck_assert_msg(strstr(out, ":3:38: auth_basic_fail_limit: unknown limit_req zone \"nope\"") !=
+                      NULL,
+                  "%s", out);
+    snprintf(text, sizeof(text),
+             "limit_conn_zone $binary_remote_addr zone=conns:1m;\n"
+             "server { listen 127.0.0.1:0; auth_basic a; auth_basic_user_file %s;\n"
+             "  location /c { auth_basic_fail_limit zone=conns; return 200; } }\n",
+             users);
+    test_write_file(conf, text);
+    ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
+    ck_assert_msg(strstr(out, "not a limit_req_zone") != NULL, "%s", out);
 }
 END_TEST
 
