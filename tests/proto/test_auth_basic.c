@@ -67,6 +67,12 @@ START_TEST(each_hash_kind_verifies)
     ck_assert_int_eq(htpasswd_find(h, "alice", 5)->kind, HTPASSWD_BCRYPT);
     ck_assert_ptr_null(htpasswd_find(h, "alic", 4));
     ck_assert_ptr_null(htpasswd_find(h, "zed", 3));
+    /* rounds= (made with Python's crypt module, as mkpasswd -R does). */
+    struct htpasswd *rounds = load("r:$6$rounds=6000$saltsalt$pu916RzbZAOLOJcNpNFVYgOgw3fRzUq4hMe3c"
+                                   "axBYyrc7vVLE/VcARa4qB1ND9PbxPWoB/vZBRb0Rbzre6Q.8.\n");
+    ck_assert(verify(rounds, "r", "roundspw"));
+    ck_assert(!verify(rounds, "r", "roundspx"));
+    htpasswd_free(rounds);
     /* A NUL in the password never matches what it starts with. */
     ck_assert(!htpasswd_verify(htpasswd_find(h, "dave", 4)->hash, HTPASSWD_SHA256, "davepw\0x", 8));
     htpasswd_free(h);
@@ -106,6 +112,10 @@ START_TEST(weak_and_bad_entries_are_refused)
     refused("a:$2y$04$short\n", "f.htpasswd:1: user \"a\": malformed bcrypt");
     refused("a:$6$salt$tooshort\n", "malformed SHA-512-crypt");
     refused("a:$5$salt\n", "malformed SHA-256-crypt");
+    refused(
+        "a:$6$rounds=x$salt$pu916RzbZAOLOJcNpNFVYgOgw3fRzUq4hMe3caxBYyrc7vVLE/VcARa4qB1ND9PbxPWoB"
+        "/vZBRb0Rbzre6Q.8.\n",
+        "malformed SHA-512-crypt");
     refused("a:$apr1$123456789$YRFIt/ifsnwJoQI0a4Oxp1\n", "malformed apr1"); /* salt of 9 */
     refused("ok:$1$q1w2e3r4$rl1hveYwqCOI62HnfjoM7.\nnocolon\n", "f.htpasswd:2: expected");
     refused(":$1$q1w2e3r4$rl1hveYwqCOI62HnfjoM7.\n", "expected \"user:hash\"");
@@ -263,7 +273,8 @@ static uint64_t cpu_ns(const struct htpasswd *h, const char *value)
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
     check(h, value, NULL, 0, user);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
-    return (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)b.tv_nsec - (uint64_t)a.tv_nsec;
+    return (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)b.tv_nsec -
+           (uint64_t)a.tv_nsec;
 }
 
 /* An unknown user costs a bcrypt check too (cost 8: milliseconds), so
