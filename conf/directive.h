@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 struct conf_node;
 
@@ -292,6 +294,24 @@ static inline int conf_arg_uint(const struct conf_arg *arg, const char *what, un
         snprintf(error->message, sizeof(error->message), "%s must be at least %u, got \"%s\"", what,
                  min, arg->text);
     return -1;
+}
+
+/* `path` as written at `pos` in the config file `file`: an absolute path
+ * as it is, a relative one joined to the file's directory, as the
+ * CONF_KIND_PATH setter resolves (which then tidies "./" and "../").
+ * Malloc'd; NULL when out of memory.  For a module's apply function that
+ * reads a file when the config is loaded. */
+static inline char *conf_path_join(const char *file, const char *path)
+{
+    const char *slash = strrchr(file, '/');
+    size_t dir_len = path[0] == '/' || slash == NULL ? 0 : (size_t)(slash - file) + 1;
+    size_t path_len = strlen(path);
+    char *joined = malloc(dir_len + path_len + 1);
+    if (joined == NULL)
+        return NULL;
+    memcpy(joined, file, dir_len);
+    memcpy(joined + dir_len, path, path_len + 1);
+    return joined;
 }
 
 /* `module`'s struct in a level's block of module structs (conf_config,

@@ -134,10 +134,13 @@ static const struct porting_entry directives[] = {
     NONE("msie_padding", "corral adds nothing for old browsers"),
     NONE("msie_refresh", "corral adds nothing for old browsers"),
     NONE("recursive_error_pages", "corral's error_page does not recurse, as nginx's off"),
-    MISSING("satisfy", "authentication", R_AUTH),
-    MISSING("auth_basic*", "authentication", R_AUTH),
     MISSING("auth_request*", "authentication", R_AUTH),
-    MISSING("auth_jwt*", "authentication", R_AUTH),
+    MISSING("auth_jwt_key_request", "fetching JWT keys", R_AUTH),
+    MISSING("auth_jwt_key_cache", "fetching JWT keys", R_AUTH),
+    MISSING("auth_jwt_claim_set", "JWT claim maps", R_AUTH),
+    MISSING("auth_jwt_header_set", "JWT claim maps", R_AUTH),
+    MISSING("auth_jwt_require", "JWT claim maps", R_AUTH),
+    MISSING("auth_jwt_type", "encrypted JWTs", R_AUTH),
     MISSING("auth_delay", "authentication", R_AUTH),
     MISSING("opentelemetry*", "tracing", R_AUTH),
     MISSING("otel_*", "tracing", R_AUTH),
@@ -259,7 +262,6 @@ static const struct porting_entry directives[] = {
 
 /* Variables nginx has and corral does not. */
 static const struct porting_entry variables[] = {
-    MISSING("remote_user", "authentication", R_AUTH),
     MISSING("request_filename", "serving files", R_STATIC),
     MISSING("document_root", "serving files", R_STATIC),
     MISSING("realpath_root", "serving files", R_STATIC),

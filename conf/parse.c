@@ -82,15 +82,9 @@ static void tidy_path(char *path)
 
 char *conf__resolve_path(const char *file, const char *path)
 {
-    const char *slash = strrchr(file, '/');
-    size_t dir_len = path[0] == '/' || slash == NULL ? 0 : (size_t)(slash - file) + 1;
-    size_t path_len = strlen(path);
-    char *resolved = malloc(dir_len + path_len + 1);
-    if (resolved == NULL)
-        return NULL;
-    memcpy(resolved, file, dir_len);
-    memcpy(resolved + dir_len, path, path_len + 1);
-    tidy_path(resolved);
+    char *resolved = conf_path_join(file, path);
+    if (resolved != NULL)
+        tidy_path(resolved);
     return resolved;
 }
 

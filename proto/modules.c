@@ -10,10 +10,13 @@
 #include "proto/http/module.h"
 #include "proto/policy/access.h"
 #include "proto/policy/add_header.h"
+#include "proto/policy/auth_basic.h"
+#include "proto/policy/auth_jwt.h"
 #include "proto/policy/error_page.h"
 #include "proto/policy/limit.h"
 #include "proto/policy/return.h"
 #include "proto/policy/rewrite.h"
+#include "proto/policy/satisfy.h"
 #include "proto/policy/server_timing.h"
 #include "proto/policy/stub_status.h"
 #include "proto/static/static_module.h"
@@ -26,6 +29,12 @@ struct http_module *const modules_list[] = {
     &access_peer_module,
     /* access: real_ip, then allow/deny */
     &access_module,
+    /* access: Basic authentication, $remote_user */
+    &auth_basic_module,
+    /* access: JWT authentication, $jwt_claim_NAME */
+    &auth_jwt_module,
+    /* access, last: under satisfy any, the denial nothing overruled */
+    &satisfy_module,
     /* server rewrite, find location: pages for what follows; its status
      * filter comes first, so that the filters after it see the final
      * status */

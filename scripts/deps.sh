@@ -3,11 +3,13 @@
 # openssl: the TLS tests make their certificates with it; binutils: readelf,
 # with which tests/build/test_hardening.sh reads the binaries.  zlib1g-dev,
 # libbrotli-dev, libzstd-dev: response compression; brotli, zstd and
-# python3-brotli decode it in the tests.
+# python3-brotli decode it in the tests.  libcrypt-dev (libxcrypt) and
+# libjansson-dev: auth_basic's hashes and auth_jwt's JSON; apache2-utils:
+# htpasswd, with which the auth tests make their files.
 corral_packages=(ninja-build pkg-config gcc clang libclang-rt-14-dev libssl-dev check node-llhttp
                  libnghttp2-dev libpcre2-dev nghttp2-client curl wrk openssl binutils clang-format
                  python3-h2 libbpf-dev bpftool zlib1g-dev libbrotli-dev libzstd-dev brotli zstd
-                 python3-brotli)
+                 python3-brotli libcrypt-dev libjansson-dev apache2-utils)
 
 # The peers and load generators of the benchmarks (tests/bench/ and
 # ../shared/bench/peers/): not needed by the tests.

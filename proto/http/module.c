@@ -67,6 +67,8 @@ void http_module_init(struct http_module *const *modules, size_t count)
             abort();
         mod->slot = slot;
         slot += mod->slots;
+        if (mod->vars != NULL && vars_module_add(mod->vars) != 0)
+            abort(); /* the list is the build's: VARS_MODULE_LISTS_MAX is to grow */
         if (mod->filter != NULL) {
             /* One bit per place in struct exchange's filter masks. */
             if (place >= EXCHANGE_FILTER_MAX)

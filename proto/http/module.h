@@ -144,6 +144,10 @@ struct http_module {
     void (*variables)(const void *conf,
                       void (*fn)(void *arg, const char *name, const struct conf_pos *pos),
                       void *arg);
+    /* The variables it answers from its per-exchange state ($remote_user),
+     * ending with a NULL name; http_module_init() adds them to those the
+     * compiler knows (vars_module_add()).  NULL: none. */
+    const struct vars_module_var *vars;
 };
 
 /* Gives each module its index (its place in `modules`), its context slot

@@ -80,6 +80,37 @@ static const struct {
     {"arg_", VARS_ARG},
 };
 
+/* The modules' variables (vars_module_add()). */
+static const struct vars_module_var *module_lists[VARS_MODULE_LISTS_MAX];
+static size_t module_list_count;
+
+int vars_module_add(const struct vars_module_var *list)
+{
+    for (size_t i = 0; i < module_list_count; i++)
+        if (module_lists[i] == list)
+            return 0;
+    if (module_list_count == VARS_MODULE_LISTS_MAX)
+        return -ENOSPC;
+    module_lists[module_list_count++] = list;
+    return 0;
+}
+
+/* A module's variable named `name` (`len` bytes, lowercased), or NULL;
+ * *skip: how much of the name its prefix takes. */
+static const struct vars_module_var *module_var(const char *name, size_t len, size_t *skip)
+{
+    for (size_t l = 0; l < module_list_count; l++)
+        for (const struct vars_module_var *v = module_lists[l]; v->name != NULL; v++) {
+            size_t n = strlen(v->name);
+            if (v->prefix ? len > n && memcmp(name, v->name, n) == 0
+                          : len == n && memcmp(name, v->name, n) == 0) {
+                *skip = n;
+                return v;
+            }
+        }
+    return NULL;
+}
+
 /* ---------------------------------------------------------------- compiler */
 
 static bool name_char(char c)
@@ -117,6 +148,15 @@ static int resolve(const char *name, size_t len, const struct vars_maps *maps,
             part->late = names[i].late;
             return 0;
         }
+    size_t skip = 0;
+    const struct vars_module_var *module = module_var(name, len, &skip);
+    if (module != NULL) {
+        part->id = VARS_MODULE;
+        part->module = module;
+        part->text = name + skip; /* the caller keeps the text */
+        part->len = len - skip;
+        return 0;
+    }
     for (size_t i = 0; maps != NULL && i < maps->count; i++) {
         const char *map_name = vars_map_name(maps->maps[i]);
         if (strlen(map_name) == len && strncasecmp(map_name, name, len) == 0) {
@@ -760,6 +800,13 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
         struct http_str value = {"", 0};
         if (ctx->ex != NULL)
             vars_user_get(ctx->ex, part->slot, part->index, &value);
+        put_value(ctx, out, value.data, value.len);
+        break;
+    }
+    case VARS_MODULE: {
+        struct http_str value = {"", 0};
+        if (ctx->ex == NULL || !part->module->get(ctx->ex, part->text, part->len, &value))
+            value = (struct http_str){"", 0};
         put_value(ctx, out, value.data, value.len);
         break;
     }

@@ -156,6 +156,26 @@ int vars_map_set_source(struct vars_map *map, const char *text, const struct var
 int vars_map_add(struct vars_map *map, const char *key, const char *value,
                  const struct vars_maps *maps, struct vars_error *error, bool *in_value);
 
+/* ----------------------------------------------------- module variables */
+
+/* A variable a module defines ($remote_user, $jwt_claim_NAME), whose
+ * value is the module's state for the exchange: `get` points *out at
+ * bytes that stay valid until the exchange ends (false, or ex NULL: the
+ * value is empty).  `suffix` is what follows the name when `prefix` is
+ * set ("sub" of $jwt_claim_sub), else empty. */
+struct vars_module_var {
+    const char *name; /* without "$", lowercase; NULL ends a list */
+    bool prefix;
+    bool (*get)(const struct exchange *ex, const char *suffix, size_t len, struct http_str *out);
+};
+
+/* Adds `list` (ending with a NULL name) to what every later compile
+ * resolves, after corral's own names.  Call before any compile, from one
+ * thread (http_module_init() does, for the modules' `vars`).  Returns 0,
+ * or -ENOSPC past VARS_MODULE_LISTS_MAX lists. */
+#define VARS_MODULE_LISTS_MAX 8
+int vars_module_add(const struct vars_module_var *list);
+
 /* ------------------------------------------------------- user variables */
 
 /* Whether `name` (`len` bytes, without "$") is one of corral's own

@@ -53,6 +53,7 @@ enum vars_id {
     VARS_MAP,          /* a map's name: `map` */
     VARS_USER,         /* a variable `set` defines: `index`, its values in `slot` */
     VARS_HOST_CAPTURE, /* a group of a server name regex: `index`, or named by `text` */
+    VARS_MODULE,       /* a module's variable: `module`, with `text` what follows a prefix */
 };
 
 struct vars_part {
@@ -63,6 +64,7 @@ struct vars_part {
     unsigned index;
     unsigned slot;
     const struct vars_map *map;
+    const struct vars_module_var *module;
 };
 
 /* The parts follow the struct, then the copy of the text. */

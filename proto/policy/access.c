@@ -10,6 +10,7 @@
 #include "proto/http/module.h"
 #include "proto/http/router.h"
 #include "proto/http/site.h"
+#include "proto/policy/satisfy.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -180,20 +181,30 @@ unsigned access_check(struct exchange *ex, const corral_conn *conn, const struct
     return access_check_routed(ex, conf, req);
 }
 
-unsigned access_check_routed(struct exchange *ex, const struct access_conf *conf,
-                             const struct http_request *req)
+/* What the rules say of the exchange's client, its real address set
+ * first: the first rule that matches, or none. */
+enum verdict { NO_RULE, ALLOWED, DENIED };
+
+static enum verdict check(struct exchange *ex, const struct access_conf *conf,
+                          const struct http_request *req)
 {
     bool known = ex->client.sa.sa_family != AF_UNSPEC;
     if (conf == NULL)
-        return 0;
+        return NO_RULE;
     if (known && conf->real_ip_from_count > 0)
         real_ip(conf, req, &ex->client);
     for (size_t i = 0; i < conf->rule_count; i++) {
         const struct access_rule *rule = &conf->rules[i];
         if (known ? access_net_contains(&rule->net, &ex->client.sa) : rule->net.family == AF_UNSPEC)
-            return rule->allow ? 0 : 403;
+            return rule->allow ? ALLOWED : DENIED;
     }
-    return 0;
+    return NO_RULE;
+}
+
+unsigned access_check_routed(struct exchange *ex, const struct access_conf *conf,
+                             const struct http_request *req)
+{
+    return check(ex, conf, req) == DENIED ? 403 : 0;
 }
 
 int access_peer_phase(struct router_walk *w)
@@ -202,11 +213,21 @@ int access_peer_phase(struct router_walk *w)
     return ROUTER_NEXT;
 }
 
+/* Under `satisfy any` an allow rule lets the client in without the
+ * authentication after it in the phase, and a deny rule leaves the
+ * decision to it (satisfy.h); else a deny rule answers and authentication
+ * is asked too. */
 int access_phase(struct router_walk *w)
 {
     struct exchange *ex = w->ex;
-    unsigned refused = access_check_routed(ex, http_module_built(ex, &access_module), &w->req);
-    return refused != 0 ? (int)refused : ROUTER_NEXT;
+    enum verdict verdict = check(ex, http_module_built(ex, &access_module), &w->req);
+    if (verdict != NO_RULE && satisfy_any(ex)) {
+        if (verdict == ALLOWED)
+            return ROUTER_NEXT;
+        satisfy_note_denied(ex);
+        return ROUTER_DECLINED;
+    }
+    return verdict == DENIED ? 403 : ROUTER_DECLINED;
 }
 
 /* ------------------------------------------------------- configuration */

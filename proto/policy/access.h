@@ -77,7 +77,10 @@ unsigned access_check_routed(struct exchange *ex, const struct access_conf *conf
 
 /* The router's phase handlers (router.h): the connection's peer as the
  * client's address (post-read), then the location's (or, with none, the
- * server's) real_ip and allow/deny (access): 403 when a rule denies. */
+ * server's) real_ip and allow/deny (access): 403 when a rule denies,
+ * else on to the authentication handlers of the phase; under `satisfy
+ * any` (satisfy.h) an allow rule skips them and a denial is theirs to
+ * overrule. */
 struct router_walk;
 int access_peer_phase(struct router_walk *w);
 int access_phase(struct router_walk *w);

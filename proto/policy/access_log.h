@@ -13,12 +13,15 @@
 
 /* The default: the combined format plus request and upstream time. */
 #define ACCESS_LOG_COMBINED_TIMED                                                                  \
-    "$remote_addr - - [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" "      \
+    "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent "             \
+    "\"$http_referer\" "                                                                           \
     "\"$http_user_agent\" $request_time $upstream_response_time"
 
-/* nginx's predefined `combined` ($remote_user is always "-" here). */
+/* nginx's predefined `combined`: $remote_user is "-" where no auth_basic
+ * passed the request. */
 #define ACCESS_LOG_COMBINED                                                                        \
-    "$remote_addr - - [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" "      \
+    "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent "             \
+    "\"$http_referer\" "                                                                           \
     "\"$http_user_agent\""
 
 struct access_log;

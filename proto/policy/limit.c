@@ -47,10 +47,8 @@ struct limit_exchange {
     struct limit_hold holds[];
 };
 
-/* The key of `t` for the request in `buf`; its length, or SIZE_MAX when
- * the key is empty or too long (then it is not limited, as in nginx). */
-static size_t eval_key(struct exchange *ex, const struct http_request *req,
-                       const struct vars_template *t, char *buf)
+size_t limit_key(struct exchange *ex, const struct http_request *req, const struct vars_template *t,
+                 char *buf)
 {
     struct vars_ctx ctx = {.ex = ex, .req = req, .escape = VARS_RAW};
     size_t len = vars_eval_into(t, &ctx, buf, LIMIT_KEY_MAX);
@@ -83,7 +81,7 @@ static int count_in(struct router_walk *w, const struct limit_location *loc)
     char key[LIMIT_KEY_MAX];
     for (size_t i = 0; i < loc->conn_count; i++) {
         const struct limit_conn *c = &loc->conns[i];
-        size_t len = eval_key(ex, &w->req, c->key, key);
+        size_t len = limit_key(ex, &w->req, c->key, key);
         if (len == SIZE_MAX)
             continue;
         struct limit_exchange *le = state_of(ex, loc);
@@ -183,7 +181,7 @@ int limit_phase(struct router_walk *w)
     char key[LIMIT_KEY_MAX];
     for (size_t i = 0; i < loc->req_count; i++) {
         const struct limit_req *r = &loc->reqs[i];
-        size_t len = eval_key(ex, &w->req, r->key, key);
+        size_t len = limit_key(ex, &w->req, r->key, key);
         if (len == SIZE_MAX)
             continue;
         int64_t ms = limit_zone_req(r->zone, key, len, now_ms, r->rate, r->burst, r->delay);

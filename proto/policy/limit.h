@@ -69,6 +69,13 @@ void limit_zone_each(void (*fn)(const char *name, enum limit_zone_kind kind,
 int64_t limit_zone_req(struct limit_zone *zone, const char *key, size_t key_len, uint64_t now_ms,
                        uint64_t rate, uint64_t burst, uint64_t delay);
 
+/* Whether limit_zone_req() would refuse one more request for `key` at
+ * `now_ms`, without counting one: auth_basic_fail_limit counts failures
+ * only, and refuses a client whose failures are over the rate before it
+ * checks a password.  Any thread. */
+bool limit_zone_req_over(struct limit_zone *zone, const char *key, size_t key_len, uint64_t now_ms,
+                         uint64_t rate, uint64_t burst);
+
 /* limit_conn: counts one more exchange for `key` unless `max` are under
  * way.  Returns the entry to give back to limit_zone_conn_end(), or NULL
  * when refused (at `max`, or no room: every entry of its shard busy). */
@@ -79,6 +86,12 @@ void limit_zone_conn_end(struct limit_zone *zone, struct limit_node *node);
 /* --------------------------------------------------------------- handler */
 
 struct vars_template;
+
+/* The value of a zone's key `t` for `req` in `buf` (LIMIT_KEY_MAX bytes):
+ * its length, or SIZE_MAX when it is empty or longer (then it is not
+ * limited, as in nginx). */
+size_t limit_key(struct exchange *ex, const struct http_request *req, const struct vars_template *t,
+                 char *buf);
 
 /* limit_req zone=NAME [burst=N] [nodelay | delay=N], its zone's key and
  * rate. */

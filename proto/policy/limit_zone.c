@@ -217,6 +217,28 @@ int64_t limit_zone_req(struct limit_zone *zone, const char *key, size_t key_len,
     return verdict;
 }
 
+bool limit_zone_req_over(struct limit_zone *zone, const char *key, size_t key_len, uint64_t now_ms,
+                         uint64_t rate, uint64_t burst)
+{
+    assert(zone->kind == LIMIT_ZONE_REQ && rate > 0 && key_len <= LIMIT_KEY_MAX);
+    uint64_t hash = hash_key(zone->seed, key, key_len);
+    struct limit_shard *shard = shard_of(zone, hash);
+    pthread_mutex_lock(&shard->lock);
+    struct limit_node *node = node_find(shard, hash, key, key_len);
+    bool over = false;
+    if (node != NULL) { /* limit_zone_req()'s bucket, drained to now */
+        uint64_t elapsed = now_ms > node->last_ms ? now_ms - node->last_ms : 0;
+        if (elapsed > 86400000u)
+            elapsed = 86400000u;
+        uint64_t drained = rate * elapsed / 1000;
+        over = (node->excess > drained ? node->excess - drained : 0) + 1000 > burst;
+    }
+    if (over)
+        shard->counts.rejected++;
+    pthread_mutex_unlock(&shard->lock);
+    return over;
+}
+
 struct limit_node *limit_zone_conn(struct limit_zone *zone, const char *key, size_t key_len,
                                    unsigned max)
 {

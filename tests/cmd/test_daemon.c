@@ -75,11 +75,12 @@ START_TEST(check_config_exit_codes)
 
     /* An nginx variable corral lacks says what to do. */
     test_write_file(bad, "server {\n    listen 127.0.0.1:0;\n"
-                         "    location / { return 200 \"$remote_user\"; }\n}\n");
+                         "    location / { return 200 \"$ssl_client_verify\"; }\n}\n");
     snprintf(args, sizeof(args), "-t -c %s", bad);
     ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
-    ck_assert_msg(strstr(out, ":3:29: return: \"$remote_user\": not in corral yet: "
-                              "authentication (see \"auth and tracing\" in the roadmap") != NULL,
+    ck_assert_msg(strstr(out, ":3:29: return: \"$ssl_client_verify\": not in corral yet: "
+                              "client certificate variables (see \"auth and tracing\" in the "
+                              "roadmap") != NULL,
                   "%s", out);
 
     snprintf(args, sizeof(args), "-t -c %s/missing.conf", test_daemon_dir());
@@ -123,10 +124,10 @@ START_TEST(from_nginx_exit_codes)
     snprintf(args, sizeof(args), "-t -c %s", corral);
     ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 0);
 
-    test_write_file(nginx, "http {\n    gzip on;\n}\n");
+    test_write_file(nginx, "http {\n    gunzip on;\n}\n");
     snprintf(args, sizeof(args), "--from-nginx %s", nginx);
     ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 1);
-    ck_assert_msg(strstr(out, "nginx.conf:2:5: \"gzip\": not in corral yet: compression") != NULL,
+    ck_assert_msg(strstr(out, "nginx.conf:2:5: \"gunzip\": not in corral yet: compression") != NULL,
                   "%s", out);
 
     test_write_file(nginx, "http {\n");

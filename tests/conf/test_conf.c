@@ -2214,9 +2214,9 @@ START_TEST(nginx_variable_notes)
 {
     char buf[400];
     ck_assert_ptr_null(conf_nginx_variable_note("no_such_thing", buf, sizeof(buf)));
-    ck_assert_str_eq(conf_nginx_variable_note("remote_user", buf, sizeof(buf)),
-                     "\"$remote_user\": not in corral yet: authentication (see \"auth and "
-                     "tracing\" in the roadmap, docs/config.md)");
+    ck_assert_str_eq(conf_nginx_variable_note("ssl_client_s_dn", buf, sizeof(buf)),
+                     "\"$ssl_client_s_dn\": not in corral yet: client certificate variables (see "
+                     "\"auth and tracing\" in the roadmap, docs/config.md)");
     ck_assert_ptr_nonnull(conf_nginx_variable_note("upstream_http_x_foo", buf, sizeof(buf)));
 }
 END_TEST
@@ -2354,9 +2354,9 @@ static const struct corpus_case corpus_cases[] = {
      "roadmap, docs/config.md)\n"
      "missing.conf:12:9: \"ssl_stapling\": not in corral yet: OCSP stapling (see \"ACME and "
      "OCSP\" in the roadmap, docs/config.md)\n"
-     "missing.conf:18:13: \"auth_basic\": not in corral yet: authentication (see \"auth and "
+     "missing.conf:18:13: \"auth_request\": not in corral yet: authentication (see \"auth and "
      "tracing\" in the roadmap, docs/config.md)\n"
-     "missing.conf:19:13: \"auth_basic_user_file\": not in corral yet: authentication (see "
+     "missing.conf:19:13: \"auth_delay\": not in corral yet: authentication (see "
      "\"auth and tracing\" in the roadmap, docs/config.md)\n"
      "missing.conf:23:13: \"proxy_cache\": not in corral yet: caching (see \"cache\" in the "
      "roadmap, docs/config.md)\n"},
