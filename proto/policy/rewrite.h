@@ -54,6 +54,11 @@ struct http_if {
     const struct vars_template *value;   /* HTTP_IF_EQUAL's text */
     const struct http_regex *regex;      /* HTTP_IF_MATCH's */
     size_t end;                          /* the step after the block */
+    /* A location's if: the location its block is (nginx's noname one,
+     * http_module_build.nested), which the exchange moves to when the
+     * condition holds, for the rest of the steps and the phases after;
+     * NULL: a server's, which moves nowhere. */
+    const struct http_location *loc;
 };
 
 struct http_rewrite {
