@@ -1245,7 +1245,8 @@ START_TEST(if_carries_location_settings)
     backend_start(&main_b, 200);
     backend_start(&canary, 201);
     struct test_daemon d;
-    char conf[4096];
+    char log[PATH_MAX], conf[4096 + PATH_MAX];
+    test_daemon_file(log, sizeof(log), "two.log");
     snprintf(conf, sizeof(conf),
              "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
              "server {\n  listen 127.0.0.1:0 http2;\n"
@@ -1263,11 +1264,12 @@ START_TEST(if_carries_location_settings)
              "    if ($arg_a ~ ^(\\w+)$) { set $a $1; add_header X-A \"a=$a\"; }\n"
              "    return 200 \"r\";\n  }\n"
              "  location /two {\n"
+             "    access_log %s;\n"
              "    if ($arg_x) { add_header X-X 1; }\n"
              "    if ($arg_y) { add_header X-Y 1; }\n"
              "    return 200 \"two\";\n  }\n"
              "}\n",
-             canary.port, main_b.port);
+             canary.port, main_b.port, log);
     start(&d, conf);
     static const struct {
         const char *method, *target, *headers;
@@ -1310,6 +1312,11 @@ START_TEST(if_carries_location_settings)
         ck_assert_msg(!response_header(response, cases[i].absent, value, sizeof(value)),
                       "%zu: %s in %s", i, cases[i].absent, response);
     }
+    /* An if's location logs where its location does. */
+    char *logged = test_wait_file(log, "GET /two?x=1&y=1 ", 5000);
+    ck_assert_msg(logged != NULL && strstr(logged, "GET /two?x=1 ") != NULL, "%s",
+                  logged != NULL ? logged : "(none)");
+    free(logged);
     /* The canary got the request as the location's backend would. */
     ck_assert(backend_header(&canary, "X-Canary", value, sizeof(value)));
     ck_assert_str_eq(value, "1");
