@@ -248,11 +248,11 @@ static size_t nested_own(const struct conf_location *conf)
     return count;
 }
 
-/* The locations of the if blocks of `conf`, built as `loc` is, which
- * they copy until their modules make them their own (nested_count of
- * them into `nested`): each one whose block set something of its own
- * the site's next (site->locations[site->nested_count], its parent
- * `parent`), the others `loc` itself. */
+/* The locations of the if blocks of `conf` (conf->nested_count of them,
+ * into `nested`), each built as a location from `loc`'s path and regex:
+ * one whose block set something of its own is the site's next nested
+ * location (after its searched ones), `loc` (site->locations[parent])
+ * its parent; the others are `loc` itself. */
 static int nested_build(struct site *site, const struct build_arena *arena,
                         const struct conf_location *conf, struct http_location *loc, size_t parent,
                         const struct http_location **nested, uint32_t *used)
@@ -657,6 +657,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             runtime_vars_set_host_regexes(gen->vars, NULL, 0); /* the next server's own */
         }
     }
+    assert(err != 0 || site->nested_count == nested_count); /* the array's size */
     http_module_table(&site->router, modules_list, modules_count, used);
     for (size_t i = 0; i < vhost_count; i++)
         site->vhosts[i].router = &site->router;

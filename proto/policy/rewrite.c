@@ -2,9 +2,11 @@
  * rewrite.c: the rewrite phases of the router (router.h): the server's
  * rewrite, set, break and if lines before the location search, the
  * location's after it, in the order written, an if a jump over its block
- * when its condition is false; a URI they change is the walk's request's,
- * and the router searches again while a location's rewrites change it;
- * a value `set` gives lasts the exchange (vars.h's user variables).
+ * when its condition is false (in a location, when it holds, a move to
+ * its block's location, as nginx's); a URI they change is the walk's
+ * request's, and the router searches again while a location's rewrites
+ * change it; a value `set` gives lasts the exchange (vars.h's user
+ * variables).
  */
 #include "proto/policy/rewrite.h"
 

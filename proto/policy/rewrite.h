@@ -2,8 +2,10 @@
  * rewrite.h: `rewrite REGEX REPLACEMENT [last|break|redirect|permanent]`,
  * `set`, `break` and `if (CONDITION) { ... }` (holding those and
  * `return`) at server and location level, as nginx runs them: one list of
- * steps per level, an if a jump over its block when false, in phases of
- * the router, which searches the locations again for a URI they changed.
+ * steps per level, an if a jump over its block when false and, in a
+ * location, a move to its block's location when true (nginx's noname
+ * location, which holds the block's other directives), in phases of the
+ * router, which searches the locations again for a URI they changed.
  */
 #ifndef CORRAL_PROTO_REWRITE_H
 #define CORRAL_PROTO_REWRITE_H
