@@ -1268,6 +1268,9 @@ START_TEST(if_carries_location_settings)
              "    if ($arg_x) { add_header X-X 1; }\n"
              "    if ($arg_y) { add_header X-Y 1; }\n"
              "    return 200 \"two\";\n  }\n"
+             "  location = /st {\n"
+             "    stub_status;\n"
+             "    if ($arg_x) { add_header X-St 1; }\n  }\n"
              "}\n",
              canary.port, main_b.port, log);
     start(&d, conf);
@@ -1293,6 +1296,9 @@ START_TEST(if_carries_location_settings)
         {"GET", "/two?x=1", "", 200, "two", "X-X", "1", "X-Y"},
         {"GET", "/two?x=1&y=1", "", 200, "two", "X-Y", "1", "X-X"},
         {"GET", "/two", "", 200, "two", "X-Server", "s", "X-X"},
+        /* the location's handler, neither return nor proxy_pass (whose
+         * page takes no add_header line, in a location or an if) */
+        {"GET", "/st?x=1", "", 200, NULL, NULL, NULL, "X-St"},
     };
     char response[4096], request_text[512], value[256];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
