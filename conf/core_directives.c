@@ -192,7 +192,9 @@ static int apply_admin_listen(struct conf_state *state, const struct conf_node *
                               "unknown admin listen parameter \"%s\" (expected tls)",
                               node->args[1].text);
     for (const struct conf_node *earlier = state->admin_node->children; earlier < node; earlier++) {
-        if (strcmp(earlier->name.text, "listen") != 0 ||
+        /* An earlier listen without an address was refused already; the
+         * walk goes on past errors (corral -t reports them all). */
+        if (strcmp(earlier->name.text, "listen") != 0 || earlier->arg_count == 0 ||
             !conf_same_address(earlier->args[0].text, arg->text))
             continue;
         char where[300];

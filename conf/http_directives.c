@@ -590,7 +590,8 @@ static int check_admin_listens(struct conf_state *state)
     if (state->admin_node == NULL)
         return 0;
     for (size_t i = 0; i < state->admin_node->child_count; i++) {
-        if (strcmp(state->admin_node->children[i].name.text, "listen") != 0)
+        if (strcmp(state->admin_node->children[i].name.text, "listen") != 0 ||
+            state->admin_node->children[i].arg_count == 0) /* refused already */
             continue;
         const struct conf_arg *address = &state->admin_node->children[i].args[0];
         struct conf_address_key key;

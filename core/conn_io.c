@@ -507,6 +507,16 @@ void corral_conn_pause_read(corral_conn *conn)
     conn->read_paused = true;
 }
 
+int corral_conn_watch(corral_conn *conn)
+{
+    if (conn->registered || conn->state != CORRAL__CONN_OPEN)
+        return 0;
+    int err = corral__conn_register(conn);
+    if (err != 0)
+        corral__conn_destroy(conn, err);
+    return err;
+}
+
 void corral_conn_resume_read(corral_conn *conn)
 {
     if (!conn->read_paused)
@@ -570,8 +580,17 @@ void corral__conn_on_event(struct corral__handle *handle, uint32_t epoll_events)
      * stopped reading for want of socket space. */
     if ((epoll_events & EPOLLOUT) && conn->transport->layered)
         conn->readable = true;
-    if (epoll_events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP))
+    bool hangup = (epoll_events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP)) && !conn->peer_hup;
+    if (hangup)
         conn->peer_hup = true;
+    /* Edge-triggered: the end is reported once, here; with reading
+     * paused nothing else would see it. */
+    if (hangup && conn->state == CORRAL__CONN_OPEN && !corral__conn_reading_active(conn) &&
+        conn->handler->on_hangup != NULL) {
+        conn->handler->on_hangup(conn);
+        if (conn->state == CORRAL__CONN_CLOSED)
+            return;
+    }
     if (conn->out_len > 0 && conn->writable)
         conn_flush(conn);
     if (conn->state == CORRAL__CONN_OPEN && conn->splice_slot != 0)

@@ -287,7 +287,14 @@ struct corral_conn_handler {
      *  connection has returned: at the end of the loop's iteration, or in
      *  corral_loop_free().  The connection is freed after it returns. */
     void (*on_close)(corral_conn *conn, int error);
-    void (*reserved[4])(void); /* NULL (see "How public structs grow" above) */
+    /** The peer closed its side, or the connection failed, while reading
+     *  was paused (corral_conn_pause_read()): nothing reads the end until
+     *  reading resumes, and a server waiting on a third party before it
+     *  answers would hold the connection, and what it holds for it, until
+     *  then.  Input may still be queued (corral_conn_input_pending()).
+     *  Optional: NULL leaves the end to be read once reading resumes. */
+    void (*on_hangup)(corral_conn *conn);
+    void (*reserved[3])(void); /* NULL (see "How public structs grow" above) */
 };
 
 /*
@@ -398,6 +405,13 @@ CORRAL_EXTERN void corral_conn_abort(corral_conn *conn, int error);
 /** Stops or resumes delivering input (for backpressure between two
  *  connections, e.g. a proxy pausing a client while its upstream drains). */
 CORRAL_EXTERN void corral_conn_pause_read(corral_conn *conn);
+/** Has the loop watch the connection from now on even while it neither
+ *  reads nor has output waiting, so that its handler's on_hangup learns
+ *  of the peer's end.  A connection whose first input came with its accept
+ *  is otherwise put in the epoll set only once it waits for something,
+ *  which saves a server that answers at once a system call.  Returns 0 or
+ *  a negative errno (the connection is then closed with it). */
+CORRAL_EXTERN int corral_conn_watch(corral_conn *conn);
 CORRAL_EXTERN void corral_conn_resume_read(corral_conn *conn);
 
 /** Read timeout: close with -ETIMEDOUT when reading is active and nothing

@@ -31,6 +31,9 @@ struct http_framer {
     void (*on_stop)(struct http_conn *c);
     /* The last one: the framer frees its state, `c` with it. */
     void (*on_close)(struct http_conn *c, int error);
+    /* The peer ended while reading was paused (corral_conn_handler's
+     * on_hangup).  NULL: its end is read when reading resumes. */
+    void (*on_hangup)(struct http_conn *c);
 };
 
 /* The connection.  Made by the framer that first serves it, on the

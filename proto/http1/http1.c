@@ -341,9 +341,14 @@ static size_t h1_on_data(struct http_conn *c, const char *data, size_t len)
     /* A complete request waits for its response before anything more is
      * read: a pipelined request stays in the socket, and a connection whose
      * request came with the handshake needs no epoll registration at all.
-     * A client that closes meanwhile is seen once the response is written. */
-    if (h1->ex != NULL && h1->ex->request_done && !h1->closed)
+     * A client that closes while the response is still to come (from an
+     * upstream, say) is seen by h1_on_hangup(), which needs the socket in
+     * the epoll set: a response given at once needs no registration. */
+    if (h1->ex != NULL && h1->ex->request_done && !h1->closed) {
         corral_conn_pause_read(conn);
+        if (!h1->ex->response_done && corral_conn_watch(conn) != 0)
+            return len;
+    }
     return used;
 }
 
@@ -442,6 +447,22 @@ static void h1_on_close(struct http_conn *c, int error)
     free(h1);
 }
 
+/* The client closed or reset while its request waited for the response
+ * (reading is paused then, so that a pipelined request stays in the
+ * socket): as nginx's broken-connection check does, the exchange ends
+ * now, and its handler's on_abort lets go of what it waits on, an
+ * upstream connection say, rather than holding it until the response
+ * would have been written.  Not while input is still queued (a pipelined
+ * request, a TLS close_notify): that end is read in its turn. */
+static void h1_on_hangup(struct http_conn *c)
+{
+    struct h1_conn *h1 = h1_conn_of(c);
+    if (h1->ex == NULL || h1->ex->response_done || h1->tunnel || h1->closed ||
+        corral_conn_input_pending(c->sock))
+        return;
+    corral_conn_abort(c->sock, -ECONNRESET);
+}
+
 const struct http_framer http1_framer = {
     .name = "HTTP/1.1",
     .on_data = h1_on_data,
@@ -450,4 +471,5 @@ const struct http_framer http1_framer = {
     .on_drain = h1_on_drain,
     .on_stop = h1_on_stop,
     .on_close = h1_on_close,
+    .on_hangup = h1_on_hangup,
 };

@@ -61,8 +61,10 @@ static void h1_request_spliced(corral_conn *from, corral_conn *to, uint64_t move
         return;
     if (ex->response_done)
         http1_finish_exchange(h1);
-    else
-        corral_conn_pause_read(h1->c.sock); /* a pipelined request waits */
+    else { /* a pipelined request waits; the client's end is watched (h1_on_hangup()) */
+        corral_conn_pause_read(h1->c.sock);
+        corral_conn_watch(h1->c.sock);
+    }
 }
 
 int http1_upload_splice(struct exchange *base, corral_conn *to, uint64_t len, exchange_splice_cb cb,

@@ -181,6 +181,13 @@ static void serve_on_stop(corral_conn *conn)
     c->framer->on_stop(c);
 }
 
+static void serve_on_hangup(corral_conn *conn)
+{
+    struct http_conn *c = corral_conn_data(conn);
+    if (c != NULL && !c->choosing && c->framer->on_hangup != NULL)
+        c->framer->on_hangup(c);
+}
+
 static void serve_on_close(corral_conn *conn, int error)
 {
     struct http_conn *c = corral_conn_data(conn);
@@ -198,5 +205,6 @@ const struct corral_conn_handler serve_handler = {
     .on_deadline = serve_on_deadline,
     .on_drain = serve_on_drain,
     .on_stop = serve_on_stop,
+    .on_hangup = serve_on_hangup,
     .on_close = serve_on_close,
 };

@@ -352,10 +352,11 @@ static void slow_stop(struct slow_backend *b)
     close(b->fd);
 }
 
-/* Waits up to 5 s until the backend holds `n` requests. */
+/* Waits until the backend holds `n` requests (TEST_WAIT_MS: a loaded
+ * machine may take seconds to pass them on). */
 static void wait_held(struct slow_backend *b, int n)
 {
-    test_wait_for(b->held == n, 5000, "the backend holds %d requests, not %d", b->held, n);
+    test_wait_for(b->held == n, TEST_WAIT_MS, "the backend holds %d requests, not %d", b->held, n);
 }
 
 /* limit_conn 2 in front of a backend that holds its requests: a third

@@ -1642,8 +1642,7 @@ START_TEST(proxy_redirect_rewrites_location_and_refresh)
     struct reader *r = client_connect(d.port);
     for (int i = 0; i < COUNT(cases); i++) {
         char request[256];
-        snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\nHost: Test\r\n\r\n",
-                 cases[i].path);
+        snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\nHost: Test\r\n\r\n", cases[i].path);
         send_str(r->fd, request);
         struct response resp;
         ck_assert(read_response(r, false, &resp));
@@ -2380,6 +2379,35 @@ START_TEST(upstream_bytes_after_a_response_are_dropped)
                       "%s, request %d: the later bytes not sent", trailing_cases[_i].name, i);
     }
     client_close(r);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* A client that leaves while its response waits on the backend (nothing
+ * more comes for now): the proxy lets go of the backend's connection at
+ * once, as nginx does, rather than when proxy_read_timeout would end it.
+ * Twice: the head read with the accept (the client's socket not yet
+ * watched), and on a kept-alive connection. */
+START_TEST(client_gone_releases_the_upstream)
+{
+    struct backend *b = backend_new("a");
+    b->raw = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n";
+    b->raw_after = ""; /* and then nothing: the response stays open */
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "proxy_read_timeout 120s;");
+    for (unsigned i = 0; i < 2; i++) {
+        struct reader *r = client_connect(d.port);
+        send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+        char head[4096];
+        ck_assert(reader_until(r, "hello", head, sizeof(head)));
+        test_wait_for(atomic_load(&b->raw_sent) == i + 1, TEST_WAIT_MS,
+                      "the backend is not holding");
+        client_close(r);
+        test_wait_for(atomic_load(&b->closed) == i + 1, TEST_WAIT_MS,
+                      "the backend's connection %u is still held for a client that left", i + 1);
+    }
     test_daemon_stop(&d);
     backend_free(b);
 }
@@ -3137,6 +3165,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, body_too_large_to_resend_takes_a_new_connection);
     tcase_add_loop_test(tc, invalid_upstream_response_gives_502, 0, COUNT(invalid_responses));
     tcase_add_loop_test(tc, upstream_bytes_after_a_response_are_dropped, 0, COUNT(trailing_cases));
+    tcase_add_test(tc, client_gone_releases_the_upstream);
     tcase_add_test(tc, response_transfer_coding_is_not_lost);
     tcase_add_test(tc, long_response_head_arrives_whole);
     tcase_add_test(tc, whole_transfer_coding_list_is_passed_on);
