@@ -75,8 +75,9 @@ enum {
     CONF_LOCATION = 1u << 2,
     CONF_UPSTREAM = 1u << 3,
     CONF_ADMIN = 1u << 4,
-    CONF_EVENTS = 1u << 5, /* nginx's events { } (nginx_directives.c) */
-    CONF_IF = 1u << 6,     /* nginx's if (...) { } in a server or location (rewrite.c) */
+    CONF_EVENTS = 1u << 5,        /* nginx's events { } (nginx_directives.c) */
+    CONF_IF = 1u << 6,            /* nginx's if (...) { } in a server or location (rewrite.c) */
+    CONF_OTEL_EXPORTER = 1u << 7, /* otel_exporter { } at top level (trace.c) */
 };
 
 #define CONF_ARGS_MANY UINT_MAX
