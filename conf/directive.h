@@ -219,7 +219,7 @@ struct conf_module {
  * registering one twice does nothing.  Returns 0, or -ENOSPC past
  * CONF_MODULES_MAX, -EEXIST when one of its directives has the name and a
  * context of a directive already known. */
-#define CONF_MODULES_MAX 16
+#define CONF_MODULES_MAX 24
 int conf_module_register(const struct conf_module *module);
 
 /* Reads `text`, decimal digits only, into *out: for conf/'s own tables
