@@ -23,6 +23,8 @@
 /* otel_span_attr lines one level may have: the span's own attributes
  * leave the rest of TRACE_SPAN_ATTRS_MAX. */
 #define TRACE_USER_ATTRS_MAX 16
+/* The most spans a worker's exporter may queue (batch_size * batch_count). */
+#define TRACE_QUEUE_MAX (1u << 20)
 
 static const struct conf_keyword context_words[] = {
     {"ignore", TRACE_CONTEXT_IGNORE},
@@ -271,6 +273,13 @@ static int check(void *conf, struct conf_module_error *error)
         struct trace_exporter_conf *e = &c->exporter;
         if (e->endpoint == NULL)
             return conf_module_fail(error, &e->pos, "\"otel_exporter\" has no \"endpoint\"");
+        /* The queue is allocated whole per worker: bounded here. */
+        if ((uint64_t)e->batch_size * e->batch_count > TRACE_QUEUE_MAX)
+            return conf_module_fail(error, &e->pos,
+                                    "\"otel_exporter\" queues batch_size * batch_count = %llu "
+                                    "spans per worker, more than %u",
+                                    (unsigned long long)e->batch_size * e->batch_count,
+                                    TRACE_QUEUE_MAX);
         int err = corral_parse_address(e->endpoint, &e->addr, &e->addrlen);
         if (err != 0 || e->addr.ss_family == AF_UNIX)
             return conf_module_fail(error, &e->pos, "invalid otel_exporter endpoint \"%s\"%s",

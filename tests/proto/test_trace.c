@@ -336,6 +336,9 @@ START_TEST(directive_errors)
          "test.conf:1:1: invalid otel_exporter endpoint \"nowhere\""},
         {"otel_exporter { batch_size 0; endpoint 127.0.0.1:1; }",
          "test.conf:1:28: \"batch_size\" must be from 1 to 65536, got \"0\""},
+        {"otel_exporter { batch_size 65536; batch_count 32; endpoint 127.0.0.1:1; }",
+         "test.conf:1:1: \"otel_exporter\" queues batch_size * batch_count = 2097152 spans per "
+         "worker, more than 1048576"},
         {"server { otel_exporter { endpoint 127.0.0.1:1; } }",
          "test.conf:1:10: \"otel_exporter\" is not allowed in server (it belongs at top level)"},
         {"endpoint 127.0.0.1:1;",

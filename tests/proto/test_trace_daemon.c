@@ -368,6 +368,46 @@ START_TEST(new_trace_without_a_valid_traceparent)
 }
 END_TEST
 
+/* otel_trace $variable and otel_sampler decide which requests are
+ * recorded; one worker exports in order, so once the recorded ones have
+ * arrived, any recorded before them would have too. */
+START_TEST(variable_and_sampler_decide)
+{
+    struct collector c = {0};
+    collector_start(&c);
+    struct test_daemon d;
+    char text[2048];
+    snprintf(text, sizeof(text),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "otel_exporter { endpoint 127.0.0.1:%d; interval 20ms; }\n"
+             "server { listen 127.0.0.1:0;\n"
+             "  location /v { otel_trace $arg_t; return 200; }\n"
+             "  location /s { otel_trace on; otel_sampler ratio=0; return 200; }\n"
+             "  location /pb { otel_trace on; otel_sampler parent_based ratio=0;"
+             " otel_trace_context extract; return 200; } }\n",
+             c.port);
+    start(&d, "corral", text);
+    char out[4096];
+    const char *unsampled = "traceparent: 00-" INCOMING_TRACE "-" INCOMING_PARENT "-00\r\n";
+    const char *sampled = "traceparent: 00-" INCOMING_TRACE "-" INCOMING_PARENT "-01\r\n";
+    ck_assert_int_eq(request(d.port, "/v?t=0", "", out, sizeof(out)), 200);
+    ck_assert_int_eq(request(d.port, "/s", "", out, sizeof(out)), 200);
+    ck_assert_int_eq(request(d.port, "/pb", "", out, sizeof(out)), 200);
+    ck_assert_int_eq(request(d.port, "/pb", unsampled, out, sizeof(out)), 200);
+    ck_assert_int_eq(request(d.port, "/v?t=on", "", out, sizeof(out)), 200);
+    ck_assert_int_eq(request(d.port, "/pb", sampled, out, sizeof(out)), 200);
+    test_wait_for(collector_count(&c) >= 2, TEST_WAIT_MS, "spans: %zu", collector_count(&c));
+    pthread_mutex_lock(&c.lock);
+    ck_assert_uint_eq(json_array_size(c.spans), 2);
+    ck_assert_str_eq(str(json_array_get(c.spans, 0), "name"), "/v");
+    ck_assert_str_eq(str(json_array_get(c.spans, 1), "name"), "/pb");
+    ck_assert_str_eq(str(json_array_get(c.spans, 1), "traceId"), INCOMING_TRACE);
+    pthread_mutex_unlock(&c.lock);
+    test_daemon_stop(&d);
+    collector_stop(&c);
+}
+END_TEST
+
 /* The collector is down: requests are answered as before, in bounded
  * time; what does not fit the queue is dropped and counted. */
 START_TEST(collector_down_drops_are_counted)
@@ -414,6 +454,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, spans_carry_the_incoming_trace);
     tcase_add_test(tc, new_trace_without_a_valid_traceparent);
+    tcase_add_test(tc, variable_and_sampler_decide);
     tcase_add_test(tc, collector_down_drops_are_counted);
     suite_add_tcase(suite, tc);
     return suite;
