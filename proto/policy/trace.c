@@ -637,14 +637,18 @@ static void add_int_attr(struct trace_attr *attrs, size_t *n, const char *key, i
 static void emit(struct exchange *ex, const struct trace_exporter_conf *export,
                  const struct trace_span *span)
 {
+    /* A span's text is about 1 KB: written on the stack, then copied
+     * once to a block of its size, rather than grown by doubling. */
+    char small[2048];
     struct vars_buf json;
-    vars_buf_init(&json, NULL, 0);
+    vars_buf_init(&json, small, sizeof(small));
     trace_span_json(span, &json);
-    if (json.failed) {
-        vars_buf_free(&json);
-        return;
+    char *copy = json.failed ? NULL : malloc(json.len);
+    if (copy != NULL) {
+        memcpy(copy, json.data, json.len);
+        trace_export_span(exchange_loop(ex), export, copy, json.len); /* it owns the copy */
     }
-    trace_export_span(exchange_loop(ex), export, json.data, json.len); /* it owns the text now */
+    vars_buf_free(&json);
 }
 
 /* "10.0.0.1:8080", "[::1]:8080" or "name:8080" as host and port (0: none). */

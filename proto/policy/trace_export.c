@@ -152,33 +152,35 @@ static void export_failed(struct exporter *e)
     corral_timer_start(e->timer, e->backoff_ms);
 }
 
-/* Posts the oldest spans, a batch at most, on a new connection. */
+/* Posts the oldest spans, a batch at most, on a new connection.  The
+ * body is never put together: its length is summed, and each span's
+ * text goes to the connection's output as it is (a batch may be a few
+ * hundred KB). */
 static void export_start(struct exporter *e)
 {
     assert(e->conn == NULL && e->count > 0);
     const struct trace_exporter_conf *conf = e->conf;
     size_t n = e->count < conf->batch_size ? e->count : conf->batch_size;
-    struct vars_buf body;
-    vars_buf_init(&body, NULL, 0);
-    trace_span_batch_open(&body, conf->service_name);
-    for (size_t i = 0; i < n; i++) {
-        const struct queued_span *s = &e->ring[(e->head + i) % e->cap];
-        if (i > 0)
-            vars_buf_add(&body, ",", 1);
-        vars_buf_add(&body, s->json, s->len);
-    }
-    trace_span_batch_close(&body);
+    char small[512], tail[16];
+    struct vars_buf open, close;
+    vars_buf_init(&open, small, sizeof(small));
+    vars_buf_fixed(&close, tail, sizeof(tail));
+    trace_span_batch_open(&open, conf->service_name);
+    trace_span_batch_close(&close);
+    size_t length = open.len + close.len + (n - 1); /* the commas */
+    for (size_t i = 0; i < n; i++)
+        length += e->ring[(e->head + i) % e->cap].len;
     char head[512];
     int head_len = snprintf(head, sizeof(head),
                             "POST /v1/traces HTTP/1.1\r\nHost: %s\r\n"
                             "Content-Type: application/json\r\nContent-Length: %zu\r\n"
                             "Connection: close\r\n\r\n",
-                            conf->endpoint, body.len);
+                            conf->endpoint, length);
     corral_conn *conn = NULL;
-    if (body.failed || head_len < 0 || (size_t)head_len >= sizeof(head) ||
+    if (open.failed || close.failed || head_len < 0 || (size_t)head_len >= sizeof(head) ||
         corral_connect(e->loop, (const struct sockaddr *)&conf->addr, conf->addrlen,
                        &export_handler, e, &conn) != 0) {
-        vars_buf_free(&body);
+        vars_buf_free(&open);
         export_failed(e);
         return;
     }
@@ -187,8 +189,15 @@ static void export_start(struct exporter *e)
     e->status_len = 0;
     corral_conn_set_deadline(conn, corral_loop_now(e->loop) + EXPORT_TIMEOUT_MS);
     corral_conn_write(conn, head, (size_t)head_len);
-    corral_conn_write(conn, body.data, body.len);
-    vars_buf_free(&body);
+    corral_conn_write(conn, open.data, open.len);
+    for (size_t i = 0; i < n; i++) {
+        const struct queued_span *s = &e->ring[(e->head + i) % e->cap];
+        if (i > 0)
+            corral_conn_write(conn, ",", 1);
+        corral_conn_write(conn, s->json, s->len);
+    }
+    corral_conn_write(conn, close.data, close.len);
+    vars_buf_free(&open);
 }
 
 /* Whether the answer's status line says 2xx. */
