@@ -646,7 +646,8 @@ static void emit(struct exchange *ex, const struct trace_exporter_conf *export,
     char *copy = json.failed ? NULL : malloc(json.len);
     if (copy != NULL) {
         memcpy(copy, json.data, json.len);
-        trace_export_span(exchange_loop(ex), export, copy, json.len); /* it owns the copy */
+        /* It owns the copy now. */
+        trace_export_span(exchange_loop(ex), exchange_worker(ex), export, copy, json.len);
     }
     vars_buf_free(&json);
 }

@@ -21,8 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The longest an export may take, connection included. */
-#define EXPORT_TIMEOUT_MS 10000
+/* The longest an export may take, connection included; and once its
+ * worker is stopping, which waits for it as for any connection. */
+#define EXPORT_TIMEOUT_MS          10000
+#define EXPORT_STOPPING_TIMEOUT_MS 1000
 /* Backoff after a failed export: from the first to the last, doubling. */
 #define BACKOFF_FIRST_MS 1000
 #define BACKOFF_MAX_MS   30000
@@ -38,6 +40,8 @@ struct exporter {
     _Atomic uint64_t dropped;
     _Atomic uint64_t failed;
     corral_loop *loop;
+    corral_worker *worker; /* NULL on a bare loop */
+    bool stopping;         /* its worker stops: exports get a short deadline */
     const struct trace_exporter_conf *conf;
     struct queued_span *ring;
     size_t cap, head, count;
@@ -111,7 +115,8 @@ static void on_timer(corral_timer *timer, void *arg);
 
 /* The calling thread's exporter on `loop`, made on first use; NULL when
  * out of memory. */
-static struct exporter *exporter_get(corral_loop *loop, const struct trace_exporter_conf *conf)
+static struct exporter *exporter_get(corral_loop *loop, corral_worker *worker,
+                                     const struct trace_exporter_conf *conf)
 {
     if (mine != NULL)
         return mine->loop == loop ? mine : NULL; /* a thread runs one loop */
@@ -121,6 +126,7 @@ static struct exporter *exporter_get(corral_loop *loop, const struct trace_expor
         return NULL;
     memset(e, 0, sizeof(*e));
     e->loop = loop;
+    e->worker = worker;
     e->conf = conf;
     e->cap = (size_t)conf->batch_size * conf->batch_count;
     e->ring = calloc(e->cap, sizeof(*e->ring));
@@ -187,7 +193,10 @@ static void export_start(struct exporter *e)
     e->conn = conn;
     e->sending = n;
     e->status_len = 0;
-    corral_conn_set_deadline(conn, corral_loop_now(e->loop) + EXPORT_TIMEOUT_MS);
+    e->stopping = e->stopping || (e->worker != NULL && corral_worker_stopping(e->worker));
+    corral_conn_set_deadline(conn,
+                             corral_loop_now(e->loop) +
+                                 (e->stopping ? EXPORT_STOPPING_TIMEOUT_MS : EXPORT_TIMEOUT_MS));
     corral_conn_write(conn, head, (size_t)head_len);
     corral_conn_write(conn, open.data, open.len);
     for (size_t i = 0; i < n; i++) {
@@ -217,6 +226,17 @@ static size_t export_on_data(corral_conn *conn, const char *data, size_t len)
     memcpy(e->status_line + e->status_len, data, take);
     e->status_len += take;
     return len; /* the rest of the answer is of no use */
+}
+
+/* The worker stops and waits for its connections, this one too: it may
+ * finish, briefly. */
+static void export_on_stop(corral_conn *conn)
+{
+    struct exporter *e = corral_conn_data(conn);
+    if (e == NULL)
+        return;
+    e->stopping = true;
+    corral_conn_set_deadline(conn, corral_loop_now(e->loop) + EXPORT_STOPPING_TIMEOUT_MS);
 }
 
 static void export_on_deadline(corral_conn *conn)
@@ -249,6 +269,7 @@ static void export_on_close(corral_conn *conn, int error)
 static const struct corral_conn_handler export_handler = {
     .on_data = export_on_data,
     .on_deadline = export_on_deadline,
+    .on_stop = export_on_stop,
     .on_close = export_on_close,
 };
 
@@ -260,10 +281,10 @@ static void on_timer(corral_timer *timer, void *arg)
         export_start(e);
 }
 
-void trace_export_span(corral_loop *loop, const struct trace_exporter_conf *conf, char *json,
-                       size_t len)
+void trace_export_span(corral_loop *loop, corral_worker *worker,
+                       const struct trace_exporter_conf *conf, char *json, size_t len)
 {
-    struct exporter *e = exporter_get(loop, conf);
+    struct exporter *e = exporter_get(loop, worker, conf);
     if (e == NULL) { /* out of memory: nothing to count it in */
         free(json);
         return;

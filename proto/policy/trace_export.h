@@ -32,10 +32,11 @@ struct trace_exporter_conf {
 
 /* Queues one span's OTLP/JSON object (`json`, `len` bytes, malloc'd: the
  * exporter frees it) on the calling thread's exporter, which runs on
- * `loop`, the worker's: at most batch_size * batch_count spans wait; one
+ * `loop`, `worker`'s (NULL: a bare loop; a stopping worker's exports
+ * get 1 s, since it waits for them): at most batch_size * batch_count spans wait; one
  * more is dropped and counted.  Never blocks, never fails. */
-void trace_export_span(corral_loop *loop, const struct trace_exporter_conf *conf, char *json,
-                       size_t len);
+void trace_export_span(corral_loop *loop, corral_worker *worker,
+                       const struct trace_exporter_conf *conf, char *json, size_t len);
 
 /* Every worker's counts since the start, those of exited workers too.
  * Any thread. */
