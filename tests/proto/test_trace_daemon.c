@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -446,6 +447,41 @@ START_TEST(collector_down_drops_are_counted)
 }
 END_TEST
 
+/* A collector that takes the connection and never answers holds a
+ * stopping daemon for 1 s at most, not for the export's 10 s timeout
+ * (nor the 10 s drain_timeout). */
+START_TEST(stop_does_not_wait_for_a_silent_collector)
+{
+    int silent = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(silent, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(silent, 4), 0);
+    socklen_t len = sizeof(addr);
+    getsockname(silent, (struct sockaddr *)&addr, &len);
+    struct test_daemon d;
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "otel_exporter { endpoint 127.0.0.1:%d; interval 10ms; }\n"
+             "otel_trace on;\n"
+             "server { listen 127.0.0.1:0; location / { return 200; } }\n",
+             ntohs(addr.sin_port));
+    start(&d, "corral", text);
+    char out[4096];
+    ck_assert_int_eq(request(d.port, "/", "", out, sizeof(out)), 200);
+    /* The export's connection arrives; it is taken and never answered. */
+    struct pollfd p = {.fd = silent, .events = POLLIN};
+    ck_assert_int_eq(poll(&p, 1, TEST_WAIT_MS), 1);
+    int held = accept(silent, NULL, NULL);
+    ck_assert_int_ge(held, 0);
+    uint64_t before = test_now_ms();
+    test_daemon_stop(&d);
+    ck_assert_uint_lt(test_now_ms() - before, 5000);
+    close(held);
+    close(silent);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/trace_daemon");
@@ -456,6 +492,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, new_trace_without_a_valid_traceparent);
     tcase_add_test(tc, variable_and_sampler_decide);
     tcase_add_test(tc, collector_down_drops_are_counted);
+    tcase_add_test(tc, stop_does_not_wait_for_a_silent_collector);
     suite_add_tcase(suite, tc);
     return suite;
 }
