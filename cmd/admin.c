@@ -12,6 +12,7 @@
 #include "proto/upstream/health.h"
 #include "proto/http2/http2.h" /* http2_counter_names */
 #include "proto/policy/stub_status.h"
+#include "proto/policy/trace_export.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -443,6 +444,22 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
                 text_printf(&t, "corral_upstream_errors_total{upstream=\"%s\",kind=\"%s\"} %llu\n",
                             upstreams[i].name, proxy_error_kind_names[k],
                             (unsigned long long)upstreams[i].errors[k]);
+    struct trace_export_totals otel;
+    trace_export_totals(&otel);
+    text_printf(&t,
+                "# HELP corral_otel_spans_exported_total Spans an OpenTelemetry collector "
+                "took.\n# TYPE corral_otel_spans_exported_total counter\n"
+                "corral_otel_spans_exported_total %llu\n"
+                "# HELP corral_otel_spans_dropped_total Spans dropped: a worker's queue was "
+                "full, or the worker exited with them.\n"
+                "# TYPE corral_otel_spans_dropped_total counter\n"
+                "corral_otel_spans_dropped_total %llu\n"
+                "# HELP corral_otel_exports_failed_total Span exports that failed (no "
+                "connection, or no 2xx answer), each retried with backoff.\n"
+                "# TYPE corral_otel_exports_failed_total counter\n"
+                "corral_otel_exports_failed_total %llu\n",
+                (unsigned long long)otel.exported, (unsigned long long)otel.dropped,
+                (unsigned long long)otel.failed);
     text_printf(&t, "# HELP corral_admin_denied_total Admin requests refused: by the admin "
                     "block's allow/deny (403), or for a missing or wrong bearer token (401).\n"
                     "# TYPE corral_admin_denied_total counter\n");

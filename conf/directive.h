@@ -86,6 +86,7 @@ enum {
     CONF_SERVER_IF = 1u << 6,
     CONF_LOCATION_IF = 1u << 7,
     CONF_IF = CONF_SERVER_IF | CONF_LOCATION_IF,
+    CONF_OTEL_EXPORTER = 1u << 8, /* otel_exporter { } at top level (trace.c) */
 };
 
 #define CONF_ARGS_MANY UINT_MAX
@@ -242,7 +243,7 @@ struct conf_module {
  * registering one twice does nothing.  Returns 0, or -ENOSPC past
  * CONF_MODULES_MAX, -EEXIST when one of its directives has the name and a
  * context of a directive already known. */
-#define CONF_MODULES_MAX 16
+#define CONF_MODULES_MAX 24
 int conf_module_register(const struct conf_module *module);
 
 /* Reads `text`, decimal digits only, into *out: for conf/'s own tables

@@ -160,8 +160,13 @@ static const char *describe_contexts(char *buf, size_t len, unsigned contexts)
         unsigned context;
         const char *name;
     } names[] = {
-        {CONF_SERVER, "server"}, {CONF_LOCATION, "location"}, {CONF_UPSTREAM, "upstream"},
-        {CONF_ADMIN, "admin"},   {CONF_EVENTS, "events"},     {CONF_IF, "if"}, /* one or both */
+        {CONF_SERVER, "server"},
+        {CONF_LOCATION, "location"},
+        {CONF_UPSTREAM, "upstream"},
+        {CONF_ADMIN, "admin"},
+        {CONF_EVENTS, "events"},
+        {CONF_IF, "if"}, /* one or both */
+        {CONF_OTEL_EXPORTER, "otel_exporter"},
     };
     const char *listed[sizeof(names) / sizeof(names[0])];
     size_t count = 0;

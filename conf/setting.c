@@ -153,10 +153,12 @@ int conf__apply_setting(struct conf_state *state, const struct conf_node *node,
                                   error.message);
         if (directive->block) {
             /* Its directives' errors are reported as they happen. */
-            unsigned context = directive->block_context &
-                               (state->location != NULL ? CONF_LOCATION_IF : CONF_SERVER_IF);
-            int rc = state->location != NULL ? conf__apply_nested(state, node, directive, context)
-                                             : conf__apply_block(state, node, context);
+            unsigned context = directive->block_context;
+            bool nested = (context & CONF_IF) != 0 && state->location != NULL;
+            if ((context & CONF_IF) != 0) /* an if: the bit of where it is */
+                context &= state->location != NULL ? CONF_LOCATION_IF : CONF_SERVER_IF;
+            int rc = nested ? conf__apply_nested(state, node, directive, context)
+                            : conf__apply_block(state, node, context);
             if (directive->module_close != NULL)
                 directive->module_close(base);
             return rc;

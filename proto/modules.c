@@ -19,6 +19,7 @@
 #include "proto/policy/satisfy.h"
 #include "proto/policy/server_timing.h"
 #include "proto/policy/stub_status.h"
+#include "proto/policy/trace.h"
 #include "proto/static/static_module.h"
 #include "proto/upstream/proxy_module.h"
 
@@ -54,6 +55,10 @@ struct http_module *const modules_list[] = {
      * Vary and weak ETag are the last word.  A cache of responses would
      * sit after it, keeping what it coded, by its Vary. */
     &compress_module,
+    /* post-read, find location: the trace context, put in the request
+     * the handler gets; filter: the final status, after every filter
+     * that may change it; the spans once the exchange is over */
+    &trace_module,
     /* content: return CODE ["TEXT"] */
     &return_module,
     /* content: stub_status */

@@ -146,7 +146,7 @@ struct http_location;
 /* The per-exchange state slots of modules, as nginx's r->ctx[]: the
  * exchange knows none of them; each module has its own (`slot` in
  * struct http_module, module.h).  As many as the modules keep. */
-#define EXCHANGE_CTX_SLOTS 10
+#define EXCHANGE_CTX_SLOTS 11
 
 /* ------------------------------------------------------ the filter chain */
 
@@ -237,6 +237,9 @@ struct exchange_upstream_try {
      * EXCHANGE_UPSTREAM_UNKNOWN until then, or never (logged "-"). */
     uint32_t connect_ms, header_ms, response_ms;
     uint16_t status; /* its response's status, 502 or 504 when it failed; 0: none yet */
+    /* When it was asked (corral_monotonic_ns()): where its client span
+     * starts (proto/policy/trace.c); 0 when the asker did not say. */
+    uint64_t asked_ns;
     /* The first server of a new upstream pass after an internal redirect
      * (error_page): nginx writes " : " before it, ", " before others. */
     bool new_pass;

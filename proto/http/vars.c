@@ -557,7 +557,7 @@ static void put_address(struct vars_ctx *ctx, struct vars_buf *out, bool local, 
 
 /* A per-thread generator, seeded from the kernel once: $request_id wants
  * 128 unpredictable bits per request, not a system call per request. */
-static void random_128(uint64_t out[2])
+void vars_random_128(uint64_t out[2])
 {
     static _Thread_local uint64_t state[4];
     static _Thread_local bool seeded;
@@ -583,7 +583,7 @@ void vars_request_id(struct exchange *ex, char out[33])
 {
     if (ex->request_id[0] == 0 && ex->request_id[1] == 0)
         while (ex->request_id[0] == 0 && ex->request_id[1] == 0)
-            random_128(ex->request_id);
+            vars_random_128(ex->request_id);
     snprintf(out, 33, "%016llx%016llx", (unsigned long long)ex->request_id[0],
              (unsigned long long)ex->request_id[1]);
 }

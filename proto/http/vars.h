@@ -208,4 +208,9 @@ bool vars_set_captures(struct vars_ctx *ctx, const struct http_regex *re, size_t
  * in hex, drawn once per exchange. */
 void vars_request_id(struct exchange *ex, char out[33]);
 
+/* 128 unpredictable bits from the calling thread's generator, seeded from
+ * the kernel once per thread ($request_id's, and the tracing module's
+ * span ids): no system call per draw. */
+void vars_random_128(uint64_t out[2]);
+
 #endif

@@ -210,7 +210,7 @@ unsigned access_check_routed(struct exchange *ex, const struct access_conf *conf
 int access_peer_phase(struct router_walk *w)
 {
     access_check(w->ex, exchange_conn(w->ex), NULL, &w->req);
-    return ROUTER_NEXT;
+    return ROUTER_DECLINED; /* the phase's later handlers (tracing's start) run too */
 }
 
 /* Under `satisfy any` an allow rule lets the client in without the

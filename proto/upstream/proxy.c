@@ -462,6 +462,7 @@ static int px_send(struct proxy_exchange *px)
         px->attempt =
             exchange_upstream_ask(px->ex, up->servers[server].address, px->attempt == NULL);
         px->attempt_ns = asked_ns;
+        px->attempt->asked_ns = asked_ns;
         if (err != 0) {
             px_attempt_end(px, 502);
             count_error(worker, PROXY_ERROR_CONNECT);
