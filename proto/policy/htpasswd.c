@@ -124,9 +124,13 @@ int htpasswd_parse(const char *name, const char *data, size_t size, struct htpas
         if (end == NULL)
             end = block + size;
         line_no++;
-        if (end > line && end[-1] == '\r')
-            end--;
-        *end = '\0';
+        /* By length from the line's start: block[size] is the one byte
+         * past the data, its terminator. */
+        size_t line_len = (size_t)(end - line);
+        if (line_len > 0 && line[line_len - 1] == '\r')
+            line_len--;
+        line[line_len] = '\0';
+        end = line + line_len;
         char *p = line;
         line = next;
         while (*p == ' ' || *p == '\t')
