@@ -39,6 +39,12 @@ struct conf_module_where {
     unsigned context; /* CONF_MAIN, CONF_SERVER or CONF_LOCATION */
     const char *name; /* the directive as written (an nginx spelling, say) */
     bool regex;       /* a regex location's */
+    const char *path; /* a location's path as written; NULL: another level */
+    /* For a location's check: whether it has a directive that gives it
+     * its content (return, proxy_pass, stub_status), and one that may
+     * hand its requests on (rewrite, if).  With neither, it serves
+     * files, as nginx's location does. */
+    bool content, passes;
     /* The directive's name; for a check, the level's block (the top
      * level's: the config file's start). */
     const struct conf_pos *pos;

@@ -515,15 +515,9 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
     state->location = location;
     int rc = conf__apply_block(state, node, CONF_LOCATION);
     state->location = NULL;
-    if (rc != 0)
-        return -1;
-    /* One with rewrites only hands its requests on (or answers 404). */
-    if (location->content == NULL && !location->passes)
-        return conf__error_at(state->error, &node->name.pos,
-                              "location \"%s\" has no \"return\", \"proxy_pass\" or "
-                              "\"rewrite\"",
-                              path->text);
-    return 0;
+    /* One with none of return, proxy_pass and rewrite serves files, as
+     * nginx's: the static module's check wants a root for it. */
+    return rc != 0 ? -1 : 0;
 }
 
 /* keepalive_timeout TIME [HEADER_TIME] */
