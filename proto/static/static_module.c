@@ -313,6 +313,15 @@ static const struct conf_directive static_directives[] = {
      .max_args = 2,
      .base = CONF_BASE_MODULE,
      .module_apply = apply_open_file_cache},
+    {.name = "open_file_cache_valid",
+     .contexts = ANYWHERE,
+     .min_args = 1,
+     .max_args = 1,
+     .kind = CONF_KIND_DURATION,
+     .base = CONF_BASE_MODULE,
+     CONF_FIELD(struct static_conf, cache_valid_ms),
+     .keep_pos = true,
+     .pos_offset = offsetof(struct static_conf, cache_valid_pos)},
     PRECOMPRESSED("gzip_static", COMPRESS_GZIP),
     PRECOMPRESSED("brotli_static", COMPRESS_BR),
     PRECOMPRESSED("zstd_static", COMPRESS_ZSTD),
@@ -320,6 +329,10 @@ static const struct conf_directive static_directives[] = {
 };
 
 /* --------------------------------------------------------- inheritance */
+
+/* open_file_cache_valid's default: a second, not nginx's minute, so that
+ * a file replaced is served within a second. */
+#define STATIC_CACHE_VALID_MS 1000
 
 static int merge(void *conf, const void *parent, char *error, size_t len)
 {
@@ -335,6 +348,8 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
             c->cache = (struct static_file_cache_conf){.max = 0, .inactive_ms = 60000};
         if (c->sendfile_pos.file == NULL)
             c->sendfile = true;
+        if (c->cache_valid_pos.file == NULL)
+            c->cache_valid_ms = STATIC_CACHE_VALID_MS;
         return 0;
     }
     /* Strings taken from the parent stay the parent's to free. */
@@ -369,6 +384,10 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
     if (c->cache_pos.file == NULL) {
         c->cache = p->cache;
         c->cache_pos = p->cache_pos;
+    }
+    if (c->cache_valid_pos.file == NULL) {
+        c->cache_valid_ms = p->cache_valid_ms;
+        c->cache_valid_pos = p->cache_valid_pos;
     }
     if (c->sendfile_pos.file == NULL) {
         c->sendfile = p->sendfile;
@@ -534,6 +553,7 @@ static int build(const void *conf, const struct http_module_build *b, const void
     sl->ims = (enum static_ims)c->ims;
     sl->no_symlinks = c->no_symlinks;
     sl->cache = c->cache;
+    sl->cache.valid_ms = c->cache_valid_ms;
     sl->sendfile = c->sendfile;
     sl->autoindex = c->autoindex;
     for (int i = 0; i < COMPRESS_CODINGS; i++) {

@@ -55,6 +55,8 @@ struct static_conf {
     struct conf_pos no_symlinks_pos;
     struct static_file_cache_conf cache;
     struct conf_pos cache_pos;
+    uint32_t cache_valid_ms; /* open_file_cache_valid */
+    struct conf_pos cache_valid_pos;
     bool sendfile; /* on by default */
     struct conf_pos sendfile_pos;
     bool autoindex;

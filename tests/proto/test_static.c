@@ -1072,7 +1072,7 @@ END_TEST
 START_TEST(open_file_cache_sees_changes)
 {
     struct test_daemon d;
-    start(&d, "", "", "    location / { open_file_cache max=10; }");
+    start(&d, "", "", "    location / { open_file_cache max=10; open_file_cache_valid 0; }");
     char out[4096];
     ck_assert_uint_eq(ask(d.port, "GET", "/a.txt", "", out, sizeof(out)), 200);
     ck_assert_str_eq(body_of(out), "hello, world\n");
