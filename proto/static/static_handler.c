@@ -48,9 +48,11 @@ static unsigned status_of(int err)
     }
 }
 
-static uint64_t now_ms(void)
+/* The loop's clock, refreshed once per turn: enough for the cache's
+ * windows, and no clock read per request. */
+static uint64_t now_ms(const struct exchange *ex)
 {
-    return corral_monotonic_ns() / 1000000;
+    return corral_loop_now(exchange_loop(ex));
 }
 
 /* The file for a normalised `uri`: under root, or under alias for the
@@ -145,8 +147,9 @@ static void serve_file(struct exchange *ex, const struct http_request *req,
     struct static_file sibling;
     int coding = -1;
     if (sl->any_precompressed) {
-        coding = static_precompressed_open(req, sl->precompressed, path, f, sl->no_symlinks,
-                                           &sl->cache, sl->cache.max > 0 ? now_ms() : 0, &sibling);
+        coding =
+            static_precompressed_open(req, sl->precompressed, path, f, sl->no_symlinks, &sl->cache,
+                                      sl->cache.max > 0 ? now_ms(ex) : 0, &sibling);
         if (coding >= 0) {
             static_file_close(f);
             f = &sibling;
@@ -320,7 +323,7 @@ static void serve_uri(struct exchange *ex, const struct http_request *req,
         return;
     }
     struct static_file f;
-    uint64_t now = sl->cache.max > 0 ? now_ms() : 0;
+    uint64_t now = sl->cache.max > 0 ? now_ms(ex) : 0;
     if (len > 0 && uri[len - 1] == '/') {
         size_t dir_len = strlen(path);
         for (size_t i = 0; i < sl->index_count; i++) {
