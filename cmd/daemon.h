@@ -22,7 +22,12 @@ struct site {
     struct http_site http;
     struct http_vhost *vhosts;
     struct http_location *locations; /* all vhosts' locations, one array */
-    struct router_table router;      /* its vhosts' steps: the modules it uses */
+    /* After those (`location_count`), the locations of their if blocks
+     * (nginx's noname locations, which no search finds), the i-th nested
+     * in locations[nested_parent[i]], whose access log is its too. */
+    size_t location_count, nested_count;
+    size_t *nested_parent;
+    struct router_table router; /* its vhosts' steps: the modules it uses */
     struct corral_listen_options listen_options;
     corral_listener *listener;
     bool admin; /* serves the admin endpoints, which are not access-logged */

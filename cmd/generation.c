@@ -448,6 +448,9 @@ static int logs_attach(struct generation *gen, unsigned workers)
             for (size_t l = 0; l < vhost->location_count; l++)
                 ((struct http_location *)&vhost->locations[l])->access_log = locations[first + l];
         }
+        for (size_t n = 0; n < site->nested_count; n++)
+            site->locations[site->location_count + n].access_log =
+                site->locations[site->nested_parent[n]].access_log;
     }
     free(servers);
     free(locations);

@@ -173,7 +173,9 @@ static int name_regexes_build(struct runtime_vars *vars, const struct conf_serve
  * with a content handler that builds something for a location gives it
  * its handler. */
 static int modules_build(const struct build_arena *site, const void *block,
-                         const void *const **modules, struct http_location *loc, uint32_t *used)
+                         const void *const **modules, struct http_location *loc,
+                         const struct http_location *const *nested, size_t nested_count,
+                         uint32_t *used)
 {
     struct runtime_vars *vars = site->vars;
     struct build_arena arena = *site;
@@ -187,6 +189,8 @@ static int modules_build(const struct build_arena *site, const void *block,
                                   .named = arena_named,
                                   .limit_zone = arena_limit_zone,
                                   .loc = loc,
+                                  .nested = nested,
+                                  .nested_count = nested_count,
                                   .built = modules,
                                   .mime_types = site->mime_types,
                                   .mime_type_count = site->config->mime_type_count,
@@ -243,6 +247,44 @@ static void site_free(struct site *site)
     free(site->address);
     free(site->vhosts);
     free(site->locations);
+    free(site->nested_parent);
+}
+
+/* The locations of `conf`'s if blocks that set something of their own
+ * (the others are `conf` itself). */
+static size_t nested_own(const struct conf_location *conf)
+{
+    size_t count = 0;
+    for (size_t n = 0; n < conf->nested_count; n++)
+        count += conf->nested[n].modules != NULL;
+    return count;
+}
+
+/* The locations of the if blocks of `conf` (conf->nested_count of them,
+ * into `nested`), each built as a location from `loc`'s path and regex:
+ * one whose block set something of its own is the site's next nested
+ * location (after its searched ones), `loc` (site->locations[parent])
+ * its parent; the others are `loc` itself. */
+static int nested_build(struct site *site, const struct build_arena *arena,
+                        const struct conf_location *conf, struct http_location *loc, size_t parent,
+                        const struct http_location **nested, uint32_t *used)
+{
+    for (size_t n = 0; n < conf->nested_count; n++) {
+        const struct conf_location *own = &conf->nested[n];
+        if (own->modules == NULL) {
+            nested[n] = loc;
+            continue;
+        }
+        struct http_location *in = &site->locations[site->location_count + site->nested_count];
+        site->nested_parent[site->nested_count++] = parent;
+        *in = *loc; /* its path, for proxy_pass's prefix, and its regex, for $1 */
+        int err = modules_build(arena, own->modules, &in->modules, in, NULL, 0, used);
+        if (err != 0)
+            return err;
+        in->add_headers = http_module_built_in(in->modules, &add_header_module);
+        nested[n] = in;
+    }
+    return 0;
 }
 
 /* A server listening on a site's address: the server's index and its
@@ -529,15 +571,22 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                       struct upstream_chains *chains, unsigned workers)
 {
     /* A vhost for each server listening here. */
-    size_t vhost_count = entry_count, location_count = 0;
-    for (size_t e = 0; e < entry_count; e++)
-        location_count += config->servers[entries[e].server].location_count;
+    size_t vhost_count = entry_count, location_count = 0, nested_count = 0;
+    for (size_t e = 0; e < entry_count; e++) {
+        const struct conf_server *server = &config->servers[entries[e].server];
+        location_count += server->location_count;
+        for (size_t i = 0; i < server->location_count; i++)
+            nested_count += nested_own(&server->locations[i]);
+    }
     listen_options_from(config, entries, entry_count, &site->listen_options);
     site->address = strdup(address);
     assert(vhost_count > 0); /* `address` is one that a server listens on */
     site->vhosts = calloc(vhost_count, sizeof(*site->vhosts));
-    site->locations = calloc(location_count ? location_count : 1, sizeof(*site->locations));
-    if (site->address == NULL || site->vhosts == NULL || site->locations == NULL)
+    site->locations = calloc(location_count + nested_count + 1, sizeof(*site->locations));
+    site->location_count = location_count;
+    site->nested_parent = calloc(nested_count + 1, sizeof(*site->nested_parent));
+    if (site->address == NULL || site->vhosts == NULL || site->locations == NULL ||
+        site->nested_parent == NULL)
         return -ENOMEM;
 
     const struct conf_server **vhost_servers = calloc(vhost_count, sizeof(*vhost_servers));
@@ -603,7 +652,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                 if (server->locations[i].path[0] == '@')
                     named[named_here.count++] = i;
             if (err == 0)
-                err = modules_build(&here, server->modules, &vhost->modules, NULL, &used);
+                err = modules_build(&here, server->modules, &vhost->modules, NULL, NULL, 0, &used);
             /* The framers answer with them before a location is known. */
             vhost->add_headers = http_module_built_in(vhost->modules, &add_header_module);
             /* A request that no location takes: the server's own content. */
@@ -626,14 +675,23 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                     err = runtime_vars_regex(gen->vars, conf->path, conf->caseless, &conf->path_pos,
                                              "location", &loc->regex);
                 runtime_vars_set_captures(gen->vars, loc->regex);
+                const struct http_location **nested = NULL;
+                if (err == 0 && conf->nested_count > 0) {
+                    nested = runtime_vars_calloc(gen->vars, conf->nested_count, sizeof(*nested));
+                    err = nested == NULL
+                              ? -ENOMEM
+                              : nested_build(site, &here, conf, loc, l - 1, nested, &used);
+                }
                 if (err == 0)
-                    err = modules_build(&here, conf->modules, &loc->modules, loc, &used);
+                    err = modules_build(&here, conf->modules, &loc->modules, loc, nested,
+                                        conf->nested_count, &used);
                 /* For the router's and the limits' own answers, and the proxy's. */
                 loc->add_headers = http_module_built_in(loc->modules, &add_header_module);
             }
             runtime_vars_set_host_regexes(gen->vars, NULL, 0); /* the next server's own */
         }
     }
+    assert(err != 0 || site->nested_count == nested_count); /* the array's size */
     http_module_table(&site->router, modules_list, modules_count, used);
     for (size_t i = 0; i < vhost_count; i++)
         site->vhosts[i].router = &site->router;
@@ -809,8 +867,12 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
     size_t max_upstreams = 0;
     for (size_t s = 0; s < config->server_count; s++) {
         listens += config->servers[s].listen_count;
-        for (size_t l = 0; l < config->servers[s].location_count; l++)
-            max_upstreams += proxy_pass_of(&config->servers[s].locations[l]) != NULL;
+        for (size_t l = 0; l < config->servers[s].location_count; l++) {
+            const struct conf_location *loc = &config->servers[s].locations[l];
+            max_upstreams += proxy_pass_of(loc) != NULL;
+            for (size_t n = 0; n < loc->nested_count; n++)
+                max_upstreams += proxy_pass_of(&loc->nested[n]) != NULL;
+        }
     }
     size_t buckets = 1;
     while (buckets < 2 * max_upstreams)

@@ -101,6 +101,14 @@ struct conf_location {
     /* The registered modules' structs (conf_module_conf(), directive.h):
      * its own settings, then inherited; NULL when none is registered. */
     void *modules;
+    /* The locations of its `if` blocks, in the order written (nginx's
+     * noname locations: the exchange moves to one when its condition
+     * holds).  Each has no path; `modules` NULL when its block holds only
+     * the rewrite module's directives (its steps are the location's):
+     * then it is the location itself, whose settings it would inherit
+     * whole.  Its `pos` is its `if`'s. */
+    struct conf_location *nested;
+    size_t nested_count;
 };
 
 struct conf_listen {

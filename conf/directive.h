@@ -45,6 +45,9 @@ struct conf_module_where {
      * hand its requests on (rewrite, if).  With neither, it serves
      * files, as nginx's location does. */
     bool content, passes;
+    /* Inside a location's if block: the location nested in it (nginx's
+     * noname location), whose settings inherit the location's. */
+    bool nested;
     /* The directive's name; for a check, the level's block (the top
      * level's: the config file's start). */
     const struct conf_pos *pos;
@@ -82,7 +85,13 @@ enum {
     CONF_UPSTREAM = 1u << 3,
     CONF_ADMIN = 1u << 4,
     CONF_EVENTS = 1u << 5, /* nginx's events { } (nginx_directives.c) */
-    CONF_IF = 1u << 6,     /* nginx's if (...) { } in a server or location (rewrite.c) */
+    /* nginx's if (...) { } (rewrite.c): in a server, where it holds the
+     * rewrite module's directives only (nginx's "if" context), and in a
+     * location, where its block is a location of its own (nginx's "if in
+     * location"), so that it may hold a few other directives too. */
+    CONF_SERVER_IF = 1u << 6,
+    CONF_LOCATION_IF = 1u << 7,
+    CONF_IF = CONF_SERVER_IF | CONF_LOCATION_IF,
 };
 
 #define CONF_ARGS_MANY UINT_MAX
@@ -164,8 +173,14 @@ struct conf_directive {
     conf_module_apply_fn module_apply;
     /* A CONF_BASE_MODULE entry with `block` and a `module_apply` (nginx's
      * if): once module_apply took its arguments, the block's directives
-     * are applied, in context `block_context`, to the same level's
-     * structs, then `module_close` gets the module's struct again. */
+     * are applied, in context `block_context` (CONF_SERVER_IF in a
+     * server, CONF_LOCATION_IF in a location, of the bits it has), then
+     * `module_close` gets the module's struct again.  The entries of the
+     * module's own table set the level's structs, where the block is
+     * written (an if's lines are steps of its level's list).  In a
+     * location the block is a location of its own, nested in it (nginx's
+     * noname location, conf_location.nested): the other modules' entries
+     * set its structs, which inherit the location's. */
     unsigned block_context;
     void (*module_close)(void *conf);
 
@@ -214,6 +229,15 @@ struct conf_module {
      * settles what depends on the level.  Returns 0, or -1 with `error`
      * filled in.  NULL: nothing to check. */
     int (*check)(void *conf, struct conf_module_error *error);
+    /* For a location nested in a location by a block directive (nginx's
+     * if: its noname location), once it is merged with the location's
+     * struct (`location`, merged and checked): takes what a location
+     * does not inherit from a server, the settings that make it answer
+     * (proxy_pass's upstream, return), as nginx's merge does for a
+     * noname location.  `content`: the nested location has a directive
+     * with `content` of its own (proxy_pass inside the if), so it takes
+     * none of the location's.  NULL: merge() is all. */
+    void (*merge_nested)(void *conf, const void *location, bool content);
     /* Frees what the fields own; NULL: nothing. */
     void (*free)(void *conf);
 };

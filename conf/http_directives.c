@@ -515,9 +515,55 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
     state->location = location;
     int rc = conf__apply_block(state, node, CONF_LOCATION);
     state->location = NULL;
+    if (rc != 0)
+        return -1;
     /* One with none of return, proxy_pass and rewrite serves files, as
      * nginx's: the static module's check wants a root for it. */
-    return rc != 0 ? -1 : 0;
+    /* nginx's return is a step of the location's script, which answers
+     * whether an if before it held or not: a handler in an if's block
+     * would never get a request there. */
+    for (size_t i = 0; location->content != NULL && strcmp(location->content, "return") == 0 &&
+                       i < location->nested_count;
+         i++)
+        if (location->nested[i].content != NULL) {
+            const struct conf_pos *at = &location->nested[i].content_pos;
+            char where[300];
+            return conf__error_at(state->error, at,
+                                  "\"%s\" inside \"if\" never gets a request: the location's "
+                                  "\"return\" (%s) answers first, as in nginx",
+                                  location->nested[i].content,
+                                  conf__where(where, sizeof(where), at, &location->content_pos));
+        }
+    return 0;
+}
+
+int conf__apply_nested(struct conf_state *state, const struct conf_node *node,
+                       const struct conf_directive *directive, unsigned context)
+{
+    struct conf_location *location = state->location;
+    assert(location != NULL && state->enclosing == NULL); /* no if holds an if */
+    struct conf_location *nested = conf__grow(state, &node->name.pos, location->nested,
+                                              location->nested_count, sizeof(*nested));
+    if (nested == NULL)
+        return -1;
+    location->nested = nested;
+    /* The array grows only from here, once this block is applied: the
+     * pointer holds while it is. */
+    struct conf_location *own = &nested[location->nested_count++];
+    own->exact = location->exact;
+    own->no_regex = location->no_regex;
+    own->regex = location->regex;
+    own->caseless = location->caseless;
+    own->path_pos = location->path_pos;
+    own->pos = node->name.pos;
+    state->enclosing = location;
+    state->block = directive;
+    state->location = own;
+    int rc = conf__apply_block(state, node, context);
+    state->location = location;
+    state->enclosing = NULL;
+    state->block = NULL;
+    return rc;
 }
 
 /* keepalive_timeout TIME [HEADER_TIME] */

@@ -105,19 +105,29 @@ static char *block_of(void **slot)
     return *slot;
 }
 
+/* Whether `directive` is an entry of module `m`'s table. */
+static bool in_table(size_t m, const struct conf_directive *directive)
+{
+    for (const struct conf_directive *d = modules[m]->directives; d != NULL && d->name != NULL; d++)
+        if (d == directive)
+            return true;
+    return false;
+}
+
 char *conf__module_base(struct conf_state *state, const struct conf_directive *directive)
 {
     void **slot = state->location != NULL ? &state->location->modules
                   : state->server != NULL ? &state->server->modules
                                           : &state->config->modules;
     for (size_t m = 0; m < module_count; m++) {
-        for (const struct conf_directive *d = modules[m]->directives; d != NULL && d->name != NULL;
-             d++) {
-            if (d != directive)
-                continue;
-            char *block = block_of(slot);
-            return block != NULL ? block + offsets[m] : NULL;
-        }
+        if (!in_table(m, directive))
+            continue;
+        /* Inside a location's if: the if's own module's lines are steps
+         * of the location's list (directive.h). */
+        if (state->enclosing != NULL && in_table(m, state->block))
+            slot = &state->enclosing->modules;
+        char *block = block_of(slot);
+        return block != NULL ? block + offsets[m] : NULL;
     }
     return NULL; /* not a registered module's entry: a table's mistake */
 }
@@ -164,6 +174,36 @@ static int check(struct conf_state *state, void *block, const struct conf_module
     return 0;
 }
 
+/* The locations nested in `location` (its if blocks), once it is merged
+ * and checked: each merged with it, given what a noname location takes
+ * (merge_nested), then checked as a location.  One whose block set none
+ * of their structs stays without: it is the location itself. */
+static int nested_finish(struct conf_state *state, struct conf_location *location)
+{
+    for (size_t n = 0; n < location->nested_count; n++) {
+        struct conf_location *nested = &location->nested[n];
+        if (nested->modules == NULL)
+            continue;
+        if (merge(state, &nested->pos, &nested->modules, &location->modules) != 0)
+            return -1;
+        char *block = nested->modules;
+        const char *from = location->modules;
+        for (size_t m = 0; m < block_count(block); m++)
+            if (modules[m]->merge_nested != NULL)
+                modules[m]->merge_nested(block + offsets[m], from + offsets[m],
+                                         nested->content != NULL);
+        struct conf_module_where where = {.context = CONF_LOCATION,
+                                          .regex = nested->regex,
+                                          .nested = true,
+                                          .pos = &nested->pos,
+                                          .has_upstream = has_upstream,
+                                          .arg = state};
+        if (check(state, block, &where) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Every level's check, once every level is merged. */
 static int check_levels(struct conf_state *state, const struct conf_pos *top)
 {
@@ -190,7 +230,7 @@ static int check_levels(struct conf_state *state, const struct conf_pos *top)
                                                .pos = &location->pos,
                                                .has_upstream = has_upstream,
                                                .arg = state};
-            if (check(state, location->modules, &where) != 0)
+            if (check(state, location->modules, &where) != 0 || nested_finish(state, location) != 0)
                 return -1;
         }
     }
@@ -231,7 +271,12 @@ void conf__modules_free(struct conf_config *config)
     block_free(config->modules);
     for (size_t s = 0; s < config->server_count; s++) {
         block_free(config->servers[s].modules);
-        for (size_t l = 0; l < config->servers[s].location_count; l++)
-            block_free(config->servers[s].locations[l].modules);
+        for (size_t l = 0; l < config->servers[s].location_count; l++) {
+            const struct conf_location *location = &config->servers[s].locations[l];
+            /* Before the location's: what they inherit, they borrow. */
+            for (size_t n = 0; n < location->nested_count; n++)
+                block_free(location->nested[n].modules);
+            block_free(location->modules);
+        }
     }
 }

@@ -544,6 +544,7 @@ static void location_free(struct conf_location *location)
 {
     free(location->path);
     access_logs_free(&location->access_logs);
+    free(location->nested); /* no path, no access_log: nothing of their own */
 }
 
 static void server_free(struct conf_server *server)

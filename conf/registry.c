@@ -161,7 +161,7 @@ static const char *describe_contexts(char *buf, size_t len, unsigned contexts)
         const char *name;
     } names[] = {
         {CONF_SERVER, "server"}, {CONF_LOCATION, "location"}, {CONF_UPSTREAM, "upstream"},
-        {CONF_ADMIN, "admin"},   {CONF_EVENTS, "events"},     {CONF_IF, "if"},
+        {CONF_ADMIN, "admin"},   {CONF_EVENTS, "events"},     {CONF_IF, "if"}, /* one or both */
     };
     const char *listed[sizeof(names) / sizeof(names[0])];
     size_t count = 0;
@@ -235,17 +235,25 @@ static int check_unknown(struct conf_state *state, const struct conf_node *node,
     if (elsewhere == 0 && conf__nginx_directive_note(name, note, sizeof(note)) != NULL)
         return conf__error_at(state->error, &node->name.pos, "%s", note);
     /* nginx's if takes most directives, as a location of its own; corral's
-     * takes those of its safe subset. */
-    if (context == CONF_IF && strcmp(name, "if") == 0)
+     * takes those of its safe subset: in a server the rewrite module's,
+     * in a location add_header and proxy_pass too. */
+    if ((context & CONF_IF) && strcmp(name, "if") == 0)
         return conf__error_at(state->error, &node->name.pos,
                               "\"if\" cannot be nested: combine the conditions with a \"map\", "
                               "or \"set\" a variable in the first \"if\" and test it in a "
                               "second one after it");
-    if (context == CONF_IF && elsewhere != 0)
+    if (context == CONF_SERVER_IF && elsewhere != 0)
         return conf__error_at(state->error, &node->name.pos,
                               "\"%s\" is not allowed inside \"if\": corral's \"if\" takes "
                               "return, rewrite, set and break only; put \"%s\" in a location "
                               "that a \"rewrite ... last\" in the \"if\" leads to",
+                              name, name);
+    if (context == CONF_LOCATION_IF && elsewhere != 0)
+        return conf__error_at(state->error, &node->name.pos,
+                              "\"%s\" is not allowed inside \"if\": in a location, corral's "
+                              "\"if\" takes return, rewrite, set, break, add_header and "
+                              "proxy_pass only; put \"%s\" in the location itself, or in a "
+                              "location that a \"rewrite ... last\" in the \"if\" leads to",
                               name, name);
     if (elsewhere != 0)
         return conf__error_at(state->error, &node->name.pos,

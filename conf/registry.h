@@ -107,6 +107,12 @@ struct conf_state {
     struct conf_error *error;
     struct conf_server *server;
     struct conf_location *location;
+    /* A block directive's block in a location is being applied
+     * (conf__apply_nested()): `location` is the location nested in
+     * `enclosing`, and `block` is the directive, whose own module's
+     * entries set `enclosing`'s structs. */
+    struct conf_location *enclosing;
+    const struct conf_directive *block;
     struct conf_upstream *upstream;
     const struct conf_node *admin_node;
     bool in_admin;                         /* the admin block is being applied */
@@ -174,6 +180,12 @@ void *conf__grow(struct conf_state *state, const struct conf_pos *pos, void *arr
  * the entry says.  Returns 0, or -1 with the error written. */
 int conf__apply_setting(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive);
+
+/* http_directives.c: applies the block of `node`, a block directive of a
+ * module (`directive`) written in a location, as a location nested in
+ * it (conf_location.nested), in context `context`.  Returns 0 or -1. */
+int conf__apply_nested(struct conf_state *state, const struct conf_node *node,
+                       const struct conf_directive *directive, unsigned context);
 
 /* Gives server `index` the top level's value of every setting allowed in
  * both that its block does not write. */

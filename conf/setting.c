@@ -143,6 +143,7 @@ int conf__apply_setting(struct conf_state *state, const struct conf_node *node,
                        : state->server != NULL ? CONF_SERVER
                                                : CONF_MAIN,
             .regex = state->location != NULL && state->location->regex,
+            .nested = state->enclosing != NULL,
             .name = node->name.text,
             .pos = &node->name.pos,
         };
@@ -152,7 +153,10 @@ int conf__apply_setting(struct conf_state *state, const struct conf_node *node,
                                   error.message);
         if (directive->block) {
             /* Its directives' errors are reported as they happen. */
-            int rc = conf__apply_block(state, node, directive->block_context);
+            unsigned context = directive->block_context &
+                               (state->location != NULL ? CONF_LOCATION_IF : CONF_SERVER_IF);
+            int rc = state->location != NULL ? conf__apply_nested(state, node, directive, context)
+                                             : conf__apply_block(state, node, context);
             if (directive->module_close != NULL)
                 directive->module_close(base);
             return rc;

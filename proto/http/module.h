@@ -79,6 +79,13 @@ struct http_module_build {
      * the modules before this one in the list built for it; NULL when a
      * server's own answers are. */
     const struct http_location *loc;
+    /* The locations of `loc`'s if blocks, in the order written, which
+     * an exchange moves to when the if's condition holds (nginx's noname
+     * locations, built as any, found by no search); `loc` itself for an
+     * if whose block holds only the rewrite module's lines, which would
+     * inherit all of loc's.  None for a server's level. */
+    const struct http_location *const *nested;
+    size_t nested_count;
     /* What the modules before this one in the list built for the same
      * level, location or server (http_module_built_in(*built, module)). */
     const void *const *const *built;

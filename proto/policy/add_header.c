@@ -213,7 +213,7 @@ static void conf_free(void *conf)
 
 static const struct conf_directive add_header_directives[] = {
     {.name = "add_header",
-     .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION,
+     .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION | CONF_LOCATION_IF,
      .min_args = 2,
      .max_args = 3,
      .repeat = true,

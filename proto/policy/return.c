@@ -175,7 +175,22 @@ static int apply(void *conf, const struct conf_arg *args, size_t count,
 
 static void conf_free(void *conf)
 {
-    free(((struct return_conf *)conf)->text);
+    struct return_conf *c = conf;
+    if (!c->borrowed)
+        free(c->text);
+}
+
+/* An if's location (nginx's noname one) without a handler of its own
+ * answers with its location's return, with its own add_header lines, as
+ * nginx's return step would once the if moved the request there. */
+static void merge_nested(void *conf, const void *location, bool content)
+{
+    struct return_conf *c = conf;
+    const struct return_conf *p = location;
+    if (content || p->code == 0)
+        return;
+    *c = *p;
+    c->borrowed = true;
 }
 
 static const struct conf_directive return_directives[] = {
@@ -234,6 +249,7 @@ struct http_module return_module = {
             .name = "return",
             .directives = return_directives,
             .size = sizeof(struct return_conf),
+            .merge_nested = merge_nested,
             .free = conf_free,
         },
     .build = build,

@@ -14,6 +14,7 @@ struct return_conf {
     unsigned code;
     char *text; /* malloc'd; NULL: no text (an empty body); may hold $variables */
     struct conf_pos text_pos;
+    bool borrowed; /* an if's location's copy of its location's: `text` is that one's */
 };
 
 /* What the handler answers with: handler_data of http_return_handler.

@@ -2,9 +2,11 @@
  * rewrite.c: the rewrite phases of the router (router.h): the server's
  * rewrite, set, break and if lines before the location search, the
  * location's after it, in the order written, an if a jump over its block
- * when its condition is false; a URI they change is the walk's request's,
- * and the router searches again while a location's rewrites change it;
- * a value `set` gives lasts the exchange (vars.h's user variables).
+ * when its condition is false (in a location, when it holds, a move to
+ * its block's location, as nginx's); a URI they change is the walk's
+ * request's, and the router searches again while a location's rewrites
+ * change it; a value `set` gives lasts the exchange (vars.h's user
+ * variables).
  */
 #include "proto/policy/rewrite.h"
 
@@ -255,6 +257,11 @@ static enum outcome run_steps(struct router_walk *w, const struct http_rewrites 
             assert(rule->cond->end > i && rule->cond->end <= rules->count);
             if (!holds)
                 i = rule->cond->end - 1; /* the loop steps past the block */
+            else if (rule->cond->loc != NULL)
+                /* nginx's ngx_http_script_if_code: the request is the
+                 * block's location's from here on, the rest of the
+                 * location's steps included, until a search moves it. */
+                w->ex->loc = rule->cond->loc;
             continue;
         }
         case HTTP_STEP_BREAK:
@@ -699,14 +706,16 @@ static void set_groups(struct http_rewrite *rule, const struct http_regex *captu
 }
 
 /* An if's condition compiled: its variable (or path) and text read the
- * location's groups; its regex, a ~ one's groups for its block. */
+ * location's groups; its regex, a ~ one's groups for its block.  When
+ * it holds, the exchange moves to `loc` (NULL: nowhere). */
 static int build_if(const struct rewrite_line *line, const struct http_module_build *b,
-                    const struct http_regex *loc_regex, struct http_rewrite *rule)
+                    const struct http_regex *loc_regex, const struct http_location *loc,
+                    struct http_rewrite *rule)
 {
     struct http_if *cond = b->calloc(b->arena, 1, sizeof(*cond));
     if (cond == NULL)
         return -ENOMEM;
-    *cond = (struct http_if){.op = line->op, .negate = line->negate, .end = line->end};
+    *cond = (struct http_if){.op = line->op, .negate = line->negate, .end = line->end, .loc = loc};
     int err = b->compile_with(b->arena, line->name, &line->regex_pos, "if", loc_regex, true,
                               &cond->subject);
     if (err == 0 && line->op == HTTP_IF_EQUAL)
@@ -742,6 +751,7 @@ static int build(const void *conf, const struct http_module_build *b, const void
      * lines read) when it matches one. */
     size_t if_end = 0;
     const struct http_regex *if_regex = NULL;
+    size_t ifs = 0; /* a location's ifs so far: each one's location is nested[ifs] */
     for (size_t i = 0; i < c->count; i++) {
         const struct rewrite_line *line = &c->items[i];
         struct http_rewrite *rule = &items[i];
@@ -753,7 +763,8 @@ static int build(const void *conf, const struct http_module_build *b, const void
         switch (line->kind) {
         case HTTP_STEP_BREAK: continue;
         case HTTP_STEP_IF:
-            err = build_if(line, b, loc_regex, rule);
+            assert(b->loc == NULL || ifs < b->nested_count); /* one per if of a location */
+            err = build_if(line, b, loc_regex, b->loc != NULL ? b->nested[ifs++] : NULL, rule);
             if (err != 0)
                 return err;
             if_end = line->end;

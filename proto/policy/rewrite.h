@@ -2,8 +2,10 @@
  * rewrite.h: `rewrite REGEX REPLACEMENT [last|break|redirect|permanent]`,
  * `set`, `break` and `if (CONDITION) { ... }` (holding those and
  * `return`) at server and location level, as nginx runs them: one list of
- * steps per level, an if a jump over its block when false, in phases of
- * the router, which searches the locations again for a URI they changed.
+ * steps per level, an if a jump over its block when false and, in a
+ * location, a move to its block's location when true (nginx's noname
+ * location, which holds the block's other directives), in phases of the
+ * router, which searches the locations again for a URI they changed.
  */
 #ifndef CORRAL_PROTO_REWRITE_H
 #define CORRAL_PROTO_REWRITE_H
@@ -54,6 +56,11 @@ struct http_if {
     const struct vars_template *value;   /* HTTP_IF_EQUAL's text */
     const struct http_regex *regex;      /* HTTP_IF_MATCH's */
     size_t end;                          /* the step after the block */
+    /* A location's if: the location its block is (nginx's noname one,
+     * http_module_build.nested), which the exchange moves to when the
+     * condition holds, for the rest of the steps and the phases after;
+     * NULL: a server's, which moves nowhere. */
+    const struct http_location *loc;
 };
 
 struct http_rewrite {

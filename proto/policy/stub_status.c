@@ -104,6 +104,14 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
     return 0;
 }
 
+/* An if's location (nginx's noname one) without a handler of its own
+ * shows its location's page. */
+static void merge_nested(void *conf, const void *location, bool content)
+{
+    if (!content)
+        *(struct stub_status_conf *)conf = *(const struct stub_status_conf *)location;
+}
+
 static int build(const void *conf, const struct http_module_build *b, const void **out)
 {
     const struct stub_status_conf *c = conf;
@@ -119,6 +127,7 @@ struct http_module stub_status_module = {
             .directives = stub_status_directives,
             .size = sizeof(struct stub_status_conf),
             .merge = merge,
+            .merge_nested = merge_nested,
         },
     .build = build,
     .content = &stub_status_handler,

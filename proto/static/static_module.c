@@ -429,9 +429,10 @@ static int check(void *conf, struct conf_module_error *error)
                                 "\"alias\" in a regex location cannot be combined with "
                                 "\"try_files\"");
     /* nginx serves such a location from its default root ("html" under
-     * its prefix); corral has no prefix, so a root must be written. */
+     * its prefix); corral has no prefix, so a root must be written.  An
+     * if's location answers as its location does, which is checked. */
     const struct conf_module_where *w = error->where;
-    if (w->context == CONF_LOCATION && !w->content && !w->passes && c->root == NULL &&
+    if (w->context == CONF_LOCATION && !w->nested && !w->content && !w->passes && c->root == NULL &&
         c->alias == NULL && c->try_count == 0)
         return conf_module_fail(error, NULL,
                                 "location \"%s\" serves files (it has no \"return\", "

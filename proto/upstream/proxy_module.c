@@ -76,6 +76,13 @@ static int apply_pass(void *conf, const struct conf_arg *args, size_t count,
             "proxy_pass \"%s\" has a path, which a regex location cannot replace its "
             "match with",
             arg->text);
+    /* nor an if, which matches no part of the path (nginx refuses it too) */
+    if (slash != NULL && error->where->nested)
+        return conf_module_fail(error, &arg->pos,
+                                "proxy_pass \"%s\" has a path, which cannot be used inside "
+                                "\"if\" (as in nginx): write it without, or rewrite the URI "
+                                "in the \"if\" with \"rewrite ... break\"",
+                                arg->text);
     if (slash == authority)
         return conf_module_fail(error, &arg->pos,
                                 "invalid proxy_pass \"%s\" (expected http[s]://UPSTREAM or "
@@ -429,8 +436,9 @@ static const struct conf_keyword next_upstream_words[] = {
 };
 
 static const struct conf_directive proxy_directives[] = {
-    {.name = "proxy_pass", ONE_ARG(CONF_LOCATION), .content = true, .base = CONF_BASE_MODULE,
-     .module_apply = apply_pass},
+    /* in an if's block too: its location's handler when the if holds */
+    {.name = "proxy_pass", ONE_ARG(CONF_LOCATION | CONF_LOCATION_IF), .content = true,
+     .base = CONF_BASE_MODULE, .module_apply = apply_pass},
     /* in a server or at top level, for the levels below that write none */
     {.name = "proxy_set_header", .contexts = ANY_LEVEL, .min_args = 2, .max_args = 2,
      .repeat = true, .base = CONF_BASE_MODULE, .module_apply = apply_set_header},
@@ -549,6 +557,32 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
     return 0;
 }
 
+/* An if's location (nginx's noname one) without a proxy_pass of its own
+ * proxies as its location does, to the same upstream; with one, to its
+ * own, with the location's TLS settings, as nginx merges them (no
+ * proxy_tls_* is written inside an if).  Borrowed: free() leaves them to
+ * the location. */
+static void merge_nested(void *conf, const void *location, bool content)
+{
+    struct proxy_module_conf *c = conf;
+    const struct proxy_module_conf *p = location;
+    c->tls = p->tls;
+    c->tls_ca_pos = p->tls_ca_pos;
+    c->tls_verify_at = p->tls_verify_at;
+    c->tls_ca_at = p->tls_ca_at;
+    c->tls_name_at = p->tls_name_at;
+    c->tls_verify_nginx = p->tls_verify_nginx;
+    c->tls_ca_nginx = p->tls_ca_nginx;
+    c->tls_name_nginx = p->tls_name_nginx;
+    c->borrowed_tls = true;
+    if (content || p->pass == NULL)
+        return;
+    c->pass = p->pass;
+    c->uri = p->uri;
+    c->pass_pos = p->pass_pos;
+    c->borrowed_pass = true;
+}
+
 /* The first proxy_tls_* directive of a location, in the order written. */
 static const struct conf_pos *first_tls(const struct proxy_module_conf *c, const char **name)
 {
@@ -591,7 +625,7 @@ static int check(void *conf, struct conf_module_error *error)
     /* Settings that would silently do nothing are mistakes: most likely
      * the proxy_pass was meant to say https://. */
     const char *name = NULL;
-    const struct conf_pos *tls = first_tls(c, &name);
+    const struct conf_pos *tls = c->borrowed_tls ? NULL : first_tls(c, &name);
     if (tls != NULL && (c->pass == NULL || !url_is_https(c->pass)))
         return conf_module_fail(
             error, tls, "\"%s\" needs \"proxy_pass https://...\" in the same location", name);
@@ -612,10 +646,14 @@ static int check(void *conf, struct conf_module_error *error)
 static void conf_free(void *conf)
 {
     struct proxy_module_conf *c = conf;
-    free(c->pass);
-    free(c->uri);
-    free((void *)c->tls.ca_file);
-    free((void *)c->tls.server_name);
+    if (!c->borrowed_pass) {
+        free(c->pass);
+        free(c->uri);
+    }
+    if (!c->borrowed_tls) {
+        free((void *)c->tls.ca_file);
+        free((void *)c->tls.server_name);
+    }
     for (size_t i = 0; c->headers_written && i < c->set_header_count; i++) {
         free(c->set_headers[i].name);
         free(c->set_headers[i].value);
@@ -789,6 +827,7 @@ struct http_module proxy_module = {
             .init = conf_init,
             .merge = merge,
             .check = check,
+            .merge_nested = merge_nested,
             .free = conf_free,
         },
     .build = build,

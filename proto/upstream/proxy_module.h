@@ -37,6 +37,9 @@ struct proxy_module_conf {
     char *uri; /* the path after it ("/", "/app/"), which replaces the part of
                   the request's path the location matched; NULL: none */
     struct conf_pos pass_pos;
+    /* An if's location: proxy_pass (pass, uri) and the TLS settings are
+     * its location's, not its own to free (merge_nested). */
+    bool borrowed_pass, borrowed_tls;
     /* TLS towards the upstream, used when proxy_pass is https:// (the
      * check refuses proxy_tls_* otherwise).  tls.ca_file is resolved
      * against the config file's directory; a NULL server_name stands for

@@ -222,6 +222,80 @@ START_TEST(if_is_a_jump_in_the_rewrite_lines)
 }
 END_TEST
 
+/* An if in a location is a location nested in it (nginx's noname
+ * location): add_header and proxy_pass inside set its structs, which
+ * inherit the location's (add_header only where it writes none, the
+ * location's proxy_pass and TLS where it has no proxy_pass, its return),
+ * while the if's rewrite lines stay steps of the location's list.  An if
+ * of rewrite lines only sets no struct: it is the location itself. */
+START_TEST(if_in_a_location_is_a_location)
+{
+    struct conf_config *c =
+        parse_ok("upstream canary { server 127.0.0.1:2; }\n"
+                 "server {\n"
+                 "    listen 127.0.0.1:80;\n"
+                 "    if ($a) { return 403; }\n"
+                 "    location /a {\n"
+                 "        add_header X-Loc 1;\n"
+                 "        if ($request_method = OPTIONS) { add_header X-Cors 1; return 204; }\n"
+                 "        if ($http_x_canary) { proxy_pass http://canary; set $c 1; }\n"
+                 "        if ($arg_x) { set $x 1; }\n"
+                 "        proxy_pass https://127.0.0.1:1/p/;\n"
+                 "        proxy_tls_name backend.example;\n"
+                 "    }\n"
+                 "    location /b {\n"
+                 "        if ($arg_y) { add_header X-Y 1; }\n"
+                 "        return 200 \"b\";\n"
+                 "    }\n"
+                 "}\n");
+    const struct conf_server *s = &c->servers[0];
+    ck_assert_uint_eq(s->location_count, 2);
+    const struct conf_location *a = &s->locations[0];
+    ck_assert_uint_eq(a->nested_count, 3);
+    ck_assert_str_eq(a->content, "proxy_pass");
+    /* the steps, the ifs' lines among them, are the location's */
+    const struct rewrite_conf *r = conf_module_conf(a->modules, &rewrite_module.conf);
+    ck_assert_uint_eq(r->count, 6);
+    ck_assert_int_eq(r->items[1].kind, HTTP_STEP_RETURN);
+    ck_assert_uint_eq(r->items[1].ret.code, 204);
+    ck_assert_int_eq(r->items[3].kind, HTTP_STEP_SET);
+    r = conf_module_conf(a->nested[0].modules, &rewrite_module.conf);
+    ck_assert_uint_eq(r->count, 0);
+    /* the preflight's if: its own add_header only, the location's proxy */
+    const struct add_header_conf *h =
+        conf_module_conf(a->nested[0].modules, &add_header_module.conf);
+    ck_assert_uint_eq(h->count, 1);
+    ck_assert_str_eq(h->items[0].name, "X-Cors");
+    ck_assert(!h->inherited);
+    ck_assert_ptr_null(a->nested[0].content);
+    const struct proxy_module_conf *px = conf_module_conf(a->nested[0].modules, &proxy_module.conf);
+    ck_assert_str_eq(px->pass, "https://127.0.0.1:1");
+    ck_assert_str_eq(px->uri, "/p/");
+    ck_assert_str_eq(px->tls.server_name, "backend.example");
+    ck_assert(px->borrowed_pass && px->borrowed_tls);
+    /* the canary's: its own proxy_pass, the location's add_header */
+    ck_assert_str_eq(a->nested[1].content, "proxy_pass");
+    px = conf_module_conf(a->nested[1].modules, &proxy_module.conf);
+    ck_assert_str_eq(px->pass, "http://canary");
+    ck_assert_ptr_null(px->uri);
+    ck_assert(!px->borrowed_pass);
+    h = conf_module_conf(a->nested[1].modules, &add_header_module.conf);
+    ck_assert_str_eq(h->items[0].name, "X-Loc");
+    ck_assert(h->inherited);
+    /* rewrite lines only: no struct of its own */
+    ck_assert_ptr_null(a->nested[2].modules);
+    /* the location's return, for the if without a handler */
+    const struct conf_location *b = &s->locations[1];
+    ck_assert_uint_eq(b->nested_count, 1);
+    const struct return_conf *ret = conf_module_conf(b->nested[0].modules, &return_module.conf);
+    ck_assert_uint_eq(ret->code, 200);
+    ck_assert_str_eq(ret->text, "b");
+    ck_assert(ret->borrowed);
+    ck_assert_ptr_null(s->locations[0].nested[0].path);
+    conf_free(c);
+}
+END_TEST
+
 START_TEST(defaults_when_absent)
 {
     struct conf_config *c = parse_ok("# nothing but a comment\n");
@@ -1292,10 +1366,50 @@ static const struct error_case error_cases[] = {
     /* if */
     {"server { listen 127.0.0.1:80; location / { if ($a) { proxy_pass http://127.0.0.1:1; }\n"
      " return 200; } }",
-
-     "test.conf:1:54: \"proxy_pass\" is not allowed inside \"if\": corral's \"if\" "
+     "test.conf:1:54: \"proxy_pass\" inside \"if\" never gets a request: the location's "
+     "\"return\" (line 2) answers first, as in nginx"},
+    {"server { listen 127.0.0.1:80; location / { return 200;\n"
+     " if ($a) { proxy_pass http://127.0.0.1:1; } } }",
+     "test.conf:2:12: \"proxy_pass\" inside \"if\" never gets a request: the location's "
+     "\"return\" (line 1) answers first, as in nginx"},
+    {"server { listen 127.0.0.1:80; if ($a) { proxy_pass http://127.0.0.1:1; } }",
+     "test.conf:1:41: \"proxy_pass\" is not allowed inside \"if\": corral's \"if\" "
      "takes return, rewrite, set and break only; put \"proxy_pass\" in a location "
      "that a \"rewrite ... last\" in the \"if\" leads to"},
+    {"server { listen 127.0.0.1:80; location / { if ($a) { deny all; } return 200; } }",
+     "test.conf:1:54: \"deny\" is not allowed inside \"if\": in a location, "
+     "corral's \"if\" takes return, rewrite, set, break, add_header and proxy_pass only; "
+     "put \"deny\" in the location itself, or in a location that a \"rewrite "
+     "... last\" in the \"if\" leads to"},
+    {"server { listen 127.0.0.1:80; location / { if ($a) { proxy_set_header A b; }\n"
+     " proxy_pass http://127.0.0.1:1; } }",
+     "test.conf:1:54: \"proxy_set_header\" is not allowed inside \"if\": in a location, "
+     "corral's \"if\" takes return, rewrite, set, break, add_header and proxy_pass only; "
+     "put \"proxy_set_header\" in the location itself, or in a location that a \"rewrite "
+     "... last\" in the \"if\" leads to"},
+    {"server { listen 127.0.0.1:80; location / { if ($a) { server_timing on; }\n"
+     " return 200; } }",
+     "test.conf:1:54: \"server_timing\" is not allowed inside \"if\": in a location, "
+     "corral's \"if\" takes return, rewrite, set, break, add_header and proxy_pass only; "
+     "put \"server_timing\" in the location itself, or in a location that a \"rewrite "
+     "... last\" in the \"if\" leads to"},
+    {"server { listen 127.0.0.1:80; location / { if ($a) { if ($b) { return 403; } } } }",
+     "test.conf:1:54: \"if\" cannot be nested: combine the conditions with a \"map\", "
+     "or \"set\" a variable in the first \"if\" and test it in a second one after it"},
+    {"server { listen 127.0.0.1:80; location / { if ($a) { proxy_pass http://127.0.0.1:1/x; } "
+     "} }",
+     "test.conf:1:65: proxy_pass \"http://127.0.0.1:1/x\" has a path, which cannot be used "
+     "inside \"if\" (as in nginx): write it without, or rewrite the URI in the \"if\" with "
+     "\"rewrite ... break\""},
+    {"server { listen 127.0.0.1:80; location / { if ($a) { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_pass http://127.0.0.1:2; } } }",
+     "test.conf:2:2: duplicate \"proxy_pass\" (first at line 1)"},
+    {"server { listen 127.0.0.1:80; location / { if ($a) { proxy_pass http://nowhere; } } }",
+     "test.conf:1:65: no upstream named \"nowhere\" (an address needs a port: "
+     "http://HOST:PORT)"},
+    {"server { listen 127.0.0.1:80; location / { if ($a) { add_header \"B C\" d; } "
+     "return 200; } }",
+     "test.conf:1:65: invalid header name \"B C\""},
     {"server { listen 127.0.0.1:80; if ($a) { if ($b) { return 403; } } }",
      "test.conf:1:41: \"if\" cannot be nested: combine the conditions with a \"map\", "
      "or \"set\" a variable in the first \"if\" and test it in a second one after it"},
@@ -3177,6 +3291,7 @@ Suite *test_suite(void)
     tcase_add_test(valid, defaults_when_absent);
     tcase_add_test(valid, rewrite_is_its_modules);
     tcase_add_test(valid, if_is_a_jump_in_the_rewrite_lines);
+    tcase_add_test(valid, if_in_a_location_is_a_location);
     tcase_add_test(valid, add_header_is_its_modules);
     tcase_add_test(valid, empty_text);
     tcase_add_test(valid, same_address_whatever_the_spelling);

@@ -449,6 +449,90 @@ START_TEST(if_jumps_over_its_block)
 }
 END_TEST
 
+static int canary_requests;
+
+static void canary_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)ex, (void)req, (void)data;
+    canary_requests++;
+    note('C');
+}
+
+static const struct http_handler canary = {.name = "canary", .on_request = canary_on_request};
+
+/* An if that holds moves the exchange to its block's location, as
+ * nginx's ngx_http_script_if_code sets r->loc_conf: that location's
+ * handler gets the request, the framer learns it as the route, and the
+ * steps after the if go on in order, so a later if that holds moves it
+ * again (to its own location, or the location itself for one of rewrite
+ * lines only), and a rewrite that searches again leaves it.  Steps as
+ * the rewrite module builds them for
+ *     location /m/ {
+ *         if ($arg_c) { proxy_pass http://canary; }     (its location: canary)
+ *         if ($arg_y) { add_header X-Y 1; }             (its own: content)
+ *         if ($arg_back) { set $v 1; }                  (the location itself)
+ *         if ($arg_go) { rewrite ^ /new/go last; }      (the location itself)
+ *         ...
+ *     }                                                              */
+START_TEST(if_moves_to_its_location)
+{
+    struct vars_template *c = template("$arg_c", NULL), *y = template("$arg_y", NULL),
+                         *back = template("$arg_back", NULL), *go = template("$arg_go", NULL);
+    struct http_regex *any = regex("^");
+    struct vars_template *to = template("/new/go", any);
+    struct http_location m_locs[2] = {
+        {.path = "/m/", .path_len = 3, .handler = &content},
+        {.path = "/new/", .path_len = 5, .handler = &content},
+    };
+    struct http_location in_c = {.path = "/m/", .path_len = 3, .handler = &canary};
+    struct http_location in_y = {.path = "/m/", .path_len = 3, .handler = &content};
+    struct http_if if_c = {.op = HTTP_IF_VALUE, .subject = c, .end = 1, .loc = &in_c};
+    struct http_if if_y = {.op = HTTP_IF_VALUE, .subject = y, .end = 2, .loc = &in_y};
+    struct http_if if_back = {.op = HTTP_IF_VALUE, .subject = back, .end = 3, .loc = &m_locs[0]};
+    struct http_if if_go = {.op = HTTP_IF_VALUE, .subject = go, .end = 5, .loc = &m_locs[0]};
+    struct http_rewrite steps[] = {
+        {.kind = HTTP_STEP_IF, .cond = &if_c},
+        {.kind = HTTP_STEP_IF, .cond = &if_y},
+        {.kind = HTTP_STEP_IF, .cond = &if_back},
+        {.kind = HTTP_STEP_IF, .cond = &if_go},
+        {.regex = any, .replacement = to, .flag = HTTP_REWRITE_LAST},
+    };
+    struct http_rewrites rules = {steps, sizeof(steps) / sizeof(steps[0])};
+    m_locs[0].modules = rewrites_of(6, &rules);
+    vhost = (struct http_vhost){.locations = m_locs, .location_count = 2};
+    const struct {
+        const char *target;
+        const struct http_location *loc;
+        const char *trace;
+    } cases[] = {
+        {"/m/a", &m_locs[0], "RHQ"},
+        {"/m/a?c=1", &in_c, "RHC"},
+        {"/m/a?y=1", &in_y, "RHQ"},
+        {"/m/a?c=1&y=1", &in_y, "RHQ"},         /* the later if's location */
+        {"/m/a?c=1&back=1", &m_locs[0], "RHQ"}, /* back where it was */
+        {"/m/a?c=1&go=1", &m_locs[1], "RHQ"},   /* a new search */
+        {"/m/a?c=0", &m_locs[0], "RHQ"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        memset(&seen, 0, sizeof(seen));
+        canary_requests = 0;
+        struct exchange ex = route(cases[i].target, 0);
+        ck_assert_msg(strcmp(seen.trace, cases[i].trace) == 0, "%s: %s", cases[i].target,
+                      seen.trace);
+        ck_assert_msg(ex.loc == cases[i].loc, "%s", cases[i].target);
+        ck_assert_ptr_eq(seen.routed_loc, cases[i].loc);
+        ck_assert_int_eq(canary_requests, cases[i].loc == &in_c);
+        router_end(&ex);
+    }
+    vars_template_free(c);
+    vars_template_free(y);
+    vars_template_free(back);
+    vars_template_free(go);
+    vars_template_free(to);
+    regex_free(any);
+}
+END_TEST
+
 /* `break` stays in the location, its URI rewritten. */
 START_TEST(rewrite_break_stays)
 {
@@ -796,6 +880,7 @@ Suite *test_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, walks_to_the_location_handler);
     tcase_add_test(tc, if_jumps_over_its_block);
+    tcase_add_test(tc, if_moves_to_its_location);
     tcase_add_test(tc, unused_modules_leave_the_steps);
     tcase_add_test(tc, no_location_is_404);
     tcase_add_test(tc, rewrite_last_searches_again);

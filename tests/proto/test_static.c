@@ -85,6 +85,22 @@ START_TEST(directives_and_inheritance)
 }
 END_TEST
 
+/* Where no root is needed: a location another module answers, with
+ * an if's location in it, and one of rewrites only. */
+START_TEST(no_root_needed)
+{
+    struct conf_error error;
+    struct conf_config *config =
+        parse("server { listen 127.0.0.1:1;\n"
+              "  location /p/ { proxy_pass http://127.0.0.1:9; if ($arg_a) { add_header A b; } }\n"
+              "  location /w/ { rewrite ^ /p/ last; }\n"
+              "  location /i/ { if ($arg_a) { return 204; } } }\n",
+              &error);
+    ck_assert_msg(config != NULL, "%s", error.text);
+    conf_free(config);
+}
+END_TEST
+
 START_TEST(directive_errors)
 {
     static const struct {
@@ -458,6 +474,7 @@ START_TEST(server_level_files)
           "    index page.html;\n"
           "    try_files $uri $uri/ /a.txt;\n"
           "    location = /e/ { }\n"
+          "    location /sub/ { if ($arg_a) { add_header X-A yes; } }\n"
           "    location /r/ { return 204; }");
     char out[4096];
     ck_assert_uint_eq(ask(d.port, "GET", "/", "", out, sizeof(out)), 200);
@@ -473,6 +490,13 @@ START_TEST(server_level_files)
     /* the empty location: the root, and no try_files (nginx's is the
      * server's own, not inherited) */
     ck_assert_uint_eq(ask(d.port, "GET", "/e/", "", out, sizeof(out)), 404);
+    /* an if's location serves files as its location does */
+    char v[64];
+    ck_assert_uint_eq(ask(d.port, "GET", "/sub/index.html?a=1", "", out, sizeof(out)), 200);
+    ck_assert_str_eq(body_of(out), "sub index\n");
+    ck_assert(header_of(out, "X-A", v, sizeof(v)));
+    ck_assert_uint_eq(ask(d.port, "GET", "/sub/index.html", "", out, sizeof(out)), 200);
+    ck_assert(!header_of(out, "X-A", v, sizeof(v)));
     test_daemon_stop(&d);
 }
 END_TEST
@@ -1220,6 +1244,7 @@ Suite *test_suite(void)
     tcase_set_timeout(unit, 10);
     tcase_add_test(unit, directives_and_inheritance);
     tcase_add_test(unit, directive_errors);
+    tcase_add_test(unit, no_root_needed);
     suite_add_tcase(suite, unit);
     TCase *daemon = tcase_create("daemon");
     tcase_set_timeout(daemon, 60);

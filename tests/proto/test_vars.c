@@ -1201,6 +1201,153 @@ START_TEST(if_follows_nginx)
 }
 END_TEST
 
+/* The value of header `name` in a curl -D dump of an HTTP/2 response,
+ * whose names are lowercase ("" if none); whether found. */
+static bool h2_header(const char *response, const char *name, char *value, size_t size)
+{
+    value[0] = '\0';
+    char key[64];
+    snprintf(key, sizeof(key), "\n%s: ", name);
+    const char *p = strstr(response, key);
+    if (p == NULL)
+        return false;
+    p += strlen(key);
+    snprintf(value, size, "%.*s", (int)strcspn(p, "\r\n"), p);
+    return true;
+}
+
+/* curl over HTTP/2 (prior knowledge) to `target` with `args`: the head
+ * it got, into `response`. */
+static void h2_request(int port, const char *args, const char *target, char *response, size_t size)
+{
+    char command[512];
+    snprintf(command, sizeof(command),
+             "curl -s -o /dev/null -D - --max-time 5 --http2-prior-knowledge %s "
+             "'http://127.0.0.1:%d%s'",
+             args, port, target);
+    FILE *p = popen(command, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t len = fread(response, 1, size - 1, p);
+    response[len] = '\0';
+    pclose(p);
+}
+
+/* if in a location is a location of its own, as in nginx: its add_header
+ * lines replace the location's when it holds (the CORS preflight answered
+ * with them), a proxy_pass in it replaces the location's handler (a canary
+ * by header), and an if without a proxy_pass proxies as its location
+ * does; the surprises of nginx's linear script too: of two ifs that hold,
+ * the last one's settings only, so the canary's if is undone by a later
+ * one.  The if's regex groups reach add_header through set. */
+START_TEST(if_carries_location_settings)
+{
+    struct backend main_b, canary;
+    backend_start(&main_b, 200);
+    backend_start(&canary, 201);
+    struct test_daemon d;
+    char log[PATH_MAX], conf[4096 + PATH_MAX];
+    test_daemon_file(log, sizeof(log), "two.log");
+    snprintf(conf, sizeof(conf),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "server {\n  listen 127.0.0.1:0 http2;\n"
+             "  add_header X-Server s;\n"
+             "  location /api/ {\n"
+             "    add_header X-Outer o;\n"
+             "    if ($request_method = OPTIONS) {\n"
+             "      add_header Access-Control-Allow-Origin *;\n"
+             "      add_header Access-Control-Allow-Methods \"GET, POST\";\n"
+             "      return 204;\n    }\n"
+             "    if ($http_x_canary) { proxy_pass http://127.0.0.1:%d; }\n"
+             "    if ($arg_debug) { add_header X-Debug $arg_debug; }\n"
+             "    proxy_pass http://127.0.0.1:%d;\n  }\n"
+             "  location /r {\n"
+             "    if ($arg_a ~ ^(\\w+)$) { set $a $1; add_header X-A \"a=$a\"; }\n"
+             "    return 200 \"r\";\n  }\n"
+             "  location /two {\n"
+             "    access_log %s;\n"
+             "    if ($arg_x) { add_header X-X 1; }\n"
+             "    if ($arg_y) { add_header X-Y 1; }\n"
+             "    return 200 \"two\";\n  }\n"
+             "  location = /st {\n"
+             "    stub_status;\n"
+             "    if ($arg_x) { add_header X-St 1; }\n  }\n"
+             "}\n",
+             canary.port, main_b.port, log);
+    start(&d, conf);
+    static const struct {
+        const char *method, *target, *headers;
+        unsigned status;
+        const char *body;
+        /* a header of the response and its value; NULL: none of the
+         * names in `absent` */
+        const char *name, *value, *absent;
+    } cases[] = {
+        {"OPTIONS", "/api/x", "", 204, NULL, "Access-Control-Allow-Origin", "*", "X-Outer"},
+        {"OPTIONS", "/api/x", "", 204, NULL, "Access-Control-Allow-Methods", "GET, POST",
+         "X-Server"},
+        {"GET", "/api/x", "", 200, "ok", "X-Outer", "o", "Access-Control-Allow-Origin"},
+        {"GET", "/api/x", "", 200, "ok", "X-Outer", "o", "X-Debug"},
+        {"GET", "/api/x", "X-Canary: 1\r\n", 201, "ok", "X-Outer", "o", "X-Debug"},
+        {"GET", "/api/x?debug=7", "", 200, "ok", "X-Debug", "7", "X-Outer"},
+        /* the debug if holds last: its location proxies as /api/ does */
+        {"GET", "/api/x?debug=1", "X-Canary: 1\r\n", 200, "ok", "X-Debug", "1", "X-Outer"},
+        {"GET", "/r?a=bob", "", 200, "r", "X-A", "a=bob", "X-Server"},
+        {"GET", "/r?a=b-b", "", 200, "r", NULL, NULL, "X-A"},
+        {"GET", "/two?x=1", "", 200, "two", "X-X", "1", "X-Y"},
+        {"GET", "/two?x=1&y=1", "", 200, "two", "X-Y", "1", "X-X"},
+        {"GET", "/two", "", 200, "two", "X-Server", "s", "X-X"},
+        /* the location's handler, neither return nor proxy_pass (whose
+         * page takes no add_header line, in a location or an if) */
+        {"GET", "/st?x=1", "", 200, NULL, NULL, NULL, "X-St"},
+    };
+    char response[4096], request_text[512], value[256];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(request_text, sizeof(request_text),
+                 "%s %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n%s\r\n", cases[i].method,
+                 cases[i].target, cases[i].headers);
+        ck_assert_msg(request(d.port, request_text, response, sizeof(response)) == cases[i].status,
+                      "%s %s: %s", cases[i].method, cases[i].target, response);
+        if (cases[i].body != NULL)
+            ck_assert_msg(strcmp(body_of(response), cases[i].body) == 0, "%s: got \"%s\"",
+                          cases[i].target, body_of(response));
+        if (cases[i].name != NULL) {
+            ck_assert_msg(response_header(response, cases[i].name, value, sizeof(value)),
+                          "%zu: no %s in %s", i, cases[i].name, response);
+            ck_assert_str_eq(value, cases[i].value);
+        }
+        ck_assert_msg(!response_header(response, cases[i].absent, value, sizeof(value)),
+                      "%zu: %s in %s", i, cases[i].absent, response);
+    }
+    /* An if's location logs where its location does. */
+    char *logged = test_wait_file(log, "GET /two?x=1&y=1 ", 5000);
+    ck_assert_msg(logged != NULL && strstr(logged, "GET /two?x=1 ") != NULL, "%s",
+                  logged != NULL ? logged : "(none)");
+    free(logged);
+    /* The canary got the request as the location's backend would. */
+    ck_assert(backend_header(&canary, "X-Canary", value, sizeof(value)));
+    ck_assert_str_eq(value, "1");
+    ck_assert(strncmp(canary.head, "GET /api/x HTTP/1.1\r\n", 21) == 0);
+
+    /* The same over HTTP/2. */
+    h2_request(d.port, "-X OPTIONS", "/api/x", response, sizeof(response));
+    ck_assert_msg(strncmp(response, "HTTP/2 204", 10) == 0, "%s", response);
+    ck_assert(h2_header(response, "access-control-allow-origin", value, sizeof(value)));
+    ck_assert_str_eq(value, "*");
+    ck_assert_msg(!h2_header(response, "x-outer", value, sizeof(value)), "%s", response);
+    h2_request(d.port, "-H 'X-Canary: 1'", "/api/x", response, sizeof(response));
+    ck_assert_msg(strncmp(response, "HTTP/2 201", 10) == 0, "%s", response);
+    ck_assert(h2_header(response, "x-outer", value, sizeof(value)));
+    h2_request(d.port, "", "/api/x?debug=2", response, sizeof(response));
+    ck_assert_msg(strncmp(response, "HTTP/2 200", 10) == 0, "%s", response);
+    ck_assert(h2_header(response, "x-debug", value, sizeof(value)));
+    ck_assert_str_eq(value, "2");
+    ck_assert_msg(!h2_header(response, "x-outer", value, sizeof(value)), "%s", response);
+    test_daemon_stop(&d);
+    backend_stop(&main_b);
+    backend_stop(&canary);
+}
+END_TEST
+
 START_TEST(proxy_pass_with_a_path_replaces_the_prefix)
 {
     struct backend b;
@@ -1376,6 +1523,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_regex_that_gives_up_answers_500);
     tcase_add_test(tc, rewrites_follow_nginx);
     tcase_add_test(tc, if_follows_nginx);
+    tcase_add_test(tc, if_carries_location_settings);
     tcase_add_test(tc, proxy_pass_with_a_path_replaces_the_prefix);
     tcase_add_loop_test(tc, config_errors_have_their_position, 0,
                         sizeof(config_errors) / sizeof(config_errors[0]));
