@@ -655,6 +655,14 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                 err = modules_build(&here, server->modules, &vhost->modules, NULL, NULL, 0, &used);
             /* The framers answer with them before a location is known. */
             vhost->add_headers = http_module_built_in(vhost->modules, &add_header_module);
+            /* A request that no location takes: the server's own content. */
+            for (size_t m = 0; m < modules_count && vhost->handler == NULL; m++) {
+                const void *built = http_module_built_in(vhost->modules, modules_list[m]);
+                if (modules_list[m]->content != NULL && built != NULL) {
+                    vhost->handler = modules_list[m]->content;
+                    vhost->handler_data = (void *)(uintptr_t)built;
+                }
+            }
             for (size_t i = 0; i < server->location_count && err == 0; i++) {
                 const struct conf_location *conf = &server->locations[i];
                 struct http_location *loc = &site->locations[l++];

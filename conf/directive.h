@@ -39,6 +39,12 @@ struct conf_module_where {
     unsigned context; /* CONF_MAIN, CONF_SERVER or CONF_LOCATION */
     const char *name; /* the directive as written (an nginx spelling, say) */
     bool regex;       /* a regex location's */
+    const char *path; /* a location's path as written; NULL: another level */
+    /* For a location's check: whether it has a directive that gives it
+     * its content (return, proxy_pass, stub_status), and one that may
+     * hand its requests on (rewrite, if).  With neither, it serves
+     * files, as nginx's location does. */
+    bool content, passes;
     /* Inside a location's if block: the location nested in it (nginx's
      * noname location), whose settings inherit the location's. */
     bool nested;

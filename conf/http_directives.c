@@ -517,12 +517,8 @@ static int apply_location(struct conf_state *state, const struct conf_node *node
     state->location = NULL;
     if (rc != 0)
         return -1;
-    /* One with rewrites only hands its requests on (or answers 404). */
-    if (location->content == NULL && !location->passes)
-        return conf__error_at(state->error, &node->name.pos,
-                              "location \"%s\" has no \"return\", \"proxy_pass\" or "
-                              "\"rewrite\"",
-                              path->text);
+    /* One with none of return, proxy_pass and rewrite serves files, as
+     * nginx's: the static module's check wants a root for it. */
     /* nginx's return is a step of the location's script, which answers
      * whether an if before it held or not: a handler in an if's block
      * would never get a request there. */

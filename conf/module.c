@@ -224,6 +224,9 @@ static int check_levels(struct conf_state *state, const struct conf_pos *top)
             struct conf_location *location = &server->locations[l];
             where = (struct conf_module_where){.context = CONF_LOCATION,
                                                .regex = location->regex,
+                                               .path = location->path,
+                                               .content = location->content != NULL,
+                                               .passes = location->passes,
                                                .pos = &location->pos,
                                                .has_upstream = has_upstream,
                                                .arg = state};

@@ -112,7 +112,6 @@ static const struct porting_entry directives[] = {
     STATIC("autoindex_*"), STATIC("aio"), STATIC("aio_write"), STATIC("directio*"),
     STATIC("open_file_cache_*"), STATIC("max_ranges"), STATIC("read_ahead"),
     STATIC("log_not_found"), STATIC("random_index"), STATIC("mp4*"), STATIC("flv"),
-    STATIC("gzip_static"), STATIC("brotli_static"), STATIC("zstd_static"),
     GZIP("gunzip*"),
     BUILTIN("chunked_transfer_encoding", "corral chunks a response of unknown length for "
             "HTTP/1.1 clients"),
@@ -262,7 +261,6 @@ static const struct porting_entry directives[] = {
 
 /* Variables nginx has and corral does not. */
 static const struct porting_entry variables[] = {
-    MISSING("request_filename", "serving files", R_STATIC),
     MISSING("document_root", "serving files", R_STATIC),
     MISSING("realpath_root", "serving files", R_STATIC),
     MISSING("gzip_ratio", "compression", R_STATIC),

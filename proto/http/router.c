@@ -170,10 +170,13 @@ int router_content(struct router_walk *w)
 {
     struct exchange *ex = w->ex;
     const struct http_location *loc = ex->loc;
-    /* None found, or a location of rewrites only, none of which applied. */
-    if (loc == NULL || loc->handler == NULL)
+    /* None found: the server's own handler, if it has one. */
+    const struct http_handler *handler = loc != NULL ? loc->handler : ex->vhost->handler;
+    void *data = loc != NULL ? loc->handler_data : ex->vhost->handler_data;
+    /* None, or a location of rewrites only, none of which applied. */
+    if (handler == NULL)
         return 404;
-    ex->_ops->set_handler(ex, loc->handler);
-    loc->handler->on_request(ex, &w->req, loc->handler_data);
+    ex->_ops->set_handler(ex, handler);
+    handler->on_request(ex, &w->req, data);
     return ROUTER_DONE;
 }

@@ -65,6 +65,12 @@ struct http_vhost {
     /* What each module built for the answers no location gives, as a
      * location's `modules`. */
     const void *const *modules;
+    /* The content handler of a request that no location takes, from the
+     * first module with one that built something for the server (static
+     * files under its root, as nginx's server-level configuration
+     * serves); NULL: such a request gets 404. */
+    const struct http_handler *handler;
+    void *handler_data;
 };
 
 /* Everything served on one listening address: its virtual hosts (the first

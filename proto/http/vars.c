@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,7 +280,8 @@ int vars_compile(const char *text, const struct vars_maps *maps, struct vars_tem
             return err;
         }
         t->late |= part->late;
-        t->request |= reads_request(part->id);
+        t->request |=
+            reads_request(part->id) || (part->id == VARS_MODULE && part->module->make != NULL);
         t->has_vars = true;
         i = end + (braced ? 1 : 0);
     }
@@ -347,6 +349,17 @@ bool vars_template_is_late(const struct vars_template *t)
 static void put_value(struct vars_ctx *ctx, struct vars_buf *out, const char *data, size_t len)
 {
     vars_escape_put_value(ctx, out, data, len);
+}
+
+/* A module's value made from the request (vars_module_var.make), in a
+ * buffer on this call's stack, not on that of every evaluation. */
+static __attribute__((noinline)) void put_made(struct vars_ctx *ctx, struct vars_buf *out,
+                                               const struct vars_module_var *v)
+{
+    char buf[PATH_MAX];
+    size_t n =
+        ctx->ex != NULL && ctx->req != NULL ? v->make(ctx->ex, ctx->req, buf, sizeof(buf)) : 0;
+    put_value(ctx, out, buf, n <= sizeof(buf) ? n : 0);
 }
 
 static void put_str(struct vars_ctx *ctx, struct vars_buf *out, struct http_str s)
@@ -804,6 +817,10 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
         break;
     }
     case VARS_MODULE: {
+        if (part->module->make != NULL) {
+            put_made(ctx, out, part->module);
+            break;
+        }
         struct http_str value = {"", 0};
         if (ctx->ex == NULL || !part->module->get(ctx->ex, part->text, part->len, &value))
             value = (struct http_str){"", 0};

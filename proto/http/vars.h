@@ -167,6 +167,11 @@ struct vars_module_var {
     const char *name; /* without "$", lowercase; NULL ends a list */
     bool prefix;
     bool (*get)(const struct exchange *ex, const char *suffix, size_t len, struct http_str *out);
+    /* Instead of `get` (NULL: `get`), a value made from the request as
+     * the evaluation has it (its URI maybe rewritten): written into `buf`
+     * (`cap` bytes), its length returned; 0, or more than `cap`: empty. */
+    size_t (*make)(const struct exchange *ex, const struct http_request *req, char *buf,
+                   size_t cap);
 };
 
 /* Adds `list` (ending with a NULL name) to what every later compile

@@ -10,11 +10,31 @@
 #include <strings.h>
 #include <time.h>
 
+/* `v` in lowercase hex without leading zeros ("0" for 0); its length. */
+static size_t put_hex(char *out, uint64_t v)
+{
+    char digits[16];
+    size_t n = 0;
+    do {
+        digits[n++] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v != 0);
+    for (size_t i = 0; i < n; i++)
+        out[i] = digits[n - 1 - i];
+    return n;
+}
+
+/* By hand, as static_date_format(): once per file response. */
 size_t static_etag_format(char *out, int64_t mtime, uint64_t size)
 {
-    int n = snprintf(out, STATIC_ETAG_MAX, "\"%llx-%llx\"", (unsigned long long)mtime,
-                     (unsigned long long)size);
-    return n > 0 && n < STATIC_ETAG_MAX ? (size_t)n : 0;
+    size_t n = 0;
+    out[n++] = '"';
+    n += put_hex(out + n, (uint64_t)mtime); /* "%llx" of a negative time: its two's complement */
+    out[n++] = '-';
+    n += put_hex(out + n, size);
+    out[n++] = '"';
+    out[n] = '\0';
+    return n;
 }
 
 static const char wdays[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
@@ -31,6 +51,13 @@ static void put_digits(char *out, int value, int width)
 
 void static_date_format(char *out, int64_t t)
 {
+    /* The same file's time, response after response: the last one kept. */
+    static _Thread_local int64_t last_t = INT64_MIN;
+    static _Thread_local char last[STATIC_DATE_LEN + 1];
+    if (t == last_t) {
+        memcpy(out, last, sizeof(last));
+        return;
+    }
     time_t tt = (time_t)t;
     struct tm tm;
     if (gmtime_r(&tt, &tm) == NULL || tm.tm_year + 1900 > 9999 || tm.tm_year + 1900 < 0)
@@ -51,6 +78,8 @@ void static_date_format(char *out, int64_t t)
     out[22] = ':';
     put_digits(out + 23, tm.tm_sec, 2);
     memcpy(out + 25, " GMT", 5); /* with its NUL */
+    memcpy(last, out, sizeof(last));
+    last_t = t;
 }
 
 /* A cursor over a date's text. */

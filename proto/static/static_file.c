@@ -90,6 +90,8 @@ struct entry {
     int fd;
     struct stat st;
     uint64_t used_ms;
+    uint64_t checked_ms;       /* when stat() last vouched for it */
+    char *small;               /* its bytes (static_file_small()); NULL: none kept */
     unsigned refs;             /* static_files handed out and not closed */
     bool detached;             /* out of the cache: closed when the last ref goes */
     struct entry *prev, *next; /* most recently used first */
@@ -103,6 +105,7 @@ struct cache {
     struct entry *buckets[BUCKETS];
     struct entry lru; /* sentinel */
     size_t count;
+    size_t small_bytes; /* the entries' kept bytes */
 };
 
 static pthread_key_t key;
@@ -111,13 +114,17 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static void entry_free(struct entry *e)
 {
     close(e->fd);
+    free(e->small);
     free(e->path);
     free(e);
 }
 
+static _Thread_local struct cache *mine;
+
 static void cache_destroy(void *arg)
 {
     struct cache *c = arg;
+    mine = NULL;
     for (struct entry *e = c->lru.next; e != &c->lru;) {
         struct entry *next = e->next;
         if (e->refs == 0)
@@ -134,8 +141,12 @@ static void key_init(void)
     (void)pthread_key_create(&key, cache_destroy);
 }
 
+/* The thread's cache (`mine`, found without a call); the key frees it
+ * when the thread ends. */
 static struct cache *cache_get(void)
 {
+    if (mine != NULL)
+        return mine;
     pthread_once(&key_once, key_init);
     struct cache *c = pthread_getspecific(key);
     if (c == NULL && (c = calloc(1, sizeof(*c))) != NULL) {
@@ -145,6 +156,7 @@ static struct cache *cache_get(void)
             return NULL;
         }
     }
+    mine = c;
     return c;
 }
 
@@ -178,6 +190,8 @@ static void detach(struct cache *c, struct entry *e)
     *pp = e->hnext;
     lru_unlink(e);
     c->count--;
+    if (e->small != NULL)
+        c->small_bytes -= (size_t)e->st.st_size;
     e->detached = true;
     if (e->refs == 0)
         entry_free(e);
@@ -215,9 +229,13 @@ int static_file_open(const char *path, bool no_symlinks, const struct static_fil
         if (e->hash != h || e->no_symlinks != no_symlinks || strcmp(e->path, path) != 0)
             continue;
         struct stat now;
-        bool fresh = now_ms - e->used_ms < conf->inactive_ms &&
-                     (no_symlinks ? lstat(path, &now) : stat(path, &now)) == 0 &&
-                     same_file(&now, &e->st);
+        bool fresh = now_ms - e->used_ms < conf->inactive_ms;
+        /* Checked a moment ago: taken on trust (open_file_cache_valid). */
+        if (fresh && now_ms - e->checked_ms >= conf->valid_ms) {
+            fresh = (no_symlinks ? lstat(path, &now) : stat(path, &now)) == 0 &&
+                    same_file(&now, &e->st);
+            e->checked_ms = now_ms;
+        }
         if (!fresh) {
             detach(c, e);
             break;
@@ -241,6 +259,7 @@ int static_file_open(const char *path, bool no_symlinks, const struct static_fil
     e->fd = out->fd;
     e->st = out->st;
     e->used_ms = now_ms;
+    e->checked_ms = now_ms;
     e->refs = 1;
     e->hash = h;
     e->hnext = c->buckets[h % BUCKETS];
@@ -253,6 +272,35 @@ int static_file_open(const char *path, bool no_symlinks, const struct static_fil
     if (c->count > conf->max)
         detach(c, c->lru.prev);
     return 0;
+}
+
+const char *static_file_small(struct static_file *f)
+{
+    struct entry *e = f->_entry;
+    if (e == NULL)
+        return NULL;
+    if (e->small != NULL || e->detached)
+        return e->small;
+    size_t size = (size_t)e->st.st_size;
+    struct cache *c = cache_get();
+    if (!S_ISREG(e->st.st_mode) || e->st.st_size > STATIC_FILE_SMALL || size == 0 || c == NULL ||
+        c->small_bytes + size > STATIC_FILE_SMALL_TOTAL)
+        return NULL;
+    char *data = malloc(size);
+    if (data == NULL)
+        return NULL;
+    ssize_t n;
+    do
+        n = pread(e->fd, data, size, 0);
+    while (n == -1 && errno == EINTR);
+    /* Short: the file changed since fstat(); the next check finds it. */
+    if (n != (ssize_t)size) {
+        free(data);
+        return NULL;
+    }
+    e->small = data;
+    c->small_bytes += size;
+    return data;
 }
 
 void static_file_close(struct static_file *f)

@@ -48,9 +48,11 @@ static unsigned status_of(int err)
     }
 }
 
-static uint64_t now_ms(void)
+/* The loop's clock, refreshed once per turn: enough for the cache's
+ * windows, and no clock read per request. */
+static uint64_t now_ms(const struct exchange *ex)
 {
-    return corral_monotonic_ns() / 1000000;
+    return corral_loop_now(exchange_loop(ex));
 }
 
 /* The file for a normalised `uri`: under root, or under alias for the
@@ -136,10 +138,23 @@ static struct http_str header_value(const struct http_request *req, const char *
     return (struct http_str){NULL, 0};
 }
 
-/* Answers with the regular file `f`, whose name is `path`. */
+/* Answers with the regular file `f`, whose name is `path`, or with its
+ * sibling compressed ahead of time (gzip_static...): the sibling's
+ * validators, length and bytes, the file's type. */
 static void serve_file(struct exchange *ex, const struct http_request *req,
                        const struct static_location *sl, struct static_file *f, const char *path)
 {
+    struct static_file sibling;
+    int coding = -1;
+    if (sl->any_precompressed) {
+        coding =
+            static_precompressed_open(req, sl->precompressed, path, f, sl->no_symlinks, &sl->cache,
+                                      sl->cache.max > 0 ? now_ms(ex) : 0, &sibling);
+        if (coding >= 0) {
+            static_file_close(f);
+            f = &sibling;
+        }
+    }
     char etag[STATIC_ETAG_MAX];
     struct static_validators v = {.mtime = (int64_t)f->st.st_mtim.tv_sec,
                                   .size = (uint64_t)f->st.st_size};
@@ -157,6 +172,10 @@ static void serve_file(struct exchange *ex, const struct http_request *req,
         add_text(&h, "\r\n");
     }
     add_expires(&h, sl);
+    /* The response varies with Accept-Encoding wherever a sibling could
+     * be served, to this client or not (nginx's, with gzip_vary on). */
+    if (sl->any_precompressed)
+        add_text(&h, "Vary: Accept-Encoding\r\n");
     unsigned cond = static_cond_check(req, &v, sl->ims);
     if (cond == 304) {
         vars_buf_add(&h, "", 1);
@@ -199,6 +218,11 @@ static void serve_file(struct exchange *ex, const struct http_request *req,
         }
     }
     add_text(&h, "Accept-Ranges: bytes\r\n");
+    if (coding >= 0) {
+        add_text(&h, "Content-Encoding: ");
+        add_text(&h, compress_coding_name((enum compress_coding)coding));
+        add_text(&h, "\r\n");
+    }
     char boundary[24] = "";
     char line[160];
     if (count > 1) {
@@ -299,7 +323,7 @@ static void serve_uri(struct exchange *ex, const struct http_request *req,
         return;
     }
     struct static_file f;
-    uint64_t now = sl->cache.max > 0 ? now_ms() : 0;
+    uint64_t now = sl->cache.max > 0 ? now_ms(ex) : 0;
     if (len > 0 && uri[len - 1] == '/') {
         size_t dir_len = strlen(path);
         for (size_t i = 0; i < sl->index_count; i++) {
@@ -455,6 +479,27 @@ static int regex_alias(struct exchange *ex, const struct http_request *req,
     if (*len < sl->base_len || memcmp(out, sl->base, sl->base_len) != 0)
         return -EACCES;
     return 0;
+}
+
+size_t static_request_filename(const struct exchange *ex, const struct http_request *req, char *buf,
+                               size_t cap)
+{
+    const struct static_location *sl = http_module_built(ex, &static_module);
+    if (sl == NULL)
+        return 0;
+    size_t len = 0;
+    if (sl->alias_value != NULL) {
+        /* regex_alias() reads the exchange's variables, and changes
+         * nothing of it. */
+        if (regex_alias((struct exchange *)ex, req, sl, buf, cap, &len) != 0)
+            return 0;
+        return len;
+    }
+    char uri[PATH_MAX];
+    if (static_path_normalise(req->path.data, req->path.len, uri, sizeof(uri), &len) != 0 ||
+        map_path(sl, uri, len, buf, cap) != 0)
+        return 0;
+    return strlen(buf);
 }
 
 static void static_on_request(struct exchange *ex, const struct http_request *req, void *data)

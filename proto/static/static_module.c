@@ -208,14 +208,29 @@ static const struct conf_keyword ims_words[] = {
 
 #define ANYWHERE (CONF_MAIN | CONF_SERVER | CONF_LOCATION)
 
-/* Each may stand alone in a location (`passes`): a location that serves
- * files needs none of return, proxy_pass or rewrite. */
+static const struct conf_keyword precompressed_words[] = {
+    {"off", STATIC_PRECOMPRESSED_OFF},
+    {"on", STATIC_PRECOMPRESSED_ON},
+    {"always", STATIC_PRECOMPRESSED_ALWAYS},
+};
+
+/* gzip_static, brotli_static, zstd_static: one keyword each. */
+#define PRECOMPRESSED(NAME, CODING)                                                                \
+    {                                                                                              \
+        .name = NAME, .contexts = ANYWHERE, .min_args = 1, .max_args = 1,                          \
+        .kind = CONF_KIND_KEYWORD, .base = CONF_BASE_MODULE,                                       \
+        CONF_FIELD(struct static_conf, precompressed[CODING]), CONF_KEYWORDS(precompressed_words), \
+        .what = NAME, .keep_pos = true,                                                            \
+        .pos_offset = offsetof(struct static_conf, precompressed_pos[CODING])                      \
+    }
+
+/* A location with none of return, proxy_pass and rewrite serves files,
+ * as nginx's: these say how, and need not be written there. */
 static const struct conf_directive static_directives[] = {
     {.name = "root",
      .contexts = ANYWHERE,
      .min_args = 1,
      .max_args = 1,
-     .passes = true,
      .kind = CONF_KIND_PATH,
      .base = CONF_BASE_MODULE,
      CONF_FIELD(struct static_conf, root),
@@ -225,35 +240,30 @@ static const struct conf_directive static_directives[] = {
      .contexts = CONF_LOCATION,
      .min_args = 1,
      .max_args = 1,
-     .passes = true,
      .base = CONF_BASE_MODULE,
      .module_apply = apply_alias},
     {.name = "index",
      .contexts = ANYWHERE,
      .min_args = 1,
      .max_args = STATIC_INDEX_MAX,
-     .passes = true,
      .base = CONF_BASE_MODULE,
      .module_apply = apply_index},
     {.name = "try_files",
-     .contexts = CONF_LOCATION,
+     .contexts = CONF_SERVER | CONF_LOCATION,
      .min_args = 2,
      .max_args = STATIC_TRY_FILES_MAX,
-     .passes = true,
      .base = CONF_BASE_MODULE,
      .module_apply = apply_try_files},
     {.name = "expires",
      .contexts = ANYWHERE,
      .min_args = 1,
      .max_args = 1,
-     .passes = true,
      .base = CONF_BASE_MODULE,
      .module_apply = apply_expires},
     {.name = "etag",
      .contexts = ANYWHERE,
      .min_args = 1,
      .max_args = 1,
-     .passes = true,
      .kind = CONF_KIND_SWITCH,
      .base = CONF_BASE_MODULE,
      CONF_FIELD(struct static_conf, etag),
@@ -263,7 +273,6 @@ static const struct conf_directive static_directives[] = {
      .contexts = ANYWHERE,
      .min_args = 1,
      .max_args = 1,
-     .passes = true,
      .kind = CONF_KIND_KEYWORD,
      .base = CONF_BASE_MODULE,
      CONF_FIELD(struct static_conf, ims),
@@ -275,7 +284,6 @@ static const struct conf_directive static_directives[] = {
      .contexts = ANYWHERE,
      .min_args = 1,
      .max_args = 1,
-     .passes = true,
      .kind = CONF_KIND_SWITCH,
      .base = CONF_BASE_MODULE,
      CONF_FIELD(struct static_conf, no_symlinks),
@@ -285,7 +293,6 @@ static const struct conf_directive static_directives[] = {
      .contexts = ANYWHERE,
      .min_args = 1,
      .max_args = 1,
-     .passes = true,
      .kind = CONF_KIND_SWITCH,
      .base = CONF_BASE_MODULE,
      CONF_FIELD(struct static_conf, sendfile),
@@ -295,7 +302,6 @@ static const struct conf_directive static_directives[] = {
      .contexts = ANYWHERE,
      .min_args = 1,
      .max_args = 1,
-     .passes = true,
      .kind = CONF_KIND_SWITCH,
      .base = CONF_BASE_MODULE,
      CONF_FIELD(struct static_conf, autoindex),
@@ -305,13 +311,28 @@ static const struct conf_directive static_directives[] = {
      .contexts = ANYWHERE,
      .min_args = 1,
      .max_args = 2,
-     .passes = true,
      .base = CONF_BASE_MODULE,
      .module_apply = apply_open_file_cache},
+    {.name = "open_file_cache_valid",
+     .contexts = ANYWHERE,
+     .min_args = 1,
+     .max_args = 1,
+     .kind = CONF_KIND_DURATION,
+     .base = CONF_BASE_MODULE,
+     CONF_FIELD(struct static_conf, cache_valid_ms),
+     .keep_pos = true,
+     .pos_offset = offsetof(struct static_conf, cache_valid_pos)},
+    PRECOMPRESSED("gzip_static", COMPRESS_GZIP),
+    PRECOMPRESSED("brotli_static", COMPRESS_BR),
+    PRECOMPRESSED("zstd_static", COMPRESS_ZSTD),
     {.name = NULL},
 };
 
 /* --------------------------------------------------------- inheritance */
+
+/* open_file_cache_valid's default: a second, not nginx's minute, so that
+ * a file replaced is served within a second. */
+#define STATIC_CACHE_VALID_MS 1000
 
 static int merge(void *conf, const void *parent, char *error, size_t len)
 {
@@ -327,6 +348,8 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
             c->cache = (struct static_file_cache_conf){.max = 0, .inactive_ms = 60000};
         if (c->sendfile_pos.file == NULL)
             c->sendfile = true;
+        if (c->cache_valid_pos.file == NULL)
+            c->cache_valid_ms = STATIC_CACHE_VALID_MS;
         return 0;
     }
     /* Strings taken from the parent stay the parent's to free. */
@@ -362,6 +385,10 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
         c->cache = p->cache;
         c->cache_pos = p->cache_pos;
     }
+    if (c->cache_valid_pos.file == NULL) {
+        c->cache_valid_ms = p->cache_valid_ms;
+        c->cache_valid_pos = p->cache_valid_pos;
+    }
     if (c->sendfile_pos.file == NULL) {
         c->sendfile = p->sendfile;
         c->sendfile_pos = p->sendfile_pos;
@@ -370,6 +397,11 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
         c->autoindex = p->autoindex;
         c->autoindex_pos = p->autoindex_pos;
     }
+    for (int i = 0; i < COMPRESS_CODINGS; i++)
+        if (c->precompressed_pos[i].file == NULL) {
+            c->precompressed[i] = p->precompressed[i];
+            c->precompressed_pos[i] = p->precompressed_pos[i];
+        }
     return 0;
 }
 
@@ -396,6 +428,17 @@ static int check(void *conf, struct conf_module_error *error)
         return conf_module_fail(error, &c->alias_pos, "%s",
                                 "\"alias\" in a regex location cannot be combined with "
                                 "\"try_files\"");
+    /* nginx serves such a location from its default root ("html" under
+     * its prefix); corral has no prefix, so a root must be written.  An
+     * if's location answers as its location does, which is checked. */
+    const struct conf_module_where *w = error->where;
+    if (w->context == CONF_LOCATION && !w->nested && !w->content && !w->passes && c->root == NULL &&
+        c->alias == NULL && c->try_count == 0)
+        return conf_module_fail(error, NULL,
+                                "location \"%s\" serves files (it has no \"return\", "
+                                "\"proxy_pass\" or \"rewrite\") but no \"root\" is set "
+                                "for it, in it, its server or at top level",
+                                w->path != NULL ? w->path : "");
     return 0;
 }
 
@@ -455,8 +498,10 @@ static int build(const void *conf, const struct http_module_build *b, const void
     const struct static_conf *c = conf;
     *out = NULL;
     /* A location that another module answers (return, proxy_pass) keeps
-     * its handler: root there serves nothing, as nginx's. */
-    if (b->loc == NULL || b->loc->handler != NULL)
+     * its handler: root there serves nothing, as nginx's.  A server's
+     * own (b->loc NULL) serves the requests that no location takes, as
+     * nginx's server-level configuration does. */
+    if (b->loc != NULL && b->loc->handler != NULL)
         return 0;
     const char *base = c->alias != NULL ? c->alias : c->root;
     if (base == NULL && c->try_count == 0)
@@ -466,7 +511,7 @@ static int build(const void *conf, const struct http_module_build *b, const void
         return -ENOMEM;
     if (base == NULL)
         base = "";
-    sl->alias = c->alias != NULL;
+    sl->alias = c->alias != NULL; /* a location's only */
     if (sl->alias && b->loc->regex != NULL) {
         /* The whole path, $1... from the regex: it must stay under the
          * directory its text names before its first variable. */
@@ -509,8 +554,13 @@ static int build(const void *conf, const struct http_module_build *b, const void
     sl->ims = (enum static_ims)c->ims;
     sl->no_symlinks = c->no_symlinks;
     sl->cache = c->cache;
+    sl->cache.valid_ms = c->cache_valid_ms;
     sl->sendfile = c->sendfile;
     sl->autoindex = c->autoindex;
+    for (int i = 0; i < COMPRESS_CODINGS; i++) {
+        sl->precompressed[i] = (uint8_t)c->precompressed[i];
+        sl->any_precompressed |= c->precompressed[i] != STATIC_PRECOMPRESSED_OFF;
+    }
     sl->mime = (struct static_mime){
         .types = b->mime_type_count > 0 ? b->mime_types : NULL,
         .count = b->mime_type_count,
@@ -526,6 +576,11 @@ static int build(const void *conf, const struct http_module_build *b, const void
     return 0;
 }
 
+static const struct vars_module_var static_vars[] = {
+    {.name = "request_filename", .make = static_request_filename},
+    {.name = NULL},
+};
+
 struct http_module static_module = {
     .name = "static",
     .conf =
@@ -539,4 +594,5 @@ struct http_module static_module = {
         },
     .build = build,
     .content = &static_handler,
+    .vars = static_vars,
 };

@@ -2,7 +2,7 @@
  * static_module.h: static files as a content handler, with nginx's
  * directives (root, alias, index, try_files, expires, etag,
  * if_modified_since, disable_symlinks, open_file_cache, sendfile,
- * autoindex): the module
+ * autoindex, gzip_static, brotli_static, zstd_static): the module
  * (module.h), its struct per level and what a location's becomes at
  * build (static_module.c).
  */
@@ -14,6 +14,7 @@
 #include "proto/static/static_cond.h"
 #include "proto/static/static_file.h"
 #include "proto/static/static_mime.h"
+#include "proto/static/static_precompressed.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -54,10 +55,15 @@ struct static_conf {
     struct conf_pos no_symlinks_pos;
     struct static_file_cache_conf cache;
     struct conf_pos cache_pos;
+    uint32_t cache_valid_ms; /* open_file_cache_valid */
+    struct conf_pos cache_valid_pos;
     bool sendfile; /* on by default */
     struct conf_pos sendfile_pos;
     bool autoindex;
     struct conf_pos autoindex_pos;
+    /* gzip_static, brotli_static, zstd_static: enum static_precompressed */
+    int precompressed[COMPRESS_CODINGS];
+    struct conf_pos precompressed_pos[COMPRESS_CODINGS];
 };
 
 /* One try_files element as built. */
@@ -103,11 +109,20 @@ struct static_location {
     struct static_file_cache_conf cache;
     bool sendfile;
     bool autoindex;
+    uint8_t precompressed[COMPRESS_CODINGS]; /* enum static_precompressed */
+    bool any_precompressed;
     struct static_mime mime;
     const struct http_add_headers *add_headers;
 };
 
 extern const struct http_handler static_handler;
+
+/* $request_filename: the file that the location (or, where none is
+ * found, the server) serves for `req`'s path, from its root or alias,
+ * into `buf` (`cap` bytes); its length, 0 where no files are served or
+ * the path names none. */
+size_t static_request_filename(const struct exchange *ex, const struct http_request *req, char *buf,
+                               size_t cap);
 
 /* The module. */
 struct http_module;

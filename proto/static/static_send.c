@@ -6,7 +6,8 @@
  * filters see every byte; the framers count both.  Output beyond the
  * connection's watermark waits for on_drain, and a turn of the loop sends
  * at most SEND_TURN_MAX bytes before posting the rest, so that one fast
- * client of a large file does not hold the worker.
+ * client of a large file does not hold the worker.  A small body goes
+ * with the head in one write instead (send_small()).
  */
 #include "proto/static/static_send.h"
 
@@ -210,9 +211,44 @@ static void posted(void *arg)
     pump(s);
 }
 
+/* A small body, a whole file or one range of at most STATIC_FILE_SMALL
+ * bytes, goes at once: from the bytes the descriptor cache keeps, else
+ * read, then written after the head, so that the framer sends both in
+ * one write (sendfile would cost a second call, and its own set-up), and
+ * nothing is kept for later.  Returns false for a larger one. */
+static bool send_small(struct exchange *ex, struct static_file *file,
+                       const struct static_send_plan *plan)
+{
+    uint64_t len = static_send_length(plan);
+    if (plan->count > 1 || len > STATIC_FILE_SMALL)
+        return false;
+    uint64_t first = plan->count == 1 ? plan->ranges[0].first : 0;
+    const char *kept = static_file_small(file);
+    char buf[STATIC_FILE_SMALL];
+    const char *data = kept != NULL ? kept + first : buf;
+    if (kept == NULL) {
+        ssize_t n;
+        do
+            n = pread(file->fd, buf, (size_t)len, (off_t)first);
+        while (n == -1 && errno == EINTR);
+        if (n != (ssize_t)len) {
+            /* Shrunk (or failed) under the length announced. */
+            static_file_close(file);
+            exchange_abort(ex);
+            return true;
+        }
+    }
+    exchange_write(ex, data, (size_t)len);
+    static_file_close(file);
+    exchange_end(ex);
+    return true;
+}
+
 void static_send_start(struct exchange *ex, struct static_file *file,
                        const struct static_send_plan *plan)
 {
+    if (send_small(ex, file, plan))
+        return;
     struct static_send *s = malloc(sizeof(*s));
     if (s == NULL) {
         static_file_close(file);

@@ -1758,7 +1758,8 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80; location a { return 204; } }",
      "test.conf:1:40: location path must start with \"/\", got \"a\""},
     {"server { listen 127.0.0.1:80; location /a { } }",
-     "test.conf:1:31: location \"/a\" has no \"return\", \"proxy_pass\" or \"rewrite\""},
+     "test.conf:1:31: location \"/a\" serves files (it has no \"return\", \"proxy_pass\" or "
+     "\"rewrite\") but no \"root\" is set for it, in it, its server or at top level"},
     {"server { listen 127.0.0.1:80; location / { return 600; } }",
      "test.conf:1:51: invalid status code \"600\" (expected 200 to 599)"},
     {"server { listen 127.0.0.1:80; location / { return ok; } }",
@@ -1827,7 +1828,7 @@ static const struct error_case error_cases[] = {
      " proxy_tls_name a.example; proxy_tls_verify off; } }",
      "test.conf:3:2: \"proxy_tls_name\" needs \"proxy_pass https://...\" in the same location"},
     {"server { listen 127.0.0.1:80; location / { proxy_tls_name a.example; } }",
-     "test.conf:1:31: location \"/\" has no \"return\", \"proxy_pass\" or \"rewrite\""},
+     "test.conf:1:44: \"proxy_tls_name\" needs \"proxy_pass https://...\" in the same location"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass https://127.0.0.1:1;\n"
      " proxy_tls_verify maybe; } }",
      "test.conf:2:19: invalid value \"maybe\" (expected on or off)"},
@@ -2235,8 +2236,8 @@ END_TEST
 static const struct error_case nginx_cases[] = {
     {"gunzip on;", "test.conf:1:1: \"gunzip\": not in corral yet: compression (see \"static "
                    "files and compression\" in the roadmap, docs/config.md)"},
-    {"server { listen 127.0.0.1:80; gzip_static on; }",
-     "test.conf:1:31: \"gzip_static\": not in corral yet: serving files (see \"static files and "
+    {"server { listen 127.0.0.1:80; random_index on; }",
+     "test.conf:1:31: \"random_index\": not in corral yet: serving files (see \"static files and "
      "compression\" in the roadmap, docs/config.md)"},
     {"upstream u { server 127.0.0.1:1; least_time header; }",
      "test.conf:1:34: \"least_time\" is nginx's: in corral, \"balance least_conn;\" in the "
@@ -2603,14 +2604,14 @@ static const struct translate_case translate_cases[] = {
      0},
     /* lacking: commented out with its message on its own lines, else the
      * message only; either way it counts */
-    {"gunzip on;\nstream {\n  server { listen 53 udp; }\n}\nlocation_x { } gzip_static on;\n",
+    {"gunzip on;\nstream {\n  server { listen 53 udp; }\n}\nlocation_x { } random_index on;\n",
      "# corral: NOT TRANSLATED: \"gunzip\": not in corral yet: compression (see \"static files "
      "and compression\" in the roadmap, docs/config.md)\n# gunzip on;\n"
      "# corral: NOT TRANSLATED: \"stream\": not in corral yet: proxying TCP and UDP (see "
      "\"stream proxy\" in the roadmap, docs/config.md)\n# stream {\n"
      "  # server { listen 53 udp; }\n# }\n"
-     "# corral: NOT TRANSLATED: \"gzip_static\": not in corral yet: serving files (see \"static "
-     "files and compression\" in the roadmap, docs/config.md)\nlocation_x { } gzip_static on;\n",
+     "# corral: NOT TRANSLATED: \"random_index\": not in corral yet: serving files (see \"static "
+     "files and compression\" in the roadmap, docs/config.md)\nlocation_x { } random_index on;\n",
      3},
     {"location / {\n  proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
      "  proxy_set_header Connection \"\";\n  proxy_set_header Upgrade $http_upgrade;\n}\n",

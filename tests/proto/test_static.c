@@ -4,8 +4,11 @@
  * and TLS: GET and HEAD, conditional requests, single and multipart
  * ranges, directories, index files, try_files to a code, a URI and a
  * named location that proxies, a types file included, every traversal
- * attempt, symbolic links, a sparse file past 4 GB, and a file cut short
- * while it is being sent.
+ * attempt, symbolic links, a sparse file past 4 GB, a file cut short
+ * while it is being sent, a server's own files where no location matches
+ * (root, index, try_files), $request_filename, and siblings compressed
+ * ahead of time (gzip_static, brotli_static, zstd_static), decoded by
+ * the coders' own tools.
  */
 #include "../daemon.h"
 #include "../helpers.h"
@@ -82,6 +85,22 @@ START_TEST(directives_and_inheritance)
 }
 END_TEST
 
+/* Where no root is needed: a location another module answers, with
+ * an if's location in it, and one of rewrites only. */
+START_TEST(no_root_needed)
+{
+    struct conf_error error;
+    struct conf_config *config =
+        parse("server { listen 127.0.0.1:1;\n"
+              "  location /p/ { proxy_pass http://127.0.0.1:9; if ($arg_a) { add_header A b; } }\n"
+              "  location /w/ { rewrite ^ /p/ last; }\n"
+              "  location /i/ { if ($arg_a) { return 204; } } }\n",
+              &error);
+    ck_assert_msg(config != NULL, "%s", error.text);
+    conf_free(config);
+}
+END_TEST
+
 START_TEST(directive_errors)
 {
     static const struct {
@@ -103,6 +122,12 @@ START_TEST(directive_errors)
          "test.conf:1:70: unknown if_modified_since \"never\" (expected exact, before or off)"},
         {"server { listen 127.0.0.1:1; location ~ ^/(.*)$ { alias /a/$1; try_files $uri =404; } }",
          "test.conf:1:57: \"alias\" in a regex location cannot be combined with \"try_files\""},
+        {"server { listen 127.0.0.1:1; location / { } }",
+         "test.conf:1:30: location \"/\" serves files (it has no \"return\", \"proxy_pass\" or "
+         "\"rewrite\") but no \"root\" is set for it, in it, its server or at top level"},
+        {"server { listen 127.0.0.1:1; location / { index a.html; } }",
+         "test.conf:1:30: location \"/\" serves files (it has no \"return\", \"proxy_pass\" or "
+         "\"rewrite\") but no \"root\" is set for it, in it, its server or at top level"},
         {"server { listen 127.0.0.1:1; alias /a; }",
          "test.conf:1:30: \"alias\" is not allowed in server (it belongs in location)"},
     };
@@ -439,6 +464,103 @@ START_TEST(try_files_fallbacks)
 }
 END_TEST
 
+/* nginx's server-level configuration: a request that no location
+ * takes is served from the server's root, with its try_files; an empty
+ * location serves the root it inherits. */
+START_TEST(server_level_files)
+{
+    struct test_daemon d;
+    start(&d, "", "",
+          "    index page.html;\n"
+          "    try_files $uri $uri/ /a.txt;\n"
+          "    location = /e/ { }\n"
+          "    location /sub/ { if ($arg_a) { add_header X-A yes; } }\n"
+          "    location /r/ { return 204; }");
+    char out[4096];
+    ck_assert_uint_eq(ask(d.port, "GET", "/", "", out, sizeof(out)), 200);
+    ck_assert_str_eq(body_of(out), "<p>page</p>\n");
+    /* a directory without page.html, its index here */
+    ck_assert_uint_eq(ask(d.port, "GET", "/sub/", "", out, sizeof(out)), 403);
+    ck_assert_uint_eq(ask(d.port, "GET", "/page.html", "", out, sizeof(out)), 200);
+    ck_assert_str_eq(body_of(out), "<p>page</p>\n");
+    /* the server's try_files: its fallback URI, which no location takes */
+    ck_assert_uint_eq(ask(d.port, "GET", "/nothing", "", out, sizeof(out)), 200);
+    ck_assert_str_eq(body_of(out), "hello, world\n");
+    ck_assert_uint_eq(ask(d.port, "GET", "/r/x", "", out, sizeof(out)), 204);
+    /* the empty location: the root, and no try_files (nginx's is the
+     * server's own, not inherited) */
+    ck_assert_uint_eq(ask(d.port, "GET", "/e/", "", out, sizeof(out)), 404);
+    /* an if's location serves files as its location does */
+    char v[64];
+    ck_assert_uint_eq(ask(d.port, "GET", "/sub/index.html?a=1", "", out, sizeof(out)), 200);
+    ck_assert_str_eq(body_of(out), "sub index\n");
+    ck_assert(header_of(out, "X-A", v, sizeof(v)));
+    ck_assert_uint_eq(ask(d.port, "GET", "/sub/index.html", "", out, sizeof(out)), 200);
+    ck_assert(!header_of(out, "X-A", v, sizeof(v)));
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* root at top level, a server with no location at all */
+START_TEST(server_without_locations)
+{
+    struct test_daemon d;
+    char out[4096];
+    make_tree();
+    test_daemon_init(&d, "corral");
+    char conf[2 * PATH_MAX + 256];
+    int n = snprintf(conf, sizeof(conf),
+                     "workers 1;\nadmin { listen 127.0.0.2:0; }\nroot %s;\n"
+                     "server { listen 127.0.0.1:0; }\n",
+                     www);
+    ck_assert_int_lt(n, (int)sizeof(conf));
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    ck_assert_uint_eq(ask(d.port, "GET", "/sub/", "", out, sizeof(out)), 200);
+    ck_assert_str_eq(body_of(out), "sub index\n");
+    ck_assert_uint_eq(ask(d.port, "GET", "/a.txt", "", out, sizeof(out)), 200);
+    ck_assert_uint_eq(ask(d.port, "GET", "/missing", "", out, sizeof(out)), 404);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* $request_filename: root or alias and the URI, for -f and in values. */
+START_TEST(request_filename)
+{
+    struct test_daemon d;
+    test_daemon_file(www, sizeof(www), "www"); /* make_tree() makes it */
+    char server[2 * PATH_MAX + 512];
+    int n = snprintf(server, sizeof(server),
+                     "    location / { if (!-f $request_filename) { return 418; }\n"
+                     "        add_header X-File $request_filename; }\n"
+                     "    location /al/ { alias %s/al/; add_header X-File $request_filename; }\n"
+                     "    location /p/ { add_header X-File \"[$request_filename]\"; return 200; }",
+                     www);
+    ck_assert_int_lt(n, (int)sizeof(server));
+    start(&d, "", "", server);
+    char out[4096], v[PATH_MAX + 16], want[PATH_MAX + 16];
+    ck_assert_uint_eq(ask(d.port, "GET", "/a.txt", "", out, sizeof(out)), 200);
+    ck_assert(header_of(out, "X-File", v, sizeof(v)));
+    snprintf(want, sizeof(want), "%s/a.txt", www);
+    ck_assert_str_eq(v, want);
+    /* decoded and normalised, as the file's path is */
+    ck_assert_uint_eq(ask(d.port, "GET", "/sub/../%61.txt", "", out, sizeof(out)), 200);
+    ck_assert(header_of(out, "X-File", v, sizeof(v)));
+    ck_assert_str_eq(v, want);
+    ck_assert_uint_eq(ask(d.port, "GET", "/none.txt", "", out, sizeof(out)), 418);
+    ck_assert_uint_eq(ask(d.port, "GET", "/sub", "", out, sizeof(out)), 418); /* a directory */
+    ck_assert_uint_eq(ask(d.port, "GET", "/al/in.txt", "", out, sizeof(out)), 200);
+    ck_assert(header_of(out, "X-File", v, sizeof(v)));
+    snprintf(want, sizeof(want), "%s/al/in.txt", www);
+    ck_assert_str_eq(v, want);
+    /* where another module answers, no file: empty */
+    ck_assert_uint_eq(ask(d.port, "GET", "/p/x", "", out, sizeof(out)), 200);
+    ck_assert(header_of(out, "X-File", v, sizeof(v)));
+    ck_assert_str_eq(v, "[]");
+    test_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(types_file_included)
 {
     struct test_daemon d;
@@ -752,10 +874,229 @@ START_TEST(over_tls)
 }
 END_TEST
 
+/* ------------------------------------------------- precompressed files */
+
+/* Runs `command` through the shell; its exit status. */
+static int shell(const char *command)
+{
+    int status = system(command);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* www/NAME, its text, and its siblings made by the coders' own tools. */
+static void with_siblings(const char *name)
+{
+    char rel[64], path[PATH_MAX], cmd[8 * PATH_MAX];
+    snprintf(rel, sizeof(rel), "www/%s", name);
+    test_daemon_file(path, sizeof(path), rel);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 2000; i++)
+        fprintf(f, "line %d of a file compressed ahead of time\n", i);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd),
+             "gzip -9 -c '%s' > '%s.gz' && brotli -c '%s' > '%s.br' && zstd -q -c '%s' > '%s.zst'",
+             path, path, path, path, path, path);
+    ck_assert_int_eq(shell(cmd), 0);
+}
+
+/* GET (or `method`) `uri` with `headers`: the status, the head in `head`,
+ * the body in www/../NAME.got (for the decoders). */
+static unsigned fetch_to(int port, const char *method, const char *uri, const char *headers,
+                         char *head, size_t head_size, const char *name, size_t *body_len)
+{
+    static char out[1 << 20];
+    char request[1024];
+    snprintf(request, sizeof(request), "%s %s HTTP/1.1\r\nHost: h\r\n%sConnection: close\r\n\r\n",
+             method, uri, headers);
+    size_t len = exchange(port, request, out, sizeof(out));
+    const char *end = strstr(out, "\r\n\r\n");
+    ck_assert_ptr_nonnull(end);
+    size_t head_len = (size_t)(end + 4 - out);
+    ck_assert_uint_lt(head_len, head_size);
+    memcpy(head, out, head_len);
+    head[head_len] = '\0';
+    *body_len = len - head_len;
+    char path[PATH_MAX];
+    test_daemon_file(path, sizeof(path), name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(end + 4, 1, *body_len, f), *body_len);
+    fclose(f);
+    unsigned status = 0;
+    sscanf(head, "HTTP/1.1 %u", &status);
+    return status;
+}
+
+/* Whether `command` exits 0, with $GOT the body's file and $WANT
+ * `want_rel`'s. */
+static bool body_check(const char *command, const char *want_rel)
+{
+    char got[PATH_MAX], want[PATH_MAX];
+    test_daemon_file(got, sizeof(got), "body.got");
+    test_daemon_file(want, sizeof(want), want_rel);
+    ck_assert_int_eq(setenv("GOT", got, 1), 0);
+    ck_assert_int_eq(setenv("WANT", want, 1), 0);
+    return shell(command) == 0;
+}
+
+static uint64_t size_of(const char *rel)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    test_daemon_file(path, sizeof(path), rel);
+    ck_assert_int_eq(stat(path, &st), 0);
+    return (uint64_t)st.st_size;
+}
+
+START_TEST(precompressed_siblings)
+{
+    struct test_daemon d;
+    test_daemon_file(www, sizeof(www), "www"); /* make_tree() makes it */
+    char server[PATH_MAX + 512];
+    int n = snprintf(server, sizeof(server),
+                     "    location / { gzip_static on; brotli_static on; zstd_static on; }\n"
+                     "    location /g/ { alias %s/; gzip_static always; }\n"
+                     "    location /n/ { alias %s/; }",
+                     www, www);
+    ck_assert_int_lt(n, (int)sizeof(server));
+    /* the compression filter is on too: it must leave a coded file be */
+    start(&d,
+          "gzip on; zstd on; brotli on; gzip_types text/plain; zstd_types text/plain;\n"
+          "brotli_types text/plain; gzip_vary on;",
+          "", server);
+    with_siblings("p.txt");
+    with_siblings("old.txt");
+    char path[PATH_MAX];
+    test_daemon_file(path, sizeof(path), "www/old.txt.gz");
+    struct timespec old[2] = {{.tv_sec = 1000000000}, {.tv_sec = 1000000000}};
+    ck_assert_int_eq(utimensat(AT_FDCWD, path, old, 0), 0);
+
+    char head[4096], v[256];
+    size_t len;
+    static const struct {
+        const char *accept, *coding, *suffix, *decode;
+    } cases[] = {
+        {"gzip", "gzip", ".gz",
+         "python3 -c 'import gzip,sys; sys.stdout.buffer.write("
+         "gzip.decompress(open(sys.argv[1],\"rb\").read()))' \"$GOT\" | cmp - \"$WANT\""},
+        {"br", "br", ".br", "brotli -d -c \"$GOT\" | cmp - \"$WANT\""},
+        {"zstd", "zstd", ".zst", "zstd -q -d -c \"$GOT\" | cmp - \"$WANT\""},
+        /* equal q: the compression filter's order, zstd first */
+        {"gzip, br, zstd", "zstd", ".zst", "zstd -q -d -c \"$GOT\" | cmp - \"$WANT\""},
+        {"gzip;q=1, br;q=0.5, zstd;q=0", "gzip", ".gz", "gzip -d -c < \"$GOT\" | cmp - \"$WANT\""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char headers[128];
+        snprintf(headers, sizeof(headers), "Accept-Encoding: %s\r\n", cases[i].accept);
+        ck_assert_uint_eq(
+            fetch_to(d.port, "GET", "/p.txt", headers, head, sizeof(head), "body.got", &len), 200);
+        ck_assert(header_of(head, "Content-Encoding", v, sizeof(v)));
+        ck_assert_str_eq(v, cases[i].coding);
+        ck_assert(header_of(head, "Vary", v, sizeof(v)));
+        ck_assert_str_eq(v, "Accept-Encoding");
+        ck_assert(header_of(head, "Content-Type", v, sizeof(v)));
+        ck_assert_str_eq(v, "text/plain");
+        char sibling[64];
+        snprintf(sibling, sizeof(sibling), "www/p.txt%s", cases[i].suffix);
+        ck_assert_uint_eq(len, size_of(sibling));
+        ck_assert(body_check("cmp \"$GOT\" \"$WANT\"", sibling)); /* its bytes, coded once */
+        ck_assert_msg(body_check(cases[i].decode, "www/p.txt"), "%s", cases[i].accept);
+    }
+    /* the sibling's validators */
+    ck_assert_uint_eq(fetch_to(d.port, "GET", "/p.txt", "Accept-Encoding: gzip\r\n", head,
+                               sizeof(head), "body.got", &len),
+                      200);
+    struct stat st;
+    test_daemon_file(path, sizeof(path), "www/p.txt.gz");
+    ck_assert_int_eq(stat(path, &st), 0);
+    char want[64];
+    snprintf(want, sizeof(want), "\"%llx-%llx\"", (unsigned long long)st.st_mtime,
+             (unsigned long long)st.st_size);
+    ck_assert(header_of(head, "ETag", v, sizeof(v)));
+    ck_assert_str_eq(v, want);
+    /* HEAD: the same head, no body */
+    ck_assert_uint_eq(fetch_to(d.port, "HEAD", "/p.txt", "Accept-Encoding: gzip\r\n", head,
+                               sizeof(head), "body.got", &len),
+                      200);
+    ck_assert_uint_eq(len, 0);
+    ck_assert(header_of(head, "Content-Encoding", v, sizeof(v)));
+    ck_assert(header_of(head, "Content-Length", v, sizeof(v)));
+    ck_assert_uint_eq(strtoull(v, NULL, 10), size_of("www/p.txt.gz"));
+    /* a range: the sibling's bytes */
+    ck_assert_uint_eq(fetch_to(d.port, "GET", "/p.txt",
+                               "Accept-Encoding: br\r\nRange: bytes=0-9\r\n", head, sizeof(head),
+                               "body.got", &len),
+                      206);
+    ck_assert(header_of(head, "Content-Range", v, sizeof(v)));
+    snprintf(want, sizeof(want), "bytes 0-9/%llu", (unsigned long long)size_of("www/p.txt.br"));
+    ck_assert_str_eq(v, want);
+    ck_assert_uint_eq(len, 10);
+    ck_assert(body_check("head -c 10 \"$WANT\" | cmp \"$GOT\" -", "www/p.txt.br"));
+    /* a client that accepts none: the file, with Vary, coded by nothing
+     * (the filter's types take it, but identity is asked for) */
+    ck_assert_uint_eq(fetch_to(d.port, "GET", "/p.txt", "", head, sizeof(head), "body.got", &len),
+                      200);
+    ck_assert(!header_of(head, "Content-Encoding", v, sizeof(v)));
+    ck_assert(header_of(head, "Vary", v, sizeof(v)));
+    ck_assert_ptr_null(strstr(strstr(head, "Vary") + 1, "Vary")); /* once: not the filter's too */
+    ck_assert(body_check("cmp \"$GOT\" \"$WANT\"", "www/p.txt"));
+    /* a sibling older than the file is not served: the filter codes it */
+    ck_assert_uint_eq(fetch_to(d.port, "GET", "/old.txt", "Accept-Encoding: gzip\r\n", head,
+                               sizeof(head), "body.got", &len),
+                      200);
+    ck_assert(header_of(head, "Content-Encoding", v, sizeof(v)));
+    ck_assert_ptr_null(strstr(head, "Content-Length"));
+    ck_assert(header_of(head, "Transfer-Encoding", v, sizeof(v))); /* the filter's */
+    /* always: whatever the client says */
+    ck_assert_uint_eq(fetch_to(d.port, "GET", "/g/p.txt", "Accept-Encoding: identity\r\n", head,
+                               sizeof(head), "body.got", &len),
+                      200);
+    ck_assert(header_of(head, "Content-Encoding", v, sizeof(v)));
+    ck_assert_str_eq(v, "gzip");
+    ck_assert(body_check("cmp \"$GOT\" \"$WANT\"", "www/p.txt.gz"));
+    /* off: no sibling, no Vary of its own; the filter's gzip */
+    ck_assert_uint_eq(fetch_to(d.port, "GET", "/n/p.txt", "", head, sizeof(head), "body.got", &len),
+                      200);
+    ck_assert(!header_of(head, "Content-Encoding", v, sizeof(v)));
+    ck_assert(body_check("cmp \"$GOT\" \"$WANT\"", "www/p.txt"));
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A sibling is opened as the file is: a link refused under
+ * disable_symlinks, a directory of that name skipped. */
+START_TEST(precompressed_sibling_opened_safely)
+{
+    struct test_daemon d;
+    start(&d, "", "", "    location / { gzip_static on; disable_symlinks on; }");
+    with_siblings("p.txt");
+    char path[PATH_MAX], target[PATH_MAX];
+    test_daemon_file(path, sizeof(path), "www/p.txt.gz");
+    test_daemon_file(target, sizeof(target), "p.gz");
+    ck_assert_int_eq(rename(path, target), 0);
+    ck_assert_int_eq(symlink(target, path), 0);
+    char head[4096], v[64];
+    size_t len;
+    ck_assert_uint_eq(fetch_to(d.port, "GET", "/p.txt", "Accept-Encoding: gzip\r\n", head,
+                               sizeof(head), "body.got", &len),
+                      200);
+    ck_assert(!header_of(head, "Content-Encoding", v, sizeof(v)));
+    ck_assert(body_check("cmp \"$GOT\" \"$WANT\"", "www/p.txt"));
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    ck_assert_uint_eq(fetch_to(d.port, "GET", "/p.txt", "Accept-Encoding: gzip\r\n", head,
+                               sizeof(head), "body.got", &len),
+                      200);
+    ck_assert(!header_of(head, "Content-Encoding", v, sizeof(v)));
+    test_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(open_file_cache_sees_changes)
 {
     struct test_daemon d;
-    start(&d, "", "", "    location / { open_file_cache max=10; }");
+    start(&d, "", "", "    location / { open_file_cache max=10; open_file_cache_valid 0; }");
     char out[4096];
     ck_assert_uint_eq(ask(d.port, "GET", "/a.txt", "", out, sizeof(out)), 200);
     ck_assert_str_eq(body_of(out), "hello, world\n");
@@ -903,6 +1244,7 @@ Suite *test_suite(void)
     tcase_set_timeout(unit, 10);
     tcase_add_test(unit, directives_and_inheritance);
     tcase_add_test(unit, directive_errors);
+    tcase_add_test(unit, no_root_needed);
     suite_add_tcase(suite, unit);
     TCase *daemon = tcase_create("daemon");
     tcase_set_timeout(daemon, 60);
@@ -912,6 +1254,9 @@ Suite *test_suite(void)
     tcase_add_test(daemon, ranges);
     tcase_add_test(daemon, directories_and_index);
     tcase_add_test(daemon, try_files_fallbacks);
+    tcase_add_test(daemon, server_level_files);
+    tcase_add_test(daemon, server_without_locations);
+    tcase_add_test(daemon, request_filename);
     tcase_add_test(daemon, types_file_included);
     tcase_add_test(daemon, nothing_outside_the_root);
     tcase_add_test(daemon, sparse_file_past_4gb);
@@ -920,6 +1265,8 @@ Suite *test_suite(void)
     tcase_add_test(daemon, http2_file_truncated_resets_the_stream);
     tcase_add_test(daemon, over_tls);
     tcase_add_test(daemon, open_file_cache_sees_changes);
+    tcase_add_test(daemon, precompressed_siblings);
+    tcase_add_test(daemon, precompressed_sibling_opened_safely);
     tcase_add_test(daemon, body_bytes_sent_logged);
     tcase_add_test(daemon, large_file_whole);
     tcase_add_test(daemon, autoindex_lists_a_directory);

@@ -146,6 +146,51 @@ START_TEST(cache_reuses_and_revalidates)
 }
 END_TEST
 
+/* open_file_cache_valid: within it the entry is taken on trust, past it
+ * checked again; a small file's bytes are kept with its entry and go
+ * with it. */
+START_TEST(cache_valid_window_and_kept_bytes)
+{
+    struct static_file_cache_conf conf = {.max = 4, .inactive_ms = 60000, .valid_ms = 1000};
+    char p[128];
+    path_of(p, sizeof(p), "d/f.txt");
+    struct static_file a;
+    ck_assert_int_eq(static_file_open(p, false, &conf, 10000, &a), 0);
+    const char *kept = static_file_small(&a);
+    ck_assert_ptr_nonnull(kept);
+    ck_assert_int_eq(memcmp(kept, "hello", 5), 0);
+    ck_assert_ptr_eq(static_file_small(&a), kept); /* read once */
+    int fd = a.fd;
+    static_file_close(&a);
+    write_file("d/f.txt", "hello, again");
+    /* 999 ms later: not checked, the old file and its bytes */
+    ck_assert_int_eq(static_file_open(p, false, &conf, 10999, &a), 0);
+    ck_assert_int_eq(a.fd, fd);
+    ck_assert_int_eq(a.st.st_size, 5);
+    ck_assert_ptr_eq(static_file_small(&a), kept);
+    static_file_close(&a);
+    /* a second after the check: checked, the new file */
+    ck_assert_int_eq(static_file_open(p, false, &conf, 11000, &a), 0);
+    ck_assert_int_eq(a.st.st_size, 12);
+    kept = static_file_small(&a);
+    ck_assert_ptr_nonnull(kept);
+    ck_assert_int_eq(memcmp(kept, "hello, again", 12), 0);
+    static_file_close(&a);
+    /* uncached, or too large: nothing kept */
+    ck_assert_int_eq(static_file_open(p, false, NULL, 0, &a), 0);
+    ck_assert_ptr_null(static_file_small(&a));
+    static_file_close(&a);
+    char big[STATIC_FILE_SMALL + 2];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    write_file("big.txt", big);
+    path_of(p, sizeof(p), "big.txt");
+    ck_assert_int_eq(static_file_open(p, false, &conf, 12000, &a), 0);
+    ck_assert_ptr_null(static_file_small(&a));
+    static_file_close(&a);
+}
+END_TEST
+
 START_TEST(cache_bounded_and_inactive)
 {
     struct static_file_cache_conf conf = {.max = 2, .inactive_ms = 5000};
@@ -203,6 +248,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, missing_and_not_a_directory);
     tcase_add_test(tc, symlinks_followed_unless_refused);
     tcase_add_test(tc, cache_reuses_and_revalidates);
+    tcase_add_test(tc, cache_valid_window_and_kept_bytes);
     tcase_add_test(tc, cache_bounded_and_inactive);
     tcase_add_test(tc, cache_keeps_refusing_symlinks);
     suite_add_tcase(suite, tc);

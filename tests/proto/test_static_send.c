@@ -5,7 +5,8 @@
  * goes by exchange_sendfile() when the framer can and no body filter is
  * on, else through exchange_write() (and so through the filter); output
  * that backs up waits for on_drain; a file shorter than announced, read
- * or sent, cuts the exchange off with nothing in its stead.
+ * or sent, cuts the exchange off with nothing in its stead; a small body
+ * is written at once, from the bytes the descriptor cache keeps.
  */
 #include "../helpers.h"
 #include "proto/http/exchange.h"
@@ -307,6 +308,60 @@ START_TEST(the_client_gone_during_a_send)
 }
 END_TEST
 
+/* A small body goes at once, written with no sendfile even where the
+ * framer could, and nothing kept: one range of a large file, or a small
+ * file whole from the bytes the descriptor cache keeps. */
+START_TEST(a_small_body_is_written_at_once)
+{
+    seen.can_sendfile = true;
+    struct exchange ex = fresh();
+    int fds = test_fd_count();
+    struct static_range r = {5000, 5000 + STATIC_FILE_SMALL - 1};
+    start(&ex, &r, 1, sizeof(content));
+    ck_assert_int_eq(seen.sendfiles, 0);
+    ck_assert_int_eq(seen.writes, 1);
+    ck_assert_uint_eq(seen.body_len, STATIC_FILE_SMALL);
+    ck_assert(memcmp(seen.body, content + 5000, STATIC_FILE_SMALL) == 0);
+    ck_assert_int_eq(seen.ends, 1);
+    ck_assert_ptr_null(exchange_data(&ex));
+    ck_assert_int_eq(test_fd_count(), fds);
+    /* one byte more: by sendfile, as before */
+    memset(&seen, 0, sizeof(seen));
+    seen.can_sendfile = true;
+    r.last++;
+    start(&ex, &r, 1, sizeof(content));
+    ck_assert_int_eq(seen.sendfiles, 1);
+    finish_sendfile(&ex, STATIC_FILE_SMALL + 1, 0);
+    ck_assert_int_eq(seen.ends, 1);
+    /* a small file through the cache: its kept bytes */
+    ck_assert_int_eq(truncate(path, 1000), 0);
+    memset(&seen, 0, sizeof(seen));
+    seen.can_sendfile = true;
+    struct static_file_cache_conf cache = {.max = 4, .inactive_ms = 60000, .valid_ms = 60000};
+    struct static_file f;
+    ck_assert_int_eq(static_file_open(path, false, &cache, 1, &f), 0);
+    ck_assert_ptr_nonnull(static_file_small(&f));
+    struct static_send_plan plan = {.size = 1000, .type = "text/plain", .sendfile = true};
+    static_send_start(&ex, &f, &plan);
+    ck_assert_int_eq(seen.sendfiles, 0);
+    ck_assert_uint_eq(seen.body_len, 1000);
+    ck_assert(memcmp(seen.body, content, 1000) == 0);
+    ck_assert_int_eq(seen.ends, 1);
+}
+END_TEST
+
+START_TEST(a_small_body_shrunk_cuts_the_exchange_off)
+{
+    struct exchange ex = fresh();
+    ck_assert_int_eq(truncate(path, 100), 0);
+    start(&ex, NULL, 0, 1000); /* announced before it shrank */
+    ck_assert_int_eq(seen.aborts, 1);
+    ck_assert_int_eq(seen.ends, 0);
+    ck_assert_uint_eq(seen.body_len, 0);
+    ck_assert_ptr_null(exchange_data(&ex));
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     modules_init();
@@ -322,6 +377,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_shrunk_file_read_cuts_the_exchange_off);
     tcase_add_test(tc, a_shrunk_file_sent_cuts_the_exchange_off);
     tcase_add_test(tc, the_client_gone_during_a_send);
+    tcase_add_test(tc, a_small_body_is_written_at_once);
+    tcase_add_test(tc, a_small_body_shrunk_cuts_the_exchange_off);
     suite_add_tcase(suite, tc);
     return suite;
 }
