@@ -150,11 +150,15 @@ bool tracestate_valid(const char *text, size_t len)
         const char *comma = memchr(p, ',', (size_t)(end - p));
         const char *stop = comma != NULL ? comma : end;
         /* Optional spaces and tabs around a member (OWS). */
-        const char *a = p, *b = stop;
-        while (a < b && (*a == ' ' || *a == '\t'))
+        const char *a = p;
+        size_t n = (size_t)(stop - p); /* by length, which the analyzer follows */
+        while (n > 0 && (*a == ' ' || *a == '\t')) {
             a++;
-        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
-            b--;
+            n--;
+        }
+        while (n > 0 && (a[n - 1] == ' ' || a[n - 1] == '\t'))
+            n--;
+        const char *b = a + n;
         if (a < b) {
             const char *eq = memchr(a, '=', (size_t)(b - a));
             if (eq == NULL || !key_valid(a, (size_t)(eq - a)) ||

@@ -10,6 +10,7 @@
 #include "proto/http/vars.h"
 #include "proto/policy/add_header.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -512,7 +513,8 @@ static int build(const void *conf, const struct http_module_build *b, const void
     if (base == NULL)
         base = "";
     sl->alias = c->alias != NULL; /* a location's only */
-    if (sl->alias && b->loc->regex != NULL) {
+    assert(!sl->alias || b->loc != NULL);
+    if (sl->alias && b->loc != NULL && b->loc->regex != NULL) {
         /* The whole path, $1... from the regex: it must stay under the
          * directory its text names before its first variable. */
         int err = b->compile(b->arena, c->alias, &c->alias_pos, "alias", &sl->alias_value);

@@ -6,6 +6,7 @@
  */
 #include "proto/static/static_precompressed.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -62,6 +63,7 @@ int static_precompressed_open(const struct http_request *req, const uint8_t mode
             compress_accept_parse(&accept, req->headers[i].value.data, req->headers[i].value.len);
     enum compress_coding order[COMPRESS_CODINGS];
     size_t count = compress_accept_order(&accept, order);
+    assert(count <= COMPRESS_CODINGS); /* each coding once at most */
     unsigned tried = 0;
     for (size_t i = 0; i < count; i++) {
         enum compress_coding c = order[i];
