@@ -144,6 +144,7 @@ http://127.0.0.1:18113 {
 CONF
     GOMAXPROCS=1 start caddy 18113 caddy run --adapter caddyfile --config "$tmp/Caddyfile"
   fi
+  prefix=$CODING; [ "$CODING" = br ] && prefix=brotli   # the directives' names
   cat >"$tmp/corral.conf" <<CONF
 workers 1;
 keepalive_requests 1000000;
@@ -151,7 +152,7 @@ access_log off;
 upstream backend { server 127.0.0.1:18110; keepalive 64; }
 server {
   listen 127.0.0.1:18114;
-  $CODING on; ${CODING}_comp_level $LEVEL; ${CODING}_types application/json;
+  $prefix on; ${prefix}_comp_level $LEVEL; ${prefix}_types application/json;
   location / { proxy_pass http://backend; }
 }
 CONF
