@@ -301,6 +301,23 @@ static inline struct conf_arg conf_arg_tail(const struct conf_arg *arg, size_t o
     return tail;
 }
 
+/* Whether `text` starts with `prefix`, a literal: a "name=value"
+ * argument's name. */
+#define conf_has_prefix(text, prefix) (strncmp(text, prefix, sizeof(prefix) - 1) == 0)
+
+/* After a failure reported at `value` (a conf_arg_tail() of the caller's
+ * frame): the position is kept in `error` itself, so that it outlives
+ * the frame.  Returns -1. */
+static inline int conf_module_fail_kept(struct conf_module_error *error,
+                                        const struct conf_arg *value)
+{
+    if (error->at == &value->pos) {
+        error->at_inside = value->pos;
+        error->at = &error->at_inside;
+    }
+    return -1;
+}
+
 /* Reads `arg` as a number from `min` to `max` into *out, as conf/'s own
  * directives do.  Returns 0, or -1 with why in `error` (`what` names the
  * setting in range messages, e.g. "\"limit_conn\""). */
@@ -343,6 +360,21 @@ static inline char *conf_path_join(const char *file, const char *path)
     memcpy(joined, file, dir_len);
     memcpy(joined + dir_len, path, path_len + 1);
     return joined;
+}
+
+/* The file `arg` names, resolved as conf_path_join() does, for an apply
+ * function that reads it now: malloc'd, or NULL with why in `error` (an
+ * empty name, out of memory). */
+static inline char *conf_arg_file(const struct conf_arg *arg, struct conf_module_error *error)
+{
+    if (arg->text[0] == '\0') {
+        conf_module_fail(error, &arg->pos, "%s", "empty file name");
+        return NULL;
+    }
+    char *path = conf_path_join(arg->pos.file, arg->text);
+    if (path == NULL)
+        conf_module_fail(error, &arg->pos, "%s", "out of memory");
+    return path;
 }
 
 /* `module`'s struct in a level's block of module structs (conf_config,

@@ -215,20 +215,15 @@ static int apply_user_file(void *conf, const struct conf_arg *args, size_t count
     (void)count;
     struct auth_basic_conf *c = conf;
     const struct conf_arg *arg = &args[0];
-    if (arg->text[0] == '\0')
-        return conf_module_fail(error, &arg->pos, "%s", "empty file name");
-    char *path = conf_path_join(arg->pos.file, arg->text);
+    char *path = conf_arg_file(arg, error);
     if (path == NULL)
-        return conf_module_fail(error, &arg->pos, "%s", "out of memory");
+        return -1;
     int rc = htpasswd_load(path, &c->users, error->message, sizeof(error->message));
     free(path);
     if (rc != 0)
         error->at = &arg->pos;
     return rc;
 }
-
-/* Whether `text` starts with `prefix`, a literal. */
-#define has_prefix(text, prefix) (strncmp(text, prefix, sizeof(prefix) - 1) == 0)
 
 /* auth_basic_fail_limit zone=NAME [burst=N] [status=CODE]; */
 static int apply_fail_limit(void *conf, const struct conf_arg *args, size_t count,
@@ -242,24 +237,19 @@ static int apply_fail_limit(void *conf, const struct conf_arg *args, size_t coun
         size_t eq = strcspn(arg->text, "=");
         struct conf_arg value = conf_arg_tail(arg, arg->text[eq] == '=' ? eq + 1 : eq);
         int rc = 0;
-        if (has_prefix(arg->text, "zone=") && zone == NULL) {
+        if (conf_has_prefix(arg->text, "zone=") && zone == NULL) {
             zone = arg;
             if (!limit_zone_name_valid(value.text, strlen(value.text)))
                 rc = conf_module_fail(error, &arg->pos, "invalid zone name in \"%s\"", arg->text);
-        } else if (has_prefix(arg->text, "burst=")) {
+        } else if (conf_has_prefix(arg->text, "burst=")) {
             rc = conf_arg_uint(&value, "burst", 0, 1000000, &c->fail_burst, error);
-        } else if (has_prefix(arg->text, "status=")) {
+        } else if (conf_has_prefix(arg->text, "status=")) {
             rc = conf_arg_uint(&value, "status", 400, 599, &c->fail_status, error);
         } else {
             rc = conf_module_fail(error, &arg->pos, "invalid parameter \"%s\"", arg->text);
         }
-        if (rc != 0) {
-            if (error->at == &value.pos) { /* `value` goes with this frame */
-                error->at_inside = value.pos;
-                error->at = &error->at_inside;
-            }
-            return -1;
-        }
+        if (rc != 0)
+            return conf_module_fail_kept(error, &value); /* `value` goes with this frame */
     }
     if (zone == NULL)
         return conf_module_fail(error, NULL, "%s", "\"auth_basic_fail_limit\" needs zone=NAME");

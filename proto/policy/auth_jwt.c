@@ -218,11 +218,9 @@ static int apply_key_file(void *conf, const struct conf_arg *args, size_t count,
     (void)count;
     struct auth_jwt_conf *c = conf;
     const struct conf_arg *arg = &args[0];
-    if (arg->text[0] == '\0')
-        return conf_module_fail(error, &arg->pos, "%s", "empty file name");
-    char *path = conf_path_join(arg->pos.file, arg->text);
+    char *path = conf_arg_file(arg, error);
     if (path == NULL)
-        return conf_module_fail(error, &arg->pos, "%s", "out of memory");
+        return -1;
     int rc = jwks_load(path, &c->keys, error->message, sizeof(error->message));
     free(path);
     if (rc != 0)

@@ -292,9 +292,6 @@ void limit_release(struct exchange *ex)
 
 #define BURST_MAX 1000000u
 
-/* Whether `text` starts with `prefix`, a literal. */
-#define has_prefix(text, prefix) (strncmp(text, prefix, sizeof(prefix) - 1) == 0)
-
 /* Adds `limit` to `list`, refusing a zone it names already (at `at`,
  * where its name is written); `limit`'s name is the list's, or freed. */
 static int add_limit(struct limit_line **list, size_t *count, struct limit_line *limit,
@@ -332,13 +329,13 @@ static int apply_limit_req(void *conf, const struct conf_arg *args, size_t count
         size_t eq = strcspn(arg->text, "=");
         struct conf_arg value = conf_arg_tail(arg, arg->text[eq] == '=' ? eq + 1 : eq);
         int rc = 0;
-        if (has_prefix(arg->text, "zone=") && zone_arg == NULL) {
+        if (conf_has_prefix(arg->text, "zone=") && zone_arg == NULL) {
             zone_arg = arg;
             if (!limit_zone_name_valid(value.text, strlen(value.text)))
                 rc = conf_module_fail(error, &arg->pos, "invalid zone name in \"%s\"", arg->text);
-        } else if (has_prefix(arg->text, "burst=")) {
+        } else if (conf_has_prefix(arg->text, "burst=")) {
             rc = conf_arg_uint(&value, "burst", 0, BURST_MAX, &limit.burst, error);
-        } else if (has_prefix(arg->text, "delay=") && !has_delay) {
+        } else if (conf_has_prefix(arg->text, "delay=") && !has_delay) {
             has_delay = true;
             rc = conf_arg_uint(&value, "delay", 0, BURST_MAX, &limit.delay, error);
         } else if (strcmp(arg->text, "nodelay") == 0 && !has_delay) {
@@ -347,13 +344,8 @@ static int apply_limit_req(void *conf, const struct conf_arg *args, size_t count
         } else {
             rc = conf_module_fail(error, &arg->pos, "invalid parameter \"%s\"", arg->text);
         }
-        if (rc != 0) {
-            if (error->at == &value.pos) { /* `value` goes with this frame */
-                error->at_inside = value.pos;
-                error->at = &error->at_inside;
-            }
-            return -1;
-        }
+        if (rc != 0)
+            return conf_module_fail_kept(error, &value); /* `value` goes with this frame */
     }
     if (zone_arg == NULL)
         return conf_module_fail(error, NULL, "%s", "\"limit_req\" needs zone=NAME");
