@@ -354,6 +354,32 @@ static size_t scan_fragment(struct http2_conn *h2, const uint8_t *p, size_t n)
     return i + passed;
 }
 
+/* RFC 9113 5.1.1: a new stream's identifier is above every one the
+ * client opened, so HEADERS naming a lower stream that is gone is a
+ * connection error, as nginx, HAProxy and h2o treat it (nghttp2 would skip
+ * the frame).  Streams this side reset are the exception: the client may
+ * have sent their trailers before it saw the reset (5.1, "closed"). */
+static void check_stream_id(struct http2_conn *h2, int32_t stream_id)
+{
+    if (stream_id > h2->max_stream_id) {
+        h2->max_stream_id = stream_id;
+        return;
+    }
+    if (stream_id == 0 || nghttp2_session_find_stream(h2->session, stream_id) != NULL)
+        return; /* stream 0 is nghttp2's to refuse; a live stream's trailers */
+    for (size_t i = 0; i < sizeof(h2->reset_ids) / sizeof(h2->reset_ids[0]); i++)
+        if (h2->reset_ids[i] == stream_id)
+            return;
+    char client[64];
+    exchange_format_peer(&h2->c, client, sizeof(client));
+    corral_log(CORRAL_LOG_INFO,
+               "http2: %s: HEADERS for stream %d, below stream %d it opened: closing the "
+               "connection",
+               client, (int)stream_id, (int)h2->max_stream_id);
+    nghttp2_session_terminate_session(h2->session, NGHTTP2_PROTOCOL_ERROR);
+    h2->closing = true;
+}
+
 /* One frame header from the client, before nghttp2 reads the frame. */
 static void frame_seen(struct http2_conn *h2, uint8_t type, uint8_t flags, uint32_t length,
                        int32_t stream_id)
@@ -383,6 +409,7 @@ static void frame_seen(struct http2_conn *h2, uint8_t type, uint8_t flags, uint3
          * decoded to its end, keeping nothing, and answered 431. */
         uint32_t prefix = 0;
         if (type == NGHTTP2_HEADERS) {
+            check_stream_id(h2, stream_id);
             prefix = headers_prefix(flags);
             h2->block_bytes = 0;
             h2->block_stream = stream_id;
@@ -635,6 +662,9 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
         h2->data_frames_sent++;
     } else if (frame->hd.type == NGHTTP2_RST_STREAM) {
         http2_count(h2, HTTP2_RESETS_SENT);
+        h2->reset_ids[h2->reset_next] = frame->hd.stream_id;
+        h2->reset_next =
+            (uint8_t)((h2->reset_next + 1) % (sizeof(h2->reset_ids) / sizeof(h2->reset_ids[0])));
     } else if (frame->hd.type == NGHTTP2_GOAWAY) {
         uint32_t code = frame->goaway.error_code;
         http2_count(h2, code == NGHTTP2_NO_ERROR            ? HTTP2_GOAWAY_NO_ERROR

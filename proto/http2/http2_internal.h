@@ -104,6 +104,12 @@ struct http2_conn {
     bool settings_sent;     /* ours went out, with the configured stream limit */
     uint32_t logged;        /* 1 << enum http2_counter: the defences logged once */
     unsigned resets;        /* RST_STREAM from the client in this interval */
+    /* The highest stream a client's HEADERS opened, and the last streams
+     * this side reset, whose HEADERS (trailers) may still be in flight
+     * (RFC 9113 5.1): for the check in frame_seen(). */
+    int32_t max_stream_id;
+    int32_t reset_ids[8];
+    uint8_t reset_next;
     uint64_t resets_since_ms;
     /* The client's frames as scanned ahead of nghttp2 (http2.c): where the
      * scan is, and what it counted. */

@@ -1087,6 +1087,55 @@ START_TEST(empty_body_request_waiting_for_its_end_times_out)
 }
 END_TEST
 
+/* HEADERS for a stream below one the client already opened, and gone:
+ * a connection error (RFC 9113 5.1.1), GOAWAY PROTOCOL_ERROR, as nginx,
+ * HAProxy and h2o answer; nghttp2 alone would skip the frame. */
+START_TEST(headers_below_an_opened_stream_is_a_connection_error)
+{
+    struct test_daemon d;
+    int fd = start_slow(&d);
+    struct h2_seen s;
+    seen_init(&s);
+    char f[64];
+    size_t n = frame(f, 1, HEADERS_END_STREAM_END_HEADERS, 5, get_block, sizeof(get_block) - 1);
+    test_send_all(fd, f, n);
+    for (int i = 0; i < 100 && !s.ended[2]; i++)
+        seen_read(fd, &s, 50);
+    ck_assert(s.ended[2]);
+    n = frame(f, 1, HEADERS_END_STREAM_END_HEADERS, 3, get_block, sizeof(get_block) - 1);
+    test_send_all(fd, f, n);
+    ck_assert_uint_ne(seen_until_close(fd, &s, 5000), UINT64_MAX);
+    ck_assert_int_eq(s.goaway, 1);
+    ck_assert_uint_eq(s.status[1], 0);
+    close(fd);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A TLS client that chose h2 by ALPN must send the preface: an HTTP/1.1
+ * request line instead is a connection error, never answered as HTTP/1.1
+ * (RFC 9113 3.4).  The server's SETTINGS is all it gets before the close. */
+START_TEST(alpn_h2_then_http1_request_line_is_not_answered)
+{
+    char command[2 * PATH_MAX], out[512];
+    make_certificate();
+    struct test_daemon d;
+    start(&d, NULL, "tls http2", "    tls_certificate cert.pem;\n    tls_certificate_key key.pem;",
+          "");
+    snprintf(command, sizeof(command),
+             "printf 'GET / HTTP/1.1\\r\\nHost: a\\r\\n\\r\\n' | timeout 10 openssl "
+             "s_client -alpn h2 -quiet -connect 127.0.0.1:%d 2>/dev/null | od -An -tx1 -v | "
+             "tr -d ' \\n'",
+             d.port);
+    run(command, out, sizeof(out));
+    /* A SETTINGS frame on stream 0 first, and nothing but frames: no
+     * "HTTP/1.1" (48 54 54 50 2f 31) anywhere. */
+    ck_assert_msg(strlen(out) >= 18 && strncmp(out + 6, "040000000000", 12) == 0, "got %s", out);
+    ck_assert_msg(strstr(out, "485454502f31") == NULL, "answered as HTTP/1.1: %s", out);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* With no stream open, bytes of a frame that never completes (of a type
  * the server ignores, one every 100 ms) do not hold the idle timeout off:
  * GOAWAY (NO_ERROR) 1 s after the last whole frame, counted. */
@@ -1283,6 +1332,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, stream_stalled_at_a_zero_window_is_reset);
     tcase_add_test(tc, idle_connection_gets_goaway_and_closes);
     tcase_add_test(tc, client_reset_is_counted);
+    tcase_add_test(tc, alpn_h2_then_http1_request_line_is_not_answered);
 
     tc = new_case(suite, "slowloris", 30);
     tcase_add_test(tc, partial_headers_frame_times_out);
@@ -1290,6 +1340,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, headers_frame_trickled_times_out);
     tcase_add_test(tc, slow_blocks_over_many_streams);
     tcase_add_test(tc, empty_body_request_waiting_for_its_end_times_out);
+    tcase_add_test(tc, headers_below_an_opened_stream_is_a_connection_error);
     tcase_add_test(tc, partial_frame_does_not_keep_an_idle_connection);
     tcase_add_test(tc, stalled_request_body_times_out);
 
