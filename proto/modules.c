@@ -9,6 +9,7 @@
 #include "proto/compress/compress.h"
 #include "proto/http/module.h"
 #include "proto/policy/access.h"
+#include "proto/policy/access_log_filter.h"
 #include "proto/policy/add_header.h"
 #include "proto/policy/auth_basic.h"
 #include "proto/policy/auth_jwt.h"
@@ -68,6 +69,9 @@ struct http_module *const modules_list[] = {
     /* content: static files, for a location that no module before it
      * answers (its build reads whether one did) */
     &static_module,
+    /* observer: the access log's byte count, of whatever reached the
+     * framer, spliced and sent from files included */
+    &access_log_filter_module,
 };
 const size_t modules_count = sizeof(modules_list) / sizeof(modules_list[0]);
 

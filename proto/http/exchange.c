@@ -61,12 +61,15 @@ void exchange_add_filter(struct exchange *ex, const struct exchange_filter *f)
     ex->head_filters = (uint8_t)(ex->head_filters & ~bit);
     ex->body_filters = (uint8_t)(ex->body_filters & ~bit);
     ex->flush_filters = (uint8_t)(ex->flush_filters & ~bit);
+    ex->sent_filters = (uint8_t)(ex->sent_filters & ~bit);
     if (f->begin != NULL)
         ex->head_filters |= bit;
     if (f->write != NULL || f->end != NULL)
         ex->body_filters |= bit;
     if (f->flush != NULL)
         ex->flush_filters |= bit;
+    if (f->sent != NULL)
+        ex->sent_filters |= bit;
 }
 
 void exchange_remove_filter(struct exchange *ex, const struct exchange_filter *f)
@@ -79,6 +82,7 @@ void exchange_remove_filter(struct exchange *ex, const struct exchange_filter *f
     ex->head_filters = (uint8_t)(ex->head_filters & ~bit);
     ex->body_filters = (uint8_t)(ex->body_filters & ~bit);
     ex->flush_filters = (uint8_t)(ex->flush_filters & ~bit);
+    ex->sent_filters = (uint8_t)(ex->sent_filters & ~bit);
 }
 
 /* The first filter in `mask` at `from` or after; NULL: the framer next. */
@@ -184,6 +188,14 @@ void exchange__end_filtered(struct exchange *ex, const char *trailers, size_t le
 void exchange__flush_filtered(struct exchange *ex)
 {
     flush_from(ex, 0);
+}
+
+void exchange__sent_filtered(struct exchange *ex, uint64_t bytes)
+{
+    for (unsigned mask = ex->sent_filters; mask != 0; mask &= mask - 1) {
+        const struct exchange_filter *f = ex->filters[__builtin_ctz(mask)];
+        f->sent(ex, f, bytes);
+    }
 }
 
 bool exchange_error_page(struct exchange *ex, unsigned status)

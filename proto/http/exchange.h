@@ -141,12 +141,12 @@ struct http_location;
 
 /* How many modules (module.h) a build may have: each has its place in a
  * location's and a vhost's `modules` (site.h). */
-#define HTTP_MODULES_MAX 16
+#define HTTP_MODULES_MAX 24
 
 /* The per-exchange state slots of modules, as nginx's r->ctx[]: the
  * exchange knows none of them; each module has its own (`slot` in
  * struct http_module, module.h).  As many as the modules keep. */
-#define EXCHANGE_CTX_SLOTS 11
+#define EXCHANGE_CTX_SLOTS 12
 
 /* ------------------------------------------------------ the filter chain */
 
@@ -186,6 +186,12 @@ struct exchange_filter {
      * so that the client sees the body so far, then pass the flush on
      * (exchange_filter_flush_next()).  NULL: passed on. */
     void (*flush)(struct exchange *ex, const struct exchange_filter *self);
+    /* An observer's callback: `bytes` of the body reached the framer,
+     * after every body filter, whether written, spliced or sent from a
+     * file (exchange_body_sent()).  A filter with only `begin` and `sent`
+     * is no body filter: the body may still be spliced or sent from a
+     * file past it. */
+    void (*sent)(struct exchange *ex, const struct exchange_filter *self, uint64_t bytes);
 };
 
 /* How many places the chain has: modules with a filter, at most.  The
@@ -219,6 +225,7 @@ void exchange__write_filtered(struct exchange *ex, const char *data, size_t len)
 void exchange__writev_filtered(struct exchange *ex, const struct iovec *iov, int count);
 void exchange__end_filtered(struct exchange *ex, const char *trailers, size_t len);
 void exchange__flush_filtered(struct exchange *ex);
+void exchange__sent_filtered(struct exchange *ex, uint64_t bytes);
 
 /* An IPv4 or IPv6 address with its port. */
 union exchange_addr {
@@ -292,8 +299,10 @@ struct exchange {
      * straight to the framer, as with no filter at all. */
     uint8_t head_filters;
     uint8_t body_filters;
-    /* One bit per place whose filter has a `flush`. */
+    /* One bit per place whose filter has a `flush`, and one per place
+     * whose filter has a `sent`. */
     uint8_t flush_filters;
+    uint8_t sent_filters;
 };
 
 /* Whether the filter at `order` is on. */
@@ -378,6 +387,14 @@ static inline void exchange_writev(struct exchange *ex, const struct iovec *iov,
         exchange__writev_filtered(ex, iov, count);
     else
         ex->_ops->writev(ex, iov, count);
+}
+
+/* For framers: `bytes` of the body went to the client's connection (or
+ * its stream), however they went; the observers are told. */
+static inline void exchange_body_sent(struct exchange *ex, uint64_t bytes)
+{
+    if (ex->sent_filters != 0)
+        exchange__sent_filtered(ex, bytes);
 }
 
 /* Sends the next `max` bytes of the response body (UINT64_MAX: until

@@ -11,6 +11,7 @@
 #include "proto/http/router.h"
 #include "proto/tls/tls.h"
 #include "proto/policy/access_log.h"
+#include "proto/policy/access_log_filter.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -118,7 +119,7 @@ void http1_routed(struct exchange *base, const struct http_request *req)
 {
     struct h1_exchange *ex = h1_exchange_of(base);
     struct h1_conn *h1 = h1_exchange_conn(ex);
-    ex->log = access_log_route(h1->c.site, base->vhost, base->loc);
+    ex->log = access_log_filter_route(base, h1->c.site, base->vhost, base->loc);
     if (ex->log == NULL)
         return;
     ex->started_ns = h1->head_started_ns;
@@ -221,7 +222,7 @@ static struct h1_exchange *reject_begin(struct h1_conn *h1, const char *head, si
         ex->request_done = true;
         ex->http10 = true;
         ex->started_ns = h1->head_started_ns;
-        ex->log = access_log_route(h1->c.site, h1->vhost, NULL);
+        ex->log = access_log_filter_route(&ex->base, h1->c.site, h1->vhost, NULL);
         if (ex->log != NULL) {
             char remote[64]; /* exchange_client_host() writes at most this */
             exchange_client_host(&ex->base, remote, sizeof(remote));

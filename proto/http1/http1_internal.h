@@ -37,7 +37,6 @@ struct h1_exchange {
     bool pipelined : 1;        /* its head came behind an unanswered request ($pipe) */
     unsigned status;
     uint64_t body_received;
-    uint64_t body_sent;
     uint64_t started_ns;    /* when its head was parsed */
     char *log_fields;       /* with an access log: the request's text, copied */
     struct access_log *log; /* where its line goes (access_log_route()); NULL: none */

@@ -6,6 +6,7 @@
  */
 #include "proto/http1/http1_internal.h"
 #include "proto/policy/access_log.h"
+#include "proto/policy/access_log_filter.h"
 #include "proto/http/router.h"
 
 #include <assert.h>
@@ -172,7 +173,7 @@ void http1_request_log(struct h1_conn *h1, struct h1_exchange *ex, unsigned stat
         .ex = &ex->base,
         .protocol = ex->http10 ? "HTTP/1.0" : "HTTP/1.1",
         .status = status,
-        .body_bytes_sent = ex->body_sent,
+        .body_bytes_sent = access_log_filter_bytes(&ex->base),
         .request_ns = ex->started_ns ? corral_monotonic_ns() - ex->started_ns : 0,
     };
     access_log_entry_from_kept(&entry, ex->log_fields);

@@ -105,7 +105,7 @@ static void h1_ex_write(struct exchange *base, const char *data, size_t len)
     if (ex->chunk_left > 0) { /* a chunk h1_ex_splice() opened and did not fill */
         size_t n = len < ex->chunk_left ? len : (size_t)ex->chunk_left;
         ex->chunk_left -= n;
-        ex->body_sent += n;
+        exchange_body_sent(&ex->base, n);
         struct iovec iov[2] = {{(void *)data, n}, {"\r\n", 2}};
         corral_conn_writev(h1_exchange_conn(ex)->c.sock, iov, ex->chunk_left == 0 ? 2 : 1);
         if (n == len)
@@ -113,7 +113,7 @@ static void h1_ex_write(struct exchange *base, const char *data, size_t len)
         data += n;
         len -= n;
     }
-    ex->body_sent += len;
+    exchange_body_sent(&ex->base, len);
     if (!ex->response_chunked) {
         corral_conn_write(h1_exchange_conn(ex)->c.sock, data, len);
         return;
@@ -141,10 +141,10 @@ static void h1_ex_writev(struct exchange *base, const struct iovec *iov, int cou
         for (int i = 0; i < n; i++)
             len += iov[i].iov_len;
         if (len > 0 && !ex->response_chunked) {
-            ex->body_sent += len;
+            exchange_body_sent(&ex->base, len);
             corral_conn_writev(h1_exchange_conn(ex)->c.sock, iov, n);
         } else if (len > 0) { /* an empty chunk would end the body */
-            ex->body_sent += len;
+            exchange_body_sent(&ex->base, len);
             char size_line[HTTP_CHUNK_SIZE_LINE];
             struct iovec framing[3], chunk[H1_CHUNK_IOV_MAX + 2];
             http_chunk_iov(size_line, NULL, len, framing); /* its size line and CRLF */
@@ -258,7 +258,7 @@ static void h1_ex_spliced(corral_conn *from, corral_conn *to, uint64_t moved, in
     free(arg);
     struct h1_exchange *ex = sp.ex;
     ex->splicing = false;
-    ex->body_sent += moved;
+    exchange_body_sent(&ex->base, moved);
     /* A whole chunk went: its CRLF, before whatever the handler sends next.
      * A short one leaves the chunk unfinished, and the handler aborts. */
     if (ex->chunk_left > 0) {

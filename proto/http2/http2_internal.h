@@ -70,7 +70,6 @@ struct h2_stream {
     uint64_t progress_ms; /* when `out` last moved (loop clock) */
     char *trailers;       /* CRLF lines to send after the body, or NULL */
     size_t trailers_len;
-    uint64_t body_sent;
     uint64_t started_ns;
     char *log_fields;       /* with an access log: the request's text, copied */
     struct access_log *log; /* where its line goes (access_log_route()); NULL: none */

@@ -186,7 +186,7 @@ static void h2_ex_write(struct exchange *base, const char *data, size_t len)
         http2_schedule(h2_stream_conn(st));
         return;
     }
-    st->body_sent += len;
+    exchange_body_sent(&st->base, len);
     http2_response_resume(st);
 }
 

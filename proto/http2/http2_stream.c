@@ -5,6 +5,7 @@
  * the HTTP/2 implementation of struct exchange_ops.
  */
 #include "proto/policy/access_log.h"
+#include "proto/policy/access_log_filter.h"
 #include "proto/policy/add_header.h"
 #include "proto/http2/http2_internal.h"
 #include "proto/http/router.h"
@@ -79,7 +80,7 @@ void http2_stream_log(struct h2_stream *st, unsigned status)
         .ex = &st->base,
         .protocol = "HTTP/2.0",
         .status = status,
-        .body_bytes_sent = st->body_sent,
+        .body_bytes_sent = access_log_filter_bytes(&st->base),
         .request_ns = st->started_ns ? corral_monotonic_ns() - st->started_ns : 0,
     };
     access_log_entry_from_kept(&entry, st->log_fields);
@@ -185,7 +186,7 @@ static void keep_log_fields(struct h2_stream *st, const struct http_request *req
 {
     if (st->log_fields != NULL)
         return;
-    st->log = access_log_route(h2_stream_conn(st)->c.site, st->vhost, loc);
+    st->log = access_log_filter_route(&st->base, h2_stream_conn(st)->c.site, st->vhost, loc);
     if (st->log == NULL)
         return;
     char remote[64]; /* exchange_client_host() writes at most this */
@@ -197,7 +198,7 @@ void http2_stream_keep_log_unread(struct h2_stream *st)
 {
     if (st->log_fields != NULL)
         return;
-    st->log = access_log_route(h2_stream_conn(st)->c.site, st->vhost, NULL);
+    st->log = access_log_filter_route(&st->base, h2_stream_conn(st)->c.site, st->vhost, NULL);
     if (st->log == NULL)
         return;
     char remote[64]; /* exchange_client_host() writes at most this */

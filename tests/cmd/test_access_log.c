@@ -312,6 +312,43 @@ START_TEST(client_gone_is_499_with_its_request)
 }
 END_TEST
 
+/* $body_bytes_sent counts each body byte however it left: a 1 MiB file
+ * sent from disk by one server, and proxied through another, which
+ * splices the body past the log's counter (an observer, which keeps the
+ * zero-copy paths). */
+START_TEST(body_bytes_sent_counts_files_and_spliced_bodies)
+{
+    char path[256], file[1024], extra[2048], location[256];
+    log_path(path, sizeof(path));
+    test_daemon_file(file, sizeof(file), "big");
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 1024 * 1024; i++)
+        fputc('a' + i % 26, f);
+    ck_assert_int_eq(fclose(f), 0);
+    *strrchr(file, '/') = '\0';
+    int port;
+    close(test_reserve_port(&port));
+    snprintf(extra, sizeof(extra),
+             "log_format bytes '$server_port $request_uri $status $body_bytes_sent';\n"
+             "access_log %s bytes;\n"
+             "server { listen 127.0.0.1:%d; location / { root %s; } }",
+             path, port, file);
+    snprintf(location, sizeof(location), "proxy_pass http://127.0.0.1:%d;", port);
+    struct test_daemon d;
+    start(&d, extra, location);
+    exchange_text(d.port, "GET /big HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    char *text = wait_lines(path, 2);
+    char want[64];
+    snprintf(want, sizeof(want), "%d /big 200 1048576\n", port);
+    ck_assert_msg(strstr(text, want) != NULL, "%s", text);
+    snprintf(want, sizeof(want), "%d /big 200 1048576\n", d.port);
+    ck_assert_msg(strstr(text, want) != NULL, "%s", text);
+    free(text);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* HTTP/2: a header list over http2_max_header_list_size is refused with
  * 431, logged with the client and the request as far as it came. */
 START_TEST(http2_refused_header_list_is_logged_with_its_request)
@@ -477,6 +514,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, refused_requests_name_the_client_and_the_request, 0,
                         sizeof(refused) / sizeof(refused[0]));
     tcase_add_test(tc, client_gone_is_499_with_its_request);
+    tcase_add_test(tc, body_bytes_sent_counts_files_and_spliced_bodies);
     tcase_add_test(tc, http2_refused_header_list_is_logged_with_its_request);
     tcase_add_test(tc, buffered_lines_are_written_at_the_flush_time);
     tcase_add_test(tc, buffered_lines_survive_a_reload_and_a_stop);

@@ -329,6 +329,55 @@ START_TEST(flush_reaches_the_filters_that_hold)
 }
 END_TEST
 
+/* An observer (a `sent` only, as the access log's byte count) wants no
+ * body: the body is still spliced past it, and it is told each byte the
+ * framer took, written or spliced, as the body filters before it made
+ * them; turned off, it hears nothing more. */
+static uint64_t observed;
+
+static void observe_sent(struct exchange *ex, const struct exchange_filter *self, uint64_t bytes)
+{
+    (void)ex, (void)self;
+    observed += bytes;
+}
+
+static const struct exchange_filter observer = {
+    .name = "observer", .order = 7, .sent = observe_sent};
+
+START_TEST(observer_counts_without_taking_the_body)
+{
+    struct exchange ex = fake_exchange();
+    observed = 0;
+    held_len = 0;
+    exchange_add_filter(&ex, &observer);
+    ck_assert_int_eq(ex.head_filters, 0);
+    ck_assert_int_eq(ex.body_filters, 0);
+    exchange_begin(&ex, 200, "", 0, 15);
+    exchange_write(&ex, "hello", 5);
+    ck_assert_uint_eq(observed, 5);
+    ck_assert_int_eq(exchange_splice(&ex, NULL, 10, NULL, NULL), 0);
+    ck_assert_int_eq(fake_seen.splices, 1);
+    ck_assert_uint_eq(observed, 15);
+    /* Behind a body filter it counts what reached the framer: the held
+     * body and its two brackets, at the end. */
+    ex = fake_exchange();
+    observed = 0;
+    exchange_add_filter(&ex, &observer);
+    exchange_add_filter(&ex, &hold);
+    exchange_begin(&ex, 200, "", 0, -1);
+    exchange_write(&ex, "abc", 3);
+    ck_assert_uint_eq(observed, 0);
+    exchange_end(&ex);
+    ck_assert_str_eq(fake_seen.body, "[abc]");
+    ck_assert_uint_eq(observed, 5);
+    exchange_remove_filter(&ex, &observer);
+    ck_assert_int_eq(ex.sent_filters, 0);
+    exchange_remove_filter(&ex, &hold);
+    exchange_write(&ex, "x", 1);
+    ck_assert_uint_eq(observed, 5);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     modules_init(); /* the router's steps and the filters' places, before the forks */
@@ -341,6 +390,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, filter_steps_aside);
     tcase_add_test(tc, body_filters_transform_and_pass_the_end);
     tcase_add_test(tc, flush_reaches_the_filters_that_hold);
+    tcase_add_test(tc, observer_counts_without_taking_the_body);
     suite_add_tcase(suite, tc);
     return suite;
 }
