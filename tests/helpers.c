@@ -20,7 +20,7 @@
 int main(void)
 {
     SRunner *runner = srunner_create(test_suite());
-    srunner_set_fork_status(runner, CK_FORK);
+    srunner_set_fork_status(runner, &test_forkless != NULL && test_forkless ? CK_NOFORK : CK_FORK);
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

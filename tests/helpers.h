@@ -16,6 +16,14 @@
  * with CK_FORK so every case runs in its own child process. */
 Suite *test_suite(void);
 
+/* A program whose cases are all plain functions (no daemon, no timeout to
+ * enforce, no exit) may define this as true: its cases then run in one
+ * process, not one fork each.  Under ASan every forked case's exit runs a
+ * leak check of its own, which cost a unit-test program of hundreds of
+ * cases minutes; the one check at the end still finds what any case
+ * leaked. */
+extern const bool test_forkless __attribute__((weak));
+
 /* Monotonic milliseconds. */
 uint64_t test_now_ms(void);
 

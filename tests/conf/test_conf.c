@@ -3276,6 +3276,9 @@ START_TEST(same_address_whatever_the_spelling)
 }
 END_TEST
 
+/* Plain functions all: one process (helpers.h). */
+const bool test_forkless = true;
+
 Suite *test_suite(void)
 {
     /* The modules that bring their directives (return...), as the daemon
