@@ -12,6 +12,7 @@
 #include "proto/policy/access_log_filter.h"
 #include "proto/policy/add_header.h"
 #include "proto/policy/auth_basic.h"
+#include "proto/policy/auth_request.h"
 #include "proto/policy/auth_jwt.h"
 #include "proto/policy/error_page.h"
 #include "proto/policy/limit.h"
@@ -35,6 +36,8 @@ struct http_module *const modules_list[] = {
     &auth_basic_module,
     /* access: JWT authentication, $jwt_claim_NAME */
     &auth_jwt_module,
+    /* access: a subrequest decides; auth_request_set, $upstream_http_NAME */
+    &auth_request_module,
     /* access, last: under satisfy any, the denial nothing overruled */
     &satisfy_module,
     /* server rewrite, find location: pages for what follows; its status

@@ -146,7 +146,7 @@ struct http_location;
 /* The per-exchange state slots of modules, as nginx's r->ctx[]: the
  * exchange knows none of them; each module has its own (`slot` in
  * struct http_module, module.h).  As many as the modules keep. */
-#define EXCHANGE_CTX_SLOTS 12
+#define EXCHANGE_CTX_SLOTS 16
 
 /* ------------------------------------------------------ the filter chain */
 
@@ -281,6 +281,9 @@ struct exchange {
     const struct http_location *loc;
     bool redirected; /* an internal redirect (error_page) took it: no body */
     bool _routed;    /* the router told the framer (exchange_ops.routed) */
+    /* corral's own request for another exchange (subrequest.h): the
+     * router skips its access phase, as nginx skips a subrequest's. */
+    bool subrequest;
     /* Answers an error of corral's own instead of the built-in answer
      * (error_page.h sets it); returns false to leave it to the built-in
      * one.  NULL: none. */

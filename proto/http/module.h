@@ -146,8 +146,10 @@ struct http_module {
     /* The variables its struct at one level (`conf`) defines, nginx's
      * `set`: each given to `fn` with where it is written, before any
      * value of the config is compiled, so that every value may read them
-     * (vars.h's user variables); their values per exchange are in its
-     * first context slot.  One module at most; NULL: none. */
+     * (vars.h's user variables).  Several modules may define them (set,
+     * auth_request_set); the values of all live in one context slot, the
+     * last such module's in the list (rewrite's), which the compiled
+     * "$name" knows (vars_template_assign()).  NULL: none. */
     void (*variables)(const void *conf,
                       void (*fn)(void *arg, const char *name, const struct conf_pos *pos),
                       void *arg);

@@ -71,6 +71,10 @@ static bool walk(struct router_walk *w, size_t i)
     const struct router_table *t = w->table;
     while (i < t->step_count) {
         const struct router_step *step = &t->steps[i];
+        if (step->phase == ROUTER_ACCESS && w->ex->subrequest) {
+            i++;
+            continue;
+        }
         if (step->phase >= ROUTER_LIMITS)
             router_routed(w);
         int verdict = step->fn(w);
@@ -118,6 +122,20 @@ bool router_resume(struct exchange *ex, const struct http_request *req, enum rou
     struct router_walk w;
     walk_init(&w, ex, req);
     return walk(&w, phase_start(w.table, phase));
+}
+
+bool router_resume_at(struct exchange *ex, const struct http_request *req, router_phase_fn at,
+                      enum router_phase phase)
+{
+    struct router_walk w;
+    walk_init(&w, ex, req);
+    size_t i = phase_start(w.table, phase);
+    for (size_t k = i; k < w.table->step_count && w.table->steps[k].phase == phase; k++)
+        if (w.table->steps[k].fn == at) {
+            i = k;
+            break;
+        }
+    return walk(&w, i);
 }
 
 static void release(struct exchange *ex, bool location_only)

@@ -115,6 +115,12 @@ void router_start(struct exchange *ex, const struct http_vhost *vhost,
  * answered). */
 bool router_resume(struct exchange *ex, const struct http_request *req, enum router_phase phase);
 
+/* The same from the step of `phase` whose handler is `at` (the holder
+ * itself, which knows by its state that it is done), or from the phase's
+ * first step when there is none such. */
+bool router_resume_at(struct exchange *ex, const struct http_request *req, router_phase_fn at,
+                      enum router_phase phase);
+
 /* An internal redirect of an exchange whose response has not begun: what
  * modules held for the old location is released and `req` walks again
  * from the server rewrites, or from the rewrites of `named` ("@name")

@@ -334,6 +334,15 @@ int vars_template_user_index(const struct vars_template *t)
     return t->count == 1 && t->parts[0].id == VARS_USER ? (int)t->parts[0].index : -1;
 }
 
+bool vars_template_assign(struct exchange *ex, const struct vars_template *target, const char *data,
+                          size_t len, unsigned *slot)
+{
+    if (vars_template_user_index(target) < 0)
+        return false;
+    *slot = target->parts[0].slot;
+    return vars_user_set(ex, target->parts[0].slot, target->parts[0].index, data, len);
+}
+
 bool vars_template_reads_request(const struct vars_template *t)
 {
     return t->request;
@@ -431,25 +440,29 @@ static void put_upstream(struct vars_ctx *ctx, struct vars_buf *out, enum vars_i
 
 /* The value of header `name` (variable spelling: '_' for '-'); several
  * headers of that name are joined with ", " as nginx does. */
+bool vars_field_name_is(struct http_str field, const char *name, size_t len)
+{
+    if (field.len != len)
+        return false;
+    for (size_t k = 0; k < len; k++) {
+        char a = field.data[k] == '-' ? '_' : field.data[k];
+        if (a >= 'A' && a <= 'Z')
+            a = (char)(a - 'A' + 'a');
+        if (a != name[k])
+            return false;
+    }
+    return true;
+}
+
 static void put_header(struct vars_ctx *ctx, struct vars_buf *out, const char *name, size_t len)
 {
     const struct http_request *req = ctx->req;
     bool found = false;
     for (size_t i = 0; req != NULL && i < req->header_count; i++) {
-        struct http_str h = req->headers[i].name;
-        if (h.len != len)
+        if (!vars_field_name_is(req->headers[i].name, name, len))
             continue;
-        size_t k = 0;
-        while (k < len) {
-            char a = h.data[k] == '-' ? '_' : h.data[k];
-            if (a >= 'A' && a <= 'Z')
-                a = (char)(a - 'A' + 'a');
-            if (a != name[k])
-                break;
-            k++;
-        }
         struct http_str v = http_trim(req->headers[i].value);
-        if (k != len || v.len == 0)
+        if (v.len == 0)
             continue;
         if (found)
             vars_buf_add(out, ", ", 2);

@@ -181,6 +181,10 @@ struct vars_module_var {
 #define VARS_MODULE_LISTS_MAX 8
 int vars_module_add(const struct vars_module_var *list);
 
+/* Whether the header field name `field` is the one a variable's suffix
+ * `name` (`len` bytes: $http_NAME's, lowercase, '_' for '-') names. */
+bool vars_field_name_is(struct http_str field, const char *name, size_t len);
+
 /* ------------------------------------------------------- user variables */
 
 /* Whether `name` (`len` bytes, without "$") is one of corral's own
@@ -190,6 +194,13 @@ bool vars_name_is_builtin(const char *name, size_t len);
 /* The index of the user variable `t` is made of alone ("$name"), or -1
  * when it is anything else. */
 int vars_template_user_index(const struct vars_template *t);
+
+/* Gives the user variable that `target` ("$name" compiled) is the value
+ * `data` (`len` bytes) for `ex`, as `set` does; *slot: the context slot
+ * its values live in, for vars_user_release().  False: `target` is no
+ * user variable, or out of memory. */
+bool vars_template_assign(struct exchange *ex, const struct vars_template *target, const char *data,
+                          size_t len, unsigned *slot);
 
 /* Gives user variable `index` of `ex` the value `data` (`len` bytes, copied);
  * the values live in context slot `slot` until vars_user_release().

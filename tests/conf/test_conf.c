@@ -2469,8 +2469,6 @@ static const struct corpus_case corpus_cases[] = {
      "roadmap, docs/config.md)\n"
      "missing.conf:12:9: \"ssl_stapling\": not in corral yet: OCSP stapling (see \"ACME and "
      "OCSP\" in the roadmap, docs/config.md)\n"
-     "missing.conf:18:13: \"auth_request\": not in corral yet: authentication (see \"auth and "
-     "tracing\" in the roadmap, docs/config.md)\n"
      "missing.conf:19:13: \"auth_delay\": not in corral yet: authentication (see "
      "\"auth and tracing\" in the roadmap, docs/config.md)\n"
      "missing.conf:23:13: \"proxy_cache\": not in corral yet: caching (see \"cache\" in the "
