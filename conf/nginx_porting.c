@@ -133,8 +133,6 @@ static const struct porting_entry directives[] = {
     NONE("msie_padding", "corral adds nothing for old browsers"),
     NONE("msie_refresh", "corral adds nothing for old browsers"),
     NONE("recursive_error_pages", "corral's error_page does not recurse, as nginx's off"),
-    MISSING("auth_jwt_key_request", "fetching JWT keys", R_AUTH),
-    MISSING("auth_jwt_key_cache", "fetching JWT keys", R_AUTH),
     MISSING("auth_jwt_claim_set", "JWT claim maps", R_AUTH),
     MISSING("auth_jwt_header_set", "JWT claim maps", R_AUTH),
     MISSING("auth_jwt_require", "JWT claim maps", R_AUTH),

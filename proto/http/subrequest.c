@@ -20,6 +20,9 @@ struct subrequest {
     corral_timer *timer; /* tells `done` from the loop */
     char *headers;       /* the response's header lines */
     size_t headers_len;
+    char *body; /* what was kept of the body, up to body_max */
+    size_t body_len, body_max;
+    bool body_over; /* more came, or memory ran out */
     unsigned status;
     bool started, over;
     bool handler_owns; /* its handler runs: it is told of a cut-off */
@@ -73,14 +76,28 @@ static void sub_begin(struct exchange *ex, unsigned status, const char *headers,
     }
 }
 
+/* The body is kept as far as its owner wants it, else dropped. */
 static void sub_write(struct exchange *ex, const char *data, size_t len)
 {
-    (void)ex, (void)data, (void)len; /* the body is not wanted */
+    struct subrequest *sr = sub_of(ex);
+    if (sr->body_max == 0 || sr->body_over)
+        return;
+    if (len > sr->body_max - sr->body_len) {
+        sr->body_over = true;
+        return;
+    }
+    if (sr->body == NULL && (sr->body = malloc(sr->body_max)) == NULL) {
+        sr->body_over = true;
+        return;
+    }
+    memcpy(sr->body + sr->body_len, data, len);
+    sr->body_len += len;
 }
 
 static void sub_writev(struct exchange *ex, const struct iovec *iov, int count)
 {
-    (void)ex, (void)iov, (void)count;
+    for (int i = 0; i < count; i++)
+        sub_write(ex, iov[i].iov_base, iov[i].iov_len);
 }
 
 static void sub_end(struct exchange *ex, const char *trailers, size_t len)
@@ -154,7 +171,8 @@ static const struct exchange_ops subrequest_ops = {
 };
 
 struct subrequest *subrequest_start(struct exchange *parent, const struct http_request *req,
-                                    const char *uri, size_t len, subrequest_done_fn done, void *arg)
+                                    const char *uri, size_t len, size_t body_max,
+                                    subrequest_done_fn done, void *arg)
 {
     struct subrequest *sr = calloc(1, sizeof(*sr));
     if (sr == NULL)
@@ -165,6 +183,7 @@ struct subrequest *subrequest_start(struct exchange *parent, const struct http_r
     }
     sr->done = done;
     sr->arg = arg;
+    sr->body_max = body_max;
     sr->ex._ops = &subrequest_ops;
     sr->ex.conn = parent->conn;
     sr->ex.client = parent->client;
@@ -188,6 +207,14 @@ struct subrequest *subrequest_start(struct exchange *parent, const struct http_r
 unsigned subrequest_status(const struct subrequest *sr)
 {
     return sr->over ? sr->status : 0;
+}
+
+const char *subrequest_body(const struct subrequest *sr, size_t *len)
+{
+    *len = sr->body_len;
+    if (sr->body_over)
+        return NULL;
+    return sr->body != NULL ? sr->body : "";
 }
 
 struct exchange *subrequest_exchange(struct subrequest *sr)
@@ -230,5 +257,6 @@ void subrequest_free(struct subrequest *sr)
     router_end(&sr->ex);
     corral_timer_free(sr->timer);
     free(sr->headers);
+    free(sr->body);
     free(sr);
 }

@@ -23,10 +23,15 @@ typedef void (*subrequest_done_fn)(struct subrequest *sr, void *arg);
 
 /* Starts a GET of `uri` ("/path?query", `len` bytes) for `parent`, whose
  * request (as the walk has it, e.g. a hold's copy: it must outlive the
- * call only) lends its header fields.  Returns NULL when out of memory. */
+ * call only) lends its header fields.  Up to `body_max` bytes of the
+ * response body are kept (0: none).  Returns NULL when out of memory. */
 struct subrequest *subrequest_start(struct exchange *parent, const struct http_request *req,
-                                    const char *uri, size_t len, subrequest_done_fn done,
-                                    void *arg);
+                                    const char *uri, size_t len, size_t body_max,
+                                    subrequest_done_fn done, void *arg);
+
+/* The response body it kept, `*len` bytes; NULL when it was longer than
+ * `body_max` (or memory ran out): not to be trusted whole. */
+const char *subrequest_body(const struct subrequest *sr, size_t *len);
 
 /* Its response status; 0 until it is over, or when it failed. */
 unsigned subrequest_status(const struct subrequest *sr);

@@ -8,6 +8,7 @@
 #include "proto/policy/auth_jwt.h"
 
 #include "proto/http/module.h"
+#include "proto/policy/auth_jwt_fetch.h"
 #include "proto/policy/jwt.h"
 #include "proto/policy/satisfy.h"
 
@@ -20,7 +21,9 @@
 
 /* What the phase reads for a location. */
 struct auth_jwt_loc {
-    const struct jwks *keys;
+    const struct jwks *keys;                /* NULL: none from a file */
+    struct auth_jwt_key_source *key_source; /* NULL: none fetched */
+    uint32_t key_cache_ms;
     const struct vars_template *token; /* NULL: Authorization: Bearer */
     const char *challenge;             /* the WWW-Authenticate line, no error */
     const char *invalid;               /* the same with error="invalid_token" */
@@ -38,7 +41,8 @@ struct auth_jwt_state {
     size_t text_count;
 };
 
-static void release(struct exchange *ex)
+/* The state of a passed token, in the module's first slot. */
+static void release_state(struct exchange *ex)
 {
     struct auth_jwt_state *st = exchange_ctx(ex, auth_jwt_module.slot);
     if (st == NULL)
@@ -50,6 +54,15 @@ static void release(struct exchange *ex)
         free(st->texts[i]);
     free(st->texts);
     free(st);
+}
+
+/* The exchange is over: its token's state, and its key fetch's, in the
+ * second slot (auth_jwt_fetch.h), which the phase never lets go of while
+ * the walk it held goes on. */
+static void release(struct exchange *ex)
+{
+    release_state(ex);
+    auth_jwt_fetch_release(ex, auth_jwt_module.slot + 1);
 }
 
 /* Member `name` of `object`, whose names the variable gives lowercase:
@@ -133,6 +146,8 @@ static int challenge(struct router_walk *w, const char *line)
     return ROUTER_DONE;
 }
 
+static int auth_jwt_phase(struct router_walk *w);
+
 static int auth_jwt_phase(struct router_walk *w)
 {
     struct exchange *ex = w->ex;
@@ -159,11 +174,31 @@ static int auth_jwt_phase(struct router_walk *w)
                                 .audience = a->audience};
     if (jwt_parse(token.data, token.len, &t, &why) != 0)
         return challenge(w, a->invalid);
-    if (jwt_verify(&t, a->keys, &checks, &why) != 0) {
+    /* The file's keys first; then the fetched set, kept or fetched now
+     * (the walk comes back here once it is). */
+    bool passed = a->keys != NULL && jwt_verify(&t, a->keys, &checks, &why) == 0;
+    if (!passed && a->key_source != NULL) {
+        struct auth_jwt_keys *keys = NULL;
+        if (!auth_jwt_fetch_result(ex, auth_jwt_module.slot + 1, a->key_source, &keys)) {
+            keys = auth_jwt_fetch_cached(a->key_source, corral_monotonic_ns() / 1000000);
+            if (keys == NULL) {
+                jwt_token_free(&t);
+                return auth_jwt_fetch_start(w, a->key_source, a->key_cache_ms,
+                                            auth_jwt_module.slot + 1, auth_jwt_phase);
+            }
+        }
+        if (keys == NULL) { /* the fetch failed: logged */
+            jwt_token_free(&t);
+            return 500;
+        }
+        passed = jwt_verify(&t, auth_jwt_fetch_set(keys), &checks, &why) == 0;
+        auth_jwt_fetch_put(keys);
+    }
+    if (!passed) {
         jwt_token_free(&t);
         return challenge(w, a->invalid);
     }
-    release(ex); /* a walk again after a rewrite: the newest */
+    release_state(ex); /* a walk again after a rewrite: the newest */
     struct auth_jwt_state *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         jwt_token_free(&t);
@@ -228,6 +263,24 @@ static int apply_key_file(void *conf, const struct conf_arg *args, size_t count,
     return rc;
 }
 
+/* auth_jwt_key_request URI; */
+static int apply_key_request(void *conf, const struct conf_arg *args, size_t count,
+                             struct conf_module_error *error)
+{
+    (void)count;
+    struct auth_jwt_conf *c = conf;
+    const struct conf_arg *arg = &args[0];
+    if (arg->text[0] != '/')
+        return conf_module_fail(error, &arg->pos, "\"%s\" is not a URI starting with \"/\"",
+                                arg->text);
+    for (const char *p = arg->text; *p != '\0'; p++)
+        if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+            return conf_module_fail(error, &arg->pos, "%s", "space or control byte in the URI");
+    c->key_request_pos = arg->pos;
+    c->key_source = auth_jwt_fetch_source_new(arg->text);
+    return c->key_source != NULL ? 0 : conf_module_fail(error, &arg->pos, "%s", "out of memory");
+}
+
 static int merge(void *conf, const void *parent, char *error, size_t len)
 {
     (void)error, (void)len;
@@ -245,6 +298,15 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
     if (c->keys == NULL && p->keys != NULL) {
         c->keys = p->keys;
         c->inherited_keys = true;
+    }
+    if (c->key_source == NULL && p->key_source != NULL) {
+        c->key_source = p->key_source;
+        c->key_request_pos = p->key_request_pos;
+        c->inherited_key_source = true;
+    }
+    if (c->key_cache_pos.file == NULL) {
+        c->key_cache_ms = p->key_cache_ms;
+        c->key_cache_pos = p->key_cache_pos;
     }
     if (c->leeway_pos.file == NULL) {
         c->leeway_ms = p->leeway_ms;
@@ -266,10 +328,12 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
 static int check(void *conf, struct conf_module_error *error)
 {
     const struct auth_jwt_conf *c = conf;
-    if (error->where->context != CONF_LOCATION || c->realm == NULL || c->keys != NULL)
+    if (error->where->context != CONF_LOCATION || c->realm == NULL || c->keys != NULL ||
+        c->key_source != NULL)
         return 0;
     return conf_module_fail(error, NULL, "%s",
-                            "\"auth_jwt\" is on here but no \"auth_jwt_key_file\" is set");
+                            "\"auth_jwt\" is on here but no \"auth_jwt_key_file\" or "
+                            "\"auth_jwt_key_request\" is set");
 }
 
 static void conf_free(void *conf)
@@ -281,6 +345,8 @@ static void conf_free(void *conf)
     }
     if (!c->inherited_keys)
         jwks_free(c->keys);
+    if (!c->inherited_key_source)
+        auth_jwt_fetch_source_free(c->key_source);
     if (!c->inherited_issuer)
         free(c->issuer);
     if (!c->inherited_audience)
@@ -310,12 +376,14 @@ static int build(const void *conf, const struct http_module_build *b, const void
 {
     const struct auth_jwt_conf *c = conf;
     *out = NULL;
-    if (b->loc == NULL || c->realm == NULL || c->keys == NULL)
+    if (b->loc == NULL || c->realm == NULL || (c->keys == NULL && c->key_source == NULL))
         return 0;
     struct auth_jwt_loc *a = b->calloc(b->arena, 1, sizeof(*a));
     if (a == NULL)
         return -ENOMEM;
     a->keys = c->keys;
+    a->key_source = c->key_source;
+    a->key_cache_ms = c->key_cache_ms;
     a->challenge = challenge_line(b, c->realm, false);
     a->invalid = challenge_line(b, c->realm, true);
     if (a->challenge == NULL || a->invalid == NULL)
@@ -347,6 +415,21 @@ static const struct conf_directive auth_jwt_directives[] = {
      .max_args = 1,
      .base = CONF_BASE_MODULE,
      .module_apply = apply_key_file},
+    {.name = "auth_jwt_key_request",
+     .contexts = AUTH_CONTEXTS,
+     .min_args = 1,
+     .max_args = 1,
+     .base = CONF_BASE_MODULE,
+     .module_apply = apply_key_request},
+    {.name = "auth_jwt_key_cache",
+     .contexts = AUTH_CONTEXTS,
+     .min_args = 1,
+     .max_args = 1,
+     .kind = CONF_KIND_DURATION,
+     .base = CONF_BASE_MODULE,
+     CONF_FIELD(struct auth_jwt_conf, key_cache_ms),
+     .keep_pos = true,
+     .pos_offset = offsetof(struct auth_jwt_conf, key_cache_pos)},
     {.name = "auth_jwt_leeway",
      .contexts = AUTH_CONTEXTS,
      .min_args = 1,
@@ -403,7 +486,7 @@ struct http_module auth_jwt_module = {
     .build = build,
     .phases = auth_jwt_phases,
     .phase_count = 1,
-    .slots = 1,
+    .slots = 2,
     .release = release,
     .vars = auth_jwt_vars,
 };

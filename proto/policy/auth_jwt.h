@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 struct jwks;
+struct auth_jwt_key_source;
 
 /* One level's settings.  Each is inherited by a level that does not
  * write it, shared with the parent (`inherited_*`: not its to free). */
@@ -23,6 +24,12 @@ struct auth_jwt_conf {
     struct conf_pos realm_pos; /* file NULL: the level does not write auth_jwt */
     struct conf_pos token_pos;
     struct jwks *keys; /* auth_jwt_key_file, loaded when the config is */
+    /* auth_jwt_key_request URI: its source, with the set kept from it */
+    struct auth_jwt_key_source *key_source;
+    struct conf_pos key_request_pos;
+    uint32_t key_cache_ms; /* auth_jwt_key_cache; 0: off */
+    struct conf_pos key_cache_pos;
+    bool inherited_key_source;
     uint32_t leeway_ms;
     struct conf_pos leeway_pos;
     char *issuer, *audience;

@@ -166,7 +166,7 @@ static int auth_request_phase(struct router_walk *w)
     int held = hold_begin(&st->hold, w, give_up);
     if (held != ROUTER_DONE)
         return held;
-    st->sr = subrequest_start(ex, &st->hold.req, a->uri, a->uri_len, on_done, ex);
+    st->sr = subrequest_start(ex, &st->hold.req, a->uri, a->uri_len, 0, on_done, ex);
     if (st->sr == NULL) {
         hold_release(&st->hold);
         return 500;

@@ -320,6 +320,96 @@ START_TEST(jwt_over_http1_and_http2)
 }
 END_TEST
 
+/* Lines in the file at `path` once it has `want` (a log line is written
+ * just after its response went), or after TEST_WAIT_MS. */
+static unsigned count_lines(const char *path, unsigned want)
+{
+    unsigned n = 0;
+    for (int i = 0; i <= TEST_WAIT_MS / TEST_POLL_MS && n < want; i++) {
+        if (i > 0)
+            test_sleep_ms(TEST_POLL_MS);
+        char *text = test_read_file(path);
+        n = 0;
+        for (const char *p = text; p != NULL && (p = strchr(p, '\n')) != NULL; p++)
+            n++;
+        free(text);
+    }
+    return n;
+}
+
+/* Keys fetched by a subrequest (auth_jwt_key_request) from a key server
+ * (a second daemon serving jwks.json, which logs each fetch): fetched for
+ * each request without auth_jwt_key_cache, once with it; a forged token
+ * is still refused; a key server that is down or answers no key set
+ * makes a 500; over HTTP/1.1 and HTTP/2. */
+START_TEST(jwt_keys_fetched_by_subrequest)
+{
+    char keys[PATH_MAX], log[PATH_MAX], text[PATH_MAX * 3 + 2048];
+    test_daemon_file(keys, sizeof(keys), "jwks.json");
+    test_write_file(keys, jwt_jwks);
+    test_daemon_file(log, sizeof(log), "fetches.log");
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", keys);
+    *strrchr(dir, '/') = '\0';
+    snprintf(text, sizeof(text),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\naccess_log %s;\n"
+             "server { listen 127.0.0.1:0; root %s;\n"
+             "  location = /garbage.json { return 200 \"not a key set\"; } }\n",
+             log, dir);
+    struct test_daemon key_server, d;
+    start(&key_server, "keys", text);
+    int down;
+    close(test_reserve_port(&down));
+    snprintf(text, sizeof(text),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "server {\n  listen 127.0.0.1:0 http2;\n"
+             "  auth_jwt api;\n"
+             "  location / { auth_jwt_key_request /_keys; return 200 $jwt_claim_sub; }\n"
+             "  location /cached { auth_jwt_key_request /_keys; auth_jwt_key_cache 60s;\n"
+             "    return 200 $jwt_claim_sub; }\n"
+             "  location /down { auth_jwt_key_request /_down; return 200 never; }\n"
+             "  location /garbage { auth_jwt_key_request /_garbage; return 200 never; }\n"
+             "  location = /_keys { auth_jwt off; proxy_pass http://127.0.0.1:%d/jwks.json; }\n"
+             "  location = /_down { auth_jwt off; proxy_pass http://127.0.0.1:%d/jwks.json; }\n"
+             "  location = /_garbage { auth_jwt off;\n"
+             "    proxy_pass http://127.0.0.1:%d/garbage.json; }\n"
+             "}\n",
+             key_server.port, down, key_server.port);
+    start(&d, "corral", text);
+    static char args[4096], out[4096];
+    static const char *const protocols[] = {"--http1.1", "--http2-prior-knowledge"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof(args), "%s -H 'Authorization: Bearer %s'", protocols[i], jwt_es256);
+        curl(d.port, args, "/", out, sizeof(out));
+        ck_assert_str_eq(out, "alice code=200");
+        snprintf(args, sizeof(args), "%s -H 'Authorization: Bearer %s'", protocols[i], jwt_bad_sig);
+        curl(d.port, args, "/", out, sizeof(out));
+        ck_assert_str_eq(out, "401 Unauthorized\n code=401");
+    }
+    ck_assert_uint_eq(count_lines(log, 4), 4); /* each request fetched */
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof(args), "%s -H 'Authorization: Bearer %s'", protocols[i % 2],
+                 jwt_rs256);
+        curl(d.port, args, "/cached", out, sizeof(out));
+        ck_assert_str_eq(out, "alice code=200");
+    }
+    ck_assert_uint_eq(count_lines(log, 5), 5); /* once, then kept */
+    /* No token: refused before any fetch. */
+    curl(d.port, "", "/", out, sizeof(out));
+    ck_assert_str_eq(out, "401 Unauthorized\n code=401");
+    ck_assert_uint_eq(count_lines(log, 5), 5);
+    snprintf(args, sizeof(args), "-o /dev/null -H 'Authorization: Bearer %s'", jwt_es256);
+    curl(d.port, args, "/down", out, sizeof(out));
+    ck_assert_str_eq(out, " code=500");
+    curl(d.port, args, "/garbage", out, sizeof(out));
+    ck_assert_str_eq(out, " code=500");
+    char *errors = test_daemon_wait_log(&d, "auth_jwt_key_request /_garbage");
+    free(errors);
+    test_daemon_stop(&d);
+    test_daemon_stop(&key_server);
+}
+END_TEST
+
 /* A reload reads the user file again: a changed password takes effect
  * at once, though the old one was in the workers' caches. */
 START_TEST(reload_reads_the_user_file_again)
@@ -360,6 +450,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, failures_are_rate_limited);
     tcase_add_test(tc, bad_user_files_fail_the_config);
     tcase_add_test(tc, jwt_over_http1_and_http2);
+    tcase_add_test(tc, jwt_keys_fetched_by_subrequest);
     tcase_add_test(tc, reload_reads_the_user_file_again);
     suite_add_tcase(suite, tc);
     return suite;
