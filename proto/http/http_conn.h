@@ -9,6 +9,8 @@
 #ifndef CORRAL_PROTO_HTTP_CONN_H
 #define CORRAL_PROTO_HTTP_CONN_H
 
+#include "proto/tls/tls_peer.h"
+
 #include <corral.h>
 
 #include <stdbool.h>
@@ -92,6 +94,11 @@ static inline bool http_conn_local(const struct http_conn *c, struct sockaddr_st
  * handshake, or (the name) when the client sent none. */
 const char *http_conn_tls_protocol(const struct http_conn *c);
 const char *http_conn_tls_cipher(const struct http_conn *c);
+
+/* A fact of the client's certificate (tls_peer.h), malloc'd: the caller
+ * frees it; NULL without TLS (or, but for the verification, without a
+ * certificate). */
+char *http_conn_tls_peer(const struct http_conn *c, enum tls_peer_fact fact);
 const char *http_conn_server_name(const struct http_conn *c);
 
 #endif

@@ -22,6 +22,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
+_Static_assert(VARS_TLS_CLIENT_V_REMAIN - VARS_TLS_CLIENT_VERIFY == TLS_PEER_DAYS_LEFT &&
+                   TLS_PEER_DAYS_LEFT + 1 == TLS_PEER_FACTS,
+               "the client certificate variables follow enum tls_peer_fact");
+
 /* The variables with a fixed name, and whether they are known only once
  * the response is under way. */
 static const struct {
@@ -65,6 +69,24 @@ static const struct {
     {"ssl_protocol", VARS_SSL_PROTOCOL, false},
     {"ssl_server_name", VARS_SSL_SERVER_NAME, false},
     {"ssl_cipher", VARS_SSL_CIPHER, false},
+    {"tls_client_verify", VARS_TLS_CLIENT_VERIFY, false},
+    {"ssl_client_verify", VARS_TLS_CLIENT_VERIFY, false},
+    {"tls_client_s_dn", VARS_TLS_CLIENT_S_DN, false},
+    {"ssl_client_s_dn", VARS_TLS_CLIENT_S_DN, false},
+    {"tls_client_i_dn", VARS_TLS_CLIENT_I_DN, false},
+    {"ssl_client_i_dn", VARS_TLS_CLIENT_I_DN, false},
+    {"tls_client_serial", VARS_TLS_CLIENT_SERIAL, false},
+    {"ssl_client_serial", VARS_TLS_CLIENT_SERIAL, false},
+    {"tls_client_fingerprint", VARS_TLS_CLIENT_FINGERPRINT, false},
+    {"ssl_client_fingerprint", VARS_TLS_CLIENT_FINGERPRINT, false},
+    {"tls_client_escaped_cert", VARS_TLS_CLIENT_ESCAPED_CERT, false},
+    {"ssl_client_escaped_cert", VARS_TLS_CLIENT_ESCAPED_CERT, false},
+    {"tls_client_v_start", VARS_TLS_CLIENT_V_START, false},
+    {"ssl_client_v_start", VARS_TLS_CLIENT_V_START, false},
+    {"tls_client_v_end", VARS_TLS_CLIENT_V_END, false},
+    {"ssl_client_v_end", VARS_TLS_CLIENT_V_END, false},
+    {"tls_client_v_remain", VARS_TLS_CLIENT_V_REMAIN, false},
+    {"ssl_client_v_remain", VARS_TLS_CLIENT_V_REMAIN, false},
     {"connection_requests", VARS_CONNECTION_REQUESTS, false},
     {"pipe", VARS_PIPE, false},
     {"proxy_protocol_addr", VARS_PROXY_PROTOCOL_ADDR, false},
@@ -814,6 +836,24 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
                            : part->id == VARS_SSL_CIPHER   ? http_conn_tls_cipher(c)
                                                            : http_conn_server_name(c);
         put_value(ctx, out, text != NULL ? text : "", text != NULL ? strlen(text) : 0);
+        break;
+    }
+    case VARS_TLS_CLIENT_VERIFY:
+    case VARS_TLS_CLIENT_S_DN:
+    case VARS_TLS_CLIENT_I_DN:
+    case VARS_TLS_CLIENT_SERIAL:
+    case VARS_TLS_CLIENT_FINGERPRINT:
+    case VARS_TLS_CLIENT_ESCAPED_CERT:
+    case VARS_TLS_CLIENT_V_START:
+    case VARS_TLS_CLIENT_V_END:
+    case VARS_TLS_CLIENT_V_REMAIN: {
+        const struct http_conn *c = ctx->ex != NULL ? ctx->ex->conn : NULL;
+        char *text =
+            c != NULL
+                ? http_conn_tls_peer(c, (enum tls_peer_fact)(part->id - VARS_TLS_CLIENT_VERIFY))
+                : NULL;
+        put_value(ctx, out, text != NULL ? text : "", text != NULL ? strlen(text) : 0);
+        free(text);
         break;
     }
     case VARS_HTTP: put_header(ctx, out, part->text, part->len); break;

@@ -2329,9 +2329,10 @@ START_TEST(nginx_variable_notes)
 {
     char buf[400];
     ck_assert_ptr_null(conf_nginx_variable_note("no_such_thing", buf, sizeof(buf)));
-    ck_assert_str_eq(conf_nginx_variable_note("ssl_client_s_dn", buf, sizeof(buf)),
-                     "\"$ssl_client_s_dn\": not in corral yet: client certificate variables (see "
-                     "\"auth and tracing\" in the roadmap, docs/config.md)");
+    ck_assert_str_eq(
+        conf_nginx_variable_note("ssl_client_raw_cert", buf, sizeof(buf)),
+        "\"$ssl_client_raw_cert\": not in corral yet: client certificate variables (see "
+        "\"auth and tracing\" in the roadmap, docs/config.md)");
     ck_assert_ptr_nonnull(conf_nginx_variable_note("upstream_http_x_foo", buf, sizeof(buf)));
 }
 END_TEST

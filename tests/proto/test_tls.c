@@ -1168,6 +1168,52 @@ START_TEST(client_certificates_are_verified)
 }
 END_TEST
 
+/* The client certificate's variables, under their tls_ and nginx's ssl_
+ * names: what the client certificate says (CN=client, serial 6, issued by
+ * the test CA for 30 days), and NONE without one. */
+START_TEST(client_certificate_variables)
+{
+    struct test_daemon d;
+    start_tls_server(&d, "corral", 1,
+                     "    tls_client_certificate certs/ca.pem;\n    tls_verify_client optional;\n",
+                     "$tls_client_verify|$ssl_client_s_dn|$tls_client_i_dn|$ssl_client_serial|"
+                     "$tls_client_v_remain|$ssl_client_fingerprint|$tls_client_escaped_cert");
+    struct client c = {.sni = "default.test", .certificate = "client"};
+    struct tls t;
+    ck_assert_msg(tls_open(&t, d.port, &c), "%s", t.error);
+    static char body[8192];
+    ck_assert_int_eq(tls_get(&t, "default.test", "/", body, sizeof(body)), 200);
+    tls_close(&t);
+    const char *days = strstr(body, "|CN=corral test CA|06|");
+    ck_assert_msg(strncmp(body, "SUCCESS|CN=client|CN=corral test CA|06|", 39) == 0 && days != NULL,
+                  "%s", body);
+    days += strlen("|CN=corral test CA|06|");
+    ck_assert_msg(strncmp(days, "29|", 3) == 0 || strncmp(days, "30|", 3) == 0, "%s", body);
+    /* The SHA-1 of the DER, as openssl prints it, lowercase, no colons. */
+    char command[PATH_MAX + 256], expect[128];
+    snprintf(command, sizeof(command),
+             "openssl x509 -in %s/client.pem -noout -fingerprint -sha1 | sed 's/.*=//; s/://g' | "
+             "tr A-F a-f",
+             certs_dir);
+    FILE *p = popen(command, "r");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(fgets(expect, sizeof(expect), p));
+    pclose(p);
+    expect[strcspn(expect, "\n")] = '\0';
+    ck_assert_uint_eq(strlen(expect), 40);
+    ck_assert_msg(strstr(body, expect) != NULL, "no %s in %s", expect, body);
+    ck_assert_msg(strstr(body, "|-----BEGIN%20CERTIFICATE-----%0A") != NULL, "%s", body);
+    ck_assert_msg(strstr(body, "-----END%20CERTIFICATE-----%0A") != NULL, "%s", body);
+    /* No certificate: NONE, and nothing else. */
+    c.certificate = NULL;
+    ck_assert_msg(tls_open(&t, d.port, &c), "%s", t.error);
+    ck_assert_int_eq(tls_get(&t, "default.test", "/", body, sizeof(body)), 200);
+    tls_close(&t);
+    ck_assert_str_eq(body, "NONE||||||");
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* ============================================================ client certificates by SNI */
 
 /* Two server blocks on one address, default.test (the default) and a.test,
@@ -1661,6 +1707,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, sigpipe_does_not_end_the_daemon);
     tcase_add_test(tc, garbage_and_silence_are_closed_and_counted);
     tcase_add_test(tc, client_certificates_are_verified);
+    tcase_add_test(tc, client_certificate_variables);
     tcase_add_loop_test(tc, sni_picks_the_server_blocks_client_verification, 0,
                         COUNT(sni_verify_configs));
     tcase_add_test(tc, a_session_does_not_skip_another_blocks_verification);
