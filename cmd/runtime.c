@@ -543,8 +543,9 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
     struct tls_certificate_files *next = files;
     for (size_t v = 0; v < count; v++) {
         const struct conf_tls *tls = &vhost_servers[v]->tls;
-        vhosts[v] = (struct tls_vhost_conf){next, tls->certificate_count, tls->settings.client_ca,
-                                            tls->settings.verify_client};
+        vhosts[v] =
+            (struct tls_vhost_conf){next, tls->certificate_count, tls->settings.client_ca,
+                                    tls->settings.verify_client, tls->settings.certificate_watch};
         for (size_t i = 0; i < tls->certificate_count; i++) {
             assert(next < files + files_count);
             *next++ = (struct tls_certificate_files){tls->certificates[i].certificate,
@@ -725,7 +726,7 @@ static int admin_tls_build(struct site *site, const struct conf_config *config, 
         files[i] = (struct tls_certificate_files){tls->certificates[i].certificate,
                                                   tls->certificates[i].key};
     struct tls_vhost_conf vhost = {files, tls->certificate_count, tls->settings.client_ca,
-                                   tls->settings.verify_client};
+                                   tls->settings.verify_client, tls->settings.certificate_watch};
     struct tls_report report = {report_admin_tls_problem, (void *)config};
     int err = tls_server_new(&tls->settings, &vhost, 1, workers, &report, &site->http.tls);
     free(files);

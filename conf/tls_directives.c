@@ -283,6 +283,8 @@ const struct conf_directive conf__tls_directives[] = {
     {.name = "tls_handshake_timeout", TLS_FIELD(handshake_timeout_ms),
      .kind = CONF_KIND_DURATION, .min = 1},
     {.name = "tls_ktls", TLS_FIELD(ktls), .kind = CONF_KIND_SWITCH},
+    /* a vhost's certificate files looked at again while serving */
+    {.name = "tls_certificate_watch", TLS_FIELD(certificate_watch), .kind = CONF_KIND_SWITCH},
     /* the CAs that client certificates must chain to */
     {.name = "tls_client_certificate", TLS_FIELD_IN(TLS_CONTEXTS, client_ca), .kind = CONF_KIND_PATH,
      TLS_POS(client_ca_pos)},

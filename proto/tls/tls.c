@@ -21,11 +21,14 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,11 +44,16 @@ const char *tls_openssl_reason(void)
     return reason != NULL ? reason : "unknown error";
 }
 
+struct tls_watch;
+
 struct tls_server {
     tls_sni_select_fn sni_select; /* may be NULL */
     void *sni_arg;
     SSL_CTX **contexts; /* one per vhost */
     size_t context_count;
+    /* NULL: no vhost has tls_certificate_watch on, and the contexts never
+     * change; else a watched vhost's may be replaced (server_context()). */
+    struct tls_watch *watch;
     struct tls_stats *stats; /* one per worker */
     unsigned workers;
     uint32_t handshake_timeout_ms;
@@ -377,9 +385,20 @@ const struct tls_stats *tls_server_stats(const struct tls_server *server, unsign
     return worker < server->workers ? &server->stats[worker] : NULL;
 }
 
+static void watch_poll(struct tls_server *server);
+
+/* Vhost `index`'s context: a watched one may be replaced by another
+ * worker at any time (the old one lives as long as the server). */
+static SSL_CTX *server_context(const struct tls_server *server, size_t index)
+{
+    return __atomic_load_n(&server->contexts[index], __ATOMIC_ACQUIRE);
+}
+
 int tls_server_accept(struct tls_server *server, corral_conn *conn)
 {
-    struct tls_conn *tc = tls_conn_new(server->contexts[0], conn);
+    if (server->watch != NULL)
+        watch_poll(server);
+    struct tls_conn *tc = tls_conn_new(server_context(server, 0), conn);
     if (tc == NULL)
         return -ENOMEM;
     if (corral_timer_new(corral_conn_loop(conn), on_handshake_timeout, tc, &tc->handshake_timer) !=
@@ -451,7 +470,7 @@ static int on_client_hello(SSL *ssl, int *alert, void *arg)
         index = server->sni_select(server->sni_arg, name, len);
     if (index >= server->context_count)
         index = 0; /* a selector's mistake gets the default, not a crash */
-    SSL_CTX *ctx = server->contexts[index];
+    SSL_CTX *ctx = server_context(server, index);
     /* Called again after a HelloRetryRequest, with the same name. */
     if (SSL_get_SSL_CTX(ssl) != ctx && SSL_set_SSL_CTX(ssl, ctx) == NULL) {
         *alert = SSL_AD_INTERNAL_ERROR;
@@ -702,6 +721,208 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------- certificates changed on disk */
+
+/* What says a file changed: an atomic rename gives it a new inode, a
+ * write in place a new size or time. */
+struct file_sig {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+};
+
+/* A watched vhost: its own copy of what its context is built from, and
+ * the files' signatures (certificate and key of each pair) when it was. */
+struct watch_vhost {
+    size_t index; /* in server->contexts */
+    struct tls_vhost_conf conf;
+    struct tls_certificate_files *files;
+    struct file_sig *sigs;
+};
+
+struct tls_watch {
+    pthread_mutex_t polling; /* one worker looks at the files at a time */
+    /* The contexts replaced: a handshake may still be taking one, so they
+     * are freed with the server (one per change, until the next reload). */
+    SSL_CTX **retired;
+    size_t retired_count;
+    struct tls_server_conf conf; /* a copy: the config is gone by then */
+    struct watch_vhost *vhosts;
+    size_t count;
+    _Atomic uint64_t checked_ms; /* the last look: one a second, by one worker */
+};
+
+#define WATCH_INTERVAL_MS 1000
+
+static void file_sig(const char *path, struct file_sig *out)
+{
+    struct stat st;
+    *out = (struct file_sig){0};
+    if (stat(path, &st) == 0)
+        *out = (struct file_sig){st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim};
+}
+
+static bool file_sig_equal(const struct file_sig *a, const struct file_sig *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
+           a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
+/* A problem while serving goes to the log: there is no config to point
+ * at, and the old pair serves on. */
+static void watch_report(void *arg, enum tls_conf_item item, size_t vhost, size_t index,
+                         bool warning, const char *message)
+{
+    (void)arg, (void)item, (void)vhost, (void)index;
+    corral_log(warning ? CORRAL_LOG_WARN : CORRAL_LOG_ERROR, "tls_certificate_watch: %s%s", message,
+               warning ? "" : "; the certificate loaded before serves on");
+}
+
+/* Builds `w`'s context again from its files; true once it serves. */
+static bool watch_rebuild(struct tls_server *server, struct watch_vhost *w)
+{
+    struct tls_report to_log = {watch_report, NULL};
+    struct loader loader = {.report = &to_log, .vhost = w->index};
+    SSL_CTX *ctx = server_context_new(server, &server->watch->conf, &w->conf, &loader);
+    int err = ctx != NULL ? 0 : -EINVAL;
+    for (size_t i = 0; i < w->conf.certificate_count && err == 0; i++) {
+        loader.index = i;
+        err = load_certificate(ctx, &loader, &w->files[i]);
+    }
+    if (err != 0) {
+        SSL_CTX_free(ctx);
+        return false;
+    }
+    struct tls_watch *watch = server->watch;
+    SSL_CTX **retired = realloc(watch->retired, (watch->retired_count + 1) * sizeof(*retired));
+    if (retired == NULL) {
+        SSL_CTX_free(ctx);
+        return false;
+    }
+    watch->retired = retired;
+    retired[watch->retired_count++] = server->contexts[w->index];
+    __atomic_store_n(&server->contexts[w->index], ctx, __ATOMIC_RELEASE);
+    return true;
+}
+
+static void watch_poll(struct tls_server *server)
+{
+    struct tls_watch *watch = server->watch;
+    uint64_t now = corral_monotonic_ns() / 1000000;
+    uint64_t last = atomic_load_explicit(&watch->checked_ms, memory_order_relaxed);
+    if (now - last < WATCH_INTERVAL_MS || pthread_mutex_trylock(&watch->polling) != 0)
+        return;
+    if (!atomic_compare_exchange_strong(&watch->checked_ms, &last, now)) {
+        pthread_mutex_unlock(&watch->polling);
+        return;
+    }
+    for (size_t v = 0; v < watch->count; v++) {
+        struct watch_vhost *w = &watch->vhosts[v];
+        bool changed = false;
+        for (size_t i = 0; i < 2 * w->conf.certificate_count; i++) {
+            struct file_sig sig;
+            const struct tls_certificate_files *f = &w->files[i / 2];
+            file_sig(i % 2 == 0 ? f->certificate : f->key, &sig);
+            if (!file_sig_equal(&sig, &w->sigs[i])) {
+                w->sigs[i] = sig; /* tried once per change, loaded or not */
+                changed = true;
+            }
+        }
+        if (changed && watch_rebuild(server, w))
+            corral_log(CORRAL_LOG_INFO, "tls_certificate_watch: \"%s\" loaded again",
+                       w->files[0].certificate);
+    }
+    pthread_mutex_unlock(&watch->polling);
+}
+
+static void watch_free(struct tls_watch *watch)
+{
+    if (watch == NULL)
+        return;
+    for (size_t v = 0; v < watch->count; v++) {
+        struct watch_vhost *w = &watch->vhosts[v];
+        for (size_t i = 0; w->files != NULL && i < w->conf.certificate_count; i++) {
+            free((char *)w->files[i].certificate);
+            free((char *)w->files[i].key);
+        }
+        free(w->files);
+        free(w->sigs);
+        free((char *)w->conf.client_ca);
+    }
+    free(watch->vhosts);
+    free((char *)watch->conf.ciphers);
+    free((char *)watch->conf.ciphersuites);
+    free((char *)watch->conf.client_ca);
+    for (size_t i = 0; i < watch->retired_count; i++)
+        SSL_CTX_free(watch->retired[i]);
+    free(watch->retired);
+    pthread_mutex_destroy(&watch->polling);
+    free(watch);
+}
+
+static char *dup_or_null(const char *s, bool *failed)
+{
+    char *copy = s != NULL ? strdup(s) : NULL;
+    if (s != NULL && copy == NULL)
+        *failed = true;
+    return copy;
+}
+
+/* The copies the watched vhosts of `vhosts` need, with their files'
+ * signatures now; NULL in *out when none is watched. */
+static int watch_new(const struct tls_server_conf *conf, const struct tls_vhost_conf *vhosts,
+                     size_t count, struct tls_watch **out)
+{
+    *out = NULL;
+    size_t watched = 0;
+    for (size_t v = 0; v < count; v++)
+        watched += vhosts[v].watch;
+    if (watched == 0)
+        return 0;
+    struct tls_watch *watch = calloc(1, sizeof(*watch));
+    if (watch == NULL || (watch->vhosts = calloc(watched, sizeof(*watch->vhosts))) == NULL) {
+        free(watch);
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&watch->polling, NULL);
+    bool failed = false;
+    watch->conf = *conf;
+    watch->conf.ciphers = dup_or_null(conf->ciphers, &failed);
+    watch->conf.ciphersuites = dup_or_null(conf->ciphersuites, &failed);
+    watch->conf.client_ca = dup_or_null(conf->client_ca, &failed);
+    atomic_init(&watch->checked_ms, corral_monotonic_ns() / 1000000);
+    for (size_t v = 0; v < count && !failed; v++) {
+        if (!vhosts[v].watch)
+            continue;
+        struct watch_vhost *w = &watch->vhosts[watch->count++];
+        size_t n = vhosts[v].certificate_count;
+        w->index = v;
+        w->conf = vhosts[v];
+        w->conf.client_ca = dup_or_null(vhosts[v].client_ca, &failed);
+        w->files = calloc(n ? n : 1, sizeof(*w->files));
+        w->sigs = calloc(n ? 2 * n : 1, sizeof(*w->sigs));
+        if (w->files == NULL || w->sigs == NULL) {
+            failed = true;
+            break;
+        }
+        w->conf.certificates = w->files;
+        for (size_t i = 0; i < n; i++) {
+            w->files[i].certificate = dup_or_null(vhosts[v].certificates[i].certificate, &failed);
+            w->files[i].key = dup_or_null(vhosts[v].certificates[i].key, &failed);
+            file_sig(vhosts[v].certificates[i].certificate, &w->sigs[2 * i]);
+            file_sig(vhosts[v].certificates[i].key, &w->sigs[2 * i + 1]);
+        }
+    }
+    if (failed) {
+        watch_free(watch);
+        return -ENOMEM;
+    }
+    *out = watch;
+    return 0;
+}
+
 int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_conf *vhosts,
                    size_t vhost_count, unsigned workers, const struct tls_report *report_to,
                    struct tls_server **out)
@@ -737,6 +958,8 @@ int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_co
             err = load_certificate(ctx, &loader, &vhosts[v].certificates[i]);
         }
     }
+    if (err == 0)
+        err = watch_new(conf, vhosts, vhost_count, &server->watch);
     if (err != 0) {
         tls_server_free(server);
         return err;
@@ -761,6 +984,7 @@ void tls_server_free(struct tls_server *server)
     free(server->contexts);
     free(server->stats);
     tls_tickets_free(&server->ticket_keys);
+    watch_free(server->watch);
     free(server);
 }
 

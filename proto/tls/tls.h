@@ -60,6 +60,7 @@ struct tls_vhost_conf {
     size_t certificate_count;
     const char *client_ca;                /* tls_client_certificate; NULL: no client certificates */
     enum tls_verify_client verify_client; /* tls_verify_client */
+    bool watch;                           /* tls_certificate_watch: see tls_server_new() */
 };
 
 /* Picks the virtual host whose certificates answer a client that sent
@@ -84,6 +85,7 @@ struct tls_server_conf {
     uint32_t session_timeout_ms;     /* tls_session_timeout: whole seconds, at least 1 */
     uint32_t handshake_timeout_ms;   /* tls_handshake_timeout */
     bool ktls;                       /* tls_ktls */
+    bool certificate_watch;          /* tls_certificate_watch (each vhost's own) */
     /* tls_client_certificate (NULL: none) and tls_verify_client, as the
      * block set them; tls_server_new() takes each vhost's from its
      * tls_vhost_conf instead. */
@@ -130,7 +132,15 @@ struct tls_server;
  * certificates and client verification of the vhost its SNI selects, the
  * first's without SNI; everything else in `conf` is the same for all.  Problems go to `report`
  * (warnings too: an expired certificate); returns 0, -EINVAL after an error
- * report, or -ENOMEM. */
+ * report, or -ENOMEM.
+ *
+ * A vhost with `watch` has its certificate and key files looked at again,
+ * at most once a second, when a connection is accepted: a file that
+ * changed (a new inode, size or time: an atomic rename, or a write in
+ * place) has the vhost's context built again from the files, in the
+ * accepting worker, and new handshakes get it; a pair that does not load
+ * is logged and the old one serves on.  Connections keep the context they
+ * began with. */
 int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_conf *vhosts,
                    size_t vhost_count, unsigned workers, const struct tls_report *report,
                    struct tls_server **out);

@@ -408,6 +408,7 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"server.tls.session_timeout_ms", tls != NULL ? tls->settings.session_timeout_ms : 99},
         {"server.tls.handshake_timeout_ms", tls != NULL ? tls->settings.handshake_timeout_ms : 99},
         {"server.tls.ktls", tls != NULL ? tls->settings.ktls : 99},
+        {"server.tls.certificate_watch", tls != NULL ? tls->settings.certificate_watch : 99},
         {"server.tls.verify_client", tls != NULL ? tls->settings.verify_client : 99},
         {"location.proxy_tls.verify", lp != NULL ? lp->tls.verify : 99},
         {"location.next_upstream", lp != NULL ? lp->proxy.next_upstream & ~PROXY_NEXT_WRITTEN : 99},
@@ -608,6 +609,8 @@ static const struct field_case field_cases[] = {
     {TLS("tls_handshake_timeout 250ms;"), "server.tls.handshake_timeout_ms", 250},
     {TLS("tls_ktls on;"), "server.tls.ktls", 1},
     {TLS("tls_ktls off;"), "server.tls.ktls", 0},
+    {TLS(""), "server.tls.certificate_watch", 0},
+    {TLS("tls_certificate_watch on;"), "server.tls.certificate_watch", 1},
     /* Client certificates are required once a CA file is given, unless
      * tls_verify_client says otherwise, before or after it. */
     {TLS("tls_client_certificate ca.pem;"), "server.tls.verify_client", TLS_VERIFY_CLIENT_ON},

@@ -1214,6 +1214,90 @@ START_TEST(client_certificate_variables)
 }
 END_TEST
 
+/* ============================================================ certificates that change */
+
+/* Copies certs/FROM.pem and .key over the files at `pem` and `key`, each
+ * written beside and renamed into place, as certbot and cert-manager do. */
+static void replace_pair(const char *from_pem, const char *from_key, const char *pem,
+                         const char *key)
+{
+    char command[4 * PATH_MAX + 64];
+    snprintf(command, sizeof(command),
+             "cp %s/%s %s.new && mv %s.new %s && cp %s/%s %s.new && mv %s.new %s", certs_dir,
+             from_pem, pem, pem, pem, certs_dir, from_key, key, key, key);
+    ck_assert_int_eq(system(command), 0);
+}
+
+/* The serial of the certificate a new connection gets. */
+static long served_serial(int port)
+{
+    struct client c = {.sni = "default.test"};
+    struct tls t;
+    long serial = -1;
+    if (tls_open(&t, port, &c)) {
+        X509 *cert = SSL_get0_peer_certificate(t.ssl);
+        serial = cert != NULL ? ASN1_INTEGER_get(X509_get0_serialNumber(cert)) : -1;
+    }
+    tls_close(&t);
+    return serial;
+}
+
+/* Polls new connections for up to 10 s until they get serial `want` (the
+ * files are looked at when a connection comes, at most once a second). */
+static bool serial_becomes(int port, long want)
+{
+    for (uint64_t until = test_now_ms() + 10000; test_now_ms() < until;) {
+        if (served_serial(port) == want)
+            return true;
+        test_sleep_ms(20);
+    }
+    return false;
+}
+
+/* tls_certificate_watch on: a pair renamed into place serves new
+ * handshakes within seconds, without a reload, while a connection made
+ * before goes on with the old one; a pair that does not match is logged
+ * and the last good one serves on. */
+START_TEST(changed_certificate_files_serve_without_a_reload)
+{
+    char pem[PATH_MAX], key[PATH_MAX];
+    test_daemon_file(pem, sizeof(pem), "live.pem");
+    test_daemon_file(key, sizeof(key), "live.key");
+    replace_pair("default.pem", "default.key", pem, key);
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 2;\n" ADMIN "server {\n    listen 127.0.0.1:0 tls;\n"
+          "    tls_certificate %s;\n    tls_certificate_key %s;\n"
+          "    tls_certificate_watch on;\n"
+          "    location / { return 200 \"ok\"; }\n}\n",
+          pem, key);
+    ck_assert_int_eq(served_serial(d.port), 3);
+    struct client c = {.sni = "default.test"};
+    struct tls before;
+    ck_assert_msg(tls_open(&before, d.port, &c), "%s", before.error);
+    replace_pair("rsa.pem", "rsa.key", pem, key);
+    ck_assert_msg(serial_becomes(d.port, 4), "still serial %ld", served_serial(d.port));
+    char body[64];
+    ck_assert_int_eq(tls_get(&before, "default.test", "/", body, sizeof(body)), 200);
+    ck_assert_str_eq(body, "ok");
+    tls_close(&before);
+    /* a.test's certificate with the RSA key: refused, logged, once the
+     * next connections come. */
+    replace_pair("a.pem", "rsa.key", pem, key);
+    bool logged = false;
+    for (uint64_t until = test_now_ms() + 10000; test_now_ms() < until && !logged;) {
+        ck_assert_int_eq(served_serial(d.port), 4);
+        char *text = test_read_file(d.log);
+        logged = text != NULL && strstr(text, "tls_certificate_watch: key") != NULL;
+        free(text);
+        if (!logged)
+            test_sleep_ms(20);
+    }
+    ck_assert_msg(logged, "the mismatched pair was not logged");
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* ============================================================ client certificates by SNI */
 
 /* Two server blocks on one address, default.test (the default) and a.test,
@@ -1708,6 +1792,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, garbage_and_silence_are_closed_and_counted);
     tcase_add_test(tc, client_certificates_are_verified);
     tcase_add_test(tc, client_certificate_variables);
+    tcase_add_test(tc, changed_certificate_files_serve_without_a_reload);
     tcase_add_loop_test(tc, sni_picks_the_server_blocks_client_verification, 0,
                         COUNT(sni_verify_configs));
     tcase_add_test(tc, a_session_does_not_skip_another_blocks_verification);
