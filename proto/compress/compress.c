@@ -26,7 +26,7 @@
 #define FACT_HEAD   ((uintptr_t)1 << 7)
 #define FACT_VIA    ((uintptr_t)1 << 8)
 #define FACT_AUTH   ((uintptr_t)1 << 9)
-#define FACT_OFF    ((uintptr_t)1 << 10) /* gzip_disable took its User-Agent */
+#define FACT_OFF    ((uintptr_t)1 << 10) /* gzip_disable or gzip_http_version */
 #define ORDER_SHIFT 1 /* then COMPRESS_CODINGS fields of 2 bits: coding + 1, best first */
 _Static_assert(ORDER_SHIFT + 2 * COMPRESS_CODINGS <= 7 && COMPRESS_CODINGS < 4,
                "the order's fields fit below FACT_HEAD, each coding + 1 in 2 bits");
@@ -73,6 +73,9 @@ static int compress_phase(struct router_walk *w)
     struct compress_accept accept;
     compress_accept_init(&accept);
     uintptr_t facts = FACT_TAG | (w->req.head ? FACT_HEAD : 0);
+    /* gzip_http_version: too old a client gets its Vary, not a coding. */
+    if (w->req.http10 && built->conf->http_version > 10)
+        facts |= FACT_OFF;
     for (size_t i = 0; i < w->req.header_count; i++) {
         const struct http_header *h = &w->req.headers[i];
         if (http_str_equal_nocase(h->name, "accept-encoding"))

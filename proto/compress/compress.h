@@ -55,6 +55,9 @@ struct compress_conf {
     bool vary; /* gzip_vary, for every coding */
     struct conf_pos vary_pos;
     unsigned proxied; /* gzip_proxied, for every coding; UINT_MAX: unset */
+    /* gzip_http_version, for every coding: 10 (1.0) or 11 (1.1); an
+     * HTTP/1.0 request gets no coding under 11.  0: unset. */
+    unsigned http_version;
     /* gzip_disable's regexes as written ("msie6" among them), for every
      * coding; `disable_inherited`: the parent's, not freed here. */
     char **disable;

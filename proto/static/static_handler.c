@@ -10,6 +10,7 @@
 #include "proto/http/router.h"
 #include "proto/http/vars.h"
 #include "proto/policy/add_header.h"
+#include "proto/policy/redirect.h"
 #include "proto/static/static_autoindex.h"
 #include "proto/static/static_module.h"
 #include "proto/static/static_path.h"
@@ -265,18 +266,23 @@ static void serve_file(struct exchange *ex, const struct http_request *req,
 }
 
 /* A directory asked for without its slash: to the slash, with the
- * query, as nginx does (a relative Location: see docs/config.md). */
+ * query, as nginx does (absolute as absolute_redirect says). */
 static void redirect_to_slash(struct exchange *ex, const struct http_request *req)
 {
     char small[512];
     struct vars_buf b;
     vars_buf_init(&b, small, sizeof(small));
-    add_text(&b, "Location: ");
-    vars_buf_add(&b, req->path.data, req->path.len);
-    vars_buf_add(&b, "/", 1);
+    char uri_small[256];
+    struct vars_buf uri;
+    vars_buf_init(&uri, uri_small, sizeof(uri_small));
+    vars_buf_add(&uri, req->path.data, req->path.len);
+    vars_buf_add(&uri, "/", 1);
     if (req->target.len > req->path.len)
-        vars_buf_add(&b, req->target.data + req->path.len, req->target.len - req->path.len);
-    vars_buf_add(&b, "\r\nContent-Type: text/html\r\n", 28); /* with its NUL */
+        vars_buf_add(&uri, req->target.data + req->path.len, req->target.len - req->path.len);
+    add_text(&b, "Content-Type: text/html\r\n");
+    redirect_location(ex, req->host, uri.data, uri.len, &b); /* with its NUL */
+    b.failed |= uri.failed;
+    vars_buf_free(&uri);
     static const char body[] = "<html>\r\n<head><title>301 Moved Permanently</title></head>\r\n"
                                "<body>\r\n<center><h1>301 Moved Permanently</h1></center>\r\n"
                                "</body>\r\n</html>\r\n";

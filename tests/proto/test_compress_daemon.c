@@ -178,7 +178,7 @@ static void start(void)
     char conf[2048];
     snprintf(conf, sizeof(conf),
              "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-             "gzip on; brotli on; zstd on; gzip_vary on;\n"
+             "gzip on; brotli on; zstd on; gzip_vary on; gzip_http_version 1.0;\n"
              "gzip_types text/event-stream; brotli_types text/event-stream;\n"
              "zstd_types text/event-stream;\n"
              "server {\n    listen 127.0.0.1:0 http2;\n"
@@ -345,7 +345,8 @@ START_TEST(streaming_backend_is_flushed)
         atomic_store(&stream_finished, false);
         int fd = test_connect(daemon_.port);
         char req[256];
-        /* HTTP/1.0: the body ends with the connection, no chunks to take off. */
+        /* HTTP/1.0 (gzip_http_version 1.0): the body ends with the
+         * connection, no chunks to take off. */
         int n =
             snprintf(req, sizeof(req),
                      "GET /stream HTTP/1.0\r\nHost: x\r\nAccept-Encoding: %s\r\n\r\n", accept[c]);

@@ -362,6 +362,12 @@ START_TEST(ranges)
                       416);
     ck_assert(header_of(out, "Content-Range", v, sizeof(v)));
     ck_assert_str_eq(v, "bytes */13");
+    /* a malformed bytes range: 416 as nginx; another unit: ignored */
+    ck_assert_uint_eq(ask(d.port, "GET", "/a.txt", "Range: bytes=abc\r\n", out, sizeof(out)), 416);
+    ck_assert(header_of(out, "Content-Range", v, sizeof(v)));
+    ck_assert_str_eq(v, "bytes */13");
+    ck_assert_uint_eq(ask(d.port, "GET", "/a.txt", "Range: items=0-4\r\n", out, sizeof(out)), 200);
+    ck_assert_str_eq(body_of(out), "hello, world\n");
     /* too many ranges: the whole file */
     ck_assert_uint_eq(ask(d.port, "GET", "/a.txt",
                           "Range: bytes=0-0,1-1,2-2,3-3,4-4,5-5,6-6,7-7,8-8,9-9,10-10,11-11,12-12,"
@@ -381,11 +387,17 @@ END_TEST
 START_TEST(directories_and_index)
 {
     struct test_daemon d;
-    start(&d, "", "", "    location / { index index.html; }");
-    char out[4096], v[256];
+    start(&d, "", "",
+          "    location / { index index.html; }\n    location /empty { absolute_redirect off; }");
+    char out[4096], v[256], want[256];
+    /* absolute, as nginx's absolute_redirect: the Host, the port */
     ck_assert_uint_eq(ask(d.port, "GET", "/sub?x=1", "", out, sizeof(out)), 301);
     ck_assert(header_of(out, "Location", v, sizeof(v)));
-    ck_assert_str_eq(v, "/sub/?x=1");
+    snprintf(want, sizeof(want), "http://h:%d/sub/?x=1", d.port);
+    ck_assert_str_eq(v, want);
+    ck_assert_uint_eq(ask(d.port, "GET", "/empty", "", out, sizeof(out)), 301);
+    ck_assert(header_of(out, "Location", v, sizeof(v)));
+    ck_assert_str_eq(v, "/empty/");
     ck_assert_uint_eq(ask(d.port, "GET", "/sub/", "", out, sizeof(out)), 200);
     ck_assert_str_eq(body_of(out), "sub index\n");
     ck_assert(header_of(out, "Content-Type", v, sizeof(v)));
@@ -398,6 +410,56 @@ START_TEST(directories_and_index)
     test_daemon_file(fifo, sizeof(fifo), "www/fifo");
     ck_assert_int_eq(mkfifo(fifo, 0644), 0);
     ck_assert_uint_eq(ask(d.port, "GET", "/fifo", "", out, sizeof(out)), 403);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* nginx's absolute_redirect, port_in_redirect, server_name_in_redirect
+ * on corral's own redirects (return, rewrite; static files above). */
+START_TEST(redirects_made_absolute)
+{
+    struct test_daemon d;
+    start(&d, "", "",
+          "    server_name Site.Example www.site.example;\n"
+          "    location = /r1 { return 301 /to; }\n"
+          "    location = /r2 { absolute_redirect off; return 301 /to; }\n"
+          "    location = /r3 { port_in_redirect off; return 302 /to?q; }\n"
+          "    location = /r4 { server_name_in_redirect on; return 301 /to; }\n"
+          "    location = /r5 { return 301 http://else.example/x; }\n"
+          "    location = /r6 { rewrite ^ /to redirect; }\n"
+          "    location /off { absolute_redirect off; return 307 /to; }\n");
+    char out[4096], v[256], want[256];
+    static const struct {
+        const char *path, *host, *location; /* "%d": the port */
+    } cases[] = {
+        {"/r1", "Host: h\r\n", "http://h:%d/to"},
+        {"/r1", "Host: MiXed.Example:99\r\n", "http://mixed.example:%d/to"},
+        {"/r2", "Host: h\r\n", "/to"},
+        {"/r3", "Host: h\r\n", "http://h/to?q"},
+        {"/r4", "Host: h\r\n", "http://Site.Example:%d/to"},
+        {"/r5", "Host: h\r\n", "http://else.example/x"},
+        {"/r6?a=1", "Host: h\r\n", "http://h:%d/to?a=1"},
+        {"/off/r7", "Host: h\r\n", "/to"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char request[512];
+        snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\n%sConnection: close\r\n\r\n",
+                 cases[i].path, cases[i].host);
+        exchange(d.port, request, out, sizeof(out));
+        ck_assert_msg(header_of(out, "Location", v, sizeof(v)), "%s: %s", cases[i].path, out);
+        const char *mark = strstr(cases[i].location, "%d");
+        if (mark != NULL)
+            snprintf(want, sizeof(want), "%.*s%d%s", (int)(mark - cases[i].location),
+                     cases[i].location, d.port, mark + 2);
+        else
+            snprintf(want, sizeof(want), "%s", cases[i].location);
+        ck_assert_str_eq(v, want);
+    }
+    /* no Host (HTTP/1.0): the address the connection came to */
+    exchange(d.port, "GET /r1 HTTP/1.0\r\n\r\n", out, sizeof(out));
+    ck_assert(header_of(out, "Location", v, sizeof(v)));
+    snprintf(want, sizeof(want), "http://127.0.0.1:%d/to", d.port);
+    ck_assert_str_eq(v, want);
     test_daemon_stop(&d);
 }
 END_TEST
@@ -1253,6 +1315,7 @@ Suite *test_suite(void)
     tcase_add_test(daemon, conditional_requests);
     tcase_add_test(daemon, ranges);
     tcase_add_test(daemon, directories_and_index);
+    tcase_add_test(daemon, redirects_made_absolute);
     tcase_add_test(daemon, try_files_fallbacks);
     tcase_add_test(daemon, server_level_files);
     tcase_add_test(daemon, server_without_locations);
