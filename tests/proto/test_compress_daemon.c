@@ -227,11 +227,18 @@ static void fetch(const char *args, const char *path, char *head, size_t size, c
  * than corral's, compared with the page byte for byte. */
 static void check_decodes(const char *name, const char *coding)
 {
-    char file[PATH_MAX], command[2 * PATH_MAX + 512], out[256];
+    char file[PATH_MAX], command[3 * PATH_MAX + 512], out[256];
     test_daemon_file(file, sizeof(file), name);
     if (strcmp(coding, "zstd") == 0)
         snprintf(command, sizeof(command), "zstd -q -d -c %s | cmp -s - %s.expected && echo same",
                  file, file);
+    else if (strcmp(coding, "br") == 0) /* Debian's brotli tool, and Python's module */
+        snprintf(command, sizeof(command),
+                 "brotli -d -c %s | cmp -s - %s.expected && /usr/bin/python3 -c 'import sys, "
+                 "brotli; d = brotli.decompress(open(sys.argv[1], \"rb\").read()); "
+                 "print(\"same\" if d == open(sys.argv[1] + \".expected\", \"rb\").read() else "
+                 "\"differ\")' %s",
+                 file, file, file);
     else
         snprintf(
             command, sizeof(command),
