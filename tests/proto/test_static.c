@@ -944,6 +944,15 @@ START_TEST(over_tls)
              d.port);
     run(cmd, out, sizeof(out));
     ck_assert_str_eq(out, "2\n");
+    /* the directory's redirect names the scheme the client used */
+    snprintf(cmd, sizeof(cmd),
+             "curl -sk --max-time 20 -o /dev/null -w '%%{redirect_url}' "
+             "https://127.0.0.1:%d/sub",
+             d.port);
+    run(cmd, out, sizeof(out));
+    char want[128];
+    snprintf(want, sizeof(want), "https://127.0.0.1:%d/sub/", d.port);
+    ck_assert_str_eq(out, want);
     test_daemon_stop(&d);
 }
 END_TEST
