@@ -66,7 +66,7 @@ static int compress_phase(struct router_walk *w)
     struct exchange *ex = w->ex;
     compress_release(ex);
     const struct compress_built *built = http_module_built(ex, &compress_module);
-    if (built == NULL) {
+    if (built == NULL || !built->on) {
         exchange_remove_filter(ex, &compress_filter);
         return ROUTER_DECLINED;
     }
@@ -272,6 +272,12 @@ static struct exchange_filter compress_filter = {
     .end = end_compressed,
     .flush = flush_compressed,
 };
+
+unsigned compress_http_version(const struct exchange *ex)
+{
+    const struct compress_built *built = http_module_built(ex, &compress_module);
+    return built != NULL ? built->conf->http_version : 11;
+}
 
 static const struct http_phase_handler compress_phases[] = {
     {ROUTER_FIND_LOCATION, compress_phase},

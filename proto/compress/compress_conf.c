@@ -288,12 +288,17 @@ int compress_conf_build(const void *conf, const struct http_module_build *b, con
     bool on = false;
     for (int i = 0; i < COMPRESS_CODINGS; i++)
         on |= c->coding[i].on;
-    if (!on)
+    /* Off, nothing to build, unless gzip_static needs to know that
+     * HTTP/1.0 clients may have coded files (gzip_http_version 1.0). */
+    if (!on && c->http_version != 10)
         return 0;
     struct compress_built *built = b->calloc(b->arena, 1, sizeof(*built));
     if (built == NULL)
         return -ENOMEM;
     built->conf = c;
+    built->on = on;
+    if (!on)
+        goto done;
     if (c->disable_count > 0) {
         built->disable = b->calloc(b->arena, c->disable_count, sizeof(*built->disable));
         if (built->disable == NULL)
@@ -307,6 +312,7 @@ int compress_conf_build(const void *conf, const struct http_module_build *b, con
         }
         built->disable_count = c->disable_count;
     }
+done:
     *out = built;
     return 0;
 }

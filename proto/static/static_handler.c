@@ -5,6 +5,7 @@
  * its slash, then the response: validators, preconditions, ranges, the
  * head, and the body through static_send.c.
  */
+#include "proto/compress/compress.h"
 #include "proto/http/module.h"
 #include "proto/http/regex.h"
 #include "proto/http/router.h"
@@ -148,9 +149,16 @@ static void serve_file(struct exchange *ex, const struct http_request *req,
     struct static_file sibling;
     int coding = -1;
     if (sl->any_precompressed) {
-        coding =
-            static_precompressed_open(req, sl->precompressed, path, f, sl->no_symlinks, &sl->cache,
-                                      sl->cache.max > 0 ? now_ms(ex) : 0, &sibling);
+        /* gzip_http_version: an HTTP/1.0 client below it gets no sibling
+         * by `on`, only by `always` (nginx's gzip_static). */
+        uint8_t modes[COMPRESS_CODINGS];
+        memcpy(modes, sl->precompressed, sizeof(modes));
+        if (req->http10 && compress_http_version(ex) > 10)
+            for (size_t i = 0; i < COMPRESS_CODINGS; i++)
+                if (modes[i] == STATIC_PRECOMPRESSED_ON)
+                    modes[i] = STATIC_PRECOMPRESSED_OFF;
+        coding = static_precompressed_open(req, modes, path, f, sl->no_symlinks, &sl->cache,
+                                           sl->cache.max > 0 ? now_ms(ex) : 0, &sibling);
         if (coding >= 0) {
             static_file_close(f);
             f = &sibling;

@@ -183,7 +183,7 @@ static void setup(void)
     conf.coding[COMPRESS_GZIP].on = true;
     conf.coding[COMPRESS_GZIP].types = css_types;
     conf.coding[COMPRESS_GZIP].type_count = 1;
-    conf_built = (struct compress_built){.conf = &conf};
+    conf_built = (struct compress_built){.conf = &conf, .on = true};
     built[compress_module.index] = &conf_built;
     loc = (struct http_location){
         .path = "/", .path_len = 1, .handler = &answer_handler, .modules = built};

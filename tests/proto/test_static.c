@@ -1040,8 +1040,10 @@ START_TEST(precompressed_siblings)
     int n = snprintf(server, sizeof(server),
                      "    location / { gzip_static on; brotli_static on; zstd_static on; }\n"
                      "    location /g/ { alias %s/; gzip_static always; }\n"
+                     "    location /v/ { alias %s/; gzip_static on; gzip_http_version 1.0;\n"
+                     "        gzip off; brotli off; zstd off; }\n"
                      "    location /n/ { alias %s/; }",
-                     www, www);
+                     www, www, www);
     ck_assert_int_lt(n, (int)sizeof(server));
     /* the compression filter is on too: it must leave a coded file be */
     start(&d,
@@ -1138,6 +1140,18 @@ START_TEST(precompressed_siblings)
     ck_assert(header_of(head, "Content-Encoding", v, sizeof(v)));
     ck_assert_str_eq(v, "gzip");
     ck_assert(body_check("cmp \"$GOT\" \"$WANT\"", "www/p.txt.gz"));
+    /* HTTP/1.0 under gzip_http_version 1.1 (its default): neither a
+     * sibling nor the filter's coding, but by `always`; under 1.0, the
+     * sibling (also where no coding is on) */
+    char raw[8192];
+    exchange(d.port, "GET /p.txt HTTP/1.0\r\nAccept-Encoding: gzip\r\n\r\n", raw, sizeof(raw));
+    ck_assert_msg(strncmp(raw, "HTTP/1.1 200", 12) == 0, "%s", raw);
+    ck_assert(!header_of(raw, "Content-Encoding", v, sizeof(v)));
+    exchange(d.port, "GET /g/p.txt HTTP/1.0\r\nAccept-Encoding: gzip\r\n\r\n", raw, sizeof(raw));
+    ck_assert(header_of(raw, "Content-Encoding", v, sizeof(v)));
+    exchange(d.port, "GET /v/p.txt HTTP/1.0\r\nAccept-Encoding: gzip\r\n\r\n", raw, sizeof(raw));
+    ck_assert_msg(header_of(raw, "Content-Encoding", v, sizeof(v)), "%s", raw);
+    ck_assert_str_eq(v, "gzip");
     /* off: no sibling, no Vary of its own; the filter's gzip */
     ck_assert_uint_eq(fetch_to(d.port, "GET", "/n/p.txt", "", head, sizeof(head), "body.got", &len),
                       200);
