@@ -10,6 +10,17 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+/* Under AddressSanitizer a kept block is poisoned, so that a coder that
+ * used its state after freeing it is caught as it would be by free(). */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define KEEP(block, cap) ASAN_POISON_MEMORY_REGION(block, cap)
+#define TAKE(block, cap) ASAN_UNPOISON_MEMORY_REGION(block, cap)
+#else
+#define KEEP(block, cap) ((void)(block), (void)(cap))
+#define TAKE(block, cap) ((void)(block), (void)(cap))
+#endif
+
 #define SLOTS 32
 
 struct pool {
@@ -29,8 +40,10 @@ static void pool_destroy(void *arg)
 {
     struct pool *p = arg;
     mine = NULL;
-    for (size_t i = 0; i < p->count; i++)
+    for (size_t i = 0; i < p->count; i++) {
+        TAKE(p->slot[i].block, p->slot[i].cap);
         free(p->slot[i].block);
+    }
     free(p);
 }
 
@@ -73,6 +86,7 @@ void *compress_pool_take(size_t size, size_t *cap)
     *cap = p->slot[best].cap;
     p->bytes -= *cap;
     p->slot[best] = p->slot[--p->count];
+    TAKE(block, *cap);
     return block;
 }
 
@@ -85,6 +99,7 @@ void compress_pool_put(void *block, size_t cap)
         free(block);
         return;
     }
+    KEEP(block, cap);
     p->slot[p->count].block = block;
     p->slot[p->count].cap = cap;
     p->count++;

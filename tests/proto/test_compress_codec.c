@@ -13,6 +13,9 @@
 #include "proto/compress/compress_pool.h"
 
 #include <stdlib.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 #include <string.h>
 
 /* ------------------------------------------------------- Accept-Encoding */
@@ -338,12 +341,19 @@ START_TEST(pool_fit)
     ck_assert_ptr_null(compress_pool_take(100000, &cap));
     void *big = malloc(100000);
     compress_pool_put(big, 100000);
+#if defined(__SANITIZE_ADDRESS__)
+    /* kept, not to be touched: a use after the coder freed it is caught */
+    ck_assert(__asan_address_is_poisoned((char *)big + 50000));
+#endif
     size_t held = compress_pool_bytes();
     ck_assert_uint_ge(held, 100000);
     ck_assert_ptr_null(compress_pool_take(100001, &cap));
     ck_assert_ptr_null(compress_pool_take(70000, &cap));
     ck_assert_ptr_eq(compress_pool_take(80000, &cap), big);
     ck_assert_uint_eq(cap, 100000);
+#if defined(__SANITIZE_ADDRESS__)
+    ck_assert(!__asan_address_is_poisoned((char *)big + 50000));
+#endif
     ck_assert_uint_eq(compress_pool_bytes(), held - 100000);
     compress_pool_put(big, cap);
     void *small = malloc(COMPRESS_POOL_MIN - 1);
