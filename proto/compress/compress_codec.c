@@ -2,11 +2,11 @@
  * compress_codec.c: what every codec's stream shares: its allocation, an
  * allocator that counts what the library holds (so that the per-stream
  * bound in docs/config.md is measured, not guessed) and takes its large
- * blocks from the thread's pool (compress_pool.h), and the output.
+ * blocks from the thread's pool (block_pool.h), and the output.
  */
 #include "proto/compress/compress_codec.h"
 
-#include "proto/compress/compress_pool.h"
+#include "proto/http/block_pool.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -86,7 +86,7 @@ void *compress_alloc(struct compress_stream *s, size_t size)
     if (size > SIZE_MAX - sizeof(union block_head))
         return NULL;
     size_t cap = sizeof(union block_head) + size;
-    union block_head *h = compress_pool_take(cap, &cap);
+    union block_head *h = block_pool_take(cap, &cap);
     if (h == NULL)
         h = malloc(cap);
     if (h == NULL)
@@ -106,5 +106,5 @@ void compress_free(struct compress_stream *s, void *p)
     union block_head *h = (union block_head *)p - 1;
     assert(s->mem >= h->b.size);
     s->mem -= h->b.size;
-    compress_pool_put(h, h->b.cap);
+    block_pool_put(h, h->b.cap);
 }

@@ -10,7 +10,7 @@
 #include "compress_decode.h"
 #include "proto/compress/compress_accept.h"
 #include "proto/compress/compress_codec.h"
-#include "proto/compress/compress_pool.h"
+#include "proto/http/block_pool.h"
 
 #include <stdlib.h>
 #if defined(__SANITIZE_ADDRESS__)
@@ -296,21 +296,21 @@ START_TEST(codec_pool_reuse_bounded)
     char *body = make_body(100000);
     for (int c = 0; c < COMPRESS_CODINGS; c++) {
         for (int round = 0; round < 3; round++) {
-            size_t before = compress_pool_bytes();
+            size_t before = block_pool_bytes();
             struct sink sink = {compress_decoder_new((enum compress_coding)c), 0};
             struct compress_stream *s =
                 compress_stream_new(compress_codec_of((enum compress_coding)c),
                                     c == COMPRESS_BR ? 3 : 1, -1, to_decoder, &sink);
             ck_assert_int_eq(compress_stream_write(s, body, 100000, COMPRESS_END), 0);
             check_decoded(sink.dec, body, 100000);
-            size_t during = compress_pool_bytes();
+            size_t during = block_pool_bytes();
             compress_stream_free(s);
             compress_decoder_free(sink.dec);
-            size_t after = compress_pool_bytes();
+            size_t after = block_pool_bytes();
             ck_assert_uint_gt(after, during);
             if (round > 0) /* the first stream's blocks, taken back */
                 ck_assert_uint_lt(during, before);
-            ck_assert_uint_le(after, COMPRESS_POOL_BYTES);
+            ck_assert_uint_le(after, BLOCK_POOL_BYTES);
         }
     }
     struct compress_stream *many[16];
@@ -325,10 +325,10 @@ START_TEST(codec_pool_reuse_bounded)
         check_decoded(sinks[i].dec, body, 100000);
         compress_stream_free(many[i]);
         compress_decoder_free(sinks[i].dec);
-        ck_assert_uint_le(compress_pool_bytes(), COMPRESS_POOL_BYTES);
+        ck_assert_uint_le(block_pool_bytes(), BLOCK_POOL_BYTES);
     }
     /* 16 states would be 10 MB: the pool stopped at its bound. */
-    ck_assert_uint_gt(compress_pool_bytes(), COMPRESS_POOL_BYTES * 3 / 4);
+    ck_assert_uint_gt(block_pool_bytes(), BLOCK_POOL_BYTES * 3 / 4);
     free(body);
 }
 END_TEST
@@ -338,28 +338,28 @@ END_TEST
 START_TEST(pool_fit)
 {
     size_t cap = 0;
-    ck_assert_ptr_null(compress_pool_take(100000, &cap));
+    ck_assert_ptr_null(block_pool_take(100000, &cap));
     void *big = malloc(100000);
-    compress_pool_put(big, 100000);
+    block_pool_put(big, 100000);
 #if defined(__SANITIZE_ADDRESS__)
     /* kept, not to be touched: a use after the coder freed it is caught */
     ck_assert(__asan_address_is_poisoned((char *)big + 50000));
 #endif
-    size_t held = compress_pool_bytes();
+    size_t held = block_pool_bytes();
     ck_assert_uint_ge(held, 100000);
-    ck_assert_ptr_null(compress_pool_take(100001, &cap));
-    ck_assert_ptr_null(compress_pool_take(70000, &cap));
-    ck_assert_ptr_eq(compress_pool_take(80000, &cap), big);
+    ck_assert_ptr_null(block_pool_take(100001, &cap));
+    ck_assert_ptr_null(block_pool_take(70000, &cap));
+    ck_assert_ptr_eq(block_pool_take(80000, &cap), big);
     ck_assert_uint_eq(cap, 100000);
 #if defined(__SANITIZE_ADDRESS__)
     ck_assert(!__asan_address_is_poisoned((char *)big + 50000));
 #endif
-    ck_assert_uint_eq(compress_pool_bytes(), held - 100000);
-    compress_pool_put(big, cap);
-    void *small = malloc(COMPRESS_POOL_MIN - 1);
-    compress_pool_put(small, COMPRESS_POOL_MIN - 1); /* freed, not kept */
-    ck_assert_uint_eq(compress_pool_bytes(), held);
-    ck_assert_ptr_eq(compress_pool_take(100000, &cap), big);
+    ck_assert_uint_eq(block_pool_bytes(), held - 100000);
+    block_pool_put(big, cap);
+    void *small = malloc(BLOCK_POOL_MIN - 1);
+    block_pool_put(small, BLOCK_POOL_MIN - 1); /* freed, not kept */
+    ck_assert_uint_eq(block_pool_bytes(), held);
+    ck_assert_ptr_eq(block_pool_take(100000, &cap), big);
     free(big);
 }
 END_TEST

@@ -1,17 +1,18 @@
 /*
- * compress_pool.c: a small per-thread set of freed coder blocks
- * (compress_pool.h).  A coder's state is a few blocks of fixed sizes for
- * a given coding and level, so the next stream finds the same sizes:
- * taking one back is a scan of a few slots, and the bytes are already
- * mapped and in the cache.
+ * block_pool.c: a small per-thread set of freed large blocks
+ * (block_pool.h).  A coder's state is a few blocks of fixed sizes for a
+ * given coding and level, and a file's read buffer is always the same
+ * size, so the next response finds the sizes it needs: taking one back
+ * is a scan of a few slots, and the bytes are already mapped and in the
+ * cache.
  */
-#include "proto/compress/compress_pool.h"
+#include "proto/http/block_pool.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 
-/* Under AddressSanitizer a kept block is poisoned, so that a coder that
- * used its state after freeing it is caught as it would be by free(). */
+/* Under AddressSanitizer a kept block is poisoned, so that a use after
+ * it was given back is caught as it would be after free(). */
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #define KEEP(block, cap) ASAN_POISON_MEMORY_REGION(block, cap)
@@ -69,10 +70,10 @@ static struct pool *pool_get(void)
     return p;
 }
 
-void *compress_pool_take(size_t size, size_t *cap)
+void *block_pool_take(size_t size, size_t *cap)
 {
     struct pool *p = mine;
-    if (p == NULL || size < COMPRESS_POOL_MIN)
+    if (p == NULL || size < BLOCK_POOL_MIN)
         return NULL;
     size_t best = SLOTS;
     for (size_t i = 0; i < p->count; i++) {
@@ -90,12 +91,12 @@ void *compress_pool_take(size_t size, size_t *cap)
     return block;
 }
 
-void compress_pool_put(void *block, size_t cap)
+void block_pool_put(void *block, size_t cap)
 {
     if (block == NULL)
         return;
-    struct pool *p = cap >= COMPRESS_POOL_MIN ? pool_get() : NULL;
-    if (p == NULL || p->count == SLOTS || cap > COMPRESS_POOL_BYTES - p->bytes) {
+    struct pool *p = cap >= BLOCK_POOL_MIN ? pool_get() : NULL;
+    if (p == NULL || p->count == SLOTS || cap > BLOCK_POOL_BYTES - p->bytes) {
         free(block);
         return;
     }
@@ -106,7 +107,7 @@ void compress_pool_put(void *block, size_t cap)
     p->bytes += cap;
 }
 
-size_t compress_pool_bytes(void)
+size_t block_pool_bytes(void)
 {
     return mine != NULL ? mine->bytes : 0;
 }
