@@ -16,6 +16,7 @@
 #include "proto/policy/auth_jwt.h"
 #include "proto/policy/error_page.h"
 #include "proto/policy/limit.h"
+#include "proto/policy/redirect.h"
 #include "proto/policy/return.h"
 #include "proto/policy/rewrite.h"
 #include "proto/policy/satisfy.h"
@@ -48,6 +49,8 @@ struct http_module *const modules_list[] = {
     &rewrite_module,
     /* limits */
     &limit_module,
+    /* none: where the redirects of rewrite, return and static files point */
+    &redirect_module,
     /* filter: the location's add_header lines; the router's own answers */
     &add_header_module,
     /* filter: Server-Timing, after add_header, timing the head as sent */

@@ -26,7 +26,7 @@
 #define FACT_HEAD   ((uintptr_t)1 << 7)
 #define FACT_VIA    ((uintptr_t)1 << 8)
 #define FACT_AUTH   ((uintptr_t)1 << 9)
-#define FACT_OFF    ((uintptr_t)1 << 10) /* gzip_disable took its User-Agent */
+#define FACT_OFF    ((uintptr_t)1 << 10) /* gzip_disable or gzip_http_version */
 #define ORDER_SHIFT 1 /* then COMPRESS_CODINGS fields of 2 bits: coding + 1, best first */
 _Static_assert(ORDER_SHIFT + 2 * COMPRESS_CODINGS <= 7 && COMPRESS_CODINGS < 4,
                "the order's fields fit below FACT_HEAD, each coding + 1 in 2 bits");
@@ -66,13 +66,16 @@ static int compress_phase(struct router_walk *w)
     struct exchange *ex = w->ex;
     compress_release(ex);
     const struct compress_built *built = http_module_built(ex, &compress_module);
-    if (built == NULL) {
+    if (built == NULL || !built->on) {
         exchange_remove_filter(ex, &compress_filter);
         return ROUTER_DECLINED;
     }
     struct compress_accept accept;
     compress_accept_init(&accept);
     uintptr_t facts = FACT_TAG | (w->req.head ? FACT_HEAD : 0);
+    /* gzip_http_version: too old a client gets its Vary, not a coding. */
+    if (w->req.http10 && built->conf->http_version > 10)
+        facts |= FACT_OFF;
     for (size_t i = 0; i < w->req.header_count; i++) {
         const struct http_header *h = &w->req.headers[i];
         if (http_str_equal_nocase(h->name, "accept-encoding"))
@@ -269,6 +272,12 @@ static struct exchange_filter compress_filter = {
     .end = end_compressed,
     .flush = flush_compressed,
 };
+
+unsigned compress_http_version(const struct exchange *ex)
+{
+    const struct compress_built *built = http_module_built(ex, &compress_module);
+    return built != NULL ? built->conf->http_version : 11;
+}
 
 static const struct http_phase_handler compress_phases[] = {
     {ROUTER_FIND_LOCATION, compress_phase},

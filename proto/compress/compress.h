@@ -55,6 +55,9 @@ struct compress_conf {
     bool vary; /* gzip_vary, for every coding */
     struct conf_pos vary_pos;
     unsigned proxied; /* gzip_proxied, for every coding; UINT_MAX: unset */
+    /* gzip_http_version, for every coding: 10 (1.0) or 11 (1.1); an
+     * HTTP/1.0 request gets no coding under 11.  0: unset. */
+    unsigned http_version;
     /* gzip_disable's regexes as written ("msie6" among them), for every
      * coding; `disable_inherited`: the parent's, not freed here. */
     char **disable;
@@ -68,6 +71,7 @@ struct compress_conf {
 struct http_regex;
 struct compress_built {
     const struct compress_conf *conf;
+    bool on; /* some coding is on (else it is built for gzip_http_version 1.0 alone) */
     /* gzip_disable's, compiled caseless: a User-Agent one matches gets
      * no coding ("msie6": nginx's, MSIE 4 and 5, and 6 without SV1). */
     const struct http_regex **disable;
@@ -81,6 +85,12 @@ bool compress_conf_takes(const struct compress_coding_conf *c, const char *type,
 /* The module (module.h). */
 struct http_module;
 extern struct http_module compress_module;
+
+/* gzip_http_version where the exchange is (10 or 11, nginx's default 11
+ * where nothing is written), for the codings served ahead of time
+ * (gzip_static), as nginx's gzip_static asks it too. */
+struct exchange;
+unsigned compress_http_version(const struct exchange *ex);
 
 /* Its configuration (compress_conf.c), which the module's struct conf_module
  * names: the directive table and conf_module's init, merge and free, and

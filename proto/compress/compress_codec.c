@@ -1,9 +1,12 @@
 /*
  * compress_codec.c: what every codec's stream shares: its allocation, an
  * allocator that counts what the library holds (so that the per-stream
- * bound in docs/config.md is measured, not guessed), and the output.
+ * bound in docs/config.md is measured, not guessed) and takes its large
+ * blocks from the thread's pool (block_pool.h), and the output.
  */
 #include "proto/compress/compress_codec.h"
+
+#include "proto/http/block_pool.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -69,9 +72,12 @@ void compress_stream_out(struct compress_stream *s, size_t len)
 }
 
 /* Each block starts with its size, so that compress_free() can count it
- * down (brotli's and zstd's free functions are not told the size). */
+ * down (brotli's and zstd's free functions are not told the size), and
+ * with what it holds, which a pooled block may have more of. */
 union block_head {
-    size_t size;
+    struct {
+        size_t size, cap;
+    } b;
     max_align_t align;
 };
 
@@ -79,10 +85,14 @@ void *compress_alloc(struct compress_stream *s, size_t size)
 {
     if (size > SIZE_MAX - sizeof(union block_head))
         return NULL;
-    union block_head *h = malloc(sizeof(*h) + size);
+    size_t cap = sizeof(union block_head) + size;
+    union block_head *h = block_pool_take(cap, &cap);
+    if (h == NULL)
+        h = malloc(cap);
     if (h == NULL)
         return NULL;
-    h->size = size;
+    h->b.size = size;
+    h->b.cap = cap;
     s->mem += size;
     if (s->mem > s->mem_peak)
         s->mem_peak = s->mem;
@@ -94,7 +104,7 @@ void compress_free(struct compress_stream *s, void *p)
     if (p == NULL)
         return;
     union block_head *h = (union block_head *)p - 1;
-    assert(s->mem >= h->size);
-    s->mem -= h->size;
-    free(h);
+    assert(s->mem >= h->b.size);
+    s->mem -= h->b.size;
+    block_pool_put(h, h->b.cap);
 }

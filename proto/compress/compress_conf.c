@@ -82,9 +82,8 @@ static int apply_zstd_types(void *conf, const struct conf_arg *args, size_t coun
     return apply_types(&((struct compress_conf *)conf)->coding[COMPRESS_ZSTD], args, count, error);
 }
 
-/* gzip_buffers NUMBER SIZE, gzip_http_version 1.0|1.1: accepted for
- * nginx's configs, with no effect (docs/config.md says why); their form
- * is checked all the same. */
+/* gzip_buffers NUMBER SIZE: accepted for nginx's configs, with no effect
+ * (docs/config.md says why); its form is checked all the same. */
 static int apply_buffers(void *conf, const struct conf_arg *args, size_t count,
                          struct conf_module_error *error)
 {
@@ -100,11 +99,18 @@ static int apply_buffers(void *conf, const struct conf_arg *args, size_t count,
     return 0;
 }
 
+/* gzip_http_version 1.0|1.1: the oldest HTTP version that gets a coded
+ * response (nginx's; HTTP/2 is newer than both). */
 static int apply_http_version(void *conf, const struct conf_arg *args, size_t count,
                               struct conf_module_error *error)
 {
-    (void)conf, (void)count;
-    if (strcmp(args[0].text, "1.0") != 0 && strcmp(args[0].text, "1.1") != 0)
+    (void)count;
+    struct compress_conf *c = conf;
+    if (strcmp(args[0].text, "1.0") == 0)
+        c->http_version = 10;
+    else if (strcmp(args[0].text, "1.1") == 0)
+        c->http_version = 11;
+    else
         return conf_module_fail(error, &args[0].pos, "invalid value \"%s\" (expected 1.0 or 1.1)",
                                 args[0].text);
     return 0;
@@ -241,6 +247,8 @@ int compress_conf_merge(void *conf, const void *parent, char *error, size_t len)
         c->vary = p->vary;
     if (c->proxied == UINT_MAX)
         c->proxied = p != NULL ? p->proxied : COMPRESS_PROXIED_OFF;
+    if (c->http_version == 0)
+        c->http_version = p != NULL ? p->http_version : 11;
     if (c->disable == NULL && p != NULL && p->disable_count > 0) {
         c->disable = p->disable;
         c->disable_pos = p->disable_pos;
@@ -280,12 +288,17 @@ int compress_conf_build(const void *conf, const struct http_module_build *b, con
     bool on = false;
     for (int i = 0; i < COMPRESS_CODINGS; i++)
         on |= c->coding[i].on;
-    if (!on)
+    /* Off, nothing to build, unless gzip_static needs to know that
+     * HTTP/1.0 clients may have coded files (gzip_http_version 1.0). */
+    if (!on && c->http_version != 10)
         return 0;
     struct compress_built *built = b->calloc(b->arena, 1, sizeof(*built));
     if (built == NULL)
         return -ENOMEM;
     built->conf = c;
+    built->on = on;
+    if (!on)
+        goto done;
     if (c->disable_count > 0) {
         built->disable = b->calloc(b->arena, c->disable_count, sizeof(*built->disable));
         if (built->disable == NULL)
@@ -299,6 +312,7 @@ int compress_conf_build(const void *conf, const struct http_module_build *b, con
         }
         built->disable_count = c->disable_count;
     }
+done:
     *out = built;
     return 0;
 }

@@ -40,6 +40,7 @@ struct http_request {
     const struct http_header *headers;
     size_t header_count;
     bool head;               /* HEAD: the response has no body */
+    bool http10;             /* an HTTP/1.0 request (else 1.1 or 2) */
     bool has_body;           /* a body follows: content_length > 0, or of unknown length */
     bool has_content_length; /* the length was given, even as 0; else a body's
                                 length is known only at its end */

@@ -155,8 +155,12 @@ void router_redirect(struct exchange *ex, const struct http_request *req,
     struct router_walk w;
     walk_init(&w, ex, req);
     if (named != NULL) {
+        /* No search, but the location's other find-location handlers
+         * (compression, timing) see it, as after a search. */
         ex->loc = named;
-        walk(&w, phase_start(w.table, ROUTER_REWRITE));
+        size_t search = phase_start(w.table, ROUTER_FIND_LOCATION);
+        assert(w.table->steps[search].fn == router_find_location);
+        walk(&w, search + 1);
     } else {
         ex->loc = NULL;
         walk(&w, phase_start(w.table, ROUTER_SERVER_REWRITE));

@@ -123,8 +123,9 @@ bool router_resume_at(struct exchange *ex, const struct http_request *req, route
 
 /* An internal redirect of an exchange whose response has not begun: what
  * modules held for the old location is released and `req` walks again
- * from the server rewrites, or from the rewrites of `named` ("@name")
- * when not NULL.  No request body goes to the handler it reaches. */
+ * from the server rewrites, or, to `named` ("@name") when not NULL, from
+ * the handlers of the find-location phase that follow the search.  No
+ * request body goes to the handler it reaches. */
 void router_redirect(struct exchange *ex, const struct http_request *req,
                      const struct http_location *named);
 

@@ -104,6 +104,7 @@ static unsigned build_request(struct h1_conn *h1, struct http_request *req)
         .headers = scratch.list.headers,
         .header_count = scratch.list.count,
         .head = parser->method == HTTP_HEAD,
+        .http10 = parser->http_minor == 0,
     };
     req->method.len = strlen(req->method.data);
     if (parser->http_major != 1)

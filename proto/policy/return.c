@@ -10,6 +10,7 @@
 #include "proto/http/regex.h"
 #include "proto/http/vars.h"
 #include "proto/policy/add_header.h"
+#include "proto/policy/redirect.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -72,9 +73,7 @@ static void answer(struct exchange *ex, const struct http_request *req,
         char line_small[512];
         struct vars_buf line;
         vars_buf_init(&line, line_small, sizeof(line_small));
-        vars_buf_add(&line, "Location: ", 10);
-        vars_buf_add(&line, text.data, text.len);
-        vars_buf_add(&line, "\r\n", 3); /* with its NUL */
+        redirect_location(ex, req->host, text.data, text.len, &line); /* with its NUL */
         if (line.failed)
             exchange_respond_error(ex, 500);
         else

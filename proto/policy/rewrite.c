@@ -16,6 +16,7 @@
 #include "proto/http/site.h"
 #include "proto/http/uri.h"
 #include "proto/http/vars.h"
+#include "proto/policy/redirect.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -77,19 +78,22 @@ static bool redirect(struct router_walk *w, const struct http_rewrite *rule, str
     char small[512];
     struct vars_buf line;
     vars_buf_init(&line, small, sizeof(small));
-    vars_buf_add(&line, "Location: ", 10);
+    char uri_small[512];
+    struct vars_buf uri;
+    vars_buf_init(&uri, uri_small, sizeof(uri_small));
     const char *q = memchr(value->data, '?', value->len);
     if (q != NULL && q == value->data + value->len - 1) {
-        vars_buf_add(&line, value->data, value->len - 1);
+        vars_buf_add(&uri, value->data, value->len - 1);
     } else {
-        vars_buf_add(&line, value->data, value->len);
+        vars_buf_add(&uri, value->data, value->len);
         if (q == NULL && args.len > 0) {
-            vars_buf_add(&line, "?", 1);
-            vars_buf_add(&line, args.data, args.len);
+            vars_buf_add(&uri, "?", 1);
+            vars_buf_add(&uri, args.data, args.len);
         }
     }
-    vars_buf_add(&line, "\r\n", 3); /* with its NUL */
-    bool sent = !line.failed;
+    redirect_location(w->ex, w->req.host, uri.data, uri.len, &line); /* with its NUL */
+    bool sent = !line.failed && !uri.failed;
+    vars_buf_free(&uri);
     if (sent) {
         router_routed(w);
         exchange_respond(w->ex, rule->flag == HTTP_REWRITE_PERMANENT ? 301 : 302, line.data, "", 0);

@@ -5,11 +5,13 @@
  * its slash, then the response: validators, preconditions, ranges, the
  * head, and the body through static_send.c.
  */
+#include "proto/compress/compress.h"
 #include "proto/http/module.h"
 #include "proto/http/regex.h"
 #include "proto/http/router.h"
 #include "proto/http/vars.h"
 #include "proto/policy/add_header.h"
+#include "proto/policy/redirect.h"
 #include "proto/static/static_autoindex.h"
 #include "proto/static/static_module.h"
 #include "proto/static/static_path.h"
@@ -147,9 +149,16 @@ static void serve_file(struct exchange *ex, const struct http_request *req,
     struct static_file sibling;
     int coding = -1;
     if (sl->any_precompressed) {
-        coding =
-            static_precompressed_open(req, sl->precompressed, path, f, sl->no_symlinks, &sl->cache,
-                                      sl->cache.max > 0 ? now_ms(ex) : 0, &sibling);
+        /* gzip_http_version: an HTTP/1.0 client below it gets no sibling
+         * by `on`, only by `always` (nginx's gzip_static). */
+        uint8_t modes[COMPRESS_CODINGS];
+        memcpy(modes, sl->precompressed, sizeof(modes));
+        if (req->http10 && compress_http_version(ex) > 10)
+            for (size_t i = 0; i < COMPRESS_CODINGS; i++)
+                if (modes[i] == STATIC_PRECOMPRESSED_ON)
+                    modes[i] = STATIC_PRECOMPRESSED_OFF;
+        coding = static_precompressed_open(req, modes, path, f, sl->no_symlinks, &sl->cache,
+                                           sl->cache.max > 0 ? now_ms(ex) : 0, &sibling);
         if (coding >= 0) {
             static_file_close(f);
             f = &sibling;
@@ -265,18 +274,23 @@ static void serve_file(struct exchange *ex, const struct http_request *req,
 }
 
 /* A directory asked for without its slash: to the slash, with the
- * query, as nginx does (a relative Location: see docs/config.md). */
+ * query, as nginx does (absolute as absolute_redirect says). */
 static void redirect_to_slash(struct exchange *ex, const struct http_request *req)
 {
     char small[512];
     struct vars_buf b;
     vars_buf_init(&b, small, sizeof(small));
-    add_text(&b, "Location: ");
-    vars_buf_add(&b, req->path.data, req->path.len);
-    vars_buf_add(&b, "/", 1);
+    char uri_small[256];
+    struct vars_buf uri;
+    vars_buf_init(&uri, uri_small, sizeof(uri_small));
+    vars_buf_add(&uri, req->path.data, req->path.len);
+    vars_buf_add(&uri, "/", 1);
     if (req->target.len > req->path.len)
-        vars_buf_add(&b, req->target.data + req->path.len, req->target.len - req->path.len);
-    vars_buf_add(&b, "\r\nContent-Type: text/html\r\n", 28); /* with its NUL */
+        vars_buf_add(&uri, req->target.data + req->path.len, req->target.len - req->path.len);
+    add_text(&b, "Content-Type: text/html\r\n");
+    redirect_location(ex, req->host, uri.data, uri.len, &b); /* with its NUL */
+    b.failed |= uri.failed;
+    vars_buf_free(&uri);
     static const char body[] = "<html>\r\n<head><title>301 Moved Permanently</title></head>\r\n"
                                "<body>\r\n<center><h1>301 Moved Permanently</h1></center>\r\n"
                                "</body>\r\n</html>\r\n";

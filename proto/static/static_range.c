@@ -60,14 +60,18 @@ enum static_range_result static_range_parse(struct http_str value, uint64_t size
 {
     *count = 0;
     const char *p = value.data, *end = value.data + value.len;
-    if (size == 0 || value.len < 6 || strncasecmp(p, "bytes=", 6) != 0)
+    /* Another unit, or "bytes=" and nothing: not a byte range (nginx). */
+    if (value.len < 7 || strncasecmp(p, "bytes=", 6) != 0)
         return STATIC_RANGE_IGNORE;
     p += 6;
+    /* From here a value that does not parse is answered 416, as nginx
+     * does, rather than sending the whole file to a client that asked for
+     * a part. */
     size_t n = 0, specs = 0;
     for (;;) {
         while (p < end && is_ows(*p))
             p++;
-        if (p < end && *p == ',') { /* an empty element of the list */
+        if (p < end && *p == ',') { /* an empty element (RFC 9110 5.6.1.2) */
             p++;
             continue;
         }
@@ -81,31 +85,39 @@ enum static_range_result static_range_parse(struct http_str value, uint64_t size
             p++;
             uint64_t suffix;
             if (!read_number(&p, end, &suffix))
-                return STATIC_RANGE_IGNORE;
-            satisfiable = suffix > 0;
+                return STATIC_RANGE_UNSATISFIABLE;
+            satisfiable = suffix > 0 && size > 0;
             first = suffix >= size ? 0 : size - suffix;
-            last = size - 1;
+            last = size > 0 ? size - 1 : 0;
         } else {
-            if (!read_number(&p, end, &first) || p == end || *p != '-')
-                return STATIC_RANGE_IGNORE;
+            if (!read_number(&p, end, &first))
+                return STATIC_RANGE_UNSATISFIABLE;
+            while (p < end && is_ows(*p))
+                p++;
+            if (p == end || *p != '-')
+                return STATIC_RANGE_UNSATISFIABLE;
             p++;
+            while (p < end && is_ows(*p))
+                p++;
             last = UINT64_MAX;
-            if (p < end && *p >= '0' && *p <= '9') {
-                if (!read_number(&p, end, &last) || last < first)
-                    return STATIC_RANGE_IGNORE;
-            }
-            satisfiable = first < size;
+            if (p < end && *p >= '0' && *p <= '9' && !read_number(&p, end, &last))
+                return STATIC_RANGE_UNSATISFIABLE;
+            /* "5-1" is well formed and selects nothing (nginx skips it). */
+            satisfiable = first < size && first <= last;
             if (last >= size)
-                last = size - 1;
+                last = size > 0 ? size - 1 : 0;
         }
         while (p < end && is_ows(*p))
             p++;
         if (p < end && *p != ',')
-            return STATIC_RANGE_IGNORE;
+            return STATIC_RANGE_UNSATISFIABLE;
         if (satisfiable)
             out[n++] = (struct static_range){first, last};
     }
     if (specs == 0)
+        return STATIC_RANGE_UNSATISFIABLE;
+    /* An empty file has no range to give: the whole (empty) file. */
+    if (size == 0)
         return STATIC_RANGE_IGNORE;
     if (n == 0)
         return STATIC_RANGE_UNSATISFIABLE;

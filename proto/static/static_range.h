@@ -28,9 +28,10 @@ enum static_range_result {
 
 /* Parses a Range value ("bytes=0-99,200-,-50") against a file of `size`
  * bytes into `out` (STATIC_RANGES_MAX entries), clamped to the file,
- * sorted and with overlapping or adjacent ranges merged.  Another unit,
- * a malformed value, more than STATIC_RANGES_MAX ranges, or an empty
- * file: STATIC_RANGE_IGNORE.  Allocates nothing. */
+ * sorted and with overlapping or adjacent ranges merged.  As nginx: a
+ * malformed bytes range is STATIC_RANGE_UNSATISFIABLE (416); another
+ * unit, "bytes=" alone, more than STATIC_RANGES_MAX ranges, or a well
+ * formed one of an empty file: STATIC_RANGE_IGNORE.  Allocates nothing. */
 enum static_range_result static_range_parse(struct http_str value, uint64_t size,
                                             struct static_range *out, size_t *count);
 

@@ -11,6 +11,8 @@
  */
 #include "proto/static/static_send.h"
 
+#include "proto/http/block_pool.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -37,7 +39,8 @@ struct static_send {
     bool in_flight; /* a sendfile is under way: its callback is to come */
     bool aborted;   /* on_abort came: the exchange is gone */
     bool over;      /* ended or cut off by us: only freeing is left */
-    char *buf;      /* SEND_BUF bytes, made when a range is first copied */
+    char *buf;      /* SEND_BUF bytes or more, taken when a range is first copied */
+    size_t buf_cap; /* what `buf` holds (block_pool.h) */
 };
 
 /* A part's head: its boundary, type and range. */
@@ -70,10 +73,20 @@ uint64_t static_send_length(const struct static_send_plan *plan)
     return total;
 }
 
+/* The read buffer: one the worker kept from an earlier response, else a
+ * new one (given back to the worker's pool with the response). */
+static char *take_buffer(size_t *cap)
+{
+    char *buf = block_pool_take(SEND_BUF, cap);
+    if (buf == NULL && (buf = malloc(SEND_BUF)) != NULL)
+        *cap = SEND_BUF;
+    return buf;
+}
+
 static void send_free(struct static_send *s)
 {
     static_file_close(&s->file);
-    free(s->buf);
+    block_pool_put(s->buf, s->buf_cap);
     free(s);
 }
 
@@ -177,7 +190,7 @@ static void pump(struct static_send *s)
             }
             s->sendfile = false; /* the framer cannot: copy the rest */
         }
-        if (s->buf == NULL && (s->buf = malloc(SEND_BUF)) == NULL) {
+        if (s->buf == NULL && (s->buf = take_buffer(&s->buf_cap)) == NULL) {
             cut_off(s);
             break;
         }
@@ -274,6 +287,7 @@ void static_send_start(struct exchange *ex, struct static_file *file,
     s->in_pump = s->posted = s->aborted = s->over = s->in_flight = false;
     s->sendfile = plan->sendfile;
     s->buf = NULL;
+    s->buf_cap = 0;
     exchange_set_data(ex, s);
     pump(s);
 }

@@ -6,6 +6,8 @@
 #   files mode (default): one file of BYTES random bytes, served from the
 #     same directory by nginx (sendfile, open_file_cache), h2o (file.dir),
 #     Caddy (file_server, GOMAXPROCS=1) and corral (root, open_file_cache).
+#   -o BINARY: also runs BINARY (an older build/corral) as "before" beside
+#     corral, with the same configuration, and prints corral against it.
 #   -z gzip|br|zstd: a 100 KB JSON document (repetitive, as API answers are)
 #     from an nginx backend, compressed on the fly by the proxy in front of it
 #     at level -l: nginx (gzip only) and corral; Caddy's `encode` for gzip and
@@ -18,12 +20,12 @@
 # the per-round ratios corral/best peer, steadier when the machine drifts.
 #
 # usage: tests/bench/static-peers.sh [-b BYTES] [-z CODING] [-l LEVEL] [-d SECONDS]
-#                                    [-c CONNECTIONS] [-r ROUNDS]
+#                                    [-c CONNECTIONS] [-r ROUNDS] [-o BINARY]
 set -u
-D=5 C=64 R=3 BYTES=1024 CODING= LEVEL=1
-while getopts "b:z:l:d:c:r:" o; do
+D=5 C=64 R=3 BYTES=1024 CODING= LEVEL=1 OLD=
+while getopts "b:z:l:d:c:r:o:" o; do
   case $o in b) BYTES=$OPTARG;; z) CODING=$OPTARG;; l) LEVEL=$OPTARG;; d) D=$OPTARG;;
-             c) C=$OPTARG;; r) R=$OPTARG;; *) exit 2;; esac
+             c) C=$OPTARG;; r) R=$OPTARG;; o) OLD=$(realpath "$OPTARG");; *) exit 2;; esac
 done
 cd "$(dirname "$0")/../.."
 for b in nginx:nginx-light h2o:h2o caddy:caddy wrk:wrk curl:curl; do
@@ -158,6 +160,10 @@ server {
 CONF
 fi
 start corral 18114 build/corral -c "$tmp/corral.conf"
+if [ -n "$OLD" ]; then
+  sed 's/127.0.0.1:18114/127.0.0.1:18115/' "$tmp/corral.conf" >"$tmp/before.conf"
+  start before 18115 "$OLD" -c "$tmp/before.conf"
+fi
 
 for i in "${!ports[@]}"; do # wait until each answers
   for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:${ports[$i]}$path" && break; sleep 0.1; done
@@ -203,7 +209,7 @@ pr=() pc=()
 for r in $(seq "$R"); do
   br=0 bc=0
   for n in "${names[@]}"; do
-    [ "$n" = corral ] && continue
+    [ "$n" = corral ] || [ "$n" = before ] && continue
     awk -v m="${round_rps[$r,$n]}" -v b="$br" 'BEGIN{exit !(m>b)}' && br=${round_rps[$r,$n]}
     awk -v u="${round_cpu[$r,$n]}" -v b="$bc" 'BEGIN{exit !(u>0 && (b==0 || u<b))}' && bc=${round_cpu[$r,$n]}
   done
@@ -211,3 +217,10 @@ for r in $(seq "$R"); do
   pc+=("$(awk -v u="${round_cpu[$r,corral]}" -v b="$bc" 'BEGIN{printf "%.3f", (u>0 ? b/u : 0)}')")
 done
 echo "paired corral/best-peer rps=$(median "${pr[*]}") cpu-efficiency=$(median "${pc[*]}") (per round: ${pr[*]} / ${pc[*]})"
+[ -n "$OLD" ] || exit 0
+pr=() pc=()
+for r in $(seq "$R"); do
+  pr+=("$(awk -v p="${round_rps[$r,corral]}" -v b="${round_rps[$r,before]}" 'BEGIN{printf "%.3f", (b>0 ? p/b : 0)}')")
+  pc+=("$(awk -v u="${round_cpu[$r,corral]}" -v b="${round_cpu[$r,before]}" 'BEGIN{printf "%.3f", (u>0 ? b/u : 0)}')")
+done
+echo "paired corral/before rps=$(median "${pr[*]}") cpu-efficiency=$(median "${pc[*]}") (per round: ${pr[*]} / ${pc[*]})"

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/tcp.h> /* struct tcp_info with tcpi_data_segs_out */
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -660,6 +661,46 @@ START_TEST(sendfile_sends_a_part_of_a_file_after_queued_output)
 }
 END_TEST
 
+/* Data segments `fd` has sent so far (TCP_INFO). */
+static uint32_t data_segments_out(int fd)
+{
+    struct tcp_info info;
+    socklen_t len = sizeof(info);
+    memset(&info, 0, sizeof(info));
+    ck_assert_int_eq(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len), 0);
+    return info.tcpi_data_segs_out;
+}
+
+/* A queued head and a short file leave in one segment, as nginx's
+ * tcp_nopush sends them, not the head alone ahead of the file. */
+START_TEST(sendfile_takes_the_queued_head_along)
+{
+    struct run run;
+    run_open(&run);
+    int fd = pattern_file(1000);
+    uint32_t before = data_segments_out(corral_conn_fd(run.to));
+    corral_conn_write(run.to, "HEAD", 4);
+    ck_assert_int_eq(corral_conn_sendfile(run.to, fd, 0, 1000, file_done, &run), 0);
+    pair_run_until(run.loop, splice_over, &run, 30000);
+    ck_assert_int_eq(run.error, 0);
+    ck_assert_uint_eq(run.moved, 1000);
+    ck_assert_uint_eq(data_segments_out(corral_conn_fd(run.to)) - before, 1);
+    char got[1004];
+    size_t have = 0;
+    while (have < sizeof(got)) {
+        ssize_t n = recv(run.to_peer, got + have, sizeof(got) - have, 0);
+        ck_assert_int_gt(n, 0);
+        have += (size_t)n;
+    }
+    ck_assert(memcmp(got, "HEAD", 4) == 0);
+    char want[1000];
+    pair_fill(want, sizeof(want), 0);
+    ck_assert(memcmp(got + 4, want, sizeof(want)) == 0);
+    close(fd);
+    run_close(&run);
+}
+END_TEST
+
 /* More than a wakeup's rounds to a fast reader: the send yields and goes
  * on by itself, with no event from the socket. */
 START_TEST(sendfile_yields_and_goes_on)
@@ -786,6 +827,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, input_left_unconsumed_ends_the_splice_with_ebusy);
     tcase_add_test(tc, sendfile_sends_a_part_of_a_file_after_queued_output);
     tcase_add_test(tc, sendfile_yields_and_goes_on);
+    tcase_add_test(tc, sendfile_takes_the_queued_head_along);
     tcase_add_test(tc, sendfile_reads_past_4gb);
     tcase_add_test(tc, sendfile_of_a_file_that_shrank_ends_short);
     tcase_add_test(tc, sendfile_to_a_stalled_destination_times_out);

@@ -61,6 +61,7 @@ START_TEST(directives_default_and_inherit)
     ck_assert_uint_eq(top->coding[COMPRESS_BR].min_length, 1024);
     ck_assert_uint_eq(top->proxied, COMPRESS_PROXIED_EXPIRED | COMPRESS_PROXIED_NO_CACHE);
     ck_assert(!top->vary);
+    ck_assert_uint_eq(top->http_version, 11);
     ck_assert(compress_conf_takes(&top->coding[COMPRESS_GZIP], "application/json", 16));
     ck_assert(compress_conf_takes(&top->coding[COMPRESS_GZIP], "TEXT/CSS", 8));
     ck_assert(compress_conf_takes(&top->coding[COMPRESS_GZIP], "text/html", 9));
@@ -89,6 +90,7 @@ START_TEST(directives_default_and_inherit)
     top = conf_of(config->modules);
     ck_assert(!top->coding[COMPRESS_GZIP].on);
     ck_assert_uint_eq(top->proxied, COMPRESS_PROXIED_OFF);
+    ck_assert_uint_eq(top->http_version, 10);
     ck_assert_uint_eq(top->disable_count, 2);
     ck_assert_str_eq(top->disable[1], "curl");
     const struct compress_conf *loc_a = conf_of(config->servers[0].locations[0].modules);
@@ -181,7 +183,7 @@ static void setup(void)
     conf.coding[COMPRESS_GZIP].on = true;
     conf.coding[COMPRESS_GZIP].types = css_types;
     conf.coding[COMPRESS_GZIP].type_count = 1;
-    conf_built = (struct compress_built){.conf = &conf};
+    conf_built = (struct compress_built){.conf = &conf, .on = true};
     built[compress_module.index] = &conf_built;
     loc = (struct http_location){
         .path = "/", .path_len = 1, .handler = &answer_handler, .modules = built};
@@ -195,6 +197,7 @@ static void setup(void)
 }
 
 static struct exchange ex;
+static bool http10; /* the next request_with() is an HTTP/1.0 one */
 
 /* Routes a request with `headers` (NULL-terminated name, value pairs)
  * through the router; `end`: and ends the exchange (router_end()). */
@@ -211,7 +214,8 @@ static void request_with(const char *method, const char *const *headers, bool en
                                .path = {"/x", 2},
                                .headers = list,
                                .header_count = n,
-                               .head = strcmp(method, "HEAD") == 0};
+                               .head = strcmp(method, "HEAD") == 0,
+                               .http10 = http10};
     router_start(&ex, &vhost, &req, 0);
     if (end)
         router_end(&ex);
@@ -579,6 +583,28 @@ START_TEST(disabled_by_user_agent)
 }
 END_TEST
 
+/* gzip_http_version: an HTTP/1.0 request gets no coding under its
+ * default 1.1, only its Vary (nginx); under 1.0 it is coded. */
+START_TEST(http_version_decides)
+{
+    conf.vary = true;
+    const char *headers[] = {"Accept-Encoding", "gzip", NULL};
+    http10 = true;
+    request_with("GET", headers, true);
+    ck_assert(!has_line("Content-Encoding"));
+    ck_assert(has_line("Vary: Accept-Encoding\r\n"));
+    ck_assert_str_eq(fake_seen.body, answer.body);
+    conf.http_version = 10;
+    request_with("GET", headers, true);
+    ck_assert(has_line("Content-Encoding: gzip\r\n"));
+    check_body_decodes(COMPRESS_GZIP, answer.body);
+    conf.http_version = 11;
+    http10 = false;
+    request_with("GET", headers, true);
+    ck_assert(has_line("Content-Encoding: gzip\r\n"));
+}
+END_TEST
+
 /* A body of 2 MB written in many pieces, flushed now and then, in each
  * coding: before the end, after each flush, everything written so far
  * decodes; the whole decodes byte for byte; splicing is refused while the
@@ -699,6 +725,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, transfer_coded_left_alone);
     tcase_add_test(tc, proxied_requests);
     tcase_add_test(tc, disabled_by_user_agent);
+    tcase_add_test(tc, http_version_decides);
     tcase_add_test(tc, streamed_and_flushed);
     tcase_add_test(tc, released_when_cut_off);
     tcase_add_test(tc, filter_comes_last);

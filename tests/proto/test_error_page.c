@@ -378,6 +378,9 @@ START_TEST(named_locations)
              "  location / { deny all; return 200 x; error_page 403 @text; }\n"
              "  location @fallback { proxy_pass http://127.0.0.1:%d; }\n"
              "  location @text { return 200 \"text for $uri\\n\"; }\n"
+             "  location /z { deny all; return 200 x; error_page 403 @zipped; }\n"
+             "  location @zipped { gzip on; gzip_types text/plain;\n"
+             "    return 200 \"zipped zipped zipped zipped zipped zipped\"; }\n"
              "}\n",
              dead_port(), b.port);
     struct test_daemon d;
@@ -392,6 +395,13 @@ START_TEST(named_locations)
     ck_assert_str_eq(body_of(out), "text for /other\n");
     /* A path that spells the name reaches no named location. */
     ck_assert_uint_eq(get(d.port, "GET", "/@text", out, sizeof(out)), 403);
+    /* The named location's filters apply, as after a search (nginx's
+     * gzip there compresses the page). */
+    exchange(d.port,
+             "GET /z HTTP/1.1\r\nHost: h\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n",
+             out, sizeof(out));
+    ck_assert_msg(strncmp(out, "HTTP/1.1 403", 12) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "\r\nContent-Encoding: gzip\r\n") != NULL, "%s", out);
     test_daemon_stop(&d);
     backend_stop(&b);
 }

@@ -362,6 +362,12 @@ START_TEST(ranges)
                       416);
     ck_assert(header_of(out, "Content-Range", v, sizeof(v)));
     ck_assert_str_eq(v, "bytes */13");
+    /* a malformed bytes range: 416 as nginx; another unit: ignored */
+    ck_assert_uint_eq(ask(d.port, "GET", "/a.txt", "Range: bytes=abc\r\n", out, sizeof(out)), 416);
+    ck_assert(header_of(out, "Content-Range", v, sizeof(v)));
+    ck_assert_str_eq(v, "bytes */13");
+    ck_assert_uint_eq(ask(d.port, "GET", "/a.txt", "Range: items=0-4\r\n", out, sizeof(out)), 200);
+    ck_assert_str_eq(body_of(out), "hello, world\n");
     /* too many ranges: the whole file */
     ck_assert_uint_eq(ask(d.port, "GET", "/a.txt",
                           "Range: bytes=0-0,1-1,2-2,3-3,4-4,5-5,6-6,7-7,8-8,9-9,10-10,11-11,12-12,"
@@ -381,11 +387,17 @@ END_TEST
 START_TEST(directories_and_index)
 {
     struct test_daemon d;
-    start(&d, "", "", "    location / { index index.html; }");
-    char out[4096], v[256];
+    start(&d, "", "",
+          "    location / { index index.html; }\n    location /empty { absolute_redirect off; }");
+    char out[4096], v[256], want[256];
+    /* absolute, as nginx's absolute_redirect: the Host, the port */
     ck_assert_uint_eq(ask(d.port, "GET", "/sub?x=1", "", out, sizeof(out)), 301);
     ck_assert(header_of(out, "Location", v, sizeof(v)));
-    ck_assert_str_eq(v, "/sub/?x=1");
+    snprintf(want, sizeof(want), "http://h:%d/sub/?x=1", d.port);
+    ck_assert_str_eq(v, want);
+    ck_assert_uint_eq(ask(d.port, "GET", "/empty", "", out, sizeof(out)), 301);
+    ck_assert(header_of(out, "Location", v, sizeof(v)));
+    ck_assert_str_eq(v, "/empty/");
     ck_assert_uint_eq(ask(d.port, "GET", "/sub/", "", out, sizeof(out)), 200);
     ck_assert_str_eq(body_of(out), "sub index\n");
     ck_assert(header_of(out, "Content-Type", v, sizeof(v)));
@@ -398,6 +410,56 @@ START_TEST(directories_and_index)
     test_daemon_file(fifo, sizeof(fifo), "www/fifo");
     ck_assert_int_eq(mkfifo(fifo, 0644), 0);
     ck_assert_uint_eq(ask(d.port, "GET", "/fifo", "", out, sizeof(out)), 403);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* nginx's absolute_redirect, port_in_redirect, server_name_in_redirect
+ * on corral's own redirects (return, rewrite; static files above). */
+START_TEST(redirects_made_absolute)
+{
+    struct test_daemon d;
+    start(&d, "", "",
+          "    server_name Site.Example www.site.example;\n"
+          "    location = /r1 { return 301 /to; }\n"
+          "    location = /r2 { absolute_redirect off; return 301 /to; }\n"
+          "    location = /r3 { port_in_redirect off; return 302 /to?q; }\n"
+          "    location = /r4 { server_name_in_redirect on; return 301 /to; }\n"
+          "    location = /r5 { return 301 http://else.example/x; }\n"
+          "    location = /r6 { rewrite ^ /to redirect; }\n"
+          "    location /off { absolute_redirect off; return 307 /to; }\n");
+    char out[4096], v[256], want[256];
+    static const struct {
+        const char *path, *host, *location; /* "%d": the port */
+    } cases[] = {
+        {"/r1", "Host: h\r\n", "http://h:%d/to"},
+        {"/r1", "Host: MiXed.Example:99\r\n", "http://mixed.example:%d/to"},
+        {"/r2", "Host: h\r\n", "/to"},
+        {"/r3", "Host: h\r\n", "http://h/to?q"},
+        {"/r4", "Host: h\r\n", "http://Site.Example:%d/to"},
+        {"/r5", "Host: h\r\n", "http://else.example/x"},
+        {"/r6?a=1", "Host: h\r\n", "http://h:%d/to?a=1"},
+        {"/off/r7", "Host: h\r\n", "/to"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char request[512];
+        snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\n%sConnection: close\r\n\r\n",
+                 cases[i].path, cases[i].host);
+        exchange(d.port, request, out, sizeof(out));
+        ck_assert_msg(header_of(out, "Location", v, sizeof(v)), "%s: %s", cases[i].path, out);
+        const char *mark = strstr(cases[i].location, "%d");
+        if (mark != NULL)
+            snprintf(want, sizeof(want), "%.*s%d%s", (int)(mark - cases[i].location),
+                     cases[i].location, d.port, mark + 2);
+        else
+            snprintf(want, sizeof(want), "%s", cases[i].location);
+        ck_assert_str_eq(v, want);
+    }
+    /* no Host (HTTP/1.0): the address the connection came to */
+    exchange(d.port, "GET /r1 HTTP/1.0\r\n\r\n", out, sizeof(out));
+    ck_assert(header_of(out, "Location", v, sizeof(v)));
+    snprintf(want, sizeof(want), "http://127.0.0.1:%d/to", d.port);
+    ck_assert_str_eq(v, want);
     test_daemon_stop(&d);
 }
 END_TEST
@@ -641,10 +703,12 @@ END_TEST
 
 #define BIG_SIZE (5ull << 30) /* past 4 GB */
 
+static int run(const char *command, char *out, size_t size);
+
 START_TEST(sparse_file_past_4gb)
 {
     struct test_daemon d;
-    start(&d, "", "", "    location / { index index.html; }");
+    start(&d, "", " http2", "    location / { index index.html; }");
     char path[PATH_MAX];
     test_daemon_file(path, sizeof(path), "www/big.bin");
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -665,6 +729,16 @@ START_TEST(sparse_file_past_4gb)
         ask(d.port, "GET", "/big.bin", "Range: bytes=4294967296-4294967301\r\n", out, sizeof(out)),
         206);
     ck_assert_str_eq(body_of(out), "AT-4GB");
+    /* HTTP/2 reads the file (no sendfile) at 64-bit offsets too: 100,001
+     * bytes across the 4 GB mark, in DATA frames. */
+    char cmd[PATH_MAX * 2];
+    snprintf(cmd, sizeof(cmd),
+             "curl -s --max-time 20 --http2-prior-knowledge -r 4294900000-4295000000 "
+             "http://127.0.0.1:%d/big.bin | /usr/bin/python3 -c 'import sys; "
+             "d = sys.stdin.buffer.read(); print(len(d), d[67296:67302].decode(), d.count(0))'",
+             d.port);
+    ck_assert_int_eq(run(cmd, out, sizeof(out)), 0);
+    ck_assert_str_eq(out, "100001 AT-4GB 99995\n");
     test_daemon_stop(&d);
 }
 END_TEST
@@ -870,6 +944,15 @@ START_TEST(over_tls)
              d.port);
     run(cmd, out, sizeof(out));
     ck_assert_str_eq(out, "2\n");
+    /* the directory's redirect names the scheme the client used */
+    snprintf(cmd, sizeof(cmd),
+             "curl -sk --max-time 20 -o /dev/null -w '%%{redirect_url}' "
+             "https://127.0.0.1:%d/sub",
+             d.port);
+    run(cmd, out, sizeof(out));
+    char want[128];
+    snprintf(want, sizeof(want), "https://127.0.0.1:%d/sub/", d.port);
+    ck_assert_str_eq(out, want);
     test_daemon_stop(&d);
 }
 END_TEST
@@ -957,8 +1040,10 @@ START_TEST(precompressed_siblings)
     int n = snprintf(server, sizeof(server),
                      "    location / { gzip_static on; brotli_static on; zstd_static on; }\n"
                      "    location /g/ { alias %s/; gzip_static always; }\n"
+                     "    location /v/ { alias %s/; gzip_static on; gzip_http_version 1.0;\n"
+                     "        gzip off; brotli off; zstd off; }\n"
                      "    location /n/ { alias %s/; }",
-                     www, www);
+                     www, www, www);
     ck_assert_int_lt(n, (int)sizeof(server));
     /* the compression filter is on too: it must leave a coded file be */
     start(&d,
@@ -1055,6 +1140,18 @@ START_TEST(precompressed_siblings)
     ck_assert(header_of(head, "Content-Encoding", v, sizeof(v)));
     ck_assert_str_eq(v, "gzip");
     ck_assert(body_check("cmp \"$GOT\" \"$WANT\"", "www/p.txt.gz"));
+    /* HTTP/1.0 under gzip_http_version 1.1 (its default): neither a
+     * sibling nor the filter's coding, but by `always`; under 1.0, the
+     * sibling (also where no coding is on) */
+    char raw[8192];
+    exchange(d.port, "GET /p.txt HTTP/1.0\r\nAccept-Encoding: gzip\r\n\r\n", raw, sizeof(raw));
+    ck_assert_msg(strncmp(raw, "HTTP/1.1 200", 12) == 0, "%s", raw);
+    ck_assert(!header_of(raw, "Content-Encoding", v, sizeof(v)));
+    exchange(d.port, "GET /g/p.txt HTTP/1.0\r\nAccept-Encoding: gzip\r\n\r\n", raw, sizeof(raw));
+    ck_assert(header_of(raw, "Content-Encoding", v, sizeof(v)));
+    exchange(d.port, "GET /v/p.txt HTTP/1.0\r\nAccept-Encoding: gzip\r\n\r\n", raw, sizeof(raw));
+    ck_assert_msg(header_of(raw, "Content-Encoding", v, sizeof(v)), "%s", raw);
+    ck_assert_str_eq(v, "gzip");
     /* off: no sibling, no Vary of its own; the filter's gzip */
     ck_assert_uint_eq(fetch_to(d.port, "GET", "/n/p.txt", "", head, sizeof(head), "body.got", &len),
                       200);
@@ -1253,6 +1350,7 @@ Suite *test_suite(void)
     tcase_add_test(daemon, conditional_requests);
     tcase_add_test(daemon, ranges);
     tcase_add_test(daemon, directories_and_index);
+    tcase_add_test(daemon, redirects_made_absolute);
     tcase_add_test(daemon, try_files_fallbacks);
     tcase_add_test(daemon, server_level_files);
     tcase_add_test(daemon, server_without_locations);

@@ -9,6 +9,7 @@
  * is written at once, from the bytes the descriptor cache keeps.
  */
 #include "../helpers.h"
+#include "proto/http/block_pool.h"
 #include "proto/http/exchange.h"
 #include "proto/modules.h"
 #include "proto/static/static_send.h"
@@ -203,11 +204,22 @@ START_TEST(copied_where_the_framer_cannot_send)
 {
     struct exchange ex = fresh();
     struct static_range r = {1000, 200999};
+    size_t before = block_pool_bytes();
     start(&ex, &r, 1, sizeof(content));
     ck_assert_int_eq(seen.sendfiles, 0);
     ck_assert_uint_eq(seen.body_len, 200000);
     ck_assert(memcmp(seen.body, content + 1000, 200000) == 0);
     ck_assert_int_eq(seen.ends, 1);
+    /* the read buffer went back to the worker's pool, and the next
+     * response reads into it */
+    size_t kept = block_pool_bytes();
+    ck_assert_uint_ge(kept, before + 64 * 1024);
+    struct exchange again = fresh();
+    seen.body_len = 0;
+    start(&again, &r, 1, sizeof(content));
+    ck_assert_uint_eq(seen.body_len, 200000);
+    ck_assert(memcmp(seen.body, content + 1000, 200000) == 0);
+    ck_assert_uint_eq(block_pool_bytes(), kept);
 }
 END_TEST
 

@@ -1060,7 +1060,7 @@ START_TEST(rewrites_follow_nginx)
              "  rewrite ^/old/(.*)$ /new/$1 last;\n"
              "  rewrite ^/perm$ https://$host/p permanent;\n"
              "  location /new/ { return 200 \"new $uri $args\"; }\n"
-             "  location /temp { rewrite ^ /target? redirect; }\n"
+             "  location /temp { absolute_redirect off; rewrite ^ /target? redirect; }\n"
              "  location /abs { rewrite ^/abs(.*) http://x.example$1; }\n"
              "  location /chain { rewrite ^/chain/a /chain/b; rewrite ^/chain/b /final; }\n"
              "  location /final { return 200 \"final $uri\"; }\n"
