@@ -141,12 +141,12 @@ struct http_location;
 
 /* How many modules (module.h) a build may have: each has its place in a
  * location's and a vhost's `modules` (site.h). */
-#define HTTP_MODULES_MAX 16
+#define HTTP_MODULES_MAX 24
 
 /* The per-exchange state slots of modules, as nginx's r->ctx[]: the
  * exchange knows none of them; each module has its own (`slot` in
  * struct http_module, module.h).  As many as the modules keep. */
-#define EXCHANGE_CTX_SLOTS 11
+#define EXCHANGE_CTX_SLOTS 13
 
 /* ------------------------------------------------------ the filter chain */
 

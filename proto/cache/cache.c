@@ -1,0 +1,661 @@
+/*
+ * cache.c: the cache module (cache.h): its phase handler (look up, serve
+ * a hit from the entry's file by sendfile where the framer can, as the
+ * static module does), its store filter (a miss's response into a
+ * temporary file, then renamed and indexed), $upstream_cache_status.
+ */
+#include "proto/cache/cache.h"
+
+#include "proto/cache/cache_conf.h"
+#include "proto/cache/cache_file.h"
+#include "proto/cache/cache_key.h"
+#include "proto/cache/cache_policy.h"
+#include "proto/http/module.h"
+#include "proto/http/vars.h"
+#include "proto/static/static_range.h"
+#include "proto/static/static_send.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KEY_MAX     4096 /* a longer key is not cached */
+#define VARIANT_MAX 2048 /* nor a longer set of Vary values */
+#define READ_FIRST  4096 /* what a hit reads first: most headers fit */
+
+static struct exchange_filter cache_filter;
+
+/* A miss being stored, in the module's second slot. */
+struct cache_store {
+    const struct cache_loc *loc;
+    uint8_t id[CACHE_ID_LEN]; /* the key's */
+    char *key;
+    size_t key_len;
+    char *req_block; /* the request's copy, for Vary's values */
+    struct http_request req;
+    struct http_header *headers; /* what the proxy forwards: no Range, no If-* */
+    bool authorization;
+    bool storing;
+    int fd;
+    char temp[PATH_MAX];
+    char *strings; /* key, vary, variant and head, which `meta` points into */
+    struct cache_file_meta meta;
+    uint8_t final_id[CACHE_ID_LEN];
+    bool varies;
+    uint64_t body_len;
+    uint32_t crc;
+    int64_t content_length;
+};
+
+static unsigned status_slot(void)
+{
+    return cache_module.slot;
+}
+
+static unsigned store_slot(void)
+{
+    return cache_module.slot + 1;
+}
+
+static void set_status(struct exchange *ex, enum cache_status s)
+{
+    exchange_set_ctx(ex, status_slot(), (void *)(uintptr_t)s);
+}
+
+static void count(struct cache_zone *zone, enum cache_status s)
+{
+    struct cache_zone_counters *c = cache_zone_counters(zone);
+    atomic_uint_fast64_t *n = NULL;
+    switch (s) {
+    case CACHE_STATUS_HIT: n = &c->hits; break;
+    case CACHE_STATUS_MISS: n = &c->misses; break;
+    case CACHE_STATUS_EXPIRED: n = &c->expired; break;
+    case CACHE_STATUS_BYPASS: n = &c->bypass; break;
+    case CACHE_STATUS_STALE: n = &c->stale; break;
+    case CACHE_STATUS_UPDATING: n = &c->updating; break;
+    case CACHE_STATUS_REVALIDATED: n = &c->revalidated; break;
+    default: return;
+    }
+    atomic_fetch_add_explicit(n, 1, memory_order_relaxed);
+}
+
+/* Whether one of `list`'s values is neither empty nor "0" (nginx's
+ * proxy_cache_bypass and proxy_no_cache). */
+static bool any_condition(const struct vars_template *const *list, size_t n, struct vars_ctx *ctx)
+{
+    for (size_t i = 0; i < n; i++) {
+        char buf[2];
+        size_t len = vars_eval_into(list[i], ctx, buf, sizeof(buf));
+        if (len > 0 && !(len == 1 && buf[0] == '0'))
+            return true;
+    }
+    return false;
+}
+
+static const struct http_header *find_header(const struct http_request *req, const char *name)
+{
+    for (size_t i = 0; i < req->header_count; i++)
+        if (http_str_equal_nocase(req->headers[i].name, name))
+            return &req->headers[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------ the hit */
+
+static void hit_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)ex, (void)req, (void)data; /* the phase handler answers */
+}
+
+static const struct http_handler hit_handler = {
+    .name = "cache",
+    .on_request = hit_on_request,
+    .on_drain = static_send_on_drain,
+    .on_abort = static_send_on_abort,
+};
+
+static void log_once(struct cache_zone *zone, const char *what, const char *path, int err)
+{
+    struct cache_zone_counters *c = cache_zone_counters(zone);
+    if (!atomic_exchange(&c->error_logged, true))
+        corral_log(CORRAL_LOG_ERROR,
+                   "cache zone \"%s\": %s \"%s\": %s (logged once; such responses are served "
+                   "uncached)",
+                   cache_zone_name(zone), what, path, strerror(err));
+}
+
+/* Answers from entry `id` if its file checks out: true.  False (the
+ * file is gone, torn, corrupted, not this key's): the entry is dropped
+ * and the request goes on as a miss. */
+static bool serve_hit(struct router_walk *w, struct cache_zone *zone,
+                      const uint8_t id[CACHE_ID_LEN], struct http_str key, int64_t now)
+{
+    struct exchange *ex = w->ex;
+    char path[PATH_MAX];
+    if (cache_zone_path(zone, id, path, false) != 0)
+        return false;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd == -1) {
+        cache_zone_drop(zone, id);
+        return false;
+    }
+    uint8_t first[READ_FIRST];
+    uint8_t *buf = first;
+    struct cache_file_meta m;
+    struct stat st;
+    ssize_t n = pread(fd, first, sizeof(first), 0);
+    int rc = n > 0 ? cache_file_parse(first, (size_t)n, &m) : -EINVAL;
+    if (rc == -EAGAIN) {
+        size_t need = m.header_len;
+        buf = malloc(need);
+        if (buf == NULL) {
+            close(fd);
+            return false;
+        }
+        n = pread(fd, buf, need, 0);
+        rc = n == (ssize_t)need ? cache_file_parse(buf, need, &m) : -EINVAL;
+    }
+    if (rc != 0 || fstat(fd, &st) == -1 || (uint64_t)st.st_size != m.header_len + m.body_len ||
+        m.key.len != key.len || memcmp(m.key.data, key.data, key.len) != 0) {
+        atomic_fetch_add_explicit(&cache_zone_counters(zone)->corrupt, 1, memory_order_relaxed);
+        close(fd);
+        if (buf != first)
+            free(buf);
+        cache_zone_drop(zone, id);
+        return false;
+    }
+
+    /* The stored head, its Age, and what a Range asks of it. */
+    const struct http_request *req = &w->req;
+    unsigned status = m.status;
+    struct static_range range;
+    size_t range_count = 0;
+    const struct http_header *rh = status == 200 ? find_header(req, "range") : NULL;
+    char extra[160];
+    int extra_len = snprintf(extra, sizeof(extra), "Age: %lld\r\n",
+                             (long long)cache_policy_age(m.initial_age, m.stored, now));
+    if (rh != NULL && find_header(req, "if-range") == NULL) {
+        size_t cnt = 0;
+        struct static_range ranges[STATIC_RANGES_MAX];
+        switch (static_range_parse(rh->value, m.body_len, ranges, &cnt)) {
+        case STATIC_RANGE_OK:
+            if (cnt == 1) { /* several: the whole body, as RFC 9110 14.2 allows */
+                range = ranges[0];
+                range_count = 1;
+                status = 206;
+                extra_len += snprintf(
+                    extra + extra_len, sizeof(extra) - (size_t)extra_len,
+                    "Content-Range: bytes %llu-%llu/%llu\r\n", (unsigned long long)range.first,
+                    (unsigned long long)range.last, (unsigned long long)m.body_len);
+            }
+            break;
+        case STATIC_RANGE_UNSATISFIABLE:
+            close(fd);
+            if (buf != first)
+                free(buf);
+            router_routed(w);
+            snprintf(extra, sizeof(extra), "Content-Range: bytes */%llu\r\n",
+                     (unsigned long long)m.body_len);
+            exchange_respond(ex, 416, extra, "", 0);
+            return true;
+        case STATIC_RANGE_IGNORE: break;
+        }
+    }
+    size_t head_len = m.head.len + (size_t)extra_len;
+    char stack[2048];
+    char *head = head_len <= sizeof(stack) ? stack : malloc(head_len);
+    if (head == NULL) {
+        close(fd);
+        if (buf != first)
+            free(buf);
+        return false;
+    }
+    memcpy(head, m.head.data, m.head.len);
+    memcpy(head + m.head.len, extra, (size_t)extra_len);
+    uint64_t header_len = m.header_len, body_len = m.body_len;
+    if (buf != first)
+        free(buf);
+
+    router_routed(w);
+    ex->_ops->set_handler(ex, &hit_handler);
+    uint64_t length = range_count == 1 ? range.last - range.first + 1 : body_len;
+    exchange_begin(ex, status, head, head_len, (int64_t)length);
+    if (head != stack)
+        free(head);
+    if (req->head || length == 0) {
+        close(fd);
+        exchange_end(ex);
+        return true;
+    }
+    struct static_file file = {.fd = fd, .st = st, ._entry = NULL};
+    struct static_send_plan plan = {.size = body_len,
+                                    .ranges = range_count == 1 ? &range : NULL,
+                                    .count = range_count,
+                                    .sendfile = true,
+                                    .base = header_len};
+    static_send_start(ex, &file, &plan);
+    return true;
+}
+
+/* ------------------------------------------------------------ the miss */
+
+static bool conditional_field(struct http_str name)
+{
+    return http_str_equal_nocase(name, "range") || http_str_equal_nocase(name, "if-range") ||
+           http_str_equal_nocase(name, "if-none-match") ||
+           http_str_equal_nocase(name, "if-modified-since") ||
+           http_str_equal_nocase(name, "if-match") ||
+           http_str_equal_nocase(name, "if-unmodified-since");
+}
+
+static void store_free(struct cache_store *st)
+{
+    if (st->fd >= 0) {
+        close(st->fd);
+        (void)unlink(st->temp);
+    }
+    free(st->strings);
+    free(st->headers);
+    free(st->req_block);
+    free(st->key);
+    free(st);
+}
+
+/* Sets the miss up: the store filter on, with what it needs once the
+ * response comes, and the request the proxy forwards without Range and
+ * preconditions, so that the backend sends the whole response to keep
+ * (nginx does the same).  False: out of memory, nothing stored. */
+static bool store_prepare(struct router_walk *w, const struct cache_loc *loc,
+                          const uint8_t id[CACHE_ID_LEN], struct http_str key)
+{
+    struct exchange *ex = w->ex;
+    if (w->req.head)
+        return false; /* a HEAD's response has no body to keep */
+    struct cache_store *st = calloc(1, sizeof(*st));
+    if (st == NULL)
+        return false;
+    st->fd = -1;
+    st->loc = loc;
+    memcpy(st->id, id, CACHE_ID_LEN);
+    st->key = malloc(key.len + 1);
+    st->req_block = exchange_request_copy(&w->req, &st->req);
+    if (st->key == NULL || st->req_block == NULL) {
+        store_free(st);
+        return false;
+    }
+    memcpy(st->key, key.data, key.len);
+    st->key_len = key.len;
+    st->authorization = find_header(&w->req, "authorization") != NULL;
+    size_t drop = 0;
+    for (size_t i = 0; i < w->req.header_count; i++)
+        drop += conditional_field(w->req.headers[i].name);
+    if (drop > 0) {
+        st->headers = malloc(w->req.header_count * sizeof(*st->headers));
+        if (st->headers == NULL) {
+            store_free(st);
+            return false;
+        }
+        size_t n = 0;
+        for (size_t i = 0; i < w->req.header_count; i++)
+            if (!conditional_field(w->req.headers[i].name))
+                st->headers[n++] = w->req.headers[i];
+        w->req.headers = st->headers;
+        w->req.header_count = n;
+    }
+    exchange_set_ctx(ex, store_slot(), st);
+    exchange_add_filter(ex, &cache_filter);
+    return true;
+}
+
+static int cache_phase(struct router_walk *w)
+{
+    struct exchange *ex = w->ex;
+    const struct cache_loc *loc = http_module_built(ex, &cache_module);
+    if (loc == NULL)
+        return ROUTER_DECLINED;
+    const struct http_request *req = &w->req;
+    unsigned method = http_str_equal_nocase(req->method, "GET")    ? CACHE_METHOD_GET
+                      : http_str_equal_nocase(req->method, "HEAD") ? CACHE_METHOD_HEAD
+                      : http_str_equal_nocase(req->method, "POST") ? CACHE_METHOD_POST
+                                                                   : 0;
+    /* nginx: GET and HEAD always, whatever proxy_cache_methods lists. */
+    if (!((loc->methods | CACHE_METHOD_GET | CACHE_METHOD_HEAD) & method))
+        return ROUTER_DECLINED;
+    struct vars_ctx ctx = {.ex = ex, .req = req};
+    char keybuf[KEY_MAX];
+    size_t key_len = vars_eval_into(loc->key, &ctx, keybuf, sizeof(keybuf));
+    if (key_len > sizeof(keybuf))
+        return ROUTER_DECLINED;
+    struct http_str key = {keybuf, key_len};
+    bool no_store = any_condition(loc->no_cache, loc->no_cache_count, &ctx);
+    uint8_t id[CACHE_ID_LEN];
+    cache_key_id(key, (struct http_str){NULL, 0}, id);
+    if (any_condition(loc->bypass, loc->bypass_count, &ctx)) {
+        set_status(ex, CACHE_STATUS_BYPASS);
+        count(loc->zone, CACHE_STATUS_BYPASS);
+        if (!no_store)
+            store_prepare(w, loc, id, key);
+        return ROUTER_DECLINED;
+    }
+    int64_t now = (int64_t)time(NULL);
+    struct cache_found found;
+    cache_zone_lookup(loc->zone, id, now, &found);
+    const uint8_t *entry = id;
+    uint8_t vid[CACHE_ID_LEN];
+    if (found.state == CACHE_LOOKUP_VARY) {
+        char variant[VARIANT_MAX];
+        size_t vlen = cache_key_variant((struct http_str){found.vary, strlen(found.vary)},
+                                        req->headers, req->header_count, variant, sizeof(variant));
+        if (vlen > sizeof(variant))
+            return ROUTER_DECLINED;
+        cache_key_id(key, (struct http_str){variant, vlen}, vid);
+        uint32_t uses = found.uses;
+        cache_zone_lookup(loc->zone, vid, now, &found);
+        found.uses = uses > found.uses ? uses : found.uses;
+        entry = vid;
+    }
+    enum cache_status status = CACHE_STATUS_MISS;
+    if (found.state == CACHE_LOOKUP_FRESH && method != CACHE_METHOD_POST) {
+        /* Set first: a small body ends the exchange, and logs it,
+         * inside serve_hit(). */
+        set_status(ex, CACHE_STATUS_HIT);
+        if (serve_hit(w, loc->zone, entry, key, now)) {
+            count(loc->zone, CACHE_STATUS_HIT);
+            return ROUTER_DONE;
+        }
+    } else if (found.state == CACHE_LOOKUP_STALE) {
+        status = CACHE_STATUS_EXPIRED;
+    }
+    set_status(ex, status);
+    count(loc->zone, status);
+    if (!no_store && found.uses >= loc->min_uses)
+        store_prepare(w, loc, id, key);
+    return ROUTER_DECLINED;
+}
+
+/* ------------------------------------------------------- the store filter */
+
+static void store_abandon(struct exchange *ex, struct cache_store *st)
+{
+    if (st->fd >= 0) {
+        close(st->fd);
+        (void)unlink(st->temp);
+        st->fd = -1;
+    }
+    st->storing = false;
+    exchange_remove_filter(ex, &cache_filter);
+}
+
+/* The head's lines without Age, which a hit writes anew. */
+static size_t copy_head(const char *lines, size_t len, char *out)
+{
+    const char *p = lines, *end = lines + len;
+    size_t n = 0;
+    while (p < end) {
+        const char *start = p;
+        struct http_str name, value;
+        p = http_head_next_line(p, end, &name, &value);
+        if (http_str_equal_nocase(name, "age"))
+            continue;
+        memcpy(out + n, start, (size_t)(p - start));
+        n += (size_t)(p - start);
+    }
+    return n;
+}
+
+static void store_begin(struct exchange *ex, const struct exchange_filter *self,
+                        const struct exchange_head *head)
+{
+    struct cache_store *st = exchange_ctx(ex, store_slot());
+    if (st == NULL || ex->redirected || head->codings.len > 0) {
+        if (st != NULL)
+            store_abandon(ex, st);
+        exchange_filter_begin_next(ex, self, head);
+        return;
+    }
+    const struct cache_loc *loc = st->loc;
+    int64_t now = (int64_t)time(NULL);
+    struct cache_policy_in in = {.status = head->status,
+                                 .lines = head->headers,
+                                 .len = head->headers_len,
+                                 .now = now,
+                                 .valid = cache_conf_valid(loc, head->status),
+                                 .authorization = st->authorization,
+                                 .ignore = loc->ignore};
+    struct cache_policy policy;
+    cache_policy_decide(&in, &policy);
+    if (policy.refusal != CACHE_STORE || policy.vary.len > CACHE_VARY_MAX ||
+        head->headers_len > CACHE_FILE_HEADER_MAX / 2) {
+        store_abandon(ex, st);
+        exchange_filter_begin_next(ex, self, head);
+        return;
+    }
+    char variant[VARIANT_MAX];
+    size_t vlen = 0;
+    if (policy.vary.len > 0) {
+        vlen = cache_key_variant(policy.vary, st->req.headers, st->req.header_count, variant,
+                                 sizeof(variant));
+        if (vlen > sizeof(variant)) {
+            store_abandon(ex, st);
+            exchange_filter_begin_next(ex, self, head);
+            return;
+        }
+        st->varies = true;
+    }
+    size_t total = st->key_len + policy.vary.len + vlen + head->headers_len;
+    if (CACHE_FILE_FIXED + total > CACHE_FILE_HEADER_MAX ||
+        (st->strings = malloc(total + 1)) == NULL) {
+        store_abandon(ex, st);
+        exchange_filter_begin_next(ex, self, head);
+        return;
+    }
+    char *s = st->strings;
+    memcpy(s, st->key, st->key_len);
+    st->meta.key = (struct http_str){s, st->key_len};
+    s += st->key_len;
+    for (size_t i = 0; i < policy.vary.len; i++) {
+        char c = policy.vary.data[i];
+        s[i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+    }
+    st->meta.vary = (struct http_str){s, policy.vary.len};
+    s += policy.vary.len;
+    memcpy(s, variant, vlen);
+    st->meta.variant = (struct http_str){s, vlen};
+    s += vlen;
+    st->meta.head = (struct http_str){s, copy_head(head->headers, head->headers_len, s)};
+    st->meta.status = (uint16_t)head->status;
+    st->meta.flags = policy.must_revalidate ? CACHE_FILE_MUST_REVALIDATE : 0;
+    st->meta.stored = now;
+    st->meta.expires = policy.expires;
+    st->meta.initial_age = policy.initial_age;
+    st->meta.swr = policy.swr;
+    st->meta.sie = policy.sie;
+    cache_key_id(st->meta.key, st->meta.variant, st->final_id);
+    st->content_length = head->content_length;
+
+    struct cache_zone *zone = loc->zone;
+    if (cache_zone_temp_path(zone, st->temp) != 0) {
+        store_abandon(ex, st);
+        exchange_filter_begin_next(ex, self, head);
+        return;
+    }
+    st->fd = open(st->temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (st->fd == -1 || lseek(st->fd, (off_t)cache_file_header_len(&st->meta), SEEK_SET) == -1) {
+        log_once(zone, "cannot create", st->temp, errno);
+        atomic_fetch_add_explicit(&cache_zone_counters(zone)->store_errors, 1,
+                                  memory_order_relaxed);
+        store_abandon(ex, st);
+        exchange_filter_begin_next(ex, self, head);
+        return;
+    }
+    st->storing = true;
+    exchange_filter_begin_next(ex, self, head);
+}
+
+static bool write_all(int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = ENOSPC;
+            return false;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
+static void store_write(struct exchange *ex, const struct exchange_filter *self, const char *data,
+                        size_t len)
+{
+    struct cache_store *st = exchange_ctx(ex, store_slot());
+    if (st != NULL && st->storing) {
+        if (write_all(st->fd, data, len)) {
+            st->crc = cache_file_crc(st->crc, data, len);
+            st->body_len += len;
+        } else {
+            /* ENOSPC, EIO: the client gets its response all the same. */
+            log_once(st->loc->zone, "cannot write", st->temp, errno);
+            atomic_fetch_add_explicit(&cache_zone_counters(st->loc->zone)->store_errors, 1,
+                                      memory_order_relaxed);
+            store_abandon(ex, st);
+        }
+    }
+    exchange_filter_write_next(ex, self, data, len);
+}
+
+/* The whole response is in the temporary file: its header goes in front,
+ * and the file into its place in the zone. */
+static void store_finish(struct exchange *ex, struct cache_store *st)
+{
+    struct cache_zone *zone = st->loc->zone;
+    if (st->content_length >= 0 && (uint64_t)st->content_length != st->body_len) {
+        store_abandon(ex, st);
+        return;
+    }
+    st->meta.body_len = st->body_len;
+    st->meta.body_crc = st->crc;
+    size_t hlen = cache_file_header_len(&st->meta);
+    uint8_t *header = malloc(hlen);
+    char path[PATH_MAX];
+    int err = 0;
+    if (header == NULL)
+        err = ENOMEM;
+    else {
+        cache_file_encode(&st->meta, header);
+        ssize_t n = pwrite(st->fd, header, hlen, 0);
+        if (n != (ssize_t)hlen)
+            err = n == -1 ? errno : ENOSPC;
+        else if (close(st->fd) == -1)
+            err = errno;
+        else {
+            st->fd = -1;
+            int rc = cache_zone_path(zone, st->final_id, path, true);
+            if (rc != 0)
+                err = -rc;
+            else if (rename(st->temp, path) == -1)
+                err = errno;
+        }
+    }
+    free(header);
+    if (err != 0) {
+        if (err != ENOMEM)
+            log_once(zone, "cannot store", st->temp, err);
+        atomic_fetch_add_explicit(&cache_zone_counters(zone)->store_errors, 1,
+                                  memory_order_relaxed);
+        if (st->fd == -1)
+            (void)unlink(st->temp);
+        store_abandon(ex, st);
+        return;
+    }
+    if (st->varies)
+        cache_zone_set_vary(zone, st->id, st->meta.vary.data, st->meta.vary.len);
+    cache_zone_stored(zone, st->final_id, hlen + st->body_len, st->meta.expires);
+    st->storing = false;
+}
+
+static void store_end(struct exchange *ex, const struct exchange_filter *self, const char *trailers,
+                      size_t len)
+{
+    struct cache_store *st = exchange_ctx(ex, store_slot());
+    if (st != NULL && st->storing)
+        store_finish(ex, st);
+    exchange_filter_end_next(ex, self, trailers, len);
+}
+
+static struct exchange_filter cache_filter = {
+    .name = "cache",
+    .begin = store_begin,
+    .write = store_write,
+    .end = store_end,
+};
+
+static void cache_release(struct exchange *ex)
+{
+    struct cache_store *st = exchange_ctx(ex, store_slot());
+    if (st != NULL) {
+        exchange_set_ctx(ex, store_slot(), NULL);
+        store_free(st);
+    }
+}
+
+/* ------------------------------------------------------------ variables */
+
+static bool var_status(const struct exchange *ex, const char *suffix, size_t len,
+                       struct http_str *out)
+{
+    (void)suffix, (void)len;
+    static const char *const names[] = {
+        [CACHE_STATUS_MISS] = "MISS",         [CACHE_STATUS_BYPASS] = "BYPASS",
+        [CACHE_STATUS_EXPIRED] = "EXPIRED",   [CACHE_STATUS_STALE] = "STALE",
+        [CACHE_STATUS_UPDATING] = "UPDATING", [CACHE_STATUS_REVALIDATED] = "REVALIDATED",
+        [CACHE_STATUS_HIT] = "HIT",
+    };
+    if (ex == NULL)
+        return false;
+    uintptr_t s = (uintptr_t)exchange_ctx(ex, status_slot());
+    if (s == CACHE_STATUS_NONE || s >= sizeof(names) / sizeof(names[0]))
+        return false;
+    *out = (struct http_str){names[s], strlen(names[s])};
+    return true;
+}
+
+static const struct vars_module_var cache_vars[] = {
+    {.name = "upstream_cache_status", .get = var_status},
+    {.name = NULL},
+};
+
+static const struct http_phase_handler cache_phases[] = {
+    {ROUTER_CONTENT, cache_phase},
+};
+
+struct http_module cache_module = {
+    .name = "cache",
+    .conf =
+        {
+            .name = "cache",
+            .directives = cache_directives,
+            .size = sizeof(struct cache_conf),
+            .init = cache_conf_init,
+            .merge = cache_conf_merge,
+            .check = cache_conf_check,
+            .free = cache_conf_free,
+        },
+    .build = cache_conf_build,
+    .phases = cache_phases,
+    .phase_count = 1,
+    .slots = 2,
+    .filter = &cache_filter,
+    .release = cache_release,
+    .vars = cache_vars,
+};

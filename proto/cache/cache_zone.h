@@ -1,0 +1,117 @@
+/*
+ * cache_zone.h: a cache zone (proxy_cache_path): the index of the
+ * entries under one directory, shared by every worker thread behind one
+ * mutex, bounded in entries by keys_zone's size and on disk by max_size
+ * (least recently used first), and kept by the process across reloads
+ * (a registry by name and path).  Each zone has a manager thread that
+ * first indexes what the directory already holds (the loader: serving
+ * goes on meanwhile, what it has not reached yet is a miss) and then,
+ * once a second, drops entries unused for `inactive` and keeps the disk
+ * under max_size.
+ */
+#ifndef CORRAL_PROTO_CACHE_ZONE_H
+#define CORRAL_PROTO_CACHE_ZONE_H
+
+#include "proto/cache/cache_key.h"
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CACHE_VARY_MAX 64 /* a Vary value longer than this is not stored */
+#define CACHE_LEVELS   3
+
+/* What proxy_cache_path says. */
+struct cache_zone_conf {
+    const char *name;
+    const char *path;
+    unsigned levels[CACHE_LEVELS]; /* each 1 or 2; 0 ends */
+    size_t keys_size;              /* keys_zone=NAME:SIZE */
+    uint64_t max_size;             /* 0: no bound */
+    uint32_t inactive_s;           /* nginx's 10 minutes by default */
+};
+
+/* The zone's counters, read by the metrics (relaxed atomics: every
+ * worker adds to them). */
+struct cache_zone_counters {
+    atomic_uint_fast64_t hits, misses, expired, stale, updating, revalidated, bypass;
+    atomic_uint_fast64_t evictions, stored, store_errors, corrupt;
+    atomic_uint_fast64_t loader_files; /* entries the loader indexed */
+    atomic_bool loader_done;
+    atomic_bool error_logged; /* a store failure was logged: once per zone */
+};
+
+struct cache_zone;
+
+/* The zone `conf` describes: the process's, made on first use (with its
+ * manager thread) and found again by later generations, whose max_size
+ * and inactive it then takes.  Returns 0, or -errno (the directory cannot
+ * be made, out of memory). */
+int cache_zone_get(const struct cache_zone_conf *conf, struct cache_zone **out);
+
+/* The zone of `name` the process has, or NULL (the admin API's purge). */
+struct cache_zone *cache_zone_find(const char *name);
+
+/* Calls `fn` for each zone of the process (the metrics). */
+void cache_zone_each(void (*fn)(struct cache_zone *zone, void *arg), void *arg);
+
+const char *cache_zone_name(const struct cache_zone *zone);
+struct cache_zone_counters *cache_zone_counters(struct cache_zone *zone);
+/* Bytes of entries on disk, and entries indexed. */
+uint64_t cache_zone_size(struct cache_zone *zone);
+size_t cache_zone_count(struct cache_zone *zone);
+
+/* The file of entry `id` (its levels of directories and 32 hex digits)
+ * into `out` (PATH_MAX bytes).  With `mkdirs`, its directories are made.
+ * Returns 0, or -errno. */
+int cache_zone_path(const struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], char *out,
+                    bool mkdirs);
+
+/* A temporary file's name in the zone's directory, for an entry being
+ * written (the loader removes those a crash left). */
+int cache_zone_temp_path(const struct cache_zone *zone, char *out);
+
+enum cache_lookup {
+    CACHE_LOOKUP_MISS,  /* no stored response */
+    CACHE_LOOKUP_FRESH, /* stored and fresh */
+    CACHE_LOOKUP_STALE, /* stored, stale */
+    CACHE_LOOKUP_VARY,  /* the key's responses vary: look up the variant */
+};
+
+struct cache_found {
+    enum cache_lookup state;
+    uint32_t uses;                 /* requests for the key counted so far, this one too */
+    int64_t expires;               /* FRESH, STALE */
+    char vary[CACHE_VARY_MAX + 1]; /* VARY: the names, NUL-terminated */
+};
+
+/* Looks `id` up at wall-clock second `now`, marks it used, and counts
+ * this request for proxy_cache_min_uses (an entry with no response yet
+ * is kept for that). */
+void cache_zone_lookup(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], int64_t now,
+                       struct cache_found *out);
+
+/* Entry `id`'s file (`size` bytes, stale from `expires`) is in place:
+ * indexed, and older entries dropped while the zone is over its
+ * bounds. */
+void cache_zone_stored(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], uint64_t size,
+                       int64_t expires);
+
+/* The responses of key `id` vary by `vary` (the Vary names). */
+void cache_zone_set_vary(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], const char *vary,
+                         size_t len);
+
+/* Drops entry `id` and removes its file (a corrupted one, a purge).
+ * Returns whether it was indexed. */
+bool cache_zone_drop(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN]);
+
+/* Waits (polling the flag, for tests and the daemon's own checks) until
+ * the loader is done; false if it is not after `timeout_ms`. */
+bool cache_zone_wait_loaded(struct cache_zone *zone, unsigned timeout_ms);
+
+/* The entries the zone can index: keys_size over what one takes. */
+size_t cache_zone_capacity(size_t keys_size);
+
+#endif
