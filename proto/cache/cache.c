@@ -12,6 +12,7 @@
 #include "proto/cache/cache_policy.h"
 #include "proto/http/module.h"
 #include "proto/http/vars.h"
+#include "proto/policy/add_header.h"
 #include "proto/static/static_range.h"
 #include "proto/static/static_send.h"
 
@@ -130,6 +131,19 @@ static void log_once(struct cache_zone *zone, const char *what, const char *path
                    cache_zone_name(zone), what, path, strerror(err));
 }
 
+/* The location's add_header lines on the answer, as the proxy puts them
+ * on a miss's (proto/policy/add_header.h), with the values that read the
+ * request evaluated now: the caller begins the response before the
+ * request goes, then forgets them. */
+static struct vars_buf add_header_begin(struct exchange *ex, const struct http_request *req)
+{
+    add_header_set_rules(ex, ex->loc != NULL ? ex->loc->add_headers : ex->vhost->add_headers);
+    struct vars_buf early;
+    vars_buf_init(&early, NULL, 0);
+    add_header_early(ex, req, &early);
+    return early;
+}
+
 /* Answers from entry `id` if its file checks out: true.  False (the
  * file is gone, torn, corrupted, not this key's): the entry is dropped
  * and the request goes on as a miss. */
@@ -195,15 +209,19 @@ static bool serve_hit(struct router_walk *w, struct cache_zone *zone,
                     (unsigned long long)range.last, (unsigned long long)m.body_len);
             }
             break;
-        case STATIC_RANGE_UNSATISFIABLE:
+        case STATIC_RANGE_UNSATISFIABLE: {
             close(fd);
             if (buf != first)
                 free(buf);
             router_routed(w);
             snprintf(extra, sizeof(extra), "Content-Range: bytes */%llu\r\n",
                      (unsigned long long)m.body_len);
+            struct vars_buf early = add_header_begin(ex, req);
             exchange_respond(ex, 416, extra, "", 0);
+            add_header_forget_early(ex);
+            vars_buf_free(&early);
             return true;
+        }
         case STATIC_RANGE_IGNORE: break;
         }
     }
@@ -225,7 +243,10 @@ static bool serve_hit(struct router_walk *w, struct cache_zone *zone,
     router_routed(w);
     ex->_ops->set_handler(ex, &hit_handler);
     uint64_t length = range_count == 1 ? range.last - range.first + 1 : body_len;
+    struct vars_buf early = add_header_begin(ex, req);
     exchange_begin(ex, status, head, head_len, (int64_t)length);
+    add_header_forget_early(ex); /* `early` goes with this frame */
+    vars_buf_free(&early);
     if (head != stack)
         free(head);
     if (req->head || length == 0) {
