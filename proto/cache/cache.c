@@ -43,6 +43,8 @@ struct cache_store {
     struct http_header *headers; /* what the proxy forwards: no Range, no If-* */
     bool authorization;
     bool storing;
+    bool locked; /* it holds the key's proxy_cache_lock */
+    struct cache_zone *zone;
     int fd;
     char temp[PATH_MAX];
     char *strings; /* key, vary, variant and head, which `meta` points into */
@@ -62,6 +64,25 @@ static unsigned status_slot(void)
 static unsigned store_slot(void)
 {
     return cache_module.slot + 1;
+}
+
+/* A request waiting for another's fetch of its key (proxy_cache_lock),
+ * in the module's third slot. */
+struct cache_wait {
+    struct cache_waiter w;
+    struct exchange *ex;
+    struct cache_zone *zone;
+    char *req_block; /* the request, kept for router_resume() */
+    struct http_request req;
+    corral_timer *timer; /* proxy_cache_lock_timeout */
+    uint64_t deadline_ms;
+    bool waiting; /* queued, or its wake posted */
+    bool gave_up; /* the timeout passed: fetched, not stored */
+};
+
+static unsigned wait_slot(void)
+{
+    return cache_module.slot + 2;
 }
 
 static void set_status(struct exchange *ex, enum cache_status s)
@@ -275,8 +296,17 @@ static bool conditional_field(struct http_str name)
            http_str_equal_nocase(name, "if-unmodified-since");
 }
 
+static void store_unlock(struct cache_store *st)
+{
+    if (st->locked) {
+        st->locked = false;
+        cache_zone_unlock(st->zone, st->id);
+    }
+}
+
 static void store_free(struct cache_store *st)
 {
+    store_unlock(st);
     if (st->fd >= 0) {
         close(st->fd);
         (void)unlink(st->temp);
@@ -293,16 +323,19 @@ static void store_free(struct cache_store *st)
  * preconditions, so that the backend sends the whole response to keep
  * (nginx does the same).  False: out of memory, nothing stored. */
 static bool store_prepare(struct router_walk *w, const struct cache_loc *loc,
-                          const uint8_t id[CACHE_ID_LEN], struct http_str key)
+                          const uint8_t id[CACHE_ID_LEN], struct http_str key, bool locked)
 {
     struct exchange *ex = w->ex;
-    if (w->req.head)
-        return false; /* a HEAD's response has no body to keep */
     struct cache_store *st = calloc(1, sizeof(*st));
-    if (st == NULL)
+    if (st == NULL) {
+        if (locked)
+            cache_zone_unlock(loc->zone, id);
         return false;
+    }
     st->fd = -1;
     st->loc = loc;
+    st->zone = loc->zone;
+    st->locked = locked;
     memcpy(st->id, id, CACHE_ID_LEN);
     st->key = malloc(key.len + 1);
     st->req_block = exchange_request_copy(&w->req, &st->req);
@@ -334,6 +367,97 @@ static bool store_prepare(struct router_walk *w, const struct cache_loc *loc,
     return true;
 }
 
+/* ------------------------------------------------------------ the lock */
+
+static void wait_free(struct cache_wait *cw)
+{
+    if (cw->timer != NULL)
+        corral_timer_free(cw->timer);
+    free(cw->req_block);
+    free(cw);
+}
+
+/* The lock went, or the wait timed out: the walk goes on from the
+ * content phase, which looks the key up again. */
+static void wait_resume(struct cache_wait *cw)
+{
+    cw->waiting = false;
+    if (cw->timer != NULL)
+        corral_timer_stop(cw->timer);
+    router_resume(cw->ex, &cw->req, ROUTER_CONTENT);
+}
+
+static void on_wake(void *arg)
+{
+    struct cache_wait *cw = arg;
+    if (!cache_zone_woken(cw->zone, &cw->w)) {
+        wait_free(cw); /* its exchange went meanwhile */
+        return;
+    }
+    wait_resume(cw);
+}
+
+static void on_lock_timeout(corral_timer *timer, void *arg)
+{
+    (void)timer;
+    struct cache_wait *cw = arg;
+    if (!cache_zone_cancel(cw->zone, &cw->w, false))
+        return; /* its wake is on its way */
+    cw->gave_up = true;
+    wait_resume(cw);
+}
+
+/* Never a location's handler: a waiting request has no body (only those
+ * wait) and its end is the module's release. */
+static const struct http_handler waiting_handler = {.name = "cache lock"};
+
+enum { LOCK_TAKEN = 100, LOCK_GAVE_UP, LOCK_NONE };
+
+/* proxy_cache_lock: the key's fetch is this request's (LOCK_TAKEN), or
+ * it waits for the one under way (ROUTER_DONE), or it gave up waiting
+ * (LOCK_GAVE_UP: fetched, not stored), or it cannot wait (LOCK_NONE:
+ * out of memory; fetched and stored as without the lock). */
+static int lock_or_wait(struct router_walk *w, const struct cache_loc *loc,
+                        const uint8_t id[CACHE_ID_LEN])
+{
+    struct exchange *ex = w->ex;
+    struct cache_wait *cw = exchange_ctx(ex, wait_slot());
+    if (cw != NULL && cw->gave_up)
+        return LOCK_GAVE_UP;
+    uint64_t now_ms = corral_monotonic_ns() / 1000000;
+    if (cw == NULL) {
+        if ((cw = calloc(1, sizeof(*cw))) == NULL)
+            return LOCK_NONE;
+        cw->ex = ex;
+        cw->zone = loc->zone;
+        cw->w.loop = exchange_loop(ex);
+        cw->w.wake = on_wake;
+        cw->w.arg = cw;
+        cw->deadline_ms = now_ms + loc->lock_timeout_ms;
+        exchange_set_ctx(ex, wait_slot(), cw);
+    }
+    if (cache_zone_lock(loc->zone, id, &cw->w))
+        return LOCK_TAKEN;
+    /* Back from a wait, the request is the kept copy already. */
+    if ((cw->req_block == NULL &&
+         (cw->req_block = exchange_request_copy(&w->req, &cw->req)) == NULL) ||
+        (cw->timer == NULL &&
+         corral_timer_new(exchange_loop(ex), on_lock_timeout, cw, &cw->timer) != 0) ||
+        now_ms >= cw->deadline_ms) {
+        if (cache_zone_cancel(loc->zone, &cw->w, false)) {
+            cw->gave_up = now_ms >= cw->deadline_ms;
+            return cw->gave_up ? LOCK_GAVE_UP : LOCK_NONE;
+        }
+        /* Woken already: the wake resumes the walk. */
+    } else {
+        corral_timer_start(cw->timer, cw->deadline_ms - now_ms);
+    }
+    cw->waiting = true;
+    router_routed(w);
+    ex->_ops->set_handler(ex, &waiting_handler);
+    return ROUTER_DONE;
+}
+
 static int cache_phase(struct router_walk *w)
 {
     struct exchange *ex = w->ex;
@@ -360,8 +484,8 @@ static int cache_phase(struct router_walk *w)
     if (any_condition(loc->bypass, loc->bypass_count, &ctx)) {
         set_status(ex, CACHE_STATUS_BYPASS);
         count(loc->zone, CACHE_STATUS_BYPASS);
-        if (!no_store)
-            store_prepare(w, loc, id, key);
+        if (!no_store && !req->head)
+            store_prepare(w, loc, id, key, false);
         return ROUTER_DECLINED;
     }
     int64_t now = (int64_t)time(NULL);
@@ -393,10 +517,20 @@ static int cache_phase(struct router_walk *w)
     } else if (found.state == CACHE_LOOKUP_STALE) {
         status = CACHE_STATUS_EXPIRED;
     }
+    /* A HEAD's response has no body to keep. */
+    bool store = !no_store && found.uses >= loc->min_uses && !req->head;
+    bool locked = false;
+    if (store && loc->lock && !req->has_body) {
+        int rc = lock_or_wait(w, loc, id);
+        if (rc == ROUTER_DONE)
+            return ROUTER_DONE;
+        locked = rc == LOCK_TAKEN;
+        store = rc != LOCK_GAVE_UP;
+    }
     set_status(ex, status);
     count(loc->zone, status);
-    if (!no_store && found.uses >= loc->min_uses)
-        store_prepare(w, loc, id, key);
+    if (store)
+        store_prepare(w, loc, id, key, locked);
     return ROUTER_DECLINED;
 }
 
@@ -410,6 +544,7 @@ static void store_abandon(struct exchange *ex, struct cache_store *st)
         st->fd = -1;
     }
     st->storing = false;
+    store_unlock(st);
     exchange_remove_filter(ex, &cache_filter);
 }
 
@@ -603,6 +738,7 @@ static void store_finish(struct exchange *ex, struct cache_store *st)
         cache_zone_set_vary(zone, st->id, st->meta.vary.data, st->meta.vary.len);
     cache_zone_stored(zone, st->final_id, hlen + st->body_len, st->meta.expires);
     st->storing = false;
+    store_unlock(st); /* those waiting find it stored */
 }
 
 static void store_end(struct exchange *ex, const struct exchange_filter *self, const char *trailers,
@@ -623,6 +759,20 @@ static struct exchange_filter cache_filter = {
 
 static void cache_release(struct exchange *ex)
 {
+    struct cache_wait *cw = exchange_ctx(ex, wait_slot());
+    if (cw != NULL) {
+        exchange_set_ctx(ex, wait_slot(), NULL);
+        if (cw->waiting && !cache_zone_cancel(cw->zone, &cw->w, true)) {
+            /* Its wake is posted: what it needs is the waiter alone. */
+            if (cw->timer != NULL)
+                corral_timer_free(cw->timer);
+            cw->timer = NULL;
+            free(cw->req_block);
+            cw->req_block = NULL;
+        } else {
+            wait_free(cw);
+        }
+    }
     struct cache_store *st = exchange_ctx(ex, store_slot());
     if (st != NULL) {
         exchange_set_ctx(ex, store_slot(), NULL);
@@ -675,7 +825,7 @@ struct http_module cache_module = {
     .build = cache_conf_build,
     .phases = cache_phases,
     .phase_count = 1,
-    .slots = 2,
+    .slots = 3,
     .filter = &cache_filter,
     .release = cache_release,
     .vars = cache_vars,

@@ -38,6 +38,13 @@ struct cache_node {
     char vary[CACHE_VARY_MAX + 1];
 };
 
+/* A key being fetched under proxy_cache_lock, and who waits for it. */
+struct cache_lock {
+    uint8_t id[CACHE_ID_LEN];
+    struct cache_waiter *waiters, **tail;
+    struct cache_lock *next;
+};
+
 struct cache_zone {
     char *name, *path;
     unsigned levels[CACHE_LEVELS];
@@ -52,6 +59,7 @@ struct cache_zone {
     uint64_t size;
     atomic_uint temp_seq;
     struct cache_zone_counters counters;
+    struct cache_lock *locks; /* few: one per key being fetched */
     struct cache_zone *next_zone;
     pthread_t manager;
 };
@@ -337,6 +345,104 @@ int cache_zone_temp_path(const struct cache_zone *zone, char *out)
         atomic_fetch_add_explicit((atomic_uint *)&zone->temp_seq, 1, memory_order_relaxed);
     int n = snprintf(out, PATH_MAX, "%s/.tmp.%ld.%u", zone->path, (long)getpid(), seq);
     return n > 0 && n < PATH_MAX ? 0 : -ENAMETOOLONG;
+}
+
+/* ------------------------------------------------------------ the locks */
+
+static struct cache_lock **find_lock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN])
+{
+    struct cache_lock **pp = &zone->locks;
+    while (*pp != NULL && memcmp((*pp)->id, id, CACHE_ID_LEN) != 0)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+bool cache_zone_lock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN],
+                     struct cache_waiter *w)
+{
+    pthread_mutex_lock(&zone->lock);
+    struct cache_lock **pp = find_lock(zone, id);
+    bool taken = *pp == NULL;
+    if (taken) {
+        struct cache_lock *l = calloc(1, sizeof(*l));
+        if (l != NULL) {
+            memcpy(l->id, id, CACHE_ID_LEN);
+            l->tail = &l->waiters;
+            l->next = zone->locks;
+            zone->locks = l;
+        }
+        /* Out of memory: taken all the same, with nobody to wake. */
+    } else {
+        w->next = NULL;
+        w->queued = true;
+        w->posted = w->cancelled = false;
+        *(*pp)->tail = w;
+        (*pp)->tail = &w->next;
+    }
+    pthread_mutex_unlock(&zone->lock);
+    return taken;
+}
+
+void cache_zone_unlock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN])
+{
+    pthread_mutex_lock(&zone->lock);
+    struct cache_lock **pp = find_lock(zone, id);
+    struct cache_lock *l = *pp;
+    struct cache_waiter *waiters = NULL;
+    if (l != NULL) {
+        *pp = l->next;
+        waiters = l->waiters;
+        for (struct cache_waiter *w = waiters; w != NULL; w = w->next) {
+            w->queued = false;
+            w->posted = true;
+        }
+    }
+    pthread_mutex_unlock(&zone->lock);
+    free(l);
+    /* Each posted wake owns its waiter from here: read `next` first. */
+    while (waiters != NULL) {
+        struct cache_waiter *w = waiters;
+        waiters = w->next;
+        if (corral_loop_post(w->loop, w->wake, w->arg) != 0) {
+            /* No memory to post with: it waits for its lock_timeout. */
+            pthread_mutex_lock(&zone->lock);
+            w->posted = false;
+            pthread_mutex_unlock(&zone->lock);
+        }
+    }
+}
+
+bool cache_zone_cancel(struct cache_zone *zone, struct cache_waiter *w, bool gone)
+{
+    bool removed = false;
+    pthread_mutex_lock(&zone->lock);
+    if (w->queued) {
+        for (struct cache_lock *l = zone->locks; l != NULL && !removed; l = l->next)
+            for (struct cache_waiter **pp = &l->waiters; *pp != NULL; pp = &(*pp)->next)
+                if (*pp == w) {
+                    *pp = w->next;
+                    if (l->tail == &w->next)
+                        l->tail = pp;
+                    removed = true;
+                    break;
+                }
+        w->queued = false;
+    }
+    if (!removed && w->posted)
+        w->cancelled = gone;
+    else
+        removed = true; /* neither queued nor posted: nothing holds it */
+    pthread_mutex_unlock(&zone->lock);
+    return removed;
+}
+
+bool cache_zone_woken(struct cache_zone *zone, struct cache_waiter *w)
+{
+    pthread_mutex_lock(&zone->lock);
+    w->posted = false;
+    bool wanted = !w->cancelled;
+    pthread_mutex_unlock(&zone->lock);
+    return wanted;
 }
 
 /* ------------------------------------------------------------ the loader */

@@ -14,6 +14,7 @@
 
 #include "proto/cache/cache_key.h"
 
+#include <corral.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -106,6 +107,38 @@ void cache_zone_set_vary(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN]
 /* Drops entry `id` and removes its file (a corrupted one, a purge).
  * Returns whether it was indexed. */
 bool cache_zone_drop(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN]);
+
+/* A request waiting for another's fetch of the same key
+ * (proxy_cache_lock).  The zone queues it, and when the lock goes posts
+ * `wake(arg)` to `loop` (corral_loop_post()).  The fields after `arg`
+ * are the zone's, under its mutex. */
+struct cache_waiter {
+    corral_loop *loop;
+    void (*wake)(void *arg);
+    void *arg;
+    struct cache_waiter *next;
+    bool queued;    /* in a lock's queue */
+    bool posted;    /* its wake is posted and has not run */
+    bool cancelled; /* its exchange went before the wake ran */
+};
+
+/* Takes the fetch lock of entry `id`: true when taken (the caller
+ * fetches, and calls cache_zone_unlock() once its store is done or
+ * given up).  False when another request holds it: `w` is queued. */
+bool cache_zone_lock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN],
+                     struct cache_waiter *w);
+
+/* Lets the lock of `id` go and wakes those waiting for it. */
+void cache_zone_unlock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN]);
+
+/* Takes `w` out of its queue: true (also when it was in none).  False
+ * when its wake is posted already: then, with `gone` (its exchange is
+ * over), it is marked cancelled and the wake frees it. */
+bool cache_zone_cancel(struct cache_zone *zone, struct cache_waiter *w, bool gone);
+
+/* In a wake: whether `w` is still wanted (false: its exchange went
+ * meanwhile, and the wake frees it). */
+bool cache_zone_woken(struct cache_zone *zone, struct cache_waiter *w);
 
 /* Waits (polling the flag, for tests and the daemon's own checks) until
  * the loader is done; false if it is not after `timeout_ms`. */

@@ -38,7 +38,9 @@ struct backend {
     atomic_bool stop;
 };
 
-static atomic_uint requests; /* every request the backend answered */
+static atomic_uint requests;       /* every request the backend answered */
+static atomic_uint collapse_asked; /* requests for /collapse* */
+static atomic_bool collapse_release;
 static atomic_bool stall_release;
 static atomic_bool stalled; /* /stall sent its first half */
 
@@ -106,6 +108,11 @@ static void backend_serve(int fd)
         /* What the backend was asked: the cache must not pass Range on. */
         snprintf(body, sizeof(body), "range [%s]",
                  header_value(req, "\r\nRange:", value, sizeof(value)));
+    }
+    if (strncmp(path, "/collapse", 9) == 0) {
+        atomic_fetch_add(&collapse_asked, 1);
+        for (int i = 0; i < 5000 && !atomic_load(&collapse_release); i++)
+            usleep(2000);
     }
     if (strncmp(path, "/big", 4) == 0 || strncmp(path, "/stall", 6) == 0) {
         send_head(fd, "200 OK\r\nCache-Control: max-age=60\r\n", BIG_LEN);
@@ -197,10 +204,14 @@ static void write_config(const char *zone_extra, const char *loc_extra)
              "        proxy_cache_min_uses 2; }\n"
              "    location /valid/ { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
              "        proxy_cache_valid 200 60s; }\n"
+             "    location /collapse { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
+             "        proxy_cache_lock on; }\n"
+             "    location /collapse-timeout { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
+             "        proxy_cache_lock on; proxy_cache_lock_timeout 100ms; }\n"
              "    location /off/ { proxy_pass http://127.0.0.1:%d; proxy_cache off; }\n"
              "}\n",
              cache_dir, zone_extra, backend.port, loc_extra, backend.port, backend.port,
-             backend.port);
+             backend.port, backend.port, backend.port);
     test_daemon_write_config(&daemon_, conf);
 }
 
@@ -209,6 +220,8 @@ static void start_with(const char *zone_extra)
     for (size_t i = 0; i < BIG_LEN; i++)
         big[i] = (char)('a' + (i * 7 + i / 1000) % 26);
     atomic_store(&requests, 0);
+    atomic_store(&collapse_asked, 0);
+    atomic_store(&collapse_release, false);
     atomic_store(&stall_release, false);
     atomic_store(&stalled, false);
     backend_start(&backend);
@@ -225,6 +238,7 @@ static void start(void)
 static void stop(void)
 {
     atomic_store(&stall_release, true);
+    atomic_store(&collapse_release, true);
     test_daemon_stop(&daemon_);
     backend_stop(&backend);
 }
@@ -603,6 +617,101 @@ START_TEST(full_disk_serves_uncached)
 }
 END_TEST
 
+/* `n` requests for `path` at once, each on its connection: sent, then
+ * read to their ends; returns how many got a 200 with `body`. */
+static int many_at_once(const char *path, int n, bool (*release)(void *), const char *body)
+{
+    int *fds = calloc((size_t)n, sizeof(*fds));
+    char req[256];
+    int len = snprintf(req, sizeof(req),
+                       "GET %s HTTP/1.1\r\nHost: cache.test\r\nConnection: close\r\n\r\n", path);
+    for (int i = 0; i < n; i++) {
+        fds[i] = test_connect(daemon_.port);
+        test_send_all(fds[i], req, (size_t)len);
+    }
+    release(NULL);
+    int good = 0;
+    char *buf = malloc(65536);
+    for (int i = 0; i < n; i++) {
+        size_t got = test_recv_all(fds[i], buf, 65535);
+        buf[got] = '\0';
+        char *b = strstr(buf, "\r\n\r\n");
+        good += strncmp(buf, "HTTP/1.1 200", 12) == 0 && b != NULL && strcmp(b + 4, body) == 0;
+        close(fds[i]);
+    }
+    free(buf);
+    free(fds);
+    return good;
+}
+
+static bool release_collapse(void *arg)
+{
+    (void)arg;
+    atomic_store(&collapse_release, true);
+    return true;
+}
+
+static bool collapse_seen(void *arg)
+{
+    (void)arg;
+    return atomic_load(&collapse_asked) >= 1;
+}
+
+/* proxy_cache_lock: a thousand requests for one cold key, one fetch. */
+START_TEST(lock_collapses_misses)
+{
+    /* The first request's fetch is under way before the others come. */
+    int first = test_connect(daemon_.port);
+    const char req[] = "GET /collapse HTTP/1.1\r\nHost: cache.test\r\nConnection: close\r\n\r\n";
+    test_send_all(first, req, sizeof(req) - 1);
+    ck_assert(test_poll_until(collapse_seen, NULL, TEST_WAIT_MS));
+    int good = many_at_once("/collapse", 1000, release_collapse, "answer 1");
+    char buf[1024];
+    size_t got = test_recv_all(first, buf, sizeof(buf) - 1);
+    buf[got] = '\0';
+    close(first);
+    ck_assert_ptr_nonnull(strstr(buf, "\r\n\r\nanswer 1"));
+    ck_assert_int_eq(good, 1000);
+    ck_assert_uint_eq(atomic_load(&collapse_asked), 1);
+}
+END_TEST
+
+static bool no_release(void *arg)
+{
+    (void)arg;
+    return true;
+}
+
+static bool five_asked(void *arg)
+{
+    (void)arg;
+    return atomic_load(&collapse_asked) >= 5;
+}
+
+/* proxy_cache_lock_timeout: past it, those waiting go to the backend. */
+START_TEST(lock_timeout_goes_to_backend)
+{
+    int fds[5];
+    const char req[] =
+        "GET /collapse-timeout HTTP/1.1\r\nHost: cache.test\r\nConnection: close\r\n\r\n";
+    for (int i = 0; i < 5; i++) {
+        fds[i] = test_connect(daemon_.port);
+        test_send_all(fds[i], req, sizeof(req) - 1);
+    }
+    (void)no_release;
+    ck_assert(test_poll_until(five_asked, NULL, TEST_WAIT_MS));
+    atomic_store(&collapse_release, true);
+    for (int i = 0; i < 5; i++) {
+        char buf[1024];
+        size_t got = test_recv_all(fds[i], buf, sizeof(buf) - 1);
+        buf[got] = '\0';
+        ck_assert_ptr_nonnull(strstr(buf, "HTTP/1.1 200"));
+        close(fds[i]);
+    }
+    ck_assert_uint_eq(atomic_load(&collapse_asked), 5);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/cache_daemon");
@@ -621,6 +730,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, reload_keeps_hits);
     tcase_add_test(tc, eviction_bounds_disk);
     tcase_add_test(tc, full_disk_serves_uncached);
+    tcase_add_test(tc, lock_collapses_misses);
+    tcase_add_test(tc, lock_timeout_goes_to_backend);
     suite_add_tcase(suite, tc);
     return suite;
 }
