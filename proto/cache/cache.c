@@ -45,6 +45,13 @@ struct cache_store {
     bool storing;
     bool locked; /* it holds the key's proxy_cache_lock */
     struct cache_zone *zone;
+    /* The stale entry there is, served instead of an error where
+     * proxy_cache_use_stale or its stale-if-error says so. */
+    bool has_stale;
+    uint8_t stale_id[CACHE_ID_LEN];
+    struct cache_entry_info stale;
+    int stale_fd; /* serving it: the backend's body is dropped */
+    uint64_t stale_off, stale_end;
     int fd;
     char temp[PATH_MAX];
     char *strings; /* key, vary, variant and head, which `meta` points into */
@@ -168,43 +175,75 @@ static struct vars_buf add_header_begin(struct exchange *ex, const struct http_r
 /* Answers from entry `id` if its file checks out: true.  False (the
  * file is gone, torn, corrupted, not this key's): the entry is dropped
  * and the request goes on as a miss. */
+/* An entry's file, open and checked: its header in `buf` (`first`, or
+ * malloc'd for a long one), parsed into `m`. */
+struct opened {
+    int fd;
+    struct stat st;
+    struct cache_file_meta m;
+    uint8_t *buf;
+    uint8_t first[READ_FIRST];
+};
+
+static void opened_free_header(struct opened *o)
+{
+    if (o->buf != o->first)
+        free(o->buf);
+    o->buf = o->first;
+}
+
+/* Opens entry `id` of `key` and checks it: its header's CRC, its length,
+ * its key.  False (gone, torn, corrupted, not this key's): the entry is
+ * dropped from the index. */
+static bool entry_open(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], struct http_str key,
+                       struct opened *o)
+{
+    char path[PATH_MAX];
+    o->buf = o->first;
+    if (cache_zone_path(zone, id, path, false) != 0)
+        return false;
+    o->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (o->fd == -1) {
+        cache_zone_drop(zone, id);
+        return false;
+    }
+    ssize_t n = pread(o->fd, o->first, sizeof(o->first), 0);
+    int rc = n > 0 ? cache_file_parse(o->first, (size_t)n, &o->m) : -EINVAL;
+    if (rc == -EAGAIN) {
+        size_t need = o->m.header_len;
+        if ((o->buf = malloc(need)) == NULL) {
+            o->buf = o->first;
+            close(o->fd);
+            return false;
+        }
+        n = pread(o->fd, o->buf, need, 0);
+        rc = n == (ssize_t)need ? cache_file_parse(o->buf, need, &o->m) : -EINVAL;
+    }
+    if (rc != 0 || fstat(o->fd, &o->st) == -1 ||
+        (uint64_t)o->st.st_size != o->m.header_len + o->m.body_len || o->m.key.len != key.len ||
+        memcmp(o->m.key.data, key.data, key.len) != 0) {
+        atomic_fetch_add_explicit(&cache_zone_counters(zone)->corrupt, 1, memory_order_relaxed);
+        close(o->fd);
+        opened_free_header(o);
+        cache_zone_drop(zone, id);
+        return false;
+    }
+    return true;
+}
+
+/* Answers from entry `id` if its file checks out: true.  False: the
+ * request goes on as a miss. */
 static bool serve_hit(struct router_walk *w, struct cache_zone *zone,
                       const uint8_t id[CACHE_ID_LEN], struct http_str key, int64_t now)
 {
     struct exchange *ex = w->ex;
-    char path[PATH_MAX];
-    if (cache_zone_path(zone, id, path, false) != 0)
+    struct opened opened, *o = &opened;
+    if (!entry_open(zone, id, key, o))
         return false;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd == -1) {
-        cache_zone_drop(zone, id);
-        return false;
-    }
-    uint8_t first[READ_FIRST];
-    uint8_t *buf = first;
-    struct cache_file_meta m;
-    struct stat st;
-    ssize_t n = pread(fd, first, sizeof(first), 0);
-    int rc = n > 0 ? cache_file_parse(first, (size_t)n, &m) : -EINVAL;
-    if (rc == -EAGAIN) {
-        size_t need = m.header_len;
-        buf = malloc(need);
-        if (buf == NULL) {
-            close(fd);
-            return false;
-        }
-        n = pread(fd, buf, need, 0);
-        rc = n == (ssize_t)need ? cache_file_parse(buf, need, &m) : -EINVAL;
-    }
-    if (rc != 0 || fstat(fd, &st) == -1 || (uint64_t)st.st_size != m.header_len + m.body_len ||
-        m.key.len != key.len || memcmp(m.key.data, key.data, key.len) != 0) {
-        atomic_fetch_add_explicit(&cache_zone_counters(zone)->corrupt, 1, memory_order_relaxed);
-        close(fd);
-        if (buf != first)
-            free(buf);
-        cache_zone_drop(zone, id);
-        return false;
-    }
+    int fd = o->fd;
+    struct stat st = o->st;
+    struct cache_file_meta m = o->m;
+    uint8_t *buf = o->buf, *first = o->first;
 
     /* The stored head, its Age, and what a Range asks of it. */
     const struct http_request *req = &w->req;
@@ -307,6 +346,8 @@ static void store_unlock(struct cache_store *st)
 static void store_free(struct cache_store *st)
 {
     store_unlock(st);
+    if (st->stale_fd >= 0)
+        close(st->stale_fd);
     if (st->fd >= 0) {
         close(st->fd);
         (void)unlink(st->temp);
@@ -323,7 +364,8 @@ static void store_free(struct cache_store *st)
  * preconditions, so that the backend sends the whole response to keep
  * (nginx does the same).  False: out of memory, nothing stored. */
 static bool store_prepare(struct router_walk *w, const struct cache_loc *loc,
-                          const uint8_t id[CACHE_ID_LEN], struct http_str key, bool locked)
+                          const uint8_t id[CACHE_ID_LEN], struct http_str key, bool locked,
+                          const uint8_t *stale_id, const struct cache_entry_info *stale)
 {
     struct exchange *ex = w->ex;
     struct cache_store *st = calloc(1, sizeof(*st));
@@ -333,6 +375,7 @@ static bool store_prepare(struct router_walk *w, const struct cache_loc *loc,
         return false;
     }
     st->fd = -1;
+    st->stale_fd = -1;
     st->loc = loc;
     st->zone = loc->zone;
     st->locked = locked;
@@ -345,6 +388,11 @@ static bool store_prepare(struct router_walk *w, const struct cache_loc *loc,
     }
     memcpy(st->key, key.data, key.len);
     st->key_len = key.len;
+    if (stale_id != NULL && !stale->must_revalidate) {
+        st->has_stale = true;
+        memcpy(st->stale_id, stale_id, CACHE_ID_LEN);
+        st->stale = *stale;
+    }
     st->authorization = find_header(&w->req, "authorization") != NULL;
     size_t drop = 0;
     for (size_t i = 0; i < w->req.header_count; i++)
@@ -485,7 +533,7 @@ static int cache_phase(struct router_walk *w)
         set_status(ex, CACHE_STATUS_BYPASS);
         count(loc->zone, CACHE_STATUS_BYPASS);
         if (!no_store && !req->head)
-            store_prepare(w, loc, id, key, false);
+            store_prepare(w, loc, id, key, false, NULL, NULL);
         return ROUTER_DECLINED;
     }
     int64_t now = (int64_t)time(NULL);
@@ -506,6 +554,28 @@ static int cache_phase(struct router_walk *w)
         entry = vid;
     }
     enum cache_status status = CACHE_STATUS_MISS;
+    bool locked = false, stale = false;
+    if (found.state == CACHE_LOOKUP_STALE && method != CACHE_METHOD_POST) {
+        stale = true;
+        /* Another request is fetching it: the stale response meanwhile,
+         * where proxy_cache_use_stale updating or the response's
+         * stale-while-revalidate allows (RFC 5861 3). */
+        const struct cache_entry_info *e = &found.entry;
+        bool updating = !e->must_revalidate && ((loc->use_stale & CACHE_STALE_UPDATING) ||
+                                                now < e->expires + (int64_t)e->swr);
+        if (updating) {
+            if (cache_zone_lock(loc->zone, id, NULL)) {
+                locked = true; /* this request updates it */
+            } else {
+                set_status(ex, CACHE_STATUS_UPDATING);
+                if (serve_hit(w, loc->zone, entry, key, now)) {
+                    count(loc->zone, CACHE_STATUS_UPDATING);
+                    return ROUTER_DONE;
+                }
+                stale = false; /* its file did not check out */
+            }
+        }
+    }
     if (found.state == CACHE_LOOKUP_FRESH && method != CACHE_METHOD_POST) {
         /* Set first: a small body ends the exchange, and logs it,
          * inside serve_hit(). */
@@ -519,8 +589,11 @@ static int cache_phase(struct router_walk *w)
     }
     /* A HEAD's response has no body to keep. */
     bool store = !no_store && found.uses >= loc->min_uses && !req->head;
-    bool locked = false;
-    if (store && loc->lock && !req->has_body) {
+    if (locked && !store) {
+        cache_zone_unlock(loc->zone, id);
+        locked = false;
+    }
+    if (store && !locked && loc->lock && !req->has_body) {
         int rc = lock_or_wait(w, loc, id);
         if (rc == ROUTER_DONE)
             return ROUTER_DONE;
@@ -530,7 +603,7 @@ static int cache_phase(struct router_walk *w)
     set_status(ex, status);
     count(loc->zone, status);
     if (store)
-        store_prepare(w, loc, id, key, locked);
+        store_prepare(w, loc, id, key, locked, stale ? entry : NULL, &found.entry);
     return ROUTER_DECLINED;
 }
 
@@ -565,10 +638,111 @@ static size_t copy_head(const char *lines, size_t len, char *out)
     return n;
 }
 
+/* Whether the response beginning is one that proxy_cache_use_stale, or
+ * the stale entry's own stale-if-error (RFC 5861 4), replaces with the
+ * stale entry: the backend could not be reached (error), did not answer
+ * in time (timeout: the proxy's 504), or answered a status listed. */
+static bool stale_wanted(const struct exchange *ex, const struct cache_store *st, unsigned status,
+                         int64_t now)
+{
+    if (!st->has_stale)
+        return false;
+    unsigned n = ex->upstream_try_count;
+    bool failed = n == 0 || ex->upstream_tries[n - 1].header_ms == EXCHANGE_UPSTREAM_UNKNOWN;
+    unsigned flag = 0;
+    if (failed)
+        flag = status == 504 ? CACHE_STALE_TIMEOUT : CACHE_STALE_ERROR;
+    else if (status == 500)
+        flag = CACHE_STALE_500;
+    else if (status == 502)
+        flag = CACHE_STALE_502;
+    else if (status == 503)
+        flag = CACHE_STALE_503;
+    else if (status == 504)
+        flag = CACHE_STALE_504;
+    else if (status == 403)
+        flag = CACHE_STALE_403;
+    else if (status == 404)
+        flag = CACHE_STALE_404;
+    else if (status == 429)
+        flag = CACHE_STALE_429;
+    if (flag == 0)
+        return false;
+    bool by_response =
+        (failed || status >= 500) && now < st->stale.expires + (int64_t)st->stale.sie;
+    return (st->loc->use_stale & flag) || by_response;
+}
+
+/* The stale entry's head instead of the response's: its body follows
+ * at the end (stale_end()), the backend's is dropped.  False: its file
+ * did not check out, and the response goes on. */
+static bool stale_begin(struct exchange *ex, const struct exchange_filter *self,
+                        struct cache_store *st, int64_t now)
+{
+    struct opened o;
+    if (!entry_open(st->zone, st->stale_id, (struct http_str){st->key, st->key_len}, &o))
+        return false;
+    char age[48];
+    int age_len = snprintf(age, sizeof(age), "Age: %lld\r\n",
+                           (long long)cache_policy_age(o.m.initial_age, o.m.stored, now));
+    size_t len = o.m.head.len + (size_t)age_len;
+    char *lines = malloc(len);
+    if (lines == NULL) {
+        close(o.fd);
+        opened_free_header(&o);
+        return false;
+    }
+    memcpy(lines, o.m.head.data, o.m.head.len);
+    memcpy(lines + o.m.head.len, age, (size_t)age_len);
+    st->stale_fd = o.fd;
+    st->stale_off = o.m.header_len;
+    st->stale_end = o.m.header_len + o.m.body_len;
+    struct exchange_head head = {.status = o.m.status,
+                                 .headers = lines,
+                                 .headers_len = len,
+                                 .content_length = (int64_t)o.m.body_len};
+    opened_free_header(&o);
+    set_status(ex, CACHE_STATUS_STALE);
+    count(st->zone, CACHE_STATUS_STALE);
+    exchange_filter_begin_next(ex, self, &head);
+    free(lines);
+    return true;
+}
+
+/* The stale entry's body, at the end of the response it replaced. */
+static void stale_end(struct exchange *ex, const struct exchange_filter *self,
+                      struct cache_store *st)
+{
+    char *buf = malloc(64 * 1024);
+    while (buf != NULL && st->stale_off < st->stale_end) {
+        uint64_t left = st->stale_end - st->stale_off;
+        size_t want = left < 64 * 1024 ? (size_t)left : 64 * 1024;
+        ssize_t n = pread(st->stale_fd, buf, want, (off_t)st->stale_off);
+        if (n <= 0)
+            break;
+        st->stale_off += (uint64_t)n;
+        exchange_filter_write_next(ex, self, buf, (size_t)n);
+    }
+    free(buf);
+    close(st->stale_fd);
+    st->stale_fd = -1;
+    if (st->stale_off < st->stale_end) {
+        exchange_abort(ex); /* shorter than its length said: cut off */
+        return;
+    }
+    exchange_filter_end_next(ex, self, NULL, 0);
+}
+
 static void store_begin(struct exchange *ex, const struct exchange_filter *self,
                         const struct exchange_head *head)
 {
     struct cache_store *st = exchange_ctx(ex, store_slot());
+    if (st != NULL && !ex->redirected && stale_wanted(ex, st, head->status, (int64_t)time(NULL))) {
+        store_unlock(st); /* nothing is stored: those waiting go on */
+        if (stale_begin(ex, self, st, (int64_t)time(NULL)))
+            return;
+    }
+
     if (st == NULL || ex->redirected || head->codings.len > 0) {
         if (st != NULL)
             store_abandon(ex, st);
@@ -675,6 +849,8 @@ static void store_write(struct exchange *ex, const struct exchange_filter *self,
                         size_t len)
 {
     struct cache_store *st = exchange_ctx(ex, store_slot());
+    if (st != NULL && st->stale_fd >= 0)
+        return; /* the stale entry's body replaces it */
     if (st != NULL && st->storing) {
         if (write_all(st->fd, data, len)) {
             st->crc = cache_file_crc(st->crc, data, len);
@@ -736,7 +912,12 @@ static void store_finish(struct exchange *ex, struct cache_store *st)
     }
     if (st->varies)
         cache_zone_set_vary(zone, st->id, st->meta.vary.data, st->meta.vary.len);
-    cache_zone_stored(zone, st->final_id, hlen + st->body_len, st->meta.expires);
+    struct cache_entry_info info = {.size = hlen + st->body_len,
+                                    .expires = st->meta.expires,
+                                    .swr = st->meta.swr,
+                                    .sie = st->meta.sie,
+                                    .must_revalidate = st->meta.flags & CACHE_FILE_MUST_REVALIDATE};
+    cache_zone_stored(zone, st->final_id, &info);
     st->storing = false;
     store_unlock(st); /* those waiting find it stored */
 }
@@ -745,6 +926,10 @@ static void store_end(struct exchange *ex, const struct exchange_filter *self, c
                       size_t len)
 {
     struct cache_store *st = exchange_ctx(ex, store_slot());
+    if (st != NULL && st->stale_fd >= 0) {
+        stale_end(ex, self, st);
+        return;
+    }
     if (st != NULL && st->storing)
         store_finish(ex, st);
     exchange_filter_end_next(ex, self, trailers, len);

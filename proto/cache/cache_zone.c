@@ -32,8 +32,7 @@ struct cache_node {
     uint32_t uses;
     struct cache_node *hnext;
     struct cache_node *prev, *next; /* LRU: the head most recent */
-    uint64_t size;
-    int64_t expires;
+    struct cache_entry_info info;
     int64_t used; /* wall-clock second of the last lookup */
     char vary[CACHE_VARY_MAX + 1];
 };
@@ -143,7 +142,7 @@ static void node_remove(struct cache_zone *zone, struct cache_node *n, struct vi
     *pp = n->hnext;
     lru_unlink(n);
     if (n->flags & NODE_FILE) {
-        zone->size -= n->size;
+        zone->size -= n->info.size;
         if (v != NULL && v->count < VICTIMS_MAX)
             memcpy(v->ids[v->count++], n->id, CACHE_ID_LEN);
         else if (v != NULL)
@@ -227,12 +226,12 @@ void cache_zone_lookup(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], 
         if (n->uses < UINT32_MAX)
             n->uses++;
         out->uses = n->uses;
-        out->expires = n->expires;
+        out->entry = n->info;
         if (n->flags & NODE_VARY) {
             out->state = CACHE_LOOKUP_VARY;
             memcpy(out->vary, n->vary, sizeof(out->vary));
         } else if (n->flags & NODE_FILE) {
-            out->state = now < n->expires ? CACHE_LOOKUP_FRESH : CACHE_LOOKUP_STALE;
+            out->state = now < n->info.expires ? CACHE_LOOKUP_FRESH : CACHE_LOOKUP_STALE;
         }
     } else {
         out->uses = 1;
@@ -241,28 +240,27 @@ void cache_zone_lookup(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], 
     remove_files(zone, &v);
 }
 
-static void stored_locked(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], uint64_t size,
-                          int64_t expires, int64_t used, struct victims *v)
+static void stored_locked(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN],
+                          const struct cache_entry_info *info, int64_t used, struct victims *v)
 {
     struct cache_node *n = find(zone, id);
     if (n == NULL && (n = node_new(zone, id, v)) == NULL)
         return;
     if (n->flags & NODE_FILE)
-        zone->size -= n->size;
+        zone->size -= n->info.size;
     n->flags = (uint16_t)((n->flags & ~NODE_VARY) | NODE_FILE);
-    n->size = size;
-    n->expires = expires;
+    n->info = *info;
     if (used > n->used)
         n->used = used;
-    zone->size += size;
+    zone->size += info->size;
 }
 
-void cache_zone_stored(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], uint64_t size,
-                       int64_t expires)
+void cache_zone_stored(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN],
+                       const struct cache_entry_info *info)
 {
     struct victims v = {.count = 0};
     pthread_mutex_lock(&zone->lock);
-    stored_locked(zone, id, size, expires, (int64_t)time(NULL), &v);
+    stored_locked(zone, id, info, (int64_t)time(NULL), &v);
     shrink(zone, 0, &v);
     pthread_mutex_unlock(&zone->lock);
     atomic_fetch_add_explicit(&zone->counters.stored, 1, memory_order_relaxed);
@@ -279,7 +277,7 @@ static void set_vary_locked(struct cache_zone *zone, const uint8_t id[CACHE_ID_L
         return;
     if (n->flags & NODE_FILE) {
         /* What was stored without Vary stands for no variant now. */
-        zone->size -= n->size;
+        zone->size -= n->info.size;
         if (v->count < VICTIMS_MAX)
             memcpy(v->ids[v->count++], n->id, CACHE_ID_LEN);
     }
@@ -372,7 +370,7 @@ bool cache_zone_lock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN],
             zone->locks = l;
         }
         /* Out of memory: taken all the same, with nobody to wake. */
-    } else {
+    } else if (w != NULL) {
         w->next = NULL;
         w->queued = true;
         w->posted = w->cancelled = false;
@@ -500,7 +498,12 @@ static void load_file(struct cache_zone *zone, const char *path)
             if (p == NULL || !(p->flags & NODE_VARY))
                 set_vary_locked(zone, primary, m.vary.data, m.vary.len, &v);
         }
-        stored_locked(zone, id, (uint64_t)st.st_size, m.expires, (int64_t)time(NULL), &v);
+        struct cache_entry_info info = {.size = (uint64_t)st.st_size,
+                                        .expires = m.expires,
+                                        .swr = m.swr,
+                                        .sie = m.sie,
+                                        .must_revalidate = m.flags & CACHE_FILE_MUST_REVALIDATE};
+        stored_locked(zone, id, &info, (int64_t)time(NULL), &v);
         shrink(zone, 0, &v);
     }
     pthread_mutex_unlock(&zone->lock);

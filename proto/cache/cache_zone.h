@@ -46,6 +46,14 @@ struct cache_zone_counters {
 
 struct cache_zone;
 
+/* What the index keeps of a stored response, besides its file. */
+struct cache_entry_info {
+    uint64_t size;        /* of its file */
+    int64_t expires;      /* wall-clock second from which it is stale */
+    uint32_t swr, sie;    /* stale-while-revalidate, stale-if-error */
+    bool must_revalidate; /* never served stale */
+};
+
 /* The zone `conf` describes: the process's, made on first use (with its
  * manager thread) and found again by later generations, whose max_size
  * and inactive it then takes.  Returns 0, or -errno (the directory cannot
@@ -84,7 +92,7 @@ enum cache_lookup {
 struct cache_found {
     enum cache_lookup state;
     uint32_t uses;                 /* requests for the key counted so far, this one too */
-    int64_t expires;               /* FRESH, STALE */
+    struct cache_entry_info entry; /* FRESH, STALE */
     char vary[CACHE_VARY_MAX + 1]; /* VARY: the names, NUL-terminated */
 };
 
@@ -94,11 +102,10 @@ struct cache_found {
 void cache_zone_lookup(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], int64_t now,
                        struct cache_found *out);
 
-/* Entry `id`'s file (`size` bytes, stale from `expires`) is in place:
- * indexed, and older entries dropped while the zone is over its
- * bounds. */
-void cache_zone_stored(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], uint64_t size,
-                       int64_t expires);
+/* Entry `id`'s file is in place: indexed with `info`, and older entries
+ * dropped while the zone is over its bounds. */
+void cache_zone_stored(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN],
+                       const struct cache_entry_info *info);
 
 /* The responses of key `id` vary by `vary` (the Vary names). */
 void cache_zone_set_vary(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], const char *vary,
@@ -124,7 +131,8 @@ struct cache_waiter {
 
 /* Takes the fetch lock of entry `id`: true when taken (the caller
  * fetches, and calls cache_zone_unlock() once its store is done or
- * given up).  False when another request holds it: `w` is queued. */
+ * given up).  False when another request holds it: `w` is queued, or
+ * with `w` NULL nothing is (a stale entry's updating). */
 bool cache_zone_lock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN],
                      struct cache_waiter *w);
 

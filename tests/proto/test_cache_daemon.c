@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------- backend */
@@ -41,6 +42,8 @@ struct backend {
 static atomic_uint requests;       /* every request the backend answered */
 static atomic_uint collapse_asked; /* requests for /collapse* */
 static atomic_bool collapse_release;
+static atomic_int fail_mode;   /* for /stale*, /sie, /mr: 1 close at once, 2 answer 500 */
+static atomic_uint hold_asked; /* requests for paths with "hold" in them */
 static atomic_bool stall_release;
 static atomic_bool stalled; /* /stall sent its first half */
 
@@ -96,8 +99,12 @@ static void backend_serve(int fd)
         extra = "";
     else if (strncmp(path, "/cookie", 7) == 0)
         extra = "Cache-Control: max-age=60\r\nSet-Cookie: id=1\r\n";
-    else if (strncmp(path, "/short", 6) == 0)
+    else if (strncmp(path, "/short", 6) == 0 || strncmp(path, "/stale", 6) == 0)
         extra = "Cache-Control: max-age=1\r\n";
+    else if (strncmp(path, "/sie", 4) == 0)
+        extra = "Cache-Control: max-age=1, stale-if-error=60\r\n";
+    else if (strncmp(path, "/mr", 3) == 0)
+        extra = "Cache-Control: max-age=1, must-revalidate\r\n";
     else if (strncmp(path, "/public", 7) == 0)
         extra = "Cache-Control: public, max-age=60\r\n";
     else if (strncmp(path, "/vary", 5) == 0) {
@@ -108,6 +115,20 @@ static void backend_serve(int fd)
         /* What the backend was asked: the cache must not pass Range on. */
         snprintf(body, sizeof(body), "range [%s]",
                  header_value(req, "\r\nRange:", value, sizeof(value)));
+    }
+    bool may_fail = strncmp(path, "/stale", 6) == 0 || strncmp(path, "/sie", 4) == 0 ||
+                    strncmp(path, "/mr", 3) == 0;
+    int mode = may_fail ? atomic_load(&fail_mode) : 0;
+    if (mode == 1)
+        return; /* closed with no response: an error */
+    if (mode == 2) {
+        send_head(fd, "500 Internal Server Error\r\n", 0);
+        return;
+    }
+    if (strncmp(path, "/stale/hold", 11) == 0) {
+        atomic_fetch_add(&hold_asked, 1);
+        for (int i = 0; i < 5000 && !atomic_load(&collapse_release); i++)
+            usleep(2000);
     }
     if (strncmp(path, "/collapse", 9) == 0) {
         atomic_fetch_add(&collapse_asked, 1);
@@ -208,10 +229,14 @@ static void write_config(const char *zone_extra, const char *loc_extra)
              "        proxy_cache_lock on; }\n"
              "    location /collapse-timeout { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
              "        proxy_cache_lock on; proxy_cache_lock_timeout 100ms; }\n"
+             "    location /stale/ { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
+             "        proxy_cache_use_stale error timeout http_500 updating; }\n"
+             "    location /stale/mr { proxy_pass http://127.0.0.1:%d/mr; proxy_cache one;\n"
+             "        proxy_cache_use_stale error timeout http_500; }\n"
              "    location /off/ { proxy_pass http://127.0.0.1:%d; proxy_cache off; }\n"
              "}\n",
              cache_dir, zone_extra, backend.port, loc_extra, backend.port, backend.port,
-             backend.port, backend.port, backend.port);
+             backend.port, backend.port, backend.port, backend.port, backend.port);
     test_daemon_write_config(&daemon_, conf);
 }
 
@@ -222,6 +247,8 @@ static void start_with(const char *zone_extra)
     atomic_store(&requests, 0);
     atomic_store(&collapse_asked, 0);
     atomic_store(&collapse_release, false);
+    atomic_store(&fail_mode, 0);
+    atomic_store(&hold_asked, 0);
     atomic_store(&stall_release, false);
     atomic_store(&stalled, false);
     backend_start(&backend);
@@ -712,6 +739,105 @@ START_TEST(lock_timeout_goes_to_backend)
 }
 END_TEST
 
+static bool is_stale(void *arg)
+{
+    struct reply r;
+    ask("GET", arg, "", &r);
+    bool stale = strstr(r.head, "X-Cache: STALE\r\n") != NULL;
+    reply_free(&r);
+    return stale;
+}
+
+/* The backend fails (its connection closed, then a 500) after the entry
+ * expired: proxy_cache_use_stale serves the stale one, whole. */
+START_TEST(stale_on_error)
+{
+    char first[64], got[64];
+    expect("GET", "/stale/a", "", "MISS", first, sizeof(first));
+    ck_assert(test_poll_until(is_hit, "/stale/a", TEST_WAIT_MS));
+    atomic_store(&fail_mode, 1);
+    ck_assert(test_poll_until(is_stale, "/stale/a", 5000)); /* once max-age=1 passed */
+    expect("GET", "/stale/a", "", "STALE", got, sizeof(got));
+    ck_assert_str_eq(got, first);
+    atomic_store(&fail_mode, 2);
+    expect("GET", "/stale/a", "", "STALE", got, sizeof(got));
+    ck_assert_str_eq(got, first);
+    /* must-revalidate: never stale, the error goes through. */
+    atomic_store(&fail_mode, 0);
+    expect("GET", "/stale/mr", "", "MISS", NULL, 0);
+    ck_assert(test_poll_until(is_hit, "/stale/mr", TEST_WAIT_MS));
+    atomic_store(&fail_mode, 2);
+    ck_assert(test_poll_until(is_expired, "/stale/mr", 5000));
+    struct reply r;
+    ask("GET", "/stale/mr", "", &r);
+    ck_assert_int_eq(r.status, 500);
+    reply_free(&r);
+}
+END_TEST
+
+/* stale-if-error in the response does it where the location says
+ * nothing (RFC 5861 4). */
+START_TEST(stale_if_error_from_response)
+{
+    char first[64], got[64];
+    expect("GET", "/sie", "", "MISS", first, sizeof(first));
+    ck_assert(test_poll_until(is_hit, "/sie", TEST_WAIT_MS));
+    atomic_store(&fail_mode, 2);
+    ck_assert(test_poll_until(is_stale, "/sie", 5000));
+    expect("GET", "/sie", "", "STALE", got, sizeof(got));
+    ck_assert_str_eq(got, first);
+}
+END_TEST
+
+static bool clock_past(void *arg)
+{
+    return (long)time(NULL) >= *(long *)arg + 2;
+}
+
+static bool hold_seen(void *arg)
+{
+    (void)arg;
+    return atomic_load(&hold_asked) >= 2;
+}
+
+static void *ask_thread(void *arg)
+{
+    struct reply *r = arg;
+    ask("GET", "/stale/hold", "", r);
+    return NULL;
+}
+
+/* While one request updates an expired entry, the others get the stale
+ * one at once (updating), and the backend is asked once. */
+START_TEST(stale_while_updating)
+{
+    atomic_store(&collapse_release, true);
+    char first[64], got[64];
+    expect("GET", "/stale/hold", "", "MISS", first, sizeof(first));
+    ck_assert(test_poll_until(is_hit, "/stale/hold", TEST_WAIT_MS));
+    atomic_store(&collapse_release, false);
+    /* max-age=1: expired two seconds after it was stored, at the latest. */
+    long t0 = (long)time(NULL);
+    ck_assert(test_poll_until(clock_past, &t0, 5000));
+    /* That request's fetch is held by the backend: the others are served. */
+    struct reply held;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, ask_thread, &held), 0);
+    ck_assert(test_poll_until(hold_seen, NULL, TEST_WAIT_MS));
+    for (int i = 0; i < 5; i++) {
+        expect("GET", "/stale/hold", "", "UPDATING", got, sizeof(got));
+        ck_assert_str_eq(got, first);
+    }
+    ck_assert_uint_eq(atomic_load(&hold_asked), 2);
+    atomic_store(&collapse_release, true);
+    pthread_join(t, NULL);
+    ck_assert_ptr_nonnull(strstr(held.head, "X-Cache: EXPIRED"));
+    ck_assert_str_ne(held.body, first);
+    reply_free(&held);
+    ck_assert(test_poll_until(is_hit, "/stale/hold", TEST_WAIT_MS));
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/cache_daemon");
@@ -732,6 +858,9 @@ Suite *test_suite(void)
     tcase_add_test(tc, full_disk_serves_uncached);
     tcase_add_test(tc, lock_collapses_misses);
     tcase_add_test(tc, lock_timeout_goes_to_backend);
+    tcase_add_test(tc, stale_on_error);
+    tcase_add_test(tc, stale_if_error_from_response);
+    tcase_add_test(tc, stale_while_updating);
     suite_add_tcase(suite, tc);
     return suite;
 }

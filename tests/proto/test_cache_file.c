@@ -195,7 +195,7 @@ START_TEST(zone_lookup_and_stale)
     ck_assert_uint_eq(f.uses, 1);
     cache_zone_lookup(z, id, 100, &f);
     ck_assert_uint_eq(f.uses, 2); /* proxy_cache_min_uses counts */
-    cache_zone_stored(z, id, 10, 200);
+    cache_zone_stored(z, id, &(struct cache_entry_info){.size = 10, .expires = 200});
     cache_zone_lookup(z, id, 199, &f);
     ck_assert_int_eq(f.state, CACHE_LOOKUP_FRESH);
     cache_zone_lookup(z, id, 200, &f);
@@ -225,7 +225,7 @@ START_TEST(zone_evicts_lru)
         struct cache_found f;
         cache_zone_lookup(z, id, 100, &f);
         size = write_entry(z, keys[i], 900);
-        cache_zone_stored(z, id, size, 4000000000);
+        cache_zone_stored(z, id, &(struct cache_entry_info){.size = size, .expires = 4000000000});
         if (i == 2) { /* "a" used again: "b" is now the oldest */
             id_of("a", id);
             cache_zone_lookup(z, id, 100, &f);
