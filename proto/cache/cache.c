@@ -16,12 +16,14 @@
 #include "proto/static/static_range.h"
 #include "proto/static/static_send.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,7 +52,9 @@ struct cache_store {
     bool has_stale;
     uint8_t stale_id[CACHE_ID_LEN];
     struct cache_entry_info stale;
-    int stale_fd; /* serving it: the backend's body is dropped */
+    int stale_fd;      /* serving it: the backend's body is dropped */
+    bool revalidating; /* its validators went to the backend */
+    char *validators;  /* "If-None-Match: ...\0If-Modified-Since: ...": values kept */
     uint64_t stale_off, stale_end;
     int fd;
     char temp[PATH_MAX];
@@ -353,10 +357,48 @@ static void store_free(struct cache_store *st)
         (void)unlink(st->temp);
     }
     free(st->strings);
+    free(st->validators);
     free(st->headers);
     free(st->req_block);
     free(st->key);
     free(st);
+}
+
+/* The stale entry's validators (proxy_cache_revalidate): its ETag as
+ * If-None-Match, its Last-Modified as If-Modified-Since, kept in
+ * st->validators.  Returns how many (0: none, or its file did not
+ * check out). */
+static size_t read_validators(struct cache_store *st, struct http_header out[2])
+{
+    struct opened o;
+    if (!entry_open(st->zone, st->stale_id, (struct http_str){st->key, st->key_len}, &o))
+        return 0;
+    struct http_str etag = {NULL, 0}, lm = {NULL, 0};
+    const char *p = o.m.head.data, *end = o.m.head.data + o.m.head.len;
+    while (p < end) {
+        struct http_str name, value;
+        p = http_head_next_line(p, end, &name, &value);
+        if (http_str_equal_nocase(name, "etag"))
+            etag = value;
+        else if (http_str_equal_nocase(name, "last-modified"))
+            lm = value;
+    }
+    size_t n = 0;
+    if ((etag.len > 0 || lm.len > 0) && (st->validators = malloc(etag.len + lm.len + 2)) != NULL) {
+        char *v = st->validators;
+        if (etag.len > 0) {
+            memcpy(v, etag.data, etag.len);
+            out[n++] = (struct http_header){{"If-None-Match", 13}, {v, etag.len}};
+            v += etag.len;
+        }
+        if (lm.len > 0) {
+            memcpy(v, lm.data, lm.len);
+            out[n++] = (struct http_header){{"If-Modified-Since", 17}, {v, lm.len}};
+        }
+    }
+    close(o.fd);
+    opened_free_header(&o);
+    return n;
 }
 
 /* Sets the miss up: the store filter on, with what it needs once the
@@ -388,17 +430,19 @@ static bool store_prepare(struct router_walk *w, const struct cache_loc *loc,
     }
     memcpy(st->key, key.data, key.len);
     st->key_len = key.len;
-    if (stale_id != NULL && !stale->must_revalidate) {
+    if (stale_id != NULL) {
         st->has_stale = true;
         memcpy(st->stale_id, stale_id, CACHE_ID_LEN);
         st->stale = *stale;
     }
     st->authorization = find_header(&w->req, "authorization") != NULL;
+    struct http_header validators[2];
+    size_t vcount = st->has_stale && loc->revalidate ? read_validators(st, validators) : 0;
     size_t drop = 0;
     for (size_t i = 0; i < w->req.header_count; i++)
         drop += conditional_field(w->req.headers[i].name);
-    if (drop > 0) {
-        st->headers = malloc(w->req.header_count * sizeof(*st->headers));
+    if (drop > 0 || vcount > 0) {
+        st->headers = malloc((w->req.header_count + vcount) * sizeof(*st->headers));
         if (st->headers == NULL) {
             store_free(st);
             return false;
@@ -407,6 +451,9 @@ static bool store_prepare(struct router_walk *w, const struct cache_loc *loc,
         for (size_t i = 0; i < w->req.header_count; i++)
             if (!conditional_field(w->req.headers[i].name))
                 st->headers[n++] = w->req.headers[i];
+        for (size_t i = 0; i < vcount; i++)
+            st->headers[n++] = validators[i];
+        st->revalidating = vcount > 0;
         w->req.headers = st->headers;
         w->req.header_count = n;
     }
@@ -645,7 +692,7 @@ static size_t copy_head(const char *lines, size_t len, char *out)
 static bool stale_wanted(const struct exchange *ex, const struct cache_store *st, unsigned status,
                          int64_t now)
 {
-    if (!st->has_stale)
+    if (!st->has_stale || st->stale.must_revalidate)
         return false;
     unsigned n = ex->upstream_try_count;
     bool failed = n == 0 || ex->upstream_tries[n - 1].header_ms == EXCHANGE_UPSTREAM_UNKNOWN;
@@ -676,37 +723,134 @@ static bool stale_wanted(const struct exchange *ex, const struct cache_store *st
 /* The stale entry's head instead of the response's: its body follows
  * at the end (stale_end()), the backend's is dropped.  False: its file
  * did not check out, and the response goes on. */
+static bool replace_begin(struct exchange *ex, const struct exchange_filter *self,
+                          struct cache_store *st, struct opened *opened, int64_t now,
+                          enum cache_status status)
+{
+    char age[48];
+    int age_len =
+        snprintf(age, sizeof(age), "Age: %lld\r\n",
+                 (long long)cache_policy_age(opened->m.initial_age, opened->m.stored, now));
+    size_t len = opened->m.head.len + (size_t)age_len;
+    char *lines = malloc(len);
+    if (lines == NULL) {
+        close(opened->fd);
+        opened_free_header(opened);
+        return false;
+    }
+    memcpy(lines, opened->m.head.data, opened->m.head.len);
+    memcpy(lines + opened->m.head.len, age, (size_t)age_len);
+    st->stale_fd = opened->fd;
+    st->stale_off = opened->m.header_len;
+    st->stale_end = opened->m.header_len + opened->m.body_len;
+    struct exchange_head head = {.status = opened->m.status,
+                                 .headers = lines,
+                                 .headers_len = len,
+                                 .content_length = (int64_t)opened->m.body_len};
+    opened_free_header(opened);
+    set_status(ex, status);
+    count(st->zone, status);
+    exchange_filter_begin_next(ex, self, &head);
+    free(lines);
+    return true;
+}
+
 static bool stale_begin(struct exchange *ex, const struct exchange_filter *self,
                         struct cache_store *st, int64_t now)
 {
     struct opened o;
     if (!entry_open(st->zone, st->stale_id, (struct http_str){st->key, st->key_len}, &o))
         return false;
-    char age[48];
-    int age_len = snprintf(age, sizeof(age), "Age: %lld\r\n",
-                           (long long)cache_policy_age(o.m.initial_age, o.m.stored, now));
-    size_t len = o.m.head.len + (size_t)age_len;
-    char *lines = malloc(len);
-    if (lines == NULL) {
-        close(o.fd);
-        opened_free_header(&o);
-        return false;
+    return replace_begin(ex, self, st, &o, now, CACHE_STATUS_STALE);
+}
+
+/* The head lines of a 304 merged into the stored ones for the freshness
+ * they give (RFC 9111 4.3.4): each field the 304 has stands for the
+ * stored one of its name. */
+static size_t merge_lines(struct http_str stored, const char *lines, size_t len, char *out)
+{
+    size_t n = 0;
+    const char *p = stored.data, *end = stored.data + stored.len;
+    while (p < end) {
+        const char *start = p;
+        struct http_str name, value;
+        p = http_head_next_line(p, end, &name, &value);
+        bool replaced = false;
+        const char *q = lines, *qend = lines + len;
+        while (q < qend && !replaced) {
+            struct http_str qname, qvalue;
+            q = http_head_next_line(q, qend, &qname, &qvalue);
+            replaced = qname.len == name.len && name.len > 0 &&
+                       strncasecmp(qname.data, name.data, name.len) == 0;
+        }
+        if (!replaced) {
+            memcpy(out + n, start, (size_t)(p - start));
+            n += (size_t)(p - start);
+        }
     }
-    memcpy(lines, o.m.head.data, o.m.head.len);
-    memcpy(lines + o.m.head.len, age, (size_t)age_len);
-    st->stale_fd = o.fd;
-    st->stale_off = o.m.header_len;
-    st->stale_end = o.m.header_len + o.m.body_len;
-    struct exchange_head head = {.status = o.m.status,
-                                 .headers = lines,
-                                 .headers_len = len,
-                                 .content_length = (int64_t)o.m.body_len};
-    opened_free_header(&o);
-    set_status(ex, CACHE_STATUS_STALE);
-    count(st->zone, CACHE_STATUS_STALE);
-    exchange_filter_begin_next(ex, self, &head);
-    free(lines);
-    return true;
+    memcpy(out + n, lines, len);
+    return n + len;
+}
+
+/* A 304 to the validators the cache sent (proxy_cache_revalidate): the
+ * stored response is good again.  Its freshness is renewed from the
+ * merged head, in its file's header (rewritten in place: same length,
+ * its CRC anew; a torn write fails the CRC and drops it) and in the
+ * index, and it answers the request.  False: its file did not check
+ * out, and the 304 goes on. */
+static bool revalidated_begin(struct exchange *ex, const struct exchange_filter *self,
+                              struct cache_store *st, const struct exchange_head *head, int64_t now)
+{
+    struct opened o;
+    if (!entry_open(st->zone, st->stale_id, (struct http_str){st->key, st->key_len}, &o))
+        return false;
+    char *merged = malloc(o.m.head.len + head->headers_len + 1);
+    if (merged != NULL) {
+        size_t len = merge_lines(o.m.head, head->headers, head->headers_len, merged);
+        struct cache_policy_in in = {.status = o.m.status,
+                                     .lines = merged,
+                                     .len = len,
+                                     .now = now,
+                                     .valid = cache_conf_valid(st->loc, o.m.status),
+                                     .authorization = st->authorization,
+                                     .ignore = st->loc->ignore};
+        struct cache_policy policy;
+        cache_policy_decide(&in, &policy);
+        if (policy.refusal == CACHE_STORE) {
+            struct cache_file_meta m = o.m;
+            m.stored = now;
+            m.expires = policy.expires;
+            m.initial_age = policy.initial_age;
+            m.swr = policy.swr;
+            m.sie = policy.sie;
+            m.flags = policy.must_revalidate ? CACHE_FILE_MUST_REVALIDATE : 0;
+            uint8_t *header = malloc(o.m.header_len);
+            if (header != NULL) {
+                cache_file_encode(&m, header);
+                assert(m.header_len == o.m.header_len);
+                char path[PATH_MAX];
+                int fd = cache_zone_path(st->zone, st->stale_id, path, false) == 0
+                             ? open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+                             : -1;
+                if (fd >= 0 && pwrite(fd, header, m.header_len, 0) == (ssize_t)m.header_len) {
+                    struct cache_entry_info info = {.size = (uint64_t)o.st.st_size,
+                                                    .expires = m.expires,
+                                                    .swr = m.swr,
+                                                    .sie = m.sie,
+                                                    .must_revalidate =
+                                                        m.flags & CACHE_FILE_MUST_REVALIDATE};
+                    cache_zone_stored(st->zone, st->stale_id, &info);
+                }
+                if (fd >= 0)
+                    close(fd);
+                free(header);
+                o.m.stored = m.stored; /* the Age it goes out with */
+                o.m.initial_age = m.initial_age;
+            }
+        }
+        free(merged);
+    }
+    return replace_begin(ex, self, st, &o, now, CACHE_STATUS_REVALIDATED);
 }
 
 /* The stale entry's body, at the end of the response it replaced. */
@@ -737,6 +881,11 @@ static void store_begin(struct exchange *ex, const struct exchange_filter *self,
                         const struct exchange_head *head)
 {
     struct cache_store *st = exchange_ctx(ex, store_slot());
+    if (st != NULL && !ex->redirected && st->revalidating && head->status == 304) {
+        store_unlock(st); /* found good again: those waiting go on */
+        if (revalidated_begin(ex, self, st, head, (int64_t)time(NULL)))
+            return;
+    }
     if (st != NULL && !ex->redirected && stale_wanted(ex, st, head->status, (int64_t)time(NULL))) {
         store_unlock(st); /* nothing is stored: those waiting go on */
         if (stale_begin(ex, self, st, (int64_t)time(NULL)))

@@ -339,7 +339,6 @@ const struct conf_directive cache_directives[] = {
      .repeated = "value",
      CONF_KEYWORDS(stale_words)},
     SWITCH("proxy_cache_lock", lock),
-    SWITCH("proxy_cache_background_update", background_update),
     SWITCH("proxy_cache_revalidate", revalidate),
     {.name = "proxy_cache_lock_timeout",
      .contexts = LEVELS,
@@ -419,8 +418,6 @@ int cache_conf_merge(void *conf, const void *parent, char *error, size_t len)
         c->lock_timeout_ms = p->lock_timeout_ms;
     if (c->lock_pos.file == NULL)
         c->lock = p->lock;
-    if (c->background_update_pos.file == NULL)
-        c->background_update = p->background_update;
     if (c->revalidate_pos.file == NULL)
         c->revalidate = p->revalidate;
     take_conditions(&c->bypass, &p->bypass, &c->bypass_inherited);
@@ -531,7 +528,6 @@ int cache_conf_build(const void *conf, const struct http_module_build *b, const 
     loc->use_stale = c->use_stale;
     loc->lock = c->lock;
     loc->lock_timeout_ms = c->lock_timeout_ms;
-    loc->background_update = c->background_update;
     loc->revalidate = c->revalidate;
     *out = loc;
     return 0;

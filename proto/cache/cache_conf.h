@@ -78,8 +78,8 @@ struct cache_conf {
     unsigned use_stale; /* CACHE_STALE_*; UINT_MAX: unset */
     struct cache_conditions bypass, no_cache;
     bool bypass_inherited, no_cache_inherited;
-    bool lock, background_update, revalidate;
-    struct conf_pos lock_pos, background_update_pos, revalidate_pos;
+    bool lock, revalidate;
+    struct conf_pos lock_pos, revalidate_pos;
     uint32_t lock_timeout_ms; /* UINT32_MAX: unset */
 };
 
@@ -94,7 +94,7 @@ struct cache_loc {
     size_t bypass_count;
     const struct vars_template **no_cache;
     size_t no_cache_count;
-    bool lock, background_update, revalidate;
+    bool lock, revalidate;
     uint32_t lock_timeout_ms;
 };
 

@@ -42,8 +42,9 @@ struct backend {
 static atomic_uint requests;       /* every request the backend answered */
 static atomic_uint collapse_asked; /* requests for /collapse* */
 static atomic_bool collapse_release;
-static atomic_int fail_mode;   /* for /stale*, /sie, /mr: 1 close at once, 2 answer 500 */
-static atomic_uint hold_asked; /* requests for paths with "hold" in them */
+static atomic_int fail_mode;     /* for /stale*, /sie, /mr: 1 close at once, 2 answer 500 */
+static atomic_uint hold_asked;   /* requests for paths with "hold" in them */
+static atomic_uint not_modified; /* 304s the backend sent */
 static atomic_bool stall_release;
 static atomic_bool stalled; /* /stall sent its first half */
 
@@ -123,6 +124,20 @@ static void backend_serve(int fd)
         return; /* closed with no response: an error */
     if (mode == 2) {
         send_head(fd, "500 Internal Server Error\r\n", 0);
+        return;
+    }
+    if (strncmp(path, "/reval/", 7) == 0) {
+        char inm[64];
+        if (strcmp(header_value(req, "\r\nIf-None-Match:", inm, sizeof(inm)), "\"v1\"") == 0) {
+            atomic_fetch_add(&not_modified, 1);
+            static const char nm[] = "HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=60\r\n"
+                                     "ETag: \"v1\"\r\nConnection: close\r\n\r\n";
+            test_send_all(fd, nm, sizeof(nm) - 1);
+            return;
+        }
+        snprintf(body, sizeof(body), "answer %u", n);
+        send_head(fd, "200 OK\r\nCache-Control: max-age=1\r\nETag: \"v1\"\r\n", strlen(body));
+        test_send_all(fd, body, strlen(body));
         return;
     }
     if (strncmp(path, "/stale/hold", 11) == 0) {
@@ -233,10 +248,12 @@ static void write_config(const char *zone_extra, const char *loc_extra)
              "        proxy_cache_use_stale error timeout http_500 updating; }\n"
              "    location /stale/mr { proxy_pass http://127.0.0.1:%d/mr; proxy_cache one;\n"
              "        proxy_cache_use_stale error timeout http_500; }\n"
+             "    location /reval/ { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
+             "        proxy_cache_revalidate on; }\n"
              "    location /off/ { proxy_pass http://127.0.0.1:%d; proxy_cache off; }\n"
              "}\n",
              cache_dir, zone_extra, backend.port, loc_extra, backend.port, backend.port,
-             backend.port, backend.port, backend.port, backend.port, backend.port);
+             backend.port, backend.port, backend.port, backend.port, backend.port, backend.port);
     test_daemon_write_config(&daemon_, conf);
 }
 
@@ -249,6 +266,7 @@ static void start_with(const char *zone_extra)
     atomic_store(&collapse_release, false);
     atomic_store(&fail_mode, 0);
     atomic_store(&hold_asked, 0);
+    atomic_store(&not_modified, 0);
     atomic_store(&stall_release, false);
     atomic_store(&stalled, false);
     backend_start(&backend);
@@ -838,6 +856,26 @@ START_TEST(stale_while_updating)
 }
 END_TEST
 
+/* proxy_cache_revalidate: an expired entry with an ETag is asked for
+ * with If-None-Match; the backend's 304 makes it fresh again, and the
+ * stored body answers. */
+START_TEST(revalidate_with_304)
+{
+    char first[64], got[64];
+    expect("GET", "/reval/a", "", "MISS", first, sizeof(first));
+    ck_assert(test_poll_until(is_hit, "/reval/a", TEST_WAIT_MS));
+    long t0 = (long)time(NULL);
+    ck_assert(test_poll_until(clock_past, &t0, 5000));
+    expect("GET", "/reval/a", "", "REVALIDATED", got, sizeof(got));
+    ck_assert_str_eq(got, first);
+    ck_assert_uint_eq(atomic_load(&not_modified), 1);
+    /* Fresh for the 304's max-age=60 now. */
+    expect("GET", "/reval/a", "", "HIT", got, sizeof(got));
+    ck_assert_str_eq(got, first);
+    ck_assert_uint_eq(atomic_load(&not_modified), 1);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/cache_daemon");
@@ -861,6 +899,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, stale_on_error);
     tcase_add_test(tc, stale_if_error_from_response);
     tcase_add_test(tc, stale_while_updating);
+    tcase_add_test(tc, revalidate_with_304);
     suite_add_tcase(suite, tc);
     return suite;
 }
