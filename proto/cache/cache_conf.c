@@ -93,6 +93,14 @@ static int apply_path(void *conf, const struct conf_arg *args, size_t count,
                 conf_module_fail(error, &v.pos, "keys_zone \"%s\" is too small", v.text);
                 return conf_module_fail_kept(error, &v);
             }
+            for (const char *ch = v.text; ch < colon; ch++)
+                if (!((*ch >= 'a' && *ch <= 'z') || (*ch >= 'A' && *ch <= 'Z') ||
+                      (*ch >= '0' && *ch <= '9') || *ch == '_' || *ch == '-')) {
+                    conf_module_fail(error, &v.pos,
+                                     "invalid keys_zone name in \"%s\" (letters, digits, _ and -)",
+                                     v.text);
+                    return conf_module_fail_kept(error, &v);
+                }
             char *name = strndup(v.text, (size_t)(colon - v.text));
             if (name == NULL)
                 return conf_module_fail(error, NULL, "%s", "out of memory");

@@ -578,6 +578,83 @@ bool cache_zone_wait_loaded(struct cache_zone *zone, unsigned timeout_ms)
     return atomic_load(&zone->counters.loader_done);
 }
 
+/* -------------------------------------------------------------- purging */
+
+struct purge {
+    const char *key;
+    size_t len;
+    bool prefix;
+    size_t purged;
+};
+
+/* A file of the zone whose key matches: out of the index (with its
+ * key's Vary marker), and removed. */
+static void purge_file(struct cache_zone *zone, const char *path, struct purge *p)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd == -1)
+        return;
+    uint8_t *buf = malloc(CACHE_FILE_HEADER_MAX);
+    struct cache_file_meta m;
+    ssize_t n = buf != NULL ? pread(fd, buf, CACHE_FILE_HEADER_MAX, 0) : -1;
+    close(fd);
+    if (n > 0 && cache_file_parse(buf, (size_t)n, &m) == 0 &&
+        (p->prefix ? m.key.len >= p->len : m.key.len == p->len) &&
+        memcmp(m.key.data, p->key, p->len) == 0) {
+        uint8_t id[CACHE_ID_LEN], primary[CACHE_ID_LEN];
+        cache_key_id(m.key, m.variant, id);
+        cache_key_id(m.key, (struct http_str){NULL, 0}, primary);
+        pthread_mutex_lock(&zone->lock);
+        struct cache_node *node = find(zone, id);
+        if (node != NULL)
+            node_remove(zone, node, NULL);
+        if ((node = find(zone, primary)) != NULL && (node->flags & NODE_VARY))
+            node_remove(zone, node, NULL);
+        pthread_mutex_unlock(&zone->lock);
+        if (unlink(path) == 0)
+            p->purged++;
+    }
+    free(buf);
+}
+
+static void purge_dir(struct cache_zone *zone, const char *dir, int depth, struct purge *p)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    char path[PATH_MAX];
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' ||
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path))
+            continue;
+        if (depth < CACHE_LEVELS && zone->levels[depth] != 0) {
+            if (strlen(e->d_name) == zone->levels[depth])
+                purge_dir(zone, path, depth + 1, p);
+        } else if (is_hex_name(e->d_name)) {
+            purge_file(zone, path, p);
+        }
+    }
+    closedir(d);
+}
+
+size_t cache_zone_purge(struct cache_zone *zone, const char *key, size_t len, bool prefix)
+{
+    if (!prefix) {
+        uint8_t id[CACHE_ID_LEN];
+        cache_key_id((struct http_str){key, len}, (struct http_str){NULL, 0}, id);
+        pthread_mutex_lock(&zone->lock);
+        struct cache_node *n = find(zone, id);
+        bool plain = n != NULL && (n->flags & NODE_FILE);
+        pthread_mutex_unlock(&zone->lock);
+        if (plain)
+            return cache_zone_drop(zone, id) ? 1 : 0;
+    }
+    struct purge p = {key, len, prefix, 0};
+    purge_dir(zone, zone->path, 0, &p);
+    return p.purged;
+}
+
 /* ---------------------------------------------------------- the registry */
 
 static int make_dirs(const char *path)

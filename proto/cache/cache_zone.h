@@ -60,6 +60,13 @@ struct cache_entry_info {
  * be made, out of memory). */
 int cache_zone_get(const struct cache_zone_conf *conf, struct cache_zone **out);
 
+/* Purges the entries of `key` (every Vary variant of it), or with
+ * `prefix` of every key that starts with it: out of the index, their
+ * files removed.  A key stored without Vary goes at once; the others
+ * are found by reading the headers of the zone's files, from the
+ * calling thread (the admin API's).  Returns how many entries went. */
+size_t cache_zone_purge(struct cache_zone *zone, const char *key, size_t len, bool prefix);
+
 /* The zone of `name` the process has, or NULL (the admin API's purge). */
 struct cache_zone *cache_zone_find(const char *name);
 

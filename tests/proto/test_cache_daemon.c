@@ -223,14 +223,15 @@ static void backend_stop(struct backend *b)
 static struct backend backend;
 static struct test_daemon daemon_;
 static char cache_dir[PATH_MAX];
+static char admin_extra[PATH_MAX + 64]; /* in the admin block */
 
 static void write_config(const char *zone_extra, const char *loc_extra)
 {
-    char conf[2 * PATH_MAX];
+    char conf[4 * PATH_MAX];
     int n = snprintf(cache_dir, sizeof(cache_dir), "%s/cache", test_daemon_dir());
     ck_assert(n > 0 && (size_t)n < sizeof(cache_dir));
     snprintf(conf, sizeof(conf),
-             "workers 2;\nadmin { listen 127.0.0.2:0; }\n"
+             "workers 2;\nadmin { listen 127.0.0.2:0; %s }\n"
              "proxy_cache_path %s levels=1:2 keys_zone=one:1m %s;\n"
              "server {\n    listen 127.0.0.1:0;\n"
              "    add_header X-Cache $upstream_cache_status always;\n"
@@ -252,8 +253,9 @@ static void write_config(const char *zone_extra, const char *loc_extra)
              "        proxy_cache_revalidate on; }\n"
              "    location /off/ { proxy_pass http://127.0.0.1:%d; proxy_cache off; }\n"
              "}\n",
-             cache_dir, zone_extra, backend.port, loc_extra, backend.port, backend.port,
-             backend.port, backend.port, backend.port, backend.port, backend.port, backend.port);
+             admin_extra, cache_dir, zone_extra, backend.port, loc_extra, backend.port,
+             backend.port, backend.port, backend.port, backend.port, backend.port, backend.port,
+             backend.port);
     test_daemon_write_config(&daemon_, conf);
 }
 
@@ -267,6 +269,7 @@ static void start_with(const char *zone_extra)
     atomic_store(&fail_mode, 0);
     atomic_store(&hold_asked, 0);
     atomic_store(&not_modified, 0);
+    admin_extra[0] = '\0';
     atomic_store(&stall_release, false);
     atomic_store(&stalled, false);
     backend_start(&backend);
@@ -876,6 +879,95 @@ START_TEST(revalidate_with_304)
 }
 END_TEST
 
+/* `method` `target` on the admin listener, with `headers`. */
+static void admin_ask(const char *method, const char *target, const char *headers, struct reply *r)
+{
+    char address[64];
+    snprintf(address, sizeof(address), "127.0.0.2:%d", daemon_.admin_port);
+    int fd = test_connect_address(address);
+    char req[1024];
+    int n =
+        snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: admin\r\n%sConnection: close\r\n\r\n",
+                 method, target, headers);
+    test_send_all(fd, req, (size_t)n);
+    char buf[65536];
+    size_t got = test_recv_all(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    buf[got] = '\0';
+    char *end = strstr(buf, "\r\n\r\n");
+    ck_assert_ptr_nonnull(end);
+    r->status = atoi(buf + 9);
+    size_t head_len = (size_t)(end - buf) + 4;
+    snprintf(r->head, sizeof(r->head), "%.*s", (int)head_len, buf);
+    r->body = strdup(buf + head_len);
+    r->body_len = strlen(r->body);
+}
+
+/* Purge through the admin API: refused where the listener authenticates
+ * nobody, 401 for a wrong token; the key, or a prefix, leaves the zone. */
+START_TEST(purge_through_admin)
+{
+    struct reply r;
+    admin_ask("POST", "/cache/purge?zone=one&key=x", "", &r);
+    ck_assert_int_eq(r.status, 403);
+    reply_free(&r);
+    test_daemon_stop(&daemon_);
+    char token[PATH_MAX];
+    test_daemon_file(token, sizeof(token), "token");
+    test_write_file(token, "s3cret\n");
+    chmod(token, 0600);
+    snprintf(admin_extra, sizeof(admin_extra), "auth_token_file %s;", token);
+    write_config("", "");
+    test_daemon_start(&daemon_);
+    const char *paths[] = {"/p/a", "/p/b", "/q/c", "/vary"};
+    for (int i = 0; i < 4; i++) {
+        expect("GET", paths[i], "", "MISS", NULL, 0);
+        ck_assert(test_poll_until(is_hit, (void *)paths[i], TEST_WAIT_MS));
+    }
+    const char *auth = "Authorization: Bearer s3cret\r\n";
+    admin_ask("POST", "/cache/purge?zone=one&key=httpcache.test/q/c", "", &r);
+    ck_assert_int_eq(r.status, 401);
+    reply_free(&r);
+    admin_ask("POST", "/cache/purge?zone=one&key=httpcache.test/q/c",
+              "Authorization: Bearer wrong\r\n", &r);
+    ck_assert_int_eq(r.status, 401);
+    reply_free(&r);
+    admin_ask("GET", "/cache/purge?zone=one&key=httpcache.test/q/c", auth, &r);
+    ck_assert_int_eq(r.status, 405);
+    reply_free(&r);
+    admin_ask("POST", "/cache/purge?zone=none&key=k", auth, &r);
+    ck_assert_int_eq(r.status, 404);
+    reply_free(&r);
+    admin_ask("POST", "/cache/purge?zone=one&key=httpcache.test%2Fq%2Fc", auth, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "{\"purged\": 1}\n");
+    reply_free(&r);
+    expect("GET", "/q/c", "", "MISS", NULL, 0);
+    expect("GET", "/p/a", "", "HIT", NULL, 0);
+    admin_ask("PURGE", "/cache/purge?zone=one&key=httpcache.test/p/*", auth, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "{\"purged\": 2}\n");
+    reply_free(&r);
+    expect("GET", "/p/a", "", "MISS", NULL, 0);
+    expect("GET", "/p/b", "", "MISS", NULL, 0);
+    /* A key that varies: every variant goes. */
+    admin_ask("DELETE", "/cache/purge?zone=one&key=httpcache.test/vary", auth, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "{\"purged\": 1}\n");
+    reply_free(&r);
+    expect("GET", "/vary", "", "MISS", NULL, 0);
+    /* The metrics, per zone. */
+    admin_ask("GET", "/metrics", auth, &r);
+    ck_assert_ptr_nonnull(
+        strstr(r.body, "corral_cache_requests_total{zone=\"one\",status=\"hit\"} "));
+    ck_assert_ptr_nonnull(strstr(r.body, "corral_cache_loader_done{zone=\"one\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(r.body, "corral_cache_size_bytes{zone=\"one\"} "));
+    ck_assert_ptr_null(
+        strstr(r.body, "corral_cache_requests_total{zone=\"one\",status=\"hit\"} 0\n"));
+    reply_free(&r);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/cache_daemon");
@@ -900,6 +992,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, stale_if_error_from_response);
     tcase_add_test(tc, stale_while_updating);
     tcase_add_test(tc, revalidate_with_304);
+    tcase_add_test(tc, purge_through_admin);
     suite_add_tcase(suite, tc);
     return suite;
 }
