@@ -251,11 +251,13 @@ static void write_config(const char *zone_extra, const char *loc_extra)
              "        proxy_cache_use_stale error timeout http_500; }\n"
              "    location /reval/ { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
              "        proxy_cache_revalidate on; }\n"
+             "    location /gz/ { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
+             "        gzip on; gzip_types text/plain; gzip_min_length 1; }\n"
              "    location /off/ { proxy_pass http://127.0.0.1:%d; proxy_cache off; }\n"
              "}\n",
              admin_extra, cache_dir, zone_extra, backend.port, loc_extra, backend.port,
              backend.port, backend.port, backend.port, backend.port, backend.port, backend.port,
-             backend.port);
+             backend.port, backend.port);
     test_daemon_write_config(&daemon_, conf);
 }
 
@@ -968,6 +970,41 @@ START_TEST(purge_through_admin)
 }
 END_TEST
 
+/* A chunked body whose first chunk starts with gzip's magic. */
+static bool gzip_chunked(const struct reply *r)
+{
+    const char *data = strstr(r->body, "\r\n");
+    return strstr(r->head, "Transfer-Encoding: chunked") != NULL && data != NULL &&
+           (size_t)(data + 4 - r->body) <= r->body_len && (unsigned char)data[2] == 0x1f &&
+           (unsigned char)data[3] == 0x8b;
+}
+
+/* Compression comes after the cache: one identity copy is stored, and
+ * each request gets the coding it accepts, from a hit as from a miss. */
+START_TEST(compression_after_cache)
+{
+    struct reply r;
+    ask("GET", "/gz/a", "Accept-Encoding: gzip\r\n", &r);
+    ck_assert_ptr_nonnull(strstr(r.head, "X-Cache: MISS"));
+    ck_assert_ptr_nonnull(strstr(r.head, "Content-Encoding: gzip"));
+    ck_assert(gzip_chunked(&r));
+    reply_free(&r);
+    ck_assert(test_poll_until(is_hit, "/gz/a", TEST_WAIT_MS));
+    ask("GET", "/gz/a", "", &r);
+    ck_assert_ptr_nonnull(strstr(r.head, "X-Cache: HIT"));
+    ck_assert_ptr_null(strstr(r.head, "Content-Encoding"));
+    ck_assert_str_eq(r.body, "answer 1");
+    reply_free(&r);
+    ask("GET", "/gz/a", "Accept-Encoding: gzip\r\n", &r);
+    ck_assert_ptr_nonnull(strstr(r.head, "X-Cache: HIT"));
+    ck_assert_ptr_nonnull(strstr(r.head, "Content-Encoding: gzip"));
+    ck_assert(gzip_chunked(&r));
+    reply_free(&r);
+    ck_assert_int_eq(count_files("[0-9a-f]*"), 1);
+    ck_assert_uint_eq(atomic_load(&requests), 1);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/cache_daemon");
@@ -993,6 +1030,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, stale_while_updating);
     tcase_add_test(tc, revalidate_with_304);
     tcase_add_test(tc, purge_through_admin);
+    tcase_add_test(tc, compression_after_cache);
     suite_add_tcase(suite, tc);
     return suite;
 }
