@@ -717,7 +717,11 @@ static bool stale_wanted(const struct exchange *ex, const struct cache_store *st
         return false;
     bool by_response =
         (failed || status >= 500) && now < st->stale.expires + (int64_t)st->stale.sie;
-    return (st->loc->use_stale & flag) || by_response;
+    /* A malformed head is a failure of the proxy's: invalid_header is error. */
+    unsigned use = st->loc->use_stale;
+    if (use & CACHE_STALE_INVALID_HEADER)
+        use |= CACHE_STALE_ERROR;
+    return (use & flag) || by_response;
 }
 
 /* The stale entry's head instead of the response's: its body follows
