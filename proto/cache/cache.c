@@ -183,6 +183,7 @@ static struct vars_buf add_header_begin(struct exchange *ex, const struct http_r
  * malloc'd for a long one), parsed into `m`. */
 struct opened {
     int fd;
+    size_t got; /* bytes of the file in `first` */
     struct stat st;
     struct cache_file_meta m;
     uint8_t *buf;
@@ -212,6 +213,7 @@ static bool entry_open(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], 
         return false;
     }
     ssize_t n = pread(o->fd, o->first, sizeof(o->first), 0);
+    o->got = n > 0 ? (size_t)n : 0;
     int rc = n > 0 ? cache_file_parse(o->first, (size_t)n, &o->m) : -EINVAL;
     if (rc == -EAGAIN) {
         size_t need = o->m.header_len;
@@ -301,20 +303,28 @@ static bool serve_hit(struct router_walk *w, struct cache_zone *zone,
     memcpy(head, m.head.data, m.head.len);
     memcpy(head + m.head.len, extra, (size_t)extra_len);
     uint64_t header_len = m.header_len, body_len = m.body_len;
+    /* A small body came with the header's read (the whole file is in
+     * `first`): written from there with the head, in one write, and the
+     * file closed now. */
+    uint64_t from = range_count == 1 ? range.first : 0;
+    uint64_t length = range_count == 1 ? range.last - range.first + 1 : body_len;
+    const uint8_t *inline_body =
+        buf == first && header_len + body_len <= o->got ? first + header_len + from : NULL;
     if (buf != first)
         free(buf);
 
     router_routed(w);
     ex->_ops->set_handler(ex, &hit_handler);
-    uint64_t length = range_count == 1 ? range.last - range.first + 1 : body_len;
     struct vars_buf early = add_header_begin(ex, req);
     exchange_begin(ex, status, head, head_len, (int64_t)length);
     add_header_forget_early(ex); /* `early` goes with this frame */
     vars_buf_free(&early);
     if (head != stack)
         free(head);
-    if (req->head || length == 0) {
+    if (req->head || length == 0 || inline_body != NULL) {
         close(fd);
+        if (!req->head && length > 0)
+            exchange_write(ex, (const char *)inline_body, (size_t)length);
         exchange_end(ex);
         return true;
     }

@@ -4,14 +4,39 @@
 #include "proto/cache/cache_key.h"
 
 #include <openssl/evp.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+/* The digest and a context per thread, made once: OpenSSL 3 looks the
+ * algorithm up again on every EVP_md5() digest otherwise, which costs a
+ * hit as much as the rest of its lookup. */
+static _Thread_local EVP_MD_CTX *thread_ctx;
+static EVP_MD *md5;
+static pthread_key_t ctx_key; /* frees a thread's context when it ends */
+static pthread_once_t md5_once = PTHREAD_ONCE_INIT;
+
+static void ctx_free(void *ctx)
+{
+    EVP_MD_CTX_free(ctx);
+}
+
+static void md5_fetch(void)
+{
+    md5 = EVP_MD_fetch(NULL, "MD5", NULL);
+    if (pthread_key_create(&ctx_key, ctx_free) != 0)
+        abort(); /* at start, out of keys: nothing can run */
+}
+
 void cache_key_id(struct http_str key, struct http_str variant, uint8_t out[CACHE_ID_LEN])
 {
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    pthread_once(&md5_once, md5_fetch);
+    if (thread_ctx == NULL && (thread_ctx = EVP_MD_CTX_new()) != NULL)
+        (void)pthread_setspecific(ctx_key, thread_ctx);
+    EVP_MD_CTX *ctx = thread_ctx;
     unsigned len = 0;
-    if (ctx == NULL || EVP_DigestInit_ex(ctx, EVP_md5(), NULL) != 1 ||
+    if (ctx == NULL || md5 == NULL || EVP_DigestInit_ex(ctx, md5, NULL) != 1 ||
         EVP_DigestUpdate(ctx, key.data, key.len) != 1 ||
         (variant.len > 0 && (EVP_DigestUpdate(ctx, "\n", 1) != 1 ||
                              EVP_DigestUpdate(ctx, variant.data, variant.len) != 1)) ||
@@ -20,7 +45,6 @@ void cache_key_id(struct http_str key, struct http_str variant, uint8_t out[CACH
          * is served for it and what is stored under it is never found. */
         memset(out, 0xff, CACHE_ID_LEN);
     }
-    EVP_MD_CTX_free(ctx);
 }
 
 static void add(char *out, size_t cap, size_t *len, const char *data, size_t n, bool lower)
