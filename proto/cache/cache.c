@@ -8,6 +8,7 @@
 
 #include "proto/cache/cache_conf.h"
 #include "proto/cache/cache_file.h"
+#include "proto/cache/cache_hot.h"
 #include "proto/cache/cache_key.h"
 #include "proto/cache/cache_policy.h"
 #include "proto/http/module.h"
@@ -176,9 +177,6 @@ static struct vars_buf add_header_begin(struct exchange *ex, const struct http_r
     return early;
 }
 
-/* Answers from entry `id` if its file checks out: true.  False (the
- * file is gone, torn, corrupted, not this key's): the entry is dropped
- * and the request goes on as a miss. */
 /* An entry's file, open and checked: its header in `buf` (`first`, or
  * malloc'd for a long one), parsed into `m`. */
 struct opened {
@@ -237,33 +235,52 @@ static bool entry_open(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], 
     return true;
 }
 
-/* Answers from entry `id` if its file checks out: true.  False: the
- * request goes on as a miss. */
+/* Answers from entry `id` (at `version` in the index) if its file checks
+ * out: true.  False: the request goes on as a miss.  The file comes from
+ * the thread's table of open entries when it holds this version, else it
+ * is opened, checked and kept there. */
 static bool serve_hit(struct router_walk *w, struct cache_zone *zone,
-                      const uint8_t id[CACHE_ID_LEN], struct http_str key, int64_t now)
+                      const uint8_t id[CACHE_ID_LEN], struct http_str key, uint64_t version,
+                      int64_t now)
 {
     struct exchange *ex = w->ex;
-    struct opened opened, *o = &opened;
-    if (!entry_open(zone, id, key, o))
-        return false;
-    int fd = o->fd;
-    struct stat st = o->st;
-    struct cache_file_meta m = o->m;
-    uint8_t *buf = o->buf, *first = o->first;
+    const struct cache_hot_entry *h = cache_hot_get(zone, id, version);
+    struct opened opened;
+    bool own = false; /* `opened` serves, the table kept nothing */
+    if (h == NULL) {
+        if (!entry_open(zone, id, key, &opened))
+            return false;
+        const uint8_t *body =
+            opened.buf == opened.first && opened.m.header_len + opened.m.body_len <= opened.got
+                ? opened.first + opened.m.header_len
+                : NULL;
+        h = cache_hot_put(zone, id, version, opened.fd, &opened.st, opened.buf, &opened.m, body);
+        if (h != NULL)
+            opened_free_header(&opened); /* the table has a copy, and the fd */
+        else
+            own = true;
+    }
+    const struct cache_file_meta *m = own ? &opened.m : &h->m;
+    const uint8_t *body =
+        own ? (opened.buf == opened.first && m->header_len + m->body_len <= opened.got
+                   ? opened.first + m->header_len
+                   : NULL)
+            : h->body;
 
     /* The stored head, its Age, and what a Range asks of it. */
     const struct http_request *req = &w->req;
-    unsigned status = m.status;
+    unsigned status = m->status;
     struct static_range range;
     size_t range_count = 0;
     const struct http_header *rh = status == 200 ? find_header(req, "range") : NULL;
     char extra[160];
     int extra_len = snprintf(extra, sizeof(extra), "Age: %lld\r\n",
-                             (long long)cache_policy_age(m.initial_age, m.stored, now));
+                             (long long)cache_policy_age(m->initial_age, m->stored, now));
+    bool unsatisfiable = false;
     if (rh != NULL && find_header(req, "if-range") == NULL) {
         size_t cnt = 0;
         struct static_range ranges[STATIC_RANGES_MAX];
-        switch (static_range_parse(rh->value, m.body_len, ranges, &cnt)) {
+        switch (static_range_parse(rh->value, m->body_len, ranges, &cnt)) {
         case STATIC_RANGE_OK:
             if (cnt == 1) { /* several: the whole body, as RFC 9110 14.2 allows */
                 range = ranges[0];
@@ -272,62 +289,66 @@ static bool serve_hit(struct router_walk *w, struct cache_zone *zone,
                 extra_len += snprintf(
                     extra + extra_len, sizeof(extra) - (size_t)extra_len,
                     "Content-Range: bytes %llu-%llu/%llu\r\n", (unsigned long long)range.first,
-                    (unsigned long long)range.last, (unsigned long long)m.body_len);
+                    (unsigned long long)range.last, (unsigned long long)m->body_len);
             }
             break;
-        case STATIC_RANGE_UNSATISFIABLE: {
-            close(fd);
-            if (buf != first)
-                free(buf);
-            router_routed(w);
+        case STATIC_RANGE_UNSATISFIABLE:
+            unsatisfiable = true;
             snprintf(extra, sizeof(extra), "Content-Range: bytes */%llu\r\n",
-                     (unsigned long long)m.body_len);
-            struct vars_buf early = add_header_begin(ex, req);
-            exchange_respond(ex, 416, extra, "", 0);
-            add_header_forget_early(ex);
-            vars_buf_free(&early);
-            return true;
-        }
+                     (unsigned long long)m->body_len);
+            break;
         case STATIC_RANGE_IGNORE: break;
         }
     }
-    size_t head_len = m.head.len + (size_t)extra_len;
+    uint64_t from = range_count == 1 ? range.first : 0;
+    uint64_t length = range_count == 1 ? range.last - range.first + 1 : m->body_len;
+    /* What sends the body from the file: the table's descriptor stays
+     * the table's, so a send that outlives this turn gets its own. */
+    int fd = -1;
+    if (!unsatisfiable && !req->head && length > 0 && body == NULL) {
+        fd = own ? opened.fd : fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
+        if (fd == -1)
+            return false;
+    } else if (own) {
+        close(opened.fd);
+    }
+    size_t head_len = m->head.len + (size_t)extra_len;
     char stack[2048];
     char *head = head_len <= sizeof(stack) ? stack : malloc(head_len);
     if (head == NULL) {
-        close(fd);
-        if (buf != first)
-            free(buf);
+        if (fd >= 0)
+            close(fd);
+        if (own)
+            opened_free_header(&opened);
         return false;
     }
-    memcpy(head, m.head.data, m.head.len);
-    memcpy(head + m.head.len, extra, (size_t)extra_len);
-    uint64_t header_len = m.header_len, body_len = m.body_len;
-    /* A small body came with the header's read (the whole file is in
-     * `first`): written from there with the head, in one write, and the
-     * file closed now. */
-    uint64_t from = range_count == 1 ? range.first : 0;
-    uint64_t length = range_count == 1 ? range.last - range.first + 1 : body_len;
-    const uint8_t *inline_body =
-        buf == first && header_len + body_len <= o->got ? first + header_len + from : NULL;
-    if (buf != first)
-        free(buf);
-
+    memcpy(head, m->head.data, m->head.len);
+    memcpy(head + m->head.len, extra, (size_t)extra_len);
+    struct stat st = own ? opened.st : h->st;
+    uint64_t header_len = m->header_len, body_len = m->body_len;
+    /* The body in memory is the table's (or `opened`'s, this frame's):
+     * written before either goes. */
     router_routed(w);
     ex->_ops->set_handler(ex, &hit_handler);
     struct vars_buf early = add_header_begin(ex, req);
-    exchange_begin(ex, status, head, head_len, (int64_t)length);
+    if (unsatisfiable) {
+        exchange_respond(ex, 416, extra, "", 0);
+    } else {
+        exchange_begin(ex, status, head, head_len, (int64_t)length);
+        if (fd == -1) {
+            if (!req->head && length > 0)
+                exchange_write(ex, (const char *)body + from, (size_t)length);
+            exchange_end(ex);
+        }
+    }
     add_header_forget_early(ex); /* `early` goes with this frame */
     vars_buf_free(&early);
     if (head != stack)
         free(head);
-    if (req->head || length == 0 || inline_body != NULL) {
-        close(fd);
-        if (!req->head && length > 0)
-            exchange_write(ex, (const char *)inline_body, (size_t)length);
-        exchange_end(ex);
+    if (own)
+        opened_free_header(&opened);
+    if (fd == -1)
         return true;
-    }
     struct static_file file = {.fd = fd, .st = st, ._entry = NULL};
     struct static_send_plan plan = {.size = body_len,
                                     .ranges = range_count == 1 ? &range : NULL,
@@ -625,7 +646,7 @@ static int cache_phase(struct router_walk *w)
                 locked = true; /* this request updates it */
             } else {
                 set_status(ex, CACHE_STATUS_UPDATING);
-                if (serve_hit(w, loc->zone, entry, key, now)) {
+                if (serve_hit(w, loc->zone, entry, key, found.version, now)) {
                     count(loc->zone, CACHE_STATUS_UPDATING);
                     return ROUTER_DONE;
                 }
@@ -637,7 +658,7 @@ static int cache_phase(struct router_walk *w)
         /* Set first: a small body ends the exchange, and logs it,
          * inside serve_hit(). */
         set_status(ex, CACHE_STATUS_HIT);
-        if (serve_hit(w, loc->zone, entry, key, now)) {
+        if (serve_hit(w, loc->zone, entry, key, found.version, now)) {
             count(loc->zone, CACHE_STATUS_HIT);
             return ROUTER_DONE;
         }

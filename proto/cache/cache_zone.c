@@ -33,7 +33,8 @@ struct cache_node {
     struct cache_node *hnext;
     struct cache_node *prev, *next; /* LRU: the head most recent */
     struct cache_entry_info info;
-    int64_t used; /* wall-clock second of the last lookup */
+    uint64_t version; /* the zone's count of stores when it was stored */
+    int64_t used;     /* wall-clock second of the last lookup */
     char vary[CACHE_VARY_MAX + 1];
 };
 
@@ -56,6 +57,7 @@ struct cache_zone {
     size_t mask, count;
     struct cache_node lru; /* sentinel */
     uint64_t size;
+    uint64_t versions; /* stores so far: each gives its entry a version */
     atomic_uint temp_seq;
     struct cache_zone_counters counters;
     struct cache_lock *locks; /* few: one per key being fetched */
@@ -227,6 +229,7 @@ void cache_zone_lookup(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], 
             n->uses++;
         out->uses = n->uses;
         out->entry = n->info;
+        out->version = n->version;
         if (n->flags & NODE_VARY) {
             out->state = CACHE_LOOKUP_VARY;
             memcpy(out->vary, n->vary, sizeof(out->vary));
@@ -250,6 +253,7 @@ static void stored_locked(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN
         zone->size -= n->info.size;
     n->flags = (uint16_t)((n->flags & ~NODE_VARY) | NODE_FILE);
     n->info = *info;
+    n->version = ++zone->versions;
     if (used > n->used)
         n->used = used;
     zone->size += info->size;

@@ -100,6 +100,7 @@ struct cache_found {
     enum cache_lookup state;
     uint32_t uses;                 /* requests for the key counted so far, this one too */
     struct cache_entry_info entry; /* FRESH, STALE */
+    uint64_t version;              /* FRESH, STALE: changes with each store */
     char vary[CACHE_VARY_MAX + 1]; /* VARY: the names, NUL-terminated */
 };
 
