@@ -17,7 +17,7 @@ request = function()
   local u = math.random()
   local lo, hi = 1, KEYS
   while lo < hi do
-    local mid = (lo + hi) // 2
+    local mid = math.floor((lo + hi) / 2)
     if cdf[mid] < u then lo = mid + 1 else hi = mid end
   end
   return wrk.format("GET", "/k/" .. lo)

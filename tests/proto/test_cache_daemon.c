@@ -233,7 +233,7 @@ static void write_config(const char *zone_extra, const char *loc_extra)
     snprintf(conf, sizeof(conf),
              "workers 2;\nadmin { listen 127.0.0.2:0; %s }\n"
              "proxy_cache_path %s levels=1:2 keys_zone=one:1m %s;\n"
-             "server {\n    listen 127.0.0.1:0;\n"
+             "server {\n    listen 127.0.0.1:0 http2;\n"
              "    add_header X-Cache $upstream_cache_status always;\n"
              "    location / { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
              "        proxy_cache_bypass $http_x_bypass; proxy_no_cache $http_x_no_store; %s }\n"
@@ -1005,6 +1005,46 @@ START_TEST(compression_after_cache)
 }
 END_TEST
 
+/* HTTP/2 clients alike: a hit's body (read through the filters, no
+ * sendfile there) is the stored one, whole and by range. */
+START_TEST(http2_hits)
+{
+    expect("GET", "/big", "", "MISS", NULL, 0);
+    ck_assert(test_poll_until(is_hit, "/big", TEST_WAIT_MS));
+    char file[PATH_MAX], cmd[2 * PATH_MAX + 256], out[512];
+    test_daemon_file(file, sizeof(file), "h2body");
+    for (int ranged = 0; ranged < 2; ranged++) {
+        snprintf(cmd, sizeof(cmd),
+                 "curl -s --max-time 20 --http2-prior-knowledge -H 'Host: cache.test' %s -o %s -w "
+                 "'%%{http_version} "
+                 "%%{http_code}' -D - http://127.0.0.1:%d/big",
+                 ranged ? "-r 1000-1999" : "", file, daemon_.port);
+        FILE *p = popen(cmd, "r");
+        ck_assert_ptr_nonnull(p);
+        size_t n = fread(out, 1, sizeof(out) - 1, p);
+        out[n] = '\0';
+        ck_assert_int_eq(pclose(p), 0);
+        ck_assert_msg(strstr(out, ranged ? "2 206" : "2 200") != NULL, "%s", out);
+        ck_assert_msg(strcasestr(out, "x-cache: HIT") != NULL, "%s", out);
+        struct stat st;
+        ck_assert_int_eq(stat(file, &st), 0);
+        char *got = malloc((size_t)st.st_size + 1);
+        FILE *f = fopen(file, "rb");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_uint_eq(fread(got, 1, (size_t)st.st_size, f), (size_t)st.st_size);
+        fclose(f);
+        if (ranged) {
+            ck_assert_int_eq(st.st_size, 1000);
+            ck_assert(memcmp(got, big + 1000, 1000) == 0);
+        } else {
+            ck_assert_int_eq(st.st_size, BIG_LEN);
+            ck_assert(memcmp(got, big, BIG_LEN) == 0);
+        }
+        free(got);
+    }
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/cache_daemon");
@@ -1031,6 +1071,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, revalidate_with_304);
     tcase_add_test(tc, purge_through_admin);
     tcase_add_test(tc, compression_after_cache);
+    tcase_add_test(tc, http2_hits);
     suite_add_tcase(suite, tc);
     return suite;
 }
