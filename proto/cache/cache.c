@@ -14,6 +14,7 @@
 #include "proto/http/module.h"
 #include "proto/http/vars.h"
 #include "proto/policy/add_header.h"
+#include "proto/static/static_cond.h"
 #include "proto/static/static_range.h"
 #include "proto/static/static_send.h"
 
@@ -21,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,6 +237,58 @@ static bool entry_open(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], 
     return true;
 }
 
+/* A client's precondition on a stored 200 (RFC 9110 13.2.2, through the
+ * static module's evaluation): true when its If-None-Match, or else its
+ * If-Modified-Since, says it has this response, and a 304 is written
+ * into `out` (`cap` bytes): the stored fields a 304 carries (RFC 9110
+ * 15.4.5) and `age`.  Other outcomes (412) are left to the full
+ * response. */
+static bool not_modified(const struct http_request *req, const struct cache_file_meta *m,
+                         const char *age, size_t age_len, char *out, size_t cap, size_t *len)
+{
+    if (m->status != 200 || (find_header(req, "if-none-match") == NULL &&
+                             find_header(req, "if-modified-since") == NULL))
+        return false;
+    struct static_validators v = {.mtime = INT64_MAX, .size = m->body_len};
+    const char *p = m->head.data, *end = m->head.data + m->head.len;
+    while (p < end) {
+        struct http_str name, value;
+        p = http_head_next_line(p, end, &name, &value);
+        if (http_str_equal_nocase(name, "etag")) {
+            v.etag = value.data;
+            v.etag_len = value.len;
+        } else if (http_str_equal_nocase(name, "last-modified")) {
+            int64_t t;
+            if (static_date_parse(value, &t))
+                v.mtime = t;
+        }
+    }
+    if (static_cond_check(req, &v, STATIC_IMS_BEFORE) != 304)
+        return false;
+    size_t n = 0;
+    p = m->head.data;
+    while (p < end) {
+        const char *start = p;
+        struct http_str name, value;
+        p = http_head_next_line(p, end, &name, &value);
+        if (!(http_str_equal_nocase(name, "cache-control") ||
+              http_str_equal_nocase(name, "content-location") ||
+              http_str_equal_nocase(name, "etag") || http_str_equal_nocase(name, "expires") ||
+              http_str_equal_nocase(name, "vary") || http_str_equal_nocase(name, "last-modified")))
+            continue;
+        if (n + (size_t)(p - start) > cap)
+            return false;
+        memcpy(out + n, start, (size_t)(p - start));
+        n += (size_t)(p - start);
+    }
+    if (n + age_len + 1 > cap)
+        return false;
+    memcpy(out + n, age, age_len);
+    out[n + age_len] = '\0';
+    *len = n + age_len;
+    return true;
+}
+
 /* Answers from entry `id` (at `version` in the index) if its file checks
  * out: true.  False: the request goes on as a miss.  The file comes from
  * the thread's table of open entries when it holds this version, else it
@@ -276,6 +330,21 @@ static bool serve_hit(struct router_walk *w, struct cache_zone *zone,
     char extra[160];
     int extra_len = snprintf(extra, sizeof(extra), "Age: %lld\r\n",
                              (long long)cache_policy_age(m->initial_age, m->stored, now));
+    char fields[2048];
+    size_t fields_len;
+    if (not_modified(req, m, extra, (size_t)extra_len, fields, sizeof(fields), &fields_len)) {
+        if (own) {
+            close(opened.fd);
+            opened_free_header(&opened);
+        }
+        router_routed(w);
+        ex->_ops->set_handler(ex, &hit_handler);
+        struct vars_buf early = add_header_begin(ex, req);
+        exchange_respond(ex, 304, fields, "", 0);
+        add_header_forget_early(ex);
+        vars_buf_free(&early);
+        return true;
+    }
     bool unsatisfiable = false;
     if (rh != NULL && find_header(req, "if-range") == NULL) {
         size_t cnt = 0;

@@ -1045,6 +1045,27 @@ START_TEST(http2_hits)
 }
 END_TEST
 
+/* A client that has the stored response gets a 304 from a hit. */
+START_TEST(hit_answers_preconditions)
+{
+    expect("GET", "/reval/c", "", "MISS", NULL, 0);
+    ck_assert(test_poll_until(is_hit, "/reval/c", TEST_WAIT_MS));
+    struct reply r;
+    ask("GET", "/reval/c", "If-None-Match: \"v0\", \"v1\"\r\n", &r);
+    ck_assert_int_eq(r.status, 304);
+    ck_assert_ptr_nonnull(strstr(r.head, "X-Cache: HIT"));
+    ck_assert_ptr_nonnull(strstr(r.head, "ETag: \"v1\"\r\n"));
+    ck_assert_ptr_null(strstr(r.head, "Content-Type"));
+    ck_assert_uint_eq(r.body_len, 0);
+    reply_free(&r);
+    ask("GET", "/reval/c", "If-None-Match: \"v2\"\r\n", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_ptr_nonnull(strstr(r.head, "X-Cache: HIT"));
+    reply_free(&r);
+    ck_assert_uint_eq(atomic_load(&not_modified), 0); /* the backend was never asked */
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/cache_daemon");
@@ -1072,6 +1093,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, purge_through_admin);
     tcase_add_test(tc, compression_after_cache);
     tcase_add_test(tc, http2_hits);
+    tcase_add_test(tc, hit_answers_preconditions);
     suite_add_tcase(suite, tc);
     return suite;
 }
