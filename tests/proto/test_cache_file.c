@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static size_t sample(uint8_t *out, struct cache_file_meta *m)
@@ -304,6 +305,35 @@ START_TEST(zone_loader)
 }
 END_TEST
 
+static bool zone_empty(void *arg)
+{
+    return cache_zone_count(arg) == 0;
+}
+
+/* inactive: the manager removes what nobody used for that long, file and
+ * all, fresh or not. */
+START_TEST(zone_inactive_expiry)
+{
+    make_dir();
+    struct cache_zone_conf conf = {
+        .name = "idle", .path = dir, .levels = {1, 2}, .keys_size = 64 * 1024, .inactive_s = 1};
+    struct cache_zone *z = NULL;
+    ck_assert_int_eq(cache_zone_get(&conf, &z), 0);
+    ck_assert(cache_zone_wait_loaded(z, 5000));
+    uint8_t id[CACHE_ID_LEN];
+    id_of("idle", id);
+    struct cache_found f;
+    cache_zone_lookup(z, id, (int64_t)time(NULL), &f);
+    uint64_t size = write_entry(z, "idle", 100);
+    cache_zone_stored(z, id, &(struct cache_entry_info){.size = size, .expires = 4000000000});
+    ck_assert(exists(z, "idle"));
+    ck_assert(test_poll_until(zone_empty, z, 5000));
+    ck_assert(!exists(z, "idle"));
+    ck_assert_uint_eq(cache_zone_size(z), 0);
+    remove_dir();
+}
+END_TEST
+
 /* The same name again (a reload) is the same zone; another path is not. */
 START_TEST(zone_kept_by_name)
 {
@@ -334,6 +364,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, zone_bounded_by_keys);
     tcase_add_test(tc, zone_loader);
     tcase_add_test(tc, zone_kept_by_name);
+    tcase_add_test(tc, zone_inactive_expiry);
     suite_add_tcase(suite, tc);
     return suite;
 }
