@@ -16,6 +16,7 @@
 #define DEFAULT_KEY        "$scheme$host$request_uri"
 #define DEFAULT_INACTIVE_S 600
 #define DEFAULT_LOCK_MS    5000
+#define VALID_MAX          1000 /* proxy_cache_valid codes, or values of a list, per level */
 
 void cache_conf_init(void *conf)
 {
@@ -179,8 +180,10 @@ static int apply_valid(void *conf, const struct conf_arg *args, size_t count,
     if (conf_parse_duration(time_arg->text, &ms) != 0)
         return conf_module_fail(error, &time_arg->pos, "invalid time \"%s\"", time_arg->text);
     static const unsigned defaults[] = {200, 301, 302};
-    size_t add = count == 1 ? 3 : count - 1;
-    struct cache_valid *v = realloc(c->valid, (c->valid_count + add) * sizeof(*v));
+    size_t add = count == 1 ? 3 : count - 1, have = c->valid_count;
+    if (have > VALID_MAX || add > VALID_MAX - have)
+        return conf_module_fail(error, NULL, "more than %d proxy_cache_valid codes", VALID_MAX);
+    struct cache_valid *v = realloc(c->valid, (have + add) * sizeof(*v));
     if (v == NULL)
         return conf_module_fail(error, NULL, "%s", "out of memory");
     c->valid = v;
@@ -191,7 +194,8 @@ static int apply_valid(void *conf, const struct conf_arg *args, size_t count,
         else if (strcmp(args[i].text, "any") != 0 &&
                  conf_arg_uint(&args[i], "status", 100, 599, &status, error) != 0)
             return -1;
-        v[c->valid_count++] = (struct cache_valid){status, ms / 1000};
+        v[have + i] = (struct cache_valid){status, ms / 1000};
+        c->valid_count = have + i + 1;
     }
     return 0;
 }
@@ -199,18 +203,22 @@ static int apply_valid(void *conf, const struct conf_arg *args, size_t count,
 static int add_condition(struct cache_conditions *list, const struct conf_arg *args, size_t count,
                          struct conf_module_error *error)
 {
-    char **texts = realloc(list->texts, (list->count + count) * sizeof(*texts));
+    size_t have = list->count;
+    if (have > VALID_MAX || count > VALID_MAX - have)
+        return conf_module_fail(error, NULL, "more than %d values", VALID_MAX);
+    char **texts = realloc(list->texts, (have + count) * sizeof(*texts));
     if (texts != NULL)
         list->texts = texts;
-    struct conf_pos *pos = realloc(list->pos, (list->count + count) * sizeof(*pos));
+    struct conf_pos *pos = realloc(list->pos, (have + count) * sizeof(*pos));
     if (pos != NULL)
         list->pos = pos;
     if (texts == NULL || pos == NULL)
         return conf_module_fail(error, NULL, "%s", "out of memory");
     for (size_t i = 0; i < count; i++) {
-        if ((texts[list->count] = strdup(args[i].text)) == NULL)
+        if ((texts[have + i] = strdup(args[i].text)) == NULL)
             return conf_module_fail(error, NULL, "%s", "out of memory");
-        pos[list->count++] = args[i].pos;
+        pos[have + i] = args[i].pos;
+        list->count = have + i + 1;
     }
     return 0;
 }
