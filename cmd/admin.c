@@ -7,6 +7,7 @@
  */
 #include "cmd/daemon.h"
 #include "cmd/metrics.h"
+#include "cmd/runtime_cache.h"
 #include "cmd/runtime_limit.h"
 #include "proto/http/exchange.h"
 #include "proto/upstream/health.h"
@@ -352,6 +353,7 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
     pthread_mutex_unlock(&daemon_state.lock);
     metrics_write_process(&t);
     runtime_limits_metrics(&t);
+    runtime_cache_metrics(&t);
 
     if (totals != NULL) {
         write_worker_metric(&t, "corral_accepts_total", "counter",

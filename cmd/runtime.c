@@ -7,6 +7,7 @@
 #include "cmd/runtime.h"
 #include "cmd/metrics.h"
 
+#include "cmd/runtime_cache.h"
 #include "cmd/runtime_limit.h"
 #include "cmd/runtime_vars.h"
 #include "proto/http/module.h"
@@ -233,11 +234,16 @@ static const struct {
     const char *path;
     const struct http_handler *handler;
     bool token;
+    /* It changes the daemon's state: refused (403) where the listener
+     * authenticates nobody (no token, no client certificates), whatever
+     * its allow/deny. */
+    bool changes;
 } admin_endpoints[] = {
-    {"/metrics", &admin_metrics_handler, true},
-    {"/status", &admin_status_handler, true},
-    {"/healthz", &admin_healthz_handler, false},
-    {"/readyz", &admin_readyz_handler, false},
+    {"/metrics", &admin_metrics_handler, true, false},
+    {"/status", &admin_status_handler, true, false},
+    {"/healthz", &admin_healthz_handler, false, false},
+    {"/readyz", &admin_readyz_handler, false, false},
+    {"/cache/purge", &admin_cache_purge_handler, true, true},
 };
 #define ADMIN_ENDPOINTS (sizeof(admin_endpoints) / sizeof(admin_endpoints[0]))
 
@@ -779,7 +785,9 @@ static int admin_site_build(struct site *site, struct generation *gen,
     if (site->address == NULL || site->vhosts == NULL || site->locations == NULL || gates == NULL)
         return -ENOMEM;
     for (size_t i = 0; i < ADMIN_ENDPOINTS; i++) {
-        gates[i] = (struct admin_gate){.next = admin_endpoints[i].handler,
+        bool refused = admin_endpoints[i].changes && token == NULL && !verified;
+        gates[i] = (struct admin_gate){.next = refused ? &admin_refuse_handler
+                                                       : admin_endpoints[i].handler,
                                        .access = access,
                                        .token = admin_endpoints[i].token ? token : NULL,
                                        .token_len = token_len};

@@ -337,9 +337,7 @@ void conf_free(struct conf_config *config);
  * corral_parse_address() cannot read are the same only as the same text. */
 bool conf_same_address(const char *a, const char *b);
 
-/* Value syntax shared by directives (exported for tests): return 0, or -1
- * with errno EINVAL (not that syntax) or ERANGE (too large). */
-int conf_parse_size(const char *text, size_t *out);          /* 512, 16k, 10m, 1g */
-int conf_parse_duration(const char *text, uint32_t *out_ms); /* 500ms, 30s, 5m, 1h, 2d; bare = s */
+/* conf_parse_size() and conf_parse_duration(), the value syntax shared
+ * by directives, are in directive.h, for modules' apply functions too. */
 
 #endif

@@ -278,6 +278,101 @@ static inline int conf_parse_uint(const char *text, unsigned *out)
     return 0;
 }
 
+/* Reads the leading decimal digits of *p into *out and moves *p past
+ * them; -1 when there are none.  A value beyond UINT64_MAX sets *overflow
+ * and reading goes on, so that "99999999999999999999x" (bad syntax) and
+ * "99999999999999999999" (too large) stay apart. */
+static inline int conf_read_digits(const char **p, uint64_t *out, bool *overflow)
+{
+    const char *s = *p;
+    uint64_t n = 0;
+    *overflow = false;
+    if (!(*s >= '0' && *s <= '9'))
+        return -1;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        unsigned digit = (unsigned)(*s - '0');
+        if (n > (UINT64_MAX - digit) / 10)
+            *overflow = true;
+        else
+            n = n * 10 + digit;
+    }
+    *p = s;
+    *out = n;
+    return 0;
+}
+
+/* n * unit into *out if it fits under `max`; the syntax was already checked. */
+static inline int conf_scale(uint64_t n, bool overflow, uint64_t unit, uint64_t max, uint64_t *out)
+{
+    if (overflow || n > max / unit) {
+        errno = ERANGE;
+        return -1;
+    }
+    *out = n * unit;
+    return 0;
+}
+
+/* The value syntax shared by directives, inline for modules' apply
+ * functions (proto/ links nothing of conf/): a size (512, 16k, 10m, 1g)
+ * and a duration (500ms, 30s, 5m, 1h, 2d; bare: seconds).  Return 0, or
+ * -1 with errno EINVAL (not that syntax) or ERANGE (too large). */
+static inline int conf_parse_size(const char *text, size_t *out)
+{
+    uint64_t n, unit;
+    bool overflow;
+    if (conf_read_digits(&text, &n, &overflow) != 0)
+        goto invalid;
+    if (text[0] == '\0')
+        unit = 1;
+    else if (text[1] != '\0')
+        goto invalid;
+    else if (text[0] == 'k' || text[0] == 'K')
+        unit = 1024;
+    else if (text[0] == 'm' || text[0] == 'M')
+        unit = 1024 * 1024;
+    else if (text[0] == 'g' || text[0] == 'G')
+        unit = 1024 * 1024 * 1024;
+    else
+        goto invalid;
+    if (conf_scale(n, overflow, unit, SIZE_MAX, &n) != 0)
+        return -1;
+    *out = (size_t)n;
+    return 0;
+
+invalid:
+    errno = EINVAL;
+    return -1;
+}
+
+static inline int conf_parse_duration(const char *text, uint32_t *out_ms)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t ms;
+    } units[] = {
+        {"", 1000}, /* a bare number is seconds */
+        {"ms", 1},
+        {"s", 1000},
+        {"m", 60 * 1000},
+        {"h", 60 * 60 * 1000},
+        {"d", 24 * 60 * 60 * 1000},
+    };
+    uint64_t n;
+    bool overflow;
+    if (conf_read_digits(&text, &n, &overflow) == 0) {
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+            if (strcmp(text, units[i].suffix) != 0)
+                continue;
+            if (conf_scale(n, overflow, units[i].ms, UINT32_MAX, &n) != 0)
+                return -1;
+            *out_ms = (uint32_t)n;
+            return 0;
+        }
+    }
+    errno = EINVAL;
+    return -1;
+}
+
 /* Fills in `error` for a module's apply function: the message, and the
  * argument's position it is reported at (NULL: the directive's name).
  * Returns -1, for `return conf_module_fail(...)`. */

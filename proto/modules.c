@@ -6,6 +6,7 @@
  */
 #include "proto/modules.h"
 
+#include "proto/cache/cache.h"
 #include "proto/compress/compress.h"
 #include "proto/http/module.h"
 #include "proto/policy/access.h"
@@ -29,6 +30,12 @@
 #include <pthread.h>
 
 struct http_module *const modules_list[] = {
+    /* content, before the handler: answers from the cache; filter, first
+     * of all: stores the handler's (the backend's) response as it is,
+     * before error_page, add_header and compression, so that one identity
+     * copy serves every coding and a hit passes the same filters as a
+     * miss */
+    &cache_module,
     /* post-read: the connection's peer as the client's address */
     &access_peer_module,
     /* access: real_ip, then allow/deny */

@@ -10,28 +10,6 @@
 #include <string.h>
 #include <strings.h>
 
-/* The line at `p` (before `end`): its name and value, trimmed; returns
- * where the next line starts.  A line with no colon has an empty name. */
-static const char *next_line(const char *p, const char *end, struct http_str *name,
-                             struct http_str *value)
-{
-    const char *eol = memchr(p, '\n', (size_t)(end - p));
-    size_t len = eol != NULL ? (size_t)(eol - p) : (size_t)(end - p);
-    const char *next = eol != NULL ? eol + 1 : end;
-    if (len > 0 && p[len - 1] == '\r')
-        len--;
-    const char *stop = p + len;
-    const char *colon = memchr(p, ':', (size_t)(stop - p));
-    if (colon == NULL) {
-        *name = (struct http_str){p, 0};
-        *value = (struct http_str){p, 0};
-        return next;
-    }
-    *name = http_trim((struct http_str){p, (size_t)(colon - p)});
-    *value = http_trim((struct http_str){colon + 1, (size_t)(stop - colon - 1)});
-    return next;
-}
-
 /* Whether the comma-separated `list` has `token`, ignoring parameters
  * ("max-age=0", "private=\"x\""). */
 static bool lists(struct http_str list, const char *token)
@@ -76,7 +54,7 @@ void compress_head_read(const char *lines, size_t len, struct compress_head *out
     const char *p = lines, *end = lines + len;
     while (p < end) {
         struct http_str name, value;
-        p = next_line(p, end, &name, &value);
+        p = http_head_next_line(p, end, &name, &value);
         if (http_str_equal_nocase(name, "content-type")) {
             const char *semi = memchr(value.data, ';', value.len);
             out->content_type = http_trim((struct http_str){
@@ -109,7 +87,7 @@ void compress_head_write(const char *lines, size_t len, const char *coding, bool
     while (p < end) {
         const char *start = p;
         struct http_str name, value;
-        p = next_line(p, end, &name, &value);
+        p = http_head_next_line(p, end, &name, &value);
         if (coding != NULL && http_str_equal_nocase(name, "accept-ranges"))
             continue; /* ranges of the coded body are not those of the original */
         if (coding != NULL && http_str_equal_nocase(name, "etag") &&

@@ -147,7 +147,7 @@ struct http_location;
 /* The per-exchange state slots of modules, as nginx's r->ctx[]: the
  * exchange knows none of them; each module has its own (`slot` in
  * struct http_module, module.h).  As many as the modules keep. */
-#define EXCHANGE_CTX_SLOTS 16
+#define EXCHANGE_CTX_SLOTS 20
 
 /* ------------------------------------------------------ the filter chain */
 

@@ -131,6 +131,26 @@ bool http_header_lists(struct http_str list, struct http_str token)
     return false;
 }
 
+const char *http_head_next_line(const char *p, const char *end, struct http_str *name,
+                                struct http_str *value)
+{
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    size_t len = eol != NULL ? (size_t)(eol - p) : (size_t)(end - p);
+    const char *next = eol != NULL ? eol + 1 : end;
+    if (len > 0 && p[len - 1] == '\r')
+        len--;
+    const char *stop = p + len;
+    const char *colon = memchr(p, ':', (size_t)(stop - p));
+    if (colon == NULL) {
+        *name = (struct http_str){p, 0};
+        *value = (struct http_str){p, 0};
+        return next;
+    }
+    *name = http_trim((struct http_str){p, (size_t)(colon - p)});
+    *value = http_trim((struct http_str){colon + 1, (size_t)(stop - colon - 1)});
+    return next;
+}
+
 struct http_str http_trim(struct http_str s)
 {
     while (s.len > 0 && (s.data[0] == ' ' || s.data[0] == '\t')) {

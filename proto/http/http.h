@@ -70,6 +70,13 @@ static inline bool http_str_equal_nocase(struct http_str s, const char *literal)
     return s.len == len && strncasecmp(s.data, literal, len) == 0;
 }
 
+/* The header line at `p` (before `end`) of a head's lines, as handlers
+ * and filters pass them ("Name: value\r\n"...): its name and value,
+ * trimmed; returns where the next line starts.  A line with no colon has
+ * an empty name.  Reads nothing past `end`. */
+const char *http_head_next_line(const char *p, const char *end, struct http_str *name,
+                                struct http_str *value);
+
 /* Whether a comma-separated header value (Connection) lists `token`. */
 bool http_header_lists(struct http_str list, struct http_str token);
 

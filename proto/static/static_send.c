@@ -32,6 +32,7 @@ struct static_send {
     bool part_started; /* the current part's head is written */
     uint64_t off;      /* the next byte of the current range */
     uint64_t size;
+    uint64_t base; /* the body's first byte in the file */
     const char *type;
     char boundary[33];
     bool in_pump, posted;
@@ -184,7 +185,7 @@ static void pump(struct static_send *s)
         }
         uint64_t left = r->last - s->off + 1;
         if (s->sendfile) {
-            if (exchange_sendfile(ex, s->file.fd, s->off, left, range_sent, s) == 0) {
+            if (exchange_sendfile(ex, s->file.fd, s->base + s->off, left, range_sent, s) == 0) {
                 s->in_flight = true;
                 break;
             }
@@ -197,7 +198,7 @@ static void pump(struct static_send *s)
         size_t want = left < SEND_BUF ? (size_t)left : SEND_BUF;
         ssize_t n;
         do
-            n = pread(s->file.fd, s->buf, want, (off_t)s->off);
+            n = pread(s->file.fd, s->buf, want, (off_t)(s->base + s->off));
         while (n == -1 && errno == EINTR);
         if (n <= 0) {
             /* The file shrank (or failed) under the length announced:
@@ -236,13 +237,13 @@ static bool send_small(struct exchange *ex, struct static_file *file,
     if (plan->count > 1 || len > STATIC_FILE_SMALL)
         return false;
     uint64_t first = plan->count == 1 ? plan->ranges[0].first : 0;
-    const char *kept = static_file_small(file);
+    const char *kept = plan->base == 0 ? static_file_small(file) : NULL;
     char buf[STATIC_FILE_SMALL];
     const char *data = kept != NULL ? kept + first : buf;
     if (kept == NULL) {
         ssize_t n;
         do
-            n = pread(file->fd, buf, (size_t)len, (off_t)first);
+            n = pread(file->fd, buf, (size_t)len, (off_t)(plan->base + first));
         while (n == -1 && errno == EINTR);
         if (n != (ssize_t)len) {
             /* Shrunk (or failed) under the length announced. */
@@ -271,6 +272,7 @@ void static_send_start(struct exchange *ex, struct static_file *file,
     s->ex = ex;
     s->file = *file;
     s->size = plan->size;
+    s->base = plan->base;
     s->type = plan->type;
     s->multipart = plan->count > 1;
     if (plan->count == 0) {

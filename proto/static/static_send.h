@@ -25,6 +25,9 @@ struct static_send_plan {
     const char *type;
     const char *boundary; /* at most 32 bytes */
     bool sendfile;        /* the ranges' bytes by exchange_sendfile() where it can */
+    /* Where the body starts in the file: a range's byte N is the file's
+     * byte base + N (the cache's entries start with their own header). */
+    uint64_t base;
 };
 
 /* The body's length for `plan`. */

@@ -2469,14 +2469,10 @@ static const struct corpus_case corpus_cases[] = {
     {"tls.conf", ""},
     {"names.conf", ""},
     {"missing.conf",
-     "missing.conf:6:5: \"proxy_cache_path\": not in corral yet: caching (see \"cache\" in the "
-     "roadmap, docs/config.md)\n"
      "missing.conf:12:9: \"ssl_stapling\": not in corral yet: OCSP stapling (see \"ACME and "
      "OCSP\" in the roadmap, docs/config.md)\n"
      "missing.conf:19:13: \"auth_delay\": not in corral yet: authentication (see "
-     "\"auth and tracing\" in the roadmap, docs/config.md)\n"
-     "missing.conf:23:13: \"proxy_cache\": not in corral yet: caching (see \"cache\" in the "
-     "roadmap, docs/config.md)\n"},
+     "\"auth and tracing\" in the roadmap, docs/config.md)\n"},
     {"maps.conf",
      "maps.conf:17:9: \"hostnames\" is nginx's: corral's map has no host name patterns; list "
      "the names, or write a regex such as ~^(.+\\.)?example\\.com$\n"},
