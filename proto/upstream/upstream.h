@@ -198,6 +198,7 @@ struct upstream_server {
 };
 
 struct upstream_conn;
+struct h2_client;
 
 /* The servers one request has tried, as bits; zeroed: none. */
 struct upstream_tried {
@@ -226,6 +227,7 @@ struct server_state {
     unsigned fails;
     uint64_t down_until; /* loop clock ms */
     struct upstream_conn *idle;
+    struct h2_client *h2; /* HTTP/2 connections that take new streams (h2_client.c) */
 };
 
 /* A worker's counters of one server, which other threads read (metrics,
