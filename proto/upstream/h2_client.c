@@ -10,6 +10,7 @@
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -233,7 +234,8 @@ static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *b
     if (st == NULL)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* cancelled: reset */
     size_t n = st->len - st->sent < length ? st->len - st->sent : length;
-    memcpy(buf, st->data + st->sent, n);
+    if (n > 0) /* data may be NULL then */
+        memcpy(buf, st->data + st->sent, n);
     st->sent += n;
     if (!st->replayable || st->sent > H2_CLIENT_REPLAY_MAX)
         stream_drop_replay(st);
@@ -627,39 +629,34 @@ static const struct corral_conn_handler h2_client_handler = {
     .on_close = h2c_on_close,
 };
 
-static nghttp2_session_callbacks *h2c_callbacks(void)
-{
-    static _Thread_local nghttp2_session_callbacks *cbs;
-    if (cbs != NULL || nghttp2_session_callbacks_new(&cbs) != 0)
-        return cbs;
-    nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
-    nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
-    return cbs;
-}
+/* The callbacks and options every session copies: made once, for every
+ * worker, and kept for the process's life. */
+static nghttp2_session_callbacks *h2c_cbs;
+static nghttp2_option *h2c_opt;
+static pthread_once_t h2c_once = PTHREAD_ONCE_INIT;
 
-static nghttp2_option *h2c_options(void)
+static void h2c_init(void)
 {
-    static _Thread_local nghttp2_option *opt;
-    if (opt != NULL || nghttp2_option_new(&opt) != 0)
-        return opt;
+    if (nghttp2_session_callbacks_new(&h2c_cbs) != 0 || nghttp2_option_new(&h2c_opt) != 0)
+        return;
+    nghttp2_session_callbacks_set_on_begin_headers_callback(h2c_cbs, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(h2c_cbs, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(h2c_cbs, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(h2c_cbs, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_send_callback(h2c_cbs, on_frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(h2c_cbs, on_stream_close);
     /* The stream windows open as the clients take the bytes. */
-    nghttp2_option_set_no_auto_window_update(opt, 1);
-    return opt;
+    nghttp2_option_set_no_auto_window_update(h2c_opt, 1);
 }
 
 static int h2c_new(struct proxy_upstream *up, struct upstream_worker *worker, unsigned server,
                    corral_loop *loop, uint32_t connect_timeout_ms, uint32_t send_timeout_ms,
                    struct h2_client **out)
 {
-    nghttp2_session_callbacks *cbs = h2c_callbacks();
-    nghttp2_option *opt = h2c_options();
+    pthread_once(&h2c_once, h2c_init);
     struct h2_client *c = calloc(1, sizeof(*c));
-    if (c == NULL || cbs == NULL || opt == NULL ||
-        nghttp2_session_client_new2(&c->session, cbs, c, opt) != 0) {
+    if (c == NULL || h2c_cbs == NULL || h2c_opt == NULL ||
+        nghttp2_session_client_new2(&c->session, h2c_cbs, c, h2c_opt) != 0) {
         free(c);
         return -ENOMEM;
     }
