@@ -106,18 +106,34 @@ static uint64_t h2c_now(const struct h2_client *c)
     return corral_loop_now(corral_conn_loop(c->base.conn));
 }
 
-/* The stream's read timeout runs from now: the connection's deadline
- * moves earlier if it must, never later (on_deadline finds the rest). */
+/* The connection's deadline moves earlier if `at` is, never later
+ * (on_deadline finds the rest). */
+static void h2c_deadline_at(struct h2_client *c, uint64_t at)
+{
+    if (c->deadline_ms == 0 || at < c->deadline_ms) {
+        c->deadline_ms = at;
+        corral_conn_set_deadline(c->base.conn, at);
+    }
+}
+
+/* The stream's read timeout runs from now. */
 static void stream_arm(struct h2_client_stream *st)
 {
     struct h2_client *c = st->conn;
     if (st->read_timeout_ms == 0 || !st->sent_all || c == NULL)
         return;
     st->deadline_ms = h2c_now(c) + st->read_timeout_ms;
-    if (c->deadline_ms == 0 || st->deadline_ms < c->deadline_ms) {
-        c->deadline_ms = st->deadline_ms;
-        corral_conn_set_deadline(c->base.conn, c->deadline_ms);
-    }
+    h2c_deadline_at(c, st->deadline_ms);
+}
+
+/* Body bytes wait from now (their send timeout runs). */
+static void stream_arm_send(struct h2_client_stream *st)
+{
+    struct h2_client *c = st->conn;
+    if (c == NULL || c->dead || st->send_timeout_ms == 0)
+        return;
+    st->progress_ms = h2c_now(c);
+    h2c_deadline_at(c, st->progress_ms + st->send_timeout_ms);
 }
 
 static void h2c_unlist(struct h2_client *c)
@@ -234,8 +250,10 @@ static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *b
     if (st == NULL)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* cancelled: reset */
     size_t n = st->len - st->sent < length ? st->len - st->sent : length;
-    if (n > 0) /* data may be NULL then */
+    if (n > 0) { /* data may be NULL otherwise */
         memcpy(buf, st->data + st->sent, n);
+        st->progress_ms = h2c_now(c);
+    }
     st->sent += n;
     if (!st->replayable || st->sent > H2_CLIENT_REPLAY_MAX)
         stream_drop_replay(st);
@@ -359,6 +377,10 @@ static void stream_head(struct h2_client *c, struct h2_client_stream *st, bool e
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
     struct h2_client *c = user;
+    if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+        c->settings_received = true;
+        return 0;
+    }
     if (frame->hd.type == NGHTTP2_GOAWAY) {
         /* No new stream here; nghttp2 closes those above its last stream
          * ID as refused, and they go elsewhere (stream_retry()). */
@@ -554,9 +576,10 @@ static void h2c_on_drain(corral_conn *conn)
     h2c_flush(corral_conn_data(conn));
 }
 
-/* The read timeouts of the streams that passed them; a stream whose
- * client has not taken what came (its window is closed) is waiting for
- * the client, not for the backend. */
+/* The read timeouts of the streams that passed them (a stream whose
+ * client has not taken what came, its window closed, is waiting for the
+ * client, not for the backend), and the send timeouts of those whose body
+ * waits for the backend's window. */
 static void h2c_on_deadline(corral_conn *conn)
 {
     struct h2_client *c = corral_conn_data(conn);
@@ -564,6 +587,18 @@ static void h2c_on_deadline(corral_conn *conn)
     c->deadline_ms = 0;
     for (struct h2_client_stream *st = c->streams, *after; st != NULL; st = after) {
         after = st->next;
+        if (st->len > st->sent && st->send_timeout_ms != 0 && c->base.connected) {
+            uint64_t due = st->progress_ms + st->send_timeout_ms;
+            if (due <= now) {
+                if (!c->dead)
+                    nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, st->id,
+                                              NGHTTP2_CANCEL);
+                stream_fail(st, PROXY_ERROR_TIMEOUT, st->headers_sent);
+                continue;
+            }
+            if (next == 0 || due < next)
+                next = due;
+        }
         if (st->deadline_ms == 0)
             continue;
         if (st->held > 0 && st->deadline_ms <= now)
@@ -647,6 +682,10 @@ static void h2c_init(void)
     nghttp2_session_callbacks_set_on_stream_close_callback(h2c_cbs, on_stream_close);
     /* The stream windows open as the clients take the bytes. */
     nghttp2_option_set_no_auto_window_update(h2c_opt, 1);
+    /* Until its SETTINGS come, a backend may take a single stream: the
+     * others wait in the session's queue, never refused for going over a
+     * limit it has not said yet. */
+    nghttp2_option_set_peer_max_concurrent_streams(h2c_opt, 1);
 }
 
 static int h2c_new(struct proxy_upstream *up, struct upstream_worker *worker, unsigned server,
@@ -700,8 +739,12 @@ static struct h2_client *h2c_find(struct upstream_worker *worker, unsigned serve
                 h2c_schedule(c);
             continue;
         }
-        uint32_t max = nghttp2_session_get_remote_settings(c->session,
-                                                           NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+        /* Before the backend's SETTINGS, as many as a backend commonly
+         * takes wait for them here rather than open more connections. */
+        uint32_t max = c->settings_received
+                           ? nghttp2_session_get_remote_settings(
+                                 c->session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
+                           : H2_CLIENT_STREAMS_BEFORE_SETTINGS;
         if (c != avoid && c->stream_count < max)
             return c;
     }
@@ -766,6 +809,8 @@ bool h2_client_stream_write(struct h2_client_stream *st, const char *data, size_
         st->cap = cap;
     }
     memcpy(st->data + st->len, data, len);
+    if (st->len == st->sent)
+        stream_arm_send(st);
     st->len += len;
     if (st->conn != NULL) {
         nghttp2_session_resume_data(st->conn->session, st->id);

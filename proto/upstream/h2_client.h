@@ -26,6 +26,9 @@
 /* The receive window of each stream: the response bytes the backend may
  * send ahead of what the client has taken (h2_client_stream_consume()). */
 #define H2_CLIENT_STREAM_WINDOW (256 * 1024)
+/* The streams put on a new connection before the backend's SETTINGS say
+ * how many it takes (RFC 9113 6.5.2's recommended least is 100). */
+#define H2_CLIENT_STREAMS_BEFORE_SETTINGS 100
 /* How often one request goes again after refusals before it fails. */
 #define H2_CLIENT_RETRIES_MAX 8
 
@@ -65,8 +68,12 @@ struct h2_client_stream {
     size_t nvlen;
     bool has_body;
     uint32_t read_timeout_ms;
-    size_t head_limit; /* the most bytes the response head may take */
-    bool head_method;  /* HEAD: the response has no body */
+    /* Body bytes that wait this long for the backend's window (or the
+     * socket) fail the stream, as a write that stalls does. */
+    uint32_t send_timeout_ms;
+    uint64_t progress_ms; /* when body bytes last went, or began to wait */
+    size_t head_limit;    /* the most bytes the response head may take */
+    bool head_method;     /* HEAD: the response has no body */
     /* The request body: `len` bytes of `data`, of which `sent` went (kept
      * for a replay while `replayable`). */
     char *data;
@@ -100,7 +107,8 @@ struct h2_client {
     uint32_t send_timeout_ms;
     uint64_t deadline_ms; /* the connection's, the earliest of its streams' */
     bool listed, goaway, flush_scheduled, gone, dead, drains_owed;
-    bool broken; /* the backend broke the protocol: its streams fail as invalid */
+    bool settings_received; /* the backend's first SETTINGS came */
+    bool broken;            /* the backend broke the protocol: its streams fail as invalid */
 };
 
 /* Puts `st` (ops, owner, nv, nvlen, has_body and the limits set) on a

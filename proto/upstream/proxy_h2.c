@@ -324,6 +324,7 @@ static void proxy_h2_on_request(struct exchange *ex, const struct http_request *
         .nvlen = nvlen,
         .has_body = req->has_body,
         .read_timeout_ms = px->loc->conf.read_timeout_ms,
+        .send_timeout_ms = px->loc->conf.send_timeout_ms,
         .head_limit = px->loc->conf.response_head_limit > 0 ? px->loc->conf.response_head_limit
                                                             : PROXY_RESPONSE_HEAD_LIMIT,
         .head_method = req->head,
