@@ -419,7 +419,8 @@ static int check_next_upstream(void *conf, const struct conf_arg *args, size_t c
 static void note_tls(const struct conf_module_error *error, struct conf_pos *at, bool *nginx)
 {
     *at = *error->where->pos;
-    *nginx = strncmp(error->where->name, "proxy_ssl_", 10) == 0;
+    *nginx = strncmp(error->where->name, "proxy_ssl_", 10) == 0 ||
+             strncmp(error->where->name, "grpc_ssl_", 9) == 0;
 }
 
 static int note_tls_verify(void *conf, const struct conf_arg *args, size_t count,
@@ -428,6 +429,7 @@ static int note_tls_verify(void *conf, const struct conf_arg *args, size_t count
     (void)args, (void)count;
     struct proxy_module_conf *c = conf;
     note_tls(error, &c->tls_verify_at, &c->tls_verify_nginx);
+    c->tls_grpc = strncmp(error->where->name, "grpc_", 5) == 0;
     return 0;
 }
 
@@ -437,6 +439,7 @@ static int note_tls_ca(void *conf, const struct conf_arg *args, size_t count,
     (void)args, (void)count;
     struct proxy_module_conf *c = conf;
     note_tls(error, &c->tls_ca_at, &c->tls_ca_nginx);
+    c->tls_grpc = strncmp(error->where->name, "grpc_", 5) == 0;
     return 0;
 }
 
@@ -465,6 +468,7 @@ static int check_tls_name(void *conf, const struct conf_arg *args, size_t count,
             error, &args[0].pos,
             "invalid proxy_tls_name \"%s\" (expected a host name or an IP address)", args[0].text);
     note_tls(error, &c->tls_name_at, &c->tls_name_nginx);
+    c->tls_grpc = strncmp(error->where->name, "grpc_", 5) == 0;
     return 0;
 }
 
@@ -674,6 +678,7 @@ static void merge_nested(void *conf, const void *location, bool content)
     c->tls_verify_nginx = p->tls_verify_nginx;
     c->tls_ca_nginx = p->tls_ca_nginx;
     c->tls_name_nginx = p->tls_name_nginx;
+    c->tls_grpc = p->tls_grpc;
     c->borrowed_tls = true;
     if (content || p->pass == NULL)
         return;
@@ -691,10 +696,15 @@ static const struct conf_pos *first_tls(const struct proxy_module_conf *c, const
         const struct conf_pos *at;
         const char *name;
     } all[] = {
-        {&c->tls_verify_at, c->tls_verify_nginx ? "proxy_ssl_verify" : "proxy_tls_verify"},
-        {&c->tls_ca_at,
-         c->tls_ca_nginx ? "proxy_ssl_trusted_certificate" : "proxy_tls_trusted_certificate"},
-        {&c->tls_name_at, c->tls_name_nginx ? "proxy_ssl_name" : "proxy_tls_name"},
+        {&c->tls_verify_at, c->tls_grpc           ? "grpc_ssl_verify"
+                            : c->tls_verify_nginx ? "proxy_ssl_verify"
+                                                  : "proxy_tls_verify"},
+        {&c->tls_ca_at, c->tls_grpc       ? "grpc_ssl_trusted_certificate"
+                        : c->tls_ca_nginx ? "proxy_ssl_trusted_certificate"
+                                          : "proxy_tls_trusted_certificate"},
+        {&c->tls_name_at, c->tls_grpc         ? "grpc_ssl_name"
+                          : c->tls_name_nginx ? "proxy_ssl_name"
+                                              : "proxy_tls_name"},
     };
     const struct conf_pos *first = NULL;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
@@ -728,8 +738,8 @@ static int check(void *conf, struct conf_module_error *error)
     const char *name = NULL;
     const struct conf_pos *tls = c->borrowed_tls ? NULL : first_tls(c, &name);
     if (tls != NULL && (c->pass == NULL || !url_is_https(c->pass)))
-        return conf_module_fail(
-            error, tls, "\"%s\" needs \"proxy_pass https://...\" in the same location", name);
+        return conf_module_fail(error, tls, "\"%s\" needs \"%s\" in the same location", name,
+                                c->tls_grpc ? "grpc_pass grpcs://..." : "proxy_pass https://...");
     /* Its own proxy_upgrade and its server's Upgrade line. */
     if (c->upgrade_set && c->upgrade_any)
         return upgrade_conflict(error, &c->upgrade_any_pos);

@@ -59,7 +59,8 @@ struct proxy_module_conf {
     /* Where each proxy_tls_* directive is written (file NULL: it is not). */
     struct conf_pos tls_verify_at, tls_ca_at, tls_name_at;
     bool tls_verify_nginx, tls_ca_nginx, tls_name_nginx; /* written proxy_ssl_* */
-    struct conf_pos location_pos;                        /* a location's block (check()) */
+    bool tls_grpc;                /* the last one written was spelt grpc_ssl_* */
+    struct conf_pos location_pos; /* a location's block (check()) */
     /* proxy_set_header lines; `headers_written`: the level has some (the
      * upgrade idiom's included), else it holds its parent's, which it
      * does not own. */
