@@ -300,7 +300,13 @@ static void proxy_h2_on_request(struct exchange *ex, const struct http_request *
     enum proxy_balance balance = px->loc->upstream->balance;
     if (balance == PROXY_BALANCE_HASH || balance == PROXY_BALANCE_IP_HASH)
         px->hash = balance_key_hash(px->loc->upstream->key, req, px->client);
-    const struct proxy_head_request how = {.client = px->client, .tls = exchange_tls(ex), .ex = ex};
+    /* A body whose length comes at its end goes without one (the head's
+     * Transfer-Encoding, which HTTP/2 has no use for, is dropped from the
+     * fields). */
+    const struct proxy_head_request how = {.client = px->client,
+                                           .tls = exchange_tls(ex),
+                                           .chunked = req->has_body && !req->has_content_length,
+                                           .ex = ex};
     size_t max = 8;
     if (proxy_head_build(px->loc, req, &how, &px->head, &px->head_len) == 0) {
         for (size_t i = 0; i < px->head_len; i++)
