@@ -421,6 +421,7 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"upstream.health.port", u != NULL ? u->upstream.health.port : 99},
         {"upstream.health.match0", u != NULL ? u->upstream.health.match[0] : 99},
         {"upstream.health.match3", u != NULL ? u->upstream.health.match[3] : 99},
+        {"upstream.health.type", u != NULL ? u->upstream.health.type : 99},
         {"upstream.server.backup", u != NULL ? u->upstream.servers[0].backup : 99},
         {"upstream.server.down", u != NULL ? u->upstream.servers[0].down : 99},
         {"upstream.server.max_conns", u != NULL ? u->upstream.servers[0].max_conns : 99},
@@ -549,6 +550,12 @@ static const struct field_case field_cases[] = {
     {"upstream app { server 127.0.0.1:1; health_check match=204; }", "upstream.health.match3",
      1ull << 12},
     {"upstream app { server 127.0.0.1:1; health_check match=204; }", "upstream.health.match0", 0},
+    {"upstream app { server 127.0.0.1:1; health_check; }", "upstream.health.type",
+     PROXY_HEALTH_HTTP},
+    {"upstream app { server 127.0.0.1:1; health_check type=http2; }", "upstream.health.type",
+     PROXY_HEALTH_HTTP2},
+    {"upstream app { server 127.0.0.1:1; health_check type=grpc grpc_service=a.B; }",
+     "upstream.health.type", PROXY_HEALTH_GRPC},
     {PROXY(""), "location.next_upstream", PROXY_NEXT_ERROR | PROXY_NEXT_TIMEOUT},
     {PROXY("proxy_next_upstream off;"), "location.next_upstream", 0},
     {"proxy_next_upstream http_502 error; server { listen 127.0.0.1:80; location / { proxy_pass "
@@ -1924,12 +1931,17 @@ static const struct error_case error_cases[] = {
     {"upstream app { server 127.0.0.1:1; health_check \"uri=/a b\"; }",
      "test.conf:1:49: invalid health_check uri \"/a b\" (a path of at most 256 bytes, without "
      "spaces)"},
+    {"upstream app { server 127.0.0.1:1; health_check type=h3; }",
+     "test.conf:1:49: invalid health_check type \"h3\" (expected http, http2 or grpc)"},
+    {"upstream app { server 127.0.0.1:1; health_check \"grpc_service=a b\"; }",
+     "test.conf:1:49: invalid health_check grpc_service \"a b\" (a name of at most 255 bytes, "
+     "without spaces)"},
     {"upstream app { server 127.0.0.1:1; health_check match=2xx,6xx; }",
      "test.conf:1:49: invalid health_check match \"2xx,6xx\" (expected statuses or classes such "
      "as 2xx, separated by commas)"},
     {"upstream app { server 127.0.0.1:1; health_check every=1s; }",
      "test.conf:1:49: unknown health_check parameter \"every=1s\" (expected interval=, "
-     "timeout=, rise=, fall=, uri=, match= or port=)"},
+     "timeout=, rise=, fall=, uri=, match=, port=, type= or grpc_service=)"},
     {"upstream app { server 127.0.0.1:1; keepalive -1; }", "test.conf:1:46: invalid number \"-1\""},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_set_header \"Bad Name\" x; } }",

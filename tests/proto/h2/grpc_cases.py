@@ -34,13 +34,13 @@ class Backend(grpc.GenericRpcHandler):
 
     def __init__(self):
         self.cancelled = threading.Event()  # a call saw its client go
+        self.serving = True  # what grpc.health.v1.Health/Check answers
         self.calls = 0
         self.lock = threading.Lock()
 
     def _note(self, ctx):
         with self.lock:
             self.calls += 1
-        ctx.add_callback(lambda: None if ctx.is_active() else None)
 
     def unary(self, req, ctx):
         self._note(ctx)
@@ -50,13 +50,17 @@ class Backend(grpc.GenericRpcHandler):
     def server_stream(self, req, ctx):
         self._note(ctx)
         n = int(req)
-        for i in range(n if n > 0 else 1 << 30):
-            if not ctx.is_active():
-                self.cancelled.set()
-                return
-            yield b"m%d" % i
-            if n <= 0:
-                time.sleep(0.01)
+        try:
+            for i in range(n if n > 0 else 1 << 30):
+                if not ctx.is_active():
+                    self.cancelled.set()
+                    return
+                yield b"m%d" % i
+                if n <= 0:
+                    time.sleep(0.01)
+        except GeneratorExit:  # the server saw the call end while it sent
+            self.cancelled.set()
+            raise
 
     def client_stream(self, it, ctx):
         self._note(ctx)
@@ -92,7 +96,13 @@ class Backend(grpc.GenericRpcHandler):
         ctx.abort(grpc.StatusCode(tuple(c for c in grpc.StatusCode if c.value[0] == int(req))[0]),
                   "status %s as asked" % req.decode())
 
+    def health_check(self, req, ctx):
+        # HealthCheckResponse { status: SERVING (1) | NOT_SERVING (2) }
+        return b"\x08\x01" if self.serving else b"\x08\x02"
+
     def service(self, details):
+        if details.method == "/grpc.health.v1.Health/Check":
+            return grpc.unary_unary_rpc_method_handler(self.health_check)
         name = details.method.rsplit("/", 1)[-1]
         rpc = {
             "Unary": grpc.unary_unary_rpc_method_handler(self.unary),
@@ -168,6 +178,10 @@ limit_req_zone $binary_remote_addr zone=one:1m rate=1r/m;
 # A failure marks a server down for fail_timeout: each error case has its own.
 upstream slow {{ server 127.0.0.1:{backend} max_fails=0; }}
 upstream limited {{ server 127.0.0.1:{backend} max_fails=0; }}
+upstream checked {{
+    server 127.0.0.1:{backend};
+    health_check type=grpc interval=100ms timeout=1s rise=1 fall=1;
+}}
 server {{
     listen 127.0.0.1:{ports[0]} http2;
     listen 127.0.0.1:{ports[1]} tls http2;
@@ -185,6 +199,7 @@ server {{
     location /slow.T/ {{ grpc_pass grpc://slow; grpc_read_timeout 300ms; }}
     location /deny.T/ {{ deny all; grpc_pass grpc://127.0.0.1:{backend}; }}
     location /limit.T/ {{ limit_req zone=one; grpc_pass grpc://limited; }}
+    location /checked.T/ {{ grpc_pass grpc://checked; }}
 }}
 """
 
@@ -288,6 +303,31 @@ def corral_errors(ch):
     return [no_upstream, read_timeout, deny, limit]
 
 
+def wait_log(d, text, timeout=5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(os.path.join(d, "error.log")) as f:
+            if text in f.read():
+                return True
+        time.sleep(0.02)
+    return False
+
+
+def health_checks(ch, backend, d):
+    def grpc_health_check():
+        """health_check type=grpc: NOT_SERVING takes the server down (calls
+        get UNAVAILABLE from corral), SERVING brings it back."""
+        check(ch.unary_unary("/checked.T/Unary")(b"ab", timeout=5) == b"ba", "first call")
+        backend.serving = False
+        check(wait_log(d, "is down: 1 failed checks (not serving (2))"), "never marked down")
+        expect_code(lambda: ch.unary_unary("/checked.T/Unary")(b"x", timeout=5), grpc.StatusCode.UNAVAILABLE)
+        backend.serving = True
+        check(wait_log(d, "is up: 1 passed checks"), "never back up")
+        check(ch.unary_unary("/checked.T/Unary")(b"ab", timeout=5) == b"ba", "call once back")
+
+    return [grpc_health_check]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--daemon", required=True)
@@ -321,6 +361,7 @@ def main():
             run += [("%s/%s" % (label, f.__name__), f) for f in cases(ch, backend)]
             run += [("%s/grpcs-backend/%s" % (label, f.__name__), f) for f in cases(ch, backend, "tls.T")[:4]]
         run += [("plain/corral-error/%s" % f.__name__, f) for f in corral_errors(channels[0][1])]
+        run += [("plain/%s" % f.__name__, f) for f in health_checks(channels[0][1], backend, d)]
         for name, f in run:
             if args.case and not any(c in name for c in args.case):
                 continue

@@ -177,7 +177,10 @@ class Backend:
                         self.processed[key] = self.processed.get(key, 0) + 1
                         self.responded += 1
                     try:
-                        if "/trailers" in path:
+                        if path == "/health503":
+                            conn.send_headers(sid, [(":status", "503"), ("content-length", "0")],
+                                              end_stream=True)
+                        elif "/trailers" in path:
                             conn.send_headers(sid, [(":status", "200")])
                             conn.send_data(sid, b"body\n")
                             conn.send_headers(sid, [("x-resp-trailer", "yes")], end_stream=True)
@@ -478,6 +481,21 @@ def case_trailers_both_ways(port, b):
     check(t == {"x-checksum": "def"}, "HTTP/2 request trailers at the backend: %r" % t)
 
 
+def case_http2_health_check(port, b, d):
+    """health_check type=http2 over h2c: a 503 takes the server down."""
+    deadline = time.monotonic() + 5
+    text = "is down: 1 failed checks (status 503)"
+    while time.monotonic() < deadline:
+        with open(os.path.join(d, "error.log")) as f:
+            if text in f.read():
+                break
+        time.sleep(0.02)
+    else:
+        raise Failure("never marked down over HTTP/2")
+    _, ok, bad, _ = h2load(port, "/checked/", 5, 1, 1)
+    check(bad == 5, "a server down still answered: %d 5xx of 5" % bad)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--daemon", required=True)
@@ -490,6 +508,7 @@ def main():
         f.write(b"p" * 1000)
     modes = ["normal", "goaway", "max1", "refuse", "die", "stall"]
     backends = {m: Backend(m) for m in modes}
+    checked = Backend("normal")  # its own: the probes are not counted with the cases' requests
     port = free_port()
     locations = "".join(
         "    location /%s/ { proxy_pass http://127.0.0.1:%d; proxy_http_version 2; }\n" % (m, b.port)
@@ -501,7 +520,12 @@ def main():
     conf = f"""
 workers 2;
 error_log {d}/error.log;
+upstream checked {{
+    server 127.0.0.1:{checked.port};
+    health_check type=http2 uri=/health503 interval=100ms fall=1;
+}}
 server {{
+    location /checked/ {{ proxy_pass http://checked; proxy_http_version 2; }}
     listen 127.0.0.1:{port} http2;
 {locations}}}
 """
@@ -513,6 +537,7 @@ server {{
         ("refused-stream", lambda: case_refused(port, backends["refuse"])),
         ("backend-dies-with-100-streams", lambda: case_dying(port, backends["die"], datafile)),
         ("window-stalled-at-zero", lambda: case_window_stalled(port, backends["stall"])),
+        ("http2-health-check", lambda: case_http2_health_check(port, backends["normal"], d)),
         ("trailers-both-ways", lambda: case_trailers_both_ways(port, backends["normal"])),
         ("client-stops-reading-one-stream", lambda: case_client_stops_reading(port, backends["normal"])),
     ]
@@ -538,7 +563,7 @@ server {{
     if rc != 0 or "ERROR: AddressSanitizer" in out or "runtime error" in out or "LeakSanitizer" in out:
         failed += 1
         print("FAIL daemon exit %s:\n%s" % (rc, out[-4000:]))
-    for b in backends.values():
+    for b in list(backends.values()) + [checked]:
         b.close()
     if failed == 0:
         subprocess.run(["rm", "-rf", d])
