@@ -320,9 +320,15 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     return 0;
 }
 
-/* The response is complete: its owner gets it, with the trailers. */
+/* The response is complete: its owner gets it, with the trailers.  A
+ * request still being sent (the backend answered early, RFC 9113 8.1)
+ * stops: its stream is reset, or it would stay open on our side. */
 static void stream_finish(struct h2_client_stream *st, bool trailers)
 {
+    if (!st->sent_all && st->conn != NULL && !st->conn->dead) {
+        nghttp2_submit_rst_stream(st->conn->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+        h2c_schedule(st->conn);
+    }
     struct h1_head_buf in = st->in;
     st->in = (struct h1_head_buf){0};
     const struct h2_client_ops *ops = st->ops;

@@ -51,6 +51,7 @@ class Backend:
         self.violations = []
         self.sent = {}  # path -> body bytes sent
         self.trailers = {}  # path -> the request trailers received
+        self.resets = {}  # path -> the RST_STREAM error code received
         self.socks = []
         self.stop = False
         self.listener = socket.socket()
@@ -167,6 +168,8 @@ class Backend:
                                             waiting.pop(ev.stream_id)))
                         elif isinstance(ev, h2.events.StreamReset):
                             bodies.pop(ev.stream_id, None)
+                            with self.lock:
+                                self.resets[paths.get(ev.stream_id)] = ev.error_code
                 now = time.monotonic()
                 due = [p for p in pending if p[0] <= now]
                 pending = [p for p in pending if p[0] > now]
@@ -496,6 +499,23 @@ def case_http2_health_check(port, b, d):
     check(bad == 5, "a server down still answered: %d 5xx of 5" % bad)
 
 
+def case_early_response(port, b):
+    """The backend answers before the request body is complete (RFC 9113
+    8.1): the client gets the answer, and corral resets the stream
+    (CANCEL) rather than leave it open on its side."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"POST /normal/early HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n" + b"e" * 1000)
+    s.settimeout(5)
+    got = s.recv(4096)
+    check(got.startswith(b"HTTP/1.1 200"), "early answer %r" % got[:40])
+    deadline = time.monotonic() + 5
+    while "/normal/early" not in b.resets and time.monotonic() < deadline:
+        time.sleep(0.01)
+    s.close()
+    check(b.resets.get("/normal/early") == h2.errors.ErrorCodes.CANCEL,
+          "the backend's stream was reset with %r" % b.resets.get("/normal/early"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--daemon", required=True)
@@ -537,6 +557,7 @@ server {{
         ("refused-stream", lambda: case_refused(port, backends["refuse"])),
         ("backend-dies-with-100-streams", lambda: case_dying(port, backends["die"], datafile)),
         ("window-stalled-at-zero", lambda: case_window_stalled(port, backends["stall"])),
+        ("early-response", lambda: case_early_response(port, backends["normal"])),
         ("http2-health-check", lambda: case_http2_health_check(port, backends["normal"], d)),
         ("trailers-both-ways", lambda: case_trailers_both_ways(port, backends["normal"])),
         ("client-stops-reading-one-stream", lambda: case_client_stops_reading(port, backends["normal"])),
