@@ -180,7 +180,14 @@ class Backend:
                         self.processed[key] = self.processed.get(key, 0) + 1
                         self.responded += 1
                     try:
-                        if path == "/health503":
+                        if path == "/normal/bighead":
+                            conn.send_headers(sid, [(":status", "200"), ("x-big", "b" * 20000)],
+                                              end_stream=True)
+                        elif path == "/normal/bigtrailer":
+                            conn.send_headers(sid, [(":status", "200")])
+                            conn.send_data(sid, b"x")
+                            conn.send_headers(sid, [("x-big", "t" * 20000)], end_stream=True)
+                        elif path == "/health503":
                             conn.send_headers(sid, [(":status", "503"), ("content-length", "0")],
                                               end_stream=True)
                         elif "/trailers" in path:
@@ -516,6 +523,18 @@ def case_early_response(port, b):
           "the backend's stream was reset with %r" % b.resets.get("/normal/early"))
 
 
+def case_hostile_heads(port, b):
+    """A response head, or a trailer section, over proxy_buffer_size (8k):
+    the first is a 502, the second cuts the response off; the connection
+    serves the next request."""
+    _, ok, bad, _ = h2load(port, "/normal/bighead", 3, 1, 1)
+    check(bad == 3, "a 20 kB head: %d 5xx of 3" % bad)
+    s, ok, bad, out = h2load(port, "/normal/bigtrailer", 2, 1, 1)
+    check(s == 0, "a 20 kB trailer section: %d succeeded" % s)
+    _, ok, _, _ = h2load(port, "/normal/after", 5, 1, 1)
+    check(ok == 5, "after them: %d of 5" % ok)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--daemon", required=True)
@@ -557,6 +576,7 @@ server {{
         ("refused-stream", lambda: case_refused(port, backends["refuse"])),
         ("backend-dies-with-100-streams", lambda: case_dying(port, backends["die"], datafile)),
         ("window-stalled-at-zero", lambda: case_window_stalled(port, backends["stall"])),
+        ("hostile-heads", lambda: case_hostile_heads(port, backends["normal"])),
         ("early-response", lambda: case_early_response(port, backends["normal"])),
         ("http2-health-check", lambda: case_http2_health_check(port, backends["normal"], d)),
         ("trailers-both-ways", lambda: case_trailers_both_ways(port, backends["normal"])),
