@@ -556,9 +556,11 @@ static void h2c_on_open(corral_conn *conn)
     }
     corral_conn_set_timeouts(conn, c->stream_count > 0 ? 0 : up->idle_timeout_ms,
                              c->send_timeout_ms);
-    for (struct h2_client_stream *st = c->streams; st != NULL; st = st->next)
+    for (struct h2_client_stream *st = c->streams; st != NULL; st = st->next) {
         if (st->sent_all)
             stream_arm(st);
+        st->ops->on_open(st->owner);
+    }
     h2c_flush(c);
 }
 

@@ -35,6 +35,9 @@
 /* Callbacks to a stream's owner; none runs after on_end or on_error, nor
  * after h2_client_stream_cancel(). */
 struct h2_client_ops {
+    /* The stream's new connection is up ($upstream_connect_time); not
+     * called for one that was up already (st->conn->base.connected). */
+    void (*on_open)(void *owner);
     /* The final response head.  The owner may cancel the stream meanwhile
      * (h2_client_stream_cancel()): nothing more is called then. */
     void (*on_head)(void *owner, const struct http1_client_head *head);

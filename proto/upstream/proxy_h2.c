@@ -115,6 +115,13 @@ static bool ph_may_retry(const struct proxy_h2_exchange *px, unsigned condition,
 
 /* ------------------------------------------------------ the stream's reports */
 
+static void ph_on_open(void *owner)
+{
+    struct proxy_h2_exchange *px = owner;
+    if (px->attempt != NULL && px->attempt->connect_ms == EXCHANGE_UPSTREAM_UNKNOWN)
+        px->attempt->connect_ms = exchange_upstream_ms_since(px->attempt_ns);
+}
+
 static void ph_on_head(void *owner, const struct http1_client_head *head)
 {
     struct proxy_h2_exchange *px = owner;
@@ -185,6 +192,7 @@ static void ph_on_send_drain(void *owner)
 }
 
 static const struct h2_client_ops ph_ops = {
+    .on_open = ph_on_open,
     .on_head = ph_on_head,
     .on_body = ph_on_body,
     .on_end = ph_on_end,
@@ -233,6 +241,8 @@ static int ph_send(struct proxy_h2_exchange *px)
         }
         px->on_stream = true;
         px->server = (unsigned)server;
+        if (px->st.conn->base.connected)
+            px->attempt->connect_ms = exchange_upstream_ms_since(asked_ns);
         return 0;
     }
 }

@@ -523,6 +523,24 @@ def case_early_response(port, b):
           "the backend's stream was reset with %r" % b.resets.get("/normal/early"))
 
 
+def case_upstream_variables(port, b, d):
+    """$upstream_status, $upstream_connect_time and $upstream_header_time
+    are logged for HTTP/2 backends as for HTTP/1.1 ones."""
+    _, ok, _, _ = h2load(port, "/normal/logged", 20, 2, 5)
+    check(ok == 20, "%d of 20" % ok)
+    path = os.path.join(d, "access.log")
+    deadline = time.monotonic() + 5
+    lines = []
+    while len(lines) < 20 and time.monotonic() < deadline:
+        if os.path.exists(path):
+            with open(path) as f:
+                lines = f.read().split("\n")[:-1]
+        time.sleep(0.02)
+    check(len(lines) == 20, "%d lines logged" % len(lines))
+    for line in lines:
+        check(re.fullmatch(r"/normal/logged 200 200 \d+\.\d{3} \d+\.\d{3}", line), "logged %r" % line)
+
+
 def case_hostile_heads(port, b):
     """A response head, or a trailer section, over proxy_buffer_size (8k):
     the first is a 502, the second cuts the response off; the connection
@@ -559,6 +577,7 @@ def main():
     conf = f"""
 workers 2;
 error_log {d}/error.log;
+log_format up '$request_uri $status $upstream_status $upstream_connect_time $upstream_header_time';
 upstream checked {{
     server 127.0.0.1:{checked.port};
     health_check type=http2 uri=/health503 interval=100ms fall=1;
@@ -566,6 +585,8 @@ upstream checked {{
 server {{
     location /checked/ {{ proxy_pass http://checked; proxy_http_version 2; }}
     listen 127.0.0.1:{port} http2;
+    location /normal/logged {{ proxy_pass http://127.0.0.1:{backends["normal"].port}; proxy_http_version 2;
+        access_log {d}/access.log up; }}
 {locations}}}
 """
     daemon = Daemon(args.daemon, d, conf)
@@ -576,6 +597,7 @@ server {{
         ("refused-stream", lambda: case_refused(port, backends["refuse"])),
         ("backend-dies-with-100-streams", lambda: case_dying(port, backends["die"], datafile)),
         ("window-stalled-at-zero", lambda: case_window_stalled(port, backends["stall"])),
+        ("upstream-variables", lambda: case_upstream_variables(port, backends["normal"], d)),
         ("hostile-heads", lambda: case_hostile_heads(port, backends["normal"])),
         ("early-response", lambda: case_early_response(port, backends["normal"])),
         ("http2-health-check", lambda: case_http2_health_check(port, backends["normal"], d)),
