@@ -23,7 +23,7 @@ enum grpc_status grpc_status_of_http(unsigned status)
     }
 }
 
-bool grpc_request(const struct http_request *req)
+bool grpc_status_call(const struct http_request *req)
 {
     static const char grpc[] = "application/grpc";
     const size_t len = sizeof(grpc) - 1;

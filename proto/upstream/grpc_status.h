@@ -29,7 +29,7 @@ enum grpc_status grpc_status_of_http(unsigned status);
 
 /* Whether a request is a gRPC call: its content-type is application/grpc,
  * alone or with a +suffix or parameters (application/grpc+proto). */
-bool grpc_request(const struct http_request *req);
+bool grpc_status_call(const struct http_request *req);
 
 /* Answers `ex` with a trailers-only response of `code` and `message`
  * (visible ASCII, sent as grpc-message).  Does nothing once a response

@@ -41,7 +41,7 @@ static bool varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
     return false;
 }
 
-int health_grpc_serving(const uint8_t *body, size_t len)
+int health_h2_serving(const uint8_t *body, size_t len)
 {
     if (len < 5 || body[0] != 0) /* compressed, or no prefix */
         return -1;
@@ -145,7 +145,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     h->done = true;
     h->failed = error_code != NGHTTP2_NO_ERROR || h->answer.status == 0;
     if (h->grpc && !h->failed)
-        h->answer.serving = h->body_over ? -1 : health_grpc_serving(h->body, h->body_len);
+        h->answer.serving = h->body_over ? -1 : health_h2_serving(h->body, h->body_len);
     return 0;
 }
 

@@ -42,6 +42,6 @@ int health_h2_input(struct health_h2 *h, const char *data, size_t len,
  * 5-byte prefix, then the message): its `status` field (1 SERVING), 0 when
  * the message has none (proto3's default, UNKNOWN), -1 for anything that
  * is not one uncompressed, well-formed message. */
-int health_grpc_serving(const uint8_t *body, size_t len);
+int health_h2_serving(const uint8_t *body, size_t len);
 
 #endif

@@ -302,7 +302,7 @@ static void proxy_h2_on_request(struct exchange *ex, const struct http_request *
     }
     px->ex = ex;
     px->loc = data;
-    px->grpc = px->loc->grpc && grpc_request(req);
+    px->grpc = px->loc->grpc && grpc_status_call(req);
     add_header_set_rules(ex, px->loc->add_headers);
     px->idempotent = http_method_idempotent(req->method);
     px->started_ms = corral_loop_now(exchange_loop(ex));

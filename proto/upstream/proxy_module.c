@@ -963,7 +963,7 @@ static const struct http_handler *content_of(const void *built)
 static int grpc_phase(struct router_walk *w)
 {
     const struct proxy_location *loc = http_module_built(w->ex, &proxy_module);
-    if (loc != NULL && loc->grpc && grpc_request(&w->req))
+    if (loc != NULL && loc->grpc && grpc_status_call(&w->req))
         w->ex->error_hook = grpc_status_error_hook;
     return ROUTER_DECLINED;
 }

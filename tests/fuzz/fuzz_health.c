@@ -2,7 +2,7 @@
  * fuzz_health.c: libFuzzer over what an active health check reads from a
  * server: the status line (whole, and at every length up to the whole,
  * the answer must be consistent and never read past what it was given);
- * a gRPC Check answer's message (health_grpc_serving()); and the same
+ * a gRPC Check answer's message (health_h2_serving()); and the same
  * bytes as a server's side of an HTTP/2 probe's connection.
  */
 #include "proto/upstream/health.h"
@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (part != 0 && (part != whole || s != status))
             abort();
     }
-    int serving = health_grpc_serving((const uint8_t *)copy, size);
+    int serving = health_h2_serving((const uint8_t *)copy, size);
     if (serving < -1 || serving > 3)
         abort();
     for (int grpc = 0; grpc < 2; grpc++) {

@@ -92,7 +92,7 @@ START_TEST(grpc_call_by_content_type)
         h[n++] = (struct http_header){{"content-type", 12},
                                       {calls[_i].content_type, strlen(calls[_i].content_type)}};
     struct http_request req = {.headers = h, .header_count = n};
-    ck_assert_int_eq(grpc_request(&req), calls[_i].grpc);
+    ck_assert_int_eq(grpc_status_call(&req), calls[_i].grpc);
 }
 END_TEST
 
