@@ -380,7 +380,7 @@ def main():
         print("FAIL daemon: %s" % e)
     rc = daemon.stop()
     out = daemon.output()
-    if rc != 0 or "ERROR: AddressSanitizer" in out or "runtime error" in out or "LeakSanitizer" in out:
+    if rc != 0 or "ERROR: AddressSanitizer" in out or "runtime error" in out or "LeakSanitizer" in out or "ThreadSanitizer" in out:
         failed += 1
         print("FAIL daemon exit %s:\n%s" % (rc, out[-4000:]))
     server.stop(0)
