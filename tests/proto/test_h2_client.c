@@ -7,6 +7,7 @@
  */
 #include "proto/upstream/grpc_status.h"
 #include "proto/upstream/h2_client.h"
+#include "proto/upstream/health_h2.h"
 
 #include "tests/helpers.h"
 #include "tests/proto/fake_framer.h"
@@ -132,6 +133,37 @@ START_TEST(trailers_only_answer)
 }
 END_TEST
 
+/* grpc.health.v1's answer as health_check type=grpc reads it: the 5-byte
+ * prefix, then HealthCheckResponse { status = 1 }, other fields skipped. */
+static const struct {
+    const char *bytes;
+    size_t len;
+    int serving;
+} answers[] = {
+    {"\x00\x00\x00\x00\x02\x08\x01", 7, 1},
+    {"\x00\x00\x00\x00\x02\x08\x02", 7, 2},
+    {"\x00\x00\x00\x00\x00", 5, 0},                                      /* proto3 default */
+    {"\x00\x00\x00\x00\x08\x12\x02hi\x08\x01\x18\x05", 13, 1},           /* fields around it */
+    {"\x00\x00\x00\x00\x09\x19\x01\x02\x03\x04\x05\x06\x07\x08", 14, 0}, /* 64 bits */
+    {"\x01\x00\x00\x00\x02\x08\x01", 7, -1},                             /* compressed */
+    {"\x00\x00\x00\x00\x03\x08\x01", 7, -1},                             /* length too long */
+    {"\x00\x00\x00\x00\x02\x08\x80", 7, -1},                             /* varint cut */
+    {"\x00\x00\x00\x00\x02\x12\x05", 7, -1},                             /* string past the end */
+    {"\x00\x00\x00\x00\x02\x08\x07", 7, -1},                             /* no such status */
+    {"\x00\x00\x00\x00\x01\x0b", 6, -1},                                 /* group: not proto3 */
+    {"\x00\x00\x00", 3, -1},
+};
+
+START_TEST(grpc_health_answer_is_read)
+{
+    /* An exact-size copy, so that ASan sees a read past the end. */
+    uint8_t *copy = malloc(answers[_i].len);
+    memcpy(copy, answers[_i].bytes, answers[_i].len);
+    ck_assert_int_eq(health_h2_serving(copy, answers[_i].len), answers[_i].serving);
+    free(copy);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("h2_client");
@@ -143,6 +175,8 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, grpc_call_by_content_type, 0, (int)(sizeof(calls) / sizeof(calls[0])));
     tcase_add_test(tc, http_statuses_map_to_grpc);
     tcase_add_test(tc, trailers_only_answer);
+    tcase_add_loop_test(tc, grpc_health_answer_is_read, 0,
+                        (int)(sizeof(answers) / sizeof(answers[0])));
     suite_add_tcase(s, tc);
     return s;
 }
