@@ -218,7 +218,7 @@ static int modules_build(const struct build_arena *site, const void *block,
         *used |= UINT32_C(1) << mod->index;
         if (mod->content != NULL && loc != NULL) {
             assert(loc->handler == NULL); /* conf/ allows one content directive */
-            loc->handler = mod->content;
+            loc->handler = mod->content_of != NULL ? mod->content_of(built) : mod->content;
             loc->handler_data = (void *)(uintptr_t)built;
         }
     }
@@ -360,7 +360,7 @@ static bool same_upstream(const struct shared_upstream *shared, const char *targ
 {
     if (strcmp(shared->target, target) != 0)
         return false;
-    return tls == NULL || (shared->tls->verify == tls->verify &&
+    return tls == NULL || (shared->tls->verify == tls->verify && shared->tls->http2 == tls->http2 &&
                            same_optional_text(shared->tls->ca_file, tls->ca_file) &&
                            same_optional_text(shared->tls->server_name, tls->server_name));
 }

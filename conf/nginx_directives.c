@@ -188,19 +188,6 @@ static int apply_default_type(struct conf_state *state, const struct conf_node *
     return conf__apply_setting(state, node, directive);
 }
 
-/* proxy_http_version 1.0|1.1: corral speaks HTTP/1.1 to upstreams, with
- * keep-alive, whatever it says. */
-static int apply_proxy_http_version(struct conf_state *state, const struct conf_node *node,
-                                    const struct conf_directive *directive)
-{
-    (void)directive;
-    const struct conf_arg *arg = &node->args[0];
-    if (strcmp(arg->text, "1.0") != 0 && strcmp(arg->text, "1.1") != 0)
-        return conf__error_at(state->error, &arg->pos,
-                              "invalid proxy_http_version \"%s\" (expected 1.0 or 1.1)", arg->text);
-    return 0;
-}
-
 /* ssl_protocols: nginx's list, in which corral takes TLSv1.2 and TLSv1.3
  * and passes over the older ones, which it never speaks. */
 static const struct conf_keyword ssl_protocols[] = {
@@ -367,8 +354,6 @@ const struct conf_directive conf__nginx_directives[] = {
     SWITCH_ONLY("server_tokens", ANYWHERE),
     SWITCH_ONLY("ssl_prefer_server_ciphers", CONF_MAIN | CONF_SERVER),
     SWITCH_ONLY("proxy_buffering", ANYWHERE),
-    {.name = "proxy_http_version", .contexts = ANYWHERE, .min_args = 1, .max_args = 1,
-     .apply = apply_proxy_http_version},
     SIZES_ONLY("types_hash_max_size", CONF_MAIN, 1),
     SIZES_ONLY("types_hash_bucket_size", CONF_MAIN, 1),
     SIZES_ONLY("server_names_hash_max_size", CONF_MAIN, 1),

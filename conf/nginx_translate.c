@@ -40,7 +40,6 @@ static const struct {
     {"proxy_buffering", "corral streams responses as they arrive"},
     {"proxy_buffers", "corral streams responses as they arrive"},
     {"proxy_busy_buffers_size", "corral streams responses as they arrive"},
-    {"proxy_http_version", "corral speaks HTTP/1.1 with keep-alive to backends"},
     {"ssl_prefer_server_ciphers", "corral always prefers its own cipher order"},
     {"load_module", "corral has no modules to load"},
     {"worker_rlimit_nofile", "corral raises its descriptor limit itself"},

@@ -594,6 +594,7 @@ void conf_free(struct conf_config *config)
         free((void *)upstream->name);
         free((void *)upstream->hash_key);
         free((void *)upstream->health.uri);
+        free((void *)upstream->health.grpc_service);
         for (size_t j = 0; j < upstream->resolver_count; j++)
             free((void *)upstream->resolvers[j]);
         for (size_t j = 0; j < upstream->server_count; j++)

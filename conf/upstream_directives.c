@@ -374,8 +374,8 @@ static int apply_health_check(struct conf_state *state, const struct conf_node *
 {
     (void)directive;
     struct proxy_health_conf *health = &state->upstream->upstream.health;
-    static const char *const params[] = {"interval", "timeout", "rise", "fall",
-                                         "uri",      "match",   "port"};
+    static const char *const params[] = {"interval", "timeout", "rise", "fall",        "uri",
+                                         "match",    "port",    "type", "grpc_service"};
     bool seen[sizeof(params) / sizeof(params[0])] = {false};
     health->enabled = true;
     for (size_t i = 0; i < node->arg_count; i++) {
@@ -389,7 +389,8 @@ static int apply_health_check(struct conf_state *state, const struct conf_node *
         if (p == sizeof(params) / sizeof(params[0]))
             return conf__error_at(state->error, &arg->pos,
                                   "unknown health_check parameter \"%s\" (expected interval=, "
-                                  "timeout=, rise=, fall=, uri=, match= or port=)",
+                                  "timeout=, rise=, fall=, uri=, match=, port=, type= or "
+                                  "grpc_service=)",
                                   arg->text);
         if (seen[p])
             return conf__error_at(state->error, &arg->pos, "duplicate parameter \"%.*s\"",
@@ -418,7 +419,30 @@ static int apply_health_check(struct conf_state *state, const struct conf_node *
             rc = health->uri != NULL ? 0 : -1;
             break;
         case 5: rc = parse_health_match(state, &value, health); break;
-        default: rc = conf__arg_uint(state, &value, "port", 1, 65535, &health->port); break;
+        case 6: rc = conf__arg_uint(state, &value, "port", 1, 65535, &health->port); break;
+        case 7:
+            if (strcmp(value.text, "http") == 0)
+                health->type = PROXY_HEALTH_HTTP;
+            else if (strcmp(value.text, "http2") == 0)
+                health->type = PROXY_HEALTH_HTTP2;
+            else if (strcmp(value.text, "grpc") == 0)
+                health->type = PROXY_HEALTH_GRPC;
+            else
+                return conf__error_at(state->error, &arg->pos,
+                                      "invalid health_check type \"%s\" (expected http, http2 "
+                                      "or grpc)",
+                                      value.text);
+            break;
+        default:
+            /* a protobuf string of at most 255 bytes, visible characters */
+            if (strlen(value.text) > 255 || strpbrk(value.text, " \t\r\n\x7f") != NULL)
+                return conf__error_at(state->error, &arg->pos,
+                                      "invalid health_check grpc_service \"%s\" (a name of at "
+                                      "most 255 bytes, without spaces)",
+                                      value.text);
+            health->grpc_service = conf__strdup(state, &arg->pos, value.text);
+            rc = health->grpc_service != NULL ? 0 : -1;
+            break;
         }
         if (rc != 0)
             return -1;
@@ -448,7 +472,7 @@ const struct conf_directive conf__upstream_directives[] = {
     {.name = "hash", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 2,
      .apply = apply_nginx_balance},
     {.name = "random", .contexts = CONF_UPSTREAM, .max_args = 1, .apply = apply_nginx_balance},
-    {.name = "health_check", .contexts = CONF_UPSTREAM, .min_args = 0, .max_args = 7,
+    {.name = "health_check", .contexts = CONF_UPSTREAM, .min_args = 0, .max_args = 9,
      .apply = apply_health_check},
     {.name = "resolver", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 6,
      .apply = apply_resolver},

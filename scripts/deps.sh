@@ -9,7 +9,7 @@
 corral_packages=(ninja-build pkg-config gcc clang libclang-rt-14-dev libssl-dev check node-llhttp
                  libnghttp2-dev libpcre2-dev nghttp2-client curl wrk openssl binutils clang-format
                  python3-h2 libbpf-dev bpftool zlib1g-dev libbrotli-dev libzstd-dev brotli zstd
-                 python3-brotli libcrypt-dev libjansson-dev apache2-utils)
+                 python3-brotli libcrypt-dev libjansson-dev apache2-utils python3-grpcio)
 
 # The peers and load generators of the benchmarks (tests/bench/ and
 # ../shared/bench/peers/): not needed by the tests.

@@ -118,6 +118,10 @@ struct http_module {
      * something gets it, with that as handler_data (one per location:
      * conf/ refuses a second directive with `content` in its entry). */
     const struct http_handler *content;
+    /* The content handler for what build made of a location, when it
+     * depends on it (proxy_pass: HTTP/1.1 or HTTP/2 to the backend); NULL:
+     * `content` for every location. */
+    const struct http_handler *(*content_of)(const void *built);
     /* Its phase handlers, in the order they run within their phase. */
     const struct http_phase_handler *phases;
     size_t phase_count;

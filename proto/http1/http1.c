@@ -71,6 +71,7 @@ static void h1_exchange_free(void *arg)
 {
     struct h1_exchange *ex = arg;
     free(ex->log_fields);
+    free(ex->trailers);
     free(ex);
 }
 

@@ -42,6 +42,9 @@ struct h1_exchange {
     struct access_log *log; /* where its line goes (access_log_route()); NULL: none */
     /* What is left of a chunk whose size line h1_ex_splice() sent. */
     uint64_t chunk_left;
+    /* A chunked request's trailer section as it parses: NULL until its
+     * first field (http1_request.c). */
+    struct h1_trailers *trailers;
     struct h1_exchange *retired_next; /* h1_conn.retired */
 };
 

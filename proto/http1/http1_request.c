@@ -50,9 +50,110 @@ static int on_url(llhttp_t *parser, const char *at, size_t len)
     return 0;
 }
 
+/* ------------------------------------------------- a request's trailers */
+
+/* A chunked request's trailer section, "name: value\r\n" lines as llhttp
+ * hands their pieces over, bounded by client_max_header_size: beyond it
+ * the whole section is dropped, as HTTP/2's is. */
+struct h1_trailers {
+    size_t len, cap;
+    bool in_value, over;
+    char data[];
+};
+
+static void trailers_add(struct h1_exchange *ex, size_t max, const char *a, size_t alen,
+                         const char *b, size_t blen)
+{
+    struct h1_trailers *t = ex->trailers;
+    if (t != NULL && t->over)
+        return;
+    /* room for the CRLF trailers_finish() ends the last line with */
+    size_t need = (t != NULL ? t->len : 0) + alen + blen + 2;
+    if (need > max + 2) {
+        if (t != NULL)
+            t->over = true;
+        return;
+    }
+    if (t == NULL || need > t->cap) {
+        size_t cap = t != NULL ? t->cap * 2 : 256;
+        while (cap < need)
+            cap *= 2;
+        struct h1_trailers *grown = realloc(t, sizeof(*t) + cap);
+        if (grown == NULL) {
+            if (t != NULL)
+                t->over = true;
+            return;
+        }
+        if (t == NULL)
+            *grown = (struct h1_trailers){0};
+        grown->cap = cap;
+        ex->trailers = t = grown;
+    }
+    memcpy(t->data + t->len, a, alen);
+    if (blen > 0) /* b may be NULL otherwise */
+        memcpy(t->data + t->len + alen, b, blen);
+    t->len += alen + blen;
+}
+
+/* A piece of a trailer field's name or value: the body has begun, so
+ * llhttp's header callbacks are the trailer section's. */
+static bool trailer_piece(struct h1_conn *h1, const char *at, size_t len, bool value)
+{
+    struct h1_exchange *ex = h1->ex;
+    if (ex == NULL || ex->request_done)
+        return false;
+    size_t max = h1->vhost->limits.max_header_size;
+    struct h1_trailers *t = ex->trailers;
+    if (!value && t != NULL && t->in_value) /* a new field: end the last one */
+        trailers_add(ex, max, "\r\n", 2, at, len);
+    else if (value && (t == NULL || !t->in_value))
+        trailers_add(ex, max, ": ", 2, at, len);
+    else
+        trailers_add(ex, max, at, len, NULL, 0);
+    if (ex->trailers != NULL)
+        ex->trailers->in_value = value;
+    return true;
+}
+
+/* The complete section for on_body_trailers: the lines it may carry
+ * (http_trailer_allowed()), values trimmed, in place.  Returns their
+ * length; 0: none. */
+static size_t trailers_finish(struct h1_trailers *t)
+{
+    if (t == NULL || t->over)
+        return 0;
+    memcpy(t->data + t->len, "\r\n", 2);
+    size_t in = 0, out = 0, end = t->len + 2;
+    while (in < end) {
+        char *line = t->data + in;
+        char *eol = memchr(line, '\n', end - in);
+        size_t line_len = (size_t)(eol - line) + 1; /* every line ends in CRLF */
+        in += line_len;
+        char *colon = memchr(line, ':', line_len);
+        if (colon == NULL || colon == line)
+            continue;
+        struct http_str name = {line, (size_t)(colon - line)};
+        struct http_str value =
+            http_trim((struct http_str){colon + 1, (size_t)(eol - 1 - colon - 1)});
+        if (!http_trailer_allowed(name))
+            continue;
+        memmove(t->data + out, name.data, name.len);
+        out += name.len;
+        memcpy(t->data + out, ": ", 2);
+        out += 2;
+        memmove(t->data + out, value.data, value.len);
+        out += value.len;
+        memcpy(t->data + out, "\r\n", 2);
+        out += 2;
+    }
+    return out;
+}
+
 static int on_header_field(llhttp_t *parser, const char *at, size_t len)
 {
     struct h1_conn *h1 = parser->data;
+    if (trailer_piece(h1, at, len, false))
+        return 0;
     if (!http_headers_add_name(&scratch.list, at, len, h1->vhost->limits.max_headers)) {
         h1->error_status = 431;
         return -1;
@@ -62,7 +163,8 @@ static int on_header_field(llhttp_t *parser, const char *at, size_t len)
 
 static int on_header_value(llhttp_t *parser, const char *at, size_t len)
 {
-    (void)parser;
+    if (trailer_piece(parser->data, at, len, true))
+        return 0;
     http_headers_add_value(&scratch.list, at, len);
     return 0;
 }
@@ -246,8 +348,17 @@ void http1_request_complete(struct h1_conn *h1)
     struct h1_exchange *ex = h1->ex;
     ex->request_done = true;
     corral_conn_set_timeouts(h1->c.sock, 0, h1->vhost->limits.send_timeout_ms);
-    if (ex->handler != NULL && ex->handler->on_body_end != NULL && !ex->response_done &&
-        !ex->body_dropped)
+    bool handler = ex->handler != NULL && !ex->response_done && !ex->body_dropped;
+    if (ex->trailers != NULL) {
+        size_t len = trailers_finish(ex->trailers);
+        if (handler && len > 0 && ex->handler->on_body_trailers != NULL)
+            ex->handler->on_body_trailers(&ex->base, ex->trailers->data, len);
+        free(ex->trailers);
+        ex->trailers = NULL;
+        if (h1->ex != ex) /* the handler ended the exchange */
+            return;
+    }
+    if (handler && ex->handler->on_body_end != NULL && !ex->response_done)
         ex->handler->on_body_end(&ex->base);
 }
 

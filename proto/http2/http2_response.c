@@ -112,7 +112,10 @@ static void h2_ex_begin(struct exchange *base, unsigned status, const char *head
     if (st->response_started)
         return;
     bool informational = status < 200;
-    bool body = !st->head_method && !informational && status != 204 && status != 304;
+    /* A body known to be empty ends the stream with its HEADERS, as a
+     * gRPC trailers-only response must. */
+    bool body =
+        !st->head_method && !informational && status != 204 && status != 304 && content_length != 0;
     char status_text[4], length_text[HTTP_UINT64_DIGITS];
     status %= 1000;
     status_text[0] = (char)('0' + status / 100);

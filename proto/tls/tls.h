@@ -179,6 +179,8 @@ struct tls_client_conf {
                                 default store */
     const char *server_name; /* proxy_tls_name: SNI and the name verified; an IP
                                 address is verified as one and sent no SNI */
+    bool http2;              /* offer ALPN h2 (proxy_http_version 2, grpcs://),
+                                else http/1.1 */
 };
 
 #define TLS_CLIENT_CONF_DEFAULT ((struct tls_client_conf){.verify = true})

@@ -51,7 +51,11 @@ int tls_client_new(const struct tls_client_conf *conf, unsigned workers, size_t 
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_read_ahead(ctx, 1); /* as on the server side: see tls.c */
-    SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof(alpn_http11) - 1);
+    static const unsigned char alpn_h2[] = "\x02h2";
+    if (conf->http2)
+        SSL_CTX_set_alpn_protos(ctx, alpn_h2, sizeof(alpn_h2) - 1);
+    else
+        SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof(alpn_http11) - 1);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(ctx, on_new_session);
     if (conf->verify) {

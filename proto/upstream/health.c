@@ -7,6 +7,8 @@
  */
 #include "proto/upstream/health.h"
 
+#include "proto/upstream/health_h2.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -33,8 +35,9 @@ struct health_probe {
     corral_conn *conn; /* the probe in flight */
     bool recorded;     /* its result is counted */
     unsigned passes, fails;
-    char *request;       /* the PROXY header if any, then the HTTP request */
-    size_t preamble_len; /* the header's part: sent in the clear, before TLS */
+    char *request;        /* the PROXY header if any, then the HTTP request */
+    struct health_h2 *h2; /* type=http2 and grpc: the probe in flight's session */
+    size_t preamble_len;  /* the header's part: sent in the clear, before TLS */
     size_t request_len;
 };
 
@@ -50,6 +53,7 @@ bool health_match(const struct proxy_health_conf *conf, unsigned status)
 
 static void probe_free(struct health_probe *probe)
 {
+    health_h2_free(probe->h2);
     free(probe->request);
     free(probe);
 }
@@ -113,9 +117,58 @@ int health_status_line(const char *data, size_t len, unsigned *status)
     return 1;
 }
 
+/* What the HTTP/2 session has to send. */
+static void probe_h2_flush(struct health_probe *probe, corral_conn *conn)
+{
+    const uint8_t *out;
+    ssize_t n;
+    while ((n = health_h2_output(probe->h2, &out)) > 0)
+        corral_conn_write(conn, out, (size_t)n);
+}
+
+/* type=http2 passes as the status matches; type=grpc with grpc-status 0
+ * and a SERVING answer. */
+static size_t probe_h2_on_data(struct health_probe *probe, corral_conn *conn, const char *data,
+                               size_t len)
+{
+    struct health_h2_answer answer;
+    int rc = health_h2_input(probe->h2, data, len, &answer);
+    if (rc == 0) {
+        probe_h2_flush(probe, conn);
+        return len;
+    }
+    char why[48];
+    if (rc < 0) {
+        record(probe, false, "invalid HTTP/2 response");
+    } else if (probe->health == NULL) {
+        /* the checker stopped: nothing to record */
+    } else if (probe->health->up->health.type == PROXY_HEALTH_GRPC) {
+        if (answer.status == 200 && answer.grpc_status == 0 && answer.serving == 1) {
+            record(probe, true, NULL);
+        } else {
+            if (answer.status != 200)
+                snprintf(why, sizeof(why), "status %u", answer.status);
+            else if (answer.grpc_status != 0)
+                snprintf(why, sizeof(why), "grpc-status %d", answer.grpc_status);
+            else
+                snprintf(why, sizeof(why), "not serving (%d)", answer.serving);
+            record(probe, false, why);
+        }
+    } else if (health_match(&probe->health->up->health, answer.status)) {
+        record(probe, true, NULL);
+    } else {
+        snprintf(why, sizeof(why), "status %u", answer.status);
+        record(probe, false, why);
+    }
+    corral_conn_close(conn);
+    return len;
+}
+
 static size_t probe_on_data(corral_conn *conn, const char *data, size_t len)
 {
     struct health_probe *probe = corral_conn_data(conn);
+    if (probe->h2 != NULL)
+        return probe_h2_on_data(probe, conn, data, len);
     unsigned status = 0;
     int rc = health_status_line(data, len, &status);
     if (rc == 0)
@@ -169,8 +222,11 @@ static void probe_on_open(corral_conn *conn)
         corral_conn_close(conn);
         return;
     }
-    corral_conn_write(conn, probe->request + probe->preamble_len,
-                      probe->request_len - probe->preamble_len);
+    if (probe->h2 != NULL)
+        probe_h2_flush(probe, conn);
+    else
+        corral_conn_write(conn, probe->request + probe->preamble_len,
+                          probe->request_len - probe->preamble_len);
 }
 
 static const struct corral_conn_handler probe_handler = {
@@ -203,6 +259,16 @@ static void probe_on_timer(corral_timer *timer, void *arg)
             ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)up->health.port);
     }
     probe->recorded = false;
+    health_h2_free(probe->h2);
+    probe->h2 = NULL;
+    if (up->health.type != PROXY_HEALTH_HTTP &&
+        health_h2_new(up->health.type == PROXY_HEALTH_GRPC, up->tls != NULL ? "https" : "http",
+                      s->address, up->health.uri,
+                      up->health.grpc_service != NULL ? up->health.grpc_service : "",
+                      &probe->h2) != 0) {
+        record(probe, false, strerror(ENOMEM));
+        return;
+    }
     int err = corral_connect(health->loop, (const struct sockaddr *)&addr, s->addrlen,
                              &probe_handler, probe, &probe->conn);
     if (err != 0) {

@@ -44,6 +44,10 @@ struct proxy_location {
      * reads the request, which the exchange then keeps a copy of. */
     const struct proxy_redirects *redirects;
     bool redirects_read_request;
+    /* proxy_http_version 2 or grpc_pass: HTTP/2 to the backend, through
+     * proxy_h2_handler; `grpc`: grpc_pass, whose gRPC calls get corral's
+     * own errors as grpc-status answers. */
+    bool http2, grpc;
 };
 
 /* What proxy_upgrade allows when a location does not say. */

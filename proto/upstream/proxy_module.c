@@ -13,7 +13,9 @@
 #include "proto/http/regex.h"
 #include "proto/http/vars.h"
 #include "proto/policy/add_header.h"
+#include "proto/upstream/grpc_status.h"
 #include "proto/upstream/proxy.h"
+#include "proto/upstream/proxy_h2.h"
 #include "proto/upstream/proxy_redirect.h"
 
 #include <corral.h>
@@ -32,20 +34,92 @@ static bool is_token(const char *text)
     return http_is_token((struct http_str){text, strlen(text)});
 }
 
-/* The length of a proxy_pass URL's scheme with its "://": 7 for http, 8
- * for https, 0 for anything else. */
+/* The length of a proxy_pass or grpc_pass URL's scheme with its "://":
+ * 7 for http and grpc, 8 for https and grpcs, 0 for anything else. */
 static size_t scheme_length(const char *url)
 {
-    if (strncmp(url, "http://", 7) == 0)
+    if (strncmp(url, "http://", 7) == 0 || strncmp(url, "grpc://", 7) == 0)
         return 7;
-    if (strncmp(url, "https://", 8) == 0)
+    if (strncmp(url, "https://", 8) == 0 || strncmp(url, "grpcs://", 8) == 0)
         return 8;
     return 0;
 }
 
 static bool url_is_https(const char *url)
 {
-    return strncmp(url, "https://", 8) == 0;
+    return strncmp(url, "https://", 8) == 0 || strncmp(url, "grpcs://", 8) == 0;
+}
+
+/* An address (HOST:PORT) is complete once parsed; a name may be an
+ * upstream defined later, so it waits for check(). */
+static int check_pass_address(const char *host, const struct conf_arg *arg, const char *directive,
+                              struct conf_module_error *error)
+{
+    if (strchr(host, ':') == NULL)
+        return 0;
+    struct sockaddr_storage addr;
+    socklen_t len;
+    int err = corral_parse_address(host, &addr, &len);
+    if (err == -ENOENT)
+        return conf_module_fail(error, &arg->pos, "%s address \"%s\": host not found", directive,
+                                host);
+    if (err != 0)
+        return conf_module_fail(error, &arg->pos,
+                                "invalid %s address \"%s\" (expected HOST:PORT, [IPV6]:PORT, "
+                                "*:PORT, PORT or unix:/PATH)",
+                                directive, host);
+    return 0;
+}
+
+/* grpc_pass [grpc[s]://]UPSTREAM | [grpc[s]://]HOST:PORT, as nginx's: no
+ * path (a gRPC method's path goes on as it is). */
+static int apply_grpc_pass(struct proxy_module_conf *c, const struct conf_arg *arg,
+                           struct conf_module_error *error)
+{
+    const char *text = arg->text;
+    bool tls = strncmp(text, "grpcs://", 8) == 0;
+    size_t scheme = tls ? 8 : strncmp(text, "grpc://", 7) == 0 ? 7 : 0;
+    const char *authority = text + scheme;
+    if (scheme == 0 && strstr(text, "://") != NULL)
+        return conf_module_fail(error, &arg->pos,
+                                "invalid grpc_pass \"%s\" (expected grpc[s]://UPSTREAM or "
+                                "grpc[s]://HOST:PORT)",
+                                text);
+    if (*authority == '\0' || strpbrk(authority, "/?#") != NULL)
+        return conf_module_fail(error, &arg->pos,
+                                "invalid grpc_pass \"%s\" (expected grpc[s]://UPSTREAM or "
+                                "grpc[s]://HOST:PORT, without a path)",
+                                text);
+    size_t len = strlen(authority);
+    if ((c->pass = malloc(len + 9)) == NULL)
+        return conf_module_fail(error, &arg->pos, "%s", "out of memory");
+    memcpy(c->pass, tls ? "grpcs://" : "grpc://", tls ? 8 : 7);
+    memcpy(c->pass + (tls ? 8 : 7), authority, len + 1);
+    c->pass_pos = arg->pos;
+    c->grpc = true;
+    return check_pass_address(authority, arg, "grpc_pass", error);
+}
+
+/* proxy_http_version 1.1 | 2 (nginx: 1.0 | 1.1) */
+static int apply_http_version(void *conf, const struct conf_arg *args, size_t count,
+                              struct conf_module_error *error)
+{
+    (void)count;
+    struct proxy_module_conf *c = conf;
+    if (strcmp(args[0].text, "1.1") == 0)
+        c->http_version = PROXY_HTTP_11;
+    else if (strcmp(args[0].text, "2") == 0 || strcmp(args[0].text, "2.0") == 0)
+        c->http_version = PROXY_HTTP_2;
+    else if (strcmp(args[0].text, "1.0") == 0)
+        return conf_module_fail(error, &args[0].pos, "%s",
+                                "proxy_http_version 1.0: corral speaks HTTP/1.1 or HTTP/2 to "
+                                "backends (give 1.1 or 2)");
+    else
+        return conf_module_fail(error, &args[0].pos,
+                                "invalid proxy_http_version \"%s\" (expected 1.1 or 2)",
+                                args[0].text);
+    c->version_at = *error->where->pos;
+    return 0;
 }
 
 /* proxy_pass http[s]://UPSTREAM | http[s]://HOST:PORT, with a path or not */
@@ -55,9 +129,12 @@ static int apply_pass(void *conf, const struct conf_arg *args, size_t count,
     (void)count;
     struct proxy_module_conf *c = conf;
     const struct conf_arg *arg = &args[0];
+    bool grpc = strcmp(error->where->name, "grpc_pass") == 0;
+    if (grpc)
+        return apply_grpc_pass(c, arg, error);
     int scheme = (int)scheme_length(arg->text);
     const char *authority = arg->text + scheme;
-    if (scheme == 0 || *authority == '\0')
+    if (scheme == 0 || *authority == '\0' || strncmp(arg->text, "grpc", 4) == 0)
         return conf_module_fail(error, &arg->pos,
                                 "invalid proxy_pass \"%s\" (expected http[s]://UPSTREAM or "
                                 "http[s]://HOST:PORT)",
@@ -95,24 +172,7 @@ static int apply_pass(void *conf, const struct conf_arg *args, size_t count,
     if ((c->pass = strndup(arg->text, pass_len)) == NULL)
         return conf_module_fail(error, &arg->pos, "%s", "out of memory");
     c->pass_pos = arg->pos;
-    /* An address is complete now; a name may be an upstream defined
-     * later, so it waits for check(). */
-    const char *host = c->pass + scheme;
-    if (strchr(host, ':') == NULL)
-        return 0;
-    struct sockaddr_storage addr;
-    socklen_t len;
-    int err = corral_parse_address(host, &addr, &len);
-    if (err == -ENOENT)
-        return conf_module_fail(error, &arg->pos, "proxy_pass address \"%s\": host not found",
-                                host);
-    if (err != 0)
-        return conf_module_fail(
-            error, &arg->pos,
-            "invalid proxy_pass address \"%s\" (expected HOST:PORT, [IPV6]:PORT, "
-            "*:PORT, PORT or unix:/PATH)",
-            host);
-    return 0;
+    return check_pass_address(c->pass + scheme, arg, "proxy_pass", error);
 }
 
 static int upgrade_conflict(struct conf_module_error *error, const struct conf_pos *at)
@@ -359,7 +419,8 @@ static int check_next_upstream(void *conf, const struct conf_arg *args, size_t c
 static void note_tls(const struct conf_module_error *error, struct conf_pos *at, bool *nginx)
 {
     *at = *error->where->pos;
-    *nginx = strncmp(error->where->name, "proxy_ssl_", 10) == 0;
+    *nginx = strncmp(error->where->name, "proxy_ssl_", 10) == 0 ||
+             strncmp(error->where->name, "grpc_ssl_", 9) == 0;
 }
 
 static int note_tls_verify(void *conf, const struct conf_arg *args, size_t count,
@@ -368,6 +429,7 @@ static int note_tls_verify(void *conf, const struct conf_arg *args, size_t count
     (void)args, (void)count;
     struct proxy_module_conf *c = conf;
     note_tls(error, &c->tls_verify_at, &c->tls_verify_nginx);
+    c->tls_grpc = strncmp(error->where->name, "grpc_", 5) == 0;
     return 0;
 }
 
@@ -377,6 +439,7 @@ static int note_tls_ca(void *conf, const struct conf_arg *args, size_t count,
     (void)args, (void)count;
     struct proxy_module_conf *c = conf;
     note_tls(error, &c->tls_ca_at, &c->tls_ca_nginx);
+    c->tls_grpc = strncmp(error->where->name, "grpc_", 5) == 0;
     return 0;
 }
 
@@ -405,6 +468,7 @@ static int check_tls_name(void *conf, const struct conf_arg *args, size_t count,
             error, &args[0].pos,
             "invalid proxy_tls_name \"%s\" (expected a host name or an IP address)", args[0].text);
     note_tls(error, &c->tls_name_at, &c->tls_name_nginx);
+    c->tls_grpc = strncmp(error->where->name, "grpc_", 5) == 0;
     return 0;
 }
 
@@ -491,6 +555,44 @@ static const struct conf_directive proxy_directives[] = {
      .module_apply = note_tls_ca},
     {.name = "proxy_tls_name", TLS(server_name), .kind = CONF_KIND_STRING,
      .module_apply = check_tls_name},
+    /* HTTP/2 to the backend (h2c, or ALPN h2 with https://) */
+    {.name = "proxy_http_version", ONE_ARG(ANY_LEVEL), .base = CONF_BASE_MODULE,
+     .module_apply = apply_http_version},
+    /* gRPC: HTTP/2 to the backend; nginx's grpc_* names for the proxy's
+     * settings, which a location shares with its proxy_* ones */
+    {.name = "grpc_pass", ONE_ARG(CONF_LOCATION | CONF_LOCATION_IF), .content = true,
+     .base = CONF_BASE_MODULE, .module_apply = apply_pass},
+    {.name = "grpc_set_header", .contexts = ANY_LEVEL, .min_args = 2, .max_args = 2,
+     .repeat = true, .base = CONF_BASE_MODULE, .module_apply = apply_set_header},
+    {.name = "grpc_hide_header", ONE_ARG(CONF_LOCATION), .repeat = true,
+     .base = CONF_BASE_MODULE, .module_apply = apply_hide_header},
+    {.name = "grpc_connect_timeout", ONE_ARG(ANY_LEVEL), FIELD(proxy.connect_timeout_ms, connect_at),
+     .kind = CONF_KIND_DURATION, .max = TIMEOUT_MAX},
+    {.name = "grpc_read_timeout", ONE_ARG(ANY_LEVEL), FIELD(proxy.read_timeout_ms, read_at),
+     .kind = CONF_KIND_DURATION, .max = TIMEOUT_MAX},
+    {.name = "grpc_send_timeout", ONE_ARG(ANY_LEVEL), FIELD(proxy.send_timeout_ms, send_at),
+     .kind = CONF_KIND_DURATION, .max = TIMEOUT_MAX},
+    {.name = "grpc_buffer_size", ONE_ARG(ANY_LEVEL), FIELD(proxy.response_head_limit, buffer_at),
+     .kind = CONF_KIND_SIZE, .min = PROXY_RESPONSE_HEAD_LIMIT_MIN,
+     .max = PROXY_RESPONSE_HEAD_LIMIT_MAX},
+    {.name = "grpc_next_upstream", .contexts = ANY_LEVEL, .min_args = 1,
+     .max_args = CONF_ARGS_MANY, .module_apply = check_next_upstream,
+     FIELD(proxy.next_upstream, next_at), .kind = CONF_KIND_FLAGS,
+     CONF_KEYWORDS(next_upstream_words), .what = "grpc_next_upstream condition",
+     .repeated = "condition"},
+    {.name = "grpc_next_upstream_tries", ONE_ARG(ANY_LEVEL),
+     FIELD(proxy.next_upstream_tries, tries_at), .kind = CONF_KIND_COUNT},
+    {.name = "grpc_next_upstream_timeout", ONE_ARG(ANY_LEVEL),
+     FIELD(proxy.next_upstream_timeout_ms, next_timeout_at), .kind = CONF_KIND_DURATION},
+    {.name = "grpc_intercept_errors", ONE_ARG(ANY_LEVEL),
+     FIELD(proxy.intercept_errors, intercept_at), .kind = CONF_KIND_SWITCH},
+    {.name = "grpc_ssl_verify", TLS(verify), .kind = CONF_KIND_SWITCH,
+     .module_apply = note_tls_verify},
+    {.name = "grpc_ssl_trusted_certificate", TLS(ca_file), .kind = CONF_KIND_PATH,
+     .keep_pos = true, .pos_offset = offsetof(struct proxy_module_conf, tls_ca_pos),
+     .module_apply = note_tls_ca},
+    {.name = "grpc_ssl_name", TLS(server_name), .kind = CONF_KIND_STRING,
+     .module_apply = check_tls_name},
     {.name = NULL},
 };
 /* clang-format on */
@@ -530,6 +632,8 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
         to->via = from.via;
     if (!written(&c->intercept_at))
         to->intercept_errors = from.intercept_errors;
+    if (!written(&c->version_at))
+        c->http_version = p != NULL ? p->http_version : PROXY_HTTP_11;
     if (written(&c->next_at))
         to->next_upstream |= PROXY_NEXT_WRITTEN; /* `off` included */
     else
@@ -574,12 +678,14 @@ static void merge_nested(void *conf, const void *location, bool content)
     c->tls_verify_nginx = p->tls_verify_nginx;
     c->tls_ca_nginx = p->tls_ca_nginx;
     c->tls_name_nginx = p->tls_name_nginx;
+    c->tls_grpc = p->tls_grpc;
     c->borrowed_tls = true;
     if (content || p->pass == NULL)
         return;
     c->pass = p->pass;
     c->uri = p->uri;
     c->pass_pos = p->pass_pos;
+    c->grpc = p->grpc;
     c->borrowed_pass = true;
 }
 
@@ -590,10 +696,15 @@ static const struct conf_pos *first_tls(const struct proxy_module_conf *c, const
         const struct conf_pos *at;
         const char *name;
     } all[] = {
-        {&c->tls_verify_at, c->tls_verify_nginx ? "proxy_ssl_verify" : "proxy_tls_verify"},
-        {&c->tls_ca_at,
-         c->tls_ca_nginx ? "proxy_ssl_trusted_certificate" : "proxy_tls_trusted_certificate"},
-        {&c->tls_name_at, c->tls_name_nginx ? "proxy_ssl_name" : "proxy_tls_name"},
+        {&c->tls_verify_at, c->tls_grpc           ? "grpc_ssl_verify"
+                            : c->tls_verify_nginx ? "proxy_ssl_verify"
+                                                  : "proxy_tls_verify"},
+        {&c->tls_ca_at, c->tls_grpc       ? "grpc_ssl_trusted_certificate"
+                        : c->tls_ca_nginx ? "proxy_ssl_trusted_certificate"
+                                          : "proxy_tls_trusted_certificate"},
+        {&c->tls_name_at, c->tls_grpc         ? "grpc_ssl_name"
+                          : c->tls_name_nginx ? "proxy_ssl_name"
+                                              : "proxy_tls_name"},
     };
     const struct conf_pos *first = NULL;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
@@ -627,8 +738,8 @@ static int check(void *conf, struct conf_module_error *error)
     const char *name = NULL;
     const struct conf_pos *tls = c->borrowed_tls ? NULL : first_tls(c, &name);
     if (tls != NULL && (c->pass == NULL || !url_is_https(c->pass)))
-        return conf_module_fail(
-            error, tls, "\"%s\" needs \"proxy_pass https://...\" in the same location", name);
+        return conf_module_fail(error, tls, "\"%s\" needs \"%s\" in the same location", name,
+                                c->tls_grpc ? "grpc_pass grpcs://..." : "proxy_pass https://...");
     /* Its own proxy_upgrade and its server's Upgrade line. */
     if (c->upgrade_set && c->upgrade_any)
         return upgrade_conflict(error, &c->upgrade_any_pos);
@@ -757,7 +868,30 @@ static int build(const void *conf, const struct http_module_build *b, const void
     if (c->pass == NULL || b->loc == NULL)
         return 0;
     struct proxy_upstream *upstream;
-    int err = b->upstream(b->arena, c->pass, url_is_https(c->pass) ? &c->tls : NULL,
+    bool http2 = c->grpc || c->http_version == PROXY_HTTP_2;
+    bool https = url_is_https(c->pass);
+    const char *url = c->pass;
+    const struct tls_client_conf *tls = https ? &c->tls : NULL;
+    if (http2) {
+        /* The upstream group is named by its http[s]:// URL: an h2c
+         * location shares it (its servers' health and balancing) with the
+         * HTTP/1.1 ones; over TLS, ALPN h2 makes its own. */
+        const char *host = c->pass + scheme_length(c->pass);
+        size_t len = strlen(host);
+        char *text = b->calloc(b->arena, len + 9, 1);
+        struct tls_client_conf *h2tls = https ? b->calloc(b->arena, 1, sizeof(*h2tls)) : NULL;
+        if (text == NULL || (https && h2tls == NULL))
+            return -ENOMEM;
+        memcpy(text, https ? "https://" : "http://", https ? 8 : 7);
+        memcpy(text + (https ? 8 : 7), host, len);
+        url = text;
+        if (https) {
+            *h2tls = c->tls;
+            h2tls->http2 = true;
+            tls = h2tls;
+        }
+    }
+    int err = b->upstream(b->arena, url, tls,
                           c->tls.ca_file != NULL ? &c->tls_ca_pos : &c->location_pos, &upstream);
     if (err != 0)
         return err;
@@ -812,10 +946,31 @@ static int build(const void *conf, const struct http_module_build *b, const void
         .add_headers = http_module_built_in(*b->built, &add_header_module),
         .redirects = redirects,
         .redirects_read_request = redirects_read_request,
+        .http2 = http2,
+        .grpc = c->grpc,
     };
     *out = px;
     return 0;
 }
+
+static const struct http_handler *content_of(const void *built)
+{
+    return ((const struct proxy_location *)built)->http2 ? &proxy_h2_handler : &proxy_handler;
+}
+
+/* A gRPC call to a grpc_pass location gets corral's own errors (a deny, a
+ * limit) as grpc-status answers, never a page, whatever error_page says. */
+static int grpc_phase(struct router_walk *w)
+{
+    const struct proxy_location *loc = http_module_built(w->ex, &proxy_module);
+    if (loc != NULL && loc->grpc && grpc_status_call(&w->req))
+        w->ex->error_hook = grpc_status_error_hook;
+    return ROUTER_DECLINED;
+}
+
+static const struct http_phase_handler proxy_phases[] = {
+    {ROUTER_FIND_LOCATION, grpc_phase},
+};
 
 struct http_module proxy_module = {
     .name = "proxy",
@@ -832,4 +987,7 @@ struct http_module proxy_module = {
         },
     .build = build,
     .content = &proxy_handler,
+    .content_of = content_of,
+    .phases = proxy_phases,
+    .phase_count = 1,
 };

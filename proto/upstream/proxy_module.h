@@ -14,6 +14,10 @@
 #include "proto/tls/tls.h" /* struct tls_client_conf */
 #include "proto/upstream/proxy_conf.h"
 
+/* proxy_http_version's values. */
+#define PROXY_HTTP_11 11
+#define PROXY_HTTP_2  20
+
 /* proxy_set_header NAME VALUE, as written. */
 struct proxy_set_header_conf {
     char *name, *value;
@@ -37,6 +41,11 @@ struct proxy_module_conf {
     char *uri; /* the path after it ("/", "/app/"), which replaces the part of
                   the request's path the location matched; NULL: none */
     struct conf_pos pass_pos;
+    /* grpc_pass: pass is "grpc[s]://..." (HTTP/2, gRPC errors) */
+    bool grpc;
+    /* proxy_http_version: 11 or 20 (written at version_at) */
+    unsigned http_version;
+    struct conf_pos version_at;
     /* An if's location: proxy_pass (pass, uri) and the TLS settings are
      * its location's, not its own to free (merge_nested). */
     bool borrowed_pass, borrowed_tls;
@@ -50,7 +59,8 @@ struct proxy_module_conf {
     /* Where each proxy_tls_* directive is written (file NULL: it is not). */
     struct conf_pos tls_verify_at, tls_ca_at, tls_name_at;
     bool tls_verify_nginx, tls_ca_nginx, tls_name_nginx; /* written proxy_ssl_* */
-    struct conf_pos location_pos;                        /* a location's block (check()) */
+    bool tls_grpc;                /* the last one written was spelt grpc_ssl_* */
+    struct conf_pos location_pos; /* a location's block (check()) */
     /* proxy_set_header lines; `headers_written`: the level has some (the
      * upgrade idiom's included), else it holds its parent's, which it
      * does not own. */

@@ -148,6 +148,11 @@ int upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
         if (up->health_uri == NULL)
             goto nomem;
         up->health.uri = up->health_uri;
+        up->health_service =
+            strdup(conf->health.grpc_service != NULL ? conf->health.grpc_service : "");
+        if (up->health_service == NULL)
+            goto nomem;
+        up->health.grpc_service = up->health_service;
     }
     if (conf->balance == PROXY_BALANCE_HASH) {
         int err =
@@ -180,6 +185,7 @@ void upstream_free(struct proxy_upstream *upstream)
     balance_key_free(upstream->key);
     balance_ring_free(upstream->ring);
     free(upstream->health_uri);
+    free(upstream->health_service);
     for (size_t i = 0; i < upstream->server_count; i++) {
         free(upstream->servers[i].address);
         free(upstream->servers[i].resolve_name);

@@ -60,8 +60,15 @@ struct proxy_server_conf {
 /* health_check interval=T timeout=T rise=N fall=N uri=PATH match=... port=N:
  * one loop probes every server of the upstream for all workers. */
 #define HEALTH_MATCH_CODES 600
+enum proxy_health_type {
+    PROXY_HEALTH_HTTP,  /* GET uri over HTTP/1.0 */
+    PROXY_HEALTH_HTTP2, /* GET uri over HTTP/2 (h2c, or ALPN h2) */
+    PROXY_HEALTH_GRPC,  /* grpc.health.v1.Health/Check over HTTP/2 */
+};
 struct proxy_health_conf {
     bool enabled;
+    enum proxy_health_type type; /* type=http|http2|grpc */
+    const char *grpc_service;    /* grpc_service=NAME; NULL: "" (the server) */
     uint32_t interval_ms, timeout_ms;
     unsigned rise, fall; /* passes that bring a server up, failures that take it down */
     const char *uri;     /* "/" by default */
@@ -198,6 +205,7 @@ struct upstream_server {
 };
 
 struct upstream_conn;
+struct h2_client;
 
 /* The servers one request has tried, as bits; zeroed: none. */
 struct upstream_tried {
@@ -226,6 +234,7 @@ struct server_state {
     unsigned fails;
     uint64_t down_until; /* loop clock ms */
     struct upstream_conn *idle;
+    struct h2_client *h2; /* HTTP/2 connections that take new streams (h2_client.c) */
 };
 
 /* A worker's counters of one server, which other threads read (metrics,
@@ -262,6 +271,7 @@ struct proxy_upstream {
     bool has_backup;
     struct proxy_health_conf health;
     char *health_uri;
+    char *health_service;            /* health_check grpc_service= (copied, as health_uri) */
     struct upstream_health *checker; /* while the checks run */
     struct sockaddr_storage resolvers[UPSTREAM_MAX_RESOLVERS];
     socklen_t resolver_lens[UPSTREAM_MAX_RESOLVERS];

@@ -422,6 +422,7 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"upstream.health.port", u != NULL ? u->upstream.health.port : 99},
         {"upstream.health.match0", u != NULL ? u->upstream.health.match[0] : 99},
         {"upstream.health.match3", u != NULL ? u->upstream.health.match[3] : 99},
+        {"upstream.health.type", u != NULL ? u->upstream.health.type : 99},
         {"upstream.server.backup", u != NULL ? u->upstream.servers[0].backup : 99},
         {"upstream.server.down", u != NULL ? u->upstream.servers[0].down : 99},
         {"upstream.server.max_conns", u != NULL ? u->upstream.servers[0].max_conns : 99},
@@ -550,6 +551,12 @@ static const struct field_case field_cases[] = {
     {"upstream app { server 127.0.0.1:1; health_check match=204; }", "upstream.health.match3",
      1ull << 12},
     {"upstream app { server 127.0.0.1:1; health_check match=204; }", "upstream.health.match0", 0},
+    {"upstream app { server 127.0.0.1:1; health_check; }", "upstream.health.type",
+     PROXY_HEALTH_HTTP},
+    {"upstream app { server 127.0.0.1:1; health_check type=http2; }", "upstream.health.type",
+     PROXY_HEALTH_HTTP2},
+    {"upstream app { server 127.0.0.1:1; health_check type=grpc grpc_service=a.B; }",
+     "upstream.health.type", PROXY_HEALTH_GRPC},
     {PROXY(""), "location.next_upstream", PROXY_NEXT_ERROR | PROXY_NEXT_TIMEOUT},
     {PROXY("proxy_next_upstream off;"), "location.next_upstream", 0},
     {"proxy_next_upstream http_502 error; server { listen 127.0.0.1:80; location / { proxy_pass "
@@ -998,6 +1005,41 @@ START_TEST(proxy_upgrade_settings)
     ck_assert(proxy_of(l[2].modules)->upgrade_set && proxy_of(l[2].modules)->upgrade_count == 0);
     ck_assert(!proxy_of(l[3].modules)->upgrade_set && proxy_of(l[3].modules)->upgrade_any);
     ck_assert_uint_eq(proxy_of(l[3].modules)->set_header_count, 0);
+    conf_free(c);
+}
+END_TEST
+
+/* grpc_pass and proxy_http_version: the scheme says TLS, no scheme is
+ * grpc://, the version is inherited, and the grpc_* names set the proxy's
+ * settings. */
+START_TEST(grpc_pass_and_http_version)
+{
+    struct conf_config *c =
+        parse_ok("upstream g { server 127.0.0.1:50051; }\n"
+                 "proxy_http_version 2;\n"
+                 "server {\n"
+                 "    listen 127.0.0.1:80;\n"
+                 "    location /a { grpc_pass g; grpc_read_timeout 5s; grpc_set_header X-A a; }\n"
+                 "    location /b { grpc_pass grpcs://127.0.0.1:443; }\n"
+                 "    location /c { proxy_pass http://127.0.0.1:1; }\n"
+                 "    location /d { proxy_pass http://127.0.0.1:1; proxy_http_version 1.1; }\n"
+                 "    location /e { grpc_pass grpcs://g; grpc_ssl_name g.internal;\n"
+                 "        grpc_buffer_size 16k; grpc_next_upstream off; }\n"
+                 "}\n");
+    const struct conf_location *l = c->servers[0].locations;
+    ck_assert_str_eq(l[0].content, "grpc_pass");
+    ck_assert_str_eq(proxy_of(l[0].modules)->pass, "grpc://g");
+    ck_assert(proxy_of(l[0].modules)->grpc);
+    ck_assert_uint_eq(proxy_of(l[0].modules)->proxy.read_timeout_ms, 5000);
+    ck_assert_uint_eq(proxy_of(l[0].modules)->set_header_count, 1);
+    ck_assert_str_eq(proxy_of(l[0].modules)->set_headers[0].name, "X-A");
+    ck_assert_uint_eq(proxy_of(l[2].modules)->http_version, PROXY_HTTP_2);
+    ck_assert(!proxy_of(l[2].modules)->grpc);
+    ck_assert_uint_eq(proxy_of(l[3].modules)->http_version, PROXY_HTTP_11);
+    ck_assert_str_eq(proxy_of(l[4].modules)->pass, "grpcs://g");
+    ck_assert_str_eq(proxy_of(l[4].modules)->tls.server_name, "g.internal");
+    ck_assert_uint_eq(proxy_of(l[4].modules)->proxy.response_head_limit, 16 * 1024);
+    ck_assert_uint_eq(proxy_of(l[4].modules)->proxy.next_upstream, PROXY_NEXT_WRITTEN);
     conf_free(c);
 }
 END_TEST
@@ -1892,12 +1934,17 @@ static const struct error_case error_cases[] = {
     {"upstream app { server 127.0.0.1:1; health_check \"uri=/a b\"; }",
      "test.conf:1:49: invalid health_check uri \"/a b\" (a path of at most 256 bytes, without "
      "spaces)"},
+    {"upstream app { server 127.0.0.1:1; health_check type=h3; }",
+     "test.conf:1:49: invalid health_check type \"h3\" (expected http, http2 or grpc)"},
+    {"upstream app { server 127.0.0.1:1; health_check \"grpc_service=a b\"; }",
+     "test.conf:1:49: invalid health_check grpc_service \"a b\" (a name of at most 255 bytes, "
+     "without spaces)"},
     {"upstream app { server 127.0.0.1:1; health_check match=2xx,6xx; }",
      "test.conf:1:49: invalid health_check match \"2xx,6xx\" (expected statuses or classes such "
      "as 2xx, separated by commas)"},
     {"upstream app { server 127.0.0.1:1; health_check every=1s; }",
      "test.conf:1:49: unknown health_check parameter \"every=1s\" (expected interval=, "
-     "timeout=, rise=, fall=, uri=, match= or port=)"},
+     "timeout=, rise=, fall=, uri=, match=, port=, type= or grpc_service=)"},
     {"upstream app { server 127.0.0.1:1; keepalive -1; }", "test.conf:1:46: invalid number \"-1\""},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_set_header \"Bad Name\" x; } }",
@@ -1922,6 +1969,27 @@ static const struct error_case error_cases[] = {
      " proxy_upgrade http; } }",
      "test.conf:2:16: proxy_upgrade cannot allow \"http\": an HTTP version through a tunnel "
      "would pass requests that the proxy never checks"},
+    {"server { listen 127.0.0.1:80; location / { grpc_pass grpc://127.0.0.1:1/svc; } }",
+     "test.conf:1:54: invalid grpc_pass \"grpc://127.0.0.1:1/svc\" (expected "
+     "grpc[s]://UPSTREAM or grpc[s]://HOST:PORT, without a path)"},
+    {"server { listen 127.0.0.1:80; location / { grpc_pass http://127.0.0.1:1; } }",
+     "test.conf:1:54: invalid grpc_pass \"http://127.0.0.1:1\" (expected grpc[s]://UPSTREAM "
+     "or grpc[s]://HOST:PORT)"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass grpc://127.0.0.1:1; } }",
+     "test.conf:1:55: invalid proxy_pass \"grpc://127.0.0.1:1\" (expected http[s]://UPSTREAM "
+     "or http[s]://HOST:PORT)"},
+    {"server { listen 127.0.0.1:80; location / { grpc_pass nowhere; } }",
+     "test.conf:1:54: no upstream named \"nowhere\" (an address needs a port: "
+     "grpc://HOST:PORT)"},
+    {"server { listen 127.0.0.1:80; location / { grpc_pass 127.0.0.1:1;\n"
+     " proxy_pass http://127.0.0.1:1; } }",
+     "test.conf:2:2: \"proxy_pass\" cannot be combined with \"grpc_pass\" in one location"},
+    {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
+     " proxy_http_version 3; } }",
+     "test.conf:2:21: invalid proxy_http_version \"3\" (expected 1.1 or 2)"},
+    {"server { listen 127.0.0.1:80; location / { grpc_pass grpc://127.0.0.1:1;\n"
+     " grpc_ssl_verify off; } }",
+     "test.conf:2:2: \"grpc_ssl_verify\" needs \"grpc_pass grpcs://...\" in the same location"},
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://127.0.0.1:1;\n"
      " proxy_upgrade websocket/13; } }",
      "test.conf:2:16: invalid proxy_upgrade protocol \"websocket/13\" (expected a name such as "
@@ -3308,6 +3376,7 @@ Suite *test_suite(void)
     tcase_add_test(valid, many_locations_and_servers_parse_quickly);
     tcase_add_test(valid, proxy_upgrade_settings);
     tcase_add_test(valid, proxy_intercept_and_redirect_inherit);
+    tcase_add_test(valid, grpc_pass_and_http_version);
     tcase_add_test(valid, access_inheritance);
     tcase_add_test(valid, limit_inheritance);
     tcase_add_test(valid, error_page_levels);
