@@ -12,7 +12,6 @@
 #include "proto/upstream/health.h"
 #include "proto/upstream/resolve.h"
 #include "proto/http1/http1.h" /* the handover of idle HTTP/1.1 connections */
-#include "proto/serve/serve.h" /* the connection handler every site listens with */
 
 #include <assert.h>
 #include <errno.h>
@@ -131,7 +130,8 @@ static int site_listen(struct generation *gen, struct site *site, struct generat
         if (count != corral_server_sockets_per_listener(gen->server))
             return -EADDRINUSE;
         return corral_server_listen_fds(gen->server, fds, count, &site->listen_options,
-                                        &serve_handler, &site->http, &site->listener);
+                                        site_handler(site), site_handler_data(site),
+                                        &site->listener);
     }
     const int *activated;
     unsigned count = activated_sockets_find(site->address, &activated);
@@ -139,12 +139,14 @@ static int site_listen(struct generation *gen, struct site *site, struct generat
      * one upgrades is used as it is, or joined in another layout. */
     if (count == 1 || (count > 0 && count == corral_server_sockets_per_listener(gen->server)))
         return corral_server_listen_fds(gen->server, activated, count, &site->listen_options,
-                                        &serve_handler, &site->http, &site->listener);
+                                        site_handler(site), site_handler_data(site),
+                                        &site->listener);
     if (count > 0)
         return corral_server_listen_beside(gen->server, activated, count, &site->listen_options,
-                                           &serve_handler, &site->http, &site->listener);
-    return corral_server_listen(gen->server, site->address, &site->listen_options, &serve_handler,
-                                &site->http, &site->listener);
+                                           site_handler(site), site_handler_data(site),
+                                           &site->listener);
+    return corral_server_listen(gen->server, site->address, &site->listen_options,
+                                site_handler(site), site_handler_data(site), &site->listener);
 }
 
 /* The listen of `gen` or `previous` (NULL: none) other than `site` whose
@@ -199,8 +201,8 @@ static int site_relisten(struct generation *gen, struct site *site, struct gener
     struct site *old = find_site(previous, site->address);
     if (old == NULL || corral_listener_address(old->listener, bound, sizeof(bound)) != 0)
         return site_listen(gen, site, NULL);
-    return corral_server_listen(gen->server, bound, &site->listen_options, &serve_handler,
-                                &site->http, &site->listener);
+    return corral_server_listen(gen->server, bound, &site->listen_options, site_handler(site),
+                                site_handler_data(site), &site->listener);
 }
 
 /* A change of socket layout (shared socket or one per worker, or another
@@ -220,7 +222,8 @@ static int listen_beside(struct generation *gen, struct generation *previous)
         const int *fds;
         unsigned count = corral_listener_fds(old->listener, &fds);
         err = corral_server_listen_beside(gen->server, fds, count, &site->listen_options,
-                                          &serve_handler, &site->http, &site->listener);
+                                          site_handler(site), site_handler_data(site),
+                                          &site->listener);
     }
     return err;
 }

@@ -243,6 +243,7 @@ static const struct {
 
 static void site_free(struct site *site)
 {
+    stream_site_free(site);
     tls_server_free(site->http.tls);
     free(site->address);
     free(site->vhosts);
@@ -856,6 +857,42 @@ static const char *proxy_pass_of(const struct conf_location *loc)
     return proxy != NULL ? proxy->pass : NULL;
 }
 
+/* The sites of a stream server block's listens, with the upstream its
+ * proxy_pass names: the generation's for the same target, shared with the
+ * HTTP proxy's as an upstream block's state is among its users. */
+static int stream_server_build(struct generation *gen, const struct conf_config *config,
+                               const struct conf_stream_server *server,
+                               struct upstream_chains *chains, unsigned workers)
+{
+    for (size_t i = 0; i < config->upstream_count; i++) {
+        const struct proxy_upstream_conf *up = &config->upstreams[i].upstream;
+        if (strcmp(up->name, server->pass) == 0 && stream_upstream_check(up) != 0) {
+            log_error("%s:%u:%u: upstream \"%s\": a stream balances by \"hash $remote_addr\" "
+                      "only, not by \"%s\"",
+                      server->pass_pos.file, server->pass_pos.line, server->pass_pos.col, up->name,
+                      up->hash_key);
+            return -EINVAL;
+        }
+    }
+    const struct build_arena arena = {.vars = gen->vars,
+                                      .limits = gen->limits,
+                                      .gen = gen,
+                                      .config = config,
+                                      .chains = chains,
+                                      .workers = workers};
+    size_t len = strlen("http://") + strlen(server->pass) + 1;
+    char *url = runtime_vars_calloc(gen->vars, 1, len);
+    if (url == NULL)
+        return -ENOMEM;
+    snprintf(url, len, "http://%s", server->pass);
+    struct proxy_upstream *upstream;
+    int err = arena_upstream((void *)&arena, url, NULL, NULL, &upstream);
+    for (size_t l = 0; err == 0 && l < server->listen_count; l++)
+        err = stream_site_build(&gen->sites[gen->site_count++], server, &server->listens[l],
+                                upstream, workers);
+    return err;
+}
+
 /* Builds a site for every distinct listen address, in the order they
  * first appear, then the admin ones: everything a configuration names is
  * loaded here (certificates, keys, CA files, upstream addresses), so `-t`
@@ -874,6 +911,10 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
                 max_upstreams += proxy_pass_of(&loc->nested[n]) != NULL;
         }
     }
+    size_t stream_listens = 0;
+    for (size_t s = 0; s < config->stream.server_count; s++)
+        stream_listens += config->stream.servers[s].listen_count;
+    max_upstreams += config->stream.server_count;
     size_t buckets = 1;
     while (buckets < 2 * max_upstreams)
         buckets *= 2;
@@ -882,7 +923,8 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
         vars_err = runtime_limits_new(gen->vars, config, &gen->limits);
     if (vars_err != 0)
         return vars_err;
-    gen->sites = calloc(addresses + config->admin_listen_count + 1, sizeof(*gen->sites));
+    gen->sites =
+        calloc(addresses + stream_listens + config->admin_listen_count + 1, sizeof(*gen->sites));
     gen->upstreams = calloc(max_upstreams ? max_upstreams : 1, sizeof(*gen->upstreams));
     /* The servers of each address, grouped by a counting sort on the
      * address's index: each site is built from its own servers only. */
@@ -928,6 +970,8 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
                          site_listen(config, &entries[begin])->address, &entries[begin], count,
                          &chains, workers);
     }
+    for (size_t s = 0; err == 0 && s < config->stream.server_count; s++)
+        err = stream_server_build(gen, config, &config->stream.servers[s], &chains, workers);
     free(chains.first);
     free(chains.next);
     free(ends);

@@ -602,6 +602,7 @@ void conf_free(struct conf_config *config)
         free(config->upstreams[i].server_pos);
     }
     free(config->upstreams);
+    conf__stream_free(&config->stream);
     conf__free_maps(config);
     for (size_t i = 0; i < config->mime_type_count; i++) {
         free(config->mime_types[i].extension);

@@ -37,6 +37,10 @@ extern const struct conf_directive conf__access_directives[];
 extern const struct conf_directive conf__vars_directives[];
 extern const struct conf_directive conf__limit_directives[];
 extern const struct conf_directive conf__nginx_directives[];
+extern const struct conf_directive conf__stream_directives[];
+
+/* stream_directives.c: frees what the stream block holds. */
+void conf__stream_free(struct conf_stream *stream);
 
 /* nginx_directives.c: nginx's name of a corral directive, spelt
  * differently but meaning the same ("ssl_certificate" for

@@ -1,0 +1,42 @@
+/*
+ * runtime_stream.c: the sites of a configuration's stream listens: each a
+ * struct stream_site with its server block's settings and the upstream
+ * its proxy_pass names, and per-worker counters.
+ */
+#include "cmd/runtime.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int stream_site_build(struct site *site, const struct conf_stream_server *server,
+                      const struct conf_stream_listen *listen, struct proxy_upstream *upstream,
+                      unsigned workers)
+{
+    site->address = strdup(listen->address);
+    site->stream = calloc(1, sizeof(*site->stream));
+    if (site->address == NULL || site->stream == NULL)
+        return -ENOMEM;
+    size_t stats_size = (workers > 0 ? workers : 1) * sizeof(struct stream_stats);
+    site->stream->stats = aligned_alloc(64, stats_size);
+    if (site->stream->stats == NULL)
+        return -ENOMEM;
+    memset(site->stream->stats, 0, stats_size);
+    site->stream->conf = &server->conf;
+    site->stream->upstream = upstream;
+    site->stream->proxy_protocol = listen->proxy_protocol;
+    corral_listen_options_init(&site->listen_options);
+    /* The watermarks of the client side: proxy_buffer_size. */
+    site->listen_options.high_watermark = server->conf.buffer_size;
+    site->listen_options.low_watermark = server->conf.buffer_size / 4;
+    return 0;
+}
+
+void stream_site_free(struct site *site)
+{
+    if (site->stream == NULL)
+        return;
+    free(site->stream->stats);
+    free(site->stream);
+    site->stream = NULL;
+}
