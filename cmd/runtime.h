@@ -21,12 +21,16 @@ void runtime_modules_init(void);
 int sites_build(struct generation *gen, const struct conf_config *config, unsigned workers);
 
 /* runtime_stream.c: fills `site` for a stream server's `listen`, whose
- * sessions go to `upstream` (the generation's, freed with it), for
- * `workers` workers.  `server` must outlive the site.  Returns 0 or
- * -ENOMEM, with what was allocated left for stream_site_free(). */
+ * sessions go to `upstream` (the generation's, freed with it), or where
+ * `route` (malloc'd, with its entries and regexes, which the site takes
+ * over) says, for `workers` workers.  `server` must outlive the site.
+ * Returns 0 or -ENOMEM, with what was allocated left for
+ * stream_site_free(). */
 int stream_site_build(struct site *site, const struct conf_stream_server *server,
                       const struct conf_stream_listen *listen, struct proxy_upstream *upstream,
-                      unsigned workers);
+                      struct stream_route *route, unsigned workers);
+/* Frees a route as stream_site_build() takes it (NULL: nothing). */
+void stream_route_free(struct stream_route *route);
 /* Frees what stream_site_build() allocated (nothing for an HTTP site). */
 void stream_site_free(struct site *site);
 

@@ -9,14 +9,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+void stream_route_free(struct stream_route *route)
+{
+    if (route == NULL)
+        return;
+    for (size_t i = 0; i < route->count; i++)
+        regex_free(route->entries[i].regex);
+    free(route->entries);
+    free(route);
+}
+
 int stream_site_build(struct site *site, const struct conf_stream_server *server,
                       const struct conf_stream_listen *listen, struct proxy_upstream *upstream,
-                      unsigned workers)
+                      struct stream_route *route, unsigned workers)
 {
     site->address = strdup(listen->address);
     site->stream = calloc(1, sizeof(*site->stream));
-    if (site->address == NULL || site->stream == NULL)
+    if (site->address == NULL || site->stream == NULL) {
+        stream_route_free(route);
         return -ENOMEM;
+    }
+    site->stream->route = route;
     size_t stats_size = (workers > 0 ? workers : 1) * sizeof(struct stream_stats);
     site->stream->stats = aligned_alloc(64, stats_size);
     if (site->stream->stats == NULL)
@@ -37,6 +50,7 @@ void stream_site_free(struct site *site)
     if (site->stream == NULL)
         return;
     free(site->stream->stats);
+    stream_route_free((struct stream_route *)site->stream->route);
     free(site->stream);
     site->stream = NULL;
 }

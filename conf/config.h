@@ -233,12 +233,13 @@ enum {
     CONF_STREAM_NEXT_TIMEOUT = 1u << 4,
     CONF_STREAM_PROXY_PROTOCOL = 1u << 5,
     CONF_STREAM_BUFFER_SIZE = 1u << 6,
+    CONF_STREAM_PREREAD = 1u << 7,
 };
 
 struct conf_stream_server {
     struct conf_stream_listen *listens;
     size_t listen_count;
-    char *pass; /* proxy_pass: an upstream block's name, or HOST:PORT */
+    char *pass; /* proxy_pass: an upstream block's name, HOST:PORT, or $MAP */
     struct conf_pos pass_pos, pos;
     struct stream_conf conf; /* the stream block's where it writes none */
     unsigned set;            /* CONF_STREAM_* bits */
@@ -251,6 +252,8 @@ struct conf_stream {
     struct stream_conf conf; /* the stream block's own settings */
     unsigned set;
     struct conf_stream_server *current; /* while a server block is applied */
+    struct conf_map *maps;              /* the stream block's own: proxy_pass $NAME reads one */
+    size_t map_count;
 };
 
 struct conf_config {

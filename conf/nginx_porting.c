@@ -94,7 +94,6 @@ static const struct porting_entry directives[] = {
     NONE("imap_*", "corral is no mail proxy"),
     MISSING("proxy_responses", "proxying TCP and UDP", R_STREAM),
     MISSING("preread_*", "proxying TCP and UDP", R_STREAM),
-    MISSING("ssl_preread", "proxying TCP and UDP", R_STREAM),
     /* http core */
     USE("large_client_header_buffers", "\"client_max_header_size SIZE;\" bounds the request "
         "head"),

@@ -39,6 +39,14 @@ extern const struct conf_directive conf__limit_directives[];
 extern const struct conf_directive conf__nginx_directives[];
 extern const struct conf_directive conf__stream_directives[];
 
+/* vars_directives.c: applies a map block `node` (map $SOURCE $NAME
+ * { ... }), adding it to `*list` (`*count` of them): for the top level's
+ * maps and the stream block's.  Returns 0 or -1. */
+int conf__map_apply(struct conf_state *state, const struct conf_node *node, struct conf_map **list,
+                    size_t *count);
+/* Frees `count` maps and the array. */
+void conf__maps_free(struct conf_map *maps, size_t count);
+
 /* stream_directives.c: frees what the stream block holds. */
 void conf__stream_free(struct conf_stream *stream);
 

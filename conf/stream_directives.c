@@ -67,11 +67,15 @@ static int apply_switch(struct conf_state *state, const struct conf_node *node,
 {
     unsigned *set;
     struct stream_conf *conf = target(state, &set);
-    bool next = strcmp(directive->name, "proxy_next_upstream") == 0;
-    if (parse_switch(state, &node->args[0], next ? &conf->next_upstream : &conf->proxy_protocol) !=
-        0)
+    const char *name = directive->name;
+    bool *field = strcmp(name, "proxy_next_upstream") == 0 ? &conf->next_upstream
+                  : strcmp(name, "proxy_protocol") == 0    ? &conf->proxy_protocol
+                                                           : &conf->preread;
+    if (parse_switch(state, &node->args[0], field) != 0)
         return -1;
-    *set |= next ? CONF_STREAM_NEXT_UPSTREAM : CONF_STREAM_PROXY_PROTOCOL;
+    *set |= field == &conf->next_upstream    ? CONF_STREAM_NEXT_UPSTREAM
+            : field == &conf->proxy_protocol ? CONF_STREAM_PROXY_PROTOCOL
+                                             : CONF_STREAM_PREREAD;
     return 0;
 }
 
@@ -180,9 +184,10 @@ static int apply_pass(struct conf_state *state, const struct conf_node *node,
                               "a stream's proxy_pass takes an upstream's name or HOST:PORT, "
                               "without a scheme, got \"%s\"",
                               arg->text);
-    if (strchr(arg->text, '$') != NULL)
+    if (strchr(arg->text + 1, '$') != NULL)
         return conf__error_at(state->error, &arg->pos,
-                              "a stream's proxy_pass takes no variables yet, got \"%s\"",
+                              "a stream's proxy_pass takes one variable, a map's, alone, got "
+                              "\"%s\"",
                               arg->text);
     if (strchr(arg->text, ':') != NULL) {
         struct sockaddr_storage addr;
@@ -216,6 +221,8 @@ static void inherit(struct conf_stream_server *server, const struct conf_stream 
         c->proxy_protocol = p->proxy_protocol;
     if (!(set & CONF_STREAM_BUFFER_SIZE))
         c->buffer_size = p->buffer_size;
+    if (!(set & CONF_STREAM_PREREAD))
+        c->preread = p->preread;
     /* A list of rules is inherited as a whole, as nginx does. */
     if (c->access.rule_count == 0 && p->access.rule_count > 0) {
         c->access.rules = p->access.rules;
@@ -261,6 +268,51 @@ static bool has_upstream(const struct conf_config *config, const char *name)
     return false;
 }
 
+/* The stream map `name` (without "$"), or NULL. */
+static const struct conf_map *stream_map(const struct conf_stream *stream, const char *name)
+{
+    for (size_t i = 0; i < stream->map_count; i++)
+        if (strcmp(stream->maps[i].name, name) == 0)
+            return &stream->maps[i];
+    return NULL;
+}
+
+/* A stream map reads a stream's variable, and each value names where to
+ * go: an upstream block or HOST:PORT. */
+static int check_map(struct conf_state *state, const struct conf_map *map)
+{
+    enum stream_var var;
+    if (stream_var_parse(map->source, &var) != 0)
+        return conf__error_at(state->error, &map->source_pos,
+                              "a stream's map reads $tls_preread_server_name, "
+                              "$tls_preread_alpn_protocols (or their $ssl_preread_ names) or "
+                              "$remote_addr, got \"%s\"",
+                              map->source);
+    for (size_t i = 0; i < map->entry_count; i++) {
+        const struct conf_map_entry *e = &map->entries[i];
+        struct sockaddr_storage addr;
+        socklen_t len;
+        if (strchr(e->value, ':') != NULL ? corral_parse_address(e->value, &addr, &len) != 0
+                                          : !has_upstream(state->config, e->value))
+            return conf__error_at(state->error, &e->value_pos,
+                                  "a stream's map value is an upstream's name or HOST:PORT, got "
+                                  "\"%s\"",
+                                  e->value);
+    }
+    return 0;
+}
+
+/* map $SOURCE $NAME { ... } in stream */
+static int apply_map(struct conf_state *state, const struct conf_node *node,
+                     const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_stream *stream = &state->config->stream;
+    if (conf__map_apply(state, node, &stream->maps, &stream->map_count) != 0)
+        return -1;
+    return check_map(state, &stream->maps[stream->map_count - 1]);
+}
+
 /* stream { ... } */
 static int apply_stream(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
@@ -274,7 +326,11 @@ static int apply_stream(struct conf_state *state, const struct conf_node *node,
     for (size_t s = 0; s < stream->server_count; s++) {
         struct conf_stream_server *server = &stream->servers[s];
         inherit(server, stream);
-        if (strchr(server->pass, ':') == NULL && !has_upstream(state->config, server->pass))
+        if (server->pass[0] == '$') {
+            if (stream_map(stream, server->pass + 1) == NULL)
+                return conf__error_at(state->error, &server->pass_pos,
+                                      "no map \"%s\" in the stream block", server->pass);
+        } else if (strchr(server->pass, ':') == NULL && !has_upstream(state->config, server->pass))
             return conf__error_at(state->error, &server->pass_pos,
                                   "no upstream \"%s\" (write its upstream block in the stream "
                                   "block, before its use)",
@@ -312,6 +368,7 @@ void conf__stream_free(struct conf_stream *stream)
     }
     free(stream->servers);
     access_conf_free(&stream->conf.access);
+    conf__maps_free(stream->maps, stream->map_count);
     *stream = (struct conf_stream){0};
 }
 
@@ -342,6 +399,10 @@ const struct conf_directive conf__stream_directives[] = {
      .apply = apply_switch},
     {.name = "proxy_buffer_size", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1,
      .apply = apply_buffer_size},
+    {.name = "tls_preread", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1,
+     .apply = apply_switch},
+    {.name = "map", .contexts = CONF_STREAM, .min_args = 2, .max_args = 2, .block = true,
+     .repeat = true, .apply = apply_map},
     {.name = "allow", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1, .repeat = true,
      .apply = apply_rule},
     {.name = "deny", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1, .repeat = true,

@@ -9,6 +9,7 @@
 
 #include "proto/counter.h"
 #include "proto/http/proxy_protocol.h"
+#include "proto/tls/tls_preread.h"
 #include "proto/upstream/balance.h"
 
 #include <arpa/inet.h>
@@ -29,6 +30,11 @@ enum dir_mode {
 
 struct stream_session {
     struct stream_site *site;
+    struct proxy_upstream *upstream; /* the site's, or the one its route picked */
+    /* tls_preread: the ClientHello's parse while it comes (NULL once
+     * read), and how many of the client's bytes it was fed. */
+    struct tls_preread *preread;
+    size_t preread_fed;
     struct stream_stats *stats;
     corral_conn *client;
     struct upstream_conn uc; /* uc.conn: the server's connection, NULL between attempts */
@@ -63,6 +69,7 @@ static void session_free_if_done(struct stream_session *s)
 {
     if (s->client_open || s->server_open)
         return;
+    free(s->preread);
     counter_add(&s->stats->bytes_in, s->bytes[UP]);
     counter_add(&s->stats->bytes_out, s->bytes[DOWN]);
     free(s);
@@ -193,7 +200,7 @@ static bool may_retry(const struct stream_session *s, uint64_t now)
  * session. */
 static void connect_next(struct stream_session *s)
 {
-    struct proxy_upstream *up = s->site->upstream;
+    struct proxy_upstream *up = s->upstream;
     corral_loop *loop = corral_conn_loop(s->client);
     struct upstream_worker *worker = upstream_worker_of(up, corral_conn_worker(s->client));
     for (;;) {
@@ -236,7 +243,7 @@ static void server_on_open(corral_conn *conn)
 {
     struct stream_session *s = corral_conn_data(conn);
     const struct stream_conf *conf = s->site->conf;
-    struct proxy_upstream *up = s->site->upstream;
+    struct proxy_upstream *up = s->upstream;
     s->connected = true;
     corral_conn_set_deadline(conn, 0);
     unsigned version = conf->proxy_protocol ? 1 : up->proxy_protocol;
@@ -334,8 +341,51 @@ static const struct corral_conn_handler server_handler = {
 
 /* -------------------------------------------------------------- the client */
 
+/* The value of `var` for the session, NUL-terminated, in `buf` or the
+ * preread's own storage. */
+static const char *session_var(struct stream_session *s, enum stream_var var, char *buf, size_t len)
+{
+    switch (var) {
+    case STREAM_VAR_SERVER_NAME: return s->preread != NULL ? s->preread->server_name : "";
+    case STREAM_VAR_ALPN: return s->preread != NULL ? s->preread->alpn : "";
+    case STREAM_VAR_REMOTE_ADDR: break;
+    }
+    return client_key_text(s, buf, len) == 0 ? buf : "";
+}
+
+/* What is known before a server is chosen is known: the upstream (the
+ * site's, or its route's pick), then the first server. */
+static void session_route(struct stream_session *s)
+{
+    s->upstream = s->site->upstream;
+    const struct stream_route *route = s->site->route;
+    if (route != NULL) {
+        char text[INET6_ADDRSTRLEN];
+        const char *value = session_var(s, route->source, text, sizeof(text));
+        s->upstream = stream_route_pick(route, value, strlen(value));
+    }
+    free(s->preread);
+    s->preread = NULL;
+    if (s->upstream == NULL) {
+        counter_inc(&s->stats->failed);
+        session_abort(s, 0);
+        return;
+    }
+    struct proxy_upstream *up = s->upstream;
+    if (up->balance == PROXY_BALANCE_IP_HASH || up->balance == PROXY_BALANCE_HASH) {
+        char text[INET6_ADDRSTRLEN];
+        s->hash =
+            balance_key_hash(NULL, NULL, client_key_text(s, text, sizeof(text)) == 0 ? text : "");
+    }
+    /* Nothing is read until a server takes it. */
+    corral_conn_pause_read(s->client);
+    corral_conn_set_timeouts(s->client, 0, 0);
+    s->started_ms = corral_loop_now(corral_conn_loop(s->client));
+    connect_next(s);
+}
+
 /* The client's address is known (its socket's, or its PROXY header's):
- * the rules, then the first server. */
+ * the rules, then the ClientHello (tls_preread), or the server. */
 static void session_begin(struct stream_session *s)
 {
     const struct stream_conf *conf = s->site->conf;
@@ -347,16 +397,38 @@ static void session_begin(struct stream_session *s)
         session_abort(s, 0);
         return;
     }
-    struct proxy_upstream *up = s->site->upstream;
-    if (up->balance == PROXY_BALANCE_IP_HASH || up->balance == PROXY_BALANCE_HASH) {
-        char text[INET6_ADDRSTRLEN];
-        s->hash =
-            balance_key_hash(NULL, NULL, client_key_text(s, text, sizeof(text)) == 0 ? text : "");
+    if (!conf->preread) {
+        session_route(s);
+        return;
     }
-    /* Nothing is read until a server takes it. */
-    corral_conn_pause_read(s->client);
-    s->started_ms = corral_loop_now(corral_conn_loop(s->client));
-    connect_next(s);
+    s->preread = calloc(1, sizeof(*s->preread));
+    if (s->preread == NULL) {
+        session_abort(s, -ENOMEM);
+        return;
+    }
+    /* The hello is kept, to go to the server after it: room for all of
+     * it, and it must come within proxy_connect_timeout. */
+    if (conf->buffer_size < 2 * TLS_PREREAD_MAX)
+        corral_conn_set_watermarks(s->client, 2 * TLS_PREREAD_MAX, TLS_PREREAD_MAX / 2);
+    corral_conn_set_timeouts(s->client, conf->connect_timeout_ms, 0);
+}
+
+/* tls_preread: feeds the bytes not fed yet; once the hello is read (or
+ * found not to be one, which leaves the variables empty, as nginx does),
+ * the session goes on.  Keeps every byte for the server. */
+static size_t client_preread(struct stream_session *s, const char *data, size_t len)
+{
+    int rc =
+        tls_preread_feed(s->preread, (const uint8_t *)data + s->preread_fed, len - s->preread_fed);
+    s->preread_fed = len;
+    if (rc == 0)
+        return 0;
+    if (rc < 0)
+        s->preread->server_name[0] = s->preread->alpn[0] = '\0';
+    corral_conn_set_watermarks(s->client, s->site->conf->buffer_size,
+                               s->site->conf->buffer_size / 4);
+    session_route(s);
+    return 0;
 }
 
 static void client_on_open(corral_conn *conn)
@@ -424,6 +496,8 @@ static size_t client_on_data(corral_conn *conn, const char *data, size_t len)
         return len;
     if (s->header_pending)
         return client_header(s, data, len);
+    if (s->preread != NULL)
+        return client_preread(s, data, len);
     if (s->dir[UP] == DIR_IDLE) {
         /* Read before the server took it (the bytes that came with the
          * accept): kept until then. */

@@ -9,13 +9,16 @@
 #ifndef CORRAL_PROTO_STREAM_H
 #define CORRAL_PROTO_STREAM_H
 
+#include "proto/http/regex.h"
 #include "proto/policy/access.h"
 #include "proto/upstream/upstream.h"
 
 #include <corral.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The settings of one stream server block (those of the stream block
  * that it does not write), as the config gives them. */
@@ -27,6 +30,7 @@ struct stream_conf {
     uint32_t next_upstream_timeout_ms; /* proxy_next_upstream_timeout; 0: none */
     bool proxy_protocol;               /* proxy_protocol: a PROXY v1 header to the server */
     size_t buffer_size;                /* proxy_buffer_size: each direction's buffer */
+    bool preread;                      /* tls_preread: read the ClientHello first */
     struct access_conf access;         /* allow, deny */
 };
 
@@ -42,6 +46,58 @@ struct stream_conf {
  * backpressure watermark of the side it writes to. */
 #define STREAM_BUFFER_MIN 1024
 #define STREAM_BUFFER_MAX (16u * 1024 * 1024)
+
+/* What a stream map looks up: the variables a session has. */
+enum stream_var {
+    STREAM_VAR_SERVER_NAME, /* $tls_preread_server_name, $ssl_preread_server_name */
+    STREAM_VAR_ALPN,        /* $tls_preread_alpn_protocols, $ssl_preread_alpn_protocols */
+    STREAM_VAR_REMOTE_ADDR, /* $remote_addr */
+};
+
+/* Reads a variable's name as written ("$tls_preread_server_name").
+ * Returns 0, or -EINVAL for a name a stream does not have.  Inline: the
+ * config's check calls it, and conf/ links nothing of proto/stream. */
+static inline int stream_var_parse(const char *name, enum stream_var *out)
+{
+    static const struct {
+        const char *name;
+        enum stream_var var;
+    } vars[] = {
+        {"$tls_preread_server_name", STREAM_VAR_SERVER_NAME},
+        {"$ssl_preread_server_name", STREAM_VAR_SERVER_NAME},
+        {"$tls_preread_alpn_protocols", STREAM_VAR_ALPN},
+        {"$ssl_preread_alpn_protocols", STREAM_VAR_ALPN},
+        {"$remote_addr", STREAM_VAR_REMOTE_ADDR},
+    };
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        if (strcmp(name, vars[i].name) == 0) {
+            *out = vars[i].var;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+/* proxy_pass $NAME: the stream map NAME, its values turned into
+ * upstreams.  Exact keys are compared without regard to case (host
+ * names); "~RE" and "~*RE" keys are regexes, tried after them in order. */
+struct stream_route_entry {
+    const char *key;          /* exact; NULL: `regex` */
+    struct http_regex *regex; /* owned by whoever built the route */
+    struct proxy_upstream *upstream;
+};
+
+struct stream_route {
+    enum stream_var source;
+    struct stream_route_entry *entries;
+    size_t count;
+    struct proxy_upstream *fallback; /* default; NULL: none, the session is closed */
+};
+
+/* The upstream `route` picks for `value` (`len` bytes, NUL-terminated),
+ * or its fallback (NULL: none). */
+struct proxy_upstream *stream_route_pick(const struct stream_route *route, const char *value,
+                                         size_t len);
 
 /* Per-worker counters of the stream proxy, read by other threads. */
 struct stream_stats {
@@ -59,9 +115,10 @@ struct stream_stats {
  * every connection accepted on it. */
 struct stream_site {
     const struct stream_conf *conf;
-    struct proxy_upstream *upstream;
-    bool proxy_protocol;        /* listen ... proxy_protocol: clients send a PROXY header */
-    struct stream_stats *stats; /* one per worker, by corral_worker_index() */
+    struct proxy_upstream *upstream;  /* proxy_pass NAME|HOST:PORT; NULL: `route` */
+    const struct stream_route *route; /* proxy_pass $NAME */
+    bool proxy_protocol;              /* listen ... proxy_protocol: clients send a PROXY header */
+    struct stream_stats *stats;       /* one per worker, by corral_worker_index() */
 };
 
 /* The handler of a stream listener (corral_server_listen()'s `data`: a

@@ -134,6 +134,23 @@ START_TEST(stream_block)
     ck_assert(b->conf.proxy_protocol); /* the stream block's */
     ck_assert_uint_eq(b->conf.access.rule_count, 2);
     conf_free(c);
+    /* ssl_preread (nginx's name) and a map for proxy_pass $NAME. */
+    c = parse_ok("stream {\n"
+                 "  upstream a { server 127.0.0.1:9001; }\n"
+                 "  map $ssl_preread_server_name $to { a.example a; ~^b 127.0.0.1:9002; "
+                 "default a; }\n"
+                 "  ssl_preread on;\n"
+                 "  server { listen 127.0.0.1:9000; proxy_pass $to; }\n"
+                 "  server { listen 127.0.0.1:9100; proxy_pass a; tls_preread off; }\n"
+                 "}\n");
+    ck_assert_uint_eq(c->stream.map_count, 1);
+    ck_assert_str_eq(c->stream.maps[0].name, "to");
+    ck_assert_uint_eq(c->stream.maps[0].entry_count, 3);
+    ck_assert_str_eq(c->stream.servers[0].pass, "$to");
+    ck_assert(c->stream.servers[0].conf.preread);
+    ck_assert(!c->stream.servers[1].conf.preread);
+    ck_assert_uint_eq(c->map_count, 0); /* the top level's are apart */
+    conf_free(c);
     /* No stream block: nothing there. */
     c = parse_ok("");
     ck_assert(!c->stream.present);
@@ -2158,6 +2175,15 @@ static const struct error_case error_cases[] = {
      "test.conf:1:10: \"proxy_pass\" is not allowed in stream (it belongs in location, if or "
      "stream server)"},
     {"stream { } stream { }", "test.conf:1:12: duplicate \"stream\" (first at line 1)"},
+    {"stream { server { listen 127.0.0.1:9000; proxy_pass $nomap; } }",
+     "test.conf:1:53: no map \"$nomap\" in the stream block"},
+    {"stream { map $host $x { default 127.0.0.1:1; } }",
+     "test.conf:1:14: a stream's map reads $tls_preread_server_name, $tls_preread_alpn_protocols "
+     "(or their $ssl_preread_ names) or $remote_addr, got \"$host\""},
+    {"stream { map $ssl_preread_server_name $x { a.example nowhere; } }",
+     "test.conf:1:54: a stream's map value is an upstream's name or HOST:PORT, got \"nowhere\""},
+    {"stream { server { listen 127.0.0.1:9000; proxy_pass $a$b; } }",
+     "test.conf:1:53: a stream's proxy_pass takes one variable, a map's, alone, got \"$a$b\""},
 };
 
 START_TEST(error_table)

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -121,8 +122,8 @@ static void *backend_conn_run(void *arg)
     }
     case SOURCE:
         for (uint64_t off = 0; off < b->source_len;) {
-            size_t n = b->source_len - off < sizeof(buf) ? (size_t)(b->source_len - off)
-                                                         : sizeof(buf);
+            size_t n =
+                b->source_len - off < sizeof(buf) ? (size_t)(b->source_len - off) : sizeof(buf);
             fill_pattern(buf, n, off);
             send_all_quiet(c->fd, buf, n);
             off += n;
@@ -207,9 +208,8 @@ static void start_with(struct test_daemon *d, const char *stream)
 static void start_to(struct test_daemon *d, const struct backend *b, const char *extra)
 {
     char stream[2048];
-    snprintf(stream, sizeof(stream),
-             "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; %s }", b->port,
-             extra != NULL ? extra : "");
+    snprintf(stream, sizeof(stream), "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; %s }",
+             b->port, extra != NULL ? extra : "");
     start_with(d, stream);
 }
 
@@ -627,6 +627,103 @@ START_TEST(deny_closes_before_any_server)
 }
 END_TEST
 
+/* ----------------------------------------------------------- tls_preread */
+
+/* The first flight OpenSSL sends as a client with `name` (NULL: none). */
+static size_t client_hello(const char *name, unsigned char *buf, size_t cap)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL *ssl = SSL_new(ctx);
+    BIO *rbio = BIO_new(BIO_s_mem()), *wbio = BIO_new(BIO_s_mem());
+    SSL_set_bio(ssl, rbio, wbio);
+    if (name != NULL)
+        ck_assert_int_eq(SSL_set_tlsext_host_name(ssl, name), 1);
+    ck_assert_int_eq(SSL_connect(ssl), -1);
+    int n = BIO_read(wbio, buf, (int)cap);
+    ck_assert_int_gt(n, 0);
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    return (size_t)n;
+}
+
+/* Sends `len` bytes (one byte per segment with `one_by_one`), then reads
+ * them back from the echo backend the proxy chose. */
+static void hello_through(int port, const unsigned char *hello, size_t len, bool one_by_one)
+{
+    int fd = test_connect(port);
+    int on = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    if (!one_by_one) {
+        test_send_all(fd, hello, len);
+    } else {
+        for (size_t i = 0; i < len; i++) {
+            test_send_all(fd, hello + i, 1);
+            if (i % 8 == 0)
+                test_sleep_ms(1); /* pacing, so that segments stay apart */
+        }
+    }
+    unsigned char back[4096];
+    ck_assert_uint_le(len, sizeof(back));
+    ck_assert_uint_eq(test_recv_all(fd, back, len), len);
+    ck_assert(memcmp(back, hello, len) == 0);
+    close(fd);
+}
+
+/* ssl_preread on and a map of the server name: three upstreams, picked by
+ * an exact name, a regex and the default; a hello split into one-byte
+ * segments routes the same; a client that speaks no TLS gets the
+ * default. */
+START_TEST(sni_routes_to_three_upstreams)
+{
+    struct backend a, b, c;
+    backend_start(&a, ECHO);
+    backend_start(&b, ECHO);
+    backend_start(&c, ECHO);
+    char stream[1024];
+    snprintf(stream, sizeof(stream),
+             "  upstream a { server 127.0.0.1:%d; }\n"
+             "  upstream b { server 127.0.0.1:%d; }\n"
+             "  upstream c { server 127.0.0.1:%d; }\n"
+             "  map $ssl_preread_server_name $pick {\n"
+             "    a.example a;\n"
+             "    ~^b\\. b;\n"
+             "    default c;\n"
+             "  }\n"
+             "  server { listen 127.0.0.1:0; ssl_preread on; proxy_pass $pick; }",
+             a.port, b.port, c.port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    static unsigned char hello[4096];
+    size_t len = client_hello("a.example", hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&a.accepted), 1);
+    len = client_hello("A.EXAMPLE", hello, sizeof(hello)); /* names are caseless */
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&a.accepted), 2);
+    len = client_hello("b.example.org", hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&b.accepted), 1);
+    len = client_hello("elsewhere.example", hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&c.accepted), 1);
+    len = client_hello(NULL, hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&c.accepted), 2);
+    /* One byte per segment. */
+    len = client_hello("a.example", hello, sizeof(hello));
+    hello_through(d.port, hello, len, true);
+    ck_assert_int_eq(atomic_load(&a.accepted), 3);
+    /* Not TLS at all: the variables are empty, the default serves. */
+    hello_through(d.port, (const unsigned char *)"PING\r\n", 6, false);
+    ck_assert_int_eq(atomic_load(&c.accepted), 3);
+    ck_assert_int_eq(atomic_load(&b.accepted), 1);
+    test_daemon_stop(&d);
+    backend_stop(&a);
+    backend_stop(&b);
+    backend_stop(&c);
+}
+END_TEST
+
 /* -------------------------------------------------------------- reload */
 
 /* A reload while a session moves bytes: the session finishes on the old
@@ -683,6 +780,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, next_upstream_after_a_refused_connect);
     tcase_add_test(tc, deny_closes_before_any_server);
     tcase_add_test(tc, reload_lets_sessions_finish);
+    tcase_add_test(tc, sni_routes_to_three_upstreams);
     suite_add_tcase(s, tc);
     return s;
 }
