@@ -18,6 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A direction starts by copying and splices once this much has gone
+ * through it: a pipe pair costs system calls of its own (and two
+ * descriptors while it lasts), which a short exchange does not repay, as
+ * HAProxy splices only past its first buffer. */
+#define SPLICE_AFTER (64 * 1024)
+
 /* A direction: client to server ("up") or server to client ("down"). */
 enum { UP, DOWN };
 
@@ -139,15 +145,16 @@ static bool dir_splice(struct stream_session *s, int d)
     return true;
 }
 
-/* Starts moving direction `d`: by splice where both sides allow, else by
- * copying (a layered transport, or the loop's pipes all in use). */
+/* Starts moving direction `d`: by copying at first (SPLICE_AFTER), then
+ * by splice where both sides allow (not a layered transport, a pipe
+ * free in the loop's pool). */
 static void dir_start(struct stream_session *s, int d)
 {
     corral_conn *from = dir_from(s, d), *to = dir_to(s, d);
     if (s->dir[d] != DIR_IDLE)
         return;
     (void)to;
-    if (corral_conn_kept_input(from) == 0 && dir_splice(s, d))
+    if (s->bytes[d] >= SPLICE_AFTER && corral_conn_kept_input(from) == 0 && dir_splice(s, d))
         return;
     /* Bytes already read go first, by copying; the splice is tried again
      * once they are written (copy_data()). */
@@ -157,8 +164,9 @@ static void dir_start(struct stream_session *s, int d)
 }
 
 /* Direction `d` in copy mode: writes what its source read, then, unless
- * the destination is backed up, lets a splice move the rest (from
- * on_data, a splice starts once on_data has returned all it was given). */
+ * the destination is backed up, and once SPLICE_AFTER bytes went, lets a
+ * splice move the rest (from on_data, a splice starts once on_data has
+ * returned all it was given). */
 static size_t copy_data(struct stream_session *s, int d, const char *data, size_t len)
 {
     corral_conn *from = dir_from(s, d), *to = dir_to(s, d);
@@ -166,7 +174,7 @@ static size_t copy_data(struct stream_session *s, int d, const char *data, size_
     s->bytes[d] += len;
     if (corral_conn_backed_up(to))
         corral_conn_pause_read(from);
-    else
+    else if (s->bytes[d] >= SPLICE_AFTER)
         (void)dir_splice(s, d);
     return len;
 }
@@ -247,6 +255,13 @@ static void server_on_open(corral_conn *conn)
     s->connected = true;
     corral_conn_set_deadline(conn, 0);
     unsigned version = conf->proxy_protocol ? 1 : up->proxy_protocol;
+    if (version != 0 && s->local_addr.ss_family == AF_UNSPEC) {
+        /* The address the client connected to: asked for only here. */
+        s->local_len = sizeof(s->local_addr);
+        if (getsockname(corral_conn_fd(s->client), (struct sockaddr *)&s->local_addr,
+                        &s->local_len) != 0)
+            s->local_addr.ss_family = AF_UNSPEC;
+    }
     if (version != 0) {
         char header[PROXY_PROTOCOL_SEND_MAX];
         ssize_t n =
@@ -401,11 +416,12 @@ static void session_begin(struct stream_session *s)
         session_route(s);
         return;
     }
-    s->preread = calloc(1, sizeof(*s->preread));
+    s->preread = malloc(sizeof(*s->preread));
     if (s->preread == NULL) {
         session_abort(s, -ENOMEM);
         return;
     }
+    tls_preread_init(s->preread);
     /* The hello is kept, to go to the server after it: room for all of
      * it, and it must come within proxy_connect_timeout. */
     if (conf->buffer_size < 2 * TLS_PREREAD_MAX)
@@ -452,9 +468,6 @@ static void client_on_open(corral_conn *conn)
     s->client_len = sizeof(s->client_addr);
     if (corral_conn_peer(conn, &s->client_addr, &s->client_len) != 0)
         s->client_addr.ss_family = AF_UNSPEC;
-    s->local_len = sizeof(s->local_addr);
-    if (getsockname(corral_conn_fd(conn), (struct sockaddr *)&s->local_addr, &s->local_len) != 0)
-        s->local_addr.ss_family = AF_UNSPEC;
     if (site->proxy_protocol) {
         s->header_pending = true;
         corral_conn_set_transport(conn, &proxy_protocol_transport, NULL);

@@ -20,7 +20,8 @@
 #define TLS_PREREAD_NAME_MAX 255
 #define TLS_PREREAD_ALPN_MAX 1024
 
-/* A parse in progress; zero it before the first byte. */
+/* A parse in progress: tls_preread_init() (or zero it) before the first
+ * byte. */
 struct tls_preread {
     uint32_t record_left; /* payload bytes of the current record still to come */
     uint8_t header[5];    /* a record header being read */
@@ -32,6 +33,16 @@ struct tls_preread {
     char server_name[TLS_PREREAD_NAME_MAX + 1];
     char alpn[TLS_PREREAD_ALPN_MAX + 1];
 };
+
+/* Readies `p` for a new hello without touching the message buffer (16 KB
+ * that need no zeroing). */
+static inline void tls_preread_init(struct tls_preread *p)
+{
+    p->record_left = 0;
+    p->header_len = 0;
+    p->msg_len = 0;
+    p->server_name[0] = p->alpn[0] = '\0';
+}
 
 /* Feeds the next `len` bytes of the client's stream.  Returns 1 once the
  * whole ClientHello is read (server_name and alpn filled in; the bytes
