@@ -36,6 +36,7 @@ struct site {
     /* A stream listen (stream { server { listen } }): its connections go
      * to stream_handler with this; NULL: HTTP, to serve_handler. */
     struct stream_site *stream;
+    const struct conf_stream_server *stream_server; /* its server block */
 };
 
 /* The handler of `site`'s listener, and its data. */

@@ -411,6 +411,24 @@ static int level_log(struct generation *gen, const struct conf_access_logs *conf
     return err;
 }
 
+/* A stream's access_log lines: the stream block's, or its server's,
+ * which replace them; none from the top level, which is HTTP's. */
+static int stream_logs_attach(struct generation *gen, unsigned workers)
+{
+    const struct conf_stream *stream = &gen->config->stream;
+    struct access_log *top;
+    int err = level_log(gen, &stream->access_logs, workers, &top);
+    for (size_t s = 0; s < stream->server_count && err == 0; s++) {
+        const struct conf_stream_server *server = &stream->servers[s];
+        struct access_log *own;
+        err = level_log(gen, &server->access_logs, workers, &own);
+        for (size_t i = 0; i < gen->site_count && err == 0; i++)
+            if (gen->sites[i].stream_server == server)
+                gen->sites[i].stream->log = own != NULL ? own : top;
+    }
+    return err;
+}
+
 /* access_log at the top, server and location levels: each level's files
  * opened once, and each site, vhost and location given the log of its
  * level (NULL: the enclosing one's, see access_log_route()).  buffer= and
@@ -436,7 +454,7 @@ static int logs_attach(struct generation *gen, unsigned workers)
     }
     for (size_t i = 0; i < gen->site_count && err == 0; i++) {
         struct site *site = &gen->sites[i];
-        if (site->admin)
+        if (site->admin || site->stream != NULL)
             continue;
         site->http.access_log = top;
         for (size_t v = 0; v < site->http.vhost_count; v++) {
@@ -457,6 +475,8 @@ static int logs_attach(struct generation *gen, unsigned workers)
     }
     free(servers);
     free(locations);
+    if (err == 0)
+        err = stream_logs_attach(gen, workers);
     if (err == 0 && gen->log_flush_ms > 0 && main_loop != NULL) {
         err = corral_timer_new(main_loop, on_log_flush, gen, &gen->log_flush);
         if (err == 0)

@@ -30,6 +30,7 @@ int stream_site_build(struct site *site, const struct conf_stream_server *server
         return -ENOMEM;
     }
     site->stream->route = route;
+    site->stream_server = server;
     size_t stats_size = (workers > 0 ? workers : 1) * sizeof(struct stream_stats);
     site->stream->stats = aligned_alloc(64, stats_size);
     if (site->stream->stats == NULL)

@@ -241,8 +241,9 @@ struct conf_stream_server {
     size_t listen_count;
     char *pass; /* proxy_pass: an upstream block's name, HOST:PORT, or $MAP */
     struct conf_pos pass_pos, pos;
-    struct stream_conf conf; /* the stream block's where it writes none */
-    unsigned set;            /* CONF_STREAM_* bits */
+    struct stream_conf conf;             /* the stream block's where it writes none */
+    unsigned set;                        /* CONF_STREAM_* bits */
+    struct conf_access_logs access_logs; /* none set: the stream block's */
 };
 
 struct conf_stream {
@@ -254,6 +255,8 @@ struct conf_stream {
     struct conf_stream_server *current; /* while a server block is applied */
     struct conf_map *maps;              /* the stream block's own: proxy_pass $NAME reads one */
     size_t map_count;
+    struct conf_access_logs access_logs; /* its servers' where they write none */
+    bool applying;                       /* the stream block is being applied */
 };
 
 struct conf_config {

@@ -47,6 +47,9 @@ int conf__map_apply(struct conf_state *state, const struct conf_node *node, stru
 /* Frees `count` maps and the array. */
 void conf__maps_free(struct conf_map *maps, size_t count);
 
+/* parse.c: frees a level's access_log lines. */
+void conf__access_logs_free(struct conf_access_logs *logs);
+
 /* stream_directives.c: frees what the stream block holds. */
 void conf__stream_free(struct conf_stream *stream);
 

@@ -321,8 +321,20 @@ static int apply_stream(struct conf_state *state, const struct conf_node *node,
     struct conf_stream *stream = &state->config->stream;
     stream->present = true;
     stream->conf = STREAM_CONF_DEFAULT;
-    if (conf__apply_block(state, node, CONF_STREAM) != 0)
+    stream->applying = true;
+    int rc = conf__apply_block(state, node, CONF_STREAM);
+    stream->applying = false;
+    if (rc != 0)
         return -1;
+    for (size_t s = 0; s <= stream->server_count; s++) {
+        const struct conf_access_logs *logs =
+            s < stream->server_count ? &stream->servers[s].access_logs : &stream->access_logs;
+        for (size_t i = 0; i < logs->count; i++)
+            if (logs->items[i].format == NULL)
+                return conf__error_at(state->error, &logs->items[i].pos,
+                                      "a stream's access_log names its log_format (the default "
+                                      "format is HTTP's)");
+    }
     for (size_t s = 0; s < stream->server_count; s++) {
         struct conf_stream_server *server = &stream->servers[s];
         inherit(server, stream);
@@ -365,10 +377,12 @@ void conf__stream_free(struct conf_stream *stream)
         free(server->listens);
         free(server->pass);
         access_conf_free(&server->conf.access);
+        conf__access_logs_free(&server->access_logs);
     }
     free(stream->servers);
     access_conf_free(&stream->conf.access);
     conf__maps_free(stream->maps, stream->map_count);
+    conf__access_logs_free(&stream->access_logs);
     *stream = (struct conf_stream){0};
 }
 

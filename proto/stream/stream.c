@@ -41,6 +41,8 @@ struct stream_session {
      * read), and how many of the client's bytes it was fed. */
     struct tls_preread *preread;
     size_t preread_fed;
+    char *preread_name, *preread_alpn; /* what it read, for the log: one allocation */
+    const corral_worker *worker;
     struct stream_stats *stats;
     corral_conn *client;
     struct upstream_conn uc; /* uc.conn: the server's connection, NULL between attempts */
@@ -50,7 +52,12 @@ struct stream_session {
     bool connected;
     bool header_pending; /* the client's PROXY header is still to come */
     bool client_open, server_open;
-    bool failed;         /* ended before both directions did */
+    bool failed; /* ended before both directions did */
+    /* For the log line: nginx's stream statuses (200; 400 a bad PROXY
+     * header; 403 denied; 500 out of memory; 502 no server reached),
+     * and when the session began (monotonic ns; 0: no log). */
+    unsigned status;
+    uint64_t began_ns;
     uint64_t started_ms; /* loop clock: proxy_next_upstream_timeout counts from here */
     uint32_t hash;
     enum dir_mode dir[2];
@@ -71,10 +78,41 @@ static corral_conn *dir_to(const struct stream_session *s, int d)
     return d == UP ? s->uc.conn : s->client;
 }
 
+static int client_key_text(const struct stream_session *s, char *buf, size_t len);
+
+/* The session's line in its access log. */
+static void session_log(struct stream_session *s)
+{
+    char remote[INET6_ADDRSTRLEN];
+    struct vars_stream facts = {
+        .peer =
+            s->client_addr.ss_family != AF_UNSPEC ? (const struct sockaddr *)&s->client_addr : NULL,
+        .local =
+            s->local_addr.ss_family != AF_UNSPEC ? (const struct sockaddr *)&s->local_addr : NULL,
+        .upstream_addr = s->tries > 0 ? s->uc.upstream->servers[s->uc.server].address : NULL,
+        .bytes_received = s->bytes[UP],
+        .upstream_bytes_sent = s->bytes[UP],
+        .upstream_bytes_received = s->bytes[DOWN],
+        .session_ns = corral_monotonic_ns() - s->began_ns,
+        .server_name = s->preread_name,
+        .alpn = s->preread_alpn,
+    };
+    struct vars_ctx ctx = {
+        .remote_addr = client_key_text(s, remote, sizeof(remote)) == 0 ? remote : "",
+        .status = s->status,
+        .bytes_sent = s->bytes[DOWN],
+        .stream = &facts,
+    };
+    access_log_write_ctx(s->site->log, s->worker, &ctx);
+}
+
 static void session_free_if_done(struct stream_session *s)
 {
     if (s->client_open || s->server_open)
         return;
+    if (s->began_ns != 0)
+        session_log(s);
+    free(s->preread_name);
     free(s->preread);
     counter_add(&s->stats->bytes_in, s->bytes[UP]);
     counter_add(&s->stats->bytes_out, s->bytes[DOWN]);
@@ -83,8 +121,10 @@ static void session_free_if_done(struct stream_session *s)
 
 /* Ends the session at once: both connections reset with `error` (a
  * negative errno), or closed with a FIN for 0. */
-static void session_abort(struct stream_session *s, int error)
+static void session_abort(struct stream_session *s, int error, unsigned status)
 {
+    if (s->status == 200)
+        s->status = status;
     s->failed = true;
     if (s->client_open)
         corral_conn_abort(s->client, error);
@@ -244,7 +284,7 @@ static void connect_next(struct stream_session *s)
         return;
     }
     counter_inc(&s->stats->failed);
-    session_abort(s, 0);
+    session_abort(s, 0, 502);
 }
 
 static void server_on_open(corral_conn *conn)
@@ -379,11 +419,20 @@ static void session_route(struct stream_session *s)
         const char *value = session_var(s, route->source, text, sizeof(text));
         s->upstream = stream_route_pick(route, value, strlen(value));
     }
+    if (s->preread != NULL && s->site->log != NULL) {
+        size_t name = strlen(s->preread->server_name), alpn = strlen(s->preread->alpn);
+        s->preread_name = malloc(name + alpn + 2);
+        if (s->preread_name != NULL) {
+            memcpy(s->preread_name, s->preread->server_name, name + 1);
+            s->preread_alpn = s->preread_name + name + 1;
+            memcpy(s->preread_alpn, s->preread->alpn, alpn + 1);
+        }
+    }
     free(s->preread);
     s->preread = NULL;
     if (s->upstream == NULL) {
         counter_inc(&s->stats->failed);
-        session_abort(s, 0);
+        session_abort(s, 0, 502);
         return;
     }
     struct proxy_upstream *up = s->upstream;
@@ -409,7 +458,7 @@ static void session_begin(struct stream_session *s)
                                                ? NULL
                                                : (const struct sockaddr *)&s->client_addr)) {
         counter_inc(&s->stats->denied);
-        session_abort(s, 0);
+        session_abort(s, 0, 403);
         return;
     }
     if (!conf->preread) {
@@ -418,7 +467,7 @@ static void session_begin(struct stream_session *s)
     }
     s->preread = malloc(sizeof(*s->preread));
     if (s->preread == NULL) {
-        session_abort(s, -ENOMEM);
+        session_abort(s, -ENOMEM, 500);
         return;
     }
     tls_preread_init(s->preread);
@@ -460,8 +509,19 @@ static void client_on_open(corral_conn *conn)
     }
     s->site = site;
     s->stats = stats;
+    s->worker = worker;
     s->client = conn;
     s->client_open = true;
+    s->status = 200;
+    if (site->log != NULL) {
+        s->began_ns = corral_monotonic_ns();
+        /* $server_addr and $server_port: asked for now, while the
+         * descriptor is open, and only for a log. */
+        s->local_len = sizeof(s->local_addr);
+        if (getsockname(corral_conn_fd(conn), (struct sockaddr *)&s->local_addr, &s->local_len) !=
+            0)
+            s->local_addr.ss_family = AF_UNSPEC;
+    }
     counter_inc(&stats->sessions);
     corral_conn_set_data(conn, s);
     corral_conn_set_watermarks(conn, site->conf->buffer_size, site->conf->buffer_size / 4);
@@ -487,7 +547,7 @@ static size_t client_header(struct stream_session *s, const char *data, size_t l
     assert(used != 0); /* the transport delivers complete headers only */
     s->header_pending = false;
     if (used < 0) {
-        session_abort(s, (int)used);
+        session_abort(s, (int)used, 400);
         return len;
     }
     corral_conn_set_transport(s->client, &corral_plain_transport, NULL);
@@ -529,7 +589,7 @@ static void client_on_eof(corral_conn *conn)
         return;
     if (!s->connected) {
         /* Gone before a server took it: nothing to pass on. */
-        session_abort(s, 0);
+        session_abort(s, 0, 200);
         return;
     }
     dir_end(s, UP);

@@ -11,6 +11,7 @@
 
 #include "proto/http/regex.h"
 #include "proto/policy/access.h"
+#include "proto/policy/access_log.h"
 #include "proto/upstream/upstream.h"
 
 #include <corral.h>
@@ -119,6 +120,7 @@ struct stream_site {
     const struct stream_route *route; /* proxy_pass $NAME */
     bool proxy_protocol;              /* listen ... proxy_protocol: clients send a PROXY header */
     struct stream_stats *stats;       /* one per worker, by corral_worker_index() */
+    struct access_log *log;           /* access_log: a line per session; NULL: none */
 };
 
 /* The handler of a stream listener (corral_server_listen()'s `data`: a

@@ -191,7 +191,7 @@ static void backend_stop(struct backend *b)
 static void start_workers(struct test_daemon *d, unsigned workers, const char *stream)
 {
     test_daemon_init(d, "corral");
-    char config[4096];
+    char config[8192];
     snprintf(config, sizeof(config),
              "workers %u;\ndrain_timeout 5s;\nadmin { listen 127.0.0.2:0; }\nstream {\n%s\n}\n",
              workers, stream);
@@ -627,6 +627,61 @@ START_TEST(deny_closes_before_any_server)
 }
 END_TEST
 
+/* ------------------------------------------------------------ access_log */
+
+/* A line per session with the stream's variables: one proxied, one
+ * denied (403), one whose server refused (502). */
+START_TEST(access_log_lines)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    int denied_port, refused_port;
+    int r1 = test_reserve_port(&denied_port), r2 = test_reserve_port(&refused_port);
+    close(r1);
+    char log[PATH_MAX], stream[PATH_MAX + 1024];
+    test_daemon_file(log, sizeof(log), "stream.log");
+    snprintf(stream, sizeof(stream),
+             "  log_format s '$remote_addr $status $bytes_sent $bytes_received "
+             "$upstream_bytes_sent $upstream_bytes_received \"$upstream_addr\" $server_port';\n"
+             "  access_log %s s;\n"
+             "  server { listen 127.0.0.1:%d; proxy_pass 127.0.0.1:%d; deny all; }\n"
+             "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; }",
+             log, denied_port, refused_port, refused_port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    char expect[256];
+    /* The refused server first: its line. */
+    int fd = test_connect(d.port);
+    char buf[8];
+    ck_assert_int_le(recv(fd, buf, sizeof(buf), 0), 0);
+    close(fd);
+    snprintf(expect, sizeof(expect), "127.0.0.1 502 0 0 0 0 \"127.0.0.1:%d\" %d\n", refused_port,
+             d.port);
+    free(test_wait_file(log, expect, TEST_WAIT_MS));
+    fd = test_connect(denied_port);
+    ck_assert_int_le(recv(fd, buf, sizeof(buf), 0), 0);
+    close(fd);
+    snprintf(expect, sizeof(expect), "127.0.0.1 403 0 0 0 0 \"-\" %d\n", denied_port);
+    free(test_wait_file(log, expect, TEST_WAIT_MS));
+    test_daemon_stop(&d);
+    close(r2);
+
+    /* And one that went through, to a server that answers. */
+    snprintf(stream, sizeof(stream),
+             "  log_format s '$remote_addr $status $bytes_sent $bytes_received "
+             "$upstream_bytes_sent $upstream_bytes_received \"$upstream_addr\"';\n"
+             "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; access_log %s s; }",
+             b.port, log);
+    start_with(&d, stream);
+    echo_through(d.port, 1000);
+    snprintf(expect, sizeof(expect), "127.0.0.1 200 1000 1000 1000 1000 \"127.0.0.1:%d\"\n",
+             b.port);
+    free(test_wait_file(log, expect, TEST_WAIT_MS));
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
 /* ----------------------------------------------------------- tls_preread */
 
 /* The first flight OpenSSL sends as a client with `name` (NULL: none). */
@@ -781,6 +836,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, deny_closes_before_any_server);
     tcase_add_test(tc, reload_lets_sessions_finish);
     tcase_add_test(tc, sni_routes_to_three_upstreams);
+    tcase_add_test(tc, access_log_lines);
     suite_add_tcase(s, tc);
     return s;
 }
