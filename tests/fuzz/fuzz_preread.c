@@ -34,6 +34,8 @@ static void check_result(const struct tls_preread *p)
     assert(alpn == 0 || (p->alpn[0] != ',' && p->alpn[alpn - 1] != ','));
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
     memset(&whole, 0, sizeof(whole));
