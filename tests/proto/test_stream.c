@@ -188,13 +188,16 @@ static void backend_stop(struct backend *b)
 /* Starts the daemon with `stream` (a stream block's body) and an admin
  * listener, whose port tells that it started; d->port is the stream's
  * listen (the config's last one on port 0). */
+/* The top level's wakeup line: the stream listens follow it. */
+static const char *wakeup_line = "";
+
 static void start_workers(struct test_daemon *d, unsigned workers, const char *stream)
 {
     test_daemon_init(d, "corral");
     char config[8192];
     snprintf(config, sizeof(config),
-             "workers %u;\ndrain_timeout 5s;\nadmin { listen 127.0.0.2:0; }\nstream {\n%s\n}\n",
-             workers, stream);
+             "workers %u;\n%sdrain_timeout 5s;\nadmin { listen 127.0.0.2:0; }\nstream {\n%s\n}\n",
+             workers, wakeup_line, stream);
     test_daemon_write_config(d, config);
     test_daemon_start(d);
 }
@@ -335,6 +338,29 @@ START_TEST(echo_with_small_buffers)
     start_to(&d, &b, "proxy_buffer_size 1k;");
     echo_through(d.port, 3 * 1024 * 1024 + 7);
     test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* A stream listen takes the configuration's wakeup mode, as an HTTP one:
+ * one socket per worker with reuseport, one shared socket with
+ * exclusive; both serve. */
+START_TEST(wakeup_modes_apply)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    static const char *const modes[] = {"wakeup reuseport;\n", "wakeup exclusive;\n"};
+    static const int sockets[] = {2, 1};
+    for (size_t m = 0; m < 2; m++) {
+        wakeup_line = modes[m];
+        struct test_daemon d;
+        start_to(&d, &b, NULL);
+        ck_assert_int_eq(test_listen_sockets("127.0.0.1", d.port), sockets[m]);
+        for (int i = 0; i < 4; i++)
+            echo_through(d.port, 100);
+        test_daemon_stop(&d);
+    }
+    wakeup_line = "";
     backend_stop(&b);
 }
 END_TEST
@@ -828,6 +854,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 120); /* a ceiling for sanitizer builds on a loaded machine */
     tcase_add_test(tc, echo_both_ways_intact);
     tcase_add_test(tc, echo_with_small_buffers);
+    tcase_add_test(tc, wakeup_modes_apply);
     tcase_add_test(tc, client_half_close_passes_on);
     tcase_add_test(tc, server_half_close_passes_on);
     tcase_add_test(tc, backend_reset_reaches_the_client);
