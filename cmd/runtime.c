@@ -971,7 +971,7 @@ static int stream_server_build(struct generation *gen, const struct conf_config 
             err = stream_route_build(&arena, map, &route);
         if (err == 0)
             err = stream_site_build(&gen->sites[gen->site_count++], server, &server->listens[l],
-                                    upstream, route, workers);
+                                    upstream, route, gen->limits, &config->stream, workers);
     }
     return err;
 }

@@ -23,12 +23,16 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
 /* runtime_stream.c: fills `site` for a stream server's `listen`, whose
  * sessions go to `upstream` (the generation's, freed with it), or where
  * `route` (malloc'd, with its entries and regexes, which the site takes
- * over) says, for `workers` workers.  `server` must outlive the site.
+ * over) says, with its limit_conn zone from `limits` (the server's, else
+ * the `stream` block's), for `workers` workers.  `server` must outlive
+ * the site.
  * Returns 0 or -ENOMEM, with what was allocated left for
  * stream_site_free(). */
+struct runtime_limits;
 int stream_site_build(struct site *site, const struct conf_stream_server *server,
                       const struct conf_stream_listen *listen, struct proxy_upstream *upstream,
-                      struct stream_route *route, unsigned workers);
+                      struct stream_route *route, const struct runtime_limits *limits,
+                      const struct conf_stream *stream, unsigned workers);
 /* Frees a route as stream_site_build() takes it (NULL: nothing). */
 void stream_route_free(struct stream_route *route);
 /* Frees what stream_site_build() allocated (nothing for an HTTP site). */

@@ -4,6 +4,7 @@
  * its proxy_pass names, and per-worker counters.
  */
 #include "cmd/runtime.h"
+#include "cmd/runtime_limit.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -21,7 +22,8 @@ void stream_route_free(struct stream_route *route)
 
 int stream_site_build(struct site *site, const struct conf_stream_server *server,
                       const struct conf_stream_listen *listen, struct proxy_upstream *upstream,
-                      struct stream_route *route, unsigned workers)
+                      struct stream_route *route, const struct runtime_limits *limits,
+                      const struct conf_stream *stream, unsigned workers)
 {
     site->address = strdup(listen->address);
     site->stream = calloc(1, sizeof(*site->stream));
@@ -39,6 +41,20 @@ int stream_site_build(struct site *site, const struct conf_stream_server *server
     site->stream->conf = &server->conf;
     site->stream->upstream = upstream;
     site->stream->proxy_protocol = listen->proxy_protocol;
+    const char *zone = server->limit_zone != NULL ? server->limit_zone : stream->limit_zone;
+    if (zone != NULL) {
+        const struct conf_pos *pos =
+            server->limit_zone != NULL ? &server->limit_pos : &stream->limit_pos;
+        uint64_t rate;
+        if (runtime_limits_find(limits, zone, &site->stream->conn_zone, &site->stream->conn_key,
+                                &rate) != 0 ||
+            rate != 0) {
+            log_error("%s:%u:%u: no limit_conn_zone \"%s\"", pos->file, pos->line, pos->col, zone);
+            return -EINVAL;
+        }
+        site->stream->conn_max =
+            server->limit_zone != NULL ? server->limit_conn : stream->limit_conn;
+    }
     corral_listen_options_init(&site->listen_options);
     /* The watermarks of the client side: proxy_buffer_size. */
     site->listen_options.high_watermark = server->conf.buffer_size;

@@ -244,6 +244,9 @@ struct conf_stream_server {
     struct stream_conf conf;             /* the stream block's where it writes none */
     unsigned set;                        /* CONF_STREAM_* bits */
     struct conf_access_logs access_logs; /* none set: the stream block's */
+    char *limit_zone;                    /* limit_conn ZONE N; NULL: the stream block's */
+    unsigned limit_conn;
+    struct conf_pos limit_pos;
 };
 
 struct conf_stream {
@@ -256,7 +259,10 @@ struct conf_stream {
     struct conf_map *maps;              /* the stream block's own: proxy_pass $NAME reads one */
     size_t map_count;
     struct conf_access_logs access_logs; /* its servers' where they write none */
-    bool applying;                       /* the stream block is being applied */
+    char *limit_zone;                    /* limit_conn ZONE N: its servers' where they write none */
+    unsigned limit_conn;
+    struct conf_pos limit_pos;
+    bool applying; /* the stream block is being applied */
 };
 
 struct conf_config {

@@ -130,6 +130,27 @@ static int apply_rule(struct conf_state *state, const struct conf_node *node,
     return 0;
 }
 
+/* limit_conn ZONE N: the zone is a limit_conn_zone of the top level. */
+static int apply_limit_conn(struct conf_state *state, const struct conf_node *node,
+                            const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_stream *stream = &state->config->stream;
+    char **zone = stream->current != NULL ? &stream->current->limit_zone : &stream->limit_zone;
+    unsigned *max = stream->current != NULL ? &stream->current->limit_conn : &stream->limit_conn;
+    struct conf_pos *pos =
+        stream->current != NULL ? &stream->current->limit_pos : &stream->limit_pos;
+    const struct conf_arg *n = &node->args[1];
+    unsigned value;
+    if (conf_parse_uint(n->text, &value) != 0 || value == 0 || value > 1000000)
+        return conf__error_at(state->error, &n->pos,
+                              "\"limit_conn\" must be from 1 to 1000000, got \"%s\"", n->text);
+    *zone = conf__strdup(state, &node->args[0].pos, node->args[0].text);
+    *max = value;
+    *pos = node->args[0].pos;
+    return *zone == NULL ? -1 : 0;
+}
+
 /* listen ADDRESS [proxy_protocol] */
 static int apply_listen(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
@@ -378,11 +399,13 @@ void conf__stream_free(struct conf_stream *stream)
         free(server->pass);
         access_conf_free(&server->conf.access);
         conf__access_logs_free(&server->access_logs);
+        free(server->limit_zone);
     }
     free(stream->servers);
     access_conf_free(&stream->conf.access);
     conf__maps_free(stream->maps, stream->map_count);
     conf__access_logs_free(&stream->access_logs);
+    free(stream->limit_zone);
     *stream = (struct conf_stream){0};
 }
 
@@ -413,6 +436,8 @@ const struct conf_directive conf__stream_directives[] = {
      .apply = apply_switch},
     {.name = "proxy_buffer_size", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1,
      .apply = apply_buffer_size},
+    {.name = "limit_conn", .contexts = STREAM_LEVELS, .min_args = 2, .max_args = 2,
+     .apply = apply_limit_conn},
     {.name = "tls_preread", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1,
      .apply = apply_switch},
     {.name = "map", .contexts = CONF_STREAM, .min_args = 2, .max_args = 2, .block = true,

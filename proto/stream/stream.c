@@ -43,6 +43,7 @@ struct stream_session {
     size_t preread_fed;
     char *preread_name, *preread_alpn; /* what it read, for the log: one allocation */
     const corral_worker *worker;
+    struct limit_node *conn_node; /* limit_conn's count of this session */
     struct stream_stats *stats;
     corral_conn *client;
     struct upstream_conn uc; /* uc.conn: the server's connection, NULL between attempts */
@@ -112,6 +113,8 @@ static void session_free_if_done(struct stream_session *s)
         return;
     if (s->began_ns != 0)
         session_log(s);
+    if (s->conn_node != NULL)
+        limit_zone_conn_end(s->site->conn_zone, s->conn_node);
     free(s->preread_name);
     free(s->preread);
     counter_add(&s->stats->bytes_in, s->bytes[UP]);
@@ -448,6 +451,27 @@ static void session_route(struct stream_session *s)
     connect_next(s);
 }
 
+/* limit_conn: counts the session under its key's value (the zone's key
+ * read with the session's variables); false when `conn_max` are open. */
+static bool session_count(struct stream_session *s)
+{
+    char remote[INET6_ADDRSTRLEN], key[LIMIT_KEY_MAX];
+    struct vars_stream facts = {
+        .peer =
+            s->client_addr.ss_family != AF_UNSPEC ? (const struct sockaddr *)&s->client_addr : NULL,
+    };
+    struct vars_ctx ctx = {
+        .remote_addr = client_key_text(s, remote, sizeof(remote)) == 0 ? remote : "",
+        .stream = &facts,
+        .escape = VARS_RAW,
+    };
+    size_t len = vars_eval_into(s->site->conn_key, &ctx, key, sizeof(key));
+    if (len == 0 || len > sizeof(key))
+        return true; /* an empty or too long key is not limited, as in nginx */
+    s->conn_node = limit_zone_conn(s->site->conn_zone, key, len, s->site->conn_max);
+    return s->conn_node != NULL;
+}
+
 /* The client's address is known (its socket's, or its PROXY header's):
  * the rules, then the ClientHello (tls_preread), or the server. */
 static void session_begin(struct stream_session *s)
@@ -459,6 +483,11 @@ static void session_begin(struct stream_session *s)
                                                : (const struct sockaddr *)&s->client_addr)) {
         counter_inc(&s->stats->denied);
         session_abort(s, 0, 403);
+        return;
+    }
+    if (s->site->conn_zone != NULL && !session_count(s)) {
+        counter_inc(&s->stats->denied);
+        session_abort(s, 0, 503);
         return;
     }
     if (!conf->preread) {

@@ -12,6 +12,7 @@
 #include "proto/http/regex.h"
 #include "proto/policy/access.h"
 #include "proto/policy/access_log.h"
+#include "proto/policy/limit.h"
 #include "proto/upstream/upstream.h"
 
 #include <corral.h>
@@ -121,6 +122,11 @@ struct stream_site {
     bool proxy_protocol;              /* listen ... proxy_protocol: clients send a PROXY header */
     struct stream_stats *stats;       /* one per worker, by corral_worker_index() */
     struct access_log *log;           /* access_log: a line per session; NULL: none */
+    /* limit_conn: at most `conn_max` sessions at once per value of the
+     * zone's key; NULL zone: none. */
+    struct limit_zone *conn_zone;
+    const struct vars_template *conn_key;
+    unsigned conn_max;
 };
 
 /* The handler of a stream listener (corral_server_listen()'s `data`: a

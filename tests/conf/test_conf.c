@@ -2117,7 +2117,8 @@ static const struct error_case error_cases[] = {
     {"limit_req_status 302;",
      "test.conf:1:18: \"limit_req_status\" must be from 400 to 599, got \"302\""},
     {"server { listen 127.0.0.1:80; limit_conn_zone $a zone=c:1m; }",
-     "test.conf:1:31: \"limit_conn_zone\" is not allowed in server (it belongs at top level)"},
+     "test.conf:1:31: \"limit_conn_zone\" is not allowed in server (it belongs at top level or in "
+     "stream)"},
     /* error_page */
     {"error_page 404;", "test.conf:1:1: \"error_page\" takes at least 2 arguments, got 1"},
     {"error_page 200 /x;",
@@ -2175,6 +2176,8 @@ static const struct error_case error_cases[] = {
      "test.conf:1:10: \"proxy_pass\" is not allowed in stream (it belongs in location, if or "
      "stream server)"},
     {"stream { } stream { }", "test.conf:1:12: duplicate \"stream\" (first at line 1)"},
+    {"stream { limit_conn z 0; }",
+     "test.conf:1:23: \"limit_conn\" must be from 1 to 1000000, got \"0\""},
     {"stream { server { listen 127.0.0.1:9000; proxy_pass $nomap; } }",
      "test.conf:1:53: no map \"$nomap\" in the stream block"},
     {"stream { map $host $x { default 127.0.0.1:1; } }",

@@ -710,6 +710,41 @@ START_TEST(access_log_lines)
 }
 END_TEST
 
+/* limit_conn 1 per client address: a second session while the first is
+ * open is closed (503 in the log); once the first ends, a new one
+ * passes. */
+START_TEST(limit_conn_per_address)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    char log[PATH_MAX], stream[PATH_MAX + 1024];
+    test_daemon_file(log, sizeof(log), "stream.log");
+    snprintf(stream, sizeof(stream),
+             "  limit_conn_zone $binary_remote_addr zone=per_ip:64k;\n"
+             "  log_format s '$status $bytes_sent';\n"
+             "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; limit_conn per_ip 1;\n"
+             "    access_log %s s; }",
+             b.port, log);
+    struct test_daemon d;
+    start_workers(&d, 1, stream);
+    int first = test_connect(d.port);
+    test_send_all(first, "one", 3);
+    char buf[8];
+    ck_assert_uint_eq(test_recv_all(first, buf, 3), 3); /* the first is open and served */
+    int second = test_connect(d.port);
+    ck_assert_int_le(recv(second, buf, sizeof(buf), 0), 0);
+    close(second);
+    free(test_wait_file(log, "503 0\n", TEST_WAIT_MS));
+    shutdown(first, SHUT_WR);
+    ck_assert_int_eq(recv(first, buf, sizeof(buf), 0), 0);
+    close(first);
+    free(test_wait_file(log, "200 3\n", TEST_WAIT_MS));
+    echo_through(d.port, 10); /* its count went back */
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
 /* ----------------------------------------------------------- tls_preread */
 
 /* The first flight OpenSSL sends as a client with `name` (NULL: none). */
@@ -866,6 +901,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, reload_lets_sessions_finish);
     tcase_add_test(tc, sni_routes_to_three_upstreams);
     tcase_add_test(tc, access_log_lines);
+    tcase_add_test(tc, limit_conn_per_address);
     suite_add_tcase(s, tc);
     return s;
 }
