@@ -346,7 +346,7 @@ static bool listens_anywhere(const struct conf_config *config)
     for (size_t i = 0; i < config->server_count; i++)
         if (config->servers[i].listen_count > 0)
             return true;
-    return config->admin_listen_count > 0;
+    return config->admin_listen_count > 0 || config->stream.server_count > 0;
 }
 
 /* Prints what could not be translated on stderr. */

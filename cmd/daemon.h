@@ -9,6 +9,8 @@
 #include "proto/policy/access_log.h"
 #include "proto/http/router.h"
 #include "proto/http/site.h"
+#include "proto/serve/serve.h" /* the connection handler of HTTP sites */
+#include "proto/stream/stream.h"
 #include "proto/upstream/proxy.h"
 
 #include <corral.h>
@@ -31,7 +33,22 @@ struct site {
     struct corral_listen_options listen_options;
     corral_listener *listener;
     bool admin; /* serves the admin endpoints, which are not access-logged */
+    /* A stream listen (stream { server { listen } }): its connections go
+     * to stream_handler with this; NULL: HTTP, to serve_handler. */
+    struct stream_site *stream;
+    const struct conf_stream_server *stream_server; /* its server block */
 };
+
+/* The handler of `site`'s listener, and its data. */
+static inline const struct corral_conn_handler *site_handler(const struct site *site)
+{
+    return site->stream != NULL ? &stream_handler : &serve_handler;
+}
+
+static inline void *site_handler_data(struct site *site)
+{
+    return site->stream != NULL ? (void *)site->stream : (void *)&site->http;
+}
 
 struct shared_upstream {
     struct proxy_upstream *upstream;

@@ -12,7 +12,6 @@
 #include "proto/upstream/health.h"
 #include "proto/upstream/resolve.h"
 #include "proto/http1/http1.h" /* the handover of idle HTTP/1.1 connections */
-#include "proto/serve/serve.h" /* the connection handler every site listens with */
 
 #include <assert.h>
 #include <errno.h>
@@ -131,7 +130,8 @@ static int site_listen(struct generation *gen, struct site *site, struct generat
         if (count != corral_server_sockets_per_listener(gen->server))
             return -EADDRINUSE;
         return corral_server_listen_fds(gen->server, fds, count, &site->listen_options,
-                                        &serve_handler, &site->http, &site->listener);
+                                        site_handler(site), site_handler_data(site),
+                                        &site->listener);
     }
     const int *activated;
     unsigned count = activated_sockets_find(site->address, &activated);
@@ -139,12 +139,14 @@ static int site_listen(struct generation *gen, struct site *site, struct generat
      * one upgrades is used as it is, or joined in another layout. */
     if (count == 1 || (count > 0 && count == corral_server_sockets_per_listener(gen->server)))
         return corral_server_listen_fds(gen->server, activated, count, &site->listen_options,
-                                        &serve_handler, &site->http, &site->listener);
+                                        site_handler(site), site_handler_data(site),
+                                        &site->listener);
     if (count > 0)
         return corral_server_listen_beside(gen->server, activated, count, &site->listen_options,
-                                           &serve_handler, &site->http, &site->listener);
-    return corral_server_listen(gen->server, site->address, &site->listen_options, &serve_handler,
-                                &site->http, &site->listener);
+                                           site_handler(site), site_handler_data(site),
+                                           &site->listener);
+    return corral_server_listen(gen->server, site->address, &site->listen_options,
+                                site_handler(site), site_handler_data(site), &site->listener);
 }
 
 /* The listen of `gen` or `previous` (NULL: none) other than `site` whose
@@ -199,8 +201,8 @@ static int site_relisten(struct generation *gen, struct site *site, struct gener
     struct site *old = find_site(previous, site->address);
     if (old == NULL || corral_listener_address(old->listener, bound, sizeof(bound)) != 0)
         return site_listen(gen, site, NULL);
-    return corral_server_listen(gen->server, bound, &site->listen_options, &serve_handler,
-                                &site->http, &site->listener);
+    return corral_server_listen(gen->server, bound, &site->listen_options, site_handler(site),
+                                site_handler_data(site), &site->listener);
 }
 
 /* A change of socket layout (shared socket or one per worker, or another
@@ -220,7 +222,8 @@ static int listen_beside(struct generation *gen, struct generation *previous)
         const int *fds;
         unsigned count = corral_listener_fds(old->listener, &fds);
         err = corral_server_listen_beside(gen->server, fds, count, &site->listen_options,
-                                          &serve_handler, &site->http, &site->listener);
+                                          site_handler(site), site_handler_data(site),
+                                          &site->listener);
     }
     return err;
 }
@@ -408,6 +411,24 @@ static int level_log(struct generation *gen, const struct conf_access_logs *conf
     return err;
 }
 
+/* A stream's access_log lines: the stream block's, or its server's,
+ * which replace them; none from the top level, which is HTTP's. */
+static int stream_logs_attach(struct generation *gen, unsigned workers)
+{
+    const struct conf_stream *stream = &gen->config->stream;
+    struct access_log *top;
+    int err = level_log(gen, &stream->access_logs, workers, &top);
+    for (size_t s = 0; s < stream->server_count && err == 0; s++) {
+        const struct conf_stream_server *server = &stream->servers[s];
+        struct access_log *own;
+        err = level_log(gen, &server->access_logs, workers, &own);
+        for (size_t i = 0; i < gen->site_count && err == 0; i++)
+            if (gen->sites[i].stream_server == server)
+                gen->sites[i].stream->log = own != NULL ? own : top;
+    }
+    return err;
+}
+
 /* access_log at the top, server and location levels: each level's files
  * opened once, and each site, vhost and location given the log of its
  * level (NULL: the enclosing one's, see access_log_route()).  buffer= and
@@ -433,7 +454,7 @@ static int logs_attach(struct generation *gen, unsigned workers)
     }
     for (size_t i = 0; i < gen->site_count && err == 0; i++) {
         struct site *site = &gen->sites[i];
-        if (site->admin)
+        if (site->admin || site->stream != NULL)
             continue;
         site->http.access_log = top;
         for (size_t v = 0; v < site->http.vhost_count; v++) {
@@ -454,6 +475,8 @@ static int logs_attach(struct generation *gen, unsigned workers)
     }
     free(servers);
     free(locations);
+    if (err == 0)
+        err = stream_logs_attach(gen, workers);
     if (err == 0 && gen->log_flush_ms > 0 && main_loop != NULL) {
         err = corral_timer_new(main_loop, on_log_flush, gen, &gen->log_flush);
         if (err == 0)

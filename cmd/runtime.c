@@ -249,6 +249,7 @@ static const struct {
 
 static void site_free(struct site *site)
 {
+    stream_site_free(site);
     tls_server_free(site->http.tls);
     free(site->address);
     free(site->vhosts);
@@ -865,6 +866,125 @@ static const char *proxy_pass_of(const struct conf_location *loc)
     return proxy != NULL ? proxy->pass : NULL;
 }
 
+/* The upstream a stream's proxy_pass or map value `target` names. */
+static int stream_upstream_build(const struct build_arena *arena, const char *target,
+                                 struct proxy_upstream **out)
+{
+    size_t len = strlen("http://") + strlen(target) + 1;
+    char *url = runtime_vars_calloc(arena->gen->vars, 1, len);
+    if (url == NULL)
+        return -ENOMEM;
+    snprintf(url, len, "http://%s", target);
+    return arena_upstream((void *)arena, url, NULL, NULL, out);
+}
+
+static int stream_route_fill(const struct build_arena *arena, const struct conf_map *map,
+                             struct stream_route *route);
+
+/* proxy_pass $NAME: the route of the stream map `map`, each of its values
+ * an upstream, each "~" key a regex. */
+static int stream_route_build(const struct build_arena *arena, const struct conf_map *map,
+                              struct stream_route **out)
+{
+    *out = NULL;
+    struct stream_route *route = calloc(1, sizeof(*route));
+    if (route == NULL ||
+        (route->entries = calloc(map->entry_count + 1, sizeof(*route->entries))) == NULL) {
+        free(route);
+        return -ENOMEM;
+    }
+    int err = stream_route_fill(arena, map, route);
+    if (err != 0) {
+        stream_route_free(route);
+        return err;
+    }
+    *out = route;
+    return 0;
+}
+
+/* The routes's entries from `map`'s (stream_route_build()). */
+static int stream_route_fill(const struct build_arena *arena, const struct conf_map *map,
+                             struct stream_route *route)
+{
+    if (stream_var_parse(map->source, &route->source) != 0) {
+        log_error("%s:%u:%u: not a stream variable: \"%s\"", map->source_pos.file,
+                  map->source_pos.line, map->source_pos.col, map->source);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < map->entry_count; i++) {
+        const struct conf_map_entry *e = &map->entries[i];
+        struct proxy_upstream *upstream;
+        int err = stream_upstream_build(arena, e->value, &upstream);
+        if (err != 0)
+            return err;
+        if (e->key == NULL) {
+            route->fallback = upstream;
+            continue;
+        }
+        struct stream_route_entry *entry = &route->entries[route->count++];
+        entry->upstream = upstream;
+        if (e->key[0] != '~') {
+            entry->key = e->key;
+            continue;
+        }
+        bool caseless = e->key[1] == '*';
+        char message[256];
+        size_t offset;
+        err = regex_compile(e->key + 1 + caseless, caseless, &entry->regex, message,
+                            sizeof(message), &offset);
+        if (err != 0) {
+            log_error("%s:%u:%u: %s", e->key_pos.file, e->key_pos.line, e->key_pos.col,
+                      err == -EINVAL ? message : strerror(-err));
+            return err;
+        }
+    }
+    return 0;
+}
+
+/* The sites of a stream server block's listens, with the upstream its
+ * proxy_pass names: the generation's for the same target, shared with the
+ * HTTP proxy's as an upstream block's state is among its users. */
+static int stream_server_build(struct generation *gen, const struct conf_config *config,
+                               const struct conf_stream_server *server,
+                               struct upstream_chains *chains, unsigned workers)
+{
+    for (size_t i = 0; i < config->upstream_count; i++) {
+        const struct proxy_upstream_conf *up = &config->upstreams[i].upstream;
+        if (strcmp(up->name, server->pass) == 0 && stream_upstream_check(up) != 0) {
+            log_error("%s:%u:%u: upstream \"%s\": a stream balances by \"hash $remote_addr\" "
+                      "only, not by \"%s\"",
+                      server->pass_pos.file, server->pass_pos.line, server->pass_pos.col, up->name,
+                      up->hash_key);
+            return -EINVAL;
+        }
+    }
+    const struct build_arena arena = {.vars = gen->vars,
+                                      .limits = gen->limits,
+                                      .gen = gen,
+                                      .config = config,
+                                      .chains = chains,
+                                      .workers = workers};
+    const struct conf_map *map = NULL;
+    for (size_t i = 0; server->pass[0] == '$' && i < config->stream.map_count; i++)
+        if (strcmp(config->stream.maps[i].name, server->pass + 1) == 0)
+            map = &config->stream.maps[i];
+    if (server->pass[0] == '$' && map == NULL) {
+        log_error("no stream map \"%s\"", server->pass); /* a config from elsewhere */
+        return -EINVAL;
+    }
+    struct proxy_upstream *upstream = NULL;
+    int err = map == NULL ? stream_upstream_build(&arena, server->pass, &upstream) : 0;
+    for (size_t l = 0; err == 0 && l < server->listen_count; l++) {
+        struct stream_route *route = NULL;
+        if (map != NULL)
+            err = stream_route_build(&arena, map, &route);
+        if (err == 0)
+            err = stream_site_build(&gen->sites[gen->site_count++], server, &server->listens[l],
+                                    upstream, route, gen->limits, &config->stream, workers);
+    }
+    return err;
+}
+
 /* Builds a site for every distinct listen address, in the order they
  * first appear, then the admin ones: everything a configuration names is
  * loaded here (certificates, keys, CA files, upstream addresses), so `-t`
@@ -883,6 +1003,12 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
                 max_upstreams += proxy_pass_of(&loc->nested[n]) != NULL;
         }
     }
+    size_t stream_listens = 0;
+    for (size_t s = 0; s < config->stream.server_count; s++)
+        stream_listens += config->stream.servers[s].listen_count;
+    max_upstreams += config->stream.server_count; /* and each map value at most once: */
+    for (size_t m = 0; m < config->stream.map_count; m++)
+        max_upstreams += config->stream.maps[m].entry_count;
     size_t buckets = 1;
     while (buckets < 2 * max_upstreams)
         buckets *= 2;
@@ -891,7 +1017,8 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
         vars_err = runtime_limits_new(gen->vars, config, &gen->limits);
     if (vars_err != 0)
         return vars_err;
-    gen->sites = calloc(addresses + config->admin_listen_count + 1, sizeof(*gen->sites));
+    gen->sites =
+        calloc(addresses + stream_listens + config->admin_listen_count + 1, sizeof(*gen->sites));
     gen->upstreams = calloc(max_upstreams ? max_upstreams : 1, sizeof(*gen->upstreams));
     /* The servers of each address, grouped by a counting sort on the
      * address's index: each site is built from its own servers only. */
@@ -937,6 +1064,8 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
                          site_listen(config, &entries[begin])->address, &entries[begin], count,
                          &chains, workers);
     }
+    for (size_t s = 0; err == 0 && s < config->stream.server_count; s++)
+        err = stream_server_build(gen, config, &config->stream.servers[s], &chains, workers);
     free(chains.first);
     free(chains.next);
     free(ends);

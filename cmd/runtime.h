@@ -20,6 +20,24 @@ void runtime_modules_init(void);
  * was built stays in `gen` for generation_free(). */
 int sites_build(struct generation *gen, const struct conf_config *config, unsigned workers);
 
+/* runtime_stream.c: fills `site` for a stream server's `listen`, whose
+ * sessions go to `upstream` (the generation's, freed with it), or where
+ * `route` (malloc'd, with its entries and regexes, which the site takes
+ * over) says, with its limit_conn zone from `limits` (the server's, else
+ * the `stream` block's), for `workers` workers.  `server` must outlive
+ * the site.
+ * Returns 0 or -ENOMEM, with what was allocated left for
+ * stream_site_free(). */
+struct runtime_limits;
+int stream_site_build(struct site *site, const struct conf_stream_server *server,
+                      const struct conf_stream_listen *listen, struct proxy_upstream *upstream,
+                      struct stream_route *route, const struct runtime_limits *limits,
+                      const struct conf_stream *stream, unsigned workers);
+/* Frees a route as stream_site_build() takes it (NULL: nothing). */
+void stream_route_free(struct stream_route *route);
+/* Frees what stream_site_build() allocated (nothing for an HTTP site). */
+void stream_site_free(struct site *site);
+
 /* Frees `gen` (NULL: nothing) with its server, sites, upstreams, access log
  * and config.  The server must be stopped or never started. */
 void generation_free(struct generation *gen);

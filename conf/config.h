@@ -16,6 +16,7 @@
 #include "proto/policy/access.h"
 #include "proto/http2/http2_conf.h"
 #include "proto/http/http_limits.h"
+#include "proto/stream/stream.h"
 #include "proto/tls/tls.h"
 #include "proto/upstream/upstream.h"
 
@@ -214,6 +215,56 @@ struct conf_mime_type {
     char *type;
 };
 
+/* stream { server { listen ADDRESS [proxy_protocol]; proxy_pass TARGET; } }:
+ * nginx's stream module. */
+struct conf_stream_listen {
+    char *address;
+    bool proxy_protocol; /* clients send a PROXY header (v1 or v2) */
+    struct conf_pos pos;
+};
+
+/* What a stream server block's settings writes itself: the rest it takes
+ * from the stream block. */
+enum {
+    CONF_STREAM_CONNECT_TIMEOUT = 1u << 0,
+    CONF_STREAM_TIMEOUT = 1u << 1,
+    CONF_STREAM_NEXT_UPSTREAM = 1u << 2,
+    CONF_STREAM_NEXT_TRIES = 1u << 3,
+    CONF_STREAM_NEXT_TIMEOUT = 1u << 4,
+    CONF_STREAM_PROXY_PROTOCOL = 1u << 5,
+    CONF_STREAM_BUFFER_SIZE = 1u << 6,
+    CONF_STREAM_PREREAD = 1u << 7,
+};
+
+struct conf_stream_server {
+    struct conf_stream_listen *listens;
+    size_t listen_count;
+    char *pass; /* proxy_pass: an upstream block's name, HOST:PORT, or $MAP */
+    struct conf_pos pass_pos, pos;
+    struct stream_conf conf;             /* the stream block's where it writes none */
+    unsigned set;                        /* CONF_STREAM_* bits */
+    struct conf_access_logs access_logs; /* none set: the stream block's */
+    char *limit_zone;                    /* limit_conn ZONE N; NULL: the stream block's */
+    unsigned limit_conn;
+    struct conf_pos limit_pos;
+};
+
+struct conf_stream {
+    bool present;
+    struct conf_stream_server *servers;
+    size_t server_count;
+    struct stream_conf conf; /* the stream block's own settings */
+    unsigned set;
+    struct conf_stream_server *current; /* while a server block is applied */
+    struct conf_map *maps;              /* the stream block's own: proxy_pass $NAME reads one */
+    size_t map_count;
+    struct conf_access_logs access_logs; /* its servers' where they write none */
+    char *limit_zone;                    /* limit_conn ZONE N: its servers' where they write none */
+    unsigned limit_conn;
+    struct conf_pos limit_pos;
+    bool applying; /* the stream block is being applied */
+};
+
 struct conf_config {
     unsigned workers;                /* 0 = auto: CPUs in the affinity mask */
     enum corral_wakeup_mode wakeup;  /* default auto */
@@ -260,6 +311,8 @@ struct conf_config {
     /* TLS settings written at top level (nginx's ssl_* in http { }), which
      * each server takes for those it does not write; no certificates. */
     struct conf_tls tls;
+
+    struct conf_stream stream; /* stream { }: the layer 4 proxy */
 
     char *path;   /* the main file, for messages and reloads; "<built-in>" */
     char **files; /* every file read, main first, as positions name them */

@@ -311,9 +311,12 @@ static int apply_access_log(struct conf_state *state, const struct conf_node *no
 {
     (void)directive;
     struct conf_config *config = state->config;
-    struct conf_access_logs *logs = state->location != NULL ? &state->location->access_logs
-                                    : state->server != NULL ? &state->server->access_logs
-                                                            : &config->access_logs;
+    struct conf_stream *stream = &config->stream;
+    struct conf_access_logs *logs = state->location != NULL   ? &state->location->access_logs
+                                    : state->server != NULL   ? &state->server->access_logs
+                                    : stream->current != NULL ? &stream->current->access_logs
+                                    : stream->applying        ? &stream->access_logs
+                                                              : &config->access_logs;
     logs->set = true;
     const struct conf_arg *path = &node->args[0];
     if (strcmp(path->text, "off") == 0) {
@@ -450,10 +453,12 @@ const struct conf_directive conf__core_directives[] = {
     {.name = "pid_file", MAIN_FIELD(pid_file), .kind = CONF_KIND_PATH},
     {.name = "error_log", .contexts = CONF_MAIN, .min_args = 1, .max_args = 2,
      .apply = apply_error_log},
-    {.name = "access_log", .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION, .min_args = 1,
+    {.name = "access_log",
+     .contexts = CONF_MAIN | CONF_SERVER | CONF_LOCATION | CONF_STREAM | CONF_STREAM_SERVER,
+     .min_args = 1,
      .max_args = 4, .repeat = true,
      .apply = apply_access_log},
-    {.name = "log_format", .contexts = CONF_MAIN, .min_args = 1, .max_args = CONF_ARGS_MANY,
+    {.name = "log_format", .contexts = CONF_MAIN | CONF_STREAM, .min_args = 1, .max_args = CONF_ARGS_MANY,
      .repeat = true, .base = CONF_BASE_MAIN, CONF_FIELD(struct conf_config, log_format),
      .kind = CONF_KIND_STRING, .what = "log format", .keep_pos = true,
      .pos_offset = offsetof(struct conf_config, log_format_pos), .apply = apply_log_format},

@@ -92,7 +92,9 @@ enum {
     CONF_SERVER_IF = 1u << 6,
     CONF_LOCATION_IF = 1u << 7,
     CONF_IF = CONF_SERVER_IF | CONF_LOCATION_IF,
-    CONF_OTEL_EXPORTER = 1u << 8, /* otel_exporter { } at top level (trace.c) */
+    CONF_OTEL_EXPORTER = 1u << 8,  /* otel_exporter { } at top level (trace.c) */
+    CONF_STREAM = 1u << 9,         /* stream { } at top level (stream_directives.c) */
+    CONF_STREAM_SERVER = 1u << 10, /* server { } in stream */
 };
 
 #define CONF_ARGS_MANY UINT_MAX

@@ -21,6 +21,7 @@ static const struct {
     {"worker_processes", "workers"},
     {"pid", "pid_file"},
     {"ssl_certificate", "tls_certificate"},
+    {"ssl_preread", "tls_preread"},
     {"ssl_certificate_key", "tls_certificate_key"},
     {"ssl_ciphers", "tls_ciphers"},
     {"ssl_session_tickets", "tls_session_tickets"},

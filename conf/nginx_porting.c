@@ -88,15 +88,12 @@ static const struct porting_entry directives[] = {
     STATIC("sendfile_max_chunk"),
     /* structure */
     USE("http", "\"http { ... }\" may be written at top level only"),
-    MISSING("stream", "proxying TCP and UDP", R_STREAM),
     NONE("mail", "corral is no mail proxy"),
     NONE("smtp_*", "corral is no mail proxy"),
     NONE("pop3_*", "corral is no mail proxy"),
     NONE("imap_*", "corral is no mail proxy"),
-    MISSING("proxy_timeout", "proxying TCP and UDP", R_STREAM),
     MISSING("proxy_responses", "proxying TCP and UDP", R_STREAM),
     MISSING("preread_*", "proxying TCP and UDP", R_STREAM),
-    MISSING("ssl_preread", "proxying TCP and UDP", R_STREAM),
     /* http core */
     USE("large_client_header_buffers", "\"client_max_header_size SIZE;\" bounds the request "
         "head"),

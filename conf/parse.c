@@ -531,7 +531,7 @@ int conf_load_each(const char *path, conf_report_fn report, void *report_arg,
     return rc;
 }
 
-static void access_logs_free(struct conf_access_logs *logs)
+void conf__access_logs_free(struct conf_access_logs *logs)
 {
     for (size_t i = 0; i < logs->count; i++) {
         free(logs->items[i].path);
@@ -543,7 +543,7 @@ static void access_logs_free(struct conf_access_logs *logs)
 static void location_free(struct conf_location *location)
 {
     free(location->path);
-    access_logs_free(&location->access_logs);
+    conf__access_logs_free(&location->access_logs);
     free(location->nested); /* no path, no access_log: nothing of their own */
 }
 
@@ -560,7 +560,7 @@ static void server_free(struct conf_server *server)
         location_free(&server->locations[i]);
     free(server->locations);
     conf__tls_free(&server->tls);
-    access_logs_free(&server->access_logs);
+    conf__access_logs_free(&server->access_logs);
 }
 
 void conf_free(struct conf_config *config)
@@ -580,7 +580,7 @@ void conf_free(struct conf_config *config)
     }
     free(config->log_formats);
     free(config->access_log_format);
-    access_logs_free(&config->access_logs);
+    conf__access_logs_free(&config->access_logs);
     for (size_t i = 0; i < config->admin_listen_count; i++)
         free(config->admin_listens[i]);
     free(config->admin_listens);
@@ -603,6 +603,7 @@ void conf_free(struct conf_config *config)
         free(config->upstreams[i].server_pos);
     }
     free(config->upstreams);
+    conf__stream_free(&config->stream);
     conf__free_maps(config);
     for (size_t i = 0; i < config->mime_type_count; i++) {
         free(config->mime_types[i].extension);

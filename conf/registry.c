@@ -15,7 +15,7 @@
 const struct conf_directive *const conf__tables[] = {
     conf__core_directives,     conf__http_directives,  conf__tls_directives,
     conf__access_directives,   conf__vars_directives,  conf__limit_directives,
-    conf__upstream_directives, conf__nginx_directives,
+    conf__upstream_directives, conf__nginx_directives, conf__stream_directives,
 };
 
 const size_t conf__table_count = sizeof(conf__tables) / sizeof(conf__tables[0]);
@@ -167,6 +167,8 @@ static const char *describe_contexts(char *buf, size_t len, unsigned contexts)
         {CONF_EVENTS, "events"},
         {CONF_IF, "if"}, /* one or both */
         {CONF_OTEL_EXPORTER, "otel_exporter"},
+        {CONF_STREAM, "stream"},
+        {CONF_STREAM_SERVER, "stream server"},
     };
     const char *listed[sizeof(names) / sizeof(names[0])];
     size_t count = 0;

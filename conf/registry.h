@@ -37,6 +37,21 @@ extern const struct conf_directive conf__access_directives[];
 extern const struct conf_directive conf__vars_directives[];
 extern const struct conf_directive conf__limit_directives[];
 extern const struct conf_directive conf__nginx_directives[];
+extern const struct conf_directive conf__stream_directives[];
+
+/* vars_directives.c: applies a map block `node` (map $SOURCE $NAME
+ * { ... }), adding it to `*list` (`*count` of them): for the top level's
+ * maps and the stream block's.  Returns 0 or -1. */
+int conf__map_apply(struct conf_state *state, const struct conf_node *node, struct conf_map **list,
+                    size_t *count);
+/* Frees `count` maps and the array. */
+void conf__maps_free(struct conf_map *maps, size_t count);
+
+/* parse.c: frees a level's access_log lines. */
+void conf__access_logs_free(struct conf_access_logs *logs);
+
+/* stream_directives.c: frees what the stream block holds. */
+void conf__stream_free(struct conf_stream *stream);
 
 /* nginx_directives.c: nginx's name of a corral directive, spelt
  * differently but meaning the same ("ssl_certificate" for

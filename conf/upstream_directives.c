@@ -460,7 +460,7 @@ static int apply_health_check(struct conf_state *state, const struct conf_node *
     .base = CONF_BASE_UPSTREAM, CONF_FIELD(struct conf_upstream, upstream.field)
 
 const struct conf_directive conf__upstream_directives[] = {
-    {.name = "upstream", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1, .block = true,
+    {.name = "upstream", .contexts = CONF_MAIN | CONF_STREAM, .min_args = 1, .max_args = 1, .block = true,
      .repeat = true, .apply = apply_upstream},
     {.name = "server", .contexts = CONF_UPSTREAM, .min_args = 1, .max_args = 8, .repeat = true,
      .apply = apply_upstream_server},

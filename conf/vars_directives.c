@@ -1,5 +1,6 @@
 /*
- * vars_directives.c: `map` blocks (top level), whose values hold
+ * vars_directives.c: `map` blocks (top level, and the stream block's
+ * through conf__map_apply()), whose values hold
  * variables: kept as written; the daemon compiles them, with every
  * $variable resolved, when it builds a generation.  `add_header` and
  * `rewrite` are their modules' (proto/policy/).
@@ -68,30 +69,26 @@ static int map_entry(struct conf_state *state, struct conf_map *map, const struc
     return e->value != NULL ? 0 : -1;
 }
 
-/* map $SOURCE $NAME { ... } */
-static int apply_map(struct conf_state *state, const struct conf_node *node,
-                     const struct conf_directive *directive)
+int conf__map_apply(struct conf_state *state, const struct conf_node *node, struct conf_map **list,
+                    size_t *count)
 {
-    (void)directive;
-    struct conf_config *config = state->config;
     const struct conf_arg *source = &node->args[0], *name = &node->args[1];
     if (name->text[0] != '$' || !valid_name(name->text + 1))
         return conf__error_at(state->error, &name->pos,
                               "invalid map variable \"%s\" (expected $name)", name->text);
-    for (size_t i = 0; i < config->map_count; i++) {
-        if (strcasecmp(config->maps[i].name, name->text + 1) != 0)
+    for (size_t i = 0; i < *count; i++) {
+        if (strcasecmp((*list)[i].name, name->text + 1) != 0)
             continue;
         char where[300];
         return conf__error_at(state->error, &name->pos, "duplicate map \"%s\" (first at %s)",
                               name->text,
-                              conf__where(where, sizeof(where), &name->pos, &config->maps[i].pos));
+                              conf__where(where, sizeof(where), &name->pos, &(*list)[i].pos));
     }
-    struct conf_map *maps =
-        conf__grow(state, &node->name.pos, config->maps, config->map_count, sizeof(*maps));
+    struct conf_map *maps = conf__grow(state, &node->name.pos, *list, *count, sizeof(*maps));
     if (maps == NULL)
         return -1;
-    config->maps = maps;
-    struct conf_map *map = &maps[config->map_count++];
+    *list = maps;
+    struct conf_map *map = &maps[(*count)++];
     map->pos = name->pos;
     map->source_pos = source->pos;
     map->source = conf__strdup(state, &source->pos, source->text);
@@ -104,10 +101,18 @@ static int apply_map(struct conf_state *state, const struct conf_node *node,
     return 0;
 }
 
-void conf__free_maps(struct conf_config *config)
+/* map $SOURCE $NAME { ... } */
+static int apply_map(struct conf_state *state, const struct conf_node *node,
+                     const struct conf_directive *directive)
 {
-    for (size_t i = 0; i < config->map_count; i++) {
-        struct conf_map *map = &config->maps[i];
+    (void)directive;
+    return conf__map_apply(state, node, &state->config->maps, &state->config->map_count);
+}
+
+void conf__maps_free(struct conf_map *maps, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        struct conf_map *map = &maps[i];
         for (size_t j = 0; j < map->entry_count; j++) {
             free(map->entries[j].key);
             free(map->entries[j].value);
@@ -116,7 +121,12 @@ void conf__free_maps(struct conf_config *config)
         free(map->source);
         free(map->name);
     }
-    free(config->maps);
+    free(maps);
+}
+
+void conf__free_maps(struct conf_config *config)
+{
+    conf__maps_free(config->maps, config->map_count);
     config->maps = NULL;
     config->map_count = 0;
 }

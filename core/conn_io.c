@@ -471,7 +471,8 @@ void corral_conn_shutdown(corral_conn *conn)
 {
     if (conn->state != CORRAL__CONN_OPEN || conn->shutdown_pending)
         return;
-    corral__splice_cancel(conn, 0);
+    /* Its sending side ends; a splice reading from it goes on. */
+    corral__splice_cancel_to(conn, 0);
     conn->shutdown_pending = true;
     conn_schedule_flush(conn);
 }

@@ -372,6 +372,9 @@ struct corral__splice {
 void corral__splice_on_event(corral_conn *conn);
 /* Ends the splices `conn` takes part in with `error` (0: -ECANCELED). */
 void corral__splice_cancel(corral_conn *conn, int error);
+/* Ends only the splice that writes to `conn`, if any: a half-close ends
+ * its sending side, and a splice that reads from it goes on. */
+void corral__splice_cancel_to(corral_conn *conn, int error);
 /* Bytes in the pipe of the splice `conn` is the destination of. */
 size_t corral__splice_pending(const corral_conn *conn);
 /* Whether the splice `conn` is the source of waits for its input. */

@@ -426,8 +426,10 @@ int corral_loop_run(corral_loop *loop)
     loop->stopping = false;
     while (!loop->stopping) {
         int timeout = corral__timers_next_timeout(loop);
+        /* Work left for the next iteration: a connection closed from
+         * another's on_close waits in closed_list for its own. */
         if (loop->deferred_count > 0 || loop->flush_list != NULL || loop->kick_list != NULL ||
-            loop->splices_done != NULL)
+            loop->splices_done != NULL || loop->closed_list != NULL)
             timeout = 0;
         err = corral__loop_run_once(loop, timeout);
         if (err != 0)

@@ -157,6 +157,13 @@ void corral__splice_cancel(corral_conn *conn, int error)
         splice_finish(link->as_to, error != 0 ? error : -ECANCELED);
 }
 
+void corral__splice_cancel_to(corral_conn *conn, int error)
+{
+    struct corral__splice_link *link = conn_link(conn);
+    if (link != NULL && link->as_to != NULL)
+        splice_finish(link->as_to, error != 0 ? error : -ECANCELED);
+}
+
 void corral__loop_splices_done(corral_loop *loop)
 {
     /* Callbacks may start splices that end at once: those wait for the

@@ -13,7 +13,8 @@ corral_packages=(ninja-build pkg-config gcc clang libclang-rt-14-dev libssl-dev 
 
 # The peers and load generators of the benchmarks (tests/bench/ and
 # ../shared/bench/peers/): not needed by the tests.
-corral_bench_packages=(nginx-light haproxy h2o wrk nghttp2-client curl varnish)
+corral_bench_packages=(nginx-light libnginx-mod-stream haproxy h2o wrk nghttp2-client curl iperf3
+                        apache2-utils varnish)
 
 corral_install_deps() { # [package...]: corral_packages by default
   local missing=()

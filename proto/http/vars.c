@@ -91,6 +91,14 @@ static const struct {
     {"pipe", VARS_PIPE, false},
     {"proxy_protocol_addr", VARS_PROXY_PROTOCOL_ADDR, false},
     {"proxy_protocol_port", VARS_PROXY_PROTOCOL_PORT, false},
+    {"bytes_received", VARS_BYTES_RECEIVED, true},
+    {"session_time", VARS_SESSION_TIME, true},
+    {"upstream_bytes_sent", VARS_UPSTREAM_BYTES_SENT, true},
+    {"upstream_bytes_received", VARS_UPSTREAM_BYTES_RECEIVED, true},
+    {"tls_preread_server_name", VARS_PREREAD_SERVER_NAME, false},
+    {"ssl_preread_server_name", VARS_PREREAD_SERVER_NAME, false},
+    {"tls_preread_alpn_protocols", VARS_PREREAD_ALPN, false},
+    {"ssl_preread_alpn_protocols", VARS_PREREAD_ALPN, false},
 };
 
 /* Variables named by a prefix and what follows it. */
@@ -446,6 +454,10 @@ static void put_upstream_field(struct vars_buf *out, const struct exchange_upstr
 static void put_upstream(struct vars_ctx *ctx, struct vars_buf *out, enum vars_id id)
 {
     const struct exchange *ex = ctx->ex;
+    if (ctx->stream != NULL && id == VARS_UPSTREAM_ADDR && ctx->stream->upstream_addr != NULL) {
+        put_value(ctx, out, ctx->stream->upstream_addr, strlen(ctx->stream->upstream_addr));
+        return;
+    }
     if (ex == NULL || ex->upstream_try_count == 0) {
         put_value(ctx, out, "", 0);
         return;
@@ -579,6 +591,15 @@ static void remote_addr(struct vars_ctx *ctx, char *buf, size_t len)
 /* The connection's peer or local address; false when unknown. */
 static bool conn_address(struct vars_ctx *ctx, bool local, struct sockaddr_storage *addr)
 {
+    if (ctx->stream != NULL) {
+        const struct sockaddr *sa = local ? ctx->stream->local : ctx->stream->peer;
+        if (sa == NULL)
+            return false;
+        memcpy(addr, sa,
+               sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                         : sizeof(struct sockaddr_in));
+        return sa->sa_family == AF_INET || sa->sa_family == AF_INET6;
+    }
     const struct http_conn *c = ctx->ex != NULL ? ctx->ex->conn : NULL;
     socklen_t len;
     if (c == NULL)
@@ -854,6 +875,34 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
                 : NULL;
         put_value(ctx, out, text != NULL ? text : "", text != NULL ? strlen(text) : 0);
         free(text);
+        break;
+    }
+    case VARS_BYTES_RECEIVED:
+    case VARS_UPSTREAM_BYTES_SENT:
+    case VARS_UPSTREAM_BYTES_RECEIVED: {
+        const struct vars_stream *st = ctx->stream;
+        if (st == NULL)
+            put_value(ctx, out, "", 0);
+        else
+            put_uint(ctx, out,
+                     part->id == VARS_BYTES_RECEIVED        ? st->bytes_received
+                     : part->id == VARS_UPSTREAM_BYTES_SENT ? st->upstream_bytes_sent
+                                                            : st->upstream_bytes_received);
+        break;
+    }
+    case VARS_SESSION_TIME:
+        if (ctx->stream == NULL)
+            put_value(ctx, out, "", 0);
+        else
+            put_seconds(ctx, out, ctx->stream->session_ns);
+        break;
+    case VARS_PREREAD_SERVER_NAME:
+    case VARS_PREREAD_ALPN: {
+        const struct vars_stream *st = ctx->stream;
+        const char *text = st == NULL                             ? NULL
+                           : part->id == VARS_PREREAD_SERVER_NAME ? st->server_name
+                                                                  : st->alpn;
+        put_value(ctx, out, text != NULL ? text : "", text != NULL ? strlen(text) : 0);
         break;
     }
     case VARS_HTTP: put_header(ctx, out, part->text, part->len); break;

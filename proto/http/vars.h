@@ -84,6 +84,21 @@ enum vars_escape {
     VARS_JSON,
 };
 
+/* A stream session's facts (proto/stream/), for its log line, where an
+ * exchange would give them: $remote_port, $server_addr, $server_port,
+ * $upstream_addr, and the stream's own $bytes_received, $session_time,
+ * $upstream_bytes_sent, $upstream_bytes_received and the
+ * $tls_preread_ (or $ssl_preread_) server name and ALPN protocols.  They
+ * read empty in an HTTP exchange's values. */
+struct vars_stream {
+    const struct sockaddr *peer, *local; /* NULL: unknown */
+    const char *upstream_addr;           /* NULL: none was asked */
+    uint64_t bytes_received;             /* from the client */
+    uint64_t upstream_bytes_sent, upstream_bytes_received;
+    uint64_t session_ns;
+    const char *server_name, *alpn; /* NULL: no tls_preread */
+};
+
 /* What variables read.  The caller fills what it has; what it leaves zero
  * (NULL) evaluates empty. */
 struct vars_ctx {
@@ -101,8 +116,9 @@ struct vars_ctx {
     uint64_t bytes_sent;
     uint64_t request_ns;
     enum vars_escape escape;
-    unsigned _depth;                 /* maps evaluating maps */
-    const struct vars_map *_open[8]; /* those being evaluated: a cycle reads empty */
+    const struct vars_stream *stream; /* a stream session's, instead of `ex` */
+    unsigned _depth;                  /* maps evaluating maps */
+    const struct vars_map *_open[8];  /* those being evaluated: a cycle reads empty */
 };
 
 /* A buffer the evaluation appends to.  It starts in caller-owned memory

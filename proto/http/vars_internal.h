@@ -56,6 +56,12 @@ enum vars_id {
     VARS_PIPE,
     VARS_PROXY_PROTOCOL_ADDR,
     VARS_PROXY_PROTOCOL_PORT,
+    VARS_BYTES_RECEIVED, /* a stream session's (vars_ctx.stream) */
+    VARS_SESSION_TIME,
+    VARS_UPSTREAM_BYTES_SENT,
+    VARS_UPSTREAM_BYTES_RECEIVED,
+    VARS_PREREAD_SERVER_NAME,
+    VARS_PREREAD_ALPN,
     VARS_HTTP,         /* $http_NAME: `text` is NAME */
     VARS_COOKIE,       /* $cookie_NAME */
     VARS_ARG,          /* $arg_NAME */

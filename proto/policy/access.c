@@ -185,6 +185,18 @@ unsigned access_check(struct exchange *ex, const corral_conn *conn, const struct
  * first: the first rule that matches, or none. */
 enum verdict { NO_RULE, ALLOWED, DENIED };
 
+/* The first rule that matches `addr` (NULL: unknown, which only "all"
+ * matches). */
+static enum verdict first_rule(const struct access_conf *conf, const struct sockaddr *addr)
+{
+    for (size_t i = 0; i < conf->rule_count; i++) {
+        const struct access_rule *rule = &conf->rules[i];
+        if (addr != NULL ? access_net_contains(&rule->net, addr) : rule->net.family == AF_UNSPEC)
+            return rule->allow ? ALLOWED : DENIED;
+    }
+    return NO_RULE;
+}
+
 static enum verdict check(struct exchange *ex, const struct access_conf *conf,
                           const struct http_request *req)
 {
@@ -193,12 +205,12 @@ static enum verdict check(struct exchange *ex, const struct access_conf *conf,
         return NO_RULE;
     if (known && conf->real_ip_from_count > 0)
         real_ip(conf, req, &ex->client);
-    for (size_t i = 0; i < conf->rule_count; i++) {
-        const struct access_rule *rule = &conf->rules[i];
-        if (known ? access_net_contains(&rule->net, &ex->client.sa) : rule->net.family == AF_UNSPEC)
-            return rule->allow ? ALLOWED : DENIED;
-    }
-    return NO_RULE;
+    return first_rule(conf, known ? &ex->client.sa : NULL);
+}
+
+bool access_rules_allow(const struct access_conf *conf, const struct sockaddr *addr)
+{
+    return first_rule(conf, addr) != DENIED;
 }
 
 unsigned access_check_routed(struct exchange *ex, const struct access_conf *conf,

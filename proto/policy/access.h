@@ -104,6 +104,11 @@ void access_conf_free(struct access_conf *conf);
  * in `net`. */
 bool access_net_contains(const struct access_net *net, const struct sockaddr *addr);
 
+/* What `conf`'s allow/deny rules say of a client at `addr` (NULL:
+ * unknown, which only "all" matches), without real_ip: false when the
+ * first rule that matches denies it, else true (no rule matches). */
+bool access_rules_allow(const struct access_conf *conf, const struct sockaddr *addr);
+
 /* The modules (module.h): the connection's peer as the client's address
  * (post-read), in every site; and the configured real_ip and allow/deny
  * (access phase), its struct per level a struct access_conf, built for

@@ -171,10 +171,9 @@ void access_log_flush(struct access_log *log)
 
 /* Appends `line` to the buffer of the exchange's worker; false when the
  * line is to be written at once (no buffer for it, or too long). */
-static bool buffer_line(struct access_log *log, const struct exchange *ex, const char *line,
+static bool buffer_line(struct access_log *log, const corral_worker *worker, const char *line,
                         size_t len)
 {
-    const corral_worker *worker = ex != NULL ? exchange_worker(ex) : NULL;
     unsigned w = worker != NULL ? corral_worker_index(worker) : 0;
     if (log->buffers == NULL || worker == NULL || w >= log->buffer_count)
         return false;
@@ -257,11 +256,6 @@ void access_log_free(struct access_log *log)
 
 void access_log_write(struct access_log *log, const struct access_entry *e)
 {
-    if (log->is_tee) {
-        for (size_t i = 0; i < log->tee_count; i++)
-            access_log_write(log->tee[i], e);
-        return;
-    }
     const struct kept *kept = (const struct kept *)(const void *)e->kept;
     struct vars_ctx ctx = {
         .ex = e->ex,
@@ -271,20 +265,30 @@ void access_log_write(struct access_log *log, const struct access_entry *e)
         .status = e->status,
         .bytes_sent = e->body_bytes_sent,
         .request_ns = e->request_ns,
-        .escape = log->escape,
     };
+    access_log_write_ctx(log, e->ex != NULL ? exchange_worker(e->ex) : NULL, &ctx);
+}
+
+void access_log_write_ctx(struct access_log *log, const corral_worker *worker, struct vars_ctx *ctx)
+{
+    if (log->is_tee) {
+        for (size_t i = 0; i < log->tee_count; i++)
+            access_log_write_ctx(log->tee[i], worker, ctx);
+        return;
+    }
+    ctx->escape = log->escape;
     /* On the stack, and the heap for a long line: a request's fields
      * (escaped, up to four times their size) have any length. */
     char small[4096];
     struct vars_buf line;
     vars_buf_init(&line, small, sizeof(small));
-    vars_eval(log->format, &ctx, &line);
+    vars_eval(log->format, ctx, &line);
     vars_buf_add(&line, "\n", 1);
     if (line.len > line.cap) /* out of memory: what fit, and its end of line */
         line.len = line.cap;
     if (line.len > 0 && line.data[line.len - 1] != '\n')
         line.data[line.len - 1] = '\n';
-    if (!buffer_line(log, e->ex, line.data, line.len))
+    if (!buffer_line(log, worker, line.data, line.len))
         while (write(log->fd, line.data, line.len) == -1 && errno == EINTR)
             ;
     vars_buf_free(&line);

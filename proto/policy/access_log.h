@@ -83,6 +83,12 @@ struct access_entry {
 
 void access_log_write(struct access_log *log, const struct access_entry *entry);
 
+/* Writes the line of `ctx` (its `escape` is the log's): for what is not
+ * an exchange, such as a stream session (ctx->stream), from `worker`'s
+ * thread (NULL: not a worker's; the line is written at once). */
+void access_log_write_ctx(struct access_log *log, const corral_worker *worker,
+                          struct vars_ctx *ctx);
+
 /* The request's strings die with on_request; the log line comes later.
  * Returns a malloc'd copy of `req` (its head and headers) and the client's
  * address `remote`, or NULL when out of memory (the line is then written

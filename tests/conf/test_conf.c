@@ -90,6 +90,75 @@ static const char *parse_error(const char *text, const struct memfile *files,
 
 /* ------------------------------------------------------- valid configs */
 
+/* stream { }: its upstreams join the config's, its servers take the
+ * stream block's settings where they write none, and their rules as a
+ * whole. */
+START_TEST(stream_block)
+{
+    struct conf_config *c = parse_ok("stream {\n"
+                                     "  upstream back { server 127.0.0.1:9001; server 127.0.0.1:9002; }\n"
+                                     "  proxy_timeout 30s;\n"
+                                     "  proxy_protocol on;\n"
+                                     "  deny 10.0.0.0/8;\n"
+                                     "  server { listen 127.0.0.1:9000; listen 127.0.0.1:9100 "
+                                     "proxy_protocol; proxy_pass back; }\n"
+                                     "  server { listen 127.0.0.1:9200; proxy_pass 127.0.0.1:7;\n"
+                                     "    proxy_timeout 5s; proxy_connect_timeout 1s; "
+                                     "proxy_next_upstream off;\n"
+                                     "    proxy_next_upstream_tries 3; proxy_next_upstream_timeout 2s;\n"
+                                     "    proxy_buffer_size 16k; allow 127.0.0.1; deny all; }\n"
+                                     "}\n");
+    ck_assert(c->stream.present);
+    ck_assert_uint_eq(c->upstream_count, 1);
+    ck_assert_str_eq(c->upstreams[0].upstream.name, "back");
+    ck_assert_uint_eq(c->stream.server_count, 2);
+    const struct conf_stream_server *a = &c->stream.servers[0], *b = &c->stream.servers[1];
+    ck_assert_uint_eq(a->listen_count, 2);
+    ck_assert(!a->listens[0].proxy_protocol);
+    ck_assert(a->listens[1].proxy_protocol);
+    ck_assert_str_eq(a->pass, "back");
+    ck_assert_uint_eq(a->conf.timeout_ms, 30000);
+    ck_assert_uint_eq(a->conf.connect_timeout_ms, 60000);
+    ck_assert(a->conf.proxy_protocol);
+    ck_assert(a->conf.next_upstream);
+    ck_assert_uint_eq(a->conf.buffer_size, 64 * 1024);
+    ck_assert_uint_eq(a->conf.access.rule_count, 1);
+    ck_assert(!a->conf.access.rules[0].allow);
+    ck_assert_str_eq(b->pass, "127.0.0.1:7");
+    ck_assert_uint_eq(b->conf.timeout_ms, 5000);
+    ck_assert_uint_eq(b->conf.connect_timeout_ms, 1000);
+    ck_assert(!b->conf.next_upstream);
+    ck_assert_uint_eq(b->conf.next_upstream_tries, 3);
+    ck_assert_uint_eq(b->conf.next_upstream_timeout_ms, 2000);
+    ck_assert_uint_eq(b->conf.buffer_size, 16 * 1024);
+    ck_assert(b->conf.proxy_protocol); /* the stream block's */
+    ck_assert_uint_eq(b->conf.access.rule_count, 2);
+    conf_free(c);
+    /* ssl_preread (nginx's name) and a map for proxy_pass $NAME. */
+    c = parse_ok("stream {\n"
+                 "  upstream a { server 127.0.0.1:9001; }\n"
+                 "  map $ssl_preread_server_name $to { a.example a; ~^b 127.0.0.1:9002; "
+                 "default a; }\n"
+                 "  ssl_preread on;\n"
+                 "  server { listen 127.0.0.1:9000; proxy_pass $to; }\n"
+                 "  server { listen 127.0.0.1:9100; proxy_pass a; tls_preread off; }\n"
+                 "}\n");
+    ck_assert_uint_eq(c->stream.map_count, 1);
+    ck_assert_str_eq(c->stream.maps[0].name, "to");
+    ck_assert_uint_eq(c->stream.maps[0].entry_count, 3);
+    ck_assert_str_eq(c->stream.servers[0].pass, "$to");
+    ck_assert(c->stream.servers[0].conf.preread);
+    ck_assert(!c->stream.servers[1].conf.preread);
+    ck_assert_uint_eq(c->map_count, 0); /* the top level's are apart */
+    conf_free(c);
+    /* No stream block: nothing there. */
+    c = parse_ok("");
+    ck_assert(!c->stream.present);
+    ck_assert_uint_eq(c->stream.server_count, 0);
+    conf_free(c);
+}
+END_TEST
+
 /* add_header belongs to its module (proto/policy/add_header.c): a level
  * with lines of its own keeps only those, one without takes its
  * parent's (nginx's rule), through conf/'s one inheritance walk. */
@@ -1522,7 +1591,8 @@ static const struct error_case error_cases[] = {
      "test.conf:2:3: unknown directive \"lisen\" (did you mean \"listen\"?)"},
     {"frobnicate on;", "test.conf:1:1: unknown directive \"frobnicate\""},
     {"listen 127.0.0.1:80;",
-     "test.conf:1:1: \"listen\" is not allowed at top level (it belongs in server or admin)"},
+     "test.conf:1:1: \"listen\" is not allowed at top level (it belongs in server, admin or "
+     "stream server)"},
     {"upstream app { server 127.0.0.1:1; return 200; }",
      "test.conf:1:36: \"return\" is not allowed in upstream (it belongs in server, "
      "location or if)"},
@@ -2055,7 +2125,7 @@ static const struct error_case error_cases[] = {
      "test.conf:1:23: duplicate \"proxy_buffer_size\" (first at line 1)"},
     {"upstream app { server 127.0.0.1:1; proxy_buffer_size 4k; }",
      "test.conf:1:36: \"proxy_buffer_size\" is not allowed in upstream (it belongs at top "
-     "level or in server or location)"},
+     "level or in server, location, stream or stream server)"},
     /* include */
     {"include test.conf;", "test.conf:1:1: include loop: test.conf includes itself"},
     {"include missing.conf;",
@@ -2089,7 +2159,7 @@ static const struct error_case error_cases[] = {
     {"allow 10.0.0.1 10.0.0.2;", "test.conf:1:1: \"allow\" takes 1 argument, got 2"},
     {"upstream app { server 127.0.0.1:1; deny all; }",
      "test.conf:1:36: \"deny\" is not allowed in upstream (it belongs at top level or in "
-     "server, location or admin)"}, /* limit_req_zone, limit_conn_zone, limit_req, limit_conn */
+     "server, location, admin, stream or stream server)"}, /* limit_req_zone, limit_conn_zone, limit_req, limit_conn */
     {"limit_req_zone $binary_remote_addr zone=one rate=1r/s;",
      "test.conf:1:36: invalid zone \"zone=one\" (expected zone=NAME:SIZE)"},
     {"limit_req_zone $binary_remote_addr zone=one:10k rate=1r/s;",
@@ -2118,7 +2188,8 @@ static const struct error_case error_cases[] = {
     {"limit_req_status 302;",
      "test.conf:1:18: \"limit_req_status\" must be from 400 to 599, got \"302\""},
     {"server { listen 127.0.0.1:80; limit_conn_zone $a zone=c:1m; }",
-     "test.conf:1:31: \"limit_conn_zone\" is not allowed in server (it belongs at top level)"},
+     "test.conf:1:31: \"limit_conn_zone\" is not allowed in server (it belongs at top level or in "
+     "stream)"},
     /* error_page */
     {"error_page 404;", "test.conf:1:1: \"error_page\" takes at least 2 arguments, got 1"},
     {"error_page 200 /x;",
@@ -2146,6 +2217,47 @@ static const struct error_case error_cases[] = {
     {"upstream u { server 127.0.0.1:1; error_page 502 /x; }",
      "test.conf:1:34: \"error_page\" is not allowed in upstream (it belongs at top level or in "
      "server or location)"},
+    /* stream */
+    {"stream { server { listen 127.0.0.1:9000; } }",
+     "test.conf:1:10: a stream's server needs a \"proxy_pass\""},
+    {"stream { server { proxy_pass 127.0.0.1:1; } }",
+     "test.conf:1:10: a stream's server needs a \"listen\""},
+    {"stream { server { listen 127.0.0.1:9000; proxy_pass nowhere; } }",
+     "test.conf:1:53: no upstream \"nowhere\" (write its upstream block in the stream block, "
+     "before its use)"},
+    {"stream { server { listen 127.0.0.1:9000 udp; proxy_pass 127.0.0.1:1; } }",
+     "test.conf:1:41: \"listen ... udp\" is not in corral's stream proxy yet (see "
+     "docs/stream.md)"},
+    {"stream { server { listen 127.0.0.1:9000 deferred; proxy_pass 127.0.0.1:1; } }",
+     "test.conf:1:41: invalid listen parameter \"deferred\" (expected proxy_protocol)"},
+    {"stream { server { listen 127.0.0.1:9000; proxy_pass http://127.0.0.1:1; } }",
+     "test.conf:1:53: a stream's proxy_pass takes an upstream's name or HOST:PORT, without a "
+     "scheme, got \"http://127.0.0.1:1\""},
+    {"stream { server { listen 127.0.0.1:9000; proxy_pass 127.0.0.1:1; }\n"
+     "server { listen 127.0.0.1:9000; proxy_pass 127.0.0.1:2; } }",
+     "test.conf:2:10: duplicate stream listen 127.0.0.1:9000 (first at line 1)"},
+    {"stream { proxy_timeout 0; }", "test.conf:1:24: \"proxy_timeout\" must be more than 0"},
+    {"stream { proxy_buffer_size 100; }",
+     "test.conf:1:28: \"proxy_buffer_size\" must be from 1k to 16m, got \"100\""},
+    {"stream { proxy_next_upstream maybe; }",
+     "test.conf:1:30: expected \"on\" or \"off\", got \"maybe\""},
+    {"stream { server { listen 127.0.0.1:9000; proxy_pass 127.0.0.1:1; location / { } } }",
+     "test.conf:1:66: \"location\" is not allowed in stream server (it belongs in server)"},
+    {"stream { proxy_pass 127.0.0.1:1; }",
+     "test.conf:1:10: \"proxy_pass\" is not allowed in stream (it belongs in location, if or "
+     "stream server)"},
+    {"stream { } stream { }", "test.conf:1:12: duplicate \"stream\" (first at line 1)"},
+    {"stream { limit_conn z 0; }",
+     "test.conf:1:23: \"limit_conn\" must be from 1 to 1000000, got \"0\""},
+    {"stream { server { listen 127.0.0.1:9000; proxy_pass $nomap; } }",
+     "test.conf:1:53: no map \"$nomap\" in the stream block"},
+    {"stream { map $host $x { default 127.0.0.1:1; } }",
+     "test.conf:1:14: a stream's map reads $tls_preread_server_name, $tls_preread_alpn_protocols "
+     "(or their $ssl_preread_ names) or $remote_addr, got \"$host\""},
+    {"stream { map $ssl_preread_server_name $x { a.example nowhere; } }",
+     "test.conf:1:54: a stream's map value is an upstream's name or HOST:PORT, got \"nowhere\""},
+    {"stream { server { listen 127.0.0.1:9000; proxy_pass $a$b; } }",
+     "test.conf:1:53: a stream's proxy_pass takes one variable, a map's, alone, got \"$a$b\""},
 };
 
 START_TEST(error_table)
@@ -2323,8 +2435,6 @@ static const struct error_case nginx_cases[] = {
      "test.conf:1:44: \"fastcgi_pass\" is nginx's: corral speaks HTTP to backends, not "
      "FastCGI: give the application an HTTP listener (its language's HTTP server, or a "
      "FastCGI-to-HTTP gateway) and proxy_pass to it"},
-    {"stream { }", "test.conf:1:1: \"stream\": not in corral yet: proxying TCP and UDP (see "
-                   "\"stream proxy\" in the roadmap, docs/config.md)"},
     {"server { listen 127.0.0.1:80; ssl_protocols TLSv1 TLSv1.1; }",
      "test.conf:1:45: no protocol corral speaks: it has TLSv1.2 and TLSv1.3 only"},
     {"server { listen 127.0.0.1:80; ssl_session_cache shared:SSL; }",
@@ -2670,12 +2780,11 @@ static const struct translate_case translate_cases[] = {
      0},
     /* lacking: commented out with its message on its own lines, else the
      * message only; either way it counts */
-    {"gunzip on;\nstream {\n  server { listen 53 udp; }\n}\nlocation_x { } random_index on;\n",
+    {"gunzip on;\nmail {\n  server { listen 25; }\n}\nlocation_x { } random_index on;\n",
      "# corral: NOT TRANSLATED: \"gunzip\": not in corral yet: compression (see \"static files "
      "and compression\" in the roadmap, docs/config.md)\n# gunzip on;\n"
-     "# corral: NOT TRANSLATED: \"stream\": not in corral yet: proxying TCP and UDP (see "
-     "\"stream proxy\" in the roadmap, docs/config.md)\n# stream {\n"
-     "  # server { listen 53 udp; }\n# }\n"
+     "# corral: NOT TRANSLATED: \"mail\" is nginx's: corral is no mail proxy\n# mail {\n"
+     "  # server { listen 25; }\n# }\n"
      "# corral: NOT TRANSLATED: \"random_index\": not in corral yet: serving files (see \"static "
      "files and compression\" in the roadmap, docs/config.md)\nlocation_x { } random_index on;\n",
      3},
@@ -3362,6 +3471,7 @@ Suite *test_suite(void)
     tcase_add_test(valid, if_is_a_jump_in_the_rewrite_lines);
     tcase_add_test(valid, if_in_a_location_is_a_location);
     tcase_add_test(valid, add_header_is_its_modules);
+    tcase_add_test(valid, stream_block);
     tcase_add_test(valid, empty_text);
     tcase_add_test(valid, same_address_whatever_the_spelling);
     tcase_add_loop_test(valid, field_table, 0, COUNT(field_cases));

@@ -32,6 +32,64 @@ static void set_roomy_sndbuf(corral_conn *conn)
 
 /* ---------------------------------------------------------- direct writes */
 
+/* A connection closed from another's on_close gets its own on_close in
+ * the loop's next turn, without waiting for an event that may never come
+ * (a proxy closing the client when its server's connection ends). */
+struct chain {
+    corral_conn *second;
+    atomic_bool second_closed;
+};
+
+static void chain_first_closed(corral_conn *conn, int error)
+{
+    (void)error;
+    struct chain *c = corral_conn_data(conn);
+    corral_conn_abort(c->second, 0);
+}
+
+static void chain_second_closed(corral_conn *conn, int error)
+{
+    (void)error;
+    struct chain *c = corral_conn_data(conn);
+    atomic_store(&c->second_closed, true);
+}
+
+static void *chain_run(void *arg)
+{
+    corral_loop_run(arg);
+    return NULL;
+}
+
+static void chain_stop(void *arg)
+{
+    corral_loop_stop(arg);
+}
+
+START_TEST(a_close_from_on_close_completes_without_another_event)
+{
+    static const struct corral_conn_handler first = {.on_close = chain_first_closed};
+    static const struct corral_conn_handler second = {.on_close = chain_second_closed};
+    corral_loop *loop;
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    struct chain c = {0};
+    int first_peer, second_peer;
+    pair_open(loop, &first, &c, &first_peer);
+    c.second = pair_open(loop, &second, &c, &second_peer);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, chain_run, loop), 0);
+    close(first_peer); /* the first reads its end and closes, which closes the second */
+    uint64_t deadline = test_now_ms() + 2000;
+    while (!atomic_load(&c.second_closed) && test_now_ms() < deadline)
+        test_sleep_ms(TEST_POLL_MS);
+    bool closed = atomic_load(&c.second_closed);
+    ck_assert_int_eq(corral_loop_post(loop, chain_stop, loop), 0);
+    pthread_join(t, NULL);
+    ck_assert_msg(closed, "the second connection's on_close waited for another event");
+    corral_loop_free(loop);
+    close(second_peer);
+}
+END_TEST
+
 START_TEST(a_large_write_leaves_at_once)
 {
     corral_loop *loop;
@@ -470,6 +528,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, freed_buffers_are_reused_up_to_a_bound_per_class);
     tcase_add_test(tc, growing_moves_to_a_larger_class_and_keeps_the_bytes);
     tcase_add_test(tc, an_idle_connection_holds_no_buffer);
+    tcase_add_test(tc, a_close_from_on_close_completes_without_another_event);
     suite_add_tcase(suite, tc);
     return suite;
 }

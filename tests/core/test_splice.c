@@ -388,6 +388,35 @@ START_TEST(an_early_end_of_stream_ends_the_splice)
 }
 END_TEST
 
+/* Half-closing `from` (its sending side) leaves the splice that reads
+ * from it alone, as a proxy half-closes one side of a pair while bytes
+ * still flow from it. */
+START_TEST(half_closing_the_source_keeps_the_splice)
+{
+    struct run run;
+    run_open(&run);
+    uint64_t len = 300 * 1000;
+    struct sender s = {.fd = run.from_peer, .len = len, .shutdown = true};
+    struct receiver r = {.fd = run.to_peer, .expect = len};
+    ck_assert_int_eq(corral_conn_splice(run.from, run.to, UINT64_MAX, splice_done, &run), 0);
+    corral_conn_shutdown(run.from);
+    pthread_t st, rt;
+    ck_assert_int_eq(pthread_create(&st, NULL, send_stream, &s), 0);
+    ck_assert_int_eq(pthread_create(&rt, NULL, receive_stream, &r), 0);
+    pair_run_until(run.loop, splice_over, &run, 30000);
+    pthread_join(st, NULL);
+    pthread_join(rt, NULL);
+    ck_assert_int_eq(run.error, 0);
+    ck_assert_uint_eq(run.moved, len);
+    ck_assert(memcmp(r.sha, s.sha, sizeof(s.sha)) == 0);
+    /* The FIN went out: the peer of `from` reads the end. */
+    char byte;
+    ck_assert_int_eq(recv(run.from_peer, &byte, 1, 0), 0);
+
+    run_close(&run);
+}
+END_TEST
+
 /* `from`'s peer resets mid-splice: the splice ends with the error and
  * `from` closes; the pipe, with bytes or not, is not leaked. */
 START_TEST(a_source_that_dies_mid_splice_ends_it)
@@ -818,6 +847,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_slow_reader_keeps_the_splice_bounded);
     tcase_add_test(tc, queued_output_goes_first_and_reading_resumes_after);
     tcase_add_test(tc, an_early_end_of_stream_ends_the_splice);
+    tcase_add_test(tc, half_closing_the_source_keeps_the_splice);
     tcase_add_test(tc, a_source_that_dies_mid_splice_ends_it);
     tcase_add_test(tc, a_destination_that_dies_mid_splice_ends_it);
     tcase_add_test(tc, aborting_the_destination_releases_the_pipe);

@@ -1,0 +1,142 @@
+/*
+ * stream.h: the layer 4 proxy (nginx's stream module): each client
+ * connection accepted on a stream listen is joined to a connection to a
+ * server of an upstream, and bytes move both ways, by splice(2) where
+ * both sides are plain sockets, until both sides have ended.  It knows
+ * no HTTP: it uses the upstream groups (balancing, passive health), the
+ * PROXY protocol and the allow/deny rules of the layers beside it.
+ */
+#ifndef CORRAL_PROTO_STREAM_H
+#define CORRAL_PROTO_STREAM_H
+
+#include "proto/http/regex.h"
+#include "proto/policy/access.h"
+#include "proto/policy/access_log.h"
+#include "proto/policy/limit.h"
+#include "proto/upstream/upstream.h"
+
+#include <corral.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The settings of one stream server block (those of the stream block
+ * that it does not write), as the config gives them. */
+struct stream_conf {
+    uint32_t connect_timeout_ms;       /* proxy_connect_timeout */
+    uint32_t timeout_ms;               /* proxy_timeout: each side's reads and writes */
+    bool next_upstream;                /* proxy_next_upstream: try another server */
+    unsigned next_upstream_tries;      /* proxy_next_upstream_tries; 0: no limit */
+    uint32_t next_upstream_timeout_ms; /* proxy_next_upstream_timeout; 0: none */
+    bool proxy_protocol;               /* proxy_protocol: a PROXY v1 header to the server */
+    size_t buffer_size;                /* proxy_buffer_size: each direction's buffer */
+    bool preread;                      /* tls_preread: read the ClientHello first */
+    struct access_conf access;         /* allow, deny */
+};
+
+#define STREAM_CONF_DEFAULT                                                                        \
+    ((struct stream_conf){                                                                         \
+        .connect_timeout_ms = 60 * 1000,                                                           \
+        .timeout_ms = 10 * 60 * 1000,                                                              \
+        .next_upstream = true,                                                                     \
+        .buffer_size = 64 * 1024,                                                                  \
+    })
+
+/* The least and most proxy_buffer_size takes: a direction's buffer is the
+ * backpressure watermark of the side it writes to. */
+#define STREAM_BUFFER_MIN 1024
+#define STREAM_BUFFER_MAX (16u * 1024 * 1024)
+
+/* What a stream map looks up: the variables a session has. */
+enum stream_var {
+    STREAM_VAR_SERVER_NAME, /* $tls_preread_server_name, $ssl_preread_server_name */
+    STREAM_VAR_ALPN,        /* $tls_preread_alpn_protocols, $ssl_preread_alpn_protocols */
+    STREAM_VAR_REMOTE_ADDR, /* $remote_addr */
+};
+
+/* Reads a variable's name as written ("$tls_preread_server_name").
+ * Returns 0, or -EINVAL for a name a stream does not have.  Inline: the
+ * config's check calls it, and conf/ links nothing of proto/stream. */
+static inline int stream_var_parse(const char *name, enum stream_var *out)
+{
+    static const struct {
+        const char *name;
+        enum stream_var var;
+    } vars[] = {
+        {"$tls_preread_server_name", STREAM_VAR_SERVER_NAME},
+        {"$ssl_preread_server_name", STREAM_VAR_SERVER_NAME},
+        {"$tls_preread_alpn_protocols", STREAM_VAR_ALPN},
+        {"$ssl_preread_alpn_protocols", STREAM_VAR_ALPN},
+        {"$remote_addr", STREAM_VAR_REMOTE_ADDR},
+    };
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        if (strcmp(name, vars[i].name) == 0) {
+            *out = vars[i].var;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+/* proxy_pass $NAME: the stream map NAME, its values turned into
+ * upstreams.  Exact keys are compared without regard to case (host
+ * names); "~RE" and "~*RE" keys are regexes, tried after them in order. */
+struct stream_route_entry {
+    const char *key;          /* exact; NULL: `regex` */
+    struct http_regex *regex; /* owned by whoever built the route */
+    struct proxy_upstream *upstream;
+};
+
+struct stream_route {
+    enum stream_var source;
+    struct stream_route_entry *entries;
+    size_t count;
+    struct proxy_upstream *fallback; /* default; NULL: none, the session is closed */
+};
+
+/* The upstream `route` picks for `value` (`len` bytes, NUL-terminated),
+ * or its fallback (NULL: none). */
+struct proxy_upstream *stream_route_pick(const struct stream_route *route, const char *value,
+                                         size_t len);
+
+/* Per-worker counters of the stream proxy, read by other threads. */
+struct stream_stats {
+    _Atomic uint64_t sessions;  /* client connections taken */
+    _Atomic uint64_t denied;    /* refused by allow/deny */
+    _Atomic uint64_t failed;    /* no server could be reached */
+    _Atomic uint64_t spliced;   /* directions moved by splice(2) */
+    _Atomic uint64_t copied;    /* directions moved through user space */
+    _Atomic uint64_t bytes_in;  /* from clients */
+    _Atomic uint64_t bytes_out; /* to clients */
+} __attribute__((aligned(64)));
+
+/* One stream listen address: what its connections are proxied with.  The
+ * daemon builds it and gives it as the listener's data; it must outlive
+ * every connection accepted on it. */
+struct stream_site {
+    const struct stream_conf *conf;
+    struct proxy_upstream *upstream;  /* proxy_pass NAME|HOST:PORT; NULL: `route` */
+    const struct stream_route *route; /* proxy_pass $NAME */
+    bool proxy_protocol;              /* listen ... proxy_protocol: clients send a PROXY header */
+    struct stream_stats *stats;       /* one per worker, by corral_worker_index() */
+    struct access_log *log;           /* access_log: a line per session; NULL: none */
+    /* limit_conn: at most `conn_max` sessions at once per value of the
+     * zone's key; NULL zone: none. */
+    struct limit_zone *conn_zone;
+    const struct vars_template *conn_key;
+    unsigned conn_max;
+};
+
+/* The handler of a stream listener (corral_server_listen()'s `data`: a
+ * struct stream_site).  A graceful stop lets its sessions run: they end
+ * when their peers end them, or when the stop's timeout aborts them. */
+extern const struct corral_conn_handler stream_handler;
+
+/* Whether `up` can balance stream sessions: its `balance hash` key, if
+ * any, must be the client's address (a stream has no request to take
+ * another key from).  Returns 0 or -EINVAL. */
+int stream_upstream_check(const struct proxy_upstream_conf *up);
+
+#endif

@@ -1,0 +1,907 @@
+/*
+ * test_stream.c: the stream proxy (stream { } blocks) run by the daemon
+ * between loopback clients and backends of this process: bytes both ways
+ * checked by SHA-256, a half-close passed on in each direction, a reset
+ * passed on as a reset, a slow reader that leaves the daemon's memory
+ * bounded, many connections at once, PROXY headers on both sides, the
+ * next server after a failed connect, allow/deny, and a reload while a
+ * session runs.
+ */
+#include "tests/daemon.h"
+#include "tests/helpers.h"
+
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ backends */
+
+enum backend_mode {
+    ECHO,         /* writes back what it reads; half-closes after the client's FIN */
+    HALF_FIRST,   /* sends "hello", half-closes, then reads until the client's FIN */
+    RESET,        /* reads a few bytes, then resets */
+    SOURCE,       /* sends `source_len` bytes of a pattern, then closes */
+    PROXY_HEADER, /* reads one PROXY v1 line into `header`, then echoes */
+};
+
+struct backend {
+    int fd, port;
+    enum backend_mode mode;
+    uint64_t source_len;
+    atomic_int accepted;
+    atomic_bool stop;
+    pthread_t thread;
+    /* What HALF_FIRST read after its half-close, and PROXY_HEADER's line. */
+    pthread_mutex_t lock;
+    char got[256];
+    size_t got_len;
+    char header[128];
+};
+
+struct backend_conn {
+    struct backend *b;
+    int fd;
+};
+
+static void fill_pattern(char *buf, size_t len, uint64_t offset)
+{
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (char)(((offset + i) * 2654435761u) >> 13);
+}
+
+static void send_all_quiet(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+        if (n <= 0)
+            return;
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+static void *backend_conn_run(void *arg)
+{
+    struct backend_conn *c = arg;
+    struct backend *b = c->b;
+    static __thread char buf[64 * 1024];
+    switch (b->mode) {
+    case PROXY_HEADER: {
+        size_t len = 0;
+        char ch;
+        while (len + 1 < sizeof(b->header) && recv(c->fd, &ch, 1, 0) == 1) {
+            b->header[len++] = ch;
+            if (ch == '\n')
+                break;
+        }
+        b->header[len] = '\0';
+    }
+        __attribute__((fallthrough)); /* then echo the rest */
+    case ECHO:
+        for (;;) {
+            ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+            if (n <= 0)
+                break;
+            send_all_quiet(c->fd, buf, (size_t)n);
+        }
+        shutdown(c->fd, SHUT_WR);
+        break;
+    case HALF_FIRST: {
+        send_all_quiet(c->fd, "hello", 5);
+        shutdown(c->fd, SHUT_WR);
+        for (;;) {
+            ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+            if (n <= 0)
+                break;
+            pthread_mutex_lock(&b->lock);
+            size_t room = sizeof(b->got) - 1 - b->got_len;
+            size_t take = (size_t)n < room ? (size_t)n : room;
+            memcpy(b->got + b->got_len, buf, take);
+            b->got_len += take;
+            pthread_mutex_unlock(&b->lock);
+        }
+        break;
+    }
+    case RESET: {
+        (void)recv(c->fd, buf, 4, 0);
+        struct linger linger = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger));
+        break;
+    }
+    case SOURCE:
+        for (uint64_t off = 0; off < b->source_len;) {
+            size_t n =
+                b->source_len - off < sizeof(buf) ? (size_t)(b->source_len - off) : sizeof(buf);
+            fill_pattern(buf, n, off);
+            send_all_quiet(c->fd, buf, n);
+            off += n;
+        }
+        break;
+    }
+    close(c->fd);
+    free(c);
+    return NULL;
+}
+
+static void *backend_run(void *arg)
+{
+    struct backend *b = arg;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    while (!atomic_load(&b->stop)) {
+        struct pollfd p = {.fd = b->fd, .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        int fd = accept(b->fd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        atomic_fetch_add(&b->accepted, 1);
+        struct backend_conn *c = malloc(sizeof(*c));
+        ck_assert_ptr_nonnull(c);
+        *c = (struct backend_conn){b, fd};
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, &attr, backend_conn_run, c), 0);
+    }
+    pthread_attr_destroy(&attr);
+    return NULL;
+}
+
+static void backend_start(struct backend *b, enum backend_mode mode)
+{
+    memset(b, 0, sizeof(*b));
+    b->mode = mode;
+    pthread_mutex_init(&b->lock, NULL);
+    b->fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(b->fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(b->fd, 1024), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
+    b->port = ntohs(addr.sin_port);
+    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_run, b), 0);
+}
+
+static void backend_stop(struct backend *b)
+{
+    atomic_store(&b->stop, true);
+    pthread_join(b->thread, NULL);
+    close(b->fd);
+}
+
+/* ------------------------------------------------------------- daemons */
+
+/* Starts the daemon with `stream` (a stream block's body) and an admin
+ * listener, whose port tells that it started; d->port is the stream's
+ * listen (the config's last one on port 0). */
+/* The top level's wakeup line: the stream listens follow it. */
+static const char *wakeup_line = "";
+
+static void start_workers(struct test_daemon *d, unsigned workers, const char *stream)
+{
+    test_daemon_init(d, "corral");
+    char config[8192];
+    snprintf(config, sizeof(config),
+             "workers %u;\n%sdrain_timeout 5s;\nadmin { listen 127.0.0.2:0; }\nstream {\n%s\n}\n",
+             workers, wakeup_line, stream);
+    test_daemon_write_config(d, config);
+    test_daemon_start(d);
+}
+
+static void start_with(struct test_daemon *d, const char *stream)
+{
+    start_workers(d, 2, stream);
+}
+
+/* A stream to backend `b` (with `extra` in its server block). */
+static void start_to(struct test_daemon *d, const struct backend *b, const char *extra)
+{
+    char stream[2048];
+    snprintf(stream, sizeof(stream), "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; %s }",
+             b->port, extra != NULL ? extra : "");
+    start_with(d, stream);
+}
+
+/* ------------------------------------------------------ large transfers */
+
+struct pump {
+    int fd;
+    uint64_t len;
+    uint64_t got;
+    unsigned char sha[32];
+    int error;
+};
+
+static void *pump_send(void *arg)
+{
+    struct pump *p = arg;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    static char buf[64 * 1024];
+    for (uint64_t off = 0; off < p->len;) {
+        size_t n = p->len - off < sizeof(buf) ? (size_t)(p->len - off) : sizeof(buf);
+        fill_pattern(buf, n, off);
+        EVP_DigestUpdate(ctx, buf, n);
+        for (size_t sent = 0; sent < n;) {
+            ssize_t k = send(p->fd, buf + sent, n - sent, MSG_NOSIGNAL);
+            if (k <= 0) {
+                p->error = errno;
+                goto out;
+            }
+            sent += (size_t)k;
+        }
+        off += n;
+    }
+    shutdown(p->fd, SHUT_WR);
+out:
+    EVP_DigestFinal_ex(ctx, p->sha, NULL);
+    EVP_MD_CTX_free(ctx);
+    return NULL;
+}
+
+/* Reads until the end of the stream (`slow`: the first 200 reads of 4 KB
+ * with 1 ms between them), hashing. */
+static void pump_receive(struct pump *p, bool slow)
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    static char buf[64 * 1024];
+    for (int reads = 0;; reads++) {
+        size_t want = slow && reads < 200 ? 4096 : sizeof(buf);
+        if (slow && reads < 200)
+            test_sleep_ms(1);
+        ssize_t n = recv(p->fd, buf, want, 0);
+        if (n < 0)
+            p->error = errno;
+        if (n <= 0)
+            break;
+        EVP_DigestUpdate(ctx, buf, (size_t)n);
+        p->got += (uint64_t)n;
+    }
+    EVP_DigestFinal_ex(ctx, p->sha, NULL);
+    EVP_MD_CTX_free(ctx);
+}
+
+/* The SHA-256 of `len` bytes of the pattern. */
+static void pattern_sha(uint64_t len, unsigned char sha[32])
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    static char buf[64 * 1024];
+    for (uint64_t off = 0; off < len;) {
+        size_t n = len - off < sizeof(buf) ? (size_t)(len - off) : sizeof(buf);
+        fill_pattern(buf, n, off);
+        EVP_DigestUpdate(ctx, buf, n);
+        off += n;
+    }
+    EVP_DigestFinal_ex(ctx, sha, NULL);
+    EVP_MD_CTX_free(ctx);
+}
+
+/* Sends `len` bytes through the proxy to an echo backend while reading
+ * them back: both directions at once, the FIN after them passed on. */
+static void echo_through(int port, uint64_t len)
+{
+    int fd = test_connect(port);
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    struct pump out = {.fd = fd, .len = len}, in = {.fd = fd};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, pump_send, &out), 0);
+    pump_receive(&in, false);
+    pthread_join(t, NULL);
+    close(fd);
+    ck_assert_int_eq(out.error, 0);
+    ck_assert_int_eq(in.error, 0);
+    ck_assert_uint_eq(in.got, len);
+    ck_assert(memcmp(in.sha, out.sha, sizeof(in.sha)) == 0);
+}
+
+START_TEST(echo_both_ways_intact)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    struct test_daemon d;
+    start_to(&d, &b, NULL);
+    echo_through(d.port, 0);
+    echo_through(d.port, 1);
+    echo_through(d.port, 64 * 1024 + 1);
+    echo_through(d.port, 48 * 1024 * 1024);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* Through the copying path too: with proxy_buffer_size at its least,
+ * the watermarks are 1 KB and 256 B, and bytes read before the server
+ * connected go by copy first. */
+START_TEST(echo_with_small_buffers)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    struct test_daemon d;
+    start_to(&d, &b, "proxy_buffer_size 1k;");
+    echo_through(d.port, 3 * 1024 * 1024 + 7);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* A stream listen takes the configuration's wakeup mode, as an HTTP one:
+ * one socket per worker with reuseport, one shared socket with
+ * exclusive; both serve. */
+START_TEST(wakeup_modes_apply)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    static const char *const modes[] = {"wakeup reuseport;\n", "wakeup exclusive;\n"};
+    static const int sockets[] = {2, 1};
+    for (size_t m = 0; m < 2; m++) {
+        wakeup_line = modes[m];
+        struct test_daemon d;
+        start_to(&d, &b, NULL);
+        ck_assert_int_eq(test_listen_sockets("127.0.0.1", d.port), sockets[m]);
+        for (int i = 0; i < 4; i++)
+            echo_through(d.port, 100);
+        test_daemon_stop(&d);
+    }
+    wakeup_line = "";
+    backend_stop(&b);
+}
+END_TEST
+
+/* ----------------------------------------------------------- half-close */
+
+/* The client half-closes first: the backend sees the FIN, and what it
+ * sends after it still reaches the client. */
+START_TEST(client_half_close_passes_on)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    struct test_daemon d;
+    start_to(&d, &b, NULL);
+    int fd = test_connect(d.port);
+    test_send_all(fd, "ping", 4);
+    ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);
+    /* The echo backend writes after it read the FIN: "ping", then its own
+     * FIN, which arrives only because the client's reached it. */
+    char buf[16];
+    ck_assert_uint_eq(test_recv_all(fd, buf, 4), 4);
+    ck_assert(memcmp(buf, "ping", 4) == 0);
+    ck_assert_int_eq(recv(fd, buf, sizeof(buf), 0), 0);
+    close(fd);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+static bool got_late(void *arg)
+{
+    struct backend *b = arg;
+    pthread_mutex_lock(&b->lock);
+    bool done = b->got_len == 4 && memcmp(b->got, "late", 4) == 0;
+    pthread_mutex_unlock(&b->lock);
+    return done;
+}
+
+/* The backend half-closes first: the client reads the end, and what it
+ * sends after that still reaches the backend. */
+START_TEST(server_half_close_passes_on)
+{
+    struct backend b;
+    backend_start(&b, HALF_FIRST);
+    struct test_daemon d;
+    start_to(&d, &b, NULL);
+    int fd = test_connect(d.port);
+    char buf[16];
+    ck_assert_uint_eq(test_recv_all(fd, buf, 5), 5);
+    ck_assert(memcmp(buf, "hello", 5) == 0);
+    ck_assert_int_eq(recv(fd, buf, sizeof(buf), 0), 0); /* the backend's FIN */
+    test_send_all(fd, "late", 4);
+    ck_assert_msg(test_poll_until(got_late, &b, TEST_WAIT_MS), "the backend did not get it");
+    ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);
+    /* Both sides ended: the proxy closes the client. */
+    ck_assert_int_eq(recv(fd, buf, sizeof(buf), 0), 0);
+    close(fd);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- reset */
+
+START_TEST(backend_reset_reaches_the_client)
+{
+    struct backend b;
+    backend_start(&b, RESET);
+    struct test_daemon d;
+    start_to(&d, &b, NULL);
+    int fd = test_connect(d.port);
+    test_send_all(fd, "data", 4);
+    char buf[16];
+    errno = 0;
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    ck_assert_int_eq(n, -1);
+    ck_assert_int_eq(errno, ECONNRESET);
+    close(fd);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* ---------------------------------------------------------- slow reader */
+
+static long rss_kb(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    char *text = test_read_file(path);
+    const char *at = strstr(text, "VmRSS:");
+    long kb = at != NULL ? atol(at + 6) : -1;
+    free(text);
+    return kb;
+}
+
+/* A backend sends 40 MB to a client that reads slowly at first: the proxy
+ * stops reading the backend instead of buffering, so the daemon's memory
+ * stays well under the transfer's size. */
+START_TEST(slow_reader_keeps_memory_bounded)
+{
+    struct backend b;
+    backend_start(&b, SOURCE);
+    b.source_len = 40 * 1024 * 1024;
+    struct test_daemon d;
+    start_to(&d, &b, NULL);
+    long before = rss_kb(d.pid);
+    int fd = test_connect(d.port);
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    int small = 16 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    struct pump in = {.fd = fd};
+    pump_receive(&in, true);
+    long after = rss_kb(d.pid);
+    close(fd);
+    unsigned char sha[32];
+    pattern_sha(b.source_len, sha);
+    ck_assert_msg(in.error == 0, "recv: %s after %llu bytes", strerror(in.error),
+                  (unsigned long long)in.got);
+    ck_assert_uint_eq(in.got, b.source_len);
+    ck_assert(memcmp(in.sha, sha, sizeof(sha)) == 0);
+    ck_assert_msg(after - before < 16 * 1024, "RSS grew by %ld KB", after - before);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* ------------------------------------------------------ many at once */
+
+#define MANY 400
+
+/* MANY clients at once, each sending 1 KB and reading it back. */
+START_TEST(many_connections_at_once)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    struct test_daemon d;
+    start_to(&d, &b, NULL);
+    static int fds[MANY];
+    static size_t got[MANY];
+    char msg[1024];
+    for (int i = 0; i < MANY; i++) {
+        fds[i] = test_connect(d.port);
+        got[i] = 0;
+    }
+    for (int i = 0; i < MANY; i++) {
+        fill_pattern(msg, sizeof(msg), (uint64_t)i);
+        test_send_all(fds[i], msg, sizeof(msg));
+        shutdown(fds[i], SHUT_WR);
+    }
+    static struct pollfd p[MANY];
+    int open = MANY;
+    uint64_t deadline = test_now_ms() + TEST_WAIT_MS;
+    while (open > 0 && test_now_ms() < deadline) {
+        for (int i = 0; i < MANY; i++)
+            p[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+        ck_assert_int_gt(poll(p, MANY, 1000), -1);
+        for (int i = 0; i < MANY; i++) {
+            if (fds[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            char buf[2048];
+            ssize_t n = recv(fds[i], buf, sizeof(buf), 0);
+            if (n > 0) {
+                fill_pattern(msg, sizeof(msg), (uint64_t)i);
+                ck_assert_uint_le(got[i] + (size_t)n, sizeof(msg));
+                ck_assert(memcmp(buf, msg + got[i], (size_t)n) == 0);
+                got[i] += (size_t)n;
+                continue;
+            }
+            ck_assert_int_eq(n, 0);
+            ck_assert_uint_eq(got[i], sizeof(msg));
+            close(fds[i]);
+            fds[i] = -1;
+            p[i].fd = -1;
+            open--;
+        }
+    }
+    ck_assert_int_eq(open, 0);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* ------------------------------------------------------- PROXY headers */
+
+/* A PROXY header from the client names the client to the backend's
+ * PROXY header; the bytes after it go through. */
+START_TEST(proxy_protocol_on_both_sides)
+{
+    struct backend b;
+    backend_start(&b, PROXY_HEADER);
+    struct test_daemon d;
+    char stream[512];
+    snprintf(stream, sizeof(stream),
+             "  server { listen 127.0.0.1:0 proxy_protocol; proxy_pass 127.0.0.1:%d; "
+             "proxy_protocol on; }",
+             b.port);
+    start_with(&d, stream);
+    int fd = test_connect(d.port);
+    const char *header = "PROXY TCP4 192.0.2.7 198.51.100.9 40000 443\r\n";
+    test_send_all(fd, header, strlen(header));
+    test_send_all(fd, "after", 5);
+    char buf[16];
+    ck_assert_uint_eq(test_recv_all(fd, buf, 5), 5);
+    ck_assert(memcmp(buf, "after", 5) == 0);
+    ck_assert_str_eq(b.header, header);
+    close(fd);
+    /* A malformed header ends the connection with nothing sent on. */
+    int before = atomic_load(&b.accepted);
+    fd = test_connect(d.port);
+    test_send_all(fd, "GET / HTTP/1.1\r\n\r\n", 18);
+    ck_assert_int_le(recv(fd, buf, sizeof(buf), 0), 0);
+    close(fd);
+    ck_assert_int_eq(atomic_load(&b.accepted), before);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* ------------------------------------------------------- next upstream */
+
+/* A server that refuses: the next one serves, for every connection; with
+ * proxy_next_upstream off, the client of a refused attempt is closed. */
+START_TEST(next_upstream_after_a_refused_connect)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    int refused_port;
+    int reserved = test_reserve_port(&refused_port);
+    struct test_daemon d;
+    char stream[512];
+    snprintf(stream, sizeof(stream),
+             "  upstream pair { server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d; }\n"
+             "  server { listen 127.0.0.1:0; proxy_pass pair; }",
+             refused_port, b.port);
+    start_with(&d, stream);
+    for (int i = 0; i < 6; i++) {
+        int fd = test_connect(d.port);
+        test_send_all(fd, "abc", 3);
+        shutdown(fd, SHUT_WR);
+        char buf[8];
+        ck_assert_uint_eq(test_recv_all(fd, buf, 3), 3);
+        ck_assert(memcmp(buf, "abc", 3) == 0);
+        close(fd);
+    }
+    ck_assert_int_eq(atomic_load(&b.accepted), 6);
+    test_daemon_stop(&d);
+
+    snprintf(stream, sizeof(stream),
+             "  upstream pair { server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d; }\n"
+             "  server { listen 127.0.0.1:0; proxy_pass pair; proxy_next_upstream off; }",
+             refused_port, b.port);
+    start_workers(&d, 1, stream); /* one worker: one round robin */
+    int closed = 0;
+    for (int i = 0; i < 6; i++) {
+        int fd = test_connect(d.port);
+        test_send_all(fd, "abc", 3);
+        shutdown(fd, SHUT_WR);
+        /* Closed with the bytes unread: the kernel resets it, or a FIN. */
+        char buf[8];
+        closed += recv(fd, buf, sizeof(buf), MSG_WAITALL) <= 0;
+        close(fd);
+    }
+    ck_assert_int_eq(closed, 3); /* round robin: every other one */
+    test_daemon_stop(&d);
+    close(reserved);
+    backend_stop(&b);
+}
+END_TEST
+
+/* -------------------------------------------------------------- access */
+
+START_TEST(deny_closes_before_any_server)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    struct test_daemon d;
+    start_to(&d, &b, "deny 127.0.0.0/8;");
+    int fd = test_connect(d.port);
+    char buf[8];
+    ck_assert_int_le(recv(fd, buf, sizeof(buf), 0), 0);
+    close(fd);
+    ck_assert_int_eq(atomic_load(&b.accepted), 0);
+    test_daemon_stop(&d);
+
+    start_to(&d, &b, "allow 127.0.0.1; deny all;");
+    echo_through(d.port, 10);
+    ck_assert_int_eq(atomic_load(&b.accepted), 1);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* ------------------------------------------------------------ access_log */
+
+/* A line per session with the stream's variables: one proxied, one
+ * denied (403), one whose server refused (502). */
+START_TEST(access_log_lines)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    int denied_port, refused_port;
+    int r1 = test_reserve_port(&denied_port), r2 = test_reserve_port(&refused_port);
+    close(r1);
+    char log[PATH_MAX], stream[PATH_MAX + 1024];
+    test_daemon_file(log, sizeof(log), "stream.log");
+    snprintf(stream, sizeof(stream),
+             "  log_format s '$remote_addr $status $bytes_sent $bytes_received "
+             "$upstream_bytes_sent $upstream_bytes_received \"$upstream_addr\" $server_port';\n"
+             "  access_log %s s;\n"
+             "  server { listen 127.0.0.1:%d; proxy_pass 127.0.0.1:%d; deny all; }\n"
+             "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; }",
+             log, denied_port, refused_port, refused_port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    char expect[256];
+    /* The refused server first: its line. */
+    int fd = test_connect(d.port);
+    char buf[8];
+    ck_assert_int_le(recv(fd, buf, sizeof(buf), 0), 0);
+    close(fd);
+    snprintf(expect, sizeof(expect), "127.0.0.1 502 0 0 0 0 \"127.0.0.1:%d\" %d\n", refused_port,
+             d.port);
+    free(test_wait_file(log, expect, TEST_WAIT_MS));
+    fd = test_connect(denied_port);
+    ck_assert_int_le(recv(fd, buf, sizeof(buf), 0), 0);
+    close(fd);
+    snprintf(expect, sizeof(expect), "127.0.0.1 403 0 0 0 0 \"-\" %d\n", denied_port);
+    free(test_wait_file(log, expect, TEST_WAIT_MS));
+    test_daemon_stop(&d);
+    close(r2);
+
+    /* And one that went through, to a server that answers. */
+    snprintf(stream, sizeof(stream),
+             "  log_format s '$remote_addr $status $bytes_sent $bytes_received "
+             "$upstream_bytes_sent $upstream_bytes_received \"$upstream_addr\"';\n"
+             "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; access_log %s s; }",
+             b.port, log);
+    start_with(&d, stream);
+    echo_through(d.port, 1000);
+    snprintf(expect, sizeof(expect), "127.0.0.1 200 1000 1000 1000 1000 \"127.0.0.1:%d\"\n",
+             b.port);
+    free(test_wait_file(log, expect, TEST_WAIT_MS));
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* limit_conn 1 per client address: a second session while the first is
+ * open is closed (503 in the log); once the first ends, a new one
+ * passes. */
+START_TEST(limit_conn_per_address)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    char log[PATH_MAX], stream[PATH_MAX + 1024];
+    test_daemon_file(log, sizeof(log), "stream.log");
+    snprintf(stream, sizeof(stream),
+             "  limit_conn_zone $binary_remote_addr zone=per_ip:64k;\n"
+             "  log_format s '$status $bytes_sent';\n"
+             "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; limit_conn per_ip 1;\n"
+             "    access_log %s s; }",
+             b.port, log);
+    struct test_daemon d;
+    start_workers(&d, 1, stream);
+    int first = test_connect(d.port);
+    test_send_all(first, "one", 3);
+    char buf[8];
+    ck_assert_uint_eq(test_recv_all(first, buf, 3), 3); /* the first is open and served */
+    int second = test_connect(d.port);
+    ck_assert_int_le(recv(second, buf, sizeof(buf), 0), 0);
+    close(second);
+    free(test_wait_file(log, "503 0\n", TEST_WAIT_MS));
+    shutdown(first, SHUT_WR);
+    ck_assert_int_eq(recv(first, buf, sizeof(buf), 0), 0);
+    close(first);
+    free(test_wait_file(log, "200 3\n", TEST_WAIT_MS));
+    echo_through(d.port, 10); /* its count went back */
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* ----------------------------------------------------------- tls_preread */
+
+/* The first flight OpenSSL sends as a client with `name` (NULL: none). */
+static size_t client_hello(const char *name, unsigned char *buf, size_t cap)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL *ssl = SSL_new(ctx);
+    BIO *rbio = BIO_new(BIO_s_mem()), *wbio = BIO_new(BIO_s_mem());
+    SSL_set_bio(ssl, rbio, wbio);
+    if (name != NULL)
+        ck_assert_int_eq(SSL_set_tlsext_host_name(ssl, name), 1);
+    ck_assert_int_eq(SSL_connect(ssl), -1);
+    int n = BIO_read(wbio, buf, (int)cap);
+    ck_assert_int_gt(n, 0);
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    return (size_t)n;
+}
+
+/* Sends `len` bytes (one byte per segment with `one_by_one`), then reads
+ * them back from the echo backend the proxy chose. */
+static void hello_through(int port, const unsigned char *hello, size_t len, bool one_by_one)
+{
+    int fd = test_connect(port);
+    int on = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    if (!one_by_one) {
+        test_send_all(fd, hello, len);
+    } else {
+        for (size_t i = 0; i < len; i++) {
+            test_send_all(fd, hello + i, 1);
+            if (i % 8 == 0)
+                test_sleep_ms(1); /* pacing, so that segments stay apart */
+        }
+    }
+    unsigned char back[4096];
+    ck_assert_uint_le(len, sizeof(back));
+    ck_assert_uint_eq(test_recv_all(fd, back, len), len);
+    ck_assert(memcmp(back, hello, len) == 0);
+    close(fd);
+}
+
+/* ssl_preread on and a map of the server name: three upstreams, picked by
+ * an exact name, a regex and the default; a hello split into one-byte
+ * segments routes the same; a client that speaks no TLS gets the
+ * default. */
+START_TEST(sni_routes_to_three_upstreams)
+{
+    struct backend a, b, c;
+    backend_start(&a, ECHO);
+    backend_start(&b, ECHO);
+    backend_start(&c, ECHO);
+    char stream[1024];
+    snprintf(stream, sizeof(stream),
+             "  upstream a { server 127.0.0.1:%d; }\n"
+             "  upstream b { server 127.0.0.1:%d; }\n"
+             "  upstream c { server 127.0.0.1:%d; }\n"
+             "  map $ssl_preread_server_name $pick {\n"
+             "    a.example a;\n"
+             "    ~^b\\. b;\n"
+             "    default c;\n"
+             "  }\n"
+             "  server { listen 127.0.0.1:0; ssl_preread on; proxy_pass $pick; }",
+             a.port, b.port, c.port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    static unsigned char hello[4096];
+    size_t len = client_hello("a.example", hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&a.accepted), 1);
+    len = client_hello("A.EXAMPLE", hello, sizeof(hello)); /* names are caseless */
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&a.accepted), 2);
+    len = client_hello("b.example.org", hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&b.accepted), 1);
+    len = client_hello("elsewhere.example", hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&c.accepted), 1);
+    len = client_hello(NULL, hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&c.accepted), 2);
+    /* One byte per segment. */
+    len = client_hello("a.example", hello, sizeof(hello));
+    hello_through(d.port, hello, len, true);
+    ck_assert_int_eq(atomic_load(&a.accepted), 3);
+    /* Not TLS at all: the variables are empty, the default serves. */
+    hello_through(d.port, (const unsigned char *)"PING\r\n", 6, false);
+    ck_assert_int_eq(atomic_load(&c.accepted), 3);
+    ck_assert_int_eq(atomic_load(&b.accepted), 1);
+    test_daemon_stop(&d);
+    backend_stop(&a);
+    backend_stop(&b);
+    backend_stop(&c);
+}
+END_TEST
+
+/* -------------------------------------------------------------- reload */
+
+/* A reload while a session moves bytes: the session finishes on the old
+ * generation (within drain_timeout), intact, and new connections go to
+ * the new one. */
+START_TEST(reload_lets_sessions_finish)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    struct test_daemon d;
+    start_to(&d, &b, NULL);
+    int fd = test_connect(d.port);
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    uint64_t len = 16 * 1024 * 1024;
+    struct pump out = {.fd = fd, .len = len}, in = {.fd = fd};
+    /* A first kilobyte goes before the reload, the rest after it. */
+    char first[1024];
+    fill_pattern(first, sizeof(first), 0);
+    test_send_all(fd, first, sizeof(first));
+    ck_assert_uint_eq(test_recv_all(fd, first, sizeof(first)), sizeof(first));
+    kill(d.pid, SIGHUP);
+    test_daemon_wait_generation(&d, 2);
+    /* New connections are the new generation's. */
+    echo_through(d.port, 1000);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, pump_send, &out), 0);
+    pump_receive(&in, false);
+    pthread_join(t, NULL);
+    close(fd);
+    ck_assert_int_eq(out.error, 0);
+    ck_assert_uint_eq(in.got, len);
+    ck_assert(memcmp(in.sha, out.sha, sizeof(in.sha)) == 0);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    Suite *s = suite_create("stream");
+    TCase *tc = tcase_create("tcp");
+    test_daemon_fixture(tc);
+    tcase_set_timeout(tc, 120); /* a ceiling for sanitizer builds on a loaded machine */
+    tcase_add_test(tc, echo_both_ways_intact);
+    tcase_add_test(tc, echo_with_small_buffers);
+    tcase_add_test(tc, wakeup_modes_apply);
+    tcase_add_test(tc, client_half_close_passes_on);
+    tcase_add_test(tc, server_half_close_passes_on);
+    tcase_add_test(tc, backend_reset_reaches_the_client);
+    tcase_add_test(tc, slow_reader_keeps_memory_bounded);
+    tcase_add_test(tc, many_connections_at_once);
+    tcase_add_test(tc, proxy_protocol_on_both_sides);
+    tcase_add_test(tc, next_upstream_after_a_refused_connect);
+    tcase_add_test(tc, deny_closes_before_any_server);
+    tcase_add_test(tc, reload_lets_sessions_finish);
+    tcase_add_test(tc, sni_routes_to_three_upstreams);
+    tcase_add_test(tc, access_log_lines);
+    tcase_add_test(tc, limit_conn_per_address);
+    suite_add_tcase(s, tc);
+    return s;
+}
