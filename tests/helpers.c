@@ -259,3 +259,18 @@ char *test_wait_file(const char *path, const char *text, int timeout_ms)
     ck_abort_msg("no \"%s\" in %s after %d ms:\n%s", text, path, timeout_ms, content);
     return content;
 }
+
+int test_run(const char *command, char *out, size_t size)
+{
+    FILE *p = popen(command, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t used = 0, n;
+    while (used + 1 < size && (n = fread(out + used, 1, size - 1 - used, p)) > 0)
+        used += n;
+    out[used] = '\0';
+    char drain[4096];
+    while (fread(drain, 1, sizeof(drain), p) > 0)
+        ;
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}

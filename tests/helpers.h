@@ -24,6 +24,11 @@ Suite *test_suite(void);
  * leaked. */
 extern const bool test_forkless __attribute__((weak));
 
+/* Runs `command` through the shell: what it prints, as much as fits, into
+ * `out` (`size` bytes, NUL-terminated; the rest is read and dropped), and
+ * its exit status, or -1 when it did not exit. */
+int test_run(const char *command, char *out, size_t size);
+
 /* Monotonic milliseconds. */
 uint64_t test_now_ms(void);
 

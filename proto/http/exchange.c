@@ -51,6 +51,16 @@ uint32_t exchange_upstream_ms_since(uint64_t start_ns)
     return ms < EXCHANGE_UPSTREAM_UNKNOWN ? (uint32_t)ms : EXCHANGE_UPSTREAM_UNKNOWN - 1;
 }
 
+void exchange_upstream_try_end(struct exchange_upstream_try *t, uint64_t start_ns,
+                               unsigned status)
+{
+    if (t == NULL || t->response_ms != EXCHANGE_UPSTREAM_UNKNOWN)
+        return;
+    if (t->status == 0)
+        t->status = (uint16_t)status;
+    t->response_ms = exchange_upstream_ms_since(start_ns);
+}
+
 /* ------------------------------------------------------ the filter chain */
 
 void exchange_add_filter(struct exchange *ex, const struct exchange_filter *f)

@@ -349,12 +349,7 @@ static struct upstream_worker *px_worker(const struct proxy_exchange *px)
  * time its response took. */
 static void px_attempt_end(struct proxy_exchange *px, unsigned status)
 {
-    struct exchange_upstream_try *t = px->attempt;
-    if (t == NULL || t->response_ms != EXCHANGE_UPSTREAM_UNKNOWN)
-        return;
-    if (t->status == 0)
-        t->status = (uint16_t)status;
-    t->response_ms = exchange_upstream_ms_since(px->attempt_ns);
+    exchange_upstream_try_end(px->attempt, px->attempt_ns, status);
 }
 
 static void px_drop_replay(struct proxy_exchange *px)

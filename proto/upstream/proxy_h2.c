@@ -55,12 +55,7 @@ static struct upstream_worker *ph_worker(const struct proxy_h2_exchange *px)
 
 static void ph_attempt_end(struct proxy_h2_exchange *px, unsigned status)
 {
-    struct exchange_upstream_try *t = px->attempt;
-    if (t == NULL || t->response_ms != EXCHANGE_UPSTREAM_UNKNOWN)
-        return;
-    if (t->status == 0)
-        t->status = (uint16_t)status;
-    t->response_ms = exchange_upstream_ms_since(px->attempt_ns);
+    exchange_upstream_try_end(px->attempt, px->attempt_ns, status);
 }
 
 /* The server the stream was on is done with this request. */

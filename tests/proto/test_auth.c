@@ -19,22 +19,6 @@
 
 #include "jwt/vectors.h"
 
-/* Runs `command` through the shell, its output into `out`. */
-static void run(const char *command, char *out, size_t size)
-{
-    FILE *p = popen(command, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t used = 0, n;
-    while (used + 1 < size && (n = fread(out + used, 1, size - 1 - used, p)) > 0)
-        used += n;
-    out[used] = '\0';
-    char drain[4096];
-    while (fread(drain, 1, sizeof(drain), p) > 0)
-        ;
-    int status = pclose(p);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s failed", command);
-}
-
 /* curl with `args` (-u, --http2-prior-knowledge...) for `path`: what it
  * prints, then " code=STATUS". */
 static void curl(int port, const char *args, const char *path, char *out, size_t size)
@@ -43,7 +27,7 @@ static void curl(int port, const char *args, const char *path, char *out, size_t
     snprintf(command, sizeof(command),
              "curl -s --max-time 20 %s -w ' code=%%{http_code}' http://127.0.0.1:%d%s", args, port,
              path);
-    run(command, out, size);
+    ck_assert_int_eq(test_run(command, out, size), 0);
 }
 
 /* The user file: alice (bcrypt), bob (apr1), carol (SHA-512-crypt). */
@@ -55,7 +39,7 @@ static void write_users(char *path, size_t size)
              "htpasswd -cbB -C 4 '%s' alice secret 2>&1 && htpasswd -bm '%s' bob 'b:pw' 2>&1 && "
              "printf 'carol:%%s\\n' \"$(openssl passwd -6 carolpw)\" >> '%s'",
              path, path, path);
-    run(command, out, sizeof(out));
+    ck_assert_int_eq(test_run(command, out, sizeof(out)), 0);
 }
 
 static void start(struct test_daemon *d, const char *name, const char *text)
@@ -428,7 +412,7 @@ START_TEST(reload_reads_the_user_file_again)
     curl(d.port, "-u alice:secret", "/", out, sizeof(out)); /* from the cache */
     ck_assert_str_eq(out, "alice code=200");
     snprintf(command, sizeof(command), "htpasswd -bB -C 4 '%s' alice changed 2>&1", users);
-    run(command, out, sizeof(out));
+    ck_assert_int_eq(test_run(command, out, sizeof(out)), 0);
     ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
     test_daemon_wait_generation(&d, 2);
     curl(d.port, "-u alice:secret", "/", out, sizeof(out));

@@ -24,22 +24,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Runs `command` through the shell, its output into `out`. */
-static void run(const char *command, char *out, size_t size)
-{
-    FILE *p = popen(command, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t used = 0, n;
-    while (used + 1 < size && (n = fread(out + used, 1, size - 1 - used, p)) > 0)
-        used += n;
-    out[used] = '\0';
-    char drain[4096];
-    while (fread(drain, 1, sizeof(drain), p) > 0)
-        ;
-    int status = pclose(p);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s failed", command);
-}
-
 /* curl with `args` for `path`: what it prints, then " code=STATUS". */
 static void curl(int port, const char *args, const char *path, char *out, size_t size)
 {
@@ -47,7 +31,7 @@ static void curl(int port, const char *args, const char *path, char *out, size_t
     snprintf(command, sizeof(command),
              "curl -s --max-time 20 %s -w ' code=%%{http_code}' http://127.0.0.1:%d%s", args, port,
              path);
-    run(command, out, size);
+    ck_assert_int_eq(test_run(command, out, size), 0);
 }
 
 /* ------------------------------------------------------- the echo backend */
@@ -355,7 +339,7 @@ START_TEST(bodies_wait_and_reach_the_backend_whole)
                  "curl -s --max-time 20 %s --data-binary @%s http://127.0.0.1:%d/echo-auth/ | "
                  "cmp - %s && echo same",
                  protocols[i], file, d.port, file);
-        run(command, out, sizeof(out));
+        ck_assert_int_eq(test_run(command, out, sizeof(out)), 0);
         ck_assert_msg(strcmp(out, "same\n") == 0, "%s: %s", protocols[i], out);
     }
     ck_assert_int_eq(atomic_load(&e.gets), 2);
@@ -459,7 +443,7 @@ START_TEST(under_load_nothing_is_lost)
         snprintf(command, sizeof(command),
                  "h2load %s -n 1000 http://127.0.0.1:%d/good/ 2>&1 | grep -E '^(requests|status)'",
                  modes[i], d.port);
-        run(command, out, sizeof(out));
+        ck_assert_int_eq(test_run(command, out, sizeof(out)), 0);
         ck_assert_msg(strstr(out, "1000 succeeded, 0 failed, 0 errored") != NULL, "%s", out);
         ck_assert_msg(strstr(out, "status codes: 1000 2xx") != NULL, "%s", out);
     }

@@ -196,22 +196,6 @@ static void stop(void)
     backend_stop(&backend);
 }
 
-/* Runs a shell command; returns its exit status, its output in `out`. */
-static int run(const char *command, char *out, size_t size)
-{
-    FILE *p = popen(command, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t used = 0, n;
-    while (used + 1 < size && (n = fread(out + used, 1, size - 1 - used, p)) > 0)
-        used += n;
-    out[used] = '\0';
-    char drain[4096];
-    while (fread(drain, 1, sizeof(drain), p) > 0)
-        ;
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* curl `args` on `path`: the head into `head` (lowercase names are left
  * as sent), the raw body into the case's file `body`. */
 static void fetch(const char *args, const char *path, char *head, size_t size, const char *body)
@@ -220,7 +204,7 @@ static void fetch(const char *args, const char *path, char *head, size_t size, c
     test_daemon_file(file, sizeof(file), body);
     snprintf(command, sizeof(command), "curl -s --max-time 20 %s -D - -o %s http://127.0.0.1:%d%s",
              args, file, daemon_.port, path);
-    ck_assert_int_eq(run(command, head, size), 0);
+    ck_assert_int_eq(test_run(command, head, size), 0);
 }
 
 /* The case's file `name` decoded with `coding` by another implementation
@@ -254,7 +238,7 @@ static void check_decodes(const char *name, const char *coding)
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(fwrite(page, 1, PAGE_LEN, f), PAGE_LEN);
     fclose(f);
-    run(command, out, sizeof(out));
+    test_run(command, out, sizeof(out));
     ck_assert_msg(strcmp(out, "same\n") == 0, "%s body: %s", coding, out);
 }
 
@@ -294,7 +278,7 @@ START_TEST(each_coding_decodes_to_the_original)
              "%s/body-0-0.expected"
              " && echo same",
              daemon_.port, test_daemon_dir());
-    run(command, out, sizeof(out));
+    test_run(command, out, sizeof(out));
     ck_assert_str_eq(out, "same\n");
     stop();
 }

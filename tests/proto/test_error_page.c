@@ -67,16 +67,6 @@ static bool has_header(const char *response, const char *line)
     return at != NULL && end != NULL && at < end && at[-1] == '\n';
 }
 
-/* Runs a shell command: its output in `out`. */
-static void run(const char *command, char *out, size_t size)
-{
-    FILE *p = popen(command, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t len = fread(out, 1, size - 1, p);
-    out[len] = '\0';
-    pclose(p);
-}
-
 /* A port nothing listens on: its socket stays bound, never listening,
  * until the case's process ends, so that connections to it are refused. */
 static int dead_port(void)
@@ -480,7 +470,7 @@ START_TEST(http2_gets_the_same_pages)
                  "curl -s --max-time 20 --http2-prior-knowledge -w ' v=%%{http_version} "
                  "code=%%{http_code}' http://127.0.0.1:%d%s",
                  d.port, paths[i]);
-        run(command, out, sizeof(out));
+        test_run(command, out, sizeof(out));
         ck_assert_str_eq(out, expected[i]);
     }
     test_daemon_stop(&d);

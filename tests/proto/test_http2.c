@@ -216,31 +216,13 @@ static void start(struct test_daemon *d, const struct backend *b, const char *li
     test_daemon_start(d);
 }
 
-/* Runs a shell command; returns its exit status and its stdout (and
- * stderr with 2>&1 in it) in `out`. */
-static int run(const char *command, char *out, size_t size)
-{
-    FILE *p = popen(command, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t used = 0;
-    size_t n;
-    while (used + 1 < size && (n = fread(out + used, 1, size - 1 - used, p)) > 0)
-        used += n;
-    out[used] = '\0';
-    char drain[4096];
-    while (fread(drain, 1, sizeof(drain), p) > 0)
-        ;
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* The SHA-256 of `file` (of the test's directory) in hex. */
 static void sha256_of(const char *file, char *out, size_t size)
 {
     char command[2 * PATH_MAX];
     snprintf(command, sizeof(command), "cd %s && sha256sum %s | cut -c1-64", test_daemon_dir(),
              file);
-    ck_assert_int_eq(run(command, out, size), 0);
+    ck_assert_int_eq(test_run(command, out, size), 0);
     out[strcspn(out, "\n")] = '\0';
     ck_assert_uint_eq(strlen(out), 64);
 }
@@ -274,7 +256,7 @@ static void curl(int port, const char *args, const char *path, char *out, size_t
              "curl -sk --max-time 20 %s -w ' v=%%{http_version} code=%%{http_code}' "
              "http://127.0.0.1:%d%s",
              args, port, path);
-    run(command, out, size);
+    test_run(command, out, size);
 }
 
 /* ------------------------------------------------------------- cases */
@@ -298,7 +280,7 @@ START_TEST(prior_knowledge_get_and_http1_on_the_same_port)
                  "'^date: [A-Z][a-z][a-z], [0-9][0-9] [A-Z][a-z][a-z] [0-9]\\{4\\} "
                  "[0-9][0-9]:[0-9][0-9]:[0-9][0-9] GMT.$'",
                  i == 0 ? "--http1.1" : "--http2-prior-knowledge", d.port);
-        run(command, out, sizeof(out));
+        test_run(command, out, sizeof(out));
         ck_assert_str_eq(out, "1\n");
     }
     test_daemon_stop(&d);
@@ -368,7 +350,7 @@ START_TEST(hundred_concurrent_streams_on_one_connection)
     for (int i = 0; i < 2; i++) {
         snprintf(command, sizeof(command), "h2load -n 100 -c 1 -m 100 http://127.0.0.1:%d%s 2>&1",
                  d.port, paths[i]);
-        run(command, out, sizeof(out));
+        test_run(command, out, sizeof(out));
         ck_assert_msg(strstr(out, "100 succeeded, 0 failed") != NULL, "%s", out);
         ck_assert_msg(strstr(out, "status codes: 100 2xx") != NULL, "%s", out);
     }
@@ -408,12 +390,12 @@ START_TEST(tls_alpn_offers_h2_and_http_1_1)
     snprintf(command, sizeof(command),
              "curl -sk --max-time 20 --http2 -w ' v=%%{http_version}' https://127.0.0.1:%d/",
              d.port);
-    run(command, out, sizeof(out));
+    test_run(command, out, sizeof(out));
     ck_assert_str_eq(out, "hello v=2");
     snprintf(command, sizeof(command),
              "curl -sk --max-time 20 --http1.1 -w ' v=%%{http_version}' https://127.0.0.1:%d/",
              d.port);
-    run(command, out, sizeof(out));
+    test_run(command, out, sizeof(out));
     ck_assert_str_eq(out, "hello v=1.1");
     test_daemon_stop(&d);
 }
@@ -434,7 +416,7 @@ START_TEST(tls_get_large_post_and_hundred_streams)
              "curl -sk --max-time 20 --http2 -w ' v=%%{http_version} code=%%{http_code}' "
              "https://127.0.0.1:%d/p",
              d.port);
-    run(command, out, sizeof(out));
+    test_run(command, out, sizeof(out));
     ck_assert_str_eq(out, "len=0\n v=2 code=200");
 
     test_daemon_file(body, sizeof(body), "body");
@@ -444,13 +426,13 @@ START_TEST(tls_get_large_post_and_hundred_streams)
              "curl -sk --max-time 30 --http2 --data-binary @%s "
              "-w ' v=%%{http_version} code=%%{http_code}' https://127.0.0.1:%d/p/sha",
              body, d.port);
-    run(command, out, sizeof(out));
+    test_run(command, out, sizeof(out));
     ck_assert_str_eq(out, "len=8000000\n v=2 code=200");
     check_received("body");
 
     snprintf(command, sizeof(command), "h2load -n 100 -c 1 -m 100 https://127.0.0.1:%d/p 2>&1",
              d.port);
-    run(command, out, sizeof(out));
+    test_run(command, out, sizeof(out));
     ck_assert_msg(strstr(out, "Application protocol: h2") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "100 succeeded, 0 failed") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "status codes: 100 2xx") != NULL, "%s", out);
@@ -533,7 +515,7 @@ START_TEST(graceful_stop_lets_open_streams_finish)
              "h2load -n 100 -c 1 -m 100 http://127.0.0.1:%d/p/slow 2>&1 & pid=$!; sleep 1; "
              "kill -TERM %d; wait $pid",
              d.port, (int)d.pid);
-    run(command, out, sizeof(out));
+    test_run(command, out, sizeof(out));
     ck_assert_msg(strstr(out, "100 succeeded, 0 failed, 0 errored") != NULL, "%s", out);
     /* It stops by itself (a second SIGTERM would not be graceful). */
     int status = test_wait_exit(d.pid, 15000);
@@ -560,7 +542,7 @@ START_TEST(paused_request_body_stalls_only_its_stream)
              "timeout 30 nghttp -ns -d %s http://127.0.0.1:%d/p/hold http://127.0.0.1:%d/p/fast "
              "2>&1",
              body, d.port, d.port);
-    run(command, out, sizeof(out));
+    test_run(command, out, sizeof(out));
     /* "id  responseEnd requestStart  process code size request path" */
     const char *fast = strstr(out, " /p/fast"), *hold = strstr(out, " /p/hold");
     ck_assert_msg(fast != NULL && hold != NULL, "%s", out);
@@ -595,7 +577,7 @@ START_TEST(reload_with_streams_in_flight_loses_none)
              "h2load -n 100 -c 1 -m 100 http://127.0.0.1:%d/p/slow 2>&1 & pid=$!; sleep 1; "
              "kill -HUP %d; wait $pid",
              d.port, (int)d.pid);
-    run(command, out, sizeof(out));
+    test_run(command, out, sizeof(out));
     ck_assert_msg(strstr(out, "100 succeeded, 0 failed, 0 errored") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "status codes: 100 2xx") != NULL, "%s", out);
     char *log = test_daemon_log(&d);
@@ -1127,7 +1109,7 @@ START_TEST(alpn_h2_then_http1_request_line_is_not_answered)
              "s_client -alpn h2 -quiet -connect 127.0.0.1:%d 2>/dev/null | od -An -tx1 -v | "
              "tr -d ' \\n'",
              d.port);
-    run(command, out, sizeof(out));
+    test_run(command, out, sizeof(out));
     /* A SETTINGS frame on stream 0 first, and nothing but frames: no
      * "HTTP/1.1" (48 54 54 50 2f 31) anywhere. */
     ck_assert_msg(strlen(out) >= 18 && strncmp(out + 6, "040000000000", 12) == 0, "got %s", out);

@@ -703,8 +703,6 @@ END_TEST
 
 #define BIG_SIZE (5ull << 30) /* past 4 GB */
 
-static int run(const char *command, char *out, size_t size);
-
 START_TEST(sparse_file_past_4gb)
 {
     struct test_daemon d;
@@ -737,7 +735,7 @@ START_TEST(sparse_file_past_4gb)
              "http://127.0.0.1:%d/big.bin | /usr/bin/python3 -c 'import sys; "
              "d = sys.stdin.buffer.read(); print(len(d), d[67296:67302].decode(), d.count(0))'",
              d.port);
-    ck_assert_int_eq(run(cmd, out, sizeof(out)), 0);
+    ck_assert_int_eq(test_run(cmd, out, sizeof(out)), 0);
     ck_assert_str_eq(out, "100001 AT-4GB 99995\n");
     test_daemon_stop(&d);
 }
@@ -803,19 +801,6 @@ START_TEST(file_truncated_while_sent)
 }
 END_TEST
 
-/* Runs a shell command: its output in `out`; returns its exit status. */
-static int run(const char *command, char *out, size_t size)
-{
-    FILE *p = popen(command, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t used = 0, n;
-    while (used + 1 < size && (n = fread(out + used, 1, size - 1 - used, p)) > 0)
-        used += n;
-    out[used] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* A file of `size` bytes of a pattern in www/, its name in `name`. */
 static void patterned(const char *name, size_t size)
 {
@@ -839,19 +824,19 @@ START_TEST(http2_and_ranges)
              "curl -s --max-time 20 --http2-prior-knowledge http://127.0.0.1:%d/p.bin | "
              "cmp - %s && echo same",
              d.port, path);
-    ck_assert_int_eq(run(cmd, out, sizeof(out)), 0);
+    ck_assert_int_eq(test_run(cmd, out, sizeof(out)), 0);
     ck_assert_str_eq(out, "same\n");
     snprintf(cmd, sizeof(cmd),
              "curl -s --max-time 20 --http2-prior-knowledge -r 26-51 -w ' %%{http_code} "
              "%%{http_version}' http://127.0.0.1:%d/p.bin",
              d.port);
-    run(cmd, out, sizeof(out));
+    test_run(cmd, out, sizeof(out));
     ck_assert_str_eq(out, "ahovcjqxelszgnubipwdkryfmt 206 2");
     snprintf(cmd, sizeof(cmd),
              "curl -s --max-time 20 --http2-prior-knowledge -I -w '%%{http_code}' "
              "http://127.0.0.1:%d/a.txt | tr -d '\\r' | grep -i -e '^content-length' -e '^2'",
              d.port);
-    run(cmd, out, sizeof(out));
+    test_run(cmd, out, sizeof(out));
     ck_assert_str_eq(out, "content-length: 13\n200\n");
     test_daemon_stop(&d);
 }
@@ -936,20 +921,20 @@ START_TEST(over_tls)
     snprintf(cmd, sizeof(cmd),
              "curl -sk --max-time 20 https://127.0.0.1:%d/p.bin | cmp - %s && echo same", d.port,
              path);
-    ck_assert_int_eq(run(cmd, out, sizeof(out)), 0);
+    ck_assert_int_eq(test_run(cmd, out, sizeof(out)), 0);
     ck_assert_str_eq(out, "same\n");
     snprintf(cmd, sizeof(cmd),
              "curl -sk --max-time 20 -r 0-1,26-27 https://127.0.0.1:%d/p.bin | grep -c "
              "'^Content-Range: bytes'",
              d.port);
-    run(cmd, out, sizeof(out));
+    test_run(cmd, out, sizeof(out));
     ck_assert_str_eq(out, "2\n");
     /* the directory's redirect names the scheme the client used */
     snprintf(cmd, sizeof(cmd),
              "curl -sk --max-time 20 -o /dev/null -w '%%{redirect_url}' "
              "https://127.0.0.1:%d/sub",
              d.port);
-    run(cmd, out, sizeof(out));
+    test_run(cmd, out, sizeof(out));
     char want[128];
     snprintf(want, sizeof(want), "https://127.0.0.1:%d/sub/", d.port);
     ck_assert_str_eq(out, want);
@@ -1265,7 +1250,7 @@ START_TEST(large_file_whole)
                  "curl -s --max-time 20 -o /dev/null -w '%%{http_code} %%{size_download}' "
                  "http://127.0.0.1:%d%s",
                  d.port, paths[i]);
-        run(cmd, out, sizeof(out));
+        test_run(cmd, out, sizeof(out));
         ck_assert_str_eq(out, "200 41943040");
     }
     test_daemon_stop(&d);
@@ -1303,7 +1288,7 @@ START_TEST(body_bytes_sent_logged)
     snprintf(cmd, sizeof(cmd),
              "curl -s --max-time 20 --http2-prior-knowledge http://127.0.0.1:%d/p.bin | wc -c",
              d.port);
-    run(cmd, res, sizeof(res));
+    test_run(cmd, res, sizeof(res));
     ck_assert_uint_eq(strtoul(res, NULL, 10), 300000);
     /* what the big one sent through the socket, copied or not */
     int fd = test_connect(d.port);
