@@ -887,6 +887,8 @@ static int stream_route_build(const struct build_arena *arena, const struct conf
                               struct stream_route **out)
 {
     *out = NULL;
+    if (map->entry_count >= SIZE_MAX / sizeof(struct stream_route_entry) - 1)
+        return -ENOMEM; /* entry_count + 1 below cannot wrap to 0 */
     struct stream_route *route = calloc(1, sizeof(*route));
     if (route == NULL ||
         (route->entries = calloc(map->entry_count + 1, sizeof(*route->entries))) == NULL) {

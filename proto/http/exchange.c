@@ -51,8 +51,7 @@ uint32_t exchange_upstream_ms_since(uint64_t start_ns)
     return ms < EXCHANGE_UPSTREAM_UNKNOWN ? (uint32_t)ms : EXCHANGE_UPSTREAM_UNKNOWN - 1;
 }
 
-void exchange_upstream_try_end(struct exchange_upstream_try *t, uint64_t start_ns,
-                               unsigned status)
+void exchange_upstream_try_end(struct exchange_upstream_try *t, uint64_t start_ns, unsigned status)
 {
     if (t == NULL || t->response_ms != EXCHANGE_UPSTREAM_UNKNOWN)
         return;

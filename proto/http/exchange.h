@@ -616,8 +616,7 @@ uint32_t exchange_upstream_ms_since(uint64_t start_ns);
 /* Ends the server try `t` (NULL: none), once: its status, unless it has
  * one (its response's), becomes `status` (502 or 504 for a failure, as
  * nginx logs it), and its response time runs from `start_ns`. */
-void exchange_upstream_try_end(struct exchange_upstream_try *t, uint64_t start_ns,
-                               unsigned status);
+void exchange_upstream_try_end(struct exchange_upstream_try *t, uint64_t start_ns, unsigned status);
 
 /* The client's transport connection (for its socket), or NULL for a fake
  * exchange without one. */

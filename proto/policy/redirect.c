@@ -88,8 +88,8 @@ struct http_module redirect_module = {
  * unknown. */
 static bool local_address(const struct exchange *ex, char *out, size_t size, unsigned *port)
 {
-    struct sockaddr_storage addr;
-    socklen_t len;
+    struct sockaddr_storage addr = {0};
+    socklen_t len = sizeof(addr);
     if (ex->conn == NULL || !http_conn_local(ex->conn, &addr, &len))
         return false;
     if (addr.ss_family == AF_INET) {

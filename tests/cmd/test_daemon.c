@@ -75,10 +75,10 @@ START_TEST(check_config_exit_codes)
 
     /* An nginx variable corral lacks says what to do. */
     test_write_file(bad, "server {\n    listen 127.0.0.1:0;\n"
-                         "    location / { return 200 \"$ssl_client_verify\"; }\n}\n");
+                         "    location / { return 200 \"$ssl_client_raw_cert\"; }\n}\n");
     snprintf(args, sizeof(args), "-t -c %s", bad);
     ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
-    ck_assert_msg(strstr(out, ":3:29: return: \"$ssl_client_verify\": not in corral yet: "
+    ck_assert_msg(strstr(out, ":3:29: return: \"$ssl_client_raw_cert\": not in corral yet: "
                               "client certificate variables (see \"auth and tracing\" in the "
                               "roadmap") != NULL,
                   "%s", out);
