@@ -47,6 +47,10 @@ struct corral__steer {
 static pthread_mutex_t steer_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct corral__steer *latest;
 static char unavailable[200]; /* why the probe could not load it; "" if it could */
+/* The copy the probe loaded, kept for the first server to steer: the
+ * verifier takes tens of milliseconds over the program, and a daemon
+ * probes and then starts at once.  Under steer_lock. */
+static struct steer_bpf *probed_copy;
 
 /* ------------------------------------------------------------- loading */
 
@@ -124,8 +128,12 @@ bool corral__ebpf_probe(void)
     struct steer_bpf *skel = NULL;
     pthread_mutex_lock(&steer_lock);
     bool ok = steer_load(&skel, unavailable, sizeof(unavailable)) == 0;
+    if (ok && probed_copy == NULL) {
+        probed_copy = skel;
+        skel = NULL;
+    }
     pthread_mutex_unlock(&steer_lock);
-    if (ok)
+    if (skel != NULL)
         steer_bpf__destroy(skel);
     return ok;
 }
@@ -150,7 +158,13 @@ static int steer_acquire(corral_server *server, struct corral__steer **out)
     char why[200];
     struct steer_bpf *skel = NULL;
     pthread_mutex_lock(&steer_lock);
-    int err = steer_load(&skel, why, sizeof(why));
+    int err = 0;
+    if (probed_copy != NULL) { /* fresh: no server has used it */
+        skel = probed_copy;
+        probed_copy = NULL;
+    } else {
+        err = steer_load(&skel, why, sizeof(why));
+    }
     struct corral__steer *steer = NULL;
     if (err == 0) {
         steer = calloc(1, sizeof(*steer));
