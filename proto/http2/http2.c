@@ -163,6 +163,11 @@ static uint64_t header_deadline(const struct http2_conn *h2)
 /* The earliest of: the header deadline; with no stream open, the idle
  * timeout from the last whole frame (bytes that complete none are no
  * progress); else the stall deadline of a stream. */
+/* How long a graceful stop waits for the answer to its PING before it
+ * sends the final GOAWAY anyway: a client that never answers gains
+ * nothing but this long. */
+#define H2_STOP_PING_WAIT_MS 1000
+
 static void h2_set_deadline(struct http2_conn *h2)
 {
     uint32_t ms = h2->conf->idle_timeout_ms;
@@ -174,6 +179,11 @@ static void h2_set_deadline(struct http2_conn *h2)
         other = h2->idle_from_ms + ms;
     if (other != 0 && (at == 0 || other < at))
         at = other;
+    if (h2->stopping && !h2->stop_goaway_sent) {
+        other = h2->stop_from_ms + H2_STOP_PING_WAIT_MS;
+        if (at == 0 || other < at)
+            at = other;
+    }
     corral_conn_set_deadline(h2->c.sock, at);
 }
 
@@ -233,7 +243,7 @@ static void h2_flush(struct http2_conn *h2)
         }
     }
     bool done = !nghttp2_session_want_read(h2->session) && !nghttp2_session_want_write(h2->session);
-    if ((done || ((h2->closing || h2->stopping) && h2->stream_count == 0)) &&
+    if ((done || ((h2->closing || h2->stop_goaway_sent) && h2->stream_count == 0)) &&
         !corral_conn_backed_up(h2->c.sock)) {
         h2->closing = true;
         corral_conn_close(h2->c.sock);
@@ -595,6 +605,19 @@ static void stream_end(struct h2_stream *st)
     }
 }
 
+/* The second step of a graceful stop: GOAWAY with the last stream taken.
+ * The streams up to it run to their end; the client retries later ones
+ * elsewhere (RFC 9113 6.8). */
+static void stop_goaway(struct http2_conn *h2)
+{
+    if (h2->stop_goaway_sent)
+        return;
+    h2->stop_goaway_sent = true;
+    nghttp2_submit_goaway(h2->session, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(h2->session), NGHTTP2_NO_ERROR,
+                          NULL, 0);
+}
+
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
     struct http2_conn *h2 = user;
@@ -619,6 +642,12 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
             stream_end(st);
         break;
     case NGHTTP2_RST_STREAM: http2_count(h2, HTTP2_RESETS_RECEIVED); break;
+    case NGHTTP2_PING:
+        /* The answer to the stop's PING (or to none: any answer comes
+         * after the notice was read): every stream opened before it is in. */
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) != 0 && h2->stopping)
+            stop_goaway(h2);
+        break;
     default: break;
     }
     return 0;
@@ -836,6 +865,11 @@ static void h2_on_deadline(struct http_conn *c)
         h2_flush(h2);
         return;
     }
+    if (h2->stopping && !h2->stop_goaway_sent && h2->stop_from_ms + H2_STOP_PING_WAIT_MS <= now) {
+        stop_goaway(h2);
+        h2_flush(h2);
+        return;
+    }
     uint32_t idle_ms = h2->conf->idle_timeout_ms;
     if (h2->stream_count == 0) {
         if (idle_ms != 0 && h2->idle_from_ms + idle_ms <= now) {
@@ -885,15 +919,23 @@ static void h2_on_deadline(struct http_conn *c)
     h2_flush(h2);
 }
 
+/* A graceful stop in two steps, as RFC 9113 6.8 advises: a GOAWAY naming
+ * the highest stream possible first (nghttp2's shutdown notice), which
+ * tells the client to open no more, and a PING; the final GOAWAY follows
+ * the PING's answer, one round trip later, when every stream the client
+ * opened before it saw the notice has arrived and is served.  A GOAWAY
+ * with the last stream processed at once refuses the requests already on
+ * their way, which a client may not retry. */
 static void h2_on_stop(struct http_conn *c)
 {
     struct http2_conn *h2 = h2_conn_of(c);
-    /* The streams up to the last one processed run to their end; the
-     * client retries later ones elsewhere (RFC 9113 6.8). */
+    if (h2->stopping)
+        return;
     h2->stopping = true;
-    nghttp2_submit_goaway(h2->session, NGHTTP2_FLAG_NONE,
-                          nghttp2_session_get_last_proc_stream_id(h2->session), NGHTTP2_NO_ERROR,
-                          NULL, 0);
+    h2->stop_from_ms = corral_loop_now(corral_conn_loop(h2->c.sock));
+    if (nghttp2_submit_shutdown_notice(h2->session) != 0 ||
+        nghttp2_submit_ping(h2->session, NGHTTP2_FLAG_NONE, NULL) != 0)
+        stop_goaway(h2);
     h2_flush(h2);
 }
 

@@ -98,7 +98,9 @@ struct http2_conn {
     bool flush_scheduled;   /* h2_flush() is deferred to the loop's turn */
     bool gone;              /* the connection closed while a flush was pending */
     bool closing;           /* asked to close: no more input */
-    bool stopping;          /* GOAWAY sent for a graceful stop */
+    bool stopping;          /* a graceful stop began: the shutdown notice went out */
+    bool stop_goaway_sent;  /* and the GOAWAY with the last stream it takes */
+    uint64_t stop_from_ms;  /* when the notice went out */
     bool drains_owed;       /* some stream's output drained: on_drain to deliver */
     bool settings_sent;     /* ours went out, with the configured stream limit */
     uint32_t logged;        /* 1 << enum http2_counter: the defences logged once */

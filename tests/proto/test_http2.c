@@ -782,7 +782,11 @@ END_TEST
 struct h2_seen {
     unsigned char buf[65536 + 9];
     size_t have;
-    int goaway;          /* its error code; -1: none */
+    int goaway;              /* its error code; -1: none */
+    uint32_t goaway_last[4]; /* the last stream id each GOAWAY named, in order */
+    unsigned goaways;
+    bool ping; /* a PING that asks for an answer came */
+    unsigned char ping_data[8];
     int rst[16];         /* by stream id / 2: RST_STREAM's code; -1: none */
     unsigned status[16]; /* by stream id / 2: the first HEADERS seen (1: some) */
     bool ended[16];      /* by stream id / 2: END_STREAM seen */
@@ -824,9 +828,18 @@ static bool seen_read(int fd, struct h2_seen *s, int wait_ms)
         unsigned sid =
             (unsigned)(f[5] & 0x7f) << 24 | (unsigned)f[6] << 16 | (unsigned)f[7] << 8 | f[8];
         const unsigned char *pl = f + 9;
-        if (f[3] == 7 && len >= 8)
+        if (f[3] == 7 && len >= 8) {
             s->goaway =
                 (int)((unsigned)pl[4] << 24 | (unsigned)pl[5] << 16 | (unsigned)pl[6] << 8 | pl[7]);
+            if (s->goaways < 4)
+                s->goaway_last[s->goaways] = (uint32_t)(pl[0] & 0x7f) << 24 |
+                                             (uint32_t)pl[1] << 16 | (uint32_t)pl[2] << 8 | pl[3];
+            s->goaways++;
+        }
+        if (f[3] == 6 && len == 8 && (f[4] & 1) == 0) {
+            s->ping = true;
+            memcpy(s->ping_data, pl, 8);
+        }
         if (sid / 2 < 16 && f[3] == 3 && len == 4 && s->rst[sid / 2] == -1)
             s->rst[sid / 2] = pl[3];
         if (sid / 2 < 16 && f[3] == 1)
@@ -914,6 +927,79 @@ static int start_slow(struct test_daemon *d)
     test_send_all(fd, h2_start, sizeof(h2_start) - 1);
     return fd;
 }
+
+/* A client that never answers the stop's PING gets the final GOAWAY and
+ * the close anyway, a second later. */
+START_TEST(reload_does_not_wait_for_an_unanswered_ping)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "");
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
+    int fd = test_connect(d.port);
+    test_send_all(fd, preface, sizeof(preface) - 1);
+    struct h2_seen s;
+    seen_init(&s);
+    ck_assert(seen_read(fd, &s, 200)); /* the server's SETTINGS */
+    kill(d.pid, SIGHUP);
+    uint64_t start_ms = test_now_ms();
+    uint64_t took = seen_until_close(fd, &s, TEST_WAIT_MS);
+    close(fd);
+    ck_assert_msg(took != UINT64_MAX, "the connection stayed open");
+    ck_assert_uint_ge(test_now_ms() - start_ms, 900);
+    ck_assert_uint_eq(s.goaways, 2);
+    ck_assert_uint_eq(s.goaway_last[0], 0x7fffffff);
+    ck_assert_uint_eq(s.goaway_last[1], 0);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A reload stops a connection in two steps (RFC 9113 6.8): GOAWAY naming
+ * the highest stream id possible, with a PING; a stream the client opened
+ * before it answered the PING is still served, and only then comes the
+ * GOAWAY with the last stream taken, and the close. */
+START_TEST(reload_serves_streams_opened_before_the_goaway_was_seen)
+{
+    struct test_daemon d;
+    start(&d, NULL, "http2", "", "");
+    /* The preface, an empty SETTINGS, an ACK of the server's, and GET /
+     * on stream 1 (HPACK: :method GET, :scheme http, :path /,
+     * :authority a). */
+    static const char request[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                  "\0\0\0\4\0\0\0\0\0"
+                                  "\0\0\0\4\1\0\0\0\0"
+                                  "\0\0\6\1\5\0\0\0\1"
+                                  "\x82\x86\x84\x41\1a";
+    int fd = test_connect(d.port);
+    test_send_all(fd, request, sizeof(request) - 1);
+    struct h2_seen s;
+    seen_init(&s);
+    for (uint64_t end = test_now_ms() + TEST_WAIT_MS; !s.ended[0] && test_now_ms() < end;)
+        ck_assert(seen_read(fd, &s, 50));
+    ck_assert_msg(s.ended[0], "no response to stream 1");
+    kill(d.pid, SIGHUP);
+    for (uint64_t end = test_now_ms() + TEST_WAIT_MS;
+         (s.goaways == 0 || !s.ping) && test_now_ms() < end;)
+        ck_assert(seen_read(fd, &s, 50));
+    ck_assert_uint_eq(s.goaways, 1);
+    ck_assert_uint_eq(s.goaway_last[0], 0x7fffffff);
+    ck_assert_int_eq(s.goaway, 0);
+    ck_assert_msg(s.ping, "no PING after the first GOAWAY");
+    /* Stream 3, sent as if before the GOAWAY arrived, then the PING's ACK. */
+    static const char stream3[] = "\0\0\6\1\5\0\0\0\3"
+                                  "\x82\x86\x84\x41\1a";
+    char ack[9 + 8] = "\0\0\x08\6\1\0\0\0\0";
+    memcpy(ack + 9, s.ping_data, 8);
+    test_send_all(fd, stream3, sizeof(stream3) - 1);
+    test_send_all(fd, ack, sizeof(ack));
+    ck_assert_uint_ne(seen_until_close(fd, &s, TEST_WAIT_MS), UINT64_MAX);
+    close(fd);
+    ck_assert_msg(s.status[1] != 0 && s.ended[1], "stream 3 was not served");
+    ck_assert_int_eq(s.rst[1], -1);
+    ck_assert_uint_eq(s.goaways, 2);
+    ck_assert_uint_eq(s.goaway_last[1], 3);
+    test_daemon_stop(&d);
+}
+END_TEST
 
 /* The first bytes of a HEADERS frame and nothing more: GOAWAY
  * (PROTOCOL_ERROR) and closed once client_header_timeout has passed from
@@ -1336,6 +1422,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, hundred_concurrent_streams_on_one_connection);
     tcase_add_test(tc, slow_reader_of_a_large_response_keeps_memory_bounded);
     tcase_add_test(tc, reload_with_streams_in_flight_loses_none);
+    tcase_add_test(tc, reload_serves_streams_opened_before_the_goaway_was_seen);
+    tcase_add_test(tc, reload_does_not_wait_for_an_unanswered_ping);
     tcase_add_test(tc, paused_request_body_stalls_only_its_stream);
     tcase_add_test(tc, graceful_stop_lets_open_streams_finish);
     tcase_add_test(tc, backend_up_after_a_refused_connect_serves_http2);
