@@ -505,11 +505,12 @@ struct corral_udp {
 /* The UDP listens' part in a server's life, in udp.c: allocates each
  * worker's buffers and registers its sockets in its loop (main thread,
  * before the workers run; 0 or -errno), takes a worker's sockets out of
- * its loop (its thread, or once it has exited), closes the sockets, and
- * frees the listens. */
+ * its loop (its thread, or once it has exited), tells the handlers that
+ * the worker's loop ended (its thread), and closes the sockets and frees
+ * the listens (server free). */
 int corral__udp_start(corral_server *server);
 void corral__udp_detach(corral_worker *worker);
-void corral__udp_close(corral_server *server);
+void corral__udp_stopped(corral_worker *worker);
 void corral__udp_free_all(corral_server *server);
 
 /* The data path, in udp_io.c. */

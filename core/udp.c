@@ -467,16 +467,11 @@ void corral__udp_detach(corral_worker *worker)
     }
 }
 
-void corral__udp_close(corral_server *server)
+void corral__udp_stopped(corral_worker *worker)
 {
-    for (corral_udp *udp = server->udps; udp != NULL; udp = udp->next) {
-        for (unsigned i = 0; i < server->worker_count; i++) {
-            if (udp->fds[i] != -1)
-                close(udp->fds[i]);
-            udp->fds[i] = -1;
-            udp->sockets[i].fd = -1;
-        }
-    }
+    for (corral_udp *udp = worker->server->udps; udp != NULL; udp = udp->next)
+        if (udp->handler->on_stop != NULL && udp->sockets[worker->index].worker != NULL)
+            udp->handler->on_stop(&udp->sockets[worker->index]);
 }
 
 void corral__udp_free_all(corral_server *server)

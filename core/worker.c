@@ -23,6 +23,7 @@ static void *worker_main(void *arg)
         corral__error("worker %u: stopped on error: %s", worker->index, strerror(-err));
     corral__worker_stop_accepting(worker, CORRAL__PAUSE_STOPPED);
     corral__udp_detach(worker);
+    corral__udp_stopped(worker);
     /* Release: the listening sockets are out of this worker's epoll set
      * before corral_server_close_listeners() may close them. */
     atomic_store_explicit(&worker->holds_listeners, false, memory_order_release);
@@ -246,7 +247,6 @@ void corral_server_close_listeners(corral_server *server)
     }
     for (corral_listener *l = server->listeners; l != NULL; l = l->next)
         corral__listener_close(l);
-    corral__udp_close(server);
 }
 
 int corral_server_wait(corral_server *server)

@@ -851,9 +851,11 @@ CORRAL_EXTERN corral_worker *corral_server_worker(const corral_server *server, u
  * bytes (65535 with `gro`), allocated when the server starts, plus a fixed
  * send table of 64 entries; nothing is allocated per datagram.
  *
- * On a graceful stop the sockets are read until the worker's loop ends;
- * corral_server_close_listeners() takes them out of every worker's loop
- * and closes them, as it does the TCP listening sockets.
+ * On a graceful stop the sockets are read until the worker's loop ends.
+ * corral_server_close_listeners() takes them out of every worker's loop,
+ * so that a successor that took them over reads alone, but leaves them
+ * open until the server is freed: answers the old server still owes (its
+ * sessions' upstream replies) leave from the address they are due from.
  */
 typedef struct corral_udp corral_udp;
 typedef struct corral_udp_socket corral_udp_socket;
@@ -891,7 +893,12 @@ struct corral_udp_handler {
     /** The socket can take output again after corral_udp_wait_writable().
      *  Optional (required to call corral_udp_wait_writable()). */
     void (*on_writable)(corral_udp_socket *sock);
-    void (*reserved[4])(void); /* NULL (see "How public structs grow" above) */
+    /** The worker's loop has ended (a stop), on the worker's thread, with
+     *  the loop still there: free what lives on it for this socket
+     *  (watchers, timers), as the loop must be empty when it is freed.
+     *  Optional. */
+    void (*on_stop)(corral_udp_socket *sock);
+    void (*reserved[3])(void); /* NULL (see "How public structs grow" above) */
 };
 
 struct corral_udp_options {

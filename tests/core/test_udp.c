@@ -82,7 +82,17 @@ static void echo_on_recv(corral_udp_socket *sock, struct corral_udp_msg *msgs, s
     ck_assert_uint_eq(corral_udp_send(sock, msgs, count), count);
 }
 
-static const struct corral_udp_handler echo_handler = {.on_recv = echo_on_recv};
+static unsigned stops;
+static void count_on_stop(corral_udp_socket *sock)
+{
+    (void)sock;
+    pthread_mutex_lock(&lock);
+    stops++;
+    pthread_mutex_unlock(&lock);
+}
+
+static const struct corral_udp_handler echo_handler = {.on_recv = echo_on_recv,
+                                                       .on_stop = count_on_stop};
 
 /* Worker `index`'s counters once its sends are counted: a client may
  * read a datagram before the worker that sent it has counted it. */
@@ -532,6 +542,7 @@ START_TEST(each_worker_reads_its_own_socket)
     ck_assert_uint_eq(read_counter(&per_worker[0]) + read_counter(&per_worker[1]), 64);
     ck_assert_uint_eq(read_counter(&mismatched), 0);
     test_stop_server(server);
+    ck_assert_uint_eq(read_counter(&stops), 2); /* each worker's socket, once */
 }
 END_TEST
 
@@ -601,6 +612,17 @@ END_TEST
 
 /* ----------------------------------------------------------- a successor */
 
+/* The old server's part after it let go of its sockets: each worker sends
+ * one datagram to `old_to` from its socket. */
+static struct sockaddr_in old_to;
+static void old_send(void *arg)
+{
+    corral_udp_socket *sock = arg;
+    struct corral_udp_msg msg = {.data = "late", .len = 4, .peer_len = sizeof(old_to)};
+    memcpy(&msg.peer, &old_to, sizeof(old_to));
+    ck_assert_uint_eq(corral_udp_send(sock, &msg, 1), 1);
+}
+
 START_TEST(a_successor_keeps_the_port_and_what_was_queued)
 {
     reset();
@@ -623,6 +645,27 @@ START_TEST(a_successor_keeps_the_port_and_what_was_queued)
                      0);
     ck_assert_int_eq(corral_udp_port(next_udp), port);
     corral_server_close_listeners(old); /* the old workers let go; the sockets stay open */
+    /* The old server still answers, from its sockets' address. */
+    int late = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    old_to = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(late, (struct sockaddr *)&old_to, sizeof(old_to)), 0);
+    socklen_t to_len = sizeof(old_to);
+    ck_assert_int_eq(getsockname(late, (struct sockaddr *)&old_to, &to_len), 0);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(late, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    for (unsigned i = 0; i < 2; i++)
+        ck_assert_int_eq(corral_worker_post(corral_server_worker(old, i), old_send,
+                                            corral_udp_socket_of(old_udp, i)),
+                         0);
+    for (int i = 0; i < 2; i++) {
+        char got[8];
+        struct sockaddr_in from;
+        socklen_t from_len = sizeof(from);
+        ck_assert_int_eq(recvfrom(late, got, sizeof(got), 0, (struct sockaddr *)&from, &from_len),
+                         4);
+        ck_assert_int_eq(ntohs(from.sin_port), port);
+    }
+    close(late);
 
     /* Sent while no one reads: queued in the sockets, not lost. */
     reset();
