@@ -131,6 +131,10 @@ void corral__udp_on_event(struct corral__handle *handle, uint32_t epoll_events)
 {
     corral_udp_socket *sock = (corral_udp_socket *)handle;
     assert(corral__loop_owned(sock->worker->loop));
+    /* Released in this iteration (corral_server_close_listeners()), with
+     * its event still in the batch: a successor reads it now. */
+    if (!sock->registered)
+        return;
     if ((epoll_events & EPOLLOUT) && sock->want_writable) {
         sock->want_writable = false;
         corral__loop_rewatch(sock->worker->loop, sock->fd, &sock->handle, EPOLLIN);

@@ -229,19 +229,24 @@ START_TEST(silent_and_refusing_servers_end_sessions)
     closed_port = ntohs(addr.sin_port);
     close(closed); /* datagrams to it now draw ICMP port unreachable */
 
-    int owed_port, free_port;
-    int r1 = test_reserve_port(&owed_port), r2 = test_reserve_port(&free_port);
+    int owed_port, free_port, stop_port;
+    int r1 = test_reserve_port(&owed_port), r2 = test_reserve_port(&free_port),
+        r3 = test_reserve_port(&stop_port);
     close(r1);
     close(r2);
+    close(r3);
     char log[PATH_MAX], stream[PATH_MAX + 1024];
     test_daemon_file(log, sizeof(log), "udp.log");
     snprintf(stream, sizeof(stream),
              "  access_log %s s;\n  proxy_timeout 300ms;\n"
              "  server { listen 127.0.0.1:%d udp; proxy_pass 127.0.0.1:%d; proxy_responses 1; }\n"
              "  server { listen 127.0.0.1:%d udp; proxy_pass 127.0.0.1:%d; }\n"
+             "  server { listen 127.0.0.2:%d udp; proxy_pass 127.0.0.1:%d; proxy_responses 2; "
+             "proxy_timeout 10s; }\n"
              "  server { listen 127.0.0.1:0 udp; proxy_pass 127.0.0.1:%d; proxy_responses 1; "
              "proxy_timeout 10s; }",
-             log, owed_port, silent_port, free_port, silent_port, closed_port);
+             log, owed_port, silent_port, free_port, silent_port, stop_port, silent_port,
+             closed_port);
     struct test_daemon d;
     start_with(&d, stream);
     int fd = client(owed_port);
@@ -266,7 +271,22 @@ START_TEST(silent_and_refusing_servers_end_sessions)
     free(test_wait_file(log, expect, TEST_WAIT_MS));
     ck_assert_uint_lt(test_now_ms() - start, 5000);
     close(fd);
+    /* A session still open when the daemon stops ends with it, logged. */
+    uint8_t byte;
+    while (recv(silent, &byte, 1, MSG_DONTWAIT) == 1) /* the earlier sessions' */
+        ;
+    int to_stop = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in stop_addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)stop_port)};
+    inet_pton(AF_INET, "127.0.0.2", &stop_addr.sin_addr);
+    ck_assert_int_eq(sendto(to_stop, "abc", 3, 0, (struct sockaddr *)&stop_addr, sizeof(stop_addr)),
+                     3);
+    test_wait_for(recv(silent, &byte, 1, MSG_DONTWAIT) == 1, TEST_WAIT_MS,
+                  "the datagram did not reach the server");
+    ck_assert_uint_eq(lines_with(log, " 3 \""), 0);
     test_daemon_stop(&d);
+    snprintf(expect, sizeof(expect), "127.0.0.1 502 0 3 \"127.0.0.1:%d\"\n", silent_port);
+    ck_assert_uint_eq(lines_with(log, expect), 1);
+    close(to_stop);
     close(silent);
 }
 END_TEST
