@@ -216,6 +216,53 @@ START_TEST(ecn_bits_both_ways)
 }
 END_TEST
 
+START_TEST(ipv6_addresses_and_traffic_class)
+{
+    reset();
+    corral_server *server = server_new(1, NULL);
+    corral_udp *udp;
+    ck_assert_int_eq(corral_server_listen_udp(server, "[::1]:0", NULL, &echo_handler, NULL, &udp),
+                     0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+    int port = corral_udp_port(udp);
+    int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in6 addr = {.sin6_family = AF_INET6,
+                                .sin6_port = htons((uint16_t)port),
+                                .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    int one = 1, tclass = 1; /* ECT(1) */
+    ck_assert_int_eq(setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one)), 0);
+    ck_assert_int_eq(setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof(tclass)), 0);
+    ck_assert_int_eq(send(fd, "six", 3, 0), 3);
+    char got[8];
+    union {
+        struct cmsghdr align;
+        char bytes[64];
+    } control;
+    struct iovec iov = {got, sizeof(got)};
+    struct msghdr hdr = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = control.bytes,
+                         .msg_controllen = sizeof(control.bytes)};
+    ck_assert_int_eq(recvmsg(fd, &hdr, 0), 3);
+    int echoed = -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&hdr); c != NULL; c = CMSG_NXTHDR(&hdr, c))
+        if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS)
+            memcpy(&echoed, CMSG_DATA(c), sizeof(echoed));
+    ck_assert_int_eq(echoed & 3, 1);
+    char expect[64];
+    snprintf(expect, sizeof(expect), "[::1]:%d", port);
+    pthread_mutex_lock(&lock);
+    ck_assert_str_eq(locals[0], expect);
+    ck_assert_uint_eq(ecns[0], 1);
+    pthread_mutex_unlock(&lock);
+    close(fd);
+    test_stop_server(server);
+}
+END_TEST
+
 /* ------------------------------------------------------------ GSO runs */
 
 #define RUN_SEGMENT 1000
@@ -709,6 +756,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, batches_with_peer_and_local_addresses);
     tcase_add_test(tc, ecn_bits_both_ways);
+    tcase_add_test(tc, ipv6_addresses_and_traffic_class);
     tcase_add_test(tc, gso_on_and_off_deliver_the_same_bytes);
     tcase_add_test(tc, a_refused_gso_send_goes_unsegmented_and_gso_stops);
     tcase_add_test(tc, gro_hands_over_a_coalesced_run);
