@@ -166,7 +166,13 @@ void raise_fd_limit(const struct conf_config *config, unsigned workers)
     if (getrlimit(RLIMIT_NOFILE, &limit) != 0)
         return;
     rlim_t clients = (rlim_t)workers * (config->max_connections ? config->max_connections : 1024);
-    rlim_t wanted = clients * 2 + 256;
+    /* Each UDP session of a stream udp listen holds a socket to its
+     * server, up to STREAM_UDP_SESSIONS_MAX per listen and worker. */
+    rlim_t udp_listens = 0;
+    for (size_t s = 0; s < config->stream.server_count; s++)
+        for (size_t l = 0; l < config->stream.servers[s].listen_count; l++)
+            udp_listens += config->stream.servers[s].listens[l].udp;
+    rlim_t wanted = clients * 2 + 256 + udp_listens * workers * STREAM_UDP_SESSIONS_MAX;
     if (limit.rlim_cur >= wanted)
         return;
     rlim_t target = wanted < limit.rlim_max ? wanted : limit.rlim_max;

@@ -36,8 +36,8 @@ void activated_sockets_release(activated_unused_fn *unused, void *arg);
 void activated_sockets_close(void);
 
 /* Raises the open files limit toward what `workers` workers with the
- * configured max_connections need, within the hard limit (a shortfall is
- * logged, not an error). */
+ * configured max_connections (and the stream udp listens' sessions) need,
+ * within the hard limit (a shortfall is logged, not an error). */
 void raise_fd_limit(const struct conf_config *config, unsigned workers);
 
 /* Switches to the configured user and group, if any.  Started as root,
