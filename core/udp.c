@@ -170,7 +170,7 @@ static corral_udp *udp_new(corral_server *server, const struct corral_udp_option
         return NULL;
     }
     for (unsigned i = 0; i < server->worker_count; i++)
-        udp->fds[i] = -1;
+        udp->fds[i] = udp->sockets[i].fd = -1; /* set at the start */
     return udp;
 }
 

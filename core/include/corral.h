@@ -984,7 +984,9 @@ CORRAL_EXTERN size_t corral_udp_send(corral_udp_socket *sock, const struct corra
 
 /** Calls the handler's on_writable once when `sock` can take output again
  *  (EPOLLOUT), then stops watching for it.  Returns 0, -EINVAL (the
- *  handler has no on_writable), or epoll_ctl()'s -errno.  The socket's
+ *  handler has no on_writable), -EBADF (the sockets were released by
+ *  corral_server_close_listeners(): no loop watches it), or epoll_ctl()'s
+ *  -errno.  The socket's
  *  worker only. */
 CORRAL_EXTERN int corral_udp_wait_writable(corral_udp_socket *sock);
 
