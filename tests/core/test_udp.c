@@ -383,6 +383,59 @@ START_TEST(a_refused_gso_send_goes_unsegmented_and_gso_stops)
 }
 END_TEST
 
+/* A run longer than one GSO send takes (64 datagrams) goes as several;
+ * a message the kernel refuses (a datagram over 64 KB) is dropped and
+ * counted, and the batch goes on after it. */
+static char long_run[150 * 500];
+static void long_on_recv(corral_udp_socket *sock, struct corral_udp_msg *msgs, size_t count)
+{
+    record(sock, msgs, count);
+    static char too_big[70000];
+    struct corral_udp_msg out[3] = {msgs[0], msgs[0], msgs[0]};
+    out[0].data = too_big;
+    out[0].len = sizeof(too_big);
+    out[1].data = long_run;
+    out[1].len = sizeof(long_run);
+    out[1].segment_size = 500;
+    out[2].data = "end";
+    out[2].len = 3;
+    ck_assert_uint_eq(corral_udp_send(sock, out, 3), 3);
+}
+
+static const struct corral_udp_handler long_handler = {.on_recv = long_on_recv};
+
+START_TEST(long_runs_split_and_refused_messages_are_dropped)
+{
+    for (size_t i = 0; i < sizeof(long_run); i++)
+        long_run[i] = (char)(i / 500);
+    reset();
+    corral_server *server = server_new(1, NULL);
+    corral_udp *udp;
+    ck_assert_int_eq(
+        corral_server_listen_udp(server, "127.0.0.1:0", NULL, &long_handler, NULL, &udp), 0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+    int fd = client("127.0.0.1", corral_udp_port(udp));
+    int big = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+    ck_assert_int_eq(send(fd, "go", 2, 0), 2);
+    for (int i = 0; i < 150; i++) {
+        char got[600];
+        ck_assert_int_eq(recv(fd, got, sizeof(got), 0), 500);
+        ck_assert_int_eq(got[0], (char)i); /* in order, none missing */
+    }
+    char got[8];
+    ck_assert_int_eq(recv(fd, got, sizeof(got), 0), 3);
+    struct corral_udp_stats stats = stats_after_sends(udp, 0, 151);
+    ck_assert_uint_eq(stats.send_errors, 1);
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    if (caps.udp_gso)
+        ck_assert_uint_eq(stats.gso_sends, 3); /* 64 + 64 + 22 datagrams */
+    close(fd);
+    test_stop_server(server);
+}
+END_TEST
+
 START_TEST(gro_hands_over_a_coalesced_run)
 {
     struct corral_kernel_caps caps;
@@ -760,6 +813,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, gso_on_and_off_deliver_the_same_bytes);
     tcase_add_test(tc, a_refused_gso_send_goes_unsegmented_and_gso_stops);
     tcase_add_test(tc, gro_hands_over_a_coalesced_run);
+    tcase_add_test(tc, long_runs_split_and_refused_messages_are_dropped);
     tcase_add_test(tc, a_datagram_over_the_bound_is_dropped_and_counted);
     tcase_add_test(tc, a_full_socket_is_reported_and_writability_awaited);
     tcase_add_test(tc, waiting_for_writability_needs_on_writable);
