@@ -218,6 +218,10 @@ static void upgrade_start(void)
         const int *group;
         count += corral_listener_fds(newest->sites[i].listener, &group);
     }
+    for (size_t i = 0; i < newest->udp_site_count; i++) {
+        const int *group;
+        count += corral_udp_fds(newest->udp_sites[i].udp, &group);
+    }
     int *fds = calloc(count ? count : 1, sizeof(*fds)), report[2] = {-1, -1};
     if (fds == NULL || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, report) != 0) {
         log_error("SIGUSR2: %s; no upgrade", fds == NULL ? "out of memory" : strerror(errno));
@@ -228,6 +232,13 @@ static void upgrade_start(void)
     for (size_t i = 0; i < newest->site_count; i++) {
         const int *group;
         unsigned k = corral_listener_fds(newest->sites[i].listener, &group);
+        memcpy(fds + n, group, k * sizeof(*fds));
+        n += k;
+    }
+    /* The udp sockets after them: the new process tells them by their type. */
+    for (size_t i = 0; i < newest->udp_site_count; i++) {
+        const int *group;
+        unsigned k = corral_udp_fds(newest->udp_sites[i].udp, &group);
         memcpy(fds + n, group, k * sizeof(*fds));
         n += k;
     }
@@ -497,6 +508,11 @@ int main(int argc, char **argv)
         char bound[128];
         corral_listener_address(gen->sites[i].listener, bound, sizeof(bound));
         log_info("listening on %s%s", bound, gen->sites[i].admin ? " (admin)" : "");
+    }
+    for (size_t i = 0; i < gen->udp_site_count; i++) {
+        char bound[128];
+        corral_udp_address(gen->udp_sites[i].udp, bound, sizeof(bound));
+        log_info("listening on %s udp", bound);
     }
     generations_release_passed();
     bool started =

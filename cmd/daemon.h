@@ -37,6 +37,7 @@ struct site {
      * to stream_handler with this; NULL: HTTP, to serve_handler. */
     struct stream_site *stream;
     const struct conf_stream_server *stream_server; /* its server block */
+    corral_udp *udp; /* a stream udp listen's sockets (generation.udp_sites) */
 };
 
 /* The handler of `site`'s listener, and its data. */
@@ -69,6 +70,10 @@ struct generation {
     corral_server *server;
     struct site *sites;
     size_t site_count;
+    /* The stream udp listens: apart, as nothing of the TCP listeners'
+     * handling (accepting, handing connections over, upgrades) is theirs. */
+    struct site *udp_sites;
+    size_t udp_site_count;
     /* The upstreams the sites' proxy locations use: one for all locations
      * that proxy_pass to the same place with the same TLS settings. */
     struct shared_upstream *upstreams;

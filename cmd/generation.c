@@ -149,6 +149,44 @@ static int site_listen(struct generation *gen, struct site *site, struct generat
                                 site_handler(site), site_handler_data(site), &site->listener);
 }
 
+/* Listens for the stream udp sites of `gen`: on the previous generation's
+ * sockets for the same address (so a reload neither closes the port nor
+ * loses what its sockets queued), or on those a binary upgrade or systemd
+ * passed, else on new ones.  A udp listen is one
+ * socket per worker whatever the wakeup mode, so a change of mode or
+ * worker count keeps the sockets too (corral_server_udp_fds() adds or
+ * leaves some).  Returns 0 or -errno (logged). */
+static int udp_sites_listen(struct generation *gen, struct generation *previous)
+{
+    for (size_t i = 0; i < gen->udp_site_count; i++) {
+        struct site *site = &gen->udp_sites[i];
+        struct site *old = find_udp_site(previous, site->address);
+        struct corral_udp_options options;
+        corral_udp_options_init(&options);
+        options.max_datagram = 65535; /* nginx reads datagrams whole, up to UDP's bound */
+        options.recv_batch = 8;
+        int err;
+        const int *fds;
+        unsigned count = 0;
+        if (old != NULL && old->udp != NULL)
+            count = corral_udp_fds(old->udp, &fds);
+        else /* passed by the process this one upgrades, or by systemd */
+            count = activated_udp_sockets_find(site->address, &fds);
+        if (count > 0) {
+            err = corral_server_udp_fds(gen->server, fds, count, &options, &stream_udp_handler,
+                                        site->stream, &site->udp);
+        } else {
+            err = corral_server_listen_udp(gen->server, site->address, &options,
+                                           &stream_udp_handler, site->stream, &site->udp);
+        }
+        if (err != 0) {
+            log_error("listen %s udp: %s", site->address, strerror(-err));
+            return err;
+        }
+    }
+    return 0;
+}
+
 /* The listen of `gen` or `previous` (NULL: none) other than `site` whose
  * socket has `port`, or NULL. */
 static const struct site *site_on_port(const struct generation *gen, const struct site *site,
@@ -266,6 +304,18 @@ static bool generation_holds(const struct generation *gen, int fd)
                 return true;
         }
     }
+    for (size_t i = 0; i < gen->udp_site_count; i++) {
+        const int *fds;
+        if (gen->udp_sites[i].udp == NULL)
+            continue;
+        unsigned count = corral_udp_fds(gen->udp_sites[i].udp, &fds);
+        for (unsigned k = 0; k < count; k++) {
+            struct stat held;
+            if (fstat(fds[k], &held) == 0 && held.st_dev == passed.st_dev &&
+                held.st_ino == passed.st_ino)
+                return true;
+        }
+    }
     return false;
 }
 
@@ -293,11 +343,16 @@ static corral_listener *generation_listener_at(const struct generation *gen, con
  * not serve is closed too when an upgrade passed it; one from systemd is
  * kept (systemd holds and queues on it anyway) for a later reload that
  * listens there again.  Unix sockets are never in a group, and stay. */
-static bool passed_socket_unused(int fd, const char *address, bool upgraded, void *arg)
+static bool passed_socket_unused(int fd, const char *address, bool udp, bool upgraded, void *arg)
 {
     const struct generation *gen = arg;
     if (strncmp(address, "unix:", 5) == 0 || generation_holds(gen, fd))
         return false;
+    /* A datagram socket has no queue a listener could take: one the
+     * generation does not hold would take its share of the port's
+     * datagrams, which no one reads. */
+    if (udp)
+        return upgraded;
     corral_listener *listener = generation_listener_at(gen, address);
     if (listener == NULL)
         return upgraded;
@@ -425,6 +480,9 @@ static int stream_logs_attach(struct generation *gen, unsigned workers)
         for (size_t i = 0; i < gen->site_count && err == 0; i++)
             if (gen->sites[i].stream_server == server)
                 gen->sites[i].stream->log = own != NULL ? own : top;
+        for (size_t i = 0; i < gen->udp_site_count && err == 0; i++)
+            if (gen->udp_sites[i].stream_server == server)
+                gen->udp_sites[i].stream->log = own != NULL ? own : top;
     }
     return err;
 }
@@ -587,6 +645,9 @@ int generation_start(struct conf_config *config, struct generation *previous,
             }
         }
     }
+    err = udp_sites_listen(gen, previous);
+    if (err != 0)
+        goto fail;
     corral_server_on_exit(gen->server, main_loop, on_generation_exit, gen);
     err = corral_server_start(gen->server);
     if (err != 0)
@@ -814,6 +875,12 @@ static void reload_generation(void)
         char bound[128];
         corral_listener_address(gen->sites[i].listener, bound, sizeof(bound));
         log_info("listening on %s%s", bound, gen->sites[i].admin ? " (admin)" : "");
+    }
+    for (size_t i = 0; i < gen->udp_site_count; i++) {
+        char bound[128];
+        if (find_udp_site(previous, gen->udp_sites[i].address) == NULL &&
+            corral_udp_address(gen->udp_sites[i].udp, bound, sizeof(bound)) == 0)
+            log_info("listening on %s udp", bound);
     }
     corral_set_log_level(config->log_level);
     /* The old generation stops accepting (its sockets live on in the new

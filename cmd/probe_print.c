@@ -32,6 +32,10 @@ void print_probe(void)
          "per-epoll busy poll, EPIOCSPARAMS (Linux 6.9)"},
         {"ebpf", offsetof(struct corral_kernel_caps, ebpf),
          "sk_reuseport eBPF steering, select or migrate (CAP_BPF, Linux 5.14)"},
+        {"udp_gso", offsetof(struct corral_kernel_caps, udp_gso),
+         "UDP_SEGMENT, UDP send segmentation (Linux 4.18)"},
+        {"udp_gro", offsetof(struct corral_kernel_caps, udp_gro),
+         "UDP_GRO, UDP receive coalescing (Linux 5.0)"},
     };
     printf("kernel capabilities:\n");
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)

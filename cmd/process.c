@@ -31,6 +31,7 @@ extern char **environ;
  * SO_REUSEPORT group's sockets are next to each other, in its order. */
 struct activated_socket {
     char address[128];
+    bool udp; /* a datagram socket: a stream udp listen's */
 };
 static struct activated_socket *activated;
 static int *activated_fds;
@@ -62,9 +63,14 @@ void collect_activated_sockets(void)
             corral_format_address((struct sockaddr *)&addr, len, activated[activated_count].address,
                                   sizeof(activated[activated_count].address)) != 0)
             continue;
+        int type = 0;
+        socklen_t type_len = sizeof(type);
+        activated[activated_count].udp =
+            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_len) == 0 && type == SOCK_DGRAM;
         fcntl(fd, F_SETFD, FD_CLOEXEC);
         activated_fds[activated_count++] = fd;
-        log_info("socket activation: %s (fd %d)", activated[activated_count - 1].address, fd);
+        log_info("socket activation: %s%s (fd %d)", activated[activated_count - 1].address,
+                 activated[activated_count - 1].udp ? " udp" : "", fd);
     }
     unsetenv("LISTEN_PID");
     unsetenv("LISTEN_FDS");
@@ -91,28 +97,44 @@ static bool same_host(const char *bound, const char *address)
     return false;
 }
 
-unsigned activated_sockets_find(const char *address, const int **fds)
+/* The passed sockets of one kind (stream or datagram) for `address`. */
+static unsigned sockets_find(const char *address, bool udp, const int **fds)
 {
     size_t i = 0;
-    while (i < activated_count && !conf_same_address(activated[i].address, address))
+    while (i < activated_count &&
+           !(activated[i].udp == udp && conf_same_address(activated[i].address, address)))
         i++;
     if (i == activated_count)
-        for (i = 0; i < activated_count && !same_host(activated[i].address, address); i++)
+        for (i = 0; i < activated_count &&
+                    !(activated[i].udp == udp && same_host(activated[i].address, address));
+             i++)
             ;
     if (i == activated_count)
         return 0;
     size_t n = 1;
-    while (i + n < activated_count && strcmp(activated[i + n].address, activated[i].address) == 0)
+    while (i + n < activated_count && activated[i + n].udp == udp &&
+           strcmp(activated[i + n].address, activated[i].address) == 0)
         n++;
     *fds = &activated_fds[i];
     return (unsigned)n;
+}
+
+unsigned activated_sockets_find(const char *address, const int **fds)
+{
+    return sockets_find(address, false, fds);
+}
+
+unsigned activated_udp_sockets_find(const char *address, const int **fds)
+{
+    return sockets_find(address, true, fds);
 }
 
 void activated_sockets_release(activated_unused_fn *unused, void *arg)
 {
     size_t kept = 0;
     for (size_t i = 0; i < activated_count; i++) {
-        if (unused(activated_fds[i], activated[i].address, activated_by_upgrade, arg)) {
+        if (unused(activated_fds[i], activated[i].address, activated[i].udp, activated_by_upgrade,
+                   arg)) {
             log_info("closing %s (fd %d): passed in, no longer used", activated[i].address,
                      activated_fds[i]);
             close(activated_fds[i]);
@@ -144,7 +166,13 @@ void raise_fd_limit(const struct conf_config *config, unsigned workers)
     if (getrlimit(RLIMIT_NOFILE, &limit) != 0)
         return;
     rlim_t clients = (rlim_t)workers * (config->max_connections ? config->max_connections : 1024);
-    rlim_t wanted = clients * 2 + 256;
+    /* Each UDP session of a stream udp listen holds a socket to its
+     * server, up to STREAM_UDP_SESSIONS_MAX per listen and worker. */
+    rlim_t udp_listens = 0;
+    for (size_t s = 0; s < config->stream.server_count; s++)
+        for (size_t l = 0; l < config->stream.servers[s].listen_count; l++)
+            udp_listens += config->stream.servers[s].listens[l].udp;
+    rlim_t wanted = clients * 2 + 256 + udp_listens * workers * STREAM_UDP_SESSIONS_MAX;
     if (limit.rlim_cur >= wanted)
         return;
     rlim_t target = wanted < limit.rlim_max ? wanted : limit.rlim_max;

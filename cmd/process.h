@@ -20,11 +20,13 @@ void collect_activated_sockets(void);
  * SO_REUSEPORT group passed whole, in its order), or 0.  Valid until
  * activated_sockets_close(). */
 unsigned activated_sockets_find(const char *address, const int **fds);
+/* The same for datagram sockets (stream udp listens). */
+unsigned activated_udp_sockets_find(const char *address, const int **fds);
 
 /* Whether the passed socket `fd`, bound to `address` (as the kernel reports
- * it), can be closed; `upgraded`: the process this one upgrades passed it,
- * not systemd. */
-typedef bool activated_unused_fn(int fd, const char *address, bool upgraded, void *arg);
+ * it), can be closed; `udp`: a datagram socket; `upgraded`: the process
+ * this one upgrades passed it, not systemd. */
+typedef bool activated_unused_fn(int fd, const char *address, bool udp, bool upgraded, void *arg);
 
 /* Closes and forgets each passed socket for which `unused` says so. */
 void activated_sockets_release(activated_unused_fn *unused, void *arg);
@@ -34,8 +36,8 @@ void activated_sockets_release(activated_unused_fn *unused, void *arg);
 void activated_sockets_close(void);
 
 /* Raises the open files limit toward what `workers` workers with the
- * configured max_connections need, within the hard limit (a shortfall is
- * logged, not an error). */
+ * configured max_connections (and the stream udp listens' sessions) need,
+ * within the hard limit (a shortfall is logged, not an error). */
 void raise_fd_limit(const struct conf_config *config, unsigned workers);
 
 /* Switches to the configured user and group, if any.  Started as root,

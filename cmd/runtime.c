@@ -833,6 +833,9 @@ void generation_free(struct generation *gen)
     for (size_t i = 0; i < gen->site_count; i++)
         site_free(&gen->sites[i]);
     free(gen->sites);
+    for (size_t i = 0; i < gen->udp_site_count; i++)
+        site_free(&gen->udp_sites[i]);
+    free(gen->udp_sites);
     for (size_t i = 0; i < gen->upstream_count; i++)
         upstream_free(gen->upstreams[i].upstream);
     free(gen->upstreams);
@@ -856,6 +859,14 @@ struct site *find_site(struct generation *gen, const char *address)
     for (size_t i = 0; gen != NULL && i < gen->site_count; i++)
         if (conf_same_address(gen->sites[i].address, address))
             return &gen->sites[i];
+    return NULL;
+}
+
+struct site *find_udp_site(struct generation *gen, const char *address)
+{
+    for (size_t i = 0; gen != NULL && i < gen->udp_site_count; i++)
+        if (conf_same_address(gen->udp_sites[i].address, address))
+            return &gen->udp_sites[i];
     return NULL;
 }
 
@@ -980,9 +991,11 @@ static int stream_server_build(struct generation *gen, const struct conf_config 
         struct stream_route *route = NULL;
         if (map != NULL)
             err = stream_route_build(&arena, map, &route);
+        struct site *site = server->listens[l].udp ? &gen->udp_sites[gen->udp_site_count++]
+                                                   : &gen->sites[gen->site_count++];
         if (err == 0)
-            err = stream_site_build(&gen->sites[gen->site_count++], server, &server->listens[l],
-                                    upstream, route, gen->limits, &config->stream, workers);
+            err = stream_site_build(site, server, &server->listens[l], upstream, route, gen->limits,
+                                    &config->stream, workers);
     }
     return err;
 }
@@ -1021,6 +1034,7 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
         return vars_err;
     gen->sites =
         calloc(addresses + stream_listens + config->admin_listen_count + 1, sizeof(*gen->sites));
+    gen->udp_sites = calloc(stream_listens + 1, sizeof(*gen->udp_sites));
     gen->upstreams = calloc(max_upstreams ? max_upstreams : 1, sizeof(*gen->upstreams));
     /* The servers of each address, grouped by a counting sort on the
      * address's index: each site is built from its own servers only. */
@@ -1031,8 +1045,8 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
         .next = malloc((max_upstreams + 1) * sizeof(size_t)),
         .mask = buckets - 1,
     };
-    int err = gen->sites == NULL || gen->upstreams == NULL || ends == NULL || entries == NULL ||
-                      chains.first == NULL || chains.next == NULL
+    int err = gen->sites == NULL || gen->udp_sites == NULL || gen->upstreams == NULL ||
+                      ends == NULL || entries == NULL || chains.first == NULL || chains.next == NULL
                   ? -ENOMEM
                   : 0;
     for (size_t b = 0; err == 0 && b < buckets; b++)

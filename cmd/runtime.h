@@ -44,6 +44,8 @@ void generation_free(struct generation *gen);
 
 /* The site of `gen` (NULL: none) for `address`, or NULL. */
 struct site *find_site(struct generation *gen, const char *address);
+/* The same among its stream udp listens. */
+struct site *find_udp_site(struct generation *gen, const char *address);
 
 /* `-t`: builds what the configuration names, without listening, and frees
  * it.  Returns 0, -EINVAL (the problem logged) or -ENOMEM. */

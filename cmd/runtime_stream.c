@@ -55,6 +55,12 @@ int stream_site_build(struct site *site, const struct conf_stream_server *server
         site->stream->conn_max =
             server->limit_zone != NULL ? server->limit_conn : stream->limit_conn;
     }
+    if (listen->udp) {
+        site->stream->udp_workers =
+            calloc(workers > 0 ? workers : 1, sizeof(*site->stream->udp_workers));
+        if (site->stream->udp_workers == NULL)
+            return -ENOMEM;
+    }
     corral_listen_options_init(&site->listen_options);
     /* The watermarks of the client side: proxy_buffer_size. */
     site->listen_options.high_watermark = server->conf.buffer_size;
@@ -67,6 +73,7 @@ void stream_site_free(struct site *site)
     if (site->stream == NULL)
         return;
     free(site->stream->stats);
+    free(site->stream->udp_workers);
     stream_route_free((struct stream_route *)site->stream->route);
     free(site->stream);
     site->stream = NULL;

@@ -215,11 +215,12 @@ struct conf_mime_type {
     char *type;
 };
 
-/* stream { server { listen ADDRESS [proxy_protocol]; proxy_pass TARGET; } }:
+/* stream { server { listen ADDRESS [udp] [proxy_protocol]; proxy_pass TARGET; } }:
  * nginx's stream module. */
 struct conf_stream_listen {
     char *address;
     bool proxy_protocol; /* clients send a PROXY header (v1 or v2) */
+    bool udp;            /* listen ... udp: datagrams, a session per client address */
     struct conf_pos pos;
 };
 
@@ -234,6 +235,8 @@ enum {
     CONF_STREAM_PROXY_PROTOCOL = 1u << 5,
     CONF_STREAM_BUFFER_SIZE = 1u << 6,
     CONF_STREAM_PREREAD = 1u << 7,
+    CONF_STREAM_RESPONSES = 1u << 8,
+    CONF_STREAM_REQUESTS = 1u << 9,
 };
 
 struct conf_stream_server {

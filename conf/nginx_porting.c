@@ -92,7 +92,6 @@ static const struct porting_entry directives[] = {
     NONE("smtp_*", "corral is no mail proxy"),
     NONE("pop3_*", "corral is no mail proxy"),
     NONE("imap_*", "corral is no mail proxy"),
-    MISSING("proxy_responses", "proxying TCP and UDP", R_STREAM),
     MISSING("preread_*", "proxying TCP and UDP", R_STREAM),
     /* http core */
     USE("large_client_header_buffers", "\"client_max_header_size SIZE;\" bounds the request "

@@ -114,6 +114,28 @@ static int apply_buffer_size(struct conf_state *state, const struct conf_node *n
     return 0;
 }
 
+/* proxy_responses N and proxy_requests N: UDP sessions' counts. */
+static int apply_count(struct conf_state *state, const struct conf_node *node,
+                       const struct conf_directive *directive)
+{
+    unsigned *set;
+    struct stream_conf *conf = target(state, &set);
+    const struct conf_arg *arg = &node->args[0];
+    unsigned n;
+    if (conf_parse_uint(arg->text, &n) != 0 || n > 1000000)
+        return conf__error_at(state->error, &arg->pos,
+                              "\"%s\" must be from 0 to 1000000, got \"%s\"", directive->name,
+                              arg->text);
+    if (strcmp(directive->name, "proxy_responses") == 0) {
+        conf->responses = n;
+        *set |= CONF_STREAM_RESPONSES;
+    } else {
+        conf->requests = n;
+        *set |= CONF_STREAM_REQUESTS;
+    }
+    return 0;
+}
+
 /* allow ADDRESS|CIDR|all; and deny the same, in one list, in order. */
 static int apply_rule(struct conf_state *state, const struct conf_node *node,
                       const struct conf_directive *directive)
@@ -151,7 +173,7 @@ static int apply_limit_conn(struct conf_state *state, const struct conf_node *no
     return *zone == NULL ? -1 : 0;
 }
 
-/* listen ADDRESS [proxy_protocol] */
+/* listen ADDRESS [udp] [proxy_protocol] */
 static int apply_listen(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
 {
@@ -170,17 +192,22 @@ static int apply_listen(struct conf_state *state, const struct conf_node *node,
         const struct conf_arg *arg = &node->args[i];
         if (strcmp(arg->text, "proxy_protocol") == 0)
             listen.proxy_protocol = true;
-        else if (strcmp(arg->text, "udp") == 0 || strcmp(arg->text, "tls") == 0 ||
-                 strcmp(arg->text, "ssl") == 0)
+        else if (strcmp(arg->text, "udp") == 0)
+            listen.udp = true;
+        else if (strcmp(arg->text, "tls") == 0 || strcmp(arg->text, "ssl") == 0)
             return conf__error_at(state->error, &arg->pos,
                                   "\"listen ... %s\" is not in corral's stream proxy yet (see "
                                   "docs/stream.md)",
                                   arg->text);
         else
             return conf__error_at(state->error, &arg->pos,
-                                  "invalid listen parameter \"%s\" (expected proxy_protocol)",
+                                  "invalid listen parameter \"%s\" (expected udp or "
+                                  "proxy_protocol)",
                                   arg->text);
     }
+    if (listen.udp && listen.proxy_protocol)
+        return conf__error_at(state->error, &node->name.pos,
+                              "a udp listen takes no PROXY header (\"proxy_protocol\")");
     struct conf_stream_listen *listens =
         conf__grow(state, &node->name.pos, server->listens, server->listen_count, sizeof(*listens));
     if (listens == NULL)
@@ -244,6 +271,10 @@ static void inherit(struct conf_stream_server *server, const struct conf_stream 
         c->buffer_size = p->buffer_size;
     if (!(set & CONF_STREAM_PREREAD))
         c->preread = p->preread;
+    if (!(set & CONF_STREAM_RESPONSES))
+        c->responses = p->responses;
+    if (!(set & CONF_STREAM_REQUESTS))
+        c->requests = p->requests;
     /* A list of rules is inherited as a whole, as nginx does. */
     if (c->access.rule_count == 0 && p->access.rule_count > 0) {
         c->access.rules = p->access.rules;
@@ -375,7 +406,9 @@ static int apply_stream(struct conf_state *state, const struct conf_node *node,
                 const struct conf_stream_server *other = &stream->servers[t];
                 size_t end = t == s ? l : other->listen_count;
                 for (size_t k = 0; k < end; k++) {
-                    if (!conf_same_address(other->listens[k].address, listen->address))
+                    /* TCP and UDP on one address are two listens. */
+                    if (!conf_same_address(other->listens[k].address, listen->address) ||
+                        other->listens[k].udp != listen->udp)
                         continue;
                     char where[300];
                     return conf__error_at(
@@ -436,6 +469,10 @@ const struct conf_directive conf__stream_directives[] = {
      .apply = apply_switch},
     {.name = "proxy_buffer_size", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1,
      .apply = apply_buffer_size},
+    {.name = "proxy_responses", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1,
+     .apply = apply_count},
+    {.name = "proxy_requests", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1,
+     .apply = apply_count},
     {.name = "limit_conn", .contexts = STREAM_LEVELS, .min_args = 2, .max_args = 2,
      .apply = apply_limit_conn},
     {.name = "tls_preread", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1,

@@ -433,6 +433,93 @@ int corral__set_accept_options(const corral_listener *listener, int fd);
 void corral__listener_close(corral_listener *listener);
 void corral__listener_free(corral_listener *listener);
 
+/* -------------------------------------------------------------------- UDP */
+
+/* The send table's size: entries per sendmmsg(). */
+#define CORRAL__UDP_SEND_BATCH 64
+/* Room for the control messages of one datagram either way: a pktinfo
+ * (IPv6's is the larger), the TOS or traffic class, and the GRO or GSO
+ * segment size. */
+#define CORRAL__UDP_CONTROL                                                                        \
+    (CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(int)) +  \
+     CMSG_SPACE(sizeof(uint16_t)))
+
+struct corral__udp_stats {
+    _Atomic uint64_t received, received_bytes, recv_batches, truncated;
+    _Atomic uint64_t sent, sent_bytes, send_calls, send_full, send_errors;
+    _Atomic uint64_t gso_sends, gso_fallbacks;
+} __attribute__((aligned(CORRAL__CACHELINE)));
+
+/* One control buffer, aligned for struct cmsghdr. */
+union corral__udp_control {
+    struct cmsghdr align;
+    char bytes[CORRAL__UDP_CONTROL];
+};
+
+/* Where a send table entry ends in the caller's messages. */
+struct corral__udp_entry_end {
+    size_t msg;    /* the message it is part of */
+    size_t offset; /* the message's bytes it ends at */
+    bool gso;      /* sent with UDP_SEGMENT */
+};
+
+struct corral_udp_socket {
+    struct corral__handle handle;
+    struct corral__udp_stats stats;
+    corral_udp *udp;
+    corral_worker *worker;
+    int fd;
+    bool registered;    /* in the worker's epoll set */
+    bool want_writable; /* corral_udp_wait_writable() is pending */
+    bool gro;           /* UDP_GRO is on */
+    /* The receive batch, allocated at corral_server_start(). */
+    struct mmsghdr *recv_msgs;
+    struct iovec *recv_iov;
+    struct sockaddr_storage *recv_names;
+    union corral__udp_control *recv_control;
+    char *recv_buffers; /* recv_batch * recv_size */
+    size_t recv_size;
+    struct corral_udp_msg *recv_out;
+    /* The send table, likewise. */
+    struct mmsghdr *send_msgs;
+    struct iovec *send_iov;
+    union corral__udp_control *send_control;
+    struct corral__udp_entry_end *send_ends;
+};
+
+struct corral_udp {
+    corral_server *server;
+    corral_udp *next;
+    char *address_text;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    struct corral_udp_options options; /* steer_cbpf cleared: not kept */
+    const struct corral_udp_handler *handler;
+    void *data;
+    int *fds;                   /* one per worker, -1 once closed */
+    corral_udp_socket *sockets; /* one per worker */
+    atomic_bool gso;            /* GSO is used: cleared for good when the kernel refuses it */
+    atomic_bool gso_fallback_logged;
+};
+
+/* The UDP listens' part in a server's life, in udp.c: allocates each
+ * worker's buffers and registers its sockets in its loop (main thread,
+ * before the workers run; 0 or -errno), takes a worker's sockets out of
+ * its loop (its thread, or once it has exited), tells the handlers that
+ * the worker's loop ended (its thread), and closes the sockets and frees
+ * the listens (server free). */
+int corral__udp_start(corral_server *server);
+void corral__udp_detach(corral_worker *worker);
+void corral__udp_stopped(corral_worker *worker);
+void corral__udp_free_all(corral_server *server);
+
+/* The data path, in udp_io.c. */
+void corral__udp_on_event(struct corral__handle *handle, uint32_t epoll_events);
+/* sendmmsg() itself, replaceable by a test to see how the send path takes
+ * what only a real device's kernel answers (EAGAIN on a full queue, EIO
+ * from a device that cannot segment).  Set before the server starts. */
+extern int (*corral__udp_sendmmsg)(int fd, struct mmsghdr *msgs, unsigned int count, int flags);
+
 /* ---------------------------------------------------------- wakeup modes */
 
 struct corral__accept_entry; /* a worker's registration of one listener */
@@ -564,6 +651,7 @@ struct corral_server {
     struct corral__post exit_post; /* embedded: the last worker out cannot fail to post it */
     unsigned next_adopter;         /* corral_listener_adopt()'s turn, main thread */
     uint64_t steer_take_ns;        /* corral__steer_set_take_ns(); 0: the default */
+    corral_udp *udps;              /* UDP listens (udp.c) */
 };
 
 enum {

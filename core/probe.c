@@ -73,6 +73,30 @@ static void probe_sockets(struct corral_kernel_caps *caps)
     close(fd);
 }
 
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+/* UDP segmentation offload both ways, asked of a throw-away UDP socket:
+ * the socket options exist from the kernel versions that can use them.
+ * A device that cannot checksum a GSO send still refuses it at send time;
+ * udp_io.c falls back then. */
+static void probe_udp(struct corral_kernel_caps *caps)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd == -1)
+        return;
+    int value = 0;
+    socklen_t len = sizeof(value);
+    caps->udp_gso = getsockopt(fd, IPPROTO_UDP, UDP_SEGMENT, &value, &len) == 0;
+    int one = 1;
+    caps->udp_gro = setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+    close(fd);
+}
+
 static void probe_cpus(struct corral_kernel_caps *caps)
 {
     cpu_set_t set;
@@ -101,6 +125,7 @@ static void probe_kernel(void)
     probed.epoll_affinity = probed.epoll_exclusive && affinity;
     probed.busy_poll = probe_busy_poll();
     probe_sockets(&probed);
+    probe_udp(&probed);
     probe_cpus(&probed);
     probed.ebpf = probed.reuseport && corral__ebpf_probe();
 }
@@ -124,7 +149,8 @@ static const struct {
 } cap_fields[] = {
     CAP_FIELD(epoll_exclusive), CAP_FIELD(epoll_rotate),   CAP_FIELD(epoll_affinity),
     CAP_FIELD(reuseport),       CAP_FIELD(reuseport_cbpf), CAP_FIELD(incoming_cpu),
-    CAP_FIELD(busy_poll),       CAP_FIELD(ebpf),
+    CAP_FIELD(busy_poll),       CAP_FIELD(ebpf),           CAP_FIELD(udp_gso),
+    CAP_FIELD(udp_gro),
 };
 
 int corral_caps_disable(struct corral_kernel_caps *caps, const char *names)

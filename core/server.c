@@ -85,6 +85,7 @@ void corral_server_free(corral_server *server)
         corral__listener_free(server->listeners);
         server->listeners = next;
     }
+    corral__udp_free_all(server);
     while (server->signal_handlers != NULL) {
         struct corral__signal_handler *next = server->signal_handlers->next;
         free(server->signal_handlers);

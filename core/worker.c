@@ -22,6 +22,8 @@ static void *worker_main(void *arg)
     if (err != 0)
         corral__error("worker %u: stopped on error: %s", worker->index, strerror(-err));
     corral__worker_stop_accepting(worker, CORRAL__PAUSE_STOPPED);
+    corral__udp_detach(worker);
+    corral__udp_stopped(worker);
     /* Release: the listening sockets are out of this worker's epoll set
      * before corral_server_close_listeners() may close them. */
     atomic_store_explicit(&worker->holds_listeners, false, memory_order_release);
@@ -124,6 +126,8 @@ int corral_server_start(corral_server *server)
             corral__loop_set_busy_poll(worker->loop, server->config.busy_poll_usecs);
     }
     err = corral__wakeup_setup(server);
+    if (err == 0)
+        err = corral__udp_start(server);
     if (err != 0)
         goto fail;
 
@@ -209,6 +213,7 @@ static void worker_release_listeners(void *arg)
     corral_worker *worker = arg;
     assert(corral__loop_owned(worker->loop));
     corral__worker_stop_accepting(worker, CORRAL__PAUSE_CLOSED);
+    corral__udp_detach(worker);
     /* Release: the sockets are out of this worker's epoll set before the
      * main thread, reading this (acquire), closes them. */
     atomic_store_explicit(&worker->holds_listeners, false, memory_order_release);

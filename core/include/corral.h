@@ -647,7 +647,10 @@ struct corral_kernel_caps {
     bool ebpf;            /* an sk_reuseport eBPF program loads (CAP_BPF, Linux 5.14) */
     unsigned cpu_count;   /* CPUs in the process's affinity mask */
     unsigned short cpus[CORRAL_MAX_CPUS]; /* their numbers, ascending */
-    uint64_t reserved[4];                 /* zeroed by corral_probe() */
+    bool udp_gso;                         /* UDP_SEGMENT, send-side segmentation (Linux 4.18) */
+    bool udp_gro;                         /* UDP_GRO, receive-side coalescing (Linux 5.0) */
+    uint8_t reserved_bytes[6];            /* zeroed by corral_probe() */
+    uint64_t reserved[3];                 /* zeroed by corral_probe() */
 };
 
 /** Fills `caps` with this process's capabilities.  The kernel is asked once;
@@ -658,7 +661,7 @@ CORRAL_EXTERN void corral_probe(struct corral_kernel_caps *caps);
 
 /** Turns off the capabilities named in `names`, a comma-separated list of
  *  epoll_exclusive, epoll_rotate, epoll_affinity, reuseport, reuseport_cbpf,
- *  incoming_cpu, busy_poll, ebpf.  Returns 0, or -EINVAL for an unknown name
+ *  incoming_cpu, busy_poll, ebpf, udp_gso, udp_gro.  Returns 0, or -EINVAL for an unknown name
  *  (nothing is changed then). */
 CORRAL_EXTERN int corral_caps_disable(struct corral_kernel_caps *caps, const char *names);
 
@@ -824,6 +827,192 @@ CORRAL_EXTERN void corral_server_wakeup(const corral_server *server,
 
 CORRAL_EXTERN unsigned corral_server_worker_count(const corral_server *server);
 CORRAL_EXTERN corral_worker *corral_server_worker(const corral_server *server, unsigned index);
+
+/* -------------------------------------------------------------------- UDP */
+
+/*
+ * A UDP listen: one socket per worker, all bound to the same address in a
+ * SO_REUSEPORT group (whatever the wakeup mode: there is nothing to
+ * accept, and a shared socket would wake every worker for every
+ * datagram), each watched by its own worker's loop.  The kernel picks a
+ * socket per datagram by a hash of its 4-tuple, so one peer's datagrams
+ * reach one worker while the group does not change; a program given in
+ * `steer_cbpf` picks instead.
+ *
+ * Datagrams are read in batches with recvmmsg() and handed to on_recv in
+ * one call, each with its peer, the local address it was sent to
+ * (IP_PKTINFO/IPV6_RECVPKTINFO: on a wildcard address, the answer must
+ * leave from it), its ECN bits and, with `gro`, the segment size of a run
+ * of datagrams the kernel coalesced.  corral_udp_send() writes batches
+ * with sendmmsg(), and a run of equal-sized datagrams to one peer with UDP
+ * GSO where the kernel offers it.
+ *
+ * Memory: each worker's socket holds recv_batch buffers of max_datagram
+ * bytes (65535 with `gro`), allocated when the server starts, plus a fixed
+ * send table of 64 entries; nothing is allocated per datagram.
+ *
+ * On a graceful stop the sockets are read until the worker's loop ends.
+ * corral_server_close_listeners() takes them out of every worker's loop,
+ * so that a successor that took them over reads alone, but leaves them
+ * open until the server is freed: answers the old server still owes (its
+ * sessions' upstream replies) leave from the address they are due from.
+ */
+typedef struct corral_udp corral_udp;
+typedef struct corral_udp_socket corral_udp_socket;
+struct sock_fprog; /* <linux/filter.h> */
+
+/* One datagram (or, with segment_size, a run of them) received or to send. */
+struct corral_udp_msg {
+    /* Received: the payload, in the library's buffer, valid until on_recv
+     * returns.  To send: the bytes, the caller's. */
+    void *data;
+    size_t len;
+    struct sockaddr_storage peer; /* received from / send to */
+    socklen_t peer_len;
+    /* Received: the address the datagram was sent to, its port the
+     * socket's.  To send: the source address (its port is ignored), or
+     * local_len 0 for the kernel's choice. */
+    struct sockaddr_storage local;
+    socklen_t local_len;
+    unsigned ifindex; /* received on this interface; to send: 0, or the interface */
+    uint8_t ecn;      /* the ECN bits of the IP header (0-3), both ways */
+    /* Received: with `gro`, the kernel coalesced datagrams of this size
+     * from one peer into `data` (the last may be shorter); 0: one datagram.
+     * To send: `data` is datagrams of this size (the last may be shorter),
+     * sent with UDP GSO where possible, else one by one; 0: one datagram. */
+    uint16_t segment_size;
+    uint64_t reserved[2]; /* zero (see "How public structs grow") */
+};
+
+struct corral_udp_handler {
+    /** A batch of `count` datagrams read on `sock`, in arrival order, on
+     *  the worker that owns it.  `msgs` and the payloads are the library's
+     *  and valid until this returns; corral_udp_send() may be called from
+     *  here (on `sock`, to answer, or on any socket of this worker). */
+    void (*on_recv)(corral_udp_socket *sock, struct corral_udp_msg *msgs, size_t count);
+    /** The socket can take output again after corral_udp_wait_writable().
+     *  Optional (required to call corral_udp_wait_writable()). */
+    void (*on_writable)(corral_udp_socket *sock);
+    /** The worker's loop has ended (a stop), on the worker's thread, with
+     *  the loop still there: free what lives on it for this socket
+     *  (watchers, timers), as the loop must be empty when it is freed.
+     *  Optional. */
+    void (*on_stop)(corral_udp_socket *sock);
+    void (*reserved[3])(void); /* NULL (see "How public structs grow" above) */
+};
+
+struct corral_udp_options {
+    unsigned recv_batch; /* datagrams per recvmmsg(); default 16, at most 256 */
+    /* The largest datagram read whole (default 4096, at most 65535); a
+     * larger one is dropped and counted in `truncated`. */
+    size_t max_datagram;
+    bool gro;        /* UDP_GRO: receive runs of datagrams coalesced (65535-byte buffers) */
+    bool gso;        /* default true: UDP_SEGMENT for runs given to corral_udp_send() */
+    int recv_buffer; /* SO_RCVBUF bytes; 0 = the system default */
+    int send_buffer; /* SO_SNDBUF bytes; 0 = the system default */
+    /* A classic BPF program attached to the group with
+     * SO_ATTACH_REUSEPORT_CBPF: it returns the index of the socket, which
+     * is the worker's index, for each datagram (an index out of range
+     * falls back to the hash).  NULL: the 4-tuple hash.  Not kept after
+     * the call.  (An eBPF program, to steer by connection ID, is meant to
+     * take reserved space here.) */
+    const struct sock_fprog *steer_cbpf;
+    uint64_t reserved[8]; /* zero, as corral_udp_options_init() leaves it */
+};
+
+/** Fills `options` with the defaults, its reserved space zero. */
+CORRAL_EXTERN void corral_udp_options_init(struct corral_udp_options *options);
+
+/** Binds one UDP socket per worker on `address` (as corral_server_listen();
+ *  port 0 picks an ephemeral port, shared by the group) before the server
+ *  starts, with IP_PKTINFO (IPV6_RECVPKTINFO), IP_RECVTOS
+ *  (IPV6_RECVTCLASS) and, with options->gro, UDP_GRO on each.  The address
+ *  must be free, as for corral_server_listen().  on_recv runs with
+ *  corral_udp_data() returning `data`.  `options` may be NULL.  Returns 0,
+ *  -EADDRINUSE, -EINVAL (a unix address, bad options, reserved space not
+ *  zero), -ENOMEM, ... with no socket left open on failure. */
+CORRAL_EXTERN int corral_server_listen_udp(corral_server *server, const char *address,
+                                           const struct corral_udp_options *options,
+                                           const struct corral_udp_handler *handler, void *data,
+                                           corral_udp **out);
+
+/** Serves on a previous server's UDP sockets (corral_udp_fds(), in worker
+ *  order), so that a reload keeps the port and what its sockets queued.
+ *  The server dup()s the first min(count, workers) of them and sets its
+ *  options on them; with fewer than it has workers, new sockets join their
+ *  group for the rest.  Sockets beyond its workers stay the caller's:
+ *  closing them drops what they queued, and until then the group hashes
+ *  datagrams to them too.  Returns -EINVAL if a descriptor is not a bound
+ *  UDP socket. */
+CORRAL_EXTERN int corral_server_udp_fds(corral_server *server, const int *fds, unsigned count,
+                                        const struct corral_udp_options *options,
+                                        const struct corral_udp_handler *handler, void *data,
+                                        corral_udp **out);
+
+/** The listen's sockets, one per worker in worker order: sets *fds and
+ *  returns their count. */
+CORRAL_EXTERN unsigned corral_udp_fds(const corral_udp *udp, const int **fds);
+
+/** The bound address, e.g. "127.0.0.1:41234", and port. */
+CORRAL_EXTERN int corral_udp_address(const corral_udp *udp, char *buf, size_t len);
+CORRAL_EXTERN int corral_udp_port(const corral_udp *udp);
+
+/** Worker `index`'s socket of `udp` (valid from corral_server_start() until
+ *  the server is freed). */
+CORRAL_EXTERN corral_udp_socket *corral_udp_socket_of(corral_udp *udp, unsigned index);
+
+/** The socket's listen, its `data`, and the worker that owns it. */
+CORRAL_EXTERN corral_udp *corral_udp_socket_udp(const corral_udp_socket *sock);
+CORRAL_EXTERN void *corral_udp_data(const corral_udp_socket *sock);
+CORRAL_EXTERN corral_worker *corral_udp_socket_worker(const corral_udp_socket *sock);
+
+/** Sends `count` messages from `sock`, in order, with as few sendmmsg()
+ *  calls as the batch allows.  A message with segment_size goes out as one
+ *  GSO send of up to 64 datagrams; when the kernel refuses GSO (EIO: the
+ *  device cannot checksum it; EINVAL) the message is sent again as single
+ *  datagrams and the listen sends no GSO from then on (logged once, and
+ *  counted in gso_fallbacks).  A message the kernel refuses for a reason of
+ *  its own (EMSGSIZE, EHOSTUNREACH, ...) is dropped and counted in
+ *  send_errors; the others go on.  Returns how many messages, from the
+ *  first, the library is done with: `count`, or fewer when the socket's
+ *  buffer filled (EAGAIN): send the rest later, after
+ *  corral_udp_wait_writable().  A message split into single datagrams
+ *  when EAGAIN came may have had its first datagrams sent; they go again
+ *  with it.  The socket's worker only; allocates nothing. */
+CORRAL_EXTERN size_t corral_udp_send(corral_udp_socket *sock, const struct corral_udp_msg *msgs,
+                                     size_t count);
+
+/** Calls the handler's on_writable once when `sock` can take output again
+ *  (EPOLLOUT), then stops watching for it.  Returns 0, -EINVAL (the
+ *  handler has no on_writable), -EBADF (the sockets were released by
+ *  corral_server_close_listeners(): no loop watches it), or epoll_ctl()'s
+ *  -errno.  The socket's
+ *  worker only. */
+CORRAL_EXTERN int corral_udp_wait_writable(corral_udp_socket *sock);
+
+/** Counters of one worker's socket, written by its worker, readable from
+ *  any thread. */
+struct corral_udp_stats {
+    uint64_t received; /* datagrams, a GRO run counted as its datagrams */
+    uint64_t received_bytes;
+    uint64_t recv_batches; /* recvmmsg() calls that returned datagrams */
+    uint64_t truncated;    /* dropped: larger than max_datagram */
+    uint64_t sent;         /* datagrams, a GSO run counted as its datagrams */
+    uint64_t sent_bytes;
+    uint64_t send_calls;    /* sendmmsg() calls */
+    uint64_t send_full;     /* times a send stopped on EAGAIN */
+    uint64_t send_errors;   /* messages dropped for an error of their own */
+    uint64_t gso_sends;     /* messages sent as one GSO send */
+    uint64_t gso_fallbacks; /* GSO sends the kernel refused, sent again unsegmented */
+    bool gso;               /* GSO in use on this listen now */
+    bool gro;               /* GRO enabled on the socket */
+    uint64_t reserved[8];   /* zeroed by corral_udp_stats() */
+};
+
+/** Reads worker `index`'s counters of `udp`.  Returns 0 or -EINVAL (no
+ *  such worker, or the server has not started).  Any thread. */
+CORRAL_EXTERN int corral_udp_stats(const corral_udp *udp, unsigned index,
+                                   struct corral_udp_stats *out);
 
 /* ---------------------------------------------------------------- workers */
 

@@ -224,15 +224,20 @@ static size_t copy_data(struct stream_session *s, int d, const char *data, size_
 
 /* -------------------------------------------------------------- the server */
 
-static int client_key_text(const struct stream_session *s, char *buf, size_t len)
+int stream_addr_text(const struct sockaddr_storage *addr, char *buf, size_t len)
 {
-    const struct sockaddr *sa = (const struct sockaddr *)&s->client_addr;
+    const struct sockaddr *sa = (const struct sockaddr *)addr;
     const void *bytes = sa->sa_family == AF_INET6
                             ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
                             : (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
     if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
         return -1;
     return inet_ntop(sa->sa_family, bytes, buf, (socklen_t)len) != NULL ? 0 : -1;
+}
+
+static int client_key_text(const struct stream_session *s, char *buf, size_t len)
+{
+    return stream_addr_text(&s->client_addr, buf, len);
 }
 
 /* Whether another server may be tried after a failed attempt. */

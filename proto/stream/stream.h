@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
 
 /* The settings of one stream server block (those of the stream block
  * that it does not write), as the config gives them. */
@@ -34,7 +35,14 @@ struct stream_conf {
     size_t buffer_size;                /* proxy_buffer_size: each direction's buffer */
     bool preread;                      /* tls_preread: read the ClientHello first */
     struct access_conf access;         /* allow, deny */
+    /* UDP sessions: proxy_responses, the datagrams expected from the
+     * server per client datagram (STREAM_UNLIMITED: not limited); and
+     * proxy_requests, the client datagrams a session takes (0: no limit). */
+    unsigned responses;
+    unsigned requests;
 };
+
+#define STREAM_UNLIMITED UINT32_MAX
 
 #define STREAM_CONF_DEFAULT                                                                        \
     ((struct stream_conf){                                                                         \
@@ -42,6 +50,7 @@ struct stream_conf {
         .timeout_ms = 10 * 60 * 1000,                                                              \
         .next_upstream = true,                                                                     \
         .buffer_size = 64 * 1024,                                                                  \
+        .responses = STREAM_UNLIMITED,                                                             \
     })
 
 /* The least and most proxy_buffer_size takes: a direction's buffer is the
@@ -103,14 +112,25 @@ struct proxy_upstream *stream_route_pick(const struct stream_route *route, const
 
 /* Per-worker counters of the stream proxy, read by other threads. */
 struct stream_stats {
-    _Atomic uint64_t sessions;  /* client connections taken */
+    _Atomic uint64_t sessions;  /* client connections taken (UDP: sessions begun) */
     _Atomic uint64_t denied;    /* refused by allow/deny */
     _Atomic uint64_t failed;    /* no server could be reached */
     _Atomic uint64_t spliced;   /* directions moved by splice(2) */
     _Atomic uint64_t copied;    /* directions moved through user space */
     _Atomic uint64_t bytes_in;  /* from clients */
     _Atomic uint64_t bytes_out; /* to clients */
+    /* UDP: client datagrams dropped (the worker's sessions all taken, or
+     * the server's socket full), and the server's datagrams dropped (the
+     * listen's socket full). */
+    _Atomic uint64_t udp_dropped_in, udp_dropped_out;
 } __attribute__((aligned(64)));
+
+/* The most UDP sessions of one listen that a worker keeps at once: a
+ * datagram from a new client beyond them is dropped (counted in
+ * udp_dropped_in).  Each holds a socket to its server. */
+#define STREAM_UDP_SESSIONS_MAX 4096
+
+struct stream_udp_worker; /* a worker's UDP sessions, in stream_udp.c */
 
 /* One stream listen address: what its connections are proxied with.  The
  * daemon builds it and gives it as the listener's data; it must outlive
@@ -127,12 +147,24 @@ struct stream_site {
     struct limit_zone *conn_zone;
     const struct vars_template *conn_key;
     unsigned conn_max;
+    /* A udp listen: each worker's sessions, by corral_worker_index(),
+     * made by the worker on its first datagram and freed by on_stop. */
+    struct stream_udp_worker **udp_workers;
 };
 
 /* The handler of a stream listener (corral_server_listen()'s `data`: a
  * struct stream_site).  A graceful stop lets its sessions run: they end
  * when their peers end them, or when the stop's timeout aborts them. */
 extern const struct corral_conn_handler stream_handler;
+
+/* The handler of a stream udp listen (corral_server_listen_udp()'s `data`:
+ * a struct stream_site with udp_workers).  A stop ends its sessions, each
+ * logged, when the worker's loop ends. */
+extern const struct corral_udp_handler stream_udp_handler;
+
+/* The IP address of `addr` as text, without the port ($remote_addr).
+ * Returns 0, or -1 for another family or a `len` too short. */
+int stream_addr_text(const struct sockaddr_storage *addr, char *buf, size_t len);
 
 /* Whether `up` can balance stream sessions: its `balance hash` key, if
  * any, must be the client's address (a stream has no request to take

@@ -5,7 +5,7 @@
 # here instead of going unnoticed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-programs=(build/corral build/corral-wakebench build/examples/echo)
+programs=(build/corral build/corral-wakebench build/examples/echo build/examples/udp_echo)
 library=build/libcorral.so
 ninja "${programs[@]}" "$library" >/dev/null
 

@@ -95,19 +95,20 @@ static const char *parse_error(const char *text, const struct memfile *files,
  * whole. */
 START_TEST(stream_block)
 {
-    struct conf_config *c = parse_ok("stream {\n"
-                                     "  upstream back { server 127.0.0.1:9001; server 127.0.0.1:9002; }\n"
-                                     "  proxy_timeout 30s;\n"
-                                     "  proxy_protocol on;\n"
-                                     "  deny 10.0.0.0/8;\n"
-                                     "  server { listen 127.0.0.1:9000; listen 127.0.0.1:9100 "
-                                     "proxy_protocol; proxy_pass back; }\n"
-                                     "  server { listen 127.0.0.1:9200; proxy_pass 127.0.0.1:7;\n"
-                                     "    proxy_timeout 5s; proxy_connect_timeout 1s; "
-                                     "proxy_next_upstream off;\n"
-                                     "    proxy_next_upstream_tries 3; proxy_next_upstream_timeout 2s;\n"
-                                     "    proxy_buffer_size 16k; allow 127.0.0.1; deny all; }\n"
-                                     "}\n");
+    struct conf_config *c =
+        parse_ok("stream {\n"
+                 "  upstream back { server 127.0.0.1:9001; server 127.0.0.1:9002; }\n"
+                 "  proxy_timeout 30s;\n"
+                 "  proxy_protocol on;\n"
+                 "  deny 10.0.0.0/8;\n"
+                 "  server { listen 127.0.0.1:9000; listen 127.0.0.1:9100 "
+                 "proxy_protocol; proxy_pass back; }\n"
+                 "  server { listen 127.0.0.1:9200; proxy_pass 127.0.0.1:7;\n"
+                 "    proxy_timeout 5s; proxy_connect_timeout 1s; "
+                 "proxy_next_upstream off;\n"
+                 "    proxy_next_upstream_tries 3; proxy_next_upstream_timeout 2s;\n"
+                 "    proxy_buffer_size 16k; allow 127.0.0.1; deny all; }\n"
+                 "}\n");
     ck_assert(c->stream.present);
     ck_assert_uint_eq(c->upstream_count, 1);
     ck_assert_str_eq(c->upstreams[0].upstream.name, "back");
@@ -150,6 +151,25 @@ START_TEST(stream_block)
     ck_assert(c->stream.servers[0].conf.preread);
     ck_assert(!c->stream.servers[1].conf.preread);
     ck_assert_uint_eq(c->map_count, 0); /* the top level's are apart */
+    conf_free(c);
+    /* UDP: a listen of its own beside TCP on one address, and the
+     * session counts, inherited from the stream block. */
+    c = parse_ok("stream {\n"
+                 "  proxy_responses 1;\n"
+                 "  server { listen 127.0.0.1:9000 udp; listen 127.0.0.1:9000; "
+                 "proxy_pass 127.0.0.1:53; proxy_requests 3; }\n"
+                 "  server { listen 127.0.0.1:9100 udp; proxy_pass 127.0.0.1:53; "
+                 "proxy_responses 0; }\n"
+                 "}\n");
+    ck_assert(c->stream.servers[0].listens[0].udp);
+    ck_assert(!c->stream.servers[0].listens[1].udp);
+    ck_assert_uint_eq(c->stream.servers[0].conf.responses, 1);
+    ck_assert_uint_eq(c->stream.servers[0].conf.requests, 3);
+    ck_assert_uint_eq(c->stream.servers[1].conf.responses, 0);
+    ck_assert_uint_eq(c->stream.servers[1].conf.requests, 0);
+    conf_free(c);
+    c = parse_ok("stream { server { listen 127.0.0.1:9000 udp; proxy_pass 127.0.0.1:53; } }");
+    ck_assert_uint_eq(c->stream.servers[0].conf.responses, STREAM_UNLIMITED);
     conf_free(c);
     /* No stream block: nothing there. */
     c = parse_ok("");
@@ -2159,7 +2179,8 @@ static const struct error_case error_cases[] = {
     {"allow 10.0.0.1 10.0.0.2;", "test.conf:1:1: \"allow\" takes 1 argument, got 2"},
     {"upstream app { server 127.0.0.1:1; deny all; }",
      "test.conf:1:36: \"deny\" is not allowed in upstream (it belongs at top level or in "
-     "server, location, admin, stream or stream server)"}, /* limit_req_zone, limit_conn_zone, limit_req, limit_conn */
+     "server, location, admin, stream or stream server)"}, /* limit_req_zone, limit_conn_zone,
+                                                              limit_req, limit_conn */
     {"limit_req_zone $binary_remote_addr zone=one rate=1r/s;",
      "test.conf:1:36: invalid zone \"zone=one\" (expected zone=NAME:SIZE)"},
     {"limit_req_zone $binary_remote_addr zone=one:10k rate=1r/s;",
@@ -2225,11 +2246,15 @@ static const struct error_case error_cases[] = {
     {"stream { server { listen 127.0.0.1:9000; proxy_pass nowhere; } }",
      "test.conf:1:53: no upstream \"nowhere\" (write its upstream block in the stream block, "
      "before its use)"},
-    {"stream { server { listen 127.0.0.1:9000 udp; proxy_pass 127.0.0.1:1; } }",
-     "test.conf:1:41: \"listen ... udp\" is not in corral's stream proxy yet (see "
-     "docs/stream.md)"},
+    {"stream { server { listen 127.0.0.1:9000 udp proxy_protocol; proxy_pass 127.0.0.1:1; } }",
+     "test.conf:1:19: a udp listen takes no PROXY header (\"proxy_protocol\")"},
+    {"stream { server { listen 127.0.0.1:9000 udp; listen 127.0.0.1:9000 udp; "
+     "proxy_pass 127.0.0.1:1; } }",
+     "test.conf:1:46: duplicate stream listen 127.0.0.1:9000 (first at line 1)"},
+    {"stream { proxy_responses -1; }",
+     "test.conf:1:26: \"proxy_responses\" must be from 0 to 1000000, got \"-1\""},
     {"stream { server { listen 127.0.0.1:9000 deferred; proxy_pass 127.0.0.1:1; } }",
-     "test.conf:1:41: invalid listen parameter \"deferred\" (expected proxy_protocol)"},
+     "test.conf:1:41: invalid listen parameter \"deferred\" (expected udp or proxy_protocol)"},
     {"stream { server { listen 127.0.0.1:9000; proxy_pass http://127.0.0.1:1; } }",
      "test.conf:1:53: a stream's proxy_pass takes an upstream's name or HOST:PORT, without a "
      "scheme, got \"http://127.0.0.1:1\""},

@@ -71,6 +71,10 @@ START_TEST(public_structs_keep_their_size)
     ck_assert_uint_eq(sizeof(struct corral_listen_options), 96);
     ck_assert_uint_eq(sizeof(struct corral_worker_stats), 160);
     ck_assert_uint_eq(sizeof(struct corral_steer_stats), 80);
+    ck_assert_uint_eq(sizeof(struct corral_udp_msg), 312);
+    ck_assert_uint_eq(sizeof(struct corral_udp_handler), 48);
+    ck_assert_uint_eq(sizeof(struct corral_udp_options), 104);
+    ck_assert_uint_eq(sizeof(struct corral_udp_stats), 160);
 #endif
 }
 END_TEST
@@ -91,6 +95,10 @@ START_TEST(init_functions_zero_reserved_space)
     memset(&options, 0xa5, sizeof(options));
     corral_listen_options_init(&options);
     ASSERT_ZERO(options.reserved);
+    struct corral_udp_options udp;
+    memset(&udp, 0xa5, sizeof(udp));
+    corral_udp_options_init(&udp);
+    ASSERT_ZERO(udp.reserved);
 }
 END_TEST
 
@@ -100,6 +108,7 @@ START_TEST(results_have_reserved_space_zeroed)
     memset(&caps, 0xa5, sizeof(caps));
     corral_probe(&caps);
     ASSERT_ZERO(caps.reserved);
+    ASSERT_ZERO(caps.reserved_bytes);
     struct corral_wakeup_info info;
     memset(&info, 0xa5, sizeof(info));
     corral_wakeup_resolve(CORRAL_WAKEUP_AUTO, NULL, &info);
