@@ -4,6 +4,16 @@
 # that tests/build/analyze.supp does not suppress, or on a suppression that
 # matches nothing any more.  Two files at a time; each report is printed with
 # the path that leads to it.
+#
+# Files known to be clean are skipped.  tests/build/analyze.clean lists, for
+# each source the analyzer passed without a single report, the SHA-256 of
+# what it analyzed: clang's version, the flags and checkers below, and the
+# source as preprocessed (so that a change to any header it includes changes
+# it).  The analyzer's verdict is a function of exactly that, so a file
+# whose key is listed would pass again; every other file is analyzed.
+# `scripts/analyze.sh --record` analyzes what is not listed and rewrites the
+# list for the current tree (commit it with the change);
+# CORRAL_ANALYZE_ALL=1 ignores the list.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +40,14 @@ analyzer=(-Xclang -analyzer-output=text
           -Xclang -analyzer-config -Xclang display-checker-name=true
           -Xclang -analyzer-config -Xclang apiModeling.StdCLibraryFunctions:ModelPOSIX=true)
 
+record=0
+if [ "${1:-}" = --record ]; then
+  record=1
+  shift
+fi
+clean_list=tests/build/analyze.clean
+[ "${CORRAL_ANALYZE_ALL:-0}" = 1 ] && clean_list=/dev/null
+
 if (($# > 0)); then
   sources=("$@")
 else
@@ -38,12 +56,44 @@ fi
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-# One output file per source, named after it, so that the reports come out
-# in a fixed order whatever the parallel runs' timing.
-export out
+# What every key starts with: the compiler and everything it is told.
+{
+  clang --version
+  printf '%s\n' "${flags[@]}" "${analyzer[@]}"
+} >"$out/prefix"
+
+# Analyzes one file into $out/NAME.txt (one output file per source, named
+# after it, so that the reports come out in a fixed order whatever the
+# parallel runs' timing), unless its key is in the clean list.  A file with
+# no report at all adds its key to $out/clean.
+analyze_one() { # file flags... -- analyzer...
+  local f=$1 name key
+  shift
+  name=$(echo "$f" | tr / _)
+  local cflags=()
+  while [ "$1" != -- ]; do
+    cflags+=("$1")
+    shift
+  done
+  shift
+  key=$({ cat "$out/prefix" && clang -E "${cflags[@]}" "$f"; } | sha256sum) || key=
+  key=${key%% *}
+  if [ -n "$key" ] && grep -q "^$key " "$clean_list" 2>/dev/null; then
+    : >"$out/$name.txt"
+    echo "$key $f" >>"$out/clean"
+    echo "$f" >>"$out/skipped"
+    return 0
+  fi
+  if ! clang --analyze "${cflags[@]}" "$@" -o /dev/null "$f" >"$out/$name.txt" 2>&1; then
+    echo "$f" >>"$out/failed"
+  elif [ -n "$key" ] && [ ! -s "$out/$name.txt" ]; then
+    echo "$key $f" >>"$out/clean"
+  fi
+}
+export -f analyze_one
+export out clean_list
 printf '%s\n' "${sources[@]}" |
-  xargs -P2 -I{} sh -c 'f={}; clang --analyze "$@" -o /dev/null "$f" >"$out/$(echo "$f" | tr / _).txt" 2>&1 || echo "$f" >>"$out/failed"' \
-    sh "${flags[@]}" "${analyzer[@]}"
+  xargs -P2 -I{} bash -c 'analyze_one "$@"' sh {} "${flags[@]}" -- "${analyzer[@]}"
 status=0
 if [ -f "$out/failed" ]; then
   echo "analyze: clang could not analyze: $(tr '\n' ' ' <"$out/failed")" >&2
@@ -111,6 +161,19 @@ if (($# == 0)); then
   done
 fi
 unsuppressed=$((reports - suppressed))
-echo "analyze: ${#sources[@]} files, $reports reports, $suppressed suppressed, $unsuppressed left"
+skipped=0
+[ -f "$out/skipped" ] && skipped=$(wc -l <"$out/skipped")
+echo "analyze: ${#sources[@]} files ($skipped known clean, not analyzed again), $reports reports," \
+  "$suppressed suppressed, $unsuppressed left"
+# The list holds the current tree's clean files only, in a fixed order.
+if ((record)); then
+  if (($# > 0)); then
+    echo "analyze: --record needs the whole tree, not a list of files" >&2
+    status=1
+  else
+    { [ -f "$out/clean" ] && sort -k2 "$out/clean"; } >tests/build/analyze.clean
+    echo "analyze: $(wc -l <tests/build/analyze.clean) clean files recorded in tests/build/analyze.clean"
+  fi
+fi
 ((unsuppressed == 0)) || status=1
 exit $status
