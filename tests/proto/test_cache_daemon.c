@@ -799,6 +799,33 @@ START_TEST(lock_timeout_goes_to_backend)
 }
 END_TEST
 
+struct hit_body {
+    const char *path;
+    char body[64];
+};
+
+static bool is_hit_body(void *arg)
+{
+    struct hit_body *h = arg;
+    struct reply r;
+    ask("GET", h->path, "", &r);
+    bool hit = strstr(r.head, "X-Cache: HIT\r\n") != NULL;
+    snprintf(h->body, sizeof(h->body), "%s", r.body);
+    reply_free(&r);
+    return hit;
+}
+
+/* `path` stored (a MISS), then its body as a hit serves it into `out`:
+ * with max-age=1, the entry may expire before the first hit and be
+ * fetched again, and what is stored is then that second response. */
+static void stored_then_hit(const char *path, char *out, size_t size)
+{
+    expect("GET", path, "", "MISS", NULL, 0);
+    struct hit_body h = {.path = path};
+    ck_assert(test_poll_until(is_hit_body, &h, TEST_WAIT_MS));
+    snprintf(out, size, "%s", h.body);
+}
+
 static bool is_stale(void *arg)
 {
     struct reply r;
@@ -813,8 +840,7 @@ static bool is_stale(void *arg)
 START_TEST(stale_on_error)
 {
     char first[64], got[64];
-    expect("GET", "/stale/a", "", "MISS", first, sizeof(first));
-    ck_assert(test_poll_until(is_hit, "/stale/a", TEST_WAIT_MS));
+    stored_then_hit("/stale/a", first, sizeof(first));
     atomic_store(&fail_mode, 1);
     ck_assert(test_poll_until(is_stale, "/stale/a", 5000)); /* once max-age=1 passed */
     expect("GET", "/stale/a", "", "STALE", got, sizeof(got));
@@ -840,8 +866,7 @@ END_TEST
 START_TEST(stale_if_error_from_response)
 {
     char first[64], got[64];
-    expect("GET", "/sie", "", "MISS", first, sizeof(first));
-    ck_assert(test_poll_until(is_hit, "/sie", TEST_WAIT_MS));
+    stored_then_hit("/sie", first, sizeof(first));
     atomic_store(&fail_mode, 2);
     ck_assert(test_poll_until(is_stale, "/sie", 5000));
     expect("GET", "/sie", "", "STALE", got, sizeof(got));
@@ -906,8 +931,7 @@ END_TEST
 static void bg_stored_then_expired(const char *path, char *first, size_t size)
 {
     atomic_store(&collapse_release, true);
-    expect("GET", path, "", "MISS", first, size);
-    ck_assert(test_poll_until(is_hit, (void *)path, TEST_WAIT_MS));
+    stored_then_hit(path, first, size);
     atomic_store(&collapse_release, false);
     long t0 = (long)time(NULL);
     ck_assert(test_poll_until(clock_past, &t0, 5000));
