@@ -191,7 +191,6 @@ static const struct porting_entry directives[] = {
     NONE("proxy_limit_rate", "corral does not slow responses down"),
     BUILTIN("proxy_force_ranges", "corral passes Range requests on"),
     CACHE("proxy_store"),
-    MISSING("proxy_cache_background_update", "updating a cache entry in the background", R_CACHE),
     MISSING("proxy_cache_convert_head", "fetching a HEAD as a GET for the cache", R_CACHE),
     MISSING("proxy_cache_purge", "purging by request", R_CACHE),
     BUILTIN("proxy_ssl_server_name", "corral sends SNI to https:// upstreams (the host of "

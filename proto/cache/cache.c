@@ -12,6 +12,7 @@
 #include "proto/cache/cache_key.h"
 #include "proto/cache/cache_policy.h"
 #include "proto/http/module.h"
+#include "proto/http/subrequest.h"
 #include "proto/http/vars.h"
 #include "proto/policy/add_header.h"
 #include "proto/static/static_cond.h"
@@ -22,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +59,10 @@ struct cache_store {
     struct cache_entry_info stale;
     int stale_fd;      /* serving it: the backend's body is dropped */
     bool revalidating; /* its validators went to the backend */
-    char *validators;  /* "If-None-Match: ...\0If-Modified-Since: ...": values kept */
+    /* A background update's (proxy_cache_background_update): nobody
+     * reads its response, so a stale entry is never replayed into it. */
+    bool background;
+    char *validators; /* "If-None-Match: ...\0If-Modified-Since: ...": values kept */
     uint64_t stale_off, stale_end;
     int fd;
     char temp[PATH_MAX];
@@ -298,7 +303,7 @@ static bool serve_hit(struct router_walk *w, struct cache_zone *zone,
                       int64_t now)
 {
     struct exchange *ex = w->ex;
-    const struct cache_hot_entry *h = cache_hot_get(zone, id, version);
+    const struct cache_hot_entry *h = cache_hot_get(zone, id, version, now);
     struct opened opened;
     bool own = false; /* `opened` serves, the table kept nothing */
     if (h == NULL) {
@@ -308,7 +313,8 @@ static bool serve_hit(struct router_walk *w, struct cache_zone *zone,
             opened.buf == opened.first && opened.m.header_len + opened.m.body_len <= opened.got
                 ? opened.first + opened.m.header_len
                 : NULL;
-        h = cache_hot_put(zone, id, version, opened.fd, &opened.st, opened.buf, &opened.m, body);
+        h = cache_hot_put(zone, id, version, opened.fd, &opened.st, now, opened.buf, &opened.m,
+                          body);
         if (h != NULL)
             opened_free_header(&opened); /* the table has a copy, and the fd */
         else
@@ -328,8 +334,12 @@ static bool serve_hit(struct router_walk *w, struct cache_zone *zone,
     size_t range_count = 0;
     const struct http_header *rh = status == 200 ? find_header(req, "range") : NULL;
     char extra[160];
-    int extra_len = snprintf(extra, sizeof(extra), "Age: %lld\r\n",
-                             (long long)cache_policy_age(m->initial_age, m->stored, now));
+    /* "Age: N\r\n" without printf's cost, a hit's largest but the key's. */
+    char *x = http_append_uint(
+        (char *)memcpy(extra, "Age: ", 5) + 5,
+        (uint64_t)cache_policy_age(m->initial_age, m->stored, now)); /* never negative */
+    memcpy(x, "\r\n", 2);
+    int extra_len = (int)(x + 2 - extra);
     char fields[2048];
     size_t fields_len;
     if (not_modified(req, m, extra, (size_t)extra_len, fields, sizeof(fields), &fields_len)) {
@@ -425,6 +435,92 @@ static bool serve_hit(struct router_walk *w, struct cache_zone *zone,
                                     .sendfile = true,
                                     .base = header_len};
     static_send_start(ex, &file, &plan);
+    return true;
+}
+
+/* ------------------------------------------------ the background update */
+
+/* The background update being started: the subrequest's own content
+ * phase, which runs inside subrequest_start_detached(), finds its key
+ * here and takes the key's lock over from the request that started it. */
+struct background_claim {
+    uint8_t id[CACHE_ID_LEN];
+    bool claimed;
+};
+static _Thread_local struct background_claim *claim;
+
+/* The background updates a thread runs.  Its loop tells each when it is
+ * over; a worker that stops with one under way (a reload, a stop) no
+ * longer runs its loop, so the thread's end cuts them off: each lets its
+ * key's lock go and is freed (the loop outlives its thread). */
+struct background {
+    struct subrequest *sr;
+    struct background *prev, *next;
+};
+static _Thread_local struct background running; /* the list's head */
+static pthread_key_t running_key;               /* its end at the thread's */
+static pthread_once_t running_once = PTHREAD_ONCE_INIT;
+
+static void running_end(void *arg)
+{
+    struct background *head = arg;
+    while (head->next != head) {
+        struct background *b = head->next;
+        b->prev->next = b->next;
+        b->next->prev = b->prev;
+        subrequest_free(b->sr);
+        free(b);
+    }
+}
+
+static void running_key_make(void)
+{
+    if (pthread_key_create(&running_key, running_end) != 0)
+        abort(); /* at start, out of keys: nothing can run */
+}
+
+/* The update is over (stored, found good again, or failed, its lock let
+ * go by the store filter or the module's release): nothing waits for it. */
+static void background_done(struct subrequest *sr, void *arg)
+{
+    struct background *b = arg;
+    b->prev->next = b->next;
+    b->next->prev = b->prev;
+    free(b);
+    subrequest_free(sr);
+}
+
+/* proxy_cache_background_update: a GET of the request's target, detached
+ * from the client, refreshes entry `id`, whose lock the caller holds.
+ * True: the subrequest took the lock over.  False (out of memory, or its
+ * key came out another, say by $server_port): the lock is still the
+ * caller's. */
+static bool background_start(struct router_walk *w, const uint8_t id[CACHE_ID_LEN])
+{
+    if (running.next == NULL) {
+        pthread_once(&running_once, running_key_make);
+        if (pthread_setspecific(running_key, &running) != 0)
+            return false;
+        running.next = running.prev = &running;
+    }
+    struct background *b = malloc(sizeof(*b));
+    if (b == NULL)
+        return false;
+    struct background_claim c = {.claimed = false};
+    memcpy(c.id, id, CACHE_ID_LEN);
+    claim = &c;
+    b->sr = subrequest_start_detached(w->ex, &w->req, w->req.target.data, w->req.target.len,
+                                      background_done, b);
+    claim = NULL;
+    if (b->sr == NULL || !c.claimed) {
+        subrequest_free(b->sr);
+        free(b);
+        return false;
+    }
+    b->next = running.next;
+    b->prev = &running;
+    running.next->prev = b;
+    running.next = b;
     return true;
 }
 
@@ -676,6 +772,9 @@ static int cache_phase(struct router_walk *w)
     bool no_store = any_condition(loc->no_cache, loc->no_cache_count, &ctx);
     uint8_t id[CACHE_ID_LEN];
     cache_key_id(key, (struct http_str){NULL, 0}, id);
+    /* This is the background update of the key being started. */
+    bool background = claim != NULL && ex->subrequest && !claim->claimed &&
+                      memcmp(claim->id, id, CACHE_ID_LEN) == 0;
     if (any_condition(loc->bypass, loc->bypass_count, &ctx)) {
         set_status(ex, CACHE_STATUS_BYPASS);
         count(loc->zone, CACHE_STATUS_BYPASS);
@@ -702,7 +801,11 @@ static int cache_phase(struct router_walk *w)
     }
     enum cache_status status = CACHE_STATUS_MISS;
     bool locked = false, stale = false;
-    if (found.state == CACHE_LOOKUP_STALE && method != CACHE_METHOD_POST) {
+    if (found.state == CACHE_LOOKUP_STALE && method != CACHE_METHOD_POST && background) {
+        stale = true;
+        claim->claimed = true;
+        locked = true; /* the lock its starter took */
+    } else if (found.state == CACHE_LOOKUP_STALE && method != CACHE_METHOD_POST) {
         stale = true;
         /* Another request is fetching it: the stale response meanwhile,
          * where proxy_cache_use_stale updating or the response's
@@ -712,7 +815,19 @@ static int cache_phase(struct router_walk *w)
                                                 now < e->expires + (int64_t)e->swr);
         if (updating) {
             if (cache_zone_lock(loc->zone, id, NULL)) {
-                locked = true; /* this request updates it */
+                /* With proxy_cache_background_update the stale response
+                 * goes at once and a subrequest updates it; without, this
+                 * request does. */
+                if (loc->background_update && !ex->subrequest && background_start(w, id)) {
+                    set_status(ex, CACHE_STATUS_STALE);
+                    if (serve_hit(w, loc->zone, entry, key, found.version, now)) {
+                        count(loc->zone, CACHE_STATUS_STALE);
+                        return ROUTER_DONE;
+                    }
+                    stale = false; /* its file did not check out: a miss */
+                } else {
+                    locked = true; /* this request updates it */
+                }
             } else {
                 set_status(ex, CACHE_STATUS_UPDATING);
                 if (serve_hit(w, loc->zone, entry, key, found.version, now)) {
@@ -749,8 +864,8 @@ static int cache_phase(struct router_walk *w)
     }
     set_status(ex, status);
     count(loc->zone, status);
-    if (store)
-        store_prepare(w, loc, id, key, locked, stale ? entry : NULL, &found.entry);
+    if (store && store_prepare(w, loc, id, key, locked, stale ? entry : NULL, &found.entry))
+        ((struct cache_store *)exchange_ctx(ex, store_slot()))->background = background;
     return ROUTER_DECLINED;
 }
 
@@ -954,6 +1069,14 @@ static bool revalidated_begin(struct exchange *ex, const struct exchange_filter 
         }
         free(merged);
     }
+    if (st->background) { /* nobody reads it: the 304 goes on */
+        close(o.fd);
+        opened_free_header(&o);
+        set_status(ex, CACHE_STATUS_REVALIDATED);
+        count(st->zone, CACHE_STATUS_REVALIDATED);
+        exchange_filter_begin_next(ex, self, head);
+        return true;
+    }
     return replace_begin(ex, self, st, &o, now, CACHE_STATUS_REVALIDATED);
 }
 
@@ -991,7 +1114,12 @@ static void store_begin(struct exchange *ex, const struct exchange_filter *self,
             return;
     }
     if (st != NULL && !ex->redirected && stale_wanted(ex, st, head->status, (int64_t)time(NULL))) {
-        store_unlock(st); /* nothing is stored: those waiting go on */
+        store_unlock(st);     /* nothing is stored: those waiting go on */
+        if (st->background) { /* the stale entry stays, as it is */
+            store_abandon(ex, st);
+            exchange_filter_begin_next(ex, self, head);
+            return;
+        }
         if (stale_begin(ex, self, st, (int64_t)time(NULL)))
             return;
     }

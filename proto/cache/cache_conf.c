@@ -356,6 +356,7 @@ const struct conf_directive cache_directives[] = {
      CONF_KEYWORDS(stale_words)},
     SWITCH("proxy_cache_lock", lock),
     SWITCH("proxy_cache_revalidate", revalidate),
+    SWITCH("proxy_cache_background_update", background_update),
     {.name = "proxy_cache_lock_timeout",
      .contexts = LEVELS,
      .min_args = 1,
@@ -436,6 +437,8 @@ int cache_conf_merge(void *conf, const void *parent, char *error, size_t len)
         c->lock = p->lock;
     if (c->revalidate_pos.file == NULL)
         c->revalidate = p->revalidate;
+    if (c->background_update_pos.file == NULL)
+        c->background_update = p->background_update;
     take_conditions(&c->bypass, &p->bypass, &c->bypass_inherited);
     take_conditions(&c->no_cache, &p->no_cache, &c->no_cache_inherited);
     return 0;
@@ -545,6 +548,7 @@ int cache_conf_build(const void *conf, const struct http_module_build *b, const 
     loc->lock = c->lock;
     loc->lock_timeout_ms = c->lock_timeout_ms;
     loc->revalidate = c->revalidate;
+    loc->background_update = c->background_update;
     *out = loc;
     return 0;
 }

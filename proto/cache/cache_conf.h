@@ -78,8 +78,8 @@ struct cache_conf {
     unsigned use_stale; /* CACHE_STALE_*; UINT_MAX: unset */
     struct cache_conditions bypass, no_cache;
     bool bypass_inherited, no_cache_inherited;
-    bool lock, revalidate;
-    struct conf_pos lock_pos, revalidate_pos;
+    bool lock, revalidate, background_update;
+    struct conf_pos lock_pos, revalidate_pos, background_update_pos;
     uint32_t lock_timeout_ms; /* UINT32_MAX: unset */
 };
 
@@ -95,6 +95,10 @@ struct cache_loc {
     const struct vars_template **no_cache;
     size_t no_cache_count;
     bool lock, revalidate;
+    /* proxy_cache_background_update: a stale entry that may be served
+     * while updating is served at once, and refreshed by a detached
+     * subrequest. */
+    bool background_update;
     uint32_t lock_timeout_ms;
 };
 

@@ -49,7 +49,8 @@ static struct cache_hot_entry *slot_of(const uint8_t id[CACHE_ID_LEN])
 }
 
 const struct cache_hot_entry *cache_hot_get(const struct cache_zone *zone,
-                                            const uint8_t id[CACHE_ID_LEN], uint64_t version)
+                                            const uint8_t id[CACHE_ID_LEN], uint64_t version,
+                                            int64_t now)
 {
     if (table == NULL)
         return NULL;
@@ -57,25 +58,31 @@ const struct cache_hot_entry *cache_hot_get(const struct cache_zone *zone,
     if (e->fd < 0 || e->zone != zone || e->version != version ||
         memcmp(e->id, id, CACHE_ID_LEN) != 0)
         return NULL;
+    /* A body in memory is the copy checked when it was read: the file
+     * is looked at once a second (a system call is a third of a small
+     * hit's), for a removal or a change from outside. */
+    if (e->body != NULL && e->checked == now)
+        return e;
     /* The file as it was checked: a file written over in place (its
      * time changes) is read and checked again, so that a corrupted one is
      * never served from what was kept of it. */
-    struct stat now;
-    if (fstat(e->fd, &now) == -1 || now.st_size != e->st.st_size ||
-        now.st_mtim.tv_sec != e->st.st_mtim.tv_sec ||
-        now.st_mtim.tv_nsec != e->st.st_mtim.tv_nsec ||
-        now.st_ctim.tv_sec != e->st.st_ctim.tv_sec ||
-        now.st_ctim.tv_nsec != e->st.st_ctim.tv_nsec || now.st_nlink == 0) {
+    struct stat st;
+    if (fstat(e->fd, &st) == -1 || st.st_size != e->st.st_size ||
+        st.st_mtim.tv_sec != e->st.st_mtim.tv_sec || st.st_mtim.tv_nsec != e->st.st_mtim.tv_nsec ||
+        st.st_ctim.tv_sec != e->st.st_ctim.tv_sec || st.st_ctim.tv_nsec != e->st.st_ctim.tv_nsec ||
+        st.st_nlink == 0) {
         slot_clear(e);
         return NULL;
     }
+    e->checked = now;
     return e;
 }
 
 const struct cache_hot_entry *cache_hot_put(const struct cache_zone *zone,
                                             const uint8_t id[CACHE_ID_LEN], uint64_t version,
-                                            int fd, const struct stat *st, const uint8_t *header,
-                                            const struct cache_file_meta *m, const uint8_t *body)
+                                            int fd, const struct stat *st, int64_t now,
+                                            const uint8_t *header, const struct cache_file_meta *m,
+                                            const uint8_t *body)
 {
     if (table == NULL) {
         pthread_once(&key_once, key_make);
@@ -107,6 +114,7 @@ const struct cache_hot_entry *cache_hot_put(const struct cache_zone *zone,
     e->version = version;
     e->fd = fd;
     e->st = *st;
+    e->checked = now;
     e->header = h;
     e->body = b;
     /* The strings, moved to the copy of the header. */

@@ -54,19 +54,24 @@ struct http_conn {
      * first to the choice. */
     bool choosing;
     unsigned requests; /* exchanges completed on it */
+    /* A connection of corral's own with no transport (`sock` NULL): a
+     * detached subrequest's (subrequest.h), which outlives its client's.
+     * Its loop and worker are these; a client's are its transport's. */
+    corral_loop *loop;
+    corral_worker *worker;
 };
 
 /* The loop of the worker the connection belongs to: for its clock, its
  * timers and the connections a handler opens. */
 static inline corral_loop *http_conn_loop(const struct http_conn *c)
 {
-    return corral_conn_loop(c->sock);
+    return c->sock != NULL ? corral_conn_loop(c->sock) : c->loop;
 }
 
 /* Its worker; NULL when it runs on a bare loop. */
 static inline corral_worker *http_conn_worker(const struct http_conn *c)
 {
-    return corral_conn_worker(c->sock);
+    return c->sock != NULL ? corral_conn_worker(c->sock) : c->worker;
 }
 
 /* The client's address (its PROXY header's source, if it sent one) into

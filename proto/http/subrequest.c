@@ -25,7 +25,8 @@ struct subrequest {
     bool body_over; /* more came, or memory ran out */
     unsigned status;
     bool started, over;
-    bool handler_owns; /* its handler runs: it is told of a cut-off */
+    bool handler_owns;    /* its handler runs: it is told of a cut-off */
+    struct http_conn own; /* a detached one's connection */
 };
 
 static const struct exchange_ops subrequest_ops;
@@ -170,9 +171,9 @@ static const struct exchange_ops subrequest_ops = {
     .routed = sub_routed,
 };
 
-struct subrequest *subrequest_start(struct exchange *parent, const struct http_request *req,
-                                    const char *uri, size_t len, size_t body_max,
-                                    subrequest_done_fn done, void *arg)
+static struct subrequest *start(struct exchange *parent, const struct http_request *req,
+                                const char *uri, size_t len, size_t body_max, bool detached,
+                                subrequest_done_fn done, void *arg)
 {
     struct subrequest *sr = calloc(1, sizeof(*sr));
     if (sr == NULL)
@@ -186,6 +187,15 @@ struct subrequest *subrequest_start(struct exchange *parent, const struct http_r
     sr->body_max = body_max;
     sr->ex._ops = &subrequest_ops;
     sr->ex.conn = parent->conn;
+    if (detached) {
+        const struct http_conn *c = parent->conn;
+        sr->own = (struct http_conn){.site = c->site,
+                                     .framer = c->framer,
+                                     .tls = c->tls,
+                                     .loop = exchange_loop(parent),
+                                     .worker = exchange_worker(parent)};
+        sr->ex.conn = &sr->own;
+    }
     sr->ex.client = parent->client;
     sr->ex.subrequest = true;
     const char *query = memchr(uri, '?', len);
@@ -202,6 +212,20 @@ struct subrequest *subrequest_start(struct exchange *parent, const struct http_r
     sub.upgrade_protocol = (struct http_str){NULL, 0};
     router_start(&sr->ex, parent->vhost, &sub, 0);
     return sr;
+}
+
+struct subrequest *subrequest_start(struct exchange *parent, const struct http_request *req,
+                                    const char *uri, size_t len, size_t body_max,
+                                    subrequest_done_fn done, void *arg)
+{
+    return start(parent, req, uri, len, body_max, false, done, arg);
+}
+
+struct subrequest *subrequest_start_detached(struct exchange *parent,
+                                             const struct http_request *req, const char *uri,
+                                             size_t len, subrequest_done_fn done, void *arg)
+{
+    return start(parent, req, uri, len, 0, true, done, arg);
 }
 
 unsigned subrequest_status(const struct subrequest *sr)

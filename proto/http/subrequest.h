@@ -4,7 +4,8 @@
  * client's header fields and no body, routed as any request (its location
  * may proxy_pass it) but for the access phase, which a subrequest skips
  * as in nginx.  Its response head is kept; its body is read and dropped.
- * auth_request (proto/policy/auth_request.c) is its user.
+ * auth_request (proto/policy/auth_request.c) and the cache's background
+ * update (proto/cache/cache.c) are its users.
  */
 #ifndef CORRAL_PROTO_SUBREQUEST_H
 #define CORRAL_PROTO_SUBREQUEST_H
@@ -28,6 +29,19 @@ typedef void (*subrequest_done_fn)(struct subrequest *sr, void *arg);
 struct subrequest *subrequest_start(struct exchange *parent, const struct http_request *req,
                                     const char *uri, size_t len, size_t body_max,
                                     subrequest_done_fn done, void *arg);
+
+/* The same, detached from `parent`: its connection is its own (a copy
+ * of what `parent`'s tells: its site, whether it speaks TLS; no peer
+ * address of its own but `parent`'s client address), so that it goes on
+ * once `parent` and its client are gone, on the same worker.  Its owner
+ * must not wait for `parent` to free it: `done` does, or the owner's
+ * own end (proxy_cache_background_update, proto/cache/cache.c).  Its
+ * upstream connections keep a stopping worker as a client's do, up to
+ * its drain time; past that its loop no longer runs, and its owner must
+ * free it when the worker's thread ends. */
+struct subrequest *subrequest_start_detached(struct exchange *parent,
+                                             const struct http_request *req, const char *uri,
+                                             size_t len, subrequest_done_fn done, void *arg);
 
 /* The response body it kept, `*len` bytes; NULL when it was longer than
  * `body_max` (or memory ran out): not to be trusted whole. */

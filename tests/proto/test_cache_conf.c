@@ -41,13 +41,14 @@ START_TEST(defaults_and_inheritance)
               "use_temp_path=off;\n"
               "proxy_cache_path /tmp/c2/ keys_zone=two:64k;\n"
               "proxy_cache_valid 5m;\n"
-              "server { listen 127.0.0.1:8080; proxy_cache one;\n"
+              "server { listen 127.0.0.1:8080; proxy_cache one; proxy_cache_background_update on;\n"
               "  location /a { proxy_pass http://127.0.0.1:9; }\n"
               "  location /b { proxy_pass http://127.0.0.1:9; proxy_cache off; }\n"
               "  location /c { proxy_pass http://127.0.0.1:9; proxy_cache two;\n"
               "    proxy_cache_valid 404 any 1m; proxy_cache_methods POST;\n"
               "    proxy_ignore_headers Set-Cookie Vary; proxy_cache_use_stale error http_503;\n"
               "    proxy_cache_lock on; proxy_cache_lock_timeout 250ms; proxy_cache_min_uses 3;\n"
+              "    proxy_cache_background_update off;\n"
               "    proxy_cache_key $host$uri; proxy_cache_bypass $http_a $http_b; } }\n",
               &error);
     ck_assert_msg(config != NULL, "%s", error.text);
@@ -71,6 +72,7 @@ START_TEST(defaults_and_inheritance)
     ck_assert_uint_eq(a->min_uses, 1);
     ck_assert_uint_eq(a->lock_timeout_ms, 5000);
     ck_assert(!a->lock && !a->revalidate);
+    ck_assert(a->background_update); /* the server's */
     ck_assert_uint_eq(a->use_stale, 0);
     ck_assert_uint_eq(a->valid_count, 3); /* 5m for 200 301 302, from the top */
     ck_assert_uint_eq(a->valid[0].status, 200);
@@ -85,6 +87,7 @@ START_TEST(defaults_and_inheritance)
     ck_assert_uint_eq(c->ignore, CACHE_IGNORE_SET_COOKIE | CACHE_IGNORE_VARY);
     ck_assert_uint_eq(c->use_stale, CACHE_STALE_ERROR | CACHE_STALE_503);
     ck_assert(c->lock);
+    ck_assert(!c->background_update);
     ck_assert_uint_eq(c->lock_timeout_ms, 250);
     ck_assert_uint_eq(c->min_uses, 3);
     ck_assert_str_eq(c->key, "$host$uri");
@@ -124,8 +127,7 @@ START_TEST(directive_errors)
         {"proxy_cache_methods PUT;", "PUT"},
         {"proxy_cache_use_stale sometimes;", "sometimes"},
         {"proxy_cache_key \"\";", "empty cache key"},
-        {"proxy_cache_background_update on;",
-         "\"proxy_cache_background_update\": not in corral yet"},
+        {"proxy_cache_background_update maybe;", "test.conf:1:31: invalid value \"maybe\""},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct conf_error error;

@@ -100,7 +100,8 @@ static void backend_serve(int fd)
         extra = "";
     else if (strncmp(path, "/cookie", 7) == 0)
         extra = "Cache-Control: max-age=60\r\nSet-Cookie: id=1\r\n";
-    else if (strncmp(path, "/short", 6) == 0 || strncmp(path, "/stale", 6) == 0)
+    else if (strncmp(path, "/short", 6) == 0 || strncmp(path, "/stale", 6) == 0 ||
+             strncmp(path, "/bg/", 4) == 0)
         extra = "Cache-Control: max-age=1\r\n";
     else if (strncmp(path, "/sie", 4) == 0)
         extra = "Cache-Control: max-age=1, stale-if-error=60\r\n";
@@ -118,7 +119,7 @@ static void backend_serve(int fd)
                  header_value(req, "\r\nRange:", value, sizeof(value)));
     }
     bool may_fail = strncmp(path, "/stale", 6) == 0 || strncmp(path, "/sie", 4) == 0 ||
-                    strncmp(path, "/mr", 3) == 0;
+                    strncmp(path, "/mr", 3) == 0 || strncmp(path, "/bg/", 4) == 0;
     int mode = may_fail ? atomic_load(&fail_mode) : 0;
     if (mode == 1)
         return; /* closed with no response: an error */
@@ -140,10 +141,18 @@ static void backend_serve(int fd)
         test_send_all(fd, body, strlen(body));
         return;
     }
-    if (strncmp(path, "/stale/hold", 11) == 0) {
+    if (strncmp(path, "/stale/hold", 11) == 0 || strncmp(path, "/bg/hold", 8) == 0) {
         atomic_fetch_add(&hold_asked, 1);
         for (int i = 0; i < 5000 && !atomic_load(&collapse_release); i++)
             usleep(2000);
+        /* The proxy may have cut this request off meanwhile (a reload's
+         * drain): the answer goes, or not. */
+        int len = snprintf(head, sizeof(head),
+                           "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n%sContent-Length: "
+                           "%zu\r\nConnection: close\r\n\r\n%s",
+                           extra, strlen(body), body);
+        (void)send(fd, head, (size_t)len, MSG_NOSIGNAL);
+        return;
     }
     if (strncmp(path, "/collapse", 9) == 0) {
         atomic_fetch_add(&collapse_asked, 1);
@@ -231,7 +240,7 @@ static void write_config(const char *zone_extra, const char *loc_extra)
     int n = snprintf(cache_dir, sizeof(cache_dir), "%s/cache", test_daemon_dir());
     ck_assert(n > 0 && (size_t)n < sizeof(cache_dir));
     snprintf(conf, sizeof(conf),
-             "workers 2;\nadmin { listen 127.0.0.2:0; %s }\n"
+             "workers 2;\ndrain_timeout 500ms;\nadmin { listen 127.0.0.2:0; %s }\n"
              "proxy_cache_path %s levels=1:2 keys_zone=one:1m %s;\n"
              "server {\n    listen 127.0.0.1:0 http2;\n"
              "    add_header X-Cache $upstream_cache_status always;\n"
@@ -249,6 +258,9 @@ static void write_config(const char *zone_extra, const char *loc_extra)
              "        proxy_cache_use_stale error timeout http_500 updating; }\n"
              "    location /stale/mr { proxy_pass http://127.0.0.1:%d/mr; proxy_cache one;\n"
              "        proxy_cache_use_stale error timeout http_500; }\n"
+             "    location /bg/ { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
+             "        proxy_cache_use_stale error timeout http_500 updating;\n"
+             "        proxy_cache_background_update on; }\n"
              "    location /reval/ { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
              "        proxy_cache_revalidate on; }\n"
              "    location /gz/ { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
@@ -257,7 +269,7 @@ static void write_config(const char *zone_extra, const char *loc_extra)
              "}\n",
              admin_extra, cache_dir, zone_extra, backend.port, loc_extra, backend.port,
              backend.port, backend.port, backend.port, backend.port, backend.port, backend.port,
-             backend.port, backend.port);
+             backend.port, backend.port, backend.port);
     test_daemon_write_config(&daemon_, conf);
 }
 
@@ -520,9 +532,31 @@ static int count_files(const char *pattern)
     return atoi(out);
 }
 
+struct hit_or_miss {
+    const char *path, *hit_body;
+    char miss_body[64];
+};
+
+/* A MISS (its body kept), or else a HIT with the stored body. */
+static bool miss_after_hits(void *arg)
+{
+    struct hit_or_miss *h = arg;
+    struct reply r;
+    ask("GET", h->path, "", &r);
+    bool miss = strstr(r.head, "X-Cache: MISS\r\n") != NULL;
+    if (miss)
+        snprintf(h->miss_body, sizeof(h->miss_body), "%s", r.body);
+    else
+        ck_assert_msg(strstr(r.head, "X-Cache: HIT\r\n") != NULL &&
+                          strcmp(r.body, h->hit_body) == 0,
+                      "%s%s", r.head, r.body);
+    reply_free(&r);
+    return miss;
+}
+
 START_TEST(corrupted_file_not_served)
 {
-    char a[64], b[64];
+    char a[64];
     expect("GET", "/c", "", "MISS", a, sizeof(a));
     ck_assert(test_poll_until(is_hit, "/c", TEST_WAIT_MS));
     ck_assert_int_eq(count_files("[0-9a-f]*"), 1);
@@ -533,9 +567,12 @@ START_TEST(corrupted_file_not_served)
              "conv=notrunc 2>/dev/null",
              cache_dir);
     ck_assert_int_eq(system(cmd), 0);
+    /* The worker serves the copy it checked, kept in memory, until it
+     * looks at the file again (once a second): never the changed bytes. */
     unsigned asked = atomic_load(&requests);
-    expect("GET", "/c", "", "MISS", b, sizeof(b));
-    ck_assert_str_ne(a, b);
+    struct hit_or_miss arg = {.path = "/c", .hit_body = a};
+    ck_assert(test_poll_until(miss_after_hits, &arg, TEST_WAIT_MS));
+    ck_assert_str_ne(a, arg.miss_body);
     ck_assert_uint_eq(atomic_load(&requests), asked + 1);
 }
 END_TEST
@@ -762,6 +799,33 @@ START_TEST(lock_timeout_goes_to_backend)
 }
 END_TEST
 
+struct hit_body {
+    const char *path;
+    char body[64];
+};
+
+static bool is_hit_body(void *arg)
+{
+    struct hit_body *h = arg;
+    struct reply r;
+    ask("GET", h->path, "", &r);
+    bool hit = strstr(r.head, "X-Cache: HIT\r\n") != NULL;
+    snprintf(h->body, sizeof(h->body), "%s", r.body);
+    reply_free(&r);
+    return hit;
+}
+
+/* `path` stored (a MISS), then its body as a hit serves it into `out`:
+ * with max-age=1, the entry may expire before the first hit and be
+ * fetched again, and what is stored is then that second response. */
+static void stored_then_hit(const char *path, char *out, size_t size)
+{
+    expect("GET", path, "", "MISS", NULL, 0);
+    struct hit_body h = {.path = path};
+    ck_assert(test_poll_until(is_hit_body, &h, TEST_WAIT_MS));
+    snprintf(out, size, "%s", h.body);
+}
+
 static bool is_stale(void *arg)
 {
     struct reply r;
@@ -776,8 +840,7 @@ static bool is_stale(void *arg)
 START_TEST(stale_on_error)
 {
     char first[64], got[64];
-    expect("GET", "/stale/a", "", "MISS", first, sizeof(first));
-    ck_assert(test_poll_until(is_hit, "/stale/a", TEST_WAIT_MS));
+    stored_then_hit("/stale/a", first, sizeof(first));
     atomic_store(&fail_mode, 1);
     ck_assert(test_poll_until(is_stale, "/stale/a", 5000)); /* once max-age=1 passed */
     expect("GET", "/stale/a", "", "STALE", got, sizeof(got));
@@ -803,8 +866,7 @@ END_TEST
 START_TEST(stale_if_error_from_response)
 {
     char first[64], got[64];
-    expect("GET", "/sie", "", "MISS", first, sizeof(first));
-    ck_assert(test_poll_until(is_hit, "/sie", TEST_WAIT_MS));
+    stored_then_hit("/sie", first, sizeof(first));
     atomic_store(&fail_mode, 2);
     ck_assert(test_poll_until(is_stale, "/sie", 5000));
     expect("GET", "/sie", "", "STALE", got, sizeof(got));
@@ -858,6 +920,242 @@ START_TEST(stale_while_updating)
     ck_assert_str_ne(held.body, first);
     reply_free(&held);
     ck_assert(test_poll_until(is_hit, "/stale/hold", TEST_WAIT_MS));
+}
+END_TEST
+
+/* ------------------------------------------- proxy_cache_background_update */
+
+/* `path` stored, then expired (max-age=1: two seconds past its store at
+ * the latest), its first body into `first`.  The backend holds /bg/hold*
+ * from here until collapse_release. */
+static void bg_stored_then_expired(const char *path, char *first, size_t size)
+{
+    atomic_store(&collapse_release, true);
+    stored_then_hit(path, first, size);
+    atomic_store(&collapse_release, false);
+    long t0 = (long)time(NULL);
+    ck_assert(test_poll_until(clock_past, &t0, 5000));
+}
+
+struct fresh_arg {
+    const char *path;
+    const char *stale_body;
+};
+
+/* A hit whose body is not the stale one: the update was stored. */
+static bool fresh_hit(void *arg)
+{
+    const struct fresh_arg *f = arg;
+    struct reply r;
+    ask("GET", f->path, "", &r);
+    bool fresh = strstr(r.head, "X-Cache: HIT\r\n") != NULL && strcmp(r.body, f->stale_body) != 0;
+    reply_free(&r);
+    return fresh;
+}
+
+/* The stale answer comes while the backend holds the update, which one
+ * subrequest makes: the others meanwhile get the stale one too
+ * (UPDATING), and once the backend answers the fresh one is served. */
+START_TEST(background_update_answers_at_once)
+{
+    char first[64], got[64];
+    bg_stored_then_expired("/bg/hold", first, sizeof(first));
+    unsigned asked = atomic_load(&hold_asked);
+    /* Answered although the backend holds the update: no wait. */
+    expect("GET", "/bg/hold", "", "STALE", got, sizeof(got));
+    ck_assert_str_eq(got, first);
+    ck_assert(test_poll_until(hold_seen, NULL, TEST_WAIT_MS));
+    for (int i = 0; i < 3; i++) {
+        expect("GET", "/bg/hold", "", "UPDATING", got, sizeof(got));
+        ck_assert_str_eq(got, first);
+    }
+    ck_assert_uint_eq(atomic_load(&hold_asked), asked + 1); /* one update */
+    atomic_store(&collapse_release, true);
+    struct fresh_arg f = {"/bg/hold", first};
+    ck_assert(test_poll_until(fresh_hit, &f, TEST_WAIT_MS));
+    ck_assert_uint_eq(atomic_load(&hold_asked), asked + 1);
+}
+END_TEST
+
+/* curl over HTTP/2 (prior knowledge) for `path`: its head and body. */
+static void h2_get(const char *path, char *head, size_t head_size, char *body, size_t body_size)
+{
+    char file[PATH_MAX], cmd[2 * PATH_MAX + 256];
+    test_daemon_file(file, sizeof(file), "h2bg");
+    snprintf(cmd, sizeof(cmd),
+             "curl -s --max-time 20 --http2-prior-knowledge -H 'Host: cache.test' -o %s -D - "
+             "http://127.0.0.1:%d%s",
+             file, daemon_.port, path);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(head, 1, head_size - 1, p);
+    head[n] = '\0';
+    ck_assert_int_eq(pclose(p), 0);
+    ck_assert_msg(strncmp(head, "HTTP/2 200", 10) == 0, "%s", head);
+    FILE *f = fopen(file, "rb");
+    ck_assert_ptr_nonnull(f);
+    n = fread(body, 1, body_size - 1, f);
+    body[n] = '\0';
+    fclose(f);
+}
+
+/* The same over HTTP/2; curl leaves once it has its answer, while the
+ * update is still held. */
+START_TEST(background_update_http2)
+{
+    char first[64], head[2048], got[64];
+    bg_stored_then_expired("/bg/hold2", first, sizeof(first));
+    unsigned asked = atomic_load(&hold_asked);
+    h2_get("/bg/hold2", head, sizeof(head), got, sizeof(got));
+    ck_assert_msg(strcasestr(head, "x-cache: STALE") != NULL, "%s", head);
+    ck_assert_str_eq(got, first);
+    ck_assert(test_poll_until(hold_seen, NULL, TEST_WAIT_MS));
+    h2_get("/bg/hold2", head, sizeof(head), got, sizeof(got));
+    ck_assert_msg(strcasestr(head, "x-cache: UPDATING") != NULL, "%s", head);
+    ck_assert_str_eq(got, first);
+    ck_assert_uint_eq(atomic_load(&hold_asked), asked + 1);
+    atomic_store(&collapse_release, true);
+    struct fresh_arg f = {"/bg/hold2", first};
+    ck_assert(test_poll_until(fresh_hit, &f, TEST_WAIT_MS));
+    h2_get("/bg/hold2", head, sizeof(head), got, sizeof(got));
+    ck_assert_msg(strcasestr(head, "x-cache: HIT") != NULL, "%s", head);
+    ck_assert_str_ne(got, first);
+}
+END_TEST
+
+static bool asked_beyond(void *arg)
+{
+    return atomic_load(&requests) > *(unsigned *)arg;
+}
+
+/* The stale body, as STALE (true: a new update started) or UPDATING
+ * (the last one is not over yet): never the backend's error. */
+static bool stale_started(void *arg)
+{
+    struct reply r;
+    ask("GET", "/bg/fail", "", &r);
+    bool stale = strstr(r.head, "X-Cache: STALE\r\n") != NULL;
+    ck_assert_msg(stale || strstr(r.head, "X-Cache: UPDATING\r\n") != NULL, "%s", r.head);
+    ck_assert_str_eq(r.body, arg);
+    reply_free(&r);
+    return stale;
+}
+
+/* An update that fails (a 500, then a connection closed with no
+ * answer: both in proxy_cache_use_stale) keeps the stale entry: each
+ * request after it gets the stale one at once, and starts another. */
+START_TEST(background_update_fails)
+{
+    char first[64];
+    bg_stored_then_expired("/bg/fail", first, sizeof(first));
+    for (int mode = 2; mode >= 1; mode--) {
+        atomic_store(&fail_mode, mode);
+        for (int i = 0; i < 2; i++) {
+            unsigned asked = atomic_load(&requests);
+            ck_assert(test_poll_until(stale_started, first, TEST_WAIT_MS));
+            ck_assert(test_poll_until(asked_beyond, &asked, TEST_WAIT_MS));
+        }
+    }
+    atomic_store(&fail_mode, 0);
+    struct fresh_arg f = {"/bg/fail", first};
+    ck_assert(test_poll_until(fresh_hit, &f, TEST_WAIT_MS));
+}
+END_TEST
+
+/* The client closes as soon as it has the stale head: the update goes
+ * on without it, and is stored. */
+START_TEST(background_update_outlives_client)
+{
+    char first[64];
+    bg_stored_then_expired("/bg/hold-gone", first, sizeof(first));
+    int fd = test_connect(daemon_.port);
+    static const char req[] = "GET /bg/hold-gone HTTP/1.1\r\nHost: cache.test\r\n\r\n";
+    test_send_all(fd, req, sizeof(req) - 1);
+    char head[2048];
+    size_t have = 0;
+    while (have < sizeof(head) - 1) {
+        ssize_t n = recv(fd, head + have, sizeof(head) - 1 - have, 0);
+        ck_assert_int_gt(n, 0);
+        have += (size_t)n;
+        head[have] = '\0';
+        if (strstr(head, "\r\n\r\n") != NULL)
+            break;
+    }
+    close(fd);
+    ck_assert_msg(strstr(head, "X-Cache: STALE\r\n") != NULL, "%s", head);
+    ck_assert(test_poll_until(hold_seen, NULL, TEST_WAIT_MS));
+    atomic_store(&collapse_release, true);
+    struct fresh_arg f = {"/bg/hold-gone", first};
+    ck_assert(test_poll_until(fresh_hit, &f, TEST_WAIT_MS));
+}
+END_TEST
+
+/* GET `path` into `buf`, head and body; a connection reset (after a
+ * reload, the old generation's listening socket closing with it in its
+ * queue) leaves it empty, for the caller to ask again. */
+static void try_get(const char *path, char *buf, size_t size)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)daemon_.port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int n = snprintf(buf, size, "GET %s HTTP/1.1\r\nHost: cache.test\r\nConnection: close\r\n\r\n",
+                     path);
+    size_t have = 0;
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
+        send(fd, buf, (size_t)n, MSG_NOSIGNAL) == n) {
+        ssize_t got;
+        while (have < size - 1 && (got = recv(fd, buf + have, size - 1 - have, 0)) > 0)
+            have += (size_t)got;
+    }
+    close(fd);
+    buf[have] = '\0';
+}
+
+static bool is_stale_after_reload(void *arg)
+{
+    char buf[4096];
+    try_get(arg, buf, sizeof(buf));
+    return strstr(buf, "X-Cache: STALE\r\n") != NULL;
+}
+
+/* A HIT whose body is not the stale one. */
+static bool fresh_after_reload(void *arg)
+{
+    const struct fresh_arg *f = arg;
+    char buf[4096];
+    try_get(f->path, buf, sizeof(buf));
+    const char *body = strstr(buf, "\r\n\r\n");
+    return strstr(buf, "X-Cache: HIT\r\n") != NULL && body != NULL &&
+           strcmp(body + 4, f->stale_body) != 0;
+}
+
+static bool hold_asked_thrice(void *arg)
+{
+    (void)arg;
+    return atomic_load(&hold_asked) >= 3;
+}
+
+/* A reload stops the worker whose update the backend holds: past
+ * drain_timeout (500ms here) the update is cut off with it, and lets the
+ * key go, so that the next request starts another (STALE, not UPDATING
+ * for ever). */
+START_TEST(background_update_cut_by_reload)
+{
+    char first[64], got[64];
+    bg_stored_then_expired("/bg/hold-reload", first, sizeof(first));
+    expect("GET", "/bg/hold-reload", "", "STALE", got, sizeof(got));
+    ck_assert(test_poll_until(hold_seen, NULL, TEST_WAIT_MS));
+    kill(daemon_.pid, SIGHUP);
+    test_daemon_wait_generation(&daemon_, 2);
+    ck_assert(test_poll_until(is_stale_after_reload, "/bg/hold-reload", TEST_WAIT_MS));
+    ck_assert(test_poll_until(hold_asked_thrice, NULL, TEST_WAIT_MS));
+    atomic_store(&collapse_release, true);
+    struct fresh_arg f = {"/bg/hold-reload", first};
+    ck_assert(test_poll_until(fresh_after_reload, &f, TEST_WAIT_MS));
 }
 END_TEST
 
@@ -1092,6 +1390,11 @@ Suite *test_suite(void)
     tcase_add_test(tc, stale_on_error);
     tcase_add_test(tc, stale_if_error_from_response);
     tcase_add_test(tc, stale_while_updating);
+    tcase_add_test(tc, background_update_answers_at_once);
+    tcase_add_test(tc, background_update_http2);
+    tcase_add_test(tc, background_update_fails);
+    tcase_add_test(tc, background_update_outlives_client);
+    tcase_add_test(tc, background_update_cut_by_reload);
     tcase_add_test(tc, revalidate_with_304);
     tcase_add_test(tc, purge_through_admin);
     tcase_add_test(tc, compression_after_cache);

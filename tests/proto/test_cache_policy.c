@@ -181,6 +181,49 @@ START_TEST(key_ids)
 }
 END_TEST
 
+static void key_hex(const char *key, const char *variant, char hex[2 * CACHE_ID_LEN + 1])
+{
+    uint8_t id[CACHE_ID_LEN];
+    cache_key_id((struct http_str){key, strlen(key)}, (struct http_str){variant, strlen(variant)},
+                 id);
+    cache_key_hex(id, hex);
+}
+
+/* Each thread keeps the ids of the keys it digested lately: one asked
+ * again is the same MD5, and a key is never taken for another (the split
+ * between key and variant, keys that share a slot, a key too long to be
+ * kept). */
+START_TEST(key_ids_kept)
+{
+    char hex[2 * CACHE_ID_LEN + 1];
+    for (int round = 0; round < 2; round++) {
+        key_hex("abc", "", hex);
+        ck_assert_str_eq(hex, "900150983cd24fb0d6963f7d28e17f72");
+        key_hex("a", "bc", hex);
+        ck_assert_str_eq(hex, "f7712e5f4c2102af4600d38b83c20ff4"); /* MD5("a\nbc") */
+        key_hex("ab", "c", hex);
+        ck_assert_str_eq(hex, "d9ba2c08d8c6b968260a0412469612e4"); /* MD5("ab\nc") */
+    }
+    enum { KEYS = 300 }; /* many to a slot */
+    static char first[KEYS][2 * CACHE_ID_LEN + 1];
+    char key[400];
+    for (int round = 0; round < 3; round++)
+        for (int j = 0; j < KEYS; j++) {
+            int i = round == 1 ? KEYS - 1 - j : j;
+            /* Every seventh key longer than what is kept. */
+            snprintf(key, sizeof(key), "httpexample.com/%d/%0*d", i, i % 7 == 0 ? 250 : 1, 0);
+            key_hex(key, "", hex);
+            if (round == 0) {
+                for (int k = 0; k < i; k++)
+                    ck_assert_str_ne(first[k], hex);
+                memcpy(first[i], hex, sizeof(hex));
+            } else {
+                ck_assert_str_eq(first[i], hex);
+            }
+        }
+}
+END_TEST
+
 static const struct http_header req_headers[] = {
     {{"Accept-Encoding", 15}, {"gzip", 4}},
     {{"accept-language", 15}, {" en ", 4}},
@@ -216,6 +259,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, policy_every_prefix, 0, n);
     tcase_add_test(tc, policy_directives);
     tcase_add_test(tc, key_ids);
+    tcase_add_test(tc, key_ids_kept);
     tcase_add_test(tc, key_variants);
     suite_add_tcase(suite, tc);
     return suite;
