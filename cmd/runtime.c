@@ -363,7 +363,9 @@ static bool same_upstream(const struct shared_upstream *shared, const char *targ
         return false;
     return tls == NULL || (shared->tls->verify == tls->verify && shared->tls->http2 == tls->http2 &&
                            same_optional_text(shared->tls->ca_file, tls->ca_file) &&
-                           same_optional_text(shared->tls->server_name, tls->server_name));
+                           same_optional_text(shared->tls->server_name, tls->server_name) &&
+                           same_optional_text(shared->tls->certificate, tls->certificate) &&
+                           same_optional_text(shared->tls->certificate_key, tls->certificate_key));
 }
 
 /* FNV-1a: a target's bucket. */

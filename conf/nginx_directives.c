@@ -32,6 +32,8 @@ static const struct {
     {"proxy_ssl_verify", "proxy_tls_verify"},
     {"proxy_ssl_trusted_certificate", "proxy_tls_trusted_certificate"},
     {"proxy_ssl_name", "proxy_tls_name"},
+    {"proxy_ssl_certificate", "proxy_tls_certificate"},
+    {"proxy_ssl_certificate_key", "proxy_tls_certificate_key"},
 };
 
 const char *conf__nginx_alias(const char *name)

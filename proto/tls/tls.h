@@ -181,6 +181,10 @@ struct tls_client_conf {
                                 address is verified as one and sent no SNI */
     bool http2;              /* offer ALPN h2 (proxy_http_version 2, grpcs://),
                                 else http/1.1 */
+    /* proxy_tls_certificate and proxy_tls_certificate_key: the certificate
+     * (PEM, the leaf then its chain) and key shown to an upstream that asks
+     * for one; both NULL: none */
+    const char *certificate, *certificate_key;
 };
 
 #define TLS_CLIENT_CONF_DEFAULT ((struct tls_client_conf){.verify = true})
@@ -189,7 +193,9 @@ struct tls_client;
 
 /* TLS towards one upstream of `server_count` servers, for `workers`
  * workers (each keeps the last session of each server for resumption).
- * Returns 0, or -EINVAL with `error` set (an unreadable CA file). */
+ * Returns 0, or -EINVAL with `error` set (an unreadable CA file, a client
+ * certificate or key that does not load, or a key that is not the
+ * certificate's). */
 int tls_client_new(const struct tls_client_conf *conf, unsigned workers, size_t server_count,
                    struct tls_client **out, char *error, size_t error_len);
 void tls_client_free(struct tls_client *client);

@@ -1627,6 +1627,96 @@ START_TEST(proxy_to_an_https_upstream)
 }
 END_TEST
 
+/* A backend that requires a client certificate from the test CA serves
+ * the location that shows one (proxy_tls_* and nginx's proxy_ssl_* names)
+ * and refuses the others: one without, one with another CA's. */
+START_TEST(proxy_shows_a_client_certificate_to_the_upstream)
+{
+    struct test_daemon back, front;
+    start_tls_server(&back, "back", 1,
+                     "    tls_client_certificate certs/ca.pem;\n    tls_verify_client on;\n",
+                     "backend");
+    start(&front, "front",
+          "workers 1;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:0;\n"
+          "    location /with/ {\n"
+          "        proxy_pass https://127.0.0.1:%d;\n"
+          "        proxy_tls_trusted_certificate certs/ca.pem;\n"
+          "        proxy_tls_name default.test;\n"
+          "        proxy_tls_certificate certs/client.pem;\n"
+          "        proxy_tls_certificate_key certs/client.key;\n"
+          "    }\n"
+          "    location /nginx/ {\n"
+          "        proxy_pass https://127.0.0.1:%d;\n"
+          "        proxy_ssl_trusted_certificate certs/ca.pem;\n"
+          "        proxy_ssl_name default.test;\n"
+          "        proxy_ssl_certificate certs/client.pem;\n"
+          "        proxy_ssl_certificate_key certs/client.key;\n"
+          "    }\n"
+          "    location /without/ {\n"
+          "        proxy_pass https://127.0.0.1:%d;\n"
+          "        proxy_tls_trusted_certificate certs/ca.pem;\n"
+          "        proxy_tls_name default.test;\n"
+          "    }\n"
+          "    location /stranger/ {\n"
+          "        proxy_pass https://127.0.0.1:%d;\n"
+          "        proxy_tls_trusted_certificate certs/ca.pem;\n"
+          "        proxy_tls_name default.test;\n"
+          "        proxy_tls_certificate certs/other-client.pem;\n"
+          "        proxy_tls_certificate_key certs/other-client.key;\n"
+          "    }\n"
+          "}\n",
+          back.port, back.port, back.port, back.port);
+    static const struct {
+        const char *path;
+        int status;
+    } cases[] = {{"/with/", 200}, {"/nginx/", 200}, {"/without/", 502}, {"/stranger/", 502}};
+    for (int i = 0; i < COUNT(cases); i++) {
+        char body[256];
+        int status =
+            test_daemon_http_get("127.0.0.1", front.port, cases[i].path, body, sizeof(body));
+        ck_assert_msg(status == cases[i].status && (status != 200 || strcmp(body, "backend") == 0),
+                      "%s: %d \"%s\"; front log:\n%s", cases[i].path, status, body,
+                      test_daemon_log(&front));
+    }
+    test_daemon_stop(&front);
+    test_daemon_stop(&back);
+}
+END_TEST
+
+/* What -t says of a client certificate towards an upstream that cannot
+ * be used: a key without its certificate, a key that is not the
+ * certificate's. */
+START_TEST(check_refuses_a_bad_upstream_client_certificate)
+{
+    static const struct {
+        const char *lines, *expected;
+    } cases[] = {
+        {"proxy_tls_certificate_key certs/client.key;",
+         "\"proxy_tls_certificate_key\" needs \"proxy_tls_certificate\" in the same location"},
+        {"proxy_ssl_certificate certs/client.pem;",
+         "\"proxy_ssl_certificate\" needs \"proxy_ssl_certificate_key\" in the same location"},
+        {"proxy_tls_certificate certs/client.pem; proxy_tls_certificate_key certs/a.key;",
+         "cannot load key"},
+        {"proxy_tls_certificate certs/missing.pem; proxy_tls_certificate_key certs/a.key;",
+         "cannot load certificate"},
+    };
+    for (int i = 0; i < COUNT(cases); i++) {
+        char path[PATH_MAX], args[PATH_MAX + 16], out[4096], conf[1024];
+        test_daemon_file(path, sizeof(path), "check.conf");
+        snprintf(conf, sizeof(conf),
+                 "server {\n    listen 127.0.0.1:0;\n"
+                 "    location / { proxy_pass https://127.0.0.1:1; %s }\n}\n",
+                 cases[i].lines);
+        test_write_file(path, conf);
+        snprintf(args, sizeof(args), "-t -c '%s'", path);
+        int rc = test_daemon_run(args, out, sizeof(out));
+        ck_assert_msg(rc != 0 && strstr(out, cases[i].expected) != NULL, "%s: exit %d:\n%s",
+                      cases[i].lines, rc, out);
+    }
+}
+END_TEST
+
 /* Active health checks to an https upstream speak TLS, and verify as the
  * proxied requests do: the good upstream stays up, the one whose check
  * uri answers 503 through TLS goes down for that reason. */
@@ -1799,6 +1889,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, the_admin_listener_verifies_client_certificates);
     tcase_add_test(tc, a_public_admin_listener_needs_verification_not_to_be_warned);
     tcase_add_test(tc, proxy_to_an_https_upstream);
+    tcase_add_test(tc, proxy_shows_a_client_certificate_to_the_upstream);
+    tcase_add_test(tc, check_refuses_a_bad_upstream_client_certificate);
     tcase_add_test(tc, health_checks_speak_tls_to_an_https_upstream);
     tcase_add_test(tc, check_reports_certificate_problems_where_they_are_named);
     tcase_add_test(tc, ktls_on_serves_either_way);
