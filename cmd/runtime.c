@@ -473,7 +473,8 @@ static void report_admin_tls_problem(void *arg, enum tls_conf_item item, size_t 
 
 /* Orders server blocks by their TLS settings, which give a vhost its TLS
  * group: the certificate and key files (as written, in order), the client
- * certificates' CA file and tls_verify_client. */
+ * certificates' CA file, tls_verify_client, tls_protocols, tls_ciphers and
+ * tls_ciphersuites (as written). */
 struct tls_member {
     const struct conf_tls *tls;
     size_t vhost;
@@ -500,7 +501,10 @@ static int tls_settings_compare(const struct conf_tls *a, const struct conf_tls 
         return c;
     if (a->settings.verify_client != b->settings.verify_client)
         return a->settings.verify_client < b->settings.verify_client ? -1 : 1;
-    return 0;
+    if (a->settings.protocols != b->settings.protocols)
+        return a->settings.protocols < b->settings.protocols ? -1 : 1;
+    c = strcmp_null(a->settings.ciphers, b->settings.ciphers);
+    return c != 0 ? c : strcmp_null(a->settings.ciphersuites, b->settings.ciphersuites);
 }
 
 /* By settings, then by vhost: a group's first member is its first vhost. */
@@ -533,8 +537,25 @@ static int site_tls_groups(struct site *site, const struct conf_server **vhost_s
     return 0;
 }
 
-/* The site's TLS: each vhost's certificates and client verification, and
- * the rest of the settings from its default server (vhost 0). */
+/* What of a server block's TLS is its vhost's own, with its certificate
+ * pairs at `files`. */
+static struct tls_vhost_conf tls_vhost_of(const struct conf_tls *tls,
+                                          const struct tls_certificate_files *files)
+{
+    const struct tls_server_conf *s = &tls->settings;
+    return (struct tls_vhost_conf){.certificates = files,
+                                   .certificate_count = tls->certificate_count,
+                                   .client_ca = s->client_ca,
+                                   .verify_client = s->verify_client,
+                                   .watch = s->certificate_watch,
+                                   .protocols = s->protocols,
+                                   .ciphers = s->ciphers,
+                                   .ciphersuites = s->ciphersuites};
+}
+
+/* The site's TLS: each vhost's certificates, client verification,
+ * protocols and ciphers, and the rest of the settings from its default
+ * server (vhost 0). */
 static int site_tls_build(struct site *site, const struct conf_server **vhost_servers, size_t count,
                           unsigned workers)
 {
@@ -552,9 +573,7 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
     struct tls_certificate_files *next = files;
     for (size_t v = 0; v < count; v++) {
         const struct conf_tls *tls = &vhost_servers[v]->tls;
-        vhosts[v] =
-            (struct tls_vhost_conf){next, tls->certificate_count, tls->settings.client_ca,
-                                    tls->settings.verify_client, tls->settings.certificate_watch};
+        vhosts[v] = tls_vhost_of(tls, next);
         for (size_t i = 0; i < tls->certificate_count; i++) {
             assert(next < files + files_count);
             *next++ = (struct tls_certificate_files){tls->certificates[i].certificate,
@@ -734,8 +753,7 @@ static int admin_tls_build(struct site *site, const struct conf_config *config, 
     for (size_t i = 0; i < tls->certificate_count; i++)
         files[i] = (struct tls_certificate_files){tls->certificates[i].certificate,
                                                   tls->certificates[i].key};
-    struct tls_vhost_conf vhost = {files, tls->certificate_count, tls->settings.client_ca,
-                                   tls->settings.verify_client, tls->settings.certificate_watch};
+    struct tls_vhost_conf vhost = tls_vhost_of(tls, files);
     struct tls_report report = {report_admin_tls_problem, (void *)config};
     int err = tls_server_new(&tls->settings, &vhost, 1, workers, &report, &site->http.tls);
     free(files);

@@ -455,12 +455,11 @@ static bool client_hello_server_name(SSL *ssl, const char **name, size_t *len)
     return false;
 }
 
-/* SNI picks the virtual host's certificates and client verification, by
- * the selector's rules.  This runs on the ClientHello before OpenSSL looks
- * at the session it offers (the servername callback runs after), and
- * SSL_set_SSL_CTX() gives the SSL the new context's session id context: a
- * session resumes only if it was made under the picked vhost's (see
- * session_id_context()). */
+/* SNI picks the virtual host's certificates, client verification,
+ * protocols and ciphers, by the selector's rules.  This runs on the ClientHello before OpenSSL
+ * looks at the session it offers (the servername callback runs after), and SSL_set_SSL_CTX() gives
+ * the SSL the new context's session id context: a session resumes only if it was made under the
+ * picked vhost's (see session_id_context()). */
 static int on_client_hello(SSL *ssl, int *alert, void *arg)
 {
     struct tls_server *server = arg;
@@ -477,11 +476,17 @@ static int on_client_hello(SSL *ssl, int *alert, void *arg)
         return SSL_CLIENT_HELLO_ERROR;
     }
     /* SSL_set_SSL_CTX() takes the certificates, the CA store that verifies
-     * the client's and the CA list sent to it (the SSL has none of its
-     * own) from the new context, but not the verify mode, which the SSL
-     * copied from the first when it was made. */
+     * the client's, the CA list sent to it and the cipher list (the SSL
+     * has none of its own) from the new context, but not the verify mode
+     * or the versions, which the SSL copied from the first when it was
+     * made.  The version is chosen after this callback returns. */
     SSL_set_verify(ssl, SSL_CTX_get_verify_mode(ctx), SSL_CTX_get_verify_callback(ctx));
     SSL_set_verify_depth(ssl, SSL_CTX_get_verify_depth(ctx));
+    if (SSL_set_min_proto_version(ssl, SSL_CTX_get_min_proto_version(ctx)) != 1 ||
+        SSL_set_max_proto_version(ssl, SSL_CTX_get_max_proto_version(ctx)) != 1) {
+        *alert = SSL_AD_INTERNAL_ERROR;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
     return SSL_CLIENT_HELLO_SUCCESS;
 }
 
@@ -638,10 +643,10 @@ static int session_id_context(SSL_CTX *ctx)
     return err;
 }
 
-/* Everything but the certificates and client verification is the same in
- * every context of an address: OpenSSL takes some settings from the
- * context the handshake began with and others from the one SNI switched
- * to. */
+/* Everything but the certificates, client verification, versions and
+ * ciphers is the same in every context of an address: OpenSSL takes some
+ * settings from the context the handshake began with and others from the
+ * one SNI switched to (on_client_hello() copies the rest). */
 static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_server_conf *conf,
                                    const struct tls_vhost_conf *vhost, const struct loader *loader)
 {
@@ -649,10 +654,10 @@ static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_s
     if (ctx == NULL)
         return NULL;
     SSL_CTX_set_app_data(ctx, server);
-    SSL_CTX_set_min_proto_version(ctx, conf->protocols & TLS_PROTOCOL_1_2 ? TLS1_2_VERSION
-                                                                          : TLS1_3_VERSION);
-    SSL_CTX_set_max_proto_version(ctx, conf->protocols & TLS_PROTOCOL_1_3 ? TLS1_3_VERSION
-                                                                          : TLS1_2_VERSION);
+    SSL_CTX_set_min_proto_version(ctx, vhost->protocols & TLS_PROTOCOL_1_2 ? TLS1_2_VERSION
+                                                                           : TLS1_3_VERSION);
+    SSL_CTX_set_max_proto_version(ctx, vhost->protocols & TLS_PROTOCOL_1_3 ? TLS1_3_VERSION
+                                                                           : TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
                                  SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF |
                                  (conf->ktls ? SSL_OP_ENABLE_KTLS : 0) |
@@ -682,14 +687,14 @@ static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_s
         SSL_CTX_set_num_tickets(ctx, 0);
 
     ERR_clear_error();
-    if (SSL_CTX_set_cipher_list(ctx, conf->ciphers != NULL ? conf->ciphers : DEFAULT_CIPHERS) !=
+    if (SSL_CTX_set_cipher_list(ctx, vhost->ciphers != NULL ? vhost->ciphers : DEFAULT_CIPHERS) !=
         1) {
-        report(loader, TLS_CONF_CIPHERS, false, "no usable cipher in \"%s\"", conf->ciphers);
+        report(loader, TLS_CONF_CIPHERS, false, "no usable cipher in \"%s\"", vhost->ciphers);
         goto fail;
     }
-    if (conf->ciphersuites != NULL && SSL_CTX_set_ciphersuites(ctx, conf->ciphersuites) != 1) {
+    if (vhost->ciphersuites != NULL && SSL_CTX_set_ciphersuites(ctx, vhost->ciphersuites) != 1) {
         report(loader, TLS_CONF_CIPHERSUITES, false, "no usable TLS 1.3 cipher suite in \"%s\"",
-               conf->ciphersuites);
+               vhost->ciphersuites);
         goto fail;
     }
     if (vhost->client_ca != NULL) {
@@ -850,6 +855,8 @@ static void watch_free(struct tls_watch *watch)
         free(w->files);
         free(w->sigs);
         free((char *)w->conf.client_ca);
+        free((char *)w->conf.ciphers);
+        free((char *)w->conf.ciphersuites);
     }
     free(watch->vhosts);
     free((char *)watch->conf.ciphers);
@@ -901,6 +908,8 @@ static int watch_new(const struct tls_server_conf *conf, const struct tls_vhost_
         w->index = v;
         w->conf = vhosts[v];
         w->conf.client_ca = dup_or_null(vhosts[v].client_ca, &failed);
+        w->conf.ciphers = dup_or_null(vhosts[v].ciphers, &failed);
+        w->conf.ciphersuites = dup_or_null(vhosts[v].ciphersuites, &failed);
         w->files = calloc(n ? n : 1, sizeof(*w->files));
         w->sigs = calloc(n ? 2 * n : 1, sizeof(*w->sigs));
         if (w->files == NULL || w->sigs == NULL) {

@@ -54,13 +54,16 @@ struct tls_certificate_files {
 };
 
 /* What differs between the virtual hosts of one address: their
- * certificates (the first is the default) and how they verify clients'. */
+ * certificates (the first is the default), how they verify clients', and
+ * the versions and ciphers they speak. */
 struct tls_vhost_conf {
     const struct tls_certificate_files *certificates;
     size_t certificate_count;
     const char *client_ca;                /* tls_client_certificate; NULL: no client certificates */
     enum tls_verify_client verify_client; /* tls_verify_client */
     bool watch;                           /* tls_certificate_watch: see tls_server_new() */
+    unsigned protocols;                   /* tls_protocols: TLS_PROTOCOL_* bits */
+    const char *ciphers, *ciphersuites;   /* tls_ciphers, tls_ciphersuites; NULL: the defaults */
 };
 
 /* Picks the virtual host whose certificates answer a client that sent
@@ -87,8 +90,8 @@ struct tls_server_conf {
     bool ktls;                       /* tls_ktls */
     bool certificate_watch;          /* tls_certificate_watch (each vhost's own) */
     /* tls_client_certificate (NULL: none) and tls_verify_client, as the
-     * block set them; tls_server_new() takes each vhost's from its
-     * tls_vhost_conf instead. */
+     * block set them; tls_server_new() takes these, protocols, ciphers and
+     * ciphersuites from each vhost's tls_vhost_conf instead. */
     const char *client_ca;
     enum tls_verify_client verify_client;
     bool http2; /* ALPN offers h2 before http/1.1 (listen ... tls http2) */
@@ -129,8 +132,9 @@ struct tls_server;
 /* Loads the certificates and settings for one listening address with
  * `vhost_count` virtual hosts (`vhosts`, the first the default), served by
  * `workers` workers (each gets its counters).  A client gets the
- * certificates and client verification of the vhost its SNI selects, the
- * first's without SNI; everything else in `conf` is the same for all.  Problems go to `report`
+ * certificates, client verification, protocols and ciphers of the vhost
+ * its SNI selects, the first's without SNI; everything else in `conf` is
+ * the same for all.  Problems go to `report`
  * (warnings too: an expired certificate); returns 0, -EINVAL after an error
  * report, or -ENOMEM.
  *

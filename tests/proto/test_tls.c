@@ -547,8 +547,8 @@ END_TEST
 
 /* Requests whose Host names another server block than SNI did.  a.test and
  * shared.test share their certificate and settings, a-verify.test has it
- * too but asks for client certificates, *.b.test and default.test have
- * their own. */
+ * too but asks for client certificates, a-strict.test too but speaks TLS
+ * 1.3 only, *.b.test and default.test have their own. */
 static const struct {
     const char *sni;  /* NULL: none */
     const char *host; /* the request's Host, or :authority */
@@ -562,6 +562,8 @@ static const struct {
     {"a.test", "x.b.test", 421, NULL},
     {"a.test", "default.test", 421, NULL},
     {"a.test", "a-verify.test", 421, NULL},
+    {"a.test", "a-strict.test", 421, NULL},
+    {"a-strict.test", "a-strict.test", 200, "a-strict"},
     {"x.b.test", "a.test", 421, NULL},
     {"unknown.test", "default.test", 200, "default"},
     {"unknown.test", "other.test", 200, "default"},
@@ -570,7 +572,8 @@ static const struct {
 };
 
 /* A TLS connection belongs to the server block SNI picked: a request on it
- * for a block with other TLS settings (certificates, client certificates)
+ * for a block with other TLS settings (certificates, client certificates,
+ * protocols)
  * gets 421 Misdirected Request, over HTTP/1.1 and HTTP/2 alike, so that the
  * client asks again on a connection of its own for that name. */
 START_TEST(misdirected_requests_get_421)
@@ -603,6 +606,14 @@ START_TEST(misdirected_requests_get_421)
           "}\n"
           "server {\n"
           "    listen 127.0.0.1:%d tls http2;\n"
+          "    server_name a-strict.test;\n"
+          "    tls_certificate certs/a.pem;\n"
+          "    tls_certificate_key certs/a.key;\n"
+          "    tls_protocols TLSv1.3;\n"
+          "    location / { return 200 \"a-strict\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls http2;\n"
           "    server_name *.b.test;\n"
           "    tls_certificate certs/b.pem;\n"
           "    tls_certificate_key certs/b.key;\n"
@@ -613,7 +624,7 @@ START_TEST(misdirected_requests_get_421)
           "    server_name default.test;\n" DEFAULT_CERT
           "    location / { return 200 \"default\"; }\n"
           "}\n",
-          port, port, port, port, port);
+          port, port, port, port, port, port);
     for (int i = 0; i < COUNT(misdirected_cases); i++) {
         const char *sni = misdirected_cases[i].sni;
         const char *host = misdirected_cases[i].host;
@@ -1423,6 +1434,82 @@ START_TEST(sni_picks_the_server_blocks_client_verification)
 }
 END_TEST
 
+/* tls_protocols, tls_ciphers and tls_ciphersuites are the block's that SNI
+ * picks, not the default server's: the default takes TLS 1.3 only, a.test
+ * both versions with one TLS 1.2 cipher, *.b.test TLS 1.2 only. */
+START_TEST(sni_picks_the_server_blocks_protocols_and_ciphers)
+{
+    struct test_daemon d;
+    int port = free_port();
+    start(&d, "corral",
+          "workers 1;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:%d tls default_server;\n"
+          "    server_name default.test;\n" DEFAULT_CERT "    tls_protocols TLSv1.3;\n"
+          "    tls_ciphersuites TLS_CHACHA20_POLY1305_SHA256;\n"
+          "    location / { return 200 \"default\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    server_name a.test;\n"
+          "    tls_certificate certs/a.pem;\n"
+          "    tls_certificate_key certs/a.key;\n"
+          "    tls_ciphers ECDHE-ECDSA-AES128-GCM-SHA256;\n"
+          "    location / { return 200 \"a\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    server_name *.b.test;\n"
+          "    tls_certificate certs/b.pem;\n"
+          "    tls_certificate_key certs/b.key;\n"
+          "    tls_protocols TLSv1.2;\n"
+          "    location / { return 200 \"b\"; }\n"
+          "}\n",
+          port, port, port);
+    static const struct {
+        const char *sni;
+        int version;
+        const char *ciphers;
+        const char *served; /* NULL: refused */
+        const char *cipher; /* the one agreed on; NULL: any */
+    } cases[] = {
+        {"default.test", TLS1_2_VERSION, NULL, NULL, NULL},
+        {"default.test", TLS1_3_VERSION, NULL, "default", "TLS_CHACHA20_POLY1305_SHA256"},
+        {NULL, TLS1_2_VERSION, NULL, NULL, NULL},
+        {"a.test", TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256", "a", NULL},
+        {"a.test", TLS1_2_VERSION, "ECDHE-ECDSA-AES256-GCM-SHA384", NULL, NULL},
+        {"a.test", TLS1_3_VERSION, NULL, "a", "TLS_AES_256_GCM_SHA384"},
+        {"x.b.test", TLS1_2_VERSION, NULL, "b", NULL},
+        {"x.b.test", TLS1_3_VERSION, NULL, NULL, NULL},
+    };
+    for (int i = 0; i < COUNT(cases); i++) {
+        struct client c = {.min_version = cases[i].version,
+                           .max_version = cases[i].version,
+                           .sni = cases[i].sni,
+                           .ciphers = cases[i].ciphers};
+        char what[256];
+        snprintf(what, sizeof(what), "SNI %s, %s, ciphers %s",
+                 cases[i].sni != NULL ? cases[i].sni : "(none)", version_name(cases[i].version),
+                 cases[i].ciphers != NULL ? cases[i].ciphers : "(default)");
+        if (cases[i].served == NULL) {
+            char why[512];
+            ck_assert_msg(refused(d.port, &c, why, sizeof(why)), "%s: not refused: %s", what, why);
+            continue;
+        }
+        struct tls t;
+        ck_assert_msg(tls_open(&t, d.port, &c), "%s: %s", what, t.error);
+        const char *cipher = SSL_get_cipher_name(t.ssl);
+        ck_assert_msg(cases[i].cipher == NULL || strcmp(cipher, cases[i].cipher) == 0,
+                      "%s: cipher %s", what, cipher);
+        char got[64];
+        int status = tls_get(&t, cases[i].sni, "/", got, sizeof(got));
+        ck_assert_msg(status == 200 && strcmp(got, cases[i].served) == 0, "%s: %d \"%s\" %s", what,
+                      status, got, t.error);
+        tls_close(&t);
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* A session from a block that asks for no client certificate does not let
  * a client into one that requires one (a resumption asks for none), in TLS
  * 1.2 and 1.3; one from the verifying block itself still resumes there. */
@@ -1886,6 +1973,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, sni_picks_the_server_blocks_client_verification, 0,
                         COUNT(sni_verify_configs));
     tcase_add_test(tc, a_session_does_not_skip_another_blocks_verification);
+    tcase_add_test(tc, sni_picks_the_server_blocks_protocols_and_ciphers);
     tcase_add_test(tc, the_admin_listener_verifies_client_certificates);
     tcase_add_test(tc, a_public_admin_listener_needs_verification_not_to_be_warned);
     tcase_add_test(tc, proxy_to_an_https_upstream);
