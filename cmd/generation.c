@@ -539,8 +539,14 @@ int generation_start(struct conf_config *config, struct generation *previous,
         site->http.stats = gen->stats;
         /* Tickets issued before a reload keep resuming after it. */
         struct site *old = find_site(previous, site->address);
-        if (site->http.tls != NULL && old != NULL && old->http.tls != NULL)
+        if (site->http.tls != NULL && old != NULL && old->http.tls != NULL) {
             tls_server_take_ticket_keys(site->http.tls, old->http.tls);
+            tls_server_take_staples(site->http.tls, old->http.tls);
+        }
+        /* OCSP responses are fetched once for every worker. */
+        if (site->http.tls != NULL && main_loop != NULL &&
+            (err = tls_server_stapling_start(site->http.tls, main_loop)) != 0)
+            goto fail;
     }
 
     /* Inherit what can be inherited first, so that closing the previous

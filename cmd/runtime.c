@@ -440,12 +440,15 @@ static void log_tls_problem(const struct conf_tls *tls, const struct conf_pos *b
                             enum tls_conf_item item, size_t index, bool warning,
                             const char *message)
 {
-    const struct conf_pos *pos = item == TLS_CONF_CERTIFICATE
-                                     ? &tls->certificates[index].certificate_pos
-                                 : item == TLS_CONF_KEY          ? &tls->certificates[index].key_pos
-                                 : item == TLS_CONF_CIPHERS      ? &tls->ciphers_pos
-                                 : item == TLS_CONF_CIPHERSUITES ? &tls->ciphersuites_pos
-                                                                 : &tls->client_ca_pos;
+    const struct conf_pos *pos =
+        item == TLS_CONF_CERTIFICATE           ? &tls->certificates[index].certificate_pos
+        : item == TLS_CONF_KEY                 ? &tls->certificates[index].key_pos
+        : item == TLS_CONF_CIPHERS             ? &tls->ciphers_pos
+        : item == TLS_CONF_CIPHERSUITES        ? &tls->ciphersuites_pos
+        : item == TLS_CONF_STAPLING_FILE       ? &tls->stapling_file_pos
+        : item == TLS_CONF_STAPLING_RESPONDER  ? &tls->stapling_responder_pos
+        : item == TLS_CONF_TRUSTED_CERTIFICATE ? &tls->trusted_ca_pos
+                                               : &tls->client_ca_pos;
     if (pos->file == NULL)
         pos = block;
     if (warning)
@@ -550,7 +553,12 @@ static struct tls_vhost_conf tls_vhost_of(const struct conf_tls *tls,
                                    .watch = s->certificate_watch,
                                    .protocols = s->protocols,
                                    .ciphers = s->ciphers,
-                                   .ciphersuites = s->ciphersuites};
+                                   .ciphersuites = s->ciphersuites,
+                                   .stapling = s->stapling,
+                                   .stapling_verify = s->stapling_verify,
+                                   .stapling_file = s->stapling_file,
+                                   .stapling_responder = s->stapling_responder,
+                                   .trusted_ca = s->trusted_ca};
 }
 
 /* The site's TLS: each vhost's certificates, client verification,

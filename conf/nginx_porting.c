@@ -56,7 +56,6 @@ struct porting_entry {
 #define STATIC(n)   MISSING(n, "serving files", R_STATIC)
 #define GZIP(n)     MISSING(n, "compression", R_STATIC)
 #define CACHE(n)    MISSING(n, "caching", R_CACHE)
-#define OCSP(n)     MISSING(n, "OCSP stapling", R_ACME)
 #define TUNING(n)   BUILTIN(n, "corral sizes its buffers and tables itself")
 #define NO_FILES(n) BUILTIN(n, "corral keeps no temporary files")
 
@@ -237,9 +236,7 @@ static const struct porting_entry directives[] = {
     MISSING("ssl_early_data", "TLS 1.3 early data", R_H3),
     BUILTIN("ssl_ecdh_curve", "corral uses OpenSSL's default groups (X25519, P-256 and "
             "others)"),
-    OCSP("ssl_stapling*"), MISSING("ssl_ocsp*", "OCSP checks of client certificates", R_ACME),
-    MISSING("ssl_trusted_certificate", "OCSP stapling (the only use of this file in corral's "
-            "plans)", R_ACME),
+    MISSING("ssl_ocsp*", "OCSP checks of client certificates", R_ACME),
     MISSING("ssl_password_file", "encrypted keys (store the key unencrypted, mode 0600)",
             R_ACME),
     NONE("ssl_reject_handshake", "a server without a certificate refuses the handshake in "

@@ -58,6 +58,9 @@ struct tls_server {
     unsigned workers;
     uint32_t handshake_timeout_ms;
     struct ticket_keys ticket_keys;
+    struct tls_staple **staples; /* tls_stapling: one per certificate stapled */
+    size_t staple_count;
+    struct tls_stapling_stats stapling_stats;
 };
 
 void tls_server_take_ticket_keys(struct tls_server *server, struct tls_server *from)
@@ -932,6 +935,51 @@ static int watch_new(const struct tls_server_conf *conf, const struct tls_vhost_
     return 0;
 }
 
+/* Staples the certificate `ctx` has just loaded, if it can be. */
+static int staple_add(struct tls_server *server, SSL_CTX *ctx, const struct tls_vhost_conf *vhost,
+                      const struct loader *loader, const struct tls_certificate_files *files)
+{
+    struct tls_staple **grown =
+        realloc(server->staples, (server->staple_count + 1) * sizeof(*grown));
+    if (grown == NULL)
+        return -ENOMEM;
+    server->staples = grown;
+    struct tls_staple *staple;
+    enum tls_conf_item item = TLS_CONF_CERTIFICATE;
+    char why[512];
+    int err = tls_staple_new(ctx, vhost, files->certificate, &server->stapling_stats, &staple,
+                             &item, why, sizeof(why));
+    if (err == -ENOMEM)
+        return err;
+    if (err != 0 || why[0] != '\0')
+        report(loader, item, err == 0, "%s", why);
+    if (err == 0 && staple != NULL)
+        grown[server->staple_count++] = staple;
+    return err;
+}
+
+int tls_server_stapling_start(struct tls_server *server, corral_loop *loop)
+{
+    for (size_t i = 0; i < server->staple_count; i++) {
+        int err = tls_staple_start(server->staples[i], loop);
+        if (err != 0)
+            return err;
+    }
+    return 0;
+}
+
+void tls_server_take_staples(struct tls_server *server, struct tls_server *from)
+{
+    for (size_t i = 0; i < server->staple_count; i++)
+        for (size_t j = 0; j < from->staple_count; j++)
+            tls_staple_take(server->staples[i], from->staples[j]);
+}
+
+const struct tls_stapling_stats *tls_server_stapling_stats(const struct tls_server *server)
+{
+    return &server->stapling_stats;
+}
+
 int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_conf *vhosts,
                    size_t vhost_count, unsigned workers, const struct tls_report *report_to,
                    struct tls_server **out)
@@ -965,6 +1013,8 @@ int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_co
         for (size_t i = 0; i < vhosts[v].certificate_count && err == 0; i++) {
             loader.index = i;
             err = load_certificate(ctx, &loader, &vhosts[v].certificates[i]);
+            if (err == 0 && vhosts[v].stapling)
+                err = staple_add(server, ctx, &vhosts[v], &loader, &vhosts[v].certificates[i]);
         }
     }
     if (err == 0)
@@ -988,6 +1038,9 @@ void tls_server_free(struct tls_server *server)
 {
     if (server == NULL)
         return;
+    for (size_t i = 0; i < server->staple_count; i++)
+        tls_staple_free(server->staples[i]);
+    free(server->staples);
     for (size_t i = 0; i < server->context_count; i++)
         SSL_CTX_free(server->contexts[i]);
     free(server->contexts);

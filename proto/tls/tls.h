@@ -64,6 +64,11 @@ struct tls_vhost_conf {
     bool watch;                           /* tls_certificate_watch: see tls_server_new() */
     unsigned protocols;                   /* tls_protocols: TLS_PROTOCOL_* bits */
     const char *ciphers, *ciphersuites;   /* tls_ciphers, tls_ciphersuites; NULL: the defaults */
+    /* OCSP stapling: see tls_server_new() */
+    bool stapling, stapling_verify; /* tls_stapling, tls_stapling_verify */
+    const char *stapling_file;      /* tls_stapling_file: a DER response; NULL: fetched */
+    const char *stapling_responder; /* tls_stapling_responder: http:// URL; NULL: AIA's */
+    const char *trusted_ca;         /* tls_trusted_certificate; NULL: the system's store */
 };
 
 /* Picks the virtual host whose certificates answer a client that sent
@@ -95,6 +100,10 @@ struct tls_server_conf {
     const char *client_ca;
     enum tls_verify_client verify_client;
     bool http2; /* ALPN offers h2 before http/1.1 (listen ... tls http2) */
+    /* OCSP stapling, as the block set it; tls_server_new() takes each
+     * vhost's from its tls_vhost_conf. */
+    bool stapling, stapling_verify;
+    const char *stapling_file, *stapling_responder, *trusted_ca;
 };
 
 /* The defaults.  verify_client's depends on client_ca: on with a CA file,
@@ -119,6 +128,9 @@ enum tls_conf_item {
     TLS_CONF_CIPHERS,
     TLS_CONF_CIPHERSUITES,
     TLS_CONF_CLIENT_CA,
+    TLS_CONF_STAPLING_FILE,
+    TLS_CONF_STAPLING_RESPONDER,
+    TLS_CONF_TRUSTED_CERTIFICATE,
 };
 
 struct tls_report {
@@ -144,7 +156,19 @@ struct tls_server;
  * place) has the vhost's context built again from the files, in the
  * accepting worker, and new handshakes get it; a pair that does not load
  * is logged and the old one serves on.  Connections keep the context they
- * began with. */
+ * began with.
+ *
+ * A vhost with `stapling` staples an OCSP response to the handshakes of
+ * clients that ask (status_request), for each certificate whose issuer is
+ * in its chain or in `trusted_ca`: the response in `stapling_file`, or the
+ * last good one fetched from the responder (`stapling_responder`, else the
+ * certificate's AIA OCSP URL: plain http://, resolved now) once
+ * tls_server_stapling_start() runs.  A response is stapled only while it
+ * is successful, says the certificate is good, is about it, is current,
+ * and (`stapling_verify`) verifies against the chain and `trusted_ca`.  A
+ * certificate without issuer or responder is served unstapled (a warning).
+ * A certificate loaded again by `watch` is not stapled until the next
+ * configuration. */
 int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_conf *vhosts,
                    size_t vhost_count, unsigned workers, const struct tls_report *report,
                    struct tls_server **out);
@@ -152,6 +176,23 @@ void tls_server_free(struct tls_server *server);
 /* Gives a server that is not serving yet the session ticket keys of one
  * that may be (the previous configuration's), so that its tickets resume. */
 void tls_server_take_ticket_keys(struct tls_server *server, struct tls_server *from);
+
+/* Counters of OCSP fetches, written by the loop that fetches. */
+struct tls_stapling_stats {
+    _Atomic uint64_t fetches;  /* responses fetched and stapled */
+    _Atomic uint64_t failures; /* fetches that failed, or whose response was refused */
+};
+
+/* Starts fetching the OCSP responses of `server`'s stapled certificates
+ * on `loop` (the main loop: one fetch per certificate for every worker),
+ * now for those without a response, before expiry for the others.
+ * Stops when the server is freed, which must then happen on that loop's
+ * thread.  Returns 0 or -ENOMEM. */
+int tls_server_stapling_start(struct tls_server *server, corral_loop *loop);
+/* Gives a server not serving yet the OCSP responses `from` (the previous
+ * configuration's) holds for the same certificates. */
+void tls_server_take_staples(struct tls_server *server, struct tls_server *from);
+const struct tls_stapling_stats *tls_server_stapling_stats(const struct tls_server *server);
 
 /* OpenSSL writes to the socket with write(2): a process using TLS must
  * ignore SIGPIPE. */
