@@ -726,6 +726,9 @@ static void generation_stop(struct generation *gen, uint32_t graceful_ms)
         health_stop(gen->upstreams[i].upstream);
         resolve_stop(gen->upstreams[i].upstream);
     }
+    for (size_t i = 0; i < gen->site_count; i++)
+        if (gen->sites[i].http.tls != NULL)
+            tls_server_stapling_stop(gen->sites[i].http.tls);
     corral_server_stop(gen->server, graceful_ms);
 }
 

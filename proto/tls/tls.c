@@ -968,6 +968,12 @@ int tls_server_stapling_start(struct tls_server *server, corral_loop *loop)
     return 0;
 }
 
+void tls_server_stapling_stop(struct tls_server *server)
+{
+    for (size_t i = 0; i < server->staple_count; i++)
+        tls_staple_stop(server->staples[i]);
+}
+
 void tls_server_take_staples(struct tls_server *server, struct tls_server *from)
 {
     for (size_t i = 0; i < server->staple_count; i++)

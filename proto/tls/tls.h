@@ -189,6 +189,9 @@ struct tls_stapling_stats {
  * Stops when the server is freed, which must then happen on that loop's
  * thread.  Returns 0 or -ENOMEM. */
 int tls_server_stapling_start(struct tls_server *server, corral_loop *loop);
+/* Stops those fetches (on that loop's thread): a configuration being
+ * replaced leaves them to the next one.  Its responses serve on. */
+void tls_server_stapling_stop(struct tls_server *server);
 /* Gives a server not serving yet the OCSP responses `from` (the previous
  * configuration's) holds for the same certificates. */
 void tls_server_take_staples(struct tls_server *server, struct tls_server *from);

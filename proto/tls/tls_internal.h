@@ -82,6 +82,8 @@ int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char 
                    struct tls_stapling_stats *stats, struct tls_staple **out,
                    enum tls_conf_item *item, char *why, size_t why_len);
 int tls_staple_start(struct tls_staple *staple, corral_loop *loop);
+/* Stops fetching (on the loop's thread); the staple serves on. */
+void tls_staple_stop(struct tls_staple *staple);
 void tls_staple_take(struct tls_staple *staple, struct tls_staple *from);
 void tls_staple_free(struct tls_staple *staple);
 

@@ -417,23 +417,30 @@ static void on_fetch_open(corral_conn *conn)
 
 static void fetch_done(corral_conn *conn);
 
-/* Whether the answer in f->buf is whole by its Content-Length (a
- * responder may keep the connection open after it). */
-static bool answer_complete(const struct fetch *f)
+/* The Content-Length of the head in f->buf that ends at `end` (its blank
+ * line, which stops every scan below inside the buffer). */
+static bool content_length(const struct fetch *f, const char *end, size_t *n)
 {
     const char *text = (const char *)f->buf;
-    const char *end = memmem(text, f->len, "\r\n\r\n", 4);
-    if (end == NULL)
-        return false;
     for (const char *line = memchr(text, '\n', (size_t)(end - text)); line != NULL && line < end;
          line = memchr(line + 1, '\n', (size_t)(end - line))) {
         if (strncasecmp(line + 1, "Content-Length:", 15) != 0)
             continue;
-        char *stop;
-        unsigned long n = strtoul(line + 16, &stop, 10);
-        return n <= RESPONSE_LIMIT && f->len - (size_t)(end + 4 - text) >= n;
+        unsigned long value = strtoul(line + 16, NULL, 10);
+        *n = value;
+        return value <= RESPONSE_LIMIT;
     }
     return false;
+}
+
+/* Whether the answer in f->buf is whole by its Content-Length (a
+ * responder may keep the connection open after it). */
+static bool answer_complete(const struct fetch *f)
+{
+    const char *end = memmem(f->buf, f->len, "\r\n\r\n", 4);
+    size_t n;
+    return end != NULL && content_length(f, end, &n) &&
+           f->len - (size_t)(end + 4 - (const char *)f->buf) >= n;
 }
 
 static size_t on_fetch_data(corral_conn *conn, const char *data, size_t len)
@@ -466,7 +473,10 @@ static const unsigned char *http_body(const struct fetch *f, size_t *len, char *
         return NULL;
     }
     const unsigned char *body = (const unsigned char *)end + 4;
+    size_t declared;
     *len = f->len - (size_t)(body - f->buf);
+    if (content_length(f, end, &declared) && declared < *len)
+        *len = declared;
     return body;
 }
 
@@ -605,16 +615,23 @@ void tls_staple_take(struct tls_staple *st, struct tls_staple *from)
         staple_set(st, copy, len, until);
 }
 
-void tls_staple_free(struct tls_staple *st)
+void tls_staple_stop(struct tls_staple *st)
 {
-    if (st == NULL)
-        return;
     /* The connection in flight frees its fetch when it closes. */
     if (st->fetch != NULL) {
         st->fetch->staple = NULL;
         corral_conn_abort(st->fetch->conn, 0);
+        st->fetch = NULL;
     }
     corral_timer_free(st->timer);
+    st->timer = NULL;
+}
+
+void tls_staple_free(struct tls_staple *st)
+{
+    if (st == NULL)
+        return;
+    tls_staple_stop(st);
     if (st->cert != NULL && staple_index >= 0 && X509_get_ex_data(st->cert, staple_index) == st)
         X509_set_ex_data(st->cert, staple_index, NULL);
     X509_free(st->cert);

@@ -50,8 +50,8 @@ static const char openssl_conf[] = "[req]\n"
  * default.test (P-256), default.test again with an RSA 2048 key, an expired
  * one, and a client certificate from each CA; an intermediate CA under the
  * first and, signed by it, chained.test, whose file holds the leaf and then
- * the intermediate; ocsp.test (serial 10) and revoked.test (11), whose OCSP
- * URL is http://127.0.0.1:1/.  NAME.pem with NAME.key. */
+ * the intermediate; ocsp.test (serial 10) and revoked.test (11), must-staple
+ * certificates whose OCSP URL is http://127.0.0.1:1/.  NAME.pem with NAME.key. */
 static const char make_certs[] =
     "set -e\n"
     "export OPENSSL_CONF=\"$PWD/openssl.cnf\"\n"
@@ -85,12 +85,13 @@ static const char make_certs[] =
     "openssl x509 -req -in inter.csr -CA ca.pem -CAkey ca.key -set_serial 8 -days 30 \\\n"
     "    -extfile openssl.cnf -extensions ca -out inter.pem\n"
     "ec chained && leaf chained inter chained.test 9 30 && cat inter.pem >>chained.pem\n"
-    "ocspleaf() { # NAME CN SERIAL: with an OCSP URL nothing answers at\n"
+    "ocspleaf() { # NAME CN SERIAL: must-staple, with an OCSP URL nothing answers at\n"
     "    printf 'basicConstraints = CA:FALSE\\n"
     "keyUsage = critical, digitalSignature\\n"
     "extendedKeyUsage = serverAuth\\n"
     "subjectAltName = DNS:%s\\n"
-    "authorityInfoAccess = OCSP;URI:http://127.0.0.1:1/\\n' \"$2\" > \"$1.ext\"\n"
+    "authorityInfoAccess = OCSP;URI:http://127.0.0.1:1/\\n"
+    "tlsfeature = status_request\\n' \"$2\" > \"$1.ext\"\n"
     "    openssl req -new -key \"$1.key\" -subj \"/CN=$2\" -out \"$1.csr\"\n"
     "    openssl x509 -req -in \"$1.csr\" -CA ca.pem -CAkey ca.key -set_serial \"$3\" \\\n"
     "        -days 30 -extfile \"$1.ext\" -out \"$1.pem\"\n"
@@ -1801,6 +1802,10 @@ START_TEST(ocsp_responses_are_fetched_and_stapled)
     ck_assert_msg(tls_open(&t, d.port, &plain), "%s", t.error);
     const unsigned char *der;
     ck_assert_int_le(SSL_get_tlsext_status_ocsp_resp(t.ssl, &der), 0);
+    /* The certificate stapled above is a must-staple one. */
+    X509 *served = SSL_get1_peer_certificate(t.ssl);
+    ck_assert_int_ge(X509_get_ext_by_NID(served, NID_tlsfeature, -1), 0);
+    X509_free(served);
     tls_close(&t);
 
     /* openssl s_client -status sees it too. */
