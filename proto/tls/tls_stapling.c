@@ -11,18 +11,18 @@
 #include "proto/tls/tls_internal.h"
 #include "proto/counter.h"
 
-#include <arpa/inet.h>
-#include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <openssl/err.h>
 #include <openssl/ocsp.h>
-#include <openssl/pem.h>
 #include <openssl/x509v3.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -520,14 +520,15 @@ static void on_fetch_close(corral_conn *conn, int error)
 {
     struct fetch *f = corral_conn_data(conn);
     struct tls_staple *st = f->staple;
-    if (st != NULL && error != 0 && !f->failed) {
+    /* Ended before an answer was judged: refused, reset, timed out. */
+    if (st != NULL && !f->done && !f->failed) {
         f->failed = true;
         corral_log(CORRAL_LOG_WARN,
                    "tls_stapling: OCSP responder %s for \"%s\": %s; the last good response (if "
                    "any) stays",
-                   st->host, st->name, strerror(-error));
+                   st->host, st->name, strerror(error != 0 ? -error : ECONNRESET));
     }
-    fetch_end(f, !f->failed && error == 0);
+    fetch_end(f, f->done && !f->failed);
 }
 
 static const struct corral_conn_handler fetch_handler = {

@@ -2093,30 +2093,45 @@ END_TEST
  * certificate's. */
 START_TEST(check_refuses_a_bad_upstream_client_certificate)
 {
+#define PROXY "proxy_pass https://127.0.0.1:1; "
+#define GRPC  "grpc_pass grpcs://127.0.0.1:1; "
     static const struct {
-        const char *lines, *expected;
+        const char *lines, *expected; /* NULL: taken */
     } cases[] = {
-        {"proxy_tls_certificate_key certs/client.key;",
+        {PROXY
+         "proxy_tls_certificate certs/client.pem; proxy_tls_certificate_key certs/client.key;",
+         NULL},
+        {PROXY "proxy_tls_certificate_key certs/client.key;",
          "\"proxy_tls_certificate_key\" needs \"proxy_tls_certificate\" in the same location"},
-        {"proxy_ssl_certificate certs/client.pem;",
+        {PROXY "proxy_ssl_certificate certs/client.pem;",
          "\"proxy_ssl_certificate\" needs \"proxy_ssl_certificate_key\" in the same location"},
-        {"proxy_tls_certificate certs/client.pem; proxy_tls_certificate_key certs/a.key;",
+        {PROXY "proxy_tls_certificate certs/client.pem; proxy_tls_certificate_key certs/a.key;",
          "cannot load key"},
-        {"proxy_tls_certificate certs/missing.pem; proxy_tls_certificate_key certs/a.key;",
+        {PROXY "proxy_tls_certificate certs/missing.pem; proxy_tls_certificate_key certs/a.key;",
          "cannot load certificate"},
+        {GRPC "grpc_ssl_certificate certs/client.pem;",
+         "\"grpc_ssl_certificate\" needs \"grpc_ssl_certificate_key\" in the same location"},
+        {GRPC "grpc_ssl_certificate certs/client.pem; grpc_ssl_certificate_key certs/a.key;",
+         "cannot load key"},
+        {"return 204; proxy_tls_certificate certs/client.pem; "
+         "proxy_tls_certificate_key certs/client.key;",
+         "\"proxy_tls_certificate\" needs \"proxy_pass https://...\" in the same location"},
     };
+#undef PROXY
+#undef GRPC
     for (int i = 0; i < COUNT(cases); i++) {
         char path[PATH_MAX], args[PATH_MAX + 16], out[4096], conf[1024];
         test_daemon_file(path, sizeof(path), "check.conf");
         snprintf(conf, sizeof(conf),
-                 "server {\n    listen 127.0.0.1:0;\n"
-                 "    location / { proxy_pass https://127.0.0.1:1; %s }\n}\n",
-                 cases[i].lines);
+                 "server {\n    listen 127.0.0.1:0;\n    location / { %s }\n}\n", cases[i].lines);
         test_write_file(path, conf);
         snprintf(args, sizeof(args), "-t -c '%s'", path);
         int rc = test_daemon_run(args, out, sizeof(out));
-        ck_assert_msg(rc != 0 && strstr(out, cases[i].expected) != NULL, "%s: exit %d:\n%s",
-                      cases[i].lines, rc, out);
+        if (cases[i].expected == NULL)
+            ck_assert_msg(rc == 0, "%s: exit %d:\n%s", cases[i].lines, rc, out);
+        else
+            ck_assert_msg(rc != 0 && strstr(out, cases[i].expected) != NULL, "%s: exit %d:\n%s",
+                          cases[i].lines, rc, out);
     }
 }
 END_TEST
