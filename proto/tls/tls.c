@@ -58,7 +58,8 @@ struct tls_server {
     unsigned workers;
     uint32_t handshake_timeout_ms;
     struct ticket_keys ticket_keys;
-    struct tls_staple **staples; /* tls_stapling: one per certificate stapled */
+    struct tls_sni_certs **sni_certs; /* per vhost: NULL, or its certificates named by SNI */
+    struct tls_staple **staples;      /* tls_stapling: one per certificate stapled */
     size_t staple_count;
     struct tls_stapling_stats stapling_stats;
 };
@@ -797,7 +798,11 @@ static bool watch_rebuild(struct tls_server *server, struct watch_vhost *w)
     int err = ctx != NULL ? 0 : -EINVAL;
     for (size_t i = 0; i < w->conf.certificate_count && err == 0; i++) {
         loader.index = i;
-        err = load_certificate(ctx, &loader, &w->files[i]);
+        if (tls_sni_certs_template(w->files[i].certificate) ||
+            tls_sni_certs_template(w->files[i].key))
+            SSL_CTX_set_cert_cb(ctx, tls_sni_certs_select, server->sni_certs[w->index]);
+        else
+            err = load_certificate(ctx, &loader, &w->files[i]);
     }
     if (err != 0) {
         SSL_CTX_free(ctx);
@@ -935,6 +940,25 @@ static int watch_new(const struct tls_server_conf *conf, const struct tls_vhost_
     return 0;
 }
 
+/* A pair whose file names hold the SNI name: read in the handshake. */
+static int sni_certs_add(struct tls_server *server, SSL_CTX *ctx, size_t vhost,
+                         const struct loader *loader, const struct tls_certificate_files *files)
+{
+    if (server->sni_certs[vhost] != NULL) {
+        report(loader, TLS_CONF_CERTIFICATE, false,
+               "a server takes one \"tls_certificate\" with variables");
+        return -EINVAL;
+    }
+    char why[512];
+    int err = tls_sni_certs_new(files->certificate, files->key, &server->sni_certs[vhost], why,
+                                sizeof(why));
+    if (err == -EINVAL)
+        report(loader, TLS_CONF_CERTIFICATE, false, "%s", why);
+    if (err == 0)
+        SSL_CTX_set_cert_cb(ctx, tls_sni_certs_select, server->sni_certs[vhost]);
+    return err;
+}
+
 /* Staples the certificate `ctx` has just loaded, if it can be. */
 static int staple_add(struct tls_server *server, SSL_CTX *ctx, const struct tls_vhost_conf *vhost,
                       const struct loader *loader, const struct tls_certificate_files *files)
@@ -998,10 +1022,11 @@ int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_co
     server->handshake_timeout_ms = conf->handshake_timeout_ms;
     tls_tickets_init(&server->ticket_keys, conf->ticket_key_rotation_ms);
     server->contexts = calloc(vhost_count ? vhost_count : 1, sizeof(*server->contexts));
+    server->sni_certs = calloc(vhost_count ? vhost_count : 1, sizeof(*server->sni_certs));
     /* Cache-line aligned, so that workers counting do not share lines. */
     server->stats =
         aligned_alloc(_Alignof(struct tls_stats), (workers ? workers : 1) * sizeof(*server->stats));
-    if (server->contexts == NULL || server->stats == NULL) {
+    if (server->contexts == NULL || server->sni_certs == NULL || server->stats == NULL) {
         tls_server_free(server);
         return -ENOMEM;
     }
@@ -1018,7 +1043,12 @@ int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_co
         server->contexts[server->context_count++] = ctx;
         for (size_t i = 0; i < vhosts[v].certificate_count && err == 0; i++) {
             loader.index = i;
-            err = load_certificate(ctx, &loader, &vhosts[v].certificates[i]);
+            const struct tls_certificate_files *files = &vhosts[v].certificates[i];
+            if (tls_sni_certs_template(files->certificate) || tls_sni_certs_template(files->key)) {
+                err = sni_certs_add(server, ctx, v, &loader, files);
+                continue;
+            }
+            err = load_certificate(ctx, &loader, files);
             if (err == 0 && vhosts[v].stapling)
                 err = staple_add(server, ctx, &vhosts[v], &loader, &vhosts[v].certificates[i]);
         }
@@ -1050,6 +1080,9 @@ void tls_server_free(struct tls_server *server)
     for (size_t i = 0; i < server->context_count; i++)
         SSL_CTX_free(server->contexts[i]);
     free(server->contexts);
+    for (size_t i = 0; server->sni_certs != NULL && i < server->context_count; i++)
+        tls_sni_certs_free(server->sni_certs[i]);
+    free(server->sni_certs);
     free(server->stats);
     tls_tickets_free(&server->ticket_keys);
     watch_free(server->watch);

@@ -87,6 +87,20 @@ void tls_staple_stop(struct tls_staple *staple);
 void tls_staple_take(struct tls_staple *staple, struct tls_staple *from);
 void tls_staple_free(struct tls_staple *staple);
 
+/* Certificates named by SNI (tls_sni_certs.c): a vhost's tls_certificate
+ * and key whose file names hold $tls_server_name (or $ssl_server_name). */
+struct tls_sni_certs;
+/* The pairs read and kept per vhost; the least recently used one goes. */
+#define TLS_SNI_CERTS_CACHED 1000
+/* Whether a certificate or key file name holds a variable. */
+bool tls_sni_certs_template(const char *path);
+/* Returns 0, -ENOMEM, or -EINVAL with `why` (another variable). */
+int tls_sni_certs_new(const char *certificate, const char *key, struct tls_sni_certs **out,
+                      char *why, size_t why_len);
+void tls_sni_certs_free(struct tls_sni_certs *certs);
+/* SSL_CTX_set_cert_cb()'s callback, `arg` the vhost's tls_sni_certs. */
+int tls_sni_certs_select(SSL *ssl, void *arg);
+
 /* The reason of OpenSSL's latest error, for messages. */
 const char *tls_openssl_reason(void);
 

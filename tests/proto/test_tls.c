@@ -688,6 +688,102 @@ START_TEST(misdirected_requests_get_421)
 }
 END_TEST
 
+/* A server whose tls_certificate names its files by the SNI name reads
+ * each name's pair in the handshake that first asks for it: a.test and
+ * x.b.test have files (links to the test certificates), y.b.test has none
+ * and is refused, as is a name that would climb out of the directory; a
+ * file replaced after it was read is not read again (the cache). */
+START_TEST(tls_certificate_named_by_sni)
+{
+    char dir[PATH_MAX], link[PATH_MAX + 64], target[PATH_MAX + 64];
+    test_daemon_file(dir, sizeof(dir), "sni");
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    static const char *const links[][2] = {
+        {"a.test.pem", "a.pem"},   {"a.test.key", "a.key"},   {"x.b.test.pem", "b.pem"},
+        {"x.b.test.key", "b.key"}, {"c.b.test.pem", "a.pem"}, {"c.b.test.key", "b.key"},
+    };
+    for (int i = 0; i < COUNT(links); i++) {
+        snprintf(link, sizeof(link), "%s/%s", dir, links[i][0]);
+        snprintf(target, sizeof(target), "%s/%s", certs_dir, links[i][1]);
+        ck_assert_int_eq(symlink(target, link), 0);
+    }
+    int port = free_port();
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 2;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    server_name a.test *.b.test;\n"
+          "    tls_certificate sni/$ssl_server_name.pem;\n"
+          "    tls_certificate_key \"sni/${tls_server_name}.key\";\n"
+          "    location / { return 200 \"sni\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls default_server;\n"
+          "    server_name default.test;\n" DEFAULT_CERT
+          "    location / { return 200 \"default\"; }\n"
+          "}\n",
+          port, port);
+    static const struct {
+        const char *sni, *certificate; /* NULL: refused */
+    } cases[] = {
+        {"a.test", "a.test"},
+        {"x.b.test", "*.b.test"},
+        {"A.Test", "a.test"},
+        {"y.b.test", NULL},
+        {"c.b.test", NULL},
+        {"..b.test", NULL},
+        {"default.test", "default.test"},
+        {"x.b.test", "*.b.test"},
+    };
+    for (int i = 0; i < COUNT(cases); i++) {
+        struct client c = {.sni = cases[i].sni};
+        struct tls t;
+        bool open = tls_open(&t, port, &c);
+        if (cases[i].certificate == NULL) {
+            ck_assert_msg(!open, "SNI %s: served", cases[i].sni);
+            tls_close(&t);
+            continue;
+        }
+        ck_assert_msg(open, "SNI %s: %s", cases[i].sni, t.error);
+        char name[256];
+        peer_name(&t, name, sizeof(name));
+        ck_assert_msg(strcmp(name, cases[i].certificate) == 0, "SNI %s: certificate for %s",
+                      cases[i].sni, name);
+        tls_close(&t);
+    }
+    /* Cached: x.b.test's files now name a.test's certificate. */
+    snprintf(link, sizeof(link), "%s/x.b.test.pem", dir);
+    ck_assert_int_eq(unlink(link), 0);
+    snprintf(target, sizeof(target), "%s/a.pem", certs_dir);
+    ck_assert_int_eq(symlink(target, link), 0);
+    for (int i = 0; i < 4; i++) {
+        struct client c = {.sni = "x.b.test"};
+        struct tls t;
+        ck_assert_msg(tls_open(&t, port, &c), "%s", t.error);
+        char name[256];
+        peer_name(&t, name, sizeof(name));
+        ck_assert_str_eq(name, "*.b.test");
+        tls_close(&t);
+    }
+    free(test_daemon_wait_log(&d, "tls_certificate for SNI \"y.b.test\": cannot load"));
+    test_daemon_stop(&d);
+
+    /* Another variable is refused by -t. */
+    char path[PATH_MAX], args[PATH_MAX + 16], out[4096];
+    test_daemon_file(path, sizeof(path), "check.conf");
+    test_write_file(path, "server {\n    listen 127.0.0.1:0 tls;\n"
+                          "    tls_certificate sni/$host.pem;\n"
+                          "    tls_certificate_key sni/$host.key;\n"
+                          "    location / { return 204; }\n}\n");
+    snprintf(args, sizeof(args), "-t -c '%s'", path);
+    int rc = test_daemon_run(args, out, sizeof(out));
+    ck_assert_msg(rc != 0 && strstr(out, "check.conf:3:21: ") != NULL &&
+                      strstr(out, "the only variables a certificate's file name takes are "
+                                  "$tls_server_name and $ssl_server_name") != NULL,
+                  "exit %d:\n%s", rc, out);
+}
+END_TEST
+
 START_TEST(rsa_and_ecdsa_certificates_side_by_side)
 {
     struct test_daemon d;
@@ -2287,6 +2383,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, tls_1_2_and_1_3_are_served_and_older_versions_refused);
     tcase_add_test(tc, sni_picks_the_server_blocks_certificate);
     tcase_add_test(tc, misdirected_requests_get_421);
+    tcase_add_test(tc, tls_certificate_named_by_sni);
     tcase_add_test(tc, rsa_and_ecdsa_certificates_side_by_side);
     tcase_add_test(tc, the_chain_file_is_sent);
     tcase_add_test(tc, renegotiation_is_refused);
