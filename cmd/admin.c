@@ -279,6 +279,12 @@ void tls_totals_add(struct tls_totals *totals, const struct generation *gen, uns
     for (size_t i = 0; i < gen->site_count; i++) {
         if (gen->sites[i].http.tls == NULL)
             continue;
+        if (worker == 0) {
+            const struct tls_stapling_stats *ocsp =
+                tls_server_stapling_stats(gen->sites[i].http.tls);
+            totals->ocsp_fetches += atomic_load_explicit(&ocsp->fetches, memory_order_relaxed);
+            totals->ocsp_failures += atomic_load_explicit(&ocsp->failures, memory_order_relaxed);
+        }
         const struct tls_stats *stats = tls_server_stats(gen->sites[i].http.tls, worker);
         if (stats == NULL)
             continue;
@@ -438,6 +444,13 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
                 "kernel encrypts (kTLS).\n# TYPE corral_tls_ktls_connections_total counter\n"
                 "corral_tls_ktls_connections_total %llu\n",
                 (unsigned long long)tls.ktls);
+    text_printf(&t,
+                "# HELP corral_tls_ocsp_fetches_total OCSP responses fetched for stapling: ok "
+                "(stapled), failed (unreachable, or a response refused).\n"
+                "# TYPE corral_tls_ocsp_fetches_total counter\n"
+                "corral_tls_ocsp_fetches_total{result=\"ok\"} %llu\n"
+                "corral_tls_ocsp_fetches_total{result=\"failed\"} %llu\n",
+                (unsigned long long)tls.ocsp_fetches, (unsigned long long)tls.ocsp_failures);
     text_printf(&t, "# HELP corral_upstream_errors_total Failed upstream attempts, by kind.\n"
                     "# TYPE corral_upstream_errors_total counter\n");
     for (size_t i = 0; i < upstream_count; i++)

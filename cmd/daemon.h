@@ -107,6 +107,7 @@ struct tls_totals {
     uint64_t handshakes[TLS_HANDSHAKE_KINDS];
     uint64_t errors[TLS_ERROR_KINDS];
     uint64_t ktls;
+    uint64_t ocsp_fetches, ocsp_failures; /* tls_stapling: fetched once for all workers */
 };
 
 struct retired_totals {

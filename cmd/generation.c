@@ -597,8 +597,14 @@ int generation_start(struct conf_config *config, struct generation *previous,
         site->http.stats = gen->stats;
         /* Tickets issued before a reload keep resuming after it. */
         struct site *old = find_site(previous, site->address);
-        if (site->http.tls != NULL && old != NULL && old->http.tls != NULL)
+        if (site->http.tls != NULL && old != NULL && old->http.tls != NULL) {
             tls_server_take_ticket_keys(site->http.tls, old->http.tls);
+            tls_server_take_staples(site->http.tls, old->http.tls);
+        }
+        /* OCSP responses are fetched once for every worker. */
+        if (site->http.tls != NULL && main_loop != NULL &&
+            (err = tls_server_stapling_start(site->http.tls, main_loop)) != 0)
+            goto fail;
     }
 
     /* Inherit what can be inherited first, so that closing the previous
@@ -781,6 +787,9 @@ static void generation_stop(struct generation *gen, uint32_t graceful_ms)
         health_stop(gen->upstreams[i].upstream);
         resolve_stop(gen->upstreams[i].upstream);
     }
+    for (size_t i = 0; i < gen->site_count; i++)
+        if (gen->sites[i].http.tls != NULL)
+            tls_server_stapling_stop(gen->sites[i].http.tls);
     corral_server_stop(gen->server, graceful_ms);
 }
 

@@ -363,7 +363,9 @@ static bool same_upstream(const struct shared_upstream *shared, const char *targ
         return false;
     return tls == NULL || (shared->tls->verify == tls->verify && shared->tls->http2 == tls->http2 &&
                            same_optional_text(shared->tls->ca_file, tls->ca_file) &&
-                           same_optional_text(shared->tls->server_name, tls->server_name));
+                           same_optional_text(shared->tls->server_name, tls->server_name) &&
+                           same_optional_text(shared->tls->certificate, tls->certificate) &&
+                           same_optional_text(shared->tls->certificate_key, tls->certificate_key));
 }
 
 /* FNV-1a: a target's bucket. */
@@ -438,12 +440,15 @@ static void log_tls_problem(const struct conf_tls *tls, const struct conf_pos *b
                             enum tls_conf_item item, size_t index, bool warning,
                             const char *message)
 {
-    const struct conf_pos *pos = item == TLS_CONF_CERTIFICATE
-                                     ? &tls->certificates[index].certificate_pos
-                                 : item == TLS_CONF_KEY          ? &tls->certificates[index].key_pos
-                                 : item == TLS_CONF_CIPHERS      ? &tls->ciphers_pos
-                                 : item == TLS_CONF_CIPHERSUITES ? &tls->ciphersuites_pos
-                                                                 : &tls->client_ca_pos;
+    const struct conf_pos *pos =
+        item == TLS_CONF_CERTIFICATE           ? &tls->certificates[index].certificate_pos
+        : item == TLS_CONF_KEY                 ? &tls->certificates[index].key_pos
+        : item == TLS_CONF_CIPHERS             ? &tls->ciphers_pos
+        : item == TLS_CONF_CIPHERSUITES        ? &tls->ciphersuites_pos
+        : item == TLS_CONF_STAPLING_FILE       ? &tls->stapling_file_pos
+        : item == TLS_CONF_STAPLING_RESPONDER  ? &tls->stapling_responder_pos
+        : item == TLS_CONF_TRUSTED_CERTIFICATE ? &tls->trusted_ca_pos
+                                               : &tls->client_ca_pos;
     if (pos->file == NULL)
         pos = block;
     if (warning)
@@ -471,7 +476,8 @@ static void report_admin_tls_problem(void *arg, enum tls_conf_item item, size_t 
 
 /* Orders server blocks by their TLS settings, which give a vhost its TLS
  * group: the certificate and key files (as written, in order), the client
- * certificates' CA file and tls_verify_client. */
+ * certificates' CA file, tls_verify_client, tls_protocols, tls_ciphers and
+ * tls_ciphersuites (as written). */
 struct tls_member {
     const struct conf_tls *tls;
     size_t vhost;
@@ -498,7 +504,10 @@ static int tls_settings_compare(const struct conf_tls *a, const struct conf_tls 
         return c;
     if (a->settings.verify_client != b->settings.verify_client)
         return a->settings.verify_client < b->settings.verify_client ? -1 : 1;
-    return 0;
+    if (a->settings.protocols != b->settings.protocols)
+        return a->settings.protocols < b->settings.protocols ? -1 : 1;
+    c = strcmp_null(a->settings.ciphers, b->settings.ciphers);
+    return c != 0 ? c : strcmp_null(a->settings.ciphersuites, b->settings.ciphersuites);
 }
 
 /* By settings, then by vhost: a group's first member is its first vhost. */
@@ -531,8 +540,30 @@ static int site_tls_groups(struct site *site, const struct conf_server **vhost_s
     return 0;
 }
 
-/* The site's TLS: each vhost's certificates and client verification, and
- * the rest of the settings from its default server (vhost 0). */
+/* What of a server block's TLS is its vhost's own, with its certificate
+ * pairs at `files`. */
+static struct tls_vhost_conf tls_vhost_of(const struct conf_tls *tls,
+                                          const struct tls_certificate_files *files)
+{
+    const struct tls_server_conf *s = &tls->settings;
+    return (struct tls_vhost_conf){.certificates = files,
+                                   .certificate_count = tls->certificate_count,
+                                   .client_ca = s->client_ca,
+                                   .verify_client = s->verify_client,
+                                   .watch = s->certificate_watch,
+                                   .protocols = s->protocols,
+                                   .ciphers = s->ciphers,
+                                   .ciphersuites = s->ciphersuites,
+                                   .stapling = s->stapling,
+                                   .stapling_verify = s->stapling_verify,
+                                   .stapling_file = s->stapling_file,
+                                   .stapling_responder = s->stapling_responder,
+                                   .trusted_ca = s->trusted_ca};
+}
+
+/* The site's TLS: each vhost's certificates, client verification,
+ * protocols and ciphers, and the rest of the settings from its default
+ * server (vhost 0). */
 static int site_tls_build(struct site *site, const struct conf_server **vhost_servers, size_t count,
                           unsigned workers)
 {
@@ -550,9 +581,7 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
     struct tls_certificate_files *next = files;
     for (size_t v = 0; v < count; v++) {
         const struct conf_tls *tls = &vhost_servers[v]->tls;
-        vhosts[v] =
-            (struct tls_vhost_conf){next, tls->certificate_count, tls->settings.client_ca,
-                                    tls->settings.verify_client, tls->settings.certificate_watch};
+        vhosts[v] = tls_vhost_of(tls, next);
         for (size_t i = 0; i < tls->certificate_count; i++) {
             assert(next < files + files_count);
             *next++ = (struct tls_certificate_files){tls->certificates[i].certificate,
@@ -732,8 +761,7 @@ static int admin_tls_build(struct site *site, const struct conf_config *config, 
     for (size_t i = 0; i < tls->certificate_count; i++)
         files[i] = (struct tls_certificate_files){tls->certificates[i].certificate,
                                                   tls->certificates[i].key};
-    struct tls_vhost_conf vhost = {files, tls->certificate_count, tls->settings.client_ca,
-                                   tls->settings.verify_client, tls->settings.certificate_watch};
+    struct tls_vhost_conf vhost = tls_vhost_of(tls, files);
     struct tls_report report = {report_admin_tls_problem, (void *)config};
     int err = tls_server_new(&tls->settings, &vhost, 1, workers, &report, &site->http.tls);
     free(files);

@@ -156,6 +156,7 @@ struct conf_tls {
      * daemon wires them. */
     struct tls_server_conf settings;
     struct conf_pos ciphers_pos, ciphersuites_pos, client_ca_pos;
+    struct conf_pos stapling_file_pos, stapling_responder_pos, trusted_ca_pos;
 };
 
 /* log_format NAME [escape=default|json|none] STRING...: how its values are

@@ -29,9 +29,16 @@ static const struct {
     {"ssl_handshake_timeout", "tls_handshake_timeout"},
     {"ssl_client_certificate", "tls_client_certificate"},
     {"ssl_verify_client", "tls_verify_client"},
+    {"ssl_stapling", "tls_stapling"},
+    {"ssl_stapling_verify", "tls_stapling_verify"},
+    {"ssl_stapling_file", "tls_stapling_file"},
+    {"ssl_stapling_responder", "tls_stapling_responder"},
+    {"ssl_trusted_certificate", "tls_trusted_certificate"},
     {"proxy_ssl_verify", "proxy_tls_verify"},
     {"proxy_ssl_trusted_certificate", "proxy_tls_trusted_certificate"},
     {"proxy_ssl_name", "proxy_tls_name"},
+    {"proxy_ssl_certificate", "proxy_tls_certificate"},
+    {"proxy_ssl_certificate_key", "proxy_tls_certificate_key"},
 };
 
 const char *conf__nginx_alias(const char *name)

@@ -56,7 +56,6 @@ struct porting_entry {
 #define STATIC(n)   MISSING(n, "serving files", R_STATIC)
 #define GZIP(n)     MISSING(n, "compression", R_STATIC)
 #define CACHE(n)    MISSING(n, "caching", R_CACHE)
-#define OCSP(n)     MISSING(n, "OCSP stapling", R_ACME)
 #define TUNING(n)   BUILTIN(n, "corral sizes its buffers and tables itself")
 #define NO_FILES(n) BUILTIN(n, "corral keeps no temporary files")
 
@@ -199,12 +198,10 @@ static const struct porting_entry directives[] = {
     BUILTIN("proxy_ssl_verify_depth", "corral verifies the whole chain"),
     BUILTIN("proxy_ssl_protocols", "corral speaks TLS 1.2 and 1.3 to upstreams"),
     BUILTIN("proxy_ssl_ciphers", "corral uses OpenSSL's default ciphers towards upstreams"),
-    MISSING("proxy_ssl_certificate*", "client certificates towards upstreams", R_AUTH),
-    MISSING("proxy_ssl_password_file", "client certificates towards upstreams", R_AUTH),
+    MISSING("proxy_ssl_password_file", "encrypted keys (store the key unencrypted, mode 0600)", R_AUTH),
     MISSING("proxy_ssl_crl", "CRLs", R_ACME),
     NONE("proxy_ssl_conf_command", "corral sets no raw OpenSSL commands"),
-    MISSING("grpc_ssl_certificate*", "client certificates towards upstreams", R_AUTH),
-    MISSING("grpc_ssl_password_file", "client certificates towards upstreams", R_AUTH),
+    MISSING("grpc_ssl_password_file", "encrypted keys (store the key unencrypted, mode 0600)", R_AUTH),
     MISSING("grpc_ssl_crl", "CRLs", R_ACME),
     BUILTIN("grpc_ssl_server_name", "corral sends SNI to grpcs:// upstreams"),
     BUILTIN("grpc_ssl_session_reuse", "corral resumes TLS sessions with upstreams"),
@@ -237,9 +234,7 @@ static const struct porting_entry directives[] = {
     MISSING("ssl_early_data", "TLS 1.3 early data", R_H3),
     BUILTIN("ssl_ecdh_curve", "corral uses OpenSSL's default groups (X25519, P-256 and "
             "others)"),
-    OCSP("ssl_stapling*"), MISSING("ssl_ocsp*", "OCSP checks of client certificates", R_ACME),
-    MISSING("ssl_trusted_certificate", "OCSP stapling (the only use of this file in corral's "
-            "plans)", R_ACME),
+    MISSING("ssl_ocsp*", "OCSP checks of client certificates", R_ACME),
     MISSING("ssl_password_file", "encrypted keys (store the key unencrypted, mode 0600)",
             R_ACME),
     NONE("ssl_reject_handshake", "a server without a certificate refuses the handshake in "

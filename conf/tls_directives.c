@@ -38,6 +38,9 @@ void conf__tls_free(struct conf_tls *tls)
     free((void *)tls->settings.ciphers);
     free((void *)tls->settings.ciphersuites);
     free((void *)tls->settings.client_ca);
+    free((void *)tls->settings.stapling_file);
+    free((void *)tls->settings.stapling_responder);
+    free((void *)tls->settings.trusted_ca);
 }
 
 /* tls_certificate FILE: starts a pair that the next tls_certificate_key
@@ -292,6 +295,16 @@ const struct conf_directive conf__tls_directives[] = {
      * come later in the block */
     {.name = "tls_verify_client", TLS_FIELD_IN(TLS_CONTEXTS, verify_client), .kind = CONF_KIND_KEYWORD,
      CONF_KEYWORDS(verify_modes), .what = "client verification"},
+    /* OCSP stapling; the files and the URL are judged when the daemon
+     * loads the certificates */
+    {.name = "tls_stapling", TLS_FIELD(stapling), .kind = CONF_KIND_SWITCH},
+    {.name = "tls_stapling_verify", TLS_FIELD(stapling_verify), .kind = CONF_KIND_SWITCH},
+    {.name = "tls_stapling_file", TLS_FIELD(stapling_file), .kind = CONF_KIND_PATH,
+     TLS_POS(stapling_file_pos)},
+    {.name = "tls_stapling_responder", TLS_FIELD(stapling_responder), .kind = CONF_KIND_STRING,
+     TLS_POS(stapling_responder_pos)},
+    {.name = "tls_trusted_certificate", TLS_FIELD(trusted_ca), .kind = CONF_KIND_PATH,
+     TLS_POS(trusted_ca_pos)},
     {.name = NULL},
 };
 /* clang-format on */

@@ -58,6 +58,10 @@ struct tls_server {
     unsigned workers;
     uint32_t handshake_timeout_ms;
     struct ticket_keys ticket_keys;
+    struct tls_sni_certs **sni_certs; /* per vhost: NULL, or its certificates named by SNI */
+    struct tls_staple **staples;      /* tls_stapling: one per certificate stapled */
+    size_t staple_count;
+    struct tls_stapling_stats stapling_stats;
 };
 
 void tls_server_take_ticket_keys(struct tls_server *server, struct tls_server *from)
@@ -455,12 +459,11 @@ static bool client_hello_server_name(SSL *ssl, const char **name, size_t *len)
     return false;
 }
 
-/* SNI picks the virtual host's certificates and client verification, by
- * the selector's rules.  This runs on the ClientHello before OpenSSL looks
- * at the session it offers (the servername callback runs after), and
- * SSL_set_SSL_CTX() gives the SSL the new context's session id context: a
- * session resumes only if it was made under the picked vhost's (see
- * session_id_context()). */
+/* SNI picks the virtual host's certificates, client verification,
+ * protocols and ciphers, by the selector's rules.  This runs on the ClientHello before OpenSSL
+ * looks at the session it offers (the servername callback runs after), and SSL_set_SSL_CTX() gives
+ * the SSL the new context's session id context: a session resumes only if it was made under the
+ * picked vhost's (see session_id_context()). */
 static int on_client_hello(SSL *ssl, int *alert, void *arg)
 {
     struct tls_server *server = arg;
@@ -477,11 +480,17 @@ static int on_client_hello(SSL *ssl, int *alert, void *arg)
         return SSL_CLIENT_HELLO_ERROR;
     }
     /* SSL_set_SSL_CTX() takes the certificates, the CA store that verifies
-     * the client's and the CA list sent to it (the SSL has none of its
-     * own) from the new context, but not the verify mode, which the SSL
-     * copied from the first when it was made. */
+     * the client's, the CA list sent to it and the cipher list (the SSL
+     * has none of its own) from the new context, but not the verify mode
+     * or the versions, which the SSL copied from the first when it was
+     * made.  The version is chosen after this callback returns. */
     SSL_set_verify(ssl, SSL_CTX_get_verify_mode(ctx), SSL_CTX_get_verify_callback(ctx));
     SSL_set_verify_depth(ssl, SSL_CTX_get_verify_depth(ctx));
+    if (SSL_set_min_proto_version(ssl, SSL_CTX_get_min_proto_version(ctx)) != 1 ||
+        SSL_set_max_proto_version(ssl, SSL_CTX_get_max_proto_version(ctx)) != 1) {
+        *alert = SSL_AD_INTERNAL_ERROR;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
     return SSL_CLIENT_HELLO_SUCCESS;
 }
 
@@ -638,10 +647,10 @@ static int session_id_context(SSL_CTX *ctx)
     return err;
 }
 
-/* Everything but the certificates and client verification is the same in
- * every context of an address: OpenSSL takes some settings from the
- * context the handshake began with and others from the one SNI switched
- * to. */
+/* Everything but the certificates, client verification, versions and
+ * ciphers is the same in every context of an address: OpenSSL takes some
+ * settings from the context the handshake began with and others from the
+ * one SNI switched to (on_client_hello() copies the rest). */
 static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_server_conf *conf,
                                    const struct tls_vhost_conf *vhost, const struct loader *loader)
 {
@@ -649,10 +658,10 @@ static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_s
     if (ctx == NULL)
         return NULL;
     SSL_CTX_set_app_data(ctx, server);
-    SSL_CTX_set_min_proto_version(ctx, conf->protocols & TLS_PROTOCOL_1_2 ? TLS1_2_VERSION
-                                                                          : TLS1_3_VERSION);
-    SSL_CTX_set_max_proto_version(ctx, conf->protocols & TLS_PROTOCOL_1_3 ? TLS1_3_VERSION
-                                                                          : TLS1_2_VERSION);
+    SSL_CTX_set_min_proto_version(ctx, vhost->protocols & TLS_PROTOCOL_1_2 ? TLS1_2_VERSION
+                                                                           : TLS1_3_VERSION);
+    SSL_CTX_set_max_proto_version(ctx, vhost->protocols & TLS_PROTOCOL_1_3 ? TLS1_3_VERSION
+                                                                           : TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
                                  SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF |
                                  (conf->ktls ? SSL_OP_ENABLE_KTLS : 0) |
@@ -682,14 +691,14 @@ static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_s
         SSL_CTX_set_num_tickets(ctx, 0);
 
     ERR_clear_error();
-    if (SSL_CTX_set_cipher_list(ctx, conf->ciphers != NULL ? conf->ciphers : DEFAULT_CIPHERS) !=
+    if (SSL_CTX_set_cipher_list(ctx, vhost->ciphers != NULL ? vhost->ciphers : DEFAULT_CIPHERS) !=
         1) {
-        report(loader, TLS_CONF_CIPHERS, false, "no usable cipher in \"%s\"", conf->ciphers);
+        report(loader, TLS_CONF_CIPHERS, false, "no usable cipher in \"%s\"", vhost->ciphers);
         goto fail;
     }
-    if (conf->ciphersuites != NULL && SSL_CTX_set_ciphersuites(ctx, conf->ciphersuites) != 1) {
+    if (vhost->ciphersuites != NULL && SSL_CTX_set_ciphersuites(ctx, vhost->ciphersuites) != 1) {
         report(loader, TLS_CONF_CIPHERSUITES, false, "no usable TLS 1.3 cipher suite in \"%s\"",
-               conf->ciphersuites);
+               vhost->ciphersuites);
         goto fail;
     }
     if (vhost->client_ca != NULL) {
@@ -789,7 +798,11 @@ static bool watch_rebuild(struct tls_server *server, struct watch_vhost *w)
     int err = ctx != NULL ? 0 : -EINVAL;
     for (size_t i = 0; i < w->conf.certificate_count && err == 0; i++) {
         loader.index = i;
-        err = load_certificate(ctx, &loader, &w->files[i]);
+        if (tls_sni_certs_template(w->files[i].certificate) ||
+            tls_sni_certs_template(w->files[i].key))
+            SSL_CTX_set_cert_cb(ctx, tls_sni_certs_select, server->sni_certs[w->index]);
+        else
+            err = load_certificate(ctx, &loader, &w->files[i]);
     }
     if (err != 0) {
         SSL_CTX_free(ctx);
@@ -850,6 +863,8 @@ static void watch_free(struct tls_watch *watch)
         free(w->files);
         free(w->sigs);
         free((char *)w->conf.client_ca);
+        free((char *)w->conf.ciphers);
+        free((char *)w->conf.ciphersuites);
     }
     free(watch->vhosts);
     free((char *)watch->conf.ciphers);
@@ -901,6 +916,8 @@ static int watch_new(const struct tls_server_conf *conf, const struct tls_vhost_
         w->index = v;
         w->conf = vhosts[v];
         w->conf.client_ca = dup_or_null(vhosts[v].client_ca, &failed);
+        w->conf.ciphers = dup_or_null(vhosts[v].ciphers, &failed);
+        w->conf.ciphersuites = dup_or_null(vhosts[v].ciphersuites, &failed);
         w->files = calloc(n ? n : 1, sizeof(*w->files));
         w->sigs = calloc(n ? 2 * n : 1, sizeof(*w->sigs));
         if (w->files == NULL || w->sigs == NULL) {
@@ -923,6 +940,76 @@ static int watch_new(const struct tls_server_conf *conf, const struct tls_vhost_
     return 0;
 }
 
+/* A pair whose file names hold the SNI name: read in the handshake. */
+static int sni_certs_add(struct tls_server *server, SSL_CTX *ctx, size_t vhost,
+                         const struct loader *loader, const struct tls_certificate_files *files)
+{
+    if (server->sni_certs[vhost] != NULL) {
+        report(loader, TLS_CONF_CERTIFICATE, false,
+               "a server takes one \"tls_certificate\" with variables");
+        return -EINVAL;
+    }
+    char why[512];
+    int err = tls_sni_certs_new(files->certificate, files->key, &server->sni_certs[vhost], why,
+                                sizeof(why));
+    if (err == -EINVAL)
+        report(loader, TLS_CONF_CERTIFICATE, false, "%s", why);
+    if (err == 0)
+        SSL_CTX_set_cert_cb(ctx, tls_sni_certs_select, server->sni_certs[vhost]);
+    return err;
+}
+
+/* Staples the certificate `ctx` has just loaded, if it can be. */
+static int staple_add(struct tls_server *server, SSL_CTX *ctx, const struct tls_vhost_conf *vhost,
+                      const struct loader *loader, const struct tls_certificate_files *files)
+{
+    struct tls_staple **grown =
+        realloc(server->staples, (server->staple_count + 1) * sizeof(*grown));
+    if (grown == NULL)
+        return -ENOMEM;
+    server->staples = grown;
+    struct tls_staple *staple;
+    enum tls_conf_item item = TLS_CONF_CERTIFICATE;
+    char why[512];
+    int err = tls_staple_new(ctx, vhost, files->certificate, &server->stapling_stats, &staple,
+                             &item, why, sizeof(why));
+    if (err == -ENOMEM)
+        return err;
+    if (err != 0 || why[0] != '\0')
+        report(loader, item, err == 0, "%s", why);
+    if (err == 0 && staple != NULL)
+        grown[server->staple_count++] = staple;
+    return err;
+}
+
+int tls_server_stapling_start(struct tls_server *server, corral_loop *loop)
+{
+    for (size_t i = 0; i < server->staple_count; i++) {
+        int err = tls_staple_start(server->staples[i], loop);
+        if (err != 0)
+            return err;
+    }
+    return 0;
+}
+
+void tls_server_stapling_stop(struct tls_server *server)
+{
+    for (size_t i = 0; i < server->staple_count; i++)
+        tls_staple_stop(server->staples[i]);
+}
+
+void tls_server_take_staples(struct tls_server *server, struct tls_server *from)
+{
+    for (size_t i = 0; i < server->staple_count; i++)
+        for (size_t j = 0; j < from->staple_count; j++)
+            tls_staple_take(server->staples[i], from->staples[j]);
+}
+
+const struct tls_stapling_stats *tls_server_stapling_stats(const struct tls_server *server)
+{
+    return &server->stapling_stats;
+}
+
 int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_conf *vhosts,
                    size_t vhost_count, unsigned workers, const struct tls_report *report_to,
                    struct tls_server **out)
@@ -935,10 +1022,11 @@ int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_co
     server->handshake_timeout_ms = conf->handshake_timeout_ms;
     tls_tickets_init(&server->ticket_keys, conf->ticket_key_rotation_ms);
     server->contexts = calloc(vhost_count ? vhost_count : 1, sizeof(*server->contexts));
+    server->sni_certs = calloc(vhost_count ? vhost_count : 1, sizeof(*server->sni_certs));
     /* Cache-line aligned, so that workers counting do not share lines. */
     server->stats =
         aligned_alloc(_Alignof(struct tls_stats), (workers ? workers : 1) * sizeof(*server->stats));
-    if (server->contexts == NULL || server->stats == NULL) {
+    if (server->contexts == NULL || server->sni_certs == NULL || server->stats == NULL) {
         tls_server_free(server);
         return -ENOMEM;
     }
@@ -955,7 +1043,14 @@ int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_co
         server->contexts[server->context_count++] = ctx;
         for (size_t i = 0; i < vhosts[v].certificate_count && err == 0; i++) {
             loader.index = i;
-            err = load_certificate(ctx, &loader, &vhosts[v].certificates[i]);
+            const struct tls_certificate_files *files = &vhosts[v].certificates[i];
+            if (tls_sni_certs_template(files->certificate) || tls_sni_certs_template(files->key)) {
+                err = sni_certs_add(server, ctx, v, &loader, files);
+                continue;
+            }
+            err = load_certificate(ctx, &loader, files);
+            if (err == 0 && vhosts[v].stapling)
+                err = staple_add(server, ctx, &vhosts[v], &loader, &vhosts[v].certificates[i]);
         }
     }
     if (err == 0)
@@ -979,9 +1074,15 @@ void tls_server_free(struct tls_server *server)
 {
     if (server == NULL)
         return;
+    for (size_t i = 0; i < server->staple_count; i++)
+        tls_staple_free(server->staples[i]);
+    free(server->staples);
     for (size_t i = 0; i < server->context_count; i++)
         SSL_CTX_free(server->contexts[i]);
     free(server->contexts);
+    for (size_t i = 0; server->sni_certs != NULL && i < server->context_count; i++)
+        tls_sni_certs_free(server->sni_certs[i]);
+    free(server->sni_certs);
     free(server->stats);
     tls_tickets_free(&server->ticket_keys);
     watch_free(server->watch);

@@ -54,13 +54,21 @@ struct tls_certificate_files {
 };
 
 /* What differs between the virtual hosts of one address: their
- * certificates (the first is the default) and how they verify clients'. */
+ * certificates (the first is the default), how they verify clients', and
+ * the versions and ciphers they speak. */
 struct tls_vhost_conf {
     const struct tls_certificate_files *certificates;
     size_t certificate_count;
     const char *client_ca;                /* tls_client_certificate; NULL: no client certificates */
     enum tls_verify_client verify_client; /* tls_verify_client */
     bool watch;                           /* tls_certificate_watch: see tls_server_new() */
+    unsigned protocols;                   /* tls_protocols: TLS_PROTOCOL_* bits */
+    const char *ciphers, *ciphersuites;   /* tls_ciphers, tls_ciphersuites; NULL: the defaults */
+    /* OCSP stapling: see tls_server_new() */
+    bool stapling, stapling_verify; /* tls_stapling, tls_stapling_verify */
+    const char *stapling_file;      /* tls_stapling_file: a DER response; NULL: fetched */
+    const char *stapling_responder; /* tls_stapling_responder: http:// URL; NULL: AIA's */
+    const char *trusted_ca;         /* tls_trusted_certificate; NULL: the system's store */
 };
 
 /* Picks the virtual host whose certificates answer a client that sent
@@ -87,11 +95,15 @@ struct tls_server_conf {
     bool ktls;                       /* tls_ktls */
     bool certificate_watch;          /* tls_certificate_watch (each vhost's own) */
     /* tls_client_certificate (NULL: none) and tls_verify_client, as the
-     * block set them; tls_server_new() takes each vhost's from its
-     * tls_vhost_conf instead. */
+     * block set them; tls_server_new() takes these, protocols, ciphers and
+     * ciphersuites from each vhost's tls_vhost_conf instead. */
     const char *client_ca;
     enum tls_verify_client verify_client;
     bool http2; /* ALPN offers h2 before http/1.1 (listen ... tls http2) */
+    /* OCSP stapling, as the block set it; tls_server_new() takes each
+     * vhost's from its tls_vhost_conf. */
+    bool stapling, stapling_verify;
+    const char *stapling_file, *stapling_responder, *trusted_ca;
 };
 
 /* The defaults.  verify_client's depends on client_ca: on with a CA file,
@@ -116,6 +128,9 @@ enum tls_conf_item {
     TLS_CONF_CIPHERS,
     TLS_CONF_CIPHERSUITES,
     TLS_CONF_CLIENT_CA,
+    TLS_CONF_STAPLING_FILE,
+    TLS_CONF_STAPLING_RESPONDER,
+    TLS_CONF_TRUSTED_CERTIFICATE,
 };
 
 struct tls_report {
@@ -129,8 +144,9 @@ struct tls_server;
 /* Loads the certificates and settings for one listening address with
  * `vhost_count` virtual hosts (`vhosts`, the first the default), served by
  * `workers` workers (each gets its counters).  A client gets the
- * certificates and client verification of the vhost its SNI selects, the
- * first's without SNI; everything else in `conf` is the same for all.  Problems go to `report`
+ * certificates, client verification, protocols and ciphers of the vhost
+ * its SNI selects, the first's without SNI; everything else in `conf` is
+ * the same for all.  Problems go to `report`
  * (warnings too: an expired certificate); returns 0, -EINVAL after an error
  * report, or -ENOMEM.
  *
@@ -140,7 +156,19 @@ struct tls_server;
  * place) has the vhost's context built again from the files, in the
  * accepting worker, and new handshakes get it; a pair that does not load
  * is logged and the old one serves on.  Connections keep the context they
- * began with. */
+ * began with.
+ *
+ * A vhost with `stapling` staples an OCSP response to the handshakes of
+ * clients that ask (status_request), for each certificate whose issuer is
+ * in its chain or in `trusted_ca`: the response in `stapling_file`, or the
+ * last good one fetched from the responder (`stapling_responder`, else the
+ * certificate's AIA OCSP URL: plain http://, resolved now) once
+ * tls_server_stapling_start() runs.  A response is stapled only while it
+ * is successful, says the certificate is good, is about it, is current,
+ * and (`stapling_verify`) verifies against the chain and `trusted_ca`.  A
+ * certificate without issuer or responder is served unstapled (a warning).
+ * A certificate loaded again by `watch` is not stapled until the next
+ * configuration. */
 int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_conf *vhosts,
                    size_t vhost_count, unsigned workers, const struct tls_report *report,
                    struct tls_server **out);
@@ -148,6 +176,26 @@ void tls_server_free(struct tls_server *server);
 /* Gives a server that is not serving yet the session ticket keys of one
  * that may be (the previous configuration's), so that its tickets resume. */
 void tls_server_take_ticket_keys(struct tls_server *server, struct tls_server *from);
+
+/* Counters of OCSP fetches, written by the loop that fetches. */
+struct tls_stapling_stats {
+    _Atomic uint64_t fetches;  /* responses fetched and stapled */
+    _Atomic uint64_t failures; /* fetches that failed, or whose response was refused */
+};
+
+/* Starts fetching the OCSP responses of `server`'s stapled certificates
+ * on `loop` (the main loop: one fetch per certificate for every worker),
+ * now for those without a response, before expiry for the others.
+ * Stops when the server is freed, which must then happen on that loop's
+ * thread.  Returns 0 or -ENOMEM. */
+int tls_server_stapling_start(struct tls_server *server, corral_loop *loop);
+/* Stops those fetches (on that loop's thread): a configuration being
+ * replaced leaves them to the next one.  Its responses serve on. */
+void tls_server_stapling_stop(struct tls_server *server);
+/* Gives a server not serving yet the OCSP responses `from` (the previous
+ * configuration's) holds for the same certificates. */
+void tls_server_take_staples(struct tls_server *server, struct tls_server *from);
+const struct tls_stapling_stats *tls_server_stapling_stats(const struct tls_server *server);
 
 /* OpenSSL writes to the socket with write(2): a process using TLS must
  * ignore SIGPIPE. */
@@ -181,6 +229,10 @@ struct tls_client_conf {
                                 address is verified as one and sent no SNI */
     bool http2;              /* offer ALPN h2 (proxy_http_version 2, grpcs://),
                                 else http/1.1 */
+    /* proxy_tls_certificate and proxy_tls_certificate_key: the certificate
+     * (PEM, the leaf then its chain) and key shown to an upstream that asks
+     * for one; both NULL: none */
+    const char *certificate, *certificate_key;
 };
 
 #define TLS_CLIENT_CONF_DEFAULT ((struct tls_client_conf){.verify = true})
@@ -189,7 +241,9 @@ struct tls_client;
 
 /* TLS towards one upstream of `server_count` servers, for `workers`
  * workers (each keeps the last session of each server for resumption).
- * Returns 0, or -EINVAL with `error` set (an unreadable CA file). */
+ * Returns 0, or -EINVAL with `error` set (an unreadable CA file, a client
+ * certificate or key that does not load, or a key that is not the
+ * certificate's). */
 int tls_client_new(const struct tls_client_conf *conf, unsigned workers, size_t server_count,
                    struct tls_client **out, char *error, size_t error_len);
 void tls_client_free(struct tls_client *client);

@@ -1,7 +1,8 @@
 /*
  * tls_client.c: the client side of TLS, towards upstreams: verifying them
- * by name or address, and keeping each worker's last session of each
- * server so that the next connection resumes it.
+ * by name or address, showing a client certificate when configured, and
+ * keeping each worker's last session of each server so that the next
+ * connection resumes it.
  */
 #include "proto/tls/tls_internal.h"
 
@@ -24,6 +25,28 @@ static int on_new_session(SSL *ssl, SSL_SESSION *session)
         SSL_SESSION_free(*tc->session);
     *tc->session = session;
     return 1; /* kept */
+}
+
+/* The certificate and key shown to an upstream that asks for one (mTLS):
+ * OpenSSL sends them only when the server requests a certificate. */
+static int load_identity(SSL_CTX *ctx, const struct tls_client_conf *conf, char *error,
+                         size_t error_len)
+{
+    assert(conf->certificate_key != NULL); /* the config pairs them */
+    ERR_clear_error();
+    if (SSL_CTX_use_certificate_chain_file(ctx, conf->certificate) != 1) {
+        snprintf(error, error_len, "cannot load certificate \"%s\": %s", conf->certificate,
+                 tls_openssl_reason());
+        return -EINVAL;
+    }
+    /* OpenSSL checks that the key is the certificate's ("key values
+     * mismatch"). */
+    if (SSL_CTX_use_PrivateKey_file(ctx, conf->certificate_key, SSL_FILETYPE_PEM) != 1) {
+        snprintf(error, error_len, "cannot load key \"%s\" for certificate \"%s\": %s",
+                 conf->certificate_key, conf->certificate, tls_openssl_reason());
+        return -EINVAL;
+    }
+    return 0;
 }
 
 int tls_client_new(const struct tls_client_conf *conf, unsigned workers, size_t server_count,
@@ -58,6 +81,10 @@ int tls_client_new(const struct tls_client_conf *conf, unsigned workers, size_t 
         SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof(alpn_http11) - 1);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(ctx, on_new_session);
+    if (conf->certificate != NULL && load_identity(ctx, conf, error, error_len) != 0) {
+        tls_client_free(client);
+        return -EINVAL;
+    }
     if (conf->verify) {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
         ERR_clear_error();

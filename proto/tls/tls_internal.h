@@ -73,6 +73,34 @@ void tls_tickets_take(struct ticket_keys *keys, struct ticket_keys *from);
 int tls_tickets_key_cb(struct ticket_keys *keys, SSL *ssl, unsigned char key_name[16],
                        unsigned char *iv, EVP_CIPHER_CTX *cipher, EVP_MAC_CTX *mac, int encrypt);
 
+/* OCSP stapling of one certificate (tls_stapling.c). */
+struct tls_staple;
+/* For the certificate `ctx` has just loaded (from file `name`), as `vhost` says.  Returns 0 with
+ * *out (NULL and a warning in `why` when it cannot be stapled), or -EINVAL with `item` and `why`
+ * set, or -ENOMEM. */
+int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char *name,
+                   struct tls_stapling_stats *stats, struct tls_staple **out,
+                   enum tls_conf_item *item, char *why, size_t why_len);
+int tls_staple_start(struct tls_staple *staple, corral_loop *loop);
+/* Stops fetching (on the loop's thread); the staple serves on. */
+void tls_staple_stop(struct tls_staple *staple);
+void tls_staple_take(struct tls_staple *staple, struct tls_staple *from);
+void tls_staple_free(struct tls_staple *staple);
+
+/* Certificates named by SNI (tls_sni_certs.c): a vhost's tls_certificate
+ * and key whose file names hold $tls_server_name (or $ssl_server_name). */
+struct tls_sni_certs;
+/* The pairs read and kept per vhost; the least recently used one goes. */
+#define TLS_SNI_CERTS_CACHED 1000
+/* Whether a certificate or key file name holds a variable. */
+bool tls_sni_certs_template(const char *path);
+/* Returns 0, -ENOMEM, or -EINVAL with `why` (another variable). */
+int tls_sni_certs_new(const char *certificate, const char *key, struct tls_sni_certs **out,
+                      char *why, size_t why_len);
+void tls_sni_certs_free(struct tls_sni_certs *certs);
+/* SSL_CTX_set_cert_cb()'s callback, `arg` the vhost's tls_sni_certs. */
+int tls_sni_certs_select(SSL *ssl, void *arg);
+
 /* The reason of OpenSSL's latest error, for messages. */
 const char *tls_openssl_reason(void);
 

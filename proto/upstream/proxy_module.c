@@ -443,6 +443,26 @@ static int note_tls_ca(void *conf, const struct conf_arg *args, size_t count,
     return 0;
 }
 
+static int note_tls_certificate(void *conf, const struct conf_arg *args, size_t count,
+                                struct conf_module_error *error)
+{
+    (void)args, (void)count;
+    struct proxy_module_conf *c = conf;
+    note_tls(error, &c->tls_cert_at, &c->tls_cert_nginx);
+    c->tls_grpc = strncmp(error->where->name, "grpc_", 5) == 0;
+    return 0;
+}
+
+static int note_tls_certificate_key(void *conf, const struct conf_arg *args, size_t count,
+                                    struct conf_module_error *error)
+{
+    (void)args, (void)count;
+    struct proxy_module_conf *c = conf;
+    note_tls(error, &c->tls_key_at, &c->tls_key_nginx);
+    c->tls_grpc = strncmp(error->where->name, "grpc_", 5) == 0;
+    return 0;
+}
+
 /* An upstream block's name: what conf/ takes for one. */
 static bool host_name(const char *name)
 {
@@ -555,6 +575,12 @@ static const struct conf_directive proxy_directives[] = {
      .module_apply = note_tls_ca},
     {.name = "proxy_tls_name", TLS(server_name), .kind = CONF_KIND_STRING,
      .module_apply = check_tls_name},
+    /* the client certificate an upstream that asks for one is shown */
+    {.name = "proxy_tls_certificate", TLS(certificate), .kind = CONF_KIND_PATH,
+     .keep_pos = true, .pos_offset = offsetof(struct proxy_module_conf, tls_cert_pos),
+     .module_apply = note_tls_certificate},
+    {.name = "proxy_tls_certificate_key", TLS(certificate_key), .kind = CONF_KIND_PATH,
+     .module_apply = note_tls_certificate_key},
     /* HTTP/2 to the backend (h2c, or ALPN h2 with https://) */
     {.name = "proxy_http_version", ONE_ARG(ANY_LEVEL), .base = CONF_BASE_MODULE,
      .module_apply = apply_http_version},
@@ -593,6 +619,11 @@ static const struct conf_directive proxy_directives[] = {
      .module_apply = note_tls_ca},
     {.name = "grpc_ssl_name", TLS(server_name), .kind = CONF_KIND_STRING,
      .module_apply = check_tls_name},
+    {.name = "grpc_ssl_certificate", TLS(certificate), .kind = CONF_KIND_PATH,
+     .keep_pos = true, .pos_offset = offsetof(struct proxy_module_conf, tls_cert_pos),
+     .module_apply = note_tls_certificate},
+    {.name = "grpc_ssl_certificate_key", TLS(certificate_key), .kind = CONF_KIND_PATH,
+     .module_apply = note_tls_certificate_key},
     {.name = NULL},
 };
 /* clang-format on */
@@ -678,6 +709,11 @@ static void merge_nested(void *conf, const void *location, bool content)
     c->tls_verify_nginx = p->tls_verify_nginx;
     c->tls_ca_nginx = p->tls_ca_nginx;
     c->tls_name_nginx = p->tls_name_nginx;
+    c->tls_cert_pos = p->tls_cert_pos;
+    c->tls_cert_at = p->tls_cert_at;
+    c->tls_key_at = p->tls_key_at;
+    c->tls_cert_nginx = p->tls_cert_nginx;
+    c->tls_key_nginx = p->tls_key_nginx;
     c->tls_grpc = p->tls_grpc;
     c->borrowed_tls = true;
     if (content || p->pass == NULL)
@@ -705,6 +741,12 @@ static const struct conf_pos *first_tls(const struct proxy_module_conf *c, const
         {&c->tls_name_at, c->tls_grpc         ? "grpc_ssl_name"
                           : c->tls_name_nginx ? "proxy_ssl_name"
                                               : "proxy_tls_name"},
+        {&c->tls_cert_at, c->tls_grpc         ? "grpc_ssl_certificate"
+                          : c->tls_cert_nginx ? "proxy_ssl_certificate"
+                                              : "proxy_tls_certificate"},
+        {&c->tls_key_at, c->tls_grpc        ? "grpc_ssl_certificate_key"
+                         : c->tls_key_nginx ? "proxy_ssl_certificate_key"
+                                            : "proxy_tls_certificate_key"},
     };
     const struct conf_pos *first = NULL;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
@@ -740,6 +782,17 @@ static int check(void *conf, struct conf_module_error *error)
     if (tls != NULL && (c->pass == NULL || !url_is_https(c->pass)))
         return conf_module_fail(error, tls, "\"%s\" needs \"%s\" in the same location", name,
                                 c->tls_grpc ? "grpc_pass grpcs://..." : "proxy_pass https://...");
+    /* A certificate is nothing without its key, and the other way round. */
+    if (!c->borrowed_tls && written(&c->tls_cert_at) != written(&c->tls_key_at)) {
+        bool cert = written(&c->tls_cert_at);
+        const char *prefix = c->tls_grpc ? "grpc_ssl_" : "proxy_tls_";
+        if (!c->tls_grpc && (cert ? c->tls_cert_nginx : c->tls_key_nginx))
+            prefix = "proxy_ssl_";
+        return conf_module_fail(
+            error, cert ? &c->tls_cert_at : &c->tls_key_at,
+            "\"%scertificate%s\" needs \"%scertificate%s\" in the same location", prefix,
+            cert ? "" : "_key", prefix, cert ? "_key" : "");
+    }
     /* Its own proxy_upgrade and its server's Upgrade line. */
     if (c->upgrade_set && c->upgrade_any)
         return upgrade_conflict(error, &c->upgrade_any_pos);
@@ -764,6 +817,8 @@ static void conf_free(void *conf)
     if (!c->borrowed_tls) {
         free((void *)c->tls.ca_file);
         free((void *)c->tls.server_name);
+        free((void *)c->tls.certificate);
+        free((void *)c->tls.certificate_key);
     }
     for (size_t i = 0; c->headers_written && i < c->set_header_count; i++) {
         free(c->set_headers[i].name);
@@ -891,8 +946,11 @@ static int build(const void *conf, const struct http_module_build *b, const void
             tls = h2tls;
         }
     }
-    int err = b->upstream(b->arena, url, tls,
-                          c->tls.ca_file != NULL ? &c->tls_ca_pos : &c->location_pos, &upstream);
+    /* Where a file that does not load is reported: the message names it. */
+    const struct conf_pos *tls_pos = c->tls.certificate != NULL ? &c->tls_cert_pos
+                                     : c->tls.ca_file != NULL   ? &c->tls_ca_pos
+                                                                : &c->location_pos;
+    int err = b->upstream(b->arena, url, tls, tls_pos, &upstream);
     if (err != 0)
         return err;
     size_t count = c->set_header_count;

@@ -55,10 +55,12 @@ struct proxy_module_conf {
      * the host in proxy_pass (an upstream's name, or the address's host;
      * no SNI for IP literals). */
     struct tls_client_conf tls;
-    struct conf_pos tls_ca_pos; /* proxy_tls_trusted_certificate's argument */
+    struct conf_pos tls_ca_pos;   /* proxy_tls_trusted_certificate's argument */
+    struct conf_pos tls_cert_pos; /* proxy_tls_certificate's argument */
     /* Where each proxy_tls_* directive is written (file NULL: it is not). */
-    struct conf_pos tls_verify_at, tls_ca_at, tls_name_at;
-    bool tls_verify_nginx, tls_ca_nginx, tls_name_nginx; /* written proxy_ssl_* */
+    struct conf_pos tls_verify_at, tls_ca_at, tls_name_at, tls_cert_at, tls_key_at;
+    /* written proxy_ssl_* */
+    bool tls_verify_nginx, tls_ca_nginx, tls_name_nginx, tls_cert_nginx, tls_key_nginx;
     bool tls_grpc;                /* the last one written was spelt grpc_ssl_* */
     struct conf_pos location_pos; /* a location's block (check()) */
     /* proxy_set_header lines; `headers_written`: the level has some (the

@@ -2672,8 +2672,8 @@ static const struct corpus_case corpus_cases[] = {
     {"tls.conf", ""},
     {"names.conf", ""},
     {"missing.conf",
-     "missing.conf:12:9: \"ssl_stapling\": not in corral yet: OCSP stapling (see \"ACME and "
-     "OCSP\" in the roadmap, docs/config.md)\n"
+     "missing.conf:12:9: \"ssl_ocsp\": not in corral yet: OCSP checks of client certificates "
+     "(see \"ACME and OCSP\" in the roadmap, docs/config.md)\n"
      "missing.conf:19:13: \"auth_delay\": not in corral yet: authentication (see "
      "\"auth and tracing\" in the roadmap, docs/config.md)\n"},
     {"maps.conf",

@@ -135,10 +135,21 @@ static void start_server(void)
     /* The default host has both key types, so that the client's offer
      * picks one. */
     const struct tls_certificate_files both[] = {{ec_cert, ec_key}, {rsa_cert, rsa_key}};
-    const struct tls_vhost_conf tls_vhosts[] = {
-        {both, 2, ec_cert, TLS_VERIFY_CLIENT_OPTIONAL, false},
-        {both, 1, NULL, TLS_VERIFY_CLIENT_OFF, false},
-        {both + 1, 1, ec_cert, TLS_VERIFY_CLIENT_OPTIONAL, false}};
+    const struct tls_vhost_conf tls_vhosts[] = {{.certificates = both,
+                                                 .certificate_count = 2,
+                                                 .client_ca = ec_cert,
+                                                 .verify_client = TLS_VERIFY_CLIENT_OPTIONAL,
+                                                 .protocols = TLS_PROTOCOL_1_2 | TLS_PROTOCOL_1_3},
+                                                {.certificates = both,
+                                                 .certificate_count = 1,
+                                                 .verify_client = TLS_VERIFY_CLIENT_OFF,
+                                                 .protocols = TLS_PROTOCOL_1_3},
+                                                {.certificates = both + 1,
+                                                 .certificate_count = 1,
+                                                 .client_ca = ec_cert,
+                                                 .verify_client = TLS_VERIFY_CLIENT_OPTIONAL,
+                                                 .protocols = TLS_PROTOCOL_1_2,
+                                                 .ciphers = "ECDHE+AESGCM"}};
     struct tls_server_conf conf = {
         .sni_select = site_sni_select,
         .sni_arg = &site,

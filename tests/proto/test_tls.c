@@ -13,10 +13,13 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/ocsp.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
@@ -47,7 +50,8 @@ static const char openssl_conf[] = "[req]\n"
  * default.test (P-256), default.test again with an RSA 2048 key, an expired
  * one, and a client certificate from each CA; an intermediate CA under the
  * first and, signed by it, chained.test, whose file holds the leaf and then
- * the intermediate.  NAME.pem with NAME.key. */
+ * the intermediate; ocsp.test (serial 10) and revoked.test (11), must-staple
+ * certificates whose OCSP URL is http://127.0.0.1:1/.  NAME.pem with NAME.key. */
 static const char make_certs[] =
     "set -e\n"
     "export OPENSSL_CONF=\"$PWD/openssl.cnf\"\n"
@@ -80,7 +84,20 @@ static const char make_certs[] =
     "    -out inter.csr\n"
     "openssl x509 -req -in inter.csr -CA ca.pem -CAkey ca.key -set_serial 8 -days 30 \\\n"
     "    -extfile openssl.cnf -extensions ca -out inter.pem\n"
-    "ec chained && leaf chained inter chained.test 9 30 && cat inter.pem >>chained.pem\n";
+    "ec chained && leaf chained inter chained.test 9 30 && cat inter.pem >>chained.pem\n"
+    "ocspleaf() { # NAME CN SERIAL: must-staple, with an OCSP URL nothing answers at\n"
+    "    printf 'basicConstraints = CA:FALSE\\n"
+    "keyUsage = critical, digitalSignature\\n"
+    "extendedKeyUsage = serverAuth\\n"
+    "subjectAltName = DNS:%s\\n"
+    "authorityInfoAccess = OCSP;URI:http://127.0.0.1:1/\\n"
+    "tlsfeature = status_request\\n' \"$2\" > \"$1.ext\"\n"
+    "    openssl req -new -key \"$1.key\" -subj \"/CN=$2\" -out \"$1.csr\"\n"
+    "    openssl x509 -req -in \"$1.csr\" -CA ca.pem -CAkey ca.key -set_serial \"$3\" \\\n"
+    "        -days 30 -extfile \"$1.ext\" -out \"$1.pem\"\n"
+    "}\n"
+    "ec ocsp && ocspleaf ocsp ocsp.test 10\n"
+    "ec revoked && ocspleaf revoked revoked.test 11\n";
 
 static char certs_dir[PATH_MAX];
 
@@ -197,9 +214,10 @@ static long long metric_becomes(const struct test_daemon *d, const char *name, c
     return value;
 }
 
-#define HANDSHAKES "corral_tls_handshakes_total"
-#define ERRORS     "corral_tls_handshake_errors_total"
-#define KTLS       "corral_tls_ktls_connections_total"
+#define HANDSHAKES   "corral_tls_handshakes_total"
+#define ERRORS       "corral_tls_handshake_errors_total"
+#define KTLS         "corral_tls_ktls_connections_total"
+#define OCSP_FETCHES "corral_tls_ocsp_fetches_total"
 
 /* ------------------------------------------------------------ the client */
 
@@ -212,6 +230,7 @@ struct client {
     const char *certificate;      /* client certificate: certs/NAME.pem and .key */
     const char *trust;            /* verify the server against certs/NAME.pem */
     SSL_SESSION *session;         /* offered for resumption */
+    bool status;                  /* ask for a stapled OCSP response */
 };
 
 struct tls {
@@ -289,6 +308,8 @@ static bool tls_open(struct tls *t, int port, const struct client *c)
         ck_assert_int_eq(SSL_set_tlsext_host_name(t->ssl, c->sni), 1);
     if (c->session != NULL)
         ck_assert_int_eq(SSL_set_session(t->ssl, c->session), 1);
+    if (c->status)
+        ck_assert_int_eq(SSL_set_tlsext_status_type(t->ssl, TLSEXT_STATUSTYPE_ocsp), 1);
     t->fd = test_connect(port); /* blocking, with 5 s timeouts */
     ck_assert_int_eq(SSL_set_fd(t->ssl, t->fd), 1);
     ERR_clear_error();
@@ -547,8 +568,8 @@ END_TEST
 
 /* Requests whose Host names another server block than SNI did.  a.test and
  * shared.test share their certificate and settings, a-verify.test has it
- * too but asks for client certificates, *.b.test and default.test have
- * their own. */
+ * too but asks for client certificates, a-strict.test too but speaks TLS
+ * 1.3 only, *.b.test and default.test have their own. */
 static const struct {
     const char *sni;  /* NULL: none */
     const char *host; /* the request's Host, or :authority */
@@ -562,6 +583,8 @@ static const struct {
     {"a.test", "x.b.test", 421, NULL},
     {"a.test", "default.test", 421, NULL},
     {"a.test", "a-verify.test", 421, NULL},
+    {"a.test", "a-strict.test", 421, NULL},
+    {"a-strict.test", "a-strict.test", 200, "a-strict"},
     {"x.b.test", "a.test", 421, NULL},
     {"unknown.test", "default.test", 200, "default"},
     {"unknown.test", "other.test", 200, "default"},
@@ -570,7 +593,8 @@ static const struct {
 };
 
 /* A TLS connection belongs to the server block SNI picked: a request on it
- * for a block with other TLS settings (certificates, client certificates)
+ * for a block with other TLS settings (certificates, client certificates,
+ * protocols)
  * gets 421 Misdirected Request, over HTTP/1.1 and HTTP/2 alike, so that the
  * client asks again on a connection of its own for that name. */
 START_TEST(misdirected_requests_get_421)
@@ -603,6 +627,14 @@ START_TEST(misdirected_requests_get_421)
           "}\n"
           "server {\n"
           "    listen 127.0.0.1:%d tls http2;\n"
+          "    server_name a-strict.test;\n"
+          "    tls_certificate certs/a.pem;\n"
+          "    tls_certificate_key certs/a.key;\n"
+          "    tls_protocols TLSv1.3;\n"
+          "    location / { return 200 \"a-strict\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls http2;\n"
           "    server_name *.b.test;\n"
           "    tls_certificate certs/b.pem;\n"
           "    tls_certificate_key certs/b.key;\n"
@@ -613,7 +645,7 @@ START_TEST(misdirected_requests_get_421)
           "    server_name default.test;\n" DEFAULT_CERT
           "    location / { return 200 \"default\"; }\n"
           "}\n",
-          port, port, port, port, port);
+          port, port, port, port, port, port);
     for (int i = 0; i < COUNT(misdirected_cases); i++) {
         const char *sni = misdirected_cases[i].sni;
         const char *host = misdirected_cases[i].host;
@@ -653,6 +685,102 @@ START_TEST(misdirected_requests_get_421)
                 "HTTP/2, SNI %s, :authority %s: \"%s\"", sni, host, out);
     }
     test_daemon_stop(&d);
+}
+END_TEST
+
+/* A server whose tls_certificate names its files by the SNI name reads
+ * each name's pair in the handshake that first asks for it: a.test and
+ * x.b.test have files (links to the test certificates), y.b.test has none
+ * and is refused, as is a name that would climb out of the directory; a
+ * file replaced after it was read is not read again (the cache). */
+START_TEST(tls_certificate_named_by_sni)
+{
+    char dir[PATH_MAX], link[PATH_MAX + 64], target[PATH_MAX + 64];
+    test_daemon_file(dir, sizeof(dir), "sni");
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    static const char *const links[][2] = {
+        {"a.test.pem", "a.pem"},   {"a.test.key", "a.key"},   {"x.b.test.pem", "b.pem"},
+        {"x.b.test.key", "b.key"}, {"c.b.test.pem", "a.pem"}, {"c.b.test.key", "b.key"},
+    };
+    for (int i = 0; i < COUNT(links); i++) {
+        snprintf(link, sizeof(link), "%s/%s", dir, links[i][0]);
+        snprintf(target, sizeof(target), "%s/%s", certs_dir, links[i][1]);
+        ck_assert_int_eq(symlink(target, link), 0);
+    }
+    int port = free_port();
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 2;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    server_name a.test *.b.test;\n"
+          "    tls_certificate sni/$ssl_server_name.pem;\n"
+          "    tls_certificate_key \"sni/${tls_server_name}.key\";\n"
+          "    location / { return 200 \"sni\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls default_server;\n"
+          "    server_name default.test;\n" DEFAULT_CERT
+          "    location / { return 200 \"default\"; }\n"
+          "}\n",
+          port, port);
+    static const struct {
+        const char *sni, *certificate; /* NULL: refused */
+    } cases[] = {
+        {"a.test", "a.test"},
+        {"x.b.test", "*.b.test"},
+        {"A.Test", "a.test"},
+        {"y.b.test", NULL},
+        {"c.b.test", NULL},
+        {"..b.test", NULL},
+        {"default.test", "default.test"},
+        {"x.b.test", "*.b.test"},
+    };
+    for (int i = 0; i < COUNT(cases); i++) {
+        struct client c = {.sni = cases[i].sni};
+        struct tls t;
+        bool open = tls_open(&t, port, &c);
+        if (cases[i].certificate == NULL) {
+            ck_assert_msg(!open, "SNI %s: served", cases[i].sni);
+            tls_close(&t);
+            continue;
+        }
+        ck_assert_msg(open, "SNI %s: %s", cases[i].sni, t.error);
+        char name[256];
+        peer_name(&t, name, sizeof(name));
+        ck_assert_msg(strcmp(name, cases[i].certificate) == 0, "SNI %s: certificate for %s",
+                      cases[i].sni, name);
+        tls_close(&t);
+    }
+    /* Cached: x.b.test's files now name a.test's certificate. */
+    snprintf(link, sizeof(link), "%s/x.b.test.pem", dir);
+    ck_assert_int_eq(unlink(link), 0);
+    snprintf(target, sizeof(target), "%s/a.pem", certs_dir);
+    ck_assert_int_eq(symlink(target, link), 0);
+    for (int i = 0; i < 4; i++) {
+        struct client c = {.sni = "x.b.test"};
+        struct tls t;
+        ck_assert_msg(tls_open(&t, port, &c), "%s", t.error);
+        char name[256];
+        peer_name(&t, name, sizeof(name));
+        ck_assert_str_eq(name, "*.b.test");
+        tls_close(&t);
+    }
+    free(test_daemon_wait_log(&d, "tls_certificate for SNI \"y.b.test\": cannot load"));
+    test_daemon_stop(&d);
+
+    /* Another variable is refused by -t. */
+    char path[PATH_MAX], args[PATH_MAX + 16], out[4096];
+    test_daemon_file(path, sizeof(path), "check.conf");
+    test_write_file(path, "server {\n    listen 127.0.0.1:0 tls;\n"
+                          "    tls_certificate sni/$host.pem;\n"
+                          "    tls_certificate_key sni/$host.key;\n"
+                          "    location / { return 204; }\n}\n");
+    snprintf(args, sizeof(args), "-t -c '%s'", path);
+    int rc = test_daemon_run(args, out, sizeof(out));
+    ck_assert_msg(rc != 0 && strstr(out, "check.conf:3:21: ") != NULL &&
+                      strstr(out, "the only variables a certificate's file name takes are "
+                                  "$tls_server_name and $ssl_server_name") != NULL,
+                  "exit %d:\n%s", rc, out);
 }
 END_TEST
 
@@ -1423,6 +1551,82 @@ START_TEST(sni_picks_the_server_blocks_client_verification)
 }
 END_TEST
 
+/* tls_protocols, tls_ciphers and tls_ciphersuites are the block's that SNI
+ * picks, not the default server's: the default takes TLS 1.3 only, a.test
+ * both versions with one TLS 1.2 cipher, *.b.test TLS 1.2 only. */
+START_TEST(sni_picks_the_server_blocks_protocols_and_ciphers)
+{
+    struct test_daemon d;
+    int port = free_port();
+    start(&d, "corral",
+          "workers 1;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:%d tls default_server;\n"
+          "    server_name default.test;\n" DEFAULT_CERT "    tls_protocols TLSv1.3;\n"
+          "    tls_ciphersuites TLS_CHACHA20_POLY1305_SHA256;\n"
+          "    location / { return 200 \"default\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    server_name a.test;\n"
+          "    tls_certificate certs/a.pem;\n"
+          "    tls_certificate_key certs/a.key;\n"
+          "    tls_ciphers ECDHE-ECDSA-AES128-GCM-SHA256;\n"
+          "    location / { return 200 \"a\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    server_name *.b.test;\n"
+          "    tls_certificate certs/b.pem;\n"
+          "    tls_certificate_key certs/b.key;\n"
+          "    tls_protocols TLSv1.2;\n"
+          "    location / { return 200 \"b\"; }\n"
+          "}\n",
+          port, port, port);
+    static const struct {
+        const char *sni;
+        int version;
+        const char *ciphers;
+        const char *served; /* NULL: refused */
+        const char *cipher; /* the one agreed on; NULL: any */
+    } cases[] = {
+        {"default.test", TLS1_2_VERSION, NULL, NULL, NULL},
+        {"default.test", TLS1_3_VERSION, NULL, "default", "TLS_CHACHA20_POLY1305_SHA256"},
+        {NULL, TLS1_2_VERSION, NULL, NULL, NULL},
+        {"a.test", TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256", "a", NULL},
+        {"a.test", TLS1_2_VERSION, "ECDHE-ECDSA-AES256-GCM-SHA384", NULL, NULL},
+        {"a.test", TLS1_3_VERSION, NULL, "a", "TLS_AES_256_GCM_SHA384"},
+        {"x.b.test", TLS1_2_VERSION, NULL, "b", NULL},
+        {"x.b.test", TLS1_3_VERSION, NULL, NULL, NULL},
+    };
+    for (int i = 0; i < COUNT(cases); i++) {
+        struct client c = {.min_version = cases[i].version,
+                           .max_version = cases[i].version,
+                           .sni = cases[i].sni,
+                           .ciphers = cases[i].ciphers};
+        char what[256];
+        snprintf(what, sizeof(what), "SNI %s, %s, ciphers %s",
+                 cases[i].sni != NULL ? cases[i].sni : "(none)", version_name(cases[i].version),
+                 cases[i].ciphers != NULL ? cases[i].ciphers : "(default)");
+        if (cases[i].served == NULL) {
+            char why[512];
+            ck_assert_msg(refused(d.port, &c, why, sizeof(why)), "%s: not refused: %s", what, why);
+            continue;
+        }
+        struct tls t;
+        ck_assert_msg(tls_open(&t, d.port, &c), "%s: %s", what, t.error);
+        const char *cipher = SSL_get_cipher_name(t.ssl);
+        ck_assert_msg(cases[i].cipher == NULL || strcmp(cipher, cases[i].cipher) == 0,
+                      "%s: cipher %s", what, cipher);
+        char got[64];
+        int status = tls_get(&t, cases[i].sni, "/", got, sizeof(got));
+        ck_assert_msg(status == 200 && strcmp(got, cases[i].served) == 0, "%s: %d \"%s\" %s", what,
+                      status, got, t.error);
+        tls_close(&t);
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* A session from a block that asks for no client certificate does not let
  * a client into one that requires one (a resumption asks for none), in TLS
  * 1.2 and 1.3; one from the verifying block itself still resumes there. */
@@ -1547,6 +1751,302 @@ START_TEST(a_public_admin_listener_needs_verification_not_to_be_warned)
 }
 END_TEST
 
+/* ============================================================ OCSP stapling */
+
+/* The status in the OCSP response the server stapled for a client of
+ * `sni`: V_OCSP_CERTSTATUS_*, or -1 for none. */
+static int stapled_status(int port, const char *sni)
+{
+    struct client c = {.sni = sni, .status = true};
+    struct tls t;
+    ck_assert_msg(tls_open(&t, port, &c), "SNI %s: %s", sni, t.error);
+    const unsigned char *der;
+    long len = SSL_get_tlsext_status_ocsp_resp(t.ssl, &der);
+    int status = -1;
+    OCSP_RESPONSE *resp = len > 0 ? d2i_OCSP_RESPONSE(NULL, &der, len) : NULL;
+    OCSP_BASICRESP *basic = resp != NULL ? OCSP_response_get1_basic(resp) : NULL;
+    OCSP_SINGLERESP *single = basic != NULL ? OCSP_resp_get0(basic, 0) : NULL;
+    if (single != NULL)
+        status = OCSP_single_get0_status(single, NULL, NULL, NULL, NULL);
+    ck_assert_msg(len <= 0 || single != NULL, "SNI %s: a staple that is not an OCSP response", sni);
+    OCSP_BASICRESP_free(basic);
+    OCSP_RESPONSE_free(resp);
+    tls_close(&t);
+    return status;
+}
+
+static int stapled_status_becomes(int port, const char *sni, int want)
+{
+    int status = stapled_status(port, sni);
+    for (int i = 0; i < 250 && status != want; i++) {
+        usleep(20 * 1000);
+        status = stapled_status(port, sni);
+    }
+    return status;
+}
+
+/* Whether the kernel's table `path` has a socket listening on `port`. */
+static bool port_listens(const char *path, int port)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f) != NULL) {
+        /* sl local_address rem_address st: LISTEN is 0A */
+        char local[128], remote[128], state[8];
+        const char *colon;
+        if (sscanf(line, "%*s %127s %127s %7s", local, remote, state) == 3 &&
+            (colon = strrchr(local, ':')) != NULL)
+            found = strtol(colon + 1, NULL, 16) == port && strcmp(state, "0A") == 0;
+    }
+    fclose(f);
+    return found;
+}
+
+/* `openssl ocsp` answering for the test CA on `port` from DIR/index.txt. */
+static pid_t ocsp_responder_start(int port, const char *index)
+{
+    char path[PATH_MAX], ca[PATH_MAX + 16], key[PATH_MAX + 16], portbuf[16];
+    test_daemon_file(path, sizeof(path), "index.txt");
+    test_write_file(path, index);
+    snprintf(ca, sizeof(ca), "%s/ca.pem", certs_dir);
+    snprintf(key, sizeof(key), "%s/ca.key", certs_dir);
+    snprintf(portbuf, sizeof(portbuf), "%d", port);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execlp("openssl", "openssl", "ocsp", "-index", path, "-CA", ca, "-rsigner", ca, "-rkey",
+               key, "-port", portbuf, "-ndays", "1", (char *)NULL);
+        _exit(127);
+    }
+    /* Not by connecting: openssl ocsp serves one connection at a time and
+     * waits on one that sends nothing. */
+    bool listening = false;
+    for (int i = 0; i < 250 && !listening; i++) {
+        listening = port_listens("/proc/net/tcp", port) || port_listens("/proc/net/tcp6", port);
+        if (!listening)
+            usleep(20 * 1000);
+    }
+    ck_assert_msg(listening, "openssl ocsp does not listen on %d", port);
+    return pid;
+}
+
+static void ocsp_responder_stop(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    ck_assert_int_ge(test_wait_exit(pid, 5000), 0);
+}
+
+#define OCSP_INDEX                                                                                 \
+    "V\t301231235959Z\t\t0A\tunknown\t/CN=ocsp.test\n"                                             \
+    "R\t301231235959Z\t250101000000Z\t0B\tunknown\t/CN=revoked.test\n"
+
+/* ocsp.test gets its good response stapled (fetched from the responder of
+ * tls_stapling_responder, verified), revoked.test none (the responder
+ * says revoked), unreachable.test none (its certificate's own URL does
+ * not answer); a client that does not ask gets none; and after a reload
+ * with the responder gone the response fetched before is still stapled. */
+static const char stapling_conf[] = "workers 2;\n" ADMIN "tls_stapling on;\n"
+                                    "tls_stapling_verify on;\n"
+                                    "tls_trusted_certificate certs/ca.pem;\n"
+                                    "server {\n"
+                                    "    listen 127.0.0.1:%d tls default_server;\n"
+                                    "    server_name ocsp.test;\n"
+                                    "    tls_certificate certs/ocsp.pem;\n"
+                                    "    tls_certificate_key certs/ocsp.key;\n"
+                                    "    tls_stapling_responder http://127.0.0.1:%d/;\n"
+                                    "    location / { return 200 \"ocsp\"; }\n"
+                                    "}\n"
+                                    "server {\n"
+                                    "    listen 127.0.0.1:%d tls;\n"
+                                    "    server_name revoked.test;\n"
+                                    "    tls_certificate certs/revoked.pem;\n"
+                                    "    tls_certificate_key certs/revoked.key;\n"
+                                    "    ssl_stapling_responder http://127.0.0.1:%d/;\n"
+                                    "    location / { return 200 \"revoked\"; }\n"
+                                    "}\n"
+                                    "server {\n"
+                                    "    listen 127.0.0.1:%d tls;\n"
+                                    "    server_name unreachable.test;\n"
+                                    "    tls_certificate certs/ocsp.pem;\n"
+                                    "    tls_certificate_key certs/ocsp.key;\n"
+                                    "    location / { return 200 \"unreachable\"; }\n"
+                                    "}\n";
+
+START_TEST(ocsp_responses_are_fetched_and_stapled)
+{
+    int port = free_port(), responder = free_port();
+    pid_t pid = ocsp_responder_start(responder, OCSP_INDEX);
+    struct test_daemon d;
+    start(&d, "corral", stapling_conf, port, responder, port, responder, port);
+    int status = stapled_status_becomes(d.port, "ocsp.test", V_OCSP_CERTSTATUS_GOOD);
+    ck_assert_msg(status == V_OCSP_CERTSTATUS_GOOD, "ocsp.test: stapled %d; log:\n%s", status,
+                  test_daemon_log(&d));
+    free(test_daemon_wait_log(&d, "the certificate's status is \"revoked\""));
+    free(test_daemon_wait_log(&d, "OCSP responder 127.0.0.1:1 for"));
+    ck_assert_int_eq(stapled_status(d.port, "revoked.test"), -1);
+    ck_assert_int_eq(stapled_status(d.port, "unreachable.test"), -1);
+    ck_assert_int_eq(metric_becomes(&d, OCSP_FETCHES, "result=\"ok\"", 1), 1);
+    ck_assert_int_eq(metric_becomes(&d, OCSP_FETCHES, "result=\"failed\"", 2), 2);
+    struct client plain = {.sni = "ocsp.test"};
+    struct tls t;
+    ck_assert_msg(tls_open(&t, d.port, &plain), "%s", t.error);
+    const unsigned char *der;
+    ck_assert_int_le(SSL_get_tlsext_status_ocsp_resp(t.ssl, &der), 0);
+    /* The certificate stapled above is a must-staple one. */
+    X509 *served = SSL_get1_peer_certificate(t.ssl);
+    ck_assert_int_ge(X509_get_ext_by_NID(served, NID_tlsfeature, -1), 0);
+    X509_free(served);
+    tls_close(&t);
+
+    /* openssl s_client -status sees it too. */
+    char command[512], out[16384];
+    snprintf(command, sizeof(command),
+             "openssl s_client -connect 127.0.0.1:%d -servername ocsp.test -status "
+             "</dev/null 2>&1",
+             d.port);
+    test_run(command, out, sizeof(out));
+    ck_assert_msg(strstr(out, "Cert Status: good") != NULL, "%s", out);
+
+    ocsp_responder_stop(pid);
+    char conf[4096];
+    snprintf(conf, sizeof(conf), stapling_conf, port, responder, port, responder, port);
+    test_daemon_write_config(&d, conf);
+    kill(d.pid, SIGHUP);
+    test_daemon_wait_generation(&d, 2);
+    ck_assert_int_eq(stapled_status(d.port, "ocsp.test"), V_OCSP_CERTSTATUS_GOOD);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+static X509 *read_certificate(const char *name)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/%s.pem", certs_dir, name);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    X509 *cert = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    ck_assert_ptr_nonnull(cert);
+    return cert;
+}
+
+/* A response signed by the test CA saying ocsp.test is good, whose
+ * nextUpdate passed a day ago: `openssl ocsp` makes none such. */
+static void write_expired_response(const char *path)
+{
+    X509 *ca = read_certificate("ca"), *cert = read_certificate("ocsp");
+    char key_path[PATH_MAX + 16];
+    snprintf(key_path, sizeof(key_path), "%s/ca.key", certs_dir);
+    FILE *f = fopen(key_path, "r");
+    ck_assert_ptr_nonnull(f);
+    EVP_PKEY *key = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+    fclose(f);
+    ck_assert_ptr_nonnull(key);
+    OCSP_CERTID *id = OCSP_cert_to_id(NULL, cert, ca);
+    OCSP_BASICRESP *basic = OCSP_BASICRESP_new();
+    ASN1_TIME *this_update = X509_gmtime_adj(NULL, -2 * 86400);
+    ASN1_TIME *next_update = X509_gmtime_adj(NULL, -86400);
+    ck_assert_ptr_nonnull(OCSP_basic_add1_status(basic, id, V_OCSP_CERTSTATUS_GOOD, 0, NULL,
+                                                 this_update, next_update));
+    ck_assert_int_eq(OCSP_basic_sign(basic, ca, key, EVP_sha256(), NULL, 0), 1);
+    OCSP_RESPONSE *resp = OCSP_response_create(OCSP_RESPONSE_STATUS_SUCCESSFUL, basic);
+    unsigned char *der = NULL;
+    int len = i2d_OCSP_RESPONSE(resp, &der);
+    ck_assert_int_gt(len, 0);
+    f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(der, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    OPENSSL_free(der);
+    OCSP_RESPONSE_free(resp);
+    ASN1_TIME_free(this_update);
+    ASN1_TIME_free(next_update);
+    OCSP_BASICRESP_free(basic);
+    OCSP_CERTID_free(id);
+    EVP_PKEY_free(key);
+    X509_free(ca);
+    X509_free(cert);
+}
+
+/* tls_stapling_file: a good response saved by `openssl ocsp -respout` is
+ * stapled as it is, with no fetch; an expired one is a warning and not
+ * stapled. */
+START_TEST(a_stapling_file_is_stapled_while_it_is_current)
+{
+    int responder = free_port();
+    pid_t pid = ocsp_responder_start(responder, OCSP_INDEX);
+    char good[PATH_MAX], expired[PATH_MAX], command[4 * PATH_MAX], out[8192];
+    test_daemon_file(good, sizeof(good), "good.der");
+    test_daemon_file(expired, sizeof(expired), "expired.der");
+    snprintf(command, sizeof(command),
+             "openssl ocsp -issuer %s/ca.pem -cert %s/ocsp.pem -url http://127.0.0.1:%d/ "
+             "-respout %s -noverify 2>&1",
+             certs_dir, certs_dir, responder, good);
+    int rc = test_run(command, out, sizeof(out));
+    ocsp_responder_stop(pid);
+    ck_assert_msg(rc == 0 && strstr(out, ": good") != NULL, "%s", out);
+    write_expired_response(expired);
+
+    int port = free_port();
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 1;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:%d tls default_server;\n"
+          "    server_name ocsp.test;\n"
+          "    tls_certificate certs/ocsp.pem;\n"
+          "    tls_certificate_key certs/ocsp.key;\n"
+          "    tls_trusted_certificate certs/ca.pem;\n"
+          "    tls_stapling on;\n"
+          "    tls_stapling_file %s;\n"
+          "    location / { return 200 \"ocsp\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    server_name expired.test;\n"
+          "    tls_certificate certs/ocsp.pem;\n"
+          "    tls_certificate_key certs/ocsp.key;\n"
+          "    ssl_trusted_certificate certs/ca.pem;\n"
+          "    ssl_stapling on;\n"
+          "    ssl_stapling_file %s;\n"
+          "    location / { return 200 \"expired\"; }\n"
+          "}\n",
+          port, good, port, expired);
+    free(test_daemon_wait_log(&d, "the response has expired or is not valid yet; not stapled"));
+    ck_assert_int_eq(stapled_status(d.port, "ocsp.test"), V_OCSP_CERTSTATUS_GOOD);
+    ck_assert_int_eq(stapled_status(d.port, "expired.test"), -1);
+    ck_assert_int_eq(metric(&d, OCSP_FETCHES, "result=\"ok\""), 0);
+    ck_assert_int_eq(metric(&d, OCSP_FETCHES, "result=\"failed\""), 0);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* -t refuses a responder corral cannot fetch from. */
+START_TEST(check_refuses_an_https_ocsp_responder)
+{
+    char path[PATH_MAX], args[PATH_MAX + 16], out[4096];
+    test_daemon_file(path, sizeof(path), "check.conf");
+    test_write_file(path, "server {\n    listen 127.0.0.1:0 tls;\n"
+                          "    tls_certificate certs/ocsp.pem;\n"
+                          "    tls_certificate_key certs/ocsp.key;\n"
+                          "    tls_trusted_certificate certs/ca.pem;\n"
+                          "    tls_stapling on;\n"
+                          "    tls_stapling_responder https://127.0.0.1:1/;\n"
+                          "    location / { return 204; }\n}\n");
+    snprintf(args, sizeof(args), "-t -c '%s'", path);
+    int rc = test_daemon_run(args, out, sizeof(out));
+    ck_assert_msg(rc != 0 &&
+                      strstr(out, "check.conf:7:28: OCSP responder \"https://127.0.0.1:1/\": "
+                                  "https is not supported") != NULL,
+                  "exit %d:\n%s", rc, out);
+}
+END_TEST
+
 /* ============================================================ upstream TLS */
 
 /* A second corral as the TLS backend.  The front's locations differ in what
@@ -1624,6 +2124,111 @@ START_TEST(proxy_to_an_https_upstream)
                   metric(&back, HANDSHAKES, "kind=\"full\""), after);
     test_daemon_stop(&front);
     test_daemon_stop(&back);
+}
+END_TEST
+
+/* A backend that requires a client certificate from the test CA serves
+ * the location that shows one (proxy_tls_* and nginx's proxy_ssl_* names)
+ * and refuses the others: one without, one with another CA's. */
+START_TEST(proxy_shows_a_client_certificate_to_the_upstream)
+{
+    struct test_daemon back, front;
+    start_tls_server(&back, "back", 1,
+                     "    tls_client_certificate certs/ca.pem;\n    tls_verify_client on;\n",
+                     "backend");
+    start(&front, "front",
+          "workers 1;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:0;\n"
+          "    location /with/ {\n"
+          "        proxy_pass https://127.0.0.1:%d;\n"
+          "        proxy_tls_trusted_certificate certs/ca.pem;\n"
+          "        proxy_tls_name default.test;\n"
+          "        proxy_tls_certificate certs/client.pem;\n"
+          "        proxy_tls_certificate_key certs/client.key;\n"
+          "    }\n"
+          "    location /nginx/ {\n"
+          "        proxy_pass https://127.0.0.1:%d;\n"
+          "        proxy_ssl_trusted_certificate certs/ca.pem;\n"
+          "        proxy_ssl_name default.test;\n"
+          "        proxy_ssl_certificate certs/client.pem;\n"
+          "        proxy_ssl_certificate_key certs/client.key;\n"
+          "    }\n"
+          "    location /without/ {\n"
+          "        proxy_pass https://127.0.0.1:%d;\n"
+          "        proxy_tls_trusted_certificate certs/ca.pem;\n"
+          "        proxy_tls_name default.test;\n"
+          "    }\n"
+          "    location /stranger/ {\n"
+          "        proxy_pass https://127.0.0.1:%d;\n"
+          "        proxy_tls_trusted_certificate certs/ca.pem;\n"
+          "        proxy_tls_name default.test;\n"
+          "        proxy_tls_certificate certs/other-client.pem;\n"
+          "        proxy_tls_certificate_key certs/other-client.key;\n"
+          "    }\n"
+          "}\n",
+          back.port, back.port, back.port, back.port);
+    static const struct {
+        const char *path;
+        int status;
+    } cases[] = {{"/with/", 200}, {"/nginx/", 200}, {"/without/", 502}, {"/stranger/", 502}};
+    for (int i = 0; i < COUNT(cases); i++) {
+        char body[256];
+        int status =
+            test_daemon_http_get("127.0.0.1", front.port, cases[i].path, body, sizeof(body));
+        ck_assert_msg(status == cases[i].status && (status != 200 || strcmp(body, "backend") == 0),
+                      "%s: %d \"%s\"; front log:\n%s", cases[i].path, status, body,
+                      test_daemon_log(&front));
+    }
+    test_daemon_stop(&front);
+    test_daemon_stop(&back);
+}
+END_TEST
+
+/* What -t says of a client certificate towards an upstream that cannot
+ * be used: a key without its certificate, a key that is not the
+ * certificate's. */
+START_TEST(check_refuses_a_bad_upstream_client_certificate)
+{
+#define PROXY "proxy_pass https://127.0.0.1:1; "
+#define GRPC  "grpc_pass grpcs://127.0.0.1:1; "
+    static const struct {
+        const char *lines, *expected; /* NULL: taken */
+    } cases[] = {
+        {PROXY
+         "proxy_tls_certificate certs/client.pem; proxy_tls_certificate_key certs/client.key;",
+         NULL},
+        {PROXY "proxy_tls_certificate_key certs/client.key;",
+         "\"proxy_tls_certificate_key\" needs \"proxy_tls_certificate\" in the same location"},
+        {PROXY "proxy_ssl_certificate certs/client.pem;",
+         "\"proxy_ssl_certificate\" needs \"proxy_ssl_certificate_key\" in the same location"},
+        {PROXY "proxy_tls_certificate certs/client.pem; proxy_tls_certificate_key certs/a.key;",
+         "cannot load key"},
+        {PROXY "proxy_tls_certificate certs/missing.pem; proxy_tls_certificate_key certs/a.key;",
+         "cannot load certificate"},
+        {GRPC "grpc_ssl_certificate certs/client.pem;",
+         "\"grpc_ssl_certificate\" needs \"grpc_ssl_certificate_key\" in the same location"},
+        {GRPC "grpc_ssl_certificate certs/client.pem; grpc_ssl_certificate_key certs/a.key;",
+         "cannot load key"},
+        {"return 204; proxy_tls_certificate certs/client.pem; "
+         "proxy_tls_certificate_key certs/client.key;",
+         "\"proxy_tls_certificate\" needs \"proxy_pass https://...\" in the same location"},
+    };
+#undef PROXY
+#undef GRPC
+    for (int i = 0; i < COUNT(cases); i++) {
+        char path[PATH_MAX], args[PATH_MAX + 16], out[4096], conf[1024];
+        test_daemon_file(path, sizeof(path), "check.conf");
+        snprintf(conf, sizeof(conf),
+                 "server {\n    listen 127.0.0.1:0;\n    location / { %s }\n}\n", cases[i].lines);
+        test_write_file(path, conf);
+        snprintf(args, sizeof(args), "-t -c '%s'", path);
+        int rc = test_daemon_run(args, out, sizeof(out));
+        if (cases[i].expected == NULL)
+            ck_assert_msg(rc == 0, "%s: exit %d:\n%s", cases[i].lines, rc, out);
+        else
+            ck_assert_msg(rc != 0 && strstr(out, cases[i].expected) != NULL, "%s: exit %d:\n%s",
+                          cases[i].lines, rc, out);
+    }
 }
 END_TEST
 
@@ -1778,6 +2383,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, tls_1_2_and_1_3_are_served_and_older_versions_refused);
     tcase_add_test(tc, sni_picks_the_server_blocks_certificate);
     tcase_add_test(tc, misdirected_requests_get_421);
+    tcase_add_test(tc, tls_certificate_named_by_sni);
     tcase_add_test(tc, rsa_and_ecdsa_certificates_side_by_side);
     tcase_add_test(tc, the_chain_file_is_sent);
     tcase_add_test(tc, renegotiation_is_refused);
@@ -1796,9 +2402,15 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, sni_picks_the_server_blocks_client_verification, 0,
                         COUNT(sni_verify_configs));
     tcase_add_test(tc, a_session_does_not_skip_another_blocks_verification);
+    tcase_add_test(tc, sni_picks_the_server_blocks_protocols_and_ciphers);
     tcase_add_test(tc, the_admin_listener_verifies_client_certificates);
     tcase_add_test(tc, a_public_admin_listener_needs_verification_not_to_be_warned);
+    tcase_add_test(tc, ocsp_responses_are_fetched_and_stapled);
+    tcase_add_test(tc, check_refuses_an_https_ocsp_responder);
+    tcase_add_test(tc, a_stapling_file_is_stapled_while_it_is_current);
     tcase_add_test(tc, proxy_to_an_https_upstream);
+    tcase_add_test(tc, proxy_shows_a_client_certificate_to_the_upstream);
+    tcase_add_test(tc, check_refuses_a_bad_upstream_client_certificate);
     tcase_add_test(tc, health_checks_speak_tls_to_an_https_upstream);
     tcase_add_test(tc, check_reports_certificate_problems_where_they_are_named);
     tcase_add_test(tc, ktls_on_serves_either_way);
