@@ -20,6 +20,16 @@
 struct http_site;
 struct http_conn;
 
+/* What a connection without a transport connection of its own (HTTP/3:
+ * a QUIC connection, whose datagrams share a UDP socket with others)
+ * tells of itself: its framer keeps it and points the http_conn to it. */
+struct http_conn_datagram {
+    corral_loop *loop;
+    corral_worker *worker; /* NULL on a bare loop */
+    struct sockaddr_storage peer, local;
+    socklen_t peer_len, local_len;
+};
+
 /* What serves a connection once its protocol is chosen (proto/serve/):
  * the events of struct corral_conn_handler, for that protocol.  Each
  * framer has one table; a connection's events go to its table's
@@ -41,7 +51,10 @@ struct http_framer {
 /* The connection.  Made by the framer that first serves it, on the
  * connection's worker; that worker's thread alone uses it. */
 struct http_conn {
-    corral_conn *sock;            /* its transport connection (NULL only in tests' fakes) */
+    corral_conn *sock; /* its transport connection (NULL: a datagram one, or a test's fake) */
+    /* HTTP/3's QUIC connection, which has no `sock`: its loop, worker and
+     * addresses.  NULL for every other. */
+    const struct http_conn_datagram *dgram;
     const struct http_site *site; /* what its address serves: a reload's handover changes it */
     const struct http_framer *framer;
     /* It speaks TLS (its transport is proto/tls's): its SNI and protocol
@@ -60,13 +73,13 @@ struct http_conn {
  * timers and the connections a handler opens. */
 static inline corral_loop *http_conn_loop(const struct http_conn *c)
 {
-    return corral_conn_loop(c->sock);
+    return c->dgram != NULL ? c->dgram->loop : corral_conn_loop(c->sock);
 }
 
 /* Its worker; NULL when it runs on a bare loop. */
 static inline corral_worker *http_conn_worker(const struct http_conn *c)
 {
-    return corral_conn_worker(c->sock);
+    return c->dgram != NULL ? c->dgram->worker : corral_conn_worker(c->sock);
 }
 
 /* The client's address (its PROXY header's source, if it sent one) into
@@ -74,6 +87,11 @@ static inline corral_worker *http_conn_worker(const struct http_conn *c)
 static inline bool http_conn_peer(const struct http_conn *c, struct sockaddr_storage *addr,
                                   socklen_t *len)
 {
+    if (c->dgram != NULL) {
+        *addr = c->dgram->peer;
+        *len = c->dgram->peer_len;
+        return true;
+    }
     *len = sizeof(*addr);
     return c->sock != NULL && corral_conn_peer(c->sock, addr, len) == 0;
 }
@@ -84,6 +102,11 @@ static inline bool http_conn_peer(const struct http_conn *c, struct sockaddr_sto
 static inline bool http_conn_local(const struct http_conn *c, struct sockaddr_storage *addr,
                                    socklen_t *len)
 {
+    if (c->dgram != NULL) {
+        *addr = c->dgram->local;
+        *len = c->dgram->local_len;
+        return true;
+    }
     *len = sizeof(*addr);
     return c->sock != NULL &&
            getsockname(corral_conn_fd(c->sock), (struct sockaddr *)addr, len) == 0;
