@@ -393,7 +393,7 @@ void h3_conn_input(struct h3_conn *conn, const struct sockaddr *local, socklen_t
                    const struct sockaddr *peer, socklen_t peer_len, const uint8_t *pkt, size_t len,
                    unsigned ecn)
 {
-    if (conn->closed)
+    if (conn->closed || len == 0) /* ngtcp2 asserts a datagram has a byte */
         return;
     ngtcp2_path path = {
         .local = {(ngtcp2_sockaddr *)local, (ngtcp2_socklen)local_len},

@@ -175,6 +175,10 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
                       const struct sockaddr *peer, socklen_t peer_len, const uint8_t *pkt,
                       size_t len, unsigned ecn)
 {
+    /* ngtcp2 asserts a datagram is not empty (and Debian's keeps its
+     * asserts): a zero-length UDP payload is legal and must not abort. */
+    if (len == 0)
+        return -ENOENT;
     ngtcp2_version_cid vc;
     int rc = ngtcp2_pkt_decode_version_cid(&vc, pkt, len, H3_CID_LEN);
     if (rc != 0) /* garbage, or a version to negotiate: not answered yet */

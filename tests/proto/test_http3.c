@@ -880,6 +880,9 @@ START_TEST(stray_datagrams_dropped)
     ck_assert_int_eq(h3_endpoint_input(ep, s, sizeof(server_addr), c, sizeof(client_addr), junk,
                                        sizeof(junk), 0),
                      -ENOENT);
+    /* An empty datagram (ngtcp2 would assert on it). */
+    ck_assert_int_eq(
+        h3_endpoint_input(ep, s, sizeof(server_addr), c, sizeof(client_addr), junk, 0, 0), -ENOENT);
     /* A short-header packet for an ID no connection has. */
     junk[0] = 0x40;
     ck_assert_int_eq(
