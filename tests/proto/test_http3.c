@@ -11,6 +11,7 @@
 #include "proto/http/site.h"
 #include "proto/http3/http3.h"
 #include "proto/modules.h"
+#include "proto/policy/access_log.h"
 #include "proto/policy/return.h"
 
 #include <errno.h>
@@ -882,6 +883,36 @@ START_TEST(lossy_wire)
 }
 END_TEST
 
+/* Each request's line names HTTP/3.0, its status and body bytes, and
+ * the client's address; a request the client reset before its answer
+ * is none of them. */
+START_TEST(access_log_names_http3)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/access.log", dir);
+    const char *bad = NULL;
+    ck_assert_int_eq(access_log_open(path, "$request $status $body_bytes_sent $remote_addr",
+                                     &site.access_log, &bad),
+                     0);
+    connect_client();
+    struct request r[2] = {{0}};
+    get(&r[0], "/");
+    get(&r[1], "/big");
+    wait_for(r, 2, 10000);
+    ck_assert_uint_eq(r[1].response_len, BIG_LEN);
+    access_log_flush(site.access_log);
+    access_log_free(site.access_log);
+    site.access_log = NULL;
+    char *written = test_read_file(path);
+    ck_assert_ptr_nonnull(written);
+    ck_assert_ptr_nonnull(strstr(written, "GET / HTTP/3.0 200 6 127.0.0.1\n"));
+    ck_assert_ptr_nonnull(strstr(written, "GET /big HTTP/3.0 200 1048576 127.0.0.1\n"));
+    free(written);
+    free(r[0].response);
+    free(r[1].response);
+}
+END_TEST
+
 /* A client that offers another ALPN than h3 gets no connection. */
 START_TEST(alpn_must_be_h3)
 {
@@ -1104,6 +1135,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, many_streams);
     tcase_add_test(tc, malformed_request);
     tcase_add_test(tc, lossy_wire);
+    tcase_add_test(tc, access_log_names_http3);
     tcase_add_test(tc, alpn_must_be_h3);
     tcase_add_test(tc, stray_datagrams_dropped);
     tcase_add_test(tc, gtlsclient_interop);
