@@ -3,8 +3,8 @@
  * speaks: what is true of the connection, not of one request on it (its
  * addresses, TLS, loop and worker, counters), as h2o's h2o_conn_t beside
  * h2o_req_t.  Every exchange points to its connection (exchange.h); the
- * framer that serves the connection (HTTP/1.1, HTTP/2) embeds it at the
- * start of its own state, so it costs no allocation of its own.
+ * framer that serves the connection (HTTP/1.1, HTTP/2, HTTP/3) embeds it
+ * at the start of its own state, so it costs no allocation of its own.
  */
 #ifndef CORRAL_PROTO_HTTP_CONN_H
 #define CORRAL_PROTO_HTTP_CONN_H

@@ -379,14 +379,6 @@ void h3_conn_schedule(struct h3_conn *conn)
         conn->flush_scheduled = true;
 }
 
-void h3_conn_close(struct h3_conn *conn, uint64_t h3_error)
-{
-    if (!conn->closed)
-        ngtcp2_connection_close_error_set_application_error(&conn->ccerr, h3_error, NULL, 0);
-    conn->closed = true;
-    h3_conn_schedule(conn);
-}
-
 /* ------------------------------------------------------------- input */
 
 void h3_conn_input(struct h3_conn *conn, const struct sockaddr *local, socklen_t local_len,

@@ -620,12 +620,17 @@ static void h3_ex_begin(struct exchange *base, unsigned status, const char *head
     status_text[0] = (char)('0' + status / 100);
     status_text[1] = (char)('0' + status / 10 % 10);
     status_text[2] = (char)('0' + status % 10);
+    /* On the stack for a usual head, which is most of them. */
+    nghttp3_nv nv_small[32];
+    char lower_small[2048];
     size_t cap = count_lines(headers, headers_len) + 4;
-    nghttp3_nv *nv = calloc(cap, sizeof(*nv));
-    char *lower = malloc(headers_len + 1);
+    nghttp3_nv *nv = cap <= 32 ? nv_small : calloc(cap, sizeof(*nv));
+    char *lower = headers_len < sizeof(lower_small) ? lower_small : malloc(headers_len + 1);
     if (nv == NULL || lower == NULL) {
-        free(nv);
-        free(lower);
+        if (nv != nv_small)
+            free(nv);
+        if (lower != lower_small)
+            free(lower);
         reset(st, NGHTTP3_H3_INTERNAL_ERROR);
         return;
     }
@@ -648,8 +653,10 @@ static void h3_ex_begin(struct exchange *base, unsigned status, const char *head
         static const nghttp3_data_reader reader = {.read_data = read_data};
         rc = nghttp3_conn_submit_response(conn->h3, st->id, nv, n, body ? &reader : NULL);
     } /* an interim response is not sent on HTTP/3 yet */
-    free(nv);
-    free(lower);
+    if (nv != nv_small)
+        free(nv);
+    if (lower != lower_small)
+        free(lower);
     if (rc != 0)
         reset(st, NGHTTP3_H3_INTERNAL_ERROR);
     h3_conn_schedule(conn);

@@ -148,8 +148,6 @@ static inline struct h3_conn *h3_stream_conn(const struct h3_stream *st)
 void h3_conn_schedule(struct h3_conn *conn);
 /* The connection's clock for ngtcp2. */
 uint64_t h3_conn_now(void);
-/* Ends the connection (a transport or HTTP/3 error), then frees it. */
-void h3_conn_close(struct h3_conn *conn, uint64_t h3_error);
 /* Makes a connection for a client's Initial.  Returns it or NULL. */
 struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
                                const struct sockaddr *local, socklen_t local_len,

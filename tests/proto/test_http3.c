@@ -149,7 +149,34 @@ static const struct http_handler big_handler = {
     .on_drain = big_on_drain,
 };
 
+/* GET /fields: a head of 40 fields of its own, past what a head's
+ * fields take on the stack, and a 1 KB Connection field that HTTP/3 must
+ * drop (RFC 9114 4.2). */
+static void fields_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)req;
+    (void)data;
+    char head[4096];
+    size_t len = 0;
+    for (int i = 0; i < 40; i++)
+        len += (size_t)snprintf(head + len, sizeof(head) - len, "X-H%d: value-%d\r\n", i, i);
+    len += (size_t)snprintf(head + len, sizeof(head) - len, "Connection: ");
+    memset(head + len, 'c', 1024);
+    len += 1024;
+    memcpy(head + len, "\r\n", 2);
+    len += 2;
+    exchange_begin(ex, 200, head, len, 2);
+    exchange_write(ex, "ok", 2);
+    exchange_end(ex);
+}
+
+static const struct http_handler fields_handler = {
+    .name = "fields",
+    .on_request = fields_on_request,
+};
+
 static const struct http_location locations[] = {
+    {.path = "/fields", .path_len = 7, .exact = true, .handler = &fields_handler},
     {.path = "/count", .path_len = 6, .handler = &count_handler},
     {.path = "/big", .path_len = 4, .exact = true, .handler = &big_handler},
     {.path = "/", .path_len = 1, .handler = &http_return_handler, .handler_data = &ret_hello},
@@ -222,6 +249,8 @@ struct request {
     const char *body; /* request body, or NULL */
     size_t body_len, body_sent;
     unsigned status;
+    unsigned x_fields; /* x-h* fields in the response head */
+    bool connection;   /* a Connection field came */
     char *response;
     size_t response_len;
     bool ended;         /* the response's FIN */
@@ -277,6 +306,10 @@ static int h3c_recv_header(nghttp3_conn *h3, int64_t stream_id, int32_t token, n
     nghttp3_vec n = nghttp3_rcbuf_get_buf(name), v = nghttp3_rcbuf_get_buf(value);
     if (r != NULL && n.len == 7 && memcmp(n.base, ":status", 7) == 0 && v.len == 3)
         r->status = (unsigned)((v.base[0] - '0') * 100 + (v.base[1] - '0') * 10 + v.base[2] - '0');
+    if (r != NULL && n.len >= 3 && memcmp(n.base, "x-h", 3) == 0)
+        r->x_fields++;
+    if (r != NULL && n.len == 10 && memcmp(n.base, "connection", 10) == 0)
+        r->connection = true;
     return 0;
 }
 
@@ -774,6 +807,20 @@ START_TEST(get_return)
 }
 END_TEST
 
+START_TEST(large_response_head)
+{
+    connect_client();
+    struct request r = {0};
+    get(&r, "/fields");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    ck_assert_uint_eq(r.x_fields, 40);
+    ck_assert(!r.connection);
+    ck_assert_str_eq(r.response, "ok");
+    free(r.response);
+}
+END_TEST
+
 static char *post_body(size_t len)
 {
     char *body = malloc(len);
@@ -1131,6 +1178,7 @@ Suite *test_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, get_return);
+    tcase_add_test(tc, large_response_head);
     tcase_add_test(tc, post_counted);
     tcase_add_test(tc, many_streams);
     tcase_add_test(tc, malformed_request);
