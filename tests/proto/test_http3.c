@@ -13,6 +13,8 @@
 #include "proto/modules.h"
 #include "proto/policy/access_log.h"
 #include "proto/policy/return.h"
+#include "proto/upstream/proxy.h"
+#include "proto/upstream/upstream.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +24,7 @@
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
@@ -175,7 +178,13 @@ static const struct http_handler fields_handler = {
     .on_request = fields_on_request,
 };
 
+/* /p/: proxied to a backend thread (one HTTP/1.1 request per
+ * connection) that answers with the request line and its body's
+ * length. */
+static struct proxy_location proxy = {.conf = PROXY_CONF_DEFAULT};
+
 static const struct http_location locations[] = {
+    {.path = "/p/", .path_len = 3, .handler = &proxy_handler, .handler_data = &proxy},
     {.path = "/fields", .path_len = 7, .exact = true, .handler = &fields_handler},
     {.path = "/count", .path_len = 6, .handler = &count_handler},
     {.path = "/big", .path_len = 4, .exact = true, .handler = &big_handler},
@@ -960,6 +969,95 @@ START_TEST(access_log_names_http3)
 }
 END_TEST
 
+struct backend {
+    int fd;
+    pthread_t thread;
+};
+
+static void *backend_run(void *arg)
+{
+    struct backend *b = arg;
+    int fd = accept(b->fd, NULL, NULL);
+    if (fd < 0)
+        return NULL;
+    char head[8192];
+    size_t have = 0;
+    char *end = NULL;
+    while (end == NULL && have < sizeof(head) - 1) {
+        ssize_t n = recv(fd, head + have, sizeof(head) - 1 - have, 0);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        head[have] = '\0';
+        end = strstr(head, "\r\n\r\n");
+    }
+    size_t length = 0, got = 0;
+    if (end != NULL) {
+        const char *field = strcasestr(head, "\r\ncontent-length: ");
+        if (field != NULL)
+            length = strtoul(field + 18, NULL, 10);
+        got = have - (size_t)(end + 4 - head);
+        char buf[16384];
+        while (got < length) {
+            ssize_t n = recv(fd, buf, sizeof(buf), 0);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+        *strstr(head, "\r\n") = '\0';
+    }
+    char answer[9000];
+    char text[8300];
+    int text_len = snprintf(text, sizeof(text), "%s body=%zu", head, got);
+    int len = snprintf(answer, sizeof(answer),
+                       "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-Backend: 1\r\n"
+                       "Connection: close\r\n\r\n%s",
+                       text_len, text);
+    test_send_all(fd, answer, (size_t)len);
+    close(fd);
+    return NULL;
+}
+
+/* A request to a proxy_pass location goes to the backend and its answer
+ * back, the body both ways, as over HTTP/1.1 and HTTP/2. */
+START_TEST(proxy_pass_works)
+{
+    struct backend b;
+    b.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(b.fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(b.fd, 4), 0);
+    socklen_t addr_len = sizeof(addr);
+    ck_assert_int_eq(getsockname(b.fd, (struct sockaddr *)&addr, &addr_len), 0);
+    char address[64];
+    snprintf(address, sizeof(address), "127.0.0.1:%u", ntohs(addr.sin_port));
+    struct proxy_server_conf server = PROXY_SERVER_CONF_DEFAULT;
+    server.address = address;
+    struct proxy_upstream_conf upstream = {.name = "back", .servers = &server, .server_count = 1};
+    ck_assert_int_eq(upstream_new(&upstream, 1, &proxy.upstream), 0);
+    ck_assert_int_eq(pthread_create(&b.thread, NULL, backend_run, &b), 0);
+
+    connect_client();
+    size_t len = 50 * 1024;
+    char *body = post_body(len);
+    struct request r = {.body = body, .body_len = len};
+    const char *fields[] = {":method",        "POST",      ":scheme", "https",
+                            ":authority",     "localhost", ":path",   "/p/echo?x=1",
+                            "content-length", "51200",     NULL};
+    client_request(&r, fields);
+    wait_for(&r, 1, 10000);
+    pthread_join(b.thread, NULL);
+    close(b.fd);
+    upstream_free(proxy.upstream);
+    proxy.upstream = NULL;
+    ck_assert_uint_eq(r.status, 200);
+    ck_assert_ptr_nonnull(r.response);
+    ck_assert_str_eq(r.response, "POST /p/echo?x=1 HTTP/1.1 body=51200");
+    free(r.response);
+    free(body);
+}
+END_TEST
+
 /* A client that offers another ALPN than h3 gets no connection. */
 START_TEST(alpn_must_be_h3)
 {
@@ -1184,6 +1282,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, malformed_request);
     tcase_add_test(tc, lossy_wire);
     tcase_add_test(tc, access_log_names_http3);
+    tcase_add_test(tc, proxy_pass_works);
     tcase_add_test(tc, alpn_must_be_h3);
     tcase_add_test(tc, stray_datagrams_dropped);
     tcase_add_test(tc, gtlsclient_interop);
