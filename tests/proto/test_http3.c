@@ -584,9 +584,9 @@ static nghttp3_ssize client_read_body(nghttp3_conn *h3, int64_t stream_id, nghtt
  * NULL). */
 static void client_request(struct request *r, const char *const *fields)
 {
-    nghttp3_nv nv[16];
+    nghttp3_nv nv[160];
     size_t n = 0;
-    for (; fields[2 * n] != NULL; n++)
+    for (; fields[2 * n] != NULL && n < 160; n++)
         nv[n] = (nghttp3_nv){(uint8_t *)fields[2 * n], (uint8_t *)fields[2 * n + 1],
                              strlen(fields[2 * n]), strlen(fields[2 * n + 1]), 0};
     ck_assert_int_eq(ngtcp2_conn_open_bidi_stream(cl.quic, &r->id, r), 0);
@@ -1058,6 +1058,47 @@ START_TEST(proxy_pass_works)
 }
 END_TEST
 
+/* client_max_body_size (here 1000 bytes) refuses a body that says it is
+ * longer with 413 before the handler, and one of unknown length once it
+ * goes past; over client_max_headers fields (100) get 431.  The
+ * connection serves on. */
+START_TEST(limits_answer_413_and_431)
+{
+    vhosts[0].limits.max_body_size = 1000;
+    connect_client();
+    size_t len = 5000;
+    char *body = post_body(len);
+    struct request r[4] = {{.body = body, .body_len = len}, {.body = body, .body_len = len}};
+    const char *declared[] = {":method",        "POST",      ":scheme", "https",
+                              ":authority",     "localhost", ":path",   "/count",
+                              "content-length", "5000",      NULL};
+    client_request(&r[0], declared);
+    const char *unknown[] = {":method",   "POST",  ":scheme", "https", ":authority",
+                             "localhost", ":path", "/count",  NULL};
+    client_request(&r[1], unknown);
+    static char names[120][16];
+    const char *many[2 * 124 + 1] = {":method",    "GET",       ":scheme", "https",
+                                     ":authority", "localhost", ":path",   "/"};
+    for (int i = 0; i < 120; i++) {
+        snprintf(names[i], sizeof(names[i]), "x-%d", i);
+        many[8 + 2 * i] = names[i];
+        many[9 + 2 * i] = "v";
+    }
+    many[8 + 2 * 120] = NULL;
+    client_request(&r[2], many);
+    get(&r[3], "/");
+    wait_for(r, 4, 5000);
+    ck_assert_uint_eq(r[0].status, 413);
+    ck_assert_uint_eq(r[1].status, 413);
+    ck_assert_uint_le(counted.bytes, 1000);
+    ck_assert_uint_eq(r[2].status, 431);
+    ck_assert_uint_eq(r[3].status, 200);
+    for (int i = 0; i < 4; i++)
+        free(r[i].response);
+    free(body);
+}
+END_TEST
+
 /* A client that offers another ALPN than h3 gets no connection. */
 START_TEST(alpn_must_be_h3)
 {
@@ -1283,6 +1324,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, lossy_wire);
     tcase_add_test(tc, access_log_names_http3);
     tcase_add_test(tc, proxy_pass_works);
+    tcase_add_test(tc, limits_answer_413_and_431);
     tcase_add_test(tc, alpn_must_be_h3);
     tcase_add_test(tc, stray_datagrams_dropped);
     tcase_add_test(tc, gtlsclient_interop);
