@@ -247,8 +247,9 @@ static void on_timer(corral_timer *timer, void *arg)
     struct h3_conn *conn = arg;
     int rc = ngtcp2_conn_handle_expiry(conn->quic, h3_conn_now());
     if (rc != 0) {
-        /* The idle timeout, or the handshake's: nothing to tell the
-         * peer (RFC 9000 10.1: the connection is silently closed). */
+        /* The idle timeout (RFC 9000 10.1: the connection is silently
+         * closed), or a handshake that took too long: nothing to tell
+         * the peer. */
         h3_conn_free(conn);
         return;
     }
@@ -461,6 +462,8 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
     settings.initial_ts = h3_conn_now();
     settings.max_stream_window = ep->config.stream_buffer_size;
     settings.max_window = ep->config.stream_buffer_size * 16;
+    if (ep->config.handshake_timeout_ms > 0)
+        settings.handshake_timeout = ep->config.handshake_timeout_ms * NGTCP2_MILLISECONDS;
     ngtcp2_transport_params params;
     ngtcp2_transport_params_default(&params);
     params.initial_max_stream_data_bidi_remote = ep->config.stream_buffer_size;

@@ -50,6 +50,10 @@ struct h3_endpoint_config {
     size_t stream_buffer_size;
     unsigned max_concurrent_streams; /* 0: 128 */
     uint64_t idle_timeout_ms;        /* 0: 60 s */
+    /* A connection whose handshake has not completed by then is freed
+     * (an Initial flood holds memory that long without Retry).  0:
+     * ngtcp2's 10 s. */
+    uint64_t handshake_timeout_ms;
 };
 
 /* Makes an endpoint: loads the certificate and key (GnuTLS).  Returns 0,

@@ -1109,6 +1109,45 @@ START_TEST(alpn_must_be_h3)
 }
 END_TEST
 
+static bool no_connection(void)
+{
+    return h3_endpoint_conn_count(ep) == 0;
+}
+
+/* A client that sends its first Initial and is then never heard again
+ * leaves no connection behind once the handshake timeout (here 200 ms)
+ * passes. */
+START_TEST(unfinished_handshake_is_dropped)
+{
+    h3_endpoint_free(ep);
+    char cert[128], key[128];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    struct h3_endpoint_config config = {.site = &site,
+                                        .loop = loop,
+                                        .cert_file = cert,
+                                        .key_file = key,
+                                        .output = server_output,
+                                        .handshake_timeout_ms = 200};
+    ck_assert_int_eq(h3_endpoint_new(&config, &ep), 0);
+    client_start("h3");
+    client_write();
+    ck_assert_uint_eq(to_server.count, 1);
+    struct datagram *d = &to_server.items[to_server.head];
+    ck_assert_int_eq(h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                                       (struct sockaddr *)&client_addr, sizeof(client_addr),
+                                       d->data, d->len, 0),
+                     0);
+    to_server.count = 0;
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 1);
+    to_server.drop_percent = 100; /* the client is gone */
+    cl.handshake_done = true;     /* so that run_until() looks at its condition */
+    uint64_t start = test_now_ms();
+    ck_assert(run_until(no_connection, 5000));
+    ck_assert_uint_ge(test_now_ms() - start, 150);
+}
+END_TEST
+
 /* Datagrams that are no client Initial open nothing. */
 START_TEST(stray_datagrams_dropped)
 {
@@ -1327,6 +1366,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, limits_answer_413_and_431);
     tcase_add_test(tc, alpn_must_be_h3);
     tcase_add_test(tc, stray_datagrams_dropped);
+    tcase_add_test(tc, unfinished_handshake_is_dropped);
     tcase_add_test(tc, gtlsclient_interop);
     suite_add_tcase(s, tc);
     return s;
