@@ -183,7 +183,37 @@ static const struct http_handler fields_handler = {
  * length. */
 static struct proxy_location proxy = {.conf = PROXY_CONF_DEFAULT};
 
+/* GET /later: answered from the loop's deferred callbacks, outside any
+ * input, so that the connection's flush is deferred in turn. */
+static bool later_answered;
+static struct h3_endpoint *ep;
+static corral_loop *loop;
+
+static void later_answer(void *arg)
+{
+    exchange_respond(arg, 200, "", "later", 5);
+    later_answered = true;
+    /* The worker goes away in the same pass, before the flush the
+     * answer deferred: the loop stops after it. */
+    h3_endpoint_free(ep);
+    ep = NULL;
+    corral_loop_stop(loop);
+}
+
+static void later_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)req;
+    (void)data;
+    ck_assert_int_eq(corral_loop_defer(exchange_loop(ex), later_answer, ex), 0);
+}
+
+static const struct http_handler later_handler = {
+    .name = "later",
+    .on_request = later_on_request,
+};
+
 static const struct http_location locations[] = {
+    {.path = "/later", .path_len = 6, .exact = true, .handler = &later_handler},
     {.path = "/p/", .path_len = 3, .handler = &proxy_handler, .handler_data = &proxy},
     {.path = "/fields", .path_len = 7, .exact = true, .handler = &fields_handler},
     {.path = "/count", .path_len = 6, .handler = &count_handler},
@@ -651,8 +681,6 @@ static void client_write(void)
 
 /* ------------------------------------------------------------- the run */
 
-static corral_loop *loop;
-static struct h3_endpoint *ep;
 static char dir[64];
 static bool (*done_cond)(void);
 static uint64_t deadline_ms;
@@ -698,6 +726,13 @@ static void pump(corral_timer *timer, void *arg)
         return;
     }
     corral_timer_start(timer, 0);
+}
+
+static void pump_stop(corral_timer *timer, void *arg)
+{
+    (void)timer;
+    (void)arg;
+    corral_loop_stop(loop);
 }
 
 /* Runs the wire until `cond` holds (checked once the handshake is done,
@@ -1148,6 +1183,34 @@ START_TEST(unfinished_handshake_is_dropped)
 }
 END_TEST
 
+static bool answered_later(void)
+{
+    return later_answered;
+}
+
+/* An answer given outside an input defers the connection's flush to
+ * the loop's next pass; an endpoint freed before it (a worker going
+ * away) leaves that flush to free what is left of the connection, and
+ * nothing leaks or is used after its free (ASan). */
+START_TEST(endpoint_freed_with_a_flush_pending)
+{
+    connect_client();
+    struct request r = {0};
+    later_answered = false;
+    get(&r, "/later");
+    ck_assert(run_until(answered_later, 5000));
+    ck_assert_ptr_null(ep);
+    /* The answer's flush waits for the loop's next pass, on what is left
+     * of its connection. */
+    corral_timer *timer;
+    ck_assert_int_eq(corral_timer_new(loop, pump_stop, NULL, &timer), 0);
+    corral_timer_start(timer, 0);
+    ck_assert_int_eq(corral_loop_run(loop), 0); /* runs the deferred flush */
+    corral_timer_free(timer);
+    ck_assert_uint_eq(r.status, 0); /* nothing was sent */
+}
+END_TEST
+
 /* Datagrams that are no client Initial open nothing. */
 START_TEST(stray_datagrams_dropped)
 {
@@ -1367,6 +1430,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, alpn_must_be_h3);
     tcase_add_test(tc, stray_datagrams_dropped);
     tcase_add_test(tc, unfinished_handshake_is_dropped);
+    tcase_add_test(tc, endpoint_freed_with_a_flush_pending);
     tcase_add_test(tc, gtlsclient_interop);
     suite_add_tcase(s, tc);
     return s;
