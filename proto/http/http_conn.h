@@ -3,8 +3,8 @@
  * speaks: what is true of the connection, not of one request on it (its
  * addresses, TLS, loop and worker, counters), as h2o's h2o_conn_t beside
  * h2o_req_t.  Every exchange points to its connection (exchange.h); the
- * framer that serves the connection (HTTP/1.1, HTTP/2) embeds it at the
- * start of its own state, so it costs no allocation of its own.
+ * framer that serves the connection (HTTP/1.1, HTTP/2, HTTP/3) embeds it
+ * at the start of its own state, so it costs no allocation of its own.
  */
 #ifndef CORRAL_PROTO_HTTP_CONN_H
 #define CORRAL_PROTO_HTTP_CONN_H
@@ -19,6 +19,14 @@
 
 struct http_site;
 struct http_conn;
+
+/* The addresses of a connection without a transport connection of its
+ * own (HTTP/3: a QUIC connection, whose datagrams share a UDP socket with
+ * others): its framer keeps them and points the http_conn to them. */
+struct http_conn_datagram {
+    struct sockaddr_storage peer, local;
+    socklen_t peer_len, local_len;
+};
 
 /* What serves a connection once its protocol is chosen (proto/serve/):
  * the events of struct corral_conn_handler, for that protocol.  Each
@@ -41,7 +49,10 @@ struct http_framer {
 /* The connection.  Made by the framer that first serves it, on the
  * connection's worker; that worker's thread alone uses it. */
 struct http_conn {
-    corral_conn *sock;            /* its transport connection (NULL only in tests' fakes) */
+    corral_conn *sock; /* its transport connection (NULL: a datagram one, or a test's fake) */
+    /* HTTP/3's QUIC connection, which has no `sock`: its addresses.  NULL
+     * for every other. */
+    const struct http_conn_datagram *dgram;
     const struct http_site *site; /* what its address serves: a reload's handover changes it */
     const struct http_framer *framer;
     /* It speaks TLS (its transport is proto/tls's): its SNI and protocol
@@ -54,9 +65,10 @@ struct http_conn {
      * first to the choice. */
     bool choosing;
     unsigned requests; /* exchanges completed on it */
-    /* A connection of corral's own with no transport (`sock` NULL): a
-     * detached subrequest's (subrequest.h), which outlives its client's.
-     * Its loop and worker are these; a client's are its transport's. */
+    /* A connection with no transport (`sock` NULL): HTTP/3's, or corral's
+     * own for a detached subrequest (subrequest.h), which outlives its
+     * client's.  Its loop and worker (NULL on a bare loop) are these; a
+     * TCP client's are its transport's. */
     corral_loop *loop;
     corral_worker *worker;
 };
@@ -79,6 +91,11 @@ static inline corral_worker *http_conn_worker(const struct http_conn *c)
 static inline bool http_conn_peer(const struct http_conn *c, struct sockaddr_storage *addr,
                                   socklen_t *len)
 {
+    if (c->dgram != NULL) {
+        *addr = c->dgram->peer;
+        *len = c->dgram->peer_len;
+        return true;
+    }
     *len = sizeof(*addr);
     return c->sock != NULL && corral_conn_peer(c->sock, addr, len) == 0;
 }
@@ -89,6 +106,11 @@ static inline bool http_conn_peer(const struct http_conn *c, struct sockaddr_sto
 static inline bool http_conn_local(const struct http_conn *c, struct sockaddr_storage *addr,
                                    socklen_t *len)
 {
+    if (c->dgram != NULL) {
+        *addr = c->dgram->local;
+        *len = c->dgram->local_len;
+        return true;
+    }
     *len = sizeof(*addr);
     return c->sock != NULL &&
            getsockname(corral_conn_fd(c->sock), (struct sockaddr *)addr, len) == 0;

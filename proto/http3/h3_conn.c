@@ -1,0 +1,553 @@
+/*
+ * h3_conn.c: one QUIC connection and its HTTP/3 session: ngtcp2 fed with
+ * the datagrams the endpoint routes to it, GnuTLS for the handshake
+ * (ALPN h3 only), nghttp3 over its streams, the datagrams it makes handed
+ * to the endpoint's output, and its timer (loss recovery, idle, pacing)
+ * on the worker's loop.
+ */
+#include "proto/http3/http3_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <gnutls/crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* TLS 1.3 only, with the ciphers QUIC allows (RFC 9001 5.3: not
+ * CCM_8), and no middlebox compatibility mode (RFC 9001 8.4). */
+#define H3_PRIORITY                                                                                \
+    "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"      \
+    "%DISABLE_TLS13_COMPAT_MODE"
+
+/* Datagrams one flush sends at most before it yields the loop. */
+#define H3_FLUSH_PACKETS 64
+
+static const struct http_framer h3_framer = {.name = "HTTP/3"};
+
+uint64_t h3_conn_now(void)
+{
+    return corral_monotonic_ns();
+}
+
+/* ----------------------------------------------------- ngtcp2 callbacks */
+
+static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref)
+{
+    return ((struct h3_conn *)ref->user_data)->quic;
+}
+
+static void on_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx)
+{
+    (void)ctx;
+    /* ngtcp2 uses it for packet-number skips and PATH_CHALLENGE: a
+     * failure leaves the bytes as they were, which only costs entropy. */
+    (void)gnutls_rnd(GNUTLS_RND_NONCE, dest, len);
+}
+
+static int on_new_cid(ngtcp2_conn *quic, ngtcp2_cid *cid, uint8_t *token, size_t cidlen, void *user)
+{
+    (void)quic;
+    (void)cidlen; /* ours are all H3_CID_LEN */
+    struct h3_conn *conn = user;
+    if (h3_endpoint_new_cid(conn->ep, cid, token) != 0 ||
+        h3_endpoint_add_cid(conn->ep, cid, conn) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int on_remove_cid(ngtcp2_conn *quic, const ngtcp2_cid *cid, void *user)
+{
+    (void)quic;
+    struct h3_conn *conn = user;
+    h3_endpoint_remove_cid(conn->ep, cid);
+    return 0;
+}
+
+static int setup_http(struct h3_conn *conn);
+
+static int on_handshake_completed(ngtcp2_conn *quic, void *user)
+{
+    (void)quic;
+    struct h3_conn *conn = user;
+    /* The ALPN was offered as mandatory; check what was chosen anyway:
+     * nothing but h3 is spoken here. */
+    gnutls_datum_t alpn;
+    if (gnutls_alpn_get_selected_protocol(conn->tls, &alpn) != 0 || alpn.size != 2 ||
+        memcmp(alpn.data, "h3", 2) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return setup_http(conn);
+}
+
+static int on_recv_stream_data(ngtcp2_conn *quic, uint32_t flags, int64_t stream_id,
+                               uint64_t offset, const uint8_t *data, size_t len, void *user,
+                               void *stream_user)
+{
+    (void)offset;
+    (void)stream_user;
+    struct h3_conn *conn = user;
+    if (conn->h3 == NULL && setup_http(conn) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    nghttp3_ssize used = nghttp3_conn_read_stream(conn->h3, stream_id, data, len,
+                                                  (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
+    if (used < 0) {
+        ngtcp2_connection_close_error_set_application_error(
+            &conn->ccerr, nghttp3_err_infer_quic_app_error_code((int)used), NULL, 0);
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    }
+    /* What nghttp3 took as framing is consumed now; body bytes are given
+     * back as the exchange takes them (h3_stream.c). */
+    ngtcp2_conn_extend_max_stream_offset(quic, stream_id, (uint64_t)used);
+    ngtcp2_conn_extend_max_offset(quic, (uint64_t)used);
+    return 0;
+}
+
+static int on_acked_stream_data(ngtcp2_conn *quic, int64_t stream_id, uint64_t offset, uint64_t len,
+                                void *user, void *stream_user)
+{
+    (void)quic;
+    (void)offset;
+    (void)stream_user;
+    struct h3_conn *conn = user;
+    if (conn->h3 != NULL && nghttp3_conn_add_ack_offset(conn->h3, stream_id, len) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int on_stream_close(ngtcp2_conn *quic, uint32_t flags, int64_t stream_id,
+                           uint64_t app_error_code, void *user, void *stream_user)
+{
+    (void)stream_user;
+    struct h3_conn *conn = user;
+    if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
+        app_error_code = NGHTTP3_H3_NO_ERROR;
+    if (conn->h3 != NULL) {
+        int rc = nghttp3_conn_close_stream(conn->h3, stream_id, app_error_code);
+        if (rc != 0 && rc != NGHTTP3_ERR_STREAM_NOT_FOUND) {
+            ngtcp2_connection_close_error_set_application_error(
+                &conn->ccerr, nghttp3_err_infer_quic_app_error_code(rc), NULL, 0);
+            return NGTCP2_ERR_CALLBACK_FAILURE;
+        }
+    }
+    /* A client's request stream is over: it may open another. */
+    if (!ngtcp2_conn_is_local_stream(quic, stream_id) && ngtcp2_is_bidi_stream(stream_id))
+        ngtcp2_conn_extend_max_streams_bidi(quic, 1);
+    return 0;
+}
+
+static int on_stream_reset(ngtcp2_conn *quic, int64_t stream_id, uint64_t final_size,
+                           uint64_t app_error_code, void *user, void *stream_user)
+{
+    (void)quic;
+    (void)final_size;
+    (void)app_error_code;
+    (void)stream_user;
+    struct h3_conn *conn = user;
+    if (conn->h3 != NULL && nghttp3_conn_shutdown_stream_read(conn->h3, stream_id) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int on_stream_stop_sending(ngtcp2_conn *quic, int64_t stream_id, uint64_t app_error_code,
+                                  void *user, void *stream_user)
+{
+    return on_stream_reset(quic, stream_id, 0, app_error_code, user, stream_user);
+}
+
+static int on_extend_max_remote_streams_bidi(ngtcp2_conn *quic, uint64_t max_streams, void *user)
+{
+    (void)quic;
+    struct h3_conn *conn = user;
+    if (conn->h3 != NULL)
+        nghttp3_conn_set_max_client_streams_bidi(conn->h3, max_streams);
+    return 0;
+}
+
+static int on_extend_max_stream_data(ngtcp2_conn *quic, int64_t stream_id, uint64_t max_data,
+                                     void *user, void *stream_user)
+{
+    (void)quic;
+    (void)max_data;
+    (void)stream_user;
+    struct h3_conn *conn = user;
+    if (conn->h3 != NULL && nghttp3_conn_unblock_stream(conn->h3, stream_id) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static const ngtcp2_callbacks quic_callbacks = {
+    .recv_client_initial = ngtcp2_crypto_recv_client_initial_cb,
+    .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
+    .handshake_completed = on_handshake_completed,
+    .encrypt = ngtcp2_crypto_encrypt_cb,
+    .decrypt = ngtcp2_crypto_decrypt_cb,
+    .hp_mask = ngtcp2_crypto_hp_mask_cb,
+    .recv_stream_data = on_recv_stream_data,
+    .acked_stream_data_offset = on_acked_stream_data,
+    .stream_close = on_stream_close,
+    .rand = on_rand,
+    .get_new_connection_id = on_new_cid,
+    .remove_connection_id = on_remove_cid,
+    .update_key = ngtcp2_crypto_update_key_cb,
+    .stream_reset = on_stream_reset,
+    .extend_max_remote_streams_bidi = on_extend_max_remote_streams_bidi,
+    .extend_max_stream_data = on_extend_max_stream_data,
+    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
+    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
+    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
+    .stream_stop_sending = on_stream_stop_sending,
+    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
+};
+
+/* ------------------------------------------------------------ HTTP/3 */
+
+/* The HTTP/3 session, once the handshake has told the client's limits:
+ * its control stream and the two QPACK streams (RFC 9114 6.2). */
+static int setup_http(struct h3_conn *conn)
+{
+    if (conn->h3 != NULL)
+        return 0;
+    nghttp3_settings settings;
+    nghttp3_settings_default(&settings);
+    settings.qpack_max_dtable_capacity = 4096;
+    settings.qpack_blocked_streams = 100;
+    settings.max_field_section_size = H3_MAX_FIELD_SECTION;
+    if (nghttp3_conn_server_new(&conn->h3, &h3_stream_callbacks, &settings, NULL, conn) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    nghttp3_conn_set_max_client_streams_bidi(conn->h3, conn->ep->config.max_concurrent_streams);
+    int64_t control, qenc, qdec;
+    if (ngtcp2_conn_open_uni_stream(conn->quic, &control, NULL) != 0 ||
+        nghttp3_conn_bind_control_stream(conn->h3, control) != 0 ||
+        ngtcp2_conn_open_uni_stream(conn->quic, &qenc, NULL) != 0 ||
+        ngtcp2_conn_open_uni_stream(conn->quic, &qdec, NULL) != 0 ||
+        nghttp3_conn_bind_qpack_streams(conn->h3, qenc, qdec) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+/* ---------------------------------------------------------- the timer */
+
+static void arm_timer(struct h3_conn *conn)
+{
+    uint64_t expiry = ngtcp2_conn_get_expiry(conn->quic);
+    if (expiry == UINT64_MAX) {
+        corral_timer_stop(conn->timer);
+        return;
+    }
+    uint64_t now = h3_conn_now();
+    uint64_t ms = expiry > now ? (expiry - now + NGTCP2_MILLISECONDS - 1) / NGTCP2_MILLISECONDS : 0;
+    corral_timer_start(conn->timer, ms);
+}
+
+static void flush(struct h3_conn *conn);
+
+static void on_timer(corral_timer *timer, void *arg)
+{
+    (void)timer;
+    struct h3_conn *conn = arg;
+    int rc = ngtcp2_conn_handle_expiry(conn->quic, h3_conn_now());
+    if (rc != 0) {
+        /* The idle timeout (RFC 9000 10.1: the connection is silently
+         * closed), or a handshake that took too long: nothing to tell
+         * the peer. */
+        h3_conn_free(conn);
+        return;
+    }
+    flush(conn);
+}
+
+/* -------------------------------------------------------------- output */
+
+static void send_packet(struct h3_conn *conn, const ngtcp2_path *path, const uint8_t *data,
+                        size_t len)
+{
+    conn->ep->config.output(conn->ep->config.output_arg, (const struct sockaddr *)path->local.addr,
+                            path->local.addrlen, (const struct sockaddr *)path->remote.addr,
+                            path->remote.addrlen, data, len, 0);
+}
+
+/* Sends the connection's CONNECTION_CLOSE with conn->ccerr, once. */
+static void send_close(struct h3_conn *conn)
+{
+    if (ngtcp2_conn_is_in_closing_period(conn->quic) ||
+        ngtcp2_conn_is_in_draining_period(conn->quic))
+        return;
+    uint8_t buf[NGTCP2_MAX_UDP_PAYLOAD_SIZE];
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
+    ngtcp2_pkt_info pi;
+    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(conn->quic, &ps.path, &pi, buf, sizeof(buf),
+                                                        &conn->ccerr, h3_conn_now());
+    if (n > 0)
+        send_packet(conn, &ps.path, buf, (size_t)n);
+}
+
+/* Writes packets while ngtcp2 and nghttp3 have something: stream data
+ * from nghttp3, then ACKs and the rest from ngtcp2.  Returns 0, or -1
+ * when the connection failed (closed and freed then). */
+static int write_packets(struct h3_conn *conn)
+{
+    uint8_t buf[1500];
+    size_t max = conn->max_udp < sizeof(buf) ? conn->max_udp : sizeof(buf);
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
+    uint64_t ts = h3_conn_now();
+    for (size_t packets = 0; packets < H3_FLUSH_PACKETS;) {
+        int64_t stream_id = -1;
+        int fin = 0;
+        nghttp3_vec vec[16];
+        nghttp3_ssize count = 0;
+        if (conn->h3 != NULL && ngtcp2_conn_get_max_data_left(conn->quic) > 0) {
+            count = nghttp3_conn_writev_stream(conn->h3, &stream_id, &fin, vec, 16);
+            if (count < 0) {
+                ngtcp2_connection_close_error_set_application_error(
+                    &conn->ccerr, nghttp3_err_infer_quic_app_error_code((int)count), NULL, 0);
+                return -1;
+            }
+        }
+        ngtcp2_ssize taken = -1;
+        uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
+        ngtcp2_pkt_info pi;
+        ngtcp2_ssize n =
+            ngtcp2_conn_writev_stream(conn->quic, &ps.path, &pi, buf, max, &taken, flags, stream_id,
+                                      (const ngtcp2_vec *)vec, (size_t)count, ts);
+        if (n < 0) {
+            switch (n) {
+            case NGTCP2_ERR_STREAM_DATA_BLOCKED:
+                assert(conn->h3 != NULL);
+                nghttp3_conn_block_stream(conn->h3, stream_id);
+                continue;
+            case NGTCP2_ERR_STREAM_SHUT_WR:
+                assert(conn->h3 != NULL);
+                nghttp3_conn_shutdown_stream_write(conn->h3, stream_id);
+                continue;
+            case NGTCP2_ERR_WRITE_MORE:
+                assert(taken >= 0);
+                if (nghttp3_conn_add_write_offset(conn->h3, stream_id, (size_t)taken) != 0)
+                    return -1;
+                continue;
+            default:
+                ngtcp2_connection_close_error_set_transport_error_liberr(&conn->ccerr, (int)n, NULL,
+                                                                         0);
+                return -1;
+            }
+        }
+        if (taken >= 0 && nghttp3_conn_add_write_offset(conn->h3, stream_id, (size_t)taken) != 0)
+            return -1;
+        if (n == 0)
+            break;
+        send_packet(conn, &ps.path, buf, (size_t)n);
+        packets++;
+        if (packets == H3_FLUSH_PACKETS) /* the rest in the next turn */
+            h3_conn_schedule(conn);
+    }
+    ngtcp2_conn_update_pkt_tx_time(conn->quic, ts);
+    return 0;
+}
+
+/* What a stream's output owes its handler, then the packets. */
+static void flush(struct h3_conn *conn)
+{
+    if (conn->closed) {
+        send_close(conn);
+        h3_conn_free(conn);
+        return;
+    }
+    if (write_packets(conn) != 0) {
+        send_close(conn);
+        h3_conn_free(conn);
+        return;
+    }
+    arm_timer(conn);
+}
+
+static void flush_deferred(void *arg)
+{
+    struct h3_conn *conn = arg;
+    conn->flush_scheduled = false;
+    if (conn->gone) {
+        free(conn);
+        return;
+    }
+    flush(conn);
+}
+
+void h3_conn_schedule(struct h3_conn *conn)
+{
+    if (conn->in_input || conn->flush_scheduled)
+        return; /* h3_conn_input() flushes on its way out */
+    if (corral_loop_defer(conn->c.loop, flush_deferred, conn) == 0)
+        conn->flush_scheduled = true;
+}
+
+/* ------------------------------------------------------------- input */
+
+void h3_conn_input(struct h3_conn *conn, const struct sockaddr *local, socklen_t local_len,
+                   const struct sockaddr *peer, socklen_t peer_len, const uint8_t *pkt, size_t len,
+                   unsigned ecn)
+{
+    if (conn->closed || len == 0) /* ngtcp2 asserts a datagram has a byte */
+        return;
+    ngtcp2_path path = {
+        .local = {(ngtcp2_sockaddr *)local, (ngtcp2_socklen)local_len},
+        .remote = {(ngtcp2_sockaddr *)peer, (ngtcp2_socklen)peer_len},
+    };
+    ngtcp2_pkt_info pi = {.ecn = (uint8_t)(ecn & NGTCP2_ECN_MASK)};
+    conn->in_input = true;
+    int rc = ngtcp2_conn_read_pkt(conn->quic, &path, &pi, pkt, len, h3_conn_now());
+    conn->in_input = false;
+    if (rc != 0) {
+        switch (rc) {
+        case NGTCP2_ERR_DRAINING: /* the peer closed: nothing more to say */
+        case NGTCP2_ERR_DROP_CONN:
+        case NGTCP2_ERR_RETRY: h3_conn_free(conn); return;
+        case NGTCP2_ERR_CRYPTO:
+            if (conn->ccerr.error_code == 0)
+                ngtcp2_connection_close_error_set_transport_error_tls_alert(
+                    &conn->ccerr, ngtcp2_conn_get_tls_alert(conn->quic), NULL, 0);
+            break;
+        case NGTCP2_ERR_CALLBACK_FAILURE:
+            if (conn->ccerr.error_code == 0)
+                ngtcp2_connection_close_error_set_transport_error_liberr(&conn->ccerr, rc, NULL, 0);
+            break;
+        default:
+            ngtcp2_connection_close_error_set_transport_error_liberr(&conn->ccerr, rc, NULL, 0);
+            break;
+        }
+        conn->closed = true;
+    }
+    /* The client's peer address may have changed (NAT rebinding,
+     * migration): the exchanges read the one it last came from. */
+    if (peer_len <= sizeof(conn->dgram.peer)) {
+        memcpy(&conn->dgram.peer, peer, peer_len);
+        conn->dgram.peer_len = peer_len;
+    }
+    h3_stream_drains(conn);
+    flush(conn);
+}
+
+/* --------------------------------------------------------- life */
+
+struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
+                               const struct sockaddr *local, socklen_t local_len,
+                               const struct sockaddr *peer, socklen_t peer_len)
+{
+    if (local_len > sizeof(struct sockaddr_storage) || peer_len > sizeof(struct sockaddr_storage))
+        return NULL;
+    struct h3_conn *conn = calloc(1, sizeof(*conn));
+    if (conn == NULL)
+        return NULL;
+    conn->ep = ep;
+    memcpy(&conn->dgram.local, local, local_len);
+    conn->dgram.local_len = local_len;
+    memcpy(&conn->dgram.peer, peer, peer_len);
+    conn->dgram.peer_len = peer_len;
+    conn->c = (struct http_conn){.dgram = &conn->dgram,
+                                 .site = ep->site,
+                                 .framer = &h3_framer,
+                                 .tls = true,
+                                 .loop = ep->config.loop,
+                                 .worker = ep->config.worker};
+    ngtcp2_connection_close_error_default(&conn->ccerr);
+    conn->conn_ref = (ngtcp2_crypto_conn_ref){.get_conn = get_conn, .user_data = conn};
+    conn->client_dcid = hd->dcid;
+    conn->max_udp = NGTCP2_MAX_UDP_PAYLOAD_SIZE;
+
+    ngtcp2_cid scid;
+    uint8_t token[NGTCP2_STATELESS_RESET_TOKENLEN];
+    if (corral_timer_new(ep->config.loop, on_timer, conn, &conn->timer) != 0 ||
+        h3_endpoint_new_cid(ep, &scid, token) != 0)
+        goto fail;
+
+    ngtcp2_settings settings;
+    ngtcp2_settings_default(&settings);
+    settings.initial_ts = h3_conn_now();
+    settings.max_stream_window = ep->config.stream_buffer_size;
+    settings.max_window = ep->config.stream_buffer_size * 16;
+    if (ep->config.handshake_timeout_ms > 0)
+        settings.handshake_timeout = ep->config.handshake_timeout_ms * NGTCP2_MILLISECONDS;
+    ngtcp2_transport_params params;
+    ngtcp2_transport_params_default(&params);
+    params.initial_max_stream_data_bidi_remote = ep->config.stream_buffer_size;
+    params.initial_max_stream_data_uni = 64 * 1024;
+    params.initial_max_data = ep->config.stream_buffer_size * 16;
+    params.initial_max_streams_bidi = ep->config.max_concurrent_streams;
+    params.initial_max_streams_uni = 3; /* control, QPACK encoder and decoder */
+    params.max_idle_timeout = ep->config.idle_timeout_ms * NGTCP2_MILLISECONDS;
+    params.stateless_reset_token_present = 1;
+    memcpy(params.stateless_reset_token, token, sizeof(token));
+    params.original_dcid = hd->dcid;
+    ngtcp2_path path = {
+        .local = {(ngtcp2_sockaddr *)&conn->dgram.local, (ngtcp2_socklen)local_len},
+        .remote = {(ngtcp2_sockaddr *)&conn->dgram.peer, (ngtcp2_socklen)peer_len},
+    };
+    if (ngtcp2_conn_server_new(&conn->quic, &hd->scid, &scid, &path, hd->version, &quic_callbacks,
+                               &settings, &params, NULL, conn) != 0)
+        goto fail;
+
+    static const gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
+    if (gnutls_init(&conn->tls, GNUTLS_SERVER) != GNUTLS_E_SUCCESS) {
+        conn->tls = NULL;
+        goto fail;
+    }
+    if (gnutls_priority_set_direct(conn->tls, H3_PRIORITY, NULL) != GNUTLS_E_SUCCESS ||
+        ngtcp2_crypto_gnutls_configure_server_session(conn->tls) != 0 ||
+        gnutls_credentials_set(conn->tls, GNUTLS_CRD_CERTIFICATE, ep->cred) != GNUTLS_E_SUCCESS ||
+        gnutls_alpn_set_protocols(conn->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != GNUTLS_E_SUCCESS)
+        goto fail;
+    gnutls_session_set_ptr(conn->tls, &conn->conn_ref);
+    ngtcp2_conn_set_tls_native_handle(conn->quic, conn->tls);
+
+    /* Both IDs lead here: ours, and the one the client chose, which its
+     * Initials carry until it has read ours. */
+    if (h3_endpoint_add_cid(ep, &scid, conn) != 0 ||
+        h3_endpoint_add_cid(ep, &conn->client_dcid, conn) != 0)
+        goto fail;
+    conn->next = ep->conns;
+    if (ep->conns != NULL)
+        ep->conns->prev = conn;
+    ep->conns = conn;
+    ep->conn_count++;
+    conn->listed = true;
+    return conn;
+fail:
+    h3_endpoint_remove_conn(ep, conn);
+    if (conn->tls != NULL)
+        gnutls_deinit(conn->tls);
+    if (conn->quic != NULL)
+        ngtcp2_conn_del(conn->quic);
+    if (conn->timer != NULL)
+        corral_timer_free(conn->timer);
+    free(conn);
+    return NULL;
+}
+
+void h3_conn_free(struct h3_conn *conn)
+{
+    assert(!conn->gone);
+    struct h3_endpoint *ep = conn->ep;
+    while (conn->streams != NULL)
+        h3_stream_free(conn->streams);
+    h3_endpoint_remove_conn(ep, conn);
+    if (conn->listed) {
+        if (conn->prev != NULL)
+            conn->prev->next = conn->next;
+        else
+            ep->conns = conn->next;
+        if (conn->next != NULL)
+            conn->next->prev = conn->prev;
+        ep->conn_count--;
+    }
+    corral_timer_free(conn->timer);
+    if (conn->h3 != NULL)
+        nghttp3_conn_del(conn->h3);
+    ngtcp2_conn_del(conn->quic);
+    gnutls_deinit(conn->tls);
+    /* A flush deferred to the loop's turn still points here: it frees
+     * what is left. */
+    if (conn->flush_scheduled) {
+        conn->gone = true;
+        return;
+    }
+    free(conn);
+}

@@ -1,0 +1,201 @@
+/*
+ * h3_endpoint.c: the QUIC endpoint of one worker's UDP socket: its TLS
+ * credentials (GnuTLS, the listener's PEM files), the table from
+ * connection IDs to connections, the IDs it issues, and the first look at
+ * a datagram: to its connection, a new one for a valid Initial, or
+ * dropped.
+ */
+#include "proto/http3/http3_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <gnutls/crypto.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Connection IDs this endpoint issues (H3_CID_LEN bytes):
+ *
+ *   byte 0      H3_CID_VERSION: the layout below
+ *   bytes 1-2   the owning worker's index, big-endian
+ *   bytes 3-15  random
+ *
+ * A short-header packet carries its destination ID right after its
+ * first byte, so an eBPF sk_reuseport program (or a user-space hand-off)
+ * reads the owner at a fixed offset, bytes 2 and 3 of the UDP payload,
+ * as nginx's quic_bpf reads its key.  The random part keeps IDs
+ * unlinkable enough for a first step; encrypting the ID (as QUIC-LB
+ * does) is for later. */
+#define H3_CID_VERSION 0x01
+
+int h3_endpoint_cid_worker(const uint8_t *cid, size_t len)
+{
+    if (len != H3_CID_LEN || cid[0] != H3_CID_VERSION)
+        return -1;
+    return (int)((unsigned)cid[1] << 8 | cid[2]);
+}
+
+int h3_endpoint_new_cid(struct h3_endpoint *ep, ngtcp2_cid *cid, uint8_t *token)
+{
+    cid->datalen = H3_CID_LEN;
+    cid->data[0] = H3_CID_VERSION;
+    cid->data[1] = (uint8_t)(ep->config.worker_index >> 8);
+    cid->data[2] = (uint8_t)ep->config.worker_index;
+    if (gnutls_rnd(GNUTLS_RND_NONCE, cid->data + 3, H3_CID_LEN - 3) != 0)
+        return -1;
+    if (token != NULL && ngtcp2_crypto_generate_stateless_reset_token(
+                             token, ep->reset_secret, sizeof(ep->reset_secret), cid) != 0)
+        return -1;
+    return 0;
+}
+
+/* FNV-1a over the ID's bytes: its random part spreads it. */
+static size_t bucket_of(const ngtcp2_cid *cid)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < cid->datalen; i++)
+        h = (h ^ cid->data[i]) * 16777619u;
+    return h & (H3_CID_BUCKETS - 1);
+}
+
+static bool cid_equal(const ngtcp2_cid *a, const uint8_t *data, size_t len)
+{
+    return a->datalen == len && memcmp(a->data, data, len) == 0;
+}
+
+static struct h3_conn *find(const struct h3_endpoint *ep, const uint8_t *data, size_t len)
+{
+    ngtcp2_cid cid;
+    if (len > NGTCP2_MAX_CIDLEN)
+        return NULL;
+    ngtcp2_cid_init(&cid, data, len);
+    for (struct h3_cid_entry *e = ep->buckets[bucket_of(&cid)]; e != NULL; e = e->next)
+        if (cid_equal(&e->cid, data, len))
+            return e->conn;
+    return NULL;
+}
+
+int h3_endpoint_add_cid(struct h3_endpoint *ep, const ngtcp2_cid *cid, struct h3_conn *conn)
+{
+    struct h3_cid_entry *e = malloc(sizeof(*e));
+    if (e == NULL)
+        return -ENOMEM;
+    size_t b = bucket_of(cid);
+    *e = (struct h3_cid_entry){.next = ep->buckets[b], .conn = conn, .cid = *cid};
+    ep->buckets[b] = e;
+    return 0;
+}
+
+void h3_endpoint_remove_cid(struct h3_endpoint *ep, const ngtcp2_cid *cid)
+{
+    for (struct h3_cid_entry **p = &ep->buckets[bucket_of(cid)]; *p != NULL; p = &(*p)->next) {
+        if (cid_equal(&(*p)->cid, cid->data, cid->datalen)) {
+            struct h3_cid_entry *e = *p;
+            *p = e->next;
+            free(e);
+            return;
+        }
+    }
+}
+
+void h3_endpoint_remove_conn(struct h3_endpoint *ep, struct h3_conn *conn)
+{
+    /* A walk over the table: a connection goes once, and its IDs are
+     * few, but where they are is known only by hashing each, which
+     * ngtcp2 would have to list (ngtcp2_conn_get_scid) while the
+     * connection still exists. */
+    for (size_t b = 0; b < H3_CID_BUCKETS; b++) {
+        struct h3_cid_entry **p = &ep->buckets[b];
+        while (*p != NULL) {
+            if ((*p)->conn == conn) {
+                struct h3_cid_entry *e = *p;
+                *p = e->next;
+                free(e);
+            } else {
+                p = &(*p)->next;
+            }
+        }
+    }
+}
+
+int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint **out)
+{
+    assert(config->site != NULL && config->loop != NULL && config->output != NULL);
+    struct h3_endpoint *ep = calloc(1, sizeof(*ep));
+    if (ep == NULL)
+        return -ENOMEM;
+    ep->config = *config;
+    ep->site = config->site;
+    if (ep->config.stream_buffer_size == 0)
+        ep->config.stream_buffer_size = 64 * 1024;
+    if (ep->config.max_concurrent_streams == 0)
+        ep->config.max_concurrent_streams = 128;
+    if (ep->config.idle_timeout_ms == 0)
+        ep->config.idle_timeout_ms = 60000;
+    int rc = gnutls_certificate_allocate_credentials(&ep->cred);
+    if (rc != GNUTLS_E_SUCCESS) {
+        free(ep);
+        return -ENOMEM;
+    }
+    rc = gnutls_certificate_set_x509_key_file(ep->cred, config->cert_file, config->key_file,
+                                              GNUTLS_X509_FMT_PEM);
+    if (rc != GNUTLS_E_SUCCESS) {
+        corral_log(CORRAL_LOG_ERROR, "http3: cannot load \"%s\" and \"%s\": %s", config->cert_file,
+                   config->key_file, gnutls_strerror(rc));
+        gnutls_certificate_free_credentials(ep->cred);
+        free(ep);
+        return -EINVAL;
+    }
+    if (gnutls_rnd(GNUTLS_RND_KEY, ep->reset_secret, sizeof(ep->reset_secret)) != 0) {
+        gnutls_certificate_free_credentials(ep->cred);
+        free(ep);
+        return -EIO;
+    }
+    *out = ep;
+    return 0;
+}
+
+void h3_endpoint_free(struct h3_endpoint *ep)
+{
+    if (ep == NULL)
+        return;
+    while (ep->conns != NULL)
+        h3_conn_free(ep->conns);
+    for (size_t b = 0; b < H3_CID_BUCKETS; b++)
+        assert(ep->buckets[b] == NULL);
+    gnutls_certificate_free_credentials(ep->cred);
+    free(ep);
+}
+
+size_t h3_endpoint_conn_count(const struct h3_endpoint *ep)
+{
+    return ep->conn_count;
+}
+
+int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, socklen_t local_len,
+                      const struct sockaddr *peer, socklen_t peer_len, const uint8_t *pkt,
+                      size_t len, unsigned ecn)
+{
+    /* ngtcp2 asserts a datagram is not empty (and Debian's keeps its
+     * asserts): a zero-length UDP payload is legal and must not abort. */
+    if (len == 0)
+        return -ENOENT;
+    ngtcp2_version_cid vc;
+    int rc = ngtcp2_pkt_decode_version_cid(&vc, pkt, len, H3_CID_LEN);
+    if (rc != 0) /* garbage, or a version to negotiate: not answered yet */
+        return -ENOENT;
+    struct h3_conn *conn = find(ep, vc.dcid, vc.dcidlen);
+    if (conn == NULL) {
+        ngtcp2_pkt_hd hd;
+        /* Only a client's Initial opens a connection (RFC 9000 7.2:
+         * ngtcp2_accept checks its type, its length of at least 1200
+         * bytes and its IDs); a short-header packet of a connection
+         * gone would earn a stateless reset, not sent yet. */
+        if (ngtcp2_accept(&hd, pkt, len) != 0)
+            return -ENOENT;
+        conn = h3_conn_accept(ep, &hd, local, local_len, peer, peer_len);
+        if (conn == NULL)
+            return -ENOENT;
+    }
+    h3_conn_input(conn, local, local_len, peer, peer_len, pkt, len, ecn);
+    return 0;
+}

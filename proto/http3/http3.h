@@ -1,0 +1,90 @@
+/*
+ * http3.h: HTTP/3 over QUIC (ngtcp2, nghttp3, GnuTLS), socket-free: an
+ * endpoint is fed the datagrams that arrive on its UDP socket and hands
+ * the datagrams to send to an output callback, so that whatever owns the
+ * socket (a worker's UDP listener, a test's in-memory wire) drives it.
+ * Each request stream becomes a struct exchange on the pipeline, as an
+ * HTTP/2 stream does.  docs/http3.md says what is done and what is not.
+ */
+#ifndef CORRAL_PROTO_HTTP3_H
+#define CORRAL_PROTO_HTTP3_H
+
+#include <corral.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct http_site;
+struct h3_endpoint;
+struct h3_conn;
+
+/* Sends one datagram (or, with `gso_segment` > 0, `len` bytes of
+ * datagrams of that size each but the last, for UDP GSO) from `local` to
+ * `peer`.  The bytes are valid only during the call.  A send that fails
+ * is a lost packet to QUIC: nothing is told back. */
+typedef void (*h3_output_fn)(void *arg, const struct sockaddr *local, socklen_t local_len,
+                             const struct sockaddr *peer, socklen_t peer_len, const uint8_t *data,
+                             size_t len, size_t gso_segment);
+
+/* How long a server connection ID is: 1 byte of version, 2 of the
+ * owning worker's index, the rest random (h3_endpoint.c). */
+#define H3_CID_LEN 16
+
+struct h3_endpoint_config {
+    const struct http_site *site; /* its vhosts, access log and limits */
+    corral_loop *loop;            /* the worker's: its timers and clock */
+    corral_worker *worker;        /* NULL on a bare loop */
+    /* Written into every connection ID this endpoint issues, so that a
+     * packet can be steered to its owner (docs/http3.md). */
+    uint16_t worker_index;
+    /* The server's certificate chain and key, PEM, as the TCP
+     * listener's ssl_certificate and ssl_certificate_key. */
+    const char *cert_file, *key_file;
+    h3_output_fn output;
+    void *output_arg;
+    /* Per request stream: response bytes queued and not yet acknowledged
+     * beyond which the handler is told to wait (exchange_backed_up()),
+     * and the request body window.  0: 64 KiB. */
+    size_t stream_buffer_size;
+    unsigned max_concurrent_streams; /* 0: 128 */
+    uint64_t idle_timeout_ms;        /* 0: 60 s */
+    /* A connection whose handshake has not completed by then is freed
+     * (an Initial flood holds memory that long without Retry).  0:
+     * ngtcp2's 10 s. */
+    uint64_t handshake_timeout_ms;
+};
+
+/* Makes an endpoint: loads the certificate and key (GnuTLS).  Returns 0,
+ * -ENOMEM, or -EINVAL when the files do not load (logged).  Loop thread
+ * only from then on; free with h3_endpoint_free(). */
+int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint **out);
+
+/* Closes every connection at once (their exchanges are aborted, no
+ * CONNECTION_CLOSE is sent) and frees the endpoint. */
+void h3_endpoint_free(struct h3_endpoint *ep);
+
+/* A datagram that arrived from `peer` on `local`, with its ECN bits:
+ * goes to the connection its destination connection ID names, or, for a
+ * valid client Initial, to a new one.  Anything else is dropped.  Returns
+ * 0 when a connection took it, -ENOENT when it was dropped. */
+int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, socklen_t local_len,
+                      const struct sockaddr *peer, socklen_t peer_len, const uint8_t *pkt,
+                      size_t len, unsigned ecn);
+
+/* The connections open on it. */
+size_t h3_endpoint_conn_count(const struct h3_endpoint *ep);
+
+/* A datagram for `conn` (found by its connection ID): read, then what it
+ * made the connection send goes out, and its timer is re-armed.  The
+ * connection may be freed on return (closed, or drained). */
+void h3_conn_input(struct h3_conn *conn, const struct sockaddr *local, socklen_t local_len,
+                   const struct sockaddr *peer, socklen_t peer_len, const uint8_t *pkt, size_t len,
+                   unsigned ecn);
+
+/* The worker index a server connection ID names, or -1 when `cid` is not
+ * one this build's endpoints issue. */
+int h3_endpoint_cid_worker(const uint8_t *cid, size_t len);
+
+#endif

@@ -1,0 +1,167 @@
+/*
+ * http3_internal.h: what the HTTP/3 files share: the endpoint (its
+ * connection-ID table and TLS credentials, h3_endpoint.c), the QUIC
+ * connection with its nghttp3 session (h3_conn.c) and the request streams
+ * as exchanges (h3_stream.c).
+ */
+#ifndef CORRAL_PROTO_HTTP3_INTERNAL_H
+#define CORRAL_PROTO_HTTP3_INTERNAL_H
+
+#include "proto/http/exchange.h"
+#include "proto/http/site.h"
+#include "proto/http3/http3.h"
+
+#include <gnutls/gnutls.h>
+#include <nghttp3/nghttp3.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+
+#include <stdint.h>
+
+/* One entry of the endpoint's table: a connection ID and its owner. */
+struct h3_cid_entry {
+    struct h3_cid_entry *next; /* in its bucket */
+    struct h3_conn *conn;
+    ngtcp2_cid cid;
+};
+
+#define H3_CID_BUCKETS 1024 /* a power of two */
+
+struct h3_endpoint {
+    struct h3_endpoint_config config;
+    const struct http_site *site;
+    gnutls_certificate_credentials_t cred;
+    uint8_t reset_secret[32]; /* for stateless reset tokens */
+    struct h3_cid_entry *buckets[H3_CID_BUCKETS];
+    struct h3_conn *conns; /* open ones */
+    size_t conn_count;
+};
+
+/* Makes a server connection ID (H3_CID_LEN bytes) naming the endpoint's
+ * worker, and its stateless reset token when `token` is not NULL.
+ * Returns 0 or -1 (no randomness). */
+int h3_endpoint_new_cid(struct h3_endpoint *ep, ngtcp2_cid *cid, uint8_t *token);
+/* Files `cid` as `conn`'s.  Returns 0 or -ENOMEM. */
+int h3_endpoint_add_cid(struct h3_endpoint *ep, const ngtcp2_cid *cid, struct h3_conn *conn);
+/* Takes `cid` out of the table (nothing if it is not there). */
+void h3_endpoint_remove_cid(struct h3_endpoint *ep, const ngtcp2_cid *cid);
+/* Takes every ID of `conn` out. */
+void h3_endpoint_remove_conn(struct h3_endpoint *ep, struct h3_conn *conn);
+
+/* A growable byte buffer read from its front. */
+struct h3_buf {
+    uint8_t *data;
+    size_t off, len, cap; /* unread bytes: data[off, off + len) */
+};
+
+/* A piece of a response body handed to nghttp3, which keeps pointing into
+ * it until the peer acknowledges it (nghttp3 0.8 does not copy). */
+struct h3_chunk {
+    struct h3_chunk *next;
+    size_t len;
+    uint8_t data[];
+};
+
+/* The request head's size (RFC 9114 4.2.2: names, values and 32 each)
+ * beyond which it is answered 431, as SETTINGS_MAX_FIELD_SECTION_SIZE
+ * tells the client. */
+#define H3_MAX_FIELD_SECTION (64 * 1024)
+
+/* One request stream, one exchange. */
+struct h3_stream {
+    struct exchange base; /* what handlers get; base.conn is its h3_conn's */
+    struct h3_stream *prev, *next;
+    int64_t id;
+    unsigned number; /* of the connection's requests, from 1 */
+    const struct http_vhost *vhost;
+    const struct http_handler *handler;
+    /* The request head: names and values back to back, and their spans;
+     * only until on_request. */
+    struct h3_buf head;
+    struct h3_field {
+        size_t name, name_len, value, value_len;
+    } * fields;
+    size_t field_count, field_cap, head_size;
+    bool head_refused; /* over the limits: 431 */
+    bool handler_owns; /* on_request ran; neither the end nor on_abort yet */
+    bool request_done; /* the client's FIN */
+    bool body_paused;
+    bool body_end_delivered;
+    bool body_dropped;
+    struct h3_buf in; /* body bytes the handler has not taken (paused) */
+    uint64_t body_received;
+    bool response_started, response_body, response_done, head_method;
+    bool was_backed_up; /* on_drain is owed once the output drains */
+    bool data_blocked;  /* the reader said WOULDBLOCK: resume on new data */
+    unsigned status;
+    /* The response body: chunks handed to nghttp3 or waiting for it.
+     * `unsent` is the first not handed out; `unacked` counts every byte
+     * still held. */
+    struct h3_chunk *chunks, *unsent, *last;
+    size_t unacked, acked_in_first;
+    char *trailers; /* CRLF lines to send after the body, or NULL */
+    size_t trailers_len;
+    uint64_t started_ns;
+    char *log_fields;
+    struct access_log *log;
+};
+
+static inline struct h3_stream *h3_stream_of(const struct exchange *ex)
+{
+    return (struct h3_stream *)ex;
+}
+_Static_assert(offsetof(struct h3_stream, base) == 0, "h3_stream_of() casts");
+
+struct h3_conn {
+    /* First, so that a handler's ex->conn leads back here. */
+    struct http_conn c;
+    struct http_conn_datagram dgram;
+    struct h3_endpoint *ep;
+    struct h3_conn *prev, *next; /* the endpoint's */
+    ngtcp2_conn *quic;
+    nghttp3_conn *h3;
+    gnutls_session_t tls;
+    ngtcp2_crypto_conn_ref conn_ref;
+    ngtcp2_cid client_dcid; /* the client's first destination ID, filed too */
+    corral_timer *timer;
+    struct h3_stream *streams;
+    size_t stream_count;
+    unsigned streams_begun;
+    ngtcp2_connection_close_error ccerr; /* what its CONNECTION_CLOSE says */
+    bool flush_scheduled;                /* a flush deferred to the loop's turn */
+    bool gone;                           /* freed but for the struct, which that flush frees */
+    bool listed;                         /* in the endpoint's list */
+    bool closed;      /* failed or asked to close: closed and freed at the flush */
+    bool in_input;    /* inside h3_conn_input(): it flushes on return */
+    bool drains_owed; /* some stream's output drained: on_drain to deliver */
+    size_t max_udp;   /* of a datagram it sends */
+};
+
+static inline struct h3_conn *h3_stream_conn(const struct h3_stream *st)
+{
+    return (struct h3_conn *)st->base.conn;
+}
+
+/* h3_conn.c */
+/* Sends what the connection has to send: at once inside input, else at
+ * the end of the loop's turn. */
+void h3_conn_schedule(struct h3_conn *conn);
+/* The connection's clock for ngtcp2. */
+uint64_t h3_conn_now(void);
+/* Makes a connection for a client's Initial.  Returns it or NULL. */
+struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
+                               const struct sockaddr *local, socklen_t local_len,
+                               const struct sockaddr *peer, socklen_t peer_len);
+/* Frees it at once: exchanges aborted, IDs out of the table. */
+void h3_conn_free(struct h3_conn *conn);
+
+/* h3_stream.c */
+extern const struct exchange_ops h3_exchange_ops;
+/* nghttp3's callbacks: request heads, bodies, acknowledgements. */
+extern const nghttp3_callbacks h3_stream_callbacks;
+/* Frees the stream, telling its handler first if it still holds it. */
+void h3_stream_free(struct h3_stream *st);
+/* Calls on_drain of the streams whose output fell below the mark. */
+void h3_stream_drains(struct h3_conn *conn);
+
+#endif

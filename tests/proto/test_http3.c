@@ -1,0 +1,1437 @@
+/*
+ * test_http3.c: the HTTP/3 framer without sockets: an ngtcp2 + nghttp3
+ * client in the same process, its datagrams carried to the endpoint (and
+ * the endpoint's back) through in-memory queues that may drop some, all
+ * on one corral loop that runs the server's timers.  The site's
+ * locations are `return`'s, a handler that counts a request body
+ * (pausing it at each piece) and one that streams a large response at
+ * the pace of the exchange's backpressure.
+ */
+#include "../helpers.h"
+#include "proto/http/site.h"
+#include "proto/http3/http3.h"
+#include "proto/modules.h"
+#include "proto/policy/access_log.h"
+#include "proto/policy/return.h"
+#include "proto/upstream/proxy.h"
+#include "proto/upstream/upstream.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <nghttp3/nghttp3.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ the site */
+
+static struct http_return ret_hello = {.status = 200, .text = "hello\n", .text_len = 6};
+
+/* POST /count: takes the body a piece at a time, pausing it after each
+ * until the loop's next turn, and answers "len=N". */
+struct counter {
+    uint64_t bytes;
+    unsigned pauses;
+    struct exchange *paused; /* a resume is deferred for it */
+    unsigned aborts;
+};
+static struct counter counted;
+
+static void count_resume(void *arg)
+{
+    (void)arg;
+    if (counted.paused == NULL) /* aborted meanwhile */
+        return;
+    struct exchange *ex = counted.paused;
+    counted.paused = NULL;
+    exchange_resume_body(ex);
+}
+
+static void count_on_abort(struct exchange *ex)
+{
+    (void)ex;
+    counted.paused = NULL;
+    counted.aborts++;
+}
+
+static void count_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)req;
+    (void)data;
+    counted = (struct counter){0};
+    if (!req->has_body) {
+        exchange_respond(ex, 200, "", "len=0", 5);
+    }
+}
+
+static void count_on_body(struct exchange *ex, const char *data, size_t len)
+{
+    (void)data;
+    counted.bytes += len;
+    counted.pauses++;
+    exchange_pause_body(ex);
+    counted.paused = ex;
+    ck_assert_int_eq(corral_loop_defer(exchange_loop(ex), count_resume, NULL), 0);
+}
+
+static void count_on_body_end(struct exchange *ex)
+{
+    /* The end comes even while the body is paused: the exchange is over
+     * once answered, so the deferred resume must not touch it. */
+    counted.paused = NULL;
+    char text[32];
+    int n = snprintf(text, sizeof(text), "len=%llu", (unsigned long long)counted.bytes);
+    exchange_respond(ex, 200, "", text, (size_t)n);
+}
+
+static const struct http_handler count_handler = {
+    .name = "count",
+    .on_request = count_on_request,
+    .on_body = count_on_body,
+    .on_body_end = count_on_body_end,
+    .on_abort = count_on_abort,
+};
+
+/* GET /big: BIG_LEN bytes of a known pattern, written while the exchange
+ * is not backed up and resumed by on_drain. */
+#define BIG_LEN (1024 * 1024)
+struct big {
+    size_t sent;
+    unsigned drains;
+};
+static struct big big;
+
+static uint8_t pattern(size_t i)
+{
+    return (uint8_t)(i * 7 + i / 251);
+}
+
+static void big_pump(struct exchange *ex)
+{
+    char piece[16384];
+    while (big.sent < BIG_LEN && !exchange_backed_up(ex)) {
+        size_t n = BIG_LEN - big.sent < sizeof(piece) ? BIG_LEN - big.sent : sizeof(piece);
+        for (size_t i = 0; i < n; i++)
+            piece[i] = (char)pattern(big.sent + i);
+        exchange_write(ex, piece, n);
+        big.sent += n;
+    }
+    if (big.sent == BIG_LEN)
+        exchange_end(ex);
+}
+
+static void big_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)req;
+    (void)data;
+    big = (struct big){0};
+    exchange_begin(ex, 200, "Content-Type: application/octet-stream\r\n", 40, BIG_LEN);
+    big_pump(ex);
+}
+
+static void big_on_drain(struct exchange *ex)
+{
+    big.drains++;
+    big_pump(ex);
+}
+
+static const struct http_handler big_handler = {
+    .name = "big",
+    .on_request = big_on_request,
+    .on_drain = big_on_drain,
+};
+
+/* GET /fields: a head of 40 fields of its own, past what a head's
+ * fields take on the stack, and a 1 KB Connection field that HTTP/3 must
+ * drop (RFC 9114 4.2). */
+static void fields_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)req;
+    (void)data;
+    char head[4096];
+    size_t len = 0;
+    for (int i = 0; i < 40; i++)
+        len += (size_t)snprintf(head + len, sizeof(head) - len, "X-H%d: value-%d\r\n", i, i);
+    len += (size_t)snprintf(head + len, sizeof(head) - len, "Connection: ");
+    memset(head + len, 'c', 1024);
+    len += 1024;
+    memcpy(head + len, "\r\n", 2);
+    len += 2;
+    exchange_begin(ex, 200, head, len, 2);
+    exchange_write(ex, "ok", 2);
+    exchange_end(ex);
+}
+
+static const struct http_handler fields_handler = {
+    .name = "fields",
+    .on_request = fields_on_request,
+};
+
+/* /p/: proxied to a backend thread (one HTTP/1.1 request per
+ * connection) that answers with the request line and its body's
+ * length. */
+static struct proxy_location proxy = {.conf = PROXY_CONF_DEFAULT};
+
+/* GET /later: answered from the loop's deferred callbacks, outside any
+ * input, so that the connection's flush is deferred in turn. */
+static bool later_answered;
+static struct h3_endpoint *ep;
+static corral_loop *loop;
+
+static void later_answer(void *arg)
+{
+    exchange_respond(arg, 200, "", "later", 5);
+    later_answered = true;
+    /* The worker goes away in the same pass, before the flush the
+     * answer deferred: the loop stops after it. */
+    h3_endpoint_free(ep);
+    ep = NULL;
+    corral_loop_stop(loop);
+}
+
+static void later_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)req;
+    (void)data;
+    ck_assert_int_eq(corral_loop_defer(exchange_loop(ex), later_answer, ex), 0);
+}
+
+static const struct http_handler later_handler = {
+    .name = "later",
+    .on_request = later_on_request,
+};
+
+static const struct http_location locations[] = {
+    {.path = "/later", .path_len = 6, .exact = true, .handler = &later_handler},
+    {.path = "/p/", .path_len = 3, .handler = &proxy_handler, .handler_data = &proxy},
+    {.path = "/fields", .path_len = 7, .exact = true, .handler = &fields_handler},
+    {.path = "/count", .path_len = 6, .handler = &count_handler},
+    {.path = "/big", .path_len = 4, .exact = true, .handler = &big_handler},
+    {.path = "/", .path_len = 1, .handler = &http_return_handler, .handler_data = &ret_hello},
+};
+static struct http_vhost vhosts[1];
+static struct http_stats stats[1];
+static struct http_site site;
+
+/* ------------------------------------------------------- the wire */
+
+#define QUEUE_CAP 8192
+#define DGRAM_MAX 1500
+
+struct datagram {
+    size_t len;
+    uint8_t data[DGRAM_MAX];
+};
+
+struct queue {
+    struct datagram *items;
+    size_t head, count;
+    unsigned drop_percent;
+    uint64_t dropped, carried;
+};
+
+static struct queue to_server, to_client;
+static uint32_t rng = 12345;
+
+static unsigned roll(void)
+{
+    rng = rng * 1103515245u + 12345u;
+    return (rng >> 16) % 100;
+}
+
+static void queue_push(struct queue *q, const uint8_t *data, size_t len)
+{
+    ck_assert_uint_le(len, DGRAM_MAX);
+    if (q->drop_percent > 0 && roll() < q->drop_percent) {
+        q->dropped++;
+        return;
+    }
+    ck_assert_uint_lt(q->count, QUEUE_CAP);
+    struct datagram *d = &q->items[(q->head + q->count++) % QUEUE_CAP];
+    d->len = len;
+    memcpy(d->data, data, len);
+    q->carried++;
+}
+
+static struct sockaddr_in client_addr, server_addr;
+
+/* The endpoint's output: to the client's queue, GSO batches split. */
+static void server_output(void *arg, const struct sockaddr *local, socklen_t local_len,
+                          const struct sockaddr *peer, socklen_t peer_len, const uint8_t *data,
+                          size_t len, size_t gso_segment)
+{
+    (void)arg;
+    (void)local;
+    (void)local_len;
+    ck_assert_uint_eq(peer_len, sizeof(client_addr));
+    ck_assert_int_eq(memcmp(peer, &client_addr, sizeof(client_addr)), 0);
+    size_t step = gso_segment > 0 ? gso_segment : len;
+    for (size_t off = 0; off < len; off += step)
+        queue_push(&to_client, data + off, len - off < step ? len - off : step);
+}
+
+/* ------------------------------------------------------- the client */
+
+struct request {
+    int64_t id;
+    const char *body; /* request body, or NULL */
+    size_t body_len, body_sent;
+    unsigned status;
+    unsigned x_fields; /* x-h* fields in the response head */
+    bool connection;   /* a Connection field came */
+    char *response;
+    size_t response_len;
+    bool ended;         /* the response's FIN */
+    bool closed;        /* the stream closed */
+    uint64_t app_error; /* its close code */
+    bool reset;         /* the server reset it */
+};
+
+struct client {
+    ngtcp2_conn *quic;
+    nghttp3_conn *h3;
+    gnutls_session_t tls;
+    gnutls_certificate_credentials_t cred;
+    ngtcp2_crypto_conn_ref ref;
+    ngtcp2_connection_close_error ccerr;
+    bool handshake_done;
+    bool failed;
+};
+
+static struct client cl;
+
+static ngtcp2_conn *client_get_conn(ngtcp2_crypto_conn_ref *ref)
+{
+    return ((struct client *)ref->user_data)->quic;
+}
+
+static void client_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx)
+{
+    (void)ctx;
+    ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_RANDOM, dest, len), 0);
+}
+
+static int client_new_cid(ngtcp2_conn *quic, ngtcp2_cid *cid, uint8_t *token, size_t cidlen,
+                          void *user)
+{
+    (void)quic;
+    (void)user;
+    cid->datalen = cidlen;
+    ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_RANDOM, cid->data, cidlen), 0);
+    ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN), 0);
+    return 0;
+}
+
+static int h3c_recv_header(nghttp3_conn *h3, int64_t stream_id, int32_t token, nghttp3_rcbuf *name,
+                           nghttp3_rcbuf *value, uint8_t flags, void *user, void *stream_user)
+{
+    (void)h3;
+    (void)stream_id;
+    (void)token;
+    (void)flags;
+    (void)user;
+    struct request *r = stream_user;
+    nghttp3_vec n = nghttp3_rcbuf_get_buf(name), v = nghttp3_rcbuf_get_buf(value);
+    if (r != NULL && n.len == 7 && memcmp(n.base, ":status", 7) == 0 && v.len == 3)
+        r->status = (unsigned)((v.base[0] - '0') * 100 + (v.base[1] - '0') * 10 + v.base[2] - '0');
+    if (r != NULL && n.len >= 3 && memcmp(n.base, "x-h", 3) == 0)
+        r->x_fields++;
+    if (r != NULL && n.len == 10 && memcmp(n.base, "connection", 10) == 0)
+        r->connection = true;
+    return 0;
+}
+
+static int h3c_recv_data(nghttp3_conn *h3, int64_t stream_id, const uint8_t *data, size_t len,
+                         void *user, void *stream_user)
+{
+    (void)h3;
+    (void)user;
+    struct request *r = stream_user;
+    r->response = realloc(r->response, r->response_len + len + 1);
+    ck_assert_ptr_nonnull(r->response);
+    memcpy(r->response + r->response_len, data, len);
+    r->response_len += len;
+    r->response[r->response_len] = '\0';
+    ngtcp2_conn_extend_max_stream_offset(cl.quic, stream_id, len);
+    ngtcp2_conn_extend_max_offset(cl.quic, len);
+    return 0;
+}
+
+static int h3c_deferred_consume(nghttp3_conn *h3, int64_t stream_id, size_t consumed, void *user,
+                                void *stream_user)
+{
+    (void)h3;
+    (void)user;
+    (void)stream_user;
+    ngtcp2_conn_extend_max_stream_offset(cl.quic, stream_id, consumed);
+    ngtcp2_conn_extend_max_offset(cl.quic, consumed);
+    return 0;
+}
+
+static int h3c_end_stream(nghttp3_conn *h3, int64_t stream_id, void *user, void *stream_user)
+{
+    (void)h3;
+    (void)stream_id;
+    (void)user;
+    struct request *r = stream_user;
+    if (r != NULL)
+        r->ended = true;
+    return 0;
+}
+
+static int h3c_stream_close(nghttp3_conn *h3, int64_t stream_id, uint64_t code, void *user,
+                            void *stream_user)
+{
+    (void)h3;
+    (void)stream_id;
+    (void)user;
+    struct request *r = stream_user;
+    if (r != NULL) {
+        r->closed = true;
+        r->app_error = code;
+    }
+    return 0;
+}
+
+static int h3c_stop_sending(nghttp3_conn *h3, int64_t stream_id, uint64_t code, void *user,
+                            void *stream_user)
+{
+    (void)h3;
+    (void)user;
+    (void)stream_user;
+    ngtcp2_conn_shutdown_stream_read(cl.quic, stream_id, code);
+    return 0;
+}
+
+static int h3c_reset_stream(nghttp3_conn *h3, int64_t stream_id, uint64_t code, void *user,
+                            void *stream_user)
+{
+    (void)h3;
+    (void)user;
+    (void)stream_user;
+    ngtcp2_conn_shutdown_stream_write(cl.quic, stream_id, code);
+    return 0;
+}
+
+static const nghttp3_callbacks h3c_callbacks = {
+    .stream_close = h3c_stream_close,
+    .recv_data = h3c_recv_data,
+    .deferred_consume = h3c_deferred_consume,
+    .recv_header = h3c_recv_header,
+    .stop_sending = h3c_stop_sending,
+    .end_stream = h3c_end_stream,
+    .reset_stream = h3c_reset_stream,
+};
+
+static int client_handshake_completed(ngtcp2_conn *quic, void *user)
+{
+    (void)user;
+    nghttp3_settings settings;
+    nghttp3_settings_default(&settings);
+    ck_assert_int_eq(nghttp3_conn_client_new(&cl.h3, &h3c_callbacks, &settings, NULL, &cl), 0);
+    int64_t control, qenc, qdec;
+    ck_assert_int_eq(ngtcp2_conn_open_uni_stream(quic, &control, NULL), 0);
+    ck_assert_int_eq(nghttp3_conn_bind_control_stream(cl.h3, control), 0);
+    ck_assert_int_eq(ngtcp2_conn_open_uni_stream(quic, &qenc, NULL), 0);
+    ck_assert_int_eq(ngtcp2_conn_open_uni_stream(quic, &qdec, NULL), 0);
+    ck_assert_int_eq(nghttp3_conn_bind_qpack_streams(cl.h3, qenc, qdec), 0);
+    cl.handshake_done = true;
+    return 0;
+}
+
+static int client_recv_stream_data(ngtcp2_conn *quic, uint32_t flags, int64_t stream_id,
+                                   uint64_t offset, const uint8_t *data, size_t len, void *user,
+                                   void *stream_user)
+{
+    (void)offset;
+    (void)user;
+    (void)stream_user;
+    if (cl.h3 == NULL)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    nghttp3_ssize used = nghttp3_conn_read_stream(cl.h3, stream_id, data, len,
+                                                  (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
+    if (used < 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    ngtcp2_conn_extend_max_stream_offset(quic, stream_id, (uint64_t)used);
+    ngtcp2_conn_extend_max_offset(quic, (uint64_t)used);
+    return 0;
+}
+
+static int client_acked(ngtcp2_conn *quic, int64_t stream_id, uint64_t offset, uint64_t len,
+                        void *user, void *stream_user)
+{
+    (void)quic;
+    (void)offset;
+    (void)user;
+    (void)stream_user;
+    return cl.h3 == NULL || nghttp3_conn_add_ack_offset(cl.h3, stream_id, len) == 0
+               ? 0
+               : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int client_stream_close(ngtcp2_conn *quic, uint32_t flags, int64_t stream_id, uint64_t code,
+                               void *user, void *stream_user)
+{
+    (void)quic;
+    (void)user;
+    (void)stream_user;
+    if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
+        code = NGHTTP3_H3_NO_ERROR;
+    if (cl.h3 != NULL)
+        nghttp3_conn_close_stream(cl.h3, stream_id, code);
+    return 0;
+}
+
+static int client_stream_reset(ngtcp2_conn *quic, int64_t stream_id, uint64_t final_size,
+                               uint64_t code, void *user, void *stream_user)
+{
+    (void)quic;
+    (void)final_size;
+    (void)code;
+    (void)user;
+    struct request *r = stream_user;
+    if (r != NULL)
+        r->reset = true;
+    if (cl.h3 != NULL)
+        nghttp3_conn_shutdown_stream_read(cl.h3, stream_id);
+    return 0;
+}
+
+static int client_extend_max_stream_data(ngtcp2_conn *quic, int64_t stream_id, uint64_t max,
+                                         void *user, void *stream_user)
+{
+    (void)quic;
+    (void)max;
+    (void)user;
+    (void)stream_user;
+    if (cl.h3 != NULL)
+        nghttp3_conn_unblock_stream(cl.h3, stream_id);
+    return 0;
+}
+
+static const ngtcp2_callbacks client_callbacks = {
+    .client_initial = ngtcp2_crypto_client_initial_cb,
+    .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
+    .handshake_completed = client_handshake_completed,
+    .encrypt = ngtcp2_crypto_encrypt_cb,
+    .decrypt = ngtcp2_crypto_decrypt_cb,
+    .hp_mask = ngtcp2_crypto_hp_mask_cb,
+    .recv_stream_data = client_recv_stream_data,
+    .acked_stream_data_offset = client_acked,
+    .stream_close = client_stream_close,
+    .recv_retry = ngtcp2_crypto_recv_retry_cb,
+    .rand = client_rand,
+    .get_new_connection_id = client_new_cid,
+    .update_key = ngtcp2_crypto_update_key_cb,
+    .stream_reset = client_stream_reset,
+    .extend_max_stream_data = client_extend_max_stream_data,
+    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
+    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
+    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
+    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
+};
+
+static void client_start(const char *alpn_name)
+{
+    memset(&cl, 0, sizeof(cl));
+    ngtcp2_cid dcid = {.datalen = 18}, scid = {.datalen = 17};
+    ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_RANDOM, dcid.data, dcid.datalen), 0);
+    ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_RANDOM, scid.data, scid.datalen), 0);
+    ngtcp2_path path = {
+        .local = {(ngtcp2_sockaddr *)&client_addr, sizeof(client_addr)},
+        .remote = {(ngtcp2_sockaddr *)&server_addr, sizeof(server_addr)},
+    };
+    ngtcp2_settings settings;
+    ngtcp2_settings_default(&settings);
+    settings.initial_ts = corral_monotonic_ns();
+    settings.initial_rtt = 10 * NGTCP2_MILLISECONDS;
+    ngtcp2_transport_params params;
+    ngtcp2_transport_params_default(&params);
+    params.initial_max_streams_uni = 3;
+    params.initial_max_stream_data_bidi_local = 256 * 1024;
+    params.initial_max_stream_data_uni = 256 * 1024;
+    params.initial_max_data = 4 * 1024 * 1024;
+    ck_assert_int_eq(ngtcp2_conn_client_new(&cl.quic, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1,
+                                            &client_callbacks, &settings, &params, NULL, &cl),
+                     0);
+    ck_assert_int_eq(gnutls_certificate_allocate_credentials(&cl.cred), 0);
+    ck_assert_int_eq(gnutls_init(&cl.tls, GNUTLS_CLIENT), 0);
+    ck_assert_int_eq(gnutls_priority_set_direct(cl.tls,
+                                                "NORMAL:-VERS-ALL:+VERS-TLS1.3:"
+                                                "%DISABLE_TLS13_COMPAT_MODE",
+                                                NULL),
+                     0);
+    ck_assert_int_eq(ngtcp2_crypto_gnutls_configure_client_session(cl.tls), 0);
+    cl.ref = (ngtcp2_crypto_conn_ref){.get_conn = client_get_conn, .user_data = &cl};
+    gnutls_session_set_ptr(cl.tls, &cl.ref);
+    ck_assert_int_eq(gnutls_credentials_set(cl.tls, GNUTLS_CRD_CERTIFICATE, cl.cred), 0);
+    gnutls_datum_t alpn = {(unsigned char *)alpn_name, (unsigned)strlen(alpn_name)};
+    ck_assert_int_eq(gnutls_alpn_set_protocols(cl.tls, &alpn, 1, 0), 0);
+    ck_assert_int_eq(gnutls_server_name_set(cl.tls, GNUTLS_NAME_DNS, "localhost", 9), 0);
+    ngtcp2_conn_set_tls_native_handle(cl.quic, cl.tls);
+}
+
+static void client_free(void)
+{
+    if (cl.h3 != NULL)
+        nghttp3_conn_del(cl.h3);
+    ngtcp2_conn_del(cl.quic);
+    gnutls_deinit(cl.tls);
+    gnutls_certificate_free_credentials(cl.cred);
+    memset(&cl, 0, sizeof(cl));
+}
+
+static nghttp3_ssize client_read_body(nghttp3_conn *h3, int64_t stream_id, nghttp3_vec *vec,
+                                      size_t veccnt, uint32_t *flags, void *user, void *stream_user)
+{
+    (void)h3;
+    (void)stream_id;
+    (void)veccnt;
+    (void)user;
+    struct request *r = stream_user;
+    size_t n = r->body_len - r->body_sent;
+    if (n > 16384)
+        n = 16384;
+    vec[0] = (nghttp3_vec){(uint8_t *)r->body + r->body_sent, n};
+    r->body_sent += n;
+    if (r->body_sent == r->body_len)
+        *flags |= NGHTTP3_DATA_FLAG_EOF;
+    return 1;
+}
+
+/* Opens a request stream with these fields (name, value pairs, ending in
+ * NULL). */
+static void client_request(struct request *r, const char *const *fields)
+{
+    nghttp3_nv nv[160];
+    size_t n = 0;
+    for (; fields[2 * n] != NULL && n < 160; n++)
+        nv[n] = (nghttp3_nv){(uint8_t *)fields[2 * n], (uint8_t *)fields[2 * n + 1],
+                             strlen(fields[2 * n]), strlen(fields[2 * n + 1]), 0};
+    ck_assert_int_eq(ngtcp2_conn_open_bidi_stream(cl.quic, &r->id, r), 0);
+    static const nghttp3_data_reader reader = {.read_data = client_read_body};
+    ck_assert_int_eq(
+        nghttp3_conn_submit_request(cl.h3, r->id, nv, n, r->body != NULL ? &reader : NULL, r), 0);
+}
+
+static void get(struct request *r, const char *path)
+{
+    const char *fields[] = {":method",   "GET",   ":scheme", "https", ":authority",
+                            "localhost", ":path", path,      NULL};
+    client_request(r, fields);
+}
+
+/* Writes what the client has to send into the server's queue. */
+static void client_write(void)
+{
+    uint8_t buf[DGRAM_MAX];
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
+    uint64_t ts = corral_monotonic_ns();
+    for (int packets = 0; packets < 64; packets++) {
+        int64_t stream_id = -1;
+        int fin = 0;
+        nghttp3_vec vec[16];
+        nghttp3_ssize count = 0;
+        if (cl.h3 != NULL && ngtcp2_conn_get_max_data_left(cl.quic) > 0) {
+            count = nghttp3_conn_writev_stream(cl.h3, &stream_id, &fin, vec, 16);
+            ck_assert_int_ge(count, 0);
+        }
+        ngtcp2_ssize taken = -1;
+        uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
+        ngtcp2_pkt_info pi;
+        ngtcp2_ssize n =
+            ngtcp2_conn_writev_stream(cl.quic, &ps.path, &pi, buf, 1200, &taken, flags, stream_id,
+                                      (const ngtcp2_vec *)vec, (size_t)count, ts);
+        if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
+            nghttp3_conn_block_stream(cl.h3, stream_id);
+            continue;
+        }
+        if (n == NGTCP2_ERR_STREAM_SHUT_WR) {
+            nghttp3_conn_shutdown_stream_write(cl.h3, stream_id);
+            continue;
+        }
+        if (n == NGTCP2_ERR_WRITE_MORE) {
+            ck_assert_int_eq(nghttp3_conn_add_write_offset(cl.h3, stream_id, (size_t)taken), 0);
+            continue;
+        }
+        if (n < 0) {
+            cl.failed = true;
+            return;
+        }
+        if (taken >= 0)
+            ck_assert_int_eq(nghttp3_conn_add_write_offset(cl.h3, stream_id, (size_t)taken), 0);
+        if (n == 0)
+            break;
+        queue_push(&to_server, buf, (size_t)n);
+    }
+    ngtcp2_conn_update_pkt_tx_time(cl.quic, ts);
+}
+
+/* ------------------------------------------------------------- the run */
+
+static char dir[64];
+static bool (*done_cond)(void);
+static uint64_t deadline_ms;
+static bool timed_out;
+
+/* One step of the wire: the client writes, every datagram in flight is
+ * delivered, the client's timer is served; the loop runs the server's
+ * timers and deferred flushes between steps. */
+static void pump(corral_timer *timer, void *arg)
+{
+    (void)arg;
+    if (!cl.failed)
+        client_write();
+    while (to_server.count > 0) {
+        struct datagram *d = &to_server.items[to_server.head];
+        to_server.head = (to_server.head + 1) % QUEUE_CAP;
+        to_server.count--;
+        h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                          (struct sockaddr *)&client_addr, sizeof(client_addr), d->data, d->len, 0);
+    }
+    while (to_client.count > 0 && !cl.failed) {
+        struct datagram *d = &to_client.items[to_client.head];
+        to_client.head = (to_client.head + 1) % QUEUE_CAP;
+        to_client.count--;
+        ngtcp2_path path = {
+            .local = {(ngtcp2_sockaddr *)&client_addr, sizeof(client_addr)},
+            .remote = {(ngtcp2_sockaddr *)&server_addr, sizeof(server_addr)},
+        };
+        ngtcp2_pkt_info pi = {0};
+        if (ngtcp2_conn_read_pkt(cl.quic, &path, &pi, d->data, d->len, corral_monotonic_ns()) != 0)
+            cl.failed = true;
+    }
+    if (!cl.failed && ngtcp2_conn_get_expiry(cl.quic) <= corral_monotonic_ns() &&
+        ngtcp2_conn_handle_expiry(cl.quic, corral_monotonic_ns()) != 0)
+        cl.failed = true;
+    if ((cl.handshake_done || cl.failed) && done_cond != NULL && done_cond()) {
+        corral_loop_stop(loop);
+        return;
+    }
+    if (test_now_ms() > deadline_ms) {
+        timed_out = true;
+        corral_loop_stop(loop);
+        return;
+    }
+    corral_timer_start(timer, 0);
+}
+
+static void pump_stop(corral_timer *timer, void *arg)
+{
+    (void)timer;
+    (void)arg;
+    corral_loop_stop(loop);
+}
+
+/* Runs the wire until `cond` holds (checked once the handshake is done,
+ * or the client failed), or `ms` pass. */
+static bool run_until(bool (*cond)(void), int ms)
+{
+    corral_timer *timer;
+    ck_assert_int_eq(corral_timer_new(loop, pump, NULL, &timer), 0);
+    done_cond = cond;
+    deadline_ms = test_now_ms() + (uint64_t)ms;
+    timed_out = false;
+    corral_timer_start(timer, 0);
+    ck_assert_int_eq(corral_loop_run(loop), 0);
+    corral_timer_free(timer);
+    return !timed_out;
+}
+
+static bool handshake_done(void)
+{
+    return cl.handshake_done || cl.failed;
+}
+
+static void setup(void)
+{
+    modules_init();
+    vhosts[0] = (struct http_vhost){.locations = locations,
+                                    .location_count = sizeof(locations) / sizeof(locations[0]),
+                                    .limits = HTTP_LIMITS_DEFAULT};
+    site = (struct http_site){.vhosts = vhosts, .vhost_count = 1, .stats = stats};
+    snprintf(dir, sizeof(dir), "/tmp/corral-h3-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char command[512], out[256];
+    snprintf(command, sizeof(command),
+             "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+             "-keyout key.pem -out cert.pem -subj /CN=localhost -days 1 2>&1",
+             dir);
+    ck_assert_int_eq(test_run(command, out, sizeof(out)), 0);
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    char cert[128], key[128];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    struct h3_endpoint_config config = {
+        .site = &site,
+        .loop = loop,
+        .worker_index = 0x1234,
+        .cert_file = cert,
+        .key_file = key,
+        .output = server_output,
+    };
+    ck_assert_int_eq(h3_endpoint_new(&config, &ep), 0);
+    to_server = (struct queue){.items = calloc(QUEUE_CAP, sizeof(struct datagram))};
+    to_client = (struct queue){.items = calloc(QUEUE_CAP, sizeof(struct datagram))};
+    ck_assert_ptr_nonnull(to_server.items);
+    ck_assert_ptr_nonnull(to_client.items);
+    client_addr = (struct sockaddr_in){
+        .sin_family = AF_INET, .sin_port = htons(40000), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    server_addr = client_addr;
+    server_addr.sin_port = htons(443);
+}
+
+static void teardown(void)
+{
+    if (cl.quic != NULL)
+        client_free();
+    h3_endpoint_free(ep);
+    corral_loop_free(loop);
+    free(to_server.items);
+    free(to_client.items);
+    char command[128], out[64];
+    snprintf(command, sizeof(command), "rm -rf %s", dir);
+    test_run(command, out, sizeof(out));
+}
+
+/* Connects, then checks that the server's ID names its worker. */
+static void connect_client(void)
+{
+    client_start("h3");
+    ck_assert(run_until(handshake_done, 5000));
+    ck_assert(!cl.failed);
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 1);
+    const ngtcp2_cid *dcid = ngtcp2_conn_get_dcid(cl.quic);
+    ck_assert_int_eq(h3_endpoint_cid_worker(dcid->data, dcid->datalen), 0x1234);
+}
+
+/* ------------------------------------------------------------- the cases */
+
+static struct request *waited;
+static size_t waited_count;
+
+static bool all_ended(void)
+{
+    for (size_t i = 0; i < waited_count; i++)
+        if (!waited[i].ended && !waited[i].closed)
+            return cl.failed;
+    return true;
+}
+
+static void wait_for(struct request *r, size_t count, int ms)
+{
+    waited = r;
+    waited_count = count;
+    ck_assert_msg(run_until(all_ended, ms), "timed out");
+    ck_assert(!cl.failed);
+}
+
+START_TEST(get_return)
+{
+    connect_client();
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    ck_assert(r.ended);
+    ck_assert_str_eq(r.response, "hello\n");
+    free(r.response);
+}
+END_TEST
+
+START_TEST(large_response_head)
+{
+    connect_client();
+    struct request r = {0};
+    get(&r, "/fields");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    ck_assert_uint_eq(r.x_fields, 40);
+    ck_assert(!r.connection);
+    ck_assert_str_eq(r.response, "ok");
+    free(r.response);
+}
+END_TEST
+
+static char *post_body(size_t len)
+{
+    char *body = malloc(len);
+    ck_assert_ptr_nonnull(body);
+    for (size_t i = 0; i < len; i++)
+        body[i] = (char)('a' + i % 26);
+    return body;
+}
+
+/* 300 KB, past the 64 KiB stream window several times: the body gets
+ * through only as the handler takes it (it pauses at each piece). */
+START_TEST(post_counted)
+{
+    connect_client();
+    size_t len = 300 * 1024;
+    char *body = post_body(len);
+    struct request r = {.body = body, .body_len = len};
+    char length[16];
+    snprintf(length, sizeof(length), "%zu", len);
+    const char *fields[] = {":method",        "POST",      ":scheme", "https",
+                            ":authority",     "localhost", ":path",   "/count",
+                            "content-length", length,      NULL};
+    client_request(&r, fields);
+    wait_for(&r, 1, 10000);
+    ck_assert_uint_eq(r.status, 200);
+    ck_assert_str_eq(r.response, "len=307200");
+    ck_assert_uint_eq(counted.bytes, len);
+    ck_assert_uint_gt(counted.pauses, 4);
+    free(r.response);
+    free(body);
+}
+END_TEST
+
+/* Twenty requests at once on one connection, and a large response that
+ * goes at the pace of the acknowledgements (on_drain). */
+START_TEST(many_streams)
+{
+    connect_client();
+    struct request r[21] = {{0}};
+    for (int i = 0; i < 20; i++)
+        get(&r[i], "/x");
+    get(&r[20], "/big");
+    wait_for(r, 21, 20000);
+    for (int i = 0; i < 20; i++) {
+        ck_assert_uint_eq(r[i].status, 200);
+        ck_assert_str_eq(r[i].response, "hello\n");
+        free(r[i].response);
+    }
+    ck_assert_uint_eq(r[20].status, 200);
+    ck_assert_uint_eq(r[20].response_len, BIG_LEN);
+    for (size_t i = 0; i < BIG_LEN; i++)
+        if ((uint8_t)r[20].response[i] != pattern(i))
+            ck_abort_msg("byte %zu differs", i);
+    ck_assert_uint_gt(big.drains, 0);
+    free(r[20].response);
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 1);
+}
+END_TEST
+
+/* A request without :path (nghttp3's check) and one with a target that is
+ * not origin-form (the framer's): each stream is reset with
+ * H3_MESSAGE_ERROR, and the connection goes on. */
+START_TEST(malformed_request)
+{
+    connect_client();
+    struct request r[3] = {{0}};
+    const char *no_path[] = {":method", "GET", ":scheme", "https", ":authority", "localhost", NULL};
+    client_request(&r[0], no_path);
+    const char *bad_target[] = {":method",   "GET",   ":scheme", "https", ":authority",
+                                "localhost", ":path", "x",       NULL};
+    client_request(&r[1], bad_target);
+    get(&r[2], "/");
+    wait_for(r, 3, 5000);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(r[i].reset, "request %d not reset", i);
+        ck_assert_uint_eq(r[i].status, 0);
+        ck_assert_uint_eq(r[i].app_error, NGHTTP3_H3_MESSAGE_ERROR);
+    }
+    ck_assert_uint_eq(r[2].status, 200);
+    ck_assert_str_eq(r[2].response, "hello\n");
+    free(r[2].response);
+}
+END_TEST
+
+/* 5% of the datagrams lost each way, handshake included: a GET and a
+ * POST still complete, every byte right. */
+START_TEST(lossy_wire)
+{
+    to_server.drop_percent = to_client.drop_percent = 5;
+    connect_client();
+    size_t len = 100 * 1024;
+    char *body = post_body(len);
+    struct request r[2] = {{0}, {.body = body, .body_len = len}};
+    get(&r[0], "/");
+    const char *fields[] = {":method",   "POST",  ":scheme", "https", ":authority",
+                            "localhost", ":path", "/count",  NULL};
+    client_request(&r[1], fields);
+    wait_for(r, 2, 20000);
+    ck_assert_uint_eq(r[0].status, 200);
+    ck_assert_str_eq(r[0].response, "hello\n");
+    ck_assert_uint_eq(r[1].status, 200);
+    ck_assert_str_eq(r[1].response, "len=102400");
+    ck_assert_uint_gt(to_server.dropped + to_client.dropped, 0);
+    free(r[0].response);
+    free(r[1].response);
+    free(body);
+}
+END_TEST
+
+/* Each request's line names HTTP/3.0, its status and body bytes, and
+ * the client's address; a request the client reset before its answer
+ * is none of them. */
+START_TEST(access_log_names_http3)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/access.log", dir);
+    const char *bad = NULL;
+    ck_assert_int_eq(access_log_open(path, "$request $status $body_bytes_sent $remote_addr",
+                                     &site.access_log, &bad),
+                     0);
+    connect_client();
+    struct request r[2] = {{0}};
+    get(&r[0], "/");
+    get(&r[1], "/big");
+    wait_for(r, 2, 10000);
+    ck_assert_uint_eq(r[1].response_len, BIG_LEN);
+    access_log_flush(site.access_log);
+    access_log_free(site.access_log);
+    site.access_log = NULL;
+    char *written = test_read_file(path);
+    ck_assert_ptr_nonnull(written);
+    ck_assert_ptr_nonnull(strstr(written, "GET / HTTP/3.0 200 6 127.0.0.1\n"));
+    ck_assert_ptr_nonnull(strstr(written, "GET /big HTTP/3.0 200 1048576 127.0.0.1\n"));
+    free(written);
+    free(r[0].response);
+    free(r[1].response);
+}
+END_TEST
+
+struct backend {
+    int fd;
+    pthread_t thread;
+};
+
+static void *backend_run(void *arg)
+{
+    struct backend *b = arg;
+    int fd = accept(b->fd, NULL, NULL);
+    if (fd < 0)
+        return NULL;
+    char head[8192];
+    size_t have = 0;
+    char *end = NULL;
+    while (end == NULL && have < sizeof(head) - 1) {
+        ssize_t n = recv(fd, head + have, sizeof(head) - 1 - have, 0);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        head[have] = '\0';
+        end = strstr(head, "\r\n\r\n");
+    }
+    size_t length = 0, got = 0;
+    if (end != NULL) {
+        const char *field = strcasestr(head, "\r\ncontent-length: ");
+        if (field != NULL)
+            length = strtoul(field + 18, NULL, 10);
+        got = have - (size_t)(end + 4 - head);
+        char buf[16384];
+        while (got < length) {
+            ssize_t n = recv(fd, buf, sizeof(buf), 0);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+        *strstr(head, "\r\n") = '\0';
+    }
+    char answer[9000];
+    char text[8300];
+    int text_len = snprintf(text, sizeof(text), "%s body=%zu", head, got);
+    int len = snprintf(answer, sizeof(answer),
+                       "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-Backend: 1\r\n"
+                       "Connection: close\r\n\r\n%s",
+                       text_len, text);
+    test_send_all(fd, answer, (size_t)len);
+    close(fd);
+    return NULL;
+}
+
+/* A request to a proxy_pass location goes to the backend and its answer
+ * back, the body both ways, as over HTTP/1.1 and HTTP/2. */
+START_TEST(proxy_pass_works)
+{
+    struct backend b;
+    b.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(b.fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(b.fd, 4), 0);
+    socklen_t addr_len = sizeof(addr);
+    ck_assert_int_eq(getsockname(b.fd, (struct sockaddr *)&addr, &addr_len), 0);
+    char address[64];
+    snprintf(address, sizeof(address), "127.0.0.1:%u", ntohs(addr.sin_port));
+    struct proxy_server_conf server = PROXY_SERVER_CONF_DEFAULT;
+    server.address = address;
+    struct proxy_upstream_conf upstream = {.name = "back", .servers = &server, .server_count = 1};
+    ck_assert_int_eq(upstream_new(&upstream, 1, &proxy.upstream), 0);
+    ck_assert_int_eq(pthread_create(&b.thread, NULL, backend_run, &b), 0);
+
+    connect_client();
+    size_t len = 50 * 1024;
+    char *body = post_body(len);
+    struct request r = {.body = body, .body_len = len};
+    const char *fields[] = {":method",        "POST",      ":scheme", "https",
+                            ":authority",     "localhost", ":path",   "/p/echo?x=1",
+                            "content-length", "51200",     NULL};
+    client_request(&r, fields);
+    wait_for(&r, 1, 10000);
+    pthread_join(b.thread, NULL);
+    close(b.fd);
+    upstream_free(proxy.upstream);
+    proxy.upstream = NULL;
+    ck_assert_uint_eq(r.status, 200);
+    ck_assert_ptr_nonnull(r.response);
+    ck_assert_str_eq(r.response, "POST /p/echo?x=1 HTTP/1.1 body=51200");
+    free(r.response);
+    free(body);
+}
+END_TEST
+
+/* client_max_body_size (here 1000 bytes) refuses a body that says it is
+ * longer with 413 before the handler, and one of unknown length once it
+ * goes past; over client_max_headers fields (100) get 431.  The
+ * connection serves on. */
+START_TEST(limits_answer_413_and_431)
+{
+    vhosts[0].limits.max_body_size = 1000;
+    connect_client();
+    size_t len = 5000;
+    char *body = post_body(len);
+    struct request r[4] = {{.body = body, .body_len = len}, {.body = body, .body_len = len}};
+    const char *declared[] = {":method",        "POST",      ":scheme", "https",
+                              ":authority",     "localhost", ":path",   "/count",
+                              "content-length", "5000",      NULL};
+    client_request(&r[0], declared);
+    const char *unknown[] = {":method",   "POST",  ":scheme", "https", ":authority",
+                             "localhost", ":path", "/count",  NULL};
+    client_request(&r[1], unknown);
+    static char names[120][16];
+    const char *many[2 * 124 + 1] = {":method",    "GET",       ":scheme", "https",
+                                     ":authority", "localhost", ":path",   "/"};
+    for (int i = 0; i < 120; i++) {
+        snprintf(names[i], sizeof(names[i]), "x-%d", i);
+        many[8 + 2 * i] = names[i];
+        many[9 + 2 * i] = "v";
+    }
+    many[8 + 2 * 120] = NULL;
+    client_request(&r[2], many);
+    get(&r[3], "/");
+    wait_for(r, 4, 5000);
+    ck_assert_uint_eq(r[0].status, 413);
+    ck_assert_uint_eq(r[1].status, 413);
+    ck_assert_uint_le(counted.bytes, 1000);
+    ck_assert_uint_eq(r[2].status, 431);
+    ck_assert_uint_eq(r[3].status, 200);
+    for (int i = 0; i < 4; i++)
+        free(r[i].response);
+    free(body);
+}
+END_TEST
+
+/* A client that offers another ALPN than h3 gets no connection. */
+START_TEST(alpn_must_be_h3)
+{
+    client_start("h2");
+    run_until(handshake_done, 3000);
+    ck_assert(!cl.handshake_done);
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+}
+END_TEST
+
+static bool no_connection(void)
+{
+    return h3_endpoint_conn_count(ep) == 0;
+}
+
+/* A client that sends its first Initial and is then never heard again
+ * leaves no connection behind once the handshake timeout (here 200 ms)
+ * passes. */
+START_TEST(unfinished_handshake_is_dropped)
+{
+    h3_endpoint_free(ep);
+    char cert[128], key[128];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    struct h3_endpoint_config config = {.site = &site,
+                                        .loop = loop,
+                                        .cert_file = cert,
+                                        .key_file = key,
+                                        .output = server_output,
+                                        .handshake_timeout_ms = 200};
+    ck_assert_int_eq(h3_endpoint_new(&config, &ep), 0);
+    client_start("h3");
+    client_write();
+    ck_assert_uint_eq(to_server.count, 1);
+    struct datagram *d = &to_server.items[to_server.head];
+    ck_assert_int_eq(h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                                       (struct sockaddr *)&client_addr, sizeof(client_addr),
+                                       d->data, d->len, 0),
+                     0);
+    to_server.count = 0;
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 1);
+    to_server.drop_percent = 100; /* the client is gone */
+    cl.handshake_done = true;     /* so that run_until() looks at its condition */
+    uint64_t start = test_now_ms();
+    ck_assert(run_until(no_connection, 5000));
+    ck_assert_uint_ge(test_now_ms() - start, 150);
+}
+END_TEST
+
+static bool answered_later(void)
+{
+    return later_answered;
+}
+
+/* An answer given outside an input defers the connection's flush to
+ * the loop's next pass; an endpoint freed before it (a worker going
+ * away) leaves that flush to free what is left of the connection, and
+ * nothing leaks or is used after its free (ASan). */
+START_TEST(endpoint_freed_with_a_flush_pending)
+{
+    connect_client();
+    struct request r = {0};
+    later_answered = false;
+    get(&r, "/later");
+    ck_assert(run_until(answered_later, 5000));
+    ck_assert_ptr_null(ep);
+    /* The answer's flush waits for the loop's next pass, on what is left
+     * of its connection. */
+    corral_timer *timer;
+    ck_assert_int_eq(corral_timer_new(loop, pump_stop, NULL, &timer), 0);
+    corral_timer_start(timer, 0);
+    ck_assert_int_eq(corral_loop_run(loop), 0); /* runs the deferred flush */
+    corral_timer_free(timer);
+    ck_assert_uint_eq(r.status, 0); /* nothing was sent */
+}
+END_TEST
+
+/* Datagrams that are no client Initial open nothing. */
+START_TEST(stray_datagrams_dropped)
+{
+    uint8_t junk[1200];
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (uint8_t)(i * 31);
+    const struct sockaddr *s = (struct sockaddr *)&server_addr,
+                          *c = (struct sockaddr *)&client_addr;
+    ck_assert_int_eq(h3_endpoint_input(ep, s, sizeof(server_addr), c, sizeof(client_addr), junk,
+                                       sizeof(junk), 0),
+                     -ENOENT);
+    /* An empty datagram (ngtcp2 would assert on it). */
+    ck_assert_int_eq(
+        h3_endpoint_input(ep, s, sizeof(server_addr), c, sizeof(client_addr), junk, 0, 0), -ENOENT);
+    /* A short-header packet for an ID no connection has. */
+    junk[0] = 0x40;
+    ck_assert_int_eq(
+        h3_endpoint_input(ep, s, sizeof(server_addr), c, sizeof(client_addr), junk, 100, 0),
+        -ENOENT);
+    /* A client's first Initial, cut below 1200 bytes (RFC 9000 14.1). */
+    client_start("h3");
+    client_write();
+    ck_assert_uint_eq(to_server.count, 1);
+    struct datagram *d = &to_server.items[to_server.head];
+    ck_assert_uint_ge(d->len, 1200);
+    ck_assert_int_eq(
+        h3_endpoint_input(ep, s, sizeof(server_addr), c, sizeof(client_addr), d->data, 1100, 0),
+        -ENOENT);
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+    ck_assert_int_eq(
+        h3_endpoint_input(ep, s, sizeof(server_addr), c, sizeof(client_addr), d->data, d->len, 0),
+        0);
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 1);
+    ck_assert_int_eq(h3_endpoint_cid_worker(junk, 16), -1);
+}
+END_TEST
+
+/* --------------------------------------------- an independent client */
+
+/* A UDP socket of the test's own (the daemon's UDP listener is not
+ * there yet), its datagrams handed to an endpoint of their own, and
+ * Debian's gtlsclient (ngtcp2's GnuTLS example client) as the peer. */
+static int udp_fd;
+static pid_t client_pid;
+static int client_status = -1;
+
+static void udp_output(void *arg, const struct sockaddr *local, socklen_t local_len,
+                       const struct sockaddr *peer, socklen_t peer_len, const uint8_t *data,
+                       size_t len, size_t gso_segment)
+{
+    (void)arg;
+    (void)local;
+    (void)local_len;
+    size_t step = gso_segment > 0 ? gso_segment : len;
+    for (size_t off = 0; off < len; off += step)
+        sendto(udp_fd, data + off, len - off < step ? len - off : step, 0, peer, peer_len);
+}
+
+static void udp_readable(corral_io *io, unsigned events, void *arg)
+{
+    (void)io;
+    (void)events;
+    struct h3_endpoint *udp_ep = arg;
+    struct sockaddr_in local;
+    socklen_t local_len = sizeof(local);
+    ck_assert_int_eq(getsockname(udp_fd, (struct sockaddr *)&local, &local_len), 0);
+    for (;;) {
+        uint8_t buf[65536];
+        struct sockaddr_storage peer;
+        socklen_t peer_len = sizeof(peer);
+        ssize_t n =
+            recvfrom(udp_fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&peer, &peer_len);
+        if (n < 0)
+            return;
+        h3_endpoint_input(udp_ep, (struct sockaddr *)&local, local_len, (struct sockaddr *)&peer,
+                          peer_len, buf, (size_t)n, 0);
+    }
+}
+
+static void watch_client(corral_timer *timer, void *arg)
+{
+    (void)arg;
+    int status;
+    if (waitpid(client_pid, &status, WNOHANG) == client_pid) {
+        client_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        corral_loop_stop(loop);
+        return;
+    }
+    if (test_now_ms() > deadline_ms) {
+        kill(client_pid, SIGKILL);
+        waitpid(client_pid, &status, 0);
+        client_status = -1;
+        corral_loop_stop(loop);
+        return;
+    }
+    corral_timer_start(timer, 10);
+}
+
+/* Runs gtlsclient with `args` (after its own) against a UDP endpoint
+ * until it exits; returns its status. */
+static int run_gtlsclient(const char *const *args)
+{
+    udp_fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(udp_fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(udp_fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(udp_fd, (struct sockaddr *)&addr, &len), 0);
+    char cert[128], key[128], port[16];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    snprintf(port, sizeof(port), "%u", ntohs(addr.sin_port));
+    struct h3_endpoint *udp_ep;
+    struct h3_endpoint_config config = {
+        .site = &site, .loop = loop, .cert_file = cert, .key_file = key, .output = udp_output};
+    ck_assert_int_eq(h3_endpoint_new(&config, &udp_ep), 0);
+    corral_io *io;
+    ck_assert_int_eq(corral_io_new(loop, udp_fd, CORRAL_READABLE, udp_readable, udp_ep, &io), 0);
+
+    const char *argv[32] = {"gtlsclient", "-q", "--exit-on-all-streams-close", "--timeout=10s"};
+    size_t argc = 4;
+    for (size_t i = 0; args[i] != NULL && argc < 28; i++)
+        argv[argc++] = strcmp(args[i], "PORT") == 0 ? port : args[i];
+    argv[argc] = NULL;
+    client_pid = fork();
+    ck_assert_int_ge(client_pid, 0);
+    if (client_pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execvp("gtlsclient", (char *const *)argv);
+        _exit(127);
+    }
+    corral_timer *timer;
+    ck_assert_int_eq(corral_timer_new(loop, watch_client, NULL, &timer), 0);
+    deadline_ms = test_now_ms() + 20000;
+    corral_timer_start(timer, 10);
+    ck_assert_int_eq(corral_loop_run(loop), 0);
+    corral_timer_free(timer);
+    corral_io_free(io);
+    h3_endpoint_free(udp_ep);
+    close(udp_fd);
+    return client_status;
+}
+
+/* A GET of 1 MB and a POST of 200 KB from gtlsclient over real UDP,
+ * each byte checked, with 5% of the datagrams lost each way in the
+ * second run. */
+START_TEST(gtlsclient_interop)
+{
+    char out[64];
+    if (test_run("command -v gtlsclient", out, sizeof(out)) != 0) {
+        printf("gtlsclient_interop: skipped, no gtlsclient (ngtcp2-client)\n");
+        return;
+    }
+    char downloads[128], big_path[160], data[128];
+    snprintf(downloads, sizeof(downloads), "%s/dl", dir);
+    ck_assert_int_eq(mkdir(downloads, 0700), 0);
+    const char *get_args[] = {"--download", downloads, "127.0.0.1", "PORT", "https://localhost/big",
+                              NULL};
+    ck_assert_int_eq(run_gtlsclient(get_args), 0);
+    snprintf(big_path, sizeof(big_path), "%s/big", downloads);
+    FILE *f = fopen(big_path, "rb");
+    ck_assert_ptr_nonnull(f);
+    size_t n = 0;
+    for (int ch; (ch = fgetc(f)) != EOF; n++)
+        if ((uint8_t)ch != pattern(n))
+            ck_abort_msg("byte %zu differs", n);
+    fclose(f);
+    ck_assert_uint_eq(n, BIG_LEN);
+
+    snprintf(data, sizeof(data), "%s/body", dir);
+    size_t len = 200 * 1024;
+    char *body = post_body(len);
+    f = fopen(data, "wb");
+    ck_assert_uint_eq(fwrite(body, 1, len, f), len);
+    fclose(f);
+    free(body);
+    const char *post_args[] = {"-t",
+                               "0.05",
+                               "-r",
+                               "0.05",
+                               "--download",
+                               downloads,
+                               "-d",
+                               data,
+                               "127.0.0.1",
+                               "PORT",
+                               "https://localhost/count",
+                               NULL};
+    ck_assert_int_eq(run_gtlsclient(post_args), 0);
+    char count_path[160];
+    snprintf(count_path, sizeof(count_path), "%s/count", downloads);
+    char *answer = test_read_file(count_path);
+    ck_assert_ptr_nonnull(answer);
+    ck_assert_str_eq(answer, "len=204800");
+    free(answer);
+    ck_assert_uint_eq(counted.bytes, len);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    Suite *s = suite_create("proto/http3");
+    TCase *tc = tcase_create("framer");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, get_return);
+    tcase_add_test(tc, large_response_head);
+    tcase_add_test(tc, post_counted);
+    tcase_add_test(tc, many_streams);
+    tcase_add_test(tc, malformed_request);
+    tcase_add_test(tc, lossy_wire);
+    tcase_add_test(tc, access_log_names_http3);
+    tcase_add_test(tc, proxy_pass_works);
+    tcase_add_test(tc, limits_answer_413_and_431);
+    tcase_add_test(tc, alpn_must_be_h3);
+    tcase_add_test(tc, stray_datagrams_dropped);
+    tcase_add_test(tc, unfinished_handshake_is_dropped);
+    tcase_add_test(tc, endpoint_freed_with_a_flush_pending);
+    tcase_add_test(tc, gtlsclient_interop);
+    suite_add_tcase(s, tc);
+    return s;
+}
