@@ -97,7 +97,6 @@ static const struct porting_entry directives[] = {
     /* http core */
     USE("large_client_header_buffers", "\"client_max_header_size SIZE;\" bounds the request "
         "head"),
-    NO_FILES("client_body_temp_path"),
     NO_FILES("client_body_in_file_only"),
     TUNING("client_body_in_single_buffer"),
     TUNING("connection_pool_size"),
@@ -176,7 +175,6 @@ static const struct porting_entry directives[] = {
     /* proxy */
     NONE("proxy_pass_request_headers", "corral always passes the request's headers on, as nginx's on does"),
     NONE("proxy_pass_request_body", "corral always passes the request's body on, as nginx's on does"),
-    NONE("proxy_request_buffering", "corral streams request bodies to the upstream, as nginx's off does"),
     NO_FILES("proxy_temp_path"),
     NO_FILES("proxy_max_temp_file_size"),
     NO_FILES("proxy_temp_file_write_size"),
