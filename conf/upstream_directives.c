@@ -173,8 +173,9 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
     struct proxy_upstream_conf *upstream = &state->upstream->upstream;
     const struct conf_arg *address = &node->args[0];
     struct proxy_server_conf server = PROXY_SERVER_CONF_DEFAULT;
-    static const char *const params[] = {"weight",     "max_fails", "fail_timeout", "max_conns",
-                                         "slow_start", "backup",    "down",         "resolve"};
+    static const char *const params[] = {"weight",    "max_fails",  "fail_timeout",
+                                         "max_conns", "slow_start", "max_addresses",
+                                         "backup",    "down",       "resolve"};
     bool seen[sizeof(params) / sizeof(params[0])] = {false};
     for (size_t i = 1; i < node->arg_count; i++) {
         const struct conf_arg *arg = &node->args[i];
@@ -184,12 +185,13 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
         while (p < sizeof(params) / sizeof(params[0]) &&
                !(strlen(params[p]) == key_len && strncmp(arg->text, params[p], key_len) == 0))
             p++;
-        bool flag = p >= 5; /* backup, down, resolve: no value */
+        bool flag = p >= 6; /* backup, down, resolve: no value */
         if (p == sizeof(params) / sizeof(params[0]) || flag != (equals == NULL))
             return conf__error_at(
                 state->error, &arg->pos,
                 "unknown server parameter \"%s\" (expected weight=, max_fails=, "
-                "fail_timeout=, max_conns=, slow_start=, backup, down or resolve)",
+                "fail_timeout=, max_conns=, slow_start=, max_addresses=, backup, down or "
+                "resolve)",
                 arg->text);
         if (seen[p])
             return conf__error_at(state->error, &arg->pos, "duplicate parameter \"%.*s\"",
@@ -208,8 +210,12 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
             rc = conf__arg_uint(state, &value, "max_conns", 0, UINT_MAX, &server.max_conns);
             break;
         case 4: rc = conf__arg_duration(state, &value, &server.slow_start_ms); break;
-        case 5: server.backup = true; break;
-        case 6: server.down = true; break;
+        case 5:
+            rc = conf__arg_uint(state, &value, "max_addresses", 1, UPSTREAM_MAX_SERVERS,
+                                &server.resolve_slots);
+            break;
+        case 6: server.backup = true; break;
+        case 7: server.down = true; break;
         default: server.resolve = true; break;
         }
         if (rc != 0)
@@ -223,13 +229,17 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
     /* The balancer keeps the servers a request has tried as the bits of
      * one word (proto/upstream/upstream.h), and a resolve server holds a slot for
      * each address it may have at once. */
-    size_t slots = server.resolve ? UPSTREAM_RESOLVE_SLOTS : 1;
+    if (server.resolve_slots != 0 && !server.resolve)
+        return conf__error_at(state->error, &address->pos,
+                              "\"max_addresses\" is for a server with \"resolve\"");
+    size_t slots = upstream_server_conf_slots(&server);
     for (size_t i = 0; i < upstream->server_count; i++)
-        slots += upstream->servers[i].resolve ? UPSTREAM_RESOLVE_SLOTS : 1;
+        slots += upstream_server_conf_slots(&upstream->servers[i]);
     if (slots > UPSTREAM_MAX_SERVERS)
         return conf__error_at(state->error, &address->pos,
                               "upstream \"%s\" has more than %d servers (at most %d addresses, a "
-                              "server with \"resolve\" counting as %d)",
+                              "server with \"resolve\" counting as its max_addresses, %d by "
+                              "default)",
                               upstream->name, UPSTREAM_MAX_SERVERS, UPSTREAM_MAX_SERVERS,
                               UPSTREAM_RESOLVE_SLOTS);
     /* The config owns what the upstream's struct points to. */

@@ -1,8 +1,9 @@
 /*
- * resolve.c: re-resolving `server NAME:PORT resolve`: every `valid`, an A
- * and an AAAA query per name (A only with ipv6=off) go over UDP to one of
- * the upstream's resolvers (in turn), on the daemon's main loop, so no
- * worker ever waits for DNS.  Once both are answered, their addresses fill
+ * resolve.c: re-resolving `server NAME:PORT resolve`: when the least TTL
+ * of the last answers runs out (or every `valid`), an A and an AAAA query
+ * per name (A only with ipv6=off) go over UDP to one of the upstream's
+ * resolvers (in turn), on the daemon's main loop, so no worker ever waits
+ * for DNS.  Once both are answered, their addresses fill
  * empty slots and drain the slots whose address left them; a drained slot
  * that no request holds is empty again.
  */
@@ -11,6 +12,7 @@
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +37,9 @@ struct name_round {
     uint16_t ids[DNS_ASKED];
     bool pending[DNS_ASKED];
     bool answered[DNS_ASKED]; /* with something to say (not a failure) */
-    struct dns_addr addrs[UPSTREAM_RESOLVE_SLOTS * 4];
-    size_t count;
+    struct dns_addr *addrs;   /* room for twice the name's slots */
+    size_t count, room;
+    size_t over; /* records beyond the room */
 };
 
 struct upstream_resolver {
@@ -50,6 +53,9 @@ struct upstream_resolver {
     struct sockaddr_storage asked; /* where the queries went */
     socklen_t asked_len;
     uint64_t random;
+    uint64_t round_ms;    /* loop clock when the round began */
+    uint32_t round_ttl;   /* the least TTL of the round's answers so far, seconds */
+    uint32_t last_ttl_ms; /* the wait the last round's TTLs asked for */
 };
 
 /* ---------------------------------------------------------------- messages */
@@ -108,7 +114,7 @@ static unsigned read16(const uint8_t *p)
 }
 
 int resolve_answer_parse(const uint8_t *msg, size_t len, uint16_t id, uint16_t type,
-                         struct dns_addr *out, size_t max)
+                         struct dns_addr *out, size_t max, uint32_t *ttl)
 {
     size_t want_len = type == DNS_TYPE_AAAA ? 16 : 4;
     if (len < DNS_HEADER || read16(msg) != id || !(msg[2] & 0x80))
@@ -138,9 +144,18 @@ int resolve_answer_parse(const uint8_t *msg, size_t len, uint16_t id, uint16_t t
             return -EINVAL;
         /* CNAMEs lead to the records that follow them in the answer;
          * records of another type than asked are not the answer. */
-        if (rr_type == type && class == DNS_CLASS_IN && rdlength == want_len && count < max) {
-            out[count] = (struct dns_addr){.family = want_len == 16 ? AF_INET6 : AF_INET};
-            memcpy(out[count++].bytes, msg + pos, want_len);
+        if (rr_type == type && class == DNS_CLASS_IN && rdlength == want_len) {
+            uint32_t rr_ttl = (uint32_t)read16(msg + pos - 6) << 16 | read16(msg + pos - 4);
+            if (rr_ttl > INT32_MAX) /* RFC 2181 8: such a TTL is 0 */
+                rr_ttl = 0;
+            if (rr_ttl < *ttl)
+                *ttl = rr_ttl;
+            if (count < max) {
+                out[count] = (struct dns_addr){.family = want_len == 16 ? AF_INET6 : AF_INET};
+                memcpy(out[count].bytes, msg + pos, want_len);
+            }
+            if (count < INT_MAX)
+                count++;
         }
         pos += rdlength;
     }
@@ -186,16 +201,16 @@ static void slot_set(struct upstream_server *s, const struct dns_addr *a)
     }
 }
 
-/* Applies an answer to the slots first..first+UPSTREAM_RESOLVE_SLOTS-1 of
- * one name.  Main loop only: it alone writes a slot's address, and only
- * into an empty one, which no request can be using (see
+/* Applies an answer to the slots of one name, from `first` on.  Main loop only: it alone writes a
+ * slot's address, and only into an empty one, which no request can be using (see
  * upstream_server_acquire()). */
 static void apply(struct proxy_upstream *up, size_t first, const struct dns_addr *addrs,
                   size_t count)
 {
     struct upstream_server *slots = &up->servers[first];
+    size_t slot_count = slots[0].resolve_slots;
     char text[INET6_ADDRSTRLEN];
-    for (size_t k = 0; k < UPSTREAM_RESOLVE_SLOTS; k++) {
+    for (size_t k = 0; k < slot_count; k++) {
         struct upstream_server *s = &slots[k];
         int state = atomic_load(&s->state);
         bool listed = false;
@@ -213,21 +228,22 @@ static void apply(struct proxy_upstream *up, size_t first, const struct dns_addr
             atomic_store(&s->state, UPSTREAM_SLOT_EMPTY);
     }
     for (size_t a = 0; a < count; a++) {
-        size_t free_slot = UPSTREAM_RESOLVE_SLOTS;
+        size_t free_slot = slot_count;
         bool present = false;
-        for (size_t k = 0; k < UPSTREAM_RESOLVE_SLOTS && !present; k++) {
+        for (size_t k = 0; k < slot_count && !present; k++) {
             int state = atomic_load(&slots[k].state);
-            if (state == UPSTREAM_SLOT_EMPTY && free_slot == UPSTREAM_RESOLVE_SLOTS)
+            if (state == UPSTREAM_SLOT_EMPTY && free_slot == slot_count)
                 free_slot = k;
             present = state != UPSTREAM_SLOT_EMPTY && slot_has(&slots[k], &addrs[a]);
         }
         if (present)
             continue;
         inet_ntop(addrs[a].family, addrs[a].bytes, text, sizeof(text));
-        if (free_slot == UPSTREAM_RESOLVE_SLOTS) {
+        if (free_slot == slot_count) {
             corral_log(CORRAL_LOG_WARN,
-                       "upstream %s: %s: %s left out: a name has at most %d addresses at once",
-                       up->name, slots[0].address, text, UPSTREAM_RESOLVE_SLOTS);
+                       "upstream %s: %s: %s left out: this name has at most %zu addresses at "
+                       "once (its max_addresses)",
+                       up->name, slots[0].address, text, slot_count);
             continue;
         }
         struct upstream_server *s = &slots[free_slot];
@@ -250,30 +266,56 @@ static uint16_t next_id(struct upstream_resolver *r)
     return (uint16_t)(r->random >> 24);
 }
 
+/* Without valid=, the next round comes when the least TTL of this one's
+ * answers so far runs out (bounded both ways). */
+static void resolve_rearm(struct upstream_resolver *r)
+{
+    if (r->up->resolve_valid_ms != 0 || r->round_ttl == UINT32_MAX)
+        return;
+    uint64_t wait = (uint64_t)r->round_ttl * 1000;
+    if (wait < RESOLVE_TTL_MIN_MS)
+        wait = RESOLVE_TTL_MIN_MS;
+    if (wait > RESOLVE_TTL_MAX_MS)
+        wait = RESOLVE_TTL_MAX_MS;
+    r->last_ttl_ms = (uint32_t)wait;
+    uint64_t elapsed = corral_loop_now(r->loop) - r->round_ms;
+    corral_timer_start(r->timer, wait > elapsed ? wait - elapsed : 0);
+}
+
 /* Reads `msg` as an answer to one of name `i`'s queries: false when it is
  * none of them.  The name's slots change once all its queries are
  * answered, and only if none failed. */
 static bool take_answer(struct upstream_resolver *r, size_t i, const uint8_t *msg, size_t len)
 {
     struct name_round *nr = &r->rounds[i];
-    size_t room = sizeof(nr->addrs) / sizeof(nr->addrs[0]) - nr->count;
+    size_t room = nr->room - nr->count;
     size_t t = 0;
     int count = -EINVAL;
+    uint32_t ttl = UINT32_MAX;
     for (; t < DNS_ASKED && count == -EINVAL; t++)
         if (nr->pending[t])
             count = resolve_answer_parse(msg, len, nr->ids[t], asked_types[t],
-                                         nr->addrs + nr->count, room);
+                                         nr->addrs + nr->count, room, &ttl);
     if (count == -EINVAL)
         return false;
     nr->pending[t - 1] = false;
     nr->answered[t - 1] = count >= 0;
-    if (count > 0)
-        nr->count += (size_t)count;
+    if (count > 0) {
+        size_t kept = (size_t)count < room ? (size_t)count : room;
+        nr->count += kept;
+        nr->over += (size_t)count - kept;
+    }
+    if (ttl < r->round_ttl)
+        r->round_ttl = ttl;
     size_t asked = r->up->resolve_ipv4_only ? 1 : DNS_ASKED;
     for (size_t k = 0; k < asked; k++)
         if (!nr->answered[k])
             return true; /* still waiting, or failed: the slots stay as they are */
+    if (nr->over > 0)
+        corral_log(CORRAL_LOG_WARN, "upstream %s: %s: %zu more addresses than kept are left out",
+                   r->up->name, r->up->servers[i].address, nr->over);
     apply(r->up, i, nr->addrs, nr->count);
+    resolve_rearm(r);
     return true;
 }
 
@@ -304,7 +346,11 @@ static void on_timer(corral_timer *timer, void *arg)
 {
     struct upstream_resolver *r = arg;
     struct proxy_upstream *up = r->up;
-    corral_timer_start(timer, up->resolve_valid_ms);
+    /* valid=, or what the last round's TTLs asked for until this round's
+     * answers say (resolve_rearm()). */
+    corral_timer_start(timer, up->resolve_valid_ms != 0 ? up->resolve_valid_ms : r->last_ttl_ms);
+    r->round_ms = corral_loop_now(r->loop);
+    r->round_ttl = UINT32_MAX;
     size_t which = r->turn++ % up->resolver_count;
     r->asked = up->resolvers[which];
     r->asked_len = up->resolver_lens[which];
@@ -318,7 +364,7 @@ static void on_timer(corral_timer *timer, void *arg)
         bool late = false;
         for (size_t t = 0; t < DNS_ASKED; t++)
             late = late || nr->pending[t];
-        *nr = (struct name_round){.count = 0};
+        *nr = (struct name_round){.addrs = nr->addrs, .room = nr->room};
         if (late)
             continue;
         size_t asked = up->resolve_ipv4_only ? 1 : DNS_ASKED;
@@ -350,6 +396,19 @@ int resolve_start(struct proxy_upstream *up, corral_loop *loop)
         free(r);
         return -ENOMEM;
     }
+    for (size_t i = 0; i < up->server_count; i++) {
+        const struct upstream_server *s = &up->servers[i];
+        if (s->resolve_name == NULL || s->resolve_slot != 0)
+            continue;
+        r->rounds[i].room = 2 * (size_t)s->resolve_slots;
+        r->rounds[i].addrs = calloc(r->rounds[i].room, sizeof(*r->rounds[i].addrs));
+        if (r->rounds[i].addrs == NULL) {
+            up->resolver = r;
+            resolve_stop(up);
+            return -ENOMEM;
+        }
+    }
+    r->last_ttl_ms = RESOLVE_RETRY_MS;
     r->random = corral_monotonic_ns() | 1;
     r->fd = socket(up->resolvers[0].ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int err = r->fd < 0 ? -errno : 0;
@@ -378,6 +437,8 @@ void resolve_stop(struct proxy_upstream *up)
         corral_io_free(r->io);
     if (r->fd >= 0)
         close(r->fd);
+    for (size_t i = 0; i < up->server_count; i++)
+        free(r->rounds[i].addrs);
     free(r->rounds);
     free(r);
 }

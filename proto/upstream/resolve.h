@@ -27,15 +27,27 @@ struct dns_addr {
 int resolve_query_build(const char *name, uint16_t id, uint16_t type, uint8_t *out, size_t size);
 
 /* Reads an answer to query `id` (peer bytes): the addresses of its records
- * of `type` (what was asked), at most `max` of them, into `out`.  Returns
- * their count (0 for a name that does not exist or has none), -EAGAIN for
- * an answer that says nothing (a server failure, a truncated answer), or
- * -EINVAL for one that is malformed or not for `id`. */
+ * of `type` (what was asked), at most `max` of them, into `out`, and the
+ * least TTL of those records (seconds) into *ttl, which stays as it was
+ * when there are none.  Returns how many records there are (0 for a name
+ * that does not exist or has none; more than `max` when some did not
+ * fit), -EAGAIN for an answer that says nothing (a server failure, a
+ * truncated answer), or -EINVAL for one that is malformed or not for
+ * `id`. */
 int resolve_answer_parse(const uint8_t *msg, size_t len, uint16_t id, uint16_t type,
-                         struct dns_addr *out, size_t max);
+                         struct dns_addr *out, size_t max, uint32_t *ttl);
+
+/* The shortest and longest wait between two rounds when the answers'
+ * TTLs set it (no `valid=`): a TTL of 0 does not make a query loop, and
+ * a day-long one still lets a name move within the hour. */
+#define RESOLVE_TTL_MIN_MS 1000u
+#define RESOLVE_TTL_MAX_MS (3600u * 1000)
+/* The wait after a round that brought no TTL (no answer, no record). */
+#define RESOLVE_RETRY_MS (30u * 1000)
 
 /* Starts re-resolving the `resolve` servers of `up` on `loop` (the main
- * loop), at once and then every valid; a no-op without any.  Loop thread
+ * loop), at once and then as the answers' TTLs say, or every valid=
+ * when the resolver has one; a no-op without any.  Loop thread
  * only.  Returns 0 or -errno. */
 int resolve_start(struct proxy_upstream *up, corral_loop *loop);
 

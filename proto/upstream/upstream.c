@@ -27,7 +27,7 @@ size_t upstream_conf_slots(const struct proxy_upstream_conf *conf)
 {
     size_t n = 0;
     for (size_t i = 0; i < conf->server_count; i++)
-        n += conf->servers[i].resolve ? UPSTREAM_RESOLVE_SLOTS : 1;
+        n += upstream_server_conf_slots(&conf->servers[i]);
     return n;
 }
 
@@ -107,7 +107,8 @@ int upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
     }
     for (size_t i = 0; i < conf->server_count; i++) {
         const struct proxy_server_conf *sc = &conf->servers[i];
-        for (unsigned k = 0; k < (sc->resolve ? UPSTREAM_RESOLVE_SLOTS : 1u); k++) {
+        size_t name_slots = upstream_server_conf_slots(sc);
+        for (unsigned k = 0; k < name_slots; k++) {
             struct upstream_server *server = &up->servers[up->server_count++];
             server->address = strdup(sc->address);
             if (server->address == NULL)
@@ -120,6 +121,7 @@ int upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
                 upstream_free(up);
                 return err;
             }
+            server->resolve_slots = (unsigned)name_slots;
             server->weight = sc->weight > 0 ? sc->weight : 1;
             server->max_fails = sc->max_fails;
             server->fail_timeout_ms = sc->fail_timeout_ms;

@@ -50,6 +50,8 @@ struct proxy_server_conf {
     unsigned max_conns;       /* requests in flight over all workers; 0: no limit */
     uint32_t slow_start_ms;   /* its weight ramps up over this after it comes back */
     bool resolve;             /* NAME:PORT re-resolved with the upstream's resolvers */
+    unsigned resolve_slots;   /* max_addresses=N: the addresses it may have at once;
+                                 0: UPSTREAM_RESOLVE_SLOTS */
 };
 
 #define PROXY_SERVER_CONF_DEFAULT                                                                  \
@@ -112,7 +114,7 @@ struct proxy_upstream_conf {
         .keepalive = 32,                                                                           \
         .idle_timeout_ms = 60 * 1000,                                                              \
         .health = PROXY_HEALTH_CONF_DEFAULT,                                                       \
-        .resolve_valid_ms = 30 * 1000,                                                             \
+        .resolve_valid_ms = 0, /* the answers' TTLs */                                             \
     })
 
 struct proxy_upstream;
@@ -165,9 +167,15 @@ void upstream_take_health(struct proxy_upstream *upstream, const struct proxy_up
 /* Server slots in one upstream: a request keeps the ones it tried as bits
  * (struct upstream_tried), inside its own state. */
 #define UPSTREAM_MAX_SERVERS 1024
-/* The addresses a `resolve` server may have at once: each is a slot of
- * the upstream's servers. */
-#define UPSTREAM_RESOLVE_SLOTS 4
+/* The addresses a `resolve` server may have at once unless its
+ * max_addresses says: each is a slot of the upstream's servers. */
+#define UPSTREAM_RESOLVE_SLOTS 16
+
+/* The slots a server of the config takes: one, or its name's addresses. */
+static inline size_t upstream_server_conf_slots(const struct proxy_server_conf *s)
+{
+    return !s->resolve ? 1 : s->resolve_slots != 0 ? s->resolve_slots : UPSTREAM_RESOLVE_SLOTS;
+}
 
 /* A server slot's life: a configured address is active for good; a slot
  * of a `resolve` server is empty until an answer fills it, and drains (no
@@ -199,9 +207,10 @@ struct upstream_server {
     char *resolve_name;
     uint16_t resolve_port;
     unsigned resolve_slot;
-    _Atomic int state;    /* enum upstream_slot */
-    _Atomic unsigned gen; /* bumped with each new address: older pooled
-                             connections are not reused */
+    unsigned resolve_slots; /* the name's slots, this one among them */
+    _Atomic int state;      /* enum upstream_slot */
+    _Atomic unsigned gen;   /* bumped with each new address: older pooled
+                               connections are not reused */
 };
 
 struct upstream_conn;

@@ -2,8 +2,8 @@
  * fuzz_dns.c: libFuzzer over the DNS answers the `resolve` client reads
  * from a resolver: the first two bytes pick the query id it waits for, the
  * rest is the datagram, read as an answer to an A and to an AAAA query.
- * Nothing may be read past it, and what is returned must fit what was
- * asked.
+ * Nothing may be read past it, what is returned must fit what was asked,
+ * and a TTL must be one RFC 2181 allows.
  */
 #include "proto/upstream/resolve.h"
 
@@ -29,10 +29,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const uint16_t types[] = {DNS_TYPE_A, DNS_TYPE_AAAA};
     for (size_t t = 0; t < 2; t++) {
         struct dns_addr out[3];
-        int n = resolve_answer_parse(msg, size, id, types[t], out, 3);
-        if (n > 3 || (n < 0 && n != -EINVAL && n != -EAGAIN))
+        uint32_t ttl = UINT32_MAX;
+        int n = resolve_answer_parse(msg, size, id, types[t], out, 3, &ttl);
+        if (n < 0 && n != -EINVAL && n != -EAGAIN)
             abort();
-        for (int i = 0; i < n; i++)
+        if (n > 0 && ttl > INT32_MAX) /* every record counted has a TTL, RFC 2181's */
+            abort();
+        for (int i = 0; i < n && i < 3; i++)
             if (out[i].family != (types[t] == DNS_TYPE_A ? AF_INET : AF_INET6))
                 abort();
     }

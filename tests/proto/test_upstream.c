@@ -888,7 +888,7 @@ struct dns_server {
     pthread_t thread;
     atomic_bool stop;
     atomic_uint count, queries;
-    _Atomic uint32_t addrs[2]; /* network order */
+    _Atomic uint32_t addrs[16]; /* network order */
     atomic_bool has_v6;        /* AAAA queries get v6, else no record */
     uint8_t v6[16];            /* set before has_v6 */
     atomic_uint v6_queries;
@@ -901,7 +901,7 @@ static void *dns_main(void *arg)
         struct pollfd p = {.fd = d->fd, .events = POLLIN};
         if (poll(&p, 1, 20) <= 0)
             continue;
-        uint8_t q[512], out[600];
+        uint8_t q[512], out[1024];
         struct sockaddr_storage from;
         socklen_t from_len = sizeof(from);
         ssize_t n = recvfrom(d->fd, q, sizeof(q), 0, (struct sockaddr *)&from, &from_len);
@@ -962,6 +962,15 @@ static void dns_answer(struct dns_server *d, const char *ip)
     ck_assert_int_eq(inet_pton(AF_INET, ip, &a), 1);
     atomic_store(&d->addrs[0], a.s_addr);
     atomic_store(&d->count, 1);
+}
+
+/* `count` A records: 127.0.0.1, 127.0.0.2... */
+static void dns_answer_many(struct dns_server *d, unsigned count)
+{
+    ck_assert_uint_le(count, 16);
+    for (unsigned i = 0; i < count; i++)
+        atomic_store(&d->addrs[i], htonl(INADDR_LOOPBACK + i));
+    atomic_store(&d->count, count);
 }
 
 /* AAAA queries get `ip` from now on. */
@@ -1029,6 +1038,72 @@ START_TEST(changed_dns_answer_moves_traffic_without_a_reload)
     dns_free(dns);
     backend_free(a);
     backend_free(b);
+}
+END_TEST
+
+/* Without valid=, the answers' TTL (1 s here) says when the name is
+ * asked again: a change is followed within seconds, not the 30 s a fixed
+ * default would take. */
+START_TEST(dns_ttl_sets_when_a_name_is_asked_again)
+{
+    struct backend *a = backend_start_on("a", "127.0.0.1", 0);
+    struct backend *b = backend_start_on("b", "127.0.0.3", a->port);
+    struct dns_server *dns = dns_start();
+    dns_answer(dns, "127.0.0.1");
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream),
+             "resolver 127.0.0.1:%d ipv6=off;\nserver app.test:%d resolve max_fails=0;", dns->port,
+             a->port);
+    start_daemon(&d, 1, upstream, "");
+    ck_assert(answered_by(d.port, "a", 3000));
+    dns_answer(dns, "127.0.0.3");
+    ck_assert(answered_by(d.port, "b", 5000));
+    unsigned queries = atomic_load(&dns->queries);
+    test_wait_for(atomic_load(&dns->queries) > queries, 3000, "no query after a 1 s TTL");
+    test_daemon_stop(&d);
+    dns_free(dns);
+    backend_free(a);
+    backend_free(b);
+}
+END_TEST
+
+/* Every address of a name serves, beyond the four it used to be cut to;
+ * max_addresses=N keeps N (and logs what it leaves out). */
+START_TEST(every_address_of_a_name_serves)
+{
+    enum { COUNT = 8 };
+    static const char *const names[COUNT] = {"b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8"};
+    struct backend *bs[COUNT];
+    bs[0] = backend_start_on(names[0], "127.0.0.1", 0);
+    for (int i = 1; i < COUNT; i++) {
+        char ip[32];
+        snprintf(ip, sizeof(ip), "127.0.0.%d", i + 1);
+        bs[i] = backend_start_on(names[i], ip, bs[0]->port);
+    }
+    struct dns_server *dns = dns_start();
+    dns_answer_many(dns, COUNT);
+    unsigned kept = _i == 0 ? COUNT : 3;
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream),
+             "resolver 127.0.0.1:%d valid=10s ipv6=off;\nserver app.test:%d resolve%s;\n"
+             "balance round_robin;",
+             dns->port, bs[0]->port, _i == 0 ? "" : " max_addresses=3");
+    start_daemon(&d, 1, upstream, "");
+    ck_assert(answered_by(d.port, "b1", 3000));
+    for (unsigned i = 0; i < 4 * COUNT; i++)
+        ck_assert_int_eq(test_daemon_http_try_get("127.0.0.1", d.port, "/", NULL, 0), 200);
+    unsigned serving = 0;
+    for (int i = 0; i < COUNT; i++)
+        serving += atomic_load(&bs[i]->requests) > 0;
+    ck_assert_uint_eq(serving, kept);
+    if (_i == 1)
+        ck_assert_int_ge(wait_log(&d, "left out: this name has at most 3 addresses", 100), 0);
+    test_daemon_stop(&d);
+    dns_free(dns);
+    for (int i = 0; i < COUNT; i++)
+        backend_free(bs[i]);
 }
 END_TEST
 
@@ -1110,8 +1185,9 @@ START_TEST(dns_answers_are_parsed)
     m[7] = 3;
     size_t pos = (size_t)len;
     static const uint8_t cname[] = {0xc0, 0x0c, 0, 5, 0, 1, 0, 0, 0, 1, 0, 2, 0xc0, 0x0c};
-    static const uint8_t a1[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 10, 0, 0, 1};
-    static const uint8_t a2[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 10, 0, 0, 2};
+    /* TTLs 300 and 60: the answer's is the least */
+    static const uint8_t a1[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 10, 0, 0, 1};
+    static const uint8_t a2[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 2};
     memcpy(m + pos, cname, sizeof(cname));
     pos += sizeof(cname);
     memcpy(m + pos, a1, sizeof(a1));
@@ -1124,20 +1200,33 @@ START_TEST(dns_answers_are_parsed)
     pos += sizeof(aaaa);
     m[7] = 4;
     struct dns_addr out[4];
-    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4), 2);
+    uint32_t ttl = UINT32_MAX;
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4, &ttl), 2);
     ck_assert_int_eq(out[1].family, AF_INET);
     ck_assert_mem_eq(out[1].bytes, "\x0a\x00\x00\x02", 4);
+    ck_assert_uint_eq(ttl, 60);
     /* The records of the type asked, only. */
-    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_AAAA, out, 4), 1);
+    ttl = UINT32_MAX;
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_AAAA, out, 4, &ttl), 1);
     ck_assert_int_eq(out[0].family, AF_INET6);
     ck_assert_mem_eq(out[0].bytes, aaaa + 12, 16);
-    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1235, DNS_TYPE_A, out, 4), -EINVAL);
-    ck_assert_int_eq(resolve_answer_parse(m, pos - 1, 0x1234, DNS_TYPE_A, out, 4), -EINVAL);
-    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 1), 1);
+    ck_assert_uint_eq(ttl, 1);
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1235, DNS_TYPE_A, out, 4, &ttl), -EINVAL);
+    ck_assert_int_eq(resolve_answer_parse(m, pos - 1, 0x1234, DNS_TYPE_A, out, 4, &ttl), -EINVAL);
+    /* more records than room: all counted, the room filled */
+    memset(out, 0, sizeof(out));
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 1, &ttl), 2);
+    ck_assert_mem_eq(out[0].bytes, "\x0a\x00\x00\x01", 4);
+    ck_assert_int_eq(out[1].family, 0);
+    /* a TTL with its top bit set is 0 (RFC 2181 8) */
+    m[pos - 16 - 28 + 6] = 0x80;
+    ttl = UINT32_MAX;
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4, &ttl), 2);
+    ck_assert_uint_eq(ttl, 0);
     m[3] = 0x83; /* NXDOMAIN */
-    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4), 0);
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4, &ttl), 0);
     m[3] = 0x82; /* SERVFAIL */
-    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_AAAA, out, 4), -EAGAIN);
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_AAAA, out, 4, &ttl), -EAGAIN);
     ck_assert_int_eq(resolve_query_build("a..b", 1, DNS_TYPE_A, q, sizeof(q)), -EINVAL);
     ck_assert_int_eq(resolve_query_build("app.test", 1, DNS_TYPE_A, q, 20), -EINVAL);
     len = resolve_query_build("app.test", 7, DNS_TYPE_AAAA, q, sizeof(q));
@@ -1182,6 +1271,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, backup_gets_requests_only_when_the_primaries_are_down);
     tcase_add_test(tc, max_conns_holds_across_two_workers);
     tcase_add_test(tc, changed_dns_answer_moves_traffic_without_a_reload);
+    tcase_add_test(tc, dns_ttl_sets_when_a_name_is_asked_again);
+    tcase_add_loop_test(tc, every_address_of_a_name_serves, 0, 2);
     tcase_add_loop_test(tc, resolve_uses_ipv6_addresses_too, 0, 2);
     tcase_add_test(tc, server_up_metric_follows_the_health_checks);
     tcase_add_test(tc, server_up_metric_follows_passive_failures);
