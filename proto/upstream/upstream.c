@@ -31,10 +31,28 @@ size_t upstream_conf_slots(const struct proxy_upstream_conf *conf)
     return n;
 }
 
-/* A `resolve` server's NAME:PORT into its slot, which stays empty until
- * the resolver's first answer. */
-static int resolve_slot_init(struct upstream_server *server, const char *address, unsigned slot)
+int upstream_srv_name(const char *name, const char *service, char *out, size_t size)
 {
+    int n = strchr(service, '.') != NULL ? snprintf(out, size, "%s.%s", service, name)
+                                         : snprintf(out, size, "_%s._tcp.%s", service, name);
+    return n < 0 || (size_t)n >= size || (size_t)n > UPSTREAM_SRV_NAME_MAX ? -ENAMETOOLONG : 0;
+}
+
+/* A `resolve` server's NAME:PORT into its slot, which stays empty until
+ * the resolver's first answer; with service=, its SRV record's name. */
+static int resolve_slot_init(struct upstream_server *server, const char *address,
+                             const char *service, unsigned slot)
+{
+    server->resolve_slot = slot;
+    atomic_init(&server->state, UPSTREAM_SLOT_EMPTY);
+    if (service != NULL) {
+        char record[UPSTREAM_SRV_NAME_MAX + 1];
+        if (upstream_srv_name(address, service, record, sizeof(record)) != 0)
+            return -EINVAL;
+        server->resolve_name = strdup(record);
+        server->resolve_srv = true;
+        return server->resolve_name != NULL ? 0 : -ENOMEM;
+    }
     const char *colon = strrchr(address, ':');
     char *end;
     unsigned long port = colon != NULL ? strtoul(colon + 1, &end, 10) : 0;
@@ -44,8 +62,6 @@ static int resolve_slot_init(struct upstream_server *server, const char *address
     if (server->resolve_name == NULL)
         return -ENOMEM;
     server->resolve_port = (uint16_t)port;
-    server->resolve_slot = slot;
-    atomic_init(&server->state, UPSTREAM_SLOT_EMPTY);
     return 0;
 }
 
@@ -113,7 +129,7 @@ int upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
             server->address = strdup(sc->address);
             if (server->address == NULL)
                 goto nomem;
-            int err = sc->resolve ? resolve_slot_init(server, sc->address, k)
+            int err = sc->resolve ? resolve_slot_init(server, sc->address, sc->service, k)
                       : corral_parse_address(sc->address, &server->addr, &server->addrlen) != 0
                           ? -EINVAL
                           : 0;
@@ -126,10 +142,12 @@ int upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
             server->max_fails = sc->max_fails;
             server->fail_timeout_ms = sc->fail_timeout_ms;
             server->backup = sc->backup;
+            server->resolve_backup = sc->backup;
             server->disabled = sc->down;
             server->max_conns = sc->max_conns;
             server->slow_start_ms = sc->slow_start_ms;
-            up->has_backup = up->has_backup || sc->backup;
+            /* an SRV name's lower priorities are backups */
+            up->has_backup = up->has_backup || sc->backup || sc->service != NULL;
             up->has_resolve = up->has_resolve || sc->resolve;
         }
     }

@@ -52,7 +52,17 @@ struct proxy_server_conf {
     bool resolve;             /* NAME:PORT re-resolved with the upstream's resolvers */
     unsigned resolve_slots;   /* max_addresses=N: the addresses it may have at once;
                                  0: UPSTREAM_RESOLVE_SLOTS */
+    const char *service;      /* service=NAME: `address` is a NAME whose SRV records
+                                 give the servers (NULL: none) */
 };
+
+/* The most a record name takes (DNS's bound on a name). */
+#define UPSTREAM_SRV_NAME_MAX 253
+
+/* The SRV record name nginx looks up for `server NAME service=SERVICE`:
+ * "_SERVICE._tcp.NAME", or "SERVICE.NAME" when SERVICE has a dot.
+ * Writes it into `out`; returns 0, or -ENAMETOOLONG. */
+int upstream_srv_name(const char *name, const char *service, char *out, size_t size);
 
 #define PROXY_SERVER_CONF_DEFAULT                                                                  \
     ((struct proxy_server_conf){.weight = 1, .max_fails = 1, .fail_timeout_ms = 10 * 1000})
@@ -191,9 +201,13 @@ struct upstream_server {
     char *address;
     struct sockaddr_storage addr;
     socklen_t addrlen;
-    unsigned weight, max_fails;
+    /* weight and backup: an SRV slot's are written while it is empty,
+     * as its address is, and read by every worker */
+    _Atomic unsigned weight;
+    unsigned max_fails;
     uint32_t fail_timeout_ms;
-    bool backup, disabled;
+    _Atomic bool backup;
+    bool disabled;
     unsigned max_conns; /* 0: no limit */
     uint32_t slow_start_ms;
     _Atomic unsigned conns;        /* requests in flight, over all workers */
@@ -208,6 +222,10 @@ struct upstream_server {
     uint16_t resolve_port;
     unsigned resolve_slot;
     unsigned resolve_slots; /* the name's slots, this one among them */
+    bool resolve_srv;       /* resolve_name is an SRV record's: each slot's port,
+                               weight and backup come from its record */
+    bool resolve_backup;    /* the server line's `backup`, which an SRV slot's
+                               own `backup` no longer says */
     _Atomic int state;      /* enum upstream_slot */
     _Atomic unsigned gen;   /* bumped with each new address: older pooled
                                connections are not reused */

@@ -499,6 +499,10 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"upstream.server.resolve", u != NULL ? u->upstream.servers[0].resolve : 99},
         {"upstream.resolve_valid_ms", u != NULL ? u->upstream.resolve_valid_ms : 99},
         {"upstream.server.resolve_slots", u != NULL ? u->upstream.servers[0].resolve_slots : 99},
+        {"upstream.server.service",
+         u != NULL ? u->upstream.servers[0].service != NULL &&
+                         strcmp(u->upstream.servers[0].service, "_x._tcp") == 0
+                   : 99},
         {"location.proxy_buffer_size", lp != NULL ? lp->proxy.response_head_limit : 99},
         {"location.proxy_connect_timeout_ms", lp != NULL ? lp->proxy.connect_timeout_ms : 99},
         {"location.proxy_read_timeout_ms", lp != NULL ? lp->proxy.read_timeout_ms : 99},
@@ -611,6 +615,8 @@ static const struct field_case field_cases[] = {
      "upstream.resolve_valid_ms", 0},
     {"upstream app { resolver 127.0.0.1; server app.internal:80 resolve max_addresses=200; }",
      "upstream.server.resolve_slots", 200},
+    {"upstream app { resolver 127.0.0.1; server _http._tcp.app.internal service=_x._tcp resolve; }",
+     "upstream.server.service", 1},
     {"upstream app { server 127.0.0.1:1; balance ip_hash; }", "upstream.balance",
      PROXY_BALANCE_IP_HASH},
     {"upstream app { server 127.0.0.1:1; balance hash $http_x_user consistent; }",
@@ -1985,10 +1991,20 @@ static const struct error_case error_cases[] = {
      "test.conf:1:44: duplicate parameter \"weight\""},
     {"upstream app { server 127.0.0.1:1 spare; }",
      "test.conf:1:35: unknown server parameter \"spare\" (expected weight=, max_fails=, "
-     "fail_timeout=, max_conns=, slow_start=, max_addresses=, backup, down or resolve)"},
+     "fail_timeout=, max_conns=, slow_start=, max_addresses=, service=, backup, down or "
+     "resolve)"},
     {"upstream app { server 127.0.0.1:1 backup=1; }",
      "test.conf:1:35: unknown server parameter \"backup=1\" (expected weight=, max_fails=, "
-     "fail_timeout=, max_conns=, slow_start=, max_addresses=, backup, down or resolve)"},
+     "fail_timeout=, max_conns=, slow_start=, max_addresses=, service=, backup, down or "
+     "resolve)"},
+    {"upstream app { resolver 127.0.0.1; server app.internal service=http; }",
+     "test.conf:1:43: \"service=\" needs \"resolve\" (SRV records are looked up again and "
+     "again)"},
+    {"upstream app { resolver 127.0.0.1; server app.internal:80 service=http resolve; }",
+     "test.conf:1:43: invalid server name \"app.internal:80\" for service= (expected a host "
+     "name without a port, the SRV records give the ports)"},
+    {"upstream app { resolver 127.0.0.1; server app.internal service=ht/tp resolve; }",
+     "test.conf:1:56: invalid service \"ht/tp\" (expected a name such as http or _http._tcp)"},
     {"upstream app { server 127.0.0.1:1 max_addresses=4; }",
      "test.conf:1:23: \"max_addresses\" is for a server with \"resolve\""},
     {"upstream app { resolver 127.0.0.1; server a.internal:80 resolve max_addresses=1000; "

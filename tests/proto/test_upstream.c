@@ -892,6 +892,16 @@ struct dns_server {
     atomic_bool has_v6;        /* AAAA queries get v6, else no record */
     uint8_t v6[16];            /* set before has_v6 */
     atomic_uint v6_queries;
+    /* SRV queries: the name asked last, and the records, set before the
+     * server starts: priority, weight, port, one-label target (".test"
+     * is added) */
+    char srv_asked[256];
+    atomic_uint srv_queries;
+    unsigned srv_count;
+    struct {
+        uint16_t priority, weight, port;
+        const char *target;
+    } srv[4];
 };
 
 static void *dns_main(void *arg)
@@ -918,6 +928,34 @@ static void *dns_main(void *arg)
         out[2] = 0x81; /* a response, recursion desired */
         out[3] = 0x80; /* recursion available, no error */
         bool aaaa = q[pos - 4] == 0 && q[pos - 3] == 28;
+        if (q[pos - 4] == 0 && q[pos - 3] == 33) { /* SRV */
+            size_t at = 0;
+            for (size_t l = 12; q[l] != 0 && at + q[l] + 1 < sizeof(d->srv_asked); l += q[l] + 1u) {
+                memcpy(d->srv_asked + at, q + l + 1, q[l]);
+                at += q[l];
+                d->srv_asked[at++] = '.';
+            }
+            d->srv_asked[at > 0 ? at - 1 : 0] = '\0';
+            atomic_fetch_add(&d->srv_queries, 1);
+            out[7] = (uint8_t)d->srv_count;
+            for (unsigned i = 0; i < d->srv_count; i++) {
+                size_t tlen = strlen(d->srv[i].target);
+                uint16_t rdlen = (uint16_t)(6 + 1 + tlen + 1 + 4 + 1);
+                uint8_t rr[] = {0xc0, 0x0c, 0, 33, 0, 1, 0, 0, 0, 1, 0, (uint8_t)rdlen,
+                                (uint8_t)(d->srv[i].priority >> 8), (uint8_t)d->srv[i].priority,
+                                (uint8_t)(d->srv[i].weight >> 8), (uint8_t)d->srv[i].weight,
+                                (uint8_t)(d->srv[i].port >> 8), (uint8_t)d->srv[i].port};
+                memcpy(out + pos, rr, sizeof(rr));
+                pos += sizeof(rr);
+                out[pos++] = (uint8_t)tlen;
+                memcpy(out + pos, d->srv[i].target, tlen);
+                pos += tlen;
+                memcpy(out + pos, "\x04test\x00", 6);
+                pos += 6;
+            }
+            sendto(d->fd, out, pos, 0, (struct sockaddr *)&from, from_len);
+            continue;
+        }
         unsigned count = aaaa ? 0 : atomic_load(&d->count);
         out[6] = 0;
         out[7] = (uint8_t)count;
@@ -1107,6 +1145,47 @@ START_TEST(every_address_of_a_name_serves)
 }
 END_TEST
 
+/* service=http: the name's SRV records (_http._tcp.NAME) give the
+ * servers, with their ports and weights; a record of a worse priority
+ * is a backup, unused while the others serve. */
+START_TEST(srv_records_give_ports_weights_and_backups)
+{
+    struct backend *x = backend_start_on("x", "127.0.0.1", 0);
+    struct backend *y = backend_start_on("y", "127.0.0.1", 0);
+    struct backend *z = backend_start_on("z", "127.0.0.1", 0);
+    struct dns_server *dns = dns_start();
+    dns_answer(dns, "127.0.0.1"); /* every target's A record */
+    dns->srv[0].priority = 10, dns->srv[0].weight = 1, dns->srv[0].port = (uint16_t)x->port;
+    dns->srv[0].target = "x";
+    dns->srv[1].priority = 10, dns->srv[1].weight = 3, dns->srv[1].port = (uint16_t)y->port;
+    dns->srv[1].target = "y";
+    dns->srv[2].priority = 20, dns->srv[2].weight = 1, dns->srv[2].port = (uint16_t)z->port;
+    dns->srv[2].target = "z";
+    dns->srv_count = 3;
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream),
+             "resolver 127.0.0.1:%d valid=10s ipv6=off;\nserver app.test service=http resolve;\n"
+             "balance round_robin;",
+             dns->port);
+    start_daemon(&d, 1, upstream, "");
+    ck_assert(answered_by(d.port, "y", 3000));
+    ck_assert(answered_by(d.port, "x", 3000));
+    unsigned x0 = atomic_load(&x->requests), y0 = atomic_load(&y->requests);
+    for (int i = 0; i < 40; i++)
+        ck_assert_int_eq(test_daemon_http_try_get("127.0.0.1", d.port, "/", NULL, 0), 200);
+    ck_assert_uint_eq(atomic_load(&x->requests) - x0, 10);
+    ck_assert_uint_eq(atomic_load(&y->requests) - y0, 30);
+    ck_assert_uint_eq(atomic_load(&z->requests), 0);
+    ck_assert_str_eq(dns->srv_asked, "_http._tcp.app.test");
+    test_daemon_stop(&d);
+    dns_free(dns);
+    backend_free(x);
+    backend_free(y);
+    backend_free(z);
+}
+END_TEST
+
 /* A name with an A and an AAAA record: both addresses serve (nginx
  * resolves both), unless the resolver says ipv6=off. */
 START_TEST(resolve_uses_ipv6_addresses_too)
@@ -1169,6 +1248,47 @@ START_TEST(resolve_server_has_empty_slots_until_an_answer)
     for (int i = 0; i < 5; i++)
         ck_assert_int_eq(pick(up, 0), 0); /* the empty slots are never picked */
     upstream_free(up);
+}
+END_TEST
+
+/* SRV answers: each record's priority, weight, port and target, whose
+ * name may point back into the message; a pointer forward (a loop) or a
+ * target that is no host name is a malformed answer. */
+START_TEST(dns_srv_answers_are_parsed)
+{
+    static const uint8_t head[] = {0x12, 0x34, 0x81, 0x80, 0, 1, 0, 2, 0, 0, 0, 0,
+                                   5,    '_',  'h',  't',  't', 'p', 4, '_', 't', 'c', 'p',
+                                   3,    'a',  'p',  'p',  4, 't', 'e', 's', 't', 0, 0, 33, 0, 1};
+    uint8_t m[200];
+    memcpy(m, head, sizeof(head));
+    size_t pos = sizeof(head);
+    /* "x" + a pointer to "app.test" (offset 23), TTL 60 */
+    static const uint8_t r1[] = {0xc0, 0x0c, 0, 33, 0, 1, 0, 0, 0, 60, 0, 10,
+                                 0,    10,   0, 1,  0x1f, 0x90, 1, 'x', 0xc0, 23};
+    memcpy(m + pos, r1, sizeof(r1));
+    pos += sizeof(r1);
+    static const uint8_t r2[] = {0xc0, 0x0c, 0, 33, 0, 1, 0, 0, 1, 44, 0, 14, 0, 20, 0, 5,
+                                 0x23, 0x82, 1, 'y', 4, 't', 'e', 's', 't', 0};
+    memcpy(m + pos, r2, sizeof(r2));
+    pos += sizeof(r2);
+    struct dns_srv out[2];
+    uint32_t ttl = UINT32_MAX;
+    ck_assert_int_eq(resolve_srv_parse(m, pos, 0x1234, out, 2, &ttl), 2);
+    ck_assert_uint_eq(out[0].priority, 10);
+    ck_assert_uint_eq(out[0].weight, 1);
+    ck_assert_uint_eq(out[0].port, 8080);
+    ck_assert_str_eq(out[0].target, "x.app.test");
+    ck_assert_str_eq(out[1].target, "y.test");
+    ck_assert_uint_eq(out[1].port, 9090);
+    ck_assert_uint_eq(ttl, 60);
+    ck_assert_int_eq(resolve_srv_parse(m, pos, 0x1235, out, 2, &ttl), -EINVAL);
+    /* a pointer to itself */
+    m[sizeof(head) + sizeof(r1) - 1] = (uint8_t)(sizeof(head) + sizeof(r1) - 2);
+    ck_assert_int_eq(resolve_srv_parse(m, pos, 0x1234, out, 2, &ttl), -EINVAL);
+    m[sizeof(head) + sizeof(r1) - 1] = 23;
+    /* a target byte no host name has */
+    m[sizeof(head) + sizeof(r1) + 19] = '/';
+    ck_assert_int_eq(resolve_srv_parse(m, pos, 0x1234, out, 2, &ttl), -EINVAL);
 }
 END_TEST
 
@@ -1263,6 +1383,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, slow_start_ramps_the_weight);
     tcase_add_test(tc, health_match_defaults_and_lists);
     tcase_add_test(tc, dns_answers_are_parsed);
+    tcase_add_test(tc, dns_srv_answers_are_parsed);
     tcase_add_test(tc, resolve_server_has_empty_slots_until_an_answer);
 
     tc = new_case(suite, "daemon", 30, true);
@@ -1272,6 +1393,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, max_conns_holds_across_two_workers);
     tcase_add_test(tc, changed_dns_answer_moves_traffic_without_a_reload);
     tcase_add_test(tc, dns_ttl_sets_when_a_name_is_asked_again);
+    tcase_add_test(tc, srv_records_give_ports_weights_and_backups);
     tcase_add_loop_test(tc, every_address_of_a_name_serves, 0, 2);
     tcase_add_loop_test(tc, resolve_uses_ipv6_addresses_too, 0, 2);
     tcase_add_test(tc, server_up_metric_follows_the_health_checks);
