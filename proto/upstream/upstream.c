@@ -300,7 +300,8 @@ enum proxy_server_state upstream_server_state(const struct proxy_upstream *upstr
 {
     const struct upstream_server *s = &upstream->servers[index];
     if (s->disabled ||
-        atomic_load_explicit(&s->state, memory_order_relaxed) != UPSTREAM_SLOT_ACTIVE)
+        atomic_load_explicit(&s->state, memory_order_relaxed) != UPSTREAM_SLOT_ACTIVE ||
+        atomic_load_explicit(&s->api_state, memory_order_relaxed) != UPSTREAM_API_NONE)
         return PROXY_SERVER_DISABLED;
     return atomic_load_explicit(&s->checked_down, memory_order_relaxed) ? PROXY_SERVER_DOWN
                                                                         : PROXY_SERVER_UP;

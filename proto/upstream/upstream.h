@@ -227,8 +227,17 @@ struct upstream_server {
     bool resolve_backup;    /* the server line's `backup`, which an SRV slot's
                                own `backup` no longer says */
     _Atomic int state;      /* enum upstream_slot */
-    _Atomic unsigned gen;   /* bumped with each new address: older pooled
-                               connections are not reused */
+    /* Set at run time through the admin API (UPSTREAM_API_*): drained or
+     * down servers get no new requests, in every worker. */
+    _Atomic unsigned char api_state;
+    _Atomic unsigned gen; /* bumped with each new address: older pooled
+                             connections are not reused */
+};
+
+enum {
+    UPSTREAM_API_NONE,
+    UPSTREAM_API_DRAIN, /* no new requests; those in flight finish */
+    UPSTREAM_API_DOWN,  /* as the config's `down` */
 };
 
 struct upstream_conn;

@@ -13,6 +13,7 @@
 #include "proto/upstream/upstream.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
@@ -1292,6 +1294,144 @@ START_TEST(dns_srv_answers_are_parsed)
 }
 END_TEST
 
+/* ------------------------------------------------------------ runtime API */
+
+/* A request to the admin listener: its status, and its body into `out`. */
+static int admin_call(const struct test_daemon *d, const char *method, const char *path,
+                      const char *token, const char *body, char *out, size_t size)
+{
+    char address[64], request[1024];
+    snprintf(address, sizeof(address), "127.0.0.2:%d", d->admin_port);
+    int fd = test_connect_address(address);
+    int n = snprintf(request, sizeof(request),
+                     "%s %s HTTP/1.1\r\nHost: a\r\nConnection: close\r\n%s%s%s"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     method, path, token != NULL ? "Authorization: Bearer " : "",
+                     token != NULL ? token : "", token != NULL ? "\r\n" : "",
+                     body != NULL ? strlen(body) : 0, body != NULL ? body : "");
+    test_send_all(fd, request, (size_t)n);
+    char reply[16384];
+    size_t len = 0;
+    for (ssize_t got; len < sizeof(reply) - 1 &&
+                      (got = recv(fd, reply + len, sizeof(reply) - 1 - len, 0)) > 0;)
+        len += (size_t)got;
+    close(fd);
+    reply[len] = '\0';
+    int status = 0;
+    sscanf(reply, "HTTP/1.1 %d", &status);
+    const char *start = strstr(reply, "\r\n\r\n");
+    snprintf(out, size, "%s", start != NULL ? start + 4 : "");
+    return status;
+}
+
+/* The upstream API: refused without the token; the servers listed; a
+ * server set down, then up with a new weight, in every worker at once,
+ * each change logged; bad requests refused. */
+START_TEST(runtime_api_sets_servers_down_and_weights)
+{
+    struct backend *a = backend_start_on("a", "127.0.0.1", 0);
+    struct backend *b = backend_start_on("b", "127.0.0.1", 0);
+    char token_path[PATH_MAX];
+    test_daemon_file(token_path, sizeof(token_path), "token");
+    FILE *f = fopen(token_path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("secret\n", f);
+    fclose(f);
+    chmod(token_path, 0600);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    char conf[PATH_MAX + 1024];
+    snprintf(conf, sizeof(conf),
+             "workers 2;\ndrain_timeout 100ms;\n"
+             "admin { listen 127.0.0.2:0; auth_token_file %s; }\n"
+             "upstream app {\n    server 127.0.0.1:%d max_fails=0;\n"
+             "    server 127.0.0.1:%d max_fails=0;\n    balance round_robin;\n}\n"
+             "server {\n    listen 127.0.0.1:0;\n    location / { proxy_pass http://app; }\n}\n",
+             token_path, a->port, b->port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    char out[8192];
+    const char *list = "/api/upstreams/app/servers";
+    ck_assert_int_eq(admin_call(&d, "GET", list, NULL, NULL, out, sizeof(out)), 401);
+    ck_assert_int_eq(admin_call(&d, "GET", list, "wrong", NULL, out, sizeof(out)), 401);
+    ck_assert_int_eq(admin_call(&d, "GET", list, "secret", NULL, out, sizeof(out)), 200);
+    ck_assert_msg(strstr(out, "\"id\":0") != NULL && strstr(out, "\"id\":1") != NULL &&
+                      strstr(out, "\"state\":\"up\"") != NULL && strstr(out, "\"weight\":1"),
+                  "%s", out);
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/0", "secret",
+                                "{\"down\": true}", out, sizeof(out)),
+                     200);
+    ck_assert_msg(strstr(out, "\"down\":true") != NULL && strstr(out, "\"state\":\"down\""),
+                  "%s", out);
+    unsigned before = atomic_load(&a->requests);
+    char body[64];
+    for (int i = 0; i < 20; i++) { /* new connections: both workers */
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+        ck_assert_str_eq(body, "b");
+    }
+    ck_assert_uint_eq(atomic_load(&a->requests), before);
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/0", "secret",
+                                "{\"down\": false, \"weight\": 3}", out, sizeof(out)),
+                     200);
+    ck_assert_msg(strstr(out, "\"weight\":3") != NULL && strstr(out, "\"state\":\"up\""), "%s",
+                  out);
+    before = atomic_load(&a->requests);
+    unsigned b_before = atomic_load(&b->requests);
+    for (int i = 0; i < 40; i++)
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+    unsigned to_a = atomic_load(&a->requests) - before, to_b = atomic_load(&b->requests) - b_before;
+    ck_assert_msg(to_a >= 2 * to_b, "weight 3 to 1: %u to %u", to_a, to_b);
+    ck_assert_int_ge(wait_log(&d, "admin API: upstream \"app\" server 0 (127.0.0.1:", 1000), 0);
+    ck_assert_int_ge(wait_log(&d, "weight 1 -> 3, down -> up", 1000), 0);
+    /* refusals */
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/0", "secret", "{",
+                                out, sizeof(out)),
+                     400);
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/0", "secret",
+                                "{\"backup\": true}", out, sizeof(out)),
+                     400);
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/0", "secret",
+                                "{\"weight\": 0}", out, sizeof(out)),
+                     400);
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/9", "secret",
+                                "{\"drain\": true}", out, sizeof(out)),
+                     404);
+    ck_assert_int_eq(admin_call(&d, "GET", "/api/upstreams/none/servers", "secret", NULL, out,
+                                sizeof(out)),
+                     404);
+    ck_assert_int_eq(admin_call(&d, "DELETE", "/api/upstreams/app/servers/0", "secret", NULL, out,
+                                sizeof(out)),
+                     405);
+    /* drained: no new requests either */
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/1", "secret",
+                                "{\"drain\": true}", out, sizeof(out)),
+                     200);
+    ck_assert_msg(strstr(out, "\"state\":\"draining\"") != NULL, "%s", out);
+    b_before = atomic_load(&b->requests);
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+    ck_assert_uint_eq(atomic_load(&b->requests), b_before);
+    test_daemon_stop(&d);
+
+    /* an admin listener that authenticates nobody: refused */
+    test_daemon_init(&d, "corral");
+    snprintf(conf, sizeof(conf),
+             "workers 1;\ndrain_timeout 100ms;\nadmin { listen 127.0.0.2:0; }\n"
+             "upstream app {\n    server 127.0.0.1:%d;\n}\n"
+             "server {\n    listen 127.0.0.1:0;\n    location / { proxy_pass http://app; }\n}\n",
+             a->port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    ck_assert_int_eq(admin_call(&d, "GET", list, NULL, NULL, out, sizeof(out)), 403);
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/0", NULL,
+                                "{\"down\": true}", out, sizeof(out)),
+                     403);
+    test_daemon_stop(&d);
+    backend_free(a);
+    backend_free(b);
+}
+END_TEST
+
 START_TEST(dns_answers_are_parsed)
 {
     uint8_t q[300];
@@ -1393,6 +1533,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, max_conns_holds_across_two_workers);
     tcase_add_test(tc, changed_dns_answer_moves_traffic_without_a_reload);
     tcase_add_test(tc, dns_ttl_sets_when_a_name_is_asked_again);
+    tcase_add_test(tc, runtime_api_sets_servers_down_and_weights);
     tcase_add_test(tc, srv_records_give_ports_weights_and_backups);
     tcase_add_loop_test(tc, every_address_of_a_name_serves, 0, 2);
     tcase_add_loop_test(tc, resolve_uses_ipv6_addresses_too, 0, 2);
