@@ -676,13 +676,13 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
     }
     px->ex = ex;
     px->loc = data;
-    if (!proxy_buffer_wanted(px->loc, req)) {
+    if (!proxy_buffer_wanted(&px->loc->conf, px->loc->grpc, req)) {
         px_start(px, req);
         return;
     }
     /* The body first: proxy_on_body() keeps it, proxy_on_body_end()
      * starts. */
-    px->buffer = proxy_buffer_new(px->loc, req);
+    px->buffer = proxy_buffer_new(&px->loc->conf, req);
     if (px->buffer == NULL) {
         free(px);
         exchange_respond_error(ex, 500);
@@ -742,7 +742,8 @@ static void proxy_on_body(struct exchange *ex, const char *data, size_t len)
 {
     struct proxy_exchange *px = exchange_data(ex);
     if (px != NULL && px->buffer != NULL) {
-        unsigned status = px->buffered ? 0 : proxy_buffer_add(px->buffer, px->loc, data, len);
+        unsigned status =
+            px->buffered ? 0 : proxy_buffer_add(px->buffer, px->loc->upstream->name, data, len);
         if (status != 0) {
             exchange_respond_error(ex, status);
             px_finish(px);

@@ -4,12 +4,13 @@
  */
 #include "proto/upstream/proxy_buffer.h"
 
+#include <corral.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct proxy_buffer *proxy_buffer_new(const struct proxy_location *loc,
-                                      const struct http_request *req)
+struct proxy_buffer *proxy_buffer_new(const struct proxy_conf *conf, const struct http_request *req)
 {
     struct proxy_buffer *pb = calloc(1, sizeof(*pb));
     if (pb == NULL)
@@ -20,20 +21,20 @@ struct proxy_buffer *proxy_buffer_new(const struct proxy_location *loc,
         return NULL;
     }
     pb->body = BODY_STORE_INIT;
-    pb->body.mem_max = loc->conf.body_buffer_size;
-    pb->body.temp_path = loc->conf.body_temp_path;
+    pb->body.mem_max = conf->body_buffer_size;
+    pb->body.temp_path = conf->body_temp_path;
     return pb;
 }
 
-unsigned proxy_buffer_add(struct proxy_buffer *pb, const struct proxy_location *loc,
-                          const char *data, size_t len)
+unsigned proxy_buffer_add(struct proxy_buffer *pb, const char *upstream, const char *data,
+                          size_t len)
 {
     int err = body_store_append(&pb->body, data, len);
     if (err != 0) {
         corral_log(CORRAL_LOG_ERROR,
                    "upstream \"%s\": a request body of %llu bytes and more cannot be buffered "
                    "in client_body_temp_path \"%s\": %s (answering 500)",
-                   loc->upstream->name, (unsigned long long)(pb->body.len + len),
+                   upstream, (unsigned long long)(pb->body.len + len),
                    pb->body.temp_path != NULL ? pb->body.temp_path : "", strerror(-err));
         return 500;
     }
@@ -43,7 +44,7 @@ unsigned proxy_buffer_add(struct proxy_buffer *pb, const struct proxy_location *
         corral_log(CORRAL_LOG_WARN,
                    "upstream \"%s\": a client request body is buffered to a temporary file in "
                    "\"%s\" (client_body_buffer_size %zu)",
-                   loc->upstream->name, pb->body.temp_path, pb->body.mem_max);
+                   upstream, pb->body.temp_path, pb->body.mem_max);
     }
     return 0;
 }

@@ -10,7 +10,8 @@
 #define CORRAL_PROTO_PROXY_BUFFER_H
 
 #include "proto/http/body_store.h"
-#include "proto/upstream/proxy.h"
+#include "proto/http/exchange.h"
+#include "proto/upstream/proxy_conf.h"
 
 struct proxy_buffer {
     struct http_request req; /* the request, as on_request had it */
@@ -19,24 +20,25 @@ struct proxy_buffer {
     bool logged_file; /* the move to a file was logged */
 };
 
-/* Whether `loc` reads `req`'s body whole before asking a server: its
- * buffering is on (grpc_request_buffering for grpc_pass) and a body
- * comes.  Nothing is allocated when it does not. */
-static inline bool proxy_buffer_wanted(const struct proxy_location *loc,
+/* Whether a location with `conf` (`grpc`: a grpc_pass one) reads `req`'s
+ * body whole before asking a server: its buffering is on
+ * (grpc_request_buffering for grpc_pass) and a body comes.  Nothing is
+ * allocated when it does not. */
+static inline bool proxy_buffer_wanted(const struct proxy_conf *conf, bool grpc,
                                        const struct http_request *req)
 {
-    return req->has_body &&
-           (loc->grpc ? loc->conf.grpc_request_buffering : loc->conf.request_buffering);
+    return req->has_body && (grpc ? conf->grpc_request_buffering : conf->request_buffering);
 }
 
 /* A buffer for `req`'s body, the request copied; NULL when out of memory. */
-struct proxy_buffer *proxy_buffer_new(const struct proxy_location *loc,
+struct proxy_buffer *proxy_buffer_new(const struct proxy_conf *conf,
                                       const struct http_request *req);
 
 /* Keeps body bytes.  Returns 0, or the status to answer with (500, as
- * nginx's when the temporary file cannot be written), logged. */
-unsigned proxy_buffer_add(struct proxy_buffer *pb, const struct proxy_location *loc,
-                          const char *data, size_t len);
+ * nginx's when the temporary file cannot be written), logged with the
+ * `upstream` the request was for. */
+unsigned proxy_buffer_add(struct proxy_buffer *pb, const char *upstream, const char *data,
+                          size_t len);
 
 /* The body came whole: the request, its length now known, goes on with
  * Content-Length (a chunked one too; its trailers are dropped, as

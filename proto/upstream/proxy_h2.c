@@ -405,13 +405,13 @@ static void proxy_h2_on_request(struct exchange *ex, const struct http_request *
     }
     px->ex = ex;
     px->loc = data;
-    if (!proxy_buffer_wanted(px->loc, req)) {
+    if (!proxy_buffer_wanted(&px->loc->conf, px->loc->grpc, req)) {
         ph_start(px, req);
         return;
     }
     /* The body first: proxy_h2_on_body() keeps it, proxy_h2_on_body_end()
      * starts. */
-    px->buffer = proxy_buffer_new(px->loc, req);
+    px->buffer = proxy_buffer_new(&px->loc->conf, req);
     if (px->buffer == NULL) {
         free(px);
         exchange_respond_error(ex, 500);
@@ -424,7 +424,8 @@ static void proxy_h2_on_body(struct exchange *ex, const char *data, size_t len)
 {
     struct proxy_h2_exchange *px = exchange_data(ex);
     if (px != NULL && px->buffer != NULL) {
-        unsigned status = px->buffered ? 0 : proxy_buffer_add(px->buffer, px->loc, data, len);
+        unsigned status =
+            px->buffered ? 0 : proxy_buffer_add(px->buffer, px->loc->upstream->name, data, len);
         if (status != 0) {
             ph_respond_error(px, status, GRPC_STATUS_INTERNAL);
             ph_finish(px);
