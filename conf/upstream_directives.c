@@ -245,8 +245,8 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
                                 &server.resolve_slots);
             break;
         case 6:
-            server.service = conf__strdup(state, &arg->pos, value.text);
-            rc = server.service == NULL ? -1 : check_service(state, &value);
+            server.service = value.text; /* the config's copy is made last */
+            rc = check_service(state, &value);
             break;
         case 7: server.backup = true; break;
         case 8: server.down = true; break;
@@ -296,6 +296,11 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
     server.address = conf__strdup(state, &address->pos, address->text);
     if (server.address == NULL)
         return -1;
+    if (server.service != NULL &&
+        (server.service = conf__strdup(state, &address->pos, server.service)) == NULL) {
+        free((void *)server.address);
+        return -1;
+    }
     servers[upstream->server_count++] = server;
     return 0;
 }
