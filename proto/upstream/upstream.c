@@ -139,6 +139,7 @@ int upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
             }
             server->resolve_slots = (unsigned)name_slots;
             server->weight = sc->weight > 0 ? sc->weight : 1;
+            server->conf_weight = server->weight;
             server->max_fails = sc->max_fails;
             server->fail_timeout_ms = sc->fail_timeout_ms;
             server->backup = sc->backup;
@@ -330,12 +331,22 @@ void upstream_take_health(struct proxy_upstream *upstream, const struct proxy_up
                 atomic_load(&old->state) == UPSTREAM_SLOT_ACTIVE) {
                 s->addr = old->addr;
                 s->addrlen = old->addrlen;
+                if (s->resolve_srv) { /* what its record said, until the next answer */
+                    s->resolve_port = old->resolve_port;
+                    atomic_store(&s->weight, atomic_load(&old->weight));
+                    atomic_store(&s->backup, atomic_load(&old->backup));
+                }
                 atomic_store(&s->state, UPSTREAM_SLOT_ACTIVE);
             } else if ((s->resolve_name == NULL) != (old->resolve_name == NULL)) {
                 break;
             }
             atomic_store(&s->checked_down, atomic_load(&old->checked_down));
             atomic_store(&s->recovered_ms, atomic_load(&old->recovered_ms));
+            if (s->conf_weight == old->conf_weight && s->disabled == old->disabled) {
+                atomic_store(&s->api_state, atomic_load(&old->api_state));
+                if (!s->resolve_srv)
+                    atomic_store(&s->weight, atomic_load(&old->weight));
+            }
             break;
         }
     }

@@ -165,8 +165,10 @@ unsigned upstream_server_conns(const struct proxy_upstream *upstream, size_t ind
 
 /* Gives `upstream` the health of each server of `previous` (an upstream of
  * the generation it replaces) at the same address: a reload neither
- * brings back a server found down nor restarts a slow start.  Main thread,
- * before `upstream` serves. */
+ * brings back a server found down nor restarts a slow start.  What the
+ * admin API set (weight, drain, down) goes on too while the server's line
+ * says the same weight and down as before.  Main thread, before
+ * `upstream` serves. */
 void upstream_take_health(struct proxy_upstream *upstream, const struct proxy_upstream *previous);
 
 /* ------------------------------------------------ inside proto/: the layers
@@ -204,6 +206,8 @@ struct upstream_server {
     /* weight and backup: an SRV slot's are written while it is empty,
      * as its address is, and read by every worker */
     _Atomic unsigned weight;
+    unsigned conf_weight; /* the config's weight= (an SRV record's or the API's
+                             may differ) */
     unsigned max_fails;
     uint32_t fail_timeout_ms;
     _Atomic bool backup;

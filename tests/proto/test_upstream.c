@@ -1411,6 +1411,32 @@ START_TEST(runtime_api_sets_servers_down_and_weights)
     for (int i = 0; i < 10; i++)
         ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
     ck_assert_uint_eq(atomic_load(&b->requests), b_before);
+    /* a reload that leaves the servers' lines as they were keeps it all */
+    kill(d.pid, SIGHUP);
+    ck_assert_int_ge(wait_log(&d, "generation 1 finished", 3000), 0);
+    ck_assert_int_eq(admin_call(&d, "GET", list, "secret", NULL, out, sizeof(out)), 200);
+    ck_assert_msg(strstr(out, "\"drain\":true") != NULL && strstr(out, "\"weight\":3") != NULL,
+                  "%s", out);
+    b_before = atomic_load(&b->requests);
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+    ck_assert_uint_eq(atomic_load(&b->requests), b_before);
+    /* one that changes server 1's line gives it the config's state again */
+    snprintf(conf, sizeof(conf),
+             "workers 2;\ndrain_timeout 100ms;\n"
+             "admin { listen 127.0.0.2:0; auth_token_file %s; }\n"
+             "upstream app {\n    server 127.0.0.1:%d max_fails=0;\n"
+             "    server 127.0.0.1:%d max_fails=0 weight=2;\n    balance round_robin;\n}\n"
+             "server {\n    listen 127.0.0.1:0;\n    location / { proxy_pass http://app; }\n}\n",
+             token_path, a->port, b->port);
+    test_daemon_write_config(&d, conf);
+    kill(d.pid, SIGHUP);
+    ck_assert_int_ge(wait_log(&d, "generation 2 finished", 3000), 0);
+    ck_assert_int_eq(admin_call(&d, "GET", "/api/upstreams/app/servers/1", "secret", NULL, out,
+                                sizeof(out)),
+                     200);
+    ck_assert_msg(strstr(out, "\"drain\":false") != NULL && strstr(out, "\"weight\":2") != NULL,
+                  "%s", out);
     test_daemon_stop(&d);
 
     /* an admin listener that authenticates nobody: refused */
