@@ -451,8 +451,10 @@ static void px_pump(struct proxy_exchange *px)
             px_fail_local(px, n < 0 ? (int)n : -EIO);
             return;
         }
-        corral_conn_write(conn, data, (size_t)n);
-        px->pumped += (uint64_t)n;
+        /* in pieces, so that the output's watermark is heard */
+        size_t len = (size_t)n < sizeof(scratch) ? (size_t)n : sizeof(scratch);
+        corral_conn_write(conn, data, len);
+        px->pumped += len;
     }
     if (px->pumped == body->len && !px->rq.sent) {
         px->rq.sent = true;

@@ -280,8 +280,10 @@ static void ph_pump(struct proxy_h2_exchange *px)
             ph_finish(px); /* resets the stream */
             return;
         }
-        px->pumped += (uint64_t)n;
-        if (h2_client_stream_write(&px->st, data, (size_t)n))
+        /* a stream holds what it was given: a piece at a time */
+        size_t len = (size_t)n < H2_CLIENT_SEND_BUFFER ? (size_t)n : H2_CLIENT_SEND_BUFFER;
+        px->pumped += len;
+        if (h2_client_stream_write(&px->st, data, len))
             return; /* on_send_drain goes on */
     }
     if (px->on_stream && px->st.has_body && px->pumped == body->len)
@@ -338,7 +340,6 @@ static void ph_fail(struct proxy_h2_exchange *px, enum proxy_error_kind kind, bo
 static void ph_start(struct proxy_h2_exchange *px, const struct http_request *req)
 {
     struct exchange *ex = px->ex;
-    px->grpc = px->loc->grpc && grpc_status_call(req);
     add_header_set_rules(ex, px->loc->add_headers);
     px->idempotent = http_method_idempotent(req->method);
     px->started_ms = corral_loop_now(exchange_loop(ex));
@@ -405,6 +406,7 @@ static void proxy_h2_on_request(struct exchange *ex, const struct http_request *
     }
     px->ex = ex;
     px->loc = data;
+    px->grpc = px->loc->grpc && grpc_status_call(req);
     if (!proxy_buffer_wanted(&px->loc->conf, px->loc->grpc, req)) {
         ph_start(px, req);
         return;

@@ -574,6 +574,14 @@ def case_buffered_body_goes_again(port, good, bad, datafile):
     with good.lock:
         got = good.uploaded.get("/buffered/whole", 0)
     check(got == 4 * size, "the next server got %d body bytes of %d" % (got, 4 * size))
+    # grpc_pass: its own switch buffers; proxy_request_buffering leaves it streaming
+    ok, ok2xx, bad5xx, out = h2load(port, "/gbuffered/whole", 4, 1, 1, data=datafile)
+    check(ok2xx == 4, "grpc_request_buffering: %d of 4 uploads got 2xx" % ok2xx)
+    with good.lock:
+        got = good.uploaded.get("/gbuffered/whole", 0)
+    check(got == 4 * size, "grpc_pass: the next server got %d body bytes of %d" % (got, 4 * size))
+    ok, ok2xx, bad5xx, out = h2load(port, "/gstreamed/whole", 4, 1, 1, data=datafile)
+    check(bad5xx > 0, "grpc_pass streams with proxy_request_buffering on: %d 5xx" % bad5xx)
 
 
 def main():
@@ -608,7 +616,7 @@ workers 2;
 error_log {d}/error.log;
 log_format up '$request_uri $status $upstream_status $upstream_connect_time $upstream_header_time';
 upstream buffered {{
-    server 127.0.0.1:{bad.port};
+    server 127.0.0.1:{bad.port} max_fails=0;
     server 127.0.0.1:{good.port};
 }}
 upstream checked {{
@@ -620,6 +628,11 @@ server {{
     location /buffered/ {{ proxy_pass http://buffered; proxy_http_version 2;
         proxy_request_buffering on; client_body_buffer_size 1k; client_body_temp_path {bufdir};
         proxy_next_upstream error http_502 non_idempotent; }}
+    location /gbuffered/ {{ grpc_pass grpc://buffered; grpc_request_buffering on;
+        client_body_buffer_size 1k; client_body_temp_path {bufdir};
+        grpc_next_upstream error http_502 non_idempotent; }}
+    location /gstreamed/ {{ grpc_pass grpc://buffered; proxy_request_buffering on;
+        grpc_next_upstream error http_502 non_idempotent; }}
     listen 127.0.0.1:{port} http2;
     location /normal/logged {{ proxy_pass http://127.0.0.1:{backends["normal"].port}; proxy_http_version 2;
         access_log {d}/access.log up; }}
