@@ -2954,6 +2954,49 @@ START_TEST(buffered_body_without_a_file_gives_500)
 }
 END_TEST
 
+/* A backend that is gone (its port refuses) gets the client a 502 and
+ * leaves no temporary file behind; so does one that resets the
+ * connection while the body goes to it. */
+START_TEST(buffered_body_file_goes_when_the_backend_fails)
+{
+    struct backend *b = backend_new("a");
+    b->raw = "HTTP/1.1 200 OK\r\n"; /* a head cut short, then the connection closes */
+    backend_start(b);
+    struct backend *dead = backend_new("dead");
+    int reserved = test_reserve_port(&dead->port);
+    char dir[PATH_MAX], location[PATH_MAX + 128], upstream[256];
+    snprintf(dir, sizeof(dir), "%s/bodies", test_daemon_dir());
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    snprintf(location, sizeof(location),
+             "        proxy_request_buffering on;\n        client_body_buffer_size 1k;\n"
+             "        client_body_temp_path %s;",
+             dir);
+    for (int i = 0; i < 2; i++) {
+        snprintf(upstream, sizeof(upstream), "    server 127.0.0.1:%d;",
+                 i == 0 ? dead->port : b->port);
+        struct test_daemon d;
+        write_config(&d, 1, upstream, "    client_max_body_size 0;", location);
+        test_daemon_start(&d);
+        struct reader *r = client_connect(d.port);
+        send_str(r->fd, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 2000000\r\n\r\n");
+        send_pattern(r->fd, 2000000);
+        struct response resp;
+        read_response(r, false, &resp);
+        ck_assert_uint_eq(resp.status, 502);
+        response_free(&resp);
+        free(test_daemon_wait_log(&d, "buffered to a temporary file")); /* there was one */
+        test_wait_for(deleted_files_under(d.pid, dir) == 0, TEST_WAIT_MS,
+                      "a temporary file outlived its request");
+        client_close(r);
+        ck_assert_int_eq(dir_entries(dir), 0);
+        test_daemon_stop(&d);
+    }
+    close(reserved);
+    backend_free(dead);
+    backend_free(b);
+}
+END_TEST
+
 /* client_max_body_size holds as it does unbuffered: 413, and no backend
  * connection. */
 START_TEST(buffered_body_over_client_max_body_size_gives_413)
@@ -3516,6 +3559,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, buffered_chunked_body_goes_with_its_length);
     tcase_add_test(tc, buffered_body_beyond_the_buffer_goes_to_an_unlinked_file);
     tcase_add_test(tc, buffered_body_file_goes_when_the_client_does);
+    tcase_add_test(tc, buffered_body_file_goes_when_the_backend_fails);
     tcase_add_test(tc, buffered_body_without_a_file_gives_500);
     tcase_add_test(tc, buffered_body_over_client_max_body_size_gives_413);
     tcase_add_test(tc, buffered_body_is_sent_again_to_the_next_server);
