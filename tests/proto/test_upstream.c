@@ -894,12 +894,12 @@ struct dns_server {
     atomic_bool has_v6;        /* AAAA queries get v6, else no record */
     uint8_t v6[16];            /* set before has_v6 */
     atomic_uint v6_queries;
-    /* SRV queries: the name asked last, and the records, set before the
-     * server starts: priority, weight, port, one-label target (".test"
-     * is added) */
+    /* SRV queries: the name asked last (read once the server stopped),
+     * and the records, written before srv_count publishes them:
+     * priority, weight, port, one-label target (".test" is added) */
     char srv_asked[256];
     atomic_uint srv_queries;
-    unsigned srv_count;
+    atomic_uint srv_count;
     struct {
         uint16_t priority, weight, port;
         const char *target;
@@ -939,8 +939,9 @@ static void *dns_main(void *arg)
             }
             d->srv_asked[at > 0 ? at - 1 : 0] = '\0';
             atomic_fetch_add(&d->srv_queries, 1);
-            out[7] = (uint8_t)d->srv_count;
-            for (unsigned i = 0; i < d->srv_count; i++) {
+            unsigned srv_count = atomic_load(&d->srv_count);
+            out[7] = (uint8_t)srv_count;
+            for (unsigned i = 0; i < srv_count; i++) {
                 size_t tlen = strlen(d->srv[i].target);
                 uint16_t rdlen = (uint16_t)(6 + 1 + tlen + 1 + 4 + 1);
                 uint8_t rr[] = {0xc0, 0x0c, 0, 33, 0, 1, 0, 0, 0, 1, 0, (uint8_t)rdlen,
@@ -1022,8 +1023,8 @@ static void dns_answer_v6(struct dns_server *d, const char *ip)
 
 static void dns_free(struct dns_server *d)
 {
-    atomic_store(&d->stop, true);
-    pthread_join(d->thread, NULL);
+    if (!atomic_exchange(&d->stop, true))
+        pthread_join(d->thread, NULL);
     close(d->fd);
     free(d);
 }
@@ -1163,7 +1164,7 @@ START_TEST(srv_records_give_ports_weights_and_backups)
     dns->srv[1].target = "y";
     dns->srv[2].priority = 20, dns->srv[2].weight = 1, dns->srv[2].port = (uint16_t)z->port;
     dns->srv[2].target = "z";
-    dns->srv_count = 3;
+    atomic_store(&dns->srv_count, 3);
     struct test_daemon d;
     char upstream[256];
     snprintf(upstream, sizeof(upstream),
@@ -1179,8 +1180,10 @@ START_TEST(srv_records_give_ports_weights_and_backups)
     ck_assert_uint_eq(atomic_load(&x->requests) - x0, 10);
     ck_assert_uint_eq(atomic_load(&y->requests) - y0, 30);
     ck_assert_uint_eq(atomic_load(&z->requests), 0);
-    ck_assert_str_eq(dns->srv_asked, "_http._tcp.app.test");
     test_daemon_stop(&d);
+    atomic_store(&dns->stop, true);
+    pthread_join(dns->thread, NULL);
+    ck_assert_str_eq(dns->srv_asked, "_http._tcp.app.test");
     dns_free(dns);
     backend_free(x);
     backend_free(y);
