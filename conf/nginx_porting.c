@@ -58,7 +58,7 @@ struct porting_entry {
 #define CACHE(n)    MISSING(n, "caching", R_CACHE)
 #define OCSP(n)     MISSING(n, "OCSP stapling", R_ACME)
 #define TUNING(n)   BUILTIN(n, "corral sizes its buffers and tables itself")
-#define NO_FILES(n) BUILTIN(n, "corral keeps no temporary files")
+#define NO_FILES(n) BUILTIN(n, "corral keeps no temporary files of responses")
 
 /* clang-format off */
 static const struct porting_entry directives[] = {
@@ -97,7 +97,8 @@ static const struct porting_entry directives[] = {
     /* http core */
     USE("large_client_header_buffers", "\"client_max_header_size SIZE;\" bounds the request "
         "head"),
-    NO_FILES("client_body_in_file_only"),
+    BUILTIN("client_body_in_file_only", "a buffered request body goes to a file only beyond "
+            "client_body_buffer_size (proxy_request_buffering)"),
     TUNING("client_body_in_single_buffer"),
     TUNING("connection_pool_size"),
     TUNING("request_pool_size"),
