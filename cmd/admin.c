@@ -177,10 +177,14 @@ static void gate_on_request(struct exchange *ex, const struct http_request *req,
             return;
         }
     }
-    if (gate->next == NULL)
+    if (gate->next == NULL) {
         exchange_respond_error(ex, 404);
-    else
-        gate->next->on_request(ex, req, NULL);
+        return;
+    }
+    /* An endpoint that reads a body gets it from the framer itself. */
+    if (gate->next->on_body != NULL)
+        ex->_ops->set_handler(ex, gate->next);
+    gate->next->on_request(ex, req, NULL);
 }
 
 const struct http_handler admin_gate_handler = {

@@ -317,7 +317,7 @@ static void write_server_up(struct text *t, const struct generation *gen)
             if (s == NULL)
                 continue;
             s->idle = 1;
-            size_t slots = server->resolve_name != NULL ? UPSTREAM_RESOLVE_SLOTS : 1;
+            size_t slots = server->resolve_name != NULL ? server->resolve_slots : 1;
             for (size_t k = 0; k < slots && i + k < up->server_count; k++)
                 s->open += health_server_up(up, i + k, now);
         }

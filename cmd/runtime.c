@@ -5,6 +5,8 @@
  * fuzzer build exactly what a start or a reload builds.
  */
 #include "cmd/runtime.h"
+
+#include "cmd/admin_upstreams.h"
 #include "cmd/metrics.h"
 
 #include "cmd/runtime_cache.h"
@@ -238,12 +240,15 @@ static const struct {
      * authenticates nobody (no token, no client certificates), whatever
      * its allow/deny. */
     bool changes;
+    bool prefix; /* the path and every path under it */
 } admin_endpoints[] = {
-    {"/metrics", &admin_metrics_handler, true, false},
-    {"/status", &admin_status_handler, true, false},
-    {"/healthz", &admin_healthz_handler, false, false},
-    {"/readyz", &admin_readyz_handler, false, false},
-    {"/cache/purge", &admin_cache_purge_handler, true, true},
+    {"/metrics", &admin_metrics_handler, true, false, false},
+    {"/status", &admin_status_handler, true, false, false},
+    {"/healthz", &admin_healthz_handler, false, false, false},
+    {"/readyz", &admin_readyz_handler, false, false, false},
+    {"/cache/purge", &admin_cache_purge_handler, true, true, false},
+    /* reads too, as NGINX Plus's API: it tells the servers' addresses */
+    {ADMIN_UPSTREAMS_PATH, &admin_upstreams_handler, true, true, true},
 };
 #define ADMIN_ENDPOINTS (sizeof(admin_endpoints) / sizeof(admin_endpoints[0]))
 
@@ -822,7 +827,7 @@ static int admin_site_build(struct site *site, struct generation *gen,
                                        .token_len = token_len};
         site->locations[i] = (struct http_location){.path = admin_endpoints[i].path,
                                                     .path_len = strlen(admin_endpoints[i].path),
-                                                    .exact = true,
+                                                    .exact = !admin_endpoints[i].prefix,
                                                     .handler = &admin_gate_handler,
                                                     .handler_data = &gates[i]};
     }

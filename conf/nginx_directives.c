@@ -373,7 +373,6 @@ const struct conf_directive conf__nginx_directives[] = {
     SIZES_ONLY("proxy_headers_hash_max_size", ANYWHERE, 1),
     SIZES_ONLY("proxy_headers_hash_bucket_size", ANYWHERE, 1),
     SIZES_ONLY("client_header_buffer_size", CONF_MAIN | CONF_SERVER, 1),
-    SIZES_ONLY("client_body_buffer_size", ANYWHERE, 1),
     SIZES_ONLY("proxy_buffers", ANYWHERE, 2),
     SIZES_ONLY("proxy_busy_buffers_size", ANYWHERE, 1),
     {.name = "ssl_protocols", .contexts = CONF_MAIN | CONF_SERVER | CONF_ADMIN, .min_args = 1,

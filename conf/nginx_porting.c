@@ -57,7 +57,7 @@ struct porting_entry {
 #define GZIP(n)     MISSING(n, "compression", R_STATIC)
 #define CACHE(n)    MISSING(n, "caching", R_CACHE)
 #define TUNING(n)   BUILTIN(n, "corral sizes its buffers and tables itself")
-#define NO_FILES(n) BUILTIN(n, "corral keeps no temporary files")
+#define NO_FILES(n) BUILTIN(n, "corral keeps no temporary files of responses")
 
 /* clang-format off */
 static const struct porting_entry directives[] = {
@@ -95,8 +95,8 @@ static const struct porting_entry directives[] = {
     /* http core */
     USE("large_client_header_buffers", "\"client_max_header_size SIZE;\" bounds the request "
         "head"),
-    NO_FILES("client_body_temp_path"),
-    NO_FILES("client_body_in_file_only"),
+    BUILTIN("client_body_in_file_only", "a buffered request body goes to a file only beyond "
+            "client_body_buffer_size (proxy_request_buffering)"),
     TUNING("client_body_in_single_buffer"),
     TUNING("connection_pool_size"),
     TUNING("request_pool_size"),
@@ -174,7 +174,6 @@ static const struct porting_entry directives[] = {
     /* proxy */
     NONE("proxy_pass_request_headers", "corral always passes the request's headers on, as nginx's on does"),
     NONE("proxy_pass_request_body", "corral always passes the request's body on, as nginx's on does"),
-    NONE("proxy_request_buffering", "corral streams request bodies to the upstream, as nginx's off does"),
     NO_FILES("proxy_temp_path"),
     NO_FILES("proxy_max_temp_file_size"),
     NO_FILES("proxy_temp_file_write_size"),

@@ -36,7 +36,6 @@ static const struct {
     {"proxy_headers_hash_max_size", "corral sizes its tables itself"},
     {"proxy_headers_hash_bucket_size", "corral sizes its tables itself"},
     {"client_header_buffer_size", "client_max_header_size bounds a request head"},
-    {"client_body_buffer_size", "corral streams request bodies"},
     {"proxy_buffering", "corral streams responses as they arrive"},
     {"proxy_buffers", "corral streams responses as they arrive"},
     {"proxy_busy_buffers_size", "corral streams responses as they arrive"},

@@ -597,8 +597,10 @@ void conf_free(struct conf_config *config)
         free((void *)upstream->health.grpc_service);
         for (size_t j = 0; j < upstream->resolver_count; j++)
             free((void *)upstream->resolvers[j]);
-        for (size_t j = 0; j < upstream->server_count; j++)
+        for (size_t j = 0; j < upstream->server_count; j++) {
             free((void *)upstream->servers[j].address);
+            free((void *)upstream->servers[j].service);
+        }
         free((void *)upstream->servers);
         free(config->upstreams[i].server_pos);
     }

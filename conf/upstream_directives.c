@@ -110,6 +110,36 @@ static int check_resolve_name(struct conf_state *state, const struct conf_arg *a
     return 0;
 }
 
+/* service=NAME: letters, digits, '-', '_' and '.'; nginx's forms
+ * ("http", or "_http._tcp" with its dots). */
+static int check_service(struct conf_state *state, const struct conf_arg *value)
+{
+    bool ok = value->text[0] != '\0' && value->text[0] != '.';
+    for (const char *p = value->text; ok && *p != '\0'; p++)
+        ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+             *p == '-' || *p == '_' || (*p == '.' && p[1] != '.' && p[1] != '\0');
+    if (!ok)
+        return conf__error_at(state->error, &value->pos,
+                              "invalid service \"%s\" (expected a name such as http or _http._tcp)",
+                              value->text);
+    return 0;
+}
+
+/* NAME with service=: no port (the SRV records give them), and a record
+ * name that DNS can carry. */
+static int check_service_name(struct conf_state *state, const struct conf_arg *arg,
+                              const char *service)
+{
+    char record[UPSTREAM_SRV_NAME_MAX + 1];
+    if (!conf__valid_upstream_name(arg->text) ||
+        upstream_srv_name(arg->text, service, record, sizeof(record)) != 0)
+        return conf__error_at(state->error, &arg->pos,
+                              "invalid server name \"%s\" for service= (expected a host name "
+                              "without a port, the SRV records give the ports)",
+                              arg->text);
+    return 0;
+}
+
 /* resolver ADDRESS... [valid=DURATION] [ipv6=on|off]: IP addresses, with
  * a port or for port 53; ipv6=off asks for A records only. */
 static int apply_resolver(struct conf_state *state, const struct conf_node *node,
@@ -173,8 +203,9 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
     struct proxy_upstream_conf *upstream = &state->upstream->upstream;
     const struct conf_arg *address = &node->args[0];
     struct proxy_server_conf server = PROXY_SERVER_CONF_DEFAULT;
-    static const char *const params[] = {"weight",     "max_fails", "fail_timeout", "max_conns",
-                                         "slow_start", "backup",    "down",         "resolve"};
+    static const char *const params[] = {"weight",     "max_fails",     "fail_timeout", "max_conns",
+                                         "slow_start", "max_addresses", "service",      "backup",
+                                         "down",       "resolve"};
     bool seen[sizeof(params) / sizeof(params[0])] = {false};
     for (size_t i = 1; i < node->arg_count; i++) {
         const struct conf_arg *arg = &node->args[i];
@@ -184,12 +215,13 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
         while (p < sizeof(params) / sizeof(params[0]) &&
                !(strlen(params[p]) == key_len && strncmp(arg->text, params[p], key_len) == 0))
             p++;
-        bool flag = p >= 5; /* backup, down, resolve: no value */
+        bool flag = p >= 7; /* backup, down, resolve: no value */
         if (p == sizeof(params) / sizeof(params[0]) || flag != (equals == NULL))
             return conf__error_at(
                 state->error, &arg->pos,
                 "unknown server parameter \"%s\" (expected weight=, max_fails=, "
-                "fail_timeout=, max_conns=, slow_start=, backup, down or resolve)",
+                "fail_timeout=, max_conns=, slow_start=, max_addresses=, service=, backup, "
+                "down or resolve)",
                 arg->text);
         if (seen[p])
             return conf__error_at(state->error, &arg->pos, "duplicate parameter \"%.*s\"",
@@ -208,8 +240,16 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
             rc = conf__arg_uint(state, &value, "max_conns", 0, UINT_MAX, &server.max_conns);
             break;
         case 4: rc = conf__arg_duration(state, &value, &server.slow_start_ms); break;
-        case 5: server.backup = true; break;
-        case 6: server.down = true; break;
+        case 5:
+            rc = conf__arg_uint(state, &value, "max_addresses", 1, UPSTREAM_MAX_SERVERS,
+                                &server.resolve_slots);
+            break;
+        case 6:
+            server.service = value.text; /* the config's copy is made last */
+            rc = check_service(state, &value);
+            break;
+        case 7: server.backup = true; break;
+        case 8: server.down = true; break;
         default: server.resolve = true; break;
         }
         if (rc != 0)
@@ -217,19 +257,28 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
     }
     /* A name to resolve again and again is checked for its form only: the
      * resolver, not this host's, knows it. */
-    if (server.resolve ? check_resolve_name(state, address) != 0
-                       : conf__arg_address(state, address, "server address") != 0)
+    if (server.service != NULL && !server.resolve)
+        return conf__error_at(state->error, &address->pos,
+                              "\"service=\" needs \"resolve\" (SRV records are looked up again "
+                              "and again)");
+    if (server.service != NULL ? check_service_name(state, address, server.service) != 0
+        : server.resolve       ? check_resolve_name(state, address) != 0
+                               : conf__arg_address(state, address, "server address") != 0)
         return -1;
     /* The balancer keeps the servers a request has tried as the bits of
      * one word (proto/upstream/upstream.h), and a resolve server holds a slot for
      * each address it may have at once. */
-    size_t slots = server.resolve ? UPSTREAM_RESOLVE_SLOTS : 1;
+    if (server.resolve_slots != 0 && !server.resolve)
+        return conf__error_at(state->error, &address->pos,
+                              "\"max_addresses\" is for a server with \"resolve\"");
+    size_t slots = upstream_server_conf_slots(&server);
     for (size_t i = 0; i < upstream->server_count; i++)
-        slots += upstream->servers[i].resolve ? UPSTREAM_RESOLVE_SLOTS : 1;
+        slots += upstream_server_conf_slots(&upstream->servers[i]);
     if (slots > UPSTREAM_MAX_SERVERS)
         return conf__error_at(state->error, &address->pos,
                               "upstream \"%s\" has more than %d servers (at most %d addresses, a "
-                              "server with \"resolve\" counting as %d)",
+                              "server with \"resolve\" counting as its max_addresses, %d by "
+                              "default)",
                               upstream->name, UPSTREAM_MAX_SERVERS, UPSTREAM_MAX_SERVERS,
                               UPSTREAM_RESOLVE_SLOTS);
     /* The config owns what the upstream's struct points to. */
@@ -247,6 +296,11 @@ static int apply_upstream_server(struct conf_state *state, const struct conf_nod
     server.address = conf__strdup(state, &address->pos, address->text);
     if (server.address == NULL)
         return -1;
+    if (server.service != NULL &&
+        (server.service = conf__strdup(state, &address->pos, server.service)) == NULL) {
+        free((void *)server.address);
+        return -1;
+    }
     servers[upstream->server_count++] = server;
     return 0;
 }

@@ -6,6 +6,7 @@
 
 #include "proto/http/site.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,9 +15,7 @@ static void hold_free(struct http_hold *h)
     h->held = false;
     free(h->req_block);
     h->req_block = NULL;
-    free(h->body);
-    h->body = NULL;
-    h->body_len = h->body_cap = 0;
+    body_store_free(&h->body);
     free(h->trailers);
     h->trailers = NULL;
     h->trailers_len = 0;
@@ -36,24 +35,9 @@ static void held_on_body(struct exchange *ex, const char *data, size_t len)
     struct http_hold *h = exchange_data(ex);
     if (h == NULL || !h->held)
         return;
-    if (len > HOLD_BODY_MAX - h->body_len) {
-        hold_give_up(ex, h, 503);
-        return;
-    }
-    if (h->body_len + len > h->body_cap) {
-        size_t cap = h->body_cap > 0 ? h->body_cap : 4096;
-        while (cap < h->body_len + len)
-            cap *= 2;
-        char *grown = realloc(h->body, cap);
-        if (grown == NULL) {
-            hold_give_up(ex, h, 500);
-            return;
-        }
-        h->body = grown;
-        h->body_cap = cap;
-    }
-    memcpy(h->body + h->body_len, data, len);
-    h->body_len += len;
+    int err = body_store_append(&h->body, data, len);
+    if (err != 0)
+        hold_give_up(ex, h, err == -EFBIG ? 503 : 500);
 }
 
 static void held_on_body_end(struct exchange *ex)
@@ -104,6 +88,8 @@ int hold_begin(struct http_hold *h, struct router_walk *w,
 {
     struct exchange *ex = w->ex;
     hold_free(h);
+    h->body = BODY_STORE_INIT;
+    h->body.mem_max = HOLD_BODY_MAX;
     h->give_up = give_up;
     h->req_block = exchange_request_copy(&w->req, &h->req);
     if (h->req_block == NULL)
@@ -130,8 +116,8 @@ bool hold_resume(struct http_hold *h, struct exchange *ex, router_phase_fn at,
         bool handed = router_resume_at(ex, &h->req, at, phase);
         /* What the body brought meanwhile, as the framer would have. */
         const struct http_handler *next = handed ? ex->loc->handler : NULL;
-        if (next != NULL && !h->ended && h->body_len > 0 && next->on_body != NULL)
-            next->on_body(ex, h->body, h->body_len);
+        if (next != NULL && !h->ended && h->body.mem_len > 0 && next->on_body != NULL)
+            next->on_body(ex, h->body.mem, h->body.mem_len);
         if (next != NULL && !h->ended && h->trailers != NULL && next->on_body_trailers != NULL)
             next->on_body_trailers(ex, h->trailers, h->trailers_len);
         if (next != NULL && !h->ended && h->body_ended && next->on_body_end != NULL)

@@ -8,6 +8,7 @@
 #ifndef CORRAL_PROTO_HOLD_H
 #define CORRAL_PROTO_HOLD_H
 
+#include "proto/http/body_store.h"
 #include "proto/http/router.h"
 
 #include <stdbool.h>
@@ -21,9 +22,8 @@
 struct http_hold {
     struct http_request req; /* the request, as the walk had it */
     char *req_block;
-    char *body;
-    size_t body_len, body_cap;
-    char *trailers; /* NULL: none came */
+    struct body_store body; /* in memory only, up to HOLD_BODY_MAX */
+    char *trailers;         /* NULL: none came */
     size_t trailers_len;
     bool body_ended;
     bool held;     /* between hold_begin() and the walk going on */

@@ -151,7 +151,7 @@ int balance_ring_new(const struct upstream_server *servers, size_t count, struct
 {
     size_t total = 0;
     for (size_t i = 0; i < count; i++)
-        if (!servers[i].backup)
+        if (!atomic_load_explicit(&servers[i].backup, memory_order_relaxed))
             total += (size_t)servers[i].weight * BALANCE_RING_POINTS;
     struct balance_ring *ring = calloc(1, sizeof(*ring));
     if (ring == NULL)
@@ -162,7 +162,7 @@ int balance_ring_new(const struct upstream_server *servers, size_t count, struct
         return -ENOMEM;
     }
     for (size_t i = 0; i < count; i++) {
-        if (servers[i].backup)
+        if (atomic_load_explicit(&servers[i].backup, memory_order_relaxed))
             continue;
         uint32_t base = fnv1a(2166136261u, servers[i].address, strlen(servers[i].address));
         for (unsigned p = 0; p < servers[i].weight * BALANCE_RING_POINTS; p++) {
@@ -198,6 +198,7 @@ static bool usable(const struct proxy_upstream *up, const struct upstream_worker
     const struct upstream_server *s = &up->servers[i];
     return !upstream_tried_has(tried, i) && !s->disabled && worker->servers[i].down_until <= now &&
            atomic_load_explicit(&s->state, memory_order_relaxed) == UPSTREAM_SLOT_ACTIVE &&
+           atomic_load_explicit(&s->api_state, memory_order_relaxed) == UPSTREAM_API_NONE &&
            !atomic_load_explicit(&s->checked_down, memory_order_relaxed) &&
            (s->max_conns == 0 ||
             atomic_load_explicit(&s->conns, memory_order_relaxed) < s->max_conns);
@@ -209,7 +210,7 @@ static unsigned weight_now(const struct proxy_upstream *up, const struct upstrea
                            size_t i, uint64_t now)
 {
     const struct upstream_server *s = &up->servers[i];
-    unsigned full = s->weight * WEIGHT_SCALE;
+    unsigned full = atomic_load_explicit(&s->weight, memory_order_relaxed) * WEIGHT_SCALE;
     if (s->slow_start_ms == 0)
         return full;
     uint64_t since = atomic_load_explicit(&s->recovered_ms, memory_order_relaxed);

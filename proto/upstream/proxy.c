@@ -14,6 +14,7 @@
 #include "proto/upstream/balance.h"
 #include "proto/counter.h"
 #include "proto/upstream/http1_client.h"
+#include "proto/upstream/proxy_buffer.h"
 #include "proto/upstream/proxy_head.h"
 #include "proto/upstream/proxy_next.h"
 #include "proto/http/vars.h"
@@ -79,6 +80,12 @@ struct proxy_exchange {
      * location says so): it is gone once on_request returns. */
     struct http_request req;
     char *req_block;
+    /* proxy_request_buffering: the body read whole before a server is
+     * asked (NULL: it streams); `buffered`: it came whole and went to
+     * px_start(); `pumped`: how much of it went to the current server. */
+    struct proxy_buffer *buffer;
+    bool buffered;
+    uint64_t pumped;
 };
 
 static void px_finish(struct proxy_exchange *px);
@@ -316,10 +323,15 @@ static void px_on_tunnel_end(void *owner)
     exchange_tunnel_close(px->ex);
 }
 
+static void px_pump(struct proxy_exchange *px);
+
 static void px_on_upstream_drain(void *owner)
 {
     struct proxy_exchange *px = owner;
-    exchange_resume_body(px->ex);
+    if (px->buffer != NULL)
+        px_pump(px);
+    else
+        exchange_resume_body(px->ex);
 }
 
 static const struct http1_client_ops px_client_ops = {
@@ -402,6 +414,7 @@ static void px_finish(struct proxy_exchange *px)
     if (px->splicing || px->upload_splicing)
         return; /* the exchange is the framer's again; the callback frees px */
     vars_buf_free(&px->add_early);
+    proxy_buffer_free(px->buffer);
     free(px->replay);
     free(px->head);
     free(px->req_block);
@@ -422,6 +435,32 @@ static void note_local_error(struct proxy_exchange *px, unsigned server, int err
                "upstream \"%s\": connection to %s: %s (a local limit: answering 503, the "
                "server is not marked down)",
                px->loc->upstream->name, px->loc->upstream->servers[server].address, strerror(-err));
+}
+
+/* A buffered body goes to the upstream as its output drains; once all of
+ * it is queued the request is sent, and the read timeout counts. */
+static void px_pump(struct proxy_exchange *px)
+{
+    const struct body_store *body = &px->buffer->body;
+    corral_conn *conn = px->uc->base.conn;
+    char scratch[16 * 1024];
+    while (px->pumped < body->len && !corral_conn_backed_up(conn)) {
+        const char *data = NULL;
+        ssize_t n = body_store_read(body, px->pumped, scratch, sizeof(scratch), &data);
+        if (n <= 0) {
+            px_fail_local(px, n < 0 ? (int)n : -EIO);
+            return;
+        }
+        /* in pieces, so that the output's watermark is heard */
+        size_t len = (size_t)n < sizeof(scratch) ? (size_t)n : sizeof(scratch);
+        corral_conn_write(conn, data, len);
+        px->pumped += len;
+    }
+    if (px->pumped == body->len && !px->rq.sent) {
+        px->rq.sent = true;
+        if (px->uc->base.connected)
+            http1_client_set_timeouts(px->uc);
+    }
 }
 
 /* Sends the request to the next server.  Returns 0; -EHOSTUNREACH when no
@@ -475,6 +514,12 @@ static int px_send(struct proxy_exchange *px)
             http1_client_set_timeouts(uc);
         }
         corral_conn_write(uc->base.conn, px->head, px->head_len);
+        if (px->buffer != NULL) { /* the whole body, each time */
+            px->pumped = 0;
+            px->rq.sent = px->buffer->body.len == 0;
+            px_pump(px);
+            return 0;
+        }
         if (px->replay_len > 0)
             corral_conn_write(uc->base.conn, px->replay, px->replay_len);
         /* The body is kept for a second attempt while nothing is known to
@@ -570,19 +615,16 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
     px_finish(px);
 }
 
-static void proxy_on_request(struct exchange *ex, const struct http_request *req, void *data)
+/* Asks the first server for `req`, as it came or, buffered, whole. */
+static void px_start(struct proxy_exchange *px, const struct http_request *req)
 {
-    struct proxy_exchange *px = calloc(1, sizeof(*px));
-    if (px == NULL) {
-        exchange_respond_error(ex, 500);
-        return;
-    }
-    px->ex = ex;
-    px->loc = data;
+    struct exchange *ex = px->ex;
     add_header_set_rules(ex, px->loc->add_headers);
     px->idempotent = http_method_idempotent(req->method);
     px->chunked = req->has_body && !req->has_content_length; /* its length known at its end */
-    px->body_beyond_replay = px->chunked || req->content_length > REPLAY_MAX;
+    /* A buffered body can always go again. */
+    px->body_beyond_replay =
+        px->buffer == NULL && (px->chunked || req->content_length > REPLAY_MAX);
     px->rq = (struct http1_client_request){
         .read_timeout_ms = px->loc->conf.read_timeout_ms,
         .send_timeout_ms = px->loc->conf.send_timeout_ms,
@@ -609,6 +651,8 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
     if (proxy_head_build(px->loc, req, &how, &px->head, &px->head_len) != 0 ||
         (px->loc->redirects_read_request &&
          (px->req_block = exchange_request_copy(req, &px->req)) == NULL)) {
+        exchange_set_data(ex, NULL);
+        proxy_buffer_free(px->buffer);
         free(px->head);
         free(px);
         exchange_respond_error(ex, 500);
@@ -623,6 +667,30 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
         exchange_respond_error(ex, send_failure_status(err));
         px_finish(px);
     }
+}
+
+static void proxy_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    struct proxy_exchange *px = calloc(1, sizeof(*px));
+    if (px == NULL) {
+        exchange_respond_error(ex, 500);
+        return;
+    }
+    px->ex = ex;
+    px->loc = data;
+    if (!proxy_buffer_wanted(&px->loc->conf, px->loc->grpc, req)) {
+        px_start(px, req);
+        return;
+    }
+    /* The body first: proxy_on_body() keeps it, proxy_on_body_end()
+     * starts. */
+    px->buffer = proxy_buffer_new(&px->loc->conf, req);
+    if (px->buffer == NULL) {
+        free(px);
+        exchange_respond_error(ex, 500);
+        return;
+    }
+    exchange_set_data(ex, px);
 }
 
 static void px_on_upload_spliced(struct exchange *ex, uint64_t moved, int error, void *arg)
@@ -675,6 +743,15 @@ static void px_splice_upload(struct proxy_exchange *px)
 static void proxy_on_body(struct exchange *ex, const char *data, size_t len)
 {
     struct proxy_exchange *px = exchange_data(ex);
+    if (px != NULL && px->buffer != NULL) {
+        unsigned status =
+            px->buffered ? 0 : proxy_buffer_add(px->buffer, px->loc->upstream->name, data, len);
+        if (status != 0) {
+            exchange_respond_error(ex, status);
+            px_finish(px);
+        }
+        return;
+    }
     if (px == NULL || px->uc == NULL || len == 0) /* an empty chunk would end the body */
         return;
     corral_conn *upstream = px->uc->base.conn;
@@ -705,7 +782,7 @@ static void proxy_on_body(struct exchange *ex, const char *data, size_t len)
 static void proxy_on_body_trailers(struct exchange *ex, const char *lines, size_t len)
 {
     struct proxy_exchange *px = exchange_data(ex);
-    if (px == NULL || px->uc == NULL || !px->chunked || px->trailers)
+    if (px == NULL || px->buffer != NULL || px->uc == NULL || !px->chunked || px->trailers)
         return;
     px->trailers = true;
     struct iovec iov[3] = {{"0\r\n", 3}, {(void *)lines, len}, {"\r\n", 2}};
@@ -717,6 +794,13 @@ static void proxy_on_body_end(struct exchange *ex)
     struct proxy_exchange *px = exchange_data(ex);
     if (px == NULL)
         return;
+    if (px->buffer != NULL) {
+        if (!px->buffered) {
+            px->buffered = true;
+            px_start(px, proxy_buffer_end(px->buffer));
+        }
+        return;
+    }
     if (px->uc != NULL && px->chunked && !px->trailers)
         px_write_body(px, &(struct iovec){H1_LAST_CHUNK, sizeof(H1_LAST_CHUNK) - 1}, 1);
     px->rq.sent = true;

@@ -59,7 +59,21 @@ struct proxy_conf {
     bool intercept_errors;             /* proxy_intercept_errors: a response of 300 or more
                                           for which the location has an error_page gets
                                           that page instead */
+    /* proxy_request_buffering (grpc_request_buffering for grpc_pass): a
+     * request body is read whole, kept in memory up to body_buffer_size
+     * (client_body_buffer_size) and beyond that in an unlinked file in
+     * body_temp_path (client_body_temp_path), before a server is asked. */
+    bool request_buffering, grpc_request_buffering;
+    size_t body_buffer_size;
+    const char *body_temp_path;
 };
+
+/* client_body_buffer_size's default: nginx's on 64-bit hosts (two
+ * pages), and its most: a buffered body beyond it goes to a file. */
+#define PROXY_BODY_BUFFER_DEFAULT (16 * 1024)
+#define PROXY_BODY_BUFFER_MAX     (64u * 1024 * 1024)
+/* client_body_temp_path's default. */
+#define PROXY_BODY_TEMP_PATH_DEFAULT "/tmp"
 
 #define PROXY_CONF_DEFAULT                                                                         \
     ((struct proxy_conf){                                                                          \
@@ -69,6 +83,8 @@ struct proxy_conf {
         .response_head_limit = PROXY_RESPONSE_HEAD_LIMIT,                                          \
         .splice = true,                                                                            \
         .next_upstream = PROXY_NEXT_ERROR | PROXY_NEXT_TIMEOUT,                                    \
+        .body_buffer_size = PROXY_BODY_BUFFER_DEFAULT,                                             \
+        .body_temp_path = PROXY_BODY_TEMP_PATH_DEFAULT,                                            \
     })
 
 #endif

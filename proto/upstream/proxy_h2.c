@@ -16,6 +16,7 @@
 #include "proto/upstream/balance.h"
 #include "proto/upstream/grpc_status.h"
 #include "proto/upstream/h2_client.h"
+#include "proto/upstream/proxy_buffer.h"
 #include "proto/upstream/proxy_head.h"
 #include "proto/upstream/proxy_next.h"
 
@@ -44,6 +45,12 @@ struct proxy_h2_exchange {
     uint64_t attempt_ns;
     struct exchange_upstream_try *attempt;
     struct vars_buf add_early;
+    /* proxy_request_buffering: the body read whole before a server is
+     * asked (NULL: it streams); `buffered`: it came whole; `pumped`: how
+     * much of it went to the current stream. */
+    struct proxy_buffer *buffer;
+    bool buffered;
+    uint64_t pumped;
 };
 
 static void ph_fail(struct proxy_h2_exchange *px, enum proxy_error_kind kind, bool processed);
@@ -84,6 +91,7 @@ static void ph_finish(struct proxy_h2_exchange *px)
     vars_buf_free(&px->add_early);
     free(px->nv);
     free(px->head);
+    proxy_buffer_free(px->buffer);
     free(px);
 }
 
@@ -123,7 +131,8 @@ static void ph_on_head(void *owner, const struct http1_client_head *head)
     px->attempt->header_ms = exchange_upstream_ms_since(px->attempt_ns);
     px->attempt->status = (uint16_t)head->status;
     unsigned condition = proxy_next_status_condition(head->status);
-    if (condition != 0 && px->st.replayable && ph_may_retry(px, condition, true) &&
+    if (condition != 0 && (px->st.replayable || px->buffer != NULL) &&
+        ph_may_retry(px, condition, true) &&
         balance_any_usable(px->loc->upstream, ph_worker(px), &px->tried,
                            corral_loop_now(exchange_loop(px->ex)))) {
         px->next_status = head->status;
@@ -180,10 +189,15 @@ static void ph_on_error(void *owner, enum proxy_error_kind kind, bool processed)
     ph_fail(owner, kind, processed);
 }
 
+static void ph_pump(struct proxy_h2_exchange *px);
+
 static void ph_on_send_drain(void *owner)
 {
     struct proxy_h2_exchange *px = owner;
-    exchange_resume_body(px->ex);
+    if (px->buffer != NULL)
+        ph_pump(px);
+    else
+        exchange_resume_body(px->ex);
 }
 
 static const struct h2_client_ops ph_ops = {
@@ -213,6 +227,14 @@ static int ph_send(struct proxy_h2_exchange *px)
             continue;
         px->tries++;
         uint64_t asked_ns = corral_monotonic_ns();
+        if (px->buffer != NULL) { /* the whole body goes again, from the buffer */
+            free(px->st.data);
+            px->st.data = NULL;
+            px->st.len = px->st.sent = px->st.cap = 0;
+            px->st.body_end = px->st.paused = false;
+            px->st.replayable = true;
+            px->pumped = 0;
+        }
         int err =
             h2_client_submit(up, worker, (unsigned)server, loop, px->loc->conf.connect_timeout_ms,
                              px->loc->conf.send_timeout_ms, &px->st);
@@ -238,8 +260,34 @@ static int ph_send(struct proxy_h2_exchange *px)
         px->server = (unsigned)server;
         if (px->st.conn->base.connected)
             px->attempt->connect_ms = exchange_upstream_ms_since(asked_ns);
+        if (px->buffer != NULL)
+            ph_pump(px);
         return 0;
     }
+}
+
+/* A buffered body goes on the stream as the stream takes it; then the
+ * stream ends (the trailers stay behind, as with HTTP/1.1). */
+static void ph_pump(struct proxy_h2_exchange *px)
+{
+    const struct body_store *body = &px->buffer->body;
+    char scratch[16 * 1024];
+    while (px->on_stream && px->pumped < body->len) {
+        const char *data = NULL;
+        ssize_t n = body_store_read(body, px->pumped, scratch, sizeof(scratch), &data);
+        if (n <= 0) {
+            ph_respond_error(px, 500, GRPC_STATUS_INTERNAL);
+            ph_finish(px); /* resets the stream */
+            return;
+        }
+        /* a stream holds what it was given: a piece at a time */
+        size_t len = (size_t)n < H2_CLIENT_SEND_BUFFER ? (size_t)n : H2_CLIENT_SEND_BUFFER;
+        px->pumped += len;
+        if (h2_client_stream_write(&px->st, data, len))
+            return; /* on_send_drain goes on */
+    }
+    if (px->on_stream && px->st.has_body && px->pumped == body->len)
+        h2_client_stream_end(&px->st, NULL, 0);
 }
 
 /* The stream failed (it is off its connection), or its response is one
@@ -272,7 +320,7 @@ static void ph_fail(struct proxy_h2_exchange *px, enum proxy_error_kind kind, bo
     unsigned condition =
         status != 0 ? proxy_next_status_condition(status) : proxy_next_condition(kind);
     int err = -EHOSTUNREACH;
-    if (px->st.replayable && ph_may_retry(px, condition, processed)) {
+    if ((px->st.replayable || px->buffer != NULL) && ph_may_retry(px, condition, processed)) {
         err = ph_send(px);
         if (err == 0)
             return;
@@ -288,16 +336,10 @@ static void ph_fail(struct proxy_h2_exchange *px, enum proxy_error_kind kind, bo
 
 /* ------------------------------------------------------------- the handler */
 
-static void proxy_h2_on_request(struct exchange *ex, const struct http_request *req, void *data)
+/* Asks the first server for `req`, as it came or, buffered, whole. */
+static void ph_start(struct proxy_h2_exchange *px, const struct http_request *req)
 {
-    struct proxy_h2_exchange *px = calloc(1, sizeof(*px));
-    if (px == NULL) {
-        exchange_respond_error(ex, 500);
-        return;
-    }
-    px->ex = ex;
-    px->loc = data;
-    px->grpc = px->loc->grpc && grpc_status_call(req);
+    struct exchange *ex = px->ex;
     add_header_set_rules(ex, px->loc->add_headers);
     px->idempotent = http_method_idempotent(req->method);
     px->started_ms = corral_loop_now(exchange_loop(ex));
@@ -355,9 +397,43 @@ static void proxy_h2_on_request(struct exchange *ex, const struct http_request *
     }
 }
 
+static void proxy_h2_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    struct proxy_h2_exchange *px = calloc(1, sizeof(*px));
+    if (px == NULL) {
+        exchange_respond_error(ex, 500);
+        return;
+    }
+    px->ex = ex;
+    px->loc = data;
+    px->grpc = px->loc->grpc && grpc_status_call(req);
+    if (!proxy_buffer_wanted(&px->loc->conf, px->loc->grpc, req)) {
+        ph_start(px, req);
+        return;
+    }
+    /* The body first: proxy_h2_on_body() keeps it, proxy_h2_on_body_end()
+     * starts. */
+    px->buffer = proxy_buffer_new(&px->loc->conf, req);
+    if (px->buffer == NULL) {
+        free(px);
+        exchange_respond_error(ex, 500);
+        return;
+    }
+    exchange_set_data(ex, px);
+}
+
 static void proxy_h2_on_body(struct exchange *ex, const char *data, size_t len)
 {
     struct proxy_h2_exchange *px = exchange_data(ex);
+    if (px != NULL && px->buffer != NULL) {
+        unsigned status =
+            px->buffered ? 0 : proxy_buffer_add(px->buffer, px->loc->upstream->name, data, len);
+        if (status != 0) {
+            ph_respond_error(px, status, GRPC_STATUS_INTERNAL);
+            ph_finish(px);
+        }
+        return;
+    }
     if (px == NULL || !px->on_stream)
         return;
     if (h2_client_stream_write(&px->st, data, len))
@@ -367,13 +443,20 @@ static void proxy_h2_on_body(struct exchange *ex, const char *data, size_t len)
 static void proxy_h2_on_body_trailers(struct exchange *ex, const char *lines, size_t len)
 {
     struct proxy_h2_exchange *px = exchange_data(ex);
-    if (px != NULL && px->on_stream)
+    if (px != NULL && px->buffer == NULL && px->on_stream)
         h2_client_stream_end(&px->st, lines, len);
 }
 
 static void proxy_h2_on_body_end(struct exchange *ex)
 {
     struct proxy_h2_exchange *px = exchange_data(ex);
+    if (px != NULL && px->buffer != NULL) {
+        if (!px->buffered) {
+            px->buffered = true;
+            ph_start(px, proxy_buffer_end(px->buffer));
+        }
+        return;
+    }
     if (px != NULL && px->on_stream)
         h2_client_stream_end(&px->st, NULL, 0);
 }

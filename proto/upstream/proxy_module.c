@@ -561,6 +561,16 @@ static const struct conf_directive proxy_directives[] = {
     /* a backend's error answered with the location's error_page */
     {.name = "proxy_intercept_errors", ONE_ARG(ANY_LEVEL),
      FIELD(proxy.intercept_errors, intercept_at), .kind = CONF_KIND_SWITCH},
+    /* a request body read whole before a server is asked */
+    {.name = "proxy_request_buffering", ONE_ARG(ANY_LEVEL),
+     FIELD(proxy.request_buffering, buffering_at), .kind = CONF_KIND_SWITCH},
+    {.name = "grpc_request_buffering", ONE_ARG(ANY_LEVEL),
+     FIELD(proxy.grpc_request_buffering, grpc_buffering_at), .kind = CONF_KIND_SWITCH},
+    {.name = "client_body_buffer_size", ONE_ARG(ANY_LEVEL),
+     FIELD(proxy.body_buffer_size, body_buffer_at), .kind = CONF_KIND_SIZE,
+     .max = PROXY_BODY_BUFFER_MAX},
+    {.name = "client_body_temp_path", ONE_ARG(ANY_LEVEL), FIELD(body_temp_path, body_temp_at),
+     .kind = CONF_KIND_PATH},
     /* "Via: 1.1 corral" on forwarded requests (off, as nginx, which never
      * adds one: a Via turns off gzip on an nginx backend, gzip_proxied) */
     {.name = "proxy_via", ONE_ARG(CONF_MAIN | CONF_SERVER), FIELD(proxy.via, via_at),
@@ -663,6 +673,14 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
         to->via = from.via;
     if (!written(&c->intercept_at))
         to->intercept_errors = from.intercept_errors;
+    if (!written(&c->buffering_at))
+        to->request_buffering = from.request_buffering;
+    if (!written(&c->grpc_buffering_at))
+        to->grpc_request_buffering = from.grpc_request_buffering;
+    if (!written(&c->body_buffer_at))
+        to->body_buffer_size = from.body_buffer_size;
+    /* borrowed from the parent unless written: free() leaves it */
+    to->body_temp_path = written(&c->body_temp_at) ? c->body_temp_path : from.body_temp_path;
     if (!written(&c->version_at))
         c->http_version = p != NULL ? p->http_version : PROXY_HTTP_11;
     if (written(&c->next_at))
@@ -820,6 +838,8 @@ static void conf_free(void *conf)
         free((void *)c->tls.certificate);
         free((void *)c->tls.certificate_key);
     }
+    if (written(&c->body_temp_at))
+        free(c->body_temp_path);
     for (size_t i = 0; c->headers_written && i < c->set_header_count; i++) {
         free(c->set_headers[i].name);
         free(c->set_headers[i].value);
@@ -987,6 +1007,12 @@ static int build(const void *conf, const struct http_module_build *b, const void
                                  {c->set_headers[i].value, strlen(c->set_headers[i].value)}};
     for (size_t i = 0; i < c->hide_header_count; i++)
         hides[i] = (struct http_str){c->hide_headers[i], strlen(c->hide_headers[i])};
+    /* the config's own copy goes with it: the location keeps one */
+    size_t temp_len = strlen(c->proxy.body_temp_path);
+    char *temp_path = b->calloc(b->arena, temp_len + 1, 1);
+    if (temp_path == NULL)
+        return -ENOMEM;
+    memcpy(temp_path, c->proxy.body_temp_path, temp_len);
     *px = (struct proxy_location){
         .upstream = upstream,
         .conf = c->proxy,
@@ -1007,6 +1033,7 @@ static int build(const void *conf, const struct http_module_build *b, const void
         .http2 = http2,
         .grpc = c->grpc,
     };
+    px->conf.body_temp_path = temp_path;
     *out = px;
     return 0;
 }

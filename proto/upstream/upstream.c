@@ -27,14 +27,32 @@ size_t upstream_conf_slots(const struct proxy_upstream_conf *conf)
 {
     size_t n = 0;
     for (size_t i = 0; i < conf->server_count; i++)
-        n += conf->servers[i].resolve ? UPSTREAM_RESOLVE_SLOTS : 1;
+        n += upstream_server_conf_slots(&conf->servers[i]);
     return n;
 }
 
-/* A `resolve` server's NAME:PORT into its slot, which stays empty until
- * the resolver's first answer. */
-static int resolve_slot_init(struct upstream_server *server, const char *address, unsigned slot)
+int upstream_srv_name(const char *name, const char *service, char *out, size_t size)
 {
+    int n = strchr(service, '.') != NULL ? snprintf(out, size, "%s.%s", service, name)
+                                         : snprintf(out, size, "_%s._tcp.%s", service, name);
+    return n < 0 || (size_t)n >= size || (size_t)n > UPSTREAM_SRV_NAME_MAX ? -ENAMETOOLONG : 0;
+}
+
+/* A `resolve` server's NAME:PORT into its slot, which stays empty until
+ * the resolver's first answer; with service=, its SRV record's name. */
+static int resolve_slot_init(struct upstream_server *server, const char *address,
+                             const char *service, unsigned slot)
+{
+    server->resolve_slot = slot;
+    atomic_init(&server->state, UPSTREAM_SLOT_EMPTY);
+    if (service != NULL) {
+        char record[UPSTREAM_SRV_NAME_MAX + 1];
+        if (upstream_srv_name(address, service, record, sizeof(record)) != 0)
+            return -EINVAL;
+        server->resolve_name = strdup(record);
+        server->resolve_srv = true;
+        return server->resolve_name != NULL ? 0 : -ENOMEM;
+    }
     const char *colon = strrchr(address, ':');
     char *end;
     unsigned long port = colon != NULL ? strtoul(colon + 1, &end, 10) : 0;
@@ -44,8 +62,6 @@ static int resolve_slot_init(struct upstream_server *server, const char *address
     if (server->resolve_name == NULL)
         return -ENOMEM;
     server->resolve_port = (uint16_t)port;
-    server->resolve_slot = slot;
-    atomic_init(&server->state, UPSTREAM_SLOT_EMPTY);
     return 0;
 }
 
@@ -107,12 +123,13 @@ int upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
     }
     for (size_t i = 0; i < conf->server_count; i++) {
         const struct proxy_server_conf *sc = &conf->servers[i];
-        for (unsigned k = 0; k < (sc->resolve ? UPSTREAM_RESOLVE_SLOTS : 1u); k++) {
+        size_t name_slots = upstream_server_conf_slots(sc);
+        for (unsigned k = 0; k < name_slots; k++) {
             struct upstream_server *server = &up->servers[up->server_count++];
             server->address = strdup(sc->address);
             if (server->address == NULL)
                 goto nomem;
-            int err = sc->resolve ? resolve_slot_init(server, sc->address, k)
+            int err = sc->resolve ? resolve_slot_init(server, sc->address, sc->service, k)
                       : corral_parse_address(sc->address, &server->addr, &server->addrlen) != 0
                           ? -EINVAL
                           : 0;
@@ -120,14 +137,18 @@ int upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
                 upstream_free(up);
                 return err;
             }
+            server->resolve_slots = (unsigned)name_slots;
             server->weight = sc->weight > 0 ? sc->weight : 1;
+            server->conf_weight = server->weight;
             server->max_fails = sc->max_fails;
             server->fail_timeout_ms = sc->fail_timeout_ms;
             server->backup = sc->backup;
+            server->resolve_backup = sc->backup;
             server->disabled = sc->down;
             server->max_conns = sc->max_conns;
             server->slow_start_ms = sc->slow_start_ms;
-            up->has_backup = up->has_backup || sc->backup;
+            /* an SRV name's lower priorities are backups */
+            up->has_backup = up->has_backup || sc->backup || sc->service != NULL;
             up->has_resolve = up->has_resolve || sc->resolve;
         }
     }
@@ -280,7 +301,8 @@ enum proxy_server_state upstream_server_state(const struct proxy_upstream *upstr
 {
     const struct upstream_server *s = &upstream->servers[index];
     if (s->disabled ||
-        atomic_load_explicit(&s->state, memory_order_relaxed) != UPSTREAM_SLOT_ACTIVE)
+        atomic_load_explicit(&s->state, memory_order_relaxed) != UPSTREAM_SLOT_ACTIVE ||
+        atomic_load_explicit(&s->api_state, memory_order_relaxed) != UPSTREAM_API_NONE)
         return PROXY_SERVER_DISABLED;
     return atomic_load_explicit(&s->checked_down, memory_order_relaxed) ? PROXY_SERVER_DOWN
                                                                         : PROXY_SERVER_UP;
@@ -309,12 +331,22 @@ void upstream_take_health(struct proxy_upstream *upstream, const struct proxy_up
                 atomic_load(&old->state) == UPSTREAM_SLOT_ACTIVE) {
                 s->addr = old->addr;
                 s->addrlen = old->addrlen;
+                if (s->resolve_srv) { /* what its record said, until the next answer */
+                    s->resolve_port = old->resolve_port;
+                    atomic_store(&s->weight, atomic_load(&old->weight));
+                    atomic_store(&s->backup, atomic_load(&old->backup));
+                }
                 atomic_store(&s->state, UPSTREAM_SLOT_ACTIVE);
             } else if ((s->resolve_name == NULL) != (old->resolve_name == NULL)) {
                 break;
             }
             atomic_store(&s->checked_down, atomic_load(&old->checked_down));
             atomic_store(&s->recovered_ms, atomic_load(&old->recovered_ms));
+            if (s->conf_weight == old->conf_weight && s->disabled == old->disabled) {
+                atomic_store(&s->api_state, atomic_load(&old->api_state));
+                if (!s->resolve_srv)
+                    atomic_store(&s->weight, atomic_load(&old->weight));
+            }
             break;
         }
     }

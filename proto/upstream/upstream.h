@@ -50,7 +50,19 @@ struct proxy_server_conf {
     unsigned max_conns;       /* requests in flight over all workers; 0: no limit */
     uint32_t slow_start_ms;   /* its weight ramps up over this after it comes back */
     bool resolve;             /* NAME:PORT re-resolved with the upstream's resolvers */
+    unsigned resolve_slots;   /* max_addresses=N: the addresses it may have at once;
+                                 0: UPSTREAM_RESOLVE_SLOTS */
+    const char *service;      /* service=NAME: `address` is a NAME whose SRV records
+                                 give the servers (NULL: none) */
 };
+
+/* The most a record name takes (DNS's bound on a name). */
+#define UPSTREAM_SRV_NAME_MAX 253
+
+/* The SRV record name nginx looks up for `server NAME service=SERVICE`:
+ * "_SERVICE._tcp.NAME", or "SERVICE.NAME" when SERVICE has a dot.
+ * Writes it into `out`; returns 0, or -ENAMETOOLONG. */
+int upstream_srv_name(const char *name, const char *service, char *out, size_t size);
 
 #define PROXY_SERVER_CONF_DEFAULT                                                                  \
     ((struct proxy_server_conf){.weight = 1, .max_fails = 1, .fail_timeout_ms = 10 * 1000})
@@ -112,7 +124,7 @@ struct proxy_upstream_conf {
         .keepalive = 32,                                                                           \
         .idle_timeout_ms = 60 * 1000,                                                              \
         .health = PROXY_HEALTH_CONF_DEFAULT,                                                       \
-        .resolve_valid_ms = 30 * 1000,                                                             \
+        .resolve_valid_ms = 0, /* the answers' TTLs */                                             \
     })
 
 struct proxy_upstream;
@@ -153,8 +165,10 @@ unsigned upstream_server_conns(const struct proxy_upstream *upstream, size_t ind
 
 /* Gives `upstream` the health of each server of `previous` (an upstream of
  * the generation it replaces) at the same address: a reload neither
- * brings back a server found down nor restarts a slow start.  Main thread,
- * before `upstream` serves. */
+ * brings back a server found down nor restarts a slow start.  What the
+ * admin API set (weight, drain, down) goes on too while the server's line
+ * says the same weight and down as before.  Main thread, before
+ * `upstream` serves. */
 void upstream_take_health(struct proxy_upstream *upstream, const struct proxy_upstream *previous);
 
 /* ------------------------------------------------ inside proto/: the layers
@@ -165,9 +179,15 @@ void upstream_take_health(struct proxy_upstream *upstream, const struct proxy_up
 /* Server slots in one upstream: a request keeps the ones it tried as bits
  * (struct upstream_tried), inside its own state. */
 #define UPSTREAM_MAX_SERVERS 1024
-/* The addresses a `resolve` server may have at once: each is a slot of
- * the upstream's servers. */
-#define UPSTREAM_RESOLVE_SLOTS 4
+/* The addresses a `resolve` server may have at once unless its
+ * max_addresses says: each is a slot of the upstream's servers. */
+#define UPSTREAM_RESOLVE_SLOTS 16
+
+/* The slots a server of the config takes: one, or its name's addresses. */
+static inline size_t upstream_server_conf_slots(const struct proxy_server_conf *s)
+{
+    return !s->resolve ? 1 : s->resolve_slots != 0 ? s->resolve_slots : UPSTREAM_RESOLVE_SLOTS;
+}
 
 /* A server slot's life: a configured address is active for good; a slot
  * of a `resolve` server is empty until an answer fills it, and drains (no
@@ -183,9 +203,15 @@ struct upstream_server {
     char *address;
     struct sockaddr_storage addr;
     socklen_t addrlen;
-    unsigned weight, max_fails;
+    /* weight and backup: an SRV slot's are written while it is empty,
+     * as its address is, and read by every worker */
+    _Atomic unsigned weight;
+    unsigned conf_weight; /* the config's weight= (an SRV record's or the API's
+                             may differ) */
+    unsigned max_fails;
     uint32_t fail_timeout_ms;
-    bool backup, disabled;
+    _Atomic bool backup;
+    bool disabled;
     unsigned max_conns; /* 0: no limit */
     uint32_t slow_start_ms;
     _Atomic unsigned conns;        /* requests in flight, over all workers */
@@ -199,9 +225,23 @@ struct upstream_server {
     char *resolve_name;
     uint16_t resolve_port;
     unsigned resolve_slot;
-    _Atomic int state;    /* enum upstream_slot */
+    unsigned resolve_slots; /* the name's slots, this one among them */
+    bool resolve_srv;       /* resolve_name is an SRV record's: each slot's port,
+                               weight and backup come from its record */
+    bool resolve_backup;    /* the server line's `backup`, which an SRV slot's
+                               own `backup` no longer says */
+    _Atomic int state;      /* enum upstream_slot */
+    /* Set at run time through the admin API (UPSTREAM_API_*): drained or
+     * down servers get no new requests, in every worker. */
+    _Atomic unsigned char api_state;
     _Atomic unsigned gen; /* bumped with each new address: older pooled
                              connections are not reused */
+};
+
+enum {
+    UPSTREAM_API_NONE,
+    UPSTREAM_API_DRAIN, /* no new requests; those in flight finish */
+    UPSTREAM_API_DOWN,  /* as the config's `down` */
 };
 
 struct upstream_conn;

@@ -518,6 +518,11 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"upstream.server.slow_start_ms", u != NULL ? u->upstream.servers[0].slow_start_ms : 99},
         {"upstream.server.resolve", u != NULL ? u->upstream.servers[0].resolve : 99},
         {"upstream.resolve_valid_ms", u != NULL ? u->upstream.resolve_valid_ms : 99},
+        {"upstream.server.resolve_slots", u != NULL ? u->upstream.servers[0].resolve_slots : 99},
+        {"upstream.server.service",
+         u != NULL ? u->upstream.servers[0].service != NULL &&
+                         strcmp(u->upstream.servers[0].service, "_x._tcp") == 0
+                   : 99},
         {"location.proxy_buffer_size", lp != NULL ? lp->proxy.response_head_limit : 99},
         {"location.proxy_connect_timeout_ms", lp != NULL ? lp->proxy.connect_timeout_ms : 99},
         {"location.proxy_read_timeout_ms", lp != NULL ? lp->proxy.read_timeout_ms : 99},
@@ -626,6 +631,12 @@ static const struct field_case field_cases[] = {
      "upstream.resolve_valid_ms", 5000},
     {"upstream app { resolver 127.0.0.1; server app.internal:80 resolve; }",
      "upstream.server.resolve", 1},
+    {"upstream app { resolver 127.0.0.1; server app.internal:80 resolve; }",
+     "upstream.resolve_valid_ms", 0},
+    {"upstream app { resolver 127.0.0.1; server app.internal:80 resolve max_addresses=200; }",
+     "upstream.server.resolve_slots", 200},
+    {"upstream app { resolver 127.0.0.1; server _http._tcp.app.internal service=_x._tcp resolve; }",
+     "upstream.server.service", 1},
     {"upstream app { server 127.0.0.1:1; balance ip_hash; }", "upstream.balance",
      PROXY_BALANCE_IP_HASH},
     {"upstream app { server 127.0.0.1:1; balance hash $http_x_user consistent; }",
@@ -2000,10 +2011,26 @@ static const struct error_case error_cases[] = {
      "test.conf:1:44: duplicate parameter \"weight\""},
     {"upstream app { server 127.0.0.1:1 spare; }",
      "test.conf:1:35: unknown server parameter \"spare\" (expected weight=, max_fails=, "
-     "fail_timeout=, max_conns=, slow_start=, backup, down or resolve)"},
+     "fail_timeout=, max_conns=, slow_start=, max_addresses=, service=, backup, down or "
+     "resolve)"},
     {"upstream app { server 127.0.0.1:1 backup=1; }",
      "test.conf:1:35: unknown server parameter \"backup=1\" (expected weight=, max_fails=, "
-     "fail_timeout=, max_conns=, slow_start=, backup, down or resolve)"},
+     "fail_timeout=, max_conns=, slow_start=, max_addresses=, service=, backup, down or "
+     "resolve)"},
+    {"upstream app { resolver 127.0.0.1; server app.internal service=http; }",
+     "test.conf:1:43: \"service=\" needs \"resolve\" (SRV records are looked up again and "
+     "again)"},
+    {"upstream app { resolver 127.0.0.1; server app.internal:80 service=http resolve; }",
+     "test.conf:1:43: invalid server name \"app.internal:80\" for service= (expected a host "
+     "name without a port, the SRV records give the ports)"},
+    {"upstream app { resolver 127.0.0.1; server app.internal service=ht/tp resolve; }",
+     "test.conf:1:56: invalid service \"ht/tp\" (expected a name such as http or _http._tcp)"},
+    {"upstream app { server 127.0.0.1:1 max_addresses=4; }",
+     "test.conf:1:23: \"max_addresses\" is for a server with \"resolve\""},
+    {"upstream app { resolver 127.0.0.1; server a.internal:80 resolve max_addresses=1000; "
+     "server b.internal:80 resolve max_addresses=25; }",
+     "test.conf:1:92: upstream \"app\" has more than 1024 servers (at most 1024 addresses, a "
+     "server with \"resolve\" counting as its max_addresses, 16 by default)"},
     {"upstream app { server app.internal:8000 resolve; }",
      "test.conf:1:23: \"resolve\" needs a \"resolver\" in the upstream block"},
     {"upstream app { resolver 127.0.0.1; server app.internal resolve; }",
@@ -3352,16 +3379,18 @@ START_TEST(upstream_server_count_is_bounded)
     text = upstream_text(1025, "");
     ck_assert_str_eq(parse_error(text, NULL, &error),
                      "test.conf:1027:10: upstream \"u\" has more than 1024 servers (at most 1024 "
-                     "addresses, a server with \"resolve\" counting as 4)");
+                     "addresses, a server with \"resolve\" counting as its max_addresses, 16 by "
+                     "default)");
     free(text);
 
-    text = upstream_text(256, " resolve");
+    text = upstream_text(64, " resolve");
     conf_free(parse_ok(text));
     free(text);
-    text = upstream_text(257, " resolve");
+    text = upstream_text(65, " resolve");
     ck_assert_str_eq(parse_error(text, NULL, &error),
-                     "test.conf:259:10: upstream \"u\" has more than 1024 servers (at most 1024 "
-                     "addresses, a server with \"resolve\" counting as 4)");
+                     "test.conf:67:10: upstream \"u\" has more than 1024 servers (at most 1024 "
+                     "addresses, a server with \"resolve\" counting as its max_addresses, 16 by "
+                     "default)");
     free(text);
 }
 END_TEST

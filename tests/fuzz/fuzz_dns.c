@@ -1,9 +1,10 @@
 /*
  * fuzz_dns.c: libFuzzer over the DNS answers the `resolve` client reads
  * from a resolver: the first two bytes pick the query id it waits for, the
- * rest is the datagram, read as an answer to an A and to an AAAA query.
- * Nothing may be read past it, and what is returned must fit what was
- * asked.
+ * rest is the datagram, read as an answer to an A, an AAAA and an SRV
+ * query (whose targets' names follow compression pointers).
+ * Nothing may be read past it, what is returned must fit what was asked,
+ * and a TTL must be one RFC 2181 allows.
  */
 #include "proto/upstream/resolve.h"
 
@@ -29,12 +30,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const uint16_t types[] = {DNS_TYPE_A, DNS_TYPE_AAAA};
     for (size_t t = 0; t < 2; t++) {
         struct dns_addr out[3];
-        int n = resolve_answer_parse(msg, size, id, types[t], out, 3);
-        if (n > 3 || (n < 0 && n != -EINVAL && n != -EAGAIN))
+        uint32_t ttl = UINT32_MAX;
+        int n = resolve_answer_parse(msg, size, id, types[t], out, 3, &ttl);
+        if (n < 0 && n != -EINVAL && n != -EAGAIN)
             abort();
-        for (int i = 0; i < n; i++)
+        if (n > 0 && ttl > INT32_MAX) /* every record counted has a TTL, RFC 2181's */
+            abort();
+        for (int i = 0; i < n && i < 3; i++)
             if (out[i].family != (types[t] == DNS_TYPE_A ? AF_INET : AF_INET6))
                 abort();
+    }
+    struct dns_srv srv[2];
+    uint32_t ttl = UINT32_MAX;
+    int n = resolve_srv_parse(msg, size, id, srv, 2, &ttl);
+    if (n < 0 && n != -EINVAL && n != -EAGAIN)
+        abort();
+    for (int i = 0; i < n && i < 2; i++) {
+        size_t len = strnlen(srv[i].target, sizeof(srv[i].target));
+        /* a host name, never empty (the root is no target), within bounds */
+        if (len == 0 || len > DNS_NAME_MAX || srv[i].target[0] == '.' ||
+            srv[i].target[len - 1] == '.')
+            abort();
     }
     free(msg);
     return 0;

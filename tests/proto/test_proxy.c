@@ -14,7 +14,9 @@
 #include "../daemon.h"
 #include "../helpers.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -26,6 +28,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -716,7 +719,7 @@ static void write_config(struct test_daemon *d, unsigned workers, const char *up
                          const char *server, const char *location)
 {
     test_daemon_init(d, "corral");
-    char conf[4096];
+    char conf[16384];
     snprintf(conf, sizeof(conf),
              "workers %u;\ndrain_timeout %s;\nadmin { listen 127.0.0.2:0; }\n"
              "upstream b {\n%s\n}\n"
@@ -2744,6 +2747,374 @@ START_TEST(post_is_retried_when_the_connect_fails)
 }
 END_TEST
 
+/* ================================================================ buffering */
+
+/* The daemon's descriptors open on a file under `dir` that has left the
+ * directory (an unlinked temporary body). */
+static int deleted_files_under(pid_t pid, const char *dir)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    DIR *fds = opendir(path);
+    ck_assert_ptr_nonnull(fds);
+    int count = 0;
+    size_t dir_len = strlen(dir);
+    for (struct dirent *e; (e = readdir(fds)) != NULL;) {
+        char link[PATH_MAX + 64], target[PATH_MAX];
+        snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
+        ssize_t n = readlink(link, target, sizeof(target) - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        count += strncmp(target, dir, dir_len) == 0 && target[dir_len] == '/' &&
+                 strstr(target, "(deleted)") != NULL;
+    }
+    closedir(fds);
+    return count;
+}
+
+/* Entries in `dir` besides . and .. */
+static int dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int count = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        count += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return count;
+}
+
+/* A body that arrives slowly holds no backend connection until it is
+ * whole; then it goes with its length. */
+START_TEST(buffered_slow_upload_holds_no_backend_connection)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "        proxy_request_buffering on;");
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "POST /up HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n\r\nhello");
+    for (int i = 0; i < 30; i++) { /* an absence: watched for a while */
+        ck_assert_uint_eq(atomic_load(&b->connections), 0);
+        test_sleep_ms(10);
+    }
+    send_str(r->fd, "world");
+    struct response resp;
+    ck_assert(read_response(r, false, &resp));
+    ck_assert_uint_eq(resp.status, 200);
+    response_free(&resp);
+    client_close(r);
+    const struct backend_request *got = backend_request(b, 0);
+    ck_assert_str_eq(got->body.data, "helloworld");
+    ck_assert_str_eq(header_one(got->head, "Content-Length"), "10");
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* A chunked body, buffered, goes with Content-Length, as nginx's. */
+START_TEST(buffered_chunked_body_goes_with_its_length)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "        proxy_request_buffering on;");
+    struct response resp;
+    exchange(d.port,
+             "POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n"
+             "\r\n5\r\nhello\r\n6\r\n world\r\n0\r\nX-Sum: 1\r\n\r\n",
+             &resp);
+    ck_assert_uint_eq(resp.status, 200);
+    response_free(&resp);
+    const struct backend_request *got = backend_request(b, 0);
+    ck_assert_str_eq(got->body.data, "hello world");
+    ck_assert_str_eq(header_one(got->head, "Content-Length"), "11");
+    ck_assert_int_eq(header_find(got->head, "Transfer-Encoding", NULL, 0), 0);
+    /* an empty one */
+    exchange(d.port,
+             "POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n"
+             "\r\n0\r\n\r\n",
+             &resp);
+    ck_assert_uint_eq(resp.status, 200);
+    response_free(&resp);
+    ck_assert_str_eq(header_one(backend_request(b, 1)->head, "Content-Length"), "0");
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* Beyond client_body_buffer_size the body waits in a file of
+ * client_body_temp_path that no name leads to, gone once the request is
+ * over; the backend gets every byte. */
+START_TEST(buffered_body_beyond_the_buffer_goes_to_an_unlinked_file)
+{
+    const uint64_t size = 3 * MB + 17;
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    char dir[PATH_MAX], location[PATH_MAX + 128];
+    snprintf(dir, sizeof(dir), "%s/bodies", test_daemon_dir());
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    snprintf(location, sizeof(location),
+             "        proxy_request_buffering on;\n        client_body_buffer_size 4k;\n"
+             "        client_body_temp_path %s;",
+             dir);
+    struct test_daemon d;
+    start_proxy(&d, b, "    client_max_body_size 0;", location);
+    struct reader *r = client_connect(d.port);
+    char head[128];
+    snprintf(head, sizeof(head), "POST /big HTTP/1.1\r\nHost: test\r\nContent-Length: %llu\r\n\r\n",
+             (unsigned long long)size);
+    send_str(r->fd, head);
+    ck_assert(send_pattern(r->fd, MB));
+    test_wait_for(deleted_files_under(d.pid, dir) == 1, TEST_WAIT_MS,
+                  "no unlinked temporary file under %s", dir);
+    ck_assert_int_eq(dir_entries(dir), 0);
+    ck_assert_uint_eq(atomic_load(&b->connections), 0);
+    /* the rest: the pattern goes on from where it was */
+    for (uint64_t off = MB; off < size; off += PATTERN_SPAN) {
+        size_t n = size - off < PATTERN_SPAN ? (size_t)(size - off) : PATTERN_SPAN;
+        ck_assert(send_quiet(r->fd, pattern_at(off), n));
+    }
+    struct response resp;
+    ck_assert(read_response(r, false, &resp));
+    ck_assert_uint_eq(resp.status, 200);
+    response_free(&resp);
+    client_close(r);
+    const struct backend_request *got = backend_request(b, 0);
+    ck_assert_uint_eq(got->body.len, size);
+    ck_assert_uint_eq(got->body.hash, pattern_hash(size));
+    test_wait_for(deleted_files_under(d.pid, dir) == 0, TEST_WAIT_MS,
+                  "the temporary file is still open");
+    free(test_daemon_wait_log(&d, "buffered to a temporary file"));
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* A client gone mid-upload takes its temporary file with it. */
+START_TEST(buffered_body_file_goes_when_the_client_does)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    char dir[PATH_MAX], location[PATH_MAX + 128];
+    snprintf(dir, sizeof(dir), "%s/bodies", test_daemon_dir());
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    snprintf(location, sizeof(location),
+             "        proxy_request_buffering on;\n        client_body_buffer_size 1k;\n"
+             "        client_body_temp_path %s;",
+             dir);
+    struct test_daemon d;
+    start_proxy(&d, b, "", location);
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 100000\r\n\r\n");
+    ck_assert(send_pattern(r->fd, 50000));
+    test_wait_for(deleted_files_under(d.pid, dir) == 1, TEST_WAIT_MS, "no temporary file");
+    client_close(r);
+    test_wait_for(deleted_files_under(d.pid, dir) == 0, TEST_WAIT_MS,
+                  "the temporary file outlived its client");
+    ck_assert_int_eq(dir_entries(dir), 0);
+    ck_assert_uint_eq(atomic_load(&b->connections), 0);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* A file that cannot be made is a 500, as nginx's, and logged; no backend
+ * hears of the request. */
+START_TEST(buffered_body_without_a_file_gives_500)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    char location[PATH_MAX + 128];
+    snprintf(location, sizeof(location),
+             "        proxy_request_buffering on;\n        client_body_buffer_size 1k;\n"
+             "        client_body_temp_path %s/missing;",
+             test_daemon_dir());
+    struct test_daemon d;
+    start_proxy(&d, b, "", location);
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5000\r\n\r\n");
+    send_pattern(r->fd, 5000);
+    struct response resp;
+    read_response(r, false, &resp);
+    ck_assert_uint_eq(resp.status, 500);
+    response_free(&resp);
+    client_close(r);
+    free(test_daemon_wait_log(&d, "cannot be buffered"));
+    /* a body that fits the buffer needs no file */
+    exchange(d.port,
+             "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+             &resp);
+    ck_assert_uint_eq(resp.status, 200);
+    response_free(&resp);
+    ck_assert_uint_eq(backend_request_count(b), 1);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* A backend that is gone (its port refuses) gets the client a 502 and
+ * leaves no temporary file behind; so does one that resets the
+ * connection while the body goes to it. */
+START_TEST(buffered_body_file_goes_when_the_backend_fails)
+{
+    struct backend *b = backend_new("a");
+    b->raw = "HTTP/1.1 200 OK\r\n"; /* a head cut short, then the connection closes */
+    backend_start(b);
+    struct backend *dead = backend_new("dead");
+    int reserved = test_reserve_port(&dead->port);
+    char dir[PATH_MAX], location[PATH_MAX + 128], upstream[256];
+    snprintf(dir, sizeof(dir), "%s/bodies", test_daemon_dir());
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    snprintf(location, sizeof(location),
+             "        proxy_request_buffering on;\n        client_body_buffer_size 1k;\n"
+             "        client_body_temp_path %s;",
+             dir);
+    for (int i = 0; i < 2; i++) {
+        snprintf(upstream, sizeof(upstream), "    server 127.0.0.1:%d;",
+                 i == 0 ? dead->port : b->port);
+        struct test_daemon d;
+        write_config(&d, 1, upstream, "    client_max_body_size 0;", location);
+        test_daemon_start(&d);
+        struct reader *r = client_connect(d.port);
+        send_str(r->fd, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 2000000\r\n\r\n");
+        send_pattern(r->fd, 2000000);
+        struct response resp;
+        read_response(r, false, &resp);
+        ck_assert_uint_eq(resp.status, 502);
+        response_free(&resp);
+        free(test_daemon_wait_log(&d, "buffered to a temporary file")); /* there was one */
+        test_wait_for(deleted_files_under(d.pid, dir) == 0, TEST_WAIT_MS,
+                      "a temporary file outlived its request");
+        client_close(r);
+        ck_assert_int_eq(dir_entries(dir), 0);
+        test_daemon_stop(&d);
+    }
+    close(reserved);
+    backend_free(dead);
+    backend_free(b);
+}
+END_TEST
+
+/* client_max_body_size holds as it does unbuffered: 413, and no backend
+ * connection. */
+START_TEST(buffered_body_over_client_max_body_size_gives_413)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "    client_max_body_size 1k;", "        proxy_request_buffering on;");
+    char request[4096];
+    int n = snprintf(request, sizeof(request),
+                     "POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n");
+    memset(request + n, 'x', 2048);
+    snprintf(request + n + 2048, sizeof(request) - (size_t)n - 2048, "\r\n0\r\n\r\n");
+    struct response resp;
+    exchange(d.port, request, &resp);
+    ck_assert_uint_eq(resp.status, 413);
+    response_free(&resp);
+    exchange(d.port, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 2000\r\n\r\n", &resp);
+    ck_assert_uint_eq(resp.status, 413);
+    response_free(&resp);
+    ck_assert_uint_eq(atomic_load(&b->connections), 0);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
+/* proxy_next_upstream sends a buffered body to the next server whole,
+ * even one too large to be kept for a replay when it streams (below: the
+ * same without buffering, which cannot). */
+START_TEST(buffered_body_is_sent_again_to_the_next_server)
+{
+    const uint64_t size = 300 * 1024;
+    for (int buffered = 1; buffered >= 0; buffered--) {
+        struct backend *bad = backend_new("bad"), *good = backend_new("good");
+        bad->status = 502;
+        backend_start(bad);
+        backend_start(good);
+        char upstream[256], location[256];
+        snprintf(upstream, sizeof(upstream),
+                 "    server 127.0.0.1:%d;\n    server 127.0.0.1:%d;\n    balance round_robin;",
+                 bad->port, good->port);
+        snprintf(location, sizeof(location),
+                 "        proxy_request_buffering %s;\n        client_body_buffer_size 8k;\n"
+                 "        client_body_temp_path %s;\n        proxy_next_upstream error http_502;",
+                 buffered ? "on" : "off", test_daemon_dir());
+        struct test_daemon d;
+        write_config(&d, 1, upstream, "    client_max_body_size 0;", location);
+        test_daemon_start(&d);
+        unsigned good_answers = 0;
+        for (int i = 0; i < 2; i++) { /* one of them goes to `bad` first */
+            struct reader *r = client_connect(d.port);
+            char head[128];
+            snprintf(head, sizeof(head),
+                     "PUT /up HTTP/1.1\r\nHost: test\r\nContent-Length: %llu\r\n\r\n",
+                     (unsigned long long)size);
+            send_str(r->fd, head);
+            send_pattern(r->fd, size);
+            struct response resp;
+            read_response(r, false, &resp);
+            good_answers += resp.status == 200;
+            response_free(&resp);
+            client_close(r);
+        }
+        if (buffered) {
+            ck_assert_uint_eq(good_answers, 2);
+            ck_assert_uint_eq(backend_request_count(good), 2);
+            for (size_t i = 0; i < 2; i++) {
+                ck_assert_uint_eq(backend_request(good, i)->body.len, size);
+                ck_assert_uint_eq(backend_request(good, i)->body.hash, pattern_hash(size));
+            }
+        } else {
+            ck_assert_uint_eq(good_answers, 1); /* the other got bad's 502 */
+        }
+        test_daemon_stop(&d);
+        backend_free(bad);
+        backend_free(good);
+    }
+}
+END_TEST
+
+/* An HTTP/2 client's body is buffered the same way. */
+START_TEST(buffered_body_from_an_http2_client)
+{
+    struct backend *b = backend_new("a");
+    backend_start(b);
+    listen_params = " http2";
+    char location[PATH_MAX + 128], file[PATH_MAX];
+    snprintf(location, sizeof(location),
+             "        proxy_request_buffering on;\n        client_body_buffer_size 1k;\n"
+             "        client_body_temp_path %s;",
+             test_daemon_dir());
+    struct test_daemon d;
+    start_proxy(&d, b, "    client_max_body_size 0;", location);
+    snprintf(file, sizeof(file), "%s/upload", test_daemon_dir());
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    const uint64_t size = 200000;
+    for (uint64_t off = 0; off < size; off += PATTERN_SPAN)
+        fwrite(pattern_at(off), 1, size - off < PATTERN_SPAN ? size - off : PATTERN_SPAN, f);
+    fclose(f);
+    char command[PATH_MAX + 256], out[64] = "";
+    snprintf(command, sizeof(command),
+             "curl -s --max-time 20 --http2-prior-knowledge -o /dev/null -w '%%{http_code}' "
+             "--data-binary @%s http://127.0.0.1:%d/up",
+             file, d.port);
+    FILE *p = popen(command, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t len = fread(out, 1, sizeof(out) - 1, p);
+    out[len] = '\0';
+    pclose(p);
+    ck_assert_str_eq(out, "200");
+    ck_assert_uint_eq(backend_request(b, 0)->body.len, size);
+    ck_assert_uint_eq(backend_request(b, 0)->body.hash, pattern_hash(size));
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 /* ================================================================ smuggling */
 
 /* Requests a proxy must refuse, whole and at once, with `status` (or
@@ -3182,6 +3553,17 @@ Suite *test_suite(void)
     tcase_add_test(tc, failed_server_is_skipped_then_comes_back);
     tcase_add_test(tc, post_is_retried_when_the_connect_fails);
     tcase_add_test(tc, locations_share_an_upstream_and_keep_their_timeouts);
+
+    tc = new_case(suite, "buffering", 30);
+    tcase_add_test(tc, buffered_slow_upload_holds_no_backend_connection);
+    tcase_add_test(tc, buffered_chunked_body_goes_with_its_length);
+    tcase_add_test(tc, buffered_body_beyond_the_buffer_goes_to_an_unlinked_file);
+    tcase_add_test(tc, buffered_body_file_goes_when_the_client_does);
+    tcase_add_test(tc, buffered_body_file_goes_when_the_backend_fails);
+    tcase_add_test(tc, buffered_body_without_a_file_gives_500);
+    tcase_add_test(tc, buffered_body_over_client_max_body_size_gives_413);
+    tcase_add_test(tc, buffered_body_is_sent_again_to_the_next_server);
+    tcase_add_test(tc, buffered_body_from_an_http2_client);
 
     tc = new_case(suite, "smuggling", 20);
     tcase_add_loop_test(tc, malformed_request_is_refused_before_the_backend, 0,

@@ -14,6 +14,7 @@
 #include "proto/upstream/upstream.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
@@ -935,6 +937,115 @@ START_TEST(changed_dns_answer_moves_traffic_without_a_reload)
 }
 END_TEST
 
+/* Without valid=, the answers' TTL (1 s here) says when the name is
+ * asked again: a change is followed within seconds, not the 30 s a fixed
+ * default would take. */
+START_TEST(dns_ttl_sets_when_a_name_is_asked_again)
+{
+    struct backend *a = backend_start_on("a", "127.0.0.1", 0);
+    struct backend *b = backend_start_on("b", "127.0.0.3", a->port);
+    struct dns_server *dns = dns_start();
+    dns_answer(dns, "127.0.0.1");
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream),
+             "resolver 127.0.0.1:%d ipv6=off;\nserver app.test:%d resolve max_fails=0;", dns->port,
+             a->port);
+    start_daemon(&d, 1, upstream, "");
+    ck_assert(answered_by(d.port, "a", 3000));
+    dns_answer(dns, "127.0.0.3");
+    ck_assert(answered_by(d.port, "b", 5000));
+    unsigned queries = atomic_load(&dns->queries);
+    test_wait_for(atomic_load(&dns->queries) > queries, 3000, "no query after a 1 s TTL");
+    test_daemon_stop(&d);
+    dns_free(dns);
+    backend_free(a);
+    backend_free(b);
+}
+END_TEST
+
+/* Every address of a name serves, beyond the four it used to be cut to;
+ * max_addresses=N keeps N (and logs what it leaves out). */
+START_TEST(every_address_of_a_name_serves)
+{
+    enum { COUNT = 8 };
+    static const char *const names[COUNT] = {"b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8"};
+    struct backend *bs[COUNT];
+    bs[0] = backend_start_on(names[0], "127.0.0.1", 0);
+    for (int i = 1; i < COUNT; i++) {
+        char ip[32];
+        snprintf(ip, sizeof(ip), "127.0.0.%d", i + 1);
+        bs[i] = backend_start_on(names[i], ip, bs[0]->port);
+    }
+    struct dns_server *dns = dns_start();
+    dns_answer_many(dns, COUNT);
+    unsigned kept = _i == 0 ? COUNT : 3;
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream),
+             "resolver 127.0.0.1:%d valid=10s ipv6=off;\nserver app.test:%d resolve%s;\n"
+             "balance round_robin;",
+             dns->port, bs[0]->port, _i == 0 ? "" : " max_addresses=3");
+    start_daemon(&d, 1, upstream, "");
+    ck_assert(answered_by(d.port, "b1", 3000));
+    for (unsigned i = 0; i < 4 * COUNT; i++)
+        ck_assert_int_eq(test_daemon_http_try_get("127.0.0.1", d.port, "/", NULL, 0), 200);
+    unsigned serving = 0;
+    for (int i = 0; i < COUNT; i++)
+        serving += atomic_load(&bs[i]->requests) > 0;
+    ck_assert_uint_eq(serving, kept);
+    if (_i == 1)
+        ck_assert_int_ge(wait_log(&d, "left out: this name has at most 3 addresses", 100), 0);
+    test_daemon_stop(&d);
+    dns_free(dns);
+    for (int i = 0; i < COUNT; i++)
+        backend_free(bs[i]);
+}
+END_TEST
+
+/* service=http: the name's SRV records (_http._tcp.NAME) give the
+ * servers, with their ports and weights; a record of a worse priority
+ * is a backup, unused while the others serve. */
+START_TEST(srv_records_give_ports_weights_and_backups)
+{
+    struct backend *x = backend_start_on("x", "127.0.0.1", 0);
+    struct backend *y = backend_start_on("y", "127.0.0.1", 0);
+    struct backend *z = backend_start_on("z", "127.0.0.1", 0);
+    struct dns_server *dns = dns_start();
+    dns_answer(dns, "127.0.0.1"); /* every target's A record */
+    dns->srv[0].priority = 10, dns->srv[0].weight = 1, dns->srv[0].port = (uint16_t)x->port;
+    dns->srv[0].target = "x";
+    dns->srv[1].priority = 10, dns->srv[1].weight = 3, dns->srv[1].port = (uint16_t)y->port;
+    dns->srv[1].target = "y";
+    dns->srv[2].priority = 20, dns->srv[2].weight = 1, dns->srv[2].port = (uint16_t)z->port;
+    dns->srv[2].target = "z";
+    atomic_store(&dns->srv_count, 3);
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream),
+             "resolver 127.0.0.1:%d valid=10s ipv6=off;\nserver app.test service=http resolve;\n"
+             "balance round_robin;",
+             dns->port);
+    start_daemon(&d, 1, upstream, "");
+    ck_assert(answered_by(d.port, "y", 3000));
+    ck_assert(answered_by(d.port, "x", 3000));
+    unsigned x0 = atomic_load(&x->requests), y0 = atomic_load(&y->requests);
+    for (int i = 0; i < 40; i++)
+        ck_assert_int_eq(test_daemon_http_try_get("127.0.0.1", d.port, "/", NULL, 0), 200);
+    ck_assert_uint_eq(atomic_load(&x->requests) - x0, 10);
+    ck_assert_uint_eq(atomic_load(&y->requests) - y0, 30);
+    ck_assert_uint_eq(atomic_load(&z->requests), 0);
+    test_daemon_stop(&d);
+    atomic_store(&dns->stop, true);
+    pthread_join(dns->thread, NULL);
+    ck_assert_str_eq(dns->srv_asked, "_http._tcp.app.test");
+    dns_free(dns);
+    backend_free(x);
+    backend_free(y);
+    backend_free(z);
+}
+END_TEST
+
 /* A name with an A and an AAAA record: both addresses serve (nginx
  * resolves both), unless the resolver says ipv6=off. */
 START_TEST(resolve_uses_ipv6_addresses_too)
@@ -1000,6 +1111,211 @@ START_TEST(resolve_server_has_empty_slots_until_an_answer)
 }
 END_TEST
 
+/* SRV answers: each record's priority, weight, port and target, whose
+ * name may point back into the message; a pointer forward (a loop) or a
+ * target that is no host name is a malformed answer. */
+START_TEST(dns_srv_answers_are_parsed)
+{
+    static const uint8_t head[] = {
+        0x12, 0x34, 0x81, 0x80, 0, 1,   0,   2,   0, 0,   0,   0,   5,   '_', 'h', 't', 't', 'p', 4,
+        '_',  't',  'c',  'p',  3, 'a', 'p', 'p', 4, 't', 'e', 's', 't', 0,   0,   33,  0,   1};
+    uint8_t m[200];
+    memcpy(m, head, sizeof(head));
+    size_t pos = sizeof(head);
+    /* "x" + a pointer to "app.test" (offset 23), TTL 60 */
+    static const uint8_t r1[] = {0xc0, 0x0c, 0,  33, 0, 1,    0,    0, 0,   60,   0,
+                                 10,   0,    10, 0,  1, 0x1f, 0x90, 1, 'x', 0xc0, 23};
+    memcpy(m + pos, r1, sizeof(r1));
+    pos += sizeof(r1);
+    static const uint8_t r2[] = {0xc0, 0x0c, 0, 33,   0,    1, 0,   0, 1,   44,  0,   14,  0,
+                                 20,   0,    5, 0x23, 0x82, 1, 'y', 4, 't', 'e', 's', 't', 0};
+    memcpy(m + pos, r2, sizeof(r2));
+    pos += sizeof(r2);
+    struct dns_srv out[2];
+    uint32_t ttl = UINT32_MAX;
+    ck_assert_int_eq(resolve_srv_parse(m, pos, 0x1234, out, 2, &ttl), 2);
+    ck_assert_uint_eq(out[0].priority, 10);
+    ck_assert_uint_eq(out[0].weight, 1);
+    ck_assert_uint_eq(out[0].port, 8080);
+    ck_assert_str_eq(out[0].target, "x.app.test");
+    ck_assert_str_eq(out[1].target, "y.test");
+    ck_assert_uint_eq(out[1].port, 9090);
+    ck_assert_uint_eq(ttl, 60);
+    ck_assert_int_eq(resolve_srv_parse(m, pos, 0x1235, out, 2, &ttl), -EINVAL);
+    /* a pointer to itself */
+    m[sizeof(head) + sizeof(r1) - 1] = (uint8_t)(sizeof(head) + sizeof(r1) - 2);
+    ck_assert_int_eq(resolve_srv_parse(m, pos, 0x1234, out, 2, &ttl), -EINVAL);
+    m[sizeof(head) + sizeof(r1) - 1] = 23;
+    /* a target byte no host name has */
+    m[sizeof(head) + sizeof(r1) + 19] = '/';
+    ck_assert_int_eq(resolve_srv_parse(m, pos, 0x1234, out, 2, &ttl), -EINVAL);
+}
+END_TEST
+
+/* ------------------------------------------------------------ runtime API */
+
+/* A request to the admin listener: its status, and its body into `out`. */
+static int admin_call(const struct test_daemon *d, const char *method, const char *path,
+                      const char *token, const char *body, char *out, size_t size)
+{
+    char address[64], request[1024];
+    snprintf(address, sizeof(address), "127.0.0.2:%d", d->admin_port);
+    int fd = test_connect_address(address);
+    int n = snprintf(request, sizeof(request),
+                     "%s %s HTTP/1.1\r\nHost: a\r\nConnection: close\r\n%s%s%s"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     method, path, token != NULL ? "Authorization: Bearer " : "",
+                     token != NULL ? token : "", token != NULL ? "\r\n" : "",
+                     body != NULL ? strlen(body) : 0, body != NULL ? body : "");
+    test_send_all(fd, request, (size_t)n);
+    char reply[16384];
+    size_t len = 0;
+    for (ssize_t got;
+         len < sizeof(reply) - 1 && (got = recv(fd, reply + len, sizeof(reply) - 1 - len, 0)) > 0;)
+        len += (size_t)got;
+    close(fd);
+    reply[len] = '\0';
+    int status = 0;
+    sscanf(reply, "HTTP/1.1 %d", &status);
+    const char *start = strstr(reply, "\r\n\r\n");
+    snprintf(out, size, "%s", start != NULL ? start + 4 : "");
+    return status;
+}
+
+/* The upstream API: refused without the token; the servers listed; a
+ * server set down, then up with a new weight, in every worker at once,
+ * each change logged; bad requests refused. */
+START_TEST(runtime_api_sets_servers_down_and_weights)
+{
+    struct backend *a = backend_start_on("a", "127.0.0.1", 0);
+    struct backend *b = backend_start_on("b", "127.0.0.1", 0);
+    char token_path[PATH_MAX];
+    test_daemon_file(token_path, sizeof(token_path), "token");
+    FILE *f = fopen(token_path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("secret\n", f);
+    fclose(f);
+    chmod(token_path, 0600);
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    char conf[PATH_MAX + 1024];
+    snprintf(conf, sizeof(conf),
+             "workers 2;\ndrain_timeout 100ms;\n"
+             "admin { listen 127.0.0.2:0; auth_token_file %s; }\n"
+             "upstream app {\n    server 127.0.0.1:%d max_fails=0;\n"
+             "    server 127.0.0.1:%d max_fails=0;\n    balance round_robin;\n}\n"
+             "server {\n    listen 127.0.0.1:0;\n    location / { proxy_pass http://app; }\n}\n",
+             token_path, a->port, b->port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    char out[8192];
+    const char *list = "/api/upstreams/app/servers";
+    ck_assert_int_eq(admin_call(&d, "GET", list, NULL, NULL, out, sizeof(out)), 401);
+    ck_assert_int_eq(admin_call(&d, "GET", list, "wrong", NULL, out, sizeof(out)), 401);
+    ck_assert_int_eq(admin_call(&d, "GET", list, "secret", NULL, out, sizeof(out)), 200);
+    ck_assert_msg(strstr(out, "\"id\":0") != NULL && strstr(out, "\"id\":1") != NULL &&
+                      strstr(out, "\"state\":\"up\"") != NULL && strstr(out, "\"weight\":1"),
+                  "%s", out);
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/0", "secret",
+                                "{\"down\": true}", out, sizeof(out)),
+                     200);
+    ck_assert_msg(strstr(out, "\"down\":true") != NULL && strstr(out, "\"state\":\"down\""), "%s",
+                  out);
+    unsigned before = atomic_load(&a->requests);
+    char body[64];
+    for (int i = 0; i < 20; i++) { /* new connections: both workers */
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+        ck_assert_str_eq(body, "b");
+    }
+    ck_assert_uint_eq(atomic_load(&a->requests), before);
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/0", "secret",
+                                "{\"down\": false, \"weight\": 3}", out, sizeof(out)),
+                     200);
+    ck_assert_msg(strstr(out, "\"weight\":3") != NULL && strstr(out, "\"state\":\"up\""), "%s",
+                  out);
+    before = atomic_load(&a->requests);
+    unsigned b_before = atomic_load(&b->requests);
+    for (int i = 0; i < 40; i++)
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+    unsigned to_a = atomic_load(&a->requests) - before, to_b = atomic_load(&b->requests) - b_before;
+    ck_assert_msg(to_a >= 2 * to_b, "weight 3 to 1: %u to %u", to_a, to_b);
+    ck_assert_int_ge(wait_log(&d, "admin API: upstream \"app\" server 0 (127.0.0.1:", 1000), 0);
+    ck_assert_int_ge(wait_log(&d, "weight 1 -> 3, down -> up", 1000), 0);
+    /* refusals */
+    ck_assert_int_eq(
+        admin_call(&d, "PATCH", "/api/upstreams/app/servers/0", "secret", "{", out, sizeof(out)),
+        400);
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/0", "secret",
+                                "{\"backup\": true}", out, sizeof(out)),
+                     400);
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/0", "secret",
+                                "{\"weight\": 0}", out, sizeof(out)),
+                     400);
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/9", "secret",
+                                "{\"drain\": true}", out, sizeof(out)),
+                     404);
+    ck_assert_int_eq(
+        admin_call(&d, "GET", "/api/upstreams/none/servers", "secret", NULL, out, sizeof(out)),
+        404);
+    ck_assert_int_eq(
+        admin_call(&d, "DELETE", "/api/upstreams/app/servers/0", "secret", NULL, out, sizeof(out)),
+        405);
+    /* drained: no new requests either */
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/1", "secret",
+                                "{\"drain\": true}", out, sizeof(out)),
+                     200);
+    ck_assert_msg(strstr(out, "\"state\":\"draining\"") != NULL, "%s", out);
+    b_before = atomic_load(&b->requests);
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+    ck_assert_uint_eq(atomic_load(&b->requests), b_before);
+    /* a reload that leaves the servers' lines as they were keeps it all */
+    kill(d.pid, SIGHUP);
+    ck_assert_int_ge(wait_log(&d, "generation 1 finished", 3000), 0);
+    ck_assert_int_eq(admin_call(&d, "GET", list, "secret", NULL, out, sizeof(out)), 200);
+    ck_assert_msg(strstr(out, "\"drain\":true") != NULL && strstr(out, "\"weight\":3") != NULL,
+                  "%s", out);
+    b_before = atomic_load(&b->requests);
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
+    ck_assert_uint_eq(atomic_load(&b->requests), b_before);
+    /* one that changes server 1's line gives it the config's state again */
+    snprintf(conf, sizeof(conf),
+             "workers 2;\ndrain_timeout 100ms;\n"
+             "admin { listen 127.0.0.2:0; auth_token_file %s; }\n"
+             "upstream app {\n    server 127.0.0.1:%d max_fails=0;\n"
+             "    server 127.0.0.1:%d max_fails=0 weight=2;\n    balance round_robin;\n}\n"
+             "server {\n    listen 127.0.0.1:0;\n    location / { proxy_pass http://app; }\n}\n",
+             token_path, a->port, b->port);
+    test_daemon_write_config(&d, conf);
+    kill(d.pid, SIGHUP);
+    ck_assert_int_ge(wait_log(&d, "generation 2 finished", 3000), 0);
+    ck_assert_int_eq(
+        admin_call(&d, "GET", "/api/upstreams/app/servers/1", "secret", NULL, out, sizeof(out)),
+        200);
+    ck_assert_msg(strstr(out, "\"drain\":false") != NULL && strstr(out, "\"weight\":2") != NULL,
+                  "%s", out);
+    test_daemon_stop(&d);
+
+    /* an admin listener that authenticates nobody: refused */
+    test_daemon_init(&d, "corral");
+    snprintf(conf, sizeof(conf),
+             "workers 1;\ndrain_timeout 100ms;\nadmin { listen 127.0.0.2:0; }\n"
+             "upstream app {\n    server 127.0.0.1:%d;\n}\n"
+             "server {\n    listen 127.0.0.1:0;\n    location / { proxy_pass http://app; }\n}\n",
+             a->port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    ck_assert_int_eq(admin_call(&d, "GET", list, NULL, NULL, out, sizeof(out)), 403);
+    ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/0", NULL,
+                                "{\"down\": true}", out, sizeof(out)),
+                     403);
+    test_daemon_stop(&d);
+    backend_free(a);
+    backend_free(b);
+}
+END_TEST
+
 START_TEST(dns_answers_are_parsed)
 {
     uint8_t q[300];
@@ -1013,8 +1329,9 @@ START_TEST(dns_answers_are_parsed)
     m[7] = 3;
     size_t pos = (size_t)len;
     static const uint8_t cname[] = {0xc0, 0x0c, 0, 5, 0, 1, 0, 0, 0, 1, 0, 2, 0xc0, 0x0c};
-    static const uint8_t a1[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 10, 0, 0, 1};
-    static const uint8_t a2[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 10, 0, 0, 2};
+    /* TTLs 300 and 60: the answer's is the least */
+    static const uint8_t a1[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 10, 0, 0, 1};
+    static const uint8_t a2[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 2};
     memcpy(m + pos, cname, sizeof(cname));
     pos += sizeof(cname);
     memcpy(m + pos, a1, sizeof(a1));
@@ -1027,20 +1344,33 @@ START_TEST(dns_answers_are_parsed)
     pos += sizeof(aaaa);
     m[7] = 4;
     struct dns_addr out[4];
-    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4), 2);
+    uint32_t ttl = UINT32_MAX;
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4, &ttl), 2);
     ck_assert_int_eq(out[1].family, AF_INET);
     ck_assert_mem_eq(out[1].bytes, "\x0a\x00\x00\x02", 4);
+    ck_assert_uint_eq(ttl, 60);
     /* The records of the type asked, only. */
-    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_AAAA, out, 4), 1);
+    ttl = UINT32_MAX;
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_AAAA, out, 4, &ttl), 1);
     ck_assert_int_eq(out[0].family, AF_INET6);
     ck_assert_mem_eq(out[0].bytes, aaaa + 12, 16);
-    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1235, DNS_TYPE_A, out, 4), -EINVAL);
-    ck_assert_int_eq(resolve_answer_parse(m, pos - 1, 0x1234, DNS_TYPE_A, out, 4), -EINVAL);
-    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 1), 1);
+    ck_assert_uint_eq(ttl, 1);
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1235, DNS_TYPE_A, out, 4, &ttl), -EINVAL);
+    ck_assert_int_eq(resolve_answer_parse(m, pos - 1, 0x1234, DNS_TYPE_A, out, 4, &ttl), -EINVAL);
+    /* more records than room: all counted, the room filled */
+    memset(out, 0, sizeof(out));
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 1, &ttl), 2);
+    ck_assert_mem_eq(out[0].bytes, "\x0a\x00\x00\x01", 4);
+    ck_assert_int_eq(out[1].family, 0);
+    /* a TTL with its top bit set is 0 (RFC 2181 8) */
+    m[pos - 16 - 28 + 6] = 0x80;
+    ttl = UINT32_MAX;
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4, &ttl), 2);
+    ck_assert_uint_eq(ttl, 0);
     m[3] = 0x83; /* NXDOMAIN */
-    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4), 0);
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_A, out, 4, &ttl), 0);
     m[3] = 0x82; /* SERVFAIL */
-    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_AAAA, out, 4), -EAGAIN);
+    ck_assert_int_eq(resolve_answer_parse(m, pos, 0x1234, DNS_TYPE_AAAA, out, 4, &ttl), -EAGAIN);
     ck_assert_int_eq(resolve_query_build("a..b", 1, DNS_TYPE_A, q, sizeof(q)), -EINVAL);
     ck_assert_int_eq(resolve_query_build("app.test", 1, DNS_TYPE_A, q, 20), -EINVAL);
     len = resolve_query_build("app.test", 7, DNS_TYPE_AAAA, q, sizeof(q));
@@ -1077,6 +1407,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, slow_start_ramps_the_weight);
     tcase_add_test(tc, health_match_defaults_and_lists);
     tcase_add_test(tc, dns_answers_are_parsed);
+    tcase_add_test(tc, dns_srv_answers_are_parsed);
     tcase_add_test(tc, resolve_server_has_empty_slots_until_an_answer);
 
     tc = new_case(suite, "daemon", 30, true);
@@ -1085,6 +1416,10 @@ Suite *test_suite(void)
     tcase_add_test(tc, backup_gets_requests_only_when_the_primaries_are_down);
     tcase_add_test(tc, max_conns_holds_across_two_workers);
     tcase_add_test(tc, changed_dns_answer_moves_traffic_without_a_reload);
+    tcase_add_test(tc, dns_ttl_sets_when_a_name_is_asked_again);
+    tcase_add_test(tc, runtime_api_sets_servers_down_and_weights);
+    tcase_add_test(tc, srv_records_give_ports_weights_and_backups);
+    tcase_add_loop_test(tc, every_address_of_a_name_serves, 0, 2);
     tcase_add_loop_test(tc, resolve_uses_ipv6_addresses_too, 0, 2);
     tcase_add_test(tc, server_up_metric_follows_the_health_checks);
     tcase_add_test(tc, server_up_metric_follows_passive_failures);

@@ -52,6 +52,7 @@ class Backend:
         self.sent = {}  # path -> body bytes sent
         self.trailers = {}  # path -> the request trailers received
         self.resets = {}  # path -> the RST_STREAM error code received
+        self.uploaded = {}  # path -> request body bytes received
         self.socks = []
         self.stop = False
         self.listener = socket.socket()
@@ -146,7 +147,7 @@ class Backend:
                                 stalled.add(ev.stream_id)
                             paths[ev.stream_id] = path
                             delay = 0.02 if self.mode == "max1" else 0
-                            if "/trailers" in path and not ev.stream_ended:
+                            if ("/trailers" in path or "/whole" in path) and not ev.stream_ended:
                                 waiting[ev.stream_id] = key
                                 continue
                             pending.append((time.monotonic() + delay, ev.stream_id, path, key))
@@ -155,6 +156,9 @@ class Backend:
                                 # are left for corral to send elsewhere.
                                 goaway_sent = ev.stream_id
                         elif isinstance(ev, h2.events.DataReceived):
+                            with self.lock:
+                                at = paths.get(ev.stream_id)
+                                self.uploaded[at] = self.uploaded.get(at, 0) + len(ev.data)
                             if ev.stream_id in stalled:
                                 with self.lock:
                                     self.sent["upload"] = self.sent.get("upload", 0) + len(ev.data)
@@ -180,7 +184,10 @@ class Backend:
                         self.processed[key] = self.processed.get(key, 0) + 1
                         self.responded += 1
                     try:
-                        if path == "/normal/bighead":
+                        if self.mode == "bad502":
+                            conn.send_headers(sid, [(":status", "502"), ("content-length", "0")],
+                                              end_stream=True)
+                        elif path == "/normal/bighead":
                             conn.send_headers(sid, [(":status", "200"), ("x-big", "b" * 20000)],
                                               end_stream=True)
                         elif path == "/normal/bigtrailer":
@@ -553,6 +560,30 @@ def case_hostile_heads(port, b):
     check(ok == 5, "after them: %d of 5" % ok)
 
 
+def case_buffered_body_goes_again(port, good, bad, datafile):
+    """proxy_request_buffering: a POST whose 300 KB body is read whole
+    goes to the next server after the first one's 502, body and all (it
+    could not go again streaming: its body is beyond what a stream keeps
+    for a replay)."""
+    size = os.path.getsize(datafile)
+    ok, ok2xx, bad5xx, out = h2load(port, "/buffered/whole", 4, 1, 1, data=datafile)
+    check(ok == 4 and ok2xx == 4, "4 buffered uploads: %d ok, %d 2xx, %d 5xx" % (ok, ok2xx, bad5xx))
+    with bad.lock:
+        asked_bad = bad.received
+    check(asked_bad >= 1, "the failing server was never asked")
+    with good.lock:
+        got = good.uploaded.get("/buffered/whole", 0)
+    check(got == 4 * size, "the next server got %d body bytes of %d" % (got, 4 * size))
+    # grpc_pass: its own switch buffers; proxy_request_buffering leaves it streaming
+    ok, ok2xx, bad5xx, out = h2load(port, "/gbuffered/whole", 4, 1, 1, data=datafile)
+    check(ok2xx == 4, "grpc_request_buffering: %d of 4 uploads got 2xx" % ok2xx)
+    with good.lock:
+        got = good.uploaded.get("/gbuffered/whole", 0)
+    check(got == 4 * size, "grpc_pass: the next server got %d body bytes of %d" % (got, 4 * size))
+    ok, ok2xx, bad5xx, out = h2load(port, "/gstreamed/whole", 4, 1, 1, data=datafile)
+    check(bad5xx > 0, "grpc_pass streams with proxy_request_buffering on: %d 5xx" % bad5xx)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--daemon", required=True)
@@ -563,9 +594,15 @@ def main():
     datafile = os.path.join(d, "body")
     with open(datafile, "wb") as f:
         f.write(b"p" * 1000)
+    bigfile = os.path.join(d, "bigbody")
+    with open(bigfile, "wb") as f:
+        f.write(b"q" * 300000)
+    bufdir = os.path.join(d, "bodies")
+    os.mkdir(bufdir)
     modes = ["normal", "goaway", "max1", "refuse", "die", "stall"]
     backends = {m: Backend(m) for m in modes}
     checked = Backend("normal")  # its own: the probes are not counted with the cases' requests
+    good, bad = Backend("normal"), Backend("bad502")  # for buffered bodies, their own
     port = free_port()
     locations = "".join(
         "    location /%s/ { proxy_pass http://127.0.0.1:%d; proxy_http_version 2; }\n" % (m, b.port)
@@ -578,12 +615,24 @@ def main():
 workers 2;
 error_log {d}/error.log;
 log_format up '$request_uri $status $upstream_status $upstream_connect_time $upstream_header_time';
+upstream buffered {{
+    server 127.0.0.1:{bad.port} max_fails=0;
+    server 127.0.0.1:{good.port};
+}}
 upstream checked {{
     server 127.0.0.1:{checked.port};
     health_check type=http2 uri=/health503 interval=100ms fall=1;
 }}
 server {{
     location /checked/ {{ proxy_pass http://checked; proxy_http_version 2; }}
+    location /buffered/ {{ proxy_pass http://buffered; proxy_http_version 2;
+        proxy_request_buffering on; client_body_buffer_size 1k; client_body_temp_path {bufdir};
+        proxy_next_upstream error http_502 non_idempotent; }}
+    location /gbuffered/ {{ grpc_pass grpc://buffered; grpc_request_buffering on;
+        client_body_buffer_size 1k; client_body_temp_path {bufdir};
+        grpc_next_upstream error http_502 non_idempotent; }}
+    location /gstreamed/ {{ grpc_pass grpc://buffered; proxy_request_buffering on;
+        grpc_next_upstream error http_502 non_idempotent; }}
     listen 127.0.0.1:{port} http2;
     location /normal/logged {{ proxy_pass http://127.0.0.1:{backends["normal"].port}; proxy_http_version 2;
         access_log {d}/access.log up; }}
@@ -603,6 +652,7 @@ server {{
         ("http2-health-check", lambda: case_http2_health_check(port, backends["normal"], d)),
         ("trailers-both-ways", lambda: case_trailers_both_ways(port, backends["normal"])),
         ("client-stops-reading-one-stream", lambda: case_client_stops_reading(port, backends["normal"])),
+        ("buffered-body-goes-again", lambda: case_buffered_body_goes_again(port, good, bad, bigfile)),
     ]
     failed = 0
     try:
@@ -626,7 +676,7 @@ server {{
     if rc != 0 or "ERROR: AddressSanitizer" in out or "runtime error" in out or "LeakSanitizer" in out or "ThreadSanitizer" in out:
         failed += 1
         print("FAIL daemon exit %s:\n%s" % (rc, out[-4000:]))
-    for b in list(backends.values()) + [checked]:
+    for b in list(backends.values()) + [checked, good, bad]:
         b.close()
     if failed == 0:
         subprocess.run(["rm", "-rf", d])
