@@ -262,7 +262,7 @@ static bool is_bound_udp(int fd)
 {
     int type, protocol;
     socklen_t len = sizeof(type);
-    struct sockaddr_storage addr;
+    struct sockaddr_storage addr = {0}; /* getsockname() may fill less */
     socklen_t addrlen = sizeof(addr);
     if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == -1 || type != SOCK_DGRAM)
         return false;

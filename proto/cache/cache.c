@@ -365,10 +365,13 @@ static bool serve_hit(struct router_walk *w, struct cache_zone *zone,
                 range = ranges[0];
                 range_count = 1;
                 status = 206;
-                extra_len += snprintf(
-                    extra + extra_len, sizeof(extra) - (size_t)extra_len,
-                    "Content-Range: bytes %llu-%llu/%llu\r\n", (unsigned long long)range.first,
-                    (unsigned long long)range.last, (unsigned long long)m->body_len);
+                /* At most 27 + 85 bytes with the Age line: never cut. */
+                int n = snprintf(extra + extra_len, sizeof(extra) - (size_t)extra_len,
+                                 "Content-Range: bytes %llu-%llu/%llu\r\n",
+                                 (unsigned long long)range.first, (unsigned long long)range.last,
+                                 (unsigned long long)m->body_len);
+                assert(n > 0 && (size_t)n < sizeof(extra) - (size_t)extra_len);
+                extra_len += n;
             }
             break;
         case STATIC_RANGE_UNSATISFIABLE:
@@ -466,6 +469,7 @@ static void running_end(void *arg)
     struct background *head = arg;
     while (head->next != head) {
         struct background *b = head->next;
+        assert(b->prev == head);
         b->prev->next = b->next;
         b->next->prev = b->prev;
         subrequest_free(b->sr);

@@ -58,24 +58,29 @@ struct stream_udp_worker {
     char buffer[DATAGRAM_MAX]; /* a server's datagram, on its way to the client */
 };
 
-static uint32_t address_hash(const struct sockaddr_storage *addr)
+static uint32_t fnv1a(uint32_t h, const void *data, size_t len)
 {
-    /* FNV-1a over the address and port: the table is the worker's own,
-     * and a client picks only its own address, so no keyed hash is
-     * needed against collisions aimed at one bucket beyond its own. */
-    const unsigned char *p;
-    size_t len;
-    if (addr->ss_family == AF_INET6) {
-        p = (const unsigned char *)&((const struct sockaddr_in6 *)addr)->sin6_port;
-        len = sizeof(in_port_t) + sizeof(uint32_t) + sizeof(struct in6_addr);
-    } else {
-        p = (const unsigned char *)&((const struct sockaddr_in *)addr)->sin_port;
-        len = sizeof(in_port_t) + sizeof(struct in_addr);
-    }
-    uint32_t h = 2166136261u;
+    const unsigned char *p = data;
     for (size_t i = 0; i < len; i++)
         h = (h ^ p[i]) * 16777619u;
     return h;
+}
+
+/* FNV-1a over the address and port (what same_address() compares): the
+ * table is the worker's own, and a client picks only its own address, so
+ * no keyed hash is needed against collisions aimed at one bucket beyond
+ * its own. */
+static uint32_t address_hash(const struct sockaddr_storage *addr)
+{
+    uint32_t h = 2166136261u;
+    if (addr->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)addr;
+        h = fnv1a(h, &a->sin6_port, sizeof(a->sin6_port));
+        return fnv1a(h, &a->sin6_addr, sizeof(a->sin6_addr));
+    }
+    const struct sockaddr_in *a = (const struct sockaddr_in *)addr;
+    h = fnv1a(h, &a->sin_port, sizeof(a->sin_port));
+    return fnv1a(h, &a->sin_addr, sizeof(a->sin_addr));
 }
 
 static bool same_address(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
@@ -163,6 +168,7 @@ static void session_end(struct udp_session *s, unsigned status)
     if (w->site->log != NULL)
         session_log(s, status);
     session_unlist(s);
+    assert((s->prev == NULL) == (w->all == s)); /* the list's head has no prev */
     if (s->prev != NULL)
         s->prev->next = s->next;
     else
@@ -419,8 +425,11 @@ static void udp_on_stop(corral_udp_socket *sock)
     struct stream_udp_worker *w = site->udp_workers[index];
     if (w == NULL)
         return;
-    while (w->all != NULL)
-        session_end(w->all, answered(w->all) ? 200 : 502);
+    while (w->all != NULL) {
+        struct udp_session *first = w->all;
+        assert(first->w == w);
+        session_end(first, answered(first) ? 200 : 502);
+    }
     free(w);
     site->udp_workers[index] = NULL;
 }

@@ -6,6 +6,7 @@
  */
 #include "proto/tls/tls_internal.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <openssl/err.h>
@@ -52,26 +53,31 @@ bool tls_sni_certs_template(const char *path)
  * it holds another variable or does not fit. */
 static bool expand(const char *template, const char *name, char *out, size_t size)
 {
-    size_t len = 0, name_len = strlen(name);
+    assert(size > 0);
+    size_t name_len = strlen(name);
+    char *w = out;
+    size_t left = size - 1; /* before the NUL */
     for (const char *p = template; *p != '\0';) {
         const char *var = *p == '$' ? variable_at(p) : NULL;
         if (*p == '$' && var == NULL)
             return false;
         const char *piece = var != NULL ? name : p;
         size_t n = var != NULL ? name_len : 1;
-        if (len + n >= size)
+        if (n > left)
             return false;
-        memcpy(out + len, piece, n);
-        len += n;
+        memcpy(w, piece, n);
+        w += n;
+        left -= n;
         p += var != NULL ? strlen(var) : 1;
     }
-    out[len] = '\0';
+    *w = '\0';
     return true;
 }
 
 int tls_sni_certs_new(const char *certificate, const char *key, struct tls_sni_certs **out,
                       char *why, size_t why_len)
 {
+    assert(certificate != NULL && key != NULL);
     char probe[4096];
     const char *bad = !expand(certificate, "x", probe, sizeof(probe)) ? certificate
                       : !expand(key, "x", probe, sizeof(probe))       ? key
