@@ -697,7 +697,7 @@ static void pump(corral_timer *timer, void *arg)
     (void)arg;
     if (!cl.failed)
         client_write();
-    while (to_server.count > 0) {
+    while (to_server.count > 0 && ep != NULL) { /* NULL: a case freed it */
         struct datagram *d = &to_server.items[to_server.head];
         to_server.head = (to_server.head + 1) % QUEUE_CAP;
         to_server.count--;
