@@ -2,8 +2,9 @@
  * test_http3_daemon.c: HTTP/3 through build/corral: a `listen ... quic`
  * answered by Debian's gtlsclient (ngtcp2's GnuTLS client) over real UDP:
  * a `return`, a 1 MB response proxied from an HTTP/1.1 backend (each byte
- * checked), the access log's HTTP/3.0, Alt-Svc on the server's TLS
- * listen (or a location's own), a reload that keeps the UDP port, http3 off, and what -t refuses.
+ * checked, also with 5% loss each way), a POST body through the proxy, the access log's HTTP/3.0,
+ * Alt-Svc on the server's TLS listen (or a location's own), a reload that keeps the UDP port, http3
+ * off, and what -t refuses.
  */
 #include "../daemon.h"
 #include "../helpers.h"
@@ -34,7 +35,36 @@ struct backend {
     pthread_t thread;
 };
 
-/* Answers each connection's request with BIG_LEN bytes of pattern(). */
+/* POST /count: reads the body its Content-Length announces (`req`, `have`
+ * bytes, holds the head and what came with it), each byte checked against
+ * pattern(), and answers "len=N" (N: the bytes read, 0 if one differed). */
+static void count_body(int fd, const char *req, size_t have)
+{
+    const char *cl = strcasestr(req, "\r\ncontent-length:");
+    const char *end = strstr(req, "\r\n\r\n");
+    size_t want = cl != NULL ? strtoul(cl + 17, NULL, 10) : 0, got = 0;
+    bool same = cl != NULL && end != NULL;
+    uint8_t buf[16384];
+    size_t inbuf = end != NULL ? have - (size_t)(end + 4 - req) : 0;
+    for (size_t i = 0; i < inbuf && got < want; i++, got++)
+        same &= (uint8_t)end[4 + i] == pattern(got);
+    while (got < want) {
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        if (n <= 0)
+            break;
+        for (ssize_t i = 0; i < n; i++, got++)
+            same &= buf[i] == pattern(got);
+    }
+    char answer[256], text[64];
+    int len = snprintf(text, sizeof(text), "len=%zu", same ? got : 0);
+    int n =
+        snprintf(answer, sizeof(answer),
+                 "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len, text);
+    (void)!send(fd, answer, (size_t)n, MSG_NOSIGNAL);
+}
+
+/* Answers each connection's request with BIG_LEN bytes of pattern(), or
+ * POST /count with what count_body() found. */
 static void *backend_run(void *arg)
 {
     struct backend *b = arg;
@@ -57,6 +87,11 @@ static void *backend_run(void *arg)
                 break;
         }
         char head[256];
+        if (have > 12 && strncmp(req, "POST /count ", 12) == 0) {
+            count_body(fd, req, have);
+            close(fd);
+            continue;
+        }
         int n =
             snprintf(head, sizeof(head),
                      "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", BIG_LEN);
@@ -127,18 +162,24 @@ static void make_certificate(void)
     ck_assert_msg(test_run(cmd, out, sizeof(out)) == 0, "openssl: %s", out);
 }
 
-/* gtlsclient GET of `path` from 127.0.0.1:port, saved in DIR/dl/: returns
- * its exit status (0: every stream completed). */
-static int h3_get(int port, const char *path)
+/* gtlsclient's request for `path` to 127.0.0.1:port, with `extra`
+ * arguments, its answer saved in DIR/dl/: returns its exit status (0: every
+ * stream completed). */
+static int h3_request(int port, const char *path, const char *extra)
 {
     char cmd[PATH_MAX + 256], out[4096], dl[PATH_MAX];
     test_daemon_file(dl, sizeof(dl), "dl");
     mkdir(dl, 0700);
     snprintf(cmd, sizeof(cmd),
              "timeout 30 gtlsclient -q --exit-on-all-streams-close --timeout=10s --download %s "
-             "127.0.0.1 %d https://localhost%s >/dev/null 2>&1",
-             dl, port, path);
+             "%s 127.0.0.1 %d https://localhost%s >/dev/null 2>&1",
+             dl, extra, port, path);
     return test_run(cmd, out, sizeof(out));
+}
+
+static int h3_get(int port, const char *path)
+{
+    return h3_request(port, path, "");
 }
 
 /* What h3_get() saved for `name`; free it. */
@@ -202,10 +243,11 @@ static void write_config(struct test_daemon *d, int quic_port, int backend_port,
              "  tls_certificate_key %s/key.pem;\n"
              "  location / { return 200 \"hello h3\\n\"; }\n"
              "  location /big { proxy_pass http://127.0.0.1:%d; }\n"
+             "  location /count { proxy_pass http://127.0.0.1:%d; }\n"
              "  location /noalt { add_header Alt-Svc \"\"; return 204; }\n"
              "  location /own { add_header alt-svc 'h3=\":1\"'; return 204; }\n"
              "}\n",
-             dir, extra, quic_port, dir, dir, backend_port);
+             dir, extra, quic_port, dir, dir, backend_port, backend_port);
     test_daemon_write_config(d, text);
 }
 
@@ -240,6 +282,34 @@ START_TEST(serves_http3)
     for (size_t i = 0; i < len; i++)
         if ((uint8_t)body[i] != pattern(i))
             ck_abort_msg("byte %zu differs", i);
+    free(body);
+
+    /* The same with 5% of the datagrams lost each way, then a 300 KB POST
+     * through the proxy with the same losses. */
+    char dl[PATH_MAX + 32];
+    test_daemon_file(dl, sizeof(dl), "dl/big");
+    unlink(dl);
+    ck_assert_int_eq(h3_request(quic, "/big", "-t 0.05 -r 0.05"), 0);
+    body = downloaded("big", &len);
+    ck_assert_uint_eq(len, BIG_LEN);
+    for (size_t i = 0; i < len; i++)
+        if ((uint8_t)body[i] != pattern(i))
+            ck_abort_msg("byte %zu differs after loss", i);
+    free(body);
+    char data[PATH_MAX + 32], args[PATH_MAX + 64];
+    test_daemon_file(data, sizeof(data), "post");
+    FILE *f = fopen(data, "wb");
+    ck_assert_ptr_nonnull(f);
+    for (size_t i = 0; i < 300 * 1024; i++)
+        fputc(pattern(i), f);
+    fclose(f);
+    snprintf(args, sizeof(args), "-m POST -t 0.05 -r 0.05 -d %s", data);
+    ck_assert_int_eq(h3_request(quic, "/count", args), 0);
+    body = downloaded("count", &len);
+    char logpath[PATH_MAX + 32];
+    snprintf(logpath, sizeof(logpath), "%s/access.log", test_daemon_dir());
+    ck_assert_msg(strcmp(body, "len=307200") == 0, "got \"%s\"; access log:\n%s", body,
+                  test_read_file(logpath));
     free(body);
 
     char path[PATH_MAX + 32];
