@@ -185,7 +185,8 @@ static int udp_sites_listen(struct generation *gen, struct generation *previous)
                                            &site->udp);
         }
         if (err != 0) {
-            log_error("listen %s udp: %s", site->address, strerror(-err));
+            log_error("listen %s %s: %s", site->address, site->quic != NULL ? "quic" : "udp",
+                      strerror(-err));
             return err;
         }
     }

@@ -464,6 +464,29 @@ START_TEST(check_refuses)
 }
 END_TEST
 
+/* A UDP port another socket holds: the daemon does not start, and says
+ * which listen failed. */
+START_TEST(port_in_use_refuses_start)
+{
+    make_certificate();
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    int quic = ntohs(addr.sin_port);
+    struct test_daemon d;
+    test_daemon_init(&d, "h3");
+    write_config(&d, quic, 9, "");
+    char args[PATH_MAX + 16], out[8192], want[64];
+    snprintf(args, sizeof(args), "-c %s", d.conf);
+    ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
+    snprintf(want, sizeof(want), "listen 127.0.0.1:%d quic: ", quic);
+    ck_assert_msg(strstr(out, want) != NULL, "no \"%s\" in:\n%s", want, out);
+    close(fd);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("proto/http3_daemon");
@@ -474,6 +497,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, reload_keeps_port);
     tcase_add_test(tc, http3_off);
     tcase_add_test(tc, check_refuses);
+    tcase_add_test(tc, port_in_use_refuses_start);
     suite_add_tcase(s, tc);
     return s;
 }
