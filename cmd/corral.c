@@ -512,7 +512,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < gen->udp_site_count; i++) {
         char bound[128];
         corral_udp_address(gen->udp_sites[i].udp, bound, sizeof(bound));
-        log_info("listening on %s udp", bound);
+        log_info("listening on %s %s", bound, gen->udp_sites[i].quic != NULL ? "quic" : "udp");
     }
     generations_release_passed();
     bool started =

@@ -37,7 +37,10 @@ struct site {
      * to stream_handler with this; NULL: HTTP, to serve_handler. */
     struct stream_site *stream;
     const struct conf_stream_server *stream_server; /* its server block */
-    corral_udp *udp; /* a stream udp listen's sockets (generation.udp_sites) */
+    corral_udp *udp; /* a udp listen's sockets (generation.udp_sites) */
+    /* A quic listen (listen ... quic): HTTP/3 on `udp`, with `http` as its
+     * site; NULL for the others. */
+    struct h3_udp_site *quic;
 };
 
 /* The handler of `site`'s listener, and its data. */
@@ -70,7 +73,7 @@ struct generation {
     corral_server *server;
     struct site *sites;
     size_t site_count;
-    /* The stream udp listens: apart, as nothing of the TCP listeners'
+    /* The udp listens, stream and quic: apart, as nothing of the TCP listeners'
      * handling (accepting, handing connections over, upgrades) is theirs. */
     struct site *udp_sites;
     size_t udp_site_count;

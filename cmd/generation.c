@@ -12,6 +12,7 @@
 #include "proto/upstream/health.h"
 #include "proto/upstream/resolve.h"
 #include "proto/http1/http1.h" /* the handover of idle HTTP/1.1 connections */
+#include "proto/http3/http3.h" /* a quic listen's handler */
 
 #include <assert.h>
 #include <errno.h>
@@ -149,8 +150,9 @@ static int site_listen(struct generation *gen, struct site *site, struct generat
                                 site_handler(site), site_handler_data(site), &site->listener);
 }
 
-/* Listens for the stream udp sites of `gen`: on the previous generation's
- * sockets for the same address (so a reload neither closes the port nor
+/* Listens for the udp sites of `gen` (stream udp and quic listens): on the
+ * previous generation's sockets for the same address (so a reload neither
+ * closes the port nor
  * loses what its sockets queued), or on those a binary upgrade or systemd
  * passed, else on new ones.  A udp listen is one
  * socket per worker whatever the wakeup mode, so a change of mode or
@@ -172,15 +174,19 @@ static int udp_sites_listen(struct generation *gen, struct generation *previous)
             count = corral_udp_fds(old->udp, &fds);
         else /* passed by the process this one upgrades, or by systemd */
             count = activated_udp_sockets_find(site->address, &fds);
+        const struct corral_udp_handler *handler =
+            site->quic != NULL ? &h3_udp_handler : &stream_udp_handler;
+        void *data = site->quic != NULL ? (void *)site->quic : (void *)site->stream;
         if (count > 0) {
-            err = corral_server_udp_fds(gen->server, fds, count, &options, &stream_udp_handler,
-                                        site->stream, &site->udp);
+            err =
+                corral_server_udp_fds(gen->server, fds, count, &options, handler, data, &site->udp);
         } else {
-            err = corral_server_listen_udp(gen->server, site->address, &options,
-                                           &stream_udp_handler, site->stream, &site->udp);
+            err = corral_server_listen_udp(gen->server, site->address, &options, handler, data,
+                                           &site->udp);
         }
         if (err != 0) {
-            log_error("listen %s udp: %s", site->address, strerror(-err));
+            log_error("listen %s %s: %s", site->address, site->quic != NULL ? "quic" : "udp",
+                      strerror(-err));
             return err;
         }
     }
@@ -510,8 +516,10 @@ static int logs_attach(struct generation *gen, unsigned workers)
         for (size_t i = 0; i < server->location_count && err == 0; i++)
             err = level_log(gen, &server->locations[i].access_logs, workers, &locations[l++]);
     }
-    for (size_t i = 0; i < gen->site_count && err == 0; i++) {
-        struct site *site = &gen->sites[i];
+    /* The HTTP sites, then the quic ones among the udp listens. */
+    for (size_t i = 0; i < gen->site_count + gen->udp_site_count && err == 0; i++) {
+        struct site *site =
+            i < gen->site_count ? &gen->sites[i] : &gen->udp_sites[i - gen->site_count];
         if (site->admin || site->stream != NULL)
             continue;
         site->http.access_log = top;
@@ -651,6 +659,8 @@ int generation_start(struct conf_config *config, struct generation *previous,
             }
         }
     }
+    for (size_t i = 0; i < gen->udp_site_count; i++)
+        gen->udp_sites[i].http.stats = gen->stats; /* a quic site's */
     err = udp_sites_listen(gen, previous);
     if (err != 0)
         goto fail;
@@ -889,7 +899,7 @@ static void reload_generation(void)
         char bound[128];
         if (find_udp_site(previous, gen->udp_sites[i].address) == NULL &&
             corral_udp_address(gen->udp_sites[i].udp, bound, sizeof(bound)) == 0)
-            log_info("listening on %s udp", bound);
+            log_info("listening on %s %s", bound, gen->udp_sites[i].quic != NULL ? "quic" : "udp");
     }
     corral_set_log_level(config->log_level);
     /* The old generation stops accepting (its sockets live on in the new

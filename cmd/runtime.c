@@ -14,6 +14,7 @@
 #include "cmd/runtime_vars.h"
 #include "proto/http/module.h"
 #include "proto/modules.h"
+#include "proto/http3/http3.h"
 #include "proto/policy/access.h"
 #include "proto/policy/add_header.h"
 #include "proto/upstream/proxy_module.h"
@@ -82,6 +83,10 @@ struct build_arena {
     unsigned workers;
     const struct named_locations *named;
     const struct http_mime_type *mime_types; /* the config's types { }, sorted */
+    /* Alt-Svc for every response of the level being built, after its
+     * add_header lines (a TLS listen of a server with a quic one); NULL:
+     * none. */
+    const struct http_add_header *alt_svc;
 };
 
 static int arena_upstream(void *arena, const char *target, const struct tls_client_conf *tls,
@@ -169,6 +174,30 @@ static int name_regexes_build(struct runtime_vars *vars, const struct conf_serve
     return 0;
 }
 
+/* The level's add_header rules (`*rules`, NULL: none) with the arena's
+ * Alt-Svc line after them, unless they have an Alt-Svc line of their own
+ * (an empty one is how a level turns it off). */
+static int alt_svc_add(const struct build_arena *arena, const struct http_add_headers **rules)
+{
+    const struct http_add_headers *own = *rules;
+    size_t count = own != NULL ? own->count : 0;
+    for (size_t i = 0; i < count; i++)
+        if (own->items[i].name.len == arena->alt_svc->name.len &&
+            strncasecmp(own->items[i].name.data, arena->alt_svc->name.data,
+                        arena->alt_svc->name.len) == 0)
+            return 0;
+    struct http_add_headers *with = runtime_vars_calloc(arena->vars, 1, sizeof(*with));
+    struct http_add_header *items = runtime_vars_calloc(arena->vars, count + 1, sizeof(*items));
+    if (with == NULL || items == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < count; i++)
+        items[i] = own->items[i];
+    items[count] = *arena->alt_svc;
+    *with = (struct http_add_headers){items, count + 1, own != NULL && own->early};
+    *rules = with;
+    return 0;
+}
+
 /* What each module builds for one level, a location (`loc`) or a
  * server's own answers (`loc` NULL), from its merged struct in `block`
  * (conf_module_conf()): by the module's build step, else the struct
@@ -203,10 +232,10 @@ static int modules_build(const struct build_arena *site, const void *block,
     for (size_t m = 0; m < modules_count; m++) {
         const struct http_module *mod = modules_list[m];
         const void *conf = conf_module_conf(block, &mod->conf);
-        if (conf == NULL)
-            continue;
         const void *built = conf;
-        int err = mod->build != NULL ? mod->build(conf, &b, &built) : 0;
+        int err = conf != NULL && mod->build != NULL ? mod->build(conf, &b, &built) : 0;
+        if (err == 0 && mod == &add_header_module && site->alt_svc != NULL)
+            err = alt_svc_add(site, (const struct http_add_headers **)&built);
         if (err != 0)
             return err;
         if (built == NULL)
@@ -255,6 +284,7 @@ static const struct {
 static void site_free(struct site *site)
 {
     stream_site_free(site);
+    h3_udp_site_free(site->quic);
     tls_server_free(site->http.tls);
     free(site->address);
     free(site->vhosts);
@@ -604,6 +634,63 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
     return err;
 }
 
+/* The Alt-Svc line a TLS listen of `server` adds to its responses: its
+ * first quic listen's port for HTTP/3, for a day (as Caddy's), when it
+ * has one and http3 is on; NULL otherwise, and for a quic listen on port 0,
+ * whose port is known only once bound. */
+static int alt_svc_build(struct generation *gen, const struct conf_server *server,
+                         const struct http_add_header **out)
+{
+    *out = NULL;
+    if (server->http3_off)
+        return 0;
+    for (size_t i = 0; i < server->listen_count; i++) {
+        const struct conf_listen *listen = &server->listens[i];
+        struct sockaddr_storage addr;
+        socklen_t len;
+        if (!listen->quic || corral_parse_address(listen->address, &addr, &len) != 0)
+            continue;
+        unsigned port = addr.ss_family == AF_INET6
+                            ? ntohs(((const struct sockaddr_in6 *)&addr)->sin6_port)
+                            : ntohs(((const struct sockaddr_in *)&addr)->sin_port);
+        if (port == 0)
+            continue;
+        char text[64];
+        snprintf(text, sizeof(text), "h3=\":%u\"; ma=86400", port);
+        struct http_add_header *line = runtime_vars_calloc(gen->vars, 1, sizeof(*line));
+        char *value = runtime_vars_calloc(gen->vars, 1, strlen(text) + 1);
+        if (line == NULL || value == NULL)
+            return -ENOMEM;
+        memcpy(value, text, strlen(text));
+        const struct vars_template *compiled;
+        int err = runtime_vars_compile_any(gen->vars, value, &listen->pos, "listen", &compiled);
+        if (err != 0)
+            return err;
+        *line = (struct http_add_header){{"Alt-Svc", strlen("Alt-Svc")}, compiled, true};
+        *out = line;
+        return 0;
+    }
+    return 0;
+}
+
+/* A quic listen's HTTP/3: every worker's endpoint serves `site` (built as
+ * a TCP address's, from its one server) with the server's first
+ * certificate and key. */
+static int quic_site_build(struct site *site, const struct conf_server *server,
+                           const struct conf_listen *listen, unsigned workers)
+{
+    assert(server->tls.certificate_count > 0); /* conf/ refuses a quic listen without */
+    const struct conf_tls_certificate *pair = &server->tls.certificates[0];
+    struct h3_endpoint_config config = {
+        .site = &site->http, .cert_file = pair->certificate, .key_file = pair->key};
+    int err = h3_udp_site_new(&config, workers, &site->quic);
+    if (err == -EINVAL)
+        log_error("%s:%u:%u: listen \"%s\" quic: its server's certificate and key do not load "
+                  "for QUIC (above)",
+                  listen->pos.file, listen->pos.line, listen->pos.col, listen->address);
+    return err;
+}
+
 /* Builds the site for `address` from the server blocks listening there
  * (`entries`, in the config's order); the default server (or the first)
  * becomes vhost 0.  The config makes every listen of an address agree on
@@ -666,6 +753,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
                                       .workers = workers};
     /* The modules in the site's steps: those without a configuration,
      * and those that build something for one of its vhosts or locations. */
+    bool tls = site_listen(config, &entries[0])->tls;
     uint32_t used = 0;
     for (size_t m = 0; m < modules_count; m++)
         if (modules_list[m]->conf.size == 0)
@@ -685,14 +773,17 @@ static int site_build(struct site *site, struct generation *gen, const struct co
             vhost->limits = server->http.limits;
             vhost->locations = &site->locations[l];
             vhost->location_count = server->location_count;
-            err = name_regexes_build(gen->vars, server, vhost);
             struct named_locations named_here = {server, vhost, named, 0};
             struct build_arena here = arena;
             here.named = &named_here;
+            if (tls)
+                err = alt_svc_build(gen, server, &here.alt_svc);
             assert(server->location_count <= max_locations); /* `named`'s size */
             for (size_t i = 0; i < server->location_count; i++)
                 if (server->locations[i].path[0] == '@')
                     named[named_here.count++] = i;
+            if (err == 0)
+                err = name_regexes_build(gen->vars, server, vhost);
             if (err == 0)
                 err = modules_build(&here, server->modules, &vhost->modules, NULL, NULL, 0, &used);
             /* The framers answer with them before a location is known. */
@@ -1067,7 +1158,7 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
         return vars_err;
     gen->sites =
         calloc(addresses + stream_listens + config->admin_listen_count + 1, sizeof(*gen->sites));
-    gen->udp_sites = calloc(stream_listens + 1, sizeof(*gen->udp_sites));
+    gen->udp_sites = calloc(stream_listens + addresses + 1, sizeof(*gen->udp_sites));
     gen->upstreams = calloc(max_upstreams ? max_upstreams : 1, sizeof(*gen->upstreams));
     /* The servers of each address, grouped by a counting sort on the
      * address's index: each site is built from its own servers only. */
@@ -1109,9 +1200,17 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
     for (size_t a = 0; err == 0 && a < addresses; a++) {
         size_t begin = a == 0 ? 0 : ends[a - 1], count = ends[a] - begin;
         assert(count > 0); /* an address has an index once a listen names it */
-        err = site_build(&gen->sites[gen->site_count++], gen, config,
-                         site_listen(config, &entries[begin])->address, &entries[begin], count,
-                         &chains, workers);
+        const struct conf_listen *listen = site_listen(config, &entries[begin]);
+        const struct conf_server *server = &config->servers[entries[begin].server];
+        if (listen->quic && server->http3_off)
+            continue; /* no socket, and no Alt-Svc */
+        /* A quic address has one server (conf/), a udp listen of its own. */
+        struct site *site =
+            listen->quic ? &gen->udp_sites[gen->udp_site_count++] : &gen->sites[gen->site_count++];
+        err = site_build(site, gen, config, listen->address, &entries[begin], count, &chains,
+                         workers);
+        if (err == 0 && listen->quic)
+            err = quic_site_build(site, server, listen, workers);
     }
     for (size_t s = 0; err == 0 && s < config->stream.server_count; s++)
         err = stream_server_build(gen, config, &config->stream.servers[s], &chains, workers);

@@ -121,6 +121,9 @@ struct conf_listen {
     bool http2; /* HTTP/2 too: by ALPN with tls, else by its connection preface */
     bool default_server;
     bool proxy_protocol; /* connections start with a PROXY header (v1 or v2) */
+    /* HTTP/3: a UDP address, apart from a TCP listen on the same one (its
+     * address_index is its own), served by one server block only. */
+    bool quic;
     /* Socket options, given on one listen of an address at most. */
     bool has_socket_options;
     bool deferred;    /* accept once the first bytes arrive (TCP_DEFER_ACCEPT) */
@@ -190,6 +193,9 @@ struct conf_server {
     struct conf_pos pos;
     struct conf_access_logs access_logs;
     void *modules; /* the registered modules' structs, as a location's */
+    /* http3 off (here or at top level): its quic listens open no socket
+     * and its TLS responses get no Alt-Svc. */
+    bool http3_off;
 };
 
 /* One admin listen beyond its address (conf_config.admin_listens). */

@@ -196,6 +196,30 @@ static int note_server(struct conf_state *state, size_t index)
     return 0;
 }
 
+/* A quic listen: its server's certificate is the one its QUIC handshakes
+ * use, and no other server shares its address (an HTTP/3 endpoint has one
+ * certificate: no SNI among servers yet). */
+static int check_quic_listen(struct conf_state *state, const struct conf_server *server,
+                             const struct conf_listen *listen)
+{
+    if (server->tls.certificate_count == 0)
+        return conf__error_at(state->error, &listen->pos,
+                              "listen \"%s\" quic needs a certificate: the server has no "
+                              "\"tls_certificate\"",
+                              listen->address);
+    const struct conf_address_use *use = &state->address_uses[listen->address_index];
+    if (use->first_server == SIZE_MAX)
+        return 0;
+    char where[300];
+    const struct conf_listen *first =
+        &state->config->servers[use->first_server].listens[use->first_listen];
+    return conf__error_at(state->error, &listen->pos,
+                          "listen \"%s\" quic is already another server's (at %s): one server "
+                          "per quic address for now",
+                          listen->address,
+                          conf__where(where, sizeof(where), &listen->pos, &first->pos));
+}
+
 static int check_server(struct conf_state *state, size_t index)
 {
     const struct conf_server *server = &state->config->servers[index];
@@ -206,6 +230,11 @@ static int check_server(struct conf_state *state, size_t index)
 
     for (size_t i = 0; i < server->listen_count; i++) {
         const struct conf_listen *listen = &server->listens[i];
+        if (listen->quic) {
+            if (check_quic_listen(state, server, listen) != 0)
+                return -1;
+            continue;
+        }
         size_t j = SIZE_MAX;
         if (first_conflict(state, index, listen, &j) != 0)
             return -1;
@@ -256,6 +285,7 @@ static int apply_server(struct conf_state *state, const struct conf_node *node,
     if (rc != 0)
         return -1;
     conf__nginx_server_http2(state, node, server);
+    conf__nginx_server_http3(state, node, server);
     return check_server(state, index);
 }
 
@@ -273,10 +303,6 @@ static int nginx_listen_parameter(struct conf_state *state, const struct conf_ar
         return conf__error_at(state->error, &arg->pos,
                               "\"ipv6only=off\" is nginx's: corral's [::] listens take IPv6 "
                               "only; add a listen on 0.0.0.0 for IPv4");
-    if (strcmp(text, "quic") == 0)
-        return conf__error_at(state->error, &arg->pos,
-                              "\"quic\": not in corral yet: HTTP/3 (see \"HTTP/3\" in the roadmap, "
-                              "docs/config.md)");
     static const char *const socket_options[] = {
         "so_keepalive=", "fastopen=", "rcvbuf=", "sndbuf=", "setfib=", "accept_filter="};
     for (size_t i = 0; i < sizeof(socket_options) / sizeof(socket_options[0]); i++)
@@ -313,10 +339,11 @@ static int listen_parameter(struct conf_state *state, const struct conf_arg *arg
                      ? &listen->default_server
                  : strcmp(arg->text, "deferred") == 0       ? &listen->deferred
                  : strcmp(arg->text, "proxy_protocol") == 0 ? &listen->proxy_protocol
+                 : strcmp(arg->text, "quic") == 0           ? &listen->quic
                                                             : NULL;
     if (flag == NULL)
         return conf__error_at(state->error, &arg->pos,
-                              "unknown listen parameter \"%s\" (expected tls, http2, "
+                              "unknown listen parameter \"%s\" (expected tls, http2, quic, "
                               "default_server, deferred, proxy_protocol or backlog=N)",
                               arg->text);
     if (*flag)
@@ -327,7 +354,7 @@ static int listen_parameter(struct conf_state *state, const struct conf_arg *arg
     return 0;
 }
 
-/* listen ADDRESS [tls] [http2] [default_server] [deferred] [proxy_protocol]
+/* listen ADDRESS [tls] [http2] [quic] [default_server] [deferred] [proxy_protocol]
  * [backlog=N] */
 static int apply_listen(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
@@ -341,6 +368,12 @@ static int apply_listen(struct conf_state *state, const struct conf_node *node,
     for (size_t i = 1; i < node->arg_count; i++)
         if (listen_parameter(state, &node->args[i], &parsed) != 0)
             return -1;
+    if (parsed.quic &&
+        (parsed.tls || parsed.http2 || parsed.proxy_protocol || parsed.has_socket_options))
+        return conf__error_at(state->error, &address->pos,
+                              "listen \"%s\" quic: a UDP socket for HTTP/3, whose TLS is QUIC's; "
+                              "tls, http2, proxy_protocol, deferred and backlog are TCP's",
+                              address->text);
     /* Each distinct address gets an index, the same for all its listens,
      * which the checks between servers and the daemon's sites use. */
     struct conf_config *config = state->config;
@@ -348,6 +381,14 @@ static int apply_listen(struct conf_state *state, const struct conf_node *node,
     struct conf_address_key key;
     if (conf__address_key(address->text, &key) != 0) /* conf__arg_address() read it */
         return conf__error_at(state->error, &address->pos, "invalid listen address");
+    if (parsed.quic) {
+        /* A UDP port is not the TCP port of the same number: its own index. */
+        if (strncmp(address->text, "unix:", 5) == 0 || key.len >= sizeof(key.bytes))
+            return conf__error_at(state->error, &address->pos,
+                                  "listen \"%s\" quic: QUIC listens on an IP address",
+                                  address->text);
+        key.bytes[key.len++] = 'q';
+    }
     int added = conf__index_add(&state->addresses, key.bytes, key.len, config->listen_address_count,
                                 &parsed.address_index);
     if (added < 0)

@@ -326,8 +326,18 @@ int conf__nginx_server_http2(struct conf_state *state, const struct conf_node *s
     if (http2 == NULL || http2->arg_count != 1 || strcmp(http2->args[0].text, "on") != 0)
         return 0;
     for (size_t i = 0; i < server->listen_count; i++)
-        server->listens[i].http2 = true;
+        server->listens[i].http2 = !server->listens[i].quic; /* QUIC carries HTTP/3 only */
     return 0;
+}
+
+void conf__nginx_server_http3(struct conf_state *state, const struct conf_node *server_node,
+                              struct conf_server *server)
+{
+    const struct conf_node *http3 = conf__find_child(server_node, "http3");
+    if (http3 == NULL)
+        http3 = state->root_http3;
+    server->http3_off =
+        http3 != NULL && http3->arg_count == 1 && strcmp(http3->args[0].text, "off") == 0;
 }
 
 /* clang-format off */
@@ -383,6 +393,9 @@ const struct conf_directive conf__nginx_directives[] = {
      CONF_FIELD(struct conf_tls, settings.session_cache), .kind = CONF_KIND_COUNT},
     {.name = "http2", .contexts = CONF_MAIN | CONF_SERVER, .min_args = 1, .max_args = 1,
      .apply = apply_http2},
+    /* http3 on|off: read by conf__nginx_server_http3() once the server's
+     * block is applied */
+    SWITCH_ONLY("http3", CONF_MAIN | CONF_SERVER),
     {.name = "ssl_conf_command", .contexts = CONF_MAIN | CONF_SERVER | CONF_ADMIN, .min_args = 2,
      .max_args = 2, .repeat = true, .apply = apply_ssl_conf_command},
     {.name = NULL},

@@ -363,6 +363,7 @@ int conf__apply(struct conf_config *config, const struct conf_node *root, struct
         .config = config, .error = error, .root = root, .report = report, .report_arg = report_arg};
     error->text[0] = '\0';
     state.root_http2 = conf__find_child(root, "http2");
+    state.root_http3 = conf__find_child(root, "http3");
     int rc = conf__apply_block(&state, root, CONF_MAIN);
     /* The whole-config passes assume every directive applied. */
     if (rc == 0)

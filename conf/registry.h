@@ -64,6 +64,10 @@ const char *conf__nginx_alias_of(const char *name);
  * written in its block, or at top level and not in its block.  Returns 0. */
 int conf__nginx_server_http2(struct conf_state *state, const struct conf_node *server_node,
                              struct conf_server *server);
+/* Sets server->http3_off when nginx's "http3 off;" is written in its
+ * block, or at top level and not in its block (on is the default). */
+void conf__nginx_server_http3(struct conf_state *state, const struct conf_node *server_node,
+                              struct conf_server *server);
 
 /* nginx_porting.c: what to write instead of nginx's directive `name`,
  * which corral does not have: the message in `buf`, or NULL when `name`
@@ -142,6 +146,7 @@ struct conf_state {
     const struct conf_node *root; /* the main block */
     /* Looked up once, not once per server: the top level's "http2". */
     const struct conf_node *root_http2;
+    const struct conf_node *root_http3;
     conf_report_fn report;
     void *report_arg;
     unsigned error_count;

@@ -117,6 +117,20 @@ void h3_endpoint_remove_conn(struct h3_endpoint *ep, struct h3_conn *conn)
     }
 }
 
+int h3_credentials_check(const char *cert_file, const char *key_file)
+{
+    gnutls_certificate_credentials_t cred;
+    if (gnutls_certificate_allocate_credentials(&cred) != GNUTLS_E_SUCCESS)
+        return -ENOMEM;
+    int rc = gnutls_certificate_set_x509_key_file(cred, cert_file, key_file, GNUTLS_X509_FMT_PEM);
+    gnutls_certificate_free_credentials(cred);
+    if (rc == GNUTLS_E_SUCCESS)
+        return 0;
+    corral_log(CORRAL_LOG_ERROR, "http3: cannot load \"%s\" and \"%s\": %s", cert_file, key_file,
+               gnutls_strerror(rc));
+    return rc == GNUTLS_E_MEMORY_ERROR ? -ENOMEM : -EINVAL;
+}
+
 int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint **out)
 {
     assert(config->site != NULL && config->loop != NULL && config->output != NULL);

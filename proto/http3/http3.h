@@ -83,6 +83,31 @@ void h3_conn_input(struct h3_conn *conn, const struct sockaddr *local, socklen_t
                    const struct sockaddr *peer, socklen_t peer_len, const uint8_t *pkt, size_t len,
                    unsigned ecn);
 
+/* Loads the PEM certificate chain and key as h3_endpoint_new() does, to
+ * refuse a configuration before it serves.  Returns 0 or -EINVAL
+ * (logged), -ENOMEM. */
+int h3_credentials_check(const char *cert_file, const char *key_file);
+
+/* h3_udp.c: HTTP/3 on a libcorral UDP listen (corral_server_listen_udp()
+ * with h3_udp_handler and a struct h3_udp_site as its data): each worker
+ * gets an endpoint from `config` (its site, certificate, key and limits;
+ * the loop, worker, index and output are the worker's) on its first
+ * datagram, which its socket's datagrams feed and whose output leaves by
+ * that socket (with UDP GSO when the endpoint asks for it).  A datagram
+ * the socket cannot take waits for it (corral_udp_wait_writable()), up to
+ * 1 MiB per worker; beyond that it is dropped, as a lost packet.  The
+ * loop's end (on_stop) frees the worker's endpoint and its connections. */
+struct h3_udp_site;
+/* Checks the certificate and key, and makes the site for `workers`
+ * workers; `config` (its strings and site) must outlive it.  Returns 0,
+ * -EINVAL (logged) or -ENOMEM. */
+int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
+                    struct h3_udp_site **out);
+/* Frees it (NULL: nothing), once every worker's on_stop has run or the
+ * server never started. */
+void h3_udp_site_free(struct h3_udp_site *site);
+extern const struct corral_udp_handler h3_udp_handler;
+
 /* The worker index a server connection ID names, or -1 when `cid` is not
  * one this build's endpoints issue. */
 int h3_endpoint_cid_worker(const uint8_t *cid, size_t len);

@@ -90,6 +90,29 @@ static const char *parse_error(const char *text, const struct memfile *files,
 
 /* ------------------------------------------------------- valid configs */
 
+/* listen ... quic: a UDP address of its own beside the TCP one of the same
+ * number, without http2 from "http2 on"; http3 off at top level reaches
+ * every server that does not turn it on. */
+START_TEST(quic_listens)
+{
+    struct conf_config *c =
+        parse_ok("http2 on;\n"
+                 "http3 off;\n"
+                 "server { listen 127.0.0.1:8443 tls; listen 127.0.0.1:8443 quic reuseport;\n"
+                 "  tls_certificate /c.pem; tls_certificate_key /k.pem; http3 on; }\n"
+                 "server { listen 127.0.0.1:9443 quic;\n"
+                 "  tls_certificate /c.pem; tls_certificate_key /k.pem; }\n");
+    ck_assert_uint_eq(c->listen_address_count, 3);
+    const struct conf_server *a = &c->servers[0], *b = &c->servers[1];
+    ck_assert(!a->listens[0].quic && a->listens[0].tls && a->listens[0].http2);
+    ck_assert(a->listens[1].quic && !a->listens[1].tls && !a->listens[1].http2);
+    ck_assert_uint_ne(a->listens[0].address_index, a->listens[1].address_index);
+    ck_assert(!a->http3_off);
+    ck_assert(b->http3_off);
+    conf_free(c);
+}
+END_TEST
+
 /* stream { }: its upstreams join the config's, its servers take the
  * stream block's settings where they write none, and their rules as a
  * whole. */
@@ -519,10 +542,10 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"upstream.server.resolve", u != NULL ? u->upstream.servers[0].resolve : 99},
         {"upstream.resolve_valid_ms", u != NULL ? u->upstream.resolve_valid_ms : 99},
         {"upstream.server.resolve_slots", u != NULL ? u->upstream.servers[0].resolve_slots : 99},
-        {"upstream.server.service",
-         u != NULL ? u->upstream.servers[0].service != NULL &&
-                         strcmp(u->upstream.servers[0].service, "_x._tcp") == 0
-                   : 99},
+        {"upstream.server.service", u != NULL
+                                        ? u->upstream.servers[0].service != NULL &&
+                                              strcmp(u->upstream.servers[0].service, "_x._tcp") == 0
+                                        : 99},
         {"location.proxy_buffer_size", lp != NULL ? lp->proxy.response_head_limit : 99},
         {"location.proxy_connect_timeout_ms", lp != NULL ? lp->proxy.connect_timeout_ms : 99},
         {"location.proxy_read_timeout_ms", lp != NULL ? lp->proxy.read_timeout_ms : 99},
@@ -1738,14 +1761,19 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:80 ssl; }",
      "test.conf:1:17: listen \"127.0.0.1:80\" is tls but the server has no \"tls_certificate\""},
     {"server { listen 127.0.0.1:80 reuseport2; }",
-     "test.conf:1:30: unknown listen parameter \"reuseport2\" (expected tls, http2, "
+     "test.conf:1:30: unknown listen parameter \"reuseport2\" (expected tls, http2, quic, "
      "default_server, deferred, proxy_protocol or backlog=N)"},
     {"server { listen [::]:80 ipv6only=off; }",
      "test.conf:1:25: \"ipv6only=off\" is nginx's: corral's [::] listens take IPv6 only; add a "
      "listen on 0.0.0.0 for IPv4"},
     {"server { listen 127.0.0.1:443 ssl quic; }",
-     "test.conf:1:35: \"quic\": not in corral yet: HTTP/3 (see \"HTTP/3\" in the roadmap, "
-     "docs/config.md)"},
+     "test.conf:1:17: listen \"127.0.0.1:443\" quic: a UDP socket for HTTP/3, whose TLS is "
+     "QUIC's; tls, http2, proxy_protocol, deferred and backlog are TCP's"},
+    {"server { listen 127.0.0.1:443 quic; }",
+     "test.conf:1:17: listen \"127.0.0.1:443\" quic needs a certificate: the server has no "
+     "\"tls_certificate\""},
+    {"server { listen unix:/tmp/x quic; }",
+     "test.conf:1:17: listen \"unix:/tmp/x\" quic: QUIC listens on an IP address"},
     {"server { listen 127.0.0.1:80 so_keepalive=on; }",
      "test.conf:1:30: \"so_keepalive\" is nginx's: corral sets no such socket option (it has "
      "deferred and backlog=N); remove it"},
@@ -2474,6 +2502,12 @@ static const struct error_case nginx_cases[] = {
     {"server { listen 127.0.0.1:80; random_index on; }",
      "test.conf:1:31: \"random_index\": not in corral yet: serving files (see \"static files and "
      "compression\" in the roadmap, docs/config.md)"},
+    {"quic_retry on;",
+     "test.conf:1:1: \"quic_retry\": not in corral yet: QUIC's settings: Retry, GSO, a host key, "
+     "steering by connection ID (see \"HTTP/3\" in the roadmap, docs/config.md)"},
+    {"http3_max_concurrent_streams 10;",
+     "test.conf:1:1: \"http3_max_concurrent_streams\": not in corral yet: HTTP/3's settings (its "
+     "defaults apply) (see \"HTTP/3\" in the roadmap, docs/config.md)"},
     {"upstream u { server 127.0.0.1:1; least_time header; }",
      "test.conf:1:34: \"least_time\" is nginx's: in corral, \"balance least_conn;\" in the "
      "upstream block"},
@@ -2605,8 +2639,8 @@ static const struct each_case each_cases[] = {
      "server {\n listen 127.0.0.1:81 ssl2;\n}\n",
      "test.conf:3:2: unknown directive \"lisen\" (did you mean \"listen\"?)\n"
      "test.conf:4:15: unknown directive \"retrun\" (did you mean \"return\"?)\n"
-     "test.conf:7:22: unknown listen parameter \"ssl2\" (expected tls, http2, default_server, "
-     "deferred, proxy_protocol or backlog=N)\n"},
+     "test.conf:7:22: unknown listen parameter \"ssl2\" (expected tls, http2, quic, "
+     "default_server, deferred, proxy_protocol or backlog=N)\n"},
     /* a whole-config check runs once every directive applied */
     {"server { listen 127.0.0.1:80; location / { proxy_pass http://nowhere; } }\n",
      "test.conf:1:55: no upstream named \"nowhere\" (an address needs a port: "
@@ -3521,6 +3555,7 @@ Suite *test_suite(void)
     TCase *valid = tcase_create("valid");
     tcase_set_timeout(valid, 20);
     tcase_add_test(valid, defaults_when_absent);
+    tcase_add_test(valid, quic_listens);
     tcase_add_test(valid, rewrite_is_its_modules);
     tcase_add_test(valid, if_is_a_jump_in_the_rewrite_lines);
     tcase_add_test(valid, if_in_a_location_is_a_location);

@@ -1,0 +1,503 @@
+/*
+ * test_http3_daemon.c: HTTP/3 through build/corral: a `listen ... quic`
+ * answered by Debian's gtlsclient (ngtcp2's GnuTLS client) over real UDP:
+ * a `return`, a 1 MB response proxied from an HTTP/1.1 backend (each byte
+ * checked, also with 5% loss each way), a POST body through the proxy, the access log's HTTP/3.0,
+ * Alt-Svc on the server's TLS listen (or a location's own), a reload that keeps the UDP port, http3
+ * off, and what -t refuses.
+ */
+#include "../daemon.h"
+#include "../helpers.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- backend */
+
+#define BIG_LEN (1024 * 1024)
+
+static uint8_t pattern(size_t i)
+{
+    return (uint8_t)((i * 131 + (i >> 11)) & 0xff);
+}
+
+struct backend {
+    int fd, port;
+    pthread_t thread;
+};
+
+/* POST /count: reads the body its Content-Length announces (`req`, `have`
+ * bytes, holds the head and what came with it), each byte checked against
+ * pattern(), and answers "len=N" (N: the bytes read, 0 if one differed). */
+static void count_body(int fd, const char *req, size_t have)
+{
+    const char *cl = strcasestr(req, "\r\ncontent-length:");
+    const char *end = strstr(req, "\r\n\r\n");
+    size_t want = cl != NULL ? strtoul(cl + 17, NULL, 10) : 0, got = 0;
+    bool same = cl != NULL && end != NULL;
+    uint8_t buf[16384];
+    size_t inbuf = end != NULL ? have - (size_t)(end + 4 - req) : 0;
+    for (size_t i = 0; i < inbuf && got < want; i++, got++)
+        same &= (uint8_t)end[4 + i] == pattern(got);
+    while (got < want) {
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        if (n <= 0)
+            break;
+        for (ssize_t i = 0; i < n; i++, got++)
+            same &= buf[i] == pattern(got);
+    }
+    char answer[256], text[64];
+    int len = snprintf(text, sizeof(text), "len=%zu", same ? got : 0);
+    int n =
+        snprintf(answer, sizeof(answer),
+                 "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len, text);
+    (void)!send(fd, answer, (size_t)n, MSG_NOSIGNAL);
+}
+
+/* Answers each connection's request with BIG_LEN bytes of pattern(), or
+ * POST /count with what count_body() found. */
+static void *backend_run(void *arg)
+{
+    struct backend *b = arg;
+    static uint8_t big[BIG_LEN];
+    for (size_t i = 0; i < BIG_LEN; i++)
+        big[i] = pattern(i);
+    for (;;) {
+        int fd = accept(b->fd, NULL, NULL);
+        if (fd < 0)
+            return NULL; /* closed: the case is over */
+        char req[8192];
+        size_t have = 0;
+        while (have < sizeof(req) - 1) {
+            ssize_t n = recv(fd, req + have, sizeof(req) - 1 - have, 0);
+            if (n <= 0)
+                break;
+            have += (size_t)n;
+            req[have] = '\0';
+            if (strstr(req, "\r\n\r\n") != NULL)
+                break;
+        }
+        char head[256];
+        if (have > 12 && strncmp(req, "POST /count ", 12) == 0) {
+            count_body(fd, req, have);
+            close(fd);
+            continue;
+        }
+        int n =
+            snprintf(head, sizeof(head),
+                     "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", BIG_LEN);
+        if (send(fd, head, (size_t)n, MSG_NOSIGNAL) == n)
+            for (size_t off = 0; off < BIG_LEN;) {
+                ssize_t sent = send(fd, big + off, BIG_LEN - off, MSG_NOSIGNAL);
+                if (sent <= 0)
+                    break;
+                off += (size_t)sent;
+            }
+        close(fd);
+    }
+}
+
+static void backend_start(struct backend *b)
+{
+    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(b->fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(b->fd, 16), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
+    b->port = ntohs(addr.sin_port);
+    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_run, b), 0);
+}
+
+static void backend_stop(struct backend *b)
+{
+    shutdown(b->fd, SHUT_RDWR);
+    close(b->fd);
+    pthread_join(b->thread, NULL);
+}
+
+/* -------------------------------------------------------------- helpers */
+
+/* A UDP port free now on 127.0.0.1, for a quic listen with a port known
+ * before the daemon binds it (Alt-Svc names it). */
+static int free_udp_port(void)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    close(fd);
+    return ntohs(addr.sin_port);
+}
+
+static bool have_tools(void)
+{
+    char out[256];
+    if (test_run("command -v gtlsclient && command -v curl && command -v openssl", out,
+                 sizeof(out)) == 0)
+        return true;
+    printf("skipped: needs gtlsclient (ngtcp2-client), curl and openssl\n");
+    return false;
+}
+
+static void make_certificate(void)
+{
+    char cmd[1024], out[4096];
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+             "-keyout key.pem -out cert.pem -subj /CN=localhost -days 1 2>&1",
+             test_daemon_dir());
+    ck_assert_msg(test_run(cmd, out, sizeof(out)) == 0, "openssl: %s", out);
+}
+
+/* gtlsclient's request for `path` to 127.0.0.1:port, with `extra`
+ * arguments, its answer saved in DIR/dl/: returns its exit status (0: every
+ * stream completed). */
+static int h3_request(int port, const char *path, const char *extra)
+{
+    char cmd[PATH_MAX + 256], out[4096], dl[PATH_MAX];
+    test_daemon_file(dl, sizeof(dl), "dl");
+    mkdir(dl, 0700);
+    snprintf(cmd, sizeof(cmd),
+             "timeout 30 gtlsclient -q --exit-on-all-streams-close --timeout=10s --download %s "
+             "%s 127.0.0.1 %d https://localhost%s >/dev/null 2>&1",
+             dl, extra, port, path);
+    return test_run(cmd, out, sizeof(out));
+}
+
+static int h3_get(int port, const char *path)
+{
+    return h3_request(port, path, "");
+}
+
+/* What h3_get() saved for `name`; free it. */
+static char *downloaded(const char *name, size_t *len)
+{
+    char path[PATH_MAX + 64], dl[PATH_MAX];
+    test_daemon_file(dl, sizeof(dl), "dl");
+    snprintf(path, sizeof(path), "%s/%s", dl, name);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "gtlsclient saved no %s", name);
+    size_t cap = BIG_LEN + 1, n = 0;
+    char *data = malloc(cap + 1);
+    ck_assert_ptr_nonnull(data);
+    size_t got;
+    while ((got = fread(data + n, 1, cap - n, f)) > 0)
+        n += got;
+    fclose(f);
+    data[n] = '\0';
+    *len = n;
+    return data;
+}
+
+/* The response head of a GET over the TLS listen on `port` (curl). */
+static void tls_head(int port, const char *path, char *head, size_t size)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "curl -sk -o /dev/null -D - https://127.0.0.1:%d%s", port, path);
+    ck_assert_int_eq(test_run(cmd, head, size), 0);
+}
+
+/* The port of the log's "listening on 127.0.0.1:PORT" line for the TCP
+ * listen (not quic, not admin). */
+static int tcp_port(const struct test_daemon *d)
+{
+    char *log = test_daemon_log(d);
+    int port = 0;
+    for (char *at = log; (at = strstr(at, "listening on 127.0.0.1:")) != NULL; at++) {
+        const char *end = strchr(at, '\n');
+        const char *quic = strstr(at, " quic");
+        if (quic == NULL || (end != NULL && quic > end))
+            port = atoi(at + strlen("listening on 127.0.0.1:"));
+    }
+    free(log);
+    ck_assert_int_gt(port, 0);
+    return port;
+}
+
+static void write_config(struct test_daemon *d, int quic_port, int backend_port, const char *extra)
+{
+    char text[4 * PATH_MAX + 1024], dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", test_daemon_dir());
+    snprintf(text, sizeof(text),
+             "workers 2;\n"
+             "admin { listen 127.0.0.2:0; }\n"
+             "access_log %s/access.log;\n"
+             "%s"
+             "server {\n"
+             "  listen 127.0.0.1:0 tls;\n"
+             "  listen 127.0.0.1:%d quic reuseport;\n"
+             "  tls_certificate %s/cert.pem;\n"
+             "  tls_certificate_key %s/key.pem;\n"
+             "  location / { return 200 \"hello h3\\n\"; }\n"
+             "  location /big { proxy_pass http://127.0.0.1:%d; }\n"
+             "  location /count { proxy_pass http://127.0.0.1:%d; }\n"
+             "  location /noalt { add_header Alt-Svc \"\"; return 204; }\n"
+             "  location /own { add_header alt-svc 'h3=\":1\"'; return 204; }\n"
+             "}\n",
+             dir, extra, quic_port, dir, dir, backend_port, backend_port);
+    test_daemon_write_config(d, text);
+}
+
+/* ---------------------------------------------------------------- cases */
+
+/* A return and a proxied 1 MB answer over HTTP/3, logged as HTTP/3.0;
+ * Alt-Svc on the TLS listen names the quic port, unless a location's
+ * add_header sets it empty. */
+START_TEST(serves_http3)
+{
+    if (!have_tools())
+        return;
+    make_certificate();
+    struct backend backend;
+    backend_start(&backend);
+    struct test_daemon d;
+    test_daemon_init(&d, "h3");
+    int quic = free_udp_port();
+    write_config(&d, quic, backend.port, "");
+    test_daemon_start(&d);
+    ck_assert_int_eq(d.port, quic); /* its "listening on ... quic" line comes last */
+
+    ck_assert_int_eq(h3_get(quic, "/"), 0);
+    size_t len;
+    char *body = downloaded("index.html", &len);
+    ck_assert_str_eq(body, "hello h3\n");
+    free(body);
+
+    ck_assert_int_eq(h3_get(quic, "/big"), 0);
+    body = downloaded("big", &len);
+    ck_assert_uint_eq(len, BIG_LEN);
+    for (size_t i = 0; i < len; i++)
+        if ((uint8_t)body[i] != pattern(i))
+            ck_abort_msg("byte %zu differs", i);
+    free(body);
+
+    /* The same with 5% of the datagrams lost each way, then a 300 KB POST
+     * through the proxy with the same losses. */
+    char dl[PATH_MAX + 32];
+    test_daemon_file(dl, sizeof(dl), "dl/big");
+    unlink(dl);
+    ck_assert_int_eq(h3_request(quic, "/big", "-t 0.05 -r 0.05"), 0);
+    body = downloaded("big", &len);
+    ck_assert_uint_eq(len, BIG_LEN);
+    for (size_t i = 0; i < len; i++)
+        if ((uint8_t)body[i] != pattern(i))
+            ck_abort_msg("byte %zu differs after loss", i);
+    free(body);
+    char data[PATH_MAX + 32], args[PATH_MAX + 64];
+    test_daemon_file(data, sizeof(data), "post");
+    FILE *f = fopen(data, "wb");
+    ck_assert_ptr_nonnull(f);
+    for (size_t i = 0; i < 300 * 1024; i++)
+        fputc(pattern(i), f);
+    fclose(f);
+    snprintf(args, sizeof(args), "-m POST -t 0.05 -r 0.05 -d %s", data);
+    ck_assert_int_eq(h3_request(quic, "/count", args), 0);
+    body = downloaded("count", &len);
+    char logpath[PATH_MAX + 32];
+    snprintf(logpath, sizeof(logpath), "%s/access.log", test_daemon_dir());
+    ck_assert_msg(strcmp(body, "len=307200") == 0, "got \"%s\"; access log:\n%s", body,
+                  test_read_file(logpath));
+    free(body);
+
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/access.log", test_daemon_dir());
+    char *log = test_wait_file(path, "\"GET /big HTTP/3.0\" 200 1048576", 5000);
+    ck_assert_ptr_nonnull(log);
+    ck_assert_ptr_nonnull(strstr(log, "\"GET / HTTP/3.0\" 200 9 "));
+    free(log);
+
+    char head[4096], want[64];
+    int tls = tcp_port(&d);
+    tls_head(tls, "/", head, sizeof(head));
+    snprintf(want, sizeof(want), "alt-svc: h3=\":%d\"; ma=86400\r\n", quic);
+    ck_assert_msg(strcasestr(head, want) != NULL, "no %s in:\n%s", want, head);
+    tls_head(tls, "/noalt", head, sizeof(head));
+    ck_assert_msg(strcasestr(head, "alt-svc") == NULL, "Alt-Svc in:\n%s", head);
+    tls_head(tls, "/own", head, sizeof(head)); /* its own line only */
+    const char *own = strcasestr(head, "alt-svc: h3=\":1\"\r\n");
+    ck_assert_msg(own != NULL && strcasestr(own + 1, "alt-svc") == NULL &&
+                      strcasestr(head, "alt-svc") == own,
+                  "not one Alt-Svc of its own in:\n%s", head);
+
+    test_daemon_stop(&d);
+    backend_stop(&backend);
+}
+END_TEST
+
+/* A reload hands the UDP sockets over: the same port answers new
+ * connections from the new generation, and is not bound again. */
+START_TEST(reload_keeps_port)
+{
+    if (!have_tools())
+        return;
+    make_certificate();
+    struct backend backend;
+    backend_start(&backend);
+    struct test_daemon d;
+    test_daemon_init(&d, "h3");
+    int quic = free_udp_port();
+    write_config(&d, quic, backend.port, "");
+    test_daemon_start(&d);
+    ck_assert_int_eq(h3_get(quic, "/"), 0);
+    kill(d.pid, SIGHUP);
+    test_daemon_wait_generation(&d, 2);
+    for (int i = 0; i < 3; i++) {
+        char dl[PATH_MAX + 32];
+        test_daemon_file(dl, sizeof(dl), "dl/index.html");
+        unlink(dl);
+        ck_assert_int_eq(h3_get(quic, "/"), 0);
+        size_t len;
+        char *body = downloaded("index.html", &len);
+        ck_assert_str_eq(body, "hello h3\n");
+        free(body);
+    }
+    char *log = test_daemon_log(&d);
+    const char *first = strstr(log, " quic\n");
+    ck_assert_ptr_nonnull(first);
+    ck_assert_ptr_null(strstr(first + 1, " quic\n")); /* the reload bound nothing new */
+    free(log);
+    test_daemon_stop(&d);
+    backend_stop(&backend);
+}
+END_TEST
+
+/* http3 off: the quic listen opens no socket, and no Alt-Svc is sent. */
+START_TEST(http3_off)
+{
+    if (!have_tools())
+        return;
+    make_certificate();
+    struct backend backend;
+    backend_start(&backend);
+    struct test_daemon d;
+    test_daemon_init(&d, "h3");
+    int quic = free_udp_port();
+    write_config(&d, quic, backend.port, "http3 off;\n");
+    test_daemon_start(&d);
+    char *log = test_daemon_log(&d);
+    ck_assert_ptr_null(strstr(log, " quic\n"));
+    free(log);
+    char head[4096];
+    tls_head(tcp_port(&d), "/", head, sizeof(head));
+    ck_assert_msg(strcasestr(head, "alt-svc") == NULL, "Alt-Svc in:\n%s", head);
+    /* Nothing holds the UDP port: the test can bind it. */
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)quic),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    close(fd);
+    test_daemon_stop(&d);
+    backend_stop(&backend);
+}
+END_TEST
+
+/* -t: each config fails with its message. */
+START_TEST(check_refuses)
+{
+    make_certificate();
+    const char *dir = test_daemon_dir();
+    static const struct {
+        const char *body, *message;
+    } cases[] = {
+        {"server { listen 127.0.0.1:8443 quic; location / { return 200; } }",
+         "quic needs a certificate"},
+        {"server { listen 127.0.0.1:8443 quic tls; CERTS }", "tls, http2, proxy_protocol"},
+        {"server { listen 127.0.0.1:8443 quic; CERTS }\n"
+         "server { server_name b; listen 127.0.0.1:8443 quic; CERTS }",
+         "is already another server's"},
+        {"server { listen 127.0.0.1:8443 quic; listen 127.0.0.1:8443 quic; CERTS }",
+         "duplicate listen"},
+        {"server { listen 127.0.0.1:8443 quic; tls_certificate DIR/key.pem; "
+         "tls_certificate_key DIR/key.pem; }",
+         NULL /* the TLS layer's own message: any failure */},
+        {"http3 maybe;", "expected on or off"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char body[1024], conf[PATH_MAX + 16], args[PATH_MAX + 32], out[4096];
+        char certs[600];
+        snprintf(certs, sizeof(certs),
+                 "tls_certificate %s/cert.pem; tls_certificate_key %s/key.pem;", dir, dir);
+        size_t n = 0;
+        for (const char *p = cases[i].body; *p != '\0' && n < sizeof(body) - 600;) {
+            if (strncmp(p, "CERTS", 5) == 0) {
+                n += (size_t)snprintf(body + n, sizeof(body) - n, "%s", certs);
+                p += 5;
+            } else if (strncmp(p, "DIR", 3) == 0) {
+                n += (size_t)snprintf(body + n, sizeof(body) - n, "%s", dir);
+                p += 3;
+            } else {
+                body[n++] = *p++;
+            }
+        }
+        body[n] = '\0';
+        snprintf(conf, sizeof(conf), "%s/t.conf", dir);
+        test_write_file(conf, body);
+        snprintf(args, sizeof(args), "-t -c %s", conf);
+        ck_assert_msg(test_daemon_run(args, out, sizeof(out)) != 0, "accepted: %s", body);
+        if (cases[i].message != NULL)
+            ck_assert_msg(strstr(out, cases[i].message) != NULL, "%s\ngave: %s", body, out);
+    }
+    /* And one that is right is valid. */
+    char conf[PATH_MAX + 16], args[PATH_MAX + 32], out[4096], body[1024];
+    snprintf(body, sizeof(body),
+             "server { listen 127.0.0.1:8443 tls; listen 127.0.0.1:8443 quic reuseport; "
+             "tls_certificate %s/cert.pem; tls_certificate_key %s/key.pem; }",
+             dir, dir);
+    snprintf(conf, sizeof(conf), "%s/t.conf", dir);
+    test_write_file(conf, body);
+    snprintf(args, sizeof(args), "-t -c %s", conf);
+    ck_assert_msg(test_daemon_run(args, out, sizeof(out)) == 0, "%s", out);
+}
+END_TEST
+
+/* A UDP port another socket holds: the daemon does not start, and says
+ * which listen failed. */
+START_TEST(port_in_use_refuses_start)
+{
+    make_certificate();
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    int quic = ntohs(addr.sin_port);
+    struct test_daemon d;
+    test_daemon_init(&d, "h3");
+    write_config(&d, quic, 9, "");
+    char args[PATH_MAX + 16], out[8192], want[64];
+    snprintf(args, sizeof(args), "-c %s", d.conf);
+    ck_assert_int_ne(test_daemon_run(args, out, sizeof(out)), 0);
+    snprintf(want, sizeof(want), "listen 127.0.0.1:%d quic: ", quic);
+    ck_assert_msg(strstr(out, want) != NULL, "no \"%s\" in:\n%s", want, out);
+    close(fd);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    Suite *s = suite_create("proto/http3_daemon");
+    TCase *tc = tcase_create("daemon");
+    test_daemon_fixture(tc);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, serves_http3);
+    tcase_add_test(tc, reload_keeps_port);
+    tcase_add_test(tc, http3_off);
+    tcase_add_test(tc, check_refuses);
+    tcase_add_test(tc, port_in_use_refuses_start);
+    suite_add_tcase(s, tc);
+    return s;
+}
