@@ -519,10 +519,10 @@ static uint64_t numeric_field(const struct conf_config *c, const char *field)
         {"upstream.server.resolve", u != NULL ? u->upstream.servers[0].resolve : 99},
         {"upstream.resolve_valid_ms", u != NULL ? u->upstream.resolve_valid_ms : 99},
         {"upstream.server.resolve_slots", u != NULL ? u->upstream.servers[0].resolve_slots : 99},
-        {"upstream.server.service",
-         u != NULL ? u->upstream.servers[0].service != NULL &&
-                         strcmp(u->upstream.servers[0].service, "_x._tcp") == 0
-                   : 99},
+        {"upstream.server.service", u != NULL
+                                        ? u->upstream.servers[0].service != NULL &&
+                                              strcmp(u->upstream.servers[0].service, "_x._tcp") == 0
+                                        : 99},
         {"location.proxy_buffer_size", lp != NULL ? lp->proxy.response_head_limit : 99},
         {"location.proxy_connect_timeout_ms", lp != NULL ? lp->proxy.connect_timeout_ms : 99},
         {"location.proxy_read_timeout_ms", lp != NULL ? lp->proxy.read_timeout_ms : 99},
@@ -1820,7 +1820,7 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:443 tls;\n tls_certificate a.pem; tls_certificate_key \"\"; }",
      "test.conf:2:45: empty path"},
     {"tls_certificate a.pem;", "test.conf:1:1: \"tls_certificate\" is not allowed at top level (it "
-                               "belongs in server or admin)"},
+                               "belongs in server, admin or stream server)"},
     {"server { listen 127.0.0.1:80;\n tls_protocols TLSv1.2 TLSv1.1; }",
      "test.conf:2:24: unknown TLS protocol \"TLSv1.1\" (expected TLSv1.2 or TLSv1.3)"},
     {"server { listen 127.0.0.1:80;\n tls_protocols SSLv3; }",
@@ -1871,11 +1871,11 @@ static const struct error_case error_cases[] = {
      "test.conf:2:20: \"tls_verify_client optional\" needs a \"tls_client_certificate\" in the "
      "same server"},
     {"server { listen 127.0.0.1:80; location / { return 204;\n tls_verify_client off; } }",
-     "test.conf:2:2: \"tls_verify_client\" is not allowed in location (it belongs in server or "
-     "admin)"},
+     "test.conf:2:2: \"tls_verify_client\" is not allowed in location (it belongs in server, "
+     "admin or stream server)"},
     {"tls_certificate a.pem;",
-     "test.conf:1:1: \"tls_certificate\" is not allowed at top level (it belongs in server or "
-     "admin)"},
+     "test.conf:1:1: \"tls_certificate\" is not allowed at top level (it belongs in server, "
+     "admin or stream server)"},
     {"server { listen 127.0.0.1:80; tls_sesion_cache 10; }",
      "test.conf:1:31: unknown directive \"tls_sesion_cache\" (did you mean "
      "\"tls_session_cache\"?)"},
@@ -2281,7 +2281,25 @@ static const struct error_case error_cases[] = {
     {"stream { proxy_responses -1; }",
      "test.conf:1:26: \"proxy_responses\" must be from 0 to 1000000, got \"-1\""},
     {"stream { server { listen 127.0.0.1:9000 deferred; proxy_pass 127.0.0.1:1; } }",
-     "test.conf:1:41: invalid listen parameter \"deferred\" (expected udp or proxy_protocol)"},
+     "test.conf:1:41: invalid listen parameter \"deferred\" (expected udp, tls or "
+     "proxy_protocol)"},
+    {"stream { server { listen 127.0.0.1:9000 ssl; proxy_pass 127.0.0.1:1; } }",
+     "test.conf:1:19: listen \"127.0.0.1:9000\" is tls but the server has no \"tls_certificate\""},
+    {"stream { server { listen 127.0.0.1:9000 udp tls; proxy_pass 127.0.0.1:1; } }",
+     "test.conf:1:19: a udp listen has no TLS (DTLS is not supported)"},
+    {"stream { tls_preread on; server { listen 127.0.0.1:9000 ssl; proxy_pass 127.0.0.1:1;\n"
+     " ssl_certificate a.pem; ssl_certificate_key a.key; } }",
+     "test.conf:1:35: a tls listen terminates TLS itself: \"tls_preread\" reads a ClientHello "
+     "that is passed on"},
+    {"stream { server { listen 127.0.0.1:9000 ssl; proxy_pass 127.0.0.1:1;\n"
+     " ssl_certificate a.pem; ssl_certificate_key a.key; ssl_verify_client on; } }",
+     "test.conf:2:70: \"tls_verify_client on\" needs a \"tls_client_certificate\" in the same "
+     "server"},
+    {"stream { server { listen 127.0.0.1:9000; proxy_pass 127.0.0.1:1; ssl_alpn \"\"; } }",
+     "test.conf:1:75: an ALPN protocol name is 1 to 255 bytes, got \"\""},
+    {"stream { server { listen 127.0.0.1:9000; proxy_pass 127.0.0.1:1; ssl_stapling on; } }",
+     "test.conf:1:66: \"ssl_stapling\" is not allowed in stream server (it belongs at top level "
+     "or in server or admin)"},
     {"stream { server { listen 127.0.0.1:9000; proxy_pass http://127.0.0.1:1; } }",
      "test.conf:1:53: a stream's proxy_pass takes an upstream's name or HOST:PORT, without a "
      "scheme, got \"http://127.0.0.1:1\""},
