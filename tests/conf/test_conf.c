@@ -657,6 +657,8 @@ static const struct field_case field_cases[] = {
      PROXY_HEALTH_HTTP2},
     {"upstream app { server 127.0.0.1:1; health_check type=grpc grpc_service=a.B; }",
      "upstream.health.type", PROXY_HEALTH_GRPC},
+    {"stream { upstream db { server 127.0.0.1:1; health_check type=tcp interval=1s; } }",
+     "upstream.health.type", PROXY_HEALTH_TCP},
     {PROXY(""), "location.next_upstream", PROXY_NEXT_ERROR | PROXY_NEXT_TIMEOUT},
     {PROXY("proxy_next_upstream off;"), "location.next_upstream", 0},
     {"proxy_next_upstream http_502 error; server { listen 127.0.0.1:80; location / { proxy_pass "
@@ -2052,7 +2054,10 @@ static const struct error_case error_cases[] = {
      "test.conf:1:49: invalid health_check uri \"/a b\" (a path of at most 256 bytes, without "
      "spaces)"},
     {"upstream app { server 127.0.0.1:1; health_check type=h3; }",
-     "test.conf:1:49: invalid health_check type \"h3\" (expected http, http2 or grpc)"},
+     "test.conf:1:49: invalid health_check type \"h3\" (expected http, http2, grpc or tcp)"},
+    {"upstream u { server 127.0.0.1:1; health_check type=tcp uri=/x; }",
+     "test.conf:1:34: \"health_check type=tcp\" only connects: it takes no uri=, match= or "
+     "grpc_service="},
     {"upstream app { server 127.0.0.1:1; health_check \"grpc_service=a b\"; }",
      "test.conf:1:49: invalid health_check grpc_service \"a b\" (a name of at most 255 bytes, "
      "without spaces)"},

@@ -1219,6 +1219,56 @@ START_TEST(tls_access_log_line)
 }
 END_TEST
 
+/* ------------------------------------------------------- health checks */
+
+/* One session through `port` to an echo: a byte there and back. */
+static bool session_echoes(int port)
+{
+    int fd = test_connect(port);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char c = 'x';
+    bool ok = send(fd, &c, 1, MSG_NOSIGNAL) == 1 && recv(fd, &c, 1, 0) == 1 && c == 'x';
+    close(fd);
+    return ok;
+}
+
+/* Eight sessions in a row go through (round robin over two servers). */
+static bool eight_echo(void *arg)
+{
+    for (int i = 0; i < 8; i++)
+        if (!session_echoes(*(int *)arg))
+            return false;
+    return true;
+}
+
+/* health_check type=tcp: a server that refuses connections is taken out
+ * by the checks.  Passive health is off (max_fails=0) and no next server
+ * is tried, so without the checks every other session would fail. */
+START_TEST(tcp_health_check_takes_a_dead_server_out)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    int dead_port;
+    int reserved = test_reserve_port(&dead_port); /* bound, not listening: refuses */
+    char stream[1024];
+    snprintf(stream, sizeof(stream),
+             "  upstream u { server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d max_fails=0;\n"
+             "    health_check type=tcp interval=50ms timeout=1s rise=1 fall=1; }\n"
+             "  server { listen 127.0.0.1:0; proxy_pass u; proxy_next_upstream off; }",
+             dead_port, b.port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    ck_assert_msg(test_poll_until(eight_echo, &d.port, TEST_WAIT_MS),
+                  "sessions still go to the dead server");
+    /* The live server's checks connect and close: its echo saw them. */
+    ck_assert_int_gt(atomic_load(&b.accepted), 8);
+    test_daemon_stop(&d);
+    close(reserved);
+    backend_stop(&b);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -1241,6 +1291,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, sni_routes_to_three_upstreams);
     tcase_add_test(tc, access_log_lines);
     tcase_add_test(tc, limit_conn_per_address);
+    tcase_add_test(tc, tcp_health_check_takes_a_dead_server_out);
     suite_add_tcase(s, tc);
     tc = tcase_create("tls");
     test_daemon_fixture(tc);
