@@ -864,6 +864,43 @@ static int admin_tls_build(struct site *site, const struct conf_config *config, 
     return err;
 }
 
+/* Points a TLS loading problem of a stream server at its directive (`arg`
+ * is the struct conf_stream_server). */
+static void report_stream_tls_problem(void *arg, enum tls_conf_item item, size_t vhost,
+                                      size_t index, bool warning, const char *message)
+{
+    (void)vhost;
+    const struct conf_stream_server *server = arg;
+    log_tls_problem(&server->tls, &server->pos, item, index, warning, message);
+}
+
+/* TLS for a stream `listen ... tls`: its server block's certificates and
+ * settings, ALPN its tls_alpn's.  Kept as the site's http.tls, so that a
+ * reload hands its ticket keys on and the TLS counters count it, as an
+ * HTTP site's. */
+static int stream_tls_build(struct site *site, const struct conf_stream_server *server,
+                            unsigned workers)
+{
+    const struct conf_tls *tls = &server->tls;
+    struct tls_certificate_files *files = calloc(tls->certificate_count, sizeof(*files));
+    if (files == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < tls->certificate_count; i++)
+        files[i] = (struct tls_certificate_files){tls->certificates[i].certificate,
+                                                  tls->certificates[i].key};
+    struct tls_vhost_conf vhost = tls_vhost_of(tls, files);
+    struct tls_server_conf conf = tls->settings;
+    conf.stream = true;
+    conf.alpn = server->alpn;
+    conf.alpn_len = server->alpn_len;
+    struct tls_report report = {report_stream_tls_problem, (void *)server};
+    int err = tls_server_new(&conf, &vhost, 1, workers, &report, &site->http.tls);
+    free(files);
+    if (err == 0)
+        site->stream->tls = site->http.tls;
+    return err;
+}
+
 /* Whether only this machine can reach `address`: a loopback address or a
  * unix socket. */
 static bool admin_address_is_local(const char *address)
@@ -1120,6 +1157,8 @@ static int stream_server_build(struct generation *gen, const struct conf_config 
         if (err == 0)
             err = stream_site_build(site, server, &server->listens[l], upstream, route, gen->limits,
                                     &config->stream, workers);
+        if (err == 0 && server->listens[l].tls)
+            err = stream_tls_build(site, server, workers);
     }
     return err;
 }

@@ -222,11 +222,12 @@ struct conf_mime_type {
     char *type;
 };
 
-/* stream { server { listen ADDRESS [udp] [proxy_protocol]; proxy_pass TARGET; } }:
+/* stream { server { listen ADDRESS [udp] [tls] [proxy_protocol]; proxy_pass TARGET; } }:
  * nginx's stream module. */
 struct conf_stream_listen {
     char *address;
     bool proxy_protocol; /* clients send a PROXY header (v1 or v2) */
+    bool tls;            /* listen ... tls (or ssl): TLS terminated, plain bytes to the server */
     bool udp;            /* listen ... udp: datagrams, a session per client address */
     struct conf_pos pos;
 };
@@ -257,6 +258,11 @@ struct conf_stream_server {
     char *limit_zone;                    /* limit_conn ZONE N; NULL: the stream block's */
     unsigned limit_conn;
     struct conf_pos limit_pos;
+    struct conf_tls tls; /* its tls listens': the server's own tls_* (none inherited) */
+    /* tls_alpn (nginx's ssl_alpn): the protocols offered, in ALPN's wire
+     * format (a length byte before each); NULL: no ALPN */
+    unsigned char *alpn;
+    size_t alpn_len;
 };
 
 struct conf_stream {

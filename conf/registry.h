@@ -135,6 +135,7 @@ struct conf_state {
     struct conf_upstream *upstream;
     const struct conf_node *admin_node;
     bool in_admin;                         /* the admin block is being applied */
+    const struct conf_node *stream_node;   /* the stream server block being applied */
     const struct conf_node **server_nodes; /* one per config->servers, same order */
     struct conf_index locations;           /* the server's: kind and path -> index */
     struct conf_index addresses; /* listen addresses (conf_address_key) -> address_index */
@@ -249,6 +250,9 @@ void conf__limit_zones_free(struct conf_config *config);
  * certificate has its key, a tls listener has a certificate, and client
  * verification has a CA file (which settles its default). */
 int conf__tls_check_server(struct conf_state *state, size_t index);
+/* The same for the stream server block being applied (`node`): its pairs
+ * complete, client verification settled, a certificate for a tls listen. */
+int conf__tls_check_stream(struct conf_state *state, const struct conf_node *node);
 /* The same for the admin block, whose tls listens need a certificate. */
 int conf__tls_check_admin(struct conf_state *state);
 /* The block being applied's TLS settings: its server's, or the admin

@@ -173,7 +173,7 @@ static int apply_limit_conn(struct conf_state *state, const struct conf_node *no
     return *zone == NULL ? -1 : 0;
 }
 
-/* listen ADDRESS [udp] [proxy_protocol] */
+/* listen ADDRESS [udp] [tls|ssl] [proxy_protocol] */
 static int apply_listen(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
 {
@@ -195,19 +195,19 @@ static int apply_listen(struct conf_state *state, const struct conf_node *node,
         else if (strcmp(arg->text, "udp") == 0)
             listen.udp = true;
         else if (strcmp(arg->text, "tls") == 0 || strcmp(arg->text, "ssl") == 0)
-            return conf__error_at(state->error, &arg->pos,
-                                  "\"listen ... %s\" is not in corral's stream proxy yet (see "
-                                  "docs/stream.md)",
-                                  arg->text);
+            listen.tls = true;
         else
             return conf__error_at(state->error, &arg->pos,
-                                  "invalid listen parameter \"%s\" (expected udp or "
+                                  "invalid listen parameter \"%s\" (expected udp, tls or "
                                   "proxy_protocol)",
                                   arg->text);
     }
     if (listen.udp && listen.proxy_protocol)
         return conf__error_at(state->error, &node->name.pos,
                               "a udp listen takes no PROXY header (\"proxy_protocol\")");
+    if (listen.udp && listen.tls)
+        return conf__error_at(state->error, &node->name.pos,
+                              "a udp listen has no TLS (DTLS is not supported)");
     struct conf_stream_listen *listens =
         conf__grow(state, &node->name.pos, server->listens, server->listen_count, sizeof(*listens));
     if (listens == NULL)
@@ -217,6 +217,38 @@ static int apply_listen(struct conf_state *state, const struct conf_node *node,
     if (listen.address == NULL)
         return -1;
     listens[server->listen_count++] = listen;
+    return 0;
+}
+
+/* tls_alpn PROTOCOL...: what a tls listen offers by ALPN, most preferred
+ * first, kept in ALPN's wire format for OpenSSL. */
+static int apply_alpn(struct conf_state *state, const struct conf_node *node,
+                      const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_stream_server *server = state->config->stream.current;
+    size_t len = 0;
+    for (size_t i = 0; i < node->arg_count; i++) {
+        size_t n = strlen(node->args[i].text);
+        if (n == 0 || n > 255)
+            return conf__error_at(state->error, &node->args[i].pos,
+                                  "an ALPN protocol name is 1 to 255 bytes, got \"%s\"",
+                                  node->args[i].text);
+        len += 1 + n;
+    }
+    unsigned char *wire = malloc(len);
+    if (wire == NULL)
+        return conf__error_at(state->error, &node->name.pos, "out of memory");
+    unsigned char *p = wire;
+    for (size_t i = 0; i < node->arg_count; i++) {
+        size_t n = strlen(node->args[i].text);
+        *p++ = (unsigned char)n;
+        memcpy(p, node->args[i].text, n);
+        p += n;
+    }
+    free(server->alpn);
+    server->alpn = wire;
+    server->alpn_len = len;
     return 0;
 }
 
@@ -297,9 +329,14 @@ static int apply_server(struct conf_state *state, const struct conf_node *node,
     struct conf_stream_server *server = &servers[stream->server_count++];
     server->pos = node->name.pos;
     server->conf = STREAM_CONF_DEFAULT;
+    server->tls.settings = TLS_SERVER_CONF_DEFAULT;
     stream->current = server;
+    state->stream_node = node;
     int rc = conf__apply_block(state, node, CONF_STREAM_SERVER);
+    if (rc == 0)
+        rc = conf__tls_check_stream(state, node);
     stream->current = NULL;
+    state->stream_node = NULL;
     if (rc != 0)
         return -1;
     if (server->listen_count == 0)
@@ -390,6 +427,11 @@ static int apply_stream(struct conf_state *state, const struct conf_node *node,
     for (size_t s = 0; s < stream->server_count; s++) {
         struct conf_stream_server *server = &stream->servers[s];
         inherit(server, stream);
+        for (size_t l = 0; l < server->listen_count; l++)
+            if (server->listens[l].tls && server->conf.preread)
+                return conf__error_at(state->error, &server->listens[l].pos,
+                                      "a tls listen terminates TLS itself: \"tls_preread\" "
+                                      "reads a ClientHello that is passed on");
         if (server->pass[0] == '$') {
             if (stream_map(stream, server->pass + 1) == NULL)
                 return conf__error_at(state->error, &server->pass_pos,
@@ -433,6 +475,8 @@ void conf__stream_free(struct conf_stream *stream)
         access_conf_free(&server->conf.access);
         conf__access_logs_free(&server->access_logs);
         free(server->limit_zone);
+        conf__tls_free(&server->tls);
+        free(server->alpn);
     }
     free(stream->servers);
     access_conf_free(&stream->conf.access);
@@ -475,6 +519,8 @@ const struct conf_directive conf__stream_directives[] = {
      .apply = apply_count},
     {.name = "limit_conn", .contexts = STREAM_LEVELS, .min_args = 2, .max_args = 2,
      .apply = apply_limit_conn},
+    {.name = "tls_alpn", .contexts = CONF_STREAM_SERVER, .min_args = 1,
+     .max_args = CONF_ARGS_MANY, .apply = apply_alpn},
     {.name = "tls_preread", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1,
      .apply = apply_switch},
     {.name = "map", .contexts = CONF_STREAM, .min_args = 2, .max_args = 2, .block = true,

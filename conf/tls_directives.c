@@ -12,6 +12,8 @@
 
 struct conf_tls *conf__block_tls(struct conf_state *state)
 {
+    if (state->config->stream.current != NULL)
+        return &state->config->stream.current->tls;
     if (state->in_admin)
         return &state->config->admin.tls;
     return state->server != NULL ? &state->server->tls : &state->config->tls;
@@ -25,6 +27,8 @@ static const struct conf_node *block_node(const struct conf_state *state, const 
         return state->admin_node;
     }
     *name = "server";
+    if (state->config->stream.current != NULL)
+        return state->stream_node;
     return state->server_nodes[state->server - state->config->servers];
 }
 
@@ -232,6 +236,19 @@ int conf__tls_check_admin(struct conf_state *state)
     return 0;
 }
 
+int conf__tls_check_stream(struct conf_state *state, const struct conf_node *node)
+{
+    struct conf_stream_server *server = state->config->stream.current;
+    if (check_block(state, &server->tls, node, "server") != 0)
+        return -1;
+    for (size_t i = 0; i < server->listen_count; i++)
+        if (server->listens[i].tls && server->tls.certificate_count == 0)
+            return conf__error_at(state->error, &server->listens[i].pos,
+                                  "listen \"%s\" is tls but the server has no \"tls_certificate\"",
+                                  server->listens[i].address);
+    return 0;
+}
+
 /* Keyword settings are stored as int: their enums must be int-sized. */
 _Static_assert(sizeof(enum tls_verify_client) == sizeof(int), "an enum setting is an int");
 
@@ -252,6 +269,9 @@ static const struct conf_keyword verify_modes[] = {
  * formatter makes of it. */
 /* clang-format off */
 #define TLS_CONTEXTS (CONF_SERVER | CONF_ADMIN)
+/* Those a stream server takes too (`listen ... tls` in stream): not the
+ * OCSP stapling, which the daemon runs for HTTP sites only. */
+#define STREAM_TLS (TLS_CONTEXTS | CONF_STREAM_SERVER)
 /* The settings may be written at top level too, as nginx's ssl_* in
  * http { }; a server takes those it does not write. */
 #define TLS_FIELD(field) TLS_FIELD_IN(TLS_CONTEXTS | CONF_MAIN, field)
@@ -260,40 +280,40 @@ static const struct conf_keyword verify_modes[] = {
 #define TLS_POS(field) .keep_pos = true, .pos_offset = offsetof(struct conf_tls, field)
 
 const struct conf_directive conf__tls_directives[] = {
-    {.name = "tls_certificate", .contexts = TLS_CONTEXTS, .min_args = 1, .max_args = 1,
+    {.name = "tls_certificate", .contexts = STREAM_TLS, .min_args = 1, .max_args = 1,
      .repeat = true, .apply = apply_tls_certificate},
-    {.name = "tls_certificate_key", .contexts = TLS_CONTEXTS, .min_args = 1, .max_args = 1,
+    {.name = "tls_certificate_key", .contexts = STREAM_TLS, .min_args = 1, .max_args = 1,
      .repeat = true, .apply = apply_tls_certificate_key},
-    {.name = "tls_protocols", .contexts = TLS_CONTEXTS | CONF_MAIN, .min_args = 1, .max_args = CONF_ARGS_MANY,
+    {.name = "tls_protocols", .contexts = STREAM_TLS | CONF_MAIN, .min_args = 1, .max_args = CONF_ARGS_MANY,
      .base = CONF_BASE_TLS, CONF_FIELD(struct conf_tls, settings.protocols),
      .kind = CONF_KIND_FLAGS, CONF_KEYWORDS(protocols), .what = "TLS protocol",
      .repeated = "protocol"},
     /* Kept as written: OpenSSL judges them when the daemon sets up TLS; the
      * position lets it point here. */
-    {.name = "tls_ciphers", TLS_FIELD(ciphers), .kind = CONF_KIND_STRING, TLS_POS(ciphers_pos)},
-    {.name = "tls_ciphersuites", TLS_FIELD(ciphersuites), .kind = CONF_KIND_STRING,
+    {.name = "tls_ciphers", TLS_FIELD_IN(STREAM_TLS | CONF_MAIN, ciphers), .kind = CONF_KIND_STRING, TLS_POS(ciphers_pos)},
+    {.name = "tls_ciphersuites", TLS_FIELD_IN(STREAM_TLS | CONF_MAIN, ciphersuites), .kind = CONF_KIND_STRING,
      TLS_POS(ciphersuites_pos)},
-    {.name = "tls_session_tickets", TLS_FIELD(session_tickets), .kind = CONF_KIND_SWITCH},
+    {.name = "tls_session_tickets", TLS_FIELD_IN(STREAM_TLS | CONF_MAIN, session_tickets), .kind = CONF_KIND_SWITCH},
     /* A ticket's lifetime is told to the client in whole seconds, and a
      * ticket lives at least one rotation period. */
     {.name = "tls_session_ticket_rotation", TLS_FIELD(ticket_key_rotation_ms),
      .kind = CONF_KIND_DURATION, .min = 1000},
     /* sessions kept for resumption without a ticket; 0 is off too */
-    {.name = "tls_session_cache", TLS_FIELD(session_cache), .kind = CONF_KIND_COUNT,
+    {.name = "tls_session_cache", TLS_FIELD_IN(STREAM_TLS | CONF_MAIN, session_cache), .kind = CONF_KIND_COUNT,
      .zero_word = "off", .what = "session cache size"},
-    {.name = "tls_session_timeout", TLS_FIELD(session_timeout_ms), .kind = CONF_KIND_DURATION,
+    {.name = "tls_session_timeout", TLS_FIELD_IN(STREAM_TLS | CONF_MAIN, session_timeout_ms), .kind = CONF_KIND_DURATION,
      .min = 1},
-    {.name = "tls_handshake_timeout", TLS_FIELD(handshake_timeout_ms),
+    {.name = "tls_handshake_timeout", TLS_FIELD_IN(STREAM_TLS | CONF_MAIN, handshake_timeout_ms),
      .kind = CONF_KIND_DURATION, .min = 1},
     {.name = "tls_ktls", TLS_FIELD(ktls), .kind = CONF_KIND_SWITCH},
     /* a vhost's certificate files looked at again while serving */
     {.name = "tls_certificate_watch", TLS_FIELD(certificate_watch), .kind = CONF_KIND_SWITCH},
     /* the CAs that client certificates must chain to */
-    {.name = "tls_client_certificate", TLS_FIELD_IN(TLS_CONTEXTS, client_ca), .kind = CONF_KIND_PATH,
+    {.name = "tls_client_certificate", TLS_FIELD_IN(STREAM_TLS, client_ca), .kind = CONF_KIND_PATH,
      TLS_POS(client_ca_pos)},
     /* checked against the CA file by conf__tls_check_server(), which may
      * come later in the block */
-    {.name = "tls_verify_client", TLS_FIELD_IN(TLS_CONTEXTS, verify_client), .kind = CONF_KIND_KEYWORD,
+    {.name = "tls_verify_client", TLS_FIELD_IN(STREAM_TLS, verify_client), .kind = CONF_KIND_KEYWORD,
      CONF_KEYWORDS(verify_modes), .what = "client verification"},
     /* OCSP stapling; the files and the URL are judged when the daemon
      * loads the certificates */

@@ -481,10 +481,12 @@ static int apply_health_check(struct conf_state *state, const struct conf_node *
                 health->type = PROXY_HEALTH_HTTP2;
             else if (strcmp(value.text, "grpc") == 0)
                 health->type = PROXY_HEALTH_GRPC;
+            else if (strcmp(value.text, "tcp") == 0)
+                health->type = PROXY_HEALTH_TCP;
             else
                 return conf__error_at(state->error, &arg->pos,
-                                      "invalid health_check type \"%s\" (expected http, http2 "
-                                      "or grpc)",
+                                      "invalid health_check type \"%s\" (expected http, http2, "
+                                      "grpc or tcp)",
                                       value.text);
             break;
         default:
@@ -504,6 +506,11 @@ static int apply_health_check(struct conf_state *state, const struct conf_node *
             return conf__error_at(state->error, &arg->pos, "\"%.*s\" must be more than 0",
                                   (int)key_len, arg->text);
     }
+    /* A connect check reads nothing: what judges an answer has no place. */
+    if (health->type == PROXY_HEALTH_TCP && (seen[4] || seen[5] || seen[8]))
+        return conf__error_at(state->error, &node->name.pos,
+                              "\"health_check type=tcp\" only connects: it takes no uri=, "
+                              "match= or grpc_service=");
     return 0;
 }
 

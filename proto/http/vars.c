@@ -852,7 +852,11 @@ static void eval_part(const struct vars_part *part, struct vars_ctx *ctx, struct
     case VARS_SSL_CIPHER:
     case VARS_SSL_SERVER_NAME: {
         const struct http_conn *c = ctx->ex != NULL ? ctx->ex->conn : NULL;
-        const char *text = c == NULL                       ? NULL
+        const struct vars_stream *st = ctx->stream;
+        const char *text = st != NULL  ? part->id == VARS_SSL_PROTOCOL ? st->tls_protocol
+                                         : part->id == VARS_SSL_CIPHER ? st->tls_cipher
+                                                                       : st->tls_server_name
+                           : c == NULL ? NULL
                            : part->id == VARS_SSL_PROTOCOL ? http_conn_tls_protocol(c)
                            : part->id == VARS_SSL_CIPHER   ? http_conn_tls_cipher(c)
                                                            : http_conn_server_name(c);

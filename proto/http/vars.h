@@ -97,6 +97,9 @@ struct vars_stream {
     uint64_t upstream_bytes_sent, upstream_bytes_received;
     uint64_t session_ns;
     const char *server_name, *alpn; /* NULL: no tls_preread */
+    /* A tls listen's session: $ssl_protocol, $ssl_cipher, $ssl_server_name
+     * (NULL: none, or no handshake) */
+    const char *tls_protocol, *tls_cipher, *tls_server_name;
 };
 
 /* What variables read.  The caller fills what it has; what it leaves zero

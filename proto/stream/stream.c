@@ -9,6 +9,7 @@
 
 #include "proto/counter.h"
 #include "proto/http/proxy_protocol.h"
+#include "proto/tls/tls.h"
 #include "proto/tls/tls_preread.h"
 #include "proto/upstream/balance.h"
 
@@ -23,6 +24,12 @@
  * descriptors while it lasts), which a short exchange does not repay, as
  * HAProxy splices only past its first buffer. */
 #define SPLICE_AFTER (64 * 1024)
+
+/* A tls listen's client: the read that ends its handshake goes on, and
+ * keeps what came with it (up to the loop's 64 KB read) until the server
+ * is connected; its watermark is at least this much meanwhile, for the
+ * kept bytes to be delivered then. */
+#define TLS_KEPT_MAX (128 * 1024)
 
 /* A direction: client to server ("up") or server to client ("down"). */
 enum { UP, DOWN };
@@ -52,6 +59,13 @@ struct stream_session {
     bool server_held; /* upstream_server_acquire() counts uc.server */
     bool connected;
     bool header_pending; /* the client's PROXY header is still to come */
+    bool handshaking;    /* a tls listen's handshake is still to end */
+    bool client_ended;   /* its close_notify came with the handshake, before a server */
+    bool wide;           /* the client's watermark is TLS_KEPT_MAX until its first copy */
+    /* A tls listen's facts for the log, taken while the client's TLS
+     * lasts: OpenSSL's static names, and the SNI name (malloc'd). */
+    const char *tls_protocol, *tls_cipher;
+    char *tls_name;
     bool client_open, server_open;
     bool failed; /* ended before both directions did */
     /* For the log line: nginx's stream statuses (200; 400 a bad PROXY
@@ -97,6 +111,9 @@ static void session_log(struct stream_session *s)
         .session_ns = corral_monotonic_ns() - s->began_ns,
         .server_name = s->preread_name,
         .alpn = s->preread_alpn,
+        .tls_protocol = s->tls_protocol,
+        .tls_cipher = s->tls_cipher,
+        .tls_server_name = s->tls_name,
     };
     struct vars_ctx ctx = {
         .remote_addr = client_key_text(s, remote, sizeof(remote)) == 0 ? remote : "",
@@ -116,6 +133,7 @@ static void session_free_if_done(struct stream_session *s)
     if (s->conn_node != NULL)
         limit_zone_conn_end(s->site->conn_zone, s->conn_node);
     free(s->preread_name);
+    free(s->tls_name);
     free(s->preread);
     counter_add(&s->stats->bytes_in, s->bytes[UP]);
     counter_add(&s->stats->bytes_out, s->bytes[DOWN]);
@@ -213,6 +231,13 @@ static void dir_start(struct stream_session *s, int d)
 static size_t copy_data(struct stream_session *s, int d, const char *data, size_t len)
 {
     corral_conn *from = dir_from(s, d), *to = dir_to(s, d);
+    if (d == UP && s->wide) {
+        /* What the handshake's read kept is being delivered: the
+         * watermark goes back to proxy_buffer_size. */
+        s->wide = false;
+        corral_conn_set_watermarks(from, s->site->conf->buffer_size,
+                                   s->site->conf->buffer_size / 4);
+    }
     corral_conn_write(to, data, len);
     s->bytes[d] += len;
     if (corral_conn_backed_up(to))
@@ -325,7 +350,9 @@ static void server_on_open(corral_conn *conn)
     corral_conn_set_timeouts(conn, conf->timeout_ms, conf->timeout_ms);
     corral_conn_set_timeouts(s->client, conf->timeout_ms, conf->timeout_ms);
     dir_start(s, DOWN);
-    if (s->server_open && s->client_open)
+    if (s->client_ended)
+        dir_end(s, UP);
+    else if (s->server_open && s->client_open)
         dir_start(s, UP);
 }
 
@@ -495,6 +522,13 @@ static void session_begin(struct stream_session *s)
         session_abort(s, 0, 503);
         return;
     }
+    if (s->site->tls != NULL && !tls_established(s->client)) {
+        /* Nothing more until the client's handshake ends
+         * (client_established()): no server is taken for a client that
+         * fails it, as nginx's handshake comes before its proxy. */
+        s->handshaking = true;
+        return;
+    }
     if (!conf->preread) {
         session_route(s);
         return;
@@ -512,6 +546,34 @@ static void session_begin(struct stream_session *s)
     corral_conn_set_timeouts(s->client, conf->connect_timeout_ms, 0);
 }
 
+/* The client's TLS facts for the log, taken once, while its TLS lasts. */
+static void session_tls_facts(struct stream_session *s)
+{
+    if (s->tls_protocol != NULL || s->site->log == NULL || !tls_established(s->client))
+        return;
+    s->tls_protocol = tls_conn_protocol(s->client);
+    s->tls_cipher = tls_conn_cipher(s->client);
+    const char *name = tls_conn_server_name(s->client);
+    if (name != NULL)
+        s->tls_name = strdup(name); /* none when out of memory: an empty variable */
+}
+
+/* A tls listen's handshake ended (from inside the client's read): the
+ * session goes on to its server.  The read goes on too: bytes that came
+ * with the handshake are kept until the server takes them (as a plain
+ * client's first bytes), and its close_notify is remembered
+ * (client_on_eof()). */
+static void client_established(corral_conn *conn)
+{
+    struct stream_session *s = corral_conn_data(conn);
+    if (s == NULL || !s->handshaking || s->failed)
+        return;
+    s->handshaking = false;
+    assert(!s->site->conf->preread); /* the config refuses it on a tls listen */
+    session_tls_facts(s);
+    session_route(s);
+}
+
 /* tls_preread: feeds the bytes not fed yet; once the hello is read (or
  * found not to be one, which leaves the variables empty, as nginx does),
  * the session goes on.  Keeps every byte for the server. */
@@ -527,6 +589,26 @@ static size_t client_preread(struct stream_session *s, const char *data, size_t 
     corral_conn_set_watermarks(s->client, s->site->conf->buffer_size,
                                s->site->conf->buffer_size / 4);
     session_route(s);
+    return 0;
+}
+
+/* A tls listen: the client speaks TLS from here on (its handshake timed
+ * by tls_handshake_timeout).  Returns 0, or -ENOMEM with the session
+ * aborted. */
+static int client_tls_start(struct stream_session *s)
+{
+    if (s->site->tls == NULL)
+        return 0;
+    int err = tls_server_accept(s->site->tls, s->client);
+    if (err != 0) {
+        session_abort(s, err, 500);
+        return err;
+    }
+    tls_conn_on_established(s->client, client_established);
+    if (s->site->conf->buffer_size < TLS_KEPT_MAX) {
+        s->wide = true;
+        corral_conn_set_watermarks(s->client, TLS_KEPT_MAX, TLS_KEPT_MAX / 4);
+    }
     return 0;
 }
 
@@ -569,7 +651,8 @@ static void client_on_open(corral_conn *conn)
         corral_conn_set_timeouts(conn, site->conf->connect_timeout_ms, 0);
         return;
     }
-    session_begin(s);
+    if (client_tls_start(s) == 0)
+        session_begin(s);
 }
 
 /* The PROXY header, which proxy_protocol_transport delivers alone: its
@@ -585,6 +668,8 @@ static size_t client_header(struct stream_session *s, const char *data, size_t l
         return len;
     }
     corral_conn_set_transport(s->client, &corral_plain_transport, NULL);
+    if (client_tls_start(s) != 0)
+        return len;
     if (header.has_address) {
         memcpy(&s->client_addr, &header.source, header.address_len);
         memcpy(&s->local_addr, &header.destination, header.address_len);
@@ -603,6 +688,14 @@ static size_t client_on_data(corral_conn *conn, const char *data, size_t len)
         return len;
     if (s->header_pending)
         return client_header(s, data, len);
+    if (s->handshaking) {
+        /* Bytes before a handshake: a client that speaks no TLS (which
+         * the TLS layer passes on as plain text) is refused, as nginx
+         * refuses it, not proxied unencrypted. */
+        assert(tls_conn_plaintext(conn));
+        session_abort(s, 0, 400);
+        return len;
+    }
     if (s->preread != NULL)
         return client_preread(s, data, len);
     if (s->dir[UP] == DIR_IDLE) {
@@ -621,6 +714,13 @@ static void client_on_eof(corral_conn *conn)
     struct stream_session *s = corral_conn_data(conn);
     if (s == NULL)
         return;
+    if (!s->connected && s->server_open && s->site->tls != NULL) {
+        /* A TLS client's end read with its handshake (the read does not
+         * stop there), while the server is being connected: passed on
+         * once it is (server_on_open()). */
+        s->client_ended = true;
+        return;
+    }
     if (!s->connected) {
         /* Gone before a server took it: nothing to pass on. */
         session_abort(s, 0, 200);
@@ -641,6 +741,8 @@ static void client_on_close(corral_conn *conn, int error)
     struct stream_session *s = corral_conn_data(conn);
     if (s == NULL)
         return;
+    if (s->handshaking && s->status == 200)
+        s->status = 500; /* the handshake failed or timed out: nginx's status */
     s->client_open = false;
     if (s->server_open) {
         if (!s->connected)

@@ -131,6 +131,7 @@ struct stream_stats {
 #define STREAM_UDP_SESSIONS_MAX 4096
 
 struct stream_udp_worker; /* a worker's UDP sessions, in stream_udp.c */
+struct tls_server;        /* proto/tls/tls.h */
 
 /* One stream listen address: what its connections are proxied with.  The
  * daemon builds it and gives it as the listener's data; it must outlive
@@ -140,8 +141,11 @@ struct stream_site {
     struct proxy_upstream *upstream;  /* proxy_pass NAME|HOST:PORT; NULL: `route` */
     const struct stream_route *route; /* proxy_pass $NAME */
     bool proxy_protocol;              /* listen ... proxy_protocol: clients send a PROXY header */
-    struct stream_stats *stats;       /* one per worker, by corral_worker_index() */
-    struct access_log *log;           /* access_log: a line per session; NULL: none */
+    /* listen ... tls: the client's TLS ends here (after its PROXY header,
+     * if any), and the server gets its plain bytes; NULL: none */
+    struct tls_server *tls;
+    struct stream_stats *stats; /* one per worker, by corral_worker_index() */
+    struct access_log *log;     /* access_log: a line per session; NULL: none */
     /* limit_conn: at most `conn_max` sessions at once per value of the
      * zone's key; NULL zone: none. */
     struct limit_zone *conn_zone;

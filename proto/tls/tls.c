@@ -14,6 +14,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -62,6 +63,9 @@ struct tls_server {
     struct tls_staple **staples;      /* tls_stapling: one per certificate stapled */
     size_t staple_count;
     struct tls_stapling_stats stapling_stats;
+    bool stream;         /* a stream listen: `alpn`, not HTTP's */
+    unsigned char *alpn; /* tls_server_conf.alpn, copied; NULL: none */
+    unsigned alpn_len;
 };
 
 void tls_server_take_ticket_keys(struct tls_server *server, struct tls_server *from)
@@ -97,12 +101,14 @@ static void tls_on_established(struct tls_conn *tc)
     if (tc->client != NULL)
         return;
     corral_timer_stop(tc->handshake_timer);
-    if (tc->stats == NULL)
-        return;
-    counter_inc(&tc->stats->handshakes[SSL_session_reused(tc->ssl) ? TLS_HANDSHAKE_RESUMED
-                                                                   : TLS_HANDSHAKE_FULL]);
-    if (BIO_get_ktls_send(SSL_get_wbio(tc->ssl)))
-        counter_inc(&tc->stats->ktls);
+    if (tc->stats != NULL) {
+        counter_inc(&tc->stats->handshakes[SSL_session_reused(tc->ssl) ? TLS_HANDSHAKE_RESUMED
+                                                                       : TLS_HANDSHAKE_FULL]);
+        if (BIO_get_ktls_send(SSL_get_wbio(tc->ssl)))
+            counter_inc(&tc->stats->ktls);
+    }
+    if (tc->on_established != NULL)
+        tc->on_established(tc->conn);
 }
 
 static void tls_on_handshake_failed(struct tls_conn *tc)
@@ -190,6 +196,7 @@ static ssize_t tls_read(corral_conn *conn, void *buf, size_t len)
      * at a read that would only say EAGAIN.  What ends the stream, or
      * fails, after some bytes comes again with the next read. */
     size_t total = 0;
+    tc->end_deferred = false;
     while (total < len) {
         size_t n;
         ERR_clear_error();
@@ -197,6 +204,10 @@ static ssize_t tls_read(corral_conn *conn, void *buf, size_t len)
         int ret = SSL_read_ex(tc->ssl, (char *)buf + total, len - total, &n);
         if (ret != 1) {
             ssize_t result = tls_result(tc, ret);
+            /* An end or a failure after bytes is told by the next read,
+             * which must come even though the socket is empty: OpenSSL
+             * has taken the record that said it (tls_drained()). */
+            tc->end_deferred = total > 0 && result != -EAGAIN;
             return total > 0 ? (ssize_t)total : result;
         }
         total += n;
@@ -298,7 +309,7 @@ static bool tls_input_pending(const corral_conn *conn)
 static bool tls_drained(const corral_conn *conn)
 {
     const struct tls_conn *tc = corral_conn_transport_state(conn);
-    return tc->socket_drained && !SSL_has_pending(tc->ssl);
+    return tc->socket_drained && !SSL_has_pending(tc->ssl) && !tc->end_deferred;
 }
 
 const struct corral_transport tls_transport = {
@@ -331,6 +342,13 @@ struct tls_conn *tls_conn_new(SSL_CTX *ctx, corral_conn *conn)
     return tc;
 }
 
+void tls_conn_on_established(corral_conn *conn, void (*fn)(corral_conn *conn))
+{
+    struct tls_conn *tc = corral_conn_transport_state(conn);
+    assert(tc != NULL && tc->client == NULL); /* a server connection tls_server_accept() made */
+    tc->on_established = fn;
+}
+
 bool tls_conn_plaintext(const corral_conn *conn)
 {
     const struct tls_conn *tc = corral_conn_transport_state(conn);
@@ -360,6 +378,16 @@ const char *tls_conn_server_name(const corral_conn *conn)
     const struct tls_conn *tc = corral_conn_transport_state(conn);
     return tc != NULL && tc->established ? SSL_get_servername(tc->ssl, TLSEXT_NAMETYPE_host_name)
                                          : NULL;
+}
+
+const unsigned char *tls_conn_alpn(const corral_conn *conn, unsigned *len)
+{
+    const struct tls_conn *tc = corral_conn_transport_state(conn);
+    if (tc == NULL || !tc->established)
+        return NULL;
+    const unsigned char *alpn;
+    SSL_get0_alpn_selected(tc->ssl, &alpn, len);
+    return alpn != NULL && *len > 0 ? alpn : NULL;
 }
 
 bool tls_conn_alpn_is(const corral_conn *conn, const char *name)
@@ -522,6 +550,22 @@ static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *out_len,
     return SSL_TLSEXT_ERR_OK;
 }
 
+/* A stream listen's ALPN (tls_alpn): the server's order, and no
+ * protocol outside its list: a client that offers only others is refused
+ * with no_application_protocol, as nginx's stream module does. */
+static int on_stream_alpn(SSL *ssl, const unsigned char **out, unsigned char *out_len,
+                          const unsigned char *offered, unsigned int offered_len, void *arg)
+{
+    (void)ssl;
+    const struct tls_server *server = arg;
+    unsigned char *selected;
+    if (SSL_select_next_proto(&selected, out_len, server->alpn, server->alpn_len, offered,
+                              offered_len) != OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    *out = selected;
+    return SSL_TLSEXT_ERR_OK;
+}
+
 struct loader {
     const struct tls_report *report;
     size_t vhost, index;
@@ -676,7 +720,11 @@ static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_s
     SSL_CTX_set_client_hello_cb(ctx, on_client_hello, server);
     SSL_CTX_set_tlsext_servername_callback(ctx, on_server_name);
     /* The argument only says whether h2 is offered too. */
-    SSL_CTX_set_alpn_select_cb(ctx, on_alpn, conf->http2 ? (void *)alpn_h2_http11 : NULL);
+    if (server->stream) {
+        if (server->alpn != NULL)
+            SSL_CTX_set_alpn_select_cb(ctx, on_stream_alpn, server);
+    } else
+        SSL_CTX_set_alpn_select_cb(ctx, on_alpn, conf->http2 ? (void *)alpn_h2_http11 : NULL);
     if (conf->session_cache > 0) {
         SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
         SSL_CTX_sess_set_cache_size(ctx, conf->session_cache);
@@ -1020,6 +1068,17 @@ int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_co
     server->sni_select = conf->sni_select;
     server->sni_arg = conf->sni_arg;
     server->handshake_timeout_ms = conf->handshake_timeout_ms;
+    server->stream = conf->stream;
+    if (conf->stream && conf->alpn != NULL) {
+        assert(conf->alpn_len > 0 && conf->alpn_len <= UINT_MAX); /* the config's list */
+        server->alpn = malloc(conf->alpn_len);
+        if (server->alpn == NULL) {
+            free(server);
+            return -ENOMEM;
+        }
+        memcpy(server->alpn, conf->alpn, conf->alpn_len);
+        server->alpn_len = (unsigned)conf->alpn_len;
+    }
     tls_tickets_init(&server->ticket_keys, conf->ticket_key_rotation_ms);
     server->contexts = calloc(vhost_count ? vhost_count : 1, sizeof(*server->contexts));
     server->sni_certs = calloc(vhost_count ? vhost_count : 1, sizeof(*server->sni_certs));
@@ -1086,6 +1145,7 @@ void tls_server_free(struct tls_server *server)
     free(server->stats);
     tls_tickets_free(&server->ticket_keys);
     watch_free(server->watch);
+    free(server->alpn);
     free(server);
 }
 

@@ -100,6 +100,14 @@ struct tls_server_conf {
     const char *client_ca;
     enum tls_verify_client verify_client;
     bool http2; /* ALPN offers h2 before http/1.1 (listen ... tls http2) */
+    /* A stream listen's ALPN instead of HTTP's: with `stream`, ALPN
+     * agrees on one of `alpn` (wire format: a length byte before each
+     * name, alpn_len bytes; most preferred first) and refuses a client
+     * that offers only others, as nginx's stream ssl_alpn does; NULL:
+     * nothing is agreed. */
+    bool stream;
+    const unsigned char *alpn;
+    size_t alpn_len;
     /* OCSP stapling, as the block set it; tls_server_new() takes each
      * vhost's from its tls_vhost_conf. */
     bool stapling, stapling_verify;
@@ -255,6 +263,16 @@ void tls_client_free(struct tls_client *client);
  * the workers, must not share a worker's slot.  Returns 0 or -ENOMEM. */
 int tls_client_connect(struct tls_client *client, corral_conn *conn, size_t server, bool resume);
 
+/* Has `fn` called when the handshake of `conn`, a server connection that
+ * tls_server_accept() made, completes: from inside the read or write that
+ * completed it, before any bytes are delivered, for a layer that waits for
+ * the handshake before doing anything else (the stream proxy connects to
+ * its server only then, as nginx does).  The read goes on after it: what
+ * came with the handshake (bytes, or the peer's end) is delivered as
+ * usual, unless `fn` paused the reads.  A handshake that fails calls
+ * nothing: the connection closes with an error. */
+void tls_conn_on_established(corral_conn *conn, void (*fn)(corral_conn *conn));
+
 /* Whether `conn` (speaking TLS) has finished its handshake. */
 bool tls_established(const corral_conn *conn);
 
@@ -272,6 +290,11 @@ bool tls_conn_plaintext(const corral_conn *conn);
 const char *tls_conn_protocol(const corral_conn *conn);
 const char *tls_conn_cipher(const corral_conn *conn);
 const char *tls_conn_server_name(const corral_conn *conn);
+
+/* The ALPN protocol agreed for `conn`'s established TLS session, `*len`
+ * bytes, not NUL-terminated: NULL without TLS, before the handshake, or
+ * when none was agreed. */
+const unsigned char *tls_conn_alpn(const corral_conn *conn, unsigned *len);
 
 /* Whether the established TLS session of `conn` agreed on ALPN `name`
  * ("h2"): false without TLS, before the handshake, or when the client

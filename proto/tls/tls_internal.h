@@ -20,11 +20,13 @@ struct tls_conn {
     corral_conn *conn;
     bool established;
     bool socket_drained; /* the last read of the socket came back short */
+    bool end_deferred;   /* the last read ended after bytes: the next one tells why */
     /* Server side */
     bool first_seen;         /* the client's first byte was looked at */
     bool plaintext;          /* it cannot start a TLS record: tls_conn_plaintext() */
     struct tls_stats *stats; /* may be NULL */
     corral_timer *handshake_timer;
+    void (*on_established)(corral_conn *conn); /* tls_conn_on_established(); may be NULL */
     /* Client side */
     struct tls_client *client; /* NULL on the server side */
     SSL_SESSION **session;     /* where this worker keeps the server's last session; NULL: none */

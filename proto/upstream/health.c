@@ -1,8 +1,9 @@
 /*
  * health.c: active health checks: per server, a timer that opens a
  * connection every interval, sends "GET uri HTTP/1.0" and reads the status
- * line; `fall` failures in a row mark the server down for every worker,
- * `rise` passes bring it back.  Transitions are logged.  To a proxy_protocol
+ * line (type=tcp: the connection accepted is the pass); `fall` failures in
+ * a row mark the server down for every worker, `rise` passes bring it
+ * back.  Transitions are logged.  To a proxy_protocol
  * upstream, the request follows a header that names no client.
  */
 #include "proto/upstream/health.h"
@@ -215,6 +216,13 @@ static void probe_on_open(corral_conn *conn)
     assert(probe->health != NULL); /* a stopped checker closed its probes */
     struct proxy_upstream *up = probe->health->up;
     int err = upstream_send_preamble(conn, probe->request, probe->preamble_len);
+    if (err == 0 && up->health.type == PROXY_HEALTH_TCP) {
+        /* Connected: passed, and closed at once with a FIN (after the
+         * PROXY header, if any), as nginx's stream checks do. */
+        record(probe, true, NULL);
+        corral_conn_close(conn);
+        return;
+    }
     if (err == 0 && up->tls != NULL)
         err = tls_client_connect(up->tls, conn, probe->server, false);
     if (err != 0) {
@@ -261,7 +269,7 @@ static void probe_on_timer(corral_timer *timer, void *arg)
     probe->recorded = false;
     health_h2_free(probe->h2);
     probe->h2 = NULL;
-    if (up->health.type != PROXY_HEALTH_HTTP &&
+    if ((up->health.type == PROXY_HEALTH_HTTP2 || up->health.type == PROXY_HEALTH_GRPC) &&
         health_h2_new(up->health.type == PROXY_HEALTH_GRPC, up->tls != NULL ? "https" : "http",
                       s->address, up->health.uri,
                       up->health.grpc_service != NULL ? up->health.grpc_service : "",
@@ -279,7 +287,8 @@ static void probe_on_timer(corral_timer *timer, void *arg)
     corral_conn_set_deadline(probe->conn, corral_loop_now(health->loop) + up->health.timeout_ms);
 }
 
-/* The request, sized from the uri and the address.  A proxy_protocol
+/* The request, sized from the uri and the address (type=tcp: none, only
+ * the header).  A proxy_protocol
  * upstream expects a PROXY header on every connection: the probe's is
  * "PROXY UNKNOWN" (v1) or LOCAL (v2), which says the connection is the
  * proxy's own, as HAProxy's check-send-proxy does. */
@@ -293,14 +302,17 @@ static char *probe_request(const struct proxy_upstream *up, const char *host, si
         up->proxy_protocol != 0
             ? proxy_protocol_encode(up->proxy_protocol, NULL, NULL, header, sizeof(header))
             : 0;
-    int n = snprintf(NULL, 0, fmt, up->health.uri, host);
+    bool tcp = up->health.type == PROXY_HEALTH_TCP;
+    int n = tcp ? 0 : snprintf(NULL, 0, fmt, up->health.uri, host);
     if (n < 0 || header_len < 0)
         return NULL;
     char *text = malloc((size_t)header_len + (size_t)n + 1);
     if (text == NULL)
         return NULL;
     memcpy(text, header, (size_t)header_len);
-    snprintf(text + header_len, (size_t)n + 1, fmt, up->health.uri, host);
+    text[header_len] = '\0';
+    if (!tcp)
+        snprintf(text + header_len, (size_t)n + 1, fmt, up->health.uri, host);
     *preamble_len = (size_t)header_len;
     *len = (size_t)header_len + (size_t)n;
     return text;

@@ -76,10 +76,11 @@ enum proxy_health_type {
     PROXY_HEALTH_HTTP,  /* GET uri over HTTP/1.0 */
     PROXY_HEALTH_HTTP2, /* GET uri over HTTP/2 (h2c, or ALPN h2) */
     PROXY_HEALTH_GRPC,  /* grpc.health.v1.Health/Check over HTTP/2 */
+    PROXY_HEALTH_TCP,   /* a connection accepted passes (a stream's upstream) */
 };
 struct proxy_health_conf {
     bool enabled;
-    enum proxy_health_type type; /* type=http|http2|grpc */
+    enum proxy_health_type type; /* type=http|http2|grpc|tcp */
     const char *grpc_service;    /* grpc_service=NAME; NULL: "" (the server) */
     uint32_t interval_ms, timeout_ms;
     unsigned rise, fall; /* passes that bring a server up, failures that take it down */

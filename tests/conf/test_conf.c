@@ -680,6 +680,8 @@ static const struct field_case field_cases[] = {
      PROXY_HEALTH_HTTP2},
     {"upstream app { server 127.0.0.1:1; health_check type=grpc grpc_service=a.B; }",
      "upstream.health.type", PROXY_HEALTH_GRPC},
+    {"stream { upstream db { server 127.0.0.1:1; health_check type=tcp interval=1s; } }",
+     "upstream.health.type", PROXY_HEALTH_TCP},
     {PROXY(""), "location.next_upstream", PROXY_NEXT_ERROR | PROXY_NEXT_TIMEOUT},
     {PROXY("proxy_next_upstream off;"), "location.next_upstream", 0},
     {"proxy_next_upstream http_502 error; server { listen 127.0.0.1:80; location / { proxy_pass "
@@ -1848,7 +1850,7 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:443 tls;\n tls_certificate a.pem; tls_certificate_key \"\"; }",
      "test.conf:2:45: empty path"},
     {"tls_certificate a.pem;", "test.conf:1:1: \"tls_certificate\" is not allowed at top level (it "
-                               "belongs in server or admin)"},
+                               "belongs in server, admin or stream server)"},
     {"server { listen 127.0.0.1:80;\n tls_protocols TLSv1.2 TLSv1.1; }",
      "test.conf:2:24: unknown TLS protocol \"TLSv1.1\" (expected TLSv1.2 or TLSv1.3)"},
     {"server { listen 127.0.0.1:80;\n tls_protocols SSLv3; }",
@@ -1899,11 +1901,11 @@ static const struct error_case error_cases[] = {
      "test.conf:2:20: \"tls_verify_client optional\" needs a \"tls_client_certificate\" in the "
      "same server"},
     {"server { listen 127.0.0.1:80; location / { return 204;\n tls_verify_client off; } }",
-     "test.conf:2:2: \"tls_verify_client\" is not allowed in location (it belongs in server or "
-     "admin)"},
+     "test.conf:2:2: \"tls_verify_client\" is not allowed in location (it belongs in server, "
+     "admin or stream server)"},
     {"tls_certificate a.pem;",
-     "test.conf:1:1: \"tls_certificate\" is not allowed at top level (it belongs in server or "
-     "admin)"},
+     "test.conf:1:1: \"tls_certificate\" is not allowed at top level (it belongs in server, "
+     "admin or stream server)"},
     {"server { listen 127.0.0.1:80; tls_sesion_cache 10; }",
      "test.conf:1:31: unknown directive \"tls_sesion_cache\" (did you mean "
      "\"tls_session_cache\"?)"},
@@ -2080,7 +2082,10 @@ static const struct error_case error_cases[] = {
      "test.conf:1:49: invalid health_check uri \"/a b\" (a path of at most 256 bytes, without "
      "spaces)"},
     {"upstream app { server 127.0.0.1:1; health_check type=h3; }",
-     "test.conf:1:49: invalid health_check type \"h3\" (expected http, http2 or grpc)"},
+     "test.conf:1:49: invalid health_check type \"h3\" (expected http, http2, grpc or tcp)"},
+    {"upstream u { server 127.0.0.1:1; health_check type=tcp uri=/x; }",
+     "test.conf:1:34: \"health_check type=tcp\" only connects: it takes no uri=, match= or "
+     "grpc_service="},
     {"upstream app { server 127.0.0.1:1; health_check \"grpc_service=a b\"; }",
      "test.conf:1:49: invalid health_check grpc_service \"a b\" (a name of at most 255 bytes, "
      "without spaces)"},
@@ -2309,7 +2314,25 @@ static const struct error_case error_cases[] = {
     {"stream { proxy_responses -1; }",
      "test.conf:1:26: \"proxy_responses\" must be from 0 to 1000000, got \"-1\""},
     {"stream { server { listen 127.0.0.1:9000 deferred; proxy_pass 127.0.0.1:1; } }",
-     "test.conf:1:41: invalid listen parameter \"deferred\" (expected udp or proxy_protocol)"},
+     "test.conf:1:41: invalid listen parameter \"deferred\" (expected udp, tls or "
+     "proxy_protocol)"},
+    {"stream { server { listen 127.0.0.1:9000 ssl; proxy_pass 127.0.0.1:1; } }",
+     "test.conf:1:19: listen \"127.0.0.1:9000\" is tls but the server has no \"tls_certificate\""},
+    {"stream { server { listen 127.0.0.1:9000 udp tls; proxy_pass 127.0.0.1:1; } }",
+     "test.conf:1:19: a udp listen has no TLS (DTLS is not supported)"},
+    {"stream { tls_preread on; server { listen 127.0.0.1:9000 ssl; proxy_pass 127.0.0.1:1;\n"
+     " ssl_certificate a.pem; ssl_certificate_key a.key; } }",
+     "test.conf:1:35: a tls listen terminates TLS itself: \"tls_preread\" reads a ClientHello "
+     "that is passed on"},
+    {"stream { server { listen 127.0.0.1:9000 ssl; proxy_pass 127.0.0.1:1;\n"
+     " ssl_certificate a.pem; ssl_certificate_key a.key; ssl_verify_client on; } }",
+     "test.conf:2:70: \"tls_verify_client on\" needs a \"tls_client_certificate\" in the same "
+     "server"},
+    {"stream { server { listen 127.0.0.1:9000; proxy_pass 127.0.0.1:1; ssl_alpn \"\"; } }",
+     "test.conf:1:75: an ALPN protocol name is 1 to 255 bytes, got \"\""},
+    {"stream { server { listen 127.0.0.1:9000; proxy_pass 127.0.0.1:1; ssl_stapling on; } }",
+     "test.conf:1:66: \"ssl_stapling\" is not allowed in stream server (it belongs at top level "
+     "or in server or admin)"},
     {"stream { server { listen 127.0.0.1:9000; proxy_pass http://127.0.0.1:1; } }",
      "test.conf:1:53: a stream's proxy_pass takes an upstream's name or HOST:PORT, without a "
      "scheme, got \"http://127.0.0.1:1\""},

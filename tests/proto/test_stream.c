@@ -12,6 +12,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/evp.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ backends */
@@ -194,7 +196,7 @@ static const char *wakeup_line = "";
 static void start_workers(struct test_daemon *d, unsigned workers, const char *stream)
 {
     test_daemon_init(d, "corral");
-    char config[8192];
+    char config[32768];
     snprintf(config, sizeof(config),
              "workers %u;\n%sdrain_timeout 5s;\nadmin { listen 127.0.0.2:0; }\nstream {\n%s\n}\n",
              workers, wakeup_line, stream);
@@ -880,6 +882,393 @@ START_TEST(reload_lets_sessions_finish)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ tls */
+
+/* A CA with a server certificate (stream.test) and a client one, and
+ * another CA with a client certificate it signed: NAME.pem, NAME.key. */
+static const char make_certs[] =
+    "set -e\n"
+    "ec() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out \"$1.key\"; }\n"
+    "ca() {\n"
+    "    ec \"$1\"\n"
+    "    openssl req -new -x509 -key \"$1.key\" -subj \"/CN=$2\" -days 30 -out \"$1.pem\" \\\n"
+    "        -addext basicConstraints=critical,CA:TRUE -addext keyUsage=keyCertSign\n"
+    "}\n"
+    "leaf() { # NAME CA CN SERIAL\n"
+    "    ec \"$1\"\n"
+    "    printf 'basicConstraints = CA:FALSE\\nextendedKeyUsage = serverAuth, clientAuth\\n"
+    "subjectAltName = DNS:%s\\n' \"$3\" > \"$1.ext\"\n"
+    "    openssl req -new -key \"$1.key\" -subj \"/CN=$3\" -out \"$1.csr\"\n"
+    "    openssl x509 -req -in \"$1.csr\" -CA \"$2.pem\" -CAkey \"$2.key\" -set_serial \"$4\" \\\n"
+    "        -days 30 -extfile \"$1.ext\" -out \"$1.pem\"\n"
+    "}\n"
+    "ca ca 'stream test CA'\n"
+    "ca other-ca 'stream other CA'\n"
+    "leaf server ca stream.test 1\n"
+    "leaf client ca client 2\n"
+    "leaf other-client other-ca client 3\n";
+
+/* Makes the certificates in the case's directory: `dir` is where. */
+static void certs_make(char *dir, size_t size)
+{
+    test_daemon_file(dir, size, "certs");
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    char path[PATH_MAX + 32], cmd[PATH_MAX + 128];
+    snprintf(path, sizeof(path), "%s/make-certs.sh", dir);
+    test_write_file(path, make_certs);
+    snprintf(cmd, sizeof(cmd), "cd %s && sh make-certs.sh >make-certs.log 2>&1", dir);
+    int rc = system(cmd);
+    snprintf(path, sizeof(path), "%s/make-certs.log", dir);
+    ck_assert_msg(rc == 0, "making the certificates failed:\n%s", test_read_file(path));
+}
+
+/* A stream with a tls listen to backend `b`: the server certificate,
+ * and `extra` in the server block (CERTS is the certificates' directory). */
+static void start_tls(struct test_daemon *d, const struct backend *b, const char *certs,
+                      const char *extra)
+{
+    char stream[PATH_MAX * 3 + 2048];
+    snprintf(stream, sizeof(stream),
+             "  server { listen 127.0.0.1:0 ssl; proxy_pass 127.0.0.1:%d;\n"
+             "    ssl_certificate %s/server.pem; ssl_certificate_key %s/server.key;\n"
+             "    %s }",
+             b->port, certs, certs, extra != NULL ? extra : "");
+    start_with(d, stream);
+}
+
+/* A TLS client of the daemon's port: trusts the test CA, sends SNI
+ * stream.test, shows client certificate `client` (NULL: none), offers
+ * `alpn` (wire format; NULL: none).  Returns the SSL (its fd set), or NULL
+ * when the handshake failed. */
+static SSL *tls_connect(int port, const char *certs, const char *client, const char *alpn)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    ck_assert_ptr_nonnull(ctx);
+    char path[PATH_MAX + 32], key[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/ca.pem", certs);
+    ck_assert_int_eq(SSL_CTX_load_verify_locations(ctx, path, NULL), 1);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    if (client != NULL) {
+        snprintf(path, sizeof(path), "%s/%s.pem", certs, client);
+        snprintf(key, sizeof(key), "%s/%s.key", certs, client);
+        ck_assert_int_eq(SSL_CTX_use_certificate_chain_file(ctx, path), 1);
+        ck_assert_int_eq(SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM), 1);
+    }
+    if (alpn != NULL)
+        ck_assert_int_eq(SSL_CTX_set_alpn_protos(ctx, (const unsigned char *)alpn, strlen(alpn)),
+                         0);
+    int fd = test_connect(port);
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    SSL *ssl = SSL_new(ctx);
+    SSL_CTX_free(ctx); /* the SSL keeps its own reference */
+    SSL_set_fd(ssl, fd);
+    SSL_set_tlsext_host_name(ssl, "stream.test");
+    SSL_set1_host(ssl, "stream.test");
+    if (SSL_connect(ssl) != 1) {
+        close(fd);
+        SSL_free(ssl);
+        return NULL;
+    }
+    return ssl;
+}
+
+static void tls_close(SSL *ssl)
+{
+    int fd = SSL_get_fd(ssl);
+    SSL_free(ssl);
+    close(fd);
+}
+
+/* Whether the server's side of the session is refused: the first read
+ * fails (TLS 1.3 sends the refusal of a client certificate after the
+ * client's handshake is done) or the handshake did. */
+static bool tls_refused(SSL *ssl)
+{
+    if (ssl == NULL)
+        return true;
+    char c;
+    size_t n;
+    bool refused =
+        SSL_read_ex(ssl, &c, 1, &n) != 1 && SSL_get_error(ssl, 0) != SSL_ERROR_ZERO_RETURN;
+    tls_close(ssl);
+    return refused;
+}
+
+/* Sends `len` bytes of the pattern over `ssl` while reading the echo back
+ * (non-blocking, one thread: an SSL is not shared between threads), then
+ * a close_notify (a half-close), and reads to the echo's end: the bytes
+ * are checked by SHA-256 both ways. */
+static void tls_echo(SSL *ssl, uint64_t len)
+{
+    int fd = SSL_get_fd(ssl);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    EVP_MD_CTX *sent_md = EVP_MD_CTX_new(), *got_md = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(sent_md, EVP_sha256(), NULL);
+    EVP_DigestInit_ex(got_md, EVP_sha256(), NULL);
+    static char out[16 * 1024], in[64 * 1024];
+    uint64_t sent = 0, got = 0;
+    size_t pending = 0; /* bytes of `out` a write must take again */
+    bool shut = false, ended = false;
+    while (!ended) {
+        bool moved = false;
+        if (sent < len || pending > 0) {
+            if (pending == 0) {
+                pending = len - sent < sizeof(out) ? (size_t)(len - sent) : sizeof(out);
+                fill_pattern(out, pending, sent);
+            }
+            size_t n;
+            if (SSL_write_ex(ssl, out, pending, &n) == 1) {
+                EVP_DigestUpdate(sent_md, out, n);
+                sent += n;
+                pending = 0; /* partial writes are off: all of it */
+                moved = true;
+            } else {
+                int e = SSL_get_error(ssl, 0);
+                ck_assert_msg(e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE,
+                              "SSL_write: %d", e);
+            }
+        } else if (!shut) {
+            ck_assert_int_ge(SSL_shutdown(ssl), 0);
+            shut = true;
+            moved = true;
+        }
+        size_t n;
+        if (SSL_read_ex(ssl, in, sizeof(in), &n) == 1) {
+            EVP_DigestUpdate(got_md, in, n);
+            got += n;
+            moved = true;
+        } else {
+            int e = SSL_get_error(ssl, 0);
+            if (e == SSL_ERROR_ZERO_RETURN)
+                ended = true;
+            else
+                ck_assert_msg(e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE,
+                              "SSL_read: %d after %llu bytes", e, (unsigned long long)got);
+        }
+        if (!moved && !ended) {
+            struct pollfd p = {.fd = fd, .events = POLLIN | (sent < len || pending ? POLLOUT : 0)};
+            ck_assert_msg(poll(&p, 1, 20000) > 0, "stuck: %llu of %llu sent, %llu back%s",
+                          (unsigned long long)sent, (unsigned long long)len,
+                          (unsigned long long)got, shut ? ", close_notify sent" : "");
+        }
+    }
+    ck_assert(shut);
+    ck_assert_uint_eq(got, len);
+    unsigned char a[32], b[32];
+    EVP_DigestFinal_ex(sent_md, a, NULL);
+    EVP_DigestFinal_ex(got_md, b, NULL);
+    EVP_MD_CTX_free(sent_md);
+    EVP_MD_CTX_free(got_md);
+    ck_assert(memcmp(a, b, sizeof(a)) == 0);
+}
+
+/* TLS ends at the daemon, the backend gets the plain bytes, and the
+ * client's close_notify reaches it as a FIN: the echo ends after it. */
+START_TEST(tls_terminates_to_a_plain_backend)
+{
+    char certs[PATH_MAX];
+    certs_make(certs, sizeof(certs));
+    struct backend b;
+    backend_start(&b, ECHO);
+    struct test_daemon d;
+    start_tls(&d, &b, certs, "proxy_buffer_size 16k;");
+    const uint64_t sizes[] = {0, 1, 100 * 1000, 6 * 1024 * 1024 + 3};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        SSL *ssl = tls_connect(d.port, certs, NULL, NULL);
+        ck_assert_ptr_nonnull(ssl);
+        tls_echo(ssl, sizes[i]);
+        tls_close(ssl);
+    }
+    /* Plain text to the tls port is refused, not passed on. */
+    int accepted = atomic_load(&b.accepted);
+    int fd = test_connect(d.port);
+    test_send_all(fd, "GET / HTTP/1.0\r\n\r\n", 18);
+    char buf[64];
+    ck_assert_int_le(recv(fd, buf, sizeof(buf), 0), 0);
+    close(fd);
+    ck_assert_int_eq(atomic_load(&b.accepted), accepted);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* The backend half-closes first: the client gets a close_notify, and
+ * what it sends after it still reaches the backend. */
+START_TEST(tls_server_half_close_passes_on)
+{
+    char certs[PATH_MAX];
+    certs_make(certs, sizeof(certs));
+    struct backend b;
+    backend_start(&b, HALF_FIRST);
+    struct test_daemon d;
+    start_tls(&d, &b, certs, NULL);
+    SSL *ssl = tls_connect(d.port, certs, NULL, NULL);
+    ck_assert_ptr_nonnull(ssl);
+    char buf[16];
+    size_t n, got = 0;
+    while (got < 5 && SSL_read_ex(ssl, buf + got, 5 - got, &n) == 1)
+        got += n;
+    ck_assert_uint_eq(got, 5);
+    ck_assert(memcmp(buf, "hello", 5) == 0);
+    ck_assert_int_eq(SSL_read_ex(ssl, buf, sizeof(buf), &n), 0);
+    ck_assert_int_eq(SSL_get_error(ssl, 0), SSL_ERROR_ZERO_RETURN); /* the close_notify */
+    ck_assert_int_eq(SSL_write_ex(ssl, "late", 4, &n), 1);
+    ck_assert_msg(test_poll_until(got_late, &b, TEST_WAIT_MS), "the backend did not get it");
+    tls_close(ssl);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* ssl_verify_client on: a client without a certificate, or with one of
+ * another CA, is refused before any server is contacted; one with a
+ * certificate of the CA passes. */
+START_TEST(tls_client_certificate_required)
+{
+    char certs[PATH_MAX];
+    certs_make(certs, sizeof(certs));
+    struct backend b;
+    backend_start(&b, ECHO);
+    char extra[PATH_MAX + 128];
+    snprintf(extra, sizeof(extra), "ssl_client_certificate %s/ca.pem; ssl_verify_client on;",
+             certs);
+    struct test_daemon d;
+    start_tls(&d, &b, certs, extra);
+    ck_assert(tls_refused(tls_connect(d.port, certs, NULL, NULL)));
+    ck_assert(tls_refused(tls_connect(d.port, certs, "other-client", NULL)));
+    ck_assert_int_eq(atomic_load(&b.accepted), 0);
+    SSL *ssl = tls_connect(d.port, certs, "client", NULL);
+    ck_assert_ptr_nonnull(ssl);
+    tls_echo(ssl, 70 * 1000);
+    tls_close(ssl);
+    ck_assert_int_eq(atomic_load(&b.accepted), 1);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* ssl_alpn: the server's protocol among the client's is agreed; a client
+ * that offers none of them is refused; one that offers nothing passes
+ * without ALPN.  ssl_protocols holds the version to TLS 1.2. */
+START_TEST(tls_alpn_and_protocols)
+{
+    char certs[PATH_MAX];
+    certs_make(certs, sizeof(certs));
+    struct backend b;
+    backend_start(&b, ECHO);
+    struct test_daemon d;
+    start_tls(&d, &b, certs, "ssl_alpn mqtt imap; ssl_protocols TLSv1.2;");
+    SSL *ssl = tls_connect(d.port, certs, NULL, "\x04imap\x04mqtt");
+    ck_assert_ptr_nonnull(ssl);
+    const unsigned char *agreed;
+    unsigned len;
+    SSL_get0_alpn_selected(ssl, &agreed, &len);
+    ck_assert_uint_eq(len, 4);
+    ck_assert(memcmp(agreed, "mqtt", 4) == 0);
+    ck_assert_str_eq(SSL_get_version(ssl), "TLSv1.2");
+    tls_echo(ssl, 1000);
+    tls_close(ssl);
+    ck_assert_ptr_null(tls_connect(d.port, certs, NULL, "\x02h2"));
+    ssl = tls_connect(d.port, certs, NULL, NULL);
+    ck_assert_ptr_nonnull(ssl);
+    tls_echo(ssl, 10);
+    tls_close(ssl);
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* $ssl_protocol, $ssl_cipher and $ssl_server_name in the stream's log;
+ * a refused handshake is a 500 line, as nginx's. */
+START_TEST(tls_access_log_line)
+{
+    char certs[PATH_MAX];
+    certs_make(certs, sizeof(certs));
+    struct backend b;
+    backend_start(&b, ECHO);
+    char log[PATH_MAX], extra[PATH_MAX * 2 + 256];
+    test_daemon_file(log, sizeof(log), "stream.log");
+    snprintf(extra, sizeof(extra),
+             "access_log %s s; ssl_protocols TLSv1.3; "
+             "ssl_client_certificate %s/ca.pem; ssl_verify_client optional;",
+             log, certs);
+    char stream[PATH_MAX * 4 + 2048];
+    snprintf(stream, sizeof(stream),
+             "  log_format s '$status $bytes_received $ssl_protocol $ssl_cipher "
+             "\"$ssl_server_name\"';\n"
+             "  server { listen 127.0.0.1:0 tls; proxy_pass 127.0.0.1:%d;\n"
+             "    tls_certificate %s/server.pem; tls_certificate_key %s/server.key; %s }",
+             b.port, certs, certs, extra);
+    struct test_daemon d;
+    start_with(&d, stream);
+    SSL *ssl = tls_connect(d.port, certs, NULL, NULL);
+    ck_assert_ptr_nonnull(ssl);
+    char cipher[128];
+    snprintf(cipher, sizeof(cipher), "%s", SSL_get_cipher_name(ssl));
+    tls_echo(ssl, 1234);
+    tls_close(ssl);
+    char expect[256];
+    snprintf(expect, sizeof(expect), "200 1234 TLSv1.3 %s \"stream.test\"\n", cipher);
+    free(test_wait_file(log, expect, TEST_WAIT_MS));
+    ck_assert(tls_refused(tls_connect(d.port, certs, "other-client", NULL)));
+    free(test_wait_file(log, "500 0 - - \"-\"\n", TEST_WAIT_MS));
+    test_daemon_stop(&d);
+    backend_stop(&b);
+}
+END_TEST
+
+/* ------------------------------------------------------- health checks */
+
+/* One session through `port` to an echo: a byte there and back. */
+static bool session_echoes(int port)
+{
+    int fd = test_connect(port);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char c = 'x';
+    bool ok = send(fd, &c, 1, MSG_NOSIGNAL) == 1 && recv(fd, &c, 1, 0) == 1 && c == 'x';
+    close(fd);
+    return ok;
+}
+
+/* Eight sessions in a row go through (round robin over two servers). */
+static bool eight_echo(void *arg)
+{
+    for (int i = 0; i < 8; i++)
+        if (!session_echoes(*(int *)arg))
+            return false;
+    return true;
+}
+
+/* health_check type=tcp: a server that refuses connections is taken out
+ * by the checks.  Passive health is off (max_fails=0) and no next server
+ * is tried, so without the checks every other session would fail. */
+START_TEST(tcp_health_check_takes_a_dead_server_out)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    int dead_port;
+    int reserved = test_reserve_port(&dead_port); /* bound, not listening: refuses */
+    char stream[1024];
+    snprintf(stream, sizeof(stream),
+             "  upstream u { server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d max_fails=0;\n"
+             "    health_check type=tcp interval=50ms timeout=1s rise=1 fall=1; }\n"
+             "  server { listen 127.0.0.1:0; proxy_pass u; proxy_next_upstream off; }",
+             dead_port, b.port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    ck_assert_msg(test_poll_until(eight_echo, &d.port, TEST_WAIT_MS),
+                  "sessions still go to the dead server");
+    /* The live server's checks connect and close: its echo saw them. */
+    ck_assert_int_gt(atomic_load(&b.accepted), 8);
+    test_daemon_stop(&d);
+    close(reserved);
+    backend_stop(&b);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -902,6 +1291,16 @@ Suite *test_suite(void)
     tcase_add_test(tc, sni_routes_to_three_upstreams);
     tcase_add_test(tc, access_log_lines);
     tcase_add_test(tc, limit_conn_per_address);
+    tcase_add_test(tc, tcp_health_check_takes_a_dead_server_out);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("tls");
+    test_daemon_fixture(tc);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, tls_terminates_to_a_plain_backend);
+    tcase_add_test(tc, tls_server_half_close_passes_on);
+    tcase_add_test(tc, tls_client_certificate_required);
+    tcase_add_test(tc, tls_alpn_and_protocols);
+    tcase_add_test(tc, tls_access_log_line);
     suite_add_tcase(s, tc);
     return s;
 }
