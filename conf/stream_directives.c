@@ -6,6 +6,7 @@
  */
 #include "registry.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +228,7 @@ static int apply_alpn(struct conf_state *state, const struct conf_node *node,
 {
     (void)directive;
     struct conf_stream_server *server = state->config->stream.current;
+    assert(node->arg_count > 0); /* the directive table asks for one or more */
     size_t len = 0;
     for (size_t i = 0; i < node->arg_count; i++) {
         size_t n = strlen(node->args[i].text);
