@@ -229,6 +229,9 @@ struct conf_stream_listen {
     bool proxy_protocol; /* clients send a PROXY header (v1 or v2) */
     bool tls;            /* listen ... tls (or ssl): TLS terminated, plain bytes to the server */
     bool udp;            /* listen ... udp: datagrams, a session per client address */
+    /* listen ... default_server: the server of its address that a client
+     * naming none of its servers gets (else the first written) */
+    bool default_server;
     struct conf_pos pos;
 };
 
@@ -258,11 +261,20 @@ struct conf_stream_server {
     char *limit_zone;                    /* limit_conn ZONE N; NULL: the stream block's */
     unsigned limit_conn;
     struct conf_pos limit_pos;
-    struct conf_tls tls; /* its tls listens': the server's own tls_* (none inherited) */
+    /* its tls listens': the server's own tls_*, and the stream block's
+     * where it writes none (the certificates as a whole list) */
+    struct conf_tls tls;
     /* tls_alpn (nginx's ssl_alpn): the protocols offered, in ALPN's wire
-     * format (a length byte before each); NULL: no ALPN */
+     * format (a length byte before each); NULL: no ALPN (the stream
+     * block's where it writes none) */
     unsigned char *alpn;
     size_t alpn_len;
+    /* server_name: which clients of its addresses it serves when several
+     * servers listen on one, by the name of their TLS SNI (of the
+     * handshake, or read by tls_preread); as an HTTP server's */
+    char **server_names;
+    struct conf_pos *server_name_pos;
+    size_t server_name_count;
 };
 
 struct conf_stream {
@@ -278,6 +290,9 @@ struct conf_stream {
     char *limit_zone;                    /* limit_conn ZONE N: its servers' where they write none */
     unsigned limit_conn;
     struct conf_pos limit_pos;
+    struct conf_tls tls;  /* the stream block's tls_*: its servers' where they write none */
+    unsigned char *alpn;  /* its tls_alpn, as a server's */
+    size_t alpn_len;
     bool applying; /* the stream block is being applied */
 };
 

@@ -154,7 +154,34 @@ struct stream_site {
     /* A udp listen: each worker's sessions, by corral_worker_index(),
      * made by the worker on its first datagram and freed by on_stop. */
     struct stream_udp_worker **udp_workers;
+    /* server_name: the names of this server, exact or wildcard as
+     * written ("*.example.com", "www.example.*"), and its "~" ones
+     * compiled, in the order written. */
+    const char *const *names;
+    size_t name_count;
+    const struct http_regex *const *name_regexes;
+    size_t name_regex_count;
+    /* Several servers on one TCP address: the listener's site (its
+     * default server's) has all of them, itself first, and a session
+     * moves to the one its SNI name picks (stream_site_select()): at the
+     * end of its handshake on a tls listen, or once tls_preread read the
+     * ClientHello.  NULL (0): the site is alone on its address. */
+    struct stream_site *const *vhosts;
+    size_t vhost_count;
+    const void *origin; /* the daemon's: the server block it was built from */
 };
+
+/* The server of `site`'s address that a client naming `name` (`len`
+ * bytes, not NUL-terminated; SNI) is served by, as nginx picks a virtual
+ * server: an exact name, else the longest "*.example.com", else the
+ * longest "www.example.*", else the first "~" name that matches in the
+ * order of the servers; else the address's default (`site` itself). */
+struct stream_site *stream_site_select(struct stream_site *site, const char *name, size_t len);
+
+/* A tls_sni_select_fn for the TLS server of an address several servers
+ * share (`site` is the listener's stream_site, whose vhosts are the TLS
+ * server's in the same order): the index of stream_site_select()'s. */
+size_t stream_sni_select(void *site, const char *name, size_t len);
 
 /* The handler of a stream listener (corral_server_listen()'s `data`: a
  * struct stream_site).  A graceful stop lets its sessions run: they end
