@@ -67,6 +67,11 @@ struct stream_session {
     bool handshaking;    /* a tls listen's handshake is still to end */
     bool client_ended;   /* its close_notify came with the handshake, before a server */
     bool wide;           /* the client's watermark is TLS_KEPT_MAX until its first copy */
+    /* Inside the TLS layer's end-of-handshake callback, which must not
+     * see its connection freed under it: an abort then is done by the
+     * client's deadline (client_on_deadline()), with this error. */
+    bool in_established;
+    int deferred_error;
     /* A tls listen's facts for the log, taken while the client's TLS
      * lasts: OpenSSL's static names, and the SNI name (malloc'd). */
     const char *tls_protocol, *tls_cipher;
@@ -155,8 +160,12 @@ static void session_abort(struct stream_session *s, int error, unsigned status)
     if (s->status == 200)
         s->status = status;
     s->failed = true;
-    if (s->client_open)
+    if (s->client_open && s->in_established) {
+        s->deferred_error = error;
+        corral_conn_set_deadline(s->client, corral_loop_now(corral_conn_loop(s->client)));
+    } else if (s->client_open) {
         corral_conn_abort(s->client, error);
+    }
     if (s->server_open)
         corral_conn_abort(s->uc.conn, error);
 }
@@ -603,15 +612,15 @@ static void client_established(corral_conn *conn)
         return;
     s->handshaking = false;
     assert(!s->site->conf->preread); /* the config refuses it on a tls listen */
-    if (s->site->vhost_count > 0) {
-        /* The server whose certificates the handshake used: the TLS
-         * server picked them with stream_sni_select(). */
-        const char *name = tls_conn_server_name(conn);
-        if (!session_pick(s, name != NULL ? name : "", name != NULL ? strlen(name) : 0))
-            return;
+    s->in_established = true;
+    /* The server whose certificates the handshake used: the TLS server
+     * picked them with stream_sni_select(). */
+    const char *name = s->site->vhost_count > 0 ? tls_conn_server_name(conn) : NULL;
+    if (session_pick(s, name != NULL ? name : "", name != NULL ? strlen(name) : 0)) {
+        session_tls_facts(s);
+        session_route(s);
     }
-    session_tls_facts(s);
-    session_route(s);
+    s->in_established = false;
 }
 
 /* tls_preread: feeds the bytes not fed yet; once the hello is read (or
@@ -771,6 +780,14 @@ static void client_on_eof(corral_conn *conn)
     dir_end(s, UP);
 }
 
+/* An abort decided inside the handshake's callback (session_abort()). */
+static void client_on_deadline(corral_conn *conn)
+{
+    struct stream_session *s = corral_conn_data(conn);
+    if (s != NULL && s->failed)
+        corral_conn_abort(conn, s->deferred_error);
+}
+
 static void client_on_drain(corral_conn *conn)
 {
     struct stream_session *s = corral_conn_data(conn);
@@ -802,6 +819,7 @@ const struct corral_conn_handler stream_handler = {
     .on_data = client_on_data,
     .on_eof = client_on_eof,
     .on_drain = client_on_drain,
+    .on_deadline = client_on_deadline,
     .on_close = client_on_close,
 };
 

@@ -908,18 +908,27 @@ static const char make_certs[] =
     "leaf client ca client 2\n"
     "leaf other-client other-ca client 3\n";
 
-/* Makes the certificates in the case's directory: `dir` is where. */
-static void certs_make(char *dir, size_t size)
+/* Makes the certificates in the case's directory (`dir` is where), and
+ * those `more` makes with the script's functions. */
+static void certs_make_more(char *dir, size_t size, const char *more)
 {
     test_daemon_file(dir, size, "certs");
     ck_assert_int_eq(mkdir(dir, 0755), 0);
     char path[PATH_MAX + 32], cmd[PATH_MAX + 128];
     snprintf(path, sizeof(path), "%s/make-certs.sh", dir);
-    test_write_file(path, make_certs);
+    char script[sizeof(make_certs) + 512];
+    ck_assert_uint_lt(strlen(more), 512);
+    snprintf(script, sizeof(script), "%s%s", make_certs, more);
+    test_write_file(path, script);
     snprintf(cmd, sizeof(cmd), "cd %s && sh make-certs.sh >make-certs.log 2>&1", dir);
     int rc = system(cmd);
     snprintf(path, sizeof(path), "%s/make-certs.log", dir);
     ck_assert_msg(rc == 0, "making the certificates failed:\n%s", test_read_file(path));
+}
+
+static void certs_make(char *dir, size_t size)
+{
+    certs_make_more(dir, size, "");
 }
 
 /* A stream with a tls listen to backend `b`: the server certificate,
@@ -940,7 +949,18 @@ static void start_tls(struct test_daemon *d, const struct backend *b, const char
  * stream.test, shows client certificate `client` (NULL: none), offers
  * `alpn` (wire format; NULL: none).  Returns the SSL (its fd set), or NULL
  * when the handshake failed. */
+static SSL *tls_connect_named(int port, const char *certs, const char *client, const char *alpn,
+                              const char *sni, const char *verify);
+
 static SSL *tls_connect(int port, const char *certs, const char *client, const char *alpn)
+{
+    return tls_connect_named(port, certs, client, alpn, "stream.test", "stream.test");
+}
+
+/* The same with SNI `sni`, and the server's certificate checked for the
+ * name `verify`. */
+static SSL *tls_connect_named(int port, const char *certs, const char *client, const char *alpn,
+                              const char *sni, const char *verify)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     ck_assert_ptr_nonnull(ctx);
@@ -964,8 +984,8 @@ static SSL *tls_connect(int port, const char *certs, const char *client, const c
     SSL *ssl = SSL_new(ctx);
     SSL_CTX_free(ctx); /* the SSL keeps its own reference */
     SSL_set_fd(ssl, fd);
-    SSL_set_tlsext_host_name(ssl, "stream.test");
-    SSL_set1_host(ssl, "stream.test");
+    SSL_set_tlsext_host_name(ssl, sni);
+    SSL_set1_host(ssl, verify);
     if (SSL_connect(ssl) != 1) {
         close(fd);
         SSL_free(ssl);
@@ -1269,6 +1289,171 @@ START_TEST(tcp_health_check_takes_a_dead_server_out)
 }
 END_TEST
 
+/* --------------------------------------------------- servers by SNI name */
+
+/* Certificates for alpha.test and *.beta.test, beside certs_make()'s. */
+static const char sni_certs[] = "leaf alpha ca alpha.test 4\n"
+                                "leaf beta ca '*.beta.test' 5\n";
+
+/* One TLS session to `port` with SNI `sni` that gets the certificate for
+ * `verify`, echoed through; the protocol agreed in `version`. */
+static void sni_session(int port, const char *certs, const char *sni, const char *verify,
+                        char *version, size_t size)
+{
+    SSL *ssl = tls_connect_named(port, certs, NULL, NULL, sni, verify);
+    ck_assert_msg(ssl != NULL, "no handshake for %s with %s's certificate", sni, verify);
+    snprintf(version, size, "%s", SSL_get_version(ssl));
+    tls_echo(ssl, 5000);
+    tls_close(ssl);
+}
+
+/* Three servers on one tls address, told apart by server_name: each SNI
+ * name gets its server's certificate and backend, an unknown name or none
+ * the default server's (the first); the stream block's certificate,
+ * protocols and log are those of the servers that write none. */
+START_TEST(tls_servers_picked_by_sni)
+{
+    char certs[PATH_MAX];
+    certs_make_more(certs, sizeof(certs), sni_certs);
+    struct backend def, alpha, beta;
+    backend_start(&def, ECHO);
+    backend_start(&alpha, ECHO);
+    backend_start(&beta, ECHO);
+    char log[PATH_MAX];
+    test_daemon_file(log, sizeof(log), "stream.log");
+    char stream[PATH_MAX * 7 + 1536];
+    snprintf(
+        stream, sizeof(stream),
+        "  ssl_certificate %s/server.pem; ssl_certificate_key %s/server.key;\n"
+        "  ssl_protocols TLSv1.2;\n"
+        "  log_format s '$status $ssl_server_name $upstream_addr';\n"
+        "  access_log %s s;\n"
+        "  server { listen 127.0.0.1:0 ssl; proxy_pass 127.0.0.1:%d; }\n"
+        "  server { listen 127.0.0.1:0 ssl; server_name alpha.test; proxy_pass 127.0.0.1:%d;\n"
+        "    tls_certificate %s/alpha.pem; tls_certificate_key %s/alpha.key;\n"
+        "    tls_protocols TLSv1.3; }\n"
+        "  server { listen 127.0.0.1:0 ssl; server_name *.beta.test; proxy_pass 127.0.0.1:%d;\n"
+        "    tls_certificate %s/beta.pem; tls_certificate_key %s/beta.key; }\n",
+        certs, certs, log, def.port, alpha.port, certs, certs, beta.port, certs, certs);
+    struct test_daemon d;
+    start_with(&d, stream);
+    char version[32];
+    sni_session(d.port, certs, "alpha.test", "alpha.test", version, sizeof(version));
+    ck_assert_str_eq(version, "TLSv1.3"); /* its own */
+    ck_assert_int_eq(atomic_load(&alpha.accepted), 1);
+    sni_session(d.port, certs, "ALPHA.test", "alpha.test", version, sizeof(version));
+    ck_assert_int_eq(atomic_load(&alpha.accepted), 2);
+    sni_session(d.port, certs, "x.beta.test", "x.beta.test", version, sizeof(version));
+    ck_assert_str_eq(version, "TLSv1.2"); /* the stream block's */
+    ck_assert_int_eq(atomic_load(&beta.accepted), 1);
+    sni_session(d.port, certs, "other.test", "stream.test", version, sizeof(version));
+    ck_assert_str_eq(version, "TLSv1.2");
+    sni_session(d.port, certs, "beta.test", "stream.test", version, sizeof(version));
+    ck_assert_int_eq(atomic_load(&def.accepted), 2);
+    ck_assert_int_eq(atomic_load(&alpha.accepted), 2);
+    ck_assert_int_eq(atomic_load(&beta.accepted), 1);
+    char expect[128];
+    snprintf(expect, sizeof(expect), "200 x.beta.test 127.0.0.1:%d\n", beta.port);
+    free(test_wait_file(log, expect, TEST_WAIT_MS));
+    test_daemon_stop(&d);
+    backend_stop(&def);
+    backend_stop(&alpha);
+    backend_stop(&beta);
+}
+END_TEST
+
+static bool got_one(void *arg)
+{
+    return atomic_load((atomic_int *)arg) >= 1;
+}
+
+/* default_server: the server named so answers names no server has, not
+ * the first; a server's own allow/deny applies to the sessions its name
+ * picks, and with `openssl s_client -servername` as a client too. */
+START_TEST(tls_default_server_and_own_rules)
+{
+    char certs[PATH_MAX];
+    certs_make_more(certs, sizeof(certs), sni_certs);
+    struct backend first, def;
+    backend_start(&first, ECHO);
+    backend_start(&def, ECHO);
+    char stream[PATH_MAX * 7 + 1536];
+    snprintf(stream, sizeof(stream),
+             "  server { listen 127.0.0.1:0 ssl; server_name alpha.test; proxy_pass 127.0.0.1:%d;\n"
+             "    tls_certificate %s/alpha.pem; tls_certificate_key %s/alpha.key; }\n"
+             "  server { listen 127.0.0.1:0 ssl; server_name ~^[a-z]+\\.beta\\.test$;\n"
+             "    deny 127.0.0.1; proxy_pass 127.0.0.1:%d;\n"
+             "    tls_certificate %s/beta.pem; tls_certificate_key %s/beta.key; }\n"
+             "  server { listen 127.0.0.1:0 ssl default_server; proxy_pass 127.0.0.1:%d;\n"
+             "    tls_certificate %s/server.pem; tls_certificate_key %s/server.key; }\n",
+             first.port, certs, certs, def.port, certs, certs, def.port, certs, certs);
+    struct test_daemon d;
+    start_with(&d, stream);
+    char version[32];
+    sni_session(d.port, certs, "nobody.test", "stream.test", version, sizeof(version));
+    ck_assert_int_eq(atomic_load(&def.accepted), 1);
+    ck_assert_int_eq(atomic_load(&first.accepted), 0);
+    /* The regex name picks the server that denies the client: its
+     * certificate is shown, then the session is closed before any
+     * backend. */
+    ck_assert(
+        tls_refused(tls_connect_named(d.port, certs, NULL, NULL, "y.beta.test", "y.beta.test")));
+    ck_assert_int_eq(atomic_load(&def.accepted), 1);
+    sni_session(d.port, certs, "nobody.test", "stream.test", version, sizeof(version));
+    ck_assert_int_eq(atomic_load(&def.accepted), 2);
+    /* openssl s_client names alpha.test and sees its certificate. */
+    char cmd[PATH_MAX + 256], out[PATH_MAX];
+    test_daemon_file(out, sizeof(out), "s_client.out");
+    snprintf(cmd, sizeof(cmd),
+             "echo | timeout 20 openssl s_client -connect 127.0.0.1:%d -servername alpha.test "
+             ">%s 2>&1",
+             d.port, out);
+    int rc = system(cmd);
+    char *text = test_read_file(out);
+    ck_assert_msg(rc == 0 && strstr(text, "CN = alpha.test") != NULL, "%d: %s", rc, text);
+    free(text);
+    ck_assert(test_poll_until(got_one, &first.accepted, TEST_WAIT_MS));
+    test_daemon_stop(&d);
+    backend_stop(&first);
+    backend_stop(&def);
+}
+END_TEST
+
+/* tls_preread on a plain address several servers share: the ClientHello's
+ * name picks the server, whose proxy_pass gets the hello. */
+START_TEST(preread_picks_the_server)
+{
+    struct backend def, alpha;
+    backend_start(&def, ECHO);
+    backend_start(&alpha, ECHO);
+    char stream[1024];
+    snprintf(stream, sizeof(stream),
+             "  tls_preread on;\n"
+             "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; }\n"
+             "  server { listen 127.0.0.1:0; server_name alpha.test www.alpha.*;\n"
+             "    proxy_pass 127.0.0.1:%d; }\n",
+             def.port, alpha.port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    unsigned char hello[4096];
+    size_t len = client_hello("alpha.test", hello, sizeof(hello));
+    hello_through(d.port, hello, len, true);
+    ck_assert_int_eq(atomic_load(&alpha.accepted), 1);
+    len = client_hello("www.alpha.org", hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&alpha.accepted), 2);
+    len = client_hello("beta.test", hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    len = client_hello(NULL, hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&def.accepted), 2);
+    ck_assert_int_eq(atomic_load(&alpha.accepted), 2);
+    test_daemon_stop(&d);
+    backend_stop(&def);
+    backend_stop(&alpha);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -1301,6 +1486,13 @@ Suite *test_suite(void)
     tcase_add_test(tc, tls_client_certificate_required);
     tcase_add_test(tc, tls_alpn_and_protocols);
     tcase_add_test(tc, tls_access_log_line);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("sni");
+    test_daemon_fixture(tc);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, tls_servers_picked_by_sni);
+    tcase_add_test(tc, tls_default_server_and_own_rules);
+    tcase_add_test(tc, preread_picks_the_server);
     suite_add_tcase(s, tc);
     return s;
 }
