@@ -65,6 +65,10 @@ struct conf_upstream {
     struct proxy_upstream_conf upstream;
     struct conf_pos *server_pos; /* where each of upstream.servers is written */
     struct conf_pos pos;
+    /* health_check match=NAME: a stream match block, whose send and
+     * expect the stream block gives upstream.health; NULL: none */
+    char *health_match;
+    struct conf_pos health_match_pos;
 };
 
 /* access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME]: one of a level's. */
@@ -277,8 +281,19 @@ struct conf_stream_server {
     size_t server_name_count;
 };
 
+/* match NAME { send TEXT; expect TEXT | ~ REGEX; } in stream: what a
+ * `health_check match=NAME` sends and expects (nginx Plus's stream match). */
+struct conf_stream_match {
+    char *name;
+    char *send, *expect; /* NULL: none */
+    bool expect_regex;
+    struct conf_pos pos;
+};
+
 struct conf_stream {
     bool present;
+    struct conf_stream_match *matches;
+    size_t match_count;
     struct conf_stream_server *servers;
     size_t server_count;
     struct stream_conf conf; /* the stream block's own settings */
@@ -290,8 +305,8 @@ struct conf_stream {
     char *limit_zone;                    /* limit_conn ZONE N: its servers' where they write none */
     unsigned limit_conn;
     struct conf_pos limit_pos;
-    struct conf_tls tls;  /* the stream block's tls_*: its servers' where they write none */
-    unsigned char *alpn;  /* its tls_alpn, as a server's */
+    struct conf_tls tls; /* the stream block's tls_*: its servers' where they write none */
+    unsigned char *alpn; /* its tls_alpn, as a server's */
     size_t alpn_len;
     bool applying; /* the stream block is being applied */
 };

@@ -483,6 +483,85 @@ static int check_addresses(struct conf_state *state, const struct conf_stream *s
     return 0;
 }
 
+/* The most a match block's send or expect holds. */
+#define STREAM_MATCH_TEXT_MAX 4096
+
+/* match NAME { send TEXT; expect TEXT | expect ~ REGEX; } in stream: read
+ * here, line by line (its two directives exist nowhere else). */
+static int apply_match(struct conf_state *state, const struct conf_node *node,
+                       const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_stream *stream = &state->config->stream;
+    for (size_t i = 0; i < stream->match_count; i++)
+        if (strcmp(stream->matches[i].name, node->args[0].text) == 0) {
+            char where[300];
+            return conf__error_at(
+                state->error, &node->args[0].pos, "duplicate match \"%s\" (first at %s)",
+                node->args[0].text,
+                conf__where(where, sizeof(where), &node->args[0].pos, &stream->matches[i].pos));
+        }
+    struct conf_stream_match *matches =
+        conf__grow(state, &node->name.pos, stream->matches, stream->match_count, sizeof(*matches));
+    if (matches == NULL)
+        return -1;
+    stream->matches = matches;
+    struct conf_stream_match *match = &matches[stream->match_count++];
+    *match = (struct conf_stream_match){.pos = node->args[0].pos};
+    match->name = conf__strdup(state, &node->args[0].pos, node->args[0].text);
+    if (match->name == NULL)
+        return -1;
+    for (size_t c = 0; c < node->child_count; c++) {
+        const struct conf_node *line = &node->children[c];
+        const char *name = line->name.text;
+        bool send = strcmp(name, "send") == 0;
+        if (!send && strcmp(name, "expect") != 0)
+            return conf__error_at(state->error, &line->name.pos,
+                                  "a match block takes \"send\" and \"expect\", not \"%s\"", name);
+        bool regex = !send && line->arg_count == 2 && strcmp(line->args[0].text, "~") == 0;
+        if (line->child_count > 0 || line->arg_count != (regex ? 2u : 1u))
+            return conf__error_at(state->error, &line->name.pos,
+                                  send ? "\"send\" takes one string"
+                                       : "\"expect\" takes a string, or \"~\" and a regex");
+        const struct conf_arg *text = &line->args[regex ? 1 : 0];
+        char **field = send ? &match->send : &match->expect;
+        if (*field != NULL)
+            return conf__error_at(state->error, &line->name.pos, "duplicate \"%s\"", name);
+        size_t len = strlen(text->text);
+        if (len == 0 || len > STREAM_MATCH_TEXT_MAX)
+            return conf__error_at(state->error, &text->pos, "\"%s\" takes 1 to 4096 bytes, got %zu",
+                                  name, len);
+        *field = conf__strdup(state, &text->pos, text->text);
+        if (*field == NULL)
+            return -1;
+        if (!send)
+            match->expect_regex = regex;
+    }
+    return 0;
+}
+
+/* health_check match=NAME of the config's upstreams: the stream match
+ * block's send and expect, which upstream_new() copies. */
+static int resolve_matches(struct conf_state *state, const struct conf_stream *stream)
+{
+    for (size_t i = 0; i < state->config->upstream_count; i++) {
+        struct conf_upstream *up = &state->config->upstreams[i];
+        if (up->health_match == NULL)
+            continue;
+        const struct conf_stream_match *match = NULL;
+        for (size_t m = 0; m < stream->match_count; m++)
+            if (strcmp(stream->matches[m].name, up->health_match) == 0)
+                match = &stream->matches[m];
+        if (match == NULL)
+            return conf__error_at(state->error, &up->health_match_pos,
+                                  "no match block \"%s\" in the stream block", up->health_match);
+        up->upstream.health.send = match->send;
+        up->upstream.health.expect = match->expect;
+        up->upstream.health.expect_regex = match->expect_regex;
+    }
+    return 0;
+}
+
 /* stream { ... } */
 static int apply_stream(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
@@ -527,6 +606,8 @@ static int apply_stream(struct conf_state *state, const struct conf_node *node,
                                   "block, before its use)",
                                   server->pass);
     }
+    if (resolve_matches(state, stream) != 0)
+        return -1;
     return check_addresses(state, stream);
 }
 
@@ -549,6 +630,12 @@ void conf__stream_free(struct conf_stream *stream)
         free(server->server_name_pos);
     }
     free(stream->servers);
+    for (size_t m = 0; m < stream->match_count; m++) {
+        free(stream->matches[m].name);
+        free(stream->matches[m].send);
+        free(stream->matches[m].expect);
+    }
+    free(stream->matches);
     access_conf_free(&stream->conf.access);
     conf__maps_free(stream->maps, stream->map_count);
     conf__access_logs_free(&stream->access_logs);
@@ -595,6 +682,8 @@ const struct conf_directive conf__stream_directives[] = {
      .max_args = CONF_ARGS_MANY, .apply = apply_alpn},
     {.name = "tls_preread", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1,
      .apply = apply_switch},
+    {.name = "match", .contexts = CONF_STREAM, .min_args = 1, .max_args = 1, .block = true,
+     .repeat = true, .apply = apply_match},
     {.name = "map", .contexts = CONF_STREAM, .min_args = 2, .max_args = 2, .block = true,
      .repeat = true, .apply = apply_map},
     {.name = "allow", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1, .repeat = true,

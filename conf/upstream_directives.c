@@ -472,7 +472,22 @@ static int apply_health_check(struct conf_state *state, const struct conf_node *
             health->uri = conf__strdup(state, &arg->pos, value.text);
             rc = health->uri != NULL ? 0 : -1;
             break;
-        case 5: rc = parse_health_match(state, &value, health); break;
+        case 5:
+            /* a stream match block's name, or statuses */
+            if (value.text[0] >= '0' && value.text[0] <= '9') {
+                rc = parse_health_match(state, &value, health);
+                break;
+            }
+            if (!state->config->stream.applying)
+                return conf__error_at(state->error, &arg->pos,
+                                      "health_check match=%s names a stream match block: the "
+                                      "upstream must be in the stream block",
+                                      value.text);
+            free(state->upstream->health_match);
+            state->upstream->health_match = conf__strdup(state, &arg->pos, value.text);
+            state->upstream->health_match_pos = arg->pos;
+            rc = state->upstream->health_match != NULL ? 0 : -1;
+            break;
         case 6: rc = conf__arg_uint(state, &value, "port", 1, 65535, &health->port); break;
         case 7:
             if (strcmp(value.text, "http") == 0)
@@ -505,6 +520,16 @@ static int apply_health_check(struct conf_state *state, const struct conf_node *
         if (p <= 1 && (p == 0 ? health->interval_ms : health->timeout_ms) == 0)
             return conf__error_at(state->error, &arg->pos, "\"%.*s\" must be more than 0",
                                   (int)key_len, arg->text);
+    }
+    /* A match block's check is a connect check that sends and reads. */
+    if (state->upstream->health_match != NULL) {
+        if (seen[7] && health->type != PROXY_HEALTH_TCP)
+            return conf__error_at(state->error, &node->name.pos,
+                                  "\"health_check match=%s\" (a stream match block) is a "
+                                  "type=tcp check",
+                                  state->upstream->health_match);
+        health->type = PROXY_HEALTH_TCP;
+        seen[5] = false;
     }
     /* A connect check reads nothing: what judges an answer has no place. */
     if (health->type == PROXY_HEALTH_TCP && (seen[4] || seen[5] || seen[8]))

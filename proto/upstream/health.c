@@ -1,13 +1,15 @@
 /*
  * health.c: active health checks: per server, a timer that opens a
  * connection every interval, sends "GET uri HTTP/1.0" and reads the status
- * line (type=tcp: the connection accepted is the pass); `fall` failures in
+ * line (type=tcp: the connection accepted is the pass, or with a stream
+ * match block, the answer to what it sends); `fall` failures in
  * a row mark the server down for every worker, `rise` passes bring it
  * back.  Transitions are logged.  To a proxy_protocol
  * upstream, the request follows a header that names no client.
  */
 #include "proto/upstream/health.h"
 
+#include "proto/http/regex.h"
 #include "proto/upstream/health_h2.h"
 
 #include <assert.h>
@@ -118,6 +120,52 @@ int health_status_line(const char *data, size_t len, unsigned *status)
     return 1;
 }
 
+int health_expect_copy(struct proxy_upstream *up, const struct proxy_health_conf *conf)
+{
+    up->health.send = up->health.expect = NULL;
+    if (conf->send != NULL && (up->health_send = strdup(conf->send)) == NULL)
+        return -ENOMEM;
+    if (conf->expect != NULL && (up->health_expect = strdup(conf->expect)) == NULL)
+        return -ENOMEM;
+    up->health.send = up->health_send;
+    up->health.expect = up->health_expect;
+    if (conf->expect == NULL || !conf->expect_regex)
+        return 0;
+    char message[256];
+    size_t offset;
+    int err = regex_compile(conf->expect, false, &up->health_expect_re, message, sizeof(message),
+                            &offset);
+    if (err == -EINVAL)
+        corral_log(CORRAL_LOG_ERROR, "upstream %s: health check expect \"%s\": %s at %zu", up->name,
+                   conf->expect, message, offset);
+    return err;
+}
+
+void health_expect_free(struct proxy_upstream *up)
+{
+    free(up->health_send);
+    free(up->health_expect);
+    if (up->health_expect_re != NULL)
+        regex_free(up->health_expect_re);
+}
+
+int health_expect_answer(const struct proxy_upstream *up, const char *data, size_t len)
+{
+    assert(up->health.expect != NULL);
+    size_t n = len < HEALTH_EXPECT_MAX ? len : HEALTH_EXPECT_MAX;
+    bool found;
+    if (up->health_expect_re != NULL) {
+        size_t ovector[2 * HTTP_REGEX_PAIRS];
+        /* a regex that gives up on these bytes does not pass */
+        found = regex_match(up->health_expect_re, data, n, ovector) > 0;
+    } else {
+        found = memmem(data, n, up->health.expect, strlen(up->health.expect)) != NULL;
+    }
+    if (found)
+        return 1;
+    return len < HEALTH_EXPECT_MAX ? 0 : -1;
+}
+
 /* What the HTTP/2 session has to send. */
 static void probe_h2_flush(struct health_probe *probe, corral_conn *conn)
 {
@@ -170,6 +218,19 @@ static size_t probe_on_data(corral_conn *conn, const char *data, size_t len)
     struct health_probe *probe = corral_conn_data(conn);
     if (probe->h2 != NULL)
         return probe_h2_on_data(probe, conn, data, len);
+    if (probe->health != NULL && probe->health->up->health.type == PROXY_HEALTH_TCP) {
+        /* send/expect: the answer is kept (not consumed) until it has
+         * what is expected, up to HEALTH_EXPECT_MAX bytes. */
+        int rc = health_expect_answer(probe->health->up, data, len);
+        if (rc == 0)
+            return 0;
+        if (rc > 0)
+            record(probe, true, NULL);
+        else
+            record(probe, false, "unexpected response");
+        corral_conn_close(conn);
+        return len;
+    }
     unsigned status = 0;
     int rc = health_status_line(data, len, &status);
     if (rc == 0)
@@ -195,7 +256,10 @@ static void probe_on_deadline(corral_conn *conn)
 
 static void probe_on_eof(corral_conn *conn)
 {
-    record(corral_conn_data(conn), false, "closed without a status line");
+    struct health_probe *probe = corral_conn_data(conn);
+    bool tcp = probe->health != NULL && probe->health->up->health.type == PROXY_HEALTH_TCP;
+    record(probe, false,
+           tcp ? "closed without the expected response" : "closed without a status line");
     corral_conn_close(conn);
 }
 
@@ -217,8 +281,14 @@ static void probe_on_open(corral_conn *conn)
     struct proxy_upstream *up = probe->health->up;
     int err = upstream_send_preamble(conn, probe->request, probe->preamble_len);
     if (err == 0 && up->health.type == PROXY_HEALTH_TCP) {
-        /* Connected: passed, and closed at once with a FIN (after the
-         * PROXY header, if any), as nginx's stream checks do. */
+        /* A match block's send, after the PROXY header if any. */
+        if (probe->request_len > probe->preamble_len)
+            corral_conn_write(conn, probe->request + probe->preamble_len,
+                              probe->request_len - probe->preamble_len);
+        if (up->health.expect != NULL)
+            return; /* the answer decides (probe_on_data()) */
+        /* Connected (and sent): passed, and closed at once with a FIN,
+         * as nginx's stream checks do. */
         record(probe, true, NULL);
         corral_conn_close(conn);
         return;
@@ -303,7 +373,8 @@ static char *probe_request(const struct proxy_upstream *up, const char *host, si
             ? proxy_protocol_encode(up->proxy_protocol, NULL, NULL, header, sizeof(header))
             : 0;
     bool tcp = up->health.type == PROXY_HEALTH_TCP;
-    int n = tcp ? 0 : snprintf(NULL, 0, fmt, up->health.uri, host);
+    size_t send_len = tcp && up->health.send != NULL ? strlen(up->health.send) : 0;
+    int n = tcp ? (int)send_len : snprintf(NULL, 0, fmt, up->health.uri, host);
     if (n < 0 || header_len < 0)
         return NULL;
     char *text = malloc((size_t)header_len + (size_t)n + 1);
@@ -313,6 +384,8 @@ static char *probe_request(const struct proxy_upstream *up, const char *host, si
     text[header_len] = '\0';
     if (!tcp)
         snprintf(text + header_len, (size_t)n + 1, fmt, up->health.uri, host);
+    else if (send_len > 0)
+        memcpy(text + header_len, up->health.send, send_len + 1);
     *preamble_len = (size_t)header_len;
     *len = (size_t)header_len + (size_t)n;
     return text;

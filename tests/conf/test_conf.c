@@ -234,6 +234,27 @@ START_TEST(stream_block)
     ck_assert(!inherits->listens[0].default_server);
     conf_free(c);
 
+    /* health_check match=NAME: a match block's send and expect, the
+     * block written before or after the upstream; a type=tcp check. */
+    c = parse_ok("stream {\n"
+                 "  upstream a { server 127.0.0.1:1; health_check match=ping interval=1s; }\n"
+                 "  upstream b { server 127.0.0.1:2; health_check match=banner; }\n"
+                 "  match ping { send \"PING\\r\\n\"; expect ~ \"^\\\\+PONG\"; }\n"
+                 "  match banner { expect \"220 \"; }\n"
+                 "  server { listen 127.0.0.1:9000; proxy_pass a; }\n"
+                 "}");
+    const struct proxy_health_conf *ha = &c->upstreams[0].upstream.health;
+    const struct proxy_health_conf *hb = &c->upstreams[1].upstream.health;
+    ck_assert_int_eq(ha->type, PROXY_HEALTH_TCP);
+    ck_assert_str_eq(ha->send, "PING\r\n");
+    ck_assert_str_eq(ha->expect, "^\\+PONG");
+    ck_assert(ha->expect_regex);
+    ck_assert_int_eq(hb->type, PROXY_HEALTH_TCP);
+    ck_assert_ptr_null(hb->send);
+    ck_assert_str_eq(hb->expect, "220 ");
+    ck_assert(!hb->expect_regex);
+    conf_free(c);
+
     /* No stream block: nothing there. */
     c = parse_ok("");
     ck_assert(!c->stream.present);
@@ -1674,7 +1695,7 @@ static const struct error_case error_cases[] = {
     {"log_format \"abc;\nworkers 2;\n", "test.conf:1:12: unterminated string"},
     {"log_format 'it\\'s;", "test.conf:1:12: unterminated string"},
     {"log_format \"a\\qb\";",
-     "test.conf:1:14: unknown escape \"\\q\" (use \\\", \\', \\\\, \\n or \\t)"},
+     "test.conf:1:14: unknown escape \"\\q\" (use \\\", \\', \\\\, \\n, \\r or \\t)"},
     {"log_format \"a\\\nb\";", "test.conf:1:14: unknown escape: \"\\\" followed by byte 0x0a"},
     {"log_format \"a\"b;", "test.conf:1:15: unexpected \"b\" after a quoted string"},
     {"log_format a\"b\";",
@@ -2393,6 +2414,18 @@ static const struct error_case error_cases[] = {
     {"stream { server { listen 127.0.0.1:9000; server_name a..*b; proxy_pass 127.0.0.1:1; } }",
      "test.conf:1:54: invalid server name \"a..*b\" (expected a host name, *.domain, name.*, "
      ".domain or ~REGEX)"},
+    {"stream { upstream a { server 127.0.0.1:1; health_check match=nope; } }",
+     "test.conf:1:56: no match block \"nope\" in the stream block"},
+    {"upstream a { server 127.0.0.1:1; health_check match=ping; }",
+     "test.conf:1:47: health_check match=ping names a stream match block: the upstream must be "
+     "in the stream block"},
+    {"stream { match m { send x; receive y; } }",
+     "test.conf:1:28: a match block takes \"send\" and \"expect\", not \"receive\""},
+    {"stream { match m { expect ~ a b; } }",
+     "test.conf:1:20: \"expect\" takes a string, or \"~\" and a regex"},
+    {"stream { upstream a { server 127.0.0.1:1; health_check match=m type=http; }\n"
+     "match m { send x; } }",
+     "test.conf:1:43: \"health_check match=m\" (a stream match block) is a type=tcp check"},
     {"stream { ssl_verify_client on; }",
      "test.conf:1:28: \"tls_verify_client on\" needs a \"tls_client_certificate\" in the same "
      "stream block"},

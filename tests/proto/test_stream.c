@@ -1454,6 +1454,71 @@ START_TEST(preread_picks_the_server)
 }
 END_TEST
 
+/* ---------------------------------------------- send/expect health checks */
+
+/* A socket that listens and never accepts: its connections complete (the
+ * kernel's backlog) and are never answered. */
+static int silent_listen(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(fd, 64), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    *port = ntohs(addr.sin_port);
+    return fd;
+}
+
+/* health_check match=NAME: a server that answers what is expected stays
+ * up; one that answers something else without end (read no further than
+ * 4 KB), one that says something else and closes, and one that never
+ * answers are taken out, each for its reason, and sessions go to the
+ * first alone. */
+START_TEST(match_health_check_judges_the_answer)
+{
+    struct backend right, endless, wrong;
+    backend_start(&right, ECHO);
+    backend_start(&endless, SOURCE);
+    endless.source_len = 64 * 1024 * 1024;
+    backend_start(&wrong, HALF_FIRST);
+    int never_port;
+    int never = silent_listen(&never_port);
+    char stream[2048];
+    snprintf(stream, sizeof(stream),
+             "  match ping { send \"PING\\r\\n\"; expect ~ \"^PI+NG\\r\"; }\n"
+             "  upstream u { server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d max_fails=0;\n"
+             "    server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d max_fails=0;\n"
+             "    health_check match=ping interval=50ms timeout=500ms rise=1 fall=1; }\n"
+             "  server { listen 127.0.0.1:0; proxy_pass u; proxy_next_upstream off; }",
+             right.port, endless.port, wrong.port, never_port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    char line[128];
+    snprintf(line, sizeof(line), "127.0.0.1:%d is down: 1 failed checks (unexpected response)",
+             endless.port);
+    free(test_wait_file(d.log, line, TEST_WAIT_MS));
+    snprintf(line, sizeof(line),
+             "127.0.0.1:%d is down: 1 failed checks (closed without the expected response)",
+             wrong.port);
+    free(test_wait_file(d.log, line, TEST_WAIT_MS));
+    snprintf(line, sizeof(line), "127.0.0.1:%d is down: 1 failed checks (timeout)", never_port);
+    free(test_wait_file(d.log, line, TEST_WAIT_MS));
+    ck_assert_msg(test_poll_until(eight_echo, &d.port, TEST_WAIT_MS),
+                  "sessions still go to the servers that failed their checks");
+    char *log = test_read_file(d.log);
+    snprintf(line, sizeof(line), "127.0.0.1:%d is down", right.port);
+    ck_assert_msg(strstr(log, line) == NULL, "%s", log);
+    free(log);
+    test_daemon_stop(&d);
+    close(never);
+    backend_stop(&right);
+    backend_stop(&endless);
+    backend_stop(&wrong);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -1493,6 +1558,11 @@ Suite *test_suite(void)
     tcase_add_test(tc, tls_servers_picked_by_sni);
     tcase_add_test(tc, tls_default_server_and_own_rules);
     tcase_add_test(tc, preread_picks_the_server);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("match");
+    test_daemon_fixture(tc);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, match_health_check_judges_the_answer);
     suite_add_tcase(s, tc);
     return s;
 }
