@@ -714,6 +714,7 @@ static void retire_counters(struct generation *gen)
         upstream_errors_add(retired->upstreams, &retired->upstream_count,
                             gen->upstreams[i].upstream);
     metrics_retire(gen);
+    metrics_stream_retire(gen);
 }
 
 /* Main loop: the last worker of `arg` has exited. */

@@ -150,6 +150,7 @@ static void session_free_if_done(struct stream_session *s)
     free(s->preread);
     counter_add(&s->stats->bytes_in, s->bytes[UP]);
     counter_add(&s->stats->bytes_out, s->bytes[DOWN]);
+    stream_stats_end(s->stats, s->status);
     free(s);
 }
 

@@ -17,6 +17,7 @@
 
 #include <corral.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -110,6 +111,21 @@ struct stream_route {
 struct proxy_upstream *stream_route_pick(const struct stream_route *route, const char *value,
                                          size_t len);
 
+/* The statuses a session ends with, as nginx's $status, in the order of
+ * their counters in stream_stats.status. */
+#define STREAM_STATUSES 6
+static inline unsigned stream_status_code(size_t i)
+{
+    switch (i) {
+    case 0: return 200;
+    case 1: return 400;
+    case 2: return 403;
+    case 3: return 500;
+    case 4: return 502;
+    default: return 503;
+    }
+}
+
 /* Per-worker counters of the stream proxy, read by other threads. */
 struct stream_stats {
     _Atomic uint64_t sessions;  /* client connections taken (UDP: sessions begun) */
@@ -123,7 +139,16 @@ struct stream_stats {
      * the server's socket full), and the server's datagrams dropped (the
      * listen's socket full). */
     _Atomic uint64_t udp_dropped_in, udp_dropped_out;
+    _Atomic uint64_t status[STREAM_STATUSES]; /* sessions ended, by status */
 } __attribute__((aligned(64)));
+
+/* Counts a session's end with `status` (one of stream_status_code()'s). */
+static inline void stream_stats_end(struct stream_stats *stats, unsigned status)
+{
+    for (size_t i = 0; i < STREAM_STATUSES; i++)
+        if (stream_status_code(i) == status)
+            atomic_fetch_add_explicit(&stats->status[i], 1, memory_order_relaxed);
+}
 
 /* The most UDP sessions of one listen that a worker keeps at once: a
  * datagram from a new client beyond them is dropped (counted in

@@ -1519,6 +1519,73 @@ START_TEST(match_health_check_judges_the_answer)
 }
 END_TEST
 
+/* ------------------------------------------------------------- metrics */
+
+struct metrics_wait {
+    int admin_port;
+    char expect[4][160]; /* lines /metrics must have */
+    char body[65536];
+};
+
+static bool metrics_have(void *arg)
+{
+    struct metrics_wait *m = arg;
+    if (test_daemon_http_get("127.0.0.2", m->admin_port, "/metrics", m->body, sizeof(m->body)) !=
+        200)
+        return false;
+    for (size_t i = 0; i < sizeof(m->expect) / sizeof(m->expect[0]); i++)
+        if (m->expect[i][0] != '\0' && strstr(m->body, m->expect[i]) == NULL)
+            return false;
+    return true;
+}
+
+/* /metrics counts each stream listen's sessions by status, the bytes
+ * each way and the sessions no server took: round robin over a server
+ * that refuses and one that echoes, without a next server. */
+START_TEST(metrics_count_sessions)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    int dead_port;
+    int reserved = test_reserve_port(&dead_port);
+    char stream[1024];
+    snprintf(stream, sizeof(stream),
+             "  upstream u { server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d max_fails=0; }\n"
+             "  server { listen 127.0.0.1:0; proxy_pass u; proxy_next_upstream off; }",
+             dead_port, b.port);
+    struct test_daemon d;
+    start_workers(&d, 1, stream);
+    unsigned ok = 0, failed = 0;
+    for (int i = 0; i < 4; i++) {
+        if (session_echoes(d.port))
+            ok++;
+        else
+            failed++;
+    }
+    ck_assert_uint_ge(ok, 1);
+    ck_assert_uint_ge(failed, 1);
+    static struct metrics_wait m;
+    memset(&m, 0, sizeof(m));
+    m.admin_port = d.admin_port;
+    snprintf(m.expect[0], sizeof(m.expect[0]),
+             "corral_stream_sessions_total{listen=\"127.0.0.1:0\",status=\"200\"} %u\n", ok);
+    snprintf(m.expect[1], sizeof(m.expect[1]),
+             "corral_stream_sessions_total{listen=\"127.0.0.1:0\",status=\"502\"} %u\n", failed);
+    snprintf(m.expect[2], sizeof(m.expect[2]),
+             "corral_stream_upstream_failures_total{listen=\"127.0.0.1:0\"} %u\n", failed);
+    snprintf(m.expect[3], sizeof(m.expect[3]),
+             "corral_stream_received_bytes_total{listen=\"127.0.0.1:0\"} %u\n", ok);
+    ck_assert_msg(test_poll_until(metrics_have, &m, TEST_WAIT_MS), "%s", m.body);
+    ck_assert(strstr(m.body, "corral_stream_sessions_started_total{listen=\"127.0.0.1:0\"} 4\n") !=
+              NULL);
+    ck_assert(strstr(m.body, "corral_stream_sent_bytes_total{listen=\"127.0.0.1:0\"} ") != NULL);
+    ck_assert(strstr(m.body, "corral_stream_sessions_active{listen=\"127.0.0.1:0\"} 0\n") != NULL);
+    test_daemon_stop(&d);
+    close(reserved);
+    backend_stop(&b);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -1559,10 +1626,11 @@ Suite *test_suite(void)
     tcase_add_test(tc, tls_default_server_and_own_rules);
     tcase_add_test(tc, preread_picks_the_server);
     suite_add_tcase(s, tc);
-    tc = tcase_create("match");
+    tc = tcase_create("checks");
     test_daemon_fixture(tc);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, match_health_check_judges_the_answer);
+    tcase_add_test(tc, metrics_count_sessions);
     suite_add_tcase(s, tc);
     return s;
 }
