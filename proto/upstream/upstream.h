@@ -77,11 +77,15 @@ enum proxy_health_type {
     PROXY_HEALTH_HTTP2, /* GET uri over HTTP/2 (h2c, or ALPN h2) */
     PROXY_HEALTH_GRPC,  /* grpc.health.v1.Health/Check over HTTP/2 */
     PROXY_HEALTH_TCP,   /* a connection accepted passes (a stream's upstream) */
+    /* a datagram sent (`send`, else "health check"): with `expect`, an
+     * answer that has it passes; without, no ICMP refusal within the
+     * timeout passes (a stream udp upstream, as NGINX Plus's) */
+    PROXY_HEALTH_UDP,
 };
 struct http_regex; /* proto/http/regex.h */
 struct proxy_health_conf {
     bool enabled;
-    enum proxy_health_type type; /* type=http|http2|grpc|tcp */
+    enum proxy_health_type type; /* type=http|http2|grpc|tcp|udp */
     const char *grpc_service;    /* grpc_service=NAME; NULL: "" (the server) */
     uint32_t interval_ms, timeout_ms;
     unsigned rise, fall; /* passes that bring a server up, failures that take it down */

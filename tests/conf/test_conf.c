@@ -254,6 +254,18 @@ START_TEST(stream_block)
     ck_assert_str_eq(hb->expect, "220 ");
     ck_assert(!hb->expect_regex);
     conf_free(c);
+    /* health_check udp (NGINX Plus's spelling), with or without a match */
+    c = parse_ok("stream {\n"
+                 "  upstream dns { server 127.0.0.1:53; health_check udp match=q; }\n"
+                 "  upstream syslog { server 127.0.0.1:514; health_check type=udp; }\n"
+                 "  match q { send x; expect y; }\n"
+                 "  server { listen 127.0.0.1:9000 udp; proxy_pass dns; }\n"
+                 "}");
+    ck_assert_int_eq(c->upstreams[0].upstream.health.type, PROXY_HEALTH_UDP);
+    ck_assert_str_eq(c->upstreams[0].upstream.health.send, "x");
+    ck_assert_int_eq(c->upstreams[1].upstream.health.type, PROXY_HEALTH_UDP);
+    ck_assert_ptr_null(c->upstreams[1].upstream.health.send);
+    conf_free(c);
 
     /* No stream block: nothing there. */
     c = parse_ok("");
@@ -2143,7 +2155,7 @@ static const struct error_case error_cases[] = {
      "test.conf:1:49: invalid health_check uri \"/a b\" (a path of at most 256 bytes, without "
      "spaces)"},
     {"upstream app { server 127.0.0.1:1; health_check type=h3; }",
-     "test.conf:1:49: invalid health_check type \"h3\" (expected http, http2, grpc or tcp)"},
+     "test.conf:1:49: invalid health_check type \"h3\" (expected http, http2, grpc, tcp or udp)"},
     {"upstream u { server 127.0.0.1:1; health_check type=tcp uri=/x; }",
      "test.conf:1:34: \"health_check type=tcp\" only connects: it takes no uri=, match= or "
      "grpc_service="},
@@ -2425,7 +2437,7 @@ static const struct error_case error_cases[] = {
      "test.conf:1:20: \"expect\" takes a string, or \"~\" and a regex"},
     {"stream { upstream a { server 127.0.0.1:1; health_check match=m type=http; }\n"
      "match m { send x; } }",
-     "test.conf:1:43: \"health_check match=m\" (a stream match block) is a type=tcp check"},
+     "test.conf:1:43: \"health_check match=m\" (a stream match block) is a type=tcp or udp check"},
     {"stream { ssl_verify_client on; }",
      "test.conf:1:28: \"tls_verify_client on\" needs a \"tls_client_certificate\" in the same "
      "stream block"},
