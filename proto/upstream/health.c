@@ -242,6 +242,8 @@ static size_t probe_on_data(corral_conn *conn, const char *data, size_t len)
     if (probe->h2 != NULL)
         return probe_h2_on_data(probe, conn, data, len);
     if (probe->health != NULL && probe->health->up->health.type == PROXY_HEALTH_TCP) {
+        if (probe->health->up->health.expect == NULL)
+            return len; /* passed once sent; closing */
         /* send/expect: the answer is kept (not consumed) until it has
          * what is expected, up to HEALTH_EXPECT_MAX bytes. */
         int rc = health_expect_answer(probe->health->up, data, len);
