@@ -428,10 +428,10 @@ static const char *shared_name(const struct conf_stream_server *a,
     return NULL;
 }
 
-/* Listen `k` of server `t` and listen `l` of server `s`, on one address:
- * several servers share a TCP address (picked by SNI, with server_name)
- * when they listen alike; a server lists an address once, and a udp
- * address has one server (a datagram names none). */
+/* `listen` of `server` is on the address of `first`, an earlier listen
+ * of `other`: several servers share a TCP address (picked by SNI, with
+ * server_name) when they listen alike; a server lists an address once,
+ * and a udp address has one server (a datagram names none). */
 static int check_shared(struct conf_state *state, const struct conf_stream_server *other,
                         const struct conf_stream_listen *first,
                         const struct conf_stream_server *server,
