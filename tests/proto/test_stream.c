@@ -1454,6 +1454,44 @@ START_TEST(preread_picks_the_server)
 }
 END_TEST
 
+/* A reload from one server on an address to two told apart by name: the
+ * port stays, and the ClientHello's name picks the new server. */
+START_TEST(reload_adds_a_server_by_name)
+{
+    struct backend def, alpha;
+    backend_start(&def, ECHO);
+    backend_start(&alpha, ECHO);
+    char stream[1024];
+    snprintf(stream, sizeof(stream),
+             "  tls_preread on;\n"
+             "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; }\n",
+             def.port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    unsigned char hello[4096];
+    size_t len = client_hello("alpha.test", hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&def.accepted), 1);
+    char config[2048];
+    snprintf(config, sizeof(config),
+             "workers 2;\n%sdrain_timeout 5s;\nadmin { listen 127.0.0.2:0; }\nstream {\n"
+             "  tls_preread on;\n"
+             "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; }\n"
+             "  server { listen 127.0.0.1:0; server_name alpha.test; proxy_pass 127.0.0.1:%d; }\n"
+             "}\n",
+             wakeup_line, def.port, alpha.port);
+    test_daemon_write_config(&d, config);
+    kill(d.pid, SIGHUP);
+    test_daemon_wait_generation(&d, 2);
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&alpha.accepted), 1);
+    ck_assert_int_eq(atomic_load(&def.accepted), 1);
+    test_daemon_stop(&d);
+    backend_stop(&def);
+    backend_stop(&alpha);
+}
+END_TEST
+
 /* ---------------------------------------------- send/expect health checks */
 
 /* A socket that listens and never accepts: its connections complete (the
@@ -1625,6 +1663,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, tls_servers_picked_by_sni);
     tcase_add_test(tc, tls_default_server_and_own_rules);
     tcase_add_test(tc, preread_picks_the_server);
+    tcase_add_test(tc, reload_adds_a_server_by_name);
     suite_add_tcase(s, tc);
     tc = tcase_create("checks");
     test_daemon_fixture(tc);
