@@ -360,6 +360,7 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
     size_t upstream_count = upstreams != NULL ? sum_upstreams(upstreams) : 0;
     size_t borrowed = daemon_state.retired.upstream_count;
     metrics_write(&t);
+    metrics_stream_write(&t);
     pthread_mutex_unlock(&daemon_state.lock);
     metrics_write_process(&t);
     runtime_limits_metrics(&t);

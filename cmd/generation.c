@@ -473,23 +473,35 @@ static int level_log(struct generation *gen, const struct conf_access_logs *conf
 }
 
 /* A stream's access_log lines: the stream block's, or its server's,
- * which replace them; none from the top level, which is HTTP's. */
+ * which replace them; none from the top level, which is HTTP's.  Each
+ * server of an address shared by several has its own. */
 static int stream_logs_attach(struct generation *gen, unsigned workers)
 {
     const struct conf_stream *stream = &gen->config->stream;
     struct access_log *top;
     int err = level_log(gen, &stream->access_logs, workers, &top);
+    struct access_log **own = calloc(stream->server_count + 1, sizeof(*own));
+    if (own == NULL)
+        return -ENOMEM;
     for (size_t s = 0; s < stream->server_count && err == 0; s++) {
-        const struct conf_stream_server *server = &stream->servers[s];
-        struct access_log *own;
-        err = level_log(gen, &server->access_logs, workers, &own);
-        for (size_t i = 0; i < gen->site_count && err == 0; i++)
-            if (gen->sites[i].stream_server == server)
-                gen->sites[i].stream->log = own != NULL ? own : top;
-        for (size_t i = 0; i < gen->udp_site_count && err == 0; i++)
-            if (gen->udp_sites[i].stream_server == server)
-                gen->udp_sites[i].stream->log = own != NULL ? own : top;
+        err = level_log(gen, &stream->servers[s].access_logs, workers, &own[s]);
+        if (own[s] == NULL)
+            own[s] = top;
     }
+    for (size_t i = 0; i < gen->site_count + gen->udp_site_count && err == 0; i++) {
+        struct site *site =
+            i < gen->site_count ? &gen->sites[i] : &gen->udp_sites[i - gen->site_count];
+        if (site->stream == NULL)
+            continue;
+        size_t count = site->stream->vhost_count > 0 ? site->stream->vhost_count : 1;
+        for (size_t v = 0; v < count; v++) {
+            struct stream_site *st =
+                site->stream->vhost_count > 0 ? site->stream->vhosts[v] : site->stream;
+            const struct conf_stream_server *server = st->origin;
+            st->log = own[server - stream->servers];
+        }
+    }
+    free(own);
     return err;
 }
 
@@ -702,6 +714,7 @@ static void retire_counters(struct generation *gen)
         upstream_errors_add(retired->upstreams, &retired->upstream_count,
                             gen->upstreams[i].upstream);
     metrics_retire(gen);
+    metrics_stream_retire(gen);
 }
 
 /* Main loop: the last worker of `arg` has exited. */

@@ -34,6 +34,12 @@ void metrics_retire(struct generation *gen);
  * over the running generations and those retired.  Under
  * daemon_state.lock. */
 void metrics_write(struct text *t);
+/* metrics_stream.c: the stream proxy's families (corral_stream_*), by
+ * listen address, and the retired generations' part of them.  Under
+ * daemon_state.lock, as the two above. */
+void metrics_stream_write(struct text *t);
+void metrics_stream_retire(struct generation *gen);
+
 /* Writes process_* as the Prometheus client libraries define them. */
 void metrics_write_process(struct text *t);
 

@@ -865,39 +865,66 @@ static int admin_tls_build(struct site *site, const struct conf_config *config, 
 }
 
 /* Points a TLS loading problem of a stream server at its directive (`arg`
- * is the struct conf_stream_server). */
+ * is the listener's struct stream_site, `vhost` the index of the server
+ * among its vhosts). */
 static void report_stream_tls_problem(void *arg, enum tls_conf_item item, size_t vhost,
                                       size_t index, bool warning, const char *message)
 {
-    (void)vhost;
-    const struct conf_stream_server *server = arg;
+    const struct stream_site *st = arg;
+    const struct conf_stream_server *server =
+        vhost < st->vhost_count ? st->vhosts[vhost]->origin : st->origin;
     log_tls_problem(&server->tls, &server->pos, item, index, warning, message);
 }
 
-/* TLS for a stream `listen ... tls`: its server block's certificates and
- * settings, ALPN its tls_alpn's.  Kept as the site's http.tls, so that a
+/* TLS for a stream `listen ... tls`: each server block's certificates and
+ * verification (a vhost each, in the order of the site's vhosts, picked
+ * by SNI as the session picks its server), and the rest of the settings
+ * and ALPN the default server's.  Kept as the site's http.tls, so that a
  * reload hands its ticket keys on and the TLS counters count it, as an
  * HTTP site's. */
-static int stream_tls_build(struct site *site, const struct conf_stream_server *server,
-                            unsigned workers)
+static int stream_tls_build(struct site *site, unsigned workers)
 {
-    const struct conf_tls *tls = &server->tls;
-    struct tls_certificate_files *files = calloc(tls->certificate_count, sizeof(*files));
-    if (files == NULL)
-        return -ENOMEM;
-    for (size_t i = 0; i < tls->certificate_count; i++)
-        files[i] = (struct tls_certificate_files){tls->certificates[i].certificate,
-                                                  tls->certificates[i].key};
-    struct tls_vhost_conf vhost = tls_vhost_of(tls, files);
-    struct tls_server_conf conf = tls->settings;
+    struct stream_site *st = site->stream;
+    size_t count = st->vhost_count > 0 ? st->vhost_count : 1;
+    size_t pairs = 0;
+    for (size_t v = 0; v < count; v++) {
+        const struct conf_stream_server *server =
+            st->vhost_count > 0 ? st->vhosts[v]->origin : st->origin;
+        pairs += server->tls.certificate_count;
+    }
+    struct tls_certificate_files *files = calloc(pairs, sizeof(*files));
+    struct tls_vhost_conf *vhosts = calloc(count, sizeof(*vhosts));
+    int err = files == NULL || vhosts == NULL ? -ENOMEM : 0;
+    for (size_t v = 0, f = 0; err == 0 && v < count; v++) {
+        const struct conf_stream_server *server =
+            st->vhost_count > 0 ? st->vhosts[v]->origin : st->origin;
+        const struct conf_tls *tls = &server->tls;
+        for (size_t i = 0; i < tls->certificate_count; i++)
+            files[f + i] = (struct tls_certificate_files){tls->certificates[i].certificate,
+                                                          tls->certificates[i].key};
+        vhosts[v] = tls_vhost_of(tls, &files[f]);
+        f += tls->certificate_count;
+    }
+    const struct conf_stream_server *server = st->origin;
+    struct tls_server_conf conf = server->tls.settings;
     conf.stream = true;
     conf.alpn = server->alpn;
     conf.alpn_len = server->alpn_len;
-    struct tls_report report = {report_stream_tls_problem, (void *)server};
-    int err = tls_server_new(&conf, &vhost, 1, workers, &report, &site->http.tls);
-    free(files);
+    if (st->vhost_count > 0) {
+        conf.sni_select = stream_sni_select;
+        conf.sni_arg = st;
+    }
+    struct tls_report report = {report_stream_tls_problem, st};
     if (err == 0)
-        site->stream->tls = site->http.tls;
+        err = tls_server_new(&conf, vhosts, count, workers, &report, &site->http.tls);
+    free(files);
+    free(vhosts);
+    for (size_t v = 0; err == 0 && v < count; v++) {
+        if (st->vhost_count > 0)
+            st->vhosts[v]->tls = site->http.tls;
+        else
+            st->tls = site->http.tls;
+    }
     return err;
 }
 
@@ -1149,18 +1176,42 @@ static int stream_server_build(struct generation *gen, const struct conf_config 
     struct proxy_upstream *upstream = NULL;
     int err = map == NULL ? stream_upstream_build(&arena, server->pass, &upstream) : 0;
     for (size_t l = 0; err == 0 && l < server->listen_count; l++) {
+        const struct conf_stream_listen *listen = &server->listens[l];
         struct stream_route *route = NULL;
         if (map != NULL)
             err = stream_route_build(&arena, map, &route);
-        struct site *site = server->listens[l].udp ? &gen->udp_sites[gen->udp_site_count++]
-                                                   : &gen->sites[gen->site_count++];
-        if (err == 0)
-            err = stream_site_build(site, server, &server->listens[l], upstream, route, gen->limits,
-                                    &config->stream, workers);
-        if (err == 0 && server->listens[l].tls)
-            err = stream_tls_build(site, server, workers);
+        if (err != 0)
+            break;
+        /* Servers on one TCP address share its site (conf/ checked that
+         * they listen alike): each a vhost of it. */
+        struct site *shared = NULL;
+        for (size_t i = 0; !listen->udp && i < gen->site_count; i++)
+            if (gen->sites[i].stream != NULL &&
+                conf_same_address(gen->sites[i].address, listen->address))
+                shared = &gen->sites[i];
+        if (shared != NULL) {
+            err = stream_vhost_add(shared, server, listen, upstream, route, gen->limits,
+                                   &config->stream, gen->vars);
+            continue;
+        }
+        struct site *site =
+            listen->udp ? &gen->udp_sites[gen->udp_site_count++] : &gen->sites[gen->site_count++];
+        err = stream_site_build(site, server, listen, upstream, route, gen->limits, &config->stream,
+                                gen->vars, workers);
     }
     return err;
+}
+
+/* Whether the stream site `site` is a tls listen (its default server's
+ * listen on its address says; the others' agree, conf/ checked). */
+static bool stream_site_tls(const struct site *site)
+{
+    const struct conf_stream_server *server = site->stream_server;
+    for (size_t l = 0; l < server->listen_count; l++)
+        if (!server->listens[l].udp && server->listens[l].tls &&
+            conf_same_address(server->listens[l].address, site->address))
+            return true;
+    return false;
 }
 
 /* Builds a site for every distinct listen address, in the order they
@@ -1251,8 +1302,13 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
         if (err == 0 && listen->quic)
             err = quic_site_build(site, server, listen, workers);
     }
+    size_t first_stream = gen->site_count;
     for (size_t s = 0; err == 0 && s < config->stream.server_count; s++)
         err = stream_server_build(gen, config, &config->stream.servers[s], &chains, workers);
+    /* TLS once an address's servers are all known. */
+    for (size_t i = first_stream; err == 0 && i < gen->site_count; i++)
+        if (stream_site_tls(&gen->sites[i]))
+            err = stream_tls_build(&gen->sites[i], workers);
     free(chains.first);
     free(chains.next);
     free(ends);

@@ -29,10 +29,21 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
  * Returns 0 or -ENOMEM, with what was allocated left for
  * stream_site_free(). */
 struct runtime_limits;
+struct runtime_vars;
 int stream_site_build(struct site *site, const struct conf_stream_server *server,
                       const struct conf_stream_listen *listen, struct proxy_upstream *upstream,
                       struct stream_route *route, const struct runtime_limits *limits,
-                      const struct conf_stream *stream, unsigned workers);
+                      const struct conf_stream *stream, struct runtime_vars *vars,
+                      unsigned workers);
+/* Adds `server` (its `listen`) to the stream site `site` of the same
+ * address, built by stream_site_build() for another server: a vhost
+ * picked by SNI (stream.h), the listener's own if `listen` is its
+ * default_server.  The rest as stream_site_build(); `vars` owns the
+ * compiled "~" server names. */
+int stream_vhost_add(struct site *site, const struct conf_stream_server *server,
+                     const struct conf_stream_listen *listen, struct proxy_upstream *upstream,
+                     struct stream_route *route, const struct runtime_limits *limits,
+                     const struct conf_stream *stream, struct runtime_vars *vars);
 /* Frees a route as stream_site_build() takes it (NULL: nothing). */
 void stream_route_free(struct stream_route *route);
 /* Frees what stream_site_build() allocated (nothing for an HTTP site). */

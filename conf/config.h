@@ -65,6 +65,10 @@ struct conf_upstream {
     struct proxy_upstream_conf upstream;
     struct conf_pos *server_pos; /* where each of upstream.servers is written */
     struct conf_pos pos;
+    /* health_check match=NAME: a stream match block, whose send and
+     * expect the stream block gives upstream.health; NULL: none */
+    char *health_match;
+    struct conf_pos health_match_pos;
 };
 
 /* access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME]: one of a level's. */
@@ -229,6 +233,9 @@ struct conf_stream_listen {
     bool proxy_protocol; /* clients send a PROXY header (v1 or v2) */
     bool tls;            /* listen ... tls (or ssl): TLS terminated, plain bytes to the server */
     bool udp;            /* listen ... udp: datagrams, a session per client address */
+    /* listen ... default_server: the server of its address that a client
+     * naming none of its servers gets (else the first written) */
+    bool default_server;
     struct conf_pos pos;
 };
 
@@ -258,15 +265,35 @@ struct conf_stream_server {
     char *limit_zone;                    /* limit_conn ZONE N; NULL: the stream block's */
     unsigned limit_conn;
     struct conf_pos limit_pos;
-    struct conf_tls tls; /* its tls listens': the server's own tls_* (none inherited) */
+    /* its tls listens': the server's own tls_*, and the stream block's
+     * where it writes none (the certificates as a whole list) */
+    struct conf_tls tls;
     /* tls_alpn (nginx's ssl_alpn): the protocols offered, in ALPN's wire
-     * format (a length byte before each); NULL: no ALPN */
+     * format (a length byte before each); NULL: no ALPN (the stream
+     * block's where it writes none) */
     unsigned char *alpn;
     size_t alpn_len;
+    /* server_name: which clients of its addresses it serves when several
+     * servers listen on one, by the name of their TLS SNI (of the
+     * handshake, or read by tls_preread); as an HTTP server's */
+    char **server_names;
+    struct conf_pos *server_name_pos;
+    size_t server_name_count;
+};
+
+/* match NAME { send TEXT; expect TEXT | ~ REGEX; } in stream: what a
+ * `health_check match=NAME` sends and expects (nginx Plus's stream match). */
+struct conf_stream_match {
+    char *name;
+    char *send, *expect; /* NULL: none */
+    bool expect_regex;
+    struct conf_pos pos;
 };
 
 struct conf_stream {
     bool present;
+    struct conf_stream_match *matches;
+    size_t match_count;
     struct conf_stream_server *servers;
     size_t server_count;
     struct stream_conf conf; /* the stream block's own settings */
@@ -278,6 +305,9 @@ struct conf_stream {
     char *limit_zone;                    /* limit_conn ZONE N: its servers' where they write none */
     unsigned limit_conn;
     struct conf_pos limit_pos;
+    struct conf_tls tls; /* the stream block's tls_*: its servers' where they write none */
+    unsigned char *alpn; /* its tls_alpn, as a server's */
+    size_t alpn_len;
     bool applying; /* the stream block is being applied */
 };
 

@@ -435,12 +435,18 @@ static bool server_name_dotted(const char *name)
 }
 
 /* server_name NAME...: exact names, "*.example.com" and "www.example.*"
- * wildcards, "~REGEX" names. */
+ * wildcards, "~REGEX" names; in an HTTP server or a stream server (which
+ * keeps them in the same fields). */
 static int apply_server_name(struct conf_state *state, const struct conf_node *node,
                              const struct conf_directive *directive)
 {
     (void)directive;
-    struct conf_server *server = state->server;
+    struct conf_stream_server *stream = state->config->stream.current;
+    char ***server_names = stream != NULL ? &stream->server_names : &state->server->server_names;
+    struct conf_pos **server_name_pos =
+        stream != NULL ? &stream->server_name_pos : &state->server->server_name_pos;
+    size_t *server_name_count =
+        stream != NULL ? &stream->server_name_count : &state->server->server_name_count;
     size_t names = 0;
     for (size_t i = 0; i < node->arg_count; i++) {
         const char *name = node->args[i].text;
@@ -467,11 +473,11 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
     if (names == 0)
         return 0;
     /* One server_name per server (the entry does not repeat). */
-    assert(server->server_names == NULL);
-    server->server_name_count = 0;
-    server->server_names = calloc(names, sizeof(*server->server_names));
-    server->server_name_pos = calloc(names, sizeof(*server->server_name_pos));
-    if (server->server_names == NULL || server->server_name_pos == NULL)
+    assert(*server_names == NULL);
+    *server_name_count = 0;
+    *server_names = calloc(names, sizeof(**server_names));
+    *server_name_pos = calloc(names, sizeof(**server_name_pos));
+    if (*server_names == NULL || *server_name_pos == NULL)
         return conf__error_at(state->error, &node->name.pos, "out of memory");
     for (size_t i = 0; i < node->arg_count; i++) {
         const char *name = node->args[i].text;
@@ -485,9 +491,9 @@ static int apply_server_name(struct conf_state *state, const struct conf_node *n
             if (part == 0 ? asprintf(&copy, "*%s", name) < 0
                           : (copy = strdup(name + dotted)) == NULL)
                 return conf__error_at(state->error, &node->args[i].pos, "out of memory");
-            assert(server->server_name_count < names);
-            server->server_name_pos[server->server_name_count] = node->args[i].pos;
-            server->server_names[server->server_name_count++] = copy;
+            assert(*server_name_count < names);
+            (*server_name_pos)[*server_name_count] = node->args[i].pos;
+            (*server_names)[(*server_name_count)++] = copy;
         }
     }
     return 0;
@@ -707,7 +713,7 @@ const struct conf_directive conf__http_directives[] = {
      .apply = apply_server},
     {.name = "listen", .contexts = CONF_SERVER, .min_args = 1, .max_args = 6, .repeat = true,
      .apply = apply_listen},
-    {.name = "server_name", .contexts = CONF_SERVER, .min_args = 1, .max_args = CONF_ARGS_MANY,
+    {.name = "server_name", .contexts = CONF_SERVER | CONF_STREAM_SERVER, .min_args = 1, .max_args = CONF_ARGS_MANY,
      .apply = apply_server_name},
     {.name = "location", .contexts = CONF_SERVER, .min_args = 1, .max_args = 2, .block = true,
      .repeat = true, .apply = apply_location},

@@ -81,13 +81,14 @@ static int lex_string(struct conf_error *error, struct lexer *lx, struct token *
             case '\'':
             case '\\': c = *lx->p; break;
             case 'n': c = '\n'; break;
+            case 'r': c = '\r'; break; /* nginx's too: a match block's send */
             case 't': c = '\t'; break;
             default:
                 free(text);
                 if (printable(*lx->p))
                     return conf__error_at(error, &escape,
-                                          "unknown escape \"\\%c\" (use \\\", \\', \\\\, \\n "
-                                          "or \\t)",
+                                          "unknown escape \"\\%c\" (use \\\", \\', \\\\, \\n, "
+                                          "\\r or \\t)",
                                           *lx->p);
                 return conf__error_at(error, &escape, "unknown escape: \"\\\" followed by %s",
                                       show_byte(*lx->p, shown));

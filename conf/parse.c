@@ -603,6 +603,7 @@ void conf_free(struct conf_config *config)
         }
         free((void *)upstream->servers);
         free(config->upstreams[i].server_pos);
+        free(config->upstreams[i].health_match);
     }
     free(config->upstreams);
     conf__stream_free(&config->stream);

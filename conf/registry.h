@@ -136,6 +136,7 @@ struct conf_state {
     const struct conf_node *admin_node;
     bool in_admin;                         /* the admin block is being applied */
     const struct conf_node *stream_node;   /* the stream server block being applied */
+    const struct conf_node *stream_block;  /* the stream block, while it is applied */
     const struct conf_node **server_nodes; /* one per config->servers, same order */
     struct conf_index locations;           /* the server's: kind and path -> index */
     struct conf_index addresses; /* listen addresses (conf_address_key) -> address_index */
@@ -250,8 +251,11 @@ void conf__limit_zones_free(struct conf_config *config);
  * certificate has its key, a tls listener has a certificate, and client
  * verification has a CA file (which settles its default). */
 int conf__tls_check_server(struct conf_state *state, size_t index);
-/* The same for the stream server block being applied (`node`): its pairs
- * complete, client verification settled, a certificate for a tls listen. */
+/* The same for the stream block (`node`, the stream block's node):
+ * its own settings checked, then each server (the stream block's server
+ * children, in the order of config->stream.servers) given the stream
+ * block's TLS settings it does not write, its pairs complete, client
+ * verification settled and a certificate for a tls listen. */
 int conf__tls_check_stream(struct conf_state *state, const struct conf_node *node);
 /* The same for the admin block, whose tls listens need a certificate. */
 int conf__tls_check_admin(struct conf_state *state);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* The settings a directive writes: the server block's being applied, else
  * the stream block's. */
@@ -174,7 +175,7 @@ static int apply_limit_conn(struct conf_state *state, const struct conf_node *no
     return *zone == NULL ? -1 : 0;
 }
 
-/* listen ADDRESS [udp] [tls|ssl] [proxy_protocol] */
+/* listen ADDRESS [udp] [tls|ssl] [proxy_protocol] [default_server] */
 static int apply_listen(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
 {
@@ -197,10 +198,12 @@ static int apply_listen(struct conf_state *state, const struct conf_node *node,
             listen.udp = true;
         else if (strcmp(arg->text, "tls") == 0 || strcmp(arg->text, "ssl") == 0)
             listen.tls = true;
+        else if (strcmp(arg->text, "default_server") == 0 || strcmp(arg->text, "default") == 0)
+            listen.default_server = true;
         else
             return conf__error_at(state->error, &arg->pos,
-                                  "invalid listen parameter \"%s\" (expected udp, tls or "
-                                  "proxy_protocol)",
+                                  "invalid listen parameter \"%s\" (expected udp, tls, "
+                                  "proxy_protocol or default_server)",
                                   arg->text);
     }
     if (listen.udp && listen.proxy_protocol)
@@ -227,7 +230,9 @@ static int apply_alpn(struct conf_state *state, const struct conf_node *node,
                       const struct conf_directive *directive)
 {
     (void)directive;
-    struct conf_stream_server *server = state->config->stream.current;
+    struct conf_stream *stream = &state->config->stream;
+    unsigned char **alpn = stream->current != NULL ? &stream->current->alpn : &stream->alpn;
+    size_t *alpn_len = stream->current != NULL ? &stream->current->alpn_len : &stream->alpn_len;
     assert(node->arg_count > 0); /* the directive table asks for one or more */
     size_t len = 0;
     for (size_t i = 0; i < node->arg_count; i++) {
@@ -248,9 +253,9 @@ static int apply_alpn(struct conf_state *state, const struct conf_node *node,
         memcpy(p, node->args[i].text, n);
         p += n;
     }
-    free(server->alpn);
-    server->alpn = wire;
-    server->alpn_len = len;
+    free(*alpn);
+    *alpn = wire;
+    *alpn_len = len;
     return 0;
 }
 
@@ -283,8 +288,9 @@ static int apply_pass(struct conf_state *state, const struct conf_node *node,
 }
 
 /* Gives `server` the stream block's value of each setting it does not
- * write. */
-static void inherit(struct conf_stream_server *server, const struct conf_stream *stream)
+ * write (the TLS ones: conf__tls_check_stream()).  Returns 0, or -1 out
+ * of memory. */
+static int inherit(struct conf_stream_server *server, const struct conf_stream *stream)
 {
     struct stream_conf *c = &server->conf;
     const struct stream_conf *p = &stream->conf;
@@ -309,12 +315,20 @@ static void inherit(struct conf_stream_server *server, const struct conf_stream 
         c->responses = p->responses;
     if (!(set & CONF_STREAM_REQUESTS))
         c->requests = p->requests;
+    if (server->alpn == NULL && stream->alpn != NULL) {
+        server->alpn = malloc(stream->alpn_len);
+        if (server->alpn == NULL)
+            return -1;
+        memcpy(server->alpn, stream->alpn, stream->alpn_len);
+        server->alpn_len = stream->alpn_len;
+    }
     /* A list of rules is inherited as a whole, as nginx does. */
     if (c->access.rule_count == 0 && p->access.rule_count > 0) {
         c->access.rules = p->access.rules;
         c->access.rule_count = p->access.rule_count;
         c->access.inherited_rules = true;
     }
+    return 0;
 }
 
 /* server { ... } in stream */
@@ -335,8 +349,6 @@ static int apply_server(struct conf_state *state, const struct conf_node *node,
     stream->current = server;
     state->stream_node = node;
     int rc = conf__apply_block(state, node, CONF_STREAM_SERVER);
-    if (rc == 0)
-        rc = conf__tls_check_stream(state, node);
     stream->current = NULL;
     state->stream_node = NULL;
     if (rc != 0)
@@ -404,6 +416,152 @@ static int apply_map(struct conf_state *state, const struct conf_node *node,
     return check_map(state, &stream->maps[stream->map_count - 1]);
 }
 
+/* The names that `a` and `b` both have, compared without regard to case,
+ * or NULL. */
+static const char *shared_name(const struct conf_stream_server *a,
+                               const struct conf_stream_server *b)
+{
+    for (size_t i = 0; i < a->server_name_count; i++)
+        for (size_t j = 0; j < b->server_name_count; j++)
+            if (strcasecmp(a->server_names[i], b->server_names[j]) == 0)
+                return a->server_names[i];
+    return NULL;
+}
+
+/* `listen` of `server` is on the address of `first`, an earlier listen
+ * of `other`: several servers share a TCP address (picked by SNI, with
+ * server_name) when they listen alike; a server lists an address once,
+ * and a udp address has one server (a datagram names none). */
+static int check_shared(struct conf_state *state, const struct conf_stream_server *other,
+                        const struct conf_stream_listen *first,
+                        const struct conf_stream_server *server,
+                        const struct conf_stream_listen *listen)
+{
+    char where[300];
+    conf__where(where, sizeof(where), &listen->pos, &first->pos);
+    if (other == server || listen->udp)
+        return conf__error_at(state->error, &listen->pos,
+                              "duplicate stream listen %s (first at %s)", listen->address, where);
+    if (listen->tls != first->tls || listen->proxy_protocol != first->proxy_protocol)
+        return conf__error_at(state->error, &listen->pos,
+                              "stream listen %s takes other parameters than at %s (servers on "
+                              "one address share its tls and proxy_protocol)",
+                              listen->address, where);
+    if (listen->default_server && first->default_server)
+        return conf__error_at(state->error, &listen->pos,
+                              "a duplicate default server for %s (first at %s)", listen->address,
+                              where);
+    const char *name = shared_name(server, other);
+    if (name != NULL)
+        return conf__error_at(state->error, &listen->pos,
+                              "server_name \"%s\" on \"%s\" is already used at %s", name,
+                              listen->address, where);
+    return 0;
+}
+
+/* What the listens of the stream's servers must agree on where they
+ * share an address (check_shared()). */
+static int check_addresses(struct conf_state *state, const struct conf_stream *stream)
+{
+    for (size_t s = 0; s < stream->server_count; s++) {
+        const struct conf_stream_server *server = &stream->servers[s];
+        for (size_t l = 0; l < server->listen_count; l++) {
+            const struct conf_stream_listen *listen = &server->listens[l];
+            for (size_t t = 0; t <= s; t++) {
+                const struct conf_stream_server *other = &stream->servers[t];
+                size_t end = t == s ? l : other->listen_count;
+                for (size_t k = 0; k < end; k++) {
+                    /* TCP and UDP on one address are two listens. */
+                    if (conf_same_address(other->listens[k].address, listen->address) &&
+                        other->listens[k].udp == listen->udp &&
+                        check_shared(state, other, &other->listens[k], server, listen) != 0)
+                        return -1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* The most a match block's send or expect holds. */
+#define STREAM_MATCH_TEXT_MAX 4096
+
+/* match NAME { send TEXT; expect TEXT | expect ~ REGEX; } in stream: read
+ * here, line by line (its two directives exist nowhere else). */
+static int apply_match(struct conf_state *state, const struct conf_node *node,
+                       const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_stream *stream = &state->config->stream;
+    for (size_t i = 0; i < stream->match_count; i++)
+        if (strcmp(stream->matches[i].name, node->args[0].text) == 0) {
+            char where[300];
+            return conf__error_at(
+                state->error, &node->args[0].pos, "duplicate match \"%s\" (first at %s)",
+                node->args[0].text,
+                conf__where(where, sizeof(where), &node->args[0].pos, &stream->matches[i].pos));
+        }
+    struct conf_stream_match *matches =
+        conf__grow(state, &node->name.pos, stream->matches, stream->match_count, sizeof(*matches));
+    if (matches == NULL)
+        return -1;
+    stream->matches = matches;
+    struct conf_stream_match *match = &matches[stream->match_count++];
+    *match = (struct conf_stream_match){.pos = node->args[0].pos};
+    match->name = conf__strdup(state, &node->args[0].pos, node->args[0].text);
+    if (match->name == NULL)
+        return -1;
+    for (size_t c = 0; c < node->child_count; c++) {
+        const struct conf_node *line = &node->children[c];
+        const char *name = line->name.text;
+        bool send = strcmp(name, "send") == 0;
+        if (!send && strcmp(name, "expect") != 0)
+            return conf__error_at(state->error, &line->name.pos,
+                                  "a match block takes \"send\" and \"expect\", not \"%s\"", name);
+        bool regex = !send && line->arg_count == 2 && strcmp(line->args[0].text, "~") == 0;
+        if (line->child_count > 0 || line->arg_count != (regex ? 2u : 1u))
+            return conf__error_at(state->error, &line->name.pos,
+                                  send ? "\"send\" takes one string"
+                                       : "\"expect\" takes a string, or \"~\" and a regex");
+        const struct conf_arg *text = &line->args[regex ? 1 : 0];
+        char **field = send ? &match->send : &match->expect;
+        if (*field != NULL)
+            return conf__error_at(state->error, &line->name.pos, "duplicate \"%s\"", name);
+        size_t len = strlen(text->text);
+        if (len == 0 || len > STREAM_MATCH_TEXT_MAX)
+            return conf__error_at(state->error, &text->pos, "\"%s\" takes 1 to 4096 bytes, got %zu",
+                                  name, len);
+        *field = conf__strdup(state, &text->pos, text->text);
+        if (*field == NULL)
+            return -1;
+        if (!send)
+            match->expect_regex = regex;
+    }
+    return 0;
+}
+
+/* health_check match=NAME of the config's upstreams: the stream match
+ * block's send and expect, which upstream_new() copies. */
+static int resolve_matches(struct conf_state *state, const struct conf_stream *stream)
+{
+    for (size_t i = 0; i < state->config->upstream_count; i++) {
+        struct conf_upstream *up = &state->config->upstreams[i];
+        if (up->health_match == NULL)
+            continue;
+        const struct conf_stream_match *match = NULL;
+        for (size_t m = 0; m < stream->match_count; m++)
+            if (strcmp(stream->matches[m].name, up->health_match) == 0)
+                match = &stream->matches[m];
+        if (match == NULL)
+            return conf__error_at(state->error, &up->health_match_pos,
+                                  "no match block \"%s\" in the stream block", up->health_match);
+        up->upstream.health.send = match->send;
+        up->upstream.health.expect = match->expect;
+        up->upstream.health.expect_regex = match->expect_regex;
+    }
+    return 0;
+}
+
 /* stream { ... } */
 static int apply_stream(struct conf_state *state, const struct conf_node *node,
                         const struct conf_directive *directive)
@@ -412,10 +570,13 @@ static int apply_stream(struct conf_state *state, const struct conf_node *node,
     struct conf_stream *stream = &state->config->stream;
     stream->present = true;
     stream->conf = STREAM_CONF_DEFAULT;
+    stream->tls.settings = TLS_SERVER_CONF_DEFAULT;
     stream->applying = true;
+    state->stream_block = node;
     int rc = conf__apply_block(state, node, CONF_STREAM);
     stream->applying = false;
-    if (rc != 0)
+    state->stream_block = NULL;
+    if (rc != 0 || conf__tls_check_stream(state, node) != 0)
         return -1;
     for (size_t s = 0; s <= stream->server_count; s++) {
         const struct conf_access_logs *logs =
@@ -428,7 +589,8 @@ static int apply_stream(struct conf_state *state, const struct conf_node *node,
     }
     for (size_t s = 0; s < stream->server_count; s++) {
         struct conf_stream_server *server = &stream->servers[s];
-        inherit(server, stream);
+        if (inherit(server, stream) != 0)
+            return conf__error_at(state->error, &server->pos, "out of memory");
         for (size_t l = 0; l < server->listen_count; l++)
             if (server->listens[l].tls && server->conf.preread)
                 return conf__error_at(state->error, &server->listens[l].pos,
@@ -443,27 +605,10 @@ static int apply_stream(struct conf_state *state, const struct conf_node *node,
                                   "no upstream \"%s\" (write its upstream block in the stream "
                                   "block, before its use)",
                                   server->pass);
-        /* One listen per address among the stream's servers. */
-        for (size_t l = 0; l < server->listen_count; l++) {
-            const struct conf_stream_listen *listen = &server->listens[l];
-            for (size_t t = 0; t <= s; t++) {
-                const struct conf_stream_server *other = &stream->servers[t];
-                size_t end = t == s ? l : other->listen_count;
-                for (size_t k = 0; k < end; k++) {
-                    /* TCP and UDP on one address are two listens. */
-                    if (!conf_same_address(other->listens[k].address, listen->address) ||
-                        other->listens[k].udp != listen->udp)
-                        continue;
-                    char where[300];
-                    return conf__error_at(
-                        state->error, &listen->pos, "duplicate stream listen %s (first at %s)",
-                        listen->address,
-                        conf__where(where, sizeof(where), &listen->pos, &other->listens[k].pos));
-                }
-            }
-        }
     }
-    return 0;
+    if (resolve_matches(state, stream) != 0)
+        return -1;
+    return check_addresses(state, stream);
 }
 
 void conf__stream_free(struct conf_stream *stream)
@@ -479,12 +624,24 @@ void conf__stream_free(struct conf_stream *stream)
         free(server->limit_zone);
         conf__tls_free(&server->tls);
         free(server->alpn);
+        for (size_t n = 0; n < server->server_name_count; n++)
+            free(server->server_names[n]);
+        free(server->server_names);
+        free(server->server_name_pos);
     }
     free(stream->servers);
+    for (size_t m = 0; m < stream->match_count; m++) {
+        free(stream->matches[m].name);
+        free(stream->matches[m].send);
+        free(stream->matches[m].expect);
+    }
+    free(stream->matches);
     access_conf_free(&stream->conf.access);
     conf__maps_free(stream->maps, stream->map_count);
     conf__access_logs_free(&stream->access_logs);
     free(stream->limit_zone);
+    conf__tls_free(&stream->tls);
+    free(stream->alpn);
     *stream = (struct conf_stream){0};
 }
 
@@ -497,7 +654,7 @@ const struct conf_directive conf__stream_directives[] = {
     {.name = "stream", .contexts = CONF_MAIN, .block = true, .apply = apply_stream},
     {.name = "server", .contexts = CONF_STREAM, .block = true, .repeat = true,
      .apply = apply_server},
-    {.name = "listen", .contexts = CONF_STREAM_SERVER, .min_args = 1, .max_args = 3,
+    {.name = "listen", .contexts = CONF_STREAM_SERVER, .min_args = 1, .max_args = 5,
      .repeat = true, .apply = apply_listen},
     {.name = "proxy_pass", .contexts = CONF_STREAM_SERVER, .min_args = 1, .max_args = 1,
      .apply = apply_pass},
@@ -521,10 +678,12 @@ const struct conf_directive conf__stream_directives[] = {
      .apply = apply_count},
     {.name = "limit_conn", .contexts = STREAM_LEVELS, .min_args = 2, .max_args = 2,
      .apply = apply_limit_conn},
-    {.name = "tls_alpn", .contexts = CONF_STREAM_SERVER, .min_args = 1,
+    {.name = "tls_alpn", .contexts = STREAM_LEVELS, .min_args = 1,
      .max_args = CONF_ARGS_MANY, .apply = apply_alpn},
     {.name = "tls_preread", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1,
      .apply = apply_switch},
+    {.name = "match", .contexts = CONF_STREAM, .min_args = 1, .max_args = 1, .block = true,
+     .repeat = true, .apply = apply_match},
     {.name = "map", .contexts = CONF_STREAM, .min_args = 2, .max_args = 2, .block = true,
      .repeat = true, .apply = apply_map},
     {.name = "allow", .contexts = STREAM_LEVELS, .min_args = 1, .max_args = 1, .repeat = true,

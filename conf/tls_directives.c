@@ -5,6 +5,7 @@
  */
 #include "registry.h"
 
+#include <assert.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@ struct conf_tls *conf__block_tls(struct conf_state *state)
 {
     if (state->config->stream.current != NULL)
         return &state->config->stream.current->tls;
+    if (state->config->stream.applying)
+        return &state->config->stream.tls;
     if (state->in_admin)
         return &state->config->admin.tls;
     return state->server != NULL ? &state->server->tls : &state->config->tls;
@@ -29,6 +32,10 @@ static const struct conf_node *block_node(const struct conf_state *state, const 
     *name = "server";
     if (state->config->stream.current != NULL)
         return state->stream_node;
+    if (state->config->stream.applying) {
+        *name = "stream block";
+        return state->stream_block;
+    }
     return state->server_nodes[state->server - state->config->servers];
 }
 
@@ -106,9 +113,11 @@ static int apply_tls_certificate_key(struct conf_state *state, const struct conf
 
 /* What needs the whole block `node` (named `block` in messages): the last
  * certificate has its key, and client verification has a CA file, which
- * settles its default. */
+ * settles its default.  `inherited`: the block took the enclosing block's
+ * CA file and verification where it writes neither (a stream server),
+ * which are then settled already. */
 static int check_block(struct conf_state *state, struct conf_tls *tls, const struct conf_node *node,
-                       const char *block)
+                       const char *block, bool inherited)
 {
     if (tls->certificate_count > 0 && tls->certificates[tls->certificate_count - 1].key == NULL) {
         const struct conf_node *cert = NULL;
@@ -126,7 +135,10 @@ static int check_block(struct conf_state *state, struct conf_tls *tls, const str
     /* nginx's ssl_client_certificate alone verifies nothing: its
      * ssl_verify_client is off unless written. */
     bool nginx_ca = conf__find_child(node, "ssl_client_certificate") != NULL;
-    if (verify == NULL)
+    bool writes_ca = nginx_ca || conf__find_child(node, "tls_client_certificate") != NULL;
+    if (verify == NULL && inherited && !writes_ca)
+        ; /* the enclosing block's, settled there */
+    else if (verify == NULL)
         tls->settings.verify_client = tls->settings.client_ca != NULL && !nginx_ca
                                           ? TLS_VERIFY_CLIENT_ON
                                           : TLS_VERIFY_CLIENT_OFF;
@@ -169,12 +181,13 @@ static bool writes_tls_field(const struct conf_node *node, size_t offset)
     return false;
 }
 
-/* Gives the server the top level's TLS settings it does not write. */
-static int inherit_tls(struct conf_state *state, struct conf_tls *tls, const struct conf_node *node)
+/* Gives the server `node` the settings of `top` (the block around it,
+ * where the directives take `context`) that it does not write. */
+static int inherit_tls(struct conf_state *state, struct conf_tls *tls, const struct conf_node *node,
+                       const struct conf_tls *top, unsigned context)
 {
-    const struct conf_tls *top = &state->config->tls;
     for (const struct conf_directive *d = conf__tls_directives; d->name != NULL; d++) {
-        if (d->base != CONF_BASE_TLS || !(d->contexts & CONF_MAIN) ||
+        if (d->base != CONF_BASE_TLS || !(d->contexts & context) ||
             writes_tls_field(node, d->offset))
             continue;
         char *to = (char *)tls + d->offset;
@@ -210,9 +223,10 @@ static int inherit_tls(struct conf_state *state, struct conf_tls *tls, const str
 int conf__tls_check_server(struct conf_state *state, size_t index)
 {
     struct conf_server *server = &state->config->servers[index];
-    if (inherit_tls(state, &server->tls, state->server_nodes[index]) != 0)
+    if (inherit_tls(state, &server->tls, state->server_nodes[index], &state->config->tls,
+                    CONF_MAIN) != 0)
         return -1;
-    if (check_block(state, &server->tls, state->server_nodes[index], "server") != 0)
+    if (check_block(state, &server->tls, state->server_nodes[index], "server", false) != 0)
         return -1;
     for (size_t i = 0; i < server->listen_count; i++)
         if (server->listens[i].tls && server->tls.certificate_count == 0)
@@ -225,7 +239,7 @@ int conf__tls_check_server(struct conf_state *state, size_t index)
 int conf__tls_check_admin(struct conf_state *state)
 {
     struct conf_config *config = state->config;
-    if (check_block(state, &config->admin.tls, state->admin_node, "admin block") != 0)
+    if (check_block(state, &config->admin.tls, state->admin_node, "admin block", false) != 0)
         return -1;
     for (size_t i = 0; i < config->admin_listen_count; i++)
         if (config->admin.listens[i].tls && config->admin.tls.certificate_count == 0)
@@ -236,16 +250,52 @@ int conf__tls_check_admin(struct conf_state *state)
     return 0;
 }
 
+/* A stream server without certificates takes the stream block's, the
+ * whole list, as nginx inherits ssl_certificate. */
+static int inherit_certificates(struct conf_state *state, struct conf_tls *tls,
+                                const struct conf_tls *top, const struct conf_node *node)
+{
+    if (tls->certificate_count > 0 || top->certificate_count == 0)
+        return 0;
+    tls->certificates = calloc(top->certificate_count, sizeof(*tls->certificates));
+    if (tls->certificates == NULL)
+        return conf__error_at(state->error, &node->name.pos, "out of memory");
+    for (size_t i = 0; i < top->certificate_count; i++) {
+        struct conf_tls_certificate *pair = &tls->certificates[i];
+        *pair = top->certificates[i];
+        pair->certificate = pair->key = NULL;
+        tls->certificate_count = i + 1;
+        pair->certificate = conf__strdup(state, &node->name.pos, top->certificates[i].certificate);
+        pair->key = conf__strdup(state, &node->name.pos, top->certificates[i].key);
+        if (pair->certificate == NULL || pair->key == NULL)
+            return -1;
+    }
+    return 0;
+}
+
 int conf__tls_check_stream(struct conf_state *state, const struct conf_node *node)
 {
-    struct conf_stream_server *server = state->config->stream.current;
-    if (check_block(state, &server->tls, node, "server") != 0)
+    struct conf_stream *stream = &state->config->stream;
+    if (check_block(state, &stream->tls, node, "stream block", false) != 0)
         return -1;
-    for (size_t i = 0; i < server->listen_count; i++)
-        if (server->listens[i].tls && server->tls.certificate_count == 0)
-            return conf__error_at(state->error, &server->listens[i].pos,
-                                  "listen \"%s\" is tls but the server has no \"tls_certificate\"",
-                                  server->listens[i].address);
+    size_t s = 0;
+    for (size_t c = 0; c < node->child_count; c++) {
+        const struct conf_node *child = &node->children[c];
+        if (strcmp(child->name.text, "server") != 0)
+            continue;
+        assert(s < stream->server_count); /* one per server child, in order */
+        struct conf_stream_server *server = &stream->servers[s++];
+        if (inherit_tls(state, &server->tls, child, &stream->tls, CONF_STREAM) != 0 ||
+            inherit_certificates(state, &server->tls, &stream->tls, child) != 0 ||
+            check_block(state, &server->tls, child, "server", true) != 0)
+            return -1;
+        for (size_t i = 0; i < server->listen_count; i++)
+            if (server->listens[i].tls && server->tls.certificate_count == 0)
+                return conf__error_at(state->error, &server->listens[i].pos,
+                                      "listen \"%s\" is tls but neither the server nor the stream "
+                                      "block has a \"tls_certificate\"",
+                                      server->listens[i].address);
+    }
     return 0;
 }
 
@@ -271,7 +321,7 @@ static const struct conf_keyword verify_modes[] = {
 #define TLS_CONTEXTS (CONF_SERVER | CONF_ADMIN)
 /* Those a stream server takes too (`listen ... tls` in stream): not the
  * OCSP stapling, which the daemon runs for HTTP sites only. */
-#define STREAM_TLS (TLS_CONTEXTS | CONF_STREAM_SERVER)
+#define STREAM_TLS (TLS_CONTEXTS | CONF_STREAM | CONF_STREAM_SERVER)
 /* The settings may be written at top level too, as nginx's ssl_* in
  * http { }; a server takes those it does not write. */
 #define TLS_FIELD(field) TLS_FIELD_IN(TLS_CONTEXTS | CONF_MAIN, field)

@@ -434,10 +434,12 @@ static int apply_health_check(struct conf_state *state, const struct conf_node *
     health->enabled = true;
     for (size_t i = 0; i < node->arg_count; i++) {
         const struct conf_arg *arg = &node->args[i];
-        char *equals = strchr(arg->text, '=');
-        size_t key_len = equals != NULL ? (size_t)(equals - arg->text) : 0;
-        size_t p = 0;
-        while (p < sizeof(params) / sizeof(params[0]) &&
+        /* NGINX Plus's stream spelling of type=udp: "udp" alone */
+        bool udp = strcmp(arg->text, "udp") == 0;
+        char *equals = udp ? NULL : strchr(arg->text, '=');
+        size_t key_len = udp ? 3 : equals != NULL ? (size_t)(equals - arg->text) : 0;
+        size_t p = udp ? 7 : 0;
+        while (!udp && p < sizeof(params) / sizeof(params[0]) &&
                !(strlen(params[p]) == key_len && strncmp(arg->text, params[p], key_len) == 0))
             p++;
         if (p == sizeof(params) / sizeof(params[0]))
@@ -450,7 +452,7 @@ static int apply_health_check(struct conf_state *state, const struct conf_node *
             return conf__error_at(state->error, &arg->pos, "duplicate parameter \"%.*s\"",
                                   (int)key_len, arg->text);
         seen[p] = true;
-        const struct conf_arg value = {.text = equals + 1, .pos = arg->pos};
+        const struct conf_arg value = {.text = udp ? arg->text : equals + 1, .pos = arg->pos};
         int rc = 0;
         switch (p) {
         case 0: rc = conf__arg_duration(state, &value, &health->interval_ms); break;
@@ -472,7 +474,22 @@ static int apply_health_check(struct conf_state *state, const struct conf_node *
             health->uri = conf__strdup(state, &arg->pos, value.text);
             rc = health->uri != NULL ? 0 : -1;
             break;
-        case 5: rc = parse_health_match(state, &value, health); break;
+        case 5:
+            /* a stream match block's name, or statuses */
+            if (value.text[0] >= '0' && value.text[0] <= '9') {
+                rc = parse_health_match(state, &value, health);
+                break;
+            }
+            if (!state->config->stream.applying)
+                return conf__error_at(state->error, &arg->pos,
+                                      "health_check match=%s names a stream match block: the "
+                                      "upstream must be in the stream block",
+                                      value.text);
+            free(state->upstream->health_match);
+            state->upstream->health_match = conf__strdup(state, &arg->pos, value.text);
+            state->upstream->health_match_pos = arg->pos;
+            rc = state->upstream->health_match != NULL ? 0 : -1;
+            break;
         case 6: rc = conf__arg_uint(state, &value, "port", 1, 65535, &health->port); break;
         case 7:
             if (strcmp(value.text, "http") == 0)
@@ -483,10 +500,12 @@ static int apply_health_check(struct conf_state *state, const struct conf_node *
                 health->type = PROXY_HEALTH_GRPC;
             else if (strcmp(value.text, "tcp") == 0)
                 health->type = PROXY_HEALTH_TCP;
+            else if (strcmp(value.text, "udp") == 0)
+                health->type = PROXY_HEALTH_UDP;
             else
                 return conf__error_at(state->error, &arg->pos,
                                       "invalid health_check type \"%s\" (expected http, http2, "
-                                      "grpc or tcp)",
+                                      "grpc, tcp or udp)",
                                       value.text);
             break;
         default:
@@ -506,7 +525,22 @@ static int apply_health_check(struct conf_state *state, const struct conf_node *
             return conf__error_at(state->error, &arg->pos, "\"%.*s\" must be more than 0",
                                   (int)key_len, arg->text);
     }
+    /* A match block's check is a connect check that sends and reads. */
+    if (state->upstream->health_match != NULL) {
+        if (seen[7] && health->type != PROXY_HEALTH_TCP && health->type != PROXY_HEALTH_UDP)
+            return conf__error_at(state->error, &node->name.pos,
+                                  "\"health_check match=%s\" (a stream match block) is a "
+                                  "type=tcp or udp check",
+                                  state->upstream->health_match);
+        if (health->type != PROXY_HEALTH_UDP)
+            health->type = PROXY_HEALTH_TCP;
+        seen[5] = false;
+    }
     /* A connect check reads nothing: what judges an answer has no place. */
+    if (health->type == PROXY_HEALTH_UDP && (seen[4] || seen[5] || seen[8]))
+        return conf__error_at(state->error, &node->name.pos,
+                              "\"health_check udp\" sends a datagram: it takes no uri=, match= "
+                              "with statuses or grpc_service=");
     if (health->type == PROXY_HEALTH_TCP && (seen[4] || seen[5] || seen[8]))
         return conf__error_at(state->error, &node->name.pos,
                               "\"health_check type=tcp\" only connects: it takes no uri=, "

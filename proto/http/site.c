@@ -12,48 +12,46 @@
 #include <string.h>
 #include <strings.h>
 
-/* How `name` matches `host`: 0 not at all, else by kind (as nginx ranks
- * them, the lower the better), the length that ranks it within a kind
- * in *weight. */
-enum name_match {
-    NAME_NONE,
-    NAME_EXACT,
-    NAME_LEADING,  /* "*.example.com" */
-    NAME_TRAILING, /* "www.example.*" */
-};
-
-static enum name_match host_matches(const char *name, const char *host, size_t len, size_t *weight)
+enum site_name_kind site_name_match(const char *name, const char *host, size_t len, size_t *weight)
 {
     size_t name_len = strlen(name);
     *weight = name_len;
     if (name[0] == '~')
-        return NAME_NONE; /* a regex: site_name_regex_match() */
+        return SITE_NAME_NONE; /* a regex: site_name_regex_match() */
     if (name[0] == '*' && name[1] == '.') {
         /* "*.example.com" matches "a.example.com", not "example.com". */
         size_t suffix = name_len - 1;
         return len > suffix && strncasecmp(host + len - suffix, name + 1, suffix) == 0
-                   ? NAME_LEADING
-                   : NAME_NONE;
+                   ? SITE_NAME_LEADING
+                   : SITE_NAME_NONE;
     }
     if (name_len > 2 && name[name_len - 1] == '*' && name[name_len - 2] == '.') {
         /* "www.example.*" matches "www.example.org", not "www.example". */
         size_t prefix = name_len - 1;
-        return len > prefix && strncasecmp(host, name, prefix) == 0 ? NAME_TRAILING : NAME_NONE;
+        return len > prefix && strncasecmp(host, name, prefix) == 0 ? SITE_NAME_TRAILING
+                                                                    : SITE_NAME_NONE;
     }
-    return name_len == len && strncasecmp(name, host, len) == 0 ? NAME_EXACT : NAME_NONE;
+    return name_len == len && strncasecmp(name, host, len) == 0 ? SITE_NAME_EXACT : SITE_NAME_NONE;
 }
 
 int site_name_regex_match(const struct http_vhost *vhost, const char *host, size_t len, char *buf,
                           size_t *ovector, int *pairs)
 {
-    if (vhost->name_regex_count == 0 || len >= SITE_HOST_MAX)
+    return site_regexes_match(vhost->name_regexes, vhost->name_regex_count, host, len, buf, ovector,
+                              pairs);
+}
+
+int site_regexes_match(const struct http_regex *const *regexes, size_t count, const char *host,
+                       size_t len, char *buf, size_t *ovector, int *pairs)
+{
+    if (count == 0 || len >= SITE_HOST_MAX)
         return -1;
     /* nginx matches the host lowercased */
     for (size_t i = 0; i < len; i++)
         buf[i] = (char)(host[i] >= 'A' && host[i] <= 'Z' ? host[i] - 'A' + 'a' : host[i]);
     buf[len] = '\0';
-    for (size_t i = 0; i < vhost->name_regex_count; i++) {
-        int matched = regex_match(vhost->name_regexes[i], buf, len, ovector);
+    for (size_t i = 0; i < count; i++) {
+        int matched = regex_match(regexes[i], buf, len, ovector);
         if (matched > 0) {
             *pairs = matched;
             return (int)i;
@@ -66,7 +64,7 @@ int site_name_regex_match(const struct http_vhost *vhost, const char *host, size
 const struct http_vhost *site_find_vhost(const struct http_site *site, const char *host, size_t len)
 {
     const struct http_vhost *best = NULL;
-    enum name_match best_kind = NAME_NONE;
+    enum site_name_kind best_kind = SITE_NAME_NONE;
     size_t best_weight = 0;
     bool any_regex = false;
     for (size_t i = 0; i < site->vhost_count; i++) {
@@ -74,10 +72,10 @@ const struct http_vhost *site_find_vhost(const struct http_site *site, const cha
         any_regex |= vhost->name_regex_count > 0;
         for (size_t n = 0; n < vhost->name_count; n++) {
             size_t weight;
-            enum name_match kind = host_matches(vhost->names[n], host, len, &weight);
-            if (kind == NAME_EXACT)
+            enum site_name_kind kind = site_name_match(vhost->names[n], host, len, &weight);
+            if (kind == SITE_NAME_EXACT)
                 return vhost;
-            if (kind != NAME_NONE &&
+            if (kind != SITE_NAME_NONE &&
                 (best == NULL || kind < best_kind || (kind == best_kind && weight > best_weight))) {
                 best = vhost;
                 best_kind = kind;

@@ -169,6 +169,25 @@ const struct http_vhost *site_find_vhost(const struct http_site *site, const cha
  * room): a longer one matches none. */
 #define SITE_HOST_MAX 256
 
+/* How a server name as written (not a "~" regex one) matches `host`
+ * (`len` bytes): not at all, else by kind, as nginx ranks them (the
+ * lower the better), with the length that ranks it within a kind in
+ * *weight.  The stream proxy's servers are named so too. */
+enum site_name_kind {
+    SITE_NAME_NONE,
+    SITE_NAME_EXACT,
+    SITE_NAME_LEADING,  /* "*.example.com" */
+    SITE_NAME_TRAILING, /* "www.example.*" */
+};
+enum site_name_kind site_name_match(const char *name, const char *host, size_t len, size_t *weight);
+
+/* Matches `host` (`len` bytes), lowercased into `buf` (SITE_HOST_MAX
+ * bytes), against `count` caseless `regexes` in order: the index of the
+ * first that matches, its groups in `ovector` (2 * HTTP_REGEX_PAIRS) and
+ * their count in *pairs; -1 when none does. */
+int site_regexes_match(const struct http_regex *const *regexes, size_t count, const char *host,
+                       size_t len, char *buf, size_t *ovector, int *pairs);
+
 /* Matches `host` (`len` bytes), lowercased into `buf` (SITE_HOST_MAX
  * bytes: the subject of the groups), against `vhost`'s regex names in
  * order: the index of the first that matches, its groups in `ovector`

@@ -50,7 +50,12 @@ struct stream_session {
     size_t preread_fed;
     char *preread_name, *preread_alpn; /* what it read, for the log: one allocation */
     const corral_worker *worker;
-    struct limit_node *conn_node; /* limit_conn's count of this session */
+    /* limit_conn's counts of this session: the listener's server's, and
+     * the one its SNI name picked (if another), each with its zone. */
+    struct {
+        struct limit_zone *zone;
+        struct limit_node *node;
+    } limits[2];
     struct stream_stats *stats;
     corral_conn *client;
     struct upstream_conn uc; /* uc.conn: the server's connection, NULL between attempts */
@@ -62,6 +67,11 @@ struct stream_session {
     bool handshaking;    /* a tls listen's handshake is still to end */
     bool client_ended;   /* its close_notify came with the handshake, before a server */
     bool wide;           /* the client's watermark is TLS_KEPT_MAX until its first copy */
+    /* Inside the TLS layer's end-of-handshake callback, which must not
+     * see its connection freed under it: an abort then is done by the
+     * client's deadline (client_on_deadline()), with this error. */
+    bool in_established;
+    int deferred_error;
     /* A tls listen's facts for the log, taken while the client's TLS
      * lasts: OpenSSL's static names, and the SNI name (malloc'd). */
     const char *tls_protocol, *tls_cipher;
@@ -98,6 +108,8 @@ static int client_key_text(const struct stream_session *s, char *buf, size_t len
 /* The session's line in its access log. */
 static void session_log(struct stream_session *s)
 {
+    if (s->site->log == NULL)
+        return;
     char remote[INET6_ADDRSTRLEN];
     struct vars_stream facts = {
         .peer =
@@ -130,13 +142,15 @@ static void session_free_if_done(struct stream_session *s)
         return;
     if (s->began_ns != 0)
         session_log(s);
-    if (s->conn_node != NULL)
-        limit_zone_conn_end(s->site->conn_zone, s->conn_node);
+    for (size_t i = 0; i < 2; i++)
+        if (s->limits[i].node != NULL)
+            limit_zone_conn_end(s->limits[i].zone, s->limits[i].node);
     free(s->preread_name);
     free(s->tls_name);
     free(s->preread);
     counter_add(&s->stats->bytes_in, s->bytes[UP]);
     counter_add(&s->stats->bytes_out, s->bytes[DOWN]);
+    stream_stats_end(s->stats, s->status);
     free(s);
 }
 
@@ -147,8 +161,12 @@ static void session_abort(struct stream_session *s, int error, unsigned status)
     if (s->status == 200)
         s->status = status;
     s->failed = true;
-    if (s->client_open)
+    if (s->client_open && s->in_established) {
+        s->deferred_error = error;
+        corral_conn_set_deadline(s->client, corral_loop_now(corral_conn_loop(s->client)));
+    } else if (s->client_open) {
         corral_conn_abort(s->client, error);
+    }
     if (s->server_open)
         corral_conn_abort(s->uc.conn, error);
 }
@@ -483,9 +501,10 @@ static void session_route(struct stream_session *s)
     connect_next(s);
 }
 
-/* limit_conn: counts the session under its key's value (the zone's key
- * read with the session's variables); false when `conn_max` are open. */
-static bool session_count(struct stream_session *s)
+/* limit_conn of the session's site: counts the session under its key's
+ * value (the zone's key read with the session's variables) in
+ * s->limits[slot]; false when `conn_max` are open. */
+static bool session_count(struct stream_session *s, size_t slot)
 {
     char remote[INET6_ADDRSTRLEN], key[LIMIT_KEY_MAX];
     struct vars_stream facts = {
@@ -500,13 +519,14 @@ static bool session_count(struct stream_session *s)
     size_t len = vars_eval_into(s->site->conn_key, &ctx, key, sizeof(key));
     if (len == 0 || len > sizeof(key))
         return true; /* an empty or too long key is not limited, as in nginx */
-    s->conn_node = limit_zone_conn(s->site->conn_zone, key, len, s->site->conn_max);
-    return s->conn_node != NULL;
+    s->limits[slot].zone = s->site->conn_zone;
+    s->limits[slot].node = limit_zone_conn(s->site->conn_zone, key, len, s->site->conn_max);
+    return s->limits[slot].node != NULL;
 }
 
-/* The client's address is known (its socket's, or its PROXY header's):
- * the rules, then the ClientHello (tls_preread), or the server. */
-static void session_begin(struct stream_session *s)
+/* The rules and limit_conn of the session's site (the latter counted in
+ * s->limits[slot]): true, or false with the session ended. */
+static bool session_admit(struct stream_session *s, size_t slot)
 {
     const struct stream_conf *conf = s->site->conf;
     if (conf->access.rule_count > 0 &&
@@ -515,13 +535,36 @@ static void session_begin(struct stream_session *s)
                                                : (const struct sockaddr *)&s->client_addr)) {
         counter_inc(&s->stats->denied);
         session_abort(s, 0, 403);
-        return;
+        return false;
     }
-    if (s->site->conn_zone != NULL && !session_count(s)) {
+    if (s->site->conn_zone != NULL && !session_count(s, slot)) {
         counter_inc(&s->stats->denied);
         session_abort(s, 0, 503);
-        return;
+        return false;
     }
+    return true;
+}
+
+/* The client's SNI name (`len` bytes; 0: none) is known: the session
+ * goes on with the server of its address that the name picks, whose
+ * rules and limit_conn apply too.  Returns false with the session
+ * ended. */
+static bool session_pick(struct stream_session *s, const char *name, size_t len)
+{
+    struct stream_site *picked = stream_site_select(s->site, name, len);
+    if (picked == s->site)
+        return true;
+    s->site = picked;
+    return session_admit(s, 1);
+}
+
+/* The client's address is known (its socket's, or its PROXY header's):
+ * the rules, then the ClientHello (tls_preread), or the server. */
+static void session_begin(struct stream_session *s)
+{
+    const struct stream_conf *conf = s->site->conf;
+    if (!session_admit(s, 0))
+        return;
     if (s->site->tls != NULL && !tls_established(s->client)) {
         /* Nothing more until the client's handshake ends
          * (client_established()): no server is taken for a client that
@@ -570,8 +613,15 @@ static void client_established(corral_conn *conn)
         return;
     s->handshaking = false;
     assert(!s->site->conf->preread); /* the config refuses it on a tls listen */
-    session_tls_facts(s);
-    session_route(s);
+    s->in_established = true;
+    /* The server whose certificates the handshake used: the TLS server
+     * picked them with stream_sni_select(). */
+    const char *name = s->site->vhost_count > 0 ? tls_conn_server_name(conn) : NULL;
+    if (session_pick(s, name != NULL ? name : "", name != NULL ? strlen(name) : 0)) {
+        session_tls_facts(s);
+        session_route(s);
+    }
+    s->in_established = false;
 }
 
 /* tls_preread: feeds the bytes not fed yet; once the hello is read (or
@@ -586,6 +636,8 @@ static size_t client_preread(struct stream_session *s, const char *data, size_t 
         return 0;
     if (rc < 0)
         s->preread->server_name[0] = s->preread->alpn[0] = '\0';
+    if (!session_pick(s, s->preread->server_name, strlen(s->preread->server_name)))
+        return len;
     corral_conn_set_watermarks(s->client, s->site->conf->buffer_size,
                                s->site->conf->buffer_size / 4);
     session_route(s);
@@ -629,7 +681,7 @@ static void client_on_open(corral_conn *conn)
     s->client = conn;
     s->client_open = true;
     s->status = 200;
-    if (site->log != NULL) {
+    if (site->log != NULL || site->vhost_count > 0) { /* a vhost's log, maybe */
         s->began_ns = corral_monotonic_ns();
         /* $server_addr and $server_port: asked for now, while the
          * descriptor is open, and only for a log. */
@@ -729,6 +781,14 @@ static void client_on_eof(corral_conn *conn)
     dir_end(s, UP);
 }
 
+/* An abort decided inside the handshake's callback (session_abort()). */
+static void client_on_deadline(corral_conn *conn)
+{
+    struct stream_session *s = corral_conn_data(conn);
+    if (s != NULL && s->failed)
+        corral_conn_abort(conn, s->deferred_error);
+}
+
 static void client_on_drain(corral_conn *conn)
 {
     struct stream_session *s = corral_conn_data(conn);
@@ -760,6 +820,7 @@ const struct corral_conn_handler stream_handler = {
     .on_data = client_on_data,
     .on_eof = client_on_eof,
     .on_drain = client_on_drain,
+    .on_deadline = client_on_deadline,
     .on_close = client_on_close,
 };
 

@@ -17,6 +17,7 @@
 
 #include <corral.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -110,6 +111,21 @@ struct stream_route {
 struct proxy_upstream *stream_route_pick(const struct stream_route *route, const char *value,
                                          size_t len);
 
+/* The statuses a session ends with, as nginx's $status, in the order of
+ * their counters in stream_stats.status. */
+#define STREAM_STATUSES 6
+static inline unsigned stream_status_code(size_t i)
+{
+    switch (i) {
+    case 0: return 200;
+    case 1: return 400;
+    case 2: return 403;
+    case 3: return 500;
+    case 4: return 502;
+    default: return 503;
+    }
+}
+
 /* Per-worker counters of the stream proxy, read by other threads. */
 struct stream_stats {
     _Atomic uint64_t sessions;  /* client connections taken (UDP: sessions begun) */
@@ -123,7 +139,16 @@ struct stream_stats {
      * the server's socket full), and the server's datagrams dropped (the
      * listen's socket full). */
     _Atomic uint64_t udp_dropped_in, udp_dropped_out;
+    _Atomic uint64_t status[STREAM_STATUSES]; /* sessions ended, by status */
 } __attribute__((aligned(64)));
+
+/* Counts a session's end with `status` (one of stream_status_code()'s). */
+static inline void stream_stats_end(struct stream_stats *stats, unsigned status)
+{
+    for (size_t i = 0; i < STREAM_STATUSES; i++)
+        if (stream_status_code(i) == status)
+            atomic_fetch_add_explicit(&stats->status[i], 1, memory_order_relaxed);
+}
 
 /* The most UDP sessions of one listen that a worker keeps at once: a
  * datagram from a new client beyond them is dropped (counted in
@@ -154,7 +179,34 @@ struct stream_site {
     /* A udp listen: each worker's sessions, by corral_worker_index(),
      * made by the worker on its first datagram and freed by on_stop. */
     struct stream_udp_worker **udp_workers;
+    /* server_name: the names of this server, exact or wildcard as
+     * written ("*.example.com", "www.example.*"), and its "~" ones
+     * compiled, in the order written. */
+    const char *const *names;
+    size_t name_count;
+    const struct http_regex *const *name_regexes;
+    size_t name_regex_count;
+    /* Several servers on one TCP address: the listener's site (its
+     * default server's) has all of them, itself first, and a session
+     * moves to the one its SNI name picks (stream_site_select()): at the
+     * end of its handshake on a tls listen, or once tls_preread read the
+     * ClientHello.  NULL (0): the site is alone on its address. */
+    struct stream_site *const *vhosts;
+    size_t vhost_count;
+    const void *origin; /* the daemon's: the server block it was built from */
 };
+
+/* The server of `site`'s address that a client naming `name` (`len`
+ * bytes, not NUL-terminated; SNI) is served by, as nginx picks a virtual
+ * server: an exact name, else the longest "*.example.com", else the
+ * longest "www.example.*", else the first "~" name that matches in the
+ * order of the servers; else the address's default (`site` itself). */
+struct stream_site *stream_site_select(struct stream_site *site, const char *name, size_t len);
+
+/* A tls_sni_select_fn for the TLS server of an address several servers
+ * share (`site` is the listener's stream_site, whose vhosts are the TLS
+ * server's in the same order): the index of stream_site_select()'s. */
+size_t stream_sni_select(void *site, const char *name, size_t len);
 
 /* The handler of a stream listener (corral_server_listen()'s `data`: a
  * struct stream_site).  A graceful stop lets its sessions run: they end

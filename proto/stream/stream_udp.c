@@ -167,6 +167,7 @@ static void session_end(struct udp_session *s, unsigned status)
     struct stream_udp_worker *w = s->w;
     if (w->site->log != NULL)
         session_log(s, status);
+    stream_stats_end(w->stats, status);
     session_unlist(s);
     assert((s->prev == NULL) == (w->all == s)); /* the list's head has no prev */
     if (s->prev != NULL)

@@ -34,4 +34,15 @@ bool health_match(const struct proxy_health_conf *conf, unsigned status);
  * -1 for anything else (a line longer than 512 bytes included). */
 int health_status_line(const char *data, size_t len, unsigned *status);
 
+/* Gives `up` its own copies of `conf`'s send and expect, the expect
+ * compiled when it is a regex.  Returns 0, -EINVAL for a bad regex
+ * (logged), or -ENOMEM. */
+int health_expect_copy(struct proxy_upstream *up, const struct proxy_health_conf *conf);
+void health_expect_free(struct proxy_upstream *up);
+
+/* Reads a send/expect check's answer so far (peer bytes, `len` of
+ * them): 1 when it has what `up` expects, 0 while it may still come
+ * (fewer than HEALTH_EXPECT_MAX bytes), -1 when it will not. */
+int health_expect_answer(const struct proxy_upstream *up, const char *data, size_t len);
+
 #endif

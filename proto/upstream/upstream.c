@@ -174,6 +174,10 @@ int upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
         if (up->health_service == NULL)
             goto nomem;
         up->health.grpc_service = up->health_service;
+        if (health_expect_copy(up, &conf->health) != 0) {
+            upstream_free(up);
+            return -EINVAL;
+        }
     }
     if (conf->balance == PROXY_BALANCE_HASH) {
         int err =
@@ -207,6 +211,7 @@ void upstream_free(struct proxy_upstream *upstream)
     balance_ring_free(upstream->ring);
     free(upstream->health_uri);
     free(upstream->health_service);
+    health_expect_free(upstream);
     for (size_t i = 0; i < upstream->server_count; i++) {
         free(upstream->servers[i].address);
         free(upstream->servers[i].resolve_name);

@@ -77,17 +77,33 @@ enum proxy_health_type {
     PROXY_HEALTH_HTTP2, /* GET uri over HTTP/2 (h2c, or ALPN h2) */
     PROXY_HEALTH_GRPC,  /* grpc.health.v1.Health/Check over HTTP/2 */
     PROXY_HEALTH_TCP,   /* a connection accepted passes (a stream's upstream) */
+    /* a datagram sent (`send`, else "health check"): with `expect`, an
+     * answer that has it passes; without, no ICMP refusal within the
+     * timeout passes (a stream udp upstream, as NGINX Plus's) */
+    PROXY_HEALTH_UDP,
 };
+struct http_regex; /* proto/http/regex.h */
 struct proxy_health_conf {
     bool enabled;
-    enum proxy_health_type type; /* type=http|http2|grpc|tcp */
+    enum proxy_health_type type; /* type=http|http2|grpc|tcp|udp */
     const char *grpc_service;    /* grpc_service=NAME; NULL: "" (the server) */
     uint32_t interval_ms, timeout_ms;
     unsigned rise, fall; /* passes that bring a server up, failures that take it down */
     const char *uri;     /* "/" by default */
     unsigned port;       /* 0: the server's own */
     uint64_t match[(HEALTH_MATCH_CODES + 63) / 64]; /* statuses that pass, as bits */
+    /* type=tcp with a stream match block (match=NAME): `send` written
+     * once connected (NULL: nothing), then what the server answers, read
+     * up to HEALTH_EXPECT_MAX bytes, must contain `expect` (NULL: no
+     * answer awaited), or match it as a regex with `expect_regex`. */
+    const char *send, *expect;
+    bool expect_regex;
 };
+
+/* The most a send/expect check reads of a server's answer: an answer
+ * without the expected bytes within it fails, so that a server that
+ * sends without end costs a bounded buffer. */
+#define HEALTH_EXPECT_MAX 4096
 
 #define PROXY_HEALTH_CONF_DEFAULT                                                                  \
     ((struct proxy_health_conf){.interval_ms = 5000, .timeout_ms = 1000, .rise = 2, .fall = 3})
@@ -312,8 +328,10 @@ struct proxy_upstream {
     bool has_backup;
     struct proxy_health_conf health;
     char *health_uri;
-    char *health_service;            /* health_check grpc_service= (copied, as health_uri) */
-    struct upstream_health *checker; /* while the checks run */
+    char *health_service;                /* health_check grpc_service= (copied, as health_uri) */
+    char *health_send, *health_expect;   /* health.send and .expect, copied as health_uri */
+    struct http_regex *health_expect_re; /* health.expect compiled, with expect_regex */
+    struct upstream_health *checker;     /* while the checks run */
     struct sockaddr_storage resolvers[UPSTREAM_MAX_RESOLVERS];
     socklen_t resolver_lens[UPSTREAM_MAX_RESOLVERS];
     size_t resolver_count;

@@ -194,6 +194,79 @@ START_TEST(stream_block)
     c = parse_ok("stream { server { listen 127.0.0.1:9000 udp; proxy_pass 127.0.0.1:53; } }");
     ck_assert_uint_eq(c->stream.servers[0].conf.responses, STREAM_UNLIMITED);
     conf_free(c);
+    /* TLS settings and tls_alpn in the stream block: its servers take
+     * those they do not write, the certificates as a whole list; and
+     * server_name, default_server on one shared address. */
+    c = parse_ok("stream {\n"
+                 "  ssl_certificate s.pem; ssl_certificate_key s.key; ssl_protocols TLSv1.2;\n"
+                 "  tls_ciphers ECDHE+AESGCM; ssl_client_certificate ca.pem;\n"
+                 "  ssl_verify_client optional; ssl_alpn mqtt; ssl_session_cache off;\n"
+                 "  server { listen 127.0.0.1:9000 ssl; proxy_pass 127.0.0.1:1; }\n"
+                 "  server { listen 127.0.0.1:9000 ssl default_server; server_name a.test "
+                 "*.b.test;\n"
+                 "    proxy_pass 127.0.0.1:2; tls_certificate a.pem; tls_certificate_key a.key;\n"
+                 "    tls_protocols TLSv1.3; tls_client_certificate other.pem; tls_alpn imap; }\n"
+                 "}");
+    const struct conf_stream_server *inherits = &c->stream.servers[0];
+    const struct conf_stream_server *writes = &c->stream.servers[1];
+    ck_assert_uint_eq(inherits->tls.certificate_count, 1);
+    ck_assert(strstr(inherits->tls.certificates[0].certificate, "s.pem") != NULL);
+    ck_assert(strstr(inherits->tls.certificates[0].key, "s.key") != NULL);
+    ck_assert_uint_eq(inherits->tls.settings.protocols, TLS_PROTOCOL_1_2);
+    ck_assert_str_eq(inherits->tls.settings.ciphers, "ECDHE+AESGCM");
+    ck_assert(strstr(inherits->tls.settings.client_ca, "ca.pem") != NULL);
+    ck_assert_int_eq(inherits->tls.settings.verify_client, TLS_VERIFY_CLIENT_OPTIONAL);
+    ck_assert_uint_eq(inherits->tls.settings.session_cache, 0);
+    ck_assert_uint_eq(inherits->alpn_len, 5);
+    ck_assert(memcmp(inherits->alpn, "\4mqtt", 5) == 0);
+    ck_assert_uint_eq(inherits->server_name_count, 0);
+    ck_assert_uint_eq(writes->tls.certificate_count, 1);
+    ck_assert(strstr(writes->tls.certificates[0].certificate, "a.pem") != NULL);
+    ck_assert_uint_eq(writes->tls.settings.protocols, TLS_PROTOCOL_1_3);
+    ck_assert_str_eq(writes->tls.settings.ciphers, "ECDHE+AESGCM");
+    ck_assert(strstr(writes->tls.settings.client_ca, "other.pem") != NULL);
+    /* its own CA file settles its verification: on, as for HTTP */
+    ck_assert_int_eq(writes->tls.settings.verify_client, TLS_VERIFY_CLIENT_ON);
+    ck_assert(memcmp(writes->alpn, "\4imap", 5) == 0);
+    ck_assert_uint_eq(writes->server_name_count, 2);
+    ck_assert_str_eq(writes->server_names[1], "*.b.test");
+    ck_assert(writes->listens[0].default_server);
+    ck_assert(!inherits->listens[0].default_server);
+    conf_free(c);
+
+    /* health_check match=NAME: a match block's send and expect, the
+     * block written before or after the upstream; a type=tcp check. */
+    c = parse_ok("stream {\n"
+                 "  upstream a { server 127.0.0.1:1; health_check match=ping interval=1s; }\n"
+                 "  upstream b { server 127.0.0.1:2; health_check match=banner; }\n"
+                 "  match ping { send \"PING\\r\\n\"; expect ~ \"^\\\\+PONG\"; }\n"
+                 "  match banner { expect \"220 \"; }\n"
+                 "  server { listen 127.0.0.1:9000; proxy_pass a; }\n"
+                 "}");
+    const struct proxy_health_conf *ha = &c->upstreams[0].upstream.health;
+    const struct proxy_health_conf *hb = &c->upstreams[1].upstream.health;
+    ck_assert_int_eq(ha->type, PROXY_HEALTH_TCP);
+    ck_assert_str_eq(ha->send, "PING\r\n");
+    ck_assert_str_eq(ha->expect, "^\\+PONG");
+    ck_assert(ha->expect_regex);
+    ck_assert_int_eq(hb->type, PROXY_HEALTH_TCP);
+    ck_assert_ptr_null(hb->send);
+    ck_assert_str_eq(hb->expect, "220 ");
+    ck_assert(!hb->expect_regex);
+    conf_free(c);
+    /* health_check udp (NGINX Plus's spelling), with or without a match */
+    c = parse_ok("stream {\n"
+                 "  upstream dns { server 127.0.0.1:53; health_check udp match=q; }\n"
+                 "  upstream syslog { server 127.0.0.1:514; health_check type=udp; }\n"
+                 "  match q { send x; expect y; }\n"
+                 "  server { listen 127.0.0.1:9000 udp; proxy_pass dns; }\n"
+                 "}");
+    ck_assert_int_eq(c->upstreams[0].upstream.health.type, PROXY_HEALTH_UDP);
+    ck_assert_str_eq(c->upstreams[0].upstream.health.send, "x");
+    ck_assert_int_eq(c->upstreams[1].upstream.health.type, PROXY_HEALTH_UDP);
+    ck_assert_ptr_null(c->upstreams[1].upstream.health.send);
+    conf_free(c);
+
     /* No stream block: nothing there. */
     c = parse_ok("");
     ck_assert(!c->stream.present);
@@ -1634,7 +1707,7 @@ static const struct error_case error_cases[] = {
     {"log_format \"abc;\nworkers 2;\n", "test.conf:1:12: unterminated string"},
     {"log_format 'it\\'s;", "test.conf:1:12: unterminated string"},
     {"log_format \"a\\qb\";",
-     "test.conf:1:14: unknown escape \"\\q\" (use \\\", \\', \\\\, \\n or \\t)"},
+     "test.conf:1:14: unknown escape \"\\q\" (use \\\", \\', \\\\, \\n, \\r or \\t)"},
     {"log_format \"a\\\nb\";", "test.conf:1:14: unknown escape: \"\\\" followed by byte 0x0a"},
     {"log_format \"a\"b;", "test.conf:1:15: unexpected \"b\" after a quoted string"},
     {"log_format a\"b\";",
@@ -1850,7 +1923,7 @@ static const struct error_case error_cases[] = {
     {"server { listen 127.0.0.1:443 tls;\n tls_certificate a.pem; tls_certificate_key \"\"; }",
      "test.conf:2:45: empty path"},
     {"tls_certificate a.pem;", "test.conf:1:1: \"tls_certificate\" is not allowed at top level (it "
-                               "belongs in server, admin or stream server)"},
+                               "belongs in server, admin, stream or stream server)"},
     {"server { listen 127.0.0.1:80;\n tls_protocols TLSv1.2 TLSv1.1; }",
      "test.conf:2:24: unknown TLS protocol \"TLSv1.1\" (expected TLSv1.2 or TLSv1.3)"},
     {"server { listen 127.0.0.1:80;\n tls_protocols SSLv3; }",
@@ -1902,10 +1975,10 @@ static const struct error_case error_cases[] = {
      "same server"},
     {"server { listen 127.0.0.1:80; location / { return 204;\n tls_verify_client off; } }",
      "test.conf:2:2: \"tls_verify_client\" is not allowed in location (it belongs in server, "
-     "admin or stream server)"},
+     "admin, stream or stream server)"},
     {"tls_certificate a.pem;",
      "test.conf:1:1: \"tls_certificate\" is not allowed at top level (it belongs in server, "
-     "admin or stream server)"},
+     "admin, stream or stream server)"},
     {"server { listen 127.0.0.1:80; tls_sesion_cache 10; }",
      "test.conf:1:31: unknown directive \"tls_sesion_cache\" (did you mean "
      "\"tls_session_cache\"?)"},
@@ -2082,7 +2155,7 @@ static const struct error_case error_cases[] = {
      "test.conf:1:49: invalid health_check uri \"/a b\" (a path of at most 256 bytes, without "
      "spaces)"},
     {"upstream app { server 127.0.0.1:1; health_check type=h3; }",
-     "test.conf:1:49: invalid health_check type \"h3\" (expected http, http2, grpc or tcp)"},
+     "test.conf:1:49: invalid health_check type \"h3\" (expected http, http2, grpc, tcp or udp)"},
     {"upstream u { server 127.0.0.1:1; health_check type=tcp uri=/x; }",
      "test.conf:1:34: \"health_check type=tcp\" only connects: it takes no uri=, match= or "
      "grpc_service="},
@@ -2314,10 +2387,11 @@ static const struct error_case error_cases[] = {
     {"stream { proxy_responses -1; }",
      "test.conf:1:26: \"proxy_responses\" must be from 0 to 1000000, got \"-1\""},
     {"stream { server { listen 127.0.0.1:9000 deferred; proxy_pass 127.0.0.1:1; } }",
-     "test.conf:1:41: invalid listen parameter \"deferred\" (expected udp, tls or "
-     "proxy_protocol)"},
+     "test.conf:1:41: invalid listen parameter \"deferred\" (expected udp, tls, "
+     "proxy_protocol or default_server)"},
     {"stream { server { listen 127.0.0.1:9000 ssl; proxy_pass 127.0.0.1:1; } }",
-     "test.conf:1:19: listen \"127.0.0.1:9000\" is tls but the server has no \"tls_certificate\""},
+     "test.conf:1:19: listen \"127.0.0.1:9000\" is tls but neither the server nor the stream "
+     "block has a \"tls_certificate\""},
     {"stream { server { listen 127.0.0.1:9000 udp tls; proxy_pass 127.0.0.1:1; } }",
      "test.conf:1:19: a udp listen has no TLS (DTLS is not supported)"},
     {"stream { tls_preread on; server { listen 127.0.0.1:9000 ssl; proxy_pass 127.0.0.1:1;\n"
@@ -2337,8 +2411,36 @@ static const struct error_case error_cases[] = {
      "test.conf:1:53: a stream's proxy_pass takes an upstream's name or HOST:PORT, without a "
      "scheme, got \"http://127.0.0.1:1\""},
     {"stream { server { listen 127.0.0.1:9000; proxy_pass 127.0.0.1:1; }\n"
-     "server { listen 127.0.0.1:9000; proxy_pass 127.0.0.1:2; } }",
+     "server { listen 127.0.0.1:9000 proxy_protocol; proxy_pass 127.0.0.1:2; } }",
+     "test.conf:2:10: stream listen 127.0.0.1:9000 takes other parameters than at line 1 "
+     "(servers on one address share its tls and proxy_protocol)"},
+    {"stream { server { listen 127.0.0.1:9000 udp; proxy_pass 127.0.0.1:1; }\n"
+     "server { listen 127.0.0.1:9000 udp; proxy_pass 127.0.0.1:2; } }",
      "test.conf:2:10: duplicate stream listen 127.0.0.1:9000 (first at line 1)"},
+    {"stream { server { listen 127.0.0.1:9000 default_server; proxy_pass 127.0.0.1:1; }\n"
+     "server { listen 127.0.0.1:9000 default_server; proxy_pass 127.0.0.1:2; } }",
+     "test.conf:2:10: a duplicate default server for 127.0.0.1:9000 (first at line 1)"},
+    {"stream { server { listen 127.0.0.1:9000; server_name a.test; proxy_pass 127.0.0.1:1; }\n"
+     "server { listen 127.0.0.1:9000; server_name A.test; proxy_pass 127.0.0.1:2; } }",
+     "test.conf:2:10: server_name \"A.test\" on \"127.0.0.1:9000\" is already used at line 1"},
+    {"stream { server { listen 127.0.0.1:9000; server_name a..*b; proxy_pass 127.0.0.1:1; } }",
+     "test.conf:1:54: invalid server name \"a..*b\" (expected a host name, *.domain, name.*, "
+     ".domain or ~REGEX)"},
+    {"stream { upstream a { server 127.0.0.1:1; health_check match=nope; } }",
+     "test.conf:1:56: no match block \"nope\" in the stream block"},
+    {"upstream a { server 127.0.0.1:1; health_check match=ping; }",
+     "test.conf:1:47: health_check match=ping names a stream match block: the upstream must be "
+     "in the stream block"},
+    {"stream { match m { send x; receive y; } }",
+     "test.conf:1:28: a match block takes \"send\" and \"expect\", not \"receive\""},
+    {"stream { match m { expect ~ a b; } }",
+     "test.conf:1:20: \"expect\" takes a string, or \"~\" and a regex"},
+    {"stream { upstream a { server 127.0.0.1:1; health_check match=m type=http; }\n"
+     "match m { send x; } }",
+     "test.conf:1:43: \"health_check match=m\" (a stream match block) is a type=tcp or udp check"},
+    {"stream { ssl_verify_client on; }",
+     "test.conf:1:28: \"tls_verify_client on\" needs a \"tls_client_certificate\" in the same "
+     "stream block"},
     {"stream { proxy_timeout 0; }", "test.conf:1:24: \"proxy_timeout\" must be more than 0"},
     {"stream { proxy_buffer_size 100; }",
      "test.conf:1:28: \"proxy_buffer_size\" must be from 1k to 16m, got \"100\""},

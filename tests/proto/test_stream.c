@@ -908,18 +908,27 @@ static const char make_certs[] =
     "leaf client ca client 2\n"
     "leaf other-client other-ca client 3\n";
 
-/* Makes the certificates in the case's directory: `dir` is where. */
-static void certs_make(char *dir, size_t size)
+/* Makes the certificates in the case's directory (`dir` is where), and
+ * those `more` makes with the script's functions. */
+static void certs_make_more(char *dir, size_t size, const char *more)
 {
     test_daemon_file(dir, size, "certs");
     ck_assert_int_eq(mkdir(dir, 0755), 0);
     char path[PATH_MAX + 32], cmd[PATH_MAX + 128];
     snprintf(path, sizeof(path), "%s/make-certs.sh", dir);
-    test_write_file(path, make_certs);
+    char script[sizeof(make_certs) + 512];
+    ck_assert_uint_lt(strlen(more), 512);
+    snprintf(script, sizeof(script), "%s%s", make_certs, more);
+    test_write_file(path, script);
     snprintf(cmd, sizeof(cmd), "cd %s && sh make-certs.sh >make-certs.log 2>&1", dir);
     int rc = system(cmd);
     snprintf(path, sizeof(path), "%s/make-certs.log", dir);
     ck_assert_msg(rc == 0, "making the certificates failed:\n%s", test_read_file(path));
+}
+
+static void certs_make(char *dir, size_t size)
+{
+    certs_make_more(dir, size, "");
 }
 
 /* A stream with a tls listen to backend `b`: the server certificate,
@@ -940,7 +949,18 @@ static void start_tls(struct test_daemon *d, const struct backend *b, const char
  * stream.test, shows client certificate `client` (NULL: none), offers
  * `alpn` (wire format; NULL: none).  Returns the SSL (its fd set), or NULL
  * when the handshake failed. */
+static SSL *tls_connect_named(int port, const char *certs, const char *client, const char *alpn,
+                              const char *sni, const char *verify);
+
 static SSL *tls_connect(int port, const char *certs, const char *client, const char *alpn)
+{
+    return tls_connect_named(port, certs, client, alpn, "stream.test", "stream.test");
+}
+
+/* The same with SNI `sni`, and the server's certificate checked for the
+ * name `verify`. */
+static SSL *tls_connect_named(int port, const char *certs, const char *client, const char *alpn,
+                              const char *sni, const char *verify)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     ck_assert_ptr_nonnull(ctx);
@@ -964,8 +984,8 @@ static SSL *tls_connect(int port, const char *certs, const char *client, const c
     SSL *ssl = SSL_new(ctx);
     SSL_CTX_free(ctx); /* the SSL keeps its own reference */
     SSL_set_fd(ssl, fd);
-    SSL_set_tlsext_host_name(ssl, "stream.test");
-    SSL_set1_host(ssl, "stream.test");
+    SSL_set_tlsext_host_name(ssl, sni);
+    SSL_set1_host(ssl, verify);
     if (SSL_connect(ssl) != 1) {
         close(fd);
         SSL_free(ssl);
@@ -1269,6 +1289,341 @@ START_TEST(tcp_health_check_takes_a_dead_server_out)
 }
 END_TEST
 
+/* --------------------------------------------------- servers by SNI name */
+
+/* Certificates for alpha.test and *.beta.test, beside certs_make()'s. */
+static const char sni_certs[] = "leaf alpha ca alpha.test 4\n"
+                                "leaf beta ca '*.beta.test' 5\n";
+
+/* One TLS session to `port` with SNI `sni` that gets the certificate for
+ * `verify`, echoed through; the protocol agreed in `version`. */
+static void sni_session(int port, const char *certs, const char *sni, const char *verify,
+                        char *version, size_t size)
+{
+    SSL *ssl = tls_connect_named(port, certs, NULL, NULL, sni, verify);
+    ck_assert_msg(ssl != NULL, "no handshake for %s with %s's certificate", sni, verify);
+    snprintf(version, size, "%s", SSL_get_version(ssl));
+    tls_echo(ssl, 5000);
+    tls_close(ssl);
+}
+
+/* Three servers on one tls address, told apart by server_name: each SNI
+ * name gets its server's certificate and backend, an unknown name or none
+ * the default server's (the first); the stream block's certificate,
+ * protocols and log are those of the servers that write none. */
+START_TEST(tls_servers_picked_by_sni)
+{
+    char certs[PATH_MAX];
+    certs_make_more(certs, sizeof(certs), sni_certs);
+    struct backend def, alpha, beta;
+    backend_start(&def, ECHO);
+    backend_start(&alpha, ECHO);
+    backend_start(&beta, ECHO);
+    char log[PATH_MAX];
+    test_daemon_file(log, sizeof(log), "stream.log");
+    char stream[PATH_MAX * 7 + 1536];
+    snprintf(
+        stream, sizeof(stream),
+        "  ssl_certificate %s/server.pem; ssl_certificate_key %s/server.key;\n"
+        "  ssl_protocols TLSv1.2;\n"
+        "  log_format s '$status $ssl_server_name $upstream_addr';\n"
+        "  access_log %s s;\n"
+        "  server { listen 127.0.0.1:0 ssl; proxy_pass 127.0.0.1:%d; }\n"
+        "  server { listen 127.0.0.1:0 ssl; server_name alpha.test; proxy_pass 127.0.0.1:%d;\n"
+        "    tls_certificate %s/alpha.pem; tls_certificate_key %s/alpha.key;\n"
+        "    tls_protocols TLSv1.3; }\n"
+        "  server { listen 127.0.0.1:0 ssl; server_name *.beta.test; proxy_pass 127.0.0.1:%d;\n"
+        "    tls_certificate %s/beta.pem; tls_certificate_key %s/beta.key; }\n",
+        certs, certs, log, def.port, alpha.port, certs, certs, beta.port, certs, certs);
+    struct test_daemon d;
+    start_with(&d, stream);
+    char version[32];
+    sni_session(d.port, certs, "alpha.test", "alpha.test", version, sizeof(version));
+    ck_assert_str_eq(version, "TLSv1.3"); /* its own */
+    ck_assert_int_eq(atomic_load(&alpha.accepted), 1);
+    sni_session(d.port, certs, "ALPHA.test", "alpha.test", version, sizeof(version));
+    ck_assert_int_eq(atomic_load(&alpha.accepted), 2);
+    sni_session(d.port, certs, "x.beta.test", "x.beta.test", version, sizeof(version));
+    ck_assert_str_eq(version, "TLSv1.2"); /* the stream block's */
+    ck_assert_int_eq(atomic_load(&beta.accepted), 1);
+    sni_session(d.port, certs, "other.test", "stream.test", version, sizeof(version));
+    ck_assert_str_eq(version, "TLSv1.2");
+    sni_session(d.port, certs, "beta.test", "stream.test", version, sizeof(version));
+    ck_assert_int_eq(atomic_load(&def.accepted), 2);
+    ck_assert_int_eq(atomic_load(&alpha.accepted), 2);
+    ck_assert_int_eq(atomic_load(&beta.accepted), 1);
+    char expect[128];
+    snprintf(expect, sizeof(expect), "200 x.beta.test 127.0.0.1:%d\n", beta.port);
+    free(test_wait_file(log, expect, TEST_WAIT_MS));
+    test_daemon_stop(&d);
+    backend_stop(&def);
+    backend_stop(&alpha);
+    backend_stop(&beta);
+}
+END_TEST
+
+static bool got_one(void *arg)
+{
+    return atomic_load((atomic_int *)arg) >= 1;
+}
+
+/* default_server: the server named so answers names no server has, not
+ * the first; a server's own allow/deny applies to the sessions its name
+ * picks, and with `openssl s_client -servername` as a client too. */
+START_TEST(tls_default_server_and_own_rules)
+{
+    char certs[PATH_MAX];
+    certs_make_more(certs, sizeof(certs), sni_certs);
+    struct backend first, def;
+    backend_start(&first, ECHO);
+    backend_start(&def, ECHO);
+    char stream[PATH_MAX * 7 + 1536];
+    snprintf(stream, sizeof(stream),
+             "  server { listen 127.0.0.1:0 ssl; server_name alpha.test; proxy_pass 127.0.0.1:%d;\n"
+             "    tls_certificate %s/alpha.pem; tls_certificate_key %s/alpha.key; }\n"
+             "  server { listen 127.0.0.1:0 ssl; server_name ~^[a-z]+\\.beta\\.test$;\n"
+             "    deny 127.0.0.1; proxy_pass 127.0.0.1:%d;\n"
+             "    tls_certificate %s/beta.pem; tls_certificate_key %s/beta.key; }\n"
+             "  server { listen 127.0.0.1:0 ssl default_server; proxy_pass 127.0.0.1:%d;\n"
+             "    tls_certificate %s/server.pem; tls_certificate_key %s/server.key; }\n",
+             first.port, certs, certs, def.port, certs, certs, def.port, certs, certs);
+    struct test_daemon d;
+    start_with(&d, stream);
+    char version[32];
+    sni_session(d.port, certs, "nobody.test", "stream.test", version, sizeof(version));
+    ck_assert_int_eq(atomic_load(&def.accepted), 1);
+    ck_assert_int_eq(atomic_load(&first.accepted), 0);
+    /* The regex name picks the server that denies the client: its
+     * certificate is shown, then the session is closed before any
+     * backend. */
+    ck_assert(
+        tls_refused(tls_connect_named(d.port, certs, NULL, NULL, "y.beta.test", "y.beta.test")));
+    ck_assert_int_eq(atomic_load(&def.accepted), 1);
+    sni_session(d.port, certs, "nobody.test", "stream.test", version, sizeof(version));
+    ck_assert_int_eq(atomic_load(&def.accepted), 2);
+    /* openssl s_client names alpha.test and sees its certificate. */
+    char cmd[PATH_MAX + 256], out[PATH_MAX];
+    test_daemon_file(out, sizeof(out), "s_client.out");
+    snprintf(cmd, sizeof(cmd),
+             "echo | timeout 20 openssl s_client -connect 127.0.0.1:%d -servername alpha.test "
+             ">%s 2>&1",
+             d.port, out);
+    int rc = system(cmd);
+    char *text = test_read_file(out);
+    ck_assert_msg(rc == 0 && strstr(text, "CN = alpha.test") != NULL, "%d: %s", rc, text);
+    free(text);
+    ck_assert(test_poll_until(got_one, &first.accepted, TEST_WAIT_MS));
+    test_daemon_stop(&d);
+    backend_stop(&first);
+    backend_stop(&def);
+}
+END_TEST
+
+/* tls_preread on a plain address several servers share: the ClientHello's
+ * name picks the server, whose proxy_pass gets the hello. */
+START_TEST(preread_picks_the_server)
+{
+    struct backend def, alpha;
+    backend_start(&def, ECHO);
+    backend_start(&alpha, ECHO);
+    char stream[1024];
+    snprintf(stream, sizeof(stream),
+             "  tls_preread on;\n"
+             "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; }\n"
+             "  server { listen 127.0.0.1:0; server_name alpha.test www.alpha.*;\n"
+             "    proxy_pass 127.0.0.1:%d; }\n",
+             def.port, alpha.port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    unsigned char hello[4096];
+    size_t len = client_hello("alpha.test", hello, sizeof(hello));
+    hello_through(d.port, hello, len, true);
+    ck_assert_int_eq(atomic_load(&alpha.accepted), 1);
+    len = client_hello("www.alpha.org", hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&alpha.accepted), 2);
+    len = client_hello("beta.test", hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    len = client_hello(NULL, hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&def.accepted), 2);
+    ck_assert_int_eq(atomic_load(&alpha.accepted), 2);
+    test_daemon_stop(&d);
+    backend_stop(&def);
+    backend_stop(&alpha);
+}
+END_TEST
+
+/* A reload from one server on an address to two told apart by name: the
+ * port stays, and the ClientHello's name picks the new server. */
+START_TEST(reload_adds_a_server_by_name)
+{
+    struct backend def, alpha;
+    backend_start(&def, ECHO);
+    backend_start(&alpha, ECHO);
+    char stream[1024];
+    snprintf(stream, sizeof(stream),
+             "  tls_preread on;\n"
+             "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; }\n",
+             def.port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    unsigned char hello[4096];
+    size_t len = client_hello("alpha.test", hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&def.accepted), 1);
+    char config[2048];
+    snprintf(config, sizeof(config),
+             "workers 2;\n%sdrain_timeout 5s;\nadmin { listen 127.0.0.2:0; }\nstream {\n"
+             "  tls_preread on;\n"
+             "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; }\n"
+             "  server { listen 127.0.0.1:0; server_name alpha.test; proxy_pass 127.0.0.1:%d; }\n"
+             "}\n",
+             wakeup_line, def.port, alpha.port);
+    test_daemon_write_config(&d, config);
+    kill(d.pid, SIGHUP);
+    test_daemon_wait_generation(&d, 2);
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&alpha.accepted), 1);
+    ck_assert_int_eq(atomic_load(&def.accepted), 1);
+    test_daemon_stop(&d);
+    backend_stop(&def);
+    backend_stop(&alpha);
+}
+END_TEST
+
+/* ---------------------------------------------- send/expect health checks */
+
+/* A socket that listens and never accepts: its connections complete (the
+ * kernel's backlog) and are never answered. */
+static int silent_listen(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(fd, 64), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    *port = ntohs(addr.sin_port);
+    return fd;
+}
+
+/* health_check match=NAME: a server that answers what is expected stays
+ * up; one that answers something else without end (read no further than
+ * 4 KB), one that says something else and closes, and one that never
+ * answers are taken out, each for its reason, and sessions go to the
+ * first alone. */
+START_TEST(match_health_check_judges_the_answer)
+{
+    struct backend right, endless, wrong;
+    backend_start(&right, ECHO);
+    backend_start(&endless, SOURCE);
+    endless.source_len = 64 * 1024 * 1024;
+    backend_start(&wrong, HALF_FIRST);
+    int never_port;
+    int never = silent_listen(&never_port);
+    char stream[2048];
+    snprintf(stream, sizeof(stream),
+             "  match ping { send \"PING\\r\\n\"; expect ~ \"^PI+NG\\r\"; }\n"
+             "  upstream u { server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d max_fails=0;\n"
+             "    server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d max_fails=0;\n"
+             "    health_check match=ping interval=50ms timeout=500ms rise=1 fall=1; }\n"
+             "  server { listen 127.0.0.1:0; proxy_pass u; proxy_next_upstream off; }",
+             right.port, endless.port, wrong.port, never_port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    char line[128];
+    snprintf(line, sizeof(line), "127.0.0.1:%d is down: 1 failed checks (unexpected response)",
+             endless.port);
+    free(test_wait_file(d.log, line, TEST_WAIT_MS));
+    snprintf(line, sizeof(line),
+             "127.0.0.1:%d is down: 1 failed checks (closed without the expected response)",
+             wrong.port);
+    free(test_wait_file(d.log, line, TEST_WAIT_MS));
+    snprintf(line, sizeof(line), "127.0.0.1:%d is down: 1 failed checks (timeout)", never_port);
+    free(test_wait_file(d.log, line, TEST_WAIT_MS));
+    ck_assert_msg(test_poll_until(eight_echo, &d.port, TEST_WAIT_MS),
+                  "sessions still go to the servers that failed their checks");
+    char *log = test_read_file(d.log);
+    snprintf(line, sizeof(line), "127.0.0.1:%d is down", right.port);
+    ck_assert_msg(strstr(log, line) == NULL, "%s", log);
+    free(log);
+    test_daemon_stop(&d);
+    close(never);
+    backend_stop(&right);
+    backend_stop(&endless);
+    backend_stop(&wrong);
+}
+END_TEST
+
+/* ------------------------------------------------------------- metrics */
+
+struct metrics_wait {
+    int admin_port;
+    char expect[4][160]; /* lines /metrics must have */
+    char body[65536];
+};
+
+static bool metrics_have(void *arg)
+{
+    struct metrics_wait *m = arg;
+    if (test_daemon_http_get("127.0.0.2", m->admin_port, "/metrics", m->body, sizeof(m->body)) !=
+        200)
+        return false;
+    for (size_t i = 0; i < sizeof(m->expect) / sizeof(m->expect[0]); i++)
+        if (m->expect[i][0] != '\0' && strstr(m->body, m->expect[i]) == NULL)
+            return false;
+    return true;
+}
+
+/* /metrics counts each stream listen's sessions by status, the bytes
+ * each way and the sessions no server took: round robin over a server
+ * that refuses and one that echoes, without a next server. */
+START_TEST(metrics_count_sessions)
+{
+    struct backend b;
+    backend_start(&b, ECHO);
+    int dead_port;
+    int reserved = test_reserve_port(&dead_port);
+    char stream[1024];
+    snprintf(stream, sizeof(stream),
+             "  upstream u { server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d max_fails=0; }\n"
+             "  server { listen 127.0.0.1:0; proxy_pass u; proxy_next_upstream off; }",
+             dead_port, b.port);
+    struct test_daemon d;
+    start_workers(&d, 1, stream);
+    unsigned ok = 0, failed = 0;
+    for (int i = 0; i < 4; i++) {
+        if (session_echoes(d.port))
+            ok++;
+        else
+            failed++;
+    }
+    ck_assert_uint_ge(ok, 1);
+    ck_assert_uint_ge(failed, 1);
+    static struct metrics_wait m;
+    memset(&m, 0, sizeof(m));
+    m.admin_port = d.admin_port;
+    snprintf(m.expect[0], sizeof(m.expect[0]),
+             "corral_stream_sessions_total{listen=\"127.0.0.1:0\",status=\"200\"} %u\n", ok);
+    snprintf(m.expect[1], sizeof(m.expect[1]),
+             "corral_stream_sessions_total{listen=\"127.0.0.1:0\",status=\"502\"} %u\n", failed);
+    snprintf(m.expect[2], sizeof(m.expect[2]),
+             "corral_stream_upstream_failures_total{listen=\"127.0.0.1:0\"} %u\n", failed);
+    snprintf(m.expect[3], sizeof(m.expect[3]),
+             "corral_stream_received_bytes_total{listen=\"127.0.0.1:0\"} %u\n", ok);
+    ck_assert_msg(test_poll_until(metrics_have, &m, TEST_WAIT_MS), "%s", m.body);
+    ck_assert(strstr(m.body, "corral_stream_sessions_started_total{listen=\"127.0.0.1:0\"} 4\n") !=
+              NULL);
+    ck_assert(strstr(m.body, "corral_stream_sent_bytes_total{listen=\"127.0.0.1:0\"} ") != NULL);
+    ck_assert(strstr(m.body, "corral_stream_sessions_active{listen=\"127.0.0.1:0\"} 0\n") != NULL);
+    test_daemon_stop(&d);
+    close(reserved);
+    backend_stop(&b);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -1301,6 +1656,20 @@ Suite *test_suite(void)
     tcase_add_test(tc, tls_client_certificate_required);
     tcase_add_test(tc, tls_alpn_and_protocols);
     tcase_add_test(tc, tls_access_log_line);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("sni");
+    test_daemon_fixture(tc);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, tls_servers_picked_by_sni);
+    tcase_add_test(tc, tls_default_server_and_own_rules);
+    tcase_add_test(tc, preread_picks_the_server);
+    tcase_add_test(tc, reload_adds_a_server_by_name);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("checks");
+    test_daemon_fixture(tc);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, match_health_check_judges_the_answer);
+    tcase_add_test(tc, metrics_count_sessions);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -11,8 +11,12 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -418,6 +422,119 @@ START_TEST(binary_upgrade_passes_the_sockets)
 }
 END_TEST
 
+/* ---------------------------------------------------- udp health checks */
+
+/* A UDP server on 127.0.0.1 that answers each datagram with `reply`
+ * (NULL: the datagram itself), until `stop`. */
+struct responder {
+    int fd, port;
+    const char *reply;
+    atomic_bool stop;
+    pthread_t thread;
+};
+
+static void *responder_run(void *arg)
+{
+    struct responder *r = arg;
+    while (!atomic_load(&r->stop)) {
+        struct pollfd p = {.fd = r->fd, .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        char buf[2048];
+        struct sockaddr_storage from;
+        socklen_t len = sizeof(from);
+        ssize_t n = recvfrom(r->fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len);
+        if (n < 0)
+            continue;
+        const char *out = r->reply != NULL ? r->reply : buf;
+        size_t out_len = r->reply != NULL ? strlen(r->reply) : (size_t)n;
+        (void)sendto(r->fd, out, out_len, 0, (struct sockaddr *)&from, len);
+    }
+    return NULL;
+}
+
+/* A bound UDP socket on 127.0.0.1 and its port in *port. */
+static int udp_bound(int *port)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    *port = ntohs(addr.sin_port);
+    return fd;
+}
+
+static void responder_start(struct responder *r, const char *reply)
+{
+    memset(r, 0, sizeof(*r));
+    r->reply = reply;
+    r->fd = udp_bound(&r->port);
+    ck_assert_int_eq(pthread_create(&r->thread, NULL, responder_run, r), 0);
+}
+
+static void responder_stop(struct responder *r)
+{
+    atomic_store(&r->stop, true);
+    pthread_join(r->thread, NULL);
+    close(r->fd);
+}
+
+/* health_check udp: with a match block, a server that answers what is
+ * expected stays up, and one that answers something else, one that
+ * never answers and one whose port is closed (ICMP unreachable) go down;
+ * without, a server that says nothing stays up (no refusal came) and a
+ * closed port goes down. */
+START_TEST(udp_health_checks)
+{
+    struct responder right, wrong;
+    responder_start(&right, NULL);
+    responder_start(&wrong, "nope");
+    int silent_port, closed_port;
+    int silent = udp_bound(&silent_port);
+    close(udp_bound(&closed_port)); /* datagrams to it draw ICMP port unreachable */
+    char stream[2048];
+    snprintf(stream, sizeof(stream),
+             "  match hello { send \"hello?\"; expect ~ \"^hel+o\"; }\n"
+             "  upstream m { server 127.0.0.1:%d; server 127.0.0.1:%d; server 127.0.0.1:%d;\n"
+             "    server 127.0.0.1:%d; health_check udp match=hello interval=50ms "
+             "timeout=300ms rise=1 fall=1; }\n"
+             "  upstream plain { server 127.0.0.1:%d; server 127.0.0.1:%d;\n"
+             "    health_check udp interval=50ms timeout=300ms rise=1 fall=1; }\n"
+             "  server { listen 127.0.0.1:0 udp; proxy_pass m; }\n"
+             "  server { listen 127.0.0.2:0 udp; proxy_pass plain; }",
+             right.port, wrong.port, silent_port, closed_port, silent_port, closed_port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    char line[160];
+    snprintf(line, sizeof(line),
+             "upstream m: 127.0.0.1:%d is down: 1 failed checks (unexpected response)", wrong.port);
+    free(test_wait_file(d.log, line, TEST_WAIT_MS));
+    snprintf(line, sizeof(line), "upstream m: 127.0.0.1:%d is down: 1 failed checks (timeout)",
+             silent_port);
+    free(test_wait_file(d.log, line, TEST_WAIT_MS));
+    snprintf(line, sizeof(line),
+             "upstream m: 127.0.0.1:%d is down: 1 failed checks (Connection refused)", closed_port);
+    free(test_wait_file(d.log, line, TEST_WAIT_MS));
+    snprintf(line, sizeof(line),
+             "upstream plain: 127.0.0.1:%d is down: 1 failed checks (Connection refused)",
+             closed_port);
+    free(test_wait_file(d.log, line, TEST_WAIT_MS));
+    test_sleep_ms(400); /* more than a timeout: the silent server had its checks */
+    char *log = test_read_file(d.log);
+    snprintf(line, sizeof(line), "127.0.0.1:%d is down", right.port);
+    ck_assert_msg(strstr(log, line) == NULL, "%s", log);
+    snprintf(line, sizeof(line), "upstream plain: 127.0.0.1:%d is down", silent_port);
+    ck_assert_msg(strstr(log, line) == NULL, "%s", log);
+    free(log);
+    test_daemon_stop(&d);
+    close(silent);
+    responder_stop(&right);
+    responder_stop(&wrong);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -433,6 +550,11 @@ Suite *test_suite(void)
     tcase_add_test(tc, many_clients_at_once);
     tcase_add_test(tc, reload_keeps_the_port);
     tcase_add_test(tc, binary_upgrade_passes_the_sockets);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("health");
+    test_daemon_fixture(tc);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, udp_health_checks);
     suite_add_tcase(s, tc);
     return s;
 }
