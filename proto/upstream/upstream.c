@@ -399,15 +399,50 @@ bool upstream_local_error(int err)
 
 /* ------------------------------------------------------------------ pools */
 
+/* Takes a busy `uc` out of the busy count. */
+static void pool_not_busy(struct upstream_conn *uc)
+{
+    if (uc->busy) {
+        uc->busy = false;
+        assert(uc->worker->busy_count > 0);
+        uc->worker->busy_count--;
+    }
+}
+
+/* Starts a new window of the busy peak when the current one has lasted
+ * keepalive_timeout.  Two windows, so that a peak just before a window
+ * ends still counts for a whole window after it. */
+static void pool_roll(struct upstream_worker *w, uint32_t window_ms, uint64_t now)
+{
+    if (now - w->busy_window_ms < window_ms)
+        return;
+    w->busy_peak_last = now - w->busy_window_ms >= 2ull * window_ms ? 0 : w->busy_peak;
+    w->busy_peak = 0;
+    w->busy_window_ms = now;
+}
+
+void upstream_pool_busy(struct upstream_conn *uc, uint64_t now)
+{
+    struct upstream_worker *w = uc->worker;
+    assert(!uc->busy);
+    uc->busy = true;
+    w->busy_count++;
+    pool_roll(w, uc->upstream->idle_timeout_ms, now);
+    if (w->busy_count > w->busy_peak)
+        w->busy_peak = w->busy_count;
+}
+
 void upstream_pool_remove(struct upstream_conn *uc)
 {
     struct server_state *state = &uc->worker->servers[uc->server];
-    if (uc->idle_prev != NULL)
+    if (uc->idle_prev != NULL) {
         uc->idle_prev->idle_next = uc->idle_next;
-    else if (state->idle == uc)
+    } else if (state->idle == uc) {
         state->idle = uc->idle_next;
-    else
-        return; /* not in the pool */
+    } else {
+        pool_not_busy(uc); /* not in the pool */
+        return;
+    }
     if (uc->idle_next != NULL)
         uc->idle_next->idle_prev = uc->idle_prev;
     uc->idle_next = uc->idle_prev = NULL;
@@ -438,7 +473,10 @@ static struct upstream_conn *pool_oldest(const struct server_state *state)
 void upstream_pool_release(struct upstream_conn *uc)
 {
     struct proxy_upstream *up = uc->upstream;
-    struct server_state *state = &uc->worker->servers[uc->server];
+    struct upstream_worker *w = uc->worker;
+    struct server_state *state = &w->servers[uc->server];
+    pool_not_busy(uc);
+    pool_roll(w, up->idle_timeout_ms, corral_loop_now(corral_conn_loop(uc->conn)));
     /* A stopping worker (a graceful stop or a reload) would wait its whole
      * drain timeout for pooled connections that have nothing left to do. */
     corral_worker *worker = corral_conn_worker(uc->conn);
@@ -446,7 +484,16 @@ void upstream_pool_release(struct upstream_conn *uc)
         corral_conn_close_no_linger(uc->conn);
         return;
     }
-    if (uc->worker->idle_count >= up->keepalive) {
+    /* nginx closes a connection once `keepalive` others idle, and a load
+     * with more requests in flight than that then closes and reopens
+     * connections all the time: a few responses that end together fill
+     * the pool, and the next requests find it empty.  As HAProxy does, the
+     * connections that the recent load had busy at once stay (the two
+     * windows' peak), and `keepalive` more; LIFO reuse leaves the ones a
+     * lighter load does not need to their keepalive_timeout. */
+    unsigned peak = w->busy_peak > w->busy_peak_last ? w->busy_peak : w->busy_peak_last;
+    if (w->idle_count >= up->keepalive &&
+        (up->keepalive == 0 || w->busy_count + w->idle_count + 1 > peak + up->keepalive)) {
         /* With proxy_protocol an idle connection serves only the client
          * it was opened for, who may be gone for good: the server's
          * oldest makes room for this one, whose client was here just now. */
@@ -503,6 +550,7 @@ struct upstream_conn *upstream_pool_take(struct upstream_worker *worker, unsigne
         if (uc->preamble.len == preamble->len &&
             memcmp(uc->preamble.data, preamble->data, preamble->len) == 0) {
             upstream_pool_remove(uc);
+            upstream_pool_busy(uc, corral_loop_now(corral_conn_loop(uc->conn)));
             return uc;
         }
     }

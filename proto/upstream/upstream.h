@@ -291,6 +291,12 @@ struct upstream_server_stats {
 struct upstream_worker {
     struct server_state *servers;
     unsigned idle_count;
+    /* HTTP/1.1 connections owned by an exchange, and the most of them at
+     * once in this window of keepalive_timeout and the last one: the
+     * concurrency of the recent past, which the pool keeps connections
+     * for (upstream_pool_release()). */
+    unsigned busy_count, busy_peak, busy_peak_last;
+    uint64_t busy_window_ms;                    /* loop clock: the window's start */
     uint64_t random;                            /* xorshift state for balance random */
     uint64_t local_error_logged_ms;             /* loop clock; 0: never */
     _Atomic uint64_t errors[PROXY_ERROR_KINDS]; /* written by the worker only */
@@ -348,6 +354,7 @@ struct upstream_conn {
     unsigned gen; /* the server's address generation it connected to */
     bool connected;
     bool reused; /* served an earlier request */
+    bool busy;   /* counted in worker->busy_count */
     struct upstream_preamble preamble;
     struct upstream_conn *idle_next, *idle_prev;
 };
@@ -397,13 +404,21 @@ int upstream_send_preamble(corral_conn *conn, const char *data, size_t len);
 
 /* Takes an idle connection to `server` that sent `preamble` out of the
  * worker's pool, closing any connected to an address the server no longer
- * has on the way; NULL when none is left. */
+ * has on the way; NULL when none is left.  The connection taken counts as
+ * busy (upstream_pool_busy()). */
 struct upstream_conn *upstream_pool_take(struct upstream_worker *worker, unsigned server,
                                          const struct upstream_preamble *preamble);
+/* Counts `uc`, taken from the pool or just opened, as busy at `now` (loop
+ * clock ms): the pool's measure of the recent concurrency. */
+void upstream_pool_busy(struct upstream_conn *uc, uint64_t now);
 /* Puts a connection whose exchange finished cleanly into its pool, or
- * closes it when the pool is full or the worker is stopping. */
+ * closes it when the pool is full or the worker is stopping.  The pool is
+ * full when it holds `keepalive` idle connections and keeping one more
+ * would leave more connections open than the busiest moment of the last
+ * one or two keepalive_timeout windows had busy plus `keepalive`. */
 void upstream_pool_release(struct upstream_conn *uc);
-/* Takes `uc` out of its pool, if it is there. */
+/* Takes `uc` out of its pool if it is there, else out of the busy count:
+ * the connection is closing. */
 void upstream_pool_remove(struct upstream_conn *uc);
 
 /* Whether `worker`'s passive health skips `server` at `now` (loop clock
