@@ -1507,7 +1507,7 @@ START_TEST(runtime_api_sets_servers_down_and_weights)
         admin_call(&d, "GET", "/api/upstreams/none/servers", "secret", NULL, out, sizeof(out)),
         404);
     ck_assert_int_eq(
-        admin_call(&d, "DELETE", "/api/upstreams/app/servers/0", "secret", NULL, out, sizeof(out)),
+        admin_call(&d, "PUT", "/api/upstreams/app/servers/0", "secret", NULL, out, sizeof(out)),
         405);
     /* drained: no new requests either */
     ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/1", "secret",
