@@ -1111,6 +1111,70 @@ START_TEST(resolve_server_has_empty_slots_until_an_answer)
 }
 END_TEST
 
+/* api_servers slots: empty (never picked, not listed) until the API adds
+ * a server; one removed is not picked, and its slot, once no request
+ * holds it, takes the next; duplicates, names and a full upstream are
+ * refused; a reload of the same config carries the servers added, and
+ * of a changed one does not. */
+START_TEST(api_servers_slots_in_memory)
+{
+    struct proxy_server_conf s[1] = {PROXY_SERVER_CONF_DEFAULT};
+    s[0].address = "127.0.0.1:9001";
+    struct proxy_upstream_conf conf = PROXY_UPSTREAM_CONF_DEFAULT;
+    conf.name = "u";
+    conf.servers = s;
+    conf.server_count = 1;
+    conf.api_servers = 2;
+    struct proxy_upstream *up;
+    ck_assert_int_eq(upstream_new(&conf, 1, &up), 0);
+    ck_assert_uint_eq(upstream_server_count(up), 3);
+    ck_assert_uint_eq(upstream_conf_slots(&conf), 3);
+    ck_assert(upstream_server_api_unused(up, 1) && upstream_server_api_unused(up, 2));
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pick(up, 0), 0);
+    ck_assert_int_eq(upstream_api_add(up, "127.0.0.1:9002", 1, UPSTREAM_API_NONE), 1);
+    ck_assert(!upstream_server_api_unused(up, 1));
+    ck_assert_str_eq(upstream_server_address(up, 1), "127.0.0.1:9002");
+    bool seen[3] = {false};
+    for (int i = 0; i < 4; i++)
+        seen[pick(up, 0)] = true;
+    ck_assert(seen[0] && seen[1] && !seen[2]);
+    ck_assert_int_eq(upstream_api_add(up, "127.0.0.1:9002", 1, UPSTREAM_API_NONE), -EEXIST);
+    ck_assert_int_eq(upstream_api_add(up, "127.0.0.1:9001", 1, UPSTREAM_API_NONE), -EEXIST);
+    ck_assert_int_eq(upstream_api_add(up, "app.test:80", 1, UPSTREAM_API_NONE), -EINVAL);
+    ck_assert_int_eq(upstream_api_add(up, "[::1]:9003", 1, UPSTREAM_API_NONE), 2);
+    ck_assert_int_eq(upstream_api_add(up, "127.0.0.1:9004", 1, UPSTREAM_API_NONE), -ENOSPC);
+    /* the same config again: both added servers go on */
+    struct proxy_upstream *next;
+    ck_assert_int_eq(upstream_new(&conf, 1, &next), 0);
+    upstream_take_health(next, up);
+    ck_assert_str_eq(upstream_server_address(next, 1), "127.0.0.1:9002");
+    ck_assert_str_eq(upstream_server_address(next, 2), "[::1]:9003");
+    ck_assert(!upstream_server_api_unused(next, 2));
+    upstream_free(next);
+    /* a request holds server 1 while it is removed: not picked, slot held */
+    struct upstream_worker *w = upstream_worker_of(up, NULL);
+    ck_assert(upstream_server_acquire(up, w, 1));
+    ck_assert_int_eq(upstream_api_remove(up, 1), 0);
+    ck_assert(upstream_server_api_unused(up, 1));
+    ck_assert_int_eq(upstream_api_remove(up, 1), -ENOENT);
+    ck_assert_int_eq(upstream_api_remove(up, 0), -ENOENT); /* the config's */
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_ne(pick(up, 0), 1);
+    ck_assert_int_eq(upstream_api_add(up, "127.0.0.1:9005", 1, UPSTREAM_API_NONE), -ENOSPC);
+    upstream_server_release(up, w, 1);
+    ck_assert_int_eq(upstream_api_add(up, "127.0.0.1:9005", 1, UPSTREAM_API_NONE), 1);
+    /* a changed config: nothing carried */
+    conf.api_servers = 3;
+    ck_assert_int_eq(upstream_new(&conf, 1, &next), 0);
+    upstream_take_health(next, up);
+    for (size_t i = 1; i < upstream_server_count(next); i++)
+        ck_assert(upstream_server_api_unused(next, i));
+    upstream_free(next);
+    upstream_free(up);
+}
+END_TEST
+
 /* SRV answers: each record's priority, weight, port and target, whose
  * name may point back into the message; a pointer forward (a loop) or a
  * target that is no host name is a malformed answer. */
@@ -1658,6 +1722,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, dns_answers_are_parsed);
     tcase_add_test(tc, dns_srv_answers_are_parsed);
     tcase_add_test(tc, resolve_server_has_empty_slots_until_an_answer);
+    tcase_add_test(tc, api_servers_slots_in_memory);
 
     tc = new_case(suite, "daemon", 30, true);
     tcase_add_test(tc, failing_backend_is_marked_down_then_up);
