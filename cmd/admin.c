@@ -566,7 +566,10 @@ static void write_status_upstreams(struct text *t, const struct generation *gen,
         text_printf(t, "%s{\"name\": ", u > 0 ? ", " : "");
         text_json_string(t, up->name);
         text_printf(t, ", \"servers\": [");
+        bool first = true;
         for (size_t i = 0; i < up->server_count; i++) {
+            if (upstream_server_api_unused(up, i))
+                continue; /* an api_servers slot that holds none */
             uint64_t open = 0, idle = 0;
             unsigned down = 0;
             for (unsigned w = 0; w < up->worker_count; w++) {
@@ -576,7 +579,8 @@ static void write_status_upstreams(struct text *t, const struct generation *gen,
                 down += upstream_server_down(&up->workers[w], (unsigned)i, now);
             }
             idle = idle < open ? idle : open;
-            text_printf(t, "%s{\"address\": ", i > 0 ? ", " : "");
+            text_printf(t, "%s{\"address\": ", first ? "" : ", ");
+            first = false;
             text_json_string(t, up->servers[i].address);
             text_printf(t,
                         ", \"state\": \"%s\", \"down_workers\": %u, \"active\": %llu, "

@@ -9,15 +9,17 @@
 #include "cmd/daemon.h"
 #include "proto/upstream/health.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A PATCH while its body comes. */
+/* A POST or a PATCH while its body comes. */
 struct api_patch {
     char name[128];
+    bool post; /* else a PATCH of server `id` */
     size_t id;
     char body[ADMIN_UPSTREAMS_BODY_MAX];
     size_t len;
@@ -109,6 +111,63 @@ static json_t *api_server(const struct proxy_upstream *up, size_t i, uint64_t no
                      "active", (int)upstream_server_conns(up, i));
 }
 
+/* Every server of `up` but the free api_servers slots. */
+static json_t *api_list(const struct proxy_upstream *up, uint64_t now)
+{
+    json_t *doc = json_array();
+    for (size_t i = 0; doc != NULL && i < up->server_count; i++)
+        if (!upstream_server_api_unused(up, i))
+            json_array_append_new(doc, api_server(up, i, now));
+    return doc;
+}
+
+/* Adds the server a POST document names to `up`: its slot, or -(the
+ * status of its refusal) with *why. */
+static int api_add(struct proxy_upstream *up, json_t *doc, const char **why)
+{
+    const char *key;
+    json_t *value;
+    bool valid = json_is_object(doc);
+    json_object_foreach(doc, key, value)
+    {
+        valid =
+            valid &&
+            ((strcmp(key, "server") == 0 && json_is_string(value)) ||
+             (strcmp(key, "weight") == 0 && json_is_integer(value)) ||
+             ((strcmp(key, "drain") == 0 || strcmp(key, "down") == 0) && json_is_boolean(value)));
+    }
+    json_t *server = json_object_get(doc, "server"), *weight = json_object_get(doc, "weight");
+    if (!valid || server == NULL) {
+        *why = "a JSON object: \"server\" (IP:PORT), and \"weight\" (1 to 1000), \"drain\" "
+               "and \"down\" (true or false) if need be";
+        return -400;
+    }
+    json_int_t w = weight != NULL ? json_integer_value(weight) : 1;
+    bool drain = json_is_true(json_object_get(doc, "drain")),
+         down = json_is_true(json_object_get(doc, "down"));
+    if (w < 1 || w > 1000 || (drain && down)) {
+        *why = "\"weight\" is from 1 to 1000, and a server is drained or down, not both";
+        return -400;
+    }
+    unsigned char state = down ? UPSTREAM_API_DOWN : drain ? UPSTREAM_API_DRAIN : UPSTREAM_API_NONE;
+    const char *address = json_string_value(server);
+    int slot = upstream_api_add(up, address, (unsigned)w, state);
+    switch (slot) {
+    case -EINVAL: *why = "\"server\" is an IP address and a port"; return -400;
+    case -EEXIST: *why = "the upstream has a server at that address"; return -409;
+    case -ENOSPC: *why = "the upstream's api_servers slots are all in use"; return -409;
+    case -ENOTSUP: *why = "a consistent hash upstream has the config's servers only"; return -409;
+    default: break;
+    }
+    assert(slot >= 0);
+    corral_log(CORRAL_LOG_INFO, "admin API: upstream \"%s\" server %d (%s) added: weight %u, %s",
+               upstream_name(up), slot, address, (unsigned)w,
+               down    ? "down"
+               : drain ? "draining"
+                       : "up");
+    return slot;
+}
+
 /* Applies a PATCH document to server `id` of `up`: 0, or the status of
  * its refusal with *why. */
 static unsigned api_apply(struct proxy_upstream *up, size_t id, json_t *doc, const char **why)
@@ -161,6 +220,39 @@ static unsigned api_apply(struct proxy_upstream *up, size_t id, json_t *doc, con
     return 0;
 }
 
+/* DELETE of server `id` of upstream `name`: an API-added server drains
+ * and leaves; the answer lists the servers left, as NGINX Plus's does. */
+static void api_delete(struct exchange *ex, const char *name, size_t id)
+{
+    pthread_mutex_lock(&daemon_state.lock);
+    struct proxy_upstream *up = api_find(name);
+    unsigned status = 404;
+    const char *why = "no such upstream";
+    json_t *doc = NULL;
+    if (up != NULL && (id >= up->server_count || upstream_server_api_unused(up, id))) {
+        why = "no such server";
+    } else if (up != NULL && !up->servers[id].api_slot) {
+        status = 409;
+        why = "a server of the config: PATCH it down or drained, or change the config";
+    } else if (up != NULL) {
+        char address[UPSTREAM_API_ADDRESS_MAX];
+        snprintf(address, sizeof(address), "%s", up->servers[id].address);
+        if (upstream_api_remove(up, id) != 0) {
+            why = "no such server"; /* removed already */
+        } else {
+            status = 200;
+            corral_log(CORRAL_LOG_INFO, "admin API: upstream \"%s\" server %zu (%s) removed",
+                       upstream_name(up), id, address);
+            doc = api_list(up, corral_loop_now(exchange_loop(ex)));
+        }
+    }
+    pthread_mutex_unlock(&daemon_state.lock);
+    if (status == 200)
+        api_respond_json(ex, 200, doc);
+    else
+        api_error(ex, status, why);
+}
+
 static void api_on_request(struct exchange *ex, const struct http_request *req, void *data)
 {
     (void)data;
@@ -171,15 +263,21 @@ static void api_on_request(struct exchange *ex, const struct http_request *req, 
         api_error(ex, 404, "expected /api/upstreams/NAME/servers[/ID]");
         return;
     }
-    bool patch = http_str_equal_nocase(req->method, "PATCH");
-    if (!http_str_equal_nocase(req->method, "GET") && !(patch && has_id)) {
+    bool patch = http_str_equal_nocase(req->method, "PATCH") && has_id;
+    bool post = http_str_equal_nocase(req->method, "POST") && !has_id;
+    bool delete = http_str_equal_nocase(req->method, "DELETE") && has_id;
+    if (!http_str_equal_nocase(req->method, "GET") && !patch && !post && !delete) {
         exchange_respond(ex, 405,
-                         has_id ? "Allow: GET, PATCH\r\nContent-Type: text/plain\r\n"
-                                : "Allow: GET\r\nContent-Type: text/plain\r\n",
+                         has_id ? "Allow: GET, PATCH, DELETE\r\nContent-Type: text/plain\r\n"
+                                : "Allow: GET, POST\r\nContent-Type: text/plain\r\n",
                          "405 Method Not Allowed\n", 23);
         return;
     }
-    if (patch) {
+    if (delete) {
+        api_delete(ex, name, id);
+        return;
+    }
+    if (patch || post) {
         struct api_patch *p = calloc(1, sizeof(*p));
         if (p == NULL) {
             exchange_respond_error(ex, 500);
@@ -187,10 +285,11 @@ static void api_on_request(struct exchange *ex, const struct http_request *req, 
         }
         if (!req->has_body) {
             free(p);
-            api_error(ex, 400, "a PATCH carries a JSON object");
+            api_error(ex, 400, "a PATCH or a POST carries a JSON object");
             return;
         }
         memcpy(p->name, name, sizeof(p->name));
+        p->post = post;
         p->id = id;
         exchange_set_data(ex, p);
         return; /* api_on_body_end() answers */
@@ -202,14 +301,12 @@ static void api_on_request(struct exchange *ex, const struct http_request *req, 
     uint64_t now = corral_loop_now(exchange_loop(ex));
     if (up == NULL) {
         status = 404;
-    } else if (has_id && id >= up->server_count) {
+    } else if (has_id && (id >= up->server_count || upstream_server_api_unused(up, id))) {
         status = 404;
     } else if (has_id) {
         doc = api_server(up, id, now);
     } else {
-        doc = json_array();
-        for (size_t i = 0; doc != NULL && i < up->server_count; i++)
-            json_array_append_new(doc, api_server(up, i, now));
+        doc = api_list(up, now);
     }
     pthread_mutex_unlock(&daemon_state.lock);
     if (status == 404)
@@ -249,11 +346,17 @@ static void api_on_body_end(struct exchange *ex)
     const char *why = "no such upstream";
     unsigned status = 404;
     json_t *answer = NULL;
-    if (up != NULL && p->id >= up->server_count) {
+    if (up != NULL && !p->post &&
+        (p->id >= up->server_count || upstream_server_api_unused(up, p->id))) {
         why = "no such server";
     } else if (up != NULL && doc == NULL) {
         status = 400;
         why = "the body is not JSON";
+    } else if (up != NULL && p->post) {
+        int slot = api_add(up, doc, &why);
+        status = slot < 0 ? (unsigned)-slot : 201;
+        if (slot >= 0)
+            answer = api_server(up, (size_t)slot, corral_loop_now(exchange_loop(ex)));
     } else if (up != NULL) {
         status = api_apply(up, p->id, doc, &why);
         if (status == 0) {
@@ -264,8 +367,8 @@ static void api_on_body_end(struct exchange *ex)
     pthread_mutex_unlock(&daemon_state.lock);
     json_decref(doc);
     free(p);
-    if (status == 200)
-        api_respond_json(ex, 200, answer);
+    if (status == 200 || status == 201)
+        api_respond_json(ex, status, answer);
     else
         api_error(ex, status, why);
 }

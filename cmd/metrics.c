@@ -215,8 +215,12 @@ static void add_generation(struct series_table *requests, struct series_table *u
         struct series *c =
             conns != NULL ? series_get(conns, labels_dup("upstream", up->name, NULL, NULL)) : NULL;
         for (size_t i = 0; i < up->server_count; i++) {
-            struct series *s = series_get(
-                upstreams, labels_dup("upstream", up->name, "server", up->servers[i].address));
+            /* an api_servers slot that holds no server has no series */
+            struct series *s =
+                upstream_server_api_unused(up, i)
+                    ? NULL
+                    : series_get(upstreams, labels_dup("upstream", up->name, "server",
+                                                       up->servers[i].address));
             for (unsigned w = 0; w < up->worker_count; w++) {
                 const struct upstream_server_stats *st = &up->workers[w].stats[i];
                 if (s != NULL)
@@ -310,8 +314,8 @@ static void write_server_up(struct text *t, const struct generation *gen)
         const struct proxy_upstream *up = gen->upstreams[u].upstream;
         for (size_t i = 0; i < up->server_count; i++) {
             const struct upstream_server *server = &up->servers[i];
-            if (server->resolve_slot != 0)
-                continue; /* counted with the name's first slot */
+            if (server->resolve_slot != 0 || upstream_server_api_unused(up, i))
+                continue; /* counted with the name's first slot, or no server */
             struct series *s =
                 series_get(&servers, labels_dup("upstream", up->name, "server", server->address));
             if (s == NULL)

@@ -574,6 +574,8 @@ const struct conf_directive conf__upstream_directives[] = {
     /* idle connections to the pool kept per worker; 0 closes each after
      * its response */
     {.name = "keepalive", UPSTREAM(keepalive), .kind = CONF_KIND_COUNT},
+    /* slots the admin API may add servers to */
+    {.name = "api_servers", UPSTREAM(api_servers), .kind = CONF_KIND_COUNT, .max = 1000},
     /* how long an idle pooled connection is kept */
     {.name = "keepalive_timeout", UPSTREAM(idle_timeout_ms), .kind = CONF_KIND_DURATION},
     /* a PROXY header first on each new connection to a server, naming the

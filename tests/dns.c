@@ -45,8 +45,12 @@ static void *dns_main(void *arg)
             d->srv_asked[at > 0 ? at - 1 : 0] = '\0';
             atomic_fetch_add(&d->srv_queries, 1);
             unsigned srv_count = atomic_load(&d->srv_count);
+            unsigned srv_first = atomic_load(&d->srv_first);
+            unsigned srv_max = sizeof(d->srv) / sizeof(d->srv[0]);
+            srv_first = srv_first < srv_max ? srv_first : srv_max;
+            srv_count = srv_count < srv_max - srv_first ? srv_count : srv_max - srv_first;
             out[7] = (uint8_t)srv_count;
-            for (unsigned i = 0; i < srv_count; i++) {
+            for (unsigned i = srv_first; i < srv_first + srv_count; i++) {
                 size_t tlen = strlen(d->srv[i].target);
                 uint16_t rdlen = (uint16_t)(6 + 1 + tlen + 1 + 4 + 1);
                 uint8_t rr[] = {0xc0,

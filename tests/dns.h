@@ -28,6 +28,7 @@ struct dns_server {
     char srv_asked[256];
     atomic_uint srv_queries;
     atomic_uint srv_count;
+    atomic_uint srv_first; /* the answer is srv[srv_first] on, srv_count of them */
     struct {
         uint16_t priority, weight, port;
         const char *target;

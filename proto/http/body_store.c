@@ -7,10 +7,30 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* Bytes in the temporary files of every store, over all threads. */
+static _Atomic uint64_t store_disk_bytes;
+
+uint64_t body_store_disk_bytes(void)
+{
+    return atomic_load_explicit(&store_disk_bytes, memory_order_relaxed);
+}
+
+/* Counts `len` more bytes on disk, unless that passes s->disk_max. */
+static int store_disk_take(const struct body_store *s, uint64_t len)
+{
+    uint64_t before = atomic_fetch_add_explicit(&store_disk_bytes, len, memory_order_relaxed);
+    if (s->disk_max != 0 && before + len > s->disk_max) {
+        atomic_fetch_sub_explicit(&store_disk_bytes, len, memory_order_relaxed);
+        return -EDQUOT;
+    }
+    return 0;
+}
 
 /* A file nobody can open by name: O_TMPFILE where the file system has
  * it, else a unique name unlinked at once. */
@@ -49,14 +69,19 @@ static int store_write(int fd, const char *data, size_t len)
 /* What memory holds goes to a new temporary file, and memory is freed. */
 static int store_spill(struct body_store *s)
 {
-    int fd = store_open_temp(s->temp_path);
-    if (fd < 0)
-        return fd;
-    int err = store_write(fd, s->mem, s->mem_len);
-    if (err != 0) {
-        close(fd);
+    int err = store_disk_take(s, s->mem_len);
+    if (err != 0)
         return err;
+    int fd = store_open_temp(s->temp_path);
+    if (fd >= 0)
+        err = store_write(fd, s->mem, s->mem_len);
+    if (fd < 0 || err != 0) {
+        atomic_fetch_sub_explicit(&store_disk_bytes, s->mem_len, memory_order_relaxed);
+        if (fd >= 0)
+            close(fd);
+        return fd < 0 ? fd : err;
     }
+    s->disk_len = s->mem_len;
     free(s->mem);
     s->mem = NULL;
     s->mem_len = s->mem_cap = 0;
@@ -77,7 +102,11 @@ int body_store_append(struct body_store *s, const char *data, size_t len)
             return err;
     }
     if (s->in_file) {
-        int err = store_write(s->fd, data, len);
+        int err = store_disk_take(s, len);
+        if (err != 0)
+            return err;
+        s->disk_len += len; /* even what a failed write left: until the file closes */
+        err = store_write(s->fd, data, len);
         if (err != 0)
             return err;
         s->len += len;
@@ -129,8 +158,11 @@ void body_store_free(struct body_store *s)
     free(s->mem);
     s->mem = NULL;
     s->mem_len = s->mem_cap = 0;
-    if (s->in_file)
+    if (s->in_file) {
         close(s->fd);
+        atomic_fetch_sub_explicit(&store_disk_bytes, s->disk_len, memory_order_relaxed);
+        s->disk_len = 0;
+    }
     s->fd = -1;
     s->in_file = false;
     s->len = 0;

@@ -667,6 +667,7 @@ int http1_client_get(struct proxy_upstream *up, struct upstream_worker *worker, 
         return err;
     }
     corral_conn_set_timeouts(c->base.conn, connect_timeout_ms, send_timeout_ms);
+    upstream_pool_busy(&c->base, corral_loop_now(loop));
     *out = c;
     return 0;
 }

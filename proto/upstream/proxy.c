@@ -17,6 +17,7 @@
 #include "proto/upstream/proxy_buffer.h"
 #include "proto/upstream/proxy_head.h"
 #include "proto/upstream/proxy_next.h"
+#include "proto/upstream/proxy_start.h"
 #include "proto/http/vars.h"
 
 #include <errno.h>
@@ -35,15 +36,13 @@ struct proxy_exchange {
     struct http1_client *uc;
     char *head; /* the request head as forwarded, kept for a retry */
     size_t head_len;
-    char client[80]; /* the client's address, for X-Forwarded-For and hash */
+    struct proxy_start start; /* the client, the balancing key's hash... */
     struct upstream_tried tried;
-    uint32_t hash;  /* of the balancing key (hash, ip_hash) */
     unsigned tries; /* servers asked, for proxy_next_upstream_tries */
     /* A response status proxy_next_upstream lists, while px_fail() sends
      * the request on; 0 otherwise. */
     unsigned next_status;
-    int error; /* the -errno of the upstream connection's close, for the log */
-    bool idempotent;
+    int error;         /* the -errno of the upstream connection's close, for the log */
     bool chunked;      /* the request body goes out chunked */
     bool trailers;     /* its last chunk went with the client's trailers */
     bool body_started; /* request body bytes went to the upstream: no retry */
@@ -63,7 +62,6 @@ struct proxy_exchange {
      * goes on a new connection, which the upstream cannot have closed
      * already as it may a pooled one. */
     bool body_beyond_replay;
-    uint64_t started_ms; /* loop clock, for proxy_next_upstream_timeout */
     uint64_t attempt_ns; /* when the current server was asked */
     /* The current server's entry in the exchange's list, for the
      * $upstream_* variables; NULL before the first. */
@@ -124,9 +122,9 @@ static bool px_may_retry(const struct proxy_exchange *px, unsigned condition, bo
 {
     const struct proxy_attempt attempt = {
         .sent = sent,
-        .idempotent = px->idempotent,
+        .idempotent = px->start.idempotent,
         .tries = px->tries,
-        .elapsed_ms = corral_loop_now(exchange_loop(px->ex)) - px->started_ms,
+        .elapsed_ms = corral_loop_now(exchange_loop(px->ex)) - px->start.started_ms,
     };
     return proxy_next_allowed(&px->loc->conf, condition, &attempt);
 }
@@ -145,7 +143,7 @@ static bool px_retry_status(struct proxy_exchange *px, unsigned status)
 static void px_log_failure(struct proxy_exchange *px, unsigned server, enum proxy_error_kind kind)
 {
     proxy_next_log_failure(px->loc->upstream, server, corral_loop_now(exchange_loop(px->ex)), kind,
-                           px->error, px->next_status, px->client, px->head, px->head_len);
+                           px->error, px->next_status, px->start.client, px->head, px->head_len);
     px->error = 0;
 }
 
@@ -475,7 +473,8 @@ static int px_send(struct proxy_exchange *px)
     if (up->proxy_protocol != 0)
         pp.len = proxy_protocol_encode_exchange(px->ex, up->proxy_protocol, pp.data);
     for (;;) {
-        int server = balance_pick_server(up, worker, &px->tried, px->hash, corral_loop_now(loop));
+        int server =
+            balance_pick_server(up, worker, &px->tried, px->start.hash, corral_loop_now(loop));
         if (server < 0)
             return -EHOSTUNREACH;
         upstream_tried_add(&px->tried, (size_t)server);
@@ -619,8 +618,7 @@ static void px_fail(struct proxy_exchange *px, enum proxy_error_kind kind)
 static void px_start(struct proxy_exchange *px, const struct http_request *req)
 {
     struct exchange *ex = px->ex;
-    add_header_set_rules(ex, px->loc->add_headers);
-    px->idempotent = http_method_idempotent(req->method);
+    proxy_start_init(&px->start, ex, px->loc->add_headers, px->loc->upstream, req);
     px->chunked = req->has_body && !req->has_content_length; /* its length known at its end */
     /* A buffered body can always go again. */
     px->body_beyond_replay =
@@ -636,13 +634,8 @@ static void px_start(struct proxy_exchange *px, const struct http_request *req)
         .upgrade = req->upgrade && proxy_head_upgrade_allowed(px->loc, req->upgrade_protocol),
         .sent = !req->has_body,
     };
-    px->started_ms = corral_loop_now(exchange_loop(ex));
-    exchange_client_host(ex, px->client, sizeof(px->client));
-    enum proxy_balance balance = px->loc->upstream->balance;
-    if (balance == PROXY_BALANCE_HASH || balance == PROXY_BALANCE_IP_HASH)
-        px->hash = balance_key_hash(px->loc->upstream->key, req, px->client);
     const struct proxy_head_request how = {
-        .client = px->client,
+        .client = px->start.client,
         .tls = exchange_tls(ex),
         .chunked = px->chunked,
         .upgrade = px->rq.upgrade,

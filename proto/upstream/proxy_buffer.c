@@ -23,6 +23,7 @@ struct proxy_buffer *proxy_buffer_new(const struct proxy_conf *conf, const struc
     pb->body = BODY_STORE_INIT;
     pb->body.mem_max = conf->body_buffer_size;
     pb->body.temp_path = conf->body_temp_path;
+    pb->body.disk_max = conf->body_temp_max_size;
     return pb;
 }
 
@@ -30,6 +31,16 @@ unsigned proxy_buffer_add(struct proxy_buffer *pb, const char *upstream, const c
                           size_t len)
 {
     int err = body_store_append(&pb->body, data, len);
+    if (err == -EDQUOT) {
+        corral_log(CORRAL_LOG_ERROR,
+                   "upstream \"%s\": a request body of %llu bytes and more is refused: the "
+                   "temporary files of buffered bodies hold %llu bytes, and "
+                   "client_body_temp_max_size is %llu (answering 503)",
+                   upstream, (unsigned long long)(pb->body.len + len),
+                   (unsigned long long)body_store_disk_bytes(),
+                   (unsigned long long)pb->body.disk_max);
+        return 503;
+    }
     if (err != 0) {
         corral_log(CORRAL_LOG_ERROR,
                    "upstream \"%s\": a request body of %llu bytes and more cannot be buffered "
@@ -43,8 +54,10 @@ unsigned proxy_buffer_add(struct proxy_buffer *pb, const char *upstream, const c
         pb->logged_file = true;
         corral_log(CORRAL_LOG_WARN,
                    "upstream \"%s\": a client request body is buffered to a temporary file in "
-                   "\"%s\" (client_body_buffer_size %zu)",
-                   upstream, pb->body.temp_path, pb->body.mem_max);
+                   "\"%s\" (client_body_buffer_size %zu; the temporary files hold %llu bytes "
+                   "now)",
+                   upstream, pb->body.temp_path, pb->body.mem_max,
+                   (unsigned long long)body_store_disk_bytes());
     }
     return 0;
 }

@@ -66,12 +66,17 @@ struct proxy_conf {
     bool request_buffering, grpc_request_buffering;
     size_t body_buffer_size;
     const char *body_temp_path;
+    /* client_body_temp_max_size: the most the temporary files of all the
+     * buffered request bodies of the process take at once (0: no bound) */
+    size_t body_temp_max_size;
 };
 
 /* client_body_buffer_size's default: nginx's on 64-bit hosts (two
  * pages), and its most: a buffered body beyond it goes to a file. */
 #define PROXY_BODY_BUFFER_DEFAULT (16 * 1024)
 #define PROXY_BODY_BUFFER_MAX     (64u * 1024 * 1024)
+/* client_body_temp_max_size's default. */
+#define PROXY_BODY_TEMP_MAX_DEFAULT ((size_t)1024 * 1024 * 1024)
 /* client_body_temp_path's default. */
 #define PROXY_BODY_TEMP_PATH_DEFAULT "/tmp"
 
@@ -85,6 +90,7 @@ struct proxy_conf {
         .next_upstream = PROXY_NEXT_ERROR | PROXY_NEXT_TIMEOUT,                                    \
         .body_buffer_size = PROXY_BODY_BUFFER_DEFAULT,                                             \
         .body_temp_path = PROXY_BODY_TEMP_PATH_DEFAULT,                                            \
+        .body_temp_max_size = PROXY_BODY_TEMP_MAX_DEFAULT,                                         \
     })
 
 #endif

@@ -19,6 +19,7 @@
 #include "proto/upstream/proxy_buffer.h"
 #include "proto/upstream/proxy_head.h"
 #include "proto/upstream/proxy_next.h"
+#include "proto/upstream/proxy_start.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -33,15 +34,12 @@ struct proxy_h2_exchange {
     char *head;      /* the request head as built, which nv points into */
     size_t head_len;
     nghttp2_nv *nv;
-    char client[80];
+    struct proxy_start start;
     struct upstream_tried tried;
-    uint32_t hash;
     unsigned tries;
     unsigned status;
     unsigned next_status; /* a status proxy_next_upstream lists, while failing over */
-    bool idempotent;
-    bool grpc; /* a gRPC call: corral's errors are grpc-status answers */
-    uint64_t started_ms;
+    bool grpc;            /* a gRPC call: corral's errors are grpc-status answers */
     uint64_t attempt_ns;
     struct exchange_upstream_try *attempt;
     struct vars_buf add_early;
@@ -109,9 +107,9 @@ static bool ph_may_retry(const struct proxy_h2_exchange *px, unsigned condition,
 {
     const struct proxy_attempt attempt = {
         .sent = sent,
-        .idempotent = px->idempotent,
+        .idempotent = px->start.idempotent,
         .tries = px->tries,
-        .elapsed_ms = corral_loop_now(exchange_loop(px->ex)) - px->started_ms,
+        .elapsed_ms = corral_loop_now(exchange_loop(px->ex)) - px->start.started_ms,
     };
     return proxy_next_allowed(&px->loc->conf, condition, &attempt);
 }
@@ -219,7 +217,8 @@ static int ph_send(struct proxy_h2_exchange *px)
     struct upstream_worker *worker = ph_worker(px);
     corral_loop *loop = exchange_loop(px->ex);
     for (;;) {
-        int server = balance_pick_server(up, worker, &px->tried, px->hash, corral_loop_now(loop));
+        int server =
+            balance_pick_server(up, worker, &px->tried, px->start.hash, corral_loop_now(loop));
         if (server < 0)
             return -EHOSTUNREACH;
         upstream_tried_add(&px->tried, (size_t)server);
@@ -251,7 +250,7 @@ static int ph_send(struct proxy_h2_exchange *px)
             counter_inc(&worker->errors[PROXY_ERROR_CONNECT]);
             upstream_server_failed(up, worker, (unsigned)server, corral_loop_now(loop));
             proxy_next_log_failure(up, (unsigned)server, corral_loop_now(loop), PROXY_ERROR_CONNECT,
-                                   err, 0, px->client, px->head, px->head_len);
+                                   err, 0, px->start.client, px->head, px->head_len);
             if (!ph_may_retry(px, PROXY_NEXT_ERROR, false))
                 return -EHOSTUNREACH;
             continue;
@@ -304,7 +303,8 @@ static void ph_fail(struct proxy_h2_exchange *px, enum proxy_error_kind kind, bo
     px->next_status = 0;
     ph_release(px);
     ph_attempt_end(px, kind == PROXY_ERROR_TIMEOUT ? 504 : 502);
-    proxy_next_log_failure(up, server, now, kind, 0, status, px->client, px->head, px->head_len);
+    proxy_next_log_failure(up, server, now, kind, 0, status, px->start.client, px->head,
+                           px->head_len);
     if (status != 0) {
         upstream_server_failed(up, worker, server, now);
     } else {
@@ -340,17 +340,11 @@ static void ph_fail(struct proxy_h2_exchange *px, enum proxy_error_kind kind, bo
 static void ph_start(struct proxy_h2_exchange *px, const struct http_request *req)
 {
     struct exchange *ex = px->ex;
-    add_header_set_rules(ex, px->loc->add_headers);
-    px->idempotent = http_method_idempotent(req->method);
-    px->started_ms = corral_loop_now(exchange_loop(ex));
-    exchange_client_host(ex, px->client, sizeof(px->client));
-    enum proxy_balance balance = px->loc->upstream->balance;
-    if (balance == PROXY_BALANCE_HASH || balance == PROXY_BALANCE_IP_HASH)
-        px->hash = balance_key_hash(px->loc->upstream->key, req, px->client);
+    proxy_start_init(&px->start, ex, px->loc->add_headers, px->loc->upstream, req);
     /* A body whose length comes at its end goes without one (the head's
      * Transfer-Encoding, which HTTP/2 has no use for, is dropped from the
      * fields). */
-    const struct proxy_head_request how = {.client = px->client,
+    const struct proxy_head_request how = {.client = px->start.client,
                                            .tls = exchange_tls(ex),
                                            .chunked = req->has_body && !req->has_content_length,
                                            .ex = ex};

@@ -571,6 +571,9 @@ static const struct conf_directive proxy_directives[] = {
      .max = PROXY_BODY_BUFFER_MAX},
     {.name = "client_body_temp_path", ONE_ARG(ANY_LEVEL), FIELD(body_temp_path, body_temp_at),
      .kind = CONF_KIND_PATH},
+    /* the most the buffered bodies' temporary files take, over the process */
+    {.name = "client_body_temp_max_size", ONE_ARG(ANY_LEVEL),
+     FIELD(proxy.body_temp_max_size, body_temp_max_at), .kind = CONF_KIND_SIZE},
     /* "Via: 1.1 corral" on forwarded requests (off, as nginx, which never
      * adds one: a Via turns off gzip on an nginx backend, gzip_proxied) */
     {.name = "proxy_via", ONE_ARG(CONF_MAIN | CONF_SERVER), FIELD(proxy.via, via_at),
@@ -679,6 +682,8 @@ static int merge(void *conf, const void *parent, char *error, size_t len)
         to->grpc_request_buffering = from.grpc_request_buffering;
     if (!written(&c->body_buffer_at))
         to->body_buffer_size = from.body_buffer_size;
+    if (!written(&c->body_temp_max_at))
+        to->body_temp_max_size = from.body_temp_max_size;
     /* borrowed from the parent unless written: free() leaves it */
     to->body_temp_path = written(&c->body_temp_at) ? c->body_temp_path : from.body_temp_path;
     if (!written(&c->version_at))

@@ -91,7 +91,7 @@ struct proxy_module_conf {
     /* Where each of proxy's settings is written (file NULL: it is not). */
     struct conf_pos connect_at, read_at, send_at, buffer_at, next_at, tries_at, next_timeout_at,
         splice_at, via_at, intercept_at, buffering_at, grpc_buffering_at, body_buffer_at,
-        body_temp_at;
+        body_temp_at, body_temp_max_at;
     /* client_body_temp_path as written (owned when body_temp_at is). */
     char *body_temp_path;
     /* The parent's tries and timeout: a location's 0 (no limit) takes

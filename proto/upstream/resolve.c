@@ -132,15 +132,57 @@ static void slot_set(struct upstream_server *s, const struct dns_addr *a,
     }
 }
 
+/* Puts each address of an answer that no slot of `slots` has into an
+ * empty one; `warn`: logs those left out for want of one. */
+static void apply_joins(struct proxy_upstream *up, struct upstream_server *slots,
+                        const struct dns_addr *addrs, const struct srv_peer *peers, size_t count,
+                        bool warn)
+{
+    size_t slot_count = slots[0].resolve_slots;
+    char text[INET6_ADDRSTRLEN];
+    for (size_t a = 0; a < count; a++) {
+        size_t free_slot = slot_count;
+        bool present = false;
+        for (size_t k = 0; k < slot_count && !present; k++) {
+            int state = atomic_load(&slots[k].state);
+            if (state == UPSTREAM_SLOT_EMPTY && free_slot == slot_count)
+                free_slot = k;
+            present = state != UPSTREAM_SLOT_EMPTY &&
+                      slot_has(&slots[k], &addrs[a], peers != NULL ? &peers[a] : NULL);
+        }
+        if (present)
+            continue;
+        inet_ntop(addrs[a].family, addrs[a].bytes, text, sizeof(text));
+        if (free_slot == slot_count) {
+            if (warn)
+                corral_log(CORRAL_LOG_WARN,
+                           "upstream %s: %s: %s left out: this name has at most %zu addresses at "
+                           "once (its max_addresses)",
+                           up->name, slots[0].address, text, slot_count);
+            continue;
+        }
+        struct upstream_server *s = &slots[free_slot];
+        slot_set(s, &addrs[a], peers != NULL ? &peers[a] : NULL);
+        atomic_fetch_add(&s->gen, 1);
+        atomic_store(&s->checked_down, false);
+        atomic_store(&s->recovered_ms, 0);
+        atomic_store(&s->state, UPSTREAM_SLOT_ACTIVE); /* publishes addr */
+        corral_log(CORRAL_LOG_INFO, "upstream %s: %s: %s joins", up->name, s->address, text);
+    }
+}
+
 /* Applies an answer to the slots of one name, from `first` on.  Main loop only: it alone writes a
  * slot's address, and only into an empty one, which no request can be using (see
- * upstream_server_acquire()). */
+ * upstream_server_acquire()).  The new addresses join before the old ones drain, so that a
+ * request in between finds a server; those that find no empty slot then join once the drained
+ * ones have emptied theirs. */
 static void apply(struct proxy_upstream *up, size_t first, const struct dns_addr *addrs,
                   const struct srv_peer *peers, size_t count)
 {
     struct upstream_server *slots = &up->servers[first];
     size_t slot_count = slots[0].resolve_slots;
     char text[INET6_ADDRSTRLEN];
+    apply_joins(up, slots, addrs, peers, count, false);
     for (size_t k = 0; k < slot_count; k++) {
         struct upstream_server *s = &slots[k];
         int state = atomic_load(&s->state);
@@ -158,34 +200,7 @@ static void apply(struct proxy_upstream *up, size_t first, const struct dns_addr
         if (atomic_load(&s->state) == UPSTREAM_SLOT_DRAINING && atomic_load(&s->conns) == 0)
             atomic_store(&s->state, UPSTREAM_SLOT_EMPTY);
     }
-    for (size_t a = 0; a < count; a++) {
-        size_t free_slot = slot_count;
-        bool present = false;
-        for (size_t k = 0; k < slot_count && !present; k++) {
-            int state = atomic_load(&slots[k].state);
-            if (state == UPSTREAM_SLOT_EMPTY && free_slot == slot_count)
-                free_slot = k;
-            present = state != UPSTREAM_SLOT_EMPTY &&
-                      slot_has(&slots[k], &addrs[a], peers != NULL ? &peers[a] : NULL);
-        }
-        if (present)
-            continue;
-        inet_ntop(addrs[a].family, addrs[a].bytes, text, sizeof(text));
-        if (free_slot == slot_count) {
-            corral_log(CORRAL_LOG_WARN,
-                       "upstream %s: %s: %s left out: this name has at most %zu addresses at "
-                       "once (its max_addresses)",
-                       up->name, slots[0].address, text, slot_count);
-            continue;
-        }
-        struct upstream_server *s = &slots[free_slot];
-        slot_set(s, &addrs[a], peers != NULL ? &peers[a] : NULL);
-        atomic_fetch_add(&s->gen, 1);
-        atomic_store(&s->checked_down, false);
-        atomic_store(&s->recovered_ms, 0);
-        atomic_store(&s->state, UPSTREAM_SLOT_ACTIVE); /* publishes addr */
-        corral_log(CORRAL_LOG_INFO, "upstream %s: %s: %s joins", up->name, s->address, text);
-    }
+    apply_joins(up, slots, addrs, peers, count, true);
 }
 
 /* ------------------------------------------------------------------ client */

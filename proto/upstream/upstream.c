@@ -28,7 +28,41 @@ size_t upstream_conf_slots(const struct proxy_upstream_conf *conf)
     size_t n = 0;
     for (size_t i = 0; i < conf->server_count; i++)
         n += upstream_server_conf_slots(&conf->servers[i]);
-    return n;
+    return n + conf->api_servers;
+}
+
+/* FNV-1a of `len` bytes into `h`. */
+static uint64_t digest_add(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t digest_str(uint64_t h, const char *text)
+{
+    return text != NULL ? digest_add(h, text, strlen(text) + 1) : digest_add(h, "", 0);
+}
+
+/* What makes two configs' upstreams the same for the admin API's
+ * changes: the server lines, the balancing and the api_servers. */
+static uint64_t conf_digest(const struct proxy_upstream_conf *conf)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < conf->server_count; i++) {
+        const struct proxy_server_conf *sc = &conf->servers[i];
+        unsigned numbers[] = {sc->weight,        sc->max_fails, sc->fail_timeout_ms,
+                              sc->backup,        sc->down,      sc->max_conns,
+                              sc->slow_start_ms, sc->resolve,   sc->resolve_slots};
+        h = digest_str(h, sc->address);
+        h = digest_str(h, sc->service);
+        h = digest_add(h, numbers, sizeof(numbers));
+    }
+    unsigned numbers[] = {conf->balance, conf->hash_consistent, conf->random_two,
+                          conf->api_servers};
+    h = digest_str(h, conf->hash_key);
+    return digest_add(h, numbers, sizeof(numbers));
 }
 
 int upstream_srv_name(const char *name, const char *service, char *out, size_t size)
@@ -152,6 +186,20 @@ int upstream_new(const struct proxy_upstream_conf *conf, unsigned workers,
             up->has_resolve = up->has_resolve || sc->resolve;
         }
     }
+    for (unsigned k = 0; k < conf->api_servers; k++) {
+        struct upstream_server *server = &up->servers[up->server_count++];
+        server->address = calloc(1, UPSTREAM_API_ADDRESS_MAX);
+        if (server->address == NULL)
+            goto nomem;
+        const struct proxy_server_conf defaults = PROXY_SERVER_CONF_DEFAULT;
+        server->api_slot = true;
+        atomic_init(&server->state, UPSTREAM_SLOT_EMPTY);
+        server->resolve_slots = 1;
+        server->weight = server->conf_weight = defaults.weight;
+        server->max_fails = defaults.max_fails;
+        server->fail_timeout_ms = defaults.fail_timeout_ms;
+    }
+    up->conf_digest = conf_digest(conf);
     for (size_t i = 0; i < conf->resolver_count; i++) {
         if (resolver_init(up, conf->resolvers[i]) != 0) {
             upstream_free(up);
@@ -323,12 +371,39 @@ unsigned upstream_server_conns(const struct proxy_upstream *upstream, size_t ind
     return atomic_load_explicit(&upstream->servers[index].conns, memory_order_relaxed);
 }
 
-void upstream_take_health(struct proxy_upstream *upstream, const struct proxy_upstream *previous)
+/* The servers the admin API added to `previous`, into the same slots of
+ * `upstream`, whose config is the same. */
+static void take_api_servers(struct proxy_upstream *upstream, const struct proxy_upstream *previous)
 {
+    assert(upstream->server_count == previous->server_count);
     for (size_t i = 0; i < upstream->server_count; i++) {
         struct upstream_server *s = &upstream->servers[i];
+        const struct upstream_server *old = &previous->servers[i];
+        if (!s->api_slot || atomic_load(&old->state) != UPSTREAM_SLOT_ACTIVE)
+            continue;
+        memcpy(s->address, old->address, UPSTREAM_API_ADDRESS_MAX);
+        s->addr = old->addr;
+        s->addrlen = old->addrlen;
+        atomic_store(&s->weight, atomic_load(&old->weight));
+        atomic_store(&s->api_state, atomic_load(&old->api_state));
+        atomic_store(&s->checked_down, atomic_load(&old->checked_down));
+        atomic_store(&s->recovered_ms, atomic_load(&old->recovered_ms));
+        atomic_store(&s->state, UPSTREAM_SLOT_ACTIVE);
+    }
+}
+
+void upstream_take_health(struct proxy_upstream *upstream, const struct proxy_upstream *previous)
+{
+    if (upstream->conf_digest == previous->conf_digest)
+        take_api_servers(upstream, previous);
+    for (size_t i = 0; i < upstream->server_count; i++) {
+        struct upstream_server *s = &upstream->servers[i];
+        if (s->api_slot)
+            continue;
         for (size_t j = 0; j < previous->server_count; j++) {
             const struct upstream_server *old = &previous->servers[j];
+            if (old->api_slot)
+                continue;
             if (strcmp(s->address, old->address) != 0 || s->resolve_slot != old->resolve_slot)
                 continue;
             /* A `resolve` slot keeps its address until the next answer. */
@@ -355,6 +430,69 @@ void upstream_take_health(struct proxy_upstream *upstream, const struct proxy_up
             break;
         }
     }
+}
+
+/* A removed server's slot is free once no request holds it: the
+ * acquire-then-look order of upstream_server_acquire() makes the count
+ * safe to trust. */
+static bool api_slot_free(struct upstream_server *s)
+{
+    int state = atomic_load(&s->state);
+    if (state == UPSTREAM_SLOT_DRAINING && atomic_load(&s->conns) == 0) {
+        atomic_store(&s->state, UPSTREAM_SLOT_EMPTY);
+        state = UPSTREAM_SLOT_EMPTY;
+    }
+    return state == UPSTREAM_SLOT_EMPTY;
+}
+
+int upstream_api_add(struct proxy_upstream *up, const char *address, unsigned weight,
+                     unsigned char state)
+{
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    if (strlen(address) >= UPSTREAM_API_ADDRESS_MAX ||
+        corral_parse_address(address, &addr, &addrlen) != 0 ||
+        (addr.ss_family != AF_INET && addr.ss_family != AF_INET6))
+        return -EINVAL;
+    if (up->ring != NULL)
+        return -ENOTSUP;
+    size_t free_slot = up->server_count;
+    for (size_t i = 0; i < up->server_count; i++) {
+        struct upstream_server *s = &up->servers[i];
+        if (s->api_slot && api_slot_free(s)) {
+            if (free_slot == up->server_count)
+                free_slot = i;
+        } else if (atomic_load(&s->state) == UPSTREAM_SLOT_ACTIVE &&
+                   strcmp(s->address, address) == 0) {
+            return -EEXIST;
+        }
+    }
+    if (free_slot == up->server_count)
+        return -ENOSPC;
+    /* Empty and unheld: no worker reads its address until `state` says. */
+    struct upstream_server *s = &up->servers[free_slot];
+    snprintf(s->address, UPSTREAM_API_ADDRESS_MAX, "%s", address);
+    s->addr = addr;
+    s->addrlen = addrlen;
+    atomic_store(&s->weight, weight);
+    atomic_store(&s->api_state, state);
+    atomic_store(&s->checked_down, false);
+    atomic_store(&s->recovered_ms, 0);
+    atomic_fetch_add(&s->gen, 1); /* no pooled connection to the last server reused */
+    atomic_store(&s->state, UPSTREAM_SLOT_ACTIVE);
+    return (int)free_slot;
+}
+
+int upstream_api_remove(struct proxy_upstream *up, size_t i)
+{
+    if (i >= up->server_count)
+        return -ENOENT;
+    struct upstream_server *s = &up->servers[i];
+    if (!s->api_slot || atomic_load(&s->state) != UPSTREAM_SLOT_ACTIVE)
+        return -ENOENT;
+    atomic_store(&s->state, UPSTREAM_SLOT_DRAINING);
+    api_slot_free(s);
+    return 0;
 }
 
 void upstream_server_failed(struct proxy_upstream *up, struct upstream_worker *worker,
@@ -404,15 +542,50 @@ bool upstream_local_error(int err)
 
 /* ------------------------------------------------------------------ pools */
 
+/* Takes a busy `uc` out of the busy count. */
+static void pool_not_busy(struct upstream_conn *uc)
+{
+    if (uc->busy) {
+        uc->busy = false;
+        assert(uc->worker->busy_count > 0);
+        uc->worker->busy_count--;
+    }
+}
+
+/* Starts a new window of the busy peak when the current one has lasted
+ * keepalive_timeout.  Two windows, so that a peak just before a window
+ * ends still counts for a whole window after it. */
+static void pool_roll(struct upstream_worker *w, uint32_t window_ms, uint64_t now)
+{
+    if (now - w->busy_window_ms < window_ms)
+        return;
+    w->busy_peak_last = now - w->busy_window_ms >= 2ull * window_ms ? 0 : w->busy_peak;
+    w->busy_peak = 0;
+    w->busy_window_ms = now;
+}
+
+void upstream_pool_busy(struct upstream_conn *uc, uint64_t now)
+{
+    struct upstream_worker *w = uc->worker;
+    assert(!uc->busy);
+    uc->busy = true;
+    w->busy_count++;
+    pool_roll(w, uc->upstream->idle_timeout_ms, now);
+    if (w->busy_count > w->busy_peak)
+        w->busy_peak = w->busy_count;
+}
+
 void upstream_pool_remove(struct upstream_conn *uc)
 {
     struct server_state *state = &uc->worker->servers[uc->server];
-    if (uc->idle_prev != NULL)
+    if (uc->idle_prev != NULL) {
         uc->idle_prev->idle_next = uc->idle_next;
-    else if (state->idle == uc)
+    } else if (state->idle == uc) {
         state->idle = uc->idle_next;
-    else
-        return; /* not in the pool */
+    } else {
+        pool_not_busy(uc); /* not in the pool */
+        return;
+    }
     if (uc->idle_next != NULL)
         uc->idle_next->idle_prev = uc->idle_prev;
     uc->idle_next = uc->idle_prev = NULL;
@@ -443,7 +616,10 @@ static struct upstream_conn *pool_oldest(const struct server_state *state)
 void upstream_pool_release(struct upstream_conn *uc)
 {
     struct proxy_upstream *up = uc->upstream;
-    struct server_state *state = &uc->worker->servers[uc->server];
+    struct upstream_worker *w = uc->worker;
+    struct server_state *state = &w->servers[uc->server];
+    pool_not_busy(uc);
+    pool_roll(w, up->idle_timeout_ms, corral_loop_now(corral_conn_loop(uc->conn)));
     /* A stopping worker (a graceful stop or a reload) would wait its whole
      * drain timeout for pooled connections that have nothing left to do. */
     corral_worker *worker = corral_conn_worker(uc->conn);
@@ -451,7 +627,16 @@ void upstream_pool_release(struct upstream_conn *uc)
         corral_conn_close_no_linger(uc->conn);
         return;
     }
-    if (uc->worker->idle_count >= up->keepalive) {
+    /* nginx closes a connection once `keepalive` others idle, and a load
+     * with more requests in flight than that then closes and reopens
+     * connections all the time: a few responses that end together fill
+     * the pool, and the next requests find it empty.  As HAProxy does, the
+     * connections that the recent load had busy at once stay (the two
+     * windows' peak), and `keepalive` more; LIFO reuse leaves the ones a
+     * lighter load does not need to their keepalive_timeout. */
+    unsigned peak = w->busy_peak > w->busy_peak_last ? w->busy_peak : w->busy_peak_last;
+    if (w->idle_count >= up->keepalive &&
+        (up->keepalive == 0 || w->busy_count + w->idle_count + 1 > peak + up->keepalive)) {
         /* With proxy_protocol an idle connection serves only the client
          * it was opened for, who may be gone for good: the server's
          * oldest makes room for this one, whose client was here just now. */
@@ -508,6 +693,7 @@ struct upstream_conn *upstream_pool_take(struct upstream_worker *worker, unsigne
         if (uc->preamble.len == preamble->len &&
             memcmp(uc->preamble.data, preamble->data, preamble->len) == 0) {
             upstream_pool_remove(uc);
+            upstream_pool_busy(uc, corral_loop_now(corral_conn_loop(uc->conn)));
             return uc;
         }
     }

@@ -125,6 +125,7 @@ struct proxy_upstream_conf {
     uint32_t resolve_valid_ms;
     bool resolve_ipv4_only;   /* ipv6=off: A records only, no AAAA */
     unsigned keepalive;       /* keepalive: idle connections kept per worker */
+    unsigned api_servers;     /* api_servers: slots the admin API may add servers to */
     uint32_t idle_timeout_ms; /* keepalive_timeout: an idle pooled connection is
                                  closed after this */
     struct tls_client *tls;   /* NULL: plain HTTP; the upstream owns it once created */
@@ -139,6 +140,7 @@ struct proxy_upstream_conf {
         .balance = PROXY_BALANCE_ROUND_ROBIN,                                                      \
         .proxy_protocol_version = 1,                                                               \
         .keepalive = 32,                                                                           \
+        .api_servers = 0,                                                                          \
         .idle_timeout_ms = 60 * 1000,                                                              \
         .health = PROXY_HEALTH_CONF_DEFAULT,                                                       \
         .resolve_valid_ms = 0, /* the answers' TTLs */                                             \
@@ -167,7 +169,7 @@ enum proxy_server_state {
 size_t upstream_server_count(const struct proxy_upstream *upstream);
 
 /* The server slots an upstream made from `conf` has: one per address,
- * UPSTREAM_RESOLVE_SLOTS per `resolve` server.  Whatever is kept per server
+ * UPSTREAM_RESOLVE_SLOTS per `resolve` server, and its api_servers.  Whatever is kept per server
  * (TLS sessions, stats) is indexed by slot, so sized by this. */
 size_t upstream_conf_slots(const struct proxy_upstream_conf *conf);
 const char *upstream_server_address(const struct proxy_upstream *upstream, size_t index);
@@ -253,7 +255,33 @@ struct upstream_server {
     _Atomic unsigned char api_state;
     _Atomic unsigned gen; /* bumped with each new address: older pooled
                              connections are not reused */
+    /* One of the upstream's api_servers slots: empty until the admin API
+     * adds a server (upstream_api_add()), draining once it removes it.
+     * Its address text is a buffer of UPSTREAM_API_ADDRESS_MAX bytes,
+     * written under the daemon's lock while the slot is empty. */
+    bool api_slot;
 };
+
+/* The longest "[IPv6]:PORT" an API-added server has, with its NUL. */
+#define UPSTREAM_API_ADDRESS_MAX 64
+
+/* Whether server `i` of `up` is an api_servers slot holding no server
+ * (or one removed, whose requests in flight finish), which lists,
+ * metrics and the status page leave out. */
+static inline bool upstream_server_api_unused(const struct proxy_upstream *up, size_t i);
+
+/* Adds the server at `address` (a literal IP:PORT) with `weight` and
+ * api_state `state` (UPSTREAM_API_*) to a free api_servers slot of `up`,
+ * in every worker at once.  Under the daemon's lock, one thread at a time.
+ * Returns the slot, or -EINVAL (not an IP:PORT), -EEXIST (a server of the
+ * upstream has that address), -ENOSPC (no free slot), -ENOTSUP (a hash
+ * ring, which the config's servers make). */
+int upstream_api_add(struct proxy_upstream *up, const char *address, unsigned weight,
+                     unsigned char state);
+/* Removes API-added server `i`: it drains (no new request) and its slot is
+ * free once no request holds it.  Returns 0, -ENOENT (not an API-added
+ * server in use), under the daemon's lock. */
+int upstream_api_remove(struct proxy_upstream *up, size_t i);
 
 enum {
     UPSTREAM_API_NONE,
@@ -307,6 +335,12 @@ struct upstream_server_stats {
 struct upstream_worker {
     struct server_state *servers;
     unsigned idle_count;
+    /* HTTP/1.1 connections owned by an exchange, and the most of them at
+     * once in this window of keepalive_timeout and the last one: the
+     * concurrency of the recent past, which the pool keeps connections
+     * for (upstream_pool_release()). */
+    unsigned busy_count, busy_peak, busy_peak_last;
+    uint64_t busy_window_ms;                    /* loop clock: the window's start */
     uint64_t random;                            /* xorshift state for balance random */
     uint64_t local_error_logged_ms;             /* loop clock; 0: never */
     _Atomic uint64_t errors[PROXY_ERROR_KINDS]; /* written by the worker only */
@@ -345,7 +379,17 @@ struct proxy_upstream {
     struct upstream_worker *workers;
     struct tls_client *tls;  /* NULL: plain HTTP */
     unsigned proxy_protocol; /* the PROXY header's version sent; 0: none */
+    /* a digest of the config's servers and balancing: a reload carries
+     * the servers the admin API added while it stays the same */
+    uint64_t conf_digest;
 };
+
+static inline bool upstream_server_api_unused(const struct proxy_upstream *up, size_t i)
+{
+    const struct upstream_server *s = &up->servers[i];
+    return s->api_slot &&
+           atomic_load_explicit(&s->state, memory_order_relaxed) != UPSTREAM_SLOT_ACTIVE;
+}
 
 /* What a connection sent ahead of its first request: the PROXY header of
  * the client it was opened for (proxy_protocol on), else nothing.  Each
@@ -366,6 +410,7 @@ struct upstream_conn {
     unsigned gen; /* the server's address generation it connected to */
     bool connected;
     bool reused; /* served an earlier request */
+    bool busy;   /* counted in worker->busy_count */
     struct upstream_preamble preamble;
     struct upstream_conn *idle_next, *idle_prev;
 };
@@ -415,13 +460,21 @@ int upstream_send_preamble(corral_conn *conn, const char *data, size_t len);
 
 /* Takes an idle connection to `server` that sent `preamble` out of the
  * worker's pool, closing any connected to an address the server no longer
- * has on the way; NULL when none is left. */
+ * has on the way; NULL when none is left.  The connection taken counts as
+ * busy (upstream_pool_busy()). */
 struct upstream_conn *upstream_pool_take(struct upstream_worker *worker, unsigned server,
                                          const struct upstream_preamble *preamble);
+/* Counts `uc`, taken from the pool or just opened, as busy at `now` (loop
+ * clock ms): the pool's measure of the recent concurrency. */
+void upstream_pool_busy(struct upstream_conn *uc, uint64_t now);
 /* Puts a connection whose exchange finished cleanly into its pool, or
- * closes it when the pool is full or the worker is stopping. */
+ * closes it when the pool is full or the worker is stopping.  The pool is
+ * full when it holds `keepalive` idle connections and keeping one more
+ * would leave more connections open than the busiest moment of the last
+ * one or two keepalive_timeout windows had busy plus `keepalive`. */
 void upstream_pool_release(struct upstream_conn *uc);
-/* Takes `uc` out of its pool, if it is there. */
+/* Takes `uc` out of its pool if it is there, else out of the busy count:
+ * the connection is closing. */
 void upstream_pool_remove(struct upstream_conn *uc);
 
 /* Whether `worker`'s passive health skips `server` at `now` (loop clock

@@ -1111,6 +1111,70 @@ START_TEST(resolve_server_has_empty_slots_until_an_answer)
 }
 END_TEST
 
+/* api_servers slots: empty (never picked, not listed) until the API adds
+ * a server; one removed is not picked, and its slot, once no request
+ * holds it, takes the next; duplicates, names and a full upstream are
+ * refused; a reload of the same config carries the servers added, and
+ * of a changed one does not. */
+START_TEST(api_servers_slots_in_memory)
+{
+    struct proxy_server_conf s[1] = {PROXY_SERVER_CONF_DEFAULT};
+    s[0].address = "127.0.0.1:9001";
+    struct proxy_upstream_conf conf = PROXY_UPSTREAM_CONF_DEFAULT;
+    conf.name = "u";
+    conf.servers = s;
+    conf.server_count = 1;
+    conf.api_servers = 2;
+    struct proxy_upstream *up;
+    ck_assert_int_eq(upstream_new(&conf, 1, &up), 0);
+    ck_assert_uint_eq(upstream_server_count(up), 3);
+    ck_assert_uint_eq(upstream_conf_slots(&conf), 3);
+    ck_assert(upstream_server_api_unused(up, 1) && upstream_server_api_unused(up, 2));
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pick(up, 0), 0);
+    ck_assert_int_eq(upstream_api_add(up, "127.0.0.1:9002", 1, UPSTREAM_API_NONE), 1);
+    ck_assert(!upstream_server_api_unused(up, 1));
+    ck_assert_str_eq(upstream_server_address(up, 1), "127.0.0.1:9002");
+    bool seen[3] = {false};
+    for (int i = 0; i < 4; i++)
+        seen[pick(up, 0)] = true;
+    ck_assert(seen[0] && seen[1] && !seen[2]);
+    ck_assert_int_eq(upstream_api_add(up, "127.0.0.1:9002", 1, UPSTREAM_API_NONE), -EEXIST);
+    ck_assert_int_eq(upstream_api_add(up, "127.0.0.1:9001", 1, UPSTREAM_API_NONE), -EEXIST);
+    ck_assert_int_eq(upstream_api_add(up, "app.test:80", 1, UPSTREAM_API_NONE), -EINVAL);
+    ck_assert_int_eq(upstream_api_add(up, "[::1]:9003", 1, UPSTREAM_API_NONE), 2);
+    ck_assert_int_eq(upstream_api_add(up, "127.0.0.1:9004", 1, UPSTREAM_API_NONE), -ENOSPC);
+    /* the same config again: both added servers go on */
+    struct proxy_upstream *next;
+    ck_assert_int_eq(upstream_new(&conf, 1, &next), 0);
+    upstream_take_health(next, up);
+    ck_assert_str_eq(upstream_server_address(next, 1), "127.0.0.1:9002");
+    ck_assert_str_eq(upstream_server_address(next, 2), "[::1]:9003");
+    ck_assert(!upstream_server_api_unused(next, 2));
+    upstream_free(next);
+    /* a request holds server 1 while it is removed: not picked, slot held */
+    struct upstream_worker *w = upstream_worker_of(up, NULL);
+    ck_assert(upstream_server_acquire(up, w, 1));
+    ck_assert_int_eq(upstream_api_remove(up, 1), 0);
+    ck_assert(upstream_server_api_unused(up, 1));
+    ck_assert_int_eq(upstream_api_remove(up, 1), -ENOENT);
+    ck_assert_int_eq(upstream_api_remove(up, 0), -ENOENT); /* the config's */
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_ne(pick(up, 0), 1);
+    ck_assert_int_eq(upstream_api_add(up, "127.0.0.1:9005", 1, UPSTREAM_API_NONE), -ENOSPC);
+    upstream_server_release(up, w, 1);
+    ck_assert_int_eq(upstream_api_add(up, "127.0.0.1:9005", 1, UPSTREAM_API_NONE), 1);
+    /* a changed config: nothing carried */
+    conf.api_servers = 3;
+    ck_assert_int_eq(upstream_new(&conf, 1, &next), 0);
+    upstream_take_health(next, up);
+    for (size_t i = 1; i < upstream_server_count(next); i++)
+        ck_assert(upstream_server_api_unused(next, i));
+    upstream_free(next);
+    upstream_free(up);
+}
+END_TEST
+
 /* SRV answers: each record's priority, weight, port and target, whose
  * name may point back into the message; a pointer forward (a loop) or a
  * target that is no host name is a malformed answer. */
@@ -1181,6 +1245,255 @@ static int admin_call(const struct test_daemon *d, const char *method, const cha
     snprintf(out, size, "%s", start != NULL ? start + 4 : "");
     return status;
 }
+
+/* ------------------------------------------------------------ under load */
+
+/* Client threads asking the daemon on `port` again and again, each on a
+ * connection of its own, until told to stop: every answer but a 200
+ * counts as failed. */
+struct load {
+    int port;
+    pthread_t threads[2];
+    atomic_bool stop;
+    atomic_uint ok, failed;
+};
+
+static void *load_main(void *arg)
+{
+    struct load *l = arg;
+    char body[64];
+    while (!atomic_load(&l->stop)) {
+        if (test_daemon_http_try_get("127.0.0.1", l->port, "/", body, sizeof(body)) == 200)
+            atomic_fetch_add(&l->ok, 1);
+        else
+            atomic_fetch_add(&l->failed, 1);
+    }
+    return NULL;
+}
+
+static void load_start(struct load *l, int port)
+{
+    *l = (struct load){.port = port};
+    for (int i = 0; i < COUNT(l->threads); i++)
+        ck_assert_int_eq(pthread_create(&l->threads[i], NULL, load_main, l), 0);
+}
+
+/* Stops the load; its requests all answered 200, and there were some. */
+static void load_stop(struct load *l)
+{
+    atomic_store(&l->stop, true);
+    for (int i = 0; i < COUNT(l->threads); i++)
+        pthread_join(l->threads[i], NULL);
+    ck_assert_msg(atomic_load(&l->failed) == 0, "%u of %u requests failed", atomic_load(&l->failed),
+                  atomic_load(&l->failed) + atomic_load(&l->ok));
+    ck_assert_uint_gt(atomic_load(&l->ok), 20);
+}
+
+/* Waits up to `ms` for backend `b` to get a request more than `since`. */
+static bool gets_requests(const struct backend *b, unsigned since, unsigned ms)
+{
+    uint64_t start = test_now_ms();
+    while (test_now_ms() - start < ms) {
+        if (atomic_load(&b->requests) > since)
+            return true;
+        usleep(10 * 1000);
+    }
+    return false;
+}
+
+/* Whether backend `b` got no request for `ms`, once `settle` ms passed
+ * for those already sent to it. */
+static bool gets_no_requests(const struct backend *b, unsigned settle, unsigned ms)
+{
+    usleep(settle * 1000);
+    unsigned before = atomic_load(&b->requests);
+    usleep(ms * 1000);
+    return atomic_load(&b->requests) == before;
+}
+
+/* A and SRV answers that change while requests flow: the new addresses
+ * get requests, the old ones none, and no request fails. */
+START_TEST(dns_answers_change_under_load_without_a_failure)
+{
+    struct backend *a = backend_start_on("a", "127.0.0.1", 0);
+    struct backend *b = backend_start_on("b", "127.0.0.3", a->port);
+    struct dns_server *dns = dns_start();
+    dns_answer(dns, "127.0.0.1");
+    struct test_daemon d;
+    char upstream[256];
+    snprintf(upstream, sizeof(upstream),
+             "resolver 127.0.0.1:%d valid=100ms ipv6=off;\nserver app.test:%d resolve;", dns->port,
+             a->port);
+    start_daemon(&d, 2, upstream, "");
+    ck_assert(answered_by(d.port, "a", 3000));
+    struct load l;
+    load_start(&l, d.port);
+    dns_answer(dns, "127.0.0.3");
+    ck_assert(gets_requests(b, 0, 3000));
+    ck_assert(gets_no_requests(a, 300, 200));
+    dns_answer(dns, "127.0.0.1");
+    ck_assert(gets_requests(a, atomic_load(&a->requests), 3000));
+    ck_assert(gets_no_requests(b, 300, 200));
+    load_stop(&l);
+    test_daemon_stop(&d);
+    dns_free(dns);
+    backend_free(a);
+    backend_free(b);
+
+    /* SRV: x, then x and y, then y alone */
+    struct backend *x = backend_start_on("x", "127.0.0.1", 0);
+    struct backend *y = backend_start_on("y", "127.0.0.1", 0);
+    dns = dns_start();
+    dns_answer(dns, "127.0.0.1");
+    dns->srv[0].priority = 10, dns->srv[0].weight = 1, dns->srv[0].port = (uint16_t)x->port;
+    dns->srv[0].target = "x";
+    dns->srv[1].priority = 10, dns->srv[1].weight = 1, dns->srv[1].port = (uint16_t)y->port;
+    dns->srv[1].target = "y";
+    atomic_store(&dns->srv_count, 1);
+    snprintf(upstream, sizeof(upstream),
+             "resolver 127.0.0.1:%d valid=100ms ipv6=off;\nserver app.test service=http resolve;",
+             dns->port);
+    start_daemon(&d, 2, upstream, "");
+    ck_assert(answered_by(d.port, "x", 3000));
+    load_start(&l, d.port);
+    atomic_store(&dns->srv_count, 2);
+    ck_assert(gets_requests(y, 0, 3000));
+    atomic_store(&dns->srv_count, 1); /* x alone for a moment at most */
+    atomic_store(&dns->srv_first, 1);
+    ck_assert(gets_no_requests(x, 300, 200));
+    ck_assert(gets_requests(y, atomic_load(&y->requests), 1000));
+    load_stop(&l);
+    test_daemon_stop(&d);
+    dns_free(dns);
+    backend_free(x);
+    backend_free(y);
+}
+END_TEST
+
+/* Writes the token file of the admin listener: "secret". */
+static void write_token(char *path, size_t size)
+{
+    test_daemon_file(path, size, "token");
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("secret\n", f);
+    fclose(f);
+    chmod(path, 0600);
+}
+
+/* The config of the API tests: upstream app of the server on `port`
+ * (its line ending in `extra`) with 2 api_servers slots. */
+static void write_api_config(const struct test_daemon *d, const char *token_path, int port,
+                             const char *extra)
+{
+    char conf[PATH_MAX + 1024];
+    snprintf(conf, sizeof(conf),
+             "workers 2;\ndrain_timeout 100ms;\n"
+             "admin { listen 127.0.0.2:0; auth_token_file %s; }\n"
+             "upstream app {\n    server 127.0.0.1:%d max_fails=0%s;\n    api_servers 2;\n"
+             "    balance round_robin;\n}\n"
+             "server {\n    listen 127.0.0.1:0;\n    location / { proxy_pass http://app; }\n}\n",
+             token_path, port, extra);
+    test_daemon_write_config(d, conf);
+}
+
+/* The server id in a POST's answer, {"id":N,...}. */
+static int answer_id(const char *json)
+{
+    const char *p = strstr(json, "\"id\":");
+    ck_assert_msg(p != NULL, "%s", json);
+    return atoi(p + 5);
+}
+
+/* Servers added, drained and removed through the API while requests
+ * flow: each change reaches every worker within a second, no request
+ * fails, each change is logged, a reload that leaves the upstream as it
+ * was keeps the servers added and one that changes it does not. */
+START_TEST(runtime_api_adds_and_removes_servers_under_load)
+{
+    struct backend *a = backend_start_on("a", "127.0.0.1", 0);
+    struct backend *b = backend_start_on("b", "127.0.0.1", 0);
+    struct backend *c = backend_start_on("c", "127.0.0.1", 0);
+    char token_path[PATH_MAX];
+    write_token(token_path, sizeof(token_path));
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    write_api_config(&d, token_path, a->port, "");
+    test_daemon_start(&d);
+    char out[8192], body[128];
+    const char *list = "/api/upstreams/app/servers";
+    ck_assert_int_eq(admin_call(&d, "GET", list, "secret", NULL, out, sizeof(out)), 200);
+    ck_assert_msg(strstr(out, "\"id\":1") == NULL, "free slots are not listed: %s", out);
+    snprintf(body, sizeof(body), "{\"server\": \"127.0.0.1:%d\"}", b->port);
+    ck_assert_int_eq(admin_call(&d, "POST", list, NULL, body, out, sizeof(out)), 401);
+    ck_assert_int_eq(admin_call(&d, "POST", list, "wrong", body, out, sizeof(out)), 401);
+
+    struct load l;
+    load_start(&l, d.port);
+    ck_assert_int_eq(admin_call(&d, "POST", list, "secret", body, out, sizeof(out)), 201);
+    int b_id = answer_id(out);
+    ck_assert(gets_requests(b, 0, 1000));
+    ck_assert_int_eq(admin_call(&d, "POST", list, "secret", body, out, sizeof(out)), 409);
+    snprintf(body, sizeof(body), "{\"server\": \"127.0.0.1:%d\", \"weight\": 2}", c->port);
+    ck_assert_int_eq(admin_call(&d, "POST", list, "secret", body, out, sizeof(out)), 201);
+    ck_assert_msg(strstr(out, "\"weight\":2") != NULL, "%s", out);
+    int c_id = answer_id(out);
+    ck_assert(gets_requests(c, 0, 1000));
+    ck_assert_int_eq(
+        admin_call(&d, "POST", list, "secret", "{\"server\": \"127.0.0.1:1\"}", out, sizeof(out)),
+        409); /* api_servers 2: no slot left */
+    ck_assert_int_eq(
+        admin_call(&d, "POST", list, "secret", "{\"server\": \"app.test:80\"}", out, sizeof(out)),
+        400);
+    ck_assert_int_eq(admin_call(&d, "POST", list, "secret", "{\"weight\": 2}", out, sizeof(out)),
+                     400);
+    /* drained, then removed */
+    char path[128];
+    snprintf(path, sizeof(path), "%s/%d", list, b_id);
+    ck_assert_int_eq(admin_call(&d, "PATCH", path, "secret", "{\"drain\": true}", out, sizeof(out)),
+                     200);
+    ck_assert(gets_no_requests(b, 200, 200));
+    ck_assert_int_eq(admin_call(&d, "DELETE", path, "secret", NULL, out, sizeof(out)), 200);
+    ck_assert_int_eq(admin_call(&d, "GET", path, "secret", NULL, out, sizeof(out)), 404);
+    ck_assert_int_eq(admin_call(&d, "DELETE", path, "secret", NULL, out, sizeof(out)), 404);
+    ck_assert_int_eq(
+        admin_call(&d, "DELETE", "/api/upstreams/app/servers/0", "secret", NULL, out, sizeof(out)),
+        409); /* the config's */
+    /* a reload that leaves the upstream as it was keeps c */
+    kill(d.pid, SIGHUP);
+    ck_assert_int_ge(wait_log(&d, "generation 1 finished", 3000), 0);
+    ck_assert_int_eq(admin_call(&d, "GET", list, "secret", NULL, out, sizeof(out)), 200);
+    char c_address[64];
+    snprintf(c_address, sizeof(c_address), "\"127.0.0.1:%d\"", c->port);
+    ck_assert_msg(strstr(out, c_address) != NULL, "%s", out);
+    ck_assert(gets_requests(c, atomic_load(&c->requests), 1000));
+    /* removed under load, with no drain first */
+    snprintf(path, sizeof(path), "%s/%d", list, c_id);
+    ck_assert_int_eq(admin_call(&d, "DELETE", path, "secret", NULL, out, sizeof(out)), 200);
+    ck_assert_msg(strstr(out, c_address) == NULL, "%s", out);
+    ck_assert(gets_no_requests(c, 200, 200));
+    ck_assert(gets_requests(a, atomic_load(&a->requests), 1000));
+    load_stop(&l);
+    ck_assert_int_ge(wait_log(&d, "admin API: upstream \"app\" server", 100), 0);
+    ck_assert_int_ge(wait_log(&d, ") added: weight 2, up", 100), 0);
+    ck_assert_int_ge(wait_log(&d, ") removed", 100), 0);
+
+    /* one that changes the upstream drops what the API added */
+    snprintf(body, sizeof(body), "{\"server\": \"127.0.0.1:%d\"}", b->port);
+    ck_assert_int_eq(admin_call(&d, "POST", list, "secret", body, out, sizeof(out)), 201);
+    write_api_config(&d, token_path, a->port, " weight=2");
+    kill(d.pid, SIGHUP);
+    ck_assert_int_ge(wait_log(&d, "generation 2 finished", 3000), 0);
+    ck_assert_int_eq(admin_call(&d, "GET", list, "secret", NULL, out, sizeof(out)), 200);
+    char b_address[64];
+    snprintf(b_address, sizeof(b_address), "\"127.0.0.1:%d\"", b->port);
+    ck_assert_msg(strstr(out, b_address) == NULL, "%s", out);
+    test_daemon_stop(&d);
+    backend_free(a);
+    backend_free(b);
+    backend_free(c);
+}
+END_TEST
 
 /* The upstream API: refused without the token; the servers listed; a
  * server set down, then up with a new weight, in every worker at once,
@@ -1258,7 +1571,7 @@ START_TEST(runtime_api_sets_servers_down_and_weights)
         admin_call(&d, "GET", "/api/upstreams/none/servers", "secret", NULL, out, sizeof(out)),
         404);
     ck_assert_int_eq(
-        admin_call(&d, "DELETE", "/api/upstreams/app/servers/0", "secret", NULL, out, sizeof(out)),
+        admin_call(&d, "PUT", "/api/upstreams/app/servers/0", "secret", NULL, out, sizeof(out)),
         405);
     /* drained: no new requests either */
     ck_assert_int_eq(admin_call(&d, "PATCH", "/api/upstreams/app/servers/1", "secret",
@@ -1409,6 +1722,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, dns_answers_are_parsed);
     tcase_add_test(tc, dns_srv_answers_are_parsed);
     tcase_add_test(tc, resolve_server_has_empty_slots_until_an_answer);
+    tcase_add_test(tc, api_servers_slots_in_memory);
 
     tc = new_case(suite, "daemon", 30, true);
     tcase_add_test(tc, failing_backend_is_marked_down_then_up);
@@ -1423,6 +1737,10 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, resolve_uses_ipv6_addresses_too, 0, 2);
     tcase_add_test(tc, server_up_metric_follows_the_health_checks);
     tcase_add_test(tc, server_up_metric_follows_passive_failures);
+
+    tc = new_case(suite, "under load", 30, true);
+    tcase_add_test(tc, dns_answers_change_under_load_without_a_failure);
+    tcase_add_test(tc, runtime_api_adds_and_removes_servers_under_load);
 
     tc = new_case(suite, "retry", 30, true);
     tcase_add_test(tc, slow_get_goes_to_every_server_by_default);
