@@ -8,6 +8,7 @@
 #define CORRAL_PROTO_HTTP3_INTERNAL_H
 
 #include "proto/http/exchange.h"
+#include "proto/http/fields.h"
 #include "proto/http/site.h"
 #include "proto/http3/http3.h"
 
@@ -78,9 +79,7 @@ struct h3_stream {
     /* The request head: names and values back to back, and their spans;
      * only until on_request. */
     struct h3_buf head;
-    struct h3_field {
-        size_t name, name_len, value, value_len;
-    } * fields;
+    struct http_field_ref *fields;
     size_t field_count, field_cap, head_size;
     bool head_refused; /* over the limits: 431 */
     bool handler_owns; /* on_request ran; neither the end nor on_abort yet */
