@@ -34,6 +34,18 @@ int h3_endpoint_cid_worker(const uint8_t *cid, size_t len)
     return (int)((unsigned)cid[1] << 8 | cid[2]);
 }
 
+int h3_endpoint_packet_worker(const uint8_t *pkt, size_t len)
+{
+    if (len == 0)
+        return -1;
+    if ((pkt[0] & 0x80) == 0) /* short header: the ID right after the first byte */
+        return len >= 1 + H3_CID_LEN ? h3_endpoint_cid_worker(pkt + 1, H3_CID_LEN) : -1;
+    /* Long header: flags, version (4 bytes), the ID's length, the ID. */
+    if (len < 6 || len - 6 < pkt[5])
+        return -1;
+    return h3_endpoint_cid_worker(pkt + 6, pkt[5]);
+}
+
 int h3_endpoint_new_cid(struct h3_endpoint *ep, ngtcp2_cid *cid, uint8_t *token)
 {
     cid->datalen = H3_CID_LEN;

@@ -108,8 +108,24 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
 void h3_udp_site_free(struct h3_udp_site *site);
 extern const struct corral_udp_handler h3_udp_handler;
 
+/* A worker's hand-offs: datagrams its socket read whose connection ID
+ * names another worker of the listen (the kernel hashes the 4-tuple, so
+ * a client whose address changed lands anywhere), passed to that worker
+ * through its post queue; and datagrams it was passed. */
+struct h3_udp_stats {
+    uint64_t handed_off, handed_in;
+};
+/* Reads worker `index`'s counters; any thread.  Returns 0 or -EINVAL. */
+int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out);
+
 /* The worker index a server connection ID names, or -1 when `cid` is not
  * one this build's endpoints issue. */
 int h3_endpoint_cid_worker(const uint8_t *cid, size_t len);
+
+/* The worker index a datagram's destination connection ID names (short
+ * or long header), or -1: no ID of ours, or too short to hold one.  A
+ * client's first Initial carries an ID of its own choosing, which names
+ * a worker only by chance, the same one for each of its Initials. */
+int h3_endpoint_packet_worker(const uint8_t *pkt, size_t len);
 
 #endif

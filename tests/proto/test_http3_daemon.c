@@ -227,12 +227,13 @@ static int tcp_port(const struct test_daemon *d)
     return port;
 }
 
-static void write_config(struct test_daemon *d, int quic_port, int backend_port, const char *extra)
+static void write_config_workers(struct test_daemon *d, unsigned workers, int quic_port,
+                                 int backend_port, const char *extra)
 {
     char text[4 * PATH_MAX + 1024], dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s", test_daemon_dir());
     snprintf(text, sizeof(text),
-             "workers 2;\n"
+             "workers %u;\n"
              "admin { listen 127.0.0.2:0; }\n"
              "access_log %s/access.log;\n"
              "%s"
@@ -247,8 +248,13 @@ static void write_config(struct test_daemon *d, int quic_port, int backend_port,
              "  location /noalt { add_header Alt-Svc \"\"; return 204; }\n"
              "  location /own { add_header alt-svc 'h3=\":1\"'; return 204; }\n"
              "}\n",
-             dir, extra, quic_port, dir, dir, backend_port, backend_port);
+             workers, dir, extra, quic_port, dir, dir, backend_port, backend_port);
     test_daemon_write_config(d, text);
+}
+
+static void write_config(struct test_daemon *d, int quic_port, int backend_port, const char *extra)
+{
+    write_config_workers(d, 2, quic_port, backend_port, extra);
 }
 
 /* ---------------------------------------------------------------- cases */
@@ -369,6 +375,46 @@ START_TEST(reload_keeps_port)
     ck_assert_ptr_nonnull(first);
     ck_assert_ptr_null(strstr(first + 1, " quic\n")); /* the reload bound nothing new */
     free(log);
+    test_daemon_stop(&d);
+    backend_stop(&backend);
+}
+END_TEST
+
+/* Clients that change their source port after the handshake (migration
+ * with path validation, and NAT rebinding without) and only then ask for
+ * 1 MB keep their connections: with 4 workers, the kernel's 4-tuple hash
+ * sends the new port's datagrams to another worker 3 times in 4, and
+ * that worker hands them to the owner the connection ID names.  Without
+ * the hand-off, 8 clients in a row would all land on their owner once in
+ * 65536 runs. */
+START_TEST(migration_keeps_connection)
+{
+    if (!have_tools())
+        return;
+    make_certificate();
+    struct backend backend;
+    backend_start(&backend);
+    struct test_daemon d;
+    test_daemon_init(&d, "h3");
+    int quic = free_udp_port();
+    write_config_workers(&d, 4, quic, backend.port, "");
+    test_daemon_start(&d);
+    for (int i = 0; i < 8; i++) {
+        char dl[PATH_MAX + 32];
+        test_daemon_file(dl, sizeof(dl), "dl/big");
+        unlink(dl);
+        const char *args = i % 2 == 0
+                               ? "--change-local-addr=5ms --delay-stream=150ms"
+                               : "--change-local-addr=5ms --nat-rebinding --delay-stream=150ms";
+        ck_assert_msg(h3_request(quic, "/big", args) == 0, "client %d (%s) failed", i, args);
+        size_t len;
+        char *body = downloaded("big", &len);
+        ck_assert_uint_eq(len, BIG_LEN);
+        for (size_t k = 0; k < len; k++)
+            if ((uint8_t)body[k] != pattern(k))
+                ck_abort_msg("client %d: byte %zu differs", i, k);
+        free(body);
+    }
     test_daemon_stop(&d);
     backend_stop(&backend);
 }
@@ -495,6 +541,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, serves_http3);
     tcase_add_test(tc, reload_keeps_port);
+    tcase_add_test(tc, migration_keeps_connection);
     tcase_add_test(tc, http3_off);
     tcase_add_test(tc, check_refuses);
     tcase_add_test(tc, port_in_use_refuses_start);
