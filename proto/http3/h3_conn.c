@@ -76,6 +76,7 @@ static int on_handshake_completed(ngtcp2_conn *quic, void *user)
     if (gnutls_alpn_get_selected_protocol(conn->tls, &alpn) != 0 || alpn.size != 2 ||
         memcmp(alpn.data, "h3", 2) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
+    conn->ep->handshakes++;
     return setup_http(conn);
 }
 

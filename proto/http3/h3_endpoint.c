@@ -192,6 +192,11 @@ void h3_endpoint_free(struct h3_endpoint *ep)
     free(ep);
 }
 
+uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep)
+{
+    return ep->handshakes;
+}
+
 size_t h3_endpoint_conn_count(const struct h3_endpoint *ep)
 {
     return ep->conn_count;

@@ -28,6 +28,7 @@ struct pending {
 
 struct h3_udp_worker {
     struct h3_udp_site *site;
+    unsigned index; /* its worker's */
     corral_udp_socket *sock;
     struct h3_endpoint *ep;
     struct pending *head, **tail;
@@ -39,6 +40,7 @@ struct h3_udp_worker {
 struct counters {
     alignas(64) _Atomic uint64_t handed_off; /* datagrams this worker passed to their owner */
     _Atomic uint64_t handed_in;              /* datagrams another worker passed to this one */
+    _Atomic uint64_t datagrams_in, datagrams_out, handshakes, connections;
     bool stopped; /* on_stop ran: a hand-off that comes later makes no endpoint */
 };
 
@@ -121,6 +123,9 @@ static void output(void *arg, const struct sockaddr *local, socklen_t local_len,
     }
     if (gso_segment > 0 && gso_segment < len && gso_segment <= UINT16_MAX)
         msg.segment_size = (uint16_t)gso_segment;
+    size_t datagrams = msg.segment_size > 0 ? (len + msg.segment_size - 1) / msg.segment_size : 1;
+    atomic_fetch_add_explicit(&w->site->counters[w->index].datagrams_out, datagrams,
+                              memory_order_relaxed);
     if (w->head == NULL && corral_udp_send(w->sock, &msg, 1) == 1)
         return;
     if (w->pending_bytes + len > PENDING_MAX)
@@ -157,6 +162,7 @@ static struct h3_udp_worker *worker_of(corral_udp_socket *sock)
     if (w == NULL)
         return NULL;
     w->site = site;
+    w->index = index;
     w->sock = sock;
     w->tail = &w->head;
     site->workers[index] = w;
@@ -172,17 +178,28 @@ static struct h3_udp_worker *worker_of(corral_udp_socket *sock)
     return w->ep != NULL ? w : NULL;
 }
 
+/* The endpoint's facts, copied for readers on other threads after each
+ * input (a handshake completes, a connection opens, on an input; one that
+ * closes on a timer is seen at the next). */
+static void publish(struct h3_udp_worker *w, unsigned index)
+{
+    struct counters *c = &w->site->counters[index];
+    atomic_store_explicit(&c->handshakes, h3_endpoint_handshakes(w->ep), memory_order_relaxed);
+    atomic_store_explicit(&c->connections, h3_endpoint_conn_count(w->ep), memory_order_relaxed);
+}
+
 /* On the owner's loop: the datagram as if its own socket had read it. */
 static void handoff_run(void *arg)
 {
     struct handoff *h = arg;
     struct h3_udp_worker *w = worker_of(h->owner);
     if (w != NULL) {
-        unsigned index = corral_worker_index(corral_udp_socket_worker(h->owner));
+        unsigned index = w->index;
         atomic_fetch_add_explicit(&h->site->counters[index].handed_in, 1, memory_order_relaxed);
         h3_endpoint_input(w->ep, (const struct sockaddr *)&h->msg.local, h->msg.local_len,
                           (const struct sockaddr *)&h->msg.peer, h->msg.peer_len, h->bytes,
                           h->msg.len, h->msg.ecn);
+        publish(w, index);
     } /* else the owner's loop has ended: the datagram is lost */
     free(h);
 }
@@ -221,6 +238,7 @@ static void on_recv(corral_udp_socket *sock, struct corral_udp_msg *msgs, size_t
     if (w == NULL)
         return;
     unsigned self = corral_worker_index(corral_udp_socket_worker(sock));
+    uint64_t datagrams = 0;
     for (size_t i = 0; i < count; i++) {
         const struct corral_udp_msg *m = &msgs[i];
         size_t step = m->segment_size > 0 ? m->segment_size : m->len;
@@ -228,6 +246,7 @@ static void on_recv(corral_udp_socket *sock, struct corral_udp_msg *msgs, size_t
         for (size_t off = 0; step > 0 && off < m->len; off += step) {
             size_t len = m->len - off < step ? m->len - off : step;
             const uint8_t *data = (const uint8_t *)m->data + off;
+            datagrams++;
             int owner = h3_endpoint_packet_worker(data, len);
             if (owner >= 0 && (unsigned)owner != self && (unsigned)owner < w->site->worker_count) {
                 hand_off(sock, (unsigned)owner, m, data, len);
@@ -237,6 +256,9 @@ static void on_recv(corral_udp_socket *sock, struct corral_udp_msg *msgs, size_t
                               (const struct sockaddr *)&m->peer, m->peer_len, data, len, m->ecn);
         }
     }
+    atomic_fetch_add_explicit(&w->site->counters[self].datagrams_in, datagrams,
+                              memory_order_relaxed);
+    publish(w, self);
 }
 
 static void on_writable(corral_udp_socket *sock)
@@ -256,6 +278,7 @@ static void on_stop(corral_udp_socket *sock)
     if (index >= site->worker_count)
         return;
     site->counters[index].stopped = true;
+    atomic_store_explicit(&site->counters[index].connections, 0, memory_order_relaxed);
     if (site->workers[index] == NULL)
         return;
     struct h3_udp_worker *w = site->workers[index];
@@ -278,6 +301,10 @@ int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_
     *out = (struct h3_udp_stats){
         .handed_off = atomic_load_explicit(&c->handed_off, memory_order_relaxed),
         .handed_in = atomic_load_explicit(&c->handed_in, memory_order_relaxed),
+        .datagrams_in = atomic_load_explicit(&c->datagrams_in, memory_order_relaxed),
+        .datagrams_out = atomic_load_explicit(&c->datagrams_out, memory_order_relaxed),
+        .handshakes = atomic_load_explicit(&c->handshakes, memory_order_relaxed),
+        .connections = atomic_load_explicit(&c->connections, memory_order_relaxed),
     };
     return 0;
 }

@@ -76,6 +76,9 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
 /* The connections open on it. */
 size_t h3_endpoint_conn_count(const struct h3_endpoint *ep);
 
+/* The handshakes completed on it (ALPN h3 checked), since it was made. */
+uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep);
+
 /* A datagram for `conn` (found by its connection ID): read, then what it
  * made the connection send goes out, and its timer is re-armed.  The
  * connection may be freed on return (closed, or drained). */
@@ -108,12 +111,16 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
 void h3_udp_site_free(struct h3_udp_site *site);
 extern const struct corral_udp_handler h3_udp_handler;
 
-/* A worker's hand-offs: datagrams its socket read whose connection ID
+/* A worker's counters.  Hand-offs: datagrams its socket read whose connection ID
  * names another worker of the listen (the kernel hashes the 4-tuple, so
  * a client whose address changed lands anywhere), passed to that worker
  * through its post queue; and datagrams it was passed. */
 struct h3_udp_stats {
     uint64_t handed_off, handed_in;
+    uint64_t datagrams_in;  /* read by the worker's socket (each GRO segment counts) */
+    uint64_t datagrams_out; /* given to the socket, or waiting for it (a GSO run: each) */
+    uint64_t handshakes;    /* completed on the worker's endpoint */
+    uint64_t connections;   /* open on it now */
 };
 /* Reads worker `index`'s counters; any thread.  Returns 0 or -EINVAL. */
 int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out);

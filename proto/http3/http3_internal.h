@@ -36,6 +36,7 @@ struct h3_endpoint {
     struct h3_cid_entry *buckets[H3_CID_BUCKETS];
     struct h3_conn *conns; /* open ones */
     size_t conn_count;
+    uint64_t handshakes; /* completed, for h3_endpoint_handshakes() */
 };
 
 /* Makes a server connection ID (H3_CID_LEN bytes) naming the endpoint's

@@ -865,6 +865,49 @@ START_TEST(get_return)
 }
 END_TEST
 
+/* The worker a datagram's destination ID names, as the hand-off between
+ * workers reads it: the client's packets once it has the server's ID
+ * name the endpoint's worker; made-up long headers too; a
+ * client's own 18-byte ID and datagrams too short for an ID name none. */
+START_TEST(packets_name_their_worker)
+{
+    client_start("h3");
+    client_write();
+    ck_assert_uint_ge(to_server.count, 1);
+    struct datagram *first = &to_server.items[to_server.head];
+    ck_assert_int_eq(h3_endpoint_packet_worker(first->data, first->len), -1);
+    ck_assert(run_until(handshake_done, 5000));
+    struct request r = {0};
+    get(&r, "/");
+    client_write();
+    /* Its Handshake packets (long headers) and 1-RTT ones (short) carry
+     * the server's ID by now. */
+    ck_assert_uint_ge(to_server.count, 1);
+    for (size_t i = 0; i < to_server.count; i++) {
+        struct datagram *d = &to_server.items[(to_server.head + i) % QUEUE_CAP];
+        ck_assert_int_eq(h3_endpoint_packet_worker(d->data, d->len), 0x1234);
+    }
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    ck_assert_uint_eq(h3_endpoint_handshakes(ep), 1);
+
+    uint8_t pkt[64] = {0xc0, 0, 0, 0, 1, 16, 0x01, 0xab, 0xcd};
+    ck_assert_int_eq(h3_endpoint_packet_worker(pkt, sizeof(pkt)), 0xabcd);
+    ck_assert_int_eq(h3_endpoint_packet_worker(pkt, 6 + 16), 0xabcd);
+    ck_assert_int_eq(h3_endpoint_packet_worker(pkt, 6 + 15), -1); /* the ID cut */
+    ck_assert_int_eq(h3_endpoint_packet_worker(pkt, 5), -1);
+    ck_assert_int_eq(h3_endpoint_packet_worker(pkt, 0), -1);
+    pkt[5] = 8; /* an ID of another length is not ours */
+    ck_assert_int_eq(h3_endpoint_packet_worker(pkt, sizeof(pkt)), -1);
+    uint8_t short_pkt[17] = {0x40, 0x01, 0x00, 0x07};
+    ck_assert_int_eq(h3_endpoint_packet_worker(short_pkt, sizeof(short_pkt)), 7);
+    ck_assert_int_eq(h3_endpoint_packet_worker(short_pkt, 16), -1);
+    short_pkt[1] = 0x02; /* another layout version */
+    ck_assert_int_eq(h3_endpoint_packet_worker(short_pkt, sizeof(short_pkt)), -1);
+}
+END_TEST
+
 START_TEST(large_response_head)
 {
     connect_client();
@@ -1535,6 +1578,7 @@ Suite *test_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, get_return);
+    tcase_add_test(tc, packets_name_their_worker);
     tcase_add_test(tc, large_response_head);
     tcase_add_test(tc, post_counted);
     tcase_add_test(tc, many_streams);

@@ -257,6 +257,17 @@ static void write_config(struct test_daemon *d, int quic_port, int backend_port,
     write_config_workers(d, 2, quic_port, backend_port, extra);
 }
 
+/* The value of a metric line "NAME VALUE" in /metrics; -1 if absent. */
+static long long metric(struct test_daemon *d, const char *name)
+{
+    static char body[65536];
+    ck_assert_int_eq(test_daemon_admin_get(d, "/metrics", body, sizeof(body)), 200);
+    char line[128];
+    snprintf(line, sizeof(line), "\n%s ", name);
+    const char *at = strstr(body, line);
+    return at != NULL ? atoll(at + strlen(line)) : -1;
+}
+
 /* ---------------------------------------------------------------- cases */
 
 /* A return and a proxied 1 MB answer over HTTP/3, logged as HTTP/3.0;
@@ -386,7 +397,7 @@ END_TEST
  * sends the new port's datagrams to another worker 3 times in 4, and
  * that worker hands them to the owner the connection ID names.  Without
  * the hand-off, 8 clients in a row would all land on their owner once in
- * 65536 runs. */
+ * 65536 runs.  /metrics counts the hand-offs and the handshakes. */
 START_TEST(migration_keeps_connection)
 {
     if (!have_tools())
@@ -415,6 +426,12 @@ START_TEST(migration_keeps_connection)
                 ck_abort_msg("client %d: byte %zu differs", i, k);
         free(body);
     }
+    ck_assert_int_gt(metric(&d, "corral_quic_handed_off_total"), 0);
+    ck_assert_int_ge(metric(&d, "corral_quic_handshakes_total"), 8);
+    ck_assert_int_gt(metric(&d, "corral_quic_datagrams_received_total"), 8 * 10);
+    /* 1 MB each in datagrams of at most 1472 bytes */
+    ck_assert_int_gt(metric(&d, "corral_quic_datagrams_sent_total"), 8 * 700);
+    ck_assert_int_ge(metric(&d, "corral_quic_connections"), 0);
     test_daemon_stop(&d);
     backend_stop(&backend);
 }
