@@ -23,6 +23,7 @@ void conf__core_defaults(struct conf_config *config)
     config->max_connections = 10000;
     config->busy_poll_usecs = 0;
     config->drain_timeout_ms = 10000;
+    config->quic_bpf = true;
     config->log_level = CORRAL_LOG_INFO;
     /* What a server does not set; the modules own these defaults. */
     config->http.limits = HTTP_LIMITS_DEFAULT;
@@ -439,6 +440,9 @@ const struct conf_directive conf__core_directives[] = {
      .apply = apply_busy_poll},
     /* how long a graceful stop or reload waits for in-flight requests */
     {.name = "drain_timeout", MAIN_FIELD(drain_timeout_ms), .kind = CONF_KIND_DURATION},
+    /* A classic BPF program on each quic listen's socket group (no
+     * privilege needed, unlike nginx's eBPF one) */
+    {.name = "quic_bpf", MAIN_FIELD(quic_bpf), .kind = CONF_KIND_SWITCH},
     /* how long a graceful stop keeps serving, not ready, before it drains */
     {.name = "shutdown_delay", MAIN_FIELD(shutdown_delay_ms), .kind = CONF_KIND_DURATION},
     /* looked up by the daemon when it drops privileges, so that a config

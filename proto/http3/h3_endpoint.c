@@ -10,6 +10,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <gnutls/crypto.h>
+#include <linux/filter.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,38 @@ int h3_endpoint_packet_worker(const uint8_t *pkt, size_t len)
         return -1;
     return h3_endpoint_cid_worker(pkt + 6, pkt[5]);
 }
+
+/* h3_endpoint_packet_worker() in classic BPF.  The kernel runs it on the
+ * UDP payload; an absolute load past the end would end it with 0 (the
+ * first worker), so the length is checked first.  cBPF's loads are
+ * big-endian, as the index is written. */
+static struct sock_filter steer_code[] = {
+    /* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_LEN, 0),
+    /* 1 */ BPF_STMT(BPF_MISC | BPF_TAX, 0),
+    /* 2 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0),
+    /* 3 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x80, 6, 0), /* a long header: to 10 */
+    /* 4 */ BPF_STMT(BPF_MISC | BPF_TXA, 0),
+    /* 5 */ BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 1 + H3_CID_LEN, 0, 12),
+    /* 6 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 1),
+    /* 7 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, H3_CID_VERSION, 0, 10),
+    /* 8 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 2),
+    /* 9 */ BPF_STMT(BPF_RET | BPF_A, 0),
+    /* 10 */ BPF_STMT(BPF_MISC | BPF_TXA, 0),
+    /* 11 */ BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 6 + H3_CID_LEN, 0, 6),
+    /* 12 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 5),
+    /* 13 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, H3_CID_LEN, 0, 4),
+    /* 14 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 6),
+    /* 15 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, H3_CID_VERSION, 0, 2),
+    /* 16 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 7),
+    /* 17 */ BPF_STMT(BPF_RET | BPF_A, 0),
+    /* 18: no ID of ours; out of range, so the kernel's hash picks */
+    BPF_STMT(BPF_RET | BPF_K, 0xffffffff),
+};
+
+const struct sock_fprog h3_endpoint_steer_program = {
+    .len = sizeof(steer_code) / sizeof(steer_code[0]),
+    .filter = steer_code,
+};
 
 int h3_endpoint_new_cid(struct h3_endpoint *ep, ngtcp2_cid *cid, uint8_t *token)
 {

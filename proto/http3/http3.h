@@ -135,4 +135,13 @@ int h3_endpoint_cid_worker(const uint8_t *cid, size_t len);
  * a worker only by chance, the same one for each of its Initials. */
 int h3_endpoint_packet_worker(const uint8_t *pkt, size_t len);
 
+/* h3_endpoint_packet_worker() as a classic BPF program for a listen's
+ * SO_REUSEPORT group (corral_udp_options.steer_cbpf): a datagram goes to
+ * the socket whose index in the group is the worker its connection ID
+ * names, which is the worker's own socket when the group was made by one
+ * listen in worker order; one with no ID of ours (a client's first
+ * Initials) to the kernel's 4-tuple hash. */
+struct sock_fprog;
+extern const struct sock_fprog h3_endpoint_steer_program;
+
 #endif
