@@ -290,6 +290,7 @@ struct conf_config {
     uint32_t drain_timeout_ms;       /* graceful stop and reload; default 10 s */
     uint32_t shutdown_delay_ms;      /* SIGTERM: /readyz fails this long first; default 0 */
     bool quic_bpf;                   /* quic listens steered by connection ID; default on */
+    bool quic_gso;                   /* quic datagrams sent in UDP GSO runs; default on */
     char *user, *group;              /* privilege drop after binding; NULL = keep */
     char *pid_file;                  /* NULL = none */
     char *error_log;                 /* NULL = stderr */

@@ -24,6 +24,7 @@ void conf__core_defaults(struct conf_config *config)
     config->busy_poll_usecs = 0;
     config->drain_timeout_ms = 10000;
     config->quic_bpf = true;
+    config->quic_gso = true;
     config->log_level = CORRAL_LOG_INFO;
     /* What a server does not set; the modules own these defaults. */
     config->http.limits = HTTP_LIMITS_DEFAULT;
@@ -443,6 +444,8 @@ const struct conf_directive conf__core_directives[] = {
     /* A classic BPF program on each quic listen's socket group (no
      * privilege needed, unlike nginx's eBPF one) */
     {.name = "quic_bpf", MAIN_FIELD(quic_bpf), .kind = CONF_KIND_SWITCH},
+    /* nginx's is per server, off by default */
+    {.name = "quic_gso", MAIN_FIELD(quic_gso), .kind = CONF_KIND_SWITCH},
     /* how long a graceful stop keeps serving, not ready, before it drains */
     {.name = "shutdown_delay", MAIN_FIELD(shutdown_delay_ms), .kind = CONF_KIND_DURATION},
     /* looked up by the daemon when it drops privileges, so that a config

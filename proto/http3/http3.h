@@ -54,6 +54,10 @@ struct h3_endpoint_config {
      * (an Initial flood holds memory that long without Retry).  0:
      * ngtcp2's 10 s. */
     uint64_t handshake_timeout_ms;
+    /* Datagrams of one flush that go to the same path with the same size
+     * are given to `output` as one run (gso_segment > 0), up to 16, for
+     * UDP GSO; false: one datagram per call. */
+    bool gso;
 };
 
 /* Makes an endpoint: loads the certificate and key (GnuTLS).  Returns 0,

@@ -268,6 +268,9 @@ static void queue_push(struct queue *q, const uint8_t *data, size_t len)
 
 static struct sockaddr_in client_addr, server_addr;
 
+/* Runs of datagrams the endpoint gave in one call (gso_segment > 0). */
+static size_t gso_runs;
+
 /* The endpoint's output: to the client's queue, GSO batches split. */
 static void server_output(void *arg, const struct sockaddr *local, socklen_t local_len,
                           const struct sockaddr *peer, socklen_t peer_len, const uint8_t *data,
@@ -279,6 +282,10 @@ static void server_output(void *arg, const struct sockaddr *local, socklen_t loc
     ck_assert_uint_eq(peer_len, sizeof(client_addr));
     ck_assert_int_eq(memcmp(peer, &client_addr, sizeof(client_addr)), 0);
     size_t step = gso_segment > 0 ? gso_segment : len;
+    if (gso_segment > 0) {
+        ck_assert_uint_lt(gso_segment, len); /* a run holds two datagrams at least */
+        gso_runs++;
+    }
     for (size_t off = 0; off < len; off += step)
         queue_push(&to_client, data + off, len - off < step ? len - off : step);
 }
@@ -959,6 +966,7 @@ END_TEST
  * goes at the pace of the acknowledgements (on_drain). */
 START_TEST(many_streams)
 {
+    gso_runs = 0;
     connect_client();
     struct request r[21] = {{0}};
     for (int i = 0; i < 20; i++)
@@ -978,6 +986,40 @@ START_TEST(many_streams)
     ck_assert_uint_gt(big.drains, 0);
     free(r[20].response);
     ck_assert_uint_eq(h3_endpoint_conn_count(ep), 1);
+    ck_assert_uint_eq(gso_runs, 0); /* the endpoint's gso is off */
+}
+END_TEST
+
+/* With gso on, the endpoint hands its datagrams out in runs of equal
+ * size (server_output() splits them at gso_segment, as the kernel
+ * would): a 1 MB response goes mostly in runs, every byte as sent. */
+START_TEST(gso_runs_carry_a_response)
+{
+    h3_endpoint_free(ep);
+    char cert[128], key[128];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    struct h3_endpoint_config config = {.site = &site,
+                                        .loop = loop,
+                                        .worker_index = 0x1234,
+                                        .cert_file = cert,
+                                        .key_file = key,
+                                        .output = server_output,
+                                        .gso = true};
+    ck_assert_int_eq(h3_endpoint_new(&config, &ep), 0);
+    gso_runs = 0;
+    connect_client();
+    struct request r = {0};
+    get(&r, "/big");
+    wait_for(&r, 1, 20000);
+    ck_assert_uint_eq(r.status, 200);
+    ck_assert_uint_eq(r.response_len, BIG_LEN);
+    for (size_t i = 0; i < BIG_LEN; i++)
+        if ((uint8_t)r.response[i] != pattern(i))
+            ck_abort_msg("byte %zu differs", i);
+    free(r.response);
+    /* 1 MB is at least 700 datagrams; runs of up to 16 */
+    ck_assert_uint_ge(gso_runs, 700 / 16);
 }
 END_TEST
 
@@ -1322,6 +1364,10 @@ static void udp_output(void *arg, const struct sockaddr *local, socklen_t local_
     (void)local;
     (void)local_len;
     size_t step = gso_segment > 0 ? gso_segment : len;
+    if (gso_segment > 0) {
+        ck_assert_uint_lt(gso_segment, len); /* a run holds two datagrams at least */
+        gso_runs++;
+    }
     for (size_t off = 0; off < len; off += step)
         sendto(udp_fd, data + off, len - off < step ? len - off : step, 0, peer, peer_len);
 }
@@ -1582,6 +1628,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, large_response_head);
     tcase_add_test(tc, post_counted);
     tcase_add_test(tc, many_streams);
+    tcase_add_test(tc, gso_runs_carry_a_response);
     tcase_add_test(tc, malformed_request);
     tcase_add_test(tc, lossy_wire);
     tcase_add_test(tc, access_log_names_http3);
