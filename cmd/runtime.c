@@ -676,13 +676,20 @@ static int alt_svc_build(struct generation *gen, const struct conf_server *serve
 /* A quic listen's HTTP/3: every worker's endpoint serves `site` (built as
  * a TCP address's, from its one server) with the server's first
  * certificate and key. */
-static int quic_site_build(struct site *site, const struct conf_server *server,
-                           const struct conf_listen *listen, unsigned workers, bool gso)
+static int quic_site_build(struct site *site, const struct conf_config *conf,
+                           const struct conf_server *server, const struct conf_listen *listen,
+                           unsigned workers)
 {
     assert(server->tls.certificate_count > 0); /* conf/ refuses a quic listen without */
     const struct conf_tls_certificate *pair = &server->tls.certificates[0];
     struct h3_endpoint_config config = {
-        .site = &site->http, .cert_file = pair->certificate, .key_file = pair->key, .gso = gso};
+        .site = &site->http,
+        .cert_file = pair->certificate,
+        .key_file = pair->key,
+        .gso = conf->quic_gso,
+        .max_concurrent_streams = conf->http3_max_concurrent_streams,
+        .stream_buffer_size = conf->http3_stream_buffer_size,
+    };
     int err = h3_udp_site_new(&config, workers, &site->quic);
     if (err == -EINVAL)
         log_error("%s:%u:%u: listen \"%s\" quic: its server's certificate and key do not load "
@@ -1249,7 +1256,7 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
         err = site_build(site, gen, config, listen->address, &entries[begin], count, &chains,
                          workers);
         if (err == 0 && listen->quic)
-            err = quic_site_build(site, server, listen, workers, config->quic_gso);
+            err = quic_site_build(site, config, server, listen, workers);
     }
     for (size_t s = 0; err == 0 && s < config->stream.server_count; s++)
         err = stream_server_build(gen, config, &config->stream.servers[s], &chains, workers);

@@ -449,7 +449,10 @@ END_TEST
 
 START_TEST(migration_handed_off)
 {
-    migrate("quic_bpf off;\n", false);
+    /* and the other tuning directives off their defaults */
+    migrate("quic_bpf off;\nquic_gso off;\nhttp3_stream_buffer_size 16k;\n"
+            "http3_max_concurrent_streams 4;\n",
+            false);
 }
 END_TEST
 
@@ -504,6 +507,11 @@ START_TEST(check_refuses)
          "tls_certificate_key DIR/key.pem; }",
          NULL /* the TLS layer's own message: any failure */},
         {"http3 maybe;", "expected on or off"},
+        {"quic_bpf maybe;", "on or off"},
+        {"quic_gso 1;", "on or off"},
+        {"http3_max_concurrent_streams 0;", NULL},
+        {"http3_stream_buffer_size 1k;", NULL},
+        {"server { http3_max_concurrent_streams 8; }", NULL /* top level only */},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char body[1024], conf[PATH_MAX + 16], args[PATH_MAX + 32], out[4096];
@@ -533,6 +541,8 @@ START_TEST(check_refuses)
     /* And one that is right is valid. */
     char conf[PATH_MAX + 16], args[PATH_MAX + 32], out[4096], body[1024];
     snprintf(body, sizeof(body),
+             "quic_bpf off; quic_gso off; http3_max_concurrent_streams 16; "
+             "http3_stream_buffer_size 128k;\n"
              "server { listen 127.0.0.1:8443 tls; listen 127.0.0.1:8443 quic reuseport; "
              "tls_certificate %s/cert.pem; tls_certificate_key %s/key.pem; }",
              dir, dir);
