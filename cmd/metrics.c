@@ -345,6 +345,8 @@ static void write_quic(struct text *t)
                 sum.connections += one.connections;
                 sum.handed_off += one.handed_off;
                 sum.handed_in += one.handed_in;
+                sum.retries_sent += one.retries_sent;
+                sum.tokens_refused += one.tokens_refused;
             }
         }
     write_counter(t, "corral_quic_datagrams_received_total",
@@ -358,6 +360,13 @@ static void write_quic(struct text *t)
                   "Datagrams a worker read for a connection another worker owns (the client's "
                   "address changed), passed to the owner.",
                   sum.handed_off);
+    write_counter(t, "corral_quic_retries_total",
+                  "Retry packets sent to validate a client's address (quic_retry).",
+                  sum.retries_sent);
+    write_counter(t, "corral_quic_tokens_refused_total",
+                  "Client Initials dropped for a Retry token that did not verify (forged, "
+                  "expired, from another address).",
+                  sum.tokens_refused);
     text_printf(t,
                 "# HELP corral_quic_connections QUIC connections open.\n"
                 "# TYPE corral_quic_connections gauge\ncorral_quic_connections %llu\n",

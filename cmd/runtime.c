@@ -687,6 +687,7 @@ static int quic_site_build(struct site *site, const struct conf_config *conf,
         .cert_file = pair->certificate,
         .key_file = pair->key,
         .gso = conf->quic_gso,
+        .retry = conf->quic_retry,
         .max_concurrent_streams = conf->http3_max_concurrent_streams,
         .stream_buffer_size = conf->http3_stream_buffer_size,
     };

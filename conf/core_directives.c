@@ -448,6 +448,7 @@ const struct conf_directive conf__core_directives[] = {
     {.name = "quic_bpf", MAIN_FIELD(quic_bpf), .kind = CONF_KIND_SWITCH},
     /* nginx's is per server, off by default */
     {.name = "quic_gso", MAIN_FIELD(quic_gso), .kind = CONF_KIND_SWITCH},
+    {.name = "quic_retry", MAIN_FIELD(quic_retry), .kind = CONF_KIND_SWITCH},
     /* nginx's are per server; here every quic listen's */
     {.name = "http3_max_concurrent_streams", MAIN_FIELD(http3_max_concurrent_streams),
      .kind = CONF_KIND_COUNT, .min = 1, .max = 65536},

@@ -499,8 +499,8 @@ void h3_conn_input(struct h3_conn *conn, const struct sockaddr *local, socklen_t
 /* --------------------------------------------------------- life */
 
 struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
-                               const struct sockaddr *local, socklen_t local_len,
-                               const struct sockaddr *peer, socklen_t peer_len)
+                               const ngtcp2_cid *odcid, const struct sockaddr *local,
+                               socklen_t local_len, const struct sockaddr *peer, socklen_t peer_len)
 {
     if (local_len > sizeof(struct sockaddr_storage) || peer_len > sizeof(struct sockaddr_storage))
         return NULL;
@@ -547,6 +547,12 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
     params.stateless_reset_token_present = 1;
     memcpy(params.stateless_reset_token, token, sizeof(token));
     params.original_dcid = hd->dcid;
+    if (odcid != NULL) { /* RFC 9000 7.3: the IDs of the exchange with the Retry */
+        params.original_dcid = *odcid;
+        params.retry_scid = hd->dcid;
+        params.retry_scid_present = 1;
+        settings.token = hd->token;
+    }
     ngtcp2_path path = {
         .local = {(ngtcp2_sockaddr *)&conn->dgram.local, (ngtcp2_socklen)local_len},
         .remote = {(ngtcp2_sockaddr *)&conn->dgram.peer, (ngtcp2_socklen)peer_len},

@@ -204,7 +204,11 @@ int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint 
         free(ep);
         return -EINVAL;
     }
-    if (gnutls_rnd(GNUTLS_RND_KEY, ep->reset_secret, sizeof(ep->reset_secret)) != 0) {
+    if (config->token_secret != NULL)
+        memcpy(ep->token_secret, config->token_secret, sizeof(ep->token_secret));
+    if (gnutls_rnd(GNUTLS_RND_KEY, ep->reset_secret, sizeof(ep->reset_secret)) != 0 ||
+        (config->token_secret == NULL &&
+         gnutls_rnd(GNUTLS_RND_KEY, ep->token_secret, sizeof(ep->token_secret)) != 0)) {
         gnutls_certificate_free_credentials(ep->cred);
         free(ep);
         return -EIO;
@@ -225,6 +229,11 @@ void h3_endpoint_free(struct h3_endpoint *ep)
     free(ep);
 }
 
+void h3_endpoint_retry_stats(const struct h3_endpoint *ep, struct h3_endpoint_retry_stats *out)
+{
+    *out = (struct h3_endpoint_retry_stats){ep->retries_sent, ep->tokens_refused};
+}
+
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep)
 {
     return ep->handshakes;
@@ -233,6 +242,44 @@ uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep)
 size_t h3_endpoint_conn_count(const struct h3_endpoint *ep)
 {
     return ep->conn_count;
+}
+
+/* Answers a client Initial without a token with a Retry whose token
+ * holds its first ID, address and time (RFC 9000 8.1.2).  Returns 0: the
+ * datagram was answered. */
+static int send_retry(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *local,
+                      socklen_t local_len, const struct sockaddr *peer, socklen_t peer_len)
+{
+    ngtcp2_cid scid;
+    uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], pkt[NGTCP2_MAX_UDP_PAYLOAD_SIZE];
+    if (h3_endpoint_new_cid(ep, &scid, NULL) != 0)
+        return -ENOENT;
+    ngtcp2_ssize token_len = ngtcp2_crypto_generate_retry_token(
+        token, ep->token_secret, sizeof(ep->token_secret), hd->version,
+        (const ngtcp2_sockaddr *)peer, (ngtcp2_socklen)peer_len, &scid, &hd->dcid, h3_conn_now());
+    if (token_len < 0)
+        return -ENOENT;
+    ngtcp2_ssize n = ngtcp2_crypto_write_retry(pkt, sizeof(pkt), hd->version, &hd->scid, &scid,
+                                               &hd->dcid, token, (size_t)token_len);
+    if (n < 0)
+        return -ENOENT;
+    ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n, 0);
+    ep->retries_sent++;
+    return 0;
+}
+
+/* Whether the Initial's token is a Retry token of this key, for this
+ * address, in time; its first ID in *odcid then. */
+static bool token_valid(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
+                        const struct sockaddr *peer, socklen_t peer_len, ngtcp2_cid *odcid)
+{
+    uint64_t timeout_ms =
+        ep->config.retry_token_timeout_ms > 0 ? ep->config.retry_token_timeout_ms : 10000;
+    return hd->token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY &&
+           ngtcp2_crypto_verify_retry_token(
+               odcid, hd->token.base, hd->token.len, ep->token_secret, sizeof(ep->token_secret),
+               hd->version, (const ngtcp2_sockaddr *)peer, (ngtcp2_socklen)peer_len, &hd->dcid,
+               timeout_ms * NGTCP2_MILLISECONDS, h3_conn_now()) == 0;
 }
 
 int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, socklen_t local_len,
@@ -256,7 +303,17 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
          * gone would earn a stateless reset, not sent yet. */
         if (ngtcp2_accept(&hd, pkt, len) != 0)
             return -ENOENT;
-        conn = h3_conn_accept(ep, &hd, local, local_len, peer, peer_len);
+        ngtcp2_cid odcid;
+        if (ep->config.retry) {
+            if (hd.token.len == 0)
+                return send_retry(ep, &hd, local, local_len, peer, peer_len);
+            if (!token_valid(ep, &hd, peer, peer_len, &odcid)) {
+                ep->tokens_refused++;
+                return -ENOENT;
+            }
+        }
+        conn = h3_conn_accept(ep, &hd, ep->config.retry ? &odcid : NULL, local, local_len, peer,
+                              peer_len);
         if (conn == NULL)
             return -ENOENT;
     }

@@ -11,6 +11,7 @@
 #include "proto/http3/http3.h"
 
 #include <errno.h>
+#include <gnutls/crypto.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -41,11 +42,13 @@ struct counters {
     alignas(64) _Atomic uint64_t handed_off; /* datagrams this worker passed to their owner */
     _Atomic uint64_t handed_in;              /* datagrams another worker passed to this one */
     _Atomic uint64_t datagrams_in, datagrams_out, handshakes, connections;
+    _Atomic uint64_t retries_sent, tokens_refused;
     bool stopped; /* on_stop ran: a hand-off that comes later makes no endpoint */
 };
 
 struct h3_udp_site {
     struct h3_endpoint_config config; /* loop, worker, index and output set per worker */
+    uint8_t token_secret[32];         /* the workers' Retry tokens' key */
     unsigned worker_count;
     struct h3_udp_worker **workers; /* by corral_worker_index() */
     struct counters *counters;      /* by corral_worker_index() */
@@ -77,6 +80,13 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
     memset(site->counters, 0, workers * sizeof(*site->counters));
     site->config = *config;
     site->worker_count = workers;
+    if (config->token_secret == NULL) {
+        if (gnutls_rnd(GNUTLS_RND_KEY, site->token_secret, sizeof(site->token_secret)) != 0) {
+            h3_udp_site_free(site);
+            return -EIO;
+        }
+        site->config.token_secret = site->token_secret;
+    }
     *out = site;
     return 0;
 }
@@ -186,6 +196,10 @@ static void publish(struct h3_udp_worker *w, unsigned index)
     struct counters *c = &w->site->counters[index];
     atomic_store_explicit(&c->handshakes, h3_endpoint_handshakes(w->ep), memory_order_relaxed);
     atomic_store_explicit(&c->connections, h3_endpoint_conn_count(w->ep), memory_order_relaxed);
+    struct h3_endpoint_retry_stats retry;
+    h3_endpoint_retry_stats(w->ep, &retry);
+    atomic_store_explicit(&c->retries_sent, retry.sent, memory_order_relaxed);
+    atomic_store_explicit(&c->tokens_refused, retry.refused, memory_order_relaxed);
 }
 
 /* On the owner's loop: the datagram as if its own socket had read it. */
@@ -305,6 +319,8 @@ int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_
         .datagrams_out = atomic_load_explicit(&c->datagrams_out, memory_order_relaxed),
         .handshakes = atomic_load_explicit(&c->handshakes, memory_order_relaxed),
         .connections = atomic_load_explicit(&c->connections, memory_order_relaxed),
+        .retries_sent = atomic_load_explicit(&c->retries_sent, memory_order_relaxed),
+        .tokens_refused = atomic_load_explicit(&c->tokens_refused, memory_order_relaxed),
     };
     return 0;
 }

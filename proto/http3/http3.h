@@ -58,6 +58,16 @@ struct h3_endpoint_config {
      * are given to `output` as one run (gso_segment > 0), up to 16, for
      * UDP GSO; false: one datagram per call. */
     bool gso;
+    /* Address validation: a client Initial without a token is answered
+     * with a Retry, and only one whose Retry token verifies (made by this
+     * secret for its address, not older than retry_token_timeout_ms; 0:
+     * 10 s) opens a connection; others are dropped and counted. */
+    bool retry;
+    uint64_t retry_token_timeout_ms;
+    /* The key of Retry tokens, 32 bytes, shared by the endpoints of one
+     * listen so that any worker verifies another's token; NULL: one of
+     * the endpoint's own, at random. */
+    const uint8_t *token_secret;
 };
 
 /* Makes an endpoint: loads the certificate and key (GnuTLS).  Returns 0,
@@ -82,6 +92,13 @@ size_t h3_endpoint_conn_count(const struct h3_endpoint *ep);
 
 /* The handshakes completed on it (ALPN h3 checked), since it was made. */
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep);
+
+/* Retry packets sent, and client Initials dropped for a token that did
+ * not verify (forged, expired, from another address), since it was made. */
+struct h3_endpoint_retry_stats {
+    uint64_t sent, refused;
+};
+void h3_endpoint_retry_stats(const struct h3_endpoint *ep, struct h3_endpoint_retry_stats *out);
 
 /* A datagram for `conn` (found by its connection ID): read, then what it
  * made the connection send goes out, and its timer is re-armed.  The
@@ -125,6 +142,7 @@ struct h3_udp_stats {
     uint64_t datagrams_out; /* given to the socket, or waiting for it (a GSO run: each) */
     uint64_t handshakes;    /* completed on the worker's endpoint */
     uint64_t connections;   /* open on it now */
+    uint64_t retries_sent, tokens_refused; /* h3_endpoint_retry_stats() */
 };
 /* Reads worker `index`'s counters; any thread.  Returns 0 or -EINVAL. */
 int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out);

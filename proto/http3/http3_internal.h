@@ -37,6 +37,8 @@ struct h3_endpoint {
     struct h3_conn *conns; /* open ones */
     size_t conn_count;
     uint64_t handshakes; /* completed, for h3_endpoint_handshakes() */
+    uint64_t retries_sent, tokens_refused;
+    uint8_t token_secret[32]; /* config.token_secret's, or random */
 };
 
 /* Makes a server connection ID (H3_CID_LEN bytes) naming the endpoint's
@@ -148,10 +150,13 @@ static inline struct h3_conn *h3_stream_conn(const struct h3_stream *st)
 void h3_conn_schedule(struct h3_conn *conn);
 /* The connection's clock for ngtcp2. */
 uint64_t h3_conn_now(void);
-/* Makes a connection for a client's Initial.  Returns it or NULL. */
+/* Makes a connection for a client's Initial; `odcid`: the ID of the
+ * client's first Initial its Retry token carried (its address is then
+ * validated), or NULL without Retry.  Returns it or NULL. */
 struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
-                               const struct sockaddr *local, socklen_t local_len,
-                               const struct sockaddr *peer, socklen_t peer_len);
+                               const ngtcp2_cid *odcid, const struct sockaddr *local,
+                               socklen_t local_len, const struct sockaddr *peer,
+                               socklen_t peer_len);
 /* Frees it at once: exchanges aborted, IDs out of the table. */
 void h3_conn_free(struct h3_conn *conn);
 

@@ -551,6 +551,10 @@ static const ngtcp2_callbacks client_callbacks = {
     .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
 };
 
+/* A token the next client_start() puts in its Initials (none when empty). */
+static uint8_t client_token[128];
+static size_t client_token_len;
+
 static void client_start(const char *alpn_name)
 {
     memset(&cl, 0, sizeof(cl));
@@ -565,6 +569,7 @@ static void client_start(const char *alpn_name)
     ngtcp2_settings_default(&settings);
     settings.initial_ts = corral_monotonic_ns();
     settings.initial_rtt = 10 * NGTCP2_MILLISECONDS;
+    settings.token = (ngtcp2_vec){client_token, client_token_len};
     ngtcp2_transport_params params;
     ngtcp2_transport_params_default(&params);
     params.initial_max_streams_uni = 3;
@@ -990,23 +995,100 @@ START_TEST(many_streams)
 }
 END_TEST
 
+/* Replaces the case's endpoint with one of `config`'s options (its
+ * site, loop, files and output are the usual ones). */
+static void endpoint_again(struct h3_endpoint_config *config)
+{
+    h3_endpoint_free(ep);
+    static char cert[128], key[128];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    config->site = &site;
+    config->loop = loop;
+    config->worker_index = 0x1234;
+    config->cert_file = cert;
+    config->key_file = key;
+    config->output = server_output;
+    ck_assert_int_eq(h3_endpoint_new(config, &ep), 0);
+}
+
+static bool token_refused(void)
+{
+    struct h3_endpoint_retry_stats retry;
+    h3_endpoint_retry_stats(ep, &retry);
+    return retry.refused > 0;
+}
+
+/* quic_retry: a client's first Initial is answered with a Retry; its
+ * next, with the token, opens the connection (ngtcp2's client follows
+ * the Retry and checks the IDs the server's transport parameters name),
+ * and a request goes through. */
+START_TEST(retry_valid_token)
+{
+    endpoint_again(&(struct h3_endpoint_config){.retry = true});
+    connect_client();
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    struct h3_endpoint_retry_stats retry;
+    h3_endpoint_retry_stats(ep, &retry);
+    ck_assert_uint_eq(retry.sent, 1);
+    ck_assert_uint_eq(retry.refused, 0);
+}
+END_TEST
+
+/* A token the server never made (Retry's magic byte, the rest random):
+ * no Retry, no connection, counted. */
+START_TEST(retry_forged_token)
+{
+    endpoint_again(&(struct h3_endpoint_config){.retry = true});
+    client_token_len = 80;
+    ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_RANDOM, client_token, client_token_len), 0);
+    client_token[0] = NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY;
+    client_start("h3");
+    cl.handshake_done = true; /* so that run_until() looks at its condition */
+    ck_assert(run_until(token_refused, 3000));
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+    struct h3_endpoint_retry_stats retry;
+    h3_endpoint_retry_stats(ep, &retry);
+    ck_assert_uint_eq(retry.sent, 0);
+}
+END_TEST
+
+/* A token of the server's own that comes back after its lifetime (here
+ * 50 ms): the Retry is held back from the client 150 ms, then its
+ * Initial with the token is dropped, counted, and no connection opens. */
+START_TEST(retry_expired_token)
+{
+    endpoint_again(&(struct h3_endpoint_config){.retry = true, .retry_token_timeout_ms = 50});
+    client_start("h3");
+    client_write();
+    ck_assert_uint_eq(to_server.count, 1);
+    struct datagram *d = &to_server.items[to_server.head];
+    ck_assert_int_eq(h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                                       (struct sockaddr *)&client_addr, sizeof(client_addr),
+                                       d->data, d->len, 0),
+                     0);
+    to_server.count = 0;
+    ck_assert_uint_eq(to_client.count, 1); /* the Retry */
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+    uint64_t until = test_now_ms() + 150;
+    while (test_now_ms() < until) /* the token's age is the point here */
+        usleep(10 * 1000);
+    cl.handshake_done = true;
+    ck_assert(run_until(token_refused, 3000));
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+}
+END_TEST
+
 /* With gso on, the endpoint hands its datagrams out in runs of equal
  * size (server_output() splits them at gso_segment, as the kernel
  * would): a 1 MB response goes mostly in runs, every byte as sent. */
 START_TEST(gso_runs_carry_a_response)
 {
-    h3_endpoint_free(ep);
-    char cert[128], key[128];
-    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
-    snprintf(key, sizeof(key), "%s/key.pem", dir);
-    struct h3_endpoint_config config = {.site = &site,
-                                        .loop = loop,
-                                        .worker_index = 0x1234,
-                                        .cert_file = cert,
-                                        .key_file = key,
-                                        .output = server_output,
-                                        .gso = true};
-    ck_assert_int_eq(h3_endpoint_new(&config, &ep), 0);
+    endpoint_again(&(struct h3_endpoint_config){.gso = true});
     gso_runs = 0;
     connect_client();
     struct request r = {0};
@@ -1629,6 +1711,9 @@ Suite *test_suite(void)
     tcase_add_test(tc, post_counted);
     tcase_add_test(tc, many_streams);
     tcase_add_test(tc, gso_runs_carry_a_response);
+    tcase_add_test(tc, retry_valid_token);
+    tcase_add_test(tc, retry_forged_token);
+    tcase_add_test(tc, retry_expired_token);
     tcase_add_test(tc, malformed_request);
     tcase_add_test(tc, lossy_wire);
     tcase_add_test(tc, access_log_names_http3);

@@ -456,6 +456,39 @@ START_TEST(migration_handed_off)
 }
 END_TEST
 
+/* quic_retry on: every new connection is asked to come back with a
+ * token (gtlsclient follows the Retry), and is served then; the Retries
+ * are counted, no token refused. */
+START_TEST(retry_then_served)
+{
+    if (!have_tools())
+        return;
+    make_certificate();
+    struct backend backend;
+    backend_start(&backend);
+    struct test_daemon d;
+    test_daemon_init(&d, "h3");
+    int quic = free_udp_port();
+    write_config(&d, quic, backend.port, "quic_retry on;\n");
+    test_daemon_start(&d);
+    for (int i = 0; i < 2; i++) {
+        char dl[PATH_MAX + 32];
+        test_daemon_file(dl, sizeof(dl), "dl/index.html");
+        unlink(dl);
+        ck_assert_int_eq(h3_get(quic, "/"), 0);
+        size_t len;
+        char *body = downloaded("index.html", &len);
+        ck_assert_str_eq(body, "hello h3\n");
+        free(body);
+    }
+    ck_assert_int_eq(metric(&d, "corral_quic_retries_total"), 2);
+    ck_assert_int_eq(metric(&d, "corral_quic_tokens_refused_total"), 0);
+    ck_assert_int_eq(metric(&d, "corral_quic_handshakes_total"), 2);
+    test_daemon_stop(&d);
+    backend_stop(&backend);
+}
+END_TEST
+
 /* http3 off: the quic listen opens no socket, and no Alt-Svc is sent. */
 START_TEST(http3_off)
 {
@@ -509,6 +542,7 @@ START_TEST(check_refuses)
         {"http3 maybe;", "expected on or off"},
         {"quic_bpf maybe;", "on or off"},
         {"quic_gso 1;", "on or off"},
+        {"quic_retry yes;", "on or off"},
         {"http3_max_concurrent_streams 0;", NULL},
         {"http3_stream_buffer_size 1k;", NULL},
         {"server { http3_max_concurrent_streams 8; }", NULL /* top level only */},
@@ -586,6 +620,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, reload_keeps_port);
     tcase_add_test(tc, migration_steered);
     tcase_add_test(tc, migration_handed_off);
+    tcase_add_test(tc, retry_then_served);
     tcase_add_test(tc, http3_off);
     tcase_add_test(tc, check_refuses);
     tcase_add_test(tc, port_in_use_refuses_start);
