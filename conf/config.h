@@ -297,6 +297,7 @@ struct conf_config {
     char *user, *group;                    /* privilege drop after binding; NULL = keep */
     char *pid_file;                        /* NULL = none */
     char *error_log;                       /* NULL = stderr */
+    char *quic_host_key;                   /* NULL: random keys per listen and generation */
     enum corral_log_level log_level;       /* default info */
     char *access_log;                      /* NULL = off */
     char *log_format;                      /* NULL = combined */

@@ -449,6 +449,7 @@ const struct conf_directive conf__core_directives[] = {
     /* nginx's is per server, off by default */
     {.name = "quic_gso", MAIN_FIELD(quic_gso), .kind = CONF_KIND_SWITCH},
     {.name = "quic_retry", MAIN_FIELD(quic_retry), .kind = CONF_KIND_SWITCH},
+    {.name = "quic_host_key", MAIN_FIELD(quic_host_key), .kind = CONF_KIND_PATH},
     /* nginx's are per server; here every quic listen's */
     {.name = "http3_max_concurrent_streams", MAIN_FIELD(http3_max_concurrent_streams),
      .kind = CONF_KIND_COUNT, .min = 1, .max = 65536},

@@ -253,7 +253,7 @@ static const struct porting_entry directives[] = {
     NONE("http2_push*", "corral does not push (browsers removed it); use 103 Early Hints "
          "from the backend"),
     MISSING("http3_*", "HTTP/3's other settings (http3_hq)", R_H3),
-    MISSING("quic_*", "QUIC's other settings: a host key", R_H3),
+    MISSING("quic_*", "QUIC's other settings", R_H3),
     {NULL, PORT_NONE, NULL, NULL},
 };
 

@@ -206,7 +206,10 @@ int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint 
     }
     if (config->token_secret != NULL)
         memcpy(ep->token_secret, config->token_secret, sizeof(ep->token_secret));
-    if (gnutls_rnd(GNUTLS_RND_KEY, ep->reset_secret, sizeof(ep->reset_secret)) != 0 ||
+    if (config->reset_secret != NULL)
+        memcpy(ep->reset_secret, config->reset_secret, sizeof(ep->reset_secret));
+    if ((config->reset_secret == NULL &&
+         gnutls_rnd(GNUTLS_RND_KEY, ep->reset_secret, sizeof(ep->reset_secret)) != 0) ||
         (config->token_secret == NULL &&
          gnutls_rnd(GNUTLS_RND_KEY, ep->token_secret, sizeof(ep->token_secret)) != 0)) {
         gnutls_certificate_free_credentials(ep->cred);
@@ -227,6 +230,22 @@ void h3_endpoint_free(struct h3_endpoint *ep)
         assert(ep->buckets[b] == NULL);
     gnutls_certificate_free_credentials(ep->cred);
     free(ep);
+}
+
+int h3_host_key_derive(const uint8_t *key, size_t len, uint8_t token_secret[32],
+                       uint8_t reset_secret[32])
+{
+    /* HMAC-SHA-256 of a label per use, keyed by the file's bytes. */
+    static const char token_label[] = "corral quic retry token",
+                      reset_label[] = "corral quic stateless reset";
+    if (len < 32)
+        return -EINVAL;
+    if (gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, len, token_label, strlen(token_label),
+                         token_secret) != 0 ||
+        gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, len, reset_label, strlen(reset_label),
+                         reset_secret) != 0)
+        return -EINVAL;
+    return 0;
 }
 
 void h3_endpoint_retry_stats(const struct h3_endpoint *ep, struct h3_endpoint_retry_stats *out)

@@ -47,8 +47,8 @@ struct counters {
 };
 
 struct h3_udp_site {
-    struct h3_endpoint_config config; /* loop, worker, index and output set per worker */
-    uint8_t token_secret[32];         /* the workers' Retry tokens' key */
+    struct h3_endpoint_config config;           /* loop, worker, index and output set per worker */
+    uint8_t token_secret[32], reset_secret[32]; /* the workers' keys, if not the config's */
     unsigned worker_count;
     struct h3_udp_worker **workers; /* by corral_worker_index() */
     struct counters *counters;      /* by corral_worker_index() */
@@ -80,13 +80,22 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
     memset(site->counters, 0, workers * sizeof(*site->counters));
     site->config = *config;
     site->worker_count = workers;
-    if (config->token_secret == NULL) {
-        if (gnutls_rnd(GNUTLS_RND_KEY, site->token_secret, sizeof(site->token_secret)) != 0) {
-            h3_udp_site_free(site);
-            return -EIO;
-        }
-        site->config.token_secret = site->token_secret;
+    /* One key for all the workers, so that any of them takes a token
+     * another made (a config's, from quic_host_key, outlives reloads);
+     * copied, the config's need not outlive this call. */
+    if (config->token_secret != NULL)
+        memcpy(site->token_secret, config->token_secret, sizeof(site->token_secret));
+    if (config->reset_secret != NULL)
+        memcpy(site->reset_secret, config->reset_secret, sizeof(site->reset_secret));
+    if ((config->token_secret == NULL &&
+         gnutls_rnd(GNUTLS_RND_KEY, site->token_secret, sizeof(site->token_secret)) != 0) ||
+        (config->reset_secret == NULL &&
+         gnutls_rnd(GNUTLS_RND_KEY, site->reset_secret, sizeof(site->reset_secret)) != 0)) {
+        h3_udp_site_free(site);
+        return -EIO;
     }
+    site->config.token_secret = site->token_secret;
+    site->config.reset_secret = site->reset_secret;
     *out = site;
     return 0;
 }

@@ -68,7 +68,16 @@ struct h3_endpoint_config {
      * listen so that any worker verifies another's token; NULL: one of
      * the endpoint's own, at random. */
     const uint8_t *token_secret;
+    /* The key of stateless reset tokens, 32 bytes, likewise. */
+    const uint8_t *reset_secret;
 };
+
+/* The token and stateless-reset keys (32 bytes each) from a host key's
+ * bytes (quic_host_key: at least 32 of them), so that every worker and
+ * every generation that reads the same file makes and accepts the same
+ * tokens.  Returns 0, or -EINVAL for a key too short. */
+int h3_host_key_derive(const uint8_t *key, size_t len, uint8_t token_secret[32],
+                       uint8_t reset_secret[32]);
 
 /* Makes an endpoint: loads the certificate and key (GnuTLS).  Returns 0,
  * -ENOMEM, or -EINVAL when the files do not load (logged).  Loop thread
@@ -123,7 +132,8 @@ int h3_credentials_check(const char *cert_file, const char *key_file);
  * loop's end (on_stop) frees the worker's endpoint and its connections. */
 struct h3_udp_site;
 /* Checks the certificate and key, and makes the site for `workers`
- * workers; `config` (its strings and site) must outlive it.  Returns 0,
+ * workers; `config`'s strings and site must outlive it (its secrets are
+ * copied; NULL ones are made at random, one for all the workers).  Returns 0,
  * -EINVAL (logged) or -ENOMEM. */
 int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
                     struct h3_udp_site **out);

@@ -2525,9 +2525,9 @@ static const struct error_case nginx_cases[] = {
     {"server { listen 127.0.0.1:80; random_index on; }",
      "test.conf:1:31: \"random_index\": not in corral yet: serving files (see \"static files and "
      "compression\" in the roadmap, docs/config.md)"},
-    {"quic_host_key k;",
-     "test.conf:1:1: \"quic_host_key\": not in corral yet: QUIC's other settings: a host key "
-     "(see \"HTTP/3\" in the roadmap, docs/config.md)"},
+    {"quic_active_connection_id_limit 4;",
+     "test.conf:1:1: \"quic_active_connection_id_limit\": not in corral yet: QUIC's other "
+     "settings (see \"HTTP/3\" in the roadmap, docs/config.md)"},
     {"http3_hq on;",
      "test.conf:1:1: \"http3_hq\": not in corral yet: HTTP/3's other settings (http3_hq) (see "
      "\"HTTP/3\" in the roadmap, docs/config.md)"},

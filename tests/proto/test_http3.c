@@ -1083,6 +1083,65 @@ START_TEST(retry_expired_token)
 }
 END_TEST
 
+/* quic_host_key: a Retry made by one endpoint, and the client's token
+ * taken by another endpoint (another worker, or the next generation
+ * after a reload) whose keys come from the same host key; from another
+ * host key, refused. */
+static void token_across_endpoints(bool same_key)
+{
+    uint8_t key[32], token_secret[32], reset_secret[32];
+    for (size_t i = 0; i < sizeof(key); i++)
+        key[i] = (uint8_t)(i * 7 + 1);
+    ck_assert_int_eq(h3_host_key_derive(key, 31, token_secret, reset_secret), -EINVAL);
+    ck_assert_int_eq(h3_host_key_derive(key, sizeof(key), token_secret, reset_secret), 0);
+    endpoint_again(&(struct h3_endpoint_config){
+        .retry = true, .token_secret = token_secret, .reset_secret = reset_secret});
+    client_start("h3");
+    client_write();
+    ck_assert_uint_eq(to_server.count, 1);
+    struct datagram *d = &to_server.items[to_server.head];
+    ck_assert_int_eq(h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                                       (struct sockaddr *)&client_addr, sizeof(client_addr),
+                                       d->data, d->len, 0),
+                     0);
+    to_server.count = 0;
+    ck_assert_uint_eq(to_client.count, 1); /* the Retry */
+    if (!same_key)
+        key[0] ^= 1;
+    ck_assert_int_eq(h3_host_key_derive(key, sizeof(key), token_secret, reset_secret), 0);
+    endpoint_again(&(struct h3_endpoint_config){
+        .retry = true, .token_secret = token_secret, .reset_secret = reset_secret});
+    struct h3_endpoint_retry_stats retry;
+    if (!same_key) {
+        cl.handshake_done = true;
+        ck_assert(run_until(token_refused, 3000));
+        ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+        return;
+    }
+    ck_assert(run_until(handshake_done, 5000));
+    ck_assert(!cl.failed);
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    h3_endpoint_retry_stats(ep, &retry);
+    ck_assert_uint_eq(retry.sent, 0);
+    ck_assert_uint_eq(retry.refused, 0);
+}
+
+START_TEST(host_key_token_taken_elsewhere)
+{
+    token_across_endpoints(true);
+}
+END_TEST
+
+START_TEST(other_host_key_token_refused)
+{
+    token_across_endpoints(false);
+}
+END_TEST
+
 /* With gso on, the endpoint hands its datagrams out in runs of equal
  * size (server_output() splits them at gso_segment, as the kernel
  * would): a 1 MB response goes mostly in runs, every byte as sent. */
@@ -1714,6 +1773,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, retry_valid_token);
     tcase_add_test(tc, retry_forged_token);
     tcase_add_test(tc, retry_expired_token);
+    tcase_add_test(tc, host_key_token_taken_elsewhere);
+    tcase_add_test(tc, other_host_key_token_refused);
     tcase_add_test(tc, malformed_request);
     tcase_add_test(tc, lossy_wire);
     tcase_add_test(tc, access_log_names_http3);

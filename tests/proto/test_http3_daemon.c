@@ -456,9 +456,9 @@ START_TEST(migration_handed_off)
 }
 END_TEST
 
-/* quic_retry on: every new connection is asked to come back with a
- * token (gtlsclient follows the Retry), and is served then; the Retries
- * are counted, no token refused. */
+/* quic_retry on, with a quic_host_key: every new connection is asked to
+ * come back with a token (gtlsclient follows the Retry), and is served
+ * then; the Retries are counted, no token refused. */
 START_TEST(retry_then_served)
 {
     if (!have_tools())
@@ -469,7 +469,11 @@ START_TEST(retry_then_served)
     struct test_daemon d;
     test_daemon_init(&d, "h3");
     int quic = free_udp_port();
-    write_config(&d, quic, backend.port, "quic_retry on;\n");
+    char key[PATH_MAX + 32], extra[PATH_MAX + 64];
+    test_daemon_file(key, sizeof(key), "host.key");
+    test_write_file(key, "0123456789abcdef0123456789abcdef0123456789\n");
+    snprintf(extra, sizeof(extra), "quic_retry on;\nquic_host_key %s;\n", key);
+    write_config(&d, quic, backend.port, extra);
     test_daemon_start(&d);
     for (int i = 0; i < 2; i++) {
         char dl[PATH_MAX + 32];
@@ -525,6 +529,9 @@ START_TEST(check_refuses)
 {
     make_certificate();
     const char *dir = test_daemon_dir();
+    char short_key[PATH_MAX + 32];
+    snprintf(short_key, sizeof(short_key), "%s/short.key", dir);
+    test_write_file(short_key, "31 bytes are not enough here...");
     static const struct {
         const char *body, *message;
     } cases[] = {
@@ -543,6 +550,10 @@ START_TEST(check_refuses)
         {"quic_bpf maybe;", "on or off"},
         {"quic_gso 1;", "on or off"},
         {"quic_retry yes;", "on or off"},
+        {"quic_host_key DIR/none.key;\nserver { listen 127.0.0.1:8443 quic; CERTS }",
+         "quic_host_key"},
+        {"quic_host_key DIR/short.key;\nserver { listen 127.0.0.1:8443 quic; CERTS }",
+         "at least 32 needed"},
         {"http3_max_concurrent_streams 0;", NULL},
         {"http3_stream_buffer_size 1k;", NULL},
         {"server { http3_max_concurrent_streams 8; }", NULL /* top level only */},
