@@ -347,6 +347,7 @@ static void write_quic(struct text *t)
                 sum.handed_in += one.handed_in;
                 sum.retries_sent += one.retries_sent;
                 sum.tokens_refused += one.tokens_refused;
+                sum.resets_sent += one.resets_sent;
             }
         }
     write_counter(t, "corral_quic_datagrams_received_total",
@@ -367,6 +368,9 @@ static void write_quic(struct text *t)
                   "Client Initials dropped for a Retry token that did not verify (forged, "
                   "expired, from another address).",
                   sum.tokens_refused);
+    write_counter(t, "corral_quic_stateless_resets_total",
+                  "Stateless resets sent for packets of connections no worker has.",
+                  sum.resets_sent);
     text_printf(t,
                 "# HELP corral_quic_connections QUIC connections open.\n"
                 "# TYPE corral_quic_connections gauge\ncorral_quic_connections %llu\n",

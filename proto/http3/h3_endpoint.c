@@ -248,9 +248,9 @@ int h3_host_key_derive(const uint8_t *key, size_t len, uint8_t token_secret[32],
     return 0;
 }
 
-void h3_endpoint_retry_stats(const struct h3_endpoint *ep, struct h3_endpoint_retry_stats *out)
+void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out)
 {
-    *out = (struct h3_endpoint_retry_stats){ep->retries_sent, ep->tokens_refused};
+    *out = (struct h3_endpoint_counters){ep->retries_sent, ep->tokens_refused, ep->resets_sent};
 }
 
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep)
@@ -287,6 +287,35 @@ static int send_retry(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd, const str
     return 0;
 }
 
+/* A short-header packet for an ID of ours that no connection has (its
+ * connection ended, or lived in another generation): a stateless reset
+ * (RFC 9000 10.3), which the client recognises by the token this
+ * endpoint's key (or another's of the same quic_host_key) gave the ID,
+ * and closes at once instead of at its idle timeout.  Shorter than what
+ * came, so that two endpoints never answer each other's resets. */
+static void send_stateless_reset(struct h3_endpoint *ep, const ngtcp2_version_cid *vc, size_t len,
+                                 const struct sockaddr *local, socklen_t local_len,
+                                 const struct sockaddr *peer, socklen_t peer_len)
+{
+    enum { TOKEN = NGTCP2_STATELESS_RESET_TOKENLEN, MIN = NGTCP2_MIN_STATELESS_RESET_RANDLEN };
+    if (len <= MIN + TOKEN + 1)
+        return;
+    size_t out_len = len - 1 < 41 ? len - 1 : 41;
+    ngtcp2_cid cid;
+    ngtcp2_cid_init(&cid, vc->dcid, vc->dcidlen);
+    uint8_t token[TOKEN], rand[41], pkt[41 + TOKEN];
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, ep->reset_secret,
+                                                     sizeof(ep->reset_secret), &cid) != 0 ||
+        gnutls_rnd(GNUTLS_RND_NONCE, rand, out_len - TOKEN) != 0)
+        return;
+    ngtcp2_ssize n =
+        ngtcp2_pkt_write_stateless_reset(pkt, sizeof(pkt), token, rand, out_len - TOKEN);
+    if (n <= 0)
+        return;
+    ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n, 0);
+    ep->resets_sent++;
+}
+
 /* Whether the Initial's token is a Retry token of this key, for this
  * address, in time; its first ID in *odcid then. */
 static bool token_valid(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
@@ -319,9 +348,12 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
         /* Only a client's Initial opens a connection (RFC 9000 7.2:
          * ngtcp2_accept checks its type, its length of at least 1200
          * bytes and its IDs); a short-header packet of a connection
-         * gone would earn a stateless reset, not sent yet. */
-        if (ngtcp2_accept(&hd, pkt, len) != 0)
+         * gone earns a stateless reset. */
+        if (ngtcp2_accept(&hd, pkt, len) != 0) {
+            if ((pkt[0] & 0x80) == 0 && h3_endpoint_cid_worker(vc.dcid, vc.dcidlen) >= 0)
+                send_stateless_reset(ep, &vc, len, local, local_len, peer, peer_len);
             return -ENOENT;
+        }
         ngtcp2_cid odcid;
         if (ep->config.retry) {
             if (hd.token.len == 0)

@@ -42,7 +42,7 @@ struct counters {
     alignas(64) _Atomic uint64_t handed_off; /* datagrams this worker passed to their owner */
     _Atomic uint64_t handed_in;              /* datagrams another worker passed to this one */
     _Atomic uint64_t datagrams_in, datagrams_out, handshakes, connections;
-    _Atomic uint64_t retries_sent, tokens_refused;
+    _Atomic uint64_t retries_sent, tokens_refused, resets_sent;
     bool stopped; /* on_stop ran: a hand-off that comes later makes no endpoint */
 };
 
@@ -205,10 +205,11 @@ static void publish(struct h3_udp_worker *w, unsigned index)
     struct counters *c = &w->site->counters[index];
     atomic_store_explicit(&c->handshakes, h3_endpoint_handshakes(w->ep), memory_order_relaxed);
     atomic_store_explicit(&c->connections, h3_endpoint_conn_count(w->ep), memory_order_relaxed);
-    struct h3_endpoint_retry_stats retry;
-    h3_endpoint_retry_stats(w->ep, &retry);
+    struct h3_endpoint_counters retry;
+    h3_endpoint_counters(w->ep, &retry);
     atomic_store_explicit(&c->retries_sent, retry.sent, memory_order_relaxed);
     atomic_store_explicit(&c->tokens_refused, retry.refused, memory_order_relaxed);
+    atomic_store_explicit(&c->resets_sent, retry.resets, memory_order_relaxed);
 }
 
 /* On the owner's loop: the datagram as if its own socket had read it. */
@@ -330,6 +331,7 @@ int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_
         .connections = atomic_load_explicit(&c->connections, memory_order_relaxed),
         .retries_sent = atomic_load_explicit(&c->retries_sent, memory_order_relaxed),
         .tokens_refused = atomic_load_explicit(&c->tokens_refused, memory_order_relaxed),
+        .resets_sent = atomic_load_explicit(&c->resets_sent, memory_order_relaxed),
     };
     return 0;
 }

@@ -102,12 +102,13 @@ size_t h3_endpoint_conn_count(const struct h3_endpoint *ep);
 /* The handshakes completed on it (ALPN h3 checked), since it was made. */
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep);
 
-/* Retry packets sent, and client Initials dropped for a token that did
- * not verify (forged, expired, from another address), since it was made. */
-struct h3_endpoint_retry_stats {
-    uint64_t sent, refused;
+/* Retry packets sent, client Initials dropped for a token that did not
+ * verify (forged, expired, from another address), and stateless resets
+ * sent, since it was made. */
+struct h3_endpoint_counters {
+    uint64_t sent, refused, resets;
 };
-void h3_endpoint_retry_stats(const struct h3_endpoint *ep, struct h3_endpoint_retry_stats *out);
+void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out);
 
 /* A datagram for `conn` (found by its connection ID): read, then what it
  * made the connection send goes out, and its timer is re-armed.  The
@@ -152,7 +153,7 @@ struct h3_udp_stats {
     uint64_t datagrams_out; /* given to the socket, or waiting for it (a GSO run: each) */
     uint64_t handshakes;    /* completed on the worker's endpoint */
     uint64_t connections;   /* open on it now */
-    uint64_t retries_sent, tokens_refused; /* h3_endpoint_retry_stats() */
+    uint64_t retries_sent, tokens_refused, resets_sent; /* h3_endpoint_counters() */
 };
 /* Reads worker `index`'s counters; any thread.  Returns 0 or -EINVAL. */
 int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out);

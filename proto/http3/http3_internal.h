@@ -37,7 +37,7 @@ struct h3_endpoint {
     struct h3_conn *conns; /* open ones */
     size_t conn_count;
     uint64_t handshakes; /* completed, for h3_endpoint_handshakes() */
-    uint64_t retries_sent, tokens_refused;
+    uint64_t retries_sent, tokens_refused, resets_sent;
     uint8_t token_secret[32]; /* config.token_secret's, or random */
 };
 

@@ -1014,8 +1014,8 @@ static void endpoint_again(struct h3_endpoint_config *config)
 
 static bool token_refused(void)
 {
-    struct h3_endpoint_retry_stats retry;
-    h3_endpoint_retry_stats(ep, &retry);
+    struct h3_endpoint_counters retry;
+    h3_endpoint_counters(ep, &retry);
     return retry.refused > 0;
 }
 
@@ -1032,8 +1032,8 @@ START_TEST(retry_valid_token)
     wait_for(&r, 1, 5000);
     ck_assert_uint_eq(r.status, 200);
     free(r.response);
-    struct h3_endpoint_retry_stats retry;
-    h3_endpoint_retry_stats(ep, &retry);
+    struct h3_endpoint_counters retry;
+    h3_endpoint_counters(ep, &retry);
     ck_assert_uint_eq(retry.sent, 1);
     ck_assert_uint_eq(retry.refused, 0);
 }
@@ -1051,8 +1051,8 @@ START_TEST(retry_forged_token)
     cl.handshake_done = true; /* so that run_until() looks at its condition */
     ck_assert(run_until(token_refused, 3000));
     ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
-    struct h3_endpoint_retry_stats retry;
-    h3_endpoint_retry_stats(ep, &retry);
+    struct h3_endpoint_counters retry;
+    h3_endpoint_counters(ep, &retry);
     ck_assert_uint_eq(retry.sent, 0);
 }
 END_TEST
@@ -1111,7 +1111,7 @@ static void token_across_endpoints(bool same_key)
     ck_assert_int_eq(h3_host_key_derive(key, sizeof(key), token_secret, reset_secret), 0);
     endpoint_again(&(struct h3_endpoint_config){
         .retry = true, .token_secret = token_secret, .reset_secret = reset_secret});
-    struct h3_endpoint_retry_stats retry;
+    struct h3_endpoint_counters retry;
     if (!same_key) {
         cl.handshake_done = true;
         ck_assert(run_until(token_refused, 3000));
@@ -1125,7 +1125,7 @@ static void token_across_endpoints(bool same_key)
     wait_for(&r, 1, 5000);
     ck_assert_uint_eq(r.status, 200);
     free(r.response);
-    h3_endpoint_retry_stats(ep, &retry);
+    h3_endpoint_counters(ep, &retry);
     ck_assert_uint_eq(retry.sent, 0);
     ck_assert_uint_eq(retry.refused, 0);
 }
@@ -1139,6 +1139,58 @@ END_TEST
 START_TEST(other_host_key_token_refused)
 {
     token_across_endpoints(false);
+}
+END_TEST
+
+static bool client_failed(void)
+{
+    return cl.failed;
+}
+
+/* A connection's packets reaching an endpoint that does not know it (the
+ * next generation after a reload, here a new endpoint): it sends a
+ * stateless reset, which the client recognises when the endpoint's keys
+ * come from the same host key as the one that issued its IDs, and then
+ * drops the connection at once; under another key it is sent, and not
+ * recognised. */
+static void reset_by_next_endpoint(bool same_key)
+{
+    uint8_t key[32], token_secret[32], reset_secret[32];
+    memset(key, 0x5a, sizeof(key));
+    ck_assert_int_eq(h3_host_key_derive(key, sizeof(key), token_secret, reset_secret), 0);
+    endpoint_again(
+        &(struct h3_endpoint_config){.token_secret = token_secret, .reset_secret = reset_secret});
+    connect_client();
+    struct request first = {0}; /* confirms the handshake: short headers from now */
+    get(&first, "/");
+    wait_for(&first, 1, 5000);
+    ck_assert_uint_eq(first.status, 200);
+    free(first.response);
+    if (!same_key)
+        key[0] ^= 1;
+    ck_assert_int_eq(h3_host_key_derive(key, sizeof(key), token_secret, reset_secret), 0);
+    endpoint_again(
+        &(struct h3_endpoint_config){.token_secret = token_secret, .reset_secret = reset_secret});
+    struct request r = {0};
+    get(&r, "/");
+    bool failed = run_until(client_failed, same_key ? 3000 : 500);
+    ck_assert(failed == same_key);
+    struct h3_endpoint_counters counters;
+    h3_endpoint_counters(ep, &counters);
+    ck_assert_uint_ge(counters.resets, 1);
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+    free(r.response);
+}
+
+START_TEST(stateless_reset_recognised)
+{
+    reset_by_next_endpoint(true);
+}
+END_TEST
+
+START_TEST(stateless_reset_of_another_key_ignored)
+{
+    reset_by_next_endpoint(false);
 }
 END_TEST
 
@@ -1775,6 +1827,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, retry_expired_token);
     tcase_add_test(tc, host_key_token_taken_elsewhere);
     tcase_add_test(tc, other_host_key_token_refused);
+    tcase_add_test(tc, stateless_reset_recognised);
+    tcase_add_test(tc, stateless_reset_of_another_key_ignored);
     tcase_add_test(tc, malformed_request);
     tcase_add_test(tc, lossy_wire);
     tcase_add_test(tc, access_log_names_http3);
