@@ -167,6 +167,10 @@ static int udp_sites_listen(struct generation *gen, struct generation *previous)
         corral_udp_options_init(&options);
         options.max_datagram = 65535; /* nginx reads datagrams whole, up to UDP's bound */
         options.recv_batch = 8;
+        /* Every datagram of a connection to the worker that owns it, also
+         * when the client's address changes (docs/http3.md). */
+        if (site->quic != NULL && gen->config->quic_bpf)
+            options.steer_cbpf = &h3_endpoint_steer_program;
         int err;
         const int *fds;
         unsigned count = 0;

@@ -7,6 +7,7 @@
  */
 #include "cmd/metrics.h"
 
+#include "proto/http3/http3.h"
 #include "proto/upstream/health.h"
 #include "proto/http/vars.h"
 
@@ -332,6 +333,54 @@ static void write_server_up(struct text *t, const struct generation *gen)
     series_free(&servers);
 }
 
+/* The QUIC listens' counters, summed over workers and the generations
+ * still running (a retired generation's are gone with it). */
+static void write_quic(struct text *t)
+{
+    struct h3_udp_stats sum = {0};
+    for (const struct generation *g = daemon_state.generations; g != NULL; g = g->next)
+        for (size_t i = 0; i < g->udp_site_count; i++) {
+            const struct h3_udp_site *site = g->udp_sites[i].quic;
+            struct h3_udp_stats one;
+            for (unsigned w = 0; site != NULL && h3_udp_site_stats(site, w, &one) == 0; w++) {
+                sum.datagrams_in += one.datagrams_in;
+                sum.datagrams_out += one.datagrams_out;
+                sum.handshakes += one.handshakes;
+                sum.connections += one.connections;
+                sum.handed_off += one.handed_off;
+                sum.handed_in += one.handed_in;
+                sum.retries_sent += one.retries_sent;
+                sum.tokens_refused += one.tokens_refused;
+                sum.resets_sent += one.resets_sent;
+            }
+        }
+    write_counter(t, "corral_quic_datagrams_received_total",
+                  "UDP datagrams read by the quic listens' sockets.", sum.datagrams_in);
+    write_counter(t, "corral_quic_datagrams_sent_total",
+                  "UDP datagrams the quic listens sent or queued for their sockets.",
+                  sum.datagrams_out);
+    write_counter(t, "corral_quic_handshakes_total", "QUIC handshakes completed with ALPN h3.",
+                  sum.handshakes);
+    write_counter(t, "corral_quic_handed_off_total",
+                  "Datagrams a worker read for a connection another worker owns (the client's "
+                  "address changed), passed to the owner.",
+                  sum.handed_off);
+    write_counter(t, "corral_quic_retries_total",
+                  "Retry packets sent to validate a client's address (quic_retry).",
+                  sum.retries_sent);
+    write_counter(t, "corral_quic_tokens_refused_total",
+                  "Client Initials dropped for a Retry token that did not verify (forged, "
+                  "expired, from another address).",
+                  sum.tokens_refused);
+    write_counter(t, "corral_quic_stateless_resets_total",
+                  "Stateless resets sent for packets of connections no worker has.",
+                  sum.resets_sent);
+    text_printf(t,
+                "# HELP corral_quic_connections QUIC connections open.\n"
+                "# TYPE corral_quic_connections gauge\ncorral_quic_connections %llu\n",
+                (unsigned long long)sum.connections);
+}
+
 void metrics_write(struct text *t)
 {
     struct series_table requests = {0}, upstreams = {0}, by_upstream = {0};
@@ -389,6 +438,7 @@ void metrics_write(struct text *t)
                   "Bytes read from upstream connections (after TLS).", bytes[2]);
     write_counter(t, "corral_upstream_sent_bytes_total",
                   "Bytes written to upstream connections (before TLS).", bytes[3]);
+    write_quic(t);
 }
 
 /* --------------------------------------------------------------- process */

@@ -22,11 +22,13 @@
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------- modules */
 
@@ -673,16 +675,54 @@ static int alt_svc_build(struct generation *gen, const struct conf_server *serve
     return 0;
 }
 
+/* quic_host_key's file into the token and reset keys.  Returns 0 or
+ * -errno (logged). */
+static int quic_host_key_read(const char *path, uint8_t token_secret[32], uint8_t reset_secret[32])
+{
+    uint8_t key[4096];
+    ssize_t len = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        len = read(fd, key, sizeof(key));
+        close(fd);
+    }
+    if (len < 0) {
+        log_error("quic_host_key \"%s\": %s", path, strerror(errno));
+        return -EINVAL;
+    }
+    int err = h3_host_key_derive(key, (size_t)len, token_secret, reset_secret);
+    explicit_bzero(key, sizeof(key));
+    if (err != 0)
+        log_error("quic_host_key \"%s\": %zd bytes, at least 32 needed", path, len);
+    return err;
+}
+
 /* A quic listen's HTTP/3: every worker's endpoint serves `site` (built as
  * a TCP address's, from its one server) with the server's first
  * certificate and key. */
-static int quic_site_build(struct site *site, const struct conf_server *server,
-                           const struct conf_listen *listen, unsigned workers)
+static int quic_site_build(struct site *site, const struct conf_config *conf,
+                           const struct conf_server *server, const struct conf_listen *listen,
+                           unsigned workers)
 {
     assert(server->tls.certificate_count > 0); /* conf/ refuses a quic listen without */
     const struct conf_tls_certificate *pair = &server->tls.certificates[0];
     struct h3_endpoint_config config = {
-        .site = &site->http, .cert_file = pair->certificate, .key_file = pair->key};
+        .site = &site->http,
+        .cert_file = pair->certificate,
+        .key_file = pair->key,
+        .gso = conf->quic_gso,
+        .retry = conf->quic_retry,
+        .max_concurrent_streams = conf->http3_max_concurrent_streams,
+        .stream_buffer_size = conf->http3_stream_buffer_size,
+    };
+    uint8_t token_secret[32], reset_secret[32];
+    if (conf->quic_host_key != NULL) {
+        int err = quic_host_key_read(conf->quic_host_key, token_secret, reset_secret);
+        if (err != 0)
+            return err;
+        config.token_secret = token_secret;
+        config.reset_secret = reset_secret;
+    }
     int err = h3_udp_site_new(&config, workers, &site->quic);
     if (err == -EINVAL)
         log_error("%s:%u:%u: listen \"%s\" quic: its server's certificate and key do not load "
@@ -1300,7 +1340,7 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
         err = site_build(site, gen, config, listen->address, &entries[begin], count, &chains,
                          workers);
         if (err == 0 && listen->quic)
-            err = quic_site_build(site, server, listen, workers);
+            err = quic_site_build(site, config, server, listen, workers);
     }
     size_t first_stream = gen->site_count;
     for (size_t s = 0; err == 0 && s < config->stream.server_count; s++)

@@ -312,19 +312,25 @@ struct conf_stream {
 };
 
 struct conf_config {
-    unsigned workers;                /* 0 = auto: CPUs in the affinity mask */
-    enum corral_wakeup_mode wakeup;  /* default auto */
-    double wakeup_spill;             /* wakeup affinity spill=F; 0 = the library's 1.1 */
-    unsigned max_connections;        /* per worker; default 10000 */
-    unsigned busy_poll_usecs;        /* default 0 (off) */
-    uint32_t drain_timeout_ms;       /* graceful stop and reload; default 10 s */
-    uint32_t shutdown_delay_ms;      /* SIGTERM: /readyz fails this long first; default 0 */
-    char *user, *group;              /* privilege drop after binding; NULL = keep */
-    char *pid_file;                  /* NULL = none */
-    char *error_log;                 /* NULL = stderr */
-    enum corral_log_level log_level; /* default info */
-    char *access_log;                /* NULL = off */
-    char *log_format;                /* NULL = combined */
+    unsigned workers;                      /* 0 = auto: CPUs in the affinity mask */
+    enum corral_wakeup_mode wakeup;        /* default auto */
+    double wakeup_spill;                   /* wakeup affinity spill=F; 0 = the library's 1.1 */
+    unsigned max_connections;              /* per worker; default 10000 */
+    unsigned busy_poll_usecs;              /* default 0 (off) */
+    uint32_t drain_timeout_ms;             /* graceful stop and reload; default 10 s */
+    uint32_t shutdown_delay_ms;            /* SIGTERM: /readyz fails this long first; default 0 */
+    bool quic_bpf;                         /* quic listens steered by connection ID; default on */
+    bool quic_gso;                         /* quic datagrams sent in UDP GSO runs; default on */
+    bool quic_retry;                       /* address validation by Retry; default off */
+    unsigned http3_max_concurrent_streams; /* request streams per connection; default 128 */
+    size_t http3_stream_buffer_size;       /* per stream, each way; default 64k */
+    char *user, *group;                    /* privilege drop after binding; NULL = keep */
+    char *pid_file;                        /* NULL = none */
+    char *error_log;                       /* NULL = stderr */
+    char *quic_host_key;                   /* NULL: random keys per listen and generation */
+    enum corral_log_level log_level;       /* default info */
+    char *access_log;                      /* NULL = off */
+    char *log_format;                      /* NULL = combined */
     struct conf_pos log_format_pos;
     struct conf_log_format *log_formats; /* log_format NAME ...: for access_log PATH NAME */
     size_t log_format_count;

@@ -23,6 +23,10 @@ void conf__core_defaults(struct conf_config *config)
     config->max_connections = 10000;
     config->busy_poll_usecs = 0;
     config->drain_timeout_ms = 10000;
+    config->quic_bpf = true;
+    config->quic_gso = true;
+    config->http3_max_concurrent_streams = 128;
+    config->http3_stream_buffer_size = 64 * 1024;
     config->log_level = CORRAL_LOG_INFO;
     /* What a server does not set; the modules own these defaults. */
     config->http.limits = HTTP_LIMITS_DEFAULT;
@@ -439,6 +443,18 @@ const struct conf_directive conf__core_directives[] = {
      .apply = apply_busy_poll},
     /* how long a graceful stop or reload waits for in-flight requests */
     {.name = "drain_timeout", MAIN_FIELD(drain_timeout_ms), .kind = CONF_KIND_DURATION},
+    /* A classic BPF program on each quic listen's socket group (no
+     * privilege needed, unlike nginx's eBPF one) */
+    {.name = "quic_bpf", MAIN_FIELD(quic_bpf), .kind = CONF_KIND_SWITCH},
+    /* nginx's is per server, off by default */
+    {.name = "quic_gso", MAIN_FIELD(quic_gso), .kind = CONF_KIND_SWITCH},
+    {.name = "quic_retry", MAIN_FIELD(quic_retry), .kind = CONF_KIND_SWITCH},
+    {.name = "quic_host_key", MAIN_FIELD(quic_host_key), .kind = CONF_KIND_PATH},
+    /* nginx's are per server; here every quic listen's */
+    {.name = "http3_max_concurrent_streams", MAIN_FIELD(http3_max_concurrent_streams),
+     .kind = CONF_KIND_COUNT, .min = 1, .max = 65536},
+    {.name = "http3_stream_buffer_size", MAIN_FIELD(http3_stream_buffer_size),
+     .kind = CONF_KIND_SIZE, .min = 4096, .max = 16 * 1024 * 1024},
     /* how long a graceful stop keeps serving, not ready, before it drains */
     {.name = "shutdown_delay", MAIN_FIELD(shutdown_delay_ms), .kind = CONF_KIND_DURATION},
     /* looked up by the daemon when it drops privileges, so that a config

@@ -252,8 +252,8 @@ static const struct porting_entry directives[] = {
     TUNING("http2_recv_buffer_size"),
     NONE("http2_push*", "corral does not push (browsers removed it); use 103 Early Hints "
          "from the backend"),
-    MISSING("http3_*", "HTTP/3's settings (its defaults apply)", R_H3),
-    MISSING("quic_*", "QUIC's settings: Retry, GSO, a host key, steering by connection ID", R_H3),
+    MISSING("http3_*", "HTTP/3's other settings (http3_hq)", R_H3),
+    MISSING("quic_*", "QUIC's other settings", R_H3),
     {NULL, PORT_NONE, NULL, NULL},
 };
 

@@ -571,6 +571,7 @@ void conf_free(struct conf_config *config)
     free(config->user);
     free(config->group);
     free(config->pid_file);
+    free(config->quic_host_key);
     free(config->error_log);
     free(config->access_log);
     free(config->log_format);

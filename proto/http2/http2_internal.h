@@ -9,6 +9,7 @@
 
 #include "proto/http2/http2.h"
 #include "proto/http2/http2_hpack_scan.h"
+#include "proto/http/fields.h"
 
 #include <nghttp2/nghttp2.h>
 
@@ -18,11 +19,6 @@
 struct h2_buf {
     char *data;
     size_t off, len, cap; /* unread bytes: data[off, off + len) */
-};
-
-/* Where a request field's name and value are in the stream's head buffer. */
-struct h2_field {
-    size_t name, name_len, value, value_len;
 };
 
 /* One stream, one exchange. */
@@ -36,7 +32,7 @@ struct h2_stream {
     /* The request head as it arrives: names and values back to back, and
      * their spans; only until on_request. */
     struct h2_buf head;
-    struct h2_field *fields;
+    struct http_field_ref *fields; /* where in head each field is */
     size_t field_count, field_cap;
     size_t head_size; /* RFC 9113 6.5.2's accounting, against the limit */
     bool head_refused;

@@ -15,55 +15,19 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* Fields that describe one HTTP/1.1 connection and have no meaning in
- * HTTP/2 (RFC 9113 8.2.2): a client must treat a response with them as
- * malformed. */
-static bool connection_specific(struct http_str name)
-{
-    static const char *const names[] = {"connection", "keep-alive", "proxy-connection",
-                                        "transfer-encoding", "upgrade"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (http_str_equal_nocase(name, names[i]))
-            return true;
-    return false;
-}
-
-/* Turns CRLF header lines into nv pairs with lowercase names, in `lower`
- * (`len` bytes at least) and `nv` (`max` pairs).  Returns the pairs made. */
+/* CRLF header lines into nv pairs with lowercase names, in `lower` (`len`
+ * bytes at least) and `nv` (`max` pairs).  Returns the pairs made. */
 static size_t lines_to_nv(const char *lines, size_t len, char *lower, nghttp2_nv *nv, size_t max)
 {
-    size_t n = 0, start = 0;
-    while (start < len && n < max) {
-        const char *eol = memchr(lines + start, '\n', len - start);
-        size_t line_end = eol != NULL ? (size_t)(eol - lines) : len;
-        size_t next = eol != NULL ? line_end + 1 : len;
-        /* The line without its CR. */
-        struct http_str line = {lines + start, line_end - start};
-        if (line.len > 0 && line.data[line.len - 1] == '\r')
-            line.len--;
-        start = next;
-        const char *colon = memchr(line.data, ':', line.len);
-        if (colon != NULL && colon > line.data) {
-            struct http_str name = {line.data, (size_t)(colon - line.data)};
-            struct http_str value =
-                http_trim((struct http_str){colon + 1, line.len - name.len - 1});
-            if (!connection_specific(name)) {
-                for (size_t i = 0; i < name.len; i++)
-                    lower[i] = (char)tolower((unsigned char)name.data[i]);
-                nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)value.data, name.len, value.len,
-                                       NGHTTP2_NV_FLAG_NONE};
-                lower += name.len;
-            }
-        }
+    size_t n = 0, pos = 0;
+    struct http_str name, value;
+    while (n < max && http_fields_next_line(lines, len, &pos, &name, &value)) {
+        for (size_t i = 0; i < name.len; i++)
+            lower[i] = (char)tolower((unsigned char)name.data[i]);
+        nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)value.data, name.len, value.len,
+                               NGHTTP2_NV_FLAG_NONE};
+        lower += name.len;
     }
-    return n;
-}
-
-static size_t count_lines(const char *lines, size_t len)
-{
-    size_t n = 1;
-    for (const char *p = lines; (p = memchr(p, '\n', len - (size_t)(p - lines))) != NULL; p++)
-        n++;
     return n;
 }
 
@@ -90,7 +54,7 @@ static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *b
     }
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     if (st->trailers != NULL) {
-        size_t max = count_lines(st->trailers, st->trailers_len);
+        size_t max = http_fields_count_lines(st->trailers, st->trailers_len);
         nghttp2_nv *nv = calloc(max, sizeof(*nv));
         char *lower = malloc(st->trailers_len + 1);
         size_t count = nv != NULL && lower != NULL
@@ -116,16 +80,11 @@ static void h2_ex_begin(struct exchange *base, unsigned status, const char *head
      * gRPC trailers-only response must. */
     bool body =
         !st->head_method && !informational && status != 204 && status != 304 && content_length != 0;
-    char status_text[4], length_text[HTTP_UINT64_DIGITS];
-    status %= 1000;
-    status_text[0] = (char)('0' + status / 100);
-    status_text[1] = (char)('0' + status / 10 % 10);
-    status_text[2] = (char)('0' + status % 10);
     /* The framing's own fields, then the handler's lines: on the stack for
      * a usual head, which is most of them. */
     nghttp2_nv nv_small[32];
     char lower_small[2048];
-    size_t cap = count_lines(headers, headers_len) + 4;
+    size_t cap = http_fields_count_lines(headers, headers_len) + 4;
     nghttp2_nv *nv = cap <= 32 ? nv_small : calloc(cap, sizeof(*nv));
     char *lower = headers_len < sizeof(lower_small) ? lower_small : malloc(headers_len + 1);
     if (nv == NULL || lower == NULL) {
@@ -137,18 +96,13 @@ static void h2_ex_begin(struct exchange *base, unsigned status, const char *head
         http2_schedule(h2);
         return;
     }
+    struct http_fields_head own;
+    http_fields_head(&own, status, content_length, codings);
+    status %= 1000;
     size_t n = 0;
-    nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status_text, 7, 3, 0};
-    nv[n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"corral", 6, 6, 0};
-    nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)http_date(), 4, HTTP_DATE_LEN, 0};
-    /* A coded body's length is that of the coded bytes, which HTTP/2 does
-     * not frame: it is sent without one. */
-    if (content_length >= 0 && codings.len == 0 && !informational && status != 204 &&
-        status != 304) {
-        size_t len =
-            (size_t)(http_append_uint(length_text, (uint64_t)content_length) - length_text);
-        nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)length_text, 14, len, 0};
-    }
+    for (; n < own.count; n++)
+        nv[n] = (nghttp2_nv){(uint8_t *)own.field[n].name.data, (uint8_t *)own.field[n].value.data,
+                             own.field[n].name.len, own.field[n].value.len, NGHTTP2_NV_FLAG_NONE};
     n += lines_to_nv(headers, headers_len, lower, nv + n, cap - n);
     int rc;
     if (informational) {

@@ -135,7 +135,7 @@ int http2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namele
     }
     if (st->field_count == st->field_cap) {
         size_t cap = st->field_cap ? st->field_cap * 2 : 16;
-        struct h2_field *grown = realloc(st->fields, cap * sizeof(*grown));
+        struct http_field_ref *grown = realloc(st->fields, cap * sizeof(*grown));
         if (grown == NULL)
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         st->fields = grown;
@@ -145,7 +145,7 @@ int http2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namele
     if (http2_stream_buf_append(&st->head, name, namelen) != 0 ||
         http2_stream_buf_append(&st->head, value, valuelen) != 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    st->fields[st->field_count++] = (struct h2_field){at, namelen, at + namelen, valuelen};
+    st->fields[st->field_count++] = (struct http_field_ref){at, namelen, at + namelen, valuelen};
     return 0;
 }
 
@@ -214,118 +214,18 @@ static void refuse(struct h2_stream *st, unsigned status)
                              status);
 }
 
-/* build_request()'s verdict on a malformed request: a stream error, no
- * response (RFC 9113 8.1.1). */
-#define H2_MALFORMED 1
-
-/* Decimal digits only (nghttp2 checked content-length's syntax already). */
-static uint64_t parse_length(struct http_str s)
-{
-    uint64_t n = 0;
-    for (size_t i = 0; i < s.len && n <= UINT64_MAX / 10 - 10; i++)
-        n = n * 10 + (uint64_t)(s.data[i] - '0');
-    return n;
-}
-
 bool http2_stream_empty_body(const struct h2_stream *st)
 {
     if (st->head_refused || st->field_count == 0)
         return false;
     const char *base = st->head.data + st->head.off;
     for (size_t i = 0; i < st->field_count; i++) {
-        const struct h2_field *f = &st->fields[i];
+        const struct http_field_ref *f = &st->fields[i];
         struct http_str name = {base + f->name, f->name_len};
         if (http_str_equal_nocase(name, "content-length"))
-            return parse_length((struct http_str){base + f->value, f->value_len}) == 0;
+            return http_fields_length((struct http_str){base + f->value, f->value_len}) == 0;
     }
     return false;
-}
-
-/* Builds the request from the collected fields: pseudo-headers out, a Host
- * from :authority first, cookies joined into one field (RFC 9113 8.2.3),
- * which is what an HTTP/1.1 backend expects.  Returns 0, the status to
- * answer with, or H2_MALFORMED; *headers and *cookie are malloc'd. */
-static unsigned build_request(struct h2_stream *st, bool end_stream, struct http_request *req,
-                              struct http_header **headers, char **cookie)
-{
-    const char *base = st->head.data + st->head.off;
-    size_t fields = st->field_count, cookie_len = 0, cookies = 0;
-    struct http_str authority = {NULL, 0}, host_field = {NULL, 0};
-    *req = (struct http_request){.method = {NULL, 0}};
-    *headers = calloc(fields + 2, sizeof(**headers));
-    if (*headers == NULL)
-        return 500;
-    size_t count = 1; /* [0] is Host */
-    for (size_t i = 0; i < fields; i++) {
-        const struct h2_field *f = &st->fields[i];
-        struct http_str name = {base + f->name, f->name_len};
-        struct http_str value = {base + f->value, f->value_len};
-        if (name.len > 0 && name.data[0] == ':') {
-            if (http_str_equal_nocase(name, ":method"))
-                req->method = value;
-            else if (http_str_equal_nocase(name, ":path"))
-                req->target = value;
-            else if (http_str_equal_nocase(name, ":authority"))
-                authority = value;
-            continue; /* :scheme: the connection says it */
-        }
-        if (http_str_equal_nocase(name, "cookie")) {
-            cookie_len += value.len + 2;
-            cookies++;
-            continue;
-        }
-        if (http_str_equal_nocase(name, "host")) {
-            host_field = value; /* one Host goes first, from :authority if any */
-            continue;
-        }
-        if (http_str_equal_nocase(name, "content-length")) {
-            req->has_content_length = true;
-            req->content_length = parse_length(value);
-        }
-        (*headers)[count++] = (struct http_header){name, value};
-    }
-    if (cookies > 0) {
-        char *p = *cookie = malloc(cookie_len);
-        if (p == NULL)
-            return 500;
-        for (size_t i = 0; i < fields; i++) {
-            const struct h2_field *f = &st->fields[i];
-            struct http_str name = {base + f->name, f->name_len};
-            if (!http_str_equal_nocase(name, "cookie"))
-                continue;
-            if (p != *cookie) {
-                memcpy(p, "; ", 2);
-                p += 2;
-            }
-            memcpy(p, base + f->value, f->value_len);
-            p += f->value_len;
-        }
-        (*headers)[count++] = (struct http_header){{"cookie", 6}, {*cookie, (size_t)(p - *cookie)}};
-    }
-    if (req->method.len == 0 || req->target.len == 0)
-        return 501; /* CONNECT: no tunnels over HTTP/2 here */
-    /* :authority stands for Host (RFC 9113 8.3.1); a Host field is the
-     * fallback, and is dropped in favour of :authority. */
-    if (authority.len == 0)
-        authority = host_field;
-    size_t first = authority.len > 0 ? 0 : 1;
-    (*headers)[0] = (struct http_header){{"host", 4}, authority};
-    /* nghttp2 checks these too (RFC 9113 8.3.1); a backend must never see
-     * a target it would split differently. */
-    if (authority.len > 0 && !http_authority_valid(authority, &req->host))
-        return H2_MALFORMED;
-    bool asterisk = req->target.len == 1 && req->target.data[0] == '*';
-    if (req->target.data[0] != '/' && !(asterisk && http_str_equal_nocase(req->method, "OPTIONS")))
-        return H2_MALFORMED;
-    req->headers = *headers + first;
-    req->header_count = count - first;
-    req->path = req->target;
-    const char *query = memchr(req->target.data, '?', req->target.len);
-    if (query != NULL)
-        req->path.len = (size_t)(query - req->target.data);
-    req->head = http_str_equal_nocase(req->method, "HEAD");
-    req->has_body = !end_stream && (!req->has_content_length || req->content_length > 0);
-    return 0;
 }
 
 void http2_stream_request(struct h2_stream *st, bool end_stream)
@@ -337,10 +237,12 @@ void http2_stream_request(struct h2_stream *st, bool end_stream)
     struct http_header *headers = NULL;
     char *cookie = NULL;
     /* A refused head may have kept no field at all. */
-    unsigned status = st->head_refused && st->field_count == 0
-                          ? 431
-                          : build_request(st, end_stream, &req, &headers, &cookie);
-    if (st->head_refused || (status != 0 && status != H2_MALFORMED)) {
+    unsigned status =
+        st->head_refused && st->field_count == 0
+            ? 431
+            : http_fields_request(st->head.data + st->head.off, st->fields, st->field_count,
+                                  end_stream, &req, &headers, &cookie);
+    if (st->head_refused || (status != 0 && status != HTTP_FIELDS_MALFORMED)) {
         /* Logged with what of the request arrived: its pseudo-headers
          * come first. */
         keep_log_fields(st, &req, NULL);
@@ -363,7 +265,7 @@ void http2_stream_request(struct h2_stream *st, bool end_stream)
         /* A misdirected or too long request is routed too, for its
          * location's error page and log. */
         router_start(&st->base, st->vhost, &req, status);
-    } else if (status == H2_MALFORMED) {
+    } else if (status == HTTP_FIELDS_MALFORMED) {
         nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_PROTOCOL_ERROR);
     } else {
         add_header_respond_error(&st->base, NULL, st->vhost->add_headers, status);

@@ -23,6 +23,9 @@
 /* Datagrams one flush sends at most before it yields the loop. */
 #define H3_FLUSH_PACKETS 64
 
+/* Datagrams sent in one UDP GSO run at most (the kernel takes 64). */
+#define H3_GSO_SEGMENTS 16
+
 static const struct http_framer h3_framer = {.name = "HTTP/3"};
 
 uint64_t h3_conn_now(void)
@@ -76,6 +79,7 @@ static int on_handshake_completed(ngtcp2_conn *quic, void *user)
     if (gnutls_alpn_get_selected_protocol(conn->tls, &alpn) != 0 || alpn.size != 2 ||
         memcmp(alpn.data, "h3", 2) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
+    conn->ep->handshakes++;
     return setup_http(conn);
 }
 
@@ -282,17 +286,74 @@ static void send_close(struct h3_conn *conn)
         send_packet(conn, &ps.path, buf, (size_t)n);
 }
 
+/* Datagrams written one after the other into one buffer, sent as one
+ * UDP GSO run while they go to the same path and each is as long as the
+ * first (the last may be shorter). */
+struct gso_run {
+    uint8_t buf[H3_GSO_SEGMENTS * 1500];
+    size_t used, segment, count, max_count;
+    bool closed; /* a shorter datagram ended it */
+    ngtcp2_path_storage path;
+};
+
+static bool same_path(const ngtcp2_path *a, const ngtcp2_path *b)
+{
+    return a->local.addrlen == b->local.addrlen && a->remote.addrlen == b->remote.addrlen &&
+           memcmp(a->local.addr, b->local.addr, a->local.addrlen) == 0 &&
+           memcmp(a->remote.addr, b->remote.addr, a->remote.addrlen) == 0;
+}
+
+static void run_send(struct h3_conn *conn, struct gso_run *run)
+{
+    if (run->used == 0)
+        return;
+    const ngtcp2_path *path = &run->path.path;
+    conn->ep->config.output(conn->ep->config.output_arg, (const struct sockaddr *)path->local.addr,
+                            path->local.addrlen, (const struct sockaddr *)path->remote.addr,
+                            path->remote.addrlen, run->buf, run->used,
+                            run->count > 1 ? run->segment : 0);
+    run->used = run->count = 0;
+    run->closed = false;
+}
+
+/* Adds the datagram of `len` bytes just written at run->buf + run->used
+ * for `path`: joins the run, or the run goes first and it starts the
+ * next.  Sends a run that cannot grow. */
+static void run_add(struct h3_conn *conn, struct gso_run *run, const ngtcp2_path *path, size_t len)
+{
+    if (run->count > 0 &&
+        (run->closed || len > run->segment || !same_path(path, &run->path.path))) {
+        size_t at = run->used;
+        run_send(conn, run);
+        memmove(run->buf, run->buf + at, len);
+    }
+    if (run->count == 0) {
+        ngtcp2_path_storage_init(&run->path, path->local.addr, path->local.addrlen,
+                                 path->remote.addr, path->remote.addrlen, NULL);
+        run->segment = len;
+    }
+    run->used += len;
+    run->count++;
+    run->closed = len < run->segment;
+    if (run->count == run->max_count || sizeof(run->buf) - run->used < 1500)
+        run_send(conn, run);
+}
+
 /* Writes packets while ngtcp2 and nghttp3 have something: stream data
- * from nghttp3, then ACKs and the rest from ngtcp2.  Returns 0, or -1
- * when the connection failed (closed and freed then). */
+ * from nghttp3, then ACKs and the rest from ngtcp2, in GSO runs when the
+ * endpoint's config says so.  Returns 0, or -1 when the connection
+ * failed (closed and freed then; what was written is sent first). */
 static int write_packets(struct h3_conn *conn)
 {
-    uint8_t buf[1500];
-    size_t max = conn->max_udp < sizeof(buf) ? conn->max_udp : sizeof(buf);
+    struct gso_run run = {.max_count = conn->ep->config.gso ? H3_GSO_SEGMENTS : 1};
+    int rc = 0;
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
     uint64_t ts = h3_conn_now();
     for (size_t packets = 0; packets < H3_FLUSH_PACKETS;) {
+        uint8_t *buf = run.buf + run.used;
+        size_t room = sizeof(run.buf) - run.used;
+        size_t max = conn->max_udp < room ? conn->max_udp : room;
         int64_t stream_id = -1;
         int fin = 0;
         nghttp3_vec vec[16];
@@ -302,7 +363,8 @@ static int write_packets(struct h3_conn *conn)
             if (count < 0) {
                 ngtcp2_connection_close_error_set_application_error(
                     &conn->ccerr, nghttp3_err_infer_quic_app_error_code((int)count), NULL, 0);
-                return -1;
+                rc = -1;
+                break;
             }
         }
         ngtcp2_ssize taken = -1;
@@ -323,26 +385,34 @@ static int write_packets(struct h3_conn *conn)
                 continue;
             case NGTCP2_ERR_WRITE_MORE:
                 assert(taken >= 0);
-                if (nghttp3_conn_add_write_offset(conn->h3, stream_id, (size_t)taken) != 0)
-                    return -1;
+                if (nghttp3_conn_add_write_offset(conn->h3, stream_id, (size_t)taken) != 0) {
+                    rc = -1;
+                    break;
+                }
                 continue;
             default:
                 ngtcp2_connection_close_error_set_transport_error_liberr(&conn->ccerr, (int)n, NULL,
                                                                          0);
-                return -1;
+                rc = -1;
             }
+            if (rc != 0)
+                break;
         }
-        if (taken >= 0 && nghttp3_conn_add_write_offset(conn->h3, stream_id, (size_t)taken) != 0)
-            return -1;
+        if (taken >= 0 && nghttp3_conn_add_write_offset(conn->h3, stream_id, (size_t)taken) != 0) {
+            rc = -1;
+            break;
+        }
         if (n == 0)
             break;
-        send_packet(conn, &ps.path, buf, (size_t)n);
+        run_add(conn, &run, &ps.path, (size_t)n);
         packets++;
         if (packets == H3_FLUSH_PACKETS) /* the rest in the next turn */
             h3_conn_schedule(conn);
     }
-    ngtcp2_conn_update_pkt_tx_time(conn->quic, ts);
-    return 0;
+    run_send(conn, &run);
+    if (rc == 0)
+        ngtcp2_conn_update_pkt_tx_time(conn->quic, ts);
+    return rc;
 }
 
 /* What a stream's output owes its handler, then the packets. */
@@ -429,8 +499,8 @@ void h3_conn_input(struct h3_conn *conn, const struct sockaddr *local, socklen_t
 /* --------------------------------------------------------- life */
 
 struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
-                               const struct sockaddr *local, socklen_t local_len,
-                               const struct sockaddr *peer, socklen_t peer_len)
+                               const ngtcp2_cid *odcid, const struct sockaddr *local,
+                               socklen_t local_len, const struct sockaddr *peer, socklen_t peer_len)
 {
     if (local_len > sizeof(struct sockaddr_storage) || peer_len > sizeof(struct sockaddr_storage))
         return NULL;
@@ -477,6 +547,12 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
     params.stateless_reset_token_present = 1;
     memcpy(params.stateless_reset_token, token, sizeof(token));
     params.original_dcid = hd->dcid;
+    if (odcid != NULL) { /* RFC 9000 7.3: the IDs of the exchange with the Retry */
+        params.original_dcid = *odcid;
+        params.retry_scid = hd->dcid;
+        params.retry_scid_present = 1;
+        settings.token = hd->token;
+    }
     ngtcp2_path path = {
         .local = {(ngtcp2_sockaddr *)&conn->dgram.local, (ngtcp2_socklen)local_len},
         .remote = {(ngtcp2_sockaddr *)&conn->dgram.peer, (ngtcp2_socklen)peer_len},

@@ -10,6 +10,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <gnutls/crypto.h>
+#include <linux/filter.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,50 @@ int h3_endpoint_cid_worker(const uint8_t *cid, size_t len)
         return -1;
     return (int)((unsigned)cid[1] << 8 | cid[2]);
 }
+
+int h3_endpoint_packet_worker(const uint8_t *pkt, size_t len)
+{
+    if (len == 0)
+        return -1;
+    if ((pkt[0] & 0x80) == 0) /* short header: the ID right after the first byte */
+        return len >= 1 + H3_CID_LEN ? h3_endpoint_cid_worker(pkt + 1, H3_CID_LEN) : -1;
+    /* Long header: flags, version (4 bytes), the ID's length, the ID. */
+    if (len < 6 || len - 6 < pkt[5])
+        return -1;
+    return h3_endpoint_cid_worker(pkt + 6, pkt[5]);
+}
+
+/* h3_endpoint_packet_worker() in classic BPF.  The kernel runs it on the
+ * UDP payload; an absolute load past the end would end it with 0 (the
+ * first worker), so the length is checked first.  cBPF's loads are
+ * big-endian, as the index is written. */
+static struct sock_filter steer_code[] = {
+    /* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_LEN, 0),
+    /* 1 */ BPF_STMT(BPF_MISC | BPF_TAX, 0),
+    /* 2 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0),
+    /* 3 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x80, 6, 0), /* a long header: to 10 */
+    /* 4 */ BPF_STMT(BPF_MISC | BPF_TXA, 0),
+    /* 5 */ BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 1 + H3_CID_LEN, 0, 12),
+    /* 6 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 1),
+    /* 7 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, H3_CID_VERSION, 0, 10),
+    /* 8 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 2),
+    /* 9 */ BPF_STMT(BPF_RET | BPF_A, 0),
+    /* 10 */ BPF_STMT(BPF_MISC | BPF_TXA, 0),
+    /* 11 */ BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 6 + H3_CID_LEN, 0, 6),
+    /* 12 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 5),
+    /* 13 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, H3_CID_LEN, 0, 4),
+    /* 14 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 6),
+    /* 15 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, H3_CID_VERSION, 0, 2),
+    /* 16 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 7),
+    /* 17 */ BPF_STMT(BPF_RET | BPF_A, 0),
+    /* 18: no ID of ours; out of range, so the kernel's hash picks */
+    BPF_STMT(BPF_RET | BPF_K, 0xffffffff),
+};
+
+const struct sock_fprog h3_endpoint_steer_program = {
+    .len = sizeof(steer_code) / sizeof(steer_code[0]),
+    .filter = steer_code,
+};
 
 int h3_endpoint_new_cid(struct h3_endpoint *ep, ngtcp2_cid *cid, uint8_t *token)
 {
@@ -159,7 +204,14 @@ int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint 
         free(ep);
         return -EINVAL;
     }
-    if (gnutls_rnd(GNUTLS_RND_KEY, ep->reset_secret, sizeof(ep->reset_secret)) != 0) {
+    if (config->token_secret != NULL)
+        memcpy(ep->token_secret, config->token_secret, sizeof(ep->token_secret));
+    if (config->reset_secret != NULL)
+        memcpy(ep->reset_secret, config->reset_secret, sizeof(ep->reset_secret));
+    if ((config->reset_secret == NULL &&
+         gnutls_rnd(GNUTLS_RND_KEY, ep->reset_secret, sizeof(ep->reset_secret)) != 0) ||
+        (config->token_secret == NULL &&
+         gnutls_rnd(GNUTLS_RND_KEY, ep->token_secret, sizeof(ep->token_secret)) != 0)) {
         gnutls_certificate_free_credentials(ep->cred);
         free(ep);
         return -EIO;
@@ -180,9 +232,102 @@ void h3_endpoint_free(struct h3_endpoint *ep)
     free(ep);
 }
 
+int h3_host_key_derive(const uint8_t *key, size_t len, uint8_t token_secret[32],
+                       uint8_t reset_secret[32])
+{
+    /* HMAC-SHA-256 of a label per use, keyed by the file's bytes. */
+    static const char token_label[] = "corral quic retry token",
+                      reset_label[] = "corral quic stateless reset";
+    if (len < 32)
+        return -EINVAL;
+    if (gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, len, token_label, strlen(token_label),
+                         token_secret) != 0 ||
+        gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, len, reset_label, strlen(reset_label),
+                         reset_secret) != 0)
+        return -EINVAL;
+    return 0;
+}
+
+void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out)
+{
+    *out = (struct h3_endpoint_counters){ep->retries_sent, ep->tokens_refused, ep->resets_sent};
+}
+
+uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep)
+{
+    return ep->handshakes;
+}
+
 size_t h3_endpoint_conn_count(const struct h3_endpoint *ep)
 {
     return ep->conn_count;
+}
+
+/* Answers a client Initial without a token with a Retry whose token
+ * holds its first ID, address and time (RFC 9000 8.1.2).  Returns 0: the
+ * datagram was answered. */
+static int send_retry(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *local,
+                      socklen_t local_len, const struct sockaddr *peer, socklen_t peer_len)
+{
+    ngtcp2_cid scid;
+    uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], pkt[NGTCP2_MAX_UDP_PAYLOAD_SIZE];
+    if (h3_endpoint_new_cid(ep, &scid, NULL) != 0)
+        return -ENOENT;
+    ngtcp2_ssize token_len = ngtcp2_crypto_generate_retry_token(
+        token, ep->token_secret, sizeof(ep->token_secret), hd->version,
+        (const ngtcp2_sockaddr *)peer, (ngtcp2_socklen)peer_len, &scid, &hd->dcid, h3_conn_now());
+    if (token_len < 0)
+        return -ENOENT;
+    ngtcp2_ssize n = ngtcp2_crypto_write_retry(pkt, sizeof(pkt), hd->version, &hd->scid, &scid,
+                                               &hd->dcid, token, (size_t)token_len);
+    if (n < 0)
+        return -ENOENT;
+    ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n, 0);
+    ep->retries_sent++;
+    return 0;
+}
+
+/* A short-header packet for an ID of ours that no connection has (its
+ * connection ended, or lived in another generation): a stateless reset
+ * (RFC 9000 10.3), which the client recognises by the token this
+ * endpoint's key (or another's of the same quic_host_key) gave the ID,
+ * and closes at once instead of at its idle timeout.  Shorter than what
+ * came, so that two endpoints never answer each other's resets. */
+static void send_stateless_reset(struct h3_endpoint *ep, const ngtcp2_version_cid *vc, size_t len,
+                                 const struct sockaddr *local, socklen_t local_len,
+                                 const struct sockaddr *peer, socklen_t peer_len)
+{
+    enum { TOKEN = NGTCP2_STATELESS_RESET_TOKENLEN, MIN = NGTCP2_MIN_STATELESS_RESET_RANDLEN };
+    if (len <= MIN + TOKEN + 1)
+        return;
+    size_t out_len = len - 1 < 41 ? len - 1 : 41;
+    ngtcp2_cid cid;
+    ngtcp2_cid_init(&cid, vc->dcid, vc->dcidlen);
+    uint8_t token[TOKEN], rand[41], pkt[41 + TOKEN];
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, ep->reset_secret,
+                                                     sizeof(ep->reset_secret), &cid) != 0 ||
+        gnutls_rnd(GNUTLS_RND_NONCE, rand, out_len - TOKEN) != 0)
+        return;
+    ngtcp2_ssize n =
+        ngtcp2_pkt_write_stateless_reset(pkt, sizeof(pkt), token, rand, out_len - TOKEN);
+    if (n <= 0)
+        return;
+    ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n, 0);
+    ep->resets_sent++;
+}
+
+/* Whether the Initial's token is a Retry token of this key, for this
+ * address, in time; its first ID in *odcid then. */
+static bool token_valid(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
+                        const struct sockaddr *peer, socklen_t peer_len, ngtcp2_cid *odcid)
+{
+    uint64_t timeout_ms =
+        ep->config.retry_token_timeout_ms > 0 ? ep->config.retry_token_timeout_ms : 10000;
+    return hd->token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY &&
+           ngtcp2_crypto_verify_retry_token(
+               odcid, hd->token.base, hd->token.len, ep->token_secret, sizeof(ep->token_secret),
+               hd->version, (const ngtcp2_sockaddr *)peer, (ngtcp2_socklen)peer_len, &hd->dcid,
+               timeout_ms * NGTCP2_MILLISECONDS, h3_conn_now()) == 0;
 }
 
 int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, socklen_t local_len,
@@ -203,10 +348,23 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
         /* Only a client's Initial opens a connection (RFC 9000 7.2:
          * ngtcp2_accept checks its type, its length of at least 1200
          * bytes and its IDs); a short-header packet of a connection
-         * gone would earn a stateless reset, not sent yet. */
-        if (ngtcp2_accept(&hd, pkt, len) != 0)
+         * gone earns a stateless reset. */
+        if (ngtcp2_accept(&hd, pkt, len) != 0) {
+            if ((pkt[0] & 0x80) == 0 && h3_endpoint_cid_worker(vc.dcid, vc.dcidlen) >= 0)
+                send_stateless_reset(ep, &vc, len, local, local_len, peer, peer_len);
             return -ENOENT;
-        conn = h3_conn_accept(ep, &hd, local, local_len, peer, peer_len);
+        }
+        ngtcp2_cid odcid;
+        if (ep->config.retry) {
+            if (hd.token.len == 0)
+                return send_retry(ep, &hd, local, local_len, peer, peer_len);
+            if (!token_valid(ep, &hd, peer, peer_len, &odcid)) {
+                ep->tokens_refused++;
+                return -ENOENT;
+            }
+        }
+        conn = h3_conn_accept(ep, &hd, ep->config.retry ? &odcid : NULL, local, local_len, peer,
+                              peer_len);
         if (conn == NULL)
             return -ENOENT;
     }

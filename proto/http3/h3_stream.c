@@ -162,7 +162,7 @@ static int on_recv_header(nghttp3_conn *h3, int64_t stream_id, int32_t token, ng
     }
     if (st->field_count == st->field_cap) {
         size_t cap = st->field_cap ? st->field_cap * 2 : 16;
-        struct h3_field *grown = realloc(st->fields, cap * sizeof(*grown));
+        struct http_field_ref *grown = realloc(st->fields, cap * sizeof(*grown));
         if (grown == NULL)
             return NGHTTP3_ERR_CALLBACK_FAILURE;
         st->fields = grown;
@@ -171,7 +171,7 @@ static int on_recv_header(nghttp3_conn *h3, int64_t stream_id, int32_t token, ng
     size_t at = st->head.len;
     if (buf_append(&st->head, n.base, n.len) != 0 || buf_append(&st->head, v.base, v.len) != 0)
         return NGHTTP3_ERR_CALLBACK_FAILURE;
-    st->fields[st->field_count++] = (struct h3_field){at, n.len, at + n.len, v.len};
+    st->fields[st->field_count++] = (struct http_field_ref){at, n.len, at + n.len, v.len};
     return 0;
 }
 
@@ -196,101 +196,6 @@ static void refuse(struct h3_stream *st, unsigned status)
                              status);
 }
 
-/* build_request()'s verdict on a malformed request: a stream error with
- * H3_MESSAGE_ERROR, no response (RFC 9114 4.1.2). */
-#define H3_MALFORMED 1
-
-static uint64_t parse_length(struct http_str s)
-{
-    uint64_t n = 0;
-    for (size_t i = 0; i < s.len && n <= UINT64_MAX / 10 - 10; i++)
-        n = n * 10 + (uint64_t)(s.data[i] - '0');
-    return n;
-}
-
-/* The request from the collected fields (nghttp3 checked the
- * pseudo-headers' presence, order and syntax, and content-length's):
- * pseudo-headers out, Host from :authority first, cookies joined into
- * one field (RFC 9114 4.2.1), as an HTTP/1.1 backend expects.  Returns
- * 0, a status, or H3_MALFORMED; *headers and *cookie are malloc'd. */
-static unsigned build_request(struct h3_stream *st, bool fin, struct http_request *req,
-                              struct http_header **headers, char **cookie)
-{
-    const char *base = (const char *)st->head.data + st->head.off;
-    size_t fields = st->field_count, cookie_len = 0, cookies = 0;
-    struct http_str authority = {NULL, 0}, host_field = {NULL, 0};
-    *req = (struct http_request){.method = {NULL, 0}};
-    *headers = calloc(fields + 2, sizeof(**headers));
-    if (*headers == NULL)
-        return 500;
-    size_t count = 1; /* [0] is Host */
-    for (size_t i = 0; i < fields; i++) {
-        const struct h3_field *f = &st->fields[i];
-        struct http_str name = {base + f->name, f->name_len};
-        struct http_str value = {base + f->value, f->value_len};
-        if (name.len > 0 && name.data[0] == ':') {
-            if (http_str_equal_nocase(name, ":method"))
-                req->method = value;
-            else if (http_str_equal_nocase(name, ":path"))
-                req->target = value;
-            else if (http_str_equal_nocase(name, ":authority"))
-                authority = value;
-            continue;
-        }
-        if (http_str_equal_nocase(name, "cookie")) {
-            cookie_len += value.len + 2;
-            cookies++;
-            continue;
-        }
-        if (http_str_equal_nocase(name, "host")) {
-            host_field = value;
-            continue;
-        }
-        if (http_str_equal_nocase(name, "content-length")) {
-            req->has_content_length = true;
-            req->content_length = parse_length(value);
-        }
-        (*headers)[count++] = (struct http_header){name, value};
-    }
-    if (cookies > 0) {
-        char *p = *cookie = malloc(cookie_len);
-        if (p == NULL)
-            return 500;
-        for (size_t i = 0; i < fields; i++) {
-            const struct h3_field *f = &st->fields[i];
-            if (!http_str_equal_nocase((struct http_str){base + f->name, f->name_len}, "cookie"))
-                continue;
-            if (p != *cookie) {
-                memcpy(p, "; ", 2);
-                p += 2;
-            }
-            memcpy(p, base + f->value, f->value_len);
-            p += f->value_len;
-        }
-        (*headers)[count++] = (struct http_header){{"cookie", 6}, {*cookie, (size_t)(p - *cookie)}};
-    }
-    if (req->method.len == 0 || req->target.len == 0)
-        return 501; /* CONNECT: no tunnels over HTTP/3 here */
-    if (authority.len == 0)
-        authority = host_field;
-    size_t first = authority.len > 0 ? 0 : 1;
-    (*headers)[0] = (struct http_header){{"host", 4}, authority};
-    if (authority.len > 0 && !http_authority_valid(authority, &req->host))
-        return H3_MALFORMED;
-    bool asterisk = req->target.len == 1 && req->target.data[0] == '*';
-    if (req->target.data[0] != '/' && !(asterisk && http_str_equal_nocase(req->method, "OPTIONS")))
-        return H3_MALFORMED;
-    req->headers = *headers + first;
-    req->header_count = count - first;
-    req->path = req->target;
-    const char *query = memchr(req->target.data, '?', req->target.len);
-    if (query != NULL)
-        req->path.len = (size_t)(query - req->target.data);
-    req->head = http_str_equal_nocase(req->method, "HEAD");
-    req->has_body = !fin && (!req->has_content_length || req->content_length > 0);
-    return 0;
-}
-
 static void deliver_body(struct h3_stream *st);
 
 static int on_end_headers(nghttp3_conn *h3, int64_t stream_id, int fin, void *user,
@@ -306,10 +211,12 @@ static int on_end_headers(nghttp3_conn *h3, int64_t stream_id, int fin, void *us
     struct http_request req = {.method = {NULL, 0}};
     struct http_header *headers = NULL;
     char *cookie = NULL;
-    unsigned status = st->head_refused && st->field_count == 0
-                          ? 431
-                          : build_request(st, fin != 0, &req, &headers, &cookie);
-    if (st->head_refused || (status != 0 && status != H3_MALFORMED))
+    unsigned status =
+        st->head_refused && st->field_count == 0
+            ? 431
+            : http_fields_request((const char *)st->head.data + st->head.off, st->fields,
+                                  st->field_count, fin != 0, &req, &headers, &cookie);
+    if (st->head_refused || (status != 0 && status != HTTP_FIELDS_MALFORMED))
         keep_log_fields(st, &req, NULL);
     if (st->head_refused) {
         refuse(st, 431);
@@ -322,7 +229,7 @@ static int on_end_headers(nghttp3_conn *h3, int64_t stream_id, int fin, void *us
             status = 413;
         st->head_method = req.head;
         router_start(&st->base, st->vhost, &req, status);
-    } else if (status == H3_MALFORMED) {
+    } else if (status == HTTP_FIELDS_MALFORMED) {
         reset(st, NGHTTP3_H3_MESSAGE_ERROR);
     } else {
         add_header_respond_error(&st->base, NULL, st->vhost->add_headers, status);
@@ -392,16 +299,15 @@ static int on_recv_data(nghttp3_conn *h3, int64_t stream_id, const uint8_t *data
             st->handler->on_abort(&st->base);
         discard_body(st);
     }
-    if (!st->handler_owns || st->body_dropped || st->handler->on_body == NULL) {
-        ngtcp2_conn_extend_max_stream_offset(conn->quic, stream_id, len);
+    /* Bytes nobody takes give their stream window back at once. */
+    bool kept = st->handler_owns && !st->body_dropped && st->handler->on_body != NULL;
+    if (kept && buf_append(&st->in, data, len) == 0) {
+        deliver_body(st);
         return 0;
     }
-    if (buf_append(&st->in, data, len) != 0) {
-        ngtcp2_conn_extend_max_stream_offset(conn->quic, stream_id, len);
+    ngtcp2_conn_extend_max_stream_offset(conn->quic, stream_id, len);
+    if (kept) /* out of memory */
         reset(st, NGHTTP3_H3_INTERNAL_ERROR);
-        return 0;
-    }
-    deliver_body(st);
     return 0;
 }
 
@@ -473,16 +379,20 @@ static int on_acked_stream_data(nghttp3_conn *h3, int64_t stream_id, uint64_t le
 }
 
 /* The client asked this side to stop sending, or reset its side: nghttp3
- * asks the same of QUIC's streams. */
+ * asks the same of QUIC's stream, in that direction. */
+static int shutdown_stream(struct h3_conn *conn, int64_t stream_id, uint64_t code, bool read)
+{
+    int rc = read ? ngtcp2_conn_shutdown_stream_read(conn->quic, stream_id, code)
+                  : ngtcp2_conn_shutdown_stream_write(conn->quic, stream_id, code);
+    return rc != 0 ? NGHTTP3_ERR_CALLBACK_FAILURE : 0;
+}
+
 static int on_stop_sending(nghttp3_conn *h3, int64_t stream_id, uint64_t code, void *user,
                            void *stream_user)
 {
     (void)h3;
     (void)stream_user;
-    struct h3_conn *conn = user;
-    if (ngtcp2_conn_shutdown_stream_read(conn->quic, stream_id, code) != 0)
-        return NGHTTP3_ERR_CALLBACK_FAILURE;
-    return 0;
+    return shutdown_stream(user, stream_id, code, true);
 }
 
 static int on_reset_stream(nghttp3_conn *h3, int64_t stream_id, uint64_t code, void *user,
@@ -490,10 +400,7 @@ static int on_reset_stream(nghttp3_conn *h3, int64_t stream_id, uint64_t code, v
 {
     (void)h3;
     (void)stream_user;
-    struct h3_conn *conn = user;
-    if (ngtcp2_conn_shutdown_stream_write(conn->quic, stream_id, code) != 0)
-        return NGHTTP3_ERR_CALLBACK_FAILURE;
-    return 0;
+    return shutdown_stream(user, stream_id, code, false);
 }
 
 const nghttp3_callbacks h3_stream_callbacks = {
@@ -511,45 +418,13 @@ const nghttp3_callbacks h3_stream_callbacks = {
 
 /* --------------------------------------------------------- the response */
 
-/* Fields that describe one HTTP/1.1 connection: malformed in HTTP/3
- * (RFC 9114 4.2). */
-static bool connection_specific(struct http_str name)
-{
-    static const char *const names[] = {"connection", "keep-alive", "proxy-connection",
-                                        "transfer-encoding", "upgrade"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (http_str_equal_nocase(name, names[i]))
-            return true;
-    return false;
-}
-
-static size_t count_lines(const char *lines, size_t len)
-{
-    size_t n = 1;
-    for (const char *p = lines; (p = memchr(p, '\n', len - (size_t)(p - lines))) != NULL; p++)
-        n++;
-    return n;
-}
-
-/* CRLF header lines to nv pairs with lowercase names, in `lower` (`len`
+/* CRLF header lines into nv pairs with lowercase names, in `lower` (`len`
  * bytes at least) and `nv` (`max` pairs).  Returns the pairs made. */
 static size_t lines_to_nv(const char *lines, size_t len, char *lower, nghttp3_nv *nv, size_t max)
 {
-    size_t n = 0, start = 0;
-    while (start < len && n < max) {
-        const char *eol = memchr(lines + start, '\n', len - start);
-        size_t line_end = eol != NULL ? (size_t)(eol - lines) : len;
-        struct http_str line = {lines + start, line_end - start};
-        start = eol != NULL ? line_end + 1 : len;
-        if (line.len > 0 && line.data[line.len - 1] == '\r')
-            line.len--;
-        const char *colon = memchr(line.data, ':', line.len);
-        if (colon == NULL || colon == line.data)
-            continue;
-        struct http_str name = {line.data, (size_t)(colon - line.data)};
-        struct http_str value = http_trim((struct http_str){colon + 1, line.len - name.len - 1});
-        if (connection_specific(name))
-            continue;
+    size_t n = 0, pos = 0;
+    struct http_str name, value;
+    while (n < max && http_fields_next_line(lines, len, &pos, &name, &value)) {
         for (size_t i = 0; i < name.len; i++)
             lower[i] = (char)tolower((unsigned char)name.data[i]);
         nv[n++] = (nghttp3_nv){(uint8_t *)lower, (uint8_t *)value.data, name.len, value.len,
@@ -580,7 +455,7 @@ static nghttp3_ssize read_data(nghttp3_conn *h3, int64_t stream_id, nghttp3_vec 
     }
     *flags |= NGHTTP3_DATA_FLAG_EOF;
     if (st->trailers != NULL) {
-        size_t max = count_lines(st->trailers, st->trailers_len);
+        size_t max = http_fields_count_lines(st->trailers, st->trailers_len);
         nghttp3_nv *nv = calloc(max, sizeof(*nv));
         char *lower = malloc(st->trailers_len + 1);
         size_t count = nv != NULL && lower != NULL
@@ -615,15 +490,10 @@ static void h3_ex_begin(struct exchange *base, unsigned status, const char *head
     bool informational = status < 200;
     bool body =
         !st->head_method && !informational && status != 204 && status != 304 && content_length != 0;
-    char status_text[3], length_text[HTTP_UINT64_DIGITS];
-    status %= 1000;
-    status_text[0] = (char)('0' + status / 100);
-    status_text[1] = (char)('0' + status / 10 % 10);
-    status_text[2] = (char)('0' + status % 10);
     /* On the stack for a usual head, which is most of them. */
     nghttp3_nv nv_small[32];
     char lower_small[2048];
-    size_t cap = count_lines(headers, headers_len) + 4;
+    size_t cap = http_fields_count_lines(headers, headers_len) + 4;
     nghttp3_nv *nv = cap <= 32 ? nv_small : calloc(cap, sizeof(*nv));
     char *lower = headers_len < sizeof(lower_small) ? lower_small : malloc(headers_len + 1);
     if (nv == NULL || lower == NULL) {
@@ -634,16 +504,13 @@ static void h3_ex_begin(struct exchange *base, unsigned status, const char *head
         reset(st, NGHTTP3_H3_INTERNAL_ERROR);
         return;
     }
+    struct http_fields_head own;
+    http_fields_head(&own, status, content_length, codings);
+    status %= 1000;
     size_t n = 0;
-    nv[n++] = (nghttp3_nv){(uint8_t *)":status", (uint8_t *)status_text, 7, 3, 0};
-    nv[n++] = (nghttp3_nv){(uint8_t *)"server", (uint8_t *)"corral", 6, 6, 0};
-    nv[n++] = (nghttp3_nv){(uint8_t *)"date", (uint8_t *)http_date(), 4, HTTP_DATE_LEN, 0};
-    if (content_length >= 0 && codings.len == 0 && !informational && status != 204 &&
-        status != 304) {
-        size_t len =
-            (size_t)(http_append_uint(length_text, (uint64_t)content_length) - length_text);
-        nv[n++] = (nghttp3_nv){(uint8_t *)"content-length", (uint8_t *)length_text, 14, len, 0};
-    }
+    for (; n < own.count; n++)
+        nv[n] = (nghttp3_nv){(uint8_t *)own.field[n].name.data, (uint8_t *)own.field[n].value.data,
+                             own.field[n].name.len, own.field[n].value.len, NGHTTP3_NV_FLAG_NONE};
     n += lines_to_nv(headers, headers_len, lower, nv + n, cap - n);
     int rc = 0;
     if (!informational) {

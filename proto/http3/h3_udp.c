@@ -3,11 +3,17 @@
  * Each worker's socket feeds its own endpoint (made on its first
  * datagram, freed when its loop ends), and the endpoint's datagrams leave
  * by the same socket; those the socket cannot take now wait for it,
- * within a bound, as a full network would drop the rest.
+ * within a bound, as a full network would drop the rest.  A datagram
+ * whose connection ID names another worker (the kernel's 4-tuple hash
+ * sent it here: the client's address changed) is handed to that worker
+ * through its post queue, and counted.
  */
 #include "proto/http3/http3.h"
 
 #include <errno.h>
+#include <gnutls/crypto.h>
+#include <stdalign.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,16 +29,37 @@ struct pending {
 
 struct h3_udp_worker {
     struct h3_udp_site *site;
+    unsigned index; /* its worker's */
     corral_udp_socket *sock;
     struct h3_endpoint *ep;
     struct pending *head, **tail;
     size_t pending_bytes;
 };
 
+/* Per worker, written by its worker only, read by anyone
+ * (h3_udp_site_stats()). */
+struct counters {
+    alignas(64) _Atomic uint64_t handed_off; /* datagrams this worker passed to their owner */
+    _Atomic uint64_t handed_in;              /* datagrams another worker passed to this one */
+    _Atomic uint64_t datagrams_in, datagrams_out, handshakes, connections;
+    _Atomic uint64_t retries_sent, tokens_refused, resets_sent;
+    bool stopped; /* on_stop ran: a hand-off that comes later makes no endpoint */
+};
+
 struct h3_udp_site {
-    struct h3_endpoint_config config; /* loop, worker, index and output set per worker */
+    struct h3_endpoint_config config;           /* loop, worker, index and output set per worker */
+    uint8_t token_secret[32], reset_secret[32]; /* the workers' keys, if not the config's */
     unsigned worker_count;
     struct h3_udp_worker **workers; /* by corral_worker_index() */
+    struct counters *counters;      /* by corral_worker_index() */
+};
+
+/* A datagram on its way to the worker that owns its connection. */
+struct handoff {
+    struct h3_udp_site *site;
+    corral_udp_socket *owner; /* the owner's socket of the same listen */
+    struct corral_udp_msg msg;
+    uint8_t bytes[];
 };
 
 int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
@@ -43,12 +70,32 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
     if (err != 0)
         return err;
     struct h3_udp_site *site = calloc(1, sizeof(*site));
-    if (site == NULL || (site->workers = calloc(workers, sizeof(*site->workers))) == NULL) {
+    if (site == NULL || (site->workers = calloc(workers, sizeof(*site->workers))) == NULL ||
+        (site->counters = aligned_alloc(64, workers * sizeof(*site->counters))) == NULL) {
+        if (site != NULL)
+            free(site->workers);
         free(site);
         return -ENOMEM;
     }
+    memset(site->counters, 0, workers * sizeof(*site->counters));
     site->config = *config;
     site->worker_count = workers;
+    /* One key for all the workers, so that any of them takes a token
+     * another made (a config's, from quic_host_key, outlives reloads);
+     * copied, the config's need not outlive this call. */
+    if (config->token_secret != NULL)
+        memcpy(site->token_secret, config->token_secret, sizeof(site->token_secret));
+    if (config->reset_secret != NULL)
+        memcpy(site->reset_secret, config->reset_secret, sizeof(site->reset_secret));
+    if ((config->token_secret == NULL &&
+         gnutls_rnd(GNUTLS_RND_KEY, site->token_secret, sizeof(site->token_secret)) != 0) ||
+        (config->reset_secret == NULL &&
+         gnutls_rnd(GNUTLS_RND_KEY, site->reset_secret, sizeof(site->reset_secret)) != 0)) {
+        h3_udp_site_free(site);
+        return -EIO;
+    }
+    site->config.token_secret = site->token_secret;
+    site->config.reset_secret = site->reset_secret;
     *out = site;
     return 0;
 }
@@ -58,6 +105,7 @@ void h3_udp_site_free(struct h3_udp_site *site)
     if (site == NULL)
         return;
     free(site->workers); /* each worker's freed by its on_stop */
+    free(site->counters);
     free(site);
 }
 
@@ -94,6 +142,9 @@ static void output(void *arg, const struct sockaddr *local, socklen_t local_len,
     }
     if (gso_segment > 0 && gso_segment < len && gso_segment <= UINT16_MAX)
         msg.segment_size = (uint16_t)gso_segment;
+    size_t datagrams = msg.segment_size > 0 ? (len + msg.segment_size - 1) / msg.segment_size : 1;
+    atomic_fetch_add_explicit(&w->site->counters[w->index].datagrams_out, datagrams,
+                              memory_order_relaxed);
     if (w->head == NULL && corral_udp_send(w->sock, &msg, 1) == 1)
         return;
     if (w->pending_bytes + len > PENDING_MAX)
@@ -124,10 +175,13 @@ static struct h3_udp_worker *worker_of(corral_udp_socket *sock)
     struct h3_udp_worker *w = site->workers[index];
     if (w != NULL)
         return w->ep != NULL ? w : NULL;
+    if (site->counters[index].stopped)
+        return NULL;
     w = calloc(1, sizeof(*w));
     if (w == NULL)
         return NULL;
     w->site = site;
+    w->index = index;
     w->sock = sock;
     w->tail = &w->head;
     site->workers[index] = w;
@@ -143,22 +197,92 @@ static struct h3_udp_worker *worker_of(corral_udp_socket *sock)
     return w->ep != NULL ? w : NULL;
 }
 
+/* The endpoint's facts, copied for readers on other threads after each
+ * input (a handshake completes, a connection opens, on an input; one that
+ * closes on a timer is seen at the next). */
+static void publish(struct h3_udp_worker *w, unsigned index)
+{
+    struct counters *c = &w->site->counters[index];
+    atomic_store_explicit(&c->handshakes, h3_endpoint_handshakes(w->ep), memory_order_relaxed);
+    atomic_store_explicit(&c->connections, h3_endpoint_conn_count(w->ep), memory_order_relaxed);
+    struct h3_endpoint_counters retry;
+    h3_endpoint_counters(w->ep, &retry);
+    atomic_store_explicit(&c->retries_sent, retry.sent, memory_order_relaxed);
+    atomic_store_explicit(&c->tokens_refused, retry.refused, memory_order_relaxed);
+    atomic_store_explicit(&c->resets_sent, retry.resets, memory_order_relaxed);
+}
+
+/* On the owner's loop: the datagram as if its own socket had read it. */
+static void handoff_run(void *arg)
+{
+    struct handoff *h = arg;
+    struct h3_udp_worker *w = worker_of(h->owner);
+    if (w != NULL) {
+        unsigned index = w->index;
+        atomic_fetch_add_explicit(&h->site->counters[index].handed_in, 1, memory_order_relaxed);
+        h3_endpoint_input(w->ep, (const struct sockaddr *)&h->msg.local, h->msg.local_len,
+                          (const struct sockaddr *)&h->msg.peer, h->msg.peer_len, h->bytes,
+                          h->msg.len, h->msg.ecn);
+        publish(w, index);
+    } /* else the owner's loop has ended: the datagram is lost */
+    free(h);
+}
+
+/* Passes one datagram to worker `owner`'s endpoint.  Returns false when
+ * it cannot (then it is dropped: QUIC sends it again). */
+static bool hand_off(corral_udp_socket *sock, unsigned owner, const struct corral_udp_msg *m,
+                     const uint8_t *data, size_t len)
+{
+    struct h3_udp_site *site = corral_udp_data(sock);
+    corral_udp_socket *to = corral_udp_socket_of(corral_udp_socket_udp(sock), owner);
+    if (to == NULL)
+        return false;
+    struct handoff *h = malloc(sizeof(*h) + len);
+    if (h == NULL)
+        return false;
+    h->site = site;
+    h->owner = to;
+    h->msg = *m;
+    h->msg.data = h->bytes;
+    h->msg.len = len;
+    h->msg.segment_size = 0;
+    memcpy(h->bytes, data, len);
+    if (corral_worker_post(corral_udp_socket_worker(to), handoff_run, h) != 0) {
+        free(h);
+        return false;
+    }
+    unsigned self = corral_worker_index(corral_udp_socket_worker(sock));
+    atomic_fetch_add_explicit(&site->counters[self].handed_off, 1, memory_order_relaxed);
+    return true;
+}
+
 static void on_recv(corral_udp_socket *sock, struct corral_udp_msg *msgs, size_t count)
 {
     struct h3_udp_worker *w = worker_of(sock);
     if (w == NULL)
         return;
+    unsigned self = corral_worker_index(corral_udp_socket_worker(sock));
+    uint64_t datagrams = 0;
     for (size_t i = 0; i < count; i++) {
         const struct corral_udp_msg *m = &msgs[i];
         size_t step = m->segment_size > 0 ? m->segment_size : m->len;
         /* ngtcp2 asserts on an empty datagram: it never reaches it. */
         for (size_t off = 0; step > 0 && off < m->len; off += step) {
             size_t len = m->len - off < step ? m->len - off : step;
+            const uint8_t *data = (const uint8_t *)m->data + off;
+            datagrams++;
+            int owner = h3_endpoint_packet_worker(data, len);
+            if (owner >= 0 && (unsigned)owner != self && (unsigned)owner < w->site->worker_count) {
+                hand_off(sock, (unsigned)owner, m, data, len);
+                continue;
+            }
             h3_endpoint_input(w->ep, (const struct sockaddr *)&m->local, m->local_len,
-                              (const struct sockaddr *)&m->peer, m->peer_len,
-                              (const uint8_t *)m->data + off, len, m->ecn);
+                              (const struct sockaddr *)&m->peer, m->peer_len, data, len, m->ecn);
         }
     }
+    atomic_fetch_add_explicit(&w->site->counters[self].datagrams_in, datagrams,
+                              memory_order_relaxed);
+    publish(w, self);
 }
 
 static void on_writable(corral_udp_socket *sock)
@@ -175,7 +299,11 @@ static void on_stop(corral_udp_socket *sock)
 {
     struct h3_udp_site *site = corral_udp_data(sock);
     unsigned index = corral_worker_index(corral_udp_socket_worker(sock));
-    if (index >= site->worker_count || site->workers[index] == NULL)
+    if (index >= site->worker_count)
+        return;
+    site->counters[index].stopped = true;
+    atomic_store_explicit(&site->counters[index].connections, 0, memory_order_relaxed);
+    if (site->workers[index] == NULL)
         return;
     struct h3_udp_worker *w = site->workers[index];
     if (w->ep != NULL)
@@ -187,6 +315,25 @@ static void on_stop(corral_udp_socket *sock)
     }
     free(w);
     site->workers[index] = NULL;
+}
+
+int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out)
+{
+    if (index >= site->worker_count)
+        return -EINVAL;
+    const struct counters *c = &site->counters[index];
+    *out = (struct h3_udp_stats){
+        .handed_off = atomic_load_explicit(&c->handed_off, memory_order_relaxed),
+        .handed_in = atomic_load_explicit(&c->handed_in, memory_order_relaxed),
+        .datagrams_in = atomic_load_explicit(&c->datagrams_in, memory_order_relaxed),
+        .datagrams_out = atomic_load_explicit(&c->datagrams_out, memory_order_relaxed),
+        .handshakes = atomic_load_explicit(&c->handshakes, memory_order_relaxed),
+        .connections = atomic_load_explicit(&c->connections, memory_order_relaxed),
+        .retries_sent = atomic_load_explicit(&c->retries_sent, memory_order_relaxed),
+        .tokens_refused = atomic_load_explicit(&c->tokens_refused, memory_order_relaxed),
+        .resets_sent = atomic_load_explicit(&c->resets_sent, memory_order_relaxed),
+    };
+    return 0;
 }
 
 const struct corral_udp_handler h3_udp_handler = {

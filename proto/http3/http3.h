@@ -54,7 +54,30 @@ struct h3_endpoint_config {
      * (an Initial flood holds memory that long without Retry).  0:
      * ngtcp2's 10 s. */
     uint64_t handshake_timeout_ms;
+    /* Datagrams of one flush that go to the same path with the same size
+     * are given to `output` as one run (gso_segment > 0), up to 16, for
+     * UDP GSO; false: one datagram per call. */
+    bool gso;
+    /* Address validation: a client Initial without a token is answered
+     * with a Retry, and only one whose Retry token verifies (made by this
+     * secret for its address, not older than retry_token_timeout_ms; 0:
+     * 10 s) opens a connection; others are dropped and counted. */
+    bool retry;
+    uint64_t retry_token_timeout_ms;
+    /* The key of Retry tokens, 32 bytes, shared by the endpoints of one
+     * listen so that any worker verifies another's token; NULL: one of
+     * the endpoint's own, at random. */
+    const uint8_t *token_secret;
+    /* The key of stateless reset tokens, 32 bytes, likewise. */
+    const uint8_t *reset_secret;
 };
+
+/* The token and stateless-reset keys (32 bytes each) from a host key's
+ * bytes (quic_host_key: at least 32 of them), so that every worker and
+ * every generation that reads the same file makes and accepts the same
+ * tokens.  Returns 0, or -EINVAL for a key too short. */
+int h3_host_key_derive(const uint8_t *key, size_t len, uint8_t token_secret[32],
+                       uint8_t reset_secret[32]);
 
 /* Makes an endpoint: loads the certificate and key (GnuTLS).  Returns 0,
  * -ENOMEM, or -EINVAL when the files do not load (logged).  Loop thread
@@ -75,6 +98,17 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
 
 /* The connections open on it. */
 size_t h3_endpoint_conn_count(const struct h3_endpoint *ep);
+
+/* The handshakes completed on it (ALPN h3 checked), since it was made. */
+uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep);
+
+/* Retry packets sent, client Initials dropped for a token that did not
+ * verify (forged, expired, from another address), and stateless resets
+ * sent, since it was made. */
+struct h3_endpoint_counters {
+    uint64_t sent, refused, resets;
+};
+void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out);
 
 /* A datagram for `conn` (found by its connection ID): read, then what it
  * made the connection send goes out, and its timer is re-armed.  The
@@ -99,7 +133,8 @@ int h3_credentials_check(const char *cert_file, const char *key_file);
  * loop's end (on_stop) frees the worker's endpoint and its connections. */
 struct h3_udp_site;
 /* Checks the certificate and key, and makes the site for `workers`
- * workers; `config` (its strings and site) must outlive it.  Returns 0,
+ * workers; `config`'s strings and site must outlive it (its secrets are
+ * copied; NULL ones are made at random, one for all the workers).  Returns 0,
  * -EINVAL (logged) or -ENOMEM. */
 int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
                     struct h3_udp_site **out);
@@ -108,8 +143,38 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
 void h3_udp_site_free(struct h3_udp_site *site);
 extern const struct corral_udp_handler h3_udp_handler;
 
+/* A worker's counters.  Hand-offs: datagrams its socket read whose connection ID
+ * names another worker of the listen (the kernel hashes the 4-tuple, so
+ * a client whose address changed lands anywhere), passed to that worker
+ * through its post queue; and datagrams it was passed. */
+struct h3_udp_stats {
+    uint64_t handed_off, handed_in;
+    uint64_t datagrams_in;  /* read by the worker's socket (each GRO segment counts) */
+    uint64_t datagrams_out; /* given to the socket, or waiting for it (a GSO run: each) */
+    uint64_t handshakes;    /* completed on the worker's endpoint */
+    uint64_t connections;   /* open on it now */
+    uint64_t retries_sent, tokens_refused, resets_sent; /* h3_endpoint_counters() */
+};
+/* Reads worker `index`'s counters; any thread.  Returns 0 or -EINVAL. */
+int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out);
+
 /* The worker index a server connection ID names, or -1 when `cid` is not
  * one this build's endpoints issue. */
 int h3_endpoint_cid_worker(const uint8_t *cid, size_t len);
+
+/* The worker index a datagram's destination connection ID names (short
+ * or long header), or -1: no ID of ours, or too short to hold one.  A
+ * client's first Initial carries an ID of its own choosing, which names
+ * a worker only by chance, the same one for each of its Initials. */
+int h3_endpoint_packet_worker(const uint8_t *pkt, size_t len);
+
+/* h3_endpoint_packet_worker() as a classic BPF program for a listen's
+ * SO_REUSEPORT group (corral_udp_options.steer_cbpf): a datagram goes to
+ * the socket whose index in the group is the worker its connection ID
+ * names, which is the worker's own socket when the group was made by one
+ * listen in worker order; one with no ID of ours (a client's first
+ * Initials) to the kernel's 4-tuple hash. */
+struct sock_fprog;
+extern const struct sock_fprog h3_endpoint_steer_program;
 
 #endif

@@ -8,6 +8,7 @@
 #define CORRAL_PROTO_HTTP3_INTERNAL_H
 
 #include "proto/http/exchange.h"
+#include "proto/http/fields.h"
 #include "proto/http/site.h"
 #include "proto/http3/http3.h"
 
@@ -35,6 +36,9 @@ struct h3_endpoint {
     struct h3_cid_entry *buckets[H3_CID_BUCKETS];
     struct h3_conn *conns; /* open ones */
     size_t conn_count;
+    uint64_t handshakes; /* completed, for h3_endpoint_handshakes() */
+    uint64_t retries_sent, tokens_refused, resets_sent;
+    uint8_t token_secret[32]; /* config.token_secret's, or random */
 };
 
 /* Makes a server connection ID (H3_CID_LEN bytes) naming the endpoint's
@@ -78,9 +82,7 @@ struct h3_stream {
     /* The request head: names and values back to back, and their spans;
      * only until on_request. */
     struct h3_buf head;
-    struct h3_field {
-        size_t name, name_len, value, value_len;
-    } * fields;
+    struct http_field_ref *fields;
     size_t field_count, field_cap, head_size;
     bool head_refused; /* over the limits: 431 */
     bool handler_owns; /* on_request ran; neither the end nor on_abort yet */
@@ -148,10 +150,13 @@ static inline struct h3_conn *h3_stream_conn(const struct h3_stream *st)
 void h3_conn_schedule(struct h3_conn *conn);
 /* The connection's clock for ngtcp2. */
 uint64_t h3_conn_now(void);
-/* Makes a connection for a client's Initial.  Returns it or NULL. */
+/* Makes a connection for a client's Initial; `odcid`: the ID of the
+ * client's first Initial its Retry token carried (its address is then
+ * validated), or NULL without Retry.  Returns it or NULL. */
 struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
-                               const struct sockaddr *local, socklen_t local_len,
-                               const struct sockaddr *peer, socklen_t peer_len);
+                               const ngtcp2_cid *odcid, const struct sockaddr *local,
+                               socklen_t local_len, const struct sockaddr *peer,
+                               socklen_t peer_len);
 /* Frees it at once: exchanges aborted, IDs out of the table. */
 void h3_conn_free(struct h3_conn *conn);
 

@@ -2627,12 +2627,12 @@ static const struct error_case nginx_cases[] = {
     {"server { listen 127.0.0.1:80; random_index on; }",
      "test.conf:1:31: \"random_index\": not in corral yet: serving files (see \"static files and "
      "compression\" in the roadmap, docs/config.md)"},
-    {"quic_retry on;",
-     "test.conf:1:1: \"quic_retry\": not in corral yet: QUIC's settings: Retry, GSO, a host key, "
-     "steering by connection ID (see \"HTTP/3\" in the roadmap, docs/config.md)"},
-    {"http3_max_concurrent_streams 10;",
-     "test.conf:1:1: \"http3_max_concurrent_streams\": not in corral yet: HTTP/3's settings (its "
-     "defaults apply) (see \"HTTP/3\" in the roadmap, docs/config.md)"},
+    {"quic_active_connection_id_limit 4;",
+     "test.conf:1:1: \"quic_active_connection_id_limit\": not in corral yet: QUIC's other "
+     "settings (see \"HTTP/3\" in the roadmap, docs/config.md)"},
+    {"http3_hq on;",
+     "test.conf:1:1: \"http3_hq\": not in corral yet: HTTP/3's other settings (http3_hq) (see "
+     "\"HTTP/3\" in the roadmap, docs/config.md)"},
     {"upstream u { server 127.0.0.1:1; least_time header; }",
      "test.conf:1:34: \"least_time\" is nginx's: in corral, \"balance least_conn;\" in the "
      "upstream block"},

@@ -268,6 +268,9 @@ static void queue_push(struct queue *q, const uint8_t *data, size_t len)
 
 static struct sockaddr_in client_addr, server_addr;
 
+/* Runs of datagrams the endpoint gave in one call (gso_segment > 0). */
+static size_t gso_runs;
+
 /* The endpoint's output: to the client's queue, GSO batches split. */
 static void server_output(void *arg, const struct sockaddr *local, socklen_t local_len,
                           const struct sockaddr *peer, socklen_t peer_len, const uint8_t *data,
@@ -279,6 +282,10 @@ static void server_output(void *arg, const struct sockaddr *local, socklen_t loc
     ck_assert_uint_eq(peer_len, sizeof(client_addr));
     ck_assert_int_eq(memcmp(peer, &client_addr, sizeof(client_addr)), 0);
     size_t step = gso_segment > 0 ? gso_segment : len;
+    if (gso_segment > 0) {
+        ck_assert_uint_lt(gso_segment, len); /* a run holds two datagrams at least */
+        gso_runs++;
+    }
     for (size_t off = 0; off < len; off += step)
         queue_push(&to_client, data + off, len - off < step ? len - off : step);
 }
@@ -544,6 +551,10 @@ static const ngtcp2_callbacks client_callbacks = {
     .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
 };
 
+/* A token the next client_start() puts in its Initials (none when empty). */
+static uint8_t client_token[128];
+static size_t client_token_len;
+
 static void client_start(const char *alpn_name)
 {
     memset(&cl, 0, sizeof(cl));
@@ -558,6 +569,7 @@ static void client_start(const char *alpn_name)
     ngtcp2_settings_default(&settings);
     settings.initial_ts = corral_monotonic_ns();
     settings.initial_rtt = 10 * NGTCP2_MILLISECONDS;
+    settings.token = (ngtcp2_vec){client_token, client_token_len};
     ngtcp2_transport_params params;
     ngtcp2_transport_params_default(&params);
     params.initial_max_streams_uni = 3;
@@ -865,6 +877,49 @@ START_TEST(get_return)
 }
 END_TEST
 
+/* The worker a datagram's destination ID names, as the hand-off between
+ * workers reads it: the client's packets once it has the server's ID
+ * name the endpoint's worker; made-up long headers too; a
+ * client's own 18-byte ID and datagrams too short for an ID name none. */
+START_TEST(packets_name_their_worker)
+{
+    client_start("h3");
+    client_write();
+    ck_assert_uint_ge(to_server.count, 1);
+    struct datagram *first = &to_server.items[to_server.head];
+    ck_assert_int_eq(h3_endpoint_packet_worker(first->data, first->len), -1);
+    ck_assert(run_until(handshake_done, 5000));
+    struct request r = {0};
+    get(&r, "/");
+    client_write();
+    /* Its Handshake packets (long headers) and 1-RTT ones (short) carry
+     * the server's ID by now. */
+    ck_assert_uint_ge(to_server.count, 1);
+    for (size_t i = 0; i < to_server.count; i++) {
+        struct datagram *d = &to_server.items[(to_server.head + i) % QUEUE_CAP];
+        ck_assert_int_eq(h3_endpoint_packet_worker(d->data, d->len), 0x1234);
+    }
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    ck_assert_uint_eq(h3_endpoint_handshakes(ep), 1);
+
+    uint8_t pkt[64] = {0xc0, 0, 0, 0, 1, 16, 0x01, 0xab, 0xcd};
+    ck_assert_int_eq(h3_endpoint_packet_worker(pkt, sizeof(pkt)), 0xabcd);
+    ck_assert_int_eq(h3_endpoint_packet_worker(pkt, 6 + 16), 0xabcd);
+    ck_assert_int_eq(h3_endpoint_packet_worker(pkt, 6 + 15), -1); /* the ID cut */
+    ck_assert_int_eq(h3_endpoint_packet_worker(pkt, 5), -1);
+    ck_assert_int_eq(h3_endpoint_packet_worker(pkt, 0), -1);
+    pkt[5] = 8; /* an ID of another length is not ours */
+    ck_assert_int_eq(h3_endpoint_packet_worker(pkt, sizeof(pkt)), -1);
+    uint8_t short_pkt[17] = {0x40, 0x01, 0x00, 0x07};
+    ck_assert_int_eq(h3_endpoint_packet_worker(short_pkt, sizeof(short_pkt)), 7);
+    ck_assert_int_eq(h3_endpoint_packet_worker(short_pkt, 16), -1);
+    short_pkt[1] = 0x02; /* another layout version */
+    ck_assert_int_eq(h3_endpoint_packet_worker(short_pkt, sizeof(short_pkt)), -1);
+}
+END_TEST
+
 START_TEST(large_response_head)
 {
     connect_client();
@@ -916,6 +971,7 @@ END_TEST
  * goes at the pace of the acknowledgements (on_drain). */
 START_TEST(many_streams)
 {
+    gso_runs = 0;
     connect_client();
     struct request r[21] = {{0}};
     for (int i = 0; i < 20; i++)
@@ -935,6 +991,228 @@ START_TEST(many_streams)
     ck_assert_uint_gt(big.drains, 0);
     free(r[20].response);
     ck_assert_uint_eq(h3_endpoint_conn_count(ep), 1);
+    ck_assert_uint_eq(gso_runs, 0); /* the endpoint's gso is off */
+}
+END_TEST
+
+/* Replaces the case's endpoint with one of `config`'s options (its
+ * site, loop, files and output are the usual ones). */
+static void endpoint_again(struct h3_endpoint_config *config)
+{
+    h3_endpoint_free(ep);
+    static char cert[128], key[128];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    config->site = &site;
+    config->loop = loop;
+    config->worker_index = 0x1234;
+    config->cert_file = cert;
+    config->key_file = key;
+    config->output = server_output;
+    ck_assert_int_eq(h3_endpoint_new(config, &ep), 0);
+}
+
+static bool token_refused(void)
+{
+    struct h3_endpoint_counters retry;
+    h3_endpoint_counters(ep, &retry);
+    return retry.refused > 0;
+}
+
+/* quic_retry: a client's first Initial is answered with a Retry; its
+ * next, with the token, opens the connection (ngtcp2's client follows
+ * the Retry and checks the IDs the server's transport parameters name),
+ * and a request goes through. */
+START_TEST(retry_valid_token)
+{
+    endpoint_again(&(struct h3_endpoint_config){.retry = true});
+    connect_client();
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    struct h3_endpoint_counters retry;
+    h3_endpoint_counters(ep, &retry);
+    ck_assert_uint_eq(retry.sent, 1);
+    ck_assert_uint_eq(retry.refused, 0);
+}
+END_TEST
+
+/* A token the server never made (Retry's magic byte, the rest random):
+ * no Retry, no connection, counted. */
+START_TEST(retry_forged_token)
+{
+    endpoint_again(&(struct h3_endpoint_config){.retry = true});
+    client_token_len = 80;
+    ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_RANDOM, client_token, client_token_len), 0);
+    client_token[0] = NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY;
+    client_start("h3");
+    cl.handshake_done = true; /* so that run_until() looks at its condition */
+    ck_assert(run_until(token_refused, 3000));
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+    struct h3_endpoint_counters retry;
+    h3_endpoint_counters(ep, &retry);
+    ck_assert_uint_eq(retry.sent, 0);
+}
+END_TEST
+
+/* A token of the server's own that comes back after its lifetime (here
+ * 50 ms): the Retry is held back from the client 150 ms, then its
+ * Initial with the token is dropped, counted, and no connection opens. */
+START_TEST(retry_expired_token)
+{
+    endpoint_again(&(struct h3_endpoint_config){.retry = true, .retry_token_timeout_ms = 50});
+    client_start("h3");
+    client_write();
+    ck_assert_uint_eq(to_server.count, 1);
+    struct datagram *d = &to_server.items[to_server.head];
+    ck_assert_int_eq(h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                                       (struct sockaddr *)&client_addr, sizeof(client_addr),
+                                       d->data, d->len, 0),
+                     0);
+    to_server.count = 0;
+    ck_assert_uint_eq(to_client.count, 1); /* the Retry */
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+    uint64_t until = test_now_ms() + 150;
+    while (test_now_ms() < until) /* the token's age is the point here */
+        usleep(10 * 1000);
+    cl.handshake_done = true;
+    ck_assert(run_until(token_refused, 3000));
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+}
+END_TEST
+
+/* quic_host_key: a Retry made by one endpoint, and the client's token
+ * taken by another endpoint (another worker, or the next generation
+ * after a reload) whose keys come from the same host key; from another
+ * host key, refused. */
+static void token_across_endpoints(bool same_key)
+{
+    uint8_t key[32], token_secret[32], reset_secret[32];
+    for (size_t i = 0; i < sizeof(key); i++)
+        key[i] = (uint8_t)(i * 7 + 1);
+    ck_assert_int_eq(h3_host_key_derive(key, 31, token_secret, reset_secret), -EINVAL);
+    ck_assert_int_eq(h3_host_key_derive(key, sizeof(key), token_secret, reset_secret), 0);
+    endpoint_again(&(struct h3_endpoint_config){
+        .retry = true, .token_secret = token_secret, .reset_secret = reset_secret});
+    client_start("h3");
+    client_write();
+    ck_assert_uint_eq(to_server.count, 1);
+    struct datagram *d = &to_server.items[to_server.head];
+    ck_assert_int_eq(h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                                       (struct sockaddr *)&client_addr, sizeof(client_addr),
+                                       d->data, d->len, 0),
+                     0);
+    to_server.count = 0;
+    ck_assert_uint_eq(to_client.count, 1); /* the Retry */
+    if (!same_key)
+        key[0] ^= 1;
+    ck_assert_int_eq(h3_host_key_derive(key, sizeof(key), token_secret, reset_secret), 0);
+    endpoint_again(&(struct h3_endpoint_config){
+        .retry = true, .token_secret = token_secret, .reset_secret = reset_secret});
+    struct h3_endpoint_counters retry;
+    if (!same_key) {
+        cl.handshake_done = true;
+        ck_assert(run_until(token_refused, 3000));
+        ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+        return;
+    }
+    ck_assert(run_until(handshake_done, 5000));
+    ck_assert(!cl.failed);
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    h3_endpoint_counters(ep, &retry);
+    ck_assert_uint_eq(retry.sent, 0);
+    ck_assert_uint_eq(retry.refused, 0);
+}
+
+START_TEST(host_key_token_taken_elsewhere)
+{
+    token_across_endpoints(true);
+}
+END_TEST
+
+START_TEST(other_host_key_token_refused)
+{
+    token_across_endpoints(false);
+}
+END_TEST
+
+static bool client_failed(void)
+{
+    return cl.failed;
+}
+
+/* A connection's packets reaching an endpoint that does not know it (the
+ * next generation after a reload, here a new endpoint): it sends a
+ * stateless reset, which the client recognises when the endpoint's keys
+ * come from the same host key as the one that issued its IDs, and then
+ * drops the connection at once; under another key it is sent, and not
+ * recognised. */
+static void reset_by_next_endpoint(bool same_key)
+{
+    uint8_t key[32], token_secret[32], reset_secret[32];
+    memset(key, 0x5a, sizeof(key));
+    ck_assert_int_eq(h3_host_key_derive(key, sizeof(key), token_secret, reset_secret), 0);
+    endpoint_again(
+        &(struct h3_endpoint_config){.token_secret = token_secret, .reset_secret = reset_secret});
+    connect_client();
+    struct request first = {0}; /* confirms the handshake: short headers from now */
+    get(&first, "/");
+    wait_for(&first, 1, 5000);
+    ck_assert_uint_eq(first.status, 200);
+    free(first.response);
+    if (!same_key)
+        key[0] ^= 1;
+    ck_assert_int_eq(h3_host_key_derive(key, sizeof(key), token_secret, reset_secret), 0);
+    endpoint_again(
+        &(struct h3_endpoint_config){.token_secret = token_secret, .reset_secret = reset_secret});
+    struct request r = {0};
+    get(&r, "/");
+    bool failed = run_until(client_failed, same_key ? 3000 : 500);
+    ck_assert(failed == same_key);
+    struct h3_endpoint_counters counters;
+    h3_endpoint_counters(ep, &counters);
+    ck_assert_uint_ge(counters.resets, 1);
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+    free(r.response);
+}
+
+START_TEST(stateless_reset_recognised)
+{
+    reset_by_next_endpoint(true);
+}
+END_TEST
+
+START_TEST(stateless_reset_of_another_key_ignored)
+{
+    reset_by_next_endpoint(false);
+}
+END_TEST
+
+/* With gso on, the endpoint hands its datagrams out in runs of equal
+ * size (server_output() splits them at gso_segment, as the kernel
+ * would): a 1 MB response goes mostly in runs, every byte as sent. */
+START_TEST(gso_runs_carry_a_response)
+{
+    endpoint_again(&(struct h3_endpoint_config){.gso = true});
+    gso_runs = 0;
+    connect_client();
+    struct request r = {0};
+    get(&r, "/big");
+    wait_for(&r, 1, 20000);
+    ck_assert_uint_eq(r.status, 200);
+    ck_assert_uint_eq(r.response_len, BIG_LEN);
+    for (size_t i = 0; i < BIG_LEN; i++)
+        if ((uint8_t)r.response[i] != pattern(i))
+            ck_abort_msg("byte %zu differs", i);
+    free(r.response);
+    /* 1 MB is at least 700 datagrams; runs of up to 16 */
+    ck_assert_uint_ge(gso_runs, 700 / 16);
 }
 END_TEST
 
@@ -1279,6 +1557,10 @@ static void udp_output(void *arg, const struct sockaddr *local, socklen_t local_
     (void)local;
     (void)local_len;
     size_t step = gso_segment > 0 ? gso_segment : len;
+    if (gso_segment > 0) {
+        ck_assert_uint_lt(gso_segment, len); /* a run holds two datagrams at least */
+        gso_runs++;
+    }
     for (size_t off = 0; off < len; off += step)
         sendto(udp_fd, data + off, len - off < step ? len - off : step, 0, peer, peer_len);
 }
@@ -1535,9 +1817,18 @@ Suite *test_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, get_return);
+    tcase_add_test(tc, packets_name_their_worker);
     tcase_add_test(tc, large_response_head);
     tcase_add_test(tc, post_counted);
     tcase_add_test(tc, many_streams);
+    tcase_add_test(tc, gso_runs_carry_a_response);
+    tcase_add_test(tc, retry_valid_token);
+    tcase_add_test(tc, retry_forged_token);
+    tcase_add_test(tc, retry_expired_token);
+    tcase_add_test(tc, host_key_token_taken_elsewhere);
+    tcase_add_test(tc, other_host_key_token_refused);
+    tcase_add_test(tc, stateless_reset_recognised);
+    tcase_add_test(tc, stateless_reset_of_another_key_ignored);
     tcase_add_test(tc, malformed_request);
     tcase_add_test(tc, lossy_wire);
     tcase_add_test(tc, access_log_names_http3);
