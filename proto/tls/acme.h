@@ -150,11 +150,10 @@ int acme_store_key(const char *path, enum acme_key_type type, EVP_PKEY **out, ch
                    size_t why_len);
 
 /* A self-signed certificate for `name` on `key`, valid from now for a
- * day, that handshakes get while there is no issued certificate yet: the
- * certificate and key PEM written to `cert_path` and `key_path`.  Returns
- * 0 or -errno. */
-int acme_store_placeholder(const char *cert_path, const char *key_path, const char *name,
-                           EVP_PKEY *key);
+ * day, that handshakes get while there is no issued certificate yet:
+ * written to `path` as the key's PEM then the certificate's, as the
+ * client stores issued ones.  Returns 0 or -errno. */
+int acme_store_placeholder(const char *path, const char *name, EVP_PKEY *key);
 
 /* What a stored certificate says about the next order. */
 struct acme_due {

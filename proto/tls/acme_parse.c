@@ -162,7 +162,10 @@ int acme_parse_directory(const char *body, size_t len, struct acme_directory *ou
     if (err == 0 && meta != NULL && !json_is_object(meta))
         err = refuse(why, why_len, "\"meta\" is not an object");
     if (err == 0 && meta != NULL)
-        err = url_field(meta, "termsOfService", OPTIONAL, &out->terms_of_service, why, why_len);
+        /* Shown to the operator, never fetched: any string (pebble's is a
+         * data: URL). */
+        err = string_field(meta, "termsOfService", OPTIONAL, URL_MAX, &out->terms_of_service, why,
+                           why_len);
     json_decref(root);
     if (err != 0)
         acme_directory_free(out);

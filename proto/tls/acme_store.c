@@ -114,8 +114,7 @@ int acme_store_key(const char *path, enum acme_key_type type, EVP_PKEY **out, ch
     return 0;
 }
 
-int acme_store_placeholder(const char *cert_path, const char *key_path, const char *name,
-                           EVP_PKEY *key)
+int acme_store_placeholder(const char *path, const char *name, EVP_PKEY *key)
 {
     X509 *x = X509_new();
     X509_NAME *subject = X509_NAME_new();
@@ -143,20 +142,14 @@ int acme_store_placeholder(const char *cert_path, const char *key_path, const ch
         X509_gmtime_adj(X509_getm_notAfter(x), 24 * 60 * 60) == NULL ||
         X509_set_pubkey(x, key) != 1 || X509_sign(x, key, EVP_sha256()) <= 0)
         goto done;
+    /* The key, then the certificate, in one file replaced whole: a
+     * watcher never sees one without the other. */
     const char *pem;
-    char *cert_pem;
-    long len, key_len;
-    if (PEM_write_bio_X509(bio, x) != 1)
+    long len;
+    if (key_pem(key, bio, &pem, &len) != 0 || PEM_write_bio_X509(bio, x) != 1)
         goto done;
-    len = BIO_get_mem_data(bio, &cert_pem);
-    /* The key first: a watcher that sees the new certificate finds its key. */
-    BIO *kbio = BIO_new(BIO_s_mem());
-    err = kbio != NULL ? key_pem(key, kbio, &pem, &key_len) : -ENOMEM;
-    if (err == 0)
-        err = acme_store_write(key_path, pem, (size_t)key_len);
-    BIO_free(kbio);
-    if (err == 0)
-        err = acme_store_write(cert_path, cert_pem, (size_t)len);
+    len = BIO_get_mem_data(bio, &pem);
+    err = acme_store_write(path, pem, (size_t)len);
 done:
     X509_NAME_free(subject);
     X509_free(x);
