@@ -7,6 +7,7 @@
 #include "proto/http/router.h"
 
 #include "proto/http/site.h"
+#include "proto/tls/acme_client.h"
 
 #include <assert.h>
 
@@ -179,6 +180,17 @@ int router_find_location(struct router_walk *w)
     struct exchange *ex = w->ex;
     if (++w->searches > URI_CHANGES_MAX + 1)
         return 500; /* a rewrite loop */
+    /* ACME HTTP-01 (RFC 8555 §8.3): answered on a plain listener before
+     * any location, while an order waits for it; otherwise one relaxed
+     * load. */
+    if (acme_challenge_any() && !exchange_tls(ex) && w->searches == 1) {
+        char answer[ACME_CHALLENGE_ANSWER_MAX];
+        long n = acme_challenge_lookup(w->req.path.data, w->req.path.len, answer, sizeof(answer));
+        if (n >= 0) {
+            exchange_respond(ex, 200, "Content-Type: text/plain\r\n", answer, (size_t)n);
+            return ROUTER_DONE;
+        }
+    }
     ex->loc = site_search_location(ex->vhost, w->req.path.data, w->req.path.len);
     return ROUTER_DECLINED; /* the phase's other handlers see it */
 }

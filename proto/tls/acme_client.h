@@ -56,6 +56,9 @@ int acme_challenge_set(const char *token, const char *key_authorization);
 void acme_challenge_remove(const char *token);
 
 #define ACME_CHALLENGE_PREFIX "/.well-known/acme-challenge/"
+/* Room for a key authorization: a token the parser bounds to 256
+ * characters, a dot and a 43-character thumbprint. */
+#define ACME_CHALLENGE_ANSWER_MAX 320
 
 /* The key authorization to answer a request for `path` (`len` bytes, a
  * request path without query) with, copied to `out` (`cap` bytes, NUL-
