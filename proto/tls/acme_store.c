@@ -219,9 +219,9 @@ done:
 /* The lease file `path`, opened and locked for a read and a write
  * (flock: microseconds, and never waited for), or -1 with errno
  * (EWOULDBLOCK: another instance is looking at it now). */
-static int lease_open(const char *path)
+static int lease_open(const char *path, bool create)
 {
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
     if (fd == -1)
         return -1;
     if (flock(fd, LOCK_EX | LOCK_NB) == -1) {
@@ -260,7 +260,7 @@ int acme_store_lease(const char *path, const char *owner, time_t now, unsigned l
 {
     if (strlen(owner) >= LEASE_MAX / 2 || strchr(owner, ' ') != NULL || strchr(owner, '\n') != NULL)
         return -EINVAL;
-    int fd = lease_open(path);
+    int fd = lease_open(path, true);
     if (fd == -1)
         return errno == EWOULDBLOCK ? 0 : -errno;
     char held_by[LEASE_MAX];
@@ -284,7 +284,7 @@ done:
 
 void acme_store_release(const char *path, const char *owner)
 {
-    int fd = lease_open(path);
+    int fd = lease_open(path, false);
     if (fd == -1)
         return;
     char held_by[LEASE_MAX];

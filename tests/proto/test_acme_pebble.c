@@ -356,6 +356,77 @@ START_TEST(pebble_down_at_start)
 }
 END_TEST
 
+/* The issuer of the certificate corral serves on `port` for
+ * "localhost", in `out`; "" when the handshake fails. */
+static void served_issuer(int port, char *out, size_t size)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "openssl s_client -connect 127.0.0.1:%d -servername localhost </dev/null 2>/dev/null "
+             "| openssl x509 -noout -issuer 2>/dev/null",
+             port);
+    if (test_run(cmd, out, size) != 0)
+        out[0] = '\0';
+}
+
+static bool issued_served(int port)
+{
+    char issuer[512];
+    served_issuer(port, issuer, sizeof(issuer));
+    return strstr(issuer, "Pebble") != NULL;
+}
+
+/* The daemon: its placeholder serves at start, pebble validates HTTP-01
+ * on its plain listener (whose only location answers 404), and the issued
+ * certificate is served without a reload. */
+START_TEST(daemon_issues_and_serves)
+{
+    start_pebble(false, 0);
+    int tls_port;
+    close(test_reserve_port(&tls_port));
+    struct test_daemon d = {0};
+    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    snprintf(d.log, sizeof(d.log), "%s/corral.log", dir);
+    char conf[2048];
+    snprintf(conf, sizeof(conf),
+             "acme_issuer pebble {\n"
+             "    uri https://127.0.0.1:%d/dir;\n"
+             "    contact admin@example.test;\n"
+             "    state_path %s;\n"
+             "    ssl_trusted_certificate %s/ca.pem;\n"
+             "    accept_terms_of_service;\n"
+             "}\n"
+             "server {\n"
+             "    listen 127.0.0.1:%d;\n"
+             "    location / { return 404; }\n"
+             "}\n"
+             "server {\n"
+             "    listen 127.0.0.1:%d tls;\n"
+             "    server_name localhost;\n"
+             "    acme_certificate pebble;\n"
+             "    tls_certificate $acme_certificate;\n"
+             "    tls_certificate_key $acme_certificate_key;\n"
+             "    location / { return 200 \"ok\\n\"; }\n"
+             "}\n",
+             pebble_port, state, dir, http_port, tls_port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_spawn(&d, -1);
+    ck_assert(test_daemon_wait_port(tls_port, TEST_WAIT_MS));
+    char *log = test_daemon_wait_log(&d, "self-signed placeholder serves");
+    free(log);
+    uint64_t deadline = test_now_ms() + 30000;
+    while (!issued_served(tls_port) && test_now_ms() < deadline)
+        test_sleep_ms(100);
+    char issuer[512];
+    served_issuer(tls_port, issuer, sizeof(issuer));
+    log = test_read_file(d.log);
+    ck_assert_msg(strstr(issuer, "Pebble") != NULL, "served issuer \"%s\"; log:\n%s", issuer, log);
+    ck_assert_ptr_nonnull(strstr(log, "tls_certificate_watch: "));
+    free(log);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("acme_pebble");
@@ -366,6 +437,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, renewal);
     tcase_add_test(tc, challenge_failure);
     tcase_add_test(tc, pebble_down_at_start);
+    tcase_add_test(tc, daemon_issues_and_serves);
     suite_add_tcase(s, tc);
     return s;
 }
