@@ -106,6 +106,21 @@ static bool walk(struct router_walk *w, size_t i)
     return content;
 }
 
+/* ACME HTTP-01 (RFC 8555 §8.3): the key authorization for a token being
+ * validated, answered on a plain listener before anything of the server
+ * (its `return 301 https://...` included); true when answered. */
+static bool acme_http01(struct router_walk *w)
+{
+    char key_authorization[ACME_CHALLENGE_ANSWER_MAX];
+    long n = acme_challenge_lookup(w->req.path.data, w->req.path.len, key_authorization,
+                                   sizeof(key_authorization));
+    if (n < 0)
+        return false;
+    router_routed(w);
+    exchange_respond(w->ex, 200, "Content-Type: text/plain\r\n", key_authorization, (size_t)n);
+    return true;
+}
+
 void router_start(struct exchange *ex, const struct http_vhost *vhost,
                   const struct http_request *req, unsigned refuse)
 {
@@ -115,6 +130,10 @@ void router_start(struct exchange *ex, const struct http_vhost *vhost,
     walk_init(&w, ex, req);
     assert(w.table->step_count > 0); /* http_module_init() ran */
     w.refuse = refuse;
+    /* Only while an order waits for its validation: otherwise one relaxed
+     * load. */
+    if (acme_challenge_any() && !exchange_tls(ex) && acme_http01(&w))
+        return;
     walk(&w, 0);
 }
 
@@ -180,17 +199,6 @@ int router_find_location(struct router_walk *w)
     struct exchange *ex = w->ex;
     if (++w->searches > URI_CHANGES_MAX + 1)
         return 500; /* a rewrite loop */
-    /* ACME HTTP-01 (RFC 8555 §8.3): answered on a plain listener before
-     * any location, while an order waits for it; otherwise one relaxed
-     * load. */
-    if (acme_challenge_any() && !exchange_tls(ex) && w->searches == 1) {
-        char answer[ACME_CHALLENGE_ANSWER_MAX];
-        long n = acme_challenge_lookup(w->req.path.data, w->req.path.len, answer, sizeof(answer));
-        if (n >= 0) {
-            exchange_respond(ex, 200, "Content-Type: text/plain\r\n", answer, (size_t)n);
-            return ROUTER_DONE;
-        }
-    }
     ex->loc = site_search_location(ex->vhost, w->req.path.data, w->req.path.len);
     return ROUTER_DECLINED; /* the phase's other handlers see it */
 }

@@ -7,6 +7,7 @@
  * schedule of certificates made by openssl(1), and the lease.
  */
 #include "../helpers.h"
+#include "conf/config.h"
 #include "proto/policy/jwt.h"
 #include "proto/tls/acme.h"
 
@@ -566,6 +567,72 @@ START_TEST(store_lease)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- conf */
+
+static int parse(const char *text, struct conf_config **out, char *error, size_t size)
+{
+    struct conf_error err;
+    int rc = conf_parse("/etc/corral/test.conf", text, strlen(text), NULL, NULL, out, &err);
+    snprintf(error, size, "%s", rc == 0 ? "" : err.text);
+    return rc;
+}
+
+START_TEST(conf_directives)
+{
+    struct conf_config *c;
+    char error[512];
+    const char *ok = "acme_issuer le {\n"
+                     "    uri https://acme.example/dir; contact a@example.test;\n"
+                     "    contact mailto:b@example.test; state_path acme/le;\n"
+                     "    ssl_trusted_certificate ca.pem; account_key rsa:4096;\n"
+                     "    challenge http-01; accept_terms_of_service;\n"
+                     "}\n"
+                     "server { listen 127.0.0.1:8443 tls; server_name a.example b.example;\n"
+                     "    acme_certificate le c.example key=rsa;\n"
+                     "    tls_certificate $acme_certificate;\n"
+                     "    tls_certificate_key $acme_certificate_key; }\n";
+    ck_assert_msg(parse(ok, &c, error, sizeof(error)) == 0, "%s", error);
+    ck_assert_uint_eq(c->acme_issuer_count, 1);
+    const struct conf_acme_issuer *is = &c->acme_issuers[0];
+    ck_assert_str_eq(is->uri, "https://acme.example/dir");
+    ck_assert_str_eq(is->state_path, "/etc/corral/acme/le");
+    ck_assert_str_eq(is->trusted_ca, "/etc/corral/ca.pem");
+    ck_assert_uint_eq(is->contact_count, 2);
+    ck_assert(is->accept_terms_of_service);
+    ck_assert_int_eq(is->account_key, ACME_KEY_RSA_4096);
+    const struct conf_acme_certificate *cert = &c->servers[0].acme;
+    ck_assert_str_eq(cert->issuer, "le");
+    ck_assert_uint_eq(cert->domain_count, 1);
+    ck_assert_str_eq(cert->domains[0], "c.example");
+    ck_assert_int_eq(cert->key, ACME_KEY_RSA_2048);
+    /* Kept as written, for the daemon to replace. */
+    ck_assert_str_eq(c->servers[0].tls.certificates[0].certificate, "$acme_certificate");
+    ck_assert_str_eq(c->servers[0].tls.certificates[0].key, "$acme_certificate_key");
+    conf_free(c);
+
+    const struct {
+        const char *text, *expected;
+    } bad[] = {
+        {"acme_issuer le { state_path /x; }", "needs a \"uri\""},
+        {"acme_issuer le { uri https://a/d; }", "needs a \"state_path\""},
+        {"acme_issuer le { uri http://a/d; state_path /x; }", "https://"},
+        {"acme_issuer le { uri https://a/d; state_path /x; challenge dns-01; }", "only http-01"},
+        {"acme_issuer le { uri https://a/d; state_path /x; account_key dsa; }", "account_key"},
+        {"acme_issuer le { uri https://a/d; state_path /x; bogus 1; }", "unknown directive"},
+        {"acme_issuer le { uri https://a/d; state_path /x; }\n"
+         "acme_issuer le { uri https://a/d; state_path /y; }",
+         "duplicate acme_issuer"},
+        {"server { listen 127.0.0.1:1; acme_certificate le key=dsa; }", "key=ecdsa"},
+        {"server { listen 127.0.0.1:1; acme_certificate le ~re; }", "not a domain"},
+        {"acme_certificate le;", ""},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_msg(parse(bad[i].text, &c, error, sizeof(error)) != 0, "%zu accepted", i);
+        ck_assert_msg(strstr(error, bad[i].expected) != NULL, "%zu: %s", i, error);
+    }
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("acme");
@@ -591,5 +658,8 @@ Suite *test_suite(void)
     tcase_add_test(store, store_lease);
     tcase_set_timeout(store, 30);
     suite_add_tcase(s, store);
+    TCase *conf = tcase_create("conf");
+    tcase_add_test(conf, conf_directives);
+    suite_add_tcase(s, conf);
     return s;
 }

@@ -270,8 +270,9 @@ START_TEST(walks_to_the_location_handler)
 END_TEST
 
 /* An ACME HTTP-01 challenge being offered is answered on a plain
- * connection before any location, with the key authorization; not over
- * TLS, not another token, and not once it is withdrawn. */
+ * connection before anything of the server (its rewrites and locations),
+ * with the key authorization, after the framer learnt the route (its
+ * log); not over TLS, not another token, and not once it is withdrawn. */
 START_TEST(acme_challenge_before_locations)
 {
     const char *path = "/.well-known/acme-challenge/tok_EN-1";
@@ -284,6 +285,7 @@ START_TEST(acme_challenge_before_locations)
     struct http_request req = request(path);
     router_start(&ex, &vhost, &req, 0);
     ck_assert_uint_eq(seen.status, 200);
+    ck_assert_str_eq(seen.trace, "RB");
     ck_assert_ptr_null(ex.loc);
     ck_assert_int_eq(seen.requests, 0);
     router_end(&ex);
