@@ -102,6 +102,7 @@ struct acme_order {
 struct acme_challenge {
     char *type, *url, *token; /* token: only characters of base64url */
     enum acme_status status;
+    struct acme_problem error; /* why an invalid one failed (RFC 8555 §8) */
 };
 
 struct acme_authorization {

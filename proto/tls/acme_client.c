@@ -461,7 +461,12 @@ static void on_authorization(struct acme_client *c, const struct acme_http_respo
         return;
     }
     if (a.status != ACME_STATUS_PENDING) {
-        order_fail(c, "the authorization of \"%s\" is %s", a.identifier, status_name(a.status));
+        /* The CA's reason: the failed challenge's problem. */
+        const char *detail = NULL;
+        for (size_t i = 0; i < a.challenge_count && detail == NULL; i++)
+            detail = a.challenges[i].error.detail;
+        order_fail(c, "the authorization of \"%s\" is %s%s%s", a.identifier, status_name(a.status),
+                   detail != NULL ? ": " : "", detail != NULL ? detail : "");
         acme_authorization_free(&a);
         return;
     }

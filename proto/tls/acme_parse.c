@@ -253,6 +253,7 @@ void acme_authorization_free(struct acme_authorization *a)
         free(a->challenges[i].type);
         free(a->challenges[i].url);
         free(a->challenges[i].token);
+        acme_problem_free(&a->challenges[i].error);
     }
     *a = (struct acme_authorization){0};
 }
@@ -271,6 +272,11 @@ static int challenge_from(json_t *obj, struct acme_challenge *c, char *why, size
         err = string_field(obj, "token", OPTIONAL, TOKEN_MAX, &c->token, why, why_len);
     if (err == 0 && c->token != NULL && (c->token[0] == '\0' || !is_base64url(c->token)))
         err = refuse(why, why_len, "a challenge token is not base64url");
+    json_t *problem = err == 0 ? json_object_get(obj, "error") : NULL;
+    if (problem != NULL && !json_is_object(problem))
+        err = refuse(why, why_len, "a challenge's \"error\" is not an object");
+    else if (problem != NULL)
+        err = problem_from(problem, &c->error, why, why_len);
     return err;
 }
 

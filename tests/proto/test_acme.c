@@ -311,6 +311,15 @@ START_TEST(parse_authorization)
     ck_assert_ptr_null(acme_authorization_challenge(&a, "tls-alpn-01"));
     ck_assert_ptr_null(acme_authorization_challenge(&a, "future-02"));
     acme_authorization_free(&a);
+    const char *invalid =
+        "{\"status\":\"invalid\",\"identifier\":{\"type\":\"dns\",\"value\":\"a.test\"},"
+        "\"challenges\":[{\"type\":\"http-01\",\"url\":\"https://x\",\"status\":\"invalid\","
+        "\"token\":\"t\",\"error\":{\"type\":\"urn:ietf:params:acme:error:connection\","
+        "\"detail\":\"connection refused\"}}]}";
+    ck_assert_int_eq(PARSE(acme_parse_authorization, invalid, &a), 0);
+    ck_assert_int_eq(a.status, ACME_STATUS_INVALID);
+    ck_assert_str_eq(a.challenges[0].error.detail, "connection refused");
+    acme_authorization_free(&a);
     const char *head = "{\"status\":\"pending\",\"identifier\":{\"type\":\"dns\",\"value\":\"a\"},";
     const char *bad_tail[] = {
         "\"challenges\":{}}",
@@ -324,6 +333,10 @@ START_TEST(parse_authorization)
         "\"challenges\":[{\"type\":\"http-01\",\"status\":\"pending\",\"token\":\"t\"}]}",
         "\"challenges\":[{\"type\":1,\"url\":\"https://x\",\"status\":\"pending\"}]}",
         "\"wildcard\":\"yes\",\"challenges\":[]}",
+        "\"challenges\":[{\"type\":\"http-01\",\"url\":\"https://x\",\"status\":\"invalid\","
+        "\"error\":\"refused\"}]}",
+        "\"challenges\":[{\"type\":\"http-01\",\"url\":\"https://x\",\"status\":\"invalid\","
+        "\"error\":{\"detail\":5}}]}",
     };
     char text[1024];
     for (size_t i = 0; i < sizeof(bad_tail) / sizeof(bad_tail[0]); i++) {
