@@ -356,6 +356,40 @@ START_TEST(pebble_down_at_start)
 }
 END_TEST
 
+/* Another instance sharing state_path holds the order lease: this one
+ * orders nothing while the lease runs (pebble is up: an order would
+ * succeed), and orders once it is given back. */
+static void give_back_lease(struct drive *d)
+{
+    static uint64_t since;
+    if (since == 0)
+        since = test_now_ms();
+    const struct acme_client_stats *st = acme_client_stats(d->client);
+    ck_assert_uint_eq(st->failures, 0);
+    if (test_now_ms() - since < 1500) {
+        ck_assert_uint_eq(st->issued, 0);
+        return;
+    }
+    char lock[256];
+    snprintf(lock, sizeof(lock), "%s/localhost.lock", state);
+    acme_store_release(lock, "other-host:1");
+}
+
+START_TEST(lease_held_elsewhere)
+{
+    start_pebble(true, 0);
+    ck_assert_int_eq(mkdir(state, 0700), 0);
+    char lock[256];
+    snprintf(lock, sizeof(lock), "%s/localhost.lock", state);
+    ck_assert_int_eq(acme_store_lease(lock, "other-host:1", time(NULL), 3600), 1);
+    struct acme_client *c = client_new(false);
+    ck_assert_msg(drive(c, 1, 0, 20000, give_back_lease), "not issued after the lease");
+    X509 *x = stored();
+    ck_assert(!is_placeholder(x));
+    X509_free(x);
+}
+END_TEST
+
 /* The issuer of the certificate corral serves on `port` for
  * "localhost", in `out`; "" when the handshake fails. */
 static void served_issuer(int port, char *out, size_t size)
@@ -438,6 +472,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, challenge_failure);
     tcase_add_test(tc, pebble_down_at_start);
     tcase_add_test(tc, daemon_issues_and_serves);
+    tcase_add_test(tc, lease_held_elsewhere);
     suite_add_tcase(s, tc);
     return s;
 }
