@@ -82,7 +82,8 @@ int runtime_acme_new(const struct conf_config *config, struct runtime_acme **out
                                       .contacts = (const char *const *)is->contacts,
                                       .contact_count = is->contact_count,
                                       .accept_terms_of_service = is->accept_terms_of_service,
-                                      .account_key = (enum acme_key_type)is->account_key};
+                                      .account_key = (enum acme_key_type)is->account_key,
+                                      .tls_alpn = is->tls_alpn};
         struct acme_certificate_conf cc = {
             .domains = names, .domain_count = n, .key = (enum acme_key_type)cert->key};
         char why[256] = "";

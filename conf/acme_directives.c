@@ -109,9 +109,13 @@ static int issuer_line(struct conf_state *state, struct conf_acme_issuer *is,
         return 0;
     }
     if (strcmp(name, "challenge") == 0) {
-        if (strcmp(arg->text, "http-01") != 0 && strcmp(arg->text, "http") != 0)
+        if (strcmp(arg->text, "http-01") == 0 || strcmp(arg->text, "http") == 0)
+            is->tls_alpn = false;
+        else if (strcmp(arg->text, "tls-alpn-01") == 0 || strcmp(arg->text, "tls-alpn") == 0)
+            is->tls_alpn = true;
+        else
             return conf__error_at(state->error, &arg->pos,
-                                  "challenge \"%s\": only http-01 is supported", arg->text);
+                                  "challenge \"%s\": expected http-01 or tls-alpn-01", arg->text);
         return 0;
     }
     return conf__error_at(state->error, &line->name.pos,

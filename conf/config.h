@@ -187,6 +187,7 @@ struct conf_acme_issuer {
     size_t contact_count;
     bool accept_terms_of_service;
     int account_key; /* enum acme_key_type (proto/tls/acme.h) */
+    bool tls_alpn;   /* challenge tls-alpn-01; else http-01 */
     struct conf_pos pos;
 };
 

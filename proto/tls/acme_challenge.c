@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct entry {
     char *token, *answer;
@@ -84,4 +85,86 @@ long acme_challenge_lookup(const char *path, size_t len, char *out, size_t cap)
     }
     pthread_mutex_unlock(&lock);
     return found;
+}
+
+/* ------------------------------------------------------------ tls-alpn-01 */
+
+/* The certificates answering TLS-ALPN-01 (RFC 8737): few, short-lived,
+ * by name; read in the handshakes of whichever worker the CA reaches. */
+struct alpn_entry {
+    char *name;
+    X509 *cert;
+    EVP_PKEY *key;
+};
+
+static struct alpn_entry *alpn_entries;
+static size_t alpn_count;
+static atomic_size_t alpn_offered;
+
+bool acme_challenge_alpn_any(void)
+{
+    return atomic_load_explicit(&alpn_offered, memory_order_relaxed) > 0;
+}
+
+int acme_challenge_alpn_set(const char *name, X509 *cert, EVP_PKEY *key)
+{
+    char *n = strdup(name);
+    pthread_mutex_lock(&lock);
+    struct alpn_entry *grown =
+        n != NULL ? realloc(alpn_entries, (alpn_count + 1) * sizeof(*grown)) : NULL;
+    if (grown != NULL) {
+        X509_up_ref(cert);
+        EVP_PKEY_up_ref(key);
+        alpn_entries = grown;
+        alpn_entries[alpn_count++] = (struct alpn_entry){n, cert, key};
+        atomic_store_explicit(&alpn_offered, alpn_count, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&lock);
+    if (grown == NULL) {
+        free(n);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void acme_challenge_alpn_remove(const char *name)
+{
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < alpn_count; i++)
+        if (strcmp(alpn_entries[i].name, name) == 0) {
+            free(alpn_entries[i].name);
+            X509_free(alpn_entries[i].cert);
+            EVP_PKEY_free(alpn_entries[i].key);
+            alpn_entries[i] = alpn_entries[--alpn_count];
+            break;
+        }
+    atomic_store_explicit(&alpn_offered, alpn_count, memory_order_relaxed);
+    if (alpn_count == 0) {
+        free(alpn_entries);
+        alpn_entries = NULL;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+bool acme_challenge_alpn_use(SSL *ssl, const char *name, size_t len)
+{
+    bool used = false;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < alpn_count && !used; i++)
+        if (strlen(alpn_entries[i].name) == len &&
+            strncasecmp(alpn_entries[i].name, name, len) == 0)
+            used = SSL_use_certificate(ssl, alpn_entries[i].cert) == 1 &&
+                   SSL_use_PrivateKey(ssl, alpn_entries[i].key) == 1;
+    pthread_mutex_unlock(&lock);
+    return used;
+}
+
+bool acme_challenge_alpn_offered(const unsigned char *list, unsigned len)
+{
+    static const unsigned char acme_tls[] = "\x0a"
+                                            "acme-tls/1";
+    for (unsigned i = 0; i < len; i += 1u + list[i])
+        if (list[i] == 10 && i + 11 <= len && memcmp(list + i, acme_tls, 11) == 0)
+            return true;
+    return false;
 }

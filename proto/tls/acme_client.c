@@ -70,6 +70,7 @@ struct acme_client {
     struct acme_order order;
     size_t authz; /* the authorization being worked on */
     char *token;  /* its challenge's, while offered */
+    char *alpn_name; /* tls-alpn-01: the name its certificate answers, while offered */
     unsigned polls;
     bool nonce_retried;
     EVP_PKEY *cert_key;
@@ -193,14 +194,24 @@ const struct acme_client_stats *acme_client_stats(const struct acme_client *c)
 
 /* ---------------------------------------------------------------- order */
 
-static void order_reset(struct acme_client *c)
+/* Withdraws the challenge answer offered, if any. */
+static void challenge_withdraw(struct acme_client *c)
 {
-    acme_http_cancel(c->http);
-    c->http = NULL;
     if (c->token != NULL)
         acme_challenge_remove(c->token);
     free(c->token);
     c->token = NULL;
+    if (c->alpn_name != NULL)
+        acme_challenge_alpn_remove(c->alpn_name);
+    free(c->alpn_name);
+    c->alpn_name = NULL;
+}
+
+static void order_reset(struct acme_client *c)
+{
+    acme_http_cancel(c->http);
+    c->http = NULL;
+    challenge_withdraw(c);
     acme_directory_free(&c->directory);
     acme_order_free(&c->order);
     free(c->order_url);
@@ -433,11 +444,7 @@ static void order_advance(struct acme_client *c)
 
 static void authz_next(struct acme_client *c)
 {
-    if (c->token != NULL) {
-        acme_challenge_remove(c->token);
-        free(c->token);
-        c->token = NULL;
-    }
+    challenge_withdraw(c);
     c->polls = 0;
     if (++c->authz < c->order.authorization_count) {
         post(c, STEP_AUTHZ, c->order.authorizations[c->authz], NULL);
@@ -445,6 +452,64 @@ static void authz_next(struct acme_client *c)
     }
     /* Every authorization is valid: the order is ready (or soon). */
     post(c, STEP_ORDER_POLL, c->order_url, NULL);
+}
+
+/* The TLS-ALPN-01 certificate for `name` (RFC 8737 §3): self-signed
+ * on a key of its own, the name its only SAN, and the critical
+ * acmeIdentifier extension holding the SHA-256 of the key
+ * authorization. */
+static int alpn_offer(struct acme_client *c, const char *name, const char *key_authorization)
+{
+    unsigned char digest[32], der[34];
+    unsigned int digest_len = 0;
+    EVP_PKEY *key = acme_key_generate(ACME_KEY_EC_P256);
+    X509 *x = X509_new();
+    X509_NAME *subject = X509_NAME_new();
+    ASN1_OBJECT *oid = OBJ_txt2obj("1.3.6.1.5.5.7.1.31", 1);
+    ASN1_OCTET_STRING *value = ASN1_OCTET_STRING_new();
+    X509_EXTENSION *ident = NULL, *san = NULL;
+    char san_text[300];
+    int err = -ENOMEM;
+    if (key == NULL || x == NULL || subject == NULL || oid == NULL || value == NULL ||
+        EVP_Digest(key_authorization, strlen(key_authorization), digest, &digest_len, EVP_sha256(),
+                   NULL) != 1)
+        goto done;
+    /* The extension's value is the DER of an OCTET STRING of the digest. */
+    der[0] = 0x04;
+    der[1] = 32;
+    memcpy(der + 2, digest, 32);
+    snprintf(san_text, sizeof(san_text), "DNS:%s", name);
+    X509V3_CTX ctx;
+    X509V3_set_ctx_nodb(&ctx);
+    X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
+    if (ASN1_OCTET_STRING_set(value, der, sizeof(der)) != 1 ||
+        (ident = X509_EXTENSION_create_by_OBJ(NULL, oid, 1, value)) == NULL ||
+        (san = X509V3_EXT_conf_nid(NULL, &ctx, NID_subject_alt_name, san_text)) == NULL ||
+        X509_set_version(x, X509_VERSION_3) != 1 ||
+        ASN1_INTEGER_set(X509_get_serialNumber(x), 1) != 1 ||
+        X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_UTF8, (const unsigned char *)name, -1,
+                                   -1, 0) != 1 ||
+        X509_set_subject_name(x, subject) != 1 || X509_set_issuer_name(x, subject) != 1 ||
+        X509_gmtime_adj(X509_getm_notBefore(x), 0) == NULL ||
+        X509_gmtime_adj(X509_getm_notAfter(x), 24 * 60 * 60) == NULL ||
+        X509_set_pubkey(x, key) != 1 || X509_add_ext(x, san, -1) != 1 ||
+        X509_add_ext(x, ident, -1) != 1 || X509_sign(x, key, EVP_sha256()) <= 0)
+        goto done;
+    c->alpn_name = strdup(name);
+    err = c->alpn_name != NULL ? acme_challenge_alpn_set(name, x, key) : -ENOMEM;
+    if (err != 0) {
+        free(c->alpn_name);
+        c->alpn_name = NULL;
+    }
+done:
+    X509_EXTENSION_free(ident);
+    X509_EXTENSION_free(san);
+    ASN1_OCTET_STRING_free(value);
+    ASN1_OBJECT_free(oid);
+    X509_NAME_free(subject);
+    X509_free(x);
+    EVP_PKEY_free(key);
+    return err;
 }
 
 static void on_authorization(struct acme_client *c, const struct acme_http_response *r)
@@ -479,19 +544,23 @@ static void on_authorization(struct acme_client *c, const struct acme_http_respo
         corral_timer_start(c->timer, POLL_MS);
         return;
     }
-    const struct acme_challenge *ch = acme_authorization_challenge(&a, "http-01");
+    const char *type = c->issuer.tls_alpn ? "tls-alpn-01" : "http-01";
+    const struct acme_challenge *ch = acme_authorization_challenge(&a, type);
     char *answer = ch != NULL ? acme_key_authorization(c->account_key, ch->token) : NULL;
     if (ch == NULL || answer == NULL) {
-        order_fail(c, "the authorization of \"%s\" offers no http-01 challenge", a.identifier);
+        order_fail(c, "the authorization of \"%s\" offers no %s challenge", a.identifier, type);
         free(answer);
         acme_authorization_free(&a);
         return;
     }
     c->token = strdup(ch->token);
-    if (c->token == NULL || acme_challenge_set(ch->token, answer) != 0) {
+    int err = c->token == NULL     ? -ENOMEM
+              : c->issuer.tls_alpn ? alpn_offer(c, a.identifier, answer)
+                                   : acme_challenge_set(ch->token, answer);
+    if (err != 0) {
         free(c->token);
         c->token = NULL;
-        order_fail(c, "out of memory");
+        order_fail(c, "cannot offer the %s answer", type);
     } else {
         /* The answer is in place before the CA is told to look. */
         post(c, STEP_CHALLENGE, ch->url, strdup("{}"));

@@ -13,6 +13,7 @@
 #include "proto/tls/tls.h"
 
 #include <corral.h>
+#include <openssl/ssl.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 
@@ -69,6 +70,20 @@ long acme_challenge_lookup(const char *path, size_t len, char *out, size_t cap);
 /* Whether any challenge is offered: false costs a relaxed load. */
 bool acme_challenge_any(void);
 
+/* TLS-ALPN-01 (RFC 8737): the certificate (with its acmeIdentifier) and
+ * key a handshake for `name` that offers ALPN acme-tls/1 gets, set by the
+ * client (references taken), used by the TLS server side.  Set returns 0
+ * or -ENOMEM. */
+int acme_challenge_alpn_set(const char *name, X509 *cert, EVP_PKEY *key);
+void acme_challenge_alpn_remove(const char *name);
+bool acme_challenge_alpn_any(void);
+/* Whether ALPN list `offered` (wire format, `len` bytes) holds acme-tls/1. */
+bool acme_challenge_alpn_offered(const unsigned char *offered, unsigned len);
+/* Gives `ssl` the challenge certificate for SNI `name` (`len` bytes):
+ * false when there is none for it. */
+bool acme_challenge_alpn_use(SSL *ssl, const char *name, size_t len);
+#define ACME_TLS_ALPN "acme-tls/1"
+
 /* --------------------------------------------------------- acme_client.c */
 
 /* An acme_issuer block. */
@@ -81,6 +96,7 @@ struct acme_issuer_conf {
     size_t contact_count;
     bool accept_terms_of_service;
     enum acme_key_type account_key;
+    bool tls_alpn; /* challenge tls-alpn-01, else http-01 */
     /* The first wait after a failure, doubled each failure up to a day. */
     uint32_t retry_ms;
 };

@@ -629,7 +629,8 @@ START_TEST(conf_directives)
         {"acme_issuer le { state_path /x; }", "needs a \"uri\""},
         {"acme_issuer le { uri https://a/d; }", "needs a \"state_path\""},
         {"acme_issuer le { uri http://a/d; state_path /x; }", "https://"},
-        {"acme_issuer le { uri https://a/d; state_path /x; challenge dns-01; }", "only http-01"},
+        {"acme_issuer le { uri https://a/d; state_path /x; challenge dns-01; }",
+         "expected http-01 or tls-alpn-01"},
         {"acme_issuer le { uri https://a/d; state_path /x; account_key dsa; }", "account_key"},
         {"acme_issuer le { uri https://a/d; state_path /x; bogus 1; }", "unknown directive"},
         {"acme_issuer le { uri https://a/d; state_path /x; }\n"

@@ -28,6 +28,7 @@
 static char dir[64];
 static char state[128];
 static int pebble_port, http_port;
+static int alpn_port; /* where pebble validates TLS-ALPN-01; 0: http_port */
 static pid_t pebble_pid;
 
 static void run_ok(const char *cmd)
@@ -59,6 +60,7 @@ static void setup(void)
     fd = test_reserve_port(&http_port);
     close(fd);
     pebble_pid = 0;
+    alpn_port = 0;
 }
 
 static void stop_pebble(void)
@@ -97,7 +99,8 @@ static void start_pebble(bool always_valid, unsigned validity_s)
              "\"127.0.0.1:%d\", \"certificate\": \"%s/cert.pem\", \"privateKey\": "
              "\"%s/key.pem\", \"httpPort\": %d, \"tlsPort\": %d, \"ocspResponderURL\": \"\", "
              "\"externalAccountBindingRequired\": false%s}}\n",
-             pebble_port, mgmt_port, dir, dir, http_port, http_port, validity);
+             pebble_port, mgmt_port, dir, dir, http_port, alpn_port ? alpn_port : http_port,
+             validity);
     test_write_file(config, text);
     char log[256];
     snprintf(log, sizeof(log), "%s/pebble.log", dir);
@@ -410,6 +413,51 @@ static bool issued_served(int port)
     return strstr(issuer, "Pebble") != NULL;
 }
 
+/* The daemon with `challenge tls-alpn-01` and no plain listener: pebble
+ * validates in a handshake with corral's TLS listener (ALPN acme-tls/1,
+ * RFC 8737), and the issued certificate then serves. */
+START_TEST(daemon_tls_alpn)
+{
+    int tls_port;
+    close(test_reserve_port(&tls_port));
+    alpn_port = tls_port;
+    start_pebble(false, 0);
+    struct test_daemon d = {0};
+    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    snprintf(d.log, sizeof(d.log), "%s/corral.log", dir);
+    char conf[2048];
+    snprintf(conf, sizeof(conf),
+             "acme_issuer pebble {\n"
+             "    uri https://127.0.0.1:%d/dir;\n"
+             "    state_path %s;\n"
+             "    ssl_trusted_certificate %s/ca.pem;\n"
+             "    challenge tls-alpn-01;\n"
+             "    accept_terms_of_service;\n"
+             "}\n"
+             "server {\n"
+             "    listen 127.0.0.1:%d tls;\n"
+             "    server_name localhost;\n"
+             "    acme_certificate pebble;\n"
+             "    tls_certificate $acme_certificate;\n"
+             "    tls_certificate_key $acme_certificate_key;\n"
+             "    location / { return 200 \"ok\\n\"; }\n"
+             "}\n",
+             pebble_port, state, dir, tls_port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_spawn(&d, -1);
+    ck_assert(test_daemon_wait_port(tls_port, TEST_WAIT_MS));
+    uint64_t deadline = test_now_ms() + 30000;
+    while (!issued_served(tls_port) && test_now_ms() < deadline)
+        test_sleep_ms(100);
+    char issuer[512];
+    served_issuer(tls_port, issuer, sizeof(issuer));
+    char *log = test_read_file(d.log);
+    ck_assert_msg(strstr(issuer, "Pebble") != NULL, "served issuer \"%s\"; log:\n%s", issuer, log);
+    free(log);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* The daemon: its placeholder serves at start, pebble validates HTTP-01
  * on its plain listener (whose only location answers 404), and the issued
  * certificate is served without a reload. */
@@ -473,6 +521,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, pebble_down_at_start);
     tcase_add_test(tc, daemon_issues_and_serves);
     tcase_add_test(tc, lease_held_elsewhere);
+    tcase_add_test(tc, daemon_tls_alpn);
     suite_add_tcase(s, tc);
     return s;
 }
