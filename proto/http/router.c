@@ -7,7 +7,7 @@
 #include "proto/http/router.h"
 
 #include "proto/http/site.h"
-#include "proto/tls/acme_client.h"
+#include "proto/tls/acme_challenge.h"
 
 #include <assert.h>
 

@@ -4,10 +4,11 @@
  * loop and read by whichever worker the CA's request lands on, so a small
  * list under a mutex, with an atomic count that lets requests skip it.
  */
-#include "proto/tls/acme_client.h"
+#include "proto/tls/acme_challenge.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>

@@ -68,8 +68,8 @@ struct acme_client {
     char *pending_url, *pending_payload; /* the POST in flight, sent again on badNonce */
     bool fetching_nonce;
     struct acme_order order;
-    size_t authz; /* the authorization being worked on */
-    char *token;  /* its challenge's, while offered */
+    size_t authz;    /* the authorization being worked on */
+    char *token;     /* its challenge's, while offered */
     char *alpn_name; /* tls-alpn-01: the name its certificate answers, while offered */
     unsigned polls;
     bool nonce_retried;

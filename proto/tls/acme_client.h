@@ -2,18 +2,16 @@
  * acme_client.h: the ACME client that runs on the main loop: one per
  * certificate (acme_certificate), ordering it from its issuer
  * (acme_issuer) when state_path has none that is due, and again at two
- * thirds of its lifetime; the HTTP requests it makes (acme_http.c); and
- * the HTTP-01 answers it leaves for the plain listeners
- * (acme_challenge.c).
+ * thirds of its lifetime; and the HTTP requests it makes (acme_http.c).
  */
 #ifndef CORRAL_PROTO_TLS_ACME_CLIENT_H
 #define CORRAL_PROTO_TLS_ACME_CLIENT_H
 
 #include "proto/tls/acme.h"
+#include "proto/tls/acme_challenge.h"
 #include "proto/tls/tls.h"
 
 #include <corral.h>
-#include <openssl/ssl.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 
@@ -47,42 +45,6 @@ int acme_http_request(corral_loop *loop, struct tls_client *tls, const struct so
                       acme_http_done_fn done, void *arg, struct acme_http **out);
 void acme_http_cancel(struct acme_http *h);
 void acme_http_response_clear(struct acme_http_response *r);
-
-/* ----------------------------------------------------- acme_challenge.c */
-
-/* The HTTP-01 answers being offered, shared by every worker: set by the
- * client on the main loop, looked up by the plain listeners.  Each
- * returns 0 or -ENOMEM. */
-int acme_challenge_set(const char *token, const char *key_authorization);
-void acme_challenge_remove(const char *token);
-
-#define ACME_CHALLENGE_PREFIX "/.well-known/acme-challenge/"
-/* Room for a key authorization: a token the parser bounds to 256
- * characters, a dot and a 43-character thumbprint. */
-#define ACME_CHALLENGE_ANSWER_MAX 320
-
-/* The key authorization to answer a request for `path` (`len` bytes, a
- * request path without query) with, copied to `out` (`cap` bytes, NUL-
- * terminated): its length, or -1 when the path is not the challenge of a
- * token being offered. */
-long acme_challenge_lookup(const char *path, size_t len, char *out, size_t cap);
-
-/* Whether any challenge is offered: false costs a relaxed load. */
-bool acme_challenge_any(void);
-
-/* TLS-ALPN-01 (RFC 8737): the certificate (with its acmeIdentifier) and
- * key a handshake for `name` that offers ALPN acme-tls/1 gets, set by the
- * client (references taken), used by the TLS server side.  Set returns 0
- * or -ENOMEM. */
-int acme_challenge_alpn_set(const char *name, X509 *cert, EVP_PKEY *key);
-void acme_challenge_alpn_remove(const char *name);
-bool acme_challenge_alpn_any(void);
-/* Whether ALPN list `offered` (wire format, `len` bytes) holds acme-tls/1. */
-bool acme_challenge_alpn_offered(const unsigned char *offered, unsigned len);
-/* Gives `ssl` the challenge certificate for SNI `name` (`len` bytes):
- * false when there is none for it. */
-bool acme_challenge_alpn_use(SSL *ssl, const char *name, size_t len);
-#define ACME_TLS_ALPN "acme-tls/1"
 
 /* --------------------------------------------------------- acme_client.c */
 

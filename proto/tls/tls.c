@@ -8,7 +8,7 @@
  * here; the client side is in tls_client.c.
  */
 #include "proto/tls/tls_internal.h"
-#include "proto/tls/acme_client.h"
+#include "proto/tls/acme_challenge.h"
 #include "proto/counter.h"
 
 #include <arpa/inet.h>

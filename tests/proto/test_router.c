@@ -18,7 +18,7 @@
 #include "proto/http/router.h"
 #include "proto/http/site.h"
 #include "proto/http/http_conn.h"
-#include "proto/tls/acme_client.h"
+#include "proto/tls/acme_challenge.h"
 
 #include <errno.h>
 #include <stdio.h>
