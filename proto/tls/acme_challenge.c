@@ -20,12 +20,7 @@ struct entry {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct entry *entries;
 static size_t count;
-static atomic_size_t offered;
-
-bool acme_challenge_any(void)
-{
-    return atomic_load_explicit(&offered, memory_order_relaxed) > 0;
-}
+atomic_size_t acme_challenge__http_count;
 
 int acme_challenge_set(const char *token, const char *key_authorization)
 {
@@ -36,7 +31,7 @@ int acme_challenge_set(const char *token, const char *key_authorization)
     if (grown != NULL) {
         entries = grown;
         entries[count++] = (struct entry){t, a};
-        atomic_store_explicit(&offered, count, memory_order_relaxed);
+        atomic_store_explicit(&acme_challenge__http_count, count, memory_order_relaxed);
     }
     pthread_mutex_unlock(&lock);
     if (grown == NULL) {
@@ -57,7 +52,7 @@ void acme_challenge_remove(const char *token)
             entries[i] = entries[--count];
             break;
         }
-    atomic_store_explicit(&offered, count, memory_order_relaxed);
+    atomic_store_explicit(&acme_challenge__http_count, count, memory_order_relaxed);
     if (count == 0) {
         free(entries);
         entries = NULL;
@@ -100,12 +95,7 @@ struct alpn_entry {
 
 static struct alpn_entry *alpn_entries;
 static size_t alpn_count;
-static atomic_size_t alpn_offered;
-
-bool acme_challenge_alpn_any(void)
-{
-    return atomic_load_explicit(&alpn_offered, memory_order_relaxed) > 0;
-}
+atomic_size_t acme_challenge__alpn_count;
 
 int acme_challenge_alpn_set(const char *name, X509 *cert, EVP_PKEY *key)
 {
@@ -118,7 +108,7 @@ int acme_challenge_alpn_set(const char *name, X509 *cert, EVP_PKEY *key)
         EVP_PKEY_up_ref(key);
         alpn_entries = grown;
         alpn_entries[alpn_count++] = (struct alpn_entry){n, cert, key};
-        atomic_store_explicit(&alpn_offered, alpn_count, memory_order_relaxed);
+        atomic_store_explicit(&acme_challenge__alpn_count, alpn_count, memory_order_relaxed);
     }
     pthread_mutex_unlock(&lock);
     if (grown == NULL) {
@@ -139,7 +129,7 @@ void acme_challenge_alpn_remove(const char *name)
             alpn_entries[i] = alpn_entries[--alpn_count];
             break;
         }
-    atomic_store_explicit(&alpn_offered, alpn_count, memory_order_relaxed);
+    atomic_store_explicit(&acme_challenge__alpn_count, alpn_count, memory_order_relaxed);
     if (alpn_count == 0) {
         free(alpn_entries);
         alpn_entries = NULL;

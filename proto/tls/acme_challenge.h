@@ -8,6 +8,7 @@
 #define CORRAL_PROTO_TLS_ACME_CHALLENGE_H
 
 #include <openssl/ssl.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -28,8 +29,15 @@ void acme_challenge_remove(const char *token);
  * token being offered. */
 long acme_challenge_lookup(const char *path, size_t len, char *out, size_t cap);
 
-/* Whether any challenge is offered: false costs a relaxed load. */
-bool acme_challenge_any(void);
+/* How many HTTP-01 and TLS-ALPN-01 answers are offered: read (relaxed)
+ * on every request and handshake, so inline, without a call. */
+extern atomic_size_t acme_challenge__http_count, acme_challenge__alpn_count;
+
+/* Whether any HTTP-01 answer is offered. */
+static inline bool acme_challenge_any(void)
+{
+    return atomic_load_explicit(&acme_challenge__http_count, memory_order_relaxed) > 0;
+}
 
 /* TLS-ALPN-01 (RFC 8737): the certificate (with its acmeIdentifier) and
  * key a handshake for `name` that offers ALPN acme-tls/1 gets, set by the
@@ -37,7 +45,10 @@ bool acme_challenge_any(void);
  * or -ENOMEM. */
 int acme_challenge_alpn_set(const char *name, X509 *cert, EVP_PKEY *key);
 void acme_challenge_alpn_remove(const char *name);
-bool acme_challenge_alpn_any(void);
+static inline bool acme_challenge_alpn_any(void)
+{
+    return atomic_load_explicit(&acme_challenge__alpn_count, memory_order_relaxed) > 0;
+}
 /* Whether ALPN list `offered` (wire format, `len` bytes) holds acme-tls/1. */
 bool acme_challenge_alpn_offered(const unsigned char *offered, unsigned len);
 /* Gives `ssl` the challenge certificate for SNI `name` (`len` bytes):
