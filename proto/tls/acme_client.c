@@ -140,8 +140,12 @@ int acme_client_new(const struct acme_issuer_conf *issuer, const struct acme_cer
     char host[200] = "host";
     gethostname(host, sizeof(host) - 1);
     host[strcspn(host, " \n")] = '\0';
+    /* Each client its own owner: after a reload, the old generation's
+     * client may still hold the lease when the new one's looks. */
+    static atomic_uint clients;
     char owner[256];
-    snprintf(owner, sizeof(owner), "%s:%ld", host, (long)getpid());
+    snprintf(owner, sizeof(owner), "%s:%ld:%u", host, (long)getpid(),
+             atomic_fetch_add_explicit(&clients, 1, memory_order_relaxed));
     c->owner = strdup(owner);
     if (failed || c->pem_path == NULL || c->lock_path == NULL || c->owner == NULL) {
         acme_client_free(c);
