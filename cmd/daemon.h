@@ -67,6 +67,8 @@ struct shared_upstream {
  * its workers and listeners.  A reload starts a new generation on the same
  * sockets and lets the old one drain; both run meanwhile.
  */
+struct runtime_acme;
+
 struct generation {
     unsigned number;
     struct conf_config *config;
@@ -95,6 +97,8 @@ struct generation {
     struct generation *next;
     /* Its limit zones (runtime_limit.h). */
     struct runtime_limits *limits;
+    /* Its ACME clients (runtime_acme.h); NULL: none. */
+    struct runtime_acme *acme;
 };
 
 /* Counter totals of generations that have exited, so counters keep growing

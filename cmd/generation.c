@@ -4,6 +4,7 @@
  * on SIGHUP, stops them, and keeps the counters of those that have exited.
  */
 #include "cmd/generation.h"
+#include "cmd/runtime_acme.h"
 #include "cmd/metrics.h"
 #include "cmd/notify.h"
 #include "cmd/process.h"
@@ -630,6 +631,9 @@ int generation_start(struct conf_config *config, struct generation *previous,
             (err = tls_server_stapling_start(site->http.tls, main_loop)) != 0)
             goto fail;
     }
+    /* ACME orders and renewals run on the main loop too. */
+    if (main_loop != NULL && (err = runtime_acme_start(gen->acme, main_loop)) != 0)
+        goto fail;
 
     /* Inherit what can be inherited first, so that closing the previous
      * generation's sockets (for a layout change) cannot pull any we need. */
@@ -817,6 +821,7 @@ static void generation_stop(struct generation *gen, uint32_t graceful_ms)
     for (size_t i = 0; i < gen->site_count; i++)
         if (gen->sites[i].http.tls != NULL)
             tls_server_stapling_stop(gen->sites[i].http.tls);
+    runtime_acme_stop(gen->acme);
     corral_server_stop(gen->server, graceful_ms);
 }
 

@@ -10,6 +10,7 @@
 #include "cmd/metrics.h"
 
 #include "cmd/runtime_cache.h"
+#include "cmd/runtime_acme.h"
 #include "cmd/runtime_limit.h"
 #include "cmd/runtime_vars.h"
 #include "proto/http/module.h"
@@ -602,7 +603,7 @@ static struct tls_vhost_conf tls_vhost_of(const struct conf_tls *tls,
  * protocols and ciphers, and the rest of the settings from its default
  * server (vhost 0). */
 static int site_tls_build(struct site *site, const struct conf_server **vhost_servers, size_t count,
-                          unsigned workers)
+                          unsigned workers, const struct runtime_acme *acme)
 {
     size_t files_count = 0;
     assert(count > 0 && count == site->http.vhost_count); /* a vhost per server listening */
@@ -619,10 +620,17 @@ static int site_tls_build(struct site *site, const struct conf_server **vhost_se
     for (size_t v = 0; v < count; v++) {
         const struct conf_tls *tls = &vhost_servers[v]->tls;
         vhosts[v] = tls_vhost_of(tls, next);
+        /* $acme_certificate and $acme_certificate_key: the file its ACME
+         * client keeps both in, watched so that a new one is taken up. */
+        const char *acme_file = runtime_acme_path(acme, vhost_servers[v]);
         for (size_t i = 0; i < tls->certificate_count; i++) {
             assert(next < files + files_count);
-            *next++ = (struct tls_certificate_files){tls->certificates[i].certificate,
-                                                     tls->certificates[i].key};
+            const char *cert = tls->certificates[i].certificate, *key = tls->certificates[i].key;
+            if (acme_file != NULL && strcmp(cert, "$acme_certificate") == 0)
+                cert = acme_file, vhosts[v].watch = true;
+            if (acme_file != NULL && strcmp(key, "$acme_certificate_key") == 0)
+                key = acme_file, vhosts[v].watch = true;
+            *next++ = (struct tls_certificate_files){cert, key};
         }
     }
     struct tls_server_conf conf = vhost_servers[0]->tls.settings;
@@ -877,7 +885,7 @@ static int site_build(struct site *site, struct generation *gen, const struct co
     if (first->http2)
         site->http.http2 = &vhost_servers[0]->http.http2;
     if (err == 0 && first->tls)
-        err = site_tls_build(site, vhost_servers, vhost_count, workers);
+        err = site_tls_build(site, vhost_servers, vhost_count, workers, gen->acme);
     assert(site->http.vhost_count == vhost_count); /* vhost_servers' length */
     if (err == 0 && first->tls)
         err = site_tls_groups(site, vhost_servers);
@@ -1077,6 +1085,7 @@ void generation_free(struct generation *gen)
         access_log_free(gen->logs[i]); /* what workers gathered, written */
     free(gen->logs);
     runtime_limits_free(gen->limits);
+    runtime_acme_free(gen->acme);
     runtime_vars_free(gen->vars);
     conf_free(gen->config);
     free(gen);
@@ -1284,6 +1293,9 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
     int vars_err = runtime_vars_new(config, &gen->vars);
     if (vars_err == 0)
         vars_err = runtime_limits_new(gen->vars, config, &gen->limits);
+    /* Before the TLS: a certificate not issued yet has its placeholder. */
+    if (vars_err == 0)
+        vars_err = runtime_acme_new(config, &gen->acme);
     if (vars_err != 0)
         return vars_err;
     gen->sites =

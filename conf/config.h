@@ -181,7 +181,31 @@ struct conf_log_format {
     struct conf_pos pos, format_pos;
 };
 
+/* acme_issuer NAME { ... } (nginx's ngx_http_acme_module). */
+struct conf_acme_issuer {
+    char *name;
+    char *uri;        /* the ACME directory: https:// */
+    char *state_path; /* resolved; default: acme/NAME beside the config */
+    char *trusted_ca; /* ssl_trusted_certificate, resolved; NULL: the system's */
+    char **contacts;
+    size_t contact_count;
+    bool accept_terms_of_service;
+    int account_key; /* enum acme_key_type (proto/tls/acme.h) */
+    bool tls_alpn;   /* challenge tls-alpn-01; else http-01 */
+    struct conf_pos pos;
+};
+
+/* acme_certificate ISSUER [DOMAIN...] [key=ALG]: in a server. */
+struct conf_acme_certificate {
+    char *issuer;   /* NULL: none in this server */
+    char **domains; /* none written: the server's exact server_names */
+    size_t domain_count;
+    int key; /* enum acme_key_type */
+    struct conf_pos pos;
+};
+
 struct conf_server {
+    struct conf_acme_certificate acme;
     struct conf_listen *listens;
     size_t listen_count;
     /* Exact names, "*.example.com" and "www.example.*" wildcards and
@@ -365,6 +389,9 @@ struct conf_config {
     struct conf_tls tls;
 
     struct conf_stream stream; /* stream { }: the layer 4 proxy */
+
+    struct conf_acme_issuer *acme_issuers;
+    size_t acme_issuer_count;
 
     char *path;   /* the main file, for messages and reloads; "<built-in>" */
     char **files; /* every file read, main first, as positions name them */

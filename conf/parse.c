@@ -561,6 +561,7 @@ static void server_free(struct conf_server *server)
     free(server->locations);
     conf__tls_free(&server->tls);
     conf__access_logs_free(&server->access_logs);
+    conf__acme_certificate_free(&server->acme);
 }
 
 void conf_free(struct conf_config *config)
@@ -609,6 +610,7 @@ void conf_free(struct conf_config *config)
     free(config->upstreams);
     conf__stream_free(&config->stream);
     conf__free_maps(config);
+    conf__acme_free(config);
     for (size_t i = 0; i < config->mime_type_count; i++) {
         free(config->mime_types[i].extension);
         free(config->mime_types[i].type);

@@ -16,6 +16,7 @@ const struct conf_directive *const conf__tables[] = {
     conf__core_directives,     conf__http_directives,  conf__tls_directives,
     conf__access_directives,   conf__vars_directives,  conf__limit_directives,
     conf__upstream_directives, conf__nginx_directives, conf__stream_directives,
+    conf__acme_directives,
 };
 
 const size_t conf__table_count = sizeof(conf__tables) / sizeof(conf__tables[0]);

@@ -38,6 +38,9 @@ extern const struct conf_directive conf__vars_directives[];
 extern const struct conf_directive conf__limit_directives[];
 extern const struct conf_directive conf__nginx_directives[];
 extern const struct conf_directive conf__stream_directives[];
+extern const struct conf_directive conf__acme_directives[];
+void conf__acme_free(struct conf_config *config);
+void conf__acme_certificate_free(struct conf_acme_certificate *acme);
 
 /* vars_directives.c: applies a map block `node` (map $SOURCE $NAME
  * { ... }), adding it to `*list` (`*count` of them): for the top level's

@@ -79,6 +79,9 @@ static int apply_tls_certificate(struct conf_state *state, const struct conf_nod
     tls->certificates = certificates;
     struct conf_tls_certificate *pair = &certificates[tls->certificate_count++];
     pair->certificate_pos = arg->pos;
+    /* The daemon puts the acme_certificate's file in its place. */
+    if (strcmp(arg->text, "$acme_certificate") == 0)
+        return (pair->certificate = conf__strdup(state, &arg->pos, arg->text)) != NULL ? 0 : -1;
     return conf__arg_path(state, arg, &pair->certificate);
 }
 
@@ -108,6 +111,8 @@ static int apply_tls_certificate_key(struct conf_state *state, const struct conf
             conf__where(where, sizeof(where), &node->name.pos, &pair->certificate_pos));
     }
     pair->key_pos = arg->pos;
+    if (strcmp(arg->text, "$acme_certificate_key") == 0)
+        return (pair->key = conf__strdup(state, &arg->pos, arg->text)) != NULL ? 0 : -1;
     return conf__arg_path(state, arg, &pair->key);
 }
 

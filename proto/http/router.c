@@ -7,6 +7,7 @@
 #include "proto/http/router.h"
 
 #include "proto/http/site.h"
+#include "proto/tls/acme_challenge.h"
 
 #include <assert.h>
 
@@ -105,6 +106,21 @@ static bool walk(struct router_walk *w, size_t i)
     return content;
 }
 
+/* ACME HTTP-01 (RFC 8555 §8.3): the key authorization for a token being
+ * validated, answered on a plain listener before anything of the server
+ * (its `return 301 https://...` included); true when answered. */
+static bool acme_http01(struct router_walk *w)
+{
+    char key_authorization[ACME_CHALLENGE_ANSWER_MAX];
+    long n = acme_challenge_lookup(w->req.path.data, w->req.path.len, key_authorization,
+                                   sizeof(key_authorization));
+    if (n < 0)
+        return false;
+    router_routed(w);
+    exchange_respond(w->ex, 200, "Content-Type: text/plain\r\n", key_authorization, (size_t)n);
+    return true;
+}
+
 void router_start(struct exchange *ex, const struct http_vhost *vhost,
                   const struct http_request *req, unsigned refuse)
 {
@@ -114,6 +130,10 @@ void router_start(struct exchange *ex, const struct http_vhost *vhost,
     walk_init(&w, ex, req);
     assert(w.table->step_count > 0); /* http_module_init() ran */
     w.refuse = refuse;
+    /* Only while an order waits for its validation: otherwise one relaxed
+     * load. */
+    if (acme_challenge_any() && !exchange_tls(ex) && acme_http01(&w))
+        return;
     walk(&w, 0);
 }
 

@@ -8,6 +8,7 @@
  * here; the client side is in tls_client.c.
  */
 #include "proto/tls/tls_internal.h"
+#include "proto/tls/acme_challenge.h"
 #include "proto/counter.h"
 
 #include <arpa/inet.h>
@@ -492,6 +493,8 @@ static bool client_hello_server_name(SSL *ssl, const char **name, size_t *len)
  * looks at the session it offers (the servername callback runs after), and SSL_set_SSL_CTX() gives
  * the SSL the new context's session id context: a session resumes only if it was made under the
  * picked vhost's (see session_id_context()). */
+static void acme_tls_alpn_hello(SSL *ssl, const char *name, size_t len);
+
 static int on_client_hello(SSL *ssl, int *alert, void *arg)
 {
     struct tls_server *server = arg;
@@ -519,7 +522,25 @@ static int on_client_hello(SSL *ssl, int *alert, void *arg)
         *alert = SSL_AD_INTERNAL_ERROR;
         return SSL_CLIENT_HELLO_ERROR;
     }
+    /* An ACME CA validating TLS-ALPN-01 (RFC 8737) gets the challenge
+     * certificate for its name; otherwise one relaxed load. */
+    if (acme_challenge_alpn_any() && client_hello_server_name(ssl, &name, &len))
+        acme_tls_alpn_hello(ssl, name, len);
     return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+/* The ClientHello offers ALPN acme-tls/1: the challenge certificate for
+ * `name`, if one is being validated. */
+static void acme_tls_alpn_hello(SSL *ssl, const char *name, size_t len)
+{
+    const unsigned char *p;
+    size_t left;
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &p,
+                                  &left) != 1 ||
+        left < 2 || ((size_t)p[0] << 8 | p[1]) != left - 2 || left - 2 > UINT_MAX)
+        return;
+    if (acme_challenge_alpn_offered(p + 2, (unsigned)(left - 2)))
+        acme_challenge_alpn_use(ssl, name, len);
 }
 
 /* The vhost was chosen on the ClientHello; this only accepts the name, so
@@ -542,6 +563,11 @@ static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *out_len,
     (void)ssl;
     const unsigned char *ours = arg != NULL ? alpn_h2_http11 : alpn_http11;
     unsigned ours_len = arg != NULL ? sizeof(alpn_h2_http11) - 1 : sizeof(alpn_http11) - 1;
+    /* The CA validating TLS-ALPN-01 offers acme-tls/1 alone (RFC 8737). */
+    if (acme_challenge_alpn_any() && acme_challenge_alpn_offered(offered, offered_len)) {
+        ours = (const unsigned char *)"\x0a" ACME_TLS_ALPN;
+        ours_len = 11;
+    }
     unsigned char *selected;
     if (SSL_select_next_proto(&selected, out_len, ours, ours_len, offered, offered_len) !=
         OPENSSL_NPN_NEGOTIATED)

@@ -17,6 +17,8 @@
 #include "proto/policy/trace.h"
 #include "proto/http/router.h"
 #include "proto/http/site.h"
+#include "proto/http/http_conn.h"
+#include "proto/tls/acme_challenge.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -263,6 +265,56 @@ START_TEST(walks_to_the_location_handler)
     ck_assert(!seen.redirected);
     ck_assert_str_eq(seen.target, "/new/page?x=1");
     ck_assert_uint_eq(seen.status, 0);
+    router_end(&ex);
+}
+END_TEST
+
+/* An ACME HTTP-01 challenge being offered is answered on a plain
+ * connection before anything of the server (its rewrites and locations),
+ * with the key authorization, after the framer learnt the route (its
+ * log); not over TLS, not another token, and not once it is withdrawn. */
+START_TEST(acme_challenge_before_locations)
+{
+    const char *path = "/.well-known/acme-challenge/tok_EN-1";
+    ck_assert_int_eq(acme_challenge_set("tok_EN-1", "tok_EN-1.thumb"), 0);
+    struct http_conn plain = {.tls = false}, tls = {.tls = true};
+    struct exchange ex;
+    memset(&ex, 0, sizeof(ex));
+    ex._ops = &fake_ops;
+    ex.conn = &plain;
+    struct http_request req = request(path);
+    router_start(&ex, &vhost, &req, 0);
+    ck_assert_uint_eq(seen.status, 200);
+    ck_assert_str_eq(seen.trace, "RB");
+    ck_assert_ptr_null(ex.loc);
+    ck_assert_int_eq(seen.requests, 0);
+    router_end(&ex);
+
+    memset(&seen, 0, sizeof(seen));
+    memset(&ex, 0, sizeof(ex));
+    ex._ops = &fake_ops;
+    ex.conn = &tls;
+    router_start(&ex, &vhost, &req, 0);
+    ck_assert_uint_eq(seen.status, 404); /* no location for it */
+    router_end(&ex);
+
+    memset(&seen, 0, sizeof(seen));
+    memset(&ex, 0, sizeof(ex));
+    ex._ops = &fake_ops;
+    ex.conn = &plain;
+    req = request("/.well-known/acme-challenge/other");
+    router_start(&ex, &vhost, &req, 0);
+    ck_assert_uint_eq(seen.status, 404);
+    router_end(&ex);
+
+    acme_challenge_remove("tok_EN-1");
+    memset(&seen, 0, sizeof(seen));
+    memset(&ex, 0, sizeof(ex));
+    ex._ops = &fake_ops;
+    ex.conn = &plain;
+    req = request(path);
+    router_start(&ex, &vhost, &req, 0);
+    ck_assert_uint_eq(seen.status, 404);
     router_end(&ex);
 }
 END_TEST
@@ -884,6 +936,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 10);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, walks_to_the_location_handler);
+    tcase_add_test(tc, acme_challenge_before_locations);
     tcase_add_test(tc, if_jumps_over_its_block);
     tcase_add_test(tc, if_moves_to_its_location);
     tcase_add_test(tc, unused_modules_leave_the_steps);

@@ -1,0 +1,203 @@
+/*
+ * acme_directives.c: automatic certificates, in the shape of nginx's
+ * ngx_http_acme_module: the acme_issuer block at top level and
+ * acme_certificate in a server.  The issuer a server names is looked up
+ * by the daemon, which may find it written after the server.
+ */
+#include "registry.h"
+
+#include "proto/tls/acme.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void conf__acme_certificate_free(struct conf_acme_certificate *acme)
+{
+    free(acme->issuer);
+    for (size_t i = 0; i < acme->domain_count; i++)
+        free(acme->domains[i]);
+    free(acme->domains);
+    *acme = (struct conf_acme_certificate){0};
+}
+
+void conf__acme_free(struct conf_config *config)
+{
+    for (size_t i = 0; i < config->acme_issuer_count; i++) {
+        struct conf_acme_issuer *is = &config->acme_issuers[i];
+        free(is->name);
+        free(is->uri);
+        free(is->state_path);
+        free(is->trusted_ca);
+        for (size_t j = 0; j < is->contact_count; j++)
+            free(is->contacts[j]);
+        free(is->contacts);
+    }
+    free(config->acme_issuers);
+    config->acme_issuers = NULL;
+    config->acme_issuer_count = 0;
+}
+
+/* account_key and key=: nginx's "ecdsa[:256]" and "rsa[:2048|4096]". */
+static int key_type(const char *text, int *out)
+{
+    if (strcmp(text, "ecdsa") == 0 || strcmp(text, "ecdsa:256") == 0)
+        *out = ACME_KEY_EC_P256;
+    else if (strcmp(text, "rsa") == 0 || strcmp(text, "rsa:2048") == 0)
+        *out = ACME_KEY_RSA_2048;
+    else if (strcmp(text, "rsa:4096") == 0)
+        *out = ACME_KEY_RSA_4096;
+    else
+        return -1;
+    return 0;
+}
+
+static int one_arg(struct conf_state *state, const struct conf_node *line)
+{
+    if (line->block || line->arg_count != 1)
+        return conf__error_at(state->error, &line->name.pos,
+                              "\"%s\" in acme_issuer takes one argument", line->name.text);
+    return 0;
+}
+
+/* One line of an acme_issuer block. */
+static int issuer_line(struct conf_state *state, struct conf_acme_issuer *is,
+                       const struct conf_node *line)
+{
+    const char *name = line->name.text;
+    const struct conf_arg *arg = line->arg_count > 0 ? &line->args[0] : NULL;
+    if (strcmp(name, "accept_terms_of_service") == 0) {
+        if (line->block || line->arg_count != 0)
+            return conf__error_at(state->error, &line->name.pos,
+                                  "\"accept_terms_of_service\" takes no argument");
+        is->accept_terms_of_service = true;
+        return 0;
+    }
+    if (one_arg(state, line) != 0)
+        return -1;
+    if (strcmp(name, "uri") == 0) {
+        if (strncmp(arg->text, "https://", 8) != 0)
+            return conf__error_at(state->error, &arg->pos,
+                                  "the ACME directory \"%s\" must be an https:// URL", arg->text);
+        free(is->uri);
+        return (is->uri = conf__strdup(state, &arg->pos, arg->text)) != NULL ? 0 : -1;
+    }
+    if (strcmp(name, "contact") == 0) {
+        char **contacts =
+            conf__grow(state, &arg->pos, is->contacts, is->contact_count, sizeof(*contacts));
+        if (contacts == NULL)
+            return -1;
+        is->contacts = contacts;
+        contacts[is->contact_count] = conf__strdup(state, &arg->pos, arg->text);
+        return contacts[is->contact_count++] != NULL ? 0 : -1;
+    }
+    if (strcmp(name, "state_path") == 0) {
+        free(is->state_path);
+        is->state_path = NULL;
+        return conf__arg_path(state, arg, &is->state_path);
+    }
+    if (strcmp(name, "ssl_trusted_certificate") == 0) {
+        free(is->trusted_ca);
+        is->trusted_ca = NULL;
+        return conf__arg_path(state, arg, &is->trusted_ca);
+    }
+    if (strcmp(name, "account_key") == 0) {
+        if (key_type(arg->text, &is->account_key) != 0)
+            return conf__error_at(state->error, &arg->pos,
+                                  "account_key \"%s\": expected ecdsa, ecdsa:256, rsa, rsa:2048 "
+                                  "or rsa:4096 (a key file is not supported)",
+                                  arg->text);
+        return 0;
+    }
+    if (strcmp(name, "challenge") == 0) {
+        if (strcmp(arg->text, "http-01") == 0 || strcmp(arg->text, "http") == 0)
+            is->tls_alpn = false;
+        else if (strcmp(arg->text, "tls-alpn-01") == 0 || strcmp(arg->text, "tls-alpn") == 0)
+            is->tls_alpn = true;
+        else
+            return conf__error_at(state->error, &arg->pos,
+                                  "challenge \"%s\": expected http-01 or tls-alpn-01", arg->text);
+        return 0;
+    }
+    return conf__error_at(state->error, &line->name.pos,
+                          "unknown directive \"%s\" in acme_issuer: expected uri, contact, "
+                          "state_path, accept_terms_of_service, ssl_trusted_certificate, "
+                          "account_key or challenge",
+                          name);
+}
+
+/* acme_issuer NAME { uri URL; state_path DIR; ... } */
+static int apply_acme_issuer(struct conf_state *state, const struct conf_node *node,
+                             const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_config *config = state->config;
+    const struct conf_arg *name = &node->args[0];
+    for (size_t i = 0; i < config->acme_issuer_count; i++)
+        if (strcmp(config->acme_issuers[i].name, name->text) == 0)
+            return conf__error_at(state->error, &name->pos, "duplicate acme_issuer \"%s\"",
+                                  name->text);
+    struct conf_acme_issuer *issuers = conf__grow(state, &name->pos, config->acme_issuers,
+                                                  config->acme_issuer_count, sizeof(*issuers));
+    if (issuers == NULL)
+        return -1;
+    config->acme_issuers = issuers;
+    struct conf_acme_issuer *is = &issuers[config->acme_issuer_count++];
+    *is = (struct conf_acme_issuer){.account_key = ACME_KEY_EC_P256, .pos = node->name.pos};
+    if ((is->name = conf__strdup(state, &name->pos, name->text)) == NULL)
+        return -1;
+    for (size_t i = 0; i < node->child_count; i++)
+        if (issuer_line(state, is, &node->children[i]) != 0)
+            return -1;
+    if (is->uri == NULL)
+        return conf__error_at(state->error, &node->name.pos, "acme_issuer \"%s\" needs a \"uri\"",
+                              is->name);
+    /* Keys and certificates must outlive a restart, and tls_certificate
+     * reads the certificate from there. */
+    if (is->state_path == NULL)
+        return conf__error_at(state->error, &node->name.pos,
+                              "acme_issuer \"%s\" needs a \"state_path\"", is->name);
+    return 0;
+}
+
+/* acme_certificate ISSUER [DOMAIN...] [key=ALG] */
+static int apply_acme_certificate(struct conf_state *state, const struct conf_node *node,
+                                  const struct conf_directive *directive)
+{
+    (void)directive;
+    struct conf_acme_certificate *acme = &state->server->acme;
+    *acme = (struct conf_acme_certificate){.key = ACME_KEY_EC_P256, .pos = node->name.pos};
+    if ((acme->issuer = conf__strdup(state, &node->args[0].pos, node->args[0].text)) == NULL)
+        return -1;
+    for (size_t i = 1; i < node->arg_count; i++) {
+        const struct conf_arg *arg = &node->args[i];
+        if (strncmp(arg->text, "key=", 4) == 0) {
+            if (key_type(arg->text + 4, &acme->key) != 0)
+                return conf__error_at(state->error, &arg->pos,
+                                      "\"%s\": expected key=ecdsa, key=rsa or key=rsa:4096",
+                                      arg->text);
+            continue;
+        }
+        if (arg->text[0] == '~' || strchr(arg->text, '/') != NULL || arg->text[0] == '\0')
+            return conf__error_at(state->error, &arg->pos, "\"%s\" is not a domain name to certify",
+                                  arg->text);
+        char **domains =
+            conf__grow(state, &arg->pos, acme->domains, acme->domain_count, sizeof(*domains));
+        if (domains == NULL)
+            return -1;
+        acme->domains = domains;
+        if ((domains[acme->domain_count] = conf__strdup(state, &arg->pos, arg->text)) == NULL)
+            return -1;
+        acme->domain_count++;
+    }
+    return 0;
+}
+
+/* clang-format off */
+const struct conf_directive conf__acme_directives[] = {
+    {.name = "acme_issuer", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1, .block = true,
+     .repeat = true, .apply = apply_acme_issuer},
+    {.name = "acme_certificate", .contexts = CONF_SERVER, .min_args = 1,
+     .max_args = CONF_ARGS_MANY, .apply = apply_acme_certificate},
+    {.name = NULL},
+};
+/* clang-format on */

@@ -1,0 +1,325 @@
+/*
+ * acme_parse.c: the ACME server's JSON answers (RFC 8555 §7.1), read as
+ * hostile input: bounded in size and depth, every field used checked for
+ * its type and length, URLs required to be http(s), tokens base64url.
+ * Fields this client does not use are ignored.
+ */
+#include "proto/tls/acme.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Longer strings than these are not URLs, tokens or names an ACME server
+ * sends: refused rather than copied. */
+#define URL_MAX   2048
+#define TOKEN_MAX 256
+#define TEXT_MAX  1024
+
+static int refuse(char *why, size_t why_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int refuse(char *why, size_t why_len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, why_len, fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+/* The JSON object in `body`, or NULL with `why`. */
+static json_t *parse_object(const char *body, size_t len, char *why, size_t why_len)
+{
+    if (len > ACME_RESPONSE_LIMIT) {
+        refuse(why, why_len, "the answer is larger than %d bytes", ACME_RESPONSE_LIMIT);
+        return NULL;
+    }
+    json_error_t err;
+    /* jansson bounds nesting itself (JSON_PARSER_MAX_DEPTH). */
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &err);
+    if (root == NULL) {
+        refuse(why, why_len, "not JSON: %s", err.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        refuse(why, why_len, "not a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+enum field { OPTIONAL, REQUIRED };
+
+/* A copy of string member `name` of `obj` into *out (at most `max`
+ * bytes, no NUL inside): 0, or -EINVAL with `why` when it is there but is
+ * not such a string, or is required and missing. */
+static int string_field(json_t *obj, const char *name, enum field need, size_t max, char **out,
+                        char *why, size_t why_len)
+{
+    *out = NULL;
+    json_t *v = json_object_get(obj, name);
+    if (v == NULL)
+        return need == REQUIRED ? refuse(why, why_len, "no \"%s\"", name) : 0;
+    if (!json_is_string(v))
+        return refuse(why, why_len, "\"%s\" is not a string", name);
+    size_t len = json_string_length(v);
+    const char *s = json_string_value(v);
+    if (len > max || memchr(s, '\0', len) != NULL)
+        return refuse(why, why_len, "\"%s\" is too long or holds a NUL", name);
+    *out = strdup(s);
+    return *out != NULL ? 0 : -ENOMEM;
+}
+
+/* As string_field(), for a URL: https:// or http://, nothing else. */
+static int url_field(json_t *obj, const char *name, enum field need, char **out, char *why,
+                     size_t why_len)
+{
+    int err = string_field(obj, name, need, URL_MAX, out, why, why_len);
+    if (err == 0 && *out != NULL && strncmp(*out, "https://", 8) != 0 &&
+        strncmp(*out, "http://", 7) != 0) {
+        free(*out);
+        *out = NULL;
+        return refuse(why, why_len, "\"%s\" is not an http(s) URL", name);
+    }
+    return err;
+}
+
+static const char *const status_names[] = {
+    [ACME_STATUS_PENDING] = "pending",         [ACME_STATUS_READY] = "ready",
+    [ACME_STATUS_PROCESSING] = "processing",   [ACME_STATUS_VALID] = "valid",
+    [ACME_STATUS_INVALID] = "invalid",         [ACME_STATUS_EXPIRED] = "expired",
+    [ACME_STATUS_DEACTIVATED] = "deactivated", [ACME_STATUS_REVOKED] = "revoked",
+};
+
+static int status_field(json_t *obj, enum acme_status *out, char *why, size_t why_len)
+{
+    json_t *v = json_object_get(obj, "status");
+    if (!json_is_string(v))
+        return refuse(why, why_len, "\"status\" is missing or not a string");
+    *out = ACME_STATUS_UNKNOWN;
+    for (size_t i = 1; i < sizeof(status_names) / sizeof(status_names[0]); i++)
+        if (strcmp(json_string_value(v), status_names[i]) == 0)
+            *out = (enum acme_status)i;
+    return 0;
+}
+
+static int problem_from(json_t *obj, struct acme_problem *out, char *why, size_t why_len)
+{
+    *out = (struct acme_problem){0};
+    int err = string_field(obj, "type", OPTIONAL, TEXT_MAX, &out->type, why, why_len);
+    if (err == 0)
+        err = string_field(obj, "detail", OPTIONAL, TEXT_MAX, &out->detail, why, why_len);
+    if (err != 0)
+        acme_problem_free(out);
+    return err;
+}
+
+void acme_problem_free(struct acme_problem *p)
+{
+    free(p->type);
+    free(p->detail);
+    *p = (struct acme_problem){0};
+}
+
+int acme_parse_problem(const char *body, size_t len, struct acme_problem *out, char *why,
+                       size_t why_len)
+{
+    *out = (struct acme_problem){0};
+    json_t *root = parse_object(body, len, why, why_len);
+    if (root == NULL)
+        return -EINVAL;
+    int err = problem_from(root, out, why, why_len);
+    json_decref(root);
+    return err;
+}
+
+void acme_directory_free(struct acme_directory *d)
+{
+    free(d->new_nonce);
+    free(d->new_account);
+    free(d->new_order);
+    free(d->terms_of_service);
+    *d = (struct acme_directory){0};
+}
+
+int acme_parse_directory(const char *body, size_t len, struct acme_directory *out, char *why,
+                         size_t why_len)
+{
+    *out = (struct acme_directory){0};
+    json_t *root = parse_object(body, len, why, why_len);
+    if (root == NULL)
+        return -EINVAL;
+    int err = url_field(root, "newNonce", REQUIRED, &out->new_nonce, why, why_len);
+    if (err == 0)
+        err = url_field(root, "newAccount", REQUIRED, &out->new_account, why, why_len);
+    if (err == 0)
+        err = url_field(root, "newOrder", REQUIRED, &out->new_order, why, why_len);
+    json_t *meta = json_object_get(root, "meta");
+    if (err == 0 && meta != NULL && !json_is_object(meta))
+        err = refuse(why, why_len, "\"meta\" is not an object");
+    if (err == 0 && meta != NULL)
+        /* Shown to the operator, never fetched: any string (pebble's is a
+         * data: URL). */
+        err = string_field(meta, "termsOfService", OPTIONAL, URL_MAX, &out->terms_of_service, why,
+                           why_len);
+    json_decref(root);
+    if (err != 0)
+        acme_directory_free(out);
+    return err;
+}
+
+int acme_parse_account(const char *body, size_t len, struct acme_account *out, char *why,
+                       size_t why_len)
+{
+    *out = (struct acme_account){0};
+    json_t *root = parse_object(body, len, why, why_len);
+    if (root == NULL)
+        return -EINVAL;
+    int err = status_field(root, &out->status, why, why_len);
+    json_decref(root);
+    return err;
+}
+
+void acme_order_free(struct acme_order *o)
+{
+    for (size_t i = 0; i < o->authorization_count; i++)
+        free(o->authorizations[i]);
+    free(o->authorizations);
+    free(o->finalize);
+    free(o->certificate);
+    acme_problem_free(&o->error);
+    *o = (struct acme_order){0};
+}
+
+int acme_parse_order(const char *body, size_t len, struct acme_order *out, char *why,
+                     size_t why_len)
+{
+    *out = (struct acme_order){0};
+    json_t *root = parse_object(body, len, why, why_len);
+    if (root == NULL)
+        return -EINVAL;
+    int err = status_field(root, &out->status, why, why_len);
+    if (err == 0)
+        err = url_field(root, "finalize", REQUIRED, &out->finalize, why, why_len);
+    if (err == 0)
+        err = url_field(root, "certificate", OPTIONAL, &out->certificate, why, why_len);
+    json_t *list = json_object_get(root, "authorizations");
+    if (err == 0 && !json_is_array(list))
+        err = refuse(why, why_len, "\"authorizations\" is missing or not an array");
+    size_t n = err == 0 ? json_array_size(list) : 0;
+    if (err == 0 && (n == 0 || n > ACME_AUTHZ_LIMIT))
+        err = refuse(why, why_len, "%zu authorizations", n);
+    if (err == 0 && (out->authorizations = calloc(n, sizeof(char *))) == NULL)
+        err = -ENOMEM;
+    for (size_t i = 0; err == 0 && i < n; i++) {
+        json_t *v = json_array_get(list, i);
+        if (!json_is_string(v) || json_string_length(v) > URL_MAX ||
+            (strncmp(json_string_value(v), "https://", 8) != 0 &&
+             strncmp(json_string_value(v), "http://", 7) != 0))
+            err = refuse(why, why_len, "authorization %zu is not a URL", i);
+        else if ((out->authorizations[i] = strdup(json_string_value(v))) == NULL)
+            err = -ENOMEM;
+        else
+            out->authorization_count = i + 1;
+    }
+    json_t *problem = json_object_get(root, "error");
+    if (err == 0 && problem != NULL && !json_is_object(problem))
+        err = refuse(why, why_len, "\"error\" is not an object");
+    if (err == 0 && problem != NULL)
+        err = problem_from(problem, &out->error, why, why_len);
+    json_decref(root);
+    if (err != 0)
+        acme_order_free(out);
+    return err;
+}
+
+static bool is_base64url(const char *s)
+{
+    for (; *s != '\0'; s++)
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+              *s == '-' || *s == '_'))
+            return false;
+    return true;
+}
+
+void acme_authorization_free(struct acme_authorization *a)
+{
+    free(a->identifier);
+    for (size_t i = 0; i < a->challenge_count; i++) {
+        free(a->challenges[i].type);
+        free(a->challenges[i].url);
+        free(a->challenges[i].token);
+        acme_problem_free(&a->challenges[i].error);
+    }
+    *a = (struct acme_authorization){0};
+}
+
+static int challenge_from(json_t *obj, struct acme_challenge *c, char *why, size_t why_len)
+{
+    if (!json_is_object(obj))
+        return refuse(why, why_len, "a challenge is not an object");
+    int err = string_field(obj, "type", REQUIRED, TEXT_MAX, &c->type, why, why_len);
+    if (err == 0)
+        err = url_field(obj, "url", REQUIRED, &c->url, why, why_len);
+    if (err == 0)
+        err = status_field(obj, &c->status, why, why_len);
+    /* A type this client does not answer may carry no token at all. */
+    if (err == 0)
+        err = string_field(obj, "token", OPTIONAL, TOKEN_MAX, &c->token, why, why_len);
+    if (err == 0 && c->token != NULL && (c->token[0] == '\0' || !is_base64url(c->token)))
+        err = refuse(why, why_len, "a challenge token is not base64url");
+    json_t *problem = err == 0 ? json_object_get(obj, "error") : NULL;
+    if (problem != NULL && !json_is_object(problem))
+        err = refuse(why, why_len, "a challenge's \"error\" is not an object");
+    else if (problem != NULL)
+        err = problem_from(problem, &c->error, why, why_len);
+    return err;
+}
+
+int acme_parse_authorization(const char *body, size_t len, struct acme_authorization *out,
+                             char *why, size_t why_len)
+{
+    *out = (struct acme_authorization){0};
+    json_t *root = parse_object(body, len, why, why_len);
+    if (root == NULL)
+        return -EINVAL;
+    int err = status_field(root, &out->status, why, why_len);
+    json_t *id = json_object_get(root, "identifier");
+    if (err == 0 && !json_is_object(id))
+        err = refuse(why, why_len, "\"identifier\" is missing or not an object");
+    json_t *type = err == 0 ? json_object_get(id, "type") : NULL;
+    if (err == 0 && (!json_is_string(type) || strcmp(json_string_value(type), "dns") != 0))
+        err = refuse(why, why_len, "the identifier is not of type \"dns\"");
+    if (err == 0)
+        err = string_field(id, "value", REQUIRED, 253, &out->identifier, why, why_len);
+    json_t *wildcard = err == 0 ? json_object_get(root, "wildcard") : NULL;
+    if (err == 0 && wildcard != NULL && !json_is_boolean(wildcard))
+        err = refuse(why, why_len, "\"wildcard\" is not a boolean");
+    out->wildcard = json_is_true(wildcard);
+    json_t *list = err == 0 ? json_object_get(root, "challenges") : NULL;
+    if (err == 0 && !json_is_array(list))
+        err = refuse(why, why_len, "\"challenges\" is missing or not an array");
+    if (err == 0 && json_array_size(list) > ACME_CHALLENGE_LIMIT)
+        err = refuse(why, why_len, "%zu challenges", json_array_size(list));
+    for (size_t i = 0; err == 0 && i < json_array_size(list); i++) {
+        out->challenge_count = i + 1; /* freed with the rest on failure */
+        err = challenge_from(json_array_get(list, i), &out->challenges[i], why, why_len);
+    }
+    json_decref(root);
+    if (err != 0)
+        acme_authorization_free(out);
+    return err;
+}
+
+const struct acme_challenge *acme_authorization_challenge(const struct acme_authorization *authz,
+                                                          const char *type)
+{
+    for (size_t i = 0; i < authz->challenge_count; i++)
+        if (strcmp(authz->challenges[i].type, type) == 0 && authz->challenges[i].token != NULL)
+            return &authz->challenges[i];
+    return NULL;
+}

@@ -1,0 +1,527 @@
+/*
+ * test_acme_pebble.c: the ACME client against Debian's pebble, the ACME
+ * test server of Let's Encrypt, on loopback with a CA made here: a first
+ * issue validated for real over HTTP-01, a restart that finds the stored
+ * certificate, renewal of a short-lived one, a challenge that fails, and
+ * pebble down at start.  The client runs on a loop of its own in the
+ * test, as it runs on the daemon's main loop; the HTTP-01 answers are
+ * served from the shared table by a plain listener on this loop.
+ */
+#include "../daemon.h"
+#include "../helpers.h"
+#include "proto/tls/acme_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PEBBLE "/usr/bin/pebble"
+
+static char dir[64];
+static char state[128];
+static int pebble_port, http_port;
+static int alpn_port; /* where pebble validates TLS-ALPN-01; 0: http_port */
+static pid_t pebble_pid;
+
+static void run_ok(const char *cmd)
+{
+    char out[2048];
+    int rc = test_run(cmd, out, sizeof(out));
+    ck_assert_msg(rc == 0, "%s: %s", cmd, out);
+}
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/test_acme_pebble.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(state, sizeof(state), "%s/state", dir);
+    char cmd[2048];
+    /* pebble's HTTPS certificate, from a CA the client is told to trust. */
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+             "-keyout ca.key -out ca.pem -subj /CN=test-ca -days 2 2>&1 && "
+             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout key.pem "
+             "-out req.csr -subj /CN=localhost 2>&1 && "
+             "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ext && "
+             "openssl x509 -req -in req.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+             "-extfile ext -days 2 -out cert.pem 2>&1",
+             dir);
+    run_ok(cmd);
+    int fd = test_reserve_port(&pebble_port);
+    close(fd);
+    fd = test_reserve_port(&http_port);
+    close(fd);
+    pebble_pid = 0;
+    alpn_port = 0;
+}
+
+static void stop_pebble(void)
+{
+    if (pebble_pid > 0) {
+        kill(pebble_pid, SIGTERM);
+        if (test_wait_exit(pebble_pid, 5000) < 0) {
+            kill(pebble_pid, SIGKILL);
+            test_wait_exit(pebble_pid, 5000);
+        }
+    }
+    pebble_pid = 0;
+}
+
+static void teardown(void)
+{
+    stop_pebble();
+    char cmd[128], out[64];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    test_run(cmd, out, sizeof(out));
+}
+
+/* Starts pebble: `always_valid` skips validation; `validity_s` (0: its
+ * default) is the certificates' lifetime. */
+static void start_pebble(bool always_valid, unsigned validity_s)
+{
+    char config[256], text[1024], validity[64] = "";
+    snprintf(config, sizeof(config), "%s/pebble.json", dir);
+    int mgmt_port;
+    close(test_reserve_port(&mgmt_port));
+    if (validity_s)
+        snprintf(validity, sizeof(validity), ", \"certificateValidityPeriod\": %u", validity_s);
+    /* httpPort: pebble validates HTTP-01 on the responder's port. */
+    snprintf(text, sizeof(text),
+             "{\"pebble\": {\"listenAddress\": \"127.0.0.1:%d\", \"managementListenAddress\": "
+             "\"127.0.0.1:%d\", \"certificate\": \"%s/cert.pem\", \"privateKey\": "
+             "\"%s/key.pem\", \"httpPort\": %d, \"tlsPort\": %d, \"ocspResponderURL\": \"\", "
+             "\"externalAccountBindingRequired\": false%s}}\n",
+             pebble_port, mgmt_port, dir, dir, http_port, alpn_port ? alpn_port : http_port,
+             validity);
+    test_write_file(config, text);
+    char log[256];
+    snprintf(log, sizeof(log), "%s/pebble.log", dir);
+    pebble_pid = fork();
+    ck_assert_int_ge(pebble_pid, 0);
+    if (pebble_pid == 0) {
+        int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        dup2(out, 1);
+        dup2(out, 2);
+        setenv("PEBBLE_VA_NOSLEEP", "1", 1);
+        setenv("PEBBLE_WFE_NONCEREJECT", "0", 1);
+        setenv("PEBBLE_AUTHZREUSE", "0", 1);
+        if (always_valid)
+            setenv("PEBBLE_VA_ALWAYS_VALID", "1", 1);
+        execl(PEBBLE, PEBBLE, "-config", config, (char *)NULL);
+        _exit(127);
+    }
+    ck_assert_msg(test_daemon_wait_port(pebble_port, TEST_WAIT_MS), "pebble did not start");
+}
+
+/* ------------------------------------------------ the HTTP-01 responder */
+
+/* A plain listener answering GET /.well-known/acme-challenge/TOKEN from
+ * the shared table (acme_challenge_lookup()), 404 otherwise; it counts
+ * the answers it gave. */
+static _Atomic unsigned answered;
+
+static size_t on_responder_data(corral_conn *conn, const char *data, size_t len)
+{
+    const char *end = memmem(data, len, "\r\n\r\n", 4);
+    if (end == NULL)
+        return len > 8192 ? (corral_conn_abort(conn, -EMSGSIZE), len) : 0;
+    const char *sp1 = memchr(data, ' ', (size_t)(end - data));
+    const char *sp2 = sp1 != NULL ? memchr(sp1 + 1, ' ', (size_t)(end - sp1 - 1)) : NULL;
+    char answer[512], head[256];
+    long n = sp2 != NULL
+                 ? acme_challenge_lookup(sp1 + 1, (size_t)(sp2 - sp1 - 1), answer, sizeof(answer))
+                 : -1;
+    if (n >= 0)
+        answered++;
+    int h = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %s\r\nContent-Type: text/plain\r\nContent-Length: %ld\r\n"
+                     "Connection: close\r\n\r\n",
+                     n >= 0 ? "200 OK" : "404 Not Found", n >= 0 ? n : 0);
+    corral_conn_write(conn, head, (size_t)h);
+    if (n > 0)
+        corral_conn_write(conn, answer, (size_t)n);
+    corral_conn_close(conn);
+    return len;
+}
+
+static const struct corral_conn_handler responder = {.on_data = on_responder_data};
+
+static corral_server *start_responder(void)
+{
+    struct corral_server_config config;
+    corral_server_config_init(&config);
+    config.workers = 1;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&config, &server), 0);
+    corral_listener *listener;
+    char address[32];
+    snprintf(address, sizeof(address), "127.0.0.1:%d", http_port);
+    ck_assert_int_eq(corral_server_listen(server, address, NULL, &responder, NULL, &listener), 0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+    return server;
+}
+
+/* ------------------------------------------------------ driving a client */
+
+static struct acme_client *client_new(bool fail_ok)
+{
+    char uri[128], ca[128];
+    snprintf(uri, sizeof(uri), "https://127.0.0.1:%d/dir", pebble_port);
+    snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+    static const char *const contacts[] = {"admin@example.test"};
+    static const char *const domains[] = {"localhost"};
+    struct acme_issuer_conf issuer = {.name = "pebble",
+                                      .uri = uri,
+                                      .state_path = state,
+                                      .trusted_ca = ca,
+                                      .contacts = contacts,
+                                      .contact_count = 1,
+                                      .accept_terms_of_service = true,
+                                      .retry_ms = 200};
+    struct acme_certificate_conf cert = {.domains = domains, .domain_count = 1};
+    struct acme_client *c;
+    char why[256] = "";
+    int err = acme_client_new(&issuer, &cert, &c, why, sizeof(why));
+    ck_assert_msg(err == 0 || fail_ok, "%s", why);
+    return err == 0 ? c : NULL;
+}
+
+struct drive {
+    corral_loop *loop;
+    struct acme_client *client;
+    uint64_t issued, failures; /* stop once both are reached */
+    uint64_t deadline_ms;
+    void (*at_tick)(struct drive *d);
+    bool timed_out;
+};
+
+static void on_tick(corral_timer *timer, void *arg)
+{
+    struct drive *d = arg;
+    const struct acme_client_stats *st = acme_client_stats(d->client);
+    if (d->at_tick != NULL)
+        d->at_tick(d);
+    if (st->issued >= d->issued && st->failures >= d->failures) {
+        corral_loop_stop(d->loop);
+        return;
+    }
+    if (test_now_ms() > d->deadline_ms) {
+        d->timed_out = true;
+        corral_loop_stop(d->loop);
+        return;
+    }
+    corral_timer_start(timer, 20);
+}
+
+/* Runs `c` on a loop until it has issued `issued` and failed `failures`
+ * times, or for `max_ms`: false if it did not get there. */
+static bool drive(struct acme_client *c, uint64_t issued, uint64_t failures, int max_ms,
+                  void (*at_tick)(struct drive *d))
+{
+    corral_loop *loop;
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    struct drive d = {loop, c, issued, failures, test_now_ms() + (uint64_t)max_ms, at_tick, false};
+    corral_timer *tick;
+    ck_assert_int_eq(corral_timer_new(loop, on_tick, &d, &tick), 0);
+    corral_timer_start(tick, 20);
+    ck_assert_int_eq(acme_client_start(c, loop), 0);
+    corral_loop_run(loop);
+    /* The client's timer and any request in flight go with it. */
+    acme_client_free(c);
+    corral_timer_free(tick);
+    corral_loop_free(loop);
+    return !d.timed_out;
+}
+
+static X509 *stored(void)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/localhost.pem", state);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    ck_assert_ptr_nonnull(x);
+    return x;
+}
+
+static bool is_placeholder(X509 *x)
+{
+    return X509_check_issued(x, x) == X509_V_OK;
+}
+
+static mode_t mode_of(const char *name)
+{
+    char path[256];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/%s", state, name);
+    ck_assert_int_eq(stat(path, &st), 0);
+    return st.st_mode & 0777;
+}
+
+/* ---------------------------------------------------------------- cases */
+
+/* pebble validates HTTP-01 for real: it fetches the token from the
+ * responder; then a second client on the same state_path finds the
+ * certificate and does not order (pebble is gone: ordering would fail). */
+START_TEST(issue_validated_then_restart)
+{
+    corral_server *resp = start_responder();
+    start_pebble(false, 0);
+    struct acme_client *c = client_new(false);
+    X509 *x = stored();
+    ck_assert(is_placeholder(x)); /* served until the order completes */
+    X509_free(x);
+    ck_assert_int_eq(mode_of("localhost.pem"), 0600);
+    ck_assert_int_eq(mode_of("account.key"), 0600);
+    ck_assert_msg(drive(c, 1, 0, 20000, NULL), "not issued");
+    ck_assert_uint_ge(answered, 1);
+    x = stored();
+    ck_assert(!is_placeholder(x));
+    ck_assert_int_eq(X509_check_host(x, "localhost", 0, 0, NULL), 1);
+    X509_free(x);
+    ck_assert_int_eq(mode_of("localhost.pem"), 0600);
+    /* The file's key is the certificate's. */
+    char cmd[512], out[256];
+    snprintf(
+        cmd, sizeof(cmd),
+        "a=$(openssl x509 -in %s/localhost.pem -noout -pubkey | openssl sha256); "
+        "b=$(openssl pkey -in %s/localhost.pem -pubout | openssl sha256); test \"$a\" = \"$b\"",
+        state, state);
+    ck_assert_int_eq(test_run(cmd, out, sizeof(out)), 0);
+
+    stop_pebble();
+    test_stop_server(resp);
+    c = client_new(false);
+    /* No order: nothing issued, nothing failed, for a while. */
+    ck_assert(!drive(c, 1, 1, 1500, NULL));
+    x = stored();
+    ck_assert(!is_placeholder(x));
+    X509_free(x);
+}
+END_TEST
+
+/* A lifetime of 15 s: renewed at two thirds, then again. */
+START_TEST(renewal)
+{
+    start_pebble(true, 15);
+    struct acme_client *c = client_new(false);
+    uint64_t start = test_now_ms();
+    ck_assert_msg(drive(c, 2, 0, 30000, NULL), "not renewed");
+    uint64_t took = test_now_ms() - start;
+    /* The second came at two thirds of the first's life, not at once. */
+    ck_assert_msg(took >= 8000, "renewed after %llu ms", (unsigned long long)took);
+    X509 *x = stored();
+    ck_assert(!is_placeholder(x));
+    X509_free(x);
+}
+END_TEST
+
+/* pebble really validates, and no one answers the challenge: the order
+ * fails, is tried again, and the placeholder serves on. */
+START_TEST(challenge_failure)
+{
+    start_pebble(false, 0);
+    struct acme_client *c = client_new(false);
+    ck_assert_msg(drive(c, 0, 2, 20000, NULL), "no failure");
+    X509 *x = stored();
+    ck_assert(is_placeholder(x));
+    X509_free(x);
+}
+END_TEST
+
+/* pebble starts after the client: connection refused, the placeholder
+ * in place, then an issue once pebble is up. */
+static void start_late(struct drive *d)
+{
+    if (pebble_pid == 0 && acme_client_stats(d->client)->failures >= 1)
+        start_pebble(true, 0);
+}
+
+START_TEST(pebble_down_at_start)
+{
+    struct acme_client *c = client_new(false);
+    X509 *x = stored();
+    ck_assert(is_placeholder(x));
+    X509_free(x);
+    ck_assert_msg(drive(c, 1, 1, 20000, start_late), "not issued once pebble came up");
+    x = stored();
+    ck_assert(!is_placeholder(x));
+    X509_free(x);
+}
+END_TEST
+
+/* Another instance sharing state_path holds the order lease: this one
+ * orders nothing while the lease runs (pebble is up: an order would
+ * succeed), and orders once it is given back. */
+static void give_back_lease(struct drive *d)
+{
+    static uint64_t since;
+    if (since == 0)
+        since = test_now_ms();
+    const struct acme_client_stats *st = acme_client_stats(d->client);
+    ck_assert_uint_eq(st->failures, 0);
+    if (test_now_ms() - since < 1500) {
+        ck_assert_uint_eq(st->issued, 0);
+        return;
+    }
+    char lock[256];
+    snprintf(lock, sizeof(lock), "%s/localhost.lock", state);
+    acme_store_release(lock, "other-host:1");
+}
+
+START_TEST(lease_held_elsewhere)
+{
+    start_pebble(true, 0);
+    ck_assert_int_eq(mkdir(state, 0700), 0);
+    char lock[256];
+    snprintf(lock, sizeof(lock), "%s/localhost.lock", state);
+    ck_assert_int_eq(acme_store_lease(lock, "other-host:1", time(NULL), 3600), 1);
+    struct acme_client *c = client_new(false);
+    ck_assert_msg(drive(c, 1, 0, 20000, give_back_lease), "not issued after the lease");
+    X509 *x = stored();
+    ck_assert(!is_placeholder(x));
+    X509_free(x);
+}
+END_TEST
+
+/* The issuer of the certificate corral serves on `port` for
+ * "localhost", in `out`; "" when the handshake fails. */
+static void served_issuer(int port, char *out, size_t size)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "openssl s_client -connect 127.0.0.1:%d -servername localhost </dev/null 2>/dev/null "
+             "| openssl x509 -noout -issuer 2>/dev/null",
+             port);
+    if (test_run(cmd, out, size) != 0)
+        out[0] = '\0';
+}
+
+static bool issued_served(int port)
+{
+    char issuer[512];
+    served_issuer(port, issuer, sizeof(issuer));
+    return strstr(issuer, "Pebble") != NULL;
+}
+
+/* The daemon with `challenge tls-alpn-01` and no plain listener: pebble
+ * validates in a handshake with corral's TLS listener (ALPN acme-tls/1,
+ * RFC 8737), and the issued certificate then serves. */
+START_TEST(daemon_tls_alpn)
+{
+    int tls_port;
+    close(test_reserve_port(&tls_port));
+    alpn_port = tls_port;
+    start_pebble(false, 0);
+    struct test_daemon d = {0};
+    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    snprintf(d.log, sizeof(d.log), "%s/corral.log", dir);
+    char conf[2048];
+    snprintf(conf, sizeof(conf),
+             "acme_issuer pebble {\n"
+             "    uri https://127.0.0.1:%d/dir;\n"
+             "    state_path %s;\n"
+             "    ssl_trusted_certificate %s/ca.pem;\n"
+             "    challenge tls-alpn-01;\n"
+             "    accept_terms_of_service;\n"
+             "}\n"
+             "server {\n"
+             "    listen 127.0.0.1:%d tls;\n"
+             "    server_name localhost;\n"
+             "    acme_certificate pebble;\n"
+             "    tls_certificate $acme_certificate;\n"
+             "    tls_certificate_key $acme_certificate_key;\n"
+             "    location / { return 200 \"ok\\n\"; }\n"
+             "}\n",
+             pebble_port, state, dir, tls_port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_spawn(&d, -1);
+    ck_assert(test_daemon_wait_port(tls_port, TEST_WAIT_MS));
+    uint64_t deadline = test_now_ms() + 30000;
+    while (!issued_served(tls_port) && test_now_ms() < deadline)
+        test_sleep_ms(100);
+    char issuer[512];
+    served_issuer(tls_port, issuer, sizeof(issuer));
+    char *log = test_read_file(d.log);
+    ck_assert_msg(strstr(issuer, "Pebble") != NULL, "served issuer \"%s\"; log:\n%s", issuer, log);
+    free(log);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* The daemon: its placeholder serves at start, pebble validates HTTP-01
+ * on its plain listener (whose only location answers 404), and the issued
+ * certificate is served without a reload. */
+START_TEST(daemon_issues_and_serves)
+{
+    start_pebble(false, 0);
+    int tls_port;
+    close(test_reserve_port(&tls_port));
+    struct test_daemon d = {0};
+    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
+    snprintf(d.log, sizeof(d.log), "%s/corral.log", dir);
+    char conf[2048];
+    snprintf(conf, sizeof(conf),
+             "acme_issuer pebble {\n"
+             "    uri https://127.0.0.1:%d/dir;\n"
+             "    contact admin@example.test;\n"
+             "    state_path %s;\n"
+             "    ssl_trusted_certificate %s/ca.pem;\n"
+             "    accept_terms_of_service;\n"
+             "}\n"
+             "server {\n"
+             "    listen 127.0.0.1:%d;\n"
+             "    location / { return 404; }\n"
+             "}\n"
+             "server {\n"
+             "    listen 127.0.0.1:%d tls;\n"
+             "    server_name localhost;\n"
+             "    acme_certificate pebble;\n"
+             "    tls_certificate $acme_certificate;\n"
+             "    tls_certificate_key $acme_certificate_key;\n"
+             "    location / { return 200 \"ok\\n\"; }\n"
+             "}\n",
+             pebble_port, state, dir, http_port, tls_port);
+    test_daemon_write_config(&d, conf);
+    test_daemon_spawn(&d, -1);
+    ck_assert(test_daemon_wait_port(tls_port, TEST_WAIT_MS));
+    char *log = test_daemon_wait_log(&d, "self-signed placeholder serves");
+    free(log);
+    uint64_t deadline = test_now_ms() + 30000;
+    while (!issued_served(tls_port) && test_now_ms() < deadline)
+        test_sleep_ms(100);
+    char issuer[512];
+    served_issuer(tls_port, issuer, sizeof(issuer));
+    log = test_read_file(d.log);
+    ck_assert_msg(strstr(issuer, "Pebble") != NULL, "served issuer \"%s\"; log:\n%s", issuer, log);
+    ck_assert_ptr_nonnull(strstr(log, "tls_certificate_watch: "));
+    free(log);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    Suite *s = suite_create("acme_pebble");
+    TCase *tc = tcase_create("pebble");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, issue_validated_then_restart);
+    tcase_add_test(tc, renewal);
+    tcase_add_test(tc, challenge_failure);
+    tcase_add_test(tc, pebble_down_at_start);
+    tcase_add_test(tc, daemon_issues_and_serves);
+    tcase_add_test(tc, lease_held_elsewhere);
+    tcase_add_test(tc, daemon_tls_alpn);
+    suite_add_tcase(s, tc);
+    return s;
+}
