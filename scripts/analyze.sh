@@ -11,9 +11,14 @@
 # source as preprocessed (so that a change to any header it includes changes
 # it).  The analyzer's verdict is a function of exactly that, so a file
 # whose key is listed would pass again; every other file is analyzed.
-# `scripts/analyze.sh --record` analyzes what is not listed and rewrites the
-# list for the current tree (commit it with the change);
-# CORRAL_ANALYZE_ALL=1 ignores the list.
+# tests/build/analyze.known holds, the same way, what the analyzer said
+# of each file it did report on (every report of which the suppressions
+# must then account for): a "=== KEY FILE" line, then its output, which
+# is read back instead of analyzing the file again, and goes through the
+# suppressions as if just made.
+# `scripts/analyze.sh --record` analyzes what is not listed and rewrites
+# both lists for the current tree (commit them with the change);
+# CORRAL_ANALYZE_ALL=1 ignores them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,7 +51,11 @@ if [ "${1:-}" = --record ]; then
   shift
 fi
 clean_list=tests/build/analyze.clean
-[ "${CORRAL_ANALYZE_ALL:-0}" = 1 ] && clean_list=/dev/null
+known_list=tests/build/analyze.known
+if [ "${CORRAL_ANALYZE_ALL:-0}" = 1 ]; then
+  clean_list=/dev/null
+  known_list=/dev/null
+fi
 
 if (($# > 0)); then
   sources=("$@")
@@ -64,8 +73,9 @@ trap 'rm -rf "$out"' EXIT
 
 # Analyzes one file into $out/NAME.txt (one output file per source, named
 # after it, so that the reports come out in a fixed order whatever the
-# parallel runs' timing), unless its key is in the clean list.  A file with
-# no report at all adds its key to $out/clean.
+# parallel runs' timing), unless its key is in the clean list or the known
+# one.  A file with no report at all adds its key to $out/clean, one with
+# reports to $out/known.
 analyze_one() { # file flags... -- analyzer...
   local f=$1 name key
   shift
@@ -84,14 +94,23 @@ analyze_one() { # file flags... -- analyzer...
     echo "$f" >>"$out/skipped"
     return 0
   fi
+  if [ -n "$key" ] && grep -q "^=== $key " "$known_list" 2>/dev/null; then
+    awk -v head="=== $key " 'index($0, head) == 1 { on = 1; next } /^=== / { on = 0 } on' \
+      "$known_list" >"$out/$name.txt"
+    echo "$key $f" >>"$out/known"
+    echo "$f" >>"$out/skipped"
+    return 0
+  fi
   if ! clang --analyze "${cflags[@]}" "$@" -o /dev/null "$f" >"$out/$name.txt" 2>&1; then
     echo "$f" >>"$out/failed"
   elif [ -n "$key" ] && [ ! -s "$out/$name.txt" ]; then
     echo "$key $f" >>"$out/clean"
+  elif [ -n "$key" ]; then
+    echo "$key $f" >>"$out/known"
   fi
 }
 export -f analyze_one
-export out clean_list
+export out clean_list known_list
 printf '%s\n' "${sources[@]}" |
   xargs -P2 -I{} bash -c 'analyze_one "$@"' sh {} "${flags[@]}" -- "${analyzer[@]}"
 status=0
@@ -163,7 +182,7 @@ fi
 unsuppressed=$((reports - suppressed))
 skipped=0
 [ -f "$out/skipped" ] && skipped=$(wc -l <"$out/skipped")
-echo "analyze: ${#sources[@]} files ($skipped known clean, not analyzed again), $reports reports," \
+echo "analyze: ${#sources[@]} files ($skipped known, not analyzed again), $reports reports," \
   "$suppressed suppressed, $unsuppressed left"
 # The list holds the current tree's clean files only, in a fixed order.
 if ((record)); then
@@ -173,6 +192,12 @@ if ((record)); then
   else
     { [ -f "$out/clean" ] && sort -k2 "$out/clean"; } >tests/build/analyze.clean
     echo "analyze: $(wc -l <tests/build/analyze.clean) clean files recorded in tests/build/analyze.clean"
+    { [ -f "$out/known" ] && sort -k2 "$out/known"; } | while read -r key f; do
+      echo "=== $key $f"
+      cat "$out/$(echo "$f" | tr / _).txt"
+    done >tests/build/analyze.known
+    echo "analyze: $(grep -c '^=== ' tests/build/analyze.known) files with reports recorded in" \
+      "tests/build/analyze.known"
   fi
 fi
 ((unsuppressed == 0)) || status=1

@@ -33,6 +33,22 @@ Suite *test_suite(void);
  * leaked. */
 extern const bool test_forkless __attribute__((weak));
 
+/* 1 in a program built with ThreadSanitizer.  scripts/test runs the
+ * programs that targets.ninja's tests-threads lists under TSan as well as
+ * in the release and ASan builds; there a program may leave out the cases
+ * that exercise no thread of the daemon's or its own (the other two runs
+ * have them), since TSan makes each case several times slower. */
+#if defined(__SANITIZE_THREAD__)
+#define TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_TSAN 1
+#endif
+#endif
+#ifndef TEST_TSAN
+#define TEST_TSAN 0
+#endif
+
 /* Runs `command` through the shell: what it prints, as much as fits, into
  * `out` (`size` bytes, NUL-terminated; the rest is read and dropped), and
  * its exit status, or -1 when it did not exit. */

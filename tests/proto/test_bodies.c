@@ -322,6 +322,7 @@ static void client_close(struct reader *r)
  *   GET /die/SIZE/AT                announces SIZE, sends AT, then resets
  *   POST /up                        "LENGTH SHA256" of the body received
  *   POST /stall/MS                  the same, after MS without reading
+ *                                   (or until stall_release is set)
  *   POST /dieup/AT                  reads AT bytes of the body, then resets */
 /* The connection threads are detached, but counted and their sockets
  * kept, so that backend_stop() can end them and wait: a thread still in
@@ -336,6 +337,9 @@ struct backend {
     atomic_int live;
     atomic_ullong received; /* every byte received */
 };
+
+/* Ends a /stall before its time: the test has seen what it wanted. */
+static atomic_bool stall_release;
 
 struct backend_conn_arg {
     struct backend *b;
@@ -376,7 +380,9 @@ static bool backend_answer(struct reader *r, struct sender *s, const struct head
     }
     if (strcmp(method, "POST") == 0) {
         if (sscanf(path, "/stall/%llu", &at) == 1)
-            usleep((useconds_t)at * 1000);
+            for (uint64_t end = test_now_ms() + at;
+                 !atomic_load(&stall_release) && test_now_ms() < end;)
+                test_sleep_ms(TEST_POLL_MS);
         backend_answer_upload(r, s, h);
         return !s->failed;
     }
@@ -873,7 +879,7 @@ static void *stalled_upload_main(void *arg)
     return NULL;
 }
 
-/* A backend that reads nothing of a 64 MB upload for 3 s: the daemon holds
+/* A backend that reads nothing of a 64 MB upload for 1 s: the daemon holds
  * a bounded part of it; spliced, that part waits in a kernel pipe.  Then
  * all of it arrives.  _i: bit 0 splice on, bit 1 chunked (8 MiB chunks,
  * whose data is spliced after each size line). */
@@ -888,12 +894,14 @@ START_TEST(slow_backend_reader_keeps_memory_bounded)
     check_upload(d.port, 64 * 1024 + 1, "cl"); /* buffers in use once; too short to splice */
     long base = daemon_rss_kb(&d);
     int pipes = daemon_pipe_count(&d);
+    atomic_store(&stall_release, false);
     struct stalled_upload u = {.port = d.port, .size = 64 * MB, .chunked = _i & 2};
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, stalled_upload_main, &u), 0);
     usleep(1000 * 1000); /* the client fills whatever the proxy lets it */
     long held = daemon_rss_kb(&d) - base;
     int pipes_held = daemon_pipe_count(&d) - pipes;
+    atomic_store(&stall_release, true); /* rather than wait out the rest */
     pthread_join(t, NULL);
     ck_assert_msg(held < 24 * 1024, "the daemon grew by %ld KiB for a stalled backend", held);
     ck_assert_msg(pipes_held == (splice ? 2 : 0), "%d pipe descriptors in use", pipes_held);

@@ -369,9 +369,11 @@ static void *backend_conn_main(void *arg)
             unsigned peak = atomic_load(&b->peak);
             while (now > peak && !atomic_compare_exchange_weak(&b->peak, &peak, now))
                 ;
+            /* In steps: backend_free() need not wait out what is left of
+             * a delay the daemon gave up on long ago. */
             int delay = atomic_load(&b->delay_ms);
-            if (delay > 0)
-                usleep((useconds_t)delay * 1000);
+            for (int waited = 0; waited < delay && !atomic_load(&b->stop); waited += 10)
+                usleep(10 * 1000);
             atomic_fetch_sub(&b->current, 1);
             status = atomic_load(&b->status);
         }

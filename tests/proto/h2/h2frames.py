@@ -554,12 +554,14 @@ SANITIZER = re.compile(r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime er
 MAX_STREAMS = 8
 MAX_HEADER_LIST = 16384
 PROXY_BUFFER = "128k"
-SEND_TIMEOUT_S = 2
+SEND_TIMEOUT_S = 1
 
 
 def corral_config(backend_port):
-    # Short send_timeout: the zero-window cases wait for it.  The client
-    # timeouts stay longer than any case waits, and keepalive_requests far
+    # Short send_timeout: the zero-window cases and the floods that do not
+    # read wait for it (1 s, still far beyond any pause of a case that
+    # reads).  The client timeouts stay longer than any case waits, and
+    # keepalive_requests far
     # above any case's stream count, so that a flood or rapid-reset case
     # passes only when the daemon's defence cuts the connection off.
     h2 = ("    http2_max_concurrent_streams %d;\n    http2_max_header_list_size %d;\n"
