@@ -56,6 +56,13 @@ static struct stream_series *series_of(struct stream_table *table, const char *l
     return s;
 }
 
+static void table_free(struct stream_table *table)
+{
+    for (size_t i = 0; i < table->count; i++)
+        free(table->items[i].listen);
+    free(table->items);
+}
+
 static uint64_t load(_Atomic uint64_t *counter)
 {
     return atomic_load_explicit(counter, memory_order_relaxed);
@@ -113,8 +120,11 @@ void metrics_stream_write(struct text *t)
         add_generation(&table, g);
         add_generation(&running, g);
     }
-    if (table.count == 0)
-        return; /* no stream block, now or before */
+    if (table.count == 0) { /* no stream block, now or before */
+        table_free(&table);
+        table_free(&running);
+        return;
+    }
     write_family(t, "corral_stream_sessions_started_total", "counter",
                  "Stream sessions begun (TCP connections accepted, UDP sessions begun), by "
                  "listen address.");
@@ -169,10 +179,6 @@ void metrics_stream_write(struct text *t)
         text_printf(t, "corral_stream_udp_dropped_total{listen=\"%s\",direction=\"out\"} %llu\n",
                     table.items[i].listen, (unsigned long long)table.items[i].dropped_out);
     }
-    for (size_t i = 0; i < table.count; i++)
-        free(table.items[i].listen);
-    for (size_t i = 0; i < running.count; i++)
-        free(running.items[i].listen);
-    free(table.items);
-    free(running.items);
+    table_free(&table);
+    table_free(&running);
 }

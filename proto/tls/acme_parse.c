@@ -211,9 +211,13 @@ int acme_parse_order(const char *body, size_t len, struct acme_order *out, char 
     if (err == 0 && !json_is_array(list))
         err = refuse(why, why_len, "\"authorizations\" is missing or not an array");
     size_t n = err == 0 ? json_array_size(list) : 0;
-    if (err == 0 && (n == 0 || n > ACME_AUTHZ_LIMIT))
+    if (err != 0)
+        goto out;
+    if (n == 0 || n > ACME_AUTHZ_LIMIT) {
         err = refuse(why, why_len, "%zu authorizations", n);
-    if (err == 0 && (out->authorizations = calloc(n, sizeof(char *))) == NULL)
+        goto out;
+    }
+    if ((out->authorizations = calloc(n, sizeof(char *))) == NULL)
         err = -ENOMEM;
     for (size_t i = 0; err == 0 && i < n; i++) {
         json_t *v = json_array_get(list, i);
@@ -231,6 +235,7 @@ int acme_parse_order(const char *body, size_t len, struct acme_order *out, char 
         err = refuse(why, why_len, "\"error\" is not an object");
     if (err == 0 && problem != NULL)
         err = problem_from(problem, &out->error, why, why_len);
+out:
     json_decref(root);
     if (err != 0)
         acme_order_free(out);

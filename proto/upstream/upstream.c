@@ -40,6 +40,21 @@ static uint64_t digest_add(uint64_t h, const void *data, size_t len)
     return h;
 }
 
+/* `v`'s eight bytes into `h`. */
+static uint64_t digest_num(uint64_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t digest_nums(uint64_t h, const unsigned *numbers, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        h = digest_num(h, numbers[i]);
+    return h;
+}
+
 static uint64_t digest_str(uint64_t h, const char *text)
 {
     return text != NULL ? digest_add(h, text, strlen(text) + 1) : digest_add(h, "", 0);
@@ -57,12 +72,12 @@ static uint64_t conf_digest(const struct proxy_upstream_conf *conf)
                               sc->slow_start_ms, sc->resolve,   sc->resolve_slots};
         h = digest_str(h, sc->address);
         h = digest_str(h, sc->service);
-        h = digest_add(h, numbers, sizeof(numbers));
+        h = digest_nums(h, numbers, sizeof(numbers) / sizeof(numbers[0]));
     }
     unsigned numbers[] = {conf->balance, conf->hash_consistent, conf->random_two,
                           conf->api_servers};
     h = digest_str(h, conf->hash_key);
-    return digest_add(h, numbers, sizeof(numbers));
+    return digest_nums(h, numbers, sizeof(numbers) / sizeof(numbers[0]));
 }
 
 int upstream_srv_name(const char *name, const char *service, char *out, size_t size)
