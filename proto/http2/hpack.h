@@ -63,6 +63,9 @@ struct hpack_decoder {
     struct hpack_table table;
     uint32_t max_setting; /* our SETTINGS_HEADER_TABLE_SIZE: the most the
                            * peer's size updates may ask for */
+    uint32_t update_min;  /* the smallest setting since the last update */
+    bool update_required; /* the setting went below the table's size: the
+                           * next block must start with a size update */
     bool broken;          /* a block failed: the table may not match the
                            * peer's, every later block fails */
 };
@@ -71,6 +74,13 @@ struct hpack_decoder {
  * server announces otherwise). */
 void hpack_decoder_init(struct hpack_decoder *d, uint32_t max_setting);
 void hpack_decoder_free(struct hpack_decoder *d);
+
+/* Our SETTINGS_HEADER_TABLE_SIZE changed (once the peer acknowledged it).
+ * Below the table's size now, the table shrinks at once and the peer must
+ * start its next block with a size update no larger than the smallest
+ * setting since (RFC 7541 4.2); above it, the peer may use more with a
+ * size update.  False when memory failed: the decoder is then broken. */
+bool hpack_decoder_set_max(struct hpack_decoder *d, uint32_t max_setting);
 
 /* Decodes one whole header block (HEADERS plus CONTINUATION payloads,
  * joined) of `len` bytes, passing each field to `fn`.  Huffman strings are

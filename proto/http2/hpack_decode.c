@@ -14,13 +14,26 @@
 
 void hpack_decoder_init(struct hpack_decoder *d, uint32_t max_setting)
 {
-    *d = (struct hpack_decoder){.max_setting = max_setting};
+    *d = (struct hpack_decoder){.max_setting = max_setting, .update_min = UINT32_MAX};
     hpack_table_init(&d->table, max_setting);
 }
 
 void hpack_decoder_free(struct hpack_decoder *d)
 {
     hpack_table_free(&d->table);
+}
+
+bool hpack_decoder_set_max(struct hpack_decoder *d, uint32_t max_setting)
+{
+    d->max_setting = max_setting;
+    if (d->table.max_size <= max_setting)
+        return true;
+    d->update_required = true;
+    if (max_setting < d->update_min)
+        d->update_min = max_setting;
+    if (!hpack_table_resize(&d->table, max_setting))
+        d->broken = true;
+    return !d->broken;
 }
 
 /* Where the decoding is in a block. */
@@ -148,6 +161,8 @@ static enum hpack_result decode(struct hpack_decoder *d, struct cursor *c, hpack
         struct hpack_field f = {0};
         bool indexing = false;
         c->scratch_used = 0;
+        if (d->update_required && (b & 0xe0) != 0x20)
+            return HPACK_ERROR;
         if ((b & 0x80) != 0) { /* indexed (6.1) */
             uint32_t index;
             if (!read_int(c, 7, &index) || !hpack_table_get(&d->table, index, &f))
@@ -159,6 +174,12 @@ static enum hpack_result decode(struct hpack_decoder *d, struct cursor *c, hpack
             uint32_t size;
             if (!at_start || !read_int(c, 5, &size) || size > d->max_setting)
                 return HPACK_ERROR;
+            if (d->update_required) { /* the first after our setting fell */
+                if (size > d->update_min)
+                    return HPACK_ERROR;
+                d->update_required = false;
+                d->update_min = UINT32_MAX;
+            }
             if (!hpack_table_resize(&d->table, size))
                 return HPACK_ERROR;
             continue;
@@ -180,7 +201,8 @@ static enum hpack_result decode(struct hpack_decoder *d, struct cursor *c, hpack
         if (indexing && !hpack_table_add(&d->table, f.name, f.name_len, f.value, f.value_len))
             return HPACK_ERROR;
     }
-    return HPACK_OK;
+    /* An empty block does not bring the size update owed either. */
+    return d->update_required ? HPACK_ERROR : HPACK_OK;
 }
 
 enum hpack_result hpack_decode(struct hpack_decoder *d, const uint8_t *block, size_t len,

@@ -5,7 +5,8 @@
  * bytes (big-endian; the last takes what is left when the length says
  * more).  Both decoders get the same blocks in order, each keeping its
  * dynamic table across them: both must accept or refuse each block alike
- * and decode an accepted one to the same header list.  Each accepted list
+ * and decode an accepted one to the same header list.  Between blocks the
+ * table size setting changes now and then, on both.  Each accepted list
  * is then encoded by our encoder (how each field is indexed from the seed)
  * and libnghttp2 must decode that to the same list again.
  */
@@ -119,6 +120,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size -= 2;
         if (n > size)
             n = size;
+        /* Now and then our setting changes between blocks, on both. */
+        seed = seed * 1103515245u + 12345u;
+        if ((seed >> 24) % 4 == 0) {
+            uint32_t setting = (seed >> 8) % 4097;
+            if (nghttp2_hd_inflate_change_table_size(inf, setting) != 0 ||
+                !hpack_decoder_set_max(&dec, setting))
+                abort();
+        }
         a.len = b.len = c.len = 0;
         a.fields = b.fields = c.fields = 0;
         enum hpack_result r =

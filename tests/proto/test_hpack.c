@@ -487,6 +487,55 @@ START_TEST(size_updates)
 }
 END_TEST
 
+/* Our setting lowered: the table shrinks at once and the next block must
+ * start with a size update no larger than the smallest setting since
+ * (RFC 7541 4.2), as libnghttp2 requires too. */
+START_TEST(setting_lowered_needs_an_update)
+{
+    struct hpack_decoder d;
+    struct seen s;
+    hpack_decoder_init(&d, 4096);
+    decodes(&d, c3[0], req_lists[0]);
+    ck_assert_ptr_nonnull(d.table.buf);
+    ck_assert(hpack_decoder_set_max(&d, 0));
+    ck_assert_ptr_null(d.table.buf); /* memory given back at once */
+    ck_assert_int_eq(decode_hex(&d, "82", UINT64_MAX, &s), HPACK_ERROR);
+    hpack_decoder_free(&d);
+
+    hpack_decoder_init(&d, 4096);
+    ck_assert(hpack_decoder_set_max(&d, 48));
+    ck_assert_int_eq(decode_hex(&d, "", UINT64_MAX, &s), HPACK_ERROR); /* empty: still owed */
+    hpack_decoder_free(&d);
+
+    hpack_decoder_init(&d, 4096);
+    ck_assert(hpack_decoder_set_max(&d, 48));
+    ck_assert_int_eq(decode_hex(&d, "3f 12 82", UINT64_MAX, &s), HPACK_ERROR); /* 49 */
+    hpack_decoder_free(&d);
+
+    /* 48 then 3000: the first update must be at most 48. */
+    hpack_decoder_init(&d, 4096);
+    ck_assert(hpack_decoder_set_max(&d, 48));
+    ck_assert(hpack_decoder_set_max(&d, 3000));
+    ck_assert_int_eq(decode_hex(&d, "3f 99 17 82", UINT64_MAX, &s), HPACK_ERROR);
+    hpack_decoder_free(&d);
+    hpack_decoder_init(&d, 4096);
+    ck_assert(hpack_decoder_set_max(&d, 48));
+    ck_assert(hpack_decoder_set_max(&d, 3000));
+    decodes(&d, "3f 11 3f 99 17 82", ":method: GET\n");
+    ck_assert_uint_eq(d.table.max_size, 3000);
+    decodes(&d, "82", ":method: GET\n"); /* owed no longer */
+    hpack_decoder_free(&d);
+
+    /* Raised: nothing owed, and the peer may now ask for more. */
+    hpack_decoder_init(&d, 4096);
+    ck_assert(hpack_decoder_set_max(&d, 8000));
+    decodes(&d, "82", ":method: GET\n");
+    decodes(&d, "3f a1 3e 82", ":method: GET\n"); /* 8000 */
+    ck_assert_uint_eq(d.table.max_size, 8000);
+    hpack_decoder_free(&d);
+}
+END_TEST
+
 static int stop_at_first(void *arg, const struct hpack_field *f)
 {
     (void)f;
@@ -587,6 +636,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, bad_indexes);
     tcase_add_test(tc, bad_strings);
     tcase_add_test(tc, size_updates);
+    tcase_add_test(tc, setting_lowered_needs_an_update);
     tcase_add_test(tc, header_list_limit);
     tcase_add_test(tc, name_from_an_evicted_entry);
     suite_add_tcase(suite, tc);
