@@ -6,7 +6,9 @@
  * more).  Both decoders get the same blocks in order, each keeping its
  * dynamic table across them: both must accept or refuse each block alike
  * and decode an accepted one to the same header list.  Between blocks the
- * table size setting changes now and then, on both.  Each accepted list
+ * table size setting changes now and then, on both.  A third decoder,
+ * ours with a header-list limit, must refuse exactly the accepted blocks
+ * whose list passes it.  Each accepted list
  * is then encoded by our encoder (how each field is indexed from the seed)
  * and libnghttp2 must decode that to the same list again.
  */
@@ -25,6 +27,7 @@ struct list {
     uint8_t *buf;
     size_t len, cap;
     size_t fields;
+    uint64_t size; /* as RFC 9113 6.5.2 counts it */
 };
 
 static void list_put(struct list *l, const void *p, size_t n)
@@ -48,6 +51,7 @@ static void list_add(struct list *l, const uint8_t *name, size_t nlen, const uin
     list_put(l, &vlen, sizeof(vlen));
     list_put(l, value, vlen);
     l->fields++;
+    l->size += nlen + vlen + 32;
 }
 
 static int ours_add(void *arg, const struct hpack_field *f)
@@ -106,6 +110,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct hpack_encoder enc;
     nghttp2_hd_inflater *inf, *check;
     hpack_decoder_init(&dec, 4096);
+    /* A second decoder of ours, with a header-list limit from the seed: it
+     * must refuse exactly the blocks whose list passes it. */
+    struct hpack_decoder lim;
+    hpack_decoder_init(&lim, 4096);
+    uint64_t limit = 32 + (seed * 7) % 600;
+    bool lim_live = true;
     hpack_encoder_init(&enc, 4096);
     if (nghttp2_hd_inflate_new(&inf) != 0 || nghttp2_hd_inflate_new(&check) != 0)
         abort();
@@ -127,14 +137,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (nghttp2_hd_inflate_change_table_size(inf, setting) != 0 ||
                 !hpack_decoder_set_max(&dec, setting))
                 abort();
+            if (lim_live && !hpack_decoder_set_max(&lim, setting))
+                abort();
         }
         a.len = b.len = c.len = 0;
         a.fields = b.fields = c.fields = 0;
+        a.size = b.size = c.size = 0;
         enum hpack_result r =
             hpack_decode(&dec, data, n, UINT64_MAX, scratch, scratch_size, ours_add, &a);
         bool ok = theirs(inf, data, n, &b);
         assert(r == HPACK_OK || r == HPACK_ERROR);
         assert((r == HPACK_OK) == ok);
+        if (lim_live) {
+            struct list l = {0};
+            enum hpack_result rl =
+                hpack_decode(&lim, data, n, limit, scratch, scratch_size, ours_add, &l);
+            if (ok)
+                assert(rl == (b.size > limit ? HPACK_TOO_LARGE : HPACK_OK));
+            else
+                assert(rl == HPACK_ERROR || rl == HPACK_TOO_LARGE);
+            /* What it passed on is where the list starts, within the limit. */
+            assert(l.size <= limit && l.len <= a.len);
+            assert(l.len == 0 || memcmp(l.buf, a.buf, l.len) == 0);
+            free(l.buf);
+            lim_live = rl == HPACK_OK;
+        }
         data += n;
         size -= n;
         if (!ok)
@@ -171,6 +198,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nghttp2_hd_inflate_del(inf);
     nghttp2_hd_inflate_del(check);
     hpack_decoder_free(&dec);
+    hpack_decoder_free(&lim);
     hpack_encoder_free(&enc);
     return 0;
 }
