@@ -52,7 +52,7 @@ struct hpack_field {
 enum hpack_result {
     HPACK_OK = 0,
     HPACK_ERROR = -1,     /* malformed: COMPRESSION_ERROR for the connection */
-    HPACK_TOO_LARGE = -2, /* the header list passes the limit */
+    HPACK_TOO_LARGE = -2, /* the header list passes the limit, or a field the scratch */
     HPACK_STOPPED = -3,   /* the callback asked to stop */
 };
 
@@ -84,9 +84,10 @@ bool hpack_decoder_set_max(struct hpack_decoder *d, uint32_t max_setting);
 
 /* Decodes one whole header block (HEADERS plus CONTINUATION payloads,
  * joined) of `len` bytes, passing each field to `fn`.  Huffman strings are
- * decoded into `scratch` (`scratch_size` bytes, reused for each field: its
- * size bounds a field's decoded name plus value); plain strings are passed
- * as spans of `block`.  The header list's size (RFC 9113 6.5.2: names,
+ * decoded into `scratch` (`scratch_size` bytes, not NULL, reused for each
+ * field: its size bounds a field's decoded name plus value, and a name
+ * taken from the dynamic table for a field to be indexed); plain strings
+ * are passed as spans of `block`.  The header list's size (RFC 9113 6.5.2: names,
  * values, 32 per field) may not pass `max_list_size`: the decoding stops
  * at the first string that would take it over, before decoding it.  Any
  * result but HPACK_OK leaves the decoder broken. */

@@ -4,12 +4,18 @@
  * libnghttp2, which is the oracle), indexes name an entry, strings are no
  * longer than the block holds nor than libnghttp2's limit, Huffman
  * strings are decoded only into the caller's scratch, bounded.
+ *
+ * http2_hpack_scan.h walks the same framing while a block arrives in
+ * pieces, to cut it early in front of libnghttp2; this decoder sees the
+ * whole block, so it checks the lengths itself as it decodes, with the
+ * same string limit (HTTP2_HPACK_MAX_STRING) and the header-list limit.
  */
 #include "proto/http2/hpack.h"
 #include "proto/http2/hpack_huffman.h"
 #include "proto/http2/hpack_table.h"
 #include "proto/http2/http2_hpack_scan.h"
 
+#include <assert.h>
 #include <string.h>
 
 void hpack_decoder_init(struct hpack_decoder *d, uint32_t max_setting)
@@ -209,6 +215,7 @@ enum hpack_result hpack_decode(struct hpack_decoder *d, const uint8_t *block, si
                                uint64_t max_list_size, uint8_t *scratch, size_t scratch_size,
                                hpack_field_fn fn, void *arg)
 {
+    assert(scratch != NULL && fn != NULL);
     if (d->broken)
         return HPACK_ERROR;
     struct cursor c = {
