@@ -326,6 +326,37 @@ START_TEST(encoder_literals_and_never_indexed)
 }
 END_TEST
 
+/* The encoder's table holds memory only while it has entries, and the
+ * peer learns each change of size, the smallest first (RFC 7541 4.2). */
+START_TEST(encoder_table_memory_and_size_updates)
+{
+    struct hpack_encoder e;
+    hpack_encoder_init(&e, 4096);
+    nghttp2_hd_inflater *inf;
+    ck_assert_int_eq(nghttp2_hd_inflate_new(&inf), 0);
+    struct hpack_field f = {(const uint8_t *)"x-a", 3, (const uint8_t *)"b", 1, false};
+    uint8_t how = HPACK_INDEX, out[64];
+    ck_assert_ptr_null(e.table.buf);
+    size_t len = hpack_encode(&e, &f, &how, 1, out);
+    nghttp2_decodes(inf, out, len, "x-a: b\n");
+    ck_assert_ptr_nonnull(e.table.buf);
+    hpack_encoder_set_peer_size(&e, 0);
+    ck_assert_ptr_null(e.table.buf);
+    hpack_encoder_set_peer_size(&e, 100);
+    len = hpack_encode(&e, &f, &how, 1, out);
+    ck_assert_uint_ge(len, 3);
+    ck_assert_uint_eq(out[0], 0x20);                 /* 0 */
+    ck_assert(out[1] == 0x3f && out[2] == 100 - 31); /* then 100 */
+    nghttp2_decodes(inf, out, len, "x-a: b\n");
+    len = hpack_encode(&e, &f, &how, 1, out);
+    ck_assert_uint_eq(len, 1); /* indexed now: 62 */
+    ck_assert_uint_eq(out[0], 0x80 | 62);
+    nghttp2_decodes(inf, out, len, "x-a: b\n");
+    nghttp2_hd_inflate_del(inf);
+    hpack_encoder_free(&e);
+}
+END_TEST
+
 /* Many blocks through one encoder and libnghttp2's decoder: evictions,
  * compaction of the table's buffer and size changes all stay in step. */
 START_TEST(encoder_round_trip_nghttp2)
@@ -628,6 +659,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, encoder_makes_c4);
     tcase_add_test(tc, encoder_makes_c6);
     tcase_add_test(tc, encoder_literals_and_never_indexed);
+    tcase_add_test(tc, encoder_table_memory_and_size_updates);
     tcase_add_test(tc, encoder_round_trip_nghttp2);
     tcase_add_test(tc, huffman_every_byte_round_trips);
     tcase_add_test(tc, huffman_padding_and_eos);
