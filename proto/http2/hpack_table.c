@@ -176,6 +176,8 @@ bool hpack_table_add(struct hpack_table *t, const uint8_t *name, size_t name_len
     /* The block first, so that a failure leaves the table as it was. */
     if (t->cap < t->max_size && !reblock(t))
         return false;
+    /* The entry fits the maximum, so the block is not empty. */
+    assert(t->buf != NULL && t->slots > 0);
     uint32_t n = (uint32_t)(name_len + value_len);
     while (t->size + n + ENTRY_OVERHEAD > t->max_size)
         evict_oldest(t);

@@ -4,7 +4,9 @@
  * request and response sequences (C.3 to C.6), each sequence on a fresh
  * decoder so that the dynamic tables fill as they do on a connection.
  * A benchmark, not a test: it prints figures and checks only that both
- * decoders accept every block.  Usage: bench_hpack [rounds]
+ * decoders accept every block.  Built as build/hpack-bench, outside
+ * build/tests/, so that the suite does not run it.
+ * Usage: hpack-bench [rounds]
  */
 #include "proto/http2/hpack.h"
 
