@@ -1,0 +1,257 @@
+/*
+ * hpack_table.c: HPACK's static and dynamic tables (hpack_table.h).  The
+ * dynamic entries' bytes sit oldest first in one buffer of the table's
+ * maximum size; an eviction only moves `head`, and when the tail has no
+ * room left for an entry the live bytes are moved to the front (they are
+ * at most the maximum less 32 per entry, so the new one then fits).
+ */
+#include "proto/http2/hpack_table.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The overhead each entry counts for (4.1). */
+#define ENTRY_OVERHEAD 32
+
+/* RFC 7541 appendix A. */
+#define S(n, v)                                                                                    \
+    {                                                                                              \
+        (const uint8_t *)n, (const uint8_t *)v, sizeof(n) - 1, sizeof(v) - 1                       \
+    }
+static const struct {
+    const uint8_t *name;
+    const uint8_t *value;
+    uint8_t name_len;
+    uint8_t value_len;
+} hpack_static[HPACK_TABLE_STATIC] = {
+    S(":authority", ""),
+    S(":method", "GET"),
+    S(":method", "POST"),
+    S(":path", "/"),
+    S(":path", "/index.html"),
+    S(":scheme", "http"),
+    S(":scheme", "https"),
+    S(":status", "200"),
+    S(":status", "204"),
+    S(":status", "206"),
+    S(":status", "304"),
+    S(":status", "400"),
+    S(":status", "404"),
+    S(":status", "500"),
+    S("accept-charset", ""),
+    S("accept-encoding", "gzip, deflate"),
+    S("accept-language", ""),
+    S("accept-ranges", ""),
+    S("accept", ""),
+    S("access-control-allow-origin", ""),
+    S("age", ""),
+    S("allow", ""),
+    S("authorization", ""),
+    S("cache-control", ""),
+    S("content-disposition", ""),
+    S("content-encoding", ""),
+    S("content-language", ""),
+    S("content-length", ""),
+    S("content-location", ""),
+    S("content-range", ""),
+    S("content-type", ""),
+    S("cookie", ""),
+    S("date", ""),
+    S("etag", ""),
+    S("expect", ""),
+    S("expires", ""),
+    S("from", ""),
+    S("host", ""),
+    S("if-match", ""),
+    S("if-modified-since", ""),
+    S("if-none-match", ""),
+    S("if-range", ""),
+    S("if-unmodified-since", ""),
+    S("last-modified", ""),
+    S("link", ""),
+    S("location", ""),
+    S("max-forwards", ""),
+    S("proxy-authenticate", ""),
+    S("proxy-authorization", ""),
+    S("range", ""),
+    S("referer", ""),
+    S("refresh", ""),
+    S("retry-after", ""),
+    S("server", ""),
+    S("set-cookie", ""),
+    S("strict-transport-security", ""),
+    S("transfer-encoding", ""),
+    S("user-agent", ""),
+    S("vary", ""),
+    S("via", ""),
+    S("www-authenticate", ""),
+};
+#undef S
+
+void hpack_table_init(struct hpack_table *t, uint32_t max_size)
+{
+    *t = (struct hpack_table){.max_size = max_size};
+}
+
+void hpack_table_free(struct hpack_table *t)
+{
+    free(t->entries);
+    hpack_table_init(t, t->max_size);
+}
+
+static struct hpack_entry *entry_at(const struct hpack_table *t, uint32_t i)
+{
+    /* i = 0 the newest */
+    assert(i < t->count);
+    return &t->entries[(t->first + t->count - 1 - i) % t->slots];
+}
+
+static void evict_oldest(struct hpack_table *t)
+{
+    assert(t->count > 0);
+    struct hpack_entry *e = &t->entries[t->first];
+    t->size -= e->name_len + e->value_len + ENTRY_OVERHEAD;
+    t->head = e->off + e->name_len + e->value_len;
+    t->first = (t->first + 1) % t->slots;
+    if (--t->count == 0)
+        t->head = t->tail = 0;
+}
+
+/* Moves the entries into a block made for the maximum size (none when the
+ * table is empty and may stay so). */
+static bool reblock(struct hpack_table *t)
+{
+    uint32_t slots = t->max_size / ENTRY_OVERHEAD;
+    struct hpack_entry *entries = NULL;
+    if (slots > 0) {
+        entries = malloc((size_t)slots * sizeof(*entries) + t->max_size);
+        if (entries == NULL)
+            return false;
+    }
+    uint8_t *buf = (uint8_t *)(entries + slots);
+    uint32_t tail = 0;
+    for (uint32_t i = 0; i < t->count; i++) {
+        const struct hpack_entry *e = &t->entries[(t->first + i) % t->slots];
+        uint32_t n = e->name_len + e->value_len;
+        assert(i < slots && tail + n <= t->max_size);
+        memcpy(buf + tail, t->buf + e->off, n);
+        entries[i] = (struct hpack_entry){tail, e->name_len, e->value_len};
+        tail += n;
+    }
+    free(t->entries);
+    t->entries = entries;
+    t->buf = slots > 0 ? buf : NULL;
+    t->cap = t->max_size;
+    t->slots = slots;
+    t->first = 0;
+    t->head = 0;
+    t->tail = tail;
+    return true;
+}
+
+bool hpack_table_resize(struct hpack_table *t, uint32_t max_size)
+{
+    while (t->size > max_size)
+        evict_oldest(t);
+    t->max_size = max_size;
+    if (t->count == 0) {
+        free(t->entries);
+        hpack_table_init(t, max_size);
+        return true;
+    }
+    return max_size >= t->cap || reblock(t);
+}
+
+bool hpack_table_add(struct hpack_table *t, const uint8_t *name, size_t name_len,
+                     const uint8_t *value, size_t value_len)
+{
+    assert(t->buf == NULL || name + name_len <= t->buf || name >= t->buf + t->cap);
+    assert(t->buf == NULL || value + value_len <= t->buf || value >= t->buf + t->cap);
+    if (name_len + value_len + ENTRY_OVERHEAD > t->max_size) {
+        while (t->count > 0)
+            evict_oldest(t);
+        return true;
+    }
+    /* The block first, so that a failure leaves the table as it was. */
+    if (t->cap < t->max_size && !reblock(t))
+        return false;
+    /* The entry fits the maximum, so the block is not empty. */
+    assert(t->buf != NULL && t->slots > 0);
+    uint32_t n = (uint32_t)(name_len + value_len);
+    while (t->size + n + ENTRY_OVERHEAD > t->max_size)
+        evict_oldest(t);
+    if (t->cap - t->tail < n) { /* the live bytes to the front */
+        uint32_t delta = t->head;
+        memmove(t->buf, t->buf + t->head, t->tail - t->head);
+        for (uint32_t i = 0; i < t->count; i++)
+            t->entries[(t->first + i) % t->slots].off -= delta;
+        t->tail -= delta;
+        t->head = 0;
+    }
+    assert(t->cap - t->tail >= n && t->count < t->slots);
+    uint32_t off = t->tail;
+    memcpy(t->buf + off, name, name_len);
+    memcpy(t->buf + off + name_len, value, value_len);
+    t->tail += n;
+    t->entries[(t->first + t->count) % t->slots] =
+        (struct hpack_entry){off, (uint32_t)name_len, (uint32_t)value_len};
+    t->count++;
+    t->size += n + ENTRY_OVERHEAD;
+    return true;
+}
+
+bool hpack_table_get(const struct hpack_table *t, uint64_t index, struct hpack_field *f)
+{
+    if (index == 0)
+        return false;
+    if (index <= HPACK_TABLE_STATIC) {
+        f->name = hpack_static[index - 1].name;
+        f->name_len = hpack_static[index - 1].name_len;
+        f->value = hpack_static[index - 1].value;
+        f->value_len = hpack_static[index - 1].value_len;
+        return true;
+    }
+    if (index - HPACK_TABLE_STATIC > t->count)
+        return false;
+    const struct hpack_entry *e = entry_at(t, (uint32_t)(index - HPACK_TABLE_STATIC - 1));
+    f->name = t->buf + e->off;
+    f->name_len = e->name_len;
+    f->value = t->buf + e->off + e->name_len;
+    f->value_len = e->value_len;
+    return true;
+}
+
+static bool same(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+    return alen == blen && (alen == 0 || memcmp(a, b, alen) == 0);
+}
+
+uint32_t hpack_table_find(const struct hpack_table *t, const uint8_t *name, size_t name_len,
+                          const uint8_t *value, size_t value_len, bool *both)
+{
+    uint32_t by_name = 0;
+    *both = false;
+    for (uint32_t i = 0; i < HPACK_TABLE_STATIC; i++) {
+        if (!same(name, name_len, hpack_static[i].name, hpack_static[i].name_len))
+            continue;
+        if (same(value, value_len, hpack_static[i].value, hpack_static[i].value_len)) {
+            *both = true;
+            return i + 1;
+        }
+        if (by_name == 0)
+            by_name = i + 1;
+    }
+    for (uint32_t i = 0; i < t->count; i++) {
+        const struct hpack_entry *e = entry_at(t, i);
+        if (!same(name, name_len, t->buf + e->off, e->name_len))
+            continue;
+        if (same(value, value_len, t->buf + e->off + e->name_len, e->value_len)) {
+            *both = true;
+            return HPACK_TABLE_STATIC + 1 + i;
+        }
+        if (by_name == 0)
+            by_name = HPACK_TABLE_STATIC + 1 + i;
+    }
+    return by_name;
+}
