@@ -18,9 +18,12 @@
 #   caddy-h3 CPU/req / corral-h3 CPU/req   (goal >= 2: requests per CPU-s)
 #   corral-h3 CPU/req / corral-h2 CPU/req  (goal <= 1.5)
 #
-# h3load sends SNI `localhost`, the name of Caddy's site: Caddy answers a
+# h3load sends SNI `localhost`, the certificate's name: Caddy answers a
 # handshake without SNI, or for a name it has no certificate for, with TLS
-# alert 80 (internal_error), a QUIC CRYPTO_ERROR 0x150.
+# alert 80 (internal_error), a QUIC CRYPTO_ERROR 0x150.  Caddy's site has
+# no host name: a request whose Host no site matches gets an empty 200 from
+# Caddy, without the backend.  Every h3load run checks the body bytes: 12
+# a request ("hello world\n"), else the line says "BAD BODY".
 #
 # usage: tests/bench/h3-peers.sh [-d SECONDS] [-r ROUNDS] [-b CORRAL] [-l LOADS]
 #   -d, -r    seconds per run (5) and rounds (3)
@@ -83,7 +86,7 @@ cat >"$tmp/Caddyfile" <<CONF
     protocols h1 h2 h3
   }
 }
-https://localhost:18122 {
+https://:18122 {
   bind 127.0.0.1
   tls $tmp/cert.pem $tmp/key.pem
   reverse_proxy 127.0.0.1:18120
@@ -128,7 +131,7 @@ echo "# $(nproc) CPUs, ${busy_pct}% busy in the second before the servers starte
 
 # run NAME PID LOAD: one run; prints its line and sets rps and us (CPU us/req).
 run() {
-  local name=$1 pid=$2 c=${3%x*} m=${3#*x} out t0 t1 n p99=-
+  local name=$1 pid=$2 c=${3%x*} m=${3#*x} out t0 t1 n p99=- bad= bytes fails
   t0=$(ticks "$pid")
   case $name in
     corral-h3) out=$("$H3LOAD" -c "$c" -m "$m" -D "$D" --sni localhost https://127.0.0.1:18121/ 2>&1) ;;
@@ -140,12 +143,17 @@ run() {
     n=$(awk '/^requests:/{print $4}' <<<"$out")
     rps=$(awk '/^finished in/{print $4}' <<<"$out")
     p99=$(awk '/^latency ms:/{print $8}' <<<"$out")
+    fails=$(awk '/^requests:/{print $6}' <<<"$out")
+    bytes=$(awk '/^body bytes:/{print $3}' <<<"$out")
+    [ "${bytes:-0}" = $((12 * ${n:-0})) ] || bad=" BAD BODY ($bytes bytes)"
   else
     n=$(awk '/^requests:/{print $8}' <<<"$out")
+    fails=$(awk '/^requests:/{print $10}' <<<"$out")
     rps=$(awk '/^finished in/{print $4}' <<<"$out")
   fi
   us=$(awk -v t=$((t1 - t0)) -v n="${n:-0}" -v hz="$hz" 'BEGIN{printf "%.1f", (n > 0 ? t * 1e6 / hz / n : 0)}')
-  printf "%-6s %-10s rps=%-10s p99_ms=%-8s cpu_us/req=%-7s done=%s\n" "$3" "$name" "${rps:-0}" "$p99" "$us" "${n:-0}"
+  printf "%-6s %-10s rps=%-10s p99_ms=%-8s cpu_us/req=%-7s done=%s failed=%s%s\n" "$3" "$name" \
+    "${rps:-0}" "$p99" "$us" "${n:-0}" "${fails:-?}" "$bad"
 }
 
 names=(corral-h3 caddy-h3 corral-h2)
