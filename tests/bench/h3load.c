@@ -2,12 +2,16 @@
  * h3load.c: an HTTP/3 load client in h2load's spirit, on ngtcp2 (GnuTLS)
  * and nghttp3, because Debian's h2load has no HTTP/3.
  *
- *   h3load [-c N] [-m M] [-D SECONDS] [--sni NAME] https://HOST:PORT/PATH
+ *   h3load [-c N] [-m M] [-D SECONDS] [--sni NAME] [--drain SECONDS]
+ *          https://HOST:PORT/PATH
  *
  * opens N QUIC connections over UDP, keeps M GET requests in flight on
  * each for D seconds (a connection the server closes is opened again), and
  * prints requests/s, completed and failed requests, response bytes and the
- * latency percentiles.  One thread, one epoll loop.  The server's
+ * latency percentiles.  After D seconds it waits up to --drain seconds (2)
+ * for the requests in flight; those still unfinished then count as failed
+ * (with H3LOAD_DEBUG set, each is listed on stderr: its status and whether
+ * the response's end had come).  One thread, one epoll loop.  The server's
  * certificate is not verified: it is for test certificates on loopback.
  *
  * Response bodies are counted and dropped, never buffered; headers other
@@ -68,7 +72,7 @@ static struct {
     socklen_t addrlen;
     char authority[300], path[2048], sni[300];
     int conns, streams;
-    double seconds;
+    double seconds, drain;
     gnutls_certificate_credentials_t cred;
     bool running;
     uint64_t completed, failed, bytes, started, handshakes, conn_errors;
@@ -523,8 +527,8 @@ static void h3load_tell_close(struct h3load_conn *c, int rv)
     told = true;
     ngtcp2_connection_close_error ccerr;
     ngtcp2_conn_get_connection_close_error(c->quic, &ccerr);
-    fprintf(stderr, "h3load: a connection ended: %s, close code 0x%llx (%s)\n",
-            ngtcp2_strerror(rv), (unsigned long long)ccerr.error_code,
+    fprintf(stderr, "h3load: a connection ended: %s, close code 0x%llx (%s)\n", ngtcp2_strerror(rv),
+            (unsigned long long)ccerr.error_code,
             ccerr.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_TRANSPORT ? "transport"
                                                                             : "application");
 }
@@ -632,7 +636,7 @@ static int h3load_parse_url(const char *url)
 static void h3load_usage(void)
 {
     fprintf(stderr, "usage: h3load [-c CONNS] [-m STREAMS] [-D SECONDS] [--sni NAME] "
-                    "https://HOST:PORT/PATH\n");
+                    "[--drain SECONDS] https://HOST:PORT/PATH\n");
     exit(2);
 }
 
@@ -641,7 +645,9 @@ int main(int argc, char **argv)
     g.conns = 1;
     g.streams = 1;
     g.seconds = 10;
-    static const struct option longs[] = {{"sni", required_argument, NULL, 's'}, {0}};
+    g.drain = 2;
+    static const struct option longs[] = {
+        {"sni", required_argument, NULL, 's'}, {"drain", required_argument, NULL, 'd'}, {0}};
     int opt;
     while ((opt = getopt_long(argc, argv, "c:m:D:", longs, NULL)) != -1) {
         if (opt == 'c')
@@ -650,13 +656,16 @@ int main(int argc, char **argv)
             g.streams = atoi(optarg);
         else if (opt == 'D')
             g.seconds = atof(optarg);
+        else if (opt == 'd')
+            g.drain = atof(optarg);
         else if (opt == 's')
             snprintf(g.sni, sizeof(g.sni), "%s", optarg);
         else
             h3load_usage();
     }
     if (optind + 1 != argc || g.conns < 1 || g.conns > MAX_CONNS || g.streams < 1 ||
-        g.streams > MAX_STREAMS || !(g.seconds > 0) || h3load_parse_url(argv[optind]) != 0)
+        g.streams > MAX_STREAMS || !(g.seconds > 0) || !(g.drain >= 0) ||
+        h3load_parse_url(argv[optind]) != 0)
         h3load_usage();
 
     g.samples = malloc(MAX_SAMPLES * sizeof(*g.samples));
@@ -675,7 +684,7 @@ int main(int argc, char **argv)
         }
     }
     uint64_t start = h3load_now(), stop = start + (uint64_t)(g.seconds * 1e9);
-    uint64_t drain = stop + 2 * NGTCP2_SECONDS; /* for the requests in flight at the stop */
+    uint64_t drain = stop + (uint64_t)(g.drain * 1e9); /* for the requests in flight at the stop */
     for (;;) {
         uint64_t now = h3load_now();
         if (g.running && now >= stop)
@@ -717,7 +726,14 @@ int main(int argc, char **argv)
     double elapsed = (double)(h3load_now() - start) / 1e9;
     if (elapsed > g.seconds)
         elapsed = g.seconds; /* the rate over the load's time, not the drain */
+    for (int i = 0; i < g.conns; i++)
+        g.failed += (uint64_t)conns[i].inflight;
     h3load_report(elapsed);
+    if (getenv("H3LOAD_DEBUG") != NULL)
+        for (int i = 0; i < g.conns; i++)
+            for (struct h3load_req *r = conns[i].reqs; r != NULL; r = r->next)
+                fprintf(stderr, "conn %d: unfinished request, status %d, ended %d\n", i, r->status,
+                        r->ended);
     for (int i = 0; i < g.conns; i++)
         h3load_conn_close(&conns[i], epfd);
     return g.completed > 0 ? 0 : 1;
