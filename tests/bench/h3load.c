@@ -182,11 +182,10 @@ static int h3load_fill(struct h3load_conn *c)
 static int h3_stream_close(nghttp3_conn *h, int64_t id, uint64_t code, void *user, void *sdata)
 {
     (void)h;
-    struct h3load_conn *c = user;
+    (void)id;
+    (void)user;
     if (sdata != NULL)
         h3load_req_done(sdata, code);
-    if (ngtcp2_is_bidi_stream(id))
-        ngtcp2_conn_extend_max_streams_bidi(c->quic, 1);
     return 0;
 }
 
@@ -272,6 +271,7 @@ static int q_handshake_completed(ngtcp2_conn *quic, void *user)
     nghttp3_settings_default(&settings);
     settings.qpack_max_dtable_capacity = 4096;
     settings.qpack_blocked_streams = 100;
+    settings.max_field_section_size = 64 << 10; /* a peer's header block, bounded */
     if (nghttp3_conn_client_new(&c->http, &cb, &settings, NULL, c) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
     int64_t ctrl, enc, dec;
