@@ -736,5 +736,9 @@ int main(int argc, char **argv)
                         r->ended);
     for (int i = 0; i < g.conns; i++)
         h3load_conn_close(&conns[i], epfd);
+    free(conns);
+    free(g.samples);
+    gnutls_certificate_free_credentials(g.cred);
+    close(epfd);
     return g.completed > 0 ? 0 : 1;
 }
