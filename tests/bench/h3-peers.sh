@@ -11,12 +11,14 @@
 #   corral-h3   build/h3load against corral's `listen ... quic`
 #   caddy-h3    build/h3load against Caddy's HTTP/3
 #   corral-h2   h2load (over TLS, ALPN h2) against corral's `listen ... tls`
+#   caddy-h2    h2load against Caddy's HTTP/2 (what HTTP/3 costs Caddy)
 # and prints requests/s, p99 (h3load) and the server's CPU time per request:
 # user + system time of the server's process tree over the round (from
 # /proc/PID/stat) divided by the requests completed.  At the end, for each
 # load, the medians, and the paired median (over rounds) of:
 #   caddy-h3 CPU/req / corral-h3 CPU/req   (goal >= 2: requests per CPU-s)
 #   corral-h3 CPU/req / corral-h2 CPU/req  (goal <= 1.5)
+#   caddy-h3 CPU/req / caddy-h2 CPU/req    (the same for Caddy)
 #
 # h3load sends SNI `localhost`, the certificate's name: Caddy answers a
 # handshake without SNI, or for a name it has no certificate for, with TLS
@@ -137,6 +139,7 @@ run() {
     corral-h3) out=$("$H3LOAD" -c "$c" -m "$m" -D "$D" --sni localhost https://127.0.0.1:18121/ 2>&1) ;;
     caddy-h3) out=$("$H3LOAD" -c "$c" -m "$m" -D "$D" --sni localhost https://127.0.0.1:18122/ 2>&1) ;;
     corral-h2) out=$(h2load -c "$c" -m "$m" -D "$D" https://127.0.0.1:18121/ 2>&1) ;;
+    caddy-h2) out=$(h2load -c "$c" -m "$m" -D "$D" --connect-to=127.0.0.1:18122 https://localhost:18122/ 2>&1) ;;
   esac
   t1=$(ticks "$pid")
   if [ "${name#*-}" = h3 ]; then
@@ -156,11 +159,11 @@ run() {
     "${rps:-0}" "$p99" "$us" "${n:-0}" "${fails:-?}" "$bad"
 }
 
-names=(corral-h3 caddy-h3 corral-h2)
-declare -A pidof=([corral-h3]=$corral [caddy-h3]=$caddy [corral-h2]=$corral)
+names=(corral-h3 caddy-h3 corral-h2 caddy-h2)
+declare -A pidof=([corral-h3]=$corral [caddy-h3]=$caddy [corral-h2]=$corral [caddy-h2]=$caddy)
 declare -A rpsall usall
 for load in $LOADS; do
-  ratio_caddy=() ratio_h2=()
+  ratio_caddy=() ratio_h2=() ratio_caddy_h2=()
   for r in $(seq "$R"); do
     declare -A u=()
     for n in "${names[@]}"; do
@@ -169,11 +172,13 @@ for load in $LOADS; do
     done
     ratio_caddy+=("$(awk -v a="${u[caddy-h3]}" -v b="${u[corral-h3]}" 'BEGIN{printf "%.2f", (b > 0 ? a / b : 0)}')")
     ratio_h2+=("$(awk -v a="${u[corral-h3]}" -v b="${u[corral-h2]}" 'BEGIN{printf "%.2f", (b > 0 ? a / b : 0)}')")
+    ratio_caddy_h2+=("$(awk -v a="${u[caddy-h3]}" -v b="${u[caddy-h2]}" 'BEGIN{printf "%.2f", (b > 0 ? a / b : 0)}')")
   done
   for n in "${names[@]}"; do
     printf "%-6s %-10s median rps=%-10s cpu_us/req=%s\n" "$load" "$n" \
       "$(median <<<"${rpsall[$load,$n]}")" "$(median <<<"${usall[$load,$n]}")"
   done
   echo "$load paired: caddy-h3/corral-h3 cpu per request=$(median <<<"${ratio_caddy[*]}") (rounds: ${ratio_caddy[*]});" \
-    "corral-h3/corral-h2=$(median <<<"${ratio_h2[*]}") (rounds: ${ratio_h2[*]})"
+    "corral-h3/corral-h2=$(median <<<"${ratio_h2[*]}") (rounds: ${ratio_h2[*]});" \
+    "caddy-h3/caddy-h2=$(median <<<"${ratio_caddy_h2[*]}") (rounds: ${ratio_caddy_h2[*]})"
 done
