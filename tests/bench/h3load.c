@@ -10,8 +10,9 @@
  * prints requests/s, completed and failed requests, response bytes and the
  * latency percentiles.  After D seconds it waits up to --drain seconds (2)
  * for the requests in flight; those still unfinished then count as failed
- * (with H3LOAD_DEBUG set, each is listed on stderr: its status and whether
- * the response's end had come).  One thread, one epoll loop.  The server's
+ * (with H3LOAD_DEBUG set, each is listed on stderr: its status, whether
+ * nghttp3 saw the response's end, the stream bytes ngtcp2 delivered and
+ * whether the stream's FIN came).  One thread, one epoll loop.  The server's
  * certificate is not verified: it is for test certificates on loopback.
  *
  * Response bodies are counted and dropped, never buffered; headers other
@@ -52,7 +53,9 @@ struct h3load_req {
     struct h3load_req *prev, *next; /* the connection's requests in flight */
     uint64_t start;
     int status;
-    bool ended;
+    bool ended;            /* nghttp3 saw the response's end */
+    bool quic_fin;         /* ngtcp2 delivered the stream's FIN */
+    uint64_t stream_bytes; /* what ngtcp2 delivered of the stream, in order */
 };
 
 struct h3load_conn {
@@ -289,8 +292,12 @@ static int q_recv_stream_data(ngtcp2_conn *quic, uint32_t flags, int64_t id, uin
                               const uint8_t *data, size_t len, void *user, void *sdata)
 {
     (void)offset;
-    (void)sdata;
     struct h3load_conn *c = user;
+    struct h3load_req *req = sdata;
+    if (req != NULL) {
+        req->stream_bytes += len;
+        req->quic_fin |= (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0;
+    }
     if (c->http == NULL)
         return NGTCP2_ERR_CALLBACK_FAILURE;
     nghttp3_ssize used =
@@ -732,8 +739,10 @@ int main(int argc, char **argv)
     if (getenv("H3LOAD_DEBUG") != NULL)
         for (int i = 0; i < g.conns; i++)
             for (struct h3load_req *r = conns[i].reqs; r != NULL; r = r->next)
-                fprintf(stderr, "conn %d: unfinished request, status %d, ended %d\n", i, r->status,
-                        r->ended);
+                fprintf(stderr,
+                        "conn %d: unfinished request, status %d, end %d, stream bytes %llu, "
+                        "stream FIN %d\n",
+                        i, r->status, r->ended, (unsigned long long)r->stream_bytes, r->quic_fin);
     for (int i = 0; i < g.conns; i++)
         h3load_conn_close(&conns[i], epfd);
     free(conns);
