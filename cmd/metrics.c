@@ -334,13 +334,16 @@ static void write_server_up(struct text *t, const struct generation *gen)
 }
 
 /* The QUIC listens' counters, summed over workers and the generations
- * still running (a retired generation's are gone with it). */
+ * still running (a retired generation's are gone with it); nothing when
+ * no generation has a quic listen. */
 static void write_quic(struct text *t)
 {
     struct h3_udp_stats sum = {0};
+    bool any = false;
     for (const struct generation *g = daemon_state.generations; g != NULL; g = g->next)
         for (size_t i = 0; i < g->udp_site_count; i++) {
             const struct h3_udp_site *site = g->udp_sites[i].quic;
+            any |= site != NULL;
             struct h3_udp_stats one;
             for (unsigned w = 0; site != NULL && h3_udp_site_stats(site, w, &one) == 0; w++) {
                 sum.datagrams_in += one.datagrams_in;
@@ -354,6 +357,8 @@ static void write_quic(struct text *t)
                 sum.resets_sent += one.resets_sent;
             }
         }
+    if (!any)
+        return; /* no quic listen: no families, as for stream */
     write_counter(t, "corral_quic_datagrams_received_total",
                   "UDP datagrams read by the quic listens' sockets.", sum.datagrams_in);
     write_counter(t, "corral_quic_datagrams_sent_total",

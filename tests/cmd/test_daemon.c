@@ -208,7 +208,7 @@ START_TEST(serves_and_reports_metrics)
     test_daemon_init(&d, "corral");
     write_config(&d, "", "hello\\n");
     test_daemon_start(&d);
-    char body[8192];
+    char body[65536]; /* /metrics grows with every family */
     ck_assert_int_eq(http_get(d.port, "/", body, sizeof(body)), 200);
     ck_assert_str_eq(body, "hello\n");
     ck_assert_int_eq(http_get(d.port, "/exact", body, sizeof(body)), 201);
@@ -890,10 +890,12 @@ START_TEST(sigterm_refuses_new_clients_while_draining)
     test_send_all(fd, head, strlen(head));
     wait_accepted(&d, 1);
     kill(d.pid, SIGTERM);
-    /* Refused, not queued where no worker will accept it. */
+    /* Refused, not queued where no worker will accept it.  A SYN that
+     * meets a listening socket as it closes is reset instead: not queued
+     * either. */
     int err = 0;
     test_wait_for((err = try_connect(d.port)) != 0, TEST_WAIT_MS, "still connects");
-    ck_assert_msg(err == ECONNREFUSED, "a new client during the drain: %s",
+    ck_assert_msg(err == ECONNREFUSED || err == ECONNRESET, "a new client during the drain: %s",
                   err != 0 ? strerror(err) : "connected");
     ck_assert_int_eq(waitpid(d.pid, NULL, WNOHANG), 0);
     test_send_all(fd, "rest.", 5);

@@ -537,27 +537,34 @@ START_TEST(clients_never_share_a_connection)
 }
 END_TEST
 
-/* keepalive 1: the pool holds one connection, and a newer client's
- * takes the place of an older client's, who may be gone. */
+/* keepalive 1 with one request at a time: the pool keeps what that
+ * concurrency needs (1) and one more, so a third client's connection
+ * takes the place of the oldest client's, who may be gone. */
 START_TEST(a_full_pool_keeps_the_newest)
 {
     struct backend b;
     backend_start(&b, BACKEND_SERVE);
     struct test_daemon d;
     start(&d, &b, 1, "    keepalive 1;\n", "");
-    int older = client_connect("127.0.0.1", d.port), newer = client_connect("127.0.0.1", d.port);
-    char body[512];
-    ck_assert_int_eq(get_on(older, "", body, sizeof(body)), 200);
-    ck_assert_ptr_nonnull(strstr(body, "c=0 "));
-    ck_assert_int_eq(get_on(newer, "", body, sizeof(body)), 200);
-    ck_assert_ptr_nonnull(strstr(body, "c=1 "));
-    ck_assert_int_eq(get_on(newer, "", body, sizeof(body)), 200);
-    ck_assert_msg(strstr(body, "c=1 ") != NULL, "the newer client's connection was not kept: %s",
+    int fds[3];
+    char body[512], expected[16];
+    for (int k = 0; k < 3; k++) {
+        fds[k] = client_connect("127.0.0.1", d.port);
+        ck_assert_int_eq(get_on(fds[k], "", body, sizeof(body)), 200);
+        snprintf(expected, sizeof(expected), "c=%d ", k);
+        ck_assert_msg(strstr(body, expected) != NULL, "client %d: %s", k, body);
+    }
+    ck_assert_int_eq(get_on(fds[2], "", body, sizeof(body)), 200);
+    ck_assert_msg(strstr(body, "c=2 ") != NULL, "the newest client's connection was not kept: %s",
                   body);
-    ck_assert_int_eq(get_on(older, "", body, sizeof(body)), 200);
-    ck_assert_msg(strstr(body, "c=2 ") != NULL, "the older client's connection was kept: %s", body);
-    close(older);
-    close(newer);
+    ck_assert_int_eq(get_on(fds[1], "", body, sizeof(body)), 200);
+    ck_assert_msg(strstr(body, "c=1 ") != NULL, "the middle client's connection was not kept: %s",
+                  body);
+    ck_assert_int_eq(get_on(fds[0], "", body, sizeof(body)), 200);
+    ck_assert_msg(strstr(body, "c=3 ") != NULL, "the oldest client's connection was kept: %s",
+                  body);
+    for (int k = 0; k < 3; k++)
+        close(fds[k]);
     test_daemon_stop(&d);
     backend_stop(&b);
 }
