@@ -178,7 +178,10 @@ static corral_udp *udp_new(corral_server *server, const struct corral_udp_option
  * listen uses and adds it to the server. */
 static int udp_finish(corral_udp *udp, corral_udp **out)
 {
-    if (udp->options.steer_cbpf != NULL &&
+    /* A lone socket is in no reuseport group (the first is bound without
+     * SO_REUSEPORT, and the group is made when a second joins), so the
+     * kernel refuses a program for it, which it would not need. */
+    if (udp->options.steer_cbpf != NULL && udp->server->worker_count > 1 &&
         setsockopt(udp->fds[0], SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, udp->options.steer_cbpf,
                    sizeof(*udp->options.steer_cbpf)) == -1) {
         int err = -errno;

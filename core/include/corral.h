@@ -913,8 +913,9 @@ struct corral_udp_options {
     /* A classic BPF program attached to the group with
      * SO_ATTACH_REUSEPORT_CBPF: it returns the index of the socket, which
      * is the worker's index, for each datagram (an index out of range
-     * falls back to the hash).  NULL: the 4-tuple hash.  Not kept after
-     * the call.  (An eBPF program, to steer by connection ID, is meant to
+     * falls back to the hash).  NULL: the 4-tuple hash.  Not attached
+     * with a single worker, whose one socket takes every datagram.  Not
+     * kept after the call.  (An eBPF program, to steer by connection ID, is meant to
      * take reserved space here.) */
     const struct sock_fprog *steer_cbpf;
     uint64_t reserved[8]; /* zero, as corral_udp_options_init() leaves it */
