@@ -1017,6 +1017,19 @@ START_TEST(sni_picks_the_server)
     ck_assert_uint_eq(get_authority("a.test", body), 421);
     client_free();
 
+    /* The longest name the buffer takes (255 bytes; GnuTLS sends no
+     * longer one): still a name, *.b.test's. */
+    static char long_name[256];
+    memset(long_name, 'a', 255);
+    memcpy(long_name + 255 - 7, ".b.test", 7);
+    client_sni = long_name;
+    sni_connect();
+    peer_common_name(cn, sizeof(cn));
+    ck_assert_str_eq(cn, "b.test");
+    ck_assert_uint_eq(get_authority("y.b.test", body), 200);
+    ck_assert_str_eq(body, "b\n");
+    client_free();
+
     /* Without SNI: the default server's certificate, and no check (as
      * over TCP, and in nginx). */
     client_sni = NULL;
