@@ -706,18 +706,35 @@ static int quic_host_key_read(const char *path, uint8_t token_secret[32], uint8_
 }
 
 /* A quic listen's HTTP/3: every worker's endpoint serves `site` (built as
- * a TCP address's, from its one server) with the server's first
- * certificate and key. */
-static int quic_site_build(struct site *site, const struct conf_config *conf,
-                           const struct conf_server *server, const struct conf_listen *listen,
+ * a TCP address's, from the servers listening there), each vhost with its
+ * server's first certificate and key, picked by SNI; its TLS groups are
+ * made as a TLS site's, for the misdirected-request check. */
+static int quic_site_build(struct site *site, struct generation *gen,
+                           const struct conf_config *conf, const struct conf_listen *listen,
                            unsigned workers)
 {
-    assert(server->tls.certificate_count > 0); /* conf/ refuses a quic listen without */
-    const struct conf_tls_certificate *pair = &server->tls.certificates[0];
+    size_t count = site->http.vhost_count;
+    struct h3_certificate *pairs = runtime_vars_calloc(gen->vars, count, sizeof(*pairs));
+    const struct conf_server **servers = calloc(count, sizeof(*servers));
+    if (pairs == NULL || servers == NULL) {
+        free(servers);
+        return -ENOMEM;
+    }
+    for (size_t v = 0; v < count; v++) {
+        servers[v] = &conf->servers[site->vhosts[v].stats_slot];
+        assert(servers[v]->tls.certificate_count > 0); /* conf/ refuses a quic listen without */
+        pairs[v] = (struct h3_certificate){servers[v]->tls.certificates[0].certificate,
+                                           servers[v]->tls.certificates[0].key};
+    }
+    int err = site_tls_groups(site, servers);
+    free(servers);
+    if (err != 0)
+        return err;
     struct h3_endpoint_config config = {
         .site = &site->http,
-        .cert_file = pair->certificate,
-        .key_file = pair->key,
+        .cert_file = pairs[0].cert_file,
+        .key_file = pairs[0].key_file,
+        .vhost_certificates = pairs,
         .gso = conf->quic_gso,
         .retry = conf->quic_retry,
         .max_concurrent_streams = conf->http3_max_concurrent_streams,
@@ -725,16 +742,16 @@ static int quic_site_build(struct site *site, const struct conf_config *conf,
     };
     uint8_t token_secret[32], reset_secret[32];
     if (conf->quic_host_key != NULL) {
-        int err = quic_host_key_read(conf->quic_host_key, token_secret, reset_secret);
+        err = quic_host_key_read(conf->quic_host_key, token_secret, reset_secret);
         if (err != 0)
             return err;
         config.token_secret = token_secret;
         config.reset_secret = reset_secret;
     }
-    int err = h3_udp_site_new(&config, workers, &site->quic);
+    err = h3_udp_site_new(&config, workers, &site->quic);
     if (err == -EINVAL)
-        log_error("%s:%u:%u: listen \"%s\" quic: its server's certificate and key do not load "
-                  "for QUIC (above)",
+        log_error("%s:%u:%u: listen \"%s\" quic: a certificate and key of its servers do not "
+                  "load for QUIC (above)",
                   listen->pos.file, listen->pos.line, listen->pos.col, listen->address);
     return err;
 }
@@ -1343,16 +1360,25 @@ int sites_build(struct generation *gen, const struct conf_config *config, unsign
         size_t begin = a == 0 ? 0 : ends[a - 1], count = ends[a] - begin;
         assert(count > 0); /* an address has an index once a listen names it */
         const struct conf_listen *listen = site_listen(config, &entries[begin]);
-        const struct conf_server *server = &config->servers[entries[begin].server];
-        if (listen->quic && server->http3_off)
-            continue; /* no socket, and no Alt-Svc */
-        /* A quic address has one server (conf/), a udp listen of its own. */
+        if (listen->quic) {
+            /* A server with http3 off has no vhost there (and no Alt-Svc);
+             * an address whose servers all have it off, no socket. */
+            size_t kept = 0;
+            for (size_t e = begin; e < begin + count; e++)
+                if (!config->servers[entries[e].server].http3_off)
+                    entries[begin + kept++] = entries[e];
+            count = kept;
+            if (count == 0)
+                continue;
+            listen = site_listen(config, &entries[begin]);
+        }
+        /* A quic address is a udp listen of its own. */
         struct site *site =
             listen->quic ? &gen->udp_sites[gen->udp_site_count++] : &gen->sites[gen->site_count++];
         err = site_build(site, gen, config, listen->address, &entries[begin], count, &chains,
                          workers);
         if (err == 0 && listen->quic)
-            err = quic_site_build(site, config, server, listen, workers);
+            err = quic_site_build(site, gen, config, listen, workers);
     }
     size_t first_stream = gen->site_count;
     for (size_t s = 0; err == 0 && s < config->stream.server_count; s++)

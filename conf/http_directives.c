@@ -197,8 +197,8 @@ static int note_server(struct conf_state *state, size_t index)
 }
 
 /* A quic listen: its server's certificate is the one its QUIC handshakes
- * use, and no other server shares its address (an HTTP/3 endpoint has one
- * certificate: no SNI among servers yet). */
+ * offer to a client whose SNI names the server.  Several servers may
+ * share a quic address, picked by SNI and :authority as on a TLS one. */
 static int check_quic_listen(struct conf_state *state, const struct conf_server *server,
                              const struct conf_listen *listen)
 {
@@ -207,17 +207,7 @@ static int check_quic_listen(struct conf_state *state, const struct conf_server 
                               "listen \"%s\" quic needs a certificate: the server has no "
                               "\"tls_certificate\"",
                               listen->address);
-    const struct conf_address_use *use = &state->address_uses[listen->address_index];
-    if (use->first_server == SIZE_MAX)
-        return 0;
-    char where[300];
-    const struct conf_listen *first =
-        &state->config->servers[use->first_server].listens[use->first_listen];
-    return conf__error_at(state->error, &listen->pos,
-                          "listen \"%s\" quic is already another server's (at %s): one server "
-                          "per quic address for now",
-                          listen->address,
-                          conf__where(where, sizeof(where), &listen->pos, &first->pos));
+    return 0;
 }
 
 static int check_server(struct conf_state *state, size_t index)
@@ -230,11 +220,10 @@ static int check_server(struct conf_state *state, size_t index)
 
     for (size_t i = 0; i < server->listen_count; i++) {
         const struct conf_listen *listen = &server->listens[i];
-        if (listen->quic) {
-            if (check_quic_listen(state, server, listen) != 0)
-                return -1;
-            continue;
-        }
+        /* A quic address's servers are checked as a TCP one's are: one
+         * default_server, no name twice. */
+        if (listen->quic && check_quic_listen(state, server, listen) != 0)
+            return -1;
         size_t j = SIZE_MAX;
         if (first_conflict(state, index, listen, &j) != 0)
             return -1;

@@ -19,6 +19,8 @@ const char *http_conn_tls_cipher(const struct http_conn *c)
 
 const char *http_conn_server_name(const struct http_conn *c)
 {
+    if (c->dgram != NULL) /* QUIC's handshake is its framer's */
+        return c->dgram->server_name;
     return c->tls && c->sock != NULL ? tls_conn_server_name(c->sock) : NULL;
 }
 

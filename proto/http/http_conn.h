@@ -26,6 +26,8 @@ struct http_conn;
 struct http_conn_datagram {
     struct sockaddr_storage peer, local;
     socklen_t peer_len, local_len;
+    /* The name the client sent by SNI in its handshake, or NULL. */
+    const char *server_name;
 };
 
 /* What serves a connection once its protocol is chosen (proto/serve/):

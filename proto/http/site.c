@@ -103,10 +103,15 @@ const struct http_vhost *site_find_vhost(const struct http_site *site, const cha
 const struct http_vhost *site_route_vhost(const struct http_site *site, const corral_conn *conn,
                                           const char *host, size_t len, unsigned *status)
 {
+    return site_route_vhost_sni(site, tls_conn_server_name(conn), host, len, status);
+}
+
+const struct http_vhost *site_route_vhost_sni(const struct http_site *site, const char *sni,
+                                              const char *host, size_t len, unsigned *status)
+{
     const struct http_vhost *vhost = site_find_vhost(site, host, len);
     /* A client without SNI got the default server's certificates, as one
      * that names no server does; nginx checks only where SNI was sent. */
-    const char *sni = tls_conn_server_name(conn);
     if (sni == NULL)
         return vhost;
     const struct http_vhost *negotiated = site_find_vhost(site, sni, strlen(sni));

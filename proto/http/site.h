@@ -203,6 +203,10 @@ int site_name_regex_match(const struct http_vhost *vhost, const char *host, size
  * for a connection without TLS or without SNI. */
 const struct http_vhost *site_route_vhost(const struct http_site *site, const corral_conn *conn,
                                           const char *host, size_t len, unsigned *status);
+/* The same for a connection whose SNI name is `sni` (NULL: none), as
+ * HTTP/3's, whose TLS is QUIC's and not a corral_conn's. */
+const struct http_vhost *site_route_vhost_sni(const struct http_site *site, const char *sni,
+                                              const char *host, size_t len, unsigned *status);
 
 /* A tls_sni_select_fn for a site's TLS server (`site` is the http_site):
  * SNI picks the certificates of the vhost that Host would pick. */

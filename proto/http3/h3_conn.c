@@ -498,6 +498,29 @@ void h3_conn_input(struct h3_conn *conn, const struct sockaddr *local, socklen_t
 
 /* --------------------------------------------------------- life */
 
+/* After the ClientHello is read: its SNI name picks the certificate, as
+ * a TCP listen's does (site_sni_select()), and is kept for the requests'
+ * routing and $ssl_server_name.  A name too long or with a NUL is no
+ * name: the default server's certificate. */
+static int on_client_hello(gnutls_session_t session)
+{
+    ngtcp2_crypto_conn_ref *ref = gnutls_session_get_ptr(session);
+    struct h3_conn *conn = ref->user_data;
+    size_t len = sizeof(conn->server_name);
+    unsigned type;
+    if (gnutls_server_name_get(session, conn->server_name, &len, &type, 0) == GNUTLS_E_SUCCESS &&
+        type == GNUTLS_NAME_DNS && len > 0 && len < sizeof(conn->server_name) &&
+        memchr(conn->server_name, '\0', len) == NULL) {
+        conn->server_name[len] = '\0';
+        conn->dgram.server_name = conn->server_name;
+        if (gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE,
+                                   h3_endpoint_credentials(conn->ep, conn->server_name, len)) !=
+            GNUTLS_E_SUCCESS)
+            return GNUTLS_E_INTERNAL_ERROR;
+    }
+    return 0;
+}
+
 struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
                                const ngtcp2_cid *odcid, const struct sockaddr *local,
                                socklen_t local_len, const struct sockaddr *peer, socklen_t peer_len)
@@ -572,6 +595,7 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
         gnutls_alpn_set_protocols(conn->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != GNUTLS_E_SUCCESS)
         goto fail;
     gnutls_session_set_ptr(conn->tls, &conn->conn_ref);
+    gnutls_handshake_set_post_client_hello_function(conn->tls, on_client_hello);
     ngtcp2_conn_set_tls_native_handle(conn->quic, conn->tls);
 
     /* Both IDs lead here: ours, and the one the client chose, which its

@@ -162,18 +162,84 @@ void h3_endpoint_remove_conn(struct h3_endpoint *ep, struct h3_conn *conn)
     }
 }
 
+/* Loads a certificate and key into *cred.  Returns 0, -ENOMEM, or
+ * -EINVAL (logged). */
+static int load_credentials(const struct h3_certificate *pair,
+                            gnutls_certificate_credentials_t *cred)
+{
+    if (gnutls_certificate_allocate_credentials(cred) != GNUTLS_E_SUCCESS)
+        return -ENOMEM;
+    int rc = gnutls_certificate_set_x509_key_file(*cred, pair->cert_file, pair->key_file,
+                                                  GNUTLS_X509_FMT_PEM);
+    if (rc == GNUTLS_E_SUCCESS)
+        return 0;
+    corral_log(CORRAL_LOG_ERROR, "http3: cannot load \"%s\" and \"%s\": %s", pair->cert_file,
+               pair->key_file, gnutls_strerror(rc));
+    gnutls_certificate_free_credentials(*cred);
+    *cred = NULL;
+    return rc == GNUTLS_E_MEMORY_ERROR ? -ENOMEM : -EINVAL;
+}
+
+static void free_credentials(struct h3_endpoint *ep)
+{
+    if (ep->creds != NULL) {
+        for (size_t v = 0; v < ep->site->vhost_count; v++)
+            if (ep->owned[v])
+                gnutls_certificate_free_credentials(ep->creds[v]);
+    } else if (ep->cred != NULL) {
+        gnutls_certificate_free_credentials(ep->cred);
+    }
+    free(ep->creds);
+    free(ep->owned);
+}
+
+/* Each vhost's credentials: one load per distinct pair of files, so that
+ * many server blocks with one certificate cost one. */
+static int load_vhost_credentials(struct h3_endpoint *ep)
+{
+    const struct h3_certificate *pairs = ep->config.vhost_certificates;
+    size_t count = ep->site->vhost_count;
+    assert(count > 0);
+    ep->creds = calloc(count, sizeof(*ep->creds));
+    ep->owned = calloc(count, sizeof(*ep->owned));
+    if (ep->creds == NULL || ep->owned == NULL) {
+        free(ep->creds);
+        free(ep->owned);
+        ep->creds = NULL;
+        ep->owned = NULL;
+        return -ENOMEM;
+    }
+    for (size_t v = 0; v < count; v++) {
+        for (size_t u = 0; u < v && ep->creds[v] == NULL; u++)
+            if (strcmp(pairs[u].cert_file, pairs[v].cert_file) == 0 &&
+                strcmp(pairs[u].key_file, pairs[v].key_file) == 0)
+                ep->creds[v] = ep->creds[u];
+        if (ep->creds[v] != NULL)
+            continue;
+        int err = load_credentials(&pairs[v], &ep->creds[v]);
+        if (err != 0)
+            return err;
+        ep->owned[v] = true;
+    }
+    ep->cred = ep->creds[0];
+    return 0;
+}
+
 int h3_credentials_check(const char *cert_file, const char *key_file)
 {
     gnutls_certificate_credentials_t cred;
-    if (gnutls_certificate_allocate_credentials(&cred) != GNUTLS_E_SUCCESS)
-        return -ENOMEM;
-    int rc = gnutls_certificate_set_x509_key_file(cred, cert_file, key_file, GNUTLS_X509_FMT_PEM);
-    gnutls_certificate_free_credentials(cred);
-    if (rc == GNUTLS_E_SUCCESS)
-        return 0;
-    corral_log(CORRAL_LOG_ERROR, "http3: cannot load \"%s\" and \"%s\": %s", cert_file, key_file,
-               gnutls_strerror(rc));
-    return rc == GNUTLS_E_MEMORY_ERROR ? -ENOMEM : -EINVAL;
+    int err = load_credentials(&(struct h3_certificate){cert_file, key_file}, &cred);
+    if (err == 0)
+        gnutls_certificate_free_credentials(cred);
+    return err;
+}
+
+gnutls_certificate_credentials_t h3_endpoint_credentials(const struct h3_endpoint *ep,
+                                                         const char *name, size_t len)
+{
+    if (ep->creds == NULL)
+        return ep->cred;
+    return ep->creds[site_find_vhost(ep->site, name, len) - ep->site->vhosts];
 }
 
 int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint **out)
@@ -190,19 +256,14 @@ int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint 
         ep->config.max_concurrent_streams = 128;
     if (ep->config.idle_timeout_ms == 0)
         ep->config.idle_timeout_ms = 60000;
-    int rc = gnutls_certificate_allocate_credentials(&ep->cred);
-    if (rc != GNUTLS_E_SUCCESS) {
+    int err = config->vhost_certificates != NULL
+                  ? load_vhost_credentials(ep)
+                  : load_credentials(&(struct h3_certificate){config->cert_file, config->key_file},
+                                     &ep->cred);
+    if (err != 0) {
+        free_credentials(ep);
         free(ep);
-        return -ENOMEM;
-    }
-    rc = gnutls_certificate_set_x509_key_file(ep->cred, config->cert_file, config->key_file,
-                                              GNUTLS_X509_FMT_PEM);
-    if (rc != GNUTLS_E_SUCCESS) {
-        corral_log(CORRAL_LOG_ERROR, "http3: cannot load \"%s\" and \"%s\": %s", config->cert_file,
-                   config->key_file, gnutls_strerror(rc));
-        gnutls_certificate_free_credentials(ep->cred);
-        free(ep);
-        return -EINVAL;
+        return err;
     }
     if (config->token_secret != NULL)
         memcpy(ep->token_secret, config->token_secret, sizeof(ep->token_secret));
@@ -212,7 +273,7 @@ int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint 
          gnutls_rnd(GNUTLS_RND_KEY, ep->reset_secret, sizeof(ep->reset_secret)) != 0) ||
         (config->token_secret == NULL &&
          gnutls_rnd(GNUTLS_RND_KEY, ep->token_secret, sizeof(ep->token_secret)) != 0)) {
-        gnutls_certificate_free_credentials(ep->cred);
+        free_credentials(ep);
         free(ep);
         return -EIO;
     }
@@ -228,7 +289,7 @@ void h3_endpoint_free(struct h3_endpoint *ep)
         h3_conn_free(ep->conns);
     for (size_t b = 0; b < H3_CID_BUCKETS; b++)
         assert(ep->buckets[b] == NULL);
-    gnutls_certificate_free_credentials(ep->cred);
+    free_credentials(ep);
     free(ep);
 }
 

@@ -221,13 +221,16 @@ static int on_end_headers(nghttp3_conn *h3, int64_t stream_id, int fin, void *us
     if (st->head_refused) {
         refuse(st, 431);
     } else if (status == 0) {
-        /* SNI is not checked against Host here: the QUIC handshake
-         * offers the default server's certificate only (docs/http3.md). */
-        st->vhost = site_find_vhost(conn->c.site, req.host.data, req.host.len);
+        /* As over TCP: a request for a vhost whose certificate the
+         * handshake did not offer is misdirected (421). */
+        st->vhost = site_route_vhost_sni(conn->c.site, conn->dgram.server_name, req.host.data,
+                                         req.host.len, &status);
         size_t max = st->vhost->limits.max_body_size;
         if (max > 0 && req.content_length > max)
             status = 413;
         st->head_method = req.head;
+        /* A misdirected or too long request is routed too, for its
+         * location's error page and log. */
         router_start(&st->base, st->vhost, &req, status);
     } else if (status == HTTP_FIELDS_MALFORMED) {
         reset(st, NGHTTP3_H3_MESSAGE_ERROR);

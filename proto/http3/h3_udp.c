@@ -8,6 +8,7 @@
  * sent it here: the client's address changed) is handed to that worker
  * through its post queue, and counted.
  */
+#include "proto/http/site.h"
 #include "proto/http3/http3.h"
 
 #include <errno.h>
@@ -66,9 +67,16 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
                     struct h3_udp_site **out)
 {
     *out = NULL;
-    int err = h3_credentials_check(config->cert_file, config->key_file);
-    if (err != 0)
-        return err;
+    /* Every worker loads them again, on its first datagram: a file that
+     * does not load must be refused now, not then. */
+    const struct h3_certificate *pairs = config->vhost_certificates;
+    size_t count = pairs != NULL ? config->site->vhost_count : 1;
+    for (size_t v = 0; v < count; v++) {
+        int err = pairs != NULL ? h3_credentials_check(pairs[v].cert_file, pairs[v].key_file)
+                                : h3_credentials_check(config->cert_file, config->key_file);
+        if (err != 0)
+            return err;
+    }
     struct h3_udp_site *site = calloc(1, sizeof(*site));
     if (site == NULL || (site->workers = calloc(workers, sizeof(*site->workers))) == NULL ||
         (site->counters = aligned_alloc(64, workers * sizeof(*site->counters))) == NULL) {

@@ -32,6 +32,11 @@ typedef void (*h3_output_fn)(void *arg, const struct sockaddr *local, socklen_t 
  * owning worker's index, the rest random (h3_endpoint.c). */
 #define H3_CID_LEN 16
 
+/* A certificate chain and its key, PEM files. */
+struct h3_certificate {
+    const char *cert_file, *key_file;
+};
+
 struct h3_endpoint_config {
     const struct http_site *site; /* its vhosts, access log and limits */
     corral_loop *loop;            /* the worker's: its timers and clock */
@@ -42,6 +47,11 @@ struct h3_endpoint_config {
     /* The server's certificate chain and key, PEM, as the TCP
      * listener's ssl_certificate and ssl_certificate_key. */
     const char *cert_file, *key_file;
+    /* Per vhost of the site (NULL: cert_file and key_file for all): the
+     * files whose certificate a client gets when its SNI names that vhost
+     * (site_find_vhost(), as the TCP listens pick); a client without SNI
+     * gets vhost 0's.  Vhosts with the same two files share one load. */
+    const struct h3_certificate *vhost_certificates;
     h3_output_fn output;
     void *output_arg;
     /* Per request stream: response bytes queued and not yet acknowledged
@@ -133,7 +143,7 @@ int h3_credentials_check(const char *cert_file, const char *key_file);
  * loop's end (on_stop) frees the worker's endpoint and its connections. */
 struct h3_udp_site;
 /* Checks the certificate and key, and makes the site for `workers`
- * workers; `config`'s strings and site must outlive it (its secrets are
+ * workers; `config`'s strings, vhost_certificates and site must outlive it (its secrets are
  * copied; NULL ones are made at random, one for all the workers).  Returns 0,
  * -EINVAL (logged) or -ENOMEM. */
 int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,

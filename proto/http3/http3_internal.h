@@ -31,7 +31,11 @@ struct h3_cid_entry {
 struct h3_endpoint {
     struct h3_endpoint_config config;
     const struct http_site *site;
-    gnutls_certificate_credentials_t cred;
+    gnutls_certificate_credentials_t cred; /* vhost 0's, for a client without SNI */
+    /* Per vhost (NULL: `cred` for all), some shared: creds[v] is owned
+     * when owned[v]. */
+    gnutls_certificate_credentials_t *creds;
+    bool *owned;
     uint8_t reset_secret[32]; /* for stateless reset tokens */
     struct h3_cid_entry *buckets[H3_CID_BUCKETS];
     struct h3_conn *conns; /* open ones */
@@ -49,6 +53,10 @@ int h3_endpoint_new_cid(struct h3_endpoint *ep, ngtcp2_cid *cid, uint8_t *token)
 int h3_endpoint_add_cid(struct h3_endpoint *ep, const ngtcp2_cid *cid, struct h3_conn *conn);
 /* Takes `cid` out of the table (nothing if it is not there). */
 void h3_endpoint_remove_cid(struct h3_endpoint *ep, const ngtcp2_cid *cid);
+/* The credentials for a client whose SNI is `name` (`len` bytes): those
+ * of the vhost the name picks. */
+gnutls_certificate_credentials_t h3_endpoint_credentials(const struct h3_endpoint *ep,
+                                                         const char *name, size_t len);
 /* Takes every ID of `conn` out. */
 void h3_endpoint_remove_conn(struct h3_endpoint *ep, struct h3_conn *conn);
 
@@ -136,7 +144,10 @@ struct h3_conn {
     bool closed;      /* failed or asked to close: closed and freed at the flush */
     bool in_input;    /* inside h3_conn_input(): it flushes on return */
     bool drains_owed; /* some stream's output drained: on_drain to deliver */
-    size_t max_udp;   /* of a datagram it sends */
+    /* The name its client sent by SNI (dgram.server_name points here once
+     * there is one), as received: at most 255 bytes, no NUL among them. */
+    char server_name[256];
+    size_t max_udp; /* of a datagram it sends */
 };
 
 static inline struct h3_conn *h3_stream_conn(const struct h3_stream *st)

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <nghttp3/nghttp3.h>
@@ -222,7 +223,7 @@ static const struct http_location locations[] = {
     {.path = "/big", .path_len = 4, .exact = true, .handler = &big_handler},
     {.path = "/", .path_len = 1, .handler = &http_return_handler, .handler_data = &ret_hello},
 };
-static struct http_vhost vhosts[1];
+static struct http_vhost vhosts[3];
 static struct http_stats stats[1];
 static struct http_site site;
 
@@ -555,6 +556,9 @@ static const ngtcp2_callbacks client_callbacks = {
 static uint8_t client_token[128];
 static size_t client_token_len;
 
+/* The name the client sends by SNI; NULL: none. */
+static const char *client_sni = "localhost";
+
 static void client_start(const char *alpn_name)
 {
     memset(&cl, 0, sizeof(cl));
@@ -592,7 +596,9 @@ static void client_start(const char *alpn_name)
     ck_assert_int_eq(gnutls_credentials_set(cl.tls, GNUTLS_CRD_CERTIFICATE, cl.cred), 0);
     gnutls_datum_t alpn = {(unsigned char *)alpn_name, (unsigned)strlen(alpn_name)};
     ck_assert_int_eq(gnutls_alpn_set_protocols(cl.tls, &alpn, 1, 0), 0);
-    ck_assert_int_eq(gnutls_server_name_set(cl.tls, GNUTLS_NAME_DNS, "localhost", 9), 0);
+    if (client_sni != NULL)
+        ck_assert_int_eq(
+            gnutls_server_name_set(cl.tls, GNUTLS_NAME_DNS, client_sni, strlen(client_sni)), 0);
     ngtcp2_conn_set_tls_native_handle(cl.quic, cl.tls);
 }
 
@@ -784,6 +790,7 @@ static bool handshake_done(void)
 static void setup(void)
 {
     modules_init();
+    client_sni = "localhost";
     vhosts[0] = (struct http_vhost){.locations = locations,
                                     .location_count = sizeof(locations) / sizeof(locations[0]),
                                     .limits = HTTP_LIMITS_DEFAULT};
@@ -874,6 +881,163 @@ START_TEST(get_return)
     ck_assert(r.ended);
     ck_assert_str_eq(r.response, "hello\n");
     free(r.response);
+}
+END_TEST
+
+/* ----------------------------------------------------- SNI */
+
+static struct http_return ret_a = {.status = 200, .text = "a\n", .text_len = 2},
+                          ret_b = {.status = 200, .text = "b\n", .text_len = 2};
+static const struct http_location locations_a[] = {
+    {.path = "/", .path_len = 1, .handler = &http_return_handler, .handler_data = &ret_a},
+};
+static const struct http_location locations_b[] = {
+    {.path = "/", .path_len = 1, .handler = &http_return_handler, .handler_data = &ret_b},
+};
+static const char *const names_a[] = {"a.test"}, *const names_b[] = {"*.b.test"};
+
+static void endpoint_again(struct h3_endpoint_config *config);
+
+/* A certificate for `name` as DIR/<file>.pem and DIR/<file>.key. */
+static void make_named_certificate(const char *file, const char *name)
+{
+    char command[512], out[256];
+    snprintf(command, sizeof(command),
+             "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+             "-keyout %s.key -out %s.pem -subj /CN=%s -days 1 2>&1",
+             dir, file, file, name);
+    ck_assert_int_eq(test_run(command, out, sizeof(out)), 0);
+}
+
+/* The site's three vhosts: the default one (localhost's certificate),
+ * a.test and *.b.test, each with its own certificate, each in a TLS group
+ * of its own. */
+static void endpoint_with_three_servers(void)
+{
+    make_named_certificate("a", "a.test");
+    make_named_certificate("b", "b.test");
+    vhosts[1] = (struct http_vhost){.names = names_a,
+                                    .name_count = 1,
+                                    .locations = locations_a,
+                                    .location_count = 1,
+                                    .limits = HTTP_LIMITS_DEFAULT,
+                                    .tls_group = 1};
+    vhosts[2] = (struct http_vhost){.names = names_b,
+                                    .name_count = 1,
+                                    .locations = locations_b,
+                                    .location_count = 1,
+                                    .limits = HTTP_LIMITS_DEFAULT,
+                                    .tls_group = 2};
+    site.vhost_count = 3;
+    static char files[6][128];
+    snprintf(files[0], sizeof(files[0]), "%s/cert.pem", dir);
+    snprintf(files[1], sizeof(files[1]), "%s/key.pem", dir);
+    snprintf(files[2], sizeof(files[2]), "%s/a.pem", dir);
+    snprintf(files[3], sizeof(files[3]), "%s/a.key", dir);
+    snprintf(files[4], sizeof(files[4]), "%s/b.pem", dir);
+    snprintf(files[5], sizeof(files[5]), "%s/b.key", dir);
+    static struct h3_certificate pairs[3];
+    for (int v = 0; v < 3; v++)
+        pairs[v] = (struct h3_certificate){files[2 * v], files[2 * v + 1]};
+    struct h3_endpoint_config config = {.vhost_certificates = pairs};
+    endpoint_again(&config);
+}
+
+/* Connects with client_sni (connect_client() for a second connection:
+ * the endpoint keeps the first ones until they time out). */
+static void sni_connect(void)
+{
+    client_start("h3");
+    ck_assert(run_until(handshake_done, 5000));
+    ck_assert(!cl.failed);
+}
+
+/* The common name of the certificate the server presented. */
+static void peer_common_name(char *out, size_t size)
+{
+    unsigned count = 0;
+    const gnutls_datum_t *chain = gnutls_certificate_get_peers(cl.tls, &count);
+    ck_assert_ptr_nonnull(chain);
+    ck_assert_uint_ge(count, 1);
+    gnutls_x509_crt_t crt;
+    ck_assert_int_eq(gnutls_x509_crt_init(&crt), 0);
+    ck_assert_int_eq(gnutls_x509_crt_import(crt, &chain[0], GNUTLS_X509_FMT_DER), 0);
+    ck_assert_int_eq(
+        gnutls_x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, 0, out, &size), 0);
+    gnutls_x509_crt_deinit(crt);
+}
+
+/* A GET of "/" for `authority`: its status, and its body in `body` (a
+ * copy, at most 15 bytes). */
+static unsigned get_authority(const char *authority, char body[16])
+{
+    const char *fields[] = {":method", "GET",   ":scheme", "https", ":authority",
+                            authority, ":path", "/",       NULL};
+    struct request r = {0};
+    client_request(&r, fields);
+    wait_for(&r, 1, 5000);
+    snprintf(body, 16, "%s", r.response != NULL ? r.response : "");
+    free(r.response);
+    return r.status;
+}
+
+/* SNI picks the certificate as a TLS listen does: a.test's for a.test,
+ * *.b.test's for x.b.test, the default server's for a name no server
+ * has and for no name; requests go to :authority's vhost, and one for a
+ * vhost of another certificate than SNI's is misdirected (421). */
+START_TEST(sni_picks_the_server)
+{
+    endpoint_with_three_servers();
+    char cn[128], body[16];
+
+    client_sni = "a.test";
+    sni_connect();
+    peer_common_name(cn, sizeof(cn));
+    ck_assert_str_eq(cn, "a.test");
+    ck_assert_uint_eq(get_authority("a.test", body), 200);
+    ck_assert_str_eq(body, "a\n");
+    ck_assert_uint_eq(get_authority("x.b.test", body), 421);
+    ck_assert_uint_eq(get_authority("localhost", body), 421);
+    client_free();
+
+    client_sni = "x.b.test";
+    sni_connect();
+    peer_common_name(cn, sizeof(cn));
+    ck_assert_str_eq(cn, "b.test");
+    ck_assert_uint_eq(get_authority("y.b.test", body), 200);
+    ck_assert_str_eq(body, "b\n");
+    client_free();
+
+    client_sni = "nobody.test";
+    sni_connect();
+    peer_common_name(cn, sizeof(cn));
+    ck_assert_str_eq(cn, "localhost");
+    ck_assert_uint_eq(get_authority("localhost", body), 200);
+    ck_assert_str_eq(body, "hello\n");
+    ck_assert_uint_eq(get_authority("a.test", body), 421);
+    client_free();
+
+    /* The longest name the buffer takes (255 bytes; GnuTLS sends no
+     * longer one): still a name, *.b.test's. */
+    static char long_name[256];
+    memset(long_name, 'a', 255);
+    memcpy(long_name + 255 - 7, ".b.test", 7);
+    client_sni = long_name;
+    sni_connect();
+    peer_common_name(cn, sizeof(cn));
+    ck_assert_str_eq(cn, "b.test");
+    ck_assert_uint_eq(get_authority("y.b.test", body), 200);
+    ck_assert_str_eq(body, "b\n");
+    client_free();
+
+    /* Without SNI: the default server's certificate, and no check (as
+     * over TCP, and in nginx). */
+    client_sni = NULL;
+    sni_connect();
+    peer_common_name(cn, sizeof(cn));
+    ck_assert_str_eq(cn, "localhost");
+    ck_assert_uint_eq(get_authority("a.test", body), 200);
+    ck_assert_str_eq(body, "a\n");
 }
 END_TEST
 
@@ -1841,6 +2005,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, stray_datagrams_dropped);
     tcase_add_test(tc, unfinished_handshake_is_dropped);
     tcase_add_test(tc, endpoint_freed_with_a_flush_pending);
+    tcase_add_test(tc, sni_picks_the_server);
     tcase_add_test(tc, gtlsclient_interop);
     tcase_add_test(tc, udp_listen_waits_for_a_full_socket);
     suite_add_tcase(s, tc);

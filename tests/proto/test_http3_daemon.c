@@ -589,6 +589,111 @@ START_TEST(http3_off)
 }
 END_TEST
 
+/* gtlsclient's GET of "/" for `authority`: the body it saved, or ""
+ * when it saved none; free it.  Debian's gtlsclient (ngtcp2 0.12, GnuTLS)
+ * sends "localhost" by SNI for a numeric address whatever --sni says:
+ * the unit test (test_http3.c) tries other names. */
+static char *authority_get(int port, const char *authority)
+{
+    char cmd[PATH_MAX + 512], out[4096], dl[PATH_MAX], file[PATH_MAX + 32];
+    test_daemon_file(dl, sizeof(dl), "dl");
+    mkdir(dl, 0700);
+    snprintf(file, sizeof(file), "%s/index.html", dl);
+    unlink(file);
+    snprintf(cmd, sizeof(cmd),
+             "timeout 30 gtlsclient -q --exit-on-all-streams-close --timeout=10s --download %s "
+             "127.0.0.1 %d https://%s/ >/dev/null 2>&1",
+             dl, port, authority);
+    test_run(cmd, out, sizeof(out));
+    FILE *f = fopen(file, "rb");
+    char *body = calloc(1, 4096);
+    ck_assert_ptr_nonnull(body);
+    if (f != NULL) {
+        size_t n = fread(body, 1, 4095, f);
+        body[n] = '\0';
+        fclose(f);
+    }
+    return body;
+}
+
+/* Several servers on one quic address, as on a TLS one: SNI ("localhost")
+ * picks the server and its certificate, :authority the vhost among those
+ * of the same certificate, $ssl_server_name is the SNI name, a request
+ * for a server of another certificate is misdirected (421), and a server
+ * with http3 off is not among them. */
+START_TEST(servers_by_sni)
+{
+    if (!have_tools())
+        return;
+    make_certificate();
+    const char *dir = test_daemon_dir();
+    char cmd[PATH_MAX + 512], out[4096];
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && for n in a b; do openssl req -x509 -newkey ec -pkeyopt "
+             "ec_paramgen_curve:P-256 -nodes -keyout $n.key -out $n.pem -subj /CN=$n.test "
+             "-days 1 2>&1 || exit 1; done",
+             dir);
+    ck_assert_msg(test_run(cmd, out, sizeof(out)) == 0, "openssl: %s", out);
+    struct test_daemon d;
+    test_daemon_init(&d, "h3");
+    int quic = free_udp_port();
+    char text[10 * PATH_MAX + 2048];
+    snprintf(text, sizeof(text),
+             "workers 1;\n"
+             "admin { listen 127.0.0.2:0; }\n"
+             "server {\n"
+             "  listen 127.0.0.1:%d quic;\n"
+             "  tls_certificate %s/cert.pem; tls_certificate_key %s/key.pem;\n"
+             "  location / { return 200 \"default [$ssl_server_name]\\n\"; }\n"
+             "}\n"
+             "server {\n"
+             "  server_name localhost;\n"
+             "  listen 127.0.0.1:%d quic;\n"
+             "  tls_certificate %s/a.pem; tls_certificate_key %s/a.key;\n"
+             "  location / { return 200 \"local [$ssl_server_name]\\n\"; }\n"
+             "}\n"
+             "server {\n"
+             "  server_name same.test;\n"
+             "  listen 127.0.0.1:%d quic;\n"
+             "  tls_certificate %s/a.pem; tls_certificate_key %s/a.key;\n"
+             "  location / { return 200 \"same\\n\"; }\n"
+             "}\n"
+             "server {\n"
+             "  server_name *.b.test;\n"
+             "  listen 127.0.0.1:%d quic;\n"
+             "  tls_certificate %s/b.pem; tls_certificate_key %s/b.key;\n"
+             "  location / { return 200 \"b\\n\"; }\n"
+             "}\n"
+             "server {\n"
+             "  server_name off.test;\n"
+             "  listen 127.0.0.1:%d quic;\n"
+             "  http3 off;\n"
+             "  tls_certificate %s/a.pem; tls_certificate_key %s/a.key;\n"
+             "  location / { return 200 \"off\\n\"; }\n"
+             "}\n",
+             quic, dir, dir, quic, dir, dir, quic, dir, dir, quic, dir, dir, quic, dir, dir);
+    test_daemon_write_config(&d, text);
+    test_daemon_start(&d);
+    ck_assert_int_eq(d.port, quic);
+    char *body = authority_get(quic, "localhost");
+    ck_assert_str_eq(body, "local [localhost]\n");
+    free(body);
+    body = authority_get(quic, "same.test"); /* the same certificate: served */
+    ck_assert_str_eq(body, "same\n");
+    free(body);
+    body = authority_get(quic, "x.b.test"); /* b's certificate is not localhost's */
+    ck_assert_msg(strstr(body, "421") != NULL, "not misdirected: %s", body);
+    free(body);
+    body = authority_get(quic, "nobody.test"); /* the default server's neither */
+    ck_assert_msg(strstr(body, "421") != NULL, "not misdirected: %s", body);
+    free(body);
+    body = authority_get(quic, "off.test"); /* not there: the default server's */
+    ck_assert_msg(strstr(body, "421") != NULL, "http3 off served: %s", body);
+    free(body);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* -t: each config fails with its message. */
 START_TEST(check_refuses)
 {
@@ -603,9 +708,9 @@ START_TEST(check_refuses)
         {"server { listen 127.0.0.1:8443 quic; location / { return 200; } }",
          "quic needs a certificate"},
         {"server { listen 127.0.0.1:8443 quic tls; CERTS }", "tls, http2, proxy_protocol"},
-        {"server { listen 127.0.0.1:8443 quic; CERTS }\n"
-         "server { server_name b; listen 127.0.0.1:8443 quic; CERTS }",
-         "is already another server's"},
+        {"server { listen 127.0.0.1:8443 quic default_server; CERTS }\n"
+         "server { server_name b; listen 127.0.0.1:8443 quic default_server; CERTS }",
+         "already has a default_server"},
         {"server { listen 127.0.0.1:8443 quic; listen 127.0.0.1:8443 quic; CERTS }",
          "duplicate listen"},
         {"server { listen 127.0.0.1:8443 quic; tls_certificate DIR/key.pem; "
@@ -699,6 +804,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, retry_then_served);
     tcase_add_test(tc, reload_cuts_open_connections);
     tcase_add_test(tc, http3_off);
+    tcase_add_test(tc, servers_by_sni);
     tcase_add_test(tc, check_refuses);
     tcase_add_test(tc, port_in_use_refuses_start);
     suite_add_tcase(s, tc);
