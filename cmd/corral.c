@@ -124,6 +124,9 @@ static void on_upgrade_report(corral_io *io, unsigned events, void *arg)
     pid_t rc;
     for (int i = 0; i < 100 && (rc = waitpid(upgrade.pid, &status, WNOHANG)) == 0; i++)
         usleep(10000);
+    /* The pid file back first: whoever reads the log line below and looks
+     * for the serving process must find it named. */
+    pid_file_move(false);
     if (rc == upgrade.pid && WIFEXITED(status) && WEXITSTATUS(status) == 127)
         log_error("upgrade failed: %s could not be started; this process keeps serving",
                   binary_started_from());
@@ -137,7 +140,6 @@ static void on_upgrade_report(corral_io *io, unsigned events, void *arg)
     else
         log_error("upgrade failed: the new process stopped reporting; this process keeps serving");
     upgrade.fd = -1;
-    pid_file_move(false);
     if (daemon_state.generations != NULL)
         steering_lend(daemon_state.generations, false);
     upgrade.pid = -1;
@@ -254,6 +256,7 @@ static void upgrade_start(void)
     if (err == 0)
         err = corral_timer_new(main_loop, on_upgrade_timeout, NULL, &upgrade.timer);
     if (err != 0) {
+        pid_file_move(false); /* before the log line, as after a failed start */
         log_error("SIGUSR2: starting %s: %s; no upgrade",
                   binary_started_from() ? binary_started_from() : "the binary", strerror(-err));
         if (upgrade.pid > 0) {
@@ -261,7 +264,6 @@ static void upgrade_start(void)
             waitpid(upgrade.pid, NULL, 0);
         }
         upgrade_finish(false);
-        pid_file_move(false);
         steering_lend(newest, false);
         upgrade.pid = -1;
         return;
