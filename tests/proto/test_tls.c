@@ -50,8 +50,9 @@ static const char openssl_conf[] = "[req]\n"
  * default.test (P-256), default.test again with an RSA 2048 key, an expired
  * one, and a client certificate from each CA; an intermediate CA under the
  * first and, signed by it, chained.test, whose file holds the leaf and then
- * the intermediate; ocsp.test (serial 10) and revoked.test (11), must-staple
- * certificates whose OCSP URL is http://127.0.0.1:1/.  NAME.pem with NAME.key. */
+ * the intermediate; ocsp.test (serial 10, and 12 as ocsp2) and revoked.test
+ * (11), must-staple certificates whose OCSP URL is http://127.0.0.1:1/.
+ * NAME.pem with NAME.key. */
 static const char make_certs[] =
     "set -e\n"
     "export OPENSSL_CONF=\"$PWD/openssl.cnf\"\n"
@@ -97,7 +98,8 @@ static const char make_certs[] =
     "        -days 30 -extfile \"$1.ext\" -out \"$1.pem\"\n"
     "}\n"
     "ec ocsp && ocspleaf ocsp ocsp.test 10\n"
-    "ec revoked && ocspleaf revoked revoked.test 11\n";
+    "ec revoked && ocspleaf revoked revoked.test 11\n"
+    "ec ocsp2 && ocspleaf ocsp2 ocsp.test 12\n";
 
 static char certs_dir[PATH_MAX];
 
@@ -1842,9 +1844,11 @@ static void ocsp_responder_stop(pid_t pid)
     ck_assert_int_ge(test_wait_exit(pid, 5000), 0);
 }
 
+/* Subjects are unique in an index: serial 12's is told apart. */
 #define OCSP_INDEX                                                                                 \
     "V\t301231235959Z\t\t0A\tunknown\t/CN=ocsp.test\n"                                             \
-    "R\t301231235959Z\t250101000000Z\t0B\tunknown\t/CN=revoked.test\n"
+    "R\t301231235959Z\t250101000000Z\t0B\tunknown\t/CN=revoked.test\n"                             \
+    "V\t301231235959Z\t\t0C\tunknown\t/CN=ocsp.test/OU=12\n"
 
 /* ocsp.test gets its good response stapled (fetched from the responder of
  * tls_stapling_responder, verified), revoked.test none (the responder
@@ -1921,6 +1925,100 @@ START_TEST(ocsp_responses_are_fetched_and_stapled)
     test_daemon_wait_generation(&d, 2);
     ck_assert_int_eq(stapled_status(d.port, "ocsp.test"), V_OCSP_CERTSTATUS_GOOD);
     test_daemon_stop(&d);
+}
+END_TEST
+
+/* A connection for ocsp.test: the serial of the certificate served, and
+ * the serial its staple is about with the status it gives (-1: none). */
+struct stapled {
+    long served, about;
+    int status;
+};
+
+static struct stapled stapled_serials(int port)
+{
+    struct client c = {.sni = "ocsp.test", .status = true};
+    struct tls t;
+    struct stapled got = {-1, -1, -1};
+    ck_assert_msg(tls_open(&t, port, &c), "%s", t.error);
+    X509 *cert = SSL_get0_peer_certificate(t.ssl);
+    got.served = cert != NULL ? ASN1_INTEGER_get(X509_get0_serialNumber(cert)) : -1;
+    const unsigned char *der;
+    long len = SSL_get_tlsext_status_ocsp_resp(t.ssl, &der);
+    OCSP_RESPONSE *resp = len > 0 ? d2i_OCSP_RESPONSE(NULL, &der, len) : NULL;
+    OCSP_BASICRESP *basic = resp != NULL ? OCSP_response_get1_basic(resp) : NULL;
+    OCSP_SINGLERESP *single = basic != NULL ? OCSP_resp_get0(basic, 0) : NULL;
+    ASN1_INTEGER *serial = NULL;
+    if (single != NULL && OCSP_id_get0_info(NULL, NULL, NULL, &serial,
+                                            (OCSP_CERTID *)OCSP_SINGLERESP_get0_id(single)) == 1) {
+        got.about = ASN1_INTEGER_get(serial);
+        got.status = OCSP_single_get0_status(single, NULL, NULL, NULL, NULL);
+    }
+    ck_assert_msg(len <= 0 || single != NULL, "a staple that is not an OCSP response");
+    OCSP_BASICRESP_free(basic);
+    OCSP_RESPONSE_free(resp);
+    tls_close(&t);
+    return got;
+}
+
+/* tls_certificate_watch with tls_stapling: a certificate renamed into
+ * place (serial 12 for 10) gets its own response fetched and stapled
+ * without a reload, and is never sent with the one of the certificate
+ * it replaced. */
+START_TEST(a_watched_certificate_is_stapled_without_a_reload)
+{
+    char pem[PATH_MAX], key[PATH_MAX];
+    test_daemon_file(pem, sizeof(pem), "live.pem");
+    test_daemon_file(key, sizeof(key), "live.key");
+    replace_pair("ocsp.pem", "ocsp.key", pem, key);
+    int port = free_port(), responder = free_port();
+    pid_t pid = ocsp_responder_start(responder, OCSP_INDEX);
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 2;\n" ADMIN "tls_stapling on;\n"
+          "tls_stapling_verify on;\n"
+          "tls_trusted_certificate certs/ca.pem;\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    server_name ocsp.test;\n"
+          "    tls_certificate %s;\n"
+          "    tls_certificate_key %s;\n"
+          "    tls_certificate_watch on;\n"
+          "    tls_stapling_responder http://127.0.0.1:%d/;\n"
+          "    location / { return 200 \"ocsp\"; }\n"
+          "}\n",
+          port, pem, key, responder);
+    struct stapled got = stapled_serials(d.port);
+    for (uint64_t until = test_now_ms() + 10000; test_now_ms() < until && got.about != 10;) {
+        test_sleep_ms(20);
+        got = stapled_serials(d.port);
+    }
+    ck_assert_msg(got.served == 10 && got.about == 10 && got.status == V_OCSP_CERTSTATUS_GOOD,
+                  "served %ld, stapled %ld (%d); log:\n%s", got.served, got.about, got.status,
+                  test_daemon_log(&d));
+    replace_pair("ocsp2.pem", "ocsp2.key", pem, key);
+    for (uint64_t until = test_now_ms() + 10000; test_now_ms() < until && got.about != 12;) {
+        test_sleep_ms(20);
+        got = stapled_serials(d.port);
+        ck_assert_msg(got.about == -1 || got.about == got.served,
+                      "serial %ld went out with the response for %ld", got.served, got.about);
+    }
+    ck_assert_msg(got.served == 12 && got.about == 12 && got.status == V_OCSP_CERTSTATUS_GOOD,
+                  "served %ld, stapled %ld (%d); log:\n%s", got.served, got.about, got.status,
+                  test_daemon_log(&d));
+    ck_assert_int_ge(metric_becomes(&d, OCSP_FETCHES, "result=\"ok\"", 2), 2);
+
+    /* openssl s_client -status sees it too. */
+    char command[512], out[16384];
+    snprintf(command, sizeof(command),
+             "openssl s_client -connect 127.0.0.1:%d -servername ocsp.test -status "
+             "</dev/null 2>&1",
+             d.port);
+    test_run(command, out, sizeof(out));
+    ck_assert_msg(strstr(out, "Cert Status: good") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "Serial Number: 0C") != NULL, "%s", out);
+    test_daemon_stop(&d);
+    ocsp_responder_stop(pid);
 }
 END_TEST
 
@@ -2406,6 +2504,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, the_admin_listener_verifies_client_certificates);
     tcase_add_test(tc, a_public_admin_listener_needs_verification_not_to_be_warned);
     tcase_add_test(tc, ocsp_responses_are_fetched_and_stapled);
+    tcase_add_test(tc, a_watched_certificate_is_stapled_without_a_reload);
     tcase_add_test(tc, a_stapling_file_is_stapled_while_it_is_current);
     tcase_add_test(tc, proxy_to_an_https_upstream);
     tcase_add_test(tc, proxy_shows_a_client_certificate_to_the_upstream);
