@@ -290,15 +290,23 @@ static void acme_expiry_write(struct text *t)
     bool head = false;
     time_t now = time(NULL);
     for (size_t i = 0; runtime_acme_expiry(acme, i, name, sizeof(name), &not_after); i++) {
-        if (not_after == 0)
+        /* Two servers may order the same name: one series. */
+        char other[256];
+        int64_t unused;
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = runtime_acme_expiry(acme, j, other, sizeof(other), &unused) &&
+                   strcmp(other, name) == 0;
+        if (not_after == 0 || seen)
             continue;
         if (!head)
             text_printf(t, "# HELP corral_acme_certificate_expiry_seconds Seconds until the "
                            "ACME certificate's notAfter (negative: expired).\n"
                            "# TYPE corral_acme_certificate_expiry_seconds gauge\n");
         head = true;
-        text_printf(t, "corral_acme_certificate_expiry_seconds{certificate=\"%s\"} %lld\n", name,
-                    (long long)(not_after - (int64_t)now));
+        text_printf(t, "corral_acme_certificate_expiry_seconds{");
+        text_label(t, "certificate", name);
+        text_printf(t, "} %lld\n", (long long)(not_after - (int64_t)now));
     }
 }
 
