@@ -60,8 +60,10 @@ int runtime_acme_new(const struct conf_config *config, struct runtime_acme **out
     if (count == 0)
         return 0;
     struct runtime_acme *acme = calloc(1, sizeof(*acme));
-    if (acme != NULL)
+    if (acme != NULL) {
         pthread_mutex_init(&acme->lock, NULL);
+        acme->count = 0; /* calloc's zero, restated: the analyzer forgets it across the call */
+    }
     if (acme == NULL || (acme->servers = calloc(count, sizeof(*acme->servers))) == NULL ||
         (acme->clients = calloc(count, sizeof(*acme->clients))) == NULL) {
         runtime_acme_free(acme);
