@@ -7,6 +7,7 @@
  */
 #include "cmd/daemon.h"
 #include "cmd/metrics.h"
+#include "cmd/runtime_acme.h"
 #include "cmd/runtime_cache.h"
 #include "cmd/runtime_limit.h"
 #include "proto/http/exchange.h"
@@ -278,8 +279,41 @@ static size_t sum_upstreams(struct retired_upstream *out)
     return count;
 }
 
+/* The seconds left to each ACME certificate of the current generation
+ * (none for a placeholder: nothing issued yet).  Under daemon_state.lock. */
+static void acme_expiry_write(struct text *t)
+{
+    struct runtime_acme *acme =
+        daemon_state.generations != NULL ? daemon_state.generations->acme : NULL;
+    char name[256];
+    int64_t not_after;
+    bool head = false;
+    time_t now = time(NULL);
+    for (size_t i = 0; runtime_acme_expiry(acme, i, name, sizeof(name), &not_after); i++) {
+        /* Two servers may order the same name: one series. */
+        char other[256];
+        int64_t unused;
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = runtime_acme_expiry(acme, j, other, sizeof(other), &unused) &&
+                   strcmp(other, name) == 0;
+        if (not_after == 0 || seen)
+            continue;
+        if (!head)
+            text_printf(t, "# HELP corral_acme_certificate_expiry_seconds Seconds until the "
+                           "ACME certificate's notAfter (negative: expired).\n"
+                           "# TYPE corral_acme_certificate_expiry_seconds gauge\n");
+        head = true;
+        text_printf(t, "corral_acme_certificate_expiry_seconds{");
+        text_label(t, "certificate", name);
+        text_printf(t, "} %lld\n", (long long)(not_after - (int64_t)now));
+    }
+}
+
 void tls_totals_add(struct tls_totals *totals, const struct generation *gen, unsigned worker)
 {
+    if (worker == 0)
+        runtime_acme_totals(gen->acme, &totals->acme_issued, &totals->acme_failures);
     for (size_t i = 0; i < gen->site_count; i++) {
         if (gen->sites[i].http.tls == NULL)
             continue;
@@ -361,6 +395,9 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
     size_t borrowed = daemon_state.retired.upstream_count;
     metrics_write(&t);
     metrics_stream_write(&t);
+    /* The generation's clients may be gone once the lock is let go. */
+    struct text acme_expiry = {0};
+    acme_expiry_write(&acme_expiry);
     pthread_mutex_unlock(&daemon_state.lock);
     metrics_write_process(&t);
     runtime_limits_metrics(&t);
@@ -456,6 +493,19 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
                 "corral_tls_ocsp_fetches_total{result=\"ok\"} %llu\n"
                 "corral_tls_ocsp_fetches_total{result=\"failed\"} %llu\n",
                 (unsigned long long)tls.ocsp_fetches, (unsigned long long)tls.ocsp_failures);
+    text_printf(&t,
+                "# HELP corral_acme_certificates_issued_total Certificates issued by an ACME CA "
+                "and stored (first issues and renewals).\n"
+                "# TYPE corral_acme_certificates_issued_total counter\n"
+                "corral_acme_certificates_issued_total %llu\n"
+                "# HELP corral_acme_order_failures_total ACME orders that failed (each retried "
+                "later).\n"
+                "# TYPE corral_acme_order_failures_total counter\n"
+                "corral_acme_order_failures_total %llu\n",
+                (unsigned long long)tls.acme_issued, (unsigned long long)tls.acme_failures);
+    if (acme_expiry.data != NULL)
+        text_printf(&t, "%s", acme_expiry.data);
+    free(acme_expiry.data);
     text_printf(&t, "# HELP corral_upstream_errors_total Failed upstream attempts, by kind.\n"
                     "# TYPE corral_upstream_errors_total counter\n");
     for (size_t i = 0; i < upstream_count; i++)

@@ -115,6 +115,7 @@ struct tls_totals {
     uint64_t errors[TLS_ERROR_KINDS];
     uint64_t ktls;
     uint64_t ocsp_fetches, ocsp_failures; /* tls_stapling: fetched once for all workers */
+    uint64_t acme_issued, acme_failures;  /* ACME certificates stored, orders failed */
 };
 
 struct retired_totals {

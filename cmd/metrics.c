@@ -56,9 +56,7 @@ void text_json_string(struct text *t, const char *s)
     vars_buf_free(&escaped);
 }
 
-/* A label pair NAME="VALUE", the value escaped as the exposition format
- * wants (backslash, double quote, newline). */
-static void text_label(struct text *t, const char *name, const char *value)
+void text_label(struct text *t, const char *name, const char *value)
 {
     text_printf(t, "%s=\"", name);
     for (; *value != '\0'; value++) {

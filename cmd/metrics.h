@@ -20,6 +20,9 @@ void text_printf(struct text *t, const char *fmt, ...) __attribute__((format(pri
 /* A JSON string, escaped by vars_escape_json(): valid JSON whatever the
  * bytes (a config path is any bytes). */
 void text_json_string(struct text *t, const char *s);
+/* A label pair NAME="VALUE", the value escaped as the exposition format
+ * wants (backslash, double quote, newline). */
+void text_label(struct text *t, const char *name, const char *value);
 
 /* Gives each of `gen`'s `workers` http_stats room for one entry per server
  * block and one for the admin listener.  0 or -ENOMEM.  Main thread. */

@@ -20,6 +20,13 @@ const char *runtime_acme_path(const struct runtime_acme *acme, const struct conf
 int runtime_acme_start(struct runtime_acme *acme, corral_loop *loop);
 /* Stops them, on that loop's thread: the next generation's take over. */
 void runtime_acme_stop(struct runtime_acme *acme);
+/* Adds the certificates issued and the orders failed, stopped clients'
+ * too, to *issued and *failures (for /metrics); `acme` may be NULL. */
+void runtime_acme_totals(struct runtime_acme *acme, uint64_t *issued, uint64_t *failures);
+/* Client `i`'s certificate: its name (cut to name_len) and notAfter (0:
+ * none issued yet).  False when it is not running, or past the last. */
+bool runtime_acme_expiry(struct runtime_acme *acme, size_t i, char *name, size_t name_len,
+                         int64_t *not_after);
 void runtime_acme_free(struct runtime_acme *acme);
 
 #endif

@@ -161,6 +161,7 @@ struct acme_due {
     bool order_now;   /* missing, a placeholder, expired, past two thirds, or not for `names` */
     time_t renew_at;  /* else: when two thirds of its lifetime have passed */
     time_t not_after; /* 0 without a certificate */
+    bool placeholder; /* the certificate is the self-signed placeholder */
     const char *why;  /* order_now: why, for the log */
 };
 

@@ -169,6 +169,8 @@ int acme_client_new(const struct acme_issuer_conf *issuer, const struct acme_cer
     /* Nothing stored yet: the placeholder, so that the server starts. */
     struct acme_due due;
     acme_store_due(c->pem_path, (const char *const *)c->domains, c->domain_count, time(NULL), &due);
+    if (!due.placeholder)
+        atomic_store_explicit(&c->stats.not_after, (int64_t)due.not_after, memory_order_relaxed);
     if (due.not_after == 0) {
         EVP_PKEY *k = acme_key_generate(c->key_type);
         err = k != NULL ? acme_store_placeholder(c->pem_path, c->domains[0], k) : -ENOMEM;
@@ -189,6 +191,11 @@ int acme_client_new(const struct acme_issuer_conf *issuer, const struct acme_cer
 const char *acme_client_path(const struct acme_client *c)
 {
     return c->pem_path;
+}
+
+const char *acme_client_name(const struct acme_client *c)
+{
+    return c->domains[0];
 }
 
 const struct acme_client_stats *acme_client_stats(const struct acme_client *c)
@@ -606,6 +613,7 @@ static void on_certificate(struct acme_client *c, const struct acme_http_respons
     atomic_fetch_add_explicit(&c->stats.issued, 1, memory_order_relaxed);
     struct acme_due due;
     acme_store_due(c->pem_path, (const char *const *)c->domains, c->domain_count, time(NULL), &due);
+    atomic_store_explicit(&c->stats.not_after, (int64_t)due.not_after, memory_order_relaxed);
     corral_log(CORRAL_LOG_INFO,
                "acme: \"%s\" issued by \"%s\", stored in \"%s\"; renewal in %lld s", c->domains[0],
                c->issuer.uri, c->pem_path,

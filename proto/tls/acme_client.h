@@ -73,6 +73,9 @@ struct acme_certificate_conf {
 struct acme_client_stats {
     _Atomic uint64_t issued;   /* certificates stored */
     _Atomic uint64_t failures; /* orders that failed */
+    /* The stored certificate's notAfter (Unix time); 0: none, or the
+     * placeholder */
+    _Atomic int64_t not_after;
 };
 
 struct acme_client;
@@ -86,6 +89,8 @@ int acme_client_new(const struct acme_issuer_conf *issuer, const struct acme_cer
                     struct acme_client **out, char *why, size_t why_len);
 /* The certificate file (for $acme_certificate and $acme_certificate_key). */
 const char *acme_client_path(const struct acme_client *c);
+/* Its first domain, which names the certificate. */
+const char *acme_client_name(const struct acme_client *c);
 /* Starts ordering on `loop` (the main loop) now if the certificate is
  * due, else at its renewal time; the client's timers and requests stay on
  * that loop until acme_client_free(), called on its thread. */

@@ -190,6 +190,7 @@ void acme_store_due(const char *cert_path, const char *const *names, size_t coun
     out->not_after = (time_t)(now + after);
     /* The placeholder signs itself; an issued certificate never does. */
     if (X509_check_issued(x, x) == X509_V_OK) {
+        out->placeholder = true;
         out->why = "the stored certificate is the self-signed placeholder";
         goto done;
     }

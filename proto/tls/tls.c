@@ -822,6 +822,11 @@ struct watch_vhost {
     struct tls_vhost_conf conf;
     struct tls_certificate_files *files;
     struct file_sig *sigs;
+    /* tls_stapling: the staples of the context serving (one per
+     * certificate at most), set by whoever built it; and those the main
+     * loop fetches for, which it swaps for them (watch_staples_start()) */
+    struct tls_staple **staples, **fetching;
+    size_t staple_count, fetching_count;
 };
 
 struct tls_watch {
@@ -834,6 +839,12 @@ struct tls_watch {
     struct watch_vhost *vhosts;
     size_t count;
     _Atomic uint64_t checked_ms; /* the last look: one a second, by one worker */
+    /* The staples of certificates loaded again, freed with the server;
+     * and the main loop's look at the files and their staples. */
+    struct tls_staple **made;
+    size_t made_count;
+    corral_timer *timer;
+    corral_loop *loop;
 };
 
 #define WATCH_INTERVAL_MS 1000
@@ -863,6 +874,23 @@ static void watch_report(void *arg, enum tls_conf_item item, size_t vhost, size_
                warning ? "" : "; the certificate loaded before serves on");
 }
 
+/* A staple for the certificate `ctx` has just loaded again: its own, as
+ * a response for the one before is not about it.  One that cannot be
+ * made leaves the certificate unstapled (logged), not refused. */
+static void watch_staple(struct tls_server *server, struct watch_vhost *w, SSL_CTX *ctx,
+                         const struct tls_certificate_files *files, struct tls_staple **out)
+{
+    enum tls_conf_item item;
+    char why[512];
+    *out = NULL;
+    int err = tls_staple_new(ctx, &w->conf, files->certificate, &server->stapling_stats, out, &item,
+                             why, sizeof(why));
+    if (err != 0 || why[0] != '\0')
+        corral_log(CORRAL_LOG_WARN, "tls_certificate_watch: %s%s",
+                   err == -ENOMEM ? "out of memory" : why,
+                   err != 0 ? "; the new certificate is not stapled" : "");
+}
+
 /* Builds `w`'s context again from its files; true once it serves. */
 static bool watch_rebuild(struct tls_server *server, struct watch_vhost *w)
 {
@@ -870,27 +898,48 @@ static bool watch_rebuild(struct tls_server *server, struct watch_vhost *w)
     struct loader loader = {.report = &to_log, .vhost = w->index};
     SSL_CTX *ctx = server_context_new(server, &server->watch->conf, &w->conf, &loader);
     int err = ctx != NULL ? 0 : -EINVAL;
+    struct tls_staple **staples = calloc(w->conf.certificate_count + 1, sizeof(*staples));
+    size_t staple_count = 0;
+    if (staples == NULL)
+        err = -ENOMEM;
     for (size_t i = 0; i < w->conf.certificate_count && err == 0; i++) {
         loader.index = i;
         if (tls_sni_certs_template(w->files[i].certificate) ||
-            tls_sni_certs_template(w->files[i].key))
+            tls_sni_certs_template(w->files[i].key)) {
             SSL_CTX_set_cert_cb(ctx, tls_sni_certs_select, server->sni_certs[w->index]);
-        else
-            err = load_certificate(ctx, &loader, &w->files[i]);
-    }
-    if (err != 0) {
-        SSL_CTX_free(ctx);
-        return false;
+            continue;
+        }
+        err = load_certificate(ctx, &loader, &w->files[i]);
+        if (err == 0 && w->conf.stapling) {
+            watch_staple(server, w, ctx, &w->files[i], &staples[staple_count]);
+            staple_count += staples[staple_count] != NULL;
+        }
     }
     struct tls_watch *watch = server->watch;
-    SSL_CTX **retired = realloc(watch->retired, (watch->retired_count + 1) * sizeof(*retired));
-    if (retired == NULL) {
+    SSL_CTX **retired =
+        err == 0 ? realloc(watch->retired, (watch->retired_count + 1) * sizeof(*retired)) : NULL;
+    if (retired != NULL)
+        watch->retired = retired;
+    struct tls_staple **made =
+        retired != NULL
+            ? realloc(watch->made, (watch->made_count + staple_count + 1) * sizeof(*made))
+            : NULL;
+    if (made == NULL) {
+        for (size_t i = 0; i < staple_count; i++)
+            tls_staple_free(staples[i]);
+        free(staples);
         SSL_CTX_free(ctx);
         return false;
     }
-    watch->retired = retired;
+    watch->made = made;
+    memcpy(made + watch->made_count, staples, staple_count * sizeof(*staples));
+    watch->made_count += staple_count;
     retired[watch->retired_count++] = server->contexts[w->index];
     __atomic_store_n(&server->contexts[w->index], ctx, __ATOMIC_RELEASE);
+    /* The main loop fetches for these from its next look on. */
+    memcpy(w->staples, staples, staple_count * sizeof(*staples));
+    w->staple_count = staple_count;
+    free(staples);
     return true;
 }
 
@@ -936,10 +985,19 @@ static void watch_free(struct tls_watch *watch)
         }
         free(w->files);
         free(w->sigs);
+        free(w->staples);
+        free(w->fetching);
         free((char *)w->conf.client_ca);
         free((char *)w->conf.ciphers);
         free((char *)w->conf.ciphersuites);
+        free((char *)w->conf.stapling_file);
+        free((char *)w->conf.stapling_responder);
+        free((char *)w->conf.trusted_ca);
     }
+    corral_timer_free(watch->timer);
+    for (size_t i = 0; i < watch->made_count; i++)
+        tls_staple_free(watch->made[i]);
+    free(watch->made);
     free(watch->vhosts);
     free((char *)watch->conf.ciphers);
     free((char *)watch->conf.ciphersuites);
@@ -992,9 +1050,14 @@ static int watch_new(const struct tls_server_conf *conf, const struct tls_vhost_
         w->conf.client_ca = dup_or_null(vhosts[v].client_ca, &failed);
         w->conf.ciphers = dup_or_null(vhosts[v].ciphers, &failed);
         w->conf.ciphersuites = dup_or_null(vhosts[v].ciphersuites, &failed);
+        w->conf.stapling_file = dup_or_null(vhosts[v].stapling_file, &failed);
+        w->conf.stapling_responder = dup_or_null(vhosts[v].stapling_responder, &failed);
+        w->conf.trusted_ca = dup_or_null(vhosts[v].trusted_ca, &failed);
         w->files = calloc(n ? n : 1, sizeof(*w->files));
         w->sigs = calloc(n ? 2 * n : 1, sizeof(*w->sigs));
-        if (w->files == NULL || w->sigs == NULL) {
+        w->staples = calloc(n ? n : 1, sizeof(*w->staples));
+        w->fetching = calloc(n ? n : 1, sizeof(*w->fetching));
+        if (w->files == NULL || w->sigs == NULL || w->staples == NULL || w->fetching == NULL) {
             failed = true;
             break;
         }
@@ -1056,6 +1119,50 @@ static int staple_add(struct tls_server *server, SSL_CTX *ctx, const struct tls_
     return err;
 }
 
+/* The watched vhost of context `index`, if it is one. */
+static struct watch_vhost *watch_vhost_of(struct tls_watch *watch, size_t index)
+{
+    for (size_t v = 0; watch != NULL && v < watch->count; v++)
+        if (watch->vhosts[v].index == index)
+            return &watch->vhosts[v];
+    return NULL;
+}
+
+/* Main loop: the staples of certificates loaded again are fetched for
+ * from now on, and those of the certificates they replace no longer. */
+static void watch_staples_start(struct tls_server *server)
+{
+    struct tls_watch *watch = server->watch;
+    pthread_mutex_lock(&watch->polling);
+    for (size_t v = 0; v < watch->count; v++) {
+        struct watch_vhost *w = &watch->vhosts[v];
+        if (w->fetching_count == w->staple_count &&
+            memcmp(w->fetching, w->staples, w->staple_count * sizeof(*w->staples)) == 0)
+            continue;
+        for (size_t i = 0; i < w->fetching_count; i++)
+            tls_staple_stop(w->fetching[i]);
+        for (size_t i = 0; i < w->staple_count; i++) {
+            int err = tls_staple_start(w->staples[i], watch->loop);
+            if (err != 0)
+                corral_log(CORRAL_LOG_WARN, "tls_stapling: \"%s\": %s; not fetched",
+                           w->files[0].certificate, strerror(-err));
+        }
+        memcpy(w->fetching, w->staples, w->staple_count * sizeof(*w->staples));
+        w->fetching_count = w->staple_count;
+    }
+    pthread_mutex_unlock(&watch->polling);
+}
+
+/* The main loop looks at the files too, so that a new certificate is
+ * stapled before its first handshake, and starts the new staples. */
+static void on_watch_timer(corral_timer *timer, void *arg)
+{
+    struct tls_server *server = arg;
+    watch_poll(server);
+    watch_staples_start(server);
+    corral_timer_start(timer, WATCH_INTERVAL_MS);
+}
+
 int tls_server_stapling_start(struct tls_server *server, corral_loop *loop)
 {
     for (size_t i = 0; i < server->staple_count; i++) {
@@ -1063,20 +1170,53 @@ int tls_server_stapling_start(struct tls_server *server, corral_loop *loop)
         if (err != 0)
             return err;
     }
-    return 0;
+    struct tls_watch *watch = server->watch;
+    bool stapled = false;
+    for (size_t v = 0; watch != NULL && v < watch->count; v++)
+        stapled |= watch->vhosts[v].conf.stapling;
+    if (!stapled || watch->timer != NULL)
+        return 0;
+    watch->loop = loop;
+    int err = corral_timer_new(loop, on_watch_timer, server, &watch->timer);
+    if (err == 0)
+        corral_timer_start(watch->timer, WATCH_INTERVAL_MS);
+    return err;
 }
 
 void tls_server_stapling_stop(struct tls_server *server)
 {
     for (size_t i = 0; i < server->staple_count; i++)
         tls_staple_stop(server->staples[i]);
+    struct tls_watch *watch = server->watch;
+    if (watch == NULL)
+        return;
+    corral_timer_free(watch->timer);
+    watch->timer = NULL;
+    pthread_mutex_lock(&watch->polling);
+    for (size_t v = 0; v < watch->count; v++) {
+        struct watch_vhost *w = &watch->vhosts[v];
+        for (size_t i = 0; i < w->fetching_count; i++)
+            tls_staple_stop(w->fetching[i]);
+        w->fetching_count = 0;
+    }
+    pthread_mutex_unlock(&watch->polling);
 }
 
 void tls_server_take_staples(struct tls_server *server, struct tls_server *from)
 {
-    for (size_t i = 0; i < server->staple_count; i++)
+    for (size_t i = 0; i < server->staple_count; i++) {
         for (size_t j = 0; j < from->staple_count; j++)
             tls_staple_take(server->staples[i], from->staples[j]);
+        /* and those of certificates `from` loaded again */
+        struct tls_watch *watch = from->watch;
+        if (watch == NULL)
+            continue;
+        pthread_mutex_lock(&watch->polling);
+        for (size_t v = 0; v < watch->count; v++)
+            for (size_t j = 0; j < watch->vhosts[v].staple_count; j++)
+                tls_staple_take(server->staples[i], watch->vhosts[v].staples[j]);
+        pthread_mutex_unlock(&watch->polling);
+    }
 }
 
 const struct tls_stapling_stats *tls_server_stapling_stats(const struct tls_server *server)
@@ -1117,7 +1257,7 @@ int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_co
     }
     memset(server->stats, 0, (workers ? workers : 1) * sizeof(*server->stats));
     server->workers = workers;
-    int err = 0;
+    int err = watch_new(conf, vhosts, vhost_count, &server->watch);
     for (size_t v = 0; v < vhost_count && err == 0; v++) {
         struct loader loader = {.report = report_to, .vhost = v};
         SSL_CTX *ctx = server_context_new(server, conf, &vhosts[v], &loader);
@@ -1134,12 +1274,17 @@ int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_co
                 continue;
             }
             err = load_certificate(ctx, &loader, files);
+            size_t stapled = server->staple_count;
             if (err == 0 && vhosts[v].stapling)
                 err = staple_add(server, ctx, &vhosts[v], &loader, &vhosts[v].certificates[i]);
+            /* A watched vhost's first staples, which a change replaces */
+            struct watch_vhost *w = watch_vhost_of(server->watch, v);
+            if (err == 0 && w != NULL && server->staple_count > stapled) {
+                w->staples[w->staple_count++] = server->staples[stapled];
+                w->fetching[w->fetching_count++] = server->staples[stapled];
+            }
         }
     }
-    if (err == 0)
-        err = watch_new(conf, vhosts, vhost_count, &server->watch);
     if (err != 0) {
         tls_server_free(server);
         return err;

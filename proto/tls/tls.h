@@ -175,8 +175,10 @@ struct tls_server;
  * is successful, says the certificate is good, is about it, is current,
  * and (`stapling_verify`) verifies against the chain and `trusted_ca`.  A
  * certificate without issuer or responder is served unstapled (a warning).
- * A certificate loaded again by `watch` is not stapled until the next
- * configuration. */
+ * A certificate loaded again by `watch` gets a staple of its own, fetched
+ * on that loop (which also looks at the files once a second), and goes out
+ * unstapled until its first good response: never with the response of the
+ * certificate it replaced. */
 int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_conf *vhosts,
                    size_t vhost_count, unsigned workers, const struct tls_report *report,
                    struct tls_server **out);

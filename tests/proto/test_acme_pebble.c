@@ -458,9 +458,23 @@ START_TEST(daemon_tls_alpn)
 }
 END_TEST
 
+/* The value of the /metrics line that begins with `series`, or -1. */
+static long long metric_line(const struct test_daemon *d, const char *series)
+{
+    static char body[1 << 16];
+    ck_assert_int_eq(test_daemon_admin_get(d, "/metrics", body, sizeof(body)), 200);
+    for (const char *line = body; line != NULL; line = strchr(line, '\n')) {
+        line += *line == '\n';
+        if (strncmp(line, series, strlen(series)) == 0 && line[strlen(series)] == ' ')
+            return strtoll(line + strlen(series) + 1, NULL, 10);
+    }
+    return -1;
+}
+
 /* The daemon: its placeholder serves at start, pebble validates HTTP-01
  * on its plain listener (whose only location answers 404), and the issued
- * certificate is served without a reload. */
+ * certificate is served without a reload; /metrics counts it and tells
+ * the time to its expiry. */
 START_TEST(daemon_issues_and_serves)
 {
     start_pebble(false, 0);
@@ -478,6 +492,7 @@ START_TEST(daemon_issues_and_serves)
              "    ssl_trusted_certificate %s/ca.pem;\n"
              "    accept_terms_of_service;\n"
              "}\n"
+             "admin { listen 127.0.0.2:0; }\n"
              "server {\n"
              "    listen 127.0.0.1:%d;\n"
              "    location / { return 404; }\n"
@@ -493,6 +508,7 @@ START_TEST(daemon_issues_and_serves)
              pebble_port, state, dir, http_port, tls_port);
     test_daemon_write_config(&d, conf);
     test_daemon_spawn(&d, -1);
+    test_daemon_wait_listening(&d);
     ck_assert(test_daemon_wait_port(tls_port, TEST_WAIT_MS));
     char *log = test_daemon_wait_log(&d, "self-signed placeholder serves");
     free(log);
@@ -505,6 +521,12 @@ START_TEST(daemon_issues_and_serves)
     ck_assert_msg(strstr(issuer, "Pebble") != NULL, "served issuer \"%s\"; log:\n%s", issuer, log);
     ck_assert_ptr_nonnull(strstr(log, "tls_certificate_watch: "));
     free(log);
+    ck_assert_int_eq(metric_line(&d, "corral_acme_certificates_issued_total"), 1);
+    ck_assert_int_eq(metric_line(&d, "corral_acme_order_failures_total"), 0);
+    /* pebble's certificates live years; the placeholder a day */
+    long long left =
+        metric_line(&d, "corral_acme_certificate_expiry_seconds{certificate=\"localhost\"}");
+    ck_assert_msg(left > 7 * 86400, "expiry in %lld s", left);
     test_daemon_stop(&d);
 }
 END_TEST

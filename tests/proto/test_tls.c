@@ -23,6 +23,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -50,8 +51,9 @@ static const char openssl_conf[] = "[req]\n"
  * default.test (P-256), default.test again with an RSA 2048 key, an expired
  * one, and a client certificate from each CA; an intermediate CA under the
  * first and, signed by it, chained.test, whose file holds the leaf and then
- * the intermediate; ocsp.test (serial 10) and revoked.test (11), must-staple
- * certificates whose OCSP URL is http://127.0.0.1:1/.  NAME.pem with NAME.key. */
+ * the intermediate; ocsp.test (serial 10, and 12 as ocsp2) and revoked.test
+ * (11), must-staple certificates whose OCSP URL is http://127.0.0.1:1/.
+ * NAME.pem with NAME.key. */
 static const char make_certs[] =
     "set -e\n"
     "export OPENSSL_CONF=\"$PWD/openssl.cnf\"\n"
@@ -97,7 +99,8 @@ static const char make_certs[] =
     "        -days 30 -extfile \"$1.ext\" -out \"$1.pem\"\n"
     "}\n"
     "ec ocsp && ocspleaf ocsp ocsp.test 10\n"
-    "ec revoked && ocspleaf revoked revoked.test 11\n";
+    "ec revoked && ocspleaf revoked revoked.test 11\n"
+    "ec ocsp2 && ocspleaf ocsp2 ocsp.test 12\n";
 
 static char certs_dir[PATH_MAX];
 
@@ -1842,9 +1845,11 @@ static void ocsp_responder_stop(pid_t pid)
     ck_assert_int_ge(test_wait_exit(pid, 5000), 0);
 }
 
+/* Subjects are unique in an index: serial 12's is told apart. */
 #define OCSP_INDEX                                                                                 \
     "V\t301231235959Z\t\t0A\tunknown\t/CN=ocsp.test\n"                                             \
-    "R\t301231235959Z\t250101000000Z\t0B\tunknown\t/CN=revoked.test\n"
+    "R\t301231235959Z\t250101000000Z\t0B\tunknown\t/CN=revoked.test\n"                             \
+    "V\t301231235959Z\t\t0C\tunknown\t/CN=ocsp.test/OU=12\n"
 
 /* ocsp.test gets its good response stapled (fetched from the responder of
  * tls_stapling_responder, verified), revoked.test none (the responder
@@ -1924,6 +1929,100 @@ START_TEST(ocsp_responses_are_fetched_and_stapled)
 }
 END_TEST
 
+/* A connection for ocsp.test: the serial of the certificate served, and
+ * the serial its staple is about with the status it gives (-1: none). */
+struct stapled {
+    long served, about;
+    int status;
+};
+
+static struct stapled stapled_serials(int port)
+{
+    struct client c = {.sni = "ocsp.test", .status = true};
+    struct tls t;
+    struct stapled got = {-1, -1, -1};
+    ck_assert_msg(tls_open(&t, port, &c), "%s", t.error);
+    X509 *cert = SSL_get0_peer_certificate(t.ssl);
+    got.served = cert != NULL ? ASN1_INTEGER_get(X509_get0_serialNumber(cert)) : -1;
+    const unsigned char *der;
+    long len = SSL_get_tlsext_status_ocsp_resp(t.ssl, &der);
+    OCSP_RESPONSE *resp = len > 0 ? d2i_OCSP_RESPONSE(NULL, &der, len) : NULL;
+    OCSP_BASICRESP *basic = resp != NULL ? OCSP_response_get1_basic(resp) : NULL;
+    OCSP_SINGLERESP *single = basic != NULL ? OCSP_resp_get0(basic, 0) : NULL;
+    ASN1_INTEGER *serial = NULL;
+    if (single != NULL && OCSP_id_get0_info(NULL, NULL, NULL, &serial,
+                                            (OCSP_CERTID *)OCSP_SINGLERESP_get0_id(single)) == 1) {
+        got.about = ASN1_INTEGER_get(serial);
+        got.status = OCSP_single_get0_status(single, NULL, NULL, NULL, NULL);
+    }
+    ck_assert_msg(len <= 0 || single != NULL, "a staple that is not an OCSP response");
+    OCSP_BASICRESP_free(basic);
+    OCSP_RESPONSE_free(resp);
+    tls_close(&t);
+    return got;
+}
+
+/* tls_certificate_watch with tls_stapling: a certificate renamed into
+ * place (serial 12 for 10) gets its own response fetched and stapled
+ * without a reload, and is never sent with the one of the certificate
+ * it replaced. */
+START_TEST(a_watched_certificate_is_stapled_without_a_reload)
+{
+    char pem[PATH_MAX], key[PATH_MAX];
+    test_daemon_file(pem, sizeof(pem), "live.pem");
+    test_daemon_file(key, sizeof(key), "live.key");
+    replace_pair("ocsp.pem", "ocsp.key", pem, key);
+    int port = free_port(), responder = free_port();
+    pid_t pid = ocsp_responder_start(responder, OCSP_INDEX);
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 2;\n" ADMIN "tls_stapling on;\n"
+          "tls_stapling_verify on;\n"
+          "tls_trusted_certificate certs/ca.pem;\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    server_name ocsp.test;\n"
+          "    tls_certificate %s;\n"
+          "    tls_certificate_key %s;\n"
+          "    tls_certificate_watch on;\n"
+          "    tls_stapling_responder http://127.0.0.1:%d/;\n"
+          "    location / { return 200 \"ocsp\"; }\n"
+          "}\n",
+          port, pem, key, responder);
+    struct stapled got = stapled_serials(d.port);
+    for (uint64_t until = test_now_ms() + 10000; test_now_ms() < until && got.about != 10;) {
+        test_sleep_ms(20);
+        got = stapled_serials(d.port);
+    }
+    ck_assert_msg(got.served == 10 && got.about == 10 && got.status == V_OCSP_CERTSTATUS_GOOD,
+                  "served %ld, stapled %ld (%d); log:\n%s", got.served, got.about, got.status,
+                  test_daemon_log(&d));
+    replace_pair("ocsp2.pem", "ocsp2.key", pem, key);
+    for (uint64_t until = test_now_ms() + 10000; test_now_ms() < until && got.about != 12;) {
+        test_sleep_ms(20);
+        got = stapled_serials(d.port);
+        ck_assert_msg(got.about == -1 || got.about == got.served,
+                      "serial %ld went out with the response for %ld", got.served, got.about);
+    }
+    ck_assert_msg(got.served == 12 && got.about == 12 && got.status == V_OCSP_CERTSTATUS_GOOD,
+                  "served %ld, stapled %ld (%d); log:\n%s", got.served, got.about, got.status,
+                  test_daemon_log(&d));
+    ck_assert_int_ge(metric_becomes(&d, OCSP_FETCHES, "result=\"ok\"", 2), 2);
+
+    /* openssl s_client -status sees it too. */
+    char command[512], out[16384];
+    snprintf(command, sizeof(command),
+             "openssl s_client -connect 127.0.0.1:%d -servername ocsp.test -status "
+             "</dev/null 2>&1",
+             d.port);
+    test_run(command, out, sizeof(out));
+    ck_assert_msg(strstr(out, "Cert Status: good") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "Serial Number: 0C") != NULL, "%s", out);
+    test_daemon_stop(&d);
+    ocsp_responder_stop(pid);
+}
+END_TEST
+
 static X509 *read_certificate(const char *name)
 {
     char path[PATH_MAX + 16];
@@ -1936,9 +2035,10 @@ static X509 *read_certificate(const char *name)
     return cert;
 }
 
-/* A response signed by the test CA saying ocsp.test is good, whose
- * nextUpdate passed a day ago: `openssl ocsp` makes none such. */
-static void write_expired_response(const char *path)
+/* A response signed by the test CA saying ocsp.test is good, with
+ * thisUpdate and nextUpdate that many seconds from now: its DER in *der
+ * (OPENSSL_free), its length returned. */
+static int good_response(long this_s, long next_s, unsigned char **out)
 {
     X509 *ca = read_certificate("ca"), *cert = read_certificate("ocsp");
     char key_path[PATH_MAX + 16];
@@ -1950,20 +2050,15 @@ static void write_expired_response(const char *path)
     ck_assert_ptr_nonnull(key);
     OCSP_CERTID *id = OCSP_cert_to_id(NULL, cert, ca);
     OCSP_BASICRESP *basic = OCSP_BASICRESP_new();
-    ASN1_TIME *this_update = X509_gmtime_adj(NULL, -2 * 86400);
-    ASN1_TIME *next_update = X509_gmtime_adj(NULL, -86400);
+    ASN1_TIME *this_update = X509_gmtime_adj(NULL, this_s);
+    ASN1_TIME *next_update = X509_gmtime_adj(NULL, next_s);
     ck_assert_ptr_nonnull(OCSP_basic_add1_status(basic, id, V_OCSP_CERTSTATUS_GOOD, 0, NULL,
                                                  this_update, next_update));
     ck_assert_int_eq(OCSP_basic_sign(basic, ca, key, EVP_sha256(), NULL, 0), 1);
     OCSP_RESPONSE *resp = OCSP_response_create(OCSP_RESPONSE_STATUS_SUCCESSFUL, basic);
-    unsigned char *der = NULL;
-    int len = i2d_OCSP_RESPONSE(resp, &der);
+    *out = NULL;
+    int len = i2d_OCSP_RESPONSE(resp, out);
     ck_assert_int_gt(len, 0);
-    f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(der, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    OPENSSL_free(der);
     OCSP_RESPONSE_free(resp);
     ASN1_TIME_free(this_update);
     ASN1_TIME_free(next_update);
@@ -1972,7 +2067,119 @@ static void write_expired_response(const char *path)
     EVP_PKEY_free(key);
     X509_free(ca);
     X509_free(cert);
+    return len;
 }
+
+/* One whose nextUpdate passed a day ago: `openssl ocsp` makes none such. */
+static void write_expired_response(const char *path)
+{
+    unsigned char *der;
+    int len = good_response(-2 * 86400, -86400, &der);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(der, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    OPENSSL_free(der);
+}
+
+/* A responder on the listening socket `fd`, in a thread: the first
+ * request gets `der`, every later one an HTTP 500; ends when `fd` is shut
+ * down. */
+struct flaky_responder {
+    int fd;
+    unsigned char *der;
+    int len;
+    pthread_t thread;
+};
+
+static void *flaky_responder_run(void *arg)
+{
+    struct flaky_responder *r = arg;
+    const unsigned char *der = r->der;
+    int len = r->len;
+    for (int served = 0;; served++) {
+        int conn = accept(r->fd, NULL, NULL);
+        if (conn < 0)
+            return NULL;
+        /* The request: its head, then Content-Length bytes. */
+        char req[8192];
+        size_t got = 0, want = SIZE_MAX;
+        while (got < want && got < sizeof(req) - 1) {
+            ssize_t n = read(conn, req + got, sizeof(req) - 1 - got);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+            req[got] = '\0';
+            const char *end = strstr(req, "\r\n\r\n"), *cl = strcasestr(req, "Content-Length:");
+            if (end != NULL && cl != NULL)
+                want = (size_t)(end + 4 - req) + strtoul(cl + 15, NULL, 10);
+        }
+        char head[256];
+        int n = served == 0 ? snprintf(head, sizeof(head),
+                                       "HTTP/1.1 200 OK\r\nContent-Type: application/ocsp-response"
+                                       "\r\nContent-Length: %d\r\nConnection: close\r\n\r\n",
+                                       len)
+                            : snprintf(head, sizeof(head),
+                                       "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0"
+                                       "\r\nConnection: close\r\n\r\n");
+        if (write(conn, head, (size_t)n) != n ||
+            (served == 0 && write(conn, der, (size_t)len) != len))
+            served = -1; /* not answered: the next one is */
+        close(conn);
+    }
+}
+
+/* Within one configuration: a response good for 8 s is fetched again
+ * before its nextUpdate; when that fetch fails it stays stapled, and it
+ * is no longer once it has expired. */
+START_TEST(a_failed_refresh_keeps_the_last_good_response_until_it_expires)
+{
+    struct flaky_responder r;
+    r.len = good_response(-60, 8, &r.der);
+    time_t expires = time(NULL) + 8;
+    int fd = r.fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sin_len = sizeof(sin);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    ck_assert_int_eq(listen(fd, 8), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &sin_len), 0);
+    ck_assert_int_eq(pthread_create(&r.thread, NULL, flaky_responder_run, &r), 0);
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 2;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:0 tls;\n"
+          "    server_name ocsp.test;\n"
+          "    tls_certificate certs/ocsp.pem;\n"
+          "    tls_certificate_key certs/ocsp.key;\n"
+          "    tls_stapling on;\n"
+          "    tls_trusted_certificate certs/ca.pem;\n"
+          "    tls_stapling_responder http://127.0.0.1:%d/;\n"
+          "    location / { return 200 \"ocsp\"; }\n"
+          "}\n",
+          ntohs(sin.sin_port));
+    ck_assert_int_eq(stapled_status_becomes(d.port, "ocsp.test", V_OCSP_CERTSTATUS_GOOD),
+                     V_OCSP_CERTSTATUS_GOOD);
+    ck_assert_int_eq(metric_becomes(&d, OCSP_FETCHES, "result=\"ok\"", 1), 1);
+    /* The refresh, halfway to nextUpdate, fails... */
+    for (uint64_t until = test_now_ms() + 10000;
+         test_now_ms() < until && metric(&d, OCSP_FETCHES, "result=\"failed\"") < 1;)
+        test_sleep_ms(20);
+    ck_assert_int_ge(metric(&d, OCSP_FETCHES, "result=\"failed\""), 1);
+    ck_assert_int_lt(time(NULL), expires - 1);
+    /* ...and the response fetched before is still stapled until then. */
+    while (time(NULL) < expires - 1)
+        ck_assert_int_eq(stapled_status(d.port, "ocsp.test"), V_OCSP_CERTSTATUS_GOOD);
+    ck_assert_int_eq(metric(&d, OCSP_FETCHES, "result=\"ok\""), 1);
+    while (time(NULL) <= expires)
+        test_sleep_ms(50);
+    ck_assert_int_eq(stapled_status(d.port, "ocsp.test"), -1);
+    test_daemon_stop(&d);
+    shutdown(fd, SHUT_RDWR);
+    pthread_join(r.thread, NULL);
+    close(fd);
+    OPENSSL_free(r.der);
+}
+END_TEST
 
 /* tls_stapling_file: a good response saved by `openssl ocsp -respout` is
  * stapled as it is, with no fetch; an expired one is a warning and not
@@ -2406,6 +2613,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, the_admin_listener_verifies_client_certificates);
     tcase_add_test(tc, a_public_admin_listener_needs_verification_not_to_be_warned);
     tcase_add_test(tc, ocsp_responses_are_fetched_and_stapled);
+    tcase_add_test(tc, a_watched_certificate_is_stapled_without_a_reload);
+    tcase_add_test(tc, a_failed_refresh_keeps_the_last_good_response_until_it_expires);
     tcase_add_test(tc, a_stapling_file_is_stapled_while_it_is_current);
     tcase_add_test(tc, proxy_to_an_https_upstream);
     tcase_add_test(tc, proxy_shows_a_client_certificate_to_the_upstream);
