@@ -190,8 +190,60 @@ static X509 *find_issuer(X509 *cert, STACK_OF(X509) * chain, X509_STORE *store)
     return issuer;
 }
 
+/* The responders' addresses resolved so far, by "HOST PORT": a
+ * certificate the watch loads again (a renewal, from the same CA) names
+ * the responder its predecessor did, and a worker then need not wait on
+ * a resolver.  Bounded; the oldest entry makes room. */
+#define RESPONDER_CACHE_SIZE 16
+
+static struct responder_cached {
+    char key[sizeof("[]") + 256 + 8];
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+} responder_cache[RESPONDER_CACHE_SIZE];
+static size_t responder_cache_next;
+static pthread_mutex_t responder_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The address of `host`:`port` from the cache, else from getaddrinfo(),
+ * then cached.  Returns 0, or getaddrinfo()'s error. */
+static int responder_resolve(const char *host, const char *port, struct sockaddr_storage *addr,
+                             socklen_t *addr_len)
+{
+    char key[sizeof(responder_cache[0].key)];
+    snprintf(key, sizeof(key), "%s %s", host, port);
+    pthread_mutex_lock(&responder_cache_lock);
+    for (size_t i = 0; i < RESPONDER_CACHE_SIZE; i++)
+        if (responder_cache[i].addr_len > 0 && strcmp(responder_cache[i].key, key) == 0) {
+            *addr = responder_cache[i].addr;
+            *addr_len = responder_cache[i].addr_len;
+            pthread_mutex_unlock(&responder_cache_lock);
+            return 0;
+        }
+    pthread_mutex_unlock(&responder_cache_lock);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(host, port, &hints, &res);
+    if (rc != 0 || res == NULL)
+        return rc != 0 ? rc : EAI_FAIL;
+    if (res->ai_addrlen > sizeof(*addr)) {
+        freeaddrinfo(res);
+        return EAI_FAMILY;
+    }
+    memcpy(addr, res->ai_addr, res->ai_addrlen);
+    *addr_len = res->ai_addrlen;
+    freeaddrinfo(res);
+    pthread_mutex_lock(&responder_cache_lock);
+    struct responder_cached *slot = &responder_cache[responder_cache_next];
+    responder_cache_next = (responder_cache_next + 1) % RESPONDER_CACHE_SIZE;
+    snprintf(slot->key, sizeof(slot->key), "%s", key);
+    slot->addr = *addr;
+    slot->addr_len = *addr_len;
+    pthread_mutex_unlock(&responder_cache_lock);
+    return 0;
+}
+
 /* "http://HOST[:PORT][/PATH]": the responder, resolved now (configuration
- * time: the loop must not wait on a resolver). */
+ * time, or a watched certificate's load: the loop must not wait on a
+ * resolver), from the cache when an earlier certificate named it. */
 static int responder_parse(struct tls_staple *st, const char *url, char *why, size_t why_len)
 {
     if (strncasecmp(url, "https://", 8) == 0) {
@@ -229,17 +281,12 @@ static int responder_parse(struct tls_staple *st, const char *url, char *why, si
         memcpy(portbuf, port_at + 1, port_len);
         portbuf[port_len] = '\0';
     }
-    const char *port = portbuf;
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-    int rc = getaddrinfo(hostbuf, port, &hints, &res);
-    if (rc != 0 || res == NULL) {
+    int rc = responder_resolve(hostbuf, portbuf, &st->addr, &st->addr_len);
+    if (rc != 0) {
         snprintf(why, why_len, "OCSP responder \"%s\": cannot resolve \"%s\": %s", url, hostbuf,
                  gai_strerror(rc));
         return -EINVAL;
     }
-    memcpy(&st->addr, res->ai_addr, res->ai_addrlen);
-    st->addr_len = res->ai_addrlen;
-    freeaddrinfo(res);
     st->host = strndup(host, (size_t)(end - host)); /* with its port: the Host header */
     st->path = strdup(*end == '/' ? end : "/");
     return st->host != NULL && st->path != NULL ? 0 : -ENOMEM;
