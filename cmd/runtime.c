@@ -153,26 +153,11 @@ static int arena_regex(void *arena, const char *pattern, bool caseless, const st
 static int name_regexes_build(struct runtime_vars *vars, const struct conf_server *server,
                               struct http_vhost *vhost)
 {
-    size_t count = 0;
-    for (size_t n = 0; n < server->server_name_count; n++)
-        count += server->server_names[n][0] == '~';
-    vhost->name_regexes = NULL;
-    vhost->name_regex_count = 0;
-    if (count > 0) {
-        const struct http_regex **items = runtime_vars_calloc(vars, count, sizeof(*items));
-        if (items == NULL)
-            return -ENOMEM;
-        for (size_t n = 0, k = 0; n < server->server_name_count; n++) {
-            if (server->server_names[n][0] != '~')
-                continue;
-            int err = runtime_vars_regex(vars, server->server_names[n] + 1, true,
-                                         &server->server_name_pos[n], "server_name", &items[k++]);
-            if (err != 0)
-                return err;
-        }
-        vhost->name_regexes = items;
-        vhost->name_regex_count = count;
-    }
+    int err = runtime_vars_name_regexes(vars, server->server_names, server->server_name_pos,
+                                        server->server_name_count, &vhost->name_regexes,
+                                        &vhost->name_regex_count);
+    if (err != 0)
+        return err;
     runtime_vars_set_host_regexes(vars, vhost->name_regexes, vhost->name_regex_count);
     return 0;
 }

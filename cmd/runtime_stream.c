@@ -49,25 +49,9 @@ static int stream_site_fill(struct stream_site *st, const struct conf_stream_ser
         st->conn_max = server->limit_zone != NULL ? server->limit_conn : stream->limit_conn;
     }
     /* The "~" names compiled (caseless, as nginx's), which `vars` owns. */
-    size_t count = 0;
-    for (size_t n = 0; n < server->server_name_count; n++)
-        count += server->server_names[n][0] == '~';
-    if (count == 0)
-        return 0;
-    const struct http_regex **items = runtime_vars_calloc(vars, count, sizeof(*items));
-    if (items == NULL)
-        return -ENOMEM;
-    for (size_t n = 0, k = 0; n < server->server_name_count; n++) {
-        if (server->server_names[n][0] != '~')
-            continue;
-        int err = runtime_vars_regex(vars, server->server_names[n] + 1, true,
-                                     &server->server_name_pos[n], "server_name", &items[k++]);
-        if (err != 0)
-            return err;
-    }
-    st->name_regexes = items;
-    st->name_regex_count = count;
-    return 0;
+    return runtime_vars_name_regexes(vars, server->server_names, server->server_name_pos,
+                                     server->server_name_count, &st->name_regexes,
+                                     &st->name_regex_count);
 }
 
 int stream_site_build(struct site *site, const struct conf_stream_server *server,

@@ -57,6 +57,32 @@ void *runtime_vars_calloc(struct runtime_vars *vars, size_t count, size_t size)
     return p;
 }
 
+int runtime_vars_name_regexes(struct runtime_vars *vars, char *const *names,
+                              const struct conf_pos *pos, size_t count,
+                              const struct http_regex *const **out, size_t *out_count)
+{
+    *out = NULL;
+    *out_count = 0;
+    size_t regexes = 0;
+    for (size_t n = 0; n < count; n++)
+        regexes += names[n][0] == '~';
+    if (regexes == 0)
+        return 0;
+    const struct http_regex **items = runtime_vars_calloc(vars, regexes, sizeof(*items));
+    if (items == NULL)
+        return -ENOMEM;
+    for (size_t n = 0, k = 0; n < count; n++) {
+        if (names[n][0] != '~')
+            continue;
+        int err = runtime_vars_regex(vars, names[n] + 1, true, &pos[n], "server_name", &items[k++]);
+        if (err != 0)
+            return err;
+    }
+    *out = items;
+    *out_count = regexes;
+    return 0;
+}
+
 /* Reports a compile error of a value written at `pos`.  The column is the
  * argument's: escapes in a quoted string make an offset inside it
  * uncertain. */

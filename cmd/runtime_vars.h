@@ -63,4 +63,12 @@ void runtime_vars_set_host_regexes(struct runtime_vars *vars, const struct http_
  * memory. */
 void *runtime_vars_calloc(struct runtime_vars *vars, size_t count, size_t size);
 
+/* A server's "~REGEX" names among `names` (`count`, written at `pos`)
+ * compiled caseless, as nginx's, in the order written, into *out (owned
+ * by `vars`; NULL and 0 when there is none).  Returns 0, -EINVAL or
+ * -ENOMEM. */
+int runtime_vars_name_regexes(struct runtime_vars *vars, char *const *names,
+                              const struct conf_pos *pos, size_t count,
+                              const struct http_regex *const **out, size_t *out_count);
+
 #endif
