@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -641,7 +642,7 @@ static void gate_client_check(void)
     }
 }
 
-static void gate_config(struct test_daemon *d, int quic_port, int backend_port)
+static void gate_config(struct test_daemon *d, int quic_port, int backend_port, const char *extra)
 {
     char text[4 * PATH_MAX + 1024], dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s", test_daemon_dir());
@@ -649,6 +650,7 @@ static void gate_config(struct test_daemon *d, int quic_port, int backend_port)
              "workers 2;\n"
              "admin { listen 127.0.0.2:0; }\n"
              "drain_timeout 20s;\n"
+             "%s\n"
              "server {\n"
              "  listen 127.0.0.1:%d quic reuseport;\n"
              "  tls_certificate %s/cert.pem;\n"
@@ -656,7 +658,7 @@ static void gate_config(struct test_daemon *d, int quic_port, int backend_port)
              "  location / { return 200 \"hello h3\\n\"; }\n"
              "  location /s/ { proxy_pass http://127.0.0.1:%d; }\n"
              "}\n",
-             quic_port, dir, dir, backend_port);
+             extra, quic_port, dir, dir, backend_port);
     test_daemon_write_config(d, text);
 }
 
@@ -680,7 +682,7 @@ START_TEST(reload_keeps_open_connections)
     struct test_daemon d;
     test_daemon_init(&d, "h3");
     int quic = free_udp_port();
-    gate_config(&d, quic, backend.port);
+    gate_config(&d, quic, backend.port, "");
     test_daemon_start(&d);
     gate_client(quic);
     test_wait_for(atomic_load(&backend.held) == GATE_STREAM, 20000,
@@ -721,7 +723,7 @@ START_TEST(stop_waits_for_streams)
     struct test_daemon d;
     test_daemon_init(&d, "h3");
     int quic = free_udp_port();
-    gate_config(&d, quic, backend.port);
+    gate_config(&d, quic, backend.port, "");
     test_daemon_start(&d);
     gate_client(quic);
     test_wait_for(atomic_load(&backend.held) == GATE_STREAM, 20000,
@@ -741,6 +743,83 @@ START_TEST(stop_waits_for_streams)
     ck_assert_int_eq(got, d.pid);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     d.pid = -1;
+    gate_stop(&backend);
+}
+END_TEST
+
+/* A binary upgrade (SIGUSR2) with 100 requests in flight on a QUIC
+ * connection: the new process takes the UDP sockets, and the old one,
+ * which can no longer read its connections' datagrams, closes them at
+ * once (CONNECTION_CLOSE) instead of leaving the client to its 30 s idle
+ * timeout: the client ends within seconds, its requests not all answered.
+ * The new process serves new connections.  Prints how long each step
+ * took (docs/http3.md, Binary upgrade). */
+START_TEST(upgrade_closes_open_connections)
+{
+    if (!have_tools())
+        return;
+    /* The new process is the old one's child: it becomes this one's when
+     * the old one exits, to be stopped and waited for. */
+    ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    make_certificate();
+    struct gate_backend backend;
+    gate_start(&backend);
+    struct test_daemon d;
+    test_daemon_init(&d, "h3");
+    int quic = free_udp_port();
+    char pid_file[PATH_MAX], extra[PATH_MAX + 32];
+    test_daemon_file(pid_file, sizeof(pid_file), "corral.pid");
+    snprintf(extra, sizeof(extra), "pid_file %s;", pid_file);
+    gate_config(&d, quic, backend.port, extra);
+    test_daemon_start(&d);
+    gate_client(quic);
+    test_wait_for(atomic_load(&backend.held) == GATE_STREAM, 20000,
+                  "%d of %d requests reached the backend", atomic_load(&backend.held), GATE_STREAM);
+    pid_t old = d.pid;
+    uint64_t signalled = test_now_ms();
+    ck_assert_int_eq(kill(old, SIGUSR2), 0);
+    char *log = test_daemon_wait_log(&d, "serves; stopping gracefully");
+    ck_assert_ptr_nonnull(log);
+    uint64_t serves = test_now_ms();
+    const char *at = strstr(log, "upgrade: process ");
+    ck_assert_ptr_nonnull(at);
+    pid_t pid = (pid_t)atoi(at + strlen("upgrade: process "));
+    free(log);
+    ck_assert_int_gt(pid, 0);
+    int status;
+    ck_assert_int_eq(waitpid(old, &status, 0), old);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    uint64_t old_gone = test_now_ms();
+    d.pid = pid;
+    char rc_path[PATH_MAX + 32];
+    test_daemon_file(rc_path, sizeof(rc_path), "client.rc");
+    char *rc = test_wait_file(rc_path, "rc=", 10000);
+    ck_assert_msg(rc != NULL, "the client still waits 10 s after the upgrade");
+    free(rc);
+    uint64_t client_gone = test_now_ms();
+    unsigned complete = 0;
+    for (unsigned n = 0; n < GATE_STREAM; n++) {
+        char path[PATH_MAX + 32], name[32];
+        snprintf(name, sizeof(name), "dl/%u", n);
+        test_daemon_file(path, sizeof(path), name);
+        struct stat st;
+        complete += stat(path, &st) == 0 && st.st_size == GATE_LEN;
+    }
+    ck_assert_uint_lt(complete, GATE_STREAM);
+    printf("upgrade_closes_open_connections: new process serving %llu ms after SIGUSR2, old one "
+           "gone %llu ms later, client closed %llu ms after that (%u of %u requests answered)\n",
+           (unsigned long long)(serves - signalled), (unsigned long long)(old_gone - serves),
+           (unsigned long long)(client_gone - old_gone), complete, GATE_STREAM);
+    atomic_store(&backend.open, true);
+    char dl[PATH_MAX + 32];
+    test_daemon_file(dl, sizeof(dl), "dl/index.html");
+    unlink(dl);
+    ck_assert_int_eq(h3_get(quic, "/"), 0);
+    size_t len;
+    char *body = downloaded("index.html", &len);
+    ck_assert_str_eq(body, "hello h3\n");
+    free(body);
+    test_daemon_stop(&d);
     gate_stop(&backend);
 }
 END_TEST
@@ -991,6 +1070,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, retry_then_served);
     tcase_add_test(tc, reload_keeps_open_connections);
     tcase_add_test(tc, stop_waits_for_streams);
+    tcase_add_test(tc, upgrade_closes_open_connections);
     tcase_add_test(tc, http3_off);
     tcase_add_test(tc, servers_by_sni);
     tcase_add_test(tc, check_refuses);
