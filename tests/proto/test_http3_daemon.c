@@ -642,14 +642,15 @@ static void gate_client_check(void)
     }
 }
 
-static void gate_config(struct test_daemon *d, int quic_port, int backend_port, const char *extra)
+static void gate_config(struct test_daemon *d, int quic_port, int backend_port, const char *drain,
+                        const char *extra)
 {
     char text[4 * PATH_MAX + 1024], dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s", test_daemon_dir());
     snprintf(text, sizeof(text),
              "workers 2;\n"
              "admin { listen 127.0.0.2:0; }\n"
-             "drain_timeout 20s;\n"
+             "drain_timeout %s;\n"
              "%s\n"
              "server {\n"
              "  listen 127.0.0.1:%d quic reuseport;\n"
@@ -658,7 +659,7 @@ static void gate_config(struct test_daemon *d, int quic_port, int backend_port, 
              "  location / { return 200 \"hello h3\\n\"; }\n"
              "  location /s/ { proxy_pass http://127.0.0.1:%d; }\n"
              "}\n",
-             extra, quic_port, dir, dir, backend_port);
+             drain, extra, quic_port, dir, dir, backend_port);
     test_daemon_write_config(d, text);
 }
 
@@ -682,7 +683,7 @@ START_TEST(reload_keeps_open_connections)
     struct test_daemon d;
     test_daemon_init(&d, "h3");
     int quic = free_udp_port();
-    gate_config(&d, quic, backend.port, "");
+    gate_config(&d, quic, backend.port, "20s", "");
     test_daemon_start(&d);
     gate_client(quic);
     test_wait_for(atomic_load(&backend.held) == GATE_STREAM, 20000,
@@ -723,7 +724,7 @@ START_TEST(stop_waits_for_streams)
     struct test_daemon d;
     test_daemon_init(&d, "h3");
     int quic = free_udp_port();
-    gate_config(&d, quic, backend.port, "");
+    gate_config(&d, quic, backend.port, "20s", "");
     test_daemon_start(&d);
     gate_client(quic);
     test_wait_for(atomic_load(&backend.held) == GATE_STREAM, 20000,
@@ -743,6 +744,45 @@ START_TEST(stop_waits_for_streams)
     ck_assert_int_eq(got, d.pid);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     d.pid = -1;
+    gate_stop(&backend);
+}
+END_TEST
+
+/* A graceful stop whose drain_timeout (300 ms) ends before the held
+ * requests are answered: the daemon exits then, and sends the connection
+ * its CONNECTION_CLOSE, so that the client ends at once instead of at
+ * its 30 s idle timeout. */
+START_TEST(stop_closes_at_drain_timeout)
+{
+    if (!have_tools())
+        return;
+    make_certificate();
+    struct gate_backend backend;
+    gate_start(&backend);
+    struct test_daemon d;
+    test_daemon_init(&d, "h3");
+    int quic = free_udp_port();
+    gate_config(&d, quic, backend.port, "300ms", "");
+    test_daemon_start(&d);
+    gate_client(quic);
+    test_wait_for(atomic_load(&backend.held) == GATE_STREAM, 20000,
+                  "%d of %d requests reached the backend", atomic_load(&backend.held), GATE_STREAM);
+    uint64_t signalled = test_now_ms();
+    kill(d.pid, SIGTERM);
+    int status;
+    ck_assert_int_eq(waitpid(d.pid, &status, 0), d.pid);
+    d.pid = -1;
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    uint64_t exited = test_now_ms();
+    ck_assert_uint_ge(exited - signalled, 250);
+    char rc_path[PATH_MAX + 32];
+    test_daemon_file(rc_path, sizeof(rc_path), "client.rc");
+    char *rc = test_wait_file(rc_path, "rc=", 10000);
+    ck_assert_msg(rc != NULL, "the client still waits 10 s after the daemon exited");
+    free(rc);
+    printf("stop_closes_at_drain_timeout: exited %llu ms after SIGTERM, client closed %llu ms "
+           "later\n",
+           (unsigned long long)(exited - signalled), (unsigned long long)(test_now_ms() - exited));
     gate_stop(&backend);
 }
 END_TEST
@@ -770,7 +810,7 @@ START_TEST(upgrade_closes_open_connections)
     char pid_file[PATH_MAX], extra[PATH_MAX + 32];
     test_daemon_file(pid_file, sizeof(pid_file), "corral.pid");
     snprintf(extra, sizeof(extra), "pid_file %s;", pid_file);
-    gate_config(&d, quic, backend.port, extra);
+    gate_config(&d, quic, backend.port, "20s", extra);
     test_daemon_start(&d);
     gate_client(quic);
     test_wait_for(atomic_load(&backend.held) == GATE_STREAM, 20000,
@@ -1070,6 +1110,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, retry_then_served);
     tcase_add_test(tc, reload_keeps_open_connections);
     tcase_add_test(tc, stop_waits_for_streams);
+    tcase_add_test(tc, stop_closes_at_drain_timeout);
     tcase_add_test(tc, upgrade_closes_open_connections);
     tcase_add_test(tc, http3_off);
     tcase_add_test(tc, servers_by_sni);
