@@ -182,6 +182,10 @@ static int udp_sites_listen(struct generation *gen, struct generation *previous)
         const struct corral_udp_handler *handler =
             site->quic != NULL ? &h3_udp_handler : &stream_udp_handler;
         void *data = site->quic != NULL ? (void *)site->quic : (void *)site->stream;
+        /* The connections open on the previous generation keep theirs: the
+         * new one passes them their datagrams (docs/http3.md, Reload). */
+        if (site->quic != NULL && old != NULL && old->quic != NULL && old->udp != NULL)
+            h3_udp_site_follow(site->quic, old->quic);
         if (count > 0) {
             err =
                 corral_server_udp_fds(gen->server, fds, count, &options, handler, data, &site->udp);
@@ -805,8 +809,25 @@ int load_config(const char *path, struct conf_config **out)
  * instead of queueing where no one will accept them. */
 static void generation_stop(struct generation *gen, uint32_t graceful_ms)
 {
+    /* A stop with no one to take the udp sockets over keeps them read by
+     * the stopping workers, so that QUIC connections can finish their
+     * requests; a reload's new generation, or an upgrade's new process,
+     * reads them from now on. */
+    bool upgraded = atomic_load_explicit(&upgrade_channel, memory_order_relaxed) != -1;
+    bool keep_udp = stopping && !upgraded;
+    for (size_t i = 0; i < gen->udp_site_count; i++) {
+        struct site *site = &gen->udp_sites[i];
+        /* Nothing will read a quic listen's datagrams here any more: its
+         * connections are told at once rather than left to stall. */
+        if (site->quic != NULL && !keep_udp &&
+            (upgraded || find_udp_site(daemon_state.generations, site->address) == NULL))
+            h3_udp_site_close_on_stop(site->quic);
+    }
     if (!gen->listeners_closed) {
-        corral_server_close_listeners(gen->server);
+        if (keep_udp)
+            corral_server_close_tcp_listeners(gen->server);
+        else
+            corral_server_close_listeners(gen->server);
         gen->listeners_closed = true;
     }
     /* Under the lock: the handover reads it on the workers. */

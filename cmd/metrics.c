@@ -350,6 +350,7 @@ static void write_quic(struct text *t)
                 sum.connections += one.connections;
                 sum.handed_off += one.handed_off;
                 sum.handed_in += one.handed_in;
+                sum.handed_to_older += one.handed_to_older;
                 sum.retries_sent += one.retries_sent;
                 sum.tokens_refused += one.tokens_refused;
                 sum.resets_sent += one.resets_sent;
@@ -368,6 +369,10 @@ static void write_quic(struct text *t)
                   "Datagrams a worker read for a connection another worker owns (the client's "
                   "address changed), passed to the owner.",
                   sum.handed_off);
+    write_counter(t, "corral_quic_handed_to_older_generation_total",
+                  "Datagrams a worker read for a connection open on an older generation (across "
+                  "a reload), passed to that generation's worker.",
+                  sum.handed_to_older);
     write_counter(t, "corral_quic_retries_total",
                   "Retry packets sent to validate a client's address (quic_retry).",
                   sum.retries_sent);

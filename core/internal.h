@@ -511,6 +511,8 @@ struct corral_udp {
 int corral__udp_start(corral_server *server);
 void corral__udp_detach(corral_worker *worker);
 void corral__udp_stopped(corral_worker *worker);
+/* A graceful stop began on `worker`: each UDP handler's on_stopping. */
+void corral__udp_stopping(corral_worker *worker);
 void corral__udp_free_all(corral_server *server);
 
 /* The data path, in udp_io.c. */
@@ -626,6 +628,7 @@ struct corral_worker {
     unsigned pause_reasons; /* CORRAL__PAUSE_* bits; accept only while 0 */
     bool emfile_logged;     /* one log line per run of EMFILE/ENFILE */
     bool stopping;
+    unsigned holds; /* corral_worker_hold()s not yet released; loop thread */
     struct corral_timer emfile_timer;
     struct corral_timer stop_timer;
     struct corral__handle nested_handle; /* native modes: the shared set is ready */
@@ -652,6 +655,9 @@ struct corral_server {
     unsigned next_adopter;         /* corral_listener_adopt()'s turn, main thread */
     uint64_t steer_take_ns;        /* corral__steer_set_take_ns(); 0: the default */
     corral_udp *udps;              /* UDP listens (udp.c) */
+    /* corral_server_close_tcp_listeners(): the workers' release leaves the
+     * UDP listens watched.  Set before the release posts, which publish it. */
+    atomic_bool keep_udp;
 };
 
 enum {

@@ -477,6 +477,13 @@ void corral__udp_stopped(corral_worker *worker)
             udp->handler->on_stop(&udp->sockets[worker->index]);
 }
 
+void corral__udp_stopping(corral_worker *worker)
+{
+    for (corral_udp *udp = worker->server->udps; udp != NULL; udp = udp->next)
+        if (udp->handler->on_stopping != NULL && udp->sockets[worker->index].worker != NULL)
+            udp->handler->on_stopping(&udp->sockets[worker->index]);
+}
+
 void corral__udp_free_all(corral_server *server)
 {
     while (server->udps != NULL) {

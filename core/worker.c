@@ -52,7 +52,7 @@ void corral__worker_conn_closed(corral_worker *worker)
     if (worker->steer_slot != NULL)
         corral__steer_closed(worker);
     if (worker->stopping) {
-        if (active == 0)
+        if (active == 0 && worker->holds == 0)
             corral_loop_stop(worker->loop);
         return;
     }
@@ -75,13 +75,14 @@ static void worker_begin_stop(void *arg)
         corral__worker_stop_accepting(worker, CORRAL__PAUSE_STOPPED);
         if (graceful_ms > 0) {
             corral__loop_stop_conns(worker->loop);
+            corral__udp_stopping(worker);
             corral_timer_start(&worker->stop_timer, graceful_ms);
         }
     }
     if (graceful_ms == 0) {
         corral__loop_abort_conns(worker->loop);
         corral_loop_stop(worker->loop);
-    } else if (corral__stat_read(&worker->stats.connections_active) == 0) {
+    } else if (corral__stat_read(&worker->stats.connections_active) == 0 && worker->holds == 0) {
         corral_loop_stop(worker->loop);
     }
 }
@@ -213,7 +214,8 @@ static void worker_release_listeners(void *arg)
     corral_worker *worker = arg;
     assert(corral__loop_owned(worker->loop));
     corral__worker_stop_accepting(worker, CORRAL__PAUSE_CLOSED);
-    corral__udp_detach(worker);
+    if (!atomic_load_explicit(&worker->server->keep_udp, memory_order_relaxed))
+        corral__udp_detach(worker);
     /* Release: the sockets are out of this worker's epoll set before the
      * main thread, reading this (acquire), closes them. */
     atomic_store_explicit(&worker->holds_listeners, false, memory_order_release);
@@ -249,6 +251,15 @@ void corral_server_close_listeners(corral_server *server)
         corral__listener_close(l);
 }
 
+void corral_server_close_tcp_listeners(corral_server *server)
+{
+    /* Relaxed: each worker reads it in its release post, which the queue
+     * publishes after this store. */
+    atomic_store_explicit(&server->keep_udp, true, memory_order_relaxed);
+    corral_server_close_listeners(server);
+    atomic_store_explicit(&server->keep_udp, false, memory_order_relaxed);
+}
+
 int corral_server_wait(corral_server *server)
 {
     for (unsigned i = 0; i < server->worker_count; i++) {
@@ -274,6 +285,21 @@ bool corral_worker_stopping(const corral_worker *worker)
 {
     assert(corral__loop_owned(worker->loop));
     return worker->stopping;
+}
+
+void corral_worker_hold(corral_worker *worker)
+{
+    assert(corral__loop_owned(worker->loop));
+    worker->holds++;
+}
+
+void corral_worker_release(corral_worker *worker)
+{
+    assert(corral__loop_owned(worker->loop));
+    assert(worker->holds > 0);
+    if (--worker->holds == 0 && worker->stopping &&
+        corral__stat_read(&worker->stats.connections_active) == 0)
+        corral_loop_stop(worker->loop);
 }
 
 corral_loop *corral_worker_loop(const corral_worker *worker)

@@ -779,6 +779,13 @@ CORRAL_EXTERN unsigned corral_listener_fds(corral_listener *listener, const int 
  *  a socket, and on a stop. */
 CORRAL_EXTERN void corral_server_close_listeners(corral_server *server);
 
+/** corral_server_close_listeners() for the TCP listeners only: the UDP
+ *  listens stay in their workers' loops, read until each loop ends, so
+ *  that a graceful stop whose UDP handler still serves (a QUIC connection
+ *  draining, which holds its worker with corral_worker_hold()) keeps
+ *  hearing its peers.  Main thread; on a stop with no successor. */
+CORRAL_EXTERN void corral_server_close_tcp_listeners(corral_server *server);
+
 /** The bound address, e.g. "127.0.0.1:41234" (useful with port 0). */
 CORRAL_EXTERN int corral_listener_address(const corral_listener *listener, char *buf, size_t len);
 
@@ -898,7 +905,13 @@ struct corral_udp_handler {
      *  (watchers, timers), as the loop must be empty when it is freed.
      *  Optional. */
     void (*on_stop)(corral_udp_socket *sock);
-    void (*reserved[3])(void); /* NULL (see "How public structs grow" above) */
+    /** A graceful stop began (corral_server_stop() with a grace) on the
+     *  worker, on its thread: the loop runs on until the worker has no
+     *  connection and no hold (corral_worker_hold()) left, or the grace
+     *  ends; then on_stop.  Optional: without it, a stopping worker's UDP
+     *  sessions do not keep it running. */
+    void (*on_stopping)(corral_udp_socket *sock);
+    void (*reserved[2])(void); /* NULL (see "How public structs grow" above) */
 };
 
 struct corral_udp_options {
@@ -1024,6 +1037,16 @@ CORRAL_EXTERN corral_server *corral_worker_server(const corral_worker *worker);
  *  should finish what they do and not be kept idle.  From the worker's
  *  thread. */
 CORRAL_EXTERN bool corral_worker_stopping(const corral_worker *worker);
+
+/** Keeps a stopping worker's loop running as an open connection does:
+ *  a graceful stop ends it once it has no connection and no hold left (or
+ *  when the grace runs out, whatever the holds).  For what the library does
+ *  not count as a connection: a UDP handler's sessions (QUIC), which take a
+ *  hold in on_stopping and give it back with corral_worker_release() once
+ *  they have ended.  Holds are counted; each hold is released once.  From
+ *  the worker's thread. */
+CORRAL_EXTERN void corral_worker_hold(corral_worker *worker);
+CORRAL_EXTERN void corral_worker_release(corral_worker *worker);
 
 /** corral_loop_post() to the worker's loop; safe from any thread. */
 CORRAL_EXTERN int corral_worker_post(corral_worker *worker, corral_callback cb, void *arg);

@@ -226,7 +226,28 @@ static int setup_http(struct h3_conn *conn)
         ngtcp2_conn_open_uni_stream(conn->quic, &qdec, NULL) != 0 ||
         nghttp3_conn_bind_qpack_streams(conn->h3, qenc, qdec) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
+    /* A handshake that completes while the endpoint drains: the client
+     * learns at once that it is to go elsewhere for new requests. */
+    if (conn->ep->draining)
+        h3_conn_goaway(conn);
     return 0;
+}
+
+bool h3_conn_goaway(struct h3_conn *conn)
+{
+    if (conn->closed)
+        return true;
+    if (conn->h3 == NULL) /* its handshake: setup_http() begins it */
+        return false;
+    /* RFC 9114 5.2: first a GOAWAY with the largest ID, so that requests
+     * already on their way are not refused, then, a couple of RTTs on,
+     * one with the ID of the last request taken. */
+    if (conn->goaway == 0 && nghttp3_conn_submit_shutdown_notice(conn->h3) == 0)
+        conn->goaway = 1;
+    else if (conn->goaway == 1 && nghttp3_conn_shutdown(conn->h3) == 0)
+        conn->goaway = 2;
+    h3_conn_schedule(conn);
+    return conn->goaway == 2;
 }
 
 /* ---------------------------------------------------------- the timer */
@@ -418,17 +439,31 @@ static int write_packets(struct h3_conn *conn)
 /* What a stream's output owes its handler, then the packets. */
 static void flush(struct h3_conn *conn)
 {
+    if (!conn->closed && write_packets(conn) != 0) {
+        conn->closed = true;
+    } else if (!conn->closed && conn->goaway == 2 && conn->stream_count == 0) {
+        /* Drained: its last request stream has ended (every byte of its
+         * response acknowledged) after the final GOAWAY. */
+        ngtcp2_connection_close_error_set_application_error(&conn->ccerr, NGHTTP3_H3_NO_ERROR, NULL,
+                                                            0);
+        conn->closed = true;
+    }
     if (conn->closed) {
         send_close(conn);
         h3_conn_free(conn);
         return;
     }
-    if (write_packets(conn) != 0) {
-        send_close(conn);
-        h3_conn_free(conn);
-        return;
-    }
     arm_timer(conn);
+}
+
+void h3_conn_close_now(struct h3_conn *conn)
+{
+    if (!conn->closed && conn->h3 != NULL)
+        ngtcp2_connection_close_error_set_application_error(&conn->ccerr, NGHTTP3_H3_NO_ERROR, NULL,
+                                                            0);
+    conn->closed = true;
+    send_close(conn);
+    h3_conn_free(conn);
 }
 
 static void flush_deferred(void *arg)
@@ -643,6 +678,7 @@ void h3_conn_free(struct h3_conn *conn)
         nghttp3_conn_del(conn->h3);
     ngtcp2_conn_del(conn->quic);
     gnutls_deinit(conn->tls);
+    h3_endpoint_conn_gone(ep);
     /* A flush deferred to the loop's turn still points here: it frees
      * what is left. */
     if (conn->flush_scheduled) {

@@ -18,12 +18,17 @@
  *
  *   byte 0      H3_CID_VERSION: the layout below
  *   bytes 1-2   the owning worker's index, big-endian
- *   bytes 3-15  random
+ *   byte 3      the endpoint's generation tag (config.generation)
+ *   bytes 4-15  random
  *
  * A short-header packet carries its destination ID right after its
  * first byte, so an eBPF sk_reuseport program (or a user-space hand-off)
  * reads the owner at a fixed offset, bytes 2 and 3 of the UDP payload,
- * as nginx's quic_bpf reads its key.  The random part keeps IDs
+ * as nginx's quic_bpf reads its key.  The generation tag comes after
+ * the index, which stays where the steering programs read it: a worker
+ * of a newer generation that reads a packet of an older one's
+ * connection (a reload) passes it to that generation (h3_udp.c).  The
+ * random part keeps IDs
  * unlinkable enough for a first step; encrypting the ID (as QUIC-LB
  * does) is for later. */
 #define H3_CID_VERSION 0x01
@@ -35,16 +40,40 @@ int h3_endpoint_cid_worker(const uint8_t *cid, size_t len)
     return (int)((unsigned)cid[1] << 8 | cid[2]);
 }
 
-int h3_endpoint_packet_worker(const uint8_t *pkt, size_t len)
+int h3_endpoint_cid_generation(const uint8_t *cid, size_t len)
+{
+    return h3_endpoint_cid_worker(cid, len) >= 0 ? cid[3] : -1;
+}
+
+/* The destination ID of a datagram's first packet: its bytes and length,
+ * or NULL when the datagram is too short to hold it. */
+static const uint8_t *packet_dcid(const uint8_t *pkt, size_t len, size_t *cid_len)
 {
     if (len == 0)
-        return -1;
-    if ((pkt[0] & 0x80) == 0) /* short header: the ID right after the first byte */
-        return len >= 1 + H3_CID_LEN ? h3_endpoint_cid_worker(pkt + 1, H3_CID_LEN) : -1;
+        return NULL;
+    if ((pkt[0] & 0x80) == 0) { /* short header: the ID right after the first byte */
+        *cid_len = H3_CID_LEN;
+        return len >= 1 + H3_CID_LEN ? pkt + 1 : NULL;
+    }
     /* Long header: flags, version (4 bytes), the ID's length, the ID. */
     if (len < 6 || len - 6 < pkt[5])
-        return -1;
-    return h3_endpoint_cid_worker(pkt + 6, pkt[5]);
+        return NULL;
+    *cid_len = pkt[5];
+    return pkt + 6;
+}
+
+int h3_endpoint_packet_worker(const uint8_t *pkt, size_t len)
+{
+    size_t cid_len;
+    const uint8_t *cid = packet_dcid(pkt, len, &cid_len);
+    return cid != NULL ? h3_endpoint_cid_worker(cid, cid_len) : -1;
+}
+
+int h3_endpoint_packet_generation(const uint8_t *pkt, size_t len)
+{
+    size_t cid_len;
+    const uint8_t *cid = packet_dcid(pkt, len, &cid_len);
+    return cid != NULL ? h3_endpoint_cid_generation(cid, cid_len) : -1;
 }
 
 /* h3_endpoint_packet_worker() in classic BPF.  The kernel runs it on the
@@ -85,7 +114,8 @@ int h3_endpoint_new_cid(struct h3_endpoint *ep, ngtcp2_cid *cid, uint8_t *token)
     cid->data[0] = H3_CID_VERSION;
     cid->data[1] = (uint8_t)(ep->config.worker_index >> 8);
     cid->data[2] = (uint8_t)ep->config.worker_index;
-    if (gnutls_rnd(GNUTLS_RND_NONCE, cid->data + 3, H3_CID_LEN - 3) != 0)
+    cid->data[3] = ep->config.generation;
+    if (gnutls_rnd(GNUTLS_RND_NONCE, cid->data + 4, H3_CID_LEN - 4) != 0)
         return -1;
     if (token != NULL && ngtcp2_crypto_generate_stateless_reset_token(
                              token, ep->reset_secret, sizeof(ep->reset_secret), cid) != 0)
@@ -285,6 +315,9 @@ void h3_endpoint_free(struct h3_endpoint *ep)
 {
     if (ep == NULL)
         return;
+    ep->drained = NULL; /* its owner is going away with it */
+    if (ep->drain_timer != NULL)
+        corral_timer_free(ep->drain_timer);
     while (ep->conns != NULL)
         h3_conn_free(ep->conns);
     for (size_t b = 0; b < H3_CID_BUCKETS; b++)
@@ -322,6 +355,67 @@ uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep)
 size_t h3_endpoint_conn_count(const struct h3_endpoint *ep)
 {
     return ep->conn_count;
+}
+
+void h3_endpoint_close(struct h3_endpoint *ep)
+{
+    while (ep->conns != NULL)
+        h3_conn_close_now(ep->conns);
+}
+
+/* The longest smoothed RTT of the endpoint's connections, at least 5 ms
+ * and at most 1 s: a GOAWAY's notice gets two of them to reach the
+ * client before the final GOAWAY follows (nghttp3's advice). */
+static uint64_t drain_step_ms(const struct h3_endpoint *ep)
+{
+    uint64_t rtt = 0;
+    for (const struct h3_conn *c = ep->conns; c != NULL; c = c->next) {
+        ngtcp2_conn_stat stat;
+        ngtcp2_conn_get_conn_stat(c->quic, &stat);
+        if (stat.smoothed_rtt > rtt)
+            rtt = stat.smoothed_rtt;
+    }
+    uint64_t ms = 2 * rtt / NGTCP2_MILLISECONDS;
+    return ms < 5 ? 5 : ms > 1000 ? 1000 : ms;
+}
+
+/* Each step of a drain: every connection's GOAWAY one stage further (the
+ * notice to one whose handshake has completed since), again while one
+ * has not had its final GOAWAY. */
+static void on_drain_step(corral_timer *timer, void *arg)
+{
+    struct h3_endpoint *ep = arg;
+    bool again = false;
+    for (struct h3_conn *c = ep->conns; c != NULL; c = c->next)
+        again |= !h3_conn_goaway(c);
+    if (again)
+        corral_timer_start(timer, drain_step_ms(ep));
+}
+
+void h3_endpoint_drain(struct h3_endpoint *ep, void (*done)(void *arg), void *arg)
+{
+    if (ep->draining)
+        return;
+    ep->draining = true;
+    ep->drained = done;
+    ep->drained_arg = arg;
+    for (struct h3_conn *c = ep->conns; c != NULL; c = c->next)
+        h3_conn_goaway(c);
+    /* Without a timer, the connections close at the grace's end instead
+     * of at their last stream's. */
+    if (ep->conns != NULL &&
+        corral_timer_new(ep->config.loop, on_drain_step, ep, &ep->drain_timer) == 0)
+        corral_timer_start(ep->drain_timer, drain_step_ms(ep));
+    h3_endpoint_conn_gone(ep);
+}
+
+void h3_endpoint_conn_gone(struct h3_endpoint *ep)
+{
+    if (!ep->draining || ep->conn_count > 0 || ep->drained == NULL)
+        return;
+    void (*done)(void *) = ep->drained;
+    ep->drained = NULL;
+    done(ep->drained_arg);
 }
 
 /* Answers a client Initial without a token with a Retry whose token
@@ -415,6 +509,10 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
                 send_stateless_reset(ep, &vc, len, local, local_len, peer, peer_len);
             return -ENOENT;
         }
+        /* A draining endpoint takes no new connection: the next
+         * generation does, or none on a stop. */
+        if (ep->draining)
+            return -ENOENT;
         ngtcp2_cid odcid;
         if (ep->config.retry) {
             if (hd.token.len == 0)

@@ -6,13 +6,16 @@
  * within a bound, as a full network would drop the rest.  A datagram
  * whose connection ID names another worker (the kernel's 4-tuple hash
  * sent it here: the client's address changed) is handed to that worker
- * through its post queue, and counted.
+ * through its post queue, and counted.  So is one whose ID names an
+ * older generation of the same sockets (a connection open across a
+ * reload): to that generation's worker, which drains on its own loop.
  */
 #include "proto/http/site.h"
 #include "proto/http3/http3.h"
 
 #include <errno.h>
 #include <gnutls/crypto.h>
+#include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -35,6 +38,7 @@ struct h3_udp_worker {
     struct h3_endpoint *ep;
     struct pending *head, **tail;
     size_t pending_bytes;
+    bool held; /* it holds its worker while its endpoint drains */
 };
 
 /* Per worker, written by its worker only, read by anyone
@@ -44,16 +48,34 @@ struct counters {
     _Atomic uint64_t handed_in;              /* datagrams another worker passed to this one */
     _Atomic uint64_t datagrams_in, datagrams_out, handshakes, connections;
     _Atomic uint64_t retries_sent, tokens_refused, resets_sent;
-    bool stopped; /* on_stop ran: a hand-off that comes later makes no endpoint */
+    _Atomic uint64_t handed_to_older; /* datagrams passed to an older generation */
+    /* on_stop ran: a hand-off that comes later makes no endpoint.  Set
+     * under chain_lock, which a newer generation's hand-off reads it under. */
+    bool stopped;
 };
 
 struct h3_udp_site {
     struct h3_endpoint_config config;           /* loop, worker, index and output set per worker */
     uint8_t token_secret[32], reset_secret[32]; /* the workers' keys, if not the config's */
     unsigned worker_count;
-    struct h3_udp_worker **workers; /* by corral_worker_index() */
-    struct counters *counters;      /* by corral_worker_index() */
+    /* By corral_worker_index(); an entry is set and cleared by its worker
+     * under chain_lock, as a newer generation's workers read it. */
+    struct h3_udp_worker **workers;
+    struct counters *counters; /* by corral_worker_index() */
+    uint8_t generation;        /* the tag in its connection IDs */
+    bool close_on_stop;        /* h3_udp_site_close_on_stop() */
+    /* The generations of the same sockets (h3_udp_site_follow()), under
+     * chain_lock: the one before, still running, and the one after. */
+    struct h3_udp_site *older, *newer;
 };
+
+/* Guards every site's older/newer links, its workers[] entries and their
+ * `stopped` flags against the other generations' threads.  Taken only to
+ * link, unlink, make or end a worker's endpoint, and per datagram handed
+ * to an older generation (a reload's drain): never on a datagram of the
+ * worker's own connections.  One for the process, as a chain of sites
+ * spans generations that know nothing of each other. */
+static pthread_mutex_t chain_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A datagram on its way to the worker that owns its connection. */
 struct handoff {
@@ -108,10 +130,31 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
     return 0;
 }
 
+void h3_udp_site_follow(struct h3_udp_site *site, struct h3_udp_site *previous)
+{
+    pthread_mutex_lock(&chain_lock);
+    site->generation = (uint8_t)(previous->generation + 1);
+    site->config.generation = site->generation;
+    site->older = previous;
+    previous->newer = site;
+    pthread_mutex_unlock(&chain_lock);
+}
+
+void h3_udp_site_close_on_stop(struct h3_udp_site *site)
+{
+    site->close_on_stop = true;
+}
+
 void h3_udp_site_free(struct h3_udp_site *site)
 {
     if (site == NULL)
         return;
+    pthread_mutex_lock(&chain_lock);
+    if (site->newer != NULL)
+        site->newer->older = site->older;
+    if (site->older != NULL)
+        site->older->newer = site->newer;
+    pthread_mutex_unlock(&chain_lock);
     free(site->workers); /* each worker's freed by its on_stop */
     free(site->counters);
     free(site);
@@ -183,7 +226,8 @@ static struct h3_udp_worker *worker_of(corral_udp_socket *sock)
     struct h3_udp_worker *w = site->workers[index];
     if (w != NULL)
         return w->ep != NULL ? w : NULL;
-    if (site->counters[index].stopped)
+    /* A stopping worker takes no new connection: no endpoint for it. */
+    if (site->counters[index].stopped || corral_worker_stopping(worker))
         return NULL;
     w = calloc(1, sizeof(*w));
     if (w == NULL)
@@ -192,7 +236,6 @@ static struct h3_udp_worker *worker_of(corral_udp_socket *sock)
     w->index = index;
     w->sock = sock;
     w->tail = &w->head;
-    site->workers[index] = w;
     struct h3_endpoint_config config = site->config;
     config.loop = corral_worker_loop(worker);
     config.worker = worker;
@@ -202,6 +245,10 @@ static struct h3_udp_worker *worker_of(corral_udp_socket *sock)
     /* A failure is logged once; the worker drops its datagrams after it. */
     if (h3_endpoint_new(&config, &w->ep) != 0)
         w->ep = NULL;
+    /* Whole before a newer generation's worker can see it. */
+    pthread_mutex_lock(&chain_lock);
+    site->workers[index] = w;
+    pthread_mutex_unlock(&chain_lock);
     return w->ep != NULL ? w : NULL;
 }
 
@@ -264,6 +311,50 @@ static bool hand_off(corral_udp_socket *sock, unsigned owner, const struct corra
     return true;
 }
 
+/* Passes a datagram of an older generation's connection (its ID's tag is
+ * `tag`) to the worker of that generation that the ID names.  Returns
+ * false when no running generation before this one has that tag, or its
+ * worker has stopped: the datagram is then this worker's (a stateless
+ * reset answers it). */
+static bool hand_to_older(struct h3_udp_worker *w, unsigned self, int tag,
+                          const struct corral_udp_msg *m, const uint8_t *data, size_t len)
+{
+    int owner = h3_endpoint_packet_worker(data, len);
+    if (owner < 0)
+        return false;
+    bool sent = false;
+    pthread_mutex_lock(&chain_lock);
+    struct h3_udp_site *old = w->site->older;
+    while (old != NULL && old->generation != (uint8_t)tag)
+        old = old->older;
+    struct h3_udp_worker *to =
+        old != NULL && (unsigned)owner < old->worker_count ? old->workers[owner] : NULL;
+    /* Under the lock: its on_stop cannot run meanwhile, so its loop is
+     * there to take the post (one posted before on_stop is run when the
+     * loop is freed, and finds it stopped). */
+    if (to != NULL && to->ep != NULL && !old->counters[owner].stopped) {
+        struct handoff *h = malloc(sizeof(*h) + len);
+        if (h != NULL) {
+            h->site = old;
+            h->owner = to->sock;
+            h->msg = *m;
+            h->msg.data = h->bytes;
+            h->msg.len = len;
+            h->msg.segment_size = 0;
+            memcpy(h->bytes, data, len);
+            if (corral_worker_post(corral_udp_socket_worker(to->sock), handoff_run, h) == 0)
+                sent = true;
+            else
+                free(h);
+        }
+    }
+    pthread_mutex_unlock(&chain_lock);
+    if (sent)
+        atomic_fetch_add_explicit(&w->site->counters[self].handed_to_older, 1,
+                                  memory_order_relaxed);
+    return sent || to != NULL; /* an older connection's: never this worker's */
+}
+
 static void on_recv(corral_udp_socket *sock, struct corral_udp_msg *msgs, size_t count)
 {
     struct h3_udp_worker *w = worker_of(sock);
@@ -279,6 +370,10 @@ static void on_recv(corral_udp_socket *sock, struct corral_udp_msg *msgs, size_t
             size_t len = m->len - off < step ? m->len - off : step;
             const uint8_t *data = (const uint8_t *)m->data + off;
             datagrams++;
+            int tag = h3_endpoint_packet_generation(data, len);
+            if (tag >= 0 && (uint8_t)tag != w->site->generation &&
+                hand_to_older(w, self, tag, m, data, len))
+                continue;
             int owner = h3_endpoint_packet_worker(data, len);
             if (owner >= 0 && (unsigned)owner != self && (unsigned)owner < w->site->worker_count) {
                 hand_off(sock, (unsigned)owner, m, data, len);
@@ -301,28 +396,66 @@ static void on_writable(corral_udp_socket *sock)
         flush_pending(site->workers[index]);
 }
 
-/* The worker's loop ended: its connections end at once (no
- * CONNECTION_CLOSE), and its endpoint goes. */
+/* A drain's end: the worker may stop. */
+static void drained(void *arg)
+{
+    struct h3_udp_worker *w = arg;
+    if (!w->held)
+        return;
+    w->held = false;
+    corral_worker_release(corral_udp_socket_worker(w->sock));
+}
+
+/* A graceful stop or a reload began: the endpoint sends GOAWAY and
+ * finishes its requests, holding the worker until its connections are
+ * gone (the grace bounds it).  One whose datagrams no one will read any
+ * more closes them at once. */
+static void on_stopping(corral_udp_socket *sock)
+{
+    struct h3_udp_site *site = corral_udp_data(sock);
+    unsigned index = corral_worker_index(corral_udp_socket_worker(sock));
+    if (index >= site->worker_count || site->workers[index] == NULL ||
+        site->workers[index]->ep == NULL)
+        return;
+    struct h3_udp_worker *w = site->workers[index];
+    if (site->close_on_stop) {
+        h3_endpoint_close(w->ep);
+    } else {
+        corral_worker_hold(corral_udp_socket_worker(sock));
+        w->held = true;
+        h3_endpoint_drain(w->ep, drained, w);
+    }
+    publish(w, index);
+}
+
+/* The worker's loop ended: the connections left are sent their
+ * CONNECTION_CLOSE and end, and its endpoint goes. */
 static void on_stop(corral_udp_socket *sock)
 {
     struct h3_udp_site *site = corral_udp_data(sock);
     unsigned index = corral_worker_index(corral_udp_socket_worker(sock));
     if (index >= site->worker_count)
         return;
+    pthread_mutex_lock(&chain_lock);
     site->counters[index].stopped = true;
-    atomic_store_explicit(&site->counters[index].connections, 0, memory_order_relaxed);
-    if (site->workers[index] == NULL)
-        return;
     struct h3_udp_worker *w = site->workers[index];
-    if (w->ep != NULL)
+    site->workers[index] = NULL;
+    pthread_mutex_unlock(&chain_lock);
+    atomic_store_explicit(&site->counters[index].connections, 0, memory_order_relaxed);
+    if (w == NULL)
+        return;
+    if (w->ep != NULL) {
+        /* The grace is over (or there was none): the connections still
+         * open are told, rather than left to their idle timeout. */
+        h3_endpoint_close(w->ep);
         h3_endpoint_free(w->ep);
+    }
     while (w->head != NULL) {
         struct pending *p = w->head;
         w->head = p->next;
         free(p);
     }
     free(w);
-    site->workers[index] = NULL;
 }
 
 int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out)
@@ -340,6 +473,7 @@ int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_
         .retries_sent = atomic_load_explicit(&c->retries_sent, memory_order_relaxed),
         .tokens_refused = atomic_load_explicit(&c->tokens_refused, memory_order_relaxed),
         .resets_sent = atomic_load_explicit(&c->resets_sent, memory_order_relaxed),
+        .handed_to_older = atomic_load_explicit(&c->handed_to_older, memory_order_relaxed),
     };
     return 0;
 }
@@ -348,4 +482,5 @@ const struct corral_udp_handler h3_udp_handler = {
     .on_recv = on_recv,
     .on_writable = on_writable,
     .on_stop = on_stop,
+    .on_stopping = on_stopping,
 };

@@ -29,7 +29,8 @@ typedef void (*h3_output_fn)(void *arg, const struct sockaddr *local, socklen_t 
                              size_t len, size_t gso_segment);
 
 /* How long a server connection ID is: 1 byte of version, 2 of the
- * owning worker's index, the rest random (h3_endpoint.c). */
+ * owning worker's index, 1 of the generation tag, the rest random
+ * (h3_endpoint.c). */
 #define H3_CID_LEN 16
 
 /* A certificate chain and its key, PEM files. */
@@ -44,6 +45,10 @@ struct h3_endpoint_config {
     /* Written into every connection ID this endpoint issues, so that a
      * packet can be steered to its owner (docs/http3.md). */
     uint16_t worker_index;
+    /* Written into every connection ID too (after the worker index), so
+     * that a reload's next generation tells an older one's connections
+     * from its own (h3_udp.c). */
+    uint8_t generation;
     /* The server's certificate chain and key, PEM, as the TCP
      * listener's ssl_certificate and ssl_certificate_key. */
     const char *cert_file, *key_file;
@@ -98,6 +103,18 @@ int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint 
  * CONNECTION_CLOSE is sent) and frees the endpoint. */
 void h3_endpoint_free(struct h3_endpoint *ep);
 
+/* A graceful stop or a reload: the endpoint takes no new connection; each
+ * of its connections is sent HTTP/3's GOAWAY (a notice with the largest
+ * ID, then, two RTTs on, the final one), finishes the requests it has
+ * and then closes (CONNECTION_CLOSE, H3_NO_ERROR).  `done(arg)` runs once
+ * none is left, at once if none is open; not if the endpoint is freed
+ * before.  Loop thread. */
+void h3_endpoint_drain(struct h3_endpoint *ep, void (*done)(void *arg), void *arg);
+
+/* Sends every connection its CONNECTION_CLOSE (H3_NO_ERROR) and frees
+ * it: the end of a drain's grace, or a stop without one. */
+void h3_endpoint_close(struct h3_endpoint *ep);
+
 /* A datagram that arrived from `peer` on `local`, with its ECN bits:
  * goes to the connection its destination connection ID names, or, for a
  * valid client Initial, to a new one.  Anything else is dropped.  Returns
@@ -139,8 +156,11 @@ int h3_credentials_check(const char *cert_file, const char *key_file);
  * datagram, which its socket's datagrams feed and whose output leaves by
  * that socket (with UDP GSO when the endpoint asks for it).  A datagram
  * the socket cannot take waits for it (corral_udp_wait_writable()), up to
- * 1 MiB per worker; beyond that it is dropped, as a lost packet.  The
- * loop's end (on_stop) frees the worker's endpoint and its connections. */
+ * 1 MiB per worker; beyond that it is dropped, as a lost packet.  A
+ * graceful stop (on_stopping) drains the worker's endpoint
+ * (h3_endpoint_drain()) and holds the worker (corral_worker_hold()) until
+ * its connections are gone; the loop's end (on_stop: the grace is over)
+ * closes those left (CONNECTION_CLOSE) and frees the endpoint. */
 struct h3_udp_site;
 /* Checks the certificate and key, and makes the site for `workers`
  * workers; `config`'s strings, vhost_certificates and site must outlive it (its secrets are
@@ -149,8 +169,24 @@ struct h3_udp_site;
 int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
                     struct h3_udp_site **out);
 /* Frees it (NULL: nothing), once every worker's on_stop has run or the
- * server never started. */
+ * server never started.  Any thread; a newer site no longer hands it
+ * datagrams from then on. */
 void h3_udp_site_free(struct h3_udp_site *site);
+
+/* Makes `site` the successor of `previous` (the previous generation's site
+ * on the same sockets), before `site`'s server starts: its connection IDs
+ * carry the next generation tag, and a datagram its workers read for a
+ * connection of `previous` (or of a site `previous` followed, still
+ * draining) is handed to that site's worker of the index the ID names,
+ * through the worker's post queue; that worker answers from its own
+ * descriptor of the same socket.  Main thread. */
+void h3_udp_site_follow(struct h3_udp_site *site, struct h3_udp_site *previous);
+
+/* On its workers' stop, the connections close at once (CONNECTION_CLOSE)
+ * instead of draining: nothing will read their datagrams any more (a
+ * binary upgrade's new process took the sockets, or the reload dropped the
+ * address).  Main thread, before the stop. */
+void h3_udp_site_close_on_stop(struct h3_udp_site *site);
 extern const struct corral_udp_handler h3_udp_handler;
 
 /* A worker's counters.  Hand-offs: datagrams its socket read whose connection ID
@@ -159,6 +195,9 @@ extern const struct corral_udp_handler h3_udp_handler;
  * through its post queue; and datagrams it was passed. */
 struct h3_udp_stats {
     uint64_t handed_off, handed_in;
+    /* Datagrams its socket read for a connection of an older generation
+     * (open across a reload), passed to that generation's worker. */
+    uint64_t handed_to_older;
     uint64_t datagrams_in;  /* read by the worker's socket (each GRO segment counts) */
     uint64_t datagrams_out; /* given to the socket, or waiting for it (a GSO run: each) */
     uint64_t handshakes;    /* completed on the worker's endpoint */
@@ -172,11 +211,18 @@ int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_
  * one this build's endpoints issue. */
 int h3_endpoint_cid_worker(const uint8_t *cid, size_t len);
 
+/* The generation tag of a server connection ID, or -1 as above. */
+int h3_endpoint_cid_generation(const uint8_t *cid, size_t len);
+
 /* The worker index a datagram's destination connection ID names (short
  * or long header), or -1: no ID of ours, or too short to hold one.  A
  * client's first Initial carries an ID of its own choosing, which names
  * a worker only by chance, the same one for each of its Initials. */
 int h3_endpoint_packet_worker(const uint8_t *pkt, size_t len);
+
+/* The generation tag a datagram's destination connection ID names, or -1
+ * (as h3_endpoint_packet_worker()). */
+int h3_endpoint_packet_generation(const uint8_t *pkt, size_t len);
 
 /* h3_endpoint_packet_worker() as a classic BPF program for a listen's
  * SO_REUSEPORT group (corral_udp_options.steer_cbpf): a datagram goes to

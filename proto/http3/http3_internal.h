@@ -43,6 +43,11 @@ struct h3_endpoint {
     uint64_t handshakes; /* completed, for h3_endpoint_handshakes() */
     uint64_t retries_sent, tokens_refused, resets_sent;
     uint8_t token_secret[32]; /* config.token_secret's, or random */
+    /* h3_endpoint_drain(): no new connection; `drained` once none is left. */
+    bool draining;
+    void (*drained)(void *arg);
+    void *drained_arg;
+    corral_timer *drain_timer; /* the GOAWAY stages' */
 };
 
 /* Makes a server connection ID (H3_CID_LEN bytes) naming the endpoint's
@@ -59,6 +64,8 @@ gnutls_certificate_credentials_t h3_endpoint_credentials(const struct h3_endpoin
                                                          const char *name, size_t len);
 /* Takes every ID of `conn` out. */
 void h3_endpoint_remove_conn(struct h3_endpoint *ep, struct h3_conn *conn);
+/* A connection of it was freed: tells a drain's `done` once none is left. */
+void h3_endpoint_conn_gone(struct h3_endpoint *ep);
 
 /* A growable byte buffer read from its front. */
 struct h3_buf {
@@ -144,6 +151,10 @@ struct h3_conn {
     bool closed;      /* failed or asked to close: closed and freed at the flush */
     bool in_input;    /* inside h3_conn_input(): it flushes on return */
     bool drains_owed; /* some stream's output drained: on_drain to deliver */
+    /* The endpoint drains: 1 once the GOAWAY notice (the largest ID) is
+     * queued, 2 once the final GOAWAY is; at 2 the connection closes when
+     * its last request stream has ended. */
+    unsigned goaway;
     /* The name its client sent by SNI (dgram.server_name points here once
      * there is one), as received: at most 255 bytes, no NUL among them. */
     char server_name[256];
@@ -170,6 +181,12 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
                                socklen_t peer_len);
 /* Frees it at once: exchanges aborted, IDs out of the table. */
 void h3_conn_free(struct h3_conn *conn);
+/* Sends its CONNECTION_CLOSE (H3_NO_ERROR once HTTP/3 is up), then frees
+ * it. */
+void h3_conn_close_now(struct h3_conn *conn);
+/* Moves its GOAWAY one stage on (h3_conn.goaway) and sends it.  Returns
+ * true once the final GOAWAY is queued. */
+bool h3_conn_goaway(struct h3_conn *conn);
 
 /* h3_stream.c */
 extern const struct exchange_ops h3_exchange_ops;

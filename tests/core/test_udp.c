@@ -787,6 +787,80 @@ START_TEST(a_successor_keeps_the_port_and_what_was_queued)
 }
 END_TEST
 
+/* A handler that holds its worker when a graceful stop begins (as a
+ * QUIC endpoint does while its connections drain), echoes what it reads,
+ * and gives the hold back on a datagram "release". */
+static unsigned stoppings;
+static void hold_on_stopping(corral_udp_socket *sock)
+{
+    pthread_mutex_lock(&lock);
+    stoppings++;
+    pthread_mutex_unlock(&lock);
+    corral_worker_hold(corral_udp_socket_worker(sock));
+}
+
+static void hold_on_recv(corral_udp_socket *sock, struct corral_udp_msg *msgs, size_t count)
+{
+    record(sock, msgs, count);
+    ck_assert_uint_eq(corral_udp_send(sock, msgs, count), count);
+    for (size_t i = 0; i < count; i++)
+        if (msgs[i].len == 7 && memcmp(msgs[i].data, "release", 7) == 0)
+            corral_worker_release(corral_udp_socket_worker(sock));
+}
+
+static const struct corral_udp_handler hold_handler = {
+    .on_recv = hold_on_recv, .on_stop = count_on_stop, .on_stopping = hold_on_stopping};
+
+/* Whether the server's workers have all exited. */
+static bool all_stopped(void *arg)
+{
+    (void)arg;
+    return read_counter(&stops) == 1;
+}
+
+START_TEST(a_hold_keeps_a_stopping_worker_and_its_socket_read)
+{
+    reset();
+    stops = stoppings = 0;
+    corral_server *server = server_new(1, NULL);
+    corral_udp *udp;
+    ck_assert_int_eq(
+        corral_server_listen_udp(server, "127.0.0.1:0", NULL, &hold_handler, NULL, &udp), 0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+    int fd = client("127.0.0.1", corral_udp_port(udp));
+    /* A stop's TCP side only: the UDP socket stays in the loop. */
+    corral_server_close_tcp_listeners(server);
+    corral_server_stop(server, 10000);
+    test_wait_for(read_counter(&stoppings) == 1, TEST_WAIT_MS, "on_stopping not called");
+    /* Held: the worker runs on, and still reads and answers. */
+    char got[16];
+    ck_assert_int_eq(send(fd, "ping", 4, 0), 4);
+    ck_assert_int_eq(recv(fd, got, sizeof(got), 0), 4);
+    ck_assert_uint_eq(read_counter(&stops), 0);
+    /* Released: it ends, long before the grace. */
+    uint64_t released = test_now_ms();
+    ck_assert_int_eq(send(fd, "release", 7, 0), 7);
+    ck_assert(test_poll_until(all_stopped, NULL, TEST_WAIT_MS));
+    ck_assert_uint_lt(test_now_ms() - released, 5000);
+    corral_server_wait(server);
+    corral_server_free(server);
+    close(fd);
+
+    /* A hold never released: the grace ends it. */
+    reset();
+    stops = stoppings = 0;
+    server = server_new(1, NULL);
+    ck_assert_int_eq(
+        corral_server_listen_udp(server, "127.0.0.1:0", NULL, &hold_handler, NULL, &udp), 0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+    corral_server_stop(server, 50);
+    ck_assert(test_poll_until(all_stopped, NULL, TEST_WAIT_MS));
+    ck_assert_uint_eq(read_counter(&stoppings), 1);
+    corral_server_wait(server);
+    corral_server_free(server);
+}
+END_TEST
+
 START_TEST(successor_refuses_what_is_not_a_bound_udp_socket)
 {
     corral_server *server = server_new(1, NULL);
@@ -822,6 +896,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, an_address_in_use_fails_cleanly);
     tcase_add_test(tc, a_successor_keeps_the_port_and_what_was_queued);
     tcase_add_test(tc, successor_refuses_what_is_not_a_bound_udp_socket);
+    tcase_add_test(tc, a_hold_keeps_a_stopping_worker_and_its_socket_read);
     suite_add_tcase(suite, tc);
     return suite;
 }

@@ -317,6 +317,9 @@ struct client {
     ngtcp2_connection_close_error ccerr;
     bool handshake_done;
     bool failed;
+    bool closed_by_server; /* its CONNECTION_CLOSE came (read: draining) */
+    unsigned goaways;      /* GOAWAY frames read */
+    int64_t goaway_id;     /* the last one's */
 };
 
 static struct client cl;
@@ -434,7 +437,17 @@ static int h3c_reset_stream(nghttp3_conn *h3, int64_t stream_id, uint64_t code, 
     return 0;
 }
 
+static int h3c_shutdown(nghttp3_conn *h3, int64_t id, void *user)
+{
+    (void)h3;
+    (void)user;
+    cl.goaways++;
+    cl.goaway_id = id;
+    return 0;
+}
+
 static const nghttp3_callbacks h3c_callbacks = {
+    .shutdown = h3c_shutdown,
     .stream_close = h3c_stream_close,
     .recv_data = h3c_recv_data,
     .deferred_consume = h3c_deferred_consume,
@@ -733,7 +746,9 @@ static void pump(corral_timer *timer, void *arg)
             .remote = {(ngtcp2_sockaddr *)&server_addr, sizeof(server_addr)},
         };
         ngtcp2_pkt_info pi = {0};
-        if (ngtcp2_conn_read_pkt(cl.quic, &path, &pi, d->data, d->len, corral_monotonic_ns()) != 0)
+        int rc = ngtcp2_conn_read_pkt(cl.quic, &path, &pi, d->data, d->len, corral_monotonic_ns());
+        cl.closed_by_server |= rc == NGTCP2_ERR_DRAINING;
+        if (rc != 0)
             cl.failed = true;
     }
     if (!cl.failed && ngtcp2_conn_get_expiry(cl.quic) <= corral_monotonic_ns() &&
@@ -1081,6 +1096,71 @@ START_TEST(packets_name_their_worker)
     ck_assert_int_eq(h3_endpoint_packet_worker(short_pkt, 16), -1);
     short_pkt[1] = 0x02; /* another layout version */
     ck_assert_int_eq(h3_endpoint_packet_worker(short_pkt, sizeof(short_pkt)), -1);
+}
+END_TEST
+
+static bool drain_done;
+static void on_drained(void *arg)
+{
+    *(bool *)arg = true;
+}
+
+static bool drained_and_closed(void)
+{
+    return drain_done && cl.closed_by_server;
+}
+
+static bool response_begun(void)
+{
+    return waited->status != 0;
+}
+
+/* A drain (a reload or a graceful stop): the IDs carry the endpoint's
+ * generation tag after the worker index; a 1 MB response under way when
+ * the drain begins is finished, every byte, after GOAWAY's notice and its
+ * final ID (the request's stream + 4); then the connection is closed by
+ * the server and the drain is done.  A new client is refused meanwhile.
+ * An endpoint without connections is drained at once. */
+START_TEST(drain_sends_goaway_then_closes)
+{
+    struct h3_endpoint_config config = {.generation = 0x5a};
+    endpoint_again(&config);
+    connect_client();
+    const ngtcp2_cid *dcid = ngtcp2_conn_get_dcid(cl.quic);
+    ck_assert_int_eq(h3_endpoint_cid_generation(dcid->data, dcid->datalen), 0x5a);
+    struct request r = {0};
+    get(&r, "/big");
+    client_write();
+    ck_assert_uint_eq(to_server.count > 0, 1);
+    ck_assert_int_eq(h3_endpoint_packet_generation(to_server.items[to_server.head].data,
+                                                   to_server.items[to_server.head].len),
+                     0x5a);
+    waited = &r;
+    ck_assert(run_until(response_begun, 5000));
+    drain_done = false;
+    h3_endpoint_drain(ep, on_drained, &drain_done);
+    ck_assert(!drain_done);
+    ck_assert(run_until(drained_and_closed, 20000));
+    ck_assert(r.ended);
+    ck_assert_uint_eq(r.status, 200);
+    ck_assert_uint_eq(r.response_len, BIG_LEN);
+    for (size_t i = 0; i < BIG_LEN; i++)
+        if ((uint8_t)r.response[i] != pattern(i))
+            ck_abort_msg("byte %zu differs", i);
+    free(r.response);
+    ck_assert_uint_ge(cl.goaways, 2);
+    ck_assert_int_eq(cl.goaway_id, r.id + 4);
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+
+    client_free();
+    client_start("h3");
+    ck_assert(!run_until(handshake_done, 300));
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+
+    endpoint_again(&config);
+    drain_done = false;
+    h3_endpoint_drain(ep, on_drained, &drain_done);
+    ck_assert(drain_done);
 }
 END_TEST
 
@@ -1988,6 +2068,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, large_response_head);
     tcase_add_test(tc, post_counted);
     tcase_add_test(tc, many_streams);
+    tcase_add_test(tc, drain_sends_goaway_then_closes);
     tcase_add_test(tc, gso_runs_carry_a_response);
     tcase_add_test(tc, retry_valid_token);
     tcase_add_test(tc, retry_forged_token);
