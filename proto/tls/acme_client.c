@@ -8,6 +8,7 @@
  * place serves meanwhile.
  */
 #include "proto/tls/acme_client.h"
+#include "proto/url.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,7 +65,7 @@ struct acme_client {
     enum step step;
     struct acme_http *http;
     struct acme_directory directory;
-    char host[256], port[8]; /* the directory's server */
+    struct url server; /* the directory's */
     char *nonce, *kid, *order_url;
     char *pending_url, *pending_payload; /* the POST in flight, sent again on badNonce */
     bool fetching_nonce;
@@ -269,10 +271,9 @@ static void on_response(void *arg, int err, struct acme_http_response *r);
  * address resolved and the one name verified. */
 static bool same_server(const struct acme_client *c, const char *url)
 {
-    char host[256], port[8];
-    const char *path;
-    return acme_url_split(url, host, sizeof(host), port, sizeof(port), &path) == 0 &&
-           strcmp(host, c->host) == 0 && strcmp(port, c->port) == 0;
+    struct url u;
+    return url_split(url, &u) == 0 && u.https && strcasecmp(u.host, c->server.host) == 0 &&
+           strcmp(u.port, c->server.port) == 0;
 }
 
 static void send_request(struct acme_client *c, const char *method, const char *url,
@@ -786,18 +787,16 @@ static void on_timer(corral_timer *timer, void *arg)
 
 int acme_client_start(struct acme_client *c, corral_loop *loop)
 {
-    const char *path;
-    if (acme_url_split(c->issuer.uri, c->host, sizeof(c->host), c->port, sizeof(c->port), &path) !=
-        0) {
+    if (url_split(c->issuer.uri, &c->server) != 0 || !c->server.https) {
         corral_log(CORRAL_LOG_ERROR, "acme: \"%s\" is not an https:// URL", c->issuer.uri);
         return -EINVAL;
     }
     /* Resolved once, here: a name lookup may wait on DNS, but only the
      * main loop, at start, and never the workers. */
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai;
-    int rc = getaddrinfo(c->host, c->port, &hints, &ai);
+    int rc = getaddrinfo(c->server.host, c->server.port, &hints, &ai);
     if (rc != 0) {
-        corral_log(CORRAL_LOG_ERROR, "acme: \"%s\": %s", c->host, gai_strerror(rc));
+        corral_log(CORRAL_LOG_ERROR, "acme: \"%s\": %s", c->server.host, gai_strerror(rc));
         return -EINVAL;
     }
     memcpy(&c->addr, ai->ai_addr, ai->ai_addrlen);
@@ -805,7 +804,7 @@ int acme_client_start(struct acme_client *c, corral_loop *loop)
     freeaddrinfo(ai);
     struct tls_client_conf conf = TLS_CLIENT_CONF_DEFAULT;
     conf.ca_file = c->issuer.trusted_ca;
-    conf.server_name = c->host;
+    conf.server_name = c->server.host;
     char error[256];
     int err = tls_client_new(&conf, 1, 1, &c->tls, error, sizeof(error));
     if (err != 0) {

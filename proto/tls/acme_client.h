@@ -31,11 +31,6 @@ typedef void (*acme_http_done_fn)(void *arg, int err, struct acme_http_response 
 
 struct acme_http;
 
-/* Host, port and path of an https:// URL (port "443" when it names
- * none): 0, or -EINVAL for another scheme or a malformed one. */
-int acme_url_split(const char *url, char *host, size_t host_len, char *port, size_t port_len,
-                   const char **path);
-
 /* Sends `method` `url` (with JOSE `body`, or none) over TLS (`tls`, for
  * one server, the ACME server's name) to `addr`, on `loop`; `done` gets
  * the answer.  *out (may be NULL) lets acme_http_cancel() stop it until

@@ -10,6 +10,7 @@
  */
 #include "proto/tls/tls_internal.h"
 #include "proto/counter.h"
+#include "proto/url.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -246,49 +247,23 @@ static int responder_resolve(const char *host, const char *port, struct sockaddr
  * resolver), from the cache when an earlier certificate named it. */
 static int responder_parse(struct tls_staple *st, const char *url, char *why, size_t why_len)
 {
-    if (strncasecmp(url, "https://", 8) == 0) {
-        snprintf(why, why_len, "OCSP responder \"%s\": https is not supported (use http://)", url);
-        return -EINVAL;
-    }
-    if (strncasecmp(url, "http://", 7) != 0) {
+    struct url u;
+    if (url_split(url, &u) != 0) {
         snprintf(why, why_len, "OCSP responder \"%s\" is not an http:// URL", url);
         return -EINVAL;
     }
-    /* AUTHORITY: HOST, HOST:PORT, [IPV6] or [IPV6]:PORT */
-    const char *host = url + 7, *end = host + strcspn(host, "/?#");
-    const char *name = host, *name_end, *port_at;
-    if (*host == '[') {
-        name++;
-        name_end = memchr(host, ']', (size_t)(end - host));
-        port_at = name_end != NULL && name_end + 1 < end ? name_end + 1 : NULL;
-    } else {
-        name_end = memchr(host, ':', (size_t)(end - host));
-        port_at = name_end;
-        if (name_end == NULL)
-            name_end = end;
-    }
-    char hostbuf[256], portbuf[8] = "80";
-    size_t name_len = name_end != NULL ? (size_t)(name_end - name) : 0;
-    size_t port_len = port_at != NULL ? (size_t)(end - port_at - 1) : 0;
-    if (name_len == 0 || name_len >= sizeof(hostbuf) || (port_at != NULL && *port_at != ':') ||
-        (port_at != NULL && (port_len == 0 || port_len >= sizeof(portbuf)))) {
-        snprintf(why, why_len, "OCSP responder \"%s\": bad host or port", url);
+    if (u.https) {
+        snprintf(why, why_len, "OCSP responder \"%s\": https is not supported (use http://)", url);
         return -EINVAL;
     }
-    memcpy(hostbuf, name, name_len);
-    hostbuf[name_len] = '\0';
-    if (port_at != NULL) {
-        memcpy(portbuf, port_at + 1, port_len);
-        portbuf[port_len] = '\0';
-    }
-    int rc = responder_resolve(hostbuf, portbuf, &st->addr, &st->addr_len);
+    int rc = responder_resolve(u.host, u.port, &st->addr, &st->addr_len);
     if (rc != 0) {
-        snprintf(why, why_len, "OCSP responder \"%s\": cannot resolve \"%s\": %s", url, hostbuf,
+        snprintf(why, why_len, "OCSP responder \"%s\": cannot resolve \"%s\": %s", url, u.host,
                  gai_strerror(rc));
         return -EINVAL;
     }
-    st->host = strndup(host, (size_t)(end - host)); /* with its port: the Host header */
-    st->path = strdup(*end == '/' ? end : "/");
+    st->host = strndup(u.authority, u.authority_len); /* with its port: the Host header */
+    st->path = strndup(u.path, u.path_len);
     return st->host != NULL && st->path != NULL ? 0 : -ENOMEM;
 }
 

@@ -1,11 +1,12 @@
 /*
  * fuzz_acme.c: libFuzzer over what the ACME client reads from the ACME
  * server: the first byte picks the answer's kind (directory, account,
- * order, authorization, problem, or a URL to split), the rest is its
- * body.  A parse either fails with a reason and nothing to free, or gives
- * fields that hold what the parser promises.
+ * order, authorization, problem, or a URL to split, as the ACME client
+ * and OCSP stapling do), the rest is its body.  A parse either fails with a reason and nothing to
+ * free, or gives fields that hold what the parser promises.
  */
 #include "proto/tls/acme_client.h"
+#include "proto/url.h"
 
 #include <assert.h>
 #include <stdint.h>
@@ -82,14 +83,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     }
     case 5: {
-        char *url = malloc(len + 1), host[256], port[8];
-        const char *path;
+        char *url = malloc(len + 1);
+        struct url u;
         if (url == NULL)
             break;
         memcpy(url, body, len);
         url[len] = '\0';
-        if (acme_url_split(url, host, sizeof(host), port, sizeof(port), &path) == 0)
-            assert(host[0] != '\0' && port[0] != '\0' && path[0] == '/');
+        if (url_split(url, &u) == 0) {
+            /* What goes into a request line, a Host header and a
+             * resolver is inside the URL and holds no byte that could
+             * end a line or a field. */
+            assert(u.host[0] != '\0' && strlen(u.host) < sizeof(u.host));
+            assert(strcspn(u.host, "[]/@ \r\n") == strlen(u.host));
+            assert(u.port[0] != '\0' && strspn(u.port, "0123456789") == strlen(u.port));
+            long port = strtol(u.port, NULL, 10);
+            assert(port >= 1 && port <= 65535);
+            assert(u.authority > url && u.authority + u.authority_len <= url + len);
+            assert(u.authority_len > 0 && memchr(u.authority, '/', u.authority_len) == NULL);
+            assert(u.path_len > 0 && u.path[0] == '/');
+            assert((u.path > url && u.path + u.path_len <= url + len) ||
+                   (u.path_len == 1 && strcmp(u.path, "/") == 0));
+            for (size_t i = 0; i < u.path_len; i++)
+                assert((unsigned char)u.path[i] > 0x20 && (unsigned char)u.path[i] < 0x7f &&
+                       u.path[i] != '#');
+            for (size_t i = 0; i < u.authority_len; i++)
+                assert((unsigned char)u.authority[i] > 0x20 &&
+                       (unsigned char)u.authority[i] < 0x7f);
+        }
         free(url);
         break;
     }
