@@ -31,10 +31,26 @@ typedef void (*acme_http_done_fn)(void *arg, int err, struct acme_http_response 
 
 struct acme_http;
 
-/* Sends `method` `url` (with JOSE `body`, or none) over TLS (`tls`, for
- * one server, the ACME server's name) to `addr`, on `loop`; `done` gets
- * the answer.  *out (may be NULL) lets acme_http_cancel() stop it until
- * `done` runs.  Returns 0 or -errno (then `done` is not called). */
+/* One request: `method` `url` (https://), with `body_len` bytes of
+ * `body` of `content_type`, or no body when that is NULL; `accept` for
+ * the Accept header. */
+struct acme_http_msg {
+    const char *method, *url, *accept, *content_type;
+    const void *body;
+    size_t body_len;
+};
+
+/* Sends `msg` over TLS (`tls`, for one server, the URL's host) to
+ * `addr`, on `loop`; `done` gets the answer.  *out (may be NULL) lets
+ * acme_http_cancel() stop it until `done` runs.  Returns 0 or -errno (then
+ * `done` is not called).  OCSP stapling fetches https:// responders with
+ * it too. */
+int acme_http_send(corral_loop *loop, struct tls_client *tls, const struct sockaddr *addr,
+                   socklen_t addr_len, const struct acme_http_msg *msg, acme_http_done_fn done,
+                   void *arg, struct acme_http **out);
+
+/* acme_http_send() of an ACME request: `method` `url` with the JOSE
+ * `body` (NUL-terminated), or none, accepting JSON. */
 int acme_http_request(corral_loop *loop, struct tls_client *tls, const struct sockaddr *addr,
                       socklen_t addr_len, const char *method, const char *url, const char *body,
                       acme_http_done_fn done, void *arg, struct acme_http **out);

@@ -1,7 +1,7 @@
 /*
- * acme_http.c: one HTTP/1.1 request over TLS to the ACME server, on a
- * loop, without blocking it: connected with corral_connect(), encrypted
- * by the TLS client side (tls_client_connect()), the answer read by
+ * acme_http.c: one HTTP/1.1 request over TLS, on a loop, without
+ * blocking it, to the ACME server or to an https:// OCSP responder: connected with
+ * corral_connect(), encrypted by the TLS client side (tls_client_connect()), the answer read by
  * llhttp (Content-Length, chunked or to the end) into a buffer bounded by
  * ACME_RESPONSE_LIMIT, with the headers ACME uses kept.
  */
@@ -215,33 +215,36 @@ void acme_http_response_clear(struct acme_http_response *r)
     *r = (struct acme_http_response){0};
 }
 
-int acme_http_request(corral_loop *loop, struct tls_client *tls, const struct sockaddr *addr,
-                      socklen_t addr_len, const char *method, const char *url, const char *body,
-                      acme_http_done_fn done, void *arg, struct acme_http **out)
+int acme_http_send(corral_loop *loop, struct tls_client *tls, const struct sockaddr *addr,
+                   socklen_t addr_len, const struct acme_http_msg *msg, acme_http_done_fn done,
+                   void *arg, struct acme_http **out)
 {
     struct url u;
-    if (url_split(url, &u) != 0 || !u.https)
+    if (url_split(msg->url, &u) != 0 || !u.https)
         return -EINVAL;
     struct acme_http *h = calloc(1, sizeof(*h));
     if (h == NULL)
         return -ENOMEM;
-    size_t body_len = body != NULL ? strlen(body) : 0;
-    size_t cap = strlen(method) + u.path_len + u.authority_len + body_len + 256;
+    const char *type = msg->content_type;
+    size_t body_len = type != NULL ? msg->body_len : 0;
+    size_t cap = strlen(msg->method) + u.path_len + u.authority_len + strlen(msg->accept) +
+                 (type != NULL ? strlen(type) : 0) + body_len + 256;
     h->request = malloc(cap);
     if (h->request == NULL) {
         free(h);
         return -ENOMEM;
     }
     int n = snprintf(h->request, cap,
-                     "%s %.*s HTTP/1.1\r\nHost: %.*s\r\nUser-Agent: corral-acme\r\n"
-                     "Accept: application/json\r\nConnection: close\r\n",
-                     method, (int)u.path_len, u.path, (int)u.authority_len, u.authority);
-    if (body != NULL)
+                     "%s %.*s HTTP/1.1\r\nHost: %.*s\r\nUser-Agent: corral\r\n"
+                     "Accept: %s\r\nConnection: close\r\n",
+                     msg->method, (int)u.path_len, u.path, (int)u.authority_len, u.authority,
+                     msg->accept);
+    if (type != NULL)
         n += snprintf(h->request + n, cap - (size_t)n,
-                      "Content-Type: application/jose+json\r\nContent-Length: %zu\r\n", body_len);
+                      "Content-Type: %s\r\nContent-Length: %zu\r\n", type, body_len);
     n += snprintf(h->request + n, cap - (size_t)n, "\r\n");
-    if (body != NULL)
-        memcpy(h->request + n, body, body_len);
+    if (body_len > 0)
+        memcpy(h->request + n, msg->body, body_len);
     h->request_len = (size_t)n + body_len;
     h->tls = tls;
     h->done_fn = done;
@@ -256,7 +259,7 @@ int acme_http_request(corral_loop *loop, struct tls_client *tls, const struct so
     h->settings.on_message_complete = on_message_complete;
     llhttp_init(&h->parser, HTTP_RESPONSE, &h->settings);
     h->parser.data = h;
-    h->head = strcmp(method, "HEAD") == 0;
+    h->head = strcmp(msg->method, "HEAD") == 0;
     int err = corral_connect(loop, addr, addr_len, &handler, h, &h->conn);
     if (err != 0) {
         free(h->request);
@@ -267,6 +270,21 @@ int acme_http_request(corral_loop *loop, struct tls_client *tls, const struct so
     if (out != NULL)
         *out = h;
     return 0;
+}
+
+int acme_http_request(corral_loop *loop, struct tls_client *tls, const struct sockaddr *addr,
+                      socklen_t addr_len, const char *method, const char *url, const char *body,
+                      acme_http_done_fn done, void *arg, struct acme_http **out)
+{
+    struct acme_http_msg msg = {
+        .method = method,
+        .url = url,
+        .accept = "application/json",
+        .content_type = body != NULL ? "application/jose+json" : NULL,
+        .body = body,
+        .body_len = body != NULL ? strlen(body) : 0,
+    };
+    return acme_http_send(loop, tls, addr, addr_len, &msg, done, arg, out);
 }
 
 void acme_http_cancel(struct acme_http *h)

@@ -4,11 +4,13 @@
  * last good OCSP response, which the status callback hands to clients that
  * ask.  Responses come from tls_stapling_file, or are fetched from the
  * responder (the certificate's AIA OCSP URL or tls_stapling_responder) by
- * one plain HTTP/1.1 POST at a time on the main loop, and fetched again
+ * one HTTP/1.1 POST at a time on the main loop (plain for http://, over
+ * verified TLS by acme_http_send() for https://), and fetched again
  * before they expire; a failed fetch leaves the last good one in place.
  * Responder bytes are bounded and parsed by OpenSSL only.
  */
 #include "proto/tls/tls_internal.h"
+#include "proto/tls/acme_client.h"
 #include "proto/counter.h"
 #include "proto/url.h"
 
@@ -52,6 +54,9 @@ struct tls_staple {
     struct sockaddr_storage addr;
     socklen_t addr_len;
     char *host, *path;
+    char *url;               /* https://: fetched by acme_http_send() */
+    struct tls_client *tls;  /* https://: towards the responder */
+    struct acme_http *https; /* https://: in flight */
     bool from_file;
     /* The staple, read by every worker */
     pthread_mutex_t lock;
@@ -242,19 +247,31 @@ static int responder_resolve(const char *host, const char *port, struct sockaddr
     return 0;
 }
 
-/* "http://HOST[:PORT][/PATH]": the responder, resolved now (configuration
- * time, or a watched certificate's load: the loop must not wait on a
- * resolver), from the cache when an earlier certificate named it. */
-static int responder_parse(struct tls_staple *st, const char *url, char *why, size_t why_len)
+/* "http[s]://HOST[:PORT][/PATH]": the responder, resolved now
+ * (configuration time, or a watched certificate's load: the loop must not
+ * wait on a resolver), from the cache when an earlier certificate named
+ * it.  An https:// one is verified against `trusted_ca` (NULL: the
+ * system's store) for its host. */
+static int responder_parse(struct tls_staple *st, const char *url, const char *trusted_ca,
+                           char *why, size_t why_len)
 {
     struct url u;
     if (url_split(url, &u) != 0) {
-        snprintf(why, why_len, "OCSP responder \"%s\" is not an http:// URL", url);
+        snprintf(why, why_len, "OCSP responder \"%s\" is not an http:// or https:// URL", url);
         return -EINVAL;
     }
     if (u.https) {
-        snprintf(why, why_len, "OCSP responder \"%s\": https is not supported (use http://)", url);
-        return -EINVAL;
+        struct tls_client_conf conf = TLS_CLIENT_CONF_DEFAULT;
+        conf.ca_file = trusted_ca;
+        conf.server_name = u.host;
+        char error[256];
+        if (tls_client_new(&conf, 1, 1, &st->tls, error, sizeof(error)) != 0) {
+            snprintf(why, why_len, "OCSP responder \"%s\": %s", url, error);
+            return -EINVAL;
+        }
+        st->url = strdup(url);
+        if (st->url == NULL)
+            return -ENOMEM;
     }
     int rc = responder_resolve(u.host, u.port, &st->addr, &st->addr_len);
     if (rc != 0) {
@@ -356,7 +373,7 @@ int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char 
             url = sk_OPENSSL_STRING_value(aia, 0);
         *item =
             vhost->stapling_responder != NULL ? TLS_CONF_STAPLING_RESPONDER : TLS_CONF_CERTIFICATE;
-        int err = url != NULL ? responder_parse(st, url, why, why_len) : 0;
+        int err = url != NULL ? responder_parse(st, url, vhost->trusted_ca, why, why_len) : 0;
         if (url == NULL)
             snprintf(why, why_len,
                      "tls_stapling: \"%s\" names no OCSP responder and there is no "
@@ -399,6 +416,26 @@ static void schedule(struct tls_staple *st, bool ok)
     corral_timer_start(st->timer, (uint64_t)after * 1000);
 }
 
+/* The DER of an OCSP request for the staple's certificate (OPENSSL_free
+ * it), its length in *len; NULL when out of memory. */
+static unsigned char *ocsp_request(const struct tls_staple *st, int *len)
+{
+    OCSP_REQUEST *req = OCSP_REQUEST_new();
+    OCSP_CERTID *id = OCSP_CERTID_dup(st->id);
+    unsigned char *der = NULL;
+    *len = -1;
+    if (req != NULL && id != NULL && OCSP_request_add0_id(req, id) != NULL)
+        id = NULL, *len = i2d_OCSP_REQUEST(req, &der);
+    else
+        OCSP_CERTID_free(id);
+    OCSP_REQUEST_free(req);
+    if (*len <= 0) {
+        OPENSSL_free(der);
+        return NULL;
+    }
+    return der;
+}
+
 static void on_fetch_open(corral_conn *conn)
 {
     struct fetch *f = corral_conn_data(conn);
@@ -407,16 +444,9 @@ static void on_fetch_open(corral_conn *conn)
         corral_conn_abort(conn, 0);
         return;
     }
-    OCSP_REQUEST *req = OCSP_REQUEST_new();
-    OCSP_CERTID *id = OCSP_CERTID_dup(st->id);
-    unsigned char *der = NULL;
-    int len = -1;
-    if (req != NULL && id != NULL && OCSP_request_add0_id(req, id) != NULL)
-        id = NULL, len = i2d_OCSP_REQUEST(req, &der);
-    else
-        OCSP_CERTID_free(id);
-    OCSP_REQUEST_free(req);
-    if (len <= 0) {
+    int len;
+    unsigned char *der = ocsp_request(st, &len);
+    if (der == NULL) {
         f->failed = true;
         corral_conn_abort(conn, -ENOMEM);
         return;
@@ -502,6 +532,32 @@ static const unsigned char *http_body(const struct fetch *f, size_t *len, char *
     return body;
 }
 
+/* The responder's answer, `len` bytes at `body` (NULL: none, `why` says
+ * why): stapled if it is a good response.  Returns whether it was. */
+static bool fetch_judge(struct tls_staple *st, const unsigned char *body, size_t len,
+                        const char *why)
+{
+    char bad[256];
+    time_t until;
+    unsigned char *copy = body != NULL ? malloc(len ? len : 1) : NULL;
+    if (copy != NULL)
+        memcpy(copy, body, len);
+    if (copy != NULL && response_check(st, copy, len, &until, bad, sizeof(bad))) {
+        staple_set(st, copy, len, until);
+        corral_log(CORRAL_LOG_INFO, "tls_stapling: new OCSP response for \"%s\"", st->name);
+        return true;
+    }
+    free(copy);
+    corral_log(CORRAL_LOG_WARN,
+               "tls_stapling: OCSP responder %s for \"%s\": %s; the last good response (if any) "
+               "stays",
+               st->host, st->name,
+               body == NULL   ? why
+               : copy != NULL ? bad
+                              : "out of memory");
+    return false;
+}
+
 /* The answer is in (whole, or ended by the responder): stapled if good. */
 static void fetch_done(corral_conn *conn)
 {
@@ -513,22 +569,9 @@ static void fetch_done(corral_conn *conn)
     if (st != NULL) {
         char why[256];
         size_t len = 0;
-        time_t until;
         const unsigned char *body = http_body(f, &len, why, sizeof(why));
-        unsigned char *copy = body != NULL ? malloc(len ? len : 1) : NULL;
-        if (copy != NULL)
-            memcpy(copy, body, len);
-        if (copy != NULL && response_check(st, copy, len, &until, why, sizeof(why))) {
-            staple_set(st, copy, len, until);
-            corral_log(CORRAL_LOG_INFO, "tls_stapling: new OCSP response for \"%s\"", st->name);
-        } else {
-            free(copy);
+        if (!fetch_judge(st, body, len, why))
             f->failed = true;
-            corral_log(CORRAL_LOG_WARN,
-                       "tls_stapling: OCSP responder %s for \"%s\": %s; the last good response "
-                       "(if any) stays",
-                       st->host, st->name, body == NULL || copy != NULL ? why : "out of memory");
-        }
     }
     corral_conn_close(conn);
 }
@@ -560,25 +603,79 @@ static const struct corral_conn_handler fetch_handler = {
     .on_close = on_fetch_close,
 };
 
+/* A fetch is over: counted, and the next one scheduled. */
+static void fetch_count(struct tls_staple *st, bool ok)
+{
+    if (st->stats != NULL)
+        counter_inc(ok ? &st->stats->fetches : &st->stats->failures);
+    schedule(st, ok);
+}
+
 static void fetch_end(struct fetch *f, bool ok)
 {
     struct tls_staple *st = f->staple;
     if (st != NULL) {
         st->fetch = NULL;
-        if (st->stats != NULL)
-            counter_inc(ok ? &st->stats->fetches : &st->stats->failures);
-        schedule(st, ok);
+        fetch_count(st, ok);
     }
     free(f->buf);
     free(f);
+}
+
+static void on_https_done(void *arg, int err, struct acme_http_response *r)
+{
+    struct tls_staple *st = arg;
+    st->https = NULL;
+    char why[256];
+    const unsigned char *body = NULL;
+    if (err != 0)
+        snprintf(why, sizeof(why), "%s", strerror(-err));
+    else if (r->status != 200)
+        snprintf(why, sizeof(why), "HTTP status %u", r->status);
+    else if (r->body_len > RESPONSE_LIMIT)
+        snprintf(why, sizeof(why), "the answer is larger than 64 KiB");
+    else
+        body = r->body != NULL ? (const unsigned char *)r->body : (const unsigned char *)"";
+    fetch_count(st, fetch_judge(st, body, body != NULL ? r->body_len : 0, why));
+}
+
+/* A POST of the request over TLS by the ACME client's HTTPS exchange,
+ * which reads the answer with llhttp and bounds it. */
+static void fetch_https(struct tls_staple *st)
+{
+    int len;
+    unsigned char *der = ocsp_request(st, &len);
+    int err = -ENOMEM;
+    if (der != NULL) {
+        struct acme_http_msg msg = {
+            .method = "POST",
+            .url = st->url,
+            .accept = "application/ocsp-response",
+            .content_type = "application/ocsp-request",
+            .body = der,
+            .body_len = (size_t)len,
+        };
+        err = acme_http_send(st->loop, st->tls, (const struct sockaddr *)&st->addr, st->addr_len,
+                             &msg, on_https_done, st, &st->https);
+        OPENSSL_free(der);
+    }
+    if (err != 0) {
+        corral_log(CORRAL_LOG_WARN, "tls_stapling: OCSP responder %s for \"%s\": %s", st->host,
+                   st->name, strerror(-err));
+        fetch_count(st, false);
+    }
 }
 
 static void on_fetch_timer(corral_timer *timer, void *arg)
 {
     (void)timer;
     struct tls_staple *st = arg;
-    if (st->fetch != NULL)
+    if (st->fetch != NULL || st->https != NULL)
         return;
+    if (st->tls != NULL) {
+        fetch_https(st);
+        return;
+    }
     struct fetch *f = calloc(1, sizeof(*f));
     if (f != NULL && (f->buf = malloc(RESPONSE_LIMIT)) == NULL) {
         free(f);
@@ -646,6 +743,8 @@ void tls_staple_stop(struct tls_staple *st)
         corral_conn_abort(st->fetch->conn, 0);
         st->fetch = NULL;
     }
+    acme_http_cancel(st->https);
+    st->https = NULL;
     corral_timer_free(st->timer);
     st->timer = NULL;
 }
@@ -665,6 +764,9 @@ void tls_staple_free(struct tls_staple *st)
     free(st->name);
     free(st->host);
     free(st->path);
+    free(st->url);
+    if (st->tls != NULL)
+        tls_client_free(st->tls);
     free(st->der);
     pthread_mutex_destroy(&st->lock);
     free(st);
