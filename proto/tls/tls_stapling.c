@@ -147,13 +147,8 @@ static void staple_set(struct tls_staple *st, unsigned char *der, size_t len, ti
     pthread_mutex_unlock(&st->lock);
 }
 
-/* OpenSSL's status callback (any worker): the staple of the certificate
- * the handshake uses, while it is valid. */
-static int on_status_request(SSL *ssl, void *arg)
+int tls_staple_answer(SSL *ssl, struct tls_staple *st)
 {
-    (void)arg;
-    X509 *cert = SSL_get_certificate(ssl);
-    struct tls_staple *st = cert != NULL ? X509_get_ex_data(cert, staple_index) : NULL;
     if (st == NULL)
         return SSL_TLSEXT_ERR_NOACK;
     unsigned char *copy = NULL;
@@ -175,6 +170,14 @@ static int on_status_request(SSL *ssl, void *arg)
         return SSL_TLSEXT_ERR_NOACK;
     }
     return SSL_TLSEXT_ERR_OK;
+}
+
+int tls_staple_status_cb(SSL *ssl, void *arg)
+{
+    (void)arg;
+    X509 *cert = SSL_get_certificate(ssl);
+    return tls_staple_answer(
+        ssl, cert != NULL && staple_index >= 0 ? X509_get_ex_data(cert, staple_index) : NULL);
 }
 
 /* The issuer of `cert`: in its chain, else in `store`. */
@@ -312,14 +315,14 @@ static int stapling_file_load(struct tls_staple *st, const char *path, char *why
     return 0;
 }
 
-int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char *name,
-                   struct tls_stapling_stats *stats, struct tls_staple **out,
-                   enum tls_conf_item *item, char *why, size_t why_len)
+/* tls_staple_new() and tls_staple_new_for() but for the context. */
+static int staple_make(X509 *cert, STACK_OF(X509) * chain, const struct tls_vhost_conf *vhost,
+                       const char *name, struct tls_stapling_stats *stats, struct tls_staple **out,
+                       enum tls_conf_item *item, char *why, size_t why_len)
 {
     pthread_once(&staple_index_once, staple_index_init);
     *out = NULL;
     why[0] = '\0';
-    X509 *cert = SSL_CTX_get0_certificate(ctx);
     struct tls_staple *st = calloc(1, sizeof(*st));
     if (st == NULL || staple_index < 0)
         goto nomem;
@@ -328,8 +331,6 @@ int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char 
     st->verify = vhost->stapling_verify;
     X509_up_ref(cert);
     st->cert = cert;
-    STACK_OF(X509) *chain = NULL;
-    SSL_CTX_get0_chain_certs(ctx, &chain);
     st->chain = chain != NULL ? X509_chain_up_ref(chain) : sk_X509_new_null();
     st->store = X509_STORE_new();
     st->name = strdup(name);
@@ -385,9 +386,6 @@ int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char 
             return err;
         }
     }
-    SSL_CTX_set_tlsext_status_cb(ctx, on_status_request);
-    if (X509_set_ex_data(cert, staple_index, st) != 1)
-        goto nomem;
     *out = st;
     return 0;
 nomem:
@@ -396,6 +394,38 @@ nomem:
 invalid:
     tls_staple_free(st);
     return -EINVAL;
+}
+
+int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char *name,
+                   struct tls_stapling_stats *stats, struct tls_staple **out,
+                   enum tls_conf_item *item, char *why, size_t why_len)
+{
+    X509 *cert = SSL_CTX_get0_certificate(ctx);
+    STACK_OF(X509) *chain = NULL;
+    SSL_CTX_get0_chain_certs(ctx, &chain);
+    int err = staple_make(cert, chain, vhost, name, stats, out, item, why, why_len);
+    if (err != 0 || *out == NULL)
+        return err;
+    if (X509_set_ex_data(cert, staple_index, *out) != 1) {
+        tls_staple_free(*out);
+        *out = NULL;
+        return -ENOMEM;
+    }
+    /* A callback there already (certificates named by SNI) falls back on
+     * this one for the others. */
+    int (*cb)(SSL *, void *) = NULL;
+    SSL_CTX_get_tlsext_status_cb(ctx, &cb);
+    if (cb == NULL)
+        SSL_CTX_set_tlsext_status_cb(ctx, tls_staple_status_cb);
+    return 0;
+}
+
+int tls_staple_new_for(X509 *cert, STACK_OF(X509) * chain, const struct tls_vhost_conf *vhost,
+                       const char *name, struct tls_stapling_stats *stats, struct tls_staple **out,
+                       char *why, size_t why_len)
+{
+    enum tls_conf_item item;
+    return staple_make(cert, chain, vhost, name, stats, out, &item, why, why_len);
 }
 
 /* ------------------------------------------------------------- fetching */

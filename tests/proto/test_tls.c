@@ -2295,6 +2295,55 @@ START_TEST(an_https_ocsp_responder_is_fetched_over_verified_tls)
 }
 END_TEST
 
+/* Certificates named by SNI are stapled too: ocsp.test and revoked.test
+ * are read in their first handshakes (which the staple does not hold
+ * up), then the main loop fetches for them; ocsp.test's good response is
+ * stapled to a later handshake, revoked.test gets none.  Both workers
+ * serve from the one cache, so each handshake may land on either. */
+START_TEST(certificates_named_by_sni_are_stapled)
+{
+    char dir[PATH_MAX], link[PATH_MAX + 64], target[PATH_MAX + 64];
+    test_daemon_file(dir, sizeof(dir), "sni");
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    static const char *const links[][2] = {
+        {"ocsp.test.pem", "ocsp.pem"},
+        {"ocsp.test.key", "ocsp.key"},
+        {"revoked.test.pem", "revoked.pem"},
+        {"revoked.test.key", "revoked.key"},
+    };
+    for (int i = 0; i < COUNT(links); i++) {
+        snprintf(link, sizeof(link), "%s/%s", dir, links[i][0]);
+        snprintf(target, sizeof(target), "%s/%s", certs_dir, links[i][1]);
+        ck_assert_int_eq(symlink(target, link), 0);
+    }
+    int port = free_port(), responder = free_port();
+    pid_t pid = ocsp_responder_start(responder, OCSP_INDEX);
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 2;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    tls_certificate sni/$ssl_server_name.pem;\n"
+          "    tls_certificate_key sni/$ssl_server_name.key;\n"
+          "    tls_stapling on;\n"
+          "    tls_stapling_verify on;\n"
+          "    tls_trusted_certificate certs/ca.pem;\n"
+          "    tls_stapling_responder http://127.0.0.1:%d/;\n"
+          "    location / { return 200 \"sni\"; }\n"
+          "}\n",
+          port, responder);
+    int status = stapled_status_becomes(port, "ocsp.test", V_OCSP_CERTSTATUS_GOOD);
+    ck_assert_msg(status == V_OCSP_CERTSTATUS_GOOD, "ocsp.test: stapled %d; log:\n%s", status,
+                  test_daemon_log(&d));
+    ck_assert_int_eq(stapled_status(port, "revoked.test"), -1);
+    free(test_daemon_wait_log(&d, "the certificate's status is \"revoked\""));
+    ck_assert_int_eq(stapled_status(port, "revoked.test"), -1);
+    ck_assert_int_eq(stapled_status(port, "ocsp.test"), V_OCSP_CERTSTATUS_GOOD);
+    ck_assert_int_eq(metric_becomes(&d, OCSP_FETCHES, "result=\"ok\"", 1), 1);
+    test_daemon_stop(&d);
+    ocsp_responder_stop(pid);
+}
+END_TEST
+
 /* -t refuses a responder corral cannot fetch from. */
 START_TEST(check_refuses_a_malformed_ocsp_responder)
 {
@@ -2679,6 +2728,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_failed_refresh_keeps_the_last_good_response_until_it_expires);
     tcase_add_test(tc, a_stapling_file_is_stapled_while_it_is_current);
     tcase_add_test(tc, an_https_ocsp_responder_is_fetched_over_verified_tls);
+    tcase_add_test(tc, certificates_named_by_sni_are_stapled);
     tcase_add_test(tc, proxy_to_an_https_upstream);
     tcase_add_test(tc, proxy_shows_a_client_certificate_to_the_upstream);
     tcase_add_test(tc, health_checks_speak_tls_to_an_https_upstream);
