@@ -206,6 +206,12 @@ START_TEST(parse_directory)
     ck_assert_str_eq(d.new_account, "https://ca/acct");
     ck_assert_str_eq(d.new_order, "https://ca/order");
     ck_assert_str_eq(d.terms_of_service, "https://ca/tos");
+    ck_assert_ptr_null(d.renewal_info);
+    acme_directory_free(&d);
+    const char *ari = "{\"newNonce\":\"https://ca/nonce\",\"newAccount\":\"https://ca/acct\","
+                      "\"newOrder\":\"https://ca/order\",\"renewalInfo\":\"https://ca/ari\"}";
+    ck_assert_int_eq(PARSE(acme_parse_directory, ari, &d), 0);
+    ck_assert_str_eq(d.renewal_info, "https://ca/ari");
     acme_directory_free(&d);
     const char *bad[] = {
         "",
@@ -219,11 +225,124 @@ START_TEST(parse_directory)
         "\"meta\":{\"termsOfService\":false}}",
         "{\"newNonce\":\"https://n\",\"newNonce\":\"https://m\",\"newAccount\":\"https://a\","
         "\"newOrder\":\"https://o\"}",
+        "{\"newNonce\":\"https://n\",\"newAccount\":\"https://a\",\"newOrder\":\"https://o\","
+        "\"renewalInfo\":7}",
+        "{\"newNonce\":\"https://n\",\"newAccount\":\"https://a\",\"newOrder\":\"https://o\","
+        "\"renewalInfo\":\"file:///etc/passwd\"}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         why[0] = '\0';
         ck_assert_msg(PARSE(acme_parse_directory, bad[i], &d) == -EINVAL, "%zu accepted", i);
         ck_assert(why[0] != '\0' && d.new_nonce == NULL);
+    }
+}
+END_TEST
+
+/* RFC 9773's renewalInfo answers: its example, fractions and offsets,
+ * then windows that are not windows. */
+START_TEST(parse_renewal_info)
+{
+    char why[256];
+    struct acme_renewal_info r;
+    const char *ok = "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00Z\","
+                     "\"end\":\"2025-01-03T04:00:00Z\"},"
+                     "\"explanationURL\":\"https://acme.example.com/docs/ari\"}";
+    ck_assert_int_eq(PARSE(acme_parse_renewal_info, ok, &r), 0);
+    ck_assert_int_eq((long long)r.start, 1735790400LL);
+    ck_assert_int_eq((long long)r.end, 1735790400LL + 86400);
+    ck_assert_str_eq(r.explanation, "https://acme.example.com/docs/ari");
+    acme_renewal_info_free(&r);
+    const char *offsets = "{\"suggestedWindow\":{\"start\":\"2025-01-02T06:30:00.123+02:30\","
+                          "\"end\":\"2025-01-02T00:00:00.5-05:00\"}}";
+    ck_assert_int_eq(PARSE(acme_parse_renewal_info, offsets, &r), 0);
+    ck_assert_int_eq((long long)r.start, 1735790400LL);
+    ck_assert_int_eq((long long)r.end, 1735790400LL + 3600);
+    ck_assert_ptr_null(r.explanation);
+    acme_renewal_info_free(&r);
+    const char *bad[] = {
+        "{}",
+        "{\"suggestedWindow\":[]}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00Z\"}}",
+        "{\"suggestedWindow\":{\"start\":1,\"end\":2}}",
+        /* ends before (or as) it starts */
+        "{\"suggestedWindow\":{\"start\":\"2025-01-03T04:00:00Z\",\"end\":\"2025-01-02T04:00:00Z\"}"
+        "}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00Z\",\"end\":\"2025-01-02T04:00:00Z\"}"
+        "}",
+        /* not RFC 3339 */
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02 "
+        "04:00:00Z\",\"end\":\"2025-01-03T04:00:00Z\"}}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00\",\"end\":\"2025-01-03T04:00:00Z\"}"
+        "}",
+        "{\"suggestedWindow\":{\"start\":\"2025-02-30T04:00:00Z\",\"end\":\"2025-03-03T04:00:00Z\"}"
+        "}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T24:00:00Z\",\"end\":\"2025-01-03T04:00:00Z\"}"
+        "}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00.Z\",\"end\":\"2025-01-03T04:00:"
+        "00Z\"}}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00Zjunk\",\"end\":\"2025-01-03T04:00:"
+        "00Z\"}}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00+0100\",\"end\":\"2025-01-03T04:00:"
+        "00Z\"}}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00Z\",\"end\":\"2025-01-03T04:00:00Z\"}"
+        ","
+        "\"explanationURL\":5}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        why[0] = '\0';
+        ck_assert_msg(PARSE(acme_parse_renewal_info, bad[i], &r) == -EINVAL, "%zu accepted", i);
+        ck_assert(why[0] != '\0' && r.explanation == NULL);
+    }
+}
+END_TEST
+
+/* RFC 9773 §4.1's example: key identifier 69:88:5B:...:C8:D4 and serial
+ * 0x87654321 (DER content 00 87 65 43 21) make
+ * "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE". */
+START_TEST(ari_cert_id_rfc9773)
+{
+    static const unsigned char keyid[] = {0x69, 0x88, 0x5B, 0x6B, 0x87, 0x46, 0x40,
+                                          0x41, 0xE1, 0xB3, 0x7B, 0x84, 0x7B, 0xA0,
+                                          0xAE, 0x2C, 0xDE, 0x01, 0xC8, 0xD4};
+    X509 *cert = X509_new();
+    ck_assert_ptr_nonnull(cert);
+    ck_assert_int_eq(ASN1_INTEGER_set_int64(X509_get_serialNumber(cert), 0x87654321), 1);
+    char *none = acme_ari_cert_id(cert);
+    ck_assert_ptr_null(none); /* no authority key identifier */
+    AUTHORITY_KEYID *akid = AUTHORITY_KEYID_new();
+    akid->keyid = ASN1_OCTET_STRING_new();
+    ck_assert_int_eq(ASN1_OCTET_STRING_set(akid->keyid, keyid, sizeof(keyid)), 1);
+    ck_assert_int_eq(X509_add1_ext_i2d(cert, NID_authority_key_identifier, akid, 0, 0), 1);
+    AUTHORITY_KEYID_free(akid);
+    char *id = acme_ari_cert_id(cert);
+    ck_assert_str_eq(id, "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE");
+    free(id);
+    /* A serial whose high bit is clear has no leading zero. */
+    ck_assert_int_eq(ASN1_INTEGER_set_int64(X509_get_serialNumber(cert), 0x0102), 1);
+    id = acme_ari_cert_id(cert);
+    ck_assert_str_eq(id, "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AQI");
+    free(id);
+    X509_free(cert);
+}
+END_TEST
+
+/* A time in the window, spread over it by the random value; now when
+ * that time has passed. */
+START_TEST(ari_choose_in_the_window)
+{
+    const time_t start = 1000000, end = 1000000 + 86400;
+    ck_assert_int_eq(acme_ari_choose(start, end, 0, 0), start);
+    ck_assert_int_eq(acme_ari_choose(start, end, 0, UINT32_MAX), end - 1);
+    ck_assert_int_eq(acme_ari_choose(start, end, 0, UINT32_MAX / 2), start + 43199);
+    /* Partly past: the first half's times are now. */
+    ck_assert_int_eq(acme_ari_choose(start, end, start + 43200, 0), start + 43200);
+    ck_assert_int_eq(acme_ari_choose(start, end, start + 43200, UINT32_MAX), end - 1);
+    /* Wholly past, or not a window: now. */
+    ck_assert_int_eq(acme_ari_choose(start, end, end + 5, UINT32_MAX), end + 5);
+    ck_assert_int_eq(acme_ari_choose(end, start, 7, 12345), 7);
+    for (uint32_t r = 1; r < 4000000000u; r += 123456789u) {
+        time_t at = acme_ari_choose(start, end, 0, r);
+        ck_assert(at >= start && at < end);
     }
 }
 END_TEST
@@ -662,6 +781,9 @@ Suite *test_suite(void)
     tcase_add_test(parse, parse_order);
     tcase_add_test(parse, parse_authorization);
     tcase_add_test(parse, parse_problem_and_limits);
+    tcase_add_test(parse, parse_renewal_info);
+    tcase_add_test(parse, ari_cert_id_rfc9773);
+    tcase_add_test(parse, ari_choose_in_the_window);
     suite_add_tcase(s, parse);
     TCase *store = tcase_create("store");
     tcase_add_checked_fixture(store, store_setup, store_teardown);
