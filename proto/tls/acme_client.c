@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <netdb.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,11 @@ struct acme_client {
     EVP_PKEY *cert_key;
     uint32_t retry_ms;
     struct acme_client_stats stats;
+    /* ARI: asking the CA when to renew the stored certificate */
+    struct acme_http *ari_http;
+    enum { ARI_DIRECTORY, ARI_INFO } ari_step;
+    time_t ari_due;                    /* two thirds: the latest renewal */
+    time_t ari_start, ari_end, ari_at; /* the last window, and the time chosen in it */
 };
 
 static void order_fail(struct acme_client *c, const char *fmt, ...)
@@ -747,15 +753,137 @@ static void on_response(void *arg, int err, struct acme_http_response *r)
 
 /* ------------------------------------------------------------- schedule */
 
+static void order_start(struct acme_client *c, const char *why);
+
+/* Without an answer from the CA's renewal information: two thirds. */
+static void ari_give_up(struct acme_client *c, const char *why)
+{
+    if (why != NULL)
+        corral_log(CORRAL_LOG_WARN,
+                   "acme: \"%s\": renewal information from \"%s\": %s; renewing at two thirds "
+                   "of the certificate's lifetime",
+                   c->domains[0], c->issuer.uri, why);
+    time_t now = time(NULL);
+    schedule_check(c, c->ari_due > now ? (uint64_t)(c->ari_due - now) * 1000 : 0);
+}
+
+static void on_ari_response(void *arg, int err, struct acme_http_response *r);
+
+static void ari_send(struct acme_client *c, const char *url)
+{
+    int err =
+        same_server(c, url)
+            ? acme_http_request(c->loop, c->tls, (const struct sockaddr *)&c->addr, c->addr_len,
+                                "GET", url, NULL, on_ari_response, c, &c->ari_http)
+            : -EXDEV;
+    if (err != 0)
+        ari_give_up(c, err == -EXDEV ? "not on the directory's server" : strerror(-err));
+}
+
+/* The renewalInfo URL of the stored certificate: <renewalInfo>/<cert ID>. */
+static char *ari_url(struct acme_client *c, const char *base)
+{
+    BIO *bio = BIO_new_file(c->pem_path, "r");
+    X509 *cert = bio != NULL ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+    BIO_free(bio);
+    char *id = cert != NULL ? acme_ari_cert_id(cert) : NULL;
+    X509_free(cert);
+    char *url = NULL;
+    if (id != NULL &&
+        asprintf(&url, "%s%s%s", base, base[strlen(base) - 1] == '/' ? "" : "/", id) == -1)
+        url = NULL;
+    free(id);
+    return url;
+}
+
+/* The CA's answers about when to renew: its directory, then the
+ * certificate's renewal information.  Any failure falls back on two
+ * thirds of the lifetime; none is an order's failure. */
+static void on_ari_response(void *arg, int err, struct acme_http_response *r)
+{
+    struct acme_client *c = arg;
+    c->ari_http = NULL;
+    char why[256];
+    if (err != 0 || r->status < 200 || r->status > 299) {
+        if (err != 0)
+            snprintf(why, sizeof(why), "%s", strerror(-err));
+        else
+            snprintf(why, sizeof(why), "HTTP status %u", r->status);
+        ari_give_up(c, why);
+        return;
+    }
+    if (c->ari_step == ARI_DIRECTORY) {
+        struct acme_directory d;
+        if (acme_parse_directory(r->body, r->body_len, &d, why, sizeof(why)) != 0) {
+            ari_give_up(c, why);
+            return;
+        }
+        char *url = d.renewal_info != NULL ? ari_url(c, d.renewal_info) : NULL;
+        bool none = d.renewal_info == NULL;
+        acme_directory_free(&d);
+        if (url == NULL) {
+            /* A CA without ARI is the usual case, not worth a warning. */
+            ari_give_up(c, none ? NULL : "the certificate has no authority key identifier");
+            return;
+        }
+        c->ari_step = ARI_INFO;
+        ari_send(c, url);
+        free(url);
+        return;
+    }
+    struct acme_renewal_info info;
+    if (acme_parse_renewal_info(r->body, r->body_len, &info, why, sizeof(why)) != 0) {
+        ari_give_up(c, why);
+        return;
+    }
+    time_t now = time(NULL);
+    /* The same window keeps the time chosen in it: a poll does not draw
+     * again. */
+    if (info.start != c->ari_start || info.end != c->ari_end) {
+        uint32_t random = 0;
+        RAND_bytes((unsigned char *)&random, sizeof(random));
+        c->ari_start = info.start;
+        c->ari_end = info.end;
+        c->ari_at = acme_ari_choose(info.start, info.end, now, random);
+        corral_log(CORRAL_LOG_INFO,
+                   "acme: \"%s\": the CA suggests renewing within %lld s to %lld s from now%s%s; "
+                   "renewing in %lld s",
+                   c->domains[0], (long long)(info.start - now), (long long)(info.end - now),
+                   info.explanation != NULL ? ", see " : "",
+                   info.explanation != NULL ? info.explanation : "", (long long)(c->ari_at - now));
+    }
+    acme_renewal_info_free(&info);
+    if (c->ari_at <= now) {
+        order_start(c, "the CA's renewal information (ARI) suggests renewing now");
+        return;
+    }
+    /* Asked again as the CA says (Retry-After), or at the chosen time,
+     * and never later than two thirds. */
+    time_t at = c->ari_at < c->ari_due ? c->ari_at : c->ari_due;
+    if (r->retry_after_s > 0 && now + (time_t)r->retry_after_s < at)
+        at = now + (time_t)(r->retry_after_s < 60 ? 60 : r->retry_after_s);
+    schedule_check(c, at > now ? (uint64_t)(at - now) * 1000 : 0);
+}
+
 static void check(struct acme_client *c)
 {
     struct acme_due due;
     time_t now = time(NULL);
     acme_store_due(c->pem_path, (const char *const *)c->domains, c->domain_count, now, &due);
     if (!due.order_now) {
-        schedule_check(c, (uint64_t)(due.renew_at - now) * 1000);
+        /* Two thirds of the lifetime, or sooner if the CA's renewal
+         * information (RFC 9773) says so. */
+        c->ari_due = due.renew_at;
+        c->ari_step = ARI_DIRECTORY;
+        ari_send(c, c->issuer.uri);
         return;
     }
+    order_start(c, due.why);
+}
+
+static void order_start(struct acme_client *c, const char *why)
+{
+    time_t now = time(NULL);
     int taken = acme_store_lease(c->lock_path, c->owner, now, LEASE_S);
     if (taken != 1) {
         /* Another instance orders; its file is looked at again then. */
@@ -766,7 +894,7 @@ static void check(struct acme_client *c)
         return;
     }
     corral_log(CORRAL_LOG_INFO, "acme: ordering \"%s\" from \"%s\": %s", c->domains[0],
-               c->issuer.uri, due.why);
+               c->issuer.uri, why);
     c->step = STEP_DIRECTORY;
     send_request(c, "GET", c->issuer.uri, NULL);
 }
@@ -775,7 +903,7 @@ static void on_timer(corral_timer *timer, void *arg)
 {
     (void)timer;
     struct acme_client *c = arg;
-    if (c->http != NULL)
+    if (c->http != NULL || c->ari_http != NULL)
         return;
     switch (c->step) {
     case STEP_IDLE: check(c); return;
@@ -824,6 +952,7 @@ void acme_client_free(struct acme_client *c)
     if (c == NULL)
         return;
     order_reset(c);
+    acme_http_cancel(c->ari_http);
     if (c->lock_path != NULL && c->owner != NULL)
         acme_store_release(c->lock_path, c->owner);
     corral_timer_free(c->timer);
