@@ -34,6 +34,11 @@ EVP_PKEY *acme_key_generate(enum acme_key_type type);
  * NUL-terminated string the caller frees; NULL when out of memory. */
 char *acme_base64url(const unsigned char *in, size_t len);
 
+/* The bytes of base64url text `in` (padding not taken), a new buffer the
+ * caller frees, their count in *len; NULL for text that is not base64url,
+ * empty text, or out of memory. */
+unsigned char *acme_base64url_decode(const char *in, size_t *len);
+
 /* The public JWK of `key` (RFC 7517: EC P-256 or RSA) as a new JSON
  * object the caller releases; NULL for another kind of key. */
 json_t *acme_jwk(EVP_PKEY *key);
@@ -49,6 +54,14 @@ int acme_jwk_thumbprint(EVP_PKEY *key, char out[44]);
  * JWK of the key (newAccount).  A new string the caller frees, or NULL. */
 char *acme_jws(EVP_PKEY *key, const char *kid, const char *nonce, const char *url,
                const char *payload);
+
+/* External account binding (RFC 8555 §7.3.4), for newAccount's
+ * "externalAccountBinding": a flattened JWS whose payload is the JWK of
+ * `account_key`, its protected header {"alg":"HS256","kid":`kid`,"url":
+ * `url`} (newAccount's URL), MACed with HMAC-SHA256 under the `mac_len`
+ * bytes of `mac_key` the CA gave.  A new JSON object, or NULL. */
+json_t *acme_eab(EVP_PKEY *account_key, const char *kid, const unsigned char *mac_key,
+                 size_t mac_len, const char *url);
 
 /* The key authorization of a challenge token (RFC 8555 §8.1):
  * "token.thumbprint", a new string, or NULL. */
@@ -69,7 +82,8 @@ char *acme_key_authorization(EVP_PKEY *account_key, const char *token);
 
 struct acme_directory {
     char *new_nonce, *new_account, *new_order, *terms_of_service;
-    char *renewal_info; /* ARI (RFC 9773); NULL: the CA has none */
+    char *renewal_info;             /* ARI (RFC 9773); NULL: the CA has none */
+    bool external_account_required; /* meta.externalAccountRequired */
 };
 
 /* A renewalInfo answer (RFC 9773 §4.2): the window in which the CA

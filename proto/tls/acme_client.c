@@ -79,6 +79,9 @@ struct acme_client {
     EVP_PKEY *cert_key;
     uint32_t retry_ms;
     struct acme_client_stats stats;
+    /* External account binding: the MAC key, decoded (issuer.eab_kid set) */
+    unsigned char *eab_mac;
+    size_t eab_mac_len;
     /* ARI: asking the CA when to renew the stored certificate */
     struct acme_http *ari_http;
     enum { ARI_DIRECTORY, ARI_INFO } ari_step;
@@ -129,6 +132,19 @@ int acme_client_new(const struct acme_issuer_conf *issuer, const struct acme_cer
     c->issuer.uri = dup_or_null(issuer->uri, &failed);
     c->issuer.state_path = NULL;
     c->issuer.trusted_ca = dup_or_null(issuer->trusted_ca, &failed);
+    c->issuer.eab_kid = dup_or_null(issuer->eab_kid, &failed);
+    c->issuer.eab_key = NULL; /* decoded into eab_mac */
+    if (issuer->eab_kid != NULL) {
+        c->eab_mac = issuer->eab_key != NULL
+                         ? acme_base64url_decode(issuer->eab_key, &c->eab_mac_len)
+                         : NULL;
+        if (c->eab_mac == NULL) {
+            snprintf(why, why_len, "external_account_key \"%s\": the key is not base64url",
+                     issuer->eab_kid);
+            acme_client_free(c);
+            return -EINVAL;
+        }
+    }
     c->issuer.contacts = NULL;
     char **contacts = calloc(issuer->contact_count + 1, sizeof(char *));
     failed |= contacts == NULL;
@@ -346,6 +362,16 @@ static char *account_payload(struct acme_client *c)
     }
     json_t *p = json_pack("{s:b, s:o}", "termsOfServiceAgreed", c->issuer.accept_terms_of_service,
                           "contact", contacts);
+    /* Bound to the CA's external account; a binding that cannot be made
+     * fails the payload, not the CA's check. */
+    if (p != NULL && c->issuer.eab_kid != NULL) {
+        json_t *eab = acme_eab(c->account_key, c->issuer.eab_kid, c->eab_mac, c->eab_mac_len,
+                               c->directory.new_account);
+        if (eab == NULL || json_object_set_new(p, "externalAccountBinding", eab) != 0) {
+            json_decref(p);
+            p = NULL;
+        }
+    }
     char *text = p != NULL ? json_dumps(p, JSON_COMPACT) : NULL;
     json_decref(p);
     return text;
@@ -685,6 +711,11 @@ static void on_response(void *arg, int err, struct acme_http_response *r)
             order_fail(c, "directory: %s", why);
             return;
         }
+        if (c->directory.external_account_required && c->issuer.eab_kid == NULL) {
+            order_fail(c, "the CA requires an external account: give its key ID and key with "
+                          "\"external_account_key\" in the acme_issuer");
+            return;
+        }
         if (c->directory.terms_of_service != NULL && !c->issuer.accept_terms_of_service) {
             order_fail(c,
                        "the CA's terms of service (%s) must be agreed to with "
@@ -970,6 +1001,8 @@ void acme_client_free(struct acme_client *c)
     free((char *)c->issuer.name);
     free((char *)c->issuer.uri);
     free((char *)c->issuer.trusted_ca);
+    free((char *)c->issuer.eab_kid);
+    free(c->eab_mac);
     free(c->dir_path);
     free(c->pem_path);
     free(c->lock_path);

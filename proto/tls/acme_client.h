@@ -72,6 +72,9 @@ struct acme_issuer_conf {
     bool tls_alpn; /* challenge tls-alpn-01, else http-01 */
     /* The first wait after a failure, doubled each failure up to a day. */
     uint32_t retry_ms;
+    /* External account binding: the key ID and MAC key (base64url) the
+     * CA gave; NULL: none */
+    const char *eab_kid, *eab_key;
 };
 
 /* An acme_certificate directive. */

@@ -170,6 +170,10 @@ int acme_parse_directory(const char *body, size_t len, struct acme_directory *ou
          * data: URL). */
         err = string_field(meta, "termsOfService", OPTIONAL, URL_MAX, &out->terms_of_service, why,
                            why_len);
+    json_t *eab = meta != NULL ? json_object_get(meta, "externalAccountRequired") : NULL;
+    if (err == 0 && eab != NULL && !json_is_boolean(eab))
+        err = refuse(why, why_len, "\"externalAccountRequired\" is not a boolean");
+    out->external_account_required = err == 0 && json_is_true(eab);
     json_decref(root);
     if (err != 0)
         acme_directory_free(out);

@@ -212,6 +212,13 @@ START_TEST(parse_directory)
                       "\"newOrder\":\"https://ca/order\",\"renewalInfo\":\"https://ca/ari\"}";
     ck_assert_int_eq(PARSE(acme_parse_directory, ari, &d), 0);
     ck_assert_str_eq(d.renewal_info, "https://ca/ari");
+    ck_assert(!d.external_account_required);
+    acme_directory_free(&d);
+    const char *eab =
+        "{\"newNonce\":\"https://ca/nonce\",\"newAccount\":\"https://ca/acct\","
+        "\"newOrder\":\"https://ca/order\",\"meta\":{\"externalAccountRequired\":true}}";
+    ck_assert_int_eq(PARSE(acme_parse_directory, eab, &d), 0);
+    ck_assert(d.external_account_required);
     acme_directory_free(&d);
     const char *bad[] = {
         "",
@@ -227,6 +234,8 @@ START_TEST(parse_directory)
         "\"newOrder\":\"https://o\"}",
         "{\"newNonce\":\"https://n\",\"newAccount\":\"https://a\",\"newOrder\":\"https://o\","
         "\"renewalInfo\":7}",
+        "{\"newNonce\":\"https://n\",\"newAccount\":\"https://a\",\"newOrder\":\"https://o\","
+        "\"meta\":{\"externalAccountRequired\":\"yes\"}}",
         "{\"newNonce\":\"https://n\",\"newAccount\":\"https://a\",\"newOrder\":\"https://o\","
         "\"renewalInfo\":\"file:///etc/passwd\"}",
     };
@@ -344,6 +353,83 @@ START_TEST(ari_choose_in_the_window)
         time_t at = acme_ari_choose(start, end, 0, r);
         ck_assert(at >= start && at < end);
     }
+}
+END_TEST
+
+/* base64url back to bytes: the vectors of RFC 4648 §10 (URL-safe, no
+ * padding), and text that is not base64url. */
+START_TEST(base64url_decode_vectors)
+{
+    const char *in[][2] = {{"Zg", "f"},        {"Zm8", "fo"},        {"Zm9v", "foo"},
+                           {"Zm9vYg", "foob"}, {"Zm9vYmE", "fooba"}, {"Zm9vYmFy", "foobar"},
+                           {"-_8", "\xfb\xff"}};
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        size_t len = 0;
+        unsigned char *out = acme_base64url_decode(in[i][0], &len);
+        ck_assert_ptr_nonnull(out);
+        ck_assert_uint_eq(len, strlen(in[i][1]));
+        ck_assert(memcmp(out, in[i][1], len) == 0);
+        free(out);
+    }
+    const char *bad[] = {"", "Z", "Zm9v=", "Zm+v", "Zm/v", "Zm9v Yg", "Zm9vY"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        size_t len;
+        ck_assert_msg(acme_base64url_decode(bad[i], &len) == NULL, "\"%s\" decoded", bad[i]);
+    }
+}
+END_TEST
+
+/* External account binding: auth_jwt's verifier takes the binding as an
+ * HS256 JWS under the MAC key (as a JWK of kty "oct"), its header names
+ * the key ID and newAccount's URL, and its payload is the account key's
+ * JWK; another MAC key does not verify it. */
+START_TEST(eab_verifies_with_the_mac_key)
+{
+    static const char mac_b64[] =
+        "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
+    size_t mac_len;
+    unsigned char *mac = acme_base64url_decode(mac_b64, &mac_len);
+    ck_assert_ptr_nonnull(mac);
+    EVP_PKEY *key = acme_key_generate(ACME_KEY_EC_P256);
+    json_t *eab = acme_eab(key, "kid-1", mac, mac_len, "https://ca/acct");
+    ck_assert_ptr_nonnull(eab);
+    char compact[4096];
+    int n = snprintf(compact, sizeof(compact), "%s.%s.%s",
+                     json_string_value(json_object_get(eab, "protected")),
+                     json_string_value(json_object_get(eab, "payload")),
+                     json_string_value(json_object_get(eab, "signature")));
+    ck_assert(n > 0 && (size_t)n < sizeof(compact));
+    for (int other = 0; other < 2; other++) {
+        char set[256], message[256];
+        snprintf(set, sizeof(set), "{\"kty\":\"oct\",\"kid\":\"kid-1\",\"k\":\"%s\"}",
+                 other ? "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" : mac_b64);
+        struct jwks *keys;
+        ck_assert_msg(jwks_parse("jwk", set, strlen(set), &keys, message, sizeof(message)) == 0,
+                      "%s", message);
+        struct jwt_token t;
+        const char *why = NULL;
+        ck_assert_msg(jwt_parse(compact, (size_t)n, &t, &why) == 0, "%s", why);
+        struct jwt_checks checks = {.now = 1};
+        int rc = jwt_verify(&t, keys, &checks, &why);
+        if (other) {
+            ck_assert_msg(rc != 0, "verified under another key");
+        } else {
+            ck_assert_msg(rc == 0, "%s", why);
+            ck_assert_str_eq(json_string_value(json_object_get(t.header, "alg")), "HS256");
+            ck_assert_str_eq(json_string_value(json_object_get(t.header, "kid")), "kid-1");
+            ck_assert_str_eq(json_string_value(json_object_get(t.header, "url")),
+                             "https://ca/acct");
+            ck_assert_ptr_null(json_object_get(t.header, "nonce")); /* RFC 8555 §7.3.4 */
+            json_t *jwk = acme_jwk(key);
+            ck_assert(json_equal(t.claims, jwk));
+            json_decref(jwk);
+        }
+        jwt_token_free(&t);
+        jwks_free(keys);
+    }
+    json_decref(eab);
+    EVP_PKEY_free(key);
+    free(mac);
 }
 END_TEST
 
@@ -732,6 +818,7 @@ START_TEST(conf_directives)
     ck_assert_uint_eq(is->contact_count, 2);
     ck_assert(is->accept_terms_of_service);
     ck_assert_int_eq(is->account_key, ACME_KEY_RSA_4096);
+    ck_assert_ptr_null(is->eab_kid);
     const struct conf_acme_certificate *cert = &c->servers[0].acme;
     ck_assert_str_eq(cert->issuer, "le");
     ck_assert_uint_eq(cert->domain_count, 1);
@@ -742,9 +829,38 @@ START_TEST(conf_directives)
     ck_assert_str_eq(c->servers[0].tls.certificates[0].key, "$acme_certificate_key");
     conf_free(c);
 
+    /* external_account_key, as nginx's: the key given inline or in a file */
+    const char *eab = "acme_issuer z { uri https://acme.example/dir; state_path acme/z;\n"
+                      "    external_account_key kid-1 data:c2VjcmV0; }\n";
+    ck_assert_msg(parse(eab, &c, error, sizeof(error)) == 0, "%s", error);
+    ck_assert_str_eq(c->acme_issuers[0].eab_kid, "kid-1");
+    ck_assert_str_eq(c->acme_issuers[0].eab_key, "c2VjcmV0");
+    conf_free(c);
+    char key_file[] = "/tmp/test_acme_eab.XXXXXX", text[256];
+    int fd = mkstemp(key_file);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "  c2VjcmV0LWZpbGU\n", 18), 18);
+    close(fd);
+    snprintf(text, sizeof(text),
+             "acme_issuer z { uri https://a/d; state_path /x; external_account_key k2 %s; }",
+             key_file);
+    ck_assert_msg(parse(text, &c, error, sizeof(error)) == 0, "%s", error);
+    ck_assert_str_eq(c->acme_issuers[0].eab_kid, "k2");
+    ck_assert_str_eq(c->acme_issuers[0].eab_key, "c2VjcmV0LWZpbGU");
+    conf_free(c);
+    unlink(key_file);
+    ck_assert(parse(text, &c, error, sizeof(error)) != 0);
+    ck_assert_msg(strstr(error, "No such file") != NULL, "%s", error);
+
     const struct {
         const char *text, *expected;
     } bad[] = {
+        {"acme_issuer le { uri https://a/d; state_path /x; external_account_key k; }",
+         "takes a key ID and a key file"},
+        {"acme_issuer le { uri https://a/d; state_path /x; external_account_key k data:a+b=; }",
+         "the key is not base64url"},
+        {"acme_issuer le { uri https://a/d; state_path /x; external_account_key k data:; }",
+         "the key is not base64url"},
         {"acme_issuer le { state_path /x; }", "needs a \"uri\""},
         {"acme_issuer le { uri https://a/d; }", "needs a \"state_path\""},
         {"acme_issuer le { uri http://a/d; state_path /x; }", "https://"},
@@ -775,6 +891,8 @@ Suite *test_suite(void)
     tcase_add_test(jws, jws_other_key_fails);
     tcase_add_test(jws, thumbprint_rfc7638);
     tcase_add_test(jws, base64url_vectors);
+    tcase_add_test(jws, base64url_decode_vectors);
+    tcase_add_test(jws, eab_verifies_with_the_mac_key);
     suite_add_tcase(s, jws);
     TCase *parse = tcase_create("parse");
     tcase_add_test(parse, parse_directory);

@@ -31,6 +31,11 @@ static int pebble_port, http_port;
 static int alpn_port; /* where pebble validates TLS-ALPN-01; 0: http_port */
 static pid_t pebble_pid;
 static int ari_port; /* the ARI proxy's, the directory's when not 0 */
+/* External account binding: pebble requires it with this key for
+ * "kid-1"; the client binds with eab_kid and eab_key (NULL: does not). */
+#define EAB_KEY "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W"
+static bool eab_required;
+static const char *eab_kid, *eab_key;
 static pid_t ari_pid;
 
 static void run_ok(const char *cmd)
@@ -65,6 +70,8 @@ static void setup(void)
     alpn_port = 0;
     ari_port = 0;
     ari_pid = 0;
+    eab_required = false;
+    eab_kid = eab_key = NULL;
 }
 
 static void stop_pebble(void)
@@ -95,20 +102,22 @@ static void teardown(void)
  * default) is the certificates' lifetime. */
 static void start_pebble(bool always_valid, unsigned validity_s)
 {
-    char config[256], text[1024], validity[64] = "";
+    char config[256], text[1024], validity[64] = "", eab[160] = "";
     snprintf(config, sizeof(config), "%s/pebble.json", dir);
     int mgmt_port;
     close(test_reserve_port(&mgmt_port));
     if (validity_s)
         snprintf(validity, sizeof(validity), ", \"certificateValidityPeriod\": %u", validity_s);
+    if (eab_required)
+        snprintf(eab, sizeof(eab), ", \"externalAccountMACKeys\": {\"kid-1\": \"%s\"}", EAB_KEY);
     /* httpPort: pebble validates HTTP-01 on the responder's port. */
     snprintf(text, sizeof(text),
              "{\"pebble\": {\"listenAddress\": \"127.0.0.1:%d\", \"managementListenAddress\": "
              "\"127.0.0.1:%d\", \"certificate\": \"%s/cert.pem\", \"privateKey\": "
              "\"%s/key.pem\", \"httpPort\": %d, \"tlsPort\": %d, \"ocspResponderURL\": \"\", "
-             "\"externalAccountBindingRequired\": false%s}}\n",
+             "\"externalAccountBindingRequired\": %s%s%s}}\n",
              pebble_port, mgmt_port, dir, dir, http_port, alpn_port ? alpn_port : http_port,
-             validity);
+             eab_required ? "true" : "false", validity, eab);
     test_write_file(config, text);
     char log[256];
     snprintf(log, sizeof(log), "%s/pebble.log", dir);
@@ -193,7 +202,9 @@ static struct acme_client *client_new(bool fail_ok)
                                       .contacts = contacts,
                                       .contact_count = 1,
                                       .accept_terms_of_service = true,
-                                      .retry_ms = 200};
+                                      .retry_ms = 200,
+                                      .eab_kid = eab_kid,
+                                      .eab_key = eab_key};
     struct acme_certificate_conf cert = {.domains = domains, .domain_count = 1};
     struct acme_client *c;
     char why[256] = "";
@@ -504,6 +515,32 @@ START_TEST(ari_window_past_renews_at_once)
 }
 END_TEST
 
+/* pebble requires external account binding: without one the client
+ * refuses to order (the directory says so) and says what is missing;
+ * with a wrong MAC key pebble refuses the account; with the right one
+ * the certificate is issued. */
+START_TEST(external_account_binding)
+{
+    eab_required = true;
+    start_pebble(true, 0);
+    struct acme_client *c = client_new(false);
+    ck_assert_msg(drive(c, 0, 1, 20000, NULL), "no failure without a binding");
+    eab_kid = "kid-1";
+    eab_key = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+    c = client_new(false);
+    ck_assert_msg(drive(c, 0, 1, 20000, NULL), "no failure with another key");
+    X509 *x = stored();
+    ck_assert(is_placeholder(x));
+    X509_free(x);
+    eab_key = EAB_KEY;
+    c = client_new(false);
+    ck_assert_msg(drive(c, 1, 0, 20000, NULL), "not issued with the binding");
+    x = stored();
+    ck_assert(!is_placeholder(x));
+    X509_free(x);
+}
+END_TEST
+
 /* The issuer of the certificate corral serves on `port` for
  * "localhost", in `out`; "" when the handshake fails. */
 static void served_issuer(int port, char *out, size_t size)
@@ -651,6 +688,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, issue_validated_then_restart);
     tcase_add_test(tc, renewal);
     tcase_add_test(tc, ari_window_past_renews_at_once);
+    tcase_add_test(tc, external_account_binding);
     tcase_add_test(tc, challenge_failure);
     tcase_add_test(tc, pebble_down_at_start);
     tcase_add_test(tc, daemon_issues_and_serves);
