@@ -30,6 +30,8 @@
 #define POLL_MS      1000
 #define POLL_LIMIT   120
 #define RETRY_MAX_MS (24u * 60 * 60 * 1000)
+/* How often the loop looks whether the directory's address is in. */
+#define RESOLVE_POLL_MS 10
 /* The longest a renewal timer is set for: the certificate is looked at
  * again by then (its file may have changed under another instance). */
 #define RECHECK_MS (12u * 60 * 60 * 1000)
@@ -60,8 +62,9 @@ struct acme_client {
     corral_loop *loop;
     corral_timer *timer;
     struct tls_client *tls;
-    struct sockaddr_storage addr;
+    struct sockaddr_storage addr; /* the directory's server; addr_len 0: not known yet */
     socklen_t addr_len;
+    struct acme_resolve *resolving; /* its lookup, in flight */
     /* One order */
     enum step step;
     struct acme_http *http;
@@ -930,12 +933,51 @@ static void order_start(struct acme_client *c, const char *why)
     send_request(c, "GET", c->issuer.uri, NULL);
 }
 
+/* The directory's address, looked up off the loop (acme_resolve.c): the
+ * lookup started, then looked at every few milliseconds until it is in;
+ * a name that does not resolve is looked up again later, doubling the
+ * wait as a failed order does. */
+static void resolve_step(struct acme_client *c)
+{
+    int rc;
+    if (c->resolving == NULL) {
+        rc = acme_resolve_start(c->server.host, c->server.port, &c->resolving);
+        if (rc != 0) {
+            corral_log(CORRAL_LOG_ERROR, "acme: \"%s\": %s; trying again in %.1f s", c->server.host,
+                       strerror(-rc), c->retry_ms / 1000.0);
+            schedule_check(c, c->retry_ms);
+            return;
+        }
+        corral_timer_start(c->timer, RESOLVE_POLL_MS);
+        return;
+    }
+    if (!acme_resolve_done(c->resolving, &rc, &c->addr, &c->addr_len)) {
+        corral_timer_start(c->timer, RESOLVE_POLL_MS);
+        return;
+    }
+    acme_resolve_release(c->resolving);
+    c->resolving = NULL;
+    if (rc != 0) {
+        c->addr_len = 0;
+        corral_log(CORRAL_LOG_ERROR, "acme: cannot resolve \"%s\": %s; trying again in %.1f s",
+                   c->server.host, gai_strerror(rc), c->retry_ms / 1000.0);
+        schedule_check(c, c->retry_ms);
+        c->retry_ms = c->retry_ms >= RETRY_MAX_MS / 2 ? RETRY_MAX_MS : c->retry_ms * 2;
+        return;
+    }
+    check(c);
+}
+
 static void on_timer(corral_timer *timer, void *arg)
 {
     (void)timer;
     struct acme_client *c = arg;
     if (c->http != NULL || c->ari_http != NULL)
         return;
+    if (c->addr_len == 0) {
+        resolve_step(c);
+        return;
+    }
     switch (c->step) {
     case STEP_IDLE: check(c); return;
     case STEP_AUTHZ: post(c, STEP_AUTHZ, c->order.authorizations[c->authz], NULL); return;
@@ -950,17 +992,9 @@ int acme_client_start(struct acme_client *c, corral_loop *loop)
         corral_log(CORRAL_LOG_ERROR, "acme: \"%s\" is not an https:// URL", c->issuer.uri);
         return -EINVAL;
     }
-    /* Resolved once, here: a name lookup may wait on DNS, but only the
-     * main loop, at start, and never the workers. */
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai;
-    int rc = getaddrinfo(c->server.host, c->server.port, &hints, &ai);
-    if (rc != 0) {
-        corral_log(CORRAL_LOG_ERROR, "acme: \"%s\": %s", c->server.host, gai_strerror(rc));
-        return -EINVAL;
-    }
-    memcpy(&c->addr, ai->ai_addr, ai->ai_addrlen);
-    c->addr_len = ai->ai_addrlen;
-    freeaddrinfo(ai);
+    /* The address is looked up by the first timer (resolve_step()), off
+     * the loop: a slow resolver holds up neither start nor a reload. */
+    c->addr_len = 0;
     struct tls_client_conf conf = TLS_CLIENT_CONF_DEFAULT;
     conf.ca_file = c->issuer.trusted_ca;
     conf.server_name = c->server.host;
@@ -984,6 +1018,7 @@ void acme_client_free(struct acme_client *c)
         return;
     order_reset(c);
     acme_http_cancel(c->ari_http);
+    acme_resolve_release(c->resolving);
     if (c->lock_path != NULL && c->owner != NULL)
         acme_store_release(c->lock_path, c->owner);
     corral_timer_free(c->timer);

@@ -57,6 +57,20 @@ int acme_http_request(corral_loop *loop, struct tls_client *tls, const struct so
 void acme_http_cancel(struct acme_http *h);
 void acme_http_response_clear(struct acme_http_response *r);
 
+/* -------------------------------------------------------- acme_resolve.c */
+
+struct acme_resolve;
+
+/* Looks up `host`:`port` (getaddrinfo(), numeric port) on a thread of its
+ * own.  Returns 0 with *out, or -errno. */
+int acme_resolve_start(const char *host, const char *port, struct acme_resolve **out);
+/* Whether the lookup is over: then *rc is getaddrinfo()'s result and, if
+ * 0, the first address is in *addr.  Any thread; never waits. */
+bool acme_resolve_done(struct acme_resolve *r, int *rc, struct sockaddr_storage *addr,
+                       socklen_t *addr_len);
+/* Lets the lookup go, over or not (then it ends by itself); NULL: none. */
+void acme_resolve_release(struct acme_resolve *r);
+
 /* --------------------------------------------------------- acme_client.c */
 
 /* An acme_issuer block. */
@@ -106,7 +120,9 @@ const char *acme_client_path(const struct acme_client *c);
 /* Its first domain, which names the certificate. */
 const char *acme_client_name(const struct acme_client *c);
 /* Starts ordering on `loop` (the main loop) now if the certificate is
- * due, else at its renewal time; the client's timers and requests stay on
+ * due, else at its renewal time, once the directory's host is looked up
+ * (off the loop, acme_resolve.c; a name that does not resolve is logged
+ * and looked up again later); the client's timers and requests stay on
  * that loop until acme_client_free(), called on its thread. */
 int acme_client_start(struct acme_client *c, corral_loop *loop);
 const struct acme_client_stats *acme_client_stats(const struct acme_client *c);
