@@ -45,9 +45,15 @@ char *acme_base64url(const unsigned char *in, size_t len)
 
 unsigned char *acme_base64url_decode(const char *in, size_t *len)
 {
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     size_t n = strlen(in);
-    if (n == 0 || n > (size_t)INT32_MAX / 2 || n % 4 == 1 ||
-        strspn(in, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != n)
+    if (n == 0 || n > (size_t)INT32_MAX / 2 || n % 4 == 1 || strspn(in, alphabet) != n)
+        return NULL;
+    /* The last character's bits past the bytes must be zero (RFC 4648
+     * §3.5): one text per key, as the CA encoded it. */
+    size_t last = (size_t)(strchr(alphabet, in[n - 1]) - alphabet);
+    if ((n % 4 == 2 && (last & 0xf) != 0) || (n % 4 == 3 && (last & 0x3) != 0))
         return NULL;
     /* Back to the standard alphabet, padded, for OpenSSL's decoder. */
     size_t padded = (n + 3) / 4 * 4;

@@ -1,9 +1,10 @@
 /*
  * fuzz_acme.c: libFuzzer over what the ACME client reads from the ACME
  * server: the first byte picks the answer's kind (directory, account,
- * order, authorization, problem, or a URL to split, as the ACME client
- * and OCSP stapling do), the rest is its body.  A parse either fails with a reason and nothing to
- * free, or gives fields that hold what the parser promises.
+ * order, authorization, problem, a URL to split as the ACME client and
+ * OCSP stapling do, a renewalInfo answer (ARI), or base64url text such as
+ * an external account's key), the rest is its body.  A parse either fails with a reason and nothing
+ * to free, or gives fields that hold what the parser promises.
  */
 #include "proto/tls/acme_client.h"
 #include "proto/url.h"
@@ -32,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(body, data + 1, len);
     char why[256];
-    switch (data[0] % 6) {
+    switch (data[0] % 8) {
     case 0: {
         struct acme_directory d;
         if (acme_parse_directory(body, len, &d, why, sizeof(why)) == 0) {
@@ -111,6 +112,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        (unsigned char)u.authority[i] < 0x7f);
         }
         free(url);
+        break;
+    }
+    case 6: {
+        struct acme_renewal_info r;
+        if (acme_parse_renewal_info(body, len, &r, why, sizeof(why)) == 0) {
+            assert(r.end > r.start);
+            acme_renewal_info_free(&r);
+        } else {
+            assert(r.explanation == NULL && why[0] != '\0');
+        }
+        break;
+    }
+    case 7: {
+        char *text = malloc(len + 1);
+        if (text == NULL)
+            break;
+        memcpy(text, body, len);
+        text[len] = '\0';
+        size_t n = 0;
+        unsigned char *bytes = acme_base64url_decode(text, &n);
+        if (bytes != NULL) {
+            /* Encoded again, the bytes give the text back. */
+            char *again = acme_base64url(bytes, n);
+            assert(n > 0 && again != NULL && strcmp(again, text) == 0);
+            free(again);
+            free(bytes);
+        }
+        free(text);
         break;
     }
     }
