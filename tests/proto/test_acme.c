@@ -855,16 +855,27 @@ START_TEST(conf_directives)
     unlink(key_file);
     ck_assert(parse(text, &c, error, sizeof(error)) != 0);
     ck_assert_msg(strstr(error, "No such file") != NULL, "%s", error);
+    /* A key that is not base64url: refused by the client the daemon (and
+     * -t) makes, before it touches state_path. */
+    static const char *const domains[] = {"a.example"};
+    struct acme_issuer_conf ic = {.name = "z",
+                                  .uri = "https://a/d",
+                                  .state_path = "/nonexistent/acme",
+                                  .eab_kid = "k",
+                                  .eab_key = "a+b="};
+    struct acme_certificate_conf cc = {.domains = domains, .domain_count = 1};
+    struct acme_client *client = NULL;
+    char why[256] = "";
+    ck_assert_int_eq(acme_client_new(&ic, &cc, &client, why, sizeof(why)), -EINVAL);
+    ck_assert_str_eq(why, "external_account_key \"k\": the key is not base64url");
 
     const struct {
         const char *text, *expected;
     } bad[] = {
         {"acme_issuer le { uri https://a/d; state_path /x; external_account_key k; }",
          "takes a key ID and a key file"},
-        {"acme_issuer le { uri https://a/d; state_path /x; external_account_key k data:a+b=; }",
-         "the key is not base64url"},
         {"acme_issuer le { uri https://a/d; state_path /x; external_account_key k data:; }",
-         "the key is not base64url"},
+         "external_account_key \"k\": no key"},
         {"acme_issuer le { state_path /x; }", "needs a \"uri\""},
         {"acme_issuer le { uri https://a/d; }", "needs a \"state_path\""},
         {"acme_issuer le { uri http://a/d; state_path /x; }", "https://"},
