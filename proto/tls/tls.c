@@ -885,8 +885,8 @@ static void watch_staple(struct tls_server *server, struct watch_vhost *w, SSL_C
     enum tls_conf_item item;
     char why[512];
     *out = NULL;
-    int err = tls_staple_new(ctx, &w->conf, files->certificate, &server->stapling_stats, out, &item,
-                             why, sizeof(why));
+    int err = tls_staple_new(ctx, &w->conf, files->certificate, true, &server->stapling_stats, out,
+                             &item, why, sizeof(why));
     if (err != 0 || why[0] != '\0')
         corral_log(CORRAL_LOG_WARN, "tls_certificate_watch: %s%s",
                    err == -ENOMEM ? "out of memory" : why,
@@ -1111,8 +1111,8 @@ static int staple_add(struct tls_server *server, SSL_CTX *ctx, const struct tls_
     struct tls_staple *staple;
     enum tls_conf_item item = TLS_CONF_CERTIFICATE;
     char why[512];
-    int err = tls_staple_new(ctx, vhost, files->certificate, &server->stapling_stats, &staple,
-                             &item, why, sizeof(why));
+    int err = tls_staple_new(ctx, vhost, files->certificate, false, &server->stapling_stats,
+                             &staple, &item, why, sizeof(why));
     if (err == -ENOMEM)
         return err;
     if (err != 0 || why[0] != '\0')

@@ -77,10 +77,12 @@ int tls_tickets_key_cb(struct ticket_keys *keys, SSL *ssl, unsigned char key_nam
 
 /* OCSP stapling of one certificate (tls_stapling.c). */
 struct tls_staple;
-/* For the certificate `ctx` has just loaded (from file `name`), as `vhost` says.  Returns 0 with
- * *out (NULL and a warning in `why` when it cannot be stapled), or -EINVAL with `item` and `why`
- * set, or -ENOMEM. */
-int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char *name,
+/* For the certificate `ctx` has just loaded (from file `name`), as `vhost` says; with `later`
+ * (a certificate loaded while serving), a responder name not seen before is looked up by the
+ * main loop's first fetch, off the loop, rather than now.  Returns 0 with *out (NULL and a
+ * warning in `why` when it cannot be stapled), or -EINVAL with `item` and `why` set, or
+ * -ENOMEM. */
+int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char *name, bool later,
                    struct tls_stapling_stats *stats, struct tls_staple **out,
                    enum tls_conf_item *item, char *why, size_t why_len);
 /* The same for `cert` with `chain` (a certificate named by SNI): the

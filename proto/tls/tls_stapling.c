@@ -14,6 +14,7 @@
 #include "proto/counter.h"
 #include "proto/url.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
@@ -54,6 +55,11 @@ struct tls_staple {
     struct sockaddr_storage addr;
     socklen_t addr_len;
     char *host, *path;
+    /* Its name and port, while its address is to be looked up by the
+     * main loop (a staple made outside the configuration's load) */
+    char lookup_host[256], lookup_port[8];
+    bool lookup;
+    struct acme_resolve *resolving;
     char *url;               /* https://: fetched by acme_http_send() */
     struct tls_client *tls;  /* https://: towards the responder */
     struct acme_http *https; /* https://: in flight */
@@ -213,22 +219,43 @@ static struct responder_cached {
 static size_t responder_cache_next;
 static pthread_mutex_t responder_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The address of `host`:`port` if the cache has it. */
+static bool responder_cached(const char *host, const char *port, struct sockaddr_storage *addr,
+                             socklen_t *addr_len)
+{
+    char key[sizeof(responder_cache[0].key)];
+    snprintf(key, sizeof(key), "%s %s", host, port);
+    bool found = false;
+    pthread_mutex_lock(&responder_cache_lock);
+    for (size_t i = 0; i < RESPONDER_CACHE_SIZE && !found; i++)
+        if (responder_cache[i].addr_len > 0 && strcmp(responder_cache[i].key, key) == 0) {
+            *addr = responder_cache[i].addr;
+            *addr_len = responder_cache[i].addr_len;
+            found = true;
+        }
+    pthread_mutex_unlock(&responder_cache_lock);
+    return found;
+}
+
+static void responder_cache_put(const char *host, const char *port,
+                                const struct sockaddr_storage *addr, socklen_t addr_len)
+{
+    pthread_mutex_lock(&responder_cache_lock);
+    struct responder_cached *slot = &responder_cache[responder_cache_next];
+    responder_cache_next = (responder_cache_next + 1) % RESPONDER_CACHE_SIZE;
+    snprintf(slot->key, sizeof(slot->key), "%s %s", host, port);
+    slot->addr = *addr;
+    slot->addr_len = addr_len;
+    pthread_mutex_unlock(&responder_cache_lock);
+}
+
 /* The address of `host`:`port` from the cache, else from getaddrinfo(),
  * then cached.  Returns 0, or getaddrinfo()'s error. */
 static int responder_resolve(const char *host, const char *port, struct sockaddr_storage *addr,
                              socklen_t *addr_len)
 {
-    char key[sizeof(responder_cache[0].key)];
-    snprintf(key, sizeof(key), "%s %s", host, port);
-    pthread_mutex_lock(&responder_cache_lock);
-    for (size_t i = 0; i < RESPONDER_CACHE_SIZE; i++)
-        if (responder_cache[i].addr_len > 0 && strcmp(responder_cache[i].key, key) == 0) {
-            *addr = responder_cache[i].addr;
-            *addr_len = responder_cache[i].addr_len;
-            pthread_mutex_unlock(&responder_cache_lock);
-            return 0;
-        }
-    pthread_mutex_unlock(&responder_cache_lock);
+    if (responder_cached(host, port, addr, addr_len))
+        return 0;
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
     int rc = getaddrinfo(host, port, &hints, &res);
     if (rc != 0 || res == NULL)
@@ -240,23 +267,19 @@ static int responder_resolve(const char *host, const char *port, struct sockaddr
     memcpy(addr, res->ai_addr, res->ai_addrlen);
     *addr_len = res->ai_addrlen;
     freeaddrinfo(res);
-    pthread_mutex_lock(&responder_cache_lock);
-    struct responder_cached *slot = &responder_cache[responder_cache_next];
-    responder_cache_next = (responder_cache_next + 1) % RESPONDER_CACHE_SIZE;
-    snprintf(slot->key, sizeof(slot->key), "%s", key);
-    slot->addr = *addr;
-    slot->addr_len = *addr_len;
-    pthread_mutex_unlock(&responder_cache_lock);
+    responder_cache_put(host, port, addr, *addr_len);
     return 0;
 }
 
-/* "http[s]://HOST[:PORT][/PATH]": the responder, resolved now
- * (configuration time, or a watched certificate's load: the loop must not
- * wait on a resolver), from the cache when an earlier certificate named
- * it.  An https:// one is verified against `trusted_ca` (NULL: the
- * system's store) for its host. */
+/* "http[s]://HOST[:PORT][/PATH]": the responder, from the cache when an
+ * earlier certificate named it, else resolved now (configuration time,
+ * so that -t says when it cannot be) or, with `later` (a staple made
+ * while serving: a worker's or the loop's must not wait on a resolver),
+ * looked up off the loop before the first fetch.  An https:// one is
+ * verified against `trusted_ca` (NULL: the system's store) for its
+ * host. */
 static int responder_parse(struct tls_staple *st, const char *url, const char *trusted_ca,
-                           char *why, size_t why_len)
+                           bool later, char *why, size_t why_len)
 {
     struct url u;
     if (url_split(url, &u) != 0) {
@@ -276,7 +299,14 @@ static int responder_parse(struct tls_staple *st, const char *url, const char *t
         if (st->url == NULL)
             return -ENOMEM;
     }
-    int rc = responder_resolve(u.host, u.port, &st->addr, &st->addr_len);
+    int rc = 0;
+    if (later && !responder_cached(u.host, u.port, &st->addr, &st->addr_len)) {
+        st->lookup = true;
+        snprintf(st->lookup_host, sizeof(st->lookup_host), "%s", u.host);
+        snprintf(st->lookup_port, sizeof(st->lookup_port), "%s", u.port);
+    } else if (!later) {
+        rc = responder_resolve(u.host, u.port, &st->addr, &st->addr_len);
+    }
     if (rc != 0) {
         snprintf(why, why_len, "OCSP responder \"%s\": cannot resolve \"%s\": %s", url, u.host,
                  gai_strerror(rc));
@@ -317,8 +347,8 @@ static int stapling_file_load(struct tls_staple *st, const char *path, char *why
 
 /* tls_staple_new() and tls_staple_new_for() but for the context. */
 static int staple_make(X509 *cert, STACK_OF(X509) * chain, const struct tls_vhost_conf *vhost,
-                       const char *name, struct tls_stapling_stats *stats, struct tls_staple **out,
-                       enum tls_conf_item *item, char *why, size_t why_len)
+                       const char *name, bool later, struct tls_stapling_stats *stats,
+                       struct tls_staple **out, enum tls_conf_item *item, char *why, size_t why_len)
 {
     pthread_once(&staple_index_once, staple_index_init);
     *out = NULL;
@@ -374,7 +404,8 @@ static int staple_make(X509 *cert, STACK_OF(X509) * chain, const struct tls_vhos
             url = sk_OPENSSL_STRING_value(aia, 0);
         *item =
             vhost->stapling_responder != NULL ? TLS_CONF_STAPLING_RESPONDER : TLS_CONF_CERTIFICATE;
-        int err = url != NULL ? responder_parse(st, url, vhost->trusted_ca, why, why_len) : 0;
+        int err =
+            url != NULL ? responder_parse(st, url, vhost->trusted_ca, later, why, why_len) : 0;
         if (url == NULL)
             snprintf(why, why_len,
                      "tls_stapling: \"%s\" names no OCSP responder and there is no "
@@ -396,14 +427,14 @@ invalid:
     return -EINVAL;
 }
 
-int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char *name,
+int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char *name, bool later,
                    struct tls_stapling_stats *stats, struct tls_staple **out,
                    enum tls_conf_item *item, char *why, size_t why_len)
 {
     X509 *cert = SSL_CTX_get0_certificate(ctx);
     STACK_OF(X509) *chain = NULL;
     SSL_CTX_get0_chain_certs(ctx, &chain);
-    int err = staple_make(cert, chain, vhost, name, stats, out, item, why, why_len);
+    int err = staple_make(cert, chain, vhost, name, later, stats, out, item, why, why_len);
     if (err != 0 || *out == NULL)
         return err;
     if (X509_set_ex_data(cert, staple_index, *out) != 1) {
@@ -425,7 +456,7 @@ int tls_staple_new_for(X509 *cert, STACK_OF(X509) * chain, const struct tls_vhos
                        char *why, size_t why_len)
 {
     enum tls_conf_item item;
-    return staple_make(cert, chain, vhost, name, stats, out, &item, why, why_len);
+    return staple_make(cert, chain, vhost, name, true, stats, out, &item, why, why_len);
 }
 
 /* ------------------------------------------------------------- fetching */
@@ -696,11 +727,52 @@ static void fetch_https(struct tls_staple *st)
     }
 }
 
+/* How often the loop looks whether a responder's address is in. */
+#define LOOKUP_POLL_MS 10
+
+/* A responder named while serving is looked up off the loop
+ * (acme_resolve.c), then cached: true once its address is known, else
+ * the timer is set to look again, or to try again after a failure. */
+static bool lookup_step(struct tls_staple *st)
+{
+    assert(st->lookup);
+    int rc;
+    if (st->resolving == NULL) {
+        rc = acme_resolve_start(st->lookup_host, st->lookup_port, &st->resolving);
+        if (rc != 0) {
+            corral_log(CORRAL_LOG_WARN, "tls_stapling: OCSP responder %s for \"%s\": %s", st->host,
+                       st->name, strerror(-rc));
+            fetch_count(st, false);
+            return false;
+        }
+        corral_timer_start(st->timer, LOOKUP_POLL_MS);
+        return false;
+    }
+    if (!acme_resolve_done(st->resolving, &rc, &st->addr, &st->addr_len)) {
+        corral_timer_start(st->timer, LOOKUP_POLL_MS);
+        return false;
+    }
+    acme_resolve_release(st->resolving);
+    st->resolving = NULL;
+    if (rc != 0) {
+        st->addr_len = 0;
+        corral_log(CORRAL_LOG_WARN,
+                   "tls_stapling: OCSP responder %s for \"%s\": cannot resolve \"%s\": %s",
+                   st->host, st->name, st->lookup_host, gai_strerror(rc));
+        fetch_count(st, false);
+        return false;
+    }
+    responder_cache_put(st->lookup_host, st->lookup_port, &st->addr, st->addr_len);
+    return true;
+}
+
 static void on_fetch_timer(corral_timer *timer, void *arg)
 {
     (void)timer;
     struct tls_staple *st = arg;
     if (st->fetch != NULL || st->https != NULL)
+        return;
+    if (st->addr_len == 0 && !lookup_step(st))
         return;
     if (st->tls != NULL) {
         fetch_https(st);
@@ -731,7 +803,7 @@ static void on_fetch_timer(corral_timer *timer, void *arg)
 
 int tls_staple_start(struct tls_staple *st, corral_loop *loop)
 {
-    if (st->from_file || st->addr_len == 0 || st->timer != NULL)
+    if (st->from_file || (st->addr_len == 0 && !st->lookup) || st->timer != NULL)
         return 0;
     st->loop = loop;
     int err = corral_timer_new(loop, on_fetch_timer, st, &st->timer);
@@ -775,6 +847,8 @@ void tls_staple_stop(struct tls_staple *st)
     }
     acme_http_cancel(st->https);
     st->https = NULL;
+    acme_resolve_release(st->resolving);
+    st->resolving = NULL;
     corral_timer_free(st->timer);
     st->timer = NULL;
 }
