@@ -91,7 +91,9 @@ int runtime_acme_new(const struct conf_config *config, struct runtime_acme **out
                                       .contact_count = is->contact_count,
                                       .accept_terms_of_service = is->accept_terms_of_service,
                                       .account_key = (enum acme_key_type)is->account_key,
-                                      .tls_alpn = is->tls_alpn};
+                                      .tls_alpn = is->tls_alpn,
+                                      .eab_kid = is->eab_kid,
+                                      .eab_key = is->eab_key};
         struct acme_certificate_conf cc = {
             .domains = names, .domain_count = n, .key = (enum acme_key_type)cert->key};
         char why[256] = "";

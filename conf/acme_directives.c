@@ -8,6 +8,9 @@
 
 #include "proto/tls/acme.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +31,8 @@ void conf__acme_free(struct conf_config *config)
         free(is->uri);
         free(is->state_path);
         free(is->trusted_ca);
+        free(is->eab_kid);
+        free(is->eab_key);
         for (size_t j = 0; j < is->contact_count; j++)
             free(is->contacts[j]);
         free(is->contacts);
@@ -59,6 +64,60 @@ static int one_arg(struct conf_state *state, const struct conf_node *line)
     return 0;
 }
 
+/* The most bytes of an external account's key file: a MAC key in
+ * base64url is some tens of characters. */
+#define EAB_KEY_FILE_MAX 4096
+
+/* external_account_key KID FILE|data:KEY, as nginx's: the key (base64url)
+ * in the file (surrounding white space dropped) or after "data:". */
+static int external_account_key(struct conf_state *state, struct conf_acme_issuer *is,
+                                const struct conf_node *line)
+{
+    if (line->block || line->arg_count != 2)
+        return conf__error_at(state->error, &line->name.pos,
+                              "\"external_account_key\" takes a key ID and a key file (or "
+                              "data:KEY)");
+    const struct conf_arg *kid = &line->args[0], *src = &line->args[1];
+    char text[EAB_KEY_FILE_MAX + 1];
+    if (strncmp(src->text, "data:", 5) == 0) {
+        snprintf(text, sizeof(text), "%s", src->text + 5);
+    } else {
+        char *path = NULL;
+        if (conf__arg_path(state, src, &path) != 0)
+            return -1;
+        FILE *f = fopen(path, "r");
+        size_t n = f != NULL ? fread(text, 1, sizeof(text) - 1, f) : 0;
+        bool too_long = f != NULL && n == sizeof(text) - 1 && fgetc(f) != EOF;
+        int err = f == NULL ? errno : 0;
+        if (f != NULL)
+            fclose(f);
+        if (f == NULL || too_long) {
+            conf__error_at(state->error, &src->pos, "external_account_key \"%s\": %s", path,
+                           too_long ? "larger than 4 KiB" : strerror(err));
+            free(path);
+            return -1;
+        }
+        free(path);
+        text[n] = '\0';
+    }
+    char *start = text;
+    while (isspace((unsigned char)*start))
+        start++;
+    size_t len = strlen(start);
+    while (len > 0 && isspace((unsigned char)start[len - 1]))
+        start[--len] = '\0';
+    /* Decoded, and refused if it is not base64url, by the ACME client
+     * (acme_client_new(), which -t runs too). */
+    if (*start == '\0')
+        return conf__error_at(state->error, &src->pos, "external_account_key \"%s\": no key",
+                              kid->text);
+    free(is->eab_kid);
+    free(is->eab_key);
+    is->eab_kid = conf__strdup(state, &kid->pos, kid->text);
+    is->eab_key = conf__strdup(state, &src->pos, start);
+    return is->eab_kid != NULL && is->eab_key != NULL ? 0 : -1;
+}
+
 /* One line of an acme_issuer block. */
 static int issuer_line(struct conf_state *state, struct conf_acme_issuer *is,
                        const struct conf_node *line)
@@ -72,6 +131,8 @@ static int issuer_line(struct conf_state *state, struct conf_acme_issuer *is,
         is->accept_terms_of_service = true;
         return 0;
     }
+    if (strcmp(name, "external_account_key") == 0)
+        return external_account_key(state, is, line);
     if (one_arg(state, line) != 0)
         return -1;
     if (strcmp(name, "uri") == 0) {
@@ -121,7 +182,7 @@ static int issuer_line(struct conf_state *state, struct conf_acme_issuer *is,
     return conf__error_at(state->error, &line->name.pos,
                           "unknown directive \"%s\" in acme_issuer: expected uri, contact, "
                           "state_path, accept_terms_of_service, ssl_trusted_certificate, "
-                          "account_key or challenge",
+                          "account_key, challenge or external_account_key",
                           name);
 }
 

@@ -192,6 +192,9 @@ struct conf_acme_issuer {
     bool accept_terms_of_service;
     int account_key; /* enum acme_key_type (proto/tls/acme.h) */
     bool tls_alpn;   /* challenge tls-alpn-01; else http-01 */
+    /* external_account_key KID FILE|data:KEY: the key ID and the MAC key
+     * (base64url, checked); NULL: no external account binding */
+    char *eab_kid, *eab_key;
     struct conf_pos pos;
 };
 

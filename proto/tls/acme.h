@@ -2,7 +2,8 @@
  * acme.h: the pieces of an ACME client (RFC 8555) for automatic
  * certificates: account and certificate keys and the JWS that signs every
  * request (acme_jws.c), the ACME server's JSON answers read as hostile
- * input (acme_parse.c), and what state_path holds: keys and certificates
+ * input (acme_parse.c), the CA's renewal information (ARI, acme_ari.c),
+ * and what state_path holds: keys and certificates
  * in files of mode 0600, a placeholder certificate, the renewal schedule
  * and the lease that keeps instances sharing it from ordering twice
  * (acme_store.c).
@@ -33,6 +34,11 @@ EVP_PKEY *acme_key_generate(enum acme_key_type type);
  * NUL-terminated string the caller frees; NULL when out of memory. */
 char *acme_base64url(const unsigned char *in, size_t len);
 
+/* The bytes of base64url text `in` (padding not taken), a new buffer the
+ * caller frees, their count in *len; NULL for text that is not base64url,
+ * empty text, or out of memory. */
+unsigned char *acme_base64url_decode(const char *in, size_t *len);
+
 /* The public JWK of `key` (RFC 7517: EC P-256 or RSA) as a new JSON
  * object the caller releases; NULL for another kind of key. */
 json_t *acme_jwk(EVP_PKEY *key);
@@ -48,6 +54,14 @@ int acme_jwk_thumbprint(EVP_PKEY *key, char out[44]);
  * JWK of the key (newAccount).  A new string the caller frees, or NULL. */
 char *acme_jws(EVP_PKEY *key, const char *kid, const char *nonce, const char *url,
                const char *payload);
+
+/* External account binding (RFC 8555 §7.3.4), for newAccount's
+ * "externalAccountBinding": a flattened JWS whose payload is the JWK of
+ * `account_key`, its protected header {"alg":"HS256","kid":`kid`,"url":
+ * `url`} (newAccount's URL), MACed with HMAC-SHA256 under the `mac_len`
+ * bytes of `mac_key` the CA gave.  A new JSON object, or NULL. */
+json_t *acme_eab(EVP_PKEY *account_key, const char *kid, const unsigned char *mac_key,
+                 size_t mac_len, const char *url);
 
 /* The key authorization of a challenge token (RFC 8555 §8.1):
  * "token.thumbprint", a new string, or NULL. */
@@ -68,6 +82,15 @@ char *acme_key_authorization(EVP_PKEY *account_key, const char *token);
 
 struct acme_directory {
     char *new_nonce, *new_account, *new_order, *terms_of_service;
+    char *renewal_info;             /* ARI (RFC 9773); NULL: the CA has none */
+    bool external_account_required; /* meta.externalAccountRequired */
+};
+
+/* A renewalInfo answer (RFC 9773 §4.2): the window in which the CA
+ * suggests renewing. */
+struct acme_renewal_info {
+    time_t start, end; /* end > start */
+    char *explanation; /* explanationURL, or NULL: for the log */
 };
 
 enum acme_status {
@@ -128,6 +151,12 @@ int acme_parse_authorization(const char *body, size_t len, struct acme_authoriza
  * one leaves both fields NULL and returns -EINVAL. */
 int acme_parse_problem(const char *body, size_t len, struct acme_problem *out, char *why,
                        size_t why_len);
+int acme_parse_renewal_info(const char *body, size_t len, struct acme_renewal_info *out, char *why,
+                            size_t why_len);
+void acme_renewal_info_free(struct acme_renewal_info *r);
+/* An RFC 3339 date-time ("2025-01-02T04:00:00Z", with a fraction or an
+ * offset) as Unix time in *out: 0, or -EINVAL. */
+int acme_parse_time(const char *text, time_t *out);
 /* The challenge of `type` ("http-01") in `authz`, or NULL. */
 const struct acme_challenge *acme_authorization_challenge(const struct acme_authorization *authz,
                                                           const char *type);
@@ -136,6 +165,19 @@ void acme_directory_free(struct acme_directory *d);
 void acme_order_free(struct acme_order *o);
 void acme_authorization_free(struct acme_authorization *a);
 void acme_problem_free(struct acme_problem *p);
+
+/* ------------------------------------------------------------ acme_ari.c */
+
+/* ACME Renewal Information (RFC 9773): the certificate's identifier in
+ * renewalInfo URLs, base64url(authority key identifier) "."
+ * base64url(serial number's DER content), a new string; NULL when the
+ * certificate has no key identifier of its issuer, or out of memory. */
+char *acme_ari_cert_id(X509 *cert);
+
+/* When to renew in a suggested window [start, end), `random` a uniform
+ * 32-bit value: the time that far into the window (RFC 9773 §4.2), or
+ * `now` when that time is past. */
+time_t acme_ari_choose(time_t start, time_t end, time_t now, uint32_t random);
 
 /* ---------------------------------------------------------- acme_store.c */
 

@@ -8,15 +8,18 @@
  * place serves meanwhile.
  */
 #include "proto/tls/acme_client.h"
+#include "proto/url.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <netdb.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +30,8 @@
 #define POLL_MS      1000
 #define POLL_LIMIT   120
 #define RETRY_MAX_MS (24u * 60 * 60 * 1000)
+/* How often the loop looks whether the directory's address is in. */
+#define RESOLVE_POLL_MS 10
 /* The longest a renewal timer is set for: the certificate is looked at
  * again by then (its file may have changed under another instance). */
 #define RECHECK_MS (12u * 60 * 60 * 1000)
@@ -57,13 +62,14 @@ struct acme_client {
     corral_loop *loop;
     corral_timer *timer;
     struct tls_client *tls;
-    struct sockaddr_storage addr;
+    struct sockaddr_storage addr; /* the directory's server; addr_len 0: not known yet */
     socklen_t addr_len;
+    struct acme_resolve *resolving; /* its lookup, in flight */
     /* One order */
     enum step step;
     struct acme_http *http;
     struct acme_directory directory;
-    char host[256], port[8]; /* the directory's server */
+    struct url server; /* the directory's */
     char *nonce, *kid, *order_url;
     char *pending_url, *pending_payload; /* the POST in flight, sent again on badNonce */
     bool fetching_nonce;
@@ -76,6 +82,14 @@ struct acme_client {
     EVP_PKEY *cert_key;
     uint32_t retry_ms;
     struct acme_client_stats stats;
+    /* External account binding: the MAC key, decoded (issuer.eab_kid set) */
+    unsigned char *eab_mac;
+    size_t eab_mac_len;
+    /* ARI: asking the CA when to renew the stored certificate */
+    struct acme_http *ari_http;
+    enum { ARI_DIRECTORY, ARI_INFO } ari_step;
+    time_t ari_due;                    /* two thirds: the latest renewal */
+    time_t ari_start, ari_end, ari_at; /* the last window, and the time chosen in it */
 };
 
 static void order_fail(struct acme_client *c, const char *fmt, ...)
@@ -121,6 +135,19 @@ int acme_client_new(const struct acme_issuer_conf *issuer, const struct acme_cer
     c->issuer.uri = dup_or_null(issuer->uri, &failed);
     c->issuer.state_path = NULL;
     c->issuer.trusted_ca = dup_or_null(issuer->trusted_ca, &failed);
+    c->issuer.eab_kid = dup_or_null(issuer->eab_kid, &failed);
+    c->issuer.eab_key = NULL; /* decoded into eab_mac */
+    if (issuer->eab_kid != NULL) {
+        c->eab_mac = issuer->eab_key != NULL
+                         ? acme_base64url_decode(issuer->eab_key, &c->eab_mac_len)
+                         : NULL;
+        if (c->eab_mac == NULL) {
+            snprintf(why, why_len, "external_account_key \"%s\": the key is not base64url",
+                     issuer->eab_kid);
+            acme_client_free(c);
+            return -EINVAL;
+        }
+    }
     c->issuer.contacts = NULL;
     char **contacts = calloc(issuer->contact_count + 1, sizeof(char *));
     failed |= contacts == NULL;
@@ -269,10 +296,9 @@ static void on_response(void *arg, int err, struct acme_http_response *r);
  * address resolved and the one name verified. */
 static bool same_server(const struct acme_client *c, const char *url)
 {
-    char host[256], port[8];
-    const char *path;
-    return acme_url_split(url, host, sizeof(host), port, sizeof(port), &path) == 0 &&
-           strcmp(host, c->host) == 0 && strcmp(port, c->port) == 0;
+    struct url u;
+    return url_split(url, &u) == 0 && u.https && strcasecmp(u.host, c->server.host) == 0 &&
+           strcmp(u.port, c->server.port) == 0;
 }
 
 static void send_request(struct acme_client *c, const char *method, const char *url,
@@ -339,6 +365,16 @@ static char *account_payload(struct acme_client *c)
     }
     json_t *p = json_pack("{s:b, s:o}", "termsOfServiceAgreed", c->issuer.accept_terms_of_service,
                           "contact", contacts);
+    /* Bound to the CA's external account; a binding that cannot be made
+     * fails the payload, not the CA's check. */
+    if (p != NULL && c->issuer.eab_kid != NULL) {
+        json_t *eab = acme_eab(c->account_key, c->issuer.eab_kid, c->eab_mac, c->eab_mac_len,
+                               c->directory.new_account);
+        if (eab == NULL || json_object_set_new(p, "externalAccountBinding", eab) != 0) {
+            json_decref(p);
+            p = NULL;
+        }
+    }
     char *text = p != NULL ? json_dumps(p, JSON_COMPACT) : NULL;
     json_decref(p);
     return text;
@@ -678,6 +714,11 @@ static void on_response(void *arg, int err, struct acme_http_response *r)
             order_fail(c, "directory: %s", why);
             return;
         }
+        if (c->directory.external_account_required && c->issuer.eab_kid == NULL) {
+            order_fail(c, "the CA requires an external account: give its key ID and key with "
+                          "\"external_account_key\" in the acme_issuer");
+            return;
+        }
         if (c->directory.terms_of_service != NULL && !c->issuer.accept_terms_of_service) {
             order_fail(c,
                        "the CA's terms of service (%s) must be agreed to with "
@@ -746,15 +787,137 @@ static void on_response(void *arg, int err, struct acme_http_response *r)
 
 /* ------------------------------------------------------------- schedule */
 
+static void order_start(struct acme_client *c, const char *why);
+
+/* Without an answer from the CA's renewal information: two thirds. */
+static void ari_give_up(struct acme_client *c, const char *why)
+{
+    if (why != NULL)
+        corral_log(CORRAL_LOG_WARN,
+                   "acme: \"%s\": renewal information from \"%s\": %s; renewing at two thirds "
+                   "of the certificate's lifetime",
+                   c->domains[0], c->issuer.uri, why);
+    time_t now = time(NULL);
+    schedule_check(c, c->ari_due > now ? (uint64_t)(c->ari_due - now) * 1000 : 0);
+}
+
+static void on_ari_response(void *arg, int err, struct acme_http_response *r);
+
+static void ari_send(struct acme_client *c, const char *url)
+{
+    int err =
+        same_server(c, url)
+            ? acme_http_request(c->loop, c->tls, (const struct sockaddr *)&c->addr, c->addr_len,
+                                "GET", url, NULL, on_ari_response, c, &c->ari_http)
+            : -EXDEV;
+    if (err != 0)
+        ari_give_up(c, err == -EXDEV ? "not on the directory's server" : strerror(-err));
+}
+
+/* The renewalInfo URL of the stored certificate: <renewalInfo>/<cert ID>. */
+static char *ari_url(struct acme_client *c, const char *base)
+{
+    BIO *bio = BIO_new_file(c->pem_path, "r");
+    X509 *cert = bio != NULL ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+    BIO_free(bio);
+    char *id = cert != NULL ? acme_ari_cert_id(cert) : NULL;
+    X509_free(cert);
+    char *url = NULL;
+    if (id != NULL &&
+        asprintf(&url, "%s%s%s", base, base[strlen(base) - 1] == '/' ? "" : "/", id) == -1)
+        url = NULL;
+    free(id);
+    return url;
+}
+
+/* The CA's answers about when to renew: its directory, then the
+ * certificate's renewal information.  Any failure falls back on two
+ * thirds of the lifetime; none is an order's failure. */
+static void on_ari_response(void *arg, int err, struct acme_http_response *r)
+{
+    struct acme_client *c = arg;
+    c->ari_http = NULL;
+    char why[256];
+    if (err != 0 || r->status < 200 || r->status > 299) {
+        if (err != 0)
+            snprintf(why, sizeof(why), "%s", strerror(-err));
+        else
+            snprintf(why, sizeof(why), "HTTP status %u", r->status);
+        ari_give_up(c, why);
+        return;
+    }
+    if (c->ari_step == ARI_DIRECTORY) {
+        struct acme_directory d;
+        if (acme_parse_directory(r->body, r->body_len, &d, why, sizeof(why)) != 0) {
+            ari_give_up(c, why);
+            return;
+        }
+        char *url = d.renewal_info != NULL ? ari_url(c, d.renewal_info) : NULL;
+        bool none = d.renewal_info == NULL;
+        acme_directory_free(&d);
+        if (url == NULL) {
+            /* A CA without ARI is the usual case, not worth a warning. */
+            ari_give_up(c, none ? NULL : "the certificate has no authority key identifier");
+            return;
+        }
+        c->ari_step = ARI_INFO;
+        ari_send(c, url);
+        free(url);
+        return;
+    }
+    struct acme_renewal_info info;
+    if (acme_parse_renewal_info(r->body, r->body_len, &info, why, sizeof(why)) != 0) {
+        ari_give_up(c, why);
+        return;
+    }
+    time_t now = time(NULL);
+    /* The same window keeps the time chosen in it: a poll does not draw
+     * again. */
+    if (info.start != c->ari_start || info.end != c->ari_end) {
+        uint32_t random = 0;
+        RAND_bytes((unsigned char *)&random, sizeof(random));
+        c->ari_start = info.start;
+        c->ari_end = info.end;
+        c->ari_at = acme_ari_choose(info.start, info.end, now, random);
+        corral_log(CORRAL_LOG_INFO,
+                   "acme: \"%s\": the CA suggests renewing within %lld s to %lld s from now%s%s; "
+                   "renewing in %lld s",
+                   c->domains[0], (long long)(info.start - now), (long long)(info.end - now),
+                   info.explanation != NULL ? ", see " : "",
+                   info.explanation != NULL ? info.explanation : "", (long long)(c->ari_at - now));
+    }
+    acme_renewal_info_free(&info);
+    if (c->ari_at <= now) {
+        order_start(c, "the CA's renewal information (ARI) suggests renewing now");
+        return;
+    }
+    /* Asked again as the CA says (Retry-After), or at the chosen time,
+     * and never later than two thirds. */
+    time_t at = c->ari_at < c->ari_due ? c->ari_at : c->ari_due;
+    if (r->retry_after_s > 0 && now + (time_t)r->retry_after_s < at)
+        at = now + (time_t)(r->retry_after_s < 60 ? 60 : r->retry_after_s);
+    schedule_check(c, at > now ? (uint64_t)(at - now) * 1000 : 0);
+}
+
 static void check(struct acme_client *c)
 {
     struct acme_due due;
     time_t now = time(NULL);
     acme_store_due(c->pem_path, (const char *const *)c->domains, c->domain_count, now, &due);
     if (!due.order_now) {
-        schedule_check(c, (uint64_t)(due.renew_at - now) * 1000);
+        /* Two thirds of the lifetime, or sooner if the CA's renewal
+         * information (RFC 9773) says so. */
+        c->ari_due = due.renew_at;
+        c->ari_step = ARI_DIRECTORY;
+        ari_send(c, c->issuer.uri);
         return;
     }
+    order_start(c, due.why);
+}
+
+static void order_start(struct acme_client *c, const char *why)
+{
+    time_t now = time(NULL);
     int taken = acme_store_lease(c->lock_path, c->owner, now, LEASE_S);
     if (taken != 1) {
         /* Another instance orders; its file is looked at again then. */
@@ -765,17 +928,56 @@ static void check(struct acme_client *c)
         return;
     }
     corral_log(CORRAL_LOG_INFO, "acme: ordering \"%s\" from \"%s\": %s", c->domains[0],
-               c->issuer.uri, due.why);
+               c->issuer.uri, why);
     c->step = STEP_DIRECTORY;
     send_request(c, "GET", c->issuer.uri, NULL);
+}
+
+/* The directory's address, looked up off the loop (acme_resolve.c): the
+ * lookup started, then looked at every few milliseconds until it is in;
+ * a name that does not resolve is looked up again later, doubling the
+ * wait as a failed order does. */
+static void resolve_step(struct acme_client *c)
+{
+    int rc;
+    if (c->resolving == NULL) {
+        rc = acme_resolve_start(c->server.host, c->server.port, &c->resolving);
+        if (rc != 0) {
+            corral_log(CORRAL_LOG_ERROR, "acme: \"%s\": %s; trying again in %.1f s", c->server.host,
+                       strerror(-rc), c->retry_ms / 1000.0);
+            schedule_check(c, c->retry_ms);
+            return;
+        }
+        corral_timer_start(c->timer, RESOLVE_POLL_MS);
+        return;
+    }
+    if (!acme_resolve_done(c->resolving, &rc, &c->addr, &c->addr_len)) {
+        corral_timer_start(c->timer, RESOLVE_POLL_MS);
+        return;
+    }
+    acme_resolve_release(c->resolving);
+    c->resolving = NULL;
+    if (rc != 0) {
+        c->addr_len = 0;
+        corral_log(CORRAL_LOG_ERROR, "acme: cannot resolve \"%s\": %s; trying again in %.1f s",
+                   c->server.host, gai_strerror(rc), c->retry_ms / 1000.0);
+        schedule_check(c, c->retry_ms);
+        c->retry_ms = c->retry_ms >= RETRY_MAX_MS / 2 ? RETRY_MAX_MS : c->retry_ms * 2;
+        return;
+    }
+    check(c);
 }
 
 static void on_timer(corral_timer *timer, void *arg)
 {
     (void)timer;
     struct acme_client *c = arg;
-    if (c->http != NULL)
+    if (c->http != NULL || c->ari_http != NULL)
         return;
+    if (c->addr_len == 0) {
+        resolve_step(c);
+        return;
+    }
     switch (c->step) {
     case STEP_IDLE: check(c); return;
     case STEP_AUTHZ: post(c, STEP_AUTHZ, c->order.authorizations[c->authz], NULL); return;
@@ -786,26 +988,16 @@ static void on_timer(corral_timer *timer, void *arg)
 
 int acme_client_start(struct acme_client *c, corral_loop *loop)
 {
-    const char *path;
-    if (acme_url_split(c->issuer.uri, c->host, sizeof(c->host), c->port, sizeof(c->port), &path) !=
-        0) {
+    if (url_split(c->issuer.uri, &c->server) != 0 || !c->server.https) {
         corral_log(CORRAL_LOG_ERROR, "acme: \"%s\" is not an https:// URL", c->issuer.uri);
         return -EINVAL;
     }
-    /* Resolved once, here: a name lookup may wait on DNS, but only the
-     * main loop, at start, and never the workers. */
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai;
-    int rc = getaddrinfo(c->host, c->port, &hints, &ai);
-    if (rc != 0) {
-        corral_log(CORRAL_LOG_ERROR, "acme: \"%s\": %s", c->host, gai_strerror(rc));
-        return -EINVAL;
-    }
-    memcpy(&c->addr, ai->ai_addr, ai->ai_addrlen);
-    c->addr_len = ai->ai_addrlen;
-    freeaddrinfo(ai);
+    /* The address is looked up by the first timer (resolve_step()), off
+     * the loop: a slow resolver holds up neither start nor a reload. */
+    c->addr_len = 0;
     struct tls_client_conf conf = TLS_CLIENT_CONF_DEFAULT;
     conf.ca_file = c->issuer.trusted_ca;
-    conf.server_name = c->host;
+    conf.server_name = c->server.host;
     char error[256];
     int err = tls_client_new(&conf, 1, 1, &c->tls, error, sizeof(error));
     if (err != 0) {
@@ -825,6 +1017,8 @@ void acme_client_free(struct acme_client *c)
     if (c == NULL)
         return;
     order_reset(c);
+    acme_http_cancel(c->ari_http);
+    acme_resolve_release(c->resolving);
     if (c->lock_path != NULL && c->owner != NULL)
         acme_store_release(c->lock_path, c->owner);
     corral_timer_free(c->timer);
@@ -842,6 +1036,8 @@ void acme_client_free(struct acme_client *c)
     free((char *)c->issuer.name);
     free((char *)c->issuer.uri);
     free((char *)c->issuer.trusted_ca);
+    free((char *)c->issuer.eab_kid);
+    free(c->eab_mac);
     free(c->dir_path);
     free(c->pem_path);
     free(c->lock_path);

@@ -31,20 +31,45 @@ typedef void (*acme_http_done_fn)(void *arg, int err, struct acme_http_response 
 
 struct acme_http;
 
-/* Host, port and path of an https:// URL (port "443" when it names
- * none): 0, or -EINVAL for another scheme or a malformed one. */
-int acme_url_split(const char *url, char *host, size_t host_len, char *port, size_t port_len,
-                   const char **path);
+/* One request: `method` `url` (https://), with `body_len` bytes of
+ * `body` of `content_type`, or no body when that is NULL; `accept` for
+ * the Accept header. */
+struct acme_http_msg {
+    const char *method, *url, *accept, *content_type;
+    const void *body;
+    size_t body_len;
+};
 
-/* Sends `method` `url` (with JOSE `body`, or none) over TLS (`tls`, for
- * one server, the ACME server's name) to `addr`, on `loop`; `done` gets
- * the answer.  *out (may be NULL) lets acme_http_cancel() stop it until
- * `done` runs.  Returns 0 or -errno (then `done` is not called). */
+/* Sends `msg` over TLS (`tls`, for one server, the URL's host) to
+ * `addr`, on `loop`; `done` gets the answer.  *out (may be NULL) lets
+ * acme_http_cancel() stop it until `done` runs.  Returns 0 or -errno (then
+ * `done` is not called).  OCSP stapling fetches https:// responders with
+ * it too. */
+int acme_http_send(corral_loop *loop, struct tls_client *tls, const struct sockaddr *addr,
+                   socklen_t addr_len, const struct acme_http_msg *msg, acme_http_done_fn done,
+                   void *arg, struct acme_http **out);
+
+/* acme_http_send() of an ACME request: `method` `url` with the JOSE
+ * `body` (NUL-terminated), or none, accepting JSON. */
 int acme_http_request(corral_loop *loop, struct tls_client *tls, const struct sockaddr *addr,
                       socklen_t addr_len, const char *method, const char *url, const char *body,
                       acme_http_done_fn done, void *arg, struct acme_http **out);
 void acme_http_cancel(struct acme_http *h);
 void acme_http_response_clear(struct acme_http_response *r);
+
+/* -------------------------------------------------------- acme_resolve.c */
+
+struct acme_resolve;
+
+/* Looks up `host`:`port` (getaddrinfo(), numeric port) on a thread of its
+ * own.  Returns 0 with *out, or -errno. */
+int acme_resolve_start(const char *host, const char *port, struct acme_resolve **out);
+/* Whether the lookup is over: then *rc is getaddrinfo()'s result and, if
+ * 0, the first address is in *addr.  Any thread; never waits. */
+bool acme_resolve_done(struct acme_resolve *r, int *rc, struct sockaddr_storage *addr,
+                       socklen_t *addr_len);
+/* Lets the lookup go, over or not (then it ends by itself); NULL: none. */
+void acme_resolve_release(struct acme_resolve *r);
 
 /* --------------------------------------------------------- acme_client.c */
 
@@ -61,6 +86,9 @@ struct acme_issuer_conf {
     bool tls_alpn; /* challenge tls-alpn-01, else http-01 */
     /* The first wait after a failure, doubled each failure up to a day. */
     uint32_t retry_ms;
+    /* External account binding: the key ID and MAC key (base64url) the
+     * CA gave; NULL: none */
+    const char *eab_kid, *eab_key;
 };
 
 /* An acme_certificate directive. */
@@ -92,7 +120,9 @@ const char *acme_client_path(const struct acme_client *c);
 /* Its first domain, which names the certificate. */
 const char *acme_client_name(const struct acme_client *c);
 /* Starts ordering on `loop` (the main loop) now if the certificate is
- * due, else at its renewal time; the client's timers and requests stay on
+ * due, else at its renewal time, once the directory's host is looked up
+ * (off the loop, acme_resolve.c; a name that does not resolve is logged
+ * and looked up again later); the client's timers and requests stay on
  * that loop until acme_client_free(), called on its thread. */
 int acme_client_start(struct acme_client *c, corral_loop *loop);
 const struct acme_client_stats *acme_client_stats(const struct acme_client *c);

@@ -1,11 +1,12 @@
 /*
- * acme_http.c: one HTTP/1.1 request over TLS to the ACME server, on a
- * loop, without blocking it: connected with corral_connect(), encrypted
- * by the TLS client side (tls_client_connect()), the answer read by
+ * acme_http.c: one HTTP/1.1 request over TLS, on a loop, without
+ * blocking it, to the ACME server or to an https:// OCSP responder: connected with
+ * corral_connect(), encrypted by the TLS client side (tls_client_connect()), the answer read by
  * llhttp (Content-Length, chunked or to the end) into a buffer bounded by
  * ACME_RESPONSE_LIMIT, with the headers ACME uses kept.
  */
 #include "proto/tls/acme_client.h"
+#include "proto/url.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,43 +39,6 @@ struct acme_http {
     acme_http_done_fn done_fn;
     void *arg;
 };
-
-int acme_url_split(const char *url, char *host, size_t host_len, char *port, size_t port_len,
-                   const char **path)
-{
-    if (strncmp(url, "https://", 8) != 0)
-        return -EINVAL;
-    const char *h = url + 8, *slash = strchr(h, '/');
-    const char *end = slash != NULL ? slash : h + strlen(h);
-    const char *colon = NULL;
-    if (*h == '[') { /* an IPv6 literal */
-        const char *close = memchr(h, ']', (size_t)(end - h));
-        if (close == NULL)
-            return -EINVAL;
-        colon = close + 1 < end && close[1] == ':' ? close + 1 : NULL;
-        if (close + 1 != end && colon == NULL)
-            return -EINVAL;
-        if ((size_t)(close - h - 1) >= host_len)
-            return -EINVAL;
-        memcpy(host, h + 1, (size_t)(close - h - 1));
-        host[close - h - 1] = '\0';
-    } else {
-        colon = memchr(h, ':', (size_t)(end - h));
-        const char *host_end = colon != NULL ? colon : end;
-        if (host_end == h || (size_t)(host_end - h) >= host_len)
-            return -EINVAL;
-        memcpy(host, h, (size_t)(host_end - h));
-        host[host_end - h] = '\0';
-    }
-    const char *p = colon != NULL ? colon + 1 : "443";
-    size_t plen = colon != NULL ? (size_t)(end - p) : 3;
-    if (plen == 0 || plen >= port_len || strspn(p, "0123456789") < plen)
-        return -EINVAL;
-    memcpy(port, p, plen);
-    port[plen] = '\0';
-    *path = slash != NULL ? slash : "/";
-    return 0;
-}
 
 static void finish(struct acme_http *h, int err)
 {
@@ -251,35 +215,36 @@ void acme_http_response_clear(struct acme_http_response *r)
     *r = (struct acme_http_response){0};
 }
 
-int acme_http_request(corral_loop *loop, struct tls_client *tls, const struct sockaddr *addr,
-                      socklen_t addr_len, const char *method, const char *url, const char *body,
-                      acme_http_done_fn done, void *arg, struct acme_http **out)
+int acme_http_send(corral_loop *loop, struct tls_client *tls, const struct sockaddr *addr,
+                   socklen_t addr_len, const struct acme_http_msg *msg, acme_http_done_fn done,
+                   void *arg, struct acme_http **out)
 {
-    char host[256], port[8];
-    const char *path;
-    if (acme_url_split(url, host, sizeof(host), port, sizeof(port), &path) != 0)
+    struct url u;
+    if (url_split(msg->url, &u) != 0 || !u.https)
         return -EINVAL;
     struct acme_http *h = calloc(1, sizeof(*h));
     if (h == NULL)
         return -ENOMEM;
-    size_t body_len = body != NULL ? strlen(body) : 0;
-    size_t cap = strlen(method) + strlen(path) + strlen(host) + body_len + 256;
+    const char *type = msg->content_type;
+    size_t body_len = type != NULL ? msg->body_len : 0;
+    size_t cap = strlen(msg->method) + u.path_len + u.authority_len + strlen(msg->accept) +
+                 (type != NULL ? strlen(type) : 0) + body_len + 256;
     h->request = malloc(cap);
     if (h->request == NULL) {
         free(h);
         return -ENOMEM;
     }
     int n = snprintf(h->request, cap,
-                     "%s %s HTTP/1.1\r\nHost: %s%s%s\r\nUser-Agent: corral-acme\r\n"
-                     "Accept: application/json\r\nConnection: close\r\n",
-                     method, path, host, strcmp(port, "443") != 0 ? ":" : "",
-                     strcmp(port, "443") != 0 ? port : "");
-    if (body != NULL)
+                     "%s %.*s HTTP/1.1\r\nHost: %.*s\r\nUser-Agent: corral\r\n"
+                     "Accept: %s\r\nConnection: close\r\n",
+                     msg->method, (int)u.path_len, u.path, (int)u.authority_len, u.authority,
+                     msg->accept);
+    if (type != NULL)
         n += snprintf(h->request + n, cap - (size_t)n,
-                      "Content-Type: application/jose+json\r\nContent-Length: %zu\r\n", body_len);
+                      "Content-Type: %s\r\nContent-Length: %zu\r\n", type, body_len);
     n += snprintf(h->request + n, cap - (size_t)n, "\r\n");
-    if (body != NULL)
-        memcpy(h->request + n, body, body_len);
+    if (body_len > 0)
+        memcpy(h->request + n, msg->body, body_len);
     h->request_len = (size_t)n + body_len;
     h->tls = tls;
     h->done_fn = done;
@@ -294,7 +259,7 @@ int acme_http_request(corral_loop *loop, struct tls_client *tls, const struct so
     h->settings.on_message_complete = on_message_complete;
     llhttp_init(&h->parser, HTTP_RESPONSE, &h->settings);
     h->parser.data = h;
-    h->head = strcmp(method, "HEAD") == 0;
+    h->head = strcmp(msg->method, "HEAD") == 0;
     int err = corral_connect(loop, addr, addr_len, &handler, h, &h->conn);
     if (err != 0) {
         free(h->request);
@@ -305,6 +270,21 @@ int acme_http_request(corral_loop *loop, struct tls_client *tls, const struct so
     if (out != NULL)
         *out = h;
     return 0;
+}
+
+int acme_http_request(corral_loop *loop, struct tls_client *tls, const struct sockaddr *addr,
+                      socklen_t addr_len, const char *method, const char *url, const char *body,
+                      acme_http_done_fn done, void *arg, struct acme_http **out)
+{
+    struct acme_http_msg msg = {
+        .method = method,
+        .url = url,
+        .accept = "application/json",
+        .content_type = body != NULL ? "application/jose+json" : NULL,
+        .body = body,
+        .body_len = body != NULL ? strlen(body) : 0,
+    };
+    return acme_http_send(loop, tls, addr, addr_len, &msg, done, arg, out);
 }
 
 void acme_http_cancel(struct acme_http *h)

@@ -12,6 +12,7 @@
 #include <openssl/core_names.h>
 #include <openssl/ecdsa.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,40 @@ char *acme_base64url(const unsigned char *in, size_t len)
         out[--n] = '\0';
     for (int i = 0; i < n; i++)
         out[i] = out[i] == '+' ? '-' : out[i] == '/' ? '_' : out[i];
+    return out;
+}
+
+unsigned char *acme_base64url_decode(const char *in, size_t *len)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    size_t n = strlen(in);
+    if (n == 0 || n > (size_t)INT32_MAX / 2 || n % 4 == 1 || strspn(in, alphabet) != n)
+        return NULL;
+    /* The last character's bits past the bytes must be zero (RFC 4648
+     * §3.5): one text per key, as the CA encoded it. */
+    size_t last = (size_t)(strchr(alphabet, in[n - 1]) - alphabet);
+    if ((n % 4 == 2 && (last & 0xf) != 0) || (n % 4 == 3 && (last & 0x3) != 0))
+        return NULL;
+    /* Back to the standard alphabet, padded, for OpenSSL's decoder. */
+    size_t padded = (n + 3) / 4 * 4;
+    char *std = malloc(padded + 1);
+    unsigned char *out = malloc(padded / 4 * 3 + 1);
+    int got = -1;
+    if (std != NULL && out != NULL) {
+        for (size_t i = 0; i < n; i++)
+            std[i] = in[i] == '-' ? '+' : in[i] == '_' ? '/' : in[i];
+        memset(std + n, '=', padded - n);
+        std[padded] = '\0';
+        got = EVP_DecodeBlock(out, (const unsigned char *)std, (int)padded);
+    }
+    free(std);
+    if (got < 0) {
+        free(out);
+        return NULL;
+    }
+    /* EVP_DecodeBlock() counts the padding's bytes as zeros. */
+    *len = (size_t)got - (padded - n);
     return out;
 }
 
@@ -195,6 +230,52 @@ char *acme_jws(EVP_PKEY *key, const char *kid, const char *nonce, const char *ur
 done:
     free(protected);
     free(body);
+    free(input);
+    free(sig);
+    return result;
+}
+
+json_t *acme_eab(EVP_PKEY *account_key, const char *kid, const unsigned char *mac_key,
+                 size_t mac_len, const char *url)
+{
+    json_t *jwk = acme_jwk(account_key);
+    json_t *header = json_pack("{s:s, s:s, s:s}", "alg", "HS256", "kid", kid, "url", url);
+    char *jwk_text = jwk != NULL ? json_dumps(jwk, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char *header_text = header != NULL ? json_dumps(header, JSON_COMPACT) : NULL;
+    json_decref(jwk);
+    json_decref(header);
+    char *protected = header_text != NULL
+                          ? acme_base64url((const unsigned char *)header_text, strlen(header_text))
+                          : NULL;
+    char *payload =
+        jwk_text != NULL ? acme_base64url((const unsigned char *)jwk_text, strlen(jwk_text)) : NULL;
+    free(jwk_text);
+    free(header_text);
+    json_t *result = NULL;
+    char *input = NULL, *sig = NULL;
+    if (protected == NULL || payload == NULL || mac_len > INT32_MAX)
+        goto done;
+    size_t plen = strlen(protected), blen = strlen(payload);
+    input = malloc(plen + 1 + blen + 1);
+    if (input == NULL)
+        goto done;
+    memcpy(input, protected, plen);
+    input[plen] = '.';
+    memcpy(input + plen + 1, payload, blen + 1);
+    /* The MAC over the signing input, with the key the CA gave (RFC 8555
+     * §7.3.4): the JWS binds the account key to the external account. */
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int mac_out = 0;
+    if (HMAC(EVP_sha256(), mac_key, (int)mac_len, (const unsigned char *)input, plen + 1 + blen,
+             mac, &mac_out) == NULL)
+        goto done;
+    sig = acme_base64url(mac, mac_out);
+    if (sig != NULL)
+        result = json_pack("{s:s, s:s, s:s}", "protected", protected, "payload", payload,
+                           "signature", sig);
+done:
+    free(protected);
+    free(payload);
     free(input);
     free(sig);
     return result;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Longer strings than these are not URLs, tokens or names an ACME server
  * sends: refused rather than copied. */
@@ -143,6 +144,7 @@ void acme_directory_free(struct acme_directory *d)
     free(d->new_account);
     free(d->new_order);
     free(d->terms_of_service);
+    free(d->renewal_info);
     *d = (struct acme_directory){0};
 }
 
@@ -158,6 +160,8 @@ int acme_parse_directory(const char *body, size_t len, struct acme_directory *ou
         err = url_field(root, "newAccount", REQUIRED, &out->new_account, why, why_len);
     if (err == 0)
         err = url_field(root, "newOrder", REQUIRED, &out->new_order, why, why_len);
+    if (err == 0)
+        err = url_field(root, "renewalInfo", OPTIONAL, &out->renewal_info, why, why_len);
     json_t *meta = json_object_get(root, "meta");
     if (err == 0 && meta != NULL && !json_is_object(meta))
         err = refuse(why, why_len, "\"meta\" is not an object");
@@ -166,10 +170,111 @@ int acme_parse_directory(const char *body, size_t len, struct acme_directory *ou
          * data: URL). */
         err = string_field(meta, "termsOfService", OPTIONAL, URL_MAX, &out->terms_of_service, why,
                            why_len);
+    json_t *eab = meta != NULL ? json_object_get(meta, "externalAccountRequired") : NULL;
+    if (err == 0 && eab != NULL && !json_is_boolean(eab))
+        err = refuse(why, why_len, "\"externalAccountRequired\" is not a boolean");
+    out->external_account_required = err == 0 && json_is_true(eab);
     json_decref(root);
     if (err != 0)
         acme_directory_free(out);
     return err;
+}
+
+/* Digits at `*p`, exactly `n` of them, as a number in *out. */
+static bool digits(const char **p, int n, int *out)
+{
+    *out = 0;
+    for (int i = 0; i < n; i++, (*p)++) {
+        if (**p < '0' || **p > '9')
+            return false;
+        *out = *out * 10 + (**p - '0');
+    }
+    return true;
+}
+
+int acme_parse_time(const char *text, time_t *out)
+{
+    /* RFC 3339: YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM) */
+    const char *p = text;
+    int year, mon, day, hour, min, sec, off_h = 0, off_m = 0, sign = 0;
+    if (!digits(&p, 4, &year) || *p++ != '-' || !digits(&p, 2, &mon) || *p++ != '-' ||
+        !digits(&p, 2, &day) || (*p != 'T' && *p != 't'))
+        return -EINVAL;
+    p++;
+    if (!digits(&p, 2, &hour) || *p++ != ':' || !digits(&p, 2, &min) || *p++ != ':' ||
+        !digits(&p, 2, &sec))
+        return -EINVAL;
+    if (*p == '.') { /* fractions of a second: dropped */
+        p++;
+        size_t n = strspn(p, "0123456789");
+        if (n == 0 || n > 9)
+            return -EINVAL;
+        p += n;
+    }
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        sign = *p++ == '+' ? 1 : -1;
+        if (!digits(&p, 2, &off_h) || *p++ != ':' || !digits(&p, 2, &off_m) || off_h > 23 ||
+            off_m > 59)
+            return -EINVAL;
+    } else {
+        return -EINVAL;
+    }
+    /* A leap second (60) is read as the next second, as timegm() would. */
+    if (*p != '\0' || year < 1970 || mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 ||
+        min > 59 || sec > 60)
+        return -EINVAL;
+    struct tm tm = {.tm_year = year - 1900,
+                    .tm_mon = mon - 1,
+                    .tm_mday = day,
+                    .tm_hour = hour,
+                    .tm_min = min,
+                    .tm_sec = sec};
+    time_t t = timegm(&tm);
+    if (t == (time_t)-1 || tm.tm_mday != day) /* 31 February */
+        return -EINVAL;
+    *out = t - sign * (off_h * 3600 + off_m * 60);
+    return 0;
+}
+
+int acme_parse_renewal_info(const char *body, size_t len, struct acme_renewal_info *out, char *why,
+                            size_t why_len)
+{
+    *out = (struct acme_renewal_info){0};
+    json_t *root = parse_object(body, len, why, why_len);
+    if (root == NULL)
+        return -EINVAL;
+    json_t *window = json_object_get(root, "suggestedWindow");
+    int err = 0;
+    char *start = NULL, *end = NULL;
+    if (!json_is_object(window))
+        err = refuse(why, why_len, "\"suggestedWindow\" is missing or not an object");
+    if (err == 0)
+        err = string_field(window, "start", REQUIRED, TEXT_MAX, &start, why, why_len);
+    if (err == 0)
+        err = string_field(window, "end", REQUIRED, TEXT_MAX, &end, why, why_len);
+    if (err == 0 &&
+        (acme_parse_time(start, &out->start) != 0 || acme_parse_time(end, &out->end) != 0))
+        err = refuse(why, why_len, "\"suggestedWindow\" holds a time that is not RFC 3339");
+    /* RFC 9773 §4.2: a window whose end is not after its start is invalid. */
+    if (err == 0 && out->end <= out->start)
+        err = refuse(why, why_len, "\"suggestedWindow\" ends before it starts");
+    if (err == 0)
+        err = string_field(root, "explanationURL", OPTIONAL, URL_MAX, &out->explanation, why,
+                           why_len);
+    free(start);
+    free(end);
+    json_decref(root);
+    if (err != 0)
+        acme_renewal_info_free(out);
+    return err;
+}
+
+void acme_renewal_info_free(struct acme_renewal_info *r)
+{
+    free(r->explanation);
+    *r = (struct acme_renewal_info){0};
 }
 
 int acme_parse_account(const char *body, size_t len, struct acme_account *out, char *why,

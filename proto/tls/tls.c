@@ -61,7 +61,9 @@ struct tls_server {
     uint32_t handshake_timeout_ms;
     struct ticket_keys ticket_keys;
     struct tls_sni_certs **sni_certs; /* per vhost: NULL, or its certificates named by SNI */
-    struct tls_staple **staples;      /* tls_stapling: one per certificate stapled */
+    corral_timer *sni_timer;          /* the main loop's: tls_sni_certs_staple() */
+    corral_loop *sni_loop;
+    struct tls_staple **staples; /* tls_stapling: one per certificate stapled */
     size_t staple_count;
     struct tls_stapling_stats stapling_stats;
     bool stream;         /* a stream listen: `alpn`, not HTTP's */
@@ -883,8 +885,8 @@ static void watch_staple(struct tls_server *server, struct watch_vhost *w, SSL_C
     enum tls_conf_item item;
     char why[512];
     *out = NULL;
-    int err = tls_staple_new(ctx, &w->conf, files->certificate, &server->stapling_stats, out, &item,
-                             why, sizeof(why));
+    int err = tls_staple_new(ctx, &w->conf, files->certificate, true, &server->stapling_stats, out,
+                             &item, why, sizeof(why));
     if (err != 0 || why[0] != '\0')
         corral_log(CORRAL_LOG_WARN, "tls_certificate_watch: %s%s",
                    err == -ENOMEM ? "out of memory" : why,
@@ -906,7 +908,7 @@ static bool watch_rebuild(struct tls_server *server, struct watch_vhost *w)
         loader.index = i;
         if (tls_sni_certs_template(w->files[i].certificate) ||
             tls_sni_certs_template(w->files[i].key)) {
-            SSL_CTX_set_cert_cb(ctx, tls_sni_certs_select, server->sni_certs[w->index]);
+            tls_sni_certs_attach(server->sni_certs[w->index], ctx);
             continue;
         }
         err = load_certificate(ctx, &loader, &w->files[i]);
@@ -1079,7 +1081,8 @@ static int watch_new(const struct tls_server_conf *conf, const struct tls_vhost_
 
 /* A pair whose file names hold the SNI name: read in the handshake. */
 static int sni_certs_add(struct tls_server *server, SSL_CTX *ctx, size_t vhost,
-                         const struct loader *loader, const struct tls_certificate_files *files)
+                         const struct tls_vhost_conf *conf, const struct loader *loader,
+                         const struct tls_certificate_files *files)
 {
     if (server->sni_certs[vhost] != NULL) {
         report(loader, TLS_CONF_CERTIFICATE, false,
@@ -1087,12 +1090,12 @@ static int sni_certs_add(struct tls_server *server, SSL_CTX *ctx, size_t vhost,
         return -EINVAL;
     }
     char why[512];
-    int err = tls_sni_certs_new(files->certificate, files->key, &server->sni_certs[vhost], why,
-                                sizeof(why));
+    int err = tls_sni_certs_new(files->certificate, files->key, conf, &server->stapling_stats,
+                                &server->sni_certs[vhost], why, sizeof(why));
     if (err == -EINVAL)
         report(loader, TLS_CONF_CERTIFICATE, false, "%s", why);
     if (err == 0)
-        SSL_CTX_set_cert_cb(ctx, tls_sni_certs_select, server->sni_certs[vhost]);
+        tls_sni_certs_attach(server->sni_certs[vhost], ctx);
     return err;
 }
 
@@ -1108,8 +1111,8 @@ static int staple_add(struct tls_server *server, SSL_CTX *ctx, const struct tls_
     struct tls_staple *staple;
     enum tls_conf_item item = TLS_CONF_CERTIFICATE;
     char why[512];
-    int err = tls_staple_new(ctx, vhost, files->certificate, &server->stapling_stats, &staple,
-                             &item, why, sizeof(why));
+    int err = tls_staple_new(ctx, vhost, files->certificate, false, &server->stapling_stats,
+                             &staple, &item, why, sizeof(why));
     if (err == -ENOMEM)
         return err;
     if (err != 0 || why[0] != '\0')
@@ -1163,12 +1166,33 @@ static void on_watch_timer(corral_timer *timer, void *arg)
     corral_timer_start(timer, WATCH_INTERVAL_MS);
 }
 
+/* Pairs named by SNI are read by the workers; their staples are made
+ * here, on the main loop, a second at most after. */
+static void on_sni_timer(corral_timer *timer, void *arg)
+{
+    struct tls_server *server = arg;
+    for (size_t i = 0; i < server->context_count; i++)
+        if (server->sni_certs[i] != NULL)
+            tls_sni_certs_staple(server->sni_certs[i], server->sni_loop);
+    corral_timer_start(timer, WATCH_INTERVAL_MS);
+}
+
 int tls_server_stapling_start(struct tls_server *server, corral_loop *loop)
 {
     for (size_t i = 0; i < server->staple_count; i++) {
         int err = tls_staple_start(server->staples[i], loop);
         if (err != 0)
             return err;
+    }
+    bool sni = false;
+    for (size_t i = 0; i < server->context_count; i++)
+        sni |= server->sni_certs[i] != NULL;
+    if (sni && server->sni_timer == NULL) {
+        server->sni_loop = loop;
+        int err = corral_timer_new(loop, on_sni_timer, server, &server->sni_timer);
+        if (err != 0)
+            return err;
+        corral_timer_start(server->sni_timer, WATCH_INTERVAL_MS);
     }
     struct tls_watch *watch = server->watch;
     bool stapled = false;
@@ -1187,6 +1211,11 @@ void tls_server_stapling_stop(struct tls_server *server)
 {
     for (size_t i = 0; i < server->staple_count; i++)
         tls_staple_stop(server->staples[i]);
+    corral_timer_free(server->sni_timer);
+    server->sni_timer = NULL;
+    for (size_t i = 0; i < server->context_count; i++)
+        if (server->sni_certs[i] != NULL)
+            tls_sni_certs_stop(server->sni_certs[i]);
     struct tls_watch *watch = server->watch;
     if (watch == NULL)
         return;
@@ -1270,7 +1299,7 @@ int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_co
             loader.index = i;
             const struct tls_certificate_files *files = &vhosts[v].certificates[i];
             if (tls_sni_certs_template(files->certificate) || tls_sni_certs_template(files->key)) {
-                err = sni_certs_add(server, ctx, v, &loader, files);
+                err = sni_certs_add(server, ctx, v, &vhosts[v], &loader, files);
                 continue;
             }
             err = load_certificate(ctx, &loader, files);

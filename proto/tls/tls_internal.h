@@ -77,12 +77,24 @@ int tls_tickets_key_cb(struct ticket_keys *keys, SSL *ssl, unsigned char key_nam
 
 /* OCSP stapling of one certificate (tls_stapling.c). */
 struct tls_staple;
-/* For the certificate `ctx` has just loaded (from file `name`), as `vhost` says.  Returns 0 with
- * *out (NULL and a warning in `why` when it cannot be stapled), or -EINVAL with `item` and `why`
- * set, or -ENOMEM. */
-int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char *name,
+/* For the certificate `ctx` has just loaded (from file `name`), as `vhost` says; with `later`
+ * (a certificate loaded while serving), a responder name not seen before is looked up by the
+ * main loop's first fetch, off the loop, rather than now.  Returns 0 with *out (NULL and a
+ * warning in `why` when it cannot be stapled), or -EINVAL with `item` and `why` set, or
+ * -ENOMEM. */
+int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char *name, bool later,
                    struct tls_stapling_stats *stats, struct tls_staple **out,
                    enum tls_conf_item *item, char *why, size_t why_len);
+/* The same for `cert` with `chain` (a certificate named by SNI): the
+ * caller answers for it with tls_staple_answer(). */
+int tls_staple_new_for(X509 *cert, STACK_OF(X509) * chain, const struct tls_vhost_conf *vhost,
+                       const char *name, struct tls_stapling_stats *stats, struct tls_staple **out,
+                       char *why, size_t why_len);
+/* Staples `staple`'s response (NULL: none) to the handshake of `ssl`
+ * while it is valid: SSL_TLSEXT_ERR_OK, else SSL_TLSEXT_ERR_NOACK. */
+int tls_staple_answer(SSL *ssl, struct tls_staple *staple);
+/* OpenSSL's status callback for certificates tls_staple_new() stapled. */
+int tls_staple_status_cb(SSL *ssl, void *arg);
 int tls_staple_start(struct tls_staple *staple, corral_loop *loop);
 /* Stops fetching (on the loop's thread); the staple serves on. */
 void tls_staple_stop(struct tls_staple *staple);
@@ -96,12 +108,24 @@ struct tls_sni_certs;
 #define TLS_SNI_CERTS_CACHED 1000
 /* Whether a certificate or key file name holds a variable. */
 bool tls_sni_certs_template(const char *path);
-/* Returns 0, -ENOMEM, or -EINVAL with `why` (another variable). */
-int tls_sni_certs_new(const char *certificate, const char *key, struct tls_sni_certs **out,
-                      char *why, size_t why_len);
+/* With `vhost` (may be NULL) stapling, the pairs are stapled as it says,
+ * counted in `stats`.  Returns 0, -ENOMEM, or -EINVAL with `why` (another
+ * variable). */
+int tls_sni_certs_new(const char *certificate, const char *key, const struct tls_vhost_conf *vhost,
+                      struct tls_stapling_stats *stats, struct tls_sni_certs **out, char *why,
+                      size_t why_len);
 void tls_sni_certs_free(struct tls_sni_certs *certs);
+/* Has `ctx` take its certificate from `certs` (and their staples). */
+void tls_sni_certs_attach(struct tls_sni_certs *certs, SSL_CTX *ctx);
 /* SSL_CTX_set_cert_cb()'s callback, `arg` the vhost's tls_sni_certs. */
 int tls_sni_certs_select(SSL *ssl, void *arg);
+/* The status callback of a context with such pairs (arg: them). */
+int tls_sni_certs_status(SSL *ssl, void *arg);
+/* Main loop, about once a second: makes and starts the staples of pairs
+ * read since (a few at a time), and frees those of pairs let go. */
+void tls_sni_certs_staple(struct tls_sni_certs *certs, corral_loop *loop);
+/* Main loop: stops every fetch (the staples serve on). */
+void tls_sni_certs_stop(struct tls_sni_certs *certs);
 
 /* The reason of OpenSSL's latest error, for messages. */
 const char *tls_openssl_reason(void);

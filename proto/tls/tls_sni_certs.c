@@ -2,7 +2,11 @@
  * tls_sni_certs.c: certificates named by the client's SNI name, as
  * nginx's `ssl_certificate $ssl_server_name.pem`: the files are read
  * during the handshake that first asks for a name, and the pair is kept
- * in a cache of bounded size shared by the workers of the server.
+ * in a cache of bounded size shared by the workers of the server.  With
+ * tls_stapling, the main loop makes each pair's staple after the pair is
+ * read (tls_sni_certs_staple()), so that a handshake never waits on a
+ * file, resolver or responder for it: the first handshakes of a name go
+ * out without a staple.
  */
 #include "proto/tls/tls_internal.h"
 
@@ -25,6 +29,16 @@ struct sni_pair {
     EVP_PKEY *key;
     STACK_OF(X509) * chain;
     uint64_t used; /* the cache's clock when last used: the oldest goes first */
+    /* tls_stapling: made and freed by the main loop only */
+    struct tls_staple *staple;
+    bool staple_tried;
+};
+
+/* The staples of pairs the cache let go, which only the main loop may
+ * stop and free (it may be fetching for them). */
+struct doomed {
+    struct tls_staple *staple;
+    struct doomed *next;
 };
 
 struct tls_sni_certs {
@@ -33,6 +47,10 @@ struct tls_sni_certs {
     struct sni_pair *pairs;
     size_t count;
     uint64_t clock;
+    /* tls_stapling: the vhost's settings (a copy), or stapling off */
+    struct tls_vhost_conf stapling;
+    struct tls_stapling_stats *stats;
+    struct doomed *doomed;
 };
 
 /* The variable at `p`, or NULL. */
@@ -74,8 +92,16 @@ static bool expand(const char *template, const char *name, char *out, size_t siz
     return true;
 }
 
-int tls_sni_certs_new(const char *certificate, const char *key, struct tls_sni_certs **out,
-                      char *why, size_t why_len)
+static char *dup_or_null(const char *s, bool *failed)
+{
+    char *copy = s != NULL ? strdup(s) : NULL;
+    *failed |= s != NULL && copy == NULL;
+    return copy;
+}
+
+int tls_sni_certs_new(const char *certificate, const char *key, const struct tls_vhost_conf *vhost,
+                      struct tls_stapling_stats *stats, struct tls_sni_certs **out, char *why,
+                      size_t why_len)
 {
     assert(certificate != NULL && key != NULL);
     char probe[4096];
@@ -96,7 +122,16 @@ int tls_sni_certs_new(const char *certificate, const char *key, struct tls_sni_c
     c->key = strdup(key);
     c->pairs = calloc(TLS_SNI_CERTS_CACHED, sizeof(*c->pairs));
     pthread_mutex_init(&c->lock, NULL);
-    if (c->certificate == NULL || c->key == NULL || c->pairs == NULL) {
+    bool failed = false;
+    if (vhost != NULL && vhost->stapling) {
+        c->stapling.stapling = true;
+        c->stapling.stapling_verify = vhost->stapling_verify;
+        c->stapling.stapling_file = dup_or_null(vhost->stapling_file, &failed);
+        c->stapling.stapling_responder = dup_or_null(vhost->stapling_responder, &failed);
+        c->stapling.trusted_ca = dup_or_null(vhost->trusted_ca, &failed);
+        c->stats = stats;
+    }
+    if (c->certificate == NULL || c->key == NULL || c->pairs == NULL || failed) {
         tls_sni_certs_free(c);
         return -ENOMEM;
     }
@@ -104,8 +139,16 @@ int tls_sni_certs_new(const char *certificate, const char *key, struct tls_sni_c
     return 0;
 }
 
-static void pair_clear(struct sni_pair *p)
+/* Under the lock, or from tls_sni_certs_free(): a staple goes to the main
+ * loop's list (lost, not freed, if there is no memory for it). */
+static void pair_clear(struct tls_sni_certs *c, struct sni_pair *p)
 {
+    assert(c != NULL || p->staple == NULL);
+    struct doomed *d = p->staple != NULL ? malloc(sizeof(*d)) : NULL;
+    if (d != NULL) {
+        *d = (struct doomed){p->staple, c->doomed};
+        c->doomed = d;
+    }
     free(p->name);
     X509_free(p->cert);
     EVP_PKEY_free(p->key);
@@ -118,10 +161,18 @@ void tls_sni_certs_free(struct tls_sni_certs *c)
     if (c == NULL)
         return;
     for (size_t i = 0; c->pairs != NULL && i < c->count; i++)
-        pair_clear(&c->pairs[i]);
+        pair_clear(c, &c->pairs[i]);
+    for (struct doomed *d = c->doomed, *next; d != NULL; d = next) {
+        next = d->next;
+        tls_staple_free(d->staple);
+        free(d);
+    }
     free(c->pairs);
     free(c->certificate);
     free(c->key);
+    free((char *)c->stapling.stapling_file);
+    free((char *)c->stapling.stapling_responder);
+    free((char *)c->stapling.trusted_ca);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -171,7 +222,7 @@ static bool pair_load(const struct tls_sni_certs *c, const char *name, struct sn
         corral_log(CORRAL_LOG_ERROR,
                    "tls_certificate for SNI \"%s\": cannot load \"%s\" and \"%s\"", name, cert_path,
                    key_path);
-        pair_clear(out);
+        pair_clear(NULL, out);
     }
     ERR_clear_error();
     return ok;
@@ -216,7 +267,7 @@ int tls_sni_certs_select(SSL *ssl, void *arg)
             for (size_t i = 1; i < c->count; i++)
                 if (c->pairs[i].used < c->pairs[slot].used)
                     slot = i;
-            pair_clear(&c->pairs[slot]);
+            pair_clear(c, &c->pairs[slot]);
         } else {
             c->count++;
         }
@@ -225,6 +276,122 @@ int tls_sni_certs_select(SSL *ssl, void *arg)
     }
     pthread_mutex_unlock(&c->lock);
     if (cached)
-        pair_clear(&fresh);
+        pair_clear(NULL, &fresh);
     return ok == 1;
+}
+
+void tls_sni_certs_attach(struct tls_sni_certs *c, SSL_CTX *ctx)
+{
+    SSL_CTX_set_cert_cb(ctx, tls_sni_certs_select, c);
+    if (c->stapling.stapling) {
+        SSL_CTX_set_tlsext_status_cb(ctx, tls_sni_certs_status);
+        SSL_CTX_set_tlsext_status_arg(ctx, c);
+    }
+}
+
+int tls_sni_certs_status(SSL *ssl, void *arg)
+{
+    struct tls_sni_certs *c = arg;
+    X509 *cert = SSL_get_certificate(ssl);
+    if (cert == NULL)
+        return SSL_TLSEXT_ERR_NOACK;
+    /* The pair's staple is read under the lock that the cache lets a pair
+     * go under, and freed only after that. */
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->count; i++)
+        if (c->pairs[i].cert == cert) {
+            int rc = tls_staple_answer(ssl, c->pairs[i].staple);
+            pthread_mutex_unlock(&c->lock);
+            return rc;
+        }
+    pthread_mutex_unlock(&c->lock);
+    /* Another certificate of the server, stapled by tls_staple_new() */
+    return tls_staple_status_cb(ssl, NULL);
+}
+
+/* The staples the cache let go: stopped and freed. */
+static void doomed_free(struct tls_sni_certs *c)
+{
+    pthread_mutex_lock(&c->lock);
+    struct doomed *d = c->doomed;
+    c->doomed = NULL;
+    pthread_mutex_unlock(&c->lock);
+    for (struct doomed *next; d != NULL; d = next) {
+        next = d->next;
+        tls_staple_free(d->staple);
+        free(d);
+    }
+}
+
+/* The most staples made in one call: each may read the CA store and
+ * resolve a responder on the main loop. */
+#define STAPLES_PER_CALL 16
+
+void tls_sni_certs_staple(struct tls_sni_certs *c, corral_loop *loop)
+{
+    if (!c->stapling.stapling)
+        return;
+    doomed_free(c);
+    struct {
+        X509 *cert;
+        STACK_OF(X509) * chain;
+        char name[256];
+    } todo[STAPLES_PER_CALL];
+    size_t n = 0;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->count && n < STAPLES_PER_CALL; i++) {
+        struct sni_pair *p = &c->pairs[i];
+        if (p->staple_tried)
+            continue;
+        p->staple_tried = true;
+        X509_up_ref(p->cert);
+        todo[n].cert = p->cert;
+        todo[n].chain = X509_chain_up_ref(p->chain);
+        snprintf(todo[n].name, sizeof(todo[n].name), "%s", p->name);
+        n++;
+    }
+    pthread_mutex_unlock(&c->lock);
+    for (size_t i = 0; i < n; i++) {
+        struct tls_staple *st = NULL;
+        char why[512];
+        int err = todo[i].chain != NULL
+                      ? tls_staple_new_for(todo[i].cert, todo[i].chain, &c->stapling, todo[i].name,
+                                           c->stats, &st, why, sizeof(why))
+                      : -ENOMEM;
+        if (err != 0 || why[0] != '\0')
+            corral_log(CORRAL_LOG_WARN, "tls_stapling for SNI \"%s\": %s", todo[i].name,
+                       err == -ENOMEM ? "out of memory" : why);
+        bool attached = false;
+        if (st != NULL) {
+            /* The pair may have gone meanwhile: the certificate tells. */
+            pthread_mutex_lock(&c->lock);
+            for (size_t j = 0; j < c->count && !attached; j++)
+                if (c->pairs[j].cert == todo[i].cert && c->pairs[j].staple == NULL) {
+                    c->pairs[j].staple = st;
+                    attached = true;
+                }
+            pthread_mutex_unlock(&c->lock);
+        }
+        /* Started here, on the loop's thread; a pair let go since goes to
+         * the next call's doomed_free(). */
+        if (attached && (err = tls_staple_start(st, loop)) != 0)
+            corral_log(CORRAL_LOG_WARN, "tls_stapling for SNI \"%s\": %s; not fetched",
+                       todo[i].name, strerror(-err));
+        if (!attached)
+            tls_staple_free(st);
+        X509_free(todo[i].cert);
+        sk_X509_pop_free(todo[i].chain, X509_free);
+    }
+}
+
+void tls_sni_certs_stop(struct tls_sni_certs *c)
+{
+    if (!c->stapling.stapling)
+        return;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->count; i++)
+        if (c->pairs[i].staple != NULL)
+            tls_staple_stop(c->pairs[i].staple);
+    pthread_mutex_unlock(&c->lock);
+    doomed_free(c);
 }

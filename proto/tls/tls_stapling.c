@@ -4,13 +4,17 @@
  * last good OCSP response, which the status callback hands to clients that
  * ask.  Responses come from tls_stapling_file, or are fetched from the
  * responder (the certificate's AIA OCSP URL or tls_stapling_responder) by
- * one plain HTTP/1.1 POST at a time on the main loop, and fetched again
+ * one HTTP/1.1 POST at a time on the main loop (plain for http://, over
+ * verified TLS by acme_http_send() for https://), and fetched again
  * before they expire; a failed fetch leaves the last good one in place.
  * Responder bytes are bounded and parsed by OpenSSL only.
  */
 #include "proto/tls/tls_internal.h"
+#include "proto/tls/acme_client.h"
 #include "proto/counter.h"
+#include "proto/url.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
@@ -51,6 +55,14 @@ struct tls_staple {
     struct sockaddr_storage addr;
     socklen_t addr_len;
     char *host, *path;
+    /* Its name and port, while its address is to be looked up by the
+     * main loop (a staple made outside the configuration's load) */
+    char lookup_host[256], lookup_port[8];
+    bool lookup;
+    struct acme_resolve *resolving;
+    char *url;               /* https://: fetched by acme_http_send() */
+    struct tls_client *tls;  /* https://: towards the responder */
+    struct acme_http *https; /* https://: in flight */
     bool from_file;
     /* The staple, read by every worker */
     pthread_mutex_t lock;
@@ -141,13 +153,8 @@ static void staple_set(struct tls_staple *st, unsigned char *der, size_t len, ti
     pthread_mutex_unlock(&st->lock);
 }
 
-/* OpenSSL's status callback (any worker): the staple of the certificate
- * the handshake uses, while it is valid. */
-static int on_status_request(SSL *ssl, void *arg)
+int tls_staple_answer(SSL *ssl, struct tls_staple *st)
 {
-    (void)arg;
-    X509 *cert = SSL_get_certificate(ssl);
-    struct tls_staple *st = cert != NULL ? X509_get_ex_data(cert, staple_index) : NULL;
     if (st == NULL)
         return SSL_TLSEXT_ERR_NOACK;
     unsigned char *copy = NULL;
@@ -169,6 +176,14 @@ static int on_status_request(SSL *ssl, void *arg)
         return SSL_TLSEXT_ERR_NOACK;
     }
     return SSL_TLSEXT_ERR_OK;
+}
+
+int tls_staple_status_cb(SSL *ssl, void *arg)
+{
+    (void)arg;
+    X509 *cert = SSL_get_certificate(ssl);
+    return tls_staple_answer(
+        ssl, cert != NULL && staple_index >= 0 ? X509_get_ex_data(cert, staple_index) : NULL);
 }
 
 /* The issuer of `cert`: in its chain, else in `store`. */
@@ -204,22 +219,43 @@ static struct responder_cached {
 static size_t responder_cache_next;
 static pthread_mutex_t responder_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The address of `host`:`port` if the cache has it. */
+static bool responder_cached(const char *host, const char *port, struct sockaddr_storage *addr,
+                             socklen_t *addr_len)
+{
+    char key[sizeof(responder_cache[0].key)];
+    snprintf(key, sizeof(key), "%s %s", host, port);
+    bool found = false;
+    pthread_mutex_lock(&responder_cache_lock);
+    for (size_t i = 0; i < RESPONDER_CACHE_SIZE && !found; i++)
+        if (responder_cache[i].addr_len > 0 && strcmp(responder_cache[i].key, key) == 0) {
+            *addr = responder_cache[i].addr;
+            *addr_len = responder_cache[i].addr_len;
+            found = true;
+        }
+    pthread_mutex_unlock(&responder_cache_lock);
+    return found;
+}
+
+static void responder_cache_put(const char *host, const char *port,
+                                const struct sockaddr_storage *addr, socklen_t addr_len)
+{
+    pthread_mutex_lock(&responder_cache_lock);
+    struct responder_cached *slot = &responder_cache[responder_cache_next];
+    responder_cache_next = (responder_cache_next + 1) % RESPONDER_CACHE_SIZE;
+    snprintf(slot->key, sizeof(slot->key), "%s %s", host, port);
+    slot->addr = *addr;
+    slot->addr_len = addr_len;
+    pthread_mutex_unlock(&responder_cache_lock);
+}
+
 /* The address of `host`:`port` from the cache, else from getaddrinfo(),
  * then cached.  Returns 0, or getaddrinfo()'s error. */
 static int responder_resolve(const char *host, const char *port, struct sockaddr_storage *addr,
                              socklen_t *addr_len)
 {
-    char key[sizeof(responder_cache[0].key)];
-    snprintf(key, sizeof(key), "%s %s", host, port);
-    pthread_mutex_lock(&responder_cache_lock);
-    for (size_t i = 0; i < RESPONDER_CACHE_SIZE; i++)
-        if (responder_cache[i].addr_len > 0 && strcmp(responder_cache[i].key, key) == 0) {
-            *addr = responder_cache[i].addr;
-            *addr_len = responder_cache[i].addr_len;
-            pthread_mutex_unlock(&responder_cache_lock);
-            return 0;
-        }
-    pthread_mutex_unlock(&responder_cache_lock);
+    if (responder_cached(host, port, addr, addr_len))
+        return 0;
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
     int rc = getaddrinfo(host, port, &hints, &res);
     if (rc != 0 || res == NULL)
@@ -231,64 +267,53 @@ static int responder_resolve(const char *host, const char *port, struct sockaddr
     memcpy(addr, res->ai_addr, res->ai_addrlen);
     *addr_len = res->ai_addrlen;
     freeaddrinfo(res);
-    pthread_mutex_lock(&responder_cache_lock);
-    struct responder_cached *slot = &responder_cache[responder_cache_next];
-    responder_cache_next = (responder_cache_next + 1) % RESPONDER_CACHE_SIZE;
-    snprintf(slot->key, sizeof(slot->key), "%s", key);
-    slot->addr = *addr;
-    slot->addr_len = *addr_len;
-    pthread_mutex_unlock(&responder_cache_lock);
+    responder_cache_put(host, port, addr, *addr_len);
     return 0;
 }
 
-/* "http://HOST[:PORT][/PATH]": the responder, resolved now (configuration
- * time, or a watched certificate's load: the loop must not wait on a
- * resolver), from the cache when an earlier certificate named it. */
-static int responder_parse(struct tls_staple *st, const char *url, char *why, size_t why_len)
+/* "http[s]://HOST[:PORT][/PATH]": the responder, from the cache when an
+ * earlier certificate named it, else resolved now (configuration time,
+ * so that -t says when it cannot be) or, with `later` (a staple made
+ * while serving: a worker's or the loop's must not wait on a resolver),
+ * looked up off the loop before the first fetch.  An https:// one is
+ * verified against `trusted_ca` (NULL: the system's store) for its
+ * host. */
+static int responder_parse(struct tls_staple *st, const char *url, const char *trusted_ca,
+                           bool later, char *why, size_t why_len)
 {
-    if (strncasecmp(url, "https://", 8) == 0) {
-        snprintf(why, why_len, "OCSP responder \"%s\": https is not supported (use http://)", url);
+    struct url u;
+    if (url_split(url, &u) != 0) {
+        snprintf(why, why_len, "OCSP responder \"%s\" is not an http:// or https:// URL", url);
         return -EINVAL;
     }
-    if (strncasecmp(url, "http://", 7) != 0) {
-        snprintf(why, why_len, "OCSP responder \"%s\" is not an http:// URL", url);
-        return -EINVAL;
+    if (u.https) {
+        struct tls_client_conf conf = TLS_CLIENT_CONF_DEFAULT;
+        conf.ca_file = trusted_ca;
+        conf.server_name = u.host;
+        char error[256];
+        if (tls_client_new(&conf, 1, 1, &st->tls, error, sizeof(error)) != 0) {
+            snprintf(why, why_len, "OCSP responder \"%s\": %s", url, error);
+            return -EINVAL;
+        }
+        st->url = strdup(url);
+        if (st->url == NULL)
+            return -ENOMEM;
     }
-    /* AUTHORITY: HOST, HOST:PORT, [IPV6] or [IPV6]:PORT */
-    const char *host = url + 7, *end = host + strcspn(host, "/?#");
-    const char *name = host, *name_end, *port_at;
-    if (*host == '[') {
-        name++;
-        name_end = memchr(host, ']', (size_t)(end - host));
-        port_at = name_end != NULL && name_end + 1 < end ? name_end + 1 : NULL;
-    } else {
-        name_end = memchr(host, ':', (size_t)(end - host));
-        port_at = name_end;
-        if (name_end == NULL)
-            name_end = end;
+    int rc = 0;
+    if (later && !responder_cached(u.host, u.port, &st->addr, &st->addr_len)) {
+        st->lookup = true;
+        snprintf(st->lookup_host, sizeof(st->lookup_host), "%s", u.host);
+        snprintf(st->lookup_port, sizeof(st->lookup_port), "%s", u.port);
+    } else if (!later) {
+        rc = responder_resolve(u.host, u.port, &st->addr, &st->addr_len);
     }
-    char hostbuf[256], portbuf[8] = "80";
-    size_t name_len = name_end != NULL ? (size_t)(name_end - name) : 0;
-    size_t port_len = port_at != NULL ? (size_t)(end - port_at - 1) : 0;
-    if (name_len == 0 || name_len >= sizeof(hostbuf) || (port_at != NULL && *port_at != ':') ||
-        (port_at != NULL && (port_len == 0 || port_len >= sizeof(portbuf)))) {
-        snprintf(why, why_len, "OCSP responder \"%s\": bad host or port", url);
-        return -EINVAL;
-    }
-    memcpy(hostbuf, name, name_len);
-    hostbuf[name_len] = '\0';
-    if (port_at != NULL) {
-        memcpy(portbuf, port_at + 1, port_len);
-        portbuf[port_len] = '\0';
-    }
-    int rc = responder_resolve(hostbuf, portbuf, &st->addr, &st->addr_len);
     if (rc != 0) {
-        snprintf(why, why_len, "OCSP responder \"%s\": cannot resolve \"%s\": %s", url, hostbuf,
+        snprintf(why, why_len, "OCSP responder \"%s\": cannot resolve \"%s\": %s", url, u.host,
                  gai_strerror(rc));
         return -EINVAL;
     }
-    st->host = strndup(host, (size_t)(end - host)); /* with its port: the Host header */
-    st->path = strdup(*end == '/' ? end : "/");
+    st->host = strndup(u.authority, u.authority_len); /* with its port: the Host header */
+    st->path = strndup(u.path, u.path_len);
     return st->host != NULL && st->path != NULL ? 0 : -ENOMEM;
 }
 
@@ -320,14 +345,14 @@ static int stapling_file_load(struct tls_staple *st, const char *path, char *why
     return 0;
 }
 
-int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char *name,
-                   struct tls_stapling_stats *stats, struct tls_staple **out,
-                   enum tls_conf_item *item, char *why, size_t why_len)
+/* tls_staple_new() and tls_staple_new_for() but for the context. */
+static int staple_make(X509 *cert, STACK_OF(X509) * chain, const struct tls_vhost_conf *vhost,
+                       const char *name, bool later, struct tls_stapling_stats *stats,
+                       struct tls_staple **out, enum tls_conf_item *item, char *why, size_t why_len)
 {
     pthread_once(&staple_index_once, staple_index_init);
     *out = NULL;
     why[0] = '\0';
-    X509 *cert = SSL_CTX_get0_certificate(ctx);
     struct tls_staple *st = calloc(1, sizeof(*st));
     if (st == NULL || staple_index < 0)
         goto nomem;
@@ -336,8 +361,6 @@ int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char 
     st->verify = vhost->stapling_verify;
     X509_up_ref(cert);
     st->cert = cert;
-    STACK_OF(X509) *chain = NULL;
-    SSL_CTX_get0_chain_certs(ctx, &chain);
     st->chain = chain != NULL ? X509_chain_up_ref(chain) : sk_X509_new_null();
     st->store = X509_STORE_new();
     st->name = strdup(name);
@@ -381,7 +404,8 @@ int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char 
             url = sk_OPENSSL_STRING_value(aia, 0);
         *item =
             vhost->stapling_responder != NULL ? TLS_CONF_STAPLING_RESPONDER : TLS_CONF_CERTIFICATE;
-        int err = url != NULL ? responder_parse(st, url, why, why_len) : 0;
+        int err =
+            url != NULL ? responder_parse(st, url, vhost->trusted_ca, later, why, why_len) : 0;
         if (url == NULL)
             snprintf(why, why_len,
                      "tls_stapling: \"%s\" names no OCSP responder and there is no "
@@ -393,9 +417,6 @@ int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char 
             return err;
         }
     }
-    SSL_CTX_set_tlsext_status_cb(ctx, on_status_request);
-    if (X509_set_ex_data(cert, staple_index, st) != 1)
-        goto nomem;
     *out = st;
     return 0;
 nomem:
@@ -404,6 +425,38 @@ nomem:
 invalid:
     tls_staple_free(st);
     return -EINVAL;
+}
+
+int tls_staple_new(SSL_CTX *ctx, const struct tls_vhost_conf *vhost, const char *name, bool later,
+                   struct tls_stapling_stats *stats, struct tls_staple **out,
+                   enum tls_conf_item *item, char *why, size_t why_len)
+{
+    X509 *cert = SSL_CTX_get0_certificate(ctx);
+    STACK_OF(X509) *chain = NULL;
+    SSL_CTX_get0_chain_certs(ctx, &chain);
+    int err = staple_make(cert, chain, vhost, name, later, stats, out, item, why, why_len);
+    if (err != 0 || *out == NULL)
+        return err;
+    if (X509_set_ex_data(cert, staple_index, *out) != 1) {
+        tls_staple_free(*out);
+        *out = NULL;
+        return -ENOMEM;
+    }
+    /* A callback there already (certificates named by SNI) falls back on
+     * this one for the others. */
+    int (*cb)(SSL *, void *) = NULL;
+    SSL_CTX_get_tlsext_status_cb(ctx, &cb);
+    if (cb == NULL)
+        SSL_CTX_set_tlsext_status_cb(ctx, tls_staple_status_cb);
+    return 0;
+}
+
+int tls_staple_new_for(X509 *cert, STACK_OF(X509) * chain, const struct tls_vhost_conf *vhost,
+                       const char *name, struct tls_stapling_stats *stats, struct tls_staple **out,
+                       char *why, size_t why_len)
+{
+    enum tls_conf_item item;
+    return staple_make(cert, chain, vhost, name, true, stats, out, &item, why, why_len);
 }
 
 /* ------------------------------------------------------------- fetching */
@@ -424,6 +477,26 @@ static void schedule(struct tls_staple *st, bool ok)
     corral_timer_start(st->timer, (uint64_t)after * 1000);
 }
 
+/* The DER of an OCSP request for the staple's certificate (OPENSSL_free
+ * it), its length in *len; NULL when out of memory. */
+static unsigned char *ocsp_request(const struct tls_staple *st, int *len)
+{
+    OCSP_REQUEST *req = OCSP_REQUEST_new();
+    OCSP_CERTID *id = OCSP_CERTID_dup(st->id);
+    unsigned char *der = NULL;
+    *len = -1;
+    if (req != NULL && id != NULL && OCSP_request_add0_id(req, id) != NULL)
+        id = NULL, *len = i2d_OCSP_REQUEST(req, &der);
+    else
+        OCSP_CERTID_free(id);
+    OCSP_REQUEST_free(req);
+    if (*len <= 0) {
+        OPENSSL_free(der);
+        return NULL;
+    }
+    return der;
+}
+
 static void on_fetch_open(corral_conn *conn)
 {
     struct fetch *f = corral_conn_data(conn);
@@ -432,16 +505,9 @@ static void on_fetch_open(corral_conn *conn)
         corral_conn_abort(conn, 0);
         return;
     }
-    OCSP_REQUEST *req = OCSP_REQUEST_new();
-    OCSP_CERTID *id = OCSP_CERTID_dup(st->id);
-    unsigned char *der = NULL;
-    int len = -1;
-    if (req != NULL && id != NULL && OCSP_request_add0_id(req, id) != NULL)
-        id = NULL, len = i2d_OCSP_REQUEST(req, &der);
-    else
-        OCSP_CERTID_free(id);
-    OCSP_REQUEST_free(req);
-    if (len <= 0) {
+    int len;
+    unsigned char *der = ocsp_request(st, &len);
+    if (der == NULL) {
         f->failed = true;
         corral_conn_abort(conn, -ENOMEM);
         return;
@@ -527,6 +593,32 @@ static const unsigned char *http_body(const struct fetch *f, size_t *len, char *
     return body;
 }
 
+/* The responder's answer, `len` bytes at `body` (NULL: none, `why` says
+ * why): stapled if it is a good response.  Returns whether it was. */
+static bool fetch_judge(struct tls_staple *st, const unsigned char *body, size_t len,
+                        const char *why)
+{
+    char bad[256];
+    time_t until;
+    unsigned char *copy = body != NULL ? malloc(len ? len : 1) : NULL;
+    if (copy != NULL)
+        memcpy(copy, body, len);
+    if (copy != NULL && response_check(st, copy, len, &until, bad, sizeof(bad))) {
+        staple_set(st, copy, len, until);
+        corral_log(CORRAL_LOG_INFO, "tls_stapling: new OCSP response for \"%s\"", st->name);
+        return true;
+    }
+    free(copy);
+    corral_log(CORRAL_LOG_WARN,
+               "tls_stapling: OCSP responder %s for \"%s\": %s; the last good response (if any) "
+               "stays",
+               st->host, st->name,
+               body == NULL   ? why
+               : copy != NULL ? bad
+                              : "out of memory");
+    return false;
+}
+
 /* The answer is in (whole, or ended by the responder): stapled if good. */
 static void fetch_done(corral_conn *conn)
 {
@@ -538,22 +630,9 @@ static void fetch_done(corral_conn *conn)
     if (st != NULL) {
         char why[256];
         size_t len = 0;
-        time_t until;
         const unsigned char *body = http_body(f, &len, why, sizeof(why));
-        unsigned char *copy = body != NULL ? malloc(len ? len : 1) : NULL;
-        if (copy != NULL)
-            memcpy(copy, body, len);
-        if (copy != NULL && response_check(st, copy, len, &until, why, sizeof(why))) {
-            staple_set(st, copy, len, until);
-            corral_log(CORRAL_LOG_INFO, "tls_stapling: new OCSP response for \"%s\"", st->name);
-        } else {
-            free(copy);
+        if (!fetch_judge(st, body, len, why))
             f->failed = true;
-            corral_log(CORRAL_LOG_WARN,
-                       "tls_stapling: OCSP responder %s for \"%s\": %s; the last good response "
-                       "(if any) stays",
-                       st->host, st->name, body == NULL || copy != NULL ? why : "out of memory");
-        }
     }
     corral_conn_close(conn);
 }
@@ -585,25 +664,120 @@ static const struct corral_conn_handler fetch_handler = {
     .on_close = on_fetch_close,
 };
 
+/* A fetch is over: counted, and the next one scheduled. */
+static void fetch_count(struct tls_staple *st, bool ok)
+{
+    if (st->stats != NULL)
+        counter_inc(ok ? &st->stats->fetches : &st->stats->failures);
+    schedule(st, ok);
+}
+
 static void fetch_end(struct fetch *f, bool ok)
 {
     struct tls_staple *st = f->staple;
     if (st != NULL) {
         st->fetch = NULL;
-        if (st->stats != NULL)
-            counter_inc(ok ? &st->stats->fetches : &st->stats->failures);
-        schedule(st, ok);
+        fetch_count(st, ok);
     }
     free(f->buf);
     free(f);
+}
+
+static void on_https_done(void *arg, int err, struct acme_http_response *r)
+{
+    struct tls_staple *st = arg;
+    st->https = NULL;
+    char why[256];
+    const unsigned char *body = NULL;
+    if (err != 0)
+        snprintf(why, sizeof(why), "%s", strerror(-err));
+    else if (r->status != 200)
+        snprintf(why, sizeof(why), "HTTP status %u", r->status);
+    else if (r->body_len > RESPONSE_LIMIT)
+        snprintf(why, sizeof(why), "the answer is larger than 64 KiB");
+    else
+        body = r->body != NULL ? (const unsigned char *)r->body : (const unsigned char *)"";
+    fetch_count(st, fetch_judge(st, body, body != NULL ? r->body_len : 0, why));
+}
+
+/* A POST of the request over TLS by the ACME client's HTTPS exchange,
+ * which reads the answer with llhttp and bounds it. */
+static void fetch_https(struct tls_staple *st)
+{
+    int len;
+    unsigned char *der = ocsp_request(st, &len);
+    int err = -ENOMEM;
+    if (der != NULL) {
+        struct acme_http_msg msg = {
+            .method = "POST",
+            .url = st->url,
+            .accept = "application/ocsp-response",
+            .content_type = "application/ocsp-request",
+            .body = der,
+            .body_len = (size_t)len,
+        };
+        err = acme_http_send(st->loop, st->tls, (const struct sockaddr *)&st->addr, st->addr_len,
+                             &msg, on_https_done, st, &st->https);
+        OPENSSL_free(der);
+    }
+    if (err != 0) {
+        corral_log(CORRAL_LOG_WARN, "tls_stapling: OCSP responder %s for \"%s\": %s", st->host,
+                   st->name, strerror(-err));
+        fetch_count(st, false);
+    }
+}
+
+/* How often the loop looks whether a responder's address is in. */
+#define LOOKUP_POLL_MS 10
+
+/* A responder named while serving is looked up off the loop
+ * (acme_resolve.c), then cached: true once its address is known, else
+ * the timer is set to look again, or to try again after a failure. */
+static bool lookup_step(struct tls_staple *st)
+{
+    assert(st->lookup);
+    int rc;
+    if (st->resolving == NULL) {
+        rc = acme_resolve_start(st->lookup_host, st->lookup_port, &st->resolving);
+        if (rc != 0) {
+            corral_log(CORRAL_LOG_WARN, "tls_stapling: OCSP responder %s for \"%s\": %s", st->host,
+                       st->name, strerror(-rc));
+            fetch_count(st, false);
+            return false;
+        }
+        corral_timer_start(st->timer, LOOKUP_POLL_MS);
+        return false;
+    }
+    if (!acme_resolve_done(st->resolving, &rc, &st->addr, &st->addr_len)) {
+        corral_timer_start(st->timer, LOOKUP_POLL_MS);
+        return false;
+    }
+    acme_resolve_release(st->resolving);
+    st->resolving = NULL;
+    if (rc != 0) {
+        st->addr_len = 0;
+        corral_log(CORRAL_LOG_WARN,
+                   "tls_stapling: OCSP responder %s for \"%s\": cannot resolve \"%s\": %s",
+                   st->host, st->name, st->lookup_host, gai_strerror(rc));
+        fetch_count(st, false);
+        return false;
+    }
+    responder_cache_put(st->lookup_host, st->lookup_port, &st->addr, st->addr_len);
+    return true;
 }
 
 static void on_fetch_timer(corral_timer *timer, void *arg)
 {
     (void)timer;
     struct tls_staple *st = arg;
-    if (st->fetch != NULL)
+    if (st->fetch != NULL || st->https != NULL)
         return;
+    if (st->addr_len == 0 && !lookup_step(st))
+        return;
+    if (st->tls != NULL) {
+        fetch_https(st);
+        return;
+    }
     struct fetch *f = calloc(1, sizeof(*f));
     if (f != NULL && (f->buf = malloc(RESPONSE_LIMIT)) == NULL) {
         free(f);
@@ -629,7 +803,7 @@ static void on_fetch_timer(corral_timer *timer, void *arg)
 
 int tls_staple_start(struct tls_staple *st, corral_loop *loop)
 {
-    if (st->from_file || st->addr_len == 0 || st->timer != NULL)
+    if (st->from_file || (st->addr_len == 0 && !st->lookup) || st->timer != NULL)
         return 0;
     st->loop = loop;
     int err = corral_timer_new(loop, on_fetch_timer, st, &st->timer);
@@ -671,6 +845,10 @@ void tls_staple_stop(struct tls_staple *st)
         corral_conn_abort(st->fetch->conn, 0);
         st->fetch = NULL;
     }
+    acme_http_cancel(st->https);
+    st->https = NULL;
+    acme_resolve_release(st->resolving);
+    st->resolving = NULL;
     corral_timer_free(st->timer);
     st->timer = NULL;
 }
@@ -690,6 +868,9 @@ void tls_staple_free(struct tls_staple *st)
     free(st->name);
     free(st->host);
     free(st->path);
+    free(st->url);
+    if (st->tls != NULL)
+        tls_client_free(st->tls);
     free(st->der);
     pthread_mutex_destroy(&st->lock);
     free(st);

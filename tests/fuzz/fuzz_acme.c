@@ -1,11 +1,13 @@
 /*
  * fuzz_acme.c: libFuzzer over what the ACME client reads from the ACME
  * server: the first byte picks the answer's kind (directory, account,
- * order, authorization, problem, or a URL to split), the rest is its
- * body.  A parse either fails with a reason and nothing to free, or gives
- * fields that hold what the parser promises.
+ * order, authorization, problem, a URL to split as the ACME client and
+ * OCSP stapling do, a renewalInfo answer (ARI), or base64url text such as
+ * an external account's key), the rest is its body.  A parse either fails with a reason and nothing
+ * to free, or gives fields that hold what the parser promises.
  */
 #include "proto/tls/acme_client.h"
+#include "proto/url.h"
 
 #include <assert.h>
 #include <stdint.h>
@@ -31,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(body, data + 1, len);
     char why[256];
-    switch (data[0] % 6) {
+    switch (data[0] % 8) {
     case 0: {
         struct acme_directory d;
         if (acme_parse_directory(body, len, &d, why, sizeof(why)) == 0) {
@@ -82,15 +84,62 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     }
     case 5: {
-        char *url = malloc(len + 1), host[256], port[8];
-        const char *path;
+        char *url = malloc(len + 1);
+        struct url u;
         if (url == NULL)
             break;
         memcpy(url, body, len);
         url[len] = '\0';
-        if (acme_url_split(url, host, sizeof(host), port, sizeof(port), &path) == 0)
-            assert(host[0] != '\0' && port[0] != '\0' && path[0] == '/');
+        if (url_split(url, &u) == 0) {
+            /* What goes into a request line, a Host header and a
+             * resolver is inside the URL and holds no byte that could
+             * end a line or a field. */
+            assert(u.host[0] != '\0' && strlen(u.host) < sizeof(u.host));
+            assert(strcspn(u.host, "[]/@ \r\n") == strlen(u.host));
+            assert(u.port[0] != '\0' && strspn(u.port, "0123456789") == strlen(u.port));
+            long port = strtol(u.port, NULL, 10);
+            assert(port >= 1 && port <= 65535);
+            assert(u.authority > url && u.authority + u.authority_len <= url + len);
+            assert(u.authority_len > 0 && memchr(u.authority, '/', u.authority_len) == NULL);
+            assert(u.path_len > 0 && u.path[0] == '/');
+            assert((u.path > url && u.path + u.path_len <= url + len) ||
+                   (u.path_len == 1 && strcmp(u.path, "/") == 0));
+            for (size_t i = 0; i < u.path_len; i++)
+                assert((unsigned char)u.path[i] > 0x20 && (unsigned char)u.path[i] < 0x7f &&
+                       u.path[i] != '#');
+            for (size_t i = 0; i < u.authority_len; i++)
+                assert((unsigned char)u.authority[i] > 0x20 &&
+                       (unsigned char)u.authority[i] < 0x7f);
+        }
         free(url);
+        break;
+    }
+    case 6: {
+        struct acme_renewal_info r;
+        if (acme_parse_renewal_info(body, len, &r, why, sizeof(why)) == 0) {
+            assert(r.end > r.start);
+            acme_renewal_info_free(&r);
+        } else {
+            assert(r.explanation == NULL && why[0] != '\0');
+        }
+        break;
+    }
+    case 7: {
+        char *text = malloc(len + 1);
+        if (text == NULL)
+            break;
+        memcpy(text, body, len);
+        text[len] = '\0';
+        size_t n = 0;
+        unsigned char *bytes = acme_base64url_decode(text, &n);
+        if (bytes != NULL) {
+            /* Encoded again, the bytes give the text back. */
+            char *again = acme_base64url(bytes, n);
+            assert(n > 0 && again != NULL && strcmp(again, text) == 0);
+            free(again);
+            free(bytes);
+        }
+        free(text);
         break;
     }
     }

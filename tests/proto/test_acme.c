@@ -10,8 +10,11 @@
 #include "conf/config.h"
 #include "proto/policy/jwt.h"
 #include "proto/tls/acme.h"
+#include "proto/tls/acme_client.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
@@ -206,6 +209,19 @@ START_TEST(parse_directory)
     ck_assert_str_eq(d.new_account, "https://ca/acct");
     ck_assert_str_eq(d.new_order, "https://ca/order");
     ck_assert_str_eq(d.terms_of_service, "https://ca/tos");
+    ck_assert_ptr_null(d.renewal_info);
+    acme_directory_free(&d);
+    const char *ari = "{\"newNonce\":\"https://ca/nonce\",\"newAccount\":\"https://ca/acct\","
+                      "\"newOrder\":\"https://ca/order\",\"renewalInfo\":\"https://ca/ari\"}";
+    ck_assert_int_eq(PARSE(acme_parse_directory, ari, &d), 0);
+    ck_assert_str_eq(d.renewal_info, "https://ca/ari");
+    ck_assert(!d.external_account_required);
+    acme_directory_free(&d);
+    const char *eab =
+        "{\"newNonce\":\"https://ca/nonce\",\"newAccount\":\"https://ca/acct\","
+        "\"newOrder\":\"https://ca/order\",\"meta\":{\"externalAccountRequired\":true}}";
+    ck_assert_int_eq(PARSE(acme_parse_directory, eab, &d), 0);
+    ck_assert(d.external_account_required);
     acme_directory_free(&d);
     const char *bad[] = {
         "",
@@ -219,12 +235,205 @@ START_TEST(parse_directory)
         "\"meta\":{\"termsOfService\":false}}",
         "{\"newNonce\":\"https://n\",\"newNonce\":\"https://m\",\"newAccount\":\"https://a\","
         "\"newOrder\":\"https://o\"}",
+        "{\"newNonce\":\"https://n\",\"newAccount\":\"https://a\",\"newOrder\":\"https://o\","
+        "\"renewalInfo\":7}",
+        "{\"newNonce\":\"https://n\",\"newAccount\":\"https://a\",\"newOrder\":\"https://o\","
+        "\"meta\":{\"externalAccountRequired\":\"yes\"}}",
+        "{\"newNonce\":\"https://n\",\"newAccount\":\"https://a\",\"newOrder\":\"https://o\","
+        "\"renewalInfo\":\"file:///etc/passwd\"}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         why[0] = '\0';
         ck_assert_msg(PARSE(acme_parse_directory, bad[i], &d) == -EINVAL, "%zu accepted", i);
         ck_assert(why[0] != '\0' && d.new_nonce == NULL);
     }
+}
+END_TEST
+
+/* RFC 9773's renewalInfo answers: its example, fractions and offsets,
+ * then windows that are not windows. */
+START_TEST(parse_renewal_info)
+{
+    char why[256];
+    struct acme_renewal_info r;
+    const char *ok = "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00Z\","
+                     "\"end\":\"2025-01-03T04:00:00Z\"},"
+                     "\"explanationURL\":\"https://acme.example.com/docs/ari\"}";
+    ck_assert_int_eq(PARSE(acme_parse_renewal_info, ok, &r), 0);
+    ck_assert_int_eq((long long)r.start, 1735790400LL);
+    ck_assert_int_eq((long long)r.end, 1735790400LL + 86400);
+    ck_assert_str_eq(r.explanation, "https://acme.example.com/docs/ari");
+    acme_renewal_info_free(&r);
+    const char *offsets = "{\"suggestedWindow\":{\"start\":\"2025-01-02T06:30:00.123+02:30\","
+                          "\"end\":\"2025-01-02T00:00:00.5-05:00\"}}";
+    ck_assert_int_eq(PARSE(acme_parse_renewal_info, offsets, &r), 0);
+    ck_assert_int_eq((long long)r.start, 1735790400LL);
+    ck_assert_int_eq((long long)r.end, 1735790400LL + 3600);
+    ck_assert_ptr_null(r.explanation);
+    acme_renewal_info_free(&r);
+    const char *bad[] = {
+        "{}",
+        "{\"suggestedWindow\":[]}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00Z\"}}",
+        "{\"suggestedWindow\":{\"start\":1,\"end\":2}}",
+        /* ends before (or as) it starts */
+        "{\"suggestedWindow\":{\"start\":\"2025-01-03T04:00:00Z\",\"end\":\"2025-01-02T04:00:00Z\"}"
+        "}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00Z\",\"end\":\"2025-01-02T04:00:00Z\"}"
+        "}",
+        /* not RFC 3339 */
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02 "
+        "04:00:00Z\",\"end\":\"2025-01-03T04:00:00Z\"}}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00\",\"end\":\"2025-01-03T04:00:00Z\"}"
+        "}",
+        "{\"suggestedWindow\":{\"start\":\"2025-02-30T04:00:00Z\",\"end\":\"2025-03-03T04:00:00Z\"}"
+        "}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T24:00:00Z\",\"end\":\"2025-01-03T04:00:00Z\"}"
+        "}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00.Z\",\"end\":\"2025-01-03T04:00:"
+        "00Z\"}}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00Zjunk\",\"end\":\"2025-01-03T04:00:"
+        "00Z\"}}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00+0100\",\"end\":\"2025-01-03T04:00:"
+        "00Z\"}}",
+        "{\"suggestedWindow\":{\"start\":\"2025-01-02T04:00:00Z\",\"end\":\"2025-01-03T04:00:00Z\"}"
+        ","
+        "\"explanationURL\":5}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        why[0] = '\0';
+        ck_assert_msg(PARSE(acme_parse_renewal_info, bad[i], &r) == -EINVAL, "%zu accepted", i);
+        ck_assert(why[0] != '\0' && r.explanation == NULL);
+    }
+}
+END_TEST
+
+/* RFC 9773 §4.1's example: key identifier 69:88:5B:...:C8:D4 and serial
+ * 0x87654321 (DER content 00 87 65 43 21) make
+ * "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE". */
+START_TEST(ari_cert_id_rfc9773)
+{
+    static const unsigned char keyid[] = {0x69, 0x88, 0x5B, 0x6B, 0x87, 0x46, 0x40,
+                                          0x41, 0xE1, 0xB3, 0x7B, 0x84, 0x7B, 0xA0,
+                                          0xAE, 0x2C, 0xDE, 0x01, 0xC8, 0xD4};
+    X509 *cert = X509_new();
+    ck_assert_ptr_nonnull(cert);
+    ck_assert_int_eq(ASN1_INTEGER_set_int64(X509_get_serialNumber(cert), 0x87654321), 1);
+    char *none = acme_ari_cert_id(cert);
+    ck_assert_ptr_null(none); /* no authority key identifier */
+    AUTHORITY_KEYID *akid = AUTHORITY_KEYID_new();
+    akid->keyid = ASN1_OCTET_STRING_new();
+    ck_assert_int_eq(ASN1_OCTET_STRING_set(akid->keyid, keyid, sizeof(keyid)), 1);
+    ck_assert_int_eq(X509_add1_ext_i2d(cert, NID_authority_key_identifier, akid, 0, 0), 1);
+    AUTHORITY_KEYID_free(akid);
+    char *id = acme_ari_cert_id(cert);
+    ck_assert_str_eq(id, "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE");
+    free(id);
+    /* A serial whose high bit is clear has no leading zero. */
+    ck_assert_int_eq(ASN1_INTEGER_set_int64(X509_get_serialNumber(cert), 0x0102), 1);
+    id = acme_ari_cert_id(cert);
+    ck_assert_str_eq(id, "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AQI");
+    free(id);
+    X509_free(cert);
+}
+END_TEST
+
+/* A time in the window, spread over it by the random value; now when
+ * that time has passed. */
+START_TEST(ari_choose_in_the_window)
+{
+    const time_t start = 1000000, end = 1000000 + 86400;
+    ck_assert_int_eq(acme_ari_choose(start, end, 0, 0), start);
+    ck_assert_int_eq(acme_ari_choose(start, end, 0, UINT32_MAX), end - 1);
+    ck_assert_int_eq(acme_ari_choose(start, end, 0, UINT32_MAX / 2), start + 43199);
+    /* Partly past: the first half's times are now. */
+    ck_assert_int_eq(acme_ari_choose(start, end, start + 43200, 0), start + 43200);
+    ck_assert_int_eq(acme_ari_choose(start, end, start + 43200, UINT32_MAX), end - 1);
+    /* Wholly past, or not a window: now. */
+    ck_assert_int_eq(acme_ari_choose(start, end, end + 5, UINT32_MAX), end + 5);
+    ck_assert_int_eq(acme_ari_choose(end, start, 7, 12345), 7);
+    for (uint32_t r = 1; r < 4000000000u; r += 123456789u) {
+        time_t at = acme_ari_choose(start, end, 0, r);
+        ck_assert(at >= start && at < end);
+    }
+}
+END_TEST
+
+/* base64url back to bytes: the vectors of RFC 4648 §10 (URL-safe, no
+ * padding), and text that is not base64url. */
+START_TEST(base64url_decode_vectors)
+{
+    const char *in[][2] = {{"Zg", "f"},        {"Zm8", "fo"},        {"Zm9v", "foo"},
+                           {"Zm9vYg", "foob"}, {"Zm9vYmE", "fooba"}, {"Zm9vYmFy", "foobar"},
+                           {"-_8", "\xfb\xff"}};
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        size_t len = 0;
+        unsigned char *out = acme_base64url_decode(in[i][0], &len);
+        ck_assert_ptr_nonnull(out);
+        ck_assert_uint_eq(len, strlen(in[i][1]));
+        ck_assert(memcmp(out, in[i][1], len) == 0);
+        free(out);
+    }
+    /* Zh and Zm9=: bits set past the last byte */
+    const char *bad[] = {"", "Z", "Zm9v=", "Zm+v", "Zm/v", "Zm9v Yg", "Zm9vY", "Zh", "Zm9"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        size_t len;
+        ck_assert_msg(acme_base64url_decode(bad[i], &len) == NULL, "\"%s\" decoded", bad[i]);
+    }
+}
+END_TEST
+
+/* External account binding: auth_jwt's verifier takes the binding as an
+ * HS256 JWS under the MAC key (as a JWK of kty "oct"), its header names
+ * the key ID and newAccount's URL, and its payload is the account key's
+ * JWK; another MAC key does not verify it. */
+START_TEST(eab_verifies_with_the_mac_key)
+{
+    static const char mac_b64[] =
+        "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
+    size_t mac_len;
+    unsigned char *mac = acme_base64url_decode(mac_b64, &mac_len);
+    ck_assert_ptr_nonnull(mac);
+    EVP_PKEY *key = acme_key_generate(ACME_KEY_EC_P256);
+    json_t *eab = acme_eab(key, "kid-1", mac, mac_len, "https://ca/acct");
+    ck_assert_ptr_nonnull(eab);
+    char compact[4096];
+    int n = snprintf(compact, sizeof(compact), "%s.%s.%s",
+                     json_string_value(json_object_get(eab, "protected")),
+                     json_string_value(json_object_get(eab, "payload")),
+                     json_string_value(json_object_get(eab, "signature")));
+    ck_assert(n > 0 && (size_t)n < sizeof(compact));
+    for (int other = 0; other < 2; other++) {
+        char set[256], message[256];
+        snprintf(set, sizeof(set), "{\"kty\":\"oct\",\"kid\":\"kid-1\",\"k\":\"%s\"}",
+                 other ? "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" : mac_b64);
+        struct jwks *keys;
+        ck_assert_msg(jwks_parse("jwk", set, strlen(set), &keys, message, sizeof(message)) == 0,
+                      "%s", message);
+        struct jwt_token t;
+        const char *why = NULL;
+        ck_assert_msg(jwt_parse(compact, (size_t)n, &t, &why) == 0, "%s", why);
+        struct jwt_checks checks = {.now = 1};
+        int rc = jwt_verify(&t, keys, &checks, &why);
+        if (other) {
+            ck_assert_msg(rc != 0, "verified under another key");
+        } else {
+            ck_assert_msg(rc == 0, "%s", why);
+            ck_assert_str_eq(json_string_value(json_object_get(t.header, "alg")), "HS256");
+            ck_assert_str_eq(json_string_value(json_object_get(t.header, "kid")), "kid-1");
+            ck_assert_str_eq(json_string_value(json_object_get(t.header, "url")),
+                             "https://ca/acct");
+            ck_assert_ptr_null(json_object_get(t.header, "nonce")); /* RFC 8555 §7.3.4 */
+            json_t *jwk = acme_jwk(key);
+            ck_assert(json_equal(t.claims, jwk));
+            json_decref(jwk);
+        }
+        jwt_token_free(&t);
+        jwks_free(keys);
+    }
+    json_decref(eab);
+    EVP_PKEY_free(key);
+    free(mac);
 }
 END_TEST
 
@@ -613,6 +822,7 @@ START_TEST(conf_directives)
     ck_assert_uint_eq(is->contact_count, 2);
     ck_assert(is->accept_terms_of_service);
     ck_assert_int_eq(is->account_key, ACME_KEY_RSA_4096);
+    ck_assert_ptr_null(is->eab_kid);
     const struct conf_acme_certificate *cert = &c->servers[0].acme;
     ck_assert_str_eq(cert->issuer, "le");
     ck_assert_uint_eq(cert->domain_count, 1);
@@ -623,9 +833,49 @@ START_TEST(conf_directives)
     ck_assert_str_eq(c->servers[0].tls.certificates[0].key, "$acme_certificate_key");
     conf_free(c);
 
+    /* external_account_key, as nginx's: the key given inline or in a file */
+    const char *eab = "acme_issuer z { uri https://acme.example/dir; state_path acme/z;\n"
+                      "    external_account_key kid-1 data:c2VjcmV0; }\n";
+    ck_assert_msg(parse(eab, &c, error, sizeof(error)) == 0, "%s", error);
+    ck_assert_str_eq(c->acme_issuers[0].eab_kid, "kid-1");
+    ck_assert_str_eq(c->acme_issuers[0].eab_key, "c2VjcmV0");
+    conf_free(c);
+    char key_file[] = "/tmp/test_acme_eab.XXXXXX", text[256];
+    int fd = mkstemp(key_file);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "  c2VjcmV0LWZpbGU\n", 18), 18);
+    close(fd);
+    snprintf(text, sizeof(text),
+             "acme_issuer z { uri https://a/d; state_path /x; external_account_key k2 %s; }",
+             key_file);
+    ck_assert_msg(parse(text, &c, error, sizeof(error)) == 0, "%s", error);
+    ck_assert_str_eq(c->acme_issuers[0].eab_kid, "k2");
+    ck_assert_str_eq(c->acme_issuers[0].eab_key, "c2VjcmV0LWZpbGU");
+    conf_free(c);
+    unlink(key_file);
+    ck_assert(parse(text, &c, error, sizeof(error)) != 0);
+    ck_assert_msg(strstr(error, "No such file") != NULL, "%s", error);
+    /* A key that is not base64url: refused by the client the daemon (and
+     * -t) makes, before it touches state_path. */
+    static const char *const domains[] = {"a.example"};
+    struct acme_issuer_conf ic = {.name = "z",
+                                  .uri = "https://a/d",
+                                  .state_path = "/nonexistent/acme",
+                                  .eab_kid = "k",
+                                  .eab_key = "a+b="};
+    struct acme_certificate_conf cc = {.domains = domains, .domain_count = 1};
+    struct acme_client *client = NULL;
+    char why[256] = "";
+    ck_assert_int_eq(acme_client_new(&ic, &cc, &client, why, sizeof(why)), -EINVAL);
+    ck_assert_str_eq(why, "external_account_key \"k\": the key is not base64url");
+
     const struct {
         const char *text, *expected;
     } bad[] = {
+        {"acme_issuer le { uri https://a/d; state_path /x; external_account_key k; }",
+         "takes a key ID and a key file"},
+        {"acme_issuer le { uri https://a/d; state_path /x; external_account_key k data:; }",
+         "external_account_key \"k\": no key"},
         {"acme_issuer le { state_path /x; }", "needs a \"uri\""},
         {"acme_issuer le { uri https://a/d; }", "needs a \"state_path\""},
         {"acme_issuer le { uri http://a/d; state_path /x; }", "https://"},
@@ -647,6 +897,48 @@ START_TEST(conf_directives)
 }
 END_TEST
 
+/* The directory's address is looked up on a thread: the owner polls
+ * until it is in; a lookup that fails says why; one let go before it is
+ * over ends by itself (ASan sees no leak and no use after free). */
+static bool resolve_wait(struct acme_resolve *r, int *rc, struct sockaddr_storage *addr,
+                         socklen_t *len)
+{
+    for (int i = 0; i < 5000; i++) {
+        if (acme_resolve_done(r, rc, addr, len))
+            return true;
+        usleep(1000);
+    }
+    return false;
+}
+
+START_TEST(resolve_off_the_loop)
+{
+    struct acme_resolve *r;
+    struct sockaddr_storage addr;
+    socklen_t len = 0;
+    int rc = -1;
+    ck_assert_int_eq(acme_resolve_start("127.0.0.1", "14000", &r), 0);
+    ck_assert(resolve_wait(r, &rc, &addr, &len));
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(addr.ss_family, AF_INET);
+    const struct sockaddr_in *in = (const struct sockaddr_in *)&addr;
+    ck_assert_int_eq(ntohs(in->sin_port), 14000);
+    ck_assert_uint_eq(ntohl(in->sin_addr.s_addr), INADDR_LOOPBACK);
+    acme_resolve_release(r);
+    /* A service name where a port number is wanted: refused. */
+    ck_assert_int_eq(acme_resolve_start("127.0.0.1", "https", &r), 0);
+    ck_assert(resolve_wait(r, &rc, &addr, &len));
+    ck_assert_int_ne(rc, 0);
+    acme_resolve_release(r);
+    ck_assert_int_eq(acme_resolve_start("::1", "443", &r), 0);
+    acme_resolve_release(r); /* before it is over */
+    char long_host[300];
+    memset(long_host, 'a', sizeof(long_host) - 1);
+    long_host[sizeof(long_host) - 1] = '\0';
+    ck_assert_int_eq(acme_resolve_start(long_host, "443", &r), -EINVAL);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("acme");
@@ -656,12 +948,17 @@ Suite *test_suite(void)
     tcase_add_test(jws, jws_other_key_fails);
     tcase_add_test(jws, thumbprint_rfc7638);
     tcase_add_test(jws, base64url_vectors);
+    tcase_add_test(jws, base64url_decode_vectors);
+    tcase_add_test(jws, eab_verifies_with_the_mac_key);
     suite_add_tcase(s, jws);
     TCase *parse = tcase_create("parse");
     tcase_add_test(parse, parse_directory);
     tcase_add_test(parse, parse_order);
     tcase_add_test(parse, parse_authorization);
     tcase_add_test(parse, parse_problem_and_limits);
+    tcase_add_test(parse, parse_renewal_info);
+    tcase_add_test(parse, ari_cert_id_rfc9773);
+    tcase_add_test(parse, ari_choose_in_the_window);
     suite_add_tcase(s, parse);
     TCase *store = tcase_create("store");
     tcase_add_checked_fixture(store, store_setup, store_teardown);
@@ -672,6 +969,9 @@ Suite *test_suite(void)
     tcase_add_test(store, store_lease);
     tcase_set_timeout(store, 30);
     suite_add_tcase(s, store);
+    TCase *resolve = tcase_create("resolve");
+    tcase_add_test(resolve, resolve_off_the_loop);
+    suite_add_tcase(s, resolve);
     TCase *conf = tcase_create("conf");
     tcase_add_test(conf, conf_directives);
     suite_add_tcase(s, conf);

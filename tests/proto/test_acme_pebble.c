@@ -30,6 +30,13 @@ static char state[128];
 static int pebble_port, http_port;
 static int alpn_port; /* where pebble validates TLS-ALPN-01; 0: http_port */
 static pid_t pebble_pid;
+static int ari_port; /* the ARI proxy's, the directory's when not 0 */
+/* External account binding: pebble requires it with this key for
+ * "kid-1"; the client binds with eab_kid and eab_key (NULL: does not). */
+#define EAB_KEY "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W"
+static bool eab_required;
+static const char *eab_kid, *eab_key;
+static pid_t ari_pid;
 
 static void run_ok(const char *cmd)
 {
@@ -61,6 +68,10 @@ static void setup(void)
     close(fd);
     pebble_pid = 0;
     alpn_port = 0;
+    ari_port = 0;
+    ari_pid = 0;
+    eab_required = false;
+    eab_kid = eab_key = NULL;
 }
 
 static void stop_pebble(void)
@@ -78,6 +89,10 @@ static void stop_pebble(void)
 static void teardown(void)
 {
     stop_pebble();
+    if (ari_pid > 0) {
+        kill(ari_pid, SIGTERM);
+        test_wait_exit(ari_pid, 5000);
+    }
     char cmd[128], out[64];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     test_run(cmd, out, sizeof(out));
@@ -87,20 +102,22 @@ static void teardown(void)
  * default) is the certificates' lifetime. */
 static void start_pebble(bool always_valid, unsigned validity_s)
 {
-    char config[256], text[1024], validity[64] = "";
+    char config[256], text[1024], validity[64] = "", eab[160] = "";
     snprintf(config, sizeof(config), "%s/pebble.json", dir);
     int mgmt_port;
     close(test_reserve_port(&mgmt_port));
     if (validity_s)
         snprintf(validity, sizeof(validity), ", \"certificateValidityPeriod\": %u", validity_s);
+    if (eab_required)
+        snprintf(eab, sizeof(eab), ", \"externalAccountMACKeys\": {\"kid-1\": \"%s\"}", EAB_KEY);
     /* httpPort: pebble validates HTTP-01 on the responder's port. */
     snprintf(text, sizeof(text),
              "{\"pebble\": {\"listenAddress\": \"127.0.0.1:%d\", \"managementListenAddress\": "
              "\"127.0.0.1:%d\", \"certificate\": \"%s/cert.pem\", \"privateKey\": "
              "\"%s/key.pem\", \"httpPort\": %d, \"tlsPort\": %d, \"ocspResponderURL\": \"\", "
-             "\"externalAccountBindingRequired\": false%s}}\n",
+             "\"externalAccountBindingRequired\": %s%s%s}}\n",
              pebble_port, mgmt_port, dir, dir, http_port, alpn_port ? alpn_port : http_port,
-             validity);
+             eab_required ? "true" : "false", validity, eab);
     test_write_file(config, text);
     char log[256];
     snprintf(log, sizeof(log), "%s/pebble.log", dir);
@@ -174,7 +191,7 @@ static corral_server *start_responder(void)
 static struct acme_client *client_new(bool fail_ok)
 {
     char uri[128], ca[128];
-    snprintf(uri, sizeof(uri), "https://127.0.0.1:%d/dir", pebble_port);
+    snprintf(uri, sizeof(uri), "https://127.0.0.1:%d/dir", ari_port ? ari_port : pebble_port);
     snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
     static const char *const contacts[] = {"admin@example.test"};
     static const char *const domains[] = {"localhost"};
@@ -185,7 +202,9 @@ static struct acme_client *client_new(bool fail_ok)
                                       .contacts = contacts,
                                       .contact_count = 1,
                                       .accept_terms_of_service = true,
-                                      .retry_ms = 200};
+                                      .retry_ms = 200,
+                                      .eab_kid = eab_kid,
+                                      .eab_key = eab_key};
     struct acme_certificate_conf cert = {.domains = domains, .domain_count = 1};
     struct acme_client *c;
     char why[256] = "";
@@ -393,6 +412,135 @@ START_TEST(lease_held_elsewhere)
 }
 END_TEST
 
+/* pebble 2.4.0 serves no renewal information (ARI): this proxy in front
+ * of it adds renewalInfo to the directory and answers it with a window
+ * that has passed, logging the paths asked; everything else goes to
+ * pebble, which builds its URLs from the Host header, so they name the
+ * proxy too. */
+static const char ari_proxy[] =
+    "import http.client, http.server, json, ssl, sys\n"
+    "port, pebble, cert, key, log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], "
+    "sys.argv[4], sys.argv[5]\n"
+    "insecure = ssl._create_unverified_context()\n"
+    "class Handler(http.server.BaseHTTPRequestHandler):\n"
+    "    protocol_version = 'HTTP/1.1'\n"
+    "    def log_message(self, *args): pass\n"
+    "    def answer(self, status, headers, body):\n"
+    "        self.send_response(status)\n"
+    "        for k, v in headers: self.send_header(k, v)\n"
+    "        self.send_header('Content-Length', str(len(body)))\n"
+    "        self.send_header('Connection', 'close')\n"
+    "        self.end_headers()\n"
+    "        if self.command != 'HEAD': self.wfile.write(body)\n"
+    "        self.close_connection = True\n"
+    "    def forward(self):\n"
+    "        with open(log, 'a') as f: f.write(self.command + ' ' + self.path + '\\n')\n"
+    "        if self.path.startswith('/ari/'):\n"
+    "            body = json.dumps({'suggestedWindow': {'start': '2020-01-01T00:00:00Z', "
+    "'end': '2020-01-02T00:00:00Z'}}).encode()\n"
+    "            return self.answer(200, [('Content-Type', 'application/json')], body)\n"
+    "        n = int(self.headers.get('Content-Length') or 0)\n"
+    "        data = self.rfile.read(n) if n else None\n"
+    "        c = http.client.HTTPSConnection('127.0.0.1', pebble, context=insecure, timeout=10)\n"
+    "        headers = {k: v for k, v in self.headers.items() if k.lower() != 'connection'}\n"
+    "        c.request(self.command, self.path, body=data, headers=headers)\n"
+    "        r = c.getresponse()\n"
+    "        body = r.read()\n"
+    "        if self.path == '/dir':\n"
+    "            d = json.loads(body)\n"
+    "            d['renewalInfo'] = 'https://127.0.0.1:%d/ari/' % port\n"
+    "            body = json.dumps(d).encode()\n"
+    "        keep = [(k, v) for k, v in r.getheaders() if k.lower() not in "
+    "('content-length', 'connection', 'transfer-encoding')]\n"
+    "        self.answer(r.status, keep, body)\n"
+    "    do_GET = do_POST = do_HEAD = forward\n"
+    "server = http.server.ThreadingHTTPServer(('127.0.0.1', port), Handler)\n"
+    "tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)\n"
+    "tls.load_cert_chain(cert, key)\n"
+    "server.socket = tls.wrap_socket(server.socket, server_side=True)\n"
+    "server.serve_forever()\n";
+
+static void start_ari_proxy(void)
+{
+    char script[256], port[16], pebble[16], cert[256], key[256], log[256];
+    snprintf(script, sizeof(script), "%s/ari_proxy.py", dir);
+    test_write_file(script, ari_proxy);
+    close(test_reserve_port(&ari_port));
+    snprintf(port, sizeof(port), "%d", ari_port);
+    snprintf(pebble, sizeof(pebble), "%d", pebble_port);
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    snprintf(log, sizeof(log), "%s/ari.log", dir);
+    ari_pid = fork();
+    ck_assert_int_ge(ari_pid, 0);
+    if (ari_pid == 0) {
+        execlp("python3", "python3", script, port, pebble, cert, key, log, (char *)NULL);
+        _exit(127);
+    }
+    ck_assert_msg(test_daemon_wait_port(ari_port, TEST_WAIT_MS), "the ARI proxy did not start");
+}
+
+/* A stored certificate far from two thirds of its hour: a restart asks
+ * the CA's renewal information for it (the path names its RFC 9773
+ * identifier), is told the window has passed, and renews at once. */
+START_TEST(ari_window_past_renews_at_once)
+{
+    start_pebble(true, 3600);
+    start_ari_proxy();
+    struct acme_client *c = client_new(false);
+    ck_assert_msg(drive(c, 1, 0, 20000, NULL), "not issued");
+    X509 *first = stored();
+    ck_assert(!is_placeholder(first));
+    char *id = acme_ari_cert_id(first);
+    ck_assert_ptr_nonnull(id);
+    char path[256], want[256];
+    snprintf(path, sizeof(path), "%s/ari.log", dir);
+    /* The first order was due (the placeholder): no ARI asked. */
+    char *asked = test_read_file(path);
+    ck_assert_ptr_null(strstr(asked, "/ari/"));
+    free(asked);
+
+    c = client_new(false);
+    ck_assert_msg(drive(c, 1, 0, 20000, NULL), "not renewed after the ARI window");
+    snprintf(want, sizeof(want), "GET /ari/%s\n", id);
+    asked = test_read_file(path);
+    ck_assert_msg(strstr(asked, want) != NULL, "%s", asked);
+    free(asked);
+    X509 *second = stored();
+    ck_assert_int_ne(
+        ASN1_INTEGER_cmp(X509_get0_serialNumber(first), X509_get0_serialNumber(second)), 0);
+    X509_free(first);
+    X509_free(second);
+    free(id);
+}
+END_TEST
+
+/* pebble requires external account binding: without one the client
+ * refuses to order (the directory says so) and says what is missing;
+ * with a wrong MAC key pebble refuses the account; with the right one
+ * the certificate is issued. */
+START_TEST(external_account_binding)
+{
+    eab_required = true;
+    start_pebble(true, 0);
+    struct acme_client *c = client_new(false);
+    ck_assert_msg(drive(c, 0, 1, 20000, NULL), "no failure without a binding");
+    eab_kid = "kid-1";
+    eab_key = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+    c = client_new(false);
+    ck_assert_msg(drive(c, 0, 1, 20000, NULL), "no failure with another key");
+    X509 *x = stored();
+    ck_assert(is_placeholder(x));
+    X509_free(x);
+    eab_key = EAB_KEY;
+    c = client_new(false);
+    ck_assert_msg(drive(c, 1, 0, 20000, NULL), "not issued with the binding");
+    x = stored();
+    ck_assert(!is_placeholder(x));
+    X509_free(x);
+}
+END_TEST
+
 /* The issuer of the certificate corral serves on `port` for
  * "localhost", in `out`; "" when the handshake fails. */
 static void served_issuer(int port, char *out, size_t size)
@@ -539,6 +687,8 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, issue_validated_then_restart);
     tcase_add_test(tc, renewal);
+    tcase_add_test(tc, ari_window_past_renews_at_once);
+    tcase_add_test(tc, external_account_binding);
     tcase_add_test(tc, challenge_failure);
     tcase_add_test(tc, pebble_down_at_start);
     tcase_add_test(tc, daemon_issues_and_serves);

@@ -52,8 +52,8 @@ static const char openssl_conf[] = "[req]\n"
  * one, and a client certificate from each CA; an intermediate CA under the
  * first and, signed by it, chained.test, whose file holds the leaf and then
  * the intermediate; ocsp.test (serial 10, and 12 as ocsp2) and revoked.test
- * (11), must-staple certificates whose OCSP URL is http://127.0.0.1:1/.
- * NAME.pem with NAME.key. */
+ * (11), must-staple certificates whose OCSP URL is http://127.0.0.1:1/;
+ * ip (13) for the address 127.0.0.1.  NAME.pem with NAME.key. */
 static const char make_certs[] =
     "set -e\n"
     "export OPENSSL_CONF=\"$PWD/openssl.cnf\"\n"
@@ -100,7 +100,12 @@ static const char make_certs[] =
     "}\n"
     "ec ocsp && ocspleaf ocsp ocsp.test 10\n"
     "ec revoked && ocspleaf revoked revoked.test 11\n"
-    "ec ocsp2 && ocspleaf ocsp2 ocsp.test 12\n";
+    "ec ocsp2 && ocspleaf ocsp2 ocsp.test 12\n"
+    "ec ip && printf 'basicConstraints = CA:FALSE\\nextendedKeyUsage = serverAuth\\n"
+    "subjectAltName = IP:127.0.0.1\\n' >ip.ext\n"
+    "openssl req -new -key ip.key -subj /CN=127.0.0.1 -out ip.csr\n"
+    "openssl x509 -req -in ip.csr -CA ca.pem -CAkey ca.key -set_serial 13 -days 30 \\\n"
+    "    -extfile ip.ext -out ip.pem\n";
 
 static char certs_dir[PATH_MAX];
 
@@ -2233,8 +2238,114 @@ START_TEST(a_stapling_file_is_stapled_while_it_is_current)
 }
 END_TEST
 
+/* An https:// responder: openssl ocsp behind a TLS server of the daemon
+ * itself (ip.pem, for 127.0.0.1, from the test CA that only
+ * tls_trusted_certificate trusts).  ocsp.test on the first port gets its
+ * good response, fetched over TLS; ocsp2 on the second none, as its
+ * responder's certificate (a.test) is not for 127.0.0.1. */
+static const char https_stapling_conf[] = "workers 1;\n" ADMIN "tls_stapling_verify on;\n"
+                                          "tls_trusted_certificate certs/ca.pem;\n"
+                                          "server {\n"
+                                          "    listen 127.0.0.1:%d tls;\n"
+                                          "    tls_stapling on;\n"
+                                          "    tls_certificate certs/ocsp.pem;\n"
+                                          "    tls_certificate_key certs/ocsp.key;\n"
+                                          "    tls_stapling_responder https://127.0.0.1:%d/;\n"
+                                          "    location / { return 200 \"ocsp\"; }\n"
+                                          "}\n"
+                                          "server {\n"
+                                          "    listen 127.0.0.1:%d tls;\n"
+                                          "    tls_stapling on;\n"
+                                          "    tls_certificate certs/ocsp2.pem;\n"
+                                          "    tls_certificate_key certs/ocsp2.key;\n"
+                                          "    tls_stapling_responder https://127.0.0.1:%d/;\n"
+                                          "    location / { return 200 \"ocsp2\"; }\n"
+                                          "}\n"
+                                          "server {\n"
+                                          "    listen 127.0.0.1:%d tls;\n"
+                                          "    tls_certificate certs/ip.pem;\n"
+                                          "    tls_certificate_key certs/ip.key;\n"
+                                          "    location / { proxy_pass http://127.0.0.1:%d; }\n"
+                                          "}\n"
+                                          "server {\n"
+                                          "    listen 127.0.0.1:%d tls;\n"
+                                          "    tls_certificate certs/a.pem;\n"
+                                          "    tls_certificate_key certs/a.key;\n"
+                                          "    location / { proxy_pass http://127.0.0.1:%d; }\n"
+                                          "}\n";
+
+START_TEST(an_https_ocsp_responder_is_fetched_over_verified_tls)
+{
+    int port = free_port(), port2 = free_port(), front = free_port(), wrong = free_port();
+    int responder = free_port();
+    pid_t pid = ocsp_responder_start(responder, OCSP_INDEX);
+    struct test_daemon d;
+    start(&d, "corral", https_stapling_conf, port, front, port2, wrong, front, responder, wrong,
+          responder);
+    int status = stapled_status_becomes(port, "ocsp.test", V_OCSP_CERTSTATUS_GOOD);
+    ck_assert_msg(status == V_OCSP_CERTSTATUS_GOOD, "ocsp.test: stapled %d; log:\n%s", status,
+                  test_daemon_log(&d));
+    char line[128];
+    snprintf(line, sizeof(line), "OCSP responder 127.0.0.1:%d for", wrong);
+    free(test_daemon_wait_log(&d, line));
+    ck_assert_int_eq(stapled_status(port2, "ocsp.test"), -1);
+    ck_assert_int_ge(metric_becomes(&d, OCSP_FETCHES, "result=\"failed\"", 1), 1);
+    test_daemon_stop(&d);
+    ocsp_responder_stop(pid);
+}
+END_TEST
+
+/* Certificates named by SNI are stapled too: ocsp.test and revoked.test
+ * are read in their first handshakes (which the staple does not hold
+ * up), then the main loop fetches for them; ocsp.test's good response is
+ * stapled to a later handshake, revoked.test gets none.  Both workers
+ * serve from the one cache, so each handshake may land on either. */
+START_TEST(certificates_named_by_sni_are_stapled)
+{
+    char dir[PATH_MAX], link[PATH_MAX + 64], target[PATH_MAX + 64];
+    test_daemon_file(dir, sizeof(dir), "sni");
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    static const char *const links[][2] = {
+        {"ocsp.test.pem", "ocsp.pem"},
+        {"ocsp.test.key", "ocsp.key"},
+        {"revoked.test.pem", "revoked.pem"},
+        {"revoked.test.key", "revoked.key"},
+    };
+    for (int i = 0; i < COUNT(links); i++) {
+        snprintf(link, sizeof(link), "%s/%s", dir, links[i][0]);
+        snprintf(target, sizeof(target), "%s/%s", certs_dir, links[i][1]);
+        ck_assert_int_eq(symlink(target, link), 0);
+    }
+    int port = free_port(), responder = free_port();
+    pid_t pid = ocsp_responder_start(responder, OCSP_INDEX);
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 2;\n" ADMIN "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    tls_certificate sni/$ssl_server_name.pem;\n"
+          "    tls_certificate_key sni/$ssl_server_name.key;\n"
+          "    tls_stapling on;\n"
+          "    tls_stapling_verify on;\n"
+          "    tls_trusted_certificate certs/ca.pem;\n"
+          "    tls_stapling_responder http://127.0.0.1:%d/;\n"
+          "    location / { return 200 \"sni\"; }\n"
+          "}\n",
+          port, responder);
+    int status = stapled_status_becomes(port, "ocsp.test", V_OCSP_CERTSTATUS_GOOD);
+    ck_assert_msg(status == V_OCSP_CERTSTATUS_GOOD, "ocsp.test: stapled %d; log:\n%s", status,
+                  test_daemon_log(&d));
+    ck_assert_int_eq(stapled_status(port, "revoked.test"), -1);
+    free(test_daemon_wait_log(&d, "the certificate's status is \"revoked\""));
+    ck_assert_int_eq(stapled_status(port, "revoked.test"), -1);
+    ck_assert_int_eq(stapled_status(port, "ocsp.test"), V_OCSP_CERTSTATUS_GOOD);
+    ck_assert_int_eq(metric_becomes(&d, OCSP_FETCHES, "result=\"ok\"", 1), 1);
+    test_daemon_stop(&d);
+    ocsp_responder_stop(pid);
+}
+END_TEST
+
 /* -t refuses a responder corral cannot fetch from. */
-START_TEST(check_refuses_an_https_ocsp_responder)
+START_TEST(check_refuses_a_malformed_ocsp_responder)
 {
     char path[PATH_MAX], args[PATH_MAX + 16], out[4096];
     test_daemon_file(path, sizeof(path), "check.conf");
@@ -2243,13 +2354,13 @@ START_TEST(check_refuses_an_https_ocsp_responder)
                           "    tls_certificate_key certs/ocsp.key;\n"
                           "    tls_trusted_certificate certs/ca.pem;\n"
                           "    tls_stapling on;\n"
-                          "    tls_stapling_responder https://127.0.0.1:1/;\n"
+                          "    tls_stapling_responder ftp://127.0.0.1:1/;\n"
                           "    location / { return 204; }\n}\n");
     snprintf(args, sizeof(args), "-t -c '%s'", path);
     int rc = test_daemon_run(args, out, sizeof(out));
     ck_assert_msg(rc != 0 &&
-                      strstr(out, "check.conf:7:28: OCSP responder \"https://127.0.0.1:1/\": "
-                                  "https is not supported") != NULL,
+                      strstr(out, "check.conf:7:28: OCSP responder \"ftp://127.0.0.1:1/\" is "
+                                  "not an http:// or https:// URL") != NULL,
                   "exit %d:\n%s", rc, out);
 }
 END_TEST
@@ -2616,13 +2727,15 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_watched_certificate_is_stapled_without_a_reload);
     tcase_add_test(tc, a_failed_refresh_keeps_the_last_good_response_until_it_expires);
     tcase_add_test(tc, a_stapling_file_is_stapled_while_it_is_current);
+    tcase_add_test(tc, an_https_ocsp_responder_is_fetched_over_verified_tls);
+    tcase_add_test(tc, certificates_named_by_sni_are_stapled);
     tcase_add_test(tc, proxy_to_an_https_upstream);
     tcase_add_test(tc, proxy_shows_a_client_certificate_to_the_upstream);
     tcase_add_test(tc, health_checks_speak_tls_to_an_https_upstream);
     tcase_add_test(tc, ktls_on_serves_either_way);
     /* corral -t only: one thread, nothing for ThreadSanitizer to see. */
     if (!TEST_TSAN) {
-        tcase_add_test(tc, check_refuses_an_https_ocsp_responder);
+        tcase_add_test(tc, check_refuses_a_malformed_ocsp_responder);
         tcase_add_test(tc, check_refuses_a_bad_upstream_client_certificate);
         tcase_add_test(tc, check_reports_certificate_problems_where_they_are_named);
     }
