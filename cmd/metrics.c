@@ -353,6 +353,10 @@ static void write_quic(struct text *t)
                 sum.retries_sent += one.retries_sent;
                 sum.tokens_refused += one.tokens_refused;
                 sum.resets_sent += one.resets_sent;
+                sum.flood_retries += one.flood_retries;
+                sum.new_tokens_sent += one.new_tokens_sent;
+                sum.new_tokens_taken += one.new_tokens_taken;
+                sum.handshaking += one.handshaking;
             }
         }
     if (!any)
@@ -371,10 +375,20 @@ static void write_quic(struct text *t)
     write_counter(t, "corral_quic_retries_total",
                   "Retry packets sent to validate a client's address (quic_retry).",
                   sum.retries_sent);
+    write_counter(t, "corral_quic_flood_retries_total",
+                  "Retry packets sent because a worker had quic_retry_threshold handshakes in "
+                  "progress (of corral_quic_retries_total).",
+                  sum.flood_retries);
     write_counter(t, "corral_quic_tokens_refused_total",
-                  "Client Initials dropped for a Retry token that did not verify (forged, "
-                  "expired, from another address).",
+                  "Client Initials closed with INVALID_TOKEN for a Retry token that did not "
+                  "verify (forged, expired, from another address).",
                   sum.tokens_refused);
+    write_counter(t, "corral_quic_new_tokens_sent_total",
+                  "NEW_TOKEN tokens sent to clients after their handshake.", sum.new_tokens_sent);
+    write_counter(t, "corral_quic_new_tokens_taken_total",
+                  "Connections whose address a NEW_TOKEN token validated (no Retry, no "
+                  "amplification limit).",
+                  sum.new_tokens_taken);
     write_counter(t, "corral_quic_stateless_resets_total",
                   "Stateless resets sent for packets of connections no worker has.",
                   sum.resets_sent);
@@ -382,6 +396,12 @@ static void write_quic(struct text *t)
                 "# HELP corral_quic_connections QUIC connections open.\n"
                 "# TYPE corral_quic_connections gauge\ncorral_quic_connections %llu\n",
                 (unsigned long long)sum.connections);
+    text_printf(t,
+                "# HELP corral_quic_handshakes_in_progress QUIC connections in their handshake "
+                "(quic_retry_threshold counts them per worker).\n"
+                "# TYPE corral_quic_handshakes_in_progress gauge\n"
+                "corral_quic_handshakes_in_progress %llu\n",
+                (unsigned long long)sum.handshaking);
 }
 
 void metrics_write(struct text *t)

@@ -722,6 +722,7 @@ static int quic_site_build(struct site *site, struct generation *gen,
         .vhost_certificates = pairs,
         .gso = conf->quic_gso,
         .retry = conf->quic_retry,
+        .retry_threshold = conf->quic_retry_threshold,
         .max_concurrent_streams = conf->http3_max_concurrent_streams,
         .stream_buffer_size = conf->http3_stream_buffer_size,
     };

@@ -69,6 +69,17 @@ static int on_remove_cid(ngtcp2_conn *quic, const ngtcp2_cid *cid, void *user)
 
 static int setup_http(struct h3_conn *conn);
 
+/* The connection leaves the endpoint's count of handshakes in progress
+ * (Retry's threshold): completed, or freed. */
+static void handshake_over(struct h3_conn *conn)
+{
+    if (!conn->handshaking)
+        return;
+    conn->handshaking = false;
+    assert(conn->ep->handshaking > 0);
+    conn->ep->handshaking--;
+}
+
 static int on_handshake_completed(ngtcp2_conn *quic, void *user)
 {
     (void)quic;
@@ -80,6 +91,16 @@ static int on_handshake_completed(ngtcp2_conn *quic, void *user)
         memcmp(alpn.data, "h3", 2) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
     conn->ep->handshakes++;
+    handshake_over(conn);
+    /* A token for the client's next connections (RFC 9000 8.1.3): its
+     * address is validated now, and a later Initial with the token skips
+     * Retry and the amplification limit.  Not having one costs the client
+     * only that. */
+    uint8_t token[NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN];
+    int len = h3_endpoint_new_token(conn->ep, (const struct sockaddr *)&conn->dgram.peer,
+                                    conn->dgram.peer_len, token);
+    if (len > 0)
+        (void)ngtcp2_conn_submit_new_token(conn->quic, token, (size_t)len);
     return setup_http(conn);
 }
 
@@ -522,8 +543,9 @@ static int on_client_hello(gnutls_session_t session)
 }
 
 struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
-                               const ngtcp2_cid *odcid, const struct sockaddr *local,
-                               socklen_t local_len, const struct sockaddr *peer, socklen_t peer_len)
+                               const ngtcp2_cid *odcid, bool validated,
+                               const struct sockaddr *local, socklen_t local_len,
+                               const struct sockaddr *peer, socklen_t peer_len)
 {
     if (local_len > sizeof(struct sockaddr_storage) || peer_len > sizeof(struct sockaddr_storage))
         return NULL;
@@ -574,8 +596,9 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
         params.original_dcid = *odcid;
         params.retry_scid = hd->dcid;
         params.retry_scid_present = 1;
-        settings.token = hd->token;
     }
+    if (validated) /* ngtcp2 then lifts the amplification limit */
+        settings.token = hd->token;
     ngtcp2_path path = {
         .local = {(ngtcp2_sockaddr *)&conn->dgram.local, (ngtcp2_socklen)local_len},
         .remote = {(ngtcp2_sockaddr *)&conn->dgram.peer, (ngtcp2_socklen)peer_len},
@@ -609,6 +632,8 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
     ep->conns = conn;
     ep->conn_count++;
     conn->listed = true;
+    conn->handshaking = true;
+    ep->handshaking++;
     return conn;
 fail:
     h3_endpoint_remove_conn(ep, conn);
@@ -629,6 +654,7 @@ void h3_conn_free(struct h3_conn *conn)
     while (conn->streams != NULL)
         h3_stream_free(conn->streams);
     h3_endpoint_remove_conn(ep, conn);
+    handshake_over(conn);
     if (conn->listed) {
         if (conn->prev != NULL)
             conn->prev->next = conn->next;

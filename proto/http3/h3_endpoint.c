@@ -311,7 +311,13 @@ int h3_host_key_derive(const uint8_t *key, size_t len, uint8_t token_secret[32],
 
 void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out)
 {
-    *out = (struct h3_endpoint_counters){ep->retries_sent, ep->tokens_refused, ep->resets_sent};
+    *out = (struct h3_endpoint_counters){.sent = ep->retries_sent,
+                                         .refused = ep->tokens_refused,
+                                         .resets = ep->resets_sent,
+                                         .flood_retries = ep->flood_retries,
+                                         .new_tokens_sent = ep->new_tokens_sent,
+                                         .new_tokens_taken = ep->new_tokens_taken,
+                                         .handshaking = ep->handshaking};
 }
 
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep)
@@ -377,18 +383,72 @@ static void send_stateless_reset(struct h3_endpoint *ep, const ngtcp2_version_ci
     ep->resets_sent++;
 }
 
-/* Whether the Initial's token is a Retry token of this key, for this
- * address, in time; its first ID in *odcid then. */
-static bool token_valid(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
-                        const struct sockaddr *peer, socklen_t peer_len, ngtcp2_cid *odcid)
+/* A client Initial whose Retry token does not verify: closed at once
+ * with INVALID_TOKEN (RFC 9000 8.1.2), in an Initial packet made from
+ * its header alone, costing no state; the client gives up instead of
+ * retrying to its handshake timeout. */
+static void send_invalid_token(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
+                               const struct sockaddr *local, socklen_t local_len,
+                               const struct sockaddr *peer, socklen_t peer_len)
+{
+    ep->tokens_refused++;
+    uint8_t pkt[NGTCP2_MAX_UDP_PAYLOAD_SIZE];
+    ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(pkt, sizeof(pkt), hd->version, &hd->scid,
+                                                          &hd->dcid, NGTCP2_INVALID_TOKEN, NULL, 0);
+    if (n > 0)
+        ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n,
+                          0);
+}
+
+/* Whether the Initial's Retry token (its magic byte checked) is one of
+ * this key, for this address, in time; its first ID in *odcid then. */
+static bool retry_token_valid(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
+                              const struct sockaddr *peer, socklen_t peer_len, ngtcp2_cid *odcid)
 {
     uint64_t timeout_ms =
         ep->config.retry_token_timeout_ms > 0 ? ep->config.retry_token_timeout_ms : 10000;
-    return hd->token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY &&
-           ngtcp2_crypto_verify_retry_token(
+    return ngtcp2_crypto_verify_retry_token(
                odcid, hd->token.base, hd->token.len, ep->token_secret, sizeof(ep->token_secret),
                hd->version, (const ngtcp2_sockaddr *)peer, (ngtcp2_socklen)peer_len, &hd->dcid,
                timeout_ms * NGTCP2_MILLISECONDS, h3_conn_now()) == 0;
+}
+
+/* Whether the Initial's token is a NEW_TOKEN token of this key for this
+ * address (ngtcp2 binds it to the IP address, not the port: a client's
+ * next connection comes from another port), in time. */
+static bool new_token_valid(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
+                            const struct sockaddr *peer, socklen_t peer_len)
+{
+    uint64_t timeout_ms =
+        ep->config.new_token_timeout_ms > 0 ? ep->config.new_token_timeout_ms : 600000;
+    return ngtcp2_crypto_verify_regular_token(
+               hd->token.base, hd->token.len, ep->token_secret, sizeof(ep->token_secret),
+               (const ngtcp2_sockaddr *)peer, (ngtcp2_socklen)peer_len,
+               timeout_ms * NGTCP2_MILLISECONDS, h3_conn_now()) == 0;
+}
+
+int h3_endpoint_new_token(struct h3_endpoint *ep, const struct sockaddr *peer, socklen_t peer_len,
+                          uint8_t token[NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN])
+{
+    ngtcp2_ssize n = ngtcp2_crypto_generate_regular_token(
+        token, ep->token_secret, sizeof(ep->token_secret), (const ngtcp2_sockaddr *)peer,
+        (ngtcp2_socklen)peer_len, h3_conn_now());
+    if (n < 0)
+        return -1;
+    ep->new_tokens_sent++;
+    return (int)n;
+}
+
+/* Whether a client Initial without a token that validates its address
+ * gets a Retry: always with `retry`, else while the handshakes in
+ * progress reach the threshold (a flood of Initials: each would hold a
+ * connection until its handshake timeout; a Retry holds nothing and
+ * costs a spoofed source its answer). */
+static bool wants_retry(struct h3_endpoint *ep)
+{
+    if (ep->config.retry)
+        return true;
+    return ep->config.retry_threshold > 0 && ep->handshaking >= ep->config.retry_threshold;
 }
 
 int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, socklen_t local_len,
@@ -415,16 +475,31 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
                 send_stateless_reset(ep, &vc, len, local, local_len, peer, peer_len);
             return -ENOENT;
         }
+        /* A Retry token is checked whether or not Retry is wanted now
+         * (the threshold may have passed since it was sent); one that
+         * fails is closed with INVALID_TOKEN.  A NEW_TOKEN token that
+         * fails (expired, another address, another key) is as none
+         * (RFC 9000 8.1.3). */
         ngtcp2_cid odcid;
-        if (ep->config.retry) {
-            if (hd.token.len == 0)
-                return send_retry(ep, &hd, local, local_len, peer, peer_len);
-            if (!token_valid(ep, &hd, peer, peer_len, &odcid)) {
-                ep->tokens_refused++;
+        bool retried = false, validated = false;
+        if (hd.token.len > 0 && hd.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY) {
+            if (!retry_token_valid(ep, &hd, peer, peer_len, &odcid)) {
+                send_invalid_token(ep, &hd, local, local_len, peer, peer_len);
                 return -ENOENT;
             }
+            retried = validated = true;
+        } else if (hd.token.len > 0 && hd.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR &&
+                   new_token_valid(ep, &hd, peer, peer_len)) {
+            validated = true;
+            ep->new_tokens_taken++;
         }
-        conn = h3_conn_accept(ep, &hd, ep->config.retry ? &odcid : NULL, local, local_len, peer,
+        if (!validated && wants_retry(ep)) {
+            int sent = send_retry(ep, &hd, local, local_len, peer, peer_len);
+            if (sent == 0 && !ep->config.retry)
+                ep->flood_retries++;
+            return sent;
+        }
+        conn = h3_conn_accept(ep, &hd, retried ? &odcid : NULL, validated, local, local_len, peer,
                               peer_len);
         if (conn == NULL)
             return -ENOENT;

@@ -44,6 +44,7 @@ struct counters {
     _Atomic uint64_t handed_in;              /* datagrams another worker passed to this one */
     _Atomic uint64_t datagrams_in, datagrams_out, handshakes, connections;
     _Atomic uint64_t retries_sent, tokens_refused, resets_sent;
+    _Atomic uint64_t flood_retries, new_tokens_sent, new_tokens_taken, handshaking;
     bool stopped; /* on_stop ran: a hand-off that comes later makes no endpoint */
 };
 
@@ -218,6 +219,10 @@ static void publish(struct h3_udp_worker *w, unsigned index)
     atomic_store_explicit(&c->retries_sent, retry.sent, memory_order_relaxed);
     atomic_store_explicit(&c->tokens_refused, retry.refused, memory_order_relaxed);
     atomic_store_explicit(&c->resets_sent, retry.resets, memory_order_relaxed);
+    atomic_store_explicit(&c->flood_retries, retry.flood_retries, memory_order_relaxed);
+    atomic_store_explicit(&c->new_tokens_sent, retry.new_tokens_sent, memory_order_relaxed);
+    atomic_store_explicit(&c->new_tokens_taken, retry.new_tokens_taken, memory_order_relaxed);
+    atomic_store_explicit(&c->handshaking, retry.handshaking, memory_order_relaxed);
 }
 
 /* On the owner's loop: the datagram as if its own socket had read it. */
@@ -340,6 +345,10 @@ int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_
         .retries_sent = atomic_load_explicit(&c->retries_sent, memory_order_relaxed),
         .tokens_refused = atomic_load_explicit(&c->tokens_refused, memory_order_relaxed),
         .resets_sent = atomic_load_explicit(&c->resets_sent, memory_order_relaxed),
+        .flood_retries = atomic_load_explicit(&c->flood_retries, memory_order_relaxed),
+        .new_tokens_sent = atomic_load_explicit(&c->new_tokens_sent, memory_order_relaxed),
+        .new_tokens_taken = atomic_load_explicit(&c->new_tokens_taken, memory_order_relaxed),
+        .handshaking = atomic_load_explicit(&c->handshaking, memory_order_relaxed),
     };
     return 0;
 }

@@ -74,7 +74,16 @@ struct h3_endpoint_config {
      * 10 s) opens a connection; others are dropped and counted. */
     bool retry;
     uint64_t retry_token_timeout_ms;
-    /* The key of Retry tokens, 32 bytes, shared by the endpoints of one
+    /* Without `retry`: a client Initial without a valid token is answered
+     * with a Retry while this many connections of the endpoint are in
+     * their handshake (an Initial flood), and opens a connection
+     * otherwise.  0: never. */
+    unsigned retry_threshold;
+    /* How long a token sent in a NEW_TOKEN frame after a handshake
+     * validates the client's address on its later connections (no
+     * Retry, no amplification limit).  0: 10 minutes. */
+    uint64_t new_token_timeout_ms;
+    /* The key of Retry and NEW_TOKEN tokens, 32 bytes, shared by the endpoints of one
      * listen so that any worker verifies another's token; NULL: one of
      * the endpoint's own, at random. */
     const uint8_t *token_secret;
@@ -112,11 +121,16 @@ size_t h3_endpoint_conn_count(const struct h3_endpoint *ep);
 /* The handshakes completed on it (ALPN h3 checked), since it was made. */
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep);
 
-/* Retry packets sent, client Initials dropped for a token that did not
- * verify (forged, expired, from another address), and stateless resets
- * sent, since it was made. */
+/* Since it was made: Retry packets sent (`flood_retries` of them because
+ * retry_threshold handshakes were in progress), client Initials closed
+ * with INVALID_TOKEN for a Retry token that did not verify (forged,
+ * expired, from another address), stateless resets sent, NEW_TOKEN
+ * tokens sent and taken back (a connection whose address they
+ * validated); and the connections in their handshake now. */
 struct h3_endpoint_counters {
     uint64_t sent, refused, resets;
+    uint64_t flood_retries, new_tokens_sent, new_tokens_taken;
+    uint64_t handshaking;
 };
 void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out);
 
@@ -164,6 +178,7 @@ struct h3_udp_stats {
     uint64_t handshakes;    /* completed on the worker's endpoint */
     uint64_t connections;   /* open on it now */
     uint64_t retries_sent, tokens_refused, resets_sent; /* h3_endpoint_counters() */
+    uint64_t flood_retries, new_tokens_sent, new_tokens_taken, handshaking;
 };
 /* Reads worker `index`'s counters; any thread.  Returns 0 or -EINVAL. */
 int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out);

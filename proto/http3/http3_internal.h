@@ -42,6 +42,8 @@ struct h3_endpoint {
     size_t conn_count;
     uint64_t handshakes; /* completed, for h3_endpoint_handshakes() */
     uint64_t retries_sent, tokens_refused, resets_sent;
+    uint64_t flood_retries, new_tokens_sent, new_tokens_taken;
+    size_t handshaking;       /* connections whose handshake has not completed */
     uint8_t token_secret[32]; /* config.token_secret's, or random */
 };
 
@@ -57,6 +59,10 @@ void h3_endpoint_remove_cid(struct h3_endpoint *ep, const ngtcp2_cid *cid);
  * of the vhost the name picks. */
 gnutls_certificate_credentials_t h3_endpoint_credentials(const struct h3_endpoint *ep,
                                                          const char *name, size_t len);
+/* Makes a NEW_TOKEN token for a client at `peer` (counted as sent).
+ * Returns its length, or -1. */
+int h3_endpoint_new_token(struct h3_endpoint *ep, const struct sockaddr *peer, socklen_t peer_len,
+                          uint8_t token[NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN]);
 /* Takes every ID of `conn` out. */
 void h3_endpoint_remove_conn(struct h3_endpoint *ep, struct h3_conn *conn);
 
@@ -144,6 +150,7 @@ struct h3_conn {
     bool closed;      /* failed or asked to close: closed and freed at the flush */
     bool in_input;    /* inside h3_conn_input(): it flushes on return */
     bool drains_owed; /* some stream's output drained: on_drain to deliver */
+    bool handshaking; /* counted in ep->handshaking */
     /* The name its client sent by SNI (dgram.server_name points here once
      * there is one), as received: at most 255 bytes, no NUL among them. */
     char server_name[256];
@@ -162,12 +169,13 @@ void h3_conn_schedule(struct h3_conn *conn);
 /* The connection's clock for ngtcp2. */
 uint64_t h3_conn_now(void);
 /* Makes a connection for a client's Initial; `odcid`: the ID of the
- * client's first Initial its Retry token carried (its address is then
- * validated), or NULL without Retry.  Returns it or NULL. */
+ * client's first Initial its Retry token carried, or NULL without Retry;
+ * `validated`: its token (Retry or NEW_TOKEN) proved its address, which
+ * lifts the amplification limit.  Returns it or NULL. */
 struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
-                               const ngtcp2_cid *odcid, const struct sockaddr *local,
-                               socklen_t local_len, const struct sockaddr *peer,
-                               socklen_t peer_len);
+                               const ngtcp2_cid *odcid, bool validated,
+                               const struct sockaddr *local, socklen_t local_len,
+                               const struct sockaddr *peer, socklen_t peer_len);
 /* Frees it at once: exchanges aborted, IDs out of the table. */
 void h3_conn_free(struct h3_conn *conn);
 

@@ -281,7 +281,11 @@ static void server_output(void *arg, const struct sockaddr *local, socklen_t loc
     (void)local;
     (void)local_len;
     ck_assert_uint_eq(peer_len, sizeof(client_addr));
-    ck_assert_int_eq(memcmp(peer, &client_addr, sizeof(client_addr)), 0);
+    const struct sockaddr_in *to = (const struct sockaddr_in *)peer;
+    ck_assert_int_eq(to->sin_family, AF_INET);
+    ck_assert_uint_eq(to->sin_addr.s_addr, client_addr.sin_addr.s_addr);
+    if (to->sin_port != client_addr.sin_port)
+        return; /* a connection of a client gone before the case moved port */
     size_t step = gso_segment > 0 ? gso_segment : len;
     if (gso_segment > 0) {
         ck_assert_uint_lt(gso_segment, len); /* a run holds two datagrams at least */
@@ -530,7 +534,23 @@ static int client_extend_max_stream_data(ngtcp2_conn *quic, int64_t stream_id, u
     return 0;
 }
 
+/* The last NEW_TOKEN token the server sent the client, kept across its
+ * connections as a client's store would. */
+static uint8_t new_token[128];
+static size_t new_token_len;
+
+static int client_recv_new_token(ngtcp2_conn *quic, const ngtcp2_vec *token, void *user)
+{
+    (void)quic;
+    (void)user;
+    ck_assert_uint_le(token->len, sizeof(new_token));
+    memcpy(new_token, token->base, token->len);
+    new_token_len = token->len;
+    return 0;
+}
+
 static const ngtcp2_callbacks client_callbacks = {
+    .recv_new_token = client_recv_new_token,
     .client_initial = ngtcp2_crypto_client_initial_cb,
     .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
     .handshake_completed = client_handshake_completed,
@@ -1183,6 +1203,23 @@ static bool token_refused(void)
     return retry.refused > 0;
 }
 
+static bool client_failed(void);
+
+/* A client whose Retry token the endpoint refuses is told so at once
+ * (RFC 9000 8.1.2): its connection ends with INVALID_TOKEN, counted, and
+ * the endpoint keeps no connection. */
+static void closed_with_invalid_token(void)
+{
+    cl.handshake_done = true; /* so that run_until() looks at its condition */
+    ck_assert(run_until(client_failed, 3000));
+    ngtcp2_connection_close_error ccerr;
+    ngtcp2_conn_get_connection_close_error(cl.quic, &ccerr);
+    ck_assert_int_eq(ccerr.type, NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_TRANSPORT);
+    ck_assert_uint_eq(ccerr.error_code, NGTCP2_INVALID_TOKEN);
+    ck_assert(token_refused());
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+}
+
 /* quic_retry: a client's first Initial is answered with a Retry; its
  * next, with the token, opens the connection (ngtcp2's client follows
  * the Retry and checks the IDs the server's transport parameters name),
@@ -1212,9 +1249,7 @@ START_TEST(retry_forged_token)
     ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_RANDOM, client_token, client_token_len), 0);
     client_token[0] = NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY;
     client_start("h3");
-    cl.handshake_done = true; /* so that run_until() looks at its condition */
-    ck_assert(run_until(token_refused, 3000));
-    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+    closed_with_invalid_token();
     struct h3_endpoint_counters retry;
     h3_endpoint_counters(ep, &retry);
     ck_assert_uint_eq(retry.sent, 0);
@@ -1241,9 +1276,7 @@ START_TEST(retry_expired_token)
     uint64_t until = test_now_ms() + 150;
     while (test_now_ms() < until) /* the token's age is the point here */
         usleep(10 * 1000);
-    cl.handshake_done = true;
-    ck_assert(run_until(token_refused, 3000));
-    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+    closed_with_invalid_token();
 }
 END_TEST
 
@@ -1277,9 +1310,7 @@ static void token_across_endpoints(bool same_key)
         .retry = true, .token_secret = token_secret, .reset_secret = reset_secret});
     struct h3_endpoint_counters retry;
     if (!same_key) {
-        cl.handshake_done = true;
-        ck_assert(run_until(token_refused, 3000));
-        ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+        closed_with_invalid_token();
         return;
     }
     ck_assert(run_until(handshake_done, 5000));
@@ -1310,6 +1341,165 @@ static bool client_failed(void)
 {
     return cl.failed;
 }
+
+/* A client's first Initial given to the endpoint by hand, its answers
+ * left unread; returns how many datagrams it was answered with, the
+ * first in *first_byte. */
+static size_t initial_only(uint8_t *first_byte)
+{
+    client_start("h3");
+    client_write();
+    ck_assert_uint_eq(to_server.count, 1);
+    struct datagram *d = &to_server.items[to_server.head];
+    to_client.count = 0;
+    h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                      (struct sockaddr *)&client_addr, sizeof(client_addr), d->data, d->len, 0);
+    to_server.count = 0;
+    size_t answers = to_client.count;
+    if (answers > 0)
+        *first_byte = to_client.items[to_client.head].data[0];
+    to_client.count = 0;
+    client_free();
+    return answers;
+}
+
+/* A Retry packet's first byte (RFC 9000 17.2.5: long header, type 3). */
+static bool is_retry(uint8_t byte)
+{
+    return (byte & 0xf0) == 0xf0;
+}
+
+/* quic_retry_threshold without quic_retry: while fewer handshakes than
+ * the threshold are in progress, a client's Initial opens a connection
+ * and is answered by the handshake; from the threshold on, with a Retry
+ * (counted as a flood Retry), and the client that follows it is served. */
+START_TEST(retry_over_threshold)
+{
+    endpoint_again(&(struct h3_endpoint_config){.retry_threshold = 3});
+    uint8_t byte = 0;
+    for (unsigned i = 0; i < 3; i++) { /* three handshakes left hanging */
+        ck_assert_uint_ge(initial_only(&byte), 1);
+        ck_assert(!is_retry(byte));
+        ck_assert_uint_eq(h3_endpoint_conn_count(ep), i + 1);
+    }
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 0);
+    ck_assert_uint_eq(c.handshaking, 3);
+    ck_assert_uint_eq(initial_only(&byte), 1);
+    ck_assert(is_retry(byte));
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 3);
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 1);
+    ck_assert_uint_eq(c.flood_retries, 1);
+    /* A whole client now: Retry, then its connection and a request. */
+    client_start("h3");
+    ck_assert(run_until(handshake_done, 5000));
+    ck_assert(!cl.failed);
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 2);
+    ck_assert_uint_eq(c.flood_retries, 2);
+    ck_assert_uint_eq(c.handshaking, 3); /* its own handshake completed */
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 4);
+}
+END_TEST
+
+/* The same handshakes in progress under a threshold of 0 (off): no
+ * Retry however many. */
+START_TEST(no_retry_without_threshold)
+{
+    uint8_t byte = 0;
+    for (unsigned i = 0; i < 5; i++) {
+        ck_assert_uint_ge(initial_only(&byte), 1);
+        ck_assert(!is_retry(byte));
+    }
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 0);
+    ck_assert_uint_eq(c.handshaking, 5);
+}
+END_TEST
+
+/* NEW_TOKEN: a client's first connection gets a token after its
+ * handshake; its next connection, from another port, with the token,
+ * skips Retry under quic_retry (its address is validated), and is
+ * served. */
+static void connect_with(const uint8_t *token, size_t len)
+{
+    memcpy(client_token, token, len);
+    client_token_len = len;
+    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+    client_start("h3");
+    ck_assert(run_until(handshake_done, 5000));
+    ck_assert(!cl.failed);
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+}
+
+static void first_connection_for_a_token(void)
+{
+    connect_client();
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    ck_assert_uint_gt(new_token_len, 0);
+    ck_assert_uint_eq(new_token[0], NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR);
+    client_free();
+}
+
+START_TEST(new_token_skips_retry)
+{
+    endpoint_again(&(struct h3_endpoint_config){.retry = true});
+    first_connection_for_a_token();
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 1);
+    ck_assert_uint_eq(c.new_tokens_sent, 1);
+    ck_assert_uint_eq(c.new_tokens_taken, 0);
+    connect_with(new_token, new_token_len);
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 1); /* no second Retry */
+    ck_assert_uint_eq(c.new_tokens_taken, 1);
+    ck_assert_uint_eq(c.refused, 0);
+}
+END_TEST
+
+/* A NEW_TOKEN token past its lifetime (here 50 ms), or forged (its
+ * magic byte, the rest random), validates nothing: the client gets a
+ * Retry as one without a token, and is served after it. */
+START_TEST(new_token_expired_or_forged)
+{
+    endpoint_again(&(struct h3_endpoint_config){.retry = true, .new_token_timeout_ms = 50});
+    first_connection_for_a_token();
+    uint64_t until = test_now_ms() + 150;
+    while (test_now_ms() < until) /* the token's age is the point here */
+        usleep(10 * 1000);
+    connect_with(new_token, new_token_len);
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 2);
+    ck_assert_uint_eq(c.new_tokens_taken, 0);
+    client_free();
+    uint8_t forged[NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN];
+    ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_RANDOM, forged, sizeof(forged)), 0);
+    forged[0] = NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR;
+    connect_with(forged, sizeof(forged));
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 3);
+    ck_assert_uint_eq(c.new_tokens_taken, 0);
+    ck_assert_uint_eq(c.refused, 0);
+}
+END_TEST
 
 /* A connection's packets reaching an endpoint that does not know it (the
  * next generation after a reload, here a new endpoint): it sends a
@@ -1994,6 +2184,10 @@ Suite *test_suite(void)
     tcase_add_test(tc, retry_expired_token);
     tcase_add_test(tc, host_key_token_taken_elsewhere);
     tcase_add_test(tc, other_host_key_token_refused);
+    tcase_add_test(tc, retry_over_threshold);
+    tcase_add_test(tc, no_retry_without_threshold);
+    tcase_add_test(tc, new_token_skips_retry);
+    tcase_add_test(tc, new_token_expired_or_forged);
     tcase_add_test(tc, stateless_reset_recognised);
     tcase_add_test(tc, stateless_reset_of_another_key_ignored);
     tcase_add_test(tc, malformed_request);

@@ -488,6 +488,12 @@ START_TEST(retry_then_served)
     ck_assert_int_eq(metric(&d, "corral_quic_retries_total"), 2);
     ck_assert_int_eq(metric(&d, "corral_quic_tokens_refused_total"), 0);
     ck_assert_int_eq(metric(&d, "corral_quic_handshakes_total"), 2);
+    /* quic_retry on: none of them for a flood; each connection got a
+     * NEW_TOKEN token (gtlsclient keeps none for its next run). */
+    ck_assert_int_eq(metric(&d, "corral_quic_flood_retries_total"), 0);
+    ck_assert_int_eq(metric(&d, "corral_quic_new_tokens_sent_total"), 2);
+    ck_assert_int_eq(metric(&d, "corral_quic_new_tokens_taken_total"), 0);
+    ck_assert_int_eq(metric(&d, "corral_quic_handshakes_in_progress"), 0);
     test_daemon_stop(&d);
     backend_stop(&backend);
 }
@@ -720,6 +726,9 @@ START_TEST(check_refuses)
         {"quic_bpf maybe;", "on or off"},
         {"quic_gso 1;", "on or off"},
         {"quic_retry yes;", "on or off"},
+        {"quic_retry_threshold -1;", NULL},
+        {"quic_retry_threshold on;", NULL},
+        {"server { quic_retry_threshold 8; }", NULL /* top level only */},
         {"quic_host_key DIR/none.key;\nserver { listen 127.0.0.1:8443 quic; CERTS }",
          "quic_host_key"},
         {"quic_host_key DIR/short.key;\nserver { listen 127.0.0.1:8443 quic; CERTS }",
@@ -757,7 +766,7 @@ START_TEST(check_refuses)
     char conf[PATH_MAX + 16], args[PATH_MAX + 32], out[4096], body[1024];
     snprintf(body, sizeof(body),
              "quic_bpf off; quic_gso off; http3_max_concurrent_streams 16; "
-             "http3_stream_buffer_size 128k;\n"
+             "http3_stream_buffer_size 128k; quic_retry_threshold off;\n"
              "server { listen 127.0.0.1:8443 tls; listen 127.0.0.1:8443 quic reuseport; "
              "tls_certificate %s/cert.pem; tls_certificate_key %s/key.pem; }",
              dir, dir);
