@@ -357,6 +357,7 @@ static void write_quic(struct text *t)
                 sum.new_tokens_sent += one.new_tokens_sent;
                 sum.new_tokens_taken += one.new_tokens_taken;
                 sum.handshaking += one.handshaking;
+                sum.amplification_limited += one.amplification_limited;
             }
         }
     if (!any)
@@ -389,6 +390,10 @@ static void write_quic(struct text *t)
                   "Connections whose address a NEW_TOKEN token validated (no Retry, no "
                   "amplification limit).",
                   sum.new_tokens_taken);
+    write_counter(t, "corral_quic_amplification_limited_total",
+                  "QUIC connections that reached the 3x amplification limit (less than a full "
+                  "datagram of it left) before their client's address was validated.",
+                  sum.amplification_limited);
     write_counter(t, "corral_quic_stateless_resets_total",
                   "Stateless resets sent for packets of connections no worker has.",
                   sum.resets_sent);

@@ -92,6 +92,7 @@ static int on_handshake_completed(ngtcp2_conn *quic, void *user)
         return NGTCP2_ERR_CALLBACK_FAILURE;
     conn->ep->handshakes++;
     handshake_over(conn);
+    conn->validated = true;
     /* A token for the client's next connections (RFC 9000 8.1.3): its
      * address is validated now, and a later Initial with the token skips
      * Retry and the amplification limit.  Not having one costs the client
@@ -286,6 +287,7 @@ static void on_timer(corral_timer *timer, void *arg)
 static void send_packet(struct h3_conn *conn, const ngtcp2_path *path, const uint8_t *data,
                         size_t len)
 {
+    conn->unvalidated_out += conn->validated ? 0 : len;
     conn->ep->config.output(conn->ep->config.output_arg, (const struct sockaddr *)path->local.addr,
                             path->local.addrlen, (const struct sockaddr *)path->remote.addr,
                             path->remote.addrlen, data, len, 0);
@@ -329,6 +331,7 @@ static void run_send(struct h3_conn *conn, struct gso_run *run)
     if (run->used == 0)
         return;
     const ngtcp2_path *path = &run->path.path;
+    conn->unvalidated_out += conn->validated ? 0 : run->used;
     conn->ep->config.output(conn->ep->config.output_arg, (const struct sockaddr *)path->local.addr,
                             path->local.addrlen, (const struct sockaddr *)path->remote.addr,
                             path->remote.addrlen, run->buf, run->used,
@@ -436,6 +439,22 @@ static int write_packets(struct h3_conn *conn)
     return rc;
 }
 
+/* Whether what the server sent reached its 3x limit before the
+ * client's address was validated (RFC 9000 8.1): ngtcp2 enforces it but
+ * does not tell, so it is counted here, once per connection, when a
+ * flush leaves less than one full datagram of the budget (an
+ * ack-eliciting Initial must be padded to 1200 bytes). */
+static void check_amplification(struct h3_conn *conn)
+{
+    if (conn->validated || conn->amplification_limited)
+        return;
+    uint64_t budget = 3 * conn->unvalidated_in;
+    if (conn->unvalidated_out + NGTCP2_MAX_UDP_PAYLOAD_SIZE > budget) {
+        conn->amplification_limited = true;
+        conn->ep->amplification_limited++;
+    }
+}
+
 /* What a stream's output owes its handler, then the packets. */
 static void flush(struct h3_conn *conn)
 {
@@ -449,6 +468,7 @@ static void flush(struct h3_conn *conn)
         h3_conn_free(conn);
         return;
     }
+    check_amplification(conn);
     arm_timer(conn);
 }
 
@@ -473,6 +493,34 @@ void h3_conn_schedule(struct h3_conn *conn)
 
 /* ------------------------------------------------------------- input */
 
+/* Counts a datagram from a client whose address is not validated yet,
+ * and sees whether it validates it: ngtcp2 takes a Handshake packet (or
+ * one protected with later keys) from the client as proof of its address
+ * (RFC 9000 8.1), whose keys a spoofer cannot have.  The coalesced long
+ * headers are walked by their length fields. */
+static void account_unvalidated(struct h3_conn *conn, const uint8_t *pkt, size_t len)
+{
+    conn->unvalidated_in += len;
+    size_t off = 0;
+    while (off < len) {
+        if ((pkt[off] & 0x80) == 0) {
+            conn->validated = true;
+            return;
+        }
+        ngtcp2_pkt_hd hd;
+        ngtcp2_ssize n = ngtcp2_pkt_decode_hd_long(&hd, pkt + off, len - off);
+        if (n < 0)
+            return;
+        if (hd.type == NGTCP2_PKT_HANDSHAKE) {
+            conn->validated = true;
+            return;
+        }
+        if (hd.len > len - off - (size_t)n)
+            return;
+        off += (size_t)n + hd.len;
+    }
+}
+
 void h3_conn_input(struct h3_conn *conn, const struct sockaddr *local, socklen_t local_len,
                    const struct sockaddr *peer, socklen_t peer_len, const uint8_t *pkt, size_t len,
                    unsigned ecn)
@@ -484,6 +532,8 @@ void h3_conn_input(struct h3_conn *conn, const struct sockaddr *local, socklen_t
         .remote = {(ngtcp2_sockaddr *)peer, (ngtcp2_socklen)peer_len},
     };
     ngtcp2_pkt_info pi = {.ecn = (uint8_t)(ecn & NGTCP2_ECN_MASK)};
+    if (!conn->validated)
+        account_unvalidated(conn, pkt, len);
     conn->in_input = true;
     int rc = ngtcp2_conn_read_pkt(conn->quic, &path, &pi, pkt, len, h3_conn_now());
     conn->in_input = false;
@@ -597,8 +647,10 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
         params.retry_scid = hd->dcid;
         params.retry_scid_present = 1;
     }
-    if (validated) /* ngtcp2 then lifts the amplification limit */
+    if (validated) { /* ngtcp2 then lifts the amplification limit */
         settings.token = hd->token;
+        conn->validated = true;
+    }
     ngtcp2_path path = {
         .local = {(ngtcp2_sockaddr *)&conn->dgram.local, (ngtcp2_socklen)local_len},
         .remote = {(ngtcp2_sockaddr *)&conn->dgram.peer, (ngtcp2_socklen)peer_len},

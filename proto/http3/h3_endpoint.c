@@ -317,6 +317,7 @@ void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_count
                                          .flood_retries = ep->flood_retries,
                                          .new_tokens_sent = ep->new_tokens_sent,
                                          .new_tokens_taken = ep->new_tokens_taken,
+                                         .amplification_limited = ep->amplification_limited,
                                          .handshaking = ep->handshaking};
 }
 

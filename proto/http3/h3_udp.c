@@ -45,6 +45,7 @@ struct counters {
     _Atomic uint64_t datagrams_in, datagrams_out, handshakes, connections;
     _Atomic uint64_t retries_sent, tokens_refused, resets_sent;
     _Atomic uint64_t flood_retries, new_tokens_sent, new_tokens_taken, handshaking;
+    _Atomic uint64_t amplification_limited;
     bool stopped; /* on_stop ran: a hand-off that comes later makes no endpoint */
 };
 
@@ -223,6 +224,8 @@ static void publish(struct h3_udp_worker *w, unsigned index)
     atomic_store_explicit(&c->new_tokens_sent, retry.new_tokens_sent, memory_order_relaxed);
     atomic_store_explicit(&c->new_tokens_taken, retry.new_tokens_taken, memory_order_relaxed);
     atomic_store_explicit(&c->handshaking, retry.handshaking, memory_order_relaxed);
+    atomic_store_explicit(&c->amplification_limited, retry.amplification_limited,
+                          memory_order_relaxed);
 }
 
 /* On the owner's loop: the datagram as if its own socket had read it. */
@@ -349,6 +352,8 @@ int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_
         .new_tokens_sent = atomic_load_explicit(&c->new_tokens_sent, memory_order_relaxed),
         .new_tokens_taken = atomic_load_explicit(&c->new_tokens_taken, memory_order_relaxed),
         .handshaking = atomic_load_explicit(&c->handshaking, memory_order_relaxed),
+        .amplification_limited =
+            atomic_load_explicit(&c->amplification_limited, memory_order_relaxed),
     };
     return 0;
 }

@@ -126,10 +126,14 @@ uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep);
  * with INVALID_TOKEN for a Retry token that did not verify (forged,
  * expired, from another address), stateless resets sent, NEW_TOKEN
  * tokens sent and taken back (a connection whose address they
- * validated); and the connections in their handshake now. */
+ * validated), connections that reached the 3x amplification limit
+ * before their client's address was validated (less than a full
+ * datagram of it left after a flush); and the connections in their
+ * handshake now. */
 struct h3_endpoint_counters {
     uint64_t sent, refused, resets;
     uint64_t flood_retries, new_tokens_sent, new_tokens_taken;
+    uint64_t amplification_limited;
     uint64_t handshaking;
 };
 void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out);
@@ -179,6 +183,7 @@ struct h3_udp_stats {
     uint64_t connections;   /* open on it now */
     uint64_t retries_sent, tokens_refused, resets_sent; /* h3_endpoint_counters() */
     uint64_t flood_retries, new_tokens_sent, new_tokens_taken, handshaking;
+    uint64_t amplification_limited;
 };
 /* Reads worker `index`'s counters; any thread.  Returns 0 or -EINVAL. */
 int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out);

@@ -43,8 +43,9 @@ struct h3_endpoint {
     uint64_t handshakes; /* completed, for h3_endpoint_handshakes() */
     uint64_t retries_sent, tokens_refused, resets_sent;
     uint64_t flood_retries, new_tokens_sent, new_tokens_taken;
-    size_t handshaking;       /* connections whose handshake has not completed */
-    uint8_t token_secret[32]; /* config.token_secret's, or random */
+    uint64_t amplification_limited; /* connections that reached the 3x limit */
+    size_t handshaking;             /* connections whose handshake has not completed */
+    uint8_t token_secret[32];       /* config.token_secret's, or random */
 };
 
 /* Makes a server connection ID (H3_CID_LEN bytes) naming the endpoint's
@@ -151,6 +152,12 @@ struct h3_conn {
     bool in_input;    /* inside h3_conn_input(): it flushes on return */
     bool drains_owed; /* some stream's output drained: on_drain to deliver */
     bool handshaking; /* counted in ep->handshaking */
+    /* Until the client's address is validated (a token, a Handshake
+     * packet from it, the handshake's end): the bytes it sent and we
+     * sent, to see the 3x amplification limit ngtcp2 enforces reached
+     * (it does not say so). */
+    bool validated, amplification_limited;
+    uint64_t unvalidated_in, unvalidated_out;
     /* The name its client sent by SNI (dgram.server_name points here once
      * there is one), as received: at most 255 bytes, no NUL among them. */
     char server_name[256];

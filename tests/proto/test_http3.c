@@ -271,6 +271,8 @@ static struct sockaddr_in client_addr, server_addr;
 
 /* Runs of datagrams the endpoint gave in one call (gso_segment > 0). */
 static size_t gso_runs;
+/* Every byte the endpoint sent. */
+static uint64_t server_bytes_out;
 
 /* The endpoint's output: to the client's queue, GSO batches split. */
 static void server_output(void *arg, const struct sockaddr *local, socklen_t local_len,
@@ -286,6 +288,7 @@ static void server_output(void *arg, const struct sockaddr *local, socklen_t loc
     ck_assert_uint_eq(to->sin_addr.s_addr, client_addr.sin_addr.s_addr);
     if (to->sin_port != client_addr.sin_port)
         return; /* a connection of a client gone before the case moved port */
+    server_bytes_out += len;
     size_t step = gso_segment > 0 ? gso_segment : len;
     if (gso_segment > 0) {
         ck_assert_uint_lt(gso_segment, len); /* a run holds two datagrams at least */
@@ -898,6 +901,11 @@ START_TEST(get_return)
     get(&r, "/");
     wait_for(&r, 1, 5000);
     ck_assert_uint_eq(r.status, 200);
+    /* A small certificate's first flight is under 3 times the client's
+     * Initial: the limit was never reached. */
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.amplification_limited, 0);
     ck_assert(r.ended);
     ck_assert_str_eq(r.response, "hello\n");
     free(r.response);
@@ -1409,6 +1417,63 @@ START_TEST(retry_over_threshold)
 }
 END_TEST
 
+/* The 3x amplification limit (RFC 9000 8.1): with a certificate of some
+ * 5 KB, the server's first flight is more than 3 times the client's
+ * Initial.  A client that sends its Initial and then nothing, no
+ * acknowledgement, no Handshake packet, gets at most 3 times what it
+ * sent from the server, over the whole life of the connection (to its
+ * handshake timeout, through the server's retransmissions); the limit
+ * reached is counted.  A client that goes on acknowledging gets the
+ * rest and completes. */
+static bool no_connection(void);
+
+START_TEST(amplification_limit_without_acks)
+{
+    char command[8192], out[256];
+    int n = snprintf(command, sizeof(command),
+                     "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+                     "-nodes -keyout key.pem -out cert.pem -subj /CN=localhost -days 1 "
+                     "-addext subjectAltName=DNS:localhost",
+                     dir);
+    for (int i = 0; i < 80; i++) /* about 5 KB of names */
+        n += snprintf(command + n, sizeof(command) - (size_t)n,
+                      ",DNS:name-%02d.a-rather-long-domain-to-fill-the-certificate.test", i);
+    snprintf(command + n, sizeof(command) - (size_t)n, " 2>&1");
+    ck_assert_int_eq(test_run(command, out, sizeof(out)), 0);
+    endpoint_again(&(struct h3_endpoint_config){.handshake_timeout_ms = 1500});
+    client_start("h3");
+    client_write();
+    ck_assert_uint_eq(to_server.count, 1);
+    struct datagram *d = &to_server.items[to_server.head];
+    uint64_t sent_by_client = d->len;
+    ck_assert_int_eq(h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                                       (struct sockaddr *)&client_addr, sizeof(client_addr),
+                                       d->data, d->len, 0),
+                     0);
+    to_server.count = 0;
+    to_server.drop_percent = 100; /* the client says nothing more */
+    cl.handshake_done = true;     /* so that run_until() looks at its condition */
+    ck_assert(run_until(no_connection, 5000));
+    ck_assert_uint_gt(server_bytes_out, 2 * sent_by_client); /* it sent what it could */
+    ck_assert_uint_le(server_bytes_out, 3 * sent_by_client);
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.amplification_limited, 1);
+    client_free();
+    /* A client that acknowledges: the same certificate, served. */
+    to_server.drop_percent = 0;
+    to_client.count = 0;
+    client_start("h3");
+    ck_assert(run_until(handshake_done, 5000));
+    ck_assert(!cl.failed);
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+}
+END_TEST
+
 /* The same handshakes in progress under a threshold of 0 (off): no
  * Retry however many. */
 START_TEST(no_retry_without_threshold)
@@ -1913,6 +1978,7 @@ static void udp_output(void *arg, const struct sockaddr *local, socklen_t local_
     (void)arg;
     (void)local;
     (void)local_len;
+    server_bytes_out += len;
     size_t step = gso_segment > 0 ? gso_segment : len;
     if (gso_segment > 0) {
         ck_assert_uint_lt(gso_segment, len); /* a run holds two datagrams at least */
@@ -2185,6 +2251,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, host_key_token_taken_elsewhere);
     tcase_add_test(tc, other_host_key_token_refused);
     tcase_add_test(tc, retry_over_threshold);
+    tcase_add_test(tc, amplification_limit_without_acks);
     tcase_add_test(tc, no_retry_without_threshold);
     tcase_add_test(tc, new_token_skips_retry);
     tcase_add_test(tc, new_token_expired_or_forged);
