@@ -358,6 +358,9 @@ static void write_quic(struct text *t)
                 sum.new_tokens_taken += one.new_tokens_taken;
                 sum.handshaking += one.handshaking;
                 sum.amplification_limited += one.amplification_limited;
+                sum.early_requests += one.early_requests;
+                sum.too_early += one.too_early;
+                sum.replays += one.replays;
             }
         }
     if (!any)
@@ -394,6 +397,15 @@ static void write_quic(struct text *t)
                   "QUIC connections that reached the 3x amplification limit (less than a full "
                   "datagram of it left) before their client's address was validated.",
                   sum.amplification_limited);
+    write_counter(t, "corral_quic_early_requests_total",
+                  "HTTP/3 requests served from 0-RTT early data (GET and HEAD without a body; "
+                  "ssl_early_data).",
+                  sum.early_requests);
+    write_counter(t, "corral_quic_too_early_total",
+                  "HTTP/3 requests in 0-RTT early data answered 425 Too Early (not replay-safe).",
+                  sum.too_early);
+    write_counter(t, "corral_quic_early_data_replays_total",
+                  "0-RTT ClientHellos refused early data as replays (per worker).", sum.replays);
     write_counter(t, "corral_quic_stateless_resets_total",
                   "Stateless resets sent for packets of connections no worker has.",
                   sum.resets_sent);

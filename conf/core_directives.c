@@ -454,6 +454,8 @@ const struct conf_directive conf__core_directives[] = {
     /* corral's: Retry only under a flood of Initials (0: never) */
     {.name = "quic_retry_threshold", MAIN_FIELD(quic_retry_threshold), .kind = CONF_KIND_COUNT,
      .max = 1000000, .zero_word = "off"},
+    /* nginx's is per server and for TCP too; here quic listens' only */
+    {.name = "ssl_early_data", MAIN_FIELD(ssl_early_data), .kind = CONF_KIND_SWITCH},
     /* nginx's are per server; here every quic listen's */
     {.name = "http3_max_concurrent_streams", MAIN_FIELD(http3_max_concurrent_streams),
      .kind = CONF_KIND_COUNT, .min = 1, .max = 65536},

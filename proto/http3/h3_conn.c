@@ -102,6 +102,12 @@ static int on_handshake_completed(ngtcp2_conn *quic, void *user)
                                     conn->dgram.peer_len, token);
     if (len > 0)
         (void)ngtcp2_conn_submit_new_token(conn->quic, token, (size_t)len);
+    /* A session ticket, for resumption (and 0-RTT when the endpoint
+     * allows early data), sealed with the endpoint's ticket key.  Sent
+     * here rather than by GnuTLS at its own time, so that it leaves with
+     * the handshake's last flight at the application level. */
+    if (gnutls_session_ticket_send(conn->tls, 1, 0) != GNUTLS_E_SUCCESS)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
     return setup_http(conn);
 }
 
@@ -660,11 +666,23 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
         goto fail;
 
     static const gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
-    if (gnutls_init(&conn->tls, GNUTLS_SERVER) != GNUTLS_E_SUCCESS) {
+    /* QUIC has no EndOfEarlyData (RFC 9001 8.3). */
+    unsigned flags =
+        GNUTLS_SERVER | GNUTLS_NO_AUTO_SEND_TICKET |
+        (ep->config.early_data ? GNUTLS_ENABLE_EARLY_DATA | GNUTLS_NO_END_OF_EARLY_DATA : 0);
+    if (gnutls_init(&conn->tls, flags) != GNUTLS_E_SUCCESS) {
         conn->tls = NULL;
         goto fail;
     }
+    if (ep->config.early_data) {
+        /* QUIC's early data has no size limit of TLS's own: flow
+         * control bounds it (RFC 9001 4.6.1 asks for 0xffffffff). */
+        gnutls_anti_replay_enable(conn->tls, ep->anti_replay);
+        if (gnutls_record_set_max_early_data_size(conn->tls, 0xffffffffu) != GNUTLS_E_SUCCESS)
+            goto fail;
+    }
     if (gnutls_priority_set_direct(conn->tls, H3_PRIORITY, NULL) != GNUTLS_E_SUCCESS ||
+        gnutls_session_ticket_enable_server(conn->tls, &ep->ticket_datum) != GNUTLS_E_SUCCESS ||
         ngtcp2_crypto_gnutls_configure_server_session(conn->tls) != 0 ||
         gnutls_credentials_set(conn->tls, GNUTLS_CRD_CERTIFICATE, ep->cred) != GNUTLS_E_SUCCESS ||
         gnutls_alpn_set_protocols(conn->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != GNUTLS_E_SUCCESS)

@@ -13,6 +13,7 @@
 #include <linux/filter.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Connection IDs this endpoint issues (H3_CID_LEN bytes):
  *
@@ -242,6 +243,59 @@ gnutls_certificate_credentials_t h3_endpoint_credentials(const struct h3_endpoin
     return ep->creds[site_find_vhost(ep->site, name, len) - ep->site->vhosts];
 }
 
+/* GnuTLS's anti-replay asks whether a ClientHello with early data was
+ * seen within its window: its key is filed until `exp_time`, and a key
+ * already there (a replay) refuses the early data (the handshake goes
+ * on, its requests wait for it).  A table full of live entries refuses
+ * too: early data is an optimisation, safety first. */
+static int anti_replay_add(void *ptr, time_t exp_time, const gnutls_datum_t *key,
+                           const gnutls_datum_t *data)
+{
+    (void)data;
+    struct h3_endpoint *ep = ptr;
+    uint8_t digest[32];
+    if (gnutls_hash_fast(GNUTLS_DIG_SHA256, key->data, key->size, digest) != 0)
+        return GNUTLS_E_DB_ERROR;
+    time_t now = time(NULL);
+    size_t slot = ((size_t)digest[0] << 8 | digest[1]) & (H3_REPLAY_SLOTS - 1);
+    struct h3_replay_entry *free_slot = NULL;
+    for (size_t i = 0; i < H3_REPLAY_SLOTS; i++) {
+        struct h3_replay_entry *e = &ep->replays_seen[(slot + i) & (H3_REPLAY_SLOTS - 1)];
+        if (e->expires != 0 && e->expires < (int64_t)now)
+            e->expires = 0; /* out of the window: a replay of it is refused by its age */
+        if (e->expires == 0) {
+            if (free_slot == NULL)
+                free_slot = e;
+            continue;
+        }
+        if (memcmp(e->digest, digest, sizeof(digest)) == 0) {
+            ep->replays++;
+            return GNUTLS_E_DB_ENTRY_EXISTS;
+        }
+    }
+    if (free_slot == NULL)
+        return GNUTLS_E_DB_ERROR;
+    free_slot->expires = (int64_t)exp_time > 0 ? (int64_t)exp_time : 1;
+    memcpy(free_slot->digest, digest, sizeof(digest));
+    return 0;
+}
+
+static int anti_replay_new(struct h3_endpoint *ep)
+{
+    ep->replays_seen = calloc(H3_REPLAY_SLOTS, sizeof(*ep->replays_seen));
+    if (ep->replays_seen == NULL)
+        return -ENOMEM;
+    if (gnutls_anti_replay_init(&ep->anti_replay) != GNUTLS_E_SUCCESS) {
+        ep->anti_replay = NULL;
+        free(ep->replays_seen);
+        ep->replays_seen = NULL;
+        return -ENOMEM;
+    }
+    gnutls_anti_replay_set_add_function(ep->anti_replay, anti_replay_add);
+    gnutls_anti_replay_set_ptr(ep->anti_replay, ep);
+    return 0;
+}
+
 int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint **out)
 {
     assert(config->site != NULL && config->loop != NULL && config->output != NULL);
@@ -267,15 +321,25 @@ int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint 
     }
     if (config->token_secret != NULL)
         memcpy(ep->token_secret, config->token_secret, sizeof(ep->token_secret));
+    if (config->ticket_key != NULL)
+        memcpy(ep->ticket_key, config->ticket_key, sizeof(ep->ticket_key));
+    ep->ticket_datum = (gnutls_datum_t){ep->ticket_key, sizeof(ep->ticket_key)};
     if (config->reset_secret != NULL)
         memcpy(ep->reset_secret, config->reset_secret, sizeof(ep->reset_secret));
     if ((config->reset_secret == NULL &&
          gnutls_rnd(GNUTLS_RND_KEY, ep->reset_secret, sizeof(ep->reset_secret)) != 0) ||
         (config->token_secret == NULL &&
-         gnutls_rnd(GNUTLS_RND_KEY, ep->token_secret, sizeof(ep->token_secret)) != 0)) {
+         gnutls_rnd(GNUTLS_RND_KEY, ep->token_secret, sizeof(ep->token_secret)) != 0) ||
+        (config->ticket_key == NULL &&
+         gnutls_rnd(GNUTLS_RND_KEY, ep->ticket_key, sizeof(ep->ticket_key)) != 0)) {
         free_credentials(ep);
         free(ep);
         return -EIO;
+    }
+    if (config->early_data && anti_replay_new(ep) != 0) {
+        free_credentials(ep);
+        free(ep);
+        return -ENOMEM;
     }
     *out = ep;
     return 0;
@@ -290,6 +354,10 @@ void h3_endpoint_free(struct h3_endpoint *ep)
     for (size_t b = 0; b < H3_CID_BUCKETS; b++)
         assert(ep->buckets[b] == NULL);
     free_credentials(ep);
+    if (ep->anti_replay != NULL)
+        gnutls_anti_replay_deinit(ep->anti_replay);
+    free(ep->replays_seen);
+    explicit_bzero(ep->ticket_key, sizeof(ep->ticket_key));
     free(ep);
 }
 
@@ -309,6 +377,20 @@ int h3_host_key_derive(const uint8_t *key, size_t len, uint8_t token_secret[32],
     return 0;
 }
 
+int h3_host_key_ticket_key(const uint8_t *key, size_t len, uint8_t ticket_key[H3_TICKET_KEY_LEN])
+{
+    /* Two HMACs of their own labels: 64 bytes, as GnuTLS's ticket key. */
+    static const char label_a[] = "corral quic session ticket 1",
+                      label_b[] = "corral quic session ticket 2";
+    if (len < 32)
+        return -EINVAL;
+    if (gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, len, label_a, strlen(label_a), ticket_key) != 0 ||
+        gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, len, label_b, strlen(label_b), ticket_key + 32) !=
+            0)
+        return -EINVAL;
+    return 0;
+}
+
 void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out)
 {
     *out = (struct h3_endpoint_counters){.sent = ep->retries_sent,
@@ -318,7 +400,10 @@ void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_count
                                          .new_tokens_sent = ep->new_tokens_sent,
                                          .new_tokens_taken = ep->new_tokens_taken,
                                          .amplification_limited = ep->amplification_limited,
-                                         .handshaking = ep->handshaking};
+                                         .handshaking = ep->handshaking,
+                                         .early_requests = ep->early_requests,
+                                         .too_early = ep->too_early,
+                                         .replays = ep->replays};
 }
 
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep)

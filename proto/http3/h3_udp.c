@@ -45,13 +45,14 @@ struct counters {
     _Atomic uint64_t datagrams_in, datagrams_out, handshakes, connections;
     _Atomic uint64_t retries_sent, tokens_refused, resets_sent;
     _Atomic uint64_t flood_retries, new_tokens_sent, new_tokens_taken, handshaking;
-    _Atomic uint64_t amplification_limited;
+    _Atomic uint64_t amplification_limited, early_requests, too_early, replays;
     bool stopped; /* on_stop ran: a hand-off that comes later makes no endpoint */
 };
 
 struct h3_udp_site {
     struct h3_endpoint_config config;           /* loop, worker, index and output set per worker */
     uint8_t token_secret[32], reset_secret[32]; /* the workers' keys, if not the config's */
+    uint8_t ticket_key[H3_TICKET_KEY_LEN];
     unsigned worker_count;
     struct h3_udp_worker **workers; /* by corral_worker_index() */
     struct counters *counters;      /* by corral_worker_index() */
@@ -97,15 +98,20 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
         memcpy(site->token_secret, config->token_secret, sizeof(site->token_secret));
     if (config->reset_secret != NULL)
         memcpy(site->reset_secret, config->reset_secret, sizeof(site->reset_secret));
+    if (config->ticket_key != NULL)
+        memcpy(site->ticket_key, config->ticket_key, sizeof(site->ticket_key));
     if ((config->token_secret == NULL &&
          gnutls_rnd(GNUTLS_RND_KEY, site->token_secret, sizeof(site->token_secret)) != 0) ||
         (config->reset_secret == NULL &&
-         gnutls_rnd(GNUTLS_RND_KEY, site->reset_secret, sizeof(site->reset_secret)) != 0)) {
+         gnutls_rnd(GNUTLS_RND_KEY, site->reset_secret, sizeof(site->reset_secret)) != 0) ||
+        (config->ticket_key == NULL &&
+         gnutls_rnd(GNUTLS_RND_KEY, site->ticket_key, sizeof(site->ticket_key)) != 0)) {
         h3_udp_site_free(site);
         return -EIO;
     }
     site->config.token_secret = site->token_secret;
     site->config.reset_secret = site->reset_secret;
+    site->config.ticket_key = site->ticket_key;
     *out = site;
     return 0;
 }
@@ -226,6 +232,9 @@ static void publish(struct h3_udp_worker *w, unsigned index)
     atomic_store_explicit(&c->handshaking, retry.handshaking, memory_order_relaxed);
     atomic_store_explicit(&c->amplification_limited, retry.amplification_limited,
                           memory_order_relaxed);
+    atomic_store_explicit(&c->early_requests, retry.early_requests, memory_order_relaxed);
+    atomic_store_explicit(&c->too_early, retry.too_early, memory_order_relaxed);
+    atomic_store_explicit(&c->replays, retry.replays, memory_order_relaxed);
 }
 
 /* On the owner's loop: the datagram as if its own socket had read it. */
@@ -354,6 +363,9 @@ int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_
         .handshaking = atomic_load_explicit(&c->handshaking, memory_order_relaxed),
         .amplification_limited =
             atomic_load_explicit(&c->amplification_limited, memory_order_relaxed),
+        .early_requests = atomic_load_explicit(&c->early_requests, memory_order_relaxed),
+        .too_early = atomic_load_explicit(&c->too_early, memory_order_relaxed),
+        .replays = atomic_load_explicit(&c->replays, memory_order_relaxed),
     };
     return 0;
 }

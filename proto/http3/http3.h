@@ -89,6 +89,16 @@ struct h3_endpoint_config {
     const uint8_t *token_secret;
     /* The key of stateless reset tokens, 32 bytes, likewise. */
     const uint8_t *reset_secret;
+    /* The key GnuTLS seals TLS session tickets with (H3_TICKET_KEY_LEN
+     * bytes), likewise, so that a client resumes its session on any
+     * worker, and after a reload with quic_host_key. */
+    const uint8_t *ticket_key;
+    /* 0-RTT (ssl_early_data): a client resuming a session may send
+     * requests in early data; only GET and HEAD without a body are
+     * served from it, others answered 425 (RFC 8470).  Replays are
+     * refused per endpoint (GnuTLS's anti-replay, a table of the
+     * ClientHellos seen in its window). */
+    bool early_data;
 };
 
 /* The token and stateless-reset keys (32 bytes each) from a host key's
@@ -97,6 +107,11 @@ struct h3_endpoint_config {
  * tokens.  Returns 0, or -EINVAL for a key too short. */
 int h3_host_key_derive(const uint8_t *key, size_t len, uint8_t token_secret[32],
                        uint8_t reset_secret[32]);
+
+/* The ticket key from a host key's bytes, as h3_host_key_derive().
+ * Returns 0, or -EINVAL for a key too short. */
+#define H3_TICKET_KEY_LEN 64
+int h3_host_key_ticket_key(const uint8_t *key, size_t len, uint8_t ticket_key[H3_TICKET_KEY_LEN]);
 
 /* Makes an endpoint: loads the certificate and key (GnuTLS).  Returns 0,
  * -ENOMEM, or -EINVAL when the files do not load (logged).  Loop thread
@@ -135,6 +150,10 @@ struct h3_endpoint_counters {
     uint64_t flood_retries, new_tokens_sent, new_tokens_taken;
     uint64_t amplification_limited;
     uint64_t handshaking;
+    /* 0-RTT: requests served from early data, requests answered 425
+     * (not replay-safe), ClientHellos whose early data was refused as
+     * replays. */
+    uint64_t early_requests, too_early, replays;
 };
 void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out);
 
@@ -184,6 +203,7 @@ struct h3_udp_stats {
     uint64_t retries_sent, tokens_refused, resets_sent; /* h3_endpoint_counters() */
     uint64_t flood_retries, new_tokens_sent, new_tokens_taken, handshaking;
     uint64_t amplification_limited;
+    uint64_t early_requests, too_early, replays;
 };
 /* Reads worker `index`'s counters; any thread.  Returns 0 or -EINVAL. */
 int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out);

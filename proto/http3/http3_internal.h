@@ -28,6 +28,13 @@ struct h3_cid_entry {
 
 #define H3_CID_BUCKETS 1024 /* a power of two */
 
+/* A ClientHello with early data, seen (h3_endpoint.c). */
+struct h3_replay_entry {
+    int64_t expires; /* 0: free */
+    uint8_t digest[32];
+};
+#define H3_REPLAY_SLOTS 4096 /* a power of two */
+
 struct h3_endpoint {
     struct h3_endpoint_config config;
     const struct http_site *site;
@@ -43,9 +50,16 @@ struct h3_endpoint {
     uint64_t handshakes; /* completed, for h3_endpoint_handshakes() */
     uint64_t retries_sent, tokens_refused, resets_sent;
     uint64_t flood_retries, new_tokens_sent, new_tokens_taken;
-    uint64_t amplification_limited; /* connections that reached the 3x limit */
-    size_t handshaking;             /* connections whose handshake has not completed */
-    uint8_t token_secret[32];       /* config.token_secret's, or random */
+    uint64_t amplification_limited;        /* connections that reached the 3x limit */
+    size_t handshaking;                    /* connections whose handshake has not completed */
+    uint8_t token_secret[32];              /* config.token_secret's, or random */
+    uint8_t ticket_key[H3_TICKET_KEY_LEN]; /* config.ticket_key's, or random */
+    gnutls_datum_t ticket_datum;           /* points at it */
+    /* With early_data: GnuTLS's anti-replay, and the ClientHellos it
+     * has seen (SHA-256 of its key, until their expiry), open addressing. */
+    gnutls_anti_replay_t anti_replay;
+    struct h3_replay_entry *replays_seen;
+    uint64_t early_requests, too_early, replays;
 };
 
 /* Makes a server connection ID (H3_CID_LEN bytes) naming the endpoint's

@@ -451,9 +451,12 @@ static const nghttp3_callbacks h3c_callbacks = {
     .reset_stream = h3c_reset_stream,
 };
 
-static int client_handshake_completed(ngtcp2_conn *quic, void *user)
+/* The client's HTTP/3 session: at the handshake's end, or before it to
+ * send requests in 0-RTT. */
+static void client_setup_h3(ngtcp2_conn *quic)
 {
-    (void)user;
+    if (cl.h3 != NULL)
+        return;
     nghttp3_settings settings;
     nghttp3_settings_default(&settings);
     ck_assert_int_eq(nghttp3_conn_client_new(&cl.h3, &h3c_callbacks, &settings, NULL, &cl), 0);
@@ -463,7 +466,45 @@ static int client_handshake_completed(ngtcp2_conn *quic, void *user)
     ck_assert_int_eq(ngtcp2_conn_open_uni_stream(quic, &qenc, NULL), 0);
     ck_assert_int_eq(ngtcp2_conn_open_uni_stream(quic, &qdec, NULL), 0);
     ck_assert_int_eq(nghttp3_conn_bind_qpack_streams(cl.h3, qenc, qdec), 0);
+}
+
+/* What a client keeps of a connection for its next one: the TLS session
+ * (from the server's ticket) and the server's transport parameters,
+ * which 0-RTT needs. */
+static gnutls_datum_t saved_session;
+static ngtcp2_transport_params saved_params;
+static bool saved_params_set;
+/* Whether the next client_start() resumes the saved session, and sends
+ * its requests in 0-RTT (opened before its first write). */
+static bool client_resume, client_early;
+
+static int client_handshake_completed(ngtcp2_conn *quic, void *user)
+{
+    (void)user;
+    client_setup_h3(quic);
+    const ngtcp2_transport_params *params = ngtcp2_conn_get_remote_transport_params(quic);
+    if (params != NULL) {
+        saved_params = *params;
+        /* Its versions point into the connection, which goes. */
+        saved_params.version_info_present = 0;
+        saved_params.version_info = (ngtcp2_version_info){0};
+        saved_params_set = true;
+    }
     cl.handshake_done = true;
+    return 0;
+}
+
+static int client_ticket_hook(gnutls_session_t session, unsigned type, unsigned when,
+                              unsigned incoming, const gnutls_datum_t *msg)
+{
+    (void)when;
+    (void)incoming;
+    (void)msg;
+    if (type != GNUTLS_HANDSHAKE_NEW_SESSION_TICKET)
+        return 0;
+    gnutls_free(saved_session.data);
+    saved_session = (gnutls_datum_t){NULL, 0};
+    ck_assert_int_eq(gnutls_session_get_data2(session, &saved_session), 0);
     return 0;
 }
 
@@ -607,7 +648,11 @@ static void client_start(const char *alpn_name)
                                             &client_callbacks, &settings, &params, NULL, &cl),
                      0);
     ck_assert_int_eq(gnutls_certificate_allocate_credentials(&cl.cred), 0);
-    ck_assert_int_eq(gnutls_init(&cl.tls, GNUTLS_CLIENT), 0);
+    ck_assert_int_eq(gnutls_init(&cl.tls, GNUTLS_CLIENT | GNUTLS_ENABLE_EARLY_DATA |
+                                              GNUTLS_NO_END_OF_EARLY_DATA),
+                     0);
+    gnutls_handshake_set_hook_function(cl.tls, GNUTLS_HANDSHAKE_NEW_SESSION_TICKET,
+                                       GNUTLS_HOOK_POST, client_ticket_hook);
     ck_assert_int_eq(gnutls_priority_set_direct(cl.tls,
                                                 "NORMAL:-VERS-ALL:+VERS-TLS1.3:"
                                                 "%DISABLE_TLS13_COMPAT_MODE",
@@ -623,6 +668,16 @@ static void client_start(const char *alpn_name)
         ck_assert_int_eq(
             gnutls_server_name_set(cl.tls, GNUTLS_NAME_DNS, client_sni, strlen(client_sni)), 0);
     ngtcp2_conn_set_tls_native_handle(cl.quic, cl.tls);
+    if (client_resume) {
+        ck_assert_uint_gt(saved_session.size, 0);
+        ck_assert_int_eq(gnutls_session_set_data(cl.tls, saved_session.data, saved_session.size),
+                         0);
+    }
+    if (client_early) {
+        ck_assert(saved_params_set);
+        ngtcp2_conn_set_early_remote_transport_params(cl.quic, &saved_params);
+        client_setup_h3(cl.quic);
+    }
 }
 
 static void client_free(void)
@@ -1474,6 +1529,149 @@ START_TEST(amplification_limit_without_acks)
 }
 END_TEST
 
+static bool have_ticket(void);
+
+/* A first connection that leaves the client a session ticket and the
+ * server's transport parameters. */
+static void connection_for_a_ticket(void)
+{
+    client_resume = client_early = false;
+    connect_client();
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    ck_assert(run_until(have_ticket, 3000));
+    ck_assert(!gnutls_session_is_resumed(cl.tls));
+    client_free();
+}
+
+/* Session tickets: a client resumes its session on its next
+ * connection, also on another endpoint whose ticket key is the same (as
+ * another worker's, or, from quic_host_key, the next generation's);
+ * under another key, it falls back to a full handshake. */
+START_TEST(session_resumed_by_ticket)
+{
+    uint8_t host_key[32], ticket_key[H3_TICKET_KEY_LEN];
+    memset(host_key, 0x3c, sizeof(host_key));
+    ck_assert_int_eq(h3_host_key_ticket_key(host_key, 31, ticket_key), -EINVAL);
+    ck_assert_int_eq(h3_host_key_ticket_key(host_key, sizeof(host_key), ticket_key), 0);
+    endpoint_again(&(struct h3_endpoint_config){.ticket_key = ticket_key});
+    connection_for_a_ticket();
+    for (int round = 0; round < 3; round++) {
+        if (round > 0) { /* another endpoint: the same key, then another */
+            host_key[0] ^= (uint8_t)(round == 2);
+            ck_assert_int_eq(h3_host_key_ticket_key(host_key, sizeof(host_key), ticket_key), 0);
+            endpoint_again(&(struct h3_endpoint_config){.ticket_key = ticket_key});
+        }
+        client_resume = true;
+        client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+        client_start("h3");
+        ck_assert(run_until(handshake_done, 5000));
+        ck_assert(!cl.failed);
+        ck_assert_int_eq(gnutls_session_is_resumed(cl.tls) != 0, round < 2);
+        struct request r = {0};
+        get(&r, "/");
+        wait_for(&r, 1, 5000);
+        ck_assert_uint_eq(r.status, 200);
+        free(r.response);
+        client_free();
+    }
+}
+END_TEST
+
+static struct request early[2];
+
+/* 0-RTT with ssl_early_data: a client resuming its session sends a GET
+ * and a POST in early data, before its handshake completes.  The GET is
+ * served from it (counted); the POST, not replay-safe, is answered 425
+ * Too Early (RFC 8470).  With early data off (the default), the ticket
+ * allows none: the same two requests wait for the handshake and both
+ * are served. */
+static void early_requests(bool on)
+{
+    endpoint_again(&(struct h3_endpoint_config){.early_data = on});
+    connection_for_a_ticket();
+    client_resume = client_early = true;
+    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+    client_start("h3");
+    memset(early, 0, sizeof(early));
+    get(&early[0], "/");
+    const char *fields[] = {":method",   "POST",  ":scheme", "https", ":authority",
+                            "localhost", ":path", "/",       NULL};
+    early[1].body = "x=1";
+    early[1].body_len = 3;
+    client_request(&early[1], fields);
+    wait_for(early, 2, 5000);
+    ck_assert(gnutls_session_is_resumed(cl.tls));
+    ck_assert_int_eq((gnutls_session_get_flags(cl.tls) & GNUTLS_SFLAGS_EARLY_DATA) != 0, on);
+    ck_assert_uint_eq(early[0].status, 200);
+    ck_assert_uint_eq(early[1].status, on ? 425 : 200);
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.early_requests, on ? 1 : 0);
+    ck_assert_uint_eq(c.too_early, on ? 1 : 0);
+    ck_assert_uint_eq(c.replays, 0);
+    free(early[0].response);
+    free(early[1].response);
+}
+
+START_TEST(early_data_replay_safe_only)
+{
+    early_requests(true);
+}
+END_TEST
+
+START_TEST(early_data_off_by_default)
+{
+    early_requests(false);
+}
+END_TEST
+
+/* A replay: the datagrams of a client's 0-RTT first flight (Initial with
+ * its ClientHello, 0-RTT with a GET) sent again, from another port, once
+ * the first connection is gone.  GnuTLS's anti-replay finds the
+ * ClientHello already seen: no early data, the GET it carried is not
+ * served (no client answers the handshake), and the replay is counted. */
+START_TEST(early_data_replay_refused)
+{
+    endpoint_again(&(struct h3_endpoint_config){.early_data = true, .idle_timeout_ms = 300});
+    connection_for_a_ticket();
+    client_resume = client_early = true;
+    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+    client_start("h3");
+    struct request r = {0};
+    get(&r, "/");
+    client_write();
+    size_t count = to_server.count;
+    ck_assert_uint_ge(count, 1);
+    struct datagram *flight = calloc(count, sizeof(*flight));
+    ck_assert_ptr_nonnull(flight);
+    for (size_t i = 0; i < count; i++)
+        flight[i] = to_server.items[(to_server.head + i) % QUEUE_CAP];
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.early_requests, 1);
+    client_free();
+    cl.failed = true;                          /* no client on the wire from here */
+    ck_assert(run_until(no_connection, 5000)); /* both idle out */
+    /* The same bytes again, from elsewhere. */
+    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+    for (size_t i = 0; i < count; i++)
+        h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                          (struct sockaddr *)&client_addr, sizeof(client_addr), flight[i].data,
+                          flight[i].len, 0);
+    free(flight);
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.replays, 1);
+    ck_assert_uint_eq(c.early_requests, 1);
+}
+END_TEST
+
 /* The same handshakes in progress under a threshold of 0 (off): no
  * Retry however many. */
 START_TEST(no_retry_without_threshold)
@@ -1494,6 +1692,11 @@ END_TEST
  * handshake; its next connection, from another port, with the token,
  * skips Retry under quic_retry (its address is validated), and is
  * served. */
+static bool have_ticket(void)
+{
+    return saved_session.size > 0;
+}
+
 static void connect_with(const uint8_t *token, size_t len)
 {
     memcpy(client_token, token, len);
@@ -2252,6 +2455,10 @@ Suite *test_suite(void)
     tcase_add_test(tc, other_host_key_token_refused);
     tcase_add_test(tc, retry_over_threshold);
     tcase_add_test(tc, amplification_limit_without_acks);
+    tcase_add_test(tc, session_resumed_by_ticket);
+    tcase_add_test(tc, early_data_replay_safe_only);
+    tcase_add_test(tc, early_data_off_by_default);
+    tcase_add_test(tc, early_data_replay_refused);
     tcase_add_test(tc, no_retry_without_threshold);
     tcase_add_test(tc, new_token_skips_retry);
     tcase_add_test(tc, new_token_expired_or_forged);
