@@ -361,6 +361,7 @@ static void write_quic(struct text *t)
                 sum.early_requests += one.early_requests;
                 sum.too_early += one.too_early;
                 sum.replays += one.replays;
+                sum.resumed += one.resumed;
             }
         }
     if (!any)
@@ -397,6 +398,8 @@ static void write_quic(struct text *t)
                   "QUIC connections that reached the 3x amplification limit (less than a full "
                   "datagram of it left) before their client's address was validated.",
                   sum.amplification_limited);
+    write_counter(t, "corral_quic_resumed_total",
+                  "QUIC handshakes that resumed a TLS session by its ticket.", sum.resumed);
     write_counter(t, "corral_quic_early_requests_total",
                   "HTTP/3 requests served from 0-RTT early data (GET and HEAD without a body; "
                   "ssl_early_data).",

@@ -91,6 +91,8 @@ static int on_handshake_completed(ngtcp2_conn *quic, void *user)
         memcmp(alpn.data, "h3", 2) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
     conn->ep->handshakes++;
+    if (gnutls_session_is_resumed(conn->tls))
+        conn->ep->resumed++;
     handshake_over(conn);
     conn->validated = true;
     /* A token for the client's next connections (RFC 9000 8.1.3): its

@@ -403,7 +403,8 @@ void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_count
                                          .handshaking = ep->handshaking,
                                          .early_requests = ep->early_requests,
                                          .too_early = ep->too_early,
-                                         .replays = ep->replays};
+                                         .replays = ep->replays,
+                                         .resumed = ep->resumed};
 }
 
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep)

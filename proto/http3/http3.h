@@ -154,6 +154,7 @@ struct h3_endpoint_counters {
      * (not replay-safe), ClientHellos whose early data was refused as
      * replays. */
     uint64_t early_requests, too_early, replays;
+    uint64_t resumed; /* handshakes that resumed a session by its ticket */
 };
 void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out);
 
@@ -203,7 +204,7 @@ struct h3_udp_stats {
     uint64_t retries_sent, tokens_refused, resets_sent; /* h3_endpoint_counters() */
     uint64_t flood_retries, new_tokens_sent, new_tokens_taken, handshaking;
     uint64_t amplification_limited;
-    uint64_t early_requests, too_early, replays;
+    uint64_t early_requests, too_early, replays, resumed;
 };
 /* Reads worker `index`'s counters; any thread.  Returns 0 or -EINVAL. */
 int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out);

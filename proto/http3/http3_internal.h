@@ -59,7 +59,7 @@ struct h3_endpoint {
      * has seen (SHA-256 of its key, until their expiry), open addressing. */
     gnutls_anti_replay_t anti_replay;
     struct h3_replay_entry *replays_seen;
-    uint64_t early_requests, too_early, replays;
+    uint64_t early_requests, too_early, replays, resumed;
 };
 
 /* Makes a server connection ID (H3_CID_LEN bytes) naming the endpoint's
