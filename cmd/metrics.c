@@ -362,6 +362,8 @@ static void write_quic(struct text *t)
                 sum.too_early += one.too_early;
                 sum.replays += one.replays;
                 sum.resumed += one.resumed;
+                sum.version_negotiations += one.version_negotiations;
+                sum.resets_limited += one.resets_limited;
             }
         }
     if (!any)
@@ -412,6 +414,13 @@ static void write_quic(struct text *t)
     write_counter(t, "corral_quic_stateless_resets_total",
                   "Stateless resets sent for packets of connections no worker has.",
                   sum.resets_sent);
+    write_counter(t, "corral_quic_stateless_resets_limited_total",
+                  "Packets of unknown connections left unanswered: over a worker's 100 "
+                  "stateless resets per second.",
+                  sum.resets_limited);
+    write_counter(t, "corral_quic_version_negotiations_total",
+                  "Version Negotiation packets sent for Initials of a version other than QUIC v1.",
+                  sum.version_negotiations);
     text_printf(t,
                 "# HELP corral_quic_connections QUIC connections open.\n"
                 "# TYPE corral_quic_connections gauge\ncorral_quic_connections %llu\n",

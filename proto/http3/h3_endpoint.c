@@ -404,7 +404,9 @@ void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_count
                                          .early_requests = ep->early_requests,
                                          .too_early = ep->too_early,
                                          .replays = ep->replays,
-                                         .resumed = ep->resumed};
+                                         .resumed = ep->resumed,
+                                         .version_negotiations = ep->version_negotiations,
+                                         .resets_limited = ep->resets_limited};
 }
 
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep)
@@ -454,6 +456,19 @@ static void send_stateless_reset(struct h3_endpoint *ep, const ngtcp2_version_ci
     enum { TOKEN = NGTCP2_STATELESS_RESET_TOKENLEN, MIN = NGTCP2_MIN_STATELESS_RESET_RANDLEN };
     if (len <= MIN + TOKEN + 1)
         return;
+    /* Per second, a bound: a flood of packets with made-up IDs of our
+     * layout would otherwise cost an HMAC and a datagram each. */
+    uint64_t second = h3_conn_now() / NGTCP2_SECONDS;
+    unsigned limit = ep->config.max_resets_per_second > 0 ? ep->config.max_resets_per_second : 100;
+    if (second != ep->reset_second) {
+        ep->reset_second = second;
+        ep->resets_in_second = 0;
+    }
+    if (ep->resets_in_second >= limit) {
+        ep->resets_limited++;
+        return;
+    }
+    ep->resets_in_second++;
     size_t out_len = len - 1 < 41 ? len - 1 : 41;
     ngtcp2_cid cid;
     ngtcp2_cid_init(&cid, vc->dcid, vc->dcidlen);
@@ -485,6 +500,29 @@ static void send_invalid_token(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
     if (n > 0)
         ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n,
                           0);
+}
+
+/* A long-header packet of a version not spoken here: a Version
+ * Negotiation packet naming QUIC v1 (RFC 9000 6.1), only for a datagram
+ * of at least 1200 bytes (as a client's first Initial of any version
+ * must be), so that the answer, far shorter, amplifies nothing.  Its
+ * IDs, up to 255 bytes in an unknown version, are echoed swapped. */
+static void send_version_negotiation(struct h3_endpoint *ep, const ngtcp2_version_cid *vc,
+                                     size_t len, const struct sockaddr *local, socklen_t local_len,
+                                     const struct sockaddr *peer, socklen_t peer_len)
+{
+    static const uint32_t versions[] = {NGTCP2_PROTO_VER_V1};
+    if (len < NGTCP2_MAX_UDP_PAYLOAD_SIZE)
+        return;
+    uint8_t pkt[1 + 4 + 2 * (1 + 255) + sizeof(versions)], unused;
+    if (gnutls_rnd(GNUTLS_RND_NONCE, &unused, 1) != 0)
+        return;
+    ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(
+        pkt, sizeof(pkt), unused, vc->scid, vc->scidlen, vc->dcid, vc->dcidlen, versions, 1);
+    if (n <= 0)
+        return;
+    ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n, 0);
+    ep->version_negotiations++;
 }
 
 /* Whether the Initial's Retry token (its magic byte checked) is one of
@@ -548,7 +586,11 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
         return -ENOENT;
     ngtcp2_version_cid vc;
     int rc = ngtcp2_pkt_decode_version_cid(&vc, pkt, len, H3_CID_LEN);
-    if (rc != 0) /* garbage, or a version to negotiate: not answered yet */
+    if (rc == NGTCP2_ERR_VERSION_NEGOTIATION) {
+        send_version_negotiation(ep, &vc, len, local, local_len, peer, peer_len);
+        return -ENOENT;
+    }
+    if (rc != 0) /* garbage */
         return -ENOENT;
     struct h3_conn *conn = find(ep, vc.dcid, vc.dcidlen);
     if (conn == NULL) {

@@ -46,6 +46,7 @@ struct counters {
     _Atomic uint64_t retries_sent, tokens_refused, resets_sent;
     _Atomic uint64_t flood_retries, new_tokens_sent, new_tokens_taken, handshaking;
     _Atomic uint64_t amplification_limited, early_requests, too_early, replays, resumed;
+    _Atomic uint64_t version_negotiations, resets_limited;
     bool stopped; /* on_stop ran: a hand-off that comes later makes no endpoint */
 };
 
@@ -236,6 +237,9 @@ static void publish(struct h3_udp_worker *w, unsigned index)
     atomic_store_explicit(&c->too_early, retry.too_early, memory_order_relaxed);
     atomic_store_explicit(&c->replays, retry.replays, memory_order_relaxed);
     atomic_store_explicit(&c->resumed, retry.resumed, memory_order_relaxed);
+    atomic_store_explicit(&c->version_negotiations, retry.version_negotiations,
+                          memory_order_relaxed);
+    atomic_store_explicit(&c->resets_limited, retry.resets_limited, memory_order_relaxed);
 }
 
 /* On the owner's loop: the datagram as if its own socket had read it. */
@@ -368,6 +372,9 @@ int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_
         .too_early = atomic_load_explicit(&c->too_early, memory_order_relaxed),
         .replays = atomic_load_explicit(&c->replays, memory_order_relaxed),
         .resumed = atomic_load_explicit(&c->resumed, memory_order_relaxed),
+        .version_negotiations =
+            atomic_load_explicit(&c->version_negotiations, memory_order_relaxed),
+        .resets_limited = atomic_load_explicit(&c->resets_limited, memory_order_relaxed),
     };
     return 0;
 }

@@ -99,6 +99,10 @@ struct h3_endpoint_config {
      * refused per endpoint (GnuTLS's anti-replay, a table of the
      * ClientHellos seen in its window). */
     bool early_data;
+    /* Stateless resets sent at most per second (each answers a packet of
+     * a connection no longer known, and costs a token's HMAC); beyond,
+     * such packets are dropped unanswered and counted.  0: 100. */
+    unsigned max_resets_per_second;
 };
 
 /* The token and stateless-reset keys (32 bytes each) from a host key's
@@ -155,6 +159,10 @@ struct h3_endpoint_counters {
      * replays. */
     uint64_t early_requests, too_early, replays;
     uint64_t resumed; /* handshakes that resumed a session by its ticket */
+    /* Version Negotiation packets sent (a client Initial of a version
+     * not spoken here), and stateless resets not sent for the per-second
+     * limit. */
+    uint64_t version_negotiations, resets_limited;
 };
 void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out);
 
@@ -205,6 +213,7 @@ struct h3_udp_stats {
     uint64_t flood_retries, new_tokens_sent, new_tokens_taken, handshaking;
     uint64_t amplification_limited;
     uint64_t early_requests, too_early, replays, resumed;
+    uint64_t version_negotiations, resets_limited;
 };
 /* Reads worker `index`'s counters; any thread.  Returns 0 or -EINVAL. */
 int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out);

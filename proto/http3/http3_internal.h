@@ -60,6 +60,9 @@ struct h3_endpoint {
     gnutls_anti_replay_t anti_replay;
     struct h3_replay_entry *replays_seen;
     uint64_t early_requests, too_early, replays, resumed;
+    uint64_t version_negotiations, resets_limited;
+    uint64_t reset_second; /* the second the count below is of */
+    unsigned resets_in_second;
 };
 
 /* Makes a server connection ID (H3_CID_LEN bytes) naming the endpoint's

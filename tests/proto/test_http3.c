@@ -1672,6 +1672,67 @@ START_TEST(early_data_replay_refused)
 }
 END_TEST
 
+static size_t input_bytes(const uint8_t *pkt, size_t len)
+{
+    to_client.count = 0;
+    h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                      (struct sockaddr *)&client_addr, sizeof(client_addr), pkt, len, 0);
+    return to_client.count;
+}
+
+/* A client Initial of a version not spoken here (a greasing one): a
+ * datagram of 1200 bytes is answered with a Version Negotiation packet
+ * (version 0, the client's IDs swapped, QUIC v1 offered), counted, and
+ * no connection; one under 1200 bytes is not answered. */
+START_TEST(unknown_version_negotiated)
+{
+    uint8_t pkt[1200] = {0xc0, 0x1a, 0x2a, 0x3a, 0x4a, 8, 1, 2, 3, 4, 5, 6, 7, 8, 5, 9, 9, 9, 9, 9};
+    ck_assert_uint_eq(input_bytes(pkt, 1199), 0);
+    ck_assert_uint_eq(input_bytes(pkt, sizeof(pkt)), 1);
+    const struct datagram *d = &to_client.items[to_client.head];
+    ck_assert_uint_eq(d->len, 1 + 4 + 1 + 5 + 1 + 8 + 4);
+    ck_assert(d->data[0] & 0x80);
+    static const uint8_t tail[] = {0, 0, 0, 0, 5, 9, 9, 9, 9, 9, 8, 1,
+                                   2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 1};
+    ck_assert_int_eq(memcmp(d->data + 1, tail, sizeof(tail)), 0);
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.version_negotiations, 1);
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+}
+END_TEST
+
+/* Stateless resets are bounded per second (here 3): ten short-header
+ * packets for IDs of our layout that no connection has get three
+ * resets, the other seven are counted and dropped; the next second
+ * answers again. */
+START_TEST(stateless_resets_limited_per_second)
+{
+    endpoint_again(&(struct h3_endpoint_config){.max_resets_per_second = 3});
+    uint8_t pkt[100];
+    size_t answered = 0;
+    uint64_t start = test_now_ms();
+    for (int i = 0; i < 10; i++) {
+        ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_NONCE, pkt, sizeof(pkt)), 0);
+        pkt[0] = 0x40; /* short header */
+        pkt[1] = 0x01; /* our layout, worker 0x1234 */
+        pkt[2] = 0x12;
+        pkt[3] = 0x34;
+        answered += input_bytes(pkt, sizeof(pkt));
+    }
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    if (test_now_ms() - start < 500) { /* all within one second, most likely */
+        ck_assert_uint_le(answered, 6);
+        ck_assert_uint_ge(c.resets_limited, 4);
+    }
+    ck_assert_uint_eq(c.resets, answered);
+    ck_assert_uint_eq(c.resets + c.resets_limited, 10);
+    test_sleep_ms(1100);
+    ck_assert_uint_eq(input_bytes(pkt, sizeof(pkt)), 1);
+}
+END_TEST
+
 /* The same handshakes in progress under a threshold of 0 (off): no
  * Retry however many. */
 START_TEST(no_retry_without_threshold)
@@ -2455,6 +2516,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, other_host_key_token_refused);
     tcase_add_test(tc, retry_over_threshold);
     tcase_add_test(tc, amplification_limit_without_acks);
+    tcase_add_test(tc, unknown_version_negotiated);
+    tcase_add_test(tc, stateless_resets_limited_per_second);
     tcase_add_test(tc, session_resumed_by_ticket);
     tcase_add_test(tc, early_data_replay_safe_only);
     tcase_add_test(tc, early_data_off_by_default);
