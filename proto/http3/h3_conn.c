@@ -505,7 +505,9 @@ void h3_conn_schedule(struct h3_conn *conn)
  * and sees whether it validates it: ngtcp2 takes a Handshake packet (or
  * one protected with later keys) from the client as proof of its address
  * (RFC 9000 8.1), whose keys a spoofer cannot have.  The coalesced long
- * headers are walked by their length fields. */
+ * headers are walked by their length fields; their protection is not
+ * checked here, which a made-up header could only use to stop the count:
+ * ngtcp2 enforces the limit on what it decrypts. */
 static void account_unvalidated(struct h3_conn *conn, const uint8_t *pkt, size_t len)
 {
     conn->unvalidated_in += len;
