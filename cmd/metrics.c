@@ -354,6 +354,17 @@ static void write_quic(struct text *t)
                 sum.retries_sent += one.retries_sent;
                 sum.tokens_refused += one.tokens_refused;
                 sum.resets_sent += one.resets_sent;
+                sum.flood_retries += one.flood_retries;
+                sum.new_tokens_sent += one.new_tokens_sent;
+                sum.new_tokens_taken += one.new_tokens_taken;
+                sum.handshaking += one.handshaking;
+                sum.amplification_limited += one.amplification_limited;
+                sum.early_requests += one.early_requests;
+                sum.too_early += one.too_early;
+                sum.replays += one.replays;
+                sum.resumed += one.resumed;
+                sum.version_negotiations += one.version_negotiations;
+                sum.resets_limited += one.resets_limited;
             }
         }
     if (!any)
@@ -376,17 +387,55 @@ static void write_quic(struct text *t)
     write_counter(t, "corral_quic_retries_total",
                   "Retry packets sent to validate a client's address (quic_retry).",
                   sum.retries_sent);
+    write_counter(t, "corral_quic_flood_retries_total",
+                  "Retry packets sent because a worker had quic_retry_threshold handshakes in "
+                  "progress (of corral_quic_retries_total).",
+                  sum.flood_retries);
     write_counter(t, "corral_quic_tokens_refused_total",
-                  "Client Initials dropped for a Retry token that did not verify (forged, "
-                  "expired, from another address).",
+                  "Client Initials closed with INVALID_TOKEN for a Retry token that did not "
+                  "verify (forged, expired, from another address).",
                   sum.tokens_refused);
+    write_counter(t, "corral_quic_new_tokens_sent_total",
+                  "NEW_TOKEN tokens sent to clients after their handshake.", sum.new_tokens_sent);
+    write_counter(t, "corral_quic_new_tokens_taken_total",
+                  "Connections whose address a NEW_TOKEN token validated (no Retry, no "
+                  "amplification limit).",
+                  sum.new_tokens_taken);
+    write_counter(t, "corral_quic_amplification_limited_total",
+                  "QUIC connections that reached the 3x amplification limit (less than a full "
+                  "datagram of it left) before their client's address was validated.",
+                  sum.amplification_limited);
+    write_counter(t, "corral_quic_resumed_total",
+                  "QUIC handshakes that resumed a TLS session by its ticket.", sum.resumed);
+    write_counter(t, "corral_quic_early_requests_total",
+                  "HTTP/3 requests served from 0-RTT early data (GET and HEAD without a body; "
+                  "ssl_early_data).",
+                  sum.early_requests);
+    write_counter(t, "corral_quic_too_early_total",
+                  "HTTP/3 requests in 0-RTT early data answered 425 Too Early (not replay-safe).",
+                  sum.too_early);
+    write_counter(t, "corral_quic_early_data_replays_total",
+                  "0-RTT ClientHellos refused early data as replays (per worker).", sum.replays);
     write_counter(t, "corral_quic_stateless_resets_total",
                   "Stateless resets sent for packets of connections no worker has.",
                   sum.resets_sent);
+    write_counter(t, "corral_quic_stateless_resets_limited_total",
+                  "Packets of unknown connections left unanswered: over a worker's 100 "
+                  "stateless resets per second.",
+                  sum.resets_limited);
+    write_counter(t, "corral_quic_version_negotiations_total",
+                  "Version Negotiation packets sent for Initials of a version other than QUIC v1.",
+                  sum.version_negotiations);
     text_printf(t,
                 "# HELP corral_quic_connections QUIC connections open.\n"
                 "# TYPE corral_quic_connections gauge\ncorral_quic_connections %llu\n",
                 (unsigned long long)sum.connections);
+    text_printf(t,
+                "# HELP corral_quic_handshakes_in_progress QUIC connections in their handshake "
+                "(quic_retry_threshold counts them per worker).\n"
+                "# TYPE corral_quic_handshakes_in_progress gauge\n"
+                "corral_quic_handshakes_in_progress %llu\n",
+                (unsigned long long)sum.handshaking);
 }
 
 void metrics_write(struct text *t)

@@ -670,7 +670,8 @@ static int alt_svc_build(struct generation *gen, const struct conf_server *serve
 
 /* quic_host_key's file into the token and reset keys.  Returns 0 or
  * -errno (logged). */
-static int quic_host_key_read(const char *path, uint8_t token_secret[32], uint8_t reset_secret[32])
+static int quic_host_key_read(const char *path, uint8_t token_secret[32], uint8_t reset_secret[32],
+                              uint8_t ticket_key[H3_TICKET_KEY_LEN])
 {
     uint8_t key[4096];
     ssize_t len = -1;
@@ -684,6 +685,8 @@ static int quic_host_key_read(const char *path, uint8_t token_secret[32], uint8_
         return -EINVAL;
     }
     int err = h3_host_key_derive(key, (size_t)len, token_secret, reset_secret);
+    if (err == 0)
+        err = h3_host_key_ticket_key(key, (size_t)len, ticket_key);
     explicit_bzero(key, sizeof(key));
     if (err != 0)
         log_error("quic_host_key \"%s\": %zd bytes, at least 32 needed", path, len);
@@ -722,16 +725,19 @@ static int quic_site_build(struct site *site, struct generation *gen,
         .vhost_certificates = pairs,
         .gso = conf->quic_gso,
         .retry = conf->quic_retry,
+        .retry_threshold = conf->quic_retry_threshold,
+        .early_data = conf->ssl_early_data,
         .max_concurrent_streams = conf->http3_max_concurrent_streams,
         .stream_buffer_size = conf->http3_stream_buffer_size,
     };
-    uint8_t token_secret[32], reset_secret[32];
+    uint8_t token_secret[32], reset_secret[32], ticket_key[H3_TICKET_KEY_LEN];
     if (conf->quic_host_key != NULL) {
-        err = quic_host_key_read(conf->quic_host_key, token_secret, reset_secret);
+        err = quic_host_key_read(conf->quic_host_key, token_secret, reset_secret, ticket_key);
         if (err != 0)
             return err;
         config.token_secret = token_secret;
         config.reset_secret = reset_secret;
+        config.ticket_key = ticket_key;
     }
     err = h3_udp_site_new(&config, workers, &site->quic);
     if (err == -EINVAL)

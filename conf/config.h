@@ -349,6 +349,8 @@ struct conf_config {
     bool quic_bpf;                         /* quic listens steered by connection ID; default on */
     bool quic_gso;                         /* quic datagrams sent in UDP GSO runs; default on */
     bool quic_retry;                       /* address validation by Retry; default off */
+    unsigned quic_retry_threshold;         /* handshakes per worker that start Retry; 100 */
+    bool ssl_early_data;                   /* 0-RTT on quic listens; default off */
     unsigned http3_max_concurrent_streams; /* request streams per connection; default 128 */
     size_t http3_stream_buffer_size;       /* per stream, each way; default 64k */
     char *user, *group;                    /* privilege drop after binding; NULL = keep */

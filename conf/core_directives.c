@@ -26,6 +26,7 @@ void conf__core_defaults(struct conf_config *config)
     config->quic_bpf = true;
     config->quic_gso = true;
     config->http3_max_concurrent_streams = 128;
+    config->quic_retry_threshold = 100;
     config->http3_stream_buffer_size = 64 * 1024;
     config->log_level = CORRAL_LOG_INFO;
     /* What a server does not set; the modules own these defaults. */
@@ -450,6 +451,11 @@ const struct conf_directive conf__core_directives[] = {
     {.name = "quic_gso", MAIN_FIELD(quic_gso), .kind = CONF_KIND_SWITCH},
     {.name = "quic_retry", MAIN_FIELD(quic_retry), .kind = CONF_KIND_SWITCH},
     {.name = "quic_host_key", MAIN_FIELD(quic_host_key), .kind = CONF_KIND_PATH},
+    /* corral's: Retry only under a flood of Initials (0: never) */
+    {.name = "quic_retry_threshold", MAIN_FIELD(quic_retry_threshold), .kind = CONF_KIND_COUNT,
+     .max = 1000000, .zero_word = "off"},
+    /* nginx's is per server and for TCP too; here quic listens' only */
+    {.name = "ssl_early_data", MAIN_FIELD(ssl_early_data), .kind = CONF_KIND_SWITCH},
     /* nginx's are per server; here every quic listen's */
     {.name = "http3_max_concurrent_streams", MAIN_FIELD(http3_max_concurrent_streams),
      .kind = CONF_KIND_COUNT, .min = 1, .max = 65536},

@@ -230,7 +230,6 @@ static const struct porting_entry directives[] = {
     BUILTIN("ssl_buffer_size", "corral sizes TLS records itself"),
     MISSING("ssl_crl", "CRLs", R_ACME),
     BUILTIN("ssl_dhparam", "corral offers ECDHE key exchange, which needs no DH parameters"),
-    MISSING("ssl_early_data", "TLS 1.3 early data", R_H3),
     BUILTIN("ssl_ecdh_curve", "corral uses OpenSSL's default groups (X25519, P-256 and "
             "others)"),
     MISSING("ssl_ocsp*", "OCSP checks of client certificates", R_ACME),

@@ -73,6 +73,7 @@ const char *http_reason(unsigned status)
     case 416: return "Range Not Satisfiable";
     case 417: return "Expectation Failed";
     case 421: return "Misdirected Request";
+    case 425: return "Too Early";
     case 426: return "Upgrade Required";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";

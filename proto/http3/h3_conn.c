@@ -69,6 +69,17 @@ static int on_remove_cid(ngtcp2_conn *quic, const ngtcp2_cid *cid, void *user)
 
 static int setup_http(struct h3_conn *conn);
 
+/* The connection leaves the endpoint's count of handshakes in progress
+ * (Retry's threshold): completed, or freed. */
+static void handshake_over(struct h3_conn *conn)
+{
+    if (!conn->handshaking)
+        return;
+    conn->handshaking = false;
+    assert(conn->ep->handshaking > 0);
+    conn->ep->handshaking--;
+}
+
 static int on_handshake_completed(ngtcp2_conn *quic, void *user)
 {
     (void)quic;
@@ -80,6 +91,25 @@ static int on_handshake_completed(ngtcp2_conn *quic, void *user)
         memcmp(alpn.data, "h3", 2) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
     conn->ep->handshakes++;
+    if (gnutls_session_is_resumed(conn->tls))
+        conn->ep->resumed++;
+    handshake_over(conn);
+    conn->validated = true;
+    /* A token for the client's next connections (RFC 9000 8.1.3): its
+     * address is validated now, and a later Initial with the token skips
+     * Retry and the amplification limit.  Not having one costs the client
+     * only that. */
+    uint8_t token[NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN];
+    int len = h3_endpoint_new_token(conn->ep, (const struct sockaddr *)&conn->dgram.peer,
+                                    conn->dgram.peer_len, token);
+    if (len > 0)
+        (void)ngtcp2_conn_submit_new_token(conn->quic, token, (size_t)len);
+    /* A session ticket, for resumption (and 0-RTT when the endpoint
+     * allows early data), sealed with the endpoint's ticket key.  Sent
+     * here rather than by GnuTLS at its own time, so that it leaves with
+     * the handshake's last flight at the application level.  Without
+     * one, the client only misses resumption. */
+    (void)gnutls_session_ticket_send(conn->tls, 1, 0);
     return setup_http(conn);
 }
 
@@ -286,6 +316,7 @@ static void on_timer(corral_timer *timer, void *arg)
 static void send_packet(struct h3_conn *conn, const ngtcp2_path *path, const uint8_t *data,
                         size_t len)
 {
+    conn->unvalidated_out += conn->validated ? 0 : len;
     conn->ep->config.output(conn->ep->config.output_arg, (const struct sockaddr *)path->local.addr,
                             path->local.addrlen, (const struct sockaddr *)path->remote.addr,
                             path->remote.addrlen, data, len, 0);
@@ -329,6 +360,7 @@ static void run_send(struct h3_conn *conn, struct gso_run *run)
     if (run->used == 0)
         return;
     const ngtcp2_path *path = &run->path.path;
+    conn->unvalidated_out += conn->validated ? 0 : run->used;
     conn->ep->config.output(conn->ep->config.output_arg, (const struct sockaddr *)path->local.addr,
                             path->local.addrlen, (const struct sockaddr *)path->remote.addr,
                             path->remote.addrlen, run->buf, run->used,
@@ -436,6 +468,22 @@ static int write_packets(struct h3_conn *conn)
     return rc;
 }
 
+/* Whether what the server sent reached its 3x limit before the
+ * client's address was validated (RFC 9000 8.1): ngtcp2 enforces it but
+ * does not tell, so it is counted here, once per connection, when a
+ * flush leaves less than one full datagram of the budget (an
+ * ack-eliciting Initial must be padded to 1200 bytes). */
+static void check_amplification(struct h3_conn *conn)
+{
+    if (conn->validated || conn->amplification_limited)
+        return;
+    uint64_t budget = 3 * conn->unvalidated_in;
+    if (conn->unvalidated_out + NGTCP2_MAX_UDP_PAYLOAD_SIZE > budget) {
+        conn->amplification_limited = true;
+        conn->ep->amplification_limited++;
+    }
+}
+
 /* What a stream's output owes its handler, then the packets. */
 static void flush(struct h3_conn *conn)
 {
@@ -453,6 +501,7 @@ static void flush(struct h3_conn *conn)
         h3_conn_free(conn);
         return;
     }
+    check_amplification(conn);
     arm_timer(conn);
 }
 
@@ -487,6 +536,36 @@ void h3_conn_schedule(struct h3_conn *conn)
 
 /* ------------------------------------------------------------- input */
 
+/* Counts a datagram from a client whose address is not validated yet,
+ * and sees whether it validates it: ngtcp2 takes a Handshake packet (or
+ * one protected with later keys) from the client as proof of its address
+ * (RFC 9000 8.1), whose keys a spoofer cannot have.  The coalesced long
+ * headers are walked by their length fields; their protection is not
+ * checked here, which a made-up header could only use to stop the count:
+ * ngtcp2 enforces the limit on what it decrypts. */
+static void account_unvalidated(struct h3_conn *conn, const uint8_t *pkt, size_t len)
+{
+    conn->unvalidated_in += len;
+    size_t off = 0;
+    while (off < len) {
+        if ((pkt[off] & 0x80) == 0) {
+            conn->validated = true;
+            return;
+        }
+        ngtcp2_pkt_hd hd;
+        ngtcp2_ssize n = ngtcp2_pkt_decode_hd_long(&hd, pkt + off, len - off);
+        if (n < 0)
+            return;
+        if (hd.type == NGTCP2_PKT_HANDSHAKE) {
+            conn->validated = true;
+            return;
+        }
+        if (hd.len > len - off - (size_t)n)
+            return;
+        off += (size_t)n + hd.len;
+    }
+}
+
 void h3_conn_input(struct h3_conn *conn, const struct sockaddr *local, socklen_t local_len,
                    const struct sockaddr *peer, socklen_t peer_len, const uint8_t *pkt, size_t len,
                    unsigned ecn)
@@ -498,6 +577,8 @@ void h3_conn_input(struct h3_conn *conn, const struct sockaddr *local, socklen_t
         .remote = {(ngtcp2_sockaddr *)peer, (ngtcp2_socklen)peer_len},
     };
     ngtcp2_pkt_info pi = {.ecn = (uint8_t)(ecn & NGTCP2_ECN_MASK)};
+    if (!conn->validated)
+        account_unvalidated(conn, pkt, len);
     conn->in_input = true;
     int rc = ngtcp2_conn_read_pkt(conn->quic, &path, &pi, pkt, len, h3_conn_now());
     conn->in_input = false;
@@ -557,8 +638,9 @@ static int on_client_hello(gnutls_session_t session)
 }
 
 struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
-                               const ngtcp2_cid *odcid, const struct sockaddr *local,
-                               socklen_t local_len, const struct sockaddr *peer, socklen_t peer_len)
+                               const ngtcp2_cid *odcid, bool validated,
+                               const struct sockaddr *local, socklen_t local_len,
+                               const struct sockaddr *peer, socklen_t peer_len)
 {
     if (local_len > sizeof(struct sockaddr_storage) || peer_len > sizeof(struct sockaddr_storage))
         return NULL;
@@ -609,7 +691,10 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
         params.original_dcid = *odcid;
         params.retry_scid = hd->dcid;
         params.retry_scid_present = 1;
+    }
+    if (validated) { /* ngtcp2 then lifts the amplification limit */
         settings.token = hd->token;
+        conn->validated = true;
     }
     ngtcp2_path path = {
         .local = {(ngtcp2_sockaddr *)&conn->dgram.local, (ngtcp2_socklen)local_len},
@@ -620,11 +705,23 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
         goto fail;
 
     static const gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
-    if (gnutls_init(&conn->tls, GNUTLS_SERVER) != GNUTLS_E_SUCCESS) {
+    /* QUIC has no EndOfEarlyData (RFC 9001 8.3). */
+    unsigned flags =
+        GNUTLS_SERVER | GNUTLS_NO_AUTO_SEND_TICKET |
+        (ep->config.early_data ? GNUTLS_ENABLE_EARLY_DATA | GNUTLS_NO_END_OF_EARLY_DATA : 0);
+    if (gnutls_init(&conn->tls, flags) != GNUTLS_E_SUCCESS) {
         conn->tls = NULL;
         goto fail;
     }
+    if (ep->config.early_data) {
+        /* QUIC's early data has no size limit of TLS's own: flow
+         * control bounds it (RFC 9001 4.6.1 asks for 0xffffffff). */
+        gnutls_anti_replay_enable(conn->tls, ep->anti_replay);
+        if (gnutls_record_set_max_early_data_size(conn->tls, 0xffffffffu) != GNUTLS_E_SUCCESS)
+            goto fail;
+    }
     if (gnutls_priority_set_direct(conn->tls, H3_PRIORITY, NULL) != GNUTLS_E_SUCCESS ||
+        gnutls_session_ticket_enable_server(conn->tls, &ep->ticket_datum) != GNUTLS_E_SUCCESS ||
         ngtcp2_crypto_gnutls_configure_server_session(conn->tls) != 0 ||
         gnutls_credentials_set(conn->tls, GNUTLS_CRD_CERTIFICATE, ep->cred) != GNUTLS_E_SUCCESS ||
         gnutls_alpn_set_protocols(conn->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != GNUTLS_E_SUCCESS)
@@ -644,6 +741,8 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
     ep->conns = conn;
     ep->conn_count++;
     conn->listed = true;
+    conn->handshaking = true;
+    ep->handshaking++;
     return conn;
 fail:
     h3_endpoint_remove_conn(ep, conn);
@@ -664,6 +763,7 @@ void h3_conn_free(struct h3_conn *conn)
     while (conn->streams != NULL)
         h3_stream_free(conn->streams);
     h3_endpoint_remove_conn(ep, conn);
+    handshake_over(conn);
     if (conn->listed) {
         if (conn->prev != NULL)
             conn->prev->next = conn->next;

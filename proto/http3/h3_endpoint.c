@@ -13,6 +13,7 @@
 #include <linux/filter.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Connection IDs this endpoint issues (H3_CID_LEN bytes):
  *
@@ -272,6 +273,59 @@ gnutls_certificate_credentials_t h3_endpoint_credentials(const struct h3_endpoin
     return ep->creds[site_find_vhost(ep->site, name, len) - ep->site->vhosts];
 }
 
+/* GnuTLS's anti-replay asks whether a ClientHello with early data was
+ * seen within its window: its key is filed until `exp_time`, and a key
+ * already there (a replay) refuses the early data (the handshake goes
+ * on, its requests wait for it).  A table full of live entries refuses
+ * too: early data is an optimisation, safety first. */
+static int anti_replay_add(void *ptr, time_t exp_time, const gnutls_datum_t *key,
+                           const gnutls_datum_t *data)
+{
+    (void)data;
+    struct h3_endpoint *ep = ptr;
+    uint8_t digest[32];
+    if (gnutls_hash_fast(GNUTLS_DIG_SHA256, key->data, key->size, digest) != 0)
+        return GNUTLS_E_DB_ERROR;
+    time_t now = time(NULL);
+    size_t slot = ((size_t)digest[0] << 8 | digest[1]) & (H3_REPLAY_SLOTS - 1);
+    struct h3_replay_entry *free_slot = NULL;
+    for (size_t i = 0; i < H3_REPLAY_SLOTS; i++) {
+        struct h3_replay_entry *e = &ep->replays_seen[(slot + i) & (H3_REPLAY_SLOTS - 1)];
+        if (e->expires != 0 && e->expires < (int64_t)now)
+            e->expires = 0; /* out of the window: a replay of it is refused by its age */
+        if (e->expires == 0) {
+            if (free_slot == NULL)
+                free_slot = e;
+            continue;
+        }
+        if (memcmp(e->digest, digest, sizeof(digest)) == 0) {
+            ep->replays++;
+            return GNUTLS_E_DB_ENTRY_EXISTS;
+        }
+    }
+    if (free_slot == NULL)
+        return GNUTLS_E_DB_ERROR;
+    free_slot->expires = (int64_t)exp_time > 0 ? (int64_t)exp_time : 1;
+    memcpy(free_slot->digest, digest, sizeof(digest));
+    return 0;
+}
+
+static int anti_replay_new(struct h3_endpoint *ep)
+{
+    ep->replays_seen = calloc(H3_REPLAY_SLOTS, sizeof(*ep->replays_seen));
+    if (ep->replays_seen == NULL)
+        return -ENOMEM;
+    if (gnutls_anti_replay_init(&ep->anti_replay) != GNUTLS_E_SUCCESS) {
+        ep->anti_replay = NULL;
+        free(ep->replays_seen);
+        ep->replays_seen = NULL;
+        return -ENOMEM;
+    }
+    gnutls_anti_replay_set_add_function(ep->anti_replay, anti_replay_add);
+    gnutls_anti_replay_set_ptr(ep->anti_replay, ep);
+    return 0;
+}
+
 int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint **out)
 {
     assert(config->site != NULL && config->loop != NULL && config->output != NULL);
@@ -297,15 +351,25 @@ int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint 
     }
     if (config->token_secret != NULL)
         memcpy(ep->token_secret, config->token_secret, sizeof(ep->token_secret));
+    if (config->ticket_key != NULL)
+        memcpy(ep->ticket_key, config->ticket_key, sizeof(ep->ticket_key));
+    ep->ticket_datum = (gnutls_datum_t){ep->ticket_key, sizeof(ep->ticket_key)};
     if (config->reset_secret != NULL)
         memcpy(ep->reset_secret, config->reset_secret, sizeof(ep->reset_secret));
     if ((config->reset_secret == NULL &&
          gnutls_rnd(GNUTLS_RND_KEY, ep->reset_secret, sizeof(ep->reset_secret)) != 0) ||
         (config->token_secret == NULL &&
-         gnutls_rnd(GNUTLS_RND_KEY, ep->token_secret, sizeof(ep->token_secret)) != 0)) {
+         gnutls_rnd(GNUTLS_RND_KEY, ep->token_secret, sizeof(ep->token_secret)) != 0) ||
+        (config->ticket_key == NULL &&
+         gnutls_rnd(GNUTLS_RND_KEY, ep->ticket_key, sizeof(ep->ticket_key)) != 0)) {
         free_credentials(ep);
         free(ep);
         return -EIO;
+    }
+    if (config->early_data && anti_replay_new(ep) != 0) {
+        free_credentials(ep);
+        free(ep);
+        return -ENOMEM;
     }
     *out = ep;
     return 0;
@@ -323,6 +387,10 @@ void h3_endpoint_free(struct h3_endpoint *ep)
     for (size_t b = 0; b < H3_CID_BUCKETS; b++)
         assert(ep->buckets[b] == NULL);
     free_credentials(ep);
+    if (ep->anti_replay != NULL)
+        gnutls_anti_replay_deinit(ep->anti_replay);
+    free(ep->replays_seen);
+    explicit_bzero(ep->ticket_key, sizeof(ep->ticket_key));
     free(ep);
 }
 
@@ -342,9 +410,36 @@ int h3_host_key_derive(const uint8_t *key, size_t len, uint8_t token_secret[32],
     return 0;
 }
 
+int h3_host_key_ticket_key(const uint8_t *key, size_t len, uint8_t ticket_key[H3_TICKET_KEY_LEN])
+{
+    /* Two HMACs of their own labels: 64 bytes, as GnuTLS's ticket key. */
+    static const char label_a[] = "corral quic session ticket 1",
+                      label_b[] = "corral quic session ticket 2";
+    if (len < 32)
+        return -EINVAL;
+    if (gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, len, label_a, strlen(label_a), ticket_key) != 0 ||
+        gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, len, label_b, strlen(label_b), ticket_key + 32) !=
+            0)
+        return -EINVAL;
+    return 0;
+}
+
 void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out)
 {
-    *out = (struct h3_endpoint_counters){ep->retries_sent, ep->tokens_refused, ep->resets_sent};
+    *out = (struct h3_endpoint_counters){.sent = ep->retries_sent,
+                                         .refused = ep->tokens_refused,
+                                         .resets = ep->resets_sent,
+                                         .flood_retries = ep->flood_retries,
+                                         .new_tokens_sent = ep->new_tokens_sent,
+                                         .new_tokens_taken = ep->new_tokens_taken,
+                                         .amplification_limited = ep->amplification_limited,
+                                         .handshaking = ep->handshaking,
+                                         .early_requests = ep->early_requests,
+                                         .too_early = ep->too_early,
+                                         .replays = ep->replays,
+                                         .resumed = ep->resumed,
+                                         .version_negotiations = ep->version_negotiations,
+                                         .resets_limited = ep->resets_limited};
 }
 
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep)
@@ -455,6 +550,19 @@ static void send_stateless_reset(struct h3_endpoint *ep, const ngtcp2_version_ci
     enum { TOKEN = NGTCP2_STATELESS_RESET_TOKENLEN, MIN = NGTCP2_MIN_STATELESS_RESET_RANDLEN };
     if (len <= MIN + TOKEN + 1)
         return;
+    /* Per second, a bound: a flood of packets with made-up IDs of our
+     * layout would otherwise cost an HMAC and a datagram each. */
+    uint64_t second = h3_conn_now() / NGTCP2_SECONDS;
+    unsigned limit = ep->config.max_resets_per_second > 0 ? ep->config.max_resets_per_second : 100;
+    if (second != ep->reset_second) {
+        ep->reset_second = second;
+        ep->resets_in_second = 0;
+    }
+    if (ep->resets_in_second >= limit) {
+        ep->resets_limited++;
+        return;
+    }
+    ep->resets_in_second++;
     size_t out_len = len - 1 < 41 ? len - 1 : 41;
     ngtcp2_cid cid;
     ngtcp2_cid_init(&cid, vc->dcid, vc->dcidlen);
@@ -471,18 +579,95 @@ static void send_stateless_reset(struct h3_endpoint *ep, const ngtcp2_version_ci
     ep->resets_sent++;
 }
 
-/* Whether the Initial's token is a Retry token of this key, for this
- * address, in time; its first ID in *odcid then. */
-static bool token_valid(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
-                        const struct sockaddr *peer, socklen_t peer_len, ngtcp2_cid *odcid)
+/* A client Initial whose Retry token does not verify: closed at once
+ * with INVALID_TOKEN (RFC 9000 8.1.2), in an Initial packet made from
+ * its header alone, costing no state; the client gives up instead of
+ * retrying to its handshake timeout. */
+static void send_invalid_token(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
+                               const struct sockaddr *local, socklen_t local_len,
+                               const struct sockaddr *peer, socklen_t peer_len)
+{
+    ep->tokens_refused++;
+    uint8_t pkt[NGTCP2_MAX_UDP_PAYLOAD_SIZE];
+    ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(pkt, sizeof(pkt), hd->version, &hd->scid,
+                                                          &hd->dcid, NGTCP2_INVALID_TOKEN, NULL, 0);
+    if (n > 0)
+        ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n,
+                          0);
+}
+
+/* A long-header packet of a version not spoken here: a Version
+ * Negotiation packet naming QUIC v1 (RFC 9000 6.1), only for a datagram
+ * of at least 1200 bytes (as a client's first Initial of any version
+ * must be), so that the answer, far shorter, amplifies nothing.  Its
+ * IDs, up to 255 bytes in an unknown version, are echoed swapped. */
+static void send_version_negotiation(struct h3_endpoint *ep, const ngtcp2_version_cid *vc,
+                                     size_t len, const struct sockaddr *local, socklen_t local_len,
+                                     const struct sockaddr *peer, socklen_t peer_len)
+{
+    static const uint32_t versions[] = {NGTCP2_PROTO_VER_V1};
+    if (len < NGTCP2_MAX_UDP_PAYLOAD_SIZE)
+        return;
+    uint8_t pkt[1 + 4 + 2 * (1 + 255) + sizeof(versions)], unused;
+    if (gnutls_rnd(GNUTLS_RND_NONCE, &unused, 1) != 0)
+        return;
+    ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(
+        pkt, sizeof(pkt), unused, vc->scid, vc->scidlen, vc->dcid, vc->dcidlen, versions, 1);
+    if (n <= 0)
+        return;
+    ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n, 0);
+    ep->version_negotiations++;
+}
+
+/* Whether the Initial's Retry token (its magic byte checked) is one of
+ * this key, for this address, in time; its first ID in *odcid then. */
+static bool retry_token_valid(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
+                              const struct sockaddr *peer, socklen_t peer_len, ngtcp2_cid *odcid)
 {
     uint64_t timeout_ms =
         ep->config.retry_token_timeout_ms > 0 ? ep->config.retry_token_timeout_ms : 10000;
-    return hd->token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY &&
-           ngtcp2_crypto_verify_retry_token(
+    return ngtcp2_crypto_verify_retry_token(
                odcid, hd->token.base, hd->token.len, ep->token_secret, sizeof(ep->token_secret),
                hd->version, (const ngtcp2_sockaddr *)peer, (ngtcp2_socklen)peer_len, &hd->dcid,
                timeout_ms * NGTCP2_MILLISECONDS, h3_conn_now()) == 0;
+}
+
+/* Whether the Initial's token is a NEW_TOKEN token of this key for this
+ * address (ngtcp2 binds it to the IP address, not the port: a client's
+ * next connection comes from another port), in time. */
+static bool new_token_valid(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
+                            const struct sockaddr *peer, socklen_t peer_len)
+{
+    uint64_t timeout_ms =
+        ep->config.new_token_timeout_ms > 0 ? ep->config.new_token_timeout_ms : 600000;
+    return ngtcp2_crypto_verify_regular_token(
+               hd->token.base, hd->token.len, ep->token_secret, sizeof(ep->token_secret),
+               (const ngtcp2_sockaddr *)peer, (ngtcp2_socklen)peer_len,
+               timeout_ms * NGTCP2_MILLISECONDS, h3_conn_now()) == 0;
+}
+
+int h3_endpoint_new_token(struct h3_endpoint *ep, const struct sockaddr *peer, socklen_t peer_len,
+                          uint8_t token[NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN])
+{
+    ngtcp2_ssize n = ngtcp2_crypto_generate_regular_token(
+        token, ep->token_secret, sizeof(ep->token_secret), (const ngtcp2_sockaddr *)peer,
+        (ngtcp2_socklen)peer_len, h3_conn_now());
+    if (n < 0)
+        return -1;
+    ep->new_tokens_sent++;
+    return (int)n;
+}
+
+/* Whether a client Initial without a token that validates its address
+ * gets a Retry: always with `retry`, else while the handshakes in
+ * progress reach the threshold (a flood of Initials: each would hold a
+ * connection until its handshake timeout; a Retry holds nothing and
+ * costs a spoofed source its answer). */
+static bool wants_retry(struct h3_endpoint *ep)
+{
+    if (ep->config.retry)
+        return true;
+    return ep->config.retry_threshold > 0 && ep->handshaking >= ep->config.retry_threshold;
 }
 
 int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, socklen_t local_len,
@@ -495,7 +680,11 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
         return -ENOENT;
     ngtcp2_version_cid vc;
     int rc = ngtcp2_pkt_decode_version_cid(&vc, pkt, len, H3_CID_LEN);
-    if (rc != 0) /* garbage, or a version to negotiate: not answered yet */
+    if (rc == NGTCP2_ERR_VERSION_NEGOTIATION) {
+        send_version_negotiation(ep, &vc, len, local, local_len, peer, peer_len);
+        return -ENOENT;
+    }
+    if (rc != 0) /* garbage */
         return -ENOENT;
     struct h3_conn *conn = find(ep, vc.dcid, vc.dcidlen);
     if (conn == NULL) {
@@ -513,16 +702,31 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
          * generation does, or none on a stop. */
         if (ep->draining)
             return -ENOENT;
+        /* A Retry token is checked whether or not Retry is wanted now
+         * (the threshold may have passed since it was sent); one that
+         * fails is closed with INVALID_TOKEN.  A NEW_TOKEN token that
+         * fails (expired, another address, another key) is as none
+         * (RFC 9000 8.1.3). */
         ngtcp2_cid odcid;
-        if (ep->config.retry) {
-            if (hd.token.len == 0)
-                return send_retry(ep, &hd, local, local_len, peer, peer_len);
-            if (!token_valid(ep, &hd, peer, peer_len, &odcid)) {
-                ep->tokens_refused++;
+        bool retried = false, validated = false;
+        if (hd.token.len > 0 && hd.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY) {
+            if (!retry_token_valid(ep, &hd, peer, peer_len, &odcid)) {
+                send_invalid_token(ep, &hd, local, local_len, peer, peer_len);
                 return -ENOENT;
             }
+            retried = validated = true;
+        } else if (hd.token.len > 0 && hd.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR &&
+                   new_token_valid(ep, &hd, peer, peer_len)) {
+            validated = true;
+            ep->new_tokens_taken++;
         }
-        conn = h3_conn_accept(ep, &hd, ep->config.retry ? &odcid : NULL, local, local_len, peer,
+        if (!validated && wants_retry(ep)) {
+            int sent = send_retry(ep, &hd, local, local_len, peer, peer_len);
+            if (sent == 0 && !ep->config.retry)
+                ep->flood_retries++;
+            return sent;
+        }
+        conn = h3_conn_accept(ep, &hd, retried ? &odcid : NULL, validated, local, local_len, peer,
                               peer_len);
         if (conn == NULL)
             return -ENOENT;

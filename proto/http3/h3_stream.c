@@ -198,6 +198,23 @@ static void refuse(struct h3_stream *st, unsigned status)
 
 static void deliver_body(struct h3_stream *st);
 
+/* A request whose head came before the handshake completed came in
+ * 0-RTT (ngtcp2 holds a client's 1-RTT packets until then), which an
+ * attacker may have replayed (RFC 8446 8, RFC 9001 9.2): only a GET or
+ * HEAD that ended with its head is served; another is answered 425, so
+ * that the client sends it again after the handshake (RFC 8470).
+ * Returns the status to answer with, 0 to serve it. */
+static unsigned early_request(struct h3_conn *conn, const struct http_request *req, bool ended)
+{
+    bool safe = (req->method.len == 3 && memcmp(req->method.data, "GET", 3) == 0) || req->head;
+    if (safe && ended) {
+        conn->ep->early_requests++;
+        return 0;
+    }
+    conn->ep->too_early++;
+    return 425;
+}
+
 static int on_end_headers(nghttp3_conn *h3, int64_t stream_id, int fin, void *user,
                           void *stream_user)
 {
@@ -228,6 +245,8 @@ static int on_end_headers(nghttp3_conn *h3, int64_t stream_id, int fin, void *us
         size_t max = st->vhost->limits.max_body_size;
         if (max > 0 && req.content_length > max)
             status = 413;
+        if (status == 0 && !ngtcp2_conn_get_handshake_completed(conn->quic))
+            status = early_request(conn, &req, fin != 0);
         st->head_method = req.head;
         /* A misdirected or too long request is routed too, for its
          * location's error page and log. */

@@ -49,6 +49,9 @@ struct counters {
     _Atomic uint64_t datagrams_in, datagrams_out, handshakes, connections;
     _Atomic uint64_t retries_sent, tokens_refused, resets_sent;
     _Atomic uint64_t handed_to_older; /* datagrams passed to an older generation */
+    _Atomic uint64_t flood_retries, new_tokens_sent, new_tokens_taken, handshaking;
+    _Atomic uint64_t amplification_limited, early_requests, too_early, replays, resumed;
+    _Atomic uint64_t version_negotiations, resets_limited;
     /* on_stop ran: a hand-off that comes later makes no endpoint.  Set
      * under chain_lock, which a newer generation's hand-off reads it under. */
     bool stopped;
@@ -57,6 +60,7 @@ struct counters {
 struct h3_udp_site {
     struct h3_endpoint_config config;           /* loop, worker, index and output set per worker */
     uint8_t token_secret[32], reset_secret[32]; /* the workers' keys, if not the config's */
+    uint8_t ticket_key[H3_TICKET_KEY_LEN];
     unsigned worker_count;
     /* By corral_worker_index(); an entry is set and cleared by its worker
      * under chain_lock, as a newer generation's workers read it. */
@@ -117,15 +121,20 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
         memcpy(site->token_secret, config->token_secret, sizeof(site->token_secret));
     if (config->reset_secret != NULL)
         memcpy(site->reset_secret, config->reset_secret, sizeof(site->reset_secret));
+    if (config->ticket_key != NULL)
+        memcpy(site->ticket_key, config->ticket_key, sizeof(site->ticket_key));
     if ((config->token_secret == NULL &&
          gnutls_rnd(GNUTLS_RND_KEY, site->token_secret, sizeof(site->token_secret)) != 0) ||
         (config->reset_secret == NULL &&
-         gnutls_rnd(GNUTLS_RND_KEY, site->reset_secret, sizeof(site->reset_secret)) != 0)) {
+         gnutls_rnd(GNUTLS_RND_KEY, site->reset_secret, sizeof(site->reset_secret)) != 0) ||
+        (config->ticket_key == NULL &&
+         gnutls_rnd(GNUTLS_RND_KEY, site->ticket_key, sizeof(site->ticket_key)) != 0)) {
         h3_udp_site_free(site);
         return -EIO;
     }
     site->config.token_secret = site->token_secret;
     site->config.reset_secret = site->reset_secret;
+    site->config.ticket_key = site->ticket_key;
     *out = site;
     return 0;
 }
@@ -265,6 +274,19 @@ static void publish(struct h3_udp_worker *w, unsigned index)
     atomic_store_explicit(&c->retries_sent, retry.sent, memory_order_relaxed);
     atomic_store_explicit(&c->tokens_refused, retry.refused, memory_order_relaxed);
     atomic_store_explicit(&c->resets_sent, retry.resets, memory_order_relaxed);
+    atomic_store_explicit(&c->flood_retries, retry.flood_retries, memory_order_relaxed);
+    atomic_store_explicit(&c->new_tokens_sent, retry.new_tokens_sent, memory_order_relaxed);
+    atomic_store_explicit(&c->new_tokens_taken, retry.new_tokens_taken, memory_order_relaxed);
+    atomic_store_explicit(&c->handshaking, retry.handshaking, memory_order_relaxed);
+    atomic_store_explicit(&c->amplification_limited, retry.amplification_limited,
+                          memory_order_relaxed);
+    atomic_store_explicit(&c->early_requests, retry.early_requests, memory_order_relaxed);
+    atomic_store_explicit(&c->too_early, retry.too_early, memory_order_relaxed);
+    atomic_store_explicit(&c->replays, retry.replays, memory_order_relaxed);
+    atomic_store_explicit(&c->resumed, retry.resumed, memory_order_relaxed);
+    atomic_store_explicit(&c->version_negotiations, retry.version_negotiations,
+                          memory_order_relaxed);
+    atomic_store_explicit(&c->resets_limited, retry.resets_limited, memory_order_relaxed);
 }
 
 /* On the owner's loop: the datagram as if its own socket had read it. */
@@ -474,6 +496,19 @@ int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_
         .tokens_refused = atomic_load_explicit(&c->tokens_refused, memory_order_relaxed),
         .resets_sent = atomic_load_explicit(&c->resets_sent, memory_order_relaxed),
         .handed_to_older = atomic_load_explicit(&c->handed_to_older, memory_order_relaxed),
+        .flood_retries = atomic_load_explicit(&c->flood_retries, memory_order_relaxed),
+        .new_tokens_sent = atomic_load_explicit(&c->new_tokens_sent, memory_order_relaxed),
+        .new_tokens_taken = atomic_load_explicit(&c->new_tokens_taken, memory_order_relaxed),
+        .handshaking = atomic_load_explicit(&c->handshaking, memory_order_relaxed),
+        .amplification_limited =
+            atomic_load_explicit(&c->amplification_limited, memory_order_relaxed),
+        .early_requests = atomic_load_explicit(&c->early_requests, memory_order_relaxed),
+        .too_early = atomic_load_explicit(&c->too_early, memory_order_relaxed),
+        .replays = atomic_load_explicit(&c->replays, memory_order_relaxed),
+        .resumed = atomic_load_explicit(&c->resumed, memory_order_relaxed),
+        .version_negotiations =
+            atomic_load_explicit(&c->version_negotiations, memory_order_relaxed),
+        .resets_limited = atomic_load_explicit(&c->resets_limited, memory_order_relaxed),
     };
     return 0;
 }

@@ -79,12 +79,35 @@ struct h3_endpoint_config {
      * 10 s) opens a connection; others are dropped and counted. */
     bool retry;
     uint64_t retry_token_timeout_ms;
-    /* The key of Retry tokens, 32 bytes, shared by the endpoints of one
+    /* Without `retry`: a client Initial without a valid token is answered
+     * with a Retry while this many connections of the endpoint are in
+     * their handshake (an Initial flood), and opens a connection
+     * otherwise.  0: never. */
+    unsigned retry_threshold;
+    /* How long a token sent in a NEW_TOKEN frame after a handshake
+     * validates the client's address on its later connections (no
+     * Retry, no amplification limit).  0: 10 minutes. */
+    uint64_t new_token_timeout_ms;
+    /* The key of Retry and NEW_TOKEN tokens, 32 bytes, shared by the endpoints of one
      * listen so that any worker verifies another's token; NULL: one of
      * the endpoint's own, at random. */
     const uint8_t *token_secret;
     /* The key of stateless reset tokens, 32 bytes, likewise. */
     const uint8_t *reset_secret;
+    /* The key GnuTLS seals TLS session tickets with (H3_TICKET_KEY_LEN
+     * bytes), likewise, so that a client resumes its session on any
+     * worker, and after a reload with quic_host_key. */
+    const uint8_t *ticket_key;
+    /* 0-RTT (ssl_early_data): a client resuming a session may send
+     * requests in early data; only GET and HEAD without a body are
+     * served from it, others answered 425 (RFC 8470).  Replays are
+     * refused per endpoint (GnuTLS's anti-replay, a table of the
+     * ClientHellos seen in its window). */
+    bool early_data;
+    /* Stateless resets sent at most per second (each answers a packet of
+     * a connection no longer known, and costs a token's HMAC); beyond,
+     * such packets are dropped unanswered and counted.  0: 100. */
+    unsigned max_resets_per_second;
 };
 
 /* The token and stateless-reset keys (32 bytes each) from a host key's
@@ -93,6 +116,11 @@ struct h3_endpoint_config {
  * tokens.  Returns 0, or -EINVAL for a key too short. */
 int h3_host_key_derive(const uint8_t *key, size_t len, uint8_t token_secret[32],
                        uint8_t reset_secret[32]);
+
+/* The ticket key from a host key's bytes, as h3_host_key_derive().
+ * Returns 0, or -EINVAL for a key too short. */
+#define H3_TICKET_KEY_LEN 64
+int h3_host_key_ticket_key(const uint8_t *key, size_t len, uint8_t ticket_key[H3_TICKET_KEY_LEN]);
 
 /* Makes an endpoint: loads the certificate and key (GnuTLS).  Returns 0,
  * -ENOMEM, or -EINVAL when the files do not load (logged).  Loop thread
@@ -129,11 +157,29 @@ size_t h3_endpoint_conn_count(const struct h3_endpoint *ep);
 /* The handshakes completed on it (ALPN h3 checked), since it was made. */
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep);
 
-/* Retry packets sent, client Initials dropped for a token that did not
- * verify (forged, expired, from another address), and stateless resets
- * sent, since it was made. */
+/* Since it was made: Retry packets sent (`flood_retries` of them because
+ * retry_threshold handshakes were in progress), client Initials closed
+ * with INVALID_TOKEN for a Retry token that did not verify (forged,
+ * expired, from another address), stateless resets sent, NEW_TOKEN
+ * tokens sent and taken back (a connection whose address they
+ * validated), connections that reached the 3x amplification limit
+ * before their client's address was validated (less than a full
+ * datagram of it left after a flush); and the connections in their
+ * handshake now. */
 struct h3_endpoint_counters {
     uint64_t sent, refused, resets;
+    uint64_t flood_retries, new_tokens_sent, new_tokens_taken;
+    uint64_t amplification_limited;
+    uint64_t handshaking;
+    /* 0-RTT: requests served from early data, requests answered 425
+     * (not replay-safe), ClientHellos whose early data was refused as
+     * replays. */
+    uint64_t early_requests, too_early, replays;
+    uint64_t resumed; /* handshakes that resumed a session by its ticket */
+    /* Version Negotiation packets sent (a client Initial of a version
+     * not spoken here), and stateless resets not sent for the per-second
+     * limit. */
+    uint64_t version_negotiations, resets_limited;
 };
 void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out);
 
@@ -203,6 +249,10 @@ struct h3_udp_stats {
     uint64_t handshakes;    /* completed on the worker's endpoint */
     uint64_t connections;   /* open on it now */
     uint64_t retries_sent, tokens_refused, resets_sent; /* h3_endpoint_counters() */
+    uint64_t flood_retries, new_tokens_sent, new_tokens_taken, handshaking;
+    uint64_t amplification_limited;
+    uint64_t early_requests, too_early, replays, resumed;
+    uint64_t version_negotiations, resets_limited;
 };
 /* Reads worker `index`'s counters; any thread.  Returns 0 or -EINVAL. */
 int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out);

@@ -28,6 +28,13 @@ struct h3_cid_entry {
 
 #define H3_CID_BUCKETS 1024 /* a power of two */
 
+/* A ClientHello with early data, seen (h3_endpoint.c). */
+struct h3_replay_entry {
+    int64_t expires; /* 0: free */
+    uint8_t digest[32];
+};
+#define H3_REPLAY_SLOTS 4096 /* a power of two */
+
 struct h3_endpoint {
     struct h3_endpoint_config config;
     const struct http_site *site;
@@ -48,6 +55,19 @@ struct h3_endpoint {
     void (*drained)(void *arg);
     void *drained_arg;
     corral_timer *drain_timer; /* the GOAWAY stages' */
+    uint64_t flood_retries, new_tokens_sent, new_tokens_taken;
+    uint64_t amplification_limited;        /* connections that reached the 3x limit */
+    size_t handshaking;                    /* connections whose handshake has not completed */
+    uint8_t ticket_key[H3_TICKET_KEY_LEN]; /* config.ticket_key's, or random */
+    gnutls_datum_t ticket_datum;           /* points at it */
+    /* With early_data: GnuTLS's anti-replay, and the ClientHellos it
+     * has seen (SHA-256 of its key, until their expiry), open addressing. */
+    gnutls_anti_replay_t anti_replay;
+    struct h3_replay_entry *replays_seen;
+    uint64_t early_requests, too_early, replays, resumed;
+    uint64_t version_negotiations, resets_limited;
+    uint64_t reset_second; /* the second the count below is of */
+    unsigned resets_in_second;
 };
 
 /* Makes a server connection ID (H3_CID_LEN bytes) naming the endpoint's
@@ -62,6 +82,10 @@ void h3_endpoint_remove_cid(struct h3_endpoint *ep, const ngtcp2_cid *cid);
  * of the vhost the name picks. */
 gnutls_certificate_credentials_t h3_endpoint_credentials(const struct h3_endpoint *ep,
                                                          const char *name, size_t len);
+/* Makes a NEW_TOKEN token for a client at `peer` (counted as sent).
+ * Returns its length, or -1. */
+int h3_endpoint_new_token(struct h3_endpoint *ep, const struct sockaddr *peer, socklen_t peer_len,
+                          uint8_t token[NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN]);
 /* Takes every ID of `conn` out. */
 void h3_endpoint_remove_conn(struct h3_endpoint *ep, struct h3_conn *conn);
 /* A connection of it was freed: tells a drain's `done` once none is left. */
@@ -155,6 +179,13 @@ struct h3_conn {
      * queued, 2 once the final GOAWAY is; at 2 the connection closes when
      * its last request stream has ended. */
     unsigned goaway;
+    bool handshaking; /* counted in ep->handshaking */
+    /* Until the client's address is validated (a token, a Handshake
+     * packet from it, the handshake's end): the bytes it sent and we
+     * sent, to see the 3x amplification limit ngtcp2 enforces reached
+     * (it does not say so). */
+    bool validated, amplification_limited;
+    uint64_t unvalidated_in, unvalidated_out;
     /* The name its client sent by SNI (dgram.server_name points here once
      * there is one), as received: at most 255 bytes, no NUL among them. */
     char server_name[256];
@@ -173,12 +204,13 @@ void h3_conn_schedule(struct h3_conn *conn);
 /* The connection's clock for ngtcp2. */
 uint64_t h3_conn_now(void);
 /* Makes a connection for a client's Initial; `odcid`: the ID of the
- * client's first Initial its Retry token carried (its address is then
- * validated), or NULL without Retry.  Returns it or NULL. */
+ * client's first Initial its Retry token carried, or NULL without Retry;
+ * `validated`: its token (Retry or NEW_TOKEN) proved its address, which
+ * lifts the amplification limit.  Returns it or NULL. */
 struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
-                               const ngtcp2_cid *odcid, const struct sockaddr *local,
-                               socklen_t local_len, const struct sockaddr *peer,
-                               socklen_t peer_len);
+                               const ngtcp2_cid *odcid, bool validated,
+                               const struct sockaddr *local, socklen_t local_len,
+                               const struct sockaddr *peer, socklen_t peer_len);
 /* Frees it at once: exchanges aborted, IDs out of the table. */
 void h3_conn_free(struct h3_conn *conn);
 /* Sends its CONNECTION_CLOSE (H3_NO_ERROR once HTTP/3 is up), then frees

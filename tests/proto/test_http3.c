@@ -271,6 +271,8 @@ static struct sockaddr_in client_addr, server_addr;
 
 /* Runs of datagrams the endpoint gave in one call (gso_segment > 0). */
 static size_t gso_runs;
+/* Every byte the endpoint sent. */
+static uint64_t server_bytes_out;
 
 /* The endpoint's output: to the client's queue, GSO batches split. */
 static void server_output(void *arg, const struct sockaddr *local, socklen_t local_len,
@@ -281,7 +283,12 @@ static void server_output(void *arg, const struct sockaddr *local, socklen_t loc
     (void)local;
     (void)local_len;
     ck_assert_uint_eq(peer_len, sizeof(client_addr));
-    ck_assert_int_eq(memcmp(peer, &client_addr, sizeof(client_addr)), 0);
+    const struct sockaddr_in *to = (const struct sockaddr_in *)peer;
+    ck_assert_int_eq(to->sin_family, AF_INET);
+    ck_assert_uint_eq(to->sin_addr.s_addr, client_addr.sin_addr.s_addr);
+    if (to->sin_port != client_addr.sin_port)
+        return; /* a connection of a client gone before the case moved port */
+    server_bytes_out += len;
     size_t step = gso_segment > 0 ? gso_segment : len;
     if (gso_segment > 0) {
         ck_assert_uint_lt(gso_segment, len); /* a run holds two datagrams at least */
@@ -457,9 +464,12 @@ static const nghttp3_callbacks h3c_callbacks = {
     .reset_stream = h3c_reset_stream,
 };
 
-static int client_handshake_completed(ngtcp2_conn *quic, void *user)
+/* The client's HTTP/3 session: at the handshake's end, or before it to
+ * send requests in 0-RTT. */
+static void client_setup_h3(ngtcp2_conn *quic)
 {
-    (void)user;
+    if (cl.h3 != NULL)
+        return;
     nghttp3_settings settings;
     nghttp3_settings_default(&settings);
     ck_assert_int_eq(nghttp3_conn_client_new(&cl.h3, &h3c_callbacks, &settings, NULL, &cl), 0);
@@ -469,7 +479,45 @@ static int client_handshake_completed(ngtcp2_conn *quic, void *user)
     ck_assert_int_eq(ngtcp2_conn_open_uni_stream(quic, &qenc, NULL), 0);
     ck_assert_int_eq(ngtcp2_conn_open_uni_stream(quic, &qdec, NULL), 0);
     ck_assert_int_eq(nghttp3_conn_bind_qpack_streams(cl.h3, qenc, qdec), 0);
+}
+
+/* What a client keeps of a connection for its next one: the TLS session
+ * (from the server's ticket) and the server's transport parameters,
+ * which 0-RTT needs. */
+static gnutls_datum_t saved_session;
+static ngtcp2_transport_params saved_params;
+static bool saved_params_set;
+/* Whether the next client_start() resumes the saved session, and sends
+ * its requests in 0-RTT (opened before its first write). */
+static bool client_resume, client_early;
+
+static int client_handshake_completed(ngtcp2_conn *quic, void *user)
+{
+    (void)user;
+    client_setup_h3(quic);
+    const ngtcp2_transport_params *params = ngtcp2_conn_get_remote_transport_params(quic);
+    if (params != NULL) {
+        saved_params = *params;
+        /* Its versions point into the connection, which goes. */
+        saved_params.version_info_present = 0;
+        saved_params.version_info = (ngtcp2_version_info){0};
+        saved_params_set = true;
+    }
     cl.handshake_done = true;
+    return 0;
+}
+
+static int client_ticket_hook(gnutls_session_t session, unsigned type, unsigned when,
+                              unsigned incoming, const gnutls_datum_t *msg)
+{
+    (void)when;
+    (void)incoming;
+    (void)msg;
+    if (type != GNUTLS_HANDSHAKE_NEW_SESSION_TICKET)
+        return 0;
+    gnutls_free(saved_session.data);
+    saved_session = (gnutls_datum_t){NULL, 0};
+    ck_assert_int_eq(gnutls_session_get_data2(session, &saved_session), 0);
     return 0;
 }
 
@@ -543,7 +591,23 @@ static int client_extend_max_stream_data(ngtcp2_conn *quic, int64_t stream_id, u
     return 0;
 }
 
+/* The last NEW_TOKEN token the server sent the client, kept across its
+ * connections as a client's store would. */
+static uint8_t new_token[128];
+static size_t new_token_len;
+
+static int client_recv_new_token(ngtcp2_conn *quic, const ngtcp2_vec *token, void *user)
+{
+    (void)quic;
+    (void)user;
+    ck_assert_uint_le(token->len, sizeof(new_token));
+    memcpy(new_token, token->base, token->len);
+    new_token_len = token->len;
+    return 0;
+}
+
 static const ngtcp2_callbacks client_callbacks = {
+    .recv_new_token = client_recv_new_token,
     .client_initial = ngtcp2_crypto_client_initial_cb,
     .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
     .handshake_completed = client_handshake_completed,
@@ -597,7 +661,11 @@ static void client_start(const char *alpn_name)
                                             &client_callbacks, &settings, &params, NULL, &cl),
                      0);
     ck_assert_int_eq(gnutls_certificate_allocate_credentials(&cl.cred), 0);
-    ck_assert_int_eq(gnutls_init(&cl.tls, GNUTLS_CLIENT), 0);
+    ck_assert_int_eq(gnutls_init(&cl.tls, GNUTLS_CLIENT | GNUTLS_ENABLE_EARLY_DATA |
+                                              GNUTLS_NO_END_OF_EARLY_DATA),
+                     0);
+    gnutls_handshake_set_hook_function(cl.tls, GNUTLS_HANDSHAKE_NEW_SESSION_TICKET,
+                                       GNUTLS_HOOK_POST, client_ticket_hook);
     ck_assert_int_eq(gnutls_priority_set_direct(cl.tls,
                                                 "NORMAL:-VERS-ALL:+VERS-TLS1.3:"
                                                 "%DISABLE_TLS13_COMPAT_MODE",
@@ -613,6 +681,16 @@ static void client_start(const char *alpn_name)
         ck_assert_int_eq(
             gnutls_server_name_set(cl.tls, GNUTLS_NAME_DNS, client_sni, strlen(client_sni)), 0);
     ngtcp2_conn_set_tls_native_handle(cl.quic, cl.tls);
+    if (client_resume) {
+        ck_assert_uint_gt(saved_session.size, 0);
+        ck_assert_int_eq(gnutls_session_set_data(cl.tls, saved_session.data, saved_session.size),
+                         0);
+    }
+    if (client_early) {
+        ck_assert(saved_params_set);
+        ngtcp2_conn_set_early_remote_transport_params(cl.quic, &saved_params);
+        client_setup_h3(cl.quic);
+    }
 }
 
 static void client_free(void)
@@ -893,6 +971,11 @@ START_TEST(get_return)
     get(&r, "/");
     wait_for(&r, 1, 5000);
     ck_assert_uint_eq(r.status, 200);
+    /* A small certificate's first flight is under 3 times the client's
+     * Initial: the limit was never reached. */
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.amplification_limited, 0);
     ck_assert(r.ended);
     ck_assert_str_eq(r.response, "hello\n");
     free(r.response);
@@ -984,6 +1067,11 @@ static void peer_common_name(char *out, size_t size)
 
 /* A GET of "/" for `authority`: its status, and its body in `body` (a
  * copy, at most 15 bytes). */
+static bool waited_closed(void)
+{
+    return waited[0].closed || cl.failed;
+}
+
 static unsigned get_authority(const char *authority, char body[16])
 {
     const char *fields[] = {":method", "GET",   ":scheme", "https", ":authority",
@@ -991,6 +1079,9 @@ static unsigned get_authority(const char *authority, char body[16])
     struct request r = {0};
     client_request(&r, fields);
     wait_for(&r, 1, 5000);
+    /* The stream's close comes after its end: waited for, so that it
+     * does not land in the next call's request, at the same address. */
+    ck_assert(run_until(waited_closed, 5000));
     snprintf(body, 16, "%s", r.response != NULL ? r.response : "");
     free(r.response);
     return r.status;
@@ -1263,6 +1354,23 @@ static bool token_refused(void)
     return retry.refused > 0;
 }
 
+static bool client_failed(void);
+
+/* A client whose Retry token the endpoint refuses is told so at once
+ * (RFC 9000 8.1.2): its connection ends with INVALID_TOKEN, counted, and
+ * the endpoint keeps no connection. */
+static void closed_with_invalid_token(void)
+{
+    cl.handshake_done = true; /* so that run_until() looks at its condition */
+    ck_assert(run_until(client_failed, 3000));
+    ngtcp2_connection_close_error ccerr;
+    ngtcp2_conn_get_connection_close_error(cl.quic, &ccerr);
+    ck_assert_int_eq(ccerr.type, NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_TRANSPORT);
+    ck_assert_uint_eq(ccerr.error_code, NGTCP2_INVALID_TOKEN);
+    ck_assert(token_refused());
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+}
+
 /* quic_retry: a client's first Initial is answered with a Retry; its
  * next, with the token, opens the connection (ngtcp2's client follows
  * the Retry and checks the IDs the server's transport parameters name),
@@ -1292,9 +1400,7 @@ START_TEST(retry_forged_token)
     ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_RANDOM, client_token, client_token_len), 0);
     client_token[0] = NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY;
     client_start("h3");
-    cl.handshake_done = true; /* so that run_until() looks at its condition */
-    ck_assert(run_until(token_refused, 3000));
-    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+    closed_with_invalid_token();
     struct h3_endpoint_counters retry;
     h3_endpoint_counters(ep, &retry);
     ck_assert_uint_eq(retry.sent, 0);
@@ -1321,9 +1427,7 @@ START_TEST(retry_expired_token)
     uint64_t until = test_now_ms() + 150;
     while (test_now_ms() < until) /* the token's age is the point here */
         usleep(10 * 1000);
-    cl.handshake_done = true;
-    ck_assert(run_until(token_refused, 3000));
-    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+    closed_with_invalid_token();
 }
 END_TEST
 
@@ -1357,9 +1461,7 @@ static void token_across_endpoints(bool same_key)
         .retry = true, .token_secret = token_secret, .reset_secret = reset_secret});
     struct h3_endpoint_counters retry;
     if (!same_key) {
-        cl.handshake_done = true;
-        ck_assert(run_until(token_refused, 3000));
-        ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+        closed_with_invalid_token();
         return;
     }
     ck_assert(run_until(handshake_done, 5000));
@@ -1390,6 +1492,431 @@ static bool client_failed(void)
 {
     return cl.failed;
 }
+
+/* A client's first Initial given to the endpoint by hand, its answers
+ * left unread; returns how many datagrams it was answered with, the
+ * first in *first_byte. */
+static size_t initial_only(uint8_t *first_byte)
+{
+    client_start("h3");
+    client_write();
+    ck_assert_uint_eq(to_server.count, 1);
+    struct datagram *d = &to_server.items[to_server.head];
+    to_client.count = 0;
+    h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                      (struct sockaddr *)&client_addr, sizeof(client_addr), d->data, d->len, 0);
+    to_server.count = 0;
+    size_t answers = to_client.count;
+    if (answers > 0)
+        *first_byte = to_client.items[to_client.head].data[0];
+    to_client.count = 0;
+    client_free();
+    return answers;
+}
+
+/* A Retry packet's first byte (RFC 9000 17.2.5: long header, type 3). */
+static bool is_retry(uint8_t byte)
+{
+    return (byte & 0xf0) == 0xf0;
+}
+
+/* quic_retry_threshold without quic_retry: while fewer handshakes than
+ * the threshold are in progress, a client's Initial opens a connection
+ * and is answered by the handshake; from the threshold on, with a Retry
+ * (counted as a flood Retry), and the client that follows it is served. */
+START_TEST(retry_over_threshold)
+{
+    endpoint_again(&(struct h3_endpoint_config){.retry_threshold = 3});
+    uint8_t byte = 0;
+    for (unsigned i = 0; i < 3; i++) { /* three handshakes left hanging */
+        ck_assert_uint_ge(initial_only(&byte), 1);
+        ck_assert(!is_retry(byte));
+        ck_assert_uint_eq(h3_endpoint_conn_count(ep), i + 1);
+    }
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 0);
+    ck_assert_uint_eq(c.handshaking, 3);
+    ck_assert_uint_eq(initial_only(&byte), 1);
+    ck_assert(is_retry(byte));
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 3);
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 1);
+    ck_assert_uint_eq(c.flood_retries, 1);
+    /* A whole client now: Retry, then its connection and a request. */
+    client_start("h3");
+    ck_assert(run_until(handshake_done, 5000));
+    ck_assert(!cl.failed);
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 2);
+    ck_assert_uint_eq(c.flood_retries, 2);
+    ck_assert_uint_eq(c.handshaking, 3); /* its own handshake completed */
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 4);
+}
+END_TEST
+
+/* The 3x amplification limit (RFC 9000 8.1): with a certificate of some
+ * 5 KB, the server's first flight is more than 3 times the client's
+ * Initial.  A client that sends its Initial and then nothing, no
+ * acknowledgement, no Handshake packet, gets at most 3 times what it
+ * sent from the server, over the whole life of the connection (to its
+ * handshake timeout, through the server's retransmissions); the limit
+ * reached is counted.  A client that goes on acknowledging gets the
+ * rest and completes. */
+static bool no_connection(void);
+
+START_TEST(amplification_limit_without_acks)
+{
+    char command[8192], out[256];
+    int n = snprintf(command, sizeof(command),
+                     "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+                     "-nodes -keyout key.pem -out cert.pem -subj /CN=localhost -days 1 "
+                     "-addext subjectAltName=DNS:localhost",
+                     dir);
+    for (int i = 0; i < 80; i++) /* about 5 KB of names */
+        n += snprintf(command + n, sizeof(command) - (size_t)n,
+                      ",DNS:name-%02d.a-rather-long-domain-to-fill-the-certificate.test", i);
+    snprintf(command + n, sizeof(command) - (size_t)n, " 2>&1");
+    ck_assert_int_eq(test_run(command, out, sizeof(out)), 0);
+    endpoint_again(&(struct h3_endpoint_config){.handshake_timeout_ms = 1500});
+    client_start("h3");
+    client_write();
+    ck_assert_uint_eq(to_server.count, 1);
+    struct datagram *d = &to_server.items[to_server.head];
+    uint64_t sent_by_client = d->len;
+    ck_assert_int_eq(h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                                       (struct sockaddr *)&client_addr, sizeof(client_addr),
+                                       d->data, d->len, 0),
+                     0);
+    to_server.count = 0;
+    to_server.drop_percent = 100; /* the client says nothing more */
+    cl.handshake_done = true;     /* so that run_until() looks at its condition */
+    ck_assert(run_until(no_connection, 5000));
+    ck_assert_uint_gt(server_bytes_out, 2 * sent_by_client); /* it sent what it could */
+    ck_assert_uint_le(server_bytes_out, 3 * sent_by_client);
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.amplification_limited, 1);
+    client_free();
+    /* A client that acknowledges: the same certificate, served. */
+    to_server.drop_percent = 0;
+    to_client.count = 0;
+    client_start("h3");
+    ck_assert(run_until(handshake_done, 5000));
+    ck_assert(!cl.failed);
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+}
+END_TEST
+
+static bool have_ticket(void);
+
+/* A first connection that leaves the client a session ticket and the
+ * server's transport parameters. */
+static void connection_for_a_ticket(void)
+{
+    client_resume = client_early = false;
+    connect_client();
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    ck_assert(run_until(have_ticket, 3000));
+    ck_assert(!gnutls_session_is_resumed(cl.tls));
+    client_free();
+}
+
+/* Session tickets: a client resumes its session on its next
+ * connection, also on another endpoint whose ticket key is the same (as
+ * another worker's, or, from quic_host_key, the next generation's);
+ * under another key, it falls back to a full handshake. */
+START_TEST(session_resumed_by_ticket)
+{
+    uint8_t host_key[32], ticket_key[H3_TICKET_KEY_LEN];
+    memset(host_key, 0x3c, sizeof(host_key));
+    ck_assert_int_eq(h3_host_key_ticket_key(host_key, 31, ticket_key), -EINVAL);
+    ck_assert_int_eq(h3_host_key_ticket_key(host_key, sizeof(host_key), ticket_key), 0);
+    endpoint_again(&(struct h3_endpoint_config){.ticket_key = ticket_key});
+    connection_for_a_ticket();
+    for (int round = 0; round < 3; round++) {
+        if (round > 0) { /* another endpoint: the same key, then another */
+            host_key[0] ^= (uint8_t)(round == 2);
+            ck_assert_int_eq(h3_host_key_ticket_key(host_key, sizeof(host_key), ticket_key), 0);
+            endpoint_again(&(struct h3_endpoint_config){.ticket_key = ticket_key});
+        }
+        client_resume = true;
+        client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+        client_start("h3");
+        ck_assert(run_until(handshake_done, 5000));
+        ck_assert(!cl.failed);
+        ck_assert_int_eq(gnutls_session_is_resumed(cl.tls) != 0, round < 2);
+        struct request r = {0};
+        get(&r, "/");
+        wait_for(&r, 1, 5000);
+        ck_assert_uint_eq(r.status, 200);
+        free(r.response);
+        client_free();
+    }
+}
+END_TEST
+
+static struct request early[2];
+
+/* 0-RTT with ssl_early_data: a client resuming its session sends a GET
+ * and a POST in early data, before its handshake completes.  The GET is
+ * served from it (counted); the POST, not replay-safe, is answered 425
+ * Too Early (RFC 8470).  With early data off (the default), the ticket
+ * allows none: the same two requests wait for the handshake and both
+ * are served. */
+static void early_requests(bool on)
+{
+    endpoint_again(&(struct h3_endpoint_config){.early_data = on});
+    connection_for_a_ticket();
+    client_resume = client_early = true;
+    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+    client_start("h3");
+    memset(early, 0, sizeof(early));
+    get(&early[0], "/");
+    const char *fields[] = {":method",   "POST",  ":scheme", "https", ":authority",
+                            "localhost", ":path", "/",       NULL};
+    early[1].body = "x=1";
+    early[1].body_len = 3;
+    client_request(&early[1], fields);
+    wait_for(early, 2, 5000);
+    ck_assert(gnutls_session_is_resumed(cl.tls));
+    ck_assert_int_eq((gnutls_session_get_flags(cl.tls) & GNUTLS_SFLAGS_EARLY_DATA) != 0, on);
+    ck_assert_uint_eq(early[0].status, 200);
+    ck_assert_uint_eq(early[1].status, on ? 425 : 200);
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.early_requests, on ? 1 : 0);
+    ck_assert_uint_eq(c.too_early, on ? 1 : 0);
+    ck_assert_uint_eq(c.replays, 0);
+    free(early[0].response);
+    free(early[1].response);
+}
+
+START_TEST(early_data_replay_safe_only)
+{
+    early_requests(true);
+}
+END_TEST
+
+START_TEST(early_data_off_by_default)
+{
+    early_requests(false);
+}
+END_TEST
+
+/* A replay: the datagrams of a client's 0-RTT first flight (Initial with
+ * its ClientHello, 0-RTT with a GET) sent again, from another port, once
+ * the first connection is gone.  GnuTLS's anti-replay finds the
+ * ClientHello already seen: no early data, the GET it carried is not
+ * served (no client answers the handshake), and the replay is counted. */
+START_TEST(early_data_replay_refused)
+{
+    endpoint_again(&(struct h3_endpoint_config){.early_data = true, .idle_timeout_ms = 300});
+    connection_for_a_ticket();
+    client_resume = client_early = true;
+    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+    client_start("h3");
+    struct request r = {0};
+    get(&r, "/");
+    client_write();
+    size_t count = to_server.count;
+    ck_assert_uint_ge(count, 1);
+    struct datagram *flight = calloc(count, sizeof(*flight));
+    ck_assert_ptr_nonnull(flight);
+    for (size_t i = 0; i < count; i++)
+        flight[i] = to_server.items[(to_server.head + i) % QUEUE_CAP];
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.early_requests, 1);
+    client_free();
+    cl.failed = true;                          /* no client on the wire from here */
+    ck_assert(run_until(no_connection, 5000)); /* both idle out */
+    /* The same bytes again, from elsewhere. */
+    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+    for (size_t i = 0; i < count; i++)
+        h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                          (struct sockaddr *)&client_addr, sizeof(client_addr), flight[i].data,
+                          flight[i].len, 0);
+    free(flight);
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.replays, 1);
+    ck_assert_uint_eq(c.early_requests, 1);
+}
+END_TEST
+
+static size_t input_bytes(const uint8_t *pkt, size_t len)
+{
+    to_client.count = 0;
+    h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                      (struct sockaddr *)&client_addr, sizeof(client_addr), pkt, len, 0);
+    return to_client.count;
+}
+
+/* A client Initial of a version not spoken here (a greasing one): a
+ * datagram of 1200 bytes is answered with a Version Negotiation packet
+ * (version 0, the client's IDs swapped, QUIC v1 offered), counted, and
+ * no connection; one under 1200 bytes is not answered. */
+START_TEST(unknown_version_negotiated)
+{
+    uint8_t pkt[1200] = {0xc0, 0x1a, 0x2a, 0x3a, 0x4a, 8, 1, 2, 3, 4, 5, 6, 7, 8, 5, 9, 9, 9, 9, 9};
+    ck_assert_uint_eq(input_bytes(pkt, 1199), 0);
+    ck_assert_uint_eq(input_bytes(pkt, sizeof(pkt)), 1);
+    const struct datagram *d = &to_client.items[to_client.head];
+    ck_assert_uint_eq(d->len, 1 + 4 + 1 + 5 + 1 + 8 + 4);
+    ck_assert(d->data[0] & 0x80);
+    static const uint8_t tail[] = {0, 0, 0, 0, 5, 9, 9, 9, 9, 9, 8, 1,
+                                   2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 1};
+    ck_assert_int_eq(memcmp(d->data + 1, tail, sizeof(tail)), 0);
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.version_negotiations, 1);
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+}
+END_TEST
+
+/* Stateless resets are bounded per second (here 3): ten short-header
+ * packets for IDs of our layout that no connection has get three
+ * resets, the other seven are counted and dropped; the next second
+ * answers again. */
+START_TEST(stateless_resets_limited_per_second)
+{
+    endpoint_again(&(struct h3_endpoint_config){.max_resets_per_second = 3});
+    uint8_t pkt[100];
+    size_t answered = 0;
+    uint64_t start = test_now_ms();
+    for (int i = 0; i < 10; i++) {
+        ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_NONCE, pkt, sizeof(pkt)), 0);
+        pkt[0] = 0x40; /* short header */
+        pkt[1] = 0x01; /* our layout, worker 0x1234 */
+        pkt[2] = 0x12;
+        pkt[3] = 0x34;
+        answered += input_bytes(pkt, sizeof(pkt));
+    }
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    if (test_now_ms() - start < 500) { /* all within one second, most likely */
+        ck_assert_uint_le(answered, 6);
+        ck_assert_uint_ge(c.resets_limited, 4);
+    }
+    ck_assert_uint_eq(c.resets, answered);
+    ck_assert_uint_eq(c.resets + c.resets_limited, 10);
+    test_sleep_ms(1100);
+    ck_assert_uint_eq(input_bytes(pkt, sizeof(pkt)), 1);
+}
+END_TEST
+
+/* The same handshakes in progress under a threshold of 0 (off): no
+ * Retry however many. */
+START_TEST(no_retry_without_threshold)
+{
+    uint8_t byte = 0;
+    for (unsigned i = 0; i < 5; i++) {
+        ck_assert_uint_ge(initial_only(&byte), 1);
+        ck_assert(!is_retry(byte));
+    }
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 0);
+    ck_assert_uint_eq(c.handshaking, 5);
+}
+END_TEST
+
+/* NEW_TOKEN: a client's first connection gets a token after its
+ * handshake; its next connection, from another port, with the token,
+ * skips Retry under quic_retry (its address is validated), and is
+ * served. */
+static bool have_ticket(void)
+{
+    return saved_session.size > 0;
+}
+
+static void connect_with(const uint8_t *token, size_t len)
+{
+    memcpy(client_token, token, len);
+    client_token_len = len;
+    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+    client_start("h3");
+    ck_assert(run_until(handshake_done, 5000));
+    ck_assert(!cl.failed);
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+}
+
+static void first_connection_for_a_token(void)
+{
+    connect_client();
+    struct request r = {0};
+    get(&r, "/");
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    ck_assert_uint_gt(new_token_len, 0);
+    ck_assert_uint_eq(new_token[0], NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR);
+    client_free();
+}
+
+START_TEST(new_token_skips_retry)
+{
+    endpoint_again(&(struct h3_endpoint_config){.retry = true});
+    first_connection_for_a_token();
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 1);
+    ck_assert_uint_eq(c.new_tokens_sent, 1);
+    ck_assert_uint_eq(c.new_tokens_taken, 0);
+    connect_with(new_token, new_token_len);
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 1); /* no second Retry */
+    ck_assert_uint_eq(c.new_tokens_taken, 1);
+    ck_assert_uint_eq(c.refused, 0);
+}
+END_TEST
+
+/* A NEW_TOKEN token past its lifetime (here 50 ms), or forged (its
+ * magic byte, the rest random), validates nothing: the client gets a
+ * Retry as one without a token, and is served after it. */
+START_TEST(new_token_expired_or_forged)
+{
+    endpoint_again(&(struct h3_endpoint_config){.retry = true, .new_token_timeout_ms = 50});
+    first_connection_for_a_token();
+    uint64_t until = test_now_ms() + 150;
+    while (test_now_ms() < until) /* the token's age is the point here */
+        usleep(10 * 1000);
+    connect_with(new_token, new_token_len);
+    struct h3_endpoint_counters c;
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 2);
+    ck_assert_uint_eq(c.new_tokens_taken, 0);
+    client_free();
+    uint8_t forged[NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN];
+    ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_RANDOM, forged, sizeof(forged)), 0);
+    forged[0] = NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR;
+    connect_with(forged, sizeof(forged));
+    h3_endpoint_counters(ep, &c);
+    ck_assert_uint_eq(c.sent, 3);
+    ck_assert_uint_eq(c.new_tokens_taken, 0);
+    ck_assert_uint_eq(c.refused, 0);
+}
+END_TEST
 
 /* A connection's packets reaching an endpoint that does not know it (the
  * next generation after a reload, here a new endpoint): it sends a
@@ -1803,6 +2330,7 @@ static void udp_output(void *arg, const struct sockaddr *local, socklen_t local_
     (void)arg;
     (void)local;
     (void)local_len;
+    server_bytes_out += len;
     size_t step = gso_segment > 0 ? gso_segment : len;
     if (gso_segment > 0) {
         ck_assert_uint_lt(gso_segment, len); /* a run holds two datagrams at least */
@@ -2075,6 +2603,17 @@ Suite *test_suite(void)
     tcase_add_test(tc, retry_expired_token);
     tcase_add_test(tc, host_key_token_taken_elsewhere);
     tcase_add_test(tc, other_host_key_token_refused);
+    tcase_add_test(tc, retry_over_threshold);
+    tcase_add_test(tc, amplification_limit_without_acks);
+    tcase_add_test(tc, unknown_version_negotiated);
+    tcase_add_test(tc, stateless_resets_limited_per_second);
+    tcase_add_test(tc, session_resumed_by_ticket);
+    tcase_add_test(tc, early_data_replay_safe_only);
+    tcase_add_test(tc, early_data_off_by_default);
+    tcase_add_test(tc, early_data_replay_refused);
+    tcase_add_test(tc, no_retry_without_threshold);
+    tcase_add_test(tc, new_token_skips_retry);
+    tcase_add_test(tc, new_token_expired_or_forged);
     tcase_add_test(tc, stateless_reset_recognised);
     tcase_add_test(tc, stateless_reset_of_another_key_ignored);
     tcase_add_test(tc, malformed_request);
