@@ -212,7 +212,9 @@ static void publish(struct h3_udp_worker *w, unsigned index)
 {
     struct counters *c = &w->site->counters[index];
     atomic_store_explicit(&c->handshakes, h3_endpoint_handshakes(w->ep), memory_order_relaxed);
-    atomic_store_explicit(&c->connections, h3_endpoint_conn_count(w->ep), memory_order_relaxed);
+    size_t connections = h3_endpoint_conn_count(w->ep);
+    atomic_store_explicit(&c->connections, connections, memory_order_relaxed);
+    corral_udp_publish_load(w->sock, connections); /* what eBPF's balanced weighs */
     struct h3_endpoint_counters retry;
     h3_endpoint_counters(w->ep, &retry);
     atomic_store_explicit(&c->retries_sent, retry.sent, memory_order_relaxed);

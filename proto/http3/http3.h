@@ -187,4 +187,8 @@ int h3_endpoint_packet_worker(const uint8_t *pkt, size_t len);
 struct sock_fprog;
 extern const struct sock_fprog h3_endpoint_steer_program;
 
+/* The same layout for libcorral's eBPF program (corral_udp_options.
+ * steer_quic), which also spreads new connections by the wakeup mode. */
+extern const struct corral_udp_quic_ids h3_endpoint_quic_ids;
+
 #endif

@@ -441,6 +441,101 @@ static void migrate(const char *extra, bool steered)
     backend_stop(&backend);
 }
 
+/* build/h3load beside the daemon's binary: `clients` connections at once to
+ * https://HOST:port/, each asking for / for a second.  Returns its output. */
+static void h3load(const char *host, int port, unsigned clients, char *out, size_t size)
+{
+    char tool[PATH_MAX], cmd[PATH_MAX + 256];
+    snprintf(tool, sizeof(tool), "%s", test_daemon_binary());
+    char *slash = strrchr(tool, '/');
+    ck_assert_ptr_nonnull(slash);
+    snprintf(slash + 1, sizeof(tool) - (size_t)(slash + 1 - tool), "h3load");
+    snprintf(cmd, sizeof(cmd), "timeout 60 %s -c %u -m 1 -D 1 --drain 5 https://%s:%d/ 2>&1", tool,
+             clients, host, port);
+    ck_assert_msg(test_run(cmd, out, size) == 0, "h3load: %s", out);
+}
+
+/* The sum of worker w's series of `family` with these labels after it. */
+static long long worker_metric(struct test_daemon *d, const char *family, unsigned w,
+                               const char *more)
+{
+    char name[160];
+    snprintf(name, sizeof(name), "%s{worker=\"%u\"%s}", family, w, more);
+    return metric(d, name);
+}
+
+/* `clients` QUIC connections at once to a daemon of 4 workers whose quic
+ * listen is on HOST (`wakeup roundrobin`): the eBPF program sends each
+ * worker a quarter of the new connections, exactly, and every datagram of
+ * a connection to the worker that owns it (no hand-off at all). */
+static void steered_connections(const char *host, unsigned clients)
+{
+    if (!have_tools())
+        return;
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    if (!caps.ebpf) {
+        fprintf(stderr, "SKIPPED: eBPF steering is unavailable here\n");
+        return;
+    }
+    make_certificate();
+    struct test_daemon d;
+    test_daemon_init(&d, "h3");
+    char text[4 * PATH_MAX + 512], dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", test_daemon_dir());
+    snprintf(text, sizeof(text),
+             "workers 4;\nwakeup roundrobin;\nadmin { listen 127.0.0.2:0; }\n"
+             "server {\n"
+             "  listen 127.0.0.1:0;\n" /* the harness waits for a 127.0.0.1 line */
+             "  listen %s:0 quic reuseport;\n"
+             "  tls_certificate %s/cert.pem;\n"
+             "  tls_certificate_key %s/key.pem;\n"
+             "  location / { return 200 \"hello h3\\n\"; }\n"
+             "}\n",
+             host, dir, dir);
+    test_daemon_write_config(&d, text);
+    test_daemon_start(&d);
+    char *log = test_daemon_log(&d), listening[64];
+    ck_assert_ptr_nonnull(strstr(log, "steered by ebpf, new connections roundrobin"));
+    snprintf(listening, sizeof(listening), "listening on %s:", host);
+    int port = 0;
+    for (char *at = log; (at = strstr(at, listening)) != NULL; at++) {
+        const char *end = strchr(at, '\n'), *quic = strstr(at, " quic");
+        if (quic != NULL && (end == NULL || quic < end))
+            port = atoi(at + strlen(listening));
+    }
+    free(log);
+    ck_assert_int_gt(port, 0);
+
+    static char out[8192];
+    h3load(host, port, clients, out, sizeof(out));
+    char want[64];
+    snprintf(want, sizeof(want), "connections: %u handshakes, 0 errors", clients);
+    ck_assert_msg(strstr(out, want) != NULL, "h3load: %s", out);
+    ck_assert_int_eq(metric(&d, "corral_quic_handed_off_total"), 0);
+    for (unsigned w = 0; w < 4; w++) {
+        ck_assert_int_eq(worker_metric(&d, "corral_quic_steered_total", w, ",kind=\"new\""),
+                         clients / 4);
+        test_wait_for(worker_metric(&d, "corral_quic_worker_handshakes_total", w, "") ==
+                          clients / 4,
+                      TEST_WAIT_MS, "worker %u: %lld handshakes", w,
+                      worker_metric(&d, "corral_quic_worker_handshakes_total", w, ""));
+    }
+    test_daemon_stop(&d);
+}
+
+START_TEST(thousand_connections_steered)
+{
+    steered_connections("127.0.0.1", 1000);
+}
+END_TEST
+
+START_TEST(connections_steered_over_ipv6)
+{
+    steered_connections("[::1]", 100);
+}
+END_TEST
+
 START_TEST(migration_steered)
 {
     migrate("", true);
@@ -801,6 +896,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, reload_keeps_port);
     tcase_add_test(tc, migration_steered);
     tcase_add_test(tc, migration_handed_off);
+    tcase_add_test(tc, thousand_connections_steered);
+    tcase_add_test(tc, connections_steered_over_ipv6);
     tcase_add_test(tc, retry_then_served);
     tcase_add_test(tc, reload_cuts_open_connections);
     tcase_add_test(tc, http3_off);
