@@ -406,6 +406,7 @@ static void write_quic(struct text *t)
                 sum.connections += one.connections;
                 sum.handed_off += one.handed_off;
                 sum.handed_in += one.handed_in;
+                sum.handoff_ns += one.handoff_ns;
                 sum.retries_sent += one.retries_sent;
                 sum.tokens_refused += one.tokens_refused;
                 sum.resets_sent += one.resets_sent;
@@ -424,6 +425,12 @@ static void write_quic(struct text *t)
                   "Datagrams a worker read for a connection another worker owns (the client's "
                   "address changed), passed to the owner.",
                   sum.handed_off);
+    text_printf(t,
+                "# HELP corral_quic_handoff_delay_seconds_total How long the datagrams handed "
+                "off waited between the worker that read them and their owner, summed.\n"
+                "# TYPE corral_quic_handoff_delay_seconds_total counter\n"
+                "corral_quic_handoff_delay_seconds_total %.6f\n",
+                (double)sum.handoff_ns / 1e9);
     write_counter(t, "corral_quic_retries_total",
                   "Retry packets sent to validate a client's address (quic_retry).",
                   sum.retries_sent);

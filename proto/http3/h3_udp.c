@@ -42,6 +42,7 @@ struct h3_udp_worker {
 struct counters {
     alignas(64) _Atomic uint64_t handed_off; /* datagrams this worker passed to their owner */
     _Atomic uint64_t handed_in;              /* datagrams another worker passed to this one */
+    _Atomic uint64_t handoff_ns; /* how long those waited between the two workers, summed */
     _Atomic uint64_t datagrams_in, datagrams_out, handshakes, connections;
     _Atomic uint64_t retries_sent, tokens_refused, resets_sent;
     bool stopped; /* on_stop ran: a hand-off that comes later makes no endpoint */
@@ -59,6 +60,7 @@ struct h3_udp_site {
 struct handoff {
     struct h3_udp_site *site;
     corral_udp_socket *owner; /* the owner's socket of the same listen */
+    uint64_t posted_ns;       /* when the worker that read it posted it */
     struct corral_udp_msg msg;
     uint8_t bytes[];
 };
@@ -229,7 +231,10 @@ static void handoff_run(void *arg)
     struct h3_udp_worker *w = worker_of(h->owner);
     if (w != NULL) {
         unsigned index = w->index;
-        atomic_fetch_add_explicit(&h->site->counters[index].handed_in, 1, memory_order_relaxed);
+        struct counters *c = &h->site->counters[index];
+        atomic_fetch_add_explicit(&c->handed_in, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->handoff_ns, corral_monotonic_ns() - h->posted_ns,
+                                  memory_order_relaxed);
         h3_endpoint_input(w->ep, (const struct sockaddr *)&h->msg.local, h->msg.local_len,
                           (const struct sockaddr *)&h->msg.peer, h->msg.peer_len, h->bytes,
                           h->msg.len, h->msg.ecn);
@@ -257,6 +262,7 @@ static bool hand_off(corral_udp_socket *sock, unsigned owner, const struct corra
     h->msg.len = len;
     h->msg.segment_size = 0;
     memcpy(h->bytes, data, len);
+    h->posted_ns = corral_monotonic_ns();
     if (corral_worker_post(corral_udp_socket_worker(to), handoff_run, h) != 0) {
         free(h);
         return false;
@@ -335,6 +341,7 @@ int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_
     *out = (struct h3_udp_stats){
         .handed_off = atomic_load_explicit(&c->handed_off, memory_order_relaxed),
         .handed_in = atomic_load_explicit(&c->handed_in, memory_order_relaxed),
+        .handoff_ns = atomic_load_explicit(&c->handoff_ns, memory_order_relaxed),
         .datagrams_in = atomic_load_explicit(&c->datagrams_in, memory_order_relaxed),
         .datagrams_out = atomic_load_explicit(&c->datagrams_out, memory_order_relaxed),
         .handshakes = atomic_load_explicit(&c->handshakes, memory_order_relaxed),

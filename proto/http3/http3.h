@@ -159,6 +159,7 @@ extern const struct corral_udp_handler h3_udp_handler;
  * through its post queue; and datagrams it was passed. */
 struct h3_udp_stats {
     uint64_t handed_off, handed_in;
+    uint64_t handoff_ns;    /* how long the datagrams handed in waited for this worker, summed */
     uint64_t datagrams_in;  /* read by the worker's socket (each GRO segment counts) */
     uint64_t datagrams_out; /* given to the socket, or waiting for it (a GSO run: each) */
     uint64_t handshakes;    /* completed on the worker's endpoint */

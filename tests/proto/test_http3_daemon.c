@@ -268,6 +268,17 @@ static long long metric(struct test_daemon *d, const char *name)
     return at != NULL ? atoll(at + strlen(line)) : -1;
 }
 
+/* The value of a metric line "NAME VALUE" as a real number; -1 if absent. */
+static double metric_real(struct test_daemon *d, const char *name)
+{
+    static char body[65536];
+    ck_assert_int_eq(test_daemon_admin_get(d, "/metrics", body, sizeof(body)), 200);
+    char line[128];
+    snprintf(line, sizeof(line), "\n%s ", name);
+    const char *at = strstr(body, line);
+    return at != NULL ? strtod(at + strlen(line), NULL) : -1;
+}
+
 /* ---------------------------------------------------------------- cases */
 
 /* A return and a proxied 1 MB answer over HTTP/3, logged as HTTP/3.0;
@@ -432,6 +443,13 @@ static void migrate(const char *extra, bool steered)
         ck_assert_int_eq(metric(&d, "corral_quic_handed_off_total"), 0);
     else
         ck_assert_int_gt(metric(&d, "corral_quic_handed_off_total"), 0);
+    /* Each hand-off's wait is timed: some, but not seconds per datagram. */
+    double delay = metric_real(&d, "corral_quic_handoff_delay_seconds_total");
+    if (steered)
+        ck_assert(delay == 0);
+    else
+        ck_assert_msg(delay > 0 && delay < metric(&d, "corral_quic_handed_off_total"),
+                      "hand-offs waited %f s in all", delay);
     ck_assert_int_ge(metric(&d, "corral_quic_handshakes_total"), 8);
     ck_assert_int_gt(metric(&d, "corral_quic_datagrams_received_total"), 8 * 10);
     /* 1 MB each in datagrams of at most 1472 bytes */
