@@ -485,8 +485,9 @@ static long long worker_metric(struct test_daemon *d, const char *family, unsign
 /* `clients` QUIC connections at once to a daemon of 4 workers whose quic
  * listen is on HOST (`wakeup roundrobin`): the eBPF program sends each
  * worker a quarter of the new connections, exactly, and every datagram of
- * a connection to the worker that owns it (no hand-off at all). */
-static void steered_connections(const char *host, unsigned clients)
+ * a connection to the worker that owns it (no hand-off at all); with
+ * `reload`, again after a SIGHUP, by the new generation's program. */
+static void steered_connections(const char *host, unsigned clients, bool reload)
 {
     if (!have_tools())
         return;
@@ -539,18 +540,39 @@ static void steered_connections(const char *host, unsigned clients)
                       TEST_WAIT_MS, "worker %u: %lld handshakes", w,
                       worker_metric(&d, "corral_quic_worker_handshakes_total", w, ""));
     }
+    if (reload) {
+        /* The new generation loads its own program, after taking the
+         * sockets out of the old one's array (else it would fall back to
+         * the classic program, with a warning), and spreads in turn. */
+        kill(d.pid, SIGHUP);
+        test_daemon_wait_generation(&d, 2);
+        log = test_daemon_log(&d);
+        char *second = strstr(log, "steered by ebpf, new connections roundrobin");
+        ck_assert_ptr_nonnull(second);
+        ck_assert_msg(strstr(second + 1, "steered by ebpf, new connections roundrobin") != NULL,
+                      "%s", log);
+        ck_assert_ptr_null(strstr(log, "no eBPF steering"));
+        free(log);
+        h3load(host, port, 40, out, sizeof(out));
+        ck_assert_msg(strstr(out, "connections: 40 handshakes, 0 errors") != NULL, "h3load: %s",
+                      out);
+        for (unsigned w = 0; w < 4; w++)
+            ck_assert_int_eq(worker_metric(&d, "corral_quic_steered_total", w, ",kind=\"new\""),
+                             10);
+        ck_assert_int_eq(metric(&d, "corral_quic_handed_off_total"), 0);
+    }
     test_daemon_stop(&d);
 }
 
 START_TEST(thousand_connections_steered)
 {
-    steered_connections("127.0.0.1", 1000);
+    steered_connections("127.0.0.1", 1000, false);
 }
 END_TEST
 
 START_TEST(connections_steered_over_ipv6)
 {
-    steered_connections("[::1]", 100);
+    steered_connections("[::1]", 100, true);
 }
 END_TEST
 
