@@ -174,8 +174,9 @@ void corral__udp_steer_attach(corral_udp *udp, const struct corral_udp_quic_ids 
         return;
     char *why = udp->steering_reason;
     size_t len = sizeof(udp->steering_reason);
+    static const uint8_t zero[sizeof(ids->reserved)];
     if (ids->length < 3 || ids->length > QUIC_MAX_CID || ids->index_offset < 1 ||
-        ids->index_offset + 2 > ids->length)
+        ids->index_offset + 2 > ids->length || memcmp(ids->reserved, zero, sizeof(zero)) != 0)
         snprintf(why, len, "the connection ID layout is not one it reads");
     else if (!udp->server->caps.reuseport || !udp->server->caps.ebpf)
         snprintf(why, len, "eBPF steering is unavailable (corral --probe says why)");
