@@ -564,9 +564,17 @@ static void steered_connections(const char *host, unsigned clients, bool reload)
     test_daemon_stop(&d);
 }
 
+/* ASan's daemon completes 1,000 handshakes at once too slowly for the
+ * client's timeouts (it opens new connections then). */
+#ifdef __SANITIZE_ADDRESS__
+#define MANY_CONNECTIONS 200
+#else
+#define MANY_CONNECTIONS 1000
+#endif
+
 START_TEST(thousand_connections_steered)
 {
-    steered_connections("127.0.0.1", 1000, false);
+    steered_connections("127.0.0.1", MANY_CONNECTIONS, false);
 }
 END_TEST
 
