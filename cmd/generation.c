@@ -170,8 +170,10 @@ static int udp_sites_listen(struct generation *gen, struct generation *previous)
         options.recv_batch = 8;
         /* Every datagram of a connection to the worker that owns it, also
          * when the client's address changes (docs/http3.md). */
-        if (site->quic != NULL && gen->config->quic_bpf)
-            options.steer_cbpf = &h3_endpoint_steer_program;
+        if (site->quic != NULL && gen->config->quic_bpf) {
+            options.steer_quic = &h3_endpoint_quic_ids;      /* eBPF, */
+            options.steer_cbpf = &h3_endpoint_steer_program; /* else classic BPF */
+        }
         int err;
         const int *fds;
         unsigned count = 0;

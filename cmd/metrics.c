@@ -331,6 +331,62 @@ static void write_server_up(struct text *t, const struct generation *gen)
     series_free(&servers);
 }
 
+/* Per worker of the newest generation: its handshakes and what the eBPF
+ * steering program sent it (new connections, datagrams by the server's
+ * connection ID), over its quic listens; and how each listen is steered. */
+static void write_quic_workers(struct text *t)
+{
+    const struct generation *g = daemon_state.generations;
+    if (g == NULL || g->server == NULL)
+        return;
+    unsigned workers = corral_server_worker_count(g->server);
+    text_printf(t, "# HELP corral_quic_steering_info How a quic listen's datagrams reach their "
+                   "worker (impl: ebpf, cbpf, hash, none) and how new connections are spread.\n"
+                   "# TYPE corral_quic_steering_info gauge\n");
+    for (size_t i = 0; i < g->udp_site_count; i++) {
+        const struct site *site = &g->udp_sites[i];
+        char address[128];
+        if (site->quic == NULL || site->udp == NULL ||
+            corral_udp_address(site->udp, address, sizeof(address)) != 0)
+            continue;
+        struct corral_udp_steering steering;
+        corral_udp_steering(site->udp, &steering);
+        text_printf(t, "corral_quic_steering_info{listen=\"%s\",impl=\"%s\",initials=\"%s\"} 1\n",
+                    address, steering.impl, steering.initials);
+    }
+    text_printf(t, "# HELP corral_quic_worker_handshakes_total QUIC handshakes completed, by "
+                   "worker.\n# TYPE corral_quic_worker_handshakes_total counter\n");
+    for (unsigned w = 0; w < workers; w++) {
+        uint64_t handshakes = 0;
+        for (size_t i = 0; i < g->udp_site_count; i++) {
+            struct h3_udp_stats one;
+            if (g->udp_sites[i].quic != NULL &&
+                h3_udp_site_stats(g->udp_sites[i].quic, w, &one) == 0)
+                handshakes += one.handshakes;
+        }
+        text_printf(t, "corral_quic_worker_handshakes_total{worker=\"%u\"} %llu\n", w,
+                    (unsigned long long)handshakes);
+    }
+    text_printf(t, "# HELP corral_quic_steered_total What the eBPF steering program sent each "
+                   "worker: new connections, and datagrams by the connection ID it gave.\n"
+                   "# TYPE corral_quic_steered_total counter\n");
+    for (unsigned w = 0; w < workers; w++) {
+        uint64_t fresh = 0, owned = 0;
+        for (size_t i = 0; i < g->udp_site_count; i++) {
+            struct corral_udp_stats one;
+            if (g->udp_sites[i].quic != NULL && g->udp_sites[i].udp != NULL &&
+                corral_udp_stats(g->udp_sites[i].udp, w, &one) == 0) {
+                fresh += one.steered_new;
+                owned += one.steered_owned;
+            }
+        }
+        text_printf(t,
+                    "corral_quic_steered_total{worker=\"%u\",kind=\"new\"} %llu\n"
+                    "corral_quic_steered_total{worker=\"%u\",kind=\"owned\"} %llu\n",
+                    w, (unsigned long long)fresh, w, (unsigned long long)owned);
+    }
+}
+
 /* The QUIC listens' counters, summed over workers and the generations
  * still running (a retired generation's are gone with it); nothing when
  * no generation has a quic listen. */
@@ -351,6 +407,7 @@ static void write_quic(struct text *t)
                 sum.handed_off += one.handed_off;
                 sum.handed_in += one.handed_in;
                 sum.handed_to_older += one.handed_to_older;
+                sum.handoff_ns += one.handoff_ns;
                 sum.retries_sent += one.retries_sent;
                 sum.tokens_refused += one.tokens_refused;
                 sum.resets_sent += one.resets_sent;
@@ -384,6 +441,12 @@ static void write_quic(struct text *t)
                   "Datagrams a worker read for a connection open on an older generation (across "
                   "a reload), passed to that generation's worker.",
                   sum.handed_to_older);
+    text_printf(t,
+                "# HELP corral_quic_handoff_delay_seconds_total How long the datagrams handed "
+                "off waited between the worker that read them and their owner, summed.\n"
+                "# TYPE corral_quic_handoff_delay_seconds_total counter\n"
+                "corral_quic_handoff_delay_seconds_total %.6f\n",
+                (double)sum.handoff_ns / 1e9);
     write_counter(t, "corral_quic_retries_total",
                   "Retry packets sent to validate a client's address (quic_retry).",
                   sum.retries_sent);
@@ -436,6 +499,7 @@ static void write_quic(struct text *t)
                 "# TYPE corral_quic_handshakes_in_progress gauge\n"
                 "corral_quic_handshakes_in_progress %llu\n",
                 (unsigned long long)sum.handshaking);
+    write_quic_workers(t);
 }
 
 void metrics_write(struct text *t)

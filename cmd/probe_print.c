@@ -53,4 +53,12 @@ void print_probe(void)
                corral_wakeup_mode_name(info.mode), info.impl, info.reason[0] ? ": " : "",
                info.reason);
     }
+    /* A quic listen's fallback chain (quic_bpf on, more than one worker). */
+    printf("quic steering:\n  %s\n",
+           caps.reuseport && caps.ebpf
+               ? "ebpf (each datagram to its connection's worker; new connections by the "
+                 "wakeup mode)"
+           : caps.reuseport_cbpf ? "cbpf (each datagram to its connection's worker; new "
+                                   "connections by the 4-tuple hash): no eBPF"
+                                 : "hash (datagrams handed off between workers): no BPF");
 }

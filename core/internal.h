@@ -485,6 +485,7 @@ struct corral_udp_socket {
     struct iovec *send_iov;
     union corral__udp_control *send_control;
     struct corral__udp_entry_end *send_ends;
+    struct quic_slot *quic_slot; /* its worker's in the QUIC steering program, or NULL */
 };
 
 struct corral_udp {
@@ -500,7 +501,23 @@ struct corral_udp {
     corral_udp_socket *sockets; /* one per worker */
     atomic_bool gso;            /* GSO is used: cleared for good when the kernel refuses it */
     atomic_bool gso_fallback_logged;
+    /* Steering (udp_steer.c): the eBPF program, or NULL; what is used
+     * (corral_udp_steering()) and why not eBPF. */
+    struct corral__udp_steer *steer;
+    bool steered_cbpf;
+    const char *steering, *steering_initials;
+    char steering_reason[160];
 };
+
+/* QUIC steering, in udp_steer.c: attaches the eBPF program for a listen
+ * whose sockets are made (main thread, before the start; falls back
+ * silently but for a log line), frees it with the listen, and reads a
+ * worker's counts. */
+struct corral_udp_quic_ids;
+void corral__udp_steer_attach(corral_udp *udp, const struct corral_udp_quic_ids *ids);
+void corral__udp_steer_free(corral_udp *udp);
+void corral__udp_steer_stats(const corral_udp_socket *sock, uint64_t *steered_new,
+                             uint64_t *steered_owned);
 
 /* The UDP listens' part in a server's life, in udp.c: allocates each
  * worker's buffers and registers its sockets in its loop (main thread,

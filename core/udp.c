@@ -125,6 +125,7 @@ static int udp_socket_new(const corral_udp *udp, bool first)
 
 static void udp_free(corral_udp *udp)
 {
+    corral__udp_steer_free(udp);
     unsigned workers = udp->server->worker_count;
     for (unsigned i = 0; udp->fds != NULL && i < workers; i++)
         if (udp->fds[i] != -1)
@@ -189,6 +190,7 @@ static int udp_finish(corral_udp *udp, corral_udp **out)
                       strerror(errno));
         return err;
     }
+    udp->steered_cbpf = udp->options.steer_cbpf != NULL;
     udp->options.steer_cbpf = NULL;
     udp->addrlen = sizeof(udp->addr);
     if (getsockname(udp->fds[0], (struct sockaddr *)&udp->addr, &udp->addrlen) == -1)
@@ -201,7 +203,13 @@ static int udp_finish(corral_udp *udp, corral_udp **out)
         free(udp->address_text);
         udp->address_text = copy;
     }
-    corral__info("udp %s: %u sockets, GSO %s, GRO %s", udp->address_text, udp->server->worker_count,
+    /* Replaces the classic program when it can. */
+    corral__udp_steer_attach(udp, udp->options.steer_quic);
+    udp->options.steer_quic = NULL;
+    corral__info("udp %s: %u sockets, steered by %s%s%s, GSO %s, GRO %s", udp->address_text,
+                 udp->server->worker_count, udp->steering,
+                 udp->steer != NULL ? ", new connections " : "",
+                 udp->steer != NULL ? udp->steering_initials : "",
                  atomic_load_explicit(&udp->gso, memory_order_relaxed) ? "on"
                  : udp->options.gso                                    ? "off (kernel)"
                                                                        : "off",
@@ -401,6 +409,7 @@ int corral_udp_stats(const corral_udp *udp, unsigned index, struct corral_udp_st
         .gso = atomic_load_explicit(&udp->gso, memory_order_relaxed),
         .gro = sock->gro,
     };
+    corral__udp_steer_stats(sock, &out->steered_new, &out->steered_owned);
     return 0;
 }
 

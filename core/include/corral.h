@@ -867,6 +867,7 @@ CORRAL_EXTERN corral_worker *corral_server_worker(const corral_server *server, u
 typedef struct corral_udp corral_udp;
 typedef struct corral_udp_socket corral_udp_socket;
 struct sock_fprog; /* <linux/filter.h> */
+struct corral_udp_quic_ids;
 
 /* One datagram (or, with segment_size, a run of them) received or to send. */
 struct corral_udp_msg {
@@ -928,11 +929,50 @@ struct corral_udp_options {
      * is the worker's index, for each datagram (an index out of range
      * falls back to the hash).  NULL: the 4-tuple hash.  Not attached
      * with a single worker, whose one socket takes every datagram.  Not
-     * kept after the call.  (An eBPF program, to steer by connection ID, is meant to
-     * take reserved space here.) */
+     * kept after the call.  Under steer_quic, the fallback when its eBPF
+     * program cannot be used. */
     const struct sock_fprog *steer_cbpf;
-    uint64_t reserved[8]; /* zero, as corral_udp_options_init() leaves it */
+    /* QUIC steering by an eBPF sk_reuseport program (needs CAP_BPF, Linux
+     * 5.14): a datagram whose destination connection ID (QUIC's invariant
+     * header, RFC 8999) has this layout goes to the worker whose index
+     * the ID carries; a client's Initial, whose ID is its own, opens a
+     * connection on the worker the server's wakeup mode picks (roundrobin:
+     * in turn; balanced: the less loaded of two random workers, by what
+     * corral_udp_publish_load() says; affinity: the arrival CPU's), and
+     * the client's next datagrams with that ID follow it; other modes and
+     * other datagrams: the 4-tuple hash.  When the program cannot be used
+     * (no CAP_BPF, CORRAL_CAPS_DISABLE=ebpf, a socket held by another
+     * process's program), steer_cbpf stays attached, else the hash; which
+     * one is logged and told by corral_udp_steering().  Not kept after the
+     * call.  NULL: no eBPF. */
+    const struct corral_udp_quic_ids *steer_quic;
+    uint64_t reserved[7]; /* zero, as corral_udp_options_init() leaves it */
 };
+
+/* The connection IDs a QUIC server issues, as steer_quic reads them. */
+struct corral_udp_quic_ids {
+    uint8_t length;       /* of every ID (3-20 bytes) */
+    uint8_t marker;       /* the ID's first byte */
+    uint8_t index_offset; /* where in the ID the worker's index is: 2 bytes, big-endian */
+    uint8_t reserved[5];  /* zero */
+};
+
+/* How a UDP listen's datagrams are steered to its workers. */
+struct corral_udp_steering {
+    const char *impl;     /* "ebpf", "cbpf", "hash", or "none" (one worker) */
+    const char *initials; /* how new QUIC connections are spread: "roundrobin",
+                             "balanced", "affinity" (eBPF), else "hash" */
+    const char *reason;   /* why eBPF (steer_quic) is not used, or "" */
+    uint64_t reserved[4]; /* zeroed by corral_udp_steering() */
+};
+
+/** What steers `udp`'s datagrams.  Any thread. */
+CORRAL_EXTERN void corral_udp_steering(const corral_udp *udp, struct corral_udp_steering *out);
+
+/** The load of `sock`'s worker that steer_quic's balanced mode weighs: its
+ *  open connections.  Cheap (a few stores to the worker's own slot); does
+ *  nothing without the eBPF program.  The socket's worker only. */
+CORRAL_EXTERN void corral_udp_publish_load(corral_udp_socket *sock, uint64_t connections);
 
 /** Fills `options` with the defaults, its reserved space zero. */
 CORRAL_EXTERN void corral_udp_options_init(struct corral_udp_options *options);
@@ -1020,7 +1060,10 @@ struct corral_udp_stats {
     uint64_t gso_fallbacks; /* GSO sends the kernel refused, sent again unsegmented */
     bool gso;               /* GSO in use on this listen now */
     bool gro;               /* GRO enabled on the socket */
-    uint64_t reserved[8];   /* zeroed by corral_udp_stats() */
+    /* steer_quic's eBPF program: new connections it sent to this worker,
+     * and datagrams it sent here by the connection ID the server gave. */
+    uint64_t steered_new, steered_owned;
+    uint64_t reserved[6]; /* zeroed by corral_udp_stats() */
 };
 
 /** Reads worker `index`'s counters of `udp`.  Returns 0 or -EINVAL (no

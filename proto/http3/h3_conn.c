@@ -411,7 +411,11 @@ static int write_packets(struct h3_conn *conn)
         int fin = 0;
         nghttp3_vec vec[16];
         nghttp3_ssize count = 0;
-        if (conn->h3 != NULL && ngtcp2_conn_get_max_data_left(conn->quic) > 0) {
+        /* Asked also when the connection's window is spent: a FIN with
+         * no data behind it needs none, and would otherwise wait for a
+         * MAX_DATA the peer has no reason to send.  Data the window does
+         * not take, ngtcp2 leaves out of the packet (taken stays -1). */
+        if (conn->h3 != NULL) {
             count = nghttp3_conn_writev_stream(conn->h3, &stream_id, &fin, vec, 16);
             if (count < 0) {
                 ngtcp2_connection_close_error_set_application_error(

@@ -109,6 +109,12 @@ const struct sock_fprog h3_endpoint_steer_program = {
     .filter = steer_code,
 };
 
+const struct corral_udp_quic_ids h3_endpoint_quic_ids = {
+    .length = H3_CID_LEN,
+    .marker = H3_CID_VERSION,
+    .index_offset = 1,
+};
+
 int h3_endpoint_new_cid(struct h3_endpoint *ep, ngtcp2_cid *cid, uint8_t *token)
 {
     cid->datalen = H3_CID_LEN;

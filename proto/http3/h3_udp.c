@@ -46,6 +46,7 @@ struct h3_udp_worker {
 struct counters {
     alignas(64) _Atomic uint64_t handed_off; /* datagrams this worker passed to their owner */
     _Atomic uint64_t handed_in;              /* datagrams another worker passed to this one */
+    _Atomic uint64_t handoff_ns; /* how long those waited between the two workers, summed */
     _Atomic uint64_t datagrams_in, datagrams_out, handshakes, connections;
     _Atomic uint64_t retries_sent, tokens_refused, resets_sent;
     _Atomic uint64_t handed_to_older; /* datagrams passed to an older generation */
@@ -85,6 +86,7 @@ static pthread_mutex_t chain_lock = PTHREAD_MUTEX_INITIALIZER;
 struct handoff {
     struct h3_udp_site *site;
     corral_udp_socket *owner; /* the owner's socket of the same listen */
+    uint64_t posted_ns;       /* when the worker that read it posted it */
     struct corral_udp_msg msg;
     uint8_t bytes[];
 };
@@ -268,7 +270,9 @@ static void publish(struct h3_udp_worker *w, unsigned index)
 {
     struct counters *c = &w->site->counters[index];
     atomic_store_explicit(&c->handshakes, h3_endpoint_handshakes(w->ep), memory_order_relaxed);
-    atomic_store_explicit(&c->connections, h3_endpoint_conn_count(w->ep), memory_order_relaxed);
+    size_t connections = h3_endpoint_conn_count(w->ep);
+    atomic_store_explicit(&c->connections, connections, memory_order_relaxed);
+    corral_udp_publish_load(w->sock, connections); /* what eBPF's balanced weighs */
     struct h3_endpoint_counters retry;
     h3_endpoint_counters(w->ep, &retry);
     atomic_store_explicit(&c->retries_sent, retry.sent, memory_order_relaxed);
@@ -296,7 +300,10 @@ static void handoff_run(void *arg)
     struct h3_udp_worker *w = worker_of(h->owner);
     if (w != NULL) {
         unsigned index = w->index;
-        atomic_fetch_add_explicit(&h->site->counters[index].handed_in, 1, memory_order_relaxed);
+        struct counters *c = &h->site->counters[index];
+        atomic_fetch_add_explicit(&c->handed_in, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->handoff_ns, corral_monotonic_ns() - h->posted_ns,
+                                  memory_order_relaxed);
         h3_endpoint_input(w->ep, (const struct sockaddr *)&h->msg.local, h->msg.local_len,
                           (const struct sockaddr *)&h->msg.peer, h->msg.peer_len, h->bytes,
                           h->msg.len, h->msg.ecn);
@@ -324,6 +331,7 @@ static bool hand_off(corral_udp_socket *sock, unsigned owner, const struct corra
     h->msg.len = len;
     h->msg.segment_size = 0;
     memcpy(h->bytes, data, len);
+    h->posted_ns = corral_monotonic_ns();
     if (corral_worker_post(corral_udp_socket_worker(to), handoff_run, h) != 0) {
         free(h);
         return false;
@@ -488,6 +496,7 @@ int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_
     *out = (struct h3_udp_stats){
         .handed_off = atomic_load_explicit(&c->handed_off, memory_order_relaxed),
         .handed_in = atomic_load_explicit(&c->handed_in, memory_order_relaxed),
+        .handoff_ns = atomic_load_explicit(&c->handoff_ns, memory_order_relaxed),
         .datagrams_in = atomic_load_explicit(&c->datagrams_in, memory_order_relaxed),
         .datagrams_out = atomic_load_explicit(&c->datagrams_out, memory_order_relaxed),
         .handshakes = atomic_load_explicit(&c->handshakes, memory_order_relaxed),

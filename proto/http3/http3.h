@@ -244,6 +244,7 @@ struct h3_udp_stats {
     /* Datagrams its socket read for a connection of an older generation
      * (open across a reload), passed to that generation's worker. */
     uint64_t handed_to_older;
+    uint64_t handoff_ns;    /* how long the datagrams handed in waited for this worker, summed */
     uint64_t datagrams_in;  /* read by the worker's socket (each GRO segment counts) */
     uint64_t datagrams_out; /* given to the socket, or waiting for it (a GSO run: each) */
     uint64_t handshakes;    /* completed on the worker's endpoint */
@@ -282,5 +283,9 @@ int h3_endpoint_packet_generation(const uint8_t *pkt, size_t len);
  * Initials) to the kernel's 4-tuple hash. */
 struct sock_fprog;
 extern const struct sock_fprog h3_endpoint_steer_program;
+
+/* The same layout for libcorral's eBPF program (corral_udp_options.
+ * steer_quic), which also spreads new connections by the wakeup mode. */
+extern const struct corral_udp_quic_ids h3_endpoint_quic_ids;
 
 #endif

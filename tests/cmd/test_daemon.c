@@ -195,6 +195,12 @@ START_TEST(probe_and_version)
     ck_assert_ptr_nonnull(strstr(out, "epoll_exclusive"));
     ck_assert_ptr_nonnull(strstr(out, "roundrobin  -> roundrobin"));
     ck_assert_ptr_nonnull(strstr(out, "herd        -> herd"));
+    /* A quic listen's steering: eBPF where the wakeup modes get it. */
+    const char *quic = strstr(out, "quic steering:\n  ");
+    ck_assert_ptr_nonnull(quic);
+    bool ebpf = strstr(out, "roundrobin  -> roundrobin (ebpf)") != NULL;
+    ck_assert_msg(strncmp(quic + strlen("quic steering:\n  "), ebpf ? "ebpf (" : "cbpf (", 6) == 0,
+                  "%s", out);
     ck_assert_int_eq(test_daemon_run("-V", out, sizeof(out)), 0);
     ck_assert_str_eq(out, "corral " CORRAL_VERSION "\n");
     ck_assert_int_eq(test_daemon_run("--version", out, sizeof(out)), 0);

@@ -215,7 +215,39 @@ static const struct http_handler later_handler = {
     .on_request = later_on_request,
 };
 
+/* GET /tail: TAIL_LEN bytes written at once, the body's end 50 ms later,
+ * once the data has gone, so that the stream's FIN goes alone after it. */
+#define TAIL_LEN 3000
+static corral_timer *tail_timer;
+
+static void tail_end(corral_timer *timer, void *arg)
+{
+    (void)timer;
+    exchange_end(arg);
+}
+
+static void tail_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)req;
+    (void)data;
+    char body[TAIL_LEN];
+    for (size_t i = 0; i < TAIL_LEN; i++)
+        body[i] = (char)pattern(i);
+    exchange_begin(ex, 200, "", 0, TAIL_LEN);
+    exchange_write(ex, body, TAIL_LEN);
+    if (tail_timer != NULL)
+        corral_timer_free(tail_timer);
+    ck_assert_int_eq(corral_timer_new(exchange_loop(ex), tail_end, ex, &tail_timer), 0);
+    corral_timer_start(tail_timer, 50);
+}
+
+static const struct http_handler tail_handler = {
+    .name = "tail",
+    .on_request = tail_on_request,
+};
+
 static const struct http_location locations[] = {
+    {.path = "/tail", .path_len = 5, .exact = true, .handler = &tail_handler},
     {.path = "/later", .path_len = 6, .exact = true, .handler = &later_handler},
     {.path = "/p/", .path_len = 3, .handler = &proxy_handler, .handler_data = &proxy},
     {.path = "/fields", .path_len = 7, .exact = true, .handler = &fields_handler},
@@ -327,9 +359,14 @@ struct client {
     bool closed_by_server; /* its CONNECTION_CLOSE came (read: draining) */
     unsigned goaways;      /* GOAWAY frames read */
     int64_t goaway_id;     /* the last one's */
+    uint64_t stream_bytes; /* received on all streams */
 };
 
 static struct client cl;
+/* The client's connection window (initial_max_data), and whether it never
+ * gives any back (no MAX_DATA). */
+static uint64_t client_max_data;
+static bool client_holds_max_data;
 
 static ngtcp2_conn *client_get_conn(ngtcp2_crypto_conn_ref *ref)
 {
@@ -384,7 +421,8 @@ static int h3c_recv_data(nghttp3_conn *h3, int64_t stream_id, const uint8_t *dat
     r->response_len += len;
     r->response[r->response_len] = '\0';
     ngtcp2_conn_extend_max_stream_offset(cl.quic, stream_id, len);
-    ngtcp2_conn_extend_max_offset(cl.quic, len);
+    if (!client_holds_max_data)
+        ngtcp2_conn_extend_max_offset(cl.quic, len);
     return 0;
 }
 
@@ -395,7 +433,8 @@ static int h3c_deferred_consume(nghttp3_conn *h3, int64_t stream_id, size_t cons
     (void)user;
     (void)stream_user;
     ngtcp2_conn_extend_max_stream_offset(cl.quic, stream_id, consumed);
-    ngtcp2_conn_extend_max_offset(cl.quic, consumed);
+    if (!client_holds_max_data)
+        ngtcp2_conn_extend_max_offset(cl.quic, consumed);
     return 0;
 }
 
@@ -530,12 +569,14 @@ static int client_recv_stream_data(ngtcp2_conn *quic, uint32_t flags, int64_t st
     (void)stream_user;
     if (cl.h3 == NULL)
         return NGTCP2_ERR_CALLBACK_FAILURE;
+    cl.stream_bytes += len;
     nghttp3_ssize used = nghttp3_conn_read_stream(cl.h3, stream_id, data, len,
                                                   (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
     if (used < 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
     ngtcp2_conn_extend_max_stream_offset(quic, stream_id, (uint64_t)used);
-    ngtcp2_conn_extend_max_offset(quic, (uint64_t)used);
+    if (!client_holds_max_data)
+        ngtcp2_conn_extend_max_offset(quic, (uint64_t)used);
     return 0;
 }
 
@@ -656,7 +697,7 @@ static void client_start(const char *alpn_name)
     params.initial_max_streams_uni = 3;
     params.initial_max_stream_data_bidi_local = 256 * 1024;
     params.initial_max_stream_data_uni = 256 * 1024;
-    params.initial_max_data = 4 * 1024 * 1024;
+    params.initial_max_data = client_max_data;
     ck_assert_int_eq(ngtcp2_conn_client_new(&cl.quic, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1,
                                             &client_callbacks, &settings, &params, NULL, &cl),
                      0);
@@ -884,6 +925,8 @@ static void setup(void)
 {
     modules_init();
     client_sni = "localhost";
+    client_max_data = 4 * 1024 * 1024;
+    client_holds_max_data = false;
     vhosts[0] = (struct http_vhost){.locations = locations,
                                     .location_count = sizeof(locations) / sizeof(locations[0]),
                                     .limits = HTTP_LIMITS_DEFAULT};
@@ -921,6 +964,9 @@ static void setup(void)
 
 static void teardown(void)
 {
+    if (tail_timer != NULL)
+        corral_timer_free(tail_timer);
+    tail_timer = NULL;
     if (cl.quic != NULL)
         client_free();
     h3_endpoint_free(ep);
@@ -1987,6 +2033,42 @@ START_TEST(gso_runs_carry_a_response)
 }
 END_TEST
 
+/* A response whose data ends exactly where the client's connection
+ * window does, and whose end comes after its data: the FIN alone needs
+ * no window, and goes without waiting for a MAX_DATA that never comes. */
+START_TEST(fin_at_the_end_of_the_connection_window)
+{
+    /* What the server sends on all its streams for it (its control and
+     * QPACK streams too), counted by a client with room to spare. */
+    connect_client();
+    struct request r = {0};
+    get(&r, "/tail");
+    wait_for(&r, 1, 5000);
+    ck_assert(r.ended);
+    ck_assert_uint_eq(r.response_len, TAIL_LEN);
+    uint64_t total = cl.stream_bytes;
+    free(r.response);
+    client_free();
+
+    /* The same from a client whose window is just that. */
+    client_max_data = total;
+    client_holds_max_data = true;
+    client_start("h3"); /* the first connection stays open on the endpoint */
+    ck_assert(run_until(handshake_done, 5000));
+    ck_assert(!cl.failed);
+    r = (struct request){0};
+    get(&r, "/tail");
+    wait_for(&r, 1, 3000);
+    ck_assert_uint_eq(cl.stream_bytes, total);
+    ck_assert_msg(r.ended, "the FIN never came");
+    ck_assert_uint_eq(r.status, 200);
+    ck_assert_uint_eq(r.response_len, TAIL_LEN);
+    for (size_t i = 0; i < TAIL_LEN; i++)
+        ck_assert_uint_eq((uint8_t)r.response[i], pattern(i));
+    free(r.response);
+}
+END_TEST
+
 /* A request without :path (nghttp3's check) and one with a target that is
  * not origin-form (the framer's): each stream is reset with
  * H3_MESSAGE_ERROR, and the connection goes on. */
@@ -2598,6 +2680,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, many_streams);
     tcase_add_test(tc, drain_sends_goaway_then_closes);
     tcase_add_test(tc, gso_runs_carry_a_response);
+    tcase_add_test(tc, fin_at_the_end_of_the_connection_window);
     tcase_add_test(tc, retry_valid_token);
     tcase_add_test(tc, retry_forged_token);
     tcase_add_test(tc, retry_expired_token);
