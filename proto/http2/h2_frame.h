@@ -125,8 +125,11 @@ struct h2_event {
         struct {
             const uint8_t *data;
             size_t len;
-            /* The first piece of its frame: hd.length bytes (padding
-             * included) count against the flow-control windows. */
+            /* The frame's bytes this piece passed (pad length byte and
+             * padding included): what counts against the windows. */
+            uint32_t flow;
+            /* The frame's header, before any of its payload (no bytes, no
+             * flow): its stream can be checked before its padding. */
             bool first;
             bool last; /* the frame ends with this piece */
         } data;
@@ -170,7 +173,7 @@ struct h2_frame_reader {
     bool preface_done;       /* the 24 bytes of H2_PREFACE were read */
     bool settings_seen;      /* the first frame, a SETTINGS, was read */
     bool in_data;            /* inside a DATA frame's payload: */
-    bool data_first;         /* none of it passed yet */
+    bool data_need_pad;      /* its pad length byte is next */
     uint8_t data_flags;
     uint32_t data_stream;
     uint32_t data_length;  /* the frame's */

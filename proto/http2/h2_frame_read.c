@@ -47,48 +47,43 @@ static uint32_t headers_prefix(uint8_t flags)
 }
 
 /* The checks a frame's header alone allows, at once: so that a frame
- * too long, say, is refused before its payload is waited for. */
+ * too long, say, is refused before its payload is waited for.  Where a
+ * frame breaks two rules, the one named is libnghttp2's: lengths first. */
 static bool check_header(const struct h2_frame_reader *r, const struct h2_frame_header *hd,
                          struct h2_frame_error *err)
 {
-    if (hd->length > r->max_frame_size)
-        return fail(err, H2_FRAME_SIZE_ERROR, "frame larger than SETTINGS_MAX_FRAME_SIZE");
     if (!r->settings_seen && (hd->type != H2_SETTINGS || (hd->flags & H2_FLAG_ACK) != 0))
         return fail(err, H2_PROTOCOL_ERROR, "first frame is not SETTINGS");
     if (r->in_block && hd->type != H2_CONTINUATION)
         return fail(err, H2_PROTOCOL_ERROR, "frame inside a header block");
     if (r->in_block && hd->stream_id != r->block_stream)
         return fail(err, H2_PROTOCOL_ERROR, "CONTINUATION for another stream");
+    if (hd->length > r->max_frame_size)
+        return fail(err, H2_FRAME_SIZE_ERROR,
+                    /* RFC 9113 4.2; libnghttp2 1.52 does not check
+                     * CONTINUATION's: told apart for fuzz_h2_frame. */
+                    hd->type == H2_CONTINUATION ? "CONTINUATION larger than SETTINGS_MAX_FRAME_SIZE"
+                                                : "frame larger than SETTINGS_MAX_FRAME_SIZE");
     switch (hd->type) {
     case H2_DATA:
         if (hd->stream_id == 0)
             return fail(err, H2_PROTOCOL_ERROR, "DATA on stream 0");
-        if ((hd->flags & H2_FLAG_PADDED) != 0 && hd->length < 1)
-            return fail(err, H2_FRAME_SIZE_ERROR, "DATA too short for its padding");
         return true;
     case H2_HEADERS:
-        if (hd->stream_id == 0)
-            return fail(err, H2_PROTOCOL_ERROR, "HEADERS on stream 0");
         if (hd->length < headers_prefix(hd->flags))
             return fail(err, H2_FRAME_SIZE_ERROR, "HEADERS too short");
         if (hd->length - headers_prefix(hd->flags) > r->max_block)
             return fail(err, H2_ENHANCE_YOUR_CALM, "header block too long");
         return true;
     case H2_PRIORITY:
-        if (hd->stream_id == 0)
-            return fail(err, H2_PROTOCOL_ERROR, "PRIORITY on stream 0");
         if (hd->length != 5)
             return fail(err, H2_FRAME_SIZE_ERROR, "PRIORITY of a wrong length");
         return true;
     case H2_RST_STREAM:
-        if (hd->stream_id == 0)
-            return fail(err, H2_PROTOCOL_ERROR, "RST_STREAM on stream 0");
         if (hd->length != 4)
             return fail(err, H2_FRAME_SIZE_ERROR, "RST_STREAM of a wrong length");
         return true;
     case H2_SETTINGS:
-        if (hd->stream_id != 0)
-            return fail(err, H2_PROTOCOL_ERROR, "SETTINGS on a stream");
         if ((hd->flags & H2_FLAG_ACK) != 0 && hd->length != 0)
             return fail(err, H2_FRAME_SIZE_ERROR, "SETTINGS ACK with a payload");
         if (hd->length % 6 != 0)
@@ -97,17 +92,15 @@ static bool check_header(const struct h2_frame_reader *r, const struct h2_frame_
             return fail(err, H2_ENHANCE_YOUR_CALM, "too many settings");
         return true;
     case H2_PUSH_PROMISE:
+        if (hd->length < ((hd->flags & H2_FLAG_PADDED) != 0 ? 5u : 4u))
+            return fail(err, H2_FRAME_SIZE_ERROR, "PUSH_PROMISE too short");
         /* A client may not push (8.4); ours said SETTINGS_ENABLE_PUSH 0. */
         return fail(err, H2_PROTOCOL_ERROR, "PUSH_PROMISE from a client");
     case H2_PING:
-        if (hd->stream_id != 0)
-            return fail(err, H2_PROTOCOL_ERROR, "PING on a stream");
         if (hd->length != 8)
             return fail(err, H2_FRAME_SIZE_ERROR, "PING of a wrong length");
         return true;
     case H2_GOAWAY:
-        if (hd->stream_id != 0)
-            return fail(err, H2_PROTOCOL_ERROR, "GOAWAY on a stream");
         if (hd->length < 8)
             return fail(err, H2_FRAME_SIZE_ERROR, "GOAWAY too short");
         return true;
@@ -123,6 +116,25 @@ static bool check_header(const struct h2_frame_reader *r, const struct h2_frame_
         if (hd->length > r->max_block - r->block_bytes)
             return fail(err, H2_ENHANCE_YOUR_CALM, "header block too long");
         return true;
+    default: return true;
+    }
+}
+
+/* The stream id a whole frame may have (6.2-6.8): checked once its
+ * payload is in, after its length, as libnghttp2 does. */
+static bool check_stream_id(const struct h2_frame_header *hd, struct h2_frame_error *err)
+{
+    switch (hd->type) {
+    case H2_HEADERS:
+        return hd->stream_id != 0 || fail(err, H2_PROTOCOL_ERROR, "HEADERS on stream 0");
+    case H2_PRIORITY:
+        return hd->stream_id != 0 || fail(err, H2_PROTOCOL_ERROR, "PRIORITY on stream 0");
+    case H2_RST_STREAM:
+        return hd->stream_id != 0 || fail(err, H2_PROTOCOL_ERROR, "RST_STREAM on stream 0");
+    case H2_SETTINGS:
+        return hd->stream_id == 0 || fail(err, H2_PROTOCOL_ERROR, "SETTINGS on a stream");
+    case H2_PING: return hd->stream_id == 0 || fail(err, H2_PROTOCOL_ERROR, "PING on a stream");
+    case H2_GOAWAY: return hd->stream_id == 0 || fail(err, H2_PROTOCOL_ERROR, "GOAWAY on a stream");
     default: return true;
     }
 }
@@ -227,7 +239,22 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
     }
     for (;;) {
         if (r->in_data) {
-            /* DATA's payload as it arrived, then its padding. */
+            /* The pad length byte, DATA's payload as it arrived, then its
+             * padding. */
+            size_t pad_byte = 0;
+            if (r->data_need_pad) {
+                if (pos == len)
+                    return pos;
+                if (in[pos] >= r->data_left) {
+                    fail(err, H2_PROTOCOL_ERROR, "DATA padding as long as the frame");
+                    return pos;
+                }
+                r->data_pad = in[pos];
+                r->data_need_pad = false;
+                r->data_left--;
+                pos++;
+                pad_byte = 1;
+            }
             size_t avail = len - pos;
             uint32_t body = r->data_left - r->data_pad;
             size_t n = avail < body ? avail : body;
@@ -235,9 +262,8 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
             if (n == body)
                 padn = avail - n < r->data_pad ? avail - n : r->data_pad;
             bool last = n == body && padn == r->data_pad;
-            bool first = r->data_first;
             int rc = 0;
-            if (n > 0 || first || last) {
+            if (n > 0 || padn > 0 || pad_byte > 0 || last) {
                 struct h2_event ev = {.kind = H2_EV_DATA,
                                       .hd = {.length = r->data_length,
                                              .type = H2_DATA,
@@ -245,14 +271,13 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
                                              .stream_id = r->data_stream}};
                 ev.data.data = in + pos;
                 ev.data.len = n;
-                ev.data.first = first;
+                ev.data.flow = (uint32_t)(pad_byte + n + padn);
                 ev.data.last = last;
                 rc = fn(arg, &ev);
             }
             pos += n + padn;
             r->data_left -= (uint32_t)(n + padn);
             r->data_pad -= (uint32_t)padn;
-            r->data_first = false;
             if (!last)
                 return pos;
             r->in_data = false;
@@ -268,26 +293,31 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
         if (!check_header(r, &hd, err))
             return pos;
         if (hd.type == H2_DATA) {
-            uint32_t padlen = (hd.flags & H2_FLAG_PADDED) != 0 ? 1 : 0;
-            if (len - at < H2_FRAME_HEADER_LEN + padlen)
-                return pos;
-            uint32_t pad = padlen != 0 ? p[H2_FRAME_HEADER_LEN] : 0;
-            if (pad >= hd.length && padlen != 0) {
-                fail(err, H2_PROTOCOL_ERROR, "DATA padding as long as the frame");
-                return pos;
-            }
+            /* Its header is consumed at once, and told first: the stream's
+             * state is checked before the padding, as libnghttp2 does. */
             r->in_data = true;
-            r->data_first = true;
+            r->data_need_pad = (hd.flags & H2_FLAG_PADDED) != 0;
             r->data_flags = hd.flags;
             r->data_stream = hd.stream_id;
             r->data_length = hd.length;
-            r->data_left = hd.length - padlen;
-            r->data_pad = pad;
-            pos = at + H2_FRAME_HEADER_LEN + padlen;
+            r->data_left = hd.length;
+            r->data_pad = 0;
+            pos = at + H2_FRAME_HEADER_LEN;
+            struct h2_event ev = {.kind = H2_EV_DATA, .hd = hd};
+            ev.data.data = in + pos;
+            ev.data.first = true;
+            if (fn(arg, &ev) != 0)
+                return pos;
+            if (r->data_need_pad && hd.length < 1) { /* as libnghttp2 says */
+                fail(err, H2_PROTOCOL_ERROR, "DATA too short for its padding");
+                return pos;
+            }
             continue;
         }
         if (len - at < H2_FRAME_HEADER_LEN + (size_t)hd.length)
             return pos; /* the rest of the frame is still to come */
+        if (!check_stream_id(&hd, err))
+            return pos;
         const uint8_t *payload = p + H2_FRAME_HEADER_LEN;
         size_t next = at + H2_FRAME_HEADER_LEN + hd.length;
         struct h2_event ev = {.hd = hd};

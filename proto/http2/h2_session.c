@@ -222,50 +222,52 @@ static void on_settings(struct h2_session *s, const struct h2_event *ev)
     h2_frame_write_settings_ack(&s->sink);
 }
 
-/* A DATA frame's pieces. */
+/* A DATA frame: its header, then its pieces.  The windows are charged
+ * as its bytes arrive (libnghttp2 does the same), so a frame past a
+ * window is refused at the byte that passes it. */
 static void on_data(struct h2_session *s, const struct h2_event *ev)
 {
     uint32_t id = ev->hd.stream_id;
+    struct h2_session_stream *st = h2_session_stream(s, id);
     if (ev->data.first) {
         s->data_stream = id;
         s->data_dropped = false;
         s->data_payload = 0;
-        if (ev->hd.length > s->recv_window) {
-            conn_error(s, H2_FLOW_CONTROL_ERROR, "DATA past the connection's window");
-            return;
-        }
-        s->recv_window -= ev->hd.length;
-        struct h2_session_stream *st = h2_session_stream(s, id);
         if (st == NULL && (id > s->last_stream_id || id % 2 == 0)) {
             conn_error(s, H2_PROTOCOL_ERROR, "DATA on an idle stream");
             return;
         }
-        enum h2_error code = H2_NO_ERROR;
-        if (st == NULL)
-            code = H2_STREAM_CLOSED; /* closed: dropped, window given back */
-        else if (st->state == H2_STREAM_HALF_CLOSED_REMOTE)
-            code = H2_STREAM_CLOSED;
-        else if (ev->hd.length > (uint32_t)(st->recv_window > 0 ? st->recv_window : 0))
-            code = H2_FLOW_CONTROL_ERROR;
-        if (code != H2_NO_ERROR) {
-            s->data_dropped = true;
-            /* What no stream takes goes back to the connection at once. */
-            h2_session_consume(s, 0, ev->hd.length);
-            if (st != NULL)
-                stream_error(s, id, code);
-        } else {
-            st->recv_window -= (int32_t)ev->hd.length;
-            /* Padding is flow-controlled but no one consumes it. */
+        /* After the client's END_STREAM: the connection's error, as
+         * libnghttp2 makes it (5.1 allows the stream's); closed (it
+         * crossed our end of it): dropped, its window given back. */
+        if (st != NULL && st->state == H2_STREAM_HALF_CLOSED_REMOTE) {
+            conn_error(s, H2_STREAM_CLOSED, "DATA after the stream's end");
+            return;
         }
-    }
-    if (s->data_dropped)
+        s->data_dropped = st == NULL;
         return;
+    }
+    if (ev->data.flow > s->recv_window) {
+        conn_error(s, H2_FLOW_CONTROL_ERROR, "DATA past the connection's window");
+        return;
+    }
+    s->recv_window -= ev->data.flow;
+    if (st == NULL)
+        s->data_dropped = true; /* the caller reset it meanwhile */
+    if (!s->data_dropped && ev->data.flow > (uint32_t)(st->recv_window > 0 ? st->recv_window : 0)) {
+        s->data_dropped = true;
+        stream_error(s, id, H2_FLOW_CONTROL_ERROR);
+    }
+    if (s->data_dropped) {
+        /* What no stream takes goes back to the connection at once. */
+        h2_session_consume(s, 0, ev->data.flow);
+        return;
+    }
+    st->recv_window -= (int32_t)ev->data.flow;
     s->data_payload += ev->data.len;
     bool end = ev->data.last && (ev->hd.flags & H2_FLAG_END_STREAM) != 0;
     if (ev->data.last && s->data_payload == 0 && !end && !flood(s, H2_SESSION_FLOOD_EMPTY))
         return;
-    struct h2_session_stream *st = h2_session_stream(s, id);
-    assert(st != NULL);
     if (end) {
         if (st->state == H2_STREAM_HALF_CLOSED_LOCAL)
             stream_forget(s, st);
@@ -274,12 +276,9 @@ static void on_data(struct h2_session *s, const struct h2_event *ev)
     }
     if (ev->data.len > 0 || end)
         s->ops->data(s->arg, id, ev->data.data, ev->data.len, end);
-    if (ev->data.last) {
-        /* The padding and the pad length byte: no one consumes them. */
-        uint64_t unused = ev->hd.length - s->data_payload;
-        if (unused > 0)
-            h2_session_consume(s, id, unused);
-    }
+    /* The padding and the pad length byte: no one else consumes them. */
+    if (ev->data.flow > ev->data.len)
+        h2_session_consume(s, id, ev->data.flow - ev->data.len);
 }
 
 static void on_headers(struct h2_session *s, const struct h2_event *ev)
