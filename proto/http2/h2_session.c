@@ -301,7 +301,6 @@ static void on_headers(struct h2_session *s, const struct h2_event *ev)
             conn_error(s, H2_STREAM_CLOSED, "HEADERS after the stream's end");
             return;
         }
-        /* Trailers must end the stream (8.1). */
         kind = H2_BLOCK_TRAILERS;
     } else if (id <= s->last_stream_id) {
         if (!was_reset(s, id)) {
@@ -333,10 +332,6 @@ static void on_headers(struct h2_session *s, const struct h2_event *ev)
     st = kind == H2_BLOCK_DISCARD ? NULL : h2_session_stream(s, id);
     if (st == NULL)
         return; /* the caller reset it */
-    if (kind == H2_BLOCK_TRAILERS && !end) {
-        stream_error(s, id, H2_PROTOCOL_ERROR);
-        return;
-    }
     if (end) {
         if (st->state == H2_STREAM_HALF_CLOSED_LOCAL)
             stream_forget(s, st);
@@ -414,7 +409,15 @@ static int on_event(void *arg, const struct h2_event *ev)
         }
         break;
     case H2_EV_GOAWAY:
+        /* It names a stream this side may open (even: 5.1.1), and never
+         * a higher one than before (6.8). */
+        if (ev->goaway.last_stream_id % 2 != 0 ||
+            (s->goaway_received && ev->goaway.last_stream_id > s->peer_goaway_last_id)) {
+            conn_error(s, H2_PROTOCOL_ERROR, "GOAWAY naming a stream it may not");
+            break;
+        }
         s->goaway_received = true;
+        s->peer_goaway_last_id = ev->goaway.last_stream_id;
         if (s->ops->goaway != NULL)
             s->ops->goaway(s->arg, ev->goaway.last_stream_id, ev->goaway.code);
         break;

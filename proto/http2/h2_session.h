@@ -51,7 +51,9 @@ struct h2_session_conf {
 /* What a header block is for. */
 enum h2_block_kind {
     H2_BLOCK_REQUEST,  /* opens the stream: a request head */
-    H2_BLOCK_TRAILERS, /* ends an open stream's body */
+    H2_BLOCK_TRAILERS, /* a second block on an open stream: trailers,
+                        * which must end it (RFC 9113 8.1: the caller
+                        * resets the stream when `end_stream` is false) */
     H2_BLOCK_DISCARD,  /* for no stream (refused, reset, after GOAWAY):
                         * decode it for HPACK's table, then drop it */
 };
@@ -121,8 +123,9 @@ struct h2_session {
     uint32_t goaway_last_id; /* of the GOAWAY sent; streams above it are not taken */
     bool goaway_sent;
     bool goaway_received;
-    enum h2_error error; /* a connection error ended it: GOAWAY sent */
-    const char *why;     /* what the client did, for the log */
+    uint32_t peer_goaway_last_id; /* of the last GOAWAY received */
+    enum h2_error error;          /* a connection error ended it: GOAWAY sent */
+    const char *why;              /* what the client did, for the log */
     struct h2_session_stream *streams;
     uint32_t stream_count, stream_cap;
     uint32_t reset_ids[H2_SESSION_RESET_MEMORY];

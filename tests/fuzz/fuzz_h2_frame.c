@@ -181,7 +181,8 @@ static const struct h2_session_conf conf = {
 
 struct theirs {
     nghttp2_session *s;
-    ssize_t fatal; /* what nghttp2_session_mem_recv() failed with */
+    ssize_t fatal;   /* what nghttp2_session_mem_recv() failed with */
+    bool reset_open; /* the RST_STREAM being read names an open stream */
     struct trace t;
     struct trace fields; /* of the header block being decoded */
 };
@@ -225,8 +226,9 @@ static int th_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *arg)
         if (end)
             trace_add(&th->t, "end %d\n", f->hd.stream_id);
         break;
-    case NGHTTP2_RST_STREAM:
-        trace_add(&th->t, "reset %d %u\n", f->hd.stream_id, f->rst_stream.error_code);
+    case NGHTTP2_RST_STREAM: /* one for a closed stream is no event */
+        if (th->reset_open)
+            trace_add(&th->t, "reset %d %u\n", f->hd.stream_id, f->rst_stream.error_code);
         break;
     default: break;
     }
@@ -242,6 +244,27 @@ static int th_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t 
     (void)data;
     if (len > 0)
         trace_add(&th->t, "data %d %zu\n", id, len);
+    return 0;
+}
+
+static int th_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *arg)
+{
+    struct theirs *th = arg;
+    if (hd->type == NGHTTP2_RST_STREAM)
+        th->reset_open = nghttp2_session_find_stream(s, hd->stream_id) != NULL;
+    return 0;
+}
+
+/* A GOAWAY libnghttp2 queued but did not send (once the client sent its
+ * own GOAWAY and no stream is open, it sends nothing more): its code is
+ * the verdict all the same. */
+static int th_not_sent(nghttp2_session *s, const nghttp2_frame *f, int error, void *arg)
+{
+    struct theirs *th = arg;
+    (void)s;
+    (void)error;
+    if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != 0 && th->t.error == UINT32_MAX)
+        th->t.error = f->goaway.error_code;
     return 0;
 }
 
@@ -268,6 +291,8 @@ static bool th_new(struct theirs *th)
     nghttp2_session_callbacks_set_on_header_callback(cbs, th_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, th_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, th_data);
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cbs, th_begin_frame);
+    nghttp2_session_callbacks_set_on_frame_not_send_callback(cbs, th_not_sent);
     if (nghttp2_option_new(&opt) != 0) {
         nghttp2_session_callbacks_del(cbs);
         return false;
@@ -328,6 +353,9 @@ static bool ours_only(const char *why)
         "HEADERS on a closed stream",
         /* RFC 9113 4.2, which libnghttp2 1.52 leaves unchecked there */
         "CONTINUATION larger than SETTINGS_MAX_FRAME_SIZE",
+        /* 6.1, which libnghttp2 skips for DATA on a closed stream */
+        "DATA padding as long as the frame",
+        "DATA too short for its padding",
     };
     for (size_t i = 0; i < sizeof(defences) / sizeof(defences[0]); i++)
         if (strcmp(why, defences[i]) == 0)
@@ -389,6 +417,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool in_block = o.s.reader.in_block || (o.t.error == UINT32_MAX && have >= 9 &&
                                             !o.s.reader.in_data && pending[3] == H2_HEADERS);
     if (!same && in_block && th.t.error != UINT32_MAX && strcmp(mine, theirs) == 0)
+        same = true;
+    /* libnghttp2 1.52 counts a CONTINUATION frame again for each read
+     * its frame header is split across: cut there, eight of them can
+     * pass its limit of eight.  Ours counts frames. */
+    if (!same && th.fatal == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS && o.t.error == UINT32_MAX &&
+        strncmp(mine, theirs, strlen(theirs)) == 0)
+        same = true;
+    /* Once the client sent GOAWAY and no stream is open, libnghttp2
+     * closes quietly: an error of the client's after that is ours alone
+     * to answer. */
+    if (!same && o.s.goaway_received && th.t.error == UINT32_MAX && strcmp(mine, theirs) == 0)
         same = true;
     if (!same) {
         fprintf(stderr, "ours (error %d, %s):\n%s\ntheirs (error %d, %s):\n%s\n", (int)o.t.error,

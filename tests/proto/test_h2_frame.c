@@ -983,11 +983,14 @@ START_TEST(session_stream_states)
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "GOAWAY 3 5");
     s_end(&t);
-    /* Trailers that do not end the stream: malformed (8.1). */
+    /* Trailers that do not end the stream are passed as such: the caller
+     * resets the stream (8.1), as it checks the fields. */
     s_start(&t);
     frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "GET", 3);
     frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "trl", 3);
     s_feed(&t, &b, 1);
+    ck_assert_ptr_nonnull(strstr(t.log, "headers 1 trailers trl\n"));
+    h2_session_reset(&t.s, 1, H2_PROTOCOL_ERROR);
     ck_assert_str_eq(written(&t), "RST 1 1");
     /* A WINDOW_UPDATE of 0 on an open stream resets it. */
     frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, "GET", 3);
@@ -1161,6 +1164,18 @@ START_TEST(session_goaway)
     h2_session_reset(&t.s, 1, H2_CANCEL);
     ck_assert_str_eq(written(&t), "RST 1 8");
     ck_assert_ptr_null(t.s.streams);
+    /* A GOAWAY may name no stream a client opens, nor a higher one than
+     * before. */
+    ga[3] = 2;
+    frame(&b, H2_GOAWAY, 0, 0, ga, 8);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "GOAWAY 3 1");
+    s_end(&t);
+    s_start(&t);
+    ga[3] = 1;
+    frame(&b, H2_GOAWAY, 0, 0, ga, 8);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "GOAWAY 0 1");
     free(b.p);
     s_end(&t);
 }
