@@ -70,9 +70,15 @@ static bool check_header(const struct h2_frame_reader *r, const struct h2_frame_
             return fail(err, H2_PROTOCOL_ERROR, "DATA on stream 0");
         return true;
     case H2_HEADERS:
-        if (hd->length < headers_prefix(hd->flags))
+        /* As libnghttp2 names them: no room for the pad length is a
+         * PROTOCOL_ERROR, none for the priority a FRAME_SIZE_ERROR; the
+         * two together are checked once the pad length is read. */
+        if ((hd->flags & H2_FLAG_PADDED) != 0 && hd->length < 1)
+            return fail(err, H2_PROTOCOL_ERROR, "HEADERS too short for its padding");
+        if ((hd->flags & H2_FLAG_PADDED) == 0 && hd->length < headers_prefix(hd->flags))
             return fail(err, H2_FRAME_SIZE_ERROR, "HEADERS too short");
-        if (hd->length - headers_prefix(hd->flags) > r->max_block)
+        if (hd->length >= headers_prefix(hd->flags) &&
+            hd->length - headers_prefix(hd->flags) > r->max_block)
             return fail(err, H2_ENHANCE_YOUR_CALM, "header block too long");
         return true;
     case H2_PRIORITY:
@@ -147,10 +153,13 @@ static bool check_settings(const uint8_t *p, uint32_t length, struct h2_frame_er
         uint32_t v = get32(p + i + 2);
         switch (id) {
         case H2_SETTINGS_ENABLE_PUSH:
-        case H2_SETTINGS_ENABLE_CONNECT_PROTOCOL:
-        case H2_SETTINGS_NO_RFC7540_PRIORITIES:
             if (v > 1)
-                return fail(err, H2_PROTOCOL_ERROR, "a boolean setting not 0 or 1");
+                return fail(err, H2_PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH not 0 or 1");
+            break;
+        case H2_SETTINGS_ENABLE_CONNECT_PROTOCOL: /* RFC 8441 3 */
+        case H2_SETTINGS_NO_RFC7540_PRIORITIES:   /* RFC 9218 2.1 */
+            if (v > 1)
+                return fail(err, H2_PROTOCOL_ERROR, "an extension's boolean setting not 0 or 1");
             break;
         case H2_SETTINGS_INITIAL_WINDOW_SIZE:
             if (v > H2_MAX_WINDOW)
@@ -325,7 +334,7 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
         case H2_HEADERS: {
             uint32_t prefix = headers_prefix(hd.flags);
             uint32_t pad = (hd.flags & H2_FLAG_PADDED) != 0 ? payload[0] : 0;
-            if (pad > hd.length - prefix) {
+            if (hd.length < prefix || pad > hd.length - prefix) {
                 fail(err, H2_PROTOCOL_ERROR, "HEADERS padding longer than the frame");
                 return pos;
             }
