@@ -13,8 +13,11 @@
  * (the caller passes the loop's clock), or queue output (the sink takes
  * every frame at once).
  *
- * Memory: the struct (about 200 bytes), and an array of open streams,
- * 20 bytes each, allocated while any is open and freed when none is.
+ * Memory: the struct (320 bytes, its reader's 52 included), and an
+ * array of open streams, 20 bytes each, allocated while any is open and
+ * freed when none is.  No frame is buffered: a header block waits in the
+ * connection's input until its last frame is in (at most 9 frames of the
+ * 16384 bytes announced, H2_MAX_CONTINUATIONS), frames go to the sink.
  *
  * Ownership: the caller owns the struct; h2_session_free() releases the
  * streams.  One connection's session is used by one thread.
