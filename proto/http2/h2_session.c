@@ -320,7 +320,7 @@ static void on_headers(struct h2_session *s, const struct h2_event *ev)
             remember_reset(s, id);
             if (!count_reset(s))
                 return;
-        } else if ((st = stream_add(s, id)) == NULL) {
+        } else if (stream_add(s, id) == NULL) {
             conn_error(s, H2_INTERNAL_ERROR, "out of memory");
             return;
         }
