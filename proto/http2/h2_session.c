@@ -1,0 +1,543 @@
+/*
+ * h2_session.c: the server side of an HTTP/2 connection (h2_session.h):
+ * the frame reader's events turned into stream states, windows and
+ * answers.  Where RFC 9113 leaves the choice between a stream and a
+ * connection error, the choice is libnghttp2's, which the daemon uses
+ * today; where the daemon adds a defence in front of libnghttp2
+ * (proto/http2/http2.c), the same limit is here.
+ */
+#include "proto/http2/h2_session.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A connection error: GOAWAY, and nothing more is read. */
+static void conn_error(struct h2_session *s, enum h2_error code, const char *why)
+{
+    if (s->error != H2_NO_ERROR)
+        return;
+    s->error = code;
+    s->why = why;
+    h2_frame_write_goaway(&s->sink, s->last_stream_id, code, NULL, 0);
+    s->goaway_sent = true;
+    s->goaway_last_id = s->last_stream_id;
+}
+
+struct h2_session_stream *h2_session_stream(const struct h2_session *s, uint32_t id)
+{
+    /* Few streams are open at once (max_concurrent_streams): a scan of
+     * 16-byte entries beats a table's memory and upkeep. */
+    for (uint32_t i = 0; i < s->stream_count; i++)
+        if (s->streams[i].id == id)
+            return &s->streams[i];
+    return NULL;
+}
+
+static void stream_forget(struct h2_session *s, struct h2_session_stream *st)
+{
+    assert(st >= s->streams && st < s->streams + s->stream_count);
+    *st = s->streams[--s->stream_count];
+    if (s->stream_count == 0) {
+        free(s->streams);
+        s->streams = NULL;
+        s->stream_cap = 0;
+    }
+}
+
+static struct h2_session_stream *stream_add(struct h2_session *s, uint32_t id)
+{
+    if (s->stream_count == s->stream_cap) {
+        uint32_t cap = s->stream_cap == 0 ? 4 : s->stream_cap * 2;
+        struct h2_session_stream *n = realloc(s->streams, cap * sizeof(*n));
+        if (n == NULL)
+            return NULL;
+        s->streams = n;
+        s->stream_cap = cap;
+    }
+    struct h2_session_stream *st = &s->streams[s->stream_count++];
+    *st = (struct h2_session_stream){
+        .id = id,
+        .state = H2_STREAM_OPEN,
+        .send_window = (int32_t)s->peer_initial_window,
+        .recv_window = (int32_t)s->local_initial_window,
+    };
+    return st;
+}
+
+/* Remembers a stream this side reset: trailers the client sent before it
+ * saw the reset are skipped, not taken for a stream reopened. */
+static void remember_reset(struct h2_session *s, uint32_t id)
+{
+    s->reset_ids[s->reset_next] = id;
+    s->reset_next = (uint8_t)((s->reset_next + 1) % H2_SESSION_RESET_MEMORY);
+}
+
+static bool was_reset(const struct h2_session *s, uint32_t id)
+{
+    for (unsigned i = 0; i < H2_SESSION_RESET_MEMORY; i++)
+        if (s->reset_ids[i] == id)
+            return true;
+    return false;
+}
+
+/* Counts a frame of a kind bounded per interval; false (and the
+ * connection ended) past the limit. */
+static bool flood(struct h2_session *s, enum h2_session_flood kind)
+{
+    static const unsigned limits[H2_SESSION_FLOODS] = {
+        [H2_SESSION_FLOOD_SETTINGS] = H2_SESSION_MAX_SETTINGS,
+        [H2_SESSION_FLOOD_PING] = H2_SESSION_MAX_PING,
+        [H2_SESSION_FLOOD_EMPTY] = H2_SESSION_MAX_EMPTY,
+    };
+    static const char *const whys[H2_SESSION_FLOODS] = {
+        [H2_SESSION_FLOOD_SETTINGS] = "settings_flood",
+        [H2_SESSION_FLOOD_PING] = "ping_flood",
+        [H2_SESSION_FLOOD_EMPTY] = "empty_frame_flood",
+    };
+    if (s->now_ms - s->floods_since_ms >= H2_SESSION_FLOOD_INTERVAL_MS) {
+        memset(s->floods, 0, sizeof(s->floods));
+        s->floods_since_ms = s->now_ms;
+    }
+    if (++s->floods[kind] <= limits[kind])
+        return true;
+    conn_error(s, H2_ENHANCE_YOUR_CALM, whys[kind]);
+    return false;
+}
+
+/* A reset by the client, or a stream refused: the rapid-reset bound
+ * (CVE-2023-44487). */
+static bool count_reset(struct h2_session *s)
+{
+    if (s->now_ms - s->resets_since_ms >= s->conf.reset_interval_ms) {
+        s->resets = 0;
+        s->resets_since_ms = s->now_ms;
+    }
+    if (++s->resets <= s->conf.max_resets)
+        return true;
+    conn_error(s, H2_ENHANCE_YOUR_CALM, "rapid_reset");
+    return false;
+}
+
+/* A stream error (5.4.2): RST_STREAM, and the stream is gone. */
+static void stream_error(struct h2_session *s, uint32_t id, enum h2_error code)
+{
+    h2_frame_write_rst_stream(&s->sink, id, code);
+    remember_reset(s, id);
+    struct h2_session_stream *st = h2_session_stream(s, id);
+    if (st != NULL) {
+        stream_forget(s, st);
+        s->ops->reset(s->arg, id, code, false);
+    }
+}
+
+void h2_session_init(struct h2_session *s, const struct h2_session_conf *conf,
+                     const struct h2_session_ops *ops, void *arg, const struct h2_sink *sink,
+                     uint64_t now_ms)
+{
+    assert(conf->initial_window_size <= H2_MAX_WINDOW);
+    assert(conf->conn_window_size >= H2_DEFAULT_WINDOW && conf->conn_window_size <= H2_MAX_WINDOW);
+    *s = (struct h2_session){
+        .sink = *sink,
+        .ops = ops,
+        .arg = arg,
+        .conf = *conf,
+        .now_ms = now_ms,
+        .peer_initial_window = H2_DEFAULT_WINDOW,
+        .peer_max_frame_size = H2_MIN_FRAME_SIZE,
+        .peer_header_table_size = 4096,
+        .peer_max_concurrent = UINT32_MAX,
+        .local_initial_window = H2_DEFAULT_WINDOW,
+        .send_window = H2_DEFAULT_WINDOW,
+        .recv_window = conf->conn_window_size,
+        .floods_since_ms = now_ms,
+        .resets_since_ms = now_ms,
+    };
+    h2_frame_reader_init(&s->reader, conf->max_header_list_size);
+    uint16_t ids[] = {H2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_SETTINGS_INITIAL_WINDOW_SIZE,
+                      H2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_SETTINGS_ENABLE_PUSH,
+                      H2_SETTINGS_NO_RFC7540_PRIORITIES};
+    uint32_t values[] = {conf->max_concurrent_streams, conf->initial_window_size,
+                         conf->max_header_list_size, 0, 1};
+    h2_frame_write_settings(&s->sink, ids, values, sizeof(ids) / sizeof(ids[0]));
+    if (conf->conn_window_size > H2_DEFAULT_WINDOW)
+        h2_frame_write_window_update(&s->sink, 0, conf->conn_window_size - H2_DEFAULT_WINDOW);
+}
+
+void h2_session_free(struct h2_session *s)
+{
+    free(s->streams);
+    s->streams = NULL;
+    s->stream_count = s->stream_cap = 0;
+}
+
+/* The client's SETTINGS (values checked by the reader). */
+static void on_settings(struct h2_session *s, const struct h2_event *ev)
+{
+    if ((ev->hd.flags & H2_FLAG_ACK) != 0) {
+        if (s->settings_acked) {
+            conn_error(s, H2_PROTOCOL_ERROR, "SETTINGS ACK for no SETTINGS");
+            return;
+        }
+        /* Our initial window applies from now on, to open streams too
+         * (6.9.2); the reader's frame size stays the default we sent. */
+        s->settings_acked = true;
+        int64_t delta = (int64_t)s->conf.initial_window_size - s->local_initial_window;
+        s->local_initial_window = s->conf.initial_window_size;
+        for (uint32_t i = 0; i < s->stream_count; i++)
+            s->streams[i].recv_window = (int32_t)(s->streams[i].recv_window + delta);
+        return;
+    }
+    if (!flood(s, H2_SESSION_FLOOD_SETTINGS))
+        return;
+    for (size_t i = 0; i < ev->settings.count; i++) {
+        uint16_t id;
+        uint32_t v;
+        h2_frame_setting(ev, i, &id, &v);
+        switch (id) {
+        case H2_SETTINGS_HEADER_TABLE_SIZE: s->peer_header_table_size = v; break;
+        case H2_SETTINGS_MAX_CONCURRENT_STREAMS: s->peer_max_concurrent = v; break;
+        case H2_SETTINGS_MAX_FRAME_SIZE: s->peer_max_frame_size = v; break;
+        case H2_SETTINGS_INITIAL_WINDOW_SIZE: {
+            /* 6.9.2: every stream's window moves by the change, and
+             * none may pass 2^31-1. */
+            int64_t delta = (int64_t)v - s->peer_initial_window;
+            for (uint32_t j = 0; j < s->stream_count; j++) {
+                if (s->streams[j].send_window + delta > H2_MAX_WINDOW) {
+                    conn_error(s, H2_FLOW_CONTROL_ERROR, "SETTINGS window overflows a stream's");
+                    return;
+                }
+            }
+            for (uint32_t j = 0; j < s->stream_count; j++)
+                s->streams[j].send_window = (int32_t)(s->streams[j].send_window + delta);
+            s->peer_initial_window = v;
+            if (delta > 0)
+                for (uint32_t j = 0; j < s->stream_count; j++)
+                    s->ops->window(s->arg, s->streams[j].id);
+            break;
+        }
+        default: break;
+        }
+    }
+    h2_frame_write_settings_ack(&s->sink);
+}
+
+/* A DATA frame: its header, then its pieces.  The windows are charged
+ * as its bytes arrive (libnghttp2 does the same), so a frame past a
+ * window is refused at the byte that passes it. */
+static void on_data(struct h2_session *s, const struct h2_event *ev)
+{
+    uint32_t id = ev->hd.stream_id;
+    struct h2_session_stream *st = h2_session_stream(s, id);
+    if (ev->data.first) {
+        s->data_stream = id;
+        s->data_dropped = false;
+        s->data_payload = 0;
+        if (st == NULL && (id > s->last_stream_id || id % 2 == 0)) {
+            conn_error(s, H2_PROTOCOL_ERROR, "DATA on an idle stream");
+            return;
+        }
+        /* After the client's END_STREAM: the connection's error, as
+         * libnghttp2 makes it (5.1 allows the stream's); closed (it
+         * crossed our end of it): dropped, its window given back. */
+        if (st != NULL && st->state == H2_STREAM_HALF_CLOSED_REMOTE) {
+            conn_error(s, H2_STREAM_CLOSED, "DATA after the stream's end");
+            return;
+        }
+        s->data_dropped = st == NULL;
+        return;
+    }
+    if (ev->data.flow > s->recv_window) {
+        conn_error(s, H2_FLOW_CONTROL_ERROR, "DATA past the connection's window");
+        return;
+    }
+    s->recv_window -= ev->data.flow;
+    if (st == NULL)
+        s->data_dropped = true; /* the caller reset it meanwhile */
+    if (!s->data_dropped && ev->data.flow > (uint32_t)(st->recv_window > 0 ? st->recv_window : 0)) {
+        s->data_dropped = true;
+        stream_error(s, id, H2_FLOW_CONTROL_ERROR);
+    }
+    if (s->data_dropped) {
+        /* What no stream takes goes back to the connection at once. */
+        h2_session_consume(s, 0, ev->data.flow);
+        return;
+    }
+    st->recv_window -= (int32_t)ev->data.flow;
+    s->data_payload += ev->data.len;
+    bool end = ev->data.last && (ev->hd.flags & H2_FLAG_END_STREAM) != 0;
+    if (ev->data.last && s->data_payload == 0 && !end && !flood(s, H2_SESSION_FLOOD_EMPTY))
+        return;
+    if (end) {
+        if (st->state == H2_STREAM_HALF_CLOSED_LOCAL)
+            stream_forget(s, st);
+        else
+            st->state = H2_STREAM_HALF_CLOSED_REMOTE;
+    }
+    if (ev->data.len > 0 || end)
+        s->ops->data(s->arg, id, ev->data.data, ev->data.len, end);
+    /* The padding and the pad length byte: no one else consumes them. */
+    if (ev->data.flow > ev->data.len)
+        h2_session_consume(s, id, ev->data.flow - ev->data.len);
+}
+
+static void on_headers(struct h2_session *s, const struct h2_event *ev)
+{
+    uint32_t id = ev->hd.stream_id;
+    bool end = (ev->hd.flags & H2_FLAG_END_STREAM) != 0;
+    for (unsigned i = 0; i < ev->headers.empty_frames; i++)
+        if (!flood(s, H2_SESSION_FLOOD_EMPTY))
+            return;
+    if (ev->headers.len == 0 && !end && !flood(s, H2_SESSION_FLOOD_EMPTY))
+        return;
+    enum h2_block_kind kind = H2_BLOCK_REQUEST;
+    struct h2_session_stream *st = h2_session_stream(s, id);
+    if (id % 2 == 0) {
+        conn_error(s, H2_PROTOCOL_ERROR, "HEADERS on a stream id a client may not use");
+        return;
+    }
+    if (st != NULL) {
+        if (st->state == H2_STREAM_HALF_CLOSED_REMOTE) {
+            conn_error(s, H2_STREAM_CLOSED, "HEADERS after the stream's end");
+            return;
+        }
+        kind = H2_BLOCK_TRAILERS;
+    } else if (id <= s->last_stream_id) {
+        if (!was_reset(s, id)) {
+            conn_error(s, H2_PROTOCOL_ERROR, "HEADERS on a closed stream");
+            return;
+        }
+        kind = H2_BLOCK_DISCARD;
+    } else {
+        s->last_stream_id = id;
+        if (s->goaway_sent && id > s->goaway_last_id)
+            kind = H2_BLOCK_DISCARD;
+        else if (s->stream_count >= s->conf.max_concurrent_streams) {
+            /* Refused (8.7: the client may retry it), and counted with
+             * the resets: refusing costs the server as a reset does. */
+            kind = H2_BLOCK_DISCARD;
+            h2_frame_write_rst_stream(&s->sink, id, H2_REFUSED_STREAM);
+            remember_reset(s, id);
+            if (!count_reset(s))
+                return;
+        } else if (stream_add(s, id) == NULL) {
+            conn_error(s, H2_INTERNAL_ERROR, "out of memory");
+            return;
+        }
+    }
+    if (s->ops->headers(s->arg, id, kind, ev->headers.block, ev->headers.len, end) != 0) {
+        conn_error(s, H2_COMPRESSION_ERROR, "header block does not decode");
+        return;
+    }
+    st = kind == H2_BLOCK_DISCARD ? NULL : h2_session_stream(s, id);
+    if (st == NULL)
+        return; /* the caller reset it */
+    if (end) {
+        if (st->state == H2_STREAM_HALF_CLOSED_LOCAL)
+            stream_forget(s, st);
+        else
+            st->state = H2_STREAM_HALF_CLOSED_REMOTE;
+    }
+}
+
+static void on_rst_stream(struct h2_session *s, const struct h2_event *ev)
+{
+    uint32_t id = ev->hd.stream_id;
+    struct h2_session_stream *st = h2_session_stream(s, id);
+    if (st == NULL && (id > s->last_stream_id || id % 2 == 0)) {
+        conn_error(s, H2_PROTOCOL_ERROR, "RST_STREAM on an idle stream");
+        return;
+    }
+    if (!count_reset(s))
+        return;
+    if (st != NULL) {
+        stream_forget(s, st);
+        s->ops->reset(s->arg, id, ev->code, true);
+    }
+}
+
+static void on_window_update(struct h2_session *s, const struct h2_event *ev)
+{
+    uint32_t id = ev->hd.stream_id;
+    /* A client opens windows as it is sent data, not faster. */
+    if (++s->window_updates >
+        H2_SESSION_WINDOW_UPDATES_BASE + H2_SESSION_WINDOW_UPDATES_PER * s->data_frames_sent) {
+        conn_error(s, H2_ENHANCE_YOUR_CALM, "window_update_flood");
+        return;
+    }
+    if (id == 0) {
+        if (s->send_window + ev->increment > H2_MAX_WINDOW) {
+            conn_error(s, H2_FLOW_CONTROL_ERROR, "connection window past 2^31-1");
+            return;
+        }
+        s->send_window += ev->increment;
+        s->ops->window(s->arg, 0);
+        return;
+    }
+    struct h2_session_stream *st = h2_session_stream(s, id);
+    if (st == NULL) {
+        if (id > s->last_stream_id || id % 2 == 0)
+            conn_error(s, H2_PROTOCOL_ERROR, "WINDOW_UPDATE on an idle stream");
+        return; /* closed: it crossed our end of it */
+    }
+    if ((int64_t)st->send_window + ev->increment > H2_MAX_WINDOW) {
+        stream_error(s, id, H2_FLOW_CONTROL_ERROR);
+        return;
+    }
+    st->send_window += (int32_t)ev->increment;
+    s->ops->window(s->arg, id);
+}
+
+/* The reader's events (h2_event_fn); nonzero once the connection ended. */
+static int on_event(void *arg, const struct h2_event *ev)
+{
+    struct h2_session *s = arg;
+    switch (ev->kind) {
+    case H2_EV_DATA: on_data(s, ev); break;
+    case H2_EV_HEADERS: on_headers(s, ev); break;
+    case H2_EV_PRIORITY: /* ignored (5.3.2): costs the client a frame */
+        flood(s, H2_SESSION_FLOOD_EMPTY);
+        break;
+    case H2_EV_RST_STREAM: on_rst_stream(s, ev); break;
+    case H2_EV_SETTINGS: on_settings(s, ev); break;
+    case H2_EV_PING:
+        if ((ev->hd.flags & H2_FLAG_ACK) != 0) {
+            if (s->ops->ping_ack != NULL)
+                s->ops->ping_ack(s->arg, ev->ping);
+        } else if (flood(s, H2_SESSION_FLOOD_PING)) {
+            h2_frame_write_ping(&s->sink, ev->ping, true);
+        }
+        break;
+    case H2_EV_GOAWAY:
+        /* It names a stream this side may open (even: 5.1.1), and never
+         * a higher one than before (6.8). */
+        if (ev->goaway.last_stream_id % 2 != 0 ||
+            (s->goaway_received && ev->goaway.last_stream_id > s->peer_goaway_last_id)) {
+            conn_error(s, H2_PROTOCOL_ERROR, "GOAWAY naming a stream it may not");
+            break;
+        }
+        s->goaway_received = true;
+        s->peer_goaway_last_id = ev->goaway.last_stream_id;
+        if (s->ops->goaway != NULL)
+            s->ops->goaway(s->arg, ev->goaway.last_stream_id, ev->goaway.code);
+        break;
+    case H2_EV_WINDOW_UPDATE: on_window_update(s, ev); break;
+    case H2_EV_STREAM_ERROR: {
+        uint32_t id = ev->hd.stream_id;
+        if (h2_session_stream(s, id) != NULL)
+            stream_error(s, id, (enum h2_error)ev->code);
+        else if (id > s->last_stream_id || id % 2 == 0)
+            conn_error(s, H2_PROTOCOL_ERROR, "frame on an idle stream");
+        break;
+    }
+    case H2_EV_UNKNOWN: break;
+    }
+    return s->error != H2_NO_ERROR;
+}
+
+size_t h2_session_recv(struct h2_session *s, const uint8_t *in, size_t len, uint64_t now_ms)
+{
+    if (s->error != H2_NO_ERROR)
+        return 0;
+    s->now_ms = now_ms;
+    struct h2_frame_error err;
+    size_t n = h2_frame_read(&s->reader, in, len, on_event, s, &err);
+    if (err.code != H2_NO_ERROR)
+        conn_error(s, err.code, err.why);
+    return n;
+}
+
+void h2_session_consume(struct h2_session *s, uint32_t stream_id, size_t n)
+{
+    if (n == 0 || s->error != H2_NO_ERROR)
+        return;
+    if (stream_id != 0) {
+        struct h2_session_stream *st = h2_session_stream(s, stream_id);
+        if (st != NULL && st->state != H2_STREAM_HALF_CLOSED_REMOTE) {
+            st->recv_unacked += (uint32_t)n;
+            if (st->recv_unacked >= s->local_initial_window / 2) {
+                h2_frame_write_window_update(&s->sink, stream_id, st->recv_unacked);
+                st->recv_window += (int32_t)st->recv_unacked;
+                st->recv_unacked = 0;
+            }
+        }
+    }
+    s->recv_unacked += (uint32_t)n;
+    if (s->recv_unacked >= s->conf.conn_window_size / 2) {
+        h2_frame_write_window_update(&s->sink, 0, s->recv_unacked);
+        s->recv_window += s->recv_unacked;
+        s->recv_unacked = 0;
+    }
+}
+
+size_t h2_session_send_window(const struct h2_session *s, uint32_t stream_id)
+{
+    const struct h2_session_stream *st = h2_session_stream(s, stream_id);
+    if (st == NULL || st->state == H2_STREAM_HALF_CLOSED_LOCAL || s->error != H2_NO_ERROR)
+        return 0;
+    int64_t w = st->send_window < s->send_window ? st->send_window : s->send_window;
+    return w > 0 ? (size_t)w : 0;
+}
+
+/* This side ended its half. */
+static void end_local(struct h2_session *s, struct h2_session_stream *st)
+{
+    if (st->state == H2_STREAM_HALF_CLOSED_REMOTE)
+        stream_forget(s, st);
+    else
+        st->state = H2_STREAM_HALF_CLOSED_LOCAL;
+}
+
+int h2_session_send_headers(struct h2_session *s, uint32_t stream_id, const uint8_t *block,
+                            size_t len, bool end_stream)
+{
+    struct h2_session_stream *st = h2_session_stream(s, stream_id);
+    if (st == NULL || st->state == H2_STREAM_HALF_CLOSED_LOCAL || s->error != H2_NO_ERROR)
+        return -1;
+    h2_frame_write_headers(&s->sink, stream_id, block, len, end_stream, s->peer_max_frame_size);
+    if (end_stream)
+        end_local(s, st);
+    return 0;
+}
+
+int h2_session_send_data(struct h2_session *s, uint32_t stream_id, const struct iovec *iov,
+                         int count, bool end_stream)
+{
+    size_t total = 0;
+    for (int i = 0; i < count; i++)
+        total += iov[i].iov_len;
+    struct h2_session_stream *st = h2_session_stream(s, stream_id);
+    if (st == NULL || st->state == H2_STREAM_HALF_CLOSED_LOCAL || s->error != H2_NO_ERROR ||
+        total > h2_session_send_window(s, stream_id))
+        return -1;
+    st->send_window -= (int32_t)total;
+    s->send_window -= (int64_t)total;
+    s->data_frames_sent +=
+        h2_frame_write_data(&s->sink, stream_id, iov, count, end_stream, s->peer_max_frame_size);
+    if (end_stream)
+        end_local(s, st);
+    return 0;
+}
+
+void h2_session_reset(struct h2_session *s, uint32_t stream_id, enum h2_error code)
+{
+    struct h2_session_stream *st = h2_session_stream(s, stream_id);
+    if (st == NULL || s->error != H2_NO_ERROR)
+        return;
+    h2_frame_write_rst_stream(&s->sink, stream_id, code);
+    remember_reset(s, stream_id);
+    stream_forget(s, st);
+}
+
+void h2_session_goaway(struct h2_session *s, enum h2_error code)
+{
+    if (s->error != H2_NO_ERROR)
+        return;
+    h2_frame_write_goaway(&s->sink, s->last_stream_id, code, NULL, 0);
+    s->goaway_sent = true;
+    s->goaway_last_id = s->last_stream_id;
+    if (code != H2_NO_ERROR) {
+        s->error = code;
+        s->why = "closed by the server";
+    }
+}

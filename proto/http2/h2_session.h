@@ -1,0 +1,190 @@
+/*
+ * h2_session.h: the server side of an HTTP/2 connection (RFC 9113) as a
+ * state machine without a socket: fed the client's bytes, it checks them
+ * with the frame reader (h2_frame.h), keeps the settings, the
+ * flow-control windows and the streams' states, answers SETTINGS and
+ * PING, and enforces the flood limits the daemon's libnghttp2 path
+ * enforces; it passes header blocks and request bodies to its caller and
+ * writes frames to a sink.  Not yet used by the HTTP/2 server.
+ *
+ * What it does not do: decode header blocks (the caller runs HPACK,
+ * hpack.h, on each block it is given, the discarded ones included, so
+ * that its table stays the client's), check header fields, time anything
+ * (the caller passes the loop's clock), or queue output (the sink takes
+ * every frame at once).
+ *
+ * Memory: the struct (320 bytes, its reader's 52 included), and an
+ * array of open streams, 20 bytes each, allocated while any is open and
+ * freed when none is.  No frame is buffered: a header block waits in the
+ * connection's input until its last frame is in (at most 9 frames of the
+ * 16384 bytes announced, H2_MAX_CONTINUATIONS), frames go to the sink.
+ *
+ * Ownership: the caller owns the struct; h2_session_free() releases the
+ * streams.  One connection's session is used by one thread.
+ */
+#ifndef CORRAL_PROTO_HTTP2_H2_SESSION_H
+#define CORRAL_PROTO_HTTP2_H2_SESSION_H
+
+#include "proto/http2/h2_frame.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What the server announces and enforces (from struct http2_conf). */
+struct h2_session_conf {
+    uint32_t max_concurrent_streams;
+    uint32_t initial_window_size; /* per stream, for request bodies */
+    uint32_t conn_window_size;    /* for the connection, at least 65535 */
+    uint32_t max_header_list_size;
+    unsigned max_resets; /* RST_STREAM (and refused streams) per interval */
+    uint32_t reset_interval_ms;
+};
+
+/* The flood limits, as the nghttp2 path sets them (proto/http2/http2.c). */
+#define H2_SESSION_FLOOD_INTERVAL_MS   10000
+#define H2_SESSION_MAX_SETTINGS        100
+#define H2_SESSION_MAX_PING            1000
+#define H2_SESSION_MAX_EMPTY           1000
+#define H2_SESSION_WINDOW_UPDATES_BASE 1000
+#define H2_SESSION_WINDOW_UPDATES_PER  4
+/* Streams reset by this side whose trailers are skipped, not refused. */
+#define H2_SESSION_RESET_MEMORY 8
+
+/* What a header block is for. */
+enum h2_block_kind {
+    H2_BLOCK_REQUEST,  /* opens the stream: a request head */
+    H2_BLOCK_TRAILERS, /* a second block on an open stream: trailers,
+                        * which must end it (RFC 9113 8.1: the caller
+                        * resets the stream when `end_stream` is false) */
+    H2_BLOCK_DISCARD,  /* for no stream (refused, reset, after GOAWAY):
+                        * decode it for HPACK's table, then drop it */
+};
+
+struct h2_session_ops {
+    /* A header block; `end_stream`: the client's half ends with it.
+     * Nonzero: the block cannot be decoded (HPACK), the connection ends
+     * with COMPRESSION_ERROR. */
+    int (*headers)(void *arg, uint32_t stream_id, enum h2_block_kind kind, const uint8_t *block,
+                   size_t len, bool end_stream);
+    /* Request body bytes (maybe none), in order; `end_stream` on the last.
+     * Their window comes back with h2_session_consume(). */
+    void (*data)(void *arg, uint32_t stream_id, const uint8_t *data, size_t len, bool end_stream);
+    /* The stream is gone: reset by the client (`by_peer`) or by this
+     * side for a stream error, with `code`. */
+    void (*reset)(void *arg, uint32_t stream_id, uint32_t code, bool by_peer);
+    /* A send window opened: the stream's, or the connection's (0). */
+    void (*window)(void *arg, uint32_t stream_id);
+    /* The client sent GOAWAY, or a PING ACK (optional: NULL ignores). */
+    void (*goaway)(void *arg, uint32_t last_stream_id, uint32_t code);
+    void (*ping_ack)(void *arg, const uint8_t data[8]);
+};
+
+/* The state of an open stream (RFC 9113 5.1); a closed one is forgotten. */
+enum h2_stream_state {
+    H2_STREAM_OPEN,
+    H2_STREAM_HALF_CLOSED_REMOTE, /* the client ended its half */
+    H2_STREAM_HALF_CLOSED_LOCAL,  /* this side ended its half */
+};
+
+struct h2_session_stream {
+    uint32_t id;
+    uint8_t state;         /* enum h2_stream_state */
+    int32_t send_window;   /* may go below 0 when the client lowers its setting */
+    int32_t recv_window;   /* what the client may still send */
+    uint32_t recv_unacked; /* taken by the caller, not yet in a WINDOW_UPDATE */
+};
+
+/* The flood counters' kinds. */
+enum h2_session_flood {
+    H2_SESSION_FLOOD_SETTINGS,
+    H2_SESSION_FLOOD_PING,
+    H2_SESSION_FLOOD_EMPTY,
+    H2_SESSION_FLOODS,
+};
+
+struct h2_session {
+    struct h2_frame_reader reader;
+    struct h2_sink sink;
+    const struct h2_session_ops *ops;
+    void *arg;
+    struct h2_session_conf conf;
+    uint64_t now_ms; /* the clock of the last h2_session_recv() */
+    /* The client's settings (defaults until its SETTINGS). */
+    uint32_t peer_initial_window;
+    uint32_t peer_max_frame_size;
+    uint32_t peer_header_table_size;
+    uint32_t peer_max_concurrent;
+    /* Ours take effect when acknowledged (6.5.3): until then a new
+     * stream's receive window is the default. */
+    bool settings_acked;
+    uint32_t local_initial_window;
+    int64_t send_window;     /* the connection's */
+    int64_t recv_window;     /* the connection's: what the client may still send */
+    uint32_t recv_unacked;   /* given back by the caller, not yet in a WINDOW_UPDATE */
+    uint32_t last_stream_id; /* the highest the client opened */
+    uint32_t goaway_last_id; /* of the GOAWAY sent; streams above it are not taken */
+    bool goaway_sent;
+    bool goaway_received;
+    uint32_t peer_goaway_last_id; /* of the last GOAWAY received */
+    enum h2_error error;          /* a connection error ended it: GOAWAY sent */
+    const char *why;              /* what the client did, for the log */
+    struct h2_session_stream *streams;
+    uint32_t stream_count, stream_cap;
+    uint32_t reset_ids[H2_SESSION_RESET_MEMORY];
+    uint8_t reset_next;
+    /* The DATA frame passing: its stream's state, checked at its first
+     * piece (a stream error drops the rest), and its payload so far. */
+    uint32_t data_stream;
+    bool data_dropped;
+    uint64_t data_payload;
+    unsigned floods[H2_SESSION_FLOODS];
+    uint64_t floods_since_ms;
+    unsigned resets;
+    uint64_t resets_since_ms;
+    uint64_t window_updates, data_frames_sent;
+};
+
+/* Starts a session, writing the server's SETTINGS (and a WINDOW_UPDATE
+ * for the connection past its default) to `sink`. */
+void h2_session_init(struct h2_session *s, const struct h2_session_conf *conf,
+                     const struct h2_session_ops *ops, void *arg, const struct h2_sink *sink,
+                     uint64_t now_ms);
+void h2_session_free(struct h2_session *s);
+
+/* Reads the client's bytes (all of the connection's unconsumed input);
+ * returns how many it consumed, the rest to be presented again with more.
+ * On a connection error it writes GOAWAY, sets s->error and s->why, and
+ * reads nothing more: the caller closes once the output is flushed. */
+size_t h2_session_recv(struct h2_session *s, const uint8_t *in, size_t len, uint64_t now_ms);
+
+/* The caller took `n` bytes of the stream's body: the client may send
+ * them again.  WINDOW_UPDATE frames go out once half a window is owed. */
+void h2_session_consume(struct h2_session *s, uint32_t stream_id, size_t n);
+
+/* How many bytes of body the stream may send now (the smaller of its
+ * window and the connection's; 0 for a stream not open to send). */
+size_t h2_session_send_window(const struct h2_session *s, uint32_t stream_id);
+
+/* A response head or trailers (an encoded block); `end_stream` ends this
+ * side's half.  Returns 0, or -1 when the stream cannot send. */
+int h2_session_send_headers(struct h2_session *s, uint32_t stream_id, const uint8_t *block,
+                            size_t len, bool end_stream);
+
+/* Body bytes as DATA frames, referencing `iov` (h2_frame_write_data()):
+ * at most h2_session_send_window() bytes.  Returns 0, or -1 when the
+ * stream cannot send or they pass the window. */
+int h2_session_send_data(struct h2_session *s, uint32_t stream_id, const struct iovec *iov,
+                         int count, bool end_stream);
+
+/* Resets a stream from this side (RST_STREAM `code`). */
+void h2_session_reset(struct h2_session *s, uint32_t stream_id, enum h2_error code);
+
+/* Sends GOAWAY naming the last stream taken: later ones are discarded.
+ * `code` H2_NO_ERROR for a graceful end. */
+void h2_session_goaway(struct h2_session *s, enum h2_error code);
+
+/* The open stream `id`, or NULL. */
+struct h2_session_stream *h2_session_stream(const struct h2_session *s, uint32_t id);
+
+#endif

@@ -1,0 +1,1216 @@
+/*
+ * test_h2_frame.c: corral's own HTTP/2 frame layer without sockets: the
+ * reader (each frame type, each error, input fed whole, byte by byte and
+ * in random splits as a connection presents its unconsumed input), the
+ * writer (exact bytes, DATA referencing the caller's buffers, read back
+ * by the reader) and the session (settings, windows, stream states and
+ * each flood limit).
+ */
+#include "../helpers.h"
+#include "proto/http2/h2_frame.h"
+#include "proto/http2/h2_session.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const bool test_forkless = true;
+
+/* ------------------------------------------------------------ building */
+
+struct bytes {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+static void put(struct bytes *b, const void *p, size_t n)
+{
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+        ck_assert_ptr_nonnull(b->p);
+    }
+    if (n > 0)
+        memcpy(b->p + b->len, p, n);
+    b->len += n;
+}
+
+static void frame(struct bytes *b, uint8_t type, uint8_t flags, uint32_t sid, const void *payload,
+                  size_t len)
+{
+    uint8_t hd[H2_FRAME_HEADER_LEN];
+    hd[0] = (uint8_t)(len >> 16);
+    hd[1] = (uint8_t)(len >> 8);
+    hd[2] = (uint8_t)len;
+    hd[3] = type;
+    hd[4] = flags;
+    hd[5] = (uint8_t)(sid >> 24);
+    hd[6] = (uint8_t)(sid >> 16);
+    hd[7] = (uint8_t)(sid >> 8);
+    hd[8] = (uint8_t)sid;
+    put(b, hd, sizeof(hd));
+    put(b, payload, len);
+}
+
+static void be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static void setting(struct bytes *b, uint16_t id, uint32_t v)
+{
+    uint8_t e[6] = {(uint8_t)(id >> 8), (uint8_t)id};
+    be32(e + 2, v);
+    put(b, e, 6);
+}
+
+static void u32_frame(struct bytes *b, uint8_t type, uint32_t sid, uint32_t v)
+{
+    uint8_t p[4];
+    be32(p, v);
+    frame(b, type, 0, sid, p, 4);
+}
+
+/* The preface and an empty SETTINGS: what every reader test starts with. */
+static void start(struct bytes *b)
+{
+    put(b, H2_PREFACE, H2_PREFACE_LEN);
+    frame(b, H2_SETTINGS, 0, 0, NULL, 0);
+}
+
+/* ------------------------------------------------------------- reading */
+
+/* The events read, as text; DATA pieces joined into one line per frame,
+ * so that any split of the input gives the same text. */
+struct rec {
+    char log[8192];
+    size_t used;
+    uint8_t data[70000];
+    size_t data_len;
+    bool data_open;
+};
+
+static void logf_(struct rec *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(struct rec *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(r->log + r->used, sizeof(r->log) - r->used, fmt, ap);
+    va_end(ap);
+    ck_assert(n >= 0 && (size_t)n < sizeof(r->log) - r->used);
+    r->used += (size_t)n;
+}
+
+static int rec_event(void *arg, const struct h2_event *ev)
+{
+    struct rec *r = arg;
+    switch (ev->kind) {
+    case H2_EV_DATA:
+        ck_assert(ev->data.first == !r->data_open);
+        r->data_open = true;
+        ck_assert(r->data_len + ev->data.len <= sizeof(r->data));
+        memcpy(r->data + r->data_len, ev->data.data, ev->data.len);
+        r->data_len += ev->data.len;
+        if (ev->data.last) {
+            logf_(r, "DATA %u f%x len%u '%.*s'\n", ev->hd.stream_id, ev->hd.flags, ev->hd.length,
+                  (int)(r->data_len < 40 ? r->data_len : 40), (const char *)r->data);
+            r->data_len = 0;
+            r->data_open = false;
+        }
+        break;
+    case H2_EV_HEADERS:
+        logf_(r, "HEADERS %u f%x '%.*s' pad%u cont%u empty%u\n", ev->hd.stream_id, ev->hd.flags,
+              (int)(ev->headers.len < 40 ? ev->headers.len : 40), (const char *)ev->headers.block,
+              ev->headers.pad_bytes, ev->headers.continuations, ev->headers.empty_frames);
+        ck_assert_uint_eq(ev->hd.length, ev->headers.len);
+        break;
+    case H2_EV_PRIORITY: logf_(r, "PRIORITY %u\n", ev->hd.stream_id); break;
+    case H2_EV_RST_STREAM: logf_(r, "RST_STREAM %u %u\n", ev->hd.stream_id, ev->code); break;
+    case H2_EV_SETTINGS:
+        logf_(r, "SETTINGS f%x", ev->hd.flags);
+        for (size_t i = 0; i < ev->settings.count; i++) {
+            uint16_t id;
+            uint32_t v;
+            h2_frame_setting(ev, i, &id, &v);
+            logf_(r, " %u=%u", id, v);
+        }
+        logf_(r, "\n");
+        break;
+    case H2_EV_PING: logf_(r, "PING f%x %.8s\n", ev->hd.flags, (const char *)ev->ping); break;
+    case H2_EV_GOAWAY:
+        logf_(r, "GOAWAY %u %u '%.*s'\n", ev->goaway.last_stream_id, ev->goaway.code,
+              (int)ev->goaway.debug_len, (const char *)ev->goaway.debug);
+        break;
+    case H2_EV_WINDOW_UPDATE:
+        logf_(r, "WINDOW_UPDATE %u %u\n", ev->hd.stream_id, ev->increment);
+        break;
+    case H2_EV_UNKNOWN: logf_(r, "UNKNOWN %u type%u\n", ev->hd.stream_id, ev->hd.type); break;
+    case H2_EV_STREAM_ERROR: logf_(r, "STREAM_ERROR %u %u\n", ev->hd.stream_id, ev->code); break;
+    }
+    return 0;
+}
+
+/* Feeds `in` to a fresh reader in pieces of `step` bytes (0: random
+ * pieces), as a connection does: what was not consumed is presented again
+ * with the next piece.  Returns the log; "ERROR code" ends it on a
+ * connection error; "PENDING n" says n bytes were never consumed. */
+static const char *read_in(const uint8_t *in, size_t len, size_t step, uint32_t max_block,
+                           struct rec *r)
+{
+    memset(r, 0, sizeof(*r));
+    struct h2_frame_reader rd;
+    h2_frame_reader_init(&rd, max_block);
+    uint8_t *buf = malloc(len + 1);
+    ck_assert_ptr_nonnull(buf);
+    size_t have = 0, fed = 0;
+    while (fed < len) {
+        size_t n = step != 0 ? step : (size_t)(random() % 23) + 1;
+        if (n > len - fed)
+            n = len - fed;
+        memcpy(buf + have, in + fed, n);
+        have += n;
+        fed += n;
+        struct h2_frame_error err;
+        size_t used = h2_frame_read(&rd, buf, have, rec_event, r, &err);
+        ck_assert(used <= have);
+        if (err.code != H2_NO_ERROR) {
+            logf_(r, "ERROR %u\n", err.code);
+            free(buf);
+            return r->log;
+        }
+        memmove(buf, buf + used, have - used);
+        have -= used;
+    }
+    if (have > 0)
+        logf_(r, "PENDING %zu\n", have);
+    free(buf);
+    return r->log;
+}
+
+/* The same log however the input is split. */
+static void reads_as(const struct bytes *b, uint32_t max_block, const char *want)
+{
+    static struct rec r;
+    size_t steps[] = {b->len, 1, 7, 0, 0, 0};
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        const char *got = read_in(b->p, b->len, steps[i], max_block, &r);
+        if (strcmp(got, want) != 0)
+            ck_abort_msg("step %zu: got\n%s\nwant\n%s", steps[i], got, want);
+    }
+}
+
+START_TEST(preface_and_first_settings)
+{
+    struct bytes b = {0};
+    put(&b, H2_PREFACE, H2_PREFACE_LEN);
+    setting(&b, 0, 0); /* placeholder replaced below */
+    b.len = H2_PREFACE_LEN;
+    uint8_t s[12];
+    memcpy(s, "\0\x03\0\0\0\x64\0\x04\0\x01\0\0", 12);
+    frame(&b, H2_SETTINGS, 0, 0, s, 12);
+    reads_as(&b, 1000, "SETTINGS f0 3=100 4=65536\n");
+
+    struct bytes bad = {0};
+    put(&bad, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r!", H2_PREFACE_LEN);
+    reads_as(&bad, 1000, "ERROR 1\n");
+    bad.len = 0;
+    put(&bad, "GET / HTTP/1.1\r\n", 16);
+    reads_as(&bad, 1000, "ERROR 1\n");
+
+    /* The first frame must be SETTINGS, and not an ACK (3.4). */
+    struct bytes ping = {0};
+    put(&ping, H2_PREFACE, H2_PREFACE_LEN);
+    frame(&ping, H2_PING, 0, 0, "12345678", 8);
+    reads_as(&ping, 1000, "ERROR 1\n");
+    ping.len = H2_PREFACE_LEN;
+    frame(&ping, H2_SETTINGS, H2_FLAG_ACK, 0, NULL, 0);
+    reads_as(&ping, 1000, "ERROR 1\n");
+    /* Half a preface is waited for. */
+    ping.len = 10;
+    reads_as(&ping, 1000, "PENDING 10\n");
+    free(b.p);
+    free(bad.p);
+    free(ping.p);
+}
+END_TEST
+
+START_TEST(every_frame_type)
+{
+    struct bytes b = {0};
+    start(&b);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "abc", 3);
+    frame(&b, H2_DATA, 0, 1, "hello", 5);
+    uint8_t padded[] = {3, 'x', 'y', 0, 0, 0};
+    frame(&b, H2_DATA, H2_FLAG_PADDED | H2_FLAG_END_STREAM, 1, padded, sizeof(padded));
+    frame(&b, H2_DATA, 0, 3, NULL, 0);
+    /* HEADERS with padding and priority: the fragment between them. */
+    uint8_t hp[] = {2, 0x80, 0, 0, 1, 16, 'h', 'p', 0, 0};
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_PADDED | H2_FLAG_PRIORITY, 5, hp,
+          sizeof(hp));
+    uint8_t pri[] = {0, 0, 0, 1, 200};
+    frame(&b, H2_PRIORITY, 0, 7, pri, sizeof(pri));
+    u32_frame(&b, H2_RST_STREAM, 5, H2_CANCEL);
+    frame(&b, H2_SETTINGS, H2_FLAG_ACK, 0, NULL, 0);
+    frame(&b, H2_PING, 0, 0, "pingpong", 8);
+    frame(&b, H2_PING, H2_FLAG_ACK, 0, "pongping", 8);
+    uint8_t ga[] = {0x80, 0, 0, 9, 0, 0, 0, 2, 'b', 'y', 'e'};
+    frame(&b, H2_GOAWAY, 0, 0, ga, sizeof(ga));
+    u32_frame(&b, H2_WINDOW_UPDATE, 0, 1000);
+    u32_frame(&b, H2_WINDOW_UPDATE, 1, 0x80000001u); /* the reserved bit dropped */
+    frame(&b, 0x42, 0xff, 9, "whatever", 8);
+    frame(&b, 0xfa, 0, 0, NULL, 0);
+    /* A DATA frame of the largest size the reader allows. */
+    static uint8_t big[H2_MIN_FRAME_SIZE];
+    memset(big, 'z', sizeof(big));
+    frame(&b, H2_DATA, H2_FLAG_END_STREAM, 3, big, sizeof(big));
+    reads_as(&b, 1000,
+             "SETTINGS f0\n"
+             "HEADERS 1 f4 'abc' pad0 cont0 empty0\n"
+             "DATA 1 f0 len5 'hello'\n"
+             "DATA 1 f9 len6 'xy'\n"
+             "DATA 3 f0 len0 ''\n"
+             "HEADERS 5 f2c 'hp' pad3 cont0 empty0\n"
+             "PRIORITY 7\n"
+             "RST_STREAM 5 8\n"
+             "SETTINGS f1\n"
+             "PING f0 pingpong\n"
+             "PING f1 pongping\n"
+             "GOAWAY 9 2 'bye'\n"
+             "WINDOW_UPDATE 0 1000\n"
+             "WINDOW_UPDATE 1 1\n"
+             "UNKNOWN 9 type66\n"
+             "UNKNOWN 0 type250\n"
+             "DATA 3 f1 len16384 'zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz'\n");
+    free(b.p);
+}
+END_TEST
+
+/* A frame after the preface and SETTINGS that ends the connection. */
+struct bad_case {
+    const char *what;
+    uint8_t type, flags;
+    uint32_t sid;
+    const char *payload;
+    size_t len;
+    unsigned code;
+};
+
+START_TEST(each_connection_error)
+{
+    static const struct bad_case cases[] = {
+        {"DATA on stream 0", H2_DATA, 0, 0, "x", 1, H2_PROTOCOL_ERROR},
+        {"DATA padded, empty", H2_DATA, H2_FLAG_PADDED, 1, "", 0, H2_PROTOCOL_ERROR},
+        {"DATA padding = length", H2_DATA, H2_FLAG_PADDED, 1, "\x03xy", 3, H2_PROTOCOL_ERROR},
+        {"HEADERS on stream 0", H2_HEADERS, 4, 0, "x", 1, H2_PROTOCOL_ERROR},
+        {"HEADERS short for priority", H2_HEADERS, 0x24, 1, "\0\0\0", 3, H2_FRAME_SIZE_ERROR},
+        {"HEADERS short for padding", H2_HEADERS, 0x0c, 1, "", 0, H2_PROTOCOL_ERROR},
+        {"HEADERS short for padding and priority", H2_HEADERS, 0x2c, 1, "\0\0\0", 3,
+         H2_PROTOCOL_ERROR},
+        {"HEADERS padding too long", H2_HEADERS, 0x0c, 1, "\x03xy", 3, H2_PROTOCOL_ERROR},
+        {"HEADERS depends on itself", H2_HEADERS, 0x24, 3, "\0\0\0\x03\x10", 5, H2_PROTOCOL_ERROR},
+        {"PRIORITY on stream 0", H2_PRIORITY, 0, 0, "\0\0\0\x01\x10", 5, H2_PROTOCOL_ERROR},
+        {"PRIORITY of 4", H2_PRIORITY, 0, 1, "\0\0\0\x03", 4, H2_FRAME_SIZE_ERROR},
+        {"PRIORITY on itself", H2_PRIORITY, 0, 3, "\0\0\0\x03\x10", 5, H2_PROTOCOL_ERROR},
+        {"RST_STREAM on 0", H2_RST_STREAM, 0, 0, "\0\0\0\0", 4, H2_PROTOCOL_ERROR},
+        {"RST_STREAM of 3", H2_RST_STREAM, 0, 1, "\0\0\0", 3, H2_FRAME_SIZE_ERROR},
+        {"SETTINGS on a stream", H2_SETTINGS, 0, 1, "", 0, H2_PROTOCOL_ERROR},
+        {"SETTINGS ACK with payload", H2_SETTINGS, 1, 0, "\0\x01\0\0\0\0", 6, H2_FRAME_SIZE_ERROR},
+        {"SETTINGS of 5", H2_SETTINGS, 0, 0, "\0\x01\0\0\0", 5, H2_FRAME_SIZE_ERROR},
+        {"ENABLE_PUSH 2", H2_SETTINGS, 0, 0, "\0\x02\0\0\0\x02", 6, H2_PROTOCOL_ERROR},
+        {"NO_RFC7540_PRIORITIES 2", H2_SETTINGS, 0, 0, "\0\x09\0\0\0\x02", 6, H2_PROTOCOL_ERROR},
+        {"ENABLE_CONNECT_PROTOCOL 2", H2_SETTINGS, 0, 0, "\0\x08\0\0\0\x02", 6, H2_PROTOCOL_ERROR},
+        {"INITIAL_WINDOW_SIZE 2^31", H2_SETTINGS, 0, 0, "\0\x04\x80\0\0\0", 6,
+         H2_FLOW_CONTROL_ERROR},
+        {"MAX_FRAME_SIZE 16383", H2_SETTINGS, 0, 0, "\0\x05\0\0\x3f\xff", 6, H2_PROTOCOL_ERROR},
+        {"MAX_FRAME_SIZE 2^24", H2_SETTINGS, 0, 0, "\0\x05\x01\0\0\0", 6, H2_PROTOCOL_ERROR},
+        {"PUSH_PROMISE", H2_PUSH_PROMISE, 4, 1, "\0\0\0\x02", 4, H2_PROTOCOL_ERROR},
+        {"PING on a stream", H2_PING, 0, 1, "12345678", 8, H2_PROTOCOL_ERROR},
+        {"PING of 7", H2_PING, 0, 0, "1234567", 7, H2_FRAME_SIZE_ERROR},
+        {"GOAWAY on a stream", H2_GOAWAY, 0, 1, "\0\0\0\0\0\0\0\0", 8, H2_PROTOCOL_ERROR},
+        {"GOAWAY of 7", H2_GOAWAY, 0, 0, "\0\0\0\0\0\0\0", 7, H2_FRAME_SIZE_ERROR},
+        {"WINDOW_UPDATE of 3", H2_WINDOW_UPDATE, 0, 0, "\0\0\x01", 3, H2_FRAME_SIZE_ERROR},
+        {"WINDOW_UPDATE 0 on 0", H2_WINDOW_UPDATE, 0, 0, "\0\0\0\0", 4, H2_PROTOCOL_ERROR},
+        {"CONTINUATION alone", H2_CONTINUATION, 4, 1, "x", 1, H2_PROTOCOL_ERROR},
+    };
+    static struct rec r;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct bad_case *c = &cases[i];
+        struct bytes b = {0};
+        start(&b);
+        frame(&b, c->type, c->flags, c->sid, c->payload, c->len);
+        char want[64];
+        snprintf(want, sizeof(want), "SETTINGS f0\nERROR %u\n", c->code);
+        for (size_t step = 0; step < 2; step++) {
+            const char *got = read_in(b.p, b.len, step == 0 ? b.len : 1, 1000, &r);
+            if (strcmp(got, want) != 0)
+                ck_abort_msg("%s: got\n%s", c->what, got);
+        }
+        free(b.p);
+    }
+}
+END_TEST
+
+START_TEST(frame_too_large_refused_at_its_header)
+{
+    struct bytes b = {0};
+    start(&b);
+    uint8_t hd[H2_FRAME_HEADER_LEN] = {0, 0x40, 0x01, H2_DATA, 0, 0, 0, 0, 1};
+    put(&b, hd, sizeof(hd)); /* 16385 bytes announced, none sent */
+    reads_as(&b, 1000, "SETTINGS f0\nERROR 6\n");
+    free(b.p);
+}
+END_TEST
+
+START_TEST(window_update_zero_on_a_stream)
+{
+    struct bytes b = {0};
+    start(&b);
+    u32_frame(&b, H2_WINDOW_UPDATE, 3, 0);
+    frame(&b, H2_PING, 0, 0, "stillok!", 8);
+    reads_as(&b, 1000, "SETTINGS f0\nSTREAM_ERROR 3 1\nPING f0 stillok!\n");
+    free(b.p);
+}
+END_TEST
+
+START_TEST(continuation_sequencing)
+{
+    struct bytes b = {0};
+    start(&b);
+    uint8_t padded[] = {1, 'a', 'b', 0};
+    frame(&b, H2_HEADERS, H2_FLAG_PADDED | H2_FLAG_END_STREAM, 1, padded, sizeof(padded));
+    frame(&b, H2_CONTINUATION, 0, 1, NULL, 0);
+    frame(&b, H2_CONTINUATION, 0, 1, "cd", 2);
+    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, "ef", 2);
+    frame(&b, H2_PING, 0, 0, "afterall", 8);
+    reads_as(&b, 1000, "SETTINGS f0\nHEADERS 1 fd 'abcdef' pad2 cont3 empty1\nPING f0 afterall\n");
+
+    /* Any other frame, or a CONTINUATION for another stream, inside. */
+    struct bytes c = {0};
+    start(&c);
+    frame(&c, H2_HEADERS, 0, 1, "ab", 2);
+    size_t mark = c.len;
+    frame(&c, H2_PING, 0, 0, "12345678", 8);
+    reads_as(&c, 1000, "SETTINGS f0\nERROR 1\n");
+    c.len = mark;
+    frame(&c, H2_DATA, 0, 1, "x", 1);
+    reads_as(&c, 1000, "SETTINGS f0\nERROR 1\n");
+    c.len = mark;
+    frame(&c, H2_CONTINUATION, H2_FLAG_END_HEADERS, 3, "x", 1);
+    reads_as(&c, 1000, "SETTINGS f0\nERROR 1\n");
+    c.len = mark;
+    frame(&c, 0x42, 0, 0, NULL, 0); /* even an unknown one (6.10) */
+    reads_as(&c, 1000, "SETTINGS f0\nERROR 1\n");
+    /* An unfinished block stays in the input, unconsumed. */
+    c.len = mark;
+    frame(&c, H2_CONTINUATION, 0, 1, "cd", 2);
+    reads_as(&c, 1000, "SETTINGS f0\nPENDING 22\n");
+    free(b.p);
+    free(c.p);
+}
+END_TEST
+
+START_TEST(continuation_flood_and_block_limit)
+{
+    /* Eight CONTINUATION frames pass; the ninth ends the connection. */
+    struct bytes b = {0};
+    start(&b);
+    frame(&b, H2_HEADERS, 0, 1, "a", 1);
+    for (int i = 0; i < 7; i++)
+        frame(&b, H2_CONTINUATION, 0, 1, "b", 1);
+    size_t mark = b.len;
+    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, "c", 1);
+    reads_as(&b, 1000, "SETTINGS f0\nHEADERS 1 f4 'abbbbbbbc' pad0 cont8 empty0\n");
+    b.len = mark;
+    frame(&b, H2_CONTINUATION, 0, 1, "c", 1);
+    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, "d", 1);
+    reads_as(&b, 1000, "SETTINGS f0\nERROR 11\n");
+
+    /* A block is cut once its fragments and padding pass the limit: at
+     * the header of the frame that would pass it, before its payload. */
+    struct bytes c = {0};
+    start(&c);
+    static uint8_t block[200];
+    memset(block, 'h', sizeof(block));
+    frame(&c, H2_HEADERS, H2_FLAG_END_HEADERS, 1, block, 100);
+    reads_as(&c, 100,
+             "SETTINGS f0\nHEADERS 1 f4 'hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh' pad0 "
+             "cont0 empty0\n");
+    c.len = 0;
+    start(&c);
+    uint8_t hd[H2_FRAME_HEADER_LEN] = {0, 0, 101, H2_HEADERS, H2_FLAG_END_HEADERS, 0, 0, 0, 1};
+    put(&c, hd, sizeof(hd));
+    reads_as(&c, 100, "SETTINGS f0\nERROR 11\n");
+    c.len = 0;
+    start(&c);
+    frame(&c, H2_HEADERS, 0, 1, block, 60);
+    uint8_t hc[H2_FRAME_HEADER_LEN] = {0, 0, 41, H2_CONTINUATION, H2_FLAG_END_HEADERS, 0, 0, 0, 1};
+    put(&c, hc, sizeof(hc));
+    reads_as(&c, 100, "SETTINGS f0\nERROR 11\n");
+    /* Padding counts: 60 + 40 bytes of padding pass 99. */
+    c.len = 0;
+    start(&c);
+    uint8_t pad[101] = {40};
+    frame(&c, H2_HEADERS, H2_FLAG_PADDED | H2_FLAG_END_HEADERS, 1, pad, 101);
+    reads_as(&c, 99, "SETTINGS f0\nERROR 11\n");
+    free(b.p);
+    free(c.p);
+}
+END_TEST
+
+START_TEST(data_consumed_in_pieces)
+{
+    struct h2_frame_reader rd;
+    h2_frame_reader_init(&rd, 100);
+    struct bytes b = {0};
+    start(&b);
+    size_t head = b.len;
+    uint8_t payload[1000];
+    memset(payload, 'd', sizeof(payload));
+    payload[0] = 10; /* padded: 989 bytes of data, 10 of padding */
+    frame(&b, H2_DATA, H2_FLAG_PADDED, 1, payload, sizeof(payload));
+    static struct rec r;
+    memset(&r, 0, sizeof(r));
+    struct h2_frame_error err;
+    /* The frame's header and pad length byte, and 100 of its data. */
+    size_t used = h2_frame_read(&rd, b.p, head + 9 + 1 + 100, rec_event, &r, &err);
+    ck_assert_uint_eq(err.code, 0);
+    ck_assert_uint_eq(used, head + 9 + 1 + 100);
+    ck_assert_uint_eq(r.data_len, 100);
+    /* The rest of its data and half its padding: all consumed. */
+    used = h2_frame_read(&rd, b.p + head + 110, 889 + 5, rec_event, &r, &err);
+    ck_assert_uint_eq(used, 889 + 5);
+    ck_assert(r.data_open);
+    used = h2_frame_read(&rd, b.p + head + 110 + 894, 5, rec_event, &r, &err);
+    ck_assert_uint_eq(used, 5);
+    ck_assert(!r.data_open);
+    ck_assert_str_eq(r.log, "SETTINGS f0\nDATA 1 f8 len1000 "
+                            "'dddddddddddddddddddddddddddddddddddddddd'\n");
+    free(b.p);
+}
+END_TEST
+
+/* ------------------------------------------------------------- writing */
+
+/* A sink that keeps what it is given, and where it came from. */
+struct out {
+    struct bytes b;
+    int calls;
+    const uint8_t *lo, *hi; /* a caller's buffer: how many iovecs pointed into it */
+    int refs;
+};
+
+static void out_write(void *arg, const struct iovec *iov, int count)
+{
+    struct out *o = arg;
+    o->calls++;
+    for (int i = 0; i < count; i++) {
+        const uint8_t *p = iov[i].iov_base;
+        if (o->lo != NULL && p >= o->lo && p < o->hi)
+            o->refs++;
+        put(&o->b, iov[i].iov_base, iov[i].iov_len);
+    }
+}
+
+static void out_hex_is(const struct out *o, const char *hex)
+{
+    char got[512] = "";
+    size_t n = 0;
+    for (size_t i = 0; i < o->b.len && n + 3 < sizeof(got); i++)
+        n += (size_t)snprintf(got + n, sizeof(got) - n, "%02x", o->b.p[i]);
+    ck_assert_str_eq(got, hex);
+}
+
+START_TEST(control_frames_written)
+{
+    struct out o = {0};
+    struct h2_sink s = {out_write, &o};
+    uint16_t ids[] = {3, 4};
+    uint32_t values[] = {100, 0x7fffffff};
+    h2_frame_write_settings(&s, ids, values, 2);
+    out_hex_is(&o, "00000c040000000000000300000064000"
+                   "47fffffff");
+    o.b.len = 0;
+    h2_frame_write_settings_ack(&s);
+    out_hex_is(&o, "000000040100000000");
+    o.b.len = 0;
+    h2_frame_write_ping(&s, (const uint8_t *)"abcdefgh", true);
+    out_hex_is(&o, "0000080601000000006162636465666768");
+    o.b.len = 0;
+    h2_frame_write_goaway(&s, 7, H2_ENHANCE_YOUR_CALM, "no", 2);
+    out_hex_is(&o, "00000a070000000000000000070000000b6e6f");
+    o.b.len = 0;
+    h2_frame_write_rst_stream(&s, 5, H2_REFUSED_STREAM);
+    out_hex_is(&o, "00000403000000000500000007");
+    o.b.len = 0;
+    h2_frame_write_window_update(&s, 0, 0x7fffffff);
+    out_hex_is(&o, "000004080000000000"
+                   "7fffffff");
+    free(o.b.p);
+}
+END_TEST
+
+START_TEST(data_references_the_callers_buffers)
+{
+    static uint8_t body[40000];
+    for (size_t i = 0; i < sizeof(body); i++)
+        body[i] = (uint8_t)('a' + i % 26);
+    struct out o = {.lo = body, .hi = body + sizeof(body)};
+    struct h2_sink s = {out_write, &o};
+    /* Three buffers, cut into frames of 16384 across their edges. */
+    struct iovec iov[3] = {{body, 10000}, {body + 10000, 20000}, {body + 30000, 10000}};
+    size_t frames = h2_frame_write_data(&s, 3, iov, 3, true, H2_MIN_FRAME_SIZE);
+    ck_assert_uint_eq(frames, 3);
+    ck_assert_int_eq(o.calls, 1);
+    /* Frame one: 10000 + 6384; two: 13616 + 2768; three: 7232. */
+    ck_assert_int_eq(o.refs, 5);
+    ck_assert_uint_eq(o.b.len, sizeof(body) + 3 * H2_FRAME_HEADER_LEN);
+    /* Read back: the same bytes, END_STREAM on the last frame only. */
+    struct bytes in = {0};
+    start(&in);
+    put(&in, o.b.p, o.b.len);
+    static struct rec r;
+    read_in(in.p, in.len, 4096, 100, &r);
+    ck_assert_str_eq(r.log, "SETTINGS f0\n"
+                            "DATA 3 f0 len16384 'abcdefghijklmnopqrstuvwxyzabcdefghijklmn'\n"
+                            "DATA 3 f0 len16384 'efghijklmnopqrstuvwxyzabcdefghijklmnopqr'\n"
+                            "DATA 3 f1 len7232 'ijklmnopqrstuvwxyzabcdefghijklmnopqrstuv'\n");
+    ck_assert_mem_eq(o.b.p + 9, body, 16384);
+    ck_assert_mem_eq(o.b.p + 9 + 16384 + 9, body + 16384, 16384);
+
+    /* Many small buffers: one call to the sink never passes its list. */
+    free(o.b.p);
+    o = (struct out){.lo = body, .hi = body + sizeof(body)};
+    struct iovec many[200];
+    for (int i = 0; i < 200; i++)
+        many[i] = (struct iovec){body + 100 * i, i % 3 == 0 ? 0 : 100};
+    frames = h2_frame_write_data(&s, 5, many, 200, false, H2_MIN_FRAME_SIZE);
+    ck_assert_uint_eq(o.b.len, frames * H2_FRAME_HEADER_LEN + 133 * 100);
+    ck_assert_int_eq(o.refs, 133);
+    ck_assert_uint_ge(frames, 3); /* at most 62 buffers a frame */
+
+    /* No bytes: an empty END_STREAM frame, or nothing. */
+    free(o.b.p);
+    o = (struct out){0};
+    ck_assert_uint_eq(h2_frame_write_data(&s, 1, NULL, 0, true, H2_MIN_FRAME_SIZE), 1);
+    out_hex_is(&o, "000000000100000001");
+    o.b.len = 0;
+    ck_assert_uint_eq(h2_frame_write_data(&s, 1, NULL, 0, false, H2_MIN_FRAME_SIZE), 0);
+    ck_assert_uint_eq(o.b.len, 0);
+    free(o.b.p);
+    free(in.p);
+}
+END_TEST
+
+START_TEST(headers_split_into_continuations)
+{
+    static uint8_t block[40000];
+    memset(block, 'k', sizeof(block));
+    struct out o = {0};
+    struct h2_sink s = {out_write, &o};
+    h2_frame_write_headers(&s, 1, block, sizeof(block), true, H2_MIN_FRAME_SIZE);
+    struct bytes in = {0};
+    start(&in);
+    put(&in, o.b.p, o.b.len);
+    static struct rec r;
+    read_in(in.p, in.len, 0, 65536, &r);
+    ck_assert_str_eq(r.log, "SETTINGS f0\nHEADERS 1 f5 'kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk' "
+                            "pad0 cont2 empty0\n");
+    o.b.len = 0;
+    h2_frame_write_headers(&s, 3, (const uint8_t *)"\x88", 1, false, H2_MIN_FRAME_SIZE);
+    out_hex_is(&o, "0000010104000000"
+                   "0388");
+    free(o.b.p);
+    free(in.p);
+}
+END_TEST
+
+/* ------------------------------------------------------------- session */
+
+struct sess {
+    struct h2_session s;
+    struct out o;
+    char log[65536];
+    size_t used;
+    int fail_headers; /* the headers callback fails (HPACK would) */
+};
+
+static void slog(struct sess *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void slog(struct sess *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->log + t->used, sizeof(t->log) - t->used, fmt, ap);
+    va_end(ap);
+    ck_assert(n >= 0 && (size_t)n < sizeof(t->log) - t->used);
+    t->used += (size_t)n;
+}
+
+static int s_headers(void *arg, uint32_t id, enum h2_block_kind kind, const uint8_t *block,
+                     size_t len, bool end)
+{
+    struct sess *t = arg;
+    static const char *const kinds[] = {"request", "trailers", "discard"};
+    slog(t, "headers %u %s %.*s%s\n", id, kinds[kind], (int)len, (const char *)block,
+         end ? " end" : "");
+    return t->fail_headers;
+}
+
+static void s_data(void *arg, uint32_t id, const uint8_t *data, size_t len, bool end)
+{
+    struct sess *t = arg;
+    slog(t, "data %u %zu%s\n", id, len, end ? " end" : "");
+    (void)data;
+}
+
+static void s_reset(void *arg, uint32_t id, uint32_t code, bool by_peer)
+{
+    slog(arg, "reset %u %u%s\n", id, code, by_peer ? " by peer" : "");
+}
+
+static void s_window(void *arg, uint32_t id)
+{
+    slog(arg, "window %u\n", id);
+}
+
+static void s_goaway(void *arg, uint32_t last, uint32_t code)
+{
+    slog(arg, "goaway %u %u\n", last, code);
+}
+
+static const struct h2_session_ops s_ops = {
+    .headers = s_headers,
+    .data = s_data,
+    .reset = s_reset,
+    .window = s_window,
+    .goaway = s_goaway,
+};
+
+static const struct h2_session_conf s_conf = {
+    .max_concurrent_streams = 2,
+    .initial_window_size = 1000,
+    .conn_window_size = 100000,
+    .max_header_list_size = 1000,
+    .max_resets = 3,
+    .reset_interval_ms = 1000,
+};
+
+/* The frames the session wrote since the last call, as text. */
+static const char *written(struct sess *t)
+{
+    static char text[4096];
+    size_t n = 0;
+    text[0] = '\0';
+    const uint8_t *p = t->o.b.p;
+    size_t left = t->o.b.len;
+    while (left >= H2_FRAME_HEADER_LEN) {
+        uint32_t len = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+        uint32_t sid = (uint32_t)p[5] << 24 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 8 | p[8];
+        ck_assert_uint_ge(left, H2_FRAME_HEADER_LEN + len);
+        const uint8_t *q = p + H2_FRAME_HEADER_LEN;
+        uint32_t v =
+            len >= 4 ? (uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 | q[3] : 0;
+        switch (p[3]) {
+        case H2_SETTINGS:
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "SETTINGS%s/%u ",
+                                  p[4] != 0 ? "+ACK" : "", len / 6);
+            break;
+        case H2_WINDOW_UPDATE:
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "WU %u %u ", sid, v);
+            break;
+        case H2_RST_STREAM:
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "RST %u %u ", sid, v);
+            break;
+        case H2_GOAWAY: {
+            uint32_t code =
+                (uint32_t)q[4] << 24 | (uint32_t)q[5] << 16 | (uint32_t)q[6] << 8 | q[7];
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "GOAWAY %u %u ", v, code);
+            break;
+        }
+        case H2_PING:
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "PING%s ", p[4] != 0 ? "+ACK" : "");
+            break;
+        default:
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "T%u %u f%x len%u ", p[3], sid, p[4],
+                                  len);
+            break;
+        }
+        p += H2_FRAME_HEADER_LEN + len;
+        left -= H2_FRAME_HEADER_LEN + len;
+    }
+    ck_assert_uint_eq(left, 0);
+    if (n > 0)
+        text[n - 1] = '\0';
+    t->o.b.len = 0;
+    return text;
+}
+
+static void s_start(struct sess *t)
+{
+    memset(t, 0, sizeof(*t));
+    struct h2_sink sink = {out_write, &t->o};
+    h2_session_init(&t->s, &s_conf, &s_ops, t, &sink, 0);
+    ck_assert_str_eq(written(t), "SETTINGS/5 WU 0 34465");
+    struct bytes b = {0};
+    start(&b);
+    frame(&b, H2_SETTINGS, H2_FLAG_ACK, 0, NULL, 0);
+    ck_assert_uint_eq(h2_session_recv(&t->s, b.p, b.len, 0), b.len);
+    ck_assert_str_eq(written(t), "SETTINGS+ACK/0");
+    free(b.p);
+}
+
+/* Feeds frames at `now`, all of them consumed unless the connection ended. */
+static void s_feed(struct sess *t, struct bytes *b, uint64_t now)
+{
+    size_t n = h2_session_recv(&t->s, b->p, b->len, now);
+    if (t->s.error == H2_NO_ERROR)
+        ck_assert_uint_eq(n, b->len);
+    b->len = 0;
+}
+
+static void s_end(struct sess *t)
+{
+    h2_session_free(&t->s);
+    ck_assert_ptr_null(t->s.streams);
+    free(t->o.b.p);
+}
+
+START_TEST(session_request_and_response)
+{
+    static struct sess t;
+    s_start(&t);
+    struct bytes b = {0};
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "GET", 3);
+    frame(&b, H2_DATA, 0, 1, "body", 4);
+    uint8_t padded[] = {4, 'x', 0, 0, 0, 0};
+    frame(&b, H2_DATA, H2_FLAG_PADDED, 1, padded, sizeof(padded));
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, "trl", 3);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(t.log, "headers 1 request GET\ndata 1 4\ndata 1 1\nheaders 1 trailers trl "
+                            "end\n");
+    ck_assert_ptr_nonnull(h2_session_stream(&t.s, 1));
+    ck_assert_int_eq(h2_session_stream(&t.s, 1)->state, H2_STREAM_HALF_CLOSED_REMOTE);
+    /* The windows: 10 bytes counted, 5 of them padding given back. */
+    ck_assert_int_eq(t.s.recv_window, 100000 - 10);
+    ck_assert_uint_eq(t.s.recv_unacked, 5);
+    /* The response: as far as the windows let it. */
+    ck_assert_uint_eq(h2_session_send_window(&t.s, 1), 65535);
+    ck_assert_int_eq(h2_session_send_headers(&t.s, 1, (const uint8_t *)"\x88", 1, false), 0);
+    static uint8_t body[70000];
+    struct iovec iov = {body, 65536};
+    ck_assert_int_eq(h2_session_send_data(&t.s, 1, &iov, 1, false), -1);
+    iov.iov_len = 65535;
+    ck_assert_int_eq(h2_session_send_data(&t.s, 1, &iov, 1, false), 0);
+    ck_assert_str_eq(written(&t), "T1 1 f4 len1 T0 1 f0 len16384 T0 1 f0 len16384 T0 1 f0 "
+                                  "len16384 T0 1 f0 len16383");
+    ck_assert_uint_eq(h2_session_send_window(&t.s, 1), 0);
+    u32_frame(&b, H2_WINDOW_UPDATE, 1, 100);
+    u32_frame(&b, H2_WINDOW_UPDATE, 0, 50);
+    s_feed(&t, &b, 2);
+    ck_assert_uint_eq(h2_session_send_window(&t.s, 1), 50);
+    iov.iov_len = 50;
+    ck_assert_int_eq(h2_session_send_data(&t.s, 1, &iov, 1, true), 0);
+    ck_assert_str_eq(written(&t), "T0 1 f1 len50");
+    /* Both halves ended: the stream is gone, and its memory. */
+    ck_assert_ptr_null(h2_session_stream(&t.s, 1));
+    ck_assert_ptr_null(t.s.streams);
+    ck_assert_int_eq(h2_session_send_data(&t.s, 1, &iov, 1, true), -1);
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
+START_TEST(session_settings_and_ping)
+{
+    static struct sess t;
+    s_start(&t);
+    struct bytes b = {0};
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "GET", 3);
+    uint8_t set[12];
+    memcpy(set, "\0\x04\0\0\0\x0a\0\x05\0\0\x40\x01", 12); /* window 10, frame 16385 */
+    frame(&b, H2_SETTINGS, 0, 0, set, 12);
+    frame(&b, H2_PING, 0, 0, "12345678", 8);
+    frame(&b, H2_PING, H2_FLAG_ACK, 0, "12345678", 8);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "SETTINGS+ACK/0 PING+ACK");
+    ck_assert_uint_eq(h2_session_send_window(&t.s, 1), 10);
+    ck_assert_uint_eq(t.s.peer_max_frame_size, 16385);
+    /* A second ACK acknowledges nothing. */
+    frame(&b, H2_SETTINGS, H2_FLAG_ACK, 0, NULL, 0);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "GOAWAY 1 1");
+    ck_assert_int_eq(t.s.error, H2_PROTOCOL_ERROR);
+    /* Nothing is read after a connection error. */
+    frame(&b, H2_PING, 0, 0, "12345678", 8);
+    ck_assert_uint_eq(h2_session_recv(&t.s, b.p, b.len, 1), 0);
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
+START_TEST(session_initial_window_change)
+{
+    static struct sess t;
+    s_start(&t);
+    struct bytes b = {0};
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "GET", 3);
+    u32_frame(&b, H2_WINDOW_UPDATE, 1, 0x7fffffff - 65535);
+    s_feed(&t, &b, 1);
+    ck_assert_int_eq(h2_session_stream(&t.s, 1)->send_window, 0x7fffffff);
+    /* Lowering is allowed (the window goes negative if need be)... */
+    frame(&b, H2_SETTINGS, 0, 0, "\0\x04\0\0\0\0", 6);
+    s_feed(&t, &b, 1);
+    ck_assert_int_eq(h2_session_stream(&t.s, 1)->send_window, 0x7fffffff - 65535);
+    /* ...raising past 2^31-1 is not. */
+    frame(&b, H2_SETTINGS, 0, 0, "\0\x04\0\x01\0\0", 6);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "SETTINGS+ACK/0 GOAWAY 1 3");
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
+START_TEST(session_flow_control_errors)
+{
+    static struct sess t;
+    s_start(&t);
+    static uint8_t big[H2_MIN_FRAME_SIZE];
+    struct bytes b = {0};
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "GET", 3);
+    frame(&b, H2_DATA, 0, 1, big, 1000); /* the stream's whole window */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, "GET", 3);
+    frame(&b, H2_DATA, 0, 3, big, 1001); /* past it */
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(t.log,
+                     "headers 1 request GET\ndata 1 1000\nheaders 3 request GET\nreset 3 3\n");
+    ck_assert_str_eq(written(&t), "RST 3 3");
+    /* Consumed: the window comes back once half of it is owed. */
+    h2_session_consume(&t.s, 1, 400);
+    ck_assert_str_eq(written(&t), "");
+    h2_session_consume(&t.s, 1, 100);
+    ck_assert_str_eq(written(&t), "WU 1 500");
+    frame(&b, H2_DATA, 0, 1, big, 500);
+    s_feed(&t, &b, 1);
+    ck_assert_int_eq(t.s.error, H2_NO_ERROR);
+    /* The connection's window: 100000, of which 2501 are used so far. */
+    frame(&b, H2_DATA, 0, 1, big, 501); /* past the stream's */
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "RST 1 3");
+    /* A window past 2^31-1. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, "GET", 3);
+    u32_frame(&b, H2_WINDOW_UPDATE, 5, 0x7fffffff);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "RST 5 3");
+    u32_frame(&b, H2_WINDOW_UPDATE, 0, 0x7fffffff);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "GOAWAY 5 3");
+    s_end(&t);
+
+    /* DATA past the connection's window ends the connection. */
+    s_start(&t);
+    for (uint32_t id = 1; id < 14; id += 2) {
+        frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, id, "GET", 3);
+        for (int i = 0; i < 2; i++)
+            frame(&b, H2_DATA, 0, id, big, 500);
+        frame(&b, H2_RST_STREAM, 0, id, "\0\0\0\x08", 4);
+        s_feed(&t, &b, (uint64_t)id * 1000); /* apart: no rapid reset */
+    }
+    ck_assert_int_eq(t.s.error, H2_NO_ERROR);
+    ck_assert_int_eq(t.s.recv_window, 100000 - 7000);
+    /* The stream is closed: its DATA is dropped but counted. */
+    for (int i = 0; i < 6; i++)
+        frame(&b, H2_DATA, 0, 13, big, H2_MIN_FRAME_SIZE);
+    s_feed(&t, &b, 20000);
+    ck_assert_int_eq(t.s.error, H2_NO_ERROR);
+    ck_assert_str_eq(written(&t), "WU 0 65536"); /* once 50000 were owed */
+    t.s.recv_unacked = 0;                        /* no more given back */
+    t.s.recv_window = 100;
+    frame(&b, H2_DATA, 0, 13, big, 101);
+    s_feed(&t, &b, 20000);
+    ck_assert_str_eq(written(&t), "GOAWAY 13 3");
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
+START_TEST(session_stream_states)
+{
+    static struct sess t;
+    struct bytes b = {0};
+    /* Each frame on an idle stream ends the connection. */
+    static const uint8_t kinds[] = {H2_DATA, H2_RST_STREAM, H2_WINDOW_UPDATE};
+    for (size_t i = 0; i < sizeof(kinds); i++) {
+        s_start(&t);
+        frame(&b, kinds[i], 0, 1, "\0\0\0\x01", 4);
+        s_feed(&t, &b, 1);
+        ck_assert_str_eq(written(&t), "GOAWAY 0 1");
+        s_end(&t);
+    }
+    /* HEADERS on an even stream, or on a stream closed and not reset. */
+    s_start(&t);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 2, "GET", 3);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "GOAWAY 0 1");
+    s_end(&t);
+    s_start(&t);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, "GET", 3);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, "GET", 3);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "GOAWAY 5 1");
+    s_end(&t);
+    /* DATA or HEADERS after the stream's end: the connection's error (as
+     * libnghttp2 makes it). */
+    s_start(&t);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, "GET", 3);
+    frame(&b, H2_DATA, 0, 1, "x", 1);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "GOAWAY 1 5");
+    s_end(&t);
+    /* Trailers of a stream reset here, sent before the client saw the
+     * reset: skipped (but decoded, for HPACK's table). */
+    s_start(&t);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "GET", 3);
+    s_feed(&t, &b, 1);
+    h2_session_reset(&t.s, 1, H2_CANCEL);
+    ck_assert_str_eq(written(&t), "RST 1 8");
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, "trl", 3);
+    s_feed(&t, &b, 1);
+    ck_assert_int_eq(t.s.error, H2_NO_ERROR);
+    ck_assert_ptr_nonnull(strstr(t.log, "headers 1 discard trl end\n"));
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 3, "GET", 3);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, "again", 5);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "GOAWAY 3 5");
+    s_end(&t);
+    /* Trailers that do not end the stream are passed as such: the caller
+     * resets the stream (8.1), as it checks the fields. */
+    s_start(&t);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "GET", 3);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "trl", 3);
+    s_feed(&t, &b, 1);
+    ck_assert_ptr_nonnull(strstr(t.log, "headers 1 trailers trl\n"));
+    h2_session_reset(&t.s, 1, H2_PROTOCOL_ERROR);
+    ck_assert_str_eq(written(&t), "RST 1 1");
+    /* A WINDOW_UPDATE of 0 on an open stream resets it. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, "GET", 3);
+    u32_frame(&b, H2_WINDOW_UPDATE, 3, 0);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "RST 3 1");
+    /* A reset by the client. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, "GET", 3);
+    u32_frame(&b, H2_RST_STREAM, 5, H2_CANCEL);
+    s_feed(&t, &b, 1);
+    ck_assert_ptr_nonnull(strstr(t.log, "reset 5 8 by peer\n"));
+    ck_assert_ptr_null(t.s.streams);
+    s_end(&t);
+    /* A block HPACK cannot decode. */
+    s_start(&t);
+    t.fail_headers = 1;
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "bad", 3);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "GOAWAY 1 9");
+    s_end(&t);
+    free(b.p);
+}
+END_TEST
+
+START_TEST(session_refuses_streams_past_the_limit)
+{
+    static struct sess t;
+    s_start(&t);
+    struct bytes b = {0};
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "GET", 3);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, "GET", 3);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, "GET", 3);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "RST 5 7");
+    ck_assert_str_eq(t.log,
+                     "headers 1 request GET\nheaders 3 request GET\nheaders 5 discard GET\n");
+    ck_assert_uint_eq(t.s.stream_count, 2);
+    /* Refused streams count as resets: 3 an interval pass, the 4th not. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 7, "GET", 3);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 9, "GET", 3);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "RST 7 7 RST 9 7");
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 11, "GET", 3);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "RST 11 7 GOAWAY 11 11");
+    ck_assert_str_eq(t.s.why, "rapid_reset");
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
+START_TEST(session_rapid_reset)
+{
+    static struct sess t;
+    s_start(&t);
+    struct bytes b = {0};
+    for (uint32_t id = 1; id <= 7; id += 2) {
+        frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, id, "GET", 3);
+        u32_frame(&b, H2_RST_STREAM, id, H2_CANCEL);
+        s_feed(&t, &b, id == 7 ? 1999 : 1000 + id);
+    }
+    /* Three in the interval from 1001 pass; the fourth, at 1999, not. */
+    ck_assert_str_eq(written(&t), "GOAWAY 7 11");
+    s_end(&t);
+    s_start(&t);
+    for (uint32_t id = 1; id <= 7; id += 2) {
+        frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, id, "GET", 3);
+        u32_frame(&b, H2_RST_STREAM, id, H2_CANCEL);
+        s_feed(&t, &b, id == 7 ? 2001 : 1000 + id);
+    }
+    ck_assert_int_eq(t.s.error, H2_NO_ERROR); /* a new interval */
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
+/* `count` frames of one kind at `now`, then whether the session ended the
+ * connection with ENHANCE_YOUR_CALM for `why`. */
+static bool floods_at(struct sess *t, uint8_t type, uint8_t flags, uint32_t sid,
+                      const char *payload, size_t len, unsigned count, uint64_t now,
+                      const char *why)
+{
+    struct bytes b = {0};
+    for (unsigned i = 0; i < count; i++)
+        frame(&b, type, flags, sid, payload, len);
+    s_feed(t, &b, now);
+    free(b.p);
+    t->o.b.len = 0;
+    if (t->s.error == H2_NO_ERROR)
+        return false;
+    ck_assert_int_eq(t->s.error, H2_ENHANCE_YOUR_CALM);
+    ck_assert_str_eq(t->s.why, why);
+    return true;
+}
+
+START_TEST(session_floods)
+{
+    static struct sess t;
+    /* SETTINGS: 100 in 10 s; the first counts.  A new interval starts
+     * afresh. */
+    s_start(&t);
+    ck_assert(!floods_at(&t, H2_SETTINGS, 0, 0, NULL, 0, 99, 1, "settings_flood"));
+    ck_assert(!floods_at(&t, H2_SETTINGS, 0, 0, NULL, 0, 100, 10001, "settings_flood"));
+    ck_assert(floods_at(&t, H2_SETTINGS, 0, 0, NULL, 0, 1, 10002, "settings_flood"));
+    s_end(&t);
+    s_start(&t);
+    ck_assert(!floods_at(&t, H2_PING, 0, 0, "12345678", 8, 1000, 1, "ping_flood"));
+    ck_assert(floods_at(&t, H2_PING, 0, 0, "12345678", 8, 1, 2, "ping_flood"));
+    s_end(&t);
+    /* PING ACKs cost nothing. */
+    s_start(&t);
+    ck_assert(!floods_at(&t, H2_PING, H2_FLAG_ACK, 0, "12345678", 8, 2000, 1, "ping_flood"));
+    s_end(&t);
+    /* Empty frames: DATA without payload or with padding only, PRIORITY,
+     * and empty HEADERS/CONTINUATION frames inside a block. */
+    s_start(&t);
+    struct bytes b = {0};
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "GET", 3);
+    s_feed(&t, &b, 1);
+    ck_assert(!floods_at(&t, H2_DATA, 0, 1, NULL, 0, 500, 1, "empty_frame_flood"));
+    ck_assert(
+        !floods_at(&t, H2_DATA, H2_FLAG_PADDED, 1, "\x02\0\0", 3, 300, 1, "empty_frame_flood"));
+    ck_assert(!floods_at(&t, H2_PRIORITY, 0, 3, "\0\0\0\x01\x10", 5, 190, 1, "empty_frame_flood"));
+    /* Trailers in an empty HEADERS and 8 empty CONTINUATION frames: the
+     * last ends the block, so 8 count. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_STREAM, 1, NULL, 0);
+    for (int i = 0; i < 7; i++)
+        frame(&b, H2_CONTINUATION, 0, 1, NULL, 0);
+    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, NULL, 0);
+    /* 990 counted + 8 empty frames in the block = 998: still fine. */
+    s_feed(&t, &b, 1);
+    ck_assert_int_eq(t.s.error, H2_NO_ERROR);
+    ck_assert(!floods_at(&t, H2_PRIORITY, 0, 3, "\0\0\0\x01\x10", 5, 2, 1, "empty_frame_flood"));
+    ck_assert(floods_at(&t, H2_PRIORITY, 0, 3, "\0\0\0\x01\x10", 5, 1, 1, "empty_frame_flood"));
+    s_end(&t);
+    /* WINDOW_UPDATE: 1000, plus 4 for each DATA frame sent. */
+    s_start(&t);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "GET", 3);
+    s_feed(&t, &b, 1);
+    ck_assert(
+        !floods_at(&t, H2_WINDOW_UPDATE, 0, 1, "\0\0\0\x01", 4, 1000, 1, "window_update_flood"));
+    uint8_t x = 'x';
+    struct iovec iov = {&x, 1};
+    ck_assert_int_eq(h2_session_send_data(&t.s, 1, &iov, 1, false), 0);
+    ck_assert(!floods_at(&t, H2_WINDOW_UPDATE, 0, 1, "\0\0\0\x01", 4, 4, 1, "window_update_flood"));
+    ck_assert(floods_at(&t, H2_WINDOW_UPDATE, 0, 1, "\0\0\0\x01", 4, 1, 1, "window_update_flood"));
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
+START_TEST(session_goaway)
+{
+    static struct sess t;
+    s_start(&t);
+    struct bytes b = {0};
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "GET", 3);
+    s_feed(&t, &b, 1);
+    h2_session_goaway(&t.s, H2_NO_ERROR);
+    ck_assert_str_eq(written(&t), "GOAWAY 1 0");
+    /* Streams past it are decoded and dropped; the one before goes on. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, "GET", 3);
+    frame(&b, H2_DATA, H2_FLAG_END_STREAM, 1, "x", 1);
+    uint8_t ga[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    frame(&b, H2_GOAWAY, 0, 0, ga, 8);
+    s_feed(&t, &b, 1);
+    ck_assert_int_eq(t.s.error, H2_NO_ERROR);
+    ck_assert_str_eq(t.log,
+                     "headers 1 request GET\nheaders 3 discard GET\ndata 1 1 end\ngoaway 0 0\n");
+    ck_assert(t.s.goaway_received);
+    h2_session_reset(&t.s, 1, H2_CANCEL);
+    ck_assert_str_eq(written(&t), "RST 1 8");
+    ck_assert_ptr_null(t.s.streams);
+    /* A GOAWAY may name no stream a client opens, nor a higher one than
+     * before. */
+    ga[3] = 2;
+    frame(&b, H2_GOAWAY, 0, 0, ga, 8);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "GOAWAY 3 1");
+    s_end(&t);
+    s_start(&t);
+    ga[3] = 1;
+    frame(&b, H2_GOAWAY, 0, 0, ga, 8);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "GOAWAY 0 1");
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+    Suite *suite = suite_create("proto/h2_frame");
+    TCase *tc = tcase_create("reader");
+    tcase_add_test(tc, preface_and_first_settings);
+    tcase_add_test(tc, every_frame_type);
+    tcase_add_test(tc, each_connection_error);
+    tcase_add_test(tc, frame_too_large_refused_at_its_header);
+    tcase_add_test(tc, window_update_zero_on_a_stream);
+    tcase_add_test(tc, continuation_sequencing);
+    tcase_add_test(tc, continuation_flood_and_block_limit);
+    tcase_add_test(tc, data_consumed_in_pieces);
+    suite_add_tcase(suite, tc);
+    tc = tcase_create("writer");
+    tcase_add_test(tc, control_frames_written);
+    tcase_add_test(tc, data_references_the_callers_buffers);
+    tcase_add_test(tc, headers_split_into_continuations);
+    suite_add_tcase(suite, tc);
+    tc = tcase_create("session");
+    tcase_add_test(tc, session_request_and_response);
+    tcase_add_test(tc, session_settings_and_ping);
+    tcase_add_test(tc, session_initial_window_change);
+    tcase_add_test(tc, session_flow_control_errors);
+    tcase_add_test(tc, session_stream_states);
+    tcase_add_test(tc, session_refuses_streams_past_the_limit);
+    tcase_add_test(tc, session_rapid_reset);
+    tcase_add_test(tc, session_floods);
+    tcase_add_test(tc, session_goaway);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
