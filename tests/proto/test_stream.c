@@ -1454,6 +1454,38 @@ START_TEST(preread_picks_the_server)
 }
 END_TEST
 
+/* Regex names are tried in the order of the servers in the config, as
+ * HTTP's and nginx's are: a default_server written after another server
+ * whose regex also matches does not take its names first. */
+START_TEST(preread_regexes_in_config_order)
+{
+    struct backend first, def;
+    backend_start(&first, ECHO);
+    backend_start(&def, ECHO);
+    char stream[1024];
+    snprintf(stream, sizeof(stream),
+             "  tls_preread on;\n"
+             "  server { listen 127.0.0.1:0; server_name ~^alpha\\.;\n"
+             "    proxy_pass 127.0.0.1:%d; }\n"
+             "  server { listen 127.0.0.1:0 default_server; server_name ~\\.test$;\n"
+             "    proxy_pass 127.0.0.1:%d; }\n",
+             first.port, def.port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    unsigned char hello[4096];
+    size_t len = client_hello("alpha.test", hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&first.accepted), 1);
+    ck_assert_int_eq(atomic_load(&def.accepted), 0);
+    len = client_hello("beta.test", hello, sizeof(hello));
+    hello_through(d.port, hello, len, false);
+    ck_assert_int_eq(atomic_load(&def.accepted), 1);
+    test_daemon_stop(&d);
+    backend_stop(&first);
+    backend_stop(&def);
+}
+END_TEST
+
 /* A reload from one server on an address to two told apart by name: the
  * port stays, and the ClientHello's name picks the new server. */
 START_TEST(reload_adds_a_server_by_name)
@@ -1663,6 +1695,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, tls_servers_picked_by_sni);
     tcase_add_test(tc, tls_default_server_and_own_rules);
     tcase_add_test(tc, preread_picks_the_server);
+    tcase_add_test(tc, preread_regexes_in_config_order);
     tcase_add_test(tc, reload_adds_a_server_by_name);
     suite_add_tcase(s, tc);
     tc = tcase_create("checks");
