@@ -91,11 +91,7 @@ ticks() { # user+system clock ticks of a process and all its descendants (thread
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{if (NR) print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 hz=$(getconf CLK_TCK)
 
-# Other work on the machine skews every number: say how busy it was.
-busy() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
-b0=$(busy); sleep 1; b1=$(busy)
-busy_pct=$(awk -v a="$b0" -v b="$b1" 'BEGIN{split(a, x, " "); split(b, y, " ");
-  printf "%.0f", (y[2] > x[2]) ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 0}')
+busy_pct=$(bench_busy_pct)
 
 bench_start nginx -c "$tmp/backend.conf"
 bench_start "$BIN" -c "$tmp/corral.conf" >"$tmp/corral.log" 2>&1; corral=$started

@@ -96,3 +96,14 @@ $locations
 }
 CONF
 }
+
+# bench_busy_pct: how busy the machine's CPUs were over the next second, in
+# percent: other work skews every number a bench prints.
+bench_busy_pct() {
+  local b0 b1
+  b0=$(awk '/^cpu /{print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
+  sleep 1
+  b1=$(awk '/^cpu /{print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
+  awk -v a="$b0" -v b="$b1" 'BEGIN{split(a, x, " "); split(b, y, " ");
+    printf "%.0f\n", (y[2] > x[2]) ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 0}'
+}
