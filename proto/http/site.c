@@ -25,10 +25,10 @@ enum name_kind {
 
 static enum name_kind name_match(const char *name, const char *host, size_t len, size_t *weight)
 {
-    size_t name_len = strlen(name);
-    *weight = name_len;
     if (name[0] == '~')
         return NAME_NONE; /* a regex: matched by its compiled form */
+    size_t name_len = strlen(name);
+    *weight = name_len;
     if (name[0] == '*' && name[1] == '.') {
         /* "*.example.com" matches "a.example.com", not "example.com". */
         size_t suffix = name_len - 1;
@@ -75,65 +75,74 @@ int site_name_regex_match(const struct http_vhost *vhost, const char *host, size
                          pairs);
 }
 
-/* site_names_find(), always inlined: where `at` is known, as in HTTP's
+/* The first pass of site_names_find(): the server with the best exact or
+ * wildcard name for `host`, else NULL with *regex_next set if any server
+ * has a regex name.  Always inlined: where `at` is known, as in HTTP's
  * per-request site_find_vhost(), the servers' names are read as directly
  * as a loop over its own array would read them. */
-static inline __attribute__((always_inline)) size_t
-names_find(const void *servers, size_t count, site_names_at_fn *at, const char *host, size_t len)
+static inline __attribute__((always_inline)) const void *
+names_find(const void *servers, size_t count, site_names_at_fn *at, const char *host, size_t len,
+           bool *regex_next)
 {
-    size_t best = 0;
+    const void *best = NULL;
     enum name_kind best_kind = NAME_NONE;
     size_t best_weight = 0;
     bool any_regex = false;
     for (size_t i = 0; i < count; i++) {
-        struct site_names server;
-        at(servers, i, &server);
-        any_regex |= server.regex_count > 0;
-        for (size_t n = 0; n < server.name_count; n++) {
+        struct site_names names;
+        const void *server = at(servers, i, &names);
+        any_regex |= names.regex_count > 0;
+        for (size_t n = 0; n < names.name_count; n++) {
             size_t weight;
-            enum name_kind kind = name_match(server.names[n], host, len, &weight);
+            enum name_kind kind = name_match(names.names[n], host, len, &weight);
             if (kind == NAME_EXACT)
-                return i;
-            if (kind != NAME_NONE && (best_kind == NAME_NONE || kind < best_kind ||
-                                      (kind == best_kind && weight > best_weight))) {
-                best = i;
+                return server;
+            if (kind != NAME_NONE &&
+                (best == NULL || kind < best_kind || (kind == best_kind && weight > best_weight))) {
+                best = server;
                 best_kind = kind;
                 best_weight = weight;
             }
         }
     }
-    if (best_kind != NAME_NONE || !any_regex)
-        return best;
-    /* The regexes, in the order of the servers in the config: the
-     * default server comes first among `servers` wherever it was
-     * written, so the first that matches is the one of least `order`. */
-    size_t first = 0;
-    bool found = false;
+    *regex_next = best == NULL && any_regex;
+    return best;
+}
+
+/* The second pass of site_names_find(): the regexes, in the order of the
+ * servers in the config (the default server comes first among `servers`
+ * wherever it was written, so the first that matches is the one of least
+ * `order`); NULL if none matches. */
+static inline __attribute__((always_inline)) const void *
+names_find_regex(const void *servers, size_t count, site_names_at_fn *at, const char *host,
+                 size_t len)
+{
+    const void *first = NULL;
     unsigned first_order = 0;
     char buf[SITE_HOST_MAX];
     size_t ovector[2 * HTTP_REGEX_PAIRS];
     int pairs;
     for (size_t i = 0; i < count; i++) {
-        struct site_names server;
-        at(servers, i, &server);
-        if ((!found || server.order < first_order) &&
-            regexes_match(server.regexes, server.regex_count, host, len, buf, ovector, &pairs) >=
-                0) {
-            first = i;
-            found = true;
-            first_order = server.order;
+        struct site_names names;
+        const void *server = at(servers, i, &names);
+        if ((first == NULL || names.order < first_order) &&
+            regexes_match(names.regexes, names.regex_count, host, len, buf, ovector, &pairs) >= 0) {
+            first = server;
+            first_order = names.order;
         }
     }
     return first;
 }
 
-size_t site_names_find(const void *servers, size_t count, site_names_at_fn *at, const char *host,
-                       size_t len)
+const void *site_names_find(const void *servers, size_t count, site_names_at_fn *at,
+                            const char *host, size_t len)
 {
-    return names_find(servers, count, at, host, len);
+    bool regex_next = false;
+    const void *found = names_find(servers, count, at, host, len, &regex_next);
+    return regex_next ? names_find_regex(servers, count, at, host, len) : found;
 }
 
-static void vhost_names(const void *servers, size_t i, struct site_names *out)
+static const void *vhost_names(const void *servers, size_t i, struct site_names *out)
 {
     const struct http_vhost *vhost = &((const struct http_vhost *)servers)[i];
     *out = (struct site_names){
@@ -143,11 +152,26 @@ static void vhost_names(const void *servers, size_t i, struct site_names *out)
         .regex_count = vhost->name_regex_count,
         .order = vhost->stats_slot,
     };
+    return vhost;
+}
+
+/* HTTP's regex pass, out of line: site_find_vhost() stays small for the
+ * exact and wildcard names most requests are picked by. */
+static __attribute__((noinline)) const struct http_vhost *
+vhost_find_regex(const struct http_vhost *vhosts, size_t count, const char *host, size_t len)
+{
+    return names_find_regex(vhosts, count, vhost_names, host, len);
 }
 
 const struct http_vhost *site_find_vhost(const struct http_site *site, const char *host, size_t len)
 {
-    return &site->vhosts[names_find(site->vhosts, site->vhost_count, vhost_names, host, len)];
+    const struct http_vhost *vhosts = site->vhosts;
+    size_t count = site->vhost_count;
+    bool regex_next = false;
+    const struct http_vhost *found = names_find(vhosts, count, vhost_names, host, len, &regex_next);
+    if (regex_next)
+        found = vhost_find_regex(vhosts, count, host, len);
+    return found != NULL ? found : &vhosts[0];
 }
 
 const struct http_vhost *site_route_vhost(const struct http_site *site, const corral_conn *conn,

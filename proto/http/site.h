@@ -184,17 +184,18 @@ struct site_names {
     unsigned order;
 };
 
-/* Reads the names of server `i` of `servers` into *out. */
-typedef void site_names_at_fn(const void *servers, size_t i, struct site_names *out);
+/* Reads the names of server `i` of `servers` into *out; returns the
+ * server. */
+typedef const void *site_names_at_fn(const void *servers, size_t i, struct site_names *out);
 
-/* The index of the server of `servers` (`count` of them, read with `at`,
- * the address's default first) that a client naming `host` (`len` bytes,
- * not NUL-terminated) is served by, as nginx picks a virtual server: an
- * exact name, else the longest "*.example.com", else the longest
- * "www.example.*", else the first "~" name that matches, in the order of
- * the servers in the config; else 0, the default. */
-size_t site_names_find(const void *servers, size_t count, site_names_at_fn *at, const char *host,
-                       size_t len);
+/* The server of `servers` (`count` of them, read with `at`) that a client
+ * naming `host` (`len` bytes, not NUL-terminated) is served by, as nginx
+ * picks a virtual server: an exact name, else the longest
+ * "*.example.com", else the longest "www.example.*", else the first "~"
+ * name that matches, in the order of the servers in the config; else
+ * NULL, for the address's default. */
+const void *site_names_find(const void *servers, size_t count, site_names_at_fn *at,
+                            const char *host, size_t len);
 
 /* Matches `host` (`len` bytes), lowercased into `buf` (SITE_HOST_MAX
  * bytes: the subject of the groups), against `vhost`'s regex names in

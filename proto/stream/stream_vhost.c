@@ -9,9 +9,11 @@
 
 #include <assert.h>
 
-static void vhost_names(const void *servers, size_t i, struct site_names *out)
+static const void *vhost_names(const void *servers, size_t i, struct site_names *out)
 {
-    *out = ((struct stream_site *const *)servers)[i]->names;
+    const struct stream_site *vhost = ((struct stream_site *const *)servers)[i];
+    *out = vhost->names;
+    return vhost;
 }
 
 struct stream_site *stream_site_select(struct stream_site *site, const char *name, size_t len)
@@ -19,7 +21,10 @@ struct stream_site *stream_site_select(struct stream_site *site, const char *nam
     if (site->vhost_count == 0 || len == 0)
         return site;
     assert(site->vhosts[0] == site); /* the default first */
-    return site->vhosts[site_names_find(site->vhosts, site->vhost_count, vhost_names, name, len)];
+    /* One of site->vhosts, given back as the const void * the walk reads. */
+    struct stream_site *picked = (struct stream_site *)site_names_find(
+        site->vhosts, site->vhost_count, vhost_names, name, len);
+    return picked != NULL ? picked : site;
 }
 
 size_t stream_sni_select(void *site, const char *name, size_t len)
