@@ -744,6 +744,14 @@ static void hello_through(int port, const unsigned char *hello, size_t len, bool
     close(fd);
 }
 
+/* hello_through() with a ClientHello naming `name` (NULL: none). */
+static void named_hello_through(int port, const char *name, bool one_by_one)
+{
+    unsigned char hello[4096];
+    size_t len = client_hello(name, hello, sizeof(hello));
+    hello_through(port, hello, len, one_by_one);
+}
+
 /* ssl_preread on and a map of the server name: three upstreams, picked by
  * an exact name, a regex and the default; a hello split into one-byte
  * segments routes the same; a client that speaks no TLS gets the
@@ -768,25 +776,18 @@ START_TEST(sni_routes_to_three_upstreams)
              a.tcp.port, b.tcp.port, c.tcp.port);
     struct test_daemon d;
     start_with(&d, stream);
-    static unsigned char hello[4096];
-    size_t len = client_hello("a.example", hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
+    named_hello_through(d.port, "a.example", false);
     ck_assert_int_eq(atomic_load(&a.tcp.accepted), 1);
-    len = client_hello("A.EXAMPLE", hello, sizeof(hello)); /* names are caseless */
-    hello_through(d.port, hello, len, false);
+    named_hello_through(d.port, "A.EXAMPLE", false); /* names are caseless */
     ck_assert_int_eq(atomic_load(&a.tcp.accepted), 2);
-    len = client_hello("b.example.org", hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
+    named_hello_through(d.port, "b.example.org", false);
     ck_assert_int_eq(atomic_load(&b.tcp.accepted), 1);
-    len = client_hello("elsewhere.example", hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
+    named_hello_through(d.port, "elsewhere.example", false);
     ck_assert_int_eq(atomic_load(&c.tcp.accepted), 1);
-    len = client_hello(NULL, hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
+    named_hello_through(d.port, NULL, false);
     ck_assert_int_eq(atomic_load(&c.tcp.accepted), 2);
     /* One byte per segment. */
-    len = client_hello("a.example", hello, sizeof(hello));
-    hello_through(d.port, hello, len, true);
+    named_hello_through(d.port, "a.example", true);
     ck_assert_int_eq(atomic_load(&a.tcp.accepted), 3);
     /* Not TLS at all: the variables are empty, the default serves. */
     hello_through(d.port, (const unsigned char *)"PING\r\n", 6, false);
@@ -1390,17 +1391,12 @@ START_TEST(preread_picks_the_server)
              def.tcp.port, alpha.tcp.port);
     struct test_daemon d;
     start_with(&d, stream);
-    unsigned char hello[4096];
-    size_t len = client_hello("alpha.test", hello, sizeof(hello));
-    hello_through(d.port, hello, len, true);
+    named_hello_through(d.port, "alpha.test", true);
     ck_assert_int_eq(atomic_load(&alpha.tcp.accepted), 1);
-    len = client_hello("www.alpha.org", hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
+    named_hello_through(d.port, "www.alpha.org", false);
     ck_assert_int_eq(atomic_load(&alpha.tcp.accepted), 2);
-    len = client_hello("beta.test", hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
-    len = client_hello(NULL, hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
+    named_hello_through(d.port, "beta.test", false);
+    named_hello_through(d.port, NULL, false);
     ck_assert_int_eq(atomic_load(&def.tcp.accepted), 2);
     ck_assert_int_eq(atomic_load(&alpha.tcp.accepted), 2);
     test_daemon_stop(&d);
@@ -1427,13 +1423,10 @@ START_TEST(preread_regexes_in_config_order)
              first.tcp.port, def.tcp.port);
     struct test_daemon d;
     start_with(&d, stream);
-    unsigned char hello[4096];
-    size_t len = client_hello("alpha.test", hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
+    named_hello_through(d.port, "alpha.test", false);
     ck_assert_int_eq(atomic_load(&first.tcp.accepted), 1);
     ck_assert_int_eq(atomic_load(&def.tcp.accepted), 0);
-    len = client_hello("beta.test", hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
+    named_hello_through(d.port, "beta.test", false);
     ck_assert_int_eq(atomic_load(&def.tcp.accepted), 1);
     test_daemon_stop(&d);
     backend_stop(&first);
@@ -1455,9 +1448,7 @@ START_TEST(reload_adds_a_server_by_name)
              def.tcp.port);
     struct test_daemon d;
     start_with(&d, stream);
-    unsigned char hello[4096];
-    size_t len = client_hello("alpha.test", hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
+    named_hello_through(d.port, "alpha.test", false);
     ck_assert_int_eq(atomic_load(&def.tcp.accepted), 1);
     char config[2048];
     snprintf(config, sizeof(config),
@@ -1470,7 +1461,7 @@ START_TEST(reload_adds_a_server_by_name)
     test_daemon_write_config(&d, config);
     kill(d.pid, SIGHUP);
     test_daemon_wait_generation(&d, 2);
-    hello_through(d.port, hello, len, false);
+    named_hello_through(d.port, "alpha.test", false);
     ck_assert_int_eq(atomic_load(&alpha.tcp.accepted), 1);
     ck_assert_int_eq(atomic_load(&def.tcp.accepted), 1);
     test_daemon_stop(&d);
