@@ -107,8 +107,8 @@ static void write_family(struct text *t, const char *name, const char *type, con
 
 /* Writes the counter `name`: for each listen address of `table`, the
  * count at `offset` in its series. */
-static void write_counter(struct text *t, const struct stream_table *table, const char *name,
-                          const char *help, size_t offset)
+static void write_listen_counter(struct text *t, const struct stream_table *table, const char *name,
+                                 const char *help, size_t offset)
 {
     write_family(t, name, "counter", help);
     for (size_t i = 0; i < table->count; i++) {
@@ -138,10 +138,10 @@ void metrics_stream_write(struct text *t)
         table_free(&running);
         return;
     }
-    write_counter(t, &table, "corral_stream_sessions_started_total",
-                  "Stream sessions begun (TCP connections accepted, UDP sessions begun), by "
-                  "listen address.",
-                  offsetof(struct stream_series, started));
+    write_listen_counter(t, &table, "corral_stream_sessions_started_total",
+                         "Stream sessions begun (TCP connections accepted, UDP sessions begun), by "
+                         "listen address.",
+                         offsetof(struct stream_series, started));
     write_family(t, "corral_stream_sessions_total", "counter",
                  "Stream sessions ended, by listen address and status (nginx's $status).");
     for (size_t i = 0; i < table.count; i++)
@@ -160,18 +160,19 @@ void metrics_stream_write(struct text *t)
                     running.items[i].listen,
                     (unsigned long long)(started > ended ? started - ended : 0));
     }
-    write_counter(t, &table, "corral_stream_received_bytes_total",
-                  "Bytes received from stream clients (passed on to servers), by listen address.",
-                  offsetof(struct stream_series, bytes_in));
-    write_counter(t, &table, "corral_stream_sent_bytes_total",
-                  "Bytes sent to stream clients (from servers), by listen address.",
-                  offsetof(struct stream_series, bytes_out));
-    write_counter(t, &table, "corral_stream_refused_total",
-                  "Stream sessions refused by allow/deny or limit_conn, by listen address.",
-                  offsetof(struct stream_series, denied));
-    write_counter(t, &table, "corral_stream_upstream_failures_total",
-                  "Stream sessions for which no server could be reached, by listen address.",
-                  offsetof(struct stream_series, failed));
+    write_listen_counter(
+        t, &table, "corral_stream_received_bytes_total",
+        "Bytes received from stream clients (passed on to servers), by listen address.",
+        offsetof(struct stream_series, bytes_in));
+    write_listen_counter(t, &table, "corral_stream_sent_bytes_total",
+                         "Bytes sent to stream clients (from servers), by listen address.",
+                         offsetof(struct stream_series, bytes_out));
+    write_listen_counter(t, &table, "corral_stream_refused_total",
+                         "Stream sessions refused by allow/deny or limit_conn, by listen address.",
+                         offsetof(struct stream_series, denied));
+    write_listen_counter(t, &table, "corral_stream_upstream_failures_total",
+                         "Stream sessions for which no server could be reached, by listen address.",
+                         offsetof(struct stream_series, failed));
     write_family(t, "corral_stream_udp_dropped_total", "counter",
                  "Datagrams a udp stream listen dropped, by listen address and direction "
                  "(in: from clients; out: from servers).");
