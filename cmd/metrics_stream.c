@@ -10,7 +10,7 @@
 #include "proto/stream/stream.h"
 
 #include <stdatomic.h>
-
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +105,19 @@ static void write_family(struct text *t, const char *name, const char *type, con
     text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* Writes the counter `name`: for each listen address of `table`, the
+ * count at `offset` in its series. */
+static void write_listen_counter(struct text *t, const struct stream_table *table, const char *name,
+                                 const char *help, size_t offset)
+{
+    write_family(t, name, "counter", help);
+    for (size_t i = 0; i < table->count; i++) {
+        const struct stream_series *s = &table->items[i];
+        const uint64_t *value = (const uint64_t *)((const char *)s + offset);
+        text_printf(t, "%s{listen=\"%s\"} %llu\n", name, s->listen, (unsigned long long)*value);
+    }
+}
+
 void metrics_stream_write(struct text *t)
 {
     struct stream_table table = {0}, running = {0};
@@ -125,12 +138,10 @@ void metrics_stream_write(struct text *t)
         table_free(&running);
         return;
     }
-    write_family(t, "corral_stream_sessions_started_total", "counter",
-                 "Stream sessions begun (TCP connections accepted, UDP sessions begun), by "
-                 "listen address.");
-    for (size_t i = 0; i < table.count; i++)
-        text_printf(t, "corral_stream_sessions_started_total{listen=\"%s\"} %llu\n",
-                    table.items[i].listen, (unsigned long long)table.items[i].started);
+    write_listen_counter(t, &table, "corral_stream_sessions_started_total",
+                         "Stream sessions begun (TCP connections accepted, UDP sessions begun), by "
+                         "listen address.",
+                         offsetof(struct stream_series, started));
     write_family(t, "corral_stream_sessions_total", "counter",
                  "Stream sessions ended, by listen address and status (nginx's $status).");
     for (size_t i = 0; i < table.count; i++)
@@ -149,27 +160,19 @@ void metrics_stream_write(struct text *t)
                     running.items[i].listen,
                     (unsigned long long)(started > ended ? started - ended : 0));
     }
-    write_family(t, "corral_stream_received_bytes_total", "counter",
-                 "Bytes received from stream clients (passed on to servers), by listen "
-                 "address.");
-    for (size_t i = 0; i < table.count; i++)
-        text_printf(t, "corral_stream_received_bytes_total{listen=\"%s\"} %llu\n",
-                    table.items[i].listen, (unsigned long long)table.items[i].bytes_in);
-    write_family(t, "corral_stream_sent_bytes_total", "counter",
-                 "Bytes sent to stream clients (from servers), by listen address.");
-    for (size_t i = 0; i < table.count; i++)
-        text_printf(t, "corral_stream_sent_bytes_total{listen=\"%s\"} %llu\n",
-                    table.items[i].listen, (unsigned long long)table.items[i].bytes_out);
-    write_family(t, "corral_stream_refused_total", "counter",
-                 "Stream sessions refused by allow/deny or limit_conn, by listen address.");
-    for (size_t i = 0; i < table.count; i++)
-        text_printf(t, "corral_stream_refused_total{listen=\"%s\"} %llu\n", table.items[i].listen,
-                    (unsigned long long)table.items[i].denied);
-    write_family(t, "corral_stream_upstream_failures_total", "counter",
-                 "Stream sessions for which no server could be reached, by listen address.");
-    for (size_t i = 0; i < table.count; i++)
-        text_printf(t, "corral_stream_upstream_failures_total{listen=\"%s\"} %llu\n",
-                    table.items[i].listen, (unsigned long long)table.items[i].failed);
+    write_listen_counter(
+        t, &table, "corral_stream_received_bytes_total",
+        "Bytes received from stream clients (passed on to servers), by listen address.",
+        offsetof(struct stream_series, bytes_in));
+    write_listen_counter(t, &table, "corral_stream_sent_bytes_total",
+                         "Bytes sent to stream clients (from servers), by listen address.",
+                         offsetof(struct stream_series, bytes_out));
+    write_listen_counter(t, &table, "corral_stream_refused_total",
+                         "Stream sessions refused by allow/deny or limit_conn, by listen address.",
+                         offsetof(struct stream_series, denied));
+    write_listen_counter(t, &table, "corral_stream_upstream_failures_total",
+                         "Stream sessions for which no server could be reached, by listen address.",
+                         offsetof(struct stream_series, failed));
     write_family(t, "corral_stream_udp_dropped_total", "counter",
                  "Datagrams a udp stream listen dropped, by listen address and direction "
                  "(in: from clients; out: from servers).");

@@ -34,8 +34,8 @@ static int stream_site_fill(struct stream_site *st, const struct conf_stream_ser
     st->conf = &server->conf;
     st->upstream = upstream;
     st->proxy_protocol = listen->proxy_protocol;
-    st->names = (const char *const *)server->server_names;
-    st->name_count = server->server_name_count;
+    st->names.names = (const char *const *)server->server_names;
+    st->names.name_count = server->server_name_count;
     const char *zone = server->limit_zone != NULL ? server->limit_zone : stream->limit_zone;
     if (zone != NULL) {
         const struct conf_pos *pos =
@@ -50,8 +50,8 @@ static int stream_site_fill(struct stream_site *st, const struct conf_stream_ser
     }
     /* The "~" names compiled (caseless, as nginx's), which `vars` owns. */
     return runtime_vars_name_regexes(vars, server->server_names, server->server_name_pos,
-                                     server->server_name_count, &st->name_regexes,
-                                     &st->name_regex_count);
+                                     server->server_name_count, &st->names.regexes,
+                                     &st->names.regex_count);
 }
 
 int stream_site_build(struct site *site, const struct conf_stream_server *server,
@@ -110,7 +110,8 @@ int stream_vhost_add(struct site *site, const struct conf_stream_server *server,
     vhosts[count] = st;
     first->vhosts = vhosts;
     first->vhost_count = count + 1;
-    st->stats = first->stats; /* the address's counters */
+    st->stats = first->stats;          /* the address's counters */
+    st->names.order = (unsigned)count; /* the servers come in the config's order */
     int err = stream_site_fill(st, server, listen, upstream, route, limits, stream, vars);
     if (err != 0 || !listen->default_server)
         return err;

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,82 @@ void test_stop_server(corral_server *server)
     corral_server_stop(server, 0);
     corral_server_wait(server);
     corral_server_free(server);
+}
+
+struct backend_conn {
+    struct test_backend *b;
+    int fd;
+};
+
+static void *backend_conn_main(void *arg)
+{
+    struct backend_conn *c = arg;
+    struct test_backend *b = c->b;
+    b->serve(c->fd, b->data);
+    close(c->fd);
+    atomic_fetch_sub(&b->live, 1);
+    free(c);
+    return NULL;
+}
+
+static void *backend_accept_main(void *arg)
+{
+    struct test_backend *b = arg;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    while (!atomic_load(&b->stop)) {
+        struct pollfd p = {.fd = b->fd, .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        int fd = accept(b->fd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        atomic_fetch_add(&b->accepted, 1);
+        atomic_fetch_add(&b->live, 1);
+        struct backend_conn *c = malloc(sizeof(*c));
+        ck_assert_ptr_nonnull(c);
+        *c = (struct backend_conn){b, fd};
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, &attr, backend_conn_main, c), 0);
+    }
+    pthread_attr_destroy(&attr);
+    return NULL;
+}
+
+void test_backend_start(struct test_backend *b, const char *ip, int port,
+                        void (*serve)(int fd, void *data), void *data)
+{
+    *b = (struct test_backend){.serve = serve, .data = data};
+    bool v6 = strchr(ip, ':') != NULL;
+    /* Not inherited by the daemon, which would keep it listening. */
+    b->fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(b->fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct sockaddr_in6 addr6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port)};
+    struct sockaddr *sa = v6 ? (struct sockaddr *)&addr6 : (struct sockaddr *)&addr;
+    socklen_t len = v6 ? sizeof(addr6) : sizeof(addr);
+    ck_assert_int_eq(inet_pton(sa->sa_family, ip, v6 ? (void *)&addr6.sin6_addr : &addr.sin_addr),
+                     1);
+    ck_assert_int_eq(bind(b->fd, sa, len), 0);
+    ck_assert_int_eq(listen(b->fd, 1024), 0);
+    ck_assert_int_eq(getsockname(b->fd, sa, &len), 0);
+    b->port = ntohs(v6 ? addr6.sin6_port : addr.sin_port);
+    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_accept_main, b), 0);
+}
+
+static bool backend_idle(void *arg)
+{
+    return atomic_load(&((struct test_backend *)arg)->live) == 0;
+}
+
+bool test_backend_stop(struct test_backend *b, int timeout_ms)
+{
+    atomic_store(&b->stop, true);
+    pthread_join(b->thread, NULL);
+    close(b->fd);
+    return test_poll_until(backend_idle, b, timeout_ms);
 }
 
 int test_wait_exit(pid_t pid, int timeout_ms)

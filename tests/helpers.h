@@ -7,6 +7,8 @@
 
 #include <check.h>
 #include <corral.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -121,6 +123,28 @@ extern const struct corral_conn_handler test_ok_handler;
 
 /* Stops a started server at once, waits for its workers, frees it. */
 void test_stop_server(corral_server *server);
+
+/* A TCP server for a test's daemon to talk to (an upstream, a stream's
+ * server): it listens on `ip` ("127.0.0.1", "::1"):`port` (0: any; `port`
+ * says which), not inherited by a daemon the test starts, and serves each
+ * connection it accepts with serve(fd, data) on a detached thread of its
+ * own (256 KiB of stack), then closes it.  It counts the connections
+ * accepted and those being served (live). */
+struct test_backend {
+    int fd, port;
+    atomic_uint accepted, live;
+    atomic_bool stop; /* test_backend_stop() was called: a slow serve() may look */
+    void (*serve)(int fd, void *data);
+    void *data;
+    pthread_t thread;
+};
+void test_backend_start(struct test_backend *b, const char *ip, int port,
+                        void (*serve)(int fd, void *data), void *data);
+
+/* Stops accepting, closes the listener, and waits up to timeout_ms for
+ * the connections being served to end: whether they all did.  Until then
+ * their threads use `b` and serve()'s data. */
+bool test_backend_stop(struct test_backend *b, int timeout_ms);
 
 /* Waits up to timeout_ms for child `pid`: its exit status, 128 + signal, or
  * -1 after killing it when the time is up. */

@@ -12,37 +12,44 @@
 #include <string.h>
 #include <strings.h>
 
-enum site_name_kind site_name_match(const char *name, const char *host, size_t len, size_t *weight)
+/* How a server name as written (not a "~" regex one) matches `host`
+ * (`len` bytes): not at all, else by kind, as nginx ranks them (the
+ * lower the better), with the length that ranks it within a kind in
+ * *weight. */
+enum name_kind {
+    NAME_NONE,
+    NAME_EXACT,
+    NAME_LEADING,  /* "*.example.com" */
+    NAME_TRAILING, /* "www.example.*" */
+};
+
+static enum name_kind name_match(const char *name, const char *host, size_t len, size_t *weight)
 {
+    if (name[0] == '~')
+        return NAME_NONE; /* a regex: matched by its compiled form */
     size_t name_len = strlen(name);
     *weight = name_len;
-    if (name[0] == '~')
-        return SITE_NAME_NONE; /* a regex: site_name_regex_match() */
     if (name[0] == '*' && name[1] == '.') {
         /* "*.example.com" matches "a.example.com", not "example.com". */
         size_t suffix = name_len - 1;
         return len > suffix && strncasecmp(host + len - suffix, name + 1, suffix) == 0
-                   ? SITE_NAME_LEADING
-                   : SITE_NAME_NONE;
+                   ? NAME_LEADING
+                   : NAME_NONE;
     }
     if (name_len > 2 && name[name_len - 1] == '*' && name[name_len - 2] == '.') {
         /* "www.example.*" matches "www.example.org", not "www.example". */
         size_t prefix = name_len - 1;
-        return len > prefix && strncasecmp(host, name, prefix) == 0 ? SITE_NAME_TRAILING
-                                                                    : SITE_NAME_NONE;
+        return len > prefix && strncasecmp(host, name, prefix) == 0 ? NAME_TRAILING : NAME_NONE;
     }
-    return name_len == len && strncasecmp(name, host, len) == 0 ? SITE_NAME_EXACT : SITE_NAME_NONE;
+    return name_len == len && strncasecmp(name, host, len) == 0 ? NAME_EXACT : NAME_NONE;
 }
 
-int site_name_regex_match(const struct http_vhost *vhost, const char *host, size_t len, char *buf,
-                          size_t *ovector, int *pairs)
-{
-    return site_regexes_match(vhost->name_regexes, vhost->name_regex_count, host, len, buf, ovector,
-                              pairs);
-}
-
-int site_regexes_match(const struct http_regex *const *regexes, size_t count, const char *host,
-                       size_t len, char *buf, size_t *ovector, int *pairs)
+/* Matches `host` (`len` bytes), lowercased into `buf` (SITE_HOST_MAX
+ * bytes), against `count` caseless `regexes` in order: the index of the
+ * first that matches, its groups in `ovector` (2 * HTTP_REGEX_PAIRS) and
+ * their count in *pairs; -1 when none does. */
+static int regexes_match(const struct http_regex *const *regexes, size_t count, const char *host,
+                         size_t len, char *buf, size_t *ovector, int *pairs)
 {
     if (count == 0 || len >= SITE_HOST_MAX)
         return -1;
@@ -61,43 +68,110 @@ int site_regexes_match(const struct http_regex *const *regexes, size_t count, co
     return -1;
 }
 
-const struct http_vhost *site_find_vhost(const struct http_site *site, const char *host, size_t len)
+int site_name_regex_match(const struct http_vhost *vhost, const char *host, size_t len, char *buf,
+                          size_t *ovector, int *pairs)
 {
-    const struct http_vhost *best = NULL;
-    enum site_name_kind best_kind = SITE_NAME_NONE;
+    return regexes_match(vhost->name_regexes, vhost->name_regex_count, host, len, buf, ovector,
+                         pairs);
+}
+
+/* The first pass of site_names_find(): the server with the best exact or
+ * wildcard name for `host`, else NULL with *regex_next set if any server
+ * has a regex name.  Always inlined: where `at` is known, as in HTTP's
+ * per-request site_find_vhost(), the servers' names are read as directly
+ * as a loop over its own array would read them. */
+static inline __attribute__((always_inline)) const void *
+names_find(const void *servers, size_t count, site_names_at_fn *at, const char *host, size_t len,
+           bool *regex_next)
+{
+    const void *best = NULL;
+    enum name_kind best_kind = NAME_NONE;
     size_t best_weight = 0;
     bool any_regex = false;
-    for (size_t i = 0; i < site->vhost_count; i++) {
-        const struct http_vhost *vhost = &site->vhosts[i];
-        any_regex |= vhost->name_regex_count > 0;
-        for (size_t n = 0; n < vhost->name_count; n++) {
+    for (size_t i = 0; i < count; i++) {
+        struct site_names names;
+        const void *server = at(servers, i, &names);
+        any_regex |= names.regex_count > 0;
+        for (size_t n = 0; n < names.name_count; n++) {
             size_t weight;
-            enum site_name_kind kind = site_name_match(vhost->names[n], host, len, &weight);
-            if (kind == SITE_NAME_EXACT)
-                return vhost;
-            if (kind != SITE_NAME_NONE &&
+            enum name_kind kind = name_match(names.names[n], host, len, &weight);
+            if (kind == NAME_EXACT)
+                return server;
+            if (kind != NAME_NONE &&
                 (best == NULL || kind < best_kind || (kind == best_kind && weight > best_weight))) {
-                best = vhost;
+                best = server;
                 best_kind = kind;
                 best_weight = weight;
             }
         }
     }
-    if (best != NULL || !any_regex)
-        return best != NULL ? best : &site->vhosts[0];
-    /* The regexes, in the order of the servers in the config (the
-     * default server comes first among the vhosts). */
-    const struct http_vhost *first = NULL;
+    *regex_next = best == NULL && any_regex;
+    return best;
+}
+
+/* The second pass of site_names_find(): the regexes, in the order of the
+ * servers in the config (the default server comes first among `servers`
+ * wherever it was written, so the first that matches is the one of least
+ * `order`); NULL if none matches. */
+static inline __attribute__((always_inline)) const void *
+names_find_regex(const void *servers, size_t count, site_names_at_fn *at, const char *host,
+                 size_t len)
+{
+    const void *first = NULL;
+    unsigned first_order = 0;
     char buf[SITE_HOST_MAX];
     size_t ovector[2 * HTTP_REGEX_PAIRS];
     int pairs;
-    for (size_t i = 0; i < site->vhost_count; i++) {
-        const struct http_vhost *vhost = &site->vhosts[i];
-        if ((first == NULL || vhost->stats_slot < first->stats_slot) &&
-            site_name_regex_match(vhost, host, len, buf, ovector, &pairs) >= 0)
-            first = vhost;
+    for (size_t i = 0; i < count; i++) {
+        struct site_names names;
+        const void *server = at(servers, i, &names);
+        if ((first == NULL || names.order < first_order) &&
+            regexes_match(names.regexes, names.regex_count, host, len, buf, ovector, &pairs) >= 0) {
+            first = server;
+            first_order = names.order;
+        }
     }
-    return first != NULL ? first : &site->vhosts[0];
+    return first;
+}
+
+const void *site_names_find(const void *servers, size_t count, site_names_at_fn *at,
+                            const char *host, size_t len)
+{
+    bool regex_next = false;
+    const void *found = names_find(servers, count, at, host, len, &regex_next);
+    return regex_next ? names_find_regex(servers, count, at, host, len) : found;
+}
+
+static const void *vhost_names(const void *servers, size_t i, struct site_names *out)
+{
+    const struct http_vhost *vhost = &((const struct http_vhost *)servers)[i];
+    *out = (struct site_names){
+        .names = vhost->names,
+        .name_count = vhost->name_count,
+        .regexes = vhost->name_regexes,
+        .regex_count = vhost->name_regex_count,
+        .order = vhost->stats_slot,
+    };
+    return vhost;
+}
+
+/* HTTP's regex pass, out of line: site_find_vhost() stays small for the
+ * exact and wildcard names most requests are picked by. */
+static __attribute__((noinline)) const struct http_vhost *
+vhost_find_regex(const struct http_vhost *vhosts, size_t count, const char *host, size_t len)
+{
+    return names_find_regex(vhosts, count, vhost_names, host, len);
+}
+
+const struct http_vhost *site_find_vhost(const struct http_site *site, const char *host, size_t len)
+{
+    const struct http_vhost *vhosts = site->vhosts;
+    size_t count = site->vhost_count;
+    bool regex_next = false;
+    const struct http_vhost *found = names_find(vhosts, count, vhost_names, host, len, &regex_next);
+    if (regex_next)
+        found = vhost_find_regex(vhosts, count, host, len);
+    return found != NULL ? found : &vhosts[0];
 }
 
 const struct http_vhost *site_route_vhost(const struct http_site *site, const corral_conn *conn,

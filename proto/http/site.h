@@ -50,7 +50,9 @@ struct http_vhost {
     const struct http_location *locations;
     size_t location_count;
     struct http_limits limits;
-    unsigned stats_slot;           /* its server's entry in http_stats.servers */
+    /* its server's entry in http_stats.servers: its place among the
+     * servers in the config, whose order its regex names are tried in */
+    unsigned stats_slot;
     struct access_log *access_log; /* its server's access_log lines; NULL: the site's */
     /* add_header for the answers no location gives (404, 400...); NULL: none */
     const struct http_add_headers *add_headers;
@@ -169,24 +171,31 @@ const struct http_vhost *site_find_vhost(const struct http_site *site, const cha
  * room): a longer one matches none. */
 #define SITE_HOST_MAX 256
 
-/* How a server name as written (not a "~" regex one) matches `host`
- * (`len` bytes): not at all, else by kind, as nginx ranks them (the
- * lower the better), with the length that ranks it within a kind in
- * *weight.  The stream proxy's servers are named so too. */
-enum site_name_kind {
-    SITE_NAME_NONE,
-    SITE_NAME_EXACT,
-    SITE_NAME_LEADING,  /* "*.example.com" */
-    SITE_NAME_TRAILING, /* "www.example.*" */
+/* One server's names as site_names_find() reads them, whatever the
+ * protocol (an HTTP vhost's, a stream server's): as written, exact,
+ * "*.example.com", "www.example.*" or "~REGEX" (skipped: see `regexes`);
+ * its "~" ones compiled (caseless), in the order written; and its place
+ * among the servers of its address in the config. */
+struct site_names {
+    const char *const *names;
+    size_t name_count;
+    const struct http_regex *const *regexes;
+    size_t regex_count;
+    unsigned order;
 };
-enum site_name_kind site_name_match(const char *name, const char *host, size_t len, size_t *weight);
 
-/* Matches `host` (`len` bytes), lowercased into `buf` (SITE_HOST_MAX
- * bytes), against `count` caseless `regexes` in order: the index of the
- * first that matches, its groups in `ovector` (2 * HTTP_REGEX_PAIRS) and
- * their count in *pairs; -1 when none does. */
-int site_regexes_match(const struct http_regex *const *regexes, size_t count, const char *host,
-                       size_t len, char *buf, size_t *ovector, int *pairs);
+/* Reads the names of server `i` of `servers` into *out; returns the
+ * server. */
+typedef const void *site_names_at_fn(const void *servers, size_t i, struct site_names *out);
+
+/* The server of `servers` (`count` of them, read with `at`) that a client
+ * naming `host` (`len` bytes, not NUL-terminated) is served by, as nginx
+ * picks a virtual server: an exact name, else the longest
+ * "*.example.com", else the longest "www.example.*", else the first "~"
+ * name that matches, in the order of the servers in the config; else
+ * NULL, for the address's default. */
+const void *site_names_find(const void *servers, size_t count, site_names_at_fn *at,
+                            const char *host, size_t len);
 
 /* Matches `host` (`len` bytes), lowercased into `buf` (SITE_HOST_MAX
  * bytes: the subject of the groups), against `vhost`'s regex names in

@@ -10,6 +10,7 @@
 #define CORRAL_PROTO_STREAM_H
 
 #include "proto/http/regex.h"
+#include "proto/http/site.h" /* struct site_names */
 #include "proto/policy/access.h"
 #include "proto/policy/access_log.h"
 #include "proto/policy/limit.h"
@@ -179,13 +180,9 @@ struct stream_site {
     /* A udp listen: each worker's sessions, by corral_worker_index(),
      * made by the worker on its first datagram and freed by on_stop. */
     struct stream_udp_worker **udp_workers;
-    /* server_name: the names of this server, exact or wildcard as
-     * written ("*.example.com", "www.example.*"), and its "~" ones
-     * compiled, in the order written. */
-    const char *const *names;
-    size_t name_count;
-    const struct http_regex *const *name_regexes;
-    size_t name_regex_count;
+    /* server_name: the names of this server, and its place among the
+     * servers of its address in the config. */
+    struct site_names names;
     /* Several servers on one TCP address: the listener's site (its
      * default server's) has all of them, itself first, and a session
      * moves to the one its SNI name picks (stream_site_select()): at the
@@ -197,10 +194,8 @@ struct stream_site {
 };
 
 /* The server of `site`'s address that a client naming `name` (`len`
- * bytes, not NUL-terminated; SNI) is served by, as nginx picks a virtual
- * server: an exact name, else the longest "*.example.com", else the
- * longest "www.example.*", else the first "~" name that matches in the
- * order of the servers; else the address's default (`site` itself). */
+ * bytes, not NUL-terminated; SNI) is served by, as site_names_find()
+ * picks it; else the address's default (`site` itself). */
 struct stream_site *stream_site_select(struct stream_site *site, const char *name, size_t len);
 
 /* A tls_sni_select_fn for the TLS server of an address several servers

@@ -1,51 +1,30 @@
 /*
  * stream_vhost.c: which of the servers sharing a stream address serves a
  * session: the one whose server_name the client's SNI name matches, as
- * nginx (1.25.5 and later) picks a stream virtual server, with the HTTP
- * side's name matching.
+ * nginx (1.25.5 and later) picks a stream virtual server, by the HTTP
+ * side's walk of the names.
  */
 #include "proto/http/site.h"
 #include "proto/stream/stream.h"
 
 #include <assert.h>
 
+static const void *vhost_names(const void *servers, size_t i, struct site_names *out)
+{
+    const struct stream_site *vhost = ((struct stream_site *const *)servers)[i];
+    *out = vhost->names;
+    return vhost;
+}
+
 struct stream_site *stream_site_select(struct stream_site *site, const char *name, size_t len)
 {
     if (site->vhost_count == 0 || len == 0)
         return site;
     assert(site->vhosts[0] == site); /* the default first */
-    struct stream_site *best = NULL;
-    enum site_name_kind best_kind = SITE_NAME_NONE;
-    size_t best_weight = 0;
-    bool any_regex = false;
-    for (size_t i = 0; i < site->vhost_count; i++) {
-        struct stream_site *vhost = site->vhosts[i];
-        any_regex |= vhost->name_regex_count > 0;
-        for (size_t n = 0; n < vhost->name_count; n++) {
-            size_t weight;
-            enum site_name_kind kind = site_name_match(vhost->names[n], name, len, &weight);
-            if (kind == SITE_NAME_EXACT)
-                return vhost;
-            if (kind != SITE_NAME_NONE &&
-                (best == NULL || kind < best_kind || (kind == best_kind && weight > best_weight))) {
-                best = vhost;
-                best_kind = kind;
-                best_weight = weight;
-            }
-        }
-    }
-    if (best != NULL || !any_regex)
-        return best != NULL ? best : site;
-    char buf[SITE_HOST_MAX];
-    size_t ovector[2 * HTTP_REGEX_PAIRS];
-    int pairs;
-    for (size_t i = 0; i < site->vhost_count; i++) {
-        struct stream_site *vhost = site->vhosts[i];
-        if (site_regexes_match(vhost->name_regexes, vhost->name_regex_count, name, len, buf,
-                               ovector, &pairs) >= 0)
-            return vhost;
-    }
-    return site;
+    /* One of site->vhosts, given back as the const void * the walk reads. */
+    struct stream_site *picked = (struct stream_site *)site_names_find(
+        site->vhosts, site->vhost_count, vhost_names, name, len);
+    return picked != NULL ? picked : site;
 }
 
 size_t stream_sni_select(void *site, const char *name, size_t len)

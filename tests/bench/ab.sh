@@ -21,14 +21,10 @@ while getopts "d:c:r:Cb:B:" o; do
 done
 shift $((OPTIND - 1))
 (($# == 2)) || { echo "usage: $0 [options] CORRAL_A CORRAL_B" >&2; exit 2; }
-for b in nginx wrk; do
-  command -v $b >/dev/null || { echo "ab: needs $b (apt-get install nginx-light wrk)" >&2; exit 2; }
-done
+. "$(dirname "$0")/lib.sh"
+bench_need ab "nginx-light wrk" nginx wrk
 builds=("$1" "$2")
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+bench_tmp
 
 mkdir -p "$tmp/root/files"
 chmod -R a+rX "$tmp" # nginx workers run unprivileged
@@ -37,23 +33,8 @@ if [ -n "$BYTES" ]; then
   head -c "$BYTES" /dev/urandom >"$tmp/root/files/body.bin" && chmod a+r "$tmp/root/files/body.bin"
   path=/files/body.bin
 fi
-cat >"$tmp/backend.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $tmp/backend.pid;
-error_log $tmp/backend.err warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  sendfile on;
-  server { listen 127.0.0.1:18180 backlog=4096;
-    location / { return 200 "hello world\n"; }
-    location /files/ { root $tmp/root; } }
-}
-CONF
-nginx -c "$tmp/backend.conf" &
-pids+=($!)
+bench_nginx_backend "$tmp/backend.conf" 18180 1 "    location /files/ { root $tmp/root; }"
+bench_start nginx -c "$tmp/backend.conf"
 for i in 0 1; do
   cat >"$tmp/corral$i.conf" <<CONF
 workers 1;
@@ -68,13 +49,10 @@ CONF
     sed -e 's/127\.0\.0\.1:18080/127.0.0.1:18180/' -e 's/127\.0\.0\.1:18084/127.0.0.1:18182/' \
       "$CONF_B" >"$tmp/corral1.conf"
   fi
-  "${builds[$i]}" -c "$tmp/corral$i.conf" >"$tmp/corral$i.log" 2>&1 &
-  pids+=($!)
-  roots[$i]=$!
+  bench_start "${builds[$i]}" -c "$tmp/corral$i.conf" >"$tmp/corral$i.log" 2>&1
+  roots[$i]=$started
 done
-for p in 18180 18181 18182; do
-  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$p/" && break; sleep 0.1; done
-done
+for p in 18180 18181 18182; do bench_wait $p; done
 ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 hz=$(getconf CLK_TCK)
 median() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }

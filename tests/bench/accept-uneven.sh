@@ -25,32 +25,28 @@ command -v nginx >/dev/null || { echo "accept-uneven: needs nginx (apt-get insta
 [ -x build/corral ] || ninja build/corral >/dev/null || exit 2
 bench=tests/bench
 heavy=/$(printf "%${N}s" "" | tr ' ' a)b
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+. tests/bench/lib.sh
+bench_tmp
 
 names=(corral-balanced corral-reuseport corral-roundrobin corral-exclusive nginx-reuseport nginx-default)
 ports=(18141 18142 18143 18144 18145 18146)
 sed "s,TMP,$tmp," $bench/accept-uneven-backend.conf >"$tmp/backend.conf"
-nginx -c "$tmp/backend.conf" & pids+=($!)
+bench_start nginx -c "$tmp/backend.conf"
 server_pids=()
 for i in "${!names[@]}"; do
   n=${names[$i]}
   if [ "${n%%-*}" = corral ]; then
     sed -e "s,WAKEUP,${n#corral-}," -e "s,PORT,${ports[$i]}," $bench/accept-uneven.conf >"$tmp/$n.conf"
-    build/corral -c "$tmp/$n.conf" 2>"$tmp/$n.log" & pids+=($!)
+    bench_start build/corral -c "$tmp/$n.conf" 2>"$tmp/$n.log"
   else
     opt=; [ "$n" = nginx-reuseport ] && opt=reuseport
     sed -e "s,TMP,$tmp," -e "s,PORT,${ports[$i]}," -e "s,REUSEPORT,$opt," \
       $bench/accept-uneven-nginx.conf >"$tmp/$n.conf"
-    nginx -c "$tmp/$n.conf" & pids+=($!)
+    bench_start nginx -c "$tmp/$n.conf"
   fi
-  server_pids+=($!)
+  server_pids+=("$started")
 done
-for p in 18140 "${ports[@]}"; do
-  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$p/" && break; sleep 0.1; done
-done
+for p in 18140 "${ports[@]}"; do bench_wait "$p"; done
 # A port still held by someone else would measure the wrong server.
 for p in "${pids[@]}"; do
   kill -0 "$p" 2>/dev/null || { echo "accept-uneven: a server did not start (port in use?)" >&2; exit 2; }

@@ -15,14 +15,10 @@ while getopts "n:m:s:" o; do
 done
 cd "$(dirname "$0")/../.."
 peers=${PEERS_DIR:-../shared/bench/peers}
-for b in nginx haproxy h2o curl; do
-  command -v $b >/dev/null || { echo "bulk: needs $b (scripts/deps.sh)" >&2; exit 2; }
-done
+. tests/bench/lib.sh
+bench_need bulk "nginx-light haproxy h2o curl" nginx haproxy h2o curl
 ninja build/corral >/dev/null
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+bench_tmp
 for f in backend-nginx.conf proxy-nginx.conf proxy-haproxy.cfg proxy-h2o.conf; do
   sed -e "s|/tmp/lab-|$tmp/|g" "$peers/$f" >"$tmp/$f"
 done
@@ -39,13 +35,13 @@ client_max_body_size 0;
 upstream backend { server 127.0.0.1:18080; keepalive 64; }
 server { listen 127.0.0.1:18084; location / { proxy_pass http://backend; } }
 CONF
-nginx -c "$tmp/backend-nginx.conf" & pids+=($!)
-nginx -c "$tmp/proxy-nginx.conf" & pids+=($!); roots=($!)
-haproxy -f "$tmp/proxy-haproxy.cfg" -db >"$tmp/haproxy.log" 2>&1 & pids+=($!); roots+=($!)
-h2o -c "$tmp/proxy-h2o.conf" >"$tmp/h2o.log" 2>&1 & pids+=($!); roots+=($!)
-build/corral -c "$tmp/corral.conf" 2>"$tmp/corral.log" & pids+=($!); roots+=($!)
+bench_start nginx -c "$tmp/backend-nginx.conf"
+bench_start nginx -c "$tmp/proxy-nginx.conf"; roots=("$started")
+bench_start haproxy -f "$tmp/proxy-haproxy.cfg" -db >"$tmp/haproxy.log" 2>&1; roots+=("$started")
+bench_start h2o -c "$tmp/proxy-h2o.conf" >"$tmp/h2o.log" 2>&1; roots+=("$started")
+bench_start build/corral -c "$tmp/corral.conf" 2>"$tmp/corral.log"; roots+=("$started")
 names=(nginx haproxy h2o corral) ports=(18081 18082 18083 18084)
-sleep 1
+for p in 18080 "${ports[@]}"; do bench_wait "$p"; done
 tree() { local p=$1 c; echo "$p"; for c in $(pgrep -P "$p"); do tree "$c"; done; }
 ticks() { # user+system clock ticks of a process and its children
   local t=0 p

@@ -30,11 +30,9 @@ for b in nginx:nginx-light haproxy:haproxy varnishd:varnish wrk:wrk curl:curl; d
 done
 PATH=$PATH:/usr/sbin
 [ -x build/corral ] || ninja build/corral >/dev/null || exit 2
-tmp=$(mktemp -d)
+. tests/bench/lib.sh
+bench_tmp
 chmod a+rx "$tmp"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 mkdir -p "$tmp/root" "$tmp/ncache" "$tmp/ccache"
 head -c "$BYTES" /dev/urandom >"$tmp/root/obj.bin"
 head -c 1024 /dev/urandom >"$tmp/root/k.bin"
@@ -53,14 +51,14 @@ http {
   }
 }
 CONF
-nginx -c "$tmp/backend.conf" >"$tmp/backend.log" 2>&1 & pids+=($!)
+bench_start nginx -c "$tmp/backend.conf" >"$tmp/backend.log" 2>&1
 
 names=() ports=() roots=()
 start() { # NAME PORT CMD...: starts a server in the background
   local name=$1 port=$2
   shift 2
-  "$@" >"$tmp/$name.log" 2>&1 &
-  pids+=($!); roots+=($!); names+=("$name"); ports+=("$port")
+  bench_start "$@" >"$tmp/$name.log" 2>&1
+  roots+=("$started"); names+=("$name"); ports+=("$port")
 }
 cat >"$tmp/nginx.conf" <<CONF
 worker_processes 1; daemon off; pid $tmp/nginx.pid; error_log $tmp/nginx.err warn;

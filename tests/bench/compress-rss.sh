@@ -16,11 +16,9 @@ done
 cd "$(dirname "$0")/../.."
 [ -x build/corral ] || ninja build/corral >/dev/null || exit 2
 command -v nginx >/dev/null || { echo "compress-rss: needs nginx (apt-get install nginx-light)" >&2; exit 2; }
-tmp=$(mktemp -d)
+. tests/bench/lib.sh
+bench_tmp
 chmod a+rx "$tmp"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 ulimit -n $((N * 4 + 256))
 
 # The backend: each request gets its head and a 4 KB chunk of JSON, then
@@ -69,7 +67,7 @@ async def main():
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 asyncio.run(main())
 PY
-python3 "$tmp/backend.py" 18120 & pids+=($!)
+bench_start python3 "$tmp/backend.py" 18120
 
 prefix=$CODING; [ "$CODING" = br ] && prefix=brotli   # the directives' names
 level_corral=${LEVEL:+"${prefix}_comp_level $LEVEL;"}
@@ -97,11 +95,11 @@ http {
   }
 }
 CONF
-build/corral -c "$tmp/corral.conf" >"$tmp/corral.log" 2>&1 & pids+=($!); corral_pid=$!
+bench_start build/corral -c "$tmp/corral.conf" >"$tmp/corral.log" 2>&1; corral_pid="$started"
 servers=("corral:18121:$corral_pid")
 if [ "$CODING" = gzip ]; then
-  nginx -c "$tmp/nginx.conf" >"$tmp/nginx.log" 2>&1 & pids+=($!)
-  servers+=("nginx:18122:$!")
+  bench_start nginx -c "$tmp/nginx.conf" >"$tmp/nginx.log" 2>&1
+  servers+=("nginx:18122:$started")
 fi
 for s in "${servers[@]}"; do
   IFS=: read -r _ port _ <<<"$s"

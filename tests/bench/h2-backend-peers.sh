@@ -29,11 +29,9 @@ for b in nginx haproxy h2load; do
   command -v $b >/dev/null || { echo "h2-backend-peers.sh: $b missing (scripts/deps.sh corral_bench_packages)" >&2; exit 2; }
 done
 [ -x build/corral ] || { echo "h2-backend-peers.sh: build/corral missing (ninja)" >&2; exit 2; }
-tmp=$(mktemp -d)
+. tests/bench/lib.sh
+bench_tmp
 chmod 755 "$tmp"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 crt=$tmp/c.crt key=$tmp/c.key
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=a.test \
   -keyout "$key" -out "$crt" >/dev/null 2>&1
@@ -74,10 +72,10 @@ backend be
   server s1 127.0.0.1:18180 proto h2
 EOF
 sed -e "s,CRT,$crt," -e "s,KEY,$key," tests/bench/proxy-h2up.conf >"$tmp/corral.conf"
-nginx -c "$tmp/backend.conf" & pids+=($!)
-nginx -c "$tmp/nginx.conf" & pids+=($!); roots=($!)
-haproxy -f "$tmp/haproxy.cfg" -db >"$tmp/haproxy.log" 2>&1 & pids+=($!); roots+=($!)
-build/corral -c "$tmp/corral.conf" >"$tmp/corral.log" 2>&1 & pids+=($!); roots+=($!)
+bench_start nginx -c "$tmp/backend.conf"
+bench_start nginx -c "$tmp/nginx.conf"; roots=("$started")
+bench_start haproxy -f "$tmp/haproxy.cfg" -db >"$tmp/haproxy.log" 2>&1; roots+=("$started")
+bench_start build/corral -c "$tmp/corral.conf" >"$tmp/corral.log" 2>&1; roots+=("$started")
 names=(nginx haproxy corral) ports=(18191 18192 18194)
 if command -v h2o >/dev/null && h2o --version | awk 'NR==1{split($3,v,"."); exit !(v[1]>2 || (v[1]==2 && v[2]>=3))}'; then
   cat >"$tmp/h2o.conf" <<EOF
@@ -96,13 +94,13 @@ hosts:
       /:
         proxy.reverse.url: http://127.0.0.1:18180/
 EOF
-  h2o -c "$tmp/h2o.conf" >"$tmp/h2o.log" 2>&1 & pids+=($!); roots+=($!)
+  bench_start h2o -c "$tmp/h2o.conf" >"$tmp/h2o.log" 2>&1; roots+=("$started")
   names+=(h2o); ports+=(18193)
 else
   echo "h2o: $(h2o --version 2>/dev/null | head -1 || echo missing) has no proxy.http2.ratio (h2o 2.3+): left out"
 fi
 for p in "${ports[@]}"; do
-  for _ in $(seq 50); do curl -sk -o /dev/null "https://127.0.0.1:$p/" && break; sleep 0.1; done
+  bench_wait "$p" https
   curl -sk --http2 -o /dev/null -w "port $p: %{http_code} over HTTP/%{http_version}\n" "https://127.0.0.1:$p/"
 done
 tree() { local p=$1 c; echo "$p"; for c in $(pgrep -P "$p"); do tree "$c"; done; }

@@ -39,31 +39,16 @@ while getopts "d:r:b:l:" o; do
              *) sed -n "/^# usage:/,/^#   -l LOADS/s/^# \{0,1\}//p" "$0" >&2; exit 2;; esac
 done
 cd "$(dirname "$0")/../.." || exit 2
-for b in nginx caddy h2load openssl curl; do
-  command -v $b >/dev/null || { echo "h3-peers: needs $b (apt-get install nginx-light caddy nghttp2-client openssl curl)" >&2; exit 2; }
-done
-if [ -z "$BIN" ]; then BIN=build/corral; [ -x "$BIN" ] || ninja build/corral >/dev/null || exit 2; fi
+. tests/bench/lib.sh
+bench_need h3-peers "nginx-light caddy nghttp2-client openssl curl" nginx caddy h2load openssl curl
+BIN=$(bench_corral "$BIN") || exit 2
 [ -x build/h3load ] || ninja build/h3load >/dev/null || exit 2
-BIN=$(realpath "$BIN") H3LOAD=$(realpath build/h3load)
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+H3LOAD=$(realpath build/h3load)
+bench_tmp
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$tmp/key.pem" \
   -out "$tmp/cert.pem" -subj /CN=localhost -addext subjectAltName=DNS:localhost -days 2 2>/dev/null
-cat >"$tmp/backend.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $tmp/backend.pid;
-error_log $tmp/backend.err warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:18120 backlog=4096; location / { return 200 "hello world\n"; } }
-}
-CONF
+bench_nginx_backend "$tmp/backend.conf" 18120
 cat >"$tmp/corral.conf" <<CONF
 workers 1;
 keepalive_requests 1000000;
@@ -95,14 +80,6 @@ https://:18122 {
 }
 CONF
 
-# wait_tcp PORT SCHEME: until the port answers a request (5 s at most).
-wait_tcp() {
-  for _ in $(seq 50); do
-    curl -sk -o /dev/null --resolve "localhost:$1:127.0.0.1" "$2://localhost:$1/" && return 0
-    sleep 0.1
-  done
-  return 1
-}
 tree() { local p=$1 c; echo "$p"; for c in $(pgrep -P "$p"); do tree "$c"; done; }
 ticks() { # user+system clock ticks of a process and all its descendants (threads included)
   local t=0 p
@@ -114,18 +91,14 @@ ticks() { # user+system clock ticks of a process and all its descendants (thread
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{if (NR) print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 hz=$(getconf CLK_TCK)
 
-# Other work on the machine skews every number: say how busy it was.
-busy() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
-b0=$(busy); sleep 1; b1=$(busy)
-busy_pct=$(awk -v a="$b0" -v b="$b1" 'BEGIN{split(a, x, " "); split(b, y, " ");
-  printf "%.0f", (y[2] > x[2]) ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 0}')
+busy_pct=$(bench_busy_pct)
 
-nginx -c "$tmp/backend.conf" & pids+=($!)
-"$BIN" -c "$tmp/corral.conf" >"$tmp/corral.log" 2>&1 & pids+=($!); corral=$!
-HOME=$tmp XDG_DATA_HOME=$tmp XDG_CONFIG_HOME=$tmp GOMAXPROCS=1 \
-  caddy run --adapter caddyfile --config "$tmp/Caddyfile" >"$tmp/caddy.log" 2>&1 & pids+=($!); caddy=$!
+bench_start nginx -c "$tmp/backend.conf"
+bench_start "$BIN" -c "$tmp/corral.conf" >"$tmp/corral.log" 2>&1; corral=$started
+bench_start env HOME="$tmp" XDG_DATA_HOME="$tmp" XDG_CONFIG_HOME="$tmp" GOMAXPROCS=1 \
+  caddy run --adapter caddyfile --config "$tmp/Caddyfile" >"$tmp/caddy.log" 2>&1; caddy=$started
 for p in "18120 http" "18121 https" "18122 https"; do
-  wait_tcp $p || { echo "h3-peers: port ${p% *} does not answer" >&2; cat "$tmp/corral.log" "$tmp/caddy.log" >&2; exit 1; }
+  bench_wait $p || { echo "h3-peers: port ${p% *} does not answer" >&2; cat "$tmp/corral.log" "$tmp/caddy.log" >&2; exit 1; }
 done
 
 echo "# corral: $BIN (1 worker); Caddy $(caddy version | cut -d' ' -f1) (GOMAXPROCS=1); $R rounds of ${D}s"

@@ -8,13 +8,11 @@ set -u
 N=10000
 while getopts "n:" o; do case $o in n) N=$OPTARG;; *) exit 2;; esac; done
 cd "$(dirname "$0")/../.."
-command -v nginx >/dev/null || { echo "idle-rss: needs nginx (apt-get install nginx-light)" >&2; exit 2; }
-[ -x build/corral ] || ninja build/corral >/dev/null || exit 2
+. tests/bench/lib.sh
+bench_need idle-rss nginx-light nginx
+BIN=$(bench_corral) || exit 2
 ulimit -n 20000
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+bench_tmp
 
 cat >"$tmp/nginx.conf" <<CONF
 worker_processes 1;
@@ -36,9 +34,9 @@ max_connections 16000;
 keepalive_timeout 300s;
 server { listen 127.0.0.1:18091; location / { return 200 "hello world\n"; } }
 CONF
-nginx -c "$tmp/nginx.conf" & pids+=($!)
-build/corral -c "$tmp/corral.conf" 2>"$tmp/corral.log" & pids+=($!)
-sleep 0.5
+bench_start nginx -c "$tmp/nginx.conf"
+bench_start "$BIN" -c "$tmp/corral.conf" 2>"$tmp/corral.log"
+for p in 18090 18091; do bench_wait $p; done
 nginx_worker=$(pgrep -f "nginx: worker process" -P "${pids[0]}")
 rss_kb() { awk '/^VmRSS/{print $2}' "/proc/$1/status"; }
 

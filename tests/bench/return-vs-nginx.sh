@@ -13,14 +13,10 @@ while getopts "d:c:r:t:C" o; do
   case $o in d) D=$OPTARG;; c) C=$OPTARG;; r) R=$OPTARG;; t) T=$OPTARG;; C) CLOSE=1;; *) exit 2;; esac
 done
 cd "$(dirname "$0")/../.."
-for b in nginx wrk; do
-  command -v $b >/dev/null || { echo "return-vs-nginx: needs $b (apt-get install nginx-light wrk)" >&2; exit 2; }
-done
-[ -x build/corral ] || ninja build/corral >/dev/null || exit 2
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+. tests/bench/lib.sh
+bench_need return-vs-nginx "nginx-light wrk" nginx wrk
+BIN=$(bench_corral) || exit 2
+bench_tmp
 
 cat >"$tmp/nginx.conf" <<CONF
 worker_processes 1;
@@ -39,12 +35,10 @@ workers 1;
 keepalive_requests 1000000;
 server { listen 127.0.0.1:18091; location / { return 200 "hello world\n"; } }
 CONF
-nginx -c "$tmp/nginx.conf" & pids+=($!)
-build/corral -c "$tmp/corral.conf" 2>"$tmp/corral.log" & pids+=($!)
-corral_pid=${pids[1]}
-for p in 18090 18091; do
-  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$p/" && break; sleep 0.1; done
-done
+bench_start nginx -c "$tmp/nginx.conf"
+bench_start "$BIN" -c "$tmp/corral.conf" 2>"$tmp/corral.log"
+corral_pid=$started
+for p in 18090 18091; do bench_wait $p; done
 
 nginx_pid=$(pgrep -f "nginx: worker process" -P "${pids[0]}")
 cpu_ticks() { cat /proc/$1/task/*/stat 2>/dev/null | awk '{t += $14 + $15} END {print t}'; }

@@ -32,11 +32,9 @@ for b in nginx:nginx-light h2o:h2o caddy:caddy wrk:wrk curl:curl; do
   command -v "${b%%:*}" >/dev/null || { echo "static-peers: needs ${b#*:} (apt-get install ${b#*:})" >&2; exit 2; }
 done
 [ -x build/corral ] || ninja build/corral >/dev/null || exit 2
-tmp=$(mktemp -d)
+. tests/bench/lib.sh
+bench_tmp
 chmod a+rx "$tmp"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 mkdir -p "$tmp/root"
 
 # Ports: 18110 backend, 18111 nginx, 18112 h2o, 18113 Caddy, 18114 corral.
@@ -44,8 +42,8 @@ names=() ports=() roots=()
 start() { # NAME PORT CMD...: starts a server in the background
   local name=$1 port=$2
   shift 2
-  "$@" >"$tmp/$name.log" 2>&1 &
-  pids+=($!); roots+=($!); names+=("$name"); ports+=("$port")
+  bench_start "$@" >"$tmp/$name.log" 2>&1
+  roots+=("$started"); names+=("$name"); ports+=("$port")
 }
 
 if [ -z "$CODING" ]; then
@@ -116,7 +114,7 @@ http {
   server { listen 127.0.0.1:18110 backlog=4096; root $tmp/root; }
 }
 CONF
-  nginx -c "$tmp/backend.conf" >"$tmp/backend.log" 2>&1 & pids+=($!)
+  bench_start nginx -c "$tmp/backend.conf" >"$tmp/backend.log" 2>&1
   if [ "$CODING" = gzip ]; then
     cat >"$tmp/nginx.conf" <<CONF
 worker_processes 1; daemon off; pid $tmp/nginx.pid; error_log $tmp/nginx.err warn;

@@ -11,10 +11,8 @@ while getopts "m:" o; do
 done
 cd "$(dirname "$0")/../.."
 ninja build/corral >/dev/null
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+. tests/bench/lib.sh
+bench_tmp
 cat >"$tmp/echo.py" <<'PY'
 import socket, sys, threading
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -55,8 +53,8 @@ cat >"$tmp/corral.conf" <<CONF
 workers 1;
 stream { server { listen 127.0.0.1:15502; proxy_pass 127.0.0.1:15501; } }
 CONF
-python3 "$tmp/echo.py" & pids+=($!)
-build/corral -c "$tmp/corral.conf" 2>"$tmp/corral.log" & pids+=($!); corral=$!
+bench_start python3 "$tmp/echo.py"
+bench_start build/corral -c "$tmp/corral.conf" 2>"$tmp/corral.log"; corral="$started"
 sleep 1
 ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 c0=$(ticks $corral)

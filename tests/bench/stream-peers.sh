@@ -25,10 +25,8 @@ for b in nginx haproxy iperf3 ab openssl; do
 done
 [ -r $module ] || { echo "stream-peers: needs $module (libnginx-mod-stream)" >&2; exit 2; }
 ninja build/corral >/dev/null
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+. tests/bench/lib.sh
+bench_tmp
 chmod a+rx "$tmp"
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
@@ -103,11 +101,11 @@ stream {
   server { listen 127.0.0.1:15413; ssl_preread on; proxy_pass \$tls; }
 }
 CONF
-iperf3 -s -B 127.0.0.1 -p 15201 >/dev/null 2>&1 & pids+=($!)
-nginx -c "$tmp/backend.conf" & pids+=($!)
-nginx -c "$tmp/nginx.conf" & pids+=($!); roots=($!)
-haproxy -f "$tmp/haproxy.cfg" -db >"$tmp/haproxy.log" 2>&1 & pids+=($!); roots+=($!)
-build/corral -c "$tmp/corral.conf" 2>"$tmp/corral.log" & pids+=($!); roots+=($!)
+bench_start iperf3 -s -B 127.0.0.1 -p 15201 >/dev/null 2>&1
+bench_start nginx -c "$tmp/backend.conf"
+bench_start nginx -c "$tmp/nginx.conf"; roots=("$started")
+bench_start haproxy -f "$tmp/haproxy.cfg" -db >"$tmp/haproxy.log" 2>&1; roots+=("$started")
+bench_start build/corral -c "$tmp/corral.conf" 2>"$tmp/corral.log"; roots+=("$started")
 names=(nginx haproxy corral) last=(1 2 3)
 sleep 1
 tree() { local p=$1 c; echo "$p"; for c in $(pgrep -P "$p"); do tree "$c"; done; }

@@ -13,16 +13,13 @@ for b in openssl python3; do
   command -v $b >/dev/null || { echo "skipped: needs $b"; exit 0; }
 done
 ninja build/corral build/h3load >/dev/null || fail "build"
-tmp=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+. tests/bench/lib.sh
+bench_tmp
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$tmp/key.pem" \
   -out "$tmp/cert.pem" -subj /CN=localhost -days 1 2>/dev/null || fail "openssl"
-# A UDP port free now on 127.0.0.1 (the quic listen needs one known here).
-port=$(python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# The quic listen needs a port known here.
+port=$(bench_free_port udp)
 cat >"$tmp/corral.conf" <<CONF
 workers 1;
 server {
@@ -33,8 +30,8 @@ server {
   location /missing { return 404; }
 }
 CONF
-build/corral -c "$tmp/corral.conf" >"$tmp/corral.log" 2>&1 &
-pid=$!
+bench_start build/corral -c "$tmp/corral.conf" >"$tmp/corral.log" 2>&1
+pid=$started
 for _ in $(seq 100); do
   grep -q "listening on 127.0.0.1:$port quic" "$tmp/corral.log" && break
   kill -0 "$pid" 2>/dev/null || fail "corral exited: $(cat "$tmp/corral.log")"

@@ -69,16 +69,10 @@ case $VER in "") protos="TLSv1.2 TLSv1.3" hap_vers="ssl-min-ver TLSv1.2 ssl-max-
              1.2|1.3) protos="TLSv$VER" hap_vers="ssl-min-ver TLSv$VER ssl-max-ver TLSv$VER";;
              *) echo "tls-peers: -V 1.2 or -V 1.3" >&2; exit 2;; esac
 cd "$(dirname "$0")/../.."
-for b in nginx haproxy wrk openssl curl; do
-  command -v $b >/dev/null || { echo "tls-peers: needs $b (apt-get install nginx-light haproxy wrk openssl curl)" >&2; exit 2; }
-done
-if [ -z "$BIN" ]; then BIN=build/corral; [ -x "$BIN" ] || ninja build/corral >/dev/null || exit 2; fi
-BIN=$(realpath "$BIN")
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. tests/bench/lib.sh
+bench_need tls-peers "nginx-light haproxy wrk openssl curl" nginx haproxy wrk openssl curl
+BIN=$(bench_corral "$BIN") || exit 2
+bench_tmp
 
 if [ "$KEY" = rsa ]; then newkey=(-newkey rsa:2048); keydesc="RSA 2048"
 else newkey=(-newkey ec -pkeyopt ec_paramgen_curve:P-256); keydesc="ECDSA P-256"; fi
@@ -87,18 +81,7 @@ openssl req -x509 "${newkey[@]}" -nodes -keyout "$tmp/key.pem" -out "$tmp/cert.p
   || { echo "tls-peers: openssl req failed" >&2; exit 2; }
 cat "$tmp/cert.pem" "$tmp/key.pem" >"$tmp/haproxy.pem"   # HAProxy wants both in one file
 
-cat >"$tmp/backend.conf" <<CONF
-worker_processes $W;
-daemon off;
-pid $tmp/backend.pid;
-error_log $tmp/backend.err warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:18100 backlog=4096; location / { return 200 "hello world\n"; } }
-}
-CONF
+bench_nginx_backend "$tmp/backend.conf" 18100 "$W"
 # write_configs MODE PORT_BASE: MODE "on" has session tickets and the session
 # cache on (every server's default), "off" has both off.
 write_configs() {
@@ -187,17 +170,6 @@ handshakes() {
   esac
 }
 
-answers() { # PORT SCHEME: true once the port serves a 200
-  [ "$(curl -sk -o /dev/null -w '%{http_code}' --max-time 2 "$2://127.0.0.1:$1/")" = 200 ]
-}
-wait_port() { # PORT SCHEME PID
-  for _ in $(seq 50); do
-    answers "$1" "$2" && return 0
-    kill -0 "$3" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
-}
 # probe PORT: the first connection's protocol, cipher and key exchange, and
 # whether a second connection that offers the first's session resumes it.  The
 # SNI is the load client's: wrk sends the URL's host, s_time sends none.
@@ -215,33 +187,29 @@ probe() {
     "$(grep -qE '^Reused, ' <<<"$s2" && echo resumed || echo full handshake)"
 }
 
-# Other work on the machine skews every number: say how busy it was.
-busy() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
-b0=$(busy); sleep 1; b1=$(busy)
-busy_pct=$(awk -v a="$b0" -v b="$b1" 'BEGIN{split(a, x, " "); split(b, y, " ");
-  printf "%.0f", (y[2] > x[2]) ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 0}')
+busy_pct=$(bench_busy_pct)
 
 names=(nginx haproxy corral)
 declare -A port pid
-nginx -c "$tmp/backend.conf" & pids+=($!)
-wait_port 18100 http $! || { echo "tls-peers: the backend does not answer" >&2; exit 1; }
+bench_start nginx -c "$tmp/backend.conf"
+bench_wait 18100 http $started || { echo "tls-peers: the backend does not answer" >&2; exit 1; }
 modes=(on)
 [[ $SCEN == *2* && -z $STIME ]] && modes+=(off)
 for m in "${modes[@]}"; do
   base=18100; [ "$m" = off ] && base=18103
   write_configs "$m" "$base"
-  nginx -c "$tmp/nginx-$m.conf" & pids+=($!); pid[nginx-$m]=$!; port[nginx-$m]=$((base + 1))
-  haproxy -f "$tmp/haproxy-$m.cfg" -db >"$tmp/haproxy-$m.log" 2>&1 & pids+=($!)
-  pid[haproxy-$m]=$!; port[haproxy-$m]=$((base + 2))
-  "$BIN" -c "$tmp/corral-$m.conf" >"$tmp/corral-$m.log" 2>&1 & pids+=($!)
-  pid[corral-$m]=$!; port[corral-$m]=$((base + 3))
+  bench_start nginx -c "$tmp/nginx-$m.conf"; pid[nginx-$m]=$started; port[nginx-$m]=$((base + 1))
+  bench_start haproxy -f "$tmp/haproxy-$m.cfg" -db >"$tmp/haproxy-$m.log" 2>&1
+  pid[haproxy-$m]=$started; port[haproxy-$m]=$((base + 2))
+  bench_start "$BIN" -c "$tmp/corral-$m.conf" >"$tmp/corral-$m.log" 2>&1
+  pid[corral-$m]=$started; port[corral-$m]=$((base + 3))
 done
 echo "# $keydesc certificate, ${protos// / + }, $W worker(s) each, $R rounds of ${D}s, corral: $BIN"
 echo "# $(nproc) CPUs, ${busy_pct}% busy in the second before the servers started"
 serving=()
 for n in "${names[@]}"; do
   ok=1
-  for m in "${modes[@]}"; do wait_port "${port[$n-$m]}" https "${pid[$n-$m]}" || ok=; done
+  for m in "${modes[@]}"; do bench_wait "${port[$n-$m]}" https "${pid[$n-$m]}" || ok=; done
   if [ -n "$ok" ]; then serving+=("$n"); continue; fi
   echo "$n: not serving"
   for m in "${modes[@]}"; do

@@ -17,13 +17,9 @@ shift $((OPTIND - 1))
 values=("$@")
 ((${#values[@]})) || values=(64 512)
 cd "$(dirname "$0")/../.." || exit 1
-for b in nginx h2load openssl curl; do
-  command -v $b >/dev/null || { echo "upstream-keepalive.sh: $b missing" >&2; exit 2; }
-done
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+. tests/bench/lib.sh
+bench_need upstream-keepalive "nginx-light nghttp2-client openssl curl" nginx h2load openssl curl
+bench_tmp
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=a.test \
   -keyout "$tmp/c.key" -out "$tmp/c.crt" >/dev/null 2>&1
 be=18180 px=18194
@@ -35,7 +31,8 @@ http { access_log off; keepalive_requests 1000000;
     location / { return 200 "hello world\n"; }
     location = /stub { stub_status; } } }
 EOF
-nginx -c "$tmp/backend.conf" & pids+=($!)
+bench_start nginx -c "$tmp/backend.conf"
+bench_wait $be
 accepts() { curl -s "http://127.0.0.1:$be/stub" | awk 'NR==3{print $1}'; }
 ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 hz=$(getconf CLK_TCK)
@@ -51,9 +48,9 @@ upstream backend { server 127.0.0.1:$be; keepalive $k; }
 server { listen 127.0.0.1:$px tls http2; tls_certificate $tmp/c.crt; tls_certificate_key $tmp/c.key;
   location / { proxy_pass http://backend; } }
 EOF
-    "$BIN" -c "$tmp/corral.conf" >"$tmp/corral.log" 2>&1 &
-    cp=$!
-    for _ in $(seq 50); do curl -sk -o /dev/null "https://127.0.0.1:$px/" && break; sleep 0.1; done
+    bench_start "$BIN" -c "$tmp/corral.conf" >"$tmp/corral.log" 2>&1
+    cp=$started
+    bench_wait $px https
     a0=$(accepts) t0=$(ticks $cp)
     out=$(h2load -c "$C" -m "$M" -D "$D" --warm-up-time=1 "https://127.0.0.1:$px/" 2>&1)
     a1=$(accepts) t1=$(ticks $cp)

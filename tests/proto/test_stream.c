@@ -39,22 +39,14 @@ enum backend_mode {
 };
 
 struct backend {
-    int fd, port;
+    struct test_backend tcp;
     enum backend_mode mode;
     uint64_t source_len;
-    atomic_int accepted;
-    atomic_bool stop;
-    pthread_t thread;
     /* What HALF_FIRST read after its half-close, and PROXY_HEADER's line. */
     pthread_mutex_t lock;
     char got[256];
     size_t got_len;
     char header[128];
-};
-
-struct backend_conn {
-    struct backend *b;
-    int fd;
 };
 
 static void fill_pattern(char *buf, size_t len, uint64_t offset)
@@ -74,16 +66,15 @@ static void send_all_quiet(int fd, const char *buf, size_t len)
     }
 }
 
-static void *backend_conn_run(void *arg)
+static void backend_serve(int fd, void *data)
 {
-    struct backend_conn *c = arg;
-    struct backend *b = c->b;
+    struct backend *b = data;
     static __thread char buf[64 * 1024];
     switch (b->mode) {
     case PROXY_HEADER: {
         size_t len = 0;
         char ch;
-        while (len + 1 < sizeof(b->header) && recv(c->fd, &ch, 1, 0) == 1) {
+        while (len + 1 < sizeof(b->header) && recv(fd, &ch, 1, 0) == 1) {
             b->header[len++] = ch;
             if (ch == '\n')
                 break;
@@ -93,18 +84,18 @@ static void *backend_conn_run(void *arg)
         __attribute__((fallthrough)); /* then echo the rest */
     case ECHO:
         for (;;) {
-            ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+            ssize_t n = recv(fd, buf, sizeof(buf), 0);
             if (n <= 0)
                 break;
-            send_all_quiet(c->fd, buf, (size_t)n);
+            send_all_quiet(fd, buf, (size_t)n);
         }
-        shutdown(c->fd, SHUT_WR);
+        shutdown(fd, SHUT_WR);
         break;
     case HALF_FIRST: {
-        send_all_quiet(c->fd, "hello", 5);
-        shutdown(c->fd, SHUT_WR);
+        send_all_quiet(fd, "hello", 5);
+        shutdown(fd, SHUT_WR);
         for (;;) {
-            ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+            ssize_t n = recv(fd, buf, sizeof(buf), 0);
             if (n <= 0)
                 break;
             pthread_mutex_lock(&b->lock);
@@ -117,9 +108,9 @@ static void *backend_conn_run(void *arg)
         break;
     }
     case RESET: {
-        (void)recv(c->fd, buf, 4, 0);
+        (void)recv(fd, buf, 4, 0);
         struct linger linger = {.l_onoff = 1, .l_linger = 0};
-        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger));
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger));
         break;
     }
     case SOURCE:
@@ -127,39 +118,11 @@ static void *backend_conn_run(void *arg)
             size_t n =
                 b->source_len - off < sizeof(buf) ? (size_t)(b->source_len - off) : sizeof(buf);
             fill_pattern(buf, n, off);
-            send_all_quiet(c->fd, buf, n);
+            send_all_quiet(fd, buf, n);
             off += n;
         }
         break;
     }
-    close(c->fd);
-    free(c);
-    return NULL;
-}
-
-static void *backend_run(void *arg)
-{
-    struct backend *b = arg;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    while (!atomic_load(&b->stop)) {
-        struct pollfd p = {.fd = b->fd, .events = POLLIN};
-        if (poll(&p, 1, 20) <= 0)
-            continue;
-        int fd = accept(b->fd, NULL, NULL);
-        if (fd < 0)
-            continue;
-        atomic_fetch_add(&b->accepted, 1);
-        struct backend_conn *c = malloc(sizeof(*c));
-        ck_assert_ptr_nonnull(c);
-        *c = (struct backend_conn){b, fd};
-        pthread_t t;
-        ck_assert_int_eq(pthread_create(&t, &attr, backend_conn_run, c), 0);
-    }
-    pthread_attr_destroy(&attr);
-    return NULL;
 }
 
 static void backend_start(struct backend *b, enum backend_mode mode)
@@ -167,22 +130,14 @@ static void backend_start(struct backend *b, enum backend_mode mode)
     memset(b, 0, sizeof(*b));
     b->mode = mode;
     pthread_mutex_init(&b->lock, NULL);
-    b->fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(b->fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(b->fd, 1024), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
-    b->port = ntohs(addr.sin_port);
-    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_run, b), 0);
+    test_backend_start(&b->tcp, "127.0.0.1", 0, backend_serve, b);
 }
 
 static void backend_stop(struct backend *b)
 {
-    atomic_store(&b->stop, true);
-    pthread_join(b->thread, NULL);
-    close(b->fd);
+    /* Not a check (a session may outlast its test): the wait only keeps
+     * the serving threads from using `b` once its test has returned. */
+    (void)test_backend_stop(&b->tcp, TEST_WAIT_MS);
 }
 
 /* ------------------------------------------------------------- daemons */
@@ -214,7 +169,7 @@ static void start_to(struct test_daemon *d, const struct backend *b, const char 
 {
     char stream[2048];
     snprintf(stream, sizeof(stream), "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; %s }",
-             b->port, extra != NULL ? extra : "");
+             b->tcp.port, extra != NULL ? extra : "");
     start_with(d, stream);
 }
 
@@ -560,7 +515,7 @@ START_TEST(proxy_protocol_on_both_sides)
     snprintf(stream, sizeof(stream),
              "  server { listen 127.0.0.1:0 proxy_protocol; proxy_pass 127.0.0.1:%d; "
              "proxy_protocol on; }",
-             b.port);
+             b.tcp.port);
     start_with(&d, stream);
     int fd = test_connect(d.port);
     const char *header = "PROXY TCP4 192.0.2.7 198.51.100.9 40000 443\r\n";
@@ -572,12 +527,12 @@ START_TEST(proxy_protocol_on_both_sides)
     ck_assert_str_eq(b.header, header);
     close(fd);
     /* A malformed header ends the connection with nothing sent on. */
-    int before = atomic_load(&b.accepted);
+    int before = atomic_load(&b.tcp.accepted);
     fd = test_connect(d.port);
     test_send_all(fd, "GET / HTTP/1.1\r\n\r\n", 18);
     ck_assert_int_le(recv(fd, buf, sizeof(buf), 0), 0);
     close(fd);
-    ck_assert_int_eq(atomic_load(&b.accepted), before);
+    ck_assert_int_eq(atomic_load(&b.tcp.accepted), before);
     test_daemon_stop(&d);
     backend_stop(&b);
 }
@@ -598,7 +553,7 @@ START_TEST(next_upstream_after_a_refused_connect)
     snprintf(stream, sizeof(stream),
              "  upstream pair { server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d; }\n"
              "  server { listen 127.0.0.1:0; proxy_pass pair; }",
-             refused_port, b.port);
+             refused_port, b.tcp.port);
     start_with(&d, stream);
     for (int i = 0; i < 6; i++) {
         int fd = test_connect(d.port);
@@ -609,13 +564,13 @@ START_TEST(next_upstream_after_a_refused_connect)
         ck_assert(memcmp(buf, "abc", 3) == 0);
         close(fd);
     }
-    ck_assert_int_eq(atomic_load(&b.accepted), 6);
+    ck_assert_int_eq(atomic_load(&b.tcp.accepted), 6);
     test_daemon_stop(&d);
 
     snprintf(stream, sizeof(stream),
              "  upstream pair { server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d; }\n"
              "  server { listen 127.0.0.1:0; proxy_pass pair; proxy_next_upstream off; }",
-             refused_port, b.port);
+             refused_port, b.tcp.port);
     start_workers(&d, 1, stream); /* one worker: one round robin */
     int closed = 0;
     for (int i = 0; i < 6; i++) {
@@ -646,12 +601,12 @@ START_TEST(deny_closes_before_any_server)
     char buf[8];
     ck_assert_int_le(recv(fd, buf, sizeof(buf), 0), 0);
     close(fd);
-    ck_assert_int_eq(atomic_load(&b.accepted), 0);
+    ck_assert_int_eq(atomic_load(&b.tcp.accepted), 0);
     test_daemon_stop(&d);
 
     start_to(&d, &b, "allow 127.0.0.1; deny all;");
     echo_through(d.port, 10);
-    ck_assert_int_eq(atomic_load(&b.accepted), 1);
+    ck_assert_int_eq(atomic_load(&b.tcp.accepted), 1);
     test_daemon_stop(&d);
     backend_stop(&b);
 }
@@ -701,11 +656,11 @@ START_TEST(access_log_lines)
              "  log_format s '$remote_addr $status $bytes_sent $bytes_received "
              "$upstream_bytes_sent $upstream_bytes_received \"$upstream_addr\"';\n"
              "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; access_log %s s; }",
-             b.port, log);
+             b.tcp.port, log);
     start_with(&d, stream);
     echo_through(d.port, 1000);
     snprintf(expect, sizeof(expect), "127.0.0.1 200 1000 1000 1000 1000 \"127.0.0.1:%d\"\n",
-             b.port);
+             b.tcp.port);
     free(test_wait_file(log, expect, TEST_WAIT_MS));
     test_daemon_stop(&d);
     backend_stop(&b);
@@ -726,7 +681,7 @@ START_TEST(limit_conn_per_address)
              "  log_format s '$status $bytes_sent';\n"
              "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; limit_conn per_ip 1;\n"
              "    access_log %s s; }",
-             b.port, log);
+             b.tcp.port, log);
     struct test_daemon d;
     start_workers(&d, 1, stream);
     int first = test_connect(d.port);
@@ -789,6 +744,14 @@ static void hello_through(int port, const unsigned char *hello, size_t len, bool
     close(fd);
 }
 
+/* hello_through() with a ClientHello naming `name` (NULL: none). */
+static void named_hello_through(int port, const char *name, bool one_by_one)
+{
+    unsigned char hello[4096];
+    size_t len = client_hello(name, hello, sizeof(hello));
+    hello_through(port, hello, len, one_by_one);
+}
+
 /* ssl_preread on and a map of the server name: three upstreams, picked by
  * an exact name, a regex and the default; a hello split into one-byte
  * segments routes the same; a client that speaks no TLS gets the
@@ -810,33 +773,26 @@ START_TEST(sni_routes_to_three_upstreams)
              "    default c;\n"
              "  }\n"
              "  server { listen 127.0.0.1:0; ssl_preread on; proxy_pass $pick; }",
-             a.port, b.port, c.port);
+             a.tcp.port, b.tcp.port, c.tcp.port);
     struct test_daemon d;
     start_with(&d, stream);
-    static unsigned char hello[4096];
-    size_t len = client_hello("a.example", hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
-    ck_assert_int_eq(atomic_load(&a.accepted), 1);
-    len = client_hello("A.EXAMPLE", hello, sizeof(hello)); /* names are caseless */
-    hello_through(d.port, hello, len, false);
-    ck_assert_int_eq(atomic_load(&a.accepted), 2);
-    len = client_hello("b.example.org", hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
-    ck_assert_int_eq(atomic_load(&b.accepted), 1);
-    len = client_hello("elsewhere.example", hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
-    ck_assert_int_eq(atomic_load(&c.accepted), 1);
-    len = client_hello(NULL, hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
-    ck_assert_int_eq(atomic_load(&c.accepted), 2);
+    named_hello_through(d.port, "a.example", false);
+    ck_assert_int_eq(atomic_load(&a.tcp.accepted), 1);
+    named_hello_through(d.port, "A.EXAMPLE", false); /* names are caseless */
+    ck_assert_int_eq(atomic_load(&a.tcp.accepted), 2);
+    named_hello_through(d.port, "b.example.org", false);
+    ck_assert_int_eq(atomic_load(&b.tcp.accepted), 1);
+    named_hello_through(d.port, "elsewhere.example", false);
+    ck_assert_int_eq(atomic_load(&c.tcp.accepted), 1);
+    named_hello_through(d.port, NULL, false);
+    ck_assert_int_eq(atomic_load(&c.tcp.accepted), 2);
     /* One byte per segment. */
-    len = client_hello("a.example", hello, sizeof(hello));
-    hello_through(d.port, hello, len, true);
-    ck_assert_int_eq(atomic_load(&a.accepted), 3);
+    named_hello_through(d.port, "a.example", true);
+    ck_assert_int_eq(atomic_load(&a.tcp.accepted), 3);
     /* Not TLS at all: the variables are empty, the default serves. */
     hello_through(d.port, (const unsigned char *)"PING\r\n", 6, false);
-    ck_assert_int_eq(atomic_load(&c.accepted), 3);
-    ck_assert_int_eq(atomic_load(&b.accepted), 1);
+    ck_assert_int_eq(atomic_load(&c.tcp.accepted), 3);
+    ck_assert_int_eq(atomic_load(&b.tcp.accepted), 1);
     test_daemon_stop(&d);
     backend_stop(&a);
     backend_stop(&b);
@@ -941,7 +897,7 @@ static void start_tls(struct test_daemon *d, const struct backend *b, const char
              "  server { listen 127.0.0.1:0 ssl; proxy_pass 127.0.0.1:%d;\n"
              "    ssl_certificate %s/server.pem; ssl_certificate_key %s/server.key;\n"
              "    %s }",
-             b->port, certs, certs, extra != NULL ? extra : "");
+             b->tcp.port, certs, certs, extra != NULL ? extra : "");
     start_with(d, stream);
 }
 
@@ -1102,13 +1058,13 @@ START_TEST(tls_terminates_to_a_plain_backend)
         tls_close(ssl);
     }
     /* Plain text to the tls port is refused, not passed on. */
-    int accepted = atomic_load(&b.accepted);
+    int accepted = atomic_load(&b.tcp.accepted);
     int fd = test_connect(d.port);
     test_send_all(fd, "GET / HTTP/1.0\r\n\r\n", 18);
     char buf[64];
     ck_assert_int_le(recv(fd, buf, sizeof(buf), 0), 0);
     close(fd);
-    ck_assert_int_eq(atomic_load(&b.accepted), accepted);
+    ck_assert_int_eq(atomic_load(&b.tcp.accepted), accepted);
     test_daemon_stop(&d);
     backend_stop(&b);
 }
@@ -1158,12 +1114,12 @@ START_TEST(tls_client_certificate_required)
     start_tls(&d, &b, certs, extra);
     ck_assert(tls_refused(tls_connect(d.port, certs, NULL, NULL)));
     ck_assert(tls_refused(tls_connect(d.port, certs, "other-client", NULL)));
-    ck_assert_int_eq(atomic_load(&b.accepted), 0);
+    ck_assert_int_eq(atomic_load(&b.tcp.accepted), 0);
     SSL *ssl = tls_connect(d.port, certs, "client", NULL);
     ck_assert_ptr_nonnull(ssl);
     tls_echo(ssl, 70 * 1000);
     tls_close(ssl);
-    ck_assert_int_eq(atomic_load(&b.accepted), 1);
+    ck_assert_int_eq(atomic_load(&b.tcp.accepted), 1);
     test_daemon_stop(&d);
     backend_stop(&b);
 }
@@ -1220,7 +1176,7 @@ START_TEST(tls_access_log_line)
              "\"$ssl_server_name\"';\n"
              "  server { listen 127.0.0.1:0 tls; proxy_pass 127.0.0.1:%d;\n"
              "    tls_certificate %s/server.pem; tls_certificate_key %s/server.key; %s }",
-             b.port, certs, certs, extra);
+             b.tcp.port, certs, certs, extra);
     struct test_daemon d;
     start_with(&d, stream);
     SSL *ssl = tls_connect(d.port, certs, NULL, NULL);
@@ -1276,13 +1232,13 @@ START_TEST(tcp_health_check_takes_a_dead_server_out)
              "  upstream u { server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d max_fails=0;\n"
              "    health_check type=tcp interval=50ms timeout=1s rise=1 fall=1; }\n"
              "  server { listen 127.0.0.1:0; proxy_pass u; proxy_next_upstream off; }",
-             dead_port, b.port);
+             dead_port, b.tcp.port);
     struct test_daemon d;
     start_with(&d, stream);
     ck_assert_msg(test_poll_until(eight_echo, &d.port, TEST_WAIT_MS),
                   "sessions still go to the dead server");
     /* The live server's checks connect and close: its echo saw them. */
-    ck_assert_int_gt(atomic_load(&b.accepted), 8);
+    ck_assert_int_gt(atomic_load(&b.tcp.accepted), 8);
     test_daemon_stop(&d);
     close(reserved);
     backend_stop(&b);
@@ -1334,26 +1290,26 @@ START_TEST(tls_servers_picked_by_sni)
         "    tls_protocols TLSv1.3; }\n"
         "  server { listen 127.0.0.1:0 ssl; server_name *.beta.test; proxy_pass 127.0.0.1:%d;\n"
         "    tls_certificate %s/beta.pem; tls_certificate_key %s/beta.key; }\n",
-        certs, certs, log, def.port, alpha.port, certs, certs, beta.port, certs, certs);
+        certs, certs, log, def.tcp.port, alpha.tcp.port, certs, certs, beta.tcp.port, certs, certs);
     struct test_daemon d;
     start_with(&d, stream);
     char version[32];
     sni_session(d.port, certs, "alpha.test", "alpha.test", version, sizeof(version));
     ck_assert_str_eq(version, "TLSv1.3"); /* its own */
-    ck_assert_int_eq(atomic_load(&alpha.accepted), 1);
+    ck_assert_int_eq(atomic_load(&alpha.tcp.accepted), 1);
     sni_session(d.port, certs, "ALPHA.test", "alpha.test", version, sizeof(version));
-    ck_assert_int_eq(atomic_load(&alpha.accepted), 2);
+    ck_assert_int_eq(atomic_load(&alpha.tcp.accepted), 2);
     sni_session(d.port, certs, "x.beta.test", "x.beta.test", version, sizeof(version));
     ck_assert_str_eq(version, "TLSv1.2"); /* the stream block's */
-    ck_assert_int_eq(atomic_load(&beta.accepted), 1);
+    ck_assert_int_eq(atomic_load(&beta.tcp.accepted), 1);
     sni_session(d.port, certs, "other.test", "stream.test", version, sizeof(version));
     ck_assert_str_eq(version, "TLSv1.2");
     sni_session(d.port, certs, "beta.test", "stream.test", version, sizeof(version));
-    ck_assert_int_eq(atomic_load(&def.accepted), 2);
-    ck_assert_int_eq(atomic_load(&alpha.accepted), 2);
-    ck_assert_int_eq(atomic_load(&beta.accepted), 1);
+    ck_assert_int_eq(atomic_load(&def.tcp.accepted), 2);
+    ck_assert_int_eq(atomic_load(&alpha.tcp.accepted), 2);
+    ck_assert_int_eq(atomic_load(&beta.tcp.accepted), 1);
     char expect[128];
-    snprintf(expect, sizeof(expect), "200 x.beta.test 127.0.0.1:%d\n", beta.port);
+    snprintf(expect, sizeof(expect), "200 x.beta.test 127.0.0.1:%d\n", beta.tcp.port);
     free(test_wait_file(log, expect, TEST_WAIT_MS));
     test_daemon_stop(&d);
     backend_stop(&def);
@@ -1364,7 +1320,7 @@ END_TEST
 
 static bool got_one(void *arg)
 {
-    return atomic_load((atomic_int *)arg) >= 1;
+    return atomic_load((atomic_uint *)arg) >= 1;
 }
 
 /* default_server: the server named so answers names no server has, not
@@ -1386,21 +1342,21 @@ START_TEST(tls_default_server_and_own_rules)
              "    tls_certificate %s/beta.pem; tls_certificate_key %s/beta.key; }\n"
              "  server { listen 127.0.0.1:0 ssl default_server; proxy_pass 127.0.0.1:%d;\n"
              "    tls_certificate %s/server.pem; tls_certificate_key %s/server.key; }\n",
-             first.port, certs, certs, def.port, certs, certs, def.port, certs, certs);
+             first.tcp.port, certs, certs, def.tcp.port, certs, certs, def.tcp.port, certs, certs);
     struct test_daemon d;
     start_with(&d, stream);
     char version[32];
     sni_session(d.port, certs, "nobody.test", "stream.test", version, sizeof(version));
-    ck_assert_int_eq(atomic_load(&def.accepted), 1);
-    ck_assert_int_eq(atomic_load(&first.accepted), 0);
+    ck_assert_int_eq(atomic_load(&def.tcp.accepted), 1);
+    ck_assert_int_eq(atomic_load(&first.tcp.accepted), 0);
     /* The regex name picks the server that denies the client: its
      * certificate is shown, then the session is closed before any
      * backend. */
     ck_assert(
         tls_refused(tls_connect_named(d.port, certs, NULL, NULL, "y.beta.test", "y.beta.test")));
-    ck_assert_int_eq(atomic_load(&def.accepted), 1);
+    ck_assert_int_eq(atomic_load(&def.tcp.accepted), 1);
     sni_session(d.port, certs, "nobody.test", "stream.test", version, sizeof(version));
-    ck_assert_int_eq(atomic_load(&def.accepted), 2);
+    ck_assert_int_eq(atomic_load(&def.tcp.accepted), 2);
     /* openssl s_client names alpha.test and sees its certificate. */
     char cmd[PATH_MAX + 256], out[PATH_MAX];
     test_daemon_file(out, sizeof(out), "s_client.out");
@@ -1412,7 +1368,7 @@ START_TEST(tls_default_server_and_own_rules)
     char *text = test_read_file(out);
     ck_assert_msg(rc == 0 && strstr(text, "CN = alpha.test") != NULL, "%d: %s", rc, text);
     free(text);
-    ck_assert(test_poll_until(got_one, &first.accepted, TEST_WAIT_MS));
+    ck_assert(test_poll_until(got_one, &first.tcp.accepted, TEST_WAIT_MS));
     test_daemon_stop(&d);
     backend_stop(&first);
     backend_stop(&def);
@@ -1432,25 +1388,49 @@ START_TEST(preread_picks_the_server)
              "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; }\n"
              "  server { listen 127.0.0.1:0; server_name alpha.test www.alpha.*;\n"
              "    proxy_pass 127.0.0.1:%d; }\n",
-             def.port, alpha.port);
+             def.tcp.port, alpha.tcp.port);
     struct test_daemon d;
     start_with(&d, stream);
-    unsigned char hello[4096];
-    size_t len = client_hello("alpha.test", hello, sizeof(hello));
-    hello_through(d.port, hello, len, true);
-    ck_assert_int_eq(atomic_load(&alpha.accepted), 1);
-    len = client_hello("www.alpha.org", hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
-    ck_assert_int_eq(atomic_load(&alpha.accepted), 2);
-    len = client_hello("beta.test", hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
-    len = client_hello(NULL, hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
-    ck_assert_int_eq(atomic_load(&def.accepted), 2);
-    ck_assert_int_eq(atomic_load(&alpha.accepted), 2);
+    named_hello_through(d.port, "alpha.test", true);
+    ck_assert_int_eq(atomic_load(&alpha.tcp.accepted), 1);
+    named_hello_through(d.port, "www.alpha.org", false);
+    ck_assert_int_eq(atomic_load(&alpha.tcp.accepted), 2);
+    named_hello_through(d.port, "beta.test", false);
+    named_hello_through(d.port, NULL, false);
+    ck_assert_int_eq(atomic_load(&def.tcp.accepted), 2);
+    ck_assert_int_eq(atomic_load(&alpha.tcp.accepted), 2);
     test_daemon_stop(&d);
     backend_stop(&def);
     backend_stop(&alpha);
+}
+END_TEST
+
+/* Regex names are tried in the order of the servers in the config, as
+ * HTTP's and nginx's are: a default_server written after another server
+ * whose regex also matches does not take its names first. */
+START_TEST(preread_regexes_in_config_order)
+{
+    struct backend first, def;
+    backend_start(&first, ECHO);
+    backend_start(&def, ECHO);
+    char stream[1024];
+    snprintf(stream, sizeof(stream),
+             "  tls_preread on;\n"
+             "  server { listen 127.0.0.1:0; server_name ~^alpha\\.;\n"
+             "    proxy_pass 127.0.0.1:%d; }\n"
+             "  server { listen 127.0.0.1:0 default_server; server_name ~\\.test$;\n"
+             "    proxy_pass 127.0.0.1:%d; }\n",
+             first.tcp.port, def.tcp.port);
+    struct test_daemon d;
+    start_with(&d, stream);
+    named_hello_through(d.port, "alpha.test", false);
+    ck_assert_int_eq(atomic_load(&first.tcp.accepted), 1);
+    ck_assert_int_eq(atomic_load(&def.tcp.accepted), 0);
+    named_hello_through(d.port, "beta.test", false);
+    ck_assert_int_eq(atomic_load(&def.tcp.accepted), 1);
+    test_daemon_stop(&d);
+    backend_stop(&first);
+    backend_stop(&def);
 }
 END_TEST
 
@@ -1465,13 +1445,11 @@ START_TEST(reload_adds_a_server_by_name)
     snprintf(stream, sizeof(stream),
              "  tls_preread on;\n"
              "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; }\n",
-             def.port);
+             def.tcp.port);
     struct test_daemon d;
     start_with(&d, stream);
-    unsigned char hello[4096];
-    size_t len = client_hello("alpha.test", hello, sizeof(hello));
-    hello_through(d.port, hello, len, false);
-    ck_assert_int_eq(atomic_load(&def.accepted), 1);
+    named_hello_through(d.port, "alpha.test", false);
+    ck_assert_int_eq(atomic_load(&def.tcp.accepted), 1);
     char config[2048];
     snprintf(config, sizeof(config),
              "workers 2;\n%sdrain_timeout 5s;\nadmin { listen 127.0.0.2:0; }\nstream {\n"
@@ -1479,13 +1457,13 @@ START_TEST(reload_adds_a_server_by_name)
              "  server { listen 127.0.0.1:0; proxy_pass 127.0.0.1:%d; }\n"
              "  server { listen 127.0.0.1:0; server_name alpha.test; proxy_pass 127.0.0.1:%d; }\n"
              "}\n",
-             wakeup_line, def.port, alpha.port);
+             wakeup_line, def.tcp.port, alpha.tcp.port);
     test_daemon_write_config(&d, config);
     kill(d.pid, SIGHUP);
     test_daemon_wait_generation(&d, 2);
-    hello_through(d.port, hello, len, false);
-    ck_assert_int_eq(atomic_load(&alpha.accepted), 1);
-    ck_assert_int_eq(atomic_load(&def.accepted), 1);
+    named_hello_through(d.port, "alpha.test", false);
+    ck_assert_int_eq(atomic_load(&alpha.tcp.accepted), 1);
+    ck_assert_int_eq(atomic_load(&def.tcp.accepted), 1);
     test_daemon_stop(&d);
     backend_stop(&def);
     backend_stop(&alpha);
@@ -1530,23 +1508,23 @@ START_TEST(match_health_check_judges_the_answer)
              "    server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d max_fails=0;\n"
              "    health_check match=ping interval=50ms timeout=500ms rise=1 fall=1; }\n"
              "  server { listen 127.0.0.1:0; proxy_pass u; proxy_next_upstream off; }",
-             right.port, endless.port, wrong.port, never_port);
+             right.tcp.port, endless.tcp.port, wrong.tcp.port, never_port);
     struct test_daemon d;
     start_with(&d, stream);
     char line[128];
     snprintf(line, sizeof(line), "127.0.0.1:%d is down: 1 failed checks (unexpected response)",
-             endless.port);
+             endless.tcp.port);
     free(test_wait_file(d.log, line, TEST_WAIT_MS));
     snprintf(line, sizeof(line),
              "127.0.0.1:%d is down: 1 failed checks (closed without the expected response)",
-             wrong.port);
+             wrong.tcp.port);
     free(test_wait_file(d.log, line, TEST_WAIT_MS));
     snprintf(line, sizeof(line), "127.0.0.1:%d is down: 1 failed checks (timeout)", never_port);
     free(test_wait_file(d.log, line, TEST_WAIT_MS));
     ck_assert_msg(test_poll_until(eight_echo, &d.port, TEST_WAIT_MS),
                   "sessions still go to the servers that failed their checks");
     char *log = test_read_file(d.log);
-    snprintf(line, sizeof(line), "127.0.0.1:%d is down", right.port);
+    snprintf(line, sizeof(line), "127.0.0.1:%d is down", right.tcp.port);
     ck_assert_msg(strstr(log, line) == NULL, "%s", log);
     free(log);
     test_daemon_stop(&d);
@@ -1590,7 +1568,7 @@ START_TEST(metrics_count_sessions)
     snprintf(stream, sizeof(stream),
              "  upstream u { server 127.0.0.1:%d max_fails=0; server 127.0.0.1:%d max_fails=0; }\n"
              "  server { listen 127.0.0.1:0; proxy_pass u; proxy_next_upstream off; }",
-             dead_port, b.port);
+             dead_port, b.tcp.port);
     struct test_daemon d;
     start_workers(&d, 1, stream);
     unsigned ok = 0, failed = 0;
@@ -1663,6 +1641,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, tls_servers_picked_by_sni);
     tcase_add_test(tc, tls_default_server_and_own_rules);
     tcase_add_test(tc, preread_picks_the_server);
+    tcase_add_test(tc, preread_regexes_in_config_order);
     tcase_add_test(tc, reload_adds_a_server_by_name);
     suite_add_tcase(s, tc);
     tc = tcase_create("checks");

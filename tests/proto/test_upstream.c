@@ -329,27 +329,21 @@ END_TEST
  * connection: `status` and its name as the body, after `delay_ms`;
  * /healthz gets `health_status` (0: the connection closes unanswered). */
 struct backend {
+    struct test_backend tcp;
     char name[16];
-    int fd, port;
-    pthread_t thread;
-    atomic_bool stop;
     atomic_int status, health_status, delay_ms;
-    atomic_uint requests, health_requests, current, peak, live;
+    atomic_uint requests, health_requests, current, peak;
 };
 
-struct backend_conn {
-    struct backend *b;
-    int fd;
-};
-
-static void *backend_conn_main(void *arg)
+static void backend_serve(int fd, void *data)
 {
-    struct backend_conn *c = arg;
-    struct backend *b = c->b;
+    struct backend *b = data;
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     char buf[8192];
     size_t len = 0;
     while (len < sizeof(buf) - 1) {
-        ssize_t n = recv(c->fd, buf + len, sizeof(buf) - 1 - len, 0);
+        ssize_t n = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
         if (n <= 0)
             break;
         len += (size_t)n;
@@ -358,60 +352,33 @@ static void *backend_conn_main(void *arg)
             break;
     }
     buf[len] = '\0';
-    if (strstr(buf, "\r\n\r\n") != NULL) {
-        int status;
-        if (strncmp(buf, "GET /healthz", 12) == 0) {
-            atomic_fetch_add(&b->health_requests, 1);
-            status = atomic_load(&b->health_status);
-        } else {
-            atomic_fetch_add(&b->requests, 1);
-            unsigned now = atomic_fetch_add(&b->current, 1) + 1;
-            unsigned peak = atomic_load(&b->peak);
-            while (now > peak && !atomic_compare_exchange_weak(&b->peak, &peak, now))
-                ;
-            /* In steps: backend_free() need not wait out what is left of
-             * a delay the daemon gave up on long ago. */
-            int delay = atomic_load(&b->delay_ms);
-            for (int waited = 0; waited < delay && !atomic_load(&b->stop); waited += 10)
-                usleep(10 * 1000);
-            atomic_fetch_sub(&b->current, 1);
-            status = atomic_load(&b->status);
-        }
-        if (status != 0) {
-            char out[256];
-            int n = snprintf(out, sizeof(out),
-                             "HTTP/1.1 %d X\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                             status, strlen(b->name), b->name);
-            (void)!send(c->fd, out, (size_t)n, MSG_NOSIGNAL);
-        }
+    if (strstr(buf, "\r\n\r\n") == NULL)
+        return;
+    int status;
+    if (strncmp(buf, "GET /healthz", 12) == 0) {
+        atomic_fetch_add(&b->health_requests, 1);
+        status = atomic_load(&b->health_status);
+    } else {
+        atomic_fetch_add(&b->requests, 1);
+        unsigned now = atomic_fetch_add(&b->current, 1) + 1;
+        unsigned peak = atomic_load(&b->peak);
+        while (now > peak && !atomic_compare_exchange_weak(&b->peak, &peak, now))
+            ;
+        /* In steps: backend_free() need not wait out what is left of
+         * a delay the daemon gave up on long ago. */
+        int delay = atomic_load(&b->delay_ms);
+        for (int waited = 0; waited < delay && !atomic_load(&b->tcp.stop); waited += 10)
+            usleep(10 * 1000);
+        atomic_fetch_sub(&b->current, 1);
+        status = atomic_load(&b->status);
     }
-    close(c->fd);
-    atomic_fetch_sub(&b->live, 1);
-    free(c);
-    return NULL;
-}
-
-static void *backend_accept_main(void *arg)
-{
-    struct backend *b = arg;
-    while (!atomic_load(&b->stop)) {
-        struct pollfd p = {.fd = b->fd, .events = POLLIN};
-        if (poll(&p, 1, 20) <= 0)
-            continue;
-        int fd = accept(b->fd, NULL, NULL);
-        if (fd < 0)
-            continue;
-        struct timeval tv = {.tv_sec = 5};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        struct backend_conn *c = malloc(sizeof(*c));
-        ck_assert_ptr_nonnull(c);
-        *c = (struct backend_conn){b, fd};
-        atomic_fetch_add(&b->live, 1);
-        pthread_t t;
-        ck_assert_int_eq(pthread_create(&t, NULL, backend_conn_main, c), 0);
-        pthread_detach(t);
+    if (status != 0) {
+        char out[256];
+        int n = snprintf(out, sizeof(out),
+                         "HTTP/1.1 %d X\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                         status, strlen(b->name), b->name);
+        (void)!send(fd, out, (size_t)n, MSG_NOSIGNAL);
     }
-    return NULL;
 }
 
 /* A backend on `ip`:`port` (port 0: any); `ip` may be IPv6 ("::1"). */
@@ -422,21 +389,7 @@ static struct backend *backend_start_on(const char *name, const char *ip, int po
     snprintf(b->name, sizeof(b->name), "%s", name);
     atomic_store(&b->status, 200);
     atomic_store(&b->health_status, 200);
-    bool v6 = strchr(ip, ':') != NULL;
-    /* Not inherited by the daemon, which would keep it listening. */
-    b->fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(b->fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    struct sockaddr_in6 addr6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port)};
-    struct sockaddr *sa = v6 ? (struct sockaddr *)&addr6 : (struct sockaddr *)&addr;
-    socklen_t len = v6 ? sizeof(addr6) : sizeof(addr);
-    ck_assert_int_eq(inet_pton(sa->sa_family, ip, v6 ? (void *)&addr6.sin6_addr : &addr.sin_addr),
-                     1);
-    ck_assert_int_eq(bind(b->fd, sa, len), 0);
-    ck_assert_int_eq(listen(b->fd, 128), 0);
-    ck_assert_int_eq(getsockname(b->fd, sa, &len), 0);
-    b->port = ntohs(v6 ? addr6.sin6_port : addr.sin_port);
-    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_accept_main, b), 0);
+    test_backend_start(&b->tcp, ip, port, backend_serve, b);
     return b;
 }
 
@@ -447,11 +400,8 @@ static struct backend *backend_start(const char *name)
 
 static void backend_free(struct backend *b)
 {
-    atomic_store(&b->stop, true);
-    pthread_join(b->thread, NULL);
-    close(b->fd);
-    test_wait_for(atomic_load(&b->live) == 0, 5000, "%u backend connections live",
-                  (unsigned)atomic_load(&b->live));
+    ck_assert_msg(test_backend_stop(&b->tcp, 5000), "%u backend connections live",
+                  (unsigned)atomic_load(&b->tcp.live));
     free(b);
 }
 
@@ -509,7 +459,7 @@ START_TEST(failing_backend_is_marked_down_then_up)
     snprintf(upstream, sizeof(upstream),
              "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d max_fails=0;\n"
              "health_check interval=200ms timeout=150ms rise=2 fall=3 uri=/healthz;",
-             a->port, b->port);
+             a->tcp.port, b->tcp.port);
     start_daemon(&d, 2, upstream, "");
     /* Checked once, not once per worker: about one probe a server per
      * interval, 10 in 2 s (20 if each of the 2 workers probed). */
@@ -520,7 +470,7 @@ START_TEST(failing_backend_is_marked_down_then_up)
     atomic_store(&a->health_status, 500);
     char text[128];
     snprintf(text, sizeof(text), "upstream app: 127.0.0.1:%d is down: 3 failed checks (status 500)",
-             a->port);
+             a->tcp.port);
     long took = wait_log(&d, text, 3000);
     ck_assert_msg(took >= 0, "not marked down");
     /* interval x fall = 600 ms, plus the probe under way and a loaded box. */
@@ -534,7 +484,7 @@ START_TEST(failing_backend_is_marked_down_then_up)
     ck_assert_uint_eq(atomic_load(&a->requests), before);
 
     atomic_store(&a->health_status, 200);
-    snprintf(text, sizeof(text), "upstream app: 127.0.0.1:%d is up: 2 passed checks", a->port);
+    snprintf(text, sizeof(text), "upstream app: 127.0.0.1:%d is up: 2 passed checks", a->tcp.port);
     took = wait_log(&d, text, 3000);
     ck_assert_msg(took >= 0 && took <= 400 + 200 + 1000, "marked up after %ld ms", took);
     for (int i = 0; i < 6; i++)
@@ -554,13 +504,13 @@ START_TEST(reload_keeps_the_health_state)
     snprintf(upstream, sizeof(upstream),
              "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d max_fails=0;\n"
              "health_check interval=300ms timeout=3s rise=10 fall=1 uri=/healthz;",
-             a->port, b->port);
+             a->tcp.port, b->tcp.port);
     /* b must not fail a probe: a timeout that no slow machine reaches (a
      * probe then skips turns, it does not pile up). */
     start_daemon(&d, 1, upstream, "");
     atomic_store(&a->health_status, 0);
     char text[128];
-    snprintf(text, sizeof(text), "127.0.0.1:%d is down", a->port);
+    snprintf(text, sizeof(text), "127.0.0.1:%d is down", a->tcp.port);
     ck_assert_int_ge(wait_log(&d, text, 3000), 0);
     atomic_store(&a->health_status, 200); /* up again only after 10 passes, 3 s */
     kill(d.pid, SIGHUP);
@@ -583,7 +533,7 @@ START_TEST(backup_gets_requests_only_when_the_primaries_are_down)
     char upstream[512];
     snprintf(upstream, sizeof(upstream),
              "server 127.0.0.1:%d;\nserver 127.0.0.1:%d backup;\nserver 127.0.0.1:%d down;",
-             a->port, b->port, c->port);
+             a->tcp.port, b->tcp.port, c->tcp.port);
     start_daemon(&d, 2, upstream, "");
     char body[64];
     for (int i = 0; i < 10; i++) {
@@ -637,7 +587,7 @@ START_TEST(max_conns_holds_across_two_workers)
     atomic_store(&a->delay_ms, 600);
     struct test_daemon d;
     char upstream[256];
-    snprintf(upstream, sizeof(upstream), "server 127.0.0.1:%d max_conns=2;", a->port);
+    snprintf(upstream, sizeof(upstream), "server 127.0.0.1:%d max_conns=2;", a->tcp.port);
     start_daemon(&d, 2, upstream, "");
     struct client clients[8];
     for (int i = 0; i < COUNT(clients); i++) {
@@ -672,7 +622,7 @@ static int slow_get(const char *location, const char *method, long *took_ms, uns
     snprintf(upstream, sizeof(upstream),
              "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d max_fails=0;\n"
              "server 127.0.0.1:%d max_fails=0;",
-             b[0]->port, b[1]->port, b[2]->port);
+             b[0]->tcp.port, b[1]->tcp.port, b[2]->tcp.port);
     struct test_daemon d;
     start_daemon_with(&d, 1, upstream, "proxy_read_timeout 1s;", location);
     int fd = test_connect(d.port);
@@ -758,8 +708,8 @@ START_TEST(listed_status_goes_to_the_next_server)
     struct test_daemon d;
     char upstream[256];
     snprintf(upstream, sizeof(upstream),
-             "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d max_fails=0;", a->port,
-             b->port);
+             "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d max_fails=0;", a->tcp.port,
+             b->tcp.port);
     start_daemon(&d, 1, upstream, "proxy_next_upstream error timeout http_503;");
     char body[64];
     for (int i = 0; i < 6; i++) {
@@ -804,21 +754,21 @@ START_TEST(server_up_metric_follows_the_health_checks)
              "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d backup;\n"
              "server 127.0.0.1:%d down;\n"
              "health_check interval=200ms timeout=150ms rise=1 fall=1 uri=/healthz;",
-             a->port, b->port, c->port);
+             a->tcp.port, b->tcp.port, c->tcp.port);
     start_daemon(&d, 2, upstream, "");
-    ck_assert_int_eq(server_up(&d, a->port), 1);
-    ck_assert_int_eq(server_up(&d, b->port), 1);
-    ck_assert_int_eq(server_up(&d, c->port), 0);
+    ck_assert_int_eq(server_up(&d, a->tcp.port), 1);
+    ck_assert_int_eq(server_up(&d, b->tcp.port), 1);
+    ck_assert_int_eq(server_up(&d, c->tcp.port), 0);
     atomic_store(&b->health_status, 500);
     char text[128];
-    snprintf(text, sizeof(text), "127.0.0.1:%d is down", b->port);
+    snprintf(text, sizeof(text), "127.0.0.1:%d is down", b->tcp.port);
     ck_assert_int_ge(wait_log(&d, text, 3000), 0);
-    ck_assert_int_eq(server_up(&d, b->port), 0);
-    ck_assert_int_eq(server_up(&d, a->port), 1);
+    ck_assert_int_eq(server_up(&d, b->tcp.port), 0);
+    ck_assert_int_eq(server_up(&d, a->tcp.port), 1);
     atomic_store(&b->health_status, 200);
-    snprintf(text, sizeof(text), "127.0.0.1:%d is up", b->port);
+    snprintf(text, sizeof(text), "127.0.0.1:%d is up", b->tcp.port);
     ck_assert_int_ge(wait_log(&d, text, 3000), 0);
-    ck_assert_int_eq(server_up(&d, b->port), 1);
+    ck_assert_int_eq(server_up(&d, b->tcp.port), 1);
     test_daemon_stop(&d);
     backend_free(a);
     backend_free(b);
@@ -836,14 +786,14 @@ START_TEST(server_up_metric_follows_passive_failures)
     char upstream[256];
     snprintf(upstream, sizeof(upstream),
              "server 127.0.0.1:%d max_fails=1 fail_timeout=30s;\nserver 127.0.0.1:%d;", port,
-             b->port);
+             b->tcp.port);
     start_daemon(&d, 1, upstream, "");
     ck_assert_int_eq(server_up(&d, port), 1);
     char body[64];
     for (int i = 0; i < 4; i++)
         ck_assert_int_eq(get_body(d.port, body, sizeof(body)), 200);
     ck_assert_int_eq(server_up(&d, port), 0);
-    ck_assert_int_eq(server_up(&d, b->port), 1);
+    ck_assert_int_eq(server_up(&d, b->tcp.port), 1);
     test_daemon_stop(&d);
     backend_free(b);
 }
@@ -857,7 +807,8 @@ START_TEST(upstream_failures_are_logged_with_the_request)
     struct test_daemon d;
     char upstream[256];
     snprintf(upstream, sizeof(upstream),
-             "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d max_fails=0;", port, b->port);
+             "server 127.0.0.1:%d max_fails=0;\nserver 127.0.0.1:%d max_fails=0;", port,
+             b->tcp.port);
     start_daemon(&d, 1, upstream, "");
     char body[64];
     for (int i = 0; i < 10; i++)
@@ -903,14 +854,14 @@ static bool answered_by(int port, const char *name, unsigned ms)
 START_TEST(changed_dns_answer_moves_traffic_without_a_reload)
 {
     struct backend *a = backend_start_on("a", "127.0.0.1", 0);
-    struct backend *b = backend_start_on("b", "127.0.0.3", a->port);
+    struct backend *b = backend_start_on("b", "127.0.0.3", a->tcp.port);
     struct dns_server *dns = dns_start();
     dns_answer(dns, "127.0.0.1");
     struct test_daemon d;
     char upstream[256];
     snprintf(upstream, sizeof(upstream),
              "resolver 127.0.0.1:%d valid=200ms;\nserver app.test:%d resolve max_fails=0;",
-             dns->port, a->port);
+             dns->port, a->tcp.port);
     start_daemon(&d, 2, upstream, "");
     ck_assert(answered_by(d.port, "a", 3000));
     char body[64];
@@ -945,14 +896,14 @@ END_TEST
 START_TEST(dns_ttl_sets_when_a_name_is_asked_again)
 {
     struct backend *a = backend_start_on("a", "127.0.0.1", 0);
-    struct backend *b = backend_start_on("b", "127.0.0.3", a->port);
+    struct backend *b = backend_start_on("b", "127.0.0.3", a->tcp.port);
     struct dns_server *dns = dns_start();
     dns_answer(dns, "127.0.0.1");
     struct test_daemon d;
     char upstream[256];
     snprintf(upstream, sizeof(upstream),
              "resolver 127.0.0.1:%d ipv6=off;\nserver app.test:%d resolve max_fails=0;", dns->port,
-             a->port);
+             a->tcp.port);
     start_daemon(&d, 1, upstream, "");
     ck_assert(answered_by(d.port, "a", 3000));
     dns_answer(dns, "127.0.0.3");
@@ -977,7 +928,7 @@ START_TEST(every_address_of_a_name_serves)
     for (int i = 1; i < COUNT; i++) {
         char ip[32];
         snprintf(ip, sizeof(ip), "127.0.0.%d", i + 1);
-        bs[i] = backend_start_on(names[i], ip, bs[0]->port);
+        bs[i] = backend_start_on(names[i], ip, bs[0]->tcp.port);
     }
     struct dns_server *dns = dns_start();
     dns_answer_many(dns, COUNT);
@@ -987,7 +938,7 @@ START_TEST(every_address_of_a_name_serves)
     snprintf(upstream, sizeof(upstream),
              "resolver 127.0.0.1:%d valid=10s ipv6=off;\nserver app.test:%d resolve%s;\n"
              "balance round_robin;",
-             dns->port, bs[0]->port, _i == 0 ? "" : " max_addresses=3");
+             dns->port, bs[0]->tcp.port, _i == 0 ? "" : " max_addresses=3");
     start_daemon(&d, 1, upstream, "");
     ck_assert(answered_by(d.port, "b1", 3000));
     for (unsigned i = 0; i < 4 * COUNT; i++)
@@ -1015,11 +966,11 @@ START_TEST(srv_records_give_ports_weights_and_backups)
     struct backend *z = backend_start_on("z", "127.0.0.1", 0);
     struct dns_server *dns = dns_start();
     dns_answer(dns, "127.0.0.1"); /* every target's A record */
-    dns->srv[0].priority = 10, dns->srv[0].weight = 1, dns->srv[0].port = (uint16_t)x->port;
+    dns->srv[0].priority = 10, dns->srv[0].weight = 1, dns->srv[0].port = (uint16_t)x->tcp.port;
     dns->srv[0].target = "x";
-    dns->srv[1].priority = 10, dns->srv[1].weight = 3, dns->srv[1].port = (uint16_t)y->port;
+    dns->srv[1].priority = 10, dns->srv[1].weight = 3, dns->srv[1].port = (uint16_t)y->tcp.port;
     dns->srv[1].target = "y";
-    dns->srv[2].priority = 20, dns->srv[2].weight = 1, dns->srv[2].port = (uint16_t)z->port;
+    dns->srv[2].priority = 20, dns->srv[2].weight = 1, dns->srv[2].port = (uint16_t)z->tcp.port;
     dns->srv[2].target = "z";
     atomic_store(&dns->srv_count, 3);
     struct test_daemon d;
@@ -1053,7 +1004,7 @@ END_TEST
 START_TEST(resolve_uses_ipv6_addresses_too)
 {
     struct backend *a = backend_start_on("a", "127.0.0.1", 0);
-    struct backend *b = backend_start_on("b", "::1", a->port);
+    struct backend *b = backend_start_on("b", "::1", a->tcp.port);
     struct dns_server *dns = dns_start();
     dns_answer(dns, "127.0.0.1");
     dns_answer_v6(dns, "::1");
@@ -1061,7 +1012,7 @@ START_TEST(resolve_uses_ipv6_addresses_too)
     char upstream[256];
     snprintf(upstream, sizeof(upstream),
              "resolver 127.0.0.1:%d valid=200ms%s;\nserver app.test:%d resolve max_fails=0;",
-             dns->port, _i == 0 ? "" : " ipv6=off", a->port);
+             dns->port, _i == 0 ? "" : " ipv6=off", a->tcp.port);
     start_daemon(&d, 1, upstream, "");
     ck_assert(answered_by(d.port, "a", 3000));
     if (_i == 0) {
@@ -1318,14 +1269,14 @@ static bool gets_no_requests(const struct backend *b, unsigned settle, unsigned 
 START_TEST(dns_answers_change_under_load_without_a_failure)
 {
     struct backend *a = backend_start_on("a", "127.0.0.1", 0);
-    struct backend *b = backend_start_on("b", "127.0.0.3", a->port);
+    struct backend *b = backend_start_on("b", "127.0.0.3", a->tcp.port);
     struct dns_server *dns = dns_start();
     dns_answer(dns, "127.0.0.1");
     struct test_daemon d;
     char upstream[256];
     snprintf(upstream, sizeof(upstream),
              "resolver 127.0.0.1:%d valid=100ms ipv6=off;\nserver app.test:%d resolve;", dns->port,
-             a->port);
+             a->tcp.port);
     start_daemon(&d, 2, upstream, "");
     ck_assert(answered_by(d.port, "a", 3000));
     struct load l;
@@ -1347,9 +1298,9 @@ START_TEST(dns_answers_change_under_load_without_a_failure)
     struct backend *y = backend_start_on("y", "127.0.0.1", 0);
     dns = dns_start();
     dns_answer(dns, "127.0.0.1");
-    dns->srv[0].priority = 10, dns->srv[0].weight = 1, dns->srv[0].port = (uint16_t)x->port;
+    dns->srv[0].priority = 10, dns->srv[0].weight = 1, dns->srv[0].port = (uint16_t)x->tcp.port;
     dns->srv[0].target = "x";
-    dns->srv[1].priority = 10, dns->srv[1].weight = 1, dns->srv[1].port = (uint16_t)y->port;
+    dns->srv[1].priority = 10, dns->srv[1].weight = 1, dns->srv[1].port = (uint16_t)y->tcp.port;
     dns->srv[1].target = "y";
     atomic_store(&dns->srv_count, 1);
     snprintf(upstream, sizeof(upstream),
@@ -1420,13 +1371,13 @@ START_TEST(runtime_api_adds_and_removes_servers_under_load)
     write_token(token_path, sizeof(token_path));
     struct test_daemon d;
     test_daemon_init(&d, "corral");
-    write_api_config(&d, token_path, a->port, "");
+    write_api_config(&d, token_path, a->tcp.port, "");
     test_daemon_start(&d);
     char out[8192], body[128];
     const char *list = "/api/upstreams/app/servers";
     ck_assert_int_eq(admin_call(&d, "GET", list, "secret", NULL, out, sizeof(out)), 200);
     ck_assert_msg(strstr(out, "\"id\":1") == NULL, "free slots are not listed: %s", out);
-    snprintf(body, sizeof(body), "{\"server\": \"127.0.0.1:%d\"}", b->port);
+    snprintf(body, sizeof(body), "{\"server\": \"127.0.0.1:%d\"}", b->tcp.port);
     ck_assert_int_eq(admin_call(&d, "POST", list, NULL, body, out, sizeof(out)), 401);
     ck_assert_int_eq(admin_call(&d, "POST", list, "wrong", body, out, sizeof(out)), 401);
 
@@ -1436,7 +1387,7 @@ START_TEST(runtime_api_adds_and_removes_servers_under_load)
     int b_id = answer_id(out);
     ck_assert(gets_requests(b, 0, 1000));
     ck_assert_int_eq(admin_call(&d, "POST", list, "secret", body, out, sizeof(out)), 409);
-    snprintf(body, sizeof(body), "{\"server\": \"127.0.0.1:%d\", \"weight\": 2}", c->port);
+    snprintf(body, sizeof(body), "{\"server\": \"127.0.0.1:%d\", \"weight\": 2}", c->tcp.port);
     ck_assert_int_eq(admin_call(&d, "POST", list, "secret", body, out, sizeof(out)), 201);
     ck_assert_msg(strstr(out, "\"weight\":2") != NULL, "%s", out);
     int c_id = answer_id(out);
@@ -1466,7 +1417,7 @@ START_TEST(runtime_api_adds_and_removes_servers_under_load)
     ck_assert_int_ge(wait_log(&d, "generation 1 finished", 3000), 0);
     ck_assert_int_eq(admin_call(&d, "GET", list, "secret", NULL, out, sizeof(out)), 200);
     char c_address[64];
-    snprintf(c_address, sizeof(c_address), "\"127.0.0.1:%d\"", c->port);
+    snprintf(c_address, sizeof(c_address), "\"127.0.0.1:%d\"", c->tcp.port);
     ck_assert_msg(strstr(out, c_address) != NULL, "%s", out);
     ck_assert(gets_requests(c, atomic_load(&c->requests), 1000));
     /* removed under load, with no drain first */
@@ -1481,14 +1432,14 @@ START_TEST(runtime_api_adds_and_removes_servers_under_load)
     ck_assert_int_ge(wait_log(&d, ") removed", 100), 0);
 
     /* one that changes the upstream drops what the API added */
-    snprintf(body, sizeof(body), "{\"server\": \"127.0.0.1:%d\"}", b->port);
+    snprintf(body, sizeof(body), "{\"server\": \"127.0.0.1:%d\"}", b->tcp.port);
     ck_assert_int_eq(admin_call(&d, "POST", list, "secret", body, out, sizeof(out)), 201);
-    write_api_config(&d, token_path, a->port, " weight=2");
+    write_api_config(&d, token_path, a->tcp.port, " weight=2");
     kill(d.pid, SIGHUP);
     ck_assert_int_ge(wait_log(&d, "generation 2 finished", 3000), 0);
     ck_assert_int_eq(admin_call(&d, "GET", list, "secret", NULL, out, sizeof(out)), 200);
     char b_address[64];
-    snprintf(b_address, sizeof(b_address), "\"127.0.0.1:%d\"", b->port);
+    snprintf(b_address, sizeof(b_address), "\"127.0.0.1:%d\"", b->tcp.port);
     ck_assert_msg(strstr(out, b_address) == NULL, "%s", out);
     test_daemon_stop(&d);
     backend_free(a);
@@ -1520,7 +1471,7 @@ START_TEST(runtime_api_sets_servers_down_and_weights)
              "upstream app {\n    server 127.0.0.1:%d max_fails=0;\n"
              "    server 127.0.0.1:%d max_fails=0;\n    balance round_robin;\n}\n"
              "server {\n    listen 127.0.0.1:0;\n    location / { proxy_pass http://app; }\n}\n",
-             token_path, a->port, b->port);
+             token_path, a->tcp.port, b->tcp.port);
     test_daemon_write_config(&d, conf);
     test_daemon_start(&d);
     char out[8192];
@@ -1601,7 +1552,7 @@ START_TEST(runtime_api_sets_servers_down_and_weights)
              "upstream app {\n    server 127.0.0.1:%d max_fails=0;\n"
              "    server 127.0.0.1:%d max_fails=0 weight=2;\n    balance round_robin;\n}\n"
              "server {\n    listen 127.0.0.1:0;\n    location / { proxy_pass http://app; }\n}\n",
-             token_path, a->port, b->port);
+             token_path, a->tcp.port, b->tcp.port);
     test_daemon_write_config(&d, conf);
     kill(d.pid, SIGHUP);
     ck_assert_int_ge(wait_log(&d, "generation 2 finished", 3000), 0);
@@ -1618,7 +1569,7 @@ START_TEST(runtime_api_sets_servers_down_and_weights)
              "workers 1;\ndrain_timeout 100ms;\nadmin { listen 127.0.0.2:0; }\n"
              "upstream app {\n    server 127.0.0.1:%d;\n}\n"
              "server {\n    listen 127.0.0.1:0;\n    location / { proxy_pass http://app; }\n}\n",
-             a->port);
+             a->tcp.port);
     test_daemon_write_config(&d, conf);
     test_daemon_start(&d);
     ck_assert_int_eq(admin_call(&d, "GET", list, NULL, NULL, out, sizeof(out)), 403);

@@ -19,25 +19,17 @@
 #include <unistd.h>
 
 /* A backend answering every request of a connection with 200 and "ok",
- * keeping it open, after `delay_ms`; it counts the connections accepted
- * and those still open. */
+ * keeping it open, after `delay_ms`; `tcp` counts the connections
+ * accepted and those still open. */
 struct ka_backend {
-    int fd, port;
+    struct test_backend tcp;
     unsigned delay_ms;
-    pthread_t thread;
-    atomic_bool stop;
-    atomic_uint accepted, live, requests;
+    atomic_uint requests;
 };
 
-struct ka_conn {
-    struct ka_backend *b;
-    int fd;
-};
-
-static void *ka_conn_main(void *arg)
+static void ka_serve(int fd, void *data)
 {
-    struct ka_conn *c = arg;
-    struct ka_backend *b = c->b;
+    struct ka_backend *b = data;
     char buf[8192];
     size_t len = 0;
     for (;;) {
@@ -45,7 +37,7 @@ static void *ka_conn_main(void *arg)
         if (end == NULL) {
             if (len == sizeof(buf))
                 break;
-            ssize_t n = recv(c->fd, buf + len, sizeof(buf) - len, 0);
+            ssize_t n = recv(fd, buf + len, sizeof(buf) - len, 0);
             if (n <= 0)
                 break;
             len += (size_t)n;
@@ -58,35 +50,9 @@ static void *ka_conn_main(void *arg)
         if (b->delay_ms > 0)
             usleep(b->delay_ms * 1000);
         static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-        if (send(c->fd, reply, sizeof(reply) - 1, MSG_NOSIGNAL) < 0)
+        if (send(fd, reply, sizeof(reply) - 1, MSG_NOSIGNAL) < 0)
             break;
     }
-    close(c->fd);
-    atomic_fetch_sub(&b->live, 1);
-    free(c);
-    return NULL;
-}
-
-static void *ka_accept_main(void *arg)
-{
-    struct ka_backend *b = arg;
-    while (!atomic_load(&b->stop)) {
-        struct pollfd p = {.fd = b->fd, .events = POLLIN};
-        if (poll(&p, 1, 20) <= 0)
-            continue;
-        int fd = accept(b->fd, NULL, NULL);
-        if (fd < 0)
-            continue;
-        struct ka_conn *c = malloc(sizeof(*c));
-        ck_assert_ptr_nonnull(c);
-        *c = (struct ka_conn){b, fd};
-        atomic_fetch_add(&b->accepted, 1);
-        atomic_fetch_add(&b->live, 1);
-        pthread_t t;
-        ck_assert_int_eq(pthread_create(&t, NULL, ka_conn_main, c), 0);
-        pthread_detach(t);
-    }
-    return NULL;
 }
 
 static struct ka_backend *ka_start(unsigned delay_ms)
@@ -94,25 +60,14 @@ static struct ka_backend *ka_start(unsigned delay_ms)
     struct ka_backend *b = calloc(1, sizeof(*b));
     ck_assert_ptr_nonnull(b);
     b->delay_ms = delay_ms;
-    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(b->fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, len), 0);
-    ck_assert_int_eq(listen(b->fd, 128), 0);
-    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
-    b->port = ntohs(addr.sin_port);
-    ck_assert_int_eq(pthread_create(&b->thread, NULL, ka_accept_main, b), 0);
+    test_backend_start(&b->tcp, "127.0.0.1", 0, ka_serve, b);
     return b;
 }
 
 static void ka_free(struct ka_backend *b)
 {
-    atomic_store(&b->stop, true);
-    pthread_join(b->thread, NULL);
-    close(b->fd);
-    test_wait_for(atomic_load(&b->live) == 0, 5000, "%u backend connections live",
-                  atomic_load(&b->live));
+    ck_assert_msg(test_backend_stop(&b->tcp, 5000), "%u backend connections live",
+                  atomic_load(&b->tcp.live));
     free(b);
 }
 
@@ -155,7 +110,7 @@ static void start(struct test_daemon *d, const struct ka_backend *b, const char 
              "upstream app {\n    server 127.0.0.1:%d;\n%s\n}\n"
              "server {\n    listen 127.0.0.1:0;\n"
              "    location / { proxy_pass http://app; }\n}\n",
-             b->port, pool);
+             b->tcp.port, pool);
     test_daemon_write_config(d, conf);
     test_daemon_start(d);
 }
@@ -171,20 +126,22 @@ START_TEST(pool_keeps_what_the_recent_concurrency_needed)
     struct test_daemon d;
     start(&d, b, "    keepalive 2;\n    keepalive_timeout 600ms;");
     burst(d.port);
-    unsigned first = atomic_load(&b->accepted);
+    unsigned first = atomic_load(&b->tcp.accepted);
     ck_assert_uint_eq(first, BURST);
     test_sleep_ms(50); /* the last responses go back to the pool */
-    ck_assert_uint_eq(atomic_load(&b->live), BURST);
+    ck_assert_uint_eq(atomic_load(&b->tcp.live), BURST);
     burst(d.port);
-    ck_assert_msg(atomic_load(&b->accepted) == first, "%u connections opened for the second burst",
-                  atomic_load(&b->accepted) - first);
+    ck_assert_msg(atomic_load(&b->tcp.accepted) == first,
+                  "%u connections opened for the second burst",
+                  atomic_load(&b->tcp.accepted) - first);
     /* one request at a time, for longer than keepalive_timeout */
     uint64_t until = test_now_ms() + 1200;
     char body[16];
     while (test_now_ms() < until)
         ck_assert_int_eq(test_daemon_http_get("127.0.0.1", d.port, "/", body, sizeof(body)), 200);
-    test_wait_for(atomic_load(&b->live) <= 1, 2000, "%u connections open", atomic_load(&b->live));
-    ck_assert_uint_eq(atomic_load(&b->accepted), first);
+    test_wait_for(atomic_load(&b->tcp.live) <= 1, 2000, "%u connections open",
+                  atomic_load(&b->tcp.live));
+    ck_assert_uint_eq(atomic_load(&b->tcp.accepted), first);
     test_daemon_stop(&d);
     ka_free(b);
 }
@@ -198,9 +155,10 @@ START_TEST(keepalive_0_keeps_nothing)
     struct test_daemon d;
     start(&d, b, "    keepalive 0;");
     burst(d.port);
-    test_wait_for(atomic_load(&b->live) == 0, 2000, "%u connections open", atomic_load(&b->live));
+    test_wait_for(atomic_load(&b->tcp.live) == 0, 2000, "%u connections open",
+                  atomic_load(&b->tcp.live));
     burst(d.port);
-    ck_assert_uint_eq(atomic_load(&b->accepted), 2 * BURST);
+    ck_assert_uint_eq(atomic_load(&b->tcp.accepted), 2 * BURST);
     test_daemon_stop(&d);
     ka_free(b);
 }
@@ -215,7 +173,8 @@ START_TEST(a_peak_two_windows_old_no_longer_counts)
     struct test_daemon d;
     start(&d, b, "    keepalive 2;\n    keepalive_timeout 300ms;");
     burst(d.port);
-    test_wait_for(atomic_load(&b->live) == 2, 2000, "%u connections open", atomic_load(&b->live));
+    test_wait_for(atomic_load(&b->tcp.live) == 2, 2000, "%u connections open",
+                  atomic_load(&b->tcp.live));
     test_daemon_stop(&d);
     ka_free(b);
 }
