@@ -1052,6 +1052,17 @@ static void h2_get(const char *path, char *head, size_t head_size, char *body, s
     fclose(f);
 }
 
+/* fresh_hit over HTTP/2.  Polled: the update is stored with max-age=1,
+ * so that on a loaded machine a single request after it may come once it
+ * has expired again (STALE). */
+static bool h2_fresh_hit(void *arg)
+{
+    const struct fresh_arg *f = arg;
+    char head[2048], body[64];
+    h2_get(f->path, head, sizeof(head), body, sizeof(body));
+    return strcasestr(head, "x-cache: HIT") != NULL && strcmp(body, f->stale_body) != 0;
+}
+
 /* The same over HTTP/2; curl leaves once it has its answer, while the
  * update is still held. */
 START_TEST(background_update_http2)
@@ -1069,10 +1080,7 @@ START_TEST(background_update_http2)
     ck_assert_uint_eq(atomic_load(&hold_asked), asked + 1);
     atomic_store(&collapse_release, true);
     struct fresh_arg f = {"/bg/hold2", first};
-    ck_assert(test_poll_until(fresh_hit, &f, TEST_WAIT_MS));
-    h2_get("/bg/hold2", head, sizeof(head), got, sizeof(got));
-    ck_assert_msg(strcasestr(head, "x-cache: HIT") != NULL, "%s", head);
-    ck_assert_str_ne(got, first);
+    ck_assert(test_poll_until(h2_fresh_hit, &f, TEST_WAIT_MS));
 }
 END_TEST
 
