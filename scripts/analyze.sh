@@ -6,19 +6,35 @@
 # the path that leads to it.
 #
 # Files known to be clean are skipped.  tests/build/analyze.clean lists, for
-# each source the analyzer passed without a single report, the SHA-256 of
-# what it analyzed: clang's version, the flags and checkers below, and the
-# source as preprocessed (so that a change to any header it includes changes
-# it).  The analyzer's verdict is a function of exactly that, so a file
-# whose key is listed would pass again; every other file is analyzed.
+# each source the analyzer passed without a single report, two keys: SHA-256
+# digests of what it analyzed, either of which, when it is what the file
+# gives now, says that the analyzer's verdict would be the same (that
+# verdict is a function of exactly what the key covers).  Both cover clang's
+# version and the flags and checkers below; the first, the dependency key,
+# covers the source and every project header it includes, each by path and
+# content, as the release build's dependency record (`ninja -t deps`) lists
+# them, and the content of every system header any source includes
+# (tests/build/analyze.system lists them): computing it reads a few files,
+# not the preprocessor's output, so the common run, in which nearly every
+# file is known, costs a second or two instead of a preprocessing of every
+# source.  The second, the preprocessed key, covers the source as
+# preprocessed; it is the fallback for a file whose object the release build
+# has not made (no dependency record), and costs a run of the preprocessor.
+# A header that changes, project or system, changes the first key; a
+# changed include changes the includer, so the record, however old, lists
+# every header the file reads as long as the file's key matches.
 # tests/build/analyze.known holds, the same way, what the analyzer said
 # of each file it did report on (every report of which the suppressions
-# must then account for): a "=== KEY FILE" line, then its output, which
+# must then account for): a "=== KEYS FILE" line, then its output, which
 # is read back instead of analyzing the file again, and goes through the
 # suppressions as if just made.
 # `scripts/analyze.sh --record` analyzes what is not listed and rewrites
-# both lists for the current tree (commit them with the change);
-# CORRAL_ANALYZE_ALL=1 ignores them.
+# the lists for the current tree (commit them with the change): it
+# preprocesses every file, for its second key and for the list of what it
+# includes, and gives a file its dependency key only if the release build's
+# record of it lists every project header that clang includes (else it
+# would say "unchanged" of a file whose header changed).
+# CORRAL_ANALYZE_ALL=1 ignores the lists.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -65,53 +81,169 @@ fi
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+mkdir "$out/depkey" "$out/includes"
 # What every key starts with: the compiler and everything it is told.
 {
   clang --version
   printf '%s\n' "${flags[@]}" "${analyzer[@]}"
 } >"$out/prefix"
 
+# In --record, what each source includes as clang sees it, one path a line
+# ($out/includes/NAME): the system headers among them, all sources' together,
+# become the new tests/build/analyze.system, and the project headers check
+# the release build's record of the file.
+includes_of() { # file flags...
+  local f=$1
+  shift
+  clang -M "$@" "$f" | sed '1s/^[^:]*://; s/\\$//' | tr -s ' ' '\n' | sed '/^$/d; s|^\./||' \
+    >"$out/includes/${f//\//_}"
+}
+export -f includes_of
+export out
+system_list=tests/build/analyze.system
+if ((record)); then
+  printf '%s\n' "${sources[@]}" |
+    xargs -P2 -I{} bash -c 'includes_of "$@"' sh {} "${flags[@]}" || {
+    echo "analyze: clang could not list what the sources include" >&2
+    exit 1
+  }
+  cat "$out"/includes/* | grep '^/' | sort -u >"$out/system"
+else
+  cp "$system_list" "$out/system" 2>/dev/null || : >"$out/system"
+fi
+
+# The dependency keys, $out/depkey/NAME, of the sources whose release object
+# has a dependency record that starts with the source.  A listed system
+# header that is gone leaves its line out of the digest, which then differs.
+system_digest=$(xargs -r -d '\n' sha256sum -- <"$out/system" 2>/dev/null | sha256sum)
+prefix_digest=$(sha256sum <"$out/prefix")
+objects=()
+for f in "${sources[@]}"; do
+  objects+=("build/obj/${f%.c}.o")
+done
+# One ninja for all (it stops at a target it does not know: then one each).
+if ! ninja -t deps "${objects[@]}" >"$out/ninja-deps" 2>/dev/null; then
+  for o in "${objects[@]}"; do
+    ninja -t deps "$o" 2>/dev/null
+  done >"$out/ninja-deps"
+fi
+awk '/^[^ ]/ { src = ""; if ($2 == "#deps") { src = $1; sub(/^build\/obj\//, "", src); sub(/\.o:$/, ".c", src); first = 1 } next }
+  /^    [^ ]/ && src != "" { if (first && $1 != src) src = ""; else print src, $1; first = 0 }' \
+  "$out/ninja-deps" >"$out/deps"
+cut -d' ' -f2 "$out/deps" | sort -u | xargs -r -d '\n' sha256sum -- >"$out/hashes" 2>/dev/null
+awk -v dir="$out/depkey" -v head="prefix ${prefix_digest%% *}"$'\n'"system ${system_digest%% *}" '
+  FNR == NR { hash[substr($0, 67)] = $1; next }
+  { file = $1; gsub(/\//, "_", file); file = dir "/" file }
+  !(file in seen) { seen[file] = 1; print head >file }
+  { print ($2 in hash ? hash[$2] : "missing"), $2 >>file; close(file) }' \
+  "$out/hashes" "$out/deps"
+for k in "$out"/depkey/*; do
+  [ -f "$k" ] || continue
+  sum=$(sha256sum <"$k")
+  echo "${sum%% *}" >"$k"
+done
+
 # Analyzes one file into $out/NAME.txt (one output file per source, named
 # after it, so that the reports come out in a fixed order whatever the
-# parallel runs' timing), unless its key is in the clean list or the known
-# one.  A file with no report at all adds its key to $out/clean, one with
-# reports to $out/known.
+# parallel runs' timing), unless one of its keys is in the clean list or
+# the known one.  A file with no report at all adds its keys to $out/clean,
+# one with reports to $out/known, as "DEPKEY PPKEY FILE" ("-" for a key
+# it has none of).  The preprocessed key is only made when the dependency
+# key is not listed, or in --record.
 analyze_one() { # file flags... -- analyzer...
-  local f=$1 name key
+  local f=$1 name depkey=- ppkey=-
   shift
-  name=$(echo "$f" | tr / _)
+  name=${f//\//_}
   local cflags=()
   while [ "$1" != -- ]; do
     cflags+=("$1")
     shift
   done
   shift
-  key=$({ cat "$out/prefix" && clang -E "${cflags[@]}" "$f"; } | sha256sum) || key=
-  key=${key%% *}
-  if [ -n "$key" ] && grep -q "^$key " "$clean_list" 2>/dev/null; then
-    : >"$out/$name.txt"
-    echo "$key $f" >>"$out/clean"
-    echo "$f" >>"$out/skipped"
+  [ -f "$out/depkey/$name" ] && depkey=$(<"$out/depkey/$name")
+  if ((record)) && [ "$depkey" != - ]; then
+    # Kept only if the release build's record has every project header
+    # clang includes: else a change to one would leave the key as it was.
+    if grep -v '^/' "$out/includes/$name" | grep -qvxFf <(awk -v f="$f" '$1 == f { print $2 }' "$out/deps"); then
+      depkey=-
+    fi
+  fi
+  # Whether a key is in the clean list (a line "DEPKEY PPKEY FILE") or
+  # the known one (a line "=== DEPKEY PPKEY FILE").
+  listed() { # key list
+    [ "$1" != - ] && awk -v k="$1" '{ i = $1 == "===" ? 2 : 1 } $i == k || $(i + 1) == k { found = 1; exit }
+      END { exit !found }' "$2" 2>/dev/null
+  }
+  local key
+  for key in depkey ppkey; do
+    if [ $key = ppkey ]; then
+      ppkey=$({ cat "$out/prefix" && clang -E "${cflags[@]}" "$f"; } | sha256sum) || ppkey=-
+      ppkey=${ppkey%% *}
+    elif ((record)); then
+      continue
+    fi
+    if listed "${!key}" "$clean_list"; then
+      : >"$out/$name.txt"
+      echo "$f" >>"$out/skipped"
+      break
+    fi
+    if listed "${!key}" "$known_list"; then
+      awk -v k="${!key}" '$1 == "===" { on = $2 == k || $3 == k; next } on' \
+        "$known_list" >"$out/$name.txt"
+      echo "$f" >>"$out/skipped"
+      break
+    fi
+    key=
+  done
+  if [ -n "$key" ]; then
+    [ -s "$out/$name.txt" ] && echo "$depkey $ppkey $f" >>"$out/known"
+    [ -s "$out/$name.txt" ] || echo "$depkey $ppkey $f" >>"$out/clean"
     return 0
   fi
-  if [ -n "$key" ] && grep -q "^=== $key " "$known_list" 2>/dev/null; then
-    awk -v head="=== $key " 'index($0, head) == 1 { on = 1; next } /^=== / { on = 0 } on' \
-      "$known_list" >"$out/$name.txt"
-    echo "$key $f" >>"$out/known"
-    echo "$f" >>"$out/skipped"
+  if ((record)) && [ "$ppkey" = - ]; then
+    echo "$f" >>"$out/failed"
     return 0
   fi
   if ! clang --analyze "${cflags[@]}" "$@" -o /dev/null "$f" >"$out/$name.txt" 2>&1; then
     echo "$f" >>"$out/failed"
-  elif [ -n "$key" ] && [ ! -s "$out/$name.txt" ]; then
-    echo "$key $f" >>"$out/clean"
-  elif [ -n "$key" ]; then
-    echo "$key $f" >>"$out/known"
+  elif [ ! -s "$out/$name.txt" ]; then
+    echo "$depkey $ppkey $f" >>"$out/clean"
+  else
+    echo "$depkey $ppkey $f" >>"$out/known"
   fi
 }
 export -f analyze_one
-export out clean_list known_list
-printf '%s\n' "${sources[@]}" |
+export clean_list known_list record
+
+# Outside --record, the files whose dependency key is listed are settled
+# here, without a process each: the common run settles all but the few that
+# changed.
+mkdir "$out/blocks"
+declare -A clean_key=()
+rest=("${sources[@]}")
+if ((!record)); then
+  while read -r depkey _; do
+    clean_key[$depkey]=1
+  done <"$clean_list"
+  # Each file's known output, under each of its keys.
+  awk -v dir="$out/blocks" '$1 == "===" { a = dir "/" $2; b = dir "/" $3; printf "" >a; printf "" >b; next }
+    { print >>a; print >>b }' "$known_list"
+  rest=()
+  for f in "${sources[@]}"; do
+    name=${f//\//_} depkey=-
+    [ -f "$out/depkey/$name" ] && read -r depkey <"$out/depkey/$name"
+    if [ "$depkey" != - ] && [ -n "${clean_key[$depkey]:-}" ]; then
+      : >"$out/$name.txt"
+    elif [ "$depkey" != - ] && [ -f "$out/blocks/$depkey" ]; then
+      cp "$out/blocks/$depkey" "$out/$name.txt"
+    else
+      rest+=("$f")
+      continue
+    fi
+    echo "$f" >>"$out/skipped"
+  done
+fi
+((${#rest[@]} == 0)) || printf '%s\n' "${rest[@]}" |
   xargs -P2 -I{} bash -c 'analyze_one "$@"' sh {} "${flags[@]}" -- "${analyzer[@]}"
 status=0
 if [ -f "$out/failed" ]; then
@@ -166,7 +298,7 @@ for f in "${sources[@]}"; do
     elif [ -n "$report" ]; then
       report+=$'\n'$line
     fi
-  done <"$out/$(echo "$f" | tr / _).txt"
+  done <"$out/${f//\//_}.txt"
   flush
 done
 
@@ -190,12 +322,15 @@ if ((record)); then
     echo "analyze: --record needs the whole tree, not a list of files" >&2
     status=1
   else
-    { [ -f "$out/clean" ] && sort -k2 "$out/clean"; } >tests/build/analyze.clean
+    { [ -f "$out/clean" ] && sort -k3 "$out/clean"; } >tests/build/analyze.clean
     echo "analyze: $(wc -l <tests/build/analyze.clean) clean files recorded in tests/build/analyze.clean"
-    { [ -f "$out/known" ] && sort -k2 "$out/known"; } | while read -r key f; do
-      echo "=== $key $f"
-      cat "$out/$(echo "$f" | tr / _).txt"
+    { [ -f "$out/known" ] && sort -k3 "$out/known"; } | while read -r depkey ppkey f; do
+      echo "=== $depkey $ppkey $f"
+      cat "$out/${f//\//_}.txt"
     done >tests/build/analyze.known
+    cp "$out/system" "$system_list"
+    echo "analyze: $(grep -c '^- ' tests/build/analyze.clean) clean files without a dependency key;" \
+      "$(wc -l <"$system_list") system headers recorded in $system_list"
     echo "analyze: $(grep -c '^=== ' tests/build/analyze.known) files with reports recorded in" \
       "tests/build/analyze.known"
   fi

@@ -227,7 +227,8 @@ struct sender {
     int fd;
     SSL *ssl;
     bool failed;
-    unsigned pause_us; /* a slow writer: this long after each piece of at most 16 KiB */
+    unsigned pause_us;      /* a slow writer: this long after each piece of at most 16 KiB */
+    atomic_ullong *counter; /* bytes sent, or NULL */
 };
 
 static void send_piece(void *arg, const unsigned char *data, size_t len)
@@ -245,6 +246,8 @@ static void send_piece(void *arg, const unsigned char *data, size_t len)
             }
             data += n;
             len -= (size_t)n;
+            if (s->counter != NULL)
+                atomic_fetch_add(s->counter, (unsigned long long)n);
             continue;
         }
         ssize_t n = send(s->fd, data, want, MSG_NOSIGNAL);
@@ -256,6 +259,25 @@ static void send_piece(void *arg, const unsigned char *data, size_t len)
         }
         data += n;
         len -= (size_t)n;
+        if (s->counter != NULL)
+            atomic_fetch_add(s->counter, (unsigned long long)n);
+    }
+}
+
+/* Waits until `*counter`, a writer's bytes sent, has grown and then not
+ * for 300 ms (the writer blocked: all it may get into the pipeline is in),
+ * or for TEST_WAIT_MS at most. */
+static void wait_stalled(atomic_ullong *counter)
+{
+    unsigned long long last = atomic_load(counter);
+    uint64_t since = test_now_ms(), end = since + TEST_WAIT_MS;
+    while (test_now_ms() < end && (last == 0 || test_now_ms() - since < 300)) {
+        test_sleep_ms(10);
+        unsigned long long now = atomic_load(counter);
+        if (now != last) {
+            last = now;
+            since = test_now_ms();
+        }
     }
 }
 
@@ -336,6 +358,7 @@ struct backend {
     int conns[BACKEND_CONNS]; /* -1: a free slot */
     atomic_int live;
     atomic_ullong received; /* every byte received */
+    atomic_ullong sent;     /* every byte sent */
 };
 
 /* Ends a /stall before its time: the test has seen what it wanted. */
@@ -423,7 +446,7 @@ static void *backend_conn(void *arg)
 {
     struct backend_conn_arg *a = arg;
     struct reader *r = a->r;
-    struct sender s = {.fd = r->fd};
+    struct sender s = {.fd = r->fd, .counter = &a->b->sent};
     struct head h;
     for (int i = 0; i < 10000 && rd_head(r, &h) && backend_answer(r, &s, &h); i++)
         ;
@@ -485,6 +508,7 @@ static void backend_start(struct backend *b)
         b->conns[i] = -1;
     atomic_init(&b->live, 0);
     atomic_init(&b->received, 0);
+    atomic_init(&b->sent, 0);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_main, b), 0);
 }
 
@@ -731,7 +755,7 @@ START_TEST(slow_reader_keeps_memory_bounded)
     ck_assert(h.has_length && h.length == size);
     EVP_MD_CTX *ctx = sha_new();
     uint64_t got = rd_body(r, MB, ctx);
-    usleep(1500 * 1000); /* the backend fills whatever the proxy lets it */
+    wait_stalled(&b.sent); /* the backend fills whatever the proxy lets it */
     long held = daemon_rss_kb(&d) - base;
     ck_assert_msg(held < 24 * 1024, "the daemon grew by %ld KiB for a stalled reader", held);
     got += rd_body(r, size - got, ctx);
@@ -854,6 +878,7 @@ struct stalled_upload {
     uint64_t size;
     bool chunked;
     char result[128]; /* what the backend said it got */
+    atomic_ullong sent;
 };
 
 static void *stalled_upload_main(void *arg)
@@ -868,7 +893,7 @@ static void *stalled_upload_main(void *arg)
         snprintf(head, sizeof(head),
                  "POST /stall/3000 HTTP/1.1\r\nHost: t\r\nContent-Length: %" PRIu64 "\r\n\r\n",
                  u->size);
-    struct sender s = {.fd = r->fd, .ssl = r->ssl};
+    struct sender s = {.fd = r->fd, .ssl = r->ssl, .counter = &u->sent};
     send_text(&s, head);
     send_body(&s, u->size, u->chunked);
     struct head h;
@@ -879,10 +904,10 @@ static void *stalled_upload_main(void *arg)
     return NULL;
 }
 
-/* A backend that reads nothing of a 64 MB upload for 1 s: the daemon holds
- * a bounded part of it; spliced, that part waits in a kernel pipe.  Then
- * all of it arrives.  _i: bit 0 splice on, bit 1 chunked (8 MiB chunks,
- * whose data is spliced after each size line). */
+/* A backend that reads nothing of a 64 MB upload until the client can send
+ * no more (or 3 s pass): the daemon holds a bounded part of it; spliced,
+ * that part waits in a kernel pipe.  Then all of it arrives.  _i: bit 0 splice on, bit 1 chunked (8
+ * MiB chunks, whose data is spliced after each size line). */
 START_TEST(slow_backend_reader_keeps_memory_bounded)
 {
     bool splice = _i & 1;
@@ -896,9 +921,10 @@ START_TEST(slow_backend_reader_keeps_memory_bounded)
     int pipes = daemon_pipe_count(&d);
     atomic_store(&stall_release, false);
     struct stalled_upload u = {.port = d.port, .size = 64 * MB, .chunked = _i & 2};
+    atomic_init(&u.sent, 0);
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, stalled_upload_main, &u), 0);
-    usleep(1000 * 1000); /* the client fills whatever the proxy lets it */
+    wait_stalled(&u.sent); /* the client fills whatever the proxy lets it */
     long held = daemon_rss_kb(&d) - base;
     int pipes_held = daemon_pipe_count(&d) - pipes;
     atomic_store(&stall_release, true); /* rather than wait out the rest */

@@ -1695,6 +1695,11 @@ Suite *test_suite(void)
     tcase_add_test(tc, dns_answers_change_under_load_without_a_failure);
     tcase_add_test(tc, runtime_api_adds_and_removes_servers_under_load);
 
+    /* One request's way through the servers, in the worker that took it:
+     * nothing for ThreadSanitizer to see that the cases above do not
+     * show (the release and ASan runs have them). */
+    if (TEST_TSAN)
+        return suite;
     tc = new_case(suite, "retry", 30, true);
     tcase_add_test(tc, slow_get_goes_to_every_server_by_default);
     tcase_add_test(tc, retries_stop_at_the_configured_tries);
