@@ -577,7 +577,8 @@ bool corral__steer_take(corral_worker *worker, uint64_t *look_again_ns);
  * see a worker end its wait for one.  Before corral_server_start(). */
 void corral__steer_set_take_ns(corral_server *server, uint64_t take_ns);
 /* Counts an accepted connection in accepts_local if it arrived on the
- * worker's CPU. */
+ * worker's CPU; nothing (no system call) unless the server keeps the
+ * statistic. */
 void corral__count_locality(corral_worker *worker, int fd);
 /* Whether an accept4() error concerns only the connection it took off the
  * queue (or an interruption), so that the next accept may still succeed. */
@@ -641,6 +642,7 @@ struct corral_server {
     struct corral_kernel_caps caps;
     const struct corral_wakeup_ops *wakeup;
     struct corral_wakeup_info wakeup_info;
+    bool count_locality;         /* accepts_local is kept (corral__count_locality()) */
     int nested_epfd;             /* native modes: the shared set holding the listeners */
     struct corral__steer *steer; /* ebpf: the steering program this server holds */
     atomic_bool started;         /* between corral_server_start() and _wait() */

@@ -679,9 +679,12 @@ struct corral_server_config {
     unsigned max_connections;              /* per worker; 0 = unlimited */
     unsigned busy_poll_usecs;              /* epoll busy poll per worker loop; 0 = off */
     const struct corral_kernel_caps *caps; /* NULL: corral_probe(); copied at creation */
-    double wakeup_spill;  /* affinity over eBPF: a CPU whose workers' load exceeds their share
-                             by this factor spills new connections to others; 0 = 1.1 */
-    uint64_t reserved[8]; /* zero, as corral_server_config_init() leaves it */
+    double wakeup_spill;       /* affinity over eBPF: a CPU whose workers' load exceeds their share
+                                  by this factor spills new connections to others; 0 = 1.1 */
+    bool count_locality;       /* fill accepts_local in every mode, at one getsockopt() per accept;
+                                  the affinity mode always does, the others only with this */
+    uint8_t reserved_bytes[7]; /* zero, as corral_server_config_init() leaves it */
+    uint64_t reserved[7];      /* zero, as corral_server_config_init() leaves it */
 };
 
 /** Fills `config` with the defaults, its reserved space zero.  Call it
@@ -1034,7 +1037,8 @@ struct corral_worker_stats {
     uint64_t accepts;            /* connections accepted */
     uint64_t accept_wakeups;     /* times the worker woke with a listener ready */
     uint64_t accept_wasted;      /* of those, wakeups whose first accept() got EAGAIN */
-    uint64_t accepts_local;      /* accepts whose SO_INCOMING_CPU is the worker's CPU */
+    uint64_t accepts_local;      /* accepts whose SO_INCOMING_CPU is the worker's CPU: counted
+                                    in the affinity mode or with count_locality, else 0 */
     uint64_t connections_active; /* open accepted connections */
     uint64_t accept_pauses;      /* times accepting paused (connection limit, EMFILE) */
     int cpu;                     /* the CPU the worker is pinned to, or -1 */
