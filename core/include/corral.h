@@ -154,6 +154,14 @@ CORRAL_EXTERN int corral_loop_new(corral_loop **out);
  *  freed by their owners. */
 CORRAL_EXTERN void corral_loop_free(corral_loop *loop);
 
+/** Tells corral that no other process holds copies of its descriptors any
+ *  more: every child forked since has exec'd (close-on-exec dropped them)
+ *  or exited.  After a fork() closing a connection also takes its socket
+ *  out of the loop's epoll set, one system call more per connection,
+ *  because a socket leaves the set only when its last copy is closed; this
+ *  ends that until the next fork().  Any thread. */
+CORRAL_EXTERN void corral_fds_unshared(void);
+
 /** Runs the loop on the calling thread until corral_loop_stop().  Returns 0,
  *  or -errno if epoll_wait failed for a reason other than EINTR. */
 CORRAL_EXTERN int corral_loop_run(corral_loop *loop);
@@ -438,6 +446,9 @@ CORRAL_EXTERN void corral_conn_set_data(corral_conn *conn, void *data);
 CORRAL_EXTERN void *corral_conn_data(const corral_conn *conn);
 /** The `data` given to the listener (NULL for outgoing connections). */
 CORRAL_EXTERN void *corral_conn_listener_data(const corral_conn *conn);
+/** The connection's socket, for system calls on it.  Not to be dup()ed: a
+ *  copy open after the connection closes would keep the socket in the
+ *  loop's epoll set (see corral_fds_unshared()). */
 CORRAL_EXTERN int corral_conn_fd(const corral_conn *conn);
 /** The peer address of an accepted TCP connection, as accept() reported it
  *  (no system call).  Returns 0, or -ENOTCONN for outgoing connections and
