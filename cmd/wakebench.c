@@ -288,6 +288,7 @@ static int run_one(const struct options *opt, enum corral_wakeup_mode mode, cons
     config.wakeup = mode;
     config.caps = &caps;
     config.wakeup_spill = opt->spill;
+    config.count_locality = true; /* locality is one of the figures compared */
 
     struct bench_server *bench = calloc(1, sizeof(*bench));
     int err = corral_server_new(&config, &bench->server);

@@ -109,14 +109,10 @@ void corral__conn_end(corral_conn *conn, int error, bool reset)
         struct linger linger = {.l_onoff = 1, .l_linger = 0};
         (void)setsockopt(conn->fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger));
     }
-    /* Out of the epoll set first: close() removes it only with the last
-     * reference to the socket, and a process forked for a binary upgrade
-     * holds one until it execs, while the set would go on reporting
-     * events for a connection already freed. */
-    if (conn->registered)
-        corral__loop_unwatch(conn->loop, conn->fd);
+    /* Out of the epoll set first only where a forked process may hold a
+     * copy of the socket: close() removes it with the last reference. */
+    corral__fd_share_close(conn->loop, conn->fd, conn->registered);
     conn->registered = false;
-    close(conn->fd);
     conn->fd = -1;
     corral__conn_drop_input(conn);
     corral__conn_drop_output(conn);

@@ -197,11 +197,20 @@ static void conn_read_input(corral_conn *conn)
                            : (size_t)n < space && !conn->transport->layered;
         if (drained && !conn->peer_hup)
             conn->readable = false;
+        /* The FIN came before this read and the read left the socket
+         * empty: the next read would return 0, so the end is known now.
+         * Not after an error (the next read would report it), nor on a
+         * layered transport. */
+        bool at_end = drained && conn->peer_fin && conn->transport->drained == NULL;
         if (buf == conn->loop->scratch) {
             conn_deliver(conn, buf, (size_t)n);
         } else {
             conn->in_len += (size_t)n;
             conn_deliver(conn, conn->in, conn->in_len);
+        }
+        if (at_end && conn->readable && corral__conn_reading_active(conn)) {
+            conn_on_eof(conn);
+            return;
         }
     }
 }
@@ -542,13 +551,18 @@ bool corral_conn_backed_up(const corral_conn *conn)
 
 /* ----------------------------------------------------------------- events */
 
-static void conn_on_connected(corral_conn *conn)
+static void conn_on_connected(corral_conn *conn, uint32_t epoll_events)
 {
     assert(conn->state == CORRAL__CONN_CONNECTING);
     int error = 0;
-    socklen_t len = sizeof(error);
-    if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &error, &len) == -1)
-        error = errno;
+    /* A connect that failed has the socket's error set, which epoll reports
+     * as EPOLLERR (with EPOLLHUP once the socket is closed); EPOLLOUT alone
+     * is a connection made, and needs no getsockopt() to say so. */
+    if (epoll_events & (EPOLLERR | EPOLLHUP)) {
+        socklen_t len = sizeof(error);
+        if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &error, &len) == -1)
+            error = errno;
+    }
     if (error != 0) {
         corral__conn_destroy(conn, -error);
         return;
@@ -571,7 +585,7 @@ void corral__conn_on_event(struct corral__handle *handle, uint32_t epoll_events)
     if (conn->state == CORRAL__CONN_CONNECTING) {
         if (!(epoll_events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
             return;
-        conn_on_connected(conn);
+        conn_on_connected(conn, epoll_events);
         if (conn->state == CORRAL__CONN_CLOSED)
             return;
     }
@@ -584,6 +598,10 @@ void corral__conn_on_event(struct corral__handle *handle, uint32_t epoll_events)
     bool hangup = (epoll_events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP)) && !conn->peer_hup;
     if (hangup)
         conn->peer_hup = true;
+    if (epoll_events & (EPOLLERR | EPOLLHUP))
+        conn->peer_fin = false;
+    else if (hangup)
+        conn->peer_fin = true;
     /* Edge-triggered: the end is reported once, here; with reading
      * paused nothing else would see it. */
     if (hangup && conn->state == CORRAL__CONN_OPEN && !corral__conn_reading_active(conn) &&

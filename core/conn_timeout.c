@@ -15,7 +15,10 @@ static uint64_t conn_timeout_deadline(const corral_conn *conn)
     if (conn->read_timeout_ms > 0 &&
         (corral__conn_reading_active(conn) || corral__splice_waits_for_input(conn)))
         deadline = conn->last_read + conn->read_timeout_ms;
-    if (conn->write_timeout_ms > 0 && corral_conn_pending_output(conn) > 0 &&
+    /* corral_conn_pending_output(), without a call on the common path: this
+     * runs several times per request. */
+    bool pending = conn->out_len > 0 || (conn->splicing_to && corral__splice_pending(conn) > 0);
+    if (conn->write_timeout_ms > 0 && pending &&
         conn->last_write + conn->write_timeout_ms < deadline)
         deadline = conn->last_write + conn->write_timeout_ms;
     return deadline;
@@ -40,7 +43,7 @@ static uint64_t conn_deadline(const corral_conn *conn)
 void corral__conn_update_timer(corral_conn *conn)
 {
     uint64_t deadline = conn_deadline(conn);
-    if (corral_timer_active(&conn->timer) && conn->timer.deadline <= deadline)
+    if (conn->timer.heap_pos != CORRAL__TIMER_IDLE && conn->timer.deadline <= deadline)
         return;
     if (deadline == UINT64_MAX)
         return;
@@ -84,6 +87,10 @@ void corral_conn_set_timeouts(corral_conn *conn, uint32_t read_ms, uint32_t writ
 void corral_conn_set_deadline(corral_conn *conn, uint64_t at_ms)
 {
     conn->app_deadline = at_ms;
+    /* A deadline removed, or later than the timer already armed, brings
+     * nothing forward: the timer, when it fires, finds what is due. */
+    if (at_ms == 0 || (conn->timer.heap_pos != CORRAL__TIMER_IDLE && conn->timer.deadline <= at_ms))
+        return;
     if (conn->state != CORRAL__CONN_CLOSED)
         corral__conn_update_timer(conn);
 }

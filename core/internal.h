@@ -162,6 +162,13 @@ int corral__loop_watch(corral_loop *loop, int fd, struct corral__handle *handle,
 int corral__loop_rewatch(corral_loop *loop, int fd, struct corral__handle *handle, uint32_t events);
 void corral__loop_unwatch(corral_loop *loop, int fd);
 
+/* Registers the fork handler of fd_share.c, once per process; from then
+ * on a fork() marks every descriptor as possibly held by another process. */
+void corral__fd_share_init(void);
+/* Closes `fd`, first taking it out of `loop`'s epoll set if it is
+ * `watched` there and another process may hold a copy of it. */
+void corral__fd_share_close(corral_loop *loop, int fd, bool watched);
+
 /* corral_loop_post() of an embedded node: allocates nothing, cannot fail. */
 void corral__loop_post_node(corral_loop *loop, struct corral__post *post);
 
@@ -267,6 +274,7 @@ struct corral_conn {
     bool no_linger : 1; /* close right after the flush */
     bool eof : 1;
     bool peer_hup : 1; /* epoll reported the peer's FIN, an error or hang-up */
+    bool peer_fin : 1; /* ... and of those only the FIN (EPOLLRDHUP), so far */
     bool in_flush_list : 1;
     bool in_kick_list : 1;
     bool in_on_data : 1;    /* on_data is running */
@@ -596,7 +604,8 @@ bool corral__steer_take(corral_worker *worker, uint64_t *look_again_ns);
  * see a worker end its wait for one.  Before corral_server_start(). */
 void corral__steer_set_take_ns(corral_server *server, uint64_t take_ns);
 /* Counts an accepted connection in accepts_local if it arrived on the
- * worker's CPU. */
+ * worker's CPU; nothing (no system call) unless the server keeps the
+ * statistic. */
 void corral__count_locality(corral_worker *worker, int fd);
 /* Whether an accept4() error concerns only the connection it took off the
  * queue (or an interruption), so that the next accept may still succeed. */
@@ -661,6 +670,7 @@ struct corral_server {
     struct corral_kernel_caps caps;
     const struct corral_wakeup_ops *wakeup;
     struct corral_wakeup_info wakeup_info;
+    bool count_locality;         /* accepts_local is kept (corral__count_locality()) */
     int nested_epfd;             /* native modes: the shared set holding the listeners */
     struct corral__steer *steer; /* ebpf: the steering program this server holds */
     atomic_bool started;         /* between corral_server_start() and _wait() */

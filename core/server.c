@@ -30,7 +30,8 @@ void corral_server_config_init(struct corral_server_config *config)
 
 int corral_server_new(const struct corral_server_config *config, corral_server **out)
 {
-    if (!CORRAL__RESERVED_CLEAR(config->reserved))
+    if (!CORRAL__RESERVED_CLEAR(config->reserved) ||
+        !CORRAL__RESERVED_CLEAR(config->reserved_bytes))
         return -EINVAL;
     corral_server *server = calloc(1, sizeof(*server));
     if (server == NULL)
@@ -53,6 +54,11 @@ int corral_server_new(const struct corral_server_config *config, corral_server *
     /* Resolved now, not at start, because the mode decides how many
      * sockets each listen call creates. */
     server->wakeup = corral__wakeup_choose(config->wakeup, &server->caps, &server->wakeup_info);
+    /* The affinity mode exists for locality, so its statistic is always
+     * kept; elsewhere it would cost a getsockopt() per accept for a
+     * figure only a comparison of modes (corral-wakebench) asks for. */
+    server->count_locality =
+        config->count_locality || server->wakeup_info.mode == CORRAL_WAKEUP_AFFINITY;
     unsigned cpus_used = corral__cpus_used(server);
     for (unsigned i = 0; i < server->worker_count; i++) {
         corral_worker *worker = &server->workers[i];

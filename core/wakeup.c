@@ -226,6 +226,8 @@ void corral__worker_pin(corral_worker *worker)
 
 void corral__count_locality(corral_worker *worker, int fd)
 {
+    if (!worker->server->count_locality)
+        return;
     int incoming_cpu;
     socklen_t len = sizeof(incoming_cpu);
     if (getsockopt(fd, SOL_SOCKET, SO_INCOMING_CPU, &incoming_cpu, &len) == -1)

@@ -154,6 +154,14 @@ CORRAL_EXTERN int corral_loop_new(corral_loop **out);
  *  freed by their owners. */
 CORRAL_EXTERN void corral_loop_free(corral_loop *loop);
 
+/** Tells corral that no other process holds copies of its descriptors any
+ *  more: every child forked since has exec'd (close-on-exec dropped them)
+ *  or exited.  After a fork() closing a connection also takes its socket
+ *  out of the loop's epoll set, one system call more per connection,
+ *  because a socket leaves the set only when its last copy is closed; this
+ *  ends that until the next fork().  Any thread. */
+CORRAL_EXTERN void corral_fds_unshared(void);
+
 /** Runs the loop on the calling thread until corral_loop_stop().  Returns 0,
  *  or -errno if epoll_wait failed for a reason other than EINTR. */
 CORRAL_EXTERN int corral_loop_run(corral_loop *loop);
@@ -438,6 +446,9 @@ CORRAL_EXTERN void corral_conn_set_data(corral_conn *conn, void *data);
 CORRAL_EXTERN void *corral_conn_data(const corral_conn *conn);
 /** The `data` given to the listener (NULL for outgoing connections). */
 CORRAL_EXTERN void *corral_conn_listener_data(const corral_conn *conn);
+/** The connection's socket, for system calls on it.  Not to be dup()ed: a
+ *  copy open after the connection closes would keep the socket in the
+ *  loop's epoll set (see corral_fds_unshared()). */
 CORRAL_EXTERN int corral_conn_fd(const corral_conn *conn);
 /** The peer address of an accepted TCP connection, as accept() reported it
  *  (no system call).  Returns 0, or -ENOTCONN for outgoing connections and
@@ -679,9 +690,12 @@ struct corral_server_config {
     unsigned max_connections;              /* per worker; 0 = unlimited */
     unsigned busy_poll_usecs;              /* epoll busy poll per worker loop; 0 = off */
     const struct corral_kernel_caps *caps; /* NULL: corral_probe(); copied at creation */
-    double wakeup_spill;  /* affinity over eBPF: a CPU whose workers' load exceeds their share
-                             by this factor spills new connections to others; 0 = 1.1 */
-    uint64_t reserved[8]; /* zero, as corral_server_config_init() leaves it */
+    double wakeup_spill;       /* affinity over eBPF: a CPU whose workers' load exceeds their share
+                                  by this factor spills new connections to others; 0 = 1.1 */
+    bool count_locality;       /* fill accepts_local in every mode, at one getsockopt() per accept;
+                                  the affinity mode always does, the others only with this */
+    uint8_t reserved_bytes[7]; /* zero, as corral_server_config_init() leaves it */
+    uint64_t reserved[7];      /* zero, as corral_server_config_init() leaves it */
 };
 
 /** Fills `config` with the defaults, its reserved space zero.  Call it
@@ -1100,7 +1114,8 @@ struct corral_worker_stats {
     uint64_t accepts;            /* connections accepted */
     uint64_t accept_wakeups;     /* times the worker woke with a listener ready */
     uint64_t accept_wasted;      /* of those, wakeups whose first accept() got EAGAIN */
-    uint64_t accepts_local;      /* accepts whose SO_INCOMING_CPU is the worker's CPU */
+    uint64_t accepts_local;      /* accepts whose SO_INCOMING_CPU is the worker's CPU: counted
+                                    in the affinity mode or with count_locality, else 0 */
     uint64_t connections_active; /* open accepted connections */
     uint64_t accept_pauses;      /* times accepting paused (connection limit, EMFILE) */
     int cpu;                     /* the CPU the worker is pinned to, or -1 */

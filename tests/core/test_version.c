@@ -145,10 +145,10 @@ START_TEST(reserved_space_in_what_a_program_fills_is_refused)
     struct corral_server_config config;
     corral_server_config_init(&config);
     config.workers = 1;
-    config.reserved[7] = 1;
+    config.reserved[6] = 1;
     corral_server *server;
     ck_assert_int_eq(corral_server_new(&config, &server), -EINVAL);
-    config.reserved[7] = 0;
+    config.reserved[6] = 0;
     ck_assert_int_eq(corral_server_new(&config, &server), 0);
 
     struct corral_conn_handler handler = {.on_data = on_data};

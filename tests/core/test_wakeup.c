@@ -373,6 +373,52 @@ START_TEST(affinity_serves_connections_on_their_cpu)
 }
 END_TEST
 
+/* accepts_local costs a getsockopt() per accept: kept in the affinity mode
+ * and where count_locality asks for it, not otherwise.  The process is
+ * pinned to one CPU first, so that every connection arrives on the CPU
+ * of the worker that accepts it and a kept count is exact. */
+START_TEST(locality_is_counted_only_where_asked)
+{
+    struct corral_kernel_caps probed;
+    corral_probe(&probed);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(probed.cpus[0], &one);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+    struct corral_kernel_caps caps = full_caps();
+    caps.cpu_count = 1;
+    caps.cpus[0] = probed.cpus[0];
+    for (int asked = 0; asked <= 1; asked++) {
+        struct corral_server_config config;
+        corral_server_config_init(&config);
+        config.workers = 1;
+        config.wakeup = CORRAL_WAKEUP_REUSEPORT;
+        config.caps = &caps;
+        config.count_locality = asked;
+        corral_server *server;
+        ck_assert_int_eq(corral_server_new(&config, &server), 0);
+        int port = test_start_server(server, &id_handler, NULL);
+        run_clients(port, 1, 10, false);
+        struct totals t = sum_stats(server);
+        ck_assert_uint_eq(t.accepts, 10);
+        ck_assert_msg(t.local == (asked ? 10u : 0u), "count_locality %d: %lu of 10 local", asked,
+                      (unsigned long)t.local);
+        test_stop_server(server);
+    }
+}
+END_TEST
+
+START_TEST(a_config_with_reserved_bytes_set_is_refused)
+{
+    struct corral_server_config config;
+    corral_server_config_init(&config);
+    config.reserved_bytes[0] = 1;
+    corral_server *server = NULL;
+    ck_assert_int_eq(corral_server_new(&config, &server), -EINVAL);
+    ck_assert_ptr_null(server);
+}
+END_TEST
+
 START_TEST(connection_limit_pauses_and_rejoins_in_every_mechanism)
 {
     enum { LIMIT = 5 };
@@ -483,6 +529,8 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, every_mechanism_accepts_every_connection_once, 0, (int)count);
     tcase_add_test(tc, roundrobin_gives_every_worker_a_fair_share);
     tcase_add_test(tc, affinity_serves_connections_on_their_cpu);
+    tcase_add_test(tc, locality_is_counted_only_where_asked);
+    tcase_add_test(tc, a_config_with_reserved_bytes_set_is_refused);
     tcase_add_loop_test(tc, connection_limit_pauses_and_rejoins_in_every_mechanism, 0, (int)count);
     tcase_add_test(tc, busy_poll_is_set_or_warned_about);
     tcase_add_test(tc, the_start_line_calls_ebpf_the_best_on_mainline);
