@@ -2028,6 +2028,69 @@ START_TEST(a_watched_certificate_is_stapled_without_a_reload)
 }
 END_TEST
 
+/* A must-staple certificate (TLS Feature status_request) is stapled
+ * although tls_stapling is off, and says so in the log; a certificate
+ * that is not must-staple, beside it, is not.  Its file rewritten with
+ * the same certificate, the watch loads it again and the first
+ * handshakes after still carry the response held, the responder gone. */
+START_TEST(must_staple_certificates_are_stapled_without_tls_stapling)
+{
+    char pem[PATH_MAX], key[PATH_MAX];
+    test_daemon_file(pem, sizeof(pem), "must.pem");
+    test_daemon_file(key, sizeof(key), "must.key");
+    replace_pair("ocsp.pem", "ocsp.key", pem, key);
+    int port = free_port(), responder = free_port();
+    pid_t pid = ocsp_responder_start(responder, OCSP_INDEX);
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 2;\n" ADMIN "tls_stapling_verify on;\n"
+          "tls_trusted_certificate certs/ca.pem;\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls default_server;\n"
+          "    server_name ocsp.test;\n"
+          "    tls_certificate %s;\n"
+          "    tls_certificate_key %s;\n"
+          "    tls_certificate_watch on;\n"
+          "    tls_stapling_responder http://127.0.0.1:%d/;\n"
+          "    location / { return 200 \"ocsp\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    server_name a.test;\n"
+          "    tls_certificate certs/a.pem;\n"
+          "    tls_certificate_key certs/a.key;\n"
+          "    tls_stapling_responder http://127.0.0.1:%d/;\n"
+          "    location / { return 200 \"a\"; }\n"
+          "}\n",
+          port, pem, key, responder, port, responder);
+    int status = stapled_status_becomes(d.port, "ocsp.test", V_OCSP_CERTSTATUS_GOOD);
+    ck_assert_msg(status == V_OCSP_CERTSTATUS_GOOD, "ocsp.test: stapled %d; log:\n%s", status,
+                  test_daemon_log(&d));
+    free(test_daemon_wait_log(&d, "is a must-staple certificate"));
+    ck_assert_int_eq(stapled_status(d.port, "a.test"), -1);
+    ck_assert_int_eq(metric_becomes(&d, OCSP_FETCHES, "result=\"ok\"", 1), 1);
+
+    char command[512], out[16384];
+    snprintf(command, sizeof(command),
+             "openssl s_client -connect 127.0.0.1:%d -servername ocsp.test -status "
+             "</dev/null 2>&1",
+             d.port);
+    test_run(command, out, sizeof(out));
+    ck_assert_msg(strstr(out, "Cert Status: good") != NULL, "%s", out);
+
+    ocsp_responder_stop(pid);
+    test_sleep_ms(20); /* a new modification time for the watch */
+    replace_pair("ocsp.pem", "ocsp.key", pem, key);
+    free(test_daemon_wait_log(&d, "tls_certificate_watch: \""));
+    for (uint64_t until = test_now_ms() + 1500; test_now_ms() < until; test_sleep_ms(20)) {
+        status = stapled_status(d.port, "ocsp.test");
+        ck_assert_msg(status == V_OCSP_CERTSTATUS_GOOD, "stapled %d after the reload; log:\n%s",
+                      status, test_daemon_log(&d));
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
 static X509 *read_certificate(const char *name)
 {
     char path[PATH_MAX + 16];
@@ -2725,6 +2788,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_public_admin_listener_needs_verification_not_to_be_warned);
     tcase_add_test(tc, ocsp_responses_are_fetched_and_stapled);
     tcase_add_test(tc, a_watched_certificate_is_stapled_without_a_reload);
+    tcase_add_test(tc, must_staple_certificates_are_stapled_without_tls_stapling);
     tcase_add_test(tc, a_failed_refresh_keeps_the_last_good_response_until_it_expires);
     tcase_add_test(tc, a_stapling_file_is_stapled_while_it_is_current);
     tcase_add_test(tc, an_https_ocsp_responder_is_fetched_over_verified_tls);
