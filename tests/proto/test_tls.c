@@ -2362,7 +2362,9 @@ END_TEST
  * are read in their first handshakes (which the staple does not hold
  * up), then the main loop fetches for them; ocsp.test's good response is
  * stapled to a later handshake, revoked.test gets none.  Both workers
- * serve from the one cache, so each handshake may land on either. */
+ * serve from the one cache, so each handshake may land on either.
+ * Without tls_stapling (_i 1) the same happens, as both are must-staple,
+ * but a.test, which is not, is never stapled. */
 START_TEST(certificates_named_by_sni_are_stapled)
 {
     char dir[PATH_MAX], link[PATH_MAX + 64], target[PATH_MAX + 64];
@@ -2373,7 +2375,12 @@ START_TEST(certificates_named_by_sni_are_stapled)
         {"ocsp.test.key", "ocsp.key"},
         {"revoked.test.pem", "revoked.pem"},
         {"revoked.test.key", "revoked.key"},
+        {"a.test.pem", "a.pem"},
+        {"a.test.key", "a.key"},
     };
+    /* 0: tls_stapling on; 1: off, and the must-staple ones are stapled
+     * all the same (ocsp.test and revoked.test), a.test not. */
+    bool stapling = _i == 0;
     for (int i = 0; i < COUNT(links); i++) {
         snprintf(link, sizeof(link), "%s/%s", dir, links[i][0]);
         snprintf(target, sizeof(target), "%s/%s", certs_dir, links[i][1]);
@@ -2387,13 +2394,13 @@ START_TEST(certificates_named_by_sni_are_stapled)
           "    listen 127.0.0.1:%d tls;\n"
           "    tls_certificate sni/$ssl_server_name.pem;\n"
           "    tls_certificate_key sni/$ssl_server_name.key;\n"
-          "    tls_stapling on;\n"
+          "    %s\n"
           "    tls_stapling_verify on;\n"
           "    tls_trusted_certificate certs/ca.pem;\n"
           "    tls_stapling_responder http://127.0.0.1:%d/;\n"
           "    location / { return 200 \"sni\"; }\n"
           "}\n",
-          port, responder);
+          port, stapling ? "tls_stapling on;" : "", responder);
     int status = stapled_status_becomes(port, "ocsp.test", V_OCSP_CERTSTATUS_GOOD);
     ck_assert_msg(status == V_OCSP_CERTSTATUS_GOOD, "ocsp.test: stapled %d; log:\n%s", status,
                   test_daemon_log(&d));
@@ -2402,6 +2409,14 @@ START_TEST(certificates_named_by_sni_are_stapled)
     ck_assert_int_eq(stapled_status(port, "revoked.test"), -1);
     ck_assert_int_eq(stapled_status(port, "ocsp.test"), V_OCSP_CERTSTATUS_GOOD);
     ck_assert_int_eq(metric_becomes(&d, OCSP_FETCHES, "result=\"ok\"", 1), 1);
+    if (!stapling) {
+        free(test_daemon_wait_log(&d, "SNI \"ocsp.test\" is must-staple"));
+        ck_assert_int_eq(stapled_status(port, "a.test"), -1);
+        ck_assert_int_eq(stapled_status(port, "ocsp.test"), V_OCSP_CERTSTATUS_GOOD);
+        char *log = test_daemon_log(&d);
+        ck_assert_msg(strstr(log, "\"a.test\"") == NULL, "a.test is stapled:\n%s", log);
+        free(log);
+    }
     test_daemon_stop(&d);
     ocsp_responder_stop(pid);
 }
@@ -2792,7 +2807,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_failed_refresh_keeps_the_last_good_response_until_it_expires);
     tcase_add_test(tc, a_stapling_file_is_stapled_while_it_is_current);
     tcase_add_test(tc, an_https_ocsp_responder_is_fetched_over_verified_tls);
-    tcase_add_test(tc, certificates_named_by_sni_are_stapled);
+    tcase_add_loop_test(tc, certificates_named_by_sni_are_stapled, 0, 2);
     tcase_add_test(tc, proxy_to_an_https_upstream);
     tcase_add_test(tc, proxy_shows_a_client_certificate_to_the_upstream);
     tcase_add_test(tc, health_checks_speak_tls_to_an_https_upstream);
