@@ -855,6 +855,16 @@ void tls_staple_take(struct tls_staple *st, struct tls_staple *from)
     if (copy != NULL)
         memcpy(copy, from->der, len);
     pthread_mutex_unlock(&from->lock);
+    /* Checked again as this staple says: the configuration it came from
+     * may not have verified it (tls_stapling_verify off), or trusted
+     * other CAs. */
+    char why[256];
+    if (copy != NULL && !response_check(st, copy, len, &until, why, sizeof(why))) {
+        corral_log(CORRAL_LOG_WARN, "tls_stapling: the OCSP response held for \"%s\": %s; not kept",
+                   st->name, why);
+        free(copy);
+        copy = NULL;
+    }
     if (copy != NULL)
         staple_set(st, copy, len, until);
 }

@@ -1813,14 +1813,18 @@ static bool port_listens(const char *path, int port)
     return found;
 }
 
-/* `openssl ocsp` answering for the test CA on `port` from DIR/index.txt. */
-static pid_t ocsp_responder_start(int port, const char *index)
+/* `openssl ocsp` answering for the test CA on `port` from DIR/index.txt,
+ * its answers signed by `signer` (the name of a certificate and key in
+ * the fixtures). */
+static pid_t ocsp_responder_start_signed(int port, const char *index, const char *signer)
 {
     char path[PATH_MAX], ca[PATH_MAX + 16], key[PATH_MAX + 16], portbuf[16];
     test_daemon_file(path, sizeof(path), "index.txt");
     test_write_file(path, index);
+    char rsigner[PATH_MAX + 16];
     snprintf(ca, sizeof(ca), "%s/ca.pem", certs_dir);
-    snprintf(key, sizeof(key), "%s/ca.key", certs_dir);
+    snprintf(rsigner, sizeof(rsigner), "%s/%s.pem", certs_dir, signer);
+    snprintf(key, sizeof(key), "%s/%s.key", certs_dir, signer);
     snprintf(portbuf, sizeof(portbuf), "%d", port);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
@@ -1828,8 +1832,8 @@ static pid_t ocsp_responder_start(int port, const char *index)
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
         dup2(null, 2);
-        execlp("openssl", "openssl", "ocsp", "-index", path, "-CA", ca, "-rsigner", ca, "-rkey",
-               key, "-port", portbuf, "-ndays", "1", (char *)NULL);
+        execlp("openssl", "openssl", "ocsp", "-index", path, "-CA", ca, "-rsigner", rsigner,
+               "-rkey", key, "-port", portbuf, "-ndays", "1", (char *)NULL);
         _exit(127);
     }
     /* Not by connecting: openssl ocsp serves one connection at a time and
@@ -1842,6 +1846,11 @@ static pid_t ocsp_responder_start(int port, const char *index)
     }
     ck_assert_msg(listening, "openssl ocsp does not listen on %d", port);
     return pid;
+}
+
+static pid_t ocsp_responder_start(int port, const char *index)
+{
+    return ocsp_responder_start_signed(port, index, "ca");
 }
 
 static void ocsp_responder_stop(pid_t pid)
@@ -2087,6 +2096,41 @@ START_TEST(must_staple_certificates_are_stapled_without_tls_stapling)
         ck_assert_msg(status == V_OCSP_CERTSTATUS_GOOD, "stapled %d after the reload; log:\n%s",
                       status, test_daemon_log(&d));
     }
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A response held without tls_stapling_verify is checked again when a
+ * reload turns it on: one signed by a CA not trusted is not kept. */
+static const char verify_reload_conf[] = "workers 1;\n" ADMIN "tls_stapling on;\n"
+                                         "tls_stapling_verify %s;\n"
+                                         "tls_trusted_certificate certs/ca.pem;\n"
+                                         "server {\n"
+                                         "    listen 127.0.0.1:%d tls;\n"
+                                         "    server_name ocsp.test;\n"
+                                         "    tls_certificate certs/ocsp.pem;\n"
+                                         "    tls_certificate_key certs/ocsp.key;\n"
+                                         "    tls_stapling_responder http://127.0.0.1:%d/;\n"
+                                         "    location / { return 200 \"ocsp\"; }\n"
+                                         "}\n";
+
+START_TEST(a_reload_that_verifies_drops_a_response_that_does_not)
+{
+    int port = free_port(), responder = free_port();
+    pid_t pid = ocsp_responder_start_signed(responder, OCSP_INDEX, "other-ca");
+    struct test_daemon d;
+    start(&d, "corral", verify_reload_conf, "off", port, responder);
+    int status = stapled_status_becomes(d.port, "ocsp.test", V_OCSP_CERTSTATUS_GOOD);
+    ck_assert_msg(status == V_OCSP_CERTSTATUS_GOOD, "stapled %d; log:\n%s", status,
+                  test_daemon_log(&d));
+    ocsp_responder_stop(pid);
+    char conf[4096];
+    snprintf(conf, sizeof(conf), verify_reload_conf, "on", port, responder);
+    test_daemon_write_config(&d, conf);
+    kill(d.pid, SIGHUP);
+    test_daemon_wait_generation(&d, 2);
+    free(test_daemon_wait_log(&d, "not kept"));
+    ck_assert_int_eq(stapled_status(d.port, "ocsp.test"), -1);
     test_daemon_stop(&d);
 }
 END_TEST
@@ -2804,6 +2848,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, ocsp_responses_are_fetched_and_stapled);
     tcase_add_test(tc, a_watched_certificate_is_stapled_without_a_reload);
     tcase_add_test(tc, must_staple_certificates_are_stapled_without_tls_stapling);
+    tcase_add_test(tc, a_reload_that_verifies_drops_a_response_that_does_not);
     tcase_add_test(tc, a_failed_refresh_keeps_the_last_good_response_until_it_expires);
     tcase_add_test(tc, a_stapling_file_is_stapled_while_it_is_current);
     tcase_add_test(tc, an_https_ocsp_responder_is_fetched_over_verified_tls);
