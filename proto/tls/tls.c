@@ -876,6 +876,23 @@ static void watch_report(void *arg, enum tls_conf_item item, size_t vhost, size_
                warning ? "" : "; the certificate loaded before serves on");
 }
 
+/* Whether the certificate `ctx` has just loaded is to be stapled: with
+ * tls_stapling, or when it is must-staple, as a client would refuse it
+ * without a response (said in the log). */
+static bool staple_wanted(const struct tls_vhost_conf *vhost, SSL_CTX *ctx,
+                          const struct loader *loader, const struct tls_certificate_files *files)
+{
+    if (vhost->stapling)
+        return true;
+    if (!tls_staple_required(SSL_CTX_get0_certificate(ctx)))
+        return false;
+    report(loader, TLS_CONF_CERTIFICATE, true,
+           "\"%s\" is a must-staple certificate (TLS Feature status_request): OCSP stapling is "
+           "turned on for it although tls_stapling is off",
+           files->certificate);
+    return true;
+}
+
 /* A staple for the certificate `ctx` has just loaded again: its own, as
  * a response for the one before is not about it.  One that cannot be
  * made leaves the certificate unstapled (logged), not refused. */
@@ -912,8 +929,12 @@ static bool watch_rebuild(struct tls_server *server, struct watch_vhost *w)
             continue;
         }
         err = load_certificate(ctx, &loader, &w->files[i]);
-        if (err == 0 && w->conf.stapling) {
+        if (err == 0 && staple_wanted(&w->conf, ctx, &loader, &w->files[i])) {
             watch_staple(server, w, ctx, &w->files[i], &staples[staple_count]);
+            /* The same certificate again (its file touched, or rewritten
+             * unchanged) keeps the response it had. */
+            for (size_t j = 0; staples[staple_count] != NULL && j < w->staple_count; j++)
+                tls_staple_take(staples[staple_count], w->staples[j]);
             staple_count += staples[staple_count] != NULL;
         }
     }
@@ -1194,11 +1215,10 @@ int tls_server_stapling_start(struct tls_server *server, corral_loop *loop)
             return err;
         corral_timer_start(server->sni_timer, WATCH_INTERVAL_MS);
     }
+    /* Every watch is looked at: a certificate loaded again may be
+     * must-staple even where tls_stapling is off. */
     struct tls_watch *watch = server->watch;
-    bool stapled = false;
-    for (size_t v = 0; watch != NULL && v < watch->count; v++)
-        stapled |= watch->vhosts[v].conf.stapling;
-    if (!stapled || watch->timer != NULL)
+    if (watch == NULL || watch->timer != NULL)
         return 0;
     watch->loop = loop;
     int err = corral_timer_new(loop, on_watch_timer, server, &watch->timer);
@@ -1304,7 +1324,7 @@ int tls_server_new(const struct tls_server_conf *conf, const struct tls_vhost_co
             }
             err = load_certificate(ctx, &loader, files);
             size_t stapled = server->staple_count;
-            if (err == 0 && vhosts[v].stapling)
+            if (err == 0 && staple_wanted(&vhosts[v], ctx, &loader, files))
                 err = staple_add(server, ctx, &vhosts[v], &loader, &vhosts[v].certificates[i]);
             /* A watched vhost's first staples, which a change replaces */
             struct watch_vhost *w = watch_vhost_of(server->watch, v);

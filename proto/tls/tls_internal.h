@@ -77,6 +77,10 @@ int tls_tickets_key_cb(struct ticket_keys *keys, SSL *ssl, unsigned char key_nam
 
 /* OCSP stapling of one certificate (tls_stapling.c). */
 struct tls_staple;
+/* Whether `cert` is must-staple: its TLS Feature extension (RFC 7633)
+ * lists status_request.  Such a certificate is stapled even without
+ * tls_stapling. */
+bool tls_staple_required(X509 *cert);
 /* For the certificate `ctx` has just loaded (from file `name`), as `vhost` says; with `later`
  * (a certificate loaded while serving), a responder name not seen before is looked up by the
  * main loop's first fetch, off the loop, rather than now.  Returns 0 with *out (NULL and a
@@ -98,6 +102,8 @@ int tls_staple_status_cb(SSL *ssl, void *arg);
 int tls_staple_start(struct tls_staple *staple, corral_loop *loop);
 /* Stops fetching (on the loop's thread); the staple serves on. */
 void tls_staple_stop(struct tls_staple *staple);
+/* Takes `from`'s response if it is about the same certificate, valid,
+ * and valid for longer than the one `staple` holds. */
 void tls_staple_take(struct tls_staple *staple, struct tls_staple *from);
 void tls_staple_free(struct tls_staple *staple);
 

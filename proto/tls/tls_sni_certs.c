@@ -123,8 +123,10 @@ int tls_sni_certs_new(const char *certificate, const char *key, const struct tls
     c->pairs = calloc(TLS_SNI_CERTS_CACHED, sizeof(*c->pairs));
     pthread_mutex_init(&c->lock, NULL);
     bool failed = false;
-    if (vhost != NULL && vhost->stapling) {
-        c->stapling.stapling = true;
+    /* The settings are kept without tls_stapling too: a must-staple
+     * certificate is stapled all the same. */
+    if (vhost != NULL) {
+        c->stapling.stapling = vhost->stapling;
         c->stapling.stapling_verify = vhost->stapling_verify;
         c->stapling.stapling_file = dup_or_null(vhost->stapling_file, &failed);
         c->stapling.stapling_responder = dup_or_null(vhost->stapling_responder, &failed);
@@ -283,10 +285,9 @@ int tls_sni_certs_select(SSL *ssl, void *arg)
 void tls_sni_certs_attach(struct tls_sni_certs *c, SSL_CTX *ctx)
 {
     SSL_CTX_set_cert_cb(ctx, tls_sni_certs_select, c);
-    if (c->stapling.stapling) {
-        SSL_CTX_set_tlsext_status_cb(ctx, tls_sni_certs_status);
-        SSL_CTX_set_tlsext_status_arg(ctx, c);
-    }
+    /* Without tls_stapling too, for must-staple certificates. */
+    SSL_CTX_set_tlsext_status_cb(ctx, tls_sni_certs_status);
+    SSL_CTX_set_tlsext_status_arg(ctx, c);
 }
 
 int tls_sni_certs_status(SSL *ssl, void *arg)
@@ -329,8 +330,6 @@ static void doomed_free(struct tls_sni_certs *c)
 
 void tls_sni_certs_staple(struct tls_sni_certs *c, corral_loop *loop)
 {
-    if (!c->stapling.stapling)
-        return;
     doomed_free(c);
     struct {
         X509 *cert;
@@ -344,6 +343,9 @@ void tls_sni_certs_staple(struct tls_sni_certs *c, corral_loop *loop)
         if (p->staple_tried)
             continue;
         p->staple_tried = true;
+        /* Without tls_stapling, only must-staple certificates. */
+        if (!c->stapling.stapling && !tls_staple_required(p->cert))
+            continue;
         X509_up_ref(p->cert);
         todo[n].cert = p->cert;
         todo[n].chain = X509_chain_up_ref(p->chain);
@@ -354,6 +356,12 @@ void tls_sni_certs_staple(struct tls_sni_certs *c, corral_loop *loop)
     for (size_t i = 0; i < n; i++) {
         struct tls_staple *st = NULL;
         char why[512];
+        if (!c->stapling.stapling)
+            corral_log(CORRAL_LOG_WARN,
+                       "tls_certificate for SNI \"%s\" is must-staple (TLS Feature "
+                       "status_request): OCSP stapling is turned on for it although "
+                       "tls_stapling is off",
+                       todo[i].name);
         int err = todo[i].chain != NULL
                       ? tls_staple_new_for(todo[i].cert, todo[i].chain, &c->stapling, todo[i].name,
                                            c->stats, &st, why, sizeof(why))
@@ -386,8 +394,6 @@ void tls_sni_certs_staple(struct tls_sni_certs *c, corral_loop *loop)
 
 void tls_sni_certs_stop(struct tls_sni_certs *c)
 {
-    if (!c->stapling.stapling)
-        return;
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < c->count; i++)
         if (c->pairs[i].staple != NULL)

@@ -93,6 +93,21 @@ static void staple_index_init(void)
     staple_index = X509_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 }
 
+bool tls_staple_required(X509 *cert)
+{
+    /* RFC 7633: the TLS Feature extension, a list of TLS extension
+     * numbers; 5 is status_request. */
+    TLS_FEATURE *features =
+        cert != NULL ? X509_get_ext_d2i(cert, NID_tlsfeature, NULL, NULL) : NULL;
+    bool required = false;
+    for (int i = 0; i < sk_ASN1_INTEGER_num(features) && !required; i++)
+        required =
+            ASN1_INTEGER_get(sk_ASN1_INTEGER_value(features, i)) == TLSEXT_TYPE_status_request;
+    TLS_FEATURE_free(features);
+    ERR_clear_error();
+    return required;
+}
+
 static time_t asn1_time_t(const ASN1_GENERALIZEDTIME *t)
 {
     struct tm tm;
@@ -809,10 +824,10 @@ int tls_staple_start(struct tls_staple *st, corral_loop *loop)
     int err = corral_timer_new(loop, on_fetch_timer, st, &st->timer);
     if (err != 0)
         return err;
-    /* A response taken from the previous configuration is refreshed on
-     * its schedule; none yet: fetch now. */
+    /* A valid response taken from the previous configuration is
+     * refreshed on its schedule; none, or an expired one: fetch now. */
     pthread_mutex_lock(&st->lock);
-    bool have = st->der != NULL;
+    bool have = st->der != NULL && time(NULL) < st->valid_until;
     pthread_mutex_unlock(&st->lock);
     if (have)
         schedule(st, true);
@@ -826,13 +841,30 @@ void tls_staple_take(struct tls_staple *st, struct tls_staple *from)
     if (st->from_file || X509_cmp(st->cert, from->cert) != 0 ||
         X509_cmp(st->issuer, from->issuer) != 0)
         return;
+    /* Only a valid response, and only one valid for longer than the one
+     * held: a staple never loses a good response for a worse one. */
+    pthread_mutex_lock(&st->lock);
+    time_t held = st->der != NULL ? st->valid_until : 0;
+    pthread_mutex_unlock(&st->lock);
+    time_t now = time(NULL);
     pthread_mutex_lock(&from->lock);
-    unsigned char *copy = from->der != NULL ? malloc(from->der_len) : NULL;
+    bool better = from->der != NULL && from->valid_until > now && from->valid_until > held;
+    unsigned char *copy = better ? malloc(from->der_len) : NULL;
     size_t len = from->der_len;
     time_t until = from->valid_until;
     if (copy != NULL)
         memcpy(copy, from->der, len);
     pthread_mutex_unlock(&from->lock);
+    /* Checked again as this staple says: the configuration it came from
+     * may not have verified it (tls_stapling_verify off), or trusted
+     * other CAs. */
+    char why[256];
+    if (copy != NULL && !response_check(st, copy, len, &until, why, sizeof(why))) {
+        corral_log(CORRAL_LOG_WARN, "tls_stapling: the OCSP response held for \"%s\": %s; not kept",
+                   st->name, why);
+        free(copy);
+        copy = NULL;
+    }
     if (copy != NULL)
         staple_set(st, copy, len, until);
 }

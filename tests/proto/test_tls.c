@@ -1815,14 +1815,18 @@ static bool port_listens(const char *path, int port)
     return found;
 }
 
-/* `openssl ocsp` answering for the test CA on `port` from DIR/index.txt. */
-static pid_t ocsp_responder_start(int port, const char *index)
+/* `openssl ocsp` answering for the test CA on `port` from DIR/index.txt,
+ * its answers signed by `signer` (the name of a certificate and key in
+ * the fixtures). */
+static pid_t ocsp_responder_start_signed(int port, const char *index, const char *signer)
 {
     char path[PATH_MAX], ca[PATH_MAX + 16], key[PATH_MAX + 16], portbuf[16];
     test_daemon_file(path, sizeof(path), "index.txt");
     test_write_file(path, index);
+    char rsigner[PATH_MAX + 16];
     snprintf(ca, sizeof(ca), "%s/ca.pem", certs_dir);
-    snprintf(key, sizeof(key), "%s/ca.key", certs_dir);
+    snprintf(rsigner, sizeof(rsigner), "%s/%s.pem", certs_dir, signer);
+    snprintf(key, sizeof(key), "%s/%s.key", certs_dir, signer);
     snprintf(portbuf, sizeof(portbuf), "%d", port);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
@@ -1830,8 +1834,8 @@ static pid_t ocsp_responder_start(int port, const char *index)
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
         dup2(null, 2);
-        execlp("openssl", "openssl", "ocsp", "-index", path, "-CA", ca, "-rsigner", ca, "-rkey",
-               key, "-port", portbuf, "-ndays", "1", (char *)NULL);
+        execlp("openssl", "openssl", "ocsp", "-index", path, "-CA", ca, "-rsigner", rsigner,
+               "-rkey", key, "-port", portbuf, "-ndays", "1", (char *)NULL);
         _exit(127);
     }
     /* Not by connecting: openssl ocsp serves one connection at a time and
@@ -1844,6 +1848,11 @@ static pid_t ocsp_responder_start(int port, const char *index)
     }
     ck_assert_msg(listening, "openssl ocsp does not listen on %d", port);
     return pid;
+}
+
+static pid_t ocsp_responder_start(int port, const char *index)
+{
+    return ocsp_responder_start_signed(port, index, "ca");
 }
 
 static void ocsp_responder_stop(pid_t pid)
@@ -2027,6 +2036,104 @@ START_TEST(a_watched_certificate_is_stapled_without_a_reload)
     ck_assert_msg(strstr(out, "Serial Number: 0C") != NULL, "%s", out);
     test_daemon_stop(&d);
     ocsp_responder_stop(pid);
+}
+END_TEST
+
+/* A must-staple certificate (TLS Feature status_request) is stapled
+ * although tls_stapling is off, and says so in the log; a certificate
+ * that is not must-staple, beside it, is not.  Its file rewritten with
+ * the same certificate, the watch loads it again and the first
+ * handshakes after still carry the response held, the responder gone. */
+START_TEST(must_staple_certificates_are_stapled_without_tls_stapling)
+{
+    char pem[PATH_MAX], key[PATH_MAX];
+    test_daemon_file(pem, sizeof(pem), "must.pem");
+    test_daemon_file(key, sizeof(key), "must.key");
+    replace_pair("ocsp.pem", "ocsp.key", pem, key);
+    int port = free_port(), responder = free_port();
+    pid_t pid = ocsp_responder_start(responder, OCSP_INDEX);
+    struct test_daemon d;
+    start(&d, "corral",
+          "workers 2;\n" ADMIN "tls_stapling_verify on;\n"
+          "tls_trusted_certificate certs/ca.pem;\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls default_server;\n"
+          "    server_name ocsp.test;\n"
+          "    tls_certificate %s;\n"
+          "    tls_certificate_key %s;\n"
+          "    tls_certificate_watch on;\n"
+          "    tls_stapling_responder http://127.0.0.1:%d/;\n"
+          "    location / { return 200 \"ocsp\"; }\n"
+          "}\n"
+          "server {\n"
+          "    listen 127.0.0.1:%d tls;\n"
+          "    server_name a.test;\n"
+          "    tls_certificate certs/a.pem;\n"
+          "    tls_certificate_key certs/a.key;\n"
+          "    tls_stapling_responder http://127.0.0.1:%d/;\n"
+          "    location / { return 200 \"a\"; }\n"
+          "}\n",
+          port, pem, key, responder, port, responder);
+    int status = stapled_status_becomes(d.port, "ocsp.test", V_OCSP_CERTSTATUS_GOOD);
+    ck_assert_msg(status == V_OCSP_CERTSTATUS_GOOD, "ocsp.test: stapled %d; log:\n%s", status,
+                  test_daemon_log(&d));
+    free(test_daemon_wait_log(&d, "is a must-staple certificate"));
+    ck_assert_int_eq(stapled_status(d.port, "a.test"), -1);
+    ck_assert_int_eq(metric_becomes(&d, OCSP_FETCHES, "result=\"ok\"", 1), 1);
+
+    char command[512], out[16384];
+    snprintf(command, sizeof(command),
+             "openssl s_client -connect 127.0.0.1:%d -servername ocsp.test -status "
+             "</dev/null 2>&1",
+             d.port);
+    test_run(command, out, sizeof(out));
+    ck_assert_msg(strstr(out, "Cert Status: good") != NULL, "%s", out);
+
+    ocsp_responder_stop(pid);
+    test_sleep_ms(20); /* a new modification time for the watch */
+    replace_pair("ocsp.pem", "ocsp.key", pem, key);
+    free(test_daemon_wait_log(&d, "tls_certificate_watch: \""));
+    for (uint64_t until = test_now_ms() + 1500; test_now_ms() < until; test_sleep_ms(20)) {
+        status = stapled_status(d.port, "ocsp.test");
+        ck_assert_msg(status == V_OCSP_CERTSTATUS_GOOD, "stapled %d after the reload; log:\n%s",
+                      status, test_daemon_log(&d));
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* A response held without tls_stapling_verify is checked again when a
+ * reload turns it on: one signed by a CA not trusted is not kept. */
+static const char verify_reload_conf[] = "workers 1;\n" ADMIN "tls_stapling on;\n"
+                                         "tls_stapling_verify %s;\n"
+                                         "tls_trusted_certificate certs/ca.pem;\n"
+                                         "server {\n"
+                                         "    listen 127.0.0.1:%d tls;\n"
+                                         "    server_name ocsp.test;\n"
+                                         "    tls_certificate certs/ocsp.pem;\n"
+                                         "    tls_certificate_key certs/ocsp.key;\n"
+                                         "    tls_stapling_responder http://127.0.0.1:%d/;\n"
+                                         "    location / { return 200 \"ocsp\"; }\n"
+                                         "}\n";
+
+START_TEST(a_reload_that_verifies_drops_a_response_that_does_not)
+{
+    int port = free_port(), responder = free_port();
+    pid_t pid = ocsp_responder_start_signed(responder, OCSP_INDEX, "other-ca");
+    struct test_daemon d;
+    start(&d, "corral", verify_reload_conf, "off", port, responder);
+    int status = stapled_status_becomes(d.port, "ocsp.test", V_OCSP_CERTSTATUS_GOOD);
+    ck_assert_msg(status == V_OCSP_CERTSTATUS_GOOD, "stapled %d; log:\n%s", status,
+                  test_daemon_log(&d));
+    ocsp_responder_stop(pid);
+    char conf[4096];
+    snprintf(conf, sizeof(conf), verify_reload_conf, "on", port, responder);
+    test_daemon_write_config(&d, conf);
+    kill(d.pid, SIGHUP);
+    test_daemon_wait_generation(&d, 2);
+    free(test_daemon_wait_log(&d, "not kept"));
+    ck_assert_int_eq(stapled_status(d.port, "ocsp.test"), -1);
+    test_daemon_stop(&d);
 }
 END_TEST
 
@@ -2322,7 +2429,9 @@ END_TEST
  * are read in their first handshakes (which the staple does not hold
  * up), then the main loop fetches for them; ocsp.test's good response is
  * stapled to a later handshake, revoked.test gets none.  Both workers
- * serve from the one cache, so each handshake may land on either. */
+ * serve from the one cache, so each handshake may land on either.
+ * Without tls_stapling (_i 1) the same happens, as both are must-staple,
+ * but a.test, which is not, is never stapled. */
 START_TEST(certificates_named_by_sni_are_stapled)
 {
     char dir[PATH_MAX], link[PATH_MAX + 64], target[PATH_MAX + 64];
@@ -2333,7 +2442,12 @@ START_TEST(certificates_named_by_sni_are_stapled)
         {"ocsp.test.key", "ocsp.key"},
         {"revoked.test.pem", "revoked.pem"},
         {"revoked.test.key", "revoked.key"},
+        {"a.test.pem", "a.pem"},
+        {"a.test.key", "a.key"},
     };
+    /* 0: tls_stapling on; 1: off, and the must-staple ones are stapled
+     * all the same (ocsp.test and revoked.test), a.test not. */
+    bool stapling = _i == 0;
     for (int i = 0; i < COUNT(links); i++) {
         snprintf(link, sizeof(link), "%s/%s", dir, links[i][0]);
         snprintf(target, sizeof(target), "%s/%s", certs_dir, links[i][1]);
@@ -2347,13 +2461,13 @@ START_TEST(certificates_named_by_sni_are_stapled)
           "    listen 127.0.0.1:%d tls;\n"
           "    tls_certificate sni/$ssl_server_name.pem;\n"
           "    tls_certificate_key sni/$ssl_server_name.key;\n"
-          "    tls_stapling on;\n"
+          "    %s\n"
           "    tls_stapling_verify on;\n"
           "    tls_trusted_certificate certs/ca.pem;\n"
           "    tls_stapling_responder http://127.0.0.1:%d/;\n"
           "    location / { return 200 \"sni\"; }\n"
           "}\n",
-          port, responder);
+          port, stapling ? "tls_stapling on;" : "", responder);
     int status = stapled_status_becomes(port, "ocsp.test", V_OCSP_CERTSTATUS_GOOD);
     ck_assert_msg(status == V_OCSP_CERTSTATUS_GOOD, "ocsp.test: stapled %d; log:\n%s", status,
                   test_daemon_log(&d));
@@ -2362,6 +2476,14 @@ START_TEST(certificates_named_by_sni_are_stapled)
     ck_assert_int_eq(stapled_status(port, "revoked.test"), -1);
     ck_assert_int_eq(stapled_status(port, "ocsp.test"), V_OCSP_CERTSTATUS_GOOD);
     ck_assert_int_eq(metric_becomes(&d, OCSP_FETCHES, "result=\"ok\"", 1), 1);
+    if (!stapling) {
+        free(test_daemon_wait_log(&d, "SNI \"ocsp.test\" is must-staple"));
+        ck_assert_int_eq(stapled_status(port, "a.test"), -1);
+        ck_assert_int_eq(stapled_status(port, "ocsp.test"), V_OCSP_CERTSTATUS_GOOD);
+        char *log = test_daemon_log(&d);
+        ck_assert_msg(strstr(log, "\"a.test\"") == NULL, "a.test is stapled:\n%s", log);
+        free(log);
+    }
     test_daemon_stop(&d);
     ocsp_responder_stop(pid);
 }
@@ -2736,10 +2858,12 @@ Suite *test_suite(void)
     tcase_add_test(tc, garbage_and_silence_are_closed_and_counted);
     tcase_add_test(tc, ocsp_responses_are_fetched_and_stapled);
     tcase_add_test(tc, a_watched_certificate_is_stapled_without_a_reload);
+    tcase_add_test(tc, must_staple_certificates_are_stapled_without_tls_stapling);
+    tcase_add_test(tc, a_reload_that_verifies_drops_a_response_that_does_not);
     tcase_add_test(tc, a_failed_refresh_keeps_the_last_good_response_until_it_expires);
     tcase_add_test(tc, a_stapling_file_is_stapled_while_it_is_current);
     tcase_add_test(tc, an_https_ocsp_responder_is_fetched_over_verified_tls);
-    tcase_add_test(tc, certificates_named_by_sni_are_stapled);
+    tcase_add_loop_test(tc, certificates_named_by_sni_are_stapled, 0, 2);
     tcase_add_test(tc, proxy_to_an_https_upstream);
     tcase_add_test(tc, health_checks_speak_tls_to_an_https_upstream);
     /* One connection's handshake and requests, each in the worker that
