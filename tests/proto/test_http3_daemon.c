@@ -1318,6 +1318,57 @@ START_TEST(servers_by_sni)
 }
 END_TEST
 
+/* A server with an ECDSA pair, one named by SNI and an RSA pair offers
+ * over QUIC the one the client's signature algorithms take: a client
+ * taking only RSA-PSS and one taking only ECDSA are both served (the SNI
+ * pair is left out for QUIC, not refused). */
+START_TEST(certificate_by_signature_algorithms)
+{
+    if (!have_tools())
+        return;
+    make_certificate();
+    const char *dir = test_daemon_dir();
+    char cmd[PATH_MAX + 512], out[4096];
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && openssl req -x509 -newkey rsa:2048 -nodes -keyout rsa.key -out rsa.pem "
+             "-subj /CN=localhost -days 1 2>&1",
+             dir);
+    ck_assert_msg(test_run(cmd, out, sizeof(out)) == 0, "openssl: %s", out);
+    struct test_daemon d;
+    test_daemon_init(&d, "h3");
+    int quic = free_udp_port();
+    char text[6 * PATH_MAX + 1024];
+    snprintf(text, sizeof(text),
+             "workers 1;\n"
+             "admin { listen 127.0.0.2:0; }\n"
+             "server {\n"
+             "  listen 127.0.0.1:%d quic;\n"
+             "  tls_certificate %s/cert.pem; tls_certificate_key %s/key.pem;\n"
+             "  tls_certificate %s/$ssl_server_name.pem;\n"
+             "  tls_certificate_key %s/$ssl_server_name.key;\n"
+             "  tls_certificate %s/rsa.pem; tls_certificate_key %s/rsa.key;\n"
+             "  location / { return 200 \"hello h3\\n\"; }\n"
+             "}\n",
+             quic, dir, dir, dir, dir, dir, dir);
+    test_daemon_write_config(&d, text);
+    test_daemon_start(&d);
+    static const char *const sigs[] = {"RSA-PSS-RSAE-SHA256", "ECDSA-SECP256R1-SHA256"};
+    for (size_t i = 0; i < 2; i++) {
+        char args[256], dl[PATH_MAX + 32];
+        test_daemon_file(dl, sizeof(dl), "dl/index.html");
+        unlink(dl);
+        snprintf(args, sizeof(args), "--ciphers=NORMAL:-VERS-ALL:+VERS-TLS1.3:-SIGN-ALL:+SIGN-%s",
+                 sigs[i]);
+        ck_assert_msg(h3_request(quic, "/", args) == 0, "not served with only %s", sigs[i]);
+        size_t len;
+        char *body = downloaded("index.html", &len);
+        ck_assert_str_eq(body, "hello h3\n");
+        free(body);
+    }
+    test_daemon_stop(&d);
+}
+END_TEST
+
 /* -t: each config fails with its message. */
 START_TEST(check_refuses)
 {
@@ -1441,6 +1492,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, returning_client_resumes_in_0rtt);
     tcase_add_test(tc, http3_off);
     tcase_add_test(tc, servers_by_sni);
+    tcase_add_test(tc, certificate_by_signature_algorithms);
     tcase_add_test(tc, check_refuses);
     tcase_add_test(tc, port_in_use_refuses_start);
     suite_add_tcase(s, tc);
