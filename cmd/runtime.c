@@ -18,6 +18,7 @@
 #include "proto/http3/http3.h"
 #include "proto/policy/access.h"
 #include "proto/policy/add_header.h"
+#include "proto/tls/tls.h"
 #include "proto/upstream/proxy_module.h"
 
 #include <arpa/inet.h>
@@ -695,8 +696,10 @@ static int quic_host_key_read(const char *path, uint8_t token_secret[32], uint8_
 
 /* A quic listen's HTTP/3: every worker's endpoint serves `site` (built as
  * a TCP address's, from the servers listening there), each vhost with its
- * server's first certificate and key, picked by SNI; its TLS groups are
- * made as a TLS site's, for the misdirected-request check. */
+ * server's certificates and keys (all of them, the first pair in
+ * `pairs`, the others linked after it: GnuTLS picks one by the client's
+ * signature algorithms), the vhost picked by SNI; its TLS groups are made
+ * as a TLS site's, for the misdirected-request check. */
 static int quic_site_build(struct site *site, struct generation *gen,
                            const struct conf_config *conf, const struct conf_listen *listen,
                            unsigned workers)
@@ -710,9 +713,35 @@ static int quic_site_build(struct site *site, struct generation *gen,
     }
     for (size_t v = 0; v < count; v++) {
         servers[v] = &conf->servers[site->vhosts[v].stats_slot];
-        assert(servers[v]->tls.certificate_count > 0); /* conf/ refuses a quic listen without */
-        pairs[v] = (struct h3_certificate){servers[v]->tls.certificates[0].certificate,
-                                           servers[v]->tls.certificates[0].key};
+        const struct conf_tls *tls = &servers[v]->tls;
+        assert(tls->certificate_count > 0); /* conf/ refuses a quic listen without */
+        struct h3_certificate *more =
+            tls->certificate_count > 1
+                ? runtime_vars_calloc(gen->vars, tls->certificate_count - 1, sizeof(*more))
+                : NULL;
+        if (tls->certificate_count > 1 && more == NULL) {
+            free(servers);
+            return -ENOMEM;
+        }
+        /* The pairs named by SNI ($ssl_server_name) are left out: QUIC
+         * does not read them.  A server with only those keeps its first,
+         * which then does not load (refused below, as before). */
+        struct h3_certificate *last = NULL;
+        size_t used = 0;
+        for (size_t c = 0; c < tls->certificate_count; c++) {
+            const struct conf_tls_certificate *file = &tls->certificates[c];
+            if (tls_sni_certs_template(file->certificate) || tls_sni_certs_template(file->key))
+                continue;
+            struct h3_certificate *pair = used == 0 ? &pairs[v] : &more[used - 1];
+            *pair = (struct h3_certificate){file->certificate, file->key, NULL};
+            if (last != NULL)
+                last->next = pair;
+            last = pair;
+            used++;
+        }
+        if (used == 0)
+            pairs[v] = (struct h3_certificate){tls->certificates[0].certificate,
+                                               tls->certificates[0].key, NULL};
     }
     int err = site_tls_groups(site, servers);
     free(servers);

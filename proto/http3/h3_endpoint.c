@@ -199,22 +199,37 @@ void h3_endpoint_remove_conn(struct h3_endpoint *ep, struct h3_conn *conn)
     }
 }
 
-/* Loads a certificate and key into *cred.  Returns 0, -ENOMEM, or
- * -EINVAL (logged). */
+/* Loads `pair` and the pairs after it (pair->next...) into *cred, one
+ * set of credentials.  Returns 0, -ENOMEM, or -EINVAL (logged). */
 static int load_credentials(const struct h3_certificate *pair,
                             gnutls_certificate_credentials_t *cred)
 {
     if (gnutls_certificate_allocate_credentials(cred) != GNUTLS_E_SUCCESS)
         return -ENOMEM;
-    int rc = gnutls_certificate_set_x509_key_file(*cred, pair->cert_file, pair->key_file,
+    int rc = GNUTLS_E_SUCCESS;
+    for (; pair != NULL && rc >= 0; pair = pair->next) {
+        /* >= 0: with GNUTLS_CERTIFICATE_API_V2 it is the pair's index. */
+        rc = gnutls_certificate_set_x509_key_file(*cred, pair->cert_file, pair->key_file,
                                                   GNUTLS_X509_FMT_PEM);
-    if (rc == GNUTLS_E_SUCCESS)
+        if (rc < 0)
+            corral_log(CORRAL_LOG_ERROR, "http3: cannot load \"%s\" and \"%s\": %s",
+                       pair->cert_file, pair->key_file, gnutls_strerror(rc));
+    }
+    if (rc >= 0)
         return 0;
-    corral_log(CORRAL_LOG_ERROR, "http3: cannot load \"%s\" and \"%s\": %s", pair->cert_file,
-               pair->key_file, gnutls_strerror(rc));
     gnutls_certificate_free_credentials(*cred);
     *cred = NULL;
     return rc == GNUTLS_E_MEMORY_ERROR ? -ENOMEM : -EINVAL;
+}
+
+/* Whether two vhosts' lists of pairs name the same files in the same
+ * order (one set of credentials serves both). */
+static bool same_pairs(const struct h3_certificate *a, const struct h3_certificate *b)
+{
+    for (; a != NULL && b != NULL; a = a->next, b = b->next)
+        if (strcmp(a->cert_file, b->cert_file) != 0 || strcmp(a->key_file, b->key_file) != 0)
+            return false;
+    return a == NULL && b == NULL;
 }
 
 static void free_credentials(struct h3_endpoint *ep)
@@ -248,8 +263,7 @@ static int load_vhost_credentials(struct h3_endpoint *ep)
     }
     for (size_t v = 0; v < count; v++) {
         for (size_t u = 0; u < v && ep->creds[v] == NULL; u++)
-            if (strcmp(pairs[u].cert_file, pairs[v].cert_file) == 0 &&
-                strcmp(pairs[u].key_file, pairs[v].key_file) == 0)
+            if (same_pairs(&pairs[u], &pairs[v]))
                 ep->creds[v] = ep->creds[u];
         if (ep->creds[v] != NULL)
             continue;
@@ -265,7 +279,7 @@ static int load_vhost_credentials(struct h3_endpoint *ep)
 int h3_credentials_check(const char *cert_file, const char *key_file)
 {
     gnutls_certificate_credentials_t cred;
-    int err = load_credentials(&(struct h3_certificate){cert_file, key_file}, &cred);
+    int err = load_credentials(&(struct h3_certificate){cert_file, key_file, NULL}, &cred);
     if (err == 0)
         gnutls_certificate_free_credentials(cred);
     return err;
@@ -346,10 +360,11 @@ int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint 
         ep->config.max_concurrent_streams = 128;
     if (ep->config.idle_timeout_ms == 0)
         ep->config.idle_timeout_ms = 60000;
-    int err = config->vhost_certificates != NULL
-                  ? load_vhost_credentials(ep)
-                  : load_credentials(&(struct h3_certificate){config->cert_file, config->key_file},
-                                     &ep->cred);
+    int err =
+        config->vhost_certificates != NULL
+            ? load_vhost_credentials(ep)
+            : load_credentials(&(struct h3_certificate){config->cert_file, config->key_file, NULL},
+                               &ep->cred);
     if (err != 0) {
         free_credentials(ep);
         free(ep);

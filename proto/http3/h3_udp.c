@@ -100,8 +100,10 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
     const struct h3_certificate *pairs = config->vhost_certificates;
     size_t count = pairs != NULL ? config->site->vhost_count : 1;
     for (size_t v = 0; v < count; v++) {
-        int err = pairs != NULL ? h3_credentials_check(pairs[v].cert_file, pairs[v].key_file)
-                                : h3_credentials_check(config->cert_file, config->key_file);
+        int err = pairs == NULL ? h3_credentials_check(config->cert_file, config->key_file) : 0;
+        for (const struct h3_certificate *p = pairs != NULL ? &pairs[v] : NULL;
+             p != NULL && err == 0; p = p->next)
+            err = h3_credentials_check(p->cert_file, p->key_file);
         if (err != 0)
             return err;
     }

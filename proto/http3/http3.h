@@ -33,9 +33,13 @@ typedef void (*h3_output_fn)(void *arg, const struct sockaddr *local, socklen_t 
  * (h3_endpoint.c). */
 #define H3_CID_LEN 16
 
-/* A certificate chain and its key, PEM files. */
+/* A certificate chain and its key, PEM files; `next`: the server's
+ * other pairs (an RSA and an ECDSA one, say), or NULL.  All go into one
+ * set of credentials, and GnuTLS offers one whose key suits the client's
+ * signature algorithms. */
 struct h3_certificate {
     const char *cert_file, *key_file;
+    const struct h3_certificate *next;
 };
 
 struct h3_endpoint_config {

@@ -278,6 +278,10 @@ void tls_conn_on_established(corral_conn *conn, void (*fn)(corral_conn *conn));
 /* Whether `conn` (speaking TLS) has finished its handshake. */
 bool tls_established(const corral_conn *conn);
 
+/* Whether a certificate or key file name holds a variable
+ * ($ssl_server_name: the pair is read by SNI name, tls_sni_certs.c). */
+bool tls_sni_certs_template(const char *path);
+
 /* Whether the client of a TLS server connection began with bytes that
  * cannot start a TLS record (plain HTTP to the TLS port): its bytes then
  * pass unencrypted both ways, so that the layer above can answer and

@@ -112,8 +112,6 @@ void tls_staple_free(struct tls_staple *staple);
 struct tls_sni_certs;
 /* The pairs read and kept per vhost; the least recently used one goes. */
 #define TLS_SNI_CERTS_CACHED 1000
-/* Whether a certificate or key file name holds a variable. */
-bool tls_sni_certs_template(const char *path);
 /* With `vhost` (may be NULL) stapling, the pairs are stapled as it says,
  * counted in `stats`.  Returns 0, -ENOMEM, or -EINVAL with `why` (another
  * variable). */

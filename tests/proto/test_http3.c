@@ -677,6 +677,10 @@ static size_t client_token_len;
 /* The name the client sends by SNI; NULL: none. */
 static const char *client_sni = "localhost";
 
+/* The client's GnuTLS priorities after TLS 1.3's (its signature
+ * algorithms, say); "" for GnuTLS's own. */
+static const char *client_priority = "";
+
 static void client_start(const char *alpn_name)
 {
     memset(&cl, 0, sizeof(cl));
@@ -707,11 +711,10 @@ static void client_start(const char *alpn_name)
                      0);
     gnutls_handshake_set_hook_function(cl.tls, GNUTLS_HANDSHAKE_NEW_SESSION_TICKET,
                                        GNUTLS_HOOK_POST, client_ticket_hook);
-    ck_assert_int_eq(gnutls_priority_set_direct(cl.tls,
-                                                "NORMAL:-VERS-ALL:+VERS-TLS1.3:"
-                                                "%DISABLE_TLS13_COMPAT_MODE",
-                                                NULL),
-                     0);
+    char priority[256];
+    snprintf(priority, sizeof(priority),
+             "NORMAL:-VERS-ALL:+VERS-TLS1.3:%%DISABLE_TLS13_COMPAT_MODE%s", client_priority);
+    ck_assert_int_eq(gnutls_priority_set_direct(cl.tls, priority, NULL), 0);
     ck_assert_int_eq(ngtcp2_crypto_gnutls_configure_client_session(cl.tls), 0);
     cl.ref = (ngtcp2_crypto_conn_ref){.get_conn = client_get_conn, .user_data = &cl};
     gnutls_session_set_ptr(cl.tls, &cl.ref);
@@ -925,6 +928,7 @@ static void setup(void)
 {
     modules_init();
     client_sni = "localhost";
+    client_priority = "";
     client_max_data = 4 * 1024 * 1024;
     client_holds_max_data = false;
     vhosts[0] = (struct http_vhost){.locations = locations,
@@ -1082,7 +1086,7 @@ static void endpoint_with_three_servers(void)
     snprintf(files[5], sizeof(files[5]), "%s/b.key", dir);
     static struct h3_certificate pairs[3];
     for (int v = 0; v < 3; v++)
-        pairs[v] = (struct h3_certificate){files[2 * v], files[2 * v + 1]};
+        pairs[v] = (struct h3_certificate){files[2 * v], files[2 * v + 1], NULL};
     struct h3_endpoint_config config = {.vhost_certificates = pairs};
     endpoint_again(&config);
 }
@@ -1190,6 +1194,45 @@ START_TEST(sni_picks_the_server)
     ck_assert_str_eq(cn, "localhost");
     ck_assert_uint_eq(get_authority("a.test", body), 200);
     ck_assert_str_eq(body, "a\n");
+}
+END_TEST
+
+/* A server with an RSA certificate and an ECDSA one offers the one whose
+ * key suits the client's signature algorithms: RSA to a client that
+ * takes only RSA-PSS, ECDSA to one that takes only ECDSA (one that takes
+ * both gets whichever GnuTLS prefers, ECDSA here, not checked). */
+START_TEST(certificate_by_signature_algorithms)
+{
+    char command[512], out[256];
+    snprintf(command, sizeof(command),
+             "cd %s && openssl req -x509 -newkey rsa:2048 -nodes -keyout rsa.key -out rsa.pem "
+             "-subj /CN=rsa.test -days 1 2>&1",
+             dir);
+    ck_assert_int_eq(test_run(command, out, sizeof(out)), 0);
+    static char files[4][128];
+    snprintf(files[0], sizeof(files[0]), "%s/rsa.pem", dir);
+    snprintf(files[1], sizeof(files[1]), "%s/rsa.key", dir);
+    snprintf(files[2], sizeof(files[2]), "%s/cert.pem", dir);
+    snprintf(files[3], sizeof(files[3]), "%s/key.pem", dir);
+    static struct h3_certificate ecdsa, pairs[1];
+    ecdsa = (struct h3_certificate){files[2], files[3], NULL};
+    pairs[0] = (struct h3_certificate){files[0], files[1], &ecdsa};
+    struct h3_endpoint_config config = {.vhost_certificates = pairs};
+    endpoint_again(&config);
+    char cn[128], body[16];
+
+    client_priority = ":-SIGN-ALL:+SIGN-ECDSA-SECP256R1-SHA256";
+    sni_connect();
+    peer_common_name(cn, sizeof(cn));
+    ck_assert_str_eq(cn, "localhost");
+    ck_assert_uint_eq(get_authority("localhost", body), 200);
+    client_free();
+
+    client_priority = ":-SIGN-ALL:+SIGN-RSA-PSS-RSAE-SHA256";
+    sni_connect();
+    peer_common_name(cn, sizeof(cn));
+    ck_assert_str_eq(cn, "rsa.test");
+    ck_assert_uint_eq(get_authority("localhost", body), 200);
 }
 END_TEST
 
@@ -2709,6 +2752,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, unfinished_handshake_is_dropped);
     tcase_add_test(tc, endpoint_freed_with_a_flush_pending);
     tcase_add_test(tc, sni_picks_the_server);
+    tcase_add_test(tc, certificate_by_signature_algorithms);
     tcase_add_test(tc, gtlsclient_interop);
     tcase_add_test(tc, udp_listen_waits_for_a_full_socket);
     suite_add_tcase(s, tc);
