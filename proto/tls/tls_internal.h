@@ -112,6 +112,10 @@ struct tls_staple_held;
 struct tls_staple_held *tls_staple_hold(struct tls_staple *from);
 /* tls_staple_take() from such a copy. */
 void tls_staple_take_held(struct tls_staple *staple, const struct tls_staple_held *held);
+/* The certificate it is about. */
+X509 *tls_staple_held_cert(const struct tls_staple_held *held);
+/* Another copy, NULL once it has expired (or without memory). */
+struct tls_staple_held *tls_staple_held_copy(const struct tls_staple_held *held);
 void tls_staple_held_free(struct tls_staple_held *held);
 void tls_staple_free(struct tls_staple *staple);
 
@@ -141,8 +145,9 @@ void tls_sni_certs_staple(struct tls_sni_certs *certs, corral_loop *loop);
 /* Main loop: stops every fetch (the staples serve on). */
 void tls_sni_certs_stop(struct tls_sni_certs *certs);
 /* Main loop, before `certs` serves: keeps copies of the responses the
- * staples of `from` (the previous configuration's) hold, for the pairs
- * `certs` reads later to take as their staples are made. */
+ * staples of `from` (the previous configuration's) hold, and of those it
+ * kept itself, for the pairs `certs` reads later to take as their staples
+ * are made. */
 void tls_sni_certs_take_staples(struct tls_sni_certs *certs, struct tls_sni_certs *from);
 
 /* The reason of OpenSSL's latest error, for messages. */

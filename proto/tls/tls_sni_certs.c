@@ -412,16 +412,36 @@ void tls_sni_certs_stop(struct tls_sni_certs *c)
     doomed_free(c);
 }
 
+/* Whether `c` keeps a response for `cert` already. */
+static bool held_for(const struct tls_sni_certs *c, X509 *cert)
+{
+    for (size_t i = 0; i < c->held_count; i++)
+        if (X509_cmp(tls_staple_held_cert(c->held[i]), cert) == 0)
+            return true;
+    return false;
+}
+
 void tls_sni_certs_take_staples(struct tls_sni_certs *c, struct tls_sni_certs *from)
 {
+    /* At most one per certificate, and no more than the cache holds: a
+     * run of reloads does not make the list grow. */
     pthread_mutex_lock(&from->lock);
+    /* and those `from` kept from the configuration before it, for names
+     * not asked for since: a few reloads in a row do not lose them */
+    size_t most = from->count + from->held_count;
     struct tls_staple_held **held =
-        from->count > 0 ? realloc(c->held, (c->held_count + from->count) * sizeof(*held)) : NULL;
+        most > 0 ? realloc(c->held, (c->held_count + most) * sizeof(*held)) : NULL;
     if (held != NULL) {
         c->held = held;
-        for (size_t i = 0; i < from->count; i++) {
+        for (size_t i = 0; i < most && c->held_count < TLS_SNI_CERTS_CACHED; i++) {
+            X509 *cert = i >= from->count ? tls_staple_held_cert(from->held[i - from->count])
+                                          : from->pairs[i].cert;
+            if (held_for(c, cert))
+                continue;
             struct tls_staple_held *h =
-                from->pairs[i].staple != NULL ? tls_staple_hold(from->pairs[i].staple) : NULL;
+                i >= from->count                ? tls_staple_held_copy(from->held[i - from->count])
+                : from->pairs[i].staple != NULL ? tls_staple_hold(from->pairs[i].staple)
+                                                : NULL;
             if (h != NULL)
                 c->held[c->held_count++] = h;
         }

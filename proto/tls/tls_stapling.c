@@ -919,6 +919,30 @@ struct tls_staple_held *tls_staple_hold(struct tls_staple *from)
     return h;
 }
 
+X509 *tls_staple_held_cert(const struct tls_staple_held *held)
+{
+    return held->cert;
+}
+
+struct tls_staple_held *tls_staple_held_copy(const struct tls_staple_held *held)
+{
+    if (held->valid_until <= time(NULL))
+        return NULL;
+    struct tls_staple_held *h = malloc(sizeof(*h));
+    unsigned char *der = malloc(held->len);
+    if (h == NULL || der == NULL) {
+        free(h);
+        free(der);
+        return NULL;
+    }
+    memcpy(der, held->der, held->len);
+    *h = *held;
+    h->der = der;
+    X509_up_ref(h->cert);
+    X509_up_ref(h->issuer);
+    return h;
+}
+
 void tls_staple_take_held(struct tls_staple *st, const struct tls_staple_held *held)
 {
     if (X509_cmp(st->cert, held->cert) != 0)
