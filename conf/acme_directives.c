@@ -156,7 +156,9 @@ static int issuer_line(struct conf_state *state, struct conf_acme_issuer *is,
         is->state_path = NULL;
         return conf__arg_path(state, arg, &is->state_path);
     }
-    if (strcmp(name, "ssl_trusted_certificate") == 0) {
+    /* ca_certificate is the name the ACME issue's block uses;
+       ssl_trusted_certificate is nginx's.  Same file, same meaning. */
+    if (strcmp(name, "ssl_trusted_certificate") == 0 || strcmp(name, "ca_certificate") == 0) {
         free(is->trusted_ca);
         is->trusted_ca = NULL;
         return conf__arg_path(state, arg, &is->trusted_ca);
@@ -182,6 +184,7 @@ static int issuer_line(struct conf_state *state, struct conf_acme_issuer *is,
     return conf__error_at(state->error, &line->name.pos,
                           "unknown directive \"%s\" in acme_issuer: expected uri, contact, "
                           "state_path, accept_terms_of_service, ssl_trusted_certificate, "
+                          "ca_certificate, "
                           "account_key, challenge or external_account_key",
                           name);
 }

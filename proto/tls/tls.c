@@ -1266,6 +1266,12 @@ void tls_server_take_staples(struct tls_server *server, struct tls_server *from)
                 tls_staple_take(server->staples[i], watch->vhosts[v].staples[j]);
         pthread_mutex_unlock(&watch->polling);
     }
+    /* Certificates named by SNI are read again when asked for: what their
+     * staples held is kept for then. */
+    for (size_t i = 0; i < server->context_count; i++)
+        for (size_t j = 0; server->sni_certs[i] != NULL && j < from->context_count; j++)
+            if (from->sni_certs[j] != NULL)
+                tls_sni_certs_take_staples(server->sni_certs[i], from->sni_certs[j]);
 }
 
 const struct tls_stapling_stats *tls_server_stapling_stats(const struct tls_server *server)

@@ -105,6 +105,18 @@ void tls_staple_stop(struct tls_staple *staple);
 /* Takes `from`'s response if it is about the same certificate, valid,
  * and valid for longer than the one `staple` holds. */
 void tls_staple_take(struct tls_staple *staple, struct tls_staple *from);
+/* A copy of `from`'s response while it is valid, for a staple made
+ * later (a certificate named by SNI, read again after a reload); NULL
+ * without one. */
+struct tls_staple_held;
+struct tls_staple_held *tls_staple_hold(struct tls_staple *from);
+/* tls_staple_take() from such a copy. */
+void tls_staple_take_held(struct tls_staple *staple, const struct tls_staple_held *held);
+/* The certificate it is about. */
+X509 *tls_staple_held_cert(const struct tls_staple_held *held);
+/* Another copy, NULL once it has expired (or without memory). */
+struct tls_staple_held *tls_staple_held_copy(const struct tls_staple_held *held);
+void tls_staple_held_free(struct tls_staple_held *held);
 void tls_staple_free(struct tls_staple *staple);
 
 /* Certificates named by SNI (tls_sni_certs.c): a vhost's tls_certificate
@@ -130,6 +142,11 @@ int tls_sni_certs_status(SSL *ssl, void *arg);
 void tls_sni_certs_staple(struct tls_sni_certs *certs, corral_loop *loop);
 /* Main loop: stops every fetch (the staples serve on). */
 void tls_sni_certs_stop(struct tls_sni_certs *certs);
+/* Main loop, before `certs` serves: keeps copies of the responses the
+ * staples of `from` (the previous configuration's) hold, and of those it
+ * kept itself, for the pairs `certs` reads later to take as their staples
+ * are made. */
+void tls_sni_certs_take_staples(struct tls_sni_certs *certs, struct tls_sni_certs *from);
 
 /* The reason of OpenSSL's latest error, for messages. */
 const char *tls_openssl_reason(void);

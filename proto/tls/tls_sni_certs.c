@@ -51,6 +51,11 @@ struct tls_sni_certs {
     struct tls_vhost_conf stapling;
     struct tls_stapling_stats *stats;
     struct doomed *doomed;
+    /* Main loop only: the responses the previous configuration's staples
+     * held (tls_sni_certs_take_staples()), for pairs read again after a
+     * reload to staple at once rather than after a fetch. */
+    struct tls_staple_held **held;
+    size_t held_count;
 };
 
 /* The variable at `p`, or NULL. */
@@ -169,6 +174,9 @@ void tls_sni_certs_free(struct tls_sni_certs *c)
         tls_staple_free(d->staple);
         free(d);
     }
+    for (size_t i = 0; i < c->held_count; i++)
+        tls_staple_held_free(c->held[i]);
+    free(c->held);
     free(c->pairs);
     free(c->certificate);
     free(c->key);
@@ -369,6 +377,8 @@ void tls_sni_certs_staple(struct tls_sni_certs *c, corral_loop *loop)
         if (err != 0 || why[0] != '\0')
             corral_log(CORRAL_LOG_WARN, "tls_stapling for SNI \"%s\": %s", todo[i].name,
                        err == -ENOMEM ? "out of memory" : why);
+        for (size_t j = 0; st != NULL && j < c->held_count; j++)
+            tls_staple_take_held(st, c->held[j]);
         bool attached = false;
         if (st != NULL) {
             /* The pair may have gone meanwhile: the certificate tells. */
@@ -400,4 +410,41 @@ void tls_sni_certs_stop(struct tls_sni_certs *c)
             tls_staple_stop(c->pairs[i].staple);
     pthread_mutex_unlock(&c->lock);
     doomed_free(c);
+}
+
+/* Whether `c` keeps a response for `cert` already. */
+static bool held_for(const struct tls_sni_certs *c, X509 *cert)
+{
+    for (size_t i = 0; i < c->held_count; i++)
+        if (X509_cmp(tls_staple_held_cert(c->held[i]), cert) == 0)
+            return true;
+    return false;
+}
+
+void tls_sni_certs_take_staples(struct tls_sni_certs *c, struct tls_sni_certs *from)
+{
+    /* At most one per certificate, and no more than the cache holds: a
+     * run of reloads does not make the list grow. */
+    pthread_mutex_lock(&from->lock);
+    /* and those `from` kept from the configuration before it, for names
+     * not asked for since: a few reloads in a row do not lose them */
+    size_t most = from->count + from->held_count;
+    struct tls_staple_held **held =
+        most > 0 ? realloc(c->held, (c->held_count + most) * sizeof(*held)) : NULL;
+    if (held != NULL) {
+        c->held = held;
+        for (size_t i = 0; i < most && c->held_count < TLS_SNI_CERTS_CACHED; i++) {
+            X509 *cert = i >= from->count ? tls_staple_held_cert(from->held[i - from->count])
+                                          : from->pairs[i].cert;
+            if (held_for(c, cert))
+                continue;
+            struct tls_staple_held *h =
+                i >= from->count                ? tls_staple_held_copy(from->held[i - from->count])
+                : from->pairs[i].staple != NULL ? tls_staple_hold(from->pairs[i].staple)
+                                                : NULL;
+            if (h != NULL)
+                c->held[c->held_count++] = h;
+        }
+    }
+    pthread_mutex_unlock(&from->lock);
 }

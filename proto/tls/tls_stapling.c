@@ -836,37 +836,131 @@ int tls_staple_start(struct tls_staple *st, corral_loop *loop)
     return 0;
 }
 
-void tls_staple_take(struct tls_staple *st, struct tls_staple *from)
+/* A response kept for a staple made later (tls_staple_hold()). */
+struct tls_staple_held {
+    X509 *cert, *issuer;
+    unsigned char *der;
+    size_t len;
+    time_t valid_until;
+};
+
+/* Gives `st`, about `cert` by `issuer`, the response `der` (taken, or
+ * freed) if it is valid for longer than the one `st` holds and passes
+ * `st`'s checks. */
+static void take_response(struct tls_staple *st, X509 *cert, X509 *issuer, unsigned char *der,
+                          size_t len, time_t until)
 {
-    if (st->from_file || X509_cmp(st->cert, from->cert) != 0 ||
-        X509_cmp(st->issuer, from->issuer) != 0)
+    if (st->from_file || X509_cmp(st->cert, cert) != 0 || X509_cmp(st->issuer, issuer) != 0) {
+        free(der);
         return;
+    }
     /* Only a valid response, and only one valid for longer than the one
      * held: a staple never loses a good response for a worse one. */
     pthread_mutex_lock(&st->lock);
     time_t held = st->der != NULL ? st->valid_until : 0;
     pthread_mutex_unlock(&st->lock);
-    time_t now = time(NULL);
-    pthread_mutex_lock(&from->lock);
-    bool better = from->der != NULL && from->valid_until > now && from->valid_until > held;
-    unsigned char *copy = better ? malloc(from->der_len) : NULL;
-    size_t len = from->der_len;
-    time_t until = from->valid_until;
-    if (copy != NULL)
-        memcpy(copy, from->der, len);
-    pthread_mutex_unlock(&from->lock);
+    if (der == NULL || until <= time(NULL) || until <= held) {
+        free(der);
+        return;
+    }
     /* Checked again as this staple says: the configuration it came from
      * may not have verified it (tls_stapling_verify off), or trusted
      * other CAs. */
     char why[256];
-    if (copy != NULL && !response_check(st, copy, len, &until, why, sizeof(why))) {
+    if (!response_check(st, der, len, &until, why, sizeof(why))) {
         corral_log(CORRAL_LOG_WARN, "tls_stapling: the OCSP response held for \"%s\": %s; not kept",
                    st->name, why);
-        free(copy);
-        copy = NULL;
+        free(der);
+        return;
     }
+    staple_set(st, der, len, until);
+}
+
+/* A copy of `from`'s response, NULL (without one, or without memory):
+ * valid_until is read under the lock with it. */
+static unsigned char *response_copy(struct tls_staple *from, size_t *len, time_t *until)
+{
+    pthread_mutex_lock(&from->lock);
+    unsigned char *copy = from->der != NULL ? malloc(from->der_len) : NULL;
+    *len = from->der_len;
+    *until = from->valid_until;
     if (copy != NULL)
-        staple_set(st, copy, len, until);
+        memcpy(copy, from->der, *len);
+    pthread_mutex_unlock(&from->lock);
+    return copy;
+}
+
+void tls_staple_take(struct tls_staple *st, struct tls_staple *from)
+{
+    /* Not copied for a certificate that is not the same. */
+    if (X509_cmp(st->cert, from->cert) != 0)
+        return;
+    size_t len;
+    time_t until;
+    unsigned char *copy = response_copy(from, &len, &until);
+    take_response(st, from->cert, from->issuer, copy, len, until);
+}
+
+struct tls_staple_held *tls_staple_hold(struct tls_staple *from)
+{
+    struct tls_staple_held *h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return NULL;
+    h->der = response_copy(from, &h->len, &h->valid_until);
+    if (h->der == NULL || h->valid_until <= time(NULL)) {
+        free(h->der);
+        free(h);
+        return NULL;
+    }
+    X509_up_ref(from->cert);
+    X509_up_ref(from->issuer);
+    h->cert = from->cert;
+    h->issuer = from->issuer;
+    return h;
+}
+
+X509 *tls_staple_held_cert(const struct tls_staple_held *held)
+{
+    return held->cert;
+}
+
+struct tls_staple_held *tls_staple_held_copy(const struct tls_staple_held *held)
+{
+    if (held->valid_until <= time(NULL))
+        return NULL;
+    struct tls_staple_held *h = malloc(sizeof(*h));
+    unsigned char *der = malloc(held->len);
+    if (h == NULL || der == NULL) {
+        free(h);
+        free(der);
+        return NULL;
+    }
+    memcpy(der, held->der, held->len);
+    *h = *held;
+    h->der = der;
+    X509_up_ref(h->cert);
+    X509_up_ref(h->issuer);
+    return h;
+}
+
+void tls_staple_take_held(struct tls_staple *st, const struct tls_staple_held *held)
+{
+    if (X509_cmp(st->cert, held->cert) != 0)
+        return;
+    unsigned char *copy = malloc(held->len);
+    if (copy != NULL)
+        memcpy(copy, held->der, held->len);
+    take_response(st, held->cert, held->issuer, copy, held->len, held->valid_until);
+}
+
+void tls_staple_held_free(struct tls_staple_held *held)
+{
+    if (held == NULL)
+        return;
+    X509_free(held->cert);
+    X509_free(held->issuer);
+    free(held->der);
+    free(held);
 }
 
 void tls_staple_stop(struct tls_staple *st)

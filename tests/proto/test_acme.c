@@ -834,6 +834,13 @@ START_TEST(conf_directives)
     conf_free(c);
 
     /* external_account_key, as nginx's: the key given inline or in a file */
+    /* ca_certificate: the same as ssl_trusted_certificate */
+    const char *ca = "acme_issuer c { uri https://acme.example/dir; state_path acme/c;\n"
+                     "    ca_certificate ca2.pem; }\n";
+    ck_assert_msg(parse(ca, &c, error, sizeof(error)) == 0, "%s", error);
+    ck_assert_str_eq(c->acme_issuers[0].trusted_ca, "/etc/corral/ca2.pem");
+    conf_free(c);
+
     const char *eab = "acme_issuer z { uri https://acme.example/dir; state_path acme/z;\n"
                       "    external_account_key kid-1 data:c2VjcmV0; }\n";
     ck_assert_msg(parse(eab, &c, error, sizeof(error)) == 0, "%s", error);

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <signal.h>
 #include <stdio.h>
@@ -679,6 +680,210 @@ START_TEST(daemon_issues_and_serves)
 }
 END_TEST
 
+/* ------------------------------------------- TLS to the daemon, by hand */
+
+/* One TLS connection to 127.0.0.1:port for "localhost", kept open across
+ * requests; the served certificate is not verified but looked at. */
+struct tls_peer {
+    SSL_CTX *ctx;
+    SSL *ssl;
+    int fd;
+};
+
+/* Connects and handshakes: false when either fails. */
+static bool tls_peer_open(struct tls_peer *p, int port)
+{
+    *p = (struct tls_peer){.fd = test_connect(port)};
+    if (p->fd < 0)
+        return false;
+    p->ctx = SSL_CTX_new(TLS_client_method());
+    ck_assert_ptr_nonnull(p->ctx);
+    p->ssl = SSL_new(p->ctx);
+    ck_assert_ptr_nonnull(p->ssl);
+    SSL_set_fd(p->ssl, p->fd);
+    SSL_set_tlsext_host_name(p->ssl, "localhost");
+    return SSL_connect(p->ssl) == 1;
+}
+
+static void tls_peer_close(struct tls_peer *p)
+{
+    if (p->ssl != NULL)
+        SSL_free(p->ssl);
+    if (p->ctx != NULL)
+        SSL_CTX_free(p->ctx);
+    if (p->fd >= 0)
+        close(p->fd);
+    *p = (struct tls_peer){.fd = -1};
+}
+
+/* The served certificate's serial in hex into `out`; whether a CA issued
+ * it (false: the self-signed placeholder). */
+static bool tls_peer_serial(const struct tls_peer *p, char *out, size_t size)
+{
+    X509 *x = SSL_get1_peer_certificate(p->ssl);
+    ck_assert_ptr_nonnull(x);
+    BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get_serialNumber(x), NULL);
+    char *hex = BN_bn2hex(bn);
+    snprintf(out, size, "%s", hex);
+    OPENSSL_free(hex);
+    BN_free(bn);
+    bool issued = !is_placeholder(x);
+    X509_free(x);
+    return issued;
+}
+
+/* A new handshake's serial into `out`: whether a CA issued it; false
+ * (and "") when the handshake fails. */
+static bool served_serial(int port, char *out, size_t size)
+{
+    struct tls_peer p;
+    bool issued = false;
+    out[0] = '\0';
+    if (tls_peer_open(&p, port))
+        issued = tls_peer_serial(&p, out, size);
+    tls_peer_close(&p);
+    return issued;
+}
+
+/* GET / on the open connection, keep-alive: true on "200" with the body
+ * "ok\n", read whole (its length is known from the route). */
+static bool tls_peer_get(struct tls_peer *p)
+{
+    static const char req[] = "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    if (SSL_write(p->ssl, req, (int)strlen(req)) != (int)strlen(req))
+        return false;
+    char buf[2048];
+    size_t len = 0;
+    for (;;) {
+        buf[len] = '\0';
+        const char *end = strstr(buf, "\r\n\r\n");
+        if (end != NULL && strcmp(end + 4, "ok\n") == 0)
+            return strncmp(buf, "HTTP/1.1 200", 12) == 0;
+        if (len + 1 >= sizeof(buf))
+            return false;
+        int n = SSL_read(p->ssl, buf + len, (int)(sizeof(buf) - 1 - len));
+        if (n <= 0)
+            return false;
+        len += (size_t)n;
+    }
+}
+
+/* The daemon's config: `acme_certificate` from pebble on a TLS listener
+ * at `tls_port`, HTTP-01 on http_port, an admin listener for /metrics. */
+static void daemon_config(struct test_daemon *d, int tls_port)
+{
+    snprintf(d->conf, sizeof(d->conf), "%s/corral.conf", dir);
+    snprintf(d->log, sizeof(d->log), "%s/corral.log", dir);
+    char conf[2048];
+    snprintf(conf, sizeof(conf),
+             "acme_issuer pebble {\n"
+             "    uri https://127.0.0.1:%d/dir;\n"
+             "    state_path %s;\n"
+             "    ca_certificate %s/ca.pem;\n"
+             "    accept_terms_of_service;\n"
+             "}\n"
+             "admin { listen 127.0.0.2:0; }\n"
+             "server {\n"
+             "    listen 127.0.0.1:%d;\n"
+             "    location / { return 404; }\n"
+             "}\n"
+             "server {\n"
+             "    listen 127.0.0.1:%d tls;\n"
+             "    server_name localhost;\n"
+             "    acme_certificate pebble;\n"
+             "    tls_certificate $acme_certificate;\n"
+             "    tls_certificate_key $acme_certificate_key;\n"
+             "    location / { return 200 \"ok\\n\"; }\n"
+             "}\n",
+             pebble_port, state, dir, http_port, tls_port);
+    test_daemon_write_config(d, conf);
+}
+
+/* Polls new handshakes for up to `ms` until a CA-issued certificate
+ * whose serial is not `other` serves; its serial into `out`. */
+static bool wait_issued(int port, const char *other, char *out, size_t size, int ms)
+{
+    uint64_t deadline = test_now_ms() + (uint64_t)ms;
+    do {
+        if (served_serial(port, out, size) && strcmp(out, other) != 0)
+            return true;
+        test_sleep_ms(50);
+    } while (test_now_ms() < deadline);
+    return false;
+}
+
+/* The daemon gets its certificate from pebble and is stopped; pebble goes
+ * too.  A daemon started again serves the stored certificate from its
+ * first handshake (the same serial) and orders nothing. */
+START_TEST(daemon_restart_serves_stored)
+{
+    start_pebble(true, 0);
+    int tls_port;
+    close(test_reserve_port(&tls_port));
+    struct test_daemon d = {0};
+    daemon_config(&d, tls_port);
+    test_daemon_spawn(&d, -1);
+    test_daemon_wait_listening(&d);
+    char serial[128], again[128];
+    bool issued = wait_issued(tls_port, "", serial, sizeof(serial), 30000);
+    char *log = test_daemon_log(&d);
+    ck_assert_msg(issued, "not issued; log:\n%s", log);
+    /* The first ordered, which the second must not. */
+    ck_assert_ptr_nonnull(strstr(log, "acme: ordering \"localhost\""));
+    free(log);
+    test_daemon_stop(&d);
+    stop_pebble();
+
+    test_daemon_spawn(&d, -1);
+    test_daemon_wait_listening(&d);
+    ck_assert(test_daemon_wait_port(tls_port, TEST_WAIT_MS));
+    ck_assert_msg(served_serial(tls_port, again, sizeof(again)), "placeholder served");
+    ck_assert_str_eq(again, serial);
+    /* An order would go to pebble, which is down, and fail at once. */
+    test_sleep_ms(500);
+    log = test_daemon_log(&d);
+    ck_assert_msg(strstr(log, "acme: ordering") == NULL, "ordered again; log:\n%s", log);
+    ck_assert_msg(strstr(log, "placeholder") == NULL, "placeholder; log:\n%s", log);
+    free(log);
+    ck_assert_int_eq(metric_line(&d, "corral_acme_certificates_issued_total"), 0);
+    ck_assert_int_eq(metric_line(&d, "corral_acme_order_failures_total"), 0);
+    test_daemon_stop(&d);
+}
+END_TEST
+
+/* Certificates living 4 s are renewed at two thirds of that; each new
+ * one serves to new handshakes without a reload, while a keep-alive
+ * connection opened under the old one keeps being answered. */
+START_TEST(daemon_renewal_keeps_connections)
+{
+    start_pebble(true, 4);
+    int tls_port;
+    close(test_reserve_port(&tls_port));
+    struct test_daemon d = {0};
+    daemon_config(&d, tls_port);
+    test_daemon_spawn(&d, -1);
+    test_daemon_wait_listening(&d);
+    char first[128], old[128], renewed[128];
+    ck_assert_msg(wait_issued(tls_port, "", first, sizeof(first), 30000), "not issued");
+    struct tls_peer p;
+    ck_assert(tls_peer_open(&p, tls_port));
+    ck_assert(tls_peer_serial(&p, old, sizeof(old)));
+    ck_assert(tls_peer_get(&p));
+    bool issued = wait_issued(tls_port, old, renewed, sizeof(renewed), 15000);
+    char *log = test_daemon_log(&d);
+    ck_assert_msg(issued, "not renewed; log:\n%s", log);
+    ck_assert_msg(strstr(log, "reload") == NULL, "reloaded; log:\n%s", log);
+    free(log);
+    /* The connection from before is still the old certificate's, and
+     * answered. */
+    ck_assert_msg(tls_peer_get(&p), "the connection from before the renewal failed");
+    ck_assert(tls_peer_get(&p));
+    tls_peer_close(&p);
+    ck_assert_int_ge(metric_line(&d, "corral_acme_certificates_issued_total"), 2);
+    test_daemon_stop(&d);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("acme_pebble");
@@ -694,6 +899,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, daemon_issues_and_serves);
     tcase_add_test(tc, lease_held_elsewhere);
     tcase_add_test(tc, daemon_tls_alpn);
+    tcase_add_test(tc, daemon_restart_serves_stored);
+    tcase_add_test(tc, daemon_renewal_keeps_connections);
     suite_add_tcase(s, tc);
     return s;
 }

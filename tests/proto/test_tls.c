@@ -2431,7 +2431,9 @@ END_TEST
  * stapled to a later handshake, revoked.test gets none.  Both workers
  * serve from the one cache, so each handshake may land on either.
  * Without tls_stapling (_i 1) the same happens, as both are must-staple,
- * but a.test, which is not, is never stapled. */
+ * but a.test, which is not, is never stapled.  After reloads with the
+ * responder gone, ocsp.test is stapled again with the response fetched
+ * before. */
 START_TEST(certificates_named_by_sni_are_stapled)
 {
     char dir[PATH_MAX], link[PATH_MAX + 64], target[PATH_MAX + 64];
@@ -2484,8 +2486,22 @@ START_TEST(certificates_named_by_sni_are_stapled)
         ck_assert_msg(strstr(log, "\"a.test\"") == NULL, "a.test is stapled:\n%s", log);
         free(log);
     }
-    test_daemon_stop(&d);
+    /* Reloads with the responder gone: the pair is read again when it is
+     * asked for, and its staple gets the response fetched before, kept
+     * through a configuration that never read ocsp.test (2), then through
+     * one that did (3). */
     ocsp_responder_stop(pid);
+    for (unsigned gen = 2; gen <= 4; gen++) {
+        kill(d.pid, SIGHUP);
+        test_daemon_wait_generation(&d, gen);
+        if (gen == 2)
+            continue;
+        status = stapled_status_becomes(port, "ocsp.test", V_OCSP_CERTSTATUS_GOOD);
+        ck_assert_msg(status == V_OCSP_CERTSTATUS_GOOD,
+                      "ocsp.test in generation %u: stapled %d; log:\n%s", gen, status,
+                      test_daemon_log(&d));
+    }
+    test_daemon_stop(&d);
 }
 END_TEST
 
