@@ -8,6 +8,7 @@
  */
 #include "proto/http1/http1_internal.h"
 #include "proto/policy/add_header.h"
+#include "proto/http/exchange_pool.h"
 #include "proto/http/router.h"
 #include "proto/tls/tls.h"
 #include "proto/policy/access_log.h"
@@ -58,7 +59,7 @@ static void h1_set_deadline(struct h1_conn *h1, uint32_t ms)
 struct h1_exchange *http1_exchange_begin(struct h1_conn *h1)
 {
     assert(h1->ex == NULL);
-    struct h1_exchange *ex = malloc(sizeof(*ex));
+    struct h1_exchange *ex = exchange_pool_take(sizeof(*ex));
     if (ex == NULL)
         return NULL;
     *ex = (struct h1_exchange){.base = {._ops = &h1_exchange_ops, .conn = &h1->c},
@@ -72,7 +73,7 @@ static void h1_exchange_free(void *arg)
     struct h1_exchange *ex = arg;
     free(ex->log_fields);
     free(ex->trailers);
-    free(ex);
+    exchange_pool_put(ex, sizeof(*ex));
 }
 
 /* The handler that ended the response may still use the exchange until it

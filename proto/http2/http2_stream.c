@@ -8,6 +8,7 @@
 #include "proto/policy/access_log_filter.h"
 #include "proto/policy/add_header.h"
 #include "proto/http2/http2_internal.h"
+#include "proto/http/exchange_pool.h"
 #include "proto/http/router.h"
 
 #include <arpa/inet.h>
@@ -57,9 +58,10 @@ static void buf_free(struct h2_buf *b)
 
 struct h2_stream *http2_stream_new(struct http2_conn *h2, int32_t id)
 {
-    struct h2_stream *st = calloc(1, sizeof(*st));
+    struct h2_stream *st = exchange_pool_take(sizeof(*st));
     if (st == NULL)
         return NULL;
+    memset(st, 0, sizeof(*st));
     st->base._ops = &h2_exchange_ops;
     st->base.conn = &h2->c;
     st->id = id;
@@ -115,7 +117,7 @@ void http2_stream_free(struct h2_stream *st)
     free(st->fields);
     free(st->trailers);
     free(st->log_fields);
-    free(st);
+    exchange_pool_put(st, sizeof(*st));
 }
 
 /* ---------------------------------------------------------- the request */
