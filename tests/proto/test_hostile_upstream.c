@@ -931,8 +931,11 @@ START_TEST(reloads_leave_no_generation_behind)
         close(fd);
         ck_assert_msg(resp.status == 200, "%s: status %d", path, resp.status);
         /* The next connection must reach the new generation: wait until
-         * the old one has stopped accepting. */
-        usleep(100000);
+         * the old one has been told to stop accepting (the reload logs
+         * that once the new one listens). */
+        char draining[64];
+        snprintf(draining, sizeof(draining), "generation %d: draining", i + 1);
+        free(test_daemon_wait_log(&d, draining));
     }
     /* The old generations are gone, and with them every backend
      * connection: the newest generation has not proxied anything yet. */

@@ -26,7 +26,7 @@
 
 /* Answers every request with "len=N" (N: the body's bytes) and closes
  * (POST /p/sha: with the body kept in the file "received"); a
- * response of `big` bytes for /p/big, after two seconds for /p/slow;
+ * response of `big` bytes for /p/big, after a second for /p/slow;
  * for /p/hold it waits three seconds before it reads the body.  A
  * thread per connection, so that slow requests overlap. */
 struct backend {
@@ -35,6 +35,10 @@ struct backend {
     atomic_bool stop;
     size_t big;
 };
+
+/* The /p/slow requests that have reached a backend, for a test to act
+ * while they wait there (see with_slow_streams()). */
+static atomic_uint slow_arrivals;
 
 struct backend_conn {
     int fd;
@@ -114,8 +118,10 @@ static void backend_serve(const struct backend_conn *b, int fd)
         }
         return;
     }
-    if (strncmp(head, "GET /p/slow ", 12) == 0)
-        usleep(2000 * 1000);
+    if (strncmp(head, "GET /p/slow ", 12) == 0) {
+        atomic_fetch_add(&slow_arrivals, 1);
+        usleep(1000 * 1000);
+    }
     char text[64];
     int text_len = snprintf(text, sizeof(text), "len=%llu\n", (unsigned long long)length);
     int len = snprintf(reply, sizeof(reply),
@@ -506,6 +512,40 @@ START_TEST(slow_reader_of_a_large_response_keeps_memory_bounded)
 }
 END_TEST
 
+struct slow_load {
+    int port;
+    char out[8192];
+};
+
+static void *slow_load_run(void *arg)
+{
+    struct slow_load *load = arg;
+    char command[256];
+    snprintf(command, sizeof(command),
+             "timeout 30 h2load -n 100 -c 1 -m 100 http://127.0.0.1:%d/p/slow 2>&1", load->port);
+    test_run(command, load->out, sizeof(load->out));
+    return NULL;
+}
+
+/* 100 streams of /p/slow on one connection to d, and `sig` to the daemon
+ * once all 100 wait at the backend (polled, not guessed); h2load's
+ * report in `out`. */
+static void with_slow_streams(struct test_daemon *d, int sig, char *out, size_t size)
+{
+    struct slow_load load = {.port = d->port};
+    unsigned before = atomic_load(&slow_arrivals);
+    pthread_t thread;
+    ck_assert_int_eq(pthread_create(&thread, NULL, slow_load_run, &load), 0);
+    bool waiting = false;
+    for (uint64_t until = test_now_ms() + 10000;
+         !(waiting = atomic_load(&slow_arrivals) - before >= 100) && test_now_ms() < until;)
+        test_sleep_ms(TEST_POLL_MS);
+    kill(d->pid, sig);
+    pthread_join(thread, NULL);
+    snprintf(out, size, "%s", load.out);
+    ck_assert_msg(waiting, "not all 100 streams reached the backend: %s", out);
+}
+
 /* A graceful stop while 100 streams wait on their backend: each completes
  * before the daemon exits. */
 START_TEST(graceful_stop_lets_open_streams_finish)
@@ -514,12 +554,8 @@ START_TEST(graceful_stop_lets_open_streams_finish)
     backend_start(&b, 0);
     struct test_daemon d;
     start(&d, &b, "http2", "", "");
-    char command[256], out[8192];
-    snprintf(command, sizeof(command),
-             "h2load -n 100 -c 1 -m 100 http://127.0.0.1:%d/p/slow 2>&1 & pid=$!; sleep 1; "
-             "kill -TERM %d; wait $pid",
-             d.port, (int)d.pid);
-    test_run(command, out, sizeof(out));
+    char out[8192];
+    with_slow_streams(&d, SIGTERM, out, sizeof(out));
     ck_assert_msg(strstr(out, "100 succeeded, 0 failed, 0 errored") != NULL, "%s", out);
     /* It stops by itself (a second SIGTERM would not be graceful). */
     int status = test_wait_exit(d.pid, 15000);
@@ -568,7 +604,7 @@ START_TEST(paused_request_body_stalls_only_its_stream)
 }
 END_TEST
 
-/* 100 streams that each wait two seconds upstream, and a reload meanwhile:
+/* 100 streams that each wait a second upstream, and a reload meanwhile:
  * GOAWAY names the last of them, and every one completes. */
 START_TEST(reload_with_streams_in_flight_loses_none)
 {
@@ -576,12 +612,8 @@ START_TEST(reload_with_streams_in_flight_loses_none)
     backend_start(&b, 0);
     struct test_daemon d;
     start(&d, &b, "http2", "", "");
-    char command[256], out[8192];
-    snprintf(command, sizeof(command),
-             "h2load -n 100 -c 1 -m 100 http://127.0.0.1:%d/p/slow 2>&1 & pid=$!; sleep 1; "
-             "kill -HUP %d; wait $pid",
-             d.port, (int)d.pid);
-    test_run(command, out, sizeof(out));
+    char out[8192];
+    with_slow_streams(&d, SIGHUP, out, sizeof(out));
     ck_assert_msg(strstr(out, "100 succeeded, 0 failed, 0 errored") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "status codes: 100 2xx") != NULL, "%s", out);
     char *log = test_daemon_log(&d);

@@ -461,11 +461,21 @@ START_TEST(failing_backend_is_marked_down_then_up)
              "health_check interval=200ms timeout=150ms rise=2 fall=3 uri=/healthz;",
              a->tcp.port, b->tcp.port);
     start_daemon(&d, 2, upstream, "");
-    /* Checked once, not once per worker: about one probe a server per
-     * interval, 10 in 2 s (20 if each of the 2 workers probed). */
-    usleep(2000 * 1000);
-    unsigned probes = atomic_load(&a->health_requests);
-    ck_assert_msg(probes >= 5 && probes <= 14, "%u probes in 2 s", probes);
+    /* Checked once, not once per worker: one probe a server per interval,
+     * so 4 more come 800 ms or more after the next one seen (400 ms if
+     * each of the 2 workers probed), watched every 5 ms. */
+    unsigned base = atomic_load(&a->health_requests);
+    uint64_t next = 0, fourth = 0;
+    for (uint64_t until = test_now_ms() + 5000; fourth == 0 && test_now_ms() < until;
+         test_sleep_ms(5)) {
+        unsigned probes = atomic_load(&a->health_requests) - base;
+        if (probes >= 1 && next == 0)
+            next = test_now_ms();
+        if (probes >= 5)
+            fourth = test_now_ms();
+    }
+    ck_assert_msg(fourth != 0, "%u probes in 5 s", atomic_load(&a->health_requests) - base);
+    ck_assert_msg(fourth - next >= 650, "4 probes in %llu ms", (unsigned long long)(fourth - next));
 
     atomic_store(&a->health_status, 500);
     char text[128];
