@@ -78,7 +78,7 @@ static int external_account_key(struct conf_state *state, struct conf_acme_issue
                               "\"external_account_key\" takes a key ID and a key file (or "
                               "data:KEY)");
     const struct conf_arg *kid = &line->args[0], *src = &line->args[1];
-    char text[EAB_KEY_FILE_MAX + 1];
+    char text[EAB_KEY_FILE_MAX + 1] = {0}; /* fread() fills only n bytes */
     if (strncmp(src->text, "data:", 5) == 0) {
         snprintf(text, sizeof(text), "%s", src->text + 5);
     } else {

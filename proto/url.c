@@ -4,6 +4,7 @@
 #include "proto/url.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -75,7 +76,7 @@ int url_split(const char *url, struct url *out)
         if (value < 1 || value > 65535)
             return -EINVAL;
     } else {
-        strcpy(out->port, out->https ? "443" : "80");
+        snprintf(out->port, sizeof(out->port), "%s", out->https ? "443" : "80");
     }
     out->authority = rest;
     out->authority_len = auth_len;
