@@ -18,12 +18,12 @@
 #include "proto/static/static_cond.h"
 #include "proto/static/static_range.h"
 #include "proto/static/static_send.h"
+#include "proto/thread_exit.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -461,8 +461,6 @@ struct background {
     struct background *prev, *next;
 };
 static _Thread_local struct background running; /* the list's head */
-static pthread_key_t running_key;               /* its end at the thread's */
-static pthread_once_t running_once = PTHREAD_ONCE_INIT;
 
 static void running_end(void *arg)
 {
@@ -475,12 +473,6 @@ static void running_end(void *arg)
         subrequest_free(b->sr);
         free(b);
     }
-}
-
-static void running_key_make(void)
-{
-    if (pthread_key_create(&running_key, running_end) != 0)
-        abort(); /* at start, out of keys: nothing can run */
 }
 
 /* The update is over (stored, found good again, or failed, its lock let
@@ -502,8 +494,7 @@ static void background_done(struct subrequest *sr, void *arg)
 static bool background_start(struct router_walk *w, const uint8_t id[CACHE_ID_LEN])
 {
     if (running.next == NULL) {
-        pthread_once(&running_once, running_key_make);
-        if (pthread_setspecific(running_key, &running) != 0)
+        if (thread_exit_call(running_end, &running) != 0)
             return false;
         running.next = running.prev = &running;
     }

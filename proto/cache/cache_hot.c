@@ -6,7 +6,8 @@
  */
 #include "proto/cache/cache_hot.h"
 
-#include <pthread.h>
+#include "proto/thread_exit.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,8 +17,6 @@ struct hot_table {
 };
 
 static _Thread_local struct hot_table *table;
-static pthread_key_t table_key; /* frees a thread's table when it ends */
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
 static void slot_clear(struct cache_hot_entry *e)
 {
@@ -35,12 +34,6 @@ static void table_free(void *arg)
     for (size_t i = 0; i < CACHE_HOT_SLOTS; i++)
         slot_clear(&t->slots[i]);
     free(t);
-}
-
-static void key_make(void)
-{
-    if (pthread_key_create(&table_key, table_free) != 0)
-        abort(); /* at start, out of keys: nothing can run */
 }
 
 static struct cache_hot_entry *slot_of(const uint8_t id[CACHE_ID_LEN])
@@ -85,12 +78,11 @@ const struct cache_hot_entry *cache_hot_put(const struct cache_zone *zone,
                                             const uint8_t *body)
 {
     if (table == NULL) {
-        pthread_once(&key_once, key_make);
         if ((table = calloc(1, sizeof(*table))) == NULL)
             return NULL;
         for (size_t i = 0; i < CACHE_HOT_SLOTS; i++)
             table->slots[i].fd = -1;
-        if (pthread_setspecific(table_key, table) != 0) {
+        if (thread_exit_call(table_free, table) != 0) {
             free(table);
             table = NULL;
             return NULL;

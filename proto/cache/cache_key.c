@@ -3,6 +3,8 @@
  */
 #include "proto/cache/cache_key.h"
 
+#include "proto/thread_exit.h"
+
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -14,7 +16,6 @@
  * hit as much as the rest of its lookup. */
 static _Thread_local EVP_MD_CTX *thread_ctx;
 static EVP_MD *md5;
-static pthread_key_t ctx_key; /* frees a thread's context when it ends */
 static pthread_once_t md5_once = PTHREAD_ONCE_INIT;
 
 static void ctx_free(void *ctx)
@@ -25,8 +26,6 @@ static void ctx_free(void *ctx)
 static void md5_fetch(void)
 {
     md5 = EVP_MD_fetch(NULL, "MD5", NULL);
-    if (pthread_key_create(&ctx_key, ctx_free) != 0)
-        abort(); /* at start, out of keys: nothing can run */
 }
 
 /* Each thread's ids of the short keys it digested lately: a hit digests
@@ -87,8 +86,11 @@ void cache_key_id(struct http_str key, struct http_str variant, uint8_t out[CACH
 static void digest(struct http_str key, struct http_str variant, uint8_t out[CACHE_ID_LEN])
 {
     pthread_once(&md5_once, md5_fetch);
-    if (thread_ctx == NULL && (thread_ctx = EVP_MD_CTX_new()) != NULL)
-        (void)pthread_setspecific(ctx_key, thread_ctx);
+    if (thread_ctx == NULL && (thread_ctx = EVP_MD_CTX_new()) != NULL &&
+        thread_exit_call(ctx_free, thread_ctx) != 0) {
+        EVP_MD_CTX_free(thread_ctx);
+        thread_ctx = NULL;
+    }
     EVP_MD_CTX *ctx = thread_ctx;
     unsigned len = 0;
     if (ctx == NULL || md5 == NULL || EVP_DigestInit_ex(ctx, md5, NULL) != 1 ||

@@ -8,19 +8,10 @@
  */
 #include "proto/http/block_pool.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 
-/* Under AddressSanitizer a kept block is poisoned, so that a use after
- * it was given back is caught as it would be after free(). */
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define KEEP(block, cap) ASAN_POISON_MEMORY_REGION(block, cap)
-#define TAKE(block, cap) ASAN_UNPOISON_MEMORY_REGION(block, cap)
-#else
-#define KEEP(block, cap) ((void)(block), (void)(cap))
-#define TAKE(block, cap) ((void)(block), (void)(cap))
-#endif
+#include "proto/poison.h"
+#include "proto/thread_exit.h"
 
 #define SLOTS 32
 
@@ -33,8 +24,6 @@ struct pool {
     } slot[SLOTS];
 };
 
-static pthread_key_t key;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static _Thread_local struct pool *mine;
 
 static void pool_destroy(void *arg)
@@ -42,15 +31,10 @@ static void pool_destroy(void *arg)
     struct pool *p = arg;
     mine = NULL;
     for (size_t i = 0; i < p->count; i++) {
-        TAKE(p->slot[i].block, p->slot[i].cap);
+        poison_take(p->slot[i].block, p->slot[i].cap);
         free(p->slot[i].block);
     }
     free(p);
-}
-
-static void key_init(void)
-{
-    (void)pthread_key_create(&key, pool_destroy);
 }
 
 /* The thread's pool, made on its first put; NULL when out of memory. */
@@ -58,11 +42,10 @@ static struct pool *pool_get(void)
 {
     if (mine != NULL)
         return mine;
-    pthread_once(&key_once, key_init);
     struct pool *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return NULL;
-    if (pthread_setspecific(key, p) != 0) {
+    if (thread_exit_call(pool_destroy, p) != 0) {
         free(p);
         return NULL;
     }
@@ -87,7 +70,7 @@ void *block_pool_take(size_t size, size_t *cap)
     *cap = p->slot[best].cap;
     p->bytes -= *cap;
     p->slot[best] = p->slot[--p->count];
-    TAKE(block, *cap);
+    poison_take(block, *cap);
     return block;
 }
 
@@ -100,7 +83,7 @@ void block_pool_put(void *block, size_t cap)
         free(block);
         return;
     }
-    KEEP(block, cap);
+    poison_keep(block, cap);
     p->slot[p->count].block = block;
     p->slot[p->count].cap = cap;
     p->count++;

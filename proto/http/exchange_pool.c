@@ -6,19 +6,10 @@
  */
 #include "proto/http/exchange_pool.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 
-/* Under AddressSanitizer a kept block is poisoned, so that a use after it
- * was given back is caught as it would be after free(). */
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define KEEP(block, size) ASAN_POISON_MEMORY_REGION(block, size)
-#define TAKE(block, size) ASAN_UNPOISON_MEMORY_REGION(block, size)
-#else
-#define KEEP(block, size) ((void)(block), (void)(size))
-#define TAKE(block, size) ((void)(block), (void)(size))
-#endif
+#include "proto/poison.h"
+#include "proto/thread_exit.h"
 
 /* Sizes kept; a block of another size once all are taken is malloc's. */
 #define CLASSES 4
@@ -33,8 +24,6 @@ struct pool {
     struct size_class cls[CLASSES];
 };
 
-static pthread_key_t key;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static _Thread_local struct pool *mine;
 
 static void pool_destroy(void *arg)
@@ -43,16 +32,11 @@ static void pool_destroy(void *arg)
     mine = NULL;
     for (size_t c = 0; c < CLASSES; c++) {
         for (size_t i = 0; i < p->cls[c].count; i++) {
-            TAKE(p->cls[c].block[i], p->cls[c].size);
+            poison_take(p->cls[c].block[i], p->cls[c].size);
             free(p->cls[c].block[i]);
         }
     }
     free(p);
-}
-
-static void key_init(void)
-{
-    (void)pthread_key_create(&key, pool_destroy);
 }
 
 /* The thread's pool, made on its first put; NULL when out of memory. */
@@ -60,11 +44,10 @@ static struct pool *pool_get(void)
 {
     if (mine != NULL)
         return mine;
-    pthread_once(&key_once, key_init);
     struct pool *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return NULL;
-    if (pthread_setspecific(key, p) != 0) {
+    if (thread_exit_call(pool_destroy, p) != 0) {
         free(p);
         return NULL;
     }
@@ -94,7 +77,7 @@ void *exchange_pool_take(size_t size)
     if (cls == NULL || cls->count == 0)
         return malloc(size);
     void *block = cls->block[--cls->count];
-    TAKE(block, size);
+    poison_take(block, size);
     return block;
 }
 
@@ -108,7 +91,7 @@ void exchange_pool_put(void *block, size_t size)
         free(block);
         return;
     }
-    KEEP(block, size);
+    poison_keep(block, size);
     cls->block[cls->count++] = block;
 }
 

@@ -13,6 +13,7 @@
 #include "proto/counter.h"
 #include "proto/http/vars.h"
 #include "proto/policy/trace_span.h"
+#include "proto/thread_exit.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -61,8 +62,6 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct exporter *registry;
 static struct trace_export_totals retired;
 
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static pthread_key_t key;
 static _Thread_local struct exporter *mine;
 
 void trace_export_totals(struct trace_export_totals *out)
@@ -104,13 +103,6 @@ static void exporter_free(void *arg)
     free(e);
 }
 
-static void make_key(void)
-{
-    int err = pthread_key_create(&key, exporter_free);
-    assert(err == 0);
-    (void)err;
-}
-
 static void on_timer(corral_timer *timer, void *arg);
 
 /* The calling thread's exporter on `loop`, made on first use; NULL when
@@ -120,7 +112,6 @@ static struct exporter *exporter_get(corral_loop *loop, corral_worker *worker,
 {
     if (mine != NULL)
         return mine->loop == loop ? mine : NULL; /* a thread runs one loop */
-    pthread_once(&key_once, make_key);
     struct exporter *e = aligned_alloc(64, (sizeof(*e) + 63) / 64 * 64);
     if (e == NULL)
         return NULL;
@@ -139,7 +130,10 @@ static struct exporter *exporter_get(corral_loop *loop, corral_worker *worker,
     e->next = registry;
     registry = e;
     pthread_mutex_unlock(&registry_lock);
-    pthread_setspecific(key, e);
+    if (thread_exit_call(exporter_free, e) != 0) {
+        exporter_free(e);
+        return NULL;
+    }
     mine = e;
     return e;
 }

@@ -8,10 +8,11 @@
  */
 #include "proto/static/static_file.h"
 
+#include "proto/thread_exit.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -108,9 +109,6 @@ struct cache {
     size_t small_bytes; /* the entries' kept bytes */
 };
 
-static pthread_key_t key;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-
 static void entry_free(struct entry *e)
 {
     close(e->fd);
@@ -136,25 +134,19 @@ static void cache_destroy(void *arg)
     free(c);
 }
 
-static void key_init(void)
-{
-    (void)pthread_key_create(&key, cache_destroy);
-}
-
-/* The thread's cache (`mine`, found without a call); the key frees it
- * when the thread ends. */
+/* The thread's cache (`mine`, found without a call), freed when the
+ * thread ends. */
 static struct cache *cache_get(void)
 {
     if (mine != NULL)
         return mine;
-    pthread_once(&key_once, key_init);
-    struct cache *c = pthread_getspecific(key);
-    if (c == NULL && (c = calloc(1, sizeof(*c))) != NULL) {
-        c->lru.prev = c->lru.next = &c->lru;
-        if (pthread_setspecific(key, c) != 0) {
-            free(c);
-            return NULL;
-        }
+    struct cache *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->lru.prev = c->lru.next = &c->lru;
+    if (thread_exit_call(cache_destroy, c) != 0) {
+        free(c);
+        return NULL;
     }
     mine = c;
     return c;

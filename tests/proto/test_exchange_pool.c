@@ -3,13 +3,17 @@
  * block comes back for the next take of its size, and no other; a
  * thread keeps at most EXCHANGE_POOL_SLOTS of a size; under AddressSanitizer
  * a kept block is poisoned; another thread has lists of its own, freed when
- * it ends (LeakSanitizer would report them otherwise).
+ * it ends (LeakSanitizer would report them otherwise).  And the
+ * thread-exit list those pools hang on: a thread's calls run at its end,
+ * newest first, and one registered while they run still runs.
  */
 #include "../helpers.h"
 #include "proto/http/exchange_pool.h"
+#include "proto/thread_exit.h"
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #endif
@@ -86,6 +90,50 @@ START_TEST(pool_per_thread)
 }
 END_TEST
 
+/* Each call appends its letter; the one for 'c' registers 'd' as the
+ * thread's calls already run. */
+struct order {
+    char seen[8];
+    size_t n;
+};
+static struct order order;
+
+static void note(void *arg);
+
+static void note_d(void *arg)
+{
+    (void)arg;
+    order.seen[order.n++] = 'd';
+}
+
+static void note(void *arg)
+{
+    char c = *(const char *)arg;
+    order.seen[order.n++] = c;
+    if (c == 'c')
+        ck_assert_int_eq(thread_exit_call(note_d, NULL), 0);
+}
+
+static void *exit_thread(void *arg)
+{
+    (void)arg;
+    static const char letters[] = "abc";
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_int_eq(thread_exit_call(note, (void *)&letters[i]), 0);
+    ck_assert_uint_eq(order.n, 0); /* nothing before the thread ends */
+    return NULL;
+}
+
+START_TEST(thread_exit_order)
+{
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, exit_thread, NULL), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_uint_eq(order.n, 4);
+    ck_assert_int_eq(memcmp(order.seen, "cbad", 4), 0);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/exchange_pool");
@@ -94,6 +142,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, pool_reuse);
     tcase_add_test(tc, pool_bounded);
     tcase_add_test(tc, pool_per_thread);
+    tcase_add_test(tc, thread_exit_order);
     suite_add_tcase(suite, tc);
     return suite;
 }
