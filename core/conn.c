@@ -23,15 +23,32 @@ static ssize_t plain_read(corral_conn *conn, void *buf, size_t len)
     }
 }
 
+/* Whether the output being written is the last before a FIN that the
+ * flush sends once it is all out (conn_flush()): a half-close asked for,
+ * or a close (shutdown(SHUT_WR) before lingering, or close() after the
+ * peer's end).  Not a close_no_linger, whose close() resets instead when
+ * input is left unread, and would drop the held bytes with it. */
+static bool plain_fin_follows(const corral_conn *conn)
+{
+    if (conn->transport->shutdown == NULL)
+        return false; /* no FIN would push the held bytes out */
+    return (conn->shutdown_pending && !conn->shutdown_done) ||
+           (conn->state == CORRAL__CONN_CLOSING && !conn->no_linger);
+}
+
 static ssize_t plain_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
 {
     struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
+    /* MSG_NOSIGNAL: a peer reset must be an error code, not SIGPIPE.
+     * MSG_MORE before a FIN: the last partial segment waits for the
+     * shutdown() that follows in the same flush, which sends it with the
+     * FIN in one segment, a packet (and a wakeup of the peer) fewer. */
+    int flags = MSG_NOSIGNAL | (plain_fin_follows(conn) ? MSG_MORE : 0);
     for (;;) {
-        /* MSG_NOSIGNAL: a peer reset must be an error code, not SIGPIPE.
-         * One piece (most small responses) goes by send(), which copies
+        /* One piece (most small responses) goes by send(), which copies
          * no msghdr and imports no iovec array from user memory. */
-        ssize_t n = iovcnt == 1 ? send(conn->fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL)
-                                : sendmsg(conn->fd, &msg, MSG_NOSIGNAL);
+        ssize_t n = iovcnt == 1 ? send(conn->fd, iov[0].iov_base, iov[0].iov_len, flags)
+                                : sendmsg(conn->fd, &msg, flags);
         if (n >= 0)
             return n;
         if (errno != EINTR)

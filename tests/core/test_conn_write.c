@@ -8,6 +8,7 @@
 #include "pair.h"
 
 #include <errno.h>
+#include <linux/tcp.h> /* struct tcp_info with tcpi_segs_in */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -418,6 +419,44 @@ START_TEST(a_half_close_waits_for_a_partly_sent_large_write)
 }
 END_TEST
 
+/* The segments the socket `fd` has received so far. */
+static unsigned segments_in(int fd)
+{
+    struct tcp_info info = {0};
+    socklen_t len = sizeof(info);
+    ck_assert_int_eq(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len), 0);
+    return info.tcpi_segs_in;
+}
+
+/* Small output and then the connection's end, by a half-close or a close:
+ * the bytes wait for the FIN and leave in the same segment as it. */
+START_TEST(the_last_bytes_leave_with_the_fin)
+{
+    for (int closing = 0; closing < 2; closing++) {
+        corral_loop *loop;
+        ck_assert_int_eq(corral_loop_new(&loop), 0);
+        int fd;
+        corral_conn *conn = pair_open(loop, &quiet_handler, NULL, &fd);
+        unsigned before = segments_in(fd);
+        char data[1000];
+        pair_fill(data, sizeof(data), 0);
+        corral_conn_write(conn, data, sizeof(data));
+        if (closing)
+            corral_conn_close(conn);
+        else
+            corral_conn_shutdown(conn);
+        ck_assert_int_eq(corral__loop_run_once(loop, 0), 0); /* the flush */
+        char got[sizeof(data) + 1];
+        ck_assert_uint_eq(test_recv_all(fd, got, sizeof(data)), sizeof(data));
+        ck_assert(memcmp(got, data, sizeof(data)) == 0);
+        ck_assert_int_eq(recv(fd, got, sizeof(got), 0), 0); /* the end */
+        ck_assert_uint_eq(segments_in(fd) - before, 1);
+        close(fd);
+        corral_loop_free(loop);
+    }
+}
+END_TEST
+
 /* --------------------------------------------------------- buffer classes */
 
 START_TEST(buffers_come_in_fixed_classes)
@@ -524,6 +563,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_transport_that_takes_less_keeps_the_stream_intact);
     tcase_add_test(tc, a_record_sized_write_on_a_layered_transport_leaves_at_once);
     tcase_add_test(tc, a_half_close_waits_for_a_partly_sent_large_write);
+    tcase_add_test(tc, the_last_bytes_leave_with_the_fin);
     tcase_add_test(tc, buffers_come_in_fixed_classes);
     tcase_add_test(tc, freed_buffers_are_reused_up_to_a_bound_per_class);
     tcase_add_test(tc, growing_moves_to_a_larger_class_and_keeps_the_bytes);
