@@ -325,8 +325,12 @@ static bool drain_gunzip(struct exchange *ex, const struct exchange_filter *self
 {
     (void)self;
     struct gunzip *gz = gunzip_of(ex);
-    if (gz == NULL || !compress_gunzip_holds(gz->g))
-        return gz == NULL || !gz->failed;
+    if (gz == NULL)
+        return true;
+    if (gz->failed) /* cut off: the abort is under way */
+        return false;
+    if (!compress_gunzip_holds(gz->g))
+        return true;
     if (compress_gunzip_write(gz->g, NULL, 0) != 0) {
         gunzip_fail(ex, gz);
         return false;
