@@ -9,6 +9,7 @@
 #include "proto/compress/compress.h"
 
 #include "proto/compress/compress_codec.h"
+#include "proto/compress/compress_gunzip.h"
 #include "proto/compress/compress_head.h"
 #include "proto/http/module.h"
 #include "proto/http/regex.h"
@@ -16,13 +17,16 @@
 
 #include <assert.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 /* The module's slot holds NULL (nothing to do), the request's facts in a
  * tagged word (bit 0 set: no allocation for a request whose response is
- * not coded), or the response's compress_stream once one is coded. */
+ * not coded), the response's compress_stream once one is coded, or its
+ * struct gunzip (bit 0 clear, bit 1 set) once one is decoded. */
 #define FACT_TAG    ((uintptr_t)1 << 0)
+#define GUNZIP_TAG  ((uintptr_t)1 << 1)
 #define FACT_HEAD   ((uintptr_t)1 << 7)
 #define FACT_VIA    ((uintptr_t)1 << 8)
 #define FACT_AUTH   ((uintptr_t)1 << 9)
@@ -33,15 +37,38 @@ _Static_assert(ORDER_SHIFT + 2 * COMPRESS_CODINGS <= 7 && COMPRESS_CODINGS < 4,
 
 static struct exchange_filter compress_filter;
 
+/* A gzip-coded response decoded (nginx's gunzip): its decoder, and the
+ * end of the response when it came while the decoder held input back. */
+struct gunzip {
+    struct compress_gunzip *g;
+    bool failed; /* the body is no gzip: the response was cut off */
+    bool ending;
+    char *trailers;
+    size_t trailers_len;
+};
+
 static struct compress_stream *stream_of(const struct exchange *ex)
 {
     uintptr_t v = (uintptr_t)exchange_ctx(ex, compress_module.slot);
-    return (v & FACT_TAG) ? NULL : (struct compress_stream *)v;
+    return (v & (FACT_TAG | GUNZIP_TAG)) ? NULL : (struct compress_stream *)v;
+}
+
+static struct gunzip *gunzip_of(const struct exchange *ex)
+{
+    uintptr_t v = (uintptr_t)exchange_ctx(ex, compress_module.slot);
+    return (v & (FACT_TAG | GUNZIP_TAG)) == GUNZIP_TAG ? (struct gunzip *)(v & ~GUNZIP_TAG) : NULL;
 }
 
 static void compress_release(struct exchange *ex)
 {
-    compress_stream_free(stream_of(ex));
+    struct gunzip *gz = gunzip_of(ex);
+    if (gz != NULL) {
+        compress_gunzip_free(gz->g);
+        free(gz->trailers);
+        free(gz);
+    } else {
+        compress_stream_free(stream_of(ex));
+    }
     exchange_set_ctx(ex, compress_module.slot, NULL);
 }
 
@@ -156,26 +183,165 @@ static void emit(void *arg, const char *data, size_t len)
     exchange_filter_write_next(arg, &compress_filter, data, len);
 }
 
-/* Passes `head` on with its lines as compress_head_write() makes them. */
-static void begin_with(struct exchange *ex, const struct exchange_head *head, const char *coding,
-                       bool vary)
+/* Passes `head` on with its lines as compress_head_write() makes them.
+ * Returns false when out of memory: the head went on as it was, the body
+ * to go the same way. */
+static bool begin_changed(struct exchange *ex, const struct exchange_head *head,
+                          enum compress_head_change change, const char *coding, bool vary)
 {
     char small[1024];
     struct vars_buf lines;
     vars_buf_init(&lines, small, sizeof(small));
-    compress_head_write(head->headers, head->headers_len, coding, vary, &lines);
-    if (lines.failed) { /* out of memory: the head as it was, not coded */
+    compress_head_write(head->headers, head->headers_len, change, coding, vary, &lines);
+    bool ok = !lines.failed;
+    if (!ok) {
         compress_release(ex);
+        exchange_remove_filter(ex, &compress_filter);
         exchange_filter_begin_next(ex, &compress_filter, head);
     } else {
         struct exchange_head coded = *head;
         coded.headers = lines.data;
         coded.headers_len = lines.len;
-        if (coding != NULL)
+        if (change != COMPRESS_HEAD_SAME)
             coded.content_length = -1; /* the framer chunks it, or sends DATA frames */
         exchange_filter_begin_next(ex, &compress_filter, &coded);
     }
     vars_buf_free(&lines);
+    return ok;
+}
+
+static void begin_with(struct exchange *ex, const struct exchange_head *head, const char *coding,
+                       bool vary)
+{
+    (void)begin_changed(ex, head, coding != NULL ? COMPRESS_HEAD_CODED : COMPRESS_HEAD_SAME, coding,
+                        vary);
+}
+
+/* ------------------------------------------------------------- gunzip */
+
+/* Whether the client takes this response coded with gzip: nginx's
+ * ngx_http_gzip_ok(), which its gunzip asks (Accept-Encoding, and
+ * gzip_http_version, gzip_disable and gzip_proxied). */
+static bool takes_gzip(const struct compress_conf *conf, uintptr_t facts,
+                       const struct compress_head *h)
+{
+    if (facts & FACT_OFF)
+        return false;
+    bool named = false;
+    for (size_t i = 0; i < COMPRESS_CODINGS; i++)
+        named |= ((facts >> (ORDER_SHIFT + 2 * i)) & 3u) == COMPRESS_GZIP + 1u;
+    return named && proxied_allows(conf->proxied, facts, h);
+}
+
+static bool gunzip_emit(void *arg, const char *data, size_t len)
+{
+    struct exchange *ex = arg;
+    exchange_filter_write_next(ex, &compress_filter, data, len);
+    return !exchange_backed_up(ex);
+}
+
+/* A response coded with gzip alone under gunzip: passed on as it is to a
+ * client that takes gzip, decoded for one that does not.  Both get
+ * `Vary: Accept-Encoding` under gzip_vary, as nginx's gunzip marks them
+ * (r->gzip_vary).  Statuses without a body whose coding could be undone,
+ * 206 (a part of the coded body) among them, go as they are. */
+static void begin_gunzip(struct exchange *ex, const struct compress_conf *conf, uintptr_t facts,
+                         const struct exchange_head *head, const struct compress_head *h)
+{
+    bool vary = conf->vary && !h->vary_listed;
+    if (takes_gzip(conf, facts, h)) {
+        exchange_remove_filter(ex, &compress_filter);
+        compress_release(ex);
+        begin_with(ex, head, NULL, vary);
+        return;
+    }
+    compress_release(ex);
+    struct gunzip *gz = NULL;
+    if (!(facts & FACT_HEAD)) {
+        gz = calloc(1, sizeof(*gz));
+        if (gz != NULL)
+            gz->g = compress_gunzip_new(conf->gunzip_piece, gunzip_emit, ex);
+        if (gz == NULL || gz->g == NULL) { /* out of memory: cut off, never coded bytes as plain */
+            free(gz);
+            exchange_remove_filter(ex, &compress_filter);
+            exchange_filter_begin_next(ex, &compress_filter, head);
+            exchange_abort(ex);
+            return;
+        }
+        assert(((uintptr_t)gz & GUNZIP_TAG) == 0);
+        exchange_set_ctx(ex, compress_module.slot, (void *)((uintptr_t)gz | GUNZIP_TAG));
+    } else {
+        exchange_remove_filter(ex, &compress_filter); /* HEAD: the head GET would get */
+    }
+    if (!begin_changed(ex, head, COMPRESS_HEAD_DECODED, NULL, vary) && gz != NULL)
+        exchange_abort(ex); /* its head went on coded, but the filter is gone */
+}
+
+/* The body is no gzip, or memory ran out: the client sees the response
+ * cut off, and nothing more of it. */
+static void gunzip_fail(struct exchange *ex, struct gunzip *gz)
+{
+    gz->failed = true;
+    exchange_abort(ex);
+}
+
+static void gunzip_finish(struct exchange *ex, struct gunzip *gz, const char *trailers, size_t len)
+{
+    if (!compress_gunzip_complete(gz->g)) { /* cut off in a member */
+        gunzip_fail(ex, gz);
+        return;
+    }
+    exchange_filter_end_next(ex, &compress_filter, trailers, len);
+}
+
+static void write_gunzip(struct exchange *ex, struct gunzip *gz, const char *data, size_t len)
+{
+    if (!gz->failed && !gz->ending && compress_gunzip_write(gz->g, data, len) != 0)
+        gunzip_fail(ex, gz);
+}
+
+static void end_gunzip(struct exchange *ex, struct gunzip *gz, const char *trailers, size_t len)
+{
+    if (gz->failed || gz->ending)
+        return;
+    if (!compress_gunzip_holds(gz->g)) {
+        gunzip_finish(ex, gz, trailers, len);
+        return;
+    }
+    /* The output is backed up: the end follows what is held, on drain. */
+    gz->ending = true;
+    if (len > 0) {
+        gz->trailers = malloc(len);
+        if (gz->trailers == NULL) {
+            gunzip_fail(ex, gz);
+            return;
+        }
+        memcpy(gz->trailers, trailers, len);
+        gz->trailers_len = len;
+    }
+}
+
+static bool drain_gunzip(struct exchange *ex, const struct exchange_filter *self)
+{
+    (void)self;
+    struct gunzip *gz = gunzip_of(ex);
+    if (gz == NULL)
+        return true;
+    if (gz->failed) /* cut off: the abort is under way */
+        return false;
+    if (!compress_gunzip_holds(gz->g))
+        return true;
+    if (compress_gunzip_write(gz->g, NULL, 0) != 0) {
+        gunzip_fail(ex, gz);
+        return false;
+    }
+    if (compress_gunzip_holds(gz->g))
+        return false;
+    if (gz->ending) {
+        gunzip_finish(ex, gz, gz->trailers != NULL ? gz->trailers : "", gz->trailers_len);
+        return false;
+    }
+    return true;
 }
 
 static void begin_compressing(struct exchange *ex, const struct exchange_filter *self,
@@ -191,6 +357,11 @@ static void begin_compressing(struct exchange *ex, const struct exchange_filter 
     const struct compress_conf *conf = built->conf;
     struct compress_head h;
     compress_head_read(head->headers, head->headers_len, &h);
+    if (conf->gunzip && h.gzip && head->codings.len == 0 && head->status != 204 &&
+        head->status != 206 && head->status != 304) {
+        begin_gunzip(ex, conf, facts, head, &h);
+        return;
+    }
     unsigned eligible = eligible_codings(conf, head, &h);
     /* From here on the filter has a body to code or nothing more to do. */
     int chosen = -1;
@@ -233,7 +404,11 @@ static void write_compressed(struct exchange *ex, const struct exchange_filter *
 {
     struct compress_stream *s = stream_of(ex);
     if (s == NULL) {
-        exchange_filter_write_next(ex, self, data, len);
+        struct gunzip *gz = gunzip_of(ex);
+        if (gz != NULL)
+            write_gunzip(ex, gz, data, len);
+        else
+            exchange_filter_write_next(ex, self, data, len);
         return;
     }
     /* A failure (out of memory) shows at the end: the response is cut off. */
@@ -253,7 +428,11 @@ static void end_compressed(struct exchange *ex, const struct exchange_filter *se
 {
     struct compress_stream *s = stream_of(ex);
     if (s == NULL) {
-        exchange_filter_end_next(ex, self, trailers, len);
+        struct gunzip *gz = gunzip_of(ex);
+        if (gz != NULL)
+            end_gunzip(ex, gz, trailers, len);
+        else
+            exchange_filter_end_next(ex, self, trailers, len);
         return;
     }
     int err = compress_stream_write(s, NULL, 0, COMPRESS_END);
@@ -271,6 +450,7 @@ static struct exchange_filter compress_filter = {
     .write = write_compressed,
     .end = end_compressed,
     .flush = flush_compressed,
+    .drain = drain_gunzip,
 };
 
 unsigned compress_http_version(const struct exchange *ex)

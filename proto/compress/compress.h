@@ -64,6 +64,11 @@ struct compress_conf {
     struct conf_pos *disable_pos;
     size_t disable_count;
     bool disable_inherited;
+    /* gunzip: a gzip-coded response decoded for a client that does not
+     * take gzip, in pieces of gunzip_buffers' SIZE (0: unset). */
+    bool gunzip;
+    struct conf_pos gunzip_pos;
+    size_t gunzip_piece;
 };
 
 /* What the module's build makes of a level where some coding is on, and
@@ -71,7 +76,9 @@ struct compress_conf {
 struct http_regex;
 struct compress_built {
     const struct compress_conf *conf;
-    bool on; /* some coding is on (else it is built for gzip_http_version 1.0 alone) */
+    /* Some coding or gunzip is on (else it is built for gzip_http_version
+     * 1.0 alone). */
+    bool on;
     /* gzip_disable's, compiled caseless: a User-Agent one matches gets
      * no coding ("msie6": nginx's, MSIE 4 and 5, and 6 without SV1). */
     const struct http_regex **disable;

@@ -82,21 +82,58 @@ static int apply_zstd_types(void *conf, const struct conf_arg *args, size_t coun
     return apply_types(&((struct compress_conf *)conf)->coding[COMPRESS_ZSTD], args, count, error);
 }
 
+/* The largest gunzip_buffers SIZE: one piece of it per response. */
+#define GUNZIP_PIECE_MAX     (1024 * 1024)
+#define GUNZIP_PIECE_DEFAULT 4096 /* nginx's 32 4k */
+
+/* NUMBER SIZE, gzip_buffers' and gunzip_buffers' form: the size in *size
+ * (a count of bytes, k or m), up to `max`. */
+static int read_buffers(const struct conf_arg *args, const char *what, size_t max, size_t *size,
+                        struct conf_module_error *error)
+{
+    unsigned n;
+    if (conf_arg_uint(&args[0], what, 1, UINT_MAX, &n, error) != 0)
+        return -1;
+    const char *p = args[1].text;
+    size_t v = 0;
+    while (*p >= '0' && *p <= '9') {
+        if (v > max / 10)
+            return conf_module_fail(error, &args[1].pos, "size \"%s\" too large (at most %zu)",
+                                    args[1].text, max);
+        v = v * 10 + (size_t)(*p++ - '0');
+    }
+    size_t unit = *p == '\0'                ? 1
+                  : strcasecmp(p, "k") == 0 ? 1024
+                  : strcasecmp(p, "m") == 0 ? 1024 * 1024
+                                            : 0;
+    if (p == args[1].text || unit == 0 || v == 0)
+        return conf_module_fail(error, &args[1].pos, "invalid size \"%s\"", args[1].text);
+    if (v > max / unit)
+        return conf_module_fail(error, &args[1].pos, "size \"%s\" too large (at most %zu)",
+                                args[1].text, max);
+    *size = v * unit;
+    return 0;
+}
+
 /* gzip_buffers NUMBER SIZE: accepted for nginx's configs, with no effect
  * (docs/config.md says why); its form is checked all the same. */
 static int apply_buffers(void *conf, const struct conf_arg *args, size_t count,
                          struct conf_module_error *error)
 {
     (void)conf, (void)count;
-    unsigned n;
-    if (conf_arg_uint(&args[0], "\"gzip_buffers\" number", 1, UINT_MAX, &n, error) != 0)
-        return -1;
-    const char *p = args[1].text;
-    while (*p >= '0' && *p <= '9')
-        p++;
-    if (p == args[1].text || (*p != '\0' && strcasecmp(p, "k") != 0 && strcasecmp(p, "m") != 0))
-        return conf_module_fail(error, &args[1].pos, "invalid size \"%s\"", args[1].text);
-    return 0;
+    size_t size;
+    return read_buffers(args, "\"gzip_buffers\" number", SIZE_MAX / 2, &size, error);
+}
+
+/* gunzip_buffers NUMBER SIZE: the size of the pieces decoded at a time;
+ * the number has no effect (docs/config.md). */
+static int apply_gunzip_buffers(void *conf, const struct conf_arg *args, size_t count,
+                                struct conf_module_error *error)
+{
+    (void)count;
+    struct compress_conf *c = conf;
+    return read_buffers(args, "\"gunzip_buffers\" number", GUNZIP_PIECE_MAX, &c->gunzip_piece,
+                        error);
 }
 
 /* gzip_http_version 1.0|1.1: the oldest HTTP version that gets a coded
@@ -207,6 +244,21 @@ const struct conf_directive compress_directives[] = {
      .max_args = 2,
      .base = CONF_BASE_MODULE,
      .module_apply = apply_buffers},
+    {.name = "gunzip",
+     .contexts = LEVELS,
+     .min_args = 1,
+     .max_args = 1,
+     .kind = CONF_KIND_SWITCH,
+     .base = CONF_BASE_MODULE,
+     CONF_FIELD(struct compress_conf, gunzip),
+     .keep_pos = true,
+     .pos_offset = offsetof(struct compress_conf, gunzip_pos)},
+    {.name = "gunzip_buffers",
+     .contexts = LEVELS,
+     .min_args = 2,
+     .max_args = 2,
+     .base = CONF_BASE_MODULE,
+     .module_apply = apply_gunzip_buffers},
     {.name = "gzip_http_version",
      .contexts = LEVELS,
      .min_args = 1,
@@ -247,6 +299,10 @@ int compress_conf_merge(void *conf, const void *parent, char *error, size_t len)
         c->vary = p->vary;
     if (c->proxied == UINT_MAX)
         c->proxied = p != NULL ? p->proxied : COMPRESS_PROXIED_OFF;
+    if (c->gunzip_pos.file == NULL && p != NULL)
+        c->gunzip = p->gunzip;
+    if (c->gunzip_piece == 0)
+        c->gunzip_piece = p != NULL ? p->gunzip_piece : GUNZIP_PIECE_DEFAULT;
     if (c->http_version == 0)
         c->http_version = p != NULL ? p->http_version : 11;
     if (c->disable == NULL && p != NULL && p->disable_count > 0) {
@@ -288,6 +344,7 @@ int compress_conf_build(const void *conf, const struct http_module_build *b, con
     bool on = false;
     for (int i = 0; i < COMPRESS_CODINGS; i++)
         on |= c->coding[i].on;
+    on |= c->gunzip;
     /* Off, nothing to build, unless gzip_static needs to know that
      * HTTP/1.0 clients may have coded files (gzip_http_version 1.0). */
     if (!on && c->http_version != 10)

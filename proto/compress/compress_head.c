@@ -60,6 +60,9 @@ void compress_head_read(const char *lines, size_t len, struct compress_head *out
             out->content_type = http_trim((struct http_str){
                 value.data, semi != NULL ? (size_t)(semi - value.data) : value.len});
         } else if (http_str_equal_nocase(name, "content-encoding")) {
+            /* gunzip's test, nginx's: the one coding gzip, nothing else
+             * (a second line codes it again) */
+            out->gzip = !out->encoded && value.len == 4 && strncasecmp(value.data, "gzip", 4) == 0;
             out->encoded |= value.len > 0; /* even "identity", as nginx */
         } else if (http_str_equal_nocase(name, "cache-control")) {
             out->cache_control = true;
@@ -80,17 +83,20 @@ void compress_head_read(const char *lines, size_t len, struct compress_head *out
     }
 }
 
-void compress_head_write(const char *lines, size_t len, const char *coding, bool vary,
-                         struct vars_buf *out)
+void compress_head_write(const char *lines, size_t len, enum compress_head_change change,
+                         const char *coding, bool vary, struct vars_buf *out)
 {
+    bool changed = change != COMPRESS_HEAD_SAME;
     const char *p = lines, *end = lines + len;
     while (p < end) {
         const char *start = p;
         struct http_str name, value;
         p = http_head_next_line(p, end, &name, &value);
-        if (coding != NULL && http_str_equal_nocase(name, "accept-ranges"))
+        if (changed && http_str_equal_nocase(name, "accept-ranges"))
             continue; /* ranges of the coded body are not those of the original */
-        if (coding != NULL && http_str_equal_nocase(name, "etag") &&
+        if (change == COMPRESS_HEAD_DECODED && http_str_equal_nocase(name, "content-encoding"))
+            continue;
+        if (changed && http_str_equal_nocase(name, "etag") &&
             !(value.len >= 2 && value.data[0] == 'W' && value.data[1] == '/')) {
             /* The coded body is not the same bytes: a weak validator; one
              * that is not an entity-tag goes, as nginx drops it. */
@@ -104,7 +110,7 @@ void compress_head_write(const char *lines, size_t len, const char *coding, bool
         }
         vars_buf_add(out, start, (size_t)(p - start));
     }
-    if (coding != NULL) {
+    if (change == COMPRESS_HEAD_CODED) {
         vars_buf_add(out, "Content-Encoding: ", 18);
         vars_buf_add(out, coding, strlen(coding));
         vars_buf_add(out, "\r\n", 2);

@@ -18,6 +18,7 @@ struct vars_buf;
 struct compress_head {
     struct http_str content_type;           /* the media type, without parameters */
     bool encoded;                           /* a Content-Encoding with a value */
+    bool gzip;                              /* ... and that value is "gzip" alone */
     bool no_transform;                      /* Cache-Control: no-transform */
     bool vary_listed;                       /* Vary lists Accept-Encoding, or is "*" */
     bool cache_control;                     /* any Cache-Control line */
@@ -31,13 +32,20 @@ struct compress_head {
  * *out.  A malformed line is skipped; nothing past `len` is read. */
 void compress_head_read(const char *lines, size_t len, struct compress_head *out);
 
-/* Appends `lines` to `out` as they go with a body coded with `coding`
- * (a Content-Encoding token; NULL: not coded): when coded, without
- * Accept-Ranges and with a strong ETag made weak (W/"...", and one that
- * is no entity-tag dropped), then
- * "Content-Encoding: coding"; then, with `vary`, "Vary: Accept-Encoding"
- * (vary is false when a Vary line already lists it). */
-void compress_head_write(const char *lines, size_t len, const char *coding, bool vary,
-                         struct vars_buf *out);
+/* How compress_head_write() changes the body. */
+enum compress_head_change {
+    COMPRESS_HEAD_SAME,    /* not at all */
+    COMPRESS_HEAD_CODED,   /* coded with `coding` */
+    COMPRESS_HEAD_DECODED, /* its Content-Encoding decoded (gunzip) */
+};
+
+/* Appends `lines` to `out` as they go with a body changed as `change`
+ * says: when changed, without Accept-Ranges and with a strong ETag made
+ * weak (W/"...", and one that is no entity-tag dropped); coded, then
+ * "Content-Encoding: coding" (a Content-Encoding token); decoded, without
+ * Content-Encoding; then, with `vary`, "Vary: Accept-Encoding" (vary is
+ * false when a Vary line already lists it). */
+void compress_head_write(const char *lines, size_t len, enum compress_head_change change,
+                         const char *coding, bool vary, struct vars_buf *out);
 
 #endif

@@ -199,6 +199,17 @@ void exchange__flush_filtered(struct exchange *ex)
     flush_from(ex, 0);
 }
 
+void exchange_drained(struct exchange *ex, const struct http_handler *handler)
+{
+    for (unsigned m = ex->body_filters; m != 0; m &= m - 1) {
+        const struct exchange_filter *f = ex->filters[__builtin_ctz(m)];
+        if (f->drain != NULL && !f->drain(ex, f))
+            return;
+    }
+    if (handler != NULL && handler->on_drain != NULL)
+        handler->on_drain(ex);
+}
+
 void exchange__sent_filtered(struct exchange *ex, uint64_t bytes)
 {
     for (unsigned mask = ex->sent_filters; mask != 0; mask &= mask - 1) {

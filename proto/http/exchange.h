@@ -193,6 +193,13 @@ struct exchange_filter {
      * is no body filter: the body may still be spliced or sent from a
      * file past it. */
     void (*sent)(struct exchange *ex, const struct exchange_filter *self, uint64_t bytes);
+    /* The output drained (the framer's on_drain, exchange_drained()): a
+     * body filter that held output back because exchange_backed_up() said
+     * so (gunzip, whose output may be much larger than its input) writes
+     * on.  Returns false while it still holds some (the output backed up
+     * again) or once it ended the response: the producer stays paused, and
+     * nothing more of the exchange is touched.  NULL: holds nothing. */
+    bool (*drain)(struct exchange *ex, const struct exchange_filter *self);
 };
 
 /* How many places the chain has: modules with a filter, at most.  The
@@ -498,6 +505,13 @@ static inline bool exchange_response_started(const struct exchange *ex)
 }
 
 /* ------------------------------------------------------------- backpressure */
+
+/* For framers, in place of the handler's on_drain (which `handler` is,
+ * NULL: none): the response output went below the low watermark.  The
+ * body filters with a `drain` write on what they held back first; the
+ * handler's on_drain runs unless one of them still holds some or ended
+ * the response. */
+void exchange_drained(struct exchange *ex, const struct http_handler *handler);
 
 /* Whether the response output went over the framer's high watermark (the
  * client connection's own) and has not yet drained: stop producing until

@@ -398,8 +398,8 @@ static void h1_on_eof(struct http_conn *c)
 static void h1_on_drain(struct http_conn *c)
 {
     struct h1_conn *h1 = h1_conn_of(c);
-    if (h1->ex != NULL && h1->ex->handler != NULL && h1->ex->handler->on_drain != NULL)
-        h1->ex->handler->on_drain(&h1->ex->base);
+    if (h1->ex != NULL)
+        exchange_drained(&h1->ex->base, h1->ex->handler);
 }
 
 static void h1_on_stop(struct http_conn *c)

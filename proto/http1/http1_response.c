@@ -67,13 +67,18 @@ static void h1_ex_begin(struct exchange *base, unsigned status, const char *head
         corral_conn_abort(h1->c.sock, -ENOMEM);
         return;
     }
-    char *p = append(head, "HTTP/1.1 ", 9);
-    p = http_append_uint(p, status);
-    *p++ = ' ';
-    p = append_str(p, reason);
-    p = append(p, "\r\nServer: corral\r\n", 18);
-    p = append(p, "Date: ", 6);
-    p = append_str(p, http_date());
+    char *p;
+    if (status == 200) { /* most responses: their first lines in one piece */
+        static const char ok[] = "HTTP/1.1 200 OK\r\nServer: corral\r\nDate: ";
+        p = append(head, ok, sizeof(ok) - 1);
+    } else {
+        p = append(head, "HTTP/1.1 ", 9);
+        p = http_append_uint(p, status);
+        *p++ = ' ';
+        p = append_str(p, reason);
+        p = append(p, "\r\nServer: corral\r\nDate: ", 24);
+    }
+    p = append(p, http_date(), HTTP_DATE_LEN);
     p = append(p, "\r\n", 2);
     if (content_length >= 0 && !bodiless_status) {
         p = append(p, "Content-Length: ", 16);

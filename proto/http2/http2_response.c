@@ -207,8 +207,7 @@ void http2_response_drain(struct h2_stream *st)
         corral_conn_backed_up(h2_stream_conn(st)->c.sock))
         return;
     st->was_backed_up = false;
-    if (st->handler->on_drain != NULL)
-        st->handler->on_drain(&st->base);
+    exchange_drained(&st->base, st->handler);
 }
 
 static void h2_ex_pause_body(struct exchange *base)

@@ -634,8 +634,7 @@ void h3_stream_drains(struct h3_conn *conn)
         if (!st->was_backed_up || !st->handler_owns || st->unacked > mark)
             continue;
         st->was_backed_up = false;
-        if (st->handler->on_drain != NULL)
-            st->handler->on_drain(&st->base);
+        exchange_drained(&st->base, st->handler);
     }
 }
 

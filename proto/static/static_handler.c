@@ -17,6 +17,7 @@
 #include "proto/static/static_path.h"
 #include "proto/static/static_send.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -91,6 +92,27 @@ static void add_date(struct vars_buf *b, const char *name, int64_t t)
 static void add_text(struct vars_buf *b, const char *text)
 {
     vars_buf_add(b, text, strlen(text));
+}
+
+/* Last-Modified and ETag, which every file response has, put together
+ * first and added in one piece. */
+static void add_validators(struct vars_buf *b, const struct static_validators *v)
+{
+    static const char lm[] = "Last-Modified: ", et[] = "\r\nETag: ";
+    char lines[sizeof(lm) + STATIC_DATE_LEN + sizeof(et) + STATIC_ETAG_MAX + 2];
+    size_t n = sizeof(lm) - 1;
+    memcpy(lines, lm, n);
+    static_date_format(lines + n, v->mtime);
+    n += STATIC_DATE_LEN;
+    if (v->etag != NULL) {
+        assert(v->etag_len <= STATIC_ETAG_MAX);
+        memcpy(lines + n, et, sizeof(et) - 1);
+        n += sizeof(et) - 1;
+        memcpy(lines + n, v->etag, v->etag_len);
+        n += v->etag_len;
+    }
+    memcpy(lines + n, "\r\n", 2);
+    vars_buf_add(b, lines, n + 2);
 }
 
 /* Expires and Cache-Control, as nginx's expires writes them. */
@@ -174,12 +196,7 @@ static void serve_file(struct exchange *ex, const struct http_request *req,
     char small[512];
     struct vars_buf h;
     vars_buf_init(&h, small, sizeof(small));
-    add_date(&h, "Last-Modified: ", v.mtime);
-    if (v.etag != NULL) {
-        add_text(&h, "ETag: ");
-        vars_buf_add(&h, v.etag, v.etag_len);
-        add_text(&h, "\r\n");
-    }
+    add_validators(&h, &v);
     add_expires(&h, sl);
     /* The response varies with Accept-Encoding wherever a sibling could
      * be served, to this client or not (nginx's, with gzip_vary on). */
@@ -226,21 +243,21 @@ static void serve_file(struct exchange *ex, const struct http_request *req,
             return;
         }
     }
-    add_text(&h, "Accept-Ranges: bytes\r\n");
+    /* Accept-Ranges, Content-Encoding and the name of Content-Type in as
+     * few pieces as may be. */
     if (coding >= 0) {
-        add_text(&h, "Content-Encoding: ");
+        add_text(&h, "Accept-Ranges: bytes\r\nContent-Encoding: ");
         add_text(&h, compress_coding_name((enum compress_coding)coding));
-        add_text(&h, "\r\n");
     }
+    add_text(&h, coding >= 0 ? "\r\nContent-Type: " : "Accept-Ranges: bytes\r\nContent-Type: ");
     char boundary[24] = "";
     char line[160];
     if (count > 1) {
         make_boundary(boundary, sizeof(boundary));
-        add_text(&h, "Content-Type: multipart/byteranges; boundary=");
+        add_text(&h, "multipart/byteranges; boundary=");
         add_text(&h, boundary);
         add_text(&h, "\r\n");
     } else {
-        add_text(&h, "Content-Type: ");
         add_text(&h, type);
         add_text(&h, "\r\n");
         if (count == 1) {

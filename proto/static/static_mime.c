@@ -54,6 +54,19 @@ const struct http_mime_type static_mime_builtin[] = {
 const size_t static_mime_builtin_count =
     sizeof(static_mime_builtin) / sizeof(static_mime_builtin[0]);
 
+/* strcasecmp(), the table's order, inline: the extensions are short and
+ * a call per probe cost more than the comparing. */
+static int ext_cmp(const char *a, const char *b)
+{
+    for (;; a++, b++) {
+        int ca = (unsigned char)*a, cb = (unsigned char)*b;
+        ca += ca >= 'A' && ca <= 'Z' ? 'a' - 'A' : 0;
+        cb += cb >= 'A' && cb <= 'Z' ? 'a' - 'A' : 0;
+        if (ca != cb || ca == 0)
+            return ca - cb;
+    }
+}
+
 const char *static_mime_type(const struct static_mime *m, const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -65,7 +78,7 @@ const char *static_mime_type(const struct static_mime *m, const char *path)
     size_t lo = 0, hi = m->types != NULL ? m->count : static_mime_builtin_count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int cmp = strcasecmp(ext, types[mid].extension);
+        int cmp = ext_cmp(ext, types[mid].extension);
         if (cmp == 0)
             return types[mid].type;
         if (cmp < 0)

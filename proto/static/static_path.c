@@ -85,14 +85,14 @@ int static_path_normalise(const char *path, size_t len, char *out, size_t cap, s
 
 bool static_path_has_dot_segment(const char *path)
 {
-    for (const char *p = path; *p != '\0';) {
-        const char *slash = strchr(p, '/');
-        size_t n = slash != NULL ? (size_t)(slash - p) : strlen(p);
-        if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+    /* From dot to dot, not from slash to slash: a path has fewer dots
+     * than segments, and only a segment that begins with one counts. */
+    for (const char *p = path; (p = strchr(p, '.')) != NULL; p++) {
+        if (p != path && p[-1] != '/')
+            continue;
+        size_t n = p[1] == '.' ? 2 : 1;
+        if (p[n] == '/' || p[n] == '\0')
             return true;
-        if (slash == NULL)
-            break;
-        p = slash + 1;
     }
     return false;
 }

@@ -75,6 +75,12 @@ static bool fake_started(const struct exchange *ex)
     return fake_seen.status != 0;
 }
 
+static bool fake_backed_up(const struct exchange *ex)
+{
+    (void)ex;
+    return fake_seen.backs_up_at != 0 && fake_seen.body_len >= fake_seen.backs_up_at;
+}
+
 static void fake_set_handler(struct exchange *ex, const struct http_handler *handler)
 {
     (void)ex, (void)handler;
@@ -93,6 +99,7 @@ const struct exchange_ops fake_framer_ops = {
     .end = fake_end,
     .abort = fake_abort,
     .splice = fake_splice,
+    .backed_up = fake_backed_up,
     .set_handler = fake_set_handler,
     .routed = fake_routed,
 };

@@ -24,6 +24,9 @@ struct fake_seen {
     int ends;
     int splices;
     int aborts;
+    /* The output backs up (exchange_backed_up()) once the body reaches
+     * this many bytes; 0: never.  The test sets it after fake_exchange(). */
+    size_t backs_up_at;
 };
 extern struct fake_seen fake_seen;
 

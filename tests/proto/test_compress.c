@@ -20,8 +20,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 /* ----------------------------------------------------------- the config */
+
+static void *test_calloc_early(void *arena, size_t count, size_t size)
+{
+    (void)arena;
+    return calloc(count, size);
+}
 
 static struct conf_config *parse(const char *text, struct conf_error *error)
 {
@@ -103,6 +110,39 @@ START_TEST(directives_default_and_inherit)
 }
 END_TEST
 
+/* gunzip and gunzip_buffers: off and 4 KB pieces (nginx's 32 4k) unless
+ * written; inherited. */
+START_TEST(gunzip_directives)
+{
+    struct conf_error error;
+    struct conf_config *config = parse("gunzip on;\n"
+                                       "server { listen 127.0.0.1:8080; gunzip_buffers 16 8k;\n"
+                                       "  location /a { gunzip off; return 200; }\n"
+                                       "  location /b { return 200; } }\n",
+                                       &error);
+    ck_assert_msg(config != NULL, "%s", error.text);
+    const struct compress_conf *top = conf_of(config->modules);
+    ck_assert(top->gunzip);
+    ck_assert_uint_eq(top->gunzip_piece, 4096);
+    const struct compress_conf *a = conf_of(config->servers[0].locations[0].modules);
+    ck_assert(!a->gunzip);
+    ck_assert_uint_eq(a->gunzip_piece, 8192);
+    const struct compress_conf *b = conf_of(config->servers[0].locations[1].modules);
+    ck_assert(b->gunzip);
+    ck_assert_uint_eq(b->gunzip_piece, 8192);
+    /* gunzip alone builds the module: its filter is on there. */
+    struct http_module_build mb = {.calloc = test_calloc_early};
+    const void *out = NULL;
+    ck_assert_int_eq(compress_conf_build(b, &mb, &out), 0);
+    ck_assert_ptr_nonnull(out);
+    ck_assert(((const struct compress_built *)out)->on);
+    free((void *)out);
+    ck_assert_int_eq(compress_conf_build(a, &mb, &out), 0);
+    ck_assert_ptr_null(out);
+    conf_free(config);
+}
+END_TEST
+
 START_TEST(directive_errors)
 {
     static const struct {
@@ -123,6 +163,11 @@ START_TEST(directive_errors)
          "no-cache, no-store, private, no_last_modified, no_etag, auth or any)"},
         {"gzip_http_version 2;", "test.conf:1:19: invalid value \"2\" (expected 1.0 or 1.1)"},
         {"gzip_buffers 32 lots;", "test.conf:1:17: invalid size \"lots\""},
+        {"gunzip_buffers 32 0;", "test.conf:1:19: invalid size \"0\""},
+        {"gunzip_buffers 0 4k;",
+         "test.conf:1:16: \"gunzip_buffers\" number must be at least 1, got \"0\""},
+        {"gunzip_buffers 1 2m;", "test.conf:1:18: size \"2m\" too large (at most 1048576)"},
+        {"gunzip yes;", "test.conf:1:8: invalid value \"yes\" (expected on or off)"},
         {"upstream u { server 127.0.0.1:1; gzip on; }",
          "test.conf:1:34: \"gzip\" is not allowed in upstream (it belongs at top level or in "
          "server or location)"},
@@ -145,8 +190,10 @@ static struct {
     const char *headers;
     int64_t length; /* -2: the body's own */
     const char *body;
+    size_t body_len; /* 0: strlen(body) */
     bool hold;
     struct exchange *ex;
+    int drains; /* on_drain calls */
 } answer;
 
 static void answer_on_request(struct exchange *ex, const struct http_request *req, void *data)
@@ -154,17 +201,25 @@ static void answer_on_request(struct exchange *ex, const struct http_request *re
     (void)req, (void)data;
     answer.ex = ex;
     const char *body = answer.body != NULL ? answer.body : "";
-    int64_t length = answer.length == -2 ? (int64_t)strlen(body) : answer.length;
+    size_t body_len = answer.body_len != 0 ? answer.body_len : strlen(body);
+    int64_t length = answer.length == -2 ? (int64_t)body_len : answer.length;
     exchange_begin(ex, answer.status, answer.headers, strlen(answer.headers), length);
     if (answer.hold)
         return;
-    exchange_write(ex, body, strlen(body));
+    exchange_write(ex, body, body_len);
     exchange_end(ex);
+}
+
+static void answer_on_drain(struct exchange *ex)
+{
+    (void)ex;
+    answer.drains++;
 }
 
 static const struct http_handler answer_handler = {
     .name = "answer",
     .on_request = answer_on_request,
+    .on_drain = answer_on_drain,
 };
 
 static struct compress_conf conf;
@@ -192,8 +247,10 @@ static void setup(void)
     answer.headers = "Content-Type: text/html; charset=utf-8\r\n";
     answer.length = -2;
     answer.body = "<p>hello hello hello hello hello hello hello hello</p>";
+    answer.body_len = 0;
     answer.hold = false;
     answer.ex = NULL;
+    answer.drains = 0;
 }
 
 static struct exchange ex;
@@ -689,6 +746,263 @@ START_TEST(released_when_cut_off)
 }
 END_TEST
 
+/* ----------------------------------------------------------- gunzip */
+
+/* `len` bytes at `data` gzip-coded, in `members` members (malloc'd). */
+static char *gzip_of(const char *data, size_t len, int members, size_t *out_len)
+{
+    size_t cap = len + 64 * (size_t)members + 1024, at = 0;
+    char *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    for (int m = 0; m < members; m++) {
+        size_t from = len * (size_t)m / (size_t)members,
+               to = len * (size_t)(m + 1) / (size_t)members;
+        z_stream z = {0};
+        ck_assert_int_eq(deflateInit2(&z, 6, Z_DEFLATED, 16 + 15, 8, Z_DEFAULT_STRATEGY), Z_OK);
+        z.next_in = (Bytef *)(uintptr_t)(data + from);
+        z.avail_in = (uInt)(to - from);
+        z.next_out = (Bytef *)out + at;
+        z.avail_out = (uInt)(cap - at);
+        ck_assert_int_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+        at = cap - z.avail_out;
+        deflateEnd(&z);
+    }
+    *out_len = at;
+    return out;
+}
+
+static const char gunzip_text[] =
+    "It was the best of times, it was the worst of times, it was the age of wisdom, "
+    "it was the age of foolishness, it was the epoch of belief, it was the epoch of "
+    "incredulity, it was the season of Light, it was the season of Darkness.\n";
+
+static char *gunzip_coded;
+
+/* A backend's gzip-coded answer under gunzip. */
+static void gunzip_setup(void)
+{
+    setup();
+    conf.coding[COMPRESS_GZIP].on = false;
+    conf.gunzip = true;
+    conf.gunzip_piece = 16; /* many pieces, even for a short body */
+    size_t len;
+    gunzip_coded = gzip_of(gunzip_text, strlen(gunzip_text), 1, &len);
+    answer.headers = "Content-Type: text/plain\r\nContent-Encoding: gzip\r\nETag: \"e1\"\r\n"
+                     "Accept-Ranges: bytes\r\nVary: Cookie\r\n";
+    answer.body = gunzip_coded;
+    answer.body_len = len;
+}
+
+static void gunzip_teardown(void)
+{
+    free(gunzip_coded);
+    gunzip_coded = NULL;
+}
+
+static void check_plain_body(const char *expected, size_t len)
+{
+    ck_assert_uint_eq(fake_seen.body_len, len);
+    ck_assert(memcmp(fake_seen.body, expected, len) == 0);
+}
+
+/* A client that does not take gzip gets the body decoded, with the head
+ * nginx's gunzip gives: no Content-Encoding, length or Accept-Ranges, a
+ * weak ETag, the backend's Vary kept; `Vary: Accept-Encoding` under
+ * gzip_vary. */
+START_TEST(gunzip_decodes_for_a_client_without_gzip)
+{
+    request(NULL);
+    ck_assert_uint_eq(fake_seen.status, 200);
+    ck_assert_str_eq(fake_seen.headers,
+                     "Content-Type: text/plain\r\nETag: W/\"e1\"\r\nVary: Cookie\r\n");
+    ck_assert_int_eq(fake_seen.content_length, -1);
+    check_plain_body(gunzip_text, strlen(gunzip_text));
+    ck_assert_int_gt(fake_seen.writes, 10); /* in pieces of gunzip_buffers' size */
+    ck_assert_int_eq(fake_seen.ends, 1);
+    ck_assert_int_eq(fake_seen.aborts, 0);
+    ck_assert_ptr_null(exchange_ctx(&ex, compress_module.slot));
+    request("br, gzip;q=0");
+    check_plain_body(gunzip_text, strlen(gunzip_text));
+    conf.vary = true;
+    request("identity");
+    ck_assert_str_eq(fake_seen.headers, "Content-Type: text/plain\r\nETag: W/\"e1\"\r\nVary: "
+                                        "Cookie\r\nVary: Accept-Encoding\r\n");
+    check_plain_body(gunzip_text, strlen(gunzip_text));
+    /* gzip_http_version: an HTTP/1.0 client takes no gzip. */
+    http10 = true;
+    request("gzip");
+    http10 = false;
+    check_plain_body(gunzip_text, strlen(gunzip_text));
+}
+END_TEST
+
+/* A client that takes gzip gets the coded body as it is (with the Vary
+ * under gzip_vary); so does everyone where gunzip is off, and a
+ * response whose coding is not gzip alone, or a 206. */
+START_TEST(gunzip_leaves_alone)
+{
+    request("gzip");
+    ck_assert_str_eq(fake_seen.headers, answer.headers);
+    ck_assert_int_eq(fake_seen.content_length, (int64_t)answer.body_len);
+    check_plain_body(answer.body, answer.body_len);
+    conf.vary = true;
+    request("gzip");
+    ck_assert(has_line("Content-Encoding: gzip\r\n"));
+    ck_assert(has_line("Vary: Accept-Encoding\r\n"));
+    check_plain_body(answer.body, answer.body_len);
+    conf.vary = false;
+    static const char *const heads[] = {
+        "Content-Type: text/plain\r\nContent-Encoding: br\r\n",
+        "Content-Type: text/plain\r\nContent-Encoding: gzip, br\r\n",
+        "Content-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Encoding: br\r\n",
+        "Content-Type: text/plain\r\n",
+    };
+    for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+        answer.headers = heads[i];
+        request(NULL);
+        ck_assert_str_eq(fake_seen.headers, heads[i]);
+        check_plain_body(answer.body, answer.body_len);
+    }
+    answer.headers = "Content-Type: text/plain\r\nContent-Encoding: gzip\r\n";
+    answer.status = 206;
+    request(NULL);
+    ck_assert_str_eq(fake_seen.headers, answer.headers);
+    check_plain_body(answer.body, answer.body_len);
+    answer.status = 200;
+    conf.gunzip = false;
+    request(NULL);
+    check_plain_body(answer.body, answer.body_len);
+}
+END_TEST
+
+/* HEAD gets the head GET would, and the filter steps aside. */
+START_TEST(gunzip_head)
+{
+    answer.hold = true;
+    request_with("HEAD", NULL, false);
+    ck_assert_str_eq(fake_seen.headers,
+                     "Content-Type: text/plain\r\nETag: W/\"e1\"\r\nVary: Cookie\r\n");
+    ck_assert_int_eq(fake_seen.content_length, -1);
+    ck_assert_ptr_null(exchange_ctx(&ex, compress_module.slot));
+    ck_assert(!exchange_has_filter(&ex, compress_module.filter->order));
+    exchange_end(&ex);
+    router_end(&ex);
+}
+END_TEST
+
+/* Members one after the other decode as one body, written a byte at a
+ * time; a flush passes on. */
+START_TEST(gunzip_members_byte_by_byte)
+{
+    size_t len;
+    char *coded = gzip_of(gunzip_text, strlen(gunzip_text), 3, &len);
+    answer.hold = true;
+    request_with("GET", NULL, false);
+    for (size_t i = 0; i < len; i++)
+        exchange_write(&ex, coded + i, 1);
+    exchange_flush(&ex);
+    exchange_end(&ex);
+    check_plain_body(gunzip_text, strlen(gunzip_text));
+    ck_assert_int_eq(fake_seen.ends, 1);
+    ck_assert_int_eq(fake_seen.aborts, 0);
+    router_end(&ex);
+    free(coded);
+}
+END_TEST
+
+/* A body that is no gzip is cut off, never passed on as it is nor ended
+ * as if whole: corrupt, cut short, a bad check value, bytes after the
+ * last member. */
+START_TEST(gunzip_bad_body_is_cut_off)
+{
+    size_t len = answer.body_len;
+    char *bad = malloc(len + 8);
+    ck_assert_ptr_nonnull(bad);
+    for (int c = 0; c < 5; c++) {
+        memcpy(bad, gunzip_coded, len);
+        size_t bad_len = len;
+        switch (c) {
+        case 0: bad[0] = 'x'; break;                               /* not gzip at all */
+        case 1: bad[12] ^= 0x55; break;                            /* corrupt deflate data */
+        case 2: bad_len = len - 5; break;                          /* cut short */
+        case 3: bad[len - 6] ^= 1; break;                          /* the CRC is wrong */
+        case 4: memcpy(bad + len, "junk", 4), bad_len += 4; break; /* after the end */
+        }
+        answer.hold = true;
+        request_with("GET", NULL, false);
+        exchange_write(&ex, bad, bad_len);
+        exchange_write(&ex, gunzip_coded, len); /* nothing more after a failure */
+        exchange_end(&ex);
+        ck_assert_msg(fake_seen.aborts == 1, "case %d: %d aborts", c, fake_seen.aborts);
+        ck_assert_msg(fake_seen.ends == 0, "case %d ended", c);
+        ck_assert(fake_seen.body_len <= strlen(gunzip_text));
+        ck_assert(memcmp(fake_seen.body, gunzip_text, fake_seen.body_len) == 0 || c == 1);
+        router_end(&ex);
+    }
+    free(bad);
+}
+END_TEST
+
+/* A bomb (64 MB of zeros in 64 KB) against a client that reads slowly:
+ * the output stops when the framer backs up, the input waits (the
+ * handler's on_drain with it), the end too, and each drain passes on
+ * about a watermark's worth; all of it arrives, whole. */
+START_TEST(gunzip_bomb_waits_for_the_client)
+{
+    const size_t total = 64u << 20, mark = 256u << 10;
+    char *zeros = calloc(1, total);
+    ck_assert_ptr_nonnull(zeros);
+    size_t len;
+    char *coded = gzip_of(zeros, total, 1, &len);
+    ck_assert_uint_lt(len, 128u << 10);
+    conf.gunzip_piece = 4096;
+    answer.hold = true;
+    request_with("GET", NULL, false);
+    fake_seen.backs_up_at = mark;
+    for (size_t at = 0; at < len; at += 16384) {
+        exchange_write(&ex, coded + at, len - at < 16384 ? len - at : 16384);
+        ck_assert_uint_le(fake_seen.body_len, mark + 4096);
+    }
+    exchange_end(&ex);
+    ck_assert_int_eq(fake_seen.ends, 0);
+    size_t drains = 0;
+    while (fake_seen.ends == 0) {
+        size_t before = fake_seen.body_len;
+        fake_seen.backs_up_at = before + mark;
+        exchange_drained(&ex, &answer_handler);
+        ck_assert_uint_le(fake_seen.body_len - before, mark + 4096);
+        ck_assert(fake_seen.body_len > before || fake_seen.ends == 1);
+        ck_assert_int_eq(answer.drains, 0); /* the producer stays paused */
+        ck_assert_uint_lt(++drains, total / mark + 2);
+    }
+    ck_assert_int_eq(fake_seen.aborts, 0);
+    check_plain_body(zeros, total);
+    router_end(&ex);
+    free(coded);
+    free(zeros);
+}
+END_TEST
+
+/* Once the decoder holds nothing, a drain reaches the handler. */
+START_TEST(gunzip_drain_reaches_the_handler)
+{
+    answer.hold = true;
+    request_with("GET", NULL, false);
+    fake_seen.backs_up_at = 10;
+    exchange_write(&ex, answer.body, answer.body_len);
+    ck_assert_uint_lt(fake_seen.body_len, strlen(gunzip_text));
+    fake_seen.backs_up_at = 0;
+    exchange_drained(&ex, &answer_handler);
+    ck_assert_int_eq(answer.drains, 1);
+    check_plain_body(gunzip_text, strlen(gunzip_text));
+    exchange_drained(&ex, &answer_handler);
+    ck_assert_int_eq(answer.drains, 2);
+    exchange_end(&ex);
+    ck_assert_int_eq(fake_seen.ends, 1);
+    router_end(&ex);
+}
+END_TEST
+
 /* Its filter comes after add_header's and server_timing's: it sees the
  * head as they leave it. */
 START_TEST(filter_comes_last)
@@ -709,6 +1023,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 10);
     tcase_add_test(tc, directives_default_and_inherit);
     tcase_add_test(tc, directive_errors);
+    tcase_add_test(tc, gunzip_directives);
     suite_add_tcase(suite, tc);
     tc = tcase_create("filter");
     tcase_set_timeout(tc, 60);
@@ -729,6 +1044,17 @@ Suite *test_suite(void)
     tcase_add_test(tc, streamed_and_flushed);
     tcase_add_test(tc, released_when_cut_off);
     tcase_add_test(tc, filter_comes_last);
+    suite_add_tcase(suite, tc);
+    tc = tcase_create("gunzip");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, gunzip_setup, gunzip_teardown);
+    tcase_add_test(tc, gunzip_decodes_for_a_client_without_gzip);
+    tcase_add_test(tc, gunzip_leaves_alone);
+    tcase_add_test(tc, gunzip_head);
+    tcase_add_test(tc, gunzip_members_byte_by_byte);
+    tcase_add_test(tc, gunzip_bad_body_is_cut_off);
+    tcase_add_test(tc, gunzip_bomb_waits_for_the_client);
+    tcase_add_test(tc, gunzip_drain_reaches_the_handler);
     suite_add_tcase(suite, tc);
     return suite;
 }

@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 /* ------------------------------------------------------------- backend */
 
@@ -41,6 +42,27 @@ static void make_page(void)
                               : (char)('a' + (x >> 27));
     }
     page[PAGE_LEN] = '\0';
+}
+
+/* The page as a gzip-coding backend sends it, for gunzip. */
+static char *page_gz;
+static size_t page_gz_len;
+
+static void make_page_gz(void)
+{
+    z_stream z = {0};
+    ck_assert_int_eq(deflateInit2(&z, 6, Z_DEFLATED, 16 + 15, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    size_t cap = deflateBound(&z, PAGE_LEN);
+    free(page_gz);
+    page_gz = malloc(cap);
+    ck_assert_ptr_nonnull(page_gz);
+    z.next_in = (Bytef *)page;
+    z.avail_in = PAGE_LEN;
+    z.next_out = (Bytef *)page_gz;
+    z.avail_out = (uInt)cap;
+    ck_assert_int_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+    page_gz_len = cap - z.avail_out;
+    deflateEnd(&z);
 }
 
 struct backend {
@@ -88,6 +110,13 @@ static void backend_serve(int fd)
                   PAGE_LEN);
         if (!head)
             test_send_all(fd, page, PAGE_LEN);
+    } else if (strncmp(path, "/gz ", 4) == 0) {
+        send_head(fd,
+                  "200 OK\r\nContent-Type: text/html\r\nContent-Encoding: gzip\r\n"
+                  "ETag: \"g1\"\r\n",
+                  page_gz_len);
+        if (!head)
+            test_send_all(fd, page_gz, page_gz_len);
     } else if (strncmp(path, "/small ", 7) == 0) {
         send_head(fd, "200 OK\r\nContent-Type: text/html\r\n", strlen(small));
         test_send_all(fd, small, strlen(small));
@@ -171,6 +200,7 @@ static struct test_daemon daemon_;
 static void start(void)
 {
     make_page();
+    make_page_gz();
     atomic_store(&stream_release, false);
     atomic_store(&stream_finished, false);
     backend_start(&backend);
@@ -184,8 +214,10 @@ static void start(void)
              "server {\n    listen 127.0.0.1:0 http2;\n"
              "    location / { proxy_pass http://127.0.0.1:%d; }\n"
              "    location /off/ { gzip off; brotli off; zstd off;\n"
+             "        proxy_pass http://127.0.0.1:%d/; }\n"
+             "    location /gunzip/ { gunzip on; gzip off; brotli off; zstd off;\n"
              "        proxy_pass http://127.0.0.1:%d/; }\n}\n",
-             backend.port, backend.port);
+             backend.port, backend.port, backend.port);
     test_daemon_write_config(&daemon_, conf);
     test_daemon_start(&daemon_);
 }
@@ -323,6 +355,43 @@ START_TEST(head_and_what_is_left_alone)
 }
 END_TEST
 
+/* gunzip: a client that takes no gzip gets the backend's gzip-coded page
+ * decoded, over HTTP/1.1 and HTTP/2, whole (curl reads it into a file
+ * while corral holds the rest of the input); one that takes gzip gets the
+ * backend's bytes. */
+START_TEST(gunzip_for_a_client_without_gzip)
+{
+    start();
+    static const char *const versions[] = {"--http1.1", "--http2-prior-knowledge"};
+    char head[4096], out[64], command[2 * PATH_MAX + 256];
+    for (int v = 0; v < 2; v++) {
+        fetch(versions[v], "/gunzip/gz", head, sizeof(head), "gunzipped");
+        ck_assert_msg(!has(head, "content-encoding"), "%s", head);
+        ck_assert_msg(!has(head, "content-length"), "%s", head);
+        ck_assert_msg(has(head, "etag: W/\"g1\"\r\n"), "%s", head);
+        ck_assert_msg(has(head, "vary: Accept-Encoding\r\n"), "%s", head);
+        char file[PATH_MAX], expected[PATH_MAX + 16];
+        test_daemon_file(file, sizeof(file), "gunzipped");
+        snprintf(expected, sizeof(expected), "%s.expected", file);
+        FILE *f = fopen(expected, "wb");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_uint_eq(fwrite(page, 1, PAGE_LEN, f), PAGE_LEN);
+        fclose(f);
+        snprintf(command, sizeof(command), "cmp -s %s %s && echo same", file, expected);
+        test_run(command, out, sizeof(out));
+        ck_assert_msg(strcmp(out, "same\n") == 0, "%s: %s", versions[v], out);
+    }
+    fetch("--http1.1 -H 'Accept-Encoding: gzip'", "/gunzip/gz", head, sizeof(head), "coded");
+    ck_assert_msg(has(head, "content-encoding: gzip\r\n"), "%s", head);
+    char length[64];
+    snprintf(length, sizeof(length), "content-length: %zu\r\n", page_gz_len);
+    ck_assert_msg(has(head, length), "%s", head);
+    ck_assert_msg(has(head, "etag: \"g1\"\r\n"), "%s", head);
+    check_decodes("coded", "gzip");
+    stop();
+}
+END_TEST
+
 /* A streaming backend's first event reaches the client, decodable, while
  * the backend still holds the second: the coder was flushed when the
  * backend paused. */
@@ -447,6 +516,7 @@ Suite *test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, each_coding_decodes_to_the_original);
     tcase_add_test(tc, head_and_what_is_left_alone);
+    tcase_add_test(tc, gunzip_for_a_client_without_gzip);
     tcase_add_test(tc, streaming_backend_is_flushed);
     tcase_add_test(tc, streaming_over_http2_is_flushed);
     suite_add_tcase(suite, tc);

@@ -329,6 +329,60 @@ START_TEST(flush_reaches_the_filters_that_hold)
 }
 END_TEST
 
+/* A drain (exchange_drained()) goes to each body filter that has a
+ * `drain`, in order, then to the handler, unless one of them says it
+ * still holds output: then neither a later filter nor the handler hears
+ * of it.  With no such filter it is the handler's alone. */
+static int drains_seen, handler_drains;
+static bool holding;
+
+static bool hold_drain(struct exchange *ex, const struct exchange_filter *self)
+{
+    (void)ex, (void)self;
+    drains_seen++;
+    return !holding;
+}
+
+static bool later_drain(struct exchange *ex, const struct exchange_filter *self)
+{
+    (void)ex, (void)self;
+    drains_seen += 100;
+    return true;
+}
+
+static void handler_on_drain(struct exchange *ex)
+{
+    (void)ex;
+    handler_drains++;
+}
+
+static const struct exchange_filter holder = {
+    .name = "holder", .order = 2, .write = keep_write, .drain = hold_drain};
+static const struct exchange_filter later = {
+    .name = "later", .order = 4, .write = keep_write, .drain = later_drain};
+
+START_TEST(drain_waits_for_the_filters_that_hold)
+{
+    static const struct http_handler handler = {.name = "h", .on_drain = handler_on_drain};
+    struct exchange ex = fake_exchange();
+    drains_seen = handler_drains = 0;
+    exchange_drained(&ex, &handler);
+    ck_assert_int_eq(handler_drains, 1);
+    exchange_drained(&ex, NULL);      /* a handler without one */
+    exchange_add_filter(&ex, &upper); /* a body filter without a drain */
+    exchange_add_filter(&ex, &later);
+    exchange_add_filter(&ex, &holder);
+    holding = true;
+    exchange_drained(&ex, &handler);
+    ck_assert_int_eq(drains_seen, 1);
+    ck_assert_int_eq(handler_drains, 1);
+    holding = false;
+    exchange_drained(&ex, &handler);
+    ck_assert_int_eq(drains_seen, 102);
+    ck_assert_int_eq(handler_drains, 2);
+}
+END_TEST
+
 /* An observer (a `sent` only, as the access log's byte count) wants no
  * body: the body is still spliced past it, and it is told each byte the
  * framer took, written or spliced, as the body filters before it made
@@ -391,6 +445,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, body_filters_transform_and_pass_the_end);
     tcase_add_test(tc, flush_reaches_the_filters_that_hold);
     tcase_add_test(tc, observer_counts_without_taking_the_body);
+    tcase_add_test(tc, drain_waits_for_the_filters_that_hold);
     suite_add_tcase(suite, tc);
     return suite;
 }
