@@ -18,6 +18,7 @@
 #include "proto/upstream/proxy_head.h"
 #include "proto/upstream/proxy_next.h"
 #include "proto/upstream/proxy_start.h"
+#include "proto/http/exchange_pool.h"
 #include "proto/http/vars.h"
 
 #include <errno.h>
@@ -416,7 +417,7 @@ static void px_finish(struct proxy_exchange *px)
     free(px->replay);
     free(px->head);
     free(px->req_block);
-    free(px);
+    exchange_pool_put(px, sizeof(*px));
 }
 
 /* Logs a local resource failure (at most once a second per worker: while
@@ -647,7 +648,7 @@ static void px_start(struct proxy_exchange *px, const struct http_request *req)
         exchange_set_data(ex, NULL);
         proxy_buffer_free(px->buffer);
         free(px->head);
-        free(px);
+        exchange_pool_put(px, sizeof(*px));
         exchange_respond_error(ex, 500);
         return;
     }
@@ -664,11 +665,12 @@ static void px_start(struct proxy_exchange *px, const struct http_request *req)
 
 static void proxy_on_request(struct exchange *ex, const struct http_request *req, void *data)
 {
-    struct proxy_exchange *px = calloc(1, sizeof(*px));
+    struct proxy_exchange *px = exchange_pool_take(sizeof(*px));
     if (px == NULL) {
         exchange_respond_error(ex, 500);
         return;
     }
+    memset(px, 0, sizeof(*px));
     px->ex = ex;
     px->loc = data;
     if (!proxy_buffer_wanted(&px->loc->conf, px->loc->grpc, req)) {
@@ -679,7 +681,7 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
      * starts. */
     px->buffer = proxy_buffer_new(&px->loc->conf, req);
     if (px->buffer == NULL) {
-        free(px);
+        exchange_pool_put(px, sizeof(*px));
         exchange_respond_error(ex, 500);
         return;
     }
