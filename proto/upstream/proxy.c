@@ -192,14 +192,17 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
     }
     px_drop_replay(px);
     px->status = head->status;
-    char *headers;
-    size_t len;
+    char small[1024];
+    struct h1_head_buf headers;
+    http1_client_head_init(&headers, small, sizeof(small));
     struct vars_ctx ctx = {.ex = px->ex, .req = px->req_block != NULL ? &px->req : NULL};
-    if (proxy_head_response(px->loc, head, &ctx, &headers, &len) != 0)
+    if (proxy_head_response(px->loc, head, &ctx, &headers) != 0) {
+        http1_client_head_free(&headers);
         return -ENOMEM;
-    exchange_begin_coded(px->ex, head->status, headers != NULL ? headers : "", len,
-                         head->content_length, head->codings);
-    free(headers);
+    }
+    exchange_begin_coded(px->ex, head->status, headers.data, headers.len, head->content_length,
+                         head->codings);
+    http1_client_head_free(&headers);
     /* A filter that holds body bytes back (compression) is flushed when
      * the upstream pauses, so that a slow or streaming backend's bytes
      * reach the client as they come: only then is the pause watched. */

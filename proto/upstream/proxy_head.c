@@ -224,9 +224,9 @@ static bool may_redirect(struct http_str name)
 }
 
 int proxy_head_response(const struct proxy_location *loc, const struct http1_client_head *head,
-                        struct vars_ctx *ctx, char **headers, size_t *len)
+                        struct vars_ctx *ctx, struct h1_head_buf *out)
 {
-    struct h1_head_buf b = {0};
+    struct h1_head_buf b = *out;
     for (size_t i = 0; i < head->header_count; i++) {
         const struct http_header *h = &head->headers[i];
         bool tunnel_header = head->tunnel && (http_str_equal_nocase(h->name, "upgrade") ||
@@ -252,11 +252,6 @@ int proxy_head_response(const struct proxy_location *loc, const struct http1_cli
         }
         http1_client_head_add_header(&b, h->name, h->value);
     }
-    if (b.failed) {
-        free(b.data);
-        return -ENOMEM;
-    }
-    *headers = b.data;
-    *len = b.len;
-    return 0;
+    *out = b;
+    return b.failed ? -ENOMEM : 0;
 }
