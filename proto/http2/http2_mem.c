@@ -2,9 +2,12 @@
  * http2_mem.c: per-thread lists of freed blocks for nghttp2 (http2_mem.h).
  * Each block carries a 16-byte head naming its size class, since nghttp2
  * frees without saying the size.  Classes are powers of two from 64 bytes
- * to 4 KiB, head included; a larger block is malloc's, its size in its
- * head.  A thread keeps at most KEEP_BYTES of blocks per class, so a burst
- * leaves a bounded amount behind; the lists are freed when the thread ends.
+ * to 1 KiB, head included: what a stream allocates fits, while the
+ * session's own larger blocks (the session, its HPACK tables, its output
+ * buffer), kept for the connection's life, are malloc's at their size, with
+ * it in their head, so that an idle connection's memory is not rounded up.  A thread keeps at most
+ * KEEP_BYTES of blocks per class, so a burst leaves a bounded amount behind; the lists are freed
+ * when the thread ends.
  */
 #include "proto/http2/http2_mem.h"
 
@@ -26,7 +29,7 @@
 #define TAKE(block, size) ((void)(block), (void)(size))
 #endif
 
-#define CLASSES        7       /* 64, 128, ... 4096 bytes */
+#define CLASSES        5       /* 64, 128, ... 1024 bytes */
 #define SMALLEST_SHIFT 6       /* 64 */
 #define BIG            CLASSES /* the class of a block from malloc alone */
 #define KEEP_BYTES     131072u /* kept per class and thread, at most */

@@ -84,8 +84,8 @@ START_TEST(mem_realloc_keeps_bytes)
         p[i] = (unsigned char)i;
     /* within its class: the same block */
     ck_assert_ptr_eq(mem_realloc(p, 40), p);
-    /* into larger classes, then past the largest (malloc's alone) */
-    size_t sizes[] = {300, 3000, 100000, 200000, 50000, 2000};
+    /* into a larger class, past the largest (malloc's alone), and back */
+    size_t sizes[] = {300, 3000, 100000, 200000, 50000, 2000, 500};
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
         p = mem_realloc(p, sizes[s]);
         ck_assert_ptr_nonnull(p);
@@ -93,11 +93,11 @@ START_TEST(mem_realloc_keeps_bytes)
             ck_assert_uint_eq(p[i], (unsigned)i);
         memset(p + 20, 0xab, sizes[s] - 20); /* all of it usable */
     }
-    /* a large block is never kept */
-    size_t kept = http2_mem_kept(100000);
-    ck_assert_uint_eq(kept, 0);
-    void *big = mem_malloc(100000);
+    /* a block over 1 KiB is never kept */
+    ck_assert_uint_eq(http2_mem_kept(1100), 0);
+    void *big = mem_malloc(1100);
     mem_free(big);
+    ck_assert_uint_eq(http2_mem_kept(1100), 0);
     ck_assert_uint_eq(http2_mem_kept(100000), 0);
     /* realloc to 0 frees, as realloc() does */
     ck_assert_ptr_null(mem_realloc(p, 0));
@@ -110,14 +110,14 @@ START_TEST(mem_bounded)
     void **blocks = malloc(MANY * sizeof(*blocks));
     ck_assert_ptr_nonnull(blocks);
     for (size_t i = 0; i < MANY; i++)
-        ck_assert_ptr_nonnull(blocks[i] = mem_malloc(2000));
+        ck_assert_ptr_nonnull(blocks[i] = mem_malloc(1000));
     for (size_t i = 0; i < MANY; i++)
         mem_free(blocks[i]);
-    size_t kept = http2_mem_kept(2000);
+    size_t kept = http2_mem_kept(1000);
     ck_assert_uint_gt(kept, 0);
     ck_assert_uint_lt(kept, MANY); /* the rest went back to malloc */
     /* kept blocks come back last in first out */
-    ck_assert_ptr_eq(mem_malloc(2000), blocks[kept - 1]);
+    ck_assert_ptr_eq(mem_malloc(1000), blocks[kept - 1]);
     mem_free(blocks[kept - 1]);
     free(blocks);
 }
