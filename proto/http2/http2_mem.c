@@ -89,6 +89,7 @@ static void cache_release(void *arg)
         while (c->list[cls] != NULL) {
             struct block_head *h = c->list[cls];
             c->list[cls] = h->next;
+            TAKE(h + 1, usable(cls));
             free(h);
         }
         c->count[cls] = 0;
