@@ -1,8 +1,9 @@
 /*
  * exchange_pool.c: per-thread lists of freed exchanges (exchange_pool.h).
  * Each worker thread runs one loop, so a thread's lists are the loop's and
- * need no lock.  There are only a few exchange sizes (one per framer), so
- * each gets a class of its own, found by a scan of at most CLASSES sizes.
+ * need no lock.  There are only a few exchange sizes (one per framer, and
+ * the proxy's state for each), so each gets a class of its own, found by a
+ * scan of at most CLASSES sizes.
  */
 #include "proto/http/exchange_pool.h"
 
@@ -11,8 +12,10 @@
 #include "proto/poison.h"
 #include "proto/thread_exit.h"
 
-/* Sizes kept; a block of another size once all are taken is malloc's. */
-#define CLASSES 4
+/* Sizes kept; a block of another size once all are taken is malloc's.
+ * One per framer's exchange, and handlers' per-exchange state (the
+ * proxy's). */
+#define CLASSES 8
 
 struct size_class {
     size_t size; /* 0: unused */

@@ -110,12 +110,10 @@ unsigned http_fields_request(const char *base, const struct http_field_ref *fiel
 
 bool http_fields_connection_specific(struct http_str name)
 {
-    static const char *const names[] = {"connection", "keep-alive", "proxy-connection",
-                                        "transfer-encoding", "upgrade"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (http_str_equal_nocase(name, names[i]))
-            return true;
-    return false;
+    static const struct http_str names[] = {
+        HTTP_STR_LIT("connection"), HTTP_STR_LIT("keep-alive"), HTTP_STR_LIT("proxy-connection"),
+        HTTP_STR_LIT("transfer-encoding"), HTTP_STR_LIT("upgrade")};
+    return http_str_in_nocase(name, names, sizeof(names) / sizeof(names[0]));
 }
 
 size_t http_fields_count_lines(const char *lines, size_t len)

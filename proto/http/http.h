@@ -70,6 +70,24 @@ static inline bool http_str_equal_nocase(struct http_str s, const char *literal)
     return s.len == len && strncasecmp(s.data, literal, len) == 0;
 }
 
+/* A string literal as a struct http_str, for tables of names. */
+#define HTTP_STR_LIT(s)                                                                            \
+    {                                                                                              \
+        (s), sizeof(s) - 1                                                                         \
+    }
+
+/* Whether `s` is one of `table`'s `count` names, case aside.  Each entry's
+ * length is kept with it: every field of every proxied message is looked
+ * up in such tables, and the length rules out nearly all of one without
+ * reading a byte (a loop over char pointers would strlen() each). */
+static inline bool http_str_in_nocase(struct http_str s, const struct http_str *table, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (s.len == table[i].len && strncasecmp(s.data, table[i].data, s.len) == 0)
+            return true;
+    return false;
+}
+
 /* The header line at `p` (before `end`) of a head's lines, as handlers
  * and filters pass them ("Name: value\r\n"...): its name and value,
  * trimmed; returns where the next line starts.  A line with no colon has

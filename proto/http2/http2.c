@@ -5,6 +5,7 @@
  * idle timeout and graceful stop.  Streams are in http2_stream.c.
  */
 #include "proto/http2/http2_internal.h"
+#include "proto/http2/http2_mem.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -745,7 +746,7 @@ struct http_conn *http2_conn_new(const struct http_conn *from)
      * lets in (128k at most) must go out: nghttp2 would fail a HEADERS
      * frame over its 64 KiB default, leaving the stream without an end. */
     nghttp2_option_set_max_send_header_block_length(opt, H2_MAX_SEND_HEADER_BLOCK);
-    if (nghttp2_session_server_new2(&h2->session, cbs, h2, opt) != 0)
+    if (nghttp2_session_server_new3(&h2->session, cbs, h2, opt, http2_mem()) != 0)
         goto fail;
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cbs);

@@ -8,6 +8,7 @@
 #include "proto/policy/access_log_filter.h"
 #include "proto/policy/add_header.h"
 #include "proto/http2/http2_internal.h"
+#include "proto/http2/http2_mem.h"
 #include "proto/http/exchange_pool.h"
 #include "proto/http/router.h"
 
@@ -35,7 +36,7 @@ int http2_stream_buf_append(struct h2_buf *b, const void *data, size_t len)
             size_t cap = b->cap * 2 > b->len + len ? b->cap * 2 : b->len + len;
             if (cap < 512)
                 cap = 512;
-            char *grown = realloc(b->data, cap);
+            char *grown = http2_mem_realloc(b->data, cap);
             if (grown == NULL)
                 return -ENOMEM;
             b->data = grown;
@@ -50,7 +51,7 @@ int http2_stream_buf_append(struct h2_buf *b, const void *data, size_t len)
 
 static void buf_free(struct h2_buf *b)
 {
-    free(b->data);
+    http2_mem_free(b->data);
     *b = (struct h2_buf){0};
 }
 
@@ -114,7 +115,7 @@ void http2_stream_free(struct h2_stream *st)
     buf_free(&st->in);
     buf_free(&st->trailers_in);
     buf_free(&st->out);
-    free(st->fields);
+    http2_mem_free(st->fields);
     free(st->trailers);
     free(st->log_fields);
     exchange_pool_put(st, sizeof(*st));
@@ -137,7 +138,7 @@ int http2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namele
     }
     if (st->field_count == st->field_cap) {
         size_t cap = st->field_cap ? st->field_cap * 2 : 16;
-        struct http_field_ref *grown = realloc(st->fields, cap * sizeof(*grown));
+        struct http_field_ref *grown = http2_mem_realloc(st->fields, cap * sizeof(*grown));
         if (grown == NULL)
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         st->fields = grown;
@@ -275,7 +276,7 @@ void http2_stream_request(struct h2_stream *st, bool end_stream)
     free(headers);
     free(cookie);
     buf_free(&st->head);
-    free(st->fields);
+    http2_mem_free(st->fields);
     st->fields = NULL;
     st->field_count = st->field_cap = 0;
     if (end_stream)

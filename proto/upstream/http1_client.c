@@ -28,7 +28,14 @@ void http1_client_head_add(struct h1_head_buf *b, const char *data, size_t len)
         size_t cap = b->cap ? b->cap * 2 : 1024;
         while (cap < b->len + len)
             cap *= 2;
-        char *grown = realloc(b->data, cap);
+        char *grown;
+        if (b->data != NULL && b->data == b->small) { /* out of the caller's memory */
+            grown = malloc(cap);
+            if (grown != NULL)
+                memcpy(grown, b->data, b->len);
+        } else {
+            grown = realloc(b->data, cap);
+        }
         if (grown == NULL) {
             b->failed = true;
             return;
@@ -38,6 +45,18 @@ void http1_client_head_add(struct h1_head_buf *b, const char *data, size_t len)
     }
     memcpy(b->data + b->len, data, len);
     b->len += len;
+}
+
+void http1_client_head_init(struct h1_head_buf *b, char *small, size_t size)
+{
+    *b = (struct h1_head_buf){.data = small, .cap = size, .small = small};
+}
+
+void http1_client_head_free(struct h1_head_buf *b)
+{
+    if (b->data != b->small)
+        free(b->data);
+    *b = (struct h1_head_buf){0};
 }
 
 void http1_client_head_add_str(struct h1_head_buf *b, const char *s)

@@ -12,12 +12,21 @@
 #include <llhttp.h>
 
 /* A head being written: grows as needed; `failed` once memory ran out (the
- * adds that follow do nothing). */
+ * adds that follow do nothing).  Zeroed, it starts with no memory; see
+ * http1_client_head_init() for one that starts in the caller's. */
 struct h1_head_buf {
     char *data;
     size_t len, cap;
     bool failed;
+    char *small; /* the caller's memory it started in, or NULL */
 };
+
+/* Starts `b` in `small` (`size` bytes, the caller's, which must outlive
+ * it): a head that fits allocates nothing, a longer one moves to malloc's
+ * memory.  Released with http1_client_head_free(). */
+void http1_client_head_init(struct h1_head_buf *b, char *small, size_t size);
+/* Frees what `b` allocated (not the caller's memory) and empties it. */
+void http1_client_head_free(struct h1_head_buf *b);
 
 void http1_client_head_add(struct h1_head_buf *b, const char *data, size_t len);
 void http1_client_head_add_str(struct h1_head_buf *b, const char *s);

@@ -18,6 +18,7 @@
 #include "proto/upstream/proxy_head.h"
 #include "proto/upstream/proxy_next.h"
 #include "proto/upstream/proxy_start.h"
+#include "proto/http/exchange_pool.h"
 #include "proto/http/vars.h"
 
 #include <errno.h>
@@ -191,14 +192,17 @@ static int px_on_head(void *owner, const struct http1_client_head *head)
     }
     px_drop_replay(px);
     px->status = head->status;
-    char *headers;
-    size_t len;
+    char small[1024];
+    struct h1_head_buf headers;
+    http1_client_head_init(&headers, small, sizeof(small));
     struct vars_ctx ctx = {.ex = px->ex, .req = px->req_block != NULL ? &px->req : NULL};
-    if (proxy_head_response(px->loc, head, &ctx, &headers, &len) != 0)
+    if (proxy_head_response(px->loc, head, &ctx, &headers) != 0) {
+        http1_client_head_free(&headers);
         return -ENOMEM;
-    exchange_begin_coded(px->ex, head->status, headers != NULL ? headers : "", len,
-                         head->content_length, head->codings);
-    free(headers);
+    }
+    exchange_begin_coded(px->ex, head->status, headers.data, headers.len, head->content_length,
+                         head->codings);
+    http1_client_head_free(&headers);
     /* A filter that holds body bytes back (compression) is flushed when
      * the upstream pauses, so that a slow or streaming backend's bytes
      * reach the client as they come: only then is the pause watched. */
@@ -416,7 +420,7 @@ static void px_finish(struct proxy_exchange *px)
     free(px->replay);
     free(px->head);
     free(px->req_block);
-    free(px);
+    exchange_pool_put(px, sizeof(*px));
 }
 
 /* Logs a local resource failure (at most once a second per worker: while
@@ -647,7 +651,7 @@ static void px_start(struct proxy_exchange *px, const struct http_request *req)
         exchange_set_data(ex, NULL);
         proxy_buffer_free(px->buffer);
         free(px->head);
-        free(px);
+        exchange_pool_put(px, sizeof(*px));
         exchange_respond_error(ex, 500);
         return;
     }
@@ -664,11 +668,12 @@ static void px_start(struct proxy_exchange *px, const struct http_request *req)
 
 static void proxy_on_request(struct exchange *ex, const struct http_request *req, void *data)
 {
-    struct proxy_exchange *px = calloc(1, sizeof(*px));
+    struct proxy_exchange *px = exchange_pool_take(sizeof(*px));
     if (px == NULL) {
         exchange_respond_error(ex, 500);
         return;
     }
+    memset(px, 0, sizeof(*px));
     px->ex = ex;
     px->loc = data;
     if (!proxy_buffer_wanted(&px->loc->conf, px->loc->grpc, req)) {
@@ -679,7 +684,7 @@ static void proxy_on_request(struct exchange *ex, const struct http_request *req
      * starts. */
     px->buffer = proxy_buffer_new(&px->loc->conf, req);
     if (px->buffer == NULL) {
-        free(px);
+        exchange_pool_put(px, sizeof(*px));
         exchange_respond_error(ex, 500);
         return;
     }

@@ -148,16 +148,18 @@ static void ph_on_head(void *owner, const struct http1_client_head *head)
         return;
     }
     px->status = head->status;
-    char *headers;
-    size_t len;
+    char small[1024];
+    struct h1_head_buf headers;
+    http1_client_head_init(&headers, small, sizeof(small));
     struct vars_ctx ctx = {.ex = px->ex};
-    if (proxy_head_response(px->loc, head, &ctx, &headers, &len) != 0) {
+    if (proxy_head_response(px->loc, head, &ctx, &headers) != 0) {
+        http1_client_head_free(&headers);
         h2_client_stream_cancel(&px->st);
         ph_fail(px, PROXY_ERROR_INVALID, true);
         return;
     }
-    exchange_begin(px->ex, head->status, headers != NULL ? headers : "", len, head->content_length);
-    free(headers);
+    exchange_begin(px->ex, head->status, headers.data, headers.len, head->content_length);
+    http1_client_head_free(&headers);
 }
 
 static void ph_on_body(void *owner, const char *data, size_t len)

@@ -23,17 +23,18 @@
  * the trailer section it announces. */
 static bool is_hop_by_hop(struct http_str name, const struct http_header *headers, size_t count)
 {
-    static const char *const hop[] = {
-        "connection", "keep-alive",        "proxy-connection", "te",
-        "upgrade",    "transfer-encoding", "content-length",   "http2-settings"};
-    static const char *const end_to_end[] = {"host", "cache-control", "content-type",
-                                             "content-encoding", "content-range"};
-    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
-        if (http_str_equal_nocase(name, hop[i]))
-            return true;
-    for (size_t i = 0; i < sizeof(end_to_end) / sizeof(end_to_end[0]); i++)
-        if (http_str_equal_nocase(name, end_to_end[i]))
-            return false;
+    static const struct http_str hop[] = {
+        HTTP_STR_LIT("connection"),       HTTP_STR_LIT("keep-alive"),
+        HTTP_STR_LIT("proxy-connection"), HTTP_STR_LIT("te"),
+        HTTP_STR_LIT("upgrade"),          HTTP_STR_LIT("transfer-encoding"),
+        HTTP_STR_LIT("content-length"),   HTTP_STR_LIT("http2-settings")};
+    static const struct http_str end_to_end[] = {
+        HTTP_STR_LIT("host"), HTTP_STR_LIT("cache-control"), HTTP_STR_LIT("content-type"),
+        HTTP_STR_LIT("content-encoding"), HTTP_STR_LIT("content-range")};
+    if (http_str_in_nocase(name, hop, sizeof(hop) / sizeof(hop[0])))
+        return true;
+    if (http_str_in_nocase(name, end_to_end, sizeof(end_to_end) / sizeof(end_to_end[0])))
+        return false;
     for (size_t i = 0; i < count; i++)
         if (http_str_equal_nocase(headers[i].name, "connection") &&
             http_header_lists(headers[i].value, name))
@@ -82,10 +83,10 @@ bool proxy_head_upgrade_allowed(const struct proxy_location *loc, struct http_st
 
 static bool hidden(const struct proxy_location *loc, struct http_str name)
 {
-    static const char *const replaced[] = {"date", "server"}; /* the proxy sends its own */
-    for (size_t i = 0; i < sizeof(replaced) / sizeof(replaced[0]); i++)
-        if (http_str_equal_nocase(name, replaced[i]))
-            return true;
+    static const struct http_str replaced[] = {
+        HTTP_STR_LIT("date"), HTTP_STR_LIT("server")}; /* the proxy sends its own */
+    if (http_str_in_nocase(name, replaced, sizeof(replaced) / sizeof(replaced[0])))
+        return true;
     for (size_t i = 0; i < loc->hide_header_count; i++)
         if (name.len == loc->hide_headers[i].len &&
             strncasecmp(name.data, loc->hide_headers[i].data, name.len) == 0)
@@ -96,7 +97,8 @@ static bool hidden(const struct proxy_location *loc, struct http_str name)
 static const struct http_header *set_header(const struct proxy_location *loc, struct http_str name)
 {
     for (size_t i = 0; i < loc->set_header_count; i++)
-        if (http_str_equal_nocase(name, loc->set_headers[i].name.data))
+        if (name.len == loc->set_headers[i].name.len &&
+            strncasecmp(name.data, loc->set_headers[i].name.data, name.len) == 0)
             return &loc->set_headers[i];
     return NULL;
 }
@@ -222,9 +224,9 @@ static bool may_redirect(struct http_str name)
 }
 
 int proxy_head_response(const struct proxy_location *loc, const struct http1_client_head *head,
-                        struct vars_ctx *ctx, char **headers, size_t *len)
+                        struct vars_ctx *ctx, struct h1_head_buf *out)
 {
-    struct h1_head_buf b = {0};
+    struct h1_head_buf b = *out;
     for (size_t i = 0; i < head->header_count; i++) {
         const struct http_header *h = &head->headers[i];
         bool tunnel_header = head->tunnel && (http_str_equal_nocase(h->name, "upgrade") ||
@@ -250,11 +252,6 @@ int proxy_head_response(const struct proxy_location *loc, const struct http1_cli
         }
         http1_client_head_add_header(&b, h->name, h->value);
     }
-    if (b.failed) {
-        free(b.data);
-        return -ENOMEM;
-    }
-    *headers = b.data;
-    *len = b.len;
-    return 0;
+    *out = b;
+    return b.failed ? -ENOMEM : 0;
 }

@@ -36,9 +36,12 @@ int proxy_head_build(const struct proxy_location *loc, const struct http_request
 /* The response head's fields for the client: the upstream's, less the
  * hop-by-hop ones and those corral replaces or proxy_hide_header hides (a
  * 101 keeps its Upgrade and Connection), its Location and Refresh
- * rewritten by proxy_redirect, whose variables read `ctx`.  Sets *headers
- * (malloc'd, NULL when there are none) and *len; returns 0 or -ENOMEM. */
+ * rewritten by proxy_redirect, whose variables read `ctx`.  Appends them to
+ * `out` (as "Name: value\r\n" lines; the caller starts it, with
+ * http1_client_head_init() on a buffer of its stack for a head that usually
+ * fits, and frees it with http1_client_head_free() whatever the outcome);
+ * returns 0 or -ENOMEM. */
 int proxy_head_response(const struct proxy_location *loc, const struct http1_client_head *head,
-                        struct vars_ctx *ctx, char **headers, size_t *len);
+                        struct vars_ctx *ctx, struct h1_head_buf *out);
 
 #endif

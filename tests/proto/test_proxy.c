@@ -2486,6 +2486,36 @@ START_TEST(long_response_head_arrives_whole)
 }
 END_TEST
 
+/* The fields for the client are gathered in a buffer on the stack (1 KiB)
+ * and move to the heap past it: a head of several KiB reaches the client
+ * whole, the fields before the move and after it alike. */
+START_TEST(response_head_past_the_stack_buffer_arrives_whole)
+{
+    struct backend *b = backend_new("a");
+    b->raw = coded_431(3, 2500);
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    struct reader *r = client_connect(d.port);
+    send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    static char head[16384];
+    ck_assert_msg(reader_until(r, "\r\n\r\n", head, sizeof(head)), "no response head");
+    ck_assert_msg(strncmp(head, "HTTP/1.1 431 ", 13) == 0, "%s", head);
+    const char *value = header_one(head, "X-Long");
+    ck_assert_uint_eq(strlen(value), 2500);
+    ck_assert_uint_eq(strspn(value, "v"), 2500);
+    ck_assert_str_eq(header_one(head, "Transfer-Encoding"), "gzip, gzip, gzip, chunked");
+    struct body body;
+    body_init(&body, 64, false);
+    ck_assert(read_chunked(r, &body));
+    ck_assert_str_eq(body.data, "hello");
+    body_free(&body);
+    client_close(r);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 /* However long the backend's coding list, all of it reaches the client,
  * ahead of the chunked coding corral applies. */
 START_TEST(whole_transfer_coding_list_is_passed_on)
@@ -3574,6 +3604,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, client_gone_releases_the_upstream);
     tcase_add_test(tc, response_transfer_coding_is_not_lost);
     tcase_add_test(tc, long_response_head_arrives_whole);
+    tcase_add_test(tc, response_head_past_the_stack_buffer_arrives_whole);
     tcase_add_test(tc, whole_transfer_coding_list_is_passed_on);
     tcase_add_test(tc, graceful_stop_does_not_wait_for_idle_upstream_connections);
     tcase_add_test(tc, reload_does_not_wait_for_idle_upstream_connections);
