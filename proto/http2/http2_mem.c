@@ -4,30 +4,22 @@
  * frees without saying the size.  Classes are powers of two from 64 bytes
  * to 1 KiB, head included: what a stream allocates fits, while the
  * session's own larger blocks (the session, its HPACK tables, its output
- * buffer), kept for the connection's life, are malloc's at their size, with
- * it in their head, so that an idle connection's memory is not rounded up.  A thread keeps at most
- * KEEP_BYTES of blocks per class, so a burst leaves a bounded amount behind; the lists are freed
- * when the thread ends.
+ * buffer), kept for the connection's life, are malloc's at their size,
+ * with it in their head, so that an idle connection's memory is not
+ * rounded up.  A thread keeps at most KEEP_BYTES of blocks per class, so a
+ * burst leaves a bounded amount behind; the lists are freed when the
+ * thread ends.
  */
 #include "proto/http2/http2_mem.h"
 
+#include "proto/poison.h"
+#include "proto/thread_exit.h"
+
 #include <assert.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Under AddressSanitizer a kept block is poisoned, so that nghttp2's use
- * of a block after freeing it is caught as it would be after free(). */
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define KEEP(block, size) ASAN_POISON_MEMORY_REGION(block, size)
-#define TAKE(block, size) ASAN_UNPOISON_MEMORY_REGION(block, size)
-#else
-#define KEEP(block, size) ((void)(block), (void)(size))
-#define TAKE(block, size) ((void)(block), (void)(size))
-#endif
 
 #define CLASSES        5       /* 64, 128, ... 1024 bytes */
 #define SMALLEST_SHIFT 6       /* 64 */
@@ -47,13 +39,10 @@ _Static_assert(sizeof(struct block_head) == 16, "the head keeps malloc's alignme
 struct cache {
     struct block_head *list[CLASSES];
     size_t count[CLASSES];
-    bool registered; /* with the key, for the lists' release at the thread's end */
+    bool registered; /* for the lists' release at the thread's end */
 };
 
 static _Thread_local struct cache mine;
-static pthread_key_t key;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static bool key_made;
 
 static size_t block_size(size_t cls)
 {
@@ -89,17 +78,12 @@ static void cache_release(void *arg)
         while (c->list[cls] != NULL) {
             struct block_head *h = c->list[cls];
             c->list[cls] = h->next;
-            TAKE(h + 1, usable(cls));
+            poison_take(h + 1, usable(cls));
             free(h);
         }
         c->count[cls] = 0;
     }
     c->registered = false;
-}
-
-static void key_init(void)
-{
-    key_made = pthread_key_create(&key, cache_release) == 0;
 }
 
 static void *mem_malloc(size_t size, void *user)
@@ -121,7 +105,7 @@ static void *mem_malloc(size_t size, void *user)
     if (h != NULL) {
         mine.list[cls] = h->next;
         mine.count[cls]--;
-        TAKE(h + 1, usable(cls));
+        poison_take(h + 1, usable(cls));
         return h + 1;
     }
     h = malloc(block_size(cls));
@@ -145,14 +129,13 @@ static void mem_free(void *ptr, void *user)
     }
     if (!mine.registered) {
         /* The lists are freed when the thread ends, not leaked. */
-        pthread_once(&key_once, key_init);
-        if (!key_made || pthread_setspecific(key, &mine) != 0) {
+        if (thread_exit_call(cache_release, &mine) != 0) {
             free(h);
             return;
         }
         mine.registered = true;
     }
-    KEEP(ptr, usable(cls));
+    poison_keep(ptr, usable(cls));
     h->next = mine.list[cls];
     mine.list[cls] = h;
     mine.count[cls]++;
