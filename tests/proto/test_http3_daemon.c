@@ -281,6 +281,23 @@ static void write_config(struct test_daemon *d, int quic_port, int backend_port,
     write_config_workers(d, 2, quic_port, backend_port, extra);
 }
 
+/* A case's daemon (`workers`, write_config_workers() with `extra`) in
+ * front of the pattern backend, both started: the quic port, or 0 when
+ * the tools are missing (the case is skipped then, nothing started). */
+static int h3_case_start(struct test_backend *backend, struct test_daemon *d, unsigned workers,
+                         const char *extra)
+{
+    if (!have_tools())
+        return 0;
+    make_certificate();
+    backend_start(backend);
+    test_daemon_init(d, "h3");
+    int quic = free_udp_port();
+    write_config_workers(d, workers, quic, backend->port, extra);
+    test_daemon_start(d);
+    return quic;
+}
+
 /* The value of a metric line "NAME VALUE" in /metrics; -1 if absent. */
 static long long metric(struct test_daemon *d, const char *name)
 {
@@ -310,16 +327,11 @@ static double metric_real(struct test_daemon *d, const char *name)
  * add_header sets it empty. */
 START_TEST(serves_http3)
 {
-    if (!have_tools())
-        return;
-    make_certificate();
     struct test_backend backend;
-    backend_start(&backend);
     struct test_daemon d;
-    test_daemon_init(&d, "h3");
-    int quic = free_udp_port();
-    write_config(&d, quic, backend.port, "");
-    test_daemon_start(&d);
+    int quic = h3_case_start(&backend, &d, 2, "");
+    if (quic == 0)
+        return;
     ck_assert_int_eq(d.port, quic); /* its "listening on ... quic" line comes last */
 
     ck_assert_int_eq(h3_get(quic, "/"), 0);
@@ -436,16 +448,11 @@ static void bulk_check(const char *from, double loss, const struct bulk_conn *ge
  * the case takes about as long as its slowest connection. */
 START_TEST(bulk_each_loss)
 {
-    if (!have_tools())
-        return;
-    make_certificate();
     struct test_backend backend;
-    backend_start(&backend);
     struct test_daemon d;
-    test_daemon_init(&d, "h3");
-    int quic = free_udp_port();
-    write_config(&d, quic, backend.port, "client_max_body_size 16m;\n");
-    test_daemon_start(&d);
+    int quic = h3_case_start(&backend, &d, 2, "client_max_body_size 16m;\n");
+    if (quic == 0)
+        return;
 
     char post[PATH_MAX + 32];
     test_daemon_file(post, sizeof(post), "post");
@@ -503,16 +510,11 @@ END_TEST
  * connections from the new generation, and is not bound again. */
 START_TEST(reload_keeps_port)
 {
-    if (!have_tools())
-        return;
-    make_certificate();
     struct test_backend backend;
-    backend_start(&backend);
     struct test_daemon d;
-    test_daemon_init(&d, "h3");
-    int quic = free_udp_port();
-    write_config(&d, quic, backend.port, "");
-    test_daemon_start(&d);
+    int quic = h3_case_start(&backend, &d, 2, "");
+    if (quic == 0)
+        return;
     ck_assert_int_eq(h3_get(quic, "/"), 0);
     kill(d.pid, SIGHUP);
     test_daemon_wait_generation(&d, 2);
@@ -547,16 +549,11 @@ END_TEST
  * land on their owner once in 65536 runs. */
 static void migrate(const char *extra, bool steered)
 {
-    if (!have_tools())
-        return;
-    make_certificate();
     struct test_backend backend;
-    backend_start(&backend);
     struct test_daemon d;
-    test_daemon_init(&d, "h3");
-    int quic = free_udp_port();
-    write_config_workers(&d, 4, quic, backend.port, extra);
-    test_daemon_start(&d);
+    int quic = h3_case_start(&backend, &d, 4, extra);
+    if (quic == 0)
+        return;
     for (int i = 0; i < 8; i++) {
         char dl[PATH_MAX + 32];
         test_daemon_file(dl, sizeof(dl), "dl/big");
@@ -749,20 +746,15 @@ END_TEST
  * then; the Retries are counted, no token refused. */
 START_TEST(retry_then_served)
 {
-    if (!have_tools())
-        return;
-    make_certificate();
-    struct test_backend backend;
-    backend_start(&backend);
-    struct test_daemon d;
-    test_daemon_init(&d, "h3");
-    int quic = free_udp_port();
     char key[PATH_MAX + 32], extra[PATH_MAX + 64];
     test_daemon_file(key, sizeof(key), "host.key");
     test_write_file(key, "0123456789abcdef0123456789abcdef0123456789\n");
     snprintf(extra, sizeof(extra), "quic_retry on;\nquic_host_key %s;\n", key);
-    write_config(&d, quic, backend.port, extra);
-    test_daemon_start(&d);
+    struct test_backend backend;
+    struct test_daemon d;
+    int quic = h3_case_start(&backend, &d, 2, extra);
+    if (quic == 0)
+        return;
     for (int i = 0; i < 2; i++) {
         char dl[PATH_MAX + 32];
         test_daemon_file(dl, sizeof(dl), "dl/index.html");
@@ -801,22 +793,17 @@ END_TEST
  * GET is served after the handshake. */
 START_TEST(returning_client_resumes_in_0rtt)
 {
-    if (!have_tools())
-        return;
-    make_certificate();
-    struct test_backend backend;
-    backend_start(&backend);
-    struct test_daemon d;
-    test_daemon_init(&d, "h3");
-    int quic = free_udp_port();
     char key[PATH_MAX + 32], extra[PATH_MAX + 96];
     test_daemon_file(key, sizeof(key), "host.key");
     test_write_file(key, "0123456789abcdef0123456789abcdef0123456789\n");
     snprintf(extra, sizeof(extra), "quic_retry on;\nquic_host_key %s;\nssl_early_data on;\n", key);
     /* One worker: another's endpoint, made at its first datagram, after
      * the ticket, would refuse its early data as the reload's does. */
-    write_config_workers(&d, 1, quic, backend.port, extra);
-    test_daemon_start(&d);
+    struct test_backend backend;
+    struct test_daemon d;
+    int quic = h3_case_start(&backend, &d, 1, extra);
+    if (quic == 0)
+        return;
     char files[3 * PATH_MAX + 64], session[PATH_MAX], tp[PATH_MAX], token[PATH_MAX];
     test_daemon_file(session, sizeof(session), "session.pem");
     test_daemon_file(tp, sizeof(tp), "tp");
@@ -1225,16 +1212,11 @@ END_TEST
 /* http3 off: the quic listen opens no socket, and no Alt-Svc is sent. */
 START_TEST(http3_off)
 {
-    if (!have_tools())
-        return;
-    make_certificate();
     struct test_backend backend;
-    backend_start(&backend);
     struct test_daemon d;
-    test_daemon_init(&d, "h3");
-    int quic = free_udp_port();
-    write_config(&d, quic, backend.port, "http3 off;\n");
-    test_daemon_start(&d);
+    int quic = h3_case_start(&backend, &d, 2, "http3 off;\n");
+    if (quic == 0)
+        return;
     char *log = test_daemon_log(&d);
     ck_assert_ptr_null(strstr(log, " quic\n"));
     free(log);
