@@ -424,6 +424,24 @@ static int h3load_write(struct h3load_conn *c)
     return 0;
 }
 
+/* Tells the server `c` ends (CONNECTION_CLOSE, H3_NO_ERROR), as a client
+ * that is done does: without it, the server keeps the connection until
+ * its idle timeout, and a graceful stop waits for it (its drain_timeout). */
+static void h3load_conn_say_close(struct h3load_conn *c)
+{
+    if (c->quic == NULL || ngtcp2_conn_is_in_closing_period(c->quic) ||
+        ngtcp2_conn_is_in_draining_period(c->quic))
+        return;
+    ngtcp2_connection_close_error ccerr;
+    ngtcp2_connection_close_error_set_application_error(&ccerr, NGHTTP3_H3_NO_ERROR, NULL, 0);
+    uint8_t buf[1500];
+    ngtcp2_pkt_info pi = {0};
+    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(c->quic, &c->path.path, &pi, buf,
+                                                        sizeof(buf), &ccerr, h3load_now());
+    if (n > 0)
+        (void)!send(c->fd, buf, (size_t)n, MSG_DONTWAIT);
+}
+
 /* Forgets `c`'s QUIC and HTTP/3 state; its requests in flight fail. */
 static void h3load_conn_close(struct h3load_conn *c, int epfd)
 {
@@ -743,8 +761,10 @@ int main(int argc, char **argv)
                         "conn %d: unfinished request, status %d, end %d, stream bytes %llu, "
                         "stream FIN %d\n",
                         i, r->status, r->ended, (unsigned long long)r->stream_bytes, r->quic_fin);
-    for (int i = 0; i < g.conns; i++)
+    for (int i = 0; i < g.conns; i++) {
+        h3load_conn_say_close(&conns[i]);
         h3load_conn_close(&conns[i], epfd);
+    }
     free(conns);
     free(g.samples);
     gnutls_certificate_free_credentials(g.cred);

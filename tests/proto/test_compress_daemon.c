@@ -188,6 +188,9 @@ static void backend_start(struct backend *b)
 static void backend_stop(struct backend *b)
 {
     atomic_store(&b->stop, true);
+    /* Wakes accept() at once (it fails from now on), instead of at the
+     * end of its 100 ms timeout: a case's stop is that much shorter. */
+    shutdown(b->fd, SHUT_RDWR);
     pthread_join(b->thread, NULL);
     close(b->fd);
 }

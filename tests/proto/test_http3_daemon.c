@@ -43,10 +43,7 @@ static uint8_t pattern(size_t i)
     return (uint8_t)((i * 131 + (i >> 11)) & 0xff);
 }
 
-struct backend {
-    int fd, port;
-    pthread_t thread;
-};
+static uint8_t big[BIG_LEN]; /* pattern(0) on, filled by backend_start() */
 
 /* POST /count: reads the body its Content-Length announces (`req`, `have`
  * bytes, holds the head and what came with it), each byte checked against
@@ -76,75 +73,58 @@ static void count_body(int fd, const char *req, size_t have)
     (void)!send(fd, answer, (size_t)n, MSG_NOSIGNAL);
 }
 
-/* Answers each connection's request with BIG_LEN bytes of pattern(), or
- * POST /count with what count_body() found. */
-static void *backend_run(void *arg)
+/* Answers a connection's request with BIG_LEN bytes of pattern(), or
+ * POST /count with what count_body() found (a test_backend serve(): each
+ * connection on a thread of its own, so that bulk_each_loss()'s clients
+ * running at once do not wait for each other's slow uploads). */
+static void backend_serve(int fd, void *data)
 {
-    struct backend *b = arg;
-    static uint8_t big[BIG_LEN];
+    (void)data;
+    char req[8192];
+    size_t have = 0;
+    while (have < sizeof(req) - 1) {
+        ssize_t n = recv(fd, req + have, sizeof(req) - 1 - have, 0);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        req[have] = '\0';
+        if (strstr(req, "\r\n\r\n") != NULL)
+            break;
+    }
+    char head[256];
+    if (have > 12 && strncmp(req, "POST /count ", 12) == 0) {
+        count_body(fd, req, have);
+        return;
+    }
+    /* GET /piece/K: PIECE_LEN bytes from pattern(K) on. */
+    const uint8_t *from = big;
+    size_t len = BIG_LEN;
+    if (have > 11 && strncmp(req, "GET /piece/", 11) == 0) {
+        size_t k = strtoul(req + 11, NULL, 10);
+        from = big + (k < BIG_LEN - PIECE_LEN ? k : 0);
+        len = PIECE_LEN;
+    }
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", len);
+    if (send(fd, head, (size_t)n, MSG_NOSIGNAL) == n)
+        for (size_t off = 0; off < len;) {
+            ssize_t sent = send(fd, from + off, len - off, MSG_NOSIGNAL);
+            if (sent <= 0)
+                break;
+            off += (size_t)sent;
+        }
+}
+
+static void backend_start(struct test_backend *b)
+{
     for (size_t i = 0; i < BIG_LEN; i++)
         big[i] = pattern(i);
-    for (;;) {
-        int fd = accept(b->fd, NULL, NULL);
-        if (fd < 0)
-            return NULL; /* closed: the case is over */
-        char req[8192];
-        size_t have = 0;
-        while (have < sizeof(req) - 1) {
-            ssize_t n = recv(fd, req + have, sizeof(req) - 1 - have, 0);
-            if (n <= 0)
-                break;
-            have += (size_t)n;
-            req[have] = '\0';
-            if (strstr(req, "\r\n\r\n") != NULL)
-                break;
-        }
-        char head[256];
-        if (have > 12 && strncmp(req, "POST /count ", 12) == 0) {
-            count_body(fd, req, have);
-            close(fd);
-            continue;
-        }
-        /* GET /piece/K: PIECE_LEN bytes from pattern(K) on. */
-        const uint8_t *from = big;
-        size_t len = BIG_LEN;
-        if (have > 11 && strncmp(req, "GET /piece/", 11) == 0) {
-            size_t k = strtoul(req + 11, NULL, 10);
-            from = big + (k < BIG_LEN - PIECE_LEN ? k : 0);
-            len = PIECE_LEN;
-        }
-        int n =
-            snprintf(head, sizeof(head),
-                     "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", len);
-        if (send(fd, head, (size_t)n, MSG_NOSIGNAL) == n)
-            for (size_t off = 0; off < len;) {
-                ssize_t sent = send(fd, from + off, len - off, MSG_NOSIGNAL);
-                if (sent <= 0)
-                    break;
-                off += (size_t)sent;
-            }
-        close(fd);
-    }
+    test_backend_start(b, "127.0.0.1", 0, backend_serve, NULL);
 }
 
-static void backend_start(struct backend *b)
+static void backend_stop(struct test_backend *b)
 {
-    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(b->fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(b->fd, 16), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
-    b->port = ntohs(addr.sin_port);
-    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_run, b), 0);
-}
-
-static void backend_stop(struct backend *b)
-{
-    shutdown(b->fd, SHUT_RDWR);
-    close(b->fd);
-    pthread_join(b->thread, NULL);
+    ck_assert(test_backend_stop(b, 5000));
 }
 
 /* -------------------------------------------------------------- helpers */
@@ -185,11 +165,12 @@ static void make_certificate(void)
 
 /* gtlsclient's requests for `uris` (one or more, space-separated) to
  * 127.0.0.1:port on one connection, with `extra` arguments, the answers
- * saved in DIR/dl/: returns its exit status (0: every stream completed). */
-static int h3_requests(int port, const char *uris, const char *extra)
+ * saved in DIR/`into`/: returns its exit status (0: every stream
+ * completed).  Safe on several threads at once, each into its own. */
+static int h3_requests_into(const char *into, int port, const char *uris, const char *extra)
 {
     char cmd[PATH_MAX + 8192], out[4096], dl[PATH_MAX];
-    test_daemon_file(dl, sizeof(dl), "dl");
+    test_daemon_file(dl, sizeof(dl), into);
     mkdir(dl, 0700);
     int n = snprintf(cmd, sizeof(cmd),
                      "timeout 30 gtlsclient -q --exit-on-all-streams-close --timeout=10s "
@@ -197,6 +178,12 @@ static int h3_requests(int port, const char *uris, const char *extra)
                      dl, extra, port, uris);
     ck_assert(n > 0 && (size_t)n < sizeof(cmd));
     return test_run(cmd, out, sizeof(out));
+}
+
+/* h3_requests_into() DIR/dl/. */
+static int h3_requests(int port, const char *uris, const char *extra)
+{
+    return h3_requests_into("dl", port, uris, extra);
 }
 
 /* gtlsclient's request for `path` (see h3_requests()). */
@@ -212,14 +199,14 @@ static int h3_get(int port, const char *path)
     return h3_request(port, path, "");
 }
 
-/* What h3_get() saved for `name`; free it. */
-static char *downloaded(const char *name, size_t *len)
+/* What gtlsclient saved for `name` in DIR/`from`/; free it. */
+static char *downloaded_from(const char *from, const char *name, size_t *len)
 {
     char path[PATH_MAX + 64], dl[PATH_MAX];
-    test_daemon_file(dl, sizeof(dl), "dl");
+    test_daemon_file(dl, sizeof(dl), from);
     snprintf(path, sizeof(path), "%s/%s", dl, name);
     FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "gtlsclient saved no %s", name);
+    ck_assert_msg(f != NULL, "gtlsclient saved no %s/%s", from, name);
     size_t cap = BIG_LEN + 1, n = 0;
     char *data = malloc(cap + 1);
     ck_assert_ptr_nonnull(data);
@@ -230,6 +217,12 @@ static char *downloaded(const char *name, size_t *len)
     data[n] = '\0';
     *len = n;
     return data;
+}
+
+/* What h3_get() saved for `name`; free it. */
+static char *downloaded(const char *name, size_t *len)
+{
+    return downloaded_from("dl", name, len);
 }
 
 /* The response head of a GET over the TLS listen on `port` (curl). */
@@ -288,6 +281,23 @@ static void write_config(struct test_daemon *d, int quic_port, int backend_port,
     write_config_workers(d, 2, quic_port, backend_port, extra);
 }
 
+/* A case's daemon (`workers`, write_config_workers() with `extra`) in
+ * front of the pattern backend, both started: the quic port, or 0 when
+ * the tools are missing (the case is skipped then, nothing started). */
+static int h3_case_start(struct test_backend *backend, struct test_daemon *d, unsigned workers,
+                         const char *extra)
+{
+    if (!have_tools())
+        return 0;
+    make_certificate();
+    backend_start(backend);
+    test_daemon_init(d, "h3");
+    int quic = free_udp_port();
+    write_config_workers(d, workers, quic, backend->port, extra);
+    test_daemon_start(d);
+    return quic;
+}
+
 /* The value of a metric line "NAME VALUE" in /metrics; -1 if absent. */
 static long long metric(struct test_daemon *d, const char *name)
 {
@@ -317,16 +327,11 @@ static double metric_real(struct test_daemon *d, const char *name)
  * add_header sets it empty. */
 START_TEST(serves_http3)
 {
-    if (!have_tools())
-        return;
-    make_certificate();
-    struct backend backend;
-    backend_start(&backend);
+    struct test_backend backend;
     struct test_daemon d;
-    test_daemon_init(&d, "h3");
-    int quic = free_udp_port();
-    write_config(&d, quic, backend.port, "");
-    test_daemon_start(&d);
+    int quic = h3_case_start(&backend, &d, 2, "");
+    if (quic == 0)
+        return;
     ck_assert_int_eq(d.port, quic); /* its "listening on ... quic" line comes last */
 
     ck_assert_int_eq(h3_get(quic, "/"), 0);
@@ -380,55 +385,53 @@ END_TEST
 #endif
 #define STREAMS 100
 
-/* With `loss` of the datagrams lost each way: a 1 MB GET, a POST of
- * `post_len` bytes through the proxy checked byte for byte by the backend,
- * and STREAMS GETs of PIECE_LEN on one connection, each byte checked. */
-static void bulk_at(int quic, double loss, size_t post_len)
-{
-    char dl[PATH_MAX + 32], args[PATH_MAX + 128], data[PATH_MAX + 32];
-    test_daemon_file(dl, sizeof(dl), "dl");
-    char cmd[2 * PATH_MAX], out[256];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dl);
-    ck_assert_int_eq(test_run(cmd, out, sizeof(out)), 0);
+/* One gtlsclient connection of bulk_each_loss(), on a thread of its own:
+ * `uris` with `args` (whose loss is `loss`) saved in DIR/`into`/, and its
+ * exit status. */
+struct bulk_conn {
+    int quic;
+    double loss;
+    const char *into, *uris;
+    char args[PATH_MAX + 128];
+    int status;
+};
 
-    snprintf(args, sizeof(args), "-t %g -r %g", loss, loss);
-    ck_assert_msg(h3_request(quic, "/big", args) == 0, "GET /big at %g loss", loss);
+static void *bulk_conn_main(void *arg)
+{
+    struct bulk_conn *c = arg;
+    c->status = h3_requests_into(c->into, c->quic, c->uris, c->args);
+    return NULL;
+}
+
+/* What the connections of one loss saved into DIR/`from`/, each byte
+ * checked: `get` the 1 MB GET, `post` the POST of post_len bytes, `pieces`
+ * the STREAMS GETs of PIECE_LEN. */
+static void bulk_check(const char *from, double loss, const struct bulk_conn *get,
+                       const struct bulk_conn *post, const struct bulk_conn *pieces,
+                       size_t post_len)
+{
+    ck_assert_msg(get->status == 0, "GET /big at %g loss: exit %d", loss, get->status);
     size_t len;
-    char *body = downloaded("big", &len);
+    char *body = downloaded_from(from, "big", &len);
     ck_assert_uint_eq(len, BIG_LEN);
     for (size_t i = 0; i < len; i++)
         if ((uint8_t)body[i] != pattern(i))
             ck_abort_msg("byte %zu differs at %g loss", i, loss);
     free(body);
 
-    test_daemon_file(data, sizeof(data), "post");
-    FILE *f = fopen(data, "wb");
-    ck_assert_ptr_nonnull(f);
-    for (size_t i = 0; i < post_len; i++)
-        fputc(pattern(i), f);
-    fclose(f);
-    /* The client sends this one: with its default CUBIC, 20% loss keeps
-     * its window small for long; BBR does not read loss as congestion. */
-    snprintf(args, sizeof(args), "--cc=bbr -m POST -t %g -r %g -d %s", loss, loss, data);
-    ck_assert_msg(h3_request(quic, "/count", args) == 0, "POST at %g loss", loss);
-    body = downloaded("count", &len);
+    ck_assert_msg(post->status == 0, "POST at %g loss: exit %d", loss, post->status);
+    body = downloaded_from(from, "count", &len);
     char want[64];
     snprintf(want, sizeof(want), "len=%zu", post_len);
     ck_assert_msg(strcmp(body, want) == 0, "got \"%s\" at %g loss", body, loss);
     free(body);
 
-    static char uris[STREAMS * 40];
-    size_t at = 0;
-    for (unsigned k = 1; k <= STREAMS; k++)
-        at += (size_t)snprintf(uris + at, sizeof(uris) - at, "%shttps://localhost/piece/%u",
-                               k > 1 ? " " : "", k);
-    ck_assert_uint_lt(at, sizeof(uris));
-    snprintf(args, sizeof(args), "-t %g -r %g", loss, loss);
-    ck_assert_msg(h3_requests(quic, uris, args) == 0, "%d streams at %g loss", STREAMS, loss);
+    ck_assert_msg(pieces->status == 0, "%d streams at %g loss: exit %d", STREAMS, loss,
+                  pieces->status);
     for (unsigned k = 1; k <= STREAMS; k++) {
         char name[32];
         snprintf(name, sizeof(name), "%u", k);
-        body = downloaded(name, &len);
+        body = downloaded_from(from, name, &len);
         ck_assert_msg(len == PIECE_LEN, "stream %u: %zu bytes at %g loss", k, len, loss);
         for (size_t i = 0; i < len; i++)
             if ((uint8_t)body[i] != pattern(k + i))
@@ -437,23 +440,60 @@ static void bulk_at(int quic, double loss, size_t post_len)
     }
 }
 
-/* bulk_at() with no loss, 5% and 20% each way, on one daemon. */
+/* With no loss, 5% and 20% of the datagrams lost each way, on one daemon:
+ * a 1 MB GET, a POST of POST_LEN through the proxy checked byte for byte
+ * by the backend, and STREAMS GETs of PIECE_LEN on one connection, each
+ * byte checked.  The nine connections run at once: most of a lossy one's
+ * time is the client's and the daemon's loss-recovery timers, not CPU, so
+ * the case takes about as long as its slowest connection. */
 START_TEST(bulk_each_loss)
 {
-    if (!have_tools())
-        return;
-    make_certificate();
-    struct backend backend;
-    backend_start(&backend);
+    struct test_backend backend;
     struct test_daemon d;
-    test_daemon_init(&d, "h3");
-    int quic = free_udp_port();
-    write_config(&d, quic, backend.port, "client_max_body_size 16m;\n");
-    test_daemon_start(&d);
+    int quic = h3_case_start(&backend, &d, 2, "client_max_body_size 16m;\n");
+    if (quic == 0)
+        return;
 
-    bulk_at(quic, 0, POST_LEN);
-    bulk_at(quic, 0.05, POST_LEN);
-    bulk_at(quic, 0.2, POST_LEN);
+    char post[PATH_MAX + 32];
+    test_daemon_file(post, sizeof(post), "post");
+    FILE *f = fopen(post, "wb");
+    ck_assert_ptr_nonnull(f);
+    for (size_t i = 0; i < POST_LEN; i++)
+        fputc(pattern(i), f);
+    fclose(f);
+    static char uris[STREAMS * 40];
+    size_t at = 0;
+    for (unsigned k = 1; k <= STREAMS; k++)
+        at += (size_t)snprintf(uris + at, sizeof(uris) - at, "%shttps://localhost/piece/%u",
+                               k > 1 ? " " : "", k);
+    ck_assert_uint_lt(at, sizeof(uris));
+
+    static const double losses[] = {0, 0.05, 0.2};
+    static const char *const dirs[] = {"dl0", "dl5", "dl20"};
+    static struct bulk_conn conns[3][3]; /* [loss][the GET, the POST, the pieces] */
+    pthread_t threads[3][3];
+    for (int l = 0; l < 3; l++) {
+        double loss = losses[l];
+        for (int k = 0; k < 3; k++)
+            conns[l][k] = (struct bulk_conn){.quic = quic, .loss = loss, .into = dirs[l]};
+        conns[l][0].uris = "https://localhost/big";
+        snprintf(conns[l][0].args, sizeof(conns[l][0].args), "-t %g -r %g", loss, loss);
+        /* The client sends this one: with its default CUBIC, 20% loss
+         * keeps its window small for long; BBR does not read loss as
+         * congestion. */
+        conns[l][1].uris = "https://localhost/count";
+        snprintf(conns[l][1].args, sizeof(conns[l][1].args), "--cc=bbr -m POST -t %g -r %g -d %s",
+                 loss, loss, post);
+        conns[l][2].uris = uris;
+        snprintf(conns[l][2].args, sizeof(conns[l][2].args), "-t %g -r %g", loss, loss);
+        for (int k = 0; k < 3; k++)
+            ck_assert_int_eq(pthread_create(&threads[l][k], NULL, bulk_conn_main, &conns[l][k]), 0);
+    }
+    for (int l = 0; l < 3; l++)
+        for (int k = 0; k < 3; k++)
+            pthread_join(threads[l][k], NULL);
+    for (int l = 0; l < 3; l++)
+        bulk_check(dirs[l], losses[l], &conns[l][0], &conns[l][1], &conns[l][2], POST_LEN);
 
     char path[PATH_MAX + 32], want[96];
     snprintf(path, sizeof(path), "%s/access.log", test_daemon_dir());
@@ -470,16 +510,11 @@ END_TEST
  * connections from the new generation, and is not bound again. */
 START_TEST(reload_keeps_port)
 {
-    if (!have_tools())
-        return;
-    make_certificate();
-    struct backend backend;
-    backend_start(&backend);
+    struct test_backend backend;
     struct test_daemon d;
-    test_daemon_init(&d, "h3");
-    int quic = free_udp_port();
-    write_config(&d, quic, backend.port, "");
-    test_daemon_start(&d);
+    int quic = h3_case_start(&backend, &d, 2, "");
+    if (quic == 0)
+        return;
     ck_assert_int_eq(h3_get(quic, "/"), 0);
     kill(d.pid, SIGHUP);
     test_daemon_wait_generation(&d, 2);
@@ -514,16 +549,11 @@ END_TEST
  * land on their owner once in 65536 runs. */
 static void migrate(const char *extra, bool steered)
 {
-    if (!have_tools())
-        return;
-    make_certificate();
-    struct backend backend;
-    backend_start(&backend);
+    struct test_backend backend;
     struct test_daemon d;
-    test_daemon_init(&d, "h3");
-    int quic = free_udp_port();
-    write_config_workers(&d, 4, quic, backend.port, extra);
-    test_daemon_start(&d);
+    int quic = h3_case_start(&backend, &d, 4, extra);
+    if (quic == 0)
+        return;
     for (int i = 0; i < 8; i++) {
         char dl[PATH_MAX + 32];
         test_daemon_file(dl, sizeof(dl), "dl/big");
@@ -716,20 +746,15 @@ END_TEST
  * then; the Retries are counted, no token refused. */
 START_TEST(retry_then_served)
 {
-    if (!have_tools())
-        return;
-    make_certificate();
-    struct backend backend;
-    backend_start(&backend);
-    struct test_daemon d;
-    test_daemon_init(&d, "h3");
-    int quic = free_udp_port();
     char key[PATH_MAX + 32], extra[PATH_MAX + 64];
     test_daemon_file(key, sizeof(key), "host.key");
     test_write_file(key, "0123456789abcdef0123456789abcdef0123456789\n");
     snprintf(extra, sizeof(extra), "quic_retry on;\nquic_host_key %s;\n", key);
-    write_config(&d, quic, backend.port, extra);
-    test_daemon_start(&d);
+    struct test_backend backend;
+    struct test_daemon d;
+    int quic = h3_case_start(&backend, &d, 2, extra);
+    if (quic == 0)
+        return;
     for (int i = 0; i < 2; i++) {
         char dl[PATH_MAX + 32];
         test_daemon_file(dl, sizeof(dl), "dl/index.html");
@@ -768,22 +793,17 @@ END_TEST
  * GET is served after the handshake. */
 START_TEST(returning_client_resumes_in_0rtt)
 {
-    if (!have_tools())
-        return;
-    make_certificate();
-    struct backend backend;
-    backend_start(&backend);
-    struct test_daemon d;
-    test_daemon_init(&d, "h3");
-    int quic = free_udp_port();
     char key[PATH_MAX + 32], extra[PATH_MAX + 96];
     test_daemon_file(key, sizeof(key), "host.key");
     test_write_file(key, "0123456789abcdef0123456789abcdef0123456789\n");
     snprintf(extra, sizeof(extra), "quic_retry on;\nquic_host_key %s;\nssl_early_data on;\n", key);
     /* One worker: another's endpoint, made at its first datagram, after
      * the ticket, would refuse its early data as the reload's does. */
-    write_config_workers(&d, 1, quic, backend.port, extra);
-    test_daemon_start(&d);
+    struct test_backend backend;
+    struct test_daemon d;
+    int quic = h3_case_start(&backend, &d, 1, extra);
+    if (quic == 0)
+        return;
     char files[3 * PATH_MAX + 64], session[PATH_MAX], tp[PATH_MAX], token[PATH_MAX];
     test_daemon_file(session, sizeof(session), "session.pem");
     test_daemon_file(tp, sizeof(tp), "tp");
@@ -1192,16 +1212,11 @@ END_TEST
 /* http3 off: the quic listen opens no socket, and no Alt-Svc is sent. */
 START_TEST(http3_off)
 {
-    if (!have_tools())
-        return;
-    make_certificate();
-    struct backend backend;
-    backend_start(&backend);
+    struct test_backend backend;
     struct test_daemon d;
-    test_daemon_init(&d, "h3");
-    int quic = free_udp_port();
-    write_config(&d, quic, backend.port, "http3 off;\n");
-    test_daemon_start(&d);
+    int quic = h3_case_start(&backend, &d, 2, "http3 off;\n");
+    if (quic == 0)
+        return;
     char *log = test_daemon_log(&d);
     ck_assert_ptr_null(strstr(log, " quic\n"));
     free(log);

@@ -698,6 +698,21 @@ START_TEST(misdirected_requests_get_421)
 }
 END_TEST
 
+/* DIR/sni/ (its path in `dir`), for a tls_certificate named by
+ * $ssl_server_name: links[i][0] in it links to the test certificate or
+ * key links[i][1]. */
+static void sni_dir(char *dir, size_t size, const char *const links[][2], int count)
+{
+    test_daemon_file(dir, size, "sni");
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    for (int i = 0; i < count; i++) {
+        char link[PATH_MAX + 64], target[PATH_MAX + 64];
+        snprintf(link, sizeof(link), "%s/%s", dir, links[i][0]);
+        snprintf(target, sizeof(target), "%s/%s", certs_dir, links[i][1]);
+        ck_assert_int_eq(symlink(target, link), 0);
+    }
+}
+
 /* A server whose tls_certificate names its files by the SNI name reads
  * each name's pair in the handshake that first asks for it: a.test and
  * x.b.test have files (links to the test certificates), y.b.test has none
@@ -705,18 +720,12 @@ END_TEST
  * file replaced after it was read is not read again (the cache). */
 START_TEST(tls_certificate_named_by_sni)
 {
-    char dir[PATH_MAX], link[PATH_MAX + 64], target[PATH_MAX + 64];
-    test_daemon_file(dir, sizeof(dir), "sni");
-    ck_assert_int_eq(mkdir(dir, 0755), 0);
     static const char *const links[][2] = {
         {"a.test.pem", "a.pem"},   {"a.test.key", "a.key"},   {"x.b.test.pem", "b.pem"},
         {"x.b.test.key", "b.key"}, {"c.b.test.pem", "a.pem"}, {"c.b.test.key", "b.key"},
     };
-    for (int i = 0; i < COUNT(links); i++) {
-        snprintf(link, sizeof(link), "%s/%s", dir, links[i][0]);
-        snprintf(target, sizeof(target), "%s/%s", certs_dir, links[i][1]);
-        ck_assert_int_eq(symlink(target, link), 0);
-    }
+    char dir[PATH_MAX], link[PATH_MAX + 64], target[PATH_MAX + 64];
+    sni_dir(dir, sizeof(dir), links, COUNT(links));
     int port = free_port();
     struct test_daemon d;
     start(&d, "corral",
@@ -2436,9 +2445,6 @@ END_TEST
  * before. */
 START_TEST(certificates_named_by_sni_are_stapled)
 {
-    char dir[PATH_MAX], link[PATH_MAX + 64], target[PATH_MAX + 64];
-    test_daemon_file(dir, sizeof(dir), "sni");
-    ck_assert_int_eq(mkdir(dir, 0755), 0);
     static const char *const links[][2] = {
         {"ocsp.test.pem", "ocsp.pem"},
         {"ocsp.test.key", "ocsp.key"},
@@ -2447,14 +2453,11 @@ START_TEST(certificates_named_by_sni_are_stapled)
         {"a.test.pem", "a.pem"},
         {"a.test.key", "a.key"},
     };
+    char dir[PATH_MAX];
+    sni_dir(dir, sizeof(dir), links, COUNT(links));
     /* 0: tls_stapling on; 1: off, and the must-staple ones are stapled
      * all the same (ocsp.test and revoked.test), a.test not. */
     bool stapling = _i == 0;
-    for (int i = 0; i < COUNT(links); i++) {
-        snprintf(link, sizeof(link), "%s/%s", dir, links[i][0]);
-        snprintf(target, sizeof(target), "%s/%s", certs_dir, links[i][1]);
-        ck_assert_int_eq(symlink(target, link), 0);
-    }
     int port = free_port(), responder = free_port();
     pid_t pid = ocsp_responder_start(responder, OCSP_INDEX);
     struct test_daemon d;
