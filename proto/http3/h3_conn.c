@@ -90,9 +90,9 @@ static int on_handshake_completed(ngtcp2_conn *quic, void *user)
     if (gnutls_alpn_get_selected_protocol(conn->tls, &alpn) != 0 || alpn.size != 2 ||
         memcmp(alpn.data, "h3", 2) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
-    conn->ep->handshakes++;
+    conn->ep->count[H3_HANDSHAKES]++;
     if (gnutls_session_is_resumed(conn->tls))
-        conn->ep->resumed++;
+        conn->ep->count[H3_RESUMED]++;
     handshake_over(conn);
     conn->validated = true;
     /* A token for the client's next connections (RFC 9000 8.1.3): its
@@ -484,7 +484,7 @@ static void check_amplification(struct h3_conn *conn)
     uint64_t budget = 3 * conn->unvalidated_in;
     if (conn->unvalidated_out + NGTCP2_MAX_UDP_PAYLOAD_SIZE > budget) {
         conn->amplification_limited = true;
-        conn->ep->amplification_limited++;
+        conn->ep->count[H3_AMPLIFICATION_LIMITED]++;
     }
 }
 

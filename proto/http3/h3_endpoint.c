@@ -319,7 +319,7 @@ static int anti_replay_add(void *ptr, time_t exp_time, const gnutls_datum_t *key
             continue;
         }
         if (memcmp(e->digest, digest, sizeof(digest)) == 0) {
-            ep->replays++;
+            ep->count[H3_REPLAYS]++;
             return GNUTLS_E_DB_ENTRY_EXISTS;
         }
     }
@@ -445,27 +445,23 @@ int h3_host_key_ticket_key(const uint8_t *key, size_t len, uint8_t ticket_key[H3
     return 0;
 }
 
-void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out)
+const struct h3_counter_info h3_counter_info[H3_COUNTER_COUNT] = {
+#define H3_COUNTER_INFO(id, kind, name, help) [H3_##id] = {kind, name, help},
+    H3_COUNTERS(H3_COUNTER_INFO)
+#undef H3_COUNTER_INFO
+};
+
+void h3_endpoint_counters(const struct h3_endpoint *ep, uint64_t out[H3_COUNTER_COUNT])
 {
-    *out = (struct h3_endpoint_counters){.sent = ep->retries_sent,
-                                         .refused = ep->tokens_refused,
-                                         .resets = ep->resets_sent,
-                                         .flood_retries = ep->flood_retries,
-                                         .new_tokens_sent = ep->new_tokens_sent,
-                                         .new_tokens_taken = ep->new_tokens_taken,
-                                         .amplification_limited = ep->amplification_limited,
-                                         .handshaking = ep->handshaking,
-                                         .early_requests = ep->early_requests,
-                                         .too_early = ep->too_early,
-                                         .replays = ep->replays,
-                                         .resumed = ep->resumed,
-                                         .version_negotiations = ep->version_negotiations,
-                                         .resets_limited = ep->resets_limited};
+    memcpy(out + H3_FIRST_ENDPOINT_COUNTER, ep->count + H3_FIRST_ENDPOINT_COUNTER,
+           (H3_COUNTER_COUNT - H3_FIRST_ENDPOINT_COUNTER) * sizeof(*out));
+    out[H3_CONNECTIONS] = ep->conn_count;
+    out[H3_HANDSHAKING] = ep->handshaking;
 }
 
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep)
 {
-    return ep->handshakes;
+    return ep->count[H3_HANDSHAKES];
 }
 
 size_t h3_endpoint_conn_count(const struct h3_endpoint *ep)
@@ -554,7 +550,7 @@ static int send_retry(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd, const str
     if (n < 0)
         return -ENOENT;
     ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n, 0);
-    ep->retries_sent++;
+    ep->count[H3_RETRIES]++;
     return 0;
 }
 
@@ -580,7 +576,7 @@ static void send_stateless_reset(struct h3_endpoint *ep, const ngtcp2_version_ci
         ep->resets_in_second = 0;
     }
     if (ep->resets_in_second >= limit) {
-        ep->resets_limited++;
+        ep->count[H3_RESETS_LIMITED]++;
         return;
     }
     ep->resets_in_second++;
@@ -597,7 +593,7 @@ static void send_stateless_reset(struct h3_endpoint *ep, const ngtcp2_version_ci
     if (n <= 0)
         return;
     ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n, 0);
-    ep->resets_sent++;
+    ep->count[H3_RESETS]++;
 }
 
 /* A client Initial whose Retry token does not verify: closed at once
@@ -608,7 +604,7 @@ static void send_invalid_token(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
                                const struct sockaddr *local, socklen_t local_len,
                                const struct sockaddr *peer, socklen_t peer_len)
 {
-    ep->tokens_refused++;
+    ep->count[H3_TOKENS_REFUSED]++;
     uint8_t pkt[NGTCP2_MAX_UDP_PAYLOAD_SIZE];
     ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(pkt, sizeof(pkt), hd->version, &hd->scid,
                                                           &hd->dcid, NGTCP2_INVALID_TOKEN, NULL, 0);
@@ -637,7 +633,7 @@ static void send_version_negotiation(struct h3_endpoint *ep, const ngtcp2_versio
     if (n <= 0)
         return;
     ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n, 0);
-    ep->version_negotiations++;
+    ep->count[H3_VERSION_NEGOTIATIONS]++;
 }
 
 /* Whether the Initial's Retry token (its magic byte checked) is one of
@@ -675,7 +671,7 @@ int h3_endpoint_new_token(struct h3_endpoint *ep, const struct sockaddr *peer, s
         (ngtcp2_socklen)peer_len, h3_conn_now());
     if (n < 0)
         return -1;
-    ep->new_tokens_sent++;
+    ep->count[H3_NEW_TOKENS_SENT]++;
     return (int)n;
 }
 
@@ -739,12 +735,12 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
         } else if (hd.token.len > 0 && hd.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR &&
                    new_token_valid(ep, &hd, peer, peer_len)) {
             validated = true;
-            ep->new_tokens_taken++;
+            ep->count[H3_NEW_TOKENS_TAKEN]++;
         }
         if (!validated && wants_retry(ep)) {
             int sent = send_retry(ep, &hd, local, local_len, peer, peer_len);
             if (sent == 0 && !ep->config.retry)
-                ep->flood_retries++;
+                ep->count[H3_FLOOD_RETRIES]++;
             return sent;
         }
         conn = h3_conn_accept(ep, &hd, retried ? &odcid : NULL, validated, local, local_len, peer,

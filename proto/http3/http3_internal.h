@@ -47,16 +47,15 @@ struct h3_endpoint {
     struct h3_cid_entry *buckets[H3_CID_BUCKETS];
     struct h3_conn *conns; /* open ones */
     size_t conn_count;
-    uint64_t handshakes; /* completed, for h3_endpoint_handshakes() */
-    uint64_t retries_sent, tokens_refused, resets_sent;
+    /* Its counters, by enum h3_counter (the endpoint's, from
+     * H3_FIRST_ENDPOINT_COUNTER; the gauges are read when asked). */
+    uint64_t count[H3_COUNTER_COUNT];
     uint8_t token_secret[32]; /* config.token_secret's, or random */
     /* h3_endpoint_drain(): no new connection; `drained` once none is left. */
     bool draining;
     void (*drained)(void *arg);
     void *drained_arg;
-    corral_timer *drain_timer; /* the GOAWAY stages' */
-    uint64_t flood_retries, new_tokens_sent, new_tokens_taken;
-    uint64_t amplification_limited;        /* connections that reached the 3x limit */
+    corral_timer *drain_timer;             /* the GOAWAY stages' */
     size_t handshaking;                    /* connections whose handshake has not completed */
     uint8_t ticket_key[H3_TICKET_KEY_LEN]; /* config.ticket_key's, or random */
     gnutls_datum_t ticket_datum;           /* points at it */
@@ -64,8 +63,6 @@ struct h3_endpoint {
      * has seen (SHA-256 of its key, until their expiry), open addressing. */
     gnutls_anti_replay_t anti_replay;
     struct h3_replay_entry *replays_seen;
-    uint64_t early_requests, too_early, replays, resumed;
-    uint64_t version_negotiations, resets_limited;
     uint64_t reset_second; /* the second the count below is of */
     unsigned resets_in_second;
 };
