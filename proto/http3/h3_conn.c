@@ -334,8 +334,10 @@ static void send_close(struct h3_conn *conn)
     ngtcp2_pkt_info pi;
     ngtcp2_ssize n = ngtcp2_conn_write_connection_close(conn->quic, &ps.path, &pi, buf, sizeof(buf),
                                                         &conn->ccerr, h3_conn_now());
-    if (n > 0)
-        send_packet(conn, &ps.path, buf, (size_t)n);
+    if (n <= 0)
+        return;
+    send_packet(conn, &ps.path, buf, (size_t)n);
+    h3_closing_begin(conn, buf, (size_t)n);
 }
 
 /* Datagrams written one after the other into one buffer, sent as one
@@ -589,6 +591,9 @@ void h3_conn_input(struct h3_conn *conn, const struct sockaddr *local, socklen_t
     if (rc != 0) {
         switch (rc) {
         case NGTCP2_ERR_DRAINING: /* the peer closed: nothing more to say */
+            h3_closing_begin(conn, NULL, 0);
+            h3_conn_free(conn);
+            return;
         case NGTCP2_ERR_DROP_CONN:
         case NGTCP2_ERR_RETRY: h3_conn_free(conn); return;
         case NGTCP2_ERR_CRYPTO:

@@ -144,7 +144,7 @@ static bool cid_equal(const ngtcp2_cid *a, const uint8_t *data, size_t len)
     return a->datalen == len && memcmp(a->data, data, len) == 0;
 }
 
-static struct h3_conn *find(const struct h3_endpoint *ep, const uint8_t *data, size_t len)
+static struct h3_cid_entry *find(const struct h3_endpoint *ep, const uint8_t *data, size_t len)
 {
     ngtcp2_cid cid;
     if (len > NGTCP2_MAX_CIDLEN)
@@ -152,7 +152,7 @@ static struct h3_conn *find(const struct h3_endpoint *ep, const uint8_t *data, s
     ngtcp2_cid_init(&cid, data, len);
     for (struct h3_cid_entry *e = ep->buckets[bucket_of(&cid)]; e != NULL; e = e->next)
         if (cid_equal(&e->cid, data, len))
-            return e->conn;
+            return e;
     return NULL;
 }
 
@@ -188,12 +188,32 @@ void h3_endpoint_remove_conn(struct h3_endpoint *ep, struct h3_conn *conn)
     for (size_t b = 0; b < H3_CID_BUCKETS; b++) {
         struct h3_cid_entry **p = &ep->buckets[b];
         while (*p != NULL) {
-            if ((*p)->conn == conn) {
-                struct h3_cid_entry *e = *p;
+            struct h3_cid_entry *e = *p;
+            if (e->conn == conn && conn->closing != NULL) {
+                e->conn = NULL;
+                e->closing = conn->closing;
+            } else if (e->conn == conn) {
+                *p = e->next;
+                free(e);
+                continue;
+            }
+            p = &e->next;
+        }
+    }
+}
+
+void h3_endpoint_remove_closing(struct h3_endpoint *ep, const struct h3_closing *rec)
+{
+    /* A walk over the table, as for a connection. */
+    for (size_t b = 0; b < H3_CID_BUCKETS; b++) {
+        struct h3_cid_entry **p = &ep->buckets[b];
+        while (*p != NULL) {
+            struct h3_cid_entry *e = *p;
+            if (e->conn == NULL && e->closing == rec) {
                 *p = e->next;
                 free(e);
             } else {
-                p = &(*p)->next;
+                p = &e->next;
             }
         }
     }
@@ -405,6 +425,7 @@ void h3_endpoint_free(struct h3_endpoint *ep)
         corral_timer_free(ep->drain_timer);
     while (ep->conns != NULL)
         h3_conn_free(ep->conns);
+    h3_closing_free_all(ep);
     for (size_t b = 0; b < H3_CID_BUCKETS; b++)
         assert(ep->buckets[b] == NULL);
     free_credentials(ep);
@@ -457,6 +478,7 @@ void h3_endpoint_counters(const struct h3_endpoint *ep, uint64_t out[H3_COUNTER_
            (H3_COUNTER_COUNT - H3_FIRST_ENDPOINT_COUNTER) * sizeof(*out));
     out[H3_CONNECTIONS] = ep->conn_count;
     out[H3_HANDSHAKING] = ep->handshaking;
+    out[H3_CLOSING] = ep->closing_count;
 }
 
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep)
@@ -703,7 +725,15 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
     }
     if (rc != 0) /* garbage */
         return -ENOENT;
-    struct h3_conn *conn = find(ep, vc.dcid, vc.dcidlen);
+    /* Closing periods over by now end first (their records are few, and
+     * the oldest is at the head). */
+    if (ep->closing_head != NULL)
+        h3_closing_reap(ep, h3_conn_now());
+    struct h3_cid_entry *entry = find(ep, vc.dcid, vc.dcidlen);
+    if (entry != NULL && entry->conn == NULL &&
+        h3_closing_input(ep, entry->closing, local, local_len, peer, peer_len))
+        return 0;
+    struct h3_conn *conn = entry != NULL ? entry->conn : NULL;
     if (conn == NULL) {
         ngtcp2_pkt_hd hd;
         /* Only a client's Initial opens a connection (RFC 9000 7.2:

@@ -112,6 +112,11 @@ struct h3_endpoint_config {
      * a connection no longer known, and costs a token's HMAC); beyond,
      * such packets are dropped unanswered and counted.  0: 100. */
     unsigned max_resets_per_second;
+    /* Connections kept in their closing or draining period (RFC 9000
+     * 10.2: three PTOs after the close, their IDs answered with their
+     * CONNECTION_CLOSE) at most; beyond, the oldest period ends early.
+     * 0: 1024. */
+    unsigned max_closing;
 };
 
 /* The token and stateless-reset keys (32 bytes each) from a host key's
@@ -219,7 +224,13 @@ uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep);
       "Packets of unknown connections left unanswered: over a worker's 100 stateless resets per "  \
       "second.")                                                                                   \
     X(VERSION_NEGOTIATIONS, H3_KIND_COUNTER, "corral_quic_version_negotiations_total",             \
-      "Version Negotiation packets sent for Initials of a version other than QUIC v1.")
+      "Version Negotiation packets sent for Initials of a version other than QUIC v1.")            \
+    X(CLOSING, H3_KIND_GAUGE, "corral_quic_closing_connections",                                   \
+      "QUIC connections closed and in their closing or draining period (RFC 9000 10.2).")          \
+    X(CLOSES_REPEATED, H3_KIND_COUNTER, "corral_quic_closes_repeated_total",                       \
+      "CONNECTION_CLOSE datagrams sent again for packets of a connection in its closing period.")  \
+    X(CLOSING_EVICTED, H3_KIND_COUNTER, "corral_quic_closing_evicted_total",                       \
+      "Closing periods cut short: a worker's bound of closed connections kept was reached.")
 
 enum h3_counter_kind { H3_KIND_COUNTER, H3_KIND_GAUGE, H3_KIND_SECONDS };
 

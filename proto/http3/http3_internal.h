@@ -19,10 +19,25 @@
 
 #include <stdint.h>
 
-/* One entry of the endpoint's table: a connection ID and its owner. */
+/* A connection in its closing or draining period (h3_closing.c). */
+struct h3_closing {
+    struct h3_closing *prev, *next; /* the endpoint's, oldest first */
+    uint64_t expires;               /* h3_conn_now(): three PTOs after the close */
+    uint64_t packets;               /* received for it since */
+    size_t len;                     /* its CONNECTION_CLOSE datagram's; 0: drop them */
+    uint8_t pkt[];
+};
+
+/* Records kept per endpoint at most (config.max_closing's default): the
+ * oldest goes first beyond. */
+#define H3_CLOSING_MAX 1024
+
+/* One entry of the endpoint's table: a connection ID and its owner, an
+ * open connection or (conn NULL) a closed one's record. */
 struct h3_cid_entry {
     struct h3_cid_entry *next; /* in its bucket */
     struct h3_conn *conn;
+    struct h3_closing *closing;
     ngtcp2_cid cid;
 };
 
@@ -55,8 +70,10 @@ struct h3_endpoint {
     bool draining;
     void (*drained)(void *arg);
     void *drained_arg;
-    corral_timer *drain_timer;             /* the GOAWAY stages' */
-    size_t handshaking;                    /* connections whose handshake has not completed */
+    corral_timer *drain_timer; /* the GOAWAY stages' */
+    size_t handshaking;        /* connections whose handshake has not completed */
+    struct h3_closing *closing_head, *closing_tail; /* oldest first */
+    size_t closing_count;
     uint8_t ticket_key[H3_TICKET_KEY_LEN]; /* config.ticket_key's, or random */
     gnutls_datum_t ticket_datum;           /* points at it */
     /* With early_data: GnuTLS's anti-replay, and the ClientHellos it
@@ -83,8 +100,27 @@ gnutls_certificate_credentials_t h3_endpoint_credentials(const struct h3_endpoin
  * Returns its length, or -1. */
 int h3_endpoint_new_token(struct h3_endpoint *ep, const struct sockaddr *peer, socklen_t peer_len,
                           uint8_t token[NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN]);
-/* Takes every ID of `conn` out. */
+/* Takes every ID of `conn` out, or, once it has a closing record
+ * (conn->closing), files them as the record's. */
 void h3_endpoint_remove_conn(struct h3_endpoint *ep, struct h3_conn *conn);
+/* Takes every ID of a closing record out. */
+void h3_endpoint_remove_closing(struct h3_endpoint *ep, const struct h3_closing *rec);
+
+/* h3_closing.c */
+/* `conn`, about to be freed, enters its closing period with the
+ * CONNECTION_CLOSE datagram it sent (`len` bytes), or its draining
+ * period (`len` 0: the peer closed).  Its IDs lead to the record from
+ * h3_conn_free() on, for three PTOs. */
+void h3_closing_begin(struct h3_conn *conn, const uint8_t *pkt, size_t len);
+/* A datagram from `peer` for a record's ID: its CONNECTION_CLOSE again,
+ * at a falling rate, or nothing.  Returns false when the record had
+ * expired (it is freed: the datagram is as one of no connection). */
+bool h3_closing_input(struct h3_endpoint *ep, struct h3_closing *rec, const struct sockaddr *local,
+                      socklen_t local_len, const struct sockaddr *peer, socklen_t peer_len);
+/* Frees the records whose period is over by `now` (oldest first). */
+void h3_closing_reap(struct h3_endpoint *ep, uint64_t now);
+/* Frees every record (the endpoint goes). */
+void h3_closing_free_all(struct h3_endpoint *ep);
 /* A connection of it was freed: tells a drain's `done` once none is left. */
 void h3_endpoint_conn_gone(struct h3_endpoint *ep);
 
@@ -166,6 +202,7 @@ struct h3_conn {
     size_t stream_count;
     unsigned streams_begun;
     ngtcp2_connection_close_error ccerr; /* what its CONNECTION_CLOSE says */
+    struct h3_closing *closing;          /* its record, once it has closed */
     bool flush_scheduled;                /* a flush deferred to the loop's turn */
     bool gone;                           /* freed but for the struct, which that flush frees */
     bool listed;                         /* in the endpoint's list */

@@ -1910,6 +1910,128 @@ START_TEST(stateless_resets_limited_per_second)
 }
 END_TEST
 
+/* ------------------------------------------ closing and draining periods */
+
+/* A short-header datagram for the server's ID `cid`, the rest random (60
+ * bytes: long enough to earn a stateless reset).  Returns how many
+ * datagrams answered it, the first in *out (when not NULL). */
+static size_t input_for_cid(const ngtcp2_cid *cid, struct datagram *out)
+{
+    uint8_t pkt[60];
+    ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_NONCE, pkt, sizeof(pkt)), 0);
+    pkt[0] = 0x40; /* short header */
+    memcpy(pkt + 1, cid->data, cid->datalen);
+    size_t n = input_bytes(pkt, sizeof(pkt));
+    if (n > 0 && out != NULL)
+        *out = to_client.items[to_client.head];
+    return n;
+}
+
+static bool same_datagram(const struct datagram *a, const struct datagram *b)
+{
+    return a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
+}
+
+/* Connects a client, then the server closes its connection (as a
+ * drain's end or an error does): its ID in *cid, its CONNECTION_CLOSE
+ * datagram in *close. */
+static void server_closes(ngtcp2_cid *cid, struct datagram *close)
+{
+    connect_client();
+    *cid = *ngtcp2_conn_get_dcid(cl.quic);
+    to_client.count = 0;
+    h3_endpoint_close(ep);
+    ck_assert_uint_eq(to_client.count, 1);
+    *close = to_client.items[to_client.head];
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+}
+
+/* RFC 9000 10.2: after the server closed a connection, a packet for its
+ * ID gets the same CONNECTION_CLOSE again (the 1st, 2nd and 4th, not the
+ * 3rd), not a stateless reset; three PTOs on, the period is over and a
+ * stateless reset answers. */
+START_TEST(closing_period_repeats_the_close)
+{
+    ngtcp2_cid cid;
+    struct datagram close, got;
+    server_closes(&cid, &close);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_CLOSING], 1);
+    for (unsigned i = 1; i <= 4; i++) {
+        size_t n = input_for_cid(&cid, &got);
+        ck_assert_uint_eq(n, (i & (i - 1)) == 0 ? 1 : 0);
+        if (n > 0)
+            ck_assert(same_datagram(&got, &close));
+    }
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_CLOSES_REPEATED], 3);
+    ck_assert_uint_eq(c[H3_RESETS], 0);
+    uint64_t start = test_now_ms();
+    for (;;) {
+        if (input_for_cid(&cid, &got) == 1 && !same_datagram(&got, &close))
+            break;
+        ck_assert_msg(test_now_ms() - start < 5000, "the closing period did not end");
+        test_sleep_ms(5);
+    }
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_RESETS], 1);
+    ck_assert_uint_eq(c[H3_CLOSING], 0);
+}
+END_TEST
+
+/* After the client closed the connection, the server is in its draining
+ * period: a packet for the connection's ID gets nothing, not even a
+ * stateless reset. */
+START_TEST(draining_period_sends_nothing)
+{
+    connect_client();
+    ngtcp2_cid cid = *ngtcp2_conn_get_dcid(cl.quic);
+    uint8_t buf[NGTCP2_MAX_UDP_PAYLOAD_SIZE];
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
+    ngtcp2_pkt_info pi;
+    ngtcp2_connection_close_error err;
+    ngtcp2_connection_close_error_default(&err);
+    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(cl.quic, &ps.path, &pi, buf, sizeof(buf),
+                                                        &err, corral_monotonic_ns());
+    ck_assert_int_gt(n, 0);
+    ck_assert_uint_eq(input_bytes(buf, (size_t)n), 0);
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+    ck_assert_uint_eq(input_for_cid(&cid, NULL), 0);
+    ck_assert_uint_eq(input_for_cid(&cid, NULL), 0);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_CLOSING], 1);
+    ck_assert_uint_eq(c[H3_RESETS], 0);
+    ck_assert_uint_eq(c[H3_CLOSES_REPEATED], 0);
+}
+END_TEST
+
+/* With room for one closed connection, a second close ends the first's
+ * period early (counted): its ID earns a stateless reset, the second's
+ * its CONNECTION_CLOSE. */
+START_TEST(closing_periods_bounded)
+{
+    endpoint_again(&(struct h3_endpoint_config){.max_closing = 1});
+    ngtcp2_cid first, second;
+    struct datagram close_first, close_second, got;
+    server_closes(&first, &close_first);
+    client_free();
+    server_closes(&second, &close_second);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_CLOSING], 1);
+    ck_assert_uint_eq(c[H3_CLOSING_EVICTED], 1);
+    ck_assert_uint_eq(input_for_cid(&second, &got), 1);
+    ck_assert(same_datagram(&got, &close_second));
+    ck_assert_uint_eq(input_for_cid(&first, &got), 1);
+    ck_assert(!same_datagram(&got, &close_first));
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_RESETS], 1);
+}
+END_TEST
+
 /* The same handshakes in progress under a threshold of 0 (off): no
  * Retry however many. */
 START_TEST(no_retry_without_threshold)
@@ -2733,6 +2855,9 @@ Suite *test_suite(void)
     tcase_add_test(tc, amplification_limit_without_acks);
     tcase_add_test(tc, unknown_version_negotiated);
     tcase_add_test(tc, stateless_resets_limited_per_second);
+    tcase_add_test(tc, closing_period_repeats_the_close);
+    tcase_add_test(tc, draining_period_sends_nothing);
+    tcase_add_test(tc, closing_periods_bounded);
     tcase_add_test(tc, session_resumed_by_ticket);
     tcase_add_test(tc, early_data_replay_safe_only);
     tcase_add_test(tc, early_data_off_by_default);
