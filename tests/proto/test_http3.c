@@ -26,6 +26,7 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <pthread.h>
 #include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
@@ -2832,6 +2833,96 @@ START_TEST(udp_listen_waits_for_a_full_socket)
 }
 END_TEST
 
+/* With GRO on the listen (as the daemon's quic listens have it), a burst
+ * sent in one UDP_SEGMENT call reaches h3_udp_handler as one coalesced
+ * run: each of its eight datagrams (short headers for IDs of our layout
+ * that no connection has) is read on its own and earns its own
+ * stateless reset. */
+START_TEST(udp_listen_splits_a_gro_run)
+{
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    if (!caps.udp_gro || !caps.udp_gso) {
+        printf("udp_listen_splits_a_gro_run: skipped, no UDP GRO or GSO\n");
+        return;
+    }
+    char cert[128], key[128];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    struct h3_endpoint_config config = {.site = &site, .cert_file = cert, .key_file = key};
+    struct h3_udp_site *h3site;
+    ck_assert_int_eq(h3_udp_site_new(&config, 1, &h3site), 0);
+    struct corral_server_config server_config;
+    corral_server_config_init(&server_config);
+    server_config.workers = 1;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&server_config, &server), 0);
+    struct corral_udp_options options;
+    corral_udp_options_init(&options);
+    options.gro = true;
+    options.max_datagram = 65535;
+    corral_udp *udp;
+    ck_assert_int_eq(
+        corral_server_listen_udp(server, "127.0.0.1:0", &options, &h3_udp_handler, h3site, &udp),
+        0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)corral_udp_port(udp)),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    enum { COUNT = 8, SIZE = 100 };
+    uint8_t burst[COUNT * SIZE];
+    ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_NONCE, burst, sizeof(burst)), 0);
+    for (int i = 0; i < COUNT; i++) {
+        uint8_t *pkt = burst + i * SIZE;
+        pkt[0] = 0x40; /* short header */
+        pkt[1] = 0x01; /* our layout, worker 0, generation 0 */
+        pkt[2] = pkt[3] = pkt[4] = 0;
+    }
+    uint16_t segment = SIZE;
+    union {
+        struct cmsghdr align;
+        char bytes[CMSG_SPACE(sizeof(uint16_t))];
+    } control = {0};
+    struct iovec iov = {burst, sizeof(burst)};
+    struct msghdr hdr = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = control.bytes,
+                         .msg_controllen = sizeof(control.bytes)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&hdr);
+    c->cmsg_level = IPPROTO_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(segment));
+    memcpy(CMSG_DATA(c), &segment, sizeof(segment));
+    ck_assert_int_eq(sendmsg(fd, &hdr, 0), (ssize_t)sizeof(burst));
+    for (int i = 0; i < COUNT; i++) {
+        uint8_t got[200];
+        ssize_t n = recv(fd, got, sizeof(got), 0);
+        ck_assert_int_gt(n, 0);
+        ck_assert_int_lt(n, SIZE); /* a reset, shorter than what came */
+        ck_assert_uint_eq(got[0] & 0xc0, 0x40);
+    }
+    struct corral_udp_stats udp_stats;
+    ck_assert_int_eq(corral_udp_stats(udp, 0, &udp_stats), 0);
+    close(fd);
+    corral_server_stop(server, 0);
+    corral_server_wait(server);
+    struct h3_udp_stats h3; /* the worker has published all it read */
+    ck_assert_int_eq(h3_udp_site_stats(h3site, 0, &h3), 0);
+    corral_server_free(server);
+    h3_udp_site_free(h3site);
+    ck_assert(udp_stats.gro);
+    ck_assert_uint_eq(udp_stats.received, COUNT);
+    ck_assert_uint_eq(h3.v[H3_DATAGRAMS_IN], COUNT);
+    ck_assert_uint_eq(h3.v[H3_RESETS], COUNT);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("proto/http3");
@@ -2880,6 +2971,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, certificate_by_signature_algorithms);
     tcase_add_test(tc, gtlsclient_interop);
     tcase_add_test(tc, udp_listen_waits_for_a_full_socket);
+    tcase_add_test(tc, udp_listen_splits_a_gro_run);
     suite_add_tcase(s, tc);
     return s;
 }
