@@ -282,9 +282,15 @@ bool h3_conn_goaway(struct h3_conn *conn)
 
 /* ---------------------------------------------------------- the timer */
 
+/* Re-armed only when ngtcp2's expiry moved: most flushes leave it where
+ * it was (a loss-recovery or idle deadline), and re-arming costs a heap
+ * removal and insertion in the loop's timers each time. */
 static void arm_timer(struct h3_conn *conn)
 {
     uint64_t expiry = ngtcp2_conn_get_expiry(conn->quic);
+    if (expiry == conn->timer_expiry)
+        return;
+    conn->timer_expiry = expiry;
     if (expiry == UINT64_MAX) {
         corral_timer_stop(conn->timer);
         return;
@@ -300,6 +306,7 @@ static void on_timer(corral_timer *timer, void *arg)
 {
     (void)timer;
     struct h3_conn *conn = arg;
+    conn->timer_expiry = UINT64_MAX; /* not armed now: the next flush arms it */
     int rc = ngtcp2_conn_handle_expiry(conn->quic, h3_conn_now());
     if (rc != 0) {
         /* The idle timeout (RFC 9000 10.1: the connection is silently
@@ -671,6 +678,7 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
     conn->conn_ref = (ngtcp2_crypto_conn_ref){.get_conn = get_conn, .user_data = conn};
     conn->client_dcid = hd->dcid;
     conn->max_udp = NGTCP2_MAX_UDP_PAYLOAD_SIZE;
+    conn->timer_expiry = UINT64_MAX; /* not armed */
 
     ngtcp2_cid scid;
     uint8_t token[NGTCP2_STATELESS_RESET_TOKENLEN];

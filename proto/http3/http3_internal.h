@@ -198,6 +198,7 @@ struct h3_conn {
     ngtcp2_crypto_conn_ref conn_ref;
     ngtcp2_cid client_dcid; /* the client's first destination ID, filed too */
     corral_timer *timer;
+    uint64_t timer_expiry; /* the ngtcp2 expiry it is armed for; UINT64_MAX: not armed */
     struct h3_stream *streams;
     size_t stream_count;
     unsigned streams_begun;
