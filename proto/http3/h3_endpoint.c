@@ -13,7 +13,6 @@
 #include <linux/filter.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Connection IDs this endpoint issues (H3_CID_LEN bytes):
  *
@@ -313,57 +312,33 @@ gnutls_certificate_credentials_t h3_endpoint_credentials(const struct h3_endpoin
     return ep->creds[site_find_vhost(ep->site, name, len) - ep->site->vhosts];
 }
 
-/* GnuTLS's anti-replay asks whether a ClientHello with early data was
- * seen within its window: its key is filed until `exp_time`, and a key
- * already there (a replay) refuses the early data (the handshake goes
- * on, its requests wait for it).  A table full of live entries refuses
- * too: early data is an optimisation, safety first. */
-static int anti_replay_add(void *ptr, time_t exp_time, const gnutls_datum_t *key,
-                           const gnutls_datum_t *data)
-{
-    (void)data;
-    struct h3_endpoint *ep = ptr;
-    uint8_t digest[32];
-    if (gnutls_hash_fast(GNUTLS_DIG_SHA256, key->data, key->size, digest) != 0)
-        return GNUTLS_E_DB_ERROR;
-    time_t now = time(NULL);
-    size_t slot = ((size_t)digest[0] << 8 | digest[1]) & (H3_REPLAY_SLOTS - 1);
-    struct h3_replay_entry *free_slot = NULL;
-    for (size_t i = 0; i < H3_REPLAY_SLOTS; i++) {
-        struct h3_replay_entry *e = &ep->replays_seen[(slot + i) & (H3_REPLAY_SLOTS - 1)];
-        if (e->expires != 0 && e->expires < (int64_t)now)
-            e->expires = 0; /* out of the window: a replay of it is refused by its age */
-        if (e->expires == 0) {
-            if (free_slot == NULL)
-                free_slot = e;
-            continue;
-        }
-        if (memcmp(e->digest, digest, sizeof(digest)) == 0) {
-            ep->count[H3_REPLAYS]++;
-            return GNUTLS_E_DB_ENTRY_EXISTS;
-        }
-    }
-    if (free_slot == NULL)
-        return GNUTLS_E_DB_ERROR;
-    free_slot->expires = (int64_t)exp_time > 0 ? (int64_t)exp_time : 1;
-    memcpy(free_slot->digest, digest, sizeof(digest));
-    return 0;
-}
-
+/* GnuTLS's anti-replay for early data: the worker's of the listen's
+ * store (h3_replay.c), or of one of the endpoint's own. */
 static int anti_replay_new(struct h3_endpoint *ep)
 {
-    ep->replays_seen = calloc(H3_REPLAY_SLOTS, sizeof(*ep->replays_seen));
-    if (ep->replays_seen == NULL)
-        return -ENOMEM;
-    if (gnutls_anti_replay_init(&ep->anti_replay) != GNUTLS_E_SUCCESS) {
-        ep->anti_replay = NULL;
-        free(ep->replays_seen);
-        ep->replays_seen = NULL;
-        return -ENOMEM;
+    unsigned worker = ep->config.replay_worker;
+    if (ep->config.replay_store == NULL) {
+        int err = h3_replay_store_new(1, &ep->replay_store);
+        if (err != 0)
+            return err;
+        ep->owns_replay_store = true;
+        worker = 0;
+    } else {
+        ep->replay_store = ep->config.replay_store;
     }
-    gnutls_anti_replay_set_add_function(ep->anti_replay, anti_replay_add);
-    gnutls_anti_replay_set_ptr(ep->anti_replay, ep);
-    return 0;
+    ep->anti_replay = h3_replay_store_attach(ep->replay_store, worker, ep);
+    return ep->anti_replay != NULL ? 0 : -EINVAL;
+}
+
+static void anti_replay_free(struct h3_endpoint *ep)
+{
+    if (ep->anti_replay != NULL)
+        h3_replay_store_attach(ep->replay_store,
+                               ep->owns_replay_store ? 0 : ep->config.replay_worker, NULL);
+    if (ep->owns_replay_store)
+        h3_replay_store_free(ep->replay_store);
+    ep->anti_replay = NULL;
+    ep->replay_store = NULL;
 }
 
 int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint **out)
@@ -407,10 +382,11 @@ int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint 
         free(ep);
         return -EIO;
     }
-    if (config->early_data && anti_replay_new(ep) != 0) {
+    if (config->early_data && (err = anti_replay_new(ep)) != 0) {
+        anti_replay_free(ep);
         free_credentials(ep);
         free(ep);
-        return -ENOMEM;
+        return err;
     }
     *out = ep;
     return 0;
@@ -429,9 +405,7 @@ void h3_endpoint_free(struct h3_endpoint *ep)
     for (size_t b = 0; b < H3_CID_BUCKETS; b++)
         assert(ep->buckets[b] == NULL);
     free_credentials(ep);
-    if (ep->anti_replay != NULL)
-        gnutls_anti_replay_deinit(ep->anti_replay);
-    free(ep->replays_seen);
+    anti_replay_free(ep);
     explicit_bzero(ep->ticket_key, sizeof(ep->ticket_key));
     free(ep);
 }

@@ -58,9 +58,10 @@ struct h3_udp_site {
     /* By corral_worker_index(); an entry is set and cleared by its worker
      * under chain_lock, as a newer generation's workers read it. */
     struct h3_udp_worker **workers;
-    struct counters *counters; /* by corral_worker_index() */
-    uint8_t generation;        /* the tag in its connection IDs */
-    bool close_on_stop;        /* h3_udp_site_close_on_stop() */
+    struct counters *counters;            /* by corral_worker_index() */
+    uint8_t generation;                   /* the tag in its connection IDs */
+    struct h3_replay_store *replay_store; /* made for it, with early data */
+    bool close_on_stop;                   /* h3_udp_site_close_on_stop() */
     /* The generations of the same sockets (h3_udp_site_follow()), under
      * chain_lock: the one before, still running, and the one after. */
     struct h3_udp_site *older, *newer;
@@ -131,6 +132,16 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
     site->config.token_secret = site->token_secret;
     site->config.reset_secret = site->reset_secret;
     site->config.ticket_key = site->ticket_key;
+    /* One record of 0-RTT ClientHellos for the workers: a replay sent to
+     * another worker is refused too (h3_replay.c). */
+    if (config->early_data && config->replay_store == NULL) {
+        int err = h3_replay_store_new(workers, &site->replay_store);
+        if (err != 0) {
+            h3_udp_site_free(site);
+            return err;
+        }
+        site->config.replay_store = site->replay_store;
+    }
     *out = site;
     return 0;
 }
@@ -162,6 +173,7 @@ void h3_udp_site_free(struct h3_udp_site *site)
     pthread_mutex_unlock(&chain_lock);
     free(site->workers); /* each worker's freed by its on_stop */
     free(site->counters);
+    h3_replay_store_free(site->replay_store);
     free(site);
 }
 
@@ -245,6 +257,7 @@ static struct h3_udp_worker *worker_of(corral_udp_socket *sock)
     config.loop = corral_worker_loop(worker);
     config.worker = worker;
     config.worker_index = (uint16_t)index;
+    config.replay_worker = index;
     config.output = output;
     config.output_arg = w;
     /* A failure is logged once; the worker drops its datagrams after it. */

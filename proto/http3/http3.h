@@ -105,9 +105,15 @@ struct h3_endpoint_config {
     /* 0-RTT (ssl_early_data): a client resuming a session may send
      * requests in early data; only GET and HEAD without a body are
      * served from it, others answered 425 (RFC 8470).  Replays are
-     * refused per endpoint (GnuTLS's anti-replay, a table of the
-     * ClientHellos seen in its window). */
+     * refused by GnuTLS's anti-replay, whose table of the ClientHellos
+     * seen in its window is `replay_store`'s. */
     bool early_data;
+    /* With early_data: the replay record shared by the endpoints of one
+     * listen (h3_replay_store_new()), so that a ClientHello replayed to
+     * another worker is refused too, and this endpoint's worker in it
+     * (< its workers); NULL: one of the endpoint's own. */
+    struct h3_replay_store *replay_store;
+    unsigned replay_worker;
     /* Stateless resets sent at most per second (each answers a packet of
      * a connection no longer known, and costs a token's HMAC); beyond,
      * such packets are dropped unanswered and counted.  0: 100. */
@@ -118,6 +124,17 @@ struct h3_endpoint_config {
      * 0: 1024. */
     unsigned max_closing;
 };
+
+/* 0-RTT's record of the ClientHellos seen (h3_replay.c), for the
+ * endpoints of `workers` workers (one listen's), with a GnuTLS
+ * anti-replay object per worker made now: GnuTLS takes early data only
+ * from tickets issued after its object was made, so it must predate
+ * every endpoint's first ticket.  Returns 0, -EINVAL or -ENOMEM.  Freed
+ * by h3_replay_store_free() once no endpoint uses it; an endpoint uses
+ * its worker's part from its thread only. */
+struct h3_replay_store;
+int h3_replay_store_new(unsigned workers, struct h3_replay_store **out);
+void h3_replay_store_free(struct h3_replay_store *store);
 
 /* The token and stateless-reset keys (32 bytes each) from a host key's
  * bytes (quic_host_key: at least 32 of them), so that every worker and

@@ -43,13 +43,6 @@ struct h3_cid_entry {
 
 #define H3_CID_BUCKETS 1024 /* a power of two */
 
-/* A ClientHello with early data, seen (h3_endpoint.c). */
-struct h3_replay_entry {
-    int64_t expires; /* 0: free */
-    uint8_t digest[32];
-};
-#define H3_REPLAY_SLOTS 4096 /* a power of two */
-
 struct h3_endpoint {
     struct h3_endpoint_config config;
     const struct http_site *site;
@@ -76,10 +69,11 @@ struct h3_endpoint {
     size_t closing_count;
     uint8_t ticket_key[H3_TICKET_KEY_LEN]; /* config.ticket_key's, or random */
     gnutls_datum_t ticket_datum;           /* points at it */
-    /* With early_data: GnuTLS's anti-replay, and the ClientHellos it
-     * has seen (SHA-256 of its key, until their expiry), open addressing. */
+    /* With early_data: GnuTLS's anti-replay, its worker's of the
+     * store (config.replay_store, or one of its own when owned). */
     gnutls_anti_replay_t anti_replay;
-    struct h3_replay_entry *replays_seen;
+    struct h3_replay_store *replay_store;
+    bool owns_replay_store;
     uint64_t reset_second; /* the second the count below is of */
     unsigned resets_in_second;
 };
@@ -105,6 +99,13 @@ int h3_endpoint_new_token(struct h3_endpoint *ep, const struct sockaddr *peer, s
 void h3_endpoint_remove_conn(struct h3_endpoint *ep, struct h3_conn *conn);
 /* Takes every ID of a closing record out. */
 void h3_endpoint_remove_closing(struct h3_endpoint *ep, const struct h3_closing *rec);
+
+/* h3_replay.c */
+/* The anti-replay object of `worker` in the store, its replays counted
+ * on `ep` from now on (NULL: on none); NULL for a worker past the
+ * store's. */
+gnutls_anti_replay_t h3_replay_store_attach(struct h3_replay_store *store, unsigned worker,
+                                            struct h3_endpoint *ep);
 
 /* h3_closing.c */
 /* `conn`, about to be freed, enters its closing period with the

@@ -1850,6 +1850,63 @@ START_TEST(early_data_replay_refused)
 }
 END_TEST
 
+/* Two endpoints of one replay store and ticket key, as two workers of a
+ * listen: a client given a ticket by the first resumes on the second,
+ * made after the ticket, and its GET is served from 0-RTT (the second's
+ * anti-replay record began with the store, before the ticket); its
+ * first flight replayed to the first endpoint, from another port, is
+ * found in the shared record: no early data there, one replay counted.
+ * With a record per endpoint, the second refuses the early data and the
+ * first takes the replay. */
+START_TEST(early_data_across_workers)
+{
+    struct h3_replay_store *store;
+    ck_assert_int_eq(h3_replay_store_new(2, &store), 0);
+    uint8_t ticket_key[H3_TICKET_KEY_LEN];
+    memset(ticket_key, 0x5a, sizeof(ticket_key));
+    endpoint_again(&(struct h3_endpoint_config){
+        .early_data = true, .ticket_key = ticket_key, .replay_store = store, .replay_worker = 0});
+    connection_for_a_ticket();
+    struct h3_endpoint *first = ep;
+    ep = NULL; /* endpoint_again() frees nothing */
+    endpoint_again(&(struct h3_endpoint_config){
+        .early_data = true, .ticket_key = ticket_key, .replay_store = store, .replay_worker = 1});
+    client_resume = client_early = true;
+    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+    client_start("h3");
+    struct request r = {0};
+    get(&r, "/");
+    client_write();
+    size_t count = to_server.count;
+    ck_assert_uint_ge(count, 1);
+    struct datagram *flight = calloc(count, sizeof(*flight));
+    ck_assert_ptr_nonnull(flight);
+    for (size_t i = 0; i < count; i++)
+        flight[i] = to_server.items[(to_server.head + i) % QUEUE_CAP];
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    ck_assert(gnutls_session_get_flags(cl.tls) & GNUTLS_SFLAGS_EARLY_DATA);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_EARLY_REQUESTS], 1);
+    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+    for (size_t i = 0; i < count; i++)
+        h3_endpoint_input(first, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                          (struct sockaddr *)&client_addr, sizeof(client_addr), flight[i].data,
+                          flight[i].len, 0);
+    free(flight);
+    h3_endpoint_counters(first, c);
+    ck_assert_uint_eq(c[H3_REPLAYS], 1);
+    ck_assert_uint_eq(c[H3_EARLY_REQUESTS], 0);
+    client_free();
+    h3_endpoint_free(first);
+    h3_endpoint_free(ep);
+    ep = NULL;
+    h3_replay_store_free(store);
+}
+END_TEST
+
 static size_t input_bytes(const uint8_t *pkt, size_t len)
 {
     to_client.count = 0;
@@ -2949,6 +3006,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, closing_period_repeats_the_close);
     tcase_add_test(tc, draining_period_sends_nothing);
     tcase_add_test(tc, closing_periods_bounded);
+    tcase_add_test(tc, early_data_across_workers);
     tcase_add_test(tc, session_resumed_by_ticket);
     tcase_add_test(tc, early_data_replay_safe_only);
     tcase_add_test(tc, early_data_off_by_default);
