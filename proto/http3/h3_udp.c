@@ -31,6 +31,13 @@ struct pending {
     uint8_t bytes[];
 };
 
+/* What the connections write while one batch of received datagrams is
+ * read (on_recv) is gathered and sent at its end with one sendmmsg(),
+ * rather than a call per datagram: up to this many messages and bytes
+ * (a GSO run is one message). */
+#define BATCH_MSGS  32
+#define BATCH_BYTES (64 * 1024)
+
 struct h3_udp_worker {
     struct h3_udp_site *site;
     unsigned index; /* its worker's */
@@ -38,7 +45,11 @@ struct h3_udp_worker {
     struct h3_endpoint *ep;
     struct pending *head, **tail;
     size_t pending_bytes;
-    bool held; /* it holds its worker while its endpoint drains */
+    bool held;     /* it holds its worker while its endpoint drains */
+    bool batching; /* inside on_recv: output() gathers into batch */
+    size_t batch_count, batch_used;
+    struct corral_udp_msg batch[BATCH_MSGS];
+    uint8_t batch_bytes[BATCH_BYTES];
 };
 
 /* Per worker, written by its worker only, read by anyone
@@ -195,6 +206,37 @@ static void flush_pending(struct h3_udp_worker *w)
     }
 }
 
+/* Keeps a copy of `msg` until the socket can take it, behind those
+ * already waiting; beyond PENDING_MAX it is dropped (a lost packet). */
+static void queue_pending(struct h3_udp_worker *w, const struct corral_udp_msg *msg)
+{
+    if (w->pending_bytes + msg->len > PENDING_MAX)
+        return;
+    struct pending *p = malloc(sizeof(*p) + msg->len);
+    if (p == NULL)
+        return;
+    p->next = NULL;
+    p->msg = *msg;
+    memcpy(p->bytes, msg->data, msg->len);
+    p->msg.data = p->bytes;
+    bool first = w->head == NULL;
+    *w->tail = p;
+    w->tail = &p->next;
+    w->pending_bytes += msg->len;
+    if (first && corral_udp_wait_writable(w->sock) != 0)
+        flush_pending(w); /* no loop watches it: drops what cannot go now */
+}
+
+/* Sends what a batch gathered, in order; what the socket cannot take
+ * now waits with the rest. */
+static void batch_flush(struct h3_udp_worker *w)
+{
+    size_t sent = w->head == NULL ? corral_udp_send(w->sock, w->batch, w->batch_count) : 0;
+    for (size_t i = sent; i < w->batch_count; i++)
+        queue_pending(w, &w->batch[i]);
+    w->batch_count = w->batch_used = 0;
+}
+
 static void output(void *arg, const struct sockaddr *local, socklen_t local_len,
                    const struct sockaddr *peer, socklen_t peer_len, const uint8_t *data, size_t len,
                    size_t gso_segment)
@@ -213,23 +255,18 @@ static void output(void *arg, const struct sockaddr *local, socklen_t local_len,
     size_t datagrams = msg.segment_size > 0 ? (len + msg.segment_size - 1) / msg.segment_size : 1;
     atomic_fetch_add_explicit(&w->site->counters[w->index].v[H3_DATAGRAMS_OUT], datagrams,
                               memory_order_relaxed);
+    if (w->batching && len <= BATCH_BYTES) {
+        if (w->batch_count == BATCH_MSGS || w->batch_used + len > BATCH_BYTES)
+            batch_flush(w);
+        memcpy(w->batch_bytes + w->batch_used, data, len);
+        msg.data = w->batch_bytes + w->batch_used;
+        w->batch_used += len;
+        w->batch[w->batch_count++] = msg;
+        return;
+    }
     if (w->head == NULL && corral_udp_send(w->sock, &msg, 1) == 1)
         return;
-    if (w->pending_bytes + len > PENDING_MAX)
-        return;
-    struct pending *p = malloc(sizeof(*p) + len);
-    if (p == NULL)
-        return;
-    p->next = NULL;
-    p->msg = msg;
-    memcpy(p->bytes, data, len);
-    p->msg.data = p->bytes;
-    bool first = w->head == NULL;
-    *w->tail = p;
-    w->tail = &p->next;
-    w->pending_bytes += len;
-    if (first && corral_udp_wait_writable(w->sock) != 0)
-        flush_pending(w); /* no loop watches it: drops what cannot go now */
+    queue_pending(w, &msg);
 }
 
 /* The worker's endpoint, made on its first datagram. */
@@ -382,6 +419,7 @@ static void on_recv(corral_udp_socket *sock, struct corral_udp_msg *msgs, size_t
         return;
     unsigned self = corral_worker_index(corral_udp_socket_worker(sock));
     uint64_t datagrams = 0;
+    w->batching = true;
     for (size_t i = 0; i < count; i++) {
         const struct corral_udp_msg *m = &msgs[i];
         size_t step = m->segment_size > 0 ? m->segment_size : m->len;
@@ -403,6 +441,8 @@ static void on_recv(corral_udp_socket *sock, struct corral_udp_msg *msgs, size_t
                               (const struct sockaddr *)&m->peer, m->peer_len, data, len, m->ecn);
         }
     }
+    w->batching = false;
+    batch_flush(w);
     atomic_fetch_add_explicit(&w->site->counters[self].v[H3_DATAGRAMS_IN], datagrams,
                               memory_order_relaxed);
     publish(w, self);

@@ -2894,7 +2894,7 @@ END_TEST
  * sent in one UDP_SEGMENT call reaches h3_udp_handler as one coalesced
  * run: each of its eight datagrams (short headers for IDs of our layout
  * that no connection has) is read on its own and earns its own
- * stateless reset. */
+ * stateless reset; the eight resets leave in one sendmmsg(). */
 START_TEST(udp_listen_splits_a_gro_run)
 {
     struct corral_kernel_caps caps;
@@ -2964,17 +2964,20 @@ START_TEST(udp_listen_splits_a_gro_run)
         ck_assert_int_lt(n, SIZE); /* a reset, shorter than what came */
         ck_assert_uint_eq(got[0] & 0xc0, 0x40);
     }
-    struct corral_udp_stats udp_stats;
-    ck_assert_int_eq(corral_udp_stats(udp, 0, &udp_stats), 0);
     close(fd);
     corral_server_stop(server, 0);
     corral_server_wait(server);
-    struct h3_udp_stats h3; /* the worker has published all it read */
+    struct h3_udp_stats h3; /* the worker has published all it read and sent */
     ck_assert_int_eq(h3_udp_site_stats(h3site, 0, &h3), 0);
+    struct corral_udp_stats udp_stats;
+    ck_assert_int_eq(corral_udp_stats(udp, 0, &udp_stats), 0);
     corral_server_free(server);
     h3_udp_site_free(h3site);
     ck_assert(udp_stats.gro);
     ck_assert_uint_eq(udp_stats.received, COUNT);
+    /* The answers to one batch read leave together, in one sendmmsg(). */
+    ck_assert_uint_eq(udp_stats.sent, COUNT);
+    ck_assert_uint_eq(udp_stats.send_calls, 1);
     ck_assert_uint_eq(h3.v[H3_DATAGRAMS_IN], COUNT);
     ck_assert_uint_eq(h3.v[H3_RESETS], COUNT);
 }
