@@ -645,9 +645,10 @@ static int on_client_hello(gnutls_session_t session)
         memchr(conn->server_name, '\0', len) == NULL) {
         conn->server_name[len] = '\0';
         conn->dgram.server_name = conn->server_name;
-        if (gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE,
-                                   h3_endpoint_credentials(conn->ep, conn->server_name, len)) !=
-            GNUTLS_E_SUCCESS)
+        gnutls_certificate_credentials_t cred =
+            h3_endpoint_credentials(conn->ep, conn->server_name, len, &conn->sni_cred);
+        if (cred == NULL ||
+            gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, cred) != GNUTLS_E_SUCCESS)
             return GNUTLS_E_INTERNAL_ERROR;
     }
     return 0;
@@ -795,6 +796,8 @@ void h3_conn_free(struct h3_conn *conn)
         nghttp3_conn_del(conn->h3);
     ngtcp2_conn_del(conn->quic);
     gnutls_deinit(conn->tls);
+    h3_sni_certs_release(conn->sni_cred); /* after the session that used them */
+    conn->sni_cred = NULL;
     h3_endpoint_conn_gone(ep);
     /* A flush deferred to the loop's turn still points here: it frees
      * what is left. */

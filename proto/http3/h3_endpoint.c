@@ -227,6 +227,8 @@ static int load_credentials(const struct h3_certificate *pair,
         return -ENOMEM;
     int rc = GNUTLS_E_SUCCESS;
     for (; pair != NULL && rc >= 0; pair = pair->next) {
+        if (pair->by_name) /* read per SNI name (h3_sni_certs.c) */
+            continue;
         /* >= 0: with GNUTLS_CERTIFICATE_API_V2 it is the pair's index. */
         rc = gnutls_certificate_set_x509_key_file(*cred, pair->cert_file, pair->key_file,
                                                   GNUTLS_X509_FMT_PEM);
@@ -246,7 +248,8 @@ static int load_credentials(const struct h3_certificate *pair,
 static bool same_pairs(const struct h3_certificate *a, const struct h3_certificate *b)
 {
     for (; a != NULL && b != NULL; a = a->next, b = b->next)
-        if (strcmp(a->cert_file, b->cert_file) != 0 || strcmp(a->key_file, b->key_file) != 0)
+        if (strcmp(a->cert_file, b->cert_file) != 0 || strcmp(a->key_file, b->key_file) != 0 ||
+            a->by_name != b->by_name)
             return false;
     return a == NULL && b == NULL;
 }
@@ -298,18 +301,39 @@ static int load_vhost_credentials(struct h3_endpoint *ep)
 int h3_credentials_check(const char *cert_file, const char *key_file)
 {
     gnutls_certificate_credentials_t cred;
-    int err = load_credentials(&(struct h3_certificate){cert_file, key_file, NULL}, &cred);
+    int err = load_credentials(
+        &(struct h3_certificate){.cert_file = cert_file, .key_file = key_file}, &cred);
     if (err == 0)
         gnutls_certificate_free_credentials(cred);
     return err;
 }
 
-gnutls_certificate_credentials_t h3_endpoint_credentials(const struct h3_endpoint *ep,
-                                                         const char *name, size_t len)
+/* Whether a vhost's list of pairs has one read by SNI name. */
+static bool has_by_name(const struct h3_certificate *pair)
 {
+    for (; pair != NULL; pair = pair->next)
+        if (pair->by_name)
+            return true;
+    return false;
+}
+
+gnutls_certificate_credentials_t h3_endpoint_credentials(struct h3_endpoint *ep, const char *name,
+                                                         size_t len, struct h3_sni_cred **held)
+{
+    *held = NULL;
     if (ep->creds == NULL)
         return ep->cred;
-    return ep->creds[site_find_vhost(ep->site, name, len) - ep->site->vhosts];
+    size_t v = (size_t)(site_find_vhost(ep->site, name, len) - ep->site->vhosts);
+    const struct h3_certificate *pairs = &ep->config.vhost_certificates[v];
+    /* The pair named by SNI first, as the TCP listens choose; the
+     * vhost's other pairs when it does not load (none: no certificate,
+     * the handshake fails). */
+    if (has_by_name(pairs)) {
+        gnutls_certificate_credentials_t cred = h3_sni_certs_get(ep, v, pairs, name, held);
+        if (cred != NULL)
+            return cred;
+    }
+    return ep->creds[v];
 }
 
 /* GnuTLS's anti-replay for early data: the worker's of the listen's
@@ -355,11 +379,11 @@ int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint 
         ep->config.max_concurrent_streams = 128;
     if (ep->config.idle_timeout_ms == 0)
         ep->config.idle_timeout_ms = 60000;
-    int err =
-        config->vhost_certificates != NULL
-            ? load_vhost_credentials(ep)
-            : load_credentials(&(struct h3_certificate){config->cert_file, config->key_file, NULL},
-                               &ep->cred);
+    int err = config->vhost_certificates != NULL
+                  ? load_vhost_credentials(ep)
+                  : load_credentials(&(struct h3_certificate){.cert_file = config->cert_file,
+                                                              .key_file = config->key_file},
+                                     &ep->cred);
     if (err != 0) {
         free_credentials(ep);
         free(ep);
@@ -402,6 +426,7 @@ void h3_endpoint_free(struct h3_endpoint *ep)
     while (ep->conns != NULL)
         h3_conn_free(ep->conns);
     h3_closing_free_all(ep);
+    h3_sni_certs_free_all(ep);
     for (size_t b = 0; b < H3_CID_BUCKETS; b++)
         assert(ep->buckets[b] == NULL);
     free_credentials(ep);

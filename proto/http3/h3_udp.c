@@ -107,7 +107,7 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
         int err = pairs == NULL ? h3_credentials_check(config->cert_file, config->key_file) : 0;
         for (const struct h3_certificate *p = pairs != NULL ? &pairs[v] : NULL;
              p != NULL && err == 0; p = p->next)
-            err = h3_credentials_check(p->cert_file, p->key_file);
+            err = p->by_name ? 0 : h3_credentials_check(p->cert_file, p->key_file);
         if (err != 0)
             return err;
     }

@@ -40,6 +40,9 @@ typedef void (*h3_output_fn)(void *arg, const struct sockaddr *local, socklen_t 
 struct h3_certificate {
     const char *cert_file, *key_file;
     const struct h3_certificate *next;
+    /* The file names hold $ssl_server_name: the pair is read for each
+     * client's SNI name during its handshake (h3_sni_certs.c). */
+    bool by_name;
 };
 
 struct h3_endpoint_config {

@@ -63,8 +63,10 @@ struct h3_endpoint {
     bool draining;
     void (*drained)(void *arg);
     void *drained_arg;
-    corral_timer *drain_timer; /* the GOAWAY stages' */
-    size_t handshaking;        /* connections whose handshake has not completed */
+    corral_timer *drain_timer;     /* the GOAWAY stages' */
+    size_t handshaking;            /* connections whose handshake has not completed */
+    struct h3_sni_cred *sni_creds; /* read by SNI name (h3_sni_certs.c) */
+    uint64_t sni_clock;
     struct h3_closing *closing_head, *closing_tail; /* oldest first */
     size_t closing_count;
     uint8_t ticket_key[H3_TICKET_KEY_LEN]; /* config.ticket_key's, or random */
@@ -86,10 +88,12 @@ int h3_endpoint_new_cid(struct h3_endpoint *ep, ngtcp2_cid *cid, uint8_t *token)
 int h3_endpoint_add_cid(struct h3_endpoint *ep, const ngtcp2_cid *cid, struct h3_conn *conn);
 /* Takes `cid` out of the table (nothing if it is not there). */
 void h3_endpoint_remove_cid(struct h3_endpoint *ep, const ngtcp2_cid *cid);
-/* The credentials for a client whose SNI is `name` (`len` bytes): those
- * of the vhost the name picks. */
-gnutls_certificate_credentials_t h3_endpoint_credentials(const struct h3_endpoint *ep,
-                                                         const char *name, size_t len);
+/* The credentials for a client whose SNI is `name` (`len` bytes, a
+ * NUL after them): those of the vhost the name picks, or those read for
+ * the name when the vhost's certificate is named by it (held in *held
+ * then, until released). */
+gnutls_certificate_credentials_t h3_endpoint_credentials(struct h3_endpoint *ep, const char *name,
+                                                         size_t len, struct h3_sni_cred **held);
 /* Makes a NEW_TOKEN token for a client at `peer` (counted as sent).
  * Returns its length, or -1. */
 int h3_endpoint_new_token(struct h3_endpoint *ep, const struct sockaddr *peer, socklen_t peer_len,
@@ -106,6 +110,21 @@ void h3_endpoint_remove_closing(struct h3_endpoint *ep, const struct h3_closing 
  * store's. */
 gnutls_anti_replay_t h3_replay_store_attach(struct h3_replay_store *store, unsigned worker,
                                             struct h3_endpoint *ep);
+
+/* h3_sni_certs.c */
+/* Credentials cached per endpoint at most; the least recently taken go. */
+#define H3_SNI_CACHED 64
+/* The credentials of vhost `vhost`'s by-name pairs (`pairs`, its list)
+ * for the SNI name `name`: from the endpoint's cache, or read now.  The
+ * caller holds them (*held) until it releases them.  NULL (logged) when
+ * the name is unsafe or its files do not load. */
+gnutls_certificate_credentials_t h3_sni_certs_get(struct h3_endpoint *ep, size_t vhost,
+                                                  const struct h3_certificate *pairs,
+                                                  const char *name, struct h3_sni_cred **held);
+/* Lets go of credentials held (NULL: nothing). */
+void h3_sni_certs_release(struct h3_sni_cred *c);
+/* Empties the endpoint's cache (the connections' stay theirs). */
+void h3_sni_certs_free_all(struct h3_endpoint *ep);
 
 /* h3_closing.c */
 /* `conn`, about to be freed, enters its closing period with the
@@ -205,6 +224,7 @@ struct h3_conn {
     unsigned streams_begun;
     ngtcp2_connection_close_error ccerr; /* what its CONNECTION_CLOSE says */
     struct h3_closing *closing;          /* its record, once it has closed */
+    struct h3_sni_cred *sni_cred;        /* the credentials read for its SNI name, held */
     bool flush_scheduled;                /* a flush deferred to the loop's turn */
     bool gone;                           /* freed but for the struct, which that flush frees */
     bool listed;                         /* in the endpoint's list */

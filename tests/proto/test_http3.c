@@ -1087,7 +1087,7 @@ static void endpoint_with_three_servers(void)
     snprintf(files[5], sizeof(files[5]), "%s/b.key", dir);
     static struct h3_certificate pairs[3];
     for (int v = 0; v < 3; v++)
-        pairs[v] = (struct h3_certificate){files[2 * v], files[2 * v + 1], NULL};
+        pairs[v] = (struct h3_certificate){.cert_file = files[2 * v], .key_file = files[2 * v + 1]};
     struct h3_endpoint_config config = {.vhost_certificates = pairs};
     endpoint_again(&config);
 }
@@ -1142,6 +1142,59 @@ static unsigned get_authority(const char *authority, char body[16])
  * *.b.test's for x.b.test, the default server's for a name no server
  * has and for no name; requests go to :authority's vhost, and one for a
  * vhost of another certificate than SNI's is misdirected (421). */
+/* A vhost whose certificate is named by $ssl_server_name (and one pair
+ * that is not, or none): each client gets the certificate read for its
+ * SNI name, a.test's and b.test's (checked by their common names, twice
+ * each: the second from the cache); a name without files gets the other
+ * pair, or, without one, no handshake. */
+static void certificates_by_name(bool with_static)
+{
+    make_named_certificate("a.test", "a.test");
+    make_named_certificate("b.test", "b.test");
+    static char files[4][128];
+    snprintf(files[0], sizeof(files[0]), "%s/$ssl_server_name.pem", dir);
+    snprintf(files[1], sizeof(files[1]), "%s/${ssl_server_name}.key", dir);
+    snprintf(files[2], sizeof(files[2]), "%s/cert.pem", dir);
+    snprintf(files[3], sizeof(files[3]), "%s/key.pem", dir);
+    static struct h3_certificate pairs[1], other;
+    other = (struct h3_certificate){.cert_file = files[2], .key_file = files[3]};
+    pairs[0] = (struct h3_certificate){.cert_file = files[0],
+                                       .key_file = files[1],
+                                       .by_name = true,
+                                       .next = with_static ? &other : NULL};
+    endpoint_again(&(struct h3_endpoint_config){.vhost_certificates = pairs});
+    static const char *const names[] = {"a.test", "b.test", "A.Test", "b.test"};
+    static const char *const cns[] = {"a.test", "b.test", "a.test", "b.test"};
+    char cn[128];
+    for (size_t i = 0; i < 4; i++) {
+        client_sni = names[i];
+        sni_connect();
+        peer_common_name(cn, sizeof(cn));
+        ck_assert_str_eq(cn, cns[i]);
+        client_free();
+    }
+    client_sni = "c.test"; /* no files */
+    client_start("h3");
+    ck_assert(run_until(handshake_done, 5000));
+    ck_assert(cl.failed == !with_static);
+    if (with_static) {
+        peer_common_name(cn, sizeof(cn));
+        ck_assert_str_eq(cn, "localhost");
+    }
+}
+
+START_TEST(certificate_named_by_sni)
+{
+    certificates_by_name(false);
+}
+END_TEST
+
+START_TEST(certificate_named_by_sni_or_another)
+{
+    certificates_by_name(true);
+}
+END_TEST
+
 START_TEST(sni_picks_the_server)
 {
     endpoint_with_three_servers();
@@ -1216,8 +1269,8 @@ START_TEST(certificate_by_signature_algorithms)
     snprintf(files[2], sizeof(files[2]), "%s/cert.pem", dir);
     snprintf(files[3], sizeof(files[3]), "%s/key.pem", dir);
     static struct h3_certificate ecdsa, pairs[1];
-    ecdsa = (struct h3_certificate){files[2], files[3], NULL};
-    pairs[0] = (struct h3_certificate){files[0], files[1], &ecdsa};
+    ecdsa = (struct h3_certificate){.cert_file = files[2], .key_file = files[3]};
+    pairs[0] = (struct h3_certificate){.cert_file = files[0], .key_file = files[1], .next = &ecdsa};
     struct h3_endpoint_config config = {.vhost_certificates = pairs};
     endpoint_again(&config);
     char cn[128], body[16];
@@ -3029,6 +3082,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, unfinished_handshake_is_dropped);
     tcase_add_test(tc, endpoint_freed_with_a_flush_pending);
     tcase_add_test(tc, sni_picks_the_server);
+    tcase_add_test(tc, certificate_named_by_sni);
+    tcase_add_test(tc, certificate_named_by_sni_or_another);
     tcase_add_test(tc, certificate_by_signature_algorithms);
     tcase_add_test(tc, gtlsclient_interop);
     tcase_add_test(tc, udp_listen_waits_for_a_full_socket);
