@@ -168,6 +168,9 @@ static int udp_sites_listen(struct generation *gen, struct generation *previous)
         corral_udp_options_init(&options);
         options.max_datagram = 65535; /* nginx reads datagrams whole, up to UDP's bound */
         options.recv_batch = 8;
+        /* A burst of a QUIC connection's datagrams read in one run
+         * (libcorral reads one by one where the kernel refuses it). */
+        options.gro = site->quic != NULL;
         /* Every datagram of a connection to the worker that owns it, also
          * when the client's address changes (docs/http3.md). */
         if (site->quic != NULL && gen->config->quic_bpf) {

@@ -362,7 +362,7 @@ static void write_quic_workers(struct text *t)
             struct h3_udp_stats one;
             if (g->udp_sites[i].quic != NULL &&
                 h3_udp_site_stats(g->udp_sites[i].quic, w, &one) == 0)
-                handshakes += one.handshakes;
+                handshakes += one.v[H3_HANDSHAKES];
         }
         text_printf(t, "corral_quic_worker_handshakes_total{worker=\"%u\"} %llu\n", w,
                     (unsigned long long)handshakes);
@@ -399,106 +399,21 @@ static void write_quic(struct text *t)
             const struct h3_udp_site *site = g->udp_sites[i].quic;
             any |= site != NULL;
             struct h3_udp_stats one;
-            for (unsigned w = 0; site != NULL && h3_udp_site_stats(site, w, &one) == 0; w++) {
-                sum.datagrams_in += one.datagrams_in;
-                sum.datagrams_out += one.datagrams_out;
-                sum.handshakes += one.handshakes;
-                sum.connections += one.connections;
-                sum.handed_off += one.handed_off;
-                sum.handed_in += one.handed_in;
-                sum.handed_to_older += one.handed_to_older;
-                sum.handoff_ns += one.handoff_ns;
-                sum.retries_sent += one.retries_sent;
-                sum.tokens_refused += one.tokens_refused;
-                sum.resets_sent += one.resets_sent;
-                sum.flood_retries += one.flood_retries;
-                sum.new_tokens_sent += one.new_tokens_sent;
-                sum.new_tokens_taken += one.new_tokens_taken;
-                sum.handshaking += one.handshaking;
-                sum.amplification_limited += one.amplification_limited;
-                sum.early_requests += one.early_requests;
-                sum.too_early += one.too_early;
-                sum.replays += one.replays;
-                sum.resumed += one.resumed;
-                sum.version_negotiations += one.version_negotiations;
-                sum.resets_limited += one.resets_limited;
-            }
+            for (unsigned w = 0; site != NULL && h3_udp_site_stats(site, w, &one) == 0; w++)
+                for (unsigned c = 0; c < H3_COUNTER_COUNT; c++)
+                    sum.v[c] += one.v[c];
         }
     if (!any)
         return; /* no quic listen: no families, as for stream */
-    write_counter(t, "corral_quic_datagrams_received_total",
-                  "UDP datagrams read by the quic listens' sockets.", sum.datagrams_in);
-    write_counter(t, "corral_quic_datagrams_sent_total",
-                  "UDP datagrams the quic listens sent or queued for their sockets.",
-                  sum.datagrams_out);
-    write_counter(t, "corral_quic_handshakes_total", "QUIC handshakes completed with ALPN h3.",
-                  sum.handshakes);
-    write_counter(t, "corral_quic_handed_off_total",
-                  "Datagrams a worker read for a connection another worker owns (the client's "
-                  "address changed), passed to the owner.",
-                  sum.handed_off);
-    write_counter(t, "corral_quic_handed_to_older_generation_total",
-                  "Datagrams a worker read for a connection open on an older generation (across "
-                  "a reload), passed to that generation's worker.",
-                  sum.handed_to_older);
-    text_printf(t,
-                "# HELP corral_quic_handoff_delay_seconds_total How long the datagrams handed "
-                "off waited between the worker that read them and their owner, summed.\n"
-                "# TYPE corral_quic_handoff_delay_seconds_total counter\n"
-                "corral_quic_handoff_delay_seconds_total %.6f\n",
-                (double)sum.handoff_ns / 1e9);
-    write_counter(t, "corral_quic_retries_total",
-                  "Retry packets sent to validate a client's address (quic_retry).",
-                  sum.retries_sent);
-    write_counter(t, "corral_quic_flood_retries_total",
-                  "Retry packets sent because a worker had quic_retry_threshold handshakes in "
-                  "progress (of corral_quic_retries_total).",
-                  sum.flood_retries);
-    write_counter(t, "corral_quic_tokens_refused_total",
-                  "Client Initials closed with INVALID_TOKEN for a Retry token that did not "
-                  "verify (forged, expired, from another address).",
-                  sum.tokens_refused);
-    write_counter(t, "corral_quic_new_tokens_sent_total",
-                  "NEW_TOKEN tokens sent to clients after their handshake.", sum.new_tokens_sent);
-    write_counter(t, "corral_quic_new_tokens_taken_total",
-                  "Connections whose address a NEW_TOKEN token validated (no Retry, no "
-                  "amplification limit).",
-                  sum.new_tokens_taken);
-    write_counter(t, "corral_quic_amplification_limited_total",
-                  "QUIC connections that reached the 3x amplification limit (less than a full "
-                  "datagram of it left) before their client's address was validated.",
-                  sum.amplification_limited);
-    write_counter(t, "corral_quic_resumed_total",
-                  "QUIC handshakes that resumed a TLS session by its ticket.", sum.resumed);
-    write_counter(t, "corral_quic_early_requests_total",
-                  "HTTP/3 requests served from 0-RTT early data (GET and HEAD without a body; "
-                  "ssl_early_data).",
-                  sum.early_requests);
-    write_counter(t, "corral_quic_too_early_total",
-                  "HTTP/3 requests in 0-RTT early data answered 425 Too Early (not replay-safe).",
-                  sum.too_early);
-    write_counter(t, "corral_quic_early_data_replays_total",
-                  "0-RTT ClientHellos refused early data as replays (per worker).", sum.replays);
-    write_counter(t, "corral_quic_stateless_resets_total",
-                  "Stateless resets sent for packets of connections no worker has.",
-                  sum.resets_sent);
-    write_counter(t, "corral_quic_stateless_resets_limited_total",
-                  "Packets of unknown connections left unanswered: over a worker's 100 "
-                  "stateless resets per second.",
-                  sum.resets_limited);
-    write_counter(t, "corral_quic_version_negotiations_total",
-                  "Version Negotiation packets sent for Initials of a version other than QUIC v1.",
-                  sum.version_negotiations);
-    text_printf(t,
-                "# HELP corral_quic_connections QUIC connections open.\n"
-                "# TYPE corral_quic_connections gauge\ncorral_quic_connections %llu\n",
-                (unsigned long long)sum.connections);
-    text_printf(t,
-                "# HELP corral_quic_handshakes_in_progress QUIC connections in their handshake "
-                "(quic_retry_threshold counts them per worker).\n"
-                "# TYPE corral_quic_handshakes_in_progress gauge\n"
-                "corral_quic_handshakes_in_progress %llu\n",
-                (unsigned long long)sum.handshaking);
+    for (unsigned c = 0; c < H3_COUNTER_COUNT; c++) {
+        const struct h3_counter_info *info = &h3_counter_info[c];
+        text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", info->name, info->help, info->name,
+                    info->kind == H3_KIND_GAUGE ? "gauge" : "counter");
+        if (info->kind == H3_KIND_SECONDS)
+            text_printf(t, "%s %.6f\n", info->name, (double)sum.v[c] / 1e9);
+        else
+            text_printf(t, "%s %llu\n", info->name, (unsigned long long)sum.v[c]);
+    }
     write_quic_workers(t);
 }
 

@@ -723,25 +723,20 @@ static int quic_site_build(struct site *site, struct generation *gen,
             free(servers);
             return -ENOMEM;
         }
-        /* The pairs named by SNI ($ssl_server_name) are left out: QUIC
-         * does not read them.  A server with only those keeps its first,
-         * which then does not load (refused below, as before). */
+        /* The pairs named by SNI ($ssl_server_name) are read per name
+         * during the handshakes (proto/http3/h3_sni_certs.c). */
         struct h3_certificate *last = NULL;
-        size_t used = 0;
         for (size_t c = 0; c < tls->certificate_count; c++) {
             const struct conf_tls_certificate *file = &tls->certificates[c];
-            if (tls_sni_certs_template(file->certificate) || tls_sni_certs_template(file->key))
-                continue;
-            struct h3_certificate *pair = used == 0 ? &pairs[v] : &more[used - 1];
-            *pair = (struct h3_certificate){file->certificate, file->key, NULL};
+            struct h3_certificate *pair = c == 0 ? &pairs[v] : &more[c - 1];
+            *pair = (struct h3_certificate){.cert_file = file->certificate,
+                                            .key_file = file->key,
+                                            .by_name = tls_sni_certs_template(file->certificate) ||
+                                                       tls_sni_certs_template(file->key)};
             if (last != NULL)
                 last->next = pair;
             last = pair;
-            used++;
         }
-        if (used == 0)
-            pairs[v] = (struct h3_certificate){tls->certificates[0].certificate,
-                                               tls->certificates[0].key, NULL};
     }
     int err = site_tls_groups(site, servers);
     free(servers);

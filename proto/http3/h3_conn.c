@@ -90,9 +90,9 @@ static int on_handshake_completed(ngtcp2_conn *quic, void *user)
     if (gnutls_alpn_get_selected_protocol(conn->tls, &alpn) != 0 || alpn.size != 2 ||
         memcmp(alpn.data, "h3", 2) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
-    conn->ep->handshakes++;
+    conn->ep->count[H3_HANDSHAKES]++;
     if (gnutls_session_is_resumed(conn->tls))
-        conn->ep->resumed++;
+        conn->ep->count[H3_RESUMED]++;
     handshake_over(conn);
     conn->validated = true;
     /* A token for the client's next connections (RFC 9000 8.1.3): its
@@ -282,9 +282,15 @@ bool h3_conn_goaway(struct h3_conn *conn)
 
 /* ---------------------------------------------------------- the timer */
 
+/* Re-armed only when ngtcp2's expiry moved: most flushes leave it where
+ * it was (a loss-recovery or idle deadline), and re-arming costs a heap
+ * removal and insertion in the loop's timers each time. */
 static void arm_timer(struct h3_conn *conn)
 {
     uint64_t expiry = ngtcp2_conn_get_expiry(conn->quic);
+    if (expiry == conn->timer_expiry)
+        return;
+    conn->timer_expiry = expiry;
     if (expiry == UINT64_MAX) {
         corral_timer_stop(conn->timer);
         return;
@@ -300,6 +306,7 @@ static void on_timer(corral_timer *timer, void *arg)
 {
     (void)timer;
     struct h3_conn *conn = arg;
+    conn->timer_expiry = UINT64_MAX; /* not armed now: the next flush arms it */
     int rc = ngtcp2_conn_handle_expiry(conn->quic, h3_conn_now());
     if (rc != 0) {
         /* The idle timeout (RFC 9000 10.1: the connection is silently
@@ -334,8 +341,10 @@ static void send_close(struct h3_conn *conn)
     ngtcp2_pkt_info pi;
     ngtcp2_ssize n = ngtcp2_conn_write_connection_close(conn->quic, &ps.path, &pi, buf, sizeof(buf),
                                                         &conn->ccerr, h3_conn_now());
-    if (n > 0)
-        send_packet(conn, &ps.path, buf, (size_t)n);
+    if (n <= 0)
+        return;
+    send_packet(conn, &ps.path, buf, (size_t)n);
+    h3_closing_begin(conn, buf, (size_t)n);
 }
 
 /* Datagrams written one after the other into one buffer, sent as one
@@ -484,7 +493,7 @@ static void check_amplification(struct h3_conn *conn)
     uint64_t budget = 3 * conn->unvalidated_in;
     if (conn->unvalidated_out + NGTCP2_MAX_UDP_PAYLOAD_SIZE > budget) {
         conn->amplification_limited = true;
-        conn->ep->amplification_limited++;
+        conn->ep->count[H3_AMPLIFICATION_LIMITED]++;
     }
 }
 
@@ -589,6 +598,9 @@ void h3_conn_input(struct h3_conn *conn, const struct sockaddr *local, socklen_t
     if (rc != 0) {
         switch (rc) {
         case NGTCP2_ERR_DRAINING: /* the peer closed: nothing more to say */
+            h3_closing_begin(conn, NULL, 0);
+            h3_conn_free(conn);
+            return;
         case NGTCP2_ERR_DROP_CONN:
         case NGTCP2_ERR_RETRY: h3_conn_free(conn); return;
         case NGTCP2_ERR_CRYPTO:
@@ -633,9 +645,10 @@ static int on_client_hello(gnutls_session_t session)
         memchr(conn->server_name, '\0', len) == NULL) {
         conn->server_name[len] = '\0';
         conn->dgram.server_name = conn->server_name;
-        if (gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE,
-                                   h3_endpoint_credentials(conn->ep, conn->server_name, len)) !=
-            GNUTLS_E_SUCCESS)
+        gnutls_certificate_credentials_t cred =
+            h3_endpoint_credentials(conn->ep, conn->server_name, len, &conn->sni_cred);
+        if (cred == NULL ||
+            gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, cred) != GNUTLS_E_SUCCESS)
             return GNUTLS_E_INTERNAL_ERROR;
     }
     return 0;
@@ -666,6 +679,7 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
     conn->conn_ref = (ngtcp2_crypto_conn_ref){.get_conn = get_conn, .user_data = conn};
     conn->client_dcid = hd->dcid;
     conn->max_udp = NGTCP2_MAX_UDP_PAYLOAD_SIZE;
+    conn->timer_expiry = UINT64_MAX; /* not armed */
 
     ngtcp2_cid scid;
     uint8_t token[NGTCP2_STATELESS_RESET_TOKENLEN];
@@ -782,6 +796,8 @@ void h3_conn_free(struct h3_conn *conn)
         nghttp3_conn_del(conn->h3);
     ngtcp2_conn_del(conn->quic);
     gnutls_deinit(conn->tls);
+    h3_sni_certs_release(conn->sni_cred); /* after the session that used them */
+    conn->sni_cred = NULL;
     h3_endpoint_conn_gone(ep);
     /* A flush deferred to the loop's turn still points here: it frees
      * what is left. */

@@ -13,7 +13,6 @@
 #include <linux/filter.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Connection IDs this endpoint issues (H3_CID_LEN bytes):
  *
@@ -144,7 +143,7 @@ static bool cid_equal(const ngtcp2_cid *a, const uint8_t *data, size_t len)
     return a->datalen == len && memcmp(a->data, data, len) == 0;
 }
 
-static struct h3_conn *find(const struct h3_endpoint *ep, const uint8_t *data, size_t len)
+static struct h3_cid_entry *find(const struct h3_endpoint *ep, const uint8_t *data, size_t len)
 {
     ngtcp2_cid cid;
     if (len > NGTCP2_MAX_CIDLEN)
@@ -152,7 +151,7 @@ static struct h3_conn *find(const struct h3_endpoint *ep, const uint8_t *data, s
     ngtcp2_cid_init(&cid, data, len);
     for (struct h3_cid_entry *e = ep->buckets[bucket_of(&cid)]; e != NULL; e = e->next)
         if (cid_equal(&e->cid, data, len))
-            return e->conn;
+            return e;
     return NULL;
 }
 
@@ -188,12 +187,32 @@ void h3_endpoint_remove_conn(struct h3_endpoint *ep, struct h3_conn *conn)
     for (size_t b = 0; b < H3_CID_BUCKETS; b++) {
         struct h3_cid_entry **p = &ep->buckets[b];
         while (*p != NULL) {
-            if ((*p)->conn == conn) {
-                struct h3_cid_entry *e = *p;
+            struct h3_cid_entry *e = *p;
+            if (e->conn == conn && conn->closing != NULL) {
+                e->conn = NULL;
+                e->closing = conn->closing;
+            } else if (e->conn == conn) {
+                *p = e->next;
+                free(e);
+                continue;
+            }
+            p = &e->next;
+        }
+    }
+}
+
+void h3_endpoint_remove_closing(struct h3_endpoint *ep, const struct h3_closing *rec)
+{
+    /* A walk over the table, as for a connection. */
+    for (size_t b = 0; b < H3_CID_BUCKETS; b++) {
+        struct h3_cid_entry **p = &ep->buckets[b];
+        while (*p != NULL) {
+            struct h3_cid_entry *e = *p;
+            if (e->conn == NULL && e->closing == rec) {
                 *p = e->next;
                 free(e);
             } else {
-                p = &(*p)->next;
+                p = &e->next;
             }
         }
     }
@@ -208,6 +227,8 @@ static int load_credentials(const struct h3_certificate *pair,
         return -ENOMEM;
     int rc = GNUTLS_E_SUCCESS;
     for (; pair != NULL && rc >= 0; pair = pair->next) {
+        if (pair->by_name) /* read per SNI name (h3_sni_certs.c) */
+            continue;
         /* >= 0: with GNUTLS_CERTIFICATE_API_V2 it is the pair's index. */
         rc = gnutls_certificate_set_x509_key_file(*cred, pair->cert_file, pair->key_file,
                                                   GNUTLS_X509_FMT_PEM);
@@ -227,7 +248,8 @@ static int load_credentials(const struct h3_certificate *pair,
 static bool same_pairs(const struct h3_certificate *a, const struct h3_certificate *b)
 {
     for (; a != NULL && b != NULL; a = a->next, b = b->next)
-        if (strcmp(a->cert_file, b->cert_file) != 0 || strcmp(a->key_file, b->key_file) != 0)
+        if (strcmp(a->cert_file, b->cert_file) != 0 || strcmp(a->key_file, b->key_file) != 0 ||
+            a->by_name != b->by_name)
             return false;
     return a == NULL && b == NULL;
 }
@@ -279,71 +301,68 @@ static int load_vhost_credentials(struct h3_endpoint *ep)
 int h3_credentials_check(const char *cert_file, const char *key_file)
 {
     gnutls_certificate_credentials_t cred;
-    int err = load_credentials(&(struct h3_certificate){cert_file, key_file, NULL}, &cred);
+    int err = load_credentials(
+        &(struct h3_certificate){.cert_file = cert_file, .key_file = key_file}, &cred);
     if (err == 0)
         gnutls_certificate_free_credentials(cred);
     return err;
 }
 
-gnutls_certificate_credentials_t h3_endpoint_credentials(const struct h3_endpoint *ep,
-                                                         const char *name, size_t len)
+/* Whether a vhost's list of pairs has one read by SNI name. */
+static bool has_by_name(const struct h3_certificate *pair)
 {
+    for (; pair != NULL; pair = pair->next)
+        if (pair->by_name)
+            return true;
+    return false;
+}
+
+gnutls_certificate_credentials_t h3_endpoint_credentials(struct h3_endpoint *ep, const char *name,
+                                                         size_t len, struct h3_sni_cred **held)
+{
+    *held = NULL;
     if (ep->creds == NULL)
         return ep->cred;
-    return ep->creds[site_find_vhost(ep->site, name, len) - ep->site->vhosts];
-}
-
-/* GnuTLS's anti-replay asks whether a ClientHello with early data was
- * seen within its window: its key is filed until `exp_time`, and a key
- * already there (a replay) refuses the early data (the handshake goes
- * on, its requests wait for it).  A table full of live entries refuses
- * too: early data is an optimisation, safety first. */
-static int anti_replay_add(void *ptr, time_t exp_time, const gnutls_datum_t *key,
-                           const gnutls_datum_t *data)
-{
-    (void)data;
-    struct h3_endpoint *ep = ptr;
-    uint8_t digest[32];
-    if (gnutls_hash_fast(GNUTLS_DIG_SHA256, key->data, key->size, digest) != 0)
-        return GNUTLS_E_DB_ERROR;
-    time_t now = time(NULL);
-    size_t slot = ((size_t)digest[0] << 8 | digest[1]) & (H3_REPLAY_SLOTS - 1);
-    struct h3_replay_entry *free_slot = NULL;
-    for (size_t i = 0; i < H3_REPLAY_SLOTS; i++) {
-        struct h3_replay_entry *e = &ep->replays_seen[(slot + i) & (H3_REPLAY_SLOTS - 1)];
-        if (e->expires != 0 && e->expires < (int64_t)now)
-            e->expires = 0; /* out of the window: a replay of it is refused by its age */
-        if (e->expires == 0) {
-            if (free_slot == NULL)
-                free_slot = e;
-            continue;
-        }
-        if (memcmp(e->digest, digest, sizeof(digest)) == 0) {
-            ep->replays++;
-            return GNUTLS_E_DB_ENTRY_EXISTS;
-        }
+    size_t v = (size_t)(site_find_vhost(ep->site, name, len) - ep->site->vhosts);
+    const struct h3_certificate *pairs = &ep->config.vhost_certificates[v];
+    /* The pair named by SNI first, as the TCP listens choose; the
+     * vhost's other pairs when it does not load (none: no certificate,
+     * the handshake fails). */
+    if (has_by_name(pairs)) {
+        gnutls_certificate_credentials_t cred = h3_sni_certs_get(ep, v, pairs, name, held);
+        if (cred != NULL)
+            return cred;
     }
-    if (free_slot == NULL)
-        return GNUTLS_E_DB_ERROR;
-    free_slot->expires = (int64_t)exp_time > 0 ? (int64_t)exp_time : 1;
-    memcpy(free_slot->digest, digest, sizeof(digest));
-    return 0;
+    return ep->creds[v];
 }
 
+/* GnuTLS's anti-replay for early data: the worker's of the listen's
+ * store (h3_replay.c), or of one of the endpoint's own. */
 static int anti_replay_new(struct h3_endpoint *ep)
 {
-    ep->replays_seen = calloc(H3_REPLAY_SLOTS, sizeof(*ep->replays_seen));
-    if (ep->replays_seen == NULL)
-        return -ENOMEM;
-    if (gnutls_anti_replay_init(&ep->anti_replay) != GNUTLS_E_SUCCESS) {
-        ep->anti_replay = NULL;
-        free(ep->replays_seen);
-        ep->replays_seen = NULL;
-        return -ENOMEM;
+    unsigned worker = ep->config.replay_worker;
+    if (ep->config.replay_store == NULL) {
+        int err = h3_replay_store_new(1, &ep->replay_store);
+        if (err != 0)
+            return err;
+        ep->owns_replay_store = true;
+        worker = 0;
+    } else {
+        ep->replay_store = ep->config.replay_store;
     }
-    gnutls_anti_replay_set_add_function(ep->anti_replay, anti_replay_add);
-    gnutls_anti_replay_set_ptr(ep->anti_replay, ep);
-    return 0;
+    ep->anti_replay = h3_replay_store_attach(ep->replay_store, worker, ep);
+    return ep->anti_replay != NULL ? 0 : -EINVAL;
+}
+
+static void anti_replay_free(struct h3_endpoint *ep)
+{
+    if (ep->anti_replay != NULL)
+        h3_replay_store_attach(ep->replay_store,
+                               ep->owns_replay_store ? 0 : ep->config.replay_worker, NULL);
+    if (ep->owns_replay_store)
+        h3_replay_store_free(ep->replay_store);
+    ep->anti_replay = NULL;
+    ep->replay_store = NULL;
 }
 
 int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint **out)
@@ -360,11 +379,11 @@ int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint 
         ep->config.max_concurrent_streams = 128;
     if (ep->config.idle_timeout_ms == 0)
         ep->config.idle_timeout_ms = 60000;
-    int err =
-        config->vhost_certificates != NULL
-            ? load_vhost_credentials(ep)
-            : load_credentials(&(struct h3_certificate){config->cert_file, config->key_file, NULL},
-                               &ep->cred);
+    int err = config->vhost_certificates != NULL
+                  ? load_vhost_credentials(ep)
+                  : load_credentials(&(struct h3_certificate){.cert_file = config->cert_file,
+                                                              .key_file = config->key_file},
+                                     &ep->cred);
     if (err != 0) {
         free_credentials(ep);
         free(ep);
@@ -387,10 +406,11 @@ int h3_endpoint_new(const struct h3_endpoint_config *config, struct h3_endpoint 
         free(ep);
         return -EIO;
     }
-    if (config->early_data && anti_replay_new(ep) != 0) {
+    if (config->early_data && (err = anti_replay_new(ep)) != 0) {
+        anti_replay_free(ep);
         free_credentials(ep);
         free(ep);
-        return -ENOMEM;
+        return err;
     }
     *out = ep;
     return 0;
@@ -405,12 +425,12 @@ void h3_endpoint_free(struct h3_endpoint *ep)
         corral_timer_free(ep->drain_timer);
     while (ep->conns != NULL)
         h3_conn_free(ep->conns);
+    h3_closing_free_all(ep);
+    h3_sni_certs_free_all(ep);
     for (size_t b = 0; b < H3_CID_BUCKETS; b++)
         assert(ep->buckets[b] == NULL);
     free_credentials(ep);
-    if (ep->anti_replay != NULL)
-        gnutls_anti_replay_deinit(ep->anti_replay);
-    free(ep->replays_seen);
+    anti_replay_free(ep);
     explicit_bzero(ep->ticket_key, sizeof(ep->ticket_key));
     free(ep);
 }
@@ -445,27 +465,24 @@ int h3_host_key_ticket_key(const uint8_t *key, size_t len, uint8_t ticket_key[H3
     return 0;
 }
 
-void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out)
+const struct h3_counter_info h3_counter_info[H3_COUNTER_COUNT] = {
+#define H3_COUNTER_INFO(id, kind, name, help) [H3_##id] = {kind, name, help},
+    H3_COUNTERS(H3_COUNTER_INFO)
+#undef H3_COUNTER_INFO
+};
+
+void h3_endpoint_counters(const struct h3_endpoint *ep, uint64_t out[H3_COUNTER_COUNT])
 {
-    *out = (struct h3_endpoint_counters){.sent = ep->retries_sent,
-                                         .refused = ep->tokens_refused,
-                                         .resets = ep->resets_sent,
-                                         .flood_retries = ep->flood_retries,
-                                         .new_tokens_sent = ep->new_tokens_sent,
-                                         .new_tokens_taken = ep->new_tokens_taken,
-                                         .amplification_limited = ep->amplification_limited,
-                                         .handshaking = ep->handshaking,
-                                         .early_requests = ep->early_requests,
-                                         .too_early = ep->too_early,
-                                         .replays = ep->replays,
-                                         .resumed = ep->resumed,
-                                         .version_negotiations = ep->version_negotiations,
-                                         .resets_limited = ep->resets_limited};
+    memcpy(out + H3_FIRST_ENDPOINT_COUNTER, ep->count + H3_FIRST_ENDPOINT_COUNTER,
+           (H3_COUNTER_COUNT - H3_FIRST_ENDPOINT_COUNTER) * sizeof(*out));
+    out[H3_CONNECTIONS] = ep->conn_count;
+    out[H3_HANDSHAKING] = ep->handshaking;
+    out[H3_CLOSING] = ep->closing_count;
 }
 
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep)
 {
-    return ep->handshakes;
+    return ep->count[H3_HANDSHAKES];
 }
 
 size_t h3_endpoint_conn_count(const struct h3_endpoint *ep)
@@ -554,7 +571,7 @@ static int send_retry(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd, const str
     if (n < 0)
         return -ENOENT;
     ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n, 0);
-    ep->retries_sent++;
+    ep->count[H3_RETRIES]++;
     return 0;
 }
 
@@ -580,7 +597,7 @@ static void send_stateless_reset(struct h3_endpoint *ep, const ngtcp2_version_ci
         ep->resets_in_second = 0;
     }
     if (ep->resets_in_second >= limit) {
-        ep->resets_limited++;
+        ep->count[H3_RESETS_LIMITED]++;
         return;
     }
     ep->resets_in_second++;
@@ -597,7 +614,7 @@ static void send_stateless_reset(struct h3_endpoint *ep, const ngtcp2_version_ci
     if (n <= 0)
         return;
     ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n, 0);
-    ep->resets_sent++;
+    ep->count[H3_RESETS]++;
 }
 
 /* A client Initial whose Retry token does not verify: closed at once
@@ -608,7 +625,7 @@ static void send_invalid_token(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
                                const struct sockaddr *local, socklen_t local_len,
                                const struct sockaddr *peer, socklen_t peer_len)
 {
-    ep->tokens_refused++;
+    ep->count[H3_TOKENS_REFUSED]++;
     uint8_t pkt[NGTCP2_MAX_UDP_PAYLOAD_SIZE];
     ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(pkt, sizeof(pkt), hd->version, &hd->scid,
                                                           &hd->dcid, NGTCP2_INVALID_TOKEN, NULL, 0);
@@ -637,7 +654,7 @@ static void send_version_negotiation(struct h3_endpoint *ep, const ngtcp2_versio
     if (n <= 0)
         return;
     ep->config.output(ep->config.output_arg, local, local_len, peer, peer_len, pkt, (size_t)n, 0);
-    ep->version_negotiations++;
+    ep->count[H3_VERSION_NEGOTIATIONS]++;
 }
 
 /* Whether the Initial's Retry token (its magic byte checked) is one of
@@ -675,7 +692,7 @@ int h3_endpoint_new_token(struct h3_endpoint *ep, const struct sockaddr *peer, s
         (ngtcp2_socklen)peer_len, h3_conn_now());
     if (n < 0)
         return -1;
-    ep->new_tokens_sent++;
+    ep->count[H3_NEW_TOKENS_SENT]++;
     return (int)n;
 }
 
@@ -707,7 +724,15 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
     }
     if (rc != 0) /* garbage */
         return -ENOENT;
-    struct h3_conn *conn = find(ep, vc.dcid, vc.dcidlen);
+    /* Closing periods over by now end first (their records are few, and
+     * the oldest is at the head). */
+    if (ep->closing_head != NULL)
+        h3_closing_reap(ep, h3_conn_now());
+    struct h3_cid_entry *entry = find(ep, vc.dcid, vc.dcidlen);
+    if (entry != NULL && entry->conn == NULL &&
+        h3_closing_input(ep, entry->closing, local, local_len, peer, peer_len))
+        return 0;
+    struct h3_conn *conn = entry != NULL ? entry->conn : NULL;
     if (conn == NULL) {
         ngtcp2_pkt_hd hd;
         /* Only a client's Initial opens a connection (RFC 9000 7.2:
@@ -739,12 +764,12 @@ int h3_endpoint_input(struct h3_endpoint *ep, const struct sockaddr *local, sock
         } else if (hd.token.len > 0 && hd.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR &&
                    new_token_valid(ep, &hd, peer, peer_len)) {
             validated = true;
-            ep->new_tokens_taken++;
+            ep->count[H3_NEW_TOKENS_TAKEN]++;
         }
         if (!validated && wants_retry(ep)) {
             int sent = send_retry(ep, &hd, local, local_len, peer, peer_len);
             if (sent == 0 && !ep->config.retry)
-                ep->flood_retries++;
+                ep->count[H3_FLOOD_RETRIES]++;
             return sent;
         }
         conn = h3_conn_accept(ep, &hd, retried ? &odcid : NULL, validated, local, local_len, peer,

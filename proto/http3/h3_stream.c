@@ -208,10 +208,10 @@ static unsigned early_request(struct h3_conn *conn, const struct http_request *r
 {
     bool safe = (req->method.len == 3 && memcmp(req->method.data, "GET", 3) == 0) || req->head;
     if (safe && ended) {
-        conn->ep->early_requests++;
+        conn->ep->count[H3_EARLY_REQUESTS]++;
         return 0;
     }
-    conn->ep->too_early++;
+    conn->ep->count[H3_TOO_EARLY]++;
     return 425;
 }
 

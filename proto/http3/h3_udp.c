@@ -31,6 +31,13 @@ struct pending {
     uint8_t bytes[];
 };
 
+/* What the connections write while one batch of received datagrams is
+ * read (on_recv) is gathered and sent at its end with one sendmmsg(),
+ * rather than a call per datagram: up to this many messages and bytes
+ * (a GSO run is one message). */
+#define BATCH_MSGS  32
+#define BATCH_BYTES (64 * 1024)
+
 struct h3_udp_worker {
     struct h3_udp_site *site;
     unsigned index; /* its worker's */
@@ -38,21 +45,17 @@ struct h3_udp_worker {
     struct h3_endpoint *ep;
     struct pending *head, **tail;
     size_t pending_bytes;
-    bool held; /* it holds its worker while its endpoint drains */
+    bool held;     /* it holds its worker while its endpoint drains */
+    bool batching; /* inside on_recv: output() gathers into batch */
+    size_t batch_count, batch_used;
+    struct corral_udp_msg batch[BATCH_MSGS];
+    uint8_t batch_bytes[BATCH_BYTES];
 };
 
 /* Per worker, written by its worker only, read by anyone
  * (h3_udp_site_stats()). */
 struct counters {
-    alignas(64) _Atomic uint64_t handed_off; /* datagrams this worker passed to their owner */
-    _Atomic uint64_t handed_in;              /* datagrams another worker passed to this one */
-    _Atomic uint64_t handoff_ns; /* how long those waited between the two workers, summed */
-    _Atomic uint64_t datagrams_in, datagrams_out, handshakes, connections;
-    _Atomic uint64_t retries_sent, tokens_refused, resets_sent;
-    _Atomic uint64_t handed_to_older; /* datagrams passed to an older generation */
-    _Atomic uint64_t flood_retries, new_tokens_sent, new_tokens_taken, handshaking;
-    _Atomic uint64_t amplification_limited, early_requests, too_early, replays, resumed;
-    _Atomic uint64_t version_negotiations, resets_limited;
+    alignas(64) _Atomic uint64_t v[H3_COUNTER_COUNT]; /* by enum h3_counter */
     /* on_stop ran: a hand-off that comes later makes no endpoint.  Set
      * under chain_lock, which a newer generation's hand-off reads it under. */
     bool stopped;
@@ -66,9 +69,10 @@ struct h3_udp_site {
     /* By corral_worker_index(); an entry is set and cleared by its worker
      * under chain_lock, as a newer generation's workers read it. */
     struct h3_udp_worker **workers;
-    struct counters *counters; /* by corral_worker_index() */
-    uint8_t generation;        /* the tag in its connection IDs */
-    bool close_on_stop;        /* h3_udp_site_close_on_stop() */
+    struct counters *counters;            /* by corral_worker_index() */
+    uint8_t generation;                   /* the tag in its connection IDs */
+    struct h3_replay_store *replay_store; /* made for it, with early data */
+    bool close_on_stop;                   /* h3_udp_site_close_on_stop() */
     /* The generations of the same sockets (h3_udp_site_follow()), under
      * chain_lock: the one before, still running, and the one after. */
     struct h3_udp_site *older, *newer;
@@ -103,7 +107,7 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
         int err = pairs == NULL ? h3_credentials_check(config->cert_file, config->key_file) : 0;
         for (const struct h3_certificate *p = pairs != NULL ? &pairs[v] : NULL;
              p != NULL && err == 0; p = p->next)
-            err = h3_credentials_check(p->cert_file, p->key_file);
+            err = p->by_name ? 0 : h3_credentials_check(p->cert_file, p->key_file);
         if (err != 0)
             return err;
     }
@@ -139,6 +143,16 @@ int h3_udp_site_new(const struct h3_endpoint_config *config, unsigned workers,
     site->config.token_secret = site->token_secret;
     site->config.reset_secret = site->reset_secret;
     site->config.ticket_key = site->ticket_key;
+    /* One record of 0-RTT ClientHellos for the workers: a replay sent to
+     * another worker is refused too (h3_replay.c). */
+    if (config->early_data && config->replay_store == NULL) {
+        int err = h3_replay_store_new(workers, &site->replay_store);
+        if (err != 0) {
+            h3_udp_site_free(site);
+            return err;
+        }
+        site->config.replay_store = site->replay_store;
+    }
     *out = site;
     return 0;
 }
@@ -170,6 +184,7 @@ void h3_udp_site_free(struct h3_udp_site *site)
     pthread_mutex_unlock(&chain_lock);
     free(site->workers); /* each worker's freed by its on_stop */
     free(site->counters);
+    h3_replay_store_free(site->replay_store);
     free(site);
 }
 
@@ -191,6 +206,37 @@ static void flush_pending(struct h3_udp_worker *w)
     }
 }
 
+/* Keeps a copy of `msg` until the socket can take it, behind those
+ * already waiting; beyond PENDING_MAX it is dropped (a lost packet). */
+static void queue_pending(struct h3_udp_worker *w, const struct corral_udp_msg *msg)
+{
+    if (w->pending_bytes + msg->len > PENDING_MAX)
+        return;
+    struct pending *p = malloc(sizeof(*p) + msg->len);
+    if (p == NULL)
+        return;
+    p->next = NULL;
+    p->msg = *msg;
+    memcpy(p->bytes, msg->data, msg->len);
+    p->msg.data = p->bytes;
+    bool first = w->head == NULL;
+    *w->tail = p;
+    w->tail = &p->next;
+    w->pending_bytes += msg->len;
+    if (first && corral_udp_wait_writable(w->sock) != 0)
+        flush_pending(w); /* no loop watches it: drops what cannot go now */
+}
+
+/* Sends what a batch gathered, in order; what the socket cannot take
+ * now waits with the rest. */
+static void batch_flush(struct h3_udp_worker *w)
+{
+    size_t sent = w->head == NULL ? corral_udp_send(w->sock, w->batch, w->batch_count) : 0;
+    for (size_t i = sent; i < w->batch_count; i++)
+        queue_pending(w, &w->batch[i]);
+    w->batch_count = w->batch_used = 0;
+}
+
 static void output(void *arg, const struct sockaddr *local, socklen_t local_len,
                    const struct sockaddr *peer, socklen_t peer_len, const uint8_t *data, size_t len,
                    size_t gso_segment)
@@ -207,25 +253,20 @@ static void output(void *arg, const struct sockaddr *local, socklen_t local_len,
     if (gso_segment > 0 && gso_segment < len && gso_segment <= UINT16_MAX)
         msg.segment_size = (uint16_t)gso_segment;
     size_t datagrams = msg.segment_size > 0 ? (len + msg.segment_size - 1) / msg.segment_size : 1;
-    atomic_fetch_add_explicit(&w->site->counters[w->index].datagrams_out, datagrams,
+    atomic_fetch_add_explicit(&w->site->counters[w->index].v[H3_DATAGRAMS_OUT], datagrams,
                               memory_order_relaxed);
+    if (w->batching && len <= BATCH_BYTES) {
+        if (w->batch_count == BATCH_MSGS || w->batch_used + len > BATCH_BYTES)
+            batch_flush(w);
+        memcpy(w->batch_bytes + w->batch_used, data, len);
+        msg.data = w->batch_bytes + w->batch_used;
+        w->batch_used += len;
+        w->batch[w->batch_count++] = msg;
+        return;
+    }
     if (w->head == NULL && corral_udp_send(w->sock, &msg, 1) == 1)
         return;
-    if (w->pending_bytes + len > PENDING_MAX)
-        return;
-    struct pending *p = malloc(sizeof(*p) + len);
-    if (p == NULL)
-        return;
-    p->next = NULL;
-    p->msg = msg;
-    memcpy(p->bytes, data, len);
-    p->msg.data = p->bytes;
-    bool first = w->head == NULL;
-    *w->tail = p;
-    w->tail = &p->next;
-    w->pending_bytes += len;
-    if (first && corral_udp_wait_writable(w->sock) != 0)
-        flush_pending(w); /* no loop watches it: drops what cannot go now */
+    queue_pending(w, &msg);
 }
 
 /* The worker's endpoint, made on its first datagram. */
@@ -253,6 +294,7 @@ static struct h3_udp_worker *worker_of(corral_udp_socket *sock)
     config.loop = corral_worker_loop(worker);
     config.worker = worker;
     config.worker_index = (uint16_t)index;
+    config.replay_worker = index;
     config.output = output;
     config.output_arg = w;
     /* A failure is logged once; the worker drops its datagrams after it. */
@@ -271,28 +313,11 @@ static struct h3_udp_worker *worker_of(corral_udp_socket *sock)
 static void publish(struct h3_udp_worker *w, unsigned index)
 {
     struct counters *c = &w->site->counters[index];
-    atomic_store_explicit(&c->handshakes, h3_endpoint_handshakes(w->ep), memory_order_relaxed);
-    size_t connections = h3_endpoint_conn_count(w->ep);
-    atomic_store_explicit(&c->connections, connections, memory_order_relaxed);
-    corral_udp_publish_load(w->sock, connections); /* what eBPF's balanced weighs */
-    struct h3_endpoint_counters retry;
-    h3_endpoint_counters(w->ep, &retry);
-    atomic_store_explicit(&c->retries_sent, retry.sent, memory_order_relaxed);
-    atomic_store_explicit(&c->tokens_refused, retry.refused, memory_order_relaxed);
-    atomic_store_explicit(&c->resets_sent, retry.resets, memory_order_relaxed);
-    atomic_store_explicit(&c->flood_retries, retry.flood_retries, memory_order_relaxed);
-    atomic_store_explicit(&c->new_tokens_sent, retry.new_tokens_sent, memory_order_relaxed);
-    atomic_store_explicit(&c->new_tokens_taken, retry.new_tokens_taken, memory_order_relaxed);
-    atomic_store_explicit(&c->handshaking, retry.handshaking, memory_order_relaxed);
-    atomic_store_explicit(&c->amplification_limited, retry.amplification_limited,
-                          memory_order_relaxed);
-    atomic_store_explicit(&c->early_requests, retry.early_requests, memory_order_relaxed);
-    atomic_store_explicit(&c->too_early, retry.too_early, memory_order_relaxed);
-    atomic_store_explicit(&c->replays, retry.replays, memory_order_relaxed);
-    atomic_store_explicit(&c->resumed, retry.resumed, memory_order_relaxed);
-    atomic_store_explicit(&c->version_negotiations, retry.version_negotiations,
-                          memory_order_relaxed);
-    atomic_store_explicit(&c->resets_limited, retry.resets_limited, memory_order_relaxed);
+    uint64_t now[H3_COUNTER_COUNT];
+    h3_endpoint_counters(w->ep, now);
+    for (unsigned i = H3_FIRST_ENDPOINT_COUNTER; i < H3_COUNTER_COUNT; i++)
+        atomic_store_explicit(&c->v[i], now[i], memory_order_relaxed);
+    corral_udp_publish_load(w->sock, now[H3_CONNECTIONS]); /* what eBPF's balanced weighs */
 }
 
 /* On the owner's loop: the datagram as if its own socket had read it. */
@@ -303,8 +328,8 @@ static void handoff_run(void *arg)
     if (w != NULL) {
         unsigned index = w->index;
         struct counters *c = &h->site->counters[index];
-        atomic_fetch_add_explicit(&c->handed_in, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&c->handoff_ns, corral_monotonic_ns() - h->posted_ns,
+        atomic_fetch_add_explicit(&c->v[H3_HANDED_IN], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->v[H3_HANDOFF_NS], corral_monotonic_ns() - h->posted_ns,
                                   memory_order_relaxed);
         h3_endpoint_input(w->ep, (const struct sockaddr *)&h->msg.local, h->msg.local_len,
                           (const struct sockaddr *)&h->msg.peer, h->msg.peer_len, h->bytes,
@@ -339,7 +364,7 @@ static bool hand_off(corral_udp_socket *sock, unsigned owner, const struct corra
         return false;
     }
     unsigned self = corral_worker_index(corral_udp_socket_worker(sock));
-    atomic_fetch_add_explicit(&site->counters[self].handed_off, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&site->counters[self].v[H3_HANDED_OFF], 1, memory_order_relaxed);
     return true;
 }
 
@@ -382,7 +407,7 @@ static bool hand_to_older(struct h3_udp_worker *w, unsigned self, int tag,
     }
     pthread_mutex_unlock(&chain_lock);
     if (sent)
-        atomic_fetch_add_explicit(&w->site->counters[self].handed_to_older, 1,
+        atomic_fetch_add_explicit(&w->site->counters[self].v[H3_HANDED_TO_OLDER], 1,
                                   memory_order_relaxed);
     return sent || to != NULL; /* an older connection's: never this worker's */
 }
@@ -394,6 +419,7 @@ static void on_recv(corral_udp_socket *sock, struct corral_udp_msg *msgs, size_t
         return;
     unsigned self = corral_worker_index(corral_udp_socket_worker(sock));
     uint64_t datagrams = 0;
+    w->batching = true;
     for (size_t i = 0; i < count; i++) {
         const struct corral_udp_msg *m = &msgs[i];
         size_t step = m->segment_size > 0 ? m->segment_size : m->len;
@@ -415,7 +441,9 @@ static void on_recv(corral_udp_socket *sock, struct corral_udp_msg *msgs, size_t
                               (const struct sockaddr *)&m->peer, m->peer_len, data, len, m->ecn);
         }
     }
-    atomic_fetch_add_explicit(&w->site->counters[self].datagrams_in, datagrams,
+    w->batching = false;
+    batch_flush(w);
+    atomic_fetch_add_explicit(&w->site->counters[self].v[H3_DATAGRAMS_IN], datagrams,
                               memory_order_relaxed);
     publish(w, self);
 }
@@ -473,7 +501,7 @@ static void on_stop(corral_udp_socket *sock)
     struct h3_udp_worker *w = site->workers[index];
     site->workers[index] = NULL;
     pthread_mutex_unlock(&chain_lock);
-    atomic_store_explicit(&site->counters[index].connections, 0, memory_order_relaxed);
+    atomic_store_explicit(&site->counters[index].v[H3_CONNECTIONS], 0, memory_order_relaxed);
     if (w == NULL)
         return;
     if (w->ep != NULL) {
@@ -495,32 +523,8 @@ int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_
     if (index >= site->worker_count)
         return -EINVAL;
     const struct counters *c = &site->counters[index];
-    *out = (struct h3_udp_stats){
-        .handed_off = atomic_load_explicit(&c->handed_off, memory_order_relaxed),
-        .handed_in = atomic_load_explicit(&c->handed_in, memory_order_relaxed),
-        .handoff_ns = atomic_load_explicit(&c->handoff_ns, memory_order_relaxed),
-        .datagrams_in = atomic_load_explicit(&c->datagrams_in, memory_order_relaxed),
-        .datagrams_out = atomic_load_explicit(&c->datagrams_out, memory_order_relaxed),
-        .handshakes = atomic_load_explicit(&c->handshakes, memory_order_relaxed),
-        .connections = atomic_load_explicit(&c->connections, memory_order_relaxed),
-        .retries_sent = atomic_load_explicit(&c->retries_sent, memory_order_relaxed),
-        .tokens_refused = atomic_load_explicit(&c->tokens_refused, memory_order_relaxed),
-        .resets_sent = atomic_load_explicit(&c->resets_sent, memory_order_relaxed),
-        .handed_to_older = atomic_load_explicit(&c->handed_to_older, memory_order_relaxed),
-        .flood_retries = atomic_load_explicit(&c->flood_retries, memory_order_relaxed),
-        .new_tokens_sent = atomic_load_explicit(&c->new_tokens_sent, memory_order_relaxed),
-        .new_tokens_taken = atomic_load_explicit(&c->new_tokens_taken, memory_order_relaxed),
-        .handshaking = atomic_load_explicit(&c->handshaking, memory_order_relaxed),
-        .amplification_limited =
-            atomic_load_explicit(&c->amplification_limited, memory_order_relaxed),
-        .early_requests = atomic_load_explicit(&c->early_requests, memory_order_relaxed),
-        .too_early = atomic_load_explicit(&c->too_early, memory_order_relaxed),
-        .replays = atomic_load_explicit(&c->replays, memory_order_relaxed),
-        .resumed = atomic_load_explicit(&c->resumed, memory_order_relaxed),
-        .version_negotiations =
-            atomic_load_explicit(&c->version_negotiations, memory_order_relaxed),
-        .resets_limited = atomic_load_explicit(&c->resets_limited, memory_order_relaxed),
-    };
+    for (unsigned i = 0; i < H3_COUNTER_COUNT; i++)
+        out->v[i] = atomic_load_explicit(&c->v[i], memory_order_relaxed);
     return 0;
 }
 

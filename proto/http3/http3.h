@@ -40,6 +40,9 @@ typedef void (*h3_output_fn)(void *arg, const struct sockaddr *local, socklen_t 
 struct h3_certificate {
     const char *cert_file, *key_file;
     const struct h3_certificate *next;
+    /* The file names hold $ssl_server_name: the pair is read for each
+     * client's SNI name during its handshake (h3_sni_certs.c). */
+    bool by_name;
 };
 
 struct h3_endpoint_config {
@@ -105,14 +108,36 @@ struct h3_endpoint_config {
     /* 0-RTT (ssl_early_data): a client resuming a session may send
      * requests in early data; only GET and HEAD without a body are
      * served from it, others answered 425 (RFC 8470).  Replays are
-     * refused per endpoint (GnuTLS's anti-replay, a table of the
-     * ClientHellos seen in its window). */
+     * refused by GnuTLS's anti-replay, whose table of the ClientHellos
+     * seen in its window is `replay_store`'s. */
     bool early_data;
+    /* With early_data: the replay record shared by the endpoints of one
+     * listen (h3_replay_store_new()), so that a ClientHello replayed to
+     * another worker is refused too, and this endpoint's worker in it
+     * (< its workers); NULL: one of the endpoint's own. */
+    struct h3_replay_store *replay_store;
+    unsigned replay_worker;
     /* Stateless resets sent at most per second (each answers a packet of
      * a connection no longer known, and costs a token's HMAC); beyond,
      * such packets are dropped unanswered and counted.  0: 100. */
     unsigned max_resets_per_second;
+    /* Connections kept in their closing or draining period (RFC 9000
+     * 10.2: three PTOs after the close, their IDs answered with their
+     * CONNECTION_CLOSE) at most; beyond, the oldest period ends early.
+     * 0: 1024. */
+    unsigned max_closing;
 };
+
+/* 0-RTT's record of the ClientHellos seen (h3_replay.c), for the
+ * endpoints of `workers` workers (one listen's), with a GnuTLS
+ * anti-replay object per worker made now: GnuTLS takes early data only
+ * from tickets issued after its object was made, so it must predate
+ * every endpoint's first ticket.  Returns 0, -EINVAL or -ENOMEM.  Freed
+ * by h3_replay_store_free() once no endpoint uses it; an endpoint uses
+ * its worker's part from its thread only. */
+struct h3_replay_store;
+int h3_replay_store_new(unsigned workers, struct h3_replay_store **out);
+void h3_replay_store_free(struct h3_replay_store *store);
 
 /* The token and stateless-reset keys (32 bytes each) from a host key's
  * bytes (quic_host_key: at least 32 of them), so that every worker and
@@ -161,31 +186,107 @@ size_t h3_endpoint_conn_count(const struct h3_endpoint *ep);
 /* The handshakes completed on it (ALPN h3 checked), since it was made. */
 uint64_t h3_endpoint_handshakes(const struct h3_endpoint *ep);
 
-/* Since it was made: Retry packets sent (`flood_retries` of them because
+/* Every QUIC counter, one line each: X(ID, KIND, metric name, help).
+ * The first ones (to HANDED_TO_OLDER) are h3_udp.c's, counted per worker
+ * as datagrams pass; the rest are an endpoint's (h3_endpoint_counters()),
+ * which h3_udp.c copies per worker after each input.  /metrics sums each
+ * over the workers and writes it with its name and help (KIND: a
+ * counter, a gauge, or nanoseconds shown as seconds). */
+#define H3_COUNTERS(X)                                                                             \
+    X(DATAGRAMS_IN, H3_KIND_COUNTER, "corral_quic_datagrams_received_total",                       \
+      "UDP datagrams read by the quic listens' sockets (each GRO segment counts).")                \
+    X(DATAGRAMS_OUT, H3_KIND_COUNTER, "corral_quic_datagrams_sent_total",                          \
+      "UDP datagrams the quic listens sent or queued for their sockets (a GSO run: each).")        \
+    X(HANDED_OFF, H3_KIND_COUNTER, "corral_quic_handed_off_total",                                 \
+      "Datagrams a worker read for a connection another worker owns (the client's address "        \
+      "changed), passed to the owner.")                                                            \
+    X(HANDED_IN, H3_KIND_COUNTER, "corral_quic_handed_in_total",                                   \
+      "Datagrams a worker was passed by the worker that read them (its own connections').")        \
+    X(HANDOFF_NS, H3_KIND_SECONDS, "corral_quic_handoff_delay_seconds_total",                      \
+      "How long the datagrams handed off waited between the worker that read them and their "      \
+      "owner, summed.")                                                                            \
+    X(HANDED_TO_OLDER, H3_KIND_COUNTER, "corral_quic_handed_to_older_generation_total",            \
+      "Datagrams a worker read for a connection open on an older generation (across a reload), "   \
+      "passed to that generation's worker.")                                                       \
+    X(HANDSHAKES, H3_KIND_COUNTER, "corral_quic_handshakes_total",                                 \
+      "QUIC handshakes completed with ALPN h3.")                                                   \
+    X(CONNECTIONS, H3_KIND_GAUGE, "corral_quic_connections", "QUIC connections open.")             \
+    X(HANDSHAKING, H3_KIND_GAUGE, "corral_quic_handshakes_in_progress",                            \
+      "QUIC connections in their handshake (quic_retry_threshold counts them per worker).")        \
+    X(RETRIES, H3_KIND_COUNTER, "corral_quic_retries_total",                                       \
+      "Retry packets sent to validate a client's address (quic_retry).")                           \
+    X(FLOOD_RETRIES, H3_KIND_COUNTER, "corral_quic_flood_retries_total",                           \
+      "Retry packets sent because a worker had quic_retry_threshold handshakes in progress (of "   \
+      "corral_quic_retries_total).")                                                               \
+    X(TOKENS_REFUSED, H3_KIND_COUNTER, "corral_quic_tokens_refused_total",                         \
+      "Client Initials closed with INVALID_TOKEN for a Retry token that did not verify (forged, "  \
+      "expired, from another address).")                                                           \
+    X(NEW_TOKENS_SENT, H3_KIND_COUNTER, "corral_quic_new_tokens_sent_total",                       \
+      "NEW_TOKEN tokens sent to clients after their handshake.")                                   \
+    X(NEW_TOKENS_TAKEN, H3_KIND_COUNTER, "corral_quic_new_tokens_taken_total",                     \
+      "Connections whose address a NEW_TOKEN token validated (no Retry, no amplification "         \
+      "limit).")                                                                                   \
+    X(AMPLIFICATION_LIMITED, H3_KIND_COUNTER, "corral_quic_amplification_limited_total",           \
+      "QUIC connections that reached the 3x amplification limit (less than a full datagram of it " \
+      "left) before their client's address was validated.")                                        \
+    X(RESUMED, H3_KIND_COUNTER, "corral_quic_resumed_total",                                       \
+      "QUIC handshakes that resumed a TLS session by its ticket.")                                 \
+    X(EARLY_REQUESTS, H3_KIND_COUNTER, "corral_quic_early_requests_total",                         \
+      "HTTP/3 requests served from 0-RTT early data (GET and HEAD without a body; "                \
+      "ssl_early_data).")                                                                          \
+    X(TOO_EARLY, H3_KIND_COUNTER, "corral_quic_too_early_total",                                   \
+      "HTTP/3 requests in 0-RTT early data answered 425 Too Early (not replay-safe).")             \
+    X(REPLAYS, H3_KIND_COUNTER, "corral_quic_early_data_replays_total",                            \
+      "0-RTT ClientHellos refused early data as replays (per worker).")                            \
+    X(RESETS, H3_KIND_COUNTER, "corral_quic_stateless_resets_total",                               \
+      "Stateless resets sent for packets of connections no worker has.")                           \
+    X(RESETS_LIMITED, H3_KIND_COUNTER, "corral_quic_stateless_resets_limited_total",               \
+      "Packets of unknown connections left unanswered: over a worker's 100 stateless resets per "  \
+      "second.")                                                                                   \
+    X(VERSION_NEGOTIATIONS, H3_KIND_COUNTER, "corral_quic_version_negotiations_total",             \
+      "Version Negotiation packets sent for Initials of a version other than QUIC v1.")            \
+    X(CLOSING, H3_KIND_GAUGE, "corral_quic_closing_connections",                                   \
+      "QUIC connections closed and in their closing or draining period (RFC 9000 10.2).")          \
+    X(CLOSES_REPEATED, H3_KIND_COUNTER, "corral_quic_closes_repeated_total",                       \
+      "CONNECTION_CLOSE datagrams sent again for packets of a connection in its closing period.")  \
+    X(CLOSING_EVICTED, H3_KIND_COUNTER, "corral_quic_closing_evicted_total",                       \
+      "Closing periods cut short: a worker's bound of closed connections kept was reached.")
+
+enum h3_counter_kind { H3_KIND_COUNTER, H3_KIND_GAUGE, H3_KIND_SECONDS };
+
+enum h3_counter {
+#define H3_COUNTER_ID(id, kind, name, help) H3_##id,
+    H3_COUNTERS(H3_COUNTER_ID)
+#undef H3_COUNTER_ID
+        H3_COUNTER_COUNT,
+    /* The first of the endpoint's (h3_endpoint_counters()). */
+    H3_FIRST_ENDPOINT_COUNTER = H3_HANDSHAKES
+};
+
+/* Each counter's kind, metric name and help, by enum h3_counter. */
+struct h3_counter_info {
+    enum h3_counter_kind kind;
+    const char *name, *help;
+};
+extern const struct h3_counter_info h3_counter_info[H3_COUNTER_COUNT];
+
+/* The endpoint's counters since it was made, into out[H3_FIRST_ENDPOINT_
+ * COUNTER ...H3_COUNTER_COUNT) (the others are left as they are):
+ * handshakes completed (ALPN h3), the connections open and in their
+ * handshake now, Retry packets sent (FLOOD_RETRIES of them because
  * retry_threshold handshakes were in progress), client Initials closed
  * with INVALID_TOKEN for a Retry token that did not verify (forged,
- * expired, from another address), stateless resets sent, NEW_TOKEN
- * tokens sent and taken back (a connection whose address they
- * validated), connections that reached the 3x amplification limit
- * before their client's address was validated (less than a full
- * datagram of it left after a flush); and the connections in their
- * handshake now. */
-struct h3_endpoint_counters {
-    uint64_t sent, refused, resets;
-    uint64_t flood_retries, new_tokens_sent, new_tokens_taken;
-    uint64_t amplification_limited;
-    uint64_t handshaking;
-    /* 0-RTT: requests served from early data, requests answered 425
-     * (not replay-safe), ClientHellos whose early data was refused as
-     * replays. */
-    uint64_t early_requests, too_early, replays;
-    uint64_t resumed; /* handshakes that resumed a session by its ticket */
-    /* Version Negotiation packets sent (a client Initial of a version
-     * not spoken here), and stateless resets not sent for the per-second
-     * limit. */
-    uint64_t version_negotiations, resets_limited;
-};
-void h3_endpoint_counters(const struct h3_endpoint *ep, struct h3_endpoint_counters *out);
+ * expired, from another address), stateless resets sent and not sent
+ * for the per-second limit, NEW_TOKEN tokens sent and taken back (a
+ * connection whose address they validated), connections that reached
+ * the 3x amplification limit before their client's address was
+ * validated (less than a full datagram of it left after a flush),
+ * handshakes that resumed a session by its ticket; 0-RTT: requests
+ * served from early data, requests answered 425 (not replay-safe),
+ * ClientHellos whose early data was refused as replays; Version
+ * Negotiation packets sent (a client Initial of a version not spoken
+ * here). */
+void h3_endpoint_counters(const struct h3_endpoint *ep, uint64_t out[H3_COUNTER_COUNT]);
 
 /* A datagram for `conn` (found by its connection ID): read, then what it
  * made the connection send goes out, and its timer is re-armed.  The
@@ -239,25 +340,9 @@ void h3_udp_site_follow(struct h3_udp_site *site, struct h3_udp_site *previous);
 void h3_udp_site_close_on_stop(struct h3_udp_site *site);
 extern const struct corral_udp_handler h3_udp_handler;
 
-/* A worker's counters.  Hand-offs: datagrams its socket read whose connection ID
- * names another worker of the listen (the kernel hashes the 4-tuple, so
- * a client whose address changed lands anywhere), passed to that worker
- * through its post queue; and datagrams it was passed. */
+/* A worker's counters, by enum h3_counter (H3_COUNTERS() says each). */
 struct h3_udp_stats {
-    uint64_t handed_off, handed_in;
-    /* Datagrams its socket read for a connection of an older generation
-     * (open across a reload), passed to that generation's worker. */
-    uint64_t handed_to_older;
-    uint64_t handoff_ns;    /* how long the datagrams handed in waited for this worker, summed */
-    uint64_t datagrams_in;  /* read by the worker's socket (each GRO segment counts) */
-    uint64_t datagrams_out; /* given to the socket, or waiting for it (a GSO run: each) */
-    uint64_t handshakes;    /* completed on the worker's endpoint */
-    uint64_t connections;   /* open on it now */
-    uint64_t retries_sent, tokens_refused, resets_sent; /* h3_endpoint_counters() */
-    uint64_t flood_retries, new_tokens_sent, new_tokens_taken, handshaking;
-    uint64_t amplification_limited;
-    uint64_t early_requests, too_early, replays, resumed;
-    uint64_t version_negotiations, resets_limited;
+    uint64_t v[H3_COUNTER_COUNT];
 };
 /* Reads worker `index`'s counters; any thread.  Returns 0 or -EINVAL. */
 int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out);

@@ -19,21 +19,29 @@
 
 #include <stdint.h>
 
-/* One entry of the endpoint's table: a connection ID and its owner. */
+/* A connection in its closing or draining period (h3_closing.c). */
+struct h3_closing {
+    struct h3_closing *prev, *next; /* the endpoint's, oldest first */
+    uint64_t expires;               /* h3_conn_now(): three PTOs after the close */
+    uint64_t packets;               /* received for it since */
+    size_t len;                     /* its CONNECTION_CLOSE datagram's; 0: drop them */
+    uint8_t pkt[];
+};
+
+/* Records kept per endpoint at most (config.max_closing's default): the
+ * oldest goes first beyond. */
+#define H3_CLOSING_MAX 1024
+
+/* One entry of the endpoint's table: a connection ID and its owner, an
+ * open connection or (conn NULL) a closed one's record. */
 struct h3_cid_entry {
     struct h3_cid_entry *next; /* in its bucket */
     struct h3_conn *conn;
+    struct h3_closing *closing;
     ngtcp2_cid cid;
 };
 
 #define H3_CID_BUCKETS 1024 /* a power of two */
-
-/* A ClientHello with early data, seen (h3_endpoint.c). */
-struct h3_replay_entry {
-    int64_t expires; /* 0: free */
-    uint8_t digest[32];
-};
-#define H3_REPLAY_SLOTS 4096 /* a power of two */
 
 struct h3_endpoint {
     struct h3_endpoint_config config;
@@ -47,25 +55,27 @@ struct h3_endpoint {
     struct h3_cid_entry *buckets[H3_CID_BUCKETS];
     struct h3_conn *conns; /* open ones */
     size_t conn_count;
-    uint64_t handshakes; /* completed, for h3_endpoint_handshakes() */
-    uint64_t retries_sent, tokens_refused, resets_sent;
+    /* Its counters, by enum h3_counter (the endpoint's, from
+     * H3_FIRST_ENDPOINT_COUNTER; the gauges are read when asked). */
+    uint64_t count[H3_COUNTER_COUNT];
     uint8_t token_secret[32]; /* config.token_secret's, or random */
     /* h3_endpoint_drain(): no new connection; `drained` once none is left. */
     bool draining;
     void (*drained)(void *arg);
     void *drained_arg;
-    corral_timer *drain_timer; /* the GOAWAY stages' */
-    uint64_t flood_retries, new_tokens_sent, new_tokens_taken;
-    uint64_t amplification_limited;        /* connections that reached the 3x limit */
-    size_t handshaking;                    /* connections whose handshake has not completed */
+    corral_timer *drain_timer;     /* the GOAWAY stages' */
+    size_t handshaking;            /* connections whose handshake has not completed */
+    struct h3_sni_cred *sni_creds; /* read by SNI name (h3_sni_certs.c) */
+    uint64_t sni_clock;
+    struct h3_closing *closing_head, *closing_tail; /* oldest first */
+    size_t closing_count;
     uint8_t ticket_key[H3_TICKET_KEY_LEN]; /* config.ticket_key's, or random */
     gnutls_datum_t ticket_datum;           /* points at it */
-    /* With early_data: GnuTLS's anti-replay, and the ClientHellos it
-     * has seen (SHA-256 of its key, until their expiry), open addressing. */
+    /* With early_data: GnuTLS's anti-replay, its worker's of the
+     * store (config.replay_store, or one of its own when owned). */
     gnutls_anti_replay_t anti_replay;
-    struct h3_replay_entry *replays_seen;
-    uint64_t early_requests, too_early, replays, resumed;
-    uint64_t version_negotiations, resets_limited;
+    struct h3_replay_store *replay_store;
+    bool owns_replay_store;
     uint64_t reset_second; /* the second the count below is of */
     unsigned resets_in_second;
 };
@@ -78,16 +88,59 @@ int h3_endpoint_new_cid(struct h3_endpoint *ep, ngtcp2_cid *cid, uint8_t *token)
 int h3_endpoint_add_cid(struct h3_endpoint *ep, const ngtcp2_cid *cid, struct h3_conn *conn);
 /* Takes `cid` out of the table (nothing if it is not there). */
 void h3_endpoint_remove_cid(struct h3_endpoint *ep, const ngtcp2_cid *cid);
-/* The credentials for a client whose SNI is `name` (`len` bytes): those
- * of the vhost the name picks. */
-gnutls_certificate_credentials_t h3_endpoint_credentials(const struct h3_endpoint *ep,
-                                                         const char *name, size_t len);
+/* The credentials for a client whose SNI is `name` (`len` bytes, a
+ * NUL after them): those of the vhost the name picks, or those read for
+ * the name when the vhost's certificate is named by it (held in *held
+ * then, until released). */
+gnutls_certificate_credentials_t h3_endpoint_credentials(struct h3_endpoint *ep, const char *name,
+                                                         size_t len, struct h3_sni_cred **held);
 /* Makes a NEW_TOKEN token for a client at `peer` (counted as sent).
  * Returns its length, or -1. */
 int h3_endpoint_new_token(struct h3_endpoint *ep, const struct sockaddr *peer, socklen_t peer_len,
                           uint8_t token[NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN]);
-/* Takes every ID of `conn` out. */
+/* Takes every ID of `conn` out, or, once it has a closing record
+ * (conn->closing), files them as the record's. */
 void h3_endpoint_remove_conn(struct h3_endpoint *ep, struct h3_conn *conn);
+/* Takes every ID of a closing record out. */
+void h3_endpoint_remove_closing(struct h3_endpoint *ep, const struct h3_closing *rec);
+
+/* h3_replay.c */
+/* The anti-replay object of `worker` in the store, its replays counted
+ * on `ep` from now on (NULL: on none); NULL for a worker past the
+ * store's. */
+gnutls_anti_replay_t h3_replay_store_attach(struct h3_replay_store *store, unsigned worker,
+                                            struct h3_endpoint *ep);
+
+/* h3_sni_certs.c */
+/* Credentials cached per endpoint at most; the least recently taken go. */
+#define H3_SNI_CACHED 64
+/* The credentials of vhost `vhost`'s by-name pairs (`pairs`, its list)
+ * for the SNI name `name`: from the endpoint's cache, or read now.  The
+ * caller holds them (*held) until it releases them.  NULL (logged) when
+ * the name is unsafe or its files do not load. */
+gnutls_certificate_credentials_t h3_sni_certs_get(struct h3_endpoint *ep, size_t vhost,
+                                                  const struct h3_certificate *pairs,
+                                                  const char *name, struct h3_sni_cred **held);
+/* Lets go of credentials held (NULL: nothing). */
+void h3_sni_certs_release(struct h3_sni_cred *c);
+/* Empties the endpoint's cache (the connections' stay theirs). */
+void h3_sni_certs_free_all(struct h3_endpoint *ep);
+
+/* h3_closing.c */
+/* `conn`, about to be freed, enters its closing period with the
+ * CONNECTION_CLOSE datagram it sent (`len` bytes), or its draining
+ * period (`len` 0: the peer closed).  Its IDs lead to the record from
+ * h3_conn_free() on, for three PTOs. */
+void h3_closing_begin(struct h3_conn *conn, const uint8_t *pkt, size_t len);
+/* A datagram from `peer` for a record's ID: its CONNECTION_CLOSE again,
+ * at a falling rate, or nothing.  Returns false when the record had
+ * expired (it is freed: the datagram is as one of no connection). */
+bool h3_closing_input(struct h3_endpoint *ep, struct h3_closing *rec, const struct sockaddr *local,
+                      socklen_t local_len, const struct sockaddr *peer, socklen_t peer_len);
+/* Frees the records whose period is over by `now` (oldest first). */
+void h3_closing_reap(struct h3_endpoint *ep, uint64_t now);
+/* Frees every record (the endpoint goes). */
+void h3_closing_free_all(struct h3_endpoint *ep);
 /* A connection of it was freed: tells a drain's `done` once none is left. */
 void h3_endpoint_conn_gone(struct h3_endpoint *ep);
 
@@ -165,10 +218,13 @@ struct h3_conn {
     ngtcp2_crypto_conn_ref conn_ref;
     ngtcp2_cid client_dcid; /* the client's first destination ID, filed too */
     corral_timer *timer;
+    uint64_t timer_expiry; /* the ngtcp2 expiry it is armed for; UINT64_MAX: not armed */
     struct h3_stream *streams;
     size_t stream_count;
     unsigned streams_begun;
     ngtcp2_connection_close_error ccerr; /* what its CONNECTION_CLOSE says */
+    struct h3_closing *closing;          /* its record, once it has closed */
+    struct h3_sni_cred *sni_cred;        /* the credentials read for its SNI name, held */
     bool flush_scheduled;                /* a flush deferred to the loop's turn */
     bool gone;                           /* freed but for the struct, which that flush frees */
     bool listed;                         /* in the endpoint's list */

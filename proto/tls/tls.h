@@ -282,6 +282,12 @@ bool tls_established(const corral_conn *conn);
  * ($ssl_server_name: the pair is read by SNI name, tls_sni_certs.c). */
 bool tls_sni_certs_template(const char *path);
 
+/* The file a certificate or key `template` names for the SNI name `sni`:
+ * the name made safe for a file name (a host name's letters, digits, '-'
+ * and '.', lowercase, no empty label) in place of its variables.
+ * Returns false for an unsafe name, another variable, or no room. */
+bool tls_sni_certs_path(const char *template, const char *sni, char *out, size_t size);
+
 /* Whether the client of a TLS server connection began with bytes that
  * cannot start a TLS record (plain HTTP to the TLS port): its bytes then
  * pass unencrypted both ways, so that the layer above can answer and

@@ -204,6 +204,12 @@ static bool safe_name(const char *name, char *out, size_t size)
     return true;
 }
 
+bool tls_sni_certs_path(const char *template, const char *sni, char *out, size_t size)
+{
+    char name[256];
+    return safe_name(sni, name, sizeof(name)) && expand(template, name, out, size);
+}
+
 /* Reads the pair for `name` from its files; false (logged) if it does not
  * load. */
 static bool pair_load(const struct tls_sni_certs *c, const char *name, struct sni_pair *out)

@@ -436,24 +436,13 @@ START_TEST(long_runs_split_and_refused_messages_are_dropped)
 }
 END_TEST
 
-START_TEST(gro_hands_over_a_coalesced_run)
+#define BURST_LEN (10 * 500)
+
+/* Sends BURST_LEN bytes as ten datagrams of 500 in one sendmsg() with
+ * UDP_SEGMENT: over loopback, a GRO-eligible burst. */
+static void send_gso_burst(int fd)
 {
-    struct corral_kernel_caps caps;
-    corral_probe(&caps);
-    if (!caps.udp_gro || !caps.udp_gso)
-        return; /* the kernel can neither send nor read a run */
-    reset();
-    corral_server *server = server_new(1, NULL);
-    struct corral_udp_options options;
-    corral_udp_options_init(&options);
-    options.gro = true;
-    corral_udp *udp;
-    ck_assert_int_eq(
-        corral_server_listen_udp(server, "127.0.0.1:0", &options, &echo_handler, NULL, &udp), 0);
-    ck_assert_int_eq(corral_server_start(server), 0);
-    /* A GSO send over loopback reaches a GRO socket as one run. */
-    int fd = client("127.0.0.1", corral_udp_port(udp));
-    static char payload[10 * 500];
+    static char payload[BURST_LEN];
     memset(payload, 'g', sizeof(payload));
     uint16_t segment = 500;
     union {
@@ -471,10 +460,30 @@ START_TEST(gro_hands_over_a_coalesced_run)
     c->cmsg_len = CMSG_LEN(sizeof(segment));
     memcpy(CMSG_DATA(c), &segment, sizeof(segment));
     ck_assert_int_eq(sendmsg(fd, &hdr, 0), (ssize_t)sizeof(payload));
+}
+
+START_TEST(gro_hands_over_a_coalesced_run)
+{
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    if (!caps.udp_gro || !caps.udp_gso)
+        return; /* the kernel can neither send nor read a run */
+    reset();
+    corral_server *server = server_new(1, NULL);
+    struct corral_udp_options options;
+    corral_udp_options_init(&options);
+    options.gro = true;
+    corral_udp *udp;
+    ck_assert_int_eq(
+        corral_server_listen_udp(server, "127.0.0.1:0", &options, &echo_handler, NULL, &udp), 0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+    /* A GSO send over loopback reaches a GRO socket as one run. */
+    int fd = client("127.0.0.1", corral_udp_port(udp));
+    send_gso_burst(fd);
     test_wait_for(read_counter(&datagrams) >= 1, TEST_WAIT_MS, "the run did not arrive");
     pthread_mutex_lock(&lock);
     ck_assert_uint_eq(gro_segment, 500);
-    ck_assert_uint_eq(gro_len, sizeof(payload));
+    ck_assert_uint_eq(gro_len, BURST_LEN);
     pthread_mutex_unlock(&lock);
     /* The echo sends the run back as it came, segmented again: ten
      * datagrams of 500 bytes. */
@@ -484,6 +493,44 @@ START_TEST(gro_hands_over_a_coalesced_run)
     }
     struct corral_udp_stats stats = stats_after_sends(udp, 0, 10);
     ck_assert(stats.gro);
+    ck_assert_uint_eq(stats.received, 10);
+    close(fd);
+    test_stop_server(server);
+}
+END_TEST
+
+/* GRO asked for where the kernel cannot (its capability off, as when
+ * setsockopt(UDP_GRO) fails): the socket reads without it, and the same
+ * burst arrives as ten datagrams, each seen on its own. */
+START_TEST(gro_refused_reads_each_datagram)
+{
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    if (!caps.udp_gso)
+        return; /* the burst cannot be sent in one call */
+    reset();
+    ck_assert_int_eq(corral_caps_disable(&caps, "udp_gro"), 0);
+    corral_server *server = server_new(1, &caps);
+    struct corral_udp_options options;
+    corral_udp_options_init(&options);
+    options.gro = true;
+    corral_udp *udp;
+    ck_assert_int_eq(
+        corral_server_listen_udp(server, "127.0.0.1:0", &options, &echo_handler, NULL, &udp), 0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+    int fd = client("127.0.0.1", corral_udp_port(udp));
+    send_gso_burst(fd);
+    test_wait_for(read_counter(&datagrams) >= 10, TEST_WAIT_MS, "the datagrams did not arrive");
+    pthread_mutex_lock(&lock);
+    ck_assert_uint_eq(datagrams, 10);
+    ck_assert_uint_eq(gro_segment, 0); /* none coalesced */
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < 10; i++) {
+        char got[600];
+        ck_assert_int_eq(recv(fd, got, sizeof(got), 0), 500);
+    }
+    struct corral_udp_stats stats = stats_after_sends(udp, 0, 10);
+    ck_assert(!stats.gro);
     ck_assert_uint_eq(stats.received, 10);
     close(fd);
     test_stop_server(server);
@@ -887,6 +934,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, gso_on_and_off_deliver_the_same_bytes);
     tcase_add_test(tc, a_refused_gso_send_goes_unsegmented_and_gso_stops);
     tcase_add_test(tc, gro_hands_over_a_coalesced_run);
+    tcase_add_test(tc, gro_refused_reads_each_datagram);
     tcase_add_test(tc, long_runs_split_and_refused_messages_are_dropped);
     tcase_add_test(tc, a_datagram_over_the_bound_is_dropped_and_counted);
     tcase_add_test(tc, a_full_socket_is_reported_and_writability_awaited);

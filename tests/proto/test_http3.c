@@ -26,6 +26,7 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <pthread.h>
 #include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
@@ -1023,9 +1024,9 @@ START_TEST(get_return)
     ck_assert_uint_eq(r.status, 200);
     /* A small certificate's first flight is under 3 times the client's
      * Initial: the limit was never reached. */
-    struct h3_endpoint_counters c;
-    h3_endpoint_counters(ep, &c);
-    ck_assert_uint_eq(c.amplification_limited, 0);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_AMPLIFICATION_LIMITED], 0);
     ck_assert(r.ended);
     ck_assert_str_eq(r.response, "hello\n");
     free(r.response);
@@ -1086,7 +1087,7 @@ static void endpoint_with_three_servers(void)
     snprintf(files[5], sizeof(files[5]), "%s/b.key", dir);
     static struct h3_certificate pairs[3];
     for (int v = 0; v < 3; v++)
-        pairs[v] = (struct h3_certificate){files[2 * v], files[2 * v + 1], NULL};
+        pairs[v] = (struct h3_certificate){.cert_file = files[2 * v], .key_file = files[2 * v + 1]};
     struct h3_endpoint_config config = {.vhost_certificates = pairs};
     endpoint_again(&config);
 }
@@ -1141,6 +1142,59 @@ static unsigned get_authority(const char *authority, char body[16])
  * *.b.test's for x.b.test, the default server's for a name no server
  * has and for no name; requests go to :authority's vhost, and one for a
  * vhost of another certificate than SNI's is misdirected (421). */
+/* A vhost whose certificate is named by $ssl_server_name (and one pair
+ * that is not, or none): each client gets the certificate read for its
+ * SNI name, a.test's and b.test's (checked by their common names, twice
+ * each: the second from the cache); a name without files gets the other
+ * pair, or, without one, no handshake. */
+static void certificates_by_name(bool with_static)
+{
+    make_named_certificate("a.test", "a.test");
+    make_named_certificate("b.test", "b.test");
+    static char files[4][128];
+    snprintf(files[0], sizeof(files[0]), "%s/$ssl_server_name.pem", dir);
+    snprintf(files[1], sizeof(files[1]), "%s/${ssl_server_name}.key", dir);
+    snprintf(files[2], sizeof(files[2]), "%s/cert.pem", dir);
+    snprintf(files[3], sizeof(files[3]), "%s/key.pem", dir);
+    static struct h3_certificate pairs[1], other;
+    other = (struct h3_certificate){.cert_file = files[2], .key_file = files[3]};
+    pairs[0] = (struct h3_certificate){.cert_file = files[0],
+                                       .key_file = files[1],
+                                       .by_name = true,
+                                       .next = with_static ? &other : NULL};
+    endpoint_again(&(struct h3_endpoint_config){.vhost_certificates = pairs});
+    static const char *const names[] = {"a.test", "b.test", "A.Test", "b.test"};
+    static const char *const cns[] = {"a.test", "b.test", "a.test", "b.test"};
+    char cn[128];
+    for (size_t i = 0; i < 4; i++) {
+        client_sni = names[i];
+        sni_connect();
+        peer_common_name(cn, sizeof(cn));
+        ck_assert_str_eq(cn, cns[i]);
+        client_free();
+    }
+    client_sni = "c.test"; /* no files */
+    client_start("h3");
+    ck_assert(run_until(handshake_done, 5000));
+    ck_assert(cl.failed == !with_static);
+    if (with_static) {
+        peer_common_name(cn, sizeof(cn));
+        ck_assert_str_eq(cn, "localhost");
+    }
+}
+
+START_TEST(certificate_named_by_sni)
+{
+    certificates_by_name(false);
+}
+END_TEST
+
+START_TEST(certificate_named_by_sni_or_another)
+{
+    certificates_by_name(true);
+}
+END_TEST
+
 START_TEST(sni_picks_the_server)
 {
     endpoint_with_three_servers();
@@ -1215,8 +1269,8 @@ START_TEST(certificate_by_signature_algorithms)
     snprintf(files[2], sizeof(files[2]), "%s/cert.pem", dir);
     snprintf(files[3], sizeof(files[3]), "%s/key.pem", dir);
     static struct h3_certificate ecdsa, pairs[1];
-    ecdsa = (struct h3_certificate){files[2], files[3], NULL};
-    pairs[0] = (struct h3_certificate){files[0], files[1], &ecdsa};
+    ecdsa = (struct h3_certificate){.cert_file = files[2], .key_file = files[3]};
+    pairs[0] = (struct h3_certificate){.cert_file = files[0], .key_file = files[1], .next = &ecdsa};
     struct h3_endpoint_config config = {.vhost_certificates = pairs};
     endpoint_again(&config);
     char cn[128], body[16];
@@ -1438,9 +1492,9 @@ static void endpoint_again(struct h3_endpoint_config *config)
 
 static bool token_refused(void)
 {
-    struct h3_endpoint_counters retry;
-    h3_endpoint_counters(ep, &retry);
-    return retry.refused > 0;
+    uint64_t retry[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, retry);
+    return retry[H3_TOKENS_REFUSED] > 0;
 }
 
 static bool client_failed(void);
@@ -1473,10 +1527,10 @@ START_TEST(retry_valid_token)
     wait_for(&r, 1, 5000);
     ck_assert_uint_eq(r.status, 200);
     free(r.response);
-    struct h3_endpoint_counters retry;
-    h3_endpoint_counters(ep, &retry);
-    ck_assert_uint_eq(retry.sent, 1);
-    ck_assert_uint_eq(retry.refused, 0);
+    uint64_t retry[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, retry);
+    ck_assert_uint_eq(retry[H3_RETRIES], 1);
+    ck_assert_uint_eq(retry[H3_TOKENS_REFUSED], 0);
 }
 END_TEST
 
@@ -1490,9 +1544,9 @@ START_TEST(retry_forged_token)
     client_token[0] = NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY;
     client_start("h3");
     closed_with_invalid_token();
-    struct h3_endpoint_counters retry;
-    h3_endpoint_counters(ep, &retry);
-    ck_assert_uint_eq(retry.sent, 0);
+    uint64_t retry[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, retry);
+    ck_assert_uint_eq(retry[H3_RETRIES], 0);
 }
 END_TEST
 
@@ -1548,7 +1602,7 @@ static void token_across_endpoints(bool same_key)
     ck_assert_int_eq(h3_host_key_derive(key, sizeof(key), token_secret, reset_secret), 0);
     endpoint_again(&(struct h3_endpoint_config){
         .retry = true, .token_secret = token_secret, .reset_secret = reset_secret});
-    struct h3_endpoint_counters retry;
+    uint64_t retry[H3_COUNTER_COUNT];
     if (!same_key) {
         closed_with_invalid_token();
         return;
@@ -1560,9 +1614,9 @@ static void token_across_endpoints(bool same_key)
     wait_for(&r, 1, 5000);
     ck_assert_uint_eq(r.status, 200);
     free(r.response);
-    h3_endpoint_counters(ep, &retry);
-    ck_assert_uint_eq(retry.sent, 0);
-    ck_assert_uint_eq(retry.refused, 0);
+    h3_endpoint_counters(ep, retry);
+    ck_assert_uint_eq(retry[H3_RETRIES], 0);
+    ck_assert_uint_eq(retry[H3_TOKENS_REFUSED], 0);
 }
 
 START_TEST(host_key_token_taken_elsewhere)
@@ -1622,16 +1676,16 @@ START_TEST(retry_over_threshold)
         ck_assert(!is_retry(byte));
         ck_assert_uint_eq(h3_endpoint_conn_count(ep), i + 1);
     }
-    struct h3_endpoint_counters c;
-    h3_endpoint_counters(ep, &c);
-    ck_assert_uint_eq(c.sent, 0);
-    ck_assert_uint_eq(c.handshaking, 3);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_RETRIES], 0);
+    ck_assert_uint_eq(c[H3_HANDSHAKING], 3);
     ck_assert_uint_eq(initial_only(&byte), 1);
     ck_assert(is_retry(byte));
     ck_assert_uint_eq(h3_endpoint_conn_count(ep), 3);
-    h3_endpoint_counters(ep, &c);
-    ck_assert_uint_eq(c.sent, 1);
-    ck_assert_uint_eq(c.flood_retries, 1);
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_RETRIES], 1);
+    ck_assert_uint_eq(c[H3_FLOOD_RETRIES], 1);
     /* A whole client now: Retry, then its connection and a request. */
     client_start("h3");
     ck_assert(run_until(handshake_done, 5000));
@@ -1641,10 +1695,10 @@ START_TEST(retry_over_threshold)
     wait_for(&r, 1, 5000);
     ck_assert_uint_eq(r.status, 200);
     free(r.response);
-    h3_endpoint_counters(ep, &c);
-    ck_assert_uint_eq(c.sent, 2);
-    ck_assert_uint_eq(c.flood_retries, 2);
-    ck_assert_uint_eq(c.handshaking, 3); /* its own handshake completed */
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_RETRIES], 2);
+    ck_assert_uint_eq(c[H3_FLOOD_RETRIES], 2);
+    ck_assert_uint_eq(c[H3_HANDSHAKING], 3); /* its own handshake completed */
     ck_assert_uint_eq(h3_endpoint_conn_count(ep), 4);
 }
 END_TEST
@@ -1688,9 +1742,9 @@ START_TEST(amplification_limit_without_acks)
     ck_assert(run_until(no_connection, 5000));
     ck_assert_uint_gt(server_bytes_out, 2 * sent_by_client); /* it sent what it could */
     ck_assert_uint_le(server_bytes_out, 3 * sent_by_client);
-    struct h3_endpoint_counters c;
-    h3_endpoint_counters(ep, &c);
-    ck_assert_uint_eq(c.amplification_limited, 1);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_AMPLIFICATION_LIMITED], 1);
     client_free();
     /* A client that acknowledges: the same certificate, served. */
     to_server.drop_percent = 0;
@@ -1785,11 +1839,11 @@ static void early_requests(bool on)
     ck_assert_int_eq((gnutls_session_get_flags(cl.tls) & GNUTLS_SFLAGS_EARLY_DATA) != 0, on);
     ck_assert_uint_eq(early[0].status, 200);
     ck_assert_uint_eq(early[1].status, on ? 425 : 200);
-    struct h3_endpoint_counters c;
-    h3_endpoint_counters(ep, &c);
-    ck_assert_uint_eq(c.early_requests, on ? 1 : 0);
-    ck_assert_uint_eq(c.too_early, on ? 1 : 0);
-    ck_assert_uint_eq(c.replays, 0);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_EARLY_REQUESTS], on ? 1 : 0);
+    ck_assert_uint_eq(c[H3_TOO_EARLY], on ? 1 : 0);
+    ck_assert_uint_eq(c[H3_REPLAYS], 0);
     free(early[0].response);
     free(early[1].response);
 }
@@ -1830,9 +1884,9 @@ START_TEST(early_data_replay_refused)
     wait_for(&r, 1, 5000);
     ck_assert_uint_eq(r.status, 200);
     free(r.response);
-    struct h3_endpoint_counters c;
-    h3_endpoint_counters(ep, &c);
-    ck_assert_uint_eq(c.early_requests, 1);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_EARLY_REQUESTS], 1);
     client_free();
     cl.failed = true;                          /* no client on the wire from here */
     ck_assert(run_until(no_connection, 5000)); /* both idle out */
@@ -1843,9 +1897,66 @@ START_TEST(early_data_replay_refused)
                           (struct sockaddr *)&client_addr, sizeof(client_addr), flight[i].data,
                           flight[i].len, 0);
     free(flight);
-    h3_endpoint_counters(ep, &c);
-    ck_assert_uint_eq(c.replays, 1);
-    ck_assert_uint_eq(c.early_requests, 1);
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_REPLAYS], 1);
+    ck_assert_uint_eq(c[H3_EARLY_REQUESTS], 1);
+}
+END_TEST
+
+/* Two endpoints of one replay store and ticket key, as two workers of a
+ * listen: a client given a ticket by the first resumes on the second,
+ * made after the ticket, and its GET is served from 0-RTT (the second's
+ * anti-replay record began with the store, before the ticket); its
+ * first flight replayed to the first endpoint, from another port, is
+ * found in the shared record: no early data there, one replay counted.
+ * With a record per endpoint, the second refuses the early data and the
+ * first takes the replay. */
+START_TEST(early_data_across_workers)
+{
+    struct h3_replay_store *store;
+    ck_assert_int_eq(h3_replay_store_new(2, &store), 0);
+    uint8_t ticket_key[H3_TICKET_KEY_LEN];
+    memset(ticket_key, 0x5a, sizeof(ticket_key));
+    endpoint_again(&(struct h3_endpoint_config){
+        .early_data = true, .ticket_key = ticket_key, .replay_store = store, .replay_worker = 0});
+    connection_for_a_ticket();
+    struct h3_endpoint *first = ep;
+    ep = NULL; /* endpoint_again() frees nothing */
+    endpoint_again(&(struct h3_endpoint_config){
+        .early_data = true, .ticket_key = ticket_key, .replay_store = store, .replay_worker = 1});
+    client_resume = client_early = true;
+    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+    client_start("h3");
+    struct request r = {0};
+    get(&r, "/");
+    client_write();
+    size_t count = to_server.count;
+    ck_assert_uint_ge(count, 1);
+    struct datagram *flight = calloc(count, sizeof(*flight));
+    ck_assert_ptr_nonnull(flight);
+    for (size_t i = 0; i < count; i++)
+        flight[i] = to_server.items[(to_server.head + i) % QUEUE_CAP];
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    ck_assert(gnutls_session_get_flags(cl.tls) & GNUTLS_SFLAGS_EARLY_DATA);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_EARLY_REQUESTS], 1);
+    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+    for (size_t i = 0; i < count; i++)
+        h3_endpoint_input(first, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                          (struct sockaddr *)&client_addr, sizeof(client_addr), flight[i].data,
+                          flight[i].len, 0);
+    free(flight);
+    h3_endpoint_counters(first, c);
+    ck_assert_uint_eq(c[H3_REPLAYS], 1);
+    ck_assert_uint_eq(c[H3_EARLY_REQUESTS], 0);
+    client_free();
+    h3_endpoint_free(first);
+    h3_endpoint_free(ep);
+    ep = NULL;
+    h3_replay_store_free(store);
 }
 END_TEST
 
@@ -1872,9 +1983,9 @@ START_TEST(unknown_version_negotiated)
     static const uint8_t tail[] = {0, 0, 0, 0, 5, 9, 9, 9, 9, 9, 8, 1,
                                    2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 1};
     ck_assert_int_eq(memcmp(d->data + 1, tail, sizeof(tail)), 0);
-    struct h3_endpoint_counters c;
-    h3_endpoint_counters(ep, &c);
-    ck_assert_uint_eq(c.version_negotiations, 1);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_VERSION_NEGOTIATIONS], 1);
     ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
 }
 END_TEST
@@ -1897,16 +2008,138 @@ START_TEST(stateless_resets_limited_per_second)
         pkt[3] = 0x34;
         answered += input_bytes(pkt, sizeof(pkt));
     }
-    struct h3_endpoint_counters c;
-    h3_endpoint_counters(ep, &c);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
     if (test_now_ms() - start < 500) { /* all within one second, most likely */
         ck_assert_uint_le(answered, 6);
-        ck_assert_uint_ge(c.resets_limited, 4);
+        ck_assert_uint_ge(c[H3_RESETS_LIMITED], 4);
     }
-    ck_assert_uint_eq(c.resets, answered);
-    ck_assert_uint_eq(c.resets + c.resets_limited, 10);
+    ck_assert_uint_eq(c[H3_RESETS], answered);
+    ck_assert_uint_eq(c[H3_RESETS] + c[H3_RESETS_LIMITED], 10);
     test_sleep_ms(1100);
     ck_assert_uint_eq(input_bytes(pkt, sizeof(pkt)), 1);
+}
+END_TEST
+
+/* ------------------------------------------ closing and draining periods */
+
+/* A short-header datagram for the server's ID `cid`, the rest random (60
+ * bytes: long enough to earn a stateless reset).  Returns how many
+ * datagrams answered it, the first in *out (when not NULL). */
+static size_t input_for_cid(const ngtcp2_cid *cid, struct datagram *out)
+{
+    uint8_t pkt[60];
+    ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_NONCE, pkt, sizeof(pkt)), 0);
+    pkt[0] = 0x40; /* short header */
+    memcpy(pkt + 1, cid->data, cid->datalen);
+    size_t n = input_bytes(pkt, sizeof(pkt));
+    if (n > 0 && out != NULL)
+        *out = to_client.items[to_client.head];
+    return n;
+}
+
+static bool same_datagram(const struct datagram *a, const struct datagram *b)
+{
+    return a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
+}
+
+/* Connects a client, then the server closes its connection (as a
+ * drain's end or an error does): its ID in *cid, its CONNECTION_CLOSE
+ * datagram in *close. */
+static void server_closes(ngtcp2_cid *cid, struct datagram *close)
+{
+    connect_client();
+    *cid = *ngtcp2_conn_get_dcid(cl.quic);
+    to_client.count = 0;
+    h3_endpoint_close(ep);
+    ck_assert_uint_eq(to_client.count, 1);
+    *close = to_client.items[to_client.head];
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+}
+
+/* RFC 9000 10.2: after the server closed a connection, a packet for its
+ * ID gets the same CONNECTION_CLOSE again (the 1st, 2nd and 4th, not the
+ * 3rd), not a stateless reset; three PTOs on, the period is over and a
+ * stateless reset answers. */
+START_TEST(closing_period_repeats_the_close)
+{
+    ngtcp2_cid cid;
+    struct datagram close, got;
+    server_closes(&cid, &close);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_CLOSING], 1);
+    for (unsigned i = 1; i <= 4; i++) {
+        size_t n = input_for_cid(&cid, &got);
+        ck_assert_uint_eq(n, (i & (i - 1)) == 0 ? 1 : 0);
+        if (n > 0)
+            ck_assert(same_datagram(&got, &close));
+    }
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_CLOSES_REPEATED], 3);
+    ck_assert_uint_eq(c[H3_RESETS], 0);
+    uint64_t start = test_now_ms();
+    for (;;) {
+        if (input_for_cid(&cid, &got) == 1 && !same_datagram(&got, &close))
+            break;
+        ck_assert_msg(test_now_ms() - start < 5000, "the closing period did not end");
+        test_sleep_ms(5);
+    }
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_RESETS], 1);
+    ck_assert_uint_eq(c[H3_CLOSING], 0);
+}
+END_TEST
+
+/* After the client closed the connection, the server is in its draining
+ * period: a packet for the connection's ID gets nothing, not even a
+ * stateless reset. */
+START_TEST(draining_period_sends_nothing)
+{
+    connect_client();
+    ngtcp2_cid cid = *ngtcp2_conn_get_dcid(cl.quic);
+    uint8_t buf[NGTCP2_MAX_UDP_PAYLOAD_SIZE];
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
+    ngtcp2_pkt_info pi;
+    ngtcp2_connection_close_error err;
+    ngtcp2_connection_close_error_default(&err);
+    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(cl.quic, &ps.path, &pi, buf, sizeof(buf),
+                                                        &err, corral_monotonic_ns());
+    ck_assert_int_gt(n, 0);
+    ck_assert_uint_eq(input_bytes(buf, (size_t)n), 0);
+    ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
+    ck_assert_uint_eq(input_for_cid(&cid, NULL), 0);
+    ck_assert_uint_eq(input_for_cid(&cid, NULL), 0);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_CLOSING], 1);
+    ck_assert_uint_eq(c[H3_RESETS], 0);
+    ck_assert_uint_eq(c[H3_CLOSES_REPEATED], 0);
+}
+END_TEST
+
+/* With room for one closed connection, a second close ends the first's
+ * period early (counted): its ID earns a stateless reset, the second's
+ * its CONNECTION_CLOSE. */
+START_TEST(closing_periods_bounded)
+{
+    endpoint_again(&(struct h3_endpoint_config){.max_closing = 1});
+    ngtcp2_cid first, second;
+    struct datagram close_first, close_second, got;
+    server_closes(&first, &close_first);
+    client_free();
+    server_closes(&second, &close_second);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_CLOSING], 1);
+    ck_assert_uint_eq(c[H3_CLOSING_EVICTED], 1);
+    ck_assert_uint_eq(input_for_cid(&second, &got), 1);
+    ck_assert(same_datagram(&got, &close_second));
+    ck_assert_uint_eq(input_for_cid(&first, &got), 1);
+    ck_assert(!same_datagram(&got, &close_first));
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_RESETS], 1);
 }
 END_TEST
 
@@ -1919,10 +2152,10 @@ START_TEST(no_retry_without_threshold)
         ck_assert_uint_ge(initial_only(&byte), 1);
         ck_assert(!is_retry(byte));
     }
-    struct h3_endpoint_counters c;
-    h3_endpoint_counters(ep, &c);
-    ck_assert_uint_eq(c.sent, 0);
-    ck_assert_uint_eq(c.handshaking, 5);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_RETRIES], 0);
+    ck_assert_uint_eq(c[H3_HANDSHAKING], 5);
 }
 END_TEST
 
@@ -1967,16 +2200,16 @@ START_TEST(new_token_skips_retry)
 {
     endpoint_again(&(struct h3_endpoint_config){.retry = true});
     first_connection_for_a_token();
-    struct h3_endpoint_counters c;
-    h3_endpoint_counters(ep, &c);
-    ck_assert_uint_eq(c.sent, 1);
-    ck_assert_uint_eq(c.new_tokens_sent, 1);
-    ck_assert_uint_eq(c.new_tokens_taken, 0);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_RETRIES], 1);
+    ck_assert_uint_eq(c[H3_NEW_TOKENS_SENT], 1);
+    ck_assert_uint_eq(c[H3_NEW_TOKENS_TAKEN], 0);
     connect_with(new_token, new_token_len);
-    h3_endpoint_counters(ep, &c);
-    ck_assert_uint_eq(c.sent, 1); /* no second Retry */
-    ck_assert_uint_eq(c.new_tokens_taken, 1);
-    ck_assert_uint_eq(c.refused, 0);
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_RETRIES], 1); /* no second Retry */
+    ck_assert_uint_eq(c[H3_NEW_TOKENS_TAKEN], 1);
+    ck_assert_uint_eq(c[H3_TOKENS_REFUSED], 0);
 }
 END_TEST
 
@@ -1991,19 +2224,19 @@ START_TEST(new_token_expired_or_forged)
     while (test_now_ms() < until) /* the token's age is the point here */
         usleep(10 * 1000);
     connect_with(new_token, new_token_len);
-    struct h3_endpoint_counters c;
-    h3_endpoint_counters(ep, &c);
-    ck_assert_uint_eq(c.sent, 2);
-    ck_assert_uint_eq(c.new_tokens_taken, 0);
+    uint64_t c[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_RETRIES], 2);
+    ck_assert_uint_eq(c[H3_NEW_TOKENS_TAKEN], 0);
     client_free();
     uint8_t forged[NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN];
     ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_RANDOM, forged, sizeof(forged)), 0);
     forged[0] = NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR;
     connect_with(forged, sizeof(forged));
-    h3_endpoint_counters(ep, &c);
-    ck_assert_uint_eq(c.sent, 3);
-    ck_assert_uint_eq(c.new_tokens_taken, 0);
-    ck_assert_uint_eq(c.refused, 0);
+    h3_endpoint_counters(ep, c);
+    ck_assert_uint_eq(c[H3_RETRIES], 3);
+    ck_assert_uint_eq(c[H3_NEW_TOKENS_TAKEN], 0);
+    ck_assert_uint_eq(c[H3_TOKENS_REFUSED], 0);
 }
 END_TEST
 
@@ -2035,9 +2268,9 @@ static void reset_by_next_endpoint(bool same_key)
     get(&r, "/");
     bool failed = run_until(client_failed, same_key ? 3000 : 500);
     ck_assert(failed == same_key);
-    struct h3_endpoint_counters counters;
-    h3_endpoint_counters(ep, &counters);
-    ck_assert_uint_ge(counters.resets, 1);
+    uint64_t counters[H3_COUNTER_COUNT];
+    h3_endpoint_counters(ep, counters);
+    ck_assert_uint_ge(counters[H3_RESETS], 1);
     ck_assert_uint_eq(h3_endpoint_conn_count(ep), 0);
     free(r.response);
 }
@@ -2710,6 +2943,99 @@ START_TEST(udp_listen_waits_for_a_full_socket)
 }
 END_TEST
 
+/* With GRO on the listen (as the daemon's quic listens have it), a burst
+ * sent in one UDP_SEGMENT call reaches h3_udp_handler as one coalesced
+ * run: each of its eight datagrams (short headers for IDs of our layout
+ * that no connection has) is read on its own and earns its own
+ * stateless reset; the eight resets leave in one sendmmsg(). */
+START_TEST(udp_listen_splits_a_gro_run)
+{
+    struct corral_kernel_caps caps;
+    corral_probe(&caps);
+    if (!caps.udp_gro || !caps.udp_gso) {
+        printf("udp_listen_splits_a_gro_run: skipped, no UDP GRO or GSO\n");
+        return;
+    }
+    char cert[128], key[128];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    struct h3_endpoint_config config = {.site = &site, .cert_file = cert, .key_file = key};
+    struct h3_udp_site *h3site;
+    ck_assert_int_eq(h3_udp_site_new(&config, 1, &h3site), 0);
+    struct corral_server_config server_config;
+    corral_server_config_init(&server_config);
+    server_config.workers = 1;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&server_config, &server), 0);
+    struct corral_udp_options options;
+    corral_udp_options_init(&options);
+    options.gro = true;
+    options.max_datagram = 65535;
+    corral_udp *udp;
+    ck_assert_int_eq(
+        corral_server_listen_udp(server, "127.0.0.1:0", &options, &h3_udp_handler, h3site, &udp),
+        0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)corral_udp_port(udp)),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    enum { COUNT = 8, SIZE = 100 };
+    uint8_t burst[COUNT * SIZE];
+    ck_assert_int_eq(gnutls_rnd(GNUTLS_RND_NONCE, burst, sizeof(burst)), 0);
+    for (int i = 0; i < COUNT; i++) {
+        uint8_t *pkt = burst + i * SIZE;
+        pkt[0] = 0x40; /* short header */
+        pkt[1] = 0x01; /* our layout, worker 0, generation 0 */
+        pkt[2] = pkt[3] = pkt[4] = 0;
+    }
+    uint16_t segment = SIZE;
+    union {
+        struct cmsghdr align;
+        char bytes[CMSG_SPACE(sizeof(uint16_t))];
+    } control = {0};
+    struct iovec iov = {burst, sizeof(burst)};
+    struct msghdr hdr = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = control.bytes,
+                         .msg_controllen = sizeof(control.bytes)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&hdr);
+    c->cmsg_level = IPPROTO_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(segment));
+    memcpy(CMSG_DATA(c), &segment, sizeof(segment));
+    ck_assert_int_eq(sendmsg(fd, &hdr, 0), (ssize_t)sizeof(burst));
+    for (int i = 0; i < COUNT; i++) {
+        uint8_t got[200];
+        ssize_t n = recv(fd, got, sizeof(got), 0);
+        ck_assert_int_gt(n, 0);
+        ck_assert_int_lt(n, SIZE); /* a reset, shorter than what came */
+        ck_assert_uint_eq(got[0] & 0xc0, 0x40);
+    }
+    close(fd);
+    corral_server_stop(server, 0);
+    corral_server_wait(server);
+    struct h3_udp_stats h3; /* the worker has published all it read and sent */
+    ck_assert_int_eq(h3_udp_site_stats(h3site, 0, &h3), 0);
+    struct corral_udp_stats udp_stats;
+    ck_assert_int_eq(corral_udp_stats(udp, 0, &udp_stats), 0);
+    corral_server_free(server);
+    h3_udp_site_free(h3site);
+    ck_assert(udp_stats.gro);
+    ck_assert_uint_eq(udp_stats.received, COUNT);
+    /* The answers to one batch read leave together, in one sendmmsg(). */
+    ck_assert_uint_eq(udp_stats.sent, COUNT);
+    ck_assert_uint_eq(udp_stats.send_calls, 1);
+    ck_assert_uint_eq(h3.v[H3_DATAGRAMS_IN], COUNT);
+    ck_assert_uint_eq(h3.v[H3_RESETS], COUNT);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("proto/http3");
@@ -2733,6 +3059,10 @@ Suite *test_suite(void)
     tcase_add_test(tc, amplification_limit_without_acks);
     tcase_add_test(tc, unknown_version_negotiated);
     tcase_add_test(tc, stateless_resets_limited_per_second);
+    tcase_add_test(tc, closing_period_repeats_the_close);
+    tcase_add_test(tc, draining_period_sends_nothing);
+    tcase_add_test(tc, closing_periods_bounded);
+    tcase_add_test(tc, early_data_across_workers);
     tcase_add_test(tc, session_resumed_by_ticket);
     tcase_add_test(tc, early_data_replay_safe_only);
     tcase_add_test(tc, early_data_off_by_default);
@@ -2752,9 +3082,12 @@ Suite *test_suite(void)
     tcase_add_test(tc, unfinished_handshake_is_dropped);
     tcase_add_test(tc, endpoint_freed_with_a_flush_pending);
     tcase_add_test(tc, sni_picks_the_server);
+    tcase_add_test(tc, certificate_named_by_sni);
+    tcase_add_test(tc, certificate_named_by_sni_or_another);
     tcase_add_test(tc, certificate_by_signature_algorithms);
     tcase_add_test(tc, gtlsclient_interop);
     tcase_add_test(tc, udp_listen_waits_for_a_full_socket);
+    tcase_add_test(tc, udp_listen_splits_a_gro_run);
     suite_add_tcase(s, tc);
     return s;
 }
