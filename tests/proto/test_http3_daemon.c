@@ -1342,8 +1342,9 @@ END_TEST
 
 /* A server with an ECDSA pair, one named by SNI and an RSA pair offers
  * over QUIC the one the client's signature algorithms take: a client
- * taking only RSA-PSS and one taking only ECDSA are both served (the SNI
- * pair is left out for QUIC, not refused). */
+ * taking only RSA-PSS and one taking only ECDSA are both served (there
+ * are no files for the client's name, so the SNI pair gives way to the
+ * others over QUIC, not a failed handshake). */
 START_TEST(certificate_by_signature_algorithms)
 {
     if (!have_tools())
