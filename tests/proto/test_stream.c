@@ -210,6 +210,11 @@ out:
     return NULL;
 }
 
+/* The most a whole transfer may take: past it, pump_receive() stops with
+ * ETIMEDOUT, which names a crawl (bytes still coming, each recv within
+ * its SO_RCVTIMEO) instead of leaving it to the case's timeout. */
+#define PUMP_DEADLINE_MS 60000
+
 /* Reads until the end of the stream (`slow`: the first 200 reads of 4 KB
  * with 1 ms between them), hashing. */
 static void pump_receive(struct pump *p, bool slow)
@@ -217,10 +222,15 @@ static void pump_receive(struct pump *p, bool slow)
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
     static char buf[64 * 1024];
+    uint64_t deadline = test_now_ms() + PUMP_DEADLINE_MS;
     for (int reads = 0;; reads++) {
         size_t want = slow && reads < 200 ? 4096 : sizeof(buf);
         if (slow && reads < 200)
             test_sleep_ms(1);
+        if (test_now_ms() >= deadline) {
+            p->error = ETIMEDOUT;
+            break;
+        }
         ssize_t n = recv(p->fd, buf, want, 0);
         if (n < 0)
             p->error = errno;
@@ -414,6 +424,28 @@ static long rss_kb(pid_t pid)
     return kb;
 }
 
+/* A client whose receive buffer is 16 KB, set before connect(): set
+ * after, it comes too late for the window the connection already
+ * advertised (the backend's first bytes may arrive before it, and the
+ * window grows to ~93 KB), and the proxy's socket, its MSS now half that
+ * largest window, sends into the smaller window only on its window probe
+ * timer, 32 KB per 200 ms: 40 MB then took minutes. */
+static int connect_small_window(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    int small = 16 * 1024;
+    ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+    struct timeval tv = {.tv_sec = 20};
+    ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_msg(connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0, "connect: %s",
+                  strerror(errno));
+    return fd;
+}
+
 /* A backend sends 40 MB to a client that reads slowly at first: the proxy
  * stops reading the backend instead of buffering, so the daemon's memory
  * stays well under the transfer's size. */
@@ -425,11 +457,7 @@ START_TEST(slow_reader_keeps_memory_bounded)
     struct test_daemon d;
     start_to(&d, &b, NULL);
     long before = rss_kb(d.pid);
-    int fd = test_connect(d.port);
-    struct timeval tv = {.tv_sec = 20};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    int small = 16 * 1024;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    int fd = connect_small_window(d.port);
     struct pump in = {.fd = fd};
     pump_receive(&in, true);
     long after = rss_kb(d.pid);
