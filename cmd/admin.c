@@ -388,7 +388,7 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
     }
     struct corral_wakeup_info wakeup;
     corral_server_wakeup(daemon_state.generations->server, &wakeup);
-    unsigned generation = daemon_state.generations->number;
+    unsigned generation = atomic_load(&daemon_state.accepting);
     struct retired_upstream *upstreams =
         malloc(sizeof(struct retired_upstream) * DAEMON_MAX_UPSTREAMS);
     size_t upstream_count = upstreams != NULL ? sum_upstreams(upstreams) : 0;
@@ -675,7 +675,7 @@ static void status_on_request(struct exchange *ex, const struct http_request *re
         &t,
         ", \"config_generation\": %u, \"generations_running\": %u, \"workers\": %u, "
         "\"wakeup\": {\"requested\": \"%s\", \"mode\": \"%s\", \"impl\": \"%s\", \"reason\": ",
-        current->number, running, corral_server_worker_count(current->server),
+        atomic_load(&daemon_state.accepting), running, corral_server_worker_count(current->server),
         corral_wakeup_mode_name(wakeup.requested), corral_wakeup_mode_name(wakeup.mode),
         wakeup.impl);
     text_json_string(&t, wakeup.reason);

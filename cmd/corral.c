@@ -509,6 +509,7 @@ int main(int argc, char **argv)
     /* The workers already run, and the admin endpoints read the list. */
     pthread_mutex_lock(&daemon_state.lock);
     daemon_state.generations = gen;
+    atomic_store(&daemon_state.accepting, gen->number);
     pthread_mutex_unlock(&daemon_state.lock);
     log_wakeup(gen);
     for (size_t i = 0; i < gen->site_count; i++) {

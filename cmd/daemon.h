@@ -142,6 +142,11 @@ struct daemon_state {
      * failed (it kept serving, or stopped); the last one's result. */
     _Atomic unsigned reloads_ok, reloads_failed;
     _Atomic bool last_reload_failed;
+    /* The generation that takes new connections: after a reload, the new
+     * one's number once the one before it has stopped accepting, so that
+     * a client that sees it in /status knows the next connection gets the
+     * new configuration. */
+    _Atomic unsigned accepting;
     const char *config_path;
     _Atomic bool stopping; /* a SIGTERM or SIGINT arrived: /readyz says 503 */
 };

@@ -955,6 +955,7 @@ static void reload_generation(void)
     log_info("generation %u: draining (up to %u ms)", previous->number,
              previous->config->drain_timeout_ms);
     generation_stop(previous, previous->config->drain_timeout_ms);
+    atomic_store(&daemon_state.accepting, gen->number);
     /* Before the random-pick program comes off: until then, no new
      * connection goes to a socket the new generation does not hold. */
     generations_release_passed();
