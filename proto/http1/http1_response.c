@@ -208,10 +208,15 @@ static bool h1_ex_backed_up(const struct exchange *base)
 
 /* The body and the next request share the connection's input: pausing one
  * pauses both, and a request waiting behind this one stays unread anyway
- * until the response is done. */
+ * until the response is done.  The client's end is watched meanwhile
+ * (h1_on_hangup()): a request held before its body is whole (an
+ * auth_request, a limit_req delay) or an upload paused for its upstream
+ * is let go of when the client leaves, not when the wait is over. */
 static void h1_ex_pause_body(struct exchange *base)
 {
-    corral_conn_pause_read(h1_exchange_conn(h1_exchange_of(base))->c.sock);
+    corral_conn *sock = h1_exchange_conn(h1_exchange_of(base))->c.sock;
+    corral_conn_pause_read(sock);
+    corral_conn_watch(sock);
 }
 
 static void h1_ex_resume_body(struct exchange *base)

@@ -2,15 +2,17 @@
  * test_auth.c: authentication through build/corral: auth_basic in front
  * of proxy_pass over HTTP/1.1 and HTTP/2 (curl), with $remote_user passed
  * on; satisfy any and all with allow/deny; auth_basic_fail_limit;
- * auth_jwt with its variables, over both protocols.  The user file is
- * made by htpasswd and openssl passwd in the case's directory; the JWTs
- * and their keys are jwt/vectors.h's.
+ * auth_jwt with its variables, over both protocols, and a client that
+ * leaves while its keys are fetched.  The user file is made by htpasswd
+ * and openssl passwd in the case's directory; the JWTs and their keys are
+ * jwt/vectors.h's.
  */
 #include "tests/daemon.h"
 #include "tests/helpers.h"
 
 #include <check.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -394,6 +396,60 @@ START_TEST(jwt_keys_fetched_by_subrequest)
 }
 END_TEST
 
+/* The connections d has open, as its /status counts them: the one that
+ * asks among them. */
+static long connections_active(const struct test_daemon *d)
+{
+    char page[16384];
+    if (test_daemon_admin_get(d, "/status", page, sizeof(page)) != 200)
+        return -1;
+    const char *at = strstr(page, "\"connections_active\": ");
+    return at != NULL ? strtol(at + 22, NULL, 10) : -1;
+}
+
+/* A client that leaves, its body half sent, while the key server (it
+ * accepts and never answers) has not given the keys: the daemon lets go
+ * of the request and its fetch at once, and the stop does not wait. */
+START_TEST(jwt_client_gone_while_keys_are_fetched)
+{
+    int silent_port;
+    int silent = test_reserve_port(&silent_port);
+    ck_assert_int_eq(listen(silent, 16), 0);
+    char text[2048];
+    snprintf(text, sizeof(text),
+             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+             "server {\n  listen 127.0.0.1:0;\n  auth_jwt api;\n"
+             "  location / { auth_jwt_key_request /_keys; return 200 never; }\n"
+             "  location = /_keys { auth_jwt off; proxy_pass http://127.0.0.1:%d; }\n}\n",
+             silent_port);
+    struct test_daemon d;
+    start(&d, "corral", text);
+    long active = -1, idle = 1; /* the one that asks */
+    test_wait_for((active = connections_active(&d)) == idle, TEST_WAIT_MS,
+                  "%ld connections, not %ld", active, idle);
+    int fd = test_connect(d.port);
+    static char request[4096];
+    int n = snprintf(request, sizeof(request),
+                     "POST / HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s\r\n"
+                     "Content-Length: 10\r\n\r\n0123",
+                     jwt_es256);
+    ck_assert_int_lt(n, (int)sizeof(request));
+    test_send_all(fd, request, (size_t)n);
+    struct pollfd asked = {.fd = silent, .events = POLLIN};
+    ck_assert_msg(poll(&asked, 1, TEST_WAIT_MS) == 1, "the key server was not asked");
+    test_wait_for((active = connections_active(&d)) == idle + 1, TEST_WAIT_MS,
+                  "%ld connections, not %ld", active, idle + 1);
+    close(fd);
+    test_wait_for((active = connections_active(&d)) == idle, 2000,
+                  "the held request's connection is still open: %ld", active);
+    uint64_t stop_ms = test_now_ms();
+    test_daemon_stop(&d);
+    ck_assert_msg(test_now_ms() - stop_ms < 2000, "the stop waited %llu ms",
+                  (unsigned long long)(test_now_ms() - stop_ms));
+    close(silent);
+}
+END_TEST
+
 /* A reload reads the user file again: a changed password takes effect
  * at once, though the old one was in the workers' caches. */
 START_TEST(reload_reads_the_user_file_again)
@@ -435,6 +491,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, bad_user_files_fail_the_config);
     tcase_add_test(tc, jwt_over_http1_and_http2);
     tcase_add_test(tc, jwt_keys_fetched_by_subrequest);
+    tcase_add_test(tc, jwt_client_gone_while_keys_are_fetched);
     tcase_add_test(tc, reload_reads_the_user_file_again);
     suite_add_tcase(suite, tc);
     return suite;

@@ -1,9 +1,10 @@
 /*
  * test_limit.c: limit_req and limit_conn through build/corral: rates and
- * bursts under a paced load across two workers sharing a zone, delays,
- * HTTP/2 streams, concurrent exchanges held by a slow backend, an HTTP/2
- * request's trailers through limits and rewrites, zones kept across a
- * reload, the metrics, and add_header on corral's own answers.
+ * bursts under a paced load across two workers sharing a zone, delays
+ * (and a client that leaves while delayed), HTTP/2 streams, concurrent
+ * exchanges held by a slow backend, an HTTP/2 request's trailers through
+ * limits and rewrites, zones kept across a reload, the metrics, and
+ * add_header on corral's own answers.
  */
 #include "tests/daemon.h"
 #include "tests/helpers.h"
@@ -242,6 +243,48 @@ START_TEST(delays_follow_the_rate)
     ck_assert_int_eq(
         metric(&d, "corral_limit_req_requests_total{zone=\"slow\",result=\"delayed\"} "), 10);
     test_daemon_stop(&d);
+}
+END_TEST
+
+/* The connections d has open, as its /status counts them: the one that
+ * asks among them. */
+static long connections_active(const struct test_daemon *d)
+{
+    char page[16384];
+    if (test_daemon_admin_get(d, "/status", page, sizeof(page)) != 200)
+        return -1;
+    const char *at = strstr(page, "\"connections_active\": ");
+    return at != NULL ? strtol(at + 22, NULL, 10) : -1;
+}
+
+/* A client that leaves while its request is delayed, its body half sent:
+ * the daemon lets go of it at once, not when the delay (a minute) is
+ * over, nor at the stop's drain timeout. */
+START_TEST(client_gone_while_delayed)
+{
+    struct test_daemon d;
+    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+              "limit_req_zone $remote_addr zone=minute:64k rate=1r/m;\n"
+              "server {\n  listen 127.0.0.1:0;\n"
+              "  location / { limit_req zone=minute burst=5; return 200 ok; }\n}\n");
+    ck_assert_uint_eq(get(d.port, "/", NULL, 0), 200);
+    long active = -1, idle = 1; /* the one that asks */
+    test_wait_for((active = connections_active(&d)) == idle, TEST_WAIT_MS,
+                  "%ld connections, not %ld", active, idle);
+    int fd = send_half_post(d.port, "/");
+    const char *delayed = "corral_limit_req_requests_total{zone=\"minute\",result=\"delayed\"} ";
+    test_wait_for(metric(&d, delayed) == 1, TEST_WAIT_MS, "the request was not delayed");
+    /* One that asked before may still be closing: a count that is right
+     * comes soon. */
+    test_wait_for((active = connections_active(&d)) == idle + 1, TEST_WAIT_MS,
+                  "%ld connections, not %ld", active, idle + 1);
+    close(fd);
+    test_wait_for((active = connections_active(&d)) == idle, 2000,
+                  "the delayed request's connection is still open: %ld", active);
+    uint64_t stop_ms = test_now_ms();
+    test_daemon_stop(&d);
+    ck_assert_msg(test_now_ms() - stop_ms < 2000, "the stop waited %llu ms",
+                  (unsigned long long)(test_now_ms() - stop_ms));
 }
 END_TEST
 
@@ -789,6 +832,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, rate_and_burst_hold_across_workers);
     tcase_add_test(tc, excess_is_delayed_then_refused);
     tcase_add_test(tc, delays_follow_the_rate);
+    tcase_add_test(tc, client_gone_while_delayed);
     tcase_add_test(tc, http2_streams_are_limited);
     tcase_add_test(tc, limit_conn_counts_exchanges_under_way);
     tcase_add_test(tc, zones_survive_a_reload);
