@@ -7,18 +7,21 @@
  * enforces; it passes header blocks and request bodies to its caller and
  * writes frames to a sink.  Not yet used by the HTTP/2 server.
  *
- * What it does not do: decode header blocks (the caller runs HPACK,
- * hpack.h, on each block it is given, the discarded ones included, so
- * that its table stays the client's), check header fields, time anything
- * (the caller passes the loop's clock), or queue output (the sink takes
- * every frame at once).
+ * It decodes each header block with its HPACK decoder (hpack.h), the
+ * discarded ones included so that its table stays the client's, and
+ * checks the fields as RFC 9113 8.1-8.3 asks (h2_message.h): a malformed
+ * request or trailer section, or a body longer or shorter than its
+ * content-length, resets its stream with PROTOCOL_ERROR, as libnghttp2
+ * does.  It does not time anything (the caller passes the loop's clock)
+ * or queue output (the sink takes every frame at once).
  *
- * Memory: the struct (320 bytes, its reader's 52 included), and an
- * array of open streams, 20 bytes each, allocated while any is open and
- * freed when none is.  No frame is buffered: a header block waits in the
- * connection's input until its last frame is in (at most 9 frames of the
- * 16384 bytes announced, H2_MAX_CONTINUATIONS), frames go to the sink.
- *
+ * Memory: the struct (see docs/http2.md for its size), an array of open
+ * streams allocated while any is open and freed when none is, and the
+ * HPACK table once the client adds to it.  No frame is buffered: a
+ * header block waits in the connection's input until its last frame is
+ * in (at most 9 frames of the 16384 bytes announced,
+ * H2_MAX_CONTINUATIONS), frames go to the sink.
+
  * Ownership: the caller owns the struct; h2_session_free() releases the
  * streams.  One connection's session is used by one thread.
  */
@@ -26,6 +29,8 @@
 #define CORRAL_PROTO_HTTP2_H2_SESSION_H
 
 #include "proto/http2/h2_frame.h"
+#include "proto/http2/h2_message.h"
+#include "proto/http2/hpack.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -39,6 +44,11 @@ struct h2_session_conf {
     uint32_t max_header_list_size;
     unsigned max_resets; /* RST_STREAM (and refused streams) per interval */
     uint32_t reset_interval_ms;
+    /* Where Huffman-coded strings are decoded: one buffer for all the
+     * sessions of a thread.  A field longer than this (name and value)
+     * ends the connection as a header block over the limit does. */
+    uint8_t *scratch;
+    size_t scratch_size;
 };
 
 /* The flood limits, as the nghttp2 path sets them (proto/http2/http2.c). */
@@ -54,19 +64,35 @@ struct h2_session_conf {
 /* What a header block is for. */
 enum h2_block_kind {
     H2_BLOCK_REQUEST,  /* opens the stream: a request head */
-    H2_BLOCK_TRAILERS, /* a second block on an open stream: trailers,
-                        * which must end it (RFC 9113 8.1: the caller
-                        * resets the stream when `end_stream` is false) */
+    H2_BLOCK_TRAILERS, /* a second block on an open stream, ending it */
     H2_BLOCK_DISCARD,  /* for no stream (refused, reset, after GOAWAY):
-                        * decode it for HPACK's table, then drop it */
+                        * decoded for HPACK's table, then dropped; never
+                        * passed to the caller */
+};
+
+/* How a header block ended. */
+enum h2_head {
+    H2_HEAD_OK,
+    /* The header list passed max_header_list_size (RFC 9113 6.5.2):
+     * the fields past the limit were not passed.  The caller answers a
+     * request 431, and drops trailers. */
+    H2_HEAD_TOO_LARGE,
+    /* The block was cut before its end (its bytes, or one field, passed
+     * the limits): the connection ends with GOAWAY ENHANCE_YOUR_CALM
+     * once this returns.  A request may be answered 431 first. */
+    H2_HEAD_CUT,
 };
 
 struct h2_session_ops {
-    /* A header block; `end_stream`: the client's half ends with it.
-     * Nonzero: the block cannot be decoded (HPACK), the connection ends
-     * with COMPRESSION_ERROR. */
-    int (*headers)(void *arg, uint32_t stream_id, enum h2_block_kind kind, const uint8_t *block,
-                   size_t len, bool end_stream);
+    /* A checked header field of a request head or of its trailers (the
+     * span is valid during the call only). */
+    void (*field)(void *arg, uint32_t stream_id, enum h2_block_kind kind,
+                  const struct hpack_field *f);
+    /* The block's end, after its fields; `end_stream`: the client's half
+     * ends with it.  A malformed block never gets here: its stream is
+     * reset (the reset callback) instead. */
+    void (*headers)(void *arg, uint32_t stream_id, enum h2_block_kind kind, enum h2_head head,
+                    bool end_stream);
     /* Request body bytes (maybe none), in order; `end_stream` on the last.
      * Their window comes back with h2_session_consume(). */
     void (*data)(void *arg, uint32_t stream_id, const uint8_t *data, size_t len, bool end_stream);
@@ -93,6 +119,8 @@ struct h2_session_stream {
     int32_t send_window;   /* may go below 0 when the client lowers its setting */
     int32_t recv_window;   /* what the client may still send */
     uint32_t recv_unacked; /* taken by the caller, not yet in a WINDOW_UPDATE */
+    struct h2_message msg; /* the request's checks: its content-length */
+    uint64_t body_received;
 };
 
 /* The flood counters' kinds. */
@@ -143,6 +171,7 @@ struct h2_session {
     unsigned resets;
     uint64_t resets_since_ms;
     uint64_t window_updates, data_frames_sent;
+    struct hpack_decoder hpack;
 };
 
 /* Starts a session, writing the server's SETTINGS (and a WINDOW_UPDATE
