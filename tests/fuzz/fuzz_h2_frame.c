@@ -498,6 +498,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          th.t.error == UINT32_MAX) &&
         strcmp(mine, theirs) == 0)
         same = true;
+    /* A stream reset as malformed whose client half had ended: libnghttp2
+     * keeps it until its RST_STREAM is sent, after the read, and takes a
+     * frame for it in the same read for one after END_STREAM (the
+     * connection's STREAM_CLOSED); ours has forgotten it and drops the
+     * frame, as for any stream it reset.  Both are RFC 9113 5.1's. */
+    bool malformed = our_resets.buf != NULL && strstr(our_resets.buf, " 1\n") != NULL;
+    if (!same && malformed && th.t.error == H2_STREAM_CLOSED && o.t.error != H2_STREAM_CLOSED &&
+        strncmp(mine, theirs, strlen(theirs)) == 0)
+        same = true;
     /* The streams reset, in order: the same, or where one side stopped
      * early (the cases above, and libnghttp2 judging a block still
      * incomplete), the one's a start of the other's. */
