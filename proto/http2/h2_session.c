@@ -132,6 +132,16 @@ static void stream_error(struct h2_session *s, uint32_t id, enum h2_error code)
     }
 }
 
+/* Every frame passes here on its way to the caller's sink: the bytes the
+ * output holds, for conf.max_output. */
+static void session_write(void *arg, const struct iovec *iov, int count)
+{
+    struct h2_session *s = arg;
+    for (int i = 0; i < count; i++)
+        s->output += iov[i].iov_len;
+    s->out.write(s->out.arg, iov, count);
+}
+
 void h2_session_init(struct h2_session *s, const struct h2_session_conf *conf,
                      const struct h2_session_ops *ops, void *arg, const struct h2_sink *sink,
                      uint64_t now_ms)
@@ -139,7 +149,8 @@ void h2_session_init(struct h2_session *s, const struct h2_session_conf *conf,
     assert(conf->initial_window_size <= H2_MAX_WINDOW);
     assert(conf->conn_window_size >= H2_DEFAULT_WINDOW && conf->conn_window_size <= H2_MAX_WINDOW);
     *s = (struct h2_session){
-        .sink = *sink,
+        .sink = {session_write, s},
+        .out = *sink,
         .ops = ops,
         .arg = arg,
         .conf = *conf,
@@ -157,6 +168,7 @@ void h2_session_init(struct h2_session *s, const struct h2_session_conf *conf,
     assert(conf->scratch != NULL && conf->scratch_size > 0);
     h2_frame_reader_init(&s->reader, conf->max_header_list_size);
     hpack_decoder_init(&s->hpack, 4096);
+    hpack_encoder_init(&s->hpack_out, conf->encoder_table_size);
     uint16_t ids[] = {H2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_SETTINGS_INITIAL_WINDOW_SIZE,
                       H2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_SETTINGS_ENABLE_PUSH,
                       H2_SETTINGS_NO_RFC7540_PRIORITIES};
@@ -170,6 +182,7 @@ void h2_session_init(struct h2_session *s, const struct h2_session_conf *conf,
 void h2_session_free(struct h2_session *s)
 {
     hpack_decoder_free(&s->hpack);
+    hpack_encoder_free(&s->hpack_out);
     free(s->streams);
     s->streams = NULL;
     s->stream_count = s->stream_cap = 0;
@@ -199,7 +212,12 @@ static void on_settings(struct h2_session *s, const struct h2_event *ev)
         uint32_t v;
         h2_frame_setting(ev, i, &id, &v);
         switch (id) {
-        case H2_SETTINGS_HEADER_TABLE_SIZE: s->peer_header_table_size = v; break;
+        case H2_SETTINGS_HEADER_TABLE_SIZE:
+            /* The encoder's table shrinks at once, memory too (RFC 7541
+             * 4.2); the next block tells the client. */
+            s->peer_header_table_size = v;
+            hpack_encoder_set_peer_size(&s->hpack_out, v);
+            break;
         case H2_SETTINGS_MAX_CONCURRENT_STREAMS: s->peer_max_concurrent = v; break;
         case H2_SETTINGS_MAX_FRAME_SIZE: s->peer_max_frame_size = v; break;
         case H2_SETTINGS_INITIAL_WINDOW_SIZE: {
@@ -600,7 +618,14 @@ size_t h2_session_send_window(const struct h2_session *s, uint32_t stream_id)
     if (st == NULL || st->state == H2_STREAM_HALF_CLOSED_LOCAL || s->error != H2_NO_ERROR)
         return 0;
     int64_t w = st->send_window < s->send_window ? st->send_window : s->send_window;
-    return w > 0 ? (size_t)w : 0;
+    if (w <= 0)
+        return 0;
+    if (s->conf.max_output > 0) {
+        size_t room = s->output < s->conf.max_output ? s->conf.max_output - s->output : 0;
+        if ((uint64_t)w > room)
+            return room;
+    }
+    return (size_t)w;
 }
 
 /* This side ended its half. */
@@ -622,6 +647,32 @@ int h2_session_send_headers(struct h2_session *s, uint32_t stream_id, const uint
     if (end_stream)
         end_local(s, st);
     return 0;
+}
+
+int h2_session_send_fields(struct h2_session *s, uint32_t stream_id,
+                           const struct hpack_field *fields, const uint8_t *how, size_t n,
+                           bool end_stream)
+{
+    struct h2_session_stream *st = h2_session_stream(s, stream_id);
+    if (st == NULL || st->state == H2_STREAM_HALF_CLOSED_LOCAL || s->error != H2_NO_ERROR)
+        return -1;
+    /* No buffer of the session's own: the worker's scratch, which no
+     * block is being decoded into now, or one for this call. */
+    size_t bound = hpack_encode_bound(fields, n);
+    uint8_t *block = bound <= s->conf.scratch_size ? s->conf.scratch : malloc(bound);
+    if (block == NULL)
+        return -1;
+    size_t len = hpack_encode(&s->hpack_out, fields, how, n, block);
+    int rc = h2_session_send_headers(s, stream_id, block, len, end_stream);
+    if (block != s->conf.scratch)
+        free(block);
+    return rc;
+}
+
+void h2_session_flushed(struct h2_session *s, size_t n)
+{
+    assert(n <= s->output);
+    s->output -= n;
 }
 
 int h2_session_send_data(struct h2_session *s, uint32_t stream_id, const struct iovec *iov,

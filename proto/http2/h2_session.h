@@ -49,6 +49,12 @@ struct h2_session_conf {
      * ends the connection as a header block over the limit does. */
     uint8_t *scratch;
     size_t scratch_size;
+    /* The most the response encoder's HPACK table holds (0: no dynamic
+     * table), whatever the client allows. */
+    uint32_t encoder_table_size;
+    /* The most bytes written to the sink and not yet reported flushed
+     * (h2_session_flushed()) before DATA must wait; 0: no bound. */
+    size_t max_output;
 };
 
 /* The flood limits, as the nghttp2 path sets them (proto/http2/http2.c). */
@@ -133,7 +139,9 @@ enum h2_session_flood {
 
 struct h2_session {
     struct h2_frame_reader reader;
-    struct h2_sink sink;
+    struct h2_sink sink; /* the session's own: counts, then passes to out */
+    struct h2_sink out;  /* the caller's */
+    size_t output;       /* written to out, not yet reported flushed */
     const struct h2_session_ops *ops;
     void *arg;
     struct h2_session_conf conf;
@@ -172,6 +180,7 @@ struct h2_session {
     uint64_t resets_since_ms;
     uint64_t window_updates, data_frames_sent;
     struct hpack_decoder hpack;
+    struct hpack_encoder hpack_out;
 };
 
 /* Starts a session, writing the server's SETTINGS (and a WINDOW_UPDATE
@@ -191,12 +200,24 @@ size_t h2_session_recv(struct h2_session *s, const uint8_t *in, size_t len, uint
  * them again.  WINDOW_UPDATE frames go out once half a window is owed. */
 void h2_session_consume(struct h2_session *s, uint32_t stream_id, size_t n);
 
-/* How many bytes of body the stream may send now (the smaller of its
- * window and the connection's; 0 for a stream not open to send). */
+/* How many bytes of body the stream may send now (the smallest of its
+ * window, the connection's and the output bound's room; 0 for a stream
+ * not open to send). */
 size_t h2_session_send_window(const struct h2_session *s, uint32_t stream_id);
 
-/* A response head or trailers (an encoded block); `end_stream` ends this
- * side's half.  Returns 0, or -1 when the stream cannot send. */
+/* A response head (":status" first) or trailers (no pseudo-header):
+ * `n` fields encoded with the session's HPACK encoder (`how` as
+ * hpack_encode() takes it) into HEADERS and, past the client's
+ * SETTINGS_MAX_FRAME_SIZE, CONTINUATION frames.  The block is built in
+ * the scratch buffer, or in memory allocated for the call when larger.
+ * Not to be called from the field callback.  Returns 0, or -1 when the
+ * stream cannot send or memory failed. */
+int h2_session_send_fields(struct h2_session *s, uint32_t stream_id,
+                           const struct hpack_field *fields, const uint8_t *how, size_t n,
+                           bool end_stream);
+
+/* The same with a block already encoded (by this session's encoder:
+ * h2_session_send_fields() is the way to keep it in step). */
 int h2_session_send_headers(struct h2_session *s, uint32_t stream_id, const uint8_t *block,
                             size_t len, bool end_stream);
 
@@ -205,6 +226,10 @@ int h2_session_send_headers(struct h2_session *s, uint32_t stream_id, const uint
  * stream cannot send or they pass the window. */
 int h2_session_send_data(struct h2_session *s, uint32_t stream_id, const struct iovec *iov,
                          int count, bool end_stream);
+
+/* The caller's output sent `n` of the bytes written to its sink: DATA
+ * may use the room again (conf.max_output). */
+void h2_session_flushed(struct h2_session *s, size_t n);
 
 /* Resets a stream from this side (RST_STREAM `code`). */
 void h2_session_reset(struct h2_session *s, uint32_t stream_id, enum h2_error code);
