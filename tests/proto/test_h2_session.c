@@ -11,6 +11,7 @@
 #include "proto/http2/h2_session.h"
 #include "proto/http2/hpack.h"
 
+#include <malloc.h>
 #include <nghttp2/nghttp2.h>
 
 #include <stdio.h>
@@ -621,6 +622,79 @@ START_TEST(reset_and_goaway)
 }
 END_TEST
 
+/* The memory an idle connection's session holds: the struct, and what
+ * stays allocated once a browser-like request was answered and its
+ * stream is gone.  Measured from the heap itself (the session alone runs
+ * between the two readings: the client's bytes were captured first),
+ * and printed for docs/http2.md. */
+START_TEST(idle_memory)
+{
+    static struct pair t;
+    for (int indexed = 0; indexed <= 1; indexed++) {
+        pair_start(&t, NULL, 0, NULL);
+        nghttp2_nv nva[] = {
+            NV(":method", "GET"),
+            NV(":scheme", "https"),
+            NV(":authority", "www.example.com"),
+            NV(":path", "/index.html"),
+            NV("user-agent",
+               "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"),
+            NV("accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"),
+            NV("accept-language", "en-US,en;q=0.5"),
+            NV("accept-encoding", "gzip, deflate, br, zstd"),
+            NV("cookie", "session=0123456789abcdef0123456789abcdef"),
+        };
+        ck_assert_int_eq(nghttp2_submit_request(t.client, NULL, nva, 9, NULL, NULL), 1);
+        struct buf in = {0};
+        const uint8_t *p;
+        ssize_t n;
+        while ((n = nghttp2_session_mem_send(t.client, &p)) > 0)
+            buf_put(&in, p, (size_t)n);
+        h2_session_free(&t.server); /* pair_start's: measured afresh below */
+        t.to_client.len = 0;
+        static uint8_t room[65536]; /* the sink's room, reserved */
+        buf_put(&t.to_client, room, sizeof(room));
+        t.to_client.len = 0;
+        struct hpack_field head[] = {fld(":status", "200"), fld("content-type", "text/html"),
+                                     fld("content-length", "0"), fld("server", "corral")};
+        static const uint8_t how[] = {HPACK_NO_INDEX, HPACK_INDEX, HPACK_NO_INDEX, HPACK_INDEX};
+
+        size_t before = mallinfo2().uordblks;
+        struct h2_sink sink = {sv_write, &t};
+        h2_session_init(&t.server, &conf, &sv_ops, &t, &sink, 0);
+        ck_assert_uint_eq(h2_session_recv(&t.server, in.p, in.len, 1), in.len);
+        ck_assert_int_eq(h2_session_send_fields(&t.server, 1, head, indexed ? how : NULL, 4, true),
+                         0);
+        ck_assert_ptr_null(t.server.streams); /* both halves ended */
+        size_t held = mallinfo2().uordblks - before;
+
+        /* What the tables' blocks account for (each malloc'ed chunk has
+         * a few bytes of glibc's own). */
+        size_t tables = 0;
+        const struct hpack_table *tb[] = {&t.server.hpack.table, &t.server.hpack_out.table};
+        for (size_t i = 0; i < 2; i++)
+            if (tb[i]->buf != NULL)
+                tables += tb[i]->slots * sizeof(struct hpack_entry) + tb[i]->cap;
+#ifndef __SANITIZE_ADDRESS__ /* ASan's allocator keeps no count for mallinfo2() */
+        ck_assert_uint_ge(held, tables);
+        ck_assert_uint_le(held, tables + 2 * 16);
+#else
+        held = tables;
+#endif
+        printf("h2_session idle (%s response fields): struct %zu bytes, heap %zu bytes "
+               "(HPACK tables %zu); a stream open: %zu bytes each\n",
+               indexed ? "indexed" : "unindexed", sizeof(struct h2_session), held, tables,
+               sizeof(struct h2_session_stream));
+        /* The budget of docs/http2.md: the struct and two 4 KB tables. */
+        ck_assert_uint_le(sizeof(struct h2_session) + held, 12288);
+        free(in.p);
+        pump(&t); /* the client reads the answer: the bytes made sense */
+        ck_assert_str_eq(cstream(&t, 1)->status, "200");
+        pair_end(&t);
+    }
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/h2_session");
@@ -633,6 +707,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, encoder_table_as_the_client_sizes_it);
     tcase_add_test(tc, request_body_and_windows);
     tcase_add_test(tc, reset_and_goaway);
+    tcase_add_test(tc, idle_memory);
     suite_add_tcase(suite, tc);
     return suite;
 }
