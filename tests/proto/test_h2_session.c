@@ -63,6 +63,7 @@ struct pair {
     size_t used;
     struct buf upload; /* request body bytes */
     bool take_body;    /* consume request body bytes as they come */
+    bool answer_431;   /* a request over the limits is answered 431 */
 };
 
 static uint8_t scratch[4096];
@@ -108,8 +109,14 @@ static void sv_field(void *arg, uint32_t id, enum h2_block_kind kind, const stru
 
 static void sv_headers(void *arg, uint32_t id, enum h2_block_kind kind, enum h2_head head, bool end)
 {
-    slog(arg, "%s %u%s%s\n", kind == H2_BLOCK_REQUEST ? "request" : "trailers", id,
-         head != H2_HEAD_OK ? " refused" : "", end ? " end" : "");
+    struct pair *t = arg;
+    static const char *const heads[] = {"", " too large", " cut"};
+    slog(t, "%s %u%s%s\n", kind == H2_BLOCK_REQUEST ? "request" : "trailers", id, heads[head],
+         end ? " end" : "");
+    if (t->answer_431 && head != H2_HEAD_OK && kind == H2_BLOCK_REQUEST) {
+        struct hpack_field f = {(const uint8_t *)":status", 7, (const uint8_t *)"431", 3, false};
+        ck_assert_int_eq(h2_session_send_fields(&t->server, id, &f, NULL, 1, true), 0);
+    }
 }
 
 static void sv_data(void *arg, uint32_t id, const uint8_t *data, size_t len, bool end)
@@ -622,6 +629,47 @@ START_TEST(reset_and_goaway)
 }
 END_TEST
 
+/* A header list over http2_max_header_list_size (8192 here): a block
+ * shorter than the limit is decoded whole and its request answered 431,
+ * the connection going on; a longer block is cut before it is decoded,
+ * its request answered 431 all the same, then GOAWAY ENHANCE_YOUR_CALM. */
+START_TEST(header_list_over_the_limit_answered_431)
+{
+    static struct pair t;
+    pair_start(&t, NULL, 0, NULL);
+    t.answer_431 = true;
+    static char a[2501];
+    memset(a, 'a', 2500); /* Huffman: 5 bits each */
+    nghttp2_nv nva[] = {
+        NV(":method", "GET"), NV(":scheme", "https"), NV(":authority", "a"), NV(":path", "/"),
+        NV("x-1", a),         NV("x-2", a),           NV("x-3", a),          NV("x-4", a)};
+    for (size_t i = 4; i < 8; i++)
+        nva[i].valuelen = 2500;
+    ck_assert_int_eq(nghttp2_submit_request(t.client, NULL, nva, 8, NULL, NULL), 1);
+    pump(&t);
+    ck_assert_ptr_nonnull(strstr(t.log, "request 1 too large end\n"));
+    ck_assert_ptr_null(strstr(t.log, "x-4"));
+    ck_assert_str_eq(cstream(&t, 1)->status, "431");
+    ck_assert(cstream(&t, 1)->closed);
+    ck_assert_int_eq(t.server.error, H2_NO_ERROR);
+    /* Now a block of 9000 bytes that Huffman cannot shrink. */
+    static char b[9001];
+    for (size_t i = 0; i < 9000; i++)
+        b[i] = (char)('!' + (i * 7919) % 90);
+    nghttp2_nv big[] = {NV(":method", "GET"), NV(":scheme", "https"), NV(":authority", "a"),
+                        NV(":path", "/"), NV("x-big", b)};
+    big[4].valuelen = 9000;
+    ck_assert_int_eq(nghttp2_submit_request(t.client, NULL, big, 5, NULL, NULL), 3);
+    pump(&t);
+    ck_assert_ptr_nonnull(strstr(t.log, "request 3 cut\n"));
+    ck_assert_str_eq(cstream(&t, 3)->status, "431");
+    ck_assert(t.goaway);
+    ck_assert_uint_eq(t.goaway_code, NGHTTP2_ENHANCE_YOUR_CALM);
+    ck_assert_int_eq(t.goaway_last, 3);
+    pair_end(&t);
+}
+END_TEST
+
 /* The memory an idle connection's session holds: the struct, and what
  * stays allocated once a browser-like request was answered and its
  * stream is gone.  Measured from the heap itself (the session alone runs
@@ -707,6 +755,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, encoder_table_as_the_client_sizes_it);
     tcase_add_test(tc, request_body_and_windows);
     tcase_add_test(tc, reset_and_goaway);
+    tcase_add_test(tc, header_list_over_the_limit_answered_431);
     tcase_add_test(tc, idle_memory);
     suite_add_tcase(suite, tc);
     return suite;
