@@ -63,10 +63,47 @@ static bool all(const uint8_t *p, size_t n, bool (*ok)(uint8_t))
     return true;
 }
 
-static bool name_is(const struct hpack_field *f, const char *s)
+/* The names these checks know, found once per field. */
+enum token {
+    T_OTHER,
+    T_METHOD,
+    T_SCHEME,
+    T_PATH,
+    T_AUTHORITY,
+    T_HOST,
+    T_CONTENT_LENGTH,
+    T_TE,
+    T_CONNECTION_SPECIFIC, /* 8.2.2 */
+    T_PSEUDO_OTHER,        /* :status, :protocol, any other */
+};
+
+static bool is(const struct hpack_field *f, const char *s, size_t n)
 {
-    size_t n = strlen(s);
-    return f->name_len == n && memcmp(f->name, s, n) == 0;
+    return memcmp(f->name, s, n) == 0;
+}
+
+static enum token lookup(const struct hpack_field *f)
+{
+    if (f->name_len > 0 && f->name[0] == ':') {
+        switch (f->name_len) {
+        case 5: return is(f, ":path", 5) ? T_PATH : T_PSEUDO_OTHER;
+        case 7:
+            return is(f, ":method", 7) ? T_METHOD : is(f, ":scheme", 7) ? T_SCHEME : T_PSEUDO_OTHER;
+        case 10: return is(f, ":authority", 10) ? T_AUTHORITY : T_PSEUDO_OTHER;
+        default: return T_PSEUDO_OTHER;
+        }
+    }
+    switch (f->name_len) {
+    case 2: return is(f, "te", 2) ? T_TE : T_OTHER;
+    case 4: return is(f, "host", 4) ? T_HOST : T_OTHER;
+    case 7: return is(f, "upgrade", 7) ? T_CONNECTION_SPECIFIC : T_OTHER;
+    case 10:
+        return is(f, "connection", 10) || is(f, "keep-alive", 10) ? T_CONNECTION_SPECIFIC : T_OTHER;
+    case 14: return is(f, "content-length", 14) ? T_CONTENT_LENGTH : T_OTHER;
+    case 16: return is(f, "proxy-connection", 16) ? T_CONNECTION_SPECIFIC : T_OTHER;
+    case 17: return is(f, "transfer-encoding", 17) ? T_CONNECTION_SPECIFIC : T_OTHER;
+    default: return T_OTHER;
+    }
 }
 
 static bool value_is(const struct hpack_field *f, const char *s)
@@ -122,17 +159,16 @@ static bool scheme_valid(const uint8_t *v, size_t n)
 }
 
 /* A value's bytes as the field's kind asks. */
-static bool field_value_valid(const struct hpack_field *f)
+static bool field_value_valid(const struct hpack_field *f, enum token t)
 {
-    if (name_is(f, ":method"))
-        return f->value_len > 0 && all(f->value, f->value_len, method_char);
-    if (name_is(f, ":path"))
-        return all(f->value, f->value_len, path_char);
-    if (name_is(f, ":authority") || name_is(f, "host"))
-        return all(f->value, f->value_len, authority_char);
-    if (name_is(f, ":scheme"))
-        return scheme_valid(f->value, f->value_len);
-    return value_valid(f);
+    switch (t) {
+    case T_METHOD: return f->value_len > 0 && all(f->value, f->value_len, method_char);
+    case T_PATH: return all(f->value, f->value_len, path_char);
+    case T_AUTHORITY:
+    case T_HOST: return all(f->value, f->value_len, authority_char);
+    case T_SCHEME: return scheme_valid(f->value, f->value_len);
+    default: return value_valid(f);
+    }
 }
 
 /* A decimal without sign or spaces that fits 63 bits, or -1. */
@@ -166,47 +202,47 @@ void h2_message_begin(struct h2_message *m)
 enum h2_message_verdict h2_message_field(struct h2_message *m, const struct hpack_field *f,
                                          bool trailers)
 {
-    bool pseudo = f->name_len > 0 && f->name[0] == ':';
-    if (!name_valid(f) || !field_value_valid(f))
+    enum token t = lookup(f);
+    if (!name_valid(f) || !field_value_valid(f, t))
         return H2_MESSAGE_MALFORMED;
+    bool pseudo = f->name[0] == ':';
     /* 8.3: pseudo-headers come first, and never in trailers (8.1). */
     if (pseudo && (trailers || (m->seen & SEEN_REGULAR) != 0))
         return H2_MESSAGE_MALFORMED;
-    if (pseudo) {
-        if (name_is(f, ":method")) {
-            if (!once(m, f, SEEN_METHOD))
-                return H2_MESSAGE_MALFORMED;
-            if (value_is(f, "CONNECT"))
-                m->seen |= SEEN_CONNECT;
-            else if (value_is(f, "OPTIONS"))
-                m->seen |= SEEN_OPTIONS;
-        } else if (name_is(f, ":path")) {
-            if (!once(m, f, SEEN_PATH))
-                return H2_MESSAGE_MALFORMED;
-            if (f->value[0] == '/')
-                m->seen |= SEEN_SLASH;
-            else if (f->value_len == 1 && f->value[0] == '*')
-                m->seen |= SEEN_STAR;
-        } else if (name_is(f, ":scheme")) {
-            if (!once(m, f, SEEN_SCHEME))
-                return H2_MESSAGE_MALFORMED;
-            if (value_is_nocase(f, "http") || value_is_nocase(f, "https"))
-                m->seen |= SEEN_HTTP;
-        } else if (name_is(f, ":authority")) {
-            if (!once(m, f, SEEN_AUTHORITY))
-                return H2_MESSAGE_MALFORMED;
-        } else {
-            /* :status and :protocol (not offered: no
-             * SETTINGS_ENABLE_CONNECT_PROTOCOL) among them. */
+    if (!pseudo)
+        m->seen |= SEEN_REGULAR;
+    switch (t) {
+    case T_METHOD:
+        if (!once(m, f, SEEN_METHOD))
             return H2_MESSAGE_MALFORMED;
-        }
-        return H2_MESSAGE_PASS;
-    }
-    m->seen |= SEEN_REGULAR;
-    if (name_is(f, "host")) {
+        if (value_is(f, "CONNECT"))
+            m->seen |= SEEN_CONNECT;
+        else if (value_is(f, "OPTIONS"))
+            m->seen |= SEEN_OPTIONS;
+        break;
+    case T_PATH:
+        if (!once(m, f, SEEN_PATH))
+            return H2_MESSAGE_MALFORMED;
+        if (f->value[0] == '/')
+            m->seen |= SEEN_SLASH;
+        else if (f->value_len == 1 && f->value[0] == '*')
+            m->seen |= SEEN_STAR;
+        break;
+    case T_SCHEME:
+        if (!once(m, f, SEEN_SCHEME))
+            return H2_MESSAGE_MALFORMED;
+        if (value_is_nocase(f, "http") || value_is_nocase(f, "https"))
+            m->seen |= SEEN_HTTP;
+        break;
+    case T_AUTHORITY:
+        if (!once(m, f, SEEN_AUTHORITY))
+            return H2_MESSAGE_MALFORMED;
+        break;
+    case T_HOST:
         if (!once(m, f, SEEN_HOST))
             return H2_MESSAGE_MALFORMED;
-    } else if (name_is(f, "content-length")) {
+        break;
+    case T_CONTENT_LENGTH:
         /* One, a number (8.1.1); trailers may not add one to a head
          * that has one. */
         if (m->content_length != -1)
@@ -214,13 +250,17 @@ enum h2_message_verdict h2_message_field(struct h2_message *m, const struct hpac
         m->content_length = parse_length(f->value, f->value_len);
         if (m->content_length == -1)
             return H2_MESSAGE_MALFORMED;
-    } else if (name_is(f, "connection") || name_is(f, "keep-alive") ||
-               name_is(f, "proxy-connection") || name_is(f, "transfer-encoding") ||
-               name_is(f, "upgrade")) {
-        return H2_MESSAGE_MALFORMED; /* 8.2.2: connection-specific */
-    } else if (name_is(f, "te")) {
+        break;
+    case T_TE:
         if (!value_is_nocase(f, "trailers"))
             return H2_MESSAGE_MALFORMED;
+        break;
+    case T_CONNECTION_SPECIFIC: return H2_MESSAGE_MALFORMED; /* 8.2.2 */
+    case T_PSEUDO_OTHER:
+        /* :status and :protocol (not offered: no
+         * SETTINGS_ENABLE_CONNECT_PROTOCOL) among them. */
+        return H2_MESSAGE_MALFORMED;
+    case T_OTHER: break;
     }
     return H2_MESSAGE_PASS;
 }
