@@ -4,8 +4,9 @@
  * with the frame reader (h2_frame.h), keeps the settings, the
  * flow-control windows and the streams' states, answers SETTINGS and
  * PING, and enforces the flood limits the daemon's libnghttp2 path
- * enforces; it passes header blocks and request bodies to its caller and
- * writes frames to a sink.  Not yet used by the HTTP/2 server.
+ * enforces; it passes request heads, trailers and bodies to its caller,
+ * and writes frames, responses included, to a sink.  Not yet used by
+ * the HTTP/2 server.
  *
  * It decodes each header block with its HPACK decoder (hpack.h), the
  * discarded ones included so that its table stays the client's, and
@@ -16,14 +17,15 @@
  * or queue output (the sink takes every frame at once).
  *
  * Memory: the struct (see docs/http2.md for its size), an array of open
- * streams allocated while any is open and freed when none is, and the
- * HPACK table once the client adds to it.  No frame is buffered: a
- * header block waits in the connection's input until its last frame is
- * in (at most 9 frames of the 16384 bytes announced,
+ * streams allocated while any is open and freed when none is, and each
+ * HPACK table's block once an entry is added to it.  No frame is
+ * buffered: a header block waits in the connection's input until its
+ * last frame is in (at most 9 frames of the 16384 bytes announced,
  * H2_MAX_CONTINUATIONS), frames go to the sink.
-
+ *
  * Ownership: the caller owns the struct; h2_session_free() releases the
- * streams.  One connection's session is used by one thread.
+ * streams and the HPACK tables.  One connection's session is used by one
+ * thread.
  */
 #ifndef CORRAL_PROTO_HTTP2_H2_SESSION_H
 #define CORRAL_PROTO_HTTP2_H2_SESSION_H
@@ -91,12 +93,14 @@ enum h2_head {
 
 struct h2_session_ops {
     /* A checked header field of a request head or of its trailers (the
-     * span is valid during the call only). */
+     * span is valid during the call only).  Called while the block is
+     * being decoded: it may not send, nor reset the stream. */
     void (*field)(void *arg, uint32_t stream_id, enum h2_block_kind kind,
                   const struct hpack_field *f);
     /* The block's end, after its fields; `end_stream`: the client's half
      * ends with it.  A malformed block never gets here: its stream is
-     * reset (the reset callback) instead. */
+     * reset (the reset callback, maybe after some of its fields) instead.
+     * It may answer (h2_session_send_fields()) or reset the stream. */
     void (*headers)(void *arg, uint32_t stream_id, enum h2_block_kind kind, enum h2_head head,
                     bool end_stream);
     /* Request body bytes (maybe none), in order; `end_stream` on the last.
