@@ -577,12 +577,16 @@ size_t h2_session_recv(struct h2_session *s, const uint8_t *in, size_t len, uint
     s->now_ms = now_ms;
     struct h2_frame_error err;
     size_t n = h2_frame_read(&s->reader, in, len, on_event, s, &err);
-    if (err.code != H2_NO_ERROR && err.block_cut && s->error == H2_NO_ERROR) {
-        /* The stream opens (or is found) as if the block were whole, so
-         * that its request can be answered before the GOAWAY. */
-        enum h2_block_kind kind;
-        if (block_stream(s, err.stream_id, &kind))
-            block_cut(s, err.stream_id, kind, err.why);
+    uint32_t id = err.stream_id;
+    if (err.code != H2_NO_ERROR && err.block_cut && s->error == H2_NO_ERROR && id % 2 == 1 &&
+        id > s->last_stream_id && !s->goaway_sent &&
+        s->stream_count < s->conf.max_concurrent_streams) {
+        /* A request the block would have opened opens, so that it can be
+         * answered before the GOAWAY; any other block's cut is the
+         * connection's end alone, with the reader's code. */
+        s->last_stream_id = id;
+        if (stream_add(s, id) != NULL)
+            block_cut(s, id, H2_BLOCK_REQUEST, err.why);
     }
     if (err.code != H2_NO_ERROR)
         conn_error(s, err.code, err.why);

@@ -1533,6 +1533,23 @@ START_TEST(message_header_list_limit)
     ck_assert_str_eq(t.log, "headers 1 request  cut\n");
     ck_assert_str_eq(written(&t), "GOAWAY 1 11");
     s_end(&t);
+    /* A cut block no request would take (an even stream, one past the
+     * stream limit): told to no one, the reader's code kept. */
+    s_start(&t);
+    frame(&b, H2_HEADERS, 0, 2, pad, 600);
+    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 2, pad, 401);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(t.log, "");
+    ck_assert_str_eq(written(&t), "GOAWAY 0 11");
+    s_end(&t);
+    s_start(&t);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, pad, 1001);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(t.log, "headers 1 request GET\nheaders 3 request GET\n");
+    ck_assert_str_eq(written(&t), "GOAWAY 3 11");
+    s_end(&t);
     /* The same for trailers: no answer, the connection ends. */
     s_start(&t);
     frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
