@@ -1271,6 +1271,20 @@ static const struct msg_case msg_cases[] = {
     {"value-cr", {BASE, "x-a", "1\r2", NULL}, NULL},
     {"value-lf", {BASE, "x-a", "a\nb", NULL}, NULL},
     {"value-del", {BASE, "x-a", "a\177", NULL}, NULL},
+    /* The rest of the raw-frame suite's malformed table
+     * (tests/proto/h2/h2frames.py), which the daemon refuses today. */
+    {"name-trailing-space", {BASE, "x-a ", "1", NULL}, NULL},
+    {"name-tab", {BASE, "x\tname", "1", NULL}, NULL},
+    {"name-cr", {BASE, "x\rname", "1", NULL}, NULL},
+    {"name-lf", {BASE, "x\nname", "1", NULL}, NULL},
+    {"value-crlf-injection", {BASE, "x-v", "a\r\nx-injected: 1", NULL}, NULL},
+    {"pseudo-method-crlf",
+     {":method", "GET /x HTTP/1.1\r\nx: y", ":scheme", "https", ":path", "/", ":authority", "a",
+      NULL},
+     NULL},
+    {"path-absolute-form",
+     {":method", "GET", ":scheme", "http", ":path", "http://a/x", ":authority", "a", NULL},
+     NULL},
     {"value-inner-space", {BASE, "x-a", "1 \t2", NULL}, "headers 1 request GET x-a=1 \t2 end\n"},
     {"value-obs-text", {BASE, "x-a", "\xc3\xa9", NULL}, "headers 1 request GET x-a=\xc3\xa9 end\n"},
     {"value-empty", {BASE, "x-a", "", NULL}, "headers 1 request GET x-a= end\n"},
@@ -1453,6 +1467,51 @@ START_TEST(message_content_length_and_body)
 }
 END_TEST
 
+/* A NUL anywhere (a name, a value, :path, :method) is malformed. */
+START_TEST(message_nul_bytes)
+{
+    static struct sess t;
+    struct bytes b = {0};
+    static const struct {
+        const char *name;
+        size_t name_len;
+        const char *value;
+        size_t value_len;
+    } nul[] = {
+        {"x\0name", 6, "1", 1},
+        {"x-v", 3, "a\0b", 3},
+        {":path", 5, "/x\0", 3},
+        {":method", 7, "GE\0T", 4},
+    };
+    for (size_t i = 0; i < sizeof(nul) / sizeof(nul[0]); i++) {
+        struct hpack_field f[5] = {
+            {(const uint8_t *)":method", 7, (const uint8_t *)"GET", 3, false},
+            {(const uint8_t *)":scheme", 7, (const uint8_t *)"https", 5, false},
+            {(const uint8_t *)":authority", 10, (const uint8_t *)"a", 1, false},
+            {(const uint8_t *)":path", 5, (const uint8_t *)"/", 1, false},
+            {(const uint8_t *)"x-ok", 4, (const uint8_t *)"1", 1, false},
+        };
+        /* The field replaces its namesake, or the last regular one. */
+        size_t at = nul[i].name[0] == ':' ? (nul[i].name[1] == 'p' ? 3 : 0) : 4;
+        f[at] = (struct hpack_field){(const uint8_t *)nul[i].name, nul[i].name_len,
+                                     (const uint8_t *)nul[i].value, nul[i].value_len, false};
+        uint8_t blk[256];
+        struct hpack_encoder e;
+        hpack_encoder_init(&e, 0);
+        ck_assert_uint_le(hpack_encode_bound(f, 5), sizeof(blk));
+        size_t len = hpack_encode(&e, f, NULL, 5, blk);
+        hpack_encoder_free(&e);
+        s_start(&t);
+        frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, blk, len);
+        s_feed(&t, &b, 1);
+        ck_assert_msg(strcmp(t.log, "reset 1 1\n") == 0, "%zu: %s", i, t.log);
+        ck_assert_str_eq(written(&t), "RST 1 1");
+        s_end(&t);
+    }
+    free(b.p);
+}
+END_TEST
+
 START_TEST(message_trailers)
 {
     static struct sess t;
@@ -1623,6 +1682,7 @@ Suite *test_suite(void)
     tc = tcase_create("message");
     tcase_add_loop_test(tc, message_request_heads, 0, sizeof(msg_cases) / sizeof(msg_cases[0]));
     tcase_add_test(tc, message_content_length_and_body);
+    tcase_add_test(tc, message_nul_bytes);
     tcase_add_test(tc, message_trailers);
     tcase_add_test(tc, message_header_list_limit);
     tcase_add_test(tc, message_discarded_blocks_keep_hpack_in_step);
