@@ -327,7 +327,8 @@ struct block {
     uint32_t id;
     enum h2_block_kind kind;
     uint64_t list_size; /* RFC 9113 6.5.2, of the fields passed */
-    bool malformed;     /* its stream was reset: nothing more passes */
+    bool malformed;     /* its stream is to be reset: nothing more passes */
+    bool gone;          /* its stream was reset meanwhile: nothing passes */
     bool too_large;     /* past max_header_list_size: nothing more passes */
     bool cut;           /* a field longer than the scratch */
 };
@@ -343,18 +344,19 @@ static int block_field(void *arg, const struct hpack_field *f)
         b->cut = true;
         return 1;
     }
-    if (b->kind == H2_BLOCK_DISCARD || b->malformed)
+    if (b->kind == H2_BLOCK_DISCARD || b->malformed || b->gone)
         return 0;
     struct h2_session_stream *st = h2_session_stream(s, b->id);
-    if (st == NULL) { /* the caller reset it */
-        b->malformed = true;
+    if (st == NULL) { /* the caller reset it (which it may not here) */
+        b->gone = true;
         return 0;
     }
     switch (h2_message_field(&st->msg, f, b->kind == H2_BLOCK_TRAILERS)) {
     case H2_MESSAGE_MALFORMED:
-        /* The rest is still decoded, for HPACK's table. */
+        /* The rest is still decoded, for HPACK's table, and the stream
+         * reset after: the caller's reset callback may send, and the
+         * scratch must keep this field until it is indexed. */
         b->malformed = true;
-        stream_error(s, b->id, H2_PROTOCOL_ERROR);
         return 0;
     case H2_MESSAGE_PASS: break;
     }
@@ -394,7 +396,11 @@ static void block_decode(struct h2_session *s, uint32_t id, enum h2_block_kind k
         conn_error(s, H2_COMPRESSION_ERROR, "header block does not decode");
         return;
     }
-    if (kind == H2_BLOCK_DISCARD || b.malformed)
+    if (b.malformed) {
+        stream_error(s, id, H2_PROTOCOL_ERROR);
+        return;
+    }
+    if (kind == H2_BLOCK_DISCARD || b.gone)
         return;
     struct h2_session_stream *st = h2_session_stream(s, id);
     if (st == NULL)
