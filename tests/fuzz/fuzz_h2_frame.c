@@ -2,14 +2,17 @@
  * fuzz_h2_frame.c: libFuzzer, differential, over corral's own HTTP/2
  * frame layer (proto/http2/h2_frame.h, h2_session.h) with a libnghttp2
  * server session as the oracle.  An input is what a client sends, preface
- * included; both sides read it in the same pieces (cut at a third and at
- * two thirds), and both must end the connection alike (no error, or
- * GOAWAY with the same code) and, up to that end, deliver the same
- * request events: each header block decoded (ours by the session) to the same
- * fields, each stream's body bytes and END_STREAM, each RST_STREAM the
- * server sent with its code.  So the HTTP message checks (RFC 9113
- * 8.1-8.3: h2_message.h against libnghttp2's) are compared too: a stream
- * one side resets as malformed and the other takes differs.
+ * included; ours reads it in three pieces (cut at a third and at two
+ * thirds), libnghttp2 in the same pieces cut again at each frame's end,
+ * its output sent after each (so that a RST_STREAM it queues goes out,
+ * its stream gone, before the next frame, as ours does).  Both must end
+ * the connection alike (no error, or GOAWAY with the same code) and, up
+ * to that end, deliver the same request events: each header block
+ * decoded (ours by the session) to the same fields, each stream's body
+ * bytes and END_STREAM, each RST_STREAM the server sent with its code.
+ * So the HTTP message checks (RFC 9113 8.1-8.3: h2_message.h against
+ * libnghttp2's) are compared too: a stream one side resets as malformed
+ * and the other takes differs.
  *
  * libnghttp2 is set up with the daemon's options; limits this
  * layer adds in front of it (the flood counters; the header-block cut,
@@ -422,6 +425,23 @@ static bool ours_only(const char *why)
     return false;
 }
 
+/* Where the frame the input's byte `at` is in ends (past the preface,
+ * which is one piece; the input taken as a client's, frame after frame). */
+static size_t frame_end(const uint8_t *data, size_t size, size_t at)
+{
+    size_t pos = size < H2_PREFACE_LEN ? size : H2_PREFACE_LEN;
+    if (at < pos)
+        return pos;
+    while (pos + H2_FRAME_HEADER_LEN <= size) {
+        size_t next = pos + H2_FRAME_HEADER_LEN +
+                      ((size_t)data[pos] << 16 | (size_t)data[pos + 1] << 8 | data[pos + 2]);
+        if (at < next)
+            return next < size ? next : size;
+        pos = next;
+    }
+    return size;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -441,14 +461,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t now = 0;
     for (size_t c = 0; c < 3; c++) {
         size_t n = cuts[c] - from;
-        /* Theirs. */
-        if (th.t.error == UINT32_MAX && n > 0) {
-            ssize_t rv = nghttp2_session_mem_recv(th.s, data + from, n);
+        /* Theirs, a frame at a time (cut where the piece ends too), its
+         * output sent after each: a RST_STREAM goes out, and its stream
+         * is gone, before the next frame, as ours does. */
+        for (size_t at = from; th.t.error == UINT32_MAX && at < cuts[c];) {
+            size_t end = frame_end(data, size, at);
+            if (end > cuts[c])
+                end = cuts[c];
+            ssize_t rv = nghttp2_session_mem_recv(th.s, data + at, end - at);
             if (rv < 0) {
                 th.t.error = th_fatal_code(rv);
                 th.fatal = rv;
             } else
                 th_flush(&th);
+            at = end;
         }
         /* Ours: what it did not consume comes again with the rest. */
         memcpy(pending + have, data + from, n);
