@@ -159,6 +159,7 @@ void h2_session_init(struct h2_session *s, const struct h2_session_conf *conf,
         .peer_max_frame_size = H2_MIN_FRAME_SIZE,
         .peer_header_table_size = 4096,
         .peer_max_concurrent = UINT32_MAX,
+        .peer_no_priorities = 2,
         .local_initial_window = H2_DEFAULT_WINDOW,
         .send_window = H2_DEFAULT_WINDOW,
         .recv_window = conf->conn_window_size,
@@ -220,6 +221,15 @@ static void on_settings(struct h2_session *s, const struct h2_event *ev)
             break;
         case H2_SETTINGS_MAX_CONCURRENT_STREAMS: s->peer_max_concurrent = v; break;
         case H2_SETTINGS_MAX_FRAME_SIZE: s->peer_max_frame_size = v; break;
+        case H2_SETTINGS_NO_RFC7540_PRIORITIES:
+            /* RFC 9218 2.1: fixed by the first that sends it (the
+             * reader checked it is 0 or 1); libnghttp2 refuses a change. */
+            if (s->peer_no_priorities != 2 && s->peer_no_priorities != v) {
+                conn_error(s, H2_PROTOCOL_ERROR, "SETTINGS_NO_RFC7540_PRIORITIES changed");
+                return;
+            }
+            s->peer_no_priorities = (uint8_t)v;
+            break;
         case H2_SETTINGS_INITIAL_WINDOW_SIZE: {
             /* 6.9.2: every stream's window moves by the change, and
              * none may pass 2^31-1. */

@@ -884,6 +884,18 @@ START_TEST(session_settings_and_ping)
     /* Nothing is read after a connection error. */
     frame(&b, H2_PING, 0, 0, "12345678", 8);
     ck_assert_uint_eq(h2_session_recv(&t.s, b.p, b.len, 1), 0);
+    b.len = 0;
+    s_end(&t);
+    /* SETTINGS_NO_RFC7540_PRIORITIES is fixed by the first SETTINGS
+     * that has it (RFC 9218 2.1): the same again passes, a change not. */
+    s_start(&t);
+    frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\0", 6);
+    frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\0", 6);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "SETTINGS+ACK/0 SETTINGS+ACK/0");
+    frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\x01", 6);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "GOAWAY 0 1");
     free(b.p);
     s_end(&t);
 }
