@@ -512,9 +512,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         strncmp(mine, theirs, strlen(theirs)) == 0)
         same = true;
     /* Once the client sent GOAWAY and no stream is open, libnghttp2
-     * closes quietly: an error of the client's after that is ours alone
-     * to answer. */
-    if (!same && o.s.goaway_received && th.t.error == UINT32_MAX && strcmp(mine, theirs) == 0)
+     * closes quietly and reads nothing more: the streams the client
+     * opens after that (RFC 9113 6.8 lets it), and an error of its, are
+     * ours alone to answer. */
+    if (!same && o.s.goaway_received && th.t.error == UINT32_MAX &&
+        strncmp(mine, theirs, strlen(theirs)) == 0)
         same = true;
     /* A client's PUSH_PROMISE: libnghttp2 names PROTOCOL_ERROR or,
      * before our SETTINGS are acknowledged, its length's error first, and
