@@ -222,9 +222,9 @@ static void on_settings(struct h2_session *s, const struct h2_event *ev)
         case H2_SETTINGS_MAX_CONCURRENT_STREAMS: s->peer_max_concurrent = v; break;
         case H2_SETTINGS_MAX_FRAME_SIZE: s->peer_max_frame_size = v; break;
         case H2_SETTINGS_NO_RFC7540_PRIORITIES:
-            /* RFC 9218 2.1: fixed by the first SETTINGS that sends it
-             * (the reader checked it is 0 or 1); libnghttp2 refuses a
-             * change, and takes a frame's last value as the one it sends. */
+            /* RFC 9218 2.1: fixed by the first SETTINGS (the reader
+             * checked it is 0 or 1); libnghttp2 refuses a change, and
+             * takes a frame's last value as the one it sends. */
             for (size_t j = i + 1; j < ev->settings.count; j++) {
                 uint16_t later;
                 uint32_t lv;
@@ -259,6 +259,9 @@ static void on_settings(struct h2_session *s, const struct h2_event *ev)
         default: break;
         }
     }
+    /* RFC 9218 2.1: the first SETTINGS fixes it, 0 if it said nothing. */
+    if (s->peer_no_priorities == 2)
+        s->peer_no_priorities = 0;
     h2_frame_write_settings_ack(&s->sink);
 }
 

@@ -155,7 +155,7 @@ struct h2_session {
     uint32_t peer_max_frame_size;
     uint32_t peer_header_table_size;
     uint32_t peer_max_concurrent;
-    uint8_t peer_no_priorities; /* RFC 9218 2.1: 0 or 1 once sent, else 2 */
+    uint8_t peer_no_priorities; /* RFC 9218 2.1: 2 until the first SETTINGS */
     /* Ours take effect when acknowledged (6.5.3): until then a new
      * stream's receive window is the default. */
     bool settings_acked;

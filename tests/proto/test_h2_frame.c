@@ -887,7 +887,13 @@ START_TEST(session_settings_and_ping)
     b.len = 0;
     s_end(&t);
     /* SETTINGS_NO_RFC7540_PRIORITIES is fixed by the first SETTINGS
-     * that has it (RFC 9218 2.1): the same again passes, a change not. */
+     * (RFC 9218 2.1), 0 when it does not say: the same again passes, a
+     * change not. */
+    s_start(&t); /* its SETTINGS said nothing */
+    frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\x01", 6);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "GOAWAY 0 1");
+    s_end(&t);
     s_start(&t);
     frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\0", 6);
     frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\0", 6);
