@@ -162,6 +162,11 @@ struct h2_event {
 struct h2_frame_error {
     enum h2_error code; /* H2_NO_ERROR: none */
     const char *why;    /* what the peer did, for the log */
+    /* Set for an error found in a frame's header: its stream. */
+    uint32_t stream_id;
+    /* A header block over max_block, cut before its end: the request it
+     * opens may be answered (431) before the GOAWAY. */
+    bool block_cut;
 };
 
 /* Receives each event; nonzero stops the reading after this event. */

@@ -78,8 +78,10 @@ static bool check_header(const struct h2_frame_reader *r, const struct h2_frame_
         if ((hd->flags & H2_FLAG_PADDED) == 0 && hd->length < headers_prefix(hd->flags))
             return fail(err, H2_FRAME_SIZE_ERROR, "HEADERS too short");
         if (hd->length >= headers_prefix(hd->flags) &&
-            hd->length - headers_prefix(hd->flags) > r->max_block)
+            hd->length - headers_prefix(hd->flags) > r->max_block) {
+            err->block_cut = true;
             return fail(err, H2_ENHANCE_YOUR_CALM, "header block too long");
+        }
         return true;
     case H2_PRIORITY:
         if (hd->length != 5)
@@ -119,8 +121,10 @@ static bool check_header(const struct h2_frame_reader *r, const struct h2_frame_
             return fail(err, H2_PROTOCOL_ERROR, "CONTINUATION without HEADERS");
         if (r->block_continuations >= H2_MAX_CONTINUATIONS)
             return fail(err, H2_ENHANCE_YOUR_CALM, "header block in too many frames");
-        if (hd->length > r->max_block - r->block_bytes)
+        if (hd->length > r->max_block - r->block_bytes) {
+            err->block_cut = true;
             return fail(err, H2_ENHANCE_YOUR_CALM, "header block too long");
+        }
         return true;
     default: return true;
     }
@@ -299,8 +303,10 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
             return pos;
         const uint8_t *p = in + at;
         struct h2_frame_header hd = parse_header(p);
-        if (!check_header(r, &hd, err))
+        if (!check_header(r, &hd, err)) {
+            err->stream_id = hd.stream_id;
             return pos;
+        }
         if (hd.type == H2_DATA) {
             /* Its header is consumed at once, and told first: the stream's
              * state is checked before the padding, as libnghttp2 does. */

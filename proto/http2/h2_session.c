@@ -62,6 +62,7 @@ static struct h2_session_stream *stream_add(struct h2_session *s, uint32_t id)
         .send_window = (int32_t)s->peer_initial_window,
         .recv_window = (int32_t)s->local_initial_window,
     };
+    h2_message_begin(&st->msg);
     return st;
 }
 
@@ -131,6 +132,16 @@ static void stream_error(struct h2_session *s, uint32_t id, enum h2_error code)
     }
 }
 
+/* Every frame passes here on its way to the caller's sink: the bytes the
+ * output holds, for conf.max_output. */
+static void session_write(void *arg, const struct iovec *iov, int count)
+{
+    struct h2_session *s = arg;
+    for (int i = 0; i < count; i++)
+        s->output += iov[i].iov_len;
+    s->out.write(s->out.arg, iov, count);
+}
+
 void h2_session_init(struct h2_session *s, const struct h2_session_conf *conf,
                      const struct h2_session_ops *ops, void *arg, const struct h2_sink *sink,
                      uint64_t now_ms)
@@ -138,7 +149,8 @@ void h2_session_init(struct h2_session *s, const struct h2_session_conf *conf,
     assert(conf->initial_window_size <= H2_MAX_WINDOW);
     assert(conf->conn_window_size >= H2_DEFAULT_WINDOW && conf->conn_window_size <= H2_MAX_WINDOW);
     *s = (struct h2_session){
-        .sink = *sink,
+        .sink = {session_write, s},
+        .out = *sink,
         .ops = ops,
         .arg = arg,
         .conf = *conf,
@@ -147,13 +159,17 @@ void h2_session_init(struct h2_session *s, const struct h2_session_conf *conf,
         .peer_max_frame_size = H2_MIN_FRAME_SIZE,
         .peer_header_table_size = 4096,
         .peer_max_concurrent = UINT32_MAX,
+        .peer_no_priorities = 2,
         .local_initial_window = H2_DEFAULT_WINDOW,
         .send_window = H2_DEFAULT_WINDOW,
         .recv_window = conf->conn_window_size,
         .floods_since_ms = now_ms,
         .resets_since_ms = now_ms,
     };
+    assert(conf->scratch != NULL && conf->scratch_size > 0);
     h2_frame_reader_init(&s->reader, conf->max_header_list_size);
+    hpack_decoder_init(&s->hpack, 4096);
+    hpack_encoder_init(&s->hpack_out, conf->encoder_table_size);
     uint16_t ids[] = {H2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_SETTINGS_INITIAL_WINDOW_SIZE,
                       H2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_SETTINGS_ENABLE_PUSH,
                       H2_SETTINGS_NO_RFC7540_PRIORITIES};
@@ -166,6 +182,8 @@ void h2_session_init(struct h2_session *s, const struct h2_session_conf *conf,
 
 void h2_session_free(struct h2_session *s)
 {
+    hpack_decoder_free(&s->hpack);
+    hpack_encoder_free(&s->hpack_out);
     free(s->streams);
     s->streams = NULL;
     s->stream_count = s->stream_cap = 0;
@@ -195,9 +213,31 @@ static void on_settings(struct h2_session *s, const struct h2_event *ev)
         uint32_t v;
         h2_frame_setting(ev, i, &id, &v);
         switch (id) {
-        case H2_SETTINGS_HEADER_TABLE_SIZE: s->peer_header_table_size = v; break;
+        case H2_SETTINGS_HEADER_TABLE_SIZE:
+            /* The encoder's table shrinks at once, memory too (RFC 7541
+             * 4.2); the next block tells the client. */
+            s->peer_header_table_size = v;
+            hpack_encoder_set_peer_size(&s->hpack_out, v);
+            break;
         case H2_SETTINGS_MAX_CONCURRENT_STREAMS: s->peer_max_concurrent = v; break;
         case H2_SETTINGS_MAX_FRAME_SIZE: s->peer_max_frame_size = v; break;
+        case H2_SETTINGS_NO_RFC7540_PRIORITIES:
+            /* RFC 9218 2.1: fixed by the first SETTINGS (the reader
+             * checked it is 0 or 1); libnghttp2 refuses a change, and
+             * takes a frame's last value as the one it sends. */
+            for (size_t j = i + 1; j < ev->settings.count; j++) {
+                uint16_t later;
+                uint32_t lv;
+                h2_frame_setting(ev, j, &later, &lv);
+                if (later == id)
+                    v = lv;
+            }
+            if (s->peer_no_priorities != 2 && s->peer_no_priorities != v) {
+                conn_error(s, H2_PROTOCOL_ERROR, "SETTINGS_NO_RFC7540_PRIORITIES changed");
+                return;
+            }
+            s->peer_no_priorities = (uint8_t)v;
+            break;
         case H2_SETTINGS_INITIAL_WINDOW_SIZE: {
             /* 6.9.2: every stream's window moves by the change, and
              * none may pass 2^31-1. */
@@ -219,6 +259,9 @@ static void on_settings(struct h2_session *s, const struct h2_event *ev)
         default: break;
         }
     }
+    /* RFC 9218 2.1: the first SETTINGS fixes it, 0 if it said nothing. */
+    if (s->peer_no_priorities == 2)
+        s->peer_no_priorities = 0;
     h2_frame_write_settings_ack(&s->sink);
 }
 
@@ -266,6 +309,24 @@ static void on_data(struct h2_session *s, const struct h2_event *ev)
     st->recv_window -= (int32_t)ev->data.flow;
     s->data_payload += ev->data.len;
     bool end = ev->data.last && (ev->hd.flags & H2_FLAG_END_STREAM) != 0;
+    /* 8.1.1: more body than its content-length is malformed at once (the
+     * rest of the frame dropped, its window given back); less, once the
+     * stream ends, after the bytes that came. */
+    st->body_received += ev->data.len;
+    if (!h2_message_body_ok(&st->msg, st->body_received, false)) {
+        s->data_dropped = true;
+        stream_error(s, id, H2_PROTOCOL_ERROR);
+        h2_session_consume(s, 0, ev->data.flow);
+        return;
+    }
+    if (end && !h2_message_body_ok(&st->msg, st->body_received, true)) {
+        s->data_dropped = true;
+        if (ev->data.len > 0)
+            s->ops->data(s->arg, id, ev->data.data, ev->data.len, false);
+        stream_error(s, id, H2_PROTOCOL_ERROR);
+        h2_session_consume(s, 0, ev->data.flow - ev->data.len);
+        return;
+    }
     if (ev->data.last && s->data_payload == 0 && !end && !flood(s, H2_SESSION_FLOOD_EMPTY))
         return;
     if (end) {
@@ -281,6 +342,152 @@ static void on_data(struct h2_session *s, const struct h2_event *ev)
         h2_session_consume(s, id, ev->data.flow - ev->data.len);
 }
 
+/* A header block being decoded. */
+struct block {
+    struct h2_session *s;
+    uint32_t id;
+    enum h2_block_kind kind;
+    uint64_t list_size; /* RFC 9113 6.5.2, of the fields passed */
+    bool malformed;     /* its stream is to be reset: nothing more passes */
+    bool gone;          /* its stream was reset meanwhile: nothing passes */
+    bool too_large;     /* past max_header_list_size: nothing more passes */
+    bool cut;           /* a field longer than the scratch */
+};
+
+/* A decoded field (hpack_field_fn): checked, counted, passed on. */
+static int block_field(void *arg, const struct hpack_field *f)
+{
+    struct block *b = arg;
+    struct h2_session *s = b->s;
+    /* Plain strings are spans of the block, Huffman ones are bounded by
+     * the scratch: one bound for both, as the daemon cuts a field. */
+    if (f->name_len + f->value_len > s->conf.scratch_size) {
+        b->cut = true;
+        return 1;
+    }
+    if (b->kind == H2_BLOCK_DISCARD || b->malformed || b->gone)
+        return 0;
+    struct h2_session_stream *st = h2_session_stream(s, b->id);
+    if (st == NULL) { /* the caller reset it (which it may not here) */
+        b->gone = true;
+        return 0;
+    }
+    switch (h2_message_field(&st->msg, f, b->kind == H2_BLOCK_TRAILERS)) {
+    case H2_MESSAGE_MALFORMED:
+        /* The rest is still decoded, for HPACK's table, and the stream
+         * reset after: the caller's reset callback may send, and the
+         * scratch must keep this field until it is indexed. */
+        b->malformed = true;
+        return 0;
+    case H2_MESSAGE_PASS: break;
+    }
+    /* Still checked past the limit: a malformed request is reset, not
+     * answered 431, as the daemon's libnghttp2 path does. */
+    b->list_size += f->name_len + f->value_len + 32;
+    if (b->list_size > s->conf.max_header_list_size)
+        b->too_large = true;
+    if (!b->too_large)
+        s->ops->field(s->arg, b->id, b->kind, f);
+    return 0;
+}
+
+/* A header block cut before its end (the reader's max_block, or a field
+ * past the scratch): a request still open is told, so that it can be
+ * answered 431 before the GOAWAY; HPACK's state is lost with the rest of
+ * the block, so the connection ends. */
+static void block_cut(struct h2_session *s, uint32_t id, enum h2_block_kind kind, const char *why)
+{
+    if (kind == H2_BLOCK_REQUEST && h2_session_stream(s, id) != NULL)
+        s->ops->headers(s->arg, id, kind, H2_HEAD_CUT, false);
+    conn_error(s, H2_ENHANCE_YOUR_CALM, why);
+}
+
+/* Decodes a block, checks it, and tells the caller. */
+static void block_decode(struct h2_session *s, uint32_t id, enum h2_block_kind kind,
+                         const uint8_t *data, size_t len, bool end)
+{
+    struct block b = {.s = s, .id = id, .kind = kind};
+    enum hpack_result r = hpack_decode(&s->hpack, data, len, UINT64_MAX, s->conf.scratch,
+                                       s->conf.scratch_size, block_field, &b);
+    if (r == HPACK_TOO_LARGE || b.cut) {
+        block_cut(s, id, b.malformed ? H2_BLOCK_DISCARD : kind, "a header field too long");
+        return;
+    }
+    if (r != HPACK_OK) {
+        conn_error(s, H2_COMPRESSION_ERROR, "header block does not decode");
+        return;
+    }
+    if (b.malformed) {
+        stream_error(s, id, H2_PROTOCOL_ERROR);
+        return;
+    }
+    if (kind == H2_BLOCK_DISCARD || b.gone)
+        return;
+    struct h2_session_stream *st = h2_session_stream(s, id);
+    if (st == NULL)
+        return;
+    /* 8.1: trailers end the stream; 8.3.1: a request has its
+     * pseudo-headers; 8.1.1: the body came whole. */
+    if ((kind == H2_BLOCK_TRAILERS && !end) ||
+        (kind == H2_BLOCK_REQUEST && !h2_message_head_end(&st->msg)) ||
+        (end && !h2_message_body_ok(&st->msg, st->body_received, true))) {
+        stream_error(s, id, H2_PROTOCOL_ERROR);
+        return;
+    }
+    s->ops->headers(s->arg, id, kind, b.too_large ? H2_HEAD_TOO_LARGE : H2_HEAD_OK, end);
+    st = h2_session_stream(s, id);
+    if (st == NULL || !end)
+        return; /* the caller reset it */
+    if (st->state == H2_STREAM_HALF_CLOSED_LOCAL)
+        stream_forget(s, st);
+    else
+        st->state = H2_STREAM_HALF_CLOSED_REMOTE;
+}
+
+/* The stream a header block is for, opened if new; H2_BLOCK_DISCARD
+ * when none takes it; false when the connection ended. */
+static bool block_stream(struct h2_session *s, uint32_t id, enum h2_block_kind *kind)
+{
+    *kind = H2_BLOCK_REQUEST;
+    struct h2_session_stream *st = h2_session_stream(s, id);
+    if (id % 2 == 0) {
+        conn_error(s, H2_PROTOCOL_ERROR, "HEADERS on a stream id a client may not use");
+        return false;
+    }
+    if (st != NULL) {
+        if (st->state == H2_STREAM_HALF_CLOSED_REMOTE) {
+            conn_error(s, H2_STREAM_CLOSED, "HEADERS after the stream's end");
+            return false;
+        }
+        *kind = H2_BLOCK_TRAILERS;
+        return true;
+    }
+    if (id <= s->last_stream_id) {
+        if (!was_reset(s, id)) {
+            conn_error(s, H2_PROTOCOL_ERROR, "HEADERS on a closed stream");
+            return false;
+        }
+        *kind = H2_BLOCK_DISCARD;
+        return true;
+    }
+    s->last_stream_id = id;
+    if (s->goaway_sent && id > s->goaway_last_id) {
+        *kind = H2_BLOCK_DISCARD;
+    } else if (s->stream_count >= s->conf.max_concurrent_streams) {
+        /* Refused (8.7: the client may retry it), and counted with the
+         * resets: refusing costs the server as a reset does. */
+        *kind = H2_BLOCK_DISCARD;
+        h2_frame_write_rst_stream(&s->sink, id, H2_REFUSED_STREAM);
+        remember_reset(s, id);
+        if (!count_reset(s))
+            return false;
+    } else if (stream_add(s, id) == NULL) {
+        conn_error(s, H2_INTERNAL_ERROR, "out of memory");
+        return false;
+    }
+    return true;
+}
+
 static void on_headers(struct h2_session *s, const struct h2_event *ev)
 {
     uint32_t id = ev->hd.stream_id;
@@ -290,54 +497,9 @@ static void on_headers(struct h2_session *s, const struct h2_event *ev)
             return;
     if (ev->headers.len == 0 && !end && !flood(s, H2_SESSION_FLOOD_EMPTY))
         return;
-    enum h2_block_kind kind = H2_BLOCK_REQUEST;
-    struct h2_session_stream *st = h2_session_stream(s, id);
-    if (id % 2 == 0) {
-        conn_error(s, H2_PROTOCOL_ERROR, "HEADERS on a stream id a client may not use");
-        return;
-    }
-    if (st != NULL) {
-        if (st->state == H2_STREAM_HALF_CLOSED_REMOTE) {
-            conn_error(s, H2_STREAM_CLOSED, "HEADERS after the stream's end");
-            return;
-        }
-        kind = H2_BLOCK_TRAILERS;
-    } else if (id <= s->last_stream_id) {
-        if (!was_reset(s, id)) {
-            conn_error(s, H2_PROTOCOL_ERROR, "HEADERS on a closed stream");
-            return;
-        }
-        kind = H2_BLOCK_DISCARD;
-    } else {
-        s->last_stream_id = id;
-        if (s->goaway_sent && id > s->goaway_last_id)
-            kind = H2_BLOCK_DISCARD;
-        else if (s->stream_count >= s->conf.max_concurrent_streams) {
-            /* Refused (8.7: the client may retry it), and counted with
-             * the resets: refusing costs the server as a reset does. */
-            kind = H2_BLOCK_DISCARD;
-            h2_frame_write_rst_stream(&s->sink, id, H2_REFUSED_STREAM);
-            remember_reset(s, id);
-            if (!count_reset(s))
-                return;
-        } else if (stream_add(s, id) == NULL) {
-            conn_error(s, H2_INTERNAL_ERROR, "out of memory");
-            return;
-        }
-    }
-    if (s->ops->headers(s->arg, id, kind, ev->headers.block, ev->headers.len, end) != 0) {
-        conn_error(s, H2_COMPRESSION_ERROR, "header block does not decode");
-        return;
-    }
-    st = kind == H2_BLOCK_DISCARD ? NULL : h2_session_stream(s, id);
-    if (st == NULL)
-        return; /* the caller reset it */
-    if (end) {
-        if (st->state == H2_STREAM_HALF_CLOSED_LOCAL)
-            stream_forget(s, st);
-        else
-            st->state = H2_STREAM_HALF_CLOSED_REMOTE;
-    }
+    enum h2_block_kind kind;
+    if (block_stream(s, id, &kind))
+        block_decode(s, id, kind, ev->headers.block, ev->headers.len, end);
 }
 
 static void on_rst_stream(struct h2_session *s, const struct h2_event *ev)
@@ -442,6 +604,17 @@ size_t h2_session_recv(struct h2_session *s, const uint8_t *in, size_t len, uint
     s->now_ms = now_ms;
     struct h2_frame_error err;
     size_t n = h2_frame_read(&s->reader, in, len, on_event, s, &err);
+    uint32_t id = err.stream_id;
+    if (err.code != H2_NO_ERROR && err.block_cut && s->error == H2_NO_ERROR && id % 2 == 1 &&
+        id > s->last_stream_id && !s->goaway_sent &&
+        s->stream_count < s->conf.max_concurrent_streams) {
+        /* A request the block would have opened opens, so that it can be
+         * answered before the GOAWAY; any other block's cut is the
+         * connection's end alone, with the reader's code. */
+        s->last_stream_id = id;
+        if (stream_add(s, id) != NULL)
+            block_cut(s, id, H2_BLOCK_REQUEST, err.why);
+    }
     if (err.code != H2_NO_ERROR)
         conn_error(s, err.code, err.why);
     return n;
@@ -476,7 +649,14 @@ size_t h2_session_send_window(const struct h2_session *s, uint32_t stream_id)
     if (st == NULL || st->state == H2_STREAM_HALF_CLOSED_LOCAL || s->error != H2_NO_ERROR)
         return 0;
     int64_t w = st->send_window < s->send_window ? st->send_window : s->send_window;
-    return w > 0 ? (size_t)w : 0;
+    if (w <= 0)
+        return 0;
+    if (s->conf.max_output > 0) {
+        size_t room = s->output < s->conf.max_output ? s->conf.max_output - s->output : 0;
+        if ((uint64_t)w > room)
+            return room;
+    }
+    return (size_t)w;
 }
 
 /* This side ended its half. */
@@ -498,6 +678,32 @@ int h2_session_send_headers(struct h2_session *s, uint32_t stream_id, const uint
     if (end_stream)
         end_local(s, st);
     return 0;
+}
+
+int h2_session_send_fields(struct h2_session *s, uint32_t stream_id,
+                           const struct hpack_field *fields, const uint8_t *how, size_t n,
+                           bool end_stream)
+{
+    struct h2_session_stream *st = h2_session_stream(s, stream_id);
+    if (st == NULL || st->state == H2_STREAM_HALF_CLOSED_LOCAL || s->error != H2_NO_ERROR)
+        return -1;
+    /* No buffer of the session's own: the worker's scratch, which no
+     * block is being decoded into now, or one for this call. */
+    size_t bound = hpack_encode_bound(fields, n);
+    uint8_t *block = bound <= s->conf.scratch_size ? s->conf.scratch : malloc(bound);
+    if (block == NULL)
+        return -1;
+    size_t len = hpack_encode(&s->hpack_out, fields, how, n, block);
+    int rc = h2_session_send_headers(s, stream_id, block, len, end_stream);
+    if (block != s->conf.scratch)
+        free(block);
+    return rc;
+}
+
+void h2_session_flushed(struct h2_session *s, size_t n)
+{
+    assert(n <= s->output);
+    s->output -= n;
 }
 
 int h2_session_send_data(struct h2_session *s, uint32_t stream_id, const struct iovec *iov,

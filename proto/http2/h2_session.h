@@ -4,28 +4,35 @@
  * with the frame reader (h2_frame.h), keeps the settings, the
  * flow-control windows and the streams' states, answers SETTINGS and
  * PING, and enforces the flood limits the daemon's libnghttp2 path
- * enforces; it passes header blocks and request bodies to its caller and
- * writes frames to a sink.  Not yet used by the HTTP/2 server.
+ * enforces; it passes request heads, trailers and bodies to its caller,
+ * and writes frames, responses included, to a sink.  Not yet used by
+ * the HTTP/2 server.
  *
- * What it does not do: decode header blocks (the caller runs HPACK,
- * hpack.h, on each block it is given, the discarded ones included, so
- * that its table stays the client's), check header fields, time anything
- * (the caller passes the loop's clock), or queue output (the sink takes
- * every frame at once).
+ * It decodes each header block with its HPACK decoder (hpack.h), the
+ * discarded ones included so that its table stays the client's, and
+ * checks the fields as RFC 9113 8.1-8.3 asks (h2_message.h): a malformed
+ * request or trailer section, or a body longer or shorter than its
+ * content-length, resets its stream with PROTOCOL_ERROR, as libnghttp2
+ * does.  It does not time anything (the caller passes the loop's clock)
+ * or queue output (the sink takes every frame at once).
  *
- * Memory: the struct (320 bytes, its reader's 52 included), and an
- * array of open streams, 20 bytes each, allocated while any is open and
- * freed when none is.  No frame is buffered: a header block waits in the
- * connection's input until its last frame is in (at most 9 frames of the
- * 16384 bytes announced, H2_MAX_CONTINUATIONS), frames go to the sink.
+ * Memory: the struct (see docs/http2.md for its size), an array of open
+ * streams allocated while any is open and freed when none is, and each
+ * HPACK table's block once an entry is added to it.  No frame is
+ * buffered: a header block waits in the connection's input until its
+ * last frame is in (at most 9 frames of the 16384 bytes announced,
+ * H2_MAX_CONTINUATIONS), frames go to the sink.
  *
  * Ownership: the caller owns the struct; h2_session_free() releases the
- * streams.  One connection's session is used by one thread.
+ * streams and the HPACK tables.  One connection's session is used by one
+ * thread.
  */
 #ifndef CORRAL_PROTO_HTTP2_H2_SESSION_H
 #define CORRAL_PROTO_HTTP2_H2_SESSION_H
 
 #include "proto/http2/h2_frame.h"
+#include "proto/http2/h2_message.h"
+#include "proto/http2/hpack.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -39,6 +46,17 @@ struct h2_session_conf {
     uint32_t max_header_list_size;
     unsigned max_resets; /* RST_STREAM (and refused streams) per interval */
     uint32_t reset_interval_ms;
+    /* Where Huffman-coded strings are decoded: one buffer for all the
+     * sessions of a thread.  A field longer than this (name and value)
+     * ends the connection as a header block over the limit does. */
+    uint8_t *scratch;
+    size_t scratch_size;
+    /* The most the response encoder's HPACK table holds (0: no dynamic
+     * table), whatever the client allows. */
+    uint32_t encoder_table_size;
+    /* The most bytes written to the sink and not yet reported flushed
+     * (h2_session_flushed()) before DATA must wait; 0: no bound. */
+    size_t max_output;
 };
 
 /* The flood limits, as the nghttp2 path sets them (proto/http2/http2.c). */
@@ -54,19 +72,37 @@ struct h2_session_conf {
 /* What a header block is for. */
 enum h2_block_kind {
     H2_BLOCK_REQUEST,  /* opens the stream: a request head */
-    H2_BLOCK_TRAILERS, /* a second block on an open stream: trailers,
-                        * which must end it (RFC 9113 8.1: the caller
-                        * resets the stream when `end_stream` is false) */
+    H2_BLOCK_TRAILERS, /* a second block on an open stream, ending it */
     H2_BLOCK_DISCARD,  /* for no stream (refused, reset, after GOAWAY):
-                        * decode it for HPACK's table, then drop it */
+                        * decoded for HPACK's table, then dropped; never
+                        * passed to the caller */
+};
+
+/* How a header block ended. */
+enum h2_head {
+    H2_HEAD_OK,
+    /* The header list passed max_header_list_size (RFC 9113 6.5.2):
+     * the fields past the limit were not passed.  The caller answers a
+     * request 431, and drops trailers. */
+    H2_HEAD_TOO_LARGE,
+    /* The block was cut before its end (its bytes, or one field, passed
+     * the limits): the connection ends with GOAWAY ENHANCE_YOUR_CALM
+     * once this returns.  A request may be answered 431 first. */
+    H2_HEAD_CUT,
 };
 
 struct h2_session_ops {
-    /* A header block; `end_stream`: the client's half ends with it.
-     * Nonzero: the block cannot be decoded (HPACK), the connection ends
-     * with COMPRESSION_ERROR. */
-    int (*headers)(void *arg, uint32_t stream_id, enum h2_block_kind kind, const uint8_t *block,
-                   size_t len, bool end_stream);
+    /* A checked header field of a request head or of its trailers (the
+     * span is valid during the call only).  Called while the block is
+     * being decoded: it may not send, nor reset the stream. */
+    void (*field)(void *arg, uint32_t stream_id, enum h2_block_kind kind,
+                  const struct hpack_field *f);
+    /* The block's end, after its fields; `end_stream`: the client's half
+     * ends with it.  A malformed block never gets here: its stream is
+     * reset (the reset callback, maybe after some of its fields) instead.
+     * It may answer (h2_session_send_fields()) or reset the stream. */
+    void (*headers)(void *arg, uint32_t stream_id, enum h2_block_kind kind, enum h2_head head,
+                    bool end_stream);
     /* Request body bytes (maybe none), in order; `end_stream` on the last.
      * Their window comes back with h2_session_consume(). */
     void (*data)(void *arg, uint32_t stream_id, const uint8_t *data, size_t len, bool end_stream);
@@ -93,6 +129,8 @@ struct h2_session_stream {
     int32_t send_window;   /* may go below 0 when the client lowers its setting */
     int32_t recv_window;   /* what the client may still send */
     uint32_t recv_unacked; /* taken by the caller, not yet in a WINDOW_UPDATE */
+    struct h2_message msg; /* the request's checks: its content-length */
+    uint64_t body_received;
 };
 
 /* The flood counters' kinds. */
@@ -105,7 +143,9 @@ enum h2_session_flood {
 
 struct h2_session {
     struct h2_frame_reader reader;
-    struct h2_sink sink;
+    struct h2_sink sink; /* the session's own: counts, then passes to out */
+    struct h2_sink out;  /* the caller's */
+    size_t output;       /* written to out, not yet reported flushed */
     const struct h2_session_ops *ops;
     void *arg;
     struct h2_session_conf conf;
@@ -115,6 +155,7 @@ struct h2_session {
     uint32_t peer_max_frame_size;
     uint32_t peer_header_table_size;
     uint32_t peer_max_concurrent;
+    uint8_t peer_no_priorities; /* RFC 9218 2.1: 2 until the first SETTINGS */
     /* Ours take effect when acknowledged (6.5.3): until then a new
      * stream's receive window is the default. */
     bool settings_acked;
@@ -143,6 +184,8 @@ struct h2_session {
     unsigned resets;
     uint64_t resets_since_ms;
     uint64_t window_updates, data_frames_sent;
+    struct hpack_decoder hpack;
+    struct hpack_encoder hpack_out;
 };
 
 /* Starts a session, writing the server's SETTINGS (and a WINDOW_UPDATE
@@ -162,12 +205,24 @@ size_t h2_session_recv(struct h2_session *s, const uint8_t *in, size_t len, uint
  * them again.  WINDOW_UPDATE frames go out once half a window is owed. */
 void h2_session_consume(struct h2_session *s, uint32_t stream_id, size_t n);
 
-/* How many bytes of body the stream may send now (the smaller of its
- * window and the connection's; 0 for a stream not open to send). */
+/* How many bytes of body the stream may send now (the smallest of its
+ * window, the connection's and the output bound's room; 0 for a stream
+ * not open to send). */
 size_t h2_session_send_window(const struct h2_session *s, uint32_t stream_id);
 
-/* A response head or trailers (an encoded block); `end_stream` ends this
- * side's half.  Returns 0, or -1 when the stream cannot send. */
+/* A response head (":status" first) or trailers (no pseudo-header):
+ * `n` fields encoded with the session's HPACK encoder (`how` as
+ * hpack_encode() takes it) into HEADERS and, past the client's
+ * SETTINGS_MAX_FRAME_SIZE, CONTINUATION frames.  The block is built in
+ * the scratch buffer, or in memory allocated for the call when larger.
+ * Not to be called from the field callback.  Returns 0, or -1 when the
+ * stream cannot send or memory failed. */
+int h2_session_send_fields(struct h2_session *s, uint32_t stream_id,
+                           const struct hpack_field *fields, const uint8_t *how, size_t n,
+                           bool end_stream);
+
+/* The same with a block already encoded (by this session's encoder:
+ * h2_session_send_fields() is the way to keep it in step). */
 int h2_session_send_headers(struct h2_session *s, uint32_t stream_id, const uint8_t *block,
                             size_t len, bool end_stream);
 
@@ -176,6 +231,10 @@ int h2_session_send_headers(struct h2_session *s, uint32_t stream_id, const uint
  * stream cannot send or they pass the window. */
 int h2_session_send_data(struct h2_session *s, uint32_t stream_id, const struct iovec *iov,
                          int count, bool end_stream);
+
+/* The caller's output sent `n` of the bytes written to its sink: DATA
+ * may use the room again (conf.max_output). */
+void h2_session_flushed(struct h2_session *s, size_t n);
 
 /* Resets a stream from this side (RST_STREAM `code`). */
 void h2_session_reset(struct h2_session *s, uint32_t stream_id, enum h2_error code);

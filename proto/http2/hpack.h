@@ -4,9 +4,10 @@
  * libnghttp2; libnghttp2 is the oracle this codec is tested against.
  *
  * Memory: a table holds no heap memory until its first entry; then one
- * block sized by the table's current maximum (the bytes of the entries
- * plus 12 bytes per possible entry), shrunk or freed when a size update
- * lowers that maximum.  The decoder writes Huffman-decoded strings only
+ * block for the entries' bytes and 12 bytes per entry, grown by doubling
+ * (from 256 bytes and 8 entries) as entries come, never past what the
+ * table's current maximum needs (4096 + 128 * 12 bytes for 4096), shrunk
+ * or freed when a size update lowers that maximum.  The decoder writes Huffman-decoded strings only
  * into the caller's scratch buffer, bounded by its size and by the
  * header-list limit; nothing is allocated per header.
  *

@@ -1,9 +1,12 @@
 /*
  * hpack_table.c: HPACK's static and dynamic tables (hpack_table.h).  The
- * dynamic entries' bytes sit oldest first in one buffer of the table's
- * maximum size; an eviction only moves `head`, and when the tail has no
- * room left for an entry the live bytes are moved to the front (they are
- * at most the maximum less 32 per entry, so the new one then fits).
+ * dynamic entries' bytes sit oldest first in one buffer, made as large
+ * as the entries need (doubling, from 256 bytes and 8 entries, up to the
+ * table's maximum size): a client that indexes a few short fields keeps a
+ * few hundred bytes, not the 5.5 KiB a 4096-byte table may take.  An
+ * eviction only moves `head`, and when the tail has no room left for an
+ * entry the live bytes are moved to the front (the block was grown to
+ * hold them and the new one).
  */
 #include "proto/http2/hpack_table.h"
 
@@ -13,6 +16,9 @@
 
 /* The overhead each entry counts for (4.1). */
 #define ENTRY_OVERHEAD 32
+/* A block's smallest size, and its smallest number of entries. */
+#define BLOCK_MIN_BYTES   256
+#define BLOCK_MIN_ENTRIES 8
 
 /* RFC 7541 appendix A. */
 #define S(n, v)                                                                                    \
@@ -118,14 +124,14 @@ static void evict_oldest(struct hpack_table *t)
         t->head = t->tail = 0;
 }
 
-/* Moves the entries into a block made for the maximum size (none when the
- * table is empty and may stay so). */
-static bool reblock(struct hpack_table *t)
+/* Moves the entries into a block of `cap` bytes and `slots` entries,
+ * which hold them. */
+static bool reblock(struct hpack_table *t, uint32_t cap, uint32_t slots)
 {
-    uint32_t slots = t->max_size / ENTRY_OVERHEAD;
+    assert(slots >= t->count);
     struct hpack_entry *entries = NULL;
     if (slots > 0) {
-        entries = malloc((size_t)slots * sizeof(*entries) + t->max_size);
+        entries = malloc((size_t)slots * sizeof(*entries) + cap);
         if (entries == NULL)
             return false;
     }
@@ -134,7 +140,7 @@ static bool reblock(struct hpack_table *t)
     for (uint32_t i = 0; i < t->count; i++) {
         const struct hpack_entry *e = &t->entries[(t->first + i) % t->slots];
         uint32_t n = e->name_len + e->value_len;
-        assert(i < slots && tail + n <= t->max_size);
+        assert(i < slots && tail + n <= cap);
         memcpy(buf + tail, t->buf + e->off, n);
         entries[i] = (struct hpack_entry){tail, e->name_len, e->value_len};
         tail += n;
@@ -142,7 +148,7 @@ static bool reblock(struct hpack_table *t)
     free(t->entries);
     t->entries = entries;
     t->buf = slots > 0 ? buf : NULL;
-    t->cap = t->max_size;
+    t->cap = cap;
     t->slots = slots;
     t->first = 0;
     t->head = 0;
@@ -160,7 +166,19 @@ bool hpack_table_resize(struct hpack_table *t, uint32_t max_size)
         hpack_table_init(t, max_size);
         return true;
     }
-    return max_size >= t->cap || reblock(t);
+    uint32_t cap = t->cap < max_size ? t->cap : max_size;
+    uint32_t slots = t->slots < max_size / ENTRY_OVERHEAD ? t->slots : max_size / ENTRY_OVERHEAD;
+    return (cap == t->cap && slots == t->slots) || reblock(t, cap, slots);
+}
+
+/* `have` doubled (from `least`) until it reaches `want`, but not past
+ * `most`. */
+static uint32_t grown(uint32_t have, uint32_t want, uint32_t least, uint32_t most)
+{
+    uint64_t n = have > least ? have : least;
+    while (n < want)
+        n *= 2;
+    return n < most ? (uint32_t)n : most;
 }
 
 bool hpack_table_add(struct hpack_table *t, const uint8_t *name, size_t name_len,
@@ -173,12 +191,21 @@ bool hpack_table_add(struct hpack_table *t, const uint8_t *name, size_t name_len
             evict_oldest(t);
         return true;
     }
-    /* The block first, so that a failure leaves the table as it was. */
-    if (t->cap < t->max_size && !reblock(t))
-        return false;
+    /* The block first, so that a failure leaves the table as it was:
+     * grown to hold the live bytes and the new ones, and one entry more,
+     * before any eviction (at the maximum, evictions make the room). */
+    uint32_t n = (uint32_t)(name_len + value_len);
+    uint32_t live = t->tail - t->head;
+    uint32_t max_slots = t->max_size / ENTRY_OVERHEAD;
+    if ((t->cap < t->max_size && live + n > t->cap) ||
+        (t->slots < max_slots && t->count + 1 > t->slots) || t->buf == NULL) {
+        uint32_t cap = grown(t->cap, live + n, BLOCK_MIN_BYTES, t->max_size);
+        uint32_t slots = grown(t->slots, t->count + 1, BLOCK_MIN_ENTRIES, max_slots);
+        if (!reblock(t, cap, slots))
+            return false;
+    }
     /* The entry fits the maximum, so the block is not empty. */
     assert(t->buf != NULL && t->slots > 0);
-    uint32_t n = (uint32_t)(name_len + value_len);
     while (t->size + n + ENTRY_OVERHEAD > t->max_size)
         evict_oldest(t);
     if (t->cap - t->tail < n) { /* the live bytes to the front */

@@ -487,6 +487,47 @@ START_TEST(bad_strings)
 }
 END_TEST
 
+/* A table's block grows with its entries, by doubling, up to what its
+ * maximum needs, and keeps every entry as it moves. */
+START_TEST(table_block_grows)
+{
+    struct hpack_table t;
+    hpack_table_init(&t, 4096);
+    ck_assert_ptr_null(t.buf);
+    char name[16], value[64];
+    memset(value, 'v', sizeof(value));
+    for (uint32_t i = 0; i < 100; i++) {
+        int n = snprintf(name, sizeof(name), "x-%u", i);
+        ck_assert(
+            hpack_table_add(&t, (const uint8_t *)name, (size_t)n, (const uint8_t *)value, i % 40));
+        ck_assert_uint_le(t.cap, 4096);
+        ck_assert_uint_le(t.slots, 128);
+        ck_assert_uint_ge(t.cap, t.tail);
+        if (i == 0) { /* the smallest block */
+            ck_assert_uint_eq(t.cap, 256);
+            ck_assert_uint_eq(t.slots, 8);
+        }
+        if (i == 8) /* a 9th entry: twice the entries */
+            ck_assert_uint_eq(t.slots, 16);
+        /* Every entry still there, newest first. */
+        for (uint32_t k = 0; k < t.count; k++) {
+            struct hpack_field f;
+            ck_assert(hpack_table_get(&t, HPACK_TABLE_STATIC + 1 + k, &f));
+            n = snprintf(name, sizeof(name), "x-%u", i - k);
+            ck_assert_uint_eq(f.name_len, (size_t)n);
+            ck_assert_int_eq(memcmp(f.name, name, f.name_len), 0);
+            ck_assert_uint_eq(f.value_len, (i - k) % 40);
+        }
+    }
+    /* Full, evicting: the block holds the entries' bytes, not the 32
+     * each counts for, so it stays below the maximum. */
+    ck_assert_uint_gt(t.size, 4096 - 32 - 16 - 40);
+    ck_assert_uint_le(t.size, 4096);
+    ck_assert_uint_eq(t.cap, 2048);
+    hpack_table_free(&t);
+}
+END_TEST
+
 START_TEST(size_updates)
 {
     refused("82 20", 4096, HPACK_ERROR);    /* after a field */
@@ -499,7 +540,7 @@ START_TEST(size_updates)
     decodes(&d, c3[1], req_lists[1]);
     decodes(&d, c3[2], req_lists[2]);
     ck_assert_uint_eq(d.table.count, 3);
-    ck_assert_uint_eq(d.table.cap, 4096);
+    ck_assert_uint_eq(d.table.cap, 256); /* grown as entries come, from 256 */
     /* 110 keeps the two newest (54 + 53), in a block made smaller. */
     decodes(&d, "3f 4f 82", ":method: GET\n");
     table_is(&d.table, "custom-key: custom-value\ncache-control: no-cache\n", 107);
@@ -668,6 +709,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, bad_indexes);
     tcase_add_test(tc, bad_strings);
     tcase_add_test(tc, size_updates);
+    tcase_add_test(tc, table_block_grows);
     tcase_add_test(tc, setting_lowered_needs_an_update);
     tcase_add_test(tc, header_list_limit);
     tcase_add_test(tc, name_from_an_evicted_entry);

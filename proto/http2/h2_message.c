@@ -1,0 +1,285 @@
+/*
+ * h2_message.c: a request's header fields checked as RFC 9113 8.1-8.3
+ * and 8.5 ask (h2_message.h).  A field with a byte its kind may not
+ * have makes the message malformed, regular fields too: libnghttp2 would
+ * only drop those, but not without an invalid-header callback, which the
+ * daemon does not set, so it resets their streams, and so does this.
+ */
+#include "proto/http2/h2_message.h"
+
+#include <string.h>
+
+/* The fields a request may have once, and what was seen. */
+enum {
+    SEEN_METHOD = 1 << 0,
+    SEEN_SCHEME = 1 << 1,
+    SEEN_PATH = 1 << 2,
+    SEEN_AUTHORITY = 1 << 3,
+    SEEN_HOST = 1 << 4,
+    SEEN_REGULAR = 1 << 5, /* a regular field: no pseudo-header after it */
+    SEEN_CONNECT = 1 << 6, /* :method CONNECT */
+    SEEN_OPTIONS = 1 << 7, /* :method OPTIONS */
+    SEEN_HTTP = 1 << 8,    /* :scheme http or https */
+    SEEN_SLASH = 1 << 9,   /* :path starts with "/" */
+    SEEN_STAR = 1 << 10,   /* :path is "*" */
+};
+
+/* RFC 9110 5.6.2 tchar, lowercase letters only. */
+static bool name_char(uint8_t c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '!' ||
+           (c >= '#' && c <= '\'') || c == '*' || c == '+' || c == '-' || c == '.' || c == '^' ||
+           c == '_' || c == '`' || c == '|' || c == '~';
+}
+
+/* RFC 9110 5.5 field-vchar, SP and HTAB: no control byte, no DEL. */
+static bool value_char(uint8_t c)
+{
+    return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
+static bool method_char(uint8_t c)
+{
+    return name_char(c) || (c >= 'A' && c <= 'Z');
+}
+
+static bool authority_char(uint8_t c)
+{
+    /* RFC 3986 3.2: unreserved, sub-delims, ":", "@", "[", "]", "%". */
+    return (c >= 'a' && c <= 'z') || (c >= '@' && c <= '[') || (c >= '0' && c <= ';') ||
+           (c >= '$' && c <= '.') || c == '!' || c == '=' || c == ']' || c == '_' || c == '~';
+}
+
+static bool path_char(uint8_t c)
+{
+    return c > 0x20 && c != 0x7f;
+}
+
+static bool all(const uint8_t *p, size_t n, bool (*ok)(uint8_t))
+{
+    for (size_t i = 0; i < n; i++)
+        if (!ok(p[i]))
+            return false;
+    return true;
+}
+
+/* The names these checks know, found once per field. */
+enum token {
+    T_OTHER,
+    T_METHOD,
+    T_SCHEME,
+    T_PATH,
+    T_AUTHORITY,
+    T_HOST,
+    T_CONTENT_LENGTH,
+    T_TE,
+    T_CONNECTION_SPECIFIC, /* 8.2.2 */
+    T_PSEUDO_OTHER,        /* :status, :protocol, any other */
+};
+
+static bool is(const struct hpack_field *f, const char *s, size_t n)
+{
+    return memcmp(f->name, s, n) == 0;
+}
+
+static enum token lookup(const struct hpack_field *f)
+{
+    if (f->name_len > 0 && f->name[0] == ':') {
+        switch (f->name_len) {
+        case 5: return is(f, ":path", 5) ? T_PATH : T_PSEUDO_OTHER;
+        case 7:
+            return is(f, ":method", 7) ? T_METHOD : is(f, ":scheme", 7) ? T_SCHEME : T_PSEUDO_OTHER;
+        case 10: return is(f, ":authority", 10) ? T_AUTHORITY : T_PSEUDO_OTHER;
+        default: return T_PSEUDO_OTHER;
+        }
+    }
+    switch (f->name_len) {
+    case 2: return is(f, "te", 2) ? T_TE : T_OTHER;
+    case 4: return is(f, "host", 4) ? T_HOST : T_OTHER;
+    case 7: return is(f, "upgrade", 7) ? T_CONNECTION_SPECIFIC : T_OTHER;
+    case 10:
+        return is(f, "connection", 10) || is(f, "keep-alive", 10) ? T_CONNECTION_SPECIFIC : T_OTHER;
+    case 14: return is(f, "content-length", 14) ? T_CONTENT_LENGTH : T_OTHER;
+    case 16: return is(f, "proxy-connection", 16) ? T_CONNECTION_SPECIFIC : T_OTHER;
+    case 17: return is(f, "transfer-encoding", 17) ? T_CONNECTION_SPECIFIC : T_OTHER;
+    default: return T_OTHER;
+    }
+}
+
+static bool value_is(const struct hpack_field *f, const char *s)
+{
+    size_t n = strlen(s);
+    return f->value_len == n && memcmp(f->value, s, n) == 0;
+}
+
+static bool value_is_nocase(const struct hpack_field *f, const char *s)
+{
+    size_t n = strlen(s);
+    if (f->value_len != n)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = f->value[i];
+        if ((c >= 'A' && c <= 'Z' ? c + 32 : c) != (uint8_t)s[i])
+            return false;
+    }
+    return true;
+}
+
+/* A name RFC 9113 8.2.1 and 8.3 allow: tchars, lowercase, and one ":"
+ * first for a pseudo-header. */
+static bool name_valid(const struct hpack_field *f)
+{
+    size_t skip = f->name_len > 0 && f->name[0] == ':' ? 1 : 0;
+    return f->name_len > skip && all(f->name + skip, f->name_len - skip, name_char);
+}
+
+/* RFC 9113 8.2.1: no leading or trailing whitespace, no CR, LF or NUL
+ * (libnghttp2 refuses every control byte). */
+static bool value_valid(const struct hpack_field *f)
+{
+    const uint8_t *v = f->value;
+    size_t n = f->value_len;
+    if (n > 0 && (v[0] == ' ' || v[0] == '\t' || v[n - 1] == ' ' || v[n - 1] == '\t'))
+        return false;
+    return all(v, n, value_char);
+}
+
+static bool scheme_valid(const uint8_t *v, size_t n)
+{
+    /* RFC 3986 3.1. */
+    if (n == 0 || !((v[0] | 0x20) >= 'a' && (v[0] | 0x20) <= 'z'))
+        return false;
+    for (size_t i = 1; i < n; i++) {
+        uint8_t c = v[i];
+        if (!(((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+              c == '-' || c == '.'))
+            return false;
+    }
+    return true;
+}
+
+/* A value's bytes as the field's kind asks. */
+static bool field_value_valid(const struct hpack_field *f, enum token t)
+{
+    switch (t) {
+    case T_METHOD: return f->value_len > 0 && all(f->value, f->value_len, method_char);
+    case T_PATH: return all(f->value, f->value_len, path_char);
+    case T_AUTHORITY:
+    case T_HOST: return all(f->value, f->value_len, authority_char);
+    case T_SCHEME: return scheme_valid(f->value, f->value_len);
+    default: return value_valid(f);
+    }
+}
+
+/* A decimal without sign or spaces that fits 63 bits, or -1. */
+static int64_t parse_length(const uint8_t *p, size_t n)
+{
+    if (n == 0)
+        return -1;
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9' || v > (INT64_MAX - (p[i] - '0')) / 10)
+            return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
+/* A field a request may have once (8.3.1), not empty: false when seen. */
+static bool once(struct h2_message *m, const struct hpack_field *f, uint16_t flag)
+{
+    if ((m->seen & flag) != 0 || f->value_len == 0)
+        return false;
+    m->seen |= flag;
+    return true;
+}
+
+void h2_message_begin(struct h2_message *m)
+{
+    *m = (struct h2_message){.content_length = -1};
+}
+
+enum h2_message_verdict h2_message_field(struct h2_message *m, const struct hpack_field *f,
+                                         bool trailers)
+{
+    enum token t = lookup(f);
+    if (!name_valid(f) || !field_value_valid(f, t))
+        return H2_MESSAGE_MALFORMED;
+    bool pseudo = f->name[0] == ':';
+    /* 8.3: pseudo-headers come first, and never in trailers (8.1). */
+    if (pseudo && (trailers || (m->seen & SEEN_REGULAR) != 0))
+        return H2_MESSAGE_MALFORMED;
+    if (!pseudo)
+        m->seen |= SEEN_REGULAR;
+    switch (t) {
+    case T_METHOD:
+        if (!once(m, f, SEEN_METHOD))
+            return H2_MESSAGE_MALFORMED;
+        if (value_is(f, "CONNECT"))
+            m->seen |= SEEN_CONNECT;
+        else if (value_is(f, "OPTIONS"))
+            m->seen |= SEEN_OPTIONS;
+        break;
+    case T_PATH:
+        if (!once(m, f, SEEN_PATH))
+            return H2_MESSAGE_MALFORMED;
+        if (f->value[0] == '/')
+            m->seen |= SEEN_SLASH;
+        else if (f->value_len == 1 && f->value[0] == '*')
+            m->seen |= SEEN_STAR;
+        break;
+    case T_SCHEME:
+        if (!once(m, f, SEEN_SCHEME))
+            return H2_MESSAGE_MALFORMED;
+        if (value_is_nocase(f, "http") || value_is_nocase(f, "https"))
+            m->seen |= SEEN_HTTP;
+        break;
+    case T_AUTHORITY:
+        if (!once(m, f, SEEN_AUTHORITY))
+            return H2_MESSAGE_MALFORMED;
+        break;
+    case T_HOST:
+        if (!once(m, f, SEEN_HOST))
+            return H2_MESSAGE_MALFORMED;
+        break;
+    case T_CONTENT_LENGTH:
+        /* One, a number (8.1.1); trailers may not add one to a head
+         * that has one. */
+        if (m->content_length != -1)
+            return H2_MESSAGE_MALFORMED;
+        m->content_length = parse_length(f->value, f->value_len);
+        if (m->content_length == -1)
+            return H2_MESSAGE_MALFORMED;
+        break;
+    case T_TE:
+        if (!value_is_nocase(f, "trailers"))
+            return H2_MESSAGE_MALFORMED;
+        break;
+    case T_CONNECTION_SPECIFIC: return H2_MESSAGE_MALFORMED; /* 8.2.2 */
+    case T_PSEUDO_OTHER:
+        /* :status and :protocol (not offered: no
+         * SETTINGS_ENABLE_CONNECT_PROTOCOL) among them. */
+        return H2_MESSAGE_MALFORMED;
+    case T_OTHER: break;
+    }
+    return H2_MESSAGE_PASS;
+}
+
+bool h2_message_head_end(struct h2_message *m)
+{
+    const uint16_t required = SEEN_METHOD | SEEN_SCHEME | SEEN_PATH;
+    if ((m->seen & SEEN_CONNECT) != 0) {
+        /* 8.5: :authority alone, and the body has no length. */
+        if ((m->seen & (SEEN_SCHEME | SEEN_PATH)) != 0 || (m->seen & SEEN_AUTHORITY) == 0)
+            return false;
+        m->content_length = -1;
+        return true;
+    }
+    if ((m->seen & required) != required || (m->seen & (SEEN_AUTHORITY | SEEN_HOST)) == 0)
+        return false;
+    /* 8.3.1: an http or https :path is "/..." or, for OPTIONS, "*". */
+    if ((m->seen & SEEN_HTTP) != 0 && (m->seen & SEEN_SLASH) == 0 &&
+        !((m->seen & SEEN_OPTIONS) != 0 && (m->seen & SEEN_STAR) != 0))
+        return false;
+    return true;
+}

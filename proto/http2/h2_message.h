@@ -1,0 +1,53 @@
+/*
+ * h2_message.h: the checks RFC 9113 8.1-8.3 make on a request's decoded
+ * header fields and on its trailers, one field at a time, as a server
+ * makes them: which fields make the message malformed (a stream error,
+ * RST_STREAM PROTOCOL_ERROR), and the content-length
+ * the body must match.  Where RFC 9113 leaves a choice, it is
+ * libnghttp2 1.52's, which the daemon uses today (fuzz_h2_frame compares
+ * the two).  Not yet used by the HTTP/2 server.
+ *
+ * Ownership: the caller owns the struct, which holds no heap memory.
+ */
+#ifndef CORRAL_PROTO_HTTP2_H2_MESSAGE_H
+#define CORRAL_PROTO_HTTP2_H2_MESSAGE_H
+
+#include "proto/http2/hpack.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* What a field does to its message. */
+enum h2_message_verdict {
+    H2_MESSAGE_PASS,      /* a field to pass on */
+    H2_MESSAGE_MALFORMED, /* the message is malformed (8.1.1) */
+};
+
+/* The state of one header block's checks. */
+struct h2_message {
+    uint16_t seen;          /* H2_MESSAGE_* flags of h2_message.c */
+    int64_t content_length; /* the request's, -1: none (or CONNECT) */
+};
+
+/* Starts a request's head. */
+void h2_message_begin(struct h2_message *m);
+
+/* Checks one field of a request head (`trailers` false) or of its
+ * trailers (true: the same struct, after the head's end). */
+enum h2_message_verdict h2_message_field(struct h2_message *m, const struct hpack_field *f,
+                                         bool trailers);
+
+/* The request head ended: false when it is malformed (a pseudo-header
+ * missing, or CONNECT's rules broken, 8.3.1 and 8.5). */
+bool h2_message_head_end(struct h2_message *m);
+
+/* The body's bytes match the content-length, when the head gave one:
+ * `received` so far, and whether the stream ended. */
+static inline bool h2_message_body_ok(const struct h2_message *m, uint64_t received, bool end)
+{
+    if (m->content_length < 0)
+        return true;
+    return end ? received == (uint64_t)m->content_length : received <= (uint64_t)m->content_length;
+}
+
+#endif
