@@ -85,7 +85,8 @@ gnutls_certificate_credentials_t h3_sni_certs_get(struct h3_endpoint *ep, size_t
         if (oldest == NULL || c->used < (*oldest)->used)
             oldest = p;
     }
-    if (strlen(name) >= sizeof((*held)->name))
+    size_t name_len = strlen(name);
+    if (name_len >= sizeof((*held)->name))
         return NULL;
     gnutls_certificate_credentials_t cred = load(pairs, name);
     if (cred == NULL)
@@ -103,7 +104,7 @@ gnutls_certificate_credentials_t h3_sni_certs_get(struct h3_endpoint *ep, size_t
         h3_sni_certs_release(out);
     }
     c->vhost = vhost;
-    strcpy(c->name, name);
+    memcpy(c->name, name, name_len + 1); /* checked above */
     c->cred = cred;
     c->refs = 2; /* the cache's and the connection's */
     c->used = ++ep->sni_clock;
