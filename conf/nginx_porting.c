@@ -54,7 +54,6 @@ struct porting_entry {
     }
 
 #define STATIC(n)   MISSING(n, "serving files", R_STATIC)
-#define GZIP(n)     MISSING(n, "compression", R_STATIC)
 #define CACHE(n)    MISSING(n, "caching", R_CACHE)
 #define TUNING(n)   BUILTIN(n, "corral sizes its buffers and tables itself")
 #define NO_FILES(n) BUILTIN(n, "corral keeps no temporary files of responses")
@@ -107,7 +106,6 @@ static const struct porting_entry directives[] = {
     STATIC("autoindex_*"), STATIC("aio"), STATIC("aio_write"), STATIC("directio*"),
     STATIC("open_file_cache_*"), STATIC("max_ranges"), STATIC("read_ahead"),
     STATIC("log_not_found"), STATIC("random_index"), STATIC("mp4*"), STATIC("flv"),
-    GZIP("gunzip*"),
     BUILTIN("chunked_transfer_encoding", "corral chunks a response of unknown length for "
             "HTTP/1.1 clients"),
     NONE("ignore_invalid_headers", "corral refuses a request with an invalid header name (400), where nginx's on drops the header"),
