@@ -124,11 +124,12 @@ START_TEST(from_nginx_exit_codes)
     snprintf(args, sizeof(args), "-t -c %s", corral);
     ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 0);
 
-    test_write_file(nginx, "http {\n    gunzip on;\n}\n");
+    test_write_file(nginx, "http {\n    random_index on;\n}\n");
     snprintf(args, sizeof(args), "--from-nginx %s", nginx);
     ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 1);
-    ck_assert_msg(strstr(out, "nginx.conf:2:5: \"gunzip\": not in corral yet: compression") != NULL,
-                  "%s", out);
+    ck_assert_msg(
+        strstr(out, "nginx.conf:2:5: \"random_index\": not in corral yet: serving files") != NULL,
+        "%s", out);
 
     test_write_file(nginx, "http {\n");
     ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 2);
