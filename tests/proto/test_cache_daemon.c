@@ -254,7 +254,7 @@ static void write_config(const char *zone_extra, const char *loc_extra)
              "    location /valid/ { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
              "        proxy_cache_valid 200 60s; }\n"
              "    location /collapse { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
-             "        proxy_cache_lock on; }\n"
+             "        proxy_cache_lock on; proxy_cache_lock_timeout 60s; }\n"
              "    location /collapse-timeout { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
              "        proxy_cache_lock on; proxy_cache_lock_timeout 100ms; }\n"
              "    location /stale/ { proxy_pass http://127.0.0.1:%d; proxy_cache one;\n"
@@ -772,7 +772,10 @@ static bool collapse_seen(void *arg)
     return atomic_load(&collapse_asked) >= 1;
 }
 
-/* proxy_cache_lock: a thousand requests for one cold key, one fetch. */
+/* proxy_cache_lock: a thousand requests for one cold key, one fetch.
+ * The location's lock timeout is a minute, not nginx's 5 s: on a loaded
+ * host the thousand take seconds to arrive and be read, and a waiter past
+ * its timeout rightly fetches for itself (/collapse-timeout tests that). */
 START_TEST(lock_collapses_misses)
 {
     /* The first request's fetch is under way before the others come. */
