@@ -164,12 +164,16 @@ version() {
   esac
 }
 
-# stop PID: TERM, then KILL after 10 s; waits for it.
+# stop PID: TERM, then KILL after 10 s; waits for it, and takes it off the
+# list bench_cleanup stops at exit, where its number may be another's by then.
 stop() {
+  local p keep=()
   kill "$1" 2>/dev/null
   for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
   kill -9 "$1" 2>/dev/null
   wait "$1" 2>/dev/null
+  for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+  pids=("${keep[@]}")
 }
 
 # run NAME MODE ROUND: one server started alone and measured; MODE idle or
