@@ -2941,6 +2941,62 @@ START_TEST(udp_listen_waits_for_a_full_socket)
 }
 END_TEST
 
+/* What the connections write outside a read of datagrams leaves at the
+ * loop's next deferred pass, in one sendmmsg(): four clients' Initials
+ * open four connections (in their handshakes), and the worker's stop
+ * closes them all at once, outside any read: the four CONNECTION_CLOSEs
+ * go in one call, not one each.  The worker is freed by that pass, as
+ * the loop ends (ASan: nothing leaks). */
+START_TEST(udp_listen_batches_writes_outside_reads)
+{
+    char cert[128], key[128];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    struct h3_endpoint_config config = {.site = &site, .cert_file = cert, .key_file = key};
+    struct h3_udp_site *h3site;
+    ck_assert_int_eq(h3_udp_site_new(&config, 1, &h3site), 0);
+    struct corral_server_config server_config;
+    corral_server_config_init(&server_config);
+    server_config.workers = 1;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&server_config, &server), 0);
+    corral_udp *udp;
+    ck_assert_int_eq(
+        corral_server_listen_udp(server, "127.0.0.1:0", NULL, &h3_udp_handler, h3site, &udp), 0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)corral_udp_port(udp)),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+    enum { CONNS = 4 };
+    for (int i = 0; i < CONNS; i++) {
+        client_start("h3");
+        client_write();
+        ck_assert_uint_eq(to_server.count, 1);
+        const struct datagram *d = &to_server.items[to_server.head];
+        ck_assert_int_eq(send(fd, d->data, d->len, 0), (ssize_t)d->len);
+        to_server.count = 0;
+        client_free();
+    }
+    struct h3_udp_stats h3;
+    test_wait_for(h3_udp_site_stats(h3site, 0, &h3) == 0 && h3.v[H3_CONNECTIONS] == CONNS,
+                  TEST_WAIT_MS, "the connections were not opened");
+    struct corral_udp_stats before, after;
+    ck_assert_int_eq(corral_udp_stats(udp, 0, &before), 0);
+    corral_server_stop(server, 0);
+    corral_server_wait(server);
+    ck_assert_int_eq(corral_udp_stats(udp, 0, &after), 0);
+    corral_server_free(server);
+    h3_udp_site_free(h3site);
+    close(fd);
+    ck_assert_uint_eq(after.sent - before.sent, CONNS);
+    ck_assert_uint_eq(after.send_calls - before.send_calls, 1);
+}
+END_TEST
+
 /* With GRO on the listen (as the daemon's quic listens have it), a burst
  * sent in one UDP_SEGMENT call reaches h3_udp_handler as one coalesced
  * run: each of its eight datagrams (short headers for IDs of our layout
@@ -3071,6 +3127,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, gtlsclient_interop);
     tcase_add_test(tc, udp_listen_waits_for_a_full_socket);
     tcase_add_test(tc, udp_listen_splits_a_gro_run);
+    tcase_add_test(tc, udp_listen_batches_writes_outside_reads);
     suite_add_tcase(s, tc);
     return s;
 }
