@@ -407,7 +407,12 @@ static void run_add(struct h3_conn *conn, struct gso_run *run, const ngtcp2_path
  * failed (closed and freed then; what was written is sent first). */
 static int write_packets(struct h3_conn *conn)
 {
-    struct gso_run run = {.max_count = conn->ep->config.gso ? H3_GSO_SEGMENTS : 1};
+    /* Its fields only: an initializer would zero the 24 KiB buffer at
+     * every flush, most of which write one datagram or none. */
+    struct gso_run run;
+    run.used = run.segment = run.count = 0;
+    run.max_count = conn->ep->config.gso ? H3_GSO_SEGMENTS : 1;
+    run.closed = false;
     int rc = 0;
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);

@@ -34,7 +34,11 @@ struct pending {
 /* What the connections write while one batch of received datagrams is
  * read (on_recv) is gathered and sent at its end with one sendmmsg(),
  * rather than a call per datagram: up to this many messages and bytes
- * (a GSO run is one message). */
+ * (a GSO run is one message).  So is what they write at other times (a
+ * response that was not ready during the read, a timer): gathered until
+ * the loop's next deferred pass, or the end of the next read if that
+ * comes first, so that the connections flushed in one pass of the loop
+ * share a call too. */
 #define BATCH_MSGS  32
 #define BATCH_BYTES (64 * 1024)
 
@@ -45,8 +49,10 @@ struct h3_udp_worker {
     struct h3_endpoint *ep;
     struct pending *head, **tail;
     size_t pending_bytes;
-    bool held;     /* it holds its worker while its endpoint drains */
-    bool batching; /* inside on_recv: output() gathers into batch */
+    bool held;           /* it holds its worker while its endpoint drains */
+    bool batching;       /* inside on_recv: its end sends the batch */
+    bool flush_deferred; /* outside it: batch_deferred() will send the batch */
+    bool stopped;        /* on_stop ran: output() sends at once, batch_deferred() frees */
     size_t batch_count, batch_used;
     struct corral_udp_msg batch[BATCH_MSGS];
     uint8_t batch_bytes[BATCH_BYTES];
@@ -237,6 +243,18 @@ static void batch_flush(struct h3_udp_worker *w)
     w->batch_count = w->batch_used = 0;
 }
 
+/* On the loop's deferred pass: what was gathered outside a read goes. */
+static void batch_deferred(void *arg)
+{
+    struct h3_udp_worker *w = arg;
+    w->flush_deferred = false;
+    if (w->stopped) { /* on_stop sent the batch, and left the worker to be freed here */
+        free(w);
+        return;
+    }
+    batch_flush(w);
+}
+
 static void output(void *arg, const struct sockaddr *local, socklen_t local_len,
                    const struct sockaddr *peer, socklen_t peer_len, const uint8_t *data, size_t len,
                    size_t gso_segment)
@@ -255,13 +273,20 @@ static void output(void *arg, const struct sockaddr *local, socklen_t local_len,
     size_t datagrams = msg.segment_size > 0 ? (len + msg.segment_size - 1) / msg.segment_size : 1;
     atomic_fetch_add_explicit(&w->site->counters[w->index].v[H3_DATAGRAMS_OUT], datagrams,
                               memory_order_relaxed);
-    if (w->batching && len <= BATCH_BYTES) {
+    if (!w->stopped && len <= BATCH_BYTES) {
         if (w->batch_count == BATCH_MSGS || w->batch_used + len > BATCH_BYTES)
             batch_flush(w);
         memcpy(w->batch_bytes + w->batch_used, data, len);
         msg.data = w->batch_bytes + w->batch_used;
         w->batch_used += len;
         w->batch[w->batch_count++] = msg;
+        if (w->batching || w->flush_deferred)
+            return;
+        corral_loop *loop = corral_worker_loop(corral_udp_socket_worker(w->sock));
+        if (corral_loop_defer(loop, batch_deferred, w) == 0)
+            w->flush_deferred = true;
+        else
+            batch_flush(w); /* no memory to defer: at once */
         return;
     }
     if (w->head == NULL && corral_udp_send(w->sock, &msg, 1) == 1)
@@ -510,12 +535,15 @@ static void on_stop(corral_udp_socket *sock)
         h3_endpoint_close(w->ep);
         h3_endpoint_free(w->ep);
     }
+    batch_flush(w); /* the closes, and what waited for a deferred pass */
     while (w->head != NULL) {
         struct pending *p = w->head;
         w->head = p->next;
         free(p);
     }
-    free(w);
+    w->stopped = true;
+    if (!w->flush_deferred) /* else batch_deferred() frees it, as the loop ends */
+        free(w);
 }
 
 int h3_udp_site_stats(const struct h3_udp_site *site, unsigned index, struct h3_udp_stats *out)

@@ -3,7 +3,7 @@
  * and nghttp3, because Debian's h2load has no HTTP/3.
  *
  *   h3load [-c N] [-m M] [-D SECONDS] [--sni NAME] [--drain SECONDS]
- *          https://HOST:PORT/PATH
+ *          [--ramp SECONDS] https://HOST:PORT/PATH
  *
  * opens N QUIC connections over UDP, keeps M GET requests in flight on
  * each for D seconds (a connection the server closes is opened again), and
@@ -12,7 +12,10 @@
  * for the requests in flight; those still unfinished then count as failed
  * (with H3LOAD_DEBUG set, each is listed on stderr: its status, whether
  * nghttp3 saw the response's end, the stream bytes ngtcp2 delivered and
- * whether the stream's FIN came).  One thread, one epoll loop.  The server's
+ * whether the stream's FIN came).  --ramp opens the connections evenly
+ * over its first SECONDS instead of all at once (under valgrind, N
+ * handshakes at once can outlast QUIC's 10 s handshake timeout, and each
+ * that fails is begun again).  One thread, one epoll loop.  The server's
  * certificate is not verified: it is for test certificates on loopback.
  *
  * Response bodies are counted and dropped, never buffered; headers other
@@ -75,7 +78,7 @@ static struct {
     socklen_t addrlen;
     char authority[300], path[2048], sni[300];
     int conns, streams;
-    double seconds, drain;
+    double seconds, drain, ramp;
     gnutls_certificate_credentials_t cred;
     bool running;
     uint64_t completed, failed, bytes, started, handshakes, conn_errors;
@@ -661,7 +664,7 @@ static int h3load_parse_url(const char *url)
 static void h3load_usage(void)
 {
     fprintf(stderr, "usage: h3load [-c CONNS] [-m STREAMS] [-D SECONDS] [--sni NAME] "
-                    "[--drain SECONDS] https://HOST:PORT/PATH\n");
+                    "[--drain SECONDS] [--ramp SECONDS] https://HOST:PORT/PATH\n");
     exit(2);
 }
 
@@ -671,8 +674,10 @@ int main(int argc, char **argv)
     g.streams = 1;
     g.seconds = 10;
     g.drain = 2;
-    static const struct option longs[] = {
-        {"sni", required_argument, NULL, 's'}, {"drain", required_argument, NULL, 'd'}, {0}};
+    static const struct option longs[] = {{"sni", required_argument, NULL, 's'},
+                                          {"drain", required_argument, NULL, 'd'},
+                                          {"ramp", required_argument, NULL, 'r'},
+                                          {0}};
     int opt;
     while ((opt = getopt_long(argc, argv, "c:m:D:", longs, NULL)) != -1) {
         if (opt == 'c')
@@ -683,13 +688,15 @@ int main(int argc, char **argv)
             g.seconds = atof(optarg);
         else if (opt == 'd')
             g.drain = atof(optarg);
+        else if (opt == 'r')
+            g.ramp = atof(optarg);
         else if (opt == 's')
             snprintf(g.sni, sizeof(g.sni), "%s", optarg);
         else
             h3load_usage();
     }
     if (optind + 1 != argc || g.conns < 1 || g.conns > MAX_CONNS || g.streams < 1 ||
-        g.streams > MAX_STREAMS || !(g.seconds > 0) || !(g.drain >= 0) ||
+        g.streams > MAX_STREAMS || !(g.seconds > 0) || !(g.drain >= 0) || !(g.ramp >= 0) ||
         h3load_parse_url(argv[optind]) != 0)
         h3load_usage();
 
@@ -702,21 +709,37 @@ int main(int argc, char **argv)
         return 1;
     }
     g.running = true;
-    for (int i = 0; i < g.conns; i++) {
-        if (h3load_conn_open(&conns[i], epfd) != 0) {
-            fprintf(stderr, "h3load: cannot open connection %d\n", i);
+    /* Without --ramp all open before the clock starts (their first flights
+     * cost the client a key share each); with it, connection i opens at
+     * start + i * ramp / conns. */
+    int opened = 0;
+    for (; g.ramp == 0 && opened < g.conns; opened++) {
+        if (h3load_conn_open(&conns[opened], epfd) != 0) {
+            fprintf(stderr, "h3load: cannot open connection %d\n", opened);
             return 1;
         }
     }
     uint64_t start = h3load_now(), stop = start + (uint64_t)(g.seconds * 1e9);
     uint64_t drain = stop + (uint64_t)(g.drain * 1e9); /* for the requests in flight at the stop */
+    uint64_t ramp = (uint64_t)(g.ramp * 1e9);
     for (;;) {
         uint64_t now = h3load_now();
         if (g.running && now >= stop)
             g.running = false;
         int busy = 0;
         uint64_t next = g.running ? stop : drain;
-        for (int i = 0; i < g.conns; i++) {
+        for (; g.running && opened < g.conns; opened++) {
+            uint64_t at = start + ramp * (uint64_t)opened / (uint64_t)g.conns;
+            if (at > now) {
+                next = at < next ? at : next;
+                break;
+            }
+            if (h3load_conn_open(&conns[opened], epfd) != 0) {
+                fprintf(stderr, "h3load: cannot open connection %d\n", opened);
+                return 1;
+            }
+        }
+        for (int i = 0; i < opened; i++) {
             struct h3load_conn *c = &conns[i];
             if (c->dead || (c->quic != NULL && (ngtcp2_conn_is_in_closing_period(c->quic) ||
                                                 ngtcp2_conn_is_in_draining_period(c->quic)))) {
@@ -755,13 +778,13 @@ int main(int argc, char **argv)
         g.failed += (uint64_t)conns[i].inflight;
     h3load_report(elapsed);
     if (getenv("H3LOAD_DEBUG") != NULL)
-        for (int i = 0; i < g.conns; i++)
+        for (int i = 0; i < opened; i++)
             for (struct h3load_req *r = conns[i].reqs; r != NULL; r = r->next)
                 fprintf(stderr,
                         "conn %d: unfinished request, status %d, end %d, stream bytes %llu, "
                         "stream FIN %d\n",
                         i, r->status, r->ended, (unsigned long long)r->stream_bytes, r->quic_fin);
-    for (int i = 0; i < g.conns; i++) {
+    for (int i = 0; i < opened; i++) {
         h3load_conn_say_close(&conns[i]);
         h3load_conn_close(&conns[i], epfd);
     }

@@ -3,6 +3,7 @@
 # build/corral's `listen ... quic` on loopback, one second a case:
 #   - `return 200 "hello h3\n"` with 4 connections x 8 streams: requests
 #     complete, none fails, and the body bytes are 9 a request;
+#   - --ramp 0.8 with 4 connections: each opened once, requests complete;
 #   - a 404: no request counts as completed, h3load exits 1.
 # (--sni is not checked here: corral's $ssl_server_name is empty over
 # HTTP/3 for now; Caddy refuses a handshake without it, docs/benchmarks.md.)
@@ -46,6 +47,12 @@ completed=$(field requests: 4) failed=$(field requests: 6) bytes=$(field "body b
 ((failed == 0)) || fail "failed $failed: $out"
 ((bytes == 9 * completed)) || fail "body bytes $bytes for $completed requests: $out"
 [ "$(field connections: 2)" = 4 ] || fail "handshakes: $out"
+
+# --ramp: the 4 connections open over the first 0.8 s, each one once.
+out=$(timeout 20 build/h3load -c 4 -m 2 -D 1.5 --ramp 0.8 "https://127.0.0.1:$port/") ||
+  fail "h3load --ramp: $out"
+[ "$(field connections: 2)" = 4 ] || fail "handshakes with --ramp: $out"
+(($(field requests: 4) > 100 && $(field requests: 6) == 0)) || fail "--ramp: $out"
 
 out=$(timeout 20 build/h3load -c 1 -m 2 -D 1 "https://127.0.0.1:$port/missing")
 status=$?

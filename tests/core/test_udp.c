@@ -6,6 +6,7 @@
  */
 #include "../helpers.h"
 #include "internal.h"
+#include "udp_burst.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -444,22 +445,7 @@ static void send_gso_burst(int fd)
 {
     static char payload[BURST_LEN];
     memset(payload, 'g', sizeof(payload));
-    uint16_t segment = 500;
-    union {
-        struct cmsghdr align;
-        char bytes[CMSG_SPACE(sizeof(uint16_t))];
-    } control = {0};
-    struct iovec iov = {payload, sizeof(payload)};
-    struct msghdr hdr = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = control.bytes,
-                         .msg_controllen = sizeof(control.bytes)};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&hdr);
-    c->cmsg_level = IPPROTO_UDP;
-    c->cmsg_type = UDP_SEGMENT;
-    c->cmsg_len = CMSG_LEN(sizeof(segment));
-    memcpy(CMSG_DATA(c), &segment, sizeof(segment));
-    ck_assert_int_eq(sendmsg(fd, &hdr, 0), (ssize_t)sizeof(payload));
+    udp_burst_send(fd, payload, sizeof(payload), 500);
 }
 
 START_TEST(gro_hands_over_a_coalesced_run)

@@ -7,6 +7,7 @@
  * (pausing it at each piece) and one that streams a large response at
  * the pace of the exchange's backpressure.
  */
+#include "../core/udp_burst.h"
 #include "../helpers.h"
 #include "internal.h" /* corral__udp_sendmmsg, to fill the socket */
 #include "proto/http/site.h"
@@ -26,7 +27,6 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 #include <netinet/in.h>
-#include <netinet/udp.h>
 #include <pthread.h>
 #include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
@@ -1860,6 +1860,41 @@ START_TEST(early_data_off_by_default)
 }
 END_TEST
 
+/* A resuming client's 0-RTT first flight, from a port of its own (its
+ * Initial with the ClientHello, its 0-RTT packet with a GET): the
+ * datagrams as they left, copied (*count of them, to free), once the
+ * GET has been answered 200. */
+static struct datagram *early_flight(size_t *count)
+{
+    client_resume = client_early = true;
+    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+    client_start("h3");
+    struct request r = {0};
+    get(&r, "/");
+    client_write();
+    *count = to_server.count;
+    ck_assert_uint_ge(*count, 1);
+    struct datagram *flight = calloc(*count, sizeof(*flight));
+    ck_assert_ptr_nonnull(flight);
+    for (size_t i = 0; i < *count; i++)
+        flight[i] = to_server.items[(to_server.head + i) % QUEUE_CAP];
+    wait_for(&r, 1, 5000);
+    ck_assert_uint_eq(r.status, 200);
+    free(r.response);
+    return flight;
+}
+
+/* Feeds `flight` (freed) to `to` as if sent again from another port. */
+static void replay_flight(struct h3_endpoint *to, struct datagram *flight, size_t count)
+{
+    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
+    for (size_t i = 0; i < count; i++)
+        h3_endpoint_input(to, (struct sockaddr *)&server_addr, sizeof(server_addr),
+                          (struct sockaddr *)&client_addr, sizeof(client_addr), flight[i].data,
+                          flight[i].len, 0);
+    free(flight);
+}
+
 /* A replay: the datagrams of a client's 0-RTT first flight (Initial with
  * its ClientHello, 0-RTT with a GET) sent again, from another port, once
  * the first connection is gone.  GnuTLS's anti-replay finds the
@@ -1869,34 +1904,15 @@ START_TEST(early_data_replay_refused)
 {
     endpoint_again(&(struct h3_endpoint_config){.early_data = true, .idle_timeout_ms = 300});
     connection_for_a_ticket();
-    client_resume = client_early = true;
-    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
-    client_start("h3");
-    struct request r = {0};
-    get(&r, "/");
-    client_write();
-    size_t count = to_server.count;
-    ck_assert_uint_ge(count, 1);
-    struct datagram *flight = calloc(count, sizeof(*flight));
-    ck_assert_ptr_nonnull(flight);
-    for (size_t i = 0; i < count; i++)
-        flight[i] = to_server.items[(to_server.head + i) % QUEUE_CAP];
-    wait_for(&r, 1, 5000);
-    ck_assert_uint_eq(r.status, 200);
-    free(r.response);
+    size_t count;
+    struct datagram *flight = early_flight(&count);
     uint64_t c[H3_COUNTER_COUNT];
     h3_endpoint_counters(ep, c);
     ck_assert_uint_eq(c[H3_EARLY_REQUESTS], 1);
     client_free();
     cl.failed = true;                          /* no client on the wire from here */
     ck_assert(run_until(no_connection, 5000)); /* both idle out */
-    /* The same bytes again, from elsewhere. */
-    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
-    for (size_t i = 0; i < count; i++)
-        h3_endpoint_input(ep, (struct sockaddr *)&server_addr, sizeof(server_addr),
-                          (struct sockaddr *)&client_addr, sizeof(client_addr), flight[i].data,
-                          flight[i].len, 0);
-    free(flight);
+    replay_flight(ep, flight, count);          /* the same bytes again, from elsewhere */
     h3_endpoint_counters(ep, c);
     ck_assert_uint_eq(c[H3_REPLAYS], 1);
     ck_assert_uint_eq(c[H3_EARLY_REQUESTS], 1);
@@ -1924,31 +1940,13 @@ START_TEST(early_data_across_workers)
     ep = NULL; /* endpoint_again() frees nothing */
     endpoint_again(&(struct h3_endpoint_config){
         .early_data = true, .ticket_key = ticket_key, .replay_store = store, .replay_worker = 1});
-    client_resume = client_early = true;
-    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
-    client_start("h3");
-    struct request r = {0};
-    get(&r, "/");
-    client_write();
-    size_t count = to_server.count;
-    ck_assert_uint_ge(count, 1);
-    struct datagram *flight = calloc(count, sizeof(*flight));
-    ck_assert_ptr_nonnull(flight);
-    for (size_t i = 0; i < count; i++)
-        flight[i] = to_server.items[(to_server.head + i) % QUEUE_CAP];
-    wait_for(&r, 1, 5000);
-    ck_assert_uint_eq(r.status, 200);
-    free(r.response);
+    size_t count;
+    struct datagram *flight = early_flight(&count);
     ck_assert(gnutls_session_get_flags(cl.tls) & GNUTLS_SFLAGS_EARLY_DATA);
     uint64_t c[H3_COUNTER_COUNT];
     h3_endpoint_counters(ep, c);
     ck_assert_uint_eq(c[H3_EARLY_REQUESTS], 1);
-    client_addr.sin_port = htons(ntohs(client_addr.sin_port) + 1);
-    for (size_t i = 0; i < count; i++)
-        h3_endpoint_input(first, (struct sockaddr *)&server_addr, sizeof(server_addr),
-                          (struct sockaddr *)&client_addr, sizeof(client_addr), flight[i].data,
-                          flight[i].len, 0);
-    free(flight);
+    replay_flight(first, flight, count);
     h3_endpoint_counters(first, c);
     ck_assert_uint_eq(c[H3_REPLAYS], 1);
     ck_assert_uint_eq(c[H3_EARLY_REQUESTS], 0);
@@ -2943,6 +2941,62 @@ START_TEST(udp_listen_waits_for_a_full_socket)
 }
 END_TEST
 
+/* What the connections write outside a read of datagrams leaves at the
+ * loop's next deferred pass, in one sendmmsg(): four clients' Initials
+ * open four connections (in their handshakes), and the worker's stop
+ * closes them all at once, outside any read: the four CONNECTION_CLOSEs
+ * go in one call, not one each.  The worker is freed by that pass, as
+ * the loop ends (ASan: nothing leaks). */
+START_TEST(udp_listen_batches_writes_outside_reads)
+{
+    char cert[128], key[128];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    struct h3_endpoint_config config = {.site = &site, .cert_file = cert, .key_file = key};
+    struct h3_udp_site *h3site;
+    ck_assert_int_eq(h3_udp_site_new(&config, 1, &h3site), 0);
+    struct corral_server_config server_config;
+    corral_server_config_init(&server_config);
+    server_config.workers = 1;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&server_config, &server), 0);
+    corral_udp *udp;
+    ck_assert_int_eq(
+        corral_server_listen_udp(server, "127.0.0.1:0", NULL, &h3_udp_handler, h3site, &udp), 0);
+    ck_assert_int_eq(corral_server_start(server), 0);
+
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)corral_udp_port(udp)),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+    enum { CONNS = 4 };
+    for (int i = 0; i < CONNS; i++) {
+        client_start("h3");
+        client_write();
+        ck_assert_uint_eq(to_server.count, 1);
+        const struct datagram *d = &to_server.items[to_server.head];
+        ck_assert_int_eq(send(fd, d->data, d->len, 0), (ssize_t)d->len);
+        to_server.count = 0;
+        client_free();
+    }
+    struct h3_udp_stats h3;
+    test_wait_for(h3_udp_site_stats(h3site, 0, &h3) == 0 && h3.v[H3_CONNECTIONS] == CONNS,
+                  TEST_WAIT_MS, "the connections were not opened");
+    struct corral_udp_stats before, after;
+    ck_assert_int_eq(corral_udp_stats(udp, 0, &before), 0);
+    corral_server_stop(server, 0);
+    corral_server_wait(server);
+    ck_assert_int_eq(corral_udp_stats(udp, 0, &after), 0);
+    corral_server_free(server);
+    h3_udp_site_free(h3site);
+    close(fd);
+    ck_assert_uint_eq(after.sent - before.sent, CONNS);
+    ck_assert_uint_eq(after.send_calls - before.send_calls, 1);
+}
+END_TEST
+
 /* With GRO on the listen (as the daemon's quic listens have it), a burst
  * sent in one UDP_SEGMENT call reaches h3_udp_handler as one coalesced
  * run: each of its eight datagrams (short headers for IDs of our layout
@@ -2994,22 +3048,7 @@ START_TEST(udp_listen_splits_a_gro_run)
         pkt[1] = 0x01; /* our layout, worker 0, generation 0 */
         pkt[2] = pkt[3] = pkt[4] = 0;
     }
-    uint16_t segment = SIZE;
-    union {
-        struct cmsghdr align;
-        char bytes[CMSG_SPACE(sizeof(uint16_t))];
-    } control = {0};
-    struct iovec iov = {burst, sizeof(burst)};
-    struct msghdr hdr = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = control.bytes,
-                         .msg_controllen = sizeof(control.bytes)};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&hdr);
-    c->cmsg_level = IPPROTO_UDP;
-    c->cmsg_type = UDP_SEGMENT;
-    c->cmsg_len = CMSG_LEN(sizeof(segment));
-    memcpy(CMSG_DATA(c), &segment, sizeof(segment));
-    ck_assert_int_eq(sendmsg(fd, &hdr, 0), (ssize_t)sizeof(burst));
+    udp_burst_send(fd, burst, sizeof(burst), SIZE);
     for (int i = 0; i < COUNT; i++) {
         uint8_t got[200];
         ssize_t n = recv(fd, got, sizeof(got), 0);
@@ -3088,6 +3127,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, gtlsclient_interop);
     tcase_add_test(tc, udp_listen_waits_for_a_full_socket);
     tcase_add_test(tc, udp_listen_splits_a_gro_run);
+    tcase_add_test(tc, udp_listen_batches_writes_outside_reads);
     suite_add_tcase(s, tc);
     return s;
 }
