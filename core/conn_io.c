@@ -268,8 +268,22 @@ static void conn_start_linger(corral_conn *conn)
     }
     conn->state = CORRAL__CONN_LINGERING;
     conn->linger_deadline = conn->loop->now + CORRAL__LINGER_MS;
-    conn->readable = true;
-    corral__conn_kick(conn);
+    if (conn->registered || conn->transport->layered) {
+        /* Input that arrived before may have had its edge already, or be
+         * held by the transport (a TLS record read whole). */
+        conn->readable = true;
+        corral__conn_kick(conn);
+    } else {
+        /* A plain socket answered without ever waiting (a request, its
+         * response, then the close): adding it to the epoll set reports at
+         * once whatever input or FIN is there, so a read first would find
+         * nothing on nearly every such connection, a recv() (EAGAIN)
+         * each. */
+        conn->readable = false;
+        corral__conn_register_if_waiting(conn);
+        if (conn->state == CORRAL__CONN_CLOSED)
+            return;
+    }
     corral__conn_update_timer(conn);
 }
 

@@ -475,6 +475,49 @@ START_TEST(closing_listeners_does_not_wait_for_a_worker_that_exited)
 }
 END_TEST
 
+/* A worker runs with cancellation disabled and of the asynchronous type
+ * (worker.c: glibc's cancellation points then skip two atomic operations
+ * per system call): read on the worker, and a pthread_cancel() of it is
+ * never acted on. */
+struct cancel_seen {
+    int state, type;
+    atomic_bool read;
+};
+
+static void read_cancel_settings(void *arg)
+{
+    struct cancel_seen *seen = arg;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &seen->state);
+    pthread_setcancelstate(seen->state, NULL);
+    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &seen->type);
+    pthread_setcanceltype(seen->type, NULL);
+    atomic_store(&seen->read, true);
+}
+
+START_TEST(workers_are_never_cancelled)
+{
+    corral_server *server = new_server(1, 0);
+    int port = test_start_server(server, &echo_handler, NULL);
+    corral_worker *worker = corral_server_worker(server, 0);
+    struct cancel_seen seen = {.state = -1, .type = -1};
+    ck_assert_int_eq(corral_worker_post(worker, read_cancel_settings, &seen), 0);
+    test_wait_for(atomic_load(&seen.read), TEST_WAIT_MS, "the worker ran no post");
+    ck_assert_int_eq(seen.state, PTHREAD_CANCEL_DISABLE);
+    ck_assert_int_eq(seen.type, PTHREAD_CANCEL_ASYNCHRONOUS);
+
+    ck_assert_int_eq(pthread_cancel(worker->thread), 0);
+    /* Its next epoll_wait() and the echo's recv() and send() are all
+     * cancellation points: a worker that took the request would be gone. */
+    for (int i = 0; i < 3; i++) {
+        int fd = test_connect(port);
+        round_trip(fd);
+        close(fd);
+    }
+    ck_assert_uint_eq(atomic_load(&server->workers_running), 1);
+    test_stop_server(server);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("core/server");
@@ -491,6 +534,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, sigquit_stops_at_once);
     tcase_add_test(tc, a_stop_from_a_worker_during_start_reaches_every_worker);
     tcase_add_test(tc, closing_listeners_does_not_wait_for_a_worker_that_exited);
+    tcase_add_test(tc, workers_are_never_cancelled);
     suite_add_tcase(suite, tc);
     return suite;
 }
