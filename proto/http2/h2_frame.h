@@ -24,6 +24,8 @@
 #ifndef CORRAL_PROTO_HTTP2_H2_FRAME_H
 #define CORRAL_PROTO_HTTP2_H2_FRAME_H
 
+#include "proto/http2/http2_hpack_scan.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -191,12 +193,21 @@ struct h2_frame_reader {
     uint32_t block_bytes;  /* its fragments and padding so far */
     uint8_t block_continuations;
     uint8_t block_empty; /* its frames that carried nothing, so far */
+    /* The walk over the block's HPACK strings (http2_hpack_scan()), and
+     * how far into the payload of the block's frame at the front of the
+     * unchecked input it went: so that a string announced longer than
+     * the block may be is refused at its length, not waited for. */
+    struct http2_hpack_scan scan;
+    uint32_t scan_done;
 };
 
 /* A reader expecting the client's connection preface, then SETTINGS;
  * `max_block` bounds a header block's fragments and padding (the
  * configured header-list size: RFC 9113 6.5.2 counts no field smaller
- * than HPACK encodes it, so a block over it is a list over it). */
+ * than HPACK encodes it, so a block over it is a list over it), and the
+ * length an HPACK string in it may announce (HTTP2_HPACK_MAX_STRING at
+ * most): past either, the block is cut (h2_frame_error.block_cut) as
+ * soon as the bytes that say so are in. */
 void h2_frame_reader_init(struct h2_frame_reader *r, uint32_t max_block);
 
 /* Reads the frames in `in` (all of the connection's unconsumed input),

@@ -186,6 +186,46 @@ static uint8_t frag_empty(uint32_t frag_len, uint8_t flags)
     return frag_len == 0 && (flags & H2_FLAG_END_HEADERS) == 0 ? 1 : 0;
 }
 
+/* Walks the fragment of a header block's frame `p` (its header whole,
+ * `avail` of its bytes in) with the HPACK scan, from where the walk of it
+ * stopped before: a string announcing more than the block may hold cuts
+ * the block at once, as the frame's or block's length over the limit
+ * does at its header, instead of waiting for bytes that cannot pass. */
+static bool scan_fragment(struct h2_frame_reader *r, const uint8_t *p, size_t avail,
+                          struct h2_frame_error *err)
+{
+    struct h2_frame_header hd = parse_header(p);
+    const uint8_t *payload = p + H2_FRAME_HEADER_LEN;
+    size_t have = avail - H2_FRAME_HEADER_LEN;
+    if (have > hd.length)
+        have = hd.length;
+    size_t from = 0, end = hd.length;
+    if (hd.type == H2_HEADERS) {
+        if (r->scan_done == 0)
+            http2_hpack_scan_start(&r->scan); /* a block begins */
+        from = headers_prefix(hd.flags);
+        if ((hd.flags & H2_FLAG_PADDED) != 0) {
+            if (have == 0)
+                return true;
+            /* Padding past the frame is refused once it is whole. */
+            end = payload[0] <= hd.length - from ? hd.length - payload[0] : from;
+        }
+    }
+    if (from < r->scan_done)
+        from = r->scan_done;
+    size_t to = have < end ? have : end;
+    if (to <= from)
+        return true;
+    uint64_t bound = r->max_block < HTTP2_HPACK_MAX_STRING ? r->max_block : HTTP2_HPACK_MAX_STRING;
+    bool too_long = false;
+    size_t passed = http2_hpack_scan(&r->scan, bound, payload + from, to - from, &too_long);
+    r->scan_done = (uint32_t)(from + passed);
+    if (!too_long)
+        return true;
+    err->block_cut = true;
+    return fail(err, H2_ENHANCE_YOUR_CALM, "a header field announced too long");
+}
+
 /* A header block whose last frame is in: its fragments joined (when it
  * spans frames) and passed on.  `p` is its HEADERS frame. */
 static int emit_block(struct h2_frame_reader *r, const uint8_t *p, h2_event_fn fn, void *arg,
@@ -329,8 +369,15 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
             }
             continue;
         }
+        if ((hd.type == H2_HEADERS || hd.type == H2_CONTINUATION) &&
+            !scan_fragment(r, p, len - at, err)) {
+            err->stream_id = hd.stream_id;
+            return pos;
+        }
         if (len - at < H2_FRAME_HEADER_LEN + (size_t)hd.length)
             return pos; /* the rest of the frame is still to come */
+        if (hd.type == H2_HEADERS || hd.type == H2_CONTINUATION)
+            r->scan_done = 0; /* walked whole: the next frame's turn */
         if (!check_stream_id(&hd, err))
             return pos;
         const uint8_t *payload = p + H2_FRAME_HEADER_LEN;

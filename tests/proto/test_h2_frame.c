@@ -462,6 +462,79 @@ START_TEST(continuation_flood_and_block_limit)
 }
 END_TEST
 
+/* A string whose announced length passes the block's limit (or 64 KiB)
+ * cuts the block at the bytes that say so: the rest of its frame is not
+ * waited for, whether the frame ends the block or not. */
+START_TEST(field_announced_too_long_cut_at_its_length)
+{
+    /* :method GET, then a literal with a new name "a" and a value of 200
+     * bytes (127 + 73) in a frame that says 90: nothing more is sent. */
+    static const uint8_t head[] = {0x82, 0x00, 0x01, 'a', 0x7f, 0x49};
+    static const uint8_t flags[] = {0, H2_FLAG_END_HEADERS, H2_FLAG_PADDED | H2_FLAG_PRIORITY};
+    for (size_t i = 0; i < sizeof(flags); i++) {
+        struct bytes b = {0};
+        start(&b);
+        uint8_t hd[H2_FRAME_HEADER_LEN] = {0, 0, 90, H2_HEADERS, flags[i], 0, 0, 0, 1};
+        put(&b, hd, sizeof(hd));
+        if ((flags[i] & H2_FLAG_PADDED) != 0)
+            put(&b, "\x04\0\0\0\0\x10", 6); /* pad length, priority */
+        put(&b, head, sizeof(head));
+        reads_as(&b, 100, "SETTINGS f0\nERROR 11\n");
+        b.len -= 1; /* the length's last byte not in: not yet */
+        reads_as(&b, 100,
+                 (flags[i] & H2_FLAG_PADDED) != 0 ? "SETTINGS f0\nPENDING 20\n"
+                                                  : "SETTINGS f0\nPENDING 14\n");
+        free(b.p);
+    }
+    /* Within the limit: waited for.  In a CONTINUATION, the walk goes on
+     * from the HEADERS frame, a string cut across the frames. */
+    struct bytes b = {0};
+    start(&b);
+    frame(&b, H2_HEADERS, 0, 1,
+          "\x82\x00\x01"
+          "a\x08"
+          "bbbb",
+          9);
+    uint8_t hd[H2_FRAME_HEADER_LEN] = {0, 0, 100, H2_CONTINUATION, H2_FLAG_END_HEADERS, 0, 0, 0, 1};
+    put(&b, hd, sizeof(hd));
+    put(&b,
+        "bbbb\x00\x01"
+        "c\x7f\x49",
+        9);
+    reads_as(&b, 300, "SETTINGS f0\nPENDING 36\n");
+    reads_as(&b, 150, "SETTINGS f0\nERROR 11\n");
+    /* 64 KiB at most, whatever the limit. */
+    b.len = 0;
+    start(&b);
+    frame(&b, H2_HEADERS, 0, 1,
+          "\x82\x00\x01"
+          "a\x7f\x81\xff\x03",
+          8); /* 65536 */
+    reads_as(&b, 1u << 20, "SETTINGS f0\nPENDING 17\n");
+    b.len -= 1;
+    put(&b, "\x04", 1); /* 65536 + 16384 */
+    reads_as(&b, 1u << 20, "SETTINGS f0\nERROR 11\n");
+    free(b.p);
+    /* The session: the request opens, to be answered 431, before the
+     * GOAWAY. */
+    struct h2_frame_reader rd;
+    h2_frame_reader_init(&rd, 100);
+    struct bytes c = {0};
+    start(&c);
+    put(&c, (uint8_t[]){0, 0, 90, H2_HEADERS, H2_FLAG_END_STREAM, 0, 0, 0, 3}, 9);
+    put(&c, head, sizeof(head));
+    struct h2_frame_error err;
+    static struct rec r;
+    memset(&r, 0, sizeof(r));
+    ck_assert_uint_eq(h2_frame_read(&rd, c.p, c.len, rec_event, &r, &err), H2_PREFACE_LEN + 9);
+    ck_assert_int_eq(err.code, H2_ENHANCE_YOUR_CALM);
+    ck_assert(err.block_cut);
+    ck_assert_uint_eq(err.stream_id, 3);
+    ck_assert_str_eq(err.why, "a header field announced too long");
+    free(c.p);
+}
+END_TEST
+
 START_TEST(data_consumed_in_pieces)
 {
     struct h2_frame_reader rd;
@@ -1681,6 +1754,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, window_update_zero_on_a_stream);
     tcase_add_test(tc, continuation_sequencing);
     tcase_add_test(tc, continuation_flood_and_block_limit);
+    tcase_add_test(tc, field_announced_too_long_cut_at_its_length);
     tcase_add_test(tc, data_consumed_in_pieces);
     suite_add_tcase(suite, tc);
     tc = tcase_create("writer");
