@@ -171,6 +171,17 @@ struct h2_frame_error {
     bool block_cut;
 };
 
+/* What waits at the front of the unconsumed input after a read: what a
+ * caller's timers need (a frame header left unfinished, a header block
+ * begun and not ended), which the input's length alone does not say. */
+enum h2_wait {
+    H2_WAIT_NONE,    /* nothing: the input ends where a frame ends */
+    H2_WAIT_HEADER,  /* a frame header, not all of its 9 bytes in */
+    H2_WAIT_PAYLOAD, /* a frame's payload (DATA's included), or the preface */
+    H2_WAIT_BLOCK,   /* a header block: its HEADERS frame's header is in,
+                      * its last frame (END_HEADERS) not yet */
+};
+
 /* Receives each event; nonzero stops the reading after this event. */
 typedef int (*h2_event_fn)(void *arg, const struct h2_event *ev);
 
@@ -199,6 +210,8 @@ struct h2_frame_reader {
      * the block may be is refused at its length, not waited for. */
     struct http2_hpack_scan scan;
     uint32_t scan_done;
+    uint8_t wait;    /* enum h2_wait, as the last read left the input */
+    uint32_t frames; /* frames consumed whole, ever (wraps); the preface counts */
 };
 
 /* A reader expecting the client's connection preface, then SETTINGS;
@@ -214,7 +227,9 @@ void h2_frame_reader_init(struct h2_frame_reader *r, uint32_t max_block);
  * passing each event to `fn`.  Returns the bytes consumed: whole frames,
  * DATA payload pieces, never part of a header block; the caller presents
  * the rest again with more.  A connection error sets *err (code not
- * H2_NO_ERROR) and stops the reading: nothing after it may be read. */
+ * H2_NO_ERROR) and stops the reading: nothing after it may be read.
+ * After each read r->wait says what the unconsumed rest begins, and
+ * r->frames has counted the frames it consumed whole. */
 size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h2_event_fn fn,
                      void *arg, struct h2_frame_error *err);
 

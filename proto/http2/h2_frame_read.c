@@ -274,10 +274,9 @@ static int emit_block(struct h2_frame_reader *r, const uint8_t *p, h2_event_fn f
     return rc;
 }
 
-size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h2_event_fn fn,
-                     void *arg, struct h2_frame_error *err)
+static size_t read_frames(struct h2_frame_reader *r, const uint8_t *in, size_t len, h2_event_fn fn,
+                          void *arg, struct h2_frame_error *err)
 {
-    *err = (struct h2_frame_error){0};
     size_t pos = 0;
     if (!r->preface_done) {
         size_t n = len < H2_PREFACE_LEN ? len : H2_PREFACE_LEN;
@@ -288,6 +287,7 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
         if (n < H2_PREFACE_LEN)
             return 0;
         r->preface_done = true;
+        r->frames++;
         pos = H2_PREFACE_LEN;
     }
     for (;;) {
@@ -334,6 +334,7 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
             if (!last)
                 return pos;
             r->in_data = false;
+            r->frames++;
             if (rc != 0)
                 return pos;
             continue;
@@ -411,6 +412,7 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
             if (rc < 0)
                 return pos;
             pos = next;
+            r->frames++;
             if (rc != 0)
                 return pos;
             continue;
@@ -428,6 +430,7 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
             r->in_block = false;
             r->block_seen = 0;
             pos = next;
+            r->frames++;
             if (rc != 0)
                 return pos;
             continue;
@@ -475,7 +478,35 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
         default: ev.kind = H2_EV_UNKNOWN; break;
         }
         pos = next;
+        r->frames++;
         if (fn(arg, &ev) != 0)
             return pos;
     }
+}
+
+/* What the input holds past `pos`, the bytes consumed (enum h2_wait). */
+static uint8_t waiting(const struct h2_frame_reader *r, const uint8_t *in, size_t len, size_t pos)
+{
+    if (!r->preface_done)
+        return len > 0 ? H2_WAIT_PAYLOAD : H2_WAIT_NONE;
+    if (r->in_data)
+        return H2_WAIT_PAYLOAD;
+    if (r->in_block)
+        return H2_WAIT_BLOCK;
+    if (len == pos)
+        return H2_WAIT_NONE;
+    if (len - pos < H2_FRAME_HEADER_LEN)
+        return H2_WAIT_HEADER;
+    /* A whole frame header whose frame is not: a HEADERS frame begins a
+     * block whether or not it ends it. */
+    return in[pos + 3] == H2_HEADERS ? H2_WAIT_BLOCK : H2_WAIT_PAYLOAD;
+}
+
+size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h2_event_fn fn,
+                     void *arg, struct h2_frame_error *err)
+{
+    *err = (struct h2_frame_error){0};
+    size_t pos = read_frames(r, in, len, fn, arg, err);
+    r->wait = err->code == H2_NO_ERROR ? waiting(r, in, len, pos) : H2_WAIT_NONE;
+    return pos;
 }

@@ -165,6 +165,8 @@ void h2_session_init(struct h2_session *s, const struct h2_session_conf *conf,
         .recv_window = conf->conn_window_size,
         .floods_since_ms = now_ms,
         .resets_since_ms = now_ms,
+        .frame_done_ms = now_ms,
+        .wait_since_ms = now_ms,
     };
     assert(conf->scratch != NULL && conf->scratch_size > 0);
     h2_frame_reader_init(&s->reader, conf->max_header_list_size);
@@ -602,8 +604,16 @@ size_t h2_session_recv(struct h2_session *s, const uint8_t *in, size_t len, uint
     if (s->error != H2_NO_ERROR)
         return 0;
     s->now_ms = now_ms;
+    uint8_t wait = s->reader.wait;
+    uint32_t frames = s->reader.frames;
     struct h2_frame_error err;
     size_t n = h2_frame_read(&s->reader, in, len, on_event, s, &err);
+    /* What waits began with this read if nothing waited before, or if a
+     * frame ended in it (the frame that waited then is gone). */
+    if (s->reader.frames != frames)
+        s->frame_done_ms = now_ms;
+    if (s->reader.wait != H2_WAIT_NONE && (wait == H2_WAIT_NONE || s->reader.frames != frames))
+        s->wait_since_ms = now_ms;
     uint32_t id = err.stream_id;
     if (err.code != H2_NO_ERROR && err.block_cut && s->error == H2_NO_ERROR && id % 2 == 1 &&
         id > s->last_stream_id && !s->goaway_sent &&

@@ -8,6 +8,10 @@
  * and writes frames, responses included, to a sink.  Not yet used by
  * the HTTP/2 server.
  *
+ * Its clocks are the caller's: the times of the reads that consumed a
+ * frame and that began what waits unfinished in the input (a frame
+ * header, a header block) are kept for the caller's timeouts.
+ *
  * It decodes each header block with its HPACK decoder (hpack.h), the
  * discarded ones included so that its table stays the client's, and
  * checks the fields as RFC 9113 8.1-8.3 asks (h2_message.h): a malformed
@@ -150,6 +154,11 @@ struct h2_session {
     void *arg;
     struct h2_session_conf conf;
     uint64_t now_ms; /* the clock of the last h2_session_recv() */
+    /* For the caller's timers: when the last read consumed a whole frame
+     * (or the session began), and since when what reader.wait names has
+     * waited in the input: from the read that brought its first byte. */
+    uint64_t frame_done_ms;
+    uint64_t wait_since_ms;
     /* The client's settings (defaults until its SETTINGS). */
     uint32_t peer_initial_window;
     uint32_t peer_max_frame_size;

@@ -570,6 +570,79 @@ END_TEST
 /* ------------------------------------------------------------- writing */
 
 /* A sink that keeps what it is given, and where it came from. */
+/* A connection's input: what the reader did not consume is presented
+ * again with the next bytes. */
+struct conn_in {
+    uint8_t buf[512];
+    size_t have;
+};
+
+static size_t conn_in_add(struct conn_in *c, const struct bytes *b, size_t from, size_t n)
+{
+    ck_assert_uint_le(c->have + n, sizeof(c->buf));
+    memcpy(c->buf + c->have, b->p + from, n);
+    c->have += n;
+    return from + n;
+}
+
+static void conn_in_used(struct conn_in *c, size_t used)
+{
+    ck_assert_uint_le(used, c->have);
+    memmove(c->buf, c->buf + used, c->have - used);
+    c->have -= used;
+}
+
+/* After each read: what waits at the front of the input, and the frames
+ * consumed whole so far. */
+START_TEST(reader_says_what_waits)
+{
+    struct bytes b = {0};
+    start(&b);                                                  /* preface, 24; SETTINGS, 9 */
+    frame(&b, H2_HEADERS, H2_FLAG_END_STREAM, 1, "abc", 3);     /* 12 */
+    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, "d", 1); /* 10 */
+    frame(&b, H2_PING, 0, 0, "12345678", 8);                    /* 17 */
+    frame(&b, H2_DATA, 0, 1, "hello", 5);                       /* 14 */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, "x", 1);      /* 10 */
+    static const struct {
+        size_t upto;
+        uint8_t wait;
+        uint32_t frames;
+    } steps[] = {
+        {0, H2_WAIT_NONE, 0},     {10, H2_WAIT_PAYLOAD, 0}, /* the preface, begun */
+        {28, H2_WAIT_HEADER, 1},                            /* 4 bytes of SETTINGS' header */
+        {33, H2_WAIT_NONE, 2},                              /* SETTINGS whole */
+        {40, H2_WAIT_HEADER, 2},                            /* HEADERS' header, begun */
+        {42, H2_WAIT_BLOCK, 2},                             /* ...whole: a block has begun */
+        {45, H2_WAIT_BLOCK, 2},                             /* HEADERS whole, without END_HEADERS */
+        {50, H2_WAIT_BLOCK, 2},                             /* CONTINUATION's header, begun */
+        {55, H2_WAIT_NONE, 3},                              /* the block ended */
+        {64, H2_WAIT_PAYLOAD, 3},                           /* PING's header */
+        {72, H2_WAIT_NONE, 4},                              /* PING */
+        {83, H2_WAIT_PAYLOAD, 4},                           /* DATA's header and 2 bytes */
+        {88, H2_WAIT_HEADER, 5}, /* DATA whole, 2 bytes of HEADERS' header */
+        {95, H2_WAIT_BLOCK, 5},  /* HEADERS' header, its fragment to come */
+        {96, H2_WAIT_NONE, 6},
+    };
+    ck_assert_uint_eq(b.len, 96);
+    struct h2_frame_reader rd;
+    h2_frame_reader_init(&rd, 100);
+    static struct rec r;
+    memset(&r, 0, sizeof(r));
+    struct conn_in c = {.have = 0};
+    size_t fed = 0;
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        fed = conn_in_add(&c, &b, fed, steps[i].upto - fed);
+        struct h2_frame_error err;
+        conn_in_used(&c, h2_frame_read(&rd, c.buf, c.have, rec_event, &r, &err));
+        ck_assert_int_eq(err.code, H2_NO_ERROR);
+        if (rd.wait != steps[i].wait || rd.frames != steps[i].frames)
+            ck_abort_msg("at %zu: wait %u frames %u", steps[i].upto, rd.wait, rd.frames);
+    }
+    ck_assert_uint_eq(c.have, 0);
+    free(b.p);
+}
+END_TEST
+
 struct out {
     struct bytes b;
     int calls;
@@ -1310,6 +1383,68 @@ START_TEST(session_goaway)
 }
 END_TEST
 
+/* Feeds `b` from `from` up to `upto` into the connection's input `c` at
+ * `now`, as a connection does; returns `upto`. */
+static size_t s_trickle(struct sess *t, struct conn_in *c, const struct bytes *b, size_t from,
+                        size_t upto, uint64_t now)
+{
+    conn_in_add(c, b, from, upto - from);
+    conn_in_used(c, h2_session_recv(&t->s, c->buf, c->have, now));
+    ck_assert_int_eq(t->s.error, H2_NO_ERROR);
+    return upto;
+}
+
+/* The times a caller's timeouts need: the last whole frame, and since
+ * when what waits unfinished has waited. */
+START_TEST(session_times_what_waits)
+{
+    static struct sess t;
+    s_start(&t); /* at 0 */
+    ck_assert_uint_eq(t.s.frame_done_ms, 0);
+    struct bytes b = {0};
+    frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 0..17 */
+    frame(&b, H2_HEADERS, 0, 1, REQ, 3);                                      /* 17..29 */
+    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, REQ + 3, REQ_LEN - 3); /* 29..41 */
+    frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 41..58 */
+    frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 58..75 */
+    ck_assert_uint_eq(b.len, 75);
+    struct conn_in c = {.have = 0};
+    size_t at = s_trickle(&t, &c, &b, 0, 4, 10);
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_HEADER);
+    ck_assert_uint_eq(t.s.wait_since_ms, 10);
+    at = s_trickle(&t, &c, &b, at, 12, 20); /* the same frame: its time stays */
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_PAYLOAD);
+    ck_assert_uint_eq(t.s.wait_since_ms, 10);
+    at = s_trickle(&t, &c, &b, at, 20, 30); /* PING whole, HEADERS begun */
+    ck_assert_uint_eq(t.s.frame_done_ms, 30);
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_HEADER);
+    ck_assert_uint_eq(t.s.wait_since_ms, 30);
+    at = s_trickle(&t, &c, &b, at, 35, 40); /* the block: from its first byte */
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_BLOCK);
+    ck_assert_uint_eq(t.s.wait_since_ms, 30);
+    at = s_trickle(&t, &c, &b, at, 40, 50); /* its CONTINUATION, all but a byte */
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_BLOCK);
+    ck_assert_uint_eq(t.s.wait_since_ms, 30);
+    ck_assert_uint_eq(t.s.frame_done_ms, 30);
+    at = s_trickle(&t, &c, &b, at, 41, 60); /* the block ends with its frame */
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_NONE);
+    ck_assert_uint_eq(t.s.frame_done_ms, 60);
+    ck_assert_str_eq(t.log, "headers 1 request GET\n");
+    at = s_trickle(&t, &c, &b, at, 45, 70);
+    ck_assert_uint_eq(t.s.wait_since_ms, 70);
+    at = s_trickle(&t, &c, &b, at, 62, 80); /* a PING ends, another begins */
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_HEADER);
+    ck_assert_uint_eq(t.s.wait_since_ms, 80);
+    ck_assert_uint_eq(t.s.frame_done_ms, 80);
+    at = s_trickle(&t, &c, &b, at, 75, 90);
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_NONE);
+    ck_assert_uint_eq(t.s.frame_done_ms, 90);
+    ck_assert_uint_eq(c.have, 0);
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
 /* ------------------------------------------------------------- message */
 
 /* A header block of "name", "value" pairs (NULL ends them), literals
@@ -1756,6 +1891,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, continuation_flood_and_block_limit);
     tcase_add_test(tc, field_announced_too_long_cut_at_its_length);
     tcase_add_test(tc, data_consumed_in_pieces);
+    tcase_add_test(tc, reader_says_what_waits);
     suite_add_tcase(suite, tc);
     tc = tcase_create("writer");
     tcase_add_test(tc, control_frames_written);
@@ -1772,6 +1908,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, session_rapid_reset);
     tcase_add_test(tc, session_floods);
     tcase_add_test(tc, session_goaway);
+    tcase_add_test(tc, session_times_what_waits);
     suite_add_tcase(suite, tc);
     tc = tcase_create("message");
     tcase_add_loop_test(tc, message_request_heads, 0, sizeof(msg_cases) / sizeof(msg_cases[0]));
