@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The highest stream identifier (RFC 9113 5.1.1: 31 bits). */
+#define H2_SESSION_LAST_STREAM_ID 0x7fffffffu
+
 /* A connection error: GOAWAY, and nothing more is read. */
 static void conn_error(struct h2_session *s, enum h2_error code, const char *why)
 {
@@ -22,6 +25,7 @@ static void conn_error(struct h2_session *s, enum h2_error code, const char *why
     h2_frame_write_goaway(&s->sink, s->last_stream_id, code, NULL, 0);
     s->goaway_sent = true;
     s->goaway_last_id = s->last_stream_id;
+    s->shutdown_notice = false;
 }
 
 struct h2_session_stream *h2_session_stream(const struct h2_session *s, uint32_t id)
@@ -43,6 +47,15 @@ static void stream_forget(struct h2_session *s, struct h2_session_stream *st)
         s->streams = NULL;
         s->stream_cap = 0;
     }
+}
+
+/* Both halves ended: forgotten, and the caller told. */
+static void stream_close(struct h2_session *s, struct h2_session_stream *st)
+{
+    uint32_t id = st->id;
+    stream_forget(s, st);
+    if (s->ops->closed != NULL)
+        s->ops->closed(s->arg, id);
 }
 
 static struct h2_session_stream *stream_add(struct h2_session *s, uint32_t id)
@@ -331,14 +344,16 @@ static void on_data(struct h2_session *s, const struct h2_event *ev)
     }
     if (ev->data.last && s->data_payload == 0 && !end && !flood(s, H2_SESSION_FLOOD_EMPTY))
         return;
-    if (end) {
-        if (st->state == H2_STREAM_HALF_CLOSED_LOCAL)
-            stream_forget(s, st);
-        else
-            st->state = H2_STREAM_HALF_CLOSED_REMOTE;
-    }
+    bool closes = end && st->state == H2_STREAM_HALF_CLOSED_LOCAL;
+    if (end && !closes)
+        st->state = H2_STREAM_HALF_CLOSED_REMOTE;
+    if (closes)
+        stream_forget(s, st);
     if (ev->data.len > 0 || end)
         s->ops->data(s->arg, id, ev->data.data, ev->data.len, end);
+    /* Told after its last bytes. */
+    if (closes && s->ops->closed != NULL)
+        s->ops->closed(s->arg, id);
     /* The padding and the pad length byte: no one else consumes them. */
     if (ev->data.flow > ev->data.len)
         h2_session_consume(s, id, ev->data.flow - ev->data.len);
@@ -441,7 +456,7 @@ static void block_decode(struct h2_session *s, uint32_t id, enum h2_block_kind k
     if (st == NULL || !end)
         return; /* the caller reset it */
     if (st->state == H2_STREAM_HALF_CLOSED_LOCAL)
-        stream_forget(s, st);
+        stream_close(s, st);
     else
         st->state = H2_STREAM_HALF_CLOSED_REMOTE;
 }
@@ -481,6 +496,8 @@ static bool block_stream(struct h2_session *s, uint32_t id, enum h2_block_kind *
         *kind = H2_BLOCK_DISCARD;
         h2_frame_write_rst_stream(&s->sink, id, H2_REFUSED_STREAM);
         remember_reset(s, id);
+        if (s->ops->refused != NULL)
+            s->ops->refused(s->arg, id);
         if (!count_reset(s))
             return false;
     } else if (stream_add(s, id) == NULL) {
@@ -566,6 +583,11 @@ static int on_event(void *arg, const struct h2_event *ev)
     case H2_EV_SETTINGS: on_settings(s, ev); break;
     case H2_EV_PING:
         if ((ev->hd.flags & H2_FLAG_ACK) != 0) {
+            /* The answer to the stop's PING (or to none: any answer
+             * comes after the notice was read): every stream opened
+             * before it is in. */
+            if (s->shutdown_notice)
+                h2_session_goaway(s, H2_NO_ERROR);
             if (s->ops->ping_ack != NULL)
                 s->ops->ping_ack(s->arg, ev->ping);
         } else if (flood(s, H2_SESSION_FLOOD_PING)) {
@@ -673,7 +695,7 @@ size_t h2_session_send_window(const struct h2_session *s, uint32_t stream_id)
 static void end_local(struct h2_session *s, struct h2_session_stream *st)
 {
     if (st->state == H2_STREAM_HALF_CLOSED_REMOTE)
-        stream_forget(s, st);
+        stream_close(s, st);
     else
         st->state = H2_STREAM_HALF_CLOSED_LOCAL;
 }
@@ -752,8 +774,29 @@ void h2_session_goaway(struct h2_session *s, enum h2_error code)
     h2_frame_write_goaway(&s->sink, s->last_stream_id, code, NULL, 0);
     s->goaway_sent = true;
     s->goaway_last_id = s->last_stream_id;
+    s->shutdown_notice = false;
     if (code != H2_NO_ERROR) {
         s->error = code;
         s->why = "closed by the server";
     }
+}
+
+void h2_session_shutdown(struct h2_session *s)
+{
+    if (s->error != H2_NO_ERROR || s->goaway_sent)
+        return;
+    /* The highest stream id: none is past it, so none the client already
+     * sent is discarded (block_stream()). */
+    h2_frame_write_goaway(&s->sink, H2_SESSION_LAST_STREAM_ID, H2_NO_ERROR, NULL, 0);
+    s->goaway_sent = true;
+    s->goaway_last_id = H2_SESSION_LAST_STREAM_ID;
+    s->shutdown_notice = true;
+    static const uint8_t opaque[8] = {0};
+    h2_frame_write_ping(&s->sink, opaque, false);
+}
+
+bool h2_session_done(const struct h2_session *s)
+{
+    return s->error != H2_NO_ERROR ||
+           (s->goaway_sent && !s->shutdown_notice && s->stream_count == 0);
 }

@@ -118,6 +118,14 @@ struct h2_session_ops {
     /* The client sent GOAWAY, or a PING ACK (optional: NULL ignores). */
     void (*goaway)(void *arg, uint32_t last_stream_id, uint32_t code);
     void (*ping_ack)(void *arg, const uint8_t data[8]);
+    /* Both halves of the stream ended (not by a reset): it is forgotten.
+     * Called from h2_session_recv() when the client's END_STREAM ends
+     * it, or from the h2_session_send_*() call whose END_STREAM does.
+     * Optional: NULL, and the caller asks h2_session_stream(). */
+    void (*closed)(void *arg, uint32_t stream_id);
+    /* A new stream was refused (REFUSED_STREAM) beyond
+     * max_concurrent_streams: for the caller's counters (optional). */
+    void (*refused)(void *arg, uint32_t stream_id);
 };
 
 /* The state of an open stream (RFC 9113 5.1); a closed one is forgotten. */
@@ -175,6 +183,9 @@ struct h2_session {
     uint32_t last_stream_id; /* the highest the client opened */
     uint32_t goaway_last_id; /* of the GOAWAY sent; streams above it are not taken */
     bool goaway_sent;
+    /* A graceful stop's first GOAWAY went out (h2_session_shutdown()),
+     * the final one not yet. */
+    bool shutdown_notice;
     bool goaway_received;
     uint32_t peer_goaway_last_id; /* of the last GOAWAY received */
     enum h2_error error;          /* a connection error ended it: GOAWAY sent */
@@ -251,6 +262,19 @@ void h2_session_reset(struct h2_session *s, uint32_t stream_id, enum h2_error co
 /* Sends GOAWAY naming the last stream taken: later ones are discarded.
  * `code` H2_NO_ERROR for a graceful end. */
 void h2_session_goaway(struct h2_session *s, enum h2_error code);
+
+/* The first step of a graceful stop, as RFC 9113 6.8 advises: a GOAWAY
+ * naming the highest stream id (the client opens no more, and the
+ * streams already on their way are still taken) and a PING.  Its ACK,
+ * one round trip later when every stream sent before the notice is in,
+ * sends the final GOAWAY (h2_session_goaway()) before ping_ack is
+ * called; a caller that waits no longer calls h2_session_goaway()
+ * itself.  Once only; nothing after a connection error. */
+void h2_session_shutdown(struct h2_session *s);
+
+/* Whether the connection is over once its output is flushed: a
+ * connection error, or the final GOAWAY sent and no stream open. */
+bool h2_session_done(const struct h2_session *s);
 
 /* The open stream `id`, or NULL. */
 struct h2_session_stream *h2_session_stream(const struct h2_session *s, uint32_t id);

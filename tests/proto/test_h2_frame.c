@@ -570,6 +570,7 @@ END_TEST
 /* ------------------------------------------------------------- writing */
 
 /* A sink that keeps what it is given, and where it came from. */
+
 /* A connection's input: what the reader did not consume is presented
  * again with the next bytes. */
 struct conn_in {
@@ -1383,6 +1384,129 @@ START_TEST(session_goaway)
 }
 END_TEST
 
+/* The session with the optional callbacks too. */
+static void s_closed(void *arg, uint32_t id)
+{
+    slog(arg, "closed %u\n", id);
+}
+
+static void s_refused(void *arg, uint32_t id)
+{
+    slog(arg, "refused %u\n", id);
+}
+
+static void s_ping_ack(void *arg, const uint8_t data[8])
+{
+    slog(arg, "ping ack %.8s\n", (const char *)data);
+}
+
+static const struct h2_session_ops s_ops_all = {
+    .field = s_field,
+    .headers = s_headers,
+    .data = s_data,
+    .reset = s_reset,
+    .window = s_window,
+    .goaway = s_goaway,
+    .ping_ack = s_ping_ack,
+    .closed = s_closed,
+    .refused = s_refused,
+};
+
+START_TEST(session_tells_closed_and_refused_streams)
+{
+    static struct sess t;
+    s_start(&t);
+    t.s.ops = &s_ops_all;
+    struct bytes b = {0};
+    /* The client's half ends first: the response's END_STREAM closes. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, REQ, REQ_LEN);
+    s_feed(&t, &b, 1);
+    ck_assert_int_eq(h2_session_send_headers(&t.s, 1, (const uint8_t *)"\x88", 1, true), 0);
+    ck_assert_str_eq(t.log, "headers 1 request GET end\nclosed 1\n");
+    t.used = 0;
+    /* Ours first: the client's END_STREAM closes, after its bytes; and
+     * after its trailers. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, REQ, REQ_LEN);
+    s_feed(&t, &b, 1);
+    ck_assert_int_eq(h2_session_send_headers(&t.s, 3, (const uint8_t *)"\x88", 1, true), 0);
+    ck_assert_int_eq(h2_session_send_headers(&t.s, 5, (const uint8_t *)"\x88", 1, true), 0);
+    frame(&b, H2_DATA, H2_FLAG_END_STREAM, 3, "x", 1);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 5, TRL, sizeof(TRL) - 1);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(t.log, "headers 3 request GET\nheaders 5 request GET\ndata 3 1 end\n"
+                            "closed 3\nheaders 5 trailers x=y end\nclosed 5\n");
+    t.used = 0;
+    /* Resets are not closes; refusals are told. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 7, REQ, REQ_LEN);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 9, REQ, REQ_LEN);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 11, REQ, REQ_LEN);
+    u32_frame(&b, H2_RST_STREAM, 7, H2_CANCEL);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(t.log, "headers 7 request GET\nheaders 9 request GET\nrefused 11\n"
+                            "reset 7 8 by peer\n");
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
+START_TEST(session_graceful_shutdown)
+{
+    static struct sess t;
+    s_start(&t);
+    t.s.ops = &s_ops_all;
+    struct bytes b = {0};
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    s_feed(&t, &b, 1);
+    h2_session_shutdown(&t.s);
+    ck_assert_str_eq(written(&t), "GOAWAY 2147483647 0 PING");
+    h2_session_shutdown(&t.s); /* once */
+    ck_assert_str_eq(written(&t), "");
+    ck_assert(!h2_session_done(&t.s));
+    /* A stream the client sent before it read the notice is taken. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 3, REQ, REQ_LEN);
+    s_feed(&t, &b, 2);
+    ck_assert_str_eq(written(&t), "");
+    /* The PING's answer: the final GOAWAY names the last stream taken. */
+    frame(&b, H2_PING, H2_FLAG_ACK, 0, "\0\0\0\0\0\0\0\0", 8);
+    s_feed(&t, &b, 3);
+    ck_assert_str_eq(written(&t), "GOAWAY 3 0");
+    /* Later streams are dropped; the two taken run to their end. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 5, REQ, REQ_LEN);
+    frame(&b, H2_PING, H2_FLAG_ACK, 0, "\0\0\0\0\0\0\0\0", 8); /* no third GOAWAY */
+    s_feed(&t, &b, 4);
+    ck_assert_str_eq(written(&t), "");
+    ck_assert_str_eq(t.log, "headers 1 request GET\nheaders 3 request GET end\nping ack \n"
+                            "ping ack \n");
+    ck_assert(!h2_session_done(&t.s));
+    ck_assert_int_eq(h2_session_send_headers(&t.s, 3, (const uint8_t *)"\x88", 1, true), 0);
+    ck_assert(!h2_session_done(&t.s));
+    h2_session_reset(&t.s, 1, H2_CANCEL);
+    ck_assert(h2_session_done(&t.s));
+    s_end(&t);
+    /* No answer in time: the caller sends the final GOAWAY itself. */
+    s_start(&t);
+    h2_session_shutdown(&t.s);
+    h2_session_goaway(&t.s, H2_NO_ERROR);
+    ck_assert_str_eq(written(&t), "GOAWAY 2147483647 0 PING GOAWAY 0 0");
+    ck_assert(h2_session_done(&t.s));
+    frame(&b, H2_PING, H2_FLAG_ACK, 0, "\0\0\0\0\0\0\0\0", 8);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "");
+    s_end(&t);
+    /* After a connection error, nothing. */
+    s_start(&t);
+    frame(&b, H2_PING, 0, 0, "1234567", 7);
+    s_feed(&t, &b, 1);
+    ck_assert(h2_session_done(&t.s));
+    written(&t);
+    h2_session_shutdown(&t.s);
+    ck_assert_str_eq(written(&t), "");
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
 /* Feeds `b` from `from` up to `upto` into the connection's input `c` at
  * `now`, as a connection does; returns `upto`. */
 static size_t s_trickle(struct sess *t, struct conn_in *c, const struct bytes *b, size_t from,
@@ -1908,6 +2032,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, session_rapid_reset);
     tcase_add_test(tc, session_floods);
     tcase_add_test(tc, session_goaway);
+    tcase_add_test(tc, session_tells_closed_and_refused_streams);
+    tcase_add_test(tc, session_graceful_shutdown);
     tcase_add_test(tc, session_times_what_waits);
     suite_add_tcase(suite, tc);
     tc = tcase_create("message");
