@@ -732,6 +732,35 @@ int h2_session_send_fields(struct h2_session *s, uint32_t stream_id,
     return rc;
 }
 
+void h2_session_want_send(struct h2_session *s, uint32_t stream_id, bool want)
+{
+    struct h2_session_stream *st = h2_session_stream(s, stream_id);
+    if (st != NULL)
+        st->wants_send = want;
+}
+
+uint32_t h2_session_next_sender(struct h2_session *s)
+{
+    /* The smallest id past the last one given, else the smallest of all:
+     * the array's order changes as streams go, ids do not. */
+    uint32_t after = 0, first = 0;
+    if (s->send_window <= 0)
+        return 0;
+    for (uint32_t i = 0; i < s->stream_count; i++) {
+        const struct h2_session_stream *st = &s->streams[i];
+        if (!st->wants_send || h2_session_send_window(s, st->id) == 0)
+            continue;
+        if (first == 0 || st->id < first)
+            first = st->id;
+        if (st->id > s->sender_last && (after == 0 || st->id < after))
+            after = st->id;
+    }
+    uint32_t next = after != 0 ? after : first;
+    if (next != 0)
+        s->sender_last = next;
+    return next;
+}
+
 void h2_session_flushed(struct h2_session *s, size_t n)
 {
     assert(n <= s->output);

@@ -138,6 +138,7 @@ enum h2_stream_state {
 struct h2_session_stream {
     uint32_t id;
     uint8_t state;         /* enum h2_stream_state */
+    bool wants_send;       /* the caller has body for it (h2_session_want_send()) */
     int32_t send_window;   /* may go below 0 when the client lowers its setting */
     int32_t recv_window;   /* what the client may still send */
     uint32_t recv_unacked; /* taken by the caller, not yet in a WINDOW_UPDATE */
@@ -192,6 +193,7 @@ struct h2_session {
     const char *why;              /* what the client did, for the log */
     struct h2_session_stream *streams;
     uint32_t stream_count, stream_cap;
+    uint32_t sender_last; /* the stream h2_session_next_sender() gave last */
     uint32_t reset_ids[H2_SESSION_RESET_MEMORY];
     uint8_t reset_next;
     /* The DATA frame passing: its stream's state, checked at its first
@@ -251,6 +253,17 @@ int h2_session_send_headers(struct h2_session *s, uint32_t stream_id, const uint
  * stream cannot send or they pass the window. */
 int h2_session_send_data(struct h2_session *s, uint32_t stream_id, const struct iovec *iov,
                          int count, bool end_stream);
+
+/* Whether the caller has body bytes queued for the stream, waiting for
+ * its turn and its window (h2_session_next_sender()). */
+void h2_session_want_send(struct h2_session *s, uint32_t stream_id, bool want);
+
+/* The stream whose body goes next: of the streams that want to send and
+ * may (h2_session_send_window() not 0), the one after the last given,
+ * by stream id, round the open streams; 0 for none.  Round-robin, as
+ * RFC 9113 5.3 lets a server that ignores priorities choose: a caller
+ * that sends a frame's worth per turn shares the connection fairly. */
+uint32_t h2_session_next_sender(struct h2_session *s);
 
 /* The caller's output sent `n` of the bytes written to its sink: DATA
  * may use the room again (conf.max_output). */

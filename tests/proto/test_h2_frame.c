@@ -1507,6 +1507,62 @@ START_TEST(session_graceful_shutdown)
 }
 END_TEST
 
+/* The streams whose bodies wait take turns, each as its window allows. */
+START_TEST(session_round_robin_between_streams)
+{
+    static struct sess t;
+    s_start(&t);
+    t.s.conf.max_concurrent_streams = 3;
+    struct bytes b = {0};
+    for (uint32_t id = 1; id <= 5; id += 2)
+        frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, id, REQ, REQ_LEN);
+    u32_frame(&b, H2_WINDOW_UPDATE, 0, 1000000);
+    s_feed(&t, &b, 1);
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 0); /* none wants to */
+    h2_session_want_send(&t.s, 5, true);
+    h2_session_want_send(&t.s, 1, true);
+    h2_session_want_send(&t.s, 3, true);
+    h2_session_want_send(&t.s, 7, true); /* no such stream: nothing */
+    uint32_t order[7];
+    for (int i = 0; i < 7; i++)
+        order[i] = h2_session_next_sender(&t.s);
+    ck_assert_uint_eq(order[0], 1);
+    ck_assert_uint_eq(order[1], 3);
+    ck_assert_uint_eq(order[2], 5);
+    ck_assert_uint_eq(order[3], 1);
+    ck_assert_uint_eq(order[6], 1);
+    /* A stream whose window is shut waits; the others go on. */
+    static uint8_t body[65535];
+    struct iovec iov = {body, 65535 - 10};
+    ck_assert_int_eq(h2_session_send_headers(&t.s, 3, (const uint8_t *)"\x88", 1, false), 0);
+    ck_assert_int_eq(h2_session_send_data(&t.s, 3, &iov, 1, false), 0);
+    t.o.b.len = 0;
+    ck_assert_uint_eq(h2_session_send_window(&t.s, 3), 10);
+    iov.iov_len = 10;
+    ck_assert_int_eq(h2_session_send_data(&t.s, 3, &iov, 1, false), 0);
+    t.o.b.len = 0;
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 5); /* after 1 */
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 1);
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 5);
+    /* The connection's window shut: none. */
+    u32_frame(&b, H2_WINDOW_UPDATE, 3, 100);
+    s_feed(&t, &b, 1);
+    t.s.send_window = 0;
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 0);
+    u32_frame(&b, H2_WINDOW_UPDATE, 0, 100);
+    s_feed(&t, &b, 1);
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 1);
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 3);
+    /* One that has nothing more, or is gone, is passed over. */
+    h2_session_want_send(&t.s, 5, false);
+    h2_session_reset(&t.s, 1, H2_CANCEL);
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 3);
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 3);
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
 /* Feeds `b` from `from` up to `upto` into the connection's input `c` at
  * `now`, as a connection does; returns `upto`. */
 static size_t s_trickle(struct sess *t, struct conn_in *c, const struct bytes *b, size_t from,
@@ -2035,6 +2091,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, session_tells_closed_and_refused_streams);
     tcase_add_test(tc, session_graceful_shutdown);
     tcase_add_test(tc, session_times_what_waits);
+    tcase_add_test(tc, session_round_robin_between_streams);
     suite_add_tcase(suite, tc);
     tc = tcase_create("message");
     tcase_add_loop_test(tc, message_request_heads, 0, sizeof(msg_cases) / sizeof(msg_cases[0]));
