@@ -41,6 +41,8 @@ struct h2_session_stream *h2_session_stream(const struct h2_session *s, uint32_t
 static void stream_forget(struct h2_session *s, struct h2_session_stream *st)
 {
     assert(st >= s->streams && st < s->streams + s->stream_count);
+    if (st->wants_send)
+        s->senders--;
     *st = s->streams[--s->stream_count];
     if (s->stream_count == 0) {
         free(s->streams);
@@ -652,21 +654,27 @@ size_t h2_session_recv(struct h2_session *s, const uint8_t *in, size_t len, uint
     return n;
 }
 
+void h2_session_consume_stream(struct h2_session *s, uint32_t stream_id, size_t n)
+{
+    if (n == 0 || s->error != H2_NO_ERROR)
+        return;
+    struct h2_session_stream *st = h2_session_stream(s, stream_id);
+    if (st == NULL || st->state == H2_STREAM_HALF_CLOSED_REMOTE)
+        return; /* the client sends it nothing more */
+    st->recv_unacked += (uint32_t)n;
+    if (st->recv_unacked >= s->local_initial_window / 2) {
+        h2_frame_write_window_update(&s->sink, stream_id, st->recv_unacked);
+        st->recv_window += (int32_t)st->recv_unacked;
+        st->recv_unacked = 0;
+    }
+}
+
 void h2_session_consume(struct h2_session *s, uint32_t stream_id, size_t n)
 {
     if (n == 0 || s->error != H2_NO_ERROR)
         return;
-    if (stream_id != 0) {
-        struct h2_session_stream *st = h2_session_stream(s, stream_id);
-        if (st != NULL && st->state != H2_STREAM_HALF_CLOSED_REMOTE) {
-            st->recv_unacked += (uint32_t)n;
-            if (st->recv_unacked >= s->local_initial_window / 2) {
-                h2_frame_write_window_update(&s->sink, stream_id, st->recv_unacked);
-                st->recv_window += (int32_t)st->recv_unacked;
-                st->recv_unacked = 0;
-            }
-        }
-    }
+    if (stream_id != 0)
+        h2_session_consume_stream(s, stream_id, n);
     s->recv_unacked += (uint32_t)n;
     if (s->recv_unacked >= s->conf.conn_window_size / 2) {
         h2_frame_write_window_update(&s->sink, 0, s->recv_unacked);
@@ -735,20 +743,28 @@ int h2_session_send_fields(struct h2_session *s, uint32_t stream_id,
 void h2_session_want_send(struct h2_session *s, uint32_t stream_id, bool want)
 {
     struct h2_session_stream *st = h2_session_stream(s, stream_id);
-    if (st != NULL)
-        st->wants_send = want;
+    if (st == NULL || st->wants_send == want)
+        return;
+    st->wants_send = want;
+    if (want)
+        s->senders++;
+    else
+        s->senders--;
 }
 
 uint32_t h2_session_next_sender(struct h2_session *s)
 {
+    /* h2_session_send_window() for each stream, without its lookup: the
+     * connection's share once, then each stream's own window. */
+    if (s->senders == 0 || s->error != H2_NO_ERROR || s->send_window <= 0 ||
+        (s->conf.max_output > 0 && s->output >= s->conf.max_output))
+        return 0;
     /* The smallest id past the last one given, else the smallest of all:
      * the array's order changes as streams go, ids do not. */
     uint32_t after = 0, first = 0;
-    if (s->send_window <= 0)
-        return 0;
     for (uint32_t i = 0; i < s->stream_count; i++) {
         const struct h2_session_stream *st = &s->streams[i];
-        if (!st->wants_send || h2_session_send_window(s, st->id) == 0)
+        if (!st->wants_send || st->state == H2_STREAM_HALF_CLOSED_LOCAL || st->send_window <= 0)
             continue;
         if (first == 0 || st->id < first)
             first = st->id;

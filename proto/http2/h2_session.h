@@ -194,6 +194,7 @@ struct h2_session {
     struct h2_session_stream *streams;
     uint32_t stream_count, stream_cap;
     uint32_t sender_last; /* the stream h2_session_next_sender() gave last */
+    uint32_t senders;     /* open streams that want to send */
     uint32_t reset_ids[H2_SESSION_RESET_MEMORY];
     uint8_t reset_next;
     /* The DATA frame passing: its stream's state, checked at its first
@@ -226,6 +227,11 @@ size_t h2_session_recv(struct h2_session *s, const uint8_t *in, size_t len, uint
 /* The caller took `n` bytes of the stream's body: the client may send
  * them again.  WINDOW_UPDATE frames go out once half a window is owed. */
 void h2_session_consume(struct h2_session *s, uint32_t stream_id, size_t n);
+
+/* The stream's window alone, for a caller that gave the connection's
+ * back as the bytes arrived (h2_session_consume() with stream 0), so
+ * that a stream whose handler pauses holds only its own window. */
+void h2_session_consume_stream(struct h2_session *s, uint32_t stream_id, size_t n);
 
 /* How many bytes of body the stream may send now (the smallest of its
  * window, the connection's and the output bound's room; 0 for a stream
