@@ -184,7 +184,13 @@ static void h2_ex_end(struct exchange *base, const char *trailers, size_t traile
         http2_stream_log(st, st->status);
     st->handler_owns = false;
     http2_stream_discard_body(st);
-    http2_schedule(h2); /* the body's end goes out with the flush */
+    /* The body and its end go out now, as far as the windows let them:
+     * behind the head, in the same flush of the output (one TLS record,
+     * one system call), where the flush at the end of the loop's turn
+     * may come after the output was sent.  The rest follows with it. */
+    if (st->response_body && !st->ended && !corral_conn_backed_up(h2->c.sock))
+        http2_response_send(st, SIZE_MAX);
+    http2_schedule(h2);
 }
 
 static void h2_ex_abort(struct exchange *base)
