@@ -1563,6 +1563,34 @@ START_TEST(session_round_robin_between_streams)
 }
 END_TEST
 
+/* The stream's window alone, for a caller that gave the connection's
+ * back as the bytes came. */
+START_TEST(session_consume_stream_alone)
+{
+    static struct sess t;
+    s_start(&t);
+    static uint8_t big[600];
+    struct bytes b = {0};
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    frame(&b, H2_DATA, 0, 1, big, sizeof(big));
+    s_feed(&t, &b, 1);
+    h2_session_consume(&t.s, 0, sizeof(big)); /* the connection's: owed, not yet due */
+    ck_assert_str_eq(written(&t), "");
+    ck_assert_uint_eq(t.s.recv_unacked, 600);
+    h2_session_consume_stream(&t.s, 1, sizeof(big)); /* half the stream's window */
+    ck_assert_str_eq(written(&t), "WU 1 600");
+    ck_assert_uint_eq(t.s.recv_unacked, 600); /* the connection's unchanged */
+    ck_assert_int_eq(h2_session_stream(&t.s, 1)->recv_window, 1000);
+    /* A stream whose client ended its half is sent nothing more. */
+    frame(&b, H2_DATA, H2_FLAG_END_STREAM, 1, big, sizeof(big));
+    s_feed(&t, &b, 1);
+    h2_session_consume_stream(&t.s, 1, sizeof(big));
+    ck_assert_str_eq(written(&t), "");
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
 /* Feeds `b` from `from` up to `upto` into the connection's input `c` at
  * `now`, as a connection does; returns `upto`. */
 static size_t s_trickle(struct sess *t, struct conn_in *c, const struct bytes *b, size_t from,
@@ -2092,6 +2120,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, session_graceful_shutdown);
     tcase_add_test(tc, session_times_what_waits);
     tcase_add_test(tc, session_round_robin_between_streams);
+    tcase_add_test(tc, session_consume_stream_alone);
     suite_add_tcase(suite, tc);
     tc = tcase_create("message");
     tcase_add_loop_test(tc, message_request_heads, 0, sizeof(msg_cases) / sizeof(msg_cases[0]));
