@@ -1,9 +1,9 @@
 /*
  * h2_frame.h: HTTP/2 frames (RFC 9113 4-6) read from a connection's input
  * and written into its output, without sockets and without a frame
- * buffer of their own.  Not yet used by the HTTP/2 server, which still
- * frames with libnghttp2; libnghttp2 is the oracle this layer is tested
- * against (tests/fuzz/fuzz_h2_frame.c).
+ * buffer of their own: the HTTP/2 server's framing (through
+ * h2_session.h); libnghttp2 is the oracle this layer is tested against
+ * (tests/fuzz/fuzz_h2_frame.c).
  *
  * Reading: h2_frame_read() takes the connection's unconsumed input and
  * consumes whole frames only, except DATA, whose payload passes in the
@@ -43,10 +43,10 @@
 #define H2_MAX_WINDOW     0x7fffffffu
 #define H2_DEFAULT_WINDOW 65535u
 /* More CONTINUATION frames than this in one header block end the
- * connection (CVE-2024-27316), as the nghttp2 path sets. */
+ * connection (CVE-2024-27316), as the server set libnghttp2's. */
 #define H2_MAX_CONTINUATIONS 8
 /* More entries than this in one SETTINGS frame end the connection, as
- * the nghttp2 path sets (nghttp2_option_set_max_settings). */
+ * the server set libnghttp2's (nghttp2_option_set_max_settings). */
 #define H2_MAX_SETTINGS_ENTRIES 32
 
 enum h2_frame_type {

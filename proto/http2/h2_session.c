@@ -2,9 +2,9 @@
  * h2_session.c: the server side of an HTTP/2 connection (h2_session.h):
  * the frame reader's events turned into stream states, windows and
  * answers.  Where RFC 9113 leaves the choice between a stream and a
- * connection error, the choice is libnghttp2's, which the daemon uses
- * today; where the daemon adds a defence in front of libnghttp2
- * (proto/http2/http2.c), the same limit is here.
+ * connection error, the choice is libnghttp2's, which the server used
+ * before; the defences the server had in front of libnghttp2 are
+ * here.
  */
 #include "proto/http2/h2_session.h"
 
@@ -401,7 +401,7 @@ static int block_field(void *arg, const struct hpack_field *f)
     case H2_MESSAGE_PASS: break;
     }
     /* Still checked past the limit: a malformed request is reset, not
-     * answered 431, as the daemon's libnghttp2 path does. */
+     * answered 431, as the server's libnghttp2 did. */
     b->list_size += f->name_len + f->value_len + 32;
     if (b->list_size > s->conf.max_header_list_size)
         b->too_large = true;

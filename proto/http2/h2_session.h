@@ -3,10 +3,10 @@
  * state machine without a socket: fed the client's bytes, it checks them
  * with the frame reader (h2_frame.h), keeps the settings, the
  * flow-control windows and the streams' states, answers SETTINGS and
- * PING, and enforces the flood limits the daemon's libnghttp2 path
- * enforces; it passes request heads, trailers and bodies to its caller,
- * and writes frames, responses included, to a sink.  Not yet used by
- * the HTTP/2 server.
+ * PING, and enforces the flood limits the server had in front of
+ * libnghttp2; it passes request heads, trailers and bodies to its caller,
+ * and writes frames, responses included, to a sink.  The HTTP/2 server
+ * (http2.c) runs on it.
  *
  * Its clocks are the caller's: the times of the reads that consumed a
  * frame and that began what waits unfinished in the input (a frame
@@ -63,7 +63,7 @@ struct h2_session_conf {
     size_t max_output;
 };
 
-/* The flood limits, as the nghttp2 path sets them (proto/http2/http2.c). */
+/* The flood limits, as the server set them in front of libnghttp2. */
 #define H2_SESSION_FLOOD_INTERVAL_MS   10000
 #define H2_SESSION_MAX_SETTINGS        100
 #define H2_SESSION_MAX_PING            1000

@@ -447,9 +447,9 @@ static void on_closed(void *arg, uint32_t id)
 
 static void on_window(void *arg, uint32_t id)
 {
-    (void)id;
     /* The flush that follows the read sends what may go now. */
     (void)arg;
+    (void)id;
 }
 
 static void on_goaway(void *arg, uint32_t last_stream_id, uint32_t code)
