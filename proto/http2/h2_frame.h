@@ -1,9 +1,9 @@
 /*
  * h2_frame.h: HTTP/2 frames (RFC 9113 4-6) read from a connection's input
  * and written into its output, without sockets and without a frame
- * buffer of their own.  Not yet used by the HTTP/2 server, which still
- * frames with libnghttp2; libnghttp2 is the oracle this layer is tested
- * against (tests/fuzz/fuzz_h2_frame.c).
+ * buffer of their own: the HTTP/2 server's framing (through
+ * h2_session.h); libnghttp2 is the oracle this layer is tested against
+ * (tests/fuzz/fuzz_h2_frame.c).
  *
  * Reading: h2_frame_read() takes the connection's unconsumed input and
  * consumes whole frames only, except DATA, whose payload passes in the
@@ -24,6 +24,8 @@
 #ifndef CORRAL_PROTO_HTTP2_H2_FRAME_H
 #define CORRAL_PROTO_HTTP2_H2_FRAME_H
 
+#include "proto/http2/http2_hpack_scan.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -41,10 +43,10 @@
 #define H2_MAX_WINDOW     0x7fffffffu
 #define H2_DEFAULT_WINDOW 65535u
 /* More CONTINUATION frames than this in one header block end the
- * connection (CVE-2024-27316), as the nghttp2 path sets. */
+ * connection (CVE-2024-27316), as the server set libnghttp2's. */
 #define H2_MAX_CONTINUATIONS 8
 /* More entries than this in one SETTINGS frame end the connection, as
- * the nghttp2 path sets (nghttp2_option_set_max_settings). */
+ * the server set libnghttp2's (nghttp2_option_set_max_settings). */
 #define H2_MAX_SETTINGS_ENTRIES 32
 
 enum h2_frame_type {
@@ -169,6 +171,17 @@ struct h2_frame_error {
     bool block_cut;
 };
 
+/* What waits at the front of the unconsumed input after a read: what a
+ * caller's timers need (a frame header left unfinished, a header block
+ * begun and not ended), which the input's length alone does not say. */
+enum h2_wait {
+    H2_WAIT_NONE,    /* nothing: the input ends where a frame ends */
+    H2_WAIT_HEADER,  /* a frame header, not all of its 9 bytes in */
+    H2_WAIT_PAYLOAD, /* a frame's payload (DATA's included), or the preface */
+    H2_WAIT_BLOCK,   /* a header block: its HEADERS frame's header is in,
+                      * its last frame (END_HEADERS) not yet */
+};
+
 /* Receives each event; nonzero stops the reading after this event. */
 typedef int (*h2_event_fn)(void *arg, const struct h2_event *ev);
 
@@ -191,19 +204,32 @@ struct h2_frame_reader {
     uint32_t block_bytes;  /* its fragments and padding so far */
     uint8_t block_continuations;
     uint8_t block_empty; /* its frames that carried nothing, so far */
+    /* The walk over the block's HPACK strings (http2_hpack_scan()), and
+     * how far into the payload of the block's frame at the front of the
+     * unchecked input it went: so that a string announced longer than
+     * the block may be is refused at its length, not waited for. */
+    struct http2_hpack_scan scan;
+    uint32_t scan_done;
+    uint8_t wait;    /* enum h2_wait, as the last read left the input */
+    uint32_t frames; /* frames consumed whole, ever (wraps); the preface counts */
 };
 
 /* A reader expecting the client's connection preface, then SETTINGS;
  * `max_block` bounds a header block's fragments and padding (the
  * configured header-list size: RFC 9113 6.5.2 counts no field smaller
- * than HPACK encodes it, so a block over it is a list over it). */
+ * than HPACK encodes it, so a block over it is a list over it), and the
+ * length an HPACK string in it may announce (HTTP2_HPACK_MAX_STRING at
+ * most): past either, the block is cut (h2_frame_error.block_cut) as
+ * soon as the bytes that say so are in. */
 void h2_frame_reader_init(struct h2_frame_reader *r, uint32_t max_block);
 
 /* Reads the frames in `in` (all of the connection's unconsumed input),
  * passing each event to `fn`.  Returns the bytes consumed: whole frames,
  * DATA payload pieces, never part of a header block; the caller presents
  * the rest again with more.  A connection error sets *err (code not
- * H2_NO_ERROR) and stops the reading: nothing after it may be read. */
+ * H2_NO_ERROR) and stops the reading: nothing after it may be read.
+ * After each read r->wait says what the unconsumed rest begins, and
+ * r->frames has counted the frames it consumed whole. */
 size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h2_event_fn fn,
                      void *arg, struct h2_frame_error *err);
 

@@ -186,6 +186,46 @@ static uint8_t frag_empty(uint32_t frag_len, uint8_t flags)
     return frag_len == 0 && (flags & H2_FLAG_END_HEADERS) == 0 ? 1 : 0;
 }
 
+/* Walks the fragment of a header block's frame `p` (its header whole,
+ * `avail` of its bytes in) with the HPACK scan, from where the walk of it
+ * stopped before: a string announcing more than the block may hold cuts
+ * the block at once, as the frame's or block's length over the limit
+ * does at its header, instead of waiting for bytes that cannot pass. */
+static bool scan_fragment(struct h2_frame_reader *r, const uint8_t *p, size_t avail,
+                          struct h2_frame_error *err)
+{
+    struct h2_frame_header hd = parse_header(p);
+    const uint8_t *payload = p + H2_FRAME_HEADER_LEN;
+    size_t have = avail - H2_FRAME_HEADER_LEN;
+    if (have > hd.length)
+        have = hd.length;
+    size_t from = 0, end = hd.length;
+    if (hd.type == H2_HEADERS) {
+        if (r->scan_done == 0)
+            http2_hpack_scan_start(&r->scan); /* a block begins */
+        from = headers_prefix(hd.flags);
+        if ((hd.flags & H2_FLAG_PADDED) != 0) {
+            if (have == 0)
+                return true;
+            /* Padding past the frame is refused once it is whole. */
+            end = payload[0] <= hd.length - from ? hd.length - payload[0] : from;
+        }
+    }
+    if (from < r->scan_done)
+        from = r->scan_done;
+    size_t to = have < end ? have : end;
+    if (to <= from)
+        return true;
+    uint64_t bound = r->max_block < HTTP2_HPACK_MAX_STRING ? r->max_block : HTTP2_HPACK_MAX_STRING;
+    bool too_long = false;
+    size_t passed = http2_hpack_scan(&r->scan, bound, payload + from, to - from, &too_long);
+    r->scan_done = (uint32_t)(from + passed);
+    if (!too_long)
+        return true;
+    err->block_cut = true;
+    return fail(err, H2_ENHANCE_YOUR_CALM, "a header field announced too long");
+}
+
 /* A header block whose last frame is in: its fragments joined (when it
  * spans frames) and passed on.  `p` is its HEADERS frame. */
 static int emit_block(struct h2_frame_reader *r, const uint8_t *p, h2_event_fn fn, void *arg,
@@ -234,10 +274,9 @@ static int emit_block(struct h2_frame_reader *r, const uint8_t *p, h2_event_fn f
     return rc;
 }
 
-size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h2_event_fn fn,
-                     void *arg, struct h2_frame_error *err)
+static size_t read_frames(struct h2_frame_reader *r, const uint8_t *in, size_t len, h2_event_fn fn,
+                          void *arg, struct h2_frame_error *err)
 {
-    *err = (struct h2_frame_error){0};
     size_t pos = 0;
     if (!r->preface_done) {
         size_t n = len < H2_PREFACE_LEN ? len : H2_PREFACE_LEN;
@@ -248,6 +287,7 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
         if (n < H2_PREFACE_LEN)
             return 0;
         r->preface_done = true;
+        r->frames++;
         pos = H2_PREFACE_LEN;
     }
     for (;;) {
@@ -294,6 +334,7 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
             if (!last)
                 return pos;
             r->in_data = false;
+            r->frames++;
             if (rc != 0)
                 return pos;
             continue;
@@ -329,8 +370,15 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
             }
             continue;
         }
+        if ((hd.type == H2_HEADERS || hd.type == H2_CONTINUATION) &&
+            !scan_fragment(r, p, len - at, err)) {
+            err->stream_id = hd.stream_id;
+            return pos;
+        }
         if (len - at < H2_FRAME_HEADER_LEN + (size_t)hd.length)
             return pos; /* the rest of the frame is still to come */
+        if (hd.type == H2_HEADERS || hd.type == H2_CONTINUATION)
+            r->scan_done = 0; /* walked whole: the next frame's turn */
         if (!check_stream_id(&hd, err))
             return pos;
         const uint8_t *payload = p + H2_FRAME_HEADER_LEN;
@@ -364,6 +412,7 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
             if (rc < 0)
                 return pos;
             pos = next;
+            r->frames++;
             if (rc != 0)
                 return pos;
             continue;
@@ -381,6 +430,7 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
             r->in_block = false;
             r->block_seen = 0;
             pos = next;
+            r->frames++;
             if (rc != 0)
                 return pos;
             continue;
@@ -428,7 +478,35 @@ size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h
         default: ev.kind = H2_EV_UNKNOWN; break;
         }
         pos = next;
+        r->frames++;
         if (fn(arg, &ev) != 0)
             return pos;
     }
+}
+
+/* What the input holds past `pos`, the bytes consumed (enum h2_wait). */
+static uint8_t waiting(const struct h2_frame_reader *r, const uint8_t *in, size_t len, size_t pos)
+{
+    if (!r->preface_done)
+        return len > 0 ? H2_WAIT_PAYLOAD : H2_WAIT_NONE;
+    if (r->in_data)
+        return H2_WAIT_PAYLOAD;
+    if (r->in_block)
+        return H2_WAIT_BLOCK;
+    if (len == pos)
+        return H2_WAIT_NONE;
+    if (len - pos < H2_FRAME_HEADER_LEN)
+        return H2_WAIT_HEADER;
+    /* A whole frame header whose frame is not: a HEADERS frame begins a
+     * block whether or not it ends it. */
+    return in[pos + 3] == H2_HEADERS ? H2_WAIT_BLOCK : H2_WAIT_PAYLOAD;
+}
+
+size_t h2_frame_read(struct h2_frame_reader *r, const uint8_t *in, size_t len, h2_event_fn fn,
+                     void *arg, struct h2_frame_error *err)
+{
+    *err = (struct h2_frame_error){0};
+    size_t pos = read_frames(r, in, len, fn, arg, err);
+    r->wait = err->code == H2_NO_ERROR ? waiting(r, in, len, pos) : H2_WAIT_NONE;
+    return pos;
 }

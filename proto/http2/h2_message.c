@@ -24,41 +24,46 @@ enum {
     SEEN_STAR = 1 << 10,   /* :path is "*" */
 };
 
+/* The byte classes the checks below use, as integer constant expressions
+ * of `c`, so that one table holds them all (CHARS[c], a bit per class):
+ * a byte is classed by one load, not by a chain of comparisons. */
 /* RFC 9110 5.6.2 tchar, lowercase letters only. */
-static bool name_char(uint8_t c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '!' ||
-           (c >= '#' && c <= '\'') || c == '*' || c == '+' || c == '-' || c == '.' || c == '^' ||
-           c == '_' || c == '`' || c == '|' || c == '~';
-}
-
+#define NAME_CHAR(c)                                                                               \
+    (((c) >= 'a' && (c) <= 'z') || ((c) >= '0' && (c) <= '9') || (c) == '!' ||                     \
+     ((c) >= '#' && (c) <= '\'') || (c) == '*' || (c) == '+' || (c) == '-' || (c) == '.' ||        \
+     (c) == '^' || (c) == '_' || (c) == '`' || (c) == '|' || (c) == '~')
 /* RFC 9110 5.5 field-vchar, SP and HTAB: no control byte, no DEL. */
-static bool value_char(uint8_t c)
-{
-    return c == '\t' || (c >= 0x20 && c != 0x7f);
-}
+#define VALUE_CHAR(c)  ((c) == '\t' || ((c) >= 0x20 && (c) != 0x7f))
+#define METHOD_CHAR(c) (NAME_CHAR(c) || ((c) >= 'A' && (c) <= 'Z'))
+/* RFC 3986 3.2: unreserved, sub-delims, ":", "@", "[", "]", "%". */
+#define AUTHORITY_CHAR(c)                                                                          \
+    (((c) >= 'a' && (c) <= 'z') || ((c) >= '@' && (c) <= '[') || ((c) >= '0' && (c) <= ';') ||     \
+     ((c) >= '$' && (c) <= '.') || (c) == '!' || (c) == '=' || (c) == ']' || (c) == '_' ||         \
+     (c) == '~')
+#define PATH_CHAR(c) ((c) > 0x20 && (c) != 0x7f)
 
-static bool method_char(uint8_t c)
-{
-    return name_char(c) || (c >= 'A' && c <= 'Z');
-}
+enum char_class {
+    C_NAME = 1,
+    C_VALUE = 2,
+    C_METHOD = 4,
+    C_AUTHORITY = 8,
+    C_PATH = 16,
+};
 
-static bool authority_char(uint8_t c)
-{
-    /* RFC 3986 3.2: unreserved, sub-delims, ":", "@", "[", "]", "%". */
-    return (c >= 'a' && c <= 'z') || (c >= '@' && c <= '[') || (c >= '0' && c <= ';') ||
-           (c >= '$' && c <= '.') || c == '!' || c == '=' || c == ']' || c == '_' || c == '~';
-}
+#define CLASS(c)                                                                                   \
+    (uint8_t)((NAME_CHAR(c) ? C_NAME : 0) | (VALUE_CHAR(c) ? C_VALUE : 0) |                        \
+              (METHOD_CHAR(c) ? C_METHOD : 0) | (AUTHORITY_CHAR(c) ? C_AUTHORITY : 0) |            \
+              (PATH_CHAR(c) ? C_PATH : 0))
+#define CLASS4(c)  CLASS(c), CLASS((c) + 1), CLASS((c) + 2), CLASS((c) + 3)
+#define CLASS16(c) CLASS4(c), CLASS4((c) + 4), CLASS4((c) + 8), CLASS4((c) + 12)
+#define CLASS64(c) CLASS16(c), CLASS16((c) + 16), CLASS16((c) + 32), CLASS16((c) + 48)
+static const uint8_t chars[256] = {CLASS64(0), CLASS64(64), CLASS64(128), CLASS64(192)};
 
-static bool path_char(uint8_t c)
-{
-    return c > 0x20 && c != 0x7f;
-}
-
-static bool all(const uint8_t *p, size_t n, bool (*ok)(uint8_t))
+/* Whether every byte of p[0, n) is of class `cls`. */
+static bool all(const uint8_t *p, size_t n, enum char_class cls)
 {
     for (size_t i = 0; i < n; i++)
-        if (!ok(p[i]))
+        if ((chars[p[i]] & cls) == 0)
             return false;
     return true;
 }
@@ -130,7 +135,7 @@ static bool value_is_nocase(const struct hpack_field *f, const char *s)
 static bool name_valid(const struct hpack_field *f)
 {
     size_t skip = f->name_len > 0 && f->name[0] == ':' ? 1 : 0;
-    return f->name_len > skip && all(f->name + skip, f->name_len - skip, name_char);
+    return f->name_len > skip && all(f->name + skip, f->name_len - skip, C_NAME);
 }
 
 /* RFC 9113 8.2.1: no leading or trailing whitespace, no CR, LF or NUL
@@ -141,7 +146,7 @@ static bool value_valid(const struct hpack_field *f)
     size_t n = f->value_len;
     if (n > 0 && (v[0] == ' ' || v[0] == '\t' || v[n - 1] == ' ' || v[n - 1] == '\t'))
         return false;
-    return all(v, n, value_char);
+    return all(v, n, C_VALUE);
 }
 
 static bool scheme_valid(const uint8_t *v, size_t n)
@@ -162,10 +167,10 @@ static bool scheme_valid(const uint8_t *v, size_t n)
 static bool field_value_valid(const struct hpack_field *f, enum token t)
 {
     switch (t) {
-    case T_METHOD: return f->value_len > 0 && all(f->value, f->value_len, method_char);
-    case T_PATH: return all(f->value, f->value_len, path_char);
+    case T_METHOD: return f->value_len > 0 && all(f->value, f->value_len, C_METHOD);
+    case T_PATH: return all(f->value, f->value_len, C_PATH);
     case T_AUTHORITY:
-    case T_HOST: return all(f->value, f->value_len, authority_char);
+    case T_HOST: return all(f->value, f->value_len, C_AUTHORITY);
     case T_SCHEME: return scheme_valid(f->value, f->value_len);
     default: return value_valid(f);
     }

@@ -4,8 +4,8 @@
  * makes them: which fields make the message malformed (a stream error,
  * RST_STREAM PROTOCOL_ERROR), and the content-length
  * the body must match.  Where RFC 9113 leaves a choice, it is
- * libnghttp2 1.52's, which the daemon uses today (fuzz_h2_frame compares
- * the two).  Not yet used by the HTTP/2 server.
+ * libnghttp2 1.52's, which the server used before (fuzz_h2_frame
+ * compares the two).
  *
  * Ownership: the caller owns the struct, which holds no heap memory.
  */

@@ -2,15 +2,18 @@
  * h2_session.c: the server side of an HTTP/2 connection (h2_session.h):
  * the frame reader's events turned into stream states, windows and
  * answers.  Where RFC 9113 leaves the choice between a stream and a
- * connection error, the choice is libnghttp2's, which the daemon uses
- * today; where the daemon adds a defence in front of libnghttp2
- * (proto/http2/http2.c), the same limit is here.
+ * connection error, the choice is libnghttp2's, which the server used
+ * before; the defences the server had in front of libnghttp2 are
+ * here.
  */
 #include "proto/http2/h2_session.h"
 
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The highest stream identifier (RFC 9113 5.1.1: 31 bits). */
+#define H2_SESSION_LAST_STREAM_ID 0x7fffffffu
 
 /* A connection error: GOAWAY, and nothing more is read. */
 static void conn_error(struct h2_session *s, enum h2_error code, const char *why)
@@ -22,6 +25,7 @@ static void conn_error(struct h2_session *s, enum h2_error code, const char *why
     h2_frame_write_goaway(&s->sink, s->last_stream_id, code, NULL, 0);
     s->goaway_sent = true;
     s->goaway_last_id = s->last_stream_id;
+    s->shutdown_notice = false;
 }
 
 struct h2_session_stream *h2_session_stream(const struct h2_session *s, uint32_t id)
@@ -37,12 +41,23 @@ struct h2_session_stream *h2_session_stream(const struct h2_session *s, uint32_t
 static void stream_forget(struct h2_session *s, struct h2_session_stream *st)
 {
     assert(st >= s->streams && st < s->streams + s->stream_count);
+    if (st->wants_send)
+        s->senders--;
     *st = s->streams[--s->stream_count];
     if (s->stream_count == 0) {
         free(s->streams);
         s->streams = NULL;
         s->stream_cap = 0;
     }
+}
+
+/* Both halves ended: forgotten, and the caller told. */
+static void stream_close(struct h2_session *s, struct h2_session_stream *st)
+{
+    uint32_t id = st->id;
+    stream_forget(s, st);
+    if (s->ops->closed != NULL)
+        s->ops->closed(s->arg, id);
 }
 
 static struct h2_session_stream *stream_add(struct h2_session *s, uint32_t id)
@@ -165,6 +180,8 @@ void h2_session_init(struct h2_session *s, const struct h2_session_conf *conf,
         .recv_window = conf->conn_window_size,
         .floods_since_ms = now_ms,
         .resets_since_ms = now_ms,
+        .frame_done_ms = now_ms,
+        .wait_since_ms = now_ms,
     };
     assert(conf->scratch != NULL && conf->scratch_size > 0);
     h2_frame_reader_init(&s->reader, conf->max_header_list_size);
@@ -329,14 +346,16 @@ static void on_data(struct h2_session *s, const struct h2_event *ev)
     }
     if (ev->data.last && s->data_payload == 0 && !end && !flood(s, H2_SESSION_FLOOD_EMPTY))
         return;
-    if (end) {
-        if (st->state == H2_STREAM_HALF_CLOSED_LOCAL)
-            stream_forget(s, st);
-        else
-            st->state = H2_STREAM_HALF_CLOSED_REMOTE;
-    }
+    bool closes = end && st->state == H2_STREAM_HALF_CLOSED_LOCAL;
+    if (end && !closes)
+        st->state = H2_STREAM_HALF_CLOSED_REMOTE;
+    if (closes)
+        stream_forget(s, st);
     if (ev->data.len > 0 || end)
         s->ops->data(s->arg, id, ev->data.data, ev->data.len, end);
+    /* Told after its last bytes. */
+    if (closes && s->ops->closed != NULL)
+        s->ops->closed(s->arg, id);
     /* The padding and the pad length byte: no one else consumes them. */
     if (ev->data.flow > ev->data.len)
         h2_session_consume(s, id, ev->data.flow - ev->data.len);
@@ -382,7 +401,7 @@ static int block_field(void *arg, const struct hpack_field *f)
     case H2_MESSAGE_PASS: break;
     }
     /* Still checked past the limit: a malformed request is reset, not
-     * answered 431, as the daemon's libnghttp2 path does. */
+     * answered 431, as the server's libnghttp2 did. */
     b->list_size += f->name_len + f->value_len + 32;
     if (b->list_size > s->conf.max_header_list_size)
         b->too_large = true;
@@ -439,7 +458,7 @@ static void block_decode(struct h2_session *s, uint32_t id, enum h2_block_kind k
     if (st == NULL || !end)
         return; /* the caller reset it */
     if (st->state == H2_STREAM_HALF_CLOSED_LOCAL)
-        stream_forget(s, st);
+        stream_close(s, st);
     else
         st->state = H2_STREAM_HALF_CLOSED_REMOTE;
 }
@@ -479,6 +498,8 @@ static bool block_stream(struct h2_session *s, uint32_t id, enum h2_block_kind *
         *kind = H2_BLOCK_DISCARD;
         h2_frame_write_rst_stream(&s->sink, id, H2_REFUSED_STREAM);
         remember_reset(s, id);
+        if (s->ops->refused != NULL)
+            s->ops->refused(s->arg, id);
         if (!count_reset(s))
             return false;
     } else if (stream_add(s, id) == NULL) {
@@ -564,6 +585,11 @@ static int on_event(void *arg, const struct h2_event *ev)
     case H2_EV_SETTINGS: on_settings(s, ev); break;
     case H2_EV_PING:
         if ((ev->hd.flags & H2_FLAG_ACK) != 0) {
+            /* The answer to the stop's PING (or to none: any answer
+             * comes after the notice was read): every stream opened
+             * before it is in. */
+            if (s->shutdown_notice)
+                h2_session_goaway(s, H2_NO_ERROR);
             if (s->ops->ping_ack != NULL)
                 s->ops->ping_ack(s->arg, ev->ping);
         } else if (flood(s, H2_SESSION_FLOOD_PING)) {
@@ -602,8 +628,16 @@ size_t h2_session_recv(struct h2_session *s, const uint8_t *in, size_t len, uint
     if (s->error != H2_NO_ERROR)
         return 0;
     s->now_ms = now_ms;
+    uint8_t wait = s->reader.wait;
+    uint32_t frames = s->reader.frames;
     struct h2_frame_error err;
     size_t n = h2_frame_read(&s->reader, in, len, on_event, s, &err);
+    /* What waits began with this read if nothing waited before, or if a
+     * frame ended in it (the frame that waited then is gone). */
+    if (s->reader.frames != frames)
+        s->frame_done_ms = now_ms;
+    if (s->reader.wait != H2_WAIT_NONE && (wait == H2_WAIT_NONE || s->reader.frames != frames))
+        s->wait_since_ms = now_ms;
     uint32_t id = err.stream_id;
     if (err.code != H2_NO_ERROR && err.block_cut && s->error == H2_NO_ERROR && id % 2 == 1 &&
         id > s->last_stream_id && !s->goaway_sent &&
@@ -620,21 +654,27 @@ size_t h2_session_recv(struct h2_session *s, const uint8_t *in, size_t len, uint
     return n;
 }
 
+void h2_session_consume_stream(struct h2_session *s, uint32_t stream_id, size_t n)
+{
+    if (n == 0 || s->error != H2_NO_ERROR)
+        return;
+    struct h2_session_stream *st = h2_session_stream(s, stream_id);
+    if (st == NULL || st->state == H2_STREAM_HALF_CLOSED_REMOTE)
+        return; /* the client sends it nothing more */
+    st->recv_unacked += (uint32_t)n;
+    if (st->recv_unacked >= s->local_initial_window / 2) {
+        h2_frame_write_window_update(&s->sink, stream_id, st->recv_unacked);
+        st->recv_window += (int32_t)st->recv_unacked;
+        st->recv_unacked = 0;
+    }
+}
+
 void h2_session_consume(struct h2_session *s, uint32_t stream_id, size_t n)
 {
     if (n == 0 || s->error != H2_NO_ERROR)
         return;
-    if (stream_id != 0) {
-        struct h2_session_stream *st = h2_session_stream(s, stream_id);
-        if (st != NULL && st->state != H2_STREAM_HALF_CLOSED_REMOTE) {
-            st->recv_unacked += (uint32_t)n;
-            if (st->recv_unacked >= s->local_initial_window / 2) {
-                h2_frame_write_window_update(&s->sink, stream_id, st->recv_unacked);
-                st->recv_window += (int32_t)st->recv_unacked;
-                st->recv_unacked = 0;
-            }
-        }
-    }
+    if (stream_id != 0)
+        h2_session_consume_stream(s, stream_id, n);
     s->recv_unacked += (uint32_t)n;
     if (s->recv_unacked >= s->conf.conn_window_size / 2) {
         h2_frame_write_window_update(&s->sink, 0, s->recv_unacked);
@@ -663,7 +703,7 @@ size_t h2_session_send_window(const struct h2_session *s, uint32_t stream_id)
 static void end_local(struct h2_session *s, struct h2_session_stream *st)
 {
     if (st->state == H2_STREAM_HALF_CLOSED_REMOTE)
-        stream_forget(s, st);
+        stream_close(s, st);
     else
         st->state = H2_STREAM_HALF_CLOSED_LOCAL;
 }
@@ -698,6 +738,43 @@ int h2_session_send_fields(struct h2_session *s, uint32_t stream_id,
     if (block != s->conf.scratch)
         free(block);
     return rc;
+}
+
+void h2_session_want_send(struct h2_session *s, uint32_t stream_id, bool want)
+{
+    struct h2_session_stream *st = h2_session_stream(s, stream_id);
+    if (st == NULL || st->wants_send == want)
+        return;
+    st->wants_send = want;
+    if (want)
+        s->senders++;
+    else
+        s->senders--;
+}
+
+uint32_t h2_session_next_sender(struct h2_session *s)
+{
+    /* h2_session_send_window() for each stream, without its lookup: the
+     * connection's share once, then each stream's own window. */
+    if (s->senders == 0 || s->error != H2_NO_ERROR || s->send_window <= 0 ||
+        (s->conf.max_output > 0 && s->output >= s->conf.max_output))
+        return 0;
+    /* The smallest id past the last one given, else the smallest of all:
+     * the array's order changes as streams go, ids do not. */
+    uint32_t after = 0, first = 0;
+    for (uint32_t i = 0; i < s->stream_count; i++) {
+        const struct h2_session_stream *st = &s->streams[i];
+        if (!st->wants_send || st->state == H2_STREAM_HALF_CLOSED_LOCAL || st->send_window <= 0)
+            continue;
+        if (first == 0 || st->id < first)
+            first = st->id;
+        if (st->id > s->sender_last && (after == 0 || st->id < after))
+            after = st->id;
+    }
+    uint32_t next = after != 0 ? after : first;
+    if (next != 0)
+        s->sender_last = next;
+    return next;
 }
 
 void h2_session_flushed(struct h2_session *s, size_t n)
@@ -742,8 +819,29 @@ void h2_session_goaway(struct h2_session *s, enum h2_error code)
     h2_frame_write_goaway(&s->sink, s->last_stream_id, code, NULL, 0);
     s->goaway_sent = true;
     s->goaway_last_id = s->last_stream_id;
+    s->shutdown_notice = false;
     if (code != H2_NO_ERROR) {
         s->error = code;
         s->why = "closed by the server";
     }
+}
+
+void h2_session_shutdown(struct h2_session *s)
+{
+    if (s->error != H2_NO_ERROR || s->goaway_sent)
+        return;
+    /* The highest stream id: none is past it, so none the client already
+     * sent is discarded (block_stream()). */
+    h2_frame_write_goaway(&s->sink, H2_SESSION_LAST_STREAM_ID, H2_NO_ERROR, NULL, 0);
+    s->goaway_sent = true;
+    s->goaway_last_id = H2_SESSION_LAST_STREAM_ID;
+    s->shutdown_notice = true;
+    static const uint8_t opaque[8] = {0};
+    h2_frame_write_ping(&s->sink, opaque, false);
+}
+
+bool h2_session_done(const struct h2_session *s)
+{
+    return s->error != H2_NO_ERROR ||
+           (s->goaway_sent && !s->shutdown_notice && s->stream_count == 0);
 }

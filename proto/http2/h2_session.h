@@ -3,10 +3,14 @@
  * state machine without a socket: fed the client's bytes, it checks them
  * with the frame reader (h2_frame.h), keeps the settings, the
  * flow-control windows and the streams' states, answers SETTINGS and
- * PING, and enforces the flood limits the daemon's libnghttp2 path
- * enforces; it passes request heads, trailers and bodies to its caller,
- * and writes frames, responses included, to a sink.  Not yet used by
- * the HTTP/2 server.
+ * PING, and enforces the flood limits the server had in front of
+ * libnghttp2; it passes request heads, trailers and bodies to its caller,
+ * and writes frames, responses included, to a sink.  The HTTP/2 server
+ * (http2.c) runs on it.
+ *
+ * Its clocks are the caller's: the times of the reads that consumed a
+ * frame and that began what waits unfinished in the input (a frame
+ * header, a header block) are kept for the caller's timeouts.
  *
  * It decodes each header block with its HPACK decoder (hpack.h), the
  * discarded ones included so that its table stays the client's, and
@@ -59,7 +63,7 @@ struct h2_session_conf {
     size_t max_output;
 };
 
-/* The flood limits, as the nghttp2 path sets them (proto/http2/http2.c). */
+/* The flood limits, as the server set them in front of libnghttp2. */
 #define H2_SESSION_FLOOD_INTERVAL_MS   10000
 #define H2_SESSION_MAX_SETTINGS        100
 #define H2_SESSION_MAX_PING            1000
@@ -114,6 +118,14 @@ struct h2_session_ops {
     /* The client sent GOAWAY, or a PING ACK (optional: NULL ignores). */
     void (*goaway)(void *arg, uint32_t last_stream_id, uint32_t code);
     void (*ping_ack)(void *arg, const uint8_t data[8]);
+    /* Both halves of the stream ended (not by a reset): it is forgotten.
+     * Called from h2_session_recv() when the client's END_STREAM ends
+     * it, or from the h2_session_send_*() call whose END_STREAM does.
+     * Optional: NULL, and the caller asks h2_session_stream(). */
+    void (*closed)(void *arg, uint32_t stream_id);
+    /* A new stream was refused (REFUSED_STREAM) beyond
+     * max_concurrent_streams: for the caller's counters (optional). */
+    void (*refused)(void *arg, uint32_t stream_id);
 };
 
 /* The state of an open stream (RFC 9113 5.1); a closed one is forgotten. */
@@ -126,6 +138,7 @@ enum h2_stream_state {
 struct h2_session_stream {
     uint32_t id;
     uint8_t state;         /* enum h2_stream_state */
+    bool wants_send;       /* the caller has body for it (h2_session_want_send()) */
     int32_t send_window;   /* may go below 0 when the client lowers its setting */
     int32_t recv_window;   /* what the client may still send */
     uint32_t recv_unacked; /* taken by the caller, not yet in a WINDOW_UPDATE */
@@ -150,6 +163,11 @@ struct h2_session {
     void *arg;
     struct h2_session_conf conf;
     uint64_t now_ms; /* the clock of the last h2_session_recv() */
+    /* For the caller's timers: when the last read consumed a whole frame
+     * (or the session began), and since when what reader.wait names has
+     * waited in the input: from the read that brought its first byte. */
+    uint64_t frame_done_ms;
+    uint64_t wait_since_ms;
     /* The client's settings (defaults until its SETTINGS). */
     uint32_t peer_initial_window;
     uint32_t peer_max_frame_size;
@@ -166,12 +184,17 @@ struct h2_session {
     uint32_t last_stream_id; /* the highest the client opened */
     uint32_t goaway_last_id; /* of the GOAWAY sent; streams above it are not taken */
     bool goaway_sent;
+    /* A graceful stop's first GOAWAY went out (h2_session_shutdown()),
+     * the final one not yet. */
+    bool shutdown_notice;
     bool goaway_received;
     uint32_t peer_goaway_last_id; /* of the last GOAWAY received */
     enum h2_error error;          /* a connection error ended it: GOAWAY sent */
     const char *why;              /* what the client did, for the log */
     struct h2_session_stream *streams;
     uint32_t stream_count, stream_cap;
+    uint32_t sender_last; /* the stream h2_session_next_sender() gave last */
+    uint32_t senders;     /* open streams that want to send */
     uint32_t reset_ids[H2_SESSION_RESET_MEMORY];
     uint8_t reset_next;
     /* The DATA frame passing: its stream's state, checked at its first
@@ -205,6 +228,11 @@ size_t h2_session_recv(struct h2_session *s, const uint8_t *in, size_t len, uint
  * them again.  WINDOW_UPDATE frames go out once half a window is owed. */
 void h2_session_consume(struct h2_session *s, uint32_t stream_id, size_t n);
 
+/* The stream's window alone, for a caller that gave the connection's
+ * back as the bytes arrived (h2_session_consume() with stream 0), so
+ * that a stream whose handler pauses holds only its own window. */
+void h2_session_consume_stream(struct h2_session *s, uint32_t stream_id, size_t n);
+
 /* How many bytes of body the stream may send now (the smallest of its
  * window, the connection's and the output bound's room; 0 for a stream
  * not open to send). */
@@ -232,6 +260,17 @@ int h2_session_send_headers(struct h2_session *s, uint32_t stream_id, const uint
 int h2_session_send_data(struct h2_session *s, uint32_t stream_id, const struct iovec *iov,
                          int count, bool end_stream);
 
+/* Whether the caller has body bytes queued for the stream, waiting for
+ * its turn and its window (h2_session_next_sender()). */
+void h2_session_want_send(struct h2_session *s, uint32_t stream_id, bool want);
+
+/* The stream whose body goes next: of the streams that want to send and
+ * may (h2_session_send_window() not 0), the one after the last given,
+ * by stream id, round the open streams; 0 for none.  Round-robin, as
+ * RFC 9113 5.3 lets a server that ignores priorities choose: a caller
+ * that sends a frame's worth per turn shares the connection fairly. */
+uint32_t h2_session_next_sender(struct h2_session *s);
+
 /* The caller's output sent `n` of the bytes written to its sink: DATA
  * may use the room again (conf.max_output). */
 void h2_session_flushed(struct h2_session *s, size_t n);
@@ -242,6 +281,19 @@ void h2_session_reset(struct h2_session *s, uint32_t stream_id, enum h2_error co
 /* Sends GOAWAY naming the last stream taken: later ones are discarded.
  * `code` H2_NO_ERROR for a graceful end. */
 void h2_session_goaway(struct h2_session *s, enum h2_error code);
+
+/* The first step of a graceful stop, as RFC 9113 6.8 advises: a GOAWAY
+ * naming the highest stream id (the client opens no more, and the
+ * streams already on their way are still taken) and a PING.  Its ACK,
+ * one round trip later when every stream sent before the notice is in,
+ * sends the final GOAWAY (h2_session_goaway()) before ping_ack is
+ * called; a caller that waits no longer calls h2_session_goaway()
+ * itself.  Once only; nothing after a connection error. */
+void h2_session_shutdown(struct h2_session *s);
+
+/* Whether the connection is over once its output is flushed: a
+ * connection error, or the final GOAWAY sent and no stream open. */
+bool h2_session_done(const struct h2_session *s);
 
 /* The open stream `id`, or NULL. */
 struct h2_session_stream *h2_session_stream(const struct h2_session *s, uint32_t id);

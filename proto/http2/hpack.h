@@ -1,7 +1,7 @@
 /*
  * hpack.h: an HPACK decoder and encoder (RFC 7541) with their dynamic
- * tables.  Not yet used by the HTTP/2 server, which still decodes with
- * libnghttp2; libnghttp2 is the oracle this codec is tested against.
+ * tables, the HTTP/2 server's (through h2_session.h); libnghttp2 is the
+ * oracle this codec is tested against.
  *
  * Memory: a table holds no heap memory until its first entry; then one
  * block for the entries' bytes and 12 bytes per entry, grown by doubling

@@ -180,12 +180,23 @@ size_t hpack_huffman_encode(uint8_t *out, const uint8_t *s, size_t n)
     unsigned pending = 0;
     size_t len = 0;
     for (size_t i = 0; i < n; i++) {
+        /* A code has at most 30 bits and fewer than 32 wait: 64 hold
+         * them, and they leave 32 at a time. */
         acc = (acc << huffman_codes[s[i]].bits) | huffman_codes[s[i]].code;
         pending += huffman_codes[s[i]].bits;
-        while (pending >= 8) {
-            pending -= 8;
-            out[len++] = (uint8_t)(acc >> pending);
+        if (pending >= 32) {
+            pending -= 32;
+            uint32_t word = (uint32_t)(acc >> pending);
+            out[len] = (uint8_t)(word >> 24);
+            out[len + 1] = (uint8_t)(word >> 16);
+            out[len + 2] = (uint8_t)(word >> 8);
+            out[len + 3] = (uint8_t)word;
+            len += 4;
         }
+    }
+    while (pending >= 8) {
+        pending -= 8;
+        out[len++] = (uint8_t)(acc >> pending);
     }
     if (pending > 0) /* pad with the most significant bits of EOS: 1s */
         out[len++] = (uint8_t)((acc << (8 - pending)) | (0xffu >> pending));

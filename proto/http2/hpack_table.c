@@ -254,20 +254,41 @@ static bool same(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
     return alen == blen && (alen == 0 || memcmp(a, b, alen) == 0);
 }
 
+/* The static table's entries by the length of their names (index - 1,
+ * in index order within a length): hpack_static_by_len[k] for k from
+ * hpack_static_len_at[len] to hpack_static_len_at[len + 1].  A name is
+ * compared with the few entries of its length, not with all 61 (checked
+ * against the table by tests/proto/test_hpack). */
+#define HPACK_STATIC_NAME_MAX 27
+static const uint8_t hpack_static_by_len[HPACK_TABLE_STATIC] = {
+    20, 59, 32, 33, 36, 37, 44, 58, 3,  4,  21, 49, 18, 31, 34, 53, 1,  2,  5,  6,  7,
+    8,  9,  10, 11, 12, 13, 35, 50, 51, 38, 41, 45, 0,  54, 57, 52, 30, 46, 17, 22, 23,
+    29, 40, 43, 14, 27, 15, 16, 25, 26, 28, 60, 39, 56, 47, 24, 42, 48, 55, 19,
+};
+static const uint8_t hpack_static_len_at[HPACK_STATIC_NAME_MAX + 2] = {
+    0,  0,  0,  0,  2,  8,  12, 16, 30, 33, 33, 36, 37, 39, 45,
+    47, 49, 53, 55, 56, 59, 59, 59, 59, 59, 59, 60, 60, 61,
+};
+
 uint32_t hpack_table_find(const struct hpack_table *t, const uint8_t *name, size_t name_len,
                           const uint8_t *value, size_t value_len, bool *both)
 {
     uint32_t by_name = 0;
     *both = false;
-    for (uint32_t i = 0; i < HPACK_TABLE_STATIC; i++) {
-        if (!same(name, name_len, hpack_static[i].name, hpack_static[i].name_len))
-            continue;
-        if (same(value, value_len, hpack_static[i].value, hpack_static[i].value_len)) {
-            *both = true;
-            return i + 1;
+    if (name_len <= HPACK_STATIC_NAME_MAX) {
+        for (unsigned k = hpack_static_len_at[name_len]; k < hpack_static_len_at[name_len + 1];
+             k++) {
+            unsigned i = hpack_static_by_len[k];
+            assert(hpack_static[i].name_len == name_len);
+            if (memcmp(name, hpack_static[i].name, name_len) != 0)
+                continue;
+            if (same(value, value_len, hpack_static[i].value, hpack_static[i].value_len)) {
+                *both = true;
+                return i + 1;
+            }
+            if (by_name == 0)
+                by_name = i + 1;
         }
-        if (by_name == 0)
-            by_name = i + 1;
     }
     for (uint32_t i = 0; i < t->count; i++) {
         const struct hpack_entry *e = entry_at(t, i);

@@ -1,5 +1,5 @@
 /*
- * http2.h: the server side of HTTP/2 (RFC 9113) over libnghttp2, the second
+ * http2.h: the server side of HTTP/2 (RFC 9113) on h2_session.h, the second
  * framer of proto/http/exchange.h: every stream is one exchange, routed by the
  * site (site.h) as HTTP/1.1 routes a request.  proto/serve/ gives it the
  * connections that chose it: ALPN h2, or the connection preface on a

@@ -1,17 +1,15 @@
 /*
  * http2_internal.h: what the two halves of the HTTP/2 server share: the
  * connection and stream state.  http2.c runs the connection and its
- * nghttp2 session; http2_stream.c turns streams into exchanges and
- * implements struct exchange_ops.
+ * session (h2_session.h); http2_stream.c turns streams into exchanges and
+ * http2_response.c implements the response side of struct exchange_ops.
  */
 #ifndef CORRAL_PROTO_HTTP2_INTERNAL_H
 #define CORRAL_PROTO_HTTP2_INTERNAL_H
 
+#include "proto/http2/h2_session.h"
 #include "proto/http2/http2.h"
-#include "proto/http2/http2_hpack_scan.h"
 #include "proto/http/fields.h"
-
-#include <nghttp2/nghttp2.h>
 
 #include <stdint.h>
 
@@ -36,7 +34,9 @@ struct h2_stream {
     size_t field_count, field_cap;
     size_t head_size; /* RFC 9113 6.5.2's accounting, against the limit */
     bool head_refused;
-    bool head_done; /* the request head is complete (nghttp2 said so) */
+    bool head_failed; /* out of memory while it arrived: reset */
+    bool head_done;   /* the request head is complete */
+    bool ended;       /* the session forgot it: freed by the next flush */
     /* The head said content-length 0 without END_STREAM: the request waits
      * for the END_STREAM, since DATA would make it malformed (RFC 9113
      * 8.1.1), within client_header_timeout of head_started_ms. */
@@ -60,7 +60,7 @@ struct h2_stream {
     bool response_done; /* the handler ended it (exchange_end) */
     bool head_method;
     bool was_backed_up; /* on_drain is owed once the stream's output drains */
-    bool data_deferred; /* the data provider said DEFERRED: resume on new data */
+    bool end_sent;      /* the response's END_STREAM went out */
     unsigned status;
     struct h2_buf out;    /* response body bytes not yet framed */
     uint64_t progress_ms; /* when `out` last moved (loop clock) */
@@ -71,68 +71,25 @@ struct h2_stream {
     struct access_log *log; /* where its line goes (access_log_route()); NULL: none */
 };
 
-/* The frames a client may send only so many of per interval (http2.c). */
-enum h2_flood {
-    H2_FLOOD_SETTINGS,
-    H2_FLOOD_PING,
-    H2_FLOOD_EMPTY, /* DATA, HEADERS or CONTINUATION with nothing in it; PRIORITY */
-    H2_FLOODS,
-};
-
-/* The length of a frame header (RFC 9113 4.1). */
-#define H2_FRAME_HEADER 9
-
 struct http2_conn {
     /* The connection (its data, from http2_conn_new() on): first, so that
      * h2_conn_of() finds the rest. */
     struct http_conn c;
     const struct http2_conf *conf;
-    nghttp2_session *session;
-    struct h2_stream *streams; /* open ones */
-    size_t stream_count;
-    unsigned streams_begun; /* ever: $connection_requests */
-    bool flush_scheduled;   /* h2_flush() is deferred to the loop's turn */
-    bool gone;              /* the connection closed while a flush was pending */
-    bool closing;           /* asked to close: no more input */
-    bool stopping;          /* a graceful stop began: the shutdown notice went out */
-    bool stop_goaway_sent;  /* and the GOAWAY with the last stream it takes */
-    uint64_t stop_from_ms;  /* when the notice went out */
-    bool drains_owed;       /* some stream's output drained: on_drain to deliver */
-    bool settings_sent;     /* ours went out, with the configured stream limit */
-    uint32_t logged;        /* 1 << enum http2_counter: the defences logged once */
-    unsigned resets;        /* RST_STREAM from the client in this interval */
-    /* The highest stream a client's HEADERS opened, and the last streams
-     * this side reset, whose HEADERS (trailers) may still be in flight
-     * (RFC 9113 5.1): for the check in frame_seen(). */
-    int32_t max_stream_id;
-    int32_t reset_ids[8];
-    uint8_t reset_next;
-    uint64_t resets_since_ms;
-    /* The client's frames as scanned ahead of nghttp2 (http2.c): where the
-     * scan is, and what it counted. */
-    uint8_t scan_head[H2_FRAME_HEADER]; /* a frame header split across reads */
-    uint8_t scan_have;                  /* its bytes so far */
-    bool scan_pad;                      /* next: a DATA frame's pad length byte */
-    uint32_t scan_length;               /* that frame's length */
-    uint32_t scan_skip;                 /* bytes still to pass: payload, or the preface */
-    bool scan_ends_block;               /* that frame ends a header block (END_HEADERS) */
-    uint64_t frame_started_ms;          /* when the frame header being read began */
-    size_t block_bytes;                 /* of the header block being received */
-    int32_t block_stream;               /* its stream */
-    bool block_cut;                     /* it went over the limit: see cut_header_block() */
-    bool block_cut_field;               /* by one field's announced length (http2_hpack_scan()) */
-    /* The header block fragment in the frame passing, walked for the
-     * lengths HPACK announces (http2_hpack_scan()). */
-    uint8_t frag_prefix; /* HEADERS: pad length and priority bytes still to pass */
-    bool frag_padded;    /* the first of them is the pad length */
-    uint32_t frag_left;  /* fragment bytes still to pass */
-    struct http2_hpack_scan hpack_scan;
-    bool block_open;            /* a header block has begun and not ended */
-    uint64_t block_started_ms;  /* its HEADERS frame's first byte */
-    uint64_t idle_from_ms;      /* the last whole frame, or the last stream's end */
-    unsigned floods[H2_FLOODS]; /* frames of each kind in this interval */
-    uint64_t floods_since_ms;
-    uint64_t window_updates, data_frames_sent;
+    struct h2_session session; /* frames, windows, streams' states, HPACK */
+    struct h2_stream *streams; /* open ones, and ended ones until the flush */
+    size_t stream_count;       /* in `streams` */
+    unsigned streams_begun;    /* ever: $connection_requests */
+    bool flush_scheduled;      /* h2_flush() is deferred to the loop's turn */
+    bool gone;                 /* the connection closed while a flush was pending */
+    bool closing;              /* asked to close: no more input */
+    bool stopping;             /* a graceful stop began: the shutdown notice went out */
+    uint64_t stop_from_ms;     /* when the notice went out */
+    bool drains_owed;          /* some stream's output drained: on_drain to deliver */
+    bool ended_owed;           /* some stream ended: to be freed by the flush */
+    bool peer_goaway;          /* the client sent GOAWAY */
+    uint32_t logged;           /* 1 << enum http2_counter: the defences logged once */
+    uint64_t idle_from_ms;     /* the last stream's end */
 };
 
 _Static_assert(offsetof(struct http2_conn, c) == 0, "h2_conn_of() casts");
@@ -162,8 +119,14 @@ void http2_stream_set_handler(struct exchange *base, const struct http_handler *
 void http2_stream_routed(struct exchange *base, const struct http_request *req);
 
 /* http2.c */
-/* Sends what the session has queued, at the end of the loop's turn. */
+/* Sends what the streams have queued, at the end of the loop's turn. */
 void http2_schedule(struct http2_conn *h2);
+/* Resets the stream from this side (RST_STREAM `code`); it ends, its
+ * handler told of the abort by the next flush. */
+void http2_reset(struct h2_stream *st, enum h2_error code);
+/* The session forgot the stream (both halves ended, or a reset): it is
+ * freed by the next flush, outside the calls that may still use it. */
+void http2_stream_ended(struct h2_stream *st);
 /* Counts an event in the site's per-worker counters. */
 void http2_count(struct http2_conn *h2, enum http2_counter counter);
 /* Counts a defence that leaves the connection open, and logs it the first
@@ -188,14 +151,16 @@ void http2_stream_deliver_body(struct h2_stream *st);
 struct h2_stream *http2_stream_new(struct http2_conn *h2, int32_t id);
 /* Frees the stream, telling its handler first if it still holds it. */
 void http2_stream_free(struct h2_stream *st);
-/* One request header field (nghttp2 checked its syntax).  Returns 0, or
- * NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE to refuse the stream. */
+/* One request header field (the session checked its syntax).  Returns 0,
+ * or -ENOMEM. */
 int http2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namelen,
                         const uint8_t *value, size_t valuelen);
-/* One trailer field after the request body (nghttp2 checked it as it
+/* One trailer field after the request body (the session checked it as it
  * checks header fields).  Returns 0. */
 int http2_stream_trailer(struct h2_stream *st, const uint8_t *name, size_t namelen,
                          const uint8_t *value, size_t valuelen);
+/* The trailers passed http2_max_header_list_size: all of them are dropped. */
+void http2_stream_trailers_too_large(struct h2_stream *st);
 /* Whether the request head says content-length 0. */
 bool http2_stream_empty_body(const struct h2_stream *st);
 /* The request head is complete: route it and run its handler. */
@@ -206,7 +171,9 @@ void http2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len);
 void http2_stream_body_end(struct h2_stream *st);
 /* The client output fell below the watermark: owed on_drain callbacks. */
 void http2_response_drain(struct h2_stream *st);
-/* Lets the data provider go on after new output. */
-void http2_response_resume(struct h2_stream *st);
+/* Sends what the stream may of its queued body, at most `max` bytes
+ * (its window and the connection's permitting), and its end (END_STREAM
+ * or trailers) once the handler ended it and the queue is empty. */
+void http2_response_send(struct h2_stream *st, size_t max);
 
 #endif

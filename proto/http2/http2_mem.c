@@ -1,14 +1,11 @@
 /*
- * http2_mem.c: per-thread lists of freed blocks for nghttp2 (http2_mem.h).
- * Each block carries a 16-byte head naming its size class, since nghttp2
- * frees without saying the size.  Classes are powers of two from 64 bytes
- * to 1 KiB, head included: what a stream allocates fits, while the
- * session's own larger blocks (the session, its HPACK tables, its output
- * buffer), kept for the connection's life, are malloc's at their size,
- * with it in their head, so that an idle connection's memory is not
- * rounded up.  A thread keeps at most KEEP_BYTES of blocks per class, so a
- * burst leaves a bounded amount behind; the lists are freed when the
- * thread ends.
+ * http2_mem.c: per-thread lists of freed blocks for the HTTP/2 server's
+ * stream buffers (http2_mem.h).  Each block carries a 16-byte head naming
+ * its size class, since free() says no size.  Classes are powers of two
+ * from 64 bytes to 1 KiB, head included: what a stream allocates fits,
+ * while larger blocks are malloc's at their size, with it in their head.  A thread keeps at most
+ * KEEP_BYTES of blocks per class, so a burst leaves a bounded amount behind; the lists are freed
+ * when the thread ends.
  */
 #include "proto/http2/http2_mem.h"
 
@@ -86,9 +83,8 @@ static void cache_release(void *arg)
     c->registered = false;
 }
 
-static void *mem_malloc(size_t size, void *user)
+static void *mem_malloc(size_t size)
 {
-    (void)user;
     size_t cls = class_of(size);
     struct block_head *h;
     if (cls == BIG) {
@@ -115,9 +111,8 @@ static void *mem_malloc(size_t size, void *user)
     return h + 1;
 }
 
-static void mem_free(void *ptr, void *user)
+static void mem_free(void *ptr)
 {
-    (void)user;
     if (ptr == NULL)
         return;
     struct block_head *h = (struct block_head *)ptr - 1;
@@ -141,22 +136,12 @@ static void mem_free(void *ptr, void *user)
     mine.count[cls]++;
 }
 
-static void *mem_calloc(size_t nmemb, size_t size, void *user)
-{
-    if (size != 0 && nmemb > SIZE_MAX / size)
-        return NULL;
-    void *p = mem_malloc(nmemb * size, user);
-    if (p != NULL)
-        memset(p, 0, nmemb * size);
-    return p;
-}
-
-static void *mem_realloc(void *ptr, size_t size, void *user)
+void *http2_mem_realloc(void *ptr, size_t size)
 {
     if (ptr == NULL)
-        return mem_malloc(size, user);
+        return mem_malloc(size);
     if (size == 0) { /* as realloc(): freed */
-        mem_free(ptr, user);
+        mem_free(ptr);
         return NULL;
     }
     struct block_head *h = (struct block_head *)ptr - 1;
@@ -175,35 +160,17 @@ static void *mem_realloc(void *ptr, size_t size, void *user)
         return ptr;
 move:;
     size_t have = h->cls == BIG ? h->size : usable(h->cls);
-    void *moved = mem_malloc(size, user);
+    void *moved = mem_malloc(size);
     if (moved == NULL)
         return NULL;
     memcpy(moved, ptr, have < size ? have : size);
-    mem_free(ptr, user);
+    mem_free(ptr);
     return moved;
-}
-
-static nghttp2_mem mem = {
-    .mem_user_data = NULL,
-    .malloc = mem_malloc,
-    .free = mem_free,
-    .calloc = mem_calloc,
-    .realloc = mem_realloc,
-};
-
-nghttp2_mem *http2_mem(void)
-{
-    return &mem;
-}
-
-void *http2_mem_realloc(void *ptr, size_t size)
-{
-    return mem_realloc(ptr, size, NULL);
 }
 
 void http2_mem_free(void *ptr)
 {
-    mem_free(ptr, NULL);
+    mem_free(ptr);
 }
 
 size_t http2_mem_kept(size_t size)

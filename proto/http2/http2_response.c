@@ -1,8 +1,8 @@
 /*
  * http2_response.c: responses on an HTTP/2 stream: HEADERS from the
- * handler's header lines, the body queued per stream and framed by
- * nghttp2's data provider, trailers, backpressure per stream, and the rest
- * of struct exchange_ops.
+ * handler's header lines, the body queued per stream and sent as DATA
+ * frames referencing the queue as the windows open, trailers,
+ * backpressure per stream, and the rest of struct exchange_ops.
  */
 #include "proto/policy/access_log.h"
 #include "proto/http2/http2_internal.h"
@@ -15,57 +15,81 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* CRLF header lines into nv pairs with lowercase names, in `lower` (`len`
- * bytes at least) and `nv` (`max` pairs).  Returns the pairs made. */
-static size_t lines_to_nv(const char *lines, size_t len, char *lower, nghttp2_nv *nv, size_t max)
+/* The most response header fields encoded from the stack: a usual head,
+ * which is most of them. */
+#define H2_FIELDS_ON_STACK 32
+
+/* CRLF header lines into fields with lowercase names, in `lower` (`len`
+ * bytes at least) and `out` (`max` fields).  Returns the fields made. */
+static size_t lines_to_fields(const char *lines, size_t len, char *lower, struct hpack_field *out,
+                              size_t max)
 {
     size_t n = 0, pos = 0;
     struct http_str name, value;
     while (n < max && http_fields_next_line(lines, len, &pos, &name, &value)) {
         for (size_t i = 0; i < name.len; i++)
             lower[i] = (char)tolower((unsigned char)name.data[i]);
-        nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)value.data, name.len, value.len,
-                               NGHTTP2_NV_FLAG_NONE};
+        out[n++] = (struct hpack_field){(const uint8_t *)lower, name.len,
+                                        (const uint8_t *)value.data, value.len, false};
         lower += name.len;
     }
     return n;
 }
 
-/* The body comes from the stream's queue; an empty queue defers the stream
- * until the handler writes or ends it. */
-static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
-                         uint32_t *flags, nghttp2_data_source *source, void *user)
+/* The trailers the handler left, as HEADERS ending the stream; false if
+ * they could not be sent (no memory), and the stream must end with an
+ * empty DATA frame instead. */
+static bool send_trailers(struct h2_stream *st)
 {
-    (void)user;
-    struct h2_stream *st = source->ptr;
-    size_t n = st->out.len < length ? st->out.len : length;
-    if (n > 0) {
-        memcpy(buf, st->out.data + st->out.off, n);
-        st->progress_ms = corral_loop_now(corral_conn_loop(h2_stream_conn(st)->c.sock));
+    struct http2_conn *h2 = h2_stream_conn(st);
+    size_t max = http_fields_count_lines(st->trailers, st->trailers_len);
+    struct hpack_field *fields = calloc(max > 0 ? max : 1, sizeof(*fields));
+    char *lower = malloc(st->trailers_len + 1);
+    size_t count = fields != NULL && lower != NULL
+                       ? lines_to_fields(st->trailers, st->trailers_len, lower, fields, max)
+                       : 0;
+    bool sent = count > 0 && h2_session_send_fields(&h2->session, (uint32_t)st->id, fields, NULL,
+                                                    count, true) == 0;
+    free(fields);
+    free(lower);
+    return sent;
+}
+
+void http2_response_send(struct h2_stream *st, size_t max)
+{
+    struct http2_conn *h2 = h2_stream_conn(st);
+    uint32_t id = (uint32_t)st->id;
+    size_t n = h2_session_send_window(&h2->session, id);
+    if (n > max)
+        n = max;
+    if (n > st->out.len)
+        n = st->out.len;
+    bool last = st->response_done && n == st->out.len;
+    bool trailers = last && st->trailers != NULL;
+    if (n > 0 || (last && !trailers)) {
+        /* The frames reference the queue; the connection's output copies
+         * what it does not send at once. */
+        struct iovec iov = {st->out.data + st->out.off, n};
+        if (h2_session_send_data(&h2->session, id, &iov, 1, last && !trailers) != 0) {
+            h2_session_want_send(&h2->session, id, false);
+            return;
+        }
+        st->out.off += n;
+        st->out.len -= n;
+        if (st->out.len == 0)
+            st->out.off = 0;
+        st->progress_ms = corral_loop_now(corral_conn_loop(h2->c.sock));
+        if (st->was_backed_up && st->out.len <= h2->conf->stream_buffer_size / 2)
+            h2->drains_owed = true;
     }
-    st->out.off += n;
-    st->out.len -= n;
-    if (st->was_backed_up && st->out.len <= h2_stream_conn(st)->conf->stream_buffer_size / 2)
-        h2_stream_conn(st)->drains_owed = true;
-    if (st->out.len > 0 || !st->response_done) {
-        if (n == 0)
-            return NGHTTP2_ERR_DEFERRED;
-        return (ssize_t)n;
+    if (trailers && !send_trailers(st)) {
+        struct iovec none = {NULL, 0};
+        h2_session_send_data(&h2->session, id, &none, 0, true);
     }
-    *flags |= NGHTTP2_DATA_FLAG_EOF;
-    if (st->trailers != NULL) {
-        size_t max = http_fields_count_lines(st->trailers, st->trailers_len);
-        nghttp2_nv *nv = calloc(max, sizeof(*nv));
-        char *lower = malloc(st->trailers_len + 1);
-        size_t count = nv != NULL && lower != NULL
-                           ? lines_to_nv(st->trailers, st->trailers_len, lower, nv, max)
-                           : 0;
-        if (count > 0 && nghttp2_submit_trailer(session, stream_id, nv, count) == 0)
-            *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
-        free(nv);
-        free(lower);
-    }
-    return (ssize_t)n;
+    if (last)
+        st->end_sent = true;
+    if (st->out.len == 0)
+        h2_session_want_send(&h2->session, id, false);
 }
 
 static void h2_ex_begin(struct exchange *base, unsigned status, const char *headers,
@@ -73,7 +97,7 @@ static void h2_ex_begin(struct exchange *base, unsigned status, const char *head
 {
     struct h2_stream *st = h2_stream_of(base);
     struct http2_conn *h2 = h2_stream_conn(st);
-    if (st->response_started)
+    if (st->response_started || st->ended)
         return;
     bool informational = status < 200;
     /* A body known to be empty ends the stream with its HEADERS, as a
@@ -82,69 +106,59 @@ static void h2_ex_begin(struct exchange *base, unsigned status, const char *head
         !st->head_method && !informational && status != 204 && status != 304 && content_length != 0;
     /* The framing's own fields, then the handler's lines: on the stack for
      * a usual head, which is most of them. */
-    nghttp2_nv nv_small[32];
+    struct hpack_field fields_small[H2_FIELDS_ON_STACK];
     char lower_small[2048];
     size_t cap = http_fields_count_lines(headers, headers_len) + 4;
-    nghttp2_nv *nv = cap <= 32 ? nv_small : calloc(cap, sizeof(*nv));
+    struct hpack_field *fields =
+        cap <= H2_FIELDS_ON_STACK ? fields_small : calloc(cap, sizeof(*fields));
     char *lower = headers_len < sizeof(lower_small) ? lower_small : malloc(headers_len + 1);
-    if (nv == NULL || lower == NULL) {
-        if (nv != nv_small)
-            free(nv);
-        if (lower != lower_small)
-            free(lower);
-        nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-        http2_schedule(h2);
-        return;
-    }
     struct http_fields_head own;
     http_fields_head(&own, status, content_length, codings);
     status %= 1000;
-    size_t n = 0;
-    for (; n < own.count; n++)
-        nv[n] = (nghttp2_nv){(uint8_t *)own.field[n].name.data, (uint8_t *)own.field[n].value.data,
-                             own.field[n].name.len, own.field[n].value.len, NGHTTP2_NV_FLAG_NONE};
-    n += lines_to_nv(headers, headers_len, lower, nv + n, cap - n);
-    int rc;
-    if (informational) {
-        rc = nghttp2_submit_headers(h2->session, NGHTTP2_FLAG_NONE, st->id, NULL, nv, n, NULL);
-    } else {
-        st->response_started = true;
-        st->status = status;
-        st->response_body = body;
-        nghttp2_data_provider provider = {.source.ptr = st, .read_callback = read_body};
-        rc = nghttp2_submit_response(h2->session, st->id, nv, n, body ? &provider : NULL);
+    int rc = -1;
+    if (fields != NULL && lower != NULL) {
+        size_t n = 0;
+        for (; n < own.count; n++)
+            fields[n] = (struct hpack_field){
+                (const uint8_t *)own.field[n].name.data, own.field[n].name.len,
+                (const uint8_t *)own.field[n].value.data, own.field[n].value.len, false};
+        n += lines_to_fields(headers, headers_len, lower, fields + n, cap - n);
+        if (!informational) {
+            st->response_started = true;
+            st->status = status;
+            st->response_body = body;
+        }
+        /* Written at once: the HPACK encoder's state follows the order of
+         * the blocks on the wire. */
+        rc = h2_session_send_fields(&h2->session, (uint32_t)st->id, fields, NULL, n,
+                                    !informational && !body);
+        if (rc == 0 && !informational && !body)
+            st->end_sent = true;
     }
-    if (nv != nv_small)
-        free(nv);
+    if (fields != fields_small)
+        free(fields);
     if (lower != lower_small)
         free(lower);
     if (rc != 0)
-        nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+        http2_reset(st, H2_INTERNAL_ERROR);
     http2_schedule(h2);
-}
-
-void http2_response_resume(struct h2_stream *st)
-{
-    /* An error only says the stream was not deferred. */
-    nghttp2_session_resume_data(h2_stream_conn(st)->session, st->id);
-    http2_schedule(h2_stream_conn(st));
 }
 
 static void h2_ex_write(struct exchange *base, const char *data, size_t len)
 {
     struct h2_stream *st = h2_stream_of(base);
-    if (!st->response_body || st->response_done || len == 0)
+    struct http2_conn *h2 = h2_stream_conn(st);
+    if (!st->response_body || st->response_done || st->ended || len == 0)
         return;
     if (st->out.len == 0) /* a stall is counted from here */
-        st->progress_ms = corral_loop_now(corral_conn_loop(h2_stream_conn(st)->c.sock));
+        st->progress_ms = corral_loop_now(corral_conn_loop(h2->c.sock));
     if (http2_stream_buf_append(&st->out, data, len) != 0) {
-        nghttp2_submit_rst_stream(h2_stream_conn(st)->session, NGHTTP2_FLAG_NONE, st->id,
-                                  NGHTTP2_INTERNAL_ERROR);
-        http2_schedule(h2_stream_conn(st));
+        http2_reset(st, H2_INTERNAL_ERROR);
         return;
     }
     exchange_body_sent(&st->base, len);
-    http2_response_resume(st);
+    h2_session_want_send(&h2->session, (uint32_t)st->id, true);
+    http2_schedule(h2);
 }
 
 static void h2_ex_writev(struct exchange *base, const struct iovec *iov, int count)
@@ -170,19 +184,19 @@ static void h2_ex_end(struct exchange *base, const char *trailers, size_t traile
         http2_stream_log(st, st->status);
     st->handler_owns = false;
     http2_stream_discard_body(st);
-    if (st->response_body)
-        http2_response_resume(st);
-    else
-        http2_schedule(h2);
+    /* The body and its end go out now, as far as the windows let them:
+     * behind the head, in the same flush of the output (one TLS record,
+     * one system call), where the flush at the end of the loop's turn
+     * may come after the output was sent.  The rest follows with it. */
+    if (st->response_body && !st->ended && !corral_conn_backed_up(h2->c.sock))
+        http2_response_send(st, SIZE_MAX);
+    http2_schedule(h2);
 }
 
 static void h2_ex_abort(struct exchange *base)
 {
-    struct h2_stream *st = h2_stream_of(base);
-    /* on_abort follows from the stream's close, in the next flush. */
-    nghttp2_submit_rst_stream(h2_stream_conn(st)->session, NGHTTP2_FLAG_NONE, st->id,
-                              NGHTTP2_INTERNAL_ERROR);
-    http2_schedule(h2_stream_conn(st));
+    /* on_abort follows from the stream's end, in the next flush. */
+    http2_reset(h2_stream_of(base), H2_INTERNAL_ERROR);
 }
 
 static bool h2_ex_response_started(const struct exchange *base)

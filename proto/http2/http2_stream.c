@@ -140,14 +140,14 @@ int http2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namele
         size_t cap = st->field_cap ? st->field_cap * 2 : 16;
         struct http_field_ref *grown = http2_mem_realloc(st->fields, cap * sizeof(*grown));
         if (grown == NULL)
-            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+            return -ENOMEM;
         st->fields = grown;
         st->field_cap = cap;
     }
     size_t at = st->head.len;
     if (http2_stream_buf_append(&st->head, name, namelen) != 0 ||
         http2_stream_buf_append(&st->head, value, valuelen) != 0)
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        return -ENOMEM;
     st->fields[st->field_count++] = (struct http_field_ref){at, namelen, at + namelen, valuelen};
     return 0;
 }
@@ -180,6 +180,12 @@ int http2_stream_trailer(struct h2_stream *st, const uint8_t *name, size_t namel
         buf_free(&st->trailers_in);
     }
     return 0;
+}
+
+void http2_stream_trailers_too_large(struct h2_stream *st)
+{
+    st->trailers_size = SIZE_MAX;
+    buf_free(&st->trailers_in);
 }
 
 /* Keeps what the stream's log line needs of `req`, which `loc` (NULL:
@@ -269,7 +275,7 @@ void http2_stream_request(struct h2_stream *st, bool end_stream)
          * location's error page and log. */
         router_start(&st->base, st->vhost, &req, status);
     } else if (status == HTTP_FIELDS_MALFORMED) {
-        nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_PROTOCOL_ERROR);
+        http2_reset(st, H2_PROTOCOL_ERROR);
     } else {
         add_header_respond_error(&st->base, NULL, st->vhost->add_headers, status);
     }
@@ -308,14 +314,14 @@ void http2_stream_routed(struct exchange *base, const struct http_request *req)
  * their window back to the client. */
 void http2_stream_deliver_body(struct h2_stream *st)
 {
-    nghttp2_session *session = h2_stream_conn(st)->session;
+    struct h2_session *session = &h2_stream_conn(st)->session;
     while (st->in.len > 0 && !st->body_paused && st->handler_owns && !st->body_dropped) {
         const char *data = st->in.data + st->in.off;
         size_t len = st->in.len;
         st->in.off += len;
         st->in.len = 0;
         st->handler->on_body(&st->base, data, len);
-        nghttp2_session_consume_stream(session, st->id, len);
+        h2_session_consume_stream(session, (uint32_t)st->id, len);
     }
     if (st->in.len == 0 && st->request_done && !st->body_end_delivered) {
         st->body_end_delivered = true;
@@ -332,17 +338,17 @@ void http2_stream_deliver_body(struct h2_stream *st)
 void http2_stream_discard_body(struct h2_stream *st)
 {
     if (st->in.len > 0)
-        nghttp2_session_consume_stream(h2_stream_conn(st)->session, st->id, st->in.len);
+        h2_session_consume_stream(&h2_stream_conn(st)->session, (uint32_t)st->id, st->in.len);
     buf_free(&st->in);
 }
 
 void http2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len)
 {
-    nghttp2_session *session = h2_stream_conn(st)->session;
+    struct h2_session *session = &h2_stream_conn(st)->session;
     /* The connection's window is given back at once: what waits for a
      * paused handler is bounded by its stream's window, and one paused
      * stream must not use up the window of all the others. */
-    nghttp2_session_consume_connection(session, len);
+    h2_session_consume(session, 0, len);
     st->body_received += len;
     st->body_progress_ms = corral_loop_now(corral_conn_loop(h2_stream_conn(st)->c.sock));
     size_t max = st->vhost->limits.max_body_size;
@@ -354,20 +360,20 @@ void http2_stream_body(struct h2_stream *st, const uint8_t *data, size_t len)
         if (!st->response_started)
             refuse(st, 413);
         else
-            nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+            http2_reset(st, H2_CANCEL);
         if (st->handler->on_abort != NULL)
             st->handler->on_abort(&st->base);
         http2_stream_discard_body(st);
     }
     if (!st->handler_owns || st->body_dropped || st->handler->on_body == NULL) {
-        nghttp2_session_consume_stream(session, st->id, len);
+        h2_session_consume_stream(session, (uint32_t)st->id, len);
         return;
     }
     /* Kept while the handler pauses: the window bounds it, since what is
      * kept is not given back. */
     if (http2_stream_buf_append(&st->in, data, len) != 0) {
-        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-        nghttp2_session_consume_stream(session, st->id, len);
+        h2_session_consume_stream(session, (uint32_t)st->id, len);
+        http2_reset(st, H2_INTERNAL_ERROR);
         return;
     }
     http2_stream_deliver_body(st);

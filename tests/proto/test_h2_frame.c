@@ -462,6 +462,79 @@ START_TEST(continuation_flood_and_block_limit)
 }
 END_TEST
 
+/* A string whose announced length passes the block's limit (or 64 KiB)
+ * cuts the block at the bytes that say so: the rest of its frame is not
+ * waited for, whether the frame ends the block or not. */
+START_TEST(field_announced_too_long_cut_at_its_length)
+{
+    /* :method GET, then a literal with a new name "a" and a value of 200
+     * bytes (127 + 73) in a frame that says 90: nothing more is sent. */
+    static const uint8_t head[] = {0x82, 0x00, 0x01, 'a', 0x7f, 0x49};
+    static const uint8_t flags[] = {0, H2_FLAG_END_HEADERS, H2_FLAG_PADDED | H2_FLAG_PRIORITY};
+    for (size_t i = 0; i < sizeof(flags); i++) {
+        struct bytes b = {0};
+        start(&b);
+        uint8_t hd[H2_FRAME_HEADER_LEN] = {0, 0, 90, H2_HEADERS, flags[i], 0, 0, 0, 1};
+        put(&b, hd, sizeof(hd));
+        if ((flags[i] & H2_FLAG_PADDED) != 0)
+            put(&b, "\x04\0\0\0\0\x10", 6); /* pad length, priority */
+        put(&b, head, sizeof(head));
+        reads_as(&b, 100, "SETTINGS f0\nERROR 11\n");
+        b.len -= 1; /* the length's last byte not in: not yet */
+        reads_as(&b, 100,
+                 (flags[i] & H2_FLAG_PADDED) != 0 ? "SETTINGS f0\nPENDING 20\n"
+                                                  : "SETTINGS f0\nPENDING 14\n");
+        free(b.p);
+    }
+    /* Within the limit: waited for.  In a CONTINUATION, the walk goes on
+     * from the HEADERS frame, a string cut across the frames. */
+    struct bytes b = {0};
+    start(&b);
+    frame(&b, H2_HEADERS, 0, 1,
+          "\x82\x00\x01"
+          "a\x08"
+          "bbbb",
+          9);
+    uint8_t hd[H2_FRAME_HEADER_LEN] = {0, 0, 100, H2_CONTINUATION, H2_FLAG_END_HEADERS, 0, 0, 0, 1};
+    put(&b, hd, sizeof(hd));
+    put(&b,
+        "bbbb\x00\x01"
+        "c\x7f\x49",
+        9);
+    reads_as(&b, 300, "SETTINGS f0\nPENDING 36\n");
+    reads_as(&b, 150, "SETTINGS f0\nERROR 11\n");
+    /* 64 KiB at most, whatever the limit. */
+    b.len = 0;
+    start(&b);
+    frame(&b, H2_HEADERS, 0, 1,
+          "\x82\x00\x01"
+          "a\x7f\x81\xff\x03",
+          8); /* 65536 */
+    reads_as(&b, 1u << 20, "SETTINGS f0\nPENDING 17\n");
+    b.len -= 1;
+    put(&b, "\x04", 1); /* 65536 + 16384 */
+    reads_as(&b, 1u << 20, "SETTINGS f0\nERROR 11\n");
+    free(b.p);
+    /* The session: the request opens, to be answered 431, before the
+     * GOAWAY. */
+    struct h2_frame_reader rd;
+    h2_frame_reader_init(&rd, 100);
+    struct bytes c = {0};
+    start(&c);
+    put(&c, (uint8_t[]){0, 0, 90, H2_HEADERS, H2_FLAG_END_STREAM, 0, 0, 0, 3}, 9);
+    put(&c, head, sizeof(head));
+    struct h2_frame_error err;
+    static struct rec r;
+    memset(&r, 0, sizeof(r));
+    ck_assert_uint_eq(h2_frame_read(&rd, c.p, c.len, rec_event, &r, &err), H2_PREFACE_LEN + 9);
+    ck_assert_int_eq(err.code, H2_ENHANCE_YOUR_CALM);
+    ck_assert(err.block_cut);
+    ck_assert_uint_eq(err.stream_id, 3);
+    ck_assert_str_eq(err.why, "a header field announced too long");
+    free(c.p);
+}
+END_TEST
+
 START_TEST(data_consumed_in_pieces)
 {
     struct h2_frame_reader rd;
@@ -497,6 +570,80 @@ END_TEST
 /* ------------------------------------------------------------- writing */
 
 /* A sink that keeps what it is given, and where it came from. */
+
+/* A connection's input: what the reader did not consume is presented
+ * again with the next bytes. */
+struct conn_in {
+    uint8_t buf[512];
+    size_t have;
+};
+
+static size_t conn_in_add(struct conn_in *c, const struct bytes *b, size_t from, size_t n)
+{
+    ck_assert_uint_le(c->have + n, sizeof(c->buf));
+    memcpy(c->buf + c->have, b->p + from, n);
+    c->have += n;
+    return from + n;
+}
+
+static void conn_in_used(struct conn_in *c, size_t used)
+{
+    ck_assert_uint_le(used, c->have);
+    memmove(c->buf, c->buf + used, c->have - used);
+    c->have -= used;
+}
+
+/* After each read: what waits at the front of the input, and the frames
+ * consumed whole so far. */
+START_TEST(reader_says_what_waits)
+{
+    struct bytes b = {0};
+    start(&b);                                                  /* preface, 24; SETTINGS, 9 */
+    frame(&b, H2_HEADERS, H2_FLAG_END_STREAM, 1, "abc", 3);     /* 12 */
+    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, "d", 1); /* 10 */
+    frame(&b, H2_PING, 0, 0, "12345678", 8);                    /* 17 */
+    frame(&b, H2_DATA, 0, 1, "hello", 5);                       /* 14 */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, "x", 1);      /* 10 */
+    static const struct {
+        size_t upto;
+        uint8_t wait;
+        uint32_t frames;
+    } steps[] = {
+        {0, H2_WAIT_NONE, 0},     {10, H2_WAIT_PAYLOAD, 0}, /* the preface, begun */
+        {28, H2_WAIT_HEADER, 1},                            /* 4 bytes of SETTINGS' header */
+        {33, H2_WAIT_NONE, 2},                              /* SETTINGS whole */
+        {40, H2_WAIT_HEADER, 2},                            /* HEADERS' header, begun */
+        {42, H2_WAIT_BLOCK, 2},                             /* ...whole: a block has begun */
+        {45, H2_WAIT_BLOCK, 2},                             /* HEADERS whole, without END_HEADERS */
+        {50, H2_WAIT_BLOCK, 2},                             /* CONTINUATION's header, begun */
+        {55, H2_WAIT_NONE, 3},                              /* the block ended */
+        {64, H2_WAIT_PAYLOAD, 3},                           /* PING's header */
+        {72, H2_WAIT_NONE, 4},                              /* PING */
+        {83, H2_WAIT_PAYLOAD, 4},                           /* DATA's header and 2 bytes */
+        {88, H2_WAIT_HEADER, 5}, /* DATA whole, 2 bytes of HEADERS' header */
+        {95, H2_WAIT_BLOCK, 5},  /* HEADERS' header, its fragment to come */
+        {96, H2_WAIT_NONE, 6},
+    };
+    ck_assert_uint_eq(b.len, 96);
+    struct h2_frame_reader rd;
+    h2_frame_reader_init(&rd, 100);
+    static struct rec r;
+    memset(&r, 0, sizeof(r));
+    struct conn_in c = {.have = 0};
+    size_t fed = 0;
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        fed = conn_in_add(&c, &b, fed, steps[i].upto - fed);
+        struct h2_frame_error err;
+        conn_in_used(&c, h2_frame_read(&rd, c.buf, c.have, rec_event, &r, &err));
+        ck_assert_int_eq(err.code, H2_NO_ERROR);
+        if (rd.wait != steps[i].wait || rd.frames != steps[i].frames)
+            ck_abort_msg("at %zu: wait %u frames %u", steps[i].upto, rd.wait, rd.frames);
+    }
+    ck_assert_uint_eq(c.have, 0);
+    free(b.p);
+}
+END_TEST
+
 struct out {
     struct bytes b;
     int calls;
@@ -1237,6 +1384,275 @@ START_TEST(session_goaway)
 }
 END_TEST
 
+/* The session with the optional callbacks too. */
+static void s_closed(void *arg, uint32_t id)
+{
+    slog(arg, "closed %u\n", id);
+}
+
+static void s_refused(void *arg, uint32_t id)
+{
+    slog(arg, "refused %u\n", id);
+}
+
+static void s_ping_ack(void *arg, const uint8_t data[8])
+{
+    slog(arg, "ping ack %.8s\n", (const char *)data);
+}
+
+static const struct h2_session_ops s_ops_all = {
+    .field = s_field,
+    .headers = s_headers,
+    .data = s_data,
+    .reset = s_reset,
+    .window = s_window,
+    .goaway = s_goaway,
+    .ping_ack = s_ping_ack,
+    .closed = s_closed,
+    .refused = s_refused,
+};
+
+START_TEST(session_tells_closed_and_refused_streams)
+{
+    static struct sess t;
+    s_start(&t);
+    t.s.ops = &s_ops_all;
+    struct bytes b = {0};
+    /* The client's half ends first: the response's END_STREAM closes. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, REQ, REQ_LEN);
+    s_feed(&t, &b, 1);
+    ck_assert_int_eq(h2_session_send_headers(&t.s, 1, (const uint8_t *)"\x88", 1, true), 0);
+    ck_assert_str_eq(t.log, "headers 1 request GET end\nclosed 1\n");
+    t.used = 0;
+    /* Ours first: the client's END_STREAM closes, after its bytes; and
+     * after its trailers. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, REQ, REQ_LEN);
+    s_feed(&t, &b, 1);
+    ck_assert_int_eq(h2_session_send_headers(&t.s, 3, (const uint8_t *)"\x88", 1, true), 0);
+    ck_assert_int_eq(h2_session_send_headers(&t.s, 5, (const uint8_t *)"\x88", 1, true), 0);
+    frame(&b, H2_DATA, H2_FLAG_END_STREAM, 3, "x", 1);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 5, TRL, sizeof(TRL) - 1);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(t.log, "headers 3 request GET\nheaders 5 request GET\ndata 3 1 end\n"
+                            "closed 3\nheaders 5 trailers x=y end\nclosed 5\n");
+    t.used = 0;
+    /* Resets are not closes; refusals are told. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 7, REQ, REQ_LEN);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 9, REQ, REQ_LEN);
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 11, REQ, REQ_LEN);
+    u32_frame(&b, H2_RST_STREAM, 7, H2_CANCEL);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(t.log, "headers 7 request GET\nheaders 9 request GET\nrefused 11\n"
+                            "reset 7 8 by peer\n");
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
+START_TEST(session_graceful_shutdown)
+{
+    static struct sess t;
+    s_start(&t);
+    t.s.ops = &s_ops_all;
+    struct bytes b = {0};
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    s_feed(&t, &b, 1);
+    h2_session_shutdown(&t.s);
+    ck_assert_str_eq(written(&t), "GOAWAY 2147483647 0 PING");
+    h2_session_shutdown(&t.s); /* once */
+    ck_assert_str_eq(written(&t), "");
+    ck_assert(!h2_session_done(&t.s));
+    /* A stream the client sent before it read the notice is taken. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 3, REQ, REQ_LEN);
+    s_feed(&t, &b, 2);
+    ck_assert_str_eq(written(&t), "");
+    /* The PING's answer: the final GOAWAY names the last stream taken. */
+    frame(&b, H2_PING, H2_FLAG_ACK, 0, "\0\0\0\0\0\0\0\0", 8);
+    s_feed(&t, &b, 3);
+    ck_assert_str_eq(written(&t), "GOAWAY 3 0");
+    /* Later streams are dropped; the two taken run to their end. */
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 5, REQ, REQ_LEN);
+    frame(&b, H2_PING, H2_FLAG_ACK, 0, "\0\0\0\0\0\0\0\0", 8); /* no third GOAWAY */
+    s_feed(&t, &b, 4);
+    ck_assert_str_eq(written(&t), "");
+    ck_assert_str_eq(t.log, "headers 1 request GET\nheaders 3 request GET end\nping ack \n"
+                            "ping ack \n");
+    ck_assert(!h2_session_done(&t.s));
+    ck_assert_int_eq(h2_session_send_headers(&t.s, 3, (const uint8_t *)"\x88", 1, true), 0);
+    ck_assert(!h2_session_done(&t.s));
+    h2_session_reset(&t.s, 1, H2_CANCEL);
+    ck_assert(h2_session_done(&t.s));
+    s_end(&t);
+    /* No answer in time: the caller sends the final GOAWAY itself. */
+    s_start(&t);
+    h2_session_shutdown(&t.s);
+    h2_session_goaway(&t.s, H2_NO_ERROR);
+    ck_assert_str_eq(written(&t), "GOAWAY 2147483647 0 PING GOAWAY 0 0");
+    ck_assert(h2_session_done(&t.s));
+    frame(&b, H2_PING, H2_FLAG_ACK, 0, "\0\0\0\0\0\0\0\0", 8);
+    s_feed(&t, &b, 1);
+    ck_assert_str_eq(written(&t), "");
+    s_end(&t);
+    /* After a connection error, nothing. */
+    s_start(&t);
+    frame(&b, H2_PING, 0, 0, "1234567", 7);
+    s_feed(&t, &b, 1);
+    ck_assert(h2_session_done(&t.s));
+    written(&t);
+    h2_session_shutdown(&t.s);
+    ck_assert_str_eq(written(&t), "");
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
+/* The streams whose bodies wait take turns, each as its window allows. */
+START_TEST(session_round_robin_between_streams)
+{
+    static struct sess t;
+    s_start(&t);
+    t.s.conf.max_concurrent_streams = 3;
+    struct bytes b = {0};
+    for (uint32_t id = 1; id <= 5; id += 2)
+        frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, id, REQ, REQ_LEN);
+    u32_frame(&b, H2_WINDOW_UPDATE, 0, 1000000);
+    s_feed(&t, &b, 1);
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 0); /* none wants to */
+    h2_session_want_send(&t.s, 5, true);
+    h2_session_want_send(&t.s, 1, true);
+    h2_session_want_send(&t.s, 3, true);
+    h2_session_want_send(&t.s, 7, true); /* no such stream: nothing */
+    uint32_t order[7];
+    for (int i = 0; i < 7; i++)
+        order[i] = h2_session_next_sender(&t.s);
+    ck_assert_uint_eq(order[0], 1);
+    ck_assert_uint_eq(order[1], 3);
+    ck_assert_uint_eq(order[2], 5);
+    ck_assert_uint_eq(order[3], 1);
+    ck_assert_uint_eq(order[6], 1);
+    /* A stream whose window is shut waits; the others go on. */
+    static uint8_t body[65535];
+    struct iovec iov = {body, 65535 - 10};
+    ck_assert_int_eq(h2_session_send_headers(&t.s, 3, (const uint8_t *)"\x88", 1, false), 0);
+    ck_assert_int_eq(h2_session_send_data(&t.s, 3, &iov, 1, false), 0);
+    t.o.b.len = 0;
+    ck_assert_uint_eq(h2_session_send_window(&t.s, 3), 10);
+    iov.iov_len = 10;
+    ck_assert_int_eq(h2_session_send_data(&t.s, 3, &iov, 1, false), 0);
+    t.o.b.len = 0;
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 5); /* after 1 */
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 1);
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 5);
+    /* The connection's window shut: none. */
+    u32_frame(&b, H2_WINDOW_UPDATE, 3, 100);
+    s_feed(&t, &b, 1);
+    t.s.send_window = 0;
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 0);
+    u32_frame(&b, H2_WINDOW_UPDATE, 0, 100);
+    s_feed(&t, &b, 1);
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 1);
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 3);
+    /* One that has nothing more, or is gone, is passed over. */
+    h2_session_want_send(&t.s, 5, false);
+    h2_session_reset(&t.s, 1, H2_CANCEL);
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 3);
+    ck_assert_uint_eq(h2_session_next_sender(&t.s), 3);
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
+/* The stream's window alone, for a caller that gave the connection's
+ * back as the bytes came. */
+START_TEST(session_consume_stream_alone)
+{
+    static struct sess t;
+    s_start(&t);
+    static uint8_t big[600];
+    struct bytes b = {0};
+    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    frame(&b, H2_DATA, 0, 1, big, sizeof(big));
+    s_feed(&t, &b, 1);
+    h2_session_consume(&t.s, 0, sizeof(big)); /* the connection's: owed, not yet due */
+    ck_assert_str_eq(written(&t), "");
+    ck_assert_uint_eq(t.s.recv_unacked, 600);
+    h2_session_consume_stream(&t.s, 1, sizeof(big)); /* half the stream's window */
+    ck_assert_str_eq(written(&t), "WU 1 600");
+    ck_assert_uint_eq(t.s.recv_unacked, 600); /* the connection's unchanged */
+    ck_assert_int_eq(h2_session_stream(&t.s, 1)->recv_window, 1000);
+    /* A stream whose client ended its half is sent nothing more. */
+    frame(&b, H2_DATA, H2_FLAG_END_STREAM, 1, big, sizeof(big));
+    s_feed(&t, &b, 1);
+    h2_session_consume_stream(&t.s, 1, sizeof(big));
+    ck_assert_str_eq(written(&t), "");
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
+/* Feeds `b` from `from` up to `upto` into the connection's input `c` at
+ * `now`, as a connection does; returns `upto`. */
+static size_t s_trickle(struct sess *t, struct conn_in *c, const struct bytes *b, size_t from,
+                        size_t upto, uint64_t now)
+{
+    conn_in_add(c, b, from, upto - from);
+    conn_in_used(c, h2_session_recv(&t->s, c->buf, c->have, now));
+    ck_assert_int_eq(t->s.error, H2_NO_ERROR);
+    return upto;
+}
+
+/* The times a caller's timeouts need: the last whole frame, and since
+ * when what waits unfinished has waited. */
+START_TEST(session_times_what_waits)
+{
+    static struct sess t;
+    s_start(&t); /* at 0 */
+    ck_assert_uint_eq(t.s.frame_done_ms, 0);
+    struct bytes b = {0};
+    frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 0..17 */
+    frame(&b, H2_HEADERS, 0, 1, REQ, 3);                                      /* 17..29 */
+    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, REQ + 3, REQ_LEN - 3); /* 29..41 */
+    frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 41..58 */
+    frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 58..75 */
+    ck_assert_uint_eq(b.len, 75);
+    struct conn_in c = {.have = 0};
+    size_t at = s_trickle(&t, &c, &b, 0, 4, 10);
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_HEADER);
+    ck_assert_uint_eq(t.s.wait_since_ms, 10);
+    at = s_trickle(&t, &c, &b, at, 12, 20); /* the same frame: its time stays */
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_PAYLOAD);
+    ck_assert_uint_eq(t.s.wait_since_ms, 10);
+    at = s_trickle(&t, &c, &b, at, 20, 30); /* PING whole, HEADERS begun */
+    ck_assert_uint_eq(t.s.frame_done_ms, 30);
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_HEADER);
+    ck_assert_uint_eq(t.s.wait_since_ms, 30);
+    at = s_trickle(&t, &c, &b, at, 35, 40); /* the block: from its first byte */
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_BLOCK);
+    ck_assert_uint_eq(t.s.wait_since_ms, 30);
+    at = s_trickle(&t, &c, &b, at, 40, 50); /* its CONTINUATION, all but a byte */
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_BLOCK);
+    ck_assert_uint_eq(t.s.wait_since_ms, 30);
+    ck_assert_uint_eq(t.s.frame_done_ms, 30);
+    at = s_trickle(&t, &c, &b, at, 41, 60); /* the block ends with its frame */
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_NONE);
+    ck_assert_uint_eq(t.s.frame_done_ms, 60);
+    ck_assert_str_eq(t.log, "headers 1 request GET\n");
+    at = s_trickle(&t, &c, &b, at, 45, 70);
+    ck_assert_uint_eq(t.s.wait_since_ms, 70);
+    at = s_trickle(&t, &c, &b, at, 62, 80); /* a PING ends, another begins */
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_HEADER);
+    ck_assert_uint_eq(t.s.wait_since_ms, 80);
+    ck_assert_uint_eq(t.s.frame_done_ms, 80);
+    at = s_trickle(&t, &c, &b, at, 75, 90);
+    ck_assert_uint_eq(t.s.reader.wait, H2_WAIT_NONE);
+    ck_assert_uint_eq(t.s.frame_done_ms, 90);
+    ck_assert_uint_eq(c.have, 0);
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
 /* ------------------------------------------------------------- message */
 
 /* A header block of "name", "value" pairs (NULL ends them), literals
@@ -1681,7 +2097,9 @@ Suite *test_suite(void)
     tcase_add_test(tc, window_update_zero_on_a_stream);
     tcase_add_test(tc, continuation_sequencing);
     tcase_add_test(tc, continuation_flood_and_block_limit);
+    tcase_add_test(tc, field_announced_too_long_cut_at_its_length);
     tcase_add_test(tc, data_consumed_in_pieces);
+    tcase_add_test(tc, reader_says_what_waits);
     suite_add_tcase(suite, tc);
     tc = tcase_create("writer");
     tcase_add_test(tc, control_frames_written);
@@ -1698,6 +2116,11 @@ Suite *test_suite(void)
     tcase_add_test(tc, session_rapid_reset);
     tcase_add_test(tc, session_floods);
     tcase_add_test(tc, session_goaway);
+    tcase_add_test(tc, session_tells_closed_and_refused_streams);
+    tcase_add_test(tc, session_graceful_shutdown);
+    tcase_add_test(tc, session_times_what_waits);
+    tcase_add_test(tc, session_round_robin_between_streams);
+    tcase_add_test(tc, session_consume_stream_alone);
     suite_add_tcase(suite, tc);
     tc = tcase_create("message");
     tcase_add_loop_test(tc, message_request_heads, 0, sizeof(msg_cases) / sizeof(msg_cases[0]));

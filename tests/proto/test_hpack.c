@@ -283,6 +283,39 @@ static void encodes(const char *const *blocks, const char *const *lists, uint32_
     hpack_encoder_free(&e);
 }
 
+/* The static table's lookup by name length finds every entry by its name
+ * and value, and a name alone at its lowest index, as a walk over all 61
+ * does; names of no entry, of every length, are not found. */
+START_TEST(static_table_lookup)
+{
+    struct hpack_table t;
+    hpack_table_init(&t, 4096);
+    for (uint32_t i = 1; i <= HPACK_TABLE_STATIC; i++) {
+        struct hpack_field f;
+        ck_assert(hpack_table_get(&t, i, &f));
+        bool both;
+        ck_assert_uint_eq(hpack_table_find(&t, f.name, f.name_len, f.value, f.value_len, &both), i);
+        ck_assert(both);
+        uint32_t first = 0;
+        for (uint32_t j = 1; j <= HPACK_TABLE_STATIC && first == 0; j++) {
+            struct hpack_field g;
+            ck_assert(hpack_table_get(&t, j, &g));
+            if (g.name_len == f.name_len && memcmp(g.name, f.name, f.name_len) == 0)
+                first = j;
+        }
+        ck_assert_uint_eq(hpack_table_find(&t, f.name, f.name_len, (const uint8_t *)"?", 1, &both),
+                          first);
+        ck_assert(!both);
+    }
+    static const char z[40] = "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz";
+    for (size_t len = 0; len < sizeof(z); len++) {
+        bool both;
+        ck_assert_uint_eq(hpack_table_find(&t, (const uint8_t *)z, len, NULL, 0, &both), 0);
+    }
+    hpack_table_free(&t);
+}
+END_TEST
+
 START_TEST(encoder_makes_c4)
 {
     encodes(c4, req_lists, 4096, "");
@@ -697,6 +730,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, c4_requests_huffman);
     tcase_add_test(tc, c5_responses);
     tcase_add_test(tc, c6_responses_huffman);
+    tcase_add_test(tc, static_table_lookup);
     tcase_add_test(tc, encoder_makes_c4);
     tcase_add_test(tc, encoder_makes_c6);
     tcase_add_test(tc, encoder_literals_and_never_indexed);

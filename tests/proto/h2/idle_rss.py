@@ -3,9 +3,10 @@
 # server, with one worker answering `return 200`, gets N prior-knowledge
 # connections that each made one request and then stay open; its RSS grows
 # by N times the cost of one.  A measurement for docs/http2.md, not a test.
+# With --tls, over TLS (ALPN h2, a P-256 certificate made for the run).
 # With --pid it is the client of tests/bench/h2-idle-peers.sh instead: it
 # measures a server that harness started (over TLS with --tls).
-"""Usage: tests/proto/h2/idle_rss.py [-n CONNECTIONS] [--indexed] [--corral build/corral] [--nginx nginx]
+"""Usage: tests/proto/h2/idle_rss.py [-n CONNECTIONS] [--indexed] [--tls] [--corral build/corral] [--nginx nginx]
        tests/proto/h2/idle_rss.py --pid PID --port PORT [-n CONNECTIONS] [--warm W] [--tls]
                                   [--indexed] [--hold] [--timeout SECONDS]"""
 
@@ -160,15 +161,16 @@ def measure_tree(root, port, n, warm, indexed=False, tls=None, hold=False, timeo
     return before, after, how
 
 
-def measure(name, argv, port, n, indexed):
+def measure(name, argv, port, n, indexed, tls):
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         if not listening(port):
             raise SystemExit("%s did not listen" % name)
-        (before, _), (after, _), _ = measure_tree(proc.pid, port, n, 20, indexed)
+        (before, _), (after, _), _ = measure_tree(proc.pid, port, n, 20, indexed, tls)
         per = (after - before) * 1024.0 / n
-        print("%-7s %d idle HTTP/2 connections%s: RSS %d -> %d kB, %.0f bytes each" %
-              (name, n, " (request fields indexed)" if indexed else "", before, after, per))
+        print("%-7s %d idle HTTP/2 connections%s%s: RSS %d -> %d kB, %.0f bytes each" %
+              (name, n, " over TLS" if tls is not None else "",
+               " (request fields indexed)" if indexed else "", before, after, per))
         return per
     finally:
         proc.terminate()
@@ -193,7 +195,7 @@ def main():
     p.add_argument("--indexed", action="store_true", help="the requests' fields enter the HPACK table")
     p.add_argument("--pid", type=int, help="measure this running server's process tree instead")
     p.add_argument("--port", type=int, help="with --pid: the port it listens on")
-    p.add_argument("--tls", action="store_true", help="with --pid: TLS with ALPN h2, not h2c")
+    p.add_argument("--tls", action="store_true", help="TLS with ALPN h2, not h2c")
     p.add_argument("--hold", action="store_true",
                    help="with --pid: each connection's stream stays open, its response body held back")
     p.add_argument("--warm", type=int, default=20, help="with --pid: warm-up connections")
@@ -209,10 +211,21 @@ def main():
     tmp = tempfile.mkdtemp(prefix="corral-idle-rss-")
     try:
         cport, nport = H.free_port(), H.free_port()
+        tls, corral_tls, nginx_tls = None, ("", ""), ("", "")
+        if args.tls:
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                            "ec_paramgen_curve:P-256", "-nodes", "-keyout", tmp + "/key.pem",
+                            "-out", tmp + "/cert.pem", "-days", "2", "-subj", "/CN=localhost"],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            tls = tls_context()
+            corral_tls = (" tls", "    tls_certificate %s/cert.pem;\n    tls_certificate_key %s/key.pem;\n"
+                          % (tmp, tmp))
+            nginx_tls = (" ssl", "        ssl_certificate %s/cert.pem;\n        ssl_certificate_key %s/key.pem;\n"
+                         % (tmp, tmp))
         with open(os.path.join(tmp, "corral.conf"), "w") as f:
-            f.write("workers 1;\nmax_connections %d;\nserver {\n    listen 127.0.0.1:%d http2;\n"
+            f.write("workers 1;\nmax_connections %d;\nserver {\n    listen 127.0.0.1:%d%s http2;\n%s"
                     "    http2_idle_timeout 300s;\n    location / { return 200 \"hello\\n\"; }\n}\n"
-                    % (args.n + 100, cport))
+                    % (args.n + 100, cport, corral_tls[0], corral_tls[1]))
         with open(os.path.join(tmp, "nginx.conf"), "w") as f:
             f.write("daemon off;\nmaster_process off;\nworker_processes 1;\n"
                     "worker_rlimit_nofile %d;\npid %s/nginx.pid;\nerror_log %s/error.log;\n"
@@ -220,13 +233,14 @@ def main():
                     "    client_body_temp_path %s/b;\n    proxy_temp_path %s/p;\n"
                     "    fastcgi_temp_path %s/f;\n    uwsgi_temp_path %s/u;\n    scgi_temp_path %s/s;\n"
                     "    keepalive_timeout 300s;\n    http2_idle_timeout 300s;\n"
-                    "    server {\n        listen 127.0.0.1:%d http2;\n"
+                    "    server {\n        listen 127.0.0.1:%d%s http2;\n%s"
                     "        location / { return 200 \"hello\\n\"; }\n    }\n}\n"
-                    % (2 * args.n + 100, tmp, tmp, args.n + 100, tmp, tmp, tmp, tmp, tmp, nport))
+                    % (2 * args.n + 100, tmp, tmp, args.n + 100, tmp, tmp, tmp, tmp, tmp, nport,
+                       nginx_tls[0], nginx_tls[1]))
         measure("corral", [args.corral, "-c", os.path.join(tmp, "corral.conf")], cport, args.n,
-                args.indexed)
+                args.indexed, tls)
         measure("nginx", [args.nginx, "-p", tmp + "/", "-c", os.path.join(tmp, "nginx.conf"),
-                          "-e", os.path.join(tmp, "error.log")], nport, args.n, args.indexed)
+                          "-e", os.path.join(tmp, "error.log")], nport, args.n, args.indexed, tls)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
