@@ -6,6 +6,7 @@
  * on the worker's loop.
  */
 #include "proto/http3/http3_internal.h"
+#include "proto/small_mem.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -27,6 +28,22 @@
 #define H3_GSO_SEGMENTS 16
 
 static const struct http_framer h3_framer = {.name = "HTTP/3"};
+
+/* ngtcp2 and nghttp3 allocate and free a few small blocks for every
+ * request (stream records, frames, QPACK fields, acknowledged ranges):
+ * kept per worker thread rather than malloc's (small_mem.h). */
+static const ngtcp2_mem quic_mem = {
+    .malloc = small_mem_malloc,
+    .free = small_mem_free,
+    .calloc = small_mem_calloc,
+    .realloc = small_mem_realloc,
+};
+static const nghttp3_mem http_mem = {
+    .malloc = small_mem_malloc,
+    .free = small_mem_free,
+    .calloc = small_mem_calloc,
+    .realloc = small_mem_realloc,
+};
 
 uint64_t h3_conn_now(void)
 {
@@ -246,7 +263,7 @@ static int setup_http(struct h3_conn *conn)
     settings.qpack_max_dtable_capacity = 4096;
     settings.qpack_blocked_streams = 100;
     settings.max_field_section_size = H3_MAX_FIELD_SECTION;
-    if (nghttp3_conn_server_new(&conn->h3, &h3_stream_callbacks, &settings, NULL, conn) != 0)
+    if (nghttp3_conn_server_new(&conn->h3, &h3_stream_callbacks, &settings, &http_mem, conn) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
     nghttp3_conn_set_max_client_streams_bidi(conn->h3, conn->ep->config.max_concurrent_streams);
     int64_t control, qenc, qdec;
@@ -724,7 +741,7 @@ struct h3_conn *h3_conn_accept(struct h3_endpoint *ep, const ngtcp2_pkt_hd *hd,
         .remote = {(ngtcp2_sockaddr *)&conn->dgram.peer, (ngtcp2_socklen)peer_len},
     };
     if (ngtcp2_conn_server_new(&conn->quic, &hd->scid, &scid, &path, hd->version, &quic_callbacks,
-                               &settings, &params, NULL, conn) != 0)
+                               &settings, &params, &quic_mem, conn) != 0)
         goto fail;
 
     static const gnutls_datum_t alpn = {(unsigned char *)"h3", 2};

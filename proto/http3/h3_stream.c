@@ -5,11 +5,13 @@
  * queue that nghttp3's data reader drains and acknowledgements free,
  * trailers): the HTTP/3 implementation of struct exchange_ops.
  */
+#include "proto/http/exchange_pool.h"
 #include "proto/http/router.h"
 #include "proto/http3/http3_internal.h"
 #include "proto/policy/access_log.h"
 #include "proto/policy/access_log_filter.h"
 #include "proto/policy/add_header.h"
+#include "proto/small_mem.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -32,11 +34,17 @@ static int buf_append(struct h3_buf *b, const void *data, size_t len)
             size_t cap = b->cap * 2 > b->len + len ? b->cap * 2 : b->len + len;
             if (cap < 512)
                 cap = 512;
-            uint8_t *grown = realloc(b->data, cap);
+            uint8_t *grown;
+            if (b->grown) {
+                grown = small_mem_realloc(b->data, cap, NULL);
+            } else if ((grown = small_mem_malloc(cap, NULL)) != NULL && b->len > 0) {
+                memcpy(grown, b->data, b->len); /* out of the owner's storage */
+            }
             if (grown == NULL)
                 return -ENOMEM;
             b->data = grown;
             b->cap = cap;
+            b->grown = true;
         }
     }
     memcpy(b->data + b->off + b->len, data, len);
@@ -46,7 +54,8 @@ static int buf_append(struct h3_buf *b, const void *data, size_t len)
 
 static void buf_free(struct h3_buf *b)
 {
-    free(b->data);
+    if (b->grown)
+        small_mem_free(b->data, NULL);
     *b = (struct h3_buf){0};
 }
 
@@ -54,9 +63,14 @@ static void buf_free(struct h3_buf *b)
 
 static struct h3_stream *stream_new(struct h3_conn *conn, int64_t id)
 {
-    struct h3_stream *st = calloc(1, sizeof(*st));
+    struct h3_stream *st = exchange_pool_take(sizeof(*st));
     if (st == NULL)
         return NULL;
+    memset(st, 0, offsetof(struct h3_stream, fields_inline));
+    st->head.data = st->head_inline;
+    st->head.cap = sizeof(st->head_inline);
+    st->fields = st->fields_inline;
+    st->field_cap = H3_FIELDS_INLINE;
     st->base._ops = &h3_exchange_ops;
     st->base.conn = &conn->c;
     st->id = id;
@@ -87,6 +101,14 @@ static void stream_log(struct h3_stream *st, unsigned status)
     st->log_fields = NULL;
 }
 
+static void fields_free(struct h3_stream *st)
+{
+    if (st->fields != st->fields_inline)
+        small_mem_free(st->fields, NULL);
+    st->fields = NULL;
+    st->field_count = st->field_cap = 0;
+}
+
 void h3_stream_free(struct h3_stream *st)
 {
     struct h3_conn *conn = h3_stream_conn(st);
@@ -111,12 +133,12 @@ void h3_stream_free(struct h3_stream *st)
     buf_free(&st->in);
     for (struct h3_chunk *c = st->chunks, *next; c != NULL; c = next) {
         next = c->next;
-        free(c);
+        small_mem_free(c, NULL);
     }
-    free(st->fields);
+    fields_free(st);
     free(st->trailers);
     free(st->log_fields);
-    free(st);
+    exchange_pool_put(st, sizeof(*st));
 }
 
 /* Ends the stream both ways with `code` (RFC 9114 8.1). */
@@ -161,8 +183,14 @@ static int on_recv_header(nghttp3_conn *h3, int64_t stream_id, int32_t token, ng
         return 0;
     }
     if (st->field_count == st->field_cap) {
-        size_t cap = st->field_cap ? st->field_cap * 2 : 16;
-        struct http_field_ref *grown = realloc(st->fields, cap * sizeof(*grown));
+        /* The cap is bounded by max_headers: no overflow. */
+        size_t cap = st->field_cap ? st->field_cap * 2 : H3_FIELDS_INLINE;
+        struct http_field_ref *grown;
+        if (st->fields != st->fields_inline) {
+            grown = small_mem_realloc(st->fields, cap * sizeof(*grown), NULL);
+        } else if ((grown = small_mem_malloc(cap * sizeof(*grown), NULL)) != NULL) {
+            memcpy(grown, st->fields, st->field_count * sizeof(*grown));
+        }
         if (grown == NULL)
             return NGHTTP3_ERR_CALLBACK_FAILURE;
         st->fields = grown;
@@ -259,9 +287,7 @@ static int on_end_headers(nghttp3_conn *h3, int64_t stream_id, int fin, void *us
     free(headers);
     free(cookie);
     buf_free(&st->head);
-    free(st->fields);
-    st->fields = NULL;
-    st->field_count = st->field_cap = 0;
+    fields_free(st);
     if (st->request_done)
         deliver_body(st);
     return 0;
@@ -393,7 +419,7 @@ static int on_acked_stream_data(nghttp3_conn *h3, int64_t stream_id, uint64_t le
         st->chunks = c->next;
         if (st->last == c)
             st->last = NULL;
-        free(c);
+        small_mem_free(c, NULL);
     }
     if (st->was_backed_up && st->unacked <= conn->ep->config.stream_buffer_size / 2)
         conn->drains_owed = true;
@@ -556,7 +582,8 @@ static void h3_ex_write(struct exchange *base, const char *data, size_t len)
     struct h3_stream *st = h3_stream_of(base);
     if (!st->response_body || st->response_done || len == 0)
         return;
-    struct h3_chunk *c = malloc(sizeof(*c) + len);
+    struct h3_chunk *c =
+        len <= SIZE_MAX - sizeof(*c) ? small_mem_malloc(sizeof(*c) + len, NULL) : NULL;
     if (c == NULL) {
         reset(st, NGHTTP3_H3_INTERNAL_ERROR);
         return;

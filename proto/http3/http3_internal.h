@@ -144,11 +144,19 @@ void h3_closing_free_all(struct h3_endpoint *ep);
 /* A connection of it was freed: tells a drain's `done` once none is left. */
 void h3_endpoint_conn_gone(struct h3_endpoint *ep);
 
-/* A growable byte buffer read from its front. */
+/* A growable byte buffer read from its front: at first, when `data` is
+ * not NULL, storage inside its owner's record; grown into small_mem's. */
 struct h3_buf {
     uint8_t *data;
     size_t off, len, cap; /* unread bytes: data[off, off + len) */
+    bool grown;           /* data is small_mem's, not the owner's storage */
 };
+
+/* The request head's bytes and field spans that a stream record holds
+ * itself: a larger head moves into allocated blocks.  Enough for the
+ * pseudo-headers and a dozen short fields. */
+#define H3_HEAD_INLINE   512
+#define H3_FIELDS_INLINE 16
 
 /* A piece of a response body handed to nghttp3, which keeps pointing into
  * it until the peer acknowledges it (nghttp3 0.8 does not copy). */
@@ -198,6 +206,10 @@ struct h3_stream {
     uint64_t started_ns;
     char *log_fields;
     struct access_log *log;
+    /* Last, so that a new record is zeroed only up to here: the storage
+     * of `head` and `fields` while they fit. */
+    struct http_field_ref fields_inline[H3_FIELDS_INLINE];
+    uint8_t head_inline[H3_HEAD_INLINE];
 };
 
 static inline struct h3_stream *h3_stream_of(const struct exchange *ex)

@@ -182,6 +182,26 @@ static const struct http_handler fields_handler = {
     .on_request = fields_on_request,
 };
 
+/* /echo-head: answers with the request's field count and its last
+ * field, as the handler sees them. */
+static void echo_head_on_request(struct exchange *ex, const struct http_request *req, void *data)
+{
+    (void)data;
+    char text[512];
+    int n = snprintf(text, sizeof(text), "fields=%zu", req->header_count);
+    if (req->header_count > 0) {
+        const struct http_header *h = &req->headers[req->header_count - 1];
+        n += snprintf(text + n, sizeof(text) - (size_t)n, " %.*s=%.*s", (int)h->name.len,
+                      h->name.data, (int)h->value.len, h->value.data);
+    }
+    exchange_respond(ex, 200, "", text, (size_t)n);
+}
+
+static const struct http_handler echo_head_handler = {
+    .name = "echo-head",
+    .on_request = echo_head_on_request,
+};
+
 /* /p/: proxied to a backend thread (one HTTP/1.1 request per
  * connection) that answers with the request line and its body's
  * length. */
@@ -252,6 +272,7 @@ static const struct http_location locations[] = {
     {.path = "/later", .path_len = 6, .exact = true, .handler = &later_handler},
     {.path = "/p/", .path_len = 3, .handler = &proxy_handler, .handler_data = &proxy},
     {.path = "/fields", .path_len = 7, .exact = true, .handler = &fields_handler},
+    {.path = "/echo-head", .path_len = 10, .exact = true, .handler = &echo_head_handler},
     {.path = "/count", .path_len = 6, .handler = &count_handler},
     {.path = "/big", .path_len = 4, .exact = true, .handler = &big_handler},
     {.path = "/", .path_len = 1, .handler = &http_return_handler, .handler_data = &ret_hello},
@@ -2553,6 +2574,41 @@ START_TEST(limits_answer_413_and_431)
 }
 END_TEST
 
+/* A request head past what a stream record holds itself (40 fields,
+ * 2 KB) reaches the handler whole, as does a small one after it on the
+ * same connection. */
+START_TEST(large_request_head)
+{
+    connect_client();
+    static char names[40][16], values[40][64];
+    const char *many[2 * 44 + 1] = {":method",    "GET",       ":scheme", "https",
+                                    ":authority", "localhost", ":path",   "/echo-head"};
+    for (int i = 0; i < 40; i++) {
+        snprintf(names[i], sizeof(names[i]), "x-%d", i);
+        snprintf(values[i], sizeof(values[i]), "%048d", i);
+        many[8 + 2 * i] = names[i];
+        many[9 + 2 * i] = values[i];
+    }
+    many[8 + 2 * 40] = NULL;
+    struct request r[2] = {{0}};
+    client_request(&r[0], many);
+    wait_for(r, 1, 5000);
+    const char *small[] = {":method", "GET",        ":scheme", "https", ":authority", "localhost",
+                           ":path",   "/echo-head", "x-small", "s",     NULL};
+    client_request(&r[1], small);
+    wait_for(&r[1], 1, 5000);
+    ck_assert_uint_eq(r[0].status, 200);
+    ck_assert_ptr_nonnull(r[0].response);
+    char want[128];
+    snprintf(want, sizeof(want), "fields=41 x-39=%048d", 39); /* and Host */
+    ck_assert_str_eq(r[0].response, want);
+    ck_assert_uint_eq(r[1].status, 200);
+    ck_assert_str_eq(r[1].response, "fields=2 x-small=s");
+    free(r[0].response);
+    free(r[1].response);
+}
+END_TEST
+
 /* A client that offers another ALPN than h3 gets no connection. */
 START_TEST(alpn_must_be_h3)
 {
@@ -3116,6 +3172,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, access_log_names_http3);
     tcase_add_test(tc, proxy_pass_works);
     tcase_add_test(tc, limits_answer_413_and_431);
+    tcase_add_test(tc, large_request_head);
     tcase_add_test(tc, alpn_must_be_h3);
     tcase_add_test(tc, stray_datagrams_dropped);
     tcase_add_test(tc, unfinished_handshake_is_dropped);
