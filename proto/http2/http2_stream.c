@@ -8,7 +8,7 @@
 #include "proto/policy/access_log_filter.h"
 #include "proto/policy/add_header.h"
 #include "proto/http2/http2_internal.h"
-#include "proto/http2/http2_mem.h"
+#include "proto/small_mem.h"
 #include "proto/http/exchange_pool.h"
 #include "proto/http/router.h"
 
@@ -36,7 +36,7 @@ int http2_stream_buf_append(struct h2_buf *b, const void *data, size_t len)
             size_t cap = b->cap * 2 > b->len + len ? b->cap * 2 : b->len + len;
             if (cap < 512)
                 cap = 512;
-            char *grown = http2_mem_realloc(b->data, cap);
+            char *grown = small_mem_realloc(b->data, cap, NULL);
             if (grown == NULL)
                 return -ENOMEM;
             b->data = grown;
@@ -51,7 +51,7 @@ int http2_stream_buf_append(struct h2_buf *b, const void *data, size_t len)
 
 static void buf_free(struct h2_buf *b)
 {
-    http2_mem_free(b->data);
+    small_mem_free(b->data, NULL);
     *b = (struct h2_buf){0};
 }
 
@@ -115,7 +115,7 @@ void http2_stream_free(struct h2_stream *st)
     buf_free(&st->in);
     buf_free(&st->trailers_in);
     buf_free(&st->out);
-    http2_mem_free(st->fields);
+    small_mem_free(st->fields, NULL);
     free(st->trailers);
     free(st->log_fields);
     exchange_pool_put(st, sizeof(*st));
@@ -138,7 +138,7 @@ int http2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namele
     }
     if (st->field_count == st->field_cap) {
         size_t cap = st->field_cap ? st->field_cap * 2 : 16;
-        struct http_field_ref *grown = http2_mem_realloc(st->fields, cap * sizeof(*grown));
+        struct http_field_ref *grown = small_mem_realloc(st->fields, cap * sizeof(*grown), NULL);
         if (grown == NULL)
             return -ENOMEM;
         st->fields = grown;
@@ -282,7 +282,7 @@ void http2_stream_request(struct h2_stream *st, bool end_stream)
     free(headers);
     free(cookie);
     buf_free(&st->head);
-    http2_mem_free(st->fields);
+    small_mem_free(st->fields, NULL);
     st->fields = NULL;
     st->field_count = st->field_cap = 0;
     if (end_stream)
