@@ -154,14 +154,23 @@ static bool have_tools(void)
     return false;
 }
 
+/* A self-signed pair in the daemon's directory, its files `key` and
+ * `cert`, for the name `cn`, its key openssl req's -newkey `kind`. */
+static void make_pair(const char *key, const char *cert, const char *cn, const char *kind)
+{
+    char cmd[PATH_MAX + 512], out[4096];
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && openssl req -x509 -newkey %s -nodes -keyout %s -out %s -subj /CN=%s "
+             "-days 1 2>&1",
+             test_daemon_dir(), kind, key, cert, cn);
+    ck_assert_msg(test_run(cmd, out, sizeof(out)) == 0, "openssl: %s", out);
+}
+
+#define EC_P256 "ec -pkeyopt ec_paramgen_curve:P-256"
+
 static void make_certificate(void)
 {
-    char cmd[1024], out[4096];
-    snprintf(cmd, sizeof(cmd),
-             "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-             "-keyout key.pem -out cert.pem -subj /CN=localhost -days 1 2>&1",
-             test_daemon_dir());
-    ck_assert_msg(test_run(cmd, out, sizeof(out)) == 0, "openssl: %s", out);
+    make_pair("key.pem", "cert.pem", "localhost", EC_P256);
 }
 
 /* gtlsclient's requests for `uris` (one or more, space-separated) to
@@ -1315,6 +1324,21 @@ static char *authority_get(int port, const char *authority)
     return body;
 }
 
+/* Starts `d` with one worker, an admin listen and the server blocks
+ * `servers`, whose quic listens are on the port `quic`. */
+static void servers_start(struct test_daemon *d, int quic, const char *servers)
+{
+    test_daemon_init(d, "h3");
+    size_t size = strlen(servers) + 64;
+    char *text = malloc(size);
+    ck_assert_ptr_nonnull(text);
+    snprintf(text, size, "workers 1;\nadmin { listen 127.0.0.2:0; }\n%s", servers);
+    test_daemon_write_config(d, text);
+    free(text);
+    test_daemon_start(d);
+    ck_assert_int_eq(d->port, quic);
+}
+
 /* Several servers on one quic address, as on a TLS one: SNI ("localhost")
  * picks the server and its certificate, :authority the vhost among those
  * of the same certificate, $ssl_server_name is the SNI name, a request
@@ -1325,21 +1349,13 @@ START_TEST(servers_by_sni)
     if (!have_tools())
         return;
     make_certificate();
+    make_pair("a.key", "a.pem", "a.test", EC_P256);
+    make_pair("b.key", "b.pem", "b.test", EC_P256);
     const char *dir = test_daemon_dir();
-    char cmd[PATH_MAX + 512], out[4096];
-    snprintf(cmd, sizeof(cmd),
-             "cd %s && for n in a b; do openssl req -x509 -newkey ec -pkeyopt "
-             "ec_paramgen_curve:P-256 -nodes -keyout $n.key -out $n.pem -subj /CN=$n.test "
-             "-days 1 2>&1 || exit 1; done",
-             dir);
-    ck_assert_msg(test_run(cmd, out, sizeof(out)) == 0, "openssl: %s", out);
     struct test_daemon d;
-    test_daemon_init(&d, "h3");
     int quic = free_udp_port();
     char text[10 * PATH_MAX + 2048];
     snprintf(text, sizeof(text),
-             "workers 1;\n"
-             "admin { listen 127.0.0.2:0; }\n"
              "server {\n"
              "  listen 127.0.0.1:%d quic;\n"
              "  tls_certificate %s/cert.pem; tls_certificate_key %s/key.pem;\n"
@@ -1371,9 +1387,7 @@ START_TEST(servers_by_sni)
              "  location / { return 200 \"off\\n\"; }\n"
              "}\n",
              quic, dir, dir, quic, dir, dir, quic, dir, dir, quic, dir, dir, quic, dir, dir);
-    test_daemon_write_config(&d, text);
-    test_daemon_start(&d);
-    ck_assert_int_eq(d.port, quic);
+    servers_start(&d, quic, text);
     char *body = authority_get(quic, "localhost");
     ck_assert_str_eq(body, "local [localhost]\n");
     free(body);
@@ -1403,20 +1417,12 @@ START_TEST(certificate_by_signature_algorithms)
     if (!have_tools())
         return;
     make_certificate();
+    make_pair("rsa.key", "rsa.pem", "localhost", "rsa:2048");
     const char *dir = test_daemon_dir();
-    char cmd[PATH_MAX + 512], out[4096];
-    snprintf(cmd, sizeof(cmd),
-             "cd %s && openssl req -x509 -newkey rsa:2048 -nodes -keyout rsa.key -out rsa.pem "
-             "-subj /CN=localhost -days 1 2>&1",
-             dir);
-    ck_assert_msg(test_run(cmd, out, sizeof(out)) == 0, "openssl: %s", out);
     struct test_daemon d;
-    test_daemon_init(&d, "h3");
     int quic = free_udp_port();
     char text[6 * PATH_MAX + 1024];
     snprintf(text, sizeof(text),
-             "workers 1;\n"
-             "admin { listen 127.0.0.2:0; }\n"
              "server {\n"
              "  listen 127.0.0.1:%d quic;\n"
              "  tls_certificate %s/cert.pem; tls_certificate_key %s/key.pem;\n"
@@ -1426,8 +1432,7 @@ START_TEST(certificate_by_signature_algorithms)
              "  location / { return 200 \"hello h3\\n\"; }\n"
              "}\n",
              quic, dir, dir, dir, dir, dir, dir);
-    test_daemon_write_config(&d, text);
-    test_daemon_start(&d);
+    servers_start(&d, quic, text);
     static const char *const sigs[] = {"RSA-PSS-RSAE-SHA256", "ECDSA-SECP256R1-SHA256"};
     for (size_t i = 0; i < 2; i++) {
         char args[256], dl[PATH_MAX + 32];
