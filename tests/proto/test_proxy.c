@@ -2460,23 +2460,23 @@ static const char *coded_431(int codings, size_t value_len)
     return raw;
 }
 
-/* A long coding list, a long reason phrase, Connection: close and a header
- * line sized to fill what a fixed head budget allowed: the head is longer
- * than such a budget, and must reach the client whole. */
-START_TEST(long_response_head_arrives_whole)
+/* The response head a client's GET (with Connection: close when `closing`)
+ * gets through the proxy from a backend that answers coded_431(codings,
+ * value_len): a 431 whose chunked body, read to its end, is "hello".
+ * The daemon and the backend are stopped.  A static buffer. */
+static const char *coded_431_head(int codings, size_t value_len, bool closing)
 {
     struct backend *b = backend_new("a");
-    b->raw = coded_431(40, 302); /* "X-Long: " + 302 + CRLF: 312 bytes of header lines */
+    b->raw = coded_431(codings, value_len);
     backend_start(b);
     struct test_daemon d;
     start_proxy(&d, b, "", "");
     struct reader *r = client_connect(d.port);
-    send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    send_str(r->fd, closing ? "GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+                            : "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
     static char head[16384];
     ck_assert_msg(reader_until(r, "\r\n\r\n", head, sizeof(head)), "no response head");
     ck_assert_msg(strncmp(head, "HTTP/1.1 431 ", 13) == 0, "%s", head);
-    ck_assert_uint_eq(strlen(header_one(head, "X-Long")), 302);
-    ck_assert_ptr_nonnull(strstr(head, "\r\nConnection: close\r\n"));
     struct body body;
     body_init(&body, 64, false);
     ck_assert(read_chunked(r, &body));
@@ -2485,6 +2485,18 @@ START_TEST(long_response_head_arrives_whole)
     client_close(r);
     test_daemon_stop(&d);
     backend_free(b);
+    return head;
+}
+
+/* A long coding list, a long reason phrase, Connection: close and a header
+ * line sized to fill what a fixed head budget allowed: the head is longer
+ * than such a budget, and must reach the client whole. */
+START_TEST(long_response_head_arrives_whole)
+{
+    /* "X-Long: " + 302 + CRLF: 312 bytes of header lines */
+    const char *head = coded_431_head(40, 302, true);
+    ck_assert_uint_eq(strlen(header_one(head, "X-Long")), 302);
+    ck_assert_ptr_nonnull(strstr(head, "\r\nConnection: close\r\n"));
 }
 END_TEST
 
@@ -2493,28 +2505,11 @@ END_TEST
  * whole, the fields before the move and after it alike. */
 START_TEST(response_head_past_the_stack_buffer_arrives_whole)
 {
-    struct backend *b = backend_new("a");
-    b->raw = coded_431(3, 2500);
-    backend_start(b);
-    struct test_daemon d;
-    start_proxy(&d, b, "", "");
-    struct reader *r = client_connect(d.port);
-    send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
-    static char head[16384];
-    ck_assert_msg(reader_until(r, "\r\n\r\n", head, sizeof(head)), "no response head");
-    ck_assert_msg(strncmp(head, "HTTP/1.1 431 ", 13) == 0, "%s", head);
+    const char *head = coded_431_head(3, 2500, true);
     const char *value = header_one(head, "X-Long");
     ck_assert_uint_eq(strlen(value), 2500);
     ck_assert_uint_eq(strspn(value, "v"), 2500);
     ck_assert_str_eq(header_one(head, "Transfer-Encoding"), "gzip, gzip, gzip, chunked");
-    struct body body;
-    body_init(&body, 64, false);
-    ck_assert(read_chunked(r, &body));
-    ck_assert_str_eq(body.data, "hello");
-    body_free(&body);
-    client_close(r);
-    test_daemon_stop(&d);
-    backend_free(b);
 }
 END_TEST
 
@@ -2522,23 +2517,12 @@ END_TEST
  * ahead of the chunked coding corral applies. */
 START_TEST(whole_transfer_coding_list_is_passed_on)
 {
-    struct backend *b = backend_new("a");
-    b->raw = coded_431(40, 10);
-    backend_start(b);
-    struct test_daemon d;
-    start_proxy(&d, b, "", "");
-    struct reader *r = client_connect(d.port);
-    send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
-    static char head[16384];
-    ck_assert_msg(reader_until(r, "\r\n\r\n", head, sizeof(head)), "no response head");
+    const char *head = coded_431_head(40, 10, false);
     char codings[512] = "";
     for (int i = 0; i < 40; i++)
         strcat(codings, "gzip, ");
     strcat(codings, "chunked");
     ck_assert_str_eq(header_one(head, "Transfer-Encoding"), codings);
-    client_close(r);
-    test_daemon_stop(&d);
-    backend_free(b);
 }
 END_TEST
 
