@@ -75,7 +75,9 @@ static void set_timeouts(int fd)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-int test_connect_address(const char *address)
+/* test_connect_address() with, when rcvbuf > 0, a receive buffer of that
+ * many bytes set before connect(). */
+static int connect_address(const char *address, int rcvbuf)
 {
     struct sockaddr_storage addr;
     socklen_t len;
@@ -83,9 +85,16 @@ int test_connect_address(const char *address)
     int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(fd, 0);
     set_timeouts(fd);
+    if (rcvbuf > 0)
+        ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)), 0);
     ck_assert_msg(connect(fd, (struct sockaddr *)&addr, len) == 0, "connect %s: %s", address,
                   strerror(errno));
     return fd;
+}
+
+int test_connect_address(const char *address)
+{
+    return connect_address(address, 0);
 }
 
 int test_reserve_port(int *port)
@@ -121,9 +130,14 @@ int test_listen_sockets(const char *host, int port)
 
 int test_connect(int port)
 {
+    return test_connect_small(port, 0);
+}
+
+int test_connect_small(int port, int rcvbuf)
+{
     char address[32];
     snprintf(address, sizeof(address), "127.0.0.1:%d", port);
-    return test_connect_address(address);
+    return connect_address(address, rcvbuf);
 }
 
 void test_send_all(int fd, const void *buf, size_t len)

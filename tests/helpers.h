@@ -96,6 +96,13 @@ int test_fd_count(void);
 int test_connect(int port);
 int test_connect_address(const char *address);
 
+/* test_connect() with a receive buffer of `rcvbuf` bytes, set before
+ * connect(): set after, it comes too late for the window the connection
+ * has advertised already (it may have grown past it), and a sender that
+ * then fills a window smaller than the one it was told creeps along on
+ * its window probes. */
+int test_connect_small(int port, int rcvbuf);
+
 /* A socket bound to 127.0.0.1:0 and not listening, so that connections to
  * its port (*port) are refused until something listens on it; close it to
  * hand the port to a config.  Fails the test on error. */

@@ -17,8 +17,16 @@
 corral_conn *pair_open(corral_loop *loop, const struct corral_conn_handler *handler, void *data,
                        int *peer_fd)
 {
+    return pair_open_small(loop, handler, data, peer_fd, 0);
+}
+
+corral_conn *pair_open_small(corral_loop *loop, const struct corral_conn_handler *handler,
+                             void *data, int *peer_fd, int rcvbuf)
+{
     int listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(listen_fd, 0);
+    if (rcvbuf > 0)
+        ck_assert_int_eq(setsockopt(listen_fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)), 0);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     ck_assert_int_eq(bind(listen_fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
     ck_assert_int_eq(listen(listen_fd, 1), 0);

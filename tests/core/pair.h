@@ -16,6 +16,14 @@
 corral_conn *pair_open(corral_loop *loop, const struct corral_conn_handler *handler, void *data,
                        int *peer_fd);
 
+/* pair_open() whose end *peer_fd has a receive buffer of `rcvbuf` bytes
+ * from its first segment on: set on the listening socket, which the
+ * accepted one inherits.  Set after the handshake, it comes too late for
+ * the window already advertised, and a sender that fills a window larger
+ * than what the buffer now takes creeps along on its window probes. */
+corral_conn *pair_open_small(corral_loop *loop, const struct corral_conn_handler *handler,
+                             void *data, int *peer_fd, int rcvbuf);
+
 /* Runs `loop` until done(arg) is true; fails the test after timeout_ms. */
 void pair_run_until(corral_loop *loop, bool (*done)(void *arg), void *arg, int timeout_ms);
 

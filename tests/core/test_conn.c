@@ -107,10 +107,8 @@ START_TEST(ten_megabytes_through_a_slow_reader_stay_bounded)
 {
     int port;
     corral_server *server = start_echo(1, &echo_handler, &port);
-    int fd = test_connect(port);
-    /* Small socket buffers make the server's side fill up early. */
-    int small = 64 * 1024;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    /* A small receive buffer makes the server's side fill up early. */
+    int fd = test_connect_small(port, 64 * 1024);
     struct sender sender = {.fd = fd};
     pthread_t thread;
     ck_assert_int_eq(pthread_create(&thread, NULL, send_big, &sender), 0);
@@ -392,11 +390,9 @@ START_TEST(write_timeout_closes_a_stalled_reader)
 {
     int port;
     corral_server *server = start_echo(1, &write_timeout_handler, &port);
-    int fd = test_connect(port);
     /* A small receive buffer, so that the 4 MiB cannot all fit in the
      * kernel's buffers and leave nothing pending to time out. */
-    int small = 16 * 1024;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    int fd = test_connect_small(port, 16 * 1024);
     test_send_all(fd, "go", 2); /* 4 MiB come back; this client never reads */
     test_wait_for(atomic_load(&closes) != 0, TEST_WAIT_MS, "the connection did not close");
     ck_assert_int_eq(atomic_load(&closes), 1);
@@ -704,9 +700,7 @@ START_TEST(a_write_timeout_resets_the_peer)
 {
     int port;
     corral_server *server = start_echo(1, &write_timeout_handler, &port);
-    int fd = test_connect(port);
-    int small = 16 * 1024;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    int fd = test_connect_small(port, 16 * 1024);
     test_send_all(fd, "go", 2);
     test_wait_for(atomic_load(&closes) != 0, TEST_WAIT_MS, "the connection did not close");
     ck_assert_int_eq(atomic_load(&closes), 1);

@@ -230,12 +230,19 @@ static bool splice_over(void *arg)
     return run->done;
 }
 
-static void run_open(struct run *run)
+/* The two pairs; `to`'s peer with a receive buffer of to_rcvbuf bytes
+ * (pair_open_small()) when it is not 0. */
+static void run_open_small(struct run *run, int to_rcvbuf)
 {
     memset(run, 0, sizeof(*run));
     ck_assert_int_eq(corral_loop_new(&run->loop), 0);
     run->from = pair_open(run->loop, &from_handler, run, &run->from_peer);
-    run->to = pair_open(run->loop, &to_handler, run, &run->to_peer);
+    run->to = pair_open_small(run->loop, &to_handler, run, &run->to_peer, to_rcvbuf);
+}
+
+static void run_open(struct run *run)
+{
+    run_open_small(run, 0);
 }
 
 static void run_close(struct run *run)
@@ -482,12 +489,11 @@ START_TEST(aborting_the_destination_releases_the_pipe)
 {
     int fds_before = test_fd_count();
     struct run run;
-    run_open(&run);
-    struct sender s = {.fd = run.from_peer, .len = 8 * 1000 * 1000};
     int small = 64 * 1024;
+    run_open_small(&run, small);
+    struct sender s = {.fd = run.from_peer, .len = 8 * 1000 * 1000};
     setsockopt(s.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
     setsockopt(corral_conn_fd(run.to), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
-    setsockopt(run.to_peer, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
     pthread_t st;
     ck_assert_int_eq(pthread_create(&st, NULL, send_stream, &s), 0);
     ck_assert_int_eq(corral_conn_splice(run.from, run.to, s.len, splice_done, &run), 0);
@@ -516,11 +522,10 @@ START_TEST(a_stalled_destination_times_out)
 {
     int fds_before = test_fd_count();
     struct run run;
-    run_open(&run);
-    struct sender s = {.fd = run.from_peer, .len = 16 * 1000 * 1000};
     int small = 64 * 1024;
+    run_open_small(&run, small);
+    struct sender s = {.fd = run.from_peer, .len = 16 * 1000 * 1000};
     setsockopt(corral_conn_fd(run.to), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
-    setsockopt(run.to_peer, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
     corral_conn_set_timeouts(run.to, 0, 300);
     pthread_t st;
     ck_assert_int_eq(pthread_create(&st, NULL, send_stream, &s), 0);
@@ -803,11 +808,10 @@ START_TEST(sendfile_to_a_stalled_destination_times_out)
 {
     int fds_before = test_fd_count();
     struct run run;
-    run_open(&run);
-    int fd = pattern_file(16 << 20);
     int small = 64 * 1024;
+    run_open_small(&run, small);
+    int fd = pattern_file(16 << 20);
     setsockopt(corral_conn_fd(run.to), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
-    setsockopt(run.to_peer, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
     corral_conn_set_timeouts(run.to, 0, 300);
     ck_assert_int_eq(corral_conn_sendfile(run.to, fd, 0, 16 << 20, file_done, &run), 0);
     pair_run_until(run.loop, splice_over, &run, 10000);

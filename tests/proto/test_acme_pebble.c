@@ -620,25 +620,22 @@ static long long metric_line(const struct test_daemon *d, const char *series)
     return -1;
 }
 
-/* The daemon: its placeholder serves at start, pebble validates HTTP-01
- * on its plain listener (whose only location answers 404), and the issued
- * certificate is served without a reload; /metrics counts it and tells
- * the time to its expiry. */
-START_TEST(daemon_issues_and_serves)
+/* The daemon's config: `acme_certificate` from pebble on a TLS listener
+ * at `tls_port`, HTTP-01 on http_port, an admin listener for /metrics;
+ * the directive `trust` (ca_certificate, or nginx's name of it,
+ * ssl_trusted_certificate) names pebble's CA, and `extra` holds more of
+ * the issuer's lines. */
+static void daemon_config(struct test_daemon *d, int tls_port, const char *trust, const char *extra)
 {
-    start_pebble(false, 0);
-    int tls_port;
-    close(test_reserve_port(&tls_port));
-    struct test_daemon d = {0};
-    snprintf(d.conf, sizeof(d.conf), "%s/corral.conf", dir);
-    snprintf(d.log, sizeof(d.log), "%s/corral.log", dir);
+    snprintf(d->conf, sizeof(d->conf), "%s/corral.conf", dir);
+    snprintf(d->log, sizeof(d->log), "%s/corral.log", dir);
     char conf[2048];
     snprintf(conf, sizeof(conf),
              "acme_issuer pebble {\n"
              "    uri https://127.0.0.1:%d/dir;\n"
-             "    contact admin@example.test;\n"
              "    state_path %s;\n"
-             "    ssl_trusted_certificate %s/ca.pem;\n"
+             "    %s %s/ca.pem;\n"
+             "%s"
              "    accept_terms_of_service;\n"
              "}\n"
              "admin { listen 127.0.0.2:0; }\n"
@@ -654,8 +651,21 @@ START_TEST(daemon_issues_and_serves)
              "    tls_certificate_key $acme_certificate_key;\n"
              "    location / { return 200 \"ok\\n\"; }\n"
              "}\n",
-             pebble_port, state, dir, http_port, tls_port);
-    test_daemon_write_config(&d, conf);
+             pebble_port, state, trust, dir, extra, http_port, tls_port);
+    test_daemon_write_config(d, conf);
+}
+
+/* The daemon: its placeholder serves at start, pebble validates HTTP-01
+ * on its plain listener (whose only location answers 404), and the issued
+ * certificate is served without a reload; /metrics counts it and tells
+ * the time to its expiry. */
+START_TEST(daemon_issues_and_serves)
+{
+    start_pebble(false, 0);
+    int tls_port;
+    close(test_reserve_port(&tls_port));
+    struct test_daemon d = {0};
+    daemon_config(&d, tls_port, "ssl_trusted_certificate", "    contact admin@example.test;\n");
     test_daemon_spawn(&d, -1);
     test_daemon_wait_listening(&d);
     ck_assert(test_daemon_wait_port(tls_port, TEST_WAIT_MS));
@@ -768,37 +778,6 @@ static bool tls_peer_get(struct tls_peer *p)
     }
 }
 
-/* The daemon's config: `acme_certificate` from pebble on a TLS listener
- * at `tls_port`, HTTP-01 on http_port, an admin listener for /metrics. */
-static void daemon_config(struct test_daemon *d, int tls_port)
-{
-    snprintf(d->conf, sizeof(d->conf), "%s/corral.conf", dir);
-    snprintf(d->log, sizeof(d->log), "%s/corral.log", dir);
-    char conf[2048];
-    snprintf(conf, sizeof(conf),
-             "acme_issuer pebble {\n"
-             "    uri https://127.0.0.1:%d/dir;\n"
-             "    state_path %s;\n"
-             "    ca_certificate %s/ca.pem;\n"
-             "    accept_terms_of_service;\n"
-             "}\n"
-             "admin { listen 127.0.0.2:0; }\n"
-             "server {\n"
-             "    listen 127.0.0.1:%d;\n"
-             "    location / { return 404; }\n"
-             "}\n"
-             "server {\n"
-             "    listen 127.0.0.1:%d tls;\n"
-             "    server_name localhost;\n"
-             "    acme_certificate pebble;\n"
-             "    tls_certificate $acme_certificate;\n"
-             "    tls_certificate_key $acme_certificate_key;\n"
-             "    location / { return 200 \"ok\\n\"; }\n"
-             "}\n",
-             pebble_port, state, dir, http_port, tls_port);
-    test_daemon_write_config(d, conf);
-}
-
 /* Polls new handshakes for up to `ms` until a CA-issued certificate
  * whose serial is not `other` serves; its serial into `out`. */
 static bool wait_issued(int port, const char *other, char *out, size_t size, int ms)
@@ -821,7 +800,7 @@ START_TEST(daemon_restart_serves_stored)
     int tls_port;
     close(test_reserve_port(&tls_port));
     struct test_daemon d = {0};
-    daemon_config(&d, tls_port);
+    daemon_config(&d, tls_port, "ca_certificate", "");
     test_daemon_spawn(&d, -1);
     test_daemon_wait_listening(&d);
     char serial[128], again[128];
@@ -860,7 +839,7 @@ START_TEST(daemon_renewal_keeps_connections)
     int tls_port;
     close(test_reserve_port(&tls_port));
     struct test_daemon d = {0};
-    daemon_config(&d, tls_port);
+    daemon_config(&d, tls_port, "ca_certificate", "");
     test_daemon_spawn(&d, -1);
     test_daemon_wait_listening(&d);
     char first[128], old[128], renewed[128];

@@ -444,7 +444,9 @@ START_TEST(jwt_client_gone_while_keys_are_fetched)
                   "the held request's connection is still open: %ld", active);
     uint64_t stop_ms = test_now_ms();
     test_daemon_stop(&d);
-    ck_assert_msg(test_now_ms() - stop_ms < 2000, "the stop waited %llu ms",
+    /* Half the default drain_timeout (10 s): a loaded machine's stop may
+     * take a second or two, one that waits for the drain takes 10. */
+    ck_assert_msg(test_now_ms() - stop_ms < 5000, "the stop waited %llu ms",
                   (unsigned long long)(test_now_ms() - stop_ms));
     close(silent);
 }

@@ -424,25 +424,17 @@ static long rss_kb(pid_t pid)
     return kb;
 }
 
-/* A client whose receive buffer is 16 KB, set before connect(): set
- * after, it comes too late for the window the connection already
- * advertised (the backend's first bytes may arrive before it, and the
- * window grows to ~93 KB), and the proxy's socket, its MSS now half that
+/* A client whose receive buffer is 16 KB (test_connect_small(): set
+ * after connect(), the backend's first bytes may arrive before it, the
+ * window grows to ~93 KB, and the proxy's socket, its MSS now half that
  * largest window, sends into the smaller window only on its window probe
- * timer, 32 KB per 200 ms: 40 MB then took minutes. */
+ * timer, 32 KB per 200 ms: 40 MB then took minutes), reading with a 20 s
+ * timeout. */
 static int connect_small_window(int port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(fd, 0);
-    int small = 16 * 1024;
-    ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+    int fd = test_connect_small(port, 16 * 1024);
     struct timeval tv = {.tv_sec = 20};
     ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET,
-                               .sin_port = htons((uint16_t)port),
-                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_msg(connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0, "connect: %s",
-                  strerror(errno));
     return fd;
 }
 

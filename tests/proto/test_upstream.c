@@ -398,6 +398,47 @@ static struct backend *backend_start(const char *name)
     return backend_start_on(name, "127.0.0.1", 0);
 }
 
+/* Whether TCP port `port` can be bound on every one of `count` IPv4
+ * addresses; `port` 0: any port free on the first, which goes into it. */
+static bool port_free_on_all(const char *const *ips, int count, int *port)
+{
+    int fds[16];
+    ck_assert_int_le(count, 16);
+    int bound = 0;
+    for (; bound < count; bound++) {
+        fds[bound] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ck_assert_int_ge(fds[bound], 0);
+        struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)*port)};
+        ck_assert_int_eq(inet_pton(AF_INET, ips[bound], &addr.sin_addr), 1);
+        if (bind(fds[bound], (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+            ck_assert_msg(errno == EADDRINUSE, "bind %s: %s", ips[bound], strerror(errno));
+            close(fds[bound]);
+            break;
+        }
+        socklen_t len = sizeof(addr);
+        ck_assert_int_eq(getsockname(fds[bound], (struct sockaddr *)&addr, &len), 0);
+        *port = ntohs(addr.sin_port);
+    }
+    for (int i = 0; i < bound; i++)
+        close(fds[i]);
+    return bound == count;
+}
+
+/* Backends names[i] on ips[i], all on one port.  Each address has ports
+ * of its own, and another program's socket (a daemon's admin listen on
+ * 127.0.0.2:0, say) may hold on one of them the port the first got: such
+ * a port is given up for another. */
+static void backends_on_one_port(struct backend **bs, const char *const *names,
+                                 const char *const *ips, int count)
+{
+    int port = 0;
+    for (int i = 0; i < 20 && !port_free_on_all(ips, count, &port); i++)
+        port = 0;
+    ck_assert_msg(port > 0, "no port free on all %d addresses in 20 tries", count);
+    for (int i = 0; i < count; i++)
+        bs[i] = backend_start_on(names[i], ips[i], port);
+}
+
 static void backend_free(struct backend *b)
 {
     ck_assert_msg(test_backend_stop(&b->tcp, 5000), "%u backend connections live",
@@ -863,8 +904,10 @@ static bool answered_by(int port, const char *name, unsigned ms)
 
 START_TEST(changed_dns_answer_moves_traffic_without_a_reload)
 {
-    struct backend *a = backend_start_on("a", "127.0.0.1", 0);
-    struct backend *b = backend_start_on("b", "127.0.0.3", a->tcp.port);
+    struct backend *ab[2];
+    backends_on_one_port(ab, (const char *const[]){"a", "b"},
+                         (const char *const[]){"127.0.0.1", "127.0.0.3"}, 2);
+    struct backend *a = ab[0], *b = ab[1];
     struct dns_server *dns = dns_start();
     dns_answer(dns, "127.0.0.1");
     struct test_daemon d;
@@ -905,8 +948,10 @@ END_TEST
  * default would take. */
 START_TEST(dns_ttl_sets_when_a_name_is_asked_again)
 {
-    struct backend *a = backend_start_on("a", "127.0.0.1", 0);
-    struct backend *b = backend_start_on("b", "127.0.0.3", a->tcp.port);
+    struct backend *ab[2];
+    backends_on_one_port(ab, (const char *const[]){"a", "b"},
+                         (const char *const[]){"127.0.0.1", "127.0.0.3"}, 2);
+    struct backend *a = ab[0], *b = ab[1];
     struct dns_server *dns = dns_start();
     dns_answer(dns, "127.0.0.1");
     struct test_daemon d;
@@ -933,13 +978,10 @@ START_TEST(every_address_of_a_name_serves)
 {
     enum { COUNT = 8 };
     static const char *const names[COUNT] = {"b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8"};
+    static const char *const ips[COUNT] = {"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4",
+                                           "127.0.0.5", "127.0.0.6", "127.0.0.7", "127.0.0.8"};
     struct backend *bs[COUNT];
-    bs[0] = backend_start_on(names[0], "127.0.0.1", 0);
-    for (int i = 1; i < COUNT; i++) {
-        char ip[32];
-        snprintf(ip, sizeof(ip), "127.0.0.%d", i + 1);
-        bs[i] = backend_start_on(names[i], ip, bs[0]->tcp.port);
-    }
+    backends_on_one_port(bs, names, ips, COUNT);
     struct dns_server *dns = dns_start();
     dns_answer_many(dns, COUNT);
     unsigned kept = _i == 0 ? COUNT : 3;
@@ -1278,8 +1320,10 @@ static bool gets_no_requests(const struct backend *b, unsigned settle, unsigned 
  * get requests, the old ones none, and no request fails. */
 START_TEST(dns_answers_change_under_load_without_a_failure)
 {
-    struct backend *a = backend_start_on("a", "127.0.0.1", 0);
-    struct backend *b = backend_start_on("b", "127.0.0.3", a->tcp.port);
+    struct backend *ab[2];
+    backends_on_one_port(ab, (const char *const[]){"a", "b"},
+                         (const char *const[]){"127.0.0.1", "127.0.0.3"}, 2);
+    struct backend *a = ab[0], *b = ab[1];
     struct dns_server *dns = dns_start();
     dns_answer(dns, "127.0.0.1");
     struct test_daemon d;
