@@ -276,8 +276,8 @@ uint32_t hpack_table_find(const struct hpack_table *t, const uint8_t *name, size
     uint32_t by_name = 0;
     *both = false;
     if (name_len <= HPACK_STATIC_NAME_MAX) {
-        for (unsigned k = hpack_static_len_at[name_len]; k < hpack_static_len_at[name_len + 1];
-             k++) {
+        const uint8_t *at = hpack_static_len_at + name_len; /* two entries: from, to */
+        for (unsigned k = at[0]; k < at[1]; k++) {
             unsigned i = hpack_static_by_len[k];
             assert(hpack_static[i].name_len == name_len);
             if (memcmp(name, hpack_static[i].name, name_len) != 0)
