@@ -697,14 +697,16 @@ static void on_lock_timeout(corral_timer *timer, void *arg)
  * wait) and its end is the module's release. */
 static const struct http_handler waiting_handler = {.name = "cache lock"};
 
-enum { LOCK_TAKEN = 100, LOCK_GAVE_UP, LOCK_NONE };
+enum { LOCK_TAKEN = 100, LOCK_GAVE_UP, LOCK_NONE, LOCK_CHANGED };
 
 /* proxy_cache_lock: the key's fetch is this request's (LOCK_TAKEN), or
  * it waits for the one under way (ROUTER_DONE), or it gave up waiting
  * (LOCK_GAVE_UP: fetched, not stored), or it cannot wait (LOCK_NONE:
- * out of memory; fetched and stored as without the lock). */
+ * out of memory; fetched and stored as without the lock), or `entry`
+ * changed since its lookup saw `version` (LOCK_CHANGED: look again;
+ * cache_zone_lock() says why). */
 static int lock_or_wait(struct router_walk *w, const struct cache_loc *loc,
-                        const uint8_t id[CACHE_ID_LEN])
+                        const uint8_t id[CACHE_ID_LEN], const uint8_t *entry, uint64_t version)
 {
     struct exchange *ex = w->ex;
     struct cache_wait *cw = exchange_ctx(ex, wait_slot());
@@ -722,8 +724,11 @@ static int lock_or_wait(struct router_walk *w, const struct cache_loc *loc,
         cw->deadline_ms = now_ms + loc->lock_timeout_ms;
         exchange_set_ctx(ex, wait_slot(), cw);
     }
-    if (cache_zone_lock(loc->zone, id, &cw->w))
+    enum cache_lock_result taken = cache_zone_lock(loc->zone, id, entry, version, &cw->w);
+    if (taken == CACHE_LOCK_TAKEN)
         return LOCK_TAKEN;
+    if (taken == CACHE_LOCK_CHANGED)
+        return LOCK_CHANGED;
     /* Back from a wait, the request is the kept copy already. */
     if ((cw->req_block == NULL &&
          (cw->req_block = exchange_request_copy(&w->req, &cw->req)) == NULL) ||
@@ -744,7 +749,14 @@ static int lock_or_wait(struct router_walk *w, const struct cache_loc *loc,
     return ROUTER_DONE;
 }
 
-static int cache_phase(struct router_walk *w)
+/* How many times a request looks its key up again when the entry changed
+ * between its lookup and the lock (another request stored it meanwhile):
+ * once finds it, unless another store comes at each turn (say of
+ * responses stale at once); past that the lock is taken anyway. */
+#define LOOKS_MAX 4
+
+/* The content phase, `looks` looks again into it so far. */
+static int cache_look(struct router_walk *w, unsigned looks)
 {
     struct exchange *ex = w->ex;
     const struct cache_loc *loc = http_module_built(ex, &cache_module);
@@ -809,7 +821,11 @@ static int cache_phase(struct router_walk *w)
         bool updating = !e->must_revalidate && ((loc->use_stale & CACHE_STALE_UPDATING) ||
                                                 now < e->expires + (int64_t)e->swr);
         if (updating) {
-            if (cache_zone_lock(loc->zone, id, NULL)) {
+            enum cache_lock_result taken = cache_zone_lock(
+                loc->zone, id, looks < LOOKS_MAX ? entry : NULL, found.version, NULL);
+            if (taken == CACHE_LOCK_CHANGED)
+                return cache_look(w, looks + 1); /* updated meanwhile */
+            if (taken == CACHE_LOCK_TAKEN) {
                 /* With proxy_cache_background_update the stale response
                  * goes at once and a subrequest updates it; without, this
                  * request does. */
@@ -851,7 +867,9 @@ static int cache_phase(struct router_walk *w)
         locked = false;
     }
     if (store && !locked && loc->lock && !req->has_body) {
-        int rc = lock_or_wait(w, loc, id);
+        int rc = lock_or_wait(w, loc, id, looks < LOOKS_MAX ? entry : NULL, found.version);
+        if (rc == LOCK_CHANGED)
+            return cache_look(w, looks + 1); /* stored meanwhile: a hit, likely */
         if (rc == ROUTER_DONE)
             return ROUTER_DONE;
         locked = rc == LOCK_TAKEN;
@@ -862,6 +880,11 @@ static int cache_phase(struct router_walk *w)
     if (store && store_prepare(w, loc, id, key, locked, stale ? entry : NULL, &found.entry))
         ((struct cache_store *)exchange_ctx(ex, store_slot()))->background = background;
     return ROUTER_DECLINED;
+}
+
+static int cache_phase(struct router_walk *w)
+{
+    return cache_look(w, 0);
 }
 
 /* ------------------------------------------------------- the store filter */

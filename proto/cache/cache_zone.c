@@ -214,6 +214,7 @@ void cache_zone_lookup(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], 
 {
     struct victims v = {.count = 0};
     out->state = CACHE_LOOKUP_MISS;
+    out->version = 0;
     out->vary[0] = '\0';
     pthread_mutex_lock(&zone->lock);
     struct cache_node *n = find(zone, id);
@@ -286,6 +287,8 @@ static void set_vary_locked(struct cache_zone *zone, const uint8_t id[CACHE_ID_L
             memcpy(v->ids[v->count++], n->id, CACHE_ID_LEN);
     }
     n->flags = NODE_VARY;
+    /* A request that saw no Vary yet looks again (cache_zone_lock()). */
+    n->version = ++zone->versions;
     memcpy(n->vary, vary, len);
     n->vary[len] = '\0';
 }
@@ -359,13 +362,20 @@ static struct cache_lock **find_lock(struct cache_zone *zone, const uint8_t id[C
     return pp;
 }
 
-bool cache_zone_lock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN],
-                     struct cache_waiter *w)
+enum cache_lock_result cache_zone_lock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN],
+                                       const uint8_t entry[CACHE_ID_LEN], uint64_t version,
+                                       struct cache_waiter *w)
 {
     pthread_mutex_lock(&zone->lock);
     struct cache_lock **pp = find_lock(zone, id);
-    bool taken = *pp == NULL;
-    if (taken) {
+    enum cache_lock_result result = *pp == NULL ? CACHE_LOCK_TAKEN : CACHE_LOCK_HELD;
+    if (result == CACHE_LOCK_TAKEN && entry != NULL) {
+        /* A node gone (evicted, dropped) and made again starts at 0. */
+        const struct cache_node *n = find(zone, entry);
+        if ((n != NULL ? n->version : 0) != version)
+            result = CACHE_LOCK_CHANGED;
+    }
+    if (result == CACHE_LOCK_TAKEN) {
         struct cache_lock *l = calloc(1, sizeof(*l));
         if (l != NULL) {
             memcpy(l->id, id, CACHE_ID_LEN);
@@ -374,7 +384,7 @@ bool cache_zone_lock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN],
             zone->locks = l;
         }
         /* Out of memory: taken all the same, with nobody to wake. */
-    } else if (w != NULL) {
+    } else if (result == CACHE_LOCK_HELD && w != NULL) {
         w->next = NULL;
         w->queued = true;
         w->posted = w->cancelled = false;
@@ -382,7 +392,7 @@ bool cache_zone_lock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN],
         (*pp)->tail = &w->next;
     }
     pthread_mutex_unlock(&zone->lock);
-    return taken;
+    return result;
 }
 
 void cache_zone_unlock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN])

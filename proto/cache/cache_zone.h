@@ -100,7 +100,7 @@ struct cache_found {
     enum cache_lookup state;
     uint32_t uses;                 /* requests for the key counted so far, this one too */
     struct cache_entry_info entry; /* FRESH, STALE */
-    uint64_t version;              /* FRESH, STALE: changes with each store */
+    uint64_t version;              /* changes with each store (0: none yet) */
     char vary[CACHE_VARY_MAX + 1]; /* VARY: the names, NUL-terminated */
 };
 
@@ -137,12 +137,23 @@ struct cache_waiter {
     bool cancelled; /* its exchange went before the wake ran */
 };
 
-/* Takes the fetch lock of entry `id`: true when taken (the caller
- * fetches, and calls cache_zone_unlock() once its store is done or
- * given up).  False when another request holds it: `w` is queued, or
- * with `w` NULL nothing is (a stale entry's updating). */
-bool cache_zone_lock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN],
-                     struct cache_waiter *w);
+enum cache_lock_result {
+    CACHE_LOCK_TAKEN,   /* the caller fetches, and calls cache_zone_unlock() */
+    CACHE_LOCK_HELD,    /* another request fetches: `w` is queued (with `w` NULL, nothing is) */
+    CACHE_LOCK_CHANGED, /* `entry` changed since its lookup: no lock, look again */
+};
+
+/* Takes the fetch lock of key `id` (its store done or given up, the caller
+ * calls cache_zone_unlock()), or queues `w` behind the request that holds
+ * it; with `w` NULL nothing is queued (a stale entry's updating).  The
+ * caller's lookup of `entry` (the key's entry, or its Vary variant's) saw
+ * `version`: another request may have fetched and stored it whole and let
+ * its lock go since, and a fetch now would be a second one, so if `entry`
+ * changed no lock is taken.  With `entry` NULL it is taken whatever
+ * changed. */
+enum cache_lock_result cache_zone_lock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN],
+                                       const uint8_t entry[CACHE_ID_LEN], uint64_t version,
+                                       struct cache_waiter *w);
 
 /* Lets the lock of `id` go and wakes those waiting for it. */
 void cache_zone_unlock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN]);

@@ -213,6 +213,64 @@ START_TEST(zone_lookup_and_stale)
 }
 END_TEST
 
+/* proxy_cache_lock's race: a request looks a cold key up (a miss), and
+ * before it takes the lock another fetches the key whole, stores it and
+ * lets its lock go.  Taking the lock now would fetch a second time: the
+ * lock is refused for a look again, which finds the entry. */
+START_TEST(zone_lock_after_store_looks_again)
+{
+    make_dir();
+    struct cache_zone *z = zone_make("lockrace", 64 * 1024, 0);
+    uint8_t id[CACHE_ID_LEN];
+    id_of("k", id);
+    struct cache_found first, late;
+    cache_zone_lookup(z, id, 100, &first);
+    ck_assert_int_eq(first.state, CACHE_LOOKUP_MISS);
+    ck_assert_int_eq(cache_zone_lock(z, id, id, first.version, NULL), CACHE_LOCK_TAKEN);
+    cache_zone_lookup(z, id, 100, &late); /* a miss too */
+    ck_assert_int_eq(late.state, CACHE_LOOKUP_MISS);
+    /* Held: nobody else fetches. */
+    ck_assert_int_eq(cache_zone_lock(z, id, id, late.version, NULL), CACHE_LOCK_HELD);
+    cache_zone_stored(z, id, &(struct cache_entry_info){.size = 10, .expires = 200});
+    cache_zone_unlock(z, id);
+    ck_assert_int_eq(cache_zone_lock(z, id, id, late.version, NULL), CACHE_LOCK_CHANGED);
+    cache_zone_lookup(z, id, 100, &late);
+    ck_assert_int_eq(late.state, CACHE_LOOKUP_FRESH);
+
+    /* Stale: one updates it, and another that saw it stale does not. */
+    struct cache_found stale;
+    cache_zone_lookup(z, id, 300, &stale);
+    ck_assert_int_eq(stale.state, CACHE_LOOKUP_STALE);
+    ck_assert_int_eq(cache_zone_lock(z, id, id, stale.version, NULL), CACHE_LOCK_TAKEN);
+    cache_zone_stored(z, id, &(struct cache_entry_info){.size = 10, .expires = 400});
+    cache_zone_unlock(z, id);
+    ck_assert_int_eq(cache_zone_lock(z, id, id, stale.version, NULL), CACHE_LOCK_CHANGED);
+    /* Without the check it is taken, as with what the lookup saw. */
+    cache_zone_lookup(z, id, 300, &late);
+    ck_assert_int_eq(late.state, CACHE_LOOKUP_FRESH);
+    ck_assert_int_eq(cache_zone_lock(z, id, NULL, stale.version, NULL), CACHE_LOCK_TAKEN);
+    cache_zone_unlock(z, id);
+    ck_assert_int_eq(cache_zone_lock(z, id, id, late.version, NULL), CACHE_LOCK_TAKEN);
+    cache_zone_unlock(z, id);
+
+    /* A key whose first response has Vary: its variant is stored under
+     * another id, and the key itself changes to name the Vary. */
+    uint8_t key[CACHE_ID_LEN], variant[CACHE_ID_LEN];
+    id_of("v", key);
+    cache_key_id((struct http_str){"v", 1}, (struct http_str){"en", 2}, variant);
+    cache_zone_lookup(z, key, 100, &first);
+    ck_assert_int_eq(cache_zone_lock(z, key, key, first.version, NULL), CACHE_LOCK_TAKEN);
+    cache_zone_lookup(z, key, 100, &late);
+    cache_zone_set_vary(z, key, "accept-language", 15);
+    cache_zone_stored(z, variant, &(struct cache_entry_info){.size = 10, .expires = 200});
+    cache_zone_unlock(z, key);
+    ck_assert_int_eq(cache_zone_lock(z, key, key, late.version, NULL), CACHE_LOCK_CHANGED);
+    cache_zone_lookup(z, key, 100, &late);
+    ck_assert_int_eq(late.state, CACHE_LOOKUP_VARY);
+    remove_dir();
+}
+END_TEST
+
 /* Past max_size, the least recently used go, files and all. */
 START_TEST(zone_evicts_lru)
 {
@@ -360,6 +418,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, file_every_cut);
     tcase_add_test(tc, file_bad_lengths);
     tcase_add_test(tc, zone_lookup_and_stale);
+    tcase_add_test(tc, zone_lock_after_store_looks_again);
     tcase_add_test(tc, zone_evicts_lru);
     tcase_add_test(tc, zone_bounded_by_keys);
     tcase_add_test(tc, zone_loader);
