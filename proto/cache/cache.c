@@ -629,6 +629,7 @@ static bool store_prepare(struct router_walk *w, const struct cache_loc *loc,
     st->authorization = find_header(&w->req, "authorization") != NULL;
     struct http_header validators[2];
     size_t vcount = st->has_stale && loc->revalidate ? read_validators(st, validators) : 0;
+    assert(vcount <= sizeof(validators) / sizeof(validators[0]));
     size_t drop = 0;
     for (size_t i = 0; i < w->req.header_count; i++)
         drop += conditional_field(w->req.headers[i].name);
