@@ -548,9 +548,8 @@ struct http_conn *http2_conn_new(const struct http_conn *from)
         .reset_interval_ms = h2->conf->reset_interval_ms,
         .scratch = h2_scratch,
         .scratch_size = sizeof(h2_scratch),
-        /* Responses index nothing (h2_session_send_fields() without
-         * `how`): no table to keep per connection.  The size stays the
-         * default, so no block owes the client a size update. */
+        /* Response fields are indexed (http2_response.c); the size stays
+         * the default, so no block owes the client a size update. */
         .encoder_table_size = 4096,
         /* The output's watermark bounds DATA instead (send_bodies()). */
         .max_output = 0,

@@ -128,10 +128,26 @@ static void h2_ex_begin(struct exchange *base, unsigned status, const char *head
             st->status = status;
             st->response_body = body;
         }
+        /* Response fields are indexed, as libnghttp2 did: a connection's
+         * responses repeat most of their fields, and a literal of each on
+         * every response doubled the bytes of a small answer (and the TLS
+         * and kernel work on them).  Set-Cookie stays out of the table:
+         * per-client values would only churn it. */
+        uint8_t how_small[H2_FIELDS_ON_STACK];
+        uint8_t *how = n <= H2_FIELDS_ON_STACK ? how_small : malloc(n);
+        if (how != NULL)
+            for (size_t i = 0; i < n; i++)
+                how[i] = http_str_equal_nocase(
+                             (struct http_str){(const char *)fields[i].name, fields[i].name_len},
+                             "set-cookie")
+                             ? HPACK_NO_INDEX
+                             : HPACK_INDEX;
         /* Written at once: the HPACK encoder's state follows the order of
          * the blocks on the wire. */
-        rc = h2_session_send_fields(&h2->session, (uint32_t)st->id, fields, NULL, n,
+        rc = h2_session_send_fields(&h2->session, (uint32_t)st->id, fields, how, n,
                                     !informational && !body);
+        if (how != how_small)
+            free(how);
         if (rc == 0 && !informational && !body)
             st->end_sent = true;
     }
