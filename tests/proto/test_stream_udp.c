@@ -231,7 +231,12 @@ START_TEST(silent_and_refusing_servers_end_sessions)
     len = sizeof(addr);
     ck_assert_int_eq(getsockname(closed, (struct sockaddr *)&addr, &len), 0);
     closed_port = ntohs(addr.sin_port);
-    close(closed); /* datagrams to it now draw ICMP port unreachable */
+    /* Connected elsewhere, the socket keeps the port from other tests while
+     * datagrams from anyone else find no socket and draw ICMP port
+     * unreachable.  A closed socket's port could be bound again meanwhile. */
+    struct sockaddr_in nowhere = {
+        .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons(1)};
+    ck_assert_int_eq(connect(closed, (struct sockaddr *)&nowhere, sizeof(nowhere)), 0);
 
     int owed_port, free_port, stop_port;
     int r1 = test_reserve_port(&owed_port), r2 = test_reserve_port(&free_port),
@@ -292,6 +297,7 @@ START_TEST(silent_and_refusing_servers_end_sessions)
     ck_assert_uint_eq(lines_with(log, expect), 1);
     close(to_stop);
     close(silent);
+    close(closed);
 }
 END_TEST
 
