@@ -32,11 +32,7 @@ done
 . tests/bench/lib.sh
 bench_tmp
 chmod 755 "$tmp"
-crt=$tmp/c.crt key=$tmp/c.key
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=a.test \
-  -keyout "$key" -out "$crt" >/dev/null 2>&1
-chmod a+r "$key" "$crt"
-cat "$crt" "$key" >"$tmp/c.pem"
+bench_cert "$tmp"
 cat >"$tmp/backend.conf" <<EOF
 worker_processes 1; daemon off; pid $tmp/b.pid; error_log $tmp/b.err warn;
 events { worker_connections 4096; }
@@ -51,7 +47,7 @@ events { worker_connections 4096; }
 http { access_log off; keepalive_requests 1000000;
   upstream be { server 127.0.0.1:18180; keepalive 64; keepalive_requests 1000000; }
   server { listen 127.0.0.1:18191 ssl http2 backlog=4096;
-    ssl_certificate $crt; ssl_certificate_key $key;
+    ssl_certificate $tmp/cert.pem; ssl_certificate_key $tmp/key.pem;
     location / { grpc_pass grpc://be; } } }
 EOF
 cat >"$tmp/haproxy.cfg" <<EOF
@@ -65,13 +61,13 @@ defaults
   timeout server 30s
   option http-keep-alive
 frontend fe
-  bind 127.0.0.1:18192 ssl crt $tmp/c.pem alpn h2,http/1.1
+  bind 127.0.0.1:18192 ssl crt $tmp/cert-key.pem alpn h2,http/1.1
   default_backend be
 backend be
   http-reuse always
   server s1 127.0.0.1:18180 proto h2
 EOF
-sed -e "s,CRT,$crt," -e "s,KEY,$key," tests/bench/proxy-h2up.conf >"$tmp/corral.conf"
+sed -e "s,CRT,$tmp/cert.pem," -e "s,KEY,$tmp/key.pem," tests/bench/proxy-h2up.conf >"$tmp/corral.conf"
 bench_start nginx -c "$tmp/backend.conf"
 bench_start nginx -c "$tmp/nginx.conf"; roots=("$started")
 bench_start haproxy -f "$tmp/haproxy.cfg" -db >"$tmp/haproxy.log" 2>&1; roots+=("$started")
@@ -85,8 +81,8 @@ listen:
   host: 127.0.0.1
   port: 18193
   ssl:
-    certificate-file: $crt
-    key-file: $key
+    certificate-file: $tmp/cert.pem
+    key-file: $tmp/key.pem
 proxy.http2.ratio: 100
 hosts:
   default:

@@ -62,11 +62,7 @@ ulimit -n "$FDS" 2>/dev/null ||
   { echo "h2-idle-peers: -n $N needs $FDS open files, the limit is $(ulimit -Hn)" >&2; exit 2; }
 bench_tmp
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-  -keyout "$tmp/key.pem" -out "$tmp/cert.pem" -subj /CN=localhost \
-  -addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>/dev/null ||
-  { echo "h2-idle-peers: openssl req failed" >&2; exit 2; }
-cat "$tmp/cert.pem" "$tmp/key.pem" >"$tmp/haproxy.pem"   # HAProxy wants both in one file
+bench_cert "$tmp"
 printf 'hello world\n' >"$tmp/hello.txt"
 MAXC=$((N + W + 100))
 
@@ -111,7 +107,7 @@ defaults
   timeout connect 5s
   timeout server 5s
 frontend fe
-  bind 127.0.0.1:$port ssl crt $tmp/haproxy.pem alpn h2,http/1.1
+  bind 127.0.0.1:$port ssl crt $tmp/cert-key.pem alpn h2,http/1.1
   http-request return status 200 content-type text/plain string "hello world\n"
 CONF
       echo haproxy -f "$tmp/haproxy.cfg" -db;;

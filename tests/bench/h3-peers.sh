@@ -42,12 +42,10 @@ cd "$(dirname "$0")/../.." || exit 2
 . tests/bench/lib.sh
 bench_need h3-peers "nginx-light caddy nghttp2-client openssl curl" nginx caddy h2load openssl curl
 BIN=$(bench_corral "$BIN") || exit 2
-[ -x build/h3load ] || ninja build/h3load >/dev/null || exit 2
-H3LOAD=$(realpath build/h3load)
+H3LOAD=$(bench_build h3load) || exit 2
 bench_tmp
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$tmp/key.pem" \
-  -out "$tmp/cert.pem" -subj /CN=localhost -addext subjectAltName=DNS:localhost -days 2 2>/dev/null
+bench_cert "$tmp"
 bench_nginx_backend "$tmp/backend.conf" 18120
 cat >"$tmp/corral.conf" <<CONF
 workers 1;

@@ -1,7 +1,9 @@
 # tests/bench/lib.sh: the start-up the bench scripts share, sourced by them
-# (`. "$(dirname "$0")/lib.sh"`) after reading their options: checking for the peers, a temporary directory, starting peers
-# that are stopped at exit, waiting for a port to answer, a free port, and
-# the nginx `return 200 "hello world\n"` that most of them proxy to.
+# (`. "$(dirname "$0")/lib.sh"`) after reading their options: checking for
+# the peers, the binaries of build/, a temporary directory, a certificate,
+# starting peers that are stopped at exit, waiting for a port to answer, a
+# free port, and the nginx `return 200 "hello world\n"` that most of them
+# proxy to.
 
 # bench_need SCRIPT PACKAGES COMMAND...: exits 2, naming the Debian
 # PACKAGES to install, unless every COMMAND is on the PATH.
@@ -14,15 +16,20 @@ bench_need() {
   done
 }
 
-# bench_corral [PATH]: the absolute path of the corral binary to run: PATH,
-# else build/corral (built first if missing).  Exits 2 when it cannot be.
-bench_corral() {
-  local bin=${1:-}
+# bench_build NAME [PATH]: the absolute path of a binary to run: PATH, else
+# build/NAME (built first if missing).  Exits 2 when it cannot be.
+bench_build() {
+  local bin=${2:-}
   if [ -z "$bin" ]; then
-    bin=build/corral
-    [ -x "$bin" ] || ninja build/corral >/dev/null || exit 2
+    bin=build/$1
+    [ -x "$bin" ] || ninja "$bin" >/dev/null || exit 2
   fi
   realpath "$bin" || exit 2
+}
+
+# bench_corral [PATH]: the corral binary to run, as bench_build gives it.
+bench_corral() {
+  bench_build corral "${1:-}"
 }
 
 # bench_tmp: a temporary directory in $tmp; at exit (an interrupt too) the
@@ -39,6 +46,25 @@ bench_cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null
   rm -rf "$tmp"
+}
+
+# bench_cert DIR [NAME [ec|rsa]]: a self-signed certificate for NAME
+# (localhost) and 127.0.0.1, valid 2 days, in DIR/cert.pem, its key
+# (ECDSA P-256, or RSA 2048 with rsa) in DIR/key.pem, and the two in one
+# file (as HAProxy wants them) in DIR/cert-key.pem, readable by all (a
+# peer's workers may run as another user).  Exits 2 when openssl fails.
+bench_cert() {
+  local dir=$1 name=${2:-localhost} newkey out
+  case ${3:-ec} in
+    ec) newkey=(-newkey ec -pkeyopt ec_paramgen_curve:P-256) ;;
+    rsa) newkey=(-newkey rsa:2048) ;;
+    *) echo "bench_cert: key ec or rsa, not $3" >&2; exit 2 ;;
+  esac
+  out=$(openssl req -x509 "${newkey[@]}" -nodes -days 2 -keyout "$dir/key.pem" \
+    -out "$dir/cert.pem" -subj "/CN=$name" -addext "subjectAltName=DNS:$name,IP:127.0.0.1" 2>&1) ||
+    { echo "${0##*/}: openssl req failed: $out" >&2; exit 2; }
+  cat "$dir/cert.pem" "$dir/key.pem" >"$dir/cert-key.pem" || exit 2
+  chmod a+r "$dir/cert.pem" "$dir/key.pem" "$dir/cert-key.pem"
 }
 
 # bench_start COMMAND...: runs COMMAND in the background, to be stopped at

@@ -29,10 +29,7 @@ ninja build/corral >/dev/null
 bench_tmp
 chmod a+rx "$tmp"
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-  -keyout "$tmp/key.pem" -out "$tmp/cert.pem" -subj /CN=bench.example \
-  -addext subjectAltName=DNS:bench.example 2>/dev/null
-chmod a+r "$tmp"/*.pem
+bench_cert "$tmp" bench.example
 kb=$(head -c 1024 /dev/zero | tr '\0' x)
 
 cat >"$tmp/backend.conf" <<CONF

@@ -17,8 +17,7 @@ ninja build/corral build/h3load >/dev/null || fail "build"
 . tests/bench/lib.sh
 bench_tmp
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$tmp/key.pem" \
-  -out "$tmp/cert.pem" -subj /CN=localhost -days 1 2>/dev/null || fail "openssl"
+bench_cert "$tmp"
 # The quic listen needs a port known here.
 port=$(bench_free_port udp)
 cat >"$tmp/corral.conf" <<CONF

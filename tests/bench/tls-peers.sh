@@ -74,12 +74,8 @@ bench_need tls-peers "nginx-light haproxy wrk openssl curl" nginx haproxy wrk op
 BIN=$(bench_corral "$BIN") || exit 2
 bench_tmp
 
-if [ "$KEY" = rsa ]; then newkey=(-newkey rsa:2048); keydesc="RSA 2048"
-else newkey=(-newkey ec -pkeyopt ec_paramgen_curve:P-256); keydesc="ECDSA P-256"; fi
-openssl req -x509 "${newkey[@]}" -nodes -keyout "$tmp/key.pem" -out "$tmp/cert.pem" -days 2 \
-  -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>/dev/null \
-  || { echo "tls-peers: openssl req failed" >&2; exit 2; }
-cat "$tmp/cert.pem" "$tmp/key.pem" >"$tmp/haproxy.pem"   # HAProxy wants both in one file
+if [ "$KEY" = rsa ]; then keydesc="RSA 2048"; else keydesc="ECDSA P-256"; fi
+bench_cert "$tmp" localhost "$KEY"
 
 bench_nginx_backend "$tmp/backend.conf" 18100 "$W"
 # write_configs MODE PORT_BASE: MODE "on" has session tickets and the session
@@ -128,7 +124,7 @@ defaults
   timeout server 30s
   option http-keep-alive
 frontend fe
-  bind 127.0.0.1:$((base + 2)) ssl crt $tmp/haproxy.pem $hap_vers$hap_bind
+  bind 127.0.0.1:$((base + 2)) ssl crt $tmp/cert-key.pem $hap_vers$hap_bind
   tcp-request session track-sc0 ssl_fc_is_resumed table tls_resumed
   default_backend be
 backend be

@@ -20,8 +20,7 @@ cd "$(dirname "$0")/../.." || exit 1
 . tests/bench/lib.sh
 bench_need upstream-keepalive "nginx-light nghttp2-client openssl curl" nginx h2load openssl curl
 bench_tmp
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=a.test \
-  -keyout "$tmp/c.key" -out "$tmp/c.crt" >/dev/null 2>&1
+bench_cert "$tmp"
 be=18180 px=18194
 cat >"$tmp/backend.conf" <<EOF
 worker_processes 1; daemon off; pid $tmp/b.pid; error_log $tmp/b.err warn;
@@ -45,7 +44,7 @@ workers 1;
 keepalive_requests 1000000;
 error_log $tmp/corral.err warn;
 upstream backend { server 127.0.0.1:$be; keepalive $k; }
-server { listen 127.0.0.1:$px tls http2; tls_certificate $tmp/c.crt; tls_certificate_key $tmp/c.key;
+server { listen 127.0.0.1:$px tls http2; tls_certificate $tmp/cert.pem; tls_certificate_key $tmp/key.pem;
   location / { proxy_pass http://backend; } }
 EOF
     bench_start "$BIN" -c "$tmp/corral.conf" >"$tmp/corral.log" 2>&1

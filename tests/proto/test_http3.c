@@ -2895,6 +2895,29 @@ START_TEST(gtlsclient_interop)
 }
 END_TEST
 
+/* A one-worker server, not started, with h3_udp_handler on a UDP listen
+ * of 127.0.0.1 (`options` may be NULL) serving `site` with the case's
+ * certificate.  The case starts it, and after its stop frees the server,
+ * then `*h3site`. */
+static corral_server *udp_listen_new(const struct corral_udp_options *options,
+                                     struct h3_udp_site **h3site, corral_udp **udp)
+{
+    /* The site keeps the file names: they outlive the case. */
+    static char cert[128], key[128];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    struct h3_endpoint_config config = {.site = &site, .cert_file = cert, .key_file = key};
+    ck_assert_int_eq(h3_udp_site_new(&config, 1, h3site), 0);
+    struct corral_server_config server_config;
+    corral_server_config_init(&server_config);
+    server_config.workers = 1;
+    corral_server *server;
+    ck_assert_int_eq(corral_server_new(&server_config, &server), 0);
+    ck_assert_int_eq(
+        corral_server_listen_udp(server, "127.0.0.1:0", options, &h3_udp_handler, *h3site, udp), 0);
+    return server;
+}
+
 /* Every third sendmmsg() finds the socket full (EAGAIN).  What it
  * refused is remembered by a hash of its bytes, and crossed off when
  * those same bytes are sent later: QUIC's own recovery would send its
@@ -2947,20 +2970,9 @@ START_TEST(udp_listen_waits_for_a_full_socket)
         printf("udp_listen_waits_for_a_full_socket: skipped, no gtlsclient (ngtcp2-client)\n");
         return;
     }
-    char cert[128], key[128];
-    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
-    snprintf(key, sizeof(key), "%s/key.pem", dir);
-    struct h3_endpoint_config config = {.site = &site, .cert_file = cert, .key_file = key};
     struct h3_udp_site *h3site;
-    ck_assert_int_eq(h3_udp_site_new(&config, 1, &h3site), 0);
-    struct corral_server_config server_config;
-    corral_server_config_init(&server_config);
-    server_config.workers = 1;
-    corral_server *server;
-    ck_assert_int_eq(corral_server_new(&server_config, &server), 0);
     corral_udp *udp;
-    ck_assert_int_eq(
-        corral_server_listen_udp(server, "127.0.0.1:0", NULL, &h3_udp_handler, h3site, &udp), 0);
+    corral_server *server = udp_listen_new(NULL, &h3site, &udp);
     send_calls = refused_count = refused_resent = 0;
     corral__udp_sendmmsg = flaky_sendmmsg;
     ck_assert_int_eq(corral_server_start(server), 0);
@@ -3005,20 +3017,9 @@ END_TEST
  * the loop ends (ASan: nothing leaks). */
 START_TEST(udp_listen_batches_writes_outside_reads)
 {
-    char cert[128], key[128];
-    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
-    snprintf(key, sizeof(key), "%s/key.pem", dir);
-    struct h3_endpoint_config config = {.site = &site, .cert_file = cert, .key_file = key};
     struct h3_udp_site *h3site;
-    ck_assert_int_eq(h3_udp_site_new(&config, 1, &h3site), 0);
-    struct corral_server_config server_config;
-    corral_server_config_init(&server_config);
-    server_config.workers = 1;
-    corral_server *server;
-    ck_assert_int_eq(corral_server_new(&server_config, &server), 0);
     corral_udp *udp;
-    ck_assert_int_eq(
-        corral_server_listen_udp(server, "127.0.0.1:0", NULL, &h3_udp_handler, h3site, &udp), 0);
+    corral_server *server = udp_listen_new(NULL, &h3site, &udp);
     ck_assert_int_eq(corral_server_start(server), 0);
 
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -3066,25 +3067,13 @@ START_TEST(udp_listen_splits_a_gro_run)
         printf("udp_listen_splits_a_gro_run: skipped, no UDP GRO or GSO\n");
         return;
     }
-    char cert[128], key[128];
-    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
-    snprintf(key, sizeof(key), "%s/key.pem", dir);
-    struct h3_endpoint_config config = {.site = &site, .cert_file = cert, .key_file = key};
-    struct h3_udp_site *h3site;
-    ck_assert_int_eq(h3_udp_site_new(&config, 1, &h3site), 0);
-    struct corral_server_config server_config;
-    corral_server_config_init(&server_config);
-    server_config.workers = 1;
-    corral_server *server;
-    ck_assert_int_eq(corral_server_new(&server_config, &server), 0);
     struct corral_udp_options options;
     corral_udp_options_init(&options);
     options.gro = true;
     options.max_datagram = 65535;
+    struct h3_udp_site *h3site;
     corral_udp *udp;
-    ck_assert_int_eq(
-        corral_server_listen_udp(server, "127.0.0.1:0", &options, &h3_udp_handler, h3site, &udp),
-        0);
+    corral_server *server = udp_listen_new(&options, &h3site, &udp);
     ck_assert_int_eq(corral_server_start(server), 0);
 
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
