@@ -678,18 +678,29 @@ static void on_wake(void *arg)
 {
     struct cache_wait *cw = arg;
     if (!cache_zone_woken(cw->zone, &cw->w)) {
-        wait_free(cw); /* its exchange went meanwhile */
+        /* Its exchange went meanwhile.  Here only this runs on the
+         * thread that let the lock go, when it had no memory to post
+         * with (cache_waiter). */
+        wait_free(cw);
         return;
     }
     wait_resume(cw);
 }
 
+/* How soon a lock_timeout that met a wake being posted looks again. */
+#define LOCK_RECHECK_MS 10
+
 static void on_lock_timeout(corral_timer *timer, void *arg)
 {
     (void)timer;
     struct cache_wait *cw = arg;
-    if (!cache_zone_cancel(cw->zone, &cw->w, false))
-        return; /* its wake is on its way */
+    if (!cache_zone_cancel(cw->zone, &cw->w, false)) {
+        /* Its wake is on its way, unless the lock's holder finds no
+         * memory to post it with (cache_zone_unlock()), counting on this
+         * timer: which comes back to see.  The wake stops it. */
+        corral_timer_start(cw->timer, LOCK_RECHECK_MS);
+        return;
+    }
     cw->gave_up = true;
     wait_resume(cw);
 }
@@ -725,25 +736,35 @@ static int lock_or_wait(struct router_walk *w, const struct cache_loc *loc,
         cw->deadline_ms = now_ms + loc->lock_timeout_ms;
         exchange_set_ctx(ex, wait_slot(), cw);
     }
-    enum cache_lock_result taken = cache_zone_lock(loc->zone, id, entry, version, &cw->w);
+    /* The waiter is queued only once what its wait needs is in place:
+     * one queued and then taken out again (out of memory for the copy or
+     * the timer, or past its time) may have been woken meanwhile by the
+     * lock's holder on another thread, and its wake would resume the walk
+     * this request goes on with, from a copy never made.  So the lock is
+     * tried first without queueing: what fails then fails before anybody
+     * can wake it. */
+    enum cache_lock_result taken = cache_zone_lock(loc->zone, id, entry, version, NULL);
+    if (taken == CACHE_LOCK_HELD) {
+        if (now_ms >= cw->deadline_ms) {
+            cw->gave_up = true;
+            return LOCK_GAVE_UP;
+        }
+        /* Back from a wait, the request is the kept copy already. */
+        if ((cw->req_block == NULL &&
+             (cw->req_block = exchange_request_copy(&w->req, &cw->req)) == NULL) ||
+            (cw->timer == NULL &&
+             corral_timer_new(exchange_loop(ex), on_lock_timeout, cw, &cw->timer) != 0))
+            return LOCK_NONE; /* nothing queued: fetched from the live request */
+        /* Let go, or changed, since: as it says. */
+        taken = cache_zone_lock(loc->zone, id, entry, version, &cw->w);
+    }
     if (taken == CACHE_LOCK_TAKEN)
         return LOCK_TAKEN;
     if (taken == CACHE_LOCK_CHANGED)
         return LOCK_CHANGED;
-    /* Back from a wait, the request is the kept copy already. */
-    if ((cw->req_block == NULL &&
-         (cw->req_block = exchange_request_copy(&w->req, &cw->req)) == NULL) ||
-        (cw->timer == NULL &&
-         corral_timer_new(exchange_loop(ex), on_lock_timeout, cw, &cw->timer) != 0) ||
-        now_ms >= cw->deadline_ms) {
-        if (cache_zone_cancel(loc->zone, &cw->w, false)) {
-            cw->gave_up = now_ms >= cw->deadline_ms;
-            return cw->gave_up ? LOCK_GAVE_UP : LOCK_NONE;
-        }
-        /* Woken already: the wake resumes the walk. */
-    } else {
-        corral_timer_start(cw->timer, cw->deadline_ms - now_ms);
-    }
+    if (taken == CACHE_LOCK_NONE)
+        return LOCK_NONE;
+    corral_timer_start(cw->timer, cw->deadline_ms - now_ms);
     cw->waiting = true;
     router_routed(w);
     ex->_ops->set_handler(ex, &waiting_handler);
@@ -791,8 +812,12 @@ static int cache_look(struct router_walk *w, unsigned looks)
         return ROUTER_DECLINED;
     }
     int64_t now = (int64_t)time(NULL);
+    /* Counted once for proxy_cache_min_uses: not when it looks again
+     * (its entry changed) nor back from a wait (the lock's state is in
+     * its slot from the first look on). */
+    bool counted = looks > 0 || exchange_ctx(ex, wait_slot()) != NULL;
     struct cache_found found;
-    cache_zone_lookup(loc->zone, id, now, &found);
+    cache_zone_lookup(loc->zone, id, now, !counted, &found);
     const uint8_t *entry = id;
     uint8_t vid[CACHE_ID_LEN];
     if (found.state == CACHE_LOOKUP_VARY) {
@@ -803,7 +828,7 @@ static int cache_look(struct router_walk *w, unsigned looks)
             return ROUTER_DECLINED;
         cache_key_id(key, (struct http_str){variant, vlen}, vid);
         uint32_t uses = found.uses;
-        cache_zone_lookup(loc->zone, vid, now, &found);
+        cache_zone_lookup(loc->zone, vid, now, !counted, &found);
         found.uses = uses > found.uses ? uses : found.uses;
         entry = vid;
     }
@@ -840,7 +865,7 @@ static int cache_look(struct router_walk *w, unsigned looks)
                 } else {
                     locked = true; /* this request updates it */
                 }
-            } else {
+            } else if (taken == CACHE_LOCK_HELD) {
                 set_status(ex, CACHE_STATUS_UPDATING);
                 if (serve_hit(w, loc->zone, entry, key, found.version, now)) {
                     count(loc->zone, CACHE_STATUS_UPDATING);
@@ -848,6 +873,7 @@ static int cache_look(struct router_walk *w, unsigned looks)
                 }
                 stale = false; /* its file did not check out */
             }
+            /* CACHE_LOCK_NONE: this request updates it, without the lock. */
         }
     }
     if (found.state == CACHE_LOOKUP_FRESH && method != CACHE_METHOD_POST) {

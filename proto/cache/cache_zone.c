@@ -210,7 +210,7 @@ static void shrink(struct cache_zone *zone, int64_t now, struct victims *v)
 }
 
 void cache_zone_lookup(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], int64_t now,
-                       struct cache_found *out)
+                       bool count, struct cache_found *out)
 {
     struct victims v = {.count = 0};
     out->state = CACHE_LOOKUP_MISS;
@@ -226,7 +226,7 @@ void cache_zone_lookup(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], 
     }
     if (n != NULL) {
         n->used = now;
-        if (n->uses < UINT32_MAX)
+        if ((count || n->uses == 0) && n->uses < UINT32_MAX)
             n->uses++;
         out->uses = n->uses;
         out->entry = n->info;
@@ -382,8 +382,9 @@ enum cache_lock_result cache_zone_lock(struct cache_zone *zone, const uint8_t id
             l->tail = &l->waiters;
             l->next = zone->locks;
             zone->locks = l;
+        } else {
+            result = CACHE_LOCK_NONE;
         }
-        /* Out of memory: taken all the same, with nobody to wake. */
     } else if (result == CACHE_LOCK_HELD && w != NULL) {
         w->next = NULL;
         w->queued = true;
@@ -416,10 +417,15 @@ void cache_zone_unlock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN])
         struct cache_waiter *w = waiters;
         waiters = w->next;
         if (corral_loop_post(w->loop, w->wake, w->arg) != 0) {
-            /* No memory to post with: it waits for its lock_timeout. */
+            /* No memory to post with: it waits for its lock_timeout.  Its
+             * exchange gone meanwhile, it is nobody's but its wake's,
+             * which frees it here (cache_waiter). */
             pthread_mutex_lock(&zone->lock);
             w->posted = false;
+            bool gone = w->cancelled;
             pthread_mutex_unlock(&zone->lock);
+            if (gone)
+                w->wake(w->arg);
         }
     }
 }

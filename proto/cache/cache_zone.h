@@ -104,11 +104,14 @@ struct cache_found {
     char vary[CACHE_VARY_MAX + 1]; /* VARY: the names, NUL-terminated */
 };
 
-/* Looks `id` up at wall-clock second `now`, marks it used, and counts
- * this request for proxy_cache_min_uses (an entry with no response yet
- * is kept for that). */
+/* Looks `id` up at wall-clock second `now`, marks it used, and with
+ * `count` counts this request for proxy_cache_min_uses (an entry with no
+ * response yet is kept for that).  A request looks again without
+ * counting (back from proxy_cache_lock's wait, or its entry changed
+ * meanwhile): it counts once, as in nginx, unless the entry went in
+ * between and its count with it. */
 void cache_zone_lookup(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN], int64_t now,
-                       struct cache_found *out);
+                       bool count, struct cache_found *out);
 
 /* Entry `id`'s file is in place: indexed with `info`, and older entries
  * dropped while the zone is over its bounds. */
@@ -125,8 +128,12 @@ bool cache_zone_drop(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN]);
 
 /* A request waiting for another's fetch of the same key
  * (proxy_cache_lock).  The zone queues it, and when the lock goes posts
- * `wake(arg)` to `loop` (corral_loop_post()).  The fields after `arg`
- * are the zone's, under its mutex. */
+ * `wake(arg)` to `loop` (corral_loop_post()).  Out of memory to post
+ * with, the waiter is left to its own timeout, unless it was cancelled
+ * meanwhile (cache_zone_cancel(), `gone`): then nothing else would ever
+ * run, and `wake(arg)` is called on the unlocking thread, where it only
+ * frees the waiter (cache_zone_woken() says false).  The fields after
+ * `arg` are the zone's, under its mutex. */
 struct cache_waiter {
     corral_loop *loop;
     void (*wake)(void *arg);
@@ -141,16 +148,19 @@ enum cache_lock_result {
     CACHE_LOCK_TAKEN,   /* the caller fetches, and calls cache_zone_unlock() */
     CACHE_LOCK_HELD,    /* another request fetches: `w` is queued (with `w` NULL, nothing is) */
     CACHE_LOCK_CHANGED, /* `entry` changed since its lookup: no lock, look again */
+    /* Out of memory for the lock: none taken, nothing queued; the caller
+     * fetches without it (never to let go a lock another took since). */
+    CACHE_LOCK_NONE,
 };
 
 /* Takes the fetch lock of key `id` (its store done or given up, the caller
  * calls cache_zone_unlock()), or queues `w` behind the request that holds
- * it; with `w` NULL nothing is queued (a stale entry's updating).  The
- * caller's lookup of `entry` (the key's entry, or its Vary variant's) saw
- * `version`: another request may have fetched and stored it whole and let
- * its lock go since, and a fetch now would be a second one, so if `entry`
- * changed no lock is taken.  With `entry` NULL it is taken whatever
- * changed. */
+ * it; with `w` NULL nothing is queued (a stale entry's updating, or a
+ * waiter that first makes what its wait needs).  The caller's lookup of
+ * `entry` (the key's entry, or its Vary variant's) saw `version`: another
+ * request may have fetched and stored it whole and let its lock go since,
+ * and a fetch now would be a second one, so if `entry` changed no lock is
+ * taken.  With `entry` NULL it is taken whatever changed. */
 enum cache_lock_result cache_zone_lock(struct cache_zone *zone, const uint8_t id[CACHE_ID_LEN],
                                        const uint8_t entry[CACHE_ID_LEN], uint64_t version,
                                        struct cache_waiter *w);

@@ -191,24 +191,29 @@ START_TEST(zone_lookup_and_stale)
     uint8_t id[CACHE_ID_LEN];
     id_of("k", id);
     struct cache_found f;
-    cache_zone_lookup(z, id, 100, &f);
+    cache_zone_lookup(z, id, 100, true, &f);
     ck_assert_int_eq(f.state, CACHE_LOOKUP_MISS);
     ck_assert_uint_eq(f.uses, 1);
-    cache_zone_lookup(z, id, 100, &f);
+    cache_zone_lookup(z, id, 100, true, &f);
     ck_assert_uint_eq(f.uses, 2); /* proxy_cache_min_uses counts */
+    cache_zone_lookup(z, id, 100, false, &f);
+    ck_assert_uint_eq(f.uses, 2); /* a request's look again does not */
     cache_zone_stored(z, id, &(struct cache_entry_info){.size = 10, .expires = 200});
-    cache_zone_lookup(z, id, 199, &f);
+    cache_zone_lookup(z, id, 199, true, &f);
     ck_assert_int_eq(f.state, CACHE_LOOKUP_FRESH);
-    cache_zone_lookup(z, id, 200, &f);
+    cache_zone_lookup(z, id, 200, true, &f);
     ck_assert_int_eq(f.state, CACHE_LOOKUP_STALE);
     ck_assert_uint_eq(cache_zone_size(z), 10);
     cache_zone_set_vary(z, id, "accept-language", 15);
-    cache_zone_lookup(z, id, 150, &f);
+    cache_zone_lookup(z, id, 150, true, &f);
     ck_assert_int_eq(f.state, CACHE_LOOKUP_VARY);
     ck_assert_str_eq(f.vary, "accept-language");
     ck_assert_uint_eq(cache_zone_size(z), 0);
     ck_assert(cache_zone_drop(z, id));
     ck_assert(!cache_zone_drop(z, id));
+    /* Gone with its count: the look again counts the request anew. */
+    cache_zone_lookup(z, id, 100, false, &f);
+    ck_assert_uint_eq(f.uses, 1);
     remove_dir();
 }
 END_TEST
@@ -224,29 +229,29 @@ START_TEST(zone_lock_after_store_looks_again)
     uint8_t id[CACHE_ID_LEN];
     id_of("k", id);
     struct cache_found first, late;
-    cache_zone_lookup(z, id, 100, &first);
+    cache_zone_lookup(z, id, 100, true, &first);
     ck_assert_int_eq(first.state, CACHE_LOOKUP_MISS);
     ck_assert_int_eq(cache_zone_lock(z, id, id, first.version, NULL), CACHE_LOCK_TAKEN);
-    cache_zone_lookup(z, id, 100, &late); /* a miss too */
+    cache_zone_lookup(z, id, 100, true, &late); /* a miss too */
     ck_assert_int_eq(late.state, CACHE_LOOKUP_MISS);
     /* Held: nobody else fetches. */
     ck_assert_int_eq(cache_zone_lock(z, id, id, late.version, NULL), CACHE_LOCK_HELD);
     cache_zone_stored(z, id, &(struct cache_entry_info){.size = 10, .expires = 200});
     cache_zone_unlock(z, id);
     ck_assert_int_eq(cache_zone_lock(z, id, id, late.version, NULL), CACHE_LOCK_CHANGED);
-    cache_zone_lookup(z, id, 100, &late);
+    cache_zone_lookup(z, id, 100, true, &late);
     ck_assert_int_eq(late.state, CACHE_LOOKUP_FRESH);
 
     /* Stale: one updates it, and another that saw it stale does not. */
     struct cache_found stale;
-    cache_zone_lookup(z, id, 300, &stale);
+    cache_zone_lookup(z, id, 300, true, &stale);
     ck_assert_int_eq(stale.state, CACHE_LOOKUP_STALE);
     ck_assert_int_eq(cache_zone_lock(z, id, id, stale.version, NULL), CACHE_LOCK_TAKEN);
     cache_zone_stored(z, id, &(struct cache_entry_info){.size = 10, .expires = 400});
     cache_zone_unlock(z, id);
     ck_assert_int_eq(cache_zone_lock(z, id, id, stale.version, NULL), CACHE_LOCK_CHANGED);
     /* Without the check it is taken, as with what the lookup saw. */
-    cache_zone_lookup(z, id, 300, &late);
+    cache_zone_lookup(z, id, 300, true, &late);
     ck_assert_int_eq(late.state, CACHE_LOOKUP_FRESH);
     ck_assert_int_eq(cache_zone_lock(z, id, NULL, stale.version, NULL), CACHE_LOCK_TAKEN);
     cache_zone_unlock(z, id);
@@ -258,14 +263,14 @@ START_TEST(zone_lock_after_store_looks_again)
     uint8_t key[CACHE_ID_LEN], variant[CACHE_ID_LEN];
     id_of("v", key);
     cache_key_id((struct http_str){"v", 1}, (struct http_str){"en", 2}, variant);
-    cache_zone_lookup(z, key, 100, &first);
+    cache_zone_lookup(z, key, 100, true, &first);
     ck_assert_int_eq(cache_zone_lock(z, key, key, first.version, NULL), CACHE_LOCK_TAKEN);
-    cache_zone_lookup(z, key, 100, &late);
+    cache_zone_lookup(z, key, 100, true, &late);
     cache_zone_set_vary(z, key, "accept-language", 15);
     cache_zone_stored(z, variant, &(struct cache_entry_info){.size = 10, .expires = 200});
     cache_zone_unlock(z, key);
     ck_assert_int_eq(cache_zone_lock(z, key, key, late.version, NULL), CACHE_LOCK_CHANGED);
-    cache_zone_lookup(z, key, 100, &late);
+    cache_zone_lookup(z, key, 100, true, &late);
     ck_assert_int_eq(late.state, CACHE_LOOKUP_VARY);
     remove_dir();
 }
@@ -282,12 +287,12 @@ START_TEST(zone_evicts_lru)
         uint8_t id[CACHE_ID_LEN];
         id_of(keys[i], id);
         struct cache_found f;
-        cache_zone_lookup(z, id, 100, &f);
+        cache_zone_lookup(z, id, 100, true, &f);
         size = write_entry(z, keys[i], 900);
         cache_zone_stored(z, id, &(struct cache_entry_info){.size = size, .expires = 4000000000});
         if (i == 2) { /* "a" used again: "b" is now the oldest */
             id_of("a", id);
-            cache_zone_lookup(z, id, 100, &f);
+            cache_zone_lookup(z, id, 100, true, &f);
         }
     }
     ck_assert_uint_le(cache_zone_size(z), 3000);
@@ -313,7 +318,7 @@ START_TEST(zone_bounded_by_keys)
         uint8_t id[CACHE_ID_LEN];
         id_of(key, id);
         struct cache_found f;
-        cache_zone_lookup(z, id, 100, &f);
+        cache_zone_lookup(z, id, 100, true, &f);
     }
     ck_assert_uint_eq(cache_zone_count(z), cap);
     remove_dir();
@@ -357,7 +362,7 @@ START_TEST(zone_loader)
     ck_assert_int_eq(access(temp, F_OK), -1);
     struct cache_found f;
     id_of("good", id);
-    cache_zone_lookup(z, id, 100, &f);
+    cache_zone_lookup(z, id, 100, true, &f);
     ck_assert_int_eq(f.state, CACHE_LOOKUP_FRESH);
     remove_dir();
 }
@@ -388,7 +393,7 @@ START_TEST(zone_inactive_expiry)
     uint8_t id[CACHE_ID_LEN];
     id_of("idle", id);
     struct cache_found f;
-    cache_zone_lookup(z, id, (int64_t)time(NULL), &f);
+    cache_zone_lookup(z, id, (int64_t)time(NULL), true, &f);
     uint64_t size = write_entry(z, "idle", 100);
     cache_zone_stored(z, id, &(struct cache_entry_info){.size = size, .expires = 4000000000});
     ck_assert(exists(z, "idle"));
