@@ -178,9 +178,11 @@ limit_req_zone $binary_remote_addr zone=one:1m rate=1r/m;
 # A failure marks a server down for fail_timeout: each error case has its own.
 upstream slow {{ server 127.0.0.1:{backend} max_fails=0; }}
 upstream limited {{ server 127.0.0.1:{backend} max_fails=0; }}
+# A generous timeout: with fall=1 one slow check on a loaded machine would
+# take the server down in the middle of the case.
 upstream checked {{
     server 127.0.0.1:{backend};
-    health_check type=grpc interval=100ms timeout=1s rise=1 fall=1;
+    health_check type=grpc interval=100ms timeout=5s rise=1 fall=1;
 }}
 server {{
     listen 127.0.0.1:{ports[0]} http2;
@@ -303,10 +305,17 @@ def corral_errors(ch):
     return [no_upstream, read_timeout, deny, limit]
 
 
-def wait_log(d, text, timeout=5):
+def log_size(d):
+    return os.path.getsize(os.path.join(d, "error.log"))
+
+
+def wait_log(d, text, since, timeout=5):
+    """Whether `text` appears in the error log past its first `since`
+    bytes (a line logged before the change waited for does not count)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with open(os.path.join(d, "error.log")) as f:
+            f.seek(since)
             if text in f.read():
                 return True
         time.sleep(0.02)
@@ -318,11 +327,13 @@ def health_checks(ch, backend, d):
         """health_check type=grpc: NOT_SERVING takes the server down (calls
         get UNAVAILABLE from corral), SERVING brings it back."""
         check(ch.unary_unary("/checked.T/Unary")(b"ab", timeout=5) == b"ba", "first call")
+        since = log_size(d)
         backend.serving = False
-        check(wait_log(d, "is down: 1 failed checks (not serving (2))"), "never marked down")
+        check(wait_log(d, "is down: 1 failed checks (not serving (2))", since), "never marked down")
         expect_code(lambda: ch.unary_unary("/checked.T/Unary")(b"x", timeout=5), grpc.StatusCode.UNAVAILABLE)
+        since = log_size(d)
         backend.serving = True
-        check(wait_log(d, "is up: 1 passed checks"), "never back up")
+        check(wait_log(d, "is up: 1 passed checks", since), "never back up")
         check(ch.unary_unary("/checked.T/Unary")(b"ab", timeout=5) == b"ba", "call once back")
 
     return [grpc_health_check]
