@@ -47,9 +47,9 @@ struct corral__steer {
 static pthread_mutex_t steer_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct corral__steer *latest;
 static char unavailable[200]; /* why the probe could not load it; "" if it could */
-/* The copy the probe loaded, kept for the first server to steer: the
- * verifier takes tens of milliseconds over the program, and a daemon
- * probes and then starts at once.  Under steer_lock. */
+/* The copy the probe loaded, kept for the first server to steer: a load
+ * costs milliseconds (the verifier, the maps), and a daemon probes and
+ * then starts at once.  Under steer_lock. */
 static struct steer_bpf *probed_copy;
 
 /* ------------------------------------------------------------- loading */

@@ -43,6 +43,18 @@ __u32 rotation;
 __u64 total_conns, total_selected, total_accepted;
 struct steer_slot slots[STEER_MAX_WORKERS];
 
+/*
+ * The verifier walks every path through the program, and an inlined
+ * helper again at each place it is inlined, in each state it reaches it
+ * in: with every helper inlined, 58,000 instructions, 20 to 30 ms of CPU
+ * at each start and reload.  The helpers called from several places, and
+ * the steps of affinity's scan, are global functions (neither static nor
+ * inlined, Linux 5.6), which it checks once each, on their own, for any
+ * value of their scalar arguments, taking what they return for any value:
+ * about 5,000 instructions.  Each is a real call when the program runs,
+ * some nanoseconds, so the small helpers a choice uses once stay inlined.
+ */
+
 /* The verifier wants every index bounded where it is used; the compiler
  * drops a mask it can prove useless, so hide the value from it first. */
 static __always_inline struct steer_slot *slot_of(__u32 w)
@@ -87,7 +99,7 @@ static __always_inline __u64 late_for(const struct steer_slot *s)
 }
 
 /* Connections steered here but not accepted yet are load too. */
-static __always_inline __u64 plain_load_of(__u32 w)
+__noinline __u64 plain_load_of(__u32 w)
 {
     struct steer_slot *s = slot_of(w);
     return s->conns + queued_on(s);
@@ -112,10 +124,17 @@ static __always_inline int accepting(__u32 w)
     return slot_of(w)->paused == 0;
 }
 
+/* Whether the worker is in a loop iteration rather than waiting for
+ * events. */
+__noinline int busy(__u32 w)
+{
+    return slot_of(w)->busy_at != 0;
+}
+
 /* The next worker in turn that accepts and is not stalled, or n if the
  * next few all are (a paused or stalled worker's turn goes to the one
  * after it). */
-static __always_inline __u32 next_in_turn(__u32 n)
+__noinline __u32 next_in_turn(__u32 n)
 {
     __u32 start = __sync_fetch_and_add(&rotation, 1);
     for (__u32 k = 0; k < 4; k++) {
@@ -136,7 +155,7 @@ static __always_inline __u32 less_loaded(__u32 a, __u32 b, __u32 n)
     return ok_a ? a : ok_b ? b : n;
 }
 
-static __always_inline __u32 less_loaded_of_two(__u32 n)
+__noinline __u32 less_loaded_of_two(__u32 n)
 {
     if (n == 1)
         return accepting(0) ? 0 : n;
@@ -160,7 +179,7 @@ static __always_inline __u32 elsewhere(__u32 n, __u32 home)
 
 /* The less loaded of two workers on other CPUs: the arrival CPU's workers
  * were just found overloaded together. */
-static __always_inline __u32 spill_from(__u32 n, __u32 home)
+__noinline __u32 spill_from(__u32 n, __u32 home)
 {
     if (cpu_stride < 2 || cpu_stride > n || home >= cpu_stride)
         return less_loaded_of_two(n);
@@ -171,14 +190,35 @@ static __always_inline __u32 spill_from(__u32 n, __u32 home)
     return w < n ? w : less_loaded_of_two(n);
 }
 
-static __always_inline __u32 on_arrival_cpu(__u32 n)
+/* 1 if worker w accepts and its weight is below `least`, else 0: the
+ * scan in on_cpu() takes it with a mask, not a branch. */
+__noinline int lighter(__u32 w, __u64 weight, __u64 least)
 {
-    __u32 cpu = bpf_get_smp_processor_id();
-    asm volatile("" : "+r"(cpu));
-    cpu &= STEER_MAX_CPUS - 1;
-    __u32 first = cpu_first[cpu], count = cpu_count[cpu];
-    if (first == 0 || count == 0)
-        return next_in_turn(n); /* nobody on this CPU */
+    return accepting(w) && weight < least;
+}
+
+/* Counts a connection kept on worker w's CPU, or spilled from it.  On its
+ * own: a worker index used for an address in on_cpu() would have the
+ * verifier tell the scan's paths apart by the worker each found. */
+__noinline int count_locality(__u32 w, int spilled)
+{
+    struct steer_slot *s = slot_of(w);
+    if (spilled)
+        __sync_fetch_and_add(&s->spills, 1);
+    else
+        __sync_fetch_and_add(&s->local, 1);
+    return 0;
+}
+
+/* affinity, among the m workers pinned to the arrival CPU, the first of
+ * them `first`.  The verifier walks the scan's loop turn by turn, up to
+ * STEER_CPU_SCAN of them (Linux 5.14 has no bpf_loop()), and inside a
+ * loop it keeps apart states whose values differ at all: each turn has
+ * one path, its choice made by global functions and applied with a mask.
+ * m is an argument for the same reason: computed here, its value
+ * STEER_CPU_SCAN would be a second case to walk the whole loop for. */
+__noinline __u32 on_cpu(__u32 n, __u32 first, __u32 m)
+{
     /* The CPU's workers: their load together, weighed against their share
      * of the whole below, and the least loaded of them that accepts (one
      * of them running ahead of its neighbours would be the busiest),
@@ -186,28 +226,25 @@ static __always_inline __u32 on_arrival_cpu(__u32 n)
      * By plain load: on a CPU crowded by a burst most of its workers are
      * late, and the one late the shortest time would get all of it; one
      * that stays stalled builds a queue, which is load. */
-    __u32 m = count < STEER_CPU_SCAN ? count : STEER_CPU_SCAN;
     __u32 from = bpf_get_prandom_u32() % m;
     __u64 load = 0, least = ~0ull;
     __u32 local = n;
     for (__u32 k = 0; k < STEER_CPU_SCAN && k < m; k++) {
-        __u32 w = first - 1 + cpu_stride * ((from + k) % m);
+        __u32 w = first + cpu_stride * ((from + k) % m);
         if (w >= n)
             break;
         __u64 plain = plain_load_of(w);
         load += plain;
         /* A tie goes to one waiting for events, which the connection wakes. */
-        __u64 weight = plain * 2 + (slot_of(w)->busy_at != 0);
-        if (accepting(w) && weight < least) {
-            least = weight;
-            local = w;
-        }
+        __u64 weight = plain * 2 + busy(w);
+        __u64 take = -(__u64)lighter(w, weight, least); /* all ones or 0 */
+        least = (weight & take) | (least & ~take);
+        local = (w & (__u32)take) | (local & ~(__u32)take);
     }
     if (local >= n)
         return less_loaded_of_two(n);
     __u64 selected = total_selected, accepted = total_accepted;
     __u64 sum = total_conns + (selected > accepted ? selected - accepted : 0);
-    struct steer_slot *here = slot_of(local);
     /* Spills when the CPU's load is above factor x its share, and by more
      * than one connection: with a handful of connections a difference of
      * one is noise, and spilling on it would give up locality for
@@ -217,11 +254,22 @@ static __always_inline __u32 on_arrival_cpu(__u32 n)
      * reason to give up locality. */
     __u64 share = sum * m; /* x n */
     if (load * n * 16 <= (__u64)spill_x16 * share || load * n <= share + n) {
-        __sync_fetch_and_add(&here->local, 1);
+        count_locality(local, 0);
         return local;
     }
-    __sync_fetch_and_add(&here->spills, 1);
-    return spill_from(n, first - 1);
+    count_locality(local, 1);
+    return spill_from(n, first);
+}
+
+static __always_inline __u32 on_arrival_cpu(__u32 n)
+{
+    __u32 cpu = bpf_get_smp_processor_id();
+    asm volatile("" : "+r"(cpu));
+    cpu &= STEER_MAX_CPUS - 1;
+    __u32 first = cpu_first[cpu], count = cpu_count[cpu];
+    if (first == 0 || count == 0)
+        return next_in_turn(n); /* nobody on this CPU */
+    return on_cpu(n, first - 1, count < STEER_CPU_SCAN ? count : STEER_CPU_SCAN);
 }
 
 SEC("sk_reuseport/migrate")
