@@ -257,6 +257,8 @@ static enum h2_message_verdict response_field(struct h2_message *m, const struct
         m->content_length = parse_length(f->value, f->value_len);
         if (m->content_length == -1 || (m->status == 204 && m->content_length != 0))
             return H2_MESSAGE_MALFORMED;
+        if (m->status == 204)
+            return H2_MESSAGE_DROP; /* as libnghttp2 drops it */
         break;
     case T_TE:
         if (!value_is_nocase(f, "trailers"))

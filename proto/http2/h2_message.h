@@ -22,6 +22,7 @@
 enum h2_message_verdict {
     H2_MESSAGE_PASS,      /* a field to pass on */
     H2_MESSAGE_MALFORMED, /* the message is malformed (8.1.1) */
+    H2_MESSAGE_DROP,      /* a field not passed on: a 204's "content-length: 0" */
 };
 
 /* The state of one header block's checks. */

@@ -330,6 +330,13 @@ static void on_data(struct h2_session *s, const struct h2_event *ev)
             conn_error(s, H2_STREAM_CLOSED, "DATA after the stream's end");
             return;
         }
+        /* Before any response head: the connection's error, as
+         * libnghttp2's client makes it (after an interim head, the
+         * stream's: h2_message_body_ok()). */
+        if (st != NULL && st->msg.response && st->msg.status == 0) {
+            conn_error(s, H2_PROTOCOL_ERROR, "DATA before the response's HEADERS");
+            return;
+        }
         s->data_dropped = st == NULL;
         return;
     }
@@ -424,6 +431,7 @@ static int block_field(void *arg, const struct hpack_field *f)
          * scratch must keep this field until it is indexed. */
         b->malformed = true;
         return 0;
+    case H2_MESSAGE_DROP: return 0;
     case H2_MESSAGE_PASS: break;
     }
     /* Still checked past the limit: a malformed request is reset, not

@@ -570,6 +570,8 @@ START_TEST(response_content_length)
     HEAD(&t, 11, true, ":status", "304", "content-length", "100");
     ck_assert_uint_eq(request(&t, "/", false), 13);
     HEAD(&t, 13, true, ":status", "200", "content-length", "1");
+    ck_assert_uint_eq(request(&t, "/", false), 15);
+    HEAD(&t, 15, true, ":status", "204", "content-length", "0"); /* dropped, as libnghttp2 does */
     feed(&t);
     ck_assert_ptr_nonnull(strstr(t.log, "reset 1 1\n"));
     ck_assert_ptr_nonnull(strstr(t.log, "reset 3 1\n"));
@@ -578,21 +580,23 @@ START_TEST(response_content_length)
     ck_assert_ptr_nonnull(strstr(t.log, "reset 9 1\n"));
     ck_assert_ptr_nonnull(strstr(t.log, "response 11 304 end\nclosed 11\n"));
     ck_assert_ptr_nonnull(strstr(t.log, "reset 13 1\n"));
+    ck_assert_ptr_nonnull(strstr(t.log, "field 15 :status=204\nresponse 15 204 end\nclosed 15\n"));
     ck_assert_ptr_null(strstr(t.log, "body 1"));
     ck_assert_int_eq(t.c.error, H2_NO_ERROR);
     t_end(&t);
 }
 END_TEST
 
-/* 8.1: no body before the final head, no end after an interim one,
- * trailers end the stream and have no pseudo-header. */
+/* 8.1: no body after an interim head, no end with one, trailers end
+ * the stream and have no pseudo-header. */
 START_TEST(response_misplaced_blocks)
 {
     static struct t t;
     t_init(&t, NULL);
     handshake(&t);
     ck_assert_uint_eq(request(&t, "/", false), 1);
-    srv_data(&t, 1, "x", false); /* before any head */
+    HEAD(&t, 1, false, ":status", "200", "content-length", "0");
+    srv_data(&t, 1, "x", true); /* past its content-length */
     ck_assert_uint_eq(request(&t, "/", false), 3);
     HEAD(&t, 3, false, ":status", "100");
     srv_data(&t, 3, "x", false); /* after an interim head */
@@ -623,7 +627,7 @@ END_TEST
 /* Frames on streams a client never opened: the connection's end. */
 START_TEST(frames_on_streams_not_opened)
 {
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         static struct t t;
         t_init(&t, NULL);
         handshake(&t);
@@ -634,6 +638,7 @@ START_TEST(frames_on_streams_not_opened)
         case 2: srv_data(&t, 5, "x", false); break;
         case 3: h2_frame_write_rst_stream(&t.in_sink, 4, H2_CANCEL); break;
         case 4: h2_frame_write_window_update(&t.in_sink, 7, 10); break;
+        case 6: srv_data(&t, 1, "x", false); break; /* before any head: libnghttp2's choice */
         case 5: {
             /* PUSH_PROMISE for stream 2 on stream 1. */
             uint8_t f[H2_FRAME_HEADER_LEN + 5] = {0};
