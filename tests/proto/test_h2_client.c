@@ -18,13 +18,13 @@
 #include <string.h>
 
 /* The fields as "name=value;" text, for one comparison. */
-static void nv_text(const nghttp2_nv *nv, size_t n, char *out, size_t size)
+static void nv_text(const struct hpack_field *nv, size_t n, char *out, size_t size)
 {
     size_t used = 0;
     out[0] = '\0';
     for (size_t i = 0; i < n && used < size; i++)
-        used += (size_t)snprintf(out + used, size - used, "%.*s=%.*s;", (int)nv[i].namelen,
-                                 (const char *)nv[i].name, (int)nv[i].valuelen,
+        used += (size_t)snprintf(out + used, size - used, "%.*s=%.*s;", (int)nv[i].name_len,
+                                 (const char *)nv[i].name, (int)nv[i].value_len,
                                  (const char *)nv[i].value);
 }
 
@@ -53,7 +53,7 @@ static const struct {
 START_TEST(head_becomes_fields)
 {
     char *head = strdup(heads[_i].head);
-    nghttp2_nv nv[16];
+    struct hpack_field nv[16];
     size_t n = h2_client_head_nv(head, strlen(head), heads[_i].scheme, nv, 16);
     char text[1024];
     nv_text(nv, n, text, sizeof(text));
@@ -65,7 +65,7 @@ END_TEST
 START_TEST(malformed_or_too_many_is_refused)
 {
     char line_only[] = "GET\r\n\r\n";
-    nghttp2_nv nv[8];
+    struct hpack_field nv[8];
     ck_assert_uint_eq(h2_client_head_nv(line_only, strlen(line_only), "http", nv, 8), 0);
     char no_line[] = "GET / HTTP/1.1";
     ck_assert_uint_eq(h2_client_head_nv(no_line, strlen(no_line), "http", nv, 8), 0);
